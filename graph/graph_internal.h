@@ -1,0 +1,99 @@
+/* Internal view of the graph IR, shared by graph/, schema/, autodiff/,
+ * executor/ and dist/. Users see only include/flowgraph/. */
+#ifndef FG_GRAPH_INTERNAL_H
+#define FG_GRAPH_INTERNAL_H
+
+#include <stdint.h>
+
+#include "flowgraph/graph.h"
+#include "flowgraph/status.h"
+#include "flowgraph/tensor.h"
+#include "flowgraph/types.h"
+
+/* dtype and shape of one tensor; dims may hold FG_DIM_UNKNOWN. */
+typedef struct fg_tinfo {
+  fg_dtype dtype;
+  int rank;
+  int64_t dims[FG_MAX_RANK];
+} fg_tinfo;
+
+typedef struct fg_attr {
+  char *name;
+  fg_attr_type type;
+  int64_t i;       /* FG_ATTR_INT */
+  double f;        /* FG_ATTR_FLOAT */
+  char *s;         /* FG_ATTR_STRING */
+  int64_t *ints;   /* FG_ATTR_INTS, n entries */
+  double *floats;  /* FG_ATTR_FLOATS, n entries */
+  int n;
+  fg_tensor *t;    /* FG_ATTR_TENSOR, owned */
+} fg_attr;
+
+struct fg_attrs {
+  fg_attr *items;
+  int n, cap;
+};
+
+typedef struct fg_node {
+  char *name;
+  int op; /* index into fg_op_table */
+  char *device;
+  int n_inputs;
+  fg_output *inputs;
+  struct fg_attrs attrs;
+  int n_outputs;
+  fg_tinfo *outputs;
+} fg_node;
+
+struct fg_graph {
+  fg_node *nodes;
+  int n_nodes, cap_nodes;
+  fg_status *error; /* the sticky first error */
+  uint64_t version;
+  fg_output *outputs; /* named graph outputs */
+  int n_outputs, cap_outputs;
+  char **meta_keys, **meta_vals;
+  int n_meta, cap_meta;
+  int *name_index; /* open-addressing hash of node ids by name, -1 = empty */
+  int name_cap;    /* power of two */
+  unsigned auto_name;
+};
+
+/* ---- attributes --------------------------------------------------------- */
+const fg_attr *fg_attrs_find(const struct fg_attrs *a, const char *name);
+/* Deep copy of src into dst (dst must be empty/zeroed). 0 or -1 (ENOMEM). */
+int fg_attrs_copy(struct fg_attrs *dst, const struct fg_attrs *src);
+void fg_attrs_clear(struct fg_attrs *a);
+/* Typed reads with a default when absent. They do not check the type. */
+int64_t fg_attr_int_or(const fg_node *n, const char *name, int64_t dflt);
+double fg_attr_float_or(const fg_node *n, const char *name, double dflt);
+
+/* ---- graph -------------------------------------------------------------- */
+/* Records the first error on the graph (later errors are dropped). */
+void fg_graph_fail(fg_graph *g, fg_code code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+int fg_graph_failed(const fg_graph *g);
+const fg_node *fg_graph_node(const fg_graph *g, int id); /* NULL for bad id */
+/* The tinfo of an output, or NULL when it does not exist. */
+const fg_tinfo *fg_graph_tinfo(const fg_graph *g, fg_output o);
+
+/* ---- shapes ------------------------------------------------------------- */
+/* Elements of a fully known shape, with overflow checks: returns 0 and sets
+ * *out, or -1 on overflow or an unknown/negative dim. */
+int fg_shape_elements(int rank, const int64_t *dims, int64_t *out);
+/* Same for bytes of a dtype. */
+int fg_tinfo_bytes(const fg_tinfo *t, size_t *out);
+/* "[2,?,3]" into buf. Returns buf. */
+const char *fg_shape_str(int rank, const int64_t *dims, char *buf, size_t size);
+#define FG_SHAPE_STR_MAX 200
+
+/* Runs the op's shape inference for `node` given the input tinfos `in`,
+ * writing n_outputs tinfos to `out`. Used when building (dims may be
+ * unknown) and by the executor at run time (all dims known). On failure
+ * sets `status` (FG_INVALID_GRAPH, message naming the node) and returns -1. */
+int fg_infer(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status);
+
+#endif

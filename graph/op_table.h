@@ -1,0 +1,112 @@
+/* The op table: one row per op. Ops are data: name, arity, attributes,
+ * shape inference, FLOP count and flags. Kernels register per (op name,
+ * device, dtype) in kernels/, gradients per op in autodiff/.
+ *
+ * Attribute names (the contract with builders, files and kernels):
+ *   placeholder: dtype (int), shape (ints)
+ *   constant, variable: value (tensor)
+ *   fill: dtype (int), shape (ints), value (float)
+ *   matmul: transpose_a, transpose_b (int 0/1)
+ *   reshape: shape (ints, one entry may be -1)
+ *   transpose: perm (ints)
+ *   concat, softmax, log_softmax, argmax: axis (int, negative from the end)
+ *   slice: begin (ints), size (ints, -1 = to the end)
+ *   one_hot: depth (int), dtype (int)
+ *   cast: dtype (int)
+ *   leaky_relu: alpha (float, default 0.01)
+ *   reduce_sum, reduce_mean, reduce_max: axes (ints; absent or empty = all),
+ *                                        keepdims (int 0/1)
+ */
+#ifndef FG_OP_TABLE_H
+#define FG_OP_TABLE_H
+
+#include "graph/graph_internal.h"
+
+/* X(ENUM, "name") for every op, in table order. */
+#define FG_OPS(X)                                                                                  \
+  X(PLACEHOLDER, "placeholder")                                                                    \
+  X(CONSTANT, "constant")                                                                          \
+  X(VARIABLE, "variable")                                                                          \
+  X(FILL, "fill")                                                                                  \
+  X(MATMUL, "matmul")                                                                              \
+  X(RESHAPE, "reshape")                                                                            \
+  X(TRANSPOSE, "transpose")                                                                        \
+  X(CONCAT, "concat")                                                                              \
+  X(SLICE, "slice")                                                                                \
+  X(GATHER, "gather")                                                                              \
+  X(ONE_HOT, "one_hot")                                                                            \
+  X(CAST, "cast")                                                                                  \
+  X(ADD, "add")                                                                                    \
+  X(SUB, "sub")                                                                                    \
+  X(MUL, "mul")                                                                                    \
+  X(DIV, "div")                                                                                    \
+  X(POW, "pow")                                                                                    \
+  X(MAXIMUM, "maximum")                                                                            \
+  X(MINIMUM, "minimum")                                                                            \
+  X(EQUAL, "equal")                                                                                \
+  X(GREATER, "greater")                                                                            \
+  X(LESS, "less")                                                                                  \
+  X(SELECT, "select")                                                                              \
+  X(NEG, "neg")                                                                                    \
+  X(EXP, "exp")                                                                                    \
+  X(LOG, "log")                                                                                    \
+  X(SQRT, "sqrt")                                                                                  \
+  X(RSQRT, "rsqrt")                                                                                \
+  X(ABS, "abs")                                                                                    \
+  X(TANH, "tanh")                                                                                  \
+  X(SIGMOID, "sigmoid")                                                                            \
+  X(RELU, "relu")                                                                                  \
+  X(LEAKY_RELU, "leaky_relu")                                                                      \
+  X(GELU, "gelu")                                                                                  \
+  X(IDENTITY, "identity")                                                                          \
+  X(STOP_GRADIENT, "stop_gradient")                                                                \
+  X(ZEROS_LIKE, "zeros_like")                                                                      \
+  X(ONES_LIKE, "ones_like")                                                                        \
+  X(REDUCE_SUM, "reduce_sum")                                                                      \
+  X(REDUCE_MEAN, "reduce_mean")                                                                    \
+  X(REDUCE_MAX, "reduce_max")                                                                      \
+  X(ARGMAX, "argmax")                                                                              \
+  X(SOFTMAX, "softmax")                                                                            \
+  X(LOG_SOFTMAX, "log_softmax")                                                                    \
+  X(SOFTMAX_CROSS_ENTROPY, "softmax_cross_entropy")                                                \
+  X(ASSIGN, "assign")
+
+typedef enum fg_op_id {
+#define FG_OP_ENUM(e, s) FG_OP_##e,
+  FG_OPS(FG_OP_ENUM)
+#undef FG_OP_ENUM
+      FG_OP_COUNT
+} fg_op_id;
+
+enum {
+  FG_OPF_SOURCE = 1u << 0,           /* no inputs, no kernel: the executor provides the value */
+  FG_OPF_ELEMENTWISE = 1u << 1,      /* output[i] depends on input[i] (after broadcasting) */
+  FG_OPF_INPLACE = 1u << 2,          /* output may share input 0's buffer */
+  FG_OPF_DIFFERENTIABLE = 1u << 3,   /* has (or must have) a gradient */
+  FG_OPF_STATEFUL = 1u << 4,         /* reads or writes session state; never pruned as pure */
+  FG_OPF_KERNEL_KEY_INPUT = 1u << 5, /* kernel is looked up by input 0's dtype, not output 0's */
+  FG_OPF_VIEW = 1u << 6              /* output is input 0's bytes (reshape) */
+};
+
+/* Infers output tinfos from input tinfos and attrs; on error sets status
+ * (FG_INVALID_GRAPH) with a message that starts with the node and op. */
+typedef int (*fg_infer_fn)(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
+                           fg_status *status);
+/* FLOPs for fully known shapes. */
+typedef int64_t (*fg_flops_fn)(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out);
+
+typedef struct fg_op_def {
+  const char *name;
+  int min_inputs;
+  int max_inputs; /* -1: variadic */
+  int n_outputs;
+  unsigned flags;
+  fg_infer_fn infer;
+  fg_flops_fn flops; /* NULL: 0 FLOPs */
+} fg_op_def;
+
+extern const fg_op_def fg_op_table[];
+/* Op id by name, or -1. */
+int fg_op_lookup(const char *name);
+
+#endif

@@ -1,0 +1,58 @@
+/* flowgraph: dense tensors and .npy files.
+ *
+ * An fg_tensor is a dtype, a shape (rank <= FG_MAX_RANK, every dimension
+ * known) and a C-order buffer. A tensor either owns its buffer (fg_tensor_new,
+ * fg_tensor_from_data, fg_npy_read, session fetches) or borrows one
+ * (fg_tensor_wrap): a borrowed buffer must outlive the tensor and is never
+ * freed by flowgraph. fg_tensor_free releases the tensor, and the buffer when
+ * owned.
+ */
+#ifndef FLOWGRAPH_TENSOR_H
+#define FLOWGRAPH_TENSOR_H
+
+#include "flowgraph/status.h"
+#include "flowgraph/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fg_tensor fg_tensor;
+
+/* Owning, zero-filled. Dimensions must be >= 0; the byte size is checked for
+ * overflow before anything is allocated. */
+fg_tensor *fg_tensor_new(fg_dtype dtype, int rank, const int64_t *dims, fg_status *status);
+/* Owning copy of `bytes` bytes of `data`, which must equal the shape's size. */
+fg_tensor *fg_tensor_from_data(fg_dtype dtype, int rank, const int64_t *dims, const void *data,
+                               size_t bytes, fg_status *status);
+/* Borrowed: the tensor points at `data` (of `bytes` bytes) without copying. */
+fg_tensor *fg_tensor_wrap(fg_dtype dtype, int rank, const int64_t *dims, void *data, size_t bytes,
+                          fg_status *status);
+/* Owning deep copy. */
+fg_tensor *fg_tensor_clone(const fg_tensor *t, fg_status *status);
+/* Accepts NULL. */
+void fg_tensor_free(fg_tensor *t);
+
+fg_dtype fg_tensor_dtype(const fg_tensor *t);
+int fg_tensor_rank(const fg_tensor *t);
+/* Pointer to rank dimensions, owned by the tensor. */
+const int64_t *fg_tensor_dims(const fg_tensor *t);
+/* Dimension i, or -1 when i is out of range. */
+int64_t fg_tensor_dim(const fg_tensor *t, int i);
+int64_t fg_tensor_num_elements(const fg_tensor *t);
+size_t fg_tensor_num_bytes(const fg_tensor *t);
+/* The buffer (owned or borrowed, see above). */
+void *fg_tensor_data(const fg_tensor *t);
+
+/* .npy files: format versions 1.0, 2.0 and 3.0 are read, 1.0 is written
+ * (2.0 when the header needs it). Little-endian, C order; dtypes <f4 <f8 <i4
+ * <i8 |b1. Anything else is FG_FORMAT_ERROR naming the file and the field. */
+fg_tensor *fg_npy_read(const char *path, fg_status *status);
+fg_tensor *fg_npy_read_memory(const void *data, size_t size, fg_status *status);
+/* Writes to a temporary file and renames it, so no partial file is left. */
+int fg_npy_write(const char *path, const fg_tensor *t, fg_status *status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

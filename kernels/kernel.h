@@ -1,0 +1,60 @@
+/* The kernel ABI: pure functions over buffers and shapes. Kernels know
+ * nothing of graphs or sessions; the executor resolves shapes, allocates the
+ * outputs and normalises the parameters before calling them. */
+#ifndef FG_KERNEL_H
+#define FG_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flowgraph/types.h"
+
+typedef struct fg_kbuf {
+  fg_dtype dtype;
+  int rank;
+  int64_t dims[FG_MAX_RANK]; /* all known */
+  void *data;                /* C order */
+} fg_kbuf;
+
+/* Parameters, already normalised by the executor (axes >= 0, in range). */
+typedef struct fg_kparams {
+  int transpose_a, transpose_b;       /* matmul */
+  int axis;                           /* concat, softmax, log_softmax, argmax */
+  int n_axes;                         /* reductions: sorted, unique; n_axes == rank for "all" */
+  int axes[FG_MAX_RANK];
+  int keepdims;                       /* reductions */
+  int perm[FG_MAX_RANK];              /* transpose: out.dims[i] = in.dims[perm[i]] */
+  int64_t begin[FG_MAX_RANK];         /* slice: start per dim; sizes are out.dims */
+  double alpha;                       /* leaky_relu */
+  double value;                       /* fill */
+  int64_t depth;                      /* one_hot */
+} fg_kparams;
+
+typedef struct fg_kctx {
+  const fg_kbuf *in;
+  int n_in;
+  fg_kbuf *out; /* shapes and buffers set by the executor */
+  int n_out;
+  const fg_kparams *p;
+  char *err; /* on failure, a message naming the input and value */
+  size_t err_size;
+} fg_kctx;
+
+/* Returns 0, or -1 after writing ctx->err (for example a gather index out of
+ * range: "indices[3] = 12 is out of range [0, 10)"). */
+typedef int (*fg_kernel_fn)(const fg_kctx *ctx);
+
+/* The CPU kernel for (op name, dtype), or NULL when none is registered.
+ * The dtype key is output 0's dtype, or input 0's for ops flagged
+ * FG_OPF_KERNEL_KEY_INPUT (comparisons, argmax). */
+fg_kernel_fn fg_cpu_kernel(const char *op, fg_dtype dtype);
+
+/* Registry rows, for the op-table test: NULL-terminated. */
+typedef struct fg_kernel_reg {
+  const char *op;
+  fg_dtype dtype;
+  fg_kernel_fn fn;
+} fg_kernel_reg;
+const fg_kernel_reg *fg_cpu_kernel_registry(void);
+
+#endif

@@ -1,0 +1,101 @@
+/* A small test framework: each test binary holds many named cases, and
+ * ctest registers each case on its own (see tests/CMakeLists.txt), so the
+ * ctest summary counts what ran.
+ *
+ *   FG_TEST(add_broadcast, "") { FG_CHECK_NEAR(x, 1.5, 1e-6); }
+ *   FG_TEST(load_truncated, "badinput") { ... }
+ *
+ * `binary --list` prints "name labels" per line; `binary NAME` runs one
+ * case; `binary` with no argument runs them all. A case fails when any
+ * check fails; checks print the file, line and both values. A case may call
+ * FG_SKIP("why") to report a visible skip (exit code 77, which ctest's
+ * SKIP_RETURN_CODE turns into "skipped").
+ */
+#ifndef FG_TEST_H
+#define FG_TEST_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*fgt_fn)(void);
+typedef struct fgt_case {
+  const char *name;
+  const char *labels;
+  fgt_fn fn;
+} fgt_case;
+
+#define FGT_MAX_CASES 1024
+extern fgt_case fgt_cases[FGT_MAX_CASES];
+extern int fgt_n_cases;
+extern int fgt_failures;
+extern int fgt_skipped;
+void fgt_register(const char *name, const char *labels, fgt_fn fn);
+int fgt_main(int argc, char **argv);
+
+#define FG_TEST(name, labels)                                                                      \
+  static void fgt_case_##name(void);                                                               \
+  __attribute__((constructor)) static void fgt_reg_##name(void) {                                  \
+    fgt_register(#name, labels, fgt_case_##name);                                                  \
+  }                                                                                                \
+  static void fgt_case_##name(void)
+
+#define FG_FAIL_AT(...)                                                                            \
+  do {                                                                                             \
+    fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                                \
+    fprintf(stderr, __VA_ARGS__);                                                                  \
+    fprintf(stderr, "\n");                                                                         \
+    fgt_failures++;                                                                                \
+  } while (0)
+
+#define FG_CHECK(cond)                                                                             \
+  do {                                                                                             \
+    if (!(cond)) FG_FAIL_AT("check failed: %s", #cond);                                            \
+  } while (0)
+
+/* Stops the case when the condition fails (use before dereferencing). */
+#define FG_REQUIRE(cond)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      FG_FAIL_AT("requirement failed: %s", #cond);                                                 \
+      return;                                                                                      \
+    }                                                                                              \
+  } while (0)
+
+#define FG_CHECK_INT(a, b)                                                                         \
+  do {                                                                                             \
+    long long fgt_a = (long long)(a), fgt_b = (long long)(b);                                      \
+    if (fgt_a != fgt_b) FG_FAIL_AT("%s == %s: %lld != %lld", #a, #b, fgt_a, fgt_b);                \
+  } while (0)
+
+#define FG_CHECK_NEAR(a, b, tol)                                                                   \
+  do {                                                                                             \
+    double fgt_a = (double)(a), fgt_b = (double)(b);                                               \
+    if (!(fabs(fgt_a - fgt_b) <= (tol) * (1.0 + fabs(fgt_b))))                                     \
+      FG_FAIL_AT("%s ~ %s: %.17g vs %.17g (tol %g)", #a, #b, fgt_a, fgt_b, (double)(tol));         \
+  } while (0)
+
+#define FG_CHECK_STR_CONTAINS(hay, needle)                                                         \
+  do {                                                                                             \
+    const char *fgt_h = (hay), *fgt_n = (needle);                                                  \
+    if (!fgt_h || !strstr(fgt_h, fgt_n))                                                           \
+      FG_FAIL_AT("\"%s\" does not contain \"%s\"", fgt_h ? fgt_h : "(null)", fgt_n);               \
+  } while (0)
+
+#define FG_SKIP(...)                                                                               \
+  do {                                                                                             \
+    printf("SKIPPED: ");                                                                           \
+    printf(__VA_ARGS__);                                                                           \
+    printf("\n");                                                                                  \
+    fgt_skipped = 1;                                                                               \
+    return;                                                                                        \
+  } while (0)
+
+/* The folder holding test fixtures (set by CMake). */
+#ifndef FG_TEST_DATA_DIR
+#define FG_TEST_DATA_DIR "tests/data"
+#endif
+
+#endif

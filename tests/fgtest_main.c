@@ -1,0 +1,48 @@
+/* Runner for fgtest.h cases; linked into every test binary. */
+#include "fgtest.h"
+
+fgt_case fgt_cases[FGT_MAX_CASES];
+int fgt_n_cases;
+int fgt_failures;
+int fgt_skipped;
+
+void fgt_register(const char *name, const char *labels, fgt_fn fn) {
+  if (fgt_n_cases >= FGT_MAX_CASES) {
+    fprintf(stderr, "fgtest: too many cases (raise FGT_MAX_CASES)\n");
+    exit(1);
+  }
+  fgt_cases[fgt_n_cases++] = (fgt_case){name, labels, fn};
+}
+
+static int run_case(const fgt_case *c) {
+  fgt_failures = 0;
+  fgt_skipped = 0;
+  c->fn();
+  if (fgt_failures) {
+    printf("FAIL %s (%d checks)\n", c->name, fgt_failures);
+    return 1;
+  }
+  printf("%s %s\n", fgt_skipped ? "SKIP" : "ok", c->name);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+    for (int i = 0; i < fgt_n_cases; i++)
+      printf("%s %s\n", fgt_cases[i].name, fgt_cases[i].labels[0] ? fgt_cases[i].labels : "-");
+    return 0;
+  }
+  if (argc > 1) {
+    for (int i = 0; i < fgt_n_cases; i++)
+      if (strcmp(fgt_cases[i].name, argv[1]) == 0) {
+        int rc = run_case(&fgt_cases[i]);
+        return rc ? 1 : (fgt_skipped ? 77 : 0);
+      }
+    fprintf(stderr, "no test case named %s\n", argv[1]);
+    return 1;
+  }
+  int failed = 0;
+  for (int i = 0; i < fgt_n_cases; i++) failed += run_case(&fgt_cases[i]);
+  printf("%d cases, %d failed\n", fgt_n_cases, failed);
+  return failed ? 1 : 0;
+}
