@@ -1,0 +1,288 @@
+/* Sessions: argument checks, feed/fetch resolution, variable storage, the
+ * plan cache and graph-change detection. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "executor/plan.h"
+#include "graph/op_table.h"
+#include "graph/tensor_internal.h"
+
+#define FG_MAX_THREADS 1024
+
+struct fg_session {
+  fg_graph *g;
+  uint64_t version; /* graph version the variables and plans were made for */
+  fg_session_options opts;
+  fg_tensor **vars; /* per node id: the current value of a variable, else NULL */
+  int n_vars_cap;   /* entries in vars */
+  fg_plan *plans;   /* the cache */
+  atomic_flag busy;
+};
+
+void fg_session_options_init(fg_session_options *opts) {
+  if (opts) memset(opts, 0, sizeof *opts);
+}
+
+static fg_tensor *var_lookup(void *ctx, int node) {
+  fg_session *s = ctx;
+  return node < s->n_vars_cap ? s->vars[node] : NULL;
+}
+
+static void drop_plans(fg_session *s) {
+  while (s->plans) {
+    fg_plan *next = s->plans->next;
+    fg_plan_free(s->plans);
+    s->plans = next;
+  }
+}
+
+/* Brings the session up to date with its graph: validates it and creates
+ * storage for variables added since; existing variables keep their values. */
+static int sync_graph(fg_session *s, fg_status *st) {
+  if (fg_graph_status(s->g, st) != FG_OK) return -1;
+  if (s->vars && s->version == fg_graph_version(s->g)) return 0;
+  drop_plans(s);
+  int n = s->g->n_nodes;
+  if (n > s->n_vars_cap || !s->vars) {
+    fg_tensor **vars = realloc(s->vars, ((size_t)n + 1) * sizeof *vars);
+    if (!vars) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+      return -1;
+    }
+    for (int i = s->n_vars_cap; i <= n; i++) vars[i] = NULL;
+    s->vars = vars;
+    s->n_vars_cap = n;
+  }
+  for (int id = 0; id < n; id++) {
+    const fg_node *node = &s->g->nodes[id];
+    if (node->op != FG_OP_VARIABLE || s->vars[id]) continue;
+    const fg_attr *v = fg_attrs_find(&node->attrs, "value");
+    s->vars[id] = v && v->t ? fg_tensor_clone(v->t, st) : NULL;
+    if (!s->vars[id]) {
+      if (fg_status_code(st) == FG_OK)
+        fg_status_set(st, FG_INVALID_GRAPH, "node '%s' (variable): no initial value", node->name);
+      return -1;
+    }
+  }
+  s->version = fg_graph_version(s->g);
+  return 0;
+}
+
+fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_status *st) {
+  if (!g) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_new: graph is NULL");
+    return NULL;
+  }
+  fg_session_options o;
+  fg_session_options_init(&o);
+  if (opts) o = *opts;
+  if (o.num_threads < 0 || o.num_threads > FG_MAX_THREADS) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_new: num_threads = %d; must be 0 (all cores) to %d", o.num_threads,
+                  FG_MAX_THREADS);
+    return NULL;
+  }
+  if (o.num_threads == 0) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    o.num_threads = cores > 0 && cores <= FG_MAX_THREADS ? (int)cores : 1;
+  }
+  fg_session *s = calloc(1, sizeof *s);
+  if (!s) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_new: out of memory");
+    return NULL;
+  }
+  s->g = g;
+  s->opts = o;
+  atomic_flag_clear(&s->busy);
+  if (sync_graph(s, st) != 0) {
+    fg_session_free(s);
+    return NULL;
+  }
+  fg_status_clear(st);
+  return s;
+}
+
+void fg_session_free(fg_session *s) {
+  if (!s) return;
+  drop_plans(s);
+  for (int i = 0; i < s->n_vars_cap; i++) fg_tensor_free(s->vars[i]);
+  free(s->vars);
+  free(s);
+}
+
+static const char *dims_str(const fg_tensor *t, char *buf, size_t n) {
+  return fg_shape_str(t->rank, t->dims, buf, n);
+}
+
+/* A3: dtype, rank and every known dimension must match the placeholder. */
+static int check_feed(const fg_node *ph, const fg_tensor *t, fg_status *st) {
+  const fg_tinfo *want = &ph->outputs[0];
+  char a[FG_SHAPE_STR_MAX], b[FG_SHAPE_STR_MAX];
+  int ok = t->dtype == want->dtype && t->rank == want->rank;
+  for (int d = 0; ok && d < t->rank; d++)
+    ok = want->dims[d] == FG_DIM_UNKNOWN || want->dims[d] == t->dims[d];
+  if (ok) return 0;
+  fg_status_set(st, FG_INVALID_ARGUMENT, "feed '%s': expected %s %s, given %s %s", ph->name,
+                fg_dtype_name(want->dtype), fg_shape_str(want->rank, want->dims, a, sizeof a),
+                fg_dtype_name(t->dtype), dims_str(t, b, sizeof b));
+  return -1;
+}
+
+/* Resolves names and checks arguments into a plan request. */
+static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
+                   int n_fetches, const char *const *targets, int n_targets, fg_plan_request *req,
+                   int *feed_nodes, fg_output *fetch_outs, int *target_nodes,
+                   const fg_tensor **feed_tensors, fg_status *st) {
+  const fg_graph *g = s->g;
+  for (int i = 0; i < n_feeds; i++) {
+    if (!feeds[i].name || !feeds[i].tensor) {
+      fg_status_set(st, FG_INVALID_ARGUMENT, "feed %d: %s is NULL", i,
+                    feeds[i].name ? "tensor" : "name");
+      return -1;
+    }
+    int id = fg_graph_find(g, feeds[i].name);
+    if (id < 0) {
+      fg_status_set(st, FG_NOT_FOUND, "feed '%s': no node of that name", feeds[i].name);
+      return -1;
+    }
+    if (g->nodes[id].op != FG_OP_PLACEHOLDER) {
+      fg_status_set(st, FG_NOT_FOUND, "feed '%s': node '%s' is a %s, not a placeholder",
+                    feeds[i].name, feeds[i].name, fg_op_table[g->nodes[id].op].name);
+      return -1;
+    }
+    for (int j = 0; j < i; j++)
+      if (feed_nodes[j] == id) {
+        fg_status_set(st, FG_INVALID_ARGUMENT, "feed '%s' is given twice", feeds[i].name);
+        return -1;
+      }
+    if (check_feed(&g->nodes[id], feeds[i].tensor, st) != 0) return -1;
+    feed_nodes[i] = id;
+    feed_tensors[i] = feeds[i].tensor;
+  }
+  for (int i = 0; i < n_fetches; i++) {
+    if (!fetches[i]) {
+      fg_status_set(st, FG_INVALID_ARGUMENT, "fetch %d: name is NULL", i);
+      return -1;
+    }
+    fetch_outs[i] = fg_graph_find_output(g, fetches[i]);
+    if (fetch_outs[i].node < 0) {
+      fg_status_set(st, FG_NOT_FOUND, "fetch '%s': no such node or output", fetches[i]);
+      return -1;
+    }
+  }
+  for (int i = 0; i < n_targets; i++) {
+    target_nodes[i] = targets[i] ? fg_graph_find(g, targets[i]) : -1;
+    if (target_nodes[i] < 0) {
+      fg_status_set(st, targets[i] ? FG_NOT_FOUND : FG_INVALID_ARGUMENT,
+                    "target '%s': no node of that name", targets[i] ? targets[i] : "(null)");
+      return -1;
+    }
+  }
+  *req = (fg_plan_request){feed_nodes, feed_tensors, n_feeds, fetch_outs, fetches, n_fetches,
+                           target_nodes, n_targets};
+  return 0;
+}
+
+static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds,
+                      const char *const *fetches, int n_fetches, fg_tensor **outputs,
+                      const char *const *targets, int n_targets, fg_status *st) {
+  if (sync_graph(s, st) != 0) return -1;
+  int *feed_nodes = malloc(((size_t)n_feeds + 1) * sizeof *feed_nodes);
+  const fg_tensor **feed_tensors = malloc(((size_t)n_feeds + 1) * sizeof *feed_tensors);
+  fg_output *fetch_outs = malloc(((size_t)n_fetches + 1) * sizeof *fetch_outs);
+  int *target_nodes = malloc(((size_t)n_targets + 1) * sizeof *target_nodes);
+  int rc = -1;
+  fg_plan_request req;
+  if (!feed_nodes || !feed_tensors || !fetch_outs || !target_nodes) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_run: out of memory");
+    goto done;
+  }
+  if (resolve(s, feeds, n_feeds, fetches, n_fetches, targets, n_targets, &req, feed_nodes,
+              fetch_outs, target_nodes, feed_tensors, st) != 0)
+    goto done;
+
+  fg_plan *plan = s->plans;
+  while (plan && !fg_plan_matches(plan, s->g, &req)) plan = plan->next;
+  if (!plan) {
+    plan = fg_plan_build(s->g, &req, var_lookup, s, st);
+    if (!plan) goto done;
+    plan->next = s->plans;
+    s->plans = plan;
+  }
+  if (fg_plan_run(s->g, plan, &req, st) != 0) goto done;
+
+  for (int i = 0; i < n_fetches; i++) {
+    const fg_kbuf *b = &plan->slots[plan->fetch_slots[i]];
+    size_t bytes = fg_dtype_size(b->dtype);
+    for (int d = 0; d < b->rank; d++) bytes *= (size_t)b->dims[d]; /* checked at plan time */
+    outputs[i] = fg_tensor_from_data(b->dtype, b->rank, b->dims, b->data, bytes, st);
+    if (!outputs[i]) {
+      for (int j = 0; j < i; j++) fg_tensor_free(outputs[j]), outputs[j] = NULL;
+      goto done;
+    }
+  }
+  rc = 0;
+  fg_status_clear(st);
+done:
+  free(feed_nodes);
+  free(feed_tensors);
+  free(fetch_outs);
+  free(target_nodes);
+  return rc;
+}
+
+int fg_session_run(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
+                   int n_fetches, fg_tensor **outputs, const char *const *targets, int n_targets,
+                   fg_status *st) {
+  if (outputs && n_fetches > 0)
+    for (int i = 0; i < n_fetches; i++) outputs[i] = NULL;
+  if (!s) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_run: session is NULL");
+    return -1;
+  }
+  if (n_feeds < 0 || n_fetches < 0 || n_targets < 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_run: negative count (feeds %d, fetches %d, targets %d)", n_feeds,
+                  n_fetches, n_targets);
+    return -1;
+  }
+  if ((n_feeds && !feeds) || (n_fetches && (!fetches || !outputs)) || (n_targets && !targets)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_run: %s is NULL but its count is non-zero",
+                  (n_feeds && !feeds)       ? "feeds"
+                  : (n_fetches && !fetches) ? "fetches"
+                  : (n_fetches && !outputs) ? "outputs"
+                                            : "targets");
+    return -1;
+  }
+  if (n_fetches == 0 && n_targets == 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_run: nothing to fetch or run");
+    return -1;
+  }
+  if (atomic_flag_test_and_set(&s->busy)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_run: session is busy (another thread is running it)");
+    return -1;
+  }
+  int rc = run_locked(s, feeds, n_feeds, fetches, n_fetches, outputs, targets, n_targets, st);
+  atomic_flag_clear(&s->busy);
+  return rc;
+}
+
+fg_tensor *fg_session_variable(fg_session *s, const char *name, fg_status *st) {
+  if (!s || !name) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_variable: %s is NULL",
+                  s ? "name" : "session");
+    return NULL;
+  }
+  if (sync_graph(s, st) != 0) return NULL;
+  int id = fg_graph_find(s->g, name);
+  if (id < 0 || s->g->nodes[id].op != FG_OP_VARIABLE) {
+    fg_status_set(st, FG_NOT_FOUND, "variable '%s': no variable of that name", name);
+    return NULL;
+  }
+  return fg_tensor_clone(s->vars[id], st);
+}

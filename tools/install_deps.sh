@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the Debian packages flowgraph needs, only when one is missing, so
+# it is quick and idempotent. Runs as root (CI) or through sudo.
+set -eu
+PKGS="cmake make gcc g++ pkg-config libopenblas-dev flatbuffers-compiler libflatbuffers-dev python3-numpy"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "install_deps: installing$missing"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing
