@@ -1,0 +1,364 @@
+/* The typed builders of include/flowgraph/graph.h: each packs its arguments
+ * into attributes named as in graph/op_table.h and calls fg_op(), which
+ * checks inputs, runs shape inference and appends the node. Checking values
+ * is left to inference, so a graph loaded from a file and one built here
+ * meet exactly the same rules. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "graph/graph_internal.h"
+
+/* Attributes being built; `bad` remembers a failed setter so the builder
+ * reports one out-of-memory error instead of checking every call. */
+typedef struct attrs_b {
+  fg_attrs *a;
+  int bad;
+} attrs_b;
+
+static attrs_b ab_new(void) {
+  attrs_b b = {fg_attrs_new(), 0};
+  b.bad = b.a == NULL;
+  return b;
+}
+
+static void ab_int(attrs_b *b, const char *name, int64_t v) {
+  if (fg_attrs_set_int(b->a, name, v) != 0)
+    b->bad = 1;
+}
+
+static void ab_float(attrs_b *b, const char *name, double v) {
+  if (fg_attrs_set_float(b->a, name, v) != 0)
+    b->bad = 1;
+}
+
+static void ab_ints(attrs_b *b, const char *name, const int64_t *v, int n) {
+  if (fg_attrs_set_ints(b->a, name, v, n) != 0)
+    b->bad = 1;
+}
+
+static void ab_tensor(attrs_b *b, const char *name, const fg_tensor *t) {
+  if (fg_attrs_set_tensor(b->a, name, t) != 0)
+    b->bad = 1;
+}
+
+/* A nothing-to-do builder: no graph, or the graph already failed. */
+static int skip(fg_graph *g) { return !g || fg_graph_failed(g); }
+
+/* Reports a caller error found before a node exists (so no node name). */
+static fg_output refuse(fg_graph *g, fg_code code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static fg_output refuse(fg_graph *g, fg_code code, const char *fmt, ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (g && !fg_graph_failed(g))
+    fg_graph_fail(g, code, "%s", msg);
+  return FG_NO_OUTPUT;
+}
+
+/* Calls fg_op with the built attributes (NULL: none) and frees them. */
+static fg_output finish(fg_graph *g, const char *op, const char *name, const fg_output *in, int n,
+                        attrs_b *b) {
+  fg_output o;
+  if (b && b->bad)
+    o = refuse(g, FG_RESOURCE_EXHAUSTED, "%s: out of memory building attributes", op);
+  else
+    o = fg_op(g, op, name, in, n, b ? b->a : NULL);
+  if (b)
+    fg_attrs_free(b->a);
+  return o;
+}
+
+/* How a builder error names its node: "node 'x' (placeholder)" when the
+ * caller gave a name, else just the op. */
+static const char *who(const char *op, const char *name, char *buf, size_t size) {
+  if (name)
+    snprintf(buf, size, "node '%.200s' (%s)", name, op);
+  else
+    snprintf(buf, size, "%s", op);
+  return buf;
+}
+
+/* rank/dims pairs from the caller: a negative rank or NULL dims are caller
+ * errors (A1); ranks above the maximum go on to inference, which names the
+ * node (F11). */
+static int bad_dims(fg_graph *g, const char *op, const char *name, const char *what, int rank,
+                    const int64_t *dims) {
+  char w[256];
+  if (rank < 0) {
+    refuse(g, FG_INVALID_ARGUMENT, "%s: %s rank %d is negative", who(op, name, w, sizeof w), what,
+           rank);
+    return 1;
+  }
+  if (rank > 0 && !dims) {
+    refuse(g, FG_INVALID_ARGUMENT, "%s: %s is NULL with rank %d", who(op, name, w, sizeof w), what,
+           rank);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- sources ------------------------------------------------------------ */
+
+fg_output fg_placeholder(fg_graph *g, const char *name, fg_dtype dtype, int rank,
+                         const int64_t *dims) {
+  if (skip(g) || bad_dims(g, "placeholder", name, "dims", rank, dims))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_int(&b, "dtype", dtype);
+  ab_ints(&b, "shape", dims, rank);
+  return finish(g, "placeholder", name, NULL, 0, &b);
+}
+
+fg_output fg_constant(fg_graph *g, const char *name, const fg_tensor *value) {
+  if (skip(g))
+    return FG_NO_OUTPUT;
+  char w[256];
+  if (!value)
+    return refuse(g, FG_INVALID_ARGUMENT, "%s: value is NULL", who("constant", name, w, sizeof w));
+  attrs_b b = ab_new();
+  ab_tensor(&b, "value", value);
+  return finish(g, "constant", name, NULL, 0, &b);
+}
+
+fg_output fg_scalar(fg_graph *g, fg_dtype dtype, double value) {
+  if (skip(g))
+    return FG_NO_OUTPUT;
+  /* Converting an out-of-range double to an integer is undefined in C. */
+  if ((dtype == FG_I32 && !(value > -2147483649.0 && value < 2147483648.0)) ||
+      (dtype == FG_I64 && !(value >= -9223372036854775808.0 && value < 9223372036854775808.0)))
+    return refuse(g, FG_INVALID_ARGUMENT, "scalar: value %g does not fit in %s", value,
+                  fg_dtype_name(dtype));
+  fg_status *st = fg_status_new();
+  if (!st)
+    return refuse(g, FG_RESOURCE_EXHAUSTED, "scalar: out of memory");
+  fg_tensor *t = fg_tensor_new(dtype, 0, NULL, st);
+  if (!t) {
+    fg_code code = fg_status_code(st);
+    refuse(g, code == FG_OK ? FG_RESOURCE_EXHAUSTED : code, "scalar: %s", fg_status_message(st));
+    fg_status_free(st);
+    return FG_NO_OUTPUT;
+  }
+  fg_status_free(st);
+  void *p = fg_tensor_data(t);
+  switch (dtype) {
+  case FG_F32:
+    *(float *)p = (float)value;
+    break;
+  case FG_F64:
+    *(double *)p = value;
+    break;
+  case FG_I32:
+    *(int32_t *)p = (int32_t)value;
+    break;
+  case FG_I64:
+    *(int64_t *)p = (int64_t)value;
+    break;
+  case FG_BOOL:
+    *(uint8_t *)p = value != 0.0;
+    break;
+  default:
+    break; /* unreachable: fg_tensor_new refuses unknown dtypes */
+  }
+  fg_output o = fg_constant(g, NULL, t);
+  fg_tensor_free(t);
+  return o;
+}
+
+fg_output fg_variable(fg_graph *g, const char *name, const fg_tensor *initial) {
+  if (skip(g))
+    return FG_NO_OUTPUT;
+  char w[256];
+  if (!initial)
+    return refuse(g, FG_INVALID_ARGUMENT, "%s: initial value is NULL",
+                  who("variable", name, w, sizeof w));
+  attrs_b b = ab_new();
+  ab_tensor(&b, "value", initial);
+  return finish(g, "variable", name, NULL, 0, &b);
+}
+
+fg_output fg_fill(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, double value) {
+  if (skip(g) || bad_dims(g, "fill", NULL, "dims", rank, dims))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_int(&b, "dtype", dtype);
+  ab_ints(&b, "shape", dims, rank);
+  ab_float(&b, "value", value);
+  return finish(g, "fill", NULL, NULL, 0, &b);
+}
+
+/* ---- linear algebra and shaping ----------------------------------------- */
+
+fg_output fg_matmul(fg_graph *g, fg_output a, fg_output b_, int transpose_a, int transpose_b) {
+  if (skip(g))
+    return FG_NO_OUTPUT;
+  fg_output in[2] = {a, b_};
+  attrs_b b = ab_new();
+  /* C truth values: any non-zero means transposed. */
+  ab_int(&b, "transpose_a", transpose_a != 0);
+  ab_int(&b, "transpose_b", transpose_b != 0);
+  return finish(g, "matmul", NULL, in, 2, &b);
+}
+
+fg_output fg_reshape(fg_graph *g, fg_output x, int rank, const int64_t *dims) {
+  if (skip(g) || bad_dims(g, "reshape", NULL, "dims", rank, dims))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_ints(&b, "shape", dims, rank);
+  return finish(g, "reshape", NULL, &x, 1, &b);
+}
+
+fg_output fg_transpose(fg_graph *g, fg_output x, int rank, const int64_t *perm) {
+  if (skip(g) || bad_dims(g, "transpose", NULL, "perm", rank, perm))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_ints(&b, "perm", perm, rank);
+  return finish(g, "transpose", NULL, &x, 1, &b);
+}
+
+fg_output fg_concat(fg_graph *g, const fg_output *xs, int n, int axis) {
+  if (skip(g))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_int(&b, "axis", axis);
+  return finish(g, "concat", NULL, xs, n, &b);
+}
+
+fg_output fg_slice(fg_graph *g, fg_output x, int rank, const int64_t *begin, const int64_t *size) {
+  if (skip(g) || bad_dims(g, "slice", NULL, "begin", rank, begin) ||
+      bad_dims(g, "slice", NULL, "size", rank, size))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_ints(&b, "begin", begin, rank);
+  ab_ints(&b, "size", size, rank);
+  return finish(g, "slice", NULL, &x, 1, &b);
+}
+
+fg_output fg_gather(fg_graph *g, fg_output params, fg_output indices) {
+  fg_output in[2] = {params, indices};
+  return finish(g, "gather", NULL, in, 2, NULL);
+}
+
+fg_output fg_one_hot(fg_graph *g, fg_output indices, int64_t depth, fg_dtype dtype) {
+  if (skip(g))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_int(&b, "depth", depth);
+  ab_int(&b, "dtype", dtype);
+  return finish(g, "one_hot", NULL, &indices, 1, &b);
+}
+
+fg_output fg_cast(fg_graph *g, fg_output x, fg_dtype dtype) {
+  if (skip(g))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_int(&b, "dtype", dtype);
+  return finish(g, "cast", NULL, &x, 1, &b);
+}
+
+/* ---- binary and unary: no attributes ------------------------------------ */
+
+static fg_output binary(fg_graph *g, const char *op, fg_output a, fg_output b) {
+  fg_output in[2] = {a, b};
+  return finish(g, op, NULL, in, 2, NULL);
+}
+
+fg_output fg_add(fg_graph *g, fg_output a, fg_output b) { return binary(g, "add", a, b); }
+fg_output fg_sub(fg_graph *g, fg_output a, fg_output b) { return binary(g, "sub", a, b); }
+fg_output fg_mul(fg_graph *g, fg_output a, fg_output b) { return binary(g, "mul", a, b); }
+fg_output fg_div(fg_graph *g, fg_output a, fg_output b) { return binary(g, "div", a, b); }
+fg_output fg_pow(fg_graph *g, fg_output a, fg_output b) { return binary(g, "pow", a, b); }
+fg_output fg_maximum(fg_graph *g, fg_output a, fg_output b) { return binary(g, "maximum", a, b); }
+fg_output fg_minimum(fg_graph *g, fg_output a, fg_output b) { return binary(g, "minimum", a, b); }
+fg_output fg_equal(fg_graph *g, fg_output a, fg_output b) { return binary(g, "equal", a, b); }
+fg_output fg_greater(fg_graph *g, fg_output a, fg_output b) { return binary(g, "greater", a, b); }
+fg_output fg_less(fg_graph *g, fg_output a, fg_output b) { return binary(g, "less", a, b); }
+
+fg_output fg_select(fg_graph *g, fg_output cond, fg_output a, fg_output b) {
+  fg_output in[3] = {cond, a, b};
+  return finish(g, "select", NULL, in, 3, NULL);
+}
+
+static fg_output unary(fg_graph *g, const char *op, fg_output x) {
+  return finish(g, op, NULL, &x, 1, NULL);
+}
+
+fg_output fg_neg(fg_graph *g, fg_output x) { return unary(g, "neg", x); }
+fg_output fg_exp(fg_graph *g, fg_output x) { return unary(g, "exp", x); }
+fg_output fg_log(fg_graph *g, fg_output x) { return unary(g, "log", x); }
+fg_output fg_sqrt(fg_graph *g, fg_output x) { return unary(g, "sqrt", x); }
+fg_output fg_rsqrt(fg_graph *g, fg_output x) { return unary(g, "rsqrt", x); }
+fg_output fg_abs(fg_graph *g, fg_output x) { return unary(g, "abs", x); }
+fg_output fg_tanh(fg_graph *g, fg_output x) { return unary(g, "tanh", x); }
+fg_output fg_sigmoid(fg_graph *g, fg_output x) { return unary(g, "sigmoid", x); }
+fg_output fg_relu(fg_graph *g, fg_output x) { return unary(g, "relu", x); }
+fg_output fg_gelu(fg_graph *g, fg_output x) { return unary(g, "gelu", x); }
+fg_output fg_identity(fg_graph *g, fg_output x) { return unary(g, "identity", x); }
+fg_output fg_stop_gradient(fg_graph *g, fg_output x) { return unary(g, "stop_gradient", x); }
+fg_output fg_zeros_like(fg_graph *g, fg_output x) { return unary(g, "zeros_like", x); }
+fg_output fg_ones_like(fg_graph *g, fg_output x) { return unary(g, "ones_like", x); }
+
+fg_output fg_leaky_relu(fg_graph *g, fg_output x, double alpha) {
+  if (skip(g))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_float(&b, "alpha", alpha);
+  return finish(g, "leaky_relu", NULL, &x, 1, &b);
+}
+
+/* ---- reductions --------------------------------------------------------- */
+
+static fg_output reduce(fg_graph *g, const char *op, fg_output x, const int64_t *axes, int n_axes,
+                        int keepdims) {
+  if (skip(g) || bad_dims(g, op, NULL, "axes", n_axes, axes))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  if (n_axes > 0)
+    ab_ints(&b, "axes", axes, n_axes); /* absent: all axes */
+  ab_int(&b, "keepdims", keepdims != 0);
+  return finish(g, op, NULL, &x, 1, &b);
+}
+
+fg_output fg_reduce_sum(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
+  return reduce(g, "reduce_sum", x, axes, n_axes, keepdims);
+}
+fg_output fg_reduce_mean(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
+  return reduce(g, "reduce_mean", x, axes, n_axes, keepdims);
+}
+fg_output fg_reduce_max(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
+  return reduce(g, "reduce_max", x, axes, n_axes, keepdims);
+}
+
+static fg_output with_axis(fg_graph *g, const char *op, fg_output x, int axis) {
+  if (skip(g))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_int(&b, "axis", axis);
+  return finish(g, op, NULL, &x, 1, &b);
+}
+
+fg_output fg_argmax(fg_graph *g, fg_output x, int axis) { return with_axis(g, "argmax", x, axis); }
+
+/* ---- softmax family and state ------------------------------------------- */
+
+fg_output fg_softmax(fg_graph *g, fg_output x, int axis) {
+  return with_axis(g, "softmax", x, axis);
+}
+fg_output fg_log_softmax(fg_graph *g, fg_output x, int axis) {
+  return with_axis(g, "log_softmax", x, axis);
+}
+
+fg_output fg_softmax_cross_entropy(fg_graph *g, fg_output logits, fg_output labels) {
+  fg_output in[2] = {logits, labels};
+  return finish(g, "softmax_cross_entropy", NULL, in, 2, NULL);
+}
+
+fg_output fg_assign(fg_graph *g, fg_output variable, fg_output value) {
+  fg_output in[2] = {variable, value};
+  return finish(g, "assign", NULL, in, 2, NULL);
+}

@@ -1,0 +1,114 @@
+/* Helpers shared by the shape-inference functions (graph/infer_*.c) and the
+ * declarations of those functions, which graph/op_table.c puts in the table.
+ * Internal to graph/: nothing outside the op table calls these directly.
+ *
+ * Inference runs at build time, where a dimension may be FG_DIM_UNKNOWN, and
+ * again at run time with the fed (concrete) shapes, so every rule below
+ * treats a negative dimension as "unknown" and checks only what is known. */
+#ifndef FG_INFER_COMMON_H
+#define FG_INFER_COMMON_H
+
+#include <stdint.h>
+
+#include "graph/op_table.h"
+
+/* Room for one shape or attribute list in a message. */
+#define FGI_STR FG_SHAPE_STR_MAX
+
+/* ---- messages ----------------------------------------------------------- */
+const char *fgi_opname(const fg_node *n);
+/* Sets FG_INVALID_GRAPH with "node '<name>' (<op>): <fmt...>"; returns -1. */
+int fgi_fail(const fg_node *n, fg_status *st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* "[2,?,3]" for a tinfo; buf holds FGI_STR chars. */
+const char *fgi_shape(const fg_tinfo *t, char *buf);
+/* "[0,0]" for a raw integer list (attribute values print as given, -1 as
+ * -1); long lists end in "...". buf holds FGI_STR chars. */
+const char *fgi_ints(const int64_t *v, int n, char *buf);
+
+/* ---- attributes --------------------------------------------------------- */
+/* Each returns 0, or -1 with status set (missing when required, wrong type,
+ * value out of range). Absent optional attributes yield the default. */
+int fgi_attr_int(const fg_node *n, const char *name, int required, int64_t dflt, int64_t *v,
+                 fg_status *st);
+/* An int attribute that must be 0 or 1 (absent: 0). */
+int fgi_attr_flag(const fg_node *n, const char *name, int *v, fg_status *st);
+/* FLOAT or INT; must be finite. */
+int fgi_attr_float(const fg_node *n, const char *name, double dflt, double *v, fg_status *st);
+/* Absent and not required: *v = NULL, *count = -1. */
+int fgi_attr_ints(const fg_node *n, const char *name, int required, const int64_t **v, int *count,
+                  fg_status *st);
+/* A required int naming a valid dtype. */
+int fgi_attr_dtype(const fg_node *n, const char *name, fg_dtype *v, fg_status *st);
+/* A required tensor; returns NULL with status set when absent. */
+const fg_tensor *fgi_attr_tensor(const fg_node *n, const char *name, fg_status *st);
+
+/* ---- dtypes and axes ---------------------------------------------------- */
+int fgi_dtype_valid(int64_t d);
+int fgi_is_numeric(fg_dtype d); /* f32, f64, i32, i64 */
+int fgi_is_index(fg_dtype d);   /* i32, i64 */
+/* Checks in[j].dtype == in[i].dtype, naming both. */
+int fgi_same_dtype(const fg_node *n, const fg_tinfo *in, int i, int j, fg_status *st);
+/* Normalises `axis` into [0, rank); fails naming the input shape. */
+int fgi_axis(const fg_node *n, const char *what, int64_t axis, const fg_tinfo *t, int *out,
+             fg_status *st);
+
+/* ---- shapes ------------------------------------------------------------- */
+/* NumPy broadcasting of one dimension; negative means unknown. Returns -1
+ * when both are known, differ and neither is 1. */
+int fgi_broadcast_dim(int64_t a, int64_t b, int64_t *out);
+/* Right-aligned broadcast of two dim lists into out (rank max(ra, rb)). On
+ * conflict returns -1 with the output dim index and both values. */
+int fgi_broadcast_dims(int ra, const int64_t *a, int rb, const int64_t *b, int64_t *out,
+                       int *bad_dim, int64_t *va, int64_t *vb);
+/* Broadcasts in[i] and in[j] into out's rank/dims (dtype untouched). */
+int fgi_broadcast(const fg_node *n, const fg_tinfo *in, int i, int j, fg_tinfo *out, fg_status *st);
+/* Fails when the byte size of t, counting unknown dims as 1, overflows. */
+int fgi_check_bytes(const fg_node *n, const fg_tinfo *t, fg_status *st);
+/* Elements of a fully known shape, saturating at INT64_MAX; -1 if unknown. */
+int64_t fgi_elements(const fg_tinfo *t);
+/* a * b for non-negative values, saturating at INT64_MAX. */
+int64_t fgi_mul_sat(int64_t a, int64_t b);
+
+/* ---- inference and FLOP functions, one per op (or family) --------------- */
+#define FGI_DECL_INFER(fn)                                                                         \
+  int fn(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status);
+#define FGI_DECL_FLOPS(fn) int64_t fn(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out);
+
+/* infer_sources.c */
+FGI_DECL_INFER(fgi_infer_placeholder)
+FGI_DECL_INFER(fgi_infer_constant) /* also variable */
+FGI_DECL_INFER(fgi_infer_fill)
+/* infer_elementwise.c */
+FGI_DECL_INFER(fgi_infer_binary) /* arithmetic, pow and comparisons, by node->op */
+FGI_DECL_INFER(fgi_infer_select)
+FGI_DECL_INFER(fgi_infer_unary) /* float, numeric or any dtype, by node->op */
+FGI_DECL_INFER(fgi_infer_cast)
+FGI_DECL_FLOPS(fgi_flops_elementwise)
+/* infer_linalg.c */
+FGI_DECL_INFER(fgi_infer_matmul)
+FGI_DECL_INFER(fgi_infer_reshape)
+FGI_DECL_INFER(fgi_infer_transpose)
+FGI_DECL_INFER(fgi_infer_concat)
+FGI_DECL_INFER(fgi_infer_slice)
+FGI_DECL_INFER(fgi_infer_gather)
+FGI_DECL_INFER(fgi_infer_one_hot)
+FGI_DECL_FLOPS(fgi_flops_matmul)
+/* infer_reduce.c */
+FGI_DECL_INFER(fgi_infer_reduce) /* reduce_sum, reduce_mean, reduce_max */
+FGI_DECL_INFER(fgi_infer_argmax)
+FGI_DECL_FLOPS(fgi_flops_reduce)
+/* infer_nn.c */
+FGI_DECL_INFER(fgi_infer_softmax) /* also log_softmax */
+FGI_DECL_INFER(fgi_infer_softmax_cross_entropy)
+FGI_DECL_INFER(fgi_infer_assign)
+FGI_DECL_FLOPS(fgi_flops_softmax)
+FGI_DECL_FLOPS(fgi_flops_softmax_cross_entropy)
+
+#undef FGI_DECL_INFER
+#undef FGI_DECL_FLOPS
+
+#endif

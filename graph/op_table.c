@@ -1,0 +1,111 @@
+/* The op table: one row per op, indexed by its FG_OP_* id. Rows are placed
+ * with designated initializers, so their order cannot drift from FG_OPS; a
+ * duplicate row warns (-Woverride-init), the row count is checked below and
+ * a missing row (NULL name) fails the op-table test in tests/test_infer.c.
+ *
+ * Flag choices worth knowing:
+ * - variable is a leaf: gradients are taken with respect to it, but it has
+ *   no inputs to pass a gradient on to, so it needs no gradient function and
+ *   is not marked FG_OPF_DIFFERENTIABLE (nor are placeholder and constant).
+ * - FG_OPF_INPLACE marks ops whose output always has input 0's dtype and
+ *   shape and whose output[i] depends only on input[i]: the unary ops and
+ *   identity-like ops. Binary ops are not marked, since broadcasting can
+ *   make the output larger than input 0; the planner may still decide per
+ *   node when the shapes happen to match.
+ * - fill has no inputs but runs a kernel, so it is not a source.
+ * - comparisons and argmax produce bool/i64 whatever their input, so their
+ *   kernels are looked up by input 0's dtype (FG_OPF_KERNEL_KEY_INPUT). */
+#include <string.h>
+
+#include "graph/infer_common.h"
+
+#define SRC FG_OPF_SOURCE
+#define EW FG_OPF_ELEMENTWISE
+#define INPL FG_OPF_INPLACE
+#define DIFF FG_OPF_DIFFERENTIABLE
+#define STATE FG_OPF_STATEFUL
+#define KEYIN FG_OPF_KERNEL_KEY_INPUT
+#define VIEW FG_OPF_VIEW
+
+#define BINARY(e, name, flags)                                                                     \
+  [FG_OP_##e] = {name, 2, 2, 1, flags, fgi_infer_binary, fgi_flops_elementwise}
+#define UNARY(e, name, flags)                                                                      \
+  [FG_OP_##e] = {name, 1, 1, 1, flags, fgi_infer_unary, fgi_flops_elementwise}
+
+const fg_op_def fg_op_table[] = {
+    /* name, min_inputs, max_inputs, n_outputs, flags, infer, flops */
+    [FG_OP_PLACEHOLDER] = {"placeholder", 0, 0, 1, SRC, fgi_infer_placeholder, NULL},
+    [FG_OP_CONSTANT] = {"constant", 0, 0, 1, SRC, fgi_infer_constant, NULL},
+    [FG_OP_VARIABLE] = {"variable", 0, 0, 1, SRC | STATE, fgi_infer_constant, NULL},
+    [FG_OP_FILL] = {"fill", 0, 0, 1, 0, fgi_infer_fill, NULL},
+    [FG_OP_MATMUL] = {"matmul", 2, 2, 1, DIFF, fgi_infer_matmul, fgi_flops_matmul},
+    [FG_OP_RESHAPE] = {"reshape", 1, 1, 1, VIEW | DIFF, fgi_infer_reshape, NULL},
+    [FG_OP_TRANSPOSE] = {"transpose", 1, 1, 1, DIFF, fgi_infer_transpose, NULL},
+    [FG_OP_CONCAT] = {"concat", 1, -1, 1, DIFF, fgi_infer_concat, NULL},
+    [FG_OP_SLICE] = {"slice", 1, 1, 1, DIFF, fgi_infer_slice, NULL},
+    [FG_OP_GATHER] = {"gather", 2, 2, 1, DIFF, fgi_infer_gather, NULL},
+    [FG_OP_ONE_HOT] = {"one_hot", 1, 1, 1, 0, fgi_infer_one_hot, NULL},
+    [FG_OP_CAST] = {"cast", 1, 1, 1, EW | DIFF, fgi_infer_cast, fgi_flops_elementwise},
+    BINARY(ADD, "add", EW | DIFF),
+    BINARY(SUB, "sub", EW | DIFF),
+    BINARY(MUL, "mul", EW | DIFF),
+    BINARY(DIV, "div", EW | DIFF),
+    BINARY(POW, "pow", EW | DIFF),
+    BINARY(MAXIMUM, "maximum", EW | DIFF),
+    BINARY(MINIMUM, "minimum", EW | DIFF),
+    BINARY(EQUAL, "equal", EW | KEYIN),
+    BINARY(GREATER, "greater", EW | KEYIN),
+    BINARY(LESS, "less", EW | KEYIN),
+    [FG_OP_SELECT] = {"select", 3, 3, 1, EW | DIFF, fgi_infer_select, fgi_flops_elementwise},
+    UNARY(NEG, "neg", EW | INPL | DIFF),
+    UNARY(EXP, "exp", EW | INPL | DIFF),
+    UNARY(LOG, "log", EW | INPL | DIFF),
+    UNARY(SQRT, "sqrt", EW | INPL | DIFF),
+    UNARY(RSQRT, "rsqrt", EW | INPL | DIFF),
+    UNARY(ABS, "abs", EW | INPL | DIFF),
+    UNARY(TANH, "tanh", EW | INPL | DIFF),
+    UNARY(SIGMOID, "sigmoid", EW | INPL | DIFF),
+    UNARY(RELU, "relu", EW | INPL | DIFF),
+    UNARY(LEAKY_RELU, "leaky_relu", EW | INPL | DIFF),
+    UNARY(GELU, "gelu", EW | INPL | DIFF),
+    UNARY(IDENTITY, "identity", EW | INPL | DIFF),
+    UNARY(STOP_GRADIENT, "stop_gradient", EW | INPL),
+    UNARY(ZEROS_LIKE, "zeros_like", EW | INPL),
+    UNARY(ONES_LIKE, "ones_like", EW | INPL),
+    [FG_OP_REDUCE_SUM] = {"reduce_sum", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce},
+    [FG_OP_REDUCE_MEAN] = {"reduce_mean", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce},
+    [FG_OP_REDUCE_MAX] = {"reduce_max", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce},
+    [FG_OP_ARGMAX] = {"argmax", 1, 1, 1, KEYIN, fgi_infer_argmax, fgi_flops_reduce},
+    [FG_OP_SOFTMAX] = {"softmax", 1, 1, 1, DIFF, fgi_infer_softmax, fgi_flops_softmax},
+    [FG_OP_LOG_SOFTMAX] = {"log_softmax", 1, 1, 1, DIFF, fgi_infer_softmax, fgi_flops_softmax},
+    [FG_OP_SOFTMAX_CROSS_ENTROPY] = {"softmax_cross_entropy", 2, 2, 1, DIFF,
+                                     fgi_infer_softmax_cross_entropy,
+                                     fgi_flops_softmax_cross_entropy},
+    [FG_OP_ASSIGN] = {"assign", 2, 2, 1, STATE, fgi_infer_assign, NULL},
+};
+
+_Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,
+               "fg_op_table needs exactly one row per op in FG_OPS");
+
+/* Names straight from FG_OPS, so the public name of op i never depends on
+ * the table rows being right; the op-table test compares the two. */
+static const char *const op_names[] = {
+#define FG_OP_NAME(e, s) s,
+    FG_OPS(FG_OP_NAME)
+#undef FG_OP_NAME
+};
+
+_Static_assert(sizeof op_names / sizeof op_names[0] == FG_OP_COUNT, "FG_OPS and FG_OP_COUNT");
+
+int fg_op_lookup(const char *name) {
+  if (!name)
+    return -1;
+  for (int i = 0; i < FG_OP_COUNT; i++)
+    if (strcmp(op_names[i], name) == 0)
+      return i;
+  return -1;
+}
+
+int fg_num_ops(void) { return FG_OP_COUNT; }
+
+const char *fg_op_name(int i) { return (i >= 0 && i < FG_OP_COUNT) ? op_names[i] : NULL; }

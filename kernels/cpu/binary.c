@@ -1,0 +1,201 @@
+/* Broadcasting binary kernels (arithmetic, comparisons) and select.
+ *
+ * Inputs broadcast NumPy-style (right-aligned) to the output shape the
+ * executor computed. fgk_bcast_init coalesces the dims, so equal shapes and
+ * scalar operands become one flat loop; other shapes walk rows with
+ * per-operand strides (0 where an operand broadcasts). The output may alias
+ * input 0 when their shapes are equal: each element is read before written.
+ *
+ * Integer semantics: add, sub, mul and neg wrap around (two's complement,
+ * as NumPy), computed in unsigned arithmetic so that overflow is defined.
+ * Integer div truncates toward zero (C semantics, unlike NumPy's floor
+ * division); INT_MIN / -1 wraps to INT_MIN; division by zero fails with
+ * "division by zero at output element N" (N the flat output index).
+ * Float maximum/minimum propagate NaN, as np.maximum/np.minimum do. */
+#include <math.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+/* ---- the element functions ---------------------------------------------- */
+#define ADD_I(T, U, x, y) ((T)((U)(x) + (U)(y)))
+#define SUB_I(T, U, x, y) ((T)((U)(x) - (U)(y)))
+#define MUL_I(T, U, x, y) ((T)((U)(x) * (U)(y)))
+
+static inline float add_f32(float x, float y) { return x + y; }
+static inline double add_f64(double x, double y) { return x + y; }
+static inline int32_t add_i32(int32_t x, int32_t y) { return ADD_I(int32_t, uint32_t, x, y); }
+static inline int64_t add_i64(int64_t x, int64_t y) { return ADD_I(int64_t, uint64_t, x, y); }
+static inline float sub_f32(float x, float y) { return x - y; }
+static inline double sub_f64(double x, double y) { return x - y; }
+static inline int32_t sub_i32(int32_t x, int32_t y) { return SUB_I(int32_t, uint32_t, x, y); }
+static inline int64_t sub_i64(int64_t x, int64_t y) { return SUB_I(int64_t, uint64_t, x, y); }
+static inline float mul_f32(float x, float y) { return x * y; }
+static inline double mul_f64(double x, double y) { return x * y; }
+static inline int32_t mul_i32(int32_t x, int32_t y) { return MUL_I(int32_t, uint32_t, x, y); }
+static inline int64_t mul_i64(int64_t x, int64_t y) { return MUL_I(int64_t, uint64_t, x, y); }
+static inline float div_f32(float x, float y) { return x / y; }
+static inline double div_f64(double x, double y) { return x / y; }
+/* Callers have rejected y == 0. */
+static inline int32_t div_i32(int32_t x, int32_t y) {
+  return (x == INT32_MIN && y == -1) ? INT32_MIN : x / y;
+}
+static inline int64_t div_i64(int64_t x, int64_t y) {
+  return (x == INT64_MIN && y == -1) ? INT64_MIN : x / y;
+}
+static inline float pow_f32(float x, float y) { return powf(x, y); }
+static inline double pow_f64(double x, double y) { return pow(x, y); }
+static inline float max_f32(float x, float y) { return (x > y || x != x) ? x : y; }
+static inline double max_f64(double x, double y) { return (x > y || x != x) ? x : y; }
+static inline int32_t max_i32(int32_t x, int32_t y) { return x > y ? x : y; }
+static inline int64_t max_i64(int64_t x, int64_t y) { return x > y ? x : y; }
+static inline float min_f32(float x, float y) { return (x < y || x != x) ? x : y; }
+static inline double min_f64(double x, double y) { return (x < y || x != x) ? x : y; }
+static inline int32_t min_i32(int32_t x, int32_t y) { return x < y ? x : y; }
+static inline int64_t min_i64(int64_t x, int64_t y) { return x < y ? x : y; }
+
+#define NOCHECK(y, idx) ((void)0)
+#define DIVCHECK(y, idx)                                                                           \
+  do {                                                                                             \
+    if ((y) == 0)                                                                                  \
+      return fgk_fail(ctx, "division by zero at output element %lld", (long long)(idx));           \
+  } while (0)
+
+/* One row: x from ar (stride sa), y from br (stride sb), n outputs from
+ * orow; idx0 is the flat output index of orow[0]. The stride pairs that
+ * broadcasting produces most (1/1, 1/0, 0/1) get loops the compiler can
+ * vectorise. */
+#define BIN_ROW(TI, OPF, CHECK, ar, sa, br, sb, orow, idx0, n)                                     \
+  do {                                                                                             \
+    if ((sa) == 1 && (sb) == 1) {                                                                  \
+      for (int64_t j = 0; j < (n); j++) {                                                          \
+        const TI x = (ar)[j], y = (br)[j];                                                         \
+        CHECK(y, (idx0) + j);                                                                      \
+        (orow)[j] = OPF(x, y);                                                                     \
+      }                                                                                            \
+    } else if ((sa) == 1 && (sb) == 0) {                                                           \
+      const TI y = (br)[0];                                                                        \
+      for (int64_t j = 0; j < (n); j++) {                                                          \
+        const TI x = (ar)[j];                                                                      \
+        CHECK(y, (idx0) + j);                                                                      \
+        (orow)[j] = OPF(x, y);                                                                     \
+      }                                                                                            \
+    } else if ((sa) == 0 && (sb) == 1) {                                                           \
+      const TI x = (ar)[0];                                                                        \
+      for (int64_t j = 0; j < (n); j++) {                                                          \
+        const TI y = (br)[j];                                                                      \
+        CHECK(y, (idx0) + j);                                                                      \
+        (orow)[j] = OPF(x, y);                                                                     \
+      }                                                                                            \
+    } else {                                                                                       \
+      for (int64_t j = 0; j < (n); j++) {                                                          \
+        const TI x = (ar)[j * (sa)], y = (br)[j * (sb)];                                           \
+        CHECK(y, (idx0) + j);                                                                      \
+        (orow)[j] = OPF(x, y);                                                                     \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
+#define FGK_BINARY(fn, TI, DTI, TO, DTO, OPF, CHECK)                                               \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    if (fgk_check(ctx, 2, 1) != 0) return -1;                                                      \
+    if (ctx->in[0].dtype != DTI || ctx->in[1].dtype != DTI || ctx->out[0].dtype != DTO)            \
+      return fgk_fail(ctx, "expected %s inputs and a %s output, got %s, %s and %s",                \
+                      fgk_dtype_name(DTI), fgk_dtype_name(DTO), fgk_dtype_name(ctx->in[0].dtype),  \
+                      fgk_dtype_name(ctx->in[1].dtype), fgk_dtype_name(ctx->out[0].dtype));        \
+    if (fgk_numel(&ctx->out[0]) == 0) return 0;                                                    \
+    fgk_bcast bc;                                                                                  \
+    if (fgk_bcast_init(ctx, 2, &bc) != 0) return -1;                                               \
+    const TI *a = (const TI *)ctx->in[0].data;                                                     \
+    const TI *b = (const TI *)ctx->in[1].data;                                                     \
+    TO *o = (TO *)ctx->out[0].data;                                                                \
+    const int last = bc.rank - 1;                                                                  \
+    const int64_t sa = bc.strides[0][last], sb = bc.strides[1][last];                              \
+    FGK_BCAST_ROWS(bc, BIN_ROW(TI, OPF, CHECK, a + fgk_off[0], sa, b + fgk_off[1], sb, o + fgk_oo, \
+                               fgk_oo, fgk_row_len));                                              \
+    return 0;                                                                                      \
+  }
+
+FGK_BINARY(fgk_add_f32, float, FG_F32, float, FG_F32, add_f32, NOCHECK)
+FGK_BINARY(fgk_add_f64, double, FG_F64, double, FG_F64, add_f64, NOCHECK)
+FGK_BINARY(fgk_add_i32, int32_t, FG_I32, int32_t, FG_I32, add_i32, NOCHECK)
+FGK_BINARY(fgk_add_i64, int64_t, FG_I64, int64_t, FG_I64, add_i64, NOCHECK)
+FGK_BINARY(fgk_sub_f32, float, FG_F32, float, FG_F32, sub_f32, NOCHECK)
+FGK_BINARY(fgk_sub_f64, double, FG_F64, double, FG_F64, sub_f64, NOCHECK)
+FGK_BINARY(fgk_sub_i32, int32_t, FG_I32, int32_t, FG_I32, sub_i32, NOCHECK)
+FGK_BINARY(fgk_sub_i64, int64_t, FG_I64, int64_t, FG_I64, sub_i64, NOCHECK)
+FGK_BINARY(fgk_mul_f32, float, FG_F32, float, FG_F32, mul_f32, NOCHECK)
+FGK_BINARY(fgk_mul_f64, double, FG_F64, double, FG_F64, mul_f64, NOCHECK)
+FGK_BINARY(fgk_mul_i32, int32_t, FG_I32, int32_t, FG_I32, mul_i32, NOCHECK)
+FGK_BINARY(fgk_mul_i64, int64_t, FG_I64, int64_t, FG_I64, mul_i64, NOCHECK)
+FGK_BINARY(fgk_div_f32, float, FG_F32, float, FG_F32, div_f32, NOCHECK)
+FGK_BINARY(fgk_div_f64, double, FG_F64, double, FG_F64, div_f64, NOCHECK)
+FGK_BINARY(fgk_div_i32, int32_t, FG_I32, int32_t, FG_I32, div_i32, DIVCHECK)
+FGK_BINARY(fgk_div_i64, int64_t, FG_I64, int64_t, FG_I64, div_i64, DIVCHECK)
+FGK_BINARY(fgk_pow_f32, float, FG_F32, float, FG_F32, pow_f32, NOCHECK)
+FGK_BINARY(fgk_pow_f64, double, FG_F64, double, FG_F64, pow_f64, NOCHECK)
+FGK_BINARY(fgk_maximum_f32, float, FG_F32, float, FG_F32, max_f32, NOCHECK)
+FGK_BINARY(fgk_maximum_f64, double, FG_F64, double, FG_F64, max_f64, NOCHECK)
+FGK_BINARY(fgk_maximum_i32, int32_t, FG_I32, int32_t, FG_I32, max_i32, NOCHECK)
+FGK_BINARY(fgk_maximum_i64, int64_t, FG_I64, int64_t, FG_I64, max_i64, NOCHECK)
+FGK_BINARY(fgk_minimum_f32, float, FG_F32, float, FG_F32, min_f32, NOCHECK)
+FGK_BINARY(fgk_minimum_f64, double, FG_F64, double, FG_F64, min_f64, NOCHECK)
+FGK_BINARY(fgk_minimum_i32, int32_t, FG_I32, int32_t, FG_I32, min_i32, NOCHECK)
+FGK_BINARY(fgk_minimum_i64, int64_t, FG_I64, int64_t, FG_I64, min_i64, NOCHECK)
+
+/* Comparisons write bool (one byte, 0/1) and are keyed by the input dtype. */
+#define EQ(x, y) ((uint8_t)((x) == (y)))
+#define GT(x, y) ((uint8_t)((x) > (y)))
+#define LT(x, y) ((uint8_t)((x) < (y)))
+#define FGK_COMPARE(name, OPF)                                                                     \
+  FGK_BINARY(fgk_##name##_f32, float, FG_F32, uint8_t, FG_BOOL, OPF, NOCHECK)                      \
+  FGK_BINARY(fgk_##name##_f64, double, FG_F64, uint8_t, FG_BOOL, OPF, NOCHECK)                     \
+  FGK_BINARY(fgk_##name##_i32, int32_t, FG_I32, uint8_t, FG_BOOL, OPF, NOCHECK)                    \
+  FGK_BINARY(fgk_##name##_i64, int64_t, FG_I64, uint8_t, FG_BOOL, OPF, NOCHECK)                    \
+  FGK_BINARY(fgk_##name##_bool, uint8_t, FG_BOOL, uint8_t, FG_BOOL, OPF, NOCHECK)
+FGK_COMPARE(equal, EQ)
+FGK_COMPARE(greater, GT)
+FGK_COMPARE(less, LT)
+
+/* select(cond, x, y): cond ? x : y, all three broadcast to the output.
+ * Only the element size matters, so one body serves every dtype. */
+#define SELECT_BODY(T)                                                                             \
+  do {                                                                                             \
+    const uint8_t *c = (const uint8_t *)ctx->in[0].data;                                           \
+    const T *x = (const T *)ctx->in[1].data;                                                       \
+    const T *y = (const T *)ctx->in[2].data;                                                       \
+    T *o = (T *)ctx->out[0].data;                                                                  \
+    const int last = bc.rank - 1;                                                                  \
+    const int64_t sc = bc.strides[0][last], sx = bc.strides[1][last], sy = bc.strides[2][last];    \
+    if (bc.rank == 1 && sc == 1 && sx == 1 && sy == 1) {                                           \
+      for (int64_t j = 0; j < bc.dims[0]; j++) o[j] = c[j] ? x[j] : y[j];                          \
+      break;                                                                                       \
+    }                                                                                              \
+    FGK_BCAST_ROWS(bc, {                                                                           \
+      const uint8_t *cr = c + fgk_off[0];                                                          \
+      const T *xr = x + fgk_off[1], *yr = y + fgk_off[2];                                          \
+      T *orow = o + fgk_oo;                                                                        \
+      for (int64_t j = 0; j < fgk_row_len; j++) orow[j] = cr[j * sc] ? xr[j * sx] : yr[j * sy];    \
+    });                                                                                            \
+  } while (0)
+
+int fgk_select(const fg_kctx *ctx) {
+  if (fgk_check(ctx, 3, 1) != 0) return -1;
+  const fg_dtype dt = ctx->out[0].dtype;
+  if (ctx->in[0].dtype != FG_BOOL)
+    return fgk_fail(ctx, "condition (input 0) must be bool, got %s",
+                    fgk_dtype_name(ctx->in[0].dtype));
+  if (ctx->in[1].dtype != dt || ctx->in[2].dtype != dt)
+    return fgk_fail(ctx, "inputs 1 and 2 must be %s like the output, got %s and %s",
+                    fgk_dtype_name(dt), fgk_dtype_name(ctx->in[1].dtype),
+                    fgk_dtype_name(ctx->in[2].dtype));
+  if (fgk_numel(&ctx->out[0]) == 0) return 0;
+  fgk_bcast bc;
+  if (fgk_bcast_init(ctx, 3, &bc) != 0) return -1;
+  switch (fgk_dtype_size(dt)) {
+  case 1: SELECT_BODY(uint8_t); break;
+  case 4: SELECT_BODY(uint32_t); break;
+  case 8: SELECT_BODY(uint64_t); break;
+  default: return fgk_fail(ctx, "unsupported dtype %s", fgk_dtype_name(dt));
+  }
+  return 0;
+}

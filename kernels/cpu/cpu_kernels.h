@@ -1,0 +1,170 @@
+/* Private to kernels/cpu/: the list of CPU kernels (one X-macro that both
+ * declares them and fills the registry, so the two cannot drift apart) and
+ * the helpers the op families share. Not part of the kernel ABI. */
+#ifndef FG_CPU_KERNELS_H
+#define FG_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flowgraph/types.h"
+#include "kernels/kernel.h"
+
+/* Dtype sets. A kernel named base_f32, base_f64, ... per dtype, or one
+ * dtype-agnostic function registered for every dtype (ANY). */
+#define FGK_FLOAT(X, op, base) X(op, FG_F32, base##_f32) X(op, FG_F64, base##_f64)
+#define FGK_NUM(X, op, base)                                                                       \
+  FGK_FLOAT(X, op, base) X(op, FG_I32, base##_i32) X(op, FG_I64, base##_i64)
+#define FGK_ALL(X, op, base) FGK_NUM(X, op, base) X(op, FG_BOOL, base##_bool)
+#define FGK_ANY(X, op, fn)                                                                         \
+  X(op, FG_F32, fn) X(op, FG_F64, fn) X(op, FG_I32, fn) X(op, FG_I64, fn) X(op, FG_BOOL, fn)
+
+/* X(op name, dtype key, function). Registry order is this order. */
+#define FGK_KERNELS(X)                                                                             \
+  /* elementwise_unary.c */                                                                        \
+  FGK_NUM(X, "neg", fgk_neg)                                                                       \
+  FGK_FLOAT(X, "exp", fgk_exp)                                                                     \
+  FGK_FLOAT(X, "log", fgk_log)                                                                     \
+  FGK_FLOAT(X, "sqrt", fgk_sqrt)                                                                   \
+  FGK_FLOAT(X, "rsqrt", fgk_rsqrt)                                                                 \
+  FGK_NUM(X, "abs", fgk_abs)                                                                       \
+  FGK_FLOAT(X, "tanh", fgk_tanh)                                                                   \
+  FGK_FLOAT(X, "sigmoid", fgk_sigmoid)                                                             \
+  FGK_NUM(X, "relu", fgk_relu)                                                                     \
+  FGK_FLOAT(X, "leaky_relu", fgk_leaky_relu)                                                       \
+  FGK_FLOAT(X, "gelu", fgk_gelu)                                                                   \
+  /* binary.c */                                                                                   \
+  FGK_NUM(X, "add", fgk_add)                                                                       \
+  FGK_NUM(X, "sub", fgk_sub)                                                                       \
+  FGK_NUM(X, "mul", fgk_mul)                                                                       \
+  FGK_NUM(X, "div", fgk_div)                                                                       \
+  FGK_FLOAT(X, "pow", fgk_pow)                                                                     \
+  FGK_NUM(X, "maximum", fgk_maximum)                                                               \
+  FGK_NUM(X, "minimum", fgk_minimum)                                                               \
+  FGK_ALL(X, "equal", fgk_equal)                                                                   \
+  FGK_ALL(X, "greater", fgk_greater)                                                               \
+  FGK_ALL(X, "less", fgk_less)                                                                     \
+  FGK_ANY(X, "select", fgk_select)                                                                 \
+  /* matmul.c */                                                                                   \
+  FGK_NUM(X, "matmul", fgk_matmul)                                                                 \
+  /* reduce.c */                                                                                   \
+  FGK_NUM(X, "reduce_sum", fgk_reduce_sum)                                                         \
+  FGK_NUM(X, "reduce_mean", fgk_reduce_mean)                                                       \
+  FGK_NUM(X, "reduce_max", fgk_reduce_max)                                                         \
+  FGK_NUM(X, "argmax", fgk_argmax)                                                                 \
+  /* shape_ops.c */                                                                                \
+  FGK_ANY(X, "reshape", fgk_copy)                                                                  \
+  FGK_ANY(X, "transpose", fgk_transpose)                                                           \
+  FGK_ANY(X, "concat", fgk_concat)                                                                 \
+  FGK_ANY(X, "slice", fgk_slice)                                                                   \
+  FGK_ANY(X, "gather", fgk_gather)                                                                 \
+  FGK_ALL(X, "one_hot", fgk_one_hot)                                                               \
+  FGK_ALL(X, "cast", fgk_cast)                                                                     \
+  /* softmax.c */                                                                                  \
+  FGK_FLOAT(X, "softmax", fgk_softmax)                                                             \
+  FGK_FLOAT(X, "log_softmax", fgk_log_softmax)                                                     \
+  FGK_FLOAT(X, "softmax_cross_entropy", fgk_softmax_xent)                                          \
+  /* misc.c */                                                                                     \
+  FGK_ALL(X, "fill", fgk_fill)                                                                     \
+  FGK_ANY(X, "identity", fgk_copy)                                                                 \
+  FGK_ANY(X, "stop_gradient", fgk_copy)                                                            \
+  FGK_ALL(X, "zeros_like", fgk_zeros_like)                                                         \
+  FGK_ALL(X, "ones_like", fgk_ones_like)                                                           \
+  FGK_ANY(X, "assign", fgk_assign)
+
+#define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
+FGK_KERNELS(FGK_DECLARE)
+#undef FGK_DECLARE
+
+/* ---- shared helpers (common.c) ------------------------------------------ */
+
+/* Writes a printf-style message to ctx->err (when there is room) and
+ * returns -1, so a kernel can `return fgk_fail(ctx, ...)`. */
+int fgk_fail(const fg_kctx *ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Checks that at least n_in inputs and n_out outputs are present with
+ * ranks in [0, FG_MAX_RANK], so that a mis-wired call fails with a message
+ * instead of reading out of bounds. 0 or -1 (ctx->err written). */
+int fgk_check(const fg_kctx *ctx, int n_in, int n_out);
+
+static inline size_t fgk_dtype_size(fg_dtype dt) {
+  switch (dt) {
+  case FG_F32: case FG_I32: return 4;
+  case FG_F64: case FG_I64: return 8;
+  case FG_BOOL: return 1;
+  default: return 0;
+  }
+}
+
+/* Elements of a buffer; the executor has already checked the product. */
+static inline int64_t fgk_numel(const fg_kbuf *b) {
+  int64_t n = 1;
+  for (int i = 0; i < b->rank; i++) n *= b->dims[i] > 0 ? b->dims[i] : 0;
+  return n;
+}
+
+const char *fgk_dtype_name(fg_dtype dt);
+
+/* A broadcast walk over the output with up to three operands. After
+ * fgk_bcast_init the dims are coalesced (size-1 dims dropped, runs that are
+ * contiguous for every operand merged), so the common shapes become one
+ * flat loop; rank is at least 1. strides[k][i] is operand k's element
+ * stride along dim i, 0 where it broadcasts. */
+typedef struct fgk_bcast {
+  int rank, n_ops;
+  int64_t dims[FG_MAX_RANK];
+  int64_t strides[3][FG_MAX_RANK];
+} fgk_bcast;
+int fgk_bcast_init(const fg_kctx *ctx, int n_ops, fgk_bcast *bc);
+/* The coalescing step alone, for walks that are not broadcasts (transpose,
+ * slice): the output is C-order over dims, operand k steps strides[k]. */
+void fgk_walk_init(fgk_bcast *bc, int n_ops, int rank, const int64_t *dims,
+                   int64_t (*strides)[FG_MAX_RANK]);
+
+/* Walks the outer dims of a coalesced broadcast (all but the last),
+ * keeping offsets for the operands and the output without dividing.
+ * The body (variadic, so it may hold commas) runs once per row with
+ * `fgk_off[k]` the operands' row offsets and `fgk_oo` the output row
+ * offset; a row has fgk_row_len = bc.dims[bc.rank-1] elements. */
+#define FGK_BCAST_ROWS(bc, ...)                                                                    \
+  do {                                                                                             \
+    int64_t fgk_cnt[FG_MAX_RANK] = {0};                                                            \
+    int64_t fgk_off[3] = {0, 0, 0};                                                                \
+    int64_t fgk_rows = 1;                                                                          \
+    const int fgk_last = (bc).rank - 1;                                                            \
+    for (int fgk_d = 0; fgk_d < fgk_last; fgk_d++) fgk_rows *= (bc).dims[fgk_d];                   \
+    const int64_t fgk_row_len = (bc).dims[fgk_last];                                               \
+    for (int64_t fgk_r = 0; fgk_r < fgk_rows; fgk_r++) {                                           \
+      const int64_t fgk_oo = fgk_r * fgk_row_len;                                                  \
+      __VA_ARGS__;                                                                                 \
+      for (int fgk_d = fgk_last - 1; fgk_d >= 0; fgk_d--) {                                        \
+        for (int fgk_k = 0; fgk_k < (bc).n_ops; fgk_k++)                                           \
+          fgk_off[fgk_k] += (bc).strides[fgk_k][fgk_d];                                            \
+        if (++fgk_cnt[fgk_d] < (bc).dims[fgk_d]) break;                                            \
+        for (int fgk_k = 0; fgk_k < (bc).n_ops; fgk_k++)                                           \
+          fgk_off[fgk_k] -= (bc).strides[fgk_k][fgk_d] * (bc).dims[fgk_d];                         \
+        fgk_cnt[fgk_d] = 0;                                                                        \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
+/* Float to integer conversion is undefined in C for NaN and out-of-range
+ * values; flowgraph saturates and maps NaN to 0 (documented in cast). */
+static inline int32_t fgk_f2i32(double x) {
+  if (x != x) return 0;
+  if (x >= 2147483647.0) return INT32_MAX;
+  if (x <= -2147483648.0) return INT32_MIN;
+  return (int32_t)x;
+}
+static inline int64_t fgk_f2i64(double x) {
+  if (x != x) return 0;
+  if (x >= 9223372036854775807.0) return INT64_MAX; /* 2^63 as a double */
+  if (x <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)x;
+}
+
+#endif

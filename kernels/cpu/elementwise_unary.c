@@ -1,0 +1,82 @@
+/* Elementwise unary kernels: out[i] = f(in[i]). The output may share the
+ * input's buffer (in-place), which a read-then-write loop allows. */
+#include <math.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+#define FGK_SQRT1_2 0.70710678118654752440
+
+/* Integer neg/abs go through unsigned arithmetic: -INT_MIN wraps to INT_MIN
+ * (as NumPy does) instead of being undefined behaviour. */
+static inline int32_t neg_i32(int32_t x) { return (int32_t)(0u - (uint32_t)x); }
+static inline int64_t neg_i64(int64_t x) { return (int64_t)(UINT64_C(0) - (uint64_t)x); }
+
+/* Split at 0 so that exp never overflows: for large |x| the result
+ * saturates to 0 or 1 instead of becoming inf/inf. */
+static inline float sigmoid_f32(float x) {
+  if (x >= 0) return 1.0f / (1.0f + expf(-x));
+  const float e = expf(x);
+  return e / (1.0f + e);
+}
+static inline double sigmoid_f64(double x) {
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  const double e = exp(x);
+  return e / (1.0 + e);
+}
+
+#define FGK_UNARY(fn, T, DT, EXPR)                                                                 \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    if (fgk_check(ctx, 1, 1) != 0) return -1;                                                      \
+    const int64_t n = fgk_numel(&ctx->out[0]);                                                     \
+    if (ctx->in[0].dtype != DT || ctx->out[0].dtype != DT)                                         \
+      return fgk_fail(ctx, "expected %s input and output, got %s and %s", fgk_dtype_name(DT),      \
+                      fgk_dtype_name(ctx->in[0].dtype), fgk_dtype_name(ctx->out[0].dtype));        \
+    if (fgk_numel(&ctx->in[0]) != n)                                                               \
+      return fgk_fail(ctx, "input has %lld elements, output %lld",                                 \
+                      (long long)fgk_numel(&ctx->in[0]), (long long)n);                            \
+    const T *in = (const T *)ctx->in[0].data;                                                      \
+    T *out = (T *)ctx->out[0].data;                                                                \
+    const fg_kparams *p = ctx->p;                                                                  \
+    (void)p;                                                                                       \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      const T x = in[i];                                                                           \
+      out[i] = (EXPR);                                                                             \
+    }                                                                                              \
+    return 0;                                                                                      \
+  }
+
+FGK_UNARY(fgk_neg_f32, float, FG_F32, -x)
+FGK_UNARY(fgk_neg_f64, double, FG_F64, -x)
+FGK_UNARY(fgk_neg_i32, int32_t, FG_I32, neg_i32(x))
+FGK_UNARY(fgk_neg_i64, int64_t, FG_I64, neg_i64(x))
+
+FGK_UNARY(fgk_exp_f32, float, FG_F32, expf(x))
+FGK_UNARY(fgk_exp_f64, double, FG_F64, exp(x))
+FGK_UNARY(fgk_log_f32, float, FG_F32, logf(x))
+FGK_UNARY(fgk_log_f64, double, FG_F64, log(x))
+FGK_UNARY(fgk_sqrt_f32, float, FG_F32, sqrtf(x))
+FGK_UNARY(fgk_sqrt_f64, double, FG_F64, sqrt(x))
+FGK_UNARY(fgk_rsqrt_f32, float, FG_F32, 1.0f / sqrtf(x))
+FGK_UNARY(fgk_rsqrt_f64, double, FG_F64, 1.0 / sqrt(x))
+
+FGK_UNARY(fgk_abs_f32, float, FG_F32, fabsf(x))
+FGK_UNARY(fgk_abs_f64, double, FG_F64, fabs(x))
+FGK_UNARY(fgk_abs_i32, int32_t, FG_I32, x < 0 ? neg_i32(x) : x)
+FGK_UNARY(fgk_abs_i64, int64_t, FG_I64, x < 0 ? neg_i64(x) : x)
+
+FGK_UNARY(fgk_tanh_f32, float, FG_F32, tanhf(x))
+FGK_UNARY(fgk_tanh_f64, double, FG_F64, tanh(x))
+FGK_UNARY(fgk_sigmoid_f32, float, FG_F32, sigmoid_f32(x))
+FGK_UNARY(fgk_sigmoid_f64, double, FG_F64, sigmoid_f64(x))
+
+/* `x < 0 ? 0 : x` keeps NaN as NaN, as PyTorch's relu does. */
+FGK_UNARY(fgk_relu_f32, float, FG_F32, x < 0 ? 0.0f : x)
+FGK_UNARY(fgk_relu_f64, double, FG_F64, x < 0 ? 0.0 : x)
+FGK_UNARY(fgk_relu_i32, int32_t, FG_I32, x < 0 ? 0 : x)
+FGK_UNARY(fgk_relu_i64, int64_t, FG_I64, x < 0 ? 0 : x)
+FGK_UNARY(fgk_leaky_relu_f32, float, FG_F32, x > 0 ? x : (float)p->alpha * x)
+FGK_UNARY(fgk_leaky_relu_f64, double, FG_F64, x > 0 ? x : p->alpha * x)
+
+/* The exact erf form, PyTorch's default (approximate='none'). */
+FGK_UNARY(fgk_gelu_f32, float, FG_F32, 0.5f * x * (1.0f + erff(x * (float)FGK_SQRT1_2)))
+FGK_UNARY(fgk_gelu_f64, double, FG_F64, 0.5 * x * (1.0 + erf(x * FGK_SQRT1_2)))

@@ -1,0 +1,119 @@
+/* softmax and log_softmax along p->axis (any axis), and the fused
+ * softmax_cross_entropy loss. All subtract the row maximum before exp so
+ * that large logits do not overflow; f32 sums accumulate in double. */
+#include <math.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+/* One softmax row of n elements `stride` apart; y may alias x. */
+#define SOFTMAX_ROW(fn, T, EXP)                                                                    \
+  static void fn(const T *x, T *y, int64_t n, int64_t stride, int want_log) {                      \
+    T m = x[0];                                                                                    \
+    for (int64_t j = 1; j < n; j++) {                                                              \
+      const T v = x[j * stride];                                                                   \
+      if (v > m || v != v) m = v;                                                                  \
+    }                                                                                              \
+    double sum = 0;                                                                                \
+    if (want_log) {                                                                                \
+      for (int64_t j = 0; j < n; j++) sum += EXP(x[j * stride] - m);                               \
+      const double lse = (double)m + log(sum);                                                     \
+      for (int64_t j = 0; j < n; j++) y[j * stride] = (T)((double)x[j * stride] - lse);            \
+    } else {                                                                                       \
+      for (int64_t j = 0; j < n; j++) {                                                            \
+        const T e = EXP(x[j * stride] - m);                                                        \
+        y[j * stride] = e;                                                                         \
+        sum += e;                                                                                  \
+      }                                                                                            \
+      const T inv = (T)(1.0 / sum);                                                                \
+      for (int64_t j = 0; j < n; j++) y[j * stride] *= inv;                                        \
+    }                                                                                              \
+  }
+
+SOFTMAX_ROW(softmax_row_f32, float, expf)
+SOFTMAX_ROW(softmax_row_f64, double, exp)
+
+#define FGK_SOFTMAX(fn, T, DT, ROW, WANT_LOG)                                                      \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    if (fgk_check(ctx, 1, 1) != 0) return -1;                                                      \
+    const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];                                          \
+    if (in->dtype != DT || out->dtype != DT)                                                       \
+      return fgk_fail(ctx, "expected %s input and output, got %s and %s", fgk_dtype_name(DT),      \
+                      fgk_dtype_name(in->dtype), fgk_dtype_name(out->dtype));                      \
+    const int axis = ctx->p->axis;                                                                 \
+    if (axis < 0 || axis >= in->rank)                                                              \
+      return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);                     \
+    const int64_t n = fgk_numel(in);                                                               \
+    if (fgk_numel(out) != n)                                                                       \
+      return fgk_fail(ctx, "input has %lld elements, output %lld", (long long)n,                   \
+                      (long long)fgk_numel(out));                                                  \
+    if (n == 0) return 0;                                                                          \
+    int64_t outer = 1, inner = 1;                                                                  \
+    const int64_t A = in->dims[axis];                                                              \
+    for (int i = 0; i < axis; i++) outer *= in->dims[i];                                           \
+    for (int i = axis + 1; i < in->rank; i++) inner *= in->dims[i];                                \
+    const T *x = (const T *)in->data;                                                              \
+    T *y = (T *)out->data;                                                                         \
+    for (int64_t o = 0; o < outer; o++)                                                            \
+      for (int64_t j = 0; j < inner; j++)                                                          \
+        ROW(x + o * A * inner + j, y + o * A * inner + j, A, inner, WANT_LOG);                     \
+    return 0;                                                                                      \
+  }
+
+FGK_SOFTMAX(fgk_softmax_f32, float, FG_F32, softmax_row_f32, 0)
+FGK_SOFTMAX(fgk_softmax_f64, double, FG_F64, softmax_row_f64, 0)
+FGK_SOFTMAX(fgk_log_softmax_f32, float, FG_F32, softmax_row_f32, 1)
+FGK_SOFTMAX(fgk_log_softmax_f64, double, FG_F64, softmax_row_f64, 1)
+
+/* Reads label n as int64 from an i32 or i64 buffer. */
+static inline int64_t label_at(const fg_kbuf *labels, int64_t n) {
+  return labels->dtype == FG_I32 ? (int64_t)((const int32_t *)labels->data)[n]
+                                 : ((const int64_t *)labels->data)[n];
+}
+
+/* softmax_cross_entropy(logits [N, C], labels [N] i32/i64) -> scalar:
+ * mean over rows of logsumexp(row) - row[label], in double. N == 0 gives
+ * NaN (the mean of nothing, as NumPy). Every label is checked before any
+ * arithmetic. */
+#define FGK_XENT(fn, T, DT)                                                                        \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    if (fgk_check(ctx, 2, 1) != 0) return -1;                                                      \
+    const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *out = &ctx->out[0];                       \
+    if (lg->dtype != DT || out->dtype != DT)                                                       \
+      return fgk_fail(ctx, "expected %s logits and output, got %s and %s", fgk_dtype_name(DT),     \
+                      fgk_dtype_name(lg->dtype), fgk_dtype_name(out->dtype));                      \
+    if (lb->dtype != FG_I32 && lb->dtype != FG_I64)                                                \
+      return fgk_fail(ctx, "labels must be i32 or i64, got %s", fgk_dtype_name(lb->dtype));        \
+    if (lg->rank != 2 || lb->rank != 1 || lb->dims[0] != lg->dims[0])                              \
+      return fgk_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d",           \
+                      lg->rank, lb->rank);                                                         \
+    if (fgk_numel(out) != 1)                                                                       \
+      return fgk_fail(ctx, "output must hold one element, has %lld", (long long)fgk_numel(out));   \
+    const int64_t N = lg->dims[0], C = lg->dims[1];                                                \
+    for (int64_t n = 0; n < N; n++) {                                                              \
+      const int64_t l = label_at(lb, n);                                                           \
+      if (l < 0 || l >= C)                                                                         \
+        return fgk_fail(ctx, "labels[%lld] = %lld is out of range [0, %lld)", (long long)n,        \
+                        (long long)l, (long long)C);                                               \
+    }                                                                                              \
+    T *o = (T *)out->data;                                                                         \
+    if (N == 0) {                                                                                  \
+      o[0] = (T)NAN;                                                                               \
+      return 0;                                                                                    \
+    }                                                                                              \
+    const T *x = (const T *)lg->data;                                                              \
+    double total = 0;                                                                              \
+    for (int64_t n = 0; n < N; n++) {                                                              \
+      const T *row = x + n * C;                                                                    \
+      double m = row[0];                                                                           \
+      for (int64_t j = 1; j < C; j++)                                                              \
+        if (row[j] > m || row[j] != row[j]) m = row[j];                                            \
+      double s = 0;                                                                                \
+      for (int64_t j = 0; j < C; j++) s += exp((double)row[j] - m);                                \
+      total += m + log(s) - (double)row[label_at(lb, n)];                                          \
+    }                                                                                              \
+    o[0] = (T)(total / (double)N);                                                                 \
+    return 0;                                                                                      \
+  }
+
+FGK_XENT(fgk_softmax_xent_f32, float, FG_F32)
+FGK_XENT(fgk_softmax_xent_f64, double, FG_F64)

@@ -1,0 +1,207 @@
+/* `flowgraph inspect MODEL.fgb`: inputs, outputs, the node table, parameter
+ * counts, FLOPs and metadata of a model. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "flowgraph/io.h"
+
+#define CELL 512
+
+static void output_name(const fg_graph *g, fg_output o, char *buf, size_t size) {
+  const char *n = fg_node_name(g, o.node);
+  if (!n) n = "?";
+  if (o.index == 0)
+    snprintf(buf, size, "%s", n);
+  else
+    snprintf(buf, size, "%s:%d", n, o.index);
+}
+
+static void tinfo_str(const fg_graph *g, fg_output o, char *buf, size_t size) {
+  int64_t dims[FG_MAX_RANK];
+  int rank = fg_output_shape(g, o, dims);
+  char shape[256];
+  if (rank < 0)
+    snprintf(shape, sizeof shape, "[unknown]");
+  else
+    cli_shape_str(rank, dims, shape, sizeof shape);
+  snprintf(buf, size, "%s %s", fg_dtype_name(fg_output_dtype(g, o)), shape);
+}
+
+/* Appends to a cell, truncating with "..." rather than overflowing. */
+static void cell_append(char *cell, const char *text) {
+  size_t n = strlen(cell), m = strlen(text);
+  if (n + m + 1 <= CELL) {
+    memcpy(cell + n, text, m + 1);
+  } else if (n + 4 <= CELL) {
+    memcpy(cell + n, "...", 4);
+  }
+}
+
+typedef struct row {
+  char id[24], name[CELL], op[64], inputs[CELL], outputs[CELL], device[128], flops[32];
+} row;
+
+static void print_rows(const row *rows, int n) {
+  const char *hdr[7] = {"id", "name", "op", "inputs", "output", "device", "flops"};
+  size_t w[7];
+  for (int c = 0; c < 7; c++) w[c] = strlen(hdr[c]);
+  for (int i = 0; i < n; i++) {
+    const char *cells[7] = {rows[i].id,      rows[i].name,   rows[i].op,   rows[i].inputs,
+                            rows[i].outputs, rows[i].device, rows[i].flops};
+    for (int c = 0; c < 7; c++)
+      if (strlen(cells[c]) > w[c]) w[c] = strlen(cells[c]);
+  }
+  printf("  %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", (int)w[0], hdr[0], (int)w[1], hdr[1],
+         (int)w[2], hdr[2], (int)w[3], hdr[3], (int)w[4], hdr[4], (int)w[5], hdr[5], hdr[6]);
+  for (int i = 0; i < n; i++)
+    printf("  %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", (int)w[0], rows[i].id, (int)w[1],
+           rows[i].name, (int)w[2], rows[i].op, (int)w[3], rows[i].inputs, (int)w[4],
+           rows[i].outputs, (int)w[5], rows[i].device, rows[i].flops);
+}
+
+typedef struct param_sum {
+  int64_t elems;
+  uint64_t bytes;
+  int tensors;
+} param_sum;
+
+static void inspect_graph(const fg_graph *g, const char *path) {
+  int n = fg_graph_num_nodes(g);
+  char buf[CELL], shape[CELL];
+  printf("model: %s\n", path);
+  printf("nodes: %d\n", n);
+
+  int n_meta = fg_graph_num_metadata(g);
+  printf("metadata:%s\n", n_meta > 0 ? "" : " (none)");
+  for (int i = 0; i < n_meta; i++) {
+    const char *k = fg_graph_metadata_key(g, i);
+    const char *v = k ? fg_graph_metadata(g, k) : NULL;
+    printf("  %s: %s\n", k ? k : "?", v ? v : "");
+  }
+
+  int n_in = 0;
+  for (int id = 0; id < n; id++) {
+    const char *op = fg_node_op(g, id);
+    if (!op || strcmp(op, "placeholder") != 0) continue;
+    if (n_in++ == 0) printf("inputs:\n");
+    tinfo_str(g, (fg_output){id, 0}, shape, sizeof shape);
+    printf("  %s: %s\n", fg_node_name(g, id), shape);
+  }
+  if (n_in == 0) printf("inputs: (none)\n");
+
+  int n_out = fg_graph_num_outputs(g);
+  printf("outputs:%s\n", n_out > 0 ? "" : " (none marked)");
+  for (int i = 0; i < n_out; i++) {
+    fg_output o = fg_graph_output(g, i);
+    output_name(g, o, buf, sizeof buf);
+    tinfo_str(g, o, shape, sizeof shape);
+    printf("  %s: %s\n", buf, shape);
+  }
+
+  row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
+  param_sum vars = {0, 0, 0}, consts = {0, 0, 0};
+  int64_t flops_total = 0;
+  int flops_unknown = 0;
+  for (int id = 0; id < n; id++) {
+    const char *op = fg_node_op(g, id);
+    int64_t fl = fg_node_flops(g, id);
+    if (fl >= 0) {
+      if (flops_total <= INT64_MAX - fl) flops_total += fl;
+    } else {
+      flops_unknown++;
+    }
+    if (op && (strcmp(op, "variable") == 0 || strcmp(op, "constant") == 0)) {
+      const fg_tensor *t = NULL;
+      if (fg_node_attr_tensor(g, id, "value", &t) == 0 && t) {
+        param_sum *p = op[0] == 'v' ? &vars : &consts;
+        p->elems += fg_tensor_num_elements(t);
+        p->bytes += fg_tensor_num_bytes(t);
+        p->tensors++;
+      }
+    }
+    if (!rows) continue;
+    row *r = &rows[id];
+    snprintf(r->id, sizeof r->id, "%d", id);
+    snprintf(r->name, sizeof r->name, "%s", fg_node_name(g, id) ? fg_node_name(g, id) : "?");
+    snprintf(r->op, sizeof r->op, "%s", op ? op : "?");
+    snprintf(r->device, sizeof r->device, "%s",
+             fg_node_device(g, id) ? fg_node_device(g, id) : "-");
+    if (fl >= 0)
+      snprintf(r->flops, sizeof r->flops, "%" PRId64, fl);
+    else
+      snprintf(r->flops, sizeof r->flops, "-");
+    int ni = fg_node_num_inputs(g, id);
+    for (int k = 0; k < ni; k++) {
+      fg_output in = fg_node_input(g, id, k);
+      const char *nm = fg_node_name(g, in.node);
+      snprintf(buf, sizeof buf, "%s%s:%d", k ? ", " : "", nm ? nm : "?", in.index);
+      cell_append(r->inputs, buf);
+    }
+    if (ni <= 0) cell_append(r->inputs, "-");
+    int no = fg_node_num_outputs(g, id);
+    for (int k = 0; k < no; k++) {
+      tinfo_str(g, (fg_output){id, k}, shape, sizeof shape);
+      snprintf(buf, sizeof buf, "%s%s", k ? "; " : "", shape);
+      cell_append(r->outputs, buf);
+    }
+    if (no <= 0) cell_append(r->outputs, "-");
+  }
+  printf("nodes (%d):\n", n);
+  if (rows) print_rows(rows, n);
+  free(rows);
+
+  int nt = vars.tensors + consts.tensors;
+  printf("parameters: %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", vars.elems + consts.elems,
+         vars.bytes + consts.bytes, nt, nt == 1 ? "" : "s");
+  printf("  trainable (variables): %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", vars.elems,
+         vars.bytes, vars.tensors, vars.tensors == 1 ? "" : "s");
+  printf("  constants: %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", consts.elems,
+         consts.bytes, consts.tensors, consts.tensors == 1 ? "" : "s");
+  if (flops_unknown == 0)
+    printf("total flops: %" PRId64 "\n", flops_total);
+  else
+    printf("total flops: %" PRId64 " over known shapes (%d node%s with unknown shapes)\n",
+           flops_total, flops_unknown, flops_unknown == 1 ? "" : "s");
+}
+
+static int inspect_main(int argc, char **argv) {
+  const cli_command *cmd = &cli_inspect_command;
+  const char *model = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (cli_is_help(a)) {
+      cli_print_help(cmd);
+      return CLI_OK;
+    }
+    if (a[0] == '-' && a[1] != '\0') return cli_usage(cmd, "unknown option '%s'", a);
+    if (model) return cli_usage(cmd, "unexpected argument '%s'", a);
+    model = a;
+  }
+  if (!model) return cli_usage(cmd, "missing MODEL.fgb");
+  fg_status *st = fg_status_new();
+  if (!st) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  fg_graph *g = cli_has_ext(model, ".json") ? fg_graph_load_json(model, st)
+                                            : fg_graph_load(model, st);
+  int rc = CLI_OK;
+  if (!g)
+    rc = cli_fail_load(st, model);
+  else
+    inspect_graph(g, model);
+  fg_graph_free(g);
+  fg_status_free(st);
+  return rc;
+}
+
+const cli_command cli_inspect_command = {
+    "inspect", "Show a model's inputs, outputs, nodes, parameters and FLOPs.",
+    "flowgraph inspect MODEL.fgb",
+    "Prints the graph inputs (placeholders) and marked outputs with dtypes and\n"
+    "shapes ('?' is a dimension known only when fed), the metadata, a node table\n"
+    "(id, name, op, inputs as name:index, output dtype and shape, device, FLOPs;\n"
+    "'-' where the FLOPs depend on an unknown dimension), the parameter count\n"
+    "and bytes (variables = trainable, and constants) and the total FLOPs over\n"
+    "the nodes whose shapes are known. A .json model is read in its JSON form.\n",
+    inspect_main};

@@ -1,0 +1,398 @@
+/* `flowgraph run`: load a model, feed .npy files or random data, run it,
+ * write or print the fetches. Feed handling lives in run_feeds.c. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "flowgraph/io.h"
+#include "flowgraph/session.h"
+#include "run.h"
+
+#define MAX_REPEAT 10000000
+#define MAX_BATCH 1000000
+
+static int parse_pair(const char *value, cli_pair *p) {
+  const char *eq = strchr(value, '=');
+  if (!eq || eq == value || eq[1] == '\0') return -1;
+  size_t n = (size_t)(eq - value);
+  char *name = malloc(n + 1);
+  if (!name) return -1;
+  memcpy(name, value, n);
+  name[n] = '\0';
+  p->name = name;
+  p->path = eq + 1;
+  return 0;
+}
+
+static void free_args(run_args *a) {
+  for (int i = 0; i < a->n_inputs; i++) free(a->inputs[i].name);
+  for (int i = 0; i < a->n_outputs; i++) free(a->outputs[i].name);
+  free(a->inputs);
+  free(a->outputs);
+  free(a->fetch);
+  free(a->targets);
+}
+
+/* Returns CLI_OK or the exit code of a usage error (already printed). */
+static int parse_args(int argc, char **argv, run_args *a, int *help) {
+  const cli_command *cmd = &cli_run_command;
+  size_t cap = (size_t)argc;
+  a->inputs = calloc(cap, sizeof *a->inputs);
+  a->outputs = calloc(cap, sizeof *a->outputs);
+  a->fetch = calloc(cap, sizeof *a->fetch);
+  a->targets = calloc(cap, sizeof *a->targets);
+  if (!a->inputs || !a->outputs || !a->fetch || !a->targets)
+    return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  a->batch = 1;
+  a->repeat = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *v = NULL;
+    int r;
+    if (cli_is_help(arg)) {
+      *help = 1;
+      return CLI_OK;
+    }
+    if ((r = cli_opt_value(argc, argv, &i, "-i", "--input", &v)) != 0) {
+      if (r < 0) return cli_usage(cmd, "%s needs a value NAME=FILE.npy", arg);
+      if (parse_pair(v, &a->inputs[a->n_inputs]) != 0)
+        return cli_usage(cmd, "bad input '%s': expected NAME=FILE.npy", v);
+      a->n_inputs++;
+    } else if ((r = cli_opt_value(argc, argv, &i, "-o", "--output", &v)) != 0) {
+      if (r < 0) return cli_usage(cmd, "%s needs a value NAME=OUT.npy", arg);
+      if (parse_pair(v, &a->outputs[a->n_outputs]) != 0)
+        return cli_usage(cmd, "bad output '%s': expected NAME=OUT.npy", v);
+      a->n_outputs++;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--fetch", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--fetch needs a node name");
+      a->fetch[a->n_fetch++] = v;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--target", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--target needs a node name");
+      a->targets[a->n_targets++] = v;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--seed", &v)) != 0) {
+      int64_t x;
+      if (r < 0 || cli_parse_i64(v, 0, INT64_MAX, &x) != 0)
+        return cli_usage(cmd, "--seed needs a non-negative integer");
+      a->seed = (uint64_t)x;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--batch", &v)) != 0) {
+      if (r < 0 || cli_parse_i64(v, 1, MAX_BATCH, &a->batch) != 0)
+        return cli_usage(cmd, "--batch needs an integer from 1 to %d", MAX_BATCH);
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--repeat", &v)) != 0) {
+      if (r < 0 || cli_parse_i64(v, 1, MAX_REPEAT, &a->repeat) != 0)
+        return cli_usage(cmd, "--repeat needs an integer from 1 to %d", MAX_REPEAT);
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--threads", &v)) != 0) {
+      int64_t x;
+      /* Range checks belong to the session (A6); only the syntax is ours. */
+      if (r < 0 || cli_parse_i64(v, -2147483647 - 1, 2147483647, &x) != 0)
+        return cli_usage(cmd, "--threads needs an integer");
+      a->threads = (int)x;
+      a->threads_set = 1;
+    } else if (strcmp(arg, "--random-inputs") == 0) {
+      a->random_inputs = 1;
+    } else if (arg[0] == '-' && arg[1] != '\0') {
+      return cli_usage(cmd, "unknown option '%s'", arg);
+    } else if (a->model) {
+      return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);
+    } else {
+      a->model = arg;
+    }
+  }
+  if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
+  return CLI_OK;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Fetch names: the -o names, then --fetch; else the graph's outputs; else
+ * the last node. Strings are malloc'ed. */
+static int resolve_fetches(const fg_graph *g, const run_args *a, char ***names, int *n,
+                           fg_status *st) {
+  int count = a->n_outputs + a->n_fetch;
+  if (count == 0) count = fg_graph_num_outputs(g);
+  if (count == 0 && fg_graph_num_nodes(g) > 0) count = 1;
+  if (count <= 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s has no nodes to fetch", a->model);
+    return -1;
+  }
+  char **out = calloc((size_t)count, sizeof *out);
+  if (!out) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  *names = out;
+  *n = count;
+  char buf[1024];
+  for (int i = 0; i < count; i++) {
+    if (a->n_outputs + a->n_fetch > 0) {
+      const char *s = i < a->n_outputs ? a->outputs[i].name : a->fetch[i - a->n_outputs];
+      snprintf(buf, sizeof buf, "%s", s);
+    } else {
+      fg_output o = fg_graph_num_outputs(g) > 0
+                        ? fg_graph_output(g, i)
+                        : (fg_output){fg_graph_num_nodes(g) - 1, 0};
+      const char *nm = fg_node_name(g, o.node);
+      if (!nm) {
+        fg_status_set(st, FG_INVALID_GRAPH, "%s: graph output %d refers to no node", a->model, i);
+        return -1;
+      }
+      if (o.index == 0)
+        snprintf(buf, sizeof buf, "%s", nm);
+      else
+        snprintf(buf, sizeof buf, "%s:%d", nm, o.index);
+    }
+    out[i] = strdup(buf);
+    if (!out[i]) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+      return -1;
+    }
+    if (fg_graph_find_output(g, out[i]).node < 0) {
+      fg_status_set(st, FG_NOT_FOUND, "fetch '%s': %s has no such node or output", out[i],
+                    a->model);
+      return -1;
+    }
+  }
+  for (int i = 0; i < a->n_targets; i++)
+    if (fg_graph_find(g, a->targets[i]) < 0) {
+      fg_status_set(st, FG_NOT_FOUND, "target '%s': %s has no node of that name", a->targets[i],
+                    a->model);
+      return -1;
+    }
+  return 0;
+}
+
+/* Checks that each -o path can be written before spending time running. */
+static int check_output_paths(const run_args *a, fg_status *st) {
+  for (int i = 0; i < a->n_outputs; i++) {
+    const char *p = a->outputs[i].path;
+    struct stat sb;
+    if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+      fg_status_set(st, FG_IO_ERROR, "output '%s': %s is a directory", a->outputs[i].name, p);
+      return -1;
+    }
+    const char *slash = strrchr(p, '/');
+    char dir[4096];
+    if (!slash)
+      snprintf(dir, sizeof dir, ".");
+    else if (slash == p)
+      snprintf(dir, sizeof dir, "/");
+    else
+      snprintf(dir, sizeof dir, "%.*s", (int)(slash - p), p);
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+      fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s does not exist",
+                    a->outputs[i].name, p, dir);
+      return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+      fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s: %s",
+                    a->outputs[i].name, p, dir, strerror(errno));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Every -o file is first written beside its target under a temporary
+ * name; only when all succeeded are they renamed, so a failure leaves no
+ * output file at all. */
+static int write_outputs(const run_args *a, fg_tensor **outs, fg_status *st) {
+  if (a->n_outputs == 0) return 0;
+  char **tmp = calloc((size_t)a->n_outputs, sizeof *tmp);
+  if (!tmp) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  int rc = 0, written = 0;
+  for (int i = 0; i < a->n_outputs && rc == 0; i++) {
+    size_t len = strlen(a->outputs[i].path) + 48;
+    tmp[i] = malloc(len);
+    if (!tmp[i]) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+      rc = -1;
+      break;
+    }
+    snprintf(tmp[i], len, "%s.part.%ld.%d", a->outputs[i].path, (long)getpid(), i);
+    if (fg_npy_write(tmp[i], outs[i], st) != 0) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+      fg_status_set(st, fg_status_code(st), "output '%s' -> %s: %s", a->outputs[i].name,
+                    a->outputs[i].path, msg);
+      rc = -1;
+      break;
+    }
+    written = i + 1;
+  }
+  for (int i = 0; i < written && rc == 0; i++)
+    if (rename(tmp[i], a->outputs[i].path) != 0) {
+      fg_status_set(st, FG_IO_ERROR, "output '%s': cannot rename into %s: %s",
+                    a->outputs[i].name, a->outputs[i].path, strerror(errno));
+      rc = -1;
+      /* Files renamed before this one stay: the rename of a file onto its
+       * own directory entry is the only step that can fail here. */
+    }
+  if (rc != 0)
+    for (int i = 0; i < written; i++) unlink(tmp[i]);
+  for (int i = 0; i < a->n_outputs; i++) free(tmp[i]);
+  free(tmp);
+  return rc;
+}
+
+static void print_values(const fg_tensor *t) {
+  int64_t n = fg_tensor_num_elements(t);
+  const void *d = fg_tensor_data(t);
+  int64_t show = n < 10 ? n : 10;
+  printf("  [");
+  for (int64_t i = 0; i < show && d; i++) {
+    if (i) printf(", ");
+    switch (fg_tensor_dtype(t)) {
+      case FG_F32: printf("%.7g", (double)((const float *)d)[i]); break;
+      case FG_F64: printf("%.15g", ((const double *)d)[i]); break;
+      case FG_I32: printf("%" PRId32, ((const int32_t *)d)[i]); break;
+      case FG_I64: printf("%" PRId64, ((const int64_t *)d)[i]); break;
+      case FG_BOOL: printf("%s", ((const unsigned char *)d)[i] ? "true" : "false"); break;
+      default: printf("?"); break;
+    }
+  }
+  if (n > show) printf(", ...] (%" PRId64 " values)\n", n);
+  else printf("]\n");
+}
+
+static void print_fetch(const char *name, const fg_tensor *t) {
+  char shape[256];
+  cli_shape_str(fg_tensor_rank(t), fg_tensor_dims(t), shape, sizeof shape);
+  printf("%s: %s %s\n", name, fg_dtype_name(fg_tensor_dtype(t)), shape);
+  print_values(t);
+}
+
+/* Returns 0, or -1 with `st` set; *load_failed tells a load error apart. */
+static int run_model(const run_args *a, fg_status *st, int *load_failed) {
+  int rc = -1, n_fetch = 0;
+  char **fetch = NULL;
+  fg_session *s = NULL;
+  fg_tensor **outs = NULL;
+  run_feeds feeds = {0};
+  fg_graph *g = cli_has_ext(a->model, ".json") ? fg_graph_load_json(a->model, st)
+                                               : fg_graph_load(a->model, st);
+  if (!g) {
+    *load_failed = 1;
+    return -1;
+  }
+  if (resolve_fetches(g, a, &fetch, &n_fetch, st) != 0) goto done;
+  if (run_feeds_prepare(g, a, (const char *const *)fetch, n_fetch, &feeds, st) != 0) goto done;
+  if (check_output_paths(a, st) != 0) goto done;
+  if (run_feeds_load(g, a, &feeds, st) != 0) goto done;
+  fg_session_options opts;
+  fg_session_options_init(&opts);
+  if (a->threads_set) opts.num_threads = a->threads;
+  s = fg_session_new(g, &opts, st);
+  if (!s) goto done;
+  outs = calloc((size_t)n_fetch, sizeof *outs);
+  if (!outs) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+    goto done;
+  }
+  double total = 0;
+  for (int64_t r = 0; r < a->repeat; r++) {
+    for (int i = 0; i < n_fetch; i++) {
+      fg_tensor_free(outs[i]);
+      outs[i] = NULL;
+    }
+    double t0 = now_ms();
+    if (fg_session_run(s, feeds.feeds, feeds.n, (const char *const *)fetch, n_fetch, outs,
+                       a->targets, a->n_targets, st) != 0)
+      goto done;
+    total += now_ms() - t0;
+  }
+  for (int i = 0; i < n_fetch; i++)
+    if (!outs[i]) {
+      fg_status_set(st, FG_INTERNAL, "fetch '%s': the session returned no tensor", fetch[i]);
+      goto done;
+    }
+  if (write_outputs(a, outs, st) != 0) goto done;
+  for (int i = 0; i < n_fetch; i++) {
+    if (i < a->n_outputs) {
+      char shape[256];
+      cli_shape_str(fg_tensor_rank(outs[i]), fg_tensor_dims(outs[i]), shape, sizeof shape);
+      printf("wrote %s: %s %s -> %s\n", fetch[i], fg_dtype_name(fg_tensor_dtype(outs[i])), shape,
+             a->outputs[i].path);
+    } else {
+      print_fetch(fetch[i], outs[i]);
+    }
+  }
+  if (a->repeat > 1)
+    printf("ran %" PRId64 " times: total %.3f ms, avg %.3f ms\n", a->repeat, total,
+           total / (double)a->repeat);
+  rc = 0;
+done:
+  if (outs)
+    for (int i = 0; i < n_fetch; i++) fg_tensor_free(outs[i]);
+  free(outs);
+  fg_session_free(s);
+  run_feeds_free(&feeds);
+  if (fetch)
+    for (int i = 0; i < n_fetch; i++) free(fetch[i]);
+  free(fetch);
+  fg_graph_free(g);
+  return rc;
+}
+
+static int run_main(int argc, char **argv) {
+  run_args a;
+  memset(&a, 0, sizeof a);
+  int help = 0;
+  int rc = parse_args(argc, argv, &a, &help);
+  if (rc == CLI_OK && help) cli_print_help(&cli_run_command);
+  if (rc != CLI_OK || help) {
+    free_args(&a);
+    return rc;
+  }
+  fg_status *st = fg_status_new();
+  if (!st) {
+    free_args(&a);
+    return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  int load_failed = 0;
+  if (run_model(&a, st, &load_failed) == 0)
+    rc = CLI_OK;
+  else
+    rc = load_failed ? cli_fail_load(st, a.model) : cli_fail_status(st);
+  fg_status_free(st);
+  free_args(&a);
+  return rc;
+}
+
+const cli_command cli_run_command = {
+    "run", "Run a model on .npy inputs or random data.",
+    "flowgraph run MODEL.fgb [-i NAME=FILE.npy ...] [-o NAME=OUT.npy ...] [--fetch NAME ...] "
+    "[--target NAME ...] [--random-inputs] [--seed N] [--batch N] [--repeat N] [--threads N]",
+    "options:\n"
+    "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
+    "  -o, --output NAME=OUT.npy   fetch NAME (\"node\" or \"node:index\") and write it\n"
+    "  --fetch NAME                fetch NAME and print it\n"
+    "  --target NAME               also run node NAME for its effect (e.g. an assign)\n"
+    "  --random-inputs             feed every needed placeholder not given by -i with\n"
+    "                              seeded random data: floats uniform in [-1, 1),\n"
+    "                              integers uniform in [0, 10), bools 0/1; unknown\n"
+    "                              dimensions become --batch\n"
+    "  --seed N                    random seed (default 0); values are drawn in node\n"
+    "                              order from one splitmix64 stream\n"
+    "  --batch N                   size of unknown dimensions for random inputs\n"
+    "                              (default 1, at most 1000000)\n"
+    "  --repeat N                  run N times (1..10000000) and print the total and\n"
+    "                              average time; outputs come from the last run\n"
+    "  --threads N                 worker threads (default: the session's, 0 = cores)\n\n"
+    "Without -o and --fetch the graph's marked outputs are fetched (or, when it has\n"
+    "none, the last node) and printed: name, dtype, shape and the first 10 values.\n"
+    "Every placeholder the fetches and targets depend on must be fed (unless\n"
+    "--random-inputs). A feed must match its placeholder's dtype and shape ('?'\n"
+    "dimensions accept any size). Output files are written to temporary names and\n"
+    "renamed only when all of them succeeded, so a failed run leaves none.\n",
+    run_main};

@@ -1,0 +1,69 @@
+/* `flowgraph`: the command line front end. Dispatches to one subcommand per
+ * file (cmd_*.c); see cli.h for the exit-code contract. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "flowgraph/io.h"
+
+static const cli_command *const commands[] = {&cli_inspect_command, &cli_run_command,
+                                              &cli_convert_command};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static const cli_command *find_command(const char *name) {
+  for (size_t i = 0; i < N_COMMANDS; i++)
+    if (strcmp(commands[i]->name, name) == 0) return commands[i];
+  return NULL;
+}
+
+static void print_main_help(void) {
+  printf("usage: flowgraph COMMAND [ARGS]\n\n"
+         "flowgraph runs and inspects static dataflow graphs stored as .fgb files.\n\n"
+         "commands:\n");
+  for (size_t i = 0; i < N_COMMANDS; i++)
+    printf("  %-10s %s\n", commands[i]->name, commands[i]->summary);
+  printf("  %-10s %s\n", "help", "Show this help, or a command's help: flowgraph help COMMAND");
+  printf("\noptions:\n"
+         "  -h, --help     show this help\n"
+         "  --version      print the version\n\n"
+         "exit status: 0 success, 1 runtime error (one line on stderr:\n"
+         "\"flowgraph: CODE: message\"), 2 usage error.\n");
+}
+
+static int dispatch(int argc, char **argv) {
+  if (argc < 2) return cli_usage(NULL, "no command given");
+  const char *first = argv[1];
+  if (cli_is_help(first)) {
+    if (argc > 2) return cli_usage(NULL, "unexpected argument '%s' after %s", argv[2], first);
+    print_main_help();
+    return CLI_OK;
+  }
+  if (strcmp(first, "--version") == 0) {
+    if (argc > 2) return cli_usage(NULL, "unexpected argument '%s' after --version", argv[2]);
+    printf("flowgraph %s (.fgb format version %d)\n", FG_CLI_VERSION, FG_FORMAT_VERSION);
+    return CLI_OK;
+  }
+  if (strcmp(first, "help") == 0) {
+    if (argc == 2) {
+      print_main_help();
+      return CLI_OK;
+    }
+    if (argc > 3) return cli_usage(NULL, "help takes at most one command name");
+    const cli_command *c = find_command(argv[2]);
+    if (!c) return cli_usage(NULL, "unknown command '%s'", argv[2]);
+    cli_print_help(c);
+    return CLI_OK;
+  }
+  if (first[0] == '-') return cli_usage(NULL, "unknown option '%s'", first);
+  const cli_command *c = find_command(first);
+  if (!c) return cli_usage(NULL, "unknown command '%s'", first);
+  return c->main(argc - 1, argv + 1);
+}
+
+int main(int argc, char **argv) {
+  int rc = dispatch(argc, argv);
+  /* A full disk or closed pipe must not pass for success. */
+  if ((fflush(stdout) != 0 || ferror(stdout)) && rc == CLI_OK)
+    rc = cli_fail(FG_IO_ERROR, "writing to standard output failed");
+  return rc;
+}
