@@ -5,7 +5,7 @@
 
 #include "graph/graph_internal.h"
 
-static char *dup_str(const char *s) {
+char *fg_strdup(const char *s) {
   size_t n = strlen(s) + 1;
   char *d = malloc(n);
   if (d) memcpy(d, s, n);
@@ -66,7 +66,7 @@ static fg_attr *slot(fg_attrs *a, const char *name) {
   }
   fg_attr *s = &a->items[a->n];
   memset(s, 0, sizeof *s);
-  s->name = dup_str(name);
+  s->name = fg_strdup(name);
   if (!s->name) return NULL;
   a->n++;
   return s;
@@ -93,7 +93,7 @@ int fg_attrs_set_string(fg_attrs *a, const char *name, const char *v) {
   fg_attr *s = slot(a, name);
   if (!s) return -1;
   s->type = FG_ATTR_STRING;
-  s->s = dup_str(v);
+  s->s = fg_strdup(v);
   return s->s ? 0 : -1;
 }
 

@@ -14,13 +14,6 @@
 #define NAME_DELETED (-2)
 #define NAME_MAX_LEN 4096
 
-static char *dup_str(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
-
 /* ---- lifetime and the sticky error ------------------------------------ */
 
 fg_graph *fg_graph_new(void) {
@@ -288,8 +281,8 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
   }
   fg_node node = {0};
   node.op = opid;
-  node.name = dup_str(name);
-  node.device = dup_str("cpu:0");
+  node.name = fg_strdup(name);
+  node.device = fg_strdup("cpu:0");
   node.n_inputs = n_inputs;
   node.inputs = malloc((size_t)(n_inputs ? n_inputs : 1) * sizeof *node.inputs);
   node.n_outputs = def->n_outputs;
@@ -350,7 +343,7 @@ fg_output fg_set_name(fg_graph *g, fg_output o, const char *name) {
   }
   if (strcmp(n->name, name) == 0) return o;
   if (check_name(g, name, o.node) != 0) return FG_NO_OUTPUT;
-  char *copy = dup_str(name);
+  char *copy = fg_strdup(name);
   if (!copy) {
     fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_set_name: out of memory");
     return FG_NO_OUTPUT;
@@ -372,7 +365,7 @@ fg_output fg_set_device(fg_graph *g, fg_output o, const char *device) {
                   n->name);
     return FG_NO_OUTPUT;
   }
-  char *copy = dup_str(device);
+  char *copy = fg_strdup(device);
   if (!copy) {
     fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_set_device: out of memory");
     return FG_NO_OUTPUT;
@@ -417,7 +410,7 @@ int fg_graph_set_metadata(fg_graph *g, const char *key, const char *value) {
   if (!g || !key || !value) return -1;
   for (int i = 0; i < g->n_meta; i++)
     if (strcmp(g->meta_keys[i], key) == 0) {
-      char *v = dup_str(value);
+      char *v = fg_strdup(value);
       if (!v) return -1;
       free(g->meta_vals[i]);
       g->meta_vals[i] = v;
@@ -433,7 +426,7 @@ int fg_graph_set_metadata(fg_graph *g, const char *key, const char *value) {
     g->meta_vals = v;
     g->cap_meta = cap;
   }
-  char *k = dup_str(key), *v = dup_str(value);
+  char *k = fg_strdup(key), *v = fg_strdup(value);
   if (!k || !v) {
     free(k);
     free(v);

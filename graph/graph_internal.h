@@ -59,6 +59,9 @@ struct fg_graph {
   unsigned auto_name;
 };
 
+/* malloc'ed copy of a NUL-terminated string; NULL when out of memory. */
+char *fg_strdup(const char *s);
+
 /* ---- attributes --------------------------------------------------------- */
 const fg_attr *fg_attrs_find(const struct fg_attrs *a, const char *name);
 /* Deep copy of src into dst (dst must be empty/zeroed). 0 or -1 (ENOMEM). */

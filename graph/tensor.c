@@ -46,6 +46,18 @@ static int check_shape(fg_dtype dtype, int rank, const int64_t *dims, size_t *by
   return 0;
 }
 
+/* check_shape plus: `bytes` of `data` must be exactly what the shape needs. */
+static int check_data(fg_dtype dtype, int rank, const int64_t *dims, const void *data,
+                      size_t bytes, size_t *need, fg_status *st) {
+  if (check_shape(dtype, rank, dims, need, st) != 0) return -1;
+  if (bytes != *need || (*need && !data)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "tensor: %zu bytes given, shape needs %zu", bytes,
+                  *need);
+    return -1;
+  }
+  return 0;
+}
+
 static fg_tensor *make(fg_dtype dtype, int rank, const int64_t *dims, size_t bytes) {
   fg_tensor *t = calloc(1, sizeof *t);
   if (!t) return NULL;
@@ -76,12 +88,7 @@ fg_tensor *fg_tensor_new(fg_dtype dtype, int rank, const int64_t *dims, fg_statu
 fg_tensor *fg_tensor_from_data(fg_dtype dtype, int rank, const int64_t *dims, const void *data,
                                size_t bytes, fg_status *st) {
   size_t need;
-  if (check_shape(dtype, rank, dims, &need, st) != 0) return NULL;
-  if (bytes != need || (need && !data)) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "tensor: %zu bytes given, shape needs %zu", bytes,
-                  need);
-    return NULL;
-  }
+  if (check_data(dtype, rank, dims, data, bytes, &need, st) != 0) return NULL;
   fg_tensor *t = fg_tensor_new(dtype, rank, dims, st);
   if (t && need) memcpy(t->data, data, need);
   return t;
@@ -90,12 +97,7 @@ fg_tensor *fg_tensor_from_data(fg_dtype dtype, int rank, const int64_t *dims, co
 fg_tensor *fg_tensor_wrap(fg_dtype dtype, int rank, const int64_t *dims, void *data, size_t bytes,
                           fg_status *st) {
   size_t need;
-  if (check_shape(dtype, rank, dims, &need, st) != 0) return NULL;
-  if (bytes != need || (need && !data)) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "tensor: %zu bytes given, shape needs %zu", bytes,
-                  need);
-    return NULL;
-  }
+  if (check_data(dtype, rank, dims, data, bytes, &need, st) != 0) return NULL;
   fg_tensor *t = make(dtype, rank, dims, need);
   if (!t) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "tensor: out of memory");

@@ -100,8 +100,8 @@ static inline int64_t min_i64(int64_t x, int64_t y) { return x < y ? x : y; }
     if (fgk_check(ctx, 2, 1) != 0) return -1;                                                      \
     if (ctx->in[0].dtype != DTI || ctx->in[1].dtype != DTI || ctx->out[0].dtype != DTO)            \
       return fgk_fail(ctx, "expected %s inputs and a %s output, got %s, %s and %s",                \
-                      fgk_dtype_name(DTI), fgk_dtype_name(DTO), fgk_dtype_name(ctx->in[0].dtype),  \
-                      fgk_dtype_name(ctx->in[1].dtype), fgk_dtype_name(ctx->out[0].dtype));        \
+                      fg_dtype_name(DTI), fg_dtype_name(DTO), fg_dtype_name(ctx->in[0].dtype),  \
+                      fg_dtype_name(ctx->in[1].dtype), fg_dtype_name(ctx->out[0].dtype));        \
     if (fgk_numel(&ctx->out[0]) == 0) return 0;                                                    \
     fgk_bcast bc;                                                                                  \
     if (fgk_bcast_init(ctx, 2, &bc) != 0) return -1;                                               \
@@ -183,19 +183,19 @@ int fgk_select(const fg_kctx *ctx) {
   const fg_dtype dt = ctx->out[0].dtype;
   if (ctx->in[0].dtype != FG_BOOL)
     return fgk_fail(ctx, "condition (input 0) must be bool, got %s",
-                    fgk_dtype_name(ctx->in[0].dtype));
+                    fg_dtype_name(ctx->in[0].dtype));
   if (ctx->in[1].dtype != dt || ctx->in[2].dtype != dt)
     return fgk_fail(ctx, "inputs 1 and 2 must be %s like the output, got %s and %s",
-                    fgk_dtype_name(dt), fgk_dtype_name(ctx->in[1].dtype),
-                    fgk_dtype_name(ctx->in[2].dtype));
+                    fg_dtype_name(dt), fg_dtype_name(ctx->in[1].dtype),
+                    fg_dtype_name(ctx->in[2].dtype));
   if (fgk_numel(&ctx->out[0]) == 0) return 0;
   fgk_bcast bc;
   if (fgk_bcast_init(ctx, 3, &bc) != 0) return -1;
-  switch (fgk_dtype_size(dt)) {
+  switch (fg_dtype_size(dt)) {
   case 1: SELECT_BODY(uint8_t); break;
   case 4: SELECT_BODY(uint32_t); break;
   case 8: SELECT_BODY(uint64_t); break;
-  default: return fgk_fail(ctx, "unsupported dtype %s", fgk_dtype_name(dt));
+  default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
   }
   return 0;
 }

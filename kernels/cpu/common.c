@@ -15,24 +15,13 @@ int fgk_fail(const fg_kctx *ctx, const char *fmt, ...) {
   return -1;
 }
 
-const char *fgk_dtype_name(fg_dtype dt) {
-  switch (dt) {
-  case FG_F32: return "f32";
-  case FG_F64: return "f64";
-  case FG_I32: return "i32";
-  case FG_I64: return "i64";
-  case FG_BOOL: return "bool";
-  default: return "invalid";
-  }
-}
-
 static int check_buf(const fg_kctx *ctx, const fg_kbuf *b, const char *what, int i) {
   if (b->rank < 0 || b->rank > FG_MAX_RANK)
     return fgk_fail(ctx, "%s %d has rank %d, outside [0, %d]", what, i, b->rank, FG_MAX_RANK);
   for (int d = 0; d < b->rank; d++)
     if (b->dims[d] < 0)
       return fgk_fail(ctx, "%s %d has dim %d = %lld", what, i, d, (long long)b->dims[d]);
-  if (fgk_dtype_size(b->dtype) == 0)
+  if (fg_dtype_size(b->dtype) == 0)
     return fgk_fail(ctx, "%s %d has unknown dtype %d", what, i, (int)b->dtype);
   if (b->data == NULL && fgk_numel(b) > 0)
     return fgk_fail(ctx, "%s %d has no data", what, i);

@@ -91,14 +91,6 @@ int fgk_fail(const fg_kctx *ctx, const char *fmt, ...)
  * instead of reading out of bounds. 0 or -1 (ctx->err written). */
 int fgk_check(const fg_kctx *ctx, int n_in, int n_out);
 
-static inline size_t fgk_dtype_size(fg_dtype dt) {
-  switch (dt) {
-  case FG_F32: case FG_I32: return 4;
-  case FG_F64: case FG_I64: return 8;
-  case FG_BOOL: return 1;
-  default: return 0;
-  }
-}
 
 /* Elements of a buffer; the executor has already checked the product. */
 static inline int64_t fgk_numel(const fg_kbuf *b) {
@@ -107,7 +99,14 @@ static inline int64_t fgk_numel(const fg_kbuf *b) {
   return n;
 }
 
-const char *fgk_dtype_name(fg_dtype dt);
+/* Defines base##_f32 ... base##_bool, each calling impl(ctx, dtype), for
+ * kernels that switch on the dtype inside one implementation. */
+#define FGK_PER_DTYPE(base, impl)                                                                  \
+  int base##_f32(const fg_kctx *ctx) { return impl(ctx, FG_F32); }                                 \
+  int base##_f64(const fg_kctx *ctx) { return impl(ctx, FG_F64); }                                 \
+  int base##_i32(const fg_kctx *ctx) { return impl(ctx, FG_I32); }                                 \
+  int base##_i64(const fg_kctx *ctx) { return impl(ctx, FG_I64); }                                 \
+  int base##_bool(const fg_kctx *ctx) { return impl(ctx, FG_BOOL); }
 
 /* A broadcast walk over the output with up to three operands. After
  * fgk_bcast_init the dims are coalesced (size-1 dims dropped, runs that are

@@ -43,8 +43,8 @@ static int mm_plan_init(const fg_kctx *ctx, fg_dtype dt, mm_plan *pl) {
   if (fgk_check(ctx, 2, 1) != 0) return -1;
   const fg_kbuf *a = &ctx->in[0], *b = &ctx->in[1], *o = &ctx->out[0];
   if (a->dtype != dt || b->dtype != dt || o->dtype != dt)
-    return fgk_fail(ctx, "expected %s inputs and output, got %s, %s and %s", fgk_dtype_name(dt),
-                    fgk_dtype_name(a->dtype), fgk_dtype_name(b->dtype), fgk_dtype_name(o->dtype));
+    return fgk_fail(ctx, "expected %s inputs and output, got %s, %s and %s", fg_dtype_name(dt),
+                    fg_dtype_name(a->dtype), fg_dtype_name(b->dtype), fg_dtype_name(o->dtype));
   if (a->rank < 2 || b->rank < 2 || o->rank < 2)
     return fgk_fail(ctx, "inputs and output need rank >= 2, got %d, %d and %d", a->rank, b->rank,
                     o->rank);

@@ -11,12 +11,12 @@
 static int write_all(const fg_kctx *ctx, fg_dtype dt, double v) {
   fg_kbuf *out = &ctx->out[0];
   if (out->dtype != dt)
-    return fgk_fail(ctx, "output is %s, expected %s", fgk_dtype_name(out->dtype),
-                    fgk_dtype_name(dt));
+    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype),
+                    fg_dtype_name(dt));
   const int64_t n = fgk_numel(out);
   if (n == 0) return 0;
   if (v == 0 && !signbit(v)) { /* +0 is all-zero bits in every dtype */
-    memset(out->data, 0, (size_t)n * fgk_dtype_size(dt));
+    memset(out->data, 0, (size_t)n * fg_dtype_size(dt));
     return 0;
   }
   switch (dt) {
@@ -43,7 +43,7 @@ static int write_all(const fg_kctx *ctx, fg_dtype dt, double v) {
     break;
   }
   case FG_BOOL: memset(out->data, v != 0, (size_t)n); break;
-  default: return fgk_fail(ctx, "unsupported dtype %s", fgk_dtype_name(dt));
+  default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
   }
   return 0;
 }
@@ -65,16 +65,9 @@ static int ones_like(const fg_kctx *ctx, fg_dtype dt) {
   return write_all(ctx, dt, 1.0);
 }
 
-#define PER_DTYPE(base, impl)                                                                      \
-  int base##_f32(const fg_kctx *ctx) { return impl(ctx, FG_F32); }                                 \
-  int base##_f64(const fg_kctx *ctx) { return impl(ctx, FG_F64); }                                 \
-  int base##_i32(const fg_kctx *ctx) { return impl(ctx, FG_I32); }                                 \
-  int base##_i64(const fg_kctx *ctx) { return impl(ctx, FG_I64); }                                 \
-  int base##_bool(const fg_kctx *ctx) { return impl(ctx, FG_BOOL); }
-
-PER_DTYPE(fgk_fill, fill)
-PER_DTYPE(fgk_zeros_like, zeros_like)
-PER_DTYPE(fgk_ones_like, ones_like)
+FGK_PER_DTYPE(fgk_fill, fill)
+FGK_PER_DTYPE(fgk_zeros_like, zeros_like)
+FGK_PER_DTYPE(fgk_ones_like, ones_like)
 
 /* assign(variable, value): out[0] is the variable's storage (the executor
  * points it there); the value is copied in unless it already lives there. */
@@ -83,13 +76,13 @@ int fgk_assign(const fg_kctx *ctx) {
   const fg_kbuf *val = &ctx->in[1];
   fg_kbuf *out = &ctx->out[0];
   if (val->dtype != out->dtype)
-    return fgk_fail(ctx, "value is %s, the variable %s", fgk_dtype_name(val->dtype),
-                    fgk_dtype_name(out->dtype));
+    return fgk_fail(ctx, "value is %s, the variable %s", fg_dtype_name(val->dtype),
+                    fg_dtype_name(out->dtype));
   const int64_t n = fgk_numel(out);
   if (fgk_numel(val) != n)
     return fgk_fail(ctx, "value has %lld elements, the variable %lld", (long long)fgk_numel(val),
                     (long long)n);
   if (n > 0 && val->data != out->data)
-    memmove(out->data, val->data, (size_t)n * fgk_dtype_size(out->dtype));
+    memmove(out->data, val->data, (size_t)n * fg_dtype_size(out->dtype));
   return 0;
 }

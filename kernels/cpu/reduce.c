@@ -31,8 +31,8 @@ static int red_plan_init(const fg_kctx *ctx, fg_dtype dt, red_plan *pl) {
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   const fg_kparams *p = ctx->p;
   if (in->dtype != dt || out->dtype != dt)
-    return fgk_fail(ctx, "expected %s input and output, got %s and %s", fgk_dtype_name(dt),
-                    fgk_dtype_name(in->dtype), fgk_dtype_name(out->dtype));
+    return fgk_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(dt),
+                    fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));
   const int R = in->rank;
   if (p->n_axes < 0 || p->n_axes > R)
     return fgk_fail(ctx, "%d axes for a rank-%d input", p->n_axes, R);
@@ -199,7 +199,7 @@ FGK_REDUCE(fgk_reduce_max_i64, int64_t, FG_I64, int64_t, INT64_MIN, RMAX, AS_SEL
     const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];                                          \
     if (in->dtype != DT || out->dtype != FG_I64)                                                   \
       return fgk_fail(ctx, "expected a %s input and an i64 output, got %s and %s",                 \
-                      fgk_dtype_name(DT), fgk_dtype_name(in->dtype), fgk_dtype_name(out->dtype));  \
+                      fg_dtype_name(DT), fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));  \
     const int axis = ctx->p->axis;                                                                 \
     if (axis < 0 || axis >= in->rank)                                                              \
       return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);                     \

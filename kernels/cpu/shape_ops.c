@@ -8,8 +8,8 @@
 static int same_dtypes(const fg_kctx *ctx, int n_in) {
   for (int i = 0; i < n_in; i++)
     if (ctx->in[i].dtype != ctx->out[0].dtype)
-      return fgk_fail(ctx, "input %d is %s, the output %s", i, fgk_dtype_name(ctx->in[i].dtype),
-                      fgk_dtype_name(ctx->out[0].dtype));
+      return fgk_fail(ctx, "input %d is %s, the output %s", i, fg_dtype_name(ctx->in[i].dtype),
+                      fg_dtype_name(ctx->out[0].dtype));
   return 0;
 }
 
@@ -21,7 +21,7 @@ int fgk_copy(const fg_kctx *ctx) {
     return fgk_fail(ctx, "input has %lld elements, output %lld",
                     (long long)fgk_numel(&ctx->in[0]), (long long)n);
   if (n > 0 && ctx->in[0].data != ctx->out[0].data)
-    memmove(ctx->out[0].data, ctx->in[0].data, (size_t)n * fgk_dtype_size(ctx->out[0].dtype));
+    memmove(ctx->out[0].data, ctx->in[0].data, (size_t)n * fg_dtype_size(ctx->out[0].dtype));
   return 0;
 }
 
@@ -42,11 +42,11 @@ int fgk_copy(const fg_kctx *ctx) {
   } while (0)
 
 static int walk_copy(const fg_kctx *ctx, const fgk_bcast *bc, const void *src, void *dst) {
-  switch (fgk_dtype_size(ctx->out[0].dtype)) {
+  switch (fg_dtype_size(ctx->out[0].dtype)) {
   case 1: WALK_COPY(uint8_t, *bc, src, dst); break;
   case 4: WALK_COPY(uint32_t, *bc, src, dst); break;
   case 8: WALK_COPY(uint64_t, *bc, src, dst); break;
-  default: return fgk_fail(ctx, "unsupported dtype %s", fgk_dtype_name(ctx->out[0].dtype));
+  default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(ctx->out[0].dtype));
   }
   return 0;
 }
@@ -103,7 +103,7 @@ int fgk_slice(const fg_kctx *ctx) {
   if (fgk_numel(out) == 0) return 0;
   fgk_bcast bc;
   fgk_walk_init(&bc, 1, R, out->dims, full);
-  const char *src = (const char *)in->data + (size_t)base * fgk_dtype_size(in->dtype);
+  const char *src = (const char *)in->data + (size_t)base * fg_dtype_size(in->dtype);
   return walk_copy(ctx, &bc, src, out->data);
 }
 
@@ -126,7 +126,7 @@ int fgk_concat(const fg_kctx *ctx) {
     return fgk_fail(ctx, "inputs add up to %lld along axis %d, output has %lld",
                     (long long)total, axis, (long long)out->dims[axis]);
   if (fgk_numel(out) == 0) return 0;
-  const size_t es = fgk_dtype_size(out->dtype);
+  const size_t es = fg_dtype_size(out->dtype);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < axis; i++) outer *= out->dims[i];
   for (int i = axis + 1; i < R; i++) inner *= out->dims[i];
@@ -150,7 +150,7 @@ static inline int64_t index_at(const fg_kbuf *idx, int64_t i) {
  * is reported whatever the params' shape. */
 static int check_indices(const fg_kctx *ctx, const fg_kbuf *idx, int64_t limit) {
   if (idx->dtype != FG_I32 && idx->dtype != FG_I64)
-    return fgk_fail(ctx, "indices must be i32 or i64, got %s", fgk_dtype_name(idx->dtype));
+    return fgk_fail(ctx, "indices must be i32 or i64, got %s", fg_dtype_name(idx->dtype));
   const int64_t n = fgk_numel(idx);
   for (int64_t i = 0; i < n; i++) {
     const int64_t v = index_at(idx, i);
@@ -177,7 +177,7 @@ int fgk_gather(const fg_kctx *ctx) {
   if (check_indices(ctx, idx, pr->dims[0]) != 0) return -1;
   int64_t row = 1;
   for (int i = 1; i < pr->rank; i++) row *= pr->dims[i];
-  const size_t row_bytes = (size_t)row * fgk_dtype_size(out->dtype);
+  const size_t row_bytes = (size_t)row * fg_dtype_size(out->dtype);
   if (row_bytes == 0) return 0;
   const int64_t n = fgk_numel(idx);
   for (int64_t i = 0; i < n; i++)
@@ -194,8 +194,8 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
   const fg_kbuf *idx = &ctx->in[0], *out = &ctx->out[0];
   const int64_t depth = ctx->p->depth;
   if (out->dtype != dt)
-    return fgk_fail(ctx, "output is %s, expected %s", fgk_dtype_name(out->dtype),
-                    fgk_dtype_name(dt));
+    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype),
+                    fg_dtype_name(dt));
   int ok = out->rank == idx->rank + 1 && out->dims[idx->rank] == depth;
   for (int i = 0; ok && i < idx->rank; i++) ok = out->dims[i] == idx->dims[i];
   if (!ok)
@@ -205,7 +205,7 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
   const int64_t n = fgk_numel(idx);
   if (n == 0 || depth == 0) return 0;
   /* Zero is all-zero bits in every dtype. */
-  memset(out->data, 0, (size_t)(n * depth) * fgk_dtype_size(dt));
+  memset(out->data, 0, (size_t)(n * depth) * fg_dtype_size(dt));
   for (int64_t i = 0; i < n; i++) {
     const int64_t at = i * depth + index_at(idx, i);
     switch (dt) {
@@ -214,7 +214,7 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
     case FG_I32: ((int32_t *)out->data)[at] = 1; break;
     case FG_I64: ((int64_t *)out->data)[at] = 1; break;
     case FG_BOOL: ((uint8_t *)out->data)[at] = 1; break;
-    default: return fgk_fail(ctx, "unsupported dtype %s", fgk_dtype_name(dt));
+    default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
     }
   }
   return 0;
@@ -245,14 +245,14 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
   case FG_I32: CAST_LOOP(int32_t, TO, CB); break;                                                  \
   case FG_I64: CAST_LOOP(int64_t, TO, CI64); break;                                                \
   case FG_BOOL: CAST_LOOP(uint8_t, TO, CB); break;                                                 \
-  default: return fgk_fail(ctx, "cannot cast from %s", fgk_dtype_name(ctx->in[0].dtype));          \
+  default: return fgk_fail(ctx, "cannot cast from %s", fg_dtype_name(ctx->in[0].dtype));          \
   }
 
 static int cast(const fg_kctx *ctx, fg_dtype dt) {
   if (fgk_check(ctx, 1, 1) != 0) return -1;
   if (ctx->out[0].dtype != dt)
-    return fgk_fail(ctx, "output is %s, expected %s", fgk_dtype_name(ctx->out[0].dtype),
-                    fgk_dtype_name(dt));
+    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(ctx->out[0].dtype),
+                    fg_dtype_name(dt));
   const int64_t n = fgk_numel(&ctx->out[0]);
   if (fgk_numel(&ctx->in[0]) != n)
     return fgk_fail(ctx, "input has %lld elements, output %lld",
@@ -260,7 +260,7 @@ static int cast(const fg_kctx *ctx, fg_dtype dt) {
   if (n == 0) return 0;
   if (ctx->in[0].dtype == dt) {
     if (ctx->in[0].data != ctx->out[0].data)
-      memmove(ctx->out[0].data, ctx->in[0].data, (size_t)n * fgk_dtype_size(dt));
+      memmove(ctx->out[0].data, ctx->in[0].data, (size_t)n * fg_dtype_size(dt));
     return 0;
   }
   switch (dt) {
@@ -269,17 +269,10 @@ static int cast(const fg_kctx *ctx, fg_dtype dt) {
   case FG_I32: CAST_FROM_ANY(int32_t, C_F2I32, C_I64_TO_I32, C_PLAIN); break;
   case FG_I64: CAST_FROM_ANY(int64_t, C_F2I64, C_PLAIN, C_PLAIN); break;
   case FG_BOOL: CAST_FROM_ANY(uint8_t, C_BOOL, C_BOOL, C_BOOL); break;
-  default: return fgk_fail(ctx, "cannot cast to %s", fgk_dtype_name(dt));
+  default: return fgk_fail(ctx, "cannot cast to %s", fg_dtype_name(dt));
   }
   return 0;
 }
 
-#define PER_DTYPE(base, impl)                                                                      \
-  int base##_f32(const fg_kctx *ctx) { return impl(ctx, FG_F32); }                                 \
-  int base##_f64(const fg_kctx *ctx) { return impl(ctx, FG_F64); }                                 \
-  int base##_i32(const fg_kctx *ctx) { return impl(ctx, FG_I32); }                                 \
-  int base##_i64(const fg_kctx *ctx) { return impl(ctx, FG_I64); }                                 \
-  int base##_bool(const fg_kctx *ctx) { return impl(ctx, FG_BOOL); }
-
-PER_DTYPE(fgk_one_hot, one_hot)
-PER_DTYPE(fgk_cast, cast)
+FGK_PER_DTYPE(fgk_one_hot, one_hot)
+FGK_PER_DTYPE(fgk_cast, cast)

@@ -37,8 +37,8 @@ SOFTMAX_ROW(softmax_row_f64, double, exp)
     if (fgk_check(ctx, 1, 1) != 0) return -1;                                                      \
     const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];                                          \
     if (in->dtype != DT || out->dtype != DT)                                                       \
-      return fgk_fail(ctx, "expected %s input and output, got %s and %s", fgk_dtype_name(DT),      \
-                      fgk_dtype_name(in->dtype), fgk_dtype_name(out->dtype));                      \
+      return fgk_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(DT),      \
+                      fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));                      \
     const int axis = ctx->p->axis;                                                                 \
     if (axis < 0 || axis >= in->rank)                                                              \
       return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);                     \
@@ -79,10 +79,10 @@ static inline int64_t label_at(const fg_kbuf *labels, int64_t n) {
     if (fgk_check(ctx, 2, 1) != 0) return -1;                                                      \
     const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *out = &ctx->out[0];                       \
     if (lg->dtype != DT || out->dtype != DT)                                                       \
-      return fgk_fail(ctx, "expected %s logits and output, got %s and %s", fgk_dtype_name(DT),     \
-                      fgk_dtype_name(lg->dtype), fgk_dtype_name(out->dtype));                      \
+      return fgk_fail(ctx, "expected %s logits and output, got %s and %s", fg_dtype_name(DT),     \
+                      fg_dtype_name(lg->dtype), fg_dtype_name(out->dtype));                      \
     if (lb->dtype != FG_I32 && lb->dtype != FG_I64)                                                \
-      return fgk_fail(ctx, "labels must be i32 or i64, got %s", fgk_dtype_name(lb->dtype));        \
+      return fgk_fail(ctx, "labels must be i32 or i64, got %s", fg_dtype_name(lb->dtype));        \
     if (lg->rank != 2 || lb->rank != 1 || lb->dims[0] != lg->dims[0])                              \
       return fgk_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d",           \
                       lg->rank, lb->rank);                                                         \
