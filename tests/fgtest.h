@@ -33,7 +33,8 @@ extern int fgt_n_cases;
 extern int fgt_failures;
 extern int fgt_skipped;
 void fgt_register(const char *name, const char *labels, fgt_fn fn);
-int fgt_main(int argc, char **argv);
+/* Removes a scratch file or folder tree (tests' temporary outputs). */
+void fgt_rmtree(const char *path);
 
 #define FG_TEST(name, labels)                                                                      \
   static void fgt_case_##name(void);                                                               \

@@ -1,6 +1,10 @@
 /* Runner for fgtest.h cases; linked into every test binary. */
 #include "fgtest.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 fgt_case fgt_cases[FGT_MAX_CASES];
 int fgt_n_cases;
 int fgt_failures;
@@ -12,6 +16,27 @@ void fgt_register(const char *name, const char *labels, fgt_fn fn) {
     exit(1);
   }
   fgt_cases[fgt_n_cases++] = (fgt_case){name, labels, fn};
+}
+
+void fgt_rmtree(const char *path) {
+  struct stat sb;
+  if (lstat(path, &sb) != 0) return;
+  if (!S_ISDIR(sb.st_mode)) {
+    unlink(path);
+    return;
+  }
+  DIR *d = opendir(path);
+  if (d) {
+    struct dirent *e;
+    char child[4096];
+    while ((e = readdir(d)) != NULL) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      int n = snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+      if (n > 0 && (size_t)n < sizeof child) fgt_rmtree(child);
+    }
+    closedir(d);
+  }
+  rmdir(path);
 }
 
 static int run_case(const fgt_case *c) {

@@ -399,7 +399,7 @@ FG_TEST(F01_empty_short_directory_missing, "badinput") {
     FG_CHECK_INT(fg_status_code(st), FG_RESOURCE_EXHAUSTED);
     FG_CHECK_STR_CONTAINS(fg_status_message(st), "3221225472 bytes");
   }
-  tio_rmtree(dir);
+  fgt_rmtree(dir);
   fg_status_free(st);
 }
 
@@ -562,7 +562,7 @@ FG_TEST(bad_json_text, "badinput") {
     FG_CHECK(strchr(fg_status_message(st), '\n') == NULL);
     fg_graph_free(g);
   }
-  tio_rmtree(dir);
+  fgt_rmtree(dir);
   fg_status_free(st);
 }
 

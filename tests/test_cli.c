@@ -18,7 +18,7 @@ FG_TEST(cli_help, "") {
     FG_CHECK_STR_CONTAINS(r.out, "convert");
     result_free(&r);
   }
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_help_subcommands, "") {
@@ -41,7 +41,7 @@ FG_TEST(cli_help_subcommands, "") {
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "flowgraph convert IN OUT");
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_version, "") {
@@ -51,7 +51,7 @@ FG_TEST(cli_version, "") {
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "flowgraph 0.1.0");
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_usage_no_command, "") {
@@ -60,7 +60,7 @@ FG_TEST(cli_usage_no_command, "") {
   FG_REQUIRE(cli(&r, NULL) == 0);
   CHECK_USAGE_ERROR(r);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_usage_unknown_command, "") {
@@ -76,7 +76,7 @@ FG_TEST(cli_usage_unknown_command, "") {
   FG_REQUIRE(cli(&r, "--frobnicate", NULL) == 0);
   CHECK_USAGE_ERROR(r);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_usage_unknown_flag, "") {
@@ -89,7 +89,7 @@ FG_TEST(cli_usage_unknown_flag, "") {
   FG_REQUIRE(cli(&r, "inspect", tpath("mlp.fgb"), "-x", NULL) == 0);
   CHECK_USAGE_ERROR(r);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_usage_missing_values, "") {
@@ -102,7 +102,7 @@ FG_TEST(cli_usage_missing_values, "") {
     FG_CHECK_STR_CONTAINS(r.err, flags[i]);
     result_free(&r);
   }
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_usage_bad_pairs, "") {
@@ -117,7 +117,7 @@ FG_TEST(cli_usage_bad_pairs, "") {
     CHECK_USAGE_ERROR(r);
     result_free(&r);
   }
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_usage_bad_numbers, "") {
@@ -135,7 +135,7 @@ FG_TEST(cli_usage_bad_numbers, "") {
     CHECK_USAGE_ERROR(r);
     result_free(&r);
   }
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_usage_positional_counts, "") {
@@ -156,7 +156,7 @@ FG_TEST(cli_usage_positional_counts, "") {
   FG_REQUIRE(cli(&r, "convert", "a.fgb", "b.json", "c.json", NULL) == 0);
   CHECK_USAGE_ERROR(r);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_usage_convert_extensions, "") {
@@ -170,7 +170,7 @@ FG_TEST(cli_usage_convert_extensions, "") {
     result_free(&r);
   }
   FG_CHECK_INT(count_entries(tmpdir), 0);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* ---- inspect -------------------------------------------------------------------- */
@@ -186,7 +186,7 @@ FG_TEST(cli_inspect_mlp, "") {
                         "cpu:0",         "producer: test_cli", "logits"};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) FG_CHECK_STR_CONTAINS(r.out, want[i]);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_inspect_parameter_counts, "") {
@@ -201,7 +201,7 @@ FG_TEST(cli_inspect_parameter_counts, "") {
   /* The batch is unknown, so the FLOPs of most nodes are too. */
   FG_CHECK_STR_CONTAINS(r.out, "over known shapes");
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_inspect_flops_known_shapes, "") {
@@ -217,7 +217,7 @@ FG_TEST(cli_inspect_flops_known_shapes, "") {
   FG_CHECK_STR_CONTAINS(r.out, "parameters: 15 (60 bytes) in 2 tensors");
   FG_CHECK_STR_CONTAINS(r.out, "trainable (variables): 0 (0 bytes)");
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_inspect_missing_file, "badinput") {
@@ -227,7 +227,7 @@ FG_TEST(cli_inspect_missing_file, "badinput") {
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "nope.fgb");
   FG_CHECK_INT(strlen(r.out), 0);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* ---- convert ---------------------------------------------------------------------- */
@@ -265,7 +265,7 @@ FG_TEST(cli_convert_round_trip_runs_identically, "") {
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "parameters: 23 (92 bytes)");
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_convert_missing_input, "badinput") {
@@ -279,7 +279,7 @@ FG_TEST(cli_convert_missing_input, "badinput") {
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "nope.json");
   result_free(&r);
   FG_CHECK_INT(count_entries(tmpdir), 0);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_convert_bad_json, "badinput") {
@@ -294,5 +294,5 @@ FG_TEST(cli_convert_bad_json, "badinput") {
   FG_CHECK(!exists(tpath("out.fgb")));
   FG_CHECK_INT(count_entries(tmpdir), 1);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }

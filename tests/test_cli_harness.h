@@ -39,23 +39,6 @@ static inline int make_tmpdir(void) {
   return mkdtemp(tmpdir) != NULL;
 }
 
-static inline void rm_tree(const char *path) {
-  DIR *d = opendir(path);
-  if (!d) {
-    unlink(path);
-    return;
-  }
-  struct dirent *e;
-  char buf[1024];
-  while ((e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    snprintf(buf, sizeof buf, "%s/%s", path, e->d_name);
-    rm_tree(buf);
-  }
-  closedir(d);
-  rmdir(path);
-}
-
 static inline int count_entries(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return -1;

@@ -21,7 +21,7 @@ FG_TEST(cli_run_with_npy_io, "") {
   check_f32_tensor(t, 2, 2, &probs[0][0], 1e-5);
   fg_tensor_free(t);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_several_outputs, "") {
@@ -47,7 +47,7 @@ FG_TEST(cli_run_several_outputs, "") {
   check_f32_tensor(t, 2, 2, &probs[0][0], 1e-5);
   fg_tensor_free(t);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 
@@ -68,7 +68,7 @@ FG_TEST(cli_run_prints_fetches, "") {
   FG_CHECK_INT(parse_printed(r.out, "h", got, 16), 6);
   for (int i = 0; i < 6; i++) FG_CHECK_NEAR(got[i], (&h[0][0])[i], 1e-5);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_default_fetch_is_graph_outputs, "") {
@@ -84,7 +84,7 @@ FG_TEST(cli_run_default_fetch_is_graph_outputs, "") {
   FG_CHECK_INT(parse_printed(r.out, "probs", got, 16), 4);
   for (int i = 0; i < 4; i++) FG_CHECK_NEAR(got[i], (&probs[0][0])[i], 1e-5);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_default_fetch_is_last_node, "") {
@@ -100,7 +100,7 @@ FG_TEST(cli_run_default_fetch_is_last_node, "") {
   /* probs is the last node added. */
   FG_CHECK_STR_CONTAINS(r.out, "probs: f32 [2,2]\n");
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_repeat_prints_timing, "") {
@@ -124,7 +124,7 @@ FG_TEST(cli_run_repeat_prints_timing, "") {
   CHECK_OK(r);
   FG_CHECK(strstr(r.out, "ran ") == NULL);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_threads, "") {
@@ -141,7 +141,7 @@ FG_TEST(cli_run_threads, "") {
   check_f32_tensor(t, 2, 2, &probs[0][0], 1e-5);
   fg_tensor_free(t);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_threads_out_of_range, "badinput") {
@@ -153,7 +153,7 @@ FG_TEST(cli_run_threads_out_of_range, "badinput") {
     CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT", "");
     result_free(&r);
   }
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* Random feeds: shapes use --batch, ranges as documented, seeded. */
@@ -201,7 +201,7 @@ FG_TEST(cli_run_random_inputs, "") {
   fg_tensor_free(td);
   fg_tensor_free(tb);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 static char *run_random_f32(const char *seed) {
@@ -228,7 +228,7 @@ FG_TEST(cli_run_random_inputs_seeded, "") {
   free(a);
   free(b);
   free(c);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* -i for one placeholder, random data for the rest. */
@@ -253,7 +253,7 @@ FG_TEST(cli_run_random_inputs_with_given_feed, "") {
     for (int k = 0; k < 6; k++) FG_CHECK(((const float *)fg_tensor_data(t))[k] == v[k]);
   fg_tensor_free(t);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_target, "") {
@@ -285,7 +285,7 @@ FG_TEST(cli_run_target, "") {
   FG_REQUIRE(cli(&r, "run", tpath("tgt.fgb"), "--target", "nope", NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "nope");
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* ---- runtime errors (bad inputs) --------------------------------------------------- */
@@ -297,7 +297,7 @@ FG_TEST(cli_run_missing_model, "badinput") {
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "missing.fgb");
   FG_CHECK_INT(strlen(r.out), 0);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_directory_as_model, "badinput") {
@@ -309,7 +309,7 @@ FG_TEST(cli_run_directory_as_model, "badinput") {
   FG_REQUIRE(cli(&r, "inspect", tmpdir, NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "", tmpdir);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_garbage_model, "badinput") {
@@ -337,7 +337,7 @@ FG_TEST(cli_run_garbage_model, "badinput") {
     FG_CHECK(!exists(tpath("y.npy")));
     result_free(&r);
   }
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_feed_wrong_dtype, "badinput") {
@@ -358,7 +358,7 @@ FG_TEST(cli_run_feed_wrong_dtype, "badinput") {
   FG_CHECK_STR_CONTAINS(r.err, "f32 [?,4]");
   FG_CHECK(!exists(tpath("probs.npy")));
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_feed_wrong_shape, "badinput") {
@@ -379,7 +379,7 @@ FG_TEST(cli_run_feed_wrong_shape, "badinput") {
     FG_CHECK_STR_CONTAINS(r.err, files[i]);
     result_free(&r);
   }
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_feed_not_a_placeholder, "badinput") {
@@ -400,7 +400,7 @@ FG_TEST(cli_run_feed_not_a_placeholder, "badinput") {
   FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "-i", in, "-i", in, NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT", "twice");
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_fetch_missing, "badinput") {
@@ -416,7 +416,7 @@ FG_TEST(cli_run_fetch_missing, "badinput") {
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "probs:7");
   FG_CHECK(!exists(tpath("o.npy")));
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_missing_feed, "badinput") {
@@ -426,7 +426,7 @@ FG_TEST(cli_run_missing_feed, "badinput") {
   CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT", "placeholder 'x'");
   FG_CHECK_STR_CONTAINS(r.err, "--random-inputs");
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_bad_npy_feed, "badinput") {
@@ -455,7 +455,7 @@ FG_TEST(cli_run_bad_npy_feed, "badinput") {
   FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "-i", in, NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "absent.npy");
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_unwritable_output, "badinput") {
@@ -483,7 +483,7 @@ FG_TEST(cli_run_unwritable_output, "badinput") {
   result_free(&r);
   /* Only what the case made: mlp.fgb, x.npy, adir. */
   FG_CHECK_INT(count_entries(tmpdir), 3);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(cli_run_error_leaves_no_output, "badinput") {
@@ -502,7 +502,7 @@ FG_TEST(cli_run_error_leaves_no_output, "badinput") {
   FG_CHECK(!exists(tpath("ghost.npy")));
   FG_CHECK_INT(count_entries(tmpdir), 2);
   result_free(&r);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* Every F1-F19 file made by the schema engineer: exit 1, one line, no
@@ -534,7 +534,7 @@ FG_TEST(cli_run_bad_files, "badinput") {
   }
   closedir(d);
   FG_CHECK_INT(count_entries(tmpdir), 0);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
   if (n == 0) FG_SKIP("no .fgb files in %s yet", BAD_DIR);
   printf("checked %d bad files\n", n);
 }

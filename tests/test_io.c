@@ -331,7 +331,7 @@ FG_TEST(io_file_roundtrip_leaves_no_temp_files, "") {
   fg_graph_free(empty);
   fg_graph_free(h);
   fg_graph_free(g);
-  tio_rmtree(dir);
+  fgt_rmtree(dir);
   fg_status_free(st);
 }
 
@@ -461,7 +461,7 @@ FG_TEST(io_json_roundtrip_is_exact, "") {
   fg_graph_free(a);
   fg_graph_free(b);
   fg_graph_free(g);
-  tio_rmtree(dir);
+  fgt_rmtree(dir);
   fg_status_free(st);
 }
 
@@ -593,7 +593,7 @@ FG_TEST(io_save_errors, "badinput") {
   FG_CHECK_INT(tio_count_entries(dir), 1);
   fg_graph_free(bad);
   fg_graph_free(g);
-  tio_rmtree(dir);
+  fgt_rmtree(dir);
   fg_status_free(st);
 }
 

@@ -17,25 +17,6 @@ static inline char *tio_mkdtemp(char *buf, size_t size) {
   return mkdtemp(buf);
 }
 
-/* Removes a scratch folder made by tio_mkdtemp and its plain files. */
-static inline void tio_rmtree(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  char path[4096];
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    struct stat sb;
-    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-      tio_rmtree(path);
-    else
-      unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-}
-
 /* Entries in `dir` other than . and .. */
 static inline int tio_count_entries(const char *dir) {
   DIR *d = opendir(dir);

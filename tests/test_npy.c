@@ -26,23 +26,6 @@ static const char *make_tmpdir(void) {
   return mkdtemp(tmpdir);
 }
 
-static void rm_tree(const char *path) {
-  DIR *d = opendir(path);
-  if (!d) {
-    unlink(path);
-    return;
-  }
-  struct dirent *e;
-  char buf[1024];
-  while ((e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    snprintf(buf, sizeof buf, "%s/%s", path, e->d_name);
-    rm_tree(buf);
-  }
-  closedir(d);
-  rmdir(path);
-}
-
 static int count_entries(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return -1;
@@ -106,7 +89,7 @@ static void check_bad(const void *bytes, size_t n, const char *problem) {
   FG_CHECK_STR_CONTAINS(fg_status_message(st), problem);
   fg_tensor_free(t);
   fg_status_free(st);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 static void check_bad_fixture(const char *name, const char *problem) {
@@ -152,7 +135,7 @@ static void round_trip(const fg_tensor *t) {
   free(bytes);
   fg_tensor_free(r);
   fg_status_free(st);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 static fg_tensor *tensor_of(fg_dtype dt, int rank, const int64_t *dims, const void *data,
@@ -266,7 +249,7 @@ static void check_same_as_numpy(const char *fixture, fg_dtype dt, int rank, cons
   free(b);
   fg_tensor_free(t);
   fg_status_free(st);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(npy_write_matches_numpy_bytes, "") {
@@ -305,13 +288,13 @@ FG_TEST(npy_numpy_reads_our_file, "") {
   if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && system(FG_PYTHON " -c 'import numpy' 2>/dev/null") != 0) {
     fg_tensor_free(t);
     fg_status_free(st);
-    rm_tree(tmpdir);
+    fgt_rmtree(tmpdir);
     FG_SKIP("NumPy is not importable by %s", FG_PYTHON);
   }
   FG_CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
   fg_tensor_free(t);
   fg_status_free(st);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 #else
   FG_SKIP("FG_PYTHON not defined");
 #endif
@@ -346,7 +329,7 @@ FG_TEST(npy_read_v1_handmade, "") {
   }
   fg_tensor_free(t);
   fg_status_free(st);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* v2.0: 12-byte prefix, 4-byte header length 60 (no alignment padding,
@@ -373,7 +356,7 @@ FG_TEST(npy_read_v2_handmade, "") {
   }
   fg_tensor_free(t);
   fg_status_free(st);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* v3.0: same prefix as 2.0 (UTF-8 header), length 116 (0x74), padded to
@@ -398,7 +381,7 @@ FG_TEST(npy_read_v3_handmade_rank0, "") {
   }
   fg_tensor_free(t);
   fg_status_free(st);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* Keys in another order, double quotes, no spaces, tabs, no trailing
@@ -425,7 +408,7 @@ FG_TEST(npy_read_dict_any_order_and_spacing, "") {
   }
   fg_tensor_free(t);
   fg_status_free(st);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* ---- files written by NumPy ----------------------------------------------- */
@@ -723,7 +706,7 @@ FG_TEST(npy_write_unwritable_leaves_nothing, "badinput") {
   FG_CHECK_INT(count_entries(path), 0);
   fg_tensor_free(t);
   fg_status_free(st);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 FG_TEST(npy_overwrite_existing_file, "") {
@@ -744,7 +727,7 @@ FG_TEST(npy_overwrite_existing_file, "") {
   fg_tensor_free(r);
   fg_tensor_free(t);
   fg_status_free(st);
-  rm_tree(tmpdir);
+  fgt_rmtree(tmpdir);
 }
 
 /* Thousands of deterministic single- and multi-byte mutations of a valid

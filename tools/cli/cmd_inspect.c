@@ -70,7 +70,7 @@ typedef struct param_sum {
 
 static void inspect_graph(const fg_graph *g, const char *path) {
   int n = fg_graph_num_nodes(g);
-  char buf[CELL], shape[CELL];
+  char buf[2 * CELL], shape[CELL];
   printf("model: %s\n", path);
   printf("nodes: %d\n", n);
 
