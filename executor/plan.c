@@ -256,7 +256,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     }
     for (int o = 0; o < n->n_outputs; o++) {
       step->out_slots[o] = s0 + o;
-      if (n->op == FG_OP_ASSIGN) continue; /* writes the variable's storage, bound below */
+      if (o == 0 && def->mutable_inputs) continue; /* the variable's storage, bound below */
       size_t bytes;
       if (fg_tinfo_bytes(&shapes[s0 + o], &bytes) != 0 || arena > SIZE_MAX - bytes - ALIGN) {
         char buf[FG_SHAPE_STR_MAX];
@@ -283,7 +283,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     for (int o = 0; o < step->n_out; o++) {
       int s = step->out_slots[o];
       void *data = (char *)plan->arena + offsets[s];
-      if (n->op == FG_OP_ASSIGN) data = plan->slots[step->in_slots[0]].data;
+      if (o == 0 && fg_op_table[n->op].mutable_inputs) data = plan->slots[step->in_slots[0]].data;
       set_kbuf(&plan->slots[s], &shapes[s], data);
     }
   }

@@ -47,9 +47,24 @@ void fg_graph_free(fg_graph *g) {
   free(g->meta_keys);
   free(g->meta_vals);
   free(g->name_index);
+  free(g->scope);
   fg_status_free(g->error);
   free(g);
 }
+
+int fg_graph_set_scope(fg_graph *g, const char *scope) {
+  if (!g) return -1;
+  char *copy = NULL;
+  if (scope && scope[0]) {
+    if (strlen(scope) > NAME_MAX_LEN / 2 || strchr(scope, ':')) return -1;
+    if (!(copy = fg_strdup(scope))) return -1;
+  }
+  free(g->scope);
+  g->scope = copy;
+  return 0;
+}
+
+const char *fg_graph_scope(const fg_graph *g) { return g && g->scope ? g->scope : ""; }
 
 void fg_graph_fail(fg_graph *g, fg_code code, const char *fmt, ...) {
   if (!g || fg_status_code(g->error) != FG_OK) return;
@@ -220,9 +235,10 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
   }
   const fg_op_def *def = &fg_op_table[opid];
 
-  char autoname[64];
+  char autoname[NAME_MAX_LEN + 64];
   if (!name) {
-    do snprintf(autoname, sizeof autoname, "%s_%u", def->name, g->auto_name++);
+    do snprintf(autoname, sizeof autoname, "%s%s_%u", g->scope ? g->scope : "", def->name,
+                g->auto_name++);
     while (fg_graph_find(g, autoname) >= 0);
     name = autoname;
   }
@@ -262,11 +278,14 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
       return FG_NO_OUTPUT;
     }
   }
-  if (opid == FG_OP_ASSIGN && g->nodes[inputs[0].node].op != FG_OP_VARIABLE) {
-    fg_graph_fail(g, FG_INVALID_GRAPH,
-                  "node '%s' (assign): input 0 must be a variable, got node '%s' (%s)", name,
-                  g->nodes[inputs[0].node].name, fg_op_table[g->nodes[inputs[0].node].op].name);
-    return FG_NO_OUTPUT;
+  for (int i = 0; i < n_inputs && i < 32; i++) {
+    const fg_node *src = &g->nodes[inputs[i].node];
+    if ((def->mutable_inputs >> i & 1u) && src->op != FG_OP_VARIABLE) {
+      fg_graph_fail(g, FG_INVALID_GRAPH,
+                    "node '%s' (%s): input %d must be a variable, got node '%s' (%s)", name,
+                    def->name, i, src->name, fg_op_table[src->op].name);
+      return FG_NO_OUTPUT;
+    }
   }
 
   if (g->n_nodes == g->cap_nodes) {

@@ -57,6 +57,7 @@ struct fg_graph {
   int *name_index; /* open-addressing hash of node ids by name, -1 = empty */
   int name_cap;    /* power of two */
   unsigned auto_name;
+  char *scope; /* prefix of automatic names ("gradients/"), or NULL */
 };
 
 /* malloc'ed copy of a NUL-terminated string; NULL when out of memory. */
@@ -79,6 +80,10 @@ void fg_graph_fail(fg_graph *g, fg_code code, const char *fmt, ...)
 #endif
     ;
 int fg_graph_failed(const fg_graph *g);
+/* Sets the prefix of automatic node names (NULL or "" clears it). Names
+ * given explicitly are not prefixed. 0, or -1 for a bad scope. */
+int fg_graph_set_scope(fg_graph *g, const char *scope);
+const char *fg_graph_scope(const fg_graph *g);
 const fg_node *fg_graph_node(const fg_graph *g, int id); /* NULL for bad id */
 /* The tinfo of an output, or NULL when it does not exist. */
 const fg_tinfo *fg_graph_tinfo(const fg_graph *g, fg_output o);

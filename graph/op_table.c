@@ -81,7 +81,7 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_SOFTMAX_CROSS_ENTROPY] = {"softmax_cross_entropy", 2, 2, 1, DIFF,
                                      fgi_infer_softmax_cross_entropy,
                                      fgi_flops_softmax_cross_entropy},
-    [FG_OP_ASSIGN] = {"assign", 2, 2, 1, STATE, fgi_infer_assign, NULL},
+    [FG_OP_ASSIGN] = {"assign", 2, 2, 1, STATE, fgi_infer_assign, NULL, 1u},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -16,6 +16,32 @@
  *   leaky_relu: alpha (float, default 0.01)
  *   reduce_sum, reduce_mean, reduce_max: axes (ints; absent or empty = all),
  *                                        keepdims (int 0/1)
+ *
+ * Ops that gradients and optimizers are built from (inputs; attributes):
+ *   erf(x)                       elementwise error function, floats
+ *   expand_dims(x; axes)         inserts size-1 dims at `axes`, positions in
+ *                                the output (negative from the end)
+ *   reshape_like(x, like)        x's elements in like's runtime shape
+ *   broadcast_like(x, like)      x broadcast (one way) to like's runtime shape
+ *   sum_to(x, like)              x summed down to like's runtime shape (the
+ *                                inverse of broadcasting: like broadcasts to x)
+ *   numel(x; dtype)              scalar: element count of x at run time
+ *   slice_grad(dy, like; begin, size)  zeros of like's shape with dy placed
+ *                                at `begin` (the slice's own attributes)
+ *   gather_grad(dy, indices, like)     zeros of like's shape (the gathered
+ *                                params) with dy's rows added at indices
+ *   group(inputs...)             runs after all its inputs; output i32 scalar 0
+ *   apply_sgd(var, grad, lr, ctrl...)              var -= lr * grad
+ *   apply_momentum(var, buf, grad, lr, ctrl...; momentum, nesterov)
+ *                                torch.optim.SGD: buf = m*buf + grad;
+ *                                var -= lr * (nesterov ? grad + m*buf : buf)
+ *   apply_adam(var, m, v, grad, lr, step, ctrl...; beta1, beta2, epsilon,
+ *              weight_decay)     torch.optim.AdamW when weight_decay > 0
+ *                                (var *= 1 - lr*wd first), else Adam; `step`
+ *                                is the 1-based step count after increment
+ *   In apply_*, var/buf/m/v come straight from variable nodes and are updated
+ *   in place (op_def.mutable_inputs); lr and step are scalars of any float
+ *   type; trailing ctrl inputs only order the update after them.
  */
 #ifndef FG_OP_TABLE_H
 #define FG_OP_TABLE_H
@@ -103,6 +129,10 @@ typedef struct fg_op_def {
   unsigned flags;
   fg_infer_fn infer;
   fg_flops_fn flops; /* NULL: 0 FLOPs */
+  /* Bit i set: input i must come straight from a variable node, and the
+   * kernel writes it in place (the executor hands the kernel the variable's
+   * storage). Output 0 of such an op aliases input 0 (the updated value). */
+  unsigned mutable_inputs;
 } fg_op_def;
 
 extern const fg_op_def fg_op_table[];

@@ -43,6 +43,7 @@
 #ifndef FLOWGRAPH_H
 #define FLOWGRAPH_H
 
+#include "flowgraph/autodiff.h"
 #include "flowgraph/graph.h"
 #include "flowgraph/io.h"
 #include "flowgraph/session.h"

@@ -1,0 +1,78 @@
+/* flowgraph: symbolic reverse-mode differentiation and training.
+ *
+ * fg_gradients appends the backward graph to the same graph, so a whole
+ * training step (forward, backward, update) is one static graph that can be
+ * saved, loaded and run like any other. Backward nodes are named under the
+ * prefix "gradients/" ("gradients_1/", ... for later calls).
+ */
+#ifndef FLOWGRAPH_AUTODIFF_H
+#define FLOWGRAPH_AUTODIFF_H
+
+#include "flowgraph/graph.h"
+#include "flowgraph/session.h"
+#include "flowgraph/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fg_gradients_options {
+  /* What an x with no path from any y gets: 1 (default) a zeros_like(x)
+   * node, 0 FG_NO_OUTPUT (node -1). */
+  int zeros_for_unconnected;
+} fg_gradients_options;
+
+void fg_gradients_options_init(fg_gradients_options *opts);
+
+/* dxs[i] = sum over j of d(ys[j])/d(xs[i]) weighted by dys[j] (ones_like
+ * ys[j] when dys is NULL or dys[j].node < 0). Gradients reaching a tensor
+ * from several consumers are summed; broadcast inputs get their gradient
+ * reduced back to their shape; an unknown batch dimension is fine.
+ *
+ * Not differentiable: integer and bool tensors, stop_gradient, argmax,
+ * comparisons, one_hot. Asking for the gradient of such an x, or of an
+ * integer y, gives FG_INVALID_ARGUMENT naming it. An op on the path that has
+ * no gradient gives FG_UNIMPLEMENTED naming the op and the node.
+ * Returns 0, or -1 with status set (and the graph's sticky error set). */
+int fg_gradients(fg_graph *g, const fg_output *ys, int ny, const fg_output *xs, int nx,
+                 const fg_output *dys, fg_output *dxs, fg_status *status);
+int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *xs, int nx,
+                    const fg_output *dys, fg_output *dxs, const fg_gradients_options *opts,
+                    fg_status *status);
+
+/* ---- optimizers --------------------------------------------------------- */
+
+typedef enum fg_optimizer_kind {
+  FG_OPTIMIZER_SGD = 1,
+  FG_OPTIMIZER_MOMENTUM = 2, /* SGD with momentum, optionally Nesterov */
+  FG_OPTIMIZER_ADAM = 3,
+  FG_OPTIMIZER_ADAMW = 4 /* Adam with decoupled weight decay */
+} fg_optimizer_kind;
+
+/* Semantics and defaults follow PyTorch's torch.optim. */
+typedef struct fg_optimizer_config {
+  fg_optimizer_kind kind;
+  double learning_rate;    /* default 0.01 (SGD, momentum) or 0.001 (Adam, AdamW) */
+  double momentum;         /* default 0.9 (momentum) */
+  int nesterov;            /* default 0 */
+  double beta1, beta2;     /* default 0.9, 0.999 */
+  double epsilon;          /* default 1e-8 */
+  double weight_decay;     /* default 0 (Adam), 0.01 (AdamW) */
+  double clip_global_norm; /* 0: off; else gradients are scaled so their
+                              global L2 norm is at most this */
+} fg_optimizer_config;
+
+void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind);
+
+/* Builds gradients of `loss` (a float scalar) with respect to `vars` (the
+ * outputs of variable nodes; NULL and 0 mean every float variable that
+ * `loss` depends on), optimizer state variables, and the update ops, and
+ * returns one target node: running it is one training step. The graph's
+ * metadata records "loss" and "train_target" for `flowgraph train`. */
+fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_vars,
+                      const fg_optimizer_config *cfg, fg_status *status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
