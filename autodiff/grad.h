@@ -34,4 +34,13 @@ fg_output fg_grad_input(const fg_grad_ctx *ctx, int i);
 /* Output i of the forward node. */
 fg_output fg_grad_output(const fg_grad_ctx *ctx, int i);
 
+
+
+/* Per-family registration tables, each ending with {-1, NULL}. */
+typedef struct fg_grad_reg {
+  int op;
+  fg_grad_fn fn;
+} fg_grad_reg;
+extern const fg_grad_reg fg_grads_math[];  /* autodiff/grad_math.c */
+extern const fg_grad_reg fg_grads_shape[]; /* autodiff/grad_shape.c */
 #endif

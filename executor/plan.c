@@ -81,6 +81,13 @@ static void fill_params(const fg_node *n, const fg_tinfo *in, fg_kparams *p) {
   p->alpha = fg_attr_float_or(n, "alpha", 0.01);
   p->value = fg_attr_float_or(n, "value", 0.0);
   p->depth = fg_attr_int_or(n, "depth", 0);
+  /* Optimizer updates; defaults as in graph/infer_optim.c (torch's). */
+  p->momentum = fg_attr_float_or(n, "momentum", 0.0);
+  p->nesterov = (int)fg_attr_int_or(n, "nesterov", 0);
+  p->beta1 = fg_attr_float_or(n, "beta1", 0.9);
+  p->beta2 = fg_attr_float_or(n, "beta2", 0.999);
+  p->epsilon = fg_attr_float_or(n, "epsilon", 1e-8);
+  p->weight_decay = fg_attr_float_or(n, "weight_decay", 0.0);
   const fg_attr *axes = fg_attrs_find(&n->attrs, "axes");
   if (axes && axes->type == FG_ATTR_INTS && axes->n > 0) {
     for (int i = 0; i < axes->n && i < FG_MAX_RANK; i++)

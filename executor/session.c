@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "executor/plan.h"
+#include "flowgraph/io.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
 
@@ -285,4 +286,40 @@ fg_tensor *fg_session_variable(fg_session *s, const char *name, fg_status *st) {
     return NULL;
   }
   return fg_tensor_clone(s->vars[id], st);
+}
+
+int fg_session_save(fg_session *s, const char *path, fg_status *st) {
+  if (!s || !path) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_save: %s is NULL", s ? "path" : "session");
+    return -1;
+  }
+  if (atomic_flag_test_and_set(&s->busy)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_save: session is busy");
+    return -1;
+  }
+  int rc = sync_graph(s, st);
+  /* Lend the current values to the graph's "value" attributes for the
+   * duration of the save, then give them back: no copy of the weights, and
+   * the graph is unchanged afterwards (its version is not bumped). */
+  fg_tensor **lent = NULL;
+  fg_graph *g = s->g;
+  if (rc == 0 && !(lent = calloc((size_t)g->n_nodes + 1, sizeof *lent))) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_save: out of memory");
+    rc = -1;
+  }
+  for (int id = 0; rc == 0 && id < g->n_nodes; id++) {
+    fg_attr *v = (fg_attr *)fg_attrs_find(&g->nodes[id].attrs, "value");
+    if (g->nodes[id].op != FG_OP_VARIABLE || !v || v->type != FG_ATTR_TENSOR) continue;
+    lent[id] = v->t;
+    v->t = s->vars[id];
+  }
+  if (rc == 0) rc = fg_graph_save(g, path, st);
+  for (int id = 0; lent && id < g->n_nodes; id++) {
+    if (!lent[id]) continue;
+    fg_attr *v = (fg_attr *)fg_attrs_find(&g->nodes[id].attrs, "value");
+    v->t = lent[id];
+  }
+  free(lent);
+  atomic_flag_clear(&s->busy);
+  return rc;
 }

@@ -55,6 +55,12 @@ int fg_session_run(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
  * FG_NOT_FOUND when there is no such variable. */
 fg_tensor *fg_session_variable(fg_session *s, const char *name, fg_status *status);
 
+/* Writes the graph to `path` (.fgb) with every variable's current value as
+ * its initial value, so loading the file resumes exactly where the session
+ * is (optimizer state included: it lives in variables). Temporary file plus
+ * rename: no partial file is left. The session's graph is not changed. */
+int fg_session_save(fg_session *s, const char *path, fg_status *status);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,245 @@
+/* fg_minimize: gradients, optional clipping by global norm, optimizer state
+ * variables and update ops, all appended to the graph, so that one target
+ * node is one training step. The update rules live in the apply_* kernels
+ * (kernels/cpu/optim.c); this file only wires the graph. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff/grad.h"
+#include "flowgraph/autodiff.h"
+
+void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind) {
+  if (!cfg) return;
+  memset(cfg, 0, sizeof *cfg);
+  cfg->kind = kind;
+  cfg->learning_rate = (kind == FG_OPTIMIZER_ADAM || kind == FG_OPTIMIZER_ADAMW) ? 1e-3 : 1e-2;
+  cfg->momentum = kind == FG_OPTIMIZER_MOMENTUM ? 0.9 : 0.0;
+  cfg->beta1 = 0.9;
+  cfg->beta2 = 0.999;
+  cfg->epsilon = 1e-8;
+  cfg->weight_decay = kind == FG_OPTIMIZER_ADAMW ? 0.01 : 0.0;
+}
+
+/* A free node name: `base`, else base_1, base_2, ... */
+static void unique_name(const fg_graph *g, const char *base, char *buf, size_t size) {
+  snprintf(buf, size, "%s", base);
+  for (int k = 1; fg_graph_find(g, buf) >= 0; k++) snprintf(buf, size, "%s_%d", base, k);
+}
+
+/* A zero-filled variable shaped like variable `like`, named <like>/<what>. */
+static fg_output state_variable(fg_graph *g, fg_output like, const char *what, fg_status *st) {
+  const fg_tinfo *t = fg_graph_tinfo(g, like);
+  fg_tensor *zeros = fg_tensor_new(t->dtype, t->rank, t->dims, st);
+  if (!zeros) {
+    fg_graph_fail(g, fg_status_code(st), "fg_minimize: %s", fg_status_message(st));
+    return FG_NO_OUTPUT;
+  }
+  char base[4200], name[4300];
+  snprintf(base, sizeof base, "%s/%s", g->nodes[like.node].name, what);
+  unique_name(g, base, name, sizeof name);
+  fg_output v = fg_variable(g, name, zeros);
+  fg_tensor_free(zeros);
+  return v;
+}
+
+static fg_output scalar_variable(fg_graph *g, const char *base, double value, fg_status *st) {
+  fg_tensor *t = fg_tensor_from_data(FG_F64, 0, NULL, &value, sizeof value, st);
+  if (!t) {
+    fg_graph_fail(g, fg_status_code(st), "fg_minimize: %s", fg_status_message(st));
+    return FG_NO_OUTPUT;
+  }
+  char name[256];
+  unique_name(g, base, name, sizeof name);
+  fg_output v = fg_variable(g, name, t);
+  fg_tensor_free(t);
+  return v;
+}
+
+/* Every float variable the loss depends on, in node order. */
+static int collect_variables(const fg_graph *g, fg_output loss, fg_output **out) {
+  char *need = calloc((size_t)g->n_nodes + 1, 1);
+  int n = 0;
+  *out = malloc(((size_t)g->n_nodes + 1) * sizeof **out);
+  if (!need || !*out) {
+    free(need);
+    return -1;
+  }
+  need[loss.node] = 1;
+  for (int id = loss.node; id >= 0; id--)
+    if (need[id])
+      for (int k = 0; k < g->nodes[id].n_inputs; k++) need[g->nodes[id].inputs[k].node] = 1;
+  for (int id = 0; id < g->n_nodes; id++)
+    if (need[id] && g->nodes[id].op == FG_OP_VARIABLE &&
+        fg_dtype_is_float(g->nodes[id].outputs[0].dtype))
+      (*out)[n++] = (fg_output){id, 0};
+  free(need);
+  return n;
+}
+
+static int check_config(fg_graph *g, const fg_optimizer_config *c) {
+  const char *bad = NULL;
+  if (c->kind < FG_OPTIMIZER_SGD || c->kind > FG_OPTIMIZER_ADAMW) bad = "kind";
+  else if (!(c->learning_rate > 0)) bad = "learning_rate (must be > 0)";
+  else if (!(c->momentum >= 0 && c->momentum < 1 + 1e-12)) bad = "momentum (must be in [0, 1])";
+  else if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
+    bad = "beta1/beta2 (must be in [0, 1))";
+  else if (!(c->epsilon >= 0)) bad = "epsilon (must be >= 0)";
+  else if (!(c->weight_decay >= 0)) bad = "weight_decay (must be >= 0)";
+  else if (!(c->clip_global_norm >= 0)) bad = "clip_global_norm (must be >= 0; 0 = off)";
+  if (bad) fg_graph_fail(g, FG_INVALID_ARGUMENT, "fg_minimize: bad optimizer config: %s", bad);
+  return bad ? -1 : 0;
+}
+
+/* Scales every gradient by clip / max(global_norm, clip), computed in f64. */
+static int clip_by_global_norm(fg_graph *g, fg_output *grads, int n, double clip) {
+  fg_output total = FG_NO_OUTPUT;
+  for (int i = 0; i < n; i++) {
+    fg_output g64 = fg_cast(g, grads[i], FG_F64);
+    fg_output sq = fg_reduce_sum(g, fg_mul(g, g64, g64), NULL, 0, 0);
+    total = total.node < 0 ? sq : fg_add(g, total, sq);
+  }
+  fg_output c = fg_scalar(g, FG_F64, clip);
+  fg_output scale = fg_div(g, c, fg_maximum(g, fg_sqrt(g, total), c));
+  for (int i = 0; i < n; i++)
+    grads[i] = fg_mul(g, grads[i], fg_cast(g, scale, fg_output_dtype(g, grads[i])));
+  return fg_graph_failed(g) ? -1 : 0;
+}
+
+static fg_output update(fg_graph *g, const fg_optimizer_config *c, fg_output var, fg_output grad,
+                        fg_output ctrl, fg_output step, fg_status *st) {
+  fg_dtype dt = fg_output_dtype(g, var);
+  fg_output lr = fg_scalar(g, dt, c->learning_rate);
+  fg_attrs *a = fg_attrs_new();
+  fg_output out = FG_NO_OUTPUT;
+  if (!a) {
+    fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_minimize: out of memory");
+    return out;
+  }
+  if (c->kind == FG_OPTIMIZER_SGD) {
+    fg_output in[4] = {var, grad, lr, ctrl};
+    out = fg_op(g, "apply_sgd", NULL, in, 4, a);
+  } else if (c->kind == FG_OPTIMIZER_MOMENTUM) {
+    fg_output buf = state_variable(g, var, "momentum", st);
+    fg_attrs_set_float(a, "momentum", c->momentum);
+    fg_attrs_set_int(a, "nesterov", c->nesterov ? 1 : 0);
+    fg_output in[5] = {var, buf, grad, lr, ctrl};
+    out = fg_op(g, "apply_momentum", NULL, in, 5, a);
+  } else {
+    double wd = c->weight_decay;
+    if (c->kind == FG_OPTIMIZER_ADAM && wd > 0) {
+      /* torch.optim.Adam couples weight decay into the gradient (L2);
+       * apply_adam's own decay is AdamW's decoupled one. */
+      grad = fg_add(g, grad, fg_mul(g, fg_scalar(g, dt, wd), var));
+      wd = 0;
+    }
+    fg_output m = state_variable(g, var, "adam_m", st);
+    fg_output v = state_variable(g, var, "adam_v", st);
+    fg_attrs_set_float(a, "beta1", c->beta1);
+    fg_attrs_set_float(a, "beta2", c->beta2);
+    fg_attrs_set_float(a, "epsilon", c->epsilon);
+    fg_attrs_set_float(a, "weight_decay", wd);
+    fg_output in[7] = {var, m, v, grad, lr, step, ctrl};
+    out = fg_op(g, "apply_adam", NULL, in, 7, a);
+  }
+  fg_attrs_free(a);
+  return out;
+}
+
+fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_vars,
+                      const fg_optimizer_config *cfg, fg_status *st) {
+  if (!g || !cfg || n_vars < 0 || (n_vars > 0 && !vars)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_minimize: %s",
+                  !g ? "graph is NULL" : !cfg ? "optimizer config is NULL" : "bad variable list");
+    if (g) fg_graph_fail(g, FG_INVALID_ARGUMENT, "%s", fg_status_message(st));
+    return FG_NO_OUTPUT;
+  }
+  if (fg_graph_status(g, st) != FG_OK) return FG_NO_OUTPUT;
+  const fg_tinfo *lt = fg_graph_tinfo(g, loss);
+  if (!lt || !fg_dtype_is_float(lt->dtype) || lt->rank != 0) {
+    char shape[FG_SHAPE_STR_MAX] = "?";
+    if (lt) fg_shape_str(lt->rank, lt->dims, shape, sizeof shape);
+    fg_graph_fail(g, FG_INVALID_ARGUMENT,
+                  "fg_minimize: loss '%s' must be a float scalar (rank 0), got %s %s",
+                  lt ? g->nodes[loss.node].name : "?", lt ? fg_dtype_name(lt->dtype) : "nothing",
+                  shape);
+    fg_graph_status(g, st);
+    return FG_NO_OUTPUT;
+  }
+  if (check_config(g, cfg) != 0) {
+    fg_graph_status(g, st);
+    return FG_NO_OUTPUT;
+  }
+  fg_output *vs = NULL;
+  int nv = n_vars;
+  if (n_vars == 0) {
+    nv = collect_variables(g, loss, &vs);
+    if (nv < 0) {
+      fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_minimize: out of memory");
+      fg_graph_status(g, st);
+      return FG_NO_OUTPUT;
+    }
+  } else {
+    vs = malloc((size_t)n_vars * sizeof *vs);
+    if (vs) memcpy(vs, vars, (size_t)n_vars * sizeof *vs);
+  }
+  fg_output *grads = malloc(((size_t)nv + 1) * sizeof *grads);
+  fg_output *updates = malloc(((size_t)nv + 2) * sizeof *updates);
+  fg_output target = FG_NO_OUTPUT;
+  if (!vs || !grads || !updates) {
+    fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_minimize: out of memory");
+    goto done;
+  }
+  if (nv == 0) {
+    fg_graph_fail(g, FG_INVALID_ARGUMENT, "fg_minimize: loss '%s' depends on no float variable",
+                  g->nodes[loss.node].name);
+    goto done;
+  }
+  for (int i = 0; i < nv; i++) {
+    const fg_node *vn = fg_graph_node(g, vs[i].node);
+    if (!vn || vn->op != FG_OP_VARIABLE) {
+      fg_graph_fail(g, FG_INVALID_ARGUMENT, "fg_minimize: vars[%d] (%s) is not a variable", i,
+                    vn ? vn->name : "no such node");
+      goto done;
+    }
+  }
+  if (fg_gradients(g, &loss, 1, vs, nv, NULL, grads, st) != 0) goto done;
+
+  char *saved = fg_strdup(fg_graph_scope(g));
+  char scope[64];
+  unique_name(g, "train", scope, sizeof scope - 1);
+  strcat(scope, "/");
+  fg_graph_set_scope(g, scope);
+  if (cfg->clip_global_norm > 0) clip_by_global_norm(g, grads, nv, cfg->clip_global_norm);
+  /* Updates wait for every gradient: a gradient node may read a variable
+   * that another update writes, so no update may start before all of them
+   * are computed, whatever order a scheduler picks. */
+  fg_output ctrl = fg_op(g, "group", NULL, grads, nv, NULL);
+  fg_output step = FG_NO_OUTPUT;
+  if (cfg->kind == FG_OPTIMIZER_ADAM || cfg->kind == FG_OPTIMIZER_ADAMW) {
+    char base[80];
+    snprintf(base, sizeof base, "%sstep", scope);
+    fg_output counter = scalar_variable(g, base, 0.0, st);
+    step = fg_assign(g, counter, fg_add(g, counter, fg_scalar(g, FG_F64, 1.0)));
+  }
+  for (int i = 0; i < nv; i++) updates[i] = update(g, cfg, vs[i], grads[i], ctrl, step, st);
+  fg_output group = fg_op(g, "group", NULL, updates, nv, NULL);
+  char tname[80];
+  snprintf(tname, sizeof tname, "%.*s", (int)strlen(scope) - 1, scope); /* "train" */
+  target = fg_set_name(g, group, tname);
+  fg_graph_set_scope(g, saved);
+  free(saved);
+  if (!fg_graph_failed(g)) {
+    char lname[4200];
+    snprintf(lname, sizeof lname, loss.index ? "%s:%d" : "%s", g->nodes[loss.node].name,
+             loss.index);
+    fg_graph_set_metadata(g, "loss", lname);
+    fg_graph_set_metadata(g, "train_target", tname);
+  }
+done:
+  free(vs);
+  free(grads);
+  free(updates);
+  if (fg_graph_status(g, st) != FG_OK) return FG_NO_OUTPUT;
+  return target;
+}
