@@ -227,9 +227,13 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
       fg_grad_ctx ctx = {g, id, dy, dx, wants};
       fn_rc = fn(&ctx);
     }
-    n = &g->nodes[id]; /* builders may have moved the node array */
+    /* Builders (here and in accumulate) may move the node array: index it
+     * afresh each time instead of holding a node pointer. */
     for (int i = 0; fn_rc == 0 && !fg_graph_failed(g) && i < ni; i++)
-      if (wants[i] && dx[i].node >= 0 && accumulate(g, &a, n->inputs[i], dx[i]) != 0) break;
+      if (wants[i] && dx[i].node >= 0 &&
+          accumulate(g, &a, g->nodes[id].inputs[i], dx[i]) != 0)
+        break;
+    n = &g->nodes[id];
     free(dx), free(wants), free(dy);
     if (fn_rc != 0 || fg_graph_failed(g)) {
       if (!fg_graph_failed(g))
