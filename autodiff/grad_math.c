@@ -65,8 +65,7 @@ static int grad_div(fg_grad_ctx *ctx) {
   fg_output a = fg_grad_input(ctx, 0), b = fg_grad_input(ctx, 1), y = fg_grad_output(ctx, 0);
   fg_output dy = ctx->dy[0];
   if (ctx->wants[0]) ctx->dx[0] = fg_grad_sum_to(g, fg_div(g, dy, b), a);
-  if (ctx->wants[1])
-    ctx->dx[1] = fg_grad_sum_to(g, fg_neg(g, fg_div(g, fg_mul(g, dy, y), b)), b);
+  if (ctx->wants[1]) ctx->dx[1] = fg_grad_sum_to(g, fg_neg(g, fg_div(g, fg_mul(g, dy, y), b)), b);
   return done(ctx);
 }
 
@@ -152,9 +151,9 @@ UNARY_GRAD(grad_sigmoid, fg_mul(g, dy, fg_mul(g, y, fg_sub(g, sc(g, dy, 1), y)))
 /* relu: dy where x > 0, else 0 (0 at the kink, as PyTorch) */
 UNARY_GRAD(grad_relu, fg_select(g, fg_greater(g, x, sc(g, dy, 0)), dy, sc(g, dy, 0)))
 /* abs: dy * sign(x), sign(0) = 0 */
-UNARY_GRAD(grad_abs, fg_select(g, fg_greater(g, x, sc(g, dy, 0)), dy,
-                               fg_select(g, fg_less(g, x, sc(g, dy, 0)), fg_neg(g, dy),
-                                         sc(g, dy, 0))))
+UNARY_GRAD(grad_abs,
+           fg_select(g, fg_greater(g, x, sc(g, dy, 0)), dy,
+                     fg_select(g, fg_less(g, x, sc(g, dy, 0)), fg_neg(g, dy), sc(g, dy, 0))))
 UNARY_GRAD(grad_identity, dy)
 
 /* erf: dy * 2/sqrt(pi) * exp(-x^2) */
@@ -168,8 +167,7 @@ static int grad_leaky_relu(fg_grad_ctx *ctx) {
   double alpha = fg_attr_float_or(fg_graph_node(g, ctx->node), "alpha", 0.01);
   fg_output x = fg_grad_input(ctx, 0), dy = ctx->dy[0];
   if (ctx->wants[0])
-    ctx->dx[0] =
-        fg_select(g, fg_greater(g, x, sc(g, dy, 0)), dy, fg_mul(g, dy, sc(g, dy, alpha)));
+    ctx->dx[0] = fg_select(g, fg_greater(g, x, sc(g, dy, 0)), dy, fg_mul(g, dy, sc(g, dy, alpha)));
   return done(ctx);
 }
 
@@ -183,8 +181,8 @@ static int grad_gelu(fg_grad_ctx *ctx) {
   if (!ctx->wants[0]) return 0;
   fg_output cdf = fg_mul(g, sc(g, dy, 0.5),
                          fg_add(g, sc(g, dy, 1), fg_erf(g, fg_mul(g, x, sc(g, dy, FG_SQRT1_2)))));
-  fg_output pdf = fg_mul(g, fg_exp(g, fg_mul(g, fg_mul(g, x, x), sc(g, dy, -0.5))),
-                         sc(g, dy, FG_INV_SQRT_2PI));
+  fg_output pdf =
+      fg_mul(g, fg_exp(g, fg_mul(g, fg_mul(g, x, x), sc(g, dy, -0.5))), sc(g, dy, FG_INV_SQRT_2PI));
   ctx->dx[0] = fg_mul(g, dy, fg_add(g, cdf, fg_mul(g, x, pdf)));
   return done(ctx);
 }
@@ -205,12 +203,12 @@ static int grad_cast(fg_grad_ctx *ctx) {
 /* What a reduce node did, read once (the node array may move later). */
 typedef struct reduce_info {
   fg_output x, y;
-  int rank;                    /* of x */
+  int rank; /* of x */
   int keepdims;
-  int all;                     /* every axis reduced */
-  int n_axes;                  /* reduced axes, sorted, non-negative */
+  int all;    /* every axis reduced */
+  int n_axes; /* reduced axes, sorted, non-negative */
   int64_t axes[FG_MAX_RANK];
-  int64_t count;               /* reduced elements per output, -1 unknown */
+  int64_t count; /* reduced elements per output, -1 unknown */
 } reduce_info;
 
 static int reduce_read(fg_grad_ctx *ctx, reduce_info *r) {

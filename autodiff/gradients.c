@@ -103,9 +103,9 @@ static int check_tensor(fg_graph *g, fg_output o, const char *role, int i, fg_st
   }
   if (!fg_dtype_is_float(t->dtype)) {
     char msg[400];
-    snprintf(msg, sizeof msg, "%s is %s; only f32/f64 tensors are differentiable",
+    snprintf(msg, sizeof msg, "'%s' is %s; only f32/f64 tensors are differentiable",
              out_name(g, o, name, sizeof name), fg_dtype_name(t->dtype));
-    return fail(g, st, FG_INVALID_ARGUMENT, "fg_gradients: %s '%s'", what, msg);
+    return fail(g, st, FG_INVALID_ARGUMENT, "fg_gradients: %s %s", what, msg);
   }
   return 0;
 }

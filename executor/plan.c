@@ -1,5 +1,6 @@
 /* Building execution plans: prune, order, resolve shapes, pick kernels,
  * normalise parameters and lay out buffers. See plan.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,7 +251,9 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     if (in != in_stack) free(in);
     if (rc != 0) {
       /* The graph was valid with unknown dims; the fed shapes made it fail. */
-      fg_status_set(st, FG_INVALID_ARGUMENT, "%s (with the fed shapes)", fg_status_message(st));
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+      fg_status_set(st, FG_INVALID_ARGUMENT, "%s (with the fed shapes)", msg);
       goto fail;
     }
     fg_dtype key = (def->flags & FG_OPF_KERNEL_KEY_INPUT) ? shapes[step->in_slots[0]].dtype

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "graph/infer_common.h"
+#include "graph/infer_grad.h"
 
 #define SRC FG_OPF_SOURCE
 #define EW FG_OPF_ELEMENTWISE
@@ -82,6 +83,28 @@ const fg_op_def fg_op_table[] = {
                                      fgi_infer_softmax_cross_entropy,
                                      fgi_flops_softmax_cross_entropy},
     [FG_OP_ASSIGN] = {"assign", 2, 2, 1, STATE, fgi_infer_assign, NULL, 1u},
+    /* Ops that gradients and optimizers are built from. The *_like ops take
+     * sizes from a tensor rather than an attribute, so an unknown batch
+     * dimension is resolved at run time. expand_dims and reshape_like only
+     * relabel input 0's bytes (VIEW). numel and group are not differentiable:
+     * numel's value does not depend on x's values, and group is control. */
+    UNARY(ERF, "erf", EW | INPL | DIFF),
+    [FG_OP_EXPAND_DIMS] = {"expand_dims", 1, 1, 1, VIEW | DIFF, fgi_infer_expand_dims, NULL},
+    [FG_OP_RESHAPE_LIKE] = {"reshape_like", 2, 2, 1, VIEW | DIFF, fgi_infer_reshape_like, NULL},
+    [FG_OP_BROADCAST_LIKE] = {"broadcast_like", 2, 2, 1, DIFF, fgi_infer_broadcast_like, NULL},
+    [FG_OP_SUM_TO] = {"sum_to", 2, 2, 1, DIFF, fgi_infer_sum_to, fgi_flops_sum_to},
+    [FG_OP_NUMEL] = {"numel", 1, 1, 1, 0, fgi_infer_numel, NULL},
+    [FG_OP_SLICE_GRAD] = {"slice_grad", 2, 2, 1, DIFF, fgi_infer_slice_grad, NULL},
+    [FG_OP_GATHER_GRAD] = {"gather_grad", 3, 3, 1, DIFF, fgi_infer_gather_grad,
+                           fgi_flops_gather_grad},
+    /* Stateful so that pruning never drops it: it exists for its inputs. */
+    [FG_OP_GROUP] = {"group", 0, -1, 1, STATE, fgi_infer_group, NULL},
+    /* The optimizer updates write their variable inputs in place (bits of
+     * mutable_inputs); inputs past the fixed ones are control inputs. */
+    [FG_OP_APPLY_SGD] = {"apply_sgd", 3, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply, 0x1u},
+    [FG_OP_APPLY_MOMENTUM] = {"apply_momentum", 4, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply,
+                              0x3u},
+    [FG_OP_APPLY_ADAM] = {"apply_adam", 6, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply, 0x7u},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -95,7 +95,19 @@
   X(SOFTMAX, "softmax")                                                                            \
   X(LOG_SOFTMAX, "log_softmax")                                                                    \
   X(SOFTMAX_CROSS_ENTROPY, "softmax_cross_entropy")                                                \
-  X(ASSIGN, "assign")
+  X(ASSIGN, "assign")                                                                              \
+  X(ERF, "erf")                                                                                    \
+  X(EXPAND_DIMS, "expand_dims")                                                                    \
+  X(RESHAPE_LIKE, "reshape_like")                                                                  \
+  X(BROADCAST_LIKE, "broadcast_like")                                                              \
+  X(SUM_TO, "sum_to")                                                                              \
+  X(NUMEL, "numel")                                                                                \
+  X(SLICE_GRAD, "slice_grad")                                                                      \
+  X(GATHER_GRAD, "gather_grad")                                                                    \
+  X(GROUP, "group")                                                                                \
+  X(APPLY_SGD, "apply_sgd")                                                                        \
+  X(APPLY_MOMENTUM, "apply_momentum")                                                              \
+  X(APPLY_ADAM, "apply_adam")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

@@ -41,11 +41,15 @@ const char *fg_code_name(fg_code code) {
 
 void fg_status_set(fg_status *s, fg_code code, const char *fmt, ...) {
   if (!s) return;
-  s->code = code;
+  /* Format into a temporary first: callers may pass this status's own
+   * message as an argument (to add context to it). */
+  char tmp[FG_STATUS_MSG_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(s->msg, sizeof s->msg, fmt, ap);
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
+  s->code = code;
+  memcpy(s->msg, tmp, sizeof tmp);
 }
 
 void fg_status_clear(fg_status *s) {

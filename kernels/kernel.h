@@ -28,6 +28,10 @@ typedef struct fg_kparams {
   double alpha;                       /* leaky_relu */
   double value;                       /* fill */
   int64_t depth;                      /* one_hot */
+  double momentum;                    /* apply_momentum */
+  int nesterov;                       /* apply_momentum: 0/1 */
+  double beta1, beta2, epsilon;       /* apply_adam */
+  double weight_decay;                /* apply_adam: decoupled (AdamW) when > 0 */
 } fg_kparams;
 
 typedef struct fg_kctx {

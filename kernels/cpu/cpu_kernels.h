@@ -70,7 +70,22 @@
   FGK_ANY(X, "stop_gradient", fgk_copy)                                                            \
   FGK_ALL(X, "zeros_like", fgk_zeros_like)                                                         \
   FGK_ALL(X, "ones_like", fgk_ones_like)                                                           \
-  FGK_ANY(X, "assign", fgk_assign)
+  FGK_ANY(X, "assign", fgk_assign)                                                                 \
+  /* grad_ops.c; expand_dims and reshape_like only relabel the bytes */                            \
+  FGK_FLOAT(X, "erf", fgk_erf)                                                                     \
+  FGK_ANY(X, "expand_dims", fgk_copy)                                                              \
+  FGK_ANY(X, "reshape_like", fgk_copy)                                                             \
+  FGK_ANY(X, "broadcast_like", fgk_broadcast_like)                                                 \
+  FGK_NUM(X, "sum_to", fgk_sum_to)                                                                 \
+  FGK_NUM(X, "numel", fgk_count)                                                                   \
+  FGK_ANY(X, "slice_grad", fgk_slice_grad)                                                         \
+  FGK_NUM(X, "gather_grad", fgk_gather_grad)                                                       \
+  /* group: output always i32; other keys so every op has f32/f64 */                               \
+  FGK_ANY(X, "group", fgk_group)                                                                   \
+  /* optim.c */                                                                                    \
+  FGK_FLOAT(X, "apply_sgd", fgk_apply_sgd)                                                         \
+  FGK_FLOAT(X, "apply_momentum", fgk_apply_momentum)                                               \
+  FGK_FLOAT(X, "apply_adam", fgk_apply_adam)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)
@@ -90,7 +105,6 @@ int fgk_fail(const fg_kctx *ctx, const char *fmt, ...)
  * ranks in [0, FG_MAX_RANK], so that a mis-wired call fails with a message
  * instead of reading out of bounds. 0 or -1 (ctx->err written). */
 int fgk_check(const fg_kctx *ctx, int n_in, int n_out);
-
 
 /* Elements of a buffer; the executor has already checked the product. */
 static inline int64_t fgk_numel(const fg_kbuf *b) {

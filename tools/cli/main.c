@@ -5,9 +5,11 @@
 
 #include "cli.h"
 #include "flowgraph/io.h"
+#include "train.h"
 
 static const cli_command *const commands[] = {&cli_inspect_command, &cli_run_command,
-                                              &cli_convert_command};
+                                              &cli_convert_command, &cli_grad_command,
+                                              &cli_train_command};
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static const cli_command *find_command(const char *name) {
@@ -18,7 +20,7 @@ static const cli_command *find_command(const char *name) {
 
 static void print_main_help(void) {
   printf("usage: flowgraph COMMAND [ARGS]\n\n"
-         "flowgraph runs and inspects static dataflow graphs stored as .fgb files.\n\n"
+         "flowgraph runs, inspects and trains static dataflow graphs stored as .fgb files.\n\n"
          "commands:\n");
   for (size_t i = 0; i < N_COMMANDS; i++)
     printf("  %-10s %s\n", commands[i]->name, commands[i]->summary);

@@ -1,0 +1,137 @@
+/* Shape inference for the optimizer updates apply_sgd, apply_momentum and
+ * apply_adam. Their state inputs (var, buf, m, v) come straight from
+ * variables (fg_op checks the producers via op_def.mutable_inputs) and are
+ * written in place, so every other tensor input must match the variable
+ * exactly: a kernel walks them element by element with the variable's
+ * shape. Inputs after the fixed ones are control inputs of any type.
+ *
+ * Hyper-parameters are attributes with torch.optim's defaults where torch
+ * has one (beta1 0.9, beta2 0.999, epsilon 1e-8, weight_decay 0); momentum
+ * has no sensible default and is required. executor/plan.c reads the same
+ * defaults into fg_kparams. */
+#include "graph/infer_common.h"
+#include "graph/infer_grad.h"
+
+/* Input i must have input 0's (the variable's) dtype and shape. */
+static int like_var(const fg_node *node, const fg_tinfo *in, int i, const char *what,
+                    fg_status *st) {
+  char s1[FGI_STR], s2[FGI_STR];
+  if (in[i].dtype != in[0].dtype)
+    return fgi_fail(node, st, "input %d (%s) dtype %s does not match input 0 (var) dtype %s", i,
+                    what, fg_dtype_name(in[i].dtype), fg_dtype_name(in[0].dtype));
+  int same = in[i].rank == in[0].rank;
+  for (int d = 0; same && d < in[0].rank; d++)
+    if (in[i].dims[d] >= 0 && in[0].dims[d] >= 0 && in[i].dims[d] != in[0].dims[d])
+      same = 0;
+  if (!same)
+    return fgi_fail(node, st, "input %d (%s) shape %s does not match input 0 (var) shape %s", i,
+                    what, fgi_shape(&in[i], s1), fgi_shape(&in[0], s2));
+  return 0;
+}
+
+/* Input i must be a rank-0 scalar of a float dtype (or any numeric dtype
+ * when `numeric`). */
+static int scalar(const fg_node *node, const fg_tinfo *in, int i, const char *what, int numeric,
+                  fg_status *st) {
+  char s[FGI_STR];
+  fg_dtype dt = in[i].dtype;
+  if (numeric ? !fgi_is_numeric(dt) : !fg_dtype_is_float(dt))
+    return fgi_fail(node, st, "input %d (%s) dtype %s is not allowed; %s must be %s", i, what,
+                    fg_dtype_name(dt), what, numeric ? "f32, f64, i32 or i64" : "f32 or f64");
+  if (in[i].rank != 0)
+    return fgi_fail(node, st, "input %d (%s) shape %s must be a scalar (rank 0)", i, what,
+                    fgi_shape(&in[i], s));
+  return 0;
+}
+
+/* A float attribute in [lo, hi) (hi_open) or [lo, hi]. */
+static int hyper(const fg_node *node, const char *name, double dflt, double lo, double hi,
+                 int hi_open, double *v, fg_status *st) {
+  if (fgi_attr_float(node, name, dflt, v, st))
+    return -1;
+  if (*v < lo || *v > hi || (hi_open && *v == hi))
+    return fgi_fail(node, st, "attribute '%s' = %g is out of range %s%g, %g%s", name, *v, "[", lo,
+                    hi, hi_open ? ")" : "]");
+  return 0;
+}
+
+static int check_momentum(const fg_node *node, fg_status *st) {
+  double m;
+  int nesterov;
+  if (!fg_attrs_find(&node->attrs, "momentum"))
+    return fgi_fail(node, st, "missing attribute 'momentum' (float)");
+  if (hyper(node, "momentum", 0.0, 0.0, 1e300, 0, &m, st))
+    return -1;
+  if (fgi_attr_flag(node, "nesterov", &nesterov, st))
+    return -1;
+  /* As torch.optim.SGD: without momentum Nesterov is meaningless. */
+  if (nesterov && m <= 0)
+    return fgi_fail(node, st, "nesterov = 1 needs momentum > 0, got %g", m);
+  return 0;
+}
+
+static int check_adam(const fg_node *node, fg_status *st) {
+  double v;
+  if (hyper(node, "beta1", 0.9, 0.0, 1.0, 1, &v, st) ||
+      hyper(node, "beta2", 0.999, 0.0, 1.0, 1, &v, st) ||
+      hyper(node, "epsilon", 1e-8, 0.0, 1e300, 0, &v, st) ||
+      hyper(node, "weight_decay", 0.0, 0.0, 1e300, 0, &v, st))
+    return -1;
+  return 0;
+}
+
+int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
+  if (!fg_dtype_is_float(in[0].dtype))
+    return fgi_fail(node, status, "input 0 (var) dtype %s is not allowed; %s needs f32 or f64",
+                    fg_dtype_name(in[0].dtype), fgi_opname(node));
+  int n_fixed;
+  switch (node->op) {
+  case FG_OP_APPLY_SGD:
+    n_fixed = 3;
+    if (like_var(node, in, 1, "grad", status) || scalar(node, in, 2, "lr", 0, status))
+      return -1;
+    break;
+  case FG_OP_APPLY_MOMENTUM:
+    n_fixed = 4;
+    if (like_var(node, in, 1, "buf", status) || like_var(node, in, 2, "grad", status) ||
+        scalar(node, in, 3, "lr", 0, status) || check_momentum(node, status))
+      return -1;
+    break;
+  case FG_OP_APPLY_ADAM:
+    n_fixed = 6;
+    if (like_var(node, in, 1, "m", status) || like_var(node, in, 2, "v", status) ||
+        like_var(node, in, 3, "grad", status) || scalar(node, in, 4, "lr", 0, status) ||
+        scalar(node, in, 5, "step", 1, status) || check_adam(node, status))
+      return -1;
+    break;
+  default:
+    return fgi_fail(node, status, "not an optimizer update");
+  }
+  for (int i = n_fixed; i < node->n_inputs; i++)
+    if (!fgi_dtype_valid(in[i].dtype))
+      return fgi_fail(node, status, "input %d (control) has invalid dtype %d", i, (int)in[i].dtype);
+  out[0] = in[0];
+  return 0;
+}
+
+/* Per element: sgd 2 (mul, sub); momentum 4 (2 for buf, 2 for var; 6 with
+ * Nesterov); adam 14 (m 3, v 4, two bias corrections, sqrt, add, div, mul,
+ * sub) plus 2 with weight decay. Rough counts, as for the elementwise ops. */
+int64_t fgi_flops_apply(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out) {
+  (void)out;
+  int64_t e = fgi_elements(&in[0]), per;
+  if (e < 0)
+    return -1;
+  switch (node->op) {
+  case FG_OP_APPLY_SGD:
+    per = 2;
+    break;
+  case FG_OP_APPLY_MOMENTUM:
+    per = fg_attr_int_or(node, "nesterov", 0) ? 6 : 4;
+    break;
+  default:
+    per = fg_attr_float_or(node, "weight_decay", 0.0) > 0 ? 16 : 14;
+    break;
+  }
+  return fgi_mul_sat(e, per);
+}

@@ -1,0 +1,133 @@
+/* Optimizer updates: apply_sgd, apply_momentum, apply_adam, following
+ * torch.optim's single-tensor (for-loop) implementations.
+ *
+ * The state inputs (var; buf; m, v) are the variables' own storage, handed
+ * over by the executor (op_def.mutable_inputs), and are updated in place;
+ * out[0] is the variable's storage too, so nothing is copied unless a
+ * caller passes a separate output buffer. Per-element arithmetic is in the
+ * variable's dtype; the scalars (lr, bias corrections) are computed in
+ * double and converted once, as PyTorch does with Python-float
+ * hyper-parameters. Control inputs after the fixed ones are ignored. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+/* A rank-0 numeric input as a double. */
+static int scalar_in(const fg_kctx *ctx, int i, const char *what, double *v) {
+  const fg_kbuf *b = &ctx->in[i];
+  if (b->rank != 0) return fgk_fail(ctx, "input %d (%s) has rank %d, expected 0", i, what, b->rank);
+  switch (b->dtype) {
+  case FG_F32: *v = *(const float *)b->data; break;
+  case FG_F64: *v = *(const double *)b->data; break;
+  case FG_I32: *v = *(const int32_t *)b->data; break;
+  case FG_I64: *v = (double)*(const int64_t *)b->data; break;
+  default: return fgk_fail(ctx, "input %d (%s) is %s", i, what, fg_dtype_name(b->dtype));
+  }
+  return 0;
+}
+
+/* Inputs 0..n_state (the var, its state and the gradient) must all be the
+ * variable's dtype and element count. */
+static int check_tensors(const fg_kctx *ctx, fg_dtype dt, int n) {
+  const int64_t count = fgk_numel(&ctx->in[0]);
+  if (ctx->out[0].dtype != dt || fgk_numel(&ctx->out[0]) != count)
+    return fgk_fail(ctx, "output is %s with %lld elements, the variable %s with %lld",
+                    fg_dtype_name(ctx->out[0].dtype), (long long)fgk_numel(&ctx->out[0]),
+                    fg_dtype_name(dt), (long long)count);
+  for (int i = 0; i < n; i++)
+    if (ctx->in[i].dtype != dt || fgk_numel(&ctx->in[i]) != count)
+      return fgk_fail(ctx, "input %d is %s with %lld elements, expected %s with %lld", i,
+                      fg_dtype_name(ctx->in[i].dtype), (long long)fgk_numel(&ctx->in[i]),
+                      fg_dtype_name(dt), (long long)count);
+  return 0;
+}
+
+/* For direct callers that pass an output buffer other than the variable. */
+static void publish(const fg_kctx *ctx, size_t es) {
+  if (ctx->out[0].data != ctx->in[0].data && fgk_numel(&ctx->out[0]) > 0)
+    memcpy(ctx->out[0].data, ctx->in[0].data, (size_t)fgk_numel(&ctx->out[0]) * es);
+}
+
+/* var -= lr * grad */
+#define FGK_SGD(fn, T, DT)                                                                         \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    double lr;                                                                                     \
+    if (fgk_check(ctx, 3, 1) != 0 || check_tensors(ctx, DT, 2) != 0 ||                             \
+        scalar_in(ctx, 2, "lr", &lr) != 0)                                                         \
+      return -1;                                                                                   \
+    T *var = (T *)ctx->in[0].data;                                                                 \
+    const T *g = (const T *)ctx->in[1].data;                                                       \
+    const T a = (T)lr;                                                                             \
+    const int64_t n = fgk_numel(&ctx->in[0]);                                                      \
+    for (int64_t i = 0; i < n; i++) var[i] -= a * g[i];                                            \
+    publish(ctx, sizeof(T));                                                                       \
+    return 0;                                                                                      \
+  }
+FGK_SGD(fgk_apply_sgd_f32, float, FG_F32)
+FGK_SGD(fgk_apply_sgd_f64, double, FG_F64)
+
+/* torch.optim.SGD (dampening 0): buf = mom*buf + grad;
+ * var -= lr * (nesterov ? grad + mom*buf : buf). */
+#define FGK_MOMENTUM(fn, T, DT)                                                                    \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    double lr;                                                                                     \
+    if (fgk_check(ctx, 4, 1) != 0 || check_tensors(ctx, DT, 3) != 0 ||                             \
+        scalar_in(ctx, 3, "lr", &lr) != 0)                                                         \
+      return -1;                                                                                   \
+    T *var = (T *)ctx->in[0].data, *buf = (T *)ctx->in[1].data;                                    \
+    const T *g = (const T *)ctx->in[2].data;                                                       \
+    const T a = (T)lr, mom = (T)ctx->p->momentum;                                                  \
+    const int nesterov = ctx->p->nesterov;                                                         \
+    const int64_t n = fgk_numel(&ctx->in[0]);                                                      \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      const T b = mom * buf[i] + g[i];                                                             \
+      buf[i] = b;                                                                                  \
+      var[i] -= a * (nesterov ? g[i] + mom * b : b);                                               \
+    }                                                                                              \
+    publish(ctx, sizeof(T));                                                                       \
+    return 0;                                                                                      \
+  }
+FGK_MOMENTUM(fgk_apply_momentum_f32, float, FG_F32)
+FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
+
+/* torch.optim.Adam / AdamW (weight_decay > 0, decoupled), t = step:
+ *   var *= 1 - lr*wd
+ *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g
+ *   var -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps)
+ * which is lr * mhat / (sqrt(vhat) + eps) arranged as torch computes it. */
+#define FGK_ADAM(fn, T, DT, SQRT)                                                                  \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    double lr, t;                                                                                  \
+    if (fgk_check(ctx, 6, 1) != 0 || check_tensors(ctx, DT, 4) != 0 ||                             \
+        scalar_in(ctx, 4, "lr", &lr) != 0 || scalar_in(ctx, 5, "step", &t) != 0)                   \
+      return -1;                                                                                   \
+    if (!(t >= 1))                                                                                 \
+      return fgk_fail(ctx,                                                                         \
+                      "input 5 (step) = %g must be >= 1 (the step count after "                    \
+                      "incrementing)",                                                             \
+                      t);                                                                          \
+    const fg_kparams *p = ctx->p;                                                                  \
+    const double bc1 = 1.0 - pow(p->beta1, t), bc2 = 1.0 - pow(p->beta2, t);                       \
+    const T b1 = (T)p->beta1, b2 = (T)p->beta2, c1 = (T)(1.0 - p->beta1),                          \
+            c2 = (T)(1.0 - p->beta2), eps = (T)p->epsilon;                                         \
+    const T step_size = (T)(lr / bc1), bc2_sqrt = (T)sqrt(bc2);                                    \
+    const int decay = p->weight_decay > 0;                                                         \
+    const T keep = (T)(1.0 - lr * p->weight_decay);                                                \
+    T *var = (T *)ctx->in[0].data, *m = (T *)ctx->in[1].data, *v = (T *)ctx->in[2].data;           \
+    const T *g = (const T *)ctx->in[3].data;                                                       \
+    const int64_t n = fgk_numel(&ctx->in[0]);                                                      \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      T x = var[i];                                                                                \
+      if (decay) x *= keep;                                                                        \
+      const T mi = b1 * m[i] + c1 * g[i];                                                          \
+      const T vi = b2 * v[i] + c2 * (g[i] * g[i]);                                                 \
+      m[i] = mi;                                                                                   \
+      v[i] = vi;                                                                                   \
+      var[i] = x - step_size * (mi / (SQRT(vi) / bc2_sqrt + eps));                                 \
+    }                                                                                              \
+    publish(ctx, sizeof(T));                                                                       \
+    return 0;                                                                                      \
+  }
+FGK_ADAM(fgk_apply_adam_f32, float, FG_F32, sqrtf)
+FGK_ADAM(fgk_apply_adam_f64, double, FG_F64, sqrt)

@@ -1,0 +1,228 @@
+/* `flowgraph grad`: append the backward graph of a loss to a saved model and
+ * expose each gradient as a named graph output "grad/<wrt>", so that
+ * `flowgraph run OUT.fgb --fetch grad/W` computes it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flowgraph/autodiff.h"
+#include "flowgraph/io.h"
+#include "train.h"
+
+typedef struct grad_args {
+  const char *model, *loss, *out;
+  char **wrt; /* malloc'ed names, split from the --wrt lists */
+  int n_wrt;
+} grad_args;
+
+static void free_args(grad_args *a) {
+  for (int i = 0; i < a->n_wrt; i++) free(a->wrt[i]);
+  free(a->wrt);
+}
+
+/* Splits "a,b,c" into a->wrt; empty items are a usage error. */
+static int add_wrt_list(const cli_command *cmd, grad_args *a, int *cap, const char *list) {
+  const char *p = list;
+  for (;;) {
+    const char *comma = strchr(p, ',');
+    size_t n = comma ? (size_t)(comma - p) : strlen(p);
+    if (n == 0) return cli_usage(cmd, "--wrt '%s' has an empty name", list);
+    if (a->n_wrt == *cap) {
+      int nc = *cap ? *cap * 2 : 8;
+      char **w = realloc(a->wrt, (size_t)nc * sizeof *w);
+      if (!w) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+      a->wrt = w;
+      *cap = nc;
+    }
+    char *name = malloc(n + 1);
+    if (!name) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+    memcpy(name, p, n);
+    name[n] = '\0';
+    a->wrt[a->n_wrt++] = name;
+    if (!comma) return CLI_OK;
+    p = comma + 1;
+  }
+}
+
+static int parse_args(int argc, char **argv, grad_args *a, int *help) {
+  const cli_command *cmd = &cli_grad_command;
+  int cap = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *v = NULL;
+    int r;
+    if (cli_is_help(arg)) {
+      *help = 1;
+      return CLI_OK;
+    }
+    if ((r = cli_opt_value(argc, argv, &i, NULL, "--loss", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--loss needs a node name");
+      if (a->loss) return cli_usage(cmd, "--loss given twice");
+      a->loss = v;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--wrt", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--wrt needs NAME[,NAME...]");
+      int rc = add_wrt_list(cmd, a, &cap, v);
+      if (rc != CLI_OK) return rc;
+    } else if ((r = cli_opt_value(argc, argv, &i, "-o", "--output", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "%s needs a path OUT.fgb", arg);
+      if (a->out) return cli_usage(cmd, "-o given twice");
+      a->out = v;
+    } else if (arg[0] == '-' && arg[1] != '\0') {
+      return cli_usage(cmd, "unknown option '%s'", arg);
+    } else if (a->model) {
+      return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);
+    } else {
+      a->model = arg;
+    }
+  }
+  if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
+  if (!a->loss) return cli_usage(cmd, "missing --loss NAME");
+  if (a->n_wrt == 0) return cli_usage(cmd, "missing --wrt NAME[,NAME...]");
+  if (!a->out) return cli_usage(cmd, "missing -o OUT.fgb");
+  if (!cli_has_ext(a->out, ".fgb") && !cli_has_ext(a->out, ".json"))
+    return cli_usage(cmd, "cannot tell the format of '%s' (expected .fgb or .json)", a->out);
+  return CLI_OK;
+}
+
+/* "grad/<node>" for output 0, "grad/<node>_<i>" for output i > 0 (':' is
+ * reserved in node names). */
+static void grad_name(const fg_graph *g, fg_output o, char *buf, size_t size) {
+  if (o.index == 0)
+    snprintf(buf, size, "grad/%s", fg_node_name(g, o.node));
+  else
+    snprintf(buf, size, "grad/%s_%d", fg_node_name(g, o.node), o.index);
+}
+
+/* Looks up every name and checks what can be checked before differentiating,
+ * so the message names the argument rather than a graph node. */
+static int resolve(const fg_graph *g, const grad_args *a, fg_output *loss, fg_output *xs,
+                   fg_status *st) {
+  char desc[300], name[1100];
+  *loss = fg_graph_find_output(g, a->loss);
+  if (loss->node < 0) {
+    fg_status_set(st, FG_NOT_FOUND, "loss '%s': %s has no such node or output", a->loss, a->model);
+    return -1;
+  }
+  if (!fg_dtype_is_float(fg_output_dtype(g, *loss))) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "loss '%s' is %s: only float tensors can be differentiated", a->loss,
+                  cli_describe_output(g, *loss, desc, sizeof desc));
+    return -1;
+  }
+  for (int i = 0; i < a->n_wrt; i++) {
+    xs[i] = fg_graph_find_output(g, a->wrt[i]);
+    if (xs[i].node < 0) {
+      fg_status_set(st, FG_NOT_FOUND, "--wrt '%s': %s has no such node or output", a->wrt[i],
+                    a->model);
+      return -1;
+    }
+    if (!fg_dtype_is_float(fg_output_dtype(g, xs[i]))) {
+      fg_status_set(st, FG_INVALID_ARGUMENT, "--wrt '%s' is %s: only float tensors have gradients",
+                    a->wrt[i], cli_describe_output(g, xs[i], desc, sizeof desc));
+      return -1;
+    }
+    for (int j = 0; j < i; j++)
+      if (xs[j].node == xs[i].node && xs[j].index == xs[i].index) {
+        fg_status_set(st, FG_INVALID_ARGUMENT, "--wrt names '%s' twice ('%s' and '%s')", a->wrt[i],
+                      a->wrt[j], a->wrt[i]);
+        return -1;
+      }
+    grad_name(g, xs[i], name, sizeof name);
+    if (fg_graph_find(g, name) >= 0) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "--wrt '%s': %s already has a node '%s' (gradients added before?)", a->wrt[i],
+                    a->model, name);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int grad_model(const grad_args *a, fg_status *st, int *load_failed) {
+  int rc = -1;
+  fg_output *xs = calloc((size_t)a->n_wrt, sizeof *xs);
+  fg_output *dxs = calloc((size_t)a->n_wrt, sizeof *dxs);
+  fg_graph *g = NULL;
+  if (!xs || !dxs) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+    goto done;
+  }
+  g = cli_load_model(a->model, st);
+  if (!g) {
+    *load_failed = 1;
+    goto done;
+  }
+  fg_output loss;
+  if (resolve(g, a, &loss, xs, st) != 0) goto done;
+  int before = fg_graph_num_nodes(g);
+  if (fg_gradients(g, &loss, 1, xs, a->n_wrt, NULL, dxs, st) != 0) goto done;
+  char name[1100];
+  for (int i = 0; i < a->n_wrt; i++) {
+    /* An identity gives the gradient a stable, user-facing name whatever
+     * node fg_gradients returned (possibly a shared zeros node). */
+    grad_name(g, xs[i], name, sizeof name);
+    fg_output o = fg_set_name(g, fg_identity(g, dxs[i]), name);
+    fg_graph_add_output(g, o);
+  }
+  if (fg_graph_status(g, st) != FG_OK) goto done;
+  int w = cli_has_ext(a->out, ".json") ? fg_graph_save_json(g, a->out, st)
+                                       : fg_graph_save(g, a->out, st);
+  if (w != 0) goto done;
+  char desc[300];
+  for (int i = 0; i < a->n_wrt; i++) {
+    fg_output o = fg_graph_output(g, fg_graph_num_outputs(g) - a->n_wrt + i);
+    printf("%s: %s (d %s / d %s)\n", fg_node_name(g, o.node),
+           cli_describe_output(g, o, desc, sizeof desc), a->loss, a->wrt[i]);
+  }
+  printf("wrote %s (%d nodes, %d added)\n", a->out, fg_graph_num_nodes(g),
+         fg_graph_num_nodes(g) - before);
+  rc = 0;
+done:
+  fg_graph_free(g);
+  free(xs);
+  free(dxs);
+  return rc;
+}
+
+static int grad_main(int argc, char **argv) {
+  grad_args a;
+  memset(&a, 0, sizeof a);
+  int help = 0;
+  int rc = parse_args(argc, argv, &a, &help);
+  if (rc == CLI_OK && help) cli_print_help(&cli_grad_command);
+  if (rc != CLI_OK || help) {
+    free_args(&a);
+    return rc;
+  }
+  fg_status *st = fg_status_new();
+  if (!st) {
+    free_args(&a);
+    return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  int load_failed = 0;
+  if (grad_model(&a, st, &load_failed) == 0)
+    rc = CLI_OK;
+  else
+    rc = load_failed ? cli_fail_load(st, a.model) : cli_fail_status(st);
+  fg_status_free(st);
+  free_args(&a);
+  return rc;
+}
+
+const cli_command cli_grad_command = {
+    "grad", "Add the gradients of a loss to a model.",
+    "flowgraph grad MODEL.fgb --loss NAME --wrt NAME[,NAME...] -o OUT.fgb",
+    "options:\n"
+    "  --loss NAME          the float tensor to differentiate (\"node\" or \"node:index\");\n"
+    "                       a non-scalar loss is summed (its gradient seed is ones)\n"
+    "  --wrt NAME[,NAME]    float tensors to differentiate with respect to; may be\n"
+    "                       repeated\n"
+    "  -o, --output OUT     where to write the model with its backward graph (.fgb,\n"
+    "                       or .json for the JSON form)\n\n"
+    "The backward nodes are named under \"gradients/\". Each gradient also gets an\n"
+    "identity node named \"grad/NODE\" (\"grad/NODE_I\" for output I > 0 of NODE),\n"
+    "marked as a graph output, so it can be fetched:\n"
+    "  flowgraph run OUT.fgb -i x=X.npy --fetch grad/W\n"
+    "A tensor the loss does not depend on gets a zero gradient. MODEL may be .fgb or\n"
+    ".json. OUT is written to a temporary file and renamed, so a failure leaves\n"
+    "none.\n",
+    grad_main};

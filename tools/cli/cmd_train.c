@@ -1,0 +1,606 @@
+/* `flowgraph train`: run a model's training step over minibatches of .npy
+ * feeds for some epochs, report the loss (and eval fetches) per epoch, and
+ * save the trained variables with fg_session_save.
+ *
+ * Feeds are checked by run_feeds.c (names, placeholders, dtypes, shapes);
+ * this file adds what minibatching needs: every -i has the same leading
+ * size, and the rows are sliced (or gathered, with --shuffle) per step. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "flowgraph/io.h"
+#include "flowgraph/session.h"
+#include "run.h"
+#include "train.h"
+
+#define MAX_BATCH 10000000
+#define MAX_EPOCHS 10000000
+
+typedef struct train_args {
+  const char *model, *target, *loss, *save;
+  cli_pair *inputs, *eval_inputs;
+  int n_inputs, n_eval_inputs;
+  const char **evals;
+  int n_evals;
+  int64_t batch, epochs;
+  int shuffle;
+  uint64_t seed;
+  int threads, threads_set, quiet;
+} train_args;
+
+/* One training feed: the whole .npy and a buffer for gathered rows. */
+typedef struct batch_feed {
+  const fg_tensor *all;
+  size_t row_bytes;
+  unsigned char *rows; /* --shuffle only: batch rows gathered in order */
+} batch_feed;
+
+static int parse_pair(const char *value, cli_pair *p) {
+  const char *eq = strchr(value, '=');
+  if (!eq || eq == value || eq[1] == '\0') return -1;
+  size_t n = (size_t)(eq - value);
+  char *name = malloc(n + 1);
+  if (!name) return -1;
+  memcpy(name, value, n);
+  name[n] = '\0';
+  p->name = name;
+  p->path = eq + 1;
+  return 0;
+}
+
+static void free_args(train_args *a) {
+  for (int i = 0; i < a->n_inputs; i++) free(a->inputs[i].name);
+  for (int i = 0; i < a->n_eval_inputs; i++) free(a->eval_inputs[i].name);
+  free(a->inputs);
+  free(a->eval_inputs);
+  free(a->evals);
+}
+
+static int parse_args(int argc, char **argv, train_args *a, int *help) {
+  const cli_command *cmd = &cli_train_command;
+  size_t cap = (size_t)argc;
+  a->inputs = calloc(cap, sizeof *a->inputs);
+  a->eval_inputs = calloc(cap, sizeof *a->eval_inputs);
+  a->evals = calloc(cap, sizeof *a->evals);
+  if (!a->inputs || !a->eval_inputs || !a->evals)
+    return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  int have_batch = 0, have_epochs = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *v = NULL;
+    int r;
+    if (cli_is_help(arg)) {
+      *help = 1;
+      return CLI_OK;
+    }
+    if ((r = cli_opt_value(argc, argv, &i, "-i", "--input", &v)) != 0) {
+      if (r < 0) return cli_usage(cmd, "%s needs a value NAME=FILE.npy", arg);
+      if (parse_pair(v, &a->inputs[a->n_inputs]) != 0)
+        return cli_usage(cmd, "bad input '%s': expected NAME=FILE.npy", v);
+      a->n_inputs++;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--eval-input", &v)) != 0) {
+      if (r < 0) return cli_usage(cmd, "--eval-input needs a value NAME=FILE.npy");
+      if (parse_pair(v, &a->eval_inputs[a->n_eval_inputs]) != 0)
+        return cli_usage(cmd, "bad eval input '%s': expected NAME=FILE.npy", v);
+      a->n_eval_inputs++;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--target", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--target needs a node name");
+      if (a->target) return cli_usage(cmd, "--target given twice");
+      a->target = v;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--loss", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--loss needs a node name");
+      if (a->loss) return cli_usage(cmd, "--loss given twice");
+      a->loss = v;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--eval", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--eval needs a node name");
+      a->evals[a->n_evals++] = v;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--save", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--save needs a path OUT.fgb");
+      if (a->save) return cli_usage(cmd, "--save given twice");
+      a->save = v;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--batch", &v)) != 0) {
+      if (r < 0 || cli_parse_i64(v, 1, MAX_BATCH, &a->batch) != 0)
+        return cli_usage(cmd, "--batch needs an integer from 1 to %d", MAX_BATCH);
+      have_batch = 1;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--epochs", &v)) != 0) {
+      if (r < 0 || cli_parse_i64(v, 1, MAX_EPOCHS, &a->epochs) != 0)
+        return cli_usage(cmd, "--epochs needs an integer from 1 to %d", MAX_EPOCHS);
+      have_epochs = 1;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--shuffle", &v)) != 0) {
+      int64_t x;
+      if (r < 0 || cli_parse_i64(v, 0, INT64_MAX, &x) != 0)
+        return cli_usage(cmd, "--shuffle needs a non-negative integer seed");
+      a->shuffle = 1;
+      a->seed = (uint64_t)x;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--threads", &v)) != 0) {
+      int64_t x;
+      /* Range checks belong to the session (A6); only the syntax is ours. */
+      if (r < 0 || cli_parse_i64(v, -2147483647 - 1, 2147483647, &x) != 0)
+        return cli_usage(cmd, "--threads needs an integer");
+      a->threads = (int)x;
+      a->threads_set = 1;
+    } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
+      a->quiet = 1;
+    } else if (arg[0] == '-' && arg[1] != '\0') {
+      return cli_usage(cmd, "unknown option '%s'", arg);
+    } else if (a->model) {
+      return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);
+    } else {
+      a->model = arg;
+    }
+  }
+  if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
+  if (a->n_inputs == 0) return cli_usage(cmd, "missing -i NAME=FILE.npy (the training data)");
+  if (!have_batch) return cli_usage(cmd, "missing --batch N");
+  if (!have_epochs) return cli_usage(cmd, "missing --epochs N");
+  if (a->n_eval_inputs > 0 && a->n_evals == 0)
+    return cli_usage(cmd, "--eval-input needs --eval NAME (what to compute on it)");
+  if (a->save && !cli_has_ext(a->save, ".fgb") && !cli_has_ext(a->save, ".json"))
+    return cli_usage(cmd, "cannot tell the format of '%s' (expected .fgb or .json)", a->save);
+  return CLI_OK;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Documented in the help: one splitmix64 stream per run, seeded with SEED;
+ * each epoch shuffles the identity permutation 0..n-1 with Fisher-Yates,
+ * for i = n-1 down to 1 swapping i with j = next() mod (i+1). */
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static void shuffle(int64_t *perm, int64_t n, uint64_t *rng) {
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)(splitmix64(rng) % (uint64_t)(i + 1));
+    int64_t t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+}
+
+/* The names train uses: the target node, the loss and the eval fetches,
+ * defaulting to the metadata fg_minimize records. */
+static int resolve_names(const fg_graph *g, train_args *a, fg_status *st) {
+  char desc[300];
+  if (!a->target) a->target = fg_graph_metadata(g, "train_target");
+  if (!a->target) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s records no training target (metadata 'train_target'): pass --target NAME",
+                  a->model);
+    return -1;
+  }
+  if (fg_graph_find(g, a->target) < 0) {
+    fg_status_set(st, FG_NOT_FOUND, "target '%s': %s has no node of that name", a->target,
+                  a->model);
+    return -1;
+  }
+  if (!a->loss) a->loss = fg_graph_metadata(g, "loss");
+  if (!a->loss) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s records no loss (metadata 'loss'): pass --loss NAME",
+                  a->model);
+    return -1;
+  }
+  for (int i = -1; i < a->n_evals; i++) {
+    const char *name = i < 0 ? a->loss : a->evals[i];
+    const char *what = i < 0 ? "loss" : "eval";
+    fg_output o = fg_graph_find_output(g, name);
+    if (o.node < 0) {
+      fg_status_set(st, FG_NOT_FOUND, "%s '%s': %s has no such node or output", what, name,
+                    a->model);
+      return -1;
+    }
+    fg_dtype dt = fg_output_dtype(g, o);
+    /* Only a known dimension other than 1 rules out a scalar here; an
+     * unknown batch dimension is checked on the fetched value. */
+    int64_t dims[FG_MAX_RANK];
+    int rank = fg_output_shape(g, o, dims), not_scalar = rank < 0;
+    for (int k = 0; k < rank; k++) not_scalar |= dims[k] >= 0 && dims[k] != 1;
+    if ((i < 0 && !fg_dtype_is_float(dt)) || fg_dtype_size(dt) == 0 || not_scalar) {
+      fg_status_set(st, FG_INVALID_ARGUMENT, "%s '%s' is %s: train needs a %s scalar", what, name,
+                    cli_describe_output(g, o, desc, sizeof desc), i < 0 ? "float" : "numeric");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* A fetched scalar as a double; -1 when the tensor is not one value. */
+static int scalar_value(const fg_tensor *t, const char *what, const char *name, double *v,
+                        fg_status *st) {
+  const void *d = fg_tensor_data(t);
+  if (fg_tensor_num_elements(t) != 1 || !d) {
+    char shape[256];
+    cli_shape_str(fg_tensor_rank(t), fg_tensor_dims(t), shape, sizeof shape);
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s '%s' gave %s %s: train needs a scalar", what, name,
+                  fg_dtype_name(fg_tensor_dtype(t)), shape);
+    return -1;
+  }
+  switch (fg_tensor_dtype(t)) {
+    case FG_F32: *v = *(const float *)d; return 0;
+    case FG_F64: *v = *(const double *)d; return 0;
+    case FG_I32: *v = *(const int32_t *)d; return 0;
+    case FG_I64: *v = (double)*(const int64_t *)d; return 0;
+    case FG_BOOL: *v = *(const unsigned char *)d; return 0;
+    default: break;
+  }
+  fg_status_set(st, FG_INVALID_ARGUMENT, "%s '%s' has dtype %s", what, name,
+                fg_dtype_name(fg_tensor_dtype(t)));
+  return -1;
+}
+
+/* Checks (through run_feeds.c) the feeds given by `inputs` for running
+ * `fetch` and `target`, requiring every placeholder they need to be fed;
+ * loads the files unless `prepare_only`. */
+static int prepare_feeds(const fg_graph *g, const train_args *a, cli_pair *inputs, int n_inputs,
+                         const char *const *fetch, int n_fetch, const char *target,
+                         const char *option, int prepare_only, run_feeds *f, fg_status *st) {
+  run_args ra;
+  memset(&ra, 0, sizeof ra);
+  ra.model = a->model;
+  ra.inputs = inputs;
+  ra.n_inputs = n_inputs;
+  ra.targets = &target;
+  ra.n_targets = target ? 1 : 0;
+  /* Skips run's own "not fed" message, which suggests --random-inputs. */
+  ra.random_inputs = 1;
+  if (run_feeds_prepare(g, &ra, fetch, n_fetch, f, st) != 0) return -1;
+  for (int id = 0; id < f->n_nodes; id++) {
+    const char *op = fg_node_op(g, id);
+    if (!f->needed[id] || !op || strcmp(op, "placeholder") != 0) continue;
+    int fed = 0;
+    for (int i = 0; i < n_inputs; i++) fed |= f->node_of_input[i] == id;
+    if (!fed) {
+      char desc[300];
+      fg_status_set(
+          st, FG_INVALID_ARGUMENT,
+          "placeholder '%s' (%s) is needed by %s '%s' but not fed: pass %s %s=FILE.npy",
+          fg_node_name(g, id), cli_describe_output(g, (fg_output){id, 0}, desc, sizeof desc),
+          target ? "target" : "eval", target ? target : fetch[0], option, fg_node_name(g, id));
+      return -1;
+    }
+  }
+  if (prepare_only) return 0;
+  ra.random_inputs = 0;
+  return run_feeds_load(g, &ra, f, st);
+}
+
+/* Every training feed is sliced along axis 0: all need the same number of
+ * rows, at least one. */
+static int64_t check_rows(const train_args *a, const run_feeds *f, fg_status *st) {
+  int64_t n = -1;
+  for (int i = 0; i < f->n; i++) {
+    const fg_tensor *t = f->tensors[i];
+    char shape[256];
+    cli_shape_str(fg_tensor_rank(t), fg_tensor_dims(t), shape, sizeof shape);
+    if (fg_tensor_rank(t) < 1) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "feed '%s' (%s) is a scalar: train slices every -i into batches along axis 0",
+                    a->inputs[i].name, a->inputs[i].path);
+      return -1;
+    }
+    int64_t rows = fg_tensor_dim(t, 0);
+    if (rows == 0) {
+      fg_status_set(st, FG_INVALID_ARGUMENT, "feed '%s' (%s) has shape %s: no rows to train on",
+                    a->inputs[i].name, a->inputs[i].path, shape);
+      return -1;
+    }
+    if (n >= 0 && rows != n) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "feeds have different leading sizes: '%s' (%s) has %" PRId64
+                    " rows, '%s' (%s) has %" PRId64,
+                    a->inputs[0].name, a->inputs[0].path, n, a->inputs[i].name, a->inputs[i].path,
+                    rows);
+      return -1;
+    }
+    n = rows;
+  }
+  return n;
+}
+
+/* Fills feeds[] with the rows perm[start .. start+b) (or start.. when perm is
+ * NULL) of every training feed. */
+static int make_batch(const run_feeds *f, batch_feed *bf, const int64_t *perm, int64_t start,
+                      int64_t b, fg_feed *feeds, fg_tensor **views, fg_status *st) {
+  for (int i = 0; i < f->n; i++) {
+    const fg_tensor *all = bf[i].all;
+    unsigned char *src = fg_tensor_data(all), *data;
+    if (bf[i].row_bytes == 0) {
+      data = src; /* rows of zero bytes: nothing to slice or copy */
+    } else if (perm) {
+      for (int64_t r = 0; r < b; r++)
+        memcpy(bf[i].rows + (size_t)r * bf[i].row_bytes,
+               src + (size_t)perm[start + r] * bf[i].row_bytes, bf[i].row_bytes);
+      data = bf[i].rows;
+    } else {
+      data = src + (size_t)start * bf[i].row_bytes; /* contiguous rows: no copy */
+    }
+    int64_t dims[FG_MAX_RANK];
+    int rank = fg_tensor_rank(all);
+    memcpy(dims, fg_tensor_dims(all), (size_t)rank * sizeof dims[0]);
+    dims[0] = b;
+    fg_tensor_free(views[i]);
+    views[i] =
+        fg_tensor_wrap(fg_tensor_dtype(all), rank, dims, data, (size_t)b * bf[i].row_bytes, st);
+    if (!views[i]) return -1;
+    feeds[i] = (fg_feed){f->feeds[i].name, views[i]};
+  }
+  return 0;
+}
+
+/* Writes the session's graph with the trained variables; the JSON form goes
+ * through a temporary .fgb. */
+static int save_trained(fg_session *s, const char *path, fg_status *st) {
+  if (!cli_has_ext(path, ".json")) return fg_session_save(s, path, st);
+  size_t len = strlen(path) + 64;
+  char *tmp = malloc(len);
+  if (!tmp) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  snprintf(tmp, len, "%s.part.%ld.fgb", path, (long)getpid());
+  int rc = fg_session_save(s, tmp, st);
+  if (rc == 0) {
+    fg_graph *g = fg_graph_load(tmp, st);
+    rc = g ? fg_graph_save_json(g, path, st) : -1;
+    fg_graph_free(g);
+  }
+  unlink(tmp);
+  free(tmp);
+  return rc;
+}
+
+typedef struct trainer {
+  fg_session *s;
+  run_feeds train, eval;
+  batch_feed *bf;
+  fg_feed *feeds;
+  fg_tensor **views, **outs;
+  int64_t *perm;
+  const char **fetch; /* loss, then the evals */
+} trainer;
+
+static void trainer_free(trainer *t, int n_fetch) {
+  if (t->views)
+    for (int i = 0; i < t->train.n; i++) fg_tensor_free(t->views[i]);
+  if (t->outs)
+    for (int i = 0; i < n_fetch; i++) fg_tensor_free(t->outs[i]);
+  if (t->bf)
+    for (int i = 0; i < t->train.n; i++) free(t->bf[i].rows);
+  free(t->bf);
+  free(t->views);
+  free(t->outs);
+  free(t->feeds);
+  free(t->perm);
+  free(t->fetch);
+  fg_session_free(t->s);
+  run_feeds_free(&t->train);
+  run_feeds_free(&t->eval);
+}
+
+/* Runs the eval fetches on the eval feeds (or the whole training set) and
+ * appends "  NAME V" for each to `line`. */
+static int run_evals(trainer *t, const train_args *a, char *line, size_t size, fg_status *st) {
+  const run_feeds *ef = a->n_eval_inputs > 0 ? &t->eval : &t->train;
+  if (fg_session_run(t->s, ef->feeds, ef->n, t->fetch + 1, a->n_evals, t->outs + 1, NULL, 0, st) !=
+      0)
+    return -1;
+  for (int k = 0; k < a->n_evals; k++) {
+    double v;
+    if (scalar_value(t->outs[1 + k], "eval", a->evals[k], &v, st) != 0) return -1;
+    size_t used = strlen(line);
+    snprintf(line + used, size - used, "  %s %.6g", a->evals[k], v);
+    fg_tensor_free(t->outs[1 + k]);
+    t->outs[1 + k] = NULL;
+  }
+  return 0;
+}
+
+/* Whether a "\r" progress line is on the terminal, to be wiped before
+ * the next full line or an error. */
+static int progress_shown;
+
+static void clear_progress(void) {
+  if (!progress_shown) return;
+  printf("\r%*s\r", 79, "");
+  fflush(stdout);
+  progress_shown = 0;
+}
+
+static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_status *st) {
+  int tty = !a->quiet && isatty(STDOUT_FILENO);
+  int64_t steps = (n_rows + a->batch - 1) / a->batch;
+  uint64_t rng = a->seed;
+  double first_loss = 0, last_loss = 0, t_start = now_s();
+  for (int64_t e = 1; e <= a->epochs; e++) {
+    double t0 = now_s(), last_draw = 0, sum = 0;
+    if (a->shuffle) shuffle(t->perm, n_rows, &rng);
+    for (int64_t s = 0; s < steps; s++) {
+      int64_t start = s * a->batch;
+      int64_t b = n_rows - start < a->batch ? n_rows - start : a->batch;
+      if (make_batch(&t->train, t->bf, a->shuffle ? t->perm : NULL, start, b, t->feeds, t->views,
+                     st) != 0)
+        return -1;
+      const char *target = a->target;
+      if (fg_session_run(t->s, t->feeds, t->train.n, t->fetch, 1, t->outs, &target, 1, st) != 0)
+        return -1;
+      double loss;
+      int rc = scalar_value(t->outs[0], "loss", a->loss, &loss, st);
+      fg_tensor_free(t->outs[0]);
+      t->outs[0] = NULL;
+      if (rc != 0) return -1;
+      sum += loss * (double)b;
+      double now = now_s();
+      /* The \r progress line is for people watching a terminal only; logs
+       * and pipes get the epoch lines alone. */
+      if (tty && (now - last_draw > 0.1 || s + 1 == steps)) {
+        printf("\repoch %" PRId64 "/%" PRId64 "  step %" PRId64 "/%" PRId64 "  loss %.6g ", e,
+               a->epochs, s + 1, steps, sum / (double)(start + b));
+        fflush(stdout);
+        progress_shown = 1;
+        last_draw = now;
+      }
+    }
+    double epoch_loss = sum / (double)n_rows;
+    if (e == 1) first_loss = epoch_loss;
+    last_loss = epoch_loss;
+    char line[4096];
+    snprintf(line, sizeof line, "epoch %" PRId64 "/%" PRId64 "  loss %.6g", e, a->epochs,
+             epoch_loss);
+    if (a->n_evals > 0 && run_evals(t, a, line, sizeof line, st) != 0) return -1;
+    clear_progress();
+    if (!a->quiet) printf("%s  (%.2f s)\n", line, now_s() - t0);
+    fflush(stdout);
+  }
+  if (!a->quiet)
+    printf("trained %" PRId64 " epoch%s of %" PRId64 " step%s in %.2f s: loss %.6g -> %.6g\n",
+           a->epochs, a->epochs == 1 ? "" : "s", steps, steps == 1 ? "" : "s", now_s() - t_start,
+           first_loss, last_loss);
+  return 0;
+}
+
+static int train_model(train_args *a, fg_status *st, int *load_failed) {
+  int rc = -1, n_fetch = 1 + a->n_evals;
+  trainer t;
+  memset(&t, 0, sizeof t);
+  fg_graph *g = cli_load_model(a->model, st);
+  if (!g) {
+    *load_failed = 1;
+    return -1;
+  }
+  t.fetch = calloc((size_t)n_fetch, sizeof *t.fetch);
+  t.outs = calloc((size_t)n_fetch, sizeof *t.outs);
+  if (!t.fetch || !t.outs) goto oom;
+  if (resolve_names(g, a, st) != 0) goto done;
+  t.fetch[0] = a->loss;
+  for (int i = 0; i < a->n_evals; i++) t.fetch[1 + i] = a->evals[i];
+  if (prepare_feeds(g, a, a->inputs, a->n_inputs, t.fetch, 1, a->target, "-i", 0, &t.train, st) !=
+      0)
+    goto done;
+  if (a->n_evals > 0) {
+    /* Without --eval-input the evals run on the training feeds, which must
+     * then cover what they need. */
+    int own = a->n_eval_inputs > 0;
+    if (prepare_feeds(g, a, own ? a->eval_inputs : a->inputs, own ? a->n_eval_inputs : a->n_inputs,
+                      t.fetch + 1, a->n_evals, NULL, own ? "--eval-input" : "-i", !own, &t.eval,
+                      st) != 0)
+      goto done;
+  }
+  int64_t n_rows = check_rows(a, &t.train, st);
+  if (n_rows < 0) goto done;
+  if (a->save && cli_check_writable(a->save, "--save", st) != 0) goto done;
+  int nf = t.train.n;
+  t.bf = calloc((size_t)nf, sizeof *t.bf);
+  t.feeds = calloc((size_t)nf, sizeof *t.feeds);
+  t.views = calloc((size_t)nf, sizeof *t.views);
+  if (!t.bf || !t.feeds || !t.views) goto oom;
+  int64_t batch_rows = a->batch < n_rows ? a->batch : n_rows;
+  for (int i = 0; i < nf; i++) {
+    t.bf[i].all = t.train.tensors[i];
+    /* rows divides the byte size exactly, and a batch is at most all rows,
+     * so nothing here can overflow. */
+    t.bf[i].row_bytes = fg_tensor_num_bytes(t.bf[i].all) / (size_t)n_rows;
+    if (a->shuffle && t.bf[i].row_bytes > 0) {
+      t.bf[i].rows = malloc((size_t)batch_rows * t.bf[i].row_bytes);
+      if (!t.bf[i].rows) goto oom;
+    }
+  }
+  if (a->shuffle && !(t.perm = malloc((size_t)n_rows * sizeof *t.perm))) goto oom;
+  fg_session_options opts;
+  fg_session_options_init(&opts);
+  if (a->threads_set) opts.num_threads = a->threads;
+  t.s = fg_session_new(g, &opts, st);
+  if (!t.s) goto done;
+  if (!a->quiet)
+    printf("training %s: target '%s', loss '%s', %" PRId64 " examples, batch %" PRId64 ", %" PRId64
+           " epoch%s%s\n",
+           a->model, a->target, a->loss, n_rows, a->batch, a->epochs, a->epochs == 1 ? "" : "s",
+           a->shuffle ? ", shuffled" : "");
+  if (train_epochs(&t, a, n_rows, st) != 0) goto done;
+  if (a->save) {
+    if (save_trained(t.s, a->save, st) != 0) goto done;
+    if (!a->quiet) printf("wrote %s\n", a->save);
+  }
+  rc = 0;
+  goto done;
+oom:
+  fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+done:
+  trainer_free(&t, n_fetch);
+  fg_graph_free(g);
+  return rc;
+}
+
+static int train_main(int argc, char **argv) {
+  train_args a;
+  memset(&a, 0, sizeof a);
+  int help = 0;
+  int rc = parse_args(argc, argv, &a, &help);
+  if (rc == CLI_OK && help) cli_print_help(&cli_train_command);
+  if (rc != CLI_OK || help) {
+    free_args(&a);
+    return rc;
+  }
+  fg_status *st = fg_status_new();
+  if (!st) {
+    free_args(&a);
+    return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  int load_failed = 0;
+  if (train_model(&a, st, &load_failed) == 0) {
+    rc = CLI_OK;
+  } else {
+    /* The error line must not land at the end of a progress line. */
+    clear_progress();
+    rc = load_failed ? cli_fail_load(st, a.model) : cli_fail_status(st);
+  }
+  fg_status_free(st);
+  free_args(&a);
+  return rc;
+}
+
+const cli_command cli_train_command = {
+    "train", "Train a model: run its training step over minibatches.",
+    "flowgraph train MODEL.fgb [--target NAME] -i NAME=FILE.npy ... --batch N --epochs N "
+    "[--shuffle SEED] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
+    "[--eval-input NAME=FILE.npy ...] [--threads N] [--quiet]",
+    "options:\n"
+    "  -i, --input NAME=FILE.npy   training data for placeholder NAME; every -i is\n"
+    "                              cut into batches along axis 0, so all need the\n"
+    "                              same number of rows\n"
+    "  --target NAME               the node whose run is one training step (default:\n"
+    "                              the model's metadata 'train_target', written by\n"
+    "                              fg_minimize)\n"
+    "  --loss NAME                 the scalar loss fetched at every step (default:\n"
+    "                              metadata 'loss')\n"
+    "  --batch N                   rows per step (1..10000000); the last, smaller\n"
+    "                              batch of an epoch is kept\n"
+    "  --epochs N                  passes over the data (1..10000000)\n"
+    "  --shuffle SEED              new row order every epoch (else the file order):\n"
+    "                              one splitmix64 stream seeded with SEED; each\n"
+    "                              epoch shuffles 0..rows-1 by Fisher-Yates, for i\n"
+    "                              from rows-1 down to 1 swapping i and\n"
+    "                              j = next() mod (i+1)\n"
+    "  --eval NAME                 a scalar computed after every epoch (e.g. accuracy);\n"
+    "                              may be repeated\n"
+    "  --eval-input NAME=FILE.npy  data for the evals, fed whole (default: the\n"
+    "                              whole training set)\n"
+    "  --save OUT.fgb              write the trained model (variables' current values\n"
+    "                              become their initial values; .json for JSON)\n"
+    "  --threads N                 worker threads (default: the session's, 0 = cores)\n"
+    "  -q, --quiet                 print nothing but errors\n\n"
+    "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
+    "mean of the batch losses weighted by batch size and T the epoch's time with\n"
+    "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"
+    "may be .fgb or .json.\n",
+    train_main};
