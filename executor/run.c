@@ -17,7 +17,7 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
     for (int i = 0; i < step->n_in; i++) plan->scratch_in[i] = plan->slots[step->in_slots[i]];
     /* Outputs of a node occupy consecutive slots. */
     fg_kctx ctx = {plan->scratch_in, step->n_in, &plan->slots[step->out_slots[0]], step->n_out,
-                   &step->params, err, sizeof err};
+                   &step->params, err, sizeof err, NULL};
     err[0] = '\0';
     if (step->fn(&ctx) != 0) {
       const fg_node *n = &g->nodes[step->node];

@@ -34,6 +34,17 @@ typedef struct fg_kparams {
   double weight_decay;                /* apply_adam: decoupled (AdamW) when > 0 */
 } fg_kparams;
 
+/* Intra-op parallelism offered by the executor: parallel_for(pool, n, grain,
+ * fn, arg) calls fn(arg, begin, end) over [0, n) in chunks of `grain`
+ * (chunking independent of the thread count, so results stay bitwise
+ * identical for any thread count when chunk results combine in order).
+ * NULL in fg_kctx means "run inline". */
+typedef void (*fg_krange_fn)(void *arg, int64_t begin, int64_t end);
+typedef struct fg_kparallel {
+  void *pool;
+  void (*parallel_for)(void *pool, int64_t n, int64_t grain, fg_krange_fn fn, void *arg);
+} fg_kparallel;
+
 typedef struct fg_kctx {
   const fg_kbuf *in;
   int n_in;
@@ -42,6 +53,7 @@ typedef struct fg_kctx {
   const fg_kparams *p;
   char *err; /* on failure, a message naming the input and value */
   size_t err_size;
+  const fg_kparallel *par; /* NULL: single-threaded */
 } fg_kctx;
 
 /* Returns 0, or -1 after writing ctx->err (for example a gather index out of
