@@ -46,6 +46,7 @@
 #include "flowgraph/autodiff.h"
 #include "flowgraph/graph.h"
 #include "flowgraph/io.h"
+#include "flowgraph/profile.h"
 #include "flowgraph/session.h"
 #include "flowgraph/status.h"
 #include "flowgraph/tensor.h"

@@ -1,0 +1,90 @@
+/* flowgraph: profiling a run and reading an execution plan.
+ *
+ * fg_session_run_ex is fg_session_run plus options; with collect_metadata
+ * set it returns per-node timings (thread, start, end, output shape and
+ * bytes), which `flowgraph profile` turns into tables and a Chrome trace.
+ * fg_session_plan_info describes the plan a run with these feeds, fetches and
+ * targets would use: its order and every tensor's offset, size and lifetime
+ * in the arena, which `flowgraph plan` prints and draws. */
+#ifndef FLOWGRAPH_PROFILE_H
+#define FLOWGRAPH_PROFILE_H
+
+#include "flowgraph/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fg_node_timing {
+  int node;              /* graph node id */
+  const char *name;      /* owned by the graph */
+  const char *op;        /* owned by the graph */
+  int thread;            /* worker index, 0 = the calling thread */
+  int64_t start_ns;      /* from the start of the run */
+  int64_t end_ns;
+  fg_dtype dtype;        /* output 0 */
+  int rank;
+  int64_t dims[FG_MAX_RANK];
+  size_t output_bytes;   /* all outputs */
+} fg_node_timing;
+
+typedef struct fg_run_metadata {
+  int n_nodes;           /* nodes run, in plan order */
+  fg_node_timing *nodes;
+  int64_t run_ns;        /* wall time of the run, plan building excluded */
+  int64_t plan_ns;       /* time spent building the plan in this call; 0 when cached */
+  int threads;           /* threads the run could use */
+  size_t arena_bytes;
+} fg_run_metadata;
+
+void fg_run_metadata_free(fg_run_metadata *md); /* accepts NULL */
+
+typedef struct fg_run_options {
+  int collect_metadata; /* 1: fill *metadata */
+} fg_run_options;
+
+/* fg_session_run with options. When opts->collect_metadata is set and
+ * `metadata` is non-NULL, *metadata receives a new structure the caller
+ * frees with fg_run_metadata_free (also on a kernel error: the nodes that
+ * ran). Timing costs two clock reads per node and nothing when off. */
+int fg_session_run_ex(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
+                      int n_fetches, fg_tensor **outputs, const char *const *targets,
+                      int n_targets, const fg_run_options *opts, fg_run_metadata **metadata,
+                      fg_status *status);
+
+typedef struct fg_plan_tensor {
+  int node;              /* producer node id */
+  int output;            /* output index */
+  const char *name;      /* producer's name, owned by the graph */
+  const char *kind;      /* "arena", "feed", "constant", "variable", "fetch" */
+  fg_dtype dtype;
+  int rank;
+  int64_t dims[FG_MAX_RANK];
+  size_t bytes;
+  int64_t offset;        /* in the arena; -1 when not in it */
+  int first_step;        /* producing step (-1 for feeds, constants, variables) */
+  int last_step;         /* last step that reads it */
+  int shared_with;       /* index of the tensor whose bytes it took over in place, or -1 */
+} fg_plan_tensor;
+
+typedef struct fg_plan_info {
+  int n_steps;
+  int *step_nodes;       /* n_steps node ids, in plan order */
+  int n_tensors;
+  fg_plan_tensor *tensors;
+  size_t arena_bytes;       /* the arena the plan allocates */
+  size_t lower_bound_bytes; /* peak of live intermediate bytes over the schedule */
+  size_t naive_bytes;       /* one buffer per intermediate tensor */
+} fg_plan_info;
+
+/* Builds (or reuses) the plan for these feeds, fetches and targets without
+ * running it. NULL on error. Free with fg_plan_info_free. */
+fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_feeds,
+                                   const char *const *fetches, int n_fetches,
+                                   const char *const *targets, int n_targets, fg_status *status);
+void fg_plan_info_free(fg_plan_info *info); /* accepts NULL */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
