@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/memplan.h"
 #include "executor/plan.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
@@ -37,13 +38,29 @@ static int64_t *plan_key(const fg_plan_request *req, size_t *len) {
   return k;
 }
 
+/* Compares the request with the stored key in place: looking up a cached
+ * plan must not allocate. */
 int fg_plan_matches(const fg_plan *plan, const fg_graph *g, const fg_plan_request *req) {
   if (plan->graph_version != fg_graph_version(g)) return 0;
-  size_t len;
-  int64_t *k = plan_key(req, &len);
-  int same = k && len == plan->key_len && memcmp(k, plan->key, len * sizeof *k) == 0;
-  free(k);
-  return same;
+  const int64_t *k = plan->key;
+  size_t len = 3 + (size_t)req->n_feeds * (3 + FG_MAX_RANK) + (size_t)req->n_fetches * 2 +
+               (size_t)req->n_targets;
+  if (len != plan->key_len) return 0;
+  size_t p = 0;
+  if (k[p++] != req->n_feeds) return 0;
+  for (int i = 0; i < req->n_feeds; i++) {
+    const fg_tensor *t = req->feed_tensors[i];
+    if (k[p++] != req->feed_nodes[i] || k[p++] != t->dtype || k[p++] != t->rank) return 0;
+    for (int d = 0; d < FG_MAX_RANK; d++)
+      if (k[p++] != (d < t->rank ? t->dims[d] : 0)) return 0;
+  }
+  if (k[p++] != req->n_fetches) return 0;
+  for (int i = 0; i < req->n_fetches; i++)
+    if (k[p++] != req->fetches[i].node || k[p++] != req->fetches[i].index) return 0;
+  if (k[p++] != req->n_targets) return 0;
+  for (int i = 0; i < req->n_targets; i++)
+    if (k[p++] != req->targets[i]) return 0;
+  return 1;
 }
 
 void fg_plan_free(fg_plan *plan) {
@@ -51,15 +68,26 @@ void fg_plan_free(fg_plan *plan) {
   for (int i = 0; i < plan->n_steps; i++) {
     free(plan->steps[i].in_slots);
     free(plan->steps[i].out_slots);
+    free(plan->steps[i].in);
   }
   free(plan->steps);
   free(plan->key);
   free(plan->slots);
+  free(plan->slot_node);
+  free(plan->slot_kind);
+  free(plan->slot_step);
+  free(plan->slot_last);
+  free(plan->slot_shared);
+  free(plan->slot_offset);
   free(plan->slot_of_output);
-  free(plan->scratch_in);
+  free(plan->n_preds);
+  free(plan->succ_off);
+  free(plan->succ);
   free(plan->feed_slots);
   free(plan->fetch_slots);
   free(plan->arena);
+  free(plan->pinned);
+  free(plan->timings);
   free(plan);
 }
 
@@ -162,13 +190,191 @@ static void report_missing_feed(const fg_graph *g, const fg_plan_request *req, i
                 who ? who : "?");
 }
 
+/* Dependency edges between steps, collected then turned into CSR lists. */
+typedef struct edges {
+  int (*e)[2];
+  int n, cap;
+} edges;
+
+static int edge_add(edges *E, int from, int to) {
+  if (from == to) return 0;
+  if (E->n == E->cap) {
+    int cap = E->cap ? E->cap * 2 : 256;
+    int(*e)[2] = realloc(E->e, (size_t)cap * sizeof *e);
+    if (!e) return -1;
+    E->e = e;
+    E->cap = cap;
+  }
+  E->e[E->n][0] = from;
+  E->e[E->n][1] = to;
+  E->n++;
+  return 0;
+}
+
+static int cmp_edge(const void *a, const void *b) {
+  const int *x = a, *y = b;
+  if (x[0] != y[0]) return (x[0] > y[0]) - (x[0] < y[0]);
+  return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* Data edges (producer step -> consumer step) plus, for every variable,
+ * edges that keep its reads and writes in step order: a scheduler may run
+ * anything in parallel but never reorder a read and an update of the same
+ * variable, so results equal the sequential run's. */
+static int build_edges(const fg_graph *g, fg_plan *plan, edges *E) {
+  for (int si = 0; si < plan->n_steps; si++) {
+    const fg_step *st = &plan->steps[si];
+    for (int i = 0; i < st->n_in; i++) {
+      int p = plan->slot_step[st->in_slots[i]];
+      if (p >= 0 && edge_add(E, p, si) != 0) return -1;
+    }
+  }
+  for (int s = 0; s < plan->n_slots; s++) {
+    if (plan->slot_kind[s] != FG_SLOT_VARIABLE || plan->slot_step[s] >= 0) continue;
+    /* s is a variable node's slot: every step touching it, in order. */
+    int last_writer = -1, *readers_since = NULL, n_readers = 0;
+    readers_since = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
+    if (!readers_since) return -1;
+    for (int si = 0; si < plan->n_steps; si++) {
+      const fg_step *st = &plan->steps[si];
+      unsigned mut = fg_op_table[g->nodes[st->node].op].mutable_inputs;
+      int reads = 0, writes = 0;
+      for (int i = 0; i < st->n_in; i++)
+        if (st->in_slots[i] == s) {
+          if (i < 32 && (mut >> i & 1u)) writes = 1;
+          else reads = 1;
+        }
+      if (!reads && !writes) continue;
+      if (last_writer >= 0 && edge_add(E, last_writer, si) != 0) goto fail;
+      if (writes) {
+        for (int r = 0; r < n_readers; r++)
+          if (edge_add(E, readers_since[r], si) != 0) goto fail;
+        n_readers = 0;
+        last_writer = si;
+      } else {
+        readers_since[n_readers++] = si;
+      }
+    }
+    free(readers_since);
+    continue;
+  fail:
+    free(readers_since);
+    return -1;
+  }
+  qsort(E->e, (size_t)E->n, sizeof E->e[0], cmp_edge);
+  int w = 0;
+  for (int i = 0; i < E->n; i++)
+    if (w == 0 || cmp_edge(E->e[w - 1], E->e[i]) != 0) E->e[w][0] = E->e[i][0], E->e[w++][1] = E->e[i][1];
+  E->n = w;
+  return 0;
+}
+
+/* Lays out the arena with the memory planner and binds every slot. */
+static int plan_memory(const fg_graph *g, fg_plan *plan, const edges *E, fg_status *st) {
+  int n = plan->n_slots, ns = plan->n_steps, rc = -1;
+  fg_mp_tensor *t = calloc((size_t)n + 1, sizeof *t);
+  int *users = malloc(((size_t)E->n + (size_t)n + 1) * sizeof *users);
+  int *use_cnt = calloc((size_t)n + 1, sizeof *use_cnt);
+  int *pred_off = calloc((size_t)ns + 2, sizeof *pred_off);
+  int *preds = malloc(((size_t)E->n + 1) * sizeof *preds);
+  size_t *off = malloc(((size_t)n + 1) * sizeof *off);
+  int *shared = malloc(((size_t)n + 1) * sizeof *shared);
+  int total_uses = 0;
+  for (int si = 0; si < ns; si++) total_uses += plan->steps[si].n_in;
+  int *all_users = malloc(((size_t)total_uses + 1) * sizeof *all_users);
+  if (!t || !users || !use_cnt || !pred_off || !preds || !off || !shared || !all_users) {
+    fail_oom(st, "memory plan");
+    goto done;
+  }
+  /* Users per slot (CSR). */
+  for (int si = 0; si < ns; si++)
+    for (int i = 0; i < plan->steps[si].n_in; i++) use_cnt[plan->steps[si].in_slots[i]]++;
+  int acc = 0;
+  for (int s = 0; s < n; s++) {
+    t[s].users = all_users + acc;
+    acc += use_cnt[s];
+    use_cnt[s] = 0;
+  }
+  for (int si = 0; si < ns; si++)
+    for (int i = 0; i < plan->steps[si].n_in; i++) {
+      int s = plan->steps[si].in_slots[i];
+      int *u = (int *)t[s].users;
+      /* A step reading a slot twice counts once. */
+      if (use_cnt[s] == 0 || u[use_cnt[s] - 1] != si) u[use_cnt[s]++] = si;
+    }
+  for (int s = 0; s < n; s++) {
+    t[s].n_users = use_cnt[s];
+    size_t bytes = fg_dtype_size(plan->slots[s].dtype);
+    for (int d = 0; d < plan->slots[s].rank; d++) bytes *= (size_t)plan->slots[s].dims[d];
+    t[s].bytes = bytes; /* checked at shape time */
+    t[s].producer = plan->slot_step[s]; /* -1 for sources, which are pinned */
+    t[s].pinned = plan->slot_kind[s] != FG_SLOT_ARENA;
+    t[s].inplace_from = -1;
+    int step = plan->slot_step[s];
+    if (step >= 0 && !t[s].pinned && plan->steps[step].out_slots[0] == s &&
+        plan->steps[step].n_in > 0) {
+      unsigned f = fg_op_table[g->nodes[plan->steps[step].node].op].flags;
+      if (f & (FG_OPF_INPLACE | FG_OPF_VIEW)) t[s].inplace_from = plan->steps[step].in_slots[0];
+    }
+    plan->slot_last[s] = t[s].n_users ? t[s].users[t[s].n_users - 1] : -1;
+  }
+  /* Predecessors per step (CSR) from the sorted edge list. */
+  for (int i = 0; i < E->n; i++) pred_off[E->e[i][1] + 1]++;
+  for (int si = 0; si < ns; si++) pred_off[si + 1] += pred_off[si];
+  int *fill = calloc((size_t)ns + 1, sizeof *fill);
+  if (!fill) {
+    fail_oom(st, "memory plan");
+    goto done;
+  }
+  for (int i = 0; i < E->n; i++) {
+    int to = E->e[i][1];
+    preds[pred_off[to] + fill[to]++] = E->e[i][0];
+  }
+  free(fill);
+  fg_mp_input in = {ns, pred_off, preds, n, t, ALIGN};
+  fg_mp_result out = {off, shared, 0, 0, 0};
+  char err[256];
+  if (fg_memplan(&in, &out, err, sizeof err) != 0) {
+    fg_status_set(st, FG_INTERNAL, "memory planner: %s", err);
+    goto done;
+  }
+  plan->arena_bytes = out.arena_bytes;
+  plan->lower_bound_bytes = out.lower_bound_bytes;
+  plan->naive_bytes = out.naive_bytes;
+  plan->arena = fg_aligned_alloc(out.arena_bytes);
+  if (!plan->arena) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "plan: cannot allocate a %zu-byte arena",
+                  out.arena_bytes);
+    goto done;
+  }
+  for (int s = 0; s < n; s++) {
+    plan->slot_shared[s] = shared[s];
+    plan->slot_offset[s] = -1;
+    if (plan->slot_kind[s] == FG_SLOT_ARENA) {
+      plan->slot_offset[s] = (int64_t)off[s];
+      plan->slots[s].data = (char *)plan->arena + off[s];
+    }
+  }
+  rc = 0;
+done:
+  free(t);
+  free(users);
+  free(use_cnt);
+  free(pred_off);
+  free(preds);
+  free(off);
+  free(shared);
+  free(all_users);
+  return rc;
+}
+
 fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_lookup_fn vars,
                        void *vars_ctx, fg_status *st) {
   fg_plan *plan = calloc(1, sizeof *plan);
   char *needed = calloc((size_t)g->n_nodes + 1, 1);
+  char *fetched = NULL;
   int *feed_of = malloc(((size_t)g->n_nodes + 1) * sizeof *feed_of);
-  fg_tinfo *shapes = NULL; /* concrete tinfo per slot */
-  size_t *offsets = NULL;
+  edges E = {0};
   if (!plan || !needed || !feed_of) {
     fail_oom(st, "bookkeeping");
     goto fail;
@@ -197,112 +403,171 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     if (!(fg_op_table[g->nodes[id].op].flags & FG_OPF_SOURCE)) n_steps++;
   }
   plan->n_slots = n_slots;
-  plan->slots = calloc((size_t)n_slots + 1, sizeof *plan->slots);
-  shapes = calloc((size_t)n_slots + 1, sizeof *shapes);
-  offsets = calloc((size_t)n_slots + 1, sizeof *offsets);
+  size_t ns1 = (size_t)n_slots + 1;
+  plan->slots = calloc(ns1, sizeof *plan->slots);
+  plan->slot_node = malloc(ns1 * sizeof(int));
+  plan->slot_kind = malloc(ns1 * sizeof(int));
+  plan->slot_step = malloc(ns1 * sizeof(int));
+  plan->slot_last = malloc(ns1 * sizeof(int));
+  plan->slot_shared = malloc(ns1 * sizeof(int));
+  plan->slot_offset = malloc(ns1 * sizeof(int64_t));
   plan->steps = calloc((size_t)n_steps + 1, sizeof *plan->steps);
-  if (!plan->slots || !shapes || !offsets || !plan->steps) {
+  fetched = calloc(ns1, 1);
+  if (!plan->slots || !plan->slot_node || !plan->slot_kind || !plan->slot_step ||
+      !plan->slot_last || !plan->slot_shared || !plan->slot_offset || !plan->steps || !fetched) {
     fail_oom(st, "slots");
     goto fail;
   }
+  for (int i = 0; i < req->n_fetches; i++)
+    fetched[plan->slot_of_output[req->fetches[i].node] + req->fetches[i].index] = 1;
 
   /* Concrete shapes, kernels and parameters, in topological order. */
-  size_t arena = 0;
+  size_t pinned_bytes = 0;
   for (int id = 0; id < g->n_nodes; id++) {
     if (!needed[id]) continue;
     const fg_node *n = &g->nodes[id];
     const fg_op_def *def = &fg_op_table[n->op];
     int s0 = plan->slot_of_output[id];
+    for (int o = 0; o < n->n_outputs; o++) {
+      plan->slot_node[s0 + o] = id;
+      plan->slot_step[s0 + o] = -1;
+      plan->slot_shared[s0 + o] = -1;
+      plan->slot_offset[s0 + o] = -1;
+      plan->slot_last[s0 + o] = -1;
+    }
     if (def->flags & FG_OPF_SOURCE) {
       const fg_tensor *t = NULL;
-      if (n->op == FG_OP_PLACEHOLDER) t = req->feed_tensors[feed_of[id]];
-      else if (n->op == FG_OP_VARIABLE) t = vars(vars_ctx, id);
-      else t = fg_attrs_find(&n->attrs, "value")->t;
+      if (n->op == FG_OP_PLACEHOLDER) {
+        t = req->feed_tensors[feed_of[id]];
+        plan->slot_kind[s0] = FG_SLOT_FEED;
+      } else if (n->op == FG_OP_VARIABLE) {
+        t = vars(vars_ctx, id);
+        plan->slot_kind[s0] = FG_SLOT_VARIABLE;
+      } else {
+        t = fg_attrs_find(&n->attrs, "value")->t;
+        plan->slot_kind[s0] = FG_SLOT_CONSTANT;
+      }
       if (!t) {
         fg_status_set(st, FG_INTERNAL, "node '%s' (%s): no value", n->name, def->name);
         goto fail;
       }
-      shapes[s0] = tinfo_of_tensor(t);
-      set_kbuf(&plan->slots[s0], &shapes[s0], t->data);
+      fg_tinfo ti = tinfo_of_tensor(t);
+      set_kbuf(&plan->slots[s0], &ti, t->data);
       continue;
     }
-    fg_tinfo in_stack[8];
-    fg_tinfo *in = n->n_inputs <= 8 ? in_stack : malloc((size_t)n->n_inputs * sizeof *in);
-    fg_step *step = &plan->steps[plan->n_steps];
+    int si = plan->n_steps++;
+    fg_step *step = &plan->steps[si];
     step->node = id;
     step->n_in = n->n_inputs;
     step->n_out = n->n_outputs;
     step->in_slots = malloc((size_t)(n->n_inputs ? n->n_inputs : 1) * sizeof(int));
     step->out_slots = malloc((size_t)n->n_outputs * sizeof(int));
-    plan->n_steps++;
-    if (!in || !step->in_slots || !step->out_slots) {
+    step->in = calloc((size_t)(n->n_inputs ? n->n_inputs : 1), sizeof *step->in);
+    fg_tinfo in_stack[8];
+    fg_tinfo *in = n->n_inputs <= 8 ? in_stack : malloc((size_t)n->n_inputs * sizeof *in);
+    fg_tinfo out_stack[4];
+    fg_tinfo *out = n->n_outputs <= 4 ? out_stack : malloc((size_t)n->n_outputs * sizeof *out);
+    if (!in || !out || !step->in_slots || !step->out_slots || !step->in) {
       if (in != in_stack) free(in);
+      if (out != out_stack) free(out);
       fail_oom(st, "steps");
       goto fail;
     }
     for (int i = 0; i < n->n_inputs; i++) {
       int s = plan->slot_of_output[n->inputs[i].node] + n->inputs[i].index;
+      const fg_kbuf *b = &plan->slots[s];
       step->in_slots[i] = s;
-      in[i] = shapes[s];
+      in[i].dtype = b->dtype;
+      in[i].rank = b->rank;
+      for (int d = 0; d < FG_MAX_RANK; d++) in[i].dims[d] = b->dims[d];
     }
-    if (n->n_inputs > plan->max_inputs) plan->max_inputs = n->n_inputs;
-    int rc = fg_infer(n, in, &shapes[s0], st);
+    int rc = fg_infer(n, in, out, st);
     if (rc == 0) fill_params(n, in, &step->params);
     if (in != in_stack) free(in);
     if (rc != 0) {
+      if (out != out_stack) free(out);
       /* The graph was valid with unknown dims; the fed shapes made it fail. */
       char msg[1024];
       snprintf(msg, sizeof msg, "%s", fg_status_message(st));
       fg_status_set(st, FG_INVALID_ARGUMENT, "%s (with the fed shapes)", msg);
       goto fail;
     }
-    fg_dtype key = (def->flags & FG_OPF_KERNEL_KEY_INPUT) ? shapes[step->in_slots[0]].dtype
-                                                          : shapes[s0].dtype;
+    fg_dtype key = (def->flags & FG_OPF_KERNEL_KEY_INPUT) ? plan->slots[step->in_slots[0]].dtype
+                                                          : out[0].dtype;
     step->fn = fg_cpu_kernel(def->name, key);
+    for (int o = 0; o < n->n_outputs; o++) {
+      int s = s0 + o;
+      step->out_slots[o] = s;
+      plan->slot_step[s] = si;
+      set_kbuf(&plan->slots[s], &out[o], NULL);
+      size_t bytes = 0;
+      if (fg_tinfo_bytes(&out[o], &bytes) != 0 || bytes > SIZE_MAX / 4) {
+        char buf[FG_SHAPE_STR_MAX];
+        fg_status_set(st, FG_RESOURCE_EXHAUSTED,
+                      "node '%s' (%s): output %d of shape %s is too large", n->name, def->name,
+                      o, fg_shape_str(out[o].rank, out[o].dims, buf, sizeof buf));
+        if (out != out_stack) free(out);
+        goto fail;
+      }
+      if (o == 0 && def->mutable_inputs) {
+        /* The update's result is the variable itself. */
+        plan->slot_kind[s] = FG_SLOT_VARIABLE;
+        plan->slots[s].data = plan->slots[step->in_slots[0]].data;
+      } else if (fetched[s]) {
+        plan->slot_kind[s] = FG_SLOT_PINNED;
+        plan->slot_offset[s] = (int64_t)pinned_bytes; /* temporarily: offset in the pinned block */
+        pinned_bytes += (bytes + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+      } else {
+        plan->slot_kind[s] = FG_SLOT_ARENA;
+      }
+    }
+    if (out != out_stack) free(out);
     if (!step->fn) {
       fg_status_set(st, FG_UNIMPLEMENTED, "node '%s' (%s): no CPU kernel for dtype %s", n->name,
                     def->name, fg_dtype_name(key));
       goto fail;
     }
-    for (int o = 0; o < n->n_outputs; o++) {
-      step->out_slots[o] = s0 + o;
-      if (o == 0 && def->mutable_inputs) continue; /* the variable's storage, bound below */
-      size_t bytes;
-      if (fg_tinfo_bytes(&shapes[s0 + o], &bytes) != 0 || arena > SIZE_MAX - bytes - ALIGN) {
-        char buf[FG_SHAPE_STR_MAX];
-        fg_status_set(st, FG_RESOURCE_EXHAUSTED, "node '%s' (%s): output %d of shape %s is too large",
-                      n->name, def->name, o,
-                      fg_shape_str(shapes[s0 + o].rank, shapes[s0 + o].dims, buf, sizeof buf));
-        goto fail;
-      }
-      offsets[s0 + o] = arena;
-      arena += (bytes + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-    }
   }
 
-  plan->arena_bytes = arena;
-  plan->arena = fg_aligned_alloc(arena);
-  plan->scratch_in = calloc((size_t)plan->max_inputs + 1, sizeof *plan->scratch_in);
-  if (!plan->arena || !plan->scratch_in) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "plan: cannot allocate a %zu-byte arena", arena);
+  plan->pinned = fg_aligned_alloc(pinned_bytes);
+  if (!plan->pinned) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "plan: cannot allocate %zu bytes for fetches",
+                  pinned_bytes);
     goto fail;
   }
-  for (int si = 0; si < plan->n_steps; si++) {
-    const fg_step *step = &plan->steps[si];
-    const fg_node *n = &g->nodes[step->node];
-    for (int o = 0; o < step->n_out; o++) {
-      int s = step->out_slots[o];
-      void *data = (char *)plan->arena + offsets[s];
-      if (o == 0 && fg_op_table[n->op].mutable_inputs) data = plan->slots[step->in_slots[0]].data;
-      set_kbuf(&plan->slots[s], &shapes[s], data);
+  for (int s = 0; s < n_slots; s++)
+    if (plan->slot_kind[s] == FG_SLOT_PINNED) {
+      plan->slots[s].data = (char *)plan->pinned + plan->slot_offset[s];
+      plan->slot_offset[s] = -1;
     }
+
+  if (build_edges(g, plan, &E) != 0) {
+    fail_oom(st, "edges");
+    goto fail;
   }
+  if (plan_memory(g, plan, &E, st) != 0) goto fail;
+
+  /* The pool's view of the DAG: predecessor counts and successor lists. */
+  plan->n_preds = calloc((size_t)plan->n_steps + 1, sizeof(int));
+  plan->succ_off = calloc((size_t)plan->n_steps + 2, sizeof(int));
+  plan->succ = malloc(((size_t)E.n + 1) * sizeof(int));
+  if (!plan->n_preds || !plan->succ_off || !plan->succ) {
+    fail_oom(st, "schedule");
+    goto fail;
+  }
+  for (int i = 0; i < E.n; i++) {
+    plan->n_preds[E.e[i][1]]++;
+    plan->succ_off[E.e[i][0] + 1]++;
+    plan->succ[i] = E.e[i][1]; /* edges are sorted by source */
+  }
+  for (int si = 0; si < plan->n_steps; si++) plan->succ_off[si + 1] += plan->succ_off[si];
 
   plan->n_feeds = req->n_feeds;
   plan->n_fetches = req->n_fetches;
   plan->feed_slots = malloc(((size_t)req->n_feeds + 1) * sizeof(int));
   plan->fetch_slots = malloc(((size_t)req->n_fetches + 1) * sizeof(int));
-  if (!plan->feed_slots || !plan->fetch_slots) {
+  plan->timings = calloc((size_t)plan->n_steps + 1, sizeof *plan->timings);
+  if (!plan->feed_slots || !plan->fetch_slots || !plan->timings) {
     fail_oom(st, "feeds");
     goto fail;
   }
@@ -311,17 +576,17 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   for (int i = 0; i < req->n_fetches; i++)
     plan->fetch_slots[i] = plan->slot_of_output[req->fetches[i].node] + req->fetches[i].index;
 
+  free(E.e);
   free(needed);
+  free(fetched);
   free(feed_of);
-  free(shapes);
-  free(offsets);
   return plan;
 
 fail:
+  free(E.e);
   free(needed);
+  free(fetched);
   free(feed_of);
-  free(shapes);
-  free(offsets);
   fg_plan_free(plan);
   return NULL;
 }

@@ -1,16 +1,20 @@
-/* Execution plans: the pruned, ordered nodes of one (feeds, fetches,
+/* Execution plans: the pruned, ordered steps of one (feeds, fetches,
  * targets, feed shapes) signature, with every tensor's concrete shape, its
- * kernel and its buffer. A session caches plans; running a cached plan
- * allocates nothing but the fetched tensors it returns.
+ * kernel, its buffer and the dependency graph the thread pool schedules. A
+ * session caches plans; running a cached plan allocates nothing but the
+ * fetched tensors it returns.
  *
  * Buffers ("slots"): every output a plan touches has one slot. Placeholder
  * slots point at the feed (rebound each run), constant slots at the graph's
- * constant data, variable slots at the session's storage, and every other
- * slot at its own region of one 64-byte aligned arena. The memory planner of
- * a later issue replaces the arena layout without touching the rest. */
+ * constant data, variable slots and the outputs of ops that update a
+ * variable at the session's storage, fetched outputs at their own pinned
+ * buffers, and every other slot at the offset the memory planner
+ * (memplan.h) gave it in one 64-byte aligned arena. */
 #ifndef FG_PLAN_H
 #define FG_PLAN_H
 
+#include "executor/threadpool.h"
+#include "flowgraph/profile.h"
 #include "flowgraph/session.h"
 #include "graph/graph_internal.h"
 #include "kernels/kernel.h"
@@ -21,8 +25,12 @@ typedef struct fg_step {
   fg_kparams params;
   int n_in, n_out;
   int *in_slots;  /* n_in slot ids */
-  int *out_slots; /* n_out slot ids */
+  int *out_slots; /* n_out slot ids (consecutive) */
+  fg_kbuf *in;    /* n_in kbufs, refreshed from the slots at the start of a run */
 } fg_step;
+
+/* Where a slot's bytes live. */
+enum { FG_SLOT_FEED, FG_SLOT_CONSTANT, FG_SLOT_VARIABLE, FG_SLOT_ARENA, FG_SLOT_PINNED };
 
 typedef struct fg_plan {
   /* The cache key: see plan_key() in plan.c. */
@@ -32,20 +40,31 @@ typedef struct fg_plan {
 
   fg_kbuf *slots;
   int n_slots;
+  int *slot_node;      /* producer node per slot */
+  int *slot_kind;      /* FG_SLOT_* */
+  int *slot_step;      /* producing step, -1 for sources */
+  int *slot_last;      /* last step reading it, -1 if none */
+  int *slot_shared;    /* slot whose bytes it took over in place, or -1 */
+  int64_t *slot_offset;/* arena offset, -1 outside the arena */
   int *slot_of_output; /* first slot of each graph node (indexed by node id), -1 if unused */
 
   fg_step *steps;
   int n_steps;
-  int max_inputs;
-  fg_kbuf *scratch_in; /* max_inputs kbufs, filled per step */
+  /* The DAG for the pool: predecessor counts and successor lists. */
+  int *n_preds;
+  int *succ_off;
+  int *succ;
 
-  int *feed_slots;  /* per feed (in key order): the slot its tensor binds to */
+  int *feed_slots;  /* per feed (in key order): the slot its tensor binds to, or -1 */
   int n_feeds;
   int *fetch_slots; /* per fetch */
   int n_fetches;
 
-  void *arena; /* intermediate buffers */
-  size_t arena_bytes;
+  void *arena;      /* intermediate buffers */
+  size_t arena_bytes, lower_bound_bytes, naive_bytes;
+  void *pinned;     /* fetched outputs */
+
+  fg_node_timing *timings; /* n_steps, filled when metadata is collected */
 
   struct fg_plan *next; /* the session's cache list */
 } fg_plan;
@@ -73,7 +92,10 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
 int fg_plan_matches(const fg_plan *plan, const fg_graph *g, const fg_plan_request *req);
 void fg_plan_free(fg_plan *plan);
 
-/* Runs the plan once with the request's feed tensors. */
-int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg_status *status);
+/* Runs the plan once with the request's feed tensors on `pool` (NULL or one
+ * thread: in order on the calling thread). With `timings` set, fills
+ * plan->timings. */
+int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg_pool *pool,
+                int timings, fg_status *status);
 
 #endif

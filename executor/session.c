@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "executor/plan.h"
@@ -20,6 +21,7 @@ struct fg_session {
   fg_tensor **vars; /* per node id: the current value of a variable, else NULL */
   int n_vars_cap;   /* entries in vars */
   fg_plan *plans;   /* the cache */
+  fg_pool *pool;    /* opts.num_threads threads, made once */
   atomic_flag busy;
 };
 
@@ -97,6 +99,13 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
   }
   s->g = g;
   s->opts = o;
+  s->pool = fg_pool_new(o.num_threads);
+  if (!s->pool) {
+    free(s);
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_new: cannot start %d threads",
+                  o.num_threads);
+    return NULL;
+  }
   atomic_flag_clear(&s->busy);
   if (sync_graph(s, st) != 0) {
     fg_session_free(s);
@@ -109,6 +118,7 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
 void fg_session_free(fg_session *s) {
   if (!s) return;
   drop_plans(s);
+  fg_pool_free(s->pool);
   for (int i = 0; i < s->n_vars_cap; i++) fg_tensor_free(s->vars[i]);
   free(s->vars);
   free(s);
@@ -187,14 +197,88 @@ static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
   return 0;
 }
 
+static int64_t clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Finds or builds the plan for a resolved request. */
+static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *plan_ns,
+                         fg_status *st) {
+  fg_plan *plan = s->plans;
+  while (plan && !fg_plan_matches(plan, s->g, req)) plan = plan->next;
+  if (plan) return plan;
+  int64_t t0 = clock_ns();
+  plan = fg_plan_build(s->g, req, var_lookup, s, st);
+  if (!plan) return NULL;
+  if (plan_ns) *plan_ns = clock_ns() - t0;
+  plan->next = s->plans;
+  s->plans = plan;
+  return plan;
+}
+
+static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, int64_t run_ns,
+                                      int64_t plan_ns) {
+  fg_run_metadata *md = calloc(1, sizeof *md);
+  if (!md) return NULL;
+  md->nodes = calloc((size_t)plan->n_steps + 1, sizeof *md->nodes);
+  if (!md->nodes) {
+    free(md);
+    return NULL;
+  }
+  md->n_nodes = plan->n_steps;
+  md->run_ns = run_ns;
+  md->plan_ns = plan_ns;
+  md->threads = fg_pool_threads(s->pool);
+  md->arena_bytes = plan->arena_bytes;
+  for (int si = 0; si < plan->n_steps; si++) {
+    const fg_step *step = &plan->steps[si];
+    const fg_node *n = &s->g->nodes[step->node];
+    fg_node_timing *t = &md->nodes[si];
+    *t = plan->timings[si];
+    t->node = step->node;
+    t->name = n->name;
+    t->op = fg_op_table[n->op].name;
+    const fg_kbuf *b = &plan->slots[step->out_slots[0]];
+    t->dtype = b->dtype;
+    t->rank = b->rank;
+    for (int d = 0; d < FG_MAX_RANK; d++) t->dims[d] = d < b->rank ? b->dims[d] : 0;
+    t->output_bytes = 0;
+    for (int o = 0; o < step->n_out; o++) {
+      const fg_kbuf *ob = &plan->slots[step->out_slots[o]];
+      size_t bytes = fg_dtype_size(ob->dtype);
+      for (int d = 0; d < ob->rank; d++) bytes *= (size_t)ob->dims[d];
+      t->output_bytes += bytes;
+    }
+  }
+  return md;
+}
+
+void fg_run_metadata_free(fg_run_metadata *md) {
+  if (!md) return;
+  free(md->nodes);
+  free(md);
+}
+
 static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds,
                       const char *const *fetches, int n_fetches, fg_tensor **outputs,
-                      const char *const *targets, int n_targets, fg_status *st) {
+                      const char *const *targets, int n_targets, fg_run_metadata **md,
+                      fg_status *st) {
   if (sync_graph(s, st) != 0) return -1;
-  int *feed_nodes = malloc(((size_t)n_feeds + 1) * sizeof *feed_nodes);
-  const fg_tensor **feed_tensors = malloc(((size_t)n_feeds + 1) * sizeof *feed_tensors);
-  fg_output *fetch_outs = malloc(((size_t)n_fetches + 1) * sizeof *fetch_outs);
-  int *target_nodes = malloc(((size_t)n_targets + 1) * sizeof *target_nodes);
+  /* Small requests (the common case) resolve into stack arrays, so running
+   * a cached plan allocates nothing but the fetched tensors. */
+  enum { SMALL = 16 };
+  int feed_nodes_s[SMALL], target_nodes_s[SMALL];
+  const fg_tensor *feed_tensors_s[SMALL];
+  fg_output fetch_outs_s[SMALL];
+  int *feed_nodes = n_feeds <= SMALL ? feed_nodes_s : malloc((size_t)n_feeds * sizeof *feed_nodes);
+  const fg_tensor **feed_tensors =
+      n_feeds <= SMALL ? feed_tensors_s : malloc((size_t)n_feeds * sizeof *feed_tensors);
+  fg_output *fetch_outs =
+      n_fetches <= SMALL ? fetch_outs_s : malloc((size_t)n_fetches * sizeof *fetch_outs);
+  int *target_nodes =
+      n_targets <= SMALL ? target_nodes_s : malloc((size_t)n_targets * sizeof *target_nodes);
   int rc = -1;
   fg_plan_request req;
   if (!feed_nodes || !feed_tensors || !fetch_outs || !target_nodes) {
@@ -205,15 +289,19 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds,
               fetch_outs, target_nodes, feed_tensors, st) != 0)
     goto done;
 
-  fg_plan *plan = s->plans;
-  while (plan && !fg_plan_matches(plan, s->g, &req)) plan = plan->next;
-  if (!plan) {
-    plan = fg_plan_build(s->g, &req, var_lookup, s, st);
-    if (!plan) goto done;
-    plan->next = s->plans;
-    s->plans = plan;
+  int64_t plan_ns = 0;
+  fg_plan *plan = get_plan(s, &req, &plan_ns, st);
+  if (!plan) goto done;
+  int64_t t0 = md ? clock_ns() : 0;
+  int run_rc = fg_plan_run(s->g, plan, &req, s->pool, md != NULL, st);
+  if (md) {
+    *md = make_metadata(s, plan, clock_ns() - t0, plan_ns);
+    if (!*md && run_rc == 0) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_run_ex: out of memory (metadata)");
+      goto done;
+    }
   }
-  if (fg_plan_run(s->g, plan, &req, st) != 0) goto done;
+  if (run_rc != 0) goto done;
 
   for (int i = 0; i < n_fetches; i++) {
     const fg_kbuf *b = &plan->slots[plan->fetch_slots[i]];
@@ -228,16 +316,26 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds,
   rc = 0;
   fg_status_clear(st);
 done:
-  free(feed_nodes);
-  free(feed_tensors);
-  free(fetch_outs);
-  free(target_nodes);
+  if (feed_nodes != feed_nodes_s) free(feed_nodes);
+  if (feed_tensors != feed_tensors_s) free(feed_tensors);
+  if (fetch_outs != fetch_outs_s) free(fetch_outs);
+  if (target_nodes != target_nodes_s) free(target_nodes);
   return rc;
 }
 
 int fg_session_run(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
                    int n_fetches, fg_tensor **outputs, const char *const *targets, int n_targets,
                    fg_status *st) {
+  return fg_session_run_ex(s, feeds, n_feeds, fetches, n_fetches, outputs, targets, n_targets,
+                           NULL, NULL, st);
+}
+
+int fg_session_run_ex(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
+                      int n_fetches, fg_tensor **outputs, const char *const *targets,
+                      int n_targets, const fg_run_options *ro, fg_run_metadata **metadata,
+                      fg_status *st) {
+  if (metadata) *metadata = NULL;
+  fg_run_metadata **md = (ro && ro->collect_metadata) ? metadata : NULL;
   if (outputs && n_fetches > 0)
     for (int i = 0; i < n_fetches; i++) outputs[i] = NULL;
   if (!s) {
@@ -268,7 +366,7 @@ int fg_session_run(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
                   "fg_session_run: session is busy (another thread is running it)");
     return -1;
   }
-  int rc = run_locked(s, feeds, n_feeds, fetches, n_fetches, outputs, targets, n_targets, st);
+  int rc = run_locked(s, feeds, n_feeds, fetches, n_fetches, outputs, targets, n_targets, md, st);
   atomic_flag_clear(&s->busy);
   return rc;
 }
@@ -322,4 +420,94 @@ int fg_session_save(fg_session *s, const char *path, fg_status *st) {
   free(lent);
   atomic_flag_clear(&s->busy);
   return rc;
+}
+
+static const char *slot_kind_name(int kind) {
+  switch (kind) {
+  case FG_SLOT_FEED: return "feed";
+  case FG_SLOT_CONSTANT: return "constant";
+  case FG_SLOT_VARIABLE: return "variable";
+  case FG_SLOT_PINNED: return "fetch";
+  default: return "arena";
+  }
+}
+
+fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_feeds,
+                                   const char *const *fetches, int n_fetches,
+                                   const char *const *targets, int n_targets, fg_status *st) {
+  if (!s || n_feeds < 0 || n_fetches < 0 || n_targets < 0 || (n_feeds && !feeds) ||
+      (n_fetches && !fetches) || (n_targets && !targets) || (n_fetches + n_targets == 0)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_plan_info: %s", !s ? "session is NULL" : "bad feeds, fetches or targets");
+    return NULL;
+  }
+  if (atomic_flag_test_and_set(&s->busy)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_plan_info: session is busy");
+    return NULL;
+  }
+  fg_plan_info *info = NULL;
+  int *feed_nodes = malloc(((size_t)n_feeds + 1) * sizeof *feed_nodes);
+  const fg_tensor **feed_tensors = malloc(((size_t)n_feeds + 1) * sizeof *feed_tensors);
+  fg_output *fetch_outs = malloc(((size_t)n_fetches + 1) * sizeof *fetch_outs);
+  int *target_nodes = malloc(((size_t)n_targets + 1) * sizeof *target_nodes);
+  fg_plan_request req;
+  fg_plan *plan = NULL;
+  if (!feed_nodes || !feed_tensors || !fetch_outs || !target_nodes) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_plan_info: out of memory");
+    goto done;
+  }
+  if (sync_graph(s, st) != 0 ||
+      resolve(s, feeds, n_feeds, fetches, n_fetches, targets, n_targets, &req, feed_nodes,
+              fetch_outs, target_nodes, feed_tensors, st) != 0 ||
+      !(plan = get_plan(s, &req, NULL, st)))
+    goto done;
+  info = calloc(1, sizeof *info);
+  if (info) {
+    info->step_nodes = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
+    info->tensors = calloc((size_t)plan->n_slots + 1, sizeof *info->tensors);
+  }
+  if (!info || !info->step_nodes || !info->tensors) {
+    fg_plan_info_free(info);
+    info = NULL;
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_plan_info: out of memory");
+    goto done;
+  }
+  info->n_steps = plan->n_steps;
+  for (int si = 0; si < plan->n_steps; si++) info->step_nodes[si] = plan->steps[si].node;
+  info->n_tensors = plan->n_slots;
+  for (int k = 0; k < plan->n_slots; k++) {
+    fg_plan_tensor *t = &info->tensors[k];
+    const fg_kbuf *b = &plan->slots[k];
+    int node = plan->slot_node[k];
+    t->node = node;
+    t->output = k - plan->slot_of_output[node];
+    t->name = s->g->nodes[node].name;
+    t->kind = slot_kind_name(plan->slot_kind[k]);
+    t->dtype = b->dtype;
+    t->rank = b->rank;
+    t->bytes = fg_dtype_size(b->dtype);
+    for (int d = 0; d < b->rank; d++) t->dims[d] = b->dims[d], t->bytes *= (size_t)b->dims[d];
+    t->offset = plan->slot_offset[k];
+    t->first_step = plan->slot_step[k];
+    t->last_step = plan->slot_last[k];
+    t->shared_with = plan->slot_shared[k];
+  }
+  info->arena_bytes = plan->arena_bytes;
+  info->lower_bound_bytes = plan->lower_bound_bytes;
+  info->naive_bytes = plan->naive_bytes;
+  fg_status_clear(st);
+done:
+  free(feed_nodes);
+  free(feed_tensors);
+  free(fetch_outs);
+  free(target_nodes);
+  atomic_flag_clear(&s->busy);
+  return info;
+}
+
+void fg_plan_info_free(fg_plan_info *info) {
+  if (!info) return;
+  free(info->step_nodes);
+  free(info->tensors);
+  free(info);
 }
