@@ -259,44 +259,43 @@ static fg_output reduce_keep(fg_graph *g, const reduce_info *r, fg_output dy) {
   return fg_expand_dims(g, dy, r->axes, r->n_axes);
 }
 
-static int grad_reduce_sum(fg_grad_ctx *ctx) {
+/* The reductions' gradients differ only in the rule mapping dy to dx. */
+typedef fg_output (*reduce_rule)(fg_graph *g, const reduce_info *r, fg_output dy);
+
+static int grad_reduce(fg_grad_ctx *ctx, reduce_rule rule) {
   reduce_info r;
   if (!ctx->wants[0]) return 0;
   if (reduce_read(ctx, &r) != 0) return -1;
-  ctx->dx[0] = fg_broadcast_like(ctx->g, reduce_keep(ctx->g, &r, ctx->dy[0]), r.x);
+  ctx->dx[0] = rule(ctx->g, &r, ctx->dy[0]);
   return done(ctx);
+}
+
+static fg_output reduce_sum_rule(fg_graph *g, const reduce_info *r, fg_output dy) {
+  return fg_broadcast_like(g, reduce_keep(g, r, dy), r->x);
 }
 
 /* The divisor is a constant when the reduced dims are known; otherwise (the
  * unknown batch) numel(x) / numel(y) at run time. */
-static int grad_reduce_mean(fg_grad_ctx *ctx) {
-  fg_graph *g = ctx->g;
-  reduce_info r;
-  if (!ctx->wants[0]) return 0;
-  if (reduce_read(ctx, &r) != 0) return -1;
-  fg_output dy = ctx->dy[0];
+static fg_output reduce_mean_rule(fg_graph *g, const reduce_info *r, fg_output dy) {
   fg_dtype dt = dtype_of(g, dy);
-  fg_output count = r.count >= 0 ? fg_scalar(g, dt, r.count > 0 ? (double)r.count : 1.0)
-                                 : fg_div(g, fg_numel(g, r.x, dt), fg_numel(g, r.y, dt));
-  ctx->dx[0] = fg_broadcast_like(g, reduce_keep(g, &r, fg_div(g, dy, count)), r.x);
-  return done(ctx);
+  fg_output count = r->count >= 0 ? fg_scalar(g, dt, r->count > 0 ? (double)r->count : 1.0)
+                                  : fg_div(g, fg_numel(g, r->x, dt), fg_numel(g, r->y, dt));
+  return fg_broadcast_like(g, reduce_keep(g, r, fg_div(g, dy, count)), r->x);
 }
 
 /* dx = dy / (number of maxima) at every maximum, 0 elsewhere. The mask is a
  * cast of a comparison, so it is a constant for a second derivative. */
-static int grad_reduce_max(fg_grad_ctx *ctx) {
-  fg_graph *g = ctx->g;
-  reduce_info r;
-  if (!ctx->wants[0]) return 0;
-  if (reduce_read(ctx, &r) != 0) return -1;
-  fg_output dy = ctx->dy[0];
+static fg_output reduce_max_rule(fg_graph *g, const reduce_info *r, fg_output dy) {
   fg_dtype dt = dtype_of(g, dy);
-  fg_output mask = fg_cast(g, fg_equal(g, r.x, reduce_keep(g, &r, r.y)), dt);
+  fg_output mask = fg_cast(g, fg_equal(g, r->x, reduce_keep(g, r, r->y)), dt);
   /* With nothing reduced (a rank-0 x) every element is its own maximum. */
-  fg_output ties = r.n_axes ? fg_reduce_sum(g, mask, r.axes, r.n_axes, 1) : mask;
-  ctx->dx[0] = fg_mul(g, mask, fg_div(g, reduce_keep(g, &r, dy), ties));
-  return done(ctx);
+  fg_output ties = r->n_axes ? fg_reduce_sum(g, mask, r->axes, r->n_axes, 1) : mask;
+  return fg_mul(g, mask, fg_div(g, reduce_keep(g, r, dy), ties));
 }
+
+static int grad_reduce_sum(fg_grad_ctx *ctx) { return grad_reduce(ctx, reduce_sum_rule); }
+static int grad_reduce_mean(fg_grad_ctx *ctx) { return grad_reduce(ctx, reduce_mean_rule); }
+static int grad_reduce_max(fg_grad_ctx *ctx) { return grad_reduce(ctx, reduce_max_rule); }
 
 /* ---- registry ----------------------------------------------------------- */
 

@@ -18,6 +18,16 @@ static const fg_node *fwd(const fg_grad_ctx *ctx) { return &ctx->g->nodes[ctx->n
 
 static int want(const fg_grad_ctx *ctx, int i) { return ctx->wants[i] != 0; }
 
+static int done(const fg_grad_ctx *ctx) { return fg_graph_failed(ctx->g) ? -1 : 0; }
+
+/* The gradients that are one builder call: dx[0] = build(dy, input k). */
+static int grad_one_call(fg_grad_ctx *ctx, fg_output (*build)(fg_graph *, fg_output, fg_output),
+                         int k) {
+  if (want(ctx, 0))
+    ctx->dx[0] = build(ctx->g, ctx->dy[0], fg_grad_input(ctx, k));
+  return done(ctx);
+}
+
 /* Rank of input i of the forward node (-1 if it has no tinfo). */
 static int input_rank(const fg_grad_ctx *ctx, int i) {
   const fg_tinfo *t = fg_graph_tinfo(ctx->g, fg_grad_input(ctx, i));
@@ -86,18 +96,14 @@ static int grad_matmul(fg_grad_ctx *ctx) {
       d = fg_matmul(g, dc, a, 1, ta);
     ctx->dx[1] = fg_grad_sum_to(g, d, b);
   }
-  return fg_graph_failed(g) ? -1 : 0;
+  return done(ctx);
 }
 
 /* ---- shaping ------------------------------------------------------------- */
 
 /* reshape, expand_dims, reshape_like (wrt x): only the shape changed, so the
  * gradient is dy in x's runtime shape. reshape_like's `like` gets none. */
-static int grad_reshape_like_x(fg_grad_ctx *ctx) {
-  if (want(ctx, 0))
-    ctx->dx[0] = fg_reshape_like(ctx->g, ctx->dy[0], fg_grad_input(ctx, 0));
-  return fg_graph_failed(ctx->g) ? -1 : 0;
-}
+static int grad_reshape_like_x(fg_grad_ctx *ctx) { return grad_one_call(ctx, fg_reshape_like, 0); }
 
 static int grad_transpose(fg_grad_ctx *ctx) {
   if (!want(ctx, 0))
@@ -109,7 +115,7 @@ static int grad_transpose(fg_grad_ctx *ctx) {
   for (int i = 0; i < rank; i++)
     inv[perm[i]] = i; /* perm was checked to be a permutation of 0..rank-1 */
   ctx->dx[0] = fg_transpose(ctx->g, ctx->dy[0], rank, inv);
-  return fg_graph_failed(ctx->g) ? -1 : 0;
+  return done(ctx);
 }
 
 /* Input i's gradient is the slice of dy that input i filled. The slice needs
@@ -157,19 +163,28 @@ static int grad_concat(fg_grad_ctx *ctx) {
     else
       offset += size;
   }
-  return fg_graph_failed(g) ? -1 : 0;
+  return done(ctx);
 }
 
-static int grad_slice(fg_grad_ctx *ctx) {
+/* slice and slice_grad (is_grad) are each other's adjoint: the gradient of
+ * one is the other with the same begin and size. The rank is that of
+ * slice's x (input 0) or of slice_grad's like (input 1). */
+static int grad_slice_or_slice_grad(fg_grad_ctx *ctx, int is_grad) {
   if (!want(ctx, 0))
     return 0;
-  int rank = input_rank(ctx, 0);
+  int rank = input_rank(ctx, is_grad ? 1 : 0);
   int64_t begin[FG_MAX_RANK], size[FG_MAX_RANK];
   if (rank < 0 || copy_ints(ctx, "begin", rank, begin) || copy_ints(ctx, "size", rank, size))
     return -1;
-  ctx->dx[0] = fg_slice_grad(ctx->g, ctx->dy[0], fg_grad_input(ctx, 0), rank, begin, size);
-  return fg_graph_failed(ctx->g) ? -1 : 0;
+  if (is_grad)
+    ctx->dx[0] = fg_slice(ctx->g, ctx->dy[0], rank, begin, size);
+  else
+    ctx->dx[0] = fg_slice_grad(ctx->g, ctx->dy[0], fg_grad_input(ctx, 0), rank, begin, size);
+  return done(ctx);
 }
+
+static int grad_slice(fg_grad_ctx *ctx) { return grad_slice_or_slice_grad(ctx, 0); }
+static int grad_slice_grad(fg_grad_ctx *ctx) { return grad_slice_or_slice_grad(ctx, 1); }
 
 /* params get dy's rows added back at their indices (repeats accumulate);
  * integer indices get nothing. */
@@ -177,13 +192,15 @@ static int grad_gather(fg_grad_ctx *ctx) {
   if (!want(ctx, 0))
     return 0;
   ctx->dx[0] = fg_gather_grad(ctx->g, ctx->dy[0], fg_grad_input(ctx, 1), fg_grad_input(ctx, 0));
-  return fg_graph_failed(ctx->g) ? -1 : 0;
+  return done(ctx);
 }
 
 /* ---- softmax family ------------------------------------------------------ */
 
-/* dx = y * (dy - sum(dy * y, axis)), y the softmax output. */
-static int grad_softmax(fg_grad_ctx *ctx) {
+/* With y the output along `axis`:
+ *   softmax:     dx = y * (dy - sum(dy * y, axis))
+ *   log_softmax: dx = dy - exp(y) * sum(dy, axis) */
+static int grad_softmax_or_log(fg_grad_ctx *ctx, int is_log) {
   if (!want(ctx, 0))
     return 0;
   fg_graph *g = ctx->g;
@@ -192,25 +209,16 @@ static int grad_softmax(fg_grad_ctx *ctx) {
     return -1;
   int64_t ax = axis;
   fg_output y = fg_grad_output(ctx, 0), dy = ctx->dy[0];
-  fg_output s = fg_reduce_sum(g, fg_mul(g, dy, y), &ax, 1, 1);
-  ctx->dx[0] = fg_mul(g, y, fg_sub(g, dy, s));
-  return fg_graph_failed(g) ? -1 : 0;
+  fg_output s = fg_reduce_sum(g, is_log ? dy : fg_mul(g, dy, y), &ax, 1, 1);
+  if (is_log)
+    ctx->dx[0] = fg_sub(g, dy, fg_mul(g, fg_exp(g, y), s));
+  else
+    ctx->dx[0] = fg_mul(g, y, fg_sub(g, dy, s));
+  return done(ctx);
 }
 
-/* dx = dy - exp(y) * sum(dy, axis), y the log-softmax output. */
-static int grad_log_softmax(fg_grad_ctx *ctx) {
-  if (!want(ctx, 0))
-    return 0;
-  fg_graph *g = ctx->g;
-  int rank = input_rank(ctx, 0), axis;
-  if (rank < 0 || norm_axis(ctx, rank, &axis))
-    return -1;
-  int64_t ax = axis;
-  fg_output y = fg_grad_output(ctx, 0), dy = ctx->dy[0];
-  fg_output s = fg_reduce_sum(g, dy, &ax, 1, 1);
-  ctx->dx[0] = fg_sub(g, dy, fg_mul(g, fg_exp(g, y), s));
-  return fg_graph_failed(g) ? -1 : 0;
-}
+static int grad_softmax(fg_grad_ctx *ctx) { return grad_softmax_or_log(ctx, 0); }
+static int grad_log_softmax(fg_grad_ctx *ctx) { return grad_softmax_or_log(ctx, 1); }
 
 /* L = mean over N of -log_softmax(logits)[n, label_n], so
  * dlogits = (softmax(logits) - one_hot(labels, C)) * dy / N. N is read at
@@ -238,43 +246,21 @@ static int grad_softmax_cross_entropy(fg_grad_ctx *ctx) {
   fg_output diff = fg_sub(g, fg_softmax(g, logits, 1), fg_one_hot(g, labels, c, dt));
   fg_output scale = fg_div(g, ctx->dy[0], fg_numel(g, labels, dt));
   ctx->dx[0] = fg_mul(g, diff, scale);
-  return fg_graph_failed(g) ? -1 : 0;
+  return done(ctx);
 }
 
 /* ---- support ops (their own gradients, for second order) ----------------- */
 
 /* broadcast_like(x, like) copies x to like's shape: x gets the sum back. */
-static int grad_broadcast_like(fg_grad_ctx *ctx) {
-  if (want(ctx, 0))
-    ctx->dx[0] = fg_grad_sum_to(ctx->g, ctx->dy[0], fg_grad_input(ctx, 0));
-  return fg_graph_failed(ctx->g) ? -1 : 0;
-}
+static int grad_broadcast_like(fg_grad_ctx *ctx) { return grad_one_call(ctx, fg_grad_sum_to, 0); }
 
 /* sum_to(x, like) adds x's broadcast copies: each gets dy back. */
-static int grad_sum_to(fg_grad_ctx *ctx) {
-  if (want(ctx, 0))
-    ctx->dx[0] = fg_broadcast_like(ctx->g, ctx->dy[0], fg_grad_input(ctx, 0));
-  return fg_graph_failed(ctx->g) ? -1 : 0;
-}
+static int grad_sum_to(fg_grad_ctx *ctx) { return grad_one_call(ctx, fg_broadcast_like, 0); }
 
-/* slice_grad is linear in dy and its adjoint is the slice itself. */
-static int grad_slice_grad(fg_grad_ctx *ctx) {
-  if (!want(ctx, 0))
-    return 0;
-  int rank = input_rank(ctx, 1);
-  int64_t begin[FG_MAX_RANK], size[FG_MAX_RANK];
-  if (rank < 0 || copy_ints(ctx, "begin", rank, begin) || copy_ints(ctx, "size", rank, size))
-    return -1;
-  ctx->dx[0] = fg_slice(ctx->g, ctx->dy[0], rank, begin, size);
-  return fg_graph_failed(ctx->g) ? -1 : 0;
-}
+/* slice_grad's gradient is a slice: see grad_slice_or_slice_grad. */
 
 /* gather_grad scatters dy's rows at indices; the adjoint gathers them. */
-static int grad_gather_grad(fg_grad_ctx *ctx) {
-  if (want(ctx, 0))
-    ctx->dx[0] = fg_gather(ctx->g, ctx->dy[0], fg_grad_input(ctx, 1));
-  return fg_graph_failed(ctx->g) ? -1 : 0;
-}
+static int grad_gather_grad(fg_grad_ctx *ctx) { return grad_one_call(ctx, fg_gather, 1); }
 
 const fg_grad_reg fg_grads_shape[] = {
     {FG_OP_MATMUL, grad_matmul},

@@ -115,15 +115,22 @@ fg_output fg_placeholder(fg_graph *g, const char *name, fg_dtype dtype, int rank
   return finish(g, "placeholder", name, NULL, 0, &b);
 }
 
-fg_output fg_constant(fg_graph *g, const char *name, const fg_tensor *value) {
+/* constant and variable: a source holding its tensor as attribute "value";
+ * `what` names the argument in the NULL message. */
+static fg_output tensor_source(fg_graph *g, const char *op, const char *name, const char *what,
+                               const fg_tensor *value) {
   if (skip(g))
     return FG_NO_OUTPUT;
   char w[256];
   if (!value)
-    return refuse(g, FG_INVALID_ARGUMENT, "%s: value is NULL", who("constant", name, w, sizeof w));
+    return refuse(g, FG_INVALID_ARGUMENT, "%s: %s is NULL", who(op, name, w, sizeof w), what);
   attrs_b b = ab_new();
   ab_tensor(&b, "value", value);
-  return finish(g, "constant", name, NULL, 0, &b);
+  return finish(g, op, name, NULL, 0, &b);
+}
+
+fg_output fg_constant(fg_graph *g, const char *name, const fg_tensor *value) {
+  return tensor_source(g, "constant", name, "value", value);
 }
 
 fg_output fg_scalar(fg_graph *g, fg_dtype dtype, double value) {
@@ -171,15 +178,7 @@ fg_output fg_scalar(fg_graph *g, fg_dtype dtype, double value) {
 }
 
 fg_output fg_variable(fg_graph *g, const char *name, const fg_tensor *initial) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
-  char w[256];
-  if (!initial)
-    return refuse(g, FG_INVALID_ARGUMENT, "%s: initial value is NULL",
-                  who("variable", name, w, sizeof w));
-  attrs_b b = ab_new();
-  ab_tensor(&b, "value", initial);
-  return finish(g, "variable", name, NULL, 0, &b);
+  return tensor_source(g, "variable", name, "initial value", initial);
 }
 
 fg_output fg_fill(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, double value) {
@@ -205,20 +204,31 @@ fg_output fg_matmul(fg_graph *g, fg_output a, fg_output b_, int transpose_a, int
   return finish(g, "matmul", NULL, in, 2, &b);
 }
 
-fg_output fg_reshape(fg_graph *g, fg_output x, int rank, const int64_t *dims) {
-  if (skip(g) || bad_dims(g, "reshape", NULL, "dims", rank, dims))
+/* A one-input op whose one attribute is the int `attr`. */
+static fg_output with_int(fg_graph *g, const char *op, fg_output x, const char *attr, int64_t v) {
+  if (skip(g))
     return FG_NO_OUTPUT;
   attrs_b b = ab_new();
-  ab_ints(&b, "shape", dims, rank);
-  return finish(g, "reshape", NULL, &x, 1, &b);
+  ab_int(&b, attr, v);
+  return finish(g, op, NULL, &x, 1, &b);
+}
+
+/* A one-input op whose one attribute `attr` is the caller's list `arg`. */
+static fg_output with_ints(fg_graph *g, const char *op, fg_output x, const char *arg,
+                           const char *attr, int rank, const int64_t *v) {
+  if (skip(g) || bad_dims(g, op, NULL, arg, rank, v))
+    return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_ints(&b, attr, v, rank);
+  return finish(g, op, NULL, &x, 1, &b);
+}
+
+fg_output fg_reshape(fg_graph *g, fg_output x, int rank, const int64_t *dims) {
+  return with_ints(g, "reshape", x, "dims", "shape", rank, dims);
 }
 
 fg_output fg_transpose(fg_graph *g, fg_output x, int rank, const int64_t *perm) {
-  if (skip(g) || bad_dims(g, "transpose", NULL, "perm", rank, perm))
-    return FG_NO_OUTPUT;
-  attrs_b b = ab_new();
-  ab_ints(&b, "perm", perm, rank);
-  return finish(g, "transpose", NULL, &x, 1, &b);
+  return with_ints(g, "transpose", x, "perm", "perm", rank, perm);
 }
 
 fg_output fg_concat(fg_graph *g, const fg_output *xs, int n, int axis) {
@@ -254,11 +264,7 @@ fg_output fg_one_hot(fg_graph *g, fg_output indices, int64_t depth, fg_dtype dty
 }
 
 fg_output fg_cast(fg_graph *g, fg_output x, fg_dtype dtype) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
-  attrs_b b = ab_new();
-  ab_int(&b, "dtype", dtype);
-  return finish(g, "cast", NULL, &x, 1, &b);
+  return with_int(g, "cast", x, "dtype", dtype);
 }
 
 /* ---- binary and unary: no attributes ------------------------------------ */
@@ -334,23 +340,17 @@ fg_output fg_reduce_max(fg_graph *g, fg_output x, const int64_t *axes, int n_axe
   return reduce(g, "reduce_max", x, axes, n_axes, keepdims);
 }
 
-static fg_output with_axis(fg_graph *g, const char *op, fg_output x, int axis) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
-  attrs_b b = ab_new();
-  ab_int(&b, "axis", axis);
-  return finish(g, op, NULL, &x, 1, &b);
+fg_output fg_argmax(fg_graph *g, fg_output x, int axis) {
+  return with_int(g, "argmax", x, "axis", axis);
 }
-
-fg_output fg_argmax(fg_graph *g, fg_output x, int axis) { return with_axis(g, "argmax", x, axis); }
 
 /* ---- softmax family and state ------------------------------------------- */
 
 fg_output fg_softmax(fg_graph *g, fg_output x, int axis) {
-  return with_axis(g, "softmax", x, axis);
+  return with_int(g, "softmax", x, "axis", axis);
 }
 fg_output fg_log_softmax(fg_graph *g, fg_output x, int axis) {
-  return with_axis(g, "log_softmax", x, axis);
+  return with_int(g, "log_softmax", x, "axis", axis);
 }
 
 fg_output fg_softmax_cross_entropy(fg_graph *g, fg_output logits, fg_output labels) {

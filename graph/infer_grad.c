@@ -1,6 +1,7 @@
 /* Shape inference for the ops that gradients are built from: erf is a
- * unary op (infer_elementwise.c); here expand_dims, the *_like ops, numel,
- * slice_grad, gather_grad and group.
+ * unary op (infer_elementwise.c) and slice_grad shares slice's rules
+ * (infer_linalg.c); here expand_dims, the *_like ops, numel, gather_grad
+ * and group.
  *
  * The *_like ops take their output shape from a tensor instead of an
  * attribute, so that a gradient never bakes in a size that is unknown when
@@ -154,63 +155,6 @@ int fgi_infer_numel(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
   out[0].dtype = dt;
   out[0].rank = 0;
   return 0;
-}
-
-/* The forward slice's rules (infer_linalg.c) applied to like's shape, plus
- * dy having the slice's shape. */
-int fgi_infer_slice_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
-                         fg_status *status) {
-  const int64_t *begin, *size;
-  int nb, ns;
-  const fg_tinfo *dy = &in[0], *like = &in[1];
-  int r = like->rank;
-  char s1[FGI_STR], s2[FGI_STR];
-  if (valid_dtype(node, in, 0, "dy", status) || valid_dtype(node, in, 1, "like", status))
-    return -1;
-  if (fgi_attr_ints(node, "begin", 1, &begin, &nb, status))
-    return -1;
-  if (fgi_attr_ints(node, "size", 1, &size, &ns, status))
-    return -1;
-  if (nb != r || ns != r)
-    return fgi_fail(node, status,
-                    "begin has %d entries and size %d, but input 1 (like) shape %s has rank %d", nb,
-                    ns, fgi_shape(like, s1), r);
-  if (dy->rank != r)
-    return fgi_fail(node, status,
-                    "input 0 (dy) shape %s has rank %d, but input 1 (like) shape %s has rank %d",
-                    fgi_shape(dy, s1), dy->rank, fgi_shape(like, s2), r);
-  for (int d = 0; d < r; d++) {
-    int64_t b = begin[d], s = size[d], dim = like->dims[d], want;
-    if (b < 0)
-      return fgi_fail(node, status, "begin[%d] = %lld is negative", d, (long long)b);
-    if (s < -1)
-      return fgi_fail(node, status,
-                      "size[%d] = %lld is negative (only -1, meaning to the end, is allowed)", d,
-                      (long long)s);
-    if (dim >= 0) {
-      if (b > dim)
-        return fgi_fail(node, status,
-                        "begin[%d] = %lld is past the end of dim %d of input 1 (like) shape %s", d,
-                        (long long)b, d, fgi_shape(like, s1));
-      if (s > dim - b)
-        return fgi_fail(node, status,
-                        "begin[%d] + size[%d] = %lld + %lld exceeds dim %d of input 1 (like) "
-                        "shape %s",
-                        d, d, (long long)b, (long long)s, d, fgi_shape(like, s1));
-      want = s == -1 ? dim - b : s;
-    } else {
-      want = s; /* -1: unknown until run time */
-    }
-    if (want >= 0 && dy->dims[d] >= 0 && dy->dims[d] != want)
-      return fgi_fail(node, status,
-                      "input 0 (dy) shape %s does not match the slice of input 1 (like) shape %s "
-                      "at dim %d (%lld vs %lld, begin %lld size %lld)",
-                      fgi_shape(dy, s1), fgi_shape(like, s2), d, (long long)dy->dims[d],
-                      (long long)want, (long long)b, (long long)s);
-  }
-  out[0] = *like;
-  out[0].dtype = dy->dtype;
-  return fgi_check_bytes(node, &out[0], status);
 }
 
 int fgi_infer_gather_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,

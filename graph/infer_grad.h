@@ -16,7 +16,6 @@ FGI_DECL_INFER(fgi_infer_reshape_like)
 FGI_DECL_INFER(fgi_infer_broadcast_like)
 FGI_DECL_INFER(fgi_infer_sum_to)
 FGI_DECL_INFER(fgi_infer_numel)
-FGI_DECL_INFER(fgi_infer_slice_grad)
 FGI_DECL_INFER(fgi_infer_gather_grad)
 FGI_DECL_INFER(fgi_infer_group)
 FGI_DECL_FLOPS(fgi_flops_sum_to)
@@ -27,5 +26,8 @@ FGI_DECL_FLOPS(fgi_flops_apply)
 
 #undef FGI_DECL_INFER
 #undef FGI_DECL_FLOPS
+
+/* infer_linalg.c (beside slice, whose rules it shares) */
+FGI_DECL_INFER(fgi_infer_slice_grad)
 
 #endif

@@ -1,10 +1,12 @@
 /* Shape inference for linear algebra and shaping: matmul, reshape,
- * transpose, concat, slice, gather and one_hot. These ops take sizes from
- * attributes (perms, begins, depths), so every attribute is range-checked
- * before it indexes anything (F17). */
+ * transpose, concat, slice, gather and one_hot, and slice_grad, which
+ * shares slice's rules. These ops take sizes from attributes (perms,
+ * begins, depths), so every attribute is range-checked before it indexes
+ * anything (F17). */
 #include <string.h>
 
 #include "graph/infer_common.h"
+#include "graph/infer_grad.h"
 
 int fgi_infer_matmul(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   char s1[FGI_STR], s2[FGI_STR];
@@ -180,48 +182,99 @@ int fgi_infer_concat(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
   return fgi_check_bytes(node, &out[0], status);
 }
 
+/* ---- slice and slice_grad ------------------------------------------------ */
+
+/* The begin and size attributes of a slice of `t`, which messages call
+ * `label` ("input 0"): one entry per dim of t. */
+static int slice_attrs(const fg_node *node, const fg_tinfo *t, const char *label,
+                       const int64_t **begin, const int64_t **size, fg_status *status) {
+  int nb, ns;
+  char s1[FGI_STR];
+  if (fgi_attr_ints(node, "begin", 1, begin, &nb, status))
+    return -1;
+  if (fgi_attr_ints(node, "size", 1, size, &ns, status))
+    return -1;
+  if (nb != t->rank || ns != t->rank)
+    return fgi_fail(node, status, "begin has %d entries and size %d, but %s shape %s has rank %d",
+                    nb, ns, label, fgi_shape(t, s1), t->rank);
+  return 0;
+}
+
+/* Dim d of the slice of `t` from begin b with size s (-1: to the end),
+ * checked against t's dim where it is known; FG_DIM_UNKNOWN until run time
+ * where it is not. */
+static int slice_dim(const fg_node *node, const fg_tinfo *t, const char *label, int d, int64_t b,
+                     int64_t s, int64_t *out, fg_status *status) {
+  char s1[FGI_STR];
+  int64_t dim = t->dims[d];
+  if (b < 0)
+    return fgi_fail(node, status, "begin[%d] = %lld is negative", d, (long long)b);
+  if (s < -1)
+    return fgi_fail(node, status,
+                    "size[%d] = %lld is negative (only -1, meaning to the end, is allowed)", d,
+                    (long long)s);
+  if (dim < 0) {
+    /* Unknown at build time: checked again at run time. */
+    *out = s == -1 ? FG_DIM_UNKNOWN : s;
+    return 0;
+  }
+  if (b > dim)
+    return fgi_fail(node, status, "begin[%d] = %lld is past the end of dim %d of %s shape %s", d,
+                    (long long)b, d, label, fgi_shape(t, s1));
+  if (s > dim - b)
+    return fgi_fail(node, status,
+                    "begin[%d] + size[%d] = %lld + %lld exceeds dim %d of %s shape %s", d, d,
+                    (long long)b, (long long)s, d, label, fgi_shape(t, s1));
+  *out = s == -1 ? dim - b : s;
+  return 0;
+}
+
 int fgi_infer_slice(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   const int64_t *begin, *size;
-  int nb, ns, r = in[0].rank;
-  char s1[FGI_STR];
-  if (fgi_attr_ints(node, "begin", 1, &begin, &nb, status))
+  int r = in[0].rank;
+  if (slice_attrs(node, &in[0], "input 0", &begin, &size, status))
     return -1;
-  if (fgi_attr_ints(node, "size", 1, &size, &ns, status))
-    return -1;
-  if (nb != r || ns != r)
-    return fgi_fail(node, status,
-                    "begin has %d entries and size %d, but input 0 shape %s has "
-                    "rank %d",
-                    nb, ns, fgi_shape(&in[0], s1), r);
   out[0].dtype = in[0].dtype;
   out[0].rank = r;
-  for (int d = 0; d < r; d++) {
-    int64_t b = begin[d], s = size[d], dim = in[0].dims[d];
-    if (b < 0)
-      return fgi_fail(node, status, "begin[%d] = %lld is negative", d, (long long)b);
-    if (s < -1)
-      return fgi_fail(node, status,
-                      "size[%d] = %lld is negative (only -1, meaning to the end, "
-                      "is allowed)",
-                      d, (long long)s);
-    if (dim < 0) {
-      /* Unknown at build time: checked again at run time. */
-      out[0].dims[d] = s == -1 ? FG_DIM_UNKNOWN : s;
-      continue;
-    }
-    if (b > dim)
-      return fgi_fail(node, status,
-                      "begin[%d] = %lld is past the end of dim %d of input 0 "
-                      "shape %s",
-                      d, (long long)b, d, fgi_shape(&in[0], s1));
-    if (s > dim - b)
-      return fgi_fail(node, status,
-                      "begin[%d] + size[%d] = %lld + %lld exceeds dim %d of "
-                      "input 0 shape %s",
-                      d, d, (long long)b, (long long)s, d, fgi_shape(&in[0], s1));
-    out[0].dims[d] = s == -1 ? dim - b : s;
-  }
+  for (int d = 0; d < r; d++)
+    if (slice_dim(node, &in[0], "input 0", d, begin[d], size[d], &out[0].dims[d], status))
+      return -1;
   return 0;
+}
+
+/* slice_grad(dy, like) places dy at the slice of a zero tensor shaped like
+ * `like`: slice's rules applied to like's shape, plus dy having the slice's
+ * shape. Any dtype passes, but a file could carry garbage. */
+int fgi_infer_slice_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
+                         fg_status *status) {
+  const int64_t *begin, *size;
+  const fg_tinfo *dy = &in[0], *like = &in[1];
+  int r = like->rank;
+  char s1[FGI_STR], s2[FGI_STR];
+  for (int i = 0; i < 2; i++)
+    if (!fgi_dtype_valid(in[i].dtype))
+      return fgi_fail(node, status, "input %d (%s) has invalid dtype %d", i, i ? "like" : "dy",
+                      (int)in[i].dtype);
+  if (slice_attrs(node, like, "input 1 (like)", &begin, &size, status))
+    return -1;
+  if (dy->rank != r)
+    return fgi_fail(node, status,
+                    "input 0 (dy) shape %s has rank %d, but input 1 (like) shape %s has rank %d",
+                    fgi_shape(dy, s1), dy->rank, fgi_shape(like, s2), r);
+  for (int d = 0; d < r; d++) {
+    int64_t want;
+    if (slice_dim(node, like, "input 1 (like)", d, begin[d], size[d], &want, status))
+      return -1;
+    if (want >= 0 && dy->dims[d] >= 0 && dy->dims[d] != want)
+      return fgi_fail(node, status,
+                      "input 0 (dy) shape %s does not match the slice of input 1 (like) shape %s "
+                      "at dim %d (%lld vs %lld, begin %lld size %lld)",
+                      fgi_shape(dy, s1), fgi_shape(like, s2), d, (long long)dy->dims[d],
+                      (long long)want, (long long)begin[d], (long long)size[d]);
+  }
+  out[0] = *like;
+  out[0].dtype = dy->dtype;
+  return fgi_check_bytes(node, &out[0], status);
 }
 
 int fgi_infer_gather(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
