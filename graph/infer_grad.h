@@ -24,10 +24,11 @@ FGI_DECL_FLOPS(fgi_flops_gather_grad)
 FGI_DECL_INFER(fgi_infer_apply) /* apply_sgd, apply_momentum, apply_adam, by node->op */
 FGI_DECL_FLOPS(fgi_flops_apply)
 
+/* infer_linalg.c (beside slice, whose rules it shares) */
+FGI_DECL_INFER(fgi_infer_slice_grad)
+
 #undef FGI_DECL_INFER
 #undef FGI_DECL_FLOPS
 
-/* infer_linalg.c (beside slice, whose rules it shares) */
-FGI_DECL_INFER(fgi_infer_slice_grad)
 
 #endif
