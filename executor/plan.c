@@ -217,6 +217,17 @@ static int cmp_edge(const void *a, const void *b) {
   return (x[1] > y[1]) - (x[1] < y[1]);
 }
 
+/* Sorts by (from, to) and drops repeats: successor lists come out grouped
+ * by source, as the pool wants them. */
+static void edges_sort_unique(edges *E) {
+  qsort(E->e, (size_t)E->n, sizeof E->e[0], cmp_edge);
+  int w = 0;
+  for (int i = 0; i < E->n; i++)
+    if (w == 0 || cmp_edge(E->e[w - 1], E->e[i]) != 0)
+      E->e[w][0] = E->e[i][0], E->e[w++][1] = E->e[i][1];
+  E->n = w;
+}
+
 /* Data edges (producer step -> consumer step) plus, for every variable,
  * edges that keep its reads and writes in step order: a scheduler may run
  * anything in parallel but never reorder a read and an update of the same
@@ -261,28 +272,49 @@ static int build_edges(const fg_graph *g, fg_plan *plan, edges *E) {
     free(readers_since);
     return -1;
   }
-  qsort(E->e, (size_t)E->n, sizeof E->e[0], cmp_edge);
-  int w = 0;
-  for (int i = 0; i < E->n; i++)
-    if (w == 0 || cmp_edge(E->e[w - 1], E->e[i]) != 0) E->e[w][0] = E->e[i][0], E->e[w++][1] = E->e[i][1];
-  E->n = w;
+  edges_sort_unique(E);
   return 0;
 }
 
 /* Lays out the arena with the memory planner and binds every slot. */
-static int plan_memory(const fg_graph *g, fg_plan *plan, const edges *E, fg_status *st) {
+/* Scheduling edges that make memory reuse safe under any schedule the pool
+ * picks: when B's bytes overlap A's and A comes first, every step touching
+ * A becomes an ancestor of B's producer (the rule of memplan.h). The memory
+ * plan is made on the serial step order, which reaches the serial lower
+ * bound; these edges then keep the parallel run within it. Tensors that are
+ * live at the same time never overlap, so independent branches stay free to
+ * run in parallel. */
+static int add_reuse_edges(fg_plan *plan, const fg_mp_tensor *t, edges *E) {
+  int n = plan->n_slots;
+  for (int b = 0; b < n; b++) {
+    if (plan->slot_kind[b] != FG_SLOT_ARENA || t[b].bytes == 0) continue;
+    int64_t b0 = plan->slot_offset[b], b1 = b0 + (int64_t)t[b].bytes;
+    int pb = t[b].producer;
+    for (int a = 0; a < n; a++) {
+      if (a == b || plan->slot_kind[a] != FG_SLOT_ARENA || t[a].bytes == 0) continue;
+      if (t[a].producer >= pb) continue; /* only earlier tensors constrain b */
+      int64_t a0 = plan->slot_offset[a], a1 = a0 + (int64_t)t[a].bytes;
+      if (a1 <= b0 || b1 <= a0) continue;
+      if (edge_add(E, t[a].producer, pb) != 0) return -1;
+      for (int u = 0; u < t[a].n_users; u++)
+        if (t[a].users[u] != pb && edge_add(E, t[a].users[u], pb) != 0) return -1;
+    }
+  }
+  return 0;
+}
+
+static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st) {
   int n = plan->n_slots, ns = plan->n_steps, rc = -1;
   fg_mp_tensor *t = calloc((size_t)n + 1, sizeof *t);
-  int *users = malloc(((size_t)E->n + (size_t)n + 1) * sizeof *users);
   int *use_cnt = calloc((size_t)n + 1, sizeof *use_cnt);
   int *pred_off = calloc((size_t)ns + 2, sizeof *pred_off);
-  int *preds = malloc(((size_t)E->n + 1) * sizeof *preds);
+  int *preds = malloc(((size_t)ns + 1) * sizeof *preds);
   size_t *off = malloc(((size_t)n + 1) * sizeof *off);
   int *shared = malloc(((size_t)n + 1) * sizeof *shared);
   int total_uses = 0;
   for (int si = 0; si < ns; si++) total_uses += plan->steps[si].n_in;
   int *all_users = malloc(((size_t)total_uses + 1) * sizeof *all_users);
-  if (!t || !users || !use_cnt || !pred_off || !preds || !off || !shared || !all_users) {
+  if (!t || !use_cnt || !pred_off || !preds || !off || !shared || !all_users) {
     fail_oom(st, "memory plan");
     goto done;
   }
@@ -318,19 +350,10 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, const edges *E, fg_stat
     }
     plan->slot_last[s] = t[s].n_users ? t[s].users[t[s].n_users - 1] : -1;
   }
-  /* Predecessors per step (CSR) from the sorted edge list. */
-  for (int i = 0; i < E->n; i++) pred_off[E->e[i][1] + 1]++;
+  /* The planner sees the serial order: step s - 1 precedes step s. */
+  for (int si = 1; si < ns; si++) pred_off[si + 1] = 1;
   for (int si = 0; si < ns; si++) pred_off[si + 1] += pred_off[si];
-  int *fill = calloc((size_t)ns + 1, sizeof *fill);
-  if (!fill) {
-    fail_oom(st, "memory plan");
-    goto done;
-  }
-  for (int i = 0; i < E->n; i++) {
-    int to = E->e[i][1];
-    preds[pred_off[to] + fill[to]++] = E->e[i][0];
-  }
-  free(fill);
+  for (int si = 1; si < ns; si++) preds[pred_off[si]] = si - 1;
   fg_mp_input in = {ns, pred_off, preds, n, t, ALIGN};
   fg_mp_result out = {off, shared, 0, 0, 0};
   char err[256];
@@ -355,10 +378,14 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, const edges *E, fg_stat
       plan->slots[s].data = (char *)plan->arena + off[s];
     }
   }
+  if (add_reuse_edges(plan, t, E) != 0) {
+    fail_oom(st, "reuse edges");
+    goto done;
+  }
+  edges_sort_unique(E);
   rc = 0;
 done:
   free(t);
-  free(users);
   free(use_cnt);
   free(pred_off);
   free(preds);

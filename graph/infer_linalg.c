@@ -262,7 +262,7 @@ int fgi_infer_slice_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
                     "input 0 (dy) shape %s has rank %d, but input 1 (like) shape %s has rank %d",
                     fgi_shape(dy, s1), dy->rank, fgi_shape(like, s2), r);
   for (int d = 0; d < r; d++) {
-    int64_t want;
+    int64_t want = -1;
     if (slice_dim(node, like, "input 1 (like)", d, begin[d], size[d], &want, status))
       return -1;
     if (want >= 0 && dy->dims[d] >= 0 && dy->dims[d] != want)

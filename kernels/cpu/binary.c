@@ -11,7 +11,10 @@
  * Integer div truncates toward zero (C semantics, unlike NumPy's floor
  * division); INT_MIN / -1 wraps to INT_MIN; division by zero fails with
  * "division by zero at output element N" (N the flat output index).
- * Float maximum/minimum propagate NaN, as np.maximum/np.minimum do. */
+ * Float maximum/minimum propagate NaN, as np.maximum/np.minimum do.
+ *
+ * Large outputs are split into ranges of output elements over ctx->par;
+ * every element is computed alone, so the split never changes a result. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -53,11 +56,16 @@ static inline double min_f64(double x, double y) { return (x < y || x != x) ? x 
 static inline int32_t min_i32(int32_t x, int32_t y) { return x < y ? x : y; }
 static inline int64_t min_i64(int64_t x, int64_t y) { return x < y ? x : y; }
 
+/* Chunks run on several threads, so a chunk that meets a zero divisor
+ * records its output index and stops; the kernel then reports the smallest
+ * one, the element a sequential loop would have stopped at. */
 #define NOCHECK(y, idx) ((void)0)
 #define DIVCHECK(y, idx)                                                                           \
   do {                                                                                             \
-    if ((y) == 0)                                                                                  \
-      return fgk_fail(ctx, "division by zero at output element %lld", (long long)(idx));           \
+    if ((y) == 0) {                                                                                \
+      fgk_atomic_min(&A->bad, (idx));                                                              \
+      return;                                                                                      \
+    }                                                                                              \
   } while (0)
 
 /* One row: x from ar (stride sa), y from br (stride sb), n outputs from
@@ -95,23 +103,43 @@ static inline int64_t min_i64(int64_t x, int64_t y) { return x < y ? x : y; }
     }                                                                                              \
   } while (0)
 
+/* One call's operands and broadcast walk, shared by its chunks. */
+typedef struct bin_arg {
+  fgk_bcast bc;
+  const void *a, *b, *c;
+  void *o;
+  _Atomic int64_t bad; /* first output index with a zero integer divisor */
+} bin_arg;
+
+/* Parallel over disjoint output ranges: each element is computed the same
+ * way whatever the split. */
 #define FGK_BINARY(fn, TI, DTI, TO, DTO, OPF, CHECK)                                               \
+  static void fn##_range(void *arg, int64_t e0, int64_t e1) {                                      \
+    bin_arg *A = (bin_arg *)arg;                                                                   \
+    const TI *a = (const TI *)A->a;                                                                \
+    const TI *b = (const TI *)A->b;                                                                \
+    TO *o = (TO *)A->o;                                                                            \
+    const int last = A->bc.rank - 1;                                                               \
+    const int64_t sa = A->bc.strides[0][last], sb = A->bc.strides[1][last];                        \
+    FGK_BCAST_RANGE(A->bc, e0, e1,                                                                 \
+                    BIN_ROW(TI, OPF, CHECK, a + fgk_off[0], sa, b + fgk_off[1], sb, o + fgk_oo,    \
+                            fgk_oo, fgk_len));                                                     \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     if (fgk_check(ctx, 2, 1) != 0) return -1;                                                      \
     if (ctx->in[0].dtype != DTI || ctx->in[1].dtype != DTI || ctx->out[0].dtype != DTO)            \
       return fgk_fail(ctx, "expected %s inputs and a %s output, got %s, %s and %s",                \
                       fg_dtype_name(DTI), fg_dtype_name(DTO), fg_dtype_name(ctx->in[0].dtype),  \
                       fg_dtype_name(ctx->in[1].dtype), fg_dtype_name(ctx->out[0].dtype));        \
-    if (fgk_numel(&ctx->out[0]) == 0) return 0;                                                    \
-    fgk_bcast bc;                                                                                  \
-    if (fgk_bcast_init(ctx, 2, &bc) != 0) return -1;                                               \
-    const TI *a = (const TI *)ctx->in[0].data;                                                     \
-    const TI *b = (const TI *)ctx->in[1].data;                                                     \
-    TO *o = (TO *)ctx->out[0].data;                                                                \
-    const int last = bc.rank - 1;                                                                  \
-    const int64_t sa = bc.strides[0][last], sb = bc.strides[1][last];                              \
-    FGK_BCAST_ROWS(bc, BIN_ROW(TI, OPF, CHECK, a + fgk_off[0], sa, b + fgk_off[1], sb, o + fgk_oo, \
-                               fgk_oo, fgk_row_len));                                              \
+    const int64_t n = fgk_numel(&ctx->out[0]);                                                     \
+    if (n == 0) return 0;                                                                          \
+    bin_arg A = {.a = ctx->in[0].data, .b = ctx->in[1].data, .o = ctx->out[0].data};               \
+    if (fgk_bcast_init(ctx, 2, &A.bc) != 0) return -1;                                             \
+    atomic_init(&A.bad, INT64_MAX);                                                                \
+    fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP, fn##_range, &A);                                     \
+    const int64_t bad = atomic_load(&A.bad);                                                       \
+    if (bad != INT64_MAX)                                                                          \
+      return fgk_fail(ctx, "division by zero at output element %lld", (long long)bad);             \
     return 0;                                                                                      \
   }
 
@@ -158,25 +186,30 @@ FGK_COMPARE(less, LT)
 
 /* select(cond, x, y): cond ? x : y, all three broadcast to the output.
  * Only the element size matters, so one body serves every dtype. */
-#define SELECT_BODY(T)                                                                             \
-  do {                                                                                             \
-    const uint8_t *c = (const uint8_t *)ctx->in[0].data;                                           \
-    const T *x = (const T *)ctx->in[1].data;                                                       \
-    const T *y = (const T *)ctx->in[2].data;                                                       \
-    T *o = (T *)ctx->out[0].data;                                                                  \
-    const int last = bc.rank - 1;                                                                  \
-    const int64_t sc = bc.strides[0][last], sx = bc.strides[1][last], sy = bc.strides[2][last];    \
-    if (bc.rank == 1 && sc == 1 && sx == 1 && sy == 1) {                                           \
-      for (int64_t j = 0; j < bc.dims[0]; j++) o[j] = c[j] ? x[j] : y[j];                          \
-      break;                                                                                       \
+#define SELECT_RANGE(name, T)                                                                      \
+  static void name(void *arg, int64_t e0, int64_t e1) {                                            \
+    const bin_arg *A = (const bin_arg *)arg;                                                       \
+    const uint8_t *c = (const uint8_t *)A->a;                                                      \
+    const T *x = (const T *)A->b;                                                                  \
+    const T *y = (const T *)A->c;                                                                  \
+    T *o = (T *)A->o;                                                                              \
+    const int last = A->bc.rank - 1;                                                               \
+    const int64_t sc = A->bc.strides[0][last], sx = A->bc.strides[1][last],                        \
+                  sy = A->bc.strides[2][last];                                                     \
+    if (A->bc.rank == 1 && sc == 1 && sx == 1 && sy == 1) {                                        \
+      for (int64_t j = e0; j < e1; j++) o[j] = c[j] ? x[j] : y[j];                                 \
+      return;                                                                                      \
     }                                                                                              \
-    FGK_BCAST_ROWS(bc, {                                                                           \
+    FGK_BCAST_RANGE(A->bc, e0, e1, {                                                               \
       const uint8_t *cr = c + fgk_off[0];                                                          \
       const T *xr = x + fgk_off[1], *yr = y + fgk_off[2];                                          \
       T *orow = o + fgk_oo;                                                                        \
-      for (int64_t j = 0; j < fgk_row_len; j++) orow[j] = cr[j * sc] ? xr[j * sx] : yr[j * sy];    \
+      for (int64_t j = 0; j < fgk_len; j++) orow[j] = cr[j * sc] ? xr[j * sx] : yr[j * sy];        \
     });                                                                                            \
-  } while (0)
+  }
+SELECT_RANGE(select_range_1, uint8_t)
+SELECT_RANGE(select_range_4, uint32_t)
+SELECT_RANGE(select_range_8, uint64_t)
 
 int fgk_select(const fg_kctx *ctx) {
   if (fgk_check(ctx, 3, 1) != 0) return -1;
@@ -188,14 +221,18 @@ int fgk_select(const fg_kctx *ctx) {
     return fgk_fail(ctx, "inputs 1 and 2 must be %s like the output, got %s and %s",
                     fg_dtype_name(dt), fg_dtype_name(ctx->in[1].dtype),
                     fg_dtype_name(ctx->in[2].dtype));
-  if (fgk_numel(&ctx->out[0]) == 0) return 0;
-  fgk_bcast bc;
-  if (fgk_bcast_init(ctx, 3, &bc) != 0) return -1;
+  const int64_t n = fgk_numel(&ctx->out[0]);
+  if (n == 0) return 0;
+  bin_arg A = {.a = ctx->in[0].data, .b = ctx->in[1].data, .c = ctx->in[2].data,
+               .o = ctx->out[0].data};
+  if (fgk_bcast_init(ctx, 3, &A.bc) != 0) return -1;
+  fg_krange_fn range;
   switch (fg_dtype_size(dt)) {
-  case 1: SELECT_BODY(uint8_t); break;
-  case 4: SELECT_BODY(uint32_t); break;
-  case 8: SELECT_BODY(uint64_t); break;
+  case 1: range = select_range_1; break;
+  case 4: range = select_range_4; break;
+  case 8: range = select_range_8; break;
   default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
   }
+  fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP, range, &A);
   return 0;
 }

@@ -1,5 +1,5 @@
-/* Helpers shared by the CPU kernel families: error text, argument checks
- * and the broadcast planner. */
+/* Helpers shared by the CPU kernel families: error text, argument checks,
+ * the broadcast planner and the entry to intra-op parallelism. */
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -96,4 +96,15 @@ void fgk_walk_init(fgk_bcast *bc, int n_ops, int rank, const int64_t *dims,
     n = 1;
   }
   bc->rank = n;
+}
+
+void fgk_parallel_for(const fg_kctx *ctx, int64_t n, int64_t grain, fg_krange_fn fn, void *arg) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  const fg_kparallel *par = ctx ? ctx->par : NULL;
+  if (!par || !par->parallel_for || n <= grain) {
+    fn(arg, 0, n);
+    return;
+  }
+  par->parallel_for(par->pool, n, grain, fn, arg);
 }

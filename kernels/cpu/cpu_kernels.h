@@ -4,6 +4,7 @@
 #ifndef FG_CPU_KERNELS_H
 #define FG_CPU_KERNELS_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -164,6 +165,72 @@ void fgk_walk_init(fgk_bcast *bc, int n_ops, int rank, const int64_t *dims,
       }                                                                                            \
     }                                                                                              \
   } while (0)
+
+/* Walks output elements [e0, e1) of a coalesced broadcast, one run at a
+ * time, for kernels that split their output over threads: the body runs
+ * with `fgk_off[k]` operand k's offset of the run's first element, `fgk_oo`
+ * that element's flat output index and `fgk_len` the run's length (it stays
+ * inside one row of bc.dims[bc.rank-1] elements). Starting mid-shape costs
+ * one division per dim, once per call. The body may `return`. */
+#define FGK_BCAST_RANGE(bc, e0, e1, ...)                                                           \
+  do {                                                                                             \
+    const int fgk_last = (bc).rank - 1;                                                            \
+    const int64_t fgk_rl = (bc).dims[fgk_last], fgk_end = (e1);                                    \
+    int64_t fgk_cnt[FG_MAX_RANK] = {0};                                                            \
+    int64_t fgk_base[3] = {0, 0, 0};                                                               \
+    int64_t fgk_e = (e0);                                                                          \
+    int64_t fgk_col = fgk_e % fgk_rl;                                                              \
+    int64_t fgk_q = fgk_e / fgk_rl;                                                                \
+    for (int fgk_d = fgk_last - 1; fgk_d >= 0 && fgk_q > 0; fgk_d--) {                             \
+      fgk_cnt[fgk_d] = fgk_q % (bc).dims[fgk_d];                                                   \
+      fgk_q /= (bc).dims[fgk_d];                                                                   \
+      for (int fgk_k = 0; fgk_k < (bc).n_ops; fgk_k++)                                             \
+        fgk_base[fgk_k] += fgk_cnt[fgk_d] * (bc).strides[fgk_k][fgk_d];                            \
+    }                                                                                              \
+    while (fgk_e < fgk_end) {                                                                      \
+      const int64_t fgk_left = fgk_end - fgk_e;                                                    \
+      const int64_t fgk_len = fgk_rl - fgk_col < fgk_left ? fgk_rl - fgk_col : fgk_left;           \
+      int64_t fgk_off[3];                                                                          \
+      for (int fgk_k = 0; fgk_k < (bc).n_ops; fgk_k++)                                             \
+        fgk_off[fgk_k] = fgk_base[fgk_k] + fgk_col * (bc).strides[fgk_k][fgk_last];                \
+      const int64_t fgk_oo = fgk_e;                                                                \
+      (void)fgk_oo;                                                                                \
+      __VA_ARGS__;                                                                                 \
+      fgk_e += fgk_len;                                                                            \
+      fgk_col = 0;                                                                                 \
+      for (int fgk_d = fgk_last - 1; fgk_d >= 0; fgk_d--) {                                        \
+        for (int fgk_k = 0; fgk_k < (bc).n_ops; fgk_k++)                                           \
+          fgk_base[fgk_k] += (bc).strides[fgk_k][fgk_d];                                           \
+        if (++fgk_cnt[fgk_d] < (bc).dims[fgk_d]) break;                                            \
+        for (int fgk_k = 0; fgk_k < (bc).n_ops; fgk_k++)                                           \
+          fgk_base[fgk_k] -= (bc).strides[fgk_k][fgk_d] * (bc).dims[fgk_d];                        \
+        fgk_cnt[fgk_d] = 0;                                                                        \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
+/* ---- intra-op parallelism ------------------------------------------------ */
+
+/* Calls fn(arg, begin, end) over [0, n) through ctx->par in chunks of
+ * `grain`, or once over the whole range when ctx->par is NULL or n <= grain
+ * (small tensors stay on the calling thread: a wake-up costs microseconds).
+ * How the range is cut must not change a kernel's results: kernels whose
+ * arithmetic depends on grouping (sums) fix their own chunks from the shape
+ * alone and parallelise over those. */
+void fgk_parallel_for(const fg_kctx *ctx, int64_t n, int64_t grain, fg_krange_fn fn, void *arg);
+
+/* Grains, in elements per chunk: about 10-50 us of work, so a chunk's
+ * hand-off (~1-5 us) stays small next to it. */
+#define FGK_GRAIN_CHEAP 16384 /* add, mul, relu, copies */
+#define FGK_GRAIN_MATH 4096   /* exp, tanh, erf, pow, softmax rows */
+
+/* Lowers *x to v when v is smaller (first failing index across chunks). */
+static inline void fgk_atomic_min(_Atomic int64_t *x, int64_t v) {
+  int64_t cur = atomic_load_explicit(x, memory_order_relaxed);
+  while (v < cur && !atomic_compare_exchange_weak_explicit(x, &cur, v, memory_order_relaxed,
+                                                           memory_order_relaxed)) {
+  }
+}
 
 /* Float to integer conversion is undefined in C for NaN and out-of-range
  * values; flowgraph saturates and maps NaN to 0 (documented in cast). */

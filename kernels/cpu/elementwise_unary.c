@@ -24,7 +24,27 @@ static inline double sigmoid_f64(double x) {
   return e / (1.0 + e);
 }
 
-#define FGK_UNARY(fn, T, DT, EXPR)                                                                 \
+/* Arguments of one unary kernel call, shared by its chunks. */
+typedef struct un_arg {
+  const void *in;
+  void *out;
+  const fg_kparams *p;
+} un_arg;
+
+/* GRAIN: elements per parallel chunk (FGK_GRAIN_CHEAP or _MATH). Chunks
+ * are disjoint output ranges, so the split never changes a result. */
+#define FGK_UNARY(fn, T, DT, GRAIN, EXPR)                                                          \
+  static void fn##_range(void *arg, int64_t b, int64_t e) {                                        \
+    const un_arg *a = (const un_arg *)arg;                                                         \
+    const T *in = (const T *)a->in;                                                                \
+    T *out = (T *)a->out;                                                                          \
+    const fg_kparams *p = a->p;                                                                    \
+    (void)p;                                                                                       \
+    for (int64_t i = b; i < e; i++) {                                                              \
+      const T x = in[i];                                                                           \
+      out[i] = (EXPR);                                                                             \
+    }                                                                                              \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     if (fgk_check(ctx, 1, 1) != 0) return -1;                                                      \
     const int64_t n = fgk_numel(&ctx->out[0]);                                                     \
@@ -34,49 +54,46 @@ static inline double sigmoid_f64(double x) {
     if (fgk_numel(&ctx->in[0]) != n)                                                               \
       return fgk_fail(ctx, "input has %lld elements, output %lld",                                 \
                       (long long)fgk_numel(&ctx->in[0]), (long long)n);                            \
-    const T *in = (const T *)ctx->in[0].data;                                                      \
-    T *out = (T *)ctx->out[0].data;                                                                \
-    const fg_kparams *p = ctx->p;                                                                  \
-    (void)p;                                                                                       \
-    for (int64_t i = 0; i < n; i++) {                                                              \
-      const T x = in[i];                                                                           \
-      out[i] = (EXPR);                                                                             \
-    }                                                                                              \
+    un_arg a = {ctx->in[0].data, ctx->out[0].data, ctx->p};                                        \
+    fgk_parallel_for(ctx, n, GRAIN, fn##_range, &a);                                               \
     return 0;                                                                                      \
   }
 
-FGK_UNARY(fgk_neg_f32, float, FG_F32, -x)
-FGK_UNARY(fgk_neg_f64, double, FG_F64, -x)
-FGK_UNARY(fgk_neg_i32, int32_t, FG_I32, neg_i32(x))
-FGK_UNARY(fgk_neg_i64, int64_t, FG_I64, neg_i64(x))
+#define CHEAP FGK_GRAIN_CHEAP
+#define MATH FGK_GRAIN_MATH
 
-FGK_UNARY(fgk_exp_f32, float, FG_F32, expf(x))
-FGK_UNARY(fgk_exp_f64, double, FG_F64, exp(x))
-FGK_UNARY(fgk_log_f32, float, FG_F32, logf(x))
-FGK_UNARY(fgk_log_f64, double, FG_F64, log(x))
-FGK_UNARY(fgk_sqrt_f32, float, FG_F32, sqrtf(x))
-FGK_UNARY(fgk_sqrt_f64, double, FG_F64, sqrt(x))
-FGK_UNARY(fgk_rsqrt_f32, float, FG_F32, 1.0f / sqrtf(x))
-FGK_UNARY(fgk_rsqrt_f64, double, FG_F64, 1.0 / sqrt(x))
+FGK_UNARY(fgk_neg_f32, float, FG_F32, CHEAP, -x)
+FGK_UNARY(fgk_neg_f64, double, FG_F64, CHEAP, -x)
+FGK_UNARY(fgk_neg_i32, int32_t, FG_I32, CHEAP, neg_i32(x))
+FGK_UNARY(fgk_neg_i64, int64_t, FG_I64, CHEAP, neg_i64(x))
 
-FGK_UNARY(fgk_abs_f32, float, FG_F32, fabsf(x))
-FGK_UNARY(fgk_abs_f64, double, FG_F64, fabs(x))
-FGK_UNARY(fgk_abs_i32, int32_t, FG_I32, x < 0 ? neg_i32(x) : x)
-FGK_UNARY(fgk_abs_i64, int64_t, FG_I64, x < 0 ? neg_i64(x) : x)
+FGK_UNARY(fgk_exp_f32, float, FG_F32, MATH, expf(x))
+FGK_UNARY(fgk_exp_f64, double, FG_F64, MATH, exp(x))
+FGK_UNARY(fgk_log_f32, float, FG_F32, MATH, logf(x))
+FGK_UNARY(fgk_log_f64, double, FG_F64, MATH, log(x))
+FGK_UNARY(fgk_sqrt_f32, float, FG_F32, MATH, sqrtf(x))
+FGK_UNARY(fgk_sqrt_f64, double, FG_F64, MATH, sqrt(x))
+FGK_UNARY(fgk_rsqrt_f32, float, FG_F32, MATH, 1.0f / sqrtf(x))
+FGK_UNARY(fgk_rsqrt_f64, double, FG_F64, MATH, 1.0 / sqrt(x))
 
-FGK_UNARY(fgk_tanh_f32, float, FG_F32, tanhf(x))
-FGK_UNARY(fgk_tanh_f64, double, FG_F64, tanh(x))
-FGK_UNARY(fgk_sigmoid_f32, float, FG_F32, sigmoid_f32(x))
-FGK_UNARY(fgk_sigmoid_f64, double, FG_F64, sigmoid_f64(x))
+FGK_UNARY(fgk_abs_f32, float, FG_F32, CHEAP, fabsf(x))
+FGK_UNARY(fgk_abs_f64, double, FG_F64, CHEAP, fabs(x))
+FGK_UNARY(fgk_abs_i32, int32_t, FG_I32, CHEAP, x < 0 ? neg_i32(x) : x)
+FGK_UNARY(fgk_abs_i64, int64_t, FG_I64, CHEAP, x < 0 ? neg_i64(x) : x)
+
+FGK_UNARY(fgk_tanh_f32, float, FG_F32, MATH, tanhf(x))
+FGK_UNARY(fgk_tanh_f64, double, FG_F64, MATH, tanh(x))
+FGK_UNARY(fgk_sigmoid_f32, float, FG_F32, MATH, sigmoid_f32(x))
+FGK_UNARY(fgk_sigmoid_f64, double, FG_F64, MATH, sigmoid_f64(x))
 
 /* `x < 0 ? 0 : x` keeps NaN as NaN, as PyTorch's relu does. */
-FGK_UNARY(fgk_relu_f32, float, FG_F32, x < 0 ? 0.0f : x)
-FGK_UNARY(fgk_relu_f64, double, FG_F64, x < 0 ? 0.0 : x)
-FGK_UNARY(fgk_relu_i32, int32_t, FG_I32, x < 0 ? 0 : x)
-FGK_UNARY(fgk_relu_i64, int64_t, FG_I64, x < 0 ? 0 : x)
-FGK_UNARY(fgk_leaky_relu_f32, float, FG_F32, x > 0 ? x : (float)p->alpha * x)
-FGK_UNARY(fgk_leaky_relu_f64, double, FG_F64, x > 0 ? x : p->alpha * x)
+FGK_UNARY(fgk_relu_f32, float, FG_F32, CHEAP, x < 0 ? 0.0f : x)
+FGK_UNARY(fgk_relu_f64, double, FG_F64, CHEAP, x < 0 ? 0.0 : x)
+FGK_UNARY(fgk_relu_i32, int32_t, FG_I32, CHEAP, x < 0 ? 0 : x)
+FGK_UNARY(fgk_relu_i64, int64_t, FG_I64, CHEAP, x < 0 ? 0 : x)
+FGK_UNARY(fgk_leaky_relu_f32, float, FG_F32, CHEAP, x > 0 ? x : (float)p->alpha * x)
+FGK_UNARY(fgk_leaky_relu_f64, double, FG_F64, CHEAP, x > 0 ? x : p->alpha * x)
 
 /* The exact erf form, PyTorch's default (approximate='none'). */
-FGK_UNARY(fgk_gelu_f32, float, FG_F32, 0.5f * x * (1.0f + erff(x * (float)FGK_SQRT1_2)))
-FGK_UNARY(fgk_gelu_f64, double, FG_F64, 0.5 * x * (1.0 + erf(x * FGK_SQRT1_2)))
+FGK_UNARY(fgk_gelu_f32, float, FG_F32, MATH, 0.5f * x * (1.0f + erff(x * (float)FGK_SQRT1_2)))
+FGK_UNARY(fgk_gelu_f64, double, FG_F64, MATH, 0.5 * x * (1.0 + erf(x * FGK_SQRT1_2)))

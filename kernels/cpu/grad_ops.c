@@ -4,8 +4,9 @@
  * re-running inference with the concrete shapes; the checks here keep a
  * mis-wired direct call from touching memory out of bounds.
  *
- * Determinism: sum_to is reduce_sum's fold (row-major order, f32 in
- * double); gather_grad adds rows in index order. */
+ * Determinism: sum_to is reduce_sum's fold (row-major order in fixed runs,
+ * f32 in double, parallel through reduce_sum); gather_grad adds rows in
+ * index order. erf and broadcast_like split their output over ctx->par. */
 #include <math.h>
 #include <string.h>
 
@@ -13,8 +14,19 @@
 
 /* ---- erf ------------------------------------------------------------------ */
 
+typedef struct erf_job {
+  const void *in;
+  void *out;
+} erf_job;
+
 /* Element by element, read before write, so out may be in's buffer. */
 #define FGK_ERF(fn, T, DT, F)                                                                      \
+  static void fn##_range(void *arg, int64_t i0, int64_t i1) {                                      \
+    const erf_job *J = (const erf_job *)arg;                                                       \
+    const T *in = (const T *)J->in;                                                                \
+    T *out = (T *)J->out;                                                                          \
+    for (int64_t i = i0; i < i1; i++) out[i] = F(in[i]);                                           \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     if (fgk_check(ctx, 1, 1) != 0) return -1;                                                      \
     if (ctx->in[0].dtype != DT || ctx->out[0].dtype != DT)                                         \
@@ -24,9 +36,8 @@
     if (fgk_numel(&ctx->in[0]) != n)                                                               \
       return fgk_fail(ctx, "input has %lld elements, output %lld",                                 \
                       (long long)fgk_numel(&ctx->in[0]), (long long)n);                            \
-    const T *in = (const T *)ctx->in[0].data;                                                      \
-    T *out = (T *)ctx->out[0].data;                                                                \
-    for (int64_t i = 0; i < n; i++) out[i] = F(in[i]);                                             \
+    erf_job J = {ctx->in[0].data, ctx->out[0].data};                                               \
+    fgk_parallel_for(ctx, n, FGK_GRAIN_MATH, fn##_range, &J);                                      \
     return 0;                                                                                      \
   }
 FGK_ERF(fgk_erf_f32, float, FG_F32, erff)
@@ -74,14 +85,45 @@ static int same_dtype(const fg_kctx *ctx, int i) {
 
 /* ---- broadcast_like -------------------------------------------------------- */
 
+typedef struct bcast_like_job {
+  fgk_bcast bc;
+  const void *src;
+  void *dst;
+} bcast_like_job;
+
+#define BCAST_LIKE_RANGE(name, T)                                                                  \
+  static void name(void *arg, int64_t e0, int64_t e1) {                                            \
+    const bcast_like_job *J = (const bcast_like_job *)arg;                                         \
+    const T *s = (const T *)J->src;                                                                \
+    T *d = (T *)J->dst;                                                                            \
+    const int64_t st = J->bc.strides[0][J->bc.rank - 1];                                           \
+    FGK_BCAST_RANGE(J->bc, e0, e1, {                                                               \
+      const T *sr = s + fgk_off[0];                                                                \
+      T *dr = d + fgk_oo;                                                                          \
+      for (int64_t j = 0; j < fgk_len; j++) dr[j] = sr[j * st];                                    \
+    });                                                                                            \
+  }
+BCAST_LIKE_RANGE(bcast_like_1, uint8_t)
+BCAST_LIKE_RANGE(bcast_like_4, uint32_t)
+BCAST_LIKE_RANGE(bcast_like_8, uint64_t)
+
 /* out (like's shape) = in[0] broadcast one way; fgk_bcast_init refuses any
- * dim of x that is neither 1 nor the output's. */
+ * dim of x that is neither 1 nor the output's. Split over output ranges. */
 int fgk_broadcast_like(const fg_kctx *ctx) {
   if (fgk_check(ctx, 1, 1) != 0 || same_dtype(ctx, 0) != 0) return -1;
-  if (fgk_numel(&ctx->out[0]) == 0) return 0;
-  fgk_bcast bc;
-  if (fgk_bcast_init(ctx, 1, &bc) != 0) return -1;
-  return walk(ctx, &bc, fg_dtype_size(ctx->out[0].dtype), ctx->in[0].data, ctx->out[0].data, 1);
+  const int64_t n = fgk_numel(&ctx->out[0]);
+  if (n == 0) return 0;
+  bcast_like_job J = {.src = ctx->in[0].data, .dst = ctx->out[0].data};
+  if (fgk_bcast_init(ctx, 1, &J.bc) != 0) return -1;
+  fg_krange_fn range;
+  switch (fg_dtype_size(ctx->out[0].dtype)) {
+  case 1: range = bcast_like_1; break;
+  case 4: range = bcast_like_4; break;
+  case 8: range = bcast_like_8; break;
+  default: return fgk_fail(ctx, "unsupported element size %zu", fg_dtype_size(ctx->out[0].dtype));
+  }
+  fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP, range, &J);
+  return 0;
 }
 
 /* ---- sum_to ------------------------------------------------------------------ */

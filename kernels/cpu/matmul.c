@@ -2,8 +2,11 @@
  * transposes the last two dims when transpose_a / transpose_b is set and the
  * leading (batch) dims broadcast NumPy-style to out's. Floats go to OpenBLAS
  * one GEMM per batch (one GEMM in all when b is shared by every batch and a
- * is not transposed: a's batches then stack into one taller matrix). */
+ * is not transposed: a's batches then stack into one taller matrix).
+ * Large products are cut into fixed tiles of the output, one GEMM each,
+ * spread over ctx->par (see mm_tiles). */
 #include <cblas.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -77,22 +80,96 @@ static int mm_plan_init(const fg_kctx *ctx, fg_dtype dt, mm_plan *pl) {
   return 0;
 }
 
-/* Advances the batch counters and a's and b's matrix offsets to the next
- * output batch, without dividing. */
-static void mm_next(const mm_plan *pl, int64_t *cnt, int64_t *ao, int64_t *bo) {
+static int fits_blasint(int64_t x) { return (int64_t)(blasint)x == x; }
+
+/* Flowgraph owns the threads: OpenBLAS runs single-threaded inside each
+ * tile, and the tiles go to the executor's pool, so two thread pools never
+ * compete for the cores (and a process without a pool uses one core, as
+ * its thread count says). Set once per process, on the first float matmul;
+ * it also affects other OpenBLAS users in the process. */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single_thread(void) { openblas_set_num_threads(1); }
+
+/* Tiles of C, from the shape alone, so the GEMM calls (and so the results)
+ * are the same for any thread count and with ctx->par NULL: about 256 rows
+ * x 512 columns (within ~5% of one whole-matrix GEMM here), made smaller
+ * while there are fewer than MM_MIN_ITEMS tiles in all and a tile keeps at
+ * least MM_MIN_MACS multiply-adds (tens of microseconds). */
+#define MM_RB 256
+#define MM_CB 512
+#define MM_MIN_ITEMS 8
+#define MM_MIN_MACS (1 << 21)
+
+typedef struct mm_job {
+  const mm_plan *pl;
+  const void *a, *b;
+  void *o;
+  int64_t M, K, N; /* per GEMM (M is stacked batches when batches == 1) */
+  int64_t rb, cb, n_rt, n_ct;
+  int ta, tb;
+} mm_job;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a - 1) / b + 1; }
+
+static void mm_tiles(mm_job *J, int64_t batches) {
+  const int64_t M = J->M, N = J->N, K = J->K;
+  int64_t n_rt = ceil_div(M, MM_RB), n_ct = ceil_div(N, MM_CB);
+  while (batches * n_rt * n_ct < MM_MIN_ITEMS) {
+    const int64_t rb = ceil_div(M, n_rt), cb = ceil_div(N, n_ct);
+    if ((double)rb * (double)cb * (double)K < 2.0 * MM_MIN_MACS) break;
+    if (cb >= 256 && cb >= rb)
+      n_ct *= 2;
+    else if (rb >= 64)
+      n_rt *= 2;
+    else if (cb >= 256)
+      n_ct *= 2;
+    else
+      break;
+  }
+  /* Multiples of 16 suit the GEMM micro-kernels' register blocks. */
+  J->rb = ceil_div(ceil_div(M, n_rt), 16) * 16;
+  J->cb = ceil_div(ceil_div(N, n_ct), 16) * 16;
+  J->n_rt = ceil_div(M, J->rb);
+  J->n_ct = ceil_div(N, J->cb);
+}
+
+/* a's and b's matrix offsets for output batch bi (decomposed, once per
+ * item). */
+static void mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo) {
+  *ao = *bo = 0;
   for (int d = pl->nb - 1; d >= 0; d--) {
-    *ao += pl->a_bstride[d];
-    *bo += pl->b_bstride[d];
-    if (++cnt[d] < pl->bdims[d]) return;
-    *ao -= pl->a_bstride[d] * pl->bdims[d];
-    *bo -= pl->b_bstride[d] * pl->bdims[d];
-    cnt[d] = 0;
+    const int64_t c = bi % pl->bdims[d];
+    bi /= pl->bdims[d];
+    *ao += c * pl->a_bstride[d];
+    *bo += c * pl->b_bstride[d];
   }
 }
 
-static int fits_blasint(int64_t x) { return (int64_t)(blasint)x == x; }
+/* Items are (batch, row tile, column tile), each one GEMM. */
+#define FGK_MM_TILES(name, T, GEMM)                                                                \
+  static void name(void *arg, int64_t i0, int64_t i1) {                                            \
+    const mm_job *J = (const mm_job *)arg;                                                         \
+    const int64_t per_batch = J->n_rt * J->n_ct;                                                   \
+    for (int64_t it = i0; it < i1; it++) {                                                         \
+      const int64_t bi = it / per_batch, rt = (it % per_batch) / J->n_ct, ct = it % J->n_ct;       \
+      int64_t ao = 0, bo = 0;                                                                      \
+      if (J->pl) mm_seek(J->pl, bi, &ao, &bo);                                                     \
+      const int64_t r0 = rt * J->rb, c0 = ct * J->cb;                                              \
+      const blasint m = (blasint)(J->M - r0 < J->rb ? J->M - r0 : J->rb);                          \
+      const blasint n = (blasint)(J->N - c0 < J->cb ? J->N - c0 : J->cb);                          \
+      const blasint k = (blasint)J->K;                                                             \
+      const blasint lda = (blasint)(J->ta ? J->M : J->K), ldb = (blasint)(J->tb ? J->K : J->N);    \
+      const T *a = (const T *)J->a + ao + (J->ta ? r0 : r0 * J->K);                                \
+      const T *b = (const T *)J->b + bo + (J->tb ? c0 * J->K : c0);                                \
+      T *o = (T *)J->o + bi * J->M * J->N + r0 * J->N + c0;                                        \
+      GEMM(CblasRowMajor, J->ta ? CblasTrans : CblasNoTrans, J->tb ? CblasTrans : CblasNoTrans, m, \
+           n, k, 1, a, lda, b, ldb, 0, o, (blasint)J->N);                                          \
+    }                                                                                              \
+  }
+FGK_MM_TILES(mm_tiles_f32, float, cblas_sgemm)
+FGK_MM_TILES(mm_tiles_f64, double, cblas_dgemm)
 
-#define FGK_MATMUL_BLAS(fn, T, DT, GEMM)                                                           \
+#define FGK_MATMUL_BLAS(fn, T, DT, TILES)                                                          \
   int fn(const fg_kctx *ctx) {                                                                     \
     mm_plan pl;                                                                                    \
     if (mm_plan_init(ctx, DT, &pl) != 0) return -1;                                                \
@@ -104,54 +181,66 @@ static int fits_blasint(int64_t x) { return (int64_t)(blasint)x == x; }
       memset(o, 0, (size_t)total * sizeof(T));                                                     \
       return 0;                                                                                    \
     }                                                                                              \
-    const T *a = (const T *)ctx->in[0].data, *b = (const T *)ctx->in[1].data;                      \
-    int64_t M = pl.M, batches = pl.batch;                                                          \
+    mm_job J = {.pl = &pl, .a = ctx->in[0].data, .b = ctx->in[1].data, .o = o,                     \
+                .M = pl.M, .K = pl.K, .N = pl.N, .ta = pl.ta, .tb = pl.tb};                        \
+    int64_t batches = pl.batch;                                                                    \
+    /* b shared by every batch and a not transposed: a's batches stack into one taller matrix. */  \
     if (!pl.ta && pl.b_batch == 1 && pl.a_batch == pl.batch) {                                     \
-      M *= pl.batch;                                                                               \
+      J.M *= pl.batch;                                                                             \
       batches = 1;                                                                                 \
+      J.pl = NULL;                                                                                 \
     }                                                                                              \
-    if (!fits_blasint(M) || !fits_blasint(pl.N) || !fits_blasint(pl.K))                            \
+    if (!fits_blasint(J.M) || !fits_blasint(J.N) || !fits_blasint(J.K))                            \
       return fgk_fail(ctx, "matrix dims %lld x %lld x %lld exceed the BLAS index type",            \
-                      (long long)M, (long long)pl.N, (long long)pl.K);                             \
-    const blasint m = (blasint)M, n = (blasint)pl.N, k = (blasint)pl.K;                            \
-    const blasint lda = pl.ta ? m : k, ldb = pl.tb ? k : n;                                        \
-    const enum CBLAS_TRANSPOSE tra = pl.ta ? CblasTrans : CblasNoTrans;                            \
-    const enum CBLAS_TRANSPOSE trb = pl.tb ? CblasTrans : CblasNoTrans;                            \
-    int64_t cnt[FG_MAX_RANK] = {0}, ao = 0, bo = 0;                                                \
-    for (int64_t bi = 0; bi < batches; bi++) {                                                     \
-      GEMM(CblasRowMajor, tra, trb, m, n, k, 1, a + ao, lda, b + bo, ldb, 0, o + bi * M * pl.N,    \
-           n);                                                                                     \
-      mm_next(&pl, cnt, &ao, &bo);                                                                 \
-    }                                                                                              \
+                      (long long)J.M, (long long)J.N, (long long)J.K);                             \
+    pthread_once(&blas_once, blas_single_thread);                                                  \
+    mm_tiles(&J, batches);                                                                         \
+    const double macs = (double)(J.rb < J.M ? J.rb : J.M) * (double)(J.cb < J.N ? J.cb : J.N) *    \
+                        (double)J.K;                                                               \
+    const int64_t grain = macs >= MM_MIN_MACS ? 1 : (int64_t)(MM_MIN_MACS / macs);                 \
+    fgk_parallel_for(ctx, batches * J.n_rt * J.n_ct, grain, TILES, &J);                            \
     return 0;                                                                                      \
   }
 
-FGK_MATMUL_BLAS(fgk_matmul_f32, float, FG_F32, cblas_sgemm)
-FGK_MATMUL_BLAS(fgk_matmul_f64, double, FG_F64, cblas_dgemm)
+FGK_MATMUL_BLAS(fgk_matmul_f32, float, FG_F32, mm_tiles_f32)
+FGK_MATMUL_BLAS(fgk_matmul_f64, double, FG_F64, mm_tiles_f64)
+
+typedef struct mm_int_job {
+  const mm_plan *pl;
+  const void *a, *b;
+  void *o;
+} mm_int_job;
 
 /* Integers have no BLAS: a plain i-k-j loop (row-major friendly), wrapping
- * on overflow through unsigned arithmetic like the binary integer ops. */
+ * on overflow through unsigned arithmetic like the binary integer ops.
+ * Parallel over (batch, row) items; each row is computed alone. */
 #define FGK_MATMUL_INT(fn, T, U, DT)                                                               \
+  static void fn##_rows(void *arg, int64_t i0, int64_t i1) {                                       \
+    const mm_int_job *J = (const mm_int_job *)arg;                                                 \
+    const mm_plan *pl = J->pl;                                                                     \
+    const int64_t M = pl->M, N = pl->N, K = pl->K;                                                 \
+    for (int64_t it = i0; it < i1; it++) {                                                         \
+      const int64_t bi = it / M, i = it % M;                                                       \
+      int64_t ao, bo;                                                                              \
+      mm_seek(pl, bi, &ao, &bo);                                                                   \
+      const T *a = (const T *)J->a + ao, *b = (const T *)J->b + bo;                                \
+      T *orow = (T *)J->o + bi * M * N + i * N;                                                    \
+      for (int64_t j = 0; j < N; j++) orow[j] = 0;                                                 \
+      for (int64_t kk = 0; kk < K; kk++) {                                                         \
+        const U aik = (U)(pl->ta ? a[kk * M + i] : a[i * K + kk]);                                 \
+        for (int64_t j = 0; j < N; j++)                                                            \
+          orow[j] = (T)((U)orow[j] + aik * (U)(pl->tb ? b[j * K + kk] : b[kk * N + j]));           \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     mm_plan pl;                                                                                    \
     if (mm_plan_init(ctx, DT, &pl) != 0) return -1;                                                \
     if (fgk_numel(&ctx->out[0]) == 0) return 0;                                                    \
-    const int64_t M = pl.M, N = pl.N, K = pl.K;                                                    \
-    int64_t cnt[FG_MAX_RANK] = {0}, ao = 0, bo = 0;                                                \
-    for (int64_t bi = 0; bi < pl.batch; bi++) {                                                    \
-      const T *a = (const T *)ctx->in[0].data + ao, *b = (const T *)ctx->in[1].data + bo;          \
-      T *o = (T *)ctx->out[0].data + bi * M * N;                                                   \
-      for (int64_t i = 0; i < M; i++) {                                                            \
-        T *orow = o + i * N;                                                                       \
-        for (int64_t j = 0; j < N; j++) orow[j] = 0;                                               \
-        for (int64_t kk = 0; kk < K; kk++) {                                                       \
-          const U aik = (U)(pl.ta ? a[kk * M + i] : a[i * K + kk]);                                \
-          for (int64_t j = 0; j < N; j++)                                                          \
-            orow[j] = (T)((U)orow[j] + aik * (U)(pl.tb ? b[j * K + kk] : b[kk * N + j]));          \
-        }                                                                                          \
-      }                                                                                            \
-      mm_next(&pl, cnt, &ao, &bo);                                                                 \
-    }                                                                                              \
+    mm_int_job J = {&pl, ctx->in[0].data, ctx->in[1].data, ctx->out[0].data};                      \
+    const int64_t per_row = pl.N * (pl.K > 0 ? pl.K : 1);                                          \
+    const int64_t grain = per_row >= FGK_GRAIN_CHEAP ? 1 : FGK_GRAIN_CHEAP / per_row;              \
+    fgk_parallel_for(ctx, pl.batch * pl.M, grain, fn##_rows, &J);                                  \
     return 0;                                                                                      \
   }
 

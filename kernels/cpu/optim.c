@@ -49,18 +49,31 @@ static void publish(const fg_kctx *ctx, size_t es) {
     memcpy(ctx->out[0].data, ctx->in[0].data, (size_t)fgk_numel(&ctx->out[0]) * es);
 }
 
+/* The tensors and scalars of one update, shared by its parallel chunks
+ * (elementwise, so the split never changes a result). */
+typedef struct opt_job {
+  void *var, *buf, *m, *v;
+  const void *g;
+  double lr, mom, b1, b2, c1, c2, eps, step_size, bc2_sqrt, keep;
+  int nesterov, decay;
+} opt_job;
+
 /* var -= lr * grad */
 #define FGK_SGD(fn, T, DT)                                                                         \
+  static void fn##_range(void *arg, int64_t i0, int64_t i1) {                                      \
+    const opt_job *J = (const opt_job *)arg;                                                       \
+    T *var = (T *)J->var;                                                                          \
+    const T *g = (const T *)J->g;                                                                  \
+    const T a = (T)J->lr;                                                                          \
+    for (int64_t i = i0; i < i1; i++) var[i] -= a * g[i];                                          \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr;                                                                                     \
     if (fgk_check(ctx, 3, 1) != 0 || check_tensors(ctx, DT, 2) != 0 ||                             \
         scalar_in(ctx, 2, "lr", &lr) != 0)                                                         \
       return -1;                                                                                   \
-    T *var = (T *)ctx->in[0].data;                                                                 \
-    const T *g = (const T *)ctx->in[1].data;                                                       \
-    const T a = (T)lr;                                                                             \
-    const int64_t n = fgk_numel(&ctx->in[0]);                                                      \
-    for (int64_t i = 0; i < n; i++) var[i] -= a * g[i];                                            \
+    opt_job J = {.var = ctx->in[0].data, .g = ctx->in[1].data, .lr = lr};                          \
+    fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
     publish(ctx, sizeof(T));                                                                       \
     return 0;                                                                                      \
   }
@@ -70,21 +83,26 @@ FGK_SGD(fgk_apply_sgd_f64, double, FG_F64)
 /* torch.optim.SGD (dampening 0): buf = mom*buf + grad;
  * var -= lr * (nesterov ? grad + mom*buf : buf). */
 #define FGK_MOMENTUM(fn, T, DT)                                                                    \
+  static void fn##_range(void *arg, int64_t i0, int64_t i1) {                                      \
+    const opt_job *J = (const opt_job *)arg;                                                       \
+    T *var = (T *)J->var, *buf = (T *)J->buf;                                                      \
+    const T *g = (const T *)J->g;                                                                  \
+    const T a = (T)J->lr, mom = (T)J->mom;                                                         \
+    const int nesterov = J->nesterov;                                                              \
+    for (int64_t i = i0; i < i1; i++) {                                                            \
+      const T b = mom * buf[i] + g[i];                                                             \
+      buf[i] = b;                                                                                  \
+      var[i] -= a * (nesterov ? g[i] + mom * b : b);                                               \
+    }                                                                                              \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr;                                                                                     \
     if (fgk_check(ctx, 4, 1) != 0 || check_tensors(ctx, DT, 3) != 0 ||                             \
         scalar_in(ctx, 3, "lr", &lr) != 0)                                                         \
       return -1;                                                                                   \
-    T *var = (T *)ctx->in[0].data, *buf = (T *)ctx->in[1].data;                                    \
-    const T *g = (const T *)ctx->in[2].data;                                                       \
-    const T a = (T)lr, mom = (T)ctx->p->momentum;                                                  \
-    const int nesterov = ctx->p->nesterov;                                                         \
-    const int64_t n = fgk_numel(&ctx->in[0]);                                                      \
-    for (int64_t i = 0; i < n; i++) {                                                              \
-      const T b = mom * buf[i] + g[i];                                                             \
-      buf[i] = b;                                                                                  \
-      var[i] -= a * (nesterov ? g[i] + mom * b : b);                                               \
-    }                                                                                              \
+    opt_job J = {.var = ctx->in[0].data, .buf = ctx->in[1].data, .g = ctx->in[2].data,            \
+                 .lr = lr, .mom = ctx->p->momentum, .nesterov = ctx->p->nesterov};                 \
+    fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
     publish(ctx, sizeof(T));                                                                       \
     return 0;                                                                                      \
   }
@@ -97,6 +115,23 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
  *   var -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps)
  * which is lr * mhat / (sqrt(vhat) + eps) arranged as torch computes it. */
 #define FGK_ADAM(fn, T, DT, SQRT)                                                                  \
+  static void fn##_range(void *arg, int64_t i0, int64_t i1) {                                      \
+    const opt_job *J = (const opt_job *)arg;                                                       \
+    const T b1 = (T)J->b1, b2 = (T)J->b2, c1 = (T)J->c1, c2 = (T)J->c2, eps = (T)J->eps;           \
+    const T step_size = (T)J->step_size, bc2_sqrt = (T)J->bc2_sqrt, keep = (T)J->keep;             \
+    const int decay = J->decay;                                                                    \
+    T *var = (T *)J->var, *m = (T *)J->m, *v = (T *)J->v;                                          \
+    const T *g = (const T *)J->g;                                                                  \
+    for (int64_t i = i0; i < i1; i++) {                                                            \
+      T x = var[i];                                                                                \
+      if (decay) x *= keep;                                                                        \
+      const T mi = b1 * m[i] + c1 * g[i];                                                          \
+      const T vi = b2 * v[i] + c2 * (g[i] * g[i]);                                                 \
+      m[i] = mi;                                                                                   \
+      v[i] = vi;                                                                                   \
+      var[i] = x - step_size * (mi / (SQRT(vi) / bc2_sqrt + eps));                                 \
+    }                                                                                              \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr, t;                                                                                  \
     if (fgk_check(ctx, 6, 1) != 0 || check_tensors(ctx, DT, 4) != 0 ||                             \
@@ -109,23 +144,13 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
                       t);                                                                          \
     const fg_kparams *p = ctx->p;                                                                  \
     const double bc1 = 1.0 - pow(p->beta1, t), bc2 = 1.0 - pow(p->beta2, t);                       \
-    const T b1 = (T)p->beta1, b2 = (T)p->beta2, c1 = (T)(1.0 - p->beta1),                          \
-            c2 = (T)(1.0 - p->beta2), eps = (T)p->epsilon;                                         \
-    const T step_size = (T)(lr / bc1), bc2_sqrt = (T)sqrt(bc2);                                    \
-    const int decay = p->weight_decay > 0;                                                         \
-    const T keep = (T)(1.0 - lr * p->weight_decay);                                                \
-    T *var = (T *)ctx->in[0].data, *m = (T *)ctx->in[1].data, *v = (T *)ctx->in[2].data;           \
-    const T *g = (const T *)ctx->in[3].data;                                                       \
-    const int64_t n = fgk_numel(&ctx->in[0]);                                                      \
-    for (int64_t i = 0; i < n; i++) {                                                              \
-      T x = var[i];                                                                                \
-      if (decay) x *= keep;                                                                        \
-      const T mi = b1 * m[i] + c1 * g[i];                                                          \
-      const T vi = b2 * v[i] + c2 * (g[i] * g[i]);                                                 \
-      m[i] = mi;                                                                                   \
-      v[i] = vi;                                                                                   \
-      var[i] = x - step_size * (mi / (SQRT(vi) / bc2_sqrt + eps));                                 \
-    }                                                                                              \
+    /* The scalars round to T inside the chunks, exactly as before. */                             \
+    opt_job J = {.var = ctx->in[0].data, .m = ctx->in[1].data, .v = ctx->in[2].data,               \
+                 .g = ctx->in[3].data, .b1 = p->beta1, .b2 = p->beta2, .c1 = 1.0 - p->beta1,       \
+                 .c2 = 1.0 - p->beta2, .eps = p->epsilon, .step_size = lr / bc1,                   \
+                 .bc2_sqrt = sqrt(bc2), .keep = 1.0 - lr * p->weight_decay,                        \
+                 .decay = p->weight_decay > 0};                                                    \
+    fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
     publish(ctx, sizeof(T));                                                                       \
     return 0;                                                                                      \
   }

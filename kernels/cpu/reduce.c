@@ -1,8 +1,12 @@
 /* Reductions (reduce_sum, reduce_mean, reduce_max over p->axes) and argmax.
  *
  * Determinism: every output element is a left fold over its reduced
- * elements in row-major order, starting from the identity, whatever the
- * shape or the chunking below; f32 sums and means accumulate in double.
+ * elements in row-major order, starting from the identity, in runs of
+ * RED_SPLIT elements whose partials are combined in order (one run, so a
+ * plain left fold, up to RED_SPLIT elements). The runs depend on the shape
+ * alone, so results are bitwise identical for any thread count; f32 sums
+ * and means accumulate in double. Outputs are split over threads when
+ * there are many, and (output, run) partials when there are few.
  *
  * The input dims are first coalesced into alternating kept/reduced groups
  * (size-1 dims dropped, neighbours of the same kind merged). When the
@@ -13,7 +17,16 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 
+/* Neighbouring outputs folded together, with their accumulators on the
+ * stack. */
 #define RED_CHUNK 256
+/* The fixed chunking of a long reduction: its elements are folded in runs
+ * of RED_SPLIT (row-major over the reduced dims), and the runs' partials
+ * combined in order. It depends on the shape alone, so the result is the
+ * same for any thread count, and with ctx->par NULL. */
+#define RED_SPLIT 16384
+#define RED_PARTIALS 2048 /* partial accumulators on the stack */
+#define RED_GRAIN 16384   /* input elements per parallel chunk, at least */
 
 typedef struct red_plan {
   int n_outer, n_red;
@@ -101,14 +114,122 @@ static inline void red_next(int n, const int64_t *dims, const int64_t *str, int6
   }
 }
 
-/* COMBINE(acc, x) folds one element; FINISH(acc) gives the output value
- * and may use `count`, the number of reduced elements. */
+/* Counters and input offset of element r of a row-major walk over
+ * dims[0..n) (one division per dim: for a chunk's start only). */
+static inline int64_t red_seek(int n, const int64_t *dims, const int64_t *str, int64_t r,
+                               int64_t *cnt) {
+  int64_t off = 0;
+  for (int d = n - 1; d >= 0; d--) {
+    cnt[d] = r % dims[d];
+    r /= dims[d];
+    off += cnt[d] * str[d];
+  }
+  return off;
+}
+
+/* One call, shared by its parallel chunks. A "group" is one output when
+ * the innermost group is reduced (inner == 1), else up to RED_CHUNK
+ * neighbouring outputs of one outer position, folded together. */
+typedef struct red_job {
+  red_plan pl;
+  const void *in;
+  void *out;
+  int64_t n_cc;     /* groups per outer position: ceil(inner / RED_CHUNK) */
+  int64_t n_groups; /* outer_total * n_cc */
+  int64_t n_split;  /* reduced chunks per output: ceil(count / RED_SPLIT) */
+  int64_t width;    /* accumulators per group: min(inner, RED_CHUNK) */
+  void *parts;      /* partials mode: [group][split][width] accumulators */
+} red_job;
+
+/* COMBINE(acc, x) folds one element (and combines two partials);
+ * FINISH(acc) gives the output value and may use `count`, the number of
+ * reduced elements.
+ *
+ * fn##_fold folds reduced elements [r0, r1) of the nc outputs whose input
+ * starts at ibase into acc[0..nc). fn##_groups computes whole groups;
+ * fn##_parts computes one (group, reduced chunk) partial each, for when the
+ * outputs are too few to keep the threads busy. Both give every output the
+ * same value: partial 0, then partials 1, 2, ... combined in order. */
 #define FGK_REDUCE(fn, T, DT, ACC, INIT, COMBINE, FINISH)                                          \
+  static void fn##_fold(const red_plan *pl, const T *ibase, ACC *acc, int64_t nc, int64_t r0,      \
+                        int64_t r1) {                                                              \
+    const int nr = pl->n_red;                                                                      \
+    int64_t rcnt[FG_MAX_RANK] = {0};                                                               \
+    if (pl->inner == 1) {                                                                          \
+      /* The last reduced group is innermost, so contiguous: fold row runs. */                     \
+      const int nrows = nr > 0 ? nr - 1 : 0;                                                       \
+      const int64_t len = nr > 0 ? pl->red_dims[nr - 1] : 1;                                       \
+      int64_t col = r0 % len;                                                                      \
+      int64_t roff = red_seek(nrows, pl->red_dims, pl->red_str, r0 / len, rcnt);                   \
+      for (int64_t r = r0; r < r1;) {                                                              \
+        const int64_t seg = len - col < r1 - r ? len - col : r1 - r;                               \
+        const T *src = ibase + roff + col;                                                         \
+        for (int64_t j = 0; j < seg; j++) COMBINE(acc[0], src[j]);                                 \
+        r += seg;                                                                                  \
+        col = 0;                                                                                   \
+        red_next(nrows, pl->red_dims, pl->red_str, rcnt, &roff);                                   \
+      }                                                                                            \
+    } else {                                                                                       \
+      int64_t roff = red_seek(nr, pl->red_dims, pl->red_str, r0, rcnt);                            \
+      for (int64_t r = r0; r < r1; r++) {                                                          \
+        const T *src = ibase + roff;                                                               \
+        for (int64_t j = 0; j < nc; j++) COMBINE(acc[j], src[j]);                                  \
+        red_next(nr, pl->red_dims, pl->red_str, rcnt, &roff);                                      \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+  static void fn##_groups(void *arg, int64_t g0, int64_t g1) {                                     \
+    const red_job *J = (const red_job *)arg;                                                       \
+    const red_plan *pl = &J->pl;                                                                   \
+    const int64_t count = pl->count;                                                               \
+    (void)count;                                                                                   \
+    const T *in = (const T *)J->in;                                                                \
+    T *out = (T *)J->out;                                                                          \
+    int64_t ocnt[FG_MAX_RANK] = {0};                                                               \
+    int64_t op = g0 / J->n_cc, cc = g0 % J->n_cc;                                                  \
+    int64_t obase = red_seek(pl->n_outer, pl->outer_dims, pl->outer_str, op, ocnt);                \
+    ACC tot[RED_CHUNK], part[RED_CHUNK];                                                           \
+    for (int64_t g = g0; g < g1; g++) {                                                            \
+      const int64_t c0 = cc * RED_CHUNK;                                                           \
+      const int64_t nc = pl->inner - c0 < RED_CHUNK ? pl->inner - c0 : RED_CHUNK;                  \
+      for (int64_t k = 0; k < J->n_split; k++) {                                                   \
+        const int64_t r0 = k * RED_SPLIT, r1 = count - r0 > RED_SPLIT ? r0 + RED_SPLIT : count;    \
+        ACC *dst = k == 0 ? tot : part;                                                            \
+        for (int64_t j = 0; j < nc; j++) dst[j] = INIT;                                            \
+        fn##_fold(pl, in + obase + c0, dst, nc, r0, r1);                                           \
+        if (k > 0)                                                                                 \
+          for (int64_t j = 0; j < nc; j++) COMBINE(tot[j], part[j]);                               \
+      }                                                                                            \
+      T *orow = out + op * pl->inner + c0;                                                         \
+      for (int64_t j = 0; j < nc; j++) orow[j] = FINISH(tot[j]);                                   \
+      if (++cc == J->n_cc) {                                                                       \
+        cc = 0;                                                                                    \
+        op++;                                                                                      \
+        red_next(pl->n_outer, pl->outer_dims, pl->outer_str, ocnt, &obase);                        \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+  static void fn##_parts(void *arg, int64_t i0, int64_t i1) {                                      \
+    const red_job *J = (const red_job *)arg;                                                       \
+    const red_plan *pl = &J->pl;                                                                   \
+    for (int64_t i = i0; i < i1; i++) {                                                            \
+      const int64_t g = i / J->n_split, k = i % J->n_split;                                        \
+      const int64_t op = g / J->n_cc, c0 = (g % J->n_cc) * RED_CHUNK;                              \
+      const int64_t nc = pl->inner - c0 < RED_CHUNK ? pl->inner - c0 : RED_CHUNK;                  \
+      int64_t ocnt[FG_MAX_RANK];                                                                   \
+      const int64_t obase = red_seek(pl->n_outer, pl->outer_dims, pl->outer_str, op, ocnt);        \
+      const int64_t r0 = k * RED_SPLIT;                                                            \
+      const int64_t r1 = pl->count - r0 > RED_SPLIT ? r0 + RED_SPLIT : pl->count;                  \
+      ACC *dst = (ACC *)J->parts + i * J->width;                                                   \
+      for (int64_t j = 0; j < nc; j++) dst[j] = INIT;                                              \
+      fn##_fold(pl, (const T *)J->in + obase + c0, dst, nc, r0, r1);                               \
+    }                                                                                              \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
-    red_plan pl;                                                                                   \
-    const int rc = red_plan_init(ctx, DT, &pl);                                                    \
+    red_job J;                                                                                     \
+    const int rc = red_plan_init(ctx, DT, &J.pl);                                                  \
     if (rc < 0) return -1;                                                                         \
-    const int64_t count = pl.count;                                                                \
+    const int64_t count = J.pl.count;                                                              \
     (void)count;                                                                                   \
     T *out = (T *)ctx->out[0].data;                                                                \
     if (rc == 0) { /* the empty set, or nothing to write */                                        \
@@ -119,41 +240,32 @@ static inline void red_next(int n, const int64_t *dims, const int64_t *str, int6
       }                                                                                            \
       return 0;                                                                                    \
     }                                                                                              \
-    const T *in = (const T *)ctx->in[0].data;                                                      \
-    const int nr = pl.n_red;                                                                       \
-    int64_t ocnt[FG_MAX_RANK] = {0}, obase = 0;                                                    \
-    for (int64_t op = 0; op < pl.outer_total; op++) {                                              \
-      T *orow = out + op * pl.inner;                                                               \
-      const T *ibase = in + obase;                                                                 \
-      if (pl.inner == 1) {                                                                         \
-        /* The last reduced group is innermost, so contiguous. */                                  \
-        const int64_t len = nr > 0 ? pl.red_dims[nr - 1] : 1;                                      \
-        int64_t rows = 1;                                                                          \
-        for (int d = 0; d < nr - 1; d++) rows *= pl.red_dims[d];                                   \
-        int64_t rcnt[FG_MAX_RANK] = {0}, roff = 0;                                                 \
-        ACC acc = INIT;                                                                            \
-        for (int64_t r = 0; r < rows; r++) {                                                       \
-          const T *src = ibase + roff;                                                             \
-          for (int64_t j = 0; j < len; j++) COMBINE(acc, src[j]);                                  \
-          red_next(nr - 1, pl.red_dims, pl.red_str, rcnt, &roff);                                  \
-        }                                                                                          \
-        orow[0] = FINISH(acc);                                                                     \
-      } else {                                                                                     \
-        for (int64_t c0 = 0; c0 < pl.inner; c0 += RED_CHUNK) {                                     \
-          const int64_t nc = pl.inner - c0 < RED_CHUNK ? pl.inner - c0 : RED_CHUNK;                \
-          ACC acc[RED_CHUNK];                                                                      \
-          for (int64_t j = 0; j < nc; j++) acc[j] = INIT;                                          \
-          int64_t rcnt[FG_MAX_RANK] = {0}, roff = 0;                                               \
-          for (int64_t r = 0; r < count; r++) {                                                    \
-            const T *src = ibase + roff + c0;                                                      \
-            for (int64_t j = 0; j < nc; j++) COMBINE(acc[j], src[j]);                              \
-            red_next(nr, pl.red_dims, pl.red_str, rcnt, &roff);                                    \
-          }                                                                                        \
-          for (int64_t j = 0; j < nc; j++) orow[c0 + j] = FINISH(acc[j]);                          \
-        }                                                                                          \
+    J.in = ctx->in[0].data;                                                                        \
+    J.out = out;                                                                                   \
+    J.n_cc = (J.pl.inner - 1) / RED_CHUNK + 1;                                                     \
+    J.n_groups = J.pl.outer_total * J.n_cc;                                                        \
+    J.n_split = (count - 1) / RED_SPLIT + 1;                                                       \
+    J.width = J.pl.inner < RED_CHUNK ? J.pl.inner : RED_CHUNK;                                     \
+    if (J.n_split > 1 && J.n_groups <= RED_PARTIALS && J.n_split <= RED_PARTIALS &&               \
+        J.n_groups * J.n_split * J.width <= RED_PARTIALS) {                                        \
+      ACC parts[RED_PARTIALS];                                                                     \
+      J.parts = parts;                                                                             \
+      fgk_parallel_for(ctx, J.n_groups * J.n_split, 1, fn##_parts, &J);                            \
+      for (int64_t g = 0; g < J.n_groups; g++) {                                                   \
+        const int64_t op = g / J.n_cc, c0 = (g % J.n_cc) * RED_CHUNK;                              \
+        const int64_t nc = J.pl.inner - c0 < RED_CHUNK ? J.pl.inner - c0 : RED_CHUNK;              \
+        ACC *tot = parts + g * J.n_split * J.width;                                                \
+        for (int64_t k = 1; k < J.n_split; k++)                                                    \
+          for (int64_t j = 0; j < nc; j++) COMBINE(tot[j], tot[k * J.width + j]);                  \
+        for (int64_t j = 0; j < nc; j++) out[op * J.pl.inner + c0 + j] = FINISH(tot[j]);           \
       }                                                                                            \
-      red_next(pl.n_outer, pl.outer_dims, pl.outer_str, ocnt, &obase);                             \
+      return 0;                                                                                    \
     }                                                                                              \
+    J.parts = NULL;                                                                                \
+    int64_t per_group = count; /* input elements per group, capped at the grain */                \
+    if (per_group < RED_GRAIN) per_group *= J.width;                                               \
+    const int64_t grain = per_group >= RED_GRAIN ? 1 : RED_GRAIN / per_group;                      \
+    fgk_parallel_for(ctx, J.n_groups, grain, fn##_groups, &J);                                     \
     return 0;                                                                                      \
   }
 
@@ -193,7 +305,39 @@ FGK_REDUCE(fgk_reduce_max_i64, int64_t, FG_I64, int64_t, INT64_MIN, RMAX, AS_SEL
 /* argmax along p->axis: i64 output, the input without that dim. The first
  * index of the maximum wins; a NaN counts as the maximum (the first NaN),
  * as in np.argmax. Keyed by the input dtype. */
+typedef struct argmax_job {
+  const void *x;
+  int64_t *o;
+  int64_t A, inner, n_cc;
+} argmax_job;
+
+/* Over groups of up to RED_CHUNK neighbouring outputs, each independent. */
 #define FGK_ARGMAX(fn, T, DT)                                                                      \
+  static void fn##_groups(void *arg, int64_t g0, int64_t g1) {                                     \
+    const argmax_job *J = (const argmax_job *)arg;                                                 \
+    const int64_t A = J->A, inner = J->inner;                                                      \
+    for (int64_t g = g0; g < g1; g++) {                                                            \
+      const int64_t op = g / J->n_cc, c0 = (g % J->n_cc) * RED_CHUNK;                              \
+      const int64_t nc = inner - c0 < RED_CHUNK ? inner - c0 : RED_CHUNK;                          \
+      const T *base = (const T *)J->x + op * A * inner;                                            \
+      T best[RED_CHUNK];                                                                           \
+      int64_t *idx = J->o + op * inner + c0;                                                       \
+      for (int64_t j = 0; j < nc; j++) {                                                           \
+        best[j] = base[c0 + j];                                                                    \
+        idx[j] = 0;                                                                                \
+      }                                                                                            \
+      for (int64_t a = 1; a < A; a++) {                                                            \
+        const T *row = base + a * inner + c0;                                                      \
+        for (int64_t j = 0; j < nc; j++) {                                                         \
+          const T v = row[j];                                                                      \
+          if (v > best[j] || (v != v && best[j] == best[j])) {                                     \
+            best[j] = v;                                                                           \
+            idx[j] = a;                                                                            \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     if (fgk_check(ctx, 1, 1) != 0) return -1;                                                      \
     const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];                                          \
@@ -212,30 +356,10 @@ FGK_REDUCE(fgk_reduce_max_i64, int64_t, FG_I64, int64_t, INT64_MIN, RMAX, AS_SEL
                       (long long)fgk_numel(out), (long long)(outer * inner));                      \
     if (outer * inner == 0) return 0;                                                              \
     if (A == 0) return fgk_fail(ctx, "argmax over axis %d, which has size 0", axis);               \
-    const T *x = (const T *)in->data;                                                              \
-    int64_t *o = (int64_t *)out->data;                                                             \
-    for (int64_t op = 0; op < outer; op++) {                                                       \
-      const T *base = x + op * A * inner;                                                          \
-      for (int64_t c0 = 0; c0 < inner; c0 += RED_CHUNK) {                                          \
-        const int64_t nc = inner - c0 < RED_CHUNK ? inner - c0 : RED_CHUNK;                        \
-        T best[RED_CHUNK];                                                                         \
-        int64_t *idx = o + op * inner + c0;                                                        \
-        for (int64_t j = 0; j < nc; j++) {                                                         \
-          best[j] = base[c0 + j];                                                                  \
-          idx[j] = 0;                                                                              \
-        }                                                                                          \
-        for (int64_t a = 1; a < A; a++) {                                                          \
-          const T *row = base + a * inner + c0;                                                    \
-          for (int64_t j = 0; j < nc; j++) {                                                       \
-            const T v = row[j];                                                                    \
-            if (v > best[j] || (v != v && best[j] == best[j])) {                                   \
-              best[j] = v;                                                                         \
-              idx[j] = a;                                                                          \
-            }                                                                                      \
-          }                                                                                        \
-        }                                                                                          \
-      }                                                                                            \
-    }                                                                                              \
+    argmax_job J = {in->data, (int64_t *)out->data, A, inner, (inner - 1) / RED_CHUNK + 1};        \
+    const int64_t per = A * (inner < RED_CHUNK ? inner : RED_CHUNK);                               \
+    fgk_parallel_for(ctx, outer * J.n_cc, per >= RED_GRAIN ? 1 : RED_GRAIN / per, fn##_groups,     \
+                     &J);                                                                          \
     return 0;                                                                                      \
   }
 

@@ -1,6 +1,7 @@
 /* softmax and log_softmax along p->axis (any axis), and the fused
  * softmax_cross_entropy loss. All subtract the row maximum before exp so
- * that large logits do not overflow; f32 sums accumulate in double. */
+ * that large logits do not overflow; f32 sums accumulate in double. Rows
+ * are split over ctx->par; the loss's sum over rows uses fixed chunks. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -32,7 +33,22 @@
 SOFTMAX_ROW(softmax_row_f32, float, expf)
 SOFTMAX_ROW(softmax_row_f64, double, exp)
 
+typedef struct softmax_job {
+  const void *x;
+  void *y;
+  int64_t A, inner;
+} softmax_job;
+
+/* Rows are independent: parallel over the flat row index (outer * inner). */
 #define FGK_SOFTMAX(fn, T, DT, ROW, WANT_LOG)                                                      \
+  static void fn##_rows(void *arg, int64_t r0, int64_t r1) {                                       \
+    const softmax_job *J = (const softmax_job *)arg;                                               \
+    const int64_t A = J->A, inner = J->inner;                                                      \
+    for (int64_t r = r0; r < r1; r++) {                                                            \
+      const int64_t start = (r / inner) * A * inner + r % inner;                                   \
+      ROW((const T *)J->x + start, (T *)J->y + start, A, inner, WANT_LOG);                         \
+    }                                                                                              \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     if (fgk_check(ctx, 1, 1) != 0) return -1;                                                      \
     const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];                                          \
@@ -51,11 +67,9 @@ SOFTMAX_ROW(softmax_row_f64, double, exp)
     const int64_t A = in->dims[axis];                                                              \
     for (int i = 0; i < axis; i++) outer *= in->dims[i];                                           \
     for (int i = axis + 1; i < in->rank; i++) inner *= in->dims[i];                                \
-    const T *x = (const T *)in->data;                                                              \
-    T *y = (T *)out->data;                                                                         \
-    for (int64_t o = 0; o < outer; o++)                                                            \
-      for (int64_t j = 0; j < inner; j++)                                                          \
-        ROW(x + o * A * inner + j, y + o * A * inner + j, A, inner, WANT_LOG);                     \
+    softmax_job J = {in->data, out->data, A, inner};                                               \
+    fgk_parallel_for(ctx, outer * inner, A >= FGK_GRAIN_MATH ? 1 : FGK_GRAIN_MATH / A, fn##_rows,  \
+                     &J);                                                                          \
     return 0;                                                                                      \
   }
 
@@ -70,11 +84,44 @@ static inline int64_t label_at(const fg_kbuf *labels, int64_t n) {
                                  : ((const int64_t *)labels->data)[n];
 }
 
+/* The loss's row sum uses fixed chunks of rows: about XENT_CHUNK elements
+ * each, at most XENT_PARTIALS of them (rows grow beyond that), both from
+ * the shape alone. Each chunk sums its rows' losses in order from 0 and the
+ * chunk sums add up in order, so the result is the same for any thread
+ * count; up to one chunk of rows it is the plain row-order sum. */
+#define XENT_CHUNK 8192
+#define XENT_PARTIALS 1024
+
+typedef struct xent_job {
+  const void *x;
+  const fg_kbuf *labels;
+  int64_t N, C, rows; /* rows per chunk */
+  double *parts;
+} xent_job;
+
 /* softmax_cross_entropy(logits [N, C], labels [N] i32/i64) -> scalar:
  * mean over rows of logsumexp(row) - row[label], in double. N == 0 gives
  * NaN (the mean of nothing, as NumPy). Every label is checked before any
  * arithmetic. */
 #define FGK_XENT(fn, T, DT)                                                                        \
+  static void fn##_chunks(void *arg, int64_t c0, int64_t c1) {                                     \
+    const xent_job *J = (const xent_job *)arg;                                                     \
+    const int64_t C = J->C;                                                                        \
+    for (int64_t c = c0; c < c1; c++) {                                                            \
+      const int64_t n0 = c * J->rows, n1 = J->N - n0 > J->rows ? n0 + J->rows : J->N;              \
+      double total = 0;                                                                            \
+      for (int64_t n = n0; n < n1; n++) {                                                          \
+        const T *row = (const T *)J->x + n * C;                                                    \
+        double m = row[0];                                                                         \
+        for (int64_t j = 1; j < C; j++)                                                            \
+          if (row[j] > m || row[j] != row[j]) m = row[j];                                          \
+        double s = 0;                                                                              \
+        for (int64_t j = 0; j < C; j++) s += exp((double)row[j] - m);                              \
+        total += m + log(s) - (double)row[label_at(J->labels, n)];                                 \
+      }                                                                                            \
+      J->parts[c] = total;                                                                         \
+    }                                                                                              \
+  }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     if (fgk_check(ctx, 2, 1) != 0) return -1;                                                      \
     const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *out = &ctx->out[0];                       \
@@ -100,17 +147,13 @@ static inline int64_t label_at(const fg_kbuf *labels, int64_t n) {
       o[0] = (T)NAN;                                                                               \
       return 0;                                                                                    \
     }                                                                                              \
-    const T *x = (const T *)lg->data;                                                              \
+    double parts[XENT_PARTIALS];                                                                   \
+    xent_job J = {lg->data, lb, N, C, C >= XENT_CHUNK ? 1 : XENT_CHUNK / C, parts};                \
+    if ((N - 1) / J.rows + 1 > XENT_PARTIALS) J.rows = (N - 1) / XENT_PARTIALS + 1;                \
+    const int64_t n_chunks = (N - 1) / J.rows + 1;                                                 \
+    fgk_parallel_for(ctx, n_chunks, 1, fn##_chunks, &J);                                           \
     double total = 0;                                                                              \
-    for (int64_t n = 0; n < N; n++) {                                                              \
-      const T *row = x + n * C;                                                                    \
-      double m = row[0];                                                                           \
-      for (int64_t j = 1; j < C; j++)                                                              \
-        if (row[j] > m || row[j] != row[j]) m = row[j];                                            \
-      double s = 0;                                                                                \
-      for (int64_t j = 0; j < C; j++) s += exp((double)row[j] - m);                                \
-      total += m + log(s) - (double)row[label_at(lb, n)];                                          \
-    }                                                                                              \
+    for (int64_t c = 0; c < n_chunks; c++) total += parts[c];                                      \
     o[0] = (T)(total / (double)N);                                                                 \
     return 0;                                                                                      \
   }

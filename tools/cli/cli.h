@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flowgraph/graph.h"
+#include "flowgraph/session.h"
 #include "flowgraph/status.h"
 
 #define FG_CLI_VERSION "0.1.0"
@@ -28,6 +30,10 @@ typedef struct cli_command {
 extern const cli_command cli_inspect_command;
 extern const cli_command cli_run_command;
 extern const cli_command cli_convert_command;
+extern const cli_command cli_grad_command;
+extern const cli_command cli_train_command;
+
+/* ---- errors (util.c) ---------------------------------------------------- */
 
 /* Prints "flowgraph: CODE: message" as one line (newlines in the message
  * become spaces) and returns CLI_RUNTIME. */
@@ -49,6 +55,26 @@ int cli_usage(const cli_command *cmd, const char *fmt, ...)
     ;
 void cli_print_help(const cli_command *cmd);
 
+/* ---- running a subcommand (util.c) -------------------------------------- */
+
+/* A subcommand that parses its arguments into a struct and then works on a
+ * model. `parse` returns CLI_OK (setting *help for --help) or the exit code
+ * of an error it printed. `work` returns 0, or -1 with `st` set, pointing
+ * *failed_load at the model path when loading it was what failed.
+ * `before_error` (may be NULL) runs before the error line is printed. */
+typedef struct cli_job {
+  const cli_command *cmd;
+  int (*parse)(int argc, char **argv, void *args, int *help);
+  int (*work)(void *args, fg_status *st, const char **failed_load);
+  void (*free_args)(void *args);
+  void (*before_error)(void);
+} cli_job;
+/* The whole main of such a subcommand, over `args` zeroed by the caller:
+ * parse, print the help or do the work, report, free the arguments. */
+int cli_job_main(const cli_job *job, void *args, int argc, char **argv);
+
+/* ---- options (util.c) --------------------------------------------------- */
+
 /* Option matching for "-s VALUE", "--long VALUE" and "--long=VALUE".
  * Returns 1 and sets *value (advancing *i) on a match, 0 when argv[*i] is
  * another option, -1 when the value is missing. */
@@ -57,11 +83,82 @@ int cli_opt_value(int argc, char **argv, int *i, const char *short_name, const c
 /* 1 when argv[i] is "--help" or "-h". */
 int cli_is_help(const char *arg);
 
+/* NAME=PATH from -i, -o or --eval-input. */
+typedef struct cli_pair {
+  char *name;       /* malloc'ed */
+  const char *path; /* points into argv */
+} cli_pair;
+/* Frees the names of p[0..n) and p itself. */
+void cli_free_pairs(cli_pair *p, int n);
+
+/* Handlers for the value of a matched option (r and v from cli_opt_value),
+ * shared by the subcommands so that the same option reads and fails the
+ * same way everywhere. Each returns CLI_OK or the exit code of the usage
+ * error it printed. */
+/* A NAME=PATH value into *p; `what` ("input") and `form` ("NAME=FILE.npy")
+ * word the messages. */
+int cli_pair_opt(const cli_command *cmd, const char *opt, int r, const char *v, const char *what,
+                 const char *form, cli_pair *p);
+/* A non-empty value into *slot; `need` ends "OPT needs ...". With `once`
+ * (the option's name in "ONCE given twice"), *slot must still be NULL;
+ * without, the option may repeat. */
+int cli_value_opt(const cli_command *cmd, const char *opt, const char *need, int r, const char *v,
+                  const char *once, const char **slot);
+/* An integer in [min, max] ("OPT needs an integer from MIN to MAX"). */
+int cli_int_opt(const cli_command *cmd, const char *opt, int r, const char *v, int64_t min,
+                int64_t max, int64_t *out);
+/* --threads N: only the syntax is checked here, the range is the session's
+ * (A6). */
+int cli_threads_opt(const cli_command *cmd, int r, const char *v, int *threads, int *threads_set);
+/* An argument that matched no option: unknown when it starts with '-',
+ * else the one MODEL.fgb. */
+int cli_model_arg(const cli_command *cmd, const char *arg, const char **model);
+/* A model path whose format the extension tells (.fgb or .json). */
+int cli_check_model_path(const cli_command *cmd, const char *path);
+
+/* ---- formatting and small utilities (util.c) ---------------------------- */
+
 /* Whole-string decimal integer in [min, max]; 0 on success, -1 otherwise. */
 int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 /* "[2,?,3]"; "[]" for rank 0. */
 const char *cli_shape_str(int rank, const int64_t *dims, char *buf, size_t size);
 /* Case-insensitive check of the final extension (".fgb"). */
 int cli_has_ext(const char *path, const char *ext);
+/* Seconds on a monotonic clock. */
+double cli_now_s(void);
+/* The documented random stream of run --random-inputs and train --shuffle:
+ * splitmix64, advancing *state. */
+uint64_t cli_splitmix64(uint64_t *state);
+
+/* ---- models, tensors and sessions (model.c) ----------------------------- */
+
+/* Loads MODEL.fgb, or its JSON form when the path ends in ".json". */
+fg_graph *cli_load_model(const char *path, fg_status *st);
+/* Saves as JSON when the path ends in ".json", else as .fgb. */
+int cli_save_model(const fg_graph *g, const char *path, fg_status *st);
+/* "node" for output 0, "node:index" otherwise ("?" for a missing node). */
+void cli_output_name(const fg_graph *g, fg_output o, char *buf, size_t size);
+/* "f32 [?,64]" for an output of a graph node ("[unknown]" shape when it
+ * has none). */
+const char *cli_describe_output(const fg_graph *g, fg_output o, char *buf, size_t size);
+/* "f32 [8,64]" for a tensor. */
+const char *cli_describe_tensor(const fg_tensor *t, char *buf, size_t size);
+
+/* Why `path` cannot be created, found before any long work: */
+enum {
+  CLI_PATH_OK = 0,
+  CLI_PATH_IS_DIR,    /* it names a directory */
+  CLI_PATH_NO_DIR,    /* its directory does not exist */
+  CLI_PATH_READ_ONLY, /* its directory is not writable; errno says why */
+};
+/* One of the CLI_PATH_ values; fills `dir` (size bytes) with the
+ * directory. */
+int cli_path_problem(const char *path, char *dir, size_t size);
+/* cli_path_problem as an FG_IO_ERROR; `what` names the option in the
+ * message ("--save"). */
+int cli_check_writable(const char *path, const char *what, fg_status *st);
+
+/* A session over `g`, with `threads` workers when threads_set. */
+fg_session *cli_new_session(fg_graph *g, int threads_set, int threads, fg_status *st);
 
 #endif

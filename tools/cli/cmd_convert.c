@@ -29,26 +29,21 @@ static int convert_main(int argc, char **argv) {
   if (n_pos != 2) return cli_usage(cmd, "expected IN and OUT, got %d path%s", n_pos,
                                    n_pos == 1 ? "" : "s");
   const char *in = pos[0], *out = pos[1];
-  int in_json = cli_has_ext(in, ".json"), in_fgb = cli_has_ext(in, ".fgb");
-  int out_json = cli_has_ext(out, ".json"), out_fgb = cli_has_ext(out, ".fgb");
-  if (!in_json && !in_fgb)
-    return cli_usage(cmd, "cannot tell the format of '%s' (expected .fgb or .json)", in);
-  if (!out_json && !out_fgb)
-    return cli_usage(cmd, "cannot tell the format of '%s' (expected .fgb or .json)", out);
-  if (in_json == out_json)
+  int rc = cli_check_model_path(cmd, in);
+  if (rc == CLI_OK) rc = cli_check_model_path(cmd, out);
+  if (rc != CLI_OK) return rc;
+  if (cli_has_ext(in, ".json") == cli_has_ext(out, ".json"))
     return cli_usage(cmd, "'%s' and '%s' have the same format; convert goes .fgb <-> .json", in,
                      out);
 
   fg_status *st = fg_status_new();
   if (!st) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  int rc = CLI_OK;
-  fg_graph *g = in_json ? fg_graph_load_json(in, st) : fg_graph_load(in, st);
+  fg_graph *g = cli_load_model(in, st);
   if (!g) {
     rc = cli_fail_load(st, in);
     goto done;
   }
-  int w = out_json ? fg_graph_save_json(g, out, st) : fg_graph_save(g, out, st);
-  if (w != 0) {
+  if (cli_save_model(g, out, st) != 0) {
     rc = cli_fail_status(st);
     goto done;
   }

@@ -5,9 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "flowgraph/autodiff.h"
-#include "flowgraph/io.h"
-#include "train.h"
 
 typedef struct grad_args {
   const char *model, *loss, *out;
@@ -15,7 +14,8 @@ typedef struct grad_args {
   int n_wrt;
 } grad_args;
 
-static void free_args(grad_args *a) {
+static void free_args(void *args) {
+  grad_args *a = args;
   for (int i = 0; i < a->n_wrt; i++) free(a->wrt[i]);
   free(a->wrt);
 }
@@ -44,43 +44,35 @@ static int add_wrt_list(const cli_command *cmd, grad_args *a, int *cap, const ch
   }
 }
 
-static int parse_args(int argc, char **argv, grad_args *a, int *help) {
+static int parse_args(int argc, char **argv, void *args, int *help) {
   const cli_command *cmd = &cli_grad_command;
+  grad_args *a = args;
   int cap = 0;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *v = NULL;
-    int r;
+    int r, rc;
     if (cli_is_help(arg)) {
       *help = 1;
       return CLI_OK;
     }
     if ((r = cli_opt_value(argc, argv, &i, NULL, "--loss", &v)) != 0) {
-      if (r < 0 || !*v) return cli_usage(cmd, "--loss needs a node name");
-      if (a->loss) return cli_usage(cmd, "--loss given twice");
-      a->loss = v;
+      rc = cli_value_opt(cmd, "--loss", "a node name", r, v, "--loss", &a->loss);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--wrt", &v)) != 0) {
-      if (r < 0 || !*v) return cli_usage(cmd, "--wrt needs NAME[,NAME...]");
-      int rc = add_wrt_list(cmd, a, &cap, v);
-      if (rc != CLI_OK) return rc;
+      const char *list = NULL;
+      rc = cli_value_opt(cmd, "--wrt", "NAME[,NAME...]", r, v, NULL, &list);
+      if (rc == CLI_OK) rc = add_wrt_list(cmd, a, &cap, list);
     } else if ((r = cli_opt_value(argc, argv, &i, "-o", "--output", &v)) != 0) {
-      if (r < 0 || !*v) return cli_usage(cmd, "%s needs a path OUT.fgb", arg);
-      if (a->out) return cli_usage(cmd, "-o given twice");
-      a->out = v;
-    } else if (arg[0] == '-' && arg[1] != '\0') {
-      return cli_usage(cmd, "unknown option '%s'", arg);
-    } else if (a->model) {
-      return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);
+      rc = cli_value_opt(cmd, arg, "a path OUT.fgb", r, v, "-o", &a->out);
     } else {
-      a->model = arg;
+      rc = cli_model_arg(cmd, arg, &a->model);
     }
+    if (rc != CLI_OK) return rc;
   }
   if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
   if (!a->loss) return cli_usage(cmd, "missing --loss NAME");
   if (a->n_wrt == 0) return cli_usage(cmd, "missing --wrt NAME[,NAME...]");
   if (!a->out) return cli_usage(cmd, "missing -o OUT.fgb");
-  if (!cli_has_ext(a->out, ".fgb") && !cli_has_ext(a->out, ".json"))
-    return cli_usage(cmd, "cannot tell the format of '%s' (expected .fgb or .json)", a->out);
-  return CLI_OK;
+  return cli_check_model_path(cmd, a->out);
 }
 
 /* "grad/<node>" for output 0, "grad/<node>_<i>" for output i > 0 (':' is
@@ -137,7 +129,8 @@ static int resolve(const fg_graph *g, const grad_args *a, fg_output *loss, fg_ou
   return 0;
 }
 
-static int grad_model(const grad_args *a, fg_status *st, int *load_failed) {
+static int grad_model(void *args, fg_status *st, const char **failed_load) {
+  const grad_args *a = args;
   int rc = -1;
   fg_output *xs = calloc((size_t)a->n_wrt, sizeof *xs);
   fg_output *dxs = calloc((size_t)a->n_wrt, sizeof *dxs);
@@ -148,7 +141,7 @@ static int grad_model(const grad_args *a, fg_status *st, int *load_failed) {
   }
   g = cli_load_model(a->model, st);
   if (!g) {
-    *load_failed = 1;
+    *failed_load = a->model;
     goto done;
   }
   fg_output loss;
@@ -164,9 +157,7 @@ static int grad_model(const grad_args *a, fg_status *st, int *load_failed) {
     fg_graph_add_output(g, o);
   }
   if (fg_graph_status(g, st) != FG_OK) goto done;
-  int w = cli_has_ext(a->out, ".json") ? fg_graph_save_json(g, a->out, st)
-                                       : fg_graph_save(g, a->out, st);
-  if (w != 0) goto done;
+  if (cli_save_model(g, a->out, st) != 0) goto done;
   char desc[300];
   for (int i = 0; i < a->n_wrt; i++) {
     fg_output o = fg_graph_output(g, fg_graph_num_outputs(g) - a->n_wrt + i);
@@ -184,28 +175,10 @@ done:
 }
 
 static int grad_main(int argc, char **argv) {
+  static const cli_job job = {&cli_grad_command, parse_args, grad_model, free_args, NULL};
   grad_args a;
   memset(&a, 0, sizeof a);
-  int help = 0;
-  int rc = parse_args(argc, argv, &a, &help);
-  if (rc == CLI_OK && help) cli_print_help(&cli_grad_command);
-  if (rc != CLI_OK || help) {
-    free_args(&a);
-    return rc;
-  }
-  fg_status *st = fg_status_new();
-  if (!st) {
-    free_args(&a);
-    return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  }
-  int load_failed = 0;
-  if (grad_model(&a, st, &load_failed) == 0)
-    rc = CLI_OK;
-  else
-    rc = load_failed ? cli_fail_load(st, a.model) : cli_fail_status(st);
-  fg_status_free(st);
-  free_args(&a);
-  return rc;
+  return cli_job_main(&job, &a, argc, argv);
 }
 
 const cli_command cli_grad_command = {

@@ -10,26 +10,6 @@
 
 #define CELL 512
 
-static void output_name(const fg_graph *g, fg_output o, char *buf, size_t size) {
-  const char *n = fg_node_name(g, o.node);
-  if (!n) n = "?";
-  if (o.index == 0)
-    snprintf(buf, size, "%s", n);
-  else
-    snprintf(buf, size, "%s:%d", n, o.index);
-}
-
-static void tinfo_str(const fg_graph *g, fg_output o, char *buf, size_t size) {
-  int64_t dims[FG_MAX_RANK];
-  int rank = fg_output_shape(g, o, dims);
-  char shape[256];
-  if (rank < 0)
-    snprintf(shape, sizeof shape, "[unknown]");
-  else
-    cli_shape_str(rank, dims, shape, sizeof shape);
-  snprintf(buf, size, "%s %s", fg_dtype_name(fg_output_dtype(g, o)), shape);
-}
-
 /* Appends to a cell, truncating with "..." rather than overflowing. */
 static void cell_append(char *cell, const char *text) {
   size_t n = strlen(cell), m = strlen(text);
@@ -87,7 +67,7 @@ static void inspect_graph(const fg_graph *g, const char *path) {
     const char *op = fg_node_op(g, id);
     if (!op || strcmp(op, "placeholder") != 0) continue;
     if (n_in++ == 0) printf("inputs:\n");
-    tinfo_str(g, (fg_output){id, 0}, shape, sizeof shape);
+    cli_describe_output(g, (fg_output){id, 0}, shape, sizeof shape);
     printf("  %s: %s\n", fg_node_name(g, id), shape);
   }
   if (n_in == 0) printf("inputs: (none)\n");
@@ -96,8 +76,8 @@ static void inspect_graph(const fg_graph *g, const char *path) {
   printf("outputs:%s\n", n_out > 0 ? "" : " (none marked)");
   for (int i = 0; i < n_out; i++) {
     fg_output o = fg_graph_output(g, i);
-    output_name(g, o, buf, sizeof buf);
-    tinfo_str(g, o, shape, sizeof shape);
+    cli_output_name(g, o, buf, sizeof buf);
+    cli_describe_output(g, o, shape, sizeof shape);
     printf("  %s: %s\n", buf, shape);
   }
 
@@ -143,7 +123,7 @@ static void inspect_graph(const fg_graph *g, const char *path) {
     if (ni <= 0) cell_append(r->inputs, "-");
     int no = fg_node_num_outputs(g, id);
     for (int k = 0; k < no; k++) {
-      tinfo_str(g, (fg_output){id, k}, shape, sizeof shape);
+      cli_describe_output(g, (fg_output){id, k}, shape, sizeof shape);
       snprintf(buf, sizeof buf, "%s%s", k ? "; " : "", shape);
       cell_append(r->outputs, buf);
     }
@@ -183,8 +163,7 @@ static int inspect_main(int argc, char **argv) {
   if (!model) return cli_usage(cmd, "missing MODEL.fgb");
   fg_status *st = fg_status_new();
   if (!st) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  fg_graph *g = cli_has_ext(model, ".json") ? fg_graph_load_json(model, st)
-                                            : fg_graph_load(model, st);
+  fg_graph *g = cli_load_model(model, st);
   int rc = CLI_OK;
   if (!g)
     rc = cli_fail_load(st, model);

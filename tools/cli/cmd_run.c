@@ -5,43 +5,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "flowgraph/io.h"
-#include "flowgraph/session.h"
 #include "run.h"
 
 #define MAX_REPEAT 10000000
 #define MAX_BATCH 1000000
 
-static int parse_pair(const char *value, cli_pair *p) {
-  const char *eq = strchr(value, '=');
-  if (!eq || eq == value || eq[1] == '\0') return -1;
-  size_t n = (size_t)(eq - value);
-  char *name = malloc(n + 1);
-  if (!name) return -1;
-  memcpy(name, value, n);
-  name[n] = '\0';
-  p->name = name;
-  p->path = eq + 1;
-  return 0;
-}
-
-static void free_args(run_args *a) {
-  for (int i = 0; i < a->n_inputs; i++) free(a->inputs[i].name);
-  for (int i = 0; i < a->n_outputs; i++) free(a->outputs[i].name);
-  free(a->inputs);
-  free(a->outputs);
+static void free_args(void *args) {
+  run_args *a = args;
+  cli_free_pairs(a->inputs, a->n_inputs);
+  cli_free_pairs(a->outputs, a->n_outputs);
   free(a->fetch);
   free(a->targets);
 }
 
 /* Returns CLI_OK or the exit code of a usage error (already printed). */
-static int parse_args(int argc, char **argv, run_args *a, int *help) {
+static int parse_args(int argc, char **argv, void *args, int *help) {
   const cli_command *cmd = &cli_run_command;
+  run_args *a = args;
   size_t cap = (size_t)argc;
   a->inputs = calloc(cap, sizeof *a->inputs);
   a->outputs = calloc(cap, sizeof *a->outputs);
@@ -53,63 +36,41 @@ static int parse_args(int argc, char **argv, run_args *a, int *help) {
   a->repeat = 1;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *v = NULL;
-    int r;
+    int r, rc = CLI_OK;
     if (cli_is_help(arg)) {
       *help = 1;
       return CLI_OK;
     }
     if ((r = cli_opt_value(argc, argv, &i, "-i", "--input", &v)) != 0) {
-      if (r < 0) return cli_usage(cmd, "%s needs a value NAME=FILE.npy", arg);
-      if (parse_pair(v, &a->inputs[a->n_inputs]) != 0)
-        return cli_usage(cmd, "bad input '%s': expected NAME=FILE.npy", v);
-      a->n_inputs++;
+      rc = cli_pair_opt(cmd, arg, r, v, "input", "NAME=FILE.npy", &a->inputs[a->n_inputs]);
+      if (rc == CLI_OK) a->n_inputs++;
     } else if ((r = cli_opt_value(argc, argv, &i, "-o", "--output", &v)) != 0) {
-      if (r < 0) return cli_usage(cmd, "%s needs a value NAME=OUT.npy", arg);
-      if (parse_pair(v, &a->outputs[a->n_outputs]) != 0)
-        return cli_usage(cmd, "bad output '%s': expected NAME=OUT.npy", v);
-      a->n_outputs++;
+      rc = cli_pair_opt(cmd, arg, r, v, "output", "NAME=OUT.npy", &a->outputs[a->n_outputs]);
+      if (rc == CLI_OK) a->n_outputs++;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--fetch", &v)) != 0) {
-      if (r < 0 || !*v) return cli_usage(cmd, "--fetch needs a node name");
-      a->fetch[a->n_fetch++] = v;
+      rc = cli_value_opt(cmd, "--fetch", "a node name", r, v, NULL, &a->fetch[a->n_fetch++]);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--target", &v)) != 0) {
-      if (r < 0 || !*v) return cli_usage(cmd, "--target needs a node name");
-      a->targets[a->n_targets++] = v;
+      rc = cli_value_opt(cmd, "--target", "a node name", r, v, NULL, &a->targets[a->n_targets++]);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--seed", &v)) != 0) {
       int64_t x;
       if (r < 0 || cli_parse_i64(v, 0, INT64_MAX, &x) != 0)
         return cli_usage(cmd, "--seed needs a non-negative integer");
       a->seed = (uint64_t)x;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--batch", &v)) != 0) {
-      if (r < 0 || cli_parse_i64(v, 1, MAX_BATCH, &a->batch) != 0)
-        return cli_usage(cmd, "--batch needs an integer from 1 to %d", MAX_BATCH);
+      rc = cli_int_opt(cmd, "--batch", r, v, 1, MAX_BATCH, &a->batch);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--repeat", &v)) != 0) {
-      if (r < 0 || cli_parse_i64(v, 1, MAX_REPEAT, &a->repeat) != 0)
-        return cli_usage(cmd, "--repeat needs an integer from 1 to %d", MAX_REPEAT);
+      rc = cli_int_opt(cmd, "--repeat", r, v, 1, MAX_REPEAT, &a->repeat);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--threads", &v)) != 0) {
-      int64_t x;
-      /* Range checks belong to the session (A6); only the syntax is ours. */
-      if (r < 0 || cli_parse_i64(v, -2147483647 - 1, 2147483647, &x) != 0)
-        return cli_usage(cmd, "--threads needs an integer");
-      a->threads = (int)x;
-      a->threads_set = 1;
+      rc = cli_threads_opt(cmd, r, v, &a->threads, &a->threads_set);
     } else if (strcmp(arg, "--random-inputs") == 0) {
       a->random_inputs = 1;
-    } else if (arg[0] == '-' && arg[1] != '\0') {
-      return cli_usage(cmd, "unknown option '%s'", arg);
-    } else if (a->model) {
-      return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);
     } else {
-      a->model = arg;
+      rc = cli_model_arg(cmd, arg, &a->model);
     }
+    if (rc != CLI_OK) return rc;
   }
   if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
   return CLI_OK;
-}
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* Fetch names: the -o names, then --fetch; else the graph's outputs; else
@@ -139,15 +100,11 @@ static int resolve_fetches(const fg_graph *g, const run_args *a, char ***names, 
       fg_output o = fg_graph_num_outputs(g) > 0
                         ? fg_graph_output(g, i)
                         : (fg_output){fg_graph_num_nodes(g) - 1, 0};
-      const char *nm = fg_node_name(g, o.node);
-      if (!nm) {
+      if (!fg_node_name(g, o.node)) {
         fg_status_set(st, FG_INVALID_GRAPH, "%s: graph output %d refers to no node", a->model, i);
         return -1;
       }
-      if (o.index == 0)
-        snprintf(buf, sizeof buf, "%s", nm);
-      else
-        snprintf(buf, sizeof buf, "%s:%d", nm, o.index);
+      cli_output_name(g, o, buf, sizeof buf);
     }
     out[i] = strdup(buf);
     if (!out[i]) {
@@ -172,29 +129,21 @@ static int resolve_fetches(const fg_graph *g, const run_args *a, char ***names, 
 /* Checks that each -o path can be written before spending time running. */
 static int check_output_paths(const run_args *a, fg_status *st) {
   for (int i = 0; i < a->n_outputs; i++) {
-    const char *p = a->outputs[i].path;
-    struct stat sb;
-    if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-      fg_status_set(st, FG_IO_ERROR, "output '%s': %s is a directory", a->outputs[i].name, p);
-      return -1;
-    }
-    const char *slash = strrchr(p, '/');
+    const char *name = a->outputs[i].name, *p = a->outputs[i].path;
     char dir[4096];
-    if (!slash)
-      snprintf(dir, sizeof dir, ".");
-    else if (slash == p)
-      snprintf(dir, sizeof dir, "/");
-    else
-      snprintf(dir, sizeof dir, "%.*s", (int)(slash - p), p);
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-      fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s does not exist",
-                    a->outputs[i].name, p, dir);
-      return -1;
-    }
-    if (access(dir, W_OK | X_OK) != 0) {
-      fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s: %s",
-                    a->outputs[i].name, p, dir, strerror(errno));
-      return -1;
+    switch (cli_path_problem(p, dir, sizeof dir)) {
+      case CLI_PATH_IS_DIR:
+        fg_status_set(st, FG_IO_ERROR, "output '%s': %s is a directory", name, p);
+        return -1;
+      case CLI_PATH_NO_DIR:
+        fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s does not exist",
+                      name, p, dir);
+        return -1;
+      case CLI_PATH_READ_ONLY:
+        fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s: %s", name, p,
+                      dir, strerror(errno));
+        return -1;
+      default: break;
     }
   }
   return 0;
@@ -265,34 +214,24 @@ static void print_values(const fg_tensor *t) {
   else printf("]\n");
 }
 
-static void print_fetch(const char *name, const fg_tensor *t) {
-  char shape[256];
-  cli_shape_str(fg_tensor_rank(t), fg_tensor_dims(t), shape, sizeof shape);
-  printf("%s: %s %s\n", name, fg_dtype_name(fg_tensor_dtype(t)), shape);
-  print_values(t);
-}
-
-/* Returns 0, or -1 with `st` set; *load_failed tells a load error apart. */
-static int run_model(const run_args *a, fg_status *st, int *load_failed) {
+static int run_model(void *args, fg_status *st, const char **failed_load) {
+  const run_args *a = args;
   int rc = -1, n_fetch = 0;
   char **fetch = NULL;
   fg_session *s = NULL;
   fg_tensor **outs = NULL;
   run_feeds feeds = {0};
-  fg_graph *g = cli_has_ext(a->model, ".json") ? fg_graph_load_json(a->model, st)
-                                               : fg_graph_load(a->model, st);
+  char desc[300];
+  fg_graph *g = cli_load_model(a->model, st);
   if (!g) {
-    *load_failed = 1;
+    *failed_load = a->model;
     return -1;
   }
   if (resolve_fetches(g, a, &fetch, &n_fetch, st) != 0) goto done;
   if (run_feeds_prepare(g, a, (const char *const *)fetch, n_fetch, &feeds, st) != 0) goto done;
   if (check_output_paths(a, st) != 0) goto done;
   if (run_feeds_load(g, a, &feeds, st) != 0) goto done;
-  fg_session_options opts;
-  fg_session_options_init(&opts);
-  if (a->threads_set) opts.num_threads = a->threads;
-  s = fg_session_new(g, &opts, st);
+  s = cli_new_session(g, a->threads_set, a->threads, st);
   if (!s) goto done;
   outs = calloc((size_t)n_fetch, sizeof *outs);
   if (!outs) {
@@ -305,11 +244,11 @@ static int run_model(const run_args *a, fg_status *st, int *load_failed) {
       fg_tensor_free(outs[i]);
       outs[i] = NULL;
     }
-    double t0 = now_ms();
+    double t0 = cli_now_s();
     if (fg_session_run(s, feeds.feeds, feeds.n, (const char *const *)fetch, n_fetch, outs,
                        a->targets, a->n_targets, st) != 0)
       goto done;
-    total += now_ms() - t0;
+    total += (cli_now_s() - t0) * 1e3; /* ms */
   }
   for (int i = 0; i < n_fetch; i++)
     if (!outs[i]) {
@@ -318,13 +257,12 @@ static int run_model(const run_args *a, fg_status *st, int *load_failed) {
     }
   if (write_outputs(a, outs, st) != 0) goto done;
   for (int i = 0; i < n_fetch; i++) {
+    cli_describe_tensor(outs[i], desc, sizeof desc);
     if (i < a->n_outputs) {
-      char shape[256];
-      cli_shape_str(fg_tensor_rank(outs[i]), fg_tensor_dims(outs[i]), shape, sizeof shape);
-      printf("wrote %s: %s %s -> %s\n", fetch[i], fg_dtype_name(fg_tensor_dtype(outs[i])), shape,
-             a->outputs[i].path);
+      printf("wrote %s: %s -> %s\n", fetch[i], desc, a->outputs[i].path);
     } else {
-      print_fetch(fetch[i], outs[i]);
+      printf("%s: %s\n", fetch[i], desc);
+      print_values(outs[i]);
     }
   }
   if (a->repeat > 1)
@@ -345,28 +283,10 @@ done:
 }
 
 static int run_main(int argc, char **argv) {
+  static const cli_job job = {&cli_run_command, parse_args, run_model, free_args, NULL};
   run_args a;
   memset(&a, 0, sizeof a);
-  int help = 0;
-  int rc = parse_args(argc, argv, &a, &help);
-  if (rc == CLI_OK && help) cli_print_help(&cli_run_command);
-  if (rc != CLI_OK || help) {
-    free_args(&a);
-    return rc;
-  }
-  fg_status *st = fg_status_new();
-  if (!st) {
-    free_args(&a);
-    return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  }
-  int load_failed = 0;
-  if (run_model(&a, st, &load_failed) == 0)
-    rc = CLI_OK;
-  else
-    rc = load_failed ? cli_fail_load(st, a.model) : cli_fail_status(st);
-  fg_status_free(st);
-  free_args(&a);
-  return rc;
+  return cli_job_main(&job, &a, argc, argv);
 }
 
 const cli_command cli_run_command = {

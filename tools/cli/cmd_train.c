@@ -9,13 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "flowgraph/io.h"
-#include "flowgraph/session.h"
 #include "run.h"
-#include "train.h"
 
 #define MAX_BATCH 10000000
 #define MAX_EPOCHS 10000000
@@ -39,29 +36,16 @@ typedef struct batch_feed {
   unsigned char *rows; /* --shuffle only: batch rows gathered in order */
 } batch_feed;
 
-static int parse_pair(const char *value, cli_pair *p) {
-  const char *eq = strchr(value, '=');
-  if (!eq || eq == value || eq[1] == '\0') return -1;
-  size_t n = (size_t)(eq - value);
-  char *name = malloc(n + 1);
-  if (!name) return -1;
-  memcpy(name, value, n);
-  name[n] = '\0';
-  p->name = name;
-  p->path = eq + 1;
-  return 0;
-}
-
-static void free_args(train_args *a) {
-  for (int i = 0; i < a->n_inputs; i++) free(a->inputs[i].name);
-  for (int i = 0; i < a->n_eval_inputs; i++) free(a->eval_inputs[i].name);
-  free(a->inputs);
-  free(a->eval_inputs);
+static void free_args(void *args) {
+  train_args *a = args;
+  cli_free_pairs(a->inputs, a->n_inputs);
+  cli_free_pairs(a->eval_inputs, a->n_eval_inputs);
   free(a->evals);
 }
 
-static int parse_args(int argc, char **argv, train_args *a, int *help) {
+static int parse_args(int argc, char **argv, void *args, int *help) {
   const cli_command *cmd = &cli_train_command;
+  train_args *a = args;
   size_t cap = (size_t)argc;
   a->inputs = calloc(cap, sizeof *a->inputs);
   a->eval_inputs = calloc(cap, sizeof *a->eval_inputs);
@@ -71,43 +55,31 @@ static int parse_args(int argc, char **argv, train_args *a, int *help) {
   int have_batch = 0, have_epochs = 0;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *v = NULL;
-    int r;
+    int r, rc = CLI_OK;
     if (cli_is_help(arg)) {
       *help = 1;
       return CLI_OK;
     }
     if ((r = cli_opt_value(argc, argv, &i, "-i", "--input", &v)) != 0) {
-      if (r < 0) return cli_usage(cmd, "%s needs a value NAME=FILE.npy", arg);
-      if (parse_pair(v, &a->inputs[a->n_inputs]) != 0)
-        return cli_usage(cmd, "bad input '%s': expected NAME=FILE.npy", v);
-      a->n_inputs++;
+      rc = cli_pair_opt(cmd, arg, r, v, "input", "NAME=FILE.npy", &a->inputs[a->n_inputs]);
+      if (rc == CLI_OK) a->n_inputs++;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--eval-input", &v)) != 0) {
-      if (r < 0) return cli_usage(cmd, "--eval-input needs a value NAME=FILE.npy");
-      if (parse_pair(v, &a->eval_inputs[a->n_eval_inputs]) != 0)
-        return cli_usage(cmd, "bad eval input '%s': expected NAME=FILE.npy", v);
-      a->n_eval_inputs++;
+      rc = cli_pair_opt(cmd, arg, r, v, "eval input", "NAME=FILE.npy",
+                        &a->eval_inputs[a->n_eval_inputs]);
+      if (rc == CLI_OK) a->n_eval_inputs++;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--target", &v)) != 0) {
-      if (r < 0 || !*v) return cli_usage(cmd, "--target needs a node name");
-      if (a->target) return cli_usage(cmd, "--target given twice");
-      a->target = v;
+      rc = cli_value_opt(cmd, "--target", "a node name", r, v, "--target", &a->target);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--loss", &v)) != 0) {
-      if (r < 0 || !*v) return cli_usage(cmd, "--loss needs a node name");
-      if (a->loss) return cli_usage(cmd, "--loss given twice");
-      a->loss = v;
+      rc = cli_value_opt(cmd, "--loss", "a node name", r, v, "--loss", &a->loss);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--eval", &v)) != 0) {
-      if (r < 0 || !*v) return cli_usage(cmd, "--eval needs a node name");
-      a->evals[a->n_evals++] = v;
+      rc = cli_value_opt(cmd, "--eval", "a node name", r, v, NULL, &a->evals[a->n_evals++]);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--save", &v)) != 0) {
-      if (r < 0 || !*v) return cli_usage(cmd, "--save needs a path OUT.fgb");
-      if (a->save) return cli_usage(cmd, "--save given twice");
-      a->save = v;
+      rc = cli_value_opt(cmd, "--save", "a path OUT.fgb", r, v, "--save", &a->save);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--batch", &v)) != 0) {
-      if (r < 0 || cli_parse_i64(v, 1, MAX_BATCH, &a->batch) != 0)
-        return cli_usage(cmd, "--batch needs an integer from 1 to %d", MAX_BATCH);
+      rc = cli_int_opt(cmd, "--batch", r, v, 1, MAX_BATCH, &a->batch);
       have_batch = 1;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--epochs", &v)) != 0) {
-      if (r < 0 || cli_parse_i64(v, 1, MAX_EPOCHS, &a->epochs) != 0)
-        return cli_usage(cmd, "--epochs needs an integer from 1 to %d", MAX_EPOCHS);
+      rc = cli_int_opt(cmd, "--epochs", r, v, 1, MAX_EPOCHS, &a->epochs);
       have_epochs = 1;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--shuffle", &v)) != 0) {
       int64_t x;
@@ -116,21 +88,13 @@ static int parse_args(int argc, char **argv, train_args *a, int *help) {
       a->shuffle = 1;
       a->seed = (uint64_t)x;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--threads", &v)) != 0) {
-      int64_t x;
-      /* Range checks belong to the session (A6); only the syntax is ours. */
-      if (r < 0 || cli_parse_i64(v, -2147483647 - 1, 2147483647, &x) != 0)
-        return cli_usage(cmd, "--threads needs an integer");
-      a->threads = (int)x;
-      a->threads_set = 1;
+      rc = cli_threads_opt(cmd, r, v, &a->threads, &a->threads_set);
     } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
       a->quiet = 1;
-    } else if (arg[0] == '-' && arg[1] != '\0') {
-      return cli_usage(cmd, "unknown option '%s'", arg);
-    } else if (a->model) {
-      return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);
     } else {
-      a->model = arg;
+      rc = cli_model_arg(cmd, arg, &a->model);
     }
+    if (rc != CLI_OK) return rc;
   }
   if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
   if (a->n_inputs == 0) return cli_usage(cmd, "missing -i NAME=FILE.npy (the training data)");
@@ -138,31 +102,16 @@ static int parse_args(int argc, char **argv, train_args *a, int *help) {
   if (!have_epochs) return cli_usage(cmd, "missing --epochs N");
   if (a->n_eval_inputs > 0 && a->n_evals == 0)
     return cli_usage(cmd, "--eval-input needs --eval NAME (what to compute on it)");
-  if (a->save && !cli_has_ext(a->save, ".fgb") && !cli_has_ext(a->save, ".json"))
-    return cli_usage(cmd, "cannot tell the format of '%s' (expected .fgb or .json)", a->save);
-  return CLI_OK;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  return a->save ? cli_check_model_path(cmd, a->save) : CLI_OK;
 }
 
 /* Documented in the help: one splitmix64 stream per run, seeded with SEED;
  * each epoch shuffles the identity permutation 0..n-1 with Fisher-Yates,
  * for i = n-1 down to 1 swapping i with j = next() mod (i+1). */
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 static void shuffle(int64_t *perm, int64_t n, uint64_t *rng) {
   for (int64_t i = 0; i < n; i++) perm[i] = i;
   for (int64_t i = n - 1; i > 0; i--) {
-    int64_t j = (int64_t)(splitmix64(rng) % (uint64_t)(i + 1));
+    int64_t j = (int64_t)(cli_splitmix64(rng) % (uint64_t)(i + 1));
     int64_t t = perm[i];
     perm[i] = perm[j];
     perm[j] = t;
@@ -220,10 +169,9 @@ static int scalar_value(const fg_tensor *t, const char *what, const char *name, 
                         fg_status *st) {
   const void *d = fg_tensor_data(t);
   if (fg_tensor_num_elements(t) != 1 || !d) {
-    char shape[256];
-    cli_shape_str(fg_tensor_rank(t), fg_tensor_dims(t), shape, sizeof shape);
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s '%s' gave %s %s: train needs a scalar", what, name,
-                  fg_dtype_name(fg_tensor_dtype(t)), shape);
+    char desc[300];
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s '%s' gave %s: train needs a scalar", what, name,
+                  cli_describe_tensor(t, desc, sizeof desc));
     return -1;
   }
   switch (fg_tensor_dtype(t)) {
@@ -255,20 +203,15 @@ static int prepare_feeds(const fg_graph *g, const train_args *a, cli_pair *input
   /* Skips run's own "not fed" message, which suggests --random-inputs. */
   ra.random_inputs = 1;
   if (run_feeds_prepare(g, &ra, fetch, n_fetch, f, st) != 0) return -1;
-  for (int id = 0; id < f->n_nodes; id++) {
-    const char *op = fg_node_op(g, id);
-    if (!f->needed[id] || !op || strcmp(op, "placeholder") != 0) continue;
-    int fed = 0;
-    for (int i = 0; i < n_inputs; i++) fed |= f->node_of_input[i] == id;
-    if (!fed) {
-      char desc[300];
-      fg_status_set(
-          st, FG_INVALID_ARGUMENT,
-          "placeholder '%s' (%s) is needed by %s '%s' but not fed: pass %s %s=FILE.npy",
-          fg_node_name(g, id), cli_describe_output(g, (fg_output){id, 0}, desc, sizeof desc),
-          target ? "target" : "eval", target ? target : fetch[0], option, fg_node_name(g, id));
-      return -1;
-    }
+  int id = run_feeds_next_unfed(g, f, n_inputs, 0);
+  if (id >= 0) {
+    char desc[300];
+    const char *name = fg_node_name(g, id);
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "placeholder '%s' (%s) is needed by %s '%s' but not fed: pass %s %s=FILE.npy",
+                  name, cli_describe_output(g, (fg_output){id, 0}, desc, sizeof desc),
+                  target ? "target" : "eval", target ? target : fetch[0], option, name);
+    return -1;
   }
   if (prepare_only) return 0;
   ra.random_inputs = 0;
@@ -421,9 +364,9 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
   int tty = !a->quiet && isatty(STDOUT_FILENO);
   int64_t steps = (n_rows + a->batch - 1) / a->batch;
   uint64_t rng = a->seed;
-  double first_loss = 0, last_loss = 0, t_start = now_s();
+  double first_loss = 0, last_loss = 0, t_start = cli_now_s();
   for (int64_t e = 1; e <= a->epochs; e++) {
-    double t0 = now_s(), last_draw = 0, sum = 0;
+    double t0 = cli_now_s(), last_draw = 0, sum = 0;
     if (a->shuffle) shuffle(t->perm, n_rows, &rng);
     for (int64_t s = 0; s < steps; s++) {
       int64_t start = s * a->batch;
@@ -440,7 +383,7 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
       t->outs[0] = NULL;
       if (rc != 0) return -1;
       sum += loss * (double)b;
-      double now = now_s();
+      double now = cli_now_s();
       /* The \r progress line is for people watching a terminal only; logs
        * and pipes get the epoch lines alone. */
       if (tty && (now - last_draw > 0.1 || s + 1 == steps)) {
@@ -459,23 +402,24 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
              epoch_loss);
     if (a->n_evals > 0 && run_evals(t, a, line, sizeof line, st) != 0) return -1;
     clear_progress();
-    if (!a->quiet) printf("%s  (%.2f s)\n", line, now_s() - t0);
+    if (!a->quiet) printf("%s  (%.2f s)\n", line, cli_now_s() - t0);
     fflush(stdout);
   }
   if (!a->quiet)
     printf("trained %" PRId64 " epoch%s of %" PRId64 " step%s in %.2f s: loss %.6g -> %.6g\n",
-           a->epochs, a->epochs == 1 ? "" : "s", steps, steps == 1 ? "" : "s", now_s() - t_start,
-           first_loss, last_loss);
+           a->epochs, a->epochs == 1 ? "" : "s", steps, steps == 1 ? "" : "s",
+           cli_now_s() - t_start, first_loss, last_loss);
   return 0;
 }
 
-static int train_model(train_args *a, fg_status *st, int *load_failed) {
+static int train_model(void *args, fg_status *st, const char **failed_load) {
+  train_args *a = args;
   int rc = -1, n_fetch = 1 + a->n_evals;
   trainer t;
   memset(&t, 0, sizeof t);
   fg_graph *g = cli_load_model(a->model, st);
   if (!g) {
-    *load_failed = 1;
+    *failed_load = a->model;
     return -1;
   }
   t.fetch = calloc((size_t)n_fetch, sizeof *t.fetch);
@@ -516,10 +460,7 @@ static int train_model(train_args *a, fg_status *st, int *load_failed) {
     }
   }
   if (a->shuffle && !(t.perm = malloc((size_t)n_rows * sizeof *t.perm))) goto oom;
-  fg_session_options opts;
-  fg_session_options_init(&opts);
-  if (a->threads_set) opts.num_threads = a->threads;
-  t.s = fg_session_new(g, &opts, st);
+  t.s = cli_new_session(g, a->threads_set, a->threads, st);
   if (!t.s) goto done;
   if (!a->quiet)
     printf("training %s: target '%s', loss '%s', %" PRId64 " examples, batch %" PRId64 ", %" PRId64
@@ -542,31 +483,12 @@ done:
 }
 
 static int train_main(int argc, char **argv) {
+  /* The error line must not land at the end of a progress line. */
+  static const cli_job job = {&cli_train_command, parse_args, train_model, free_args,
+                              clear_progress};
   train_args a;
   memset(&a, 0, sizeof a);
-  int help = 0;
-  int rc = parse_args(argc, argv, &a, &help);
-  if (rc == CLI_OK && help) cli_print_help(&cli_train_command);
-  if (rc != CLI_OK || help) {
-    free_args(&a);
-    return rc;
-  }
-  fg_status *st = fg_status_new();
-  if (!st) {
-    free_args(&a);
-    return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  }
-  int load_failed = 0;
-  if (train_model(&a, st, &load_failed) == 0) {
-    rc = CLI_OK;
-  } else {
-    /* The error line must not land at the end of a progress line. */
-    clear_progress();
-    rc = load_failed ? cli_fail_load(st, a.model) : cli_fail_status(st);
-  }
-  fg_status_free(st);
-  free_args(&a);
-  return rc;
+  return cli_job_main(&job, &a, argc, argv);
 }
 
 const cli_command cli_train_command = {

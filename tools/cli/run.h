@@ -5,13 +5,7 @@
 
 #include <stdint.h>
 
-#include "flowgraph/graph.h"
-#include "flowgraph/session.h"
-
-typedef struct cli_pair {
-  char *name;       /* malloc'ed */
-  const char *path; /* points into argv */
-} cli_pair;
+#include "cli.h"
 
 typedef struct run_args {
   const char *model;
@@ -44,6 +38,9 @@ typedef struct run_feeds {
  * that all of them are fed. */
 int run_feeds_prepare(const fg_graph *g, const run_args *a, const char *const *fetch, int n_fetch,
                       run_feeds *f, fg_status *st);
+/* The first placeholder at or after node `from` that the fetches and
+ * targets need and no -i feeds, or -1. */
+int run_feeds_next_unfed(const fg_graph *g, const run_feeds *f, int n_inputs, int from);
 /* Reads the -i files, checks them against their placeholders and makes the
  * random feeds. */
 int run_feeds_load(const fg_graph *g, const run_args *a, run_feeds *f, fg_status *st);

@@ -17,17 +17,6 @@ static int is_placeholder(const fg_graph *g, int id) {
   return op && strcmp(op, "placeholder") == 0;
 }
 
-static void describe_placeholder(const fg_graph *g, int id, char *buf, size_t size) {
-  int64_t dims[FG_MAX_RANK];
-  int rank = fg_output_shape(g, (fg_output){id, 0}, dims);
-  char shape[256];
-  if (rank < 0)
-    snprintf(shape, sizeof shape, "[unknown]");
-  else
-    cli_shape_str(rank, dims, shape, sizeof shape);
-  snprintf(buf, size, "%s %s", fg_dtype_name(fg_output_dtype(g, (fg_output){id, 0})), shape);
-}
-
 static int mark_needed(const fg_graph *g, const run_args *a, const char *const *fetch,
                        int n_fetch, run_feeds *f, fg_status *st) {
   int n = f->n_nodes;
@@ -94,20 +83,26 @@ int run_feeds_prepare(const fg_graph *g, const run_args *a, const char *const *f
   }
   if (mark_needed(g, a, fetch, n_fetch, f, st) != 0) return -1;
   if (a->random_inputs) return 0;
-  for (int id = 0; id < n; id++) {
-    if (!f->needed[id] || !is_placeholder(g, id)) continue;
-    int fed = 0;
-    for (int i = 0; i < a->n_inputs; i++) fed |= f->node_of_input[i] == id;
-    if (!fed) {
-      char desc[300];
-      describe_placeholder(g, id, desc, sizeof desc);
-      fg_status_set(st, FG_INVALID_ARGUMENT,
-                    "placeholder '%s' (%s) is not fed: pass -i %s=FILE.npy or --random-inputs",
-                    fg_node_name(g, id), desc, fg_node_name(g, id));
-      return -1;
-    }
+  int id = run_feeds_next_unfed(g, f, a->n_inputs, 0);
+  if (id >= 0) {
+    char desc[300];
+    const char *name = fg_node_name(g, id);
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "placeholder '%s' (%s) is not fed: pass -i %s=FILE.npy or --random-inputs", name,
+                  cli_describe_output(g, (fg_output){id, 0}, desc, sizeof desc), name);
+    return -1;
   }
   return 0;
+}
+
+int run_feeds_next_unfed(const fg_graph *g, const run_feeds *f, int n_inputs, int from) {
+  for (int id = from < 0 ? 0 : from; id < f->n_nodes; id++) {
+    if (!f->needed[id] || !is_placeholder(g, id)) continue;
+    int fed = 0;
+    for (int i = 0; i < n_inputs; i++) fed |= f->node_of_input[i] == id;
+    if (!fed) return id;
+  }
+  return -1;
 }
 
 static int check_feed(const fg_graph *g, int id, const char *name, const char *path,
@@ -117,7 +112,7 @@ static int check_feed(const fg_graph *g, int id, const char *name, const char *p
   int rank = fg_output_shape(g, o, dims);
   fg_dtype want = fg_output_dtype(g, o);
   char desc[300], given[256];
-  describe_placeholder(g, id, desc, sizeof desc);
+  cli_describe_output(g, o, desc, sizeof desc);
   cli_shape_str(fg_tensor_rank(t), fg_tensor_dims(t), given, sizeof given);
   if (fg_tensor_dtype(t) != want) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
@@ -135,13 +130,6 @@ static int check_feed(const fg_graph *g, int id, const char *name, const char *p
     return -1;
   }
   return 0;
-}
-
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 static fg_tensor *random_feed(const fg_graph *g, int id, int64_t batch, uint64_t *rng,
@@ -171,7 +159,7 @@ static fg_tensor *random_feed(const fg_graph *g, int id, int64_t batch, uint64_t
   int64_t n = fg_tensor_num_elements(t);
   void *d = fg_tensor_data(t);
   for (int64_t i = 0; i < n && d; i++) {
-    uint64_t r = splitmix64(rng);
+    uint64_t r = cli_splitmix64(rng);
     switch (dt) {
       /* 24 (53) random bits so that the top of the range stays below 1. */
       case FG_F32: ((float *)d)[i] = (float)((double)(r >> 40) * 0x1p-23 - 1.0); break;
@@ -206,11 +194,8 @@ int run_feeds_load(const fg_graph *g, const run_args *a, run_feeds *f, fg_status
   }
   if (!a->random_inputs) return 0;
   uint64_t rng = a->seed;
-  for (int id = 0; id < f->n_nodes; id++) {
-    if (!f->needed[id] || !is_placeholder(g, id)) continue;
-    int fed = 0;
-    for (int i = 0; i < a->n_inputs; i++) fed |= f->node_of_input[i] == id;
-    if (fed) continue;
+  for (int id = run_feeds_next_unfed(g, f, a->n_inputs, 0); id >= 0;
+       id = run_feeds_next_unfed(g, f, a->n_inputs, id + 1)) {
     fg_tensor *t = random_feed(g, id, a->batch, &rng, st);
     if (!t) return -1;
     f->tensors[f->n] = t;

@@ -1,4 +1,5 @@
-/* Error reporting, option parsing and formatting shared by the subcommands. */
+/* Error reporting, the frame of a subcommand's main, option parsing and
+ * formatting shared by the subcommands. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -6,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -69,6 +71,26 @@ void cli_print_help(const cli_command *cmd) {
   printf("usage: %s\n\n%s\n\n%s", cmd->synopsis, cmd->summary, cmd->help);
 }
 
+int cli_job_main(const cli_job *job, void *args, int argc, char **argv) {
+  int help = 0;
+  int rc = job->parse(argc, argv, args, &help);
+  if (rc == CLI_OK && help) {
+    cli_print_help(job->cmd);
+  } else if (rc == CLI_OK) {
+    fg_status *st = fg_status_new();
+    const char *failed_load = NULL;
+    if (!st) {
+      rc = cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+    } else if (job->work(args, st, &failed_load) != 0) {
+      if (job->before_error) job->before_error();
+      rc = failed_load ? cli_fail_load(st, failed_load) : cli_fail_status(st);
+    }
+    fg_status_free(st);
+  }
+  job->free_args(args);
+  return rc;
+}
+
 int cli_is_help(const char *arg) { return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0; }
 
 int cli_opt_value(int argc, char **argv, int *i, const char *short_name, const char *long_name,
@@ -87,6 +109,67 @@ int cli_opt_value(int argc, char **argv, int *i, const char *short_name, const c
     }
   }
   return 0;
+}
+
+void cli_free_pairs(cli_pair *p, int n) {
+  for (int i = 0; p && i < n; i++) free(p[i].name);
+  free(p);
+}
+
+static int parse_pair(const char *value, cli_pair *p) {
+  const char *eq = strchr(value, '=');
+  if (!eq || eq == value || eq[1] == '\0') return -1;
+  size_t n = (size_t)(eq - value);
+  char *name = malloc(n + 1);
+  if (!name) return -1;
+  memcpy(name, value, n);
+  name[n] = '\0';
+  p->name = name;
+  p->path = eq + 1;
+  return 0;
+}
+
+int cli_pair_opt(const cli_command *cmd, const char *opt, int r, const char *v, const char *what,
+                 const char *form, cli_pair *p) {
+  if (r < 0) return cli_usage(cmd, "%s needs a value %s", opt, form);
+  if (parse_pair(v, p) != 0) return cli_usage(cmd, "bad %s '%s': expected %s", what, v, form);
+  return CLI_OK;
+}
+
+int cli_value_opt(const cli_command *cmd, const char *opt, const char *need, int r, const char *v,
+                  const char *once, const char **slot) {
+  if (r < 0 || !*v) return cli_usage(cmd, "%s needs %s", opt, need);
+  if (once && *slot) return cli_usage(cmd, "%s given twice", once);
+  *slot = v;
+  return CLI_OK;
+}
+
+int cli_int_opt(const cli_command *cmd, const char *opt, int r, const char *v, int64_t min,
+                int64_t max, int64_t *out) {
+  if (r < 0 || cli_parse_i64(v, min, max, out) != 0)
+    return cli_usage(cmd, "%s needs an integer from %" PRId64 " to %" PRId64, opt, min, max);
+  return CLI_OK;
+}
+
+int cli_threads_opt(const cli_command *cmd, int r, const char *v, int *threads, int *threads_set) {
+  int64_t x;
+  if (r < 0 || cli_parse_i64(v, -2147483647 - 1, 2147483647, &x) != 0)
+    return cli_usage(cmd, "--threads needs an integer");
+  *threads = (int)x;
+  *threads_set = 1;
+  return CLI_OK;
+}
+
+int cli_model_arg(const cli_command *cmd, const char *arg, const char **model) {
+  if (arg[0] == '-' && arg[1] != '\0') return cli_usage(cmd, "unknown option '%s'", arg);
+  if (*model) return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);
+  *model = arg;
+  return CLI_OK;
+}
+
+int cli_check_model_path(const cli_command *cmd, const char *path) {
+  if (cli_has_ext(path, ".fgb") || cli_has_ext(path, ".json")) return CLI_OK;
+  return cli_usage(cmd, "cannot tell the format of '%s' (expected .fgb or .json)", path);
 }
 
 int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
@@ -123,4 +206,17 @@ int cli_has_ext(const char *path, const char *ext) {
   for (size_t i = 0; i < le; i++)
     if (tolower((unsigned char)path[lp - le + i]) != tolower((unsigned char)ext[i])) return 0;
   return 1;
+}
+
+double cli_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+uint64_t cli_splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
 }

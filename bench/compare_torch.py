@@ -1,0 +1,313 @@
+#!/usr/bin/python3
+"""Runs flowgraph's benchmark driver and the same models in PyTorch, alternating.
+
+    /usr/bin/python3 bench/compare_torch.py [--driver build/bench/fg_bench]
+                                           [--rounds 5] [--cases a,b,...]
+
+Each round runs, per case: the flowgraph driver as a subprocess (it warms up
+and prints the median of its runs), then PyTorch in this process once with
+its default thread count and once with torch.set_num_threads(os.cpu_count()),
+in alternating order. Alternating spreads any drift in the machine's load
+over both frameworks. For each framework the result is the median over the
+rounds; PyTorch's is the faster of its two settings (on a small machine
+PyTorch's own threads compete with OpenBLAS's, so more threads can be
+slower).
+
+Prints one line per case:
+
+    RATIO <case> <torch_time / flowgraph_time>  [target >= T: target met|missed] ...
+
+and for mlp_large_train the achieved GFLOP/s of the training step as a
+fraction of a plain 2048^3 cblas_sgemm on all cores (measured by the driver
+in the same process; FLOPs are those of the matmuls both frameworks run,
+see bench/fg_bench.c), and for wide_graph flowgraph's 1-thread time over its
+2-thread time (PyTorch's numbers printed for reference). A Markdown table of
+the same figures follows, for README.md's Performance section.
+
+PyTorch's training step is what a PyTorch user writes: eager float32,
+nn.Linear layers (uniform +-1/sqrt(fan_in), as the driver), ReLU,
+F.cross_entropy, then optimizer.zero_grad(set_to_none=True) (the faster
+form), loss.backward(), optimizer.step() with torch.optim.SGD(lr=0.01).
+"""
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_DRIVER = os.path.join(os.path.dirname(HERE), "build", "bench", "fg_bench")
+
+# The issue's targets: torch_time / flowgraph_time, or for wide_graph
+# flowgraph's 1-thread time / 2-thread time.
+TARGETS = {
+    "op_overhead": 10.0,
+    "mlp_small_train": 4.0,
+    "mlp_medium_train": 1.1,
+    "mlp_large_train": 1.0,
+    "wide_graph": 1.8,
+}
+GFLOPS_FRACTION_TARGET = 0.9
+CASES = list(TARGETS)
+
+MLPS = {
+    "mlp_small_train": (32, [64, 128, 128, 10]),
+    "mlp_medium_train": (128, [784, 512, 512, 10]),
+    "mlp_large_train": (256, [1024, 2048, 2048, 1000]),
+}
+# Torch (warm-up, timed runs) per round; the driver has matching defaults.
+TORCH_RUNS = {
+    "op_overhead": (5, 60),
+    "mlp_small_train": (40, 400),
+    "mlp_medium_train": (6, 60),
+    "mlp_large_train": (2, 8),
+    "wide_graph": (3, 30),
+}
+WIDE = (8, 256, 512, 512)  # branches, M, K, N
+
+
+def timed(fn, warmup, runs):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+# ---- PyTorch versions of the cases -------------------------------------------
+
+def torch_op_overhead():
+    x = torch.rand(16) * 2 - 1
+    c = torch.rand(16) * 2 - 1
+
+    def step():
+        y = x
+        for _ in range(1000):
+            y = y + c
+        return y
+
+    return step
+
+
+def torch_mlp(case):
+    batch, widths = MLPS[case]
+    torch.manual_seed(0)
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.rand(batch, widths[0]) * 2 - 1
+    y = torch.randint(0, widths[-1], (batch,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def torch_wide():
+    branches, m, k, n = WIDE
+    x = torch.rand(m, k) * 2 - 1
+    ws = [(torch.rand(k, n) * 2 - 1) / k ** 0.5 for _ in range(branches)]
+
+    def step():
+        level = [x @ w for w in ws]
+        while len(level) > 1:
+            level = [level[2 * i] + level[2 * i + 1] for i in range(len(level) // 2)]
+        return level[0]
+
+    return step
+
+
+def torch_case(case):
+    if case == "op_overhead":
+        return torch_op_overhead()
+    if case == "wide_graph":
+        return torch_wide()
+    return torch_mlp(case)
+
+
+# ---- the flowgraph driver ----------------------------------------------------
+
+def run_driver(driver, case):
+    # PyTorch's and OpenBLAS's worker threads in this process spin for a
+    # moment after their last job; let them go to sleep before the driver runs.
+    time.sleep(0.25)
+    out = subprocess.run([driver, case], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("compare_torch: %s %s failed (%d):\n%s%s" %
+                 (driver, case, out.returncode, out.stdout, out.stderr))
+    lines = {}
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "FG":
+            lines[parts[1]] = dict(p.split("=", 1) for p in parts[2:] if "=" in p)
+    if case not in lines:
+        sys.exit("compare_torch: no 'FG %s' line from the driver:\n%s" % (case, out.stdout))
+    return lines
+
+
+def med(values):
+    return statistics.median(values)
+
+
+def verdict(value, target):
+    return "target met" if value >= target else "target missed"
+
+
+def fmt_time(seconds):
+    if seconds < 0:
+        return "-" + fmt_time(-seconds)
+    if seconds < 1e-6:
+        return "%.0f ns" % (seconds * 1e9)
+    if seconds < 1e-3:
+        return "%.1f us" % (seconds * 1e6)
+    if seconds < 1:
+        return "%.2f ms" % (seconds * 1e3)
+    return "%.3f s" % seconds
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--driver", default=DEFAULT_DRIVER)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cases", default=",".join(CASES))
+    args = ap.parse_args()
+    cases = [c for c in args.cases.split(",") if c]
+    for c in cases:
+        if c not in TARGETS:
+            sys.exit("compare_torch: unknown case %r (known: %s)" % (c, ", ".join(CASES)))
+    if not os.access(args.driver, os.X_OK):
+        sys.exit("compare_torch: driver %s not found; run `make bench`" % args.driver)
+
+    cores = os.cpu_count() or 1
+    torch_default = torch.get_num_threads()
+    settings = sorted({torch_default, cores})
+    print("machine: %s, %d cores; python %s; torch %s (default threads %d)" %
+          (platform.processor() or platform.machine(), cores, platform.python_version(),
+           torch.__version__, torch_default))
+    print("rounds: %d, alternating flowgraph driver / torch per case; load average %.2f"
+          % (args.rounds, os.getloadavg()[0]))
+    if os.getloadavg()[0] > 0.5:
+        print("warning: the machine is busy (load average above 0.5); figures will be noisy")
+    sys.stdout.flush()
+
+    results = {}
+    t_start = time.perf_counter()
+    for case in cases:
+        fg_rounds = []
+        torch_rounds = {t: [] for t in settings}
+        steps = {}
+        for t in settings:
+            torch.set_num_threads(t)
+            steps[t] = torch_case(case)
+        warmup, runs = TORCH_RUNS[case]
+        for r in range(args.rounds):
+            fg_rounds.append(run_driver(args.driver, case))
+            order = settings if r % 2 == 0 else settings[::-1]
+            for t in order:
+                torch.set_num_threads(t)
+                torch_rounds[t].append(timed(steps[t], warmup, runs))
+        torch.set_num_threads(torch_default)
+        results[case] = (fg_rounds, torch_rounds)
+        report(case, fg_rounds, torch_rounds, settings)
+    print("total time: %.0f s; load average %.2f" % (time.perf_counter() - t_start,
+                                                     os.getloadavg()[0]))
+    markdown(results, settings)
+
+
+def report(case, fg_rounds, torch_rounds, settings):
+    torch_med = {t: med(v) for t, v in torch_rounds.items()}
+    best_t = min(settings, key=lambda t: torch_med[t])
+    torch_s = torch_med[best_t]
+    torch_txt = ", ".join("%d thread%s %s" % (t, "" if t == 1 else "s", fmt_time(torch_med[t]))
+                          for t in settings)
+    target = TARGETS[case]
+    if case == "wide_graph":
+        t1 = med([float(r[case]["t1_median_s"]) for r in fg_rounds])
+        t2 = med([float(r[case]["t2_median_s"]) for r in fg_rounds])
+        ratio = t1 / t2
+        print("RATIO wide_graph %.3f  [target >= %g: %s]  flowgraph 1 thread %s, 2 threads %s"
+              % (ratio, target, verdict(ratio, target), fmt_time(t1), fmt_time(t2)))
+        lo, hi = settings[0], settings[-1]
+        print("  torch wide_graph (reference): %s; speedup %d vs %d threads %.3f; "
+              "torch_best / flowgraph_2_threads %.3f"
+              % (torch_txt, hi, lo, torch_med[lo] / torch_med[hi], torch_s / t2))
+    else:
+        fg_s = med([float(r[case]["median_s"]) for r in fg_rounds])
+        ratio = torch_s / fg_s
+        extra = ""
+        if case == "op_overhead":
+            extra = "  (per node: flowgraph %s, torch %s)" % (fmt_time(fg_s / 1000),
+                                                         fmt_time(torch_s / 1000))
+        print("RATIO %s %.3f  [target >= %g: %s]  flowgraph %s, torch %s (%s)%s"
+              % (case, ratio, target, verdict(ratio, target), fmt_time(fg_s), fmt_time(torch_s),
+                 torch_txt, extra))
+        if case == "mlp_large_train":
+            flops = float(fg_rounds[0][case]["flops"])
+            sgemm = med([float(r["sgemm_2048"]["gflops"]) for r in fg_rounds])
+            flops_3x = float(fg_rounds[0][case]["flops_3x"])
+            frac = flops / fg_s / 1e9 / sgemm
+            print("GFLOPS_FRACTION mlp_large_train %.3f  [target >= %g: %s]  step %.1f GFLOP/s "
+                  "(%.2f GFLOP of matmuls per step), sgemm 2048^3 %.1f GFLOP/s, torch step "
+                  "%.1f GFLOP/s, torch fraction %.3f"
+                  % (frac, GFLOPS_FRACTION_TARGET, verdict(frac, GFLOPS_FRACTION_TARGET),
+                     flops / fg_s / 1e9, flops / 1e9, sgemm, flops / torch_s / 1e9,
+                     flops / torch_s / 1e9 / sgemm))
+            if "blas_only_s" in fg_rounds[0][case]:
+                blas = med([float(r[case]["blas_only_s"]) for r in fg_rounds])
+                print("  the step's 8 matmuls alone as cblas_sgemm calls: %s (%.1f GFLOP/s, "
+                      "fraction %.3f); beyond them flowgraph's step spends %s, torch's %s"
+                      % (fmt_time(blas), flops / blas / 1e9, flops / blas / 1e9 / sgemm,
+                         fmt_time(fg_s - blas), fmt_time(torch_s - blas)))
+            print("  (counting 3 x 2MNK per layer, i.e. also the first layer's dX that neither "
+                  "framework computes: %.2f GFLOP, fraction %.3f)"
+                  % (flops_3x / 1e9, flops_3x / fg_s / 1e9 / sgemm))
+    sys.stdout.flush()
+
+
+def markdown(results, settings):
+    print()
+    print("| case | flowgraph | PyTorch (best of %s threads) | ratio | target | |" %
+          "/".join(str(t) for t in settings))
+    print("| --- | --- | --- | --- | --- | --- |")
+    for case, (fg_rounds, torch_rounds) in results.items():
+        torch_s = min(med(v) for v in torch_rounds.values())
+        target = TARGETS[case]
+        if case == "wide_graph":
+            t1 = med([float(r[case]["t1_median_s"]) for r in fg_rounds])
+            t2 = med([float(r[case]["t2_median_s"]) for r in fg_rounds])
+            print("| wide_graph (1 vs 2 threads) | %s / %s | %s | %.2f | >= %g | %s |"
+                  % (fmt_time(t1), fmt_time(t2), fmt_time(torch_s), t1 / t2, target,
+                     "met" if t1 / t2 >= target else "missed"))
+            continue
+        fg_s = med([float(r[case]["median_s"]) for r in fg_rounds])
+        ratio = torch_s / fg_s
+        print("| %s | %s | %s | %.2f | >= %g | %s |"
+              % (case, fmt_time(fg_s), fmt_time(torch_s), ratio, target,
+                 "met" if ratio >= target else "missed"))
+        if case == "mlp_large_train":
+            flops = float(fg_rounds[0][case]["flops"])
+            sgemm = med([float(r["sgemm_2048"]["gflops"]) for r in fg_rounds])
+            frac = flops / fg_s / 1e9 / sgemm
+            print("| mlp_large_train GFLOP/s / sgemm | %.1f | %.1f (sgemm) | %.2f | >= %g | %s |"
+                  % (flops / fg_s / 1e9, sgemm, frac, GFLOPS_FRACTION_TARGET,
+                     "met" if frac >= GFLOPS_FRACTION_TARGET else "missed"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,543 @@
+/* Benchmark driver: builds each case with the public C API and times it.
+ *
+ *   fg_bench CASE [--runs N] [--warmup N] [--threads N]
+ *
+ * CASE is op_overhead, mlp_small_train, mlp_medium_train, mlp_large_train,
+ * wide_graph, sgemm or all. Each case prints one machine-readable line
+ *
+ *   FG <case> median_s=... min_s=... runs=N threads=T [extra key=value ...]
+ *
+ * which bench/compare_torch.py parses. Times are the median of N timed runs
+ * after W untimed warm-up runs (the first run builds and caches the plan).
+ * --threads sets fg_session_options.num_threads (0, the default, means one
+ * per core); wide_graph ignores it and times 1 and 2 threads.
+ *
+ * FLOPs of a training step: a dense layer [M,K] x [K,N] costs 2*M*N*K in
+ * the forward pass, 2*M*N*K for dW = X^T dY and 2*M*N*K for dX = dY W^T.
+ * The first layer's dX is not needed (x is fed, not trained) and neither
+ * flowgraph's autodiff nor PyTorch computes it, so `flops` counts what both
+ * run: 3 * 2*M*N*K per layer minus the first layer's dX. `flops_3x` is the
+ * plain 3 * 2*M*N*K per layer convention, printed for comparison; it credits
+ * work nobody does (9% more for mlp_large_train). Both ignore the
+ * elementwise ops, softmax and the SGD update (under 1% of the matmul FLOPs
+ * for these shapes). gflops and the fraction of plain sgemm GFLOP/s use
+ * `flops`. */
+#include <cblas.h>
+#include <flowgraph/flowgraph.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct bench_opts {
+  int runs;    /* -1: the case's default */
+  int warmup;  /* -1: the case's default */
+  int threads; /* fg_session_options.num_threads */
+} bench_opts;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Sorts in place. */
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double min_of(const double *v, int n) {
+  double m = v[0];
+  for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+  return m;
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [-bound, bound). */
+static float uniform(uint64_t *rng, double bound) {
+  double u = (double)(splitmix64(rng) >> 40) * 0x1p-24;
+  return (float)((2.0 * u - 1.0) * bound);
+}
+
+static fg_tensor *random_f32(int rank, const int64_t *dims, double bound, uint64_t *rng,
+                             fg_status *st) {
+  fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, st);
+  if (!t) return NULL;
+  float *p = fg_tensor_data(t);
+  for (int64_t i = 0, n = fg_tensor_num_elements(t); i < n; i++) p[i] = uniform(rng, bound);
+  return t;
+}
+
+static int fail(const char *what, fg_status *st) {
+  fprintf(stderr, "fg_bench: %s: %s: %s\n", what, fg_code_name(fg_status_code(st)),
+          fg_status_message(st));
+  return 1;
+}
+
+static fg_session *open_session(fg_graph *g, int threads, fg_status *st) {
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.num_threads = threads;
+  return fg_session_new(g, &o, st);
+}
+
+/* What one timed call runs: a session with its feeds, fetches and targets. */
+typedef struct bench_run {
+  fg_session *s;
+  const fg_feed *feeds;
+  int n_feeds;
+  const char *const *fetches;
+  int n_fetches;
+  const char *const *targets;
+  int n_targets;
+} bench_run;
+
+static int run_once(const bench_run *r, fg_status *st) {
+  fg_tensor *out[4] = {NULL, NULL, NULL, NULL};
+  int rc = fg_session_run(r->s, r->feeds, r->n_feeds, r->fetches, r->n_fetches, out, r->targets,
+                          r->n_targets, st);
+  for (int i = 0; i < r->n_fetches; i++) fg_tensor_free(out[i]);
+  return rc;
+}
+
+/* Runs `r` (one f32 scalar fetch) and stores the value. */
+static int fetch_scalar(const bench_run *r, double *v, fg_status *st) {
+  fg_tensor *out = NULL;
+  if (fg_session_run(r->s, r->feeds, r->n_feeds, r->fetches, 1, &out, NULL, 0, st) != 0) return -1;
+  *v = *(const float *)fg_tensor_data(out);
+  fg_tensor_free(out);
+  return 0;
+}
+
+/* Warm-up, then `runs` timed runs into times[]; 0 or -1 (status set). */
+static int time_runs(const bench_run *r, int warmup, int runs, double *times, fg_status *st) {
+  for (int i = 0; i < warmup; i++)
+    if (run_once(r, st) != 0) return -1;
+  for (int i = 0; i < runs; i++) {
+    double t0 = now_s();
+    if (run_once(r, st) != 0) return -1;
+    times[i] = now_s() - t0;
+  }
+  return 0;
+}
+
+/* threads 0 is the session default, one per core: print what it means. */
+static void print_line(const char *name, double *times, int runs, int threads,
+                       const char *extra) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (threads == 0) threads = cores > 0 ? (int)cores : 1;
+  double mn = min_of(times, runs), med = median(times, runs);
+  printf("FG %s median_s=%.9g min_s=%.9g runs=%d threads=%d%s%s\n", name, med, mn, runs, threads,
+         extra && *extra ? " " : "", extra ? extra : "");
+  fflush(stdout);
+}
+
+static int pick(int v, int dflt) { return v >= 0 ? v : dflt; }
+
+/* ---- op_overhead: y = x + c + c + ... (1000 adds of 16 f32) --------------- */
+
+#define OVERHEAD_NODES 1000
+
+static int case_op_overhead(const bench_opts *bo, fg_status *st) {
+  int runs = pick(bo->runs, 300), warmup = pick(bo->warmup, 30);
+  int64_t d[1] = {16};
+  uint64_t rng = 7;
+  fg_graph *g = fg_graph_new();
+  fg_tensor *c = random_f32(1, d, 1.0, &rng, st), *x = random_f32(1, d, 1.0, &rng, st);
+  double *times = calloc((size_t)runs, sizeof *times);
+  fg_session *s = NULL;
+  int rc = 1;
+  if (!g || !c || !x || !times) {
+    fprintf(stderr, "fg_bench: out of memory\n");
+    goto done;
+  }
+  fg_output y = fg_placeholder(g, "x", FG_F32, 1, d);
+  fg_output k = fg_constant(g, "c", c);
+  for (int i = 0; i < OVERHEAD_NODES; i++) y = fg_add(g, y, k);
+  fg_set_name(g, y, "y");
+  if (!(s = open_session(g, bo->threads, st))) {
+    rc = fail("op_overhead: session", st);
+    goto done;
+  }
+  fg_feed feed = {"x", x};
+  const char *fetch = "y";
+  bench_run r = {s, &feed, 1, &fetch, 1, NULL, 0};
+  if (time_runs(&r, warmup, runs, times, st) != 0) {
+    rc = fail("op_overhead: run", st);
+    goto done;
+  }
+  /* A cheap guard against an executor that skips work: y = x + 1000 c. */
+  fg_tensor *out = NULL;
+  if (fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) != 0) {
+    rc = fail("op_overhead: run", st);
+    goto done;
+  }
+  double max_err = 0;
+  const float *yp = fg_tensor_data(out), *xp = fg_tensor_data(x), *cp = fg_tensor_data(c);
+  for (int i = 0; i < 16; i++) {
+    double e = fabs((double)yp[i] - ((double)xp[i] + OVERHEAD_NODES * (double)cp[i]));
+    max_err = e > max_err ? e : max_err;
+  }
+  fg_tensor_free(out);
+  char extra[128];
+  double med = median(times, runs);
+  snprintf(extra, sizeof extra, "nodes=%d per_node_s=%.9g check_max_err=%.3g", OVERHEAD_NODES,
+           med / OVERHEAD_NODES, max_err);
+  print_line("op_overhead", times, runs, bo->threads, extra);
+  rc = 0;
+done:
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_tensor_free(c);
+  fg_tensor_free(x);
+  free(times);
+  return rc;
+}
+
+/* ---- MLP training step: dense layers, ReLU, softmax cross-entropy, SGD --- */
+
+typedef struct mlp_shape {
+  const char *name;
+  int batch;
+  int n_layers; /* dense layers; widths has n_layers + 1 entries */
+  int widths[4];
+  int runs, warmup;
+} mlp_shape;
+
+static const mlp_shape MLP_SMALL = {"mlp_small_train", 32, 3, {64, 128, 128, 10}, 400, 40};
+static const mlp_shape MLP_MEDIUM = {"mlp_medium_train", 128, 3, {784, 512, 512, 10}, 60, 6};
+static const mlp_shape MLP_LARGE = {"mlp_large_train", 256, 3, {1024, 2048, 2048, 1000}, 8, 2};
+
+/* Matmul FLOPs of one step; with_first_dx adds the first layer's unneeded dX
+ * (the 3x convention). */
+static double mlp_flops(const mlp_shape *m, int with_first_dx) {
+  double f = 0;
+  for (int l = 0; l < m->n_layers; l++) {
+    double mnk2 = 2.0 * m->batch * (double)m->widths[l] * (double)m->widths[l + 1];
+    f += (l > 0 || with_first_dx ? 3.0 : 2.0) * mnk2;
+  }
+  return f;
+}
+
+
+/* The training graph of `m`; the step's target is named "train". Weights and
+ * biases start uniform in +-1/sqrt(fan_in), as PyTorch's nn.Linear. */
+static fg_graph *build_mlp(const mlp_shape *m, fg_status *st) {
+  fg_graph *g = fg_graph_new();
+  if (!g) return NULL;
+  uint64_t rng = 42;
+  int64_t xd[2] = {m->batch, m->widths[0]}, yd[1] = {m->batch};
+  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd);
+  fg_output labels = fg_placeholder(g, "y", FG_I32, 1, yd);
+  for (int l = 0; l < m->n_layers; l++) {
+    int in = m->widths[l], out = m->widths[l + 1];
+    int64_t wd[2] = {in, out}, bd[1] = {out};
+    double bound = 1.0 / sqrt((double)in);
+    fg_tensor *w = random_f32(2, wd, bound, &rng, st);
+    fg_tensor *b = random_f32(1, bd, bound, &rng, st);
+    char wname[32], bname[32];
+    snprintf(wname, sizeof wname, "dense%d/w", l + 1);
+    snprintf(bname, sizeof bname, "dense%d/b", l + 1);
+    /* A NULL tensor makes the builder fail, which sticks on the graph. */
+    h = fg_add(g, fg_matmul(g, h, fg_variable(g, wname, w), 0, 0), fg_variable(g, bname, b));
+    if (l + 1 < m->n_layers) h = fg_relu(g, h);
+    fg_tensor_free(w);
+    fg_tensor_free(b);
+  }
+  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, labels), "loss");
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  cfg.learning_rate = 0.01;
+  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
+  if (train.node < 0) {
+    fg_graph_free(g);
+    return NULL;
+  }
+  fg_set_name(g, train, "train");
+  if (fg_graph_status(g, st) != FG_OK) {
+    fg_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+/* Plain cblas_sgemm C = A B with n x n x n, OpenBLAS on every core: the
+ * machine's practical matmul peak. Returns GFLOP/s (0 on failure) and prints
+ * its own FG line. */
+static double sgemm_gflops(int n, int runs, int warmup) {
+  size_t nn = (size_t)n * (size_t)n;
+  float *a = malloc(nn * sizeof *a), *b = malloc(nn * sizeof *b), *c = calloc(nn, sizeof *c);
+  double *times = calloc((size_t)runs, sizeof *times);
+  double gflops = 0;
+  if (!a || !b || !c || !times) {
+    fprintf(stderr, "fg_bench: sgemm: out of memory\n");
+    goto done;
+  }
+  uint64_t rng = 3;
+  for (size_t i = 0; i < nn; i++) a[i] = uniform(&rng, 1.0), b[i] = uniform(&rng, 1.0);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int saved = openblas_get_num_threads();
+  openblas_set_num_threads(cores > 0 ? (int)cores : 1);
+  for (int i = 0; i < warmup + runs; i++) {
+    double t0 = now_s();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    if (i >= warmup) times[i - warmup] = now_s() - t0;
+  }
+  openblas_set_num_threads(saved);
+  char name[32], extra[96];
+  gflops = 2.0 * (double)n * n * n / median(times, runs) / 1e9;
+  snprintf(name, sizeof name, "sgemm_%d", n);
+  snprintf(extra, sizeof extra, "gflops=%.4g blas_threads=%ld", gflops, cores);
+  print_line(name, times, runs, (int)cores, extra);
+done:
+  free(a);
+  free(b);
+  free(c);
+  free(times);
+  return gflops;
+}
+
+#define SGEMM_N 2048
+
+/* The step's matmuls alone (forward, dW = X^T dY, dX = dY W^T but for the
+ * first layer), as direct cblas_sgemm calls on every core: the time a step
+ * would take if everything else were free. Median of `runs` after one
+ * warm-up; -1 when out of memory. */
+static double mlp_blas_only_s(const mlp_shape *m, int runs) {
+  size_t mx = 0, wmax = 0, gmax = 0, omax = 0, bt = (size_t)m->batch;
+  for (int l = 0; l < m->n_layers; l++) {
+    size_t k = (size_t)m->widths[l], n = (size_t)m->widths[l + 1];
+    mx = bt * k > mx ? bt * k : mx;
+    wmax = k * n > wmax ? k * n : wmax;
+    gmax = bt * n > gmax ? bt * n : gmax;
+  }
+  omax = mx > wmax ? mx : wmax;
+  omax = gmax > omax ? gmax : omax;
+  float *x = calloc(mx, sizeof *x), *w = calloc(wmax, sizeof *w), *gr = calloc(gmax, sizeof *gr),
+        *o = calloc(omax, sizeof *o);
+  double *times = calloc((size_t)runs, sizeof *times), result = -1;
+  if (!x || !w || !gr || !o || !times) goto done;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int saved = openblas_get_num_threads();
+  openblas_set_num_threads(cores > 0 ? (int)cores : 1);
+  const int bm = m->batch;
+  for (int r = 0; r < runs + 1; r++) {
+    double t0 = now_s();
+    for (int l = 0; l < m->n_layers; l++) {
+      int k = m->widths[l], n = m->widths[l + 1];
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bm, n, k, 1.0f, x, k, w, n, 0.0f, o,
+                  n);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, bm, 1.0f, x, k, gr, n, 0.0f, o,
+                  n);
+      if (l > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bm, k, n, 1.0f, gr, n, w, n, 0.0f, o,
+                    k);
+    }
+    if (r > 0) times[r - 1] = now_s() - t0;
+  }
+  openblas_set_num_threads(saved);
+  result = median(times, runs);
+done:
+  free(x);
+  free(w);
+  free(gr);
+  free(o);
+  free(times);
+  return result;
+}
+
+static int case_mlp(const mlp_shape *m, const bench_opts *bo, int with_sgemm, fg_status *st) {
+  int runs = pick(bo->runs, m->runs), warmup = pick(bo->warmup, m->warmup);
+  uint64_t rng = 11;
+  int64_t xd[2] = {m->batch, m->widths[0]}, yd[1] = {m->batch};
+  fg_graph *g = build_mlp(m, st);
+  if (!g) return fail(m->name, st);
+  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
+  double *times = calloc((size_t)runs, sizeof *times);
+  fg_session *s = NULL;
+  int rc = 1;
+  if (!x || !y || !times) {
+    fprintf(stderr, "fg_bench: out of memory\n");
+    goto done;
+  }
+  int32_t *yp = fg_tensor_data(y);
+  int classes = m->widths[m->n_layers];
+  for (int i = 0; i < m->batch; i++) yp[i] = (int32_t)(splitmix64(&rng) % (uint64_t)classes);
+  if (!(s = open_session(g, bo->threads, st))) {
+    rc = fail(m->name, st);
+    goto done;
+  }
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *target = "train";
+  bench_run r = {s, feeds, 2, NULL, 0, &target, 1};
+  /* The loss on the fixed batch before and after the steps: it must fall,
+   * a cheap guard against an executor that skips the update. */
+  const char *loss_name = "loss";
+  double loss0 = 0, loss1 = 0;
+  bench_run probe = {s, feeds, 2, &loss_name, 1, NULL, 0};
+  if (fetch_scalar(&probe, &loss0, st) != 0 || time_runs(&r, warmup, runs, times, st) != 0 ||
+      fetch_scalar(&probe, &loss1, st) != 0) {
+    rc = fail(m->name, st);
+    goto done;
+  }
+  /* The session's pool and arena go before the sgemm runs alone. */
+  fg_session_free(s);
+  s = NULL;
+  double flops = mlp_flops(m, 0), flops_3x = mlp_flops(m, 1), med = median(times, runs);
+  char extra[384];
+  int len = snprintf(extra, sizeof extra, "flops=%.6g flops_3x=%.6g gflops=%.4g loss_first=%.6g loss_last=%.6g",
+                     flops, flops_3x, flops / med / 1e9, loss0, loss1);
+  if (with_sgemm) {
+    double peak = sgemm_gflops(SGEMM_N, 5, 1);
+    double blas_s = mlp_blas_only_s(m, 5);
+    if (peak > 0)
+      len += snprintf(extra + len, sizeof extra - (size_t)len, " sgemm_gflops=%.4g fraction=%.4f",
+                      peak, flops / med / 1e9 / peak);
+    if (blas_s > 0 && len < (int)sizeof extra)
+      snprintf(extra + len, sizeof extra - (size_t)len, " blas_only_s=%.6g blas_only_gflops=%.4g",
+               blas_s, flops / blas_s / 1e9);
+  }
+  print_line(m->name, times, runs, bo->threads, extra);
+  rc = 0;
+done:
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  free(times);
+  return rc;
+}
+
+/* ---- wide_graph: 8 independent x @ w_i, summed by a balanced tree -------- */
+
+#define WIDE_BRANCHES 8
+#define WIDE_M 256
+#define WIDE_K 512
+#define WIDE_N 512
+
+static int case_wide(const bench_opts *bo, fg_status *st) {
+  int runs = pick(bo->runs, 30), warmup = pick(bo->warmup, 3);
+  uint64_t rng = 5;
+  int64_t xd[2] = {WIDE_M, WIDE_K}, wd[2] = {WIDE_K, WIDE_N};
+  fg_graph *g = fg_graph_new();
+  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st);
+  double *t1 = calloc((size_t)runs, sizeof *t1), *t2 = calloc((size_t)runs, sizeof *t2);
+  fg_session *s1 = NULL, *s2 = NULL;
+  int rc = 1;
+  if (!g || !x || !t1 || !t2) {
+    fprintf(stderr, "fg_bench: out of memory\n");
+    goto done;
+  }
+  fg_output xin = fg_placeholder(g, "x", FG_F32, 2, xd);
+  fg_output level[WIDE_BRANCHES];
+  for (int i = 0; i < WIDE_BRANCHES; i++) {
+    fg_tensor *w = random_f32(2, wd, 1.0 / sqrt((double)WIDE_K), &rng, st);
+    char name[16];
+    snprintf(name, sizeof name, "w%d", i);
+    level[i] = fg_matmul(g, xin, fg_constant(g, name, w), 0, 0);
+    fg_tensor_free(w);
+  }
+  for (int n = WIDE_BRANCHES; n > 1; n /= 2)
+    for (int i = 0; i < n / 2; i++) level[i] = fg_add(g, level[2 * i], level[2 * i + 1]);
+  fg_set_name(g, level[0], "sum");
+  if (!(s1 = open_session(g, 1, st)) || !(s2 = open_session(g, 2, st))) {
+    rc = fail("wide_graph: session", st);
+    goto done;
+  }
+  fg_feed feed = {"x", x};
+  const char *fetch = "sum";
+  bench_run r1 = {s1, &feed, 1, &fetch, 1, NULL, 0}, r2 = {s2, &feed, 1, &fetch, 1, NULL, 0};
+  if (time_runs(&r1, warmup, 0, NULL, st) != 0 || time_runs(&r2, warmup, 0, NULL, st) != 0) {
+    rc = fail("wide_graph: run", st);
+    goto done;
+  }
+  /* Alternating, so drift in the machine's load hits both alike. */
+  for (int i = 0; i < runs; i++) {
+    if (time_runs(&r1, 0, 1, &t1[i], st) != 0 || time_runs(&r2, 0, 1, &t2[i], st) != 0) {
+      rc = fail("wide_graph: run", st);
+      goto done;
+    }
+  }
+  double flops = 2.0 * WIDE_BRANCHES * WIDE_M * (double)WIDE_K * WIDE_N;
+  double m1 = median(t1, runs), m2 = median(t2, runs);
+  char extra[192];
+  snprintf(extra, sizeof extra, "t1_median_s=%.9g t2_median_s=%.9g speedup=%.4f flops=%.6g",
+           m1, m2, m1 / m2, flops);
+  print_line("wide_graph", t2, runs, 2, extra);
+  rc = 0;
+done:
+  fg_session_free(s1);
+  fg_session_free(s2);
+  fg_graph_free(g);
+  fg_tensor_free(x);
+  free(t1);
+  free(t2);
+  return rc;
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: fg_bench CASE [--runs N] [--warmup N] [--threads N]\n"
+          "CASE: op_overhead mlp_small_train mlp_medium_train mlp_large_train wide_graph\n"
+          "      sgemm all\n");
+  return 2;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage();
+  const char *which = argv[1];
+  bench_opts bo = {-1, -1, 0};
+  for (int i = 2; i < argc; i++) {
+    int *dst = !strcmp(argv[i], "--runs")     ? &bo.runs
+               : !strcmp(argv[i], "--warmup") ? &bo.warmup
+               : !strcmp(argv[i], "--threads") ? &bo.threads
+                                               : NULL;
+    int lo = dst == &bo.runs ? 1 : 0;
+    if (!dst || i + 1 >= argc || parse_int(argv[++i], lo, 1000000, dst) != 0) return usage();
+  }
+  fg_status *st = fg_status_new();
+  if (!st) return 1;
+  int all = !strcmp(which, "all"), known = all, rc = 0;
+#define CASE(name, call)                   \
+  if (all || !strcmp(which, name)) {       \
+    known = 1;                             \
+    rc |= (call);                          \
+  }
+  CASE("op_overhead", case_op_overhead(&bo, st));
+  CASE("mlp_small_train", case_mlp(&MLP_SMALL, &bo, 0, st));
+  CASE("mlp_medium_train", case_mlp(&MLP_MEDIUM, &bo, 0, st));
+  CASE("mlp_large_train", case_mlp(&MLP_LARGE, &bo, 1, st));
+  CASE("wide_graph", case_wide(&bo, st));
+#undef CASE
+  if (!strcmp(which, "sgemm")) {
+    known = 1;
+    rc |= sgemm_gflops(SGEMM_N, pick(bo.runs, 5), pick(bo.warmup, 1)) > 0 ? 0 : 1;
+  }
+  fg_status_free(st);
+  if (!known) return usage();
+  return rc;
+}

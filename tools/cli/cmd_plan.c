@@ -1,0 +1,399 @@
+/* `flowgraph plan`: print the execution plan a run would use (step order,
+ * every tensor's offset, size and lifetime in the arena, and the arena
+ * against its lower bound and the naive layout), optionally drawn as SVG.
+ * Also the argument parsing and model setup `flowgraph profile` shares
+ * (plan.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "flowgraph/io.h"
+#include "plan.h"
+#include "svg.h"
+#include "trace.h"
+
+#define MAX_BATCH 1000000
+#define MAX_RUNS 10000000
+
+double plan_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* cmd_run.c's parse_pair is static; this is the same NAME=FILE split. */
+static int split_pair(const char *value, cli_pair *p) {
+  const char *eq = strchr(value, '=');
+  if (!eq || eq == value || eq[1] == '\0') return -1;
+  size_t n = (size_t)(eq - value);
+  char *name = malloc(n + 1);
+  if (!name) return -1;
+  memcpy(name, value, n);
+  name[n] = '\0';
+  p->name = name;
+  p->path = eq + 1;
+  return 0;
+}
+
+void plan_args_free(plan_args *a) {
+  for (int i = 0; i < a->run.n_inputs; i++) free(a->run.inputs[i].name);
+  free(a->run.inputs);
+  free(a->run.fetch);
+  free(a->run.targets);
+  memset(a, 0, sizeof *a);
+}
+
+/* The options only profile takes; 0 when `arg` is none of them. */
+static int parse_profile_opt(const cli_command *cmd, int argc, char **argv, int *i, plan_args *a,
+                             int *rc) {
+  const char *v = NULL;
+  int r;
+  *rc = CLI_OK;
+  if ((r = cli_opt_value(argc, argv, i, NULL, "--runs", &v)) != 0) {
+    if (r < 0 || cli_parse_i64(v, 1, MAX_RUNS, &a->runs) != 0)
+      *rc = cli_usage(cmd, "--runs needs an integer from 1 to %d", MAX_RUNS);
+  } else if ((r = cli_opt_value(argc, argv, i, NULL, "--warmup", &v)) != 0) {
+    if (r < 0 || cli_parse_i64(v, 0, MAX_RUNS, &a->warmup) != 0)
+      *rc = cli_usage(cmd, "--warmup needs an integer from 0 to %d", MAX_RUNS);
+  } else if ((r = cli_opt_value(argc, argv, i, NULL, "--threads", &v)) != 0) {
+    int64_t x;
+    /* Range checks belong to the session (A6); only the syntax is ours. */
+    if (r < 0 || cli_parse_i64(v, -2147483647 - 1, 2147483647, &x) != 0) {
+      *rc = cli_usage(cmd, "--threads needs an integer");
+    } else {
+      a->run.threads = (int)x;
+      a->run.threads_set = 1;
+    }
+  } else if ((r = cli_opt_value(argc, argv, i, NULL, "--trace", &v)) != 0) {
+    if (r < 0 || !*v)
+      *rc = cli_usage(cmd, "--trace needs a path OUT.json");
+    else if (a->trace)
+      *rc = cli_usage(cmd, "--trace given twice");
+    else
+      a->trace = v;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, plan_args *a,
+                    int *help) {
+  run_args *ra = &a->run;
+  size_t cap = (size_t)argc + 1;
+  ra->inputs = calloc(cap, sizeof *ra->inputs);
+  ra->fetch = calloc(cap, sizeof *ra->fetch);
+  ra->targets = calloc(cap, sizeof *ra->targets);
+  if (!ra->inputs || !ra->fetch || !ra->targets)
+    return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  ra->batch = 1;
+  ra->repeat = 1;
+  a->runs = 10;
+  a->warmup = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *v = NULL;
+    int r, rc;
+    if (cli_is_help(arg)) {
+      *help = 1;
+      return CLI_OK;
+    }
+    if (profile && parse_profile_opt(cmd, argc, argv, &i, a, &rc)) {
+      if (rc != CLI_OK) return rc;
+    } else if ((r = cli_opt_value(argc, argv, &i, "-i", "--input", &v)) != 0) {
+      if (r < 0) return cli_usage(cmd, "%s needs a value NAME=FILE.npy", arg);
+      if (split_pair(v, &ra->inputs[ra->n_inputs]) != 0)
+        return cli_usage(cmd, "bad input '%s': expected NAME=FILE.npy", v);
+      ra->n_inputs++;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--fetch", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--fetch needs a node name");
+      ra->fetch[ra->n_fetch++] = v;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--target", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--target needs a node name");
+      ra->targets[ra->n_targets++] = v;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--seed", &v)) != 0) {
+      int64_t x;
+      if (r < 0 || cli_parse_i64(v, 0, INT64_MAX, &x) != 0)
+        return cli_usage(cmd, "--seed needs a non-negative integer");
+      ra->seed = (uint64_t)x;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--batch", &v)) != 0) {
+      if (r < 0 || cli_parse_i64(v, 1, MAX_BATCH, &ra->batch) != 0)
+        return cli_usage(cmd, "--batch needs an integer from 1 to %d", MAX_BATCH);
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--memory-svg", &v)) != 0) {
+      if (r < 0 || !*v) return cli_usage(cmd, "--memory-svg needs a path OUT.svg");
+      if (a->memory_svg) return cli_usage(cmd, "--memory-svg given twice");
+      a->memory_svg = v;
+    } else if (strcmp(arg, "--random-inputs") == 0) {
+      ra->random_inputs = 1;
+    } else if (arg[0] == '-' && arg[1] != '\0') {
+      return cli_usage(cmd, "unknown option '%s'", arg);
+    } else if (ra->model) {
+      return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);
+    } else {
+      ra->model = arg;
+    }
+  }
+  if (!ra->model) return cli_usage(cmd, "missing MODEL.fgb");
+  if (a->trace && a->memory_svg && strcmp(a->trace, a->memory_svg) == 0)
+    return cli_usage(cmd, "--trace and --memory-svg name the same file '%s'", a->trace);
+  return CLI_OK;
+}
+
+static int oom(fg_status *st) {
+  fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+  return -1;
+}
+
+/* Fetches: --fetch; else, when neither --fetch nor --target is given and the
+ * model records a training step (metadata "train_target", written by
+ * fg_minimize), no fetch and that target, so a training graph is planned
+ * whole; else the graph's outputs; else its last node. */
+static int resolve(const plan_args *a, plan_model *m, fg_status *st) {
+  const run_args *ra = &a->run;
+  const fg_graph *g = m->graph;
+  const char *train = fg_graph_metadata(g, "train_target");
+  m->targets = calloc((size_t)ra->n_targets + 1, sizeof *m->targets);
+  if (!m->targets) return oom(st);
+  for (int i = 0; i < ra->n_targets; i++) m->targets[i] = ra->targets[i];
+  m->n_targets = ra->n_targets;
+  int count = ra->n_fetch;
+  if (count == 0 && ra->n_targets == 0 && train && *train) {
+    m->targets[0] = train;
+    m->n_targets = 1;
+  } else if (count == 0) {
+    count = fg_graph_num_outputs(g);
+    if (count == 0 && fg_graph_num_nodes(g) > 0) count = 1;
+  }
+  if (count == 0 && m->n_targets == 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s has no nodes to plan", ra->model);
+    return -1;
+  }
+  m->fetch = calloc((size_t)count + 1, sizeof *m->fetch);
+  if (!m->fetch) return oom(st);
+  m->n_fetch = count;
+  for (int i = 0; i < count; i++) {
+    char buf[1024];
+    if (ra->n_fetch > 0) {
+      snprintf(buf, sizeof buf, "%s", ra->fetch[i]);
+    } else {
+      fg_output o = fg_graph_num_outputs(g) > 0 ? fg_graph_output(g, i)
+                                                : (fg_output){fg_graph_num_nodes(g) - 1, 0};
+      const char *nm = fg_node_name(g, o.node);
+      if (!nm) {
+        fg_status_set(st, FG_INVALID_GRAPH, "%s: graph output %d refers to no node", ra->model, i);
+        return -1;
+      }
+      if (o.index == 0)
+        snprintf(buf, sizeof buf, "%s", nm);
+      else
+        snprintf(buf, sizeof buf, "%s:%d", nm, o.index);
+    }
+    m->fetch[i] = strdup(buf);
+    if (!m->fetch[i]) return oom(st);
+    if (fg_graph_find_output(g, m->fetch[i]).node < 0) {
+      fg_status_set(st, FG_NOT_FOUND, "fetch '%s': %s has no such node or output", m->fetch[i],
+                    ra->model);
+      return -1;
+    }
+  }
+  for (int i = 0; i < m->n_targets; i++)
+    if (fg_graph_find(g, m->targets[i]) < 0) {
+      fg_status_set(st, FG_NOT_FOUND, "target '%s': %s has no node of that name", m->targets[i],
+                    ra->model);
+      return -1;
+    }
+  return 0;
+}
+
+int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_failed) {
+  memset(m, 0, sizeof *m);
+  const char *model = a->run.model;
+  m->graph = cli_has_ext(model, ".json") ? fg_graph_load_json(model, st) : fg_graph_load(model, st);
+  if (!m->graph) {
+    *load_failed = 1;
+    return -1;
+  }
+  if (resolve(a, m, st) != 0) return -1;
+  run_args ra = a->run;
+  ra.targets = m->targets;
+  ra.n_targets = m->n_targets;
+  if (run_feeds_prepare(m->graph, &ra, (const char *const *)m->fetch, m->n_fetch, &m->feeds, st) !=
+      0)
+    return -1;
+  /* Before any long work: a bad output path fails fast and leaves nothing. */
+  if (a->trace && out_check_writable(a->trace, "--trace", st) != 0) return -1;
+  if (a->memory_svg && out_check_writable(a->memory_svg, "--memory-svg", st) != 0) return -1;
+  if (run_feeds_load(m->graph, &ra, &m->feeds, st) != 0) return -1;
+  fg_session_options opts;
+  fg_session_options_init(&opts);
+  if (a->run.threads_set) opts.num_threads = a->run.threads;
+  double t0 = plan_now_ms();
+  m->session = fg_session_new(m->graph, &opts, st);
+  m->session_ms = plan_now_ms() - t0;
+  return m->session ? 0 : -1;
+}
+
+void plan_model_close(plan_model *m) {
+  fg_session_free(m->session);
+  run_feeds_free(&m->feeds);
+  if (m->fetch)
+    for (int i = 0; i < m->n_fetch; i++) free(m->fetch[i]);
+  free(m->fetch);
+  free(m->targets);
+  fg_graph_free(m->graph);
+  memset(m, 0, sizeof *m);
+}
+
+int plan_command_main(const cli_command *cmd, int profile, int argc, char **argv,
+                      int (*body)(const plan_args *a, plan_model *m, fg_status *st)) {
+  plan_args a;
+  memset(&a, 0, sizeof a);
+  int help = 0;
+  int rc = plan_parse_args(cmd, profile, argc, argv, &a, &help);
+  if (rc == CLI_OK && help) cli_print_help(cmd);
+  if (rc != CLI_OK || help) {
+    plan_args_free(&a);
+    return rc;
+  }
+  fg_status *st = fg_status_new();
+  if (!st) {
+    plan_args_free(&a);
+    return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  }
+  plan_model m;
+  int load_failed = 0;
+  if (plan_model_open(&a, &m, st, &load_failed) == 0 && body(&a, &m, st) == 0)
+    rc = CLI_OK;
+  else
+    rc = load_failed ? cli_fail_load(st, a.run.model) : cli_fail_status(st);
+  plan_model_close(&m);
+  fg_status_free(st);
+  plan_args_free(&a);
+  return rc;
+}
+
+/* ---- printing the plan ---------------------------------------------------- */
+
+static void tensor_label(const fg_plan_tensor *t, char *buf, size_t size) {
+  snprintf(buf, size, "%s:%d", t->name ? t->name : "?", t->output);
+}
+
+static void step_str(int step, char *buf, size_t size) {
+  if (step < 0)
+    snprintf(buf, size, "-");
+  else
+    snprintf(buf, size, "%d", step);
+}
+
+static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_info *info) {
+  const fg_graph *g = m->graph;
+  printf("plan for %s: %d steps, %d tensors\n", a->run.model, info->n_steps, info->n_tensors);
+  printf("fetches:");
+  for (int i = 0; i < m->n_fetch; i++) printf(" %s", m->fetch[i]);
+  printf("%s\ntargets:", m->n_fetch ? "" : " (none)");
+  for (int i = 0; i < m->n_targets; i++) printf(" %s", m->targets[i]);
+  printf("%s\n", m->n_targets ? "" : " (none)");
+  /* Before the tables: the three summary lines stay the last lines. */
+  if (a->memory_svg) printf("memory svg: %s\n", a->memory_svg);
+  printf("\nsteps:\n");
+  int wn = 4, wo = 2;
+  for (int s = 0; s < info->n_steps; s++) {
+    const char *nm = fg_node_name(g, info->step_nodes[s]), *op = fg_node_op(g, info->step_nodes[s]);
+    if (nm && (int)strlen(nm) > wn) wn = (int)strlen(nm);
+    if (op && (int)strlen(op) > wo) wo = (int)strlen(op);
+  }
+  printf("  %5s  %-*s  %s\n", "step", wn, "node", "op");
+  for (int s = 0; s < info->n_steps; s++) {
+    const char *nm = fg_node_name(g, info->step_nodes[s]), *op = fg_node_op(g, info->step_nodes[s]);
+    printf("  %5d  %-*s  %s\n", s, wn, nm ? nm : "?", op ? op : "?");
+  }
+
+  /* Column widths first so the table lines up for any name length. */
+  int w[5] = {(int)strlen("tensor"), (int)strlen("kind"), (int)strlen("type"),
+              (int)strlen("lifetime"), (int)strlen("shared-with")};
+  char label[1100], type[300], shape[256], first[16], last[16], life[40], shared[1100];
+  for (int i = 0; i < info->n_tensors; i++) {
+    const fg_plan_tensor *t = &info->tensors[i];
+    tensor_label(t, label, sizeof label);
+    cli_shape_str(t->rank, t->dims, shape, sizeof shape);
+    snprintf(type, sizeof type, "%s %s", fg_dtype_name(t->dtype), shape);
+    int lens[3] = {(int)strlen(label), (int)strlen(t->kind ? t->kind : "?"), (int)strlen(type)};
+    for (int c = 0; c < 3; c++)
+      if (lens[c] > w[c]) w[c] = lens[c];
+  }
+  printf("\ntensors:\n  %-*s  %-*s  %-*s  %12s  %12s  %-12s  %s\n", w[0], "tensor", w[1], "kind",
+         w[2], "type", "offset", "size", "lifetime", "shared-with");
+  for (int i = 0; i < info->n_tensors; i++) {
+    const fg_plan_tensor *t = &info->tensors[i];
+    tensor_label(t, label, sizeof label);
+    cli_shape_str(t->rank, t->dims, shape, sizeof shape);
+    snprintf(type, sizeof type, "%s %s", fg_dtype_name(t->dtype), shape);
+    step_str(t->first_step, first, sizeof first);
+    step_str(t->last_step, last, sizeof last);
+    snprintf(life, sizeof life, "%s..%s", first, last);
+    if (t->shared_with >= 0 && t->shared_with < info->n_tensors)
+      tensor_label(&info->tensors[t->shared_with], shared, sizeof shared);
+    else
+      snprintf(shared, sizeof shared, "-");
+    char off[32];
+    if (t->offset < 0)
+      snprintf(off, sizeof off, "-");
+    else
+      snprintf(off, sizeof off, "%" PRId64, t->offset);
+    printf("  %-*s  %-*s  %-*s  %12s  %12zu  %-12s  %s\n", w[0], label, w[1],
+           t->kind ? t->kind : "?", w[2], type, off, t->bytes, life, shared);
+  }
+  printf("\narena_bytes: %zu\nlower_bound_bytes: %zu\nnaive_bytes: %zu\n", info->arena_bytes,
+         info->lower_bound_bytes, info->naive_bytes);
+  return 0;
+}
+
+static int plan_body(const plan_args *a, plan_model *m, fg_status *st) {
+  fg_plan_info *info =
+      fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n, (const char *const *)m->fetch,
+                           m->n_fetch, m->targets, m->n_targets, st);
+  if (!info) return -1;
+  int rc = 0;
+  if (a->memory_svg) rc = svg_write_memory_plan(a->memory_svg, info, a->run.model, st);
+  if (rc == 0) {
+    print_plan(a, m, info);
+  }
+  fg_plan_info_free(info);
+  return rc;
+}
+
+static int plan_main(int argc, char **argv) {
+  return plan_command_main(&cli_plan_command, 0, argc, argv, plan_body);
+}
+
+const cli_command cli_plan_command = {
+    "plan", "Print a model's execution and memory plan.",
+    "flowgraph plan MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] [--seed N] "
+    "[--fetch NAME ...] [--target NAME ...] [--memory-svg OUT.svg]",
+    "options:\n"
+    "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
+    "  --random-inputs             feed every needed placeholder not given by -i with\n"
+    "                              seeded random data (as in 'flowgraph run')\n"
+    "  --batch N                   size of unknown dimensions for random inputs (default 1)\n"
+    "  --seed N                    random seed (default 0)\n"
+    "  --fetch NAME                plan for fetching NAME (\"node\" or \"node:index\")\n"
+    "  --target NAME               plan for running node NAME for its effect\n"
+    "  --memory-svg OUT.svg        draw the memory plan: steps across, arena offset down,\n"
+    "                              one rectangle per arena tensor\n\n"
+    "Fetches default to the graph's outputs (or its last node). A training model\n"
+    "(metadata 'train_target', written by fg_minimize) is planned, when neither\n"
+    "--fetch nor --target is given, for that target with no fetch: the whole step.\n"
+    "Shapes come from the feeds, so every needed placeholder must be fed (or\n"
+    "--random-inputs given); nothing is run.\n\n"
+    "Output: the steps in plan order (index, node, op); one line per tensor the plan\n"
+    "touches: name:output, kind (arena, feed, constant, variable, fetch), dtype and\n"
+    "shape, offset in the arena ('-' outside it), size in bytes, lifetime as\n"
+    "first..last step ('-' before the first step, or never read) and the tensor\n"
+    "whose bytes it reuses in place; then exactly three lines:\n"
+    "  arena_bytes: N         the arena the plan allocates\n"
+    "  lower_bound_bytes: N   the peak of live intermediate bytes over the schedule\n"
+    "  naive_bytes: N         one 64-byte aligned buffer per arena tensor\n"
+    "The SVG is written to a temporary name and renamed, so a failure leaves none.\n",
+    plan_main};

@@ -1,0 +1,361 @@
+/* `flowgraph profile`: run a model warmup + N times with run metadata and
+ * print tables in the manner of TFLite's benchmark_model (run order, top
+ * nodes by time, a summary by op type) and the init, first-run and
+ * per-run timings; optionally a Chrome trace and the memory-plan SVG. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "svg.h"
+#include "trace.h"
+
+#define TOP_N 10
+#define NAME_W_MAX 48
+
+typedef struct node_stat {
+  int node;
+  const char *name, *op;
+  double total_ms; /* over the measured runs */
+  fg_dtype dtype;
+  int rank;
+  int64_t dims[FG_MAX_RANK];
+  size_t bytes;
+} node_stat;
+
+typedef struct op_stat {
+  const char *op;
+  int count;
+  double ms; /* avg per run, summed over the op's nodes */
+  size_t bytes;
+} op_stat;
+
+typedef struct profile_data {
+  node_stat *nodes; /* in plan order of the first measured run */
+  int n_nodes;
+  int *slot; /* per graph node: index into nodes, or -1 */
+  int n_graph_nodes;
+  double *run_ms;
+  int64_t n_runs;
+  double session_ms, plan_ms, first_run_ms, warmup_ms;
+  int threads;
+  size_t arena_bytes;
+} profile_data;
+
+static int oom(fg_status *st) {
+  fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+  return -1;
+}
+
+static int add_run(profile_data *p, const fg_run_metadata *md, fg_status *st) {
+  for (int i = 0; i < md->n_nodes; i++) {
+    const fg_node_timing *t = &md->nodes[i];
+    if (t->node < 0 || t->node >= p->n_graph_nodes) {
+      fg_status_set(st, FG_INTERNAL, "run metadata names node %d of a %d-node graph", t->node,
+                    p->n_graph_nodes);
+      return -1;
+    }
+    int k = p->slot[t->node];
+    if (k < 0) {
+      /* Every node of the plan is new in the first measured run; a later
+       * run of the same plan adds none, but would still be counted. */
+      node_stat *ns = realloc(p->nodes, ((size_t)p->n_nodes + 1) * sizeof *ns);
+      if (!ns) return oom(st);
+      p->nodes = ns;
+      k = p->n_nodes++;
+      p->slot[t->node] = k;
+      memset(&ns[k], 0, sizeof ns[k]);
+      ns[k].node = t->node;
+      ns[k].name = t->name ? t->name : "?";
+      ns[k].op = t->op ? t->op : "?";
+      ns[k].dtype = t->dtype;
+      ns[k].rank = t->rank < 0 ? 0 : t->rank > FG_MAX_RANK ? FG_MAX_RANK : t->rank;
+      memcpy(ns[k].dims, t->dims, sizeof ns[k].dims);
+      ns[k].bytes = t->output_bytes;
+    }
+    int64_t d = t->end_ns - t->start_ns;
+    p->nodes[k].total_ms += d > 0 ? (double)d / 1e6 : 0.0;
+  }
+  return 0;
+}
+
+static void free_outputs(fg_tensor **outs, int n) {
+  for (int i = 0; i < n; i++) {
+    fg_tensor_free(outs[i]);
+    outs[i] = NULL;
+  }
+}
+
+/* Warmup + measured runs, every one with metadata (the first call's plan
+ * time is the init's second half). */
+static int run_all(const plan_args *a, plan_model *m, profile_data *p, trace_writer *tw,
+                   fg_status *st) {
+  fg_tensor **outs = calloc((size_t)m->n_fetch + 1, sizeof *outs);
+  if (!outs) return oom(st);
+  fg_run_options opts = {1};
+  int rc = -1;
+  int64_t total = a->warmup + a->runs;
+  for (int64_t r = 0; r < total; r++) {
+    fg_run_metadata *md = NULL;
+    if (fg_session_run_ex(m->session, m->feeds.feeds, m->feeds.n, (const char *const *)m->fetch,
+                          m->n_fetch, outs, m->targets, m->n_targets, &opts, &md, st) != 0) {
+      fg_run_metadata_free(md);
+      goto done;
+    }
+    free_outputs(outs, m->n_fetch);
+    if (!md) {
+      fg_status_set(st, FG_INTERNAL, "the session returned no run metadata");
+      goto done;
+    }
+    double ms = (double)md->run_ns / 1e6;
+    if (r == 0) {
+      p->plan_ms = (double)md->plan_ns / 1e6;
+      p->first_run_ms = ms;
+    }
+    p->threads = md->threads;
+    p->arena_bytes = md->arena_bytes;
+    if (r < a->warmup) {
+      p->warmup_ms += ms;
+    } else {
+      int64_t j = r - a->warmup;
+      p->run_ms[j] = ms;
+      p->n_runs = j + 1;
+      int bad = add_run(p, md, st) != 0 || (tw && trace_add_run(tw, md, j, st) != 0);
+      if (bad) {
+        fg_run_metadata_free(md);
+        goto done;
+      }
+    }
+    fg_run_metadata_free(md);
+  }
+  rc = 0;
+done:
+  free_outputs(outs, m->n_fetch);
+  free(outs);
+  return rc;
+}
+
+static double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
+static int name_width(const profile_data *p) {
+  int w = 4;
+  for (int i = 0; i < p->n_nodes; i++) {
+    int n = (int)strlen(p->nodes[i].name);
+    if (n > w) w = n;
+  }
+  return w > NAME_W_MAX ? NAME_W_MAX : w;
+}
+
+static int op_width(const profile_data *p) {
+  int w = 7;
+  for (int i = 0; i < p->n_nodes; i++) {
+    int n = (int)strlen(p->nodes[i].op);
+    if (n > w) w = n;
+  }
+  return w;
+}
+
+static void banner(const char *title) { printf("\n============ %s ============\n", title); }
+
+static int by_time_desc(const void *x, const void *y) {
+  const node_stat *a = *(const node_stat *const *)x, *b = *(const node_stat *const *)y;
+  if (a->total_ms != b->total_ms) return a->total_ms > b->total_ms ? -1 : 1;
+  return a < b ? -1 : a > b; /* plan order breaks ties */
+}
+
+static int op_by_time_desc(const void *x, const void *y) {
+  const op_stat *a = x, *b = y;
+  if (a->ms != b->ms) return a->ms > b->ms ? -1 : 1;
+  return strcmp(a->op, b->op);
+}
+
+static void print_run_order(const profile_data *p, double runs, double total) {
+  int wn = name_width(p), wo = op_width(p);
+  banner("Run order");
+  printf("  %5s  %-*s  %-*s  %10s  %7s  %s\n", "step", wn, "node", wo, "op", "avg ms", "%",
+         "output");
+  for (int i = 0; i < p->n_nodes; i++) {
+    const node_stat *n = &p->nodes[i];
+    char shape[256];
+    cli_shape_str(n->rank, n->dims, shape, sizeof shape);
+    double avg = n->total_ms / runs;
+    printf("  %5d  %-*s  %-*s  %10.4f  %6.2f%%  %s %s\n", i, wn, n->name, wo, n->op, avg,
+           pct(avg, total), fg_dtype_name(n->dtype), shape);
+  }
+}
+
+static int print_top(const profile_data *p, double runs, double total) {
+  const node_stat **order = malloc(((size_t)p->n_nodes + 1) * sizeof *order);
+  if (!order) return -1;
+  for (int i = 0; i < p->n_nodes; i++) order[i] = &p->nodes[i];
+  qsort(order, (size_t)p->n_nodes, sizeof *order, by_time_desc);
+  int wn = name_width(p), wo = op_width(p);
+  banner("Top by time");
+  printf("  %4s  %-*s  %-*s  %10s  %7s  %7s\n", "rank", wn, "node", wo, "op", "avg ms", "%",
+         "cdf %");
+  double cdf = 0;
+  for (int i = 0; i < p->n_nodes && i < TOP_N; i++) {
+    double avg = order[i]->total_ms / runs;
+    cdf += pct(avg, total);
+    printf("  %4d  %-*s  %-*s  %10.4f  %6.2f%%  %6.2f%%\n", i + 1, wn, order[i]->name, wo,
+           order[i]->op, avg, pct(avg, total), cdf);
+  }
+  free(order);
+  return 0;
+}
+
+static int print_by_op(const profile_data *p, double runs, double total) {
+  op_stat *ops = calloc((size_t)p->n_nodes + 1, sizeof *ops);
+  if (!ops) return -1;
+  int n_ops = 0;
+  for (int i = 0; i < p->n_nodes; i++) {
+    const node_stat *n = &p->nodes[i];
+    int k = 0;
+    while (k < n_ops && strcmp(ops[k].op, n->op) != 0) k++;
+    if (k == n_ops) ops[n_ops++].op = n->op;
+    ops[k].count++;
+    ops[k].ms += n->total_ms / runs;
+    ops[k].bytes += n->bytes;
+  }
+  qsort(ops, (size_t)n_ops, sizeof *ops, op_by_time_desc);
+  int wo = op_width(p);
+  banner("Summary by op type");
+  printf("  %-*s  %5s  %10s  %7s  %7s  %12s\n", wo, "op", "count", "avg ms", "%", "cdf %",
+         "mem KB");
+  double cdf = 0;
+  for (int k = 0; k < n_ops; k++) {
+    cdf += pct(ops[k].ms, total);
+    printf("  %-*s  %5d  %10.4f  %6.2f%%  %6.2f%%  %12.3f\n", wo, ops[k].op, ops[k].count,
+           ops[k].ms, pct(ops[k].ms, total), cdf, (double)ops[k].bytes / 1024.0);
+  }
+  free(ops);
+  return 0;
+}
+
+static void print_timings(const plan_args *a, const profile_data *p) {
+  double mn = 0, mx = 0, sum = 0, sq = 0;
+  for (int64_t i = 0; i < p->n_runs; i++) {
+    double v = p->run_ms[i];
+    if (i == 0 || v < mn) mn = v;
+    if (i == 0 || v > mx) mx = v;
+    sum += v;
+  }
+  double avg = p->n_runs ? sum / (double)p->n_runs : 0;
+  for (int64_t i = 0; i < p->n_runs; i++) sq += (p->run_ms[i] - avg) * (p->run_ms[i] - avg);
+  double sd = p->n_runs ? sqrt(sq / (double)p->n_runs) : 0;
+  banner("Timings (ms)");
+  printf("init: %.4f (session %.4f + first plan %.4f)\n", p->session_ms + p->plan_ms,
+         p->session_ms, p->plan_ms);
+  printf("first run: %.4f\n", p->first_run_ms);
+  if (a->warmup > 0)
+    printf("warmup: %" PRId64 " runs, avg %.4f\n", a->warmup, p->warmup_ms / (double)a->warmup);
+  printf("runs: %" PRId64 ", min %.4f, avg %.4f, max %.4f, std %.4f\n", p->n_runs, mn, avg, mx,
+         sd);
+}
+
+static int print_report(const plan_args *a, const plan_model *m, const profile_data *p,
+                        fg_status *st) {
+  double runs = p->n_runs > 0 ? (double)p->n_runs : 1.0, total = 0;
+  for (int i = 0; i < p->n_nodes; i++) total += p->nodes[i].total_ms / runs;
+  printf("profile of %s: %" PRId64 " runs after %" PRId64 " warmup, %d threads, arena %zu bytes\n",
+         a->run.model, p->n_runs, a->warmup, p->threads, p->arena_bytes);
+  printf("fetches:");
+  for (int i = 0; i < m->n_fetch; i++) printf(" %s", m->fetch[i]);
+  printf("%s\ntargets:", m->n_fetch ? "" : " (none)");
+  for (int i = 0; i < m->n_targets; i++) printf(" %s", m->targets[i]);
+  printf("%s\n", m->n_targets ? "" : " (none)");
+  print_run_order(p, runs, total);
+  if (print_top(p, runs, total) != 0 || print_by_op(p, runs, total) != 0) return oom(st);
+  printf("\nnode time per run: %.4f ms over %d nodes\n", total, p->n_nodes);
+  print_timings(a, p);
+  return 0;
+}
+
+static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
+  profile_data p;
+  memset(&p, 0, sizeof p);
+  int rc = -1, svg_written = 0;
+  trace_writer *tw = NULL;
+  fg_plan_info *info = NULL;
+  p.n_graph_nodes = fg_graph_num_nodes(m->graph);
+  p.slot = malloc(((size_t)p.n_graph_nodes + 1) * sizeof *p.slot);
+  p.run_ms = calloc((size_t)a->runs, sizeof *p.run_ms);
+  if (!p.slot || !p.run_ms) {
+    oom(st);
+    goto done;
+  }
+  for (int i = 0; i < p.n_graph_nodes; i++) p.slot[i] = -1;
+  p.session_ms = m->session_ms;
+  if (a->trace && !(tw = trace_open(a->trace, a->run.model, st))) goto done;
+  if (run_all(a, m, &p, tw, st) != 0) goto done;
+  if (a->memory_svg) {
+    /* After the runs: the plan is cached, so this only reads it. */
+    info = fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n,
+                                (const char *const *)m->fetch, m->n_fetch, m->targets,
+                                m->n_targets, st);
+    if (!info || svg_write_memory_plan(a->memory_svg, info, a->run.model, st) != 0) goto done;
+    svg_written = 1;
+  }
+  if (tw) {
+    int r = trace_finish(tw, st);
+    tw = NULL;
+    if (r != 0) goto done;
+  }
+  if (print_report(a, m, &p, st) != 0) goto done;
+  if (a->trace) printf("wrote %s\n", a->trace);
+  if (a->memory_svg) printf("wrote %s\n", a->memory_svg);
+  rc = 0;
+done:
+  if (rc != 0 && svg_written) {
+    /* The SVG was renamed into place before a later step failed: a failed
+     * command leaves no output file. */
+    remove(a->memory_svg);
+  }
+  trace_abort(tw);
+  fg_plan_info_free(info);
+  free(p.nodes);
+  free(p.slot);
+  free(p.run_ms);
+  return rc;
+}
+
+static int profile_main(int argc, char **argv) {
+  return plan_command_main(&cli_profile_command, 1, argc, argv, profile_body);
+}
+
+const cli_command cli_profile_command = {
+    "profile", "Time a model's nodes over repeated runs.",
+    "flowgraph profile MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] "
+    "[--seed N] [--runs N] [--warmup N] [--threads N] [--fetch NAME ...] [--target NAME ...] "
+    "[--trace OUT.json] [--memory-svg OUT.svg]",
+    "options:\n"
+    "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
+    "  --random-inputs             feed every needed placeholder not given by -i with\n"
+    "                              seeded random data (as in 'flowgraph run')\n"
+    "  --batch N                   size of unknown dimensions for random inputs (default 1)\n"
+    "  --seed N                    random seed (default 0)\n"
+    "  --runs N                    measured runs (default 10)\n"
+    "  --warmup N                  runs before measuring (default 1)\n"
+    "  --threads N                 worker threads (default: the session's, 0 = cores)\n"
+    "  --fetch NAME                fetch NAME (\"node\" or \"node:index\")\n"
+    "  --target NAME               also run node NAME for its effect\n"
+    "  --trace OUT.json            write a Chrome trace (open in Perfetto or\n"
+    "                              chrome://tracing): one event per node per measured\n"
+    "                              run, runs one after another, with thread, op,\n"
+    "                              output shape, dtype and bytes\n"
+    "  --memory-svg OUT.svg        draw the memory plan (see 'flowgraph plan')\n\n"
+    "Fetches and targets default as in 'flowgraph plan' (a training model runs its\n"
+    "training step, so its variables change from run to run, as in training).\n\n"
+    "Tables, like TFLite's benchmark_model: 'Run order' (each node in plan order:\n"
+    "avg ms per run, % of the node time, output dtype and shape), 'Top by time' (the\n"
+    "10 slowest nodes with cdf %), 'Summary by op type' (node count, avg ms, %, cdf %\n"
+    "and mem KB: the bytes the op's nodes output, in KiB). Then, in ms: init (session\n"
+    "creation + building the first plan), the first run (plan excluded), the warmup\n"
+    "average, and min/avg/max/std over the measured runs. Node times are measured\n"
+    "by the executor around each kernel; with several threads they overlap, so\n"
+    "their sum can exceed the run time.\n"
+    "Output files are written to temporary names and renamed, so a failure leaves\n"
+    "none.\n",
+    profile_main};

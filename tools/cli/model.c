@@ -1,0 +1,87 @@
+/* Helpers over the public graph, tensor and session API that several
+ * subcommands use: model files by extension, one wording for dtypes and
+ * shapes in messages, and the checks made before long work. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "flowgraph/io.h"
+
+fg_graph *cli_load_model(const char *path, fg_status *st) {
+  return cli_has_ext(path, ".json") ? fg_graph_load_json(path, st) : fg_graph_load(path, st);
+}
+
+int cli_save_model(const fg_graph *g, const char *path, fg_status *st) {
+  return cli_has_ext(path, ".json") ? fg_graph_save_json(g, path, st) : fg_graph_save(g, path, st);
+}
+
+void cli_output_name(const fg_graph *g, fg_output o, char *buf, size_t size) {
+  const char *n = fg_node_name(g, o.node);
+  if (!n) n = "?";
+  if (o.index == 0)
+    snprintf(buf, size, "%s", n);
+  else
+    snprintf(buf, size, "%s:%d", n, o.index);
+}
+
+const char *cli_describe_output(const fg_graph *g, fg_output o, char *buf, size_t size) {
+  int64_t dims[FG_MAX_RANK];
+  int rank = fg_output_shape(g, o, dims);
+  char shape[256];
+  if (rank < 0)
+    snprintf(shape, sizeof shape, "[unknown]");
+  else
+    cli_shape_str(rank, dims, shape, sizeof shape);
+  snprintf(buf, size, "%s %s", fg_dtype_name(fg_output_dtype(g, o)), shape);
+  return buf;
+}
+
+const char *cli_describe_tensor(const fg_tensor *t, char *buf, size_t size) {
+  char shape[256];
+  cli_shape_str(fg_tensor_rank(t), fg_tensor_dims(t), shape, sizeof shape);
+  snprintf(buf, size, "%s %s", fg_dtype_name(fg_tensor_dtype(t)), shape);
+  return buf;
+}
+
+int cli_path_problem(const char *path, char *dir, size_t size) {
+  struct stat sb;
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(dir, size, ".");
+  else if (slash == path)
+    snprintf(dir, size, "/");
+  else
+    snprintf(dir, size, "%.*s", (int)(slash - path), path);
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return CLI_PATH_IS_DIR;
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return CLI_PATH_NO_DIR;
+  if (access(dir, W_OK | X_OK) != 0) return CLI_PATH_READ_ONLY;
+  return CLI_PATH_OK;
+}
+
+int cli_check_writable(const char *path, const char *what, fg_status *st) {
+  char dir[4096];
+  switch (cli_path_problem(path, dir, sizeof dir)) {
+    case CLI_PATH_IS_DIR:
+      fg_status_set(st, FG_IO_ERROR, "%s %s: is a directory", what, path);
+      break;
+    case CLI_PATH_NO_DIR:
+      fg_status_set(st, FG_IO_ERROR, "%s %s: directory %s does not exist", what, path, dir);
+      break;
+    case CLI_PATH_READ_ONLY:
+      fg_status_set(st, FG_IO_ERROR, "%s %s: cannot write in %s: %s", what, path, dir,
+                    strerror(errno));
+      break;
+    default: return 0;
+  }
+  return -1;
+}
+
+fg_session *cli_new_session(fg_graph *g, int threads_set, int threads, fg_status *st) {
+  fg_session_options opts;
+  fg_session_options_init(&opts);
+  if (threads_set) opts.num_threads = threads;
+  return fg_session_new(g, &opts, st);
+}

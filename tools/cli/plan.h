@@ -1,0 +1,57 @@
+/* Shared by cmd_plan.c and cmd_profile.c (the commands of issue 4): their
+ * command tables, their common arguments and opening a model for planning
+ * or profiling (load, fetches, feeds, session). Lives in cmd_plan.c. */
+#ifndef FG_CLI_PLAN_H
+#define FG_CLI_PLAN_H
+
+#include <stdint.h>
+
+#include "cli.h"
+#include "flowgraph/profile.h"
+#include "run.h"
+
+extern const cli_command cli_plan_command;
+extern const cli_command cli_profile_command;
+
+typedef struct plan_args {
+  /* model, -i, --fetch, --target, --random-inputs, --seed, --batch and
+   * (profile) --threads, in the form run_feeds.c takes them. */
+  run_args run;
+  const char *memory_svg;
+  const char *trace;    /* profile only */
+  int64_t runs, warmup; /* profile only */
+} plan_args;
+
+/* Parses the arguments of `cmd`; `profile` enables --runs, --warmup,
+ * --threads and --trace. Returns CLI_OK or the exit code of a usage error
+ * (already printed); *help is set for -h/--help. */
+int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, plan_args *a,
+                    int *help);
+void plan_args_free(plan_args *a);
+
+typedef struct plan_model {
+  fg_graph *graph;
+  fg_session *session;
+  run_feeds feeds;
+  char **fetch; /* malloc'ed names */
+  int n_fetch;
+  const char **targets; /* point into argv or the graph's metadata */
+  int n_targets;
+  double session_ms; /* time fg_session_new took */
+} plan_model;
+
+/* Loads the model, resolves the fetches and targets (see the commands'
+ * help for the defaults), checks that the output files can be written,
+ * loads the feeds and creates the session. Returns 0, or -1 with `st` set;
+ * *load_failed tells a load error apart (its message may lack the path). */
+int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_failed);
+void plan_model_close(plan_model *m);
+
+/* Parses args, opens the model and runs `body`; maps errors to exit codes.
+ * The common frame of both commands. */
+int plan_command_main(const cli_command *cmd, int profile, int argc, char **argv,
+                      int (*body)(const plan_args *a, plan_model *m, fg_status *st));
+
+double plan_now_ms(void);
+
+#endif

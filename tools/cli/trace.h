@@ -1,0 +1,48 @@
+/* Output files of `flowgraph profile` and `flowgraph plan`: the Chrome-trace
+ * JSON writer, and the temporary-file-plus-rename helpers svg.c shares. */
+#ifndef FG_CLI_TRACE_H
+#define FG_CLI_TRACE_H
+
+#include <stdio.h>
+
+#include "flowgraph/profile.h"
+
+/* Checks, before any long work, that `path` can be created: not a
+ * directory, its directory exists and is writable. `what` names the option
+ * in the message. (train_util.c has the same check behind train.h, which
+ * is being reorganised; this one belongs to these commands.) */
+int out_check_writable(const char *path, const char *what, fg_status *st);
+
+/* A file written under a temporary name beside `path` and renamed over it
+ * only by out_commit, so a failure never leaves a partial file. */
+typedef struct out_file {
+  FILE *f;
+  char *tmp;
+  const char *path;
+} out_file;
+
+int out_open(out_file *o, const char *path, fg_status *st);
+/* Flushes, closes and renames; on any failure removes the temporary file.
+ * Always releases `o`. */
+int out_commit(out_file *o, fg_status *st);
+/* Removes the temporary file and releases `o`; accepts a closed one. */
+void out_abort(out_file *o);
+
+/* Writes `s` as the inside of a JSON string: quotes, backslashes and
+ * control characters escaped, invalid UTF-8 replaced by U+FFFD. */
+void json_write_escaped(FILE *f, const char *s);
+
+/* Chrome trace ("Trace Event Format"), which Perfetto and chrome://tracing
+ * open: one complete ("ph":"X") event per node per run, runs laid one after
+ * another on the time axis, then thread_name metadata events. */
+typedef struct trace_writer trace_writer;
+
+trace_writer *trace_open(const char *path, const char *process_name, fg_status *st);
+/* Appends the nodes of one run; `run` numbers it in the event args. */
+int trace_add_run(trace_writer *t, const fg_run_metadata *md, int64_t run, fg_status *st);
+/* Writes the tail and renames into place; frees `t` either way. */
+int trace_finish(trace_writer *t, fg_status *st);
+/* Drops the partial file; accepts NULL. */
+void trace_abort(trace_writer *t);
+
+#endif
