@@ -1,12 +1,14 @@
 # The two commands of the README's Quick start, plus helpers.
 #   make demo   installs what is missing, builds, runs the main job
-#   make test   installs what is missing, builds, runs ctest (plus an ASan/UBSan run)
+#   make test   installs what is missing, builds, runs ctest, then again under
+#               ASan/UBSan (all tests) and ThreadSanitizer (executor, pool, kernels)
 #   make bench  builds bench/fg_bench and compares it with PyTorch (not part of test)
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps build test test-fast test-asan demo install clean bench
+.PHONY: all deps build test test-fast test-asan test-tsan demo install clean bench
 
 all: build
 
@@ -26,7 +28,15 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -E '^install\.'
 
-test: test-fast test-asan
+# The thread pool, the executor and the parallel kernels under TSan.
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFG_SANITIZE=thread
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_threadpool_kernels \
+	  test_executor test_session test_kernels
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels)\.'
+
+test: test-fast test-asan test-tsan
 
 demo: build
 	./tools/demo.sh $(BUILD)
@@ -41,4 +51,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
