@@ -28,7 +28,10 @@ typedef int (*fg_pool_task_fn)(void *ctx, int task, int worker);
  * and returns when every task has finished or one failed: then it returns
  * the first non-zero task result. `order` (optional, n entries) is a
  * permutation used to break ties among ready tasks, for the randomized
- * stress test; NULL = task index order. */
+ * stress test; NULL = task index order. Returns -1 without running
+ * anything when the DAG is malformed (offsets or successors out of range,
+ * n_preds disagreeing with the successor lists, `order` not a permutation, a
+ * cycle) or memory runs out. Worker 0 is the caller, 1..n-1 the pool's. */
 int fg_pool_run_dag(fg_pool *p, int n, const int *n_preds, const int *succ_off, const int *succ,
                     const int *order, fg_pool_task_fn fn, void *ctx);
 

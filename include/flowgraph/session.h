@@ -25,8 +25,11 @@ extern "C" {
 typedef struct fg_session fg_session;
 
 typedef struct fg_session_options {
-  /* Worker threads; 0 means "number of cores". Values above 1024 or below 0
-   * are refused with FG_INVALID_ARGUMENT. */
+  /* Threads of the session's pool, the calling thread included; 0 means
+   * "number of cores". Values above 1024 or below 0 are refused with
+   * FG_INVALID_ARGUMENT. Results are bitwise identical for any value.
+   * flowgraph sets OpenBLAS to one thread for the process (it splits
+   * matmuls itself), so the cores are never oversubscribed. */
   int num_threads;
 } fg_session_options;
 
