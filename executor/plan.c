@@ -220,6 +220,7 @@ static int cmp_edge(const void *a, const void *b) {
 /* Sorts by (from, to) and drops repeats: successor lists come out grouped
  * by source, as the pool wants them. */
 static void edges_sort_unique(edges *E) {
+  if (E->n == 0) return; /* E->e may be NULL */
   qsort(E->e, (size_t)E->n, sizeof E->e[0], cmp_edge);
   int w = 0;
   for (int i = 0; i < E->n; i++)
