@@ -284,24 +284,81 @@ static int build_edges(const fg_graph *g, fg_plan *plan, edges *E) {
  * plan is made on the serial step order, which reaches the serial lower
  * bound; these edges then keep the parallel run within it. Tensors that are
  * live at the same time never overlap, so independent branches stay free to
- * run in parallel. */
+ * run in parallel.
+ *
+ * Only edges that add something are kept: ancestor bitsets, built in step
+ * order (every edge goes from a lower to a higher step), skip a step that
+ * already precedes B's producer. Without that a chain reusing two buffers
+ * would get O(n^2) edges. Above REUSE_BITSET_CAP steps the bitsets would be
+ * too large; the steps are then simply chained in order, which is safe and
+ * only gives up inter-op parallelism. */
+#define REUSE_BITSET_CAP 16384
+
 static int add_reuse_edges(fg_plan *plan, const fg_mp_tensor *t, edges *E) {
-  int n = plan->n_slots;
-  for (int b = 0; b < n; b++) {
-    if (plan->slot_kind[b] != FG_SLOT_ARENA || t[b].bytes == 0) continue;
-    int64_t b0 = plan->slot_offset[b], b1 = b0 + (int64_t)t[b].bytes;
-    int pb = t[b].producer;
-    for (int a = 0; a < n; a++) {
-      if (a == b || plan->slot_kind[a] != FG_SLOT_ARENA || t[a].bytes == 0) continue;
-      if (t[a].producer >= pb) continue; /* only earlier tensors constrain b */
-      int64_t a0 = plan->slot_offset[a], a1 = a0 + (int64_t)t[a].bytes;
-      if (a1 <= b0 || b1 <= a0) continue;
-      if (edge_add(E, t[a].producer, pb) != 0) return -1;
-      for (int u = 0; u < t[a].n_users; u++)
-        if (t[a].users[u] != pb && edge_add(E, t[a].users[u], pb) != 0) return -1;
+  int n = plan->n_slots, ns = plan->n_steps;
+  if (ns > REUSE_BITSET_CAP) {
+    for (int si = 1; si < ns; si++)
+      if (edge_add(E, si - 1, si) != 0) return -1;
+    return 0;
+  }
+  size_t words = ((size_t)ns + 63) / 64;
+  uint64_t *anc = calloc((size_t)ns * words + 1, sizeof *anc);
+  int *arena = malloc(((size_t)n + 1) * sizeof *arena);
+  /* The edges so far, indexed by target, seed the bitsets. */
+  edges_sort_unique(E);
+  int n_base = E->n;
+  int *tgt_off = calloc((size_t)ns + 2, sizeof *tgt_off);
+  int *tgt_src = malloc(((size_t)n_base + 1) * sizeof *tgt_src);
+  int *fill = calloc((size_t)ns + 1, sizeof *fill);
+  int rc = (anc && arena && tgt_off && tgt_src && fill) ? 0 : -1;
+  int n_arena = 0;
+  for (int k = 0; rc == 0 && k < n; k++)
+    if (plan->slot_kind[k] == FG_SLOT_ARENA && t[k].bytes > 0) arena[n_arena++] = k;
+  for (int i = 0; rc == 0 && i < n_base; i++) tgt_off[E->e[i][1] + 1]++;
+  for (int si = 0; rc == 0 && si < ns; si++) tgt_off[si + 1] += tgt_off[si];
+  for (int i = 0; rc == 0 && i < n_base; i++) {
+    int to = E->e[i][1];
+    tgt_src[tgt_off[to] + fill[to]++] = E->e[i][0];
+  }
+#define ANC(s) (anc + (size_t)(s) * words)
+#define MARK(s, u)                                                                                 \
+  do {                                                                                             \
+    uint64_t *d_ = ANC(s), *a_ = ANC(u);                                                           \
+    for (size_t w_ = 0; w_ < words; w_++) d_[w_] |= a_[w_];                                        \
+    d_[(u) / 64] |= 1ull << ((u) % 64);                                                            \
+  } while (0)
+  for (int sb = 0; rc == 0 && sb < ns; sb++) {
+    for (int i = tgt_off[sb]; i < tgt_off[sb + 1]; i++) MARK(sb, tgt_src[i]);
+    /* Tensors produced by this step: order their bytes after every earlier
+     * overlapping tensor's accesses. */
+    const fg_step *st = &plan->steps[sb];
+    for (int o = 0; rc == 0 && o < st->n_out; o++) {
+      int b = st->out_slots[o];
+      if (plan->slot_kind[b] != FG_SLOT_ARENA || t[b].bytes == 0) continue;
+      int64_t b0 = plan->slot_offset[b], b1 = b0 + (int64_t)t[b].bytes;
+      for (int ia = 0; rc == 0 && ia < n_arena; ia++) {
+        int a = arena[ia];
+        if (a == b || t[a].producer >= sb) continue;
+        int64_t a0 = plan->slot_offset[a], a1 = a0 + (int64_t)t[a].bytes;
+        if (a1 <= b0 || b1 <= a0) continue;
+        for (int u = -1; rc == 0 && u < t[a].n_users; u++) {
+          int step = u < 0 ? t[a].producer : t[a].users[u];
+          if (step > sb) rc = -2; /* the planner let live tensors overlap */
+          if (rc != 0 || step == sb || (ANC(sb)[step / 64] >> (step % 64) & 1u)) continue;
+          if (edge_add(E, step, sb) != 0) rc = -1;
+          else MARK(sb, step);
+        }
+      }
     }
   }
-  return 0;
+#undef MARK
+#undef ANC
+  free(tgt_off);
+  free(tgt_src);
+  free(fill);
+  free(anc);
+  free(arena);
+  return rc;
 }
 
 static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st) {
@@ -379,8 +436,12 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
       plan->slots[s].data = (char *)plan->arena + off[s];
     }
   }
-  if (add_reuse_edges(plan, t, E) != 0) {
-    fail_oom(st, "reuse edges");
+  int re = add_reuse_edges(plan, t, E);
+  if (re != 0) {
+    if (re == -2)
+      fg_status_set(st, FG_INTERNAL, "memory planner: a buffer is reused while still live");
+    else
+      fail_oom(st, "reuse edges");
     goto done;
   }
   edges_sort_unique(E);
