@@ -361,8 +361,76 @@ static int add_reuse_edges(fg_plan *plan, const fg_mp_tensor *t, edges *E) {
   return rc;
 }
 
+/* Runs the memory planner over the given step order and binds the arena
+ * slots to the offsets it chose. */
+static int layout(fg_plan *plan, const fg_mp_tensor *t, int ns, const int *pred_off,
+                  const int *preds, size_t *off, int *shared, fg_status *st) {
+  int n = plan->n_slots;
+  fg_mp_input in = {ns, pred_off, preds, n, t, ALIGN};
+  fg_mp_result out = {off, shared, 0, 0, 0};
+  char err[256];
+  if (fg_memplan(&in, &out, err, sizeof err) != 0) {
+    fg_status_set(st, FG_INTERNAL, "memory planner: %s", err);
+    return -1;
+  }
+  free(plan->arena);
+  plan->arena_bytes = out.arena_bytes;
+  plan->lower_bound_bytes = out.lower_bound_bytes;
+  plan->naive_bytes = out.naive_bytes;
+  plan->arena = fg_aligned_alloc(out.arena_bytes);
+  if (!plan->arena) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "plan: cannot allocate a %zu-byte arena",
+                  out.arena_bytes);
+    return -1;
+  }
+  for (int s = 0; s < n; s++) {
+    plan->slot_shared[s] = shared[s];
+    plan->slot_offset[s] = -1;
+    if (plan->slot_kind[s] == FG_SLOT_ARENA) {
+      plan->slot_offset[s] = (int64_t)off[s];
+      plan->slots[s].data = (char *)plan->arena + off[s];
+    }
+  }
+  return 0;
+}
+
+/* Estimated run time of the steps on `threads` threads with these edges:
+ * the longer of the critical path and the total work divided by the
+ * threads. A step costs its FLOPs plus a fixed launch cost; a step large
+ * enough for its kernel to split itself (FG_SPLIT_FLOPS) costs FLOPs /
+ * threads. Edges are sorted by source and all go forward. */
+#define FG_SPLIT_FLOPS ((int64_t)1 << 20)
+
+static int64_t estimated_time(const fg_plan *plan, const int (*e)[2], int n_edges, int threads) {
+  int64_t *dist = malloc(((size_t)plan->n_steps + 1) * sizeof *dist);
+  if (!dist) return -1;
+  const int64_t launch = 1000;
+  int64_t cp = 0, total = 0;
+  for (int si = 0; si < plan->n_steps; si++) {
+    int64_t f = plan->steps[si].flops;
+    dist[si] = launch + (f >= FG_SPLIT_FLOPS ? f / threads : f);
+    total += dist[si];
+  }
+  int64_t *w = malloc(((size_t)plan->n_steps + 1) * sizeof *w);
+  if (!w) {
+    free(dist);
+    return -1;
+  }
+  memcpy(w, dist, (size_t)plan->n_steps * sizeof *w);
+  for (int i = 0; i < n_edges; i++) {
+    int u = e[i][0], v = e[i][1];
+    if (dist[u] + w[v] > dist[v]) dist[v] = dist[u] + w[v];
+  }
+  for (int si = 0; si < plan->n_steps; si++)
+    if (dist[si] > cp) cp = dist[si];
+  free(dist);
+  free(w);
+  return cp > total / threads ? cp : total / threads;
+}
+
 static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st) {
   int n = plan->n_slots, ns = plan->n_steps, rc = -1;
+  int(*data_edges)[2] = NULL;
   fg_mp_tensor *t = calloc((size_t)n + 1, sizeof *t);
   int *use_cnt = calloc((size_t)n + 1, sizeof *use_cnt);
   int *pred_off = calloc((size_t)ns + 2, sizeof *pred_off);
@@ -408,34 +476,20 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
     }
     plan->slot_last[s] = t[s].n_users ? t[s].users[t[s].n_users - 1] : -1;
   }
-  /* The planner sees the serial order: step s - 1 precedes step s. */
+  /* First the serial order (step s - 1 precedes step s), which reaches the
+   * serial lower bound, made parallel-safe by reuse edges. */
   for (int si = 1; si < ns; si++) pred_off[si + 1] = 1;
   for (int si = 0; si < ns; si++) pred_off[si + 1] += pred_off[si];
   for (int si = 1; si < ns; si++) preds[pred_off[si]] = si - 1;
-  fg_mp_input in = {ns, pred_off, preds, n, t, ALIGN};
-  fg_mp_result out = {off, shared, 0, 0, 0};
-  char err[256];
-  if (fg_memplan(&in, &out, err, sizeof err) != 0) {
-    fg_status_set(st, FG_INTERNAL, "memory planner: %s", err);
+  edges_sort_unique(E);
+  data_edges = malloc(((size_t)E->n + 1) * sizeof *data_edges);
+  if (!data_edges) {
+    fail_oom(st, "memory plan");
     goto done;
   }
-  plan->arena_bytes = out.arena_bytes;
-  plan->lower_bound_bytes = out.lower_bound_bytes;
-  plan->naive_bytes = out.naive_bytes;
-  plan->arena = fg_aligned_alloc(out.arena_bytes);
-  if (!plan->arena) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "plan: cannot allocate a %zu-byte arena",
-                  out.arena_bytes);
-    goto done;
-  }
-  for (int s = 0; s < n; s++) {
-    plan->slot_shared[s] = shared[s];
-    plan->slot_offset[s] = -1;
-    if (plan->slot_kind[s] == FG_SLOT_ARENA) {
-      plan->slot_offset[s] = (int64_t)off[s];
-      plan->slots[s].data = (char *)plan->arena + off[s];
-    }
-  }
+  memcpy(data_edges, E->e, (size_t)E->n * sizeof *data_edges);
+  int n_data = E->n;
+  if (layout(plan, t, ns, pred_off, preds, off, shared, st) != 0) goto done;
   int re = add_reuse_edges(plan, t, E);
   if (re != 0) {
     if (re == -2)
@@ -445,8 +499,43 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
     goto done;
   }
   edges_sort_unique(E);
+  /* Reuse edges can serialise independent branches. When that makes the
+   * estimated run time on the session's threads more than 10% longer, plan
+   * on the DAG itself instead: parallel-safe by construction, no extra
+   * edges, more memory. (Large kernels split themselves over the threads,
+   * so serialising them costs little; many small independent ops lose.) */
+  int threads = fg_plan_threads(plan);
+  int64_t cp_data = estimated_time(plan, data_edges, n_data, threads);
+  int64_t cp_all = estimated_time(plan, E->e, E->n, threads);
+  if (cp_all < 0 || cp_data < 0) {
+    fail_oom(st, "critical path");
+    goto done;
+  }
+  if ((double)cp_all > 1.1 * (double)cp_data) {
+    E->n = n_data;
+    memcpy(E->e, data_edges, (size_t)n_data * sizeof *data_edges);
+    memset(pred_off, 0, ((size_t)ns + 2) * sizeof *pred_off);
+    for (int i = 0; i < n_data; i++) pred_off[data_edges[i][1] + 1]++;
+    for (int si = 0; si < ns; si++) pred_off[si + 1] += pred_off[si];
+    int *fill = calloc((size_t)ns + 1, sizeof *fill);
+    int *dag_preds = malloc(((size_t)n_data + 1) * sizeof *dag_preds);
+    if (!fill || !dag_preds) {
+      free(fill), free(dag_preds);
+      fail_oom(st, "memory plan");
+      goto done;
+    }
+    for (int i = 0; i < n_data; i++) {
+      int to = data_edges[i][1];
+      dag_preds[pred_off[to] + fill[to]++] = data_edges[i][0];
+    }
+    free(fill);
+    int lrc = layout(plan, t, ns, pred_off, dag_preds, off, shared, st);
+    free(dag_preds);
+    if (lrc != 0) goto done;
+  }
   rc = 0;
 done:
+  free(data_edges);
   free(t);
   free(use_cnt);
   free(pred_off);
@@ -469,6 +558,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     goto fail;
   }
   plan->graph_version = fg_graph_version(g);
+  plan->threads = req->threads;
   plan->key = plan_key(req, &plan->key_len);
   plan->slot_of_output = malloc(((size_t)g->n_nodes + 1) * sizeof(int));
   if (!plan->key || !plan->slot_of_output) {
@@ -571,7 +661,11 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
       for (int d = 0; d < FG_MAX_RANK; d++) in[i].dims[d] = b->dims[d];
     }
     int rc = fg_infer(n, in, out, st);
-    if (rc == 0) fill_params(n, in, &step->params);
+    if (rc == 0) {
+      fill_params(n, in, &step->params);
+      step->flops = def->flops ? def->flops(n, in, out) : 0;
+      plan->flops += step->flops;
+    }
     if (in != in_stack) free(in);
     if (rc != 0) {
       if (out != out_stack) free(out);

@@ -27,6 +27,7 @@ typedef struct fg_step {
   int *in_slots;  /* n_in slot ids */
   int *out_slots; /* n_out slot ids (consecutive) */
   fg_kbuf *in;    /* n_in kbufs, refreshed from the slots at the start of a run */
+  int64_t flops;  /* the op table's estimate for the concrete shapes */
 } fg_step;
 
 /* Where a slot's bytes live. */
@@ -64,6 +65,8 @@ typedef struct fg_plan {
   size_t arena_bytes, lower_bound_bytes, naive_bytes;
   void *pinned;     /* fetched outputs */
 
+  int64_t flops;           /* estimated work of one run (op table FLOP counts) */
+  int threads;             /* the session's threads, which the layout was chosen for */
   fg_node_timing *timings; /* n_steps, filled when metadata is collected */
 
   struct fg_plan *next; /* the session's cache list */
@@ -79,6 +82,7 @@ typedef struct fg_plan_request {
   int n_fetches;
   const int *targets;
   int n_targets;
+  int threads; /* the session's thread count (not part of the key: fixed per session) */
 } fg_plan_request;
 
 /* Variable storage lookup, provided by the session: the current value of the
@@ -91,6 +95,16 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
 /* Whether `plan` was built for this request (same key). */
 int fg_plan_matches(const fg_plan *plan, const fg_graph *g, const fg_plan_request *req);
 void fg_plan_free(fg_plan *plan);
+
+/* Waking a second thread costs microseconds: a plan with less work than
+ * this (about 100 microseconds single-threaded) runs on the calling thread
+ * alone. Kernels give the same bits either way, so this changes speed only. */
+#define FG_PARALLEL_MIN_FLOPS ((int64_t)8 << 20)
+
+/* The threads a run of this plan uses: the session's, or 1 for small plans. */
+static inline int fg_plan_threads(const fg_plan *plan) {
+  return plan->flops < FG_PARALLEL_MIN_FLOPS || plan->threads < 1 ? 1 : plan->threads;
+}
 
 /* Runs the plan once with the request's feed tensors on `pool` (NULL or one
  * thread: in order on the calling thread). With `timings` set, fills

@@ -70,7 +70,11 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
     if (plan->feed_slots[i] >= 0) plan->slots[plan->feed_slots[i]].data = req->feed_tensors[i]->data;
 
   run_ctx rc = {g, plan, {pool, pool_parallel_for}, timings, 0, PTHREAD_MUTEX_INITIALIZER, 0, ""};
-  if (!pool || fg_pool_threads(pool) <= 1) rc.par.pool = NULL, rc.par.parallel_for = NULL;
+  /* Waking a second thread costs microseconds; a plan with less work than
+   * this runs faster on the calling thread alone. Kernels give the same bits
+   * either way, so this changes speed only. */
+  if (!pool || fg_pool_threads(pool) <= 1 || fg_plan_threads(plan) <= 1)
+    rc.par.pool = NULL, rc.par.parallel_for = NULL;
   if (timings) rc.t0 = now_ns();
   int result = 0;
   if (!rc.par.pool) {

@@ -192,8 +192,9 @@ static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
       return -1;
     }
   }
-  *req = (fg_plan_request){feed_nodes, feed_tensors, n_feeds, fetch_outs, fetches, n_fetches,
-                           target_nodes, n_targets};
+  *req = (fg_plan_request){feed_nodes,   feed_tensors, n_feeds,  fetch_outs,
+                           fetches,      n_fetches,    target_nodes, n_targets,
+                           fg_pool_threads(s->pool)};
   return 0;
 }
 
