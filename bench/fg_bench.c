@@ -56,7 +56,8 @@ static double median(double *v, int n) {
 
 static double min_of(const double *v, int n) {
   double m = v[0];
-  for (int i = 1; i < n; i++) m = v[i] < m ? v[i] : m;
+  for (int i = 1; i < n; i++)
+    m = v[i] < m ? v[i] : m;
   return m;
 }
 
@@ -78,7 +79,8 @@ static fg_tensor *random_f32(int rank, const int64_t *dims, double bound, uint64
   fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, st);
   if (!t) return NULL;
   float *p = fg_tensor_data(t);
-  for (int64_t i = 0, n = fg_tensor_num_elements(t); i < n; i++) p[i] = uniform(rng, bound);
+  for (int64_t i = 0, n = fg_tensor_num_elements(t); i < n; i++)
+    p[i] = uniform(rng, bound);
   return t;
 }
 
@@ -110,7 +112,8 @@ static int run_once(const bench_run *r, fg_status *st) {
   fg_tensor *out[4] = {NULL, NULL, NULL, NULL};
   int rc = fg_session_run(r->s, r->feeds, r->n_feeds, r->fetches, r->n_fetches, out, r->targets,
                           r->n_targets, st);
-  for (int i = 0; i < r->n_fetches; i++) fg_tensor_free(out[i]);
+  for (int i = 0; i < r->n_fetches; i++)
+    fg_tensor_free(out[i]);
   return rc;
 }
 
@@ -136,8 +139,7 @@ static int time_runs(const bench_run *r, int warmup, int runs, double *times, fg
 }
 
 /* threads 0 is the session default, one per core: print what it means. */
-static void print_line(const char *name, double *times, int runs, int threads,
-                       const char *extra) {
+static void print_line(const char *name, double *times, int runs, int threads, const char *extra) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (threads == 0) threads = cores > 0 ? (int)cores : 1;
   double mn = min_of(times, runs), med = median(times, runs);
@@ -167,7 +169,8 @@ static int case_op_overhead(const bench_opts *bo, fg_status *st) {
   }
   fg_output y = fg_placeholder(g, "x", FG_F32, 1, d);
   fg_output k = fg_constant(g, "c", c);
-  for (int i = 0; i < OVERHEAD_NODES; i++) y = fg_add(g, y, k);
+  for (int i = 0; i < OVERHEAD_NODES; i++)
+    y = fg_add(g, y, k);
   fg_set_name(g, y, "y");
   if (!(s = open_session(g, bo->threads, st))) {
     rc = fail("op_overhead: session", st);
@@ -233,7 +236,6 @@ static double mlp_flops(const mlp_shape *m, int with_first_dx) {
   return f;
 }
 
-
 /* The training graph of `m`; the step's target is named "train". Weights and
  * biases start uniform in +-1/sqrt(fan_in), as PyTorch's nn.Linear. */
 static fg_graph *build_mlp(const mlp_shape *m, fg_status *st) {
@@ -288,7 +290,8 @@ static double sgemm_gflops(int n, int runs, int warmup) {
     goto done;
   }
   uint64_t rng = 3;
-  for (size_t i = 0; i < nn; i++) a[i] = uniform(&rng, 1.0), b[i] = uniform(&rng, 1.0);
+  for (size_t i = 0; i < nn; i++)
+    a[i] = uniform(&rng, 1.0), b[i] = uniform(&rng, 1.0);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int saved = openblas_get_num_threads();
   openblas_set_num_threads(cores > 0 ? (int)cores : 1);
@@ -341,8 +344,7 @@ static double mlp_blas_only_s(const mlp_shape *m, int runs) {
       int k = m->widths[l], n = m->widths[l + 1];
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bm, n, k, 1.0f, x, k, w, n, 0.0f, o,
                   n);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, bm, 1.0f, x, k, gr, n, 0.0f, o,
-                  n);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, bm, 1.0f, x, k, gr, n, 0.0f, o, n);
       if (l > 0)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bm, k, n, 1.0f, gr, n, w, n, 0.0f, o,
                     k);
@@ -376,7 +378,8 @@ static int case_mlp(const mlp_shape *m, const bench_opts *bo, int with_sgemm, fg
   }
   int32_t *yp = fg_tensor_data(y);
   int classes = m->widths[m->n_layers];
-  for (int i = 0; i < m->batch; i++) yp[i] = (int32_t)(splitmix64(&rng) % (uint64_t)classes);
+  for (int i = 0; i < m->batch; i++)
+    yp[i] = (int32_t)(splitmix64(&rng) % (uint64_t)classes);
   if (!(s = open_session(g, bo->threads, st))) {
     rc = fail(m->name, st);
     goto done;
@@ -399,17 +402,18 @@ static int case_mlp(const mlp_shape *m, const bench_opts *bo, int with_sgemm, fg
   s = NULL;
   double flops = mlp_flops(m, 0), flops_3x = mlp_flops(m, 1), med = median(times, runs);
   char extra[384];
-  int len = snprintf(extra, sizeof extra, "flops=%.6g flops_3x=%.6g gflops=%.4g loss_first=%.6g loss_last=%.6g",
-                     flops, flops_3x, flops / med / 1e9, loss0, loss1);
-  if (with_sgemm) {
+  int len = snprintf(extra, sizeof extra,
+                     "flops=%.6g flops_3x=%.6g gflops=%.4g loss_first=%.6g loss_last=%.6g", flops,
+                     flops_3x, flops / med / 1e9, loss0, loss1);
+  double blas_s = mlp_blas_only_s(m, runs);
+  if (blas_s > 0)
+    len += snprintf(extra + len, sizeof extra - (size_t)len,
+                    " blas_only_s=%.6g blas_only_gflops=%.4g", blas_s, flops / blas_s / 1e9);
+  if (with_sgemm && len < (int)sizeof extra) {
     double peak = sgemm_gflops(SGEMM_N, 5, 1);
-    double blas_s = mlp_blas_only_s(m, 5);
     if (peak > 0)
-      len += snprintf(extra + len, sizeof extra - (size_t)len, " sgemm_gflops=%.4g fraction=%.4f",
-                      peak, flops / med / 1e9 / peak);
-    if (blas_s > 0 && len < (int)sizeof extra)
-      snprintf(extra + len, sizeof extra - (size_t)len, " blas_only_s=%.6g blas_only_gflops=%.4g",
-               blas_s, flops / blas_s / 1e9);
+      snprintf(extra + len, sizeof extra - (size_t)len, " sgemm_gflops=%.4g fraction=%.4f", peak,
+               flops / med / 1e9 / peak);
   }
   print_line(m->name, times, runs, bo->threads, extra);
   rc = 0;
@@ -425,9 +429,9 @@ done:
 /* ---- wide_graph: 8 independent x @ w_i, summed by a balanced tree -------- */
 
 #define WIDE_BRANCHES 8
-#define WIDE_M 256
-#define WIDE_K 512
-#define WIDE_N 512
+#define WIDE_M        256
+#define WIDE_K        512
+#define WIDE_N        512
 
 static int case_wide(const bench_opts *bo, fg_status *st) {
   int runs = pick(bo->runs, 30), warmup = pick(bo->warmup, 3);
@@ -452,7 +456,8 @@ static int case_wide(const bench_opts *bo, fg_status *st) {
     fg_tensor_free(w);
   }
   for (int n = WIDE_BRANCHES; n > 1; n /= 2)
-    for (int i = 0; i < n / 2; i++) level[i] = fg_add(g, level[2 * i], level[2 * i + 1]);
+    for (int i = 0; i < n / 2; i++)
+      level[i] = fg_add(g, level[2 * i], level[2 * i + 1]);
   fg_set_name(g, level[0], "sum");
   if (!(s1 = open_session(g, 1, st)) || !(s2 = open_session(g, 2, st))) {
     rc = fail("wide_graph: session", st);
@@ -475,8 +480,8 @@ static int case_wide(const bench_opts *bo, fg_status *st) {
   double flops = 2.0 * WIDE_BRANCHES * WIDE_M * (double)WIDE_K * WIDE_N;
   double m1 = median(t1, runs), m2 = median(t2, runs);
   char extra[192];
-  snprintf(extra, sizeof extra, "t1_median_s=%.9g t2_median_s=%.9g speedup=%.4f flops=%.6g",
-           m1, m2, m1 / m2, flops);
+  snprintf(extra, sizeof extra, "t1_median_s=%.9g t2_median_s=%.9g speedup=%.4f flops=%.6g", m1, m2,
+           m1 / m2, flops);
   print_line("wide_graph", t2, runs, 2, extra);
   rc = 0;
 done:
@@ -492,10 +497,9 @@ done:
 /* ---- main ---------------------------------------------------------------- */
 
 static int usage(void) {
-  fprintf(stderr,
-          "usage: fg_bench CASE [--runs N] [--warmup N] [--threads N]\n"
-          "CASE: op_overhead mlp_small_train mlp_medium_train mlp_large_train wide_graph\n"
-          "      sgemm all\n");
+  fprintf(stderr, "usage: fg_bench CASE [--runs N] [--warmup N] [--threads N]\n"
+                  "CASE: op_overhead mlp_small_train mlp_medium_train mlp_large_train wide_graph\n"
+                  "      sgemm all\n");
   return 2;
 }
 
@@ -512,8 +516,8 @@ int main(int argc, char **argv) {
   const char *which = argv[1];
   bench_opts bo = {-1, -1, 0};
   for (int i = 2; i < argc; i++) {
-    int *dst = !strcmp(argv[i], "--runs")     ? &bo.runs
-               : !strcmp(argv[i], "--warmup") ? &bo.warmup
+    int *dst = !strcmp(argv[i], "--runs")      ? &bo.runs
+               : !strcmp(argv[i], "--warmup")  ? &bo.warmup
                : !strcmp(argv[i], "--threads") ? &bo.threads
                                                : NULL;
     int lo = dst == &bo.runs ? 1 : 0;
@@ -522,10 +526,10 @@ int main(int argc, char **argv) {
   fg_status *st = fg_status_new();
   if (!st) return 1;
   int all = !strcmp(which, "all"), known = all, rc = 0;
-#define CASE(name, call)                   \
-  if (all || !strcmp(which, name)) {       \
-    known = 1;                             \
-    rc |= (call);                          \
+#define CASE(name, call)                                                                           \
+  if (all || !strcmp(which, name)) {                                                               \
+    known = 1;                                                                                     \
+    rc |= (call);                                                                                  \
   }
   CASE("op_overhead", case_op_overhead(&bo, st));
   CASE("mlp_small_train", case_mlp(&MLP_SMALL, &bo, 0, st));

@@ -185,7 +185,31 @@ FGK_COMPARE(greater, GT)
 FGK_COMPARE(less, LT)
 
 /* select(cond, x, y): cond ? x : y, all three broadcast to the output.
- * Only the element size matters, so one body serves every dtype. */
+ * Only the element size matters, so one body serves every dtype. A row
+ * whose operands are each contiguous or one broadcast value (relu's
+ * gradient: select(x > 0, dy, 0)) gets a loop the compiler vectorises. */
+/* Both values are loaded and blended through a mask (T is unsigned), with
+ * no branch, so the compiler can if-convert and vectorise the loop. */
+#define SEL(T, c, a, b) ((T)(((a) & (T)(0u - (T)((c) != 0))) | ((b) & (T)~(T)(0u - (T)((c) != 0)))))
+#define SELECT_ROW(T, cr, sc, xr, sx, yr, sy, orow, n)                                             \
+  do {                                                                                             \
+    if ((sc) == 1 && (sx) == 1 && (sy) == 1) {                                                     \
+      for (int64_t j = 0; j < (n); j++) (orow)[j] = SEL(T, (cr)[j], (xr)[j], (yr)[j]);             \
+    } else if ((sc) == 1 && (sx) == 1 && (sy) == 0) {                                              \
+      const T yv = (yr)[0];                                                                        \
+      for (int64_t j = 0; j < (n); j++) (orow)[j] = SEL(T, (cr)[j], (xr)[j], yv);                  \
+    } else if ((sc) == 1 && (sx) == 0 && (sy) == 1) {                                              \
+      const T xv = (xr)[0];                                                                        \
+      for (int64_t j = 0; j < (n); j++) (orow)[j] = SEL(T, (cr)[j], xv, (yr)[j]);                  \
+    } else if ((sc) == 1 && (sx) == 0 && (sy) == 0) {                                              \
+      const T xv = (xr)[0], yv = (yr)[0];                                                          \
+      for (int64_t j = 0; j < (n); j++) (orow)[j] = SEL(T, (cr)[j], xv, yv);                       \
+    } else {                                                                                       \
+      for (int64_t j = 0; j < (n); j++)                                                            \
+        (orow)[j] = (cr)[j * (sc)] ? (xr)[j * (sx)] : (yr)[j * (sy)];                              \
+    }                                                                                              \
+  } while (0)
+
 #define SELECT_RANGE(name, T)                                                                      \
   static void name(void *arg, int64_t e0, int64_t e1) {                                            \
     const bin_arg *A = (const bin_arg *)arg;                                                       \
@@ -196,16 +220,13 @@ FGK_COMPARE(less, LT)
     const int last = A->bc.rank - 1;                                                               \
     const int64_t sc = A->bc.strides[0][last], sx = A->bc.strides[1][last],                        \
                   sy = A->bc.strides[2][last];                                                     \
-    if (A->bc.rank == 1 && sc == 1 && sx == 1 && sy == 1) {                                        \
-      for (int64_t j = e0; j < e1; j++) o[j] = c[j] ? x[j] : y[j];                                 \
+    if (A->bc.rank == 1) { /* one flat run: offsets are the output index times the strides */     \
+      SELECT_ROW(T, c + e0 * sc, sc, x + e0 * sx, sx, y + e0 * sy, sy, o + e0, e1 - e0);           \
       return;                                                                                      \
     }                                                                                              \
-    FGK_BCAST_RANGE(A->bc, e0, e1, {                                                               \
-      const uint8_t *cr = c + fgk_off[0];                                                          \
-      const T *xr = x + fgk_off[1], *yr = y + fgk_off[2];                                          \
-      T *orow = o + fgk_oo;                                                                        \
-      for (int64_t j = 0; j < fgk_len; j++) orow[j] = cr[j * sc] ? xr[j * sx] : yr[j * sy];        \
-    });                                                                                            \
+    FGK_BCAST_RANGE(A->bc, e0, e1,                                                                 \
+                    SELECT_ROW(T, c + fgk_off[0], sc, x + fgk_off[1], sx, y + fgk_off[2], sy,      \
+                               o + fgk_oo, fgk_len));                                              \
   }
 SELECT_RANGE(select_range_1, uint8_t)
 SELECT_RANGE(select_range_4, uint32_t)

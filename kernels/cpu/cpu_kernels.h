@@ -224,6 +224,50 @@ void fgk_parallel_for(const fg_kctx *ctx, int64_t n, int64_t grain, fg_krange_fn
 #define FGK_GRAIN_CHEAP 16384 /* add, mul, relu, copies */
 #define FGK_GRAIN_MATH 4096   /* exp, tanh, erf, pow, softmax rows */
 
+/* ---- fast f32 exp (softmax family) --------------------------------------- */
+
+/* exp(x) for f32 without a libm call, so loops over it vectorise: Cephes'
+ * expf (range reduction x = n ln2 + r, |r| <= ln2/2, degree-7 polynomial;
+ * relative error about 1e-7 over the normal range). 2^n is applied as two
+ * factors so that results down to the subnormals and up to overflow come out
+ * right without a branch: x above ~88.72 gives inf (+inf included), x below
+ * ~-103.9 gives 0 (-inf included), and NaN stays NaN. The integer n is read
+ * from the bits of a float rounded with the 1.5 * 2^23 trick, never by a
+ * float-to-int conversion (undefined for NaN). */
+typedef union fgk_f32bits {
+  float f;
+  uint32_t u;
+} fgk_f32bits;
+
+static inline float fgk_expf(float x) {
+  /* The clamp is a bit blend on masks: GCC (12) does not if-convert a float
+   * ?: whose result feeds arithmetic, which would keep callers scalar. */
+  fgk_f32bits xc = {x};
+  const fgk_f32bits lo = {-104.0f}, hi = {88.8f};
+  const uint32_t ml = 0u - (uint32_t)(x < -104.0f), mh = 0u - (uint32_t)(x > 88.8f);
+  xc.u = (xc.u & ~ml) | (lo.u & ml);
+  xc.u = (xc.u & ~mh) | (hi.u & mh);
+  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  const float t = xc.f * 1.44269504088896341f + magic;
+  const float n = t - magic;
+  float r = xc.f - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * (r * r) + r + 1.0f;
+  const fgk_f32bits tb = {t}, mb = {magic};
+  const uint32_t un = tb.u - mb.u; /* n, two's complement, |n| <= 150 */
+  const uint32_t h = (uint32_t)((int32_t)un >> 1);
+  fgk_f32bits s1, s2;
+  s1.u = (h + 127u) << 23;
+  s2.u = (un - h + 127u) << 23;
+  return (y * s1.f) * s2.f;
+}
+
 /* Lowers *x to v when v is smaller (first failing index across chunks). */
 static inline void fgk_atomic_min(_Atomic int64_t *x, int64_t v) {
   int64_t cur = atomic_load_explicit(x, memory_order_relaxed);

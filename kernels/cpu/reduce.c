@@ -14,6 +14,7 @@
  * kept, a chunk of neighbouring outputs is folded together over contiguous
  * input rows, with the accumulators on the stack (no allocation). */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -141,6 +142,34 @@ typedef struct red_job {
   void *parts;      /* partials mode: [group][split][width] accumulators */
 } red_job;
 
+/* A reduction over nothing but size-1 dims (sum_to's [N, C] -> [N, C]) is
+ * a copy: folding one element from the identity gives it back, except that
+ * a sum from +0.0 turns -0.0 into +0.0; the copy keeps -0.0, as NumPy does. */
+typedef struct red_copy_job {
+  const char *src;
+  char *dst;
+  size_t esize;
+} red_copy_job;
+
+static void red_copy_range(void *arg, int64_t e0, int64_t e1) {
+  const red_copy_job *J = (const red_copy_job *)arg;
+  memcpy(J->dst + (size_t)e0 * J->esize, J->src + (size_t)e0 * J->esize,
+         (size_t)(e1 - e0) * J->esize);
+}
+
+static int red_copy(const fg_kctx *ctx, size_t esize) {
+  const int64_t n = fgk_numel(&ctx->out[0]);
+  red_copy_job J = {(const char *)ctx->in[0].data, (char *)ctx->out[0].data, esize};
+  const size_t bytes = (size_t)n * esize;
+  if (J.src == J.dst) return 0;
+  if (J.src < J.dst + bytes && J.dst < J.src + bytes) { /* overlap: no parallel copy */
+    memmove(J.dst, J.src, bytes);
+    return 0;
+  }
+  fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP * 4, red_copy_range, &J);
+  return 0;
+}
+
 /* COMBINE(acc, x) folds one element (and combines two partials);
  * FINISH(acc) gives the output value and may use `count`, the number of
  * reduced elements.
@@ -240,6 +269,7 @@ typedef struct red_job {
       }                                                                                            \
       return 0;                                                                                    \
     }                                                                                              \
+    if (count == 1) return red_copy(ctx, sizeof(T));                                               \
     J.in = ctx->in[0].data;                                                                        \
     J.out = out;                                                                                   \
     J.n_cc = (J.pl.inner - 1) / RED_CHUNK + 1;                                                     \

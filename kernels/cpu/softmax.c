@@ -1,8 +1,13 @@
 /* softmax and log_softmax along p->axis (any axis), and the fused
  * softmax_cross_entropy loss. All subtract the row maximum before exp so
  * that large logits do not overflow; f32 sums accumulate in double. Rows
- * are split over ctx->par; the loss's sum over rows uses fixed chunks. */
+ * are split over ctx->par; the loss's sum over rows uses fixed chunks.
+ *
+ * Contiguous f32 rows (the last axis, the common case) take a vectorisable
+ * path: fgk_expf instead of libm, and the row sum in XLANES double
+ * accumulators combined in a fixed order, so it depends on the row alone. */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -30,8 +35,62 @@
     }                                                                                              \
   }
 
-SOFTMAX_ROW(softmax_row_f32, float, expf)
+SOFTMAX_ROW(softmax_row_f32, float, fgk_expf)
 SOFTMAX_ROW(softmax_row_f64, double, exp)
+
+/* Accumulators of a contiguous row's max and sum; a row is processed in
+ * blocks of XBLOCK elements through a local buffer (y may alias x). */
+#define XLANES 8
+#define XBLOCK 256
+
+/* The maximum of x[0..n), n >= 1; NaN elements are skipped (they make the
+ * row's sum NaN, and so every output, as the strided path does). */
+static float row_max_f32(const float *x, int64_t n) {
+  float lane[XLANES];
+  for (int k = 0; k < XLANES; k++) lane[k] = x[0];
+  int64_t j = 0;
+  for (; j + XLANES <= n; j += XLANES)
+    for (int k = 0; k < XLANES; k++) lane[k] = x[j + k] > lane[k] ? x[j + k] : lane[k];
+  float m = lane[0];
+  for (int k = 1; k < XLANES; k++) m = lane[k] > m ? lane[k] : m;
+  for (; j < n; j++) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+/* e[j] = exp(x[j] - m) for j < n, returning their sum in double: per-lane
+ * partials folded in order, then the lanes added 0..XLANES-1. e may be x. */
+static double row_expsum_f32(const float *x, float *e, int64_t n, float m, int keep) {
+  double lane[XLANES] = {0};
+  float buf[XBLOCK];
+  double tail = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += XBLOCK) {
+    const int64_t len = n - j0 < XBLOCK ? n - j0 : XBLOCK;
+    for (int64_t j = 0; j < len; j++) buf[j] = fgk_expf(x[j0 + j] - m);
+    int64_t j = 0;
+    for (; j + XLANES <= len; j += XLANES)
+      for (int k = 0; k < XLANES; k++) lane[k] += (double)buf[j + k];
+    for (; j < len; j++) tail += (double)buf[j];
+    if (keep) memcpy(e + j0, buf, (size_t)len * sizeof *buf);
+  }
+  double sum = 0;
+  for (int k = 0; k < XLANES; k++) sum += lane[k];
+  return sum + tail;
+}
+
+static void softmax_row_f64_contig(const double *x, double *y, int64_t n, int want_log) {
+  softmax_row_f64(x, y, n, 1, want_log);
+}
+
+static void softmax_row_f32_contig(const float *x, float *y, int64_t n, int want_log) {
+  const float m = row_max_f32(x, n);
+  if (want_log) {
+    const double lse = (double)m + log(row_expsum_f32(x, NULL, n, m, 0));
+    for (int64_t j = 0; j < n; j++) y[j] = (float)((double)x[j] - lse);
+  } else {
+    const float inv = (float)(1.0 / row_expsum_f32(x, y, n, m, 1));
+    for (int64_t j = 0; j < n; j++) y[j] *= inv;
+  }
+}
 
 typedef struct softmax_job {
   const void *x;
@@ -44,6 +103,11 @@ typedef struct softmax_job {
   static void fn##_rows(void *arg, int64_t r0, int64_t r1) {                                       \
     const softmax_job *J = (const softmax_job *)arg;                                               \
     const int64_t A = J->A, inner = J->inner;                                                      \
+    if (inner == 1) {                                                                              \
+      for (int64_t r = r0; r < r1; r++)                                                            \
+        ROW##_contig((const T *)J->x + r * A, (T *)J->y + r * A, A, WANT_LOG);                     \
+      return;                                                                                      \
+    }                                                                                              \
     for (int64_t r = r0; r < r1; r++) {                                                            \
       const int64_t start = (r / inner) * A * inner + r % inner;                                   \
       ROW((const T *)J->x + start, (T *)J->y + start, A, inner, WANT_LOG);                         \
@@ -92,6 +156,20 @@ static inline int64_t label_at(const fg_kbuf *labels, int64_t n) {
 #define XENT_CHUNK 8192
 #define XENT_PARTIALS 1024
 
+/* logsumexp of one contiguous row of C >= 1 logits, in double. */
+static double lse_f64(const double *row, int64_t C) {
+  double m = row[0];
+  for (int64_t j = 1; j < C; j++)
+    if (row[j] > m || row[j] != row[j]) m = row[j];
+  double s = 0;
+  for (int64_t j = 0; j < C; j++) s += exp(row[j] - m);
+  return m + log(s);
+}
+static double lse_f32(const float *row, int64_t C) {
+  const float m = row_max_f32(row, C);
+  return (double)m + log(row_expsum_f32(row, NULL, C, m, 0));
+}
+
 typedef struct xent_job {
   const void *x;
   const fg_kbuf *labels;
@@ -103,7 +181,7 @@ typedef struct xent_job {
  * mean over rows of logsumexp(row) - row[label], in double. N == 0 gives
  * NaN (the mean of nothing, as NumPy). Every label is checked before any
  * arithmetic. */
-#define FGK_XENT(fn, T, DT)                                                                        \
+#define FGK_XENT(fn, T, DT, LSE)                                                                   \
   static void fn##_chunks(void *arg, int64_t c0, int64_t c1) {                                     \
     const xent_job *J = (const xent_job *)arg;                                                     \
     const int64_t C = J->C;                                                                        \
@@ -112,12 +190,7 @@ typedef struct xent_job {
       double total = 0;                                                                            \
       for (int64_t n = n0; n < n1; n++) {                                                          \
         const T *row = (const T *)J->x + n * C;                                                    \
-        double m = row[0];                                                                         \
-        for (int64_t j = 1; j < C; j++)                                                            \
-          if (row[j] > m || row[j] != row[j]) m = row[j];                                          \
-        double s = 0;                                                                              \
-        for (int64_t j = 0; j < C; j++) s += exp((double)row[j] - m);                              \
-        total += m + log(s) - (double)row[label_at(J->labels, n)];                                 \
+        total += LSE(row, C) - (double)row[label_at(J->labels, n)];                                \
       }                                                                                            \
       J->parts[c] = total;                                                                         \
     }                                                                                              \
@@ -158,5 +231,5 @@ typedef struct xent_job {
     return 0;                                                                                      \
   }
 
-FGK_XENT(fgk_softmax_xent_f32, float, FG_F32)
-FGK_XENT(fgk_softmax_xent_f64, double, FG_F64)
+FGK_XENT(fgk_softmax_xent_f32, float, FG_F32, lse_f32)
+FGK_XENT(fgk_softmax_xent_f64, double, FG_F64, lse_f64)

@@ -1,0 +1,216 @@
+/* The fast paths of the softmax family (contiguous f32 rows: a polynomial
+ * exp, lane sums), select with broadcast scalars, and reductions that only
+ * drop size-1 dims (a copy): values against plain reference loops in
+ * double, and bitwise identical results with par == NULL and pools of 1, 2
+ * and 4 threads. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor/threadpool.h"
+#include "fgtest.h"
+#include "kernels/kernel.h"
+
+static void pool_pf(void *pool, int64_t n, int64_t grain, fg_krange_fn fn, void *arg) {
+  fg_pool_parallel_for((fg_pool *)pool, n, grain, fn, arg);
+}
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53 * 2 - 1; }
+
+static int64_t numel(const fg_kbuf *b) {
+  int64_t n = 1;
+  for (int i = 0; i < b->rank; i++) n *= b->dims[i];
+  return n;
+}
+static size_t nbytes(const fg_kbuf *b) { return (size_t)numel(b) * fg_dtype_size(b->dtype); }
+
+static fg_kbuf make_buf(fg_dtype dt, int rank, const int64_t *dims) {
+  fg_kbuf b = {.dtype = dt, .rank = rank};
+  for (int i = 0; i < rank; i++) b.dims[i] = dims[i];
+  b.data = calloc(nbytes(&b) > 0 ? nbytes(&b) : 1, 1);
+  return b;
+}
+
+/* Runs op with par NULL (into out) and with pools of 1, 2 and 4 threads;
+ * every run must return 0 and write the same bytes. */
+static void run_bitwise(const char *op, fg_dtype key, const fg_kbuf *in, int n_in, fg_kbuf *out,
+                        const fg_kparams *p) {
+  fg_kernel_fn fn = fg_cpu_kernel(op, key);
+  FG_REQUIRE(fn != NULL);
+  char err[256] = "";
+  fg_kctx ctx = {in, n_in, out, 1, p, err, sizeof err, NULL};
+  FG_CHECK_INT(fn(&ctx), 0);
+  fg_kbuf o2 = *out;
+  o2.data = malloc(nbytes(out) > 0 ? nbytes(out) : 1);
+  const int threads[3] = {1, 2, 4};
+  for (int t = 0; t < 3; t++) {
+    fg_pool *pool = fg_pool_new(threads[t]);
+    FG_REQUIRE(pool != NULL);
+    const fg_kparallel par = {pool, pool_pf};
+    memset(o2.data, 0xA5, nbytes(out));
+    fg_kctx c2 = {in, n_in, &o2, 1, p, err, sizeof err, &par};
+    FG_CHECK_INT(fn(&c2), 0);
+    if (memcmp(o2.data, out->data, nbytes(out)) != 0)
+      fprintf(stderr, "  %s: %d threads differ from par == NULL\n", op, threads[t]);
+    FG_CHECK(memcmp(o2.data, out->data, nbytes(out)) == 0);
+    fg_pool_free(pool);
+  }
+  free(o2.data);
+}
+
+/* Logits [N, C] with C not a multiple of the lane count and above the
+ * block size, plus rows that test the exp's edges: very negative gaps
+ * (results underflow to subnormals and 0), -inf entries, large logits. */
+static fg_kbuf logits(int64_t N, int64_t C, uint64_t *seed) {
+  const int64_t d[2] = {N, C};
+  fg_kbuf b = make_buf(FG_F32, 2, d);
+  float *x = (float *)b.data;
+  for (int64_t i = 0; i < N * C; i++) x[i] = (float)(rng_unit(seed) * 8);
+  for (int64_t j = 0; j < C; j++) {
+    x[1 * C + j] = (float)(-j * 0.2);           /* gaps down to ~-200 */
+    x[2 * C + j] = j % 3 ? -INFINITY : 1.0f;    /* -inf entries */
+    x[3 * C + j] = (float)(1e4 + (j % 17) * 3); /* large logits */
+  }
+  return b;
+}
+
+static double ref_lse(const float *row, int64_t C) {
+  double m = -INFINITY, s = 0;
+  for (int64_t j = 0; j < C; j++) m = row[j] > m ? row[j] : m;
+  for (int64_t j = 0; j < C; j++) s += exp((double)row[j] - m);
+  return m + log(s);
+}
+
+FG_TEST(perf_softmax_f32_rows_match_reference, "") {
+  uint64_t seed = 5;
+  const int64_t N = 37, C = 1003, d[2] = {N, C};
+  fg_kbuf x = logits(N, C, &seed), y = make_buf(FG_F32, 2, d);
+  fg_kparams p = {.axis = 1};
+  for (int want_log = 0; want_log < 2; want_log++) {
+    run_bitwise(want_log ? "log_softmax" : "softmax", FG_F32, &x, 1, &y, &p);
+    const float *xv = (const float *)x.data, *yv = (const float *)y.data;
+    double worst = 0;
+    for (int64_t n = 0; n < N; n++) {
+      const double lse = ref_lse(xv + n * C, C);
+      for (int64_t j = 0; j < C; j++) {
+        const double want = want_log ? (double)xv[n * C + j] - lse : exp(xv[n * C + j] - lse);
+        const double got = yv[n * C + j];
+        if (isinf(want)) {
+          FG_CHECK(got == want);
+          continue;
+        }
+        const double err = fabs(got - want) / (want_log ? 1 + fabs(want) : fmax(want, 1e-30));
+        if (want >= 1e-30 || want_log) worst = err > worst ? err : worst;
+        else FG_CHECK(fabs(got - want) < 1e-37); /* subnormal or zero: absolute */
+      }
+    }
+    FG_CHECK(worst < 2e-6);
+  }
+  /* A NaN makes its row NaN and leaves the others alone. */
+  ((float *)x.data)[5 * C + 17] = NAN;
+  run_bitwise("softmax", FG_F32, &x, 1, &y, &p);
+  for (int64_t j = 0; j < C; j++) FG_CHECK(isnan(((float *)y.data)[5 * C + j]));
+  FG_CHECK(!isnan(((float *)y.data)[4 * C]) && !isnan(((float *)y.data)[6 * C]));
+  free(x.data);
+  free(y.data);
+}
+
+FG_TEST(perf_softmax_cross_entropy_f32_matches_reference, "") {
+  uint64_t seed = 9;
+  const int64_t N = 300, C = 1003, nd[1] = {N};
+  fg_kbuf in[2] = {logits(N, C, &seed), make_buf(FG_I32, 1, nd)};
+  for (int64_t n = 0; n < N; n++) ((int32_t *)in[1].data)[n] = (int32_t)((n * 131) % C);
+  ((int32_t *)in[1].data)[2] = 0; /* a finite logit in the -inf row */
+  fg_kbuf out = make_buf(FG_F32, 0, NULL);
+  fg_kparams p = {0};
+  run_bitwise("softmax_cross_entropy", FG_F32, in, 2, &out, &p);
+  double want = 0;
+  for (int64_t n = 0; n < N; n++) {
+    const float *row = (const float *)in[0].data + n * C;
+    want += ref_lse(row, C) - row[((int32_t *)in[1].data)[n]];
+  }
+  want /= (double)N;
+  FG_CHECK_NEAR(*(float *)out.data, want, 1e-5 * fabs(want));
+  free(in[0].data);
+  free(in[1].data);
+  free(out.data);
+}
+
+/* select(cond, x, y) with x and/or y broadcast from one element, flat and
+ * per row of a [R, C] output, for 1-, 4- and 8-byte dtypes. */
+FG_TEST(perf_select_broadcast_scalars, "") {
+  uint64_t seed = 3;
+  const int64_t R = 300, C = 257, od[2] = {R, C}, cd[1] = {C}, one[1] = {1};
+  const fg_dtype dts[3] = {FG_BOOL, FG_F32, FG_F64};
+  for (int di = 0; di < 3; di++) {
+    const fg_dtype dt = dts[di];
+    for (int shape = 0; shape < 8; shape++) {
+      /* bit 0: x is one element; bit 1: y is one element; bit 2: cond is [C] */
+      fg_kbuf in[3];
+      in[0] = shape & 4 ? make_buf(FG_BOOL, 1, cd) : make_buf(FG_BOOL, 2, od);
+      in[1] = shape & 1 ? make_buf(dt, 1, one) : make_buf(dt, 2, od);
+      in[2] = shape & 2 ? make_buf(dt, 0, NULL) : make_buf(dt, 2, od);
+      for (int k = 0; k < 3; k++) {
+        for (int64_t i = 0; i < numel(&in[k]); i++) {
+          const double u = rng_unit(&seed);
+          if (in[k].dtype == FG_BOOL) ((uint8_t *)in[k].data)[i] = u > 0;
+          else if (in[k].dtype == FG_F32) ((float *)in[k].data)[i] = (float)u;
+          else ((double *)in[k].data)[i] = u;
+        }
+      }
+      fg_kbuf out = make_buf(dt, 2, od);
+      fg_kparams p = {0};
+      run_bitwise("select", dt, in, 3, &out, &p);
+      const size_t es = fg_dtype_size(dt);
+      int ok = 1;
+      for (int64_t i = 0; i < R * C; i++) {
+        const int64_t ci = shape & 4 ? i % C : i, xi = shape & 1 ? 0 : i, yi = shape & 2 ? 0 : i;
+        const char *src = ((const uint8_t *)in[0].data)[ci] ? (const char *)in[1].data + xi * es
+                                                            : (const char *)in[2].data + yi * es;
+        ok = ok && memcmp((const char *)out.data + i * es, src, es) == 0;
+      }
+      FG_CHECK(ok);
+      for (int k = 0; k < 3; k++) free(in[k].data);
+      free(out.data);
+    }
+  }
+}
+
+/* sum_to [R, C] -> [R, C] and reduce_sum over a size-1 axis are copies;
+ * sum_to [R, C] -> [C] sums rows in order, in double. */
+FG_TEST(perf_sum_to_identity_and_axis0, "") {
+  uint64_t seed = 17;
+  const int64_t R = 256, C = 1000, d[2] = {R, C}, kd[3] = {R, 1, C}, cd[1] = {C};
+  fg_kbuf x = make_buf(FG_F32, 2, d);
+  float *xv = (float *)x.data;
+  for (int64_t i = 0; i < R * C; i++) xv[i] = (float)rng_unit(&seed);
+  xv[7] = -0.0f;
+  fg_kbuf y = make_buf(FG_F32, 2, d);
+  fg_kparams p = {0};
+  run_bitwise("sum_to", FG_F32, &x, 1, &y, &p);
+  FG_CHECK(memcmp(x.data, y.data, nbytes(&x)) == 0);
+  fg_kbuf x3 = x;
+  x3.rank = 3;
+  memcpy(x3.dims, kd, sizeof kd);
+  fg_kparams pr = {.n_axes = 1, .axes = {1}};
+  run_bitwise("reduce_sum", FG_F32, &x3, 1, &y, &pr);
+  FG_CHECK(memcmp(x.data, y.data, nbytes(&x)) == 0);
+  fg_kbuf s = make_buf(FG_F32, 1, cd);
+  run_bitwise("sum_to", FG_F32, &x, 1, &s, &p);
+  int ok = 1;
+  for (int64_t j = 0; j < C; j++) {
+    double acc = 0;
+    for (int64_t r = 0; r < R; r++) acc += xv[r * C + j];
+    ok = ok && ((float *)s.data)[j] == (float)acc;
+  }
+  FG_CHECK(ok);
+  free(x.data);
+  free(y.data);
+  free(s.data);
+}
