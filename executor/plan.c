@@ -409,7 +409,7 @@ static int64_t estimated_time(const fg_plan *plan, const int (*e)[2], int n_edge
   for (int si = 0; si < plan->n_steps; si++) {
     int64_t f = plan->steps[si].flops;
     dist[si] = launch + (f >= FG_SPLIT_FLOPS ? f / threads : f);
-    total += dist[si];
+    total += launch + f; /* all the work, shared by the threads below */
   }
   int64_t *w = malloc(((size_t)plan->n_steps + 1) * sizeof *w);
   if (!w) {
@@ -472,7 +472,14 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
     if (step >= 0 && !t[s].pinned && plan->steps[step].out_slots[0] == s &&
         plan->steps[step].n_in > 0) {
       unsigned f = fg_op_table[g->nodes[plan->steps[step].node].op].flags;
-      if (f & (FG_OPF_INPLACE | FG_OPF_VIEW)) t[s].inplace_from = plan->steps[step].in_slots[0];
+      /* Exactly equal bytes (same dtype, same element count): then even a
+       * view-like op such as sum_to only copies, and can share the bytes. */
+      int src = plan->steps[step].in_slots[0];
+      size_t src_bytes = fg_dtype_size(plan->slots[src].dtype);
+      for (int d = 0; d < plan->slots[src].rank; d++) src_bytes *= (size_t)plan->slots[src].dims[d];
+      if ((f & (FG_OPF_INPLACE | FG_OPF_VIEW)) && src_bytes == t[s].bytes &&
+          plan->slots[src].dtype == plan->slots[s].dtype)
+        t[s].inplace_from = src;
     }
     plan->slot_last[s] = t[s].n_users ? t[s].users[t[s].n_users - 1] : -1;
   }

@@ -33,6 +33,9 @@
 #define UNARY(e, name, flags)                                                                      \
   [FG_OP_##e] = {name, 1, 1, 1, flags, fgi_infer_unary, fgi_flops_elementwise}
 
+/* Binary arithmetic is in-place-able into input 0: the executor only shares
+ * the bytes when input 0 has the output's dtype and element count (so the
+ * same shape), and the kernels read element i before writing it. */
 const fg_op_def fg_op_table[] = {
     /* name, min_inputs, max_inputs, n_outputs, flags, infer, flops */
     [FG_OP_PLACEHOLDER] = {"placeholder", 0, 0, 1, SRC, fgi_infer_placeholder, NULL},
@@ -47,13 +50,13 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_GATHER] = {"gather", 2, 2, 1, DIFF, fgi_infer_gather, NULL},
     [FG_OP_ONE_HOT] = {"one_hot", 1, 1, 1, 0, fgi_infer_one_hot, NULL},
     [FG_OP_CAST] = {"cast", 1, 1, 1, EW | DIFF, fgi_infer_cast, fgi_flops_elementwise},
-    BINARY(ADD, "add", EW | DIFF),
-    BINARY(SUB, "sub", EW | DIFF),
-    BINARY(MUL, "mul", EW | DIFF),
-    BINARY(DIV, "div", EW | DIFF),
-    BINARY(POW, "pow", EW | DIFF),
-    BINARY(MAXIMUM, "maximum", EW | DIFF),
-    BINARY(MINIMUM, "minimum", EW | DIFF),
+    BINARY(ADD, "add", EW | INPL | DIFF),
+    BINARY(SUB, "sub", EW | INPL | DIFF),
+    BINARY(MUL, "mul", EW | INPL | DIFF),
+    BINARY(DIV, "div", EW | INPL | DIFF),
+    BINARY(POW, "pow", EW | INPL | DIFF),
+    BINARY(MAXIMUM, "maximum", EW | INPL | DIFF),
+    BINARY(MINIMUM, "minimum", EW | INPL | DIFF),
     BINARY(EQUAL, "equal", EW | KEYIN),
     BINARY(GREATER, "greater", EW | KEYIN),
     BINARY(LESS, "less", EW | KEYIN),
@@ -92,6 +95,7 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_EXPAND_DIMS] = {"expand_dims", 1, 1, 1, VIEW | DIFF, fgi_infer_expand_dims, NULL},
     [FG_OP_RESHAPE_LIKE] = {"reshape_like", 2, 2, 1, VIEW | DIFF, fgi_infer_reshape_like, NULL},
     [FG_OP_BROADCAST_LIKE] = {"broadcast_like", 2, 2, 1, DIFF, fgi_infer_broadcast_like, NULL},
+    /* A view when nothing is summed (same element count): see plan.c. */
     [FG_OP_SUM_TO] = {"sum_to", 2, 2, 1, DIFF, fgi_infer_sum_to, fgi_flops_sum_to},
     [FG_OP_NUMEL] = {"numel", 1, 1, 1, 0, fgi_infer_numel, NULL},
     [FG_OP_SLICE_GRAD] = {"slice_grad", 2, 2, 1, DIFF, fgi_infer_slice_grad, NULL},

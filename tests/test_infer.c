@@ -67,7 +67,8 @@ FG_TEST(op_table_flags, "") {
    * nor cast (dtype changes). */
   FG_CHECK(flags_of("exp") & FG_OPF_INPLACE);
   FG_CHECK(flags_of("identity") & FG_OPF_INPLACE);
-  FG_CHECK(!(flags_of("add") & FG_OPF_INPLACE));
+  FG_CHECK(flags_of("add") & FG_OPF_INPLACE);
+  FG_CHECK(!(flags_of("greater") & FG_OPF_INPLACE));
   FG_CHECK(!(flags_of("cast") & FG_OPF_INPLACE));
   FG_CHECK(!(flags_of("reshape") & FG_OPF_INPLACE));
 }
