@@ -494,7 +494,7 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
     fail_oom(st, "memory plan");
     goto done;
   }
-  memcpy(data_edges, E->e, (size_t)E->n * sizeof *data_edges);
+  if (E->n > 0) memcpy(data_edges, E->e, (size_t)E->n * sizeof *data_edges);
   int n_data = E->n;
   if (layout(plan, t, ns, pred_off, preds, off, shared, st) != 0) goto done;
   int re = add_reuse_edges(plan, t, E);
@@ -520,7 +520,7 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
   }
   if ((double)cp_all > 1.1 * (double)cp_data) {
     E->n = n_data;
-    memcpy(E->e, data_edges, (size_t)n_data * sizeof *data_edges);
+    if (n_data > 0) memcpy(E->e, data_edges, (size_t)n_data * sizeof *data_edges);
     memset(pred_off, 0, ((size_t)ns + 2) * sizeof *pred_off);
     for (int i = 0; i < n_data; i++) pred_off[data_edges[i][1] + 1]++;
     for (int si = 0; si < ns; si++) pred_off[si + 1] += pred_off[si];
