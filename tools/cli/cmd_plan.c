@@ -18,25 +18,7 @@
 #define MAX_BATCH 1000000
 #define MAX_RUNS 10000000
 
-double plan_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* cmd_run.c's parse_pair is static; this is the same NAME=FILE split. */
-static int split_pair(const char *value, cli_pair *p) {
-  const char *eq = strchr(value, '=');
-  if (!eq || eq == value || eq[1] == '\0') return -1;
-  size_t n = (size_t)(eq - value);
-  char *name = malloc(n + 1);
-  if (!name) return -1;
-  memcpy(name, value, n);
-  name[n] = '\0';
-  p->name = name;
-  p->path = eq + 1;
-  return 0;
-}
+double plan_now_ms(void) { return cli_now_s() * 1e3; }
 
 void plan_args_free(plan_args *a) {
   for (int i = 0; i < a->run.n_inputs; i++) free(a->run.inputs[i].name);
@@ -103,9 +85,8 @@ int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, 
     if (profile && parse_profile_opt(cmd, argc, argv, &i, a, &rc)) {
       if (rc != CLI_OK) return rc;
     } else if ((r = cli_opt_value(argc, argv, &i, "-i", "--input", &v)) != 0) {
-      if (r < 0) return cli_usage(cmd, "%s needs a value NAME=FILE.npy", arg);
-      if (split_pair(v, &ra->inputs[ra->n_inputs]) != 0)
-        return cli_usage(cmd, "bad input '%s': expected NAME=FILE.npy", v);
+      rc = cli_pair_opt(cmd, arg, r, v, "input", "NAME=FILE.npy", &ra->inputs[ra->n_inputs]);
+      if (rc != CLI_OK) return rc;
       ra->n_inputs++;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--fetch", &v)) != 0) {
       if (r < 0 || !*v) return cli_usage(cmd, "--fetch needs a node name");
