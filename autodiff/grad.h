@@ -34,8 +34,6 @@ fg_output fg_grad_input(const fg_grad_ctx *ctx, int i);
 /* Output i of the forward node. */
 fg_output fg_grad_output(const fg_grad_ctx *ctx, int i);
 
-
-
 /* Per-family registration tables, each ending with {-1, NULL}. */
 typedef struct fg_grad_reg {
   int op;

@@ -173,7 +173,7 @@ static int grad_leaky_relu(fg_grad_ctx *ctx) {
 
 /* Exact gelu, y = x Phi(x): dy/dx = Phi(x) + x phi(x), with
  * Phi(x) = (1 + erf(x / sqrt 2)) / 2 and phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
-#define FG_SQRT1_2 0.70710678118654752440
+#define FG_SQRT1_2      0.70710678118654752440
 #define FG_INV_SQRT_2PI 0.39894228040143267794
 static int grad_gelu(fg_grad_ctx *ctx) {
   fg_graph *g = ctx->g;
@@ -227,7 +227,8 @@ static int reduce_read(fg_grad_ctx *ctx, reduce_info *r) {
   const fg_attr *at = fg_attrs_find(&n->attrs, "axes");
   int given = at && at->type == FG_ATTR_INTS ? at->n : 0;
   if (given == 0)
-    for (int d = 0; d < r->rank; d++) on[d] = 1;
+    for (int d = 0; d < r->rank; d++)
+      on[d] = 1;
   for (int k = 0; k < given; k++) {
     int64_t ax = at->ints[k] < 0 ? at->ints[k] + r->rank : at->ints[k];
     if (ax < 0 || ax >= r->rank) {

@@ -23,8 +23,7 @@ static int done(const fg_grad_ctx *ctx) { return fg_graph_failed(ctx->g) ? -1 : 
 /* The gradients that are one builder call: dx[0] = build(dy, input k). */
 static int grad_one_call(fg_grad_ctx *ctx, fg_output (*build)(fg_graph *, fg_output, fg_output),
                          int k) {
-  if (want(ctx, 0))
-    ctx->dx[0] = build(ctx->g, ctx->dy[0], fg_grad_input(ctx, k));
+  if (want(ctx, 0)) ctx->dx[0] = build(ctx->g, ctx->dy[0], fg_grad_input(ctx, k));
   return done(ctx);
 }
 
@@ -106,12 +105,10 @@ static int grad_matmul(fg_grad_ctx *ctx) {
 static int grad_reshape_like_x(fg_grad_ctx *ctx) { return grad_one_call(ctx, fg_reshape_like, 0); }
 
 static int grad_transpose(fg_grad_ctx *ctx) {
-  if (!want(ctx, 0))
-    return 0;
+  if (!want(ctx, 0)) return 0;
   int rank = input_rank(ctx, 0);
   int64_t perm[FG_MAX_RANK], inv[FG_MAX_RANK];
-  if (rank < 0 || copy_ints(ctx, "perm", rank, perm))
-    return -1;
+  if (rank < 0 || copy_ints(ctx, "perm", rank, perm)) return -1;
   for (int i = 0; i < rank; i++)
     inv[perm[i]] = i; /* perm was checked to be a permutation of 0..rank-1 */
   ctx->dx[0] = fg_transpose(ctx->g, ctx->dy[0], rank, inv);
@@ -128,16 +125,14 @@ static int grad_transpose(fg_grad_ctx *ctx) {
 static int grad_concat(fg_grad_ctx *ctx) {
   fg_graph *g = ctx->g;
   int rank = input_rank(ctx, 0), axis;
-  if (rank < 0 || norm_axis(ctx, rank, &axis))
-    return -1;
+  if (rank < 0 || norm_axis(ctx, rank, &axis)) return -1;
   int n_in = fwd(ctx)->n_inputs;
   int64_t offset = 0;
   int offset_known = 1;
   for (int i = 0; i < n_in; i++) {
     /* Re-read every round: the builders below may move the node array. */
     const fg_tinfo *t = fg_graph_tinfo(g, fg_grad_input(ctx, i));
-    if (!t)
-      return -1;
+    if (!t) return -1;
     int64_t size = t->dims[axis];
     if (want(ctx, i)) {
       if (!offset_known || (size < 0 && i != n_in - 1)) {
@@ -170,8 +165,7 @@ static int grad_concat(fg_grad_ctx *ctx) {
  * one is the other with the same begin and size. The rank is that of
  * slice's x (input 0) or of slice_grad's like (input 1). */
 static int grad_slice_or_slice_grad(fg_grad_ctx *ctx, int is_grad) {
-  if (!want(ctx, 0))
-    return 0;
+  if (!want(ctx, 0)) return 0;
   int rank = input_rank(ctx, is_grad ? 1 : 0);
   int64_t begin[FG_MAX_RANK], size[FG_MAX_RANK];
   if (rank < 0 || copy_ints(ctx, "begin", rank, begin) || copy_ints(ctx, "size", rank, size))
@@ -189,8 +183,7 @@ static int grad_slice_grad(fg_grad_ctx *ctx) { return grad_slice_or_slice_grad(c
 /* params get dy's rows added back at their indices (repeats accumulate);
  * integer indices get nothing. */
 static int grad_gather(fg_grad_ctx *ctx) {
-  if (!want(ctx, 0))
-    return 0;
+  if (!want(ctx, 0)) return 0;
   ctx->dx[0] = fg_gather_grad(ctx->g, ctx->dy[0], fg_grad_input(ctx, 1), fg_grad_input(ctx, 0));
   return done(ctx);
 }
@@ -201,12 +194,10 @@ static int grad_gather(fg_grad_ctx *ctx) {
  *   softmax:     dx = y * (dy - sum(dy * y, axis))
  *   log_softmax: dx = dy - exp(y) * sum(dy, axis) */
 static int grad_softmax_or_log(fg_grad_ctx *ctx, int is_log) {
-  if (!want(ctx, 0))
-    return 0;
+  if (!want(ctx, 0)) return 0;
   fg_graph *g = ctx->g;
   int rank = input_rank(ctx, 0), axis;
-  if (rank < 0 || norm_axis(ctx, rank, &axis))
-    return -1;
+  if (rank < 0 || norm_axis(ctx, rank, &axis)) return -1;
   int64_t ax = axis;
   fg_output y = fg_grad_output(ctx, 0), dy = ctx->dy[0];
   fg_output s = fg_reduce_sum(g, is_log ? dy : fg_mul(g, dy, y), &ax, 1, 1);
@@ -225,13 +216,11 @@ static int grad_log_softmax(fg_grad_ctx *ctx) { return grad_softmax_or_log(ctx, 
  * run time (numel of labels) so an unknown batch works; C becomes the
  * one_hot depth attribute and so must be known at build time. */
 static int grad_softmax_cross_entropy(fg_grad_ctx *ctx) {
-  if (!want(ctx, 0))
-    return 0;
+  if (!want(ctx, 0)) return 0;
   fg_graph *g = ctx->g;
   fg_output logits = fg_grad_input(ctx, 0), labels = fg_grad_input(ctx, 1);
   const fg_tinfo *t = fg_graph_tinfo(g, logits);
-  if (!t || t->rank != 2)
-    return -1;
+  if (!t || t->rank != 2) return -1;
   int64_t c = t->dims[1];
   fg_dtype dt = t->dtype;
   if (c < 0) {

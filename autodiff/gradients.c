@@ -72,7 +72,8 @@ static void pick_scope(const fg_graph *g, char *buf, size_t size) {
       snprintf(buf, size, "gradients_%d/", k);
     size_t len = strlen(buf);
     int used = 0;
-    for (int i = 0; i < g->n_nodes && !used; i++) used = strncmp(g->nodes[i].name, buf, len) == 0;
+    for (int i = 0; i < g->n_nodes && !used; i++)
+      used = strncmp(g->nodes[i].name, buf, len) == 0;
     if (!used) return;
   }
 }
@@ -129,12 +130,13 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
                     fg_status *st) {
   if (!g || !ys || !xs || !dxs || ny < 1 || nx < 1) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "fg_gradients: need a graph, ys (%d), xs (%d) and dxs (graph %s, dxs %s)", ny,
-                  nx, g ? "ok" : "NULL", dxs ? "ok" : "NULL");
+                  "fg_gradients: need a graph, ys (%d), xs (%d) and dxs (graph %s, dxs %s)", ny, nx,
+                  g ? "ok" : "NULL", dxs ? "ok" : "NULL");
     if (g) fg_graph_fail(g, FG_INVALID_ARGUMENT, "%s", fg_status_message(st));
     return -1;
   }
-  for (int i = 0; i < nx; i++) dxs[i] = FG_NO_OUTPUT;
+  for (int i = 0; i < nx; i++)
+    dxs[i] = FG_NO_OUTPUT;
   if (fg_graph_status(g, st) != FG_OK) return -1;
   fg_gradients_options o;
   fg_gradients_options_init(&o);
@@ -150,8 +152,8 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
       char a[300], b[300];
       out_name(g, ys[j], a, sizeof a);
       snprintf(b, sizeof b, "%s", td ? fg_dtype_name(td->dtype) : "missing");
-      return fail(g, st, FG_INVALID_ARGUMENT, "fg_gradients: dy for '%s' is %s, not y's dtype",
-                  a, b);
+      return fail(g, st, FG_INVALID_ARGUMENT, "fg_gradients: dy for '%s' is %s, not y's dtype", a,
+                  b);
     }
   }
 
@@ -160,21 +162,25 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
   acc a = {malloc((size_t)n0 * sizeof(int)), NULL};
   int n_slots = 0, rc = -1;
   if (!from_x || !to_y || !a.slot_of) goto oom;
-  for (int i = 0; i < nx; i++) from_x[xs[i].node] = 1;
+  for (int i = 0; i < nx; i++)
+    from_x[xs[i].node] = 1;
   for (int id = 0; id < n0; id++)
     for (int k = 0; !from_x[id] && k < g->nodes[id].n_inputs; k++)
       from_x[id] = from_x[g->nodes[id].inputs[k].node];
-  for (int j = 0; j < ny; j++) to_y[ys[j].node] = 1;
+  for (int j = 0; j < ny; j++)
+    to_y[ys[j].node] = 1;
   for (int id = n0 - 1; id >= 0; id--)
     if (to_y[id])
-      for (int k = 0; k < g->nodes[id].n_inputs; k++) to_y[g->nodes[id].inputs[k].node] = 1;
+      for (int k = 0; k < g->nodes[id].n_inputs; k++)
+        to_y[g->nodes[id].inputs[k].node] = 1;
   for (int id = 0; id < n0; id++) {
     a.slot_of[id] = (from_x[id] && to_y[id]) ? n_slots : -1;
     if (a.slot_of[id] >= 0) n_slots += g->nodes[id].n_outputs;
   }
   a.sum = malloc(((size_t)n_slots + 1) * sizeof *a.sum);
   if (!a.sum) goto oom;
-  for (int s = 0; s < n_slots; s++) a.sum[s] = FG_NO_OUTPUT;
+  for (int s = 0; s < n_slots; s++)
+    a.sum[s] = FG_NO_OUTPUT;
 
   char scope[64];
   pick_scope(g, scope, sizeof scope);
@@ -193,15 +199,15 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
     const fg_node *n = &g->nodes[id];
     const fg_op_def *def = &fg_op_table[n->op];
     int s0 = a.slot_of[id], any = 0;
-    for (int k = 0; k < n->n_outputs; k++) any |= a.sum[s0 + k].node >= 0;
+    for (int k = 0; k < n->n_outputs; k++)
+      any |= a.sum[s0 + k].node >= 0;
     if (!any || (def->flags & FG_OPF_SOURCE)) continue;
     /* Non-differentiable ops (argmax, comparisons, stop_gradient, one_hot,
      * state updates) stop the gradient: nothing flows to their inputs. */
     if (!(def->flags & FG_OPF_DIFFERENTIABLE)) continue;
     fg_grad_fn fn = fg_grad_lookup(n->op);
     if (!fn) {
-      fg_graph_fail(g, FG_UNIMPLEMENTED, "node '%s' (%s): op has no gradient", n->name,
-                    def->name);
+      fg_graph_fail(g, FG_UNIMPLEMENTED, "node '%s' (%s): op has no gradient", n->name, def->name);
       goto restore;
     }
     int ni = n->n_inputs;
@@ -217,11 +223,12 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
     for (int i = 0; i < ni; i++) {
       fg_output in = n->inputs[i];
       dx[i] = FG_NO_OUTPUT;
-      wants[i] = a.slot_of[in.node] >= 0 &&
-                 fg_dtype_is_float(g->nodes[in.node].outputs[in.index].dtype);
+      wants[i] =
+          a.slot_of[in.node] >= 0 && fg_dtype_is_float(g->nodes[in.node].outputs[in.index].dtype);
       wanted |= wants[i];
     }
-    for (int k = 0; k < n->n_outputs; k++) dy[k] = a.sum[s0 + k];
+    for (int k = 0; k < n->n_outputs; k++)
+      dy[k] = a.sum[s0 + k];
     int fn_rc = 0;
     if (wanted) {
       fg_grad_ctx ctx = {g, id, dy, dx, wants};
@@ -230,8 +237,7 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
     /* Builders (here and in accumulate) may move the node array: index it
      * afresh each time instead of holding a node pointer. */
     for (int i = 0; fn_rc == 0 && !fg_graph_failed(g) && i < ni; i++)
-      if (wants[i] && dx[i].node >= 0 &&
-          accumulate(g, &a, g->nodes[id].inputs[i], dx[i]) != 0)
+      if (wants[i] && dx[i].node >= 0 && accumulate(g, &a, g->nodes[id].inputs[i], dx[i]) != 0)
         break;
     n = &g->nodes[id];
     free(dx), free(wants), free(dy);
@@ -263,7 +269,8 @@ done:
   free(a.sum);
   if (rc != 0) {
     fg_graph_status(g, st);
-    for (int i = 0; i < nx; i++) dxs[i] = FG_NO_OUTPUT;
+    for (int i = 0; i < nx; i++)
+      dxs[i] = FG_NO_OUTPUT;
   } else {
     fg_status_clear(st);
   }

@@ -24,7 +24,8 @@ void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind) 
 /* A free node name: `base`, else base_1, base_2, ... */
 static void unique_name(const fg_graph *g, const char *base, char *buf, size_t size) {
   snprintf(buf, size, "%s", base);
-  for (int k = 1; fg_graph_find(g, buf) >= 0; k++) snprintf(buf, size, "%s_%d", base, k);
+  for (int k = 1; fg_graph_find(g, buf) >= 0; k++)
+    snprintf(buf, size, "%s_%d", base, k);
 }
 
 /* A zero-filled variable shaped like variable `like`, named <like>/<what>. */
@@ -68,7 +69,8 @@ static int collect_variables(const fg_graph *g, fg_output loss, fg_output **out)
   need[loss.node] = 1;
   for (int id = loss.node; id >= 0; id--)
     if (need[id])
-      for (int k = 0; k < g->nodes[id].n_inputs; k++) need[g->nodes[id].inputs[k].node] = 1;
+      for (int k = 0; k < g->nodes[id].n_inputs; k++)
+        need[g->nodes[id].inputs[k].node] = 1;
   for (int id = 0; id < g->n_nodes; id++)
     if (need[id] && g->nodes[id].op == FG_OP_VARIABLE &&
         fg_dtype_is_float(g->nodes[id].outputs[0].dtype))
@@ -79,14 +81,20 @@ static int collect_variables(const fg_graph *g, fg_output loss, fg_output **out)
 
 static int check_config(fg_graph *g, const fg_optimizer_config *c) {
   const char *bad = NULL;
-  if (c->kind < FG_OPTIMIZER_SGD || c->kind > FG_OPTIMIZER_ADAMW) bad = "kind";
-  else if (!(c->learning_rate > 0)) bad = "learning_rate (must be > 0)";
-  else if (!(c->momentum >= 0 && c->momentum < 1 + 1e-12)) bad = "momentum (must be in [0, 1])";
+  if (c->kind < FG_OPTIMIZER_SGD || c->kind > FG_OPTIMIZER_ADAMW)
+    bad = "kind";
+  else if (!(c->learning_rate > 0))
+    bad = "learning_rate (must be > 0)";
+  else if (!(c->momentum >= 0 && c->momentum < 1 + 1e-12))
+    bad = "momentum (must be in [0, 1])";
   else if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
     bad = "beta1/beta2 (must be in [0, 1))";
-  else if (!(c->epsilon >= 0)) bad = "epsilon (must be >= 0)";
-  else if (!(c->weight_decay >= 0)) bad = "weight_decay (must be >= 0)";
-  else if (!(c->clip_global_norm >= 0)) bad = "clip_global_norm (must be >= 0; 0 = off)";
+  else if (!(c->epsilon >= 0))
+    bad = "epsilon (must be >= 0)";
+  else if (!(c->weight_decay >= 0))
+    bad = "weight_decay (must be >= 0)";
+  else if (!(c->clip_global_norm >= 0))
+    bad = "clip_global_norm (must be >= 0; 0 = off)";
   if (bad) fg_graph_fail(g, FG_INVALID_ARGUMENT, "fg_minimize: bad optimizer config: %s", bad);
   return bad ? -1 : 0;
 }
@@ -150,7 +158,9 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
                       const fg_optimizer_config *cfg, fg_status *st) {
   if (!g || !cfg || n_vars < 0 || (n_vars > 0 && !vars)) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "fg_minimize: %s",
-                  !g ? "graph is NULL" : !cfg ? "optimizer config is NULL" : "bad variable list");
+                  !g     ? "graph is NULL"
+                  : !cfg ? "optimizer config is NULL"
+                         : "bad variable list");
     if (g) fg_graph_fail(g, FG_INVALID_ARGUMENT, "%s", fg_status_message(st));
     return FG_NO_OUTPUT;
   }
@@ -159,10 +169,9 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
   if (!lt || !fg_dtype_is_float(lt->dtype) || lt->rank != 0) {
     char shape[FG_SHAPE_STR_MAX] = "?";
     if (lt) fg_shape_str(lt->rank, lt->dims, shape, sizeof shape);
-    fg_graph_fail(g, FG_INVALID_ARGUMENT,
-                  "fg_minimize: loss '%s' must be a float scalar (rank 0), got %s %s",
-                  lt ? g->nodes[loss.node].name : "?", lt ? fg_dtype_name(lt->dtype) : "nothing",
-                  shape);
+    fg_graph_fail(
+        g, FG_INVALID_ARGUMENT, "fg_minimize: loss '%s' must be a float scalar (rank 0), got %s %s",
+        lt ? g->nodes[loss.node].name : "?", lt ? fg_dtype_name(lt->dtype) : "nothing", shape);
     fg_graph_status(g, st);
     return FG_NO_OUTPUT;
   }
@@ -222,7 +231,8 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
     fg_output counter = scalar_variable(g, base, 0.0, st);
     step = fg_assign(g, counter, fg_add(g, counter, fg_scalar(g, FG_F64, 1.0)));
   }
-  for (int i = 0; i < nv; i++) updates[i] = update(g, cfg, vs[i], grads[i], ctrl, step, st);
+  for (int i = 0; i < nv; i++)
+    updates[i] = update(g, cfg, vs[i], grads[i], ctrl, step, st);
   fg_output group = fg_op(g, "group", NULL, updates, nv, NULL);
   char tname[80];
   snprintf(tname, sizeof tname, "%.*s", (int)strlen(scope) - 1, scope); /* "train" */

@@ -11,8 +11,8 @@ int main(void) {
 
   /* y = relu(x @ w + b); x has an unknown batch dimension. */
   fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output y = fg_relu(g, fg_add(g, fg_matmul(g, x, fg_constant(g, "w", w), 0, 0),
-                                  fg_constant(g, "b", b)));
+  fg_output y =
+      fg_relu(g, fg_add(g, fg_matmul(g, x, fg_constant(g, "w", w), 0, 0), fg_constant(g, "b", b)));
   fg_set_name(g, y, "y");
 
   fg_session *s = fg_session_new(g, NULL, st); /* reports the first builder error */

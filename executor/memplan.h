@@ -27,27 +27,27 @@
 
 typedef struct fg_mp_tensor {
   size_t bytes;
-  int producer;       /* step index that writes it */
+  int producer; /* step index that writes it */
   int n_users;
-  const int *users;   /* step indices that read it */
-  int inplace_from;   /* tensor id it may share bytes with (see above), or -1 */
-  int pinned;         /* 1: outside the arena */
+  const int *users; /* step indices that read it */
+  int inplace_from; /* tensor id it may share bytes with (see above), or -1 */
+  int pinned;       /* 1: outside the arena */
 } fg_mp_tensor;
 
 typedef struct fg_mp_input {
-  int n_steps;        /* steps are numbered in a topological order */
+  int n_steps; /* steps are numbered in a topological order */
   /* preds[pred_off[s] .. pred_off[s+1]) are the direct predecessors of s */
   const int *pred_off;
   const int *preds;
   int n_tensors;
   const fg_mp_tensor *tensors;
-  size_t alignment;   /* a power of two, e.g. 64 */
+  size_t alignment; /* a power of two, e.g. 64 */
 } fg_mp_input;
 
 typedef struct fg_mp_result {
-  size_t *offsets;    /* n_tensors entries (caller allocates); SIZE_MAX for pinned */
-  int *shared_with;   /* n_tensors entries (caller allocates): the tensor whose
-                         bytes it took over in place, or -1 */
+  size_t *offsets;          /* n_tensors entries (caller allocates); SIZE_MAX for pinned */
+  int *shared_with;         /* n_tensors entries (caller allocates): the tensor whose
+                               bytes it took over in place, or -1 */
   size_t arena_bytes;       /* size of the arena */
   size_t lower_bound_bytes; /* peak of live intermediate bytes over the steps
                                in index order (each tensor live from its

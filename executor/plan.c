@@ -25,7 +25,8 @@ static int64_t *plan_key(const fg_plan_request *req, size_t *len) {
     k[p++] = req->feed_nodes[i];
     k[p++] = t->dtype;
     k[p++] = t->rank;
-    for (int d = 0; d < FG_MAX_RANK; d++) k[p++] = d < t->rank ? t->dims[d] : 0;
+    for (int d = 0; d < FG_MAX_RANK; d++)
+      k[p++] = d < t->rank ? t->dims[d] : 0;
   }
   k[p++] = req->n_fetches;
   for (int i = 0; i < req->n_fetches; i++) {
@@ -33,7 +34,8 @@ static int64_t *plan_key(const fg_plan_request *req, size_t *len) {
     k[p++] = req->fetches[i].index;
   }
   k[p++] = req->n_targets;
-  for (int i = 0; i < req->n_targets; i++) k[p++] = req->targets[i];
+  for (int i = 0; i < req->n_targets; i++)
+    k[p++] = req->targets[i];
   *len = p;
   return k;
 }
@@ -124,27 +126,32 @@ static void fill_params(const fg_node *n, const fg_tinfo *in, fg_kparams *p) {
     p->n_axes = axes->n < FG_MAX_RANK ? axes->n : FG_MAX_RANK;
     qsort(p->axes, (size_t)p->n_axes, sizeof p->axes[0], cmp_int);
   } else {
-    for (int i = 0; i < rank; i++) p->axes[i] = i;
+    for (int i = 0; i < rank; i++)
+      p->axes[i] = i;
     p->n_axes = rank;
   }
   const fg_attr *perm = fg_attrs_find(&n->attrs, "perm");
   if (perm && perm->type == FG_ATTR_INTS)
-    for (int i = 0; i < perm->n && i < FG_MAX_RANK; i++) p->perm[i] = (int)perm->ints[i];
+    for (int i = 0; i < perm->n && i < FG_MAX_RANK; i++)
+      p->perm[i] = (int)perm->ints[i];
   const fg_attr *begin = fg_attrs_find(&n->attrs, "begin");
   if (begin && begin->type == FG_ATTR_INTS)
-    for (int i = 0; i < begin->n && i < FG_MAX_RANK; i++) p->begin[i] = begin->ints[i];
+    for (int i = 0; i < begin->n && i < FG_MAX_RANK; i++)
+      p->begin[i] = begin->ints[i];
 }
 
 static void set_kbuf(fg_kbuf *b, const fg_tinfo *t, void *data) {
   b->dtype = t->dtype;
   b->rank = t->rank;
-  for (int d = 0; d < FG_MAX_RANK; d++) b->dims[d] = d < t->rank ? t->dims[d] : 0;
+  for (int d = 0; d < FG_MAX_RANK; d++)
+    b->dims[d] = d < t->rank ? t->dims[d] : 0;
   b->data = data;
 }
 
 static fg_tinfo tinfo_of_tensor(const fg_tensor *t) {
   fg_tinfo ti = {t->dtype, t->rank, {0}};
-  for (int d = 0; d < t->rank; d++) ti.dims[d] = t->dims[d];
+  for (int d = 0; d < t->rank; d++)
+    ti.dims[d] = t->dims[d];
   return ti;
 }
 
@@ -156,12 +163,15 @@ static int fail_oom(fg_status *st, const char *what) {
 /* Marks what the fetches and targets need, walking inputs backwards. Node
  * ids are topological, so one descending sweep suffices. */
 static int mark_needed(const fg_graph *g, const fg_plan_request *req, char *needed) {
-  for (int i = 0; i < req->n_fetches; i++) needed[req->fetches[i].node] = 1;
-  for (int i = 0; i < req->n_targets; i++) needed[req->targets[i]] = 1;
+  for (int i = 0; i < req->n_fetches; i++)
+    needed[req->fetches[i].node] = 1;
+  for (int i = 0; i < req->n_targets; i++)
+    needed[req->targets[i]] = 1;
   for (int id = g->n_nodes - 1; id >= 0; id--) {
     if (!needed[id]) continue;
     const fg_node *n = &g->nodes[id];
-    for (int i = 0; i < n->n_inputs; i++) needed[n->inputs[i].node] = 1;
+    for (int i = 0; i < n->n_inputs; i++)
+      needed[n->inputs[i].node] = 1;
   }
   return 0;
 }
@@ -178,7 +188,8 @@ static void report_missing_feed(const fg_graph *g, const fg_plan_request *req, i
     reach[root] = 1;
     for (int id = root; id >= ph; id--)
       if (reach[id])
-        for (int i = 0; i < g->nodes[id].n_inputs; i++) reach[g->nodes[id].inputs[i].node] = 1;
+        for (int i = 0; i < g->nodes[id].n_inputs; i++)
+          reach[g->nodes[id].inputs[i].node] = 1;
     if (reach[ph]) who = g->nodes[root].name;
   }
   free(reach);
@@ -253,8 +264,10 @@ static int build_edges(const fg_graph *g, fg_plan *plan, edges *E) {
       int reads = 0, writes = 0;
       for (int i = 0; i < st->n_in; i++)
         if (st->in_slots[i] == s) {
-          if (i < 32 && (mut >> i & 1u)) writes = 1;
-          else reads = 1;
+          if (i < 32 && (mut >> i & 1u))
+            writes = 1;
+          else
+            reads = 1;
         }
       if (!reads && !writes) continue;
       if (last_writer >= 0 && edge_add(E, last_writer, si) != 0) goto fail;
@@ -314,21 +327,25 @@ static int add_reuse_edges(fg_plan *plan, const fg_mp_tensor *t, edges *E) {
   int n_arena = 0;
   for (int k = 0; rc == 0 && k < n; k++)
     if (plan->slot_kind[k] == FG_SLOT_ARENA && t[k].bytes > 0) arena[n_arena++] = k;
-  for (int i = 0; rc == 0 && i < n_base; i++) tgt_off[E->e[i][1] + 1]++;
-  for (int si = 0; rc == 0 && si < ns; si++) tgt_off[si + 1] += tgt_off[si];
+  for (int i = 0; rc == 0 && i < n_base; i++)
+    tgt_off[E->e[i][1] + 1]++;
+  for (int si = 0; rc == 0 && si < ns; si++)
+    tgt_off[si + 1] += tgt_off[si];
   for (int i = 0; rc == 0 && i < n_base; i++) {
     int to = E->e[i][1];
     tgt_src[tgt_off[to] + fill[to]++] = E->e[i][0];
   }
-#define ANC(s) (anc + (size_t)(s) * words)
+#define ANC(s) (anc + (size_t)(s)*words)
 #define MARK(s, u)                                                                                 \
   do {                                                                                             \
     uint64_t *d_ = ANC(s), *a_ = ANC(u);                                                           \
-    for (size_t w_ = 0; w_ < words; w_++) d_[w_] |= a_[w_];                                        \
+    for (size_t w_ = 0; w_ < words; w_++)                                                          \
+      d_[w_] |= a_[w_];                                                                            \
     d_[(u) / 64] |= 1ull << ((u) % 64);                                                            \
   } while (0)
   for (int sb = 0; rc == 0 && sb < ns; sb++) {
-    for (int i = tgt_off[sb]; i < tgt_off[sb + 1]; i++) MARK(sb, tgt_src[i]);
+    for (int i = tgt_off[sb]; i < tgt_off[sb + 1]; i++)
+      MARK(sb, tgt_src[i]);
     /* Tensors produced by this step: order their bytes after every earlier
      * overlapping tensor's accesses. */
     const fg_step *st = &plan->steps[sb];
@@ -345,8 +362,10 @@ static int add_reuse_edges(fg_plan *plan, const fg_mp_tensor *t, edges *E) {
           int step = u < 0 ? t[a].producer : t[a].users[u];
           if (step > sb) rc = -2; /* the planner let live tensors overlap */
           if (rc != 0 || step == sb || (ANC(sb)[step / 64] >> (step % 64) & 1u)) continue;
-          if (edge_add(E, step, sb) != 0) rc = -1;
-          else MARK(sb, step);
+          if (edge_add(E, step, sb) != 0)
+            rc = -1;
+          else
+            MARK(sb, step);
         }
       }
     }
@@ -438,7 +457,8 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
   size_t *off = malloc(((size_t)n + 1) * sizeof *off);
   int *shared = malloc(((size_t)n + 1) * sizeof *shared);
   int total_uses = 0;
-  for (int si = 0; si < ns; si++) total_uses += plan->steps[si].n_in;
+  for (int si = 0; si < ns; si++)
+    total_uses += plan->steps[si].n_in;
   int *all_users = malloc(((size_t)total_uses + 1) * sizeof *all_users);
   if (!t || !use_cnt || !pred_off || !preds || !off || !shared || !all_users) {
     fail_oom(st, "memory plan");
@@ -446,7 +466,8 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
   }
   /* Users per slot (CSR). */
   for (int si = 0; si < ns; si++)
-    for (int i = 0; i < plan->steps[si].n_in; i++) use_cnt[plan->steps[si].in_slots[i]]++;
+    for (int i = 0; i < plan->steps[si].n_in; i++)
+      use_cnt[plan->steps[si].in_slots[i]]++;
   int acc = 0;
   for (int s = 0; s < n; s++) {
     t[s].users = all_users + acc;
@@ -463,8 +484,9 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
   for (int s = 0; s < n; s++) {
     t[s].n_users = use_cnt[s];
     size_t bytes = fg_dtype_size(plan->slots[s].dtype);
-    for (int d = 0; d < plan->slots[s].rank; d++) bytes *= (size_t)plan->slots[s].dims[d];
-    t[s].bytes = bytes; /* checked at shape time */
+    for (int d = 0; d < plan->slots[s].rank; d++)
+      bytes *= (size_t)plan->slots[s].dims[d];
+    t[s].bytes = bytes;                 /* checked at shape time */
     t[s].producer = plan->slot_step[s]; /* -1 for sources, which are pinned */
     t[s].pinned = plan->slot_kind[s] != FG_SLOT_ARENA;
     t[s].inplace_from = -1;
@@ -476,7 +498,8 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
        * view-like op such as sum_to only copies, and can share the bytes. */
       int src = plan->steps[step].in_slots[0];
       size_t src_bytes = fg_dtype_size(plan->slots[src].dtype);
-      for (int d = 0; d < plan->slots[src].rank; d++) src_bytes *= (size_t)plan->slots[src].dims[d];
+      for (int d = 0; d < plan->slots[src].rank; d++)
+        src_bytes *= (size_t)plan->slots[src].dims[d];
       if ((f & (FG_OPF_INPLACE | FG_OPF_VIEW)) && src_bytes == t[s].bytes &&
           plan->slots[src].dtype == plan->slots[s].dtype)
         t[s].inplace_from = src;
@@ -485,9 +508,12 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
   }
   /* First the serial order (step s - 1 precedes step s), which reaches the
    * serial lower bound, made parallel-safe by reuse edges. */
-  for (int si = 1; si < ns; si++) pred_off[si + 1] = 1;
-  for (int si = 0; si < ns; si++) pred_off[si + 1] += pred_off[si];
-  for (int si = 1; si < ns; si++) preds[pred_off[si]] = si - 1;
+  for (int si = 1; si < ns; si++)
+    pred_off[si + 1] = 1;
+  for (int si = 0; si < ns; si++)
+    pred_off[si + 1] += pred_off[si];
+  for (int si = 1; si < ns; si++)
+    preds[pred_off[si]] = si - 1;
   edges_sort_unique(E);
   data_edges = malloc(((size_t)E->n + 1) * sizeof *data_edges);
   if (!data_edges) {
@@ -522,8 +548,10 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
     E->n = n_data;
     if (n_data > 0) memcpy(E->e, data_edges, (size_t)n_data * sizeof *data_edges);
     memset(pred_off, 0, ((size_t)ns + 2) * sizeof *pred_off);
-    for (int i = 0; i < n_data; i++) pred_off[data_edges[i][1] + 1]++;
-    for (int si = 0; si < ns; si++) pred_off[si + 1] += pred_off[si];
+    for (int i = 0; i < n_data; i++)
+      pred_off[data_edges[i][1] + 1]++;
+    for (int si = 0; si < ns; si++)
+      pred_off[si + 1] += pred_off[si];
     int *fill = calloc((size_t)ns + 1, sizeof *fill);
     int *dag_preds = malloc(((size_t)n_data + 1) * sizeof *dag_preds);
     if (!fill || !dag_preds) {
@@ -572,8 +600,10 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     fail_oom(st, "key");
     goto fail;
   }
-  for (int i = 0; i < g->n_nodes; i++) feed_of[i] = -1, plan->slot_of_output[i] = -1;
-  for (int i = 0; i < req->n_feeds; i++) feed_of[req->feed_nodes[i]] = i;
+  for (int i = 0; i < g->n_nodes; i++)
+    feed_of[i] = -1, plan->slot_of_output[i] = -1;
+  for (int i = 0; i < req->n_feeds; i++)
+    feed_of[req->feed_nodes[i]] = i;
   mark_needed(g, req, needed);
 
   /* Slots for every output of every needed node, in node order. */
@@ -665,7 +695,8 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
       step->in_slots[i] = s;
       in[i].dtype = b->dtype;
       in[i].rank = b->rank;
-      for (int d = 0; d < FG_MAX_RANK; d++) in[i].dims[d] = b->dims[d];
+      for (int d = 0; d < FG_MAX_RANK; d++)
+        in[i].dims[d] = b->dims[d];
     }
     int rc = fg_infer(n, in, out, st);
     if (rc == 0) {
@@ -694,8 +725,8 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
       if (fg_tinfo_bytes(&out[o], &bytes) != 0 || bytes > SIZE_MAX / 4) {
         char buf[FG_SHAPE_STR_MAX];
         fg_status_set(st, FG_RESOURCE_EXHAUSTED,
-                      "node '%s' (%s): output %d of shape %s is too large", n->name, def->name,
-                      o, fg_shape_str(out[o].rank, out[o].dims, buf, sizeof buf));
+                      "node '%s' (%s): output %d of shape %s is too large", n->name, def->name, o,
+                      fg_shape_str(out[o].rank, out[o].dims, buf, sizeof buf));
         if (out != out_stack) free(out);
         goto fail;
       }
@@ -750,7 +781,8 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     plan->succ_off[E.e[i][0] + 1]++;
     plan->succ[i] = E.e[i][1]; /* edges are sorted by source */
   }
-  for (int si = 0; si < plan->n_steps; si++) plan->succ_off[si + 1] += plan->succ_off[si];
+  for (int si = 0; si < plan->n_steps; si++)
+    plan->succ_off[si + 1] += plan->succ_off[si];
 
   plan->n_feeds = req->n_feeds;
   plan->n_fetches = req->n_fetches;
@@ -762,7 +794,8 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     goto fail;
   }
   for (int i = 0; i < req->n_feeds; i++)
-    plan->feed_slots[i] = needed[req->feed_nodes[i]] ? plan->slot_of_output[req->feed_nodes[i]] : -1;
+    plan->feed_slots[i] =
+        needed[req->feed_nodes[i]] ? plan->slot_of_output[req->feed_nodes[i]] : -1;
   for (int i = 0; i < req->n_fetches; i++)
     plan->fetch_slots[i] = plan->slot_of_output[req->fetches[i].node] + req->fetches[i].index;
 

@@ -41,13 +41,13 @@ typedef struct fg_plan {
 
   fg_kbuf *slots;
   int n_slots;
-  int *slot_node;      /* producer node per slot */
-  int *slot_kind;      /* FG_SLOT_* */
-  int *slot_step;      /* producing step, -1 for sources */
-  int *slot_last;      /* last step reading it, -1 if none */
-  int *slot_shared;    /* slot whose bytes it took over in place, or -1 */
-  int64_t *slot_offset;/* arena offset, -1 outside the arena */
-  int *slot_of_output; /* first slot of each graph node (indexed by node id), -1 if unused */
+  int *slot_node;       /* producer node per slot */
+  int *slot_kind;       /* FG_SLOT_* */
+  int *slot_step;       /* producing step, -1 for sources */
+  int *slot_last;       /* last step reading it, -1 if none */
+  int *slot_shared;     /* slot whose bytes it took over in place, or -1 */
+  int64_t *slot_offset; /* arena offset, -1 outside the arena */
+  int *slot_of_output;  /* first slot of each graph node (indexed by node id), -1 if unused */
 
   fg_step *steps;
   int n_steps;
@@ -56,14 +56,14 @@ typedef struct fg_plan {
   int *succ_off;
   int *succ;
 
-  int *feed_slots;  /* per feed (in key order): the slot its tensor binds to, or -1 */
+  int *feed_slots; /* per feed (in key order): the slot its tensor binds to, or -1 */
   int n_feeds;
   int *fetch_slots; /* per fetch */
   int n_fetches;
 
-  void *arena;      /* intermediate buffers */
+  void *arena; /* intermediate buffers */
   size_t arena_bytes, lower_bound_bytes, naive_bytes;
-  void *pinned;     /* fetched outputs */
+  void *pinned; /* fetched outputs */
 
   int64_t flops;           /* estimated work of one run (op table FLOP counts) */
   int threads;             /* the session's threads, which the layout was chosen for */

@@ -37,11 +37,12 @@ static int run_step(void *vctx, int si, int worker) {
   run_ctx *rc = vctx;
   fg_plan *plan = rc->plan;
   fg_step *step = &plan->steps[si];
-  for (int i = 0; i < step->n_in; i++) step->in[i] = plan->slots[step->in_slots[i]];
+  for (int i = 0; i < step->n_in; i++)
+    step->in[i] = plan->slots[step->in_slots[i]];
   char err[512];
   err[0] = '\0';
-  fg_kctx ctx = {step->in,     step->n_in, &plan->slots[step->out_slots[0]], step->n_out,
-                 &step->params, err,       sizeof err,                       rc->par.pool ? &rc->par : NULL};
+  fg_kctx ctx = {step->in, step->n_in, &plan->slots[step->out_slots[0]], step->n_out, &step->params,
+                 err,      sizeof err, rc->par.pool ? &rc->par : NULL};
   int64_t t_start = rc->timings ? now_ns() : 0;
   int status = step->fn(&ctx);
   if (rc->timings) {
@@ -67,7 +68,8 @@ static int run_step(void *vctx, int si, int worker) {
 int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg_pool *pool,
                 int timings, fg_status *st) {
   for (int i = 0; i < plan->n_feeds; i++)
-    if (plan->feed_slots[i] >= 0) plan->slots[plan->feed_slots[i]].data = req->feed_tensors[i]->data;
+    if (plan->feed_slots[i] >= 0)
+      plan->slots[plan->feed_slots[i]].data = req->feed_tensors[i]->data;
 
   run_ctx rc = {g, plan, {pool, pool_parallel_for}, timings, 0, PTHREAD_MUTEX_INITIALIZER, 0, ""};
   /* Waking a second thread costs microseconds; a plan with less work than
@@ -79,7 +81,8 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
   int result = 0;
   if (!rc.par.pool) {
     /* One thread: plain step order, no scheduling overhead. */
-    for (int si = 0; si < plan->n_steps && result == 0; si++) result = run_step(&rc, si, 0);
+    for (int si = 0; si < plan->n_steps && result == 0; si++)
+      result = run_step(&rc, si, 0);
   } else {
     result = fg_pool_run_dag(pool, plan->n_steps, plan->n_preds, plan->succ_off, plan->succ, NULL,
                              run_step, &rc);

@@ -55,7 +55,8 @@ static int sync_graph(fg_session *s, fg_status *st) {
       fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
       return -1;
     }
-    for (int i = s->n_vars_cap; i <= n; i++) vars[i] = NULL;
+    for (int i = s->n_vars_cap; i <= n; i++)
+      vars[i] = NULL;
     s->vars = vars;
     s->n_vars_cap = n;
   }
@@ -119,7 +120,8 @@ void fg_session_free(fg_session *s) {
   if (!s) return;
   drop_plans(s);
   fg_pool_free(s->pool);
-  for (int i = 0; i < s->n_vars_cap; i++) fg_tensor_free(s->vars[i]);
+  for (int i = 0; i < s->n_vars_cap; i++)
+    fg_tensor_free(s->vars[i]);
   free(s->vars);
   free(s);
 }
@@ -192,9 +194,9 @@ static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
       return -1;
     }
   }
-  *req = (fg_plan_request){feed_nodes,   feed_tensors, n_feeds,  fetch_outs,
-                           fetches,      n_fetches,    target_nodes, n_targets,
-                           fg_pool_threads(s->pool)};
+  *req = (fg_plan_request){feed_nodes,   feed_tensors, n_feeds,
+                           fetch_outs,   fetches,      n_fetches,
+                           target_nodes, n_targets,    fg_pool_threads(s->pool)};
   return 0;
 }
 
@@ -208,7 +210,8 @@ static int64_t clock_ns(void) {
 static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *plan_ns,
                          fg_status *st) {
   fg_plan *plan = s->plans;
-  while (plan && !fg_plan_matches(plan, s->g, req)) plan = plan->next;
+  while (plan && !fg_plan_matches(plan, s->g, req))
+    plan = plan->next;
   if (plan) return plan;
   int64_t t0 = clock_ns();
   plan = fg_plan_build(s->g, req, var_lookup, s, st);
@@ -244,12 +247,14 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
     const fg_kbuf *b = &plan->slots[step->out_slots[0]];
     t->dtype = b->dtype;
     t->rank = b->rank;
-    for (int d = 0; d < FG_MAX_RANK; d++) t->dims[d] = d < b->rank ? b->dims[d] : 0;
+    for (int d = 0; d < FG_MAX_RANK; d++)
+      t->dims[d] = d < b->rank ? b->dims[d] : 0;
     t->output_bytes = 0;
     for (int o = 0; o < step->n_out; o++) {
       const fg_kbuf *ob = &plan->slots[step->out_slots[o]];
       size_t bytes = fg_dtype_size(ob->dtype);
-      for (int d = 0; d < ob->rank; d++) bytes *= (size_t)ob->dims[d];
+      for (int d = 0; d < ob->rank; d++)
+        bytes *= (size_t)ob->dims[d];
       t->output_bytes += bytes;
     }
   }
@@ -262,10 +267,9 @@ void fg_run_metadata_free(fg_run_metadata *md) {
   free(md);
 }
 
-static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds,
-                      const char *const *fetches, int n_fetches, fg_tensor **outputs,
-                      const char *const *targets, int n_targets, fg_run_metadata **md,
-                      fg_status *st) {
+static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
+                      int n_fetches, fg_tensor **outputs, const char *const *targets, int n_targets,
+                      fg_run_metadata **md, fg_status *st) {
   if (sync_graph(s, st) != 0) return -1;
   /* Small requests (the common case) resolve into stack arrays, so running
    * a cached plan allocates nothing but the fetched tensors. */
@@ -307,10 +311,12 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds,
   for (int i = 0; i < n_fetches; i++) {
     const fg_kbuf *b = &plan->slots[plan->fetch_slots[i]];
     size_t bytes = fg_dtype_size(b->dtype);
-    for (int d = 0; d < b->rank; d++) bytes *= (size_t)b->dims[d]; /* checked at plan time */
+    for (int d = 0; d < b->rank; d++)
+      bytes *= (size_t)b->dims[d]; /* checked at plan time */
     outputs[i] = fg_tensor_from_data(b->dtype, b->rank, b->dims, b->data, bytes, st);
     if (!outputs[i]) {
-      for (int j = 0; j < i; j++) fg_tensor_free(outputs[j]), outputs[j] = NULL;
+      for (int j = 0; j < i; j++)
+        fg_tensor_free(outputs[j]), outputs[j] = NULL;
       goto done;
     }
   }
@@ -327,18 +333,18 @@ done:
 int fg_session_run(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
                    int n_fetches, fg_tensor **outputs, const char *const *targets, int n_targets,
                    fg_status *st) {
-  return fg_session_run_ex(s, feeds, n_feeds, fetches, n_fetches, outputs, targets, n_targets,
-                           NULL, NULL, st);
+  return fg_session_run_ex(s, feeds, n_feeds, fetches, n_fetches, outputs, targets, n_targets, NULL,
+                           NULL, st);
 }
 
 int fg_session_run_ex(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
-                      int n_fetches, fg_tensor **outputs, const char *const *targets,
-                      int n_targets, const fg_run_options *ro, fg_run_metadata **metadata,
-                      fg_status *st) {
+                      int n_fetches, fg_tensor **outputs, const char *const *targets, int n_targets,
+                      const fg_run_options *ro, fg_run_metadata **metadata, fg_status *st) {
   if (metadata) *metadata = NULL;
   fg_run_metadata **md = (ro && ro->collect_metadata) ? metadata : NULL;
   if (outputs && n_fetches > 0)
-    for (int i = 0; i < n_fetches; i++) outputs[i] = NULL;
+    for (int i = 0; i < n_fetches; i++)
+      outputs[i] = NULL;
   if (!s) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_run: session is NULL");
     return -1;
@@ -350,8 +356,7 @@ int fg_session_run_ex(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
     return -1;
   }
   if ((n_feeds && !feeds) || (n_fetches && (!fetches || !outputs)) || (n_targets && !targets)) {
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "fg_session_run: %s is NULL but its count is non-zero",
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_run: %s is NULL but its count is non-zero",
                   (n_feeds && !feeds)       ? "feeds"
                   : (n_fetches && !fetches) ? "fetches"
                   : (n_fetches && !outputs) ? "outputs"
@@ -438,8 +443,8 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
                                    const char *const *targets, int n_targets, fg_status *st) {
   if (!s || n_feeds < 0 || n_fetches < 0 || n_targets < 0 || (n_feeds && !feeds) ||
       (n_fetches && !fetches) || (n_targets && !targets) || (n_fetches + n_targets == 0)) {
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "fg_session_plan_info: %s", !s ? "session is NULL" : "bad feeds, fetches or targets");
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_plan_info: %s",
+                  !s ? "session is NULL" : "bad feeds, fetches or targets");
     return NULL;
   }
   if (atomic_flag_test_and_set(&s->busy)) {
@@ -474,7 +479,8 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     goto done;
   }
   info->n_steps = plan->n_steps;
-  for (int si = 0; si < plan->n_steps; si++) info->step_nodes[si] = plan->steps[si].node;
+  for (int si = 0; si < plan->n_steps; si++)
+    info->step_nodes[si] = plan->steps[si].node;
   info->n_tensors = plan->n_slots;
   for (int k = 0; k < plan->n_slots; k++) {
     fg_plan_tensor *t = &info->tensors[k];
@@ -487,7 +493,8 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     t->dtype = b->dtype;
     t->rank = b->rank;
     t->bytes = fg_dtype_size(b->dtype);
-    for (int d = 0; d < b->rank; d++) t->dims[d] = b->dims[d], t->bytes *= (size_t)b->dims[d];
+    for (int d = 0; d < b->rank; d++)
+      t->dims[d] = b->dims[d], t->bytes *= (size_t)b->dims[d];
     t->offset = plan->slot_offset[k];
     t->first_step = plan->slot_step[k];
     t->last_step = plan->slot_last[k];

@@ -22,23 +22,19 @@ static attrs_b ab_new(void) {
 }
 
 static void ab_int(attrs_b *b, const char *name, int64_t v) {
-  if (fg_attrs_set_int(b->a, name, v) != 0)
-    b->bad = 1;
+  if (fg_attrs_set_int(b->a, name, v) != 0) b->bad = 1;
 }
 
 static void ab_float(attrs_b *b, const char *name, double v) {
-  if (fg_attrs_set_float(b->a, name, v) != 0)
-    b->bad = 1;
+  if (fg_attrs_set_float(b->a, name, v) != 0) b->bad = 1;
 }
 
 static void ab_ints(attrs_b *b, const char *name, const int64_t *v, int n) {
-  if (fg_attrs_set_ints(b->a, name, v, n) != 0)
-    b->bad = 1;
+  if (fg_attrs_set_ints(b->a, name, v, n) != 0) b->bad = 1;
 }
 
 static void ab_tensor(attrs_b *b, const char *name, const fg_tensor *t) {
-  if (fg_attrs_set_tensor(b->a, name, t) != 0)
-    b->bad = 1;
+  if (fg_attrs_set_tensor(b->a, name, t) != 0) b->bad = 1;
 }
 
 /* A nothing-to-do builder: no graph, or the graph already failed. */
@@ -56,8 +52,7 @@ static fg_output refuse(fg_graph *g, fg_code code, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (g && !fg_graph_failed(g))
-    fg_graph_fail(g, code, "%s", msg);
+  if (g && !fg_graph_failed(g)) fg_graph_fail(g, code, "%s", msg);
   return FG_NO_OUTPUT;
 }
 
@@ -69,8 +64,7 @@ static fg_output finish(fg_graph *g, const char *op, const char *name, const fg_
     o = refuse(g, FG_RESOURCE_EXHAUSTED, "%s: out of memory building attributes", op);
   else
     o = fg_op(g, op, name, in, n, b ? b->a : NULL);
-  if (b)
-    fg_attrs_free(b->a);
+  if (b) fg_attrs_free(b->a);
   return o;
 }
 
@@ -107,8 +101,7 @@ static int bad_dims(fg_graph *g, const char *op, const char *name, const char *w
 
 fg_output fg_placeholder(fg_graph *g, const char *name, fg_dtype dtype, int rank,
                          const int64_t *dims) {
-  if (skip(g) || bad_dims(g, "placeholder", name, "dims", rank, dims))
-    return FG_NO_OUTPUT;
+  if (skip(g) || bad_dims(g, "placeholder", name, "dims", rank, dims)) return FG_NO_OUTPUT;
   attrs_b b = ab_new();
   ab_int(&b, "dtype", dtype);
   ab_ints(&b, "shape", dims, rank);
@@ -119,8 +112,7 @@ fg_output fg_placeholder(fg_graph *g, const char *name, fg_dtype dtype, int rank
  * `what` names the argument in the NULL message. */
 static fg_output tensor_source(fg_graph *g, const char *op, const char *name, const char *what,
                                const fg_tensor *value) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   char w[256];
   if (!value)
     return refuse(g, FG_INVALID_ARGUMENT, "%s: %s is NULL", who(op, name, w, sizeof w), what);
@@ -134,16 +126,14 @@ fg_output fg_constant(fg_graph *g, const char *name, const fg_tensor *value) {
 }
 
 fg_output fg_scalar(fg_graph *g, fg_dtype dtype, double value) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   /* Converting an out-of-range double to an integer is undefined in C. */
   if ((dtype == FG_I32 && !(value > -2147483649.0 && value < 2147483648.0)) ||
       (dtype == FG_I64 && !(value >= -9223372036854775808.0 && value < 9223372036854775808.0)))
     return refuse(g, FG_INVALID_ARGUMENT, "scalar: value %g does not fit in %s", value,
                   fg_dtype_name(dtype));
   fg_status *st = fg_status_new();
-  if (!st)
-    return refuse(g, FG_RESOURCE_EXHAUSTED, "scalar: out of memory");
+  if (!st) return refuse(g, FG_RESOURCE_EXHAUSTED, "scalar: out of memory");
   fg_tensor *t = fg_tensor_new(dtype, 0, NULL, st);
   if (!t) {
     fg_code code = fg_status_code(st);
@@ -154,23 +144,12 @@ fg_output fg_scalar(fg_graph *g, fg_dtype dtype, double value) {
   fg_status_free(st);
   void *p = fg_tensor_data(t);
   switch (dtype) {
-  case FG_F32:
-    *(float *)p = (float)value;
-    break;
-  case FG_F64:
-    *(double *)p = value;
-    break;
-  case FG_I32:
-    *(int32_t *)p = (int32_t)value;
-    break;
-  case FG_I64:
-    *(int64_t *)p = (int64_t)value;
-    break;
-  case FG_BOOL:
-    *(uint8_t *)p = value != 0.0;
-    break;
-  default:
-    break; /* unreachable: fg_tensor_new refuses unknown dtypes */
+  case FG_F32: *(float *)p = (float)value; break;
+  case FG_F64: *(double *)p = value; break;
+  case FG_I32: *(int32_t *)p = (int32_t)value; break;
+  case FG_I64: *(int64_t *)p = (int64_t)value; break;
+  case FG_BOOL: *(uint8_t *)p = value != 0.0; break;
+  default: break; /* unreachable: fg_tensor_new refuses unknown dtypes */
   }
   fg_output o = fg_constant(g, NULL, t);
   fg_tensor_free(t);
@@ -182,8 +161,7 @@ fg_output fg_variable(fg_graph *g, const char *name, const fg_tensor *initial) {
 }
 
 fg_output fg_fill(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, double value) {
-  if (skip(g) || bad_dims(g, "fill", NULL, "dims", rank, dims))
-    return FG_NO_OUTPUT;
+  if (skip(g) || bad_dims(g, "fill", NULL, "dims", rank, dims)) return FG_NO_OUTPUT;
   attrs_b b = ab_new();
   ab_int(&b, "dtype", dtype);
   ab_ints(&b, "shape", dims, rank);
@@ -194,8 +172,7 @@ fg_output fg_fill(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, do
 /* ---- linear algebra and shaping ----------------------------------------- */
 
 fg_output fg_matmul(fg_graph *g, fg_output a, fg_output b_, int transpose_a, int transpose_b) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   fg_output in[2] = {a, b_};
   attrs_b b = ab_new();
   /* C truth values: any non-zero means transposed. */
@@ -206,8 +183,7 @@ fg_output fg_matmul(fg_graph *g, fg_output a, fg_output b_, int transpose_a, int
 
 /* A one-input op whose one attribute is the int `attr`. */
 static fg_output with_int(fg_graph *g, const char *op, fg_output x, const char *attr, int64_t v) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   attrs_b b = ab_new();
   ab_int(&b, attr, v);
   return finish(g, op, NULL, &x, 1, &b);
@@ -216,8 +192,7 @@ static fg_output with_int(fg_graph *g, const char *op, fg_output x, const char *
 /* A one-input op whose one attribute `attr` is the caller's list `arg`. */
 static fg_output with_ints(fg_graph *g, const char *op, fg_output x, const char *arg,
                            const char *attr, int rank, const int64_t *v) {
-  if (skip(g) || bad_dims(g, op, NULL, arg, rank, v))
-    return FG_NO_OUTPUT;
+  if (skip(g) || bad_dims(g, op, NULL, arg, rank, v)) return FG_NO_OUTPUT;
   attrs_b b = ab_new();
   ab_ints(&b, attr, v, rank);
   return finish(g, op, NULL, &x, 1, &b);
@@ -232,8 +207,7 @@ fg_output fg_transpose(fg_graph *g, fg_output x, int rank, const int64_t *perm) 
 }
 
 fg_output fg_concat(fg_graph *g, const fg_output *xs, int n, int axis) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   attrs_b b = ab_new();
   ab_int(&b, "axis", axis);
   return finish(g, "concat", NULL, xs, n, &b);
@@ -255,8 +229,7 @@ fg_output fg_gather(fg_graph *g, fg_output params, fg_output indices) {
 }
 
 fg_output fg_one_hot(fg_graph *g, fg_output indices, int64_t depth, fg_dtype dtype) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   attrs_b b = ab_new();
   ab_int(&b, "depth", depth);
   ab_int(&b, "dtype", dtype);
@@ -310,8 +283,7 @@ fg_output fg_zeros_like(fg_graph *g, fg_output x) { return unary(g, "zeros_like"
 fg_output fg_ones_like(fg_graph *g, fg_output x) { return unary(g, "ones_like", x); }
 
 fg_output fg_leaky_relu(fg_graph *g, fg_output x, double alpha) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   attrs_b b = ab_new();
   ab_float(&b, "alpha", alpha);
   return finish(g, "leaky_relu", NULL, &x, 1, &b);
@@ -321,11 +293,9 @@ fg_output fg_leaky_relu(fg_graph *g, fg_output x, double alpha) {
 
 static fg_output reduce(fg_graph *g, const char *op, fg_output x, const int64_t *axes, int n_axes,
                         int keepdims) {
-  if (skip(g) || bad_dims(g, op, NULL, "axes", n_axes, axes))
-    return FG_NO_OUTPUT;
+  if (skip(g) || bad_dims(g, op, NULL, "axes", n_axes, axes)) return FG_NO_OUTPUT;
   attrs_b b = ab_new();
-  if (n_axes > 0)
-    ab_ints(&b, "axes", axes, n_axes); /* absent: all axes */
+  if (n_axes > 0) ab_ints(&b, "axes", axes, n_axes); /* absent: all axes */
   ab_int(&b, "keepdims", keepdims != 0);
   return finish(g, op, NULL, &x, 1, &b);
 }

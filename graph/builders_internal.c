@@ -53,8 +53,7 @@ fg_output fg_group(fg_graph *g, const fg_output *inputs, int n) {
 }
 
 fg_output fg_expand_dims(fg_graph *g, fg_output x, const int64_t *axes, int n_axes) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   if (n_axes < 0 || (n_axes > 0 && !axes)) {
     fg_graph_fail(g, FG_INVALID_ARGUMENT, "expand_dims: %d axes given with axes=%p", n_axes,
                   (const void *)axes);
@@ -66,8 +65,7 @@ fg_output fg_expand_dims(fg_graph *g, fg_output x, const int64_t *axes, int n_ax
 }
 
 fg_output fg_numel(fg_graph *g, fg_output x, fg_dtype dtype) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   fg_attrs *a = fg_attrs_new();
   int bad = !a || fg_attrs_set_int(a, "dtype", dtype) != 0;
   return finish(g, "numel", &x, 1, a, bad);
@@ -75,8 +73,7 @@ fg_output fg_numel(fg_graph *g, fg_output x, fg_dtype dtype) {
 
 fg_output fg_slice_grad(fg_graph *g, fg_output dy, fg_output like, int rank, const int64_t *begin,
                         const int64_t *size) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   if (rank < 0 || (rank > 0 && (!begin || !size))) {
     fg_graph_fail(g, FG_INVALID_ARGUMENT, "slice_grad: rank %d with begin=%p size=%p", rank,
                   (const void *)begin, (const void *)size);
@@ -115,16 +112,14 @@ static fg_output apply(fg_graph *g, const char *op, const fg_output *fixed_in, i
 
 fg_output fg_apply_sgd(fg_graph *g, fg_output var, fg_output grad, fg_output lr,
                        const fg_output *ctrl, int n_ctrl) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   fg_output in[3] = {var, grad, lr};
   return apply(g, "apply_sgd", in, 3, ctrl, n_ctrl, NULL, 0);
 }
 
 fg_output fg_apply_momentum(fg_graph *g, fg_output var, fg_output buf, fg_output grad, fg_output lr,
                             double momentum, int nesterov, const fg_output *ctrl, int n_ctrl) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   fg_output in[4] = {var, buf, grad, lr};
   fg_attrs *a = fg_attrs_new();
   int bad = !a || fg_attrs_set_float(a, "momentum", momentum) != 0 ||
@@ -135,8 +130,7 @@ fg_output fg_apply_momentum(fg_graph *g, fg_output var, fg_output buf, fg_output
 fg_output fg_apply_adam(fg_graph *g, fg_output var, fg_output m, fg_output v, fg_output grad,
                         fg_output lr, fg_output step, double beta1, double beta2, double epsilon,
                         double weight_decay, const fg_output *ctrl, int n_ctrl) {
-  if (skip(g))
-    return FG_NO_OUTPUT;
+  if (skip(g)) return FG_NO_OUTPUT;
   fg_output in[6] = {var, m, v, grad, lr, step};
   fg_attrs *a = fg_attrs_new();
   int bad = !a || fg_attrs_set_float(a, "beta1", beta1) != 0 ||

@@ -10,7 +10,7 @@
 #include "graph/graph_internal.h"
 #include "graph/op_table.h"
 
-#define NAME_EMPTY (-1)
+#define NAME_EMPTY   (-1)
 #define NAME_DELETED (-2)
 #define NAME_MAX_LEN 4096
 
@@ -37,7 +37,8 @@ static void node_release(fg_node *n) {
 
 void fg_graph_free(fg_graph *g) {
   if (!g) return;
-  for (int i = 0; i < g->n_nodes; i++) node_release(&g->nodes[i]);
+  for (int i = 0; i < g->n_nodes; i++)
+    node_release(&g->nodes[i]);
   free(g->nodes);
   free(g->outputs);
   for (int i = 0; i < g->n_meta; i++) {
@@ -102,7 +103,8 @@ const fg_tinfo *fg_graph_tinfo(const fg_graph *g, fg_output o) {
 
 static uint64_t name_hash(const char *s) {
   uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
 }
 
@@ -121,7 +123,8 @@ int fg_graph_find(const fg_graph *g, const char *name) {
 static void index_put(int *index, int cap, const char *name, int id) {
   size_t mask = (size_t)cap - 1;
   size_t i = name_hash(name) & mask;
-  while (index[i] >= 0) i = (i + 1) & mask;
+  while (index[i] >= 0)
+    i = (i + 1) & mask;
   index[i] = id;
 }
 
@@ -129,11 +132,14 @@ static void index_put(int *index, int cap, const char *name, int id) {
 static int index_reserve(fg_graph *g, int need) {
   if (g->name_cap && (size_t)need * 2 <= (size_t)g->name_cap) return 0;
   int cap = 16;
-  while ((size_t)cap < (size_t)need * 4) cap *= 2;
+  while ((size_t)cap < (size_t)need * 4)
+    cap *= 2;
   int *index = malloc((size_t)cap * sizeof *index);
   if (!index) return -1;
-  for (int i = 0; i < cap; i++) index[i] = NAME_EMPTY;
-  for (int id = 0; id < g->n_nodes; id++) index_put(index, cap, g->nodes[id].name, id);
+  for (int i = 0; i < cap; i++)
+    index[i] = NAME_EMPTY;
+  for (int id = 0; id < g->n_nodes; id++)
+    index_put(index, cap, g->nodes[id].name, id);
   free(g->name_index);
   g->name_index = index;
   g->name_cap = cap;
@@ -157,8 +163,8 @@ static void index_remove(fg_graph *g, const char *name) {
 static int check_name(fg_graph *g, const char *name, int self) {
   size_t len = strlen(name);
   if (len == 0 || len > NAME_MAX_LEN) {
-    fg_graph_fail(g, FG_INVALID_GRAPH, "node name of %zu bytes: names must have 1 to %d bytes",
-                  len, NAME_MAX_LEN);
+    fg_graph_fail(g, FG_INVALID_GRAPH, "node name of %zu bytes: names must have 1 to %d bytes", len,
+                  NAME_MAX_LEN);
     return -1;
   }
   if (strchr(name, ':')) {
@@ -179,11 +185,12 @@ static int check_name(fg_graph *g, const char *name, int self) {
 
 int fg_infer(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   const fg_op_def *def = &fg_op_table[node->op];
-  for (int i = 0; i < node->n_outputs; i++) memset(&out[i], 0, sizeof out[i]);
+  for (int i = 0; i < node->n_outputs; i++)
+    memset(&out[i], 0, sizeof out[i]);
   if (def->infer(node, in, out, status) != 0) {
     if (fg_status_code(status) == FG_OK)
-      fg_status_set(status, FG_INVALID_GRAPH, "node '%s' (%s): shape inference failed",
-                    node->name, def->name);
+      fg_status_set(status, FG_INVALID_GRAPH, "node '%s' (%s): shape inference failed", node->name,
+                    def->name);
     return -1;
   }
   /* Whatever an op's rule says, no output may escape with a bad dtype,
@@ -229,16 +236,16 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
   int id = g->n_nodes;
   int opid = fg_op_lookup(op);
   if (opid < 0) {
-    fg_graph_fail(g, FG_UNIMPLEMENTED, "node '%s': unknown op '%s'", name ? name : "(unnamed)",
-                  op);
+    fg_graph_fail(g, FG_UNIMPLEMENTED, "node '%s': unknown op '%s'", name ? name : "(unnamed)", op);
     return FG_NO_OUTPUT;
   }
   const fg_op_def *def = &fg_op_table[opid];
 
   char autoname[NAME_MAX_LEN + 64];
   if (!name) {
-    do snprintf(autoname, sizeof autoname, "%s%s_%u", g->scope ? g->scope : "", def->name,
-                g->auto_name++);
+    do
+      snprintf(autoname, sizeof autoname, "%s%s_%u", g->scope ? g->scope : "", def->name,
+               g->auto_name++);
     while (fg_graph_find(g, autoname) >= 0);
     name = autoname;
   }
@@ -254,8 +261,8 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
       fg_graph_fail(g, FG_INVALID_GRAPH, "node '%s' (%s): takes at least %d inputs, got %d", name,
                     def->name, def->min_inputs, n_inputs);
     else if (def->min_inputs == def->max_inputs)
-      fg_graph_fail(g, FG_INVALID_GRAPH, "node '%s' (%s): takes %d inputs, got %d", name,
-                    def->name, def->min_inputs, n_inputs);
+      fg_graph_fail(g, FG_INVALID_GRAPH, "node '%s' (%s): takes %d inputs, got %d", name, def->name,
+                    def->min_inputs, n_inputs);
     else
       fg_graph_fail(g, FG_INVALID_GRAPH, "node '%s' (%s): takes %d to %d inputs, got %d", name,
                     def->name, def->min_inputs, def->max_inputs, n_inputs);
@@ -265,8 +272,8 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
     const fg_node *src = fg_graph_node(g, inputs[i].node);
     if (!src) {
       fg_graph_fail(g, FG_INVALID_GRAPH,
-                    "node '%s' (%s): input %d refers to node %d, but the graph has %d nodes",
-                    name, def->name, i, inputs[i].node, g->n_nodes);
+                    "node '%s' (%s): input %d refers to node %d, but the graph has %d nodes", name,
+                    def->name, i, inputs[i].node, g->n_nodes);
       return FG_NO_OUTPUT;
     }
     if (inputs[i].index < 0 || inputs[i].index >= src->n_outputs) {
@@ -346,8 +353,9 @@ fg_output fg_output_at(fg_output o, int index) {
 static fg_node *node_for(fg_graph *g, fg_output o, const char *what) {
   if (!g || fg_graph_failed(g)) return NULL;
   if (o.node < 0 || o.node >= g->n_nodes) {
-    fg_graph_fail(g, FG_INVALID_ARGUMENT, "%s: output refers to node %d, but the graph has %d nodes",
-                  what, o.node, g->n_nodes);
+    fg_graph_fail(g, FG_INVALID_ARGUMENT,
+                  "%s: output refers to node %d, but the graph has %d nodes", what, o.node,
+                  g->n_nodes);
     return NULL;
   }
   return &g->nodes[o.node];
@@ -533,7 +541,8 @@ int fg_output_shape(const fg_graph *g, fg_output o, int64_t *dims) {
   const fg_tinfo *t = fg_graph_tinfo(g, o);
   if (!t) return -1;
   if (dims)
-    for (int i = 0; i < t->rank; i++) dims[i] = t->dims[i];
+    for (int i = 0; i < t->rank; i++)
+      dims[i] = t->dims[i];
   return t->rank;
 }
 
@@ -541,15 +550,18 @@ int64_t fg_node_flops(const fg_graph *g, int node) {
   const fg_node *n = fg_graph_node(g, node);
   if (!n) return -1;
   const fg_op_def *def = &fg_op_table[n->op];
-  fg_tinfo in_stack[8], *in = n->n_inputs <= 8 ? in_stack : malloc((size_t)n->n_inputs * sizeof *in);
+  fg_tinfo in_stack[8],
+      *in = n->n_inputs <= 8 ? in_stack : malloc((size_t)n->n_inputs * sizeof *in);
   if (!in) return -1;
   int known = 1;
   for (int i = 0; i < n->n_inputs; i++) {
     in[i] = g->nodes[n->inputs[i].node].outputs[n->inputs[i].index];
-    for (int d = 0; d < in[i].rank; d++) known &= in[i].dims[d] >= 0;
+    for (int d = 0; d < in[i].rank; d++)
+      known &= in[i].dims[d] >= 0;
   }
   for (int i = 0; i < n->n_outputs; i++)
-    for (int d = 0; d < n->outputs[i].rank; d++) known &= n->outputs[i].dims[d] >= 0;
+    for (int d = 0; d < n->outputs[i].rank; d++)
+      known &= n->outputs[i].dims[d] >= 0;
   int64_t flops = !known ? -1 : def->flops ? def->flops(n, in, n->outputs) : 0;
   if (in != in_stack) free(in);
   return flops;

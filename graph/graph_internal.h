@@ -20,13 +20,13 @@ typedef struct fg_tinfo {
 typedef struct fg_attr {
   char *name;
   fg_attr_type type;
-  int64_t i;       /* FG_ATTR_INT */
-  double f;        /* FG_ATTR_FLOAT */
-  char *s;         /* FG_ATTR_STRING */
-  int64_t *ints;   /* FG_ATTR_INTS, n entries */
-  double *floats;  /* FG_ATTR_FLOATS, n entries */
+  int64_t i;      /* FG_ATTR_INT */
+  double f;       /* FG_ATTR_FLOAT */
+  char *s;        /* FG_ATTR_STRING */
+  int64_t *ints;  /* FG_ATTR_INTS, n entries */
+  double *floats; /* FG_ATTR_FLOATS, n entries */
   int n;
-  fg_tensor *t;    /* FG_ATTR_TENSOR, owned */
+  fg_tensor *t; /* FG_ATTR_TENSOR, owned */
 } fg_attr;
 
 struct fg_attrs {

@@ -9,8 +9,7 @@
 #include "graph/infer_common.h"
 
 const char *fgi_opname(const fg_node *n) {
-  if (!n || n->op < 0 || n->op >= FG_OP_COUNT)
-    return "?";
+  if (!n || n->op < 0 || n->op >= FG_OP_COUNT) return "?";
   return fg_op_table[n->op].name;
 }
 
@@ -42,25 +41,18 @@ const char *fgi_ints(const int64_t *v, int n, char *buf) {
     }
     used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "", (long long)v[i]);
   }
-  if (used < size)
-    snprintf(buf + used, size - used, "]");
+  if (used < size) snprintf(buf + used, size - used, "]");
   return buf;
 }
 
 static const char *attr_type_name(fg_attr_type t) {
   switch (t) {
-  case FG_ATTR_INT:
-    return "int";
-  case FG_ATTR_FLOAT:
-    return "float";
-  case FG_ATTR_STRING:
-    return "string";
-  case FG_ATTR_INTS:
-    return "ints";
-  case FG_ATTR_FLOATS:
-    return "floats";
-  case FG_ATTR_TENSOR:
-    return "tensor";
+  case FG_ATTR_INT: return "int";
+  case FG_ATTR_FLOAT: return "float";
+  case FG_ATTR_STRING: return "string";
+  case FG_ATTR_INTS: return "ints";
+  case FG_ATTR_FLOATS: return "floats";
+  case FG_ATTR_TENSOR: return "tensor";
   }
   return "unknown";
 }
@@ -72,8 +64,7 @@ static const fg_attr *find_typed(const fg_node *n, const char *name, fg_attr_typ
   const fg_attr *a = fg_attrs_find(&n->attrs, name);
   *err = 0;
   if (!a) {
-    if (required)
-      *err = fgi_fail(n, st, "missing attribute '%s' (%s)", name, attr_type_name(want));
+    if (required) *err = fgi_fail(n, st, "missing attribute '%s' (%s)", name, attr_type_name(want));
     return NULL;
   }
   if (a->type != want) {
@@ -88,16 +79,14 @@ int fgi_attr_int(const fg_node *n, const char *name, int required, int64_t dflt,
                  fg_status *st) {
   int err;
   const fg_attr *a = find_typed(n, name, FG_ATTR_INT, required, &err, st);
-  if (err)
-    return -1;
+  if (err) return -1;
   *v = a ? a->i : dflt;
   return 0;
 }
 
 int fgi_attr_flag(const fg_node *n, const char *name, int *v, fg_status *st) {
   int64_t x;
-  if (fgi_attr_int(n, name, 0, 0, &x, st))
-    return -1;
+  if (fgi_attr_int(n, name, 0, 0, &x, st)) return -1;
   if (x != 0 && x != 1)
     return fgi_fail(n, st, "attribute '%s' = %lld must be 0 or 1", name, (long long)x);
   *v = (int)x;
@@ -117,8 +106,7 @@ int fgi_attr_float(const fg_node *n, const char *name, double dflt, double *v, f
   if (a->type != FG_ATTR_FLOAT)
     return fgi_fail(n, st, "attribute '%s' has type %s, expected float", name,
                     attr_type_name(a->type));
-  if (!isfinite(a->f))
-    return fgi_fail(n, st, "attribute '%s' = %g is not finite", name, a->f);
+  if (!isfinite(a->f)) return fgi_fail(n, st, "attribute '%s' = %g is not finite", name, a->f);
   *v = a->f;
   return 0;
 }
@@ -127,8 +115,7 @@ int fgi_attr_ints(const fg_node *n, const char *name, int required, const int64_
                   fg_status *st) {
   int err;
   const fg_attr *a = find_typed(n, name, FG_ATTR_INTS, required, &err, st);
-  if (err)
-    return -1;
+  if (err) return -1;
   if (!a) {
     *v = NULL;
     *count = -1;
@@ -143,8 +130,7 @@ int fgi_attr_ints(const fg_node *n, const char *name, int required, const int64_
 
 int fgi_attr_dtype(const fg_node *n, const char *name, fg_dtype *v, fg_status *st) {
   int64_t d;
-  if (fgi_attr_int(n, name, 1, 0, &d, st))
-    return -1;
+  if (fgi_attr_int(n, name, 1, 0, &d, st)) return -1;
   if (!fgi_dtype_valid(d))
     return fgi_fail(n, st,
                     "attribute '%s' = %lld is not a valid dtype (f32=1, f64=2, i32=3, "
@@ -157,8 +143,7 @@ int fgi_attr_dtype(const fg_node *n, const char *name, fg_dtype *v, fg_status *s
 const fg_tensor *fgi_attr_tensor(const fg_node *n, const char *name, fg_status *st) {
   int err;
   const fg_attr *a = find_typed(n, name, FG_ATTR_TENSOR, 1, &err, st);
-  if (err)
-    return NULL;
+  if (err) return NULL;
   if (!a->t) {
     fgi_fail(n, st, "attribute '%s' holds no tensor", name);
     return NULL;
@@ -173,8 +158,7 @@ int fgi_is_numeric(fg_dtype d) { return d == FG_F32 || d == FG_F64 || d == FG_I3
 int fgi_is_index(fg_dtype d) { return d == FG_I32 || d == FG_I64; }
 
 int fgi_same_dtype(const fg_node *n, const fg_tinfo *in, int i, int j, fg_status *st) {
-  if (in[i].dtype == in[j].dtype)
-    return 0;
+  if (in[i].dtype == in[j].dtype) return 0;
   return fgi_fail(n, st, "input %d dtype %s does not match input %d dtype %s", j,
                   fg_dtype_name(in[j].dtype), i, fg_dtype_name(in[i].dtype));
 }
@@ -244,27 +228,22 @@ int fgi_check_bytes(const fg_node *n, const fg_tinfo *t, fg_status *st) {
   size_t bytes;
   char s[FGI_STR];
   for (int i = 0; i < k.rank; i++)
-    if (k.dims[i] < 0)
-      k.dims[i] = 1;
-  if (fg_tinfo_bytes(&k, &bytes) == 0)
-    return 0;
+    if (k.dims[i] < 0) k.dims[i] = 1;
+  if (fg_tinfo_bytes(&k, &bytes) == 0) return 0;
   return fgi_fail(n, st, "shape %s %s overflows 64-bit byte size", fgi_shape(t, s),
                   fg_dtype_name(t->dtype));
 }
 
 int64_t fgi_mul_sat(int64_t a, int64_t b) {
-  if (a <= 0 || b <= 0)
-    return 0;
-  if (a > INT64_MAX / b)
-    return INT64_MAX;
+  if (a <= 0 || b <= 0) return 0;
+  if (a > INT64_MAX / b) return INT64_MAX;
   return a * b;
 }
 
 int64_t fgi_elements(const fg_tinfo *t) {
   int64_t e = 1;
   for (int i = 0; i < t->rank; i++) {
-    if (t->dims[i] < 0)
-      return -1;
+    if (t->dims[i] < 0) return -1;
     e = fgi_mul_sat(e, t->dims[i]);
   }
   return e;

@@ -6,8 +6,7 @@
 
 int fgi_infer_binary(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   int op = node->op;
-  if (fgi_same_dtype(node, in, 0, 1, status))
-    return -1;
+  if (fgi_same_dtype(node, in, 0, 1, status)) return -1;
   fg_dtype dt = in[0].dtype;
   int is_cmp = op == FG_OP_EQUAL || op == FG_OP_GREATER || op == FG_OP_LESS;
   if (op == FG_OP_POW) {
@@ -21,8 +20,7 @@ int fgi_infer_binary(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
     return fgi_fail(node, status, "input 0 dtype %s is not allowed; %s needs f32, f64, i32 or i64",
                     fg_dtype_name(dt), fgi_opname(node));
   }
-  if (fgi_broadcast(node, in, 0, 1, &out[0], status))
-    return -1;
+  if (fgi_broadcast(node, in, 0, 1, &out[0], status)) return -1;
   out[0].dtype = is_cmp ? FG_BOOL : dt;
   return fgi_check_bytes(node, &out[0], status);
 }
@@ -32,11 +30,9 @@ int fgi_infer_select(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
   if (in[0].dtype != FG_BOOL)
     return fgi_fail(node, status, "input 0 (cond) dtype %s must be bool",
                     fg_dtype_name(in[0].dtype));
-  if (fgi_same_dtype(node, in, 1, 2, status))
-    return -1;
+  if (fgi_same_dtype(node, in, 1, 2, status)) return -1;
   fg_tinfo ca;
-  if (fgi_broadcast(node, in, 0, 1, &ca, status))
-    return -1;
+  if (fgi_broadcast(node, in, 0, 1, &ca, status)) return -1;
   int bad;
   int64_t va, vb;
   if (fgi_broadcast_dims(ca.rank, ca.dims, in[2].rank, in[2].dims, out[0].dims, &bad, &va, &vb))
@@ -56,15 +52,12 @@ static int unary_class(int op) {
   switch (op) {
   case FG_OP_NEG:
   case FG_OP_ABS:
-  case FG_OP_RELU:
-    return NUMERIC;
+  case FG_OP_RELU: return NUMERIC;
   case FG_OP_IDENTITY:
   case FG_OP_STOP_GRADIENT:
   case FG_OP_ZEROS_LIKE:
-  case FG_OP_ONES_LIKE:
-    return ANY_DTYPE;
-  default:
-    return FLOAT_ONLY;
+  case FG_OP_ONES_LIKE: return ANY_DTYPE;
+  default: return FLOAT_ONLY;
   }
 }
 
@@ -89,8 +82,7 @@ int fgi_infer_unary(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
   }
   if (node->op == FG_OP_LEAKY_RELU) {
     double alpha;
-    if (fgi_attr_float(node, "alpha", 0.01, &alpha, status))
-      return -1;
+    if (fgi_attr_float(node, "alpha", 0.01, &alpha, status)) return -1;
   }
   out[0] = in[0];
   return 0;
@@ -98,8 +90,7 @@ int fgi_infer_unary(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
 
 int fgi_infer_cast(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   fg_dtype dt;
-  if (fgi_attr_dtype(node, "dtype", &dt, status))
-    return -1;
+  if (fgi_attr_dtype(node, "dtype", &dt, status)) return -1;
   if (!fgi_dtype_valid(in[0].dtype))
     return fgi_fail(node, status, "input 0 has invalid dtype %d", (int)in[0].dtype);
   out[0] = in[0];
@@ -117,9 +108,7 @@ int64_t fgi_flops_elementwise(const fg_node *node, const fg_tinfo *in, const fg_
   case FG_OP_STOP_GRADIENT:
   case FG_OP_ZEROS_LIKE:
   case FG_OP_ONES_LIKE:
-  case FG_OP_CAST:
-    return 0;
-  default:
-    return fgi_elements(&out[0]);
+  case FG_OP_CAST: return 0;
+  default: return fgi_elements(&out[0]);
   }
 }

@@ -17,8 +17,7 @@
  * file could carry garbage. */
 static int valid_dtype(const fg_node *node, const fg_tinfo *in, int i, const char *what,
                        fg_status *st) {
-  if (fgi_dtype_valid(in[i].dtype))
-    return 0;
+  if (fgi_dtype_valid(in[i].dtype)) return 0;
   return fgi_fail(node, st, "input %d (%s) has invalid dtype %d", i, what, (int)in[i].dtype);
 }
 
@@ -27,10 +26,8 @@ int fgi_infer_expand_dims(const fg_node *node, const fg_tinfo *in, fg_tinfo *out
   const int64_t *axes;
   int n;
   char s1[FGI_STR], s2[FGI_STR];
-  if (valid_dtype(node, in, 0, "x", status))
-    return -1;
-  if (fgi_attr_ints(node, "axes", 1, &axes, &n, status))
-    return -1;
+  if (valid_dtype(node, in, 0, "x", status)) return -1;
+  if (fgi_attr_ints(node, "axes", 1, &axes, &n, status)) return -1;
   int r = in[0].rank + n;
   if (n > FG_MAX_RANK || r > FG_MAX_RANK)
     return fgi_fail(node, status,
@@ -60,8 +57,7 @@ int fgi_infer_expand_dims(const fg_node *node, const fg_tinfo *in, fg_tinfo *out
 int fgi_infer_reshape_like(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
                            fg_status *status) {
   char s1[FGI_STR], s2[FGI_STR];
-  if (valid_dtype(node, in, 0, "x", status) || valid_dtype(node, in, 1, "like", status))
-    return -1;
+  if (valid_dtype(node, in, 0, "x", status) || valid_dtype(node, in, 1, "like", status)) return -1;
   int64_t nx, nl;
   /* Only when both counts are known; otherwise the run-time pass checks. */
   if (fg_shape_elements(in[0].rank, in[0].dims, &nx) == 0 &&
@@ -79,8 +75,7 @@ int fgi_infer_broadcast_like(const fg_node *node, const fg_tinfo *in, fg_tinfo *
                              fg_status *status) {
   char s1[FGI_STR], s2[FGI_STR];
   const fg_tinfo *x = &in[0], *like = &in[1];
-  if (valid_dtype(node, in, 0, "x", status) || valid_dtype(node, in, 1, "like", status))
-    return -1;
+  if (valid_dtype(node, in, 0, "x", status) || valid_dtype(node, in, 1, "like", status)) return -1;
   if (x->rank > like->rank)
     return fgi_fail(node, status,
                     "input 0 shape %s has rank %d, above the rank %d of input 1 (like) shape %s; "
@@ -98,8 +93,7 @@ int fgi_infer_broadcast_like(const fg_node *node, const fg_tinfo *in, fg_tinfo *
                       "(dim %d: %lld vs %lld)",
                       fgi_shape(x, s1), fgi_shape(like, s2), off + i, (long long)xd, (long long)ld);
     /* A known x dim other than 1 fixes an unknown like dim. */
-    if (ld < 0 && xd >= 0 && xd != 1)
-      out[0].dims[off + i] = xd;
+    if (ld < 0 && xd >= 0 && xd != 1) out[0].dims[off + i] = xd;
   }
   return fgi_check_bytes(node, &out[0], status);
 }
@@ -112,8 +106,7 @@ int fgi_infer_sum_to(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
                     "input 0 dtype %s is not allowed; sum_to needs f32, f64, i32 "
                     "or i64",
                     fg_dtype_name(x->dtype));
-  if (valid_dtype(node, in, 1, "like", status))
-    return -1;
+  if (valid_dtype(node, in, 1, "like", status)) return -1;
   if (like->rank > x->rank)
     return fgi_fail(node, status,
                     "input 1 (like) shape %s has rank %d, above the rank %d of input 0 shape %s; "
@@ -130,8 +123,7 @@ int fgi_infer_sum_to(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
                       "input 1 (like) shape %s does not broadcast to input 0 shape %s "
                       "(dim %d: %lld vs %lld), so input 0 cannot be summed down to it",
                       fgi_shape(like, s1), fgi_shape(x, s2), off + i, (long long)ld, (long long)xd);
-    if (ld < 0 && xd == 1)
-      out[0].dims[i] = 1;
+    if (ld < 0 && xd == 1) out[0].dims[i] = 1;
   }
   return 0;
 }
@@ -145,10 +137,8 @@ int64_t fgi_flops_sum_to(const fg_node *node, const fg_tinfo *in, const fg_tinfo
 
 int fgi_infer_numel(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   fg_dtype dt;
-  if (valid_dtype(node, in, 0, "x", status))
-    return -1;
-  if (fgi_attr_dtype(node, "dtype", &dt, status))
-    return -1;
+  if (valid_dtype(node, in, 0, "x", status)) return -1;
+  if (fgi_attr_dtype(node, "dtype", &dt, status)) return -1;
   if (!fgi_is_numeric(dt))
     return fgi_fail(node, status, "dtype %s is not allowed; numel needs f32, f64, i32 or i64",
                     fg_dtype_name(dt));
@@ -169,8 +159,7 @@ int fgi_infer_gather_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out
     return fgi_fail(node, status,
                     "input 1 (indices) dtype %s is not allowed; gather_grad needs i32 or i64",
                     fg_dtype_name(idx->dtype));
-  if (valid_dtype(node, in, 2, "like", status))
-    return -1;
+  if (valid_dtype(node, in, 2, "like", status)) return -1;
   if (like->rank < 1)
     return fgi_fail(node, status,
                     "input 2 (like) shape %s is a scalar; the gathered params have rank >= 1",
@@ -179,8 +168,7 @@ int fgi_infer_gather_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out
   int ok = dy->rank == r;
   for (int d = 0; ok && d < r; d++) {
     int64_t want = d < idx->rank ? idx->dims[d] : like->dims[d - idx->rank + 1];
-    if (want >= 0 && dy->dims[d] >= 0 && dy->dims[d] != want)
-      ok = 0;
+    if (want >= 0 && dy->dims[d] >= 0 && dy->dims[d] != want) ok = 0;
   }
   if (!ok)
     return fgi_fail(node, status,

@@ -30,5 +30,4 @@ FGI_DECL_INFER(fgi_infer_slice_grad)
 #undef FGI_DECL_INFER
 #undef FGI_DECL_FLOPS
 
-
 #endif

@@ -15,17 +15,14 @@ int fgi_infer_matmul(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
     if (in[i].rank < 2)
       return fgi_fail(node, status, "input %d shape %s has rank %d; matmul needs rank >= 2", i,
                       fgi_shape(&in[i], s1), in[i].rank);
-  if (fgi_same_dtype(node, in, 0, 1, status))
-    return -1;
+  if (fgi_same_dtype(node, in, 0, 1, status)) return -1;
   /* Floats only: BLAS has no integer GEMM, and no integer kernel exists. */
   if (!fg_dtype_is_float(a->dtype))
     return fgi_fail(node, status, "input 0 dtype %s is not allowed; matmul needs f32 or f64",
                     fg_dtype_name(a->dtype));
   int ta, tb;
-  if (fgi_attr_flag(node, "transpose_a", &ta, status))
-    return -1;
-  if (fgi_attr_flag(node, "transpose_b", &tb, status))
-    return -1;
+  if (fgi_attr_flag(node, "transpose_a", &ta, status)) return -1;
+  if (fgi_attr_flag(node, "transpose_b", &tb, status)) return -1;
   int ra = a->rank, rb = b->rank;
   int64_t m = ta ? a->dims[ra - 1] : a->dims[ra - 2];
   int64_t ka = ta ? a->dims[ra - 2] : a->dims[ra - 1];
@@ -56,8 +53,7 @@ int64_t fgi_flops_matmul(const fg_node *node, const fg_tinfo *in, const fg_tinfo
   int ta = (int)fg_attr_int_or(node, "transpose_a", 0) != 0;
   int64_t k = ta ? in[0].dims[in[0].rank - 2] : in[0].dims[in[0].rank - 1];
   int64_t e = fgi_elements(&out[0]); /* batch * M * N */
-  if (e < 0 || k < 0)
-    return -1;
+  if (e < 0 || k < 0) return -1;
   return fgi_mul_sat(fgi_mul_sat(e, k), 2);
 }
 
@@ -65,8 +61,7 @@ int fgi_infer_reshape(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg
   const int64_t *dims;
   int n, unknown_at = -1;
   char s1[FGI_STR], s2[FGI_STR];
-  if (fgi_attr_ints(node, "shape", 1, &dims, &n, status))
-    return -1;
+  if (fgi_attr_ints(node, "shape", 1, &dims, &n, status)) return -1;
   if (n > FG_MAX_RANK)
     return fgi_fail(node, status, "shape %s has rank %d, above the maximum %d",
                     fgi_ints(dims, n, s1), n, FG_MAX_RANK);
@@ -87,8 +82,7 @@ int fgi_infer_reshape(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg
   }
   out[0].dtype = in[0].dtype;
   out[0].rank = n;
-  if (n)
-    memcpy(out[0].dims, dims, (size_t)n * sizeof dims[0]);
+  if (n) memcpy(out[0].dims, dims, (size_t)n * sizeof dims[0]);
   int64_t count;
   if (fg_shape_elements(in[0].rank, in[0].dims, &count) != 0)
     /* An unknown input dim: the -1 (if any) stays unknown until run time,
@@ -121,8 +115,7 @@ int fgi_infer_transpose(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, 
   const int64_t *perm;
   int n;
   char s1[FGI_STR], s2[FGI_STR];
-  if (fgi_attr_ints(node, "perm", 1, &perm, &n, status))
-    return -1;
+  if (fgi_attr_ints(node, "perm", 1, &perm, &n, status)) return -1;
   if (n != in[0].rank)
     return fgi_fail(node, status, "perm %s has %d entries but input 0 shape %s has rank %d",
                     fgi_ints(perm, n, s1), n, fgi_shape(&in[0], s2), in[0].rank);
@@ -144,16 +137,12 @@ int fgi_infer_concat(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
   char s1[FGI_STR], s2[FGI_STR];
   int64_t axis_attr;
   int axis;
-  if (node->n_inputs < 1)
-    return fgi_fail(node, status, "needs at least one input");
-  if (fgi_attr_int(node, "axis", 1, 0, &axis_attr, status))
-    return -1;
-  if (fgi_axis(node, "axis", axis_attr, &in[0], &axis, status))
-    return -1;
+  if (node->n_inputs < 1) return fgi_fail(node, status, "needs at least one input");
+  if (fgi_attr_int(node, "axis", 1, 0, &axis_attr, status)) return -1;
+  if (fgi_axis(node, "axis", axis_attr, &in[0], &axis, status)) return -1;
   out[0] = in[0];
   for (int i = 1; i < node->n_inputs; i++) {
-    if (fgi_same_dtype(node, in, 0, i, status))
-      return -1;
+    if (fgi_same_dtype(node, in, 0, i, status)) return -1;
     if (in[i].rank != in[0].rank)
       return fgi_fail(node, status,
                       "input %d shape %s has rank %d but input 0 shape %s has "
@@ -190,10 +179,8 @@ static int slice_attrs(const fg_node *node, const fg_tinfo *t, const char *label
                        const int64_t **begin, const int64_t **size, fg_status *status) {
   int nb, ns;
   char s1[FGI_STR];
-  if (fgi_attr_ints(node, "begin", 1, begin, &nb, status))
-    return -1;
-  if (fgi_attr_ints(node, "size", 1, size, &ns, status))
-    return -1;
+  if (fgi_attr_ints(node, "begin", 1, begin, &nb, status)) return -1;
+  if (fgi_attr_ints(node, "size", 1, size, &ns, status)) return -1;
   if (nb != t->rank || ns != t->rank)
     return fgi_fail(node, status, "begin has %d entries and size %d, but %s shape %s has rank %d",
                     nb, ns, label, fgi_shape(t, s1), t->rank);
@@ -207,8 +194,7 @@ static int slice_dim(const fg_node *node, const fg_tinfo *t, const char *label, 
                      int64_t s, int64_t *out, fg_status *status) {
   char s1[FGI_STR];
   int64_t dim = t->dims[d];
-  if (b < 0)
-    return fgi_fail(node, status, "begin[%d] = %lld is negative", d, (long long)b);
+  if (b < 0) return fgi_fail(node, status, "begin[%d] = %lld is negative", d, (long long)b);
   if (s < -1)
     return fgi_fail(node, status,
                     "size[%d] = %lld is negative (only -1, meaning to the end, is allowed)", d,
@@ -232,8 +218,7 @@ static int slice_dim(const fg_node *node, const fg_tinfo *t, const char *label, 
 int fgi_infer_slice(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   const int64_t *begin, *size;
   int r = in[0].rank;
-  if (slice_attrs(node, &in[0], "input 0", &begin, &size, status))
-    return -1;
+  if (slice_attrs(node, &in[0], "input 0", &begin, &size, status)) return -1;
   out[0].dtype = in[0].dtype;
   out[0].rank = r;
   for (int d = 0; d < r; d++)
@@ -255,16 +240,14 @@ int fgi_infer_slice_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
     if (!fgi_dtype_valid(in[i].dtype))
       return fgi_fail(node, status, "input %d (%s) has invalid dtype %d", i, i ? "like" : "dy",
                       (int)in[i].dtype);
-  if (slice_attrs(node, like, "input 1 (like)", &begin, &size, status))
-    return -1;
+  if (slice_attrs(node, like, "input 1 (like)", &begin, &size, status)) return -1;
   if (dy->rank != r)
     return fgi_fail(node, status,
                     "input 0 (dy) shape %s has rank %d, but input 1 (like) shape %s has rank %d",
                     fgi_shape(dy, s1), dy->rank, fgi_shape(like, s2), r);
   for (int d = 0; d < r; d++) {
     int64_t want = -1;
-    if (slice_dim(node, like, "input 1 (like)", d, begin[d], size[d], &want, status))
-      return -1;
+    if (slice_dim(node, like, "input 1 (like)", d, begin[d], size[d], &want, status)) return -1;
     if (want >= 0 && dy->dims[d] >= 0 && dy->dims[d] != want)
       return fgi_fail(node, status,
                       "input 0 (dy) shape %s does not match the slice of input 1 (like) shape %s "
@@ -312,12 +295,9 @@ int fgi_infer_one_hot(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg
                     "input 0 (indices) dtype %s is not allowed; one_hot needs i32 "
                     "or i64",
                     fg_dtype_name(in[0].dtype));
-  if (fgi_attr_int(node, "depth", 1, 0, &depth, status))
-    return -1;
-  if (depth < 1)
-    return fgi_fail(node, status, "depth %lld must be >= 1", (long long)depth);
-  if (fgi_attr_dtype(node, "dtype", &dt, status))
-    return -1;
+  if (fgi_attr_int(node, "depth", 1, 0, &depth, status)) return -1;
+  if (depth < 1) return fgi_fail(node, status, "depth %lld must be >= 1", (long long)depth);
+  if (fgi_attr_dtype(node, "dtype", &dt, status)) return -1;
   if (!fgi_is_numeric(dt))
     return fgi_fail(node, status, "dtype %s is not allowed; one_hot needs f32, f64, i32 or i64",
                     fg_dtype_name(dt));

@@ -7,10 +7,8 @@ int fgi_infer_softmax(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg
   if (!fg_dtype_is_float(in[0].dtype))
     return fgi_fail(node, status, "input 0 dtype %s is not allowed; %s needs f32 or f64",
                     fg_dtype_name(in[0].dtype), fgi_opname(node));
-  if (fgi_attr_int(node, "axis", 1, 0, &axis_attr, status))
-    return -1;
-  if (fgi_axis(node, "axis", axis_attr, &in[0], &axis, status))
-    return -1;
+  if (fgi_attr_int(node, "axis", 1, 0, &axis_attr, status)) return -1;
+  if (fgi_axis(node, "axis", axis_attr, &in[0], &axis, status)) return -1;
   out[0] = in[0];
   return 0;
 }
@@ -50,12 +48,10 @@ int fgi_infer_softmax_cross_entropy(const fg_node *node, const fg_tinfo *in, fg_
  * the graph; here only the value's dtype and shape must fit the variable. */
 int fgi_infer_assign(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   char s1[FGI_STR], s2[FGI_STR];
-  if (fgi_same_dtype(node, in, 0, 1, status))
-    return -1;
+  if (fgi_same_dtype(node, in, 0, 1, status)) return -1;
   int same = in[0].rank == in[1].rank;
   for (int d = 0; same && d < in[0].rank; d++)
-    if (in[0].dims[d] >= 0 && in[1].dims[d] >= 0 && in[0].dims[d] != in[1].dims[d])
-      same = 0;
+    if (in[0].dims[d] >= 0 && in[1].dims[d] >= 0 && in[0].dims[d] != in[1].dims[d]) same = 0;
   if (!same)
     return fgi_fail(node, status,
                     "input 1 (value) shape %s does not match input 0 (variable) "

@@ -21,8 +21,7 @@ static int like_var(const fg_node *node, const fg_tinfo *in, int i, const char *
                     what, fg_dtype_name(in[i].dtype), fg_dtype_name(in[0].dtype));
   int same = in[i].rank == in[0].rank;
   for (int d = 0; same && d < in[0].rank; d++)
-    if (in[i].dims[d] >= 0 && in[0].dims[d] >= 0 && in[i].dims[d] != in[0].dims[d])
-      same = 0;
+    if (in[i].dims[d] >= 0 && in[0].dims[d] >= 0 && in[i].dims[d] != in[0].dims[d]) same = 0;
   if (!same)
     return fgi_fail(node, st, "input %d (%s) shape %s does not match input 0 (var) shape %s", i,
                     what, fgi_shape(&in[i], s1), fgi_shape(&in[0], s2));
@@ -47,8 +46,7 @@ static int scalar(const fg_node *node, const fg_tinfo *in, int i, const char *wh
 /* A float attribute in [lo, hi) (hi_open) or [lo, hi]. */
 static int hyper(const fg_node *node, const char *name, double dflt, double lo, double hi,
                  int hi_open, double *v, fg_status *st) {
-  if (fgi_attr_float(node, name, dflt, v, st))
-    return -1;
+  if (fgi_attr_float(node, name, dflt, v, st)) return -1;
   if (*v < lo || *v > hi || (hi_open && *v == hi))
     return fgi_fail(node, st, "attribute '%s' = %g is out of range %s%g, %g%s", name, *v, "[", lo,
                     hi, hi_open ? ")" : "]");
@@ -60,13 +58,10 @@ static int check_momentum(const fg_node *node, fg_status *st) {
   int nesterov;
   if (!fg_attrs_find(&node->attrs, "momentum"))
     return fgi_fail(node, st, "missing attribute 'momentum' (float)");
-  if (hyper(node, "momentum", 0.0, 0.0, 1e300, 0, &m, st))
-    return -1;
-  if (fgi_attr_flag(node, "nesterov", &nesterov, st))
-    return -1;
+  if (hyper(node, "momentum", 0.0, 0.0, 1e300, 0, &m, st)) return -1;
+  if (fgi_attr_flag(node, "nesterov", &nesterov, st)) return -1;
   /* As torch.optim.SGD: without momentum Nesterov is meaningless. */
-  if (nesterov && m <= 0)
-    return fgi_fail(node, st, "nesterov = 1 needs momentum > 0, got %g", m);
+  if (nesterov && m <= 0) return fgi_fail(node, st, "nesterov = 1 needs momentum > 0, got %g", m);
   return 0;
 }
 
@@ -88,8 +83,7 @@ int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
   switch (node->op) {
   case FG_OP_APPLY_SGD:
     n_fixed = 3;
-    if (like_var(node, in, 1, "grad", status) || scalar(node, in, 2, "lr", 0, status))
-      return -1;
+    if (like_var(node, in, 1, "grad", status) || scalar(node, in, 2, "lr", 0, status)) return -1;
     break;
   case FG_OP_APPLY_MOMENTUM:
     n_fixed = 4;
@@ -104,8 +98,7 @@ int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
         scalar(node, in, 5, "step", 1, status) || check_adam(node, status))
       return -1;
     break;
-  default:
-    return fgi_fail(node, status, "not an optimizer update");
+  default: return fgi_fail(node, status, "not an optimizer update");
   }
   for (int i = n_fixed; i < node->n_inputs; i++)
     if (!fgi_dtype_valid(in[i].dtype))
@@ -120,18 +113,11 @@ int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
 int64_t fgi_flops_apply(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out) {
   (void)out;
   int64_t e = fgi_elements(&in[0]), per;
-  if (e < 0)
-    return -1;
+  if (e < 0) return -1;
   switch (node->op) {
-  case FG_OP_APPLY_SGD:
-    per = 2;
-    break;
-  case FG_OP_APPLY_MOMENTUM:
-    per = fg_attr_int_or(node, "nesterov", 0) ? 6 : 4;
-    break;
-  default:
-    per = fg_attr_float_or(node, "weight_decay", 0.0) > 0 ? 16 : 14;
-    break;
+  case FG_OP_APPLY_SGD: per = 2; break;
+  case FG_OP_APPLY_MOMENTUM: per = fg_attr_int_or(node, "nesterov", 0) ? 6 : 4; break;
+  default: per = fg_attr_float_or(node, "weight_decay", 0.0) > 0 ? 16 : 14; break;
   }
   return fgi_mul_sat(e, per);
 }

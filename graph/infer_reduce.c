@@ -11,10 +11,8 @@ int fgi_infer_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
   if (!fgi_is_numeric(in[0].dtype))
     return fgi_fail(node, status, "input 0 dtype %s is not allowed; %s needs f32, f64, i32 or i64",
                     fg_dtype_name(in[0].dtype), fgi_opname(node));
-  if (fgi_attr_ints(node, "axes", 0, &axes, &n, status))
-    return -1;
-  if (fgi_attr_flag(node, "keepdims", &keepdims, status))
-    return -1;
+  if (fgi_attr_ints(node, "axes", 0, &axes, &n, status)) return -1;
+  if (fgi_attr_flag(node, "keepdims", &keepdims, status)) return -1;
   if (n <= 0) {
     for (int d = 0; d < r; d++)
       reduced[d] = 1; /* absent or empty: every axis */
@@ -52,14 +50,11 @@ int fgi_infer_argmax(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
                     "input 0 dtype %s is not allowed; argmax needs f32, f64, i32 "
                     "or i64",
                     fg_dtype_name(in[0].dtype));
-  if (fgi_attr_int(node, "axis", 1, 0, &axis_attr, status))
-    return -1;
-  if (fgi_axis(node, "axis", axis_attr, &in[0], &axis, status))
-    return -1;
+  if (fgi_attr_int(node, "axis", 1, 0, &axis_attr, status)) return -1;
+  if (fgi_axis(node, "axis", axis_attr, &in[0], &axis, status)) return -1;
   int k = 0;
   for (int d = 0; d < in[0].rank; d++)
-    if (d != axis)
-      out[0].dims[k++] = in[0].dims[d];
+    if (d != axis) out[0].dims[k++] = in[0].dims[d];
   out[0].rank = k;
   out[0].dtype = FG_I64;
   return 0;

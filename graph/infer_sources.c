@@ -12,16 +12,13 @@ static int shape_attr(const fg_node *n, int allow_unknown0, fg_tinfo *out, fg_st
   const int64_t *dims;
   int count;
   char s[FGI_STR];
-  if (fgi_attr_ints(n, "shape", 1, &dims, &count, st))
-    return -1;
+  if (fgi_attr_ints(n, "shape", 1, &dims, &count, st)) return -1;
   if (count > FG_MAX_RANK)
     return fgi_fail(n, st, "shape %s has rank %d, above the maximum %d", fgi_ints(dims, count, s),
                     count, FG_MAX_RANK);
   for (int i = 0; i < count; i++) {
-    if (dims[i] >= 0)
-      continue;
-    if (dims[i] == FG_DIM_UNKNOWN && i == 0 && allow_unknown0)
-      continue;
+    if (dims[i] >= 0) continue;
+    if (dims[i] == FG_DIM_UNKNOWN && i == 0 && allow_unknown0) continue;
     if (dims[i] == FG_DIM_UNKNOWN && allow_unknown0)
       return fgi_fail(n, st,
                       "shape %s has an unknown (-1) dimension at dim %d; only dim 0 may "
@@ -31,8 +28,7 @@ static int shape_attr(const fg_node *n, int allow_unknown0, fg_tinfo *out, fg_st
                     fgi_ints(dims, count, s), (long long)dims[i], i);
   }
   out->rank = count;
-  if (count)
-    memcpy(out->dims, dims, (size_t)count * sizeof dims[0]);
+  if (count) memcpy(out->dims, dims, (size_t)count * sizeof dims[0]);
   return 0;
 }
 
@@ -40,10 +36,8 @@ int fgi_infer_placeholder(const fg_node *node, const fg_tinfo *in, fg_tinfo *out
                           fg_status *status) {
   (void)in;
   fg_dtype dt;
-  if (fgi_attr_dtype(node, "dtype", &dt, status))
-    return -1;
-  if (shape_attr(node, 1, &out[0], status))
-    return -1;
+  if (fgi_attr_dtype(node, "dtype", &dt, status)) return -1;
+  if (shape_attr(node, 1, &out[0], status)) return -1;
   out[0].dtype = dt;
   return fgi_check_bytes(node, &out[0], status);
 }
@@ -53,8 +47,7 @@ int fgi_infer_placeholder(const fg_node *node, const fg_tinfo *in, fg_tinfo *out
 int fgi_infer_constant(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   (void)in;
   const fg_tensor *t = fgi_attr_tensor(node, "value", status);
-  if (!t)
-    return -1;
+  if (!t) return -1;
   int rank = fg_tensor_rank(t);
   const int64_t *dims = fg_tensor_dims(t);
   if (rank < 0 || rank > FG_MAX_RANK || (rank > 0 && !dims))
@@ -76,13 +69,10 @@ int fgi_infer_fill(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_st
   (void)in;
   fg_dtype dt;
   double v;
-  if (fgi_attr_dtype(node, "dtype", &dt, status))
-    return -1;
-  if (shape_attr(node, 0, &out[0], status))
-    return -1;
+  if (fgi_attr_dtype(node, "dtype", &dt, status)) return -1;
+  if (shape_attr(node, 0, &out[0], status)) return -1;
   /* Absent value: zeros, as the kernel parameter defaults to 0. */
-  if (fgi_attr_float(node, "value", 0.0, &v, status))
-    return -1;
+  if (fgi_attr_float(node, "value", 0.0, &v, status)) return -1;
   out[0].dtype = dt;
   return fgi_check_bytes(node, &out[0], status);
 }

@@ -20,13 +20,13 @@
 #include "graph/infer_common.h"
 #include "graph/infer_grad.h"
 
-#define SRC FG_OPF_SOURCE
-#define EW FG_OPF_ELEMENTWISE
-#define INPL FG_OPF_INPLACE
-#define DIFF FG_OPF_DIFFERENTIABLE
+#define SRC   FG_OPF_SOURCE
+#define EW    FG_OPF_ELEMENTWISE
+#define INPL  FG_OPF_INPLACE
+#define DIFF  FG_OPF_DIFFERENTIABLE
 #define STATE FG_OPF_STATEFUL
 #define KEYIN FG_OPF_KERNEL_KEY_INPUT
-#define VIEW FG_OPF_VIEW
+#define VIEW  FG_OPF_VIEW
 
 #define BINARY(e, name, flags)                                                                     \
   [FG_OP_##e] = {name, 2, 2, 1, flags, fgi_infer_binary, fgi_flops_elementwise}
@@ -125,11 +125,9 @@ static const char *const op_names[] = {
 _Static_assert(sizeof op_names / sizeof op_names[0] == FG_OP_COUNT, "FG_OPS and FG_OP_COUNT");
 
 int fg_op_lookup(const char *name) {
-  if (!name)
-    return -1;
+  if (!name) return -1;
   for (int i = 0; i < FG_OP_COUNT; i++)
-    if (strcmp(op_names[i], name) == 0)
-      return i;
+    if (strcmp(op_names[i], name) == 0) return i;
   return -1;
 }
 

@@ -21,8 +21,7 @@ static int check_shape(fg_dtype dtype, int rank, const int64_t *dims, size_t *by
     return -1;
   }
   if (rank < 0 || rank > FG_MAX_RANK) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "tensor: rank %d is outside [0, %d]", rank,
-                  FG_MAX_RANK);
+    fg_status_set(st, FG_INVALID_ARGUMENT, "tensor: rank %d is outside [0, %d]", rank, FG_MAX_RANK);
     return -1;
   }
   if (rank > 0 && !dims) {
@@ -36,7 +35,8 @@ static int check_shape(fg_dtype dtype, int rank, const int64_t *dims, size_t *by
       return -1;
     }
   fg_tinfo t = {dtype, rank, {0}};
-  for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+  for (int i = 0; i < rank; i++)
+    t.dims[i] = dims[i];
   if (fg_tinfo_bytes(&t, bytes) != 0) {
     char buf[FG_SHAPE_STR_MAX];
     fg_status_set(st, FG_INVALID_ARGUMENT, "tensor: shape %s of %s overflows 64-bit byte size",
@@ -47,8 +47,8 @@ static int check_shape(fg_dtype dtype, int rank, const int64_t *dims, size_t *by
 }
 
 /* check_shape plus: `bytes` of `data` must be exactly what the shape needs. */
-static int check_data(fg_dtype dtype, int rank, const int64_t *dims, const void *data,
-                      size_t bytes, size_t *need, fg_status *st) {
+static int check_data(fg_dtype dtype, int rank, const int64_t *dims, const void *data, size_t bytes,
+                      size_t *need, fg_status *st) {
   if (check_shape(dtype, rank, dims, need, st) != 0) return -1;
   if (bytes != *need || (*need && !data)) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "tensor: %zu bytes given, shape needs %zu", bytes,
@@ -63,7 +63,8 @@ static fg_tensor *make(fg_dtype dtype, int rank, const int64_t *dims, size_t byt
   if (!t) return NULL;
   t->dtype = dtype;
   t->rank = rank;
-  for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
+  for (int i = 0; i < rank; i++)
+    t->dims[i] = dims[i];
   t->bytes = bytes;
   return t;
 }

@@ -18,20 +18,20 @@ typedef struct fg_kbuf {
 
 /* Parameters, already normalised by the executor (axes >= 0, in range). */
 typedef struct fg_kparams {
-  int transpose_a, transpose_b;       /* matmul */
-  int axis;                           /* concat, softmax, log_softmax, argmax */
-  int n_axes;                         /* reductions: sorted, unique; n_axes == rank for "all" */
+  int transpose_a, transpose_b; /* matmul */
+  int axis;                     /* concat, softmax, log_softmax, argmax */
+  int n_axes;                   /* reductions: sorted, unique; n_axes == rank for "all" */
   int axes[FG_MAX_RANK];
-  int keepdims;                       /* reductions */
-  int perm[FG_MAX_RANK];              /* transpose: out.dims[i] = in.dims[perm[i]] */
-  int64_t begin[FG_MAX_RANK];         /* slice: start per dim; sizes are out.dims */
-  double alpha;                       /* leaky_relu */
-  double value;                       /* fill */
-  int64_t depth;                      /* one_hot */
-  double momentum;                    /* apply_momentum */
-  int nesterov;                       /* apply_momentum: 0/1 */
-  double beta1, beta2, epsilon;       /* apply_adam */
-  double weight_decay;                /* apply_adam: decoupled (AdamW) when > 0 */
+  int keepdims;                 /* reductions */
+  int perm[FG_MAX_RANK];        /* transpose: out.dims[i] = in.dims[perm[i]] */
+  int64_t begin[FG_MAX_RANK];   /* slice: start per dim; sizes are out.dims */
+  double alpha;                 /* leaky_relu */
+  double value;                 /* fill */
+  int64_t depth;                /* one_hot */
+  double momentum;              /* apply_momentum */
+  int nesterov;                 /* apply_momentum: 0/1 */
+  double beta1, beta2, epsilon; /* apply_adam */
+  double weight_decay;          /* apply_adam: decoupled (AdamW) when > 0 */
 } fg_kparams;
 
 /* Intra-op parallelism offered by the executor: parallel_for(pool, n, grain,

@@ -15,7 +15,7 @@ namespace fgb {
 struct assert_error : std::logic_error {
   using std::logic_error::logic_error;
 };
-}  // namespace fgb
+} // namespace fgb
 #ifdef FLATBUFFERS_BASE_H_
 #error "include schema/fgb_common.h before any FlatBuffers header"
 #endif
@@ -87,6 +87,6 @@ fg_graph *load_bytes(const void *data, size_t size, const char *path, unsigned m
 /* Translates the exception in flight at a C boundary into a status. */
 void status_from_exception(fg_status *st, const char *what);
 
-}  // namespace fgb
+} // namespace fgb
 
 #endif

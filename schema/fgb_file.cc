@@ -44,7 +44,8 @@ std::string esc(const char *s, size_t n, size_t max) {
   }
   /* Do not cut a UTF-8 sequence in half. */
   if (i < n && utf8)
-    for (; i < n && ((unsigned char)s[i] & 0xC0) == 0x80; i++) out += s[i];
+    for (; i < n && ((unsigned char)s[i] & 0xC0) == 0x80; i++)
+      out += s[i];
   if (i < n) out += "...";
   return out;
 }
@@ -149,4 +150,4 @@ int write_file_atomic(const char *path, const void *data, size_t size, fg_status
   return 0;
 }
 
-}  // namespace fgb
+} // namespace fgb

@@ -13,7 +13,7 @@ extern "C" {
 #endif
 
 /* The verifier limits fg_graph_load_memory uses. */
-#define FGB_VERIFY_MAX_DEPTH 64
+#define FGB_VERIFY_MAX_DEPTH  64
 #define FGB_VERIFY_MAX_TABLES 1000000
 
 /* fg_graph_load_memory with explicit verifier limits. The schema has no

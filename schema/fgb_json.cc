@@ -44,7 +44,8 @@ int parse_json(flatbuffers::Parser *parser, const char *schema, const char *json
   }
   if (!parser->Parse(json)) {
     std::string err = parser->error_;
-    while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
+    while (!err.empty() && (err.back() == '\n' || err.back() == ' '))
+      err.pop_back();
     for (char &c : err)
       if (c == '\n') c = ' ';
     fg_status_set(st, FG_FORMAT_ERROR, "%snot a valid flowgraph JSON file: %s", pre.c_str(),
@@ -108,8 +109,7 @@ struct Writer {
       snprintf(buf, sizeof buf, "%.17g", v);
     out += buf;
   }
-  template <typename T>
-  void nums(const flatbuffers::Vector<T> *v, size_t per_line = 0) {
+  template <typename T> void nums(const flatbuffers::Vector<T> *v, size_t per_line = 0) {
     out += '[';
     for (flatbuffers::uoffset_t i = 0; v && i < v->size(); i++) {
       if (i) out += per_line && i % per_line == 0 ? ",\n      " : ", ";
@@ -136,37 +136,36 @@ struct Writer {
     out += std::string(", \"value_type\": \"") + fb::EnumNameAttrValue(a->value_type()) +
            "\", \"value\": {";
     switch (a->value_type()) {
-      case fb::AttrValue::IntValue:
-        out += "\"v\": ";
-        num((int64_t)a->value_as_IntValue()->v());
-        break;
-      case fb::AttrValue::FloatValue:
-        out += "\"v\": ";
-        num(a->value_as_FloatValue()->v());
-        break;
-      case fb::AttrValue::StringValue:
-        out += "\"v\": ";
-        str(a->value_as_StringValue()->v());
-        break;
-      case fb::AttrValue::IntList:
-        out += "\"v\": ";
-        nums(a->value_as_IntList()->v());
-        break;
-      case fb::AttrValue::FloatList:
-        out += "\"v\": ";
-        nums(a->value_as_FloatList()->v());
-        break;
-      case fb::AttrValue::TensorValue: {
-        auto t = a->value_as_TensorValue();
-        out += "\"dtype\": ";
-        dtype(t->dtype());
-        out += ", \"shape\": ";
-        nums(t->shape());
-        out += ", \"buffer\": " + std::to_string(t->buffer());
-        break;
-      }
-      default:
-        break;
+    case fb::AttrValue::IntValue:
+      out += "\"v\": ";
+      num((int64_t)a->value_as_IntValue()->v());
+      break;
+    case fb::AttrValue::FloatValue:
+      out += "\"v\": ";
+      num(a->value_as_FloatValue()->v());
+      break;
+    case fb::AttrValue::StringValue:
+      out += "\"v\": ";
+      str(a->value_as_StringValue()->v());
+      break;
+    case fb::AttrValue::IntList:
+      out += "\"v\": ";
+      nums(a->value_as_IntList()->v());
+      break;
+    case fb::AttrValue::FloatList:
+      out += "\"v\": ";
+      nums(a->value_as_FloatList()->v());
+      break;
+    case fb::AttrValue::TensorValue: {
+      auto t = a->value_as_TensorValue();
+      out += "\"dtype\": ";
+      dtype(t->dtype());
+      out += ", \"shape\": ";
+      nums(t->shape());
+      out += ", \"buffer\": " + std::to_string(t->buffer());
+      break;
+    }
+    default: break;
     }
     out += "}}";
   }
@@ -256,8 +255,8 @@ int to_json(const void *data, size_t size, std::string *text, fg_status *st) {
   return 0;
 }
 
-}  // namespace
-}  // namespace fgb
+} // namespace
+} // namespace fgb
 
 extern "C" int fgb_json_to_binary(const char *schema, const char *json, size_t len, void **data,
                                   size_t *size, fg_status *status) {

@@ -59,50 +59,49 @@ struct Builder {
   int set_attr(fg_attrs *a, const fb::Attr *attr) {
     const char *name = attr->name()->c_str();
     switch (attr->value_type()) {
-      case fb::AttrValue::IntValue:
-        return fg_attrs_set_int(a, name, attr->value_as_IntValue()->v());
-      case fb::AttrValue::FloatValue:
-        return fg_attrs_set_float(a, name, attr->value_as_FloatValue()->v());
-      case fb::AttrValue::StringValue: {
-        auto s = attr->value_as_StringValue()->v();
-        return fg_attrs_set_string(a, name, s ? s->c_str() : "");
+    case fb::AttrValue::IntValue: return fg_attrs_set_int(a, name, attr->value_as_IntValue()->v());
+    case fb::AttrValue::FloatValue:
+      return fg_attrs_set_float(a, name, attr->value_as_FloatValue()->v());
+    case fb::AttrValue::StringValue: {
+      auto s = attr->value_as_StringValue()->v();
+      return fg_attrs_set_string(a, name, s ? s->c_str() : "");
+    }
+    case fb::AttrValue::IntList: {
+      auto v = attr->value_as_IntList()->v();
+      return fg_attrs_set_ints(a, name, v ? v->data() : nullptr, v ? (int)v->size() : 0);
+    }
+    case fb::AttrValue::FloatList: {
+      auto v = attr->value_as_FloatList()->v();
+      return fg_attrs_set_floats(a, name, v ? v->data() : nullptr, v ? (int)v->size() : 0);
+    }
+    case fb::AttrValue::TensorValue: {
+      /* Validation checked dtype, rank, dims, buffer index and size. */
+      auto tv = attr->value_as_TensorValue();
+      int64_t dims[FG_MAX_RANK];
+      int rank = tv->shape() ? (int)tv->shape()->size() : 0;
+      for (int d = 0; d < rank; d++)
+        dims[d] = tv->shape()->Get((flatbuffers::uoffset_t)d);
+      auto data = root->buffers()->Get(tv->buffer())->data();
+      static uint8_t none;
+      void *bytes = data ? (void *)data->data() : (void *)&none;
+      size_t n = data ? data->size() : 0;
+      /* The attribute borrows the file's bytes (fg_attrs_set_tensor would
+       * copy them); fg_op deep-copies attributes into the node, so a big
+       * constant is copied once, not twice. */
+      fg_tensor *t = fg_tensor_wrap((fg_dtype)tv->dtype(), rank, dims, bytes, n, st);
+      if (!t) return -2;
+      fg_attr *slot = fg_attrs_set_int(a, name, 0) == 0
+                          ? const_cast<fg_attr *>(fg_attrs_find(a, name))
+                          : nullptr;
+      if (!slot) {
+        fg_tensor_free(t);
+        return -1;
       }
-      case fb::AttrValue::IntList: {
-        auto v = attr->value_as_IntList()->v();
-        return fg_attrs_set_ints(a, name, v ? v->data() : nullptr, v ? (int)v->size() : 0);
-      }
-      case fb::AttrValue::FloatList: {
-        auto v = attr->value_as_FloatList()->v();
-        return fg_attrs_set_floats(a, name, v ? v->data() : nullptr, v ? (int)v->size() : 0);
-      }
-      case fb::AttrValue::TensorValue: {
-        /* Validation checked dtype, rank, dims, buffer index and size. */
-        auto tv = attr->value_as_TensorValue();
-        int64_t dims[FG_MAX_RANK];
-        int rank = tv->shape() ? (int)tv->shape()->size() : 0;
-        for (int d = 0; d < rank; d++) dims[d] = tv->shape()->Get((flatbuffers::uoffset_t)d);
-        auto data = root->buffers()->Get(tv->buffer())->data();
-        static uint8_t none;
-        void *bytes = data ? (void *)data->data() : (void *)&none;
-        size_t n = data ? data->size() : 0;
-        /* The attribute borrows the file's bytes (fg_attrs_set_tensor would
-         * copy them); fg_op deep-copies attributes into the node, so a big
-         * constant is copied once, not twice. */
-        fg_tensor *t = fg_tensor_wrap((fg_dtype)tv->dtype(), rank, dims, bytes, n, st);
-        if (!t) return -2;
-        fg_attr *slot = fg_attrs_set_int(a, name, 0) == 0
-                            ? const_cast<fg_attr *>(fg_attrs_find(a, name))
-                            : nullptr;
-        if (!slot) {
-          fg_tensor_free(t);
-          return -1;
-        }
-        slot->type = FG_ATTR_TENSOR;
-        slot->t = t; /* freed with `a`; a borrowed tensor leaves the bytes alone */
-        return 0;
-      }
-      default:
-        return -2; /* validation refused these */
+      slot->type = FG_ATTR_TENSOR;
+      slot->t = t; /* freed with `a`; a borrowed tensor leaves the bytes alone */
+      return 0;
+    }
+    default: return -2; /* validation refused these */
     }
   }
 
@@ -119,7 +118,8 @@ struct Builder {
         want.dims[d] = ti->shape()->Get((flatbuffers::uoffset_t)d);
       const fg_tinfo &got = gn->outputs[j];
       bool same = want.dtype == got.dtype && want.rank == got.rank;
-      for (int d = 0; same && d < want.rank; d++) same = want.dims[d] == got.dims[d];
+      for (int d = 0; same && d < want.rank; d++)
+        same = want.dims[d] == got.dims[d];
       if (!same) {
         fg_status_set(st, FG_INVALID_GRAPH,
                       "%s: output %d is declared %s in the file, but infers as %s",
@@ -147,7 +147,8 @@ struct Builder {
       }
     std::vector<fg_output> ins;
     if (n->inputs())
-      for (auto r : *n->inputs()) ins.push_back(fg_output{gid[(size_t)r->node()], r->index()});
+      for (auto r : *n->inputs())
+        ins.push_back(fg_output{gid[(size_t)r->node()], r->index()});
     fg_output o =
         fg_op(g.get(), n->op()->c_str(), n->name()->c_str(), ins.data(), (int)ins.size(), a.get());
     if (graph_error(i) != 0) return -1;
@@ -182,7 +183,7 @@ struct Builder {
   }
 };
 
-}  // namespace
+} // namespace
 
 fg_graph *load_bytes(const void *data, size_t size, const char *path, unsigned max_depth,
                      unsigned max_tables, fg_status *st) {
@@ -244,7 +245,7 @@ fg_graph *load_bytes(const void *data, size_t size, const char *path, unsigned m
   return g;
 }
 
-}  // namespace fgb
+} // namespace fgb
 
 extern "C" fg_graph *fgb_load_memory_limits(const void *data, size_t size, unsigned max_depth,
                                             unsigned max_tables, fg_status *status) {

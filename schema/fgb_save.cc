@@ -53,42 +53,42 @@ int attr(FlatBufferBuilder *fbb, const fg_node *n, const fg_attr *a, uint32_t *n
   fb::AttrValue type;
   Offset<void> value;
   switch (a->type) {
-    case FG_ATTR_INT:
-      type = fb::AttrValue::IntValue;
-      value = fb::CreateIntValue(*fbb, a->i).Union();
-      break;
-    case FG_ATTR_FLOAT:
-      type = fb::AttrValue::FloatValue;
-      value = fb::CreateFloatValue(*fbb, a->f).Union();
-      break;
-    case FG_ATTR_STRING:
-      type = fb::AttrValue::StringValue;
-      value = fb::CreateStringValue(*fbb, fbb->CreateString(a->s ? a->s : "")).Union();
-      break;
-    case FG_ATTR_INTS:
-      type = fb::AttrValue::IntList;
-      value = fb::CreateIntList(*fbb, fbb->CreateVector(a->ints, (size_t)a->n)).Union();
-      break;
-    case FG_ATTR_FLOATS:
-      type = fb::AttrValue::FloatList;
-      value = fb::CreateFloatList(*fbb, fbb->CreateVector(a->floats, (size_t)a->n)).Union();
-      break;
-    case FG_ATTR_TENSOR: {
-      if (!a->t) {
-        fg_status_set(st, FG_INTERNAL, "node '%s' (%s): attribute '%s' holds no tensor", n->name,
-                      fg_op_table[n->op].name, a->name);
-        return -1;
-      }
-      auto shape = fbb->CreateVector(fg_tensor_dims(a->t), (size_t)fg_tensor_rank(a->t));
-      type = fb::AttrValue::TensorValue;
-      value = fb::CreateTensorValue(*fbb, (fb::DType)fg_tensor_dtype(a->t), shape, (*next_buffer)++)
-                  .Union();
-      break;
-    }
-    default:
-      fg_status_set(st, FG_INTERNAL, "node '%s' (%s): attribute '%s' has unknown type %d", n->name,
-                    fg_op_table[n->op].name, a->name, (int)a->type);
+  case FG_ATTR_INT:
+    type = fb::AttrValue::IntValue;
+    value = fb::CreateIntValue(*fbb, a->i).Union();
+    break;
+  case FG_ATTR_FLOAT:
+    type = fb::AttrValue::FloatValue;
+    value = fb::CreateFloatValue(*fbb, a->f).Union();
+    break;
+  case FG_ATTR_STRING:
+    type = fb::AttrValue::StringValue;
+    value = fb::CreateStringValue(*fbb, fbb->CreateString(a->s ? a->s : "")).Union();
+    break;
+  case FG_ATTR_INTS:
+    type = fb::AttrValue::IntList;
+    value = fb::CreateIntList(*fbb, fbb->CreateVector(a->ints, (size_t)a->n)).Union();
+    break;
+  case FG_ATTR_FLOATS:
+    type = fb::AttrValue::FloatList;
+    value = fb::CreateFloatList(*fbb, fbb->CreateVector(a->floats, (size_t)a->n)).Union();
+    break;
+  case FG_ATTR_TENSOR: {
+    if (!a->t) {
+      fg_status_set(st, FG_INTERNAL, "node '%s' (%s): attribute '%s' holds no tensor", n->name,
+                    fg_op_table[n->op].name, a->name);
       return -1;
+    }
+    auto shape = fbb->CreateVector(fg_tensor_dims(a->t), (size_t)fg_tensor_rank(a->t));
+    type = fb::AttrValue::TensorValue;
+    value = fb::CreateTensorValue(*fbb, (fb::DType)fg_tensor_dtype(a->t), shape, (*next_buffer)++)
+                .Union();
+    break;
+  }
+  default:
+    fg_status_set(st, FG_INTERNAL, "node '%s' (%s): attribute '%s' has unknown type %d", n->name,
+                  fg_op_table[n->op].name, a->name, (int)a->type);
+    return -1;
   }
   *out = fb::CreateAttr(*fbb, name, type, value);
   return 0;
@@ -104,7 +104,7 @@ Offset<fb::Buffer> buffer(FlatBufferBuilder *fbb, const fg_tensor *t) {
   return fb::CreateBuffer(*fbb, data);
 }
 
-}  // namespace
+} // namespace
 
 int serialize(const fg_graph *g, FlatBufferBuilder *fbb, fg_status *st) {
   size_t bound = size_bound(g);
@@ -123,7 +123,8 @@ int serialize(const fg_graph *g, FlatBufferBuilder *fbb, fg_status *st) {
     auto name = fbb->CreateString(n->name);
     auto op = fbb->CreateString(fg_op_table[n->op].name);
     std::vector<fb::TensorRef> refs;
-    for (int j = 0; j < n->n_inputs; j++) refs.emplace_back(n->inputs[j].node, n->inputs[j].index);
+    for (int j = 0; j < n->n_inputs; j++)
+      refs.emplace_back(n->inputs[j].node, n->inputs[j].index);
     auto inputs = fbb->CreateVectorOfStructs(refs);
     std::vector<Offset<fb::Attr>> attrs;
     for (int j = 0; j < n->attrs.n; j++) {
@@ -134,7 +135,8 @@ int serialize(const fg_graph *g, FlatBufferBuilder *fbb, fg_status *st) {
     }
     auto attrs_vec = fbb->CreateVector(attrs);
     std::vector<Offset<fb::TensorInfo>> outs;
-    for (int j = 0; j < n->n_outputs; j++) outs.push_back(tensor_info(fbb, n->outputs[j]));
+    for (int j = 0; j < n->n_outputs; j++)
+      outs.push_back(tensor_info(fbb, n->outputs[j]));
     auto outs_vec = fbb->CreateVector(outs);
     auto device = n->device ? fbb->CreateString(n->device) : 0;
     nodes.push_back(fb::CreateNode(*fbb, name, op, inputs, attrs_vec, outs_vec, device));
@@ -143,12 +145,14 @@ int serialize(const fg_graph *g, FlatBufferBuilder *fbb, fg_status *st) {
   auto nodes_vec = fbb->CreateVector(nodes);
 
   std::vector<Offset<fb::Buffer>> buffers;
-  for (const fg_tensor *t : tensors) buffers.push_back(buffer(fbb, t));
+  for (const fg_tensor *t : tensors)
+    buffers.push_back(buffer(fbb, t));
   auto buffers_vec = fbb->CreateVector(buffers);
   auto inputs_vec = fbb->CreateVector(placeholders);
 
   std::vector<fb::TensorRef> outs;
-  for (int i = 0; i < g->n_outputs; i++) outs.emplace_back(g->outputs[i].node, g->outputs[i].index);
+  for (int i = 0; i < g->n_outputs; i++)
+    outs.emplace_back(g->outputs[i].node, g->outputs[i].index);
   auto outputs_vec = fbb->CreateVectorOfStructs(outs);
 
   std::vector<Offset<fb::KeyValue>> meta;
@@ -185,7 +189,7 @@ int check_graph(const fg_graph *g, const char *what, fg_status *st) {
   return 0;
 }
 
-}  // namespace fgb
+} // namespace fgb
 
 extern "C" int fg_graph_save_memory(const fg_graph *g, void **data, size_t *size,
                                     fg_status *status) {

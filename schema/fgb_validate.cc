@@ -85,8 +85,7 @@ struct Validator {
     return 0;
   }
 
-  template <typename Who>
-  int tensor(const Who &who, const fb::TensorValue *v) {
+  template <typename Who> int tensor(const Who &who, const fb::TensorValue *v) {
     if (!dtype_ok(v->dtype()))
       return fail(FG_INVALID_GRAPH,
                   who() + " has unknown dtype " + std::to_string((int)v->dtype()));
@@ -236,7 +235,8 @@ struct Validator {
    * one above it, and the top reads from `u`. */
   int cycle(const std::vector<std::pair<int, flatbuffers::uoffset_t>> &stack, int u) {
     size_t from = stack.size() - 1;
-    while (stack[from].first != u) from--;
+    while (stack[from].first != u)
+      from--;
     std::string path;
     size_t shown = 0;
     for (size_t k = from; k < stack.size(); k++, shown++) {
@@ -253,7 +253,7 @@ struct Validator {
   }
 };
 
-}  // namespace
+} // namespace
 
 int validate(const fb::Graph *root, Plan *plan, fg_status *st) {
   Validator v;
@@ -270,4 +270,4 @@ int validate(const fb::Graph *root, Plan *plan, fg_status *st) {
   return v.topo_sort();
 }
 
-}  // namespace fgb
+} // namespace fgb

@@ -67,7 +67,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   int failed = 0;
-  for (int i = 0; i < fgt_n_cases; i++) failed += run_case(&fgt_cases[i]);
+  for (int i = 0; i < fgt_n_cases; i++)
+    failed += run_case(&fgt_cases[i]);
   printf("%d cases, %d failed\n", fgt_n_cases, failed);
   return failed ? 1 : 0;
 }

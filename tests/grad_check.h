@@ -34,7 +34,8 @@ static inline double fgt_uniform(uint64_t *s) {
 
 static inline int64_t fgt_numel(const fgt_input *in) {
   int64_t n = 1;
-  for (int i = 0; i < in->rank; i++) n *= in->dims[i];
+  for (int i = 0; i < in->rank; i++)
+    n *= in->dims[i];
   return n;
 }
 
@@ -149,14 +150,15 @@ static inline double fgt_grad_check(fgt_build_fn f, void *ctx, const fgt_input *
       double err = fabs(a[k] - num) / den;
       if (isnan(err) || err > worst) worst = isnan(err) ? INFINITY : err; /* NaN fails */
       if (err > 1e-6)
-        fprintf(stderr, "grad_check: input %d element %lld: symbolic %.12g numeric %.12g\n",
-                idx[j], (long long)k, a[k], num);
+        fprintf(stderr, "grad_check: input %d element %lld: symbolic %.12g numeric %.12g\n", idx[j],
+                (long long)k, a[k], num);
     }
     fg_tensor_free(grads[j]);
   }
   result = worst;
 done:
-  for (int i = 0; i < n; i++) fg_tensor_free(ts[i]);
+  for (int i = 0; i < n; i++)
+    fg_tensor_free(ts[i]);
   fg_session_free(s);
   fg_graph_free(g);
   fg_status_free(st);

@@ -12,7 +12,8 @@
 
 static fg_tensor *f64_tensor(int rank, const int64_t *dims, const double *v) {
   int64_t n = 1;
-  for (int i = 0; i < rank; i++) n *= dims[i];
+  for (int i = 0; i < rank; i++)
+    n *= dims[i];
   return fg_tensor_from_data(FG_F64, rank, dims, v, (size_t)n * sizeof(double), NULL);
 }
 
@@ -145,23 +146,29 @@ FG_TEST(grad_hessian_vector_product_mlp, "") {
   int64_t xd[2] = {4, 3}, w1d[2] = {3, 5}, w2d[2] = {5, 2}, yd[1] = {4};
   double xv[12], w1v[15], w2v[10], v1v[15], v2v[10];
   uint64_t s = 7;
-  for (int i = 0; i < 12; i++) xv[i] = sin(1.3 * i + 0.2);
-  for (int i = 0; i < 15; i++) w1v[i] = 0.5 * cos(0.7 * i), v1v[i] = sin(2.1 * i + 1);
-  for (int i = 0; i < 10; i++) w2v[i] = 0.4 * sin(0.9 * i + 0.3), v2v[i] = cos(1.7 * i);
+  for (int i = 0; i < 12; i++)
+    xv[i] = sin(1.3 * i + 0.2);
+  for (int i = 0; i < 15; i++)
+    w1v[i] = 0.5 * cos(0.7 * i), v1v[i] = sin(2.1 * i + 1);
+  for (int i = 0; i < 10; i++)
+    w2v[i] = 0.4 * sin(0.9 * i + 0.3), v2v[i] = cos(1.7 * i);
   (void)s;
   int32_t labels[4] = {0, 1, 1, 0};
-  fg_tensor *xt = f64_tensor(2, xd, xv), *vt1 = f64_tensor(2, w1d, v1v), *vt2 = f64_tensor(2, w2d, v2v);
+  fg_tensor *xt = f64_tensor(2, xd, xv), *vt1 = f64_tensor(2, w1d, v1v),
+            *vt2 = f64_tensor(2, w2d, v2v);
   fg_tensor *yt = fg_tensor_from_data(FG_I32, 1, yd, labels, sizeof labels, st);
   fg_output w1 = fg_placeholder(g, "w1", FG_F64, 2, w1d);
   fg_output w2 = fg_placeholder(g, "w2", FG_F64, 2, w2d);
-  fg_output logits = fg_matmul(g, fg_tanh(g, fg_matmul(g, fg_constant(g, "x", xt), w1, 0, 0)), w2, 0, 0);
+  fg_output logits =
+      fg_matmul(g, fg_tanh(g, fg_matmul(g, fg_constant(g, "x", xt), w1, 0, 0)), w2, 0, 0);
   fg_output loss = fg_softmax_cross_entropy(g, logits, fg_constant(g, "labels", yt));
   fg_output ws[2] = {w1, w2}, gr[2];
   FG_REQUIRE(fg_gradients(g, &loss, 1, ws, 2, NULL, gr, st) == 0);
   fg_set_name(g, gr[0], "g1");
   fg_set_name(g, gr[1], "g2");
-  fg_output dot = fg_add(g, fg_reduce_sum(g, fg_mul(g, gr[0], fg_constant(g, "v1", vt1)), NULL, 0, 0),
-                         fg_reduce_sum(g, fg_mul(g, gr[1], fg_constant(g, "v2", vt2)), NULL, 0, 0));
+  fg_output dot =
+      fg_add(g, fg_reduce_sum(g, fg_mul(g, gr[0], fg_constant(g, "v1", vt1)), NULL, 0, 0),
+             fg_reduce_sum(g, fg_mul(g, gr[1], fg_constant(g, "v2", vt2)), NULL, 0, 0));
   fg_output hv[2];
   FG_REQUIRE(fg_gradients(g, &dot, 1, ws, 2, NULL, hv, st) == 0);
   fg_set_name(g, hv[0], "hv1");
@@ -170,8 +177,10 @@ FG_TEST(grad_hessian_vector_product_mlp, "") {
   FG_REQUIRE(sess);
   const double h = 1e-5;
   double wp1[15], wp2[10], wm1[15], wm2[10];
-  for (int i = 0; i < 15; i++) wp1[i] = w1v[i] + h * v1v[i], wm1[i] = w1v[i] - h * v1v[i];
-  for (int i = 0; i < 10; i++) wp2[i] = w2v[i] + h * v2v[i], wm2[i] = w2v[i] - h * v2v[i];
+  for (int i = 0; i < 15; i++)
+    wp1[i] = w1v[i] + h * v1v[i], wm1[i] = w1v[i] - h * v1v[i];
+  for (int i = 0; i < 10; i++)
+    wp2[i] = w2v[i] + h * v2v[i], wm2[i] = w2v[i] - h * v2v[i];
   const double *sets[3][2] = {{w1v, w2v}, {wp1, wp2}, {wm1, wm2}};
   fg_tensor *res[3][2] = {{0}};
   for (int k = 0; k < 3; k++) {
@@ -194,7 +203,8 @@ FG_TEST(grad_hessian_vector_product_mlp, "") {
   }
   FG_CHECK(worst < 1e-6);
   if (worst >= 1e-6) fprintf(stderr, "HVP max relative error %g\n", worst);
-  for (int k = 0; k < 3; k++) fg_tensor_free(res[k][0]), fg_tensor_free(res[k][1]);
+  for (int k = 0; k < 3; k++)
+    fg_tensor_free(res[k][0]), fg_tensor_free(res[k][1]);
   fg_tensor_free(xt), fg_tensor_free(yt), fg_tensor_free(vt1), fg_tensor_free(vt2);
   fg_session_free(sess);
   fg_graph_free(g);
@@ -223,7 +233,8 @@ static void read_w(fg_session *s, double *w) {
 }
 
 static void run_steps(fg_session *s, const char *target, int n) {
-  for (int i = 0; i < n; i++) fg_session_run(s, NULL, 0, NULL, 0, NULL, &target, 1, NULL);
+  for (int i = 0; i < n; i++)
+    fg_session_run(s, NULL, 0, NULL, 0, NULL, &target, 1, NULL);
 }
 
 FG_TEST(train_sgd_matches_hand_computed_steps, "") {

@@ -17,31 +17,32 @@
 
 /* ---- JSON pieces (FlatBuffers' parser takes unquoted keys) -------------- */
 
-#define PH(name, dt, shape)                                \
-  "{name: \"" name                                         \
-  "\", op: \"placeholder\", attrs: ["                      \
-  "{name: \"dtype\", value_type: IntValue, value: {v: " dt \
-  "}},"                                                    \
+#define PH(name, dt, shape)                                                                        \
+  "{name: \"" name "\", op: \"placeholder\", attrs: ["                                             \
+  "{name: \"dtype\", value_type: IntValue, value: {v: " dt "}},"                                   \
   "{name: \"shape\", value_type: IntList, value: {v: " shape "}}]}"
-#define CONST(name, dt, shape, buf)                                           \
-  "{name: \"" name                                                            \
-  "\", op: \"constant\", attrs: [{name: \"value\", value_type: TensorValue, " \
+#define CONST(name, dt, shape, buf)                                                                \
+  "{name: \"" name "\", op: \"constant\", attrs: [{name: \"value\", value_type: TensorValue, "     \
   "value: {dtype: " dt ", shape: " shape ", buffer: " buf "}}]}"
-#define IN(n, i) "{node: " #n ", index: " #i "}"
+#define IN(n, i)               "{node: " #n ", index: " #i "}"
 #define NODE(name, op, inputs) "{name: \"" name "\", op: \"" op "\", inputs: [" inputs "]}"
-#define BUF16 "{data: [0,0,128,63, 0,0,0,64, 0,0,64,64, 0,0,128,64]}"
-#define GRAPH(nodes, buffers) "{version: 1, nodes: [" nodes "], buffers: [" buffers "]}"
+#define BUF16                  "{data: [0,0,128,63, 0,0,0,64, 0,0,64,64, 0,0,128,64]}"
+#define GRAPH(nodes, buffers)  "{version: 1, nodes: [" nodes "], buffers: [" buffers "]}"
 
 /* y = x + c, x f32 [2,2] placeholder, c f32 [2,2] constant = [1,2,3,4]. The
  * good file the patched ones start from; "HUGE_NAME_MARKER" and the marker
  * list are where F19 patches lengths. */
-static const char *BASE_JSON =
-    "{version: 1, nodes: [" PH("x", "1", "[2,2]") "," CONST("c", "F32", "[2,2]", "0") ","
-    "{name: \"HUGE_NAME_MARKER\", op: \"add\", inputs: [" IN(0, 0) "," IN(1, 0) "],"
-    " attrs: [{name: \"marker\", value_type: IntList, value: {v: [81985529216486895]}}],"
-    " outputs: [{dtype: F32, shape: [2,2]}]}],"
-    " buffers: [{data: [17,34,51,68,85,102,119,136,153,170,187,204,221,238,255,1]}],"
-    " outputs: [" IN(2, 0) "], metadata: [{key: \"producer\", value: \"test_badfiles\"}]}";
+static const char *BASE_JSON = "{version: 1, nodes: [" PH("x", "1", "[2,2]") "," CONST(
+    "c", "F32", "[2,2]",
+    "0") ","
+         "{name: \"HUGE_NAME_MARKER\", op: \"add\", inputs: [" IN(0, 0) "," IN(
+             1, 0) "],"
+                   " attrs: [{name: \"marker\", value_type: IntList, value: {v: "
+                   "[81985529216486895]}}],"
+                   " outputs: [{dtype: F32, shape: [2,2]}]}],"
+                   " buffers: [{data: [17,34,51,68,85,102,119,136,153,170,187,204,221,238,255,1]}],"
+                   " outputs: [" IN(
+                       2, 0) "], metadata: [{key: \"producer\", value: \"test_badfiles\"}]}";
 
 /* ---- making bad bytes --------------------------------------------------- */
 
@@ -319,7 +320,8 @@ static void check_error(const bad_spec *s, const char *what, fg_graph *g, const 
   if (g || fg_status_code(st) != s->code)
     FG_FAIL_AT("%s %s: got %s (%s), want %s", s->row, what,
                g ? "a graph" : fg_code_name(fg_status_code(st)), msg, fg_code_name(s->code));
-  for (int i = 0; i < 4 && s->needles[i]; i++) FG_CHECK_STR_CONTAINS(msg, s->needles[i]);
+  for (int i = 0; i < 4 && s->needles[i]; i++)
+    FG_CHECK_STR_CONTAINS(msg, s->needles[i]);
   FG_CHECK(strchr(msg, '\n') == NULL); /* the CLI prints it as one line */
 }
 
@@ -622,10 +624,9 @@ FG_TEST(bad_fixtures_match_generator, "badinput") {
     } else {
       file = tio_read(path, &file_size);
       if (!file || file_size != size || memcmp(file, data, size) != 0)
-        FG_FAIL_AT(
-            "%s is missing or stale: regenerate with FG_WRITE_BAD_FIXTURES=1 "
-            "test_badfiles bad_fixtures_match_generator",
-            path);
+        FG_FAIL_AT("%s is missing or stale: regenerate with FG_WRITE_BAD_FIXTURES=1 "
+                   "test_badfiles bad_fixtures_match_generator",
+                   path);
     }
     free(file);
     free(data);

@@ -122,16 +122,15 @@ FG_TEST(cli_usage_bad_pairs, "") {
 
 FG_TEST(cli_usage_bad_numbers, "") {
   FG_REQUIRE(setup_mlp() == 0);
-  const char *cases[][2] = {{"--repeat", "0"},        {"--repeat", "100000000"},
-                            {"--repeat", "abc"},      {"--repeat", "-1"},
-                            {"--repeat", "5x"},       {"--repeat", "99999999999999999999999"},
-                            {"--seed", "-1"},         {"--batch", "0"},
-                            {"--batch", "10000000"},  {"--threads", "two"},
-                            {"--threads", ""},        {"--seed", " 1"}};
+  const char *cases[][2] = {
+      {"--repeat", "0"},    {"--repeat", "100000000"}, {"--repeat", "abc"},
+      {"--repeat", "-1"},   {"--repeat", "5x"},        {"--repeat", "99999999999999999999999"},
+      {"--seed", "-1"},     {"--batch", "0"},          {"--batch", "10000000"},
+      {"--threads", "two"}, {"--threads", ""},         {"--seed", " 1"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cli_result r;
-    FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "--random-inputs", cases[i][0], cases[i][1],
-                   NULL) == 0);
+    FG_REQUIRE(
+        cli(&r, "run", tpath("mlp.fgb"), "--random-inputs", cases[i][0], cases[i][1], NULL) == 0);
     CHECK_USAGE_ERROR(r);
     result_free(&r);
   }
@@ -161,8 +160,8 @@ FG_TEST(cli_usage_positional_counts, "") {
 
 FG_TEST(cli_usage_convert_extensions, "") {
   FG_REQUIRE(make_tmpdir());
-  const char *cases[][2] = {{"a.fgb", "b.fgb"}, {"a.json", "b.JSON"}, {"a.txt", "b.fgb"},
-                            {"a.fgb", "b.onnx"}, {"a", "b.json"},     {"a.fgb", ".json"}};
+  const char *cases[][2] = {{"a.fgb", "b.fgb"},  {"a.json", "b.JSON"}, {"a.txt", "b.fgb"},
+                            {"a.fgb", "b.onnx"}, {"a", "b.json"},      {"a.fgb", ".json"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cli_result r;
     FG_REQUIRE(cli(&r, "convert", tpath(cases[i][0]), tpath(cases[i][1]), NULL) == 0);
@@ -180,11 +179,16 @@ FG_TEST(cli_inspect_mlp, "") {
   cli_result r;
   FG_REQUIRE(cli(&r, "inspect", tpath("mlp.fgb"), NULL) == 0);
   CHECK_OK(r);
-  const char *want[] = {"x: f32 [?,4]",  "probs: f32 [?,2]", "placeholder", "variable",
-                        "constant",      "matmul",           "relu",        "softmax",
-                        "x:0, W1:0",     "mm1:0, b1:0",      "f32 [4,3]",   "f32 [?,3]",
-                        "cpu:0",         "producer: test_cli", "logits"};
-  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) FG_CHECK_STR_CONTAINS(r.out, want[i]);
+  const char *want[] = {"x: f32 [?,4]", "probs: f32 [?,2]",
+                        "placeholder",  "variable",
+                        "constant",     "matmul",
+                        "relu",         "softmax",
+                        "x:0, W1:0",    "mm1:0, b1:0",
+                        "f32 [4,3]",    "f32 [?,3]",
+                        "cpu:0",        "producer: test_cli",
+                        "logits"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    FG_CHECK_STR_CONTAINS(r.out, want[i]);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }

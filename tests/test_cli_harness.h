@@ -25,9 +25,9 @@ extern char **environ;
 #ifndef FG_CLI_PATH
 #define FG_CLI_PATH "build/flowgraph"
 #endif
-#define NPY_DIR FG_TEST_DATA_DIR "/npy"
-#define BAD_DIR FG_TEST_DATA_DIR "/bad"
-#define MAX_ARGS 64
+#define NPY_DIR   FG_TEST_DATA_DIR "/npy"
+#define BAD_DIR   FG_TEST_DATA_DIR "/bad"
+#define MAX_ARGS  64
 #define TIMEOUT_S 60
 
 /* ---- temp dirs and files ---------------------------------------------------- */
@@ -105,7 +105,8 @@ static inline int cli(cli_result *r, const char *first, ...) {
   argv[n++] = FG_CLI_PATH;
   va_list ap;
   va_start(ap, first);
-  for (const char *a = first; a && n < MAX_ARGS; a = va_arg(ap, const char *)) argv[n++] = a;
+  for (const char *a = first; a && n < MAX_ARGS; a = va_arg(ap, const char *))
+    argv[n++] = a;
   va_end(ap);
   argv[n] = NULL;
   char out_path[600], err_path[600];
@@ -153,7 +154,8 @@ static inline int cli(cli_result *r, const char *first, ...) {
 
 static inline int count_lines(const char *s) {
   int n = 0;
-  for (; *s; s++) n += *s == '\n';
+  for (; *s; s++)
+    n += *s == '\n';
   return n;
 }
 
@@ -190,7 +192,8 @@ static inline int count_lines(const char *s) {
 static inline fg_tensor *tensor_f32(int rank, const int64_t *dims, const float *v) {
   fg_status *st = fg_status_new();
   int64_t n = 1;
-  for (int i = 0; i < rank; i++) n *= dims[i];
+  for (int i = 0; i < rank; i++)
+    n *= dims[i];
   fg_tensor *t = fg_tensor_from_data(FG_F32, rank, dims, v, (size_t)n * sizeof(float), st);
   fg_status_free(st);
   return t;
@@ -207,16 +210,18 @@ static const float X[2][4] = {{1.0f, 2.0f, 3.0f, 4.0f}, {-1.0f, 0.5f, -2.0f, 1.0
 
 /* Plain-C forward pass for rows of X: h, logits and probs. */
 static inline void mlp_forward(const float x[][4], int rows, double h[][3], double logits[][2],
-                        double probs[][2]) {
+                               double probs[][2]) {
   for (int r = 0; r < rows; r++) {
     for (int j = 0; j < 3; j++) {
       double s = B1[j];
-      for (int k = 0; k < 4; k++) s += (double)x[r][k] * W1[k][j];
+      for (int k = 0; k < 4; k++)
+        s += (double)x[r][k] * W1[k][j];
       h[r][j] = s > 0 ? s : 0;
     }
     for (int j = 0; j < 2; j++) {
       double s = B2[j];
-      for (int k = 0; k < 3; k++) s += h[r][k] * W2[k][j];
+      for (int k = 0; k < 3; k++)
+        s += h[r][k] * W2[k][j];
       logits[r][j] = s;
     }
     double m = logits[r][0] > logits[r][1] ? logits[r][0] : logits[r][1];
@@ -286,10 +291,14 @@ static inline int build_random_model(const char *path) {
   fg_graph *g = fg_graph_new();
   int64_t di[2] = {FG_DIM_UNKNOWN, 5}, df[2] = {FG_DIM_UNKNOWN, 3}, dd[1] = {2},
           db[1] = {FG_DIM_UNKNOWN};
-  fg_graph_add_output(g, fg_set_name(g, fg_identity(g, fg_placeholder(g, "xi", FG_I32, 2, di)), "fi"));
-  fg_graph_add_output(g, fg_set_name(g, fg_identity(g, fg_placeholder(g, "xf", FG_F32, 2, df)), "ff"));
-  fg_graph_add_output(g, fg_set_name(g, fg_identity(g, fg_placeholder(g, "xd", FG_F64, 1, dd)), "fd"));
-  fg_graph_add_output(g, fg_set_name(g, fg_identity(g, fg_placeholder(g, "xb", FG_BOOL, 1, db)), "fb"));
+  fg_graph_add_output(g,
+                      fg_set_name(g, fg_identity(g, fg_placeholder(g, "xi", FG_I32, 2, di)), "fi"));
+  fg_graph_add_output(g,
+                      fg_set_name(g, fg_identity(g, fg_placeholder(g, "xf", FG_F32, 2, df)), "ff"));
+  fg_graph_add_output(g,
+                      fg_set_name(g, fg_identity(g, fg_placeholder(g, "xd", FG_F64, 1, dd)), "fd"));
+  fg_graph_add_output(
+      g, fg_set_name(g, fg_identity(g, fg_placeholder(g, "xb", FG_BOOL, 1, db)), "fb"));
   fg_status *st = fg_status_new();
   int rc = fg_graph_status(g, st) == FG_OK ? fg_graph_save(g, path, st) : -1;
   if (rc != 0) fprintf(stderr, "build_random_model: %s\n", fg_status_message(st));
@@ -324,7 +333,7 @@ static inline int setup_mlp(void) {
 }
 
 static inline void check_f32_tensor(const fg_tensor *t, int rows, int cols, const double *want,
-                             double tol) {
+                                    double tol) {
   FG_REQUIRE(t);
   FG_CHECK_INT(fg_tensor_dtype(t), FG_F32);
   FG_CHECK_INT(fg_tensor_rank(t), 2);
@@ -332,7 +341,8 @@ static inline void check_f32_tensor(const fg_tensor *t, int rows, int cols, cons
   FG_CHECK_INT(fg_tensor_dim(t, 1), cols);
   if (fg_tensor_num_elements(t) != rows * cols) return;
   const float *v = fg_tensor_data(t);
-  for (int i = 0; i < rows * cols; i++) FG_CHECK_NEAR(v[i], want[i], tol);
+  for (int i = 0; i < rows * cols; i++)
+    FG_CHECK_NEAR(v[i], want[i], tol);
 }
 
 /* Parses the numbers in the "  [a, b, ...]" line after "NAME: ". */

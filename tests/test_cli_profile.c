@@ -11,8 +11,7 @@
 #define FG_CHECK_STR_EQ(a, b)                                                                      \
   do {                                                                                             \
     const char *fgt_x = (a), *fgt_y = (b);                                                         \
-    if (strcmp(fgt_x, fgt_y) != 0)                                                                 \
-      FG_FAIL_AT("%s == %s: \"%s\" != \"%s\"", #a, #b, fgt_x, fgt_y);                              \
+    if (strcmp(fgt_x, fgt_y) != 0) FG_FAIL_AT("%s == %s: \"%s\" != \"%s\"", #a, #b, fgt_x, fgt_y); \
   } while (0)
 
 /* The value of "KEY: N" at the start of a line, as an exact integer; -1
@@ -38,7 +37,9 @@ static int last_three_keys(const char *out, long long v[3]) {
   if (len == 0 || out[len - 1] != '\n') return -1;
   const char *p = out + len - 1;
   for (int k = 0; k < 3; k++) {
-    do p--; while (p > out && *p != '\n');
+    do
+      p--;
+    while (p > out && *p != '\n');
   }
   if (p > out) p++;
   for (int k = 0; k < 3; k++) {
@@ -54,7 +55,8 @@ static int last_three_keys(const char *out, long long v[3]) {
 
 static int count_str(const char *s, const char *needle) {
   int n = 0;
-  for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) n++;
+  for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+    n++;
   return n;
 }
 
@@ -70,8 +72,8 @@ static int tensor_row(const char *out, const char *label, trow *r) {
   const char *p = strstr(out, "\ntensors:");
   p = p ? strstr(p, key) : NULL;
   if (!p) return -1;
-  return sscanf(p + strlen(key), "%31s %15s %63s %31s %lld %31s %127s", r->kind, r->dtype,
-                r->shape, r->offset, &r->size, r->life, r->shared) == 7
+  return sscanf(p + strlen(key), "%31s %15s %63s %31s %lld %31s %127s", r->kind, r->dtype, r->shape,
+                r->offset, &r->size, r->life, r->shared) == 7
              ? 0
              : -1;
 }
@@ -117,7 +119,8 @@ typedef struct jp {
 } jp;
 
 static void jws(jp *j) {
-  while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r') j->p++;
+  while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')
+    j->p++;
 }
 
 static int jvalue(jp *j);
@@ -150,20 +153,23 @@ static int jnumber(jp *j) {
   if (*j->p == '0') {
     j->p++;
   } else if (*j->p >= '1' && *j->p <= '9') {
-    while (*j->p >= '0' && *j->p <= '9') j->p++;
+    while (*j->p >= '0' && *j->p <= '9')
+      j->p++;
   } else {
     return -1;
   }
   if (*j->p == '.') {
     j->p++;
     if (!(*j->p >= '0' && *j->p <= '9')) return -1;
-    while (*j->p >= '0' && *j->p <= '9') j->p++;
+    while (*j->p >= '0' && *j->p <= '9')
+      j->p++;
   }
   if (*j->p == 'e' || *j->p == 'E') {
     j->p++;
     if (*j->p == '+' || *j->p == '-') j->p++;
     if (!(*j->p >= '0' && *j->p <= '9')) return -1;
-    while (*j->p >= '0' && *j->p <= '9') j->p++;
+    while (*j->p >= '0' && *j->p <= '9')
+      j->p++;
   }
   return j->p > s ? 0 : -1;
 }
@@ -199,13 +205,13 @@ static int jseq(jp *j, char close, int object) {
 static int jvalue(jp *j) {
   jws(j);
   switch (*j->p) {
-    case '{': return jseq(j, '}', 1);
-    case '[': return jseq(j, ']', 0);
-    case '"': return jstring(j);
-    case 't': return strncmp(j->p, "true", 4) == 0 ? (j->p += 4, 0) : -1;
-    case 'f': return strncmp(j->p, "false", 5) == 0 ? (j->p += 5, 0) : -1;
-    case 'n': return strncmp(j->p, "null", 4) == 0 ? (j->p += 4, 0) : -1;
-    default: return jnumber(j);
+  case '{': return jseq(j, '}', 1);
+  case '[': return jseq(j, ']', 0);
+  case '"': return jstring(j);
+  case 't': return strncmp(j->p, "true", 4) == 0 ? (j->p += 4, 0) : -1;
+  case 'f': return strncmp(j->p, "false", 5) == 0 ? (j->p += 5, 0) : -1;
+  case 'n': return strncmp(j->p, "null", 4) == 0 ? (j->p += 4, 0) : -1;
+  default: return jnumber(j);
   }
 }
 
@@ -232,7 +238,8 @@ static int python_check(const char *code, const char *file) {
 static fg_output const_f32(fg_graph *g, const char *name, int64_t r, int64_t c) {
   int64_t d[2] = {r, c};
   float *v = calloc((size_t)(r * c), sizeof *v);
-  for (int64_t i = 0; i < r * c; i++) v[i] = (float)((i % 7) - 3) * 0.125f;
+  for (int64_t i = 0; i < r * c; i++)
+    v[i] = (float)((i % 7) - 3) * 0.125f;
   fg_tensor *t = tensor_f32(2, d, v);
   fg_output o = fg_constant(g, name, t);
   fg_tensor_free(t);
@@ -276,8 +283,10 @@ static int build_train(const char *path) {
   fg_graph *g = fg_graph_new();
   int64_t xd[2] = {FG_DIM_UNKNOWN, 4}, ld[1] = {FG_DIM_UNKNOWN}, w1d[2] = {4, 3}, w2d[2] = {3, 10};
   float w1[12], w2[30];
-  for (int i = 0; i < 12; i++) w1[i] = (float)(i % 5 - 2) * 0.25f;
-  for (int i = 0; i < 30; i++) w2[i] = (float)(i % 7 - 3) * 0.125f;
+  for (int i = 0; i < 12; i++)
+    w1[i] = (float)(i % 5 - 2) * 0.25f;
+  for (int i = 0; i < 30; i++)
+    w2[i] = (float)(i % 7 - 3) * 0.125f;
   fg_tensor *tw1 = tensor_f32(2, w1d, w1), *tw2 = tensor_f32(2, w2d, w2);
   fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
   fg_output labels = fg_placeholder(g, "labels", FG_I32, 1, ld);
@@ -664,8 +673,8 @@ FG_TEST(cli_plan_memory_svg, "") {
   FG_REQUIRE(make_tmpdir());
   FG_REQUIRE(build_chain(tpath("chain.fgb")) == 0);
   cli_result r;
-  FG_REQUIRE(cli(&r, "plan", tpath("chain.fgb"), "--random-inputs", "--memory-svg",
-                 tpath("m.svg"), NULL) == 0);
+  FG_REQUIRE(cli(&r, "plan", tpath("chain.fgb"), "--random-inputs", "--memory-svg", tpath("m.svg"),
+                 NULL) == 0);
   CHECK_OK(r);
   /* Arena tensors: mm1, mm2, mm3. */
   check_svg(tpath("m.svg"), 3, ">mm2<");
@@ -725,8 +734,8 @@ FG_TEST(cli_profile_bad_output_paths, "badinput") {
   FG_REQUIRE(setup_mlp() == 0);
   cli_result r;
   const char *m = tpath("mlp.fgb");
-  FG_REQUIRE(cli(&r, "profile", m, "--random-inputs", "--trace", tpath("no/such/dir/t.json"),
-                 NULL) == 0);
+  FG_REQUIRE(
+      cli(&r, "profile", m, "--random-inputs", "--trace", tpath("no/such/dir/t.json"), NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "IO_ERROR", "no/such/dir");
   FG_CHECK_INT(strlen(r.out), 0);
   result_free(&r);
@@ -738,8 +747,8 @@ FG_TEST(cli_profile_bad_output_paths, "badinput") {
   CHECK_RUNTIME_ERROR(r, "IO_ERROR", "none");
   result_free(&r);
   /* A run that fails (an unfed placeholder) leaves neither file. */
-  FG_REQUIRE(cli(&r, "profile", m, "--trace", tpath("t.json"), "--memory-svg", tpath("m.svg"),
-                 NULL) == 0);
+  FG_REQUIRE(
+      cli(&r, "profile", m, "--trace", tpath("t.json"), "--memory-svg", tpath("m.svg"), NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT", "placeholder 'x'");
   result_free(&r);
   /* A kernel error (a label out of range) happens after the trace was

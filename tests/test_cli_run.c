@@ -50,23 +50,24 @@ FG_TEST(cli_run_several_outputs, "") {
   fgt_rmtree(tmpdir);
 }
 
-
 FG_TEST(cli_run_prints_fetches, "") {
   FG_REQUIRE(setup_mlp() == 0);
   cli_result r;
   char in[600];
   snprintf(in, sizeof in, "x=%s", tpath("x.npy"));
-  FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "-i", in, "--fetch", "logits", "--fetch", "h", NULL) ==
-             0);
+  FG_REQUIRE(
+      cli(&r, "run", tpath("mlp.fgb"), "-i", in, "--fetch", "logits", "--fetch", "h", NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "logits: f32 [2,2]\n");
   FG_CHECK_STR_CONTAINS(r.out, "h: f32 [2,3]\n");
   double h[2][3], logits[2][2], probs[2][2], got[16];
   mlp_forward(X, 2, h, logits, probs);
   FG_CHECK_INT(parse_printed(r.out, "logits", got, 16), 4);
-  for (int i = 0; i < 4; i++) FG_CHECK_NEAR(got[i], (&logits[0][0])[i], 1e-5);
+  for (int i = 0; i < 4; i++)
+    FG_CHECK_NEAR(got[i], (&logits[0][0])[i], 1e-5);
   FG_CHECK_INT(parse_printed(r.out, "h", got, 16), 6);
-  for (int i = 0; i < 6; i++) FG_CHECK_NEAR(got[i], (&h[0][0])[i], 1e-5);
+  for (int i = 0; i < 6; i++)
+    FG_CHECK_NEAR(got[i], (&h[0][0])[i], 1e-5);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
@@ -82,7 +83,8 @@ FG_TEST(cli_run_default_fetch_is_graph_outputs, "") {
   double h[2][3], logits[2][2], probs[2][2], got[16];
   mlp_forward(X, 2, h, logits, probs);
   FG_CHECK_INT(parse_printed(r.out, "probs", got, 16), 4);
-  for (int i = 0; i < 4; i++) FG_CHECK_NEAR(got[i], (&probs[0][0])[i], 1e-5);
+  for (int i = 0; i < 4; i++)
+    FG_CHECK_NEAR(got[i], (&probs[0][0])[i], 1e-5);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
@@ -191,9 +193,11 @@ FG_TEST(cli_run_random_inputs, "") {
     distinct_f += vf[k] != vf[0];
   }
   const double *vd = fg_tensor_data(td);
-  for (int k = 0; k < 2; k++) FG_CHECK(vd[k] >= -1.0 && vd[k] < 1.0);
+  for (int k = 0; k < 2; k++)
+    FG_CHECK(vd[k] >= -1.0 && vd[k] < 1.0);
   const unsigned char *vb = fg_tensor_data(tb);
-  for (int k = 0; k < 7; k++) FG_CHECK(vb[k] <= 1);
+  for (int k = 0; k < 7; k++)
+    FG_CHECK(vb[k] <= 1);
   FG_CHECK(distinct_i > 0);
   FG_CHECK(distinct_f > 0);
   fg_tensor_free(ti);
@@ -250,7 +254,8 @@ FG_TEST(cli_run_random_inputs_with_given_feed, "") {
   FG_REQUIRE(t);
   FG_CHECK_INT(fg_tensor_dim(t, 0), 2);
   if (fg_tensor_num_elements(t) == 6)
-    for (int k = 0; k < 6; k++) FG_CHECK(((const float *)fg_tensor_data(t))[k] == v[k]);
+    for (int k = 0; k < 6; k++)
+      FG_CHECK(((const float *)fg_tensor_data(t))[k] == v[k]);
   fg_tensor_free(t);
   result_free(&r);
   fgt_rmtree(tmpdir);

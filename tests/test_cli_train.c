@@ -16,7 +16,8 @@ static void check_npy(const char *path, int n, const double *want, double tol) {
   FG_CHECK_INT(fg_tensor_num_elements(t), n);
   if (fg_tensor_num_elements(t) == n) {
     const float *v = fg_tensor_data(t);
-    for (int i = 0; i < n; i++) FG_CHECK_NEAR(v[i], want[i], tol);
+    for (int i = 0; i < n; i++)
+      FG_CHECK_NEAR(v[i], want[i], tol);
   }
   fg_tensor_free(t);
 }
@@ -30,8 +31,8 @@ static void grad_and_check(int json) {
   FG_REQUIRE(build_grad_model(model, json) == 0);
   write_grad_x();
   cli_result r;
-  FG_REQUIRE(cli(&r, "grad", model, "--loss", "loss", "--wrt", "W,b", "--wrt", "x", "-o", out,
-                 NULL) == 0);
+  FG_REQUIRE(
+      cli(&r, "grad", model, "--loss", "loss", "--wrt", "W,b", "--wrt", "x", "-o", out, NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "grad/W: f32 [3,2]");
   FG_CHECK_STR_CONTAINS(r.out, "grad/b: f32 [2]");
@@ -53,7 +54,8 @@ static void grad_and_check(int json) {
       dx[rr][k] = 0;
       for (int j = 0; j < 2; j++) {
         double y = GB[j];
-        for (int m = 0; m < 3; m++) y += (double)GX[rr][m] * GW[m][j];
+        for (int m = 0; m < 3; m++)
+          y += (double)GX[rr][m] * GW[m][j];
         dx[rr][k] += 2 * y * GW[k][j];
       }
     }
@@ -73,8 +75,8 @@ FG_TEST(cli_grad_unconnected_is_zero, "") {
   FG_REQUIRE(build_grad_model(tpath("m.fgb"), 0) == 0);
   write_grad_x();
   cli_result r;
-  FG_REQUIRE(cli(&r, "grad", tpath("m.fgb"), "--loss=loss", "--wrt=u", "--output",
-                 tpath("g.fgb"), NULL) == 0);
+  FG_REQUIRE(cli(&r, "grad", tpath("m.fgb"), "--loss=loss", "--wrt=u", "--output", tpath("g.fgb"),
+                 NULL) == 0);
   CHECK_OK(r);
   result_free(&r);
   char in[600];
@@ -116,7 +118,8 @@ static void train_and_compare(int json, const char *batch, int batch_n, const ch
   lin_train_reference(batch_n, epochs_n, shuffle_seed != NULL,
                       shuffle_seed ? strtoull(shuffle_seed, NULL, 10) : 0, LR, &p, want);
   FG_CHECK_INT(parse_epochs(r.out, got, 64, NULL, NULL), epochs_n);
-  for (int e = 0; e < epochs_n; e++) FG_CHECK_NEAR(got[e], want[e], 1e-4);
+  for (int e = 0; e < epochs_n; e++)
+    FG_CHECK_NEAR(got[e], want[e], 1e-4);
   char line[64];
   snprintf(line, sizeof line, "epoch %d/%d  loss ", epochs_n, epochs_n);
   FG_CHECK_STR_CONTAINS(r.out, line);
@@ -195,12 +198,11 @@ FG_TEST(cli_train_eval, "") {
   for (int own = 0; own < 2; own++) {
     cli_result r;
     if (own)
-      FG_REQUIRE(cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "10",
-                     "--epochs", "3", "--eval", "mae", "--eval-input", exi, "--eval-input", eyi,
-                     NULL) == 0);
+      FG_REQUIRE(cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "10", "--epochs",
+                     "3", "--eval", "mae", "--eval-input", exi, "--eval-input", eyi, NULL) == 0);
     else
-      FG_REQUIRE(cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "10",
-                     "--epochs", "3", "--eval", "mae", NULL) == 0);
+      FG_REQUIRE(cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "10", "--epochs",
+                     "3", "--eval", "mae", NULL) == 0);
     CHECK_OK(r);
     double loss[8], mae[8], want_loss[8];
     FG_REQUIRE(parse_epochs(r.out, loss, 8, "mae", mae) == 3);
@@ -256,7 +258,7 @@ FG_TEST(cli_train_explicit_names_quiet, "") {
 
 /* ---- the digits classifier (the main job of `make demo`) ------------------------- */
 
-#define DIGITS_DATA FG_SOURCE_DIR "/examples/digits/data"
+#define DIGITS_DATA    FG_SOURCE_DIR "/examples/digits/data"
 #define DIGITS_BUILDER FG_BUILD_DIR "/examples/example_digits_build_mlp"
 
 static int run_builder(const char *out) {

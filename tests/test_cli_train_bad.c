@@ -22,8 +22,8 @@ FG_TEST(cli_grad_unknown_names, "badinput") {
                  tpath("g.fgb"), NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "'missing'");
   result_free(&r);
-  FG_REQUIRE(cli(&r, "grad", tpath("m.fgb"), "--loss", "loss:3", "--wrt", "W", "-o",
-                 tpath("g.fgb"), NULL) == 0);
+  FG_REQUIRE(cli(&r, "grad", tpath("m.fgb"), "--loss", "loss:3", "--wrt", "W", "-o", tpath("g.fgb"),
+                 NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "loss:3");
   result_free(&r);
   FG_CHECK(!exists(tpath("g.fgb")));
@@ -58,8 +58,8 @@ FG_TEST(cli_grad_twice_and_repeated_wrt, "badinput") {
   CHECK_OK(r);
   result_free(&r);
   /* A second grad of the output would need a second "grad/W". */
-  FG_REQUIRE(cli(&r, "grad", tpath("g.fgb"), "--loss", "loss", "--wrt", "W", "-o",
-                 tpath("g2.fgb"), NULL) == 0);
+  FG_REQUIRE(cli(&r, "grad", tpath("g.fgb"), "--loss", "loss", "--wrt", "W", "-o", tpath("g2.fgb"),
+                 NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT", "grad/W");
   result_free(&r);
   FG_CHECK(!exists(tpath("g2.fgb")));
@@ -72,9 +72,9 @@ FG_TEST(cli_grad_usage_errors, "badinput") {
   cli_result r;
   const char *cases[][8] = {
       {"grad", NULL},
-      {"grad", m, "--wrt", "W", "-o", o, NULL},             /* no --loss */
-      {"grad", m, "--loss", "loss", "-o", o, NULL},         /* no --wrt */
-      {"grad", m, "--loss", "loss", "--wrt", "W", NULL},    /* no -o */
+      {"grad", m, "--wrt", "W", "-o", o, NULL},              /* no --loss */
+      {"grad", m, "--loss", "loss", "-o", o, NULL},          /* no --wrt */
+      {"grad", m, "--loss", "loss", "--wrt", "W", NULL},     /* no -o */
       {"grad", m, "--loss", "loss", "--wrt", "W,", "-o", o}, /* empty name */
       {"grad", m, "--loss", "loss", "--wrt", "W", "-o", tpath("g.txt")},
       {"grad", m, "--loss", "loss", "--wrt", "W", "--bogus", o},
@@ -83,7 +83,8 @@ FG_TEST(cli_grad_usage_errors, "badinput") {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char **c = cases[i];
     int n = 0;
-    while (n < 8 && c[n]) n++;
+    while (n < 8 && c[n])
+      n++;
     FG_REQUIRE(cli(&r, c[0], n > 1 ? c[1] : NULL, n > 2 ? c[2] : NULL, n > 3 ? c[3] : NULL,
                    n > 4 ? c[4] : NULL, n > 5 ? c[5] : NULL, n > 6 ? c[6] : NULL,
                    n > 7 ? c[7] : NULL, NULL) == 0);
@@ -122,7 +123,7 @@ static void train_setup(void) {
 #define TRAIN_FAILS(code_name, needle, ...)                                                        \
   do {                                                                                             \
     cli_result r_;                                                                                 \
-    FG_REQUIRE(cli(&r_, "train", __VA_ARGS__, "--save", tpath("t.fgb"), NULL) == 0);              \
+    FG_REQUIRE(cli(&r_, "train", __VA_ARGS__, "--save", tpath("t.fgb"), NULL) == 0);               \
     CHECK_RUNTIME_ERROR(r_, code_name, needle);                                                    \
     FG_CHECK(!exists(tpath("t.fgb")));                                                             \
     result_free(&r_);                                                                              \
@@ -193,8 +194,8 @@ FG_TEST(cli_train_no_target_metadata, "badinput") {
   FG_REQUIRE(write_npy_f32(tpath("x.npy"), 2, xd, &GX[0][0]) == 0);
   char in[600];
   snprintf(in, sizeof in, "x=%s", tpath("x.npy"));
-  TRAIN_FAILS("INVALID_ARGUMENT", "--target", tpath("m.fgb"), "-i", in, "--batch", "1",
-              "--epochs", "1");
+  TRAIN_FAILS("INVALID_ARGUMENT", "--target", tpath("m.fgb"), "-i", in, "--batch", "1", "--epochs",
+              "1");
   /* An integer loss. */
   TRAIN_FAILS("INVALID_ARGUMENT", "loss 'n'", tpath("m.fgb"), "-i", in, "--batch", "1", "--epochs",
               "1", "--target", "loss", "--loss", "n");

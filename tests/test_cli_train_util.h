@@ -49,8 +49,10 @@ static inline void grad_model_reference(double dw[3][2], double db[2]) {
   for (int r = 0; r < 2; r++)
     for (int j = 0; j < 2; j++) {
       double y = GB[j];
-      for (int k = 0; k < 3; k++) y += (double)GX[r][k] * GW[k][j];
-      for (int k = 0; k < 3; k++) dw[k][j] += GX[r][k] * 2 * y;
+      for (int k = 0; k < 3; k++)
+        y += (double)GX[r][k] * GW[k][j];
+      for (int k = 0; k < 3; k++)
+        dw[k][j] += GX[r][k] * 2 * y;
       db[j] += 2 * y;
     }
 }
@@ -62,9 +64,9 @@ static inline void grad_model_reference(double dw[3][2], double db[2]) {
  * fg_minimize with SGD at learning rate `lr` (the metadata names the
  * target and the loss). */
 #define LIN_ROWS 40
-#define LIN_W0 0.25
-#define LIN_W1 -0.5
-#define LIN_B 0.0
+#define LIN_W0   0.25
+#define LIN_W1   -0.5
+#define LIN_B    0.0
 
 static inline int build_linreg(const char *path, int json, double lr) {
   fg_graph *g = fg_graph_new();
@@ -137,7 +139,8 @@ static inline double lin_step(linp *p, const float (*x)[2], const float *y, cons
 
 static inline double lin_mae(const linp *p, const float (*x)[2], const float *y, int rows) {
   double s = 0;
-  for (int i = 0; i < rows; i++) s += fabs(p->w[0] * x[i][0] + p->w[1] * x[i][1] + p->b - y[i]);
+  for (int i = 0; i < rows; i++)
+    s += fabs(p->w[0] * x[i][0] + p->w[1] * x[i][1] + p->b - y[i]);
   return s / rows;
 }
 
@@ -151,7 +154,8 @@ static inline uint64_t ref_splitmix64(uint64_t *s) {
 }
 
 static inline void ref_shuffle(int64_t *perm, int64_t n, uint64_t *rng) {
-  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  for (int64_t i = 0; i < n; i++)
+    perm[i] = i;
   for (int64_t i = n - 1; i > 0; i--) {
     int64_t j = (int64_t)(ref_splitmix64(rng) % (uint64_t)(i + 1));
     int64_t t = perm[i];
@@ -169,7 +173,8 @@ static inline void lin_train_reference(int batch, int epochs, int shuffle, uint6
   linreg_data(LIN_ROWS, x, y);
   *p = (linp){{LIN_W0, LIN_W1}, LIN_B};
   int64_t perm[LIN_ROWS];
-  for (int i = 0; i < LIN_ROWS; i++) perm[i] = i;
+  for (int i = 0; i < LIN_ROWS; i++)
+    perm[i] = i;
   uint64_t rng = seed;
   for (int e = 0; e < epochs; e++) {
     if (shuffle) ref_shuffle(perm, LIN_ROWS, &rng);

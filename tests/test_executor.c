@@ -66,8 +66,10 @@ static void make_batch(int batch, int in, int classes, fg_tensor **x, fg_tensor 
   *y = fg_tensor_new(FG_I32, 1, yd, NULL);
   float *xv = fg_tensor_data(*x);
   int32_t *yv = fg_tensor_data(*y);
-  for (int i = 0; i < batch * in; i++) xv[i] = sinf(0.37f * (float)i);
-  for (int i = 0; i < batch; i++) yv[i] = (i * 7) % classes;
+  for (int i = 0; i < batch * in; i++)
+    xv[i] = sinf(0.37f * (float)i);
+  for (int i = 0; i < batch; i++)
+    yv[i] = (i * 7) % classes;
 }
 
 /* The issue's targets: arena <= 1.05 x the serial lower bound and <= 0.5 x
@@ -103,8 +105,8 @@ static void check_plan_targets(const int *sizes, int batch) {
       const fg_plan_tensor *A = &info->tensors[a], *B = &info->tensors[b];
       if (A->offset < 0 || B->offset < 0 || A->bytes == 0 || B->bytes == 0) continue;
       if (A->shared_with == b || B->shared_with == a) continue;
-      int overlap_mem = A->offset < B->offset + (int64_t)B->bytes &&
-                        B->offset < A->offset + (int64_t)A->bytes;
+      int overlap_mem =
+          A->offset < B->offset + (int64_t)B->bytes && B->offset < A->offset + (int64_t)A->bytes;
       int a_last = A->last_step < 0 ? A->first_step : A->last_step;
       int b_last = B->last_step < 0 ? B->first_step : B->last_step;
       int overlap_time = A->first_step <= b_last && B->first_step <= a_last;
@@ -196,14 +198,16 @@ FG_TEST(results_identical_for_any_thread_count, "") {
       fg_tensor *out = NULL;
       FG_REQUIRE(fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st) == 0);
       float l = ((float *)fg_tensor_data(out))[0];
-      if (threads == 1) ref_loss[step] = l;
+      if (threads == 1)
+        ref_loss[step] = l;
       else if (memcmp(&l, &ref_loss[step], sizeof l) != 0)
         FG_FAIL_AT("threads %d step %d: loss %.9g vs %.9g", threads, step, l, ref_loss[step]);
       fg_tensor_free(out);
     }
     fg_tensor *w = fg_session_variable(s, w_name, st);
     FG_REQUIRE(w);
-    if (threads == 1) ref_w = w;
+    if (threads == 1)
+      ref_w = w;
     else {
       FG_CHECK(memcmp(fg_tensor_data(w), fg_tensor_data(ref_w), fg_tensor_num_bytes(w)) == 0);
       fg_tensor_free(w);
@@ -224,7 +228,8 @@ FG_TEST(variable_reads_stay_before_updates, "") {
   fg_graph *g = fg_graph_new();
   int64_t d[1] = {4096};
   fg_tensor *init = fg_tensor_new(FG_F64, 1, d, st);
-  for (int i = 0; i < 4096; i++) ((double *)fg_tensor_data(init))[i] = 1.0;
+  for (int i = 0; i < 4096; i++)
+    ((double *)fg_tensor_data(init))[i] = 1.0;
   fg_output v = fg_variable(g, "v", init);
   fg_output r1 = fg_set_name(g, fg_reduce_sum(g, fg_exp(g, v), NULL, 0, 0), "r1");
   fg_output r2 = fg_set_name(g, fg_reduce_sum(g, fg_mul(g, v, v), NULL, 0, 0), "r2");

@@ -14,7 +14,7 @@
 
 /* An f64 input of the given shape, uniform in [lo, hi) ([-1, 1) when both 0). */
 #define IN(lo, hi, rank, ...) ((fgt_input){FG_F64, rank, {__VA_ARGS__}, NULL, lo, hi})
-#define IN0(lo, hi) ((fgt_input){FG_F64, 0, {0}, NULL, lo, hi})
+#define IN0(lo, hi)           ((fgt_input){FG_F64, 0, {0}, NULL, lo, hi})
 /* An f64 input with fixed data. */
 #define IND(data, rank, ...) ((fgt_input){FG_F64, rank, {__VA_ARGS__}, data, 0, 0})
 
@@ -59,7 +59,8 @@ static fg_output const_t(fg_graph *g, const char *name, fg_dtype dt, int rank, c
 static fg_output const_f64(fg_graph *g, const char *name, int rank, const int64_t *dims,
                            const double *data) {
   int64_t n = 1;
-  for (int i = 0; i < rank; i++) n *= dims[i];
+  for (int i = 0; i < rank; i++)
+    n *= dims[i];
   return const_t(g, name, FG_F64, rank, dims, data, (size_t)n * sizeof(double));
 }
 
@@ -90,7 +91,8 @@ done:
 static void check_values(const fg_tensor *t, const double *want, int n) {
   FG_REQUIRE(t && fg_tensor_dtype(t) == FG_F64 && fg_tensor_num_elements(t) == n);
   const double *v = fg_tensor_data(t);
-  for (int i = 0; i < n; i++) FG_CHECK_NEAR(v[i], want[i], 1e-12);
+  for (int i = 0; i < n; i++)
+    FG_CHECK_NEAR(v[i], want[i], 1e-12);
 }
 
 /* ---- add, sub, mul, div -------------------------------------------------- */
@@ -188,7 +190,8 @@ FG_TEST(grad_pow_zero_and_negative_base_by_hand, "") {
   double da[4] = {0, -2, 12, 0}, db[4] = {0, 0, 8 * log(2.0), 0};
   check_values(out[0], da, 4);
   check_values(out[1], db, 4);
-  for (int i = 0; i < 2; i++) fg_tensor_free(out[i]);
+  for (int i = 0; i < 2; i++)
+    fg_tensor_free(out[i]);
   fg_graph_free(g);
 }
 
@@ -224,7 +227,8 @@ static void minmax_ties(bin_fn f, const double *want_a, const double *want_b) {
   FG_REQUIRE(grad_of_sum(g, f(g, xs[0], xs[1]), xs, 2, out) == 0);
   check_values(out[0], want_a, 4);
   check_values(out[1], want_b, 4);
-  for (int i = 0; i < 2; i++) fg_tensor_free(out[i]);
+  for (int i = 0; i < 2; i++)
+    fg_tensor_free(out[i]);
   fg_graph_free(g);
 }
 
@@ -250,7 +254,8 @@ FG_TEST(grad_maximum_ties_broadcast, "") {
   double wa[4] = {.5, .5, 1, 0}, wb[2] = {.5, 1.5};
   check_values(out[0], wa, 4);
   check_values(out[1], wb, 2);
-  for (int i = 0; i < 2; i++) fg_tensor_free(out[i]);
+  for (int i = 0; i < 2; i++)
+    fg_tensor_free(out[i]);
   fg_graph_free(g);
 }
 
@@ -362,7 +367,8 @@ FG_TEST(grad_cast_f32_to_f64, "") {
   FG_REQUIRE(grad_of_sum(g, y, &x, 1, &out) == 0);
   FG_REQUIRE(fg_tensor_dtype(out) == FG_F32 && fg_tensor_num_elements(out) == 3);
   const float *v = fg_tensor_data(out);
-  for (int i = 0; i < 3; i++) FG_CHECK_NEAR(v[i], wv[i], 0);
+  for (int i = 0; i < 3; i++)
+    FG_CHECK_NEAR(v[i], wv[i], 0);
   fg_tensor_free(out);
   fg_graph_free(g);
 }
@@ -417,5 +423,6 @@ FG_TEST(grad_math_registry, "") {
       FG_OP_LOG,      FG_OP_SQRT,    FG_OP_RSQRT,      FG_OP_ABS,         FG_OP_TANH,
       FG_OP_SIGMOID,  FG_OP_RELU,    FG_OP_LEAKY_RELU, FG_OP_GELU,        FG_OP_ERF,
       FG_OP_IDENTITY, FG_OP_CAST,    FG_OP_REDUCE_SUM, FG_OP_REDUCE_MEAN, FG_OP_REDUCE_MAX};
-  for (size_t i = 0; i < sizeof family / sizeof family[0]; i++) FG_CHECK(seen[family[i]] == 1);
+  for (size_t i = 0; i < sizeof family / sizeof family[0]; i++)
+    FG_CHECK(seen[family[i]] == 1);
 }

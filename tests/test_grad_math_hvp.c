@@ -12,7 +12,7 @@
 #include "grad_check.h"
 
 #define IN(lo, hi, rank, ...) ((fgt_input){FG_F64, rank, {__VA_ARGS__}, NULL, lo, hi})
-#define IND(data, rank, ...) ((fgt_input){FG_F64, rank, {__VA_ARGS__}, data, 0, 0})
+#define IND(data, rank, ...)  ((fgt_input){FG_F64, rank, {__VA_ARGS__}, data, 0, 0})
 
 typedef fg_output (*fwd_fn)(fg_graph *, const fg_output *);
 
@@ -211,7 +211,8 @@ static void second_order_cube(int use_pow) {
     FG_CHECK_NEAR(v1[i], w1[i], 1e-12);
     FG_CHECK_NEAR(v2[i], w2[i], 1e-12);
   }
-  for (int i = 0; i < 2; i++) fg_tensor_free(out[i]);
+  for (int i = 0; i < 2; i++)
+    fg_tensor_free(out[i]);
   fg_tensor_free(xt);
   fg_session_free(s);
   fg_graph_free(g);

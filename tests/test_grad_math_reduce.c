@@ -85,7 +85,8 @@ FG_TEST(grad_reduce_max_negative_axis, "") {
 static fg_output const_f64(fg_graph *g, const char *name, int rank, const int64_t *dims,
                            const double *data) {
   int64_t n = 1;
-  for (int i = 0; i < rank; i++) n *= dims[i];
+  for (int i = 0; i < rank; i++)
+    n *= dims[i];
   fg_tensor *t = fg_tensor_from_data(FG_F64, rank, dims, data, (size_t)n * sizeof(double), NULL);
   fg_output o = fg_constant(g, name, t);
   fg_tensor_free(t);
@@ -123,7 +124,8 @@ FG_TEST(grad_reduce_max_ties_axis, "") {
   double want[6] = {0, 5, 5, 20, 0, 0};
   FG_REQUIRE(fg_tensor_num_elements(out) == 6);
   const double *v = fg_tensor_data(out);
-  for (int i = 0; i < 6; i++) FG_CHECK_NEAR(v[i], want[i], 1e-12);
+  for (int i = 0; i < 6; i++)
+    FG_CHECK_NEAR(v[i], want[i], 1e-12);
   fg_tensor_free(out);
   fg_graph_free(g);
 }
@@ -140,7 +142,8 @@ FG_TEST(grad_reduce_max_ties_all, "") {
   double want[4] = {0, 1.0 / 3, 1.0 / 3, 1.0 / 3};
   FG_REQUIRE(fg_tensor_num_elements(out) == 4);
   const double *v = fg_tensor_data(out);
-  for (int i = 0; i < 4; i++) FG_CHECK_NEAR(v[i], want[i], 1e-12);
+  for (int i = 0; i < 4; i++)
+    FG_CHECK_NEAR(v[i], want[i], 1e-12);
   fg_tensor_free(out);
   fg_graph_free(g);
 }
@@ -171,7 +174,8 @@ FG_TEST(grad_unknown_batch_bias_mean, "") {
   FG_REQUIRE(fg_gradients(g, &L2, 1, xs, 2, NULL, d2, st) == 0);
   const char *names[4] = {"d1x", "d1b", "d2x", "d2b"};
   fg_output ds[4] = {d1[0], d1[1], d2[0], d2[1]};
-  for (int i = 0; i < 4; i++) fg_set_name(g, fg_identity(g, ds[i]), names[i]);
+  for (int i = 0; i < 4; i++)
+    fg_set_name(g, fg_identity(g, ds[i]), names[i]);
   int64_t shp[2];
   FG_CHECK_INT(fg_output_shape(g, d1[0], shp), 2);
   FG_CHECK_INT(shp[0], -1);
@@ -183,7 +187,8 @@ FG_TEST(grad_unknown_batch_bias_mean, "") {
   for (int k = 0; k < 2; k++) {
     int n = batches[k];
     double xv[15];
-    for (int i = 0; i < 3 * n; i++) xv[i] = 0.25 * i - 1.5 + (i % 2 ? 0.1 : 0);
+    for (int i = 0; i < 3 * n; i++)
+      xv[i] = 0.25 * i - 1.5 + (i % 2 ? 0.1 : 0);
     int64_t xdn[2] = {n, 3};
     fg_tensor *xt = fg_tensor_from_data(FG_F64, 2, xdn, xv, sizeof(double) * 3 * n, st);
     fg_feed feeds[2] = {{"x", xt}, {"b", bt}};
@@ -205,7 +210,8 @@ FG_TEST(grad_unknown_batch_bias_mean, "") {
       FG_CHECK_NEAR(g1b[j], sb1, 1e-12);
       FG_CHECK_NEAR(g2b[j], sb2, 1e-12);
     }
-    for (int i = 0; i < 4; i++) fg_tensor_free(out[i]);
+    for (int i = 0; i < 4; i++)
+      fg_tensor_free(out[i]);
     fg_tensor_free(xt);
   }
   fg_tensor_free(bt);

@@ -299,7 +299,8 @@ FG_TEST(sum_to_rank3_to_1x3, "") {
   /* x[i,j,c] = 6i + 3j + c over [4,2,3]; to [1,3]: for column c the eight
    * values 3k + c (k = 2i + j = 0..7) sum to 3*28 + 8c = 84, 92, 100. */
   double x[24];
-  for (int i = 0; i < 24; i++) x[i] = i;
+  for (int i = 0; i < 24; i++)
+    x[i] = i;
   for (int k = 0; k < 2; k++) {
     fg_graph *g = fg_graph_new();
     fg_output y =

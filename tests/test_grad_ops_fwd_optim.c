@@ -345,7 +345,8 @@ FG_TEST(apply_bad_inputs, "badinput") {
 
 static fg_kbuf kbuf(fg_dtype dt, int rank, const int64_t *dims, void *data) {
   fg_kbuf b = {dt, rank, {0}, data};
-  for (int i = 0; i < rank; i++) b.dims[i] = dims[i];
+  for (int i = 0; i < rank; i++)
+    b.dims[i] = dims[i];
   return b;
 }
 

@@ -19,7 +19,8 @@ static inline double tol_of(fg_dtype dt) { return dt == FG_F32 ? 2e-7 : 1e-15; }
 
 static inline int64_t count_of(int rank, const int64_t *dims) {
   int64_t n = 1;
-  for (int i = 0; i < rank; i++) n *= dims[i];
+  for (int i = 0; i < rank; i++)
+    n *= dims[i];
   return n;
 }
 
@@ -91,7 +92,8 @@ static inline int expect(const fg_tensor *t, fg_dtype dt, int rank, const int64_
   FG_CHECK_INT(fg_tensor_dtype(t), dt);
   FG_CHECK_INT(fg_tensor_rank(t), rank);
   if (fg_tensor_rank(t) != rank) return fgt_failures - before;
-  for (int i = 0; i < rank; i++) FG_CHECK_INT(fg_tensor_dim(t, i), dims[i]);
+  for (int i = 0; i < rank; i++)
+    FG_CHECK_INT(fg_tensor_dim(t, i), dims[i]);
   if (fgt_failures != before) return fgt_failures - before;
   int64_t n = count_of(rank, dims);
   for (int64_t i = 0; i < n; i++)

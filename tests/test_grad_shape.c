@@ -31,10 +31,8 @@ static fg_output build_matmul(fg_graph *g, const fg_output *x, void *ctx) {
 static double check_matmul_2d(int ta, int tb, uint64_t seed) {
   mm_ctx c = {ta, tb};
   fgt_input in[2] = {IN(2, 3, 4), IN(2, 4, 5)};
-  if (ta)
-    in[0].dims[0] = 4, in[0].dims[1] = 3;
-  if (tb)
-    in[1].dims[0] = 5, in[1].dims[1] = 4;
+  if (ta) in[0].dims[0] = 4, in[0].dims[1] = 3;
+  if (tb) in[1].dims[0] = 5, in[1].dims[1] = 4;
   return fgt_grad_check(build_matmul, &c, in, 2, seed);
 }
 
@@ -74,10 +72,8 @@ FG_TEST(grad_matmul_broadcast_transposed, "") {
     for (int tb = 0; tb < 2; tb++) {
       mm_ctx c = {ta, tb};
       fgt_input in[2] = {IN(4, 2, 1, 3, 4), IN(3, 2, 4, 5)};
-      if (ta)
-        in[0].dims[2] = 4, in[0].dims[3] = 3;
-      if (tb)
-        in[1].dims[1] = 5, in[1].dims[2] = 4;
+      if (ta) in[0].dims[2] = 4, in[0].dims[3] = 3;
+      if (tb) in[1].dims[1] = 5, in[1].dims[2] = 4;
       FG_CHECK_GRAD(fgt_grad_check(build_matmul, &c, in, 2, 9 + (uint64_t)(2 * ta + tb)));
     }
 }
@@ -324,8 +320,7 @@ static fg_output build_second(fg_graph *g, const fg_output *x, void *vctx) {
   fg_output y = c->f(g, x, c->ctx);
   int64_t d[FG_MAX_RANK];
   int r = fg_output_shape(g, y, d);
-  if (r < 0)
-    return FG_NO_OUTPUT;
+  if (r < 0) return FG_NO_OUTPUT;
   fg_status *st = fg_status_new();
   fg_tensor *ct = fg_tensor_new(FG_F64, r, d, st);
   fg_output out = FG_NO_OUTPUT;

@@ -41,11 +41,11 @@
 
 extern char **environ;
 
-#define GT_MAX 12
-#define GT_TIMEOUT_S 120
-#define TOL_F64 1e-9
-#define FLOOR_F64 1e-6
-#define TOL_F32 1e-5
+#define GT_MAX        12
+#define GT_TIMEOUT_S  120
+#define TOL_F64       1e-9
+#define FLOOR_F64     1e-6
+#define TOL_F32       1e-5
 #define FLOOR_F32_REL 1e-1
 
 /* ---- child processes ---------------------------------------------------- */
@@ -83,7 +83,8 @@ static void gt_print_file(const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return;
   char line[512];
-  while (fgets(line, sizeof line, f)) fputs(line, stderr);
+  while (fgets(line, sizeof line, f))
+    fputs(line, stderr);
   fclose(f);
 }
 
@@ -143,7 +144,8 @@ static int gt_init(gt_case *c, uint64_t seed) {
 }
 
 static void gt_free(gt_case *c) {
-  for (int i = 0; i < c->n; i++) fg_tensor_free(c->in[i].value);
+  for (int i = 0; i < c->n; i++)
+    fg_tensor_free(c->in[i].value);
   fg_session_free(c->sess);
   fg_graph_free(c->g);
   fg_status_free(c->st);
@@ -245,7 +247,8 @@ static int gt_differentiate(gt_case *c) {
             fg_status_message(c->st));
     return -1;
   }
-  for (int j = 0; j < nx; j++) c->in[idx[j]].grad = dxs[j];
+  for (int j = 0; j < nx; j++)
+    c->in[idx[j]].grad = dxs[j];
   c->sess = fg_session_new(c->g, NULL, c->st);
   if (!c->sess) {
     fprintf(stderr, "fg_session_new failed: %s\n", fg_status_message(c->st));
@@ -270,7 +273,8 @@ static void gt_compare(gt_case *c, const char *what, const fg_tensor *got, const
                        double tol) {
   int rank = fg_tensor_rank(got);
   int same = rank == fg_tensor_rank(want);
-  for (int i = 0; same && i < rank; i++) same = fg_tensor_dim(got, i) == fg_tensor_dim(want, i);
+  for (int i = 0; same && i < rank; i++)
+    same = fg_tensor_dim(got, i) == fg_tensor_dim(want, i);
   if (!same || fg_tensor_dtype(want) != FG_F64) {
     FG_FAIL_AT("%s: flowgraph shape/dtype differs from torch's (rank %d vs %d, dim0 %lld vs %lld)",
                what, rank, fg_tensor_rank(want), (long long)fg_tensor_dim(got, 0),
@@ -282,7 +286,8 @@ static void gt_compare(gt_case *c, const char *what, const fg_tensor *got, const
   double floor = FLOOR_F64;
   if (fg_tensor_dtype(got) == FG_F32) {
     double scale = 0;
-    for (int64_t k = 0; k < m; k++) scale = fmax(scale, fabs(gt_to_double(want, k)));
+    for (int64_t k = 0; k < m; k++)
+      scale = fmax(scale, fabs(gt_to_double(want, k)));
     floor = fmax(FLOOR_F32_REL * scale, FLOOR_F64);
   }
   double worst = 0;
@@ -313,8 +318,7 @@ static fg_tensor *gt_read(const char *dir, const char *name) {
 
 /* One run: feeds the current values, writes them to <dir>/<sub>/, asks
  * torch for the reference and compares the loss and every gradient. */
-static void gt_check(gt_case *c, const char *sub, const char *script, const char *arg,
-                     double tol) {
+static void gt_check(gt_case *c, const char *sub, const char *script, const char *arg, double tol) {
   char dir[256], path[512], log[512];
   snprintf(dir, sizeof dir, "%s/%s", c->dir, sub);
   if (mkdir(dir, 0755) != 0) {
@@ -380,7 +384,8 @@ static void gt_check(gt_case *c, const char *sub, const char *script, const char
       fg_tensor_free(ref);
     }
   }
-  for (int j = 0; j < nfetch; j++) fg_tensor_free(out[j]);
+  for (int j = 0; j < nfetch; j++)
+    fg_tensor_free(out[j]);
 }
 
 /* ---- the MLP ------------------------------------------------------------ */
@@ -509,8 +514,7 @@ static void embedding_case(fg_dtype idx_dt, uint64_t seed) {
   fg_graph *g = c.g;
   static const int64_t idx_vals[12] = {1, 3, 3, 7, 0, 9, 1, 1, 5, 5, 5, 2};
   static const int64_t label_vals[3] = {4, 0, 2};
-  fg_output table =
-      gt_add(&c, "table", gt_rand(&c, FG_F64, 2, (int64_t[]){10, 6}, 1.0), GT_VAR, 0);
+  fg_output table = gt_add(&c, "table", gt_rand(&c, FG_F64, 2, (int64_t[]){10, 6}, 1.0), GT_VAR, 0);
   fg_output idx =
       gt_add(&c, "idx", gt_ints(&c, idx_dt, 2, (int64_t[]){3, 4}, idx_vals, 0), GT_FEED, 0);
   fg_output w = gt_add(&c, "w", gt_rand(&c, FG_F64, 2, (int64_t[]){6, 5}, 0.8), GT_VAR, 0);

@@ -60,8 +60,7 @@ FG_TEST(op_table_flags, "") {
                       "select",        "neg",        "exp",       "relu",    "identity",
                       "stop_gradient", "zeros_like", "ones_like", "cast"};
   for (int i = 0; i < 19; i++)
-    if (!(flags_of(ew[i]) & FG_OPF_ELEMENTWISE))
-      FG_FAIL_AT("%s not elementwise", ew[i]);
+    if (!(flags_of(ew[i]) & FG_OPF_ELEMENTWISE)) FG_FAIL_AT("%s not elementwise", ew[i]);
   FG_CHECK(!(flags_of("matmul") & FG_OPF_ELEMENTWISE));
   /* In-place: same dtype and input 0's shape; not binary ops (broadcasting)
    * nor cast (dtype changes). */

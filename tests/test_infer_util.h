@@ -11,7 +11,7 @@
 #include "flowgraph/tensor.h"
 
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
-#define U FG_DIM_UNKNOWN
+#define U         FG_DIM_UNKNOWN
 
 static inline fg_output ph(fg_graph *g, fg_dtype dt, int rank, const int64_t *dims) {
   return fg_placeholder(g, NULL, dt, rank, dims);
@@ -22,8 +22,7 @@ static inline fg_output ph(fg_graph *g, fg_dtype dt, int rank, const int64_t *di
   do {                                                                                             \
     fg_status *s_ = fg_status_new();                                                               \
     fg_code c_ = fg_graph_status(g, s_);                                                           \
-    if (c_ != FG_OK)                                                                               \
-      FG_FAIL_AT("unexpected graph error: %s", fg_status_message(s_));                             \
+    if (c_ != FG_OK) FG_FAIL_AT("unexpected graph error: %s", fg_status_message(s_));              \
     fg_status_free(s_);                                                                            \
   } while (0)
 

@@ -58,7 +58,8 @@ static fg_graph *io_graph(void) {
   fg_attrs *a = fg_attrs_new();
   int64_t ints[3] = {1, -2, INT64_MAX};
   double floats[5];
-  for (int i = 0; i < 5; i++) floats[i] = float_attr_values(i);
+  for (int i = 0; i < 5; i++)
+    floats[i] = float_attr_values(i);
   fg_attrs_set_int(a, "an_int", -42);
   fg_attrs_set_float(a, "a_float", 1e-20);
   fg_attrs_set_string(a, "a_string", "say \"hi\"\n\t\\ caf\xc3\xa9");
@@ -107,40 +108,39 @@ static void check_same_attrs(const fg_graph *a, const fg_graph *b, int n) {
     const fg_tensor *ta = NULL, *tb = NULL;
     int na = 0, nb = -1;
     switch (t) {
-      case FG_ATTR_INT:
-        fg_node_attr_int(a, n, name, &ia);
-        fg_node_attr_int(b, n, name, &ib);
-        FG_CHECK_INT(ia, ib);
-        break;
-      case FG_ATTR_FLOAT:
-        fg_node_attr_float(a, n, name, &fa);
-        fg_node_attr_float(b, n, name, &fb);
-        FG_CHECK(memcmp(&fa, &fb, sizeof fa) == 0);
-        break;
-      case FG_ATTR_STRING:
-        fg_node_attr_string(a, n, name, &sa);
-        fg_node_attr_string(b, n, name, &sb);
-        FG_CHECK(sa && sb && strcmp(sa, sb) == 0);
-        break;
-      case FG_ATTR_INTS:
-        fg_node_attr_ints(a, n, name, &la, &na);
-        fg_node_attr_ints(b, n, name, &lb, &nb);
-        FG_REQUIRE(na == nb);
-        FG_CHECK(na == 0 || memcmp(la, lb, (size_t)na * sizeof *la) == 0);
-        break;
-      case FG_ATTR_FLOATS:
-        fg_node_attr_floats(a, n, name, &da, &na);
-        fg_node_attr_floats(b, n, name, &db, &nb);
-        FG_REQUIRE(na == nb);
-        FG_CHECK(na == 0 || memcmp(da, db, (size_t)na * sizeof *da) == 0);
-        break;
-      case FG_ATTR_TENSOR:
-        FG_REQUIRE(fg_node_attr_tensor(a, n, name, &ta) == 0);
-        FG_REQUIRE(fg_node_attr_tensor(b, n, name, &tb) == 0);
-        FG_CHECK(same_tensor(ta, tb));
-        break;
-      default:
-        FG_FAIL_AT("attribute '%s' of node %d has type %d", name, n, (int)t);
+    case FG_ATTR_INT:
+      fg_node_attr_int(a, n, name, &ia);
+      fg_node_attr_int(b, n, name, &ib);
+      FG_CHECK_INT(ia, ib);
+      break;
+    case FG_ATTR_FLOAT:
+      fg_node_attr_float(a, n, name, &fa);
+      fg_node_attr_float(b, n, name, &fb);
+      FG_CHECK(memcmp(&fa, &fb, sizeof fa) == 0);
+      break;
+    case FG_ATTR_STRING:
+      fg_node_attr_string(a, n, name, &sa);
+      fg_node_attr_string(b, n, name, &sb);
+      FG_CHECK(sa && sb && strcmp(sa, sb) == 0);
+      break;
+    case FG_ATTR_INTS:
+      fg_node_attr_ints(a, n, name, &la, &na);
+      fg_node_attr_ints(b, n, name, &lb, &nb);
+      FG_REQUIRE(na == nb);
+      FG_CHECK(na == 0 || memcmp(la, lb, (size_t)na * sizeof *la) == 0);
+      break;
+    case FG_ATTR_FLOATS:
+      fg_node_attr_floats(a, n, name, &da, &na);
+      fg_node_attr_floats(b, n, name, &db, &nb);
+      FG_REQUIRE(na == nb);
+      FG_CHECK(na == 0 || memcmp(da, db, (size_t)na * sizeof *da) == 0);
+      break;
+    case FG_ATTR_TENSOR:
+      FG_REQUIRE(fg_node_attr_tensor(a, n, name, &ta) == 0);
+      FG_REQUIRE(fg_node_attr_tensor(b, n, name, &tb) == 0);
+      FG_CHECK(same_tensor(ta, tb));
+      break;
+    default: FG_FAIL_AT("attribute '%s' of node %d has type %d", name, n, (int)t);
     }
   }
 }
@@ -166,7 +166,8 @@ static void check_same_graph(const fg_graph *a, const fg_graph *b) {
       FG_CHECK_INT(fg_output_dtype(a, o), fg_output_dtype(b, o));
       int ra = fg_output_shape(a, o, da), rb = fg_output_shape(b, o, db);
       FG_REQUIRE(ra == rb);
-      for (int d = 0; d < ra; d++) FG_CHECK_INT(da[d], db[d]);
+      for (int d = 0; d < ra; d++)
+        FG_CHECK_INT(da[d], db[d]);
     }
     check_same_attrs(a, b, n);
   }

@@ -17,8 +17,10 @@
 
 static size_t dt_size(fg_dtype dt) {
   switch (dt) {
-  case FG_F32: case FG_I32: return 4;
-  case FG_F64: case FG_I64: return 8;
+  case FG_F32:
+  case FG_I32: return 4;
+  case FG_F64:
+  case FG_I64: return 8;
   case FG_BOOL: return 1;
   default: return 0;
   }
@@ -26,7 +28,8 @@ static size_t dt_size(fg_dtype dt) {
 
 static int64_t numel(int rank, const int64_t *dims) {
   int64_t n = 1;
-  for (int i = 0; i < rank; i++) n *= dims[i];
+  for (int i = 0; i < rank; i++)
+    n *= dims[i];
   return n;
 }
 
@@ -102,7 +105,8 @@ static void run_fixture(int index) {
     for (int i = 0; i < 2; i++)
       if (c->err[i]) FG_CHECK_STR_CONTAINS(err, c->err[i]);
   }
-  for (int k = 0; k < c->n_in; k++) free(in[k].data);
+  for (int k = 0; k < c->n_in; k++)
+    free(in[k].data);
   free(out.data);
 }
 
@@ -145,7 +149,8 @@ FG_TEST(registry_covers_op_table, "") {
   const fg_kernel_reg *rows = fg_cpu_kernel_registry();
   for (int a = 0; rows[a].op; a++) {
     int known = 0;
-    for (int i = 0; i < n_ops; i++) known |= !strcmp(rows[a].op, ops[i]);
+    for (int i = 0; i < n_ops; i++)
+      known |= !strcmp(rows[a].op, ops[i]);
     if (!known) FG_FAIL_AT("registry row %d names unknown op %s", a, rows[a].op);
     if (!rows[a].fn) FG_FAIL_AT("registry row %d (%s) has no function", a, rows[a].op);
     for (int b = 0; b < a; b++)
@@ -156,12 +161,12 @@ FG_TEST(registry_covers_op_table, "") {
 
 /* The integer and bool coverage the op table's inference allows. */
 FG_TEST(registry_integer_coverage, "") {
-  static const char *const numeric[] = {"add", "sub", "mul", "div", "maximum", "minimum", "neg",
-                                        "abs", "relu", "reduce_sum", "reduce_mean", "reduce_max",
-                                        "argmax", "one_hot", "greater", "less"};
-  static const char *const all5[] = {"equal", "select", "reshape", "transpose", "concat",
-                                     "slice", "gather", "identity", "stop_gradient",
-                                     "zeros_like", "ones_like", "fill", "assign", "cast"};
+  static const char *const numeric[] = {
+      "add",  "sub",        "mul",         "div",        "maximum", "minimum", "neg",     "abs",
+      "relu", "reduce_sum", "reduce_mean", "reduce_max", "argmax",  "one_hot", "greater", "less"};
+  static const char *const all5[] = {
+      "equal",    "select",        "reshape",    "transpose", "concat", "slice",  "gather",
+      "identity", "stop_gradient", "zeros_like", "ones_like", "fill",   "assign", "cast"};
   for (size_t i = 0; i < sizeof numeric / sizeof numeric[0]; i++)
     for (fg_dtype dt = FG_F32; dt <= FG_I64; dt++)
       if (!fg_cpu_kernel(numeric[i], dt)) FG_FAIL_AT("no %s kernel for dtype %d", numeric[i], dt);
@@ -176,7 +181,8 @@ FG_TEST(registry_integer_coverage, "") {
 
 static fg_kbuf kb(fg_dtype dt, int rank, const int64_t *dims, void *data) {
   fg_kbuf b = {dt, rank, {0}, data};
-  for (int i = 0; i < rank; i++) b.dims[i] = dims[i];
+  for (int i = 0; i < rank; i++)
+    b.dims[i] = dims[i];
   return b;
 }
 
@@ -192,7 +198,8 @@ FG_TEST(add_in_place_broadcast, "") {
   fg_kctx ctx = {in, 2, &out, 1, &p, err, sizeof err, NULL};
   FG_REQUIRE(fg_cpu_kernel("add", FG_F32)(&ctx) == 0);
   const float want[6] = {11, 22, 33, 14, 25, 36};
-  for (int i = 0; i < 6; i++) FG_CHECK_NEAR(a[i], want[i], 0);
+  for (int i = 0; i < 6; i++)
+    FG_CHECK_NEAR(a[i], want[i], 0);
 }
 
 FG_TEST(unary_in_place, "") {
@@ -255,7 +262,8 @@ FG_TEST(reduce_sum_f32_fixed_order, "") {
   int bad = 0;
   for (int j = 0; j < C; j++) {
     double acc = 0;
-    for (int i = 0; i < R; i++) acc += x[i * C + j];
+    for (int i = 0; i < R; i++)
+      acc += x[i * C + j];
     bad += (float)acc != out0[j];
   }
   FG_CHECK_INT(bad, 0);
@@ -265,7 +273,8 @@ FG_TEST(reduce_sum_f32_fixed_order, "") {
   bad = 0;
   for (int i = 0; i < R; i++) {
     double acc = 0;
-    for (int j = 0; j < C; j++) acc += x[i * C + j];
+    for (int j = 0; j < C; j++)
+      acc += x[i * C + j];
     bad += (float)acc != out_rows[i];
   }
   FG_CHECK_INT(bad, 0);

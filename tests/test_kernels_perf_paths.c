@@ -25,14 +25,16 @@ static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0
 
 static int64_t numel(const fg_kbuf *b) {
   int64_t n = 1;
-  for (int i = 0; i < b->rank; i++) n *= b->dims[i];
+  for (int i = 0; i < b->rank; i++)
+    n *= b->dims[i];
   return n;
 }
 static size_t nbytes(const fg_kbuf *b) { return (size_t)numel(b) * fg_dtype_size(b->dtype); }
 
 static fg_kbuf make_buf(fg_dtype dt, int rank, const int64_t *dims) {
   fg_kbuf b = {.dtype = dt, .rank = rank};
-  for (int i = 0; i < rank; i++) b.dims[i] = dims[i];
+  for (int i = 0; i < rank; i++)
+    b.dims[i] = dims[i];
   b.data = calloc(nbytes(&b) > 0 ? nbytes(&b) : 1, 1);
   return b;
 }
@@ -71,7 +73,8 @@ static fg_kbuf logits(int64_t N, int64_t C, uint64_t *seed) {
   const int64_t d[2] = {N, C};
   fg_kbuf b = make_buf(FG_F32, 2, d);
   float *x = (float *)b.data;
-  for (int64_t i = 0; i < N * C; i++) x[i] = (float)(rng_unit(seed) * 8);
+  for (int64_t i = 0; i < N * C; i++)
+    x[i] = (float)(rng_unit(seed) * 8);
   for (int64_t j = 0; j < C; j++) {
     x[1 * C + j] = (float)(-j * 0.2);           /* gaps down to ~-200 */
     x[2 * C + j] = j % 3 ? -INFINITY : 1.0f;    /* -inf entries */
@@ -82,8 +85,10 @@ static fg_kbuf logits(int64_t N, int64_t C, uint64_t *seed) {
 
 static double ref_lse(const float *row, int64_t C) {
   double m = -INFINITY, s = 0;
-  for (int64_t j = 0; j < C; j++) m = row[j] > m ? row[j] : m;
-  for (int64_t j = 0; j < C; j++) s += exp((double)row[j] - m);
+  for (int64_t j = 0; j < C; j++)
+    m = row[j] > m ? row[j] : m;
+  for (int64_t j = 0; j < C; j++)
+    s += exp((double)row[j] - m);
   return m + log(s);
 }
 
@@ -106,8 +111,10 @@ FG_TEST(perf_softmax_f32_rows_match_reference, "") {
           continue;
         }
         const double err = fabs(got - want) / (want_log ? 1 + fabs(want) : fmax(want, 1e-30));
-        if (want >= 1e-30 || want_log) worst = err > worst ? err : worst;
-        else FG_CHECK(fabs(got - want) < 1e-37); /* subnormal or zero: absolute */
+        if (want >= 1e-30 || want_log)
+          worst = err > worst ? err : worst;
+        else
+          FG_CHECK(fabs(got - want) < 1e-37); /* subnormal or zero: absolute */
       }
     }
     FG_CHECK(worst < 2e-6);
@@ -115,7 +122,8 @@ FG_TEST(perf_softmax_f32_rows_match_reference, "") {
   /* A NaN makes its row NaN and leaves the others alone. */
   ((float *)x.data)[5 * C + 17] = NAN;
   run_bitwise("softmax", FG_F32, &x, 1, &y, &p);
-  for (int64_t j = 0; j < C; j++) FG_CHECK(isnan(((float *)y.data)[5 * C + j]));
+  for (int64_t j = 0; j < C; j++)
+    FG_CHECK(isnan(((float *)y.data)[5 * C + j]));
   FG_CHECK(!isnan(((float *)y.data)[4 * C]) && !isnan(((float *)y.data)[6 * C]));
   free(x.data);
   free(y.data);
@@ -125,7 +133,8 @@ FG_TEST(perf_softmax_cross_entropy_f32_matches_reference, "") {
   uint64_t seed = 9;
   const int64_t N = 300, C = 1003, nd[1] = {N};
   fg_kbuf in[2] = {logits(N, C, &seed), make_buf(FG_I32, 1, nd)};
-  for (int64_t n = 0; n < N; n++) ((int32_t *)in[1].data)[n] = (int32_t)((n * 131) % C);
+  for (int64_t n = 0; n < N; n++)
+    ((int32_t *)in[1].data)[n] = (int32_t)((n * 131) % C);
   ((int32_t *)in[1].data)[2] = 0; /* a finite logit in the -inf row */
   fg_kbuf out = make_buf(FG_F32, 0, NULL);
   fg_kparams p = {0};
@@ -159,9 +168,12 @@ FG_TEST(perf_select_broadcast_scalars, "") {
       for (int k = 0; k < 3; k++) {
         for (int64_t i = 0; i < numel(&in[k]); i++) {
           const double u = rng_unit(&seed);
-          if (in[k].dtype == FG_BOOL) ((uint8_t *)in[k].data)[i] = u > 0;
-          else if (in[k].dtype == FG_F32) ((float *)in[k].data)[i] = (float)u;
-          else ((double *)in[k].data)[i] = u;
+          if (in[k].dtype == FG_BOOL)
+            ((uint8_t *)in[k].data)[i] = u > 0;
+          else if (in[k].dtype == FG_F32)
+            ((float *)in[k].data)[i] = (float)u;
+          else
+            ((double *)in[k].data)[i] = u;
         }
       }
       fg_kbuf out = make_buf(dt, 2, od);
@@ -176,7 +188,8 @@ FG_TEST(perf_select_broadcast_scalars, "") {
         ok = ok && memcmp((const char *)out.data + i * es, src, es) == 0;
       }
       FG_CHECK(ok);
-      for (int k = 0; k < 3; k++) free(in[k].data);
+      for (int k = 0; k < 3; k++)
+        free(in[k].data);
       free(out.data);
     }
   }
@@ -189,7 +202,8 @@ FG_TEST(perf_sum_to_identity_and_axis0, "") {
   const int64_t R = 256, C = 1000, d[2] = {R, C}, kd[3] = {R, 1, C}, cd[1] = {C};
   fg_kbuf x = make_buf(FG_F32, 2, d);
   float *xv = (float *)x.data;
-  for (int64_t i = 0; i < R * C; i++) xv[i] = (float)rng_unit(&seed);
+  for (int64_t i = 0; i < R * C; i++)
+    xv[i] = (float)rng_unit(&seed);
   xv[7] = -0.0f;
   fg_kbuf y = make_buf(FG_F32, 2, d);
   fg_kparams p = {0};
@@ -206,7 +220,8 @@ FG_TEST(perf_sum_to_identity_and_axis0, "") {
   int ok = 1;
   for (int64_t j = 0; j < C; j++) {
     double acc = 0;
-    for (int64_t r = 0; r < R; r++) acc += xv[r * C + j];
+    for (int64_t r = 0; r < R; r++)
+      acc += xv[r * C + j];
     ok = ok && ((float *)s.data)[j] == (float)acc;
   }
   FG_CHECK(ok);

@@ -15,7 +15,7 @@
 #include "flowgraph/tensor.h"
 
 #define NPY_DIR FG_TEST_DATA_DIR "/npy"
-#define SP10 "          "
+#define SP10    "          "
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -120,7 +120,8 @@ static void round_trip(const fg_tensor *t) {
   if (r) {
     FG_CHECK_INT(fg_tensor_dtype(r), fg_tensor_dtype(t));
     FG_CHECK_INT(fg_tensor_rank(r), fg_tensor_rank(t));
-    for (int i = 0; i < fg_tensor_rank(t); i++) FG_CHECK_INT(fg_tensor_dim(r, i), fg_tensor_dim(t, i));
+    for (int i = 0; i < fg_tensor_rank(t); i++)
+      FG_CHECK_INT(fg_tensor_dim(r, i), fg_tensor_dim(t, i));
     FG_CHECK_INT(fg_tensor_num_bytes(r), fg_tensor_num_bytes(t));
     if (fg_tensor_num_bytes(t))
       FG_CHECK(memcmp(fg_tensor_data(r), fg_tensor_data(t), fg_tensor_num_bytes(t)) == 0);
@@ -158,7 +159,8 @@ static fg_tensor *read_fixture(const char *name) {
 
 static void check_shape(const fg_tensor *t, int rank, const int64_t *dims) {
   FG_CHECK_INT(fg_tensor_rank(t), rank);
-  for (int i = 0; i < rank; i++) FG_CHECK_INT(fg_tensor_dim(t, i), dims[i]);
+  for (int i = 0; i < rank; i++)
+    FG_CHECK_INT(fg_tensor_dim(t, i), dims[i]);
 }
 
 /* ---- round trips ---------------------------------------------------------- */
@@ -212,7 +214,8 @@ FG_TEST(npy_roundtrip_rank0, "") {
 
 FG_TEST(npy_roundtrip_rank8, "") {
   int32_t v[16];
-  for (int i = 0; i < 16; i++) v[i] = i * i - 7;
+  for (int i = 0; i < 16; i++)
+    v[i] = i * i - 7;
   int64_t d[8] = {1, 2, 1, 2, 1, 2, 2, 1};
   fg_tensor *t = tensor_of(FG_I32, 8, d, v, sizeof v);
   round_trip(t);
@@ -285,7 +288,8 @@ FG_TEST(npy_numpy_reads_our_file, "") {
            "(a == np.arange(-3, 3).reshape(3, 2)).all() else 1)\" 2>/dev/null",
            FG_PYTHON, path);
   int rc = system(cmd);
-  if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && system(FG_PYTHON " -c 'import numpy' 2>/dev/null") != 0) {
+  if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1 &&
+      system(FG_PYTHON " -c 'import numpy' 2>/dev/null") != 0) {
     fg_tensor_free(t);
     fg_status_free(st);
     fgt_rmtree(tmpdir);
@@ -304,12 +308,12 @@ FG_TEST(npy_numpy_reads_our_file, "") {
 
 /* v1.0: 10-byte prefix, 2-byte header length 118 (0x76), dict, padding to
  * 128 bytes, '\n'; data: i4 [1, -2, 3]. */
-static const char v1_bytes[] = "\x93NUMPY\x01\x00\x76\x00"
-                               "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }" SP10
-                               SP10 SP10 SP10 SP10 SP10 "\n"
-                               "\x01\x00\x00\x00"
-                               "\xfe\xff\xff\xff"
-                               "\x03\x00\x00\x00";
+static const char v1_bytes[] =
+    "\x93NUMPY\x01\x00\x76\x00"
+    "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }" SP10 SP10 SP10 SP10 SP10 SP10 "\n"
+    "\x01\x00\x00\x00"
+    "\xfe\xff\xff\xff"
+    "\x03\x00\x00\x00";
 
 FG_TEST(npy_read_v1_handmade, "") {
   FG_REQUIRE(sizeof v1_bytes - 1 == 128 + 12);
@@ -361,10 +365,10 @@ FG_TEST(npy_read_v2_handmade, "") {
 
 /* v3.0: same prefix as 2.0 (UTF-8 header), length 116 (0x74), padded to
  * 128; data: one bool, rank 0. */
-static const char v3_bytes[] = "\x93NUMPY\x03\x00\x74\x00\x00\x00"
-                               "{'descr': '|b1', 'fortran_order': False, 'shape': (), }" SP10
-                               SP10 SP10 SP10 SP10 SP10 "\n"
-                               "\x01";
+static const char v3_bytes[] =
+    "\x93NUMPY\x03\x00\x74\x00\x00\x00"
+    "{'descr': '|b1', 'fortran_order': False, 'shape': (), }" SP10 SP10 SP10 SP10 SP10 SP10 "\n"
+    "\x01";
 
 FG_TEST(npy_read_v3_handmade_rank0, "") {
   FG_REQUIRE(sizeof v3_bytes - 1 == 129);
@@ -419,7 +423,8 @@ FG_TEST(npy_numpy_fixture_f32, "") {
   int64_t d[2] = {2, 3};
   FG_CHECK_INT(fg_tensor_dtype(t), FG_F32);
   check_shape(t, 2, d);
-  for (int i = 0; i < 6; i++) FG_CHECK(((const float *)fg_tensor_data(t))[i] == 0.5f * (float)i);
+  for (int i = 0; i < 6; i++)
+    FG_CHECK(((const float *)fg_tensor_data(t))[i] == 0.5f * (float)i);
   fg_tensor_free(t);
 }
 
@@ -443,7 +448,8 @@ FG_TEST(npy_numpy_fixture_i32, "") {
   int64_t d[3] = {2, 2, 2};
   FG_CHECK_INT(fg_tensor_dtype(t), FG_I32);
   check_shape(t, 3, d);
-  for (int i = 0; i < 8; i++) FG_CHECK_INT(((const int32_t *)fg_tensor_data(t))[i], i - 4);
+  for (int i = 0; i < 8; i++)
+    FG_CHECK_INT(((const int32_t *)fg_tensor_data(t))[i], i - 4);
   fg_tensor_free(t);
 }
 
@@ -496,7 +502,8 @@ FG_TEST(npy_numpy_fixture_rank8, "") {
   FG_REQUIRE(t);
   int64_t d[8] = {1, 2, 1, 2, 1, 2, 1, 1};
   check_shape(t, 8, d);
-  for (int i = 0; i < 8; i++) FG_CHECK(((const float *)fg_tensor_data(t))[i] == (float)i);
+  for (int i = 0; i < 8; i++)
+    FG_CHECK(((const float *)fg_tensor_data(t))[i] == (float)i);
   fg_tensor_free(t);
 }
 
@@ -507,7 +514,8 @@ FG_TEST(npy_numpy_fixture_v2_v3, "") {
     FG_REQUIRE(t);
     int64_t d[1] = {4};
     check_shape(t, 1, d);
-    for (int i = 0; i < 4; i++) FG_CHECK(((const float *)fg_tensor_data(t))[i] == (float)i);
+    for (int i = 0; i < 4; i++)
+      FG_CHECK(((const float *)fg_tensor_data(t))[i] == (float)i);
     fg_tensor_free(t);
   }
 }
@@ -548,9 +556,10 @@ FG_TEST(npy_bad_dict_keys, "badinput") {
                                 "{'descr': '<f4', 'fortran_order': False, 'shape': (), 'x': 1}   \n"
                                 "\x00\x00\x00\x00";
   check_bad(unknown, sizeof unknown - 1, "unexpected key 'x'");
-  static const char dup[] = "\x93NUMPY\x01\x00\x46\x00"
-                            "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': ()}\n"
-                            "\x00\x00\x00\x00";
+  static const char dup[] =
+      "\x93NUMPY\x01\x00\x46\x00"
+      "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': ()}\n"
+      "\x00\x00\x00\x00";
   check_bad(dup, sizeof dup - 1, "duplicate key");
 }
 

@@ -16,8 +16,8 @@ static fg_graph *mlp_graph(void) {
   float w[6] = {1, 0, 0, 1, 1, 1}, b[2] = {2.5f, 0.5f};
   fg_tensor *wt = tensor_f32(2, wd, w, 6), *bt = tensor_f32(1, bd, b, 2);
   fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output y = fg_relu(g, fg_add(g, fg_matmul(g, x, fg_constant(g, "w", wt), 0, 0),
-                                  fg_constant(g, "b", bt)));
+  fg_output y = fg_relu(
+      g, fg_add(g, fg_matmul(g, x, fg_constant(g, "w", wt), 0, 0), fg_constant(g, "b", bt)));
   fg_set_name(g, y, "y");
   int64_t axis = 1;
   fg_set_name(g, fg_reduce_sum(g, y, &axis, 1, 0), "s");
@@ -44,10 +44,12 @@ FG_TEST(session_mlp_forward_unknown_batch, "") {
   FG_CHECK_INT(fg_tensor_dim(out[0], 1), 2);
   const float *y = fg_tensor_data(out[0]), *sum = fg_tensor_data(out[1]);
   float want[4] = {6.5f, 5.5f, 2.5f, 1.5f};
-  for (int i = 0; i < 4; i++) FG_CHECK_NEAR(y[i], want[i], 1e-6);
+  for (int i = 0; i < 4; i++)
+    FG_CHECK_NEAR(y[i], want[i], 1e-6);
   FG_CHECK_NEAR(sum[0], 12.0, 1e-6);
   FG_CHECK_NEAR(sum[1], 4.0, 1e-6);
-  for (int i = 0; i < 2; i++) fg_tensor_free(out[i]);
+  for (int i = 0; i < 2; i++)
+    fg_tensor_free(out[i]);
   fg_tensor_free(xt);
   fg_session_free(s);
   fg_graph_free(g);
@@ -62,7 +64,8 @@ FG_TEST(session_batch_size_changes_between_runs, "") {
   const char *fetch = "s";
   for (int batch = 1; batch <= 5; batch += 2) {
     float x[15];
-    for (int i = 0; i < batch * 3; i++) x[i] = (float)(i % 3); /* rows [0,1,2] */
+    for (int i = 0; i < batch * 3; i++)
+      x[i] = (float)(i % 3); /* rows [0,1,2] */
     int64_t xd[2] = {batch, 3};
     fg_tensor *xt = tensor_f32(2, xd, x, (size_t)batch * 3);
     fg_feed feed = {"x", xt};
@@ -70,7 +73,8 @@ FG_TEST(session_batch_size_changes_between_runs, "") {
     FG_REQUIRE(fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) == 0);
     /* [0,1,2]@w = [2,3], +b = [4.5,3.5], sum 8 per row. */
     FG_CHECK_INT(fg_tensor_dim(out, 0), batch);
-    for (int i = 0; i < batch; i++) FG_CHECK_NEAR(((float *)fg_tensor_data(out))[i], 8.0, 1e-6);
+    for (int i = 0; i < batch; i++)
+      FG_CHECK_NEAR(((float *)fg_tensor_data(out))[i], 8.0, 1e-6);
     fg_tensor_free(out);
     fg_tensor_free(xt);
   }
@@ -121,7 +125,8 @@ FG_TEST(session_variables_persist_and_assign, "") {
   fg_session *s = fg_session_new(g, NULL, st);
   FG_REQUIRE(s);
   const char *target = "double_v", *fetch = "v";
-  for (int i = 0; i < 3; i++) FG_REQUIRE(fg_session_run(s, NULL, 0, NULL, 0, NULL, &target, 1, st) == 0);
+  for (int i = 0; i < 3; i++)
+    FG_REQUIRE(fg_session_run(s, NULL, 0, NULL, 0, NULL, &target, 1, st) == 0);
   fg_tensor *out = NULL;
   FG_REQUIRE(fg_session_run(s, NULL, 0, &fetch, 1, &out, NULL, 0, st) == 0);
   /* Three doublings: [8, -16]. */
@@ -241,7 +246,8 @@ FG_TEST(session_reshape_with_unknown_batch, "") {
   fg_session *s = fg_session_new(g, NULL, st);
   FG_REQUIRE(s);
   float xv[12];
-  for (int i = 0; i < 12; i++) xv[i] = (float)i;
+  for (int i = 0; i < 12; i++)
+    xv[i] = (float)i;
   int64_t fd[3] = {3, 2, 2};
   fg_tensor *xt = tensor_f32(3, fd, xv, 12);
   fg_feed feed = {"x", xt};
@@ -250,7 +256,8 @@ FG_TEST(session_reshape_with_unknown_batch, "") {
   FG_REQUIRE(fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) == 0);
   /* rows [0..3],[4..7],[8..11]: column means 4,5,6,7. */
   FG_CHECK_INT(fg_tensor_dim(out, 0), 4);
-  for (int i = 0; i < 4; i++) FG_CHECK_NEAR(((float *)fg_tensor_data(out))[i], 4.0 + i, 1e-6);
+  for (int i = 0; i < 4; i++)
+    FG_CHECK_NEAR(((float *)fg_tensor_data(out))[i], 4.0 + i, 1e-6);
   fg_tensor_free(out);
   fg_tensor_free(xt);
   fg_session_free(s);

@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define INIT_SEED 1
+#define INIT_SEED     1
 #define LEARNING_RATE 2e-3
 
 static uint64_t splitmix64(uint64_t *s) {
@@ -49,7 +49,8 @@ static fg_output dense(fg_graph *g, fg_output x, int in, int out, const char *na
   fg_output y = FG_NO_OUTPUT;
   if (w && b) {
     double bound = sqrt((relu_follows ? 6.0 : 3.0) / in);
-    for (size_t i = 0; i < nw; i++) w[i] = uniform(rng, bound);
+    for (size_t i = 0; i < nw; i++)
+      w[i] = uniform(rng, bound);
     int64_t wd[2] = {in, out}, bd[1] = {out};
     wt = fg_tensor_from_data(FG_F32, 2, wd, w, nw * sizeof *w, st);
     bt = fg_tensor_from_data(FG_F32, 1, bd, b, (size_t)out * sizeof *b, st);

@@ -52,9 +52,9 @@
 #include "flowgraph/tensor.h"
 #include "flowgraph/types.h"
 
-#define FLOWGRAPH_VERSION_MAJOR 0
-#define FLOWGRAPH_VERSION_MINOR 1
-#define FLOWGRAPH_VERSION_PATCH 0
+#define FLOWGRAPH_VERSION_MAJOR  0
+#define FLOWGRAPH_VERSION_MINOR  1
+#define FLOWGRAPH_VERSION_PATCH  0
 #define FLOWGRAPH_VERSION_STRING "0.1.0"
 
 #endif

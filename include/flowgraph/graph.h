@@ -48,10 +48,10 @@ uint64_t fg_graph_version(const fg_graph *g);
 /* ---- attributes, for the generic builder fg_op() ------------------------ */
 
 typedef enum fg_attr_type {
-  FG_ATTR_INT = 1,    /* also bools and dtypes */
+  FG_ATTR_INT = 1, /* also bools and dtypes */
   FG_ATTR_FLOAT = 2,
   FG_ATTR_STRING = 3,
-  FG_ATTR_INTS = 4,   /* also shapes, axes, perms */
+  FG_ATTR_INTS = 4, /* also shapes, axes, perms */
   FG_ATTR_FLOATS = 5,
   FG_ATTR_TENSOR = 6
 } fg_attr_type;
@@ -101,8 +101,7 @@ fg_output fg_reshape(fg_graph *g, fg_output x, int rank, const int64_t *dims);
 fg_output fg_transpose(fg_graph *g, fg_output x, int rank, const int64_t *perm);
 fg_output fg_concat(fg_graph *g, const fg_output *xs, int n, int axis);
 /* size[i] == -1 means "to the end". */
-fg_output fg_slice(fg_graph *g, fg_output x, int rank, const int64_t *begin,
-                   const int64_t *size);
+fg_output fg_slice(fg_graph *g, fg_output x, int rank, const int64_t *begin, const int64_t *size);
 /* Rows of `params` (axis 0) picked by integer `indices`; out shape is
  * indices.shape + params.shape[1:]. */
 fg_output fg_gather(fg_graph *g, fg_output params, fg_output indices);

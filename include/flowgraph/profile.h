@@ -16,24 +16,24 @@ extern "C" {
 #endif
 
 typedef struct fg_node_timing {
-  int node;              /* graph node id */
-  const char *name;      /* owned by the graph */
-  const char *op;        /* owned by the graph */
-  int thread;            /* worker index, 0 = the calling thread */
-  int64_t start_ns;      /* from the start of the run */
+  int node;         /* graph node id */
+  const char *name; /* owned by the graph */
+  const char *op;   /* owned by the graph */
+  int thread;       /* worker index, 0 = the calling thread */
+  int64_t start_ns; /* from the start of the run */
   int64_t end_ns;
-  fg_dtype dtype;        /* output 0 */
+  fg_dtype dtype; /* output 0 */
   int rank;
   int64_t dims[FG_MAX_RANK];
-  size_t output_bytes;   /* all outputs */
+  size_t output_bytes; /* all outputs */
 } fg_node_timing;
 
 typedef struct fg_run_metadata {
-  int n_nodes;           /* nodes run, in plan order */
+  int n_nodes; /* nodes run, in plan order */
   fg_node_timing *nodes;
-  int64_t run_ns;        /* wall time of the run, plan building excluded */
-  int64_t plan_ns;       /* time spent building the plan in this call; 0 when cached */
-  int threads;           /* threads the run could use */
+  int64_t run_ns;  /* wall time of the run, plan building excluded */
+  int64_t plan_ns; /* time spent building the plan in this call; 0 when cached */
+  int threads;     /* threads the run could use */
   size_t arena_bytes;
 } fg_run_metadata;
 
@@ -48,28 +48,27 @@ typedef struct fg_run_options {
  * frees with fg_run_metadata_free (also on a kernel error: the nodes that
  * ran). Timing costs two clock reads per node and nothing when off. */
 int fg_session_run_ex(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
-                      int n_fetches, fg_tensor **outputs, const char *const *targets,
-                      int n_targets, const fg_run_options *opts, fg_run_metadata **metadata,
-                      fg_status *status);
+                      int n_fetches, fg_tensor **outputs, const char *const *targets, int n_targets,
+                      const fg_run_options *opts, fg_run_metadata **metadata, fg_status *status);
 
 typedef struct fg_plan_tensor {
-  int node;              /* producer node id */
-  int output;            /* output index */
-  const char *name;      /* producer's name, owned by the graph */
-  const char *kind;      /* "arena", "feed", "constant", "variable", "fetch" */
+  int node;         /* producer node id */
+  int output;       /* output index */
+  const char *name; /* producer's name, owned by the graph */
+  const char *kind; /* "arena", "feed", "constant", "variable", "fetch" */
   fg_dtype dtype;
   int rank;
   int64_t dims[FG_MAX_RANK];
   size_t bytes;
-  int64_t offset;        /* in the arena; -1 when not in it */
-  int first_step;        /* producing step (-1 for feeds, constants, variables) */
-  int last_step;         /* last step that reads it */
-  int shared_with;       /* index of the tensor whose bytes it took over in place, or -1 */
+  int64_t offset;  /* in the arena; -1 when not in it */
+  int first_step;  /* producing step (-1 for feeds, constants, variables) */
+  int last_step;   /* last step that reads it */
+  int shared_with; /* index of the tensor whose bytes it took over in place, or -1 */
 } fg_plan_tensor;
 
 typedef struct fg_plan_info {
   int n_steps;
-  int *step_nodes;       /* n_steps node ids, in plan order */
+  int *step_nodes; /* n_steps node ids, in plan order */
   int n_tensors;
   fg_plan_tensor *tensors;
   size_t arena_bytes;       /* the arena the plan allocates */

@@ -14,16 +14,16 @@ extern "C" {
 
 typedef enum fg_code {
   FG_OK = 0,
-  FG_INVALID_ARGUMENT = 1,  /* a caller passed a bad value (NULL, wrong feed, ...) */
-  FG_NOT_FOUND = 2,         /* a name, path or node that does not exist */
-  FG_INVALID_GRAPH = 3,     /* the graph breaks a rule (dtype, shape, attr, cycle) */
-  FG_FORMAT_ERROR = 4,      /* a file is not a well-formed .fgb / .npy / JSON */
-  FG_UNSUPPORTED = 5,       /* a file is well-formed but too new for this reader */
-  FG_UNIMPLEMENTED = 6,     /* an op or kernel that does not exist */
-  FG_RESOURCE_EXHAUSTED = 7,/* out of memory or over a configured limit */
-  FG_DEADLINE_EXCEEDED = 8, /* a timeout expired */
-  FG_IO_ERROR = 9,          /* the OS refused a read or write */
-  FG_INTERNAL = 10          /* a bug in flowgraph: please report it */
+  FG_INVALID_ARGUMENT = 1,   /* a caller passed a bad value (NULL, wrong feed, ...) */
+  FG_NOT_FOUND = 2,          /* a name, path or node that does not exist */
+  FG_INVALID_GRAPH = 3,      /* the graph breaks a rule (dtype, shape, attr, cycle) */
+  FG_FORMAT_ERROR = 4,       /* a file is not a well-formed .fgb / .npy / JSON */
+  FG_UNSUPPORTED = 5,        /* a file is well-formed but too new for this reader */
+  FG_UNIMPLEMENTED = 6,      /* an op or kernel that does not exist */
+  FG_RESOURCE_EXHAUSTED = 7, /* out of memory or over a configured limit */
+  FG_DEADLINE_EXCEEDED = 8,  /* a timeout expired */
+  FG_IO_ERROR = 9,           /* the OS refused a read or write */
+  FG_INTERNAL = 10           /* a bug in flowgraph: please report it */
 } fg_code;
 
 typedef struct fg_status fg_status;

@@ -20,7 +20,7 @@ typedef enum fg_dtype {
 } fg_dtype;
 
 #define FG_DTYPE_COUNT 6
-#define FG_MAX_RANK 8
+#define FG_MAX_RANK    8
 /* A dimension whose size is only known when the graph is fed. Allowed only
  * as the leading dimension of a placeholder (and what inference derives). */
 #define FG_DIM_UNKNOWN (-1)

@@ -129,8 +129,8 @@ typedef struct bin_arg {
     if (fgk_check(ctx, 2, 1) != 0) return -1;                                                      \
     if (ctx->in[0].dtype != DTI || ctx->in[1].dtype != DTI || ctx->out[0].dtype != DTO)            \
       return fgk_fail(ctx, "expected %s inputs and a %s output, got %s, %s and %s",                \
-                      fg_dtype_name(DTI), fg_dtype_name(DTO), fg_dtype_name(ctx->in[0].dtype),  \
-                      fg_dtype_name(ctx->in[1].dtype), fg_dtype_name(ctx->out[0].dtype));        \
+                      fg_dtype_name(DTI), fg_dtype_name(DTO), fg_dtype_name(ctx->in[0].dtype),     \
+                      fg_dtype_name(ctx->in[1].dtype), fg_dtype_name(ctx->out[0].dtype));          \
     const int64_t n = fgk_numel(&ctx->out[0]);                                                     \
     if (n == 0) return 0;                                                                          \
     bin_arg A = {.a = ctx->in[0].data, .b = ctx->in[1].data, .o = ctx->out[0].data};               \
@@ -190,20 +190,25 @@ FGK_COMPARE(less, LT)
  * gradient: select(x > 0, dy, 0)) gets a loop the compiler vectorises. */
 /* Both values are loaded and blended through a mask (T is unsigned), with
  * no branch, so the compiler can if-convert and vectorise the loop. */
-#define SEL(T, c, a, b) ((T)(((a) & (T)(0u - (T)((c) != 0))) | ((b) & (T)~(T)(0u - (T)((c) != 0)))))
+#define SEL(T, c, a, b)                                                                            \
+  ((T)(((a) & (T)(0u - (T)((c) != 0))) | ((b) & (T) ~(T)(0u - (T)((c) != 0)))))
 #define SELECT_ROW(T, cr, sc, xr, sx, yr, sy, orow, n)                                             \
   do {                                                                                             \
     if ((sc) == 1 && (sx) == 1 && (sy) == 1) {                                                     \
-      for (int64_t j = 0; j < (n); j++) (orow)[j] = SEL(T, (cr)[j], (xr)[j], (yr)[j]);             \
+      for (int64_t j = 0; j < (n); j++)                                                            \
+        (orow)[j] = SEL(T, (cr)[j], (xr)[j], (yr)[j]);                                             \
     } else if ((sc) == 1 && (sx) == 1 && (sy) == 0) {                                              \
       const T yv = (yr)[0];                                                                        \
-      for (int64_t j = 0; j < (n); j++) (orow)[j] = SEL(T, (cr)[j], (xr)[j], yv);                  \
+      for (int64_t j = 0; j < (n); j++)                                                            \
+        (orow)[j] = SEL(T, (cr)[j], (xr)[j], yv);                                                  \
     } else if ((sc) == 1 && (sx) == 0 && (sy) == 1) {                                              \
       const T xv = (xr)[0];                                                                        \
-      for (int64_t j = 0; j < (n); j++) (orow)[j] = SEL(T, (cr)[j], xv, (yr)[j]);                  \
+      for (int64_t j = 0; j < (n); j++)                                                            \
+        (orow)[j] = SEL(T, (cr)[j], xv, (yr)[j]);                                                  \
     } else if ((sc) == 1 && (sx) == 0 && (sy) == 0) {                                              \
       const T xv = (xr)[0], yv = (yr)[0];                                                          \
-      for (int64_t j = 0; j < (n); j++) (orow)[j] = SEL(T, (cr)[j], xv, yv);                       \
+      for (int64_t j = 0; j < (n); j++)                                                            \
+        (orow)[j] = SEL(T, (cr)[j], xv, yv);                                                       \
     } else {                                                                                       \
       for (int64_t j = 0; j < (n); j++)                                                            \
         (orow)[j] = (cr)[j * (sc)] ? (xr)[j * (sx)] : (yr)[j * (sy)];                              \
@@ -220,7 +225,7 @@ FGK_COMPARE(less, LT)
     const int last = A->bc.rank - 1;                                                               \
     const int64_t sc = A->bc.strides[0][last], sx = A->bc.strides[1][last],                        \
                   sy = A->bc.strides[2][last];                                                     \
-    if (A->bc.rank == 1) { /* one flat run: offsets are the output index times the strides */     \
+    if (A->bc.rank == 1) { /* one flat run: offsets are the output index times the strides */      \
       SELECT_ROW(T, c + e0 * sc, sc, x + e0 * sx, sx, y + e0 * sy, sy, o + e0, e1 - e0);           \
       return;                                                                                      \
     }                                                                                              \
@@ -244,8 +249,8 @@ int fgk_select(const fg_kctx *ctx) {
                     fg_dtype_name(ctx->in[2].dtype));
   const int64_t n = fgk_numel(&ctx->out[0]);
   if (n == 0) return 0;
-  bin_arg A = {.a = ctx->in[0].data, .b = ctx->in[1].data, .c = ctx->in[2].data,
-               .o = ctx->out[0].data};
+  bin_arg A = {
+      .a = ctx->in[0].data, .b = ctx->in[1].data, .c = ctx->in[2].data, .o = ctx->out[0].data};
   if (fgk_bcast_init(ctx, 3, &A.bc) != 0) return -1;
   fg_krange_fn range;
   switch (fg_dtype_size(dt)) {

@@ -23,8 +23,7 @@ static int check_buf(const fg_kctx *ctx, const fg_kbuf *b, const char *what, int
       return fgk_fail(ctx, "%s %d has dim %d = %lld", what, i, d, (long long)b->dims[d]);
   if (fg_dtype_size(b->dtype) == 0)
     return fgk_fail(ctx, "%s %d has unknown dtype %d", what, i, (int)b->dtype);
-  if (b->data == NULL && fgk_numel(b) > 0)
-    return fgk_fail(ctx, "%s %d has no data", what, i);
+  if (b->data == NULL && fgk_numel(b) > 0) return fgk_fail(ctx, "%s %d has no data", what, i);
   return 0;
 }
 
@@ -48,8 +47,7 @@ int fgk_bcast_init(const fg_kctx *ctx, int n_ops, fgk_bcast *bc) {
   for (int k = 0; k < n_ops; k++) {
     const fg_kbuf *in = &ctx->in[k];
     const int r = in->rank;
-    if (r > R)
-      return fgk_fail(ctx, "input %d has rank %d, above the output's rank %d", k, r, R);
+    if (r > R) return fgk_fail(ctx, "input %d has rank %d, above the output's rank %d", k, r, R);
     int64_t st[FG_MAX_RANK];
     int64_t s = 1;
     for (int j = r - 1; j >= 0; j--) {
@@ -64,8 +62,8 @@ int fgk_bcast_init(const fg_kctx *ctx, int n_ops, fgk_bcast *bc) {
       else if (d == 1)
         full[k][i] = 0;
       else
-        return fgk_fail(ctx, "input %d dim %d (%lld) does not broadcast to output dim %d (%lld)",
-                        k, j, (long long)d, i, (long long)out->dims[i]);
+        return fgk_fail(ctx, "input %d dim %d (%lld) does not broadcast to output dim %d (%lld)", k,
+                        j, (long long)d, i, (long long)out->dims[i]);
     }
   }
   fgk_walk_init(bc, n_ops, R, out->dims, full);
@@ -80,19 +78,23 @@ void fgk_walk_init(fgk_bcast *bc, int n_ops, int rank, const int64_t *dims,
     const int64_t d = dims[i];
     if (d == 1) continue;
     int merge = n > 0;
-    for (int k = 0; k < n_ops && merge; k++) merge = bc->strides[k][n - 1] == strides[k][i] * d;
+    for (int k = 0; k < n_ops && merge; k++)
+      merge = bc->strides[k][n - 1] == strides[k][i] * d;
     if (merge) {
       bc->dims[n - 1] *= d;
-      for (int k = 0; k < n_ops; k++) bc->strides[k][n - 1] = strides[k][i];
+      for (int k = 0; k < n_ops; k++)
+        bc->strides[k][n - 1] = strides[k][i];
     } else {
       bc->dims[n] = d;
-      for (int k = 0; k < n_ops; k++) bc->strides[k][n] = strides[k][i];
+      for (int k = 0; k < n_ops; k++)
+        bc->strides[k][n] = strides[k][i];
       n++;
     }
   }
   if (n == 0) {
     bc->dims[0] = 1;
-    for (int k = 0; k < n_ops; k++) bc->strides[k][0] = 0;
+    for (int k = 0; k < n_ops; k++)
+      bc->strides[k][0] = 0;
     n = 1;
   }
   bc->rank = n;

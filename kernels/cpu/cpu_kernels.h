@@ -110,7 +110,8 @@ int fgk_check(const fg_kctx *ctx, int n_in, int n_out);
 /* Elements of a buffer; the executor has already checked the product. */
 static inline int64_t fgk_numel(const fg_kbuf *b) {
   int64_t n = 1;
-  for (int i = 0; i < b->rank; i++) n *= b->dims[i] > 0 ? b->dims[i] : 0;
+  for (int i = 0; i < b->rank; i++)
+    n *= b->dims[i] > 0 ? b->dims[i] : 0;
   return n;
 }
 
@@ -150,7 +151,8 @@ void fgk_walk_init(fgk_bcast *bc, int n_ops, int rank, const int64_t *dims,
     int64_t fgk_off[3] = {0, 0, 0};                                                                \
     int64_t fgk_rows = 1;                                                                          \
     const int fgk_last = (bc).rank - 1;                                                            \
-    for (int fgk_d = 0; fgk_d < fgk_last; fgk_d++) fgk_rows *= (bc).dims[fgk_d];                   \
+    for (int fgk_d = 0; fgk_d < fgk_last; fgk_d++)                                                 \
+      fgk_rows *= (bc).dims[fgk_d];                                                                \
     const int64_t fgk_row_len = (bc).dims[fgk_last];                                               \
     for (int64_t fgk_r = 0; fgk_r < fgk_rows; fgk_r++) {                                           \
       const int64_t fgk_oo = fgk_r * fgk_row_len;                                                  \
@@ -222,7 +224,7 @@ void fgk_parallel_for(const fg_kctx *ctx, int64_t n, int64_t grain, fg_krange_fn
 /* Grains, in elements per chunk: about 10-50 us of work, so a chunk's
  * hand-off (~1-5 us) stays small next to it. */
 #define FGK_GRAIN_CHEAP 16384 /* add, mul, relu, copies */
-#define FGK_GRAIN_MATH 4096   /* exp, tanh, erf, pow, softmax rows */
+#define FGK_GRAIN_MATH  4096  /* exp, tanh, erf, pow, softmax rows */
 
 /* ---- fast f32 exp (softmax family) --------------------------------------- */
 

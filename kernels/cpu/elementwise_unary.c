@@ -49,8 +49,8 @@ typedef struct un_arg {
     if (fgk_check(ctx, 1, 1) != 0) return -1;                                                      \
     const int64_t n = fgk_numel(&ctx->out[0]);                                                     \
     if (ctx->in[0].dtype != DT || ctx->out[0].dtype != DT)                                         \
-      return fgk_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(DT),      \
-                      fg_dtype_name(ctx->in[0].dtype), fg_dtype_name(ctx->out[0].dtype));        \
+      return fgk_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(DT),       \
+                      fg_dtype_name(ctx->in[0].dtype), fg_dtype_name(ctx->out[0].dtype));          \
     if (fgk_numel(&ctx->in[0]) != n)                                                               \
       return fgk_fail(ctx, "input has %lld elements, output %lld",                                 \
                       (long long)fgk_numel(&ctx->in[0]), (long long)n);                            \
@@ -60,7 +60,7 @@ typedef struct un_arg {
   }
 
 #define CHEAP FGK_GRAIN_CHEAP
-#define MATH FGK_GRAIN_MATH
+#define MATH  FGK_GRAIN_MATH
 
 FGK_UNARY(fgk_neg_f32, float, FG_F32, CHEAP, -x)
 FGK_UNARY(fgk_neg_f64, double, FG_F64, CHEAP, -x)

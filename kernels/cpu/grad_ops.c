@@ -25,7 +25,8 @@ typedef struct erf_job {
     const erf_job *J = (const erf_job *)arg;                                                       \
     const T *in = (const T *)J->in;                                                                \
     T *out = (T *)J->out;                                                                          \
-    for (int64_t i = i0; i < i1; i++) out[i] = F(in[i]);                                           \
+    for (int64_t i = i0; i < i1; i++)                                                              \
+      out[i] = F(in[i]);                                                                           \
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     if (fgk_check(ctx, 1, 1) != 0) return -1;                                                      \
@@ -57,11 +58,13 @@ FGK_ERF(fgk_erf_f64, double, FG_F64, erf)
       if (dst_walk) {                                                                              \
         const T *sr = s_ + fgk_off[0];                                                             \
         T *dr = d_ + fgk_oo;                                                                       \
-        for (int64_t j = 0; j < fgk_row_len; j++) dr[j] = sr[j * st_];                             \
+        for (int64_t j = 0; j < fgk_row_len; j++)                                                  \
+          dr[j] = sr[j * st_];                                                                     \
       } else {                                                                                     \
         const T *sr = s_ + fgk_oo;                                                                 \
         T *dr = d_ + fgk_off[0];                                                                   \
-        for (int64_t j = 0; j < fgk_row_len; j++) dr[j * st_] = sr[j];                             \
+        for (int64_t j = 0; j < fgk_row_len; j++)                                                  \
+          dr[j * st_] = sr[j];                                                                     \
       }                                                                                            \
     });                                                                                            \
   } while (0)
@@ -100,7 +103,8 @@ typedef struct bcast_like_job {
     FGK_BCAST_RANGE(J->bc, e0, e1, {                                                               \
       const T *sr = s + fgk_off[0];                                                                \
       T *dr = d + fgk_oo;                                                                          \
-      for (int64_t j = 0; j < fgk_len; j++) dr[j] = sr[j * st];                                    \
+      for (int64_t j = 0; j < fgk_len; j++)                                                        \
+        dr[j] = sr[j * st];                                                                        \
     });                                                                                            \
   }
 BCAST_LIKE_RANGE(bcast_like_1, uint8_t)
@@ -228,7 +232,7 @@ static inline int64_t index_at(const fg_kbuf *idx, int64_t i) {
 
 /* Integer sums wrap (through unsigned arithmetic) instead of being
  * undefined, as reduce_sum's do. */
-#define ADD_F(a, b) ((a) + (b))
+#define ADD_F(a, b)   ((a) + (b))
 #define ADD_I32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b)))
 #define ADD_I64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
 
@@ -265,7 +269,8 @@ static inline int64_t index_at(const fg_kbuf *idx, int64_t i) {
     for (int64_t i = 0; i < n_idx; i++) {                                                          \
       T *d = dst + index_at(idx, i) * row;                                                         \
       const T *s = src + i * row;                                                                  \
-      for (int64_t j = 0; j < row; j++) d[j] = ADD(d[j], s[j]);                                    \
+      for (int64_t j = 0; j < row; j++)                                                            \
+        d[j] = ADD(d[j], s[j]);                                                                    \
     }                                                                                              \
     return 0;                                                                                      \
   }

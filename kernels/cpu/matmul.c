@@ -17,7 +17,7 @@ typedef struct mm_plan {
   int nb; /* batch rank (out rank - 2) */
   int64_t bdims[FG_MAX_RANK];
   int64_t a_bstride[FG_MAX_RANK], b_bstride[FG_MAX_RANK]; /* 0 where broadcast */
-  int64_t batch, a_batch, b_batch;                          /* matrices in out, a, b */
+  int64_t batch, a_batch, b_batch;                        /* matrices in out, a, b */
 } mm_plan;
 
 /* Element strides of x's batch dims, right-aligned to out's nb batch dims. */
@@ -34,8 +34,10 @@ static int batch_strides(const fg_kctx *ctx, const fg_kbuf *x, int which, const 
     else if (d == 1)
       st[i] = 0;
     else
-      return fgk_fail(ctx, "input %d batch dim %d (%lld) does not broadcast to output dim %d "
-                      "(%lld)", which, j, (long long)d, i, (long long)pl->bdims[i]);
+      return fgk_fail(ctx,
+                      "input %d batch dim %d (%lld) does not broadcast to output dim %d "
+                      "(%lld)",
+                      which, j, (long long)d, i, (long long)pl->bdims[i]);
     s *= d;
     *count *= d;
   }
@@ -63,8 +65,8 @@ static int mm_plan_init(const fg_kctx *ctx, fg_dtype dt, mm_plan *pl) {
   const int64_t kb = pl->tb ? b1 : b0;
   pl->N = pl->tb ? b0 : b1;
   if (kb != pl->K)
-    return fgk_fail(ctx, "inner dims differ: a gives K = %lld, b gives K = %lld",
-                    (long long)pl->K, (long long)kb);
+    return fgk_fail(ctx, "inner dims differ: a gives K = %lld, b gives K = %lld", (long long)pl->K,
+                    (long long)kb);
   if (o->dims[o->rank - 2] != pl->M || o->dims[o->rank - 1] != pl->N)
     return fgk_fail(ctx, "output is [..., %lld, %lld], expected [..., %lld, %lld]",
                     (long long)o->dims[o->rank - 2], (long long)o->dims[o->rank - 1],
@@ -95,10 +97,10 @@ static void blas_single_thread(void) { openblas_set_num_threads(1); }
  * x 512 columns (within ~5% of one whole-matrix GEMM here), made smaller
  * while there are fewer than MM_MIN_ITEMS tiles in all and a tile keeps at
  * least MM_MIN_MACS multiply-adds (tens of microseconds). */
-#define MM_RB 256
-#define MM_CB 512
+#define MM_RB        256
+#define MM_CB        512
 #define MM_MIN_ITEMS 8
-#define MM_MIN_MACS (1 << 21)
+#define MM_MIN_MACS  (1 << 21)
 
 typedef struct mm_job {
   const mm_plan *pl;
@@ -181,8 +183,15 @@ FGK_MM_TILES(mm_tiles_f64, double, cblas_dgemm)
       memset(o, 0, (size_t)total * sizeof(T));                                                     \
       return 0;                                                                                    \
     }                                                                                              \
-    mm_job J = {.pl = &pl, .a = ctx->in[0].data, .b = ctx->in[1].data, .o = o,                     \
-                .M = pl.M, .K = pl.K, .N = pl.N, .ta = pl.ta, .tb = pl.tb};                        \
+    mm_job J = {.pl = &pl,                                                                         \
+                .a = ctx->in[0].data,                                                              \
+                .b = ctx->in[1].data,                                                              \
+                .o = o,                                                                            \
+                .M = pl.M,                                                                         \
+                .K = pl.K,                                                                         \
+                .N = pl.N,                                                                         \
+                .ta = pl.ta,                                                                       \
+                .tb = pl.tb};                                                                      \
     int64_t batches = pl.batch;                                                                    \
     /* b shared by every batch and a not transposed: a's batches stack into one taller matrix. */  \
     if (!pl.ta && pl.b_batch == 1 && pl.a_batch == pl.batch) {                                     \
@@ -195,10 +204,10 @@ FGK_MM_TILES(mm_tiles_f64, double, cblas_dgemm)
                       (long long)J.M, (long long)J.N, (long long)J.K);                             \
     pthread_once(&blas_once, blas_single_thread);                                                  \
     mm_tiles(&J, batches);                                                                         \
-    const double macs = (double)(J.rb < J.M ? J.rb : J.M) * (double)(J.cb < J.N ? J.cb : J.N) *    \
-                        (double)J.K;                                                               \
+    const double macs =                                                                            \
+        (double)(J.rb < J.M ? J.rb : J.M) * (double)(J.cb < J.N ? J.cb : J.N) * (double)J.K;       \
     const int64_t grain = macs >= MM_MIN_MACS ? 1 : (int64_t)(MM_MIN_MACS / macs);                 \
-    fgk_parallel_for(ctx, batches * J.n_rt * J.n_ct, grain, TILES, &J);                            \
+    fgk_parallel_for(ctx, batches *J.n_rt *J.n_ct, grain, TILES, &J);                              \
     return 0;                                                                                      \
   }
 
@@ -225,7 +234,8 @@ typedef struct mm_int_job {
       mm_seek(pl, bi, &ao, &bo);                                                                   \
       const T *a = (const T *)J->a + ao, *b = (const T *)J->b + bo;                                \
       T *orow = (T *)J->o + bi * M * N + i * N;                                                    \
-      for (int64_t j = 0; j < N; j++) orow[j] = 0;                                                 \
+      for (int64_t j = 0; j < N; j++)                                                              \
+        orow[j] = 0;                                                                               \
       for (int64_t kk = 0; kk < K; kk++) {                                                         \
         const U aik = (U)(pl->ta ? a[kk * M + i] : a[i * K + kk]);                                 \
         for (int64_t j = 0; j < N; j++)                                                            \
@@ -240,7 +250,7 @@ typedef struct mm_int_job {
     mm_int_job J = {&pl, ctx->in[0].data, ctx->in[1].data, ctx->out[0].data};                      \
     const int64_t per_row = pl.N * (pl.K > 0 ? pl.K : 1);                                          \
     const int64_t grain = per_row >= FGK_GRAIN_CHEAP ? 1 : FGK_GRAIN_CHEAP / per_row;              \
-    fgk_parallel_for(ctx, pl.batch * pl.M, grain, fn##_rows, &J);                                  \
+    fgk_parallel_for(ctx, pl.batch *pl.M, grain, fn##_rows, &J);                                   \
     return 0;                                                                                      \
   }
 

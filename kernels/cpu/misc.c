@@ -11,8 +11,7 @@
 static int write_all(const fg_kctx *ctx, fg_dtype dt, double v) {
   fg_kbuf *out = &ctx->out[0];
   if (out->dtype != dt)
-    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype),
-                    fg_dtype_name(dt));
+    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype), fg_dtype_name(dt));
   const int64_t n = fgk_numel(out);
   if (n == 0) return 0;
   if (v == 0 && !signbit(v)) { /* +0 is all-zero bits in every dtype */
@@ -22,24 +21,28 @@ static int write_all(const fg_kctx *ctx, fg_dtype dt, double v) {
   switch (dt) {
   case FG_F32: {
     float *o = (float *)out->data;
-    for (int64_t i = 0; i < n; i++) o[i] = (float)v;
+    for (int64_t i = 0; i < n; i++)
+      o[i] = (float)v;
     break;
   }
   case FG_F64: {
     double *o = (double *)out->data;
-    for (int64_t i = 0; i < n; i++) o[i] = v;
+    for (int64_t i = 0; i < n; i++)
+      o[i] = v;
     break;
   }
   case FG_I32: {
     int32_t *o = (int32_t *)out->data;
     const int32_t x = fgk_f2i32(v);
-    for (int64_t i = 0; i < n; i++) o[i] = x;
+    for (int64_t i = 0; i < n; i++)
+      o[i] = x;
     break;
   }
   case FG_I64: {
     int64_t *o = (int64_t *)out->data;
     const int64_t x = fgk_f2i64(v);
-    for (int64_t i = 0; i < n; i++) o[i] = x;
+    for (int64_t i = 0; i < n; i++)
+      o[i] = x;
     break;
   }
   case FG_BOOL: memset(out->data, v != 0, (size_t)n); break;

@@ -65,7 +65,8 @@ typedef struct opt_job {
     T *var = (T *)J->var;                                                                          \
     const T *g = (const T *)J->g;                                                                  \
     const T a = (T)J->lr;                                                                          \
-    for (int64_t i = i0; i < i1; i++) var[i] -= a * g[i];                                          \
+    for (int64_t i = i0; i < i1; i++)                                                              \
+      var[i] -= a * g[i];                                                                          \
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr;                                                                                     \
@@ -100,8 +101,12 @@ FGK_SGD(fgk_apply_sgd_f64, double, FG_F64)
     if (fgk_check(ctx, 4, 1) != 0 || check_tensors(ctx, DT, 3) != 0 ||                             \
         scalar_in(ctx, 3, "lr", &lr) != 0)                                                         \
       return -1;                                                                                   \
-    opt_job J = {.var = ctx->in[0].data, .buf = ctx->in[1].data, .g = ctx->in[2].data,            \
-                 .lr = lr, .mom = ctx->p->momentum, .nesterov = ctx->p->nesterov};                 \
+    opt_job J = {.var = ctx->in[0].data,                                                           \
+                 .buf = ctx->in[1].data,                                                           \
+                 .g = ctx->in[2].data,                                                             \
+                 .lr = lr,                                                                         \
+                 .mom = ctx->p->momentum,                                                          \
+                 .nesterov = ctx->p->nesterov};                                                    \
     fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
     publish(ctx, sizeof(T));                                                                       \
     return 0;                                                                                      \
@@ -145,10 +150,18 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
     const fg_kparams *p = ctx->p;                                                                  \
     const double bc1 = 1.0 - pow(p->beta1, t), bc2 = 1.0 - pow(p->beta2, t);                       \
     /* The scalars round to T inside the chunks, exactly as before. */                             \
-    opt_job J = {.var = ctx->in[0].data, .m = ctx->in[1].data, .v = ctx->in[2].data,               \
-                 .g = ctx->in[3].data, .b1 = p->beta1, .b2 = p->beta2, .c1 = 1.0 - p->beta1,       \
-                 .c2 = 1.0 - p->beta2, .eps = p->epsilon, .step_size = lr / bc1,                   \
-                 .bc2_sqrt = sqrt(bc2), .keep = 1.0 - lr * p->weight_decay,                        \
+    opt_job J = {.var = ctx->in[0].data,                                                           \
+                 .m = ctx->in[1].data,                                                             \
+                 .v = ctx->in[2].data,                                                             \
+                 .g = ctx->in[3].data,                                                             \
+                 .b1 = p->beta1,                                                                   \
+                 .b2 = p->beta2,                                                                   \
+                 .c1 = 1.0 - p->beta1,                                                             \
+                 .c2 = 1.0 - p->beta2,                                                             \
+                 .eps = p->epsilon,                                                                \
+                 .step_size = lr / bc1,                                                            \
+                 .bc2_sqrt = sqrt(bc2),                                                            \
+                 .keep = 1.0 - lr * p->weight_decay,                                               \
                  .decay = p->weight_decay > 0};                                                    \
     fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
     publish(ctx, sizeof(T));                                                                       \

@@ -25,9 +25,9 @@
  * of RED_SPLIT (row-major over the reduced dims), and the runs' partials
  * combined in order. It depends on the shape alone, so the result is the
  * same for any thread count, and with ctx->par NULL. */
-#define RED_SPLIT 16384
-#define RED_PARTIALS 2048 /* partial accumulators on the stack */
-#define RED_GRAIN 16384   /* input elements per parallel chunk, at least */
+#define RED_SPLIT    16384
+#define RED_PARTIALS 2048  /* partial accumulators on the stack */
+#define RED_GRAIN    16384 /* input elements per parallel chunk, at least */
 
 typedef struct red_plan {
   int n_outer, n_red;
@@ -193,7 +193,8 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
       for (int64_t r = r0; r < r1;) {                                                              \
         const int64_t seg = len - col < r1 - r ? len - col : r1 - r;                               \
         const T *src = ibase + roff + col;                                                         \
-        for (int64_t j = 0; j < seg; j++) COMBINE(acc[0], src[j]);                                 \
+        for (int64_t j = 0; j < seg; j++)                                                          \
+          COMBINE(acc[0], src[j]);                                                                 \
         r += seg;                                                                                  \
         col = 0;                                                                                   \
         red_next(nrows, pl->red_dims, pl->red_str, rcnt, &roff);                                   \
@@ -202,7 +203,8 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
       int64_t roff = red_seek(nr, pl->red_dims, pl->red_str, r0, rcnt);                            \
       for (int64_t r = r0; r < r1; r++) {                                                          \
         const T *src = ibase + roff;                                                               \
-        for (int64_t j = 0; j < nc; j++) COMBINE(acc[j], src[j]);                                  \
+        for (int64_t j = 0; j < nc; j++)                                                           \
+          COMBINE(acc[j], src[j]);                                                                 \
         red_next(nr, pl->red_dims, pl->red_str, rcnt, &roff);                                      \
       }                                                                                            \
     }                                                                                              \
@@ -224,13 +226,16 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
       for (int64_t k = 0; k < J->n_split; k++) {                                                   \
         const int64_t r0 = k * RED_SPLIT, r1 = count - r0 > RED_SPLIT ? r0 + RED_SPLIT : count;    \
         ACC *dst = k == 0 ? tot : part;                                                            \
-        for (int64_t j = 0; j < nc; j++) dst[j] = INIT;                                            \
+        for (int64_t j = 0; j < nc; j++)                                                           \
+          dst[j] = INIT;                                                                           \
         fn##_fold(pl, in + obase + c0, dst, nc, r0, r1);                                           \
         if (k > 0)                                                                                 \
-          for (int64_t j = 0; j < nc; j++) COMBINE(tot[j], part[j]);                               \
+          for (int64_t j = 0; j < nc; j++)                                                         \
+            COMBINE(tot[j], part[j]);                                                              \
       }                                                                                            \
       T *orow = out + op * pl->inner + c0;                                                         \
-      for (int64_t j = 0; j < nc; j++) orow[j] = FINISH(tot[j]);                                   \
+      for (int64_t j = 0; j < nc; j++)                                                             \
+        orow[j] = FINISH(tot[j]);                                                                  \
       if (++cc == J->n_cc) {                                                                       \
         cc = 0;                                                                                    \
         op++;                                                                                      \
@@ -250,7 +255,8 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
       const int64_t r0 = k * RED_SPLIT;                                                            \
       const int64_t r1 = pl->count - r0 > RED_SPLIT ? r0 + RED_SPLIT : pl->count;                  \
       ACC *dst = (ACC *)J->parts + i * J->width;                                                   \
-      for (int64_t j = 0; j < nc; j++) dst[j] = INIT;                                              \
+      for (int64_t j = 0; j < nc; j++)                                                             \
+        dst[j] = INIT;                                                                             \
       fn##_fold(pl, (const T *)J->in + obase + c0, dst, nc, r0, r1);                               \
     }                                                                                              \
   }                                                                                                \
@@ -276,40 +282,42 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
     J.n_groups = J.pl.outer_total * J.n_cc;                                                        \
     J.n_split = (count - 1) / RED_SPLIT + 1;                                                       \
     J.width = J.pl.inner < RED_CHUNK ? J.pl.inner : RED_CHUNK;                                     \
-    if (J.n_split > 1 && J.n_groups <= RED_PARTIALS && J.n_split <= RED_PARTIALS &&               \
+    if (J.n_split > 1 && J.n_groups <= RED_PARTIALS && J.n_split <= RED_PARTIALS &&                \
         J.n_groups * J.n_split * J.width <= RED_PARTIALS) {                                        \
       ACC parts[RED_PARTIALS];                                                                     \
       J.parts = parts;                                                                             \
-      fgk_parallel_for(ctx, J.n_groups * J.n_split, 1, fn##_parts, &J);                            \
+      fgk_parallel_for(ctx, J.n_groups *J.n_split, 1, fn##_parts, &J);                             \
       for (int64_t g = 0; g < J.n_groups; g++) {                                                   \
         const int64_t op = g / J.n_cc, c0 = (g % J.n_cc) * RED_CHUNK;                              \
         const int64_t nc = J.pl.inner - c0 < RED_CHUNK ? J.pl.inner - c0 : RED_CHUNK;              \
         ACC *tot = parts + g * J.n_split * J.width;                                                \
         for (int64_t k = 1; k < J.n_split; k++)                                                    \
-          for (int64_t j = 0; j < nc; j++) COMBINE(tot[j], tot[k * J.width + j]);                  \
-        for (int64_t j = 0; j < nc; j++) out[op * J.pl.inner + c0 + j] = FINISH(tot[j]);           \
+          for (int64_t j = 0; j < nc; j++)                                                         \
+            COMBINE(tot[j], tot[k * J.width + j]);                                                 \
+        for (int64_t j = 0; j < nc; j++)                                                           \
+          out[op * J.pl.inner + c0 + j] = FINISH(tot[j]);                                          \
       }                                                                                            \
       return 0;                                                                                    \
     }                                                                                              \
     J.parts = NULL;                                                                                \
-    int64_t per_group = count; /* input elements per group, capped at the grain */                \
+    int64_t per_group = count; /* input elements per group, capped at the grain */                 \
     if (per_group < RED_GRAIN) per_group *= J.width;                                               \
     const int64_t grain = per_group >= RED_GRAIN ? 1 : RED_GRAIN / per_group;                      \
     fgk_parallel_for(ctx, J.n_groups, grain, fn##_groups, &J);                                     \
     return 0;                                                                                      \
   }
 
-#define SUM(acc, x) ((acc) += (x))
+#define SUM(acc, x)  ((acc) += (x))
 #define USUM(acc, x) ((acc) += (uint64_t)(x))
 /* NaN wins once seen (np.max); `x != x` is false for integers. */
 #define RMAX(acc, x)                                                                               \
   do {                                                                                             \
     if ((x) > (acc) || (x) != (x)) (acc) = (x);                                                    \
   } while (0)
-#define AS_F32(acc) ((float)(acc))
-#define AS_SELF(acc) (acc)
-#define AS_I32(acc) ((int32_t)(uint32_t)(acc))
-#define AS_I64(acc) ((int64_t)(acc))
+#define AS_F32(acc)   ((float)(acc))
+#define AS_SELF(acc)  (acc)
+#define AS_I32(acc)   ((int32_t)(uint32_t)(acc))
+#define AS_I64(acc)   ((int64_t)(acc))
 #define MEAN_F32(acc) (count == 0 ? NAN : (float)((acc) / (double)count))
 #define MEAN_F64(acc) (count == 0 ? NAN : (acc) / (double)count)
 /* Integer means stay integers (as TensorFlow's reduce_mean): the exact sum
@@ -373,23 +381,24 @@ typedef struct argmax_job {
     const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];                                          \
     if (in->dtype != DT || out->dtype != FG_I64)                                                   \
       return fgk_fail(ctx, "expected a %s input and an i64 output, got %s and %s",                 \
-                      fg_dtype_name(DT), fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));  \
+                      fg_dtype_name(DT), fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));     \
     const int axis = ctx->p->axis;                                                                 \
     if (axis < 0 || axis >= in->rank)                                                              \
       return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);                     \
     int64_t outer = 1, inner = 1;                                                                  \
     const int64_t A = in->dims[axis];                                                              \
-    for (int i = 0; i < axis; i++) outer *= in->dims[i];                                           \
-    for (int i = axis + 1; i < in->rank; i++) inner *= in->dims[i];                                \
+    for (int i = 0; i < axis; i++)                                                                 \
+      outer *= in->dims[i];                                                                        \
+    for (int i = axis + 1; i < in->rank; i++)                                                      \
+      inner *= in->dims[i];                                                                        \
     if (fgk_numel(out) != outer * inner)                                                           \
-      return fgk_fail(ctx, "output has %lld elements, expected %lld",                              \
-                      (long long)fgk_numel(out), (long long)(outer * inner));                      \
+      return fgk_fail(ctx, "output has %lld elements, expected %lld", (long long)fgk_numel(out),   \
+                      (long long)(outer * inner));                                                 \
     if (outer * inner == 0) return 0;                                                              \
     if (A == 0) return fgk_fail(ctx, "argmax over axis %d, which has size 0", axis);               \
     argmax_job J = {in->data, (int64_t *)out->data, A, inner, (inner - 1) / RED_CHUNK + 1};        \
     const int64_t per = A * (inner < RED_CHUNK ? inner : RED_CHUNK);                               \
-    fgk_parallel_for(ctx, outer * J.n_cc, per >= RED_GRAIN ? 1 : RED_GRAIN / per, fn##_groups,     \
-                     &J);                                                                          \
+    fgk_parallel_for(ctx, outer *J.n_cc, per >= RED_GRAIN ? 1 : RED_GRAIN / per, fn##_groups, &J); \
     return 0;                                                                                      \
   }
 

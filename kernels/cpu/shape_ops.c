@@ -18,8 +18,8 @@ int fgk_copy(const fg_kctx *ctx) {
   if (fgk_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
   const int64_t n = fgk_numel(&ctx->out[0]);
   if (fgk_numel(&ctx->in[0]) != n)
-    return fgk_fail(ctx, "input has %lld elements, output %lld",
-                    (long long)fgk_numel(&ctx->in[0]), (long long)n);
+    return fgk_fail(ctx, "input has %lld elements, output %lld", (long long)fgk_numel(&ctx->in[0]),
+                    (long long)n);
   if (n > 0 && ctx->in[0].data != ctx->out[0].data)
     memmove(ctx->out[0].data, ctx->in[0].data, (size_t)n * fg_dtype_size(ctx->out[0].dtype));
   return 0;
@@ -37,7 +37,8 @@ int fgk_copy(const fg_kctx *ctx) {
       if (st_ == 1)                                                                                \
         memcpy(dr, sr, (size_t)fgk_row_len * sizeof(T));                                           \
       else                                                                                         \
-        for (int64_t j = 0; j < fgk_row_len; j++) dr[j] = sr[j * st_];                             \
+        for (int64_t j = 0; j < fgk_row_len; j++)                                                  \
+          dr[j] = sr[j * st_];                                                                     \
     });                                                                                            \
   } while (0)
 
@@ -63,8 +64,7 @@ int fgk_transpose(const fg_kctx *ctx) {
   if (fgk_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   const int R = in->rank;
-  if (out->rank != R)
-    return fgk_fail(ctx, "input rank %d, output rank %d", R, out->rank);
+  if (out->rank != R) return fgk_fail(ctx, "input rank %d, output rank %d", R, out->rank);
   int seen[FG_MAX_RANK] = {0};
   int64_t st[FG_MAX_RANK], full[1][FG_MAX_RANK];
   contiguous_strides(in, st);
@@ -88,8 +88,7 @@ int fgk_slice(const fg_kctx *ctx) {
   if (fgk_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   const int R = in->rank;
-  if (out->rank != R)
-    return fgk_fail(ctx, "input rank %d, output rank %d", R, out->rank);
+  if (out->rank != R) return fgk_fail(ctx, "input rank %d, output rank %d", R, out->rank);
   int64_t st[FG_MAX_RANK], full[1][FG_MAX_RANK], base = 0;
   contiguous_strides(in, st);
   for (int i = 0; i < R; i++) {
@@ -123,13 +122,15 @@ int fgk_concat(const fg_kctx *ctx) {
     total += in->dims[axis];
   }
   if (total != out->dims[axis])
-    return fgk_fail(ctx, "inputs add up to %lld along axis %d, output has %lld",
-                    (long long)total, axis, (long long)out->dims[axis]);
+    return fgk_fail(ctx, "inputs add up to %lld along axis %d, output has %lld", (long long)total,
+                    axis, (long long)out->dims[axis]);
   if (fgk_numel(out) == 0) return 0;
   const size_t es = fg_dtype_size(out->dtype);
   int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; i++) outer *= out->dims[i];
-  for (int i = axis + 1; i < R; i++) inner *= out->dims[i];
+  for (int i = 0; i < axis; i++)
+    outer *= out->dims[i];
+  for (int i = axis + 1; i < R; i++)
+    inner *= out->dims[i];
   char *dst = (char *)out->data;
   for (int64_t o = 0; o < outer; o++)
     for (int k = 0; k < ctx->n_in; k++) {
@@ -176,7 +177,8 @@ int fgk_gather(const fg_kctx *ctx) {
   }
   if (check_indices(ctx, idx, pr->dims[0]) != 0) return -1;
   int64_t row = 1;
-  for (int i = 1; i < pr->rank; i++) row *= pr->dims[i];
+  for (int i = 1; i < pr->rank; i++)
+    row *= pr->dims[i];
   const size_t row_bytes = (size_t)row * fg_dtype_size(out->dtype);
   if (row_bytes == 0) return 0;
   const int64_t n = fgk_numel(idx);
@@ -194,13 +196,13 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
   const fg_kbuf *idx = &ctx->in[0], *out = &ctx->out[0];
   const int64_t depth = ctx->p->depth;
   if (out->dtype != dt)
-    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype),
-                    fg_dtype_name(dt));
+    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype), fg_dtype_name(dt));
   int ok = out->rank == idx->rank + 1 && out->dims[idx->rank] == depth;
-  for (int i = 0; ok && i < idx->rank; i++) ok = out->dims[i] == idx->dims[i];
+  for (int i = 0; ok && i < idx->rank; i++)
+    ok = out->dims[i] == idx->dims[i];
   if (!ok)
-    return fgk_fail(ctx, "output rank %d does not match indices rank %d and depth %lld",
-                    out->rank, idx->rank, (long long)depth);
+    return fgk_fail(ctx, "output rank %d does not match indices rank %d and depth %lld", out->rank,
+                    idx->rank, (long long)depth);
   if (check_indices(ctx, idx, depth) != 0) return -1;
   const int64_t n = fgk_numel(idx);
   if (n == 0 || depth == 0) return 0;
@@ -228,12 +230,13 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
   do {                                                                                             \
     const TI *s = (const TI *)ctx->in[0].data;                                                     \
     TO *d = (TO *)ctx->out[0].data;                                                                \
-    for (int64_t i = 0; i < n; i++) d[i] = CONV(s[i]);                                             \
+    for (int64_t i = 0; i < n; i++)                                                                \
+      d[i] = CONV(s[i]);                                                                           \
   } while (0)
-#define C_PLAIN(x) (x)
-#define C_BOOL(x) ((uint8_t)((x) != 0))
-#define C_F2I32(x) fgk_f2i32((double)(x))
-#define C_F2I64(x) fgk_f2i64((double)(x))
+#define C_PLAIN(x)      (x)
+#define C_BOOL(x)       ((uint8_t)((x) != 0))
+#define C_F2I32(x)      fgk_f2i32((double)(x))
+#define C_F2I64(x)      fgk_f2i64((double)(x))
 #define C_I64_TO_I32(x) ((int32_t)(uint32_t)(uint64_t)(x))
 
 /* One output type TO: CF for float sources, CI64 for i64 sources, CB for
@@ -245,7 +248,7 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
   case FG_I32: CAST_LOOP(int32_t, TO, CB); break;                                                  \
   case FG_I64: CAST_LOOP(int64_t, TO, CI64); break;                                                \
   case FG_BOOL: CAST_LOOP(uint8_t, TO, CB); break;                                                 \
-  default: return fgk_fail(ctx, "cannot cast from %s", fg_dtype_name(ctx->in[0].dtype));          \
+  default: return fgk_fail(ctx, "cannot cast from %s", fg_dtype_name(ctx->in[0].dtype));           \
   }
 
 static int cast(const fg_kctx *ctx, fg_dtype dt) {
@@ -255,8 +258,8 @@ static int cast(const fg_kctx *ctx, fg_dtype dt) {
                     fg_dtype_name(dt));
   const int64_t n = fgk_numel(&ctx->out[0]);
   if (fgk_numel(&ctx->in[0]) != n)
-    return fgk_fail(ctx, "input has %lld elements, output %lld",
-                    (long long)fgk_numel(&ctx->in[0]), (long long)n);
+    return fgk_fail(ctx, "input has %lld elements, output %lld", (long long)fgk_numel(&ctx->in[0]),
+                    (long long)n);
   if (n == 0) return 0;
   if (ctx->in[0].dtype == dt) {
     if (ctx->in[0].data != ctx->out[0].data)

@@ -21,9 +21,11 @@
     }                                                                                              \
     double sum = 0;                                                                                \
     if (want_log) {                                                                                \
-      for (int64_t j = 0; j < n; j++) sum += EXP(x[j * stride] - m);                               \
+      for (int64_t j = 0; j < n; j++)                                                              \
+        sum += EXP(x[j * stride] - m);                                                             \
       const double lse = (double)m + log(sum);                                                     \
-      for (int64_t j = 0; j < n; j++) y[j * stride] = (T)((double)x[j * stride] - lse);            \
+      for (int64_t j = 0; j < n; j++)                                                              \
+        y[j * stride] = (T)((double)x[j * stride] - lse);                                          \
     } else {                                                                                       \
       for (int64_t j = 0; j < n; j++) {                                                            \
         const T e = EXP(x[j * stride] - m);                                                        \
@@ -31,7 +33,8 @@
         sum += e;                                                                                  \
       }                                                                                            \
       const T inv = (T)(1.0 / sum);                                                                \
-      for (int64_t j = 0; j < n; j++) y[j * stride] *= inv;                                        \
+      for (int64_t j = 0; j < n; j++)                                                              \
+        y[j * stride] *= inv;                                                                      \
     }                                                                                              \
   }
 
@@ -47,13 +50,17 @@ SOFTMAX_ROW(softmax_row_f64, double, exp)
  * row's sum NaN, and so every output, as the strided path does). */
 static float row_max_f32(const float *x, int64_t n) {
   float lane[XLANES];
-  for (int k = 0; k < XLANES; k++) lane[k] = x[0];
+  for (int k = 0; k < XLANES; k++)
+    lane[k] = x[0];
   int64_t j = 0;
   for (; j + XLANES <= n; j += XLANES)
-    for (int k = 0; k < XLANES; k++) lane[k] = x[j + k] > lane[k] ? x[j + k] : lane[k];
+    for (int k = 0; k < XLANES; k++)
+      lane[k] = x[j + k] > lane[k] ? x[j + k] : lane[k];
   float m = lane[0];
-  for (int k = 1; k < XLANES; k++) m = lane[k] > m ? lane[k] : m;
-  for (; j < n; j++) m = x[j] > m ? x[j] : m;
+  for (int k = 1; k < XLANES; k++)
+    m = lane[k] > m ? lane[k] : m;
+  for (; j < n; j++)
+    m = x[j] > m ? x[j] : m;
   return m;
 }
 
@@ -65,15 +72,19 @@ static double row_expsum_f32(const float *x, float *e, int64_t n, float m, int k
   double tail = 0;
   for (int64_t j0 = 0; j0 < n; j0 += XBLOCK) {
     const int64_t len = n - j0 < XBLOCK ? n - j0 : XBLOCK;
-    for (int64_t j = 0; j < len; j++) buf[j] = fgk_expf(x[j0 + j] - m);
+    for (int64_t j = 0; j < len; j++)
+      buf[j] = fgk_expf(x[j0 + j] - m);
     int64_t j = 0;
     for (; j + XLANES <= len; j += XLANES)
-      for (int k = 0; k < XLANES; k++) lane[k] += (double)buf[j + k];
-    for (; j < len; j++) tail += (double)buf[j];
+      for (int k = 0; k < XLANES; k++)
+        lane[k] += (double)buf[j + k];
+    for (; j < len; j++)
+      tail += (double)buf[j];
     if (keep) memcpy(e + j0, buf, (size_t)len * sizeof *buf);
   }
   double sum = 0;
-  for (int k = 0; k < XLANES; k++) sum += lane[k];
+  for (int k = 0; k < XLANES; k++)
+    sum += lane[k];
   return sum + tail;
 }
 
@@ -85,10 +96,12 @@ static void softmax_row_f32_contig(const float *x, float *y, int64_t n, int want
   const float m = row_max_f32(x, n);
   if (want_log) {
     const double lse = (double)m + log(row_expsum_f32(x, NULL, n, m, 0));
-    for (int64_t j = 0; j < n; j++) y[j] = (float)((double)x[j] - lse);
+    for (int64_t j = 0; j < n; j++)
+      y[j] = (float)((double)x[j] - lse);
   } else {
     const float inv = (float)(1.0 / row_expsum_f32(x, y, n, m, 1));
-    for (int64_t j = 0; j < n; j++) y[j] *= inv;
+    for (int64_t j = 0; j < n; j++)
+      y[j] *= inv;
   }
 }
 
@@ -117,8 +130,8 @@ typedef struct softmax_job {
     if (fgk_check(ctx, 1, 1) != 0) return -1;                                                      \
     const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];                                          \
     if (in->dtype != DT || out->dtype != DT)                                                       \
-      return fgk_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(DT),      \
-                      fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));                      \
+      return fgk_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(DT),       \
+                      fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));                        \
     const int axis = ctx->p->axis;                                                                 \
     if (axis < 0 || axis >= in->rank)                                                              \
       return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);                     \
@@ -129,10 +142,12 @@ typedef struct softmax_job {
     if (n == 0) return 0;                                                                          \
     int64_t outer = 1, inner = 1;                                                                  \
     const int64_t A = in->dims[axis];                                                              \
-    for (int i = 0; i < axis; i++) outer *= in->dims[i];                                           \
-    for (int i = axis + 1; i < in->rank; i++) inner *= in->dims[i];                                \
+    for (int i = 0; i < axis; i++)                                                                 \
+      outer *= in->dims[i];                                                                        \
+    for (int i = axis + 1; i < in->rank; i++)                                                      \
+      inner *= in->dims[i];                                                                        \
     softmax_job J = {in->data, out->data, A, inner};                                               \
-    fgk_parallel_for(ctx, outer * inner, A >= FGK_GRAIN_MATH ? 1 : FGK_GRAIN_MATH / A, fn##_rows,  \
+    fgk_parallel_for(ctx, outer *inner, A >= FGK_GRAIN_MATH ? 1 : FGK_GRAIN_MATH / A, fn##_rows,   \
                      &J);                                                                          \
     return 0;                                                                                      \
   }
@@ -153,7 +168,7 @@ static inline int64_t label_at(const fg_kbuf *labels, int64_t n) {
  * the shape alone. Each chunk sums its rows' losses in order from 0 and the
  * chunk sums add up in order, so the result is the same for any thread
  * count; up to one chunk of rows it is the plain row-order sum. */
-#define XENT_CHUNK 8192
+#define XENT_CHUNK    8192
 #define XENT_PARTIALS 1024
 
 /* logsumexp of one contiguous row of C >= 1 logits, in double. */
@@ -162,7 +177,8 @@ static double lse_f64(const double *row, int64_t C) {
   for (int64_t j = 1; j < C; j++)
     if (row[j] > m || row[j] != row[j]) m = row[j];
   double s = 0;
-  for (int64_t j = 0; j < C; j++) s += exp(row[j] - m);
+  for (int64_t j = 0; j < C; j++)
+    s += exp(row[j] - m);
   return m + log(s);
 }
 static double lse_f32(const float *row, int64_t C) {
@@ -199,13 +215,13 @@ typedef struct xent_job {
     if (fgk_check(ctx, 2, 1) != 0) return -1;                                                      \
     const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *out = &ctx->out[0];                       \
     if (lg->dtype != DT || out->dtype != DT)                                                       \
-      return fgk_fail(ctx, "expected %s logits and output, got %s and %s", fg_dtype_name(DT),     \
-                      fg_dtype_name(lg->dtype), fg_dtype_name(out->dtype));                      \
+      return fgk_fail(ctx, "expected %s logits and output, got %s and %s", fg_dtype_name(DT),      \
+                      fg_dtype_name(lg->dtype), fg_dtype_name(out->dtype));                        \
     if (lb->dtype != FG_I32 && lb->dtype != FG_I64)                                                \
-      return fgk_fail(ctx, "labels must be i32 or i64, got %s", fg_dtype_name(lb->dtype));        \
+      return fgk_fail(ctx, "labels must be i32 or i64, got %s", fg_dtype_name(lb->dtype));         \
     if (lg->rank != 2 || lb->rank != 1 || lb->dims[0] != lg->dims[0])                              \
-      return fgk_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d",           \
-                      lg->rank, lb->rank);                                                         \
+      return fgk_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d", lg->rank, \
+                      lb->rank);                                                                   \
     if (fgk_numel(out) != 1)                                                                       \
       return fgk_fail(ctx, "output must hold one element, has %lld", (long long)fgk_numel(out));   \
     const int64_t N = lg->dims[0], C = lg->dims[1];                                                \
@@ -226,7 +242,8 @@ typedef struct xent_job {
     const int64_t n_chunks = (N - 1) / J.rows + 1;                                                 \
     fgk_parallel_for(ctx, n_chunks, 1, fn##_chunks, &J);                                           \
     double total = 0;                                                                              \
-    for (int64_t c = 0; c < n_chunks; c++) total += parts[c];                                      \
+    for (int64_t c = 0; c < n_chunks; c++)                                                         \
+      total += parts[c];                                                                           \
     o[0] = (T)(total / (double)N);                                                                 \
     return 0;                                                                                      \
   }

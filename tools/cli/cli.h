@@ -22,8 +22,8 @@ enum { CLI_OK = 0, CLI_RUNTIME = 1, CLI_USAGE = 2 };
 typedef struct cli_command {
   const char *name;
   const char *summary;
-  const char *synopsis; /* one line, after "usage: " */
-  const char *help;     /* full text for `flowgraph help NAME` */
+  const char *synopsis;               /* one line, after "usage: " */
+  const char *help;                   /* full text for `flowgraph help NAME` */
   int (*main)(int argc, char **argv); /* argv[0] is the subcommand name */
 } cli_command;
 

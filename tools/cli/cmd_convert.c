@@ -26,8 +26,8 @@ static int convert_main(int argc, char **argv) {
     if (n_pos >= 2) return cli_usage(cmd, "unexpected argument '%s'", a);
     pos[n_pos++] = a;
   }
-  if (n_pos != 2) return cli_usage(cmd, "expected IN and OUT, got %d path%s", n_pos,
-                                   n_pos == 1 ? "" : "s");
+  if (n_pos != 2)
+    return cli_usage(cmd, "expected IN and OUT, got %d path%s", n_pos, n_pos == 1 ? "" : "s");
   const char *in = pos[0], *out = pos[1];
   int rc = cli_check_model_path(cmd, in);
   if (rc == CLI_OK) rc = cli_check_model_path(cmd, out);

@@ -16,7 +16,8 @@ typedef struct grad_args {
 
 static void free_args(void *args) {
   grad_args *a = args;
-  for (int i = 0; i < a->n_wrt; i++) free(a->wrt[i]);
+  for (int i = 0; i < a->n_wrt; i++)
+    free(a->wrt[i]);
   free(a->wrt);
 }
 

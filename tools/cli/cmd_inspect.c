@@ -27,7 +27,8 @@ typedef struct row {
 static void print_rows(const row *rows, int n) {
   const char *hdr[7] = {"id", "name", "op", "inputs", "output", "device", "flops"};
   size_t w[7];
-  for (int c = 0; c < 7; c++) w[c] = strlen(hdr[c]);
+  for (int c = 0; c < 7; c++)
+    w[c] = strlen(hdr[c]);
   for (int i = 0; i < n; i++) {
     const char *cells[7] = {rows[i].id,      rows[i].name,   rows[i].op,   rows[i].inputs,
                             rows[i].outputs, rows[i].device, rows[i].flops};

@@ -16,12 +16,13 @@
 #include "trace.h"
 
 #define MAX_BATCH 1000000
-#define MAX_RUNS 10000000
+#define MAX_RUNS  10000000
 
 double plan_now_ms(void) { return cli_now_s() * 1e3; }
 
 void plan_args_free(plan_args *a) {
-  for (int i = 0; i < a->run.n_inputs; i++) free(a->run.inputs[i].name);
+  for (int i = 0; i < a->run.n_inputs; i++)
+    free(a->run.inputs[i].name);
   free(a->run.inputs);
   free(a->run.fetch);
   free(a->run.targets);
@@ -137,7 +138,8 @@ static int resolve(const plan_args *a, plan_model *m, fg_status *st) {
   const char *train = fg_graph_metadata(g, "train_target");
   m->targets = calloc((size_t)ra->n_targets + 1, sizeof *m->targets);
   if (!m->targets) return oom(st);
-  for (int i = 0; i < ra->n_targets; i++) m->targets[i] = ra->targets[i];
+  for (int i = 0; i < ra->n_targets; i++)
+    m->targets[i] = ra->targets[i];
   m->n_targets = ra->n_targets;
   int count = ra->n_fetch;
   if (count == 0 && ra->n_targets == 0 && train && *train) {
@@ -220,7 +222,8 @@ void plan_model_close(plan_model *m) {
   fg_session_free(m->session);
   run_feeds_free(&m->feeds);
   if (m->fetch)
-    for (int i = 0; i < m->n_fetch; i++) free(m->fetch[i]);
+    for (int i = 0; i < m->n_fetch; i++)
+      free(m->fetch[i]);
   free(m->fetch);
   free(m->targets);
   fg_graph_free(m->graph);
@@ -272,9 +275,11 @@ static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_inf
   const fg_graph *g = m->graph;
   printf("plan for %s: %d steps, %d tensors\n", a->run.model, info->n_steps, info->n_tensors);
   printf("fetches:");
-  for (int i = 0; i < m->n_fetch; i++) printf(" %s", m->fetch[i]);
+  for (int i = 0; i < m->n_fetch; i++)
+    printf(" %s", m->fetch[i]);
   printf("%s\ntargets:", m->n_fetch ? "" : " (none)");
-  for (int i = 0; i < m->n_targets; i++) printf(" %s", m->targets[i]);
+  for (int i = 0; i < m->n_targets; i++)
+    printf(" %s", m->targets[i]);
   printf("%s\n", m->n_targets ? "" : " (none)");
   /* Before the tables: the three summary lines stay the last lines. */
   if (a->memory_svg) printf("memory svg: %s\n", a->memory_svg);

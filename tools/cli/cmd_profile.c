@@ -12,7 +12,7 @@
 #include "svg.h"
 #include "trace.h"
 
-#define TOP_N 10
+#define TOP_N      10
 #define NAME_W_MAX 48
 
 typedef struct node_stat {
@@ -189,7 +189,8 @@ static void print_run_order(const profile_data *p, double runs, double total) {
 static int print_top(const profile_data *p, double runs, double total) {
   const node_stat **order = malloc(((size_t)p->n_nodes + 1) * sizeof *order);
   if (!order) return -1;
-  for (int i = 0; i < p->n_nodes; i++) order[i] = &p->nodes[i];
+  for (int i = 0; i < p->n_nodes; i++)
+    order[i] = &p->nodes[i];
   qsort(order, (size_t)p->n_nodes, sizeof *order, by_time_desc);
   int wn = name_width(p), wo = op_width(p);
   banner("Top by time");
@@ -213,7 +214,8 @@ static int print_by_op(const profile_data *p, double runs, double total) {
   for (int i = 0; i < p->n_nodes; i++) {
     const node_stat *n = &p->nodes[i];
     int k = 0;
-    while (k < n_ops && strcmp(ops[k].op, n->op) != 0) k++;
+    while (k < n_ops && strcmp(ops[k].op, n->op) != 0)
+      k++;
     if (k == n_ops) ops[n_ops++].op = n->op;
     ops[k].count++;
     ops[k].ms += n->total_ms / runs;
@@ -243,28 +245,31 @@ static void print_timings(const plan_args *a, const profile_data *p) {
     sum += v;
   }
   double avg = p->n_runs ? sum / (double)p->n_runs : 0;
-  for (int64_t i = 0; i < p->n_runs; i++) sq += (p->run_ms[i] - avg) * (p->run_ms[i] - avg);
+  for (int64_t i = 0; i < p->n_runs; i++)
+    sq += (p->run_ms[i] - avg) * (p->run_ms[i] - avg);
   double sd = p->n_runs ? sqrt(sq / (double)p->n_runs) : 0;
   banner("Timings (ms)");
-  printf("init: %.4f (session %.4f + first plan %.4f)\n", p->session_ms + p->plan_ms,
-         p->session_ms, p->plan_ms);
+  printf("init: %.4f (session %.4f + first plan %.4f)\n", p->session_ms + p->plan_ms, p->session_ms,
+         p->plan_ms);
   printf("first run: %.4f\n", p->first_run_ms);
   if (a->warmup > 0)
     printf("warmup: %" PRId64 " runs, avg %.4f\n", a->warmup, p->warmup_ms / (double)a->warmup);
-  printf("runs: %" PRId64 ", min %.4f, avg %.4f, max %.4f, std %.4f\n", p->n_runs, mn, avg, mx,
-         sd);
+  printf("runs: %" PRId64 ", min %.4f, avg %.4f, max %.4f, std %.4f\n", p->n_runs, mn, avg, mx, sd);
 }
 
 static int print_report(const plan_args *a, const plan_model *m, const profile_data *p,
                         fg_status *st) {
   double runs = p->n_runs > 0 ? (double)p->n_runs : 1.0, total = 0;
-  for (int i = 0; i < p->n_nodes; i++) total += p->nodes[i].total_ms / runs;
+  for (int i = 0; i < p->n_nodes; i++)
+    total += p->nodes[i].total_ms / runs;
   printf("profile of %s: %" PRId64 " runs after %" PRId64 " warmup, %d threads, arena %zu bytes\n",
          a->run.model, p->n_runs, a->warmup, p->threads, p->arena_bytes);
   printf("fetches:");
-  for (int i = 0; i < m->n_fetch; i++) printf(" %s", m->fetch[i]);
+  for (int i = 0; i < m->n_fetch; i++)
+    printf(" %s", m->fetch[i]);
   printf("%s\ntargets:", m->n_fetch ? "" : " (none)");
-  for (int i = 0; i < m->n_targets; i++) printf(" %s", m->targets[i]);
+  for (int i = 0; i < m->n_targets; i++)
+    printf(" %s", m->targets[i]);
   printf("%s\n", m->n_targets ? "" : " (none)");
   print_run_order(p, runs, total);
   if (print_top(p, runs, total) != 0 || print_by_op(p, runs, total) != 0) return oom(st);
@@ -286,15 +291,16 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
     oom(st);
     goto done;
   }
-  for (int i = 0; i < p.n_graph_nodes; i++) p.slot[i] = -1;
+  for (int i = 0; i < p.n_graph_nodes; i++)
+    p.slot[i] = -1;
   p.session_ms = m->session_ms;
   if (a->trace && !(tw = trace_open(a->trace, a->run.model, st))) goto done;
   if (run_all(a, m, &p, tw, st) != 0) goto done;
   if (a->memory_svg) {
     /* After the runs: the plan is cached, so this only reads it. */
-    info = fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n,
-                                (const char *const *)m->fetch, m->n_fetch, m->targets,
-                                m->n_targets, st);
+    info =
+        fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n, (const char *const *)m->fetch,
+                             m->n_fetch, m->targets, m->n_targets, st);
     if (!info || svg_write_memory_plan(a->memory_svg, info, a->run.model, st) != 0) goto done;
     svg_written = 1;
   }

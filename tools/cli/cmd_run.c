@@ -11,7 +11,7 @@
 #include "run.h"
 
 #define MAX_REPEAT 10000000
-#define MAX_BATCH 1000000
+#define MAX_BATCH  1000000
 
 static void free_args(void *args) {
   run_args *a = args;
@@ -97,9 +97,8 @@ static int resolve_fetches(const fg_graph *g, const run_args *a, char ***names, 
       const char *s = i < a->n_outputs ? a->outputs[i].name : a->fetch[i - a->n_outputs];
       snprintf(buf, sizeof buf, "%s", s);
     } else {
-      fg_output o = fg_graph_num_outputs(g) > 0
-                        ? fg_graph_output(g, i)
-                        : (fg_output){fg_graph_num_nodes(g) - 1, 0};
+      fg_output o = fg_graph_num_outputs(g) > 0 ? fg_graph_output(g, i)
+                                                : (fg_output){fg_graph_num_nodes(g) - 1, 0};
       if (!fg_node_name(g, o.node)) {
         fg_status_set(st, FG_INVALID_GRAPH, "%s: graph output %d refers to no node", a->model, i);
         return -1;
@@ -132,18 +131,18 @@ static int check_output_paths(const run_args *a, fg_status *st) {
     const char *name = a->outputs[i].name, *p = a->outputs[i].path;
     char dir[4096];
     switch (cli_path_problem(p, dir, sizeof dir)) {
-      case CLI_PATH_IS_DIR:
-        fg_status_set(st, FG_IO_ERROR, "output '%s': %s is a directory", name, p);
-        return -1;
-      case CLI_PATH_NO_DIR:
-        fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s does not exist",
-                      name, p, dir);
-        return -1;
-      case CLI_PATH_READ_ONLY:
-        fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s: %s", name, p,
-                      dir, strerror(errno));
-        return -1;
-      default: break;
+    case CLI_PATH_IS_DIR:
+      fg_status_set(st, FG_IO_ERROR, "output '%s': %s is a directory", name, p);
+      return -1;
+    case CLI_PATH_NO_DIR:
+      fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s does not exist",
+                    name, p, dir);
+      return -1;
+    case CLI_PATH_READ_ONLY:
+      fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s: %s", name, p, dir,
+                    strerror(errno));
+      return -1;
+    default: break;
     }
   }
   return 0;
@@ -181,15 +180,17 @@ static int write_outputs(const run_args *a, fg_tensor **outs, fg_status *st) {
   }
   for (int i = 0; i < written && rc == 0; i++)
     if (rename(tmp[i], a->outputs[i].path) != 0) {
-      fg_status_set(st, FG_IO_ERROR, "output '%s': cannot rename into %s: %s",
-                    a->outputs[i].name, a->outputs[i].path, strerror(errno));
+      fg_status_set(st, FG_IO_ERROR, "output '%s': cannot rename into %s: %s", a->outputs[i].name,
+                    a->outputs[i].path, strerror(errno));
       rc = -1;
       /* Files renamed before this one stay: the rename of a file onto its
        * own directory entry is the only step that can fail here. */
     }
   if (rc != 0)
-    for (int i = 0; i < written; i++) unlink(tmp[i]);
-  for (int i = 0; i < a->n_outputs; i++) free(tmp[i]);
+    for (int i = 0; i < written; i++)
+      unlink(tmp[i]);
+  for (int i = 0; i < a->n_outputs; i++)
+    free(tmp[i]);
   free(tmp);
   return rc;
 }
@@ -202,16 +203,18 @@ static void print_values(const fg_tensor *t) {
   for (int64_t i = 0; i < show && d; i++) {
     if (i) printf(", ");
     switch (fg_tensor_dtype(t)) {
-      case FG_F32: printf("%.7g", (double)((const float *)d)[i]); break;
-      case FG_F64: printf("%.15g", ((const double *)d)[i]); break;
-      case FG_I32: printf("%" PRId32, ((const int32_t *)d)[i]); break;
-      case FG_I64: printf("%" PRId64, ((const int64_t *)d)[i]); break;
-      case FG_BOOL: printf("%s", ((const unsigned char *)d)[i] ? "true" : "false"); break;
-      default: printf("?"); break;
+    case FG_F32: printf("%.7g", (double)((const float *)d)[i]); break;
+    case FG_F64: printf("%.15g", ((const double *)d)[i]); break;
+    case FG_I32: printf("%" PRId32, ((const int32_t *)d)[i]); break;
+    case FG_I64: printf("%" PRId64, ((const int64_t *)d)[i]); break;
+    case FG_BOOL: printf("%s", ((const unsigned char *)d)[i] ? "true" : "false"); break;
+    default: printf("?"); break;
     }
   }
-  if (n > show) printf(", ...] (%" PRId64 " values)\n", n);
-  else printf("]\n");
+  if (n > show)
+    printf(", ...] (%" PRId64 " values)\n", n);
+  else
+    printf("]\n");
 }
 
 static int run_model(void *args, fg_status *st, const char **failed_load) {
@@ -271,12 +274,14 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
   rc = 0;
 done:
   if (outs)
-    for (int i = 0; i < n_fetch; i++) fg_tensor_free(outs[i]);
+    for (int i = 0; i < n_fetch; i++)
+      fg_tensor_free(outs[i]);
   free(outs);
   fg_session_free(s);
   run_feeds_free(&feeds);
   if (fetch)
-    for (int i = 0; i < n_fetch; i++) free(fetch[i]);
+    for (int i = 0; i < n_fetch; i++)
+      free(fetch[i]);
   free(fetch);
   fg_graph_free(g);
   return rc;

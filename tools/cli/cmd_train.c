@@ -14,7 +14,7 @@
 #include "flowgraph/io.h"
 #include "run.h"
 
-#define MAX_BATCH 10000000
+#define MAX_BATCH  10000000
 #define MAX_EPOCHS 10000000
 
 typedef struct train_args {
@@ -109,7 +109,8 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
  * each epoch shuffles the identity permutation 0..n-1 with Fisher-Yates,
  * for i = n-1 down to 1 swapping i with j = next() mod (i+1). */
 static void shuffle(int64_t *perm, int64_t n, uint64_t *rng) {
-  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  for (int64_t i = 0; i < n; i++)
+    perm[i] = i;
   for (int64_t i = n - 1; i > 0; i--) {
     int64_t j = (int64_t)(cli_splitmix64(rng) % (uint64_t)(i + 1));
     int64_t t = perm[i];
@@ -154,7 +155,8 @@ static int resolve_names(const fg_graph *g, train_args *a, fg_status *st) {
      * unknown batch dimension is checked on the fetched value. */
     int64_t dims[FG_MAX_RANK];
     int rank = fg_output_shape(g, o, dims), not_scalar = rank < 0;
-    for (int k = 0; k < rank; k++) not_scalar |= dims[k] >= 0 && dims[k] != 1;
+    for (int k = 0; k < rank; k++)
+      not_scalar |= dims[k] >= 0 && dims[k] != 1;
     if ((i < 0 && !fg_dtype_is_float(dt)) || fg_dtype_size(dt) == 0 || not_scalar) {
       fg_status_set(st, FG_INVALID_ARGUMENT, "%s '%s' is %s: train needs a %s scalar", what, name,
                     cli_describe_output(g, o, desc, sizeof desc), i < 0 ? "float" : "numeric");
@@ -175,12 +177,12 @@ static int scalar_value(const fg_tensor *t, const char *what, const char *name, 
     return -1;
   }
   switch (fg_tensor_dtype(t)) {
-    case FG_F32: *v = *(const float *)d; return 0;
-    case FG_F64: *v = *(const double *)d; return 0;
-    case FG_I32: *v = *(const int32_t *)d; return 0;
-    case FG_I64: *v = (double)*(const int64_t *)d; return 0;
-    case FG_BOOL: *v = *(const unsigned char *)d; return 0;
-    default: break;
+  case FG_F32: *v = *(const float *)d; return 0;
+  case FG_F64: *v = *(const double *)d; return 0;
+  case FG_I32: *v = *(const int32_t *)d; return 0;
+  case FG_I64: *v = (double)*(const int64_t *)d; return 0;
+  case FG_BOOL: *v = *(const unsigned char *)d; return 0;
+  default: break;
   }
   fg_status_set(st, FG_INVALID_ARGUMENT, "%s '%s' has dtype %s", what, name,
                 fg_dtype_name(fg_tensor_dtype(t)));
@@ -315,11 +317,14 @@ typedef struct trainer {
 
 static void trainer_free(trainer *t, int n_fetch) {
   if (t->views)
-    for (int i = 0; i < t->train.n; i++) fg_tensor_free(t->views[i]);
+    for (int i = 0; i < t->train.n; i++)
+      fg_tensor_free(t->views[i]);
   if (t->outs)
-    for (int i = 0; i < n_fetch; i++) fg_tensor_free(t->outs[i]);
+    for (int i = 0; i < n_fetch; i++)
+      fg_tensor_free(t->outs[i]);
   if (t->bf)
-    for (int i = 0; i < t->train.n; i++) free(t->bf[i].rows);
+    for (int i = 0; i < t->train.n; i++)
+      free(t->bf[i].rows);
   free(t->bf);
   free(t->views);
   free(t->outs);
@@ -427,7 +432,8 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   if (!t.fetch || !t.outs) goto oom;
   if (resolve_names(g, a, st) != 0) goto done;
   t.fetch[0] = a->loss;
-  for (int i = 0; i < a->n_evals; i++) t.fetch[1 + i] = a->evals[i];
+  for (int i = 0; i < a->n_evals; i++)
+    t.fetch[1 + i] = a->evals[i];
   if (prepare_feeds(g, a, a->inputs, a->n_inputs, t.fetch, 1, a->target, "-i", 0, &t.train, st) !=
       0)
     goto done;

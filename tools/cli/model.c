@@ -64,17 +64,15 @@ int cli_path_problem(const char *path, char *dir, size_t size) {
 int cli_check_writable(const char *path, const char *what, fg_status *st) {
   char dir[4096];
   switch (cli_path_problem(path, dir, sizeof dir)) {
-    case CLI_PATH_IS_DIR:
-      fg_status_set(st, FG_IO_ERROR, "%s %s: is a directory", what, path);
-      break;
-    case CLI_PATH_NO_DIR:
-      fg_status_set(st, FG_IO_ERROR, "%s %s: directory %s does not exist", what, path, dir);
-      break;
-    case CLI_PATH_READ_ONLY:
-      fg_status_set(st, FG_IO_ERROR, "%s %s: cannot write in %s: %s", what, path, dir,
-                    strerror(errno));
-      break;
-    default: return 0;
+  case CLI_PATH_IS_DIR: fg_status_set(st, FG_IO_ERROR, "%s %s: is a directory", what, path); break;
+  case CLI_PATH_NO_DIR:
+    fg_status_set(st, FG_IO_ERROR, "%s %s: directory %s does not exist", what, path, dir);
+    break;
+  case CLI_PATH_READ_ONLY:
+    fg_status_set(st, FG_IO_ERROR, "%s %s: cannot write in %s: %s", what, path, dir,
+                  strerror(errno));
+    break;
+  default: return 0;
   }
   return -1;
 }

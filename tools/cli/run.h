@@ -25,11 +25,11 @@ typedef struct run_args {
 } run_args;
 
 typedef struct run_feeds {
-  fg_feed *feeds; /* n entries; names point into the graph */
+  fg_feed *feeds;      /* n entries; names point into the graph */
   fg_tensor **tensors; /* owned, n entries */
   int n;
-  int *node_of_input;     /* placeholder node of each -i */
-  unsigned char *needed;  /* per node: needed by the fetches/targets */
+  int *node_of_input;    /* placeholder node of each -i */
+  unsigned char *needed; /* per node: needed by the fetches/targets */
   int n_nodes;
 } run_feeds;
 

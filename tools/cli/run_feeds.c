@@ -17,8 +17,8 @@ static int is_placeholder(const fg_graph *g, int id) {
   return op && strcmp(op, "placeholder") == 0;
 }
 
-static int mark_needed(const fg_graph *g, const run_args *a, const char *const *fetch,
-                       int n_fetch, run_feeds *f, fg_status *st) {
+static int mark_needed(const fg_graph *g, const run_args *a, const char *const *fetch, int n_fetch,
+                       run_feeds *f, fg_status *st) {
   int n = f->n_nodes;
   int *stack = malloc(((size_t)n + 1) * sizeof *stack);
   if (!stack) {
@@ -70,8 +70,8 @@ int run_feeds_prepare(const fg_graph *g, const run_args *a, const char *const *f
       return -1;
     }
     if (!is_placeholder(g, id)) {
-      fg_status_set(st, FG_NOT_FOUND, "feed '%s': node '%s' is a %s, not a placeholder", name,
-                    name, fg_node_op(g, id) ? fg_node_op(g, id) : "?");
+      fg_status_set(st, FG_NOT_FOUND, "feed '%s': node '%s' is a %s, not a placeholder", name, name,
+                    fg_node_op(g, id) ? fg_node_op(g, id) : "?");
       return -1;
     }
     for (int j = 0; j < i; j++)
@@ -99,7 +99,8 @@ int run_feeds_next_unfed(const fg_graph *g, const run_feeds *f, int n_inputs, in
   for (int id = from < 0 ? 0 : from; id < f->n_nodes; id++) {
     if (!f->needed[id] || !is_placeholder(g, id)) continue;
     int fed = 0;
-    for (int i = 0; i < n_inputs; i++) fed |= f->node_of_input[i] == id;
+    for (int i = 0; i < n_inputs; i++)
+      fed |= f->node_of_input[i] == id;
     if (!fed) return id;
   }
   return -1;
@@ -161,13 +162,13 @@ static fg_tensor *random_feed(const fg_graph *g, int id, int64_t batch, uint64_t
   for (int64_t i = 0; i < n && d; i++) {
     uint64_t r = cli_splitmix64(rng);
     switch (dt) {
-      /* 24 (53) random bits so that the top of the range stays below 1. */
-      case FG_F32: ((float *)d)[i] = (float)((double)(r >> 40) * 0x1p-23 - 1.0); break;
-      case FG_F64: ((double *)d)[i] = (double)(r >> 11) * 0x1p-52 - 1.0; break;
-      case FG_I32: ((int32_t *)d)[i] = (int32_t)(r % 10); break;
-      case FG_I64: ((int64_t *)d)[i] = (int64_t)(r % 10); break;
-      case FG_BOOL: ((unsigned char *)d)[i] = (unsigned char)(r & 1); break;
-      default: break;
+    /* 24 (53) random bits so that the top of the range stays below 1. */
+    case FG_F32: ((float *)d)[i] = (float)((double)(r >> 40) * 0x1p-23 - 1.0); break;
+    case FG_F64: ((double *)d)[i] = (double)(r >> 11) * 0x1p-52 - 1.0; break;
+    case FG_I32: ((int32_t *)d)[i] = (int32_t)(r % 10); break;
+    case FG_I64: ((int64_t *)d)[i] = (int64_t)(r % 10); break;
+    case FG_BOOL: ((unsigned char *)d)[i] = (unsigned char)(r & 1); break;
+    default: break;
     }
   }
   return t;
@@ -183,8 +184,7 @@ int run_feeds_load(const fg_graph *g, const run_args *a, run_feeds *f, fg_status
       fg_code c = fg_status_code(st);
       char msg[1024];
       snprintf(msg, sizeof msg, "%s", fg_status_message(st));
-      fg_status_set(st, c == FG_FORMAT_ERROR ? FG_INVALID_ARGUMENT : c, "feed '%s': %s", name,
-                    msg);
+      fg_status_set(st, c == FG_FORMAT_ERROR ? FG_INVALID_ARGUMENT : c, "feed '%s': %s", name, msg);
       return -1;
     }
     f->tensors[f->n] = t;
@@ -207,7 +207,8 @@ int run_feeds_load(const fg_graph *g, const run_args *a, run_feeds *f, fg_status
 
 void run_feeds_free(run_feeds *f) {
   if (f->tensors)
-    for (int i = 0; i < f->n; i++) fg_tensor_free(f->tensors[i]);
+    for (int i = 0; i < f->n; i++)
+      fg_tensor_free(f->tensors[i]);
   free(f->tensors);
   free(f->feeds);
   free(f->node_of_input);

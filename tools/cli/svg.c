@@ -10,9 +10,9 @@
 #include "svg.h"
 #include "trace.h"
 
-#define LEFT 90.0
-#define TOP 56.0
-#define RIGHT 24.0
+#define LEFT   90.0
+#define TOP    56.0
+#define RIGHT  24.0
 #define BOTTOM 48.0
 #define PLOT_W 960.0
 #define PLOT_H 560.0
@@ -24,7 +24,8 @@
 static void xml_text(FILE *f, const char *s, int max_chars) {
   const unsigned char *p = (const unsigned char *)(s ? s : "");
   int total = 0;
-  for (const unsigned char *q = p; *q; q++) total += (*q & 0xC0) != 0x80;
+  for (const unsigned char *q = p; *q; q++)
+    total += (*q & 0xC0) != 0x80;
   int limit = total > max_chars ? (max_chars > 3 ? max_chars - 3 : 0) : total;
   for (int chars = 0; *p && chars < limit; chars++) {
     unsigned c = *p;
@@ -44,12 +45,12 @@ static void xml_text(FILE *f, const char *s, int max_chars) {
     }
     if (n == 1) {
       switch (c) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default: fputc(c < 0x20 || c == 0x7F ? '?' : (int)c, f); break;
+      case '&': fputs("&amp;", f); break;
+      case '<': fputs("&lt;", f); break;
+      case '>': fputs("&gt;", f); break;
+      case '"': fputs("&quot;", f); break;
+      case '\'': fputs("&apos;", f); break;
+      default: fputc(c < 0x20 || c == 0x7F ? '?' : (int)c, f); break;
       }
     } else {
       fwrite(p, 1, (size_t)n, f);
@@ -195,7 +196,6 @@ int svg_write_memory_plan(const char *path, const fg_plan_info *info, const char
   fprintf(f,
           "<text x=\"%.2f\" y=\"%.2f\">arena %zu bytes | lower bound %zu bytes | naive %zu "
           "bytes</text>\n</svg>\n",
-          LEFT, TOP + PLOT_H + 30, info->arena_bytes, info->lower_bound_bytes,
-          info->naive_bytes);
+          LEFT, TOP + PLOT_H + 30, info->arena_bytes, info->lower_bound_bytes, info->naive_bytes);
   return out_commit(&o, st);
 }

@@ -14,7 +14,8 @@
 /* One line whatever the message holds: tests and scripts rely on it. */
 static void print_one_line(FILE *f, const char *prefix, const char *msg) {
   fputs(prefix, f);
-  for (const char *p = msg; *p; p++) fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
+  for (const char *p = msg; *p; p++)
+    fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
   fputc('\n', f);
   fflush(f);
 }
@@ -112,7 +113,8 @@ int cli_opt_value(int argc, char **argv, int *i, const char *short_name, const c
 }
 
 void cli_free_pairs(cli_pair *p, int n) {
-  for (int i = 0; p && i < n; i++) free(p[i].name);
+  for (int i = 0; p && i < n; i++)
+    free(p[i].name);
   free(p);
 }
 

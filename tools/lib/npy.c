@@ -137,8 +137,8 @@ static int parse_shape(npy_parser *ps, npy_info *info) {
       break;
     }
     if (ps->p < ps->end && *ps->p == '-') {
-      fg_status_set(ps->status, FG_FORMAT_ERROR,
-                    "%s: shape dimension %d is negative", ps->file, rank);
+      fg_status_set(ps->status, FG_FORMAT_ERROR, "%s: shape dimension %d is negative", ps->file,
+                    rank);
       return -1;
     }
     if (ps->p >= ps->end || *ps->p < '0' || *ps->p > '9') {
@@ -150,8 +150,8 @@ static int parse_shape(npy_parser *ps, npy_info *info) {
     while (ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9') {
       int64_t d = *ps->p - '0';
       if (v > (INT64_MAX - d) / 10) {
-        fg_status_set(ps->status, FG_FORMAT_ERROR,
-                      "%s: shape dimension %d does not fit in 64 bits", ps->file, rank);
+        fg_status_set(ps->status, FG_FORMAT_ERROR, "%s: shape dimension %d does not fit in 64 bits",
+                      ps->file, rank);
         return -1;
       }
       v = v * 10 + d;
@@ -194,7 +194,7 @@ static int descr_to_dtype(const char *file, const char *d, fg_dtype *out, fg_sta
   static const struct {
     const char *descr;
     fg_dtype dtype;
-  } ok[] = {{"<f4", FG_F32},  {"<f8", FG_F64},  {"<i4", FG_I32},  {"<i8", FG_I64},
+  } ok[] = {{"<f4", FG_F32},  {"<f8", FG_F64},  {"<i4", FG_I32}, {"<i8", FG_I64},
             {"|b1", FG_BOOL}, {"<b1", FG_BOOL}, {">b1", FG_BOOL}}; /* one byte: order moot */
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
     if (strcmp(d, ok[i].descr) == 0) {
@@ -278,7 +278,9 @@ static int parse_dict(const char *file, const char *text, size_t len, npy_info *
   }
   if (!have_descr || !have_fortran || !have_shape) {
     fg_status_set(status, FG_FORMAT_ERROR, "%s: header dict lacks the key '%s'", file,
-                  !have_descr ? "descr" : !have_fortran ? "fortran_order" : "shape");
+                  !have_descr     ? "descr"
+                  : !have_fortran ? "fortran_order"
+                                  : "shape");
     return -1;
   }
   if (descr_to_dtype(file, descr, &info->dtype, status) != 0) return -1;
@@ -378,8 +380,8 @@ static int check_bools(const char *file, const fg_tensor *t, fg_status *status) 
 static int check_sizes(const char *file, const npy_info *info, size_t have, fg_status *status) {
   if (have < info->data_bytes) {
     fg_status_set(status, FG_FORMAT_ERROR,
-                  "%s: truncated data: shape needs %zu bytes, file has %zu", file,
-                  info->data_bytes, have);
+                  "%s: truncated data: shape needs %zu bytes, file has %zu", file, info->data_bytes,
+                  have);
     return -1;
   }
   if (have > info->data_bytes) {
@@ -407,8 +409,8 @@ static fg_tensor *npy_from_buffer(const char *name, const unsigned char *b, size
   if (parse_dict(name, (const char *)b + prefix, hl, &info, status) != 0) return NULL;
   size_t off = (size_t)prefix + hl;
   if (check_sizes(name, &info, size - off, status) != 0) return NULL;
-  fg_tensor *t = fg_tensor_from_data(info.dtype, info.rank, info.dims, b + off, info.data_bytes,
-                                     status);
+  fg_tensor *t =
+      fg_tensor_from_data(info.dtype, info.rank, info.dims, b + off, info.data_bytes, status);
   if (!t) return NULL;
   swap_to_host(fg_tensor_data(t), info.data_bytes / fg_dtype_size(info.dtype),
                fg_dtype_size(info.dtype));
@@ -506,10 +508,9 @@ fg_tensor *fg_npy_read(const char *path, fg_status *status) {
   if (check_sizes(path, &info, fsize - off, status) != 0) goto done;
   t = fg_tensor_new(info.dtype, info.rank, info.dims, status);
   if (!t) goto done;
-  if (info.data_bytes && (read_full(fd, fg_tensor_data(t), info.data_bytes, &got) != 0 ||
-                          got != info.data_bytes)) {
-    fg_status_set(status, FG_IO_ERROR, "%s: read failed or file changed while reading data",
-                  path);
+  if (info.data_bytes &&
+      (read_full(fd, fg_tensor_data(t), info.data_bytes, &got) != 0 || got != info.data_bytes)) {
+    fg_status_set(status, FG_IO_ERROR, "%s: read failed or file changed while reading data", path);
     fg_tensor_free(t);
     t = NULL;
     goto done;
@@ -532,12 +533,12 @@ done:
 
 static const char *dtype_descr(fg_dtype d) {
   switch (d) {
-    case FG_F32: return "<f4";
-    case FG_F64: return "<f8";
-    case FG_I32: return "<i4";
-    case FG_I64: return "<i8";
-    case FG_BOOL: return "|b1";
-    default: return NULL;
+  case FG_F32: return "<f4";
+  case FG_F64: return "<f8";
+  case FG_I32: return "<i4";
+  case FG_I64: return "<i8";
+  case FG_BOOL: return "|b1";
+  default: return NULL;
   }
 }
 
