@@ -35,6 +35,12 @@ extern int fgt_skipped;
 void fgt_register(const char *name, const char *labels, fgt_fn fn);
 /* Removes a scratch file or folder tree (tests' temporary outputs). */
 void fgt_rmtree(const char *path);
+/* Makes a new empty folder /tmp/<prefix>_XXXXXX in buf; NULL on failure. */
+char *fgt_mkdtemp(char *buf, size_t size, const char *prefix);
+/* Entries in `dir` other than . and .., or -1. */
+int fgt_count_entries(const char *dir);
+/* Writes n bytes to path; 0 or -1. */
+int fgt_write_file(const char *path, const void *data, size_t n);
 
 #define FG_TEST(name, labels)                                                                      \
   static void fgt_case_##name(void);                                                               \

@@ -39,6 +39,29 @@ void fgt_rmtree(const char *path) {
   rmdir(path);
 }
 
+char *fgt_mkdtemp(char *buf, size_t size, const char *prefix) {
+  int n = snprintf(buf, size, "/tmp/%s_XXXXXX", prefix);
+  return (n > 0 && (size_t)n < size) ? mkdtemp(buf) : NULL;
+}
+
+int fgt_count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
+  closedir(d);
+  return n;
+}
+
+int fgt_write_file(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  size_t w = n ? fwrite(data, 1, n, f) : 0;
+  return (fclose(f) == 0 && w == n) ? 0 : -1;
+}
+
 static int run_case(const fgt_case *c) {
   fgt_failures = 0;
   fgt_skipped = 0;

@@ -366,7 +366,7 @@ FG_TEST(F01_empty_short_directory_missing, "badinput") {
   run_row("F01");
   fg_status *st = fg_status_new();
   char dir[64], path[128];
-  FG_REQUIRE(tio_mkdtemp(dir, sizeof dir));
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_io_test"));
   FG_CHECK(fg_graph_load(dir, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_FORMAT_ERROR);
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "directory");
@@ -381,12 +381,12 @@ FG_TEST(F01_empty_short_directory_missing, "badinput") {
   FG_CHECK(fg_graph_load_json(path, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_NOT_FOUND);
 
-  FG_REQUIRE(tio_write(path, "", 0) == 0);
+  FG_REQUIRE(fgt_write_file(path, "", 0) == 0);
   FG_CHECK(fg_graph_load(path, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_FORMAT_ERROR);
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "empty");
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "missing.fgb");
-  FG_REQUIRE(tio_write(path, "FGB", 3) == 0);
+  FG_REQUIRE(fgt_write_file(path, "FGB", 3) == 0);
   FG_CHECK(fg_graph_load(path, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_FORMAT_ERROR);
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "3 bytes");
@@ -536,7 +536,7 @@ FG_TEST(bad_other_semantic_defects, "badinput") {
 FG_TEST(bad_json_text, "badinput") {
   fg_status *st = fg_status_new();
   char dir[64], path[128];
-  FG_REQUIRE(tio_mkdtemp(dir, sizeof dir));
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_io_test"));
   snprintf(path, sizeof path, "%s/bad.json", dir);
   struct {
     const char *text;
@@ -556,7 +556,7 @@ FG_TEST(bad_json_text, "badinput") {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t len = cases[i].len ? cases[i].len : strlen(cases[i].text);
-    FG_REQUIRE(tio_write(path, cases[i].text, len) == 0);
+    FG_REQUIRE(fgt_write_file(path, cases[i].text, len) == 0);
     fg_graph *g = fg_graph_load_json(path, st);
     FG_CHECK(g == NULL);
     FG_CHECK_INT(fg_status_code(st), cases[i].code);
@@ -620,7 +620,7 @@ FG_TEST(bad_fixtures_match_generator, "badinput") {
     FG_REQUIRE(spec_bytes(s, &data, &size) == 0);
     FG_CHECK(size < 64 * 1024);
     if (write && *write) {
-      FG_CHECK(tio_write(path, data, size) == 0);
+      FG_CHECK(fgt_write_file(path, data, size) == 0);
     } else {
       file = tio_read(path, &file_size);
       if (!file || file_size != size || memcmp(file, data, size) != 0)

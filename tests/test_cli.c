@@ -168,7 +168,7 @@ FG_TEST(cli_usage_convert_extensions, "") {
     CHECK_USAGE_ERROR(r);
     result_free(&r);
   }
-  FG_CHECK_INT(count_entries(tmpdir), 0);
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 0);
   fgt_rmtree(tmpdir);
 }
 
@@ -282,7 +282,7 @@ FG_TEST(cli_convert_missing_input, "badinput") {
   FG_REQUIRE(cli(&r, "convert", tpath("nope.json"), tpath("out.fgb"), NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "nope.json");
   result_free(&r);
-  FG_CHECK_INT(count_entries(tmpdir), 0);
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 0);
   fgt_rmtree(tmpdir);
 }
 
@@ -296,7 +296,7 @@ FG_TEST(cli_convert_bad_json, "badinput") {
   FG_REQUIRE(cli(&r, "convert", tpath("bad.json"), tpath("out.fgb"), NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "", "");
   FG_CHECK(!exists(tpath("out.fgb")));
-  FG_CHECK_INT(count_entries(tmpdir), 1);
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 1);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }

@@ -34,21 +34,7 @@ extern char **environ;
 
 static char tmpdir[256];
 
-static inline int make_tmpdir(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/fg_cli_XXXXXX");
-  return mkdtemp(tmpdir) != NULL;
-}
-
-static inline int count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-  closedir(d);
-  return n;
-}
+static inline int make_tmpdir(void) { return fgt_mkdtemp(tmpdir, sizeof tmpdir, "fg_cli") != NULL; }
 
 /* A path inside the case's temp dir (a few rotating buffers). */
 static inline const char *tpath(const char *name) {

@@ -681,7 +681,7 @@ FG_TEST(cli_plan_memory_svg, "") {
   FG_CHECK_STR_CONTAINS(r.out, "m.svg");
   long long v[3];
   FG_CHECK(last_three_keys(r.out, v) == 0);
-  FG_CHECK_INT(count_entries(tmpdir), 2); /* chain.fgb, m.svg: no temporary left */
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 2); /* chain.fgb, m.svg: no temporary left */
   result_free(&r);
 
   /* profile draws the same plan. */
@@ -726,7 +726,7 @@ FG_TEST(cli_profile_bad_args, "badinput") {
     CHECK_USAGE_ERROR(r);
     result_free(&r);
   }
-  FG_CHECK_INT(count_entries(tmpdir), 2);
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 2);
   fgt_rmtree(tmpdir);
 }
 
@@ -768,7 +768,7 @@ FG_TEST(cli_profile_bad_output_paths, "badinput") {
   CHECK_RUNTIME_ERROR(r, "", "99");
   FG_CHECK_INT(strlen(r.out), 0);
   result_free(&r);
-  FG_CHECK_INT(count_entries(tmpdir), 4); /* mlp.fgb, x.npy, train.fgb, labels.npy */
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 4); /* mlp.fgb, x.npy, train.fgb, labels.npy */
   fgt_rmtree(tmpdir);
 }
 

@@ -476,7 +476,7 @@ FG_TEST(cli_run_unwritable_output, "badinput") {
   snprintf(out, sizeof out, "probs=%s", tpath("adir"));
   FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "-i", in, "-o", out, NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "IO_ERROR", "adir");
-  FG_CHECK_INT(count_entries(tpath("adir")), 0);
+  FG_CHECK_INT(fgt_count_entries(tpath("adir")), 0);
   result_free(&r);
   /* The first output is fine, the second is not: neither file may appear. */
   char o1[600];
@@ -487,7 +487,7 @@ FG_TEST(cli_run_unwritable_output, "badinput") {
   FG_CHECK(!exists(tpath("logits.npy")));
   result_free(&r);
   /* Only what the case made: mlp.fgb, x.npy, adir. */
-  FG_CHECK_INT(count_entries(tmpdir), 3);
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 3);
   fgt_rmtree(tmpdir);
 }
 
@@ -505,7 +505,7 @@ FG_TEST(cli_run_error_leaves_no_output, "badinput") {
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "ghost");
   FG_CHECK(!exists(tpath("probs.npy")));
   FG_CHECK(!exists(tpath("ghost.npy")));
-  FG_CHECK_INT(count_entries(tmpdir), 2);
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 2);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
@@ -538,7 +538,7 @@ FG_TEST(cli_run_bad_files, "badinput") {
     n++;
   }
   closedir(d);
-  FG_CHECK_INT(count_entries(tmpdir), 0);
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 0);
   fgt_rmtree(tmpdir);
   if (n == 0) FG_SKIP("no .fgb files in %s yet", BAD_DIR);
   printf("checked %d bad files\n", n);

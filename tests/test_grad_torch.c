@@ -139,8 +139,7 @@ static int gt_init(gt_case *c, uint64_t seed) {
   c->g = fg_graph_new();
   c->st = fg_status_new();
   c->rng = seed;
-  snprintf(c->dir, sizeof c->dir, "/tmp/fg_grad_torch_XXXXXX");
-  return c->g && c->st && mkdtemp(c->dir) != NULL;
+  return c->g && c->st && fgt_mkdtemp(c->dir, sizeof c->dir, "fg_grad_torch") != NULL;
 }
 
 static void gt_free(gt_case *c) {

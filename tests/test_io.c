@@ -303,11 +303,11 @@ FG_TEST(io_memory_roundtrip, "") {
 FG_TEST(io_file_roundtrip_leaves_no_temp_files, "") {
   fg_status *st = fg_status_new();
   char dir[64], path[128];
-  FG_REQUIRE(tio_mkdtemp(dir, sizeof dir));
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_io_test"));
   snprintf(path, sizeof path, "%s/model.fgb", dir);
   fg_graph *g = io_graph();
   FG_REQUIRE(fg_graph_save(g, path, st) == 0);
-  FG_CHECK_INT(tio_count_entries(dir), 1);
+  FG_CHECK_INT(fgt_count_entries(dir), 1);
   struct stat sb;
   FG_CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0644) == 0644);
   fg_graph *h = fg_graph_load(path, st);
@@ -325,7 +325,7 @@ FG_TEST(io_file_roundtrip_leaves_no_temp_files, "") {
   FG_REQUIRE(fg_graph_save(empty, path, st) == 0);
   fg_graph *e = fg_graph_load(path, st);
   FG_CHECK(e && fg_graph_num_nodes(e) == 0);
-  FG_CHECK_INT(tio_count_entries(dir), 1);
+  FG_CHECK_INT(fgt_count_entries(dir), 1);
   free(mem);
   free(file);
   fg_graph_free(e);
@@ -419,7 +419,7 @@ FG_TEST(io_loaded_graph_computes_the_same, "") {
 FG_TEST(io_json_roundtrip_is_exact, "") {
   fg_status *st = fg_status_new();
   char dir[64], json[128], fgb[128];
-  FG_REQUIRE(tio_mkdtemp(dir, sizeof dir));
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_io_test"));
   snprintf(json, sizeof json, "%s/model.json", dir);
   snprintf(fgb, sizeof fgb, "%s/model.fgb", dir);
   fg_graph *g = io_graph();
@@ -427,7 +427,7 @@ FG_TEST(io_json_roundtrip_is_exact, "") {
   fg_graph *a = fg_graph_load(fgb, st);
   FG_REQUIRE(a);
   FG_REQUIRE(fg_graph_save_json(a, json, st) == 0);
-  FG_CHECK_INT(tio_count_entries(dir), 2);
+  FG_CHECK_INT(fgt_count_entries(dir), 2);
   fg_graph *b = fg_graph_load_json(json, st);
   if (!b) printf("%s\n", fg_status_message(st));
   FG_REQUIRE(b);
@@ -545,7 +545,7 @@ FG_TEST(io_json_example_out_of_order, "") {
 FG_TEST(io_save_errors, "badinput") {
   fg_status *st = fg_status_new();
   char dir[64], path[256];
-  FG_REQUIRE(tio_mkdtemp(dir, sizeof dir));
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_io_test"));
   fg_graph *g = io_graph();
   void *data = (void *)1;
   size_t size = 1;
@@ -577,8 +577,8 @@ FG_TEST(io_save_errors, "badinput") {
   FG_CHECK_INT(fg_status_code(st), FG_IO_ERROR);
   FG_CHECK(fg_graph_save_json(g, path, st) != 0);
   FG_CHECK_INT(fg_status_code(st), FG_IO_ERROR);
-  FG_CHECK_INT(tio_count_entries(dir), 1);
-  FG_CHECK_INT(tio_count_entries(path), 0);
+  FG_CHECK_INT(fgt_count_entries(dir), 1);
+  FG_CHECK_INT(fgt_count_entries(path), 0);
 
   /* A graph holding an error is not saved, and says why. */
   fg_graph *bad = fg_graph_new();
@@ -591,7 +591,7 @@ FG_TEST(io_save_errors, "badinput") {
   FG_CHECK(access(path, F_OK) != 0);
   FG_CHECK(fg_graph_save_memory(bad, &data, &size, st) != 0);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_GRAPH);
-  FG_CHECK_INT(tio_count_entries(dir), 1);
+  FG_CHECK_INT(fgt_count_entries(dir), 1);
   fg_graph_free(bad);
   fg_graph_free(g);
   fgt_rmtree(dir);

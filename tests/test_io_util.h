@@ -10,32 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A new empty folder under /tmp; the path is static storage per call site
- * (copy it if you need two). */
-static inline char *tio_mkdtemp(char *buf, size_t size) {
-  snprintf(buf, size, "/tmp/fg_io_test_XXXXXX");
-  return mkdtemp(buf);
-}
-
-/* Entries in `dir` other than . and .. */
-static inline int tio_count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) n++;
-  closedir(d);
-  return n;
-}
-
-static inline int tio_write(const char *path, const void *data, size_t size) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return -1;
-  size_t n = size ? fwrite(data, 1, size, f) : 0;
-  return (fclose(f) == 0 && n == size) ? 0 : -1;
-}
-
 /* malloc'ed contents plus a NUL; NULL on failure. */
 static inline void *tio_read(const char *path, size_t *size) {
   FILE *f = fopen(path, "rb");

@@ -21,28 +21,7 @@
 
 static char tmpdir[256];
 
-static const char *make_tmpdir(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/fg_npy_XXXXXX");
-  return mkdtemp(tmpdir);
-}
-
-static int count_entries(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-  closedir(d);
-  return n;
-}
-
-static int write_file(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f) return -1;
-  size_t w = n ? fwrite(data, 1, n, f) : 0;
-  return fclose(f) == 0 && w == n ? 0 : -1;
-}
+static const char *make_tmpdir(void) { return fgt_mkdtemp(tmpdir, sizeof tmpdir, "fg_npy"); }
 
 static unsigned char *read_file(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
@@ -59,7 +38,7 @@ static fg_tensor *read_both(const void *bytes, size_t n, fg_status *st, char *pa
   fg_status *ms = fg_status_new();
   fg_tensor *tm = fg_npy_read_memory(bytes, n, ms);
   snprintf(path_out, 512, "%s/case.npy", tmpdir);
-  if (write_file(path_out, bytes, n) != 0) {
+  if (fgt_write_file(path_out, bytes, n) != 0) {
     fg_tensor_free(tm);
     fg_status_free(ms);
     return NULL;
@@ -114,7 +93,7 @@ static void round_trip(const fg_tensor *t) {
   fg_status *st = fg_status_new();
   FG_CHECK_INT(fg_npy_write(path, t, st), 0);
   FG_CHECK_INT(fg_status_code(st), FG_OK);
-  FG_CHECK_INT(count_entries(tmpdir), 1); /* no temporary left behind */
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 1); /* no temporary left behind */
   fg_tensor *r = fg_npy_read(path, st);
   FG_CHECK_INT(fg_status_code(st), FG_OK);
   if (r) {
@@ -711,8 +690,8 @@ FG_TEST(npy_write_unwritable_leaves_nothing, "badinput") {
   FG_REQUIRE(mkdir(path, 0755) == 0);
   FG_CHECK_INT(fg_npy_write(path, t, st), -1);
   FG_CHECK_INT(fg_status_code(st), FG_IO_ERROR);
-  FG_CHECK_INT(count_entries(tmpdir), 1);
-  FG_CHECK_INT(count_entries(path), 0);
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 1);
+  FG_CHECK_INT(fgt_count_entries(path), 0);
   fg_tensor_free(t);
   fg_status_free(st);
   fgt_rmtree(tmpdir);
@@ -722,7 +701,7 @@ FG_TEST(npy_overwrite_existing_file, "") {
   FG_REQUIRE(make_tmpdir());
   char path[600];
   snprintf(path, sizeof path, "%s/x.npy", tmpdir);
-  FG_REQUIRE(write_file(path, "old contents", 12) == 0);
+  FG_REQUIRE(fgt_write_file(path, "old contents", 12) == 0);
   int32_t v[2] = {5, 6};
   int64_t d[1] = {2};
   fg_tensor *t = tensor_of(FG_I32, 1, d, v, sizeof v);
@@ -732,7 +711,7 @@ FG_TEST(npy_overwrite_existing_file, "") {
   fg_tensor *r = fg_npy_read(path, st);
   FG_CHECK(r != NULL);
   if (r) FG_CHECK_INT(((const int32_t *)fg_tensor_data(r))[1], 6);
-  FG_CHECK_INT(count_entries(tmpdir), 1);
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 1);
   fg_tensor_free(r);
   fg_tensor_free(t);
   fg_status_free(st);
