@@ -45,6 +45,17 @@ typedef struct fg_kparallel {
   void (*parallel_for)(void *pool, int64_t n, int64_t grain, fg_krange_fn fn, void *arg);
 } fg_kparallel;
 
+/* The GPU side of a CUDA kernel call (NULL for CPU kernels). Kernels enqueue
+ * their work on `stream` and never synchronise the device. */
+typedef struct fg_kcuda {
+  void *stream;  /* cudaStream_t */
+  void *blas;    /* cublasHandle_t, already bound to `stream` */
+  void *scratch; /* device scratch, scratch_bytes long, private to this stream */
+  size_t scratch_bytes;
+  int *error_flag; /* device int; kernels that find a bad index store a code in it */
+  int allow_tf32;
+} fg_kcuda;
+
 typedef struct fg_kctx {
   const fg_kbuf *in;
   int n_in;
@@ -54,6 +65,7 @@ typedef struct fg_kctx {
   char *err; /* on failure, a message naming the input and value */
   size_t err_size;
   const fg_kparallel *par; /* NULL: single-threaded */
+  const fg_kcuda *cuda;    /* set for CUDA kernels only */
 } fg_kctx;
 
 /* Returns 0, or -1 after writing ctx->err (for example a gather index out of
@@ -72,5 +84,11 @@ typedef struct fg_kernel_reg {
   fg_kernel_fn fn;
 } fg_kernel_reg;
 const fg_kernel_reg *fg_cpu_kernel_registry(void);
+
+/* The CUDA kernel for (op name, dtype), same keys as fg_cpu_kernel; NULL when
+ * none is registered or the build has no CUDA backend (FG_CUDA=OFF). */
+fg_kernel_fn fg_cuda_kernel(const char *op, fg_dtype dtype);
+/* NULL-terminated rows; an empty list in a build without CUDA. */
+const fg_kernel_reg *fg_cuda_kernel_registry(void);
 
 #endif

@@ -31,6 +31,33 @@ typedef struct fg_session_options {
    * flowgraph sets OpenBLAS to one thread for the process (it splits
    * matmuls itself), so the cores are never oversubscribed. */
   int num_threads;
+
+  /* The device for nodes left unplaced: NULL or "cpu:0" (the default), or
+   * "cuda:N" for a GPU build. A device that does not exist is refused by
+   * fg_session_new with FG_INVALID_ARGUMENT (BAD_INPUTS M3). */
+  const char *device;
+
+  /* 1: after every node, check its floating-point outputs for NaN and Inf;
+   * the first node that produced one fails the run with FG_INVALID_ARGUMENT
+   * naming it, its op and the count (BAD_INPUTS M4). 0 (default): no check,
+   * no cost. */
+  int check_numerics;
+
+  /* Resource limits; 0 means no limit. A plan whose arena (plus fetched and
+   * staged buffers) would exceed max_memory_bytes, or a graph with more than
+   * max_nodes nodes, fails with FG_RESOURCE_EXHAUSTED before anything is
+   * allocated. */
+  int64_t max_memory_bytes;
+  int64_t max_nodes;
+
+  /* GPU sessions only. cuda_graphs: 0 (default) captures a cached plan into
+   * a CUDA Graph on its second run with unchanged shapes and replays it; -1
+   * never captures. allow_tf32: 1 lets cuBLAS use TF32 tensor cores for f32
+   * matmuls (0 default: full f32). num_streams: CUDA streams a plan may use,
+   * 0 = the default (4), 1 = everything on one stream. */
+  int cuda_graphs;
+  int allow_tf32;
+  int num_streams;
 } fg_session_options;
 
 /* Fills the defaults. */
