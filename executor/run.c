@@ -42,7 +42,7 @@ static int run_step(void *vctx, int si, int worker) {
   char err[512];
   err[0] = '\0';
   fg_kctx ctx = {step->in, step->n_in, &plan->slots[step->out_slots[0]], step->n_out, &step->params,
-                 err,      sizeof err, rc->par.pool ? &rc->par : NULL,   NULL};
+                 err,      sizeof err, rc->par.pool ? &rc->par : NULL,   NULL,        NULL};
   int64_t t_start = rc->timings ? now_ns() : 0;
   int status = step->fn(&ctx);
   if (rc->timings) {
