@@ -8,7 +8,8 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps build test test-fast test-asan test-tsan demo install clean bench
+.PHONY: all deps build test test-fast test-asan test-tsan demo install clean bench \
+        fuzz fuzz-build fuzz-smoke
 
 all: build
 
@@ -23,20 +24,39 @@ test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFG_SANITIZE=address,undefined
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFG_SANITIZE=address,undefined -DFG_CUDA=OFF
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -E '^install\.'
 
 # The thread pool, the executor and the parallel kernels under TSan.
 test-tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFG_SANITIZE=thread
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFG_SANITIZE=thread -DFG_CUDA=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_threadpool_kernels \
-	  test_executor test_session test_kernels
+	  test_executor test_session test_kernels test_threads test_numerics test_dist
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels)\.'
+	  ctest --output-on-failure -j $(JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist)\.'
 
-test: test-fast test-asan test-tsan
+test: test-fast test-asan test-tsan fuzz-smoke
+
+# libFuzzer harnesses (tests/fuzz/): a clang build of the library with
+# coverage, ASan and UBSan. `make fuzz FUZZ_SECONDS=N` runs each harness N
+# seconds, one after the other; fuzz-smoke runs both for 60 s side by side.
+# Either fails when a harness finds a crash (input in build-fuzz/fuzz-artifacts/).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 300
+
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DFG_FUZZ=ON -DFG_BUILD_TESTS=OFF -DFG_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_load fuzz_api fuzz_gen_seeds
+	./tests/fuzz/seed_corpus.sh . $(FUZZ_BUILD)
+
+fuzz: fuzz-build
+	./tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) seq
+
+fuzz-smoke: fuzz-build
+	./tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) 60 par
 
 demo: build
 	./tools/demo.sh $(BUILD)
@@ -44,8 +64,10 @@ demo: build
 # Only the library and the driver are built; the comparison takes a few minutes.
 bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
-	cmake --build $(BUILD) -j $(JOBS) --target fg_bench
+	cmake --build $(BUILD) -j $(JOBS) --target fg_bench fg_bench_gpu
 	/usr/bin/python3 bench/compare_torch.py --driver $(BUILD)/bench/fg_bench
+	/usr/bin/python3 bench/compare_torch_gpu.py --driver $(BUILD)/bench/fg_bench_gpu
+	./bench/dist_bench.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD)

@@ -3,7 +3,10 @@
  *   fg_bench CASE [--runs N] [--warmup N] [--threads N]
  *
  * CASE is op_overhead, mlp_small_train, mlp_medium_train, mlp_large_train,
- * wide_graph, sgemm or all. Each case prints one machine-readable line
+ * wide_graph, sgemm, all, or check_numerics (not part of all: it times
+ * mlp_medium_train with fg_session_options.check_numerics off and on,
+ * interleaved, and prints the overhead ratio). Each case prints one
+ * machine-readable line
  *
  *   FG <case> median_s=... min_s=... runs=N threads=T [extra key=value ...]
  *
@@ -426,6 +429,78 @@ done:
   return rc;
 }
 
+/* ---- check_numerics: mlp_medium_train with the NaN/Inf scan off and on ----- */
+
+/* Two sessions on one graph, one with check_numerics; blocks of runs
+ * alternate between them so that drift (frequency, other load) hits both. */
+static int case_check_numerics(const bench_opts *bo, fg_status *st) {
+  const mlp_shape *m = &MLP_MEDIUM;
+  int runs = pick(bo->runs, m->runs), warmup = pick(bo->warmup, m->warmup), block = 5;
+  uint64_t rng = 11;
+  int64_t xd[2] = {m->batch, m->widths[0]}, yd[1] = {m->batch};
+  fg_graph *g = build_mlp(m, st);
+  if (!g) return fail("check_numerics", st);
+  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
+  double *times[2] = {calloc((size_t)runs, sizeof(double)), calloc((size_t)runs, sizeof(double))};
+  fg_session *s[2] = {NULL, NULL};
+  int rc = 1;
+  if (!x || !y || !times[0] || !times[1]) {
+    fprintf(stderr, "fg_bench: out of memory\n");
+    goto done;
+  }
+  int32_t *yp = fg_tensor_data(y);
+  for (int i = 0; i < m->batch; i++)
+    yp[i] = (int32_t)(splitmix64(&rng) % (uint64_t)m->widths[m->n_layers]);
+  for (int k = 0; k < 2; k++) {
+    fg_session_options o;
+    fg_session_options_init(&o);
+    o.num_threads = bo->threads;
+    o.check_numerics = k;
+    if (!(s[k] = fg_session_new(g, &o, st))) {
+      rc = fail("check_numerics", st);
+      goto done;
+    }
+  }
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *target = "train";
+  for (int done_runs = 0, first = 1; done_runs < runs; first = 0) {
+    int n = runs - done_runs < block ? runs - done_runs : block;
+    for (int k = 0; k < 2; k++) {
+      bench_run r = {s[k], feeds, 2, NULL, 0, &target, 1};
+      if (time_runs(&r, first ? warmup : 0, n, times[k] + done_runs, st) != 0) {
+        rc = fail("check_numerics", st);
+        goto done;
+      }
+    }
+    done_runs += n;
+  }
+  double off = median(times[0], runs), on = median(times[1], runs);
+  /* What the check scans per step: every node's outputs (f32 here). */
+  fg_run_options ro = {1};
+  fg_run_metadata *md = NULL;
+  double scanned = 0;
+  if (fg_session_run_ex(s[0], feeds, 2, NULL, 0, NULL, &target, 1, &ro, &md, st) == 0 && md)
+    for (int i = 0; i < md->n_nodes; i++)
+      scanned += (double)md->nodes[i].output_bytes;
+  fg_run_metadata_free(md);
+  char extra[256];
+  snprintf(extra, sizeof extra,
+           "off_median_s=%.9g off_min_s=%.9g overhead=%.4f overhead_min=%.4f scanned_bytes=%.0f",
+           off, min_of(times[0], runs), on / off, min_of(times[1], runs) / min_of(times[0], runs),
+           scanned);
+  print_line("check_numerics", times[1], runs, bo->threads, extra);
+  rc = 0;
+done:
+  for (int k = 0; k < 2; k++) {
+    fg_session_free(s[k]);
+    free(times[k]);
+  }
+  fg_graph_free(g);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  return rc;
+}
+
 /* ---- wide_graph: 8 independent x @ w_i, summed by a balanced tree -------- */
 
 #define WIDE_BRANCHES 8
@@ -499,7 +574,7 @@ done:
 static int usage(void) {
   fprintf(stderr, "usage: fg_bench CASE [--runs N] [--warmup N] [--threads N]\n"
                   "CASE: op_overhead mlp_small_train mlp_medium_train mlp_large_train wide_graph\n"
-                  "      sgemm all\n");
+                  "      sgemm all check_numerics\n");
   return 2;
 }
 
@@ -537,6 +612,10 @@ int main(int argc, char **argv) {
   CASE("mlp_large_train", case_mlp(&MLP_LARGE, &bo, 1, st));
   CASE("wide_graph", case_wide(&bo, st));
 #undef CASE
+  if (!strcmp(which, "check_numerics")) {
+    known = 1;
+    rc |= case_check_numerics(&bo, st);
+  }
   if (!strcmp(which, "sgemm")) {
     known = 1;
     rc |= sgemm_gflops(SGEMM_N, pick(bo.runs, 5), pick(bo.warmup, 1)) > 0 ? 0 : 1;

@@ -3,9 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "executor/memplan.h"
 #include "executor/plan.h"
+#include "dist/exec.h"
+#include "executor/cuda_backend.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
 
@@ -90,6 +93,7 @@ void fg_plan_free(fg_plan *plan) {
   free(plan->arena);
   free(plan->pinned);
   free(plan->timings);
+  fg_cuda_plan_release(plan->device);
   free(plan);
 }
 
@@ -138,6 +142,14 @@ static void fill_params(const fg_node *n, const fg_tinfo *in, fg_kparams *p) {
   if (begin && begin->type == FG_ATTR_INTS)
     for (int i = 0; i < begin->n && i < FG_MAX_RANK; i++)
       p->begin[i] = begin->ints[i];
+  /* Data-parallel ops (kernels/cpu/collective.c) reuse fields: shard's
+   * replica index and count, all_reduce's mean flag (default 1). */
+  if (n->op == FG_OP_SHARD) {
+    p->begin[0] = fg_attr_int_or(n, "index", 0);
+    p->depth = fg_attr_int_or(n, "count", 1);
+  } else if (n->op == FG_OP_ALL_REDUCE) {
+    p->keepdims = (int)fg_attr_int_or(n, "mean", 1);
+  }
 }
 
 static void set_kbuf(fg_kbuf *b, const fg_tinfo *t, void *data) {
@@ -158,6 +170,33 @@ static fg_tinfo tinfo_of_tensor(const fg_tensor *t) {
 static int fail_oom(fg_status *st, const char *what) {
   fg_status_set(st, FG_RESOURCE_EXHAUSTED, "plan: out of memory (%s)", what);
   return -1;
+}
+
+/* The machine's physical memory in bytes, 0 if unknown. A plan above it
+ * would be killed by the OOM killer on first touch (malloc overcommits), so
+ * it is refused like one over the session's limit. */
+static uint64_t phys_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+/* Checks `need` bytes against the limit and the machine before anything of
+ * that size is allocated; `what` names the buffer for the message. */
+static int check_memory(uint64_t need, int64_t limit, const char *what, fg_status *st) {
+  uint64_t phys = phys_memory();
+  if (limit > 0 && need > (uint64_t)limit) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED,
+                  "%s needs %llu bytes, over the session's limit of %lld bytes (max_memory_bytes)",
+                  what, (unsigned long long)need, (long long)limit);
+    return -1;
+  }
+  if (phys && need > phys) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED,
+                  "%s needs %llu bytes, more than the machine's %llu bytes of memory", what,
+                  (unsigned long long)need, (unsigned long long)phys);
+    return -1;
+  }
+  return 0;
 }
 
 /* Marks what the fetches and targets need, walking inputs backwards. Node
@@ -392,12 +431,18 @@ static int layout(fg_plan *plan, const fg_mp_tensor *t, int ns, const int *pred_
     fg_status_set(st, FG_INTERNAL, "memory planner: %s", err);
     return -1;
   }
+  /* Arena plus fetched outputs: what the plan holds while it is cached. */
+  uint64_t need = (uint64_t)out.arena_bytes + plan->pinned_bytes;
+  if (check_memory(need < out.arena_bytes ? UINT64_MAX : need, plan->max_memory_bytes,
+                   "plan (arena plus fetched outputs)", st) != 0)
+    return -1;
   free(plan->arena);
   plan->arena_bytes = out.arena_bytes;
   plan->lower_bound_bytes = out.lower_bound_bytes;
   plan->naive_bytes = out.naive_bytes;
-  plan->arena = fg_aligned_alloc(out.arena_bytes);
-  if (!plan->arena) {
+  /* A GPU plan's arena is device memory, allocated by the CUDA executor. */
+  plan->arena = plan->cuda ? NULL : fg_aligned_alloc(out.arena_bytes);
+  if (!plan->arena && !plan->cuda) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "plan: cannot allocate a %zu-byte arena",
                   out.arena_bytes);
     return -1;
@@ -407,7 +452,7 @@ static int layout(fg_plan *plan, const fg_mp_tensor *t, int ns, const int *pred_
     plan->slot_offset[s] = -1;
     if (plan->slot_kind[s] == FG_SLOT_ARENA) {
       plan->slot_offset[s] = (int64_t)off[s];
-      plan->slots[s].data = (char *)plan->arena + off[s];
+      plan->slots[s].data = plan->arena ? (char *)plan->arena + off[s] : NULL;
     }
   }
   return 0;
@@ -544,7 +589,10 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
     fail_oom(st, "critical path");
     goto done;
   }
-  if ((double)cp_all > 1.1 * (double)cp_data) {
+  /* Several devices always plan on the DAG: a reuse edge from one device's
+   * step to another's could order a collective after its peer's and
+   * deadlock them (dist/exec.h). */
+  if (plan->multi_device || (double)cp_all > 1.1 * (double)cp_data) {
     E->n = n_data;
     if (n_data > 0) memcpy(E->e, data_edges, (size_t)n_data * sizeof *data_edges);
     memset(pred_off, 0, ((size_t)ns + 2) * sizeof *pred_off);
@@ -594,6 +642,8 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   }
   plan->graph_version = fg_graph_version(g);
   plan->threads = req->threads;
+  plan->cuda = req->cuda;
+  plan->multi_device = req->dist && req->dist->n_dev > 1;
   plan->key = plan_key(req, &plan->key_len);
   plan->slot_of_output = malloc(((size_t)g->n_nodes + 1) * sizeof(int));
   if (!plan->key || !plan->slot_of_output) {
@@ -715,7 +765,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     }
     fg_dtype key = (def->flags & FG_OPF_KERNEL_KEY_INPUT) ? plan->slots[step->in_slots[0]].dtype
                                                           : out[0].dtype;
-    step->fn = fg_cpu_kernel(def->name, key);
+    step->fn = req->cuda ? fg_cuda_kernel(def->name, key) : fg_cpu_kernel(def->name, key);
     for (int o = 0; o < n->n_outputs; o++) {
       int s = s0 + o;
       step->out_slots[o] = s;
@@ -727,6 +777,14 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
         fg_status_set(st, FG_RESOURCE_EXHAUSTED,
                       "node '%s' (%s): output %d of shape %s is too large", n->name, def->name, o,
                       fg_shape_str(out[o].rank, out[o].dims, buf, sizeof buf));
+        if (out != out_stack) free(out);
+        goto fail;
+      }
+      /* One tensor alone over the limit: name it (the whole plan is checked
+       * again, arena plus fetches, before either is allocated). */
+      char what[300];
+      snprintf(what, sizeof what, "node '%s' (%s) output %d", n->name, def->name, o);
+      if (check_memory(bytes, req->max_memory_bytes, what, st) != 0) {
         if (out != out_stack) free(out);
         goto fail;
       }
@@ -744,29 +802,44 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     }
     if (out != out_stack) free(out);
     if (!step->fn) {
-      fg_status_set(st, FG_UNIMPLEMENTED, "node '%s' (%s): no CPU kernel for dtype %s", n->name,
-                    def->name, fg_dtype_name(key));
+      fg_status_set(st, FG_UNIMPLEMENTED, "node '%s' (%s): no %s kernel for dtype %s", n->name,
+                    def->name, req->cuda ? "CUDA" : "CPU", fg_dtype_name(key));
       goto fail;
     }
   }
 
+  /* The fetch buffers are allocated after the arena's layout, so the
+   * memory check sees both before either exists. */
+  plan->pinned_bytes = pinned_bytes;
+  plan->max_memory_bytes = req->max_memory_bytes;
+  int64_t *pin_off = malloc(ns1 * sizeof *pin_off);
+  if (!pin_off) {
+    fail_oom(st, "fetches");
+    goto fail;
+  }
+  for (int s = 0; s < n_slots; s++)
+    pin_off[s] = plan->slot_offset[s];
+
+  if (build_edges(g, plan, &E) != 0) {
+    free(pin_off);
+    fail_oom(st, "edges");
+    goto fail;
+  }
+  if (plan_memory(g, plan, &E, st) != 0) {
+    free(pin_off);
+    goto fail;
+  }
   plan->pinned = fg_aligned_alloc(pinned_bytes);
   if (!plan->pinned) {
+    free(pin_off);
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "plan: cannot allocate %zu bytes for fetches",
                   pinned_bytes);
     goto fail;
   }
   for (int s = 0; s < n_slots; s++)
-    if (plan->slot_kind[s] == FG_SLOT_PINNED) {
-      plan->slots[s].data = (char *)plan->pinned + plan->slot_offset[s];
-      plan->slot_offset[s] = -1;
-    }
-
-  if (build_edges(g, plan, &E) != 0) {
-    fail_oom(st, "edges");
-    goto fail;
-  }
-  if (plan_memory(g, plan, &E, st) != 0) goto fail;
+    if (plan->slot_kind[s] == FG_SLOT_PINNED)
+      plan->slots[s].data = (char *)plan->pinned + pin_off[s];
+  free(pin_off);
 
   /* The pool's view of the DAG: predecessor counts and successor lists. */
   plan->n_preds = calloc((size_t)plan->n_steps + 1, sizeof(int));

@@ -64,10 +64,21 @@ typedef struct fg_plan {
   void *arena; /* intermediate buffers */
   size_t arena_bytes, lower_bound_bytes, naive_bytes;
   void *pinned; /* fetched outputs */
+  size_t pinned_bytes;
+  int64_t max_memory_bytes; /* the request's limit, checked before allocating */
 
   int64_t flops;           /* estimated work of one run (op table FLOP counts) */
   int threads;             /* the session's threads, which the layout was chosen for */
   fg_node_timing *timings; /* n_steps, filled when metadata is collected */
+
+  /* GPU plans (req->cuda): no host arena (arena slots hold NULL until
+   * fg_cuda_plan_prepare binds them to device memory); `device` is the
+   * CUDA executor's state, freed with the plan. */
+  int cuda;
+  void *device;
+  /* Built for several devices (req->dist): memory planned on the DAG, no
+   * reuse edges between devices. */
+  int multi_device;
 
   struct fg_plan *next; /* the session's cache list */
 } fg_plan;
@@ -83,6 +94,15 @@ typedef struct fg_plan_request {
   const int *targets;
   int n_targets;
   int threads; /* the session's thread count (not part of the key: fixed per session) */
+  /* Session options the planner and the run obey (not part of the key:
+   * fixed per session). max_memory_bytes: 0 = only the machine's memory. */
+  int check_numerics;
+  int64_t max_memory_bytes;
+  /* 1: a GPU plan (kernels from fg_cuda_kernel); fixed per session. */
+  int cuda;
+  /* Several devices or a communicator (dist/exec.h); NULL: one device. Not
+   * part of the key: fixed per session and graph version. */
+  const struct fg_dist_exec *dist;
 } fg_plan_request;
 
 /* Variable storage lookup, provided by the session: the current value of the

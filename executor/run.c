@@ -2,12 +2,15 @@
  * the calling thread or as a DAG on the session's thread pool (a step starts
  * when all its predecessors finished). Kernels may split their own work with
  * the pool's parallel_for. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "dist/exec.h"
 #include "executor/plan.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
@@ -21,12 +24,92 @@ typedef struct run_ctx {
   pthread_mutex_t lock; /* guards the first error */
   int failed;
   char err[768];
+  int check_numerics;
+  int nan_step; /* the earliest step (plan order) whose output held NaN/Inf, or n_steps */
+  char nan_err[768];
+  const fg_dist_exec *dist; /* several devices or a communicator (dist/exec.h), else NULL */
+  fg_code code;             /* of the first failure: a collective's deadline stays one */
 } run_ctx;
 
 static int64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* NaN and Inf among a floating-point buffer's elements; 0 for other dtypes.
+ * The common all-finite case is one branch-free pass over the exponent bits
+ * (which the compiler vectorizes); only a buffer with some non-finite
+ * element is scanned again to tell NaN from Inf. */
+static int64_t count_nonfinite(const fg_kbuf *b, int64_t *n_nan, int64_t *n_inf) {
+  int64_t n = 1, bad = 0;
+  for (int d = 0; d < b->rank; d++)
+    n *= b->dims[d];
+  *n_nan = *n_inf = 0;
+  if (b->dtype == FG_F32) {
+    const unsigned char *p = b->data;
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t u;
+      memcpy(&u, p + 4 * i, 4);
+      bad += (u & 0x7f800000u) == 0x7f800000u;
+    }
+    if (!bad) return 0;
+    const float *x = b->data;
+    for (int64_t i = 0; i < n; i++)
+      if (!isfinite(x[i])) *(isnan(x[i]) ? n_nan : n_inf) += 1;
+  } else if (b->dtype == FG_F64) {
+    const unsigned char *p = b->data;
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t u;
+      memcpy(&u, p + 8 * i, 8);
+      bad += (u & 0x7ff0000000000000u) == 0x7ff0000000000000u;
+    }
+    if (!bad) return 0;
+    const double *x = b->data;
+    for (int64_t i = 0; i < n; i++)
+      if (!isfinite(x[i])) *(isnan(x[i]) ? n_nan : n_inf) += 1;
+  }
+  return *n_nan + *n_inf;
+}
+
+/* check_numerics: 0 when every floating-point output of step si is
+ * finite. Otherwise records the step if it is the earliest in plan order so
+ * far and returns -1. A sequential run stops at the first such step; a DAG
+ * run lets the other branches finish (a successor of a bad step comes later
+ * in plan order and cannot win), so the node named is the same for any
+ * thread count. */
+static int check_step(run_ctx *rc, int si) {
+  const fg_step *step = &rc->plan->steps[si];
+  for (int o = 0; o < step->n_out; o++) {
+    int64_t n_nan, n_inf;
+    if (!count_nonfinite(&rc->plan->slots[step->out_slots[o]], &n_nan, &n_inf)) continue;
+    const fg_node *n = &rc->g->nodes[step->node];
+    pthread_mutex_lock(&rc->lock);
+    if (si < rc->nan_step) {
+      rc->nan_step = si;
+      snprintf(rc->nan_err, sizeof rc->nan_err,
+               "node '%s' (%s): produced %lld NaN and %lld Inf in output %d (check_numerics)",
+               n->name, fg_op_table[n->op].name, (long long)n_nan, (long long)n_inf, o);
+    }
+    pthread_mutex_unlock(&rc->lock);
+    return -1;
+  }
+  return 0;
+}
+
+/* check_numerics: a fed tensor holding NaN or Inf is named as the source
+ * (nodes it flows through did not produce it). */
+static int check_feeds(const fg_graph *g, const fg_plan *plan, fg_status *st) {
+  for (int i = 0; i < plan->n_feeds; i++) {
+    int slot = plan->feed_slots[i];
+    int64_t n_nan, n_inf;
+    if (slot < 0 || !count_nonfinite(&plan->slots[slot], &n_nan, &n_inf)) continue;
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "feed '%s' (placeholder): holds %lld NaN and %lld Inf (check_numerics)",
+                  g->nodes[plan->slot_node[slot]].name, (long long)n_nan, (long long)n_inf);
+    return -1;
+  }
+  return 0;
 }
 
 static void pool_parallel_for(void *pool, int64_t n, int64_t grain, fg_krange_fn fn, void *arg) {
@@ -43,6 +126,12 @@ static int run_step(void *vctx, int si, int worker) {
   err[0] = '\0';
   fg_kctx ctx = {step->in, step->n_in, &plan->slots[step->out_slots[0]], step->n_out, &step->params,
                  err,      sizeof err, rc->par.pool ? &rc->par : NULL,   NULL,        NULL};
+  if (rc->dist) {
+    /* The step's device decides its pool share and its communicator. */
+    int d = rc->dist->node_dev[step->node];
+    ctx.comm = rc->dist->comm[d];
+    if (rc->dist->n_dev > 1) ctx.par = rc->dist->par[d].pool ? &rc->dist->par[d] : NULL;
+  }
   int64_t t_start = rc->timings ? now_ns() : 0;
   int status = step->fn(&ctx);
   if (rc->timings) {
@@ -58,10 +147,14 @@ static int run_step(void *vctx, int si, int worker) {
       rc->failed = 1;
       snprintf(rc->err, sizeof rc->err, "node '%s' (%s): %s", n->name, fg_op_table[n->op].name,
                err[0] ? err : "kernel failed");
+      if (n->op == FG_OP_ALL_REDUCE && strstr(err, fg_code_name(FG_DEADLINE_EXCEEDED)))
+        rc->code = FG_DEADLINE_EXCEEDED;
     }
     pthread_mutex_unlock(&rc->lock);
     return -1;
   }
+  /* Off: one predictable branch per step. */
+  if (rc->check_numerics && check_step(rc, si) != 0) return rc->par.pool || rc->dist ? 0 : -1;
   return 0;
 }
 
@@ -71,7 +164,20 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
     if (plan->feed_slots[i] >= 0)
       plan->slots[plan->feed_slots[i]].data = req->feed_tensors[i]->data;
 
-  run_ctx rc = {g, plan, {pool, pool_parallel_for}, timings, 0, PTHREAD_MUTEX_INITIALIZER, 0, ""};
+  if (req->check_numerics && check_feeds(g, plan, st) != 0) return -1;
+  run_ctx rc = {g,
+                plan,
+                {pool, pool_parallel_for},
+                timings,
+                0,
+                PTHREAD_MUTEX_INITIALIZER,
+                0,
+                "",
+                req->check_numerics,
+                plan->n_steps,
+                "",
+                req->dist,
+                FG_INVALID_ARGUMENT};
   /* Waking a second thread costs microseconds; a plan with less work than
    * this runs faster on the calling thread alone. Kernels give the same bits
    * either way, so this changes speed only. */
@@ -79,7 +185,20 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
     rc.par.pool = NULL, rc.par.parallel_for = NULL;
   if (timings) rc.t0 = now_ns();
   int result = 0;
-  if (!rc.par.pool) {
+  if (rc.dist && rc.dist->n_dev > 1) {
+    /* Several devices: one thread each (dist/runner.c); worker = device. */
+    int *step_dev = malloc(((size_t)plan->n_steps + 1) * sizeof *step_dev);
+    if (!step_dev) {
+      pthread_mutex_destroy(&rc.lock);
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "run: out of memory");
+      return -1;
+    }
+    for (int si = 0; si < plan->n_steps; si++)
+      step_dev[si] = rc.dist->node_dev[plan->steps[si].node];
+    result = fg_dist_run_dag(rc.dist, plan->n_steps, plan->n_preds, plan->succ_off, plan->succ,
+                             step_dev, run_step, &rc);
+    free(step_dev);
+  } else if (!rc.par.pool) {
     /* One thread: plain step order, no scheduling overhead. */
     for (int si = 0; si < plan->n_steps && result == 0; si++)
       result = run_step(&rc, si, 0);
@@ -89,7 +208,14 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
   }
   pthread_mutex_destroy(&rc.lock);
   if (result != 0) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s", rc.failed ? rc.err : "run failed");
+    fg_status_set(st, rc.failed ? rc.code : FG_INVALID_ARGUMENT, "%s",
+                  rc.failed                     ? rc.err
+                  : rc.nan_step < plan->n_steps ? rc.nan_err
+                                                : "run failed");
+    return -1;
+  }
+  if (rc.nan_step < plan->n_steps) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s", rc.nan_err);
     return -1;
   }
   return 0;

@@ -7,6 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist/exec.h"
+#include "executor/cuda_backend.h"
 #include "executor/plan.h"
 #include "flowgraph/io.h"
 #include "graph/op_table.h"
@@ -23,6 +25,8 @@ struct fg_session {
   fg_plan *plans;   /* the cache */
   fg_pool *pool;    /* opts.num_threads threads, made once */
   atomic_flag busy;
+  fg_cuda_ctx *cuda;     /* GPU state when opts.device is "cuda:N", else NULL */
+  fg_dist_session *dist; /* placement, per-device pools, communicators (dist/exec.h) */
 };
 
 void fg_session_options_init(fg_session_options *opts) {
@@ -42,12 +46,44 @@ static void drop_plans(fg_session *s) {
   }
 }
 
+/* The max_nodes limit, at creation and whenever the graph changed, before
+ * anything is sized by the node count. */
+static int check_max_nodes(const fg_graph *g, int64_t max_nodes, fg_status *st) {
+  if (max_nodes <= 0 || g->n_nodes <= max_nodes) return 0;
+  fg_status_set(st, FG_RESOURCE_EXHAUSTED,
+                "session: the graph has %d nodes, over the limit of %lld (max_nodes)", g->n_nodes,
+                (long long)max_nodes);
+  return -1;
+}
+
+/* CUDA hooks (executor/cuda_backend.h; stubs without CUDA). cuda_open
+ * checks the device options and, for "cuda:N", creates the GPU state;
+ * cuda_graph_changed re-checks placements and forgets device copies of
+ * constants after a graph edit. */
+static int cuda_open(fg_session *s, fg_status *st) {
+  int index = -1;
+  if (fg_session_cuda_check(s->g, &s->opts, &index, st) != 0) return -1;
+  if (index >= 0 && !(s->cuda = fg_cuda_ctx_new(index, &s->opts, st))) return -1;
+  return 0;
+}
+
+static int cuda_graph_changed(fg_session *s, fg_status *st) {
+  int index = -1;
+  if (fg_session_cuda_check(s->g, &s->opts, &index, st) != 0) return -1;
+  fg_cuda_graph_changed(s->cuda);
+  return 0;
+}
+
 /* Brings the session up to date with its graph: validates it and creates
  * storage for variables added since; existing variables keep their values. */
 static int sync_graph(fg_session *s, fg_status *st) {
   if (fg_graph_status(s->g, st) != FG_OK) return -1;
   if (s->vars && s->version == fg_graph_version(s->g)) return 0;
+  if (check_max_nodes(s->g, s->opts.max_nodes, st) != 0) return -1;
   drop_plans(s);
+  if (cuda_graph_changed(s, st) != 0) return -1;
+  /* Placement and device checks (BAD_INPUTS M3) for every graph version. */
+  if (fg_dist_session_sync(s->g, &s->dist, s->opts.device, s->opts.num_threads, st) != 0) return -1;
   int n = s->g->n_nodes;
   if (n > s->n_vars_cap || !s->vars) {
     fg_tensor **vars = realloc(s->vars, ((size_t)n + 1) * sizeof *vars);
@@ -89,6 +125,14 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
                   FG_MAX_THREADS);
     return NULL;
   }
+  if (o.max_memory_bytes < 0 || o.max_nodes < 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_new: %s = %lld; must be 0 (no limit) or positive",
+                  o.max_memory_bytes < 0 ? "max_memory_bytes" : "max_nodes",
+                  (long long)(o.max_memory_bytes < 0 ? o.max_memory_bytes : o.max_nodes));
+    return NULL;
+  }
+  if (check_max_nodes(g, o.max_nodes, st) != 0) return NULL;
   if (o.num_threads == 0) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o.num_threads = cores > 0 && cores <= FG_MAX_THREADS ? (int)cores : 1;
@@ -108,7 +152,7 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
     return NULL;
   }
   atomic_flag_clear(&s->busy);
-  if (sync_graph(s, st) != 0) {
+  if (cuda_open(s, st) != 0 || sync_graph(s, st) != 0) {
     fg_session_free(s);
     return NULL;
   }
@@ -119,6 +163,8 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
 void fg_session_free(fg_session *s) {
   if (!s) return;
   drop_plans(s);
+  fg_cuda_ctx_free(s->cuda);
+  fg_dist_session_free(s->dist);
   fg_pool_free(s->pool);
   for (int i = 0; i < s->n_vars_cap; i++)
     fg_tensor_free(s->vars[i]);
@@ -194,9 +240,19 @@ static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
       return -1;
     }
   }
-  *req = (fg_plan_request){feed_nodes,   feed_tensors, n_feeds,
-                           fetch_outs,   fetches,      n_fetches,
-                           target_nodes, n_targets,    fg_pool_threads(s->pool)};
+  *req = (fg_plan_request){feed_nodes,
+                           feed_tensors,
+                           n_feeds,
+                           fetch_outs,
+                           fetches,
+                           n_fetches,
+                           target_nodes,
+                           n_targets,
+                           fg_pool_threads(s->pool),
+                           s->opts.check_numerics != 0,
+                           s->opts.max_memory_bytes,
+                           s->cuda != NULL,
+                           fg_dist_session_exec(s->dist)};
   return 0;
 }
 
@@ -216,6 +272,10 @@ static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *pla
   int64_t t0 = clock_ns();
   plan = fg_plan_build(s->g, req, var_lookup, s, st);
   if (!plan) return NULL;
+  if (s->cuda && fg_cuda_plan_prepare(s->cuda, s->g, plan, s->vars, s->n_vars_cap, st) != 0) {
+    fg_plan_free(plan);
+    return NULL;
+  }
   if (plan_ns) *plan_ns = clock_ns() - t0;
   plan->next = s->plans;
   s->plans = plan;
@@ -298,7 +358,9 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   fg_plan *plan = get_plan(s, &req, &plan_ns, st);
   if (!plan) goto done;
   int64_t t0 = md ? clock_ns() : 0;
-  int run_rc = fg_plan_run(s->g, plan, &req, s->pool, md != NULL, st);
+  fg_dist_session_before_run(s->dist);
+  int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, s->g, plan, &req, md != NULL, st)
+                       : fg_plan_run(s->g, plan, &req, s->pool, md != NULL, st);
   if (md) {
     *md = make_metadata(s, plan, clock_ns() - t0, plan_ns);
     if (!*md && run_rc == 0) {
@@ -312,8 +374,9 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
     const fg_kbuf *b = &plan->slots[plan->fetch_slots[i]];
     size_t bytes = fg_dtype_size(b->dtype);
     for (int d = 0; d < b->rank; d++)
-      bytes *= (size_t)b->dims[d]; /* checked at plan time */
-    outputs[i] = fg_tensor_from_data(b->dtype, b->rank, b->dims, b->data, bytes, st);
+      bytes *= (size_t)b->dims[d];                                     /* checked at plan time */
+    const void *src = s->cuda ? fg_cuda_plan_fetch(plan, i) : b->data; /* GPU: host copy */
+    outputs[i] = fg_tensor_from_data(b->dtype, b->rank, b->dims, src, bytes, st);
     if (!outputs[i]) {
       for (int j = 0; j < i; j++)
         fg_tensor_free(outputs[j]), outputs[j] = NULL;
@@ -383,13 +446,24 @@ fg_tensor *fg_session_variable(fg_session *s, const char *name, fg_status *st) {
                   s ? "name" : "session");
     return NULL;
   }
-  if (sync_graph(s, st) != 0) return NULL;
-  int id = fg_graph_find(s->g, name);
-  if (id < 0 || s->g->nodes[id].op != FG_OP_VARIABLE) {
-    fg_status_set(st, FG_NOT_FOUND, "variable '%s': no variable of that name", name);
+  /* Like a run: a read overlapping a run (which writes the variables) or a
+   * graph sync is refused, never torn. */
+  if (atomic_flag_test_and_set(&s->busy)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_variable: session is busy");
     return NULL;
   }
-  return fg_tensor_clone(s->vars[id], st);
+  fg_tensor *t = NULL;
+  int id = -1;
+  if (sync_graph(s, st) == 0) {
+    id = fg_graph_find(s->g, name);
+    if (id < 0 || s->g->nodes[id].op != FG_OP_VARIABLE) {
+      fg_status_set(st, FG_NOT_FOUND, "variable '%s': no variable of that name", name);
+    } else if (!s->cuda || fg_cuda_vars_to_host(s->cuda, s->vars, s->n_vars_cap, id, st) == 0) {
+      t = fg_tensor_clone(s->vars[id], st);
+    }
+  }
+  atomic_flag_clear(&s->busy);
+  return t;
 }
 
 int fg_session_save(fg_session *s, const char *path, fg_status *st) {
@@ -402,6 +476,7 @@ int fg_session_save(fg_session *s, const char *path, fg_status *st) {
     return -1;
   }
   int rc = sync_graph(s, st);
+  if (rc == 0 && s->cuda) rc = fg_cuda_vars_to_host(s->cuda, s->vars, s->n_vars_cap, -1, st);
   /* Lend the current values to the graph's "value" attributes for the
    * duration of the save, then give them back: no copy of the weights, and
    * the graph is unchanged afterwards (its version is not bumped). */
@@ -518,4 +593,26 @@ void fg_plan_info_free(fg_plan_info *info) {
   free(info->step_nodes);
   free(info->tensors);
   free(info);
+}
+
+int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *st) {
+  if (!s) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_set_comm: session is NULL");
+    return -1;
+  }
+  if (atomic_flag_test_and_set(&s->busy)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_set_comm: session is busy");
+    return -1;
+  }
+  int rc = sync_graph(s, st);
+  if (rc == 0)
+    rc = fg_dist_session_set_comm(s->g, &s->dist, comm, s->opts.device, s->opts.num_threads, st);
+  /* Plans do not depend on the communicator: the run reads it per step. */
+  atomic_flag_clear(&s->busy);
+  if (rc == 0) fg_status_clear(st);
+  return rc;
+}
+
+const fg_partition *fg_session_partition(fg_session *s) {
+  return s ? fg_dist_session_partition(s->dist) : NULL;
 }

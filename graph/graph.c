@@ -308,13 +308,13 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
   fg_node node = {0};
   node.op = opid;
   node.name = fg_strdup(name);
-  node.device = fg_strdup("cpu:0");
+  node.device = NULL; /* unplaced: the placer (dist/placement.c) decides */
   node.n_inputs = n_inputs;
   node.inputs = malloc((size_t)(n_inputs ? n_inputs : 1) * sizeof *node.inputs);
   node.n_outputs = def->n_outputs;
   node.outputs = calloc((size_t)def->n_outputs + 1, sizeof *node.outputs);
   fg_tinfo in_stack[8], *in = n_inputs <= 8 ? in_stack : malloc((size_t)n_inputs * sizeof *in);
-  if (!node.name || !node.device || !node.inputs || !node.outputs || !in ||
+  if (!node.name || !node.inputs || !node.outputs || !in ||
       fg_attrs_copy(&node.attrs, attrs) != 0 || index_reserve(g, g->n_nodes + 1) != 0) {
     node_release(&node);
     if (in != in_stack) free(in);
@@ -513,6 +513,11 @@ const char *fg_node_op(const fg_graph *g, int node) {
 }
 
 const char *fg_node_device(const fg_graph *g, int node) {
+  const fg_node *n = fg_graph_node(g, node);
+  return n ? (n->device ? n->device : "cpu:0") : NULL;
+}
+
+const char *fg_node_device_explicit(const fg_graph *g, int node) {
   const fg_node *n = fg_graph_node(g, node);
   return n ? n->device : NULL;
 }

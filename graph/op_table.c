@@ -20,6 +20,9 @@
 #include "graph/infer_common.h"
 #include "graph/infer_grad.h"
 
+int fgi_infer_all_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *st);
+int fgi_infer_shard(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *st);
+
 #define SRC   FG_OPF_SOURCE
 #define EW    FG_OPF_ELEMENTWISE
 #define INPL  FG_OPF_INPLACE
@@ -109,6 +112,11 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_APPLY_MOMENTUM] = {"apply_momentum", 4, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply,
                               0x3u},
     [FG_OP_APPLY_ADAM] = {"apply_adam", 6, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply, 0x7u},
+    /* Data parallelism (graph/infer_dist.c). all_reduce is stateful: it
+     * synchronises with other ranks, so no rank may prune it alone. Neither
+     * is differentiable: they are inserted after the gradients exist. */
+    [FG_OP_ALL_REDUCE] = {"all_reduce", 1, -1, 1, STATE | INPL, fgi_infer_all_reduce, NULL},
+    [FG_OP_SHARD] = {"shard", 1, 1, 1, 0, fgi_infer_shard, NULL},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -42,6 +42,16 @@
  *   In apply_*, var/buf/m/v come straight from variable nodes and are updated
  *   in place (op_def.mutable_inputs); lr and step are scalars of any float
  *   type; trailing ctrl inputs only order the update after them.
+ *
+ * Data-parallel ops (dist/, flowgraph/dist.h):
+ *   all_reduce(x, ctrl...; mean)  x reduced over the communicator the
+ *                                 executor gives the node's device (sum, or
+ *                                 mean when mean = 1, the default); a group
+ *                                 of one is the identity. ctrl inputs only
+ *                                 order collectives the same on every rank.
+ *   shard(x; index, count)        rows [index*B/count, (index+1)*B/count) of
+ *                                 x along axis 0 (B = x.dims[0] must divide
+ *                                 by count)
  */
 #ifndef FG_OP_TABLE_H
 #define FG_OP_TABLE_H
@@ -107,7 +117,9 @@
   X(GROUP, "group")                                                                                \
   X(APPLY_SGD, "apply_sgd")                                                                        \
   X(APPLY_MOMENTUM, "apply_momentum")                                                              \
-  X(APPLY_ADAM, "apply_adam")
+  X(APPLY_ADAM, "apply_adam")                                                                      \
+  X(ALL_REDUCE, "all_reduce")                                                                      \
+  X(SHARD, "shard")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

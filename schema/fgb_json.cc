@@ -195,8 +195,12 @@ struct Writer {
       nums(ti->shape());
       out += "}";
     }
-    out += "],\n      \"device\": ";
-    str(n->device());
+    out += "]";
+    /* An unplaced node has no device (not ""), so it stays unplaced. */
+    if (n->device()) {
+      out += ",\n      \"device\": ";
+      str(n->device());
+    }
     out += "\n    }";
   }
 

@@ -8,7 +8,7 @@
 
 FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
-  FG_CHECK_INT(FG_OP_COUNT, 58);
+  FG_CHECK_INT(FG_OP_COUNT, 60); /* 58 + all_reduce, shard (dist) */
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -54,7 +54,7 @@ FG_TEST(op_table_flags, "") {
   int n_diff = 0;
   for (int i = 0; i < FG_OP_COUNT; i++)
     n_diff += (fg_op_table[i].flags & FG_OPF_DIFFERENTIABLE) != 0;
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 18);
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 20); /* all_reduce and shard are not differentiable */
   const char *ew[] = {"add",           "sub",        "mul",       "div",     "pow",
                       "maximum",       "minimum",    "equal",     "greater", "less",
                       "select",        "neg",        "exp",       "relu",    "identity",

@@ -44,6 +44,7 @@
 #define FLOWGRAPH_H
 
 #include "flowgraph/autodiff.h"
+#include "flowgraph/dist.h"
 #include "flowgraph/graph.h"
 #include "flowgraph/io.h"
 #include "flowgraph/profile.h"

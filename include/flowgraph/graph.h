@@ -8,8 +8,9 @@
  * check at the end.
  *
  * Names: every node has a unique name. Builders name nodes "<op>_<n>"; rename
- * with fg_set_name(). Devices: every node has a device string, "cpu:0" unless
- * set with fg_set_device().
+ * with fg_set_name(). Devices: a node is placed with fg_set_device() (or by
+ * the device field of a .fgb file) or left unplaced; the placer of
+ * flowgraph/dist.h decides where unplaced nodes run.
  *
  * Shapes: FG_DIM_UNKNOWN (-1) may appear as the leading dimension of a
  * placeholder; shape inference carries it through and the session resolves
@@ -182,7 +183,11 @@ fg_output fg_graph_find_output(const fg_graph *g, const char *name);
 /* Strings are owned by the graph; NULL for a bad id. */
 const char *fg_node_name(const fg_graph *g, int node);
 const char *fg_node_op(const fg_graph *g, int node);
+/* The device set with fg_set_device, or "cpu:0" for an unplaced node. */
 const char *fg_node_device(const fg_graph *g, int node);
+/* The device set with fg_set_device, or NULL for an unplaced node (saving
+ * keeps the difference: unplaced nodes are written without a device). */
+const char *fg_node_device_explicit(const fg_graph *g, int node);
 int fg_node_num_inputs(const fg_graph *g, int node);
 fg_output fg_node_input(const fg_graph *g, int node, int i);
 int fg_node_num_outputs(const fg_graph *g, int node);

@@ -7,9 +7,25 @@
  * feed shapes). A session notices when its graph changed (fg_graph_version)
  * and re-validates before the next run; existing variables keep their values.
  *
- * Threads: one session must not be run from two threads at once; a second
- * concurrent fg_session_run is refused with FG_INVALID_ARGUMENT ("session is
- * busy"). Several sessions may share one graph while nobody edits it.
+ * Threads and lifetime (tested in tests/test_threads.c, under TSan):
+ * - Building or editing a graph (fg_op and every helper that adds nodes,
+ *   fg_set_name, fg_graph_add_output, fg_graph_set_metadata, fg_gradients,
+ *   fg_minimize) is not thread-safe: one thread at a time, and no session on
+ *   that graph may run meanwhile.
+ * - Many sessions may share one graph, created and run from different
+ *   threads at once, while nobody edits the graph. fg_session_save lends
+ *   the session's variable values to the graph for the duration of the
+ *   save, so it counts as an edit for the other sessions on that graph.
+ * - One session is used by one thread at a time. A concurrent
+ *   fg_session_run, fg_session_run_ex, fg_session_variable, fg_session_save
+ *   or fg_session_plan_info on the same session is refused at once with
+ *   FG_INVALID_ARGUMENT ("session is busy"); it never waits and never
+ *   returns partial results (BAD_INPUTS A9).
+ * - Editing the graph between runs is allowed: the next call sees the new
+ *   version, re-validates, drops its cached plans and keeps the values of
+ *   existing variables; new variables start from their initial values (A8).
+ * - The graph must outlive its sessions; fg_session_free must not overlap
+ *   any other call on that session.
  */
 #ifndef FLOWGRAPH_SESSION_H
 #define FLOWGRAPH_SESSION_H
@@ -34,19 +50,38 @@ typedef struct fg_session_options {
 
   /* The device for nodes left unplaced: NULL or "cpu:0" (the default), or
    * "cuda:N" for a GPU build. A device that does not exist is refused by
-   * fg_session_new with FG_INVALID_ARGUMENT (BAD_INPUTS M3). */
+   * fg_session_new with FG_INVALID_ARGUMENT (BAD_INPUTS M3), naming it and
+   * how many CUDA devices there are ("cuda:0" in a build without the CUDA
+   * backend too). On "cuda:N" the whole graph runs on that GPU: variables
+   * live on the device (fg_session_variable and fg_session_save copy them
+   * back), feeds and fetches go through pinned host buffers, and a node
+   * placed on another CUDA device is refused (so is a node placed on a CUDA
+   * device in a CPU session). GPU results equal the CPU's within float
+   * tolerance, not bitwise (cuBLAS picks its own summation order). */
   const char *device;
 
   /* 1: after every node, check its floating-point outputs for NaN and Inf;
    * the first node that produced one fails the run with FG_INVALID_ARGUMENT
-   * naming it, its op and the count (BAD_INPUTS M4). 0 (default): no check,
-   * no cost. */
+   * naming it, its op and the count (BAD_INPUTS M4): "node 'lg' (log):
+   * produced 2 NaN and 1 Inf in output 0 (check_numerics)". "First" is plan
+   * order (a topological order), the same for any thread count. A fed
+   * tensor holding NaN/Inf is reported as "feed 'x' (placeholder): holds
+   * ..." before anything runs. Variables and constants are not scanned; a
+   * NaN in one is reported at the first node that reads it. Nodes already
+   * run (e.g. assigns) keep their effect. 0 (default): no check, no cost.
+   * Not supported on "cuda:N" yet: fg_session_new refuses it there with
+   * FG_UNIMPLEMENTED. */
   int check_numerics;
 
-  /* Resource limits; 0 means no limit. A plan whose arena (plus fetched and
-   * staged buffers) would exceed max_memory_bytes, or a graph with more than
-   * max_nodes nodes, fails with FG_RESOURCE_EXHAUSTED before anything is
-   * allocated. */
+  /* Resource limits; 0 means no limit, negative values are refused. A plan
+   * whose arena plus fetched outputs would exceed max_memory_bytes (or one
+   * tensor alone, which is then named), or a graph with more than max_nodes
+   * nodes (checked by fg_session_new and again after every graph change),
+   * fails with FG_RESOURCE_EXHAUSTED naming the bytes or nodes and the limit,
+   * before the arena or fetch buffers are allocated. Without a limit a plan
+   * larger than the machine's physical memory fails the same way, instead of
+   * being killed by the OOM killer later; a failed arena allocation is
+   * FG_RESOURCE_EXHAUSTED too. */
   int64_t max_memory_bytes;
   int64_t max_nodes;
 
@@ -54,7 +89,13 @@ typedef struct fg_session_options {
    * a CUDA Graph on its second run with unchanged shapes and replays it; -1
    * never captures. allow_tf32: 1 lets cuBLAS use TF32 tensor cores for f32
    * matmuls (0 default: full f32). num_streams: CUDA streams a plan may use,
-   * 0 = the default (4), 1 = everything on one stream. */
+   * 0 = the default (4), 1 = everything on one stream; values below 0 or
+   * above 64 are refused by fg_session_new with FG_INVALID_ARGUMENT (in
+   * every session). Independent chains of nodes run on different streams,
+   * ordered by CUDA events, never by host synchronisation; a run
+   * synchronises once, at its end. With collect_metadata
+   * (fg_session_run_ex) a GPU run is timed with CUDA events, not captured,
+   * and each node's `thread` is its stream. */
   int cuda_graphs;
   int allow_tf32;
   int num_streams;

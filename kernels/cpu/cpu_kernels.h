@@ -86,7 +86,10 @@
   /* optim.c */                                                                                    \
   FGK_FLOAT(X, "apply_sgd", fgk_apply_sgd)                                                         \
   FGK_FLOAT(X, "apply_momentum", fgk_apply_momentum)                                               \
-  FGK_FLOAT(X, "apply_adam", fgk_apply_adam)
+  FGK_FLOAT(X, "apply_adam", fgk_apply_adam)                                                       \
+  /* collective.c */                                                                               \
+  FGK_ANY(X, "all_reduce", fgk_all_reduce)                                                         \
+  FGK_ANY(X, "shard", fgk_shard)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)

@@ -110,6 +110,17 @@ int cli_int_opt(const cli_command *cmd, const char *opt, int r, const char *v, i
 /* --threads N: only the syntax is checked here, the range is the session's
  * (A6). */
 int cli_threads_opt(const cli_command *cmd, int r, const char *v, int *threads, int *threads_set);
+/* --check-numerics (with `numerics`) and --max-memory BYTES (suffix K, M or
+ * G: powers of 1024): returns 1 when argv[*i] is one of them, setting *rc to
+ * CLI_OK or the exit code of the usage error it printed; 0 otherwise. The
+ * values go to cli_session_limits, which cli_new_session applies: one
+ * command runs per process. */
+int cli_session_opt(const cli_command *cmd, int argc, char **argv, int *i, int numerics, int *rc);
+typedef struct cli_limits {
+  int check_numerics;
+  int64_t max_memory_bytes;
+} cli_limits;
+extern cli_limits cli_session_limits;
 /* An argument that matched no option: unknown when it starts with '-',
  * else the one MODEL.fgb. */
 int cli_model_arg(const cli_command *cmd, const char *arg, const char **model);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 
 #define CELL 512
@@ -49,6 +50,33 @@ typedef struct param_sum {
   int tensors;
 } param_sum;
 
+/* Devices, nodes per device, the send/recv transfers between them and the
+ * all_reduce nodes of a data-parallel graph. */
+static void print_placement(const fg_graph *g, const fg_partition *part, const fg_status *pst) {
+  if (!part) {
+    printf("placement: invalid (%s)\n", fg_status_message(pst));
+    return;
+  }
+  int nd = fg_partition_num_devices(part), nt = fg_partition_num_transfers(part), n_ar = 0;
+  char dev[32], dev2[32];
+  for (int id = 0; id < fg_graph_num_nodes(g); id++)
+    n_ar += strcmp(fg_node_op(g, id), "all_reduce") == 0;
+  printf("devices (%d):", nd);
+  for (int d = 0; d < nd; d++)
+    printf(" %s (%d nodes)%s", fg_device_str(fg_partition_device(part, d), dev, sizeof dev),
+           fg_partition_num_nodes(part, d), d + 1 < nd ? "," : "\n");
+  if (nt > 0) printf("transfers (%d send/recv pairs):\n", nt);
+  for (int i = 0; i < nt; i++) {
+    const fg_transfer *t = fg_partition_transfer(part, i);
+    char bytes[32] = "?";
+    if (t->bytes >= 0) snprintf(bytes, sizeof bytes, "%" PRId64, t->bytes);
+    printf("  %s  %s -> %s  %s bytes\n", t->key,
+           fg_device_str(fg_partition_device(part, t->src_device), dev, sizeof dev),
+           fg_device_str(fg_partition_device(part, t->dst_device), dev2, sizeof dev2), bytes);
+  }
+  if (n_ar > 0) printf("all_reduce nodes: %d\n", n_ar);
+}
+
 static void inspect_graph(const fg_graph *g, const char *path) {
   int n = fg_graph_num_nodes(g);
   char buf[2 * CELL], shape[CELL];
@@ -82,6 +110,10 @@ static void inspect_graph(const fg_graph *g, const char *path) {
     printf("  %s: %s\n", buf, shape);
   }
 
+  /* Placement (flowgraph/dist.h): unplaced nodes show where the placer
+   * puts them, marked "(auto)". NULL when a device name is invalid. */
+  fg_status *pst = fg_status_new();
+  fg_partition *part = fg_partition_new(g, NULL, pst);
   row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
   param_sum vars = {0, 0, 0}, consts = {0, 0, 0};
   int64_t flops_total = 0;
@@ -108,8 +140,15 @@ static void inspect_graph(const fg_graph *g, const char *path) {
     snprintf(r->id, sizeof r->id, "%d", id);
     snprintf(r->name, sizeof r->name, "%s", fg_node_name(g, id) ? fg_node_name(g, id) : "?");
     snprintf(r->op, sizeof r->op, "%s", op ? op : "?");
-    snprintf(r->device, sizeof r->device, "%s",
-             fg_node_device(g, id) ? fg_node_device(g, id) : "-");
+    char dev[32];
+    if (fg_node_device_explicit(g, id))
+      snprintf(r->device, sizeof r->device, "%s", fg_node_device_explicit(g, id));
+    else if (part)
+      snprintf(r->device, sizeof r->device, "%s (auto)",
+               fg_device_str(fg_partition_device(part, fg_partition_node_device(part, id)), dev,
+                             sizeof dev));
+    else
+      snprintf(r->device, sizeof r->device, "-");
     if (fl >= 0)
       snprintf(r->flops, sizeof r->flops, "%" PRId64, fl);
     else
@@ -133,6 +172,9 @@ static void inspect_graph(const fg_graph *g, const char *path) {
   printf("nodes (%d):\n", n);
   if (rows) print_rows(rows, n);
   free(rows);
+  print_placement(g, part, pst);
+  fg_partition_free(part);
+  fg_status_free(pst);
 
   int nt = vars.tensors + consts.tensors;
   printf("parameters: %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", vars.elems + consts.elems,

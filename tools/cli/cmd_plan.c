@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 #include "plan.h"
 #include "svg.h"
@@ -84,6 +85,8 @@ int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, 
       return CLI_OK;
     }
     if (profile && parse_profile_opt(cmd, argc, argv, &i, a, &rc)) {
+      if (rc != CLI_OK) return rc;
+    } else if (cli_session_opt(cmd, argc, argv, &i, profile, &rc)) {
       if (rc != CLI_OK) return rc;
     } else if ((r = cli_opt_value(argc, argv, &i, "-i", "--input", &v)) != 0) {
       rc = cli_pair_opt(cmd, arg, r, v, "input", "NAME=FILE.npy", &ra->inputs[ra->n_inputs]);
@@ -212,6 +215,8 @@ int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_
   fg_session_options opts;
   fg_session_options_init(&opts);
   if (a->run.threads_set) opts.num_threads = a->run.threads;
+  opts.check_numerics = cli_session_limits.check_numerics;
+  opts.max_memory_bytes = cli_session_limits.max_memory_bytes;
   double t0 = plan_now_ms();
   m->session = fg_session_new(m->graph, &opts, st);
   m->session_ms = plan_now_ms() - t0;
@@ -271,6 +276,54 @@ static void step_str(int step, char *buf, size_t size) {
     snprintf(buf, size, "%d", step);
 }
 
+void plan_print_partition(const plan_model *m, const fg_plan_info *info) {
+  const fg_partition *p = fg_session_partition(m->session);
+  int nd = fg_partition_num_devices(p), nt = fg_partition_num_transfers(p);
+  if (nd <= 1) return;
+  char dev[32], dev2[32];
+  printf("partitions: %d devices, %d send/recv transfers in the graph\n", nd, nt);
+  for (int d = 0; d < nd; d++) {
+    int steps = 0;
+    for (int s = 0; info && s < info->n_steps; s++)
+      steps += fg_partition_node_device(p, info->step_nodes[s]) == d;
+    printf("  %s: %d nodes%s", fg_device_str(fg_partition_device(p, d), dev, sizeof dev),
+           fg_partition_num_nodes(p, d), info ? "" : "\n");
+    if (info) printf(", %d steps\n", steps);
+  }
+  int64_t total = 0;
+  int n_used = 0;
+  for (int i = 0; i < nt; i++) {
+    const fg_transfer *t = fg_partition_transfer(p, i);
+    /* With a plan: only the transfers its steps use (a step on the
+     * receiving device reads the sent tensor). */
+    int used = !info;
+    for (int k = 0; info && !used && k < info->n_steps; k++) {
+      int node = info->step_nodes[k];
+      if (fg_partition_node_device(p, node) != t->dst_device) continue;
+      for (int j = 0; j < fg_node_num_inputs(m->graph, node) && !used; j++) {
+        fg_output in = fg_node_input(m->graph, node, j);
+        used = in.node == t->src.node && in.index == t->src.index;
+      }
+    }
+    if (!used) continue;
+    n_used++;
+    int64_t bytes = t->bytes;
+    /* The plan knows the fed shapes: take its size of the sent tensor
+     * (control edges stay at 0). */
+    for (int k = 0; info && bytes != 0 && k < info->n_tensors; k++)
+      if (info->tensors[k].node == t->src.node && info->tensors[k].output == t->src.index)
+        bytes = (int64_t)info->tensors[k].bytes;
+    if (bytes > 0) total += bytes;
+    char b[32] = "?";
+    if (bytes >= 0) snprintf(b, sizeof b, "%" PRId64, bytes);
+    printf("  transfer %s: %s -> %s, %s bytes\n", t->key,
+           fg_device_str(fg_partition_device(p, t->src_device), dev, sizeof dev),
+           fg_device_str(fg_partition_device(p, t->dst_device), dev2, sizeof dev2), b);
+  }
+  printf("  transfer bytes per run: %" PRId64 " (%d of the graph's %d transfers)\n", total, n_used,
+         nt);
+}
+
 static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_info *info) {
   const fg_graph *g = m->graph;
   printf("plan for %s: %d steps, %d tensors\n", a->run.model, info->n_steps, info->n_tensors);
@@ -281,6 +334,7 @@ static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_inf
   for (int i = 0; i < m->n_targets; i++)
     printf(" %s", m->targets[i]);
   printf("%s\n", m->n_targets ? "" : " (none)");
+  plan_print_partition(m, info);
   /* Before the tables: the three summary lines stay the last lines. */
   if (a->memory_svg) printf("memory svg: %s\n", a->memory_svg);
   printf("\nsteps:\n");
@@ -357,7 +411,7 @@ static int plan_main(int argc, char **argv) {
 const cli_command cli_plan_command = {
     "plan", "Print a model's execution and memory plan.",
     "flowgraph plan MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] [--seed N] "
-    "[--fetch NAME ...] [--target NAME ...] [--memory-svg OUT.svg]",
+    "[--fetch NAME ...] [--target NAME ...] [--memory-svg OUT.svg] [--max-memory BYTES]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  --random-inputs             feed every needed placeholder not given by -i with\n"
@@ -367,7 +421,10 @@ const cli_command cli_plan_command = {
     "  --fetch NAME                plan for fetching NAME (\"node\" or \"node:index\")\n"
     "  --target NAME               plan for running node NAME for its effect\n"
     "  --memory-svg OUT.svg        draw the memory plan: steps across, arena offset down,\n"
-    "                              one rectangle per arena tensor\n\n"
+    "                              one rectangle per arena tensor\n"
+    "  --max-memory BYTES          refuse a plan needing more bytes (arena plus\n"
+    "                              fetched outputs; suffix K, M or G; default: the\n"
+    "                              machine's memory)\n\n"
     "Fetches default to the graph's outputs (or its last node). A training model\n"
     "(metadata 'train_target', written by fg_minimize) is planned, when neither\n"
     "--fetch nor --target is given, for that target with no fetch: the whole step.\n"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flowgraph/dist.h"
 #include "plan.h"
 #include "svg.h"
 #include "trace.h"
@@ -271,6 +272,15 @@ static int print_report(const plan_args *a, const plan_model *m, const profile_d
   for (int i = 0; i < m->n_targets; i++)
     printf(" %s", m->targets[i]);
   printf("%s\n", m->n_targets ? "" : " (none)");
+  /* Several devices: their partitions and transfers; in the trace each
+   * device is one track (its node timings carry the device as thread). */
+  if (fg_partition_num_devices(fg_session_partition(m->session)) > 1) {
+    fg_plan_info *info =
+        fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n, (const char *const *)m->fetch,
+                             m->n_fetch, m->targets, m->n_targets, st);
+    plan_print_partition(m, info);
+    fg_plan_info_free(info);
+  }
   print_run_order(p, runs, total);
   if (print_top(p, runs, total) != 0 || print_by_op(p, runs, total) != 0) return oom(st);
   printf("\nnode time per run: %.4f ms over %d nodes\n", total, p->n_nodes);
@@ -278,7 +288,30 @@ static int print_report(const plan_args *a, const plan_model *m, const profile_d
   return 0;
 }
 
+/* --device NAME (cpu:0 or cuda:N): taken out of argv before the common
+ * parser sees it (plan and profile share that parser; only profile has the
+ * option), then the session plan_model_open made on the CPU is replaced by
+ * one on the device. A device that does not exist fails here with one line
+ * naming it. GPU nodes are timed with CUDA events; their "thread" is the
+ * CUDA stream, so the trace has one track per stream. */
+static const char *profile_device;
+
+static int open_device_session(const plan_args *a, plan_model *m, fg_status *st) {
+  fg_session_options opts;
+  fg_session_options_init(&opts);
+  if (a->run.threads_set) opts.num_threads = a->run.threads;
+  opts.check_numerics = cli_session_limits.check_numerics;
+  opts.max_memory_bytes = cli_session_limits.max_memory_bytes;
+  opts.device = profile_device;
+  fg_session_free(m->session);
+  double t0 = plan_now_ms();
+  m->session = fg_session_new(m->graph, &opts, st);
+  m->session_ms = plan_now_ms() - t0;
+  return m->session ? 0 : -1;
+}
+
 static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
+  if (profile_device && open_device_session(a, m, st) != 0) return -1;
   profile_data p;
   memset(&p, 0, sizeof p);
   int rc = -1, svg_written = 0;
@@ -328,14 +361,36 @@ done:
 }
 
 static int profile_main(int argc, char **argv) {
-  return plan_command_main(&cli_profile_command, 1, argc, argv, profile_body);
+  char **rest = malloc(((size_t)argc + 1) * sizeof *rest);
+  if (!rest) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  int n = 0;
+  for (int i = 0; i < argc; i++) {
+    if (i > 0 && strcmp(argv[i], "--device") == 0) {
+      if (i + 1 >= argc || !argv[i + 1][0]) {
+        free(rest);
+        return cli_usage(&cli_profile_command, "--device needs a device name (cpu:0 or cuda:N)");
+      }
+      if (profile_device) {
+        free(rest);
+        return cli_usage(&cli_profile_command, "--device given twice");
+      }
+      profile_device = argv[++i];
+      continue;
+    }
+    rest[n++] = argv[i];
+  }
+  rest[n] = NULL;
+  int rc = plan_command_main(&cli_profile_command, 1, n, rest, profile_body);
+  free(rest);
+  return rc;
 }
 
 const cli_command cli_profile_command = {
     "profile", "Time a model's nodes over repeated runs.",
     "flowgraph profile MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] "
     "[--seed N] [--runs N] [--warmup N] [--threads N] [--fetch NAME ...] [--target NAME ...] "
-    "[--trace OUT.json] [--memory-svg OUT.svg]",
+    "[--trace OUT.json] [--memory-svg OUT.svg] [--check-numerics] [--max-memory BYTES] "
+    "[--device NAME]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  --random-inputs             feed every needed placeholder not given by -i with\n"
@@ -351,7 +406,15 @@ const cli_command cli_profile_command = {
     "                              chrome://tracing): one event per node per measured\n"
     "                              run, runs one after another, with thread, op,\n"
     "                              output shape, dtype and bytes\n"
-    "  --memory-svg OUT.svg        draw the memory plan (see 'flowgraph plan')\n\n"
+    "  --memory-svg OUT.svg        draw the memory plan (see 'flowgraph plan')\n"
+    "  --check-numerics            after every node, fail on the first NaN or Inf,\n"
+    "                              naming the node, its op and the count\n"
+    "  --max-memory BYTES          refuse a plan needing more bytes (arena plus\n"
+    "                              fetched outputs; suffix K, M or G; default: the\n"
+    "                              machine's memory)\n"
+    "  --device NAME               profile on NAME: cpu:0 (default) or cuda:N; GPU\n"
+    "                              nodes are timed with CUDA events, one trace track\n"
+    "                              per CUDA stream\n\n"
     "Fetches and targets default as in 'flowgraph plan' (a training model runs its\n"
     "training step, so its variables change from run to run, as in training).\n\n"
     "Tables, like TFLite's benchmark_model: 'Run order' (each node in plan order:\n"

@@ -13,6 +13,23 @@
 #define MAX_REPEAT 10000000
 #define MAX_BATCH  1000000
 
+/* --device NAME: the session's device (fg_session_options.device); NULL is
+ * cpu:0. One command runs per process, so a file-level value is enough. A
+ * device that does not exist (cuda:0 without a GPU or without the CUDA
+ * backend) fails at session creation with one line naming it. */
+static const char *run_device;
+
+static fg_session *run_session(fg_graph *g, const run_args *a, fg_status *st) {
+  if (!run_device) return cli_new_session(g, a->threads_set, a->threads, st);
+  fg_session_options opts;
+  fg_session_options_init(&opts);
+  if (a->threads_set) opts.num_threads = a->threads;
+  opts.check_numerics = cli_session_limits.check_numerics;
+  opts.max_memory_bytes = cli_session_limits.max_memory_bytes;
+  opts.device = run_device;
+  return fg_session_new(g, &opts, st);
+}
+
 static void free_args(void *args) {
   run_args *a = args;
   cli_free_pairs(a->inputs, a->n_inputs);
@@ -64,6 +81,10 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
       rc = cli_threads_opt(cmd, r, v, &a->threads, &a->threads_set);
     } else if (strcmp(arg, "--random-inputs") == 0) {
       a->random_inputs = 1;
+    } else if (cli_session_opt(cmd, argc, argv, &i, 1, &rc)) {
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--device", &v)) != 0) {
+      rc = cli_value_opt(cmd, "--device", "a device name (cpu:0 or cuda:N)", r, v, "--device",
+                         &run_device);
     } else {
       rc = cli_model_arg(cmd, arg, &a->model);
     }
@@ -234,7 +255,7 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
   if (run_feeds_prepare(g, a, (const char *const *)fetch, n_fetch, &feeds, st) != 0) goto done;
   if (check_output_paths(a, st) != 0) goto done;
   if (run_feeds_load(g, a, &feeds, st) != 0) goto done;
-  s = cli_new_session(g, a->threads_set, a->threads, st);
+  s = run_session(g, a, st);
   if (!s) goto done;
   outs = calloc((size_t)n_fetch, sizeof *outs);
   if (!outs) {
@@ -297,7 +318,8 @@ static int run_main(int argc, char **argv) {
 const cli_command cli_run_command = {
     "run", "Run a model on .npy inputs or random data.",
     "flowgraph run MODEL.fgb [-i NAME=FILE.npy ...] [-o NAME=OUT.npy ...] [--fetch NAME ...] "
-    "[--target NAME ...] [--random-inputs] [--seed N] [--batch N] [--repeat N] [--threads N]",
+    "[--target NAME ...] [--random-inputs] [--seed N] [--batch N] [--repeat N] [--threads N] "
+    "[--check-numerics] [--max-memory BYTES] [--device NAME]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  -o, --output NAME=OUT.npy   fetch NAME (\"node\" or \"node:index\") and write it\n"
@@ -313,7 +335,14 @@ const cli_command cli_run_command = {
     "                              (default 1, at most 1000000)\n"
     "  --repeat N                  run N times (1..10000000) and print the total and\n"
     "                              average time; outputs come from the last run\n"
-    "  --threads N                 worker threads (default: the session's, 0 = cores)\n\n"
+    "  --threads N                 worker threads (default: the session's, 0 = cores)\n"
+    "  --check-numerics            after every node, fail on the first NaN or Inf,\n"
+    "                              naming the node, its op and the count\n"
+    "  --max-memory BYTES          refuse a plan needing more bytes (arena plus\n"
+    "                              fetched outputs; suffix K, M or G; default: the\n"
+    "                              machine's memory)\n"
+    "  --device NAME               run on NAME: cpu:0 (default) or cuda:N (a GPU build\n"
+    "                              on a machine with a GPU)\n\n"
     "Without -o and --fetch the graph's marked outputs are fetched (or, when it has\n"
     "none, the last node) and printed: name, dtype, shape and the first 10 values.\n"
     "Every placeholder the fetches and targets depend on must be fed (unless\n"

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist/comm_mpi.h"
+#include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 #include "run.h"
 
@@ -27,6 +29,11 @@ typedef struct train_args {
   int shuffle;
   uint64_t seed;
   int threads, threads_set, quiet;
+  /* --dist mpi: one replica per MPI rank; each takes its shard of every
+   * batch, gradients are averaged by all_reduce, rank 0 alone prints and
+   * saves. */
+  int dist_mpi;
+  int64_t dist_timeout, dist_bucket;
 } train_args;
 
 /* One training feed: the whole .npy and a buffer for gathered rows. */
@@ -91,6 +98,15 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
       rc = cli_threads_opt(cmd, r, v, &a->threads, &a->threads_set);
     } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
       a->quiet = 1;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist", &v)) != 0) {
+      if (r < 0 || strcmp(v, "mpi") != 0)
+        return cli_usage(cmd, "--dist needs 'mpi' (run under mpirun), got '%s'", r < 0 ? "" : v);
+      a->dist_mpi = 1;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-timeout", &v)) != 0) {
+      rc = cli_int_opt(cmd, "--dist-timeout", r, v, 1, 86400, &a->dist_timeout);
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-bucket", &v)) != 0) {
+      rc = cli_int_opt(cmd, "--dist-bucket", r, v, 1, INT64_MAX, &a->dist_bucket);
+    } else if (cli_session_opt(cmd, argc, argv, &i, 1, &rc)) {
     } else {
       rc = cli_model_arg(cmd, arg, &a->model);
     }
@@ -102,6 +118,8 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   if (!have_epochs) return cli_usage(cmd, "missing --epochs N");
   if (a->n_eval_inputs > 0 && a->n_evals == 0)
     return cli_usage(cmd, "--eval-input needs --eval NAME (what to compute on it)");
+  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket))
+    return cli_usage(cmd, "--dist-timeout and --dist-bucket need --dist mpi");
   return a->save ? cli_check_model_path(cmd, a->save) : CLI_OK;
 }
 
@@ -305,6 +323,90 @@ static int save_trained(fg_session *s, const char *path, fg_status *st) {
   return rc;
 }
 
+/* The M2 hash: the model file's bytes and the rewrite's bucket size, so
+ * ranks that loaded different files (or options) are refused before they
+ * exchange a gradient. */
+static int file_hash(const char *path, int64_t bucket, uint64_t *h, fg_status *st) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fg_status_set(st, FG_IO_ERROR, "%s: cannot reopen to hash it for --dist mpi", path);
+    return -1;
+  }
+  unsigned char buf[65536];
+  size_t n;
+  *h = FG_HASH_SEED;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    *h = fg_hash_bytes(*h, buf, n);
+  fclose(f);
+  *h = fg_hash_bytes(*h, &bucket, sizeof bucket);
+  return 0;
+}
+
+/* --dist mpi before the session exists: joins the MPI group, rewrites the
+ * graph with all_reduce buckets (replicas = 1: this process is one
+ * replica), and checks that every rank has the same graph. Non-zero ranks
+ * turn quiet and do not save. */
+static int dist_setup(train_args *a, fg_graph **g, fg_comm **comm, fg_status *st) {
+  if (!fg_mpi_launched()) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--dist mpi: this process was not started by mpirun (try mpirun -np 2 "
+                  "flowgraph train ... --dist mpi)");
+    return -1;
+  }
+  *comm = fg_comm_mpi_new((double)a->dist_timeout, st);
+  if (!*comm) return -1;
+  uint64_t h;
+  if (file_hash(a->model, a->dist_bucket, &h, st) != 0 ||
+      fg_comm_check_same_u64(*comm, h, "graph", st) != 0)
+    return -1;
+  const char **names = calloc((size_t)a->n_inputs, sizeof *names);
+  if (!names) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < a->n_inputs; i++)
+    names[i] = a->inputs[i].name;
+#ifdef FG_HAVE_DATA_PARALLEL
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  if (a->dist_bucket) o.bucket_bytes = a->dist_bucket;
+  fg_graph *dp = fg_data_parallel(*g, 1, names, a->n_inputs, &o, st);
+#else
+  /* cmake/mpi.cmake found no fg_data_parallel in dist/ at configure time. */
+  fg_graph *dp = NULL;
+  fg_status_set(st, FG_UNIMPLEMENTED, "--dist mpi: this build has no fg_data_parallel");
+#endif
+  free(names);
+  if (!dp) return -1;
+  fg_graph_free(*g);
+  *g = dp;
+  if ((*comm)->rank != 0) {
+    a->quiet = 1;
+    a->save = NULL;
+  }
+  return 0;
+}
+
+/* Every batch must split evenly over the ranks, or the mean of the ranks'
+ * gradients would not be the full batch's gradient; the ranks must also
+ * agree on the data's size and the batch order. */
+static int dist_check_batches(const train_args *a, fg_comm *comm, int64_t n_rows, fg_status *st) {
+  int64_t n = comm->size, last = n_rows % a->batch;
+  if (a->batch % n != 0 || last % n != 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--dist mpi with %" PRId64 " ranks: batches of %" PRId64 " rows%s do not split "
+                  "evenly (%" PRId64 " rows in all); pick --batch divisible by %" PRId64
+                  " and a row count whose last batch is too",
+                  n, a->batch % n != 0 ? a->batch : last,
+                  a->batch % n != 0 ? "" : " (the last batch)", n_rows, n);
+    return -1;
+  }
+  uint64_t v[4] = {(uint64_t)n_rows, (uint64_t)a->batch, (uint64_t)a->epochs,
+                   a->shuffle ? a->seed ^ 0x5bd1e995u : 0};
+  return fg_comm_check_same_u64(comm, fg_hash_bytes(FG_HASH_SEED, v, sizeof v),
+                                "training data size and options", st);
+}
+
 typedef struct trainer {
   fg_session *s;
   run_feeds train, eval;
@@ -313,6 +415,7 @@ typedef struct trainer {
   fg_tensor **views, **outs;
   int64_t *perm;
   const char **fetch; /* loss, then the evals */
+  fg_comm *comm;      /* --dist mpi, else NULL */
 } trainer;
 
 static void trainer_free(trainer *t, int n_fetch) {
@@ -366,7 +469,8 @@ static void clear_progress(void) {
 }
 
 static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_status *st) {
-  int tty = !a->quiet && isatty(STDOUT_FILENO);
+  /* mpirun forwards output through a pty: no \r progress lines there. */
+  int tty = !a->quiet && !t->comm && isatty(STDOUT_FILENO);
   int64_t steps = (n_rows + a->batch - 1) / a->batch;
   uint64_t rng = a->seed;
   double first_loss = 0, last_loss = 0, t_start = cli_now_s();
@@ -376,8 +480,12 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
     for (int64_t s = 0; s < steps; s++) {
       int64_t start = s * a->batch;
       int64_t b = n_rows - start < a->batch ? n_rows - start : a->batch;
-      if (make_batch(&t->train, t->bf, a->shuffle ? t->perm : NULL, start, b, t->feeds, t->views,
-                     st) != 0)
+      /* Under MPI every rank walks the same batches and feeds rows
+       * [r*b/n, (r+1)*b/n) of each (train_model checked that b divides). */
+      int64_t lo = t->comm ? b / t->comm->size * t->comm->rank : 0;
+      int64_t len = t->comm ? b / t->comm->size : b;
+      if (make_batch(&t->train, t->bf, a->shuffle ? t->perm : NULL, start + lo, len, t->feeds,
+                     t->views, st) != 0)
         return -1;
       const char *target = a->target;
       if (fg_session_run(t->s, t->feeds, t->train.n, t->fetch, 1, t->outs, &target, 1, st) != 0)
@@ -387,6 +495,8 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
       fg_tensor_free(t->outs[0]);
       t->outs[0] = NULL;
       if (rc != 0) return -1;
+      /* Equal shards: the batch loss is the mean of the ranks' losses. */
+      if (t->comm && t->comm->ops->all_reduce(t->comm, &loss, 1, FG_F64, 1, st) != 0) return -1;
       sum += loss * (double)b;
       double now = cli_now_s();
       /* The \r progress line is for people watching a terminal only; logs
@@ -430,6 +540,9 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   t.fetch = calloc((size_t)n_fetch, sizeof *t.fetch);
   t.outs = calloc((size_t)n_fetch, sizeof *t.outs);
   if (!t.fetch || !t.outs) goto oom;
+  /* Before resolve_names: the default names point into the graph, which
+   * the rewrite replaces. */
+  if (a->dist_mpi && dist_setup(a, &g, &t.comm, st) != 0) goto done;
   if (resolve_names(g, a, st) != 0) goto done;
   t.fetch[0] = a->loss;
   for (int i = 0; i < a->n_evals; i++)
@@ -448,6 +561,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   }
   int64_t n_rows = check_rows(a, &t.train, st);
   if (n_rows < 0) goto done;
+  if (t.comm && dist_check_batches(a, t.comm, n_rows, st) != 0) goto done;
   if (a->save && cli_check_writable(a->save, "--save", st) != 0) goto done;
   int nf = t.train.n;
   t.bf = calloc((size_t)nf, sizeof *t.bf);
@@ -468,6 +582,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   if (a->shuffle && !(t.perm = malloc((size_t)n_rows * sizeof *t.perm))) goto oom;
   t.s = cli_new_session(g, a->threads_set, a->threads, st);
   if (!t.s) goto done;
+  if (t.comm && fg_session_set_comm(t.s, t.comm, st) != 0) goto done;
   if (!a->quiet)
     printf("training %s: target '%s', loss '%s', %" PRId64 " examples, batch %" PRId64 ", %" PRId64
            " epoch%s%s\n",
@@ -485,6 +600,12 @@ oom:
 done:
   trainer_free(&t, n_fetch);
   fg_graph_free(g);
+  if (t.comm) {
+    t.comm->ops->free(t.comm);
+    /* A failed collective leaves MPI unable to finalize: the error is
+     * printed by the caller, and the process exits without MPI_Finalize. */
+    if (rc == 0) fg_mpi_shutdown(0);
+  }
   return rc;
 }
 
@@ -501,7 +622,8 @@ const cli_command cli_train_command = {
     "train", "Train a model: run its training step over minibatches.",
     "flowgraph train MODEL.fgb [--target NAME] -i NAME=FILE.npy ... --batch N --epochs N "
     "[--shuffle SEED] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
-    "[--eval-input NAME=FILE.npy ...] [--threads N] [--quiet]",
+    "[--eval-input NAME=FILE.npy ...] [--threads N] [--quiet] [--check-numerics] "
+    "[--max-memory BYTES] [--dist mpi [--dist-timeout SECONDS] [--dist-bucket BYTES]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   training data for placeholder NAME; every -i is\n"
     "                              cut into batches along axis 0, so all need the\n"
@@ -526,7 +648,19 @@ const cli_command cli_train_command = {
     "  --save OUT.fgb              write the trained model (variables' current values\n"
     "                              become their initial values; .json for JSON)\n"
     "  --threads N                 worker threads (default: the session's, 0 = cores)\n"
-    "  -q, --quiet                 print nothing but errors\n\n"
+    "  -q, --quiet                 print nothing but errors\n"
+    "  --check-numerics            after every node, fail on the first NaN or Inf,\n"
+    "                              naming the node, its op and the count\n"
+    "  --max-memory BYTES          refuse a plan needing more bytes (arena plus\n"
+    "                              fetched outputs; suffix K, M or G; default: the\n"
+    "                              machine's memory)\n"
+    "  --dist mpi                  data parallelism over MPI ranks (start with\n"
+    "                              mpirun -np N): each rank trains on its 1/N of\n"
+    "                              every batch, gradients are averaged by\n"
+    "                              all_reduce; rank 0 alone prints and saves\n"
+    "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
+    "                              DEADLINE_EXCEEDED (default 60)\n"
+    "  --dist-bucket BYTES         gradient bucket size (default 25 MB)\n\n"
     "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
     "mean of the batch losses weighted by batch size and T the epoch's time with\n"
     "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"

@@ -81,5 +81,7 @@ fg_session *cli_new_session(fg_graph *g, int threads_set, int threads, fg_status
   fg_session_options opts;
   fg_session_options_init(&opts);
   if (threads_set) opts.num_threads = threads;
+  opts.check_numerics = cli_session_limits.check_numerics;
+  opts.max_memory_bytes = cli_session_limits.max_memory_bytes;
   return fg_session_new(g, &opts, st);
 }

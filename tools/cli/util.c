@@ -162,6 +162,35 @@ int cli_threads_opt(const cli_command *cmd, int r, const char *v, int *threads, 
   return CLI_OK;
 }
 
+cli_limits cli_session_limits;
+
+int cli_session_opt(const cli_command *cmd, int argc, char **argv, int *i, int numerics, int *rc) {
+  const char *v = NULL;
+  int r;
+  *rc = CLI_OK;
+  if (numerics && strcmp(argv[*i], "--check-numerics") == 0) {
+    cli_session_limits.check_numerics = 1;
+    return 1;
+  }
+  if ((r = cli_opt_value(argc, argv, i, NULL, "--max-memory", &v)) == 0) return 0;
+  /* Digits, then at most one K/M/G suffix (powers of 1024); the product
+   * must fit in 63 bits. */
+  char num[32] = "";
+  size_t n = r > 0 ? strlen(v) : 0;
+  static const char suffixes[] = "kKmMgG";
+  const char *suffix = n > 0 ? strchr(suffixes, v[n - 1]) : NULL;
+  int shift = suffix ? 10 * (1 + (int)(suffix - suffixes) / 2) : 0;
+  if (suffix) n--;
+  if (r > 0 && n < sizeof num) memcpy(num, v, n);
+  int64_t x;
+  if (r < 0 || n == 0 || n >= sizeof num || cli_parse_i64(num, 1, INT64_MAX >> shift, &x) != 0) {
+    *rc = cli_usage(cmd, "--max-memory needs a positive byte count (suffix K, M or G allowed)");
+    return 1;
+  }
+  cli_session_limits.max_memory_bytes = x << shift;
+  return 1;
+}
+
 int cli_model_arg(const cli_command *cmd, const char *arg, const char **model) {
   if (arg[0] == '-' && arg[1] != '\0') return cli_usage(cmd, "unknown option '%s'", arg);
   if (*model) return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);

@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+"""Runs flowgraph's GPU benchmark driver and the same models in PyTorch on the same GPU.
+
+    /usr/bin/python3 bench/compare_torch_gpu.py [--driver build/bench/fg_bench_gpu]
+                                               [--rounds 5] [--cases a,b,...]
+
+Each round runs, per case, the driver as a subprocess (it warms up and prints
+the median of its runs) and then PyTorch in this process, eager and
+CUDA-graphed (torch.cuda.graph, the whole step captured and replayed), in
+alternating order. Each framework's figure is the median over the rounds.
+
+What one timed step is, on both sides: the inputs copied from host memory to
+the device, the work, the fetched output (op_overhead) copied back, and one
+synchronisation, which is what one fg_session_run does. PyTorch's training
+step is what a PyTorch user writes: nn.Linear layers, ReLU, F.cross_entropy,
+optimizer.zero_grad(set_to_none=True), loss.backward(), SGD(lr=0.01).
+
+Prints per case
+
+    RATIO <case> eager <torch_eager / flowgraph> graphed <torch_graphed / flowgraph>
+          [target >= T: target met|missed]
+
+(the target is against eager, as the issue states it), and for the large MLP
+the achieved GFLOP/s as a fraction of a plain 8192^3 cublasSgemm measured by
+the driver (f32, or TF32 for the _tf32 case). Without a GPU it prints
+"skipped: no GPU" and exits 0.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_DRIVER = os.path.join(os.path.dirname(HERE), "build", "bench", "fg_bench_gpu")
+
+TARGETS = {
+    "gpu_op_overhead": 5.0,
+    "gpu_mlp_small_train": 3.0,
+    "gpu_mlp_large_train": 1.0,
+    "gpu_mlp_large_train_tf32": 1.0,
+}
+CASES = list(TARGETS)
+MLPS = {
+    "gpu_mlp_small_train": (32, [64, 128, 128, 10]),
+    "gpu_mlp_large_train": (256, [1024, 2048, 2048, 1000]),
+    "gpu_mlp_large_train_tf32": (256, [1024, 2048, 2048, 1000]),
+}
+TORCH_RUNS = {  # warm-up, timed steps per round
+    "gpu_op_overhead": (20, 200),
+    "gpu_mlp_small_train": (50, 500),
+    "gpu_mlp_large_train": (5, 40),
+    "gpu_mlp_large_train_tf32": (5, 40),
+}
+
+
+def timed(step, warmup, runs):
+    import torch
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def torch_op_overhead(graphed):
+    import torch
+    dev = torch.device("cuda:0")
+    x_host = (torch.rand(16) * 2 - 1).pin_memory()
+    c = (torch.rand(16) * 2 - 1).to(dev)
+    out_host = torch.empty(16).pin_memory()
+    static_x = torch.empty(16, device=dev)
+
+    def body():
+        y = static_x
+        for _ in range(1000):
+            y = y + c
+        return y
+
+    if not graphed:
+        def step():
+            static_x.copy_(x_host, non_blocking=True)
+            out_host.copy_(body(), non_blocking=True)
+            torch.cuda.synchronize()
+        return step
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            body()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = body()
+
+    def step():
+        static_x.copy_(x_host, non_blocking=True)
+        g.replay()
+        out_host.copy_(static_y, non_blocking=True)
+        torch.cuda.synchronize()
+    return step
+
+
+def torch_mlp(case, graphed):
+    import torch
+    import torch.nn.functional as F
+    dev = torch.device("cuda:0")
+    torch.backends.cuda.matmul.allow_tf32 = case.endswith("_tf32")
+    batch, widths = MLPS[case]
+    torch.manual_seed(0)
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x_host = (torch.rand(batch, widths[0]) * 2 - 1).pin_memory()
+    y_host = torch.randint(0, widths[-1], (batch,)).pin_memory()
+    static_x = torch.empty(batch, widths[0], device=dev)
+    static_y = torch.empty(batch, dtype=torch.long, device=dev)
+
+    def body():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(static_x), static_y)
+        loss.backward()
+        opt.step()
+
+    if not graphed:
+        def step():
+            static_x.copy_(x_host, non_blocking=True)
+            static_y.copy_(y_host, non_blocking=True)
+            body()
+            torch.cuda.synchronize()
+        return step
+    static_x.copy_(x_host)
+    static_y.copy_(y_host)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            body()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        loss = F.cross_entropy(model(static_x), static_y)
+        loss.backward()
+        opt.step()
+
+    def step():
+        static_x.copy_(x_host, non_blocking=True)
+        static_y.copy_(y_host, non_blocking=True)
+        g.replay()
+        torch.cuda.synchronize()
+    return step
+
+
+def torch_case(case, graphed):
+    if case == "gpu_op_overhead":
+        return torch_op_overhead(graphed)
+    return torch_mlp(case, graphed)
+
+
+def run_driver(driver, case):
+    out = subprocess.run([driver, case], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("compare_torch_gpu: %s %s failed (%d):\n%s%s" %
+                 (driver, case, out.returncode, out.stdout, out.stderr))
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] == "FG" and parts[1] == case:
+            if "skipped:" in parts:
+                return None
+            return dict(p.split("=", 1) for p in parts[2:] if "=" in p)
+    sys.exit("compare_torch_gpu: no 'FG %s' line from the driver:\n%s" % (case, out.stdout))
+
+
+def fmt_time(s):
+    return "%.1f us" % (s * 1e6) if s < 1e-3 else "%.3f ms" % (s * 1e3)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--driver", default=DEFAULT_DRIVER)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cases", default=",".join(CASES))
+    args = ap.parse_args()
+    cases = [c for c in args.cases.split(",") if c]
+    for c in cases:
+        if c not in TARGETS:
+            sys.exit("compare_torch_gpu: unknown case %r (known: %s)" % (c, ", ".join(CASES)))
+    try:
+        import torch
+        have_gpu = torch.cuda.is_available()
+    except ImportError:
+        torch, have_gpu = None, False
+    if not os.access(args.driver, os.X_OK):
+        sys.exit("compare_torch_gpu: driver %s not found; build the fg_bench_gpu target"
+                 % args.driver)
+    if not have_gpu or run_driver(args.driver, cases[0]) is None:
+        print("skipped: no GPU (torch.cuda %s, driver %s)" %
+              ("available" if have_gpu else "unavailable", args.driver))
+        return
+    print("device: %s; torch %s, CUDA %s" % (torch.cuda.get_device_name(0), torch.__version__,
+                                             torch.version.cuda))
+    for case in cases:
+        warmup, runs = TORCH_RUNS[case]
+        fg, eager, graphed = [], [], []
+        extra = {}
+        steps = {False: torch_case(case, False), True: torch_case(case, True)}
+        for r in range(args.rounds):
+            line = run_driver(args.driver, case)
+            fg.append(float(line["median_s"]))
+            extra = line
+            order = [False, True] if r % 2 == 0 else [True, False]
+            for gr in order:
+                (graphed if gr else eager).append(timed(steps[gr], warmup, runs))
+        fg_s, eager_s, graphed_s = (statistics.median(v) for v in (fg, eager, graphed))
+        target = TARGETS[case]
+        ratio = eager_s / fg_s
+        print("RATIO %s eager %.2f graphed %.2f  [target >= %.1f: target %s]  "
+              "flowgraph %s, torch eager %s, torch graphed %s" %
+              (case, ratio, graphed_s / fg_s, target, "met" if ratio >= target else "missed",
+               fmt_time(fg_s), fmt_time(eager_s), fmt_time(graphed_s)))
+        if "fraction" in extra:
+            flops = float(extra["flops"])
+            print("FRACTION %s %.3f of cublasSgemm %s GFLOP/s (flowgraph %.1f GFLOP/s)" %
+                  (case, flops / fg_s / 1e9 / float(extra["cublas_gflops"]),
+                   extra["cublas_gflops"], flops / fg_s / 1e9))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

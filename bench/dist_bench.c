@@ -1,0 +1,181 @@
+/* Distributed benchmarks, run under mpirun by bench/dist_bench.sh.
+ *
+ *   dist_bench busbw            all_reduce (f32 sum) of 1 KB .. 256 MB through
+ *                               the MPI communicator; prints algbw and busbw
+ *                               (algbw * 2(n-1)/n, as nccl-tests define it) and
+ *                               rank 0's memcpy bandwidth for comparison
+ *   dist_bench dp BUCKET_BYTES  images/s of mlp_large_train (batch 256, widths
+ *                               1024-2048-2048-1000, SGD) data-parallel over
+ *                               the ranks, 1 thread per rank
+ *
+ * Lines start with "FG " so a script can grep them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mpi.h>
+
+#include "dist/comm_mpi.h"
+#include "flowgraph/autodiff.h"
+#include "flowgraph/dist.h"
+#include "flowgraph/flowgraph.h"
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int busbw(fg_comm *c, fg_status *st) {
+  int n = c->size;
+  if (c->rank == 0) {
+    size_t bytes = (size_t)256 << 20;
+    char *a = malloc(bytes), *b = malloc(bytes);
+    memset(a, 1, bytes);
+    memset(b, 2, bytes);
+    double best = 1e9;
+    for (int i = 0; i < 5; i++) {
+      double t0 = now_s();
+      memcpy(b, a, bytes);
+      double t = now_s() - t0;
+      if (t < best) best = t;
+    }
+    printf("FG memcpy 256 MB: %.2f GB/s\n", (double)bytes / best / 1e9);
+    free(a);
+    free(b);
+  }
+  for (int64_t bytes = 1024; bytes <= ((int64_t)256 << 20); bytes *= 4) {
+    int64_t count = bytes / 4;
+    float *buf = malloc((size_t)bytes);
+    for (int64_t i = 0; i < count; i++)
+      buf[i] = 1.0f;
+    int iters = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 10 : 3;
+    /* One warm-up, then the mean over iters. */
+    if (c->ops->all_reduce(c, buf, count, FG_F32, 0, st) != 0) return -1;
+    double t0 = now_s();
+    for (int i = 0; i < iters; i++)
+      if (c->ops->all_reduce(c, buf, count, FG_F32, 0, st) != 0) return -1;
+    double t = (now_s() - t0) / iters;
+    double algbw = (double)bytes / t / 1e9;
+    /* Open MPI's own MPI_Allreduce (order not fixed) on the same buffer,
+     * for reference. */
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double t1 = now_s();
+    for (int i = 0; i < iters; i++)
+      MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double tm = (now_s() - t1) / iters;
+    if (c->rank == 0)
+      printf("FG allreduce_busbw ranks %d size %9lld B  time %10.1f us  algbw %6.3f GB/s  busbw "
+             "%6.3f GB/s  (MPI_Allreduce: %10.1f us, busbw %6.3f GB/s)\n",
+             n, (long long)bytes, t * 1e6, algbw, algbw * 2.0 * (n - 1) / n, tm * 1e6,
+             (double)bytes / tm / 1e9 * 2.0 * (n - 1) / n);
+    free(buf);
+  }
+  return 0;
+}
+
+static fg_tensor *random_f32(int rank, const int64_t *dims, double bound, uint64_t *s,
+                             fg_status *st) {
+  fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, st);
+  if (!t) return NULL;
+  float *d = fg_tensor_data(t);
+  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    d[i] = (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1) * (float)bound;
+  }
+  return t;
+}
+
+/* fg_bench.c's mlp_large_train with an unknown batch dimension, so each
+ * rank feeds its shard. */
+static fg_graph *build_mlp_large(fg_status *st) {
+  static const int widths[4] = {1024, 2048, 2048, 1000};
+  fg_graph *g = fg_graph_new();
+  uint64_t rng = 42;
+  int64_t xd[2] = {FG_DIM_UNKNOWN, 1024}, yd[1] = {FG_DIM_UNKNOWN};
+  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd);
+  fg_output labels = fg_placeholder(g, "y", FG_I32, 1, yd);
+  for (int l = 0; l < 3; l++) {
+    int64_t wd[2] = {widths[l], widths[l + 1]}, bd[1] = {widths[l + 1]};
+    double bound = 1.0 / sqrt((double)widths[l]);
+    fg_tensor *w = random_f32(2, wd, bound, &rng, st), *b = random_f32(1, bd, bound, &rng, st);
+    char wn[32], bn[32];
+    snprintf(wn, sizeof wn, "dense%d/w", l + 1);
+    snprintf(bn, sizeof bn, "dense%d/b", l + 1);
+    h = fg_add(g, fg_matmul(g, h, fg_variable(g, wn, w), 0, 0), fg_variable(g, bn, b));
+    if (l < 2) h = fg_relu(g, h);
+    fg_tensor_free(w);
+    fg_tensor_free(b);
+  }
+  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, labels), "loss");
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  cfg.learning_rate = 0.01;
+  if (fg_minimize(g, loss, NULL, 0, &cfg, st).node < 0 || fg_graph_status(g, st) != FG_OK) {
+    fg_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+static int dp(fg_comm *c, int64_t bucket, fg_status *st) {
+  const int batch = 256, steps = 6, warmup = 1;
+  int shard = batch / c->size;
+  fg_graph *g = build_mlp_large(st);
+  if (!g) return -1;
+  const char *bi[] = {"x", "y"};
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  o.bucket_bytes = bucket;
+  fg_graph *dg = fg_data_parallel(g, 1, bi, 2, &o, st);
+  fg_graph_free(g);
+  if (!dg) return -1;
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 1;
+  fg_session *s = fg_session_new(dg, &so, st);
+  if (!s || fg_session_set_comm(s, c, st) != 0) return -1;
+  int64_t xd[2] = {shard, 1024}, yd[1] = {shard};
+  uint64_t rng = 7 + (uint64_t)c->rank;
+  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
+  for (int i = 0; i < shard; i++)
+    ((int32_t *)fg_tensor_data(y))[i] = (i * 37 + c->rank) % 1000;
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *target = fg_graph_metadata(dg, "train_target");
+  double t0 = 0;
+  for (int i = 0; i < warmup + steps; i++) {
+    if (i == warmup) t0 = now_s();
+    if (fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st) != 0) return -1;
+  }
+  double t = now_s() - t0;
+  if (c->rank == 0)
+    printf("FG dp_scaling mlp_large_train ranks %d threads 1 bucket %lld B: %.1f images/s "
+           "(%.1f ms/step)\n",
+           c->size, (long long)bucket, batch * steps / t, t / steps * 1e3);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  fg_session_free(s);
+  fg_graph_free(dg);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: dist_bench busbw | dp BUCKET_BYTES\n");
+    return 2;
+  }
+  fg_status *st = fg_status_new();
+  fg_comm *c = fg_comm_mpi_new(120, st);
+  int rc = c ? 0 : -1;
+  if (c && strcmp(argv[1], "busbw") == 0) rc = busbw(c, st);
+  if (c && strcmp(argv[1], "dp") == 0) rc = dp(c, argc > 2 ? atoll(argv[2]) : 0, st);
+  if (rc != 0)
+    fprintf(stderr, "dist_bench: %s: %s\n", fg_code_name(fg_status_code(st)),
+            fg_status_message(st));
+  if (c) c->ops->free(c);
+  fg_status_free(st);
+  fg_mpi_shutdown(rc == 0 ? 0 : 1);
+  return rc == 0 ? 0 : 1;
+}

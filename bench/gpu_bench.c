@@ -1,0 +1,261 @@
+/* GPU benchmark driver: the CPU driver's models on cuda:0.
+ *
+ *   fg_bench_gpu CASE [--runs N] [--warmup N]
+ *
+ * CASE is gpu_op_overhead, gpu_mlp_small_train, gpu_mlp_large_train,
+ * gpu_mlp_large_train_tf32, cublas_peak or all. Each case prints the CPU
+ * driver's line format
+ *
+ *   FG <case> median_s=... min_s=... runs=N threads=1 [extra key=value ...]
+ *
+ * which bench/compare_torch_gpu.py parses; without a GPU (or in a build
+ * without the CUDA backend) every case prints "FG <case> skipped: no GPU"
+ * and the driver exits 0. A timed run is one fg_session_run: feeds copied to
+ * the device, the plan (replayed as a CUDA Graph from its third run on, the
+ * session default), fetches copied back, one synchronisation.
+ *
+ * The helpers (timing, median, the MLP builder, FLOP counts) are the CPU
+ * driver's: it is included with its main renamed, so both drivers time and
+ * build exactly the same way. cublas_peak is a plain cublasSgemm C = A B of
+ * 8192^3 on the device, in f32 and with TF32 tensor cores, the reference
+ * for the fraction of peak. */
+#define main fg_bench_cpu_main
+#include "fg_bench.c"
+#undef main
+
+#ifdef FG_HAVE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#endif
+
+/* Whether cuda:0 exists, asked through the public API: a session on it. */
+static int have_gpu(void) {
+  fg_graph *g = fg_graph_new();
+  int64_t d[1] = {1};
+  fg_relu(g, fg_placeholder(g, "x", FG_F32, 1, d));
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.device = "cuda:0";
+  fg_session *s = fg_session_new(g, &o, NULL);
+  int ok = s != NULL;
+  fg_session_free(s);
+  fg_graph_free(g);
+  return ok;
+}
+
+static fg_session *gpu_session(fg_graph *g, int graphs, int tf32, fg_status *st) {
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.device = "cuda:0";
+  o.cuda_graphs = graphs;
+  o.allow_tf32 = tf32;
+  return fg_session_new(g, &o, st);
+}
+
+static int gpu_op_overhead(const bench_opts *bo, fg_status *st) {
+  int runs = pick(bo->runs, 300), warmup = pick(bo->warmup, 30);
+  int64_t d[1] = {16};
+  uint64_t rng = 7;
+  fg_graph *g = fg_graph_new();
+  fg_tensor *c = random_f32(1, d, 1.0, &rng, st), *x = random_f32(1, d, 1.0, &rng, st);
+  double *times = calloc((size_t)runs, sizeof *times);
+  double *plain = calloc((size_t)runs, sizeof *plain);
+  fg_session *s = NULL, *sp = NULL;
+  int rc = 1;
+  if (!g || !c || !x || !times || !plain) goto done;
+  fg_output y = fg_placeholder(g, "x", FG_F32, 1, d);
+  fg_output k = fg_constant(g, "c", c);
+  for (int i = 0; i < OVERHEAD_NODES; i++)
+    y = fg_add(g, y, k);
+  fg_set_name(g, y, "y");
+  if (!(s = gpu_session(g, 0, 0, st)) || !(sp = gpu_session(g, -1, 0, st))) {
+    rc = fail("gpu_op_overhead: session", st);
+    goto done;
+  }
+  fg_feed feed = {"x", x};
+  const char *fetch = "y";
+  bench_run r = {s, &feed, 1, &fetch, 1, NULL, 0}, rp = {sp, &feed, 1, &fetch, 1, NULL, 0};
+  if (time_runs(&r, warmup, runs, times, st) != 0 || time_runs(&rp, warmup, runs, plain, st) != 0) {
+    rc = fail("gpu_op_overhead: run", st);
+    goto done;
+  }
+  /* y = x + 1000 c, as in the CPU case. */
+  fg_tensor *out = NULL;
+  if (fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) != 0) {
+    rc = fail("gpu_op_overhead: run", st);
+    goto done;
+  }
+  double max_err = 0;
+  const float *yp = fg_tensor_data(out), *xp = fg_tensor_data(x), *cp = fg_tensor_data(c);
+  for (int i = 0; i < 16; i++) {
+    double e = fabs((double)yp[i] - ((double)xp[i] + OVERHEAD_NODES * (double)cp[i]));
+    max_err = e > max_err ? e : max_err;
+  }
+  fg_tensor_free(out);
+  char extra[192];
+  double med = median(times, runs);
+  snprintf(extra, sizeof extra,
+           "nodes=%d per_node_s=%.9g no_cuda_graph_median_s=%.9g check_max_err=%.3g",
+           OVERHEAD_NODES, med / OVERHEAD_NODES, median(plain, runs), max_err);
+  print_line("gpu_op_overhead", times, runs, 1, extra);
+  rc = 0;
+done:
+  fg_session_free(s);
+  fg_session_free(sp);
+  fg_graph_free(g);
+  fg_tensor_free(c);
+  fg_tensor_free(x);
+  free(times);
+  free(plain);
+  return rc;
+}
+
+/* cublasSgemm C = A B, n^3, GFLOP/s (median of runs); -1 on failure. */
+static double cublas_gflops(int n, int tf32, int runs) {
+#ifdef FG_HAVE_CUDA
+  size_t bytes = (size_t)n * (size_t)n * sizeof(float);
+  float *a = NULL, *b = NULL, *c = NULL;
+  cublasHandle_t h = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  double result = -1;
+  double *t = calloc((size_t)runs, sizeof *t);
+  if (!t || cudaMalloc((void **)&a, bytes) != cudaSuccess ||
+      cudaMalloc((void **)&b, bytes) != cudaSuccess ||
+      cudaMalloc((void **)&c, bytes) != cudaSuccess || cublasCreate(&h) != CUBLAS_STATUS_SUCCESS ||
+      cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
+    goto done;
+  (void)cudaMemset(a, 0, bytes);
+  (void)cudaMemset(b, 0, bytes);
+  cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  const float one = 1, zero = 0;
+  for (int i = -2; i < runs; i++) {
+    cudaEventRecord(e0, 0);
+    if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n) !=
+        CUBLAS_STATUS_SUCCESS)
+      goto done;
+    cudaEventRecord(e1, 0);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i >= 0) t[i] = ms * 1e-3;
+  }
+  result = 2.0 * n * (double)n * n / median(t, runs) / 1e9;
+done:
+  if (h) cublasDestroy(h);
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  cudaFree(a), cudaFree(b), cudaFree(c);
+  free(t);
+  return result;
+#else
+  (void)n, (void)tf32, (void)runs;
+  return -1;
+#endif
+}
+
+static int gpu_mlp(const mlp_shape *m, const char *name, int tf32, int with_peak,
+                   const bench_opts *bo, fg_status *st) {
+  int runs = pick(bo->runs, m->runs * 4), warmup = pick(bo->warmup, m->warmup + 3);
+  uint64_t rng = 11;
+  int64_t xd[2] = {m->batch, m->widths[0]}, yd[1] = {m->batch};
+  fg_graph *g = build_mlp(m, st);
+  if (!g) return fail(name, st);
+  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
+  double *times = calloc((size_t)runs, sizeof *times);
+  fg_session *s = NULL;
+  int rc = 1;
+  if (!x || !y || !times) goto done;
+  int32_t *yp = fg_tensor_data(y);
+  for (int i = 0; i < m->batch; i++)
+    yp[i] = (int32_t)(splitmix64(&rng) % (uint64_t)m->widths[m->n_layers]);
+  if (!(s = gpu_session(g, 0, tf32, st))) {
+    rc = fail(name, st);
+    goto done;
+  }
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *target = "train", *loss_name = "loss";
+  bench_run r = {s, feeds, 2, NULL, 0, &target, 1};
+  bench_run probe = {s, feeds, 2, &loss_name, 1, NULL, 0};
+  double loss0 = 0, loss1 = 0;
+  if (fetch_scalar(&probe, &loss0, st) != 0 || time_runs(&r, warmup, runs, times, st) != 0 ||
+      fetch_scalar(&probe, &loss1, st) != 0) {
+    rc = fail(name, st);
+    goto done;
+  }
+  fg_session_free(s);
+  s = NULL;
+  double flops = mlp_flops(m, 0), med = median(times, runs);
+  char extra[320];
+  int len =
+      snprintf(extra, sizeof extra, "flops=%.6g gflops=%.4g loss_first=%.6g loss_last=%.6g tf32=%d",
+               flops, flops / med / 1e9, loss0, loss1, tf32);
+  if (with_peak) {
+    double peak = cublas_gflops(8192, tf32, 10);
+    if (peak > 0)
+      snprintf(extra + len, sizeof extra - (size_t)len, " cublas_gflops=%.6g fraction=%.4f", peak,
+               flops / med / 1e9 / peak);
+  }
+  print_line(name, times, runs, 1, extra);
+  rc = 0;
+done:
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  free(times);
+  return rc;
+}
+
+static const char *const GPU_CASES[] = {"gpu_op_overhead", "gpu_mlp_small_train",
+                                        "gpu_mlp_large_train", "gpu_mlp_large_train_tf32",
+                                        "cublas_peak"};
+#define N_GPU_CASES ((int)(sizeof GPU_CASES / sizeof GPU_CASES[0]))
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: fg_bench_gpu CASE [--runs N] [--warmup N]\n  CASE:");
+    for (int i = 0; i < N_GPU_CASES; i++)
+      fprintf(stderr, " %s", GPU_CASES[i]);
+    fprintf(stderr, " all\n");
+    return 2;
+  }
+  const char *which = argv[1];
+  bench_opts bo = {-1, -1, 0};
+  for (int i = 2; i < argc; i++) {
+    int *dst = !strcmp(argv[i], "--runs")     ? &bo.runs
+               : !strcmp(argv[i], "--warmup") ? &bo.warmup
+                                              : NULL;
+    if (!dst || i + 1 >= argc || parse_int(argv[++i], dst == &bo.runs ? 1 : 0, 1000000, dst) != 0)
+      return 2;
+  }
+  int all = !strcmp(which, "all"), known = all;
+  for (int i = 0; i < N_GPU_CASES; i++)
+    known |= !strcmp(which, GPU_CASES[i]);
+  if (!known) {
+    fprintf(stderr, "fg_bench_gpu: unknown case '%s'\n", which);
+    return 2;
+  }
+  if (!have_gpu()) {
+    for (int i = 0; i < N_GPU_CASES; i++)
+      if (all || !strcmp(which, GPU_CASES[i])) printf("FG %s skipped: no GPU\n", GPU_CASES[i]);
+    return 0;
+  }
+  fg_status *st = fg_status_new();
+  if (!st) return 1;
+  int rc = 0;
+#define CASE(name, call)                                                                           \
+  if (all || !strcmp(which, name)) rc |= (call);
+  CASE("gpu_op_overhead", gpu_op_overhead(&bo, st));
+  CASE("gpu_mlp_small_train", gpu_mlp(&MLP_SMALL, "gpu_mlp_small_train", 0, 0, &bo, st));
+  CASE("gpu_mlp_large_train", gpu_mlp(&MLP_LARGE, "gpu_mlp_large_train", 0, 1, &bo, st));
+  CASE("gpu_mlp_large_train_tf32", gpu_mlp(&MLP_LARGE, "gpu_mlp_large_train_tf32", 1, 1, &bo, st));
+#undef CASE
+  if (all || !strcmp(which, "cublas_peak")) {
+    double f32 = cublas_gflops(8192, 0, 10), tf32 = cublas_gflops(8192, 1, 10);
+    printf("FG cublas_peak median_s=0 min_s=0 runs=10 threads=1 f32_gflops=%.6g tf32_gflops=%.6g\n",
+           f32, tf32);
+    rc |= f32 > 0 && tf32 > 0 ? 0 : 1;
+  }
+  fg_status_free(st);
+  return rc;
+}

@@ -1,0 +1,273 @@
+/* The in-process communicator (dist/comm.h): ranks are threads sharing
+ * memory. A collective is a generation of the group: every rank publishes
+ * its buffer pointer and waits at a barrier; then each rank reduces its own
+ * 1/n slice of the elements, summing the ranks' values in rank order
+ * 0 + 1 + ... + n-1 (so every rank and every run gets the same bits, the
+ * same as the MPI communicator's order), writing the result into every
+ * rank's buffer; a second barrier ends the collective. Waiting uses a
+ * condition variable with a deadline: a rank that does not arrive makes the
+ * others fail with FG_DEADLINE_EXCEEDED (BAD_INPUTS M1), never hang. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/comm_inproc.h"
+#include "flowgraph/dist.h"
+
+typedef struct group {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int size;
+  int refs;            /* handles not yet freed */
+  int arrived;         /* ranks at the current barrier */
+  unsigned long phase; /* barrier generation */
+  int aborted;
+  char why[256];
+  void **bufs; /* per rank, published before the first barrier */
+  uint64_t *u64;
+} group;
+
+typedef struct inproc {
+  fg_comm base;
+  group *g;
+} inproc;
+
+static void deadline_after(double s, struct timespec *ts) {
+  clock_gettime(CLOCK_REALTIME, ts);
+  double whole = (double)(long)s;
+  ts->tv_sec += (time_t)whole;
+  ts->tv_nsec += (long)((s - whole) * 1e9);
+  if (ts->tv_nsec >= 1000000000L) ts->tv_sec++, ts->tv_nsec -= 1000000000L;
+}
+
+static double timeout_of(const fg_comm *c) { return c->timeout_s > 0 ? c->timeout_s : 60.0; }
+
+/* Waits until every rank reached this barrier. 0, or -1 with st set. */
+static int barrier(inproc *h, const char *what, fg_status *st) {
+  group *g = h->g;
+  struct timespec dl;
+  deadline_after(timeout_of(&h->base), &dl);
+  pthread_mutex_lock(&g->lock);
+  if (g->aborted) goto aborted;
+  unsigned long phase = g->phase;
+  if (++g->arrived == g->size) {
+    g->arrived = 0;
+    g->phase++;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+    return 0;
+  }
+  while (g->phase == phase && !g->aborted) {
+    if (pthread_cond_timedwait(&g->cond, &g->lock, &dl) == ETIMEDOUT && g->phase == phase) {
+      int arrived = g->arrived;
+      /* This rank gives up: the group is broken for everyone. */
+      g->aborted = 1;
+      snprintf(g->why, sizeof g->why, "rank %d timed out in %s", h->base.rank, what);
+      pthread_cond_broadcast(&g->cond);
+      pthread_mutex_unlock(&g->lock);
+      fg_status_set(st, FG_DEADLINE_EXCEEDED,
+                    "in-process %s: rank %d of %d waited %.3g s, only %d rank%s arrived (timeout)",
+                    what, h->base.rank, g->size, timeout_of(&h->base), arrived,
+                    arrived == 1 ? "" : "s");
+      return -1;
+    }
+  }
+  if (g->phase != phase) {
+    pthread_mutex_unlock(&g->lock);
+    return 0;
+  }
+aborted:
+  pthread_mutex_unlock(&g->lock);
+  fg_status_set(st, FG_DEADLINE_EXCEEDED, "in-process %s on rank %d: group aborted (%s)", what,
+                h->base.rank, g->why);
+  return -1;
+}
+
+static size_t dtype_size(fg_dtype dt) {
+  switch (dt) {
+  case FG_F32:
+  case FG_I32: return 4;
+  case FG_F64:
+  case FG_I64: return 8;
+  default: return 0;
+  }
+}
+
+#define SUM_SLICE(T)                                                                               \
+  do {                                                                                             \
+    for (int64_t i = lo; i < hi; i++) {                                                            \
+      T acc = ((T *)g->bufs[0])[i];                                                                \
+      for (int r = 1; r < n; r++)                                                                  \
+        acc += ((T *)g->bufs[r])[i];                                                               \
+      if (mean) acc /= (T)n;                                                                       \
+      for (int r = 0; r < n; r++)                                                                  \
+        ((T *)g->bufs[r])[i] = acc;                                                                \
+    }                                                                                              \
+  } while (0)
+
+static int ip_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean,
+                         fg_status *st) {
+  inproc *h = (inproc *)c;
+  group *g = h->g;
+  if (count < 0 || (count > 0 && !buf) || dtype_size(dtype) == 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "in-process all_reduce: bad buffer (%lld elements, %s)",
+                  (long long)count, fg_dtype_name(dtype));
+    return -1;
+  }
+  int n = g->size;
+  if (n == 1) {
+    /* The mean of one value is the value. */
+    return 0;
+  }
+  /* Buffers are published under the lock; the barrier's mutex hand-off
+   * orders them before the other ranks read. Counts must agree: every rank
+   * runs the same graph. */
+  pthread_mutex_lock(&g->lock);
+  g->bufs[c->rank] = buf;
+  g->u64[c->rank] = (uint64_t)count;
+  pthread_mutex_unlock(&g->lock);
+  if (barrier(h, "all_reduce", st) != 0) return -1;
+  for (int r = 0; r < n; r++)
+    if (g->u64[r] != (uint64_t)count) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "in-process all_reduce: rank %d has %lld elements, rank %d has %lld", c->rank,
+                    (long long)count, r, (long long)g->u64[r]);
+      /* Still take part in the closing barrier so the others are not left
+       * waiting; they see the same mismatch. */
+      barrier(h, "all_reduce", NULL);
+      return -1;
+    }
+  int64_t per = (count + n - 1) / n;
+  int64_t lo = per * c->rank, hi = lo + per;
+  if (lo > count) lo = count;
+  if (hi > count) hi = count;
+  switch (dtype) {
+  case FG_F32: SUM_SLICE(float); break;
+  case FG_F64: SUM_SLICE(double); break;
+  case FG_I32: SUM_SLICE(int32_t); break;
+  default: SUM_SLICE(int64_t); break;
+  }
+  return barrier(h, "all_reduce", st);
+}
+
+static int ip_all_gather_u64(fg_comm *c, uint64_t value, uint64_t *out, fg_status *st) {
+  inproc *h = (inproc *)c;
+  group *g = h->g;
+  if (!out) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "in-process all_gather: out is NULL");
+    return -1;
+  }
+  pthread_mutex_lock(&g->lock);
+  g->u64[c->rank] = value;
+  pthread_mutex_unlock(&g->lock);
+  if (barrier(h, "all_gather", st) != 0) return -1;
+  pthread_mutex_lock(&g->lock);
+  memcpy(out, g->u64, (size_t)g->size * sizeof *out);
+  pthread_mutex_unlock(&g->lock);
+  /* Nobody may overwrite u64 before every rank copied it. */
+  return barrier(h, "all_gather", st);
+}
+
+static int ip_broadcast(fg_comm *c, void *buf, int64_t bytes, int root, fg_status *st) {
+  inproc *h = (inproc *)c;
+  group *g = h->g;
+  if (root < 0 || root >= g->size || bytes < 0 || (bytes > 0 && !buf)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "in-process broadcast: root %d of %d, %lld bytes", root,
+                  g->size, (long long)bytes);
+    return -1;
+  }
+  pthread_mutex_lock(&g->lock);
+  g->bufs[c->rank] = buf;
+  pthread_mutex_unlock(&g->lock);
+  if (barrier(h, "broadcast", st) != 0) return -1;
+  if (c->rank != root && bytes > 0) memcpy(buf, g->bufs[root], (size_t)bytes);
+  return barrier(h, "broadcast", st);
+}
+
+static void ip_free(fg_comm *c) {
+  if (!c) return;
+  inproc *h = (inproc *)c;
+  group *g = h->g;
+  pthread_mutex_lock(&g->lock);
+  int last = --g->refs == 0;
+  pthread_mutex_unlock(&g->lock);
+  if (last) {
+    pthread_mutex_destroy(&g->lock);
+    pthread_cond_destroy(&g->cond);
+    free(g->bufs);
+    free(g->u64);
+    free(g);
+  }
+  free(h);
+}
+
+static const fg_comm_ops inproc_ops = {ip_all_reduce, ip_all_gather_u64, ip_broadcast, ip_free};
+
+int fg_comm_inproc_group(int size, double timeout_s, fg_comm **handles, fg_status *st) {
+  if (size < 1 || size > FG_MAX_CPU_DEVICES || !handles) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "in-process communicator: %d ranks; must be 1 to %d",
+                  size, FG_MAX_CPU_DEVICES);
+    return -1;
+  }
+  group *g = calloc(1, sizeof *g);
+  if (g) {
+    g->bufs = calloc((size_t)size, sizeof *g->bufs);
+    g->u64 = calloc((size_t)size, sizeof *g->u64);
+  }
+  if (!g || !g->bufs || !g->u64) goto oom;
+  pthread_mutex_init(&g->lock, NULL);
+  pthread_cond_init(&g->cond, NULL);
+  g->size = size;
+  for (int r = 0; r < size; r++) {
+    inproc *h = calloc(1, sizeof *h);
+    if (!h) {
+      for (int q = 0; q < r; q++)
+        ip_free(handles[q]);
+      if (r == 0) {
+        pthread_mutex_destroy(&g->lock);
+        pthread_cond_destroy(&g->cond);
+        goto oom;
+      }
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "in-process communicator: out of memory");
+      return -1;
+    }
+    h->base = (fg_comm){&inproc_ops, r, size, timeout_s > 0 ? timeout_s : 0};
+    h->g = g;
+    g->refs++;
+    handles[r] = &h->base;
+  }
+  return 0;
+oom:
+  if (g) {
+    free(g->bufs);
+    free(g->u64);
+  }
+  free(g);
+  fg_status_set(st, FG_RESOURCE_EXHAUSTED, "in-process communicator: out of memory");
+  return -1;
+}
+
+void fg_comm_inproc_abort(fg_comm *c, const char *why) {
+  if (!c || c->ops != &inproc_ops) return;
+  group *g = ((inproc *)c)->g;
+  pthread_mutex_lock(&g->lock);
+  if (!g->aborted) {
+    g->aborted = 1;
+    snprintf(g->why, sizeof g->why, "%s", why ? why : "a peer failed");
+  }
+  pthread_cond_broadcast(&g->cond);
+  pthread_mutex_unlock(&g->lock);
+}
+
+void fg_comm_inproc_reset(fg_comm *c) {
+  if (!c || c->ops != &inproc_ops) return;
+  group *g = ((inproc *)c)->g;
+  pthread_mutex_lock(&g->lock);
+  g->aborted = 0;
+  g->arrived = 0;
+  g->why[0] = '\0';
+  pthread_mutex_unlock(&g->lock);
+}

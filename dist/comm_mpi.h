@@ -1,0 +1,53 @@
+/* The MPI communicator (dist/comm.h over Open MPI), for data parallelism
+ * across processes: `mpirun -np N flowgraph train ... --dist mpi`.
+ *
+ * Collectives are nonblocking MPI calls polled against a deadline, so a
+ * peer that died or is stuck gives FG_DEADLINE_EXCEEDED on the survivors
+ * within the timeout (BAD_INPUTS M1) instead of a hang. After a deadline or
+ * MPI error the communicator is broken: every later call fails at once, and
+ * the process should report and exit (fg_mpi_shutdown(1)); MPI may still
+ * own buffers of the abandoned operation, so it cannot continue safely.
+ *
+ * all_reduce sums in rank order 0, 1, ..., n-1 (a reduce-scatter where the
+ * owner of each chunk adds the contributions in that order, then an
+ * all-gather), so every rank gets the same bits, and the same bits as the
+ * in-process communicator on the same data. The mean divides the sum by n.
+ *
+ * In a build without MPI (FG_HAVE_MPI unset) every function below exists and
+ * fg_comm_mpi_new fails with FG_UNIMPLEMENTED. */
+#ifndef FG_DIST_COMM_MPI_H
+#define FG_DIST_COMM_MPI_H
+
+#include "dist/comm.h"
+
+/* 1 when this build has the MPI communicator. */
+int fg_mpi_built(void);
+/* 1 when the process looks started by mpirun/mpiexec (Open MPI's or PMI's
+ * environment), so a plain run can say why --dist mpi is refused. */
+int fg_mpi_launched(void);
+
+/* Initialises MPI on first use (MPI_THREAD_SERIALIZED: calls may come from
+ * any pool thread, one at a time) and returns a handle on a duplicate of
+ * MPI_COMM_WORLD with MPI_ERRORS_RETURN. timeout_s <= 0 means the default
+ * (60 s). Free with c->ops->free. */
+fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st);
+
+/* M2: every rank passes its hash of `what` (e.g. "graph"); returns 0 when
+ * all agree, else -1 with FG_INVALID_ARGUMENT naming the ranks and both
+ * hashes ("rank 0 has graph hash 0x..., rank 1 has 0x..."). Works over any
+ * communicator (all_gather_u64). */
+int fg_comm_check_same_u64(fg_comm *c, uint64_t value, const char *what, fg_status *st);
+
+/* FNV-1a over bytes, chained through `h` (start with FG_HASH_SEED), for the
+ * graph hash of the check above. */
+#define FG_HASH_SEED 14695981039346656037ull
+uint64_t fg_hash_bytes(uint64_t h, const void *data, size_t n);
+
+/* Ends MPI for the process. code 0: MPI_Finalize when every communicator
+ * finished cleanly, then returns. Otherwise flushes stdio and _exits with
+ * `code` without MPI_Finalize, which would wait for operations a dead or
+ * stuck peer never completes; mpirun then ends the other ranks. No-op for
+ * code 0 when MPI was never initialised. */
+void fg_mpi_shutdown(int code);
+
+#endif

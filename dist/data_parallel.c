@@ -1,0 +1,394 @@
+/* fg_data_parallel: replicate a training graph over N devices (or leave it
+ * whole for one process per replica) and insert bucketed all_reduce nodes
+ * on the gradients before the optimizer updates. See flowgraph/dist.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flowgraph/dist.h"
+#include "graph/op_table.h"
+
+void fg_data_parallel_options_init(fg_data_parallel_options *opts) {
+  if (!opts) return;
+  memset(opts, 0, sizeof *opts);
+  opts->bucket_bytes = FG_DEFAULT_BUCKET_BYTES;
+  opts->device_type = "cpu";
+}
+
+/* Input index of the gradient in an optimizer update, -1 for other ops. */
+static int grad_input(int op) {
+  switch (op) {
+  case FG_OP_APPLY_SGD: return 1;
+  case FG_OP_APPLY_MOMENTUM: return 2;
+  case FG_OP_APPLY_ADAM: return 3;
+  default: return -1;
+  }
+}
+
+typedef struct grad {
+  fg_output src; /* in the original graph */
+  size_t bytes;
+  int64_t elems;
+  fg_dtype dtype;
+  int bucket;
+} grad;
+
+typedef struct dp {
+  const fg_graph *g;
+  fg_graph *ng;
+  int n; /* replicas */
+  const fg_data_parallel_options *o;
+  int *map; /* [r * n_nodes + node]: new node id, -1 = not yet */
+  grad *grads;
+  int n_grads;
+  int n_buckets;
+  int *bucket_end; /* per bucket: one past its last grad */
+  int emitted;     /* buckets emitted so far (in order) */
+  fg_output *red;  /* [r * n_grads + j]: the reduced gradient in the new graph */
+  fg_output *prev; /* per replica: the previous bucket's all_reduce */
+} dp;
+
+static int *mapped(dp *d, int r, int node) { return &d->map[(size_t)r * d->g->n_nodes + node]; }
+
+static int grad_index(const dp *d, fg_output o) {
+  for (int j = 0; j < d->n_grads; j++)
+    if (d->grads[j].src.node == o.node && d->grads[j].src.index == o.index) return j;
+  return -1;
+}
+
+static void place(dp *d, fg_output o, int r) {
+  if (d->n <= 1 || o.node < 0) return;
+  char dev[48];
+  snprintf(dev, sizeof dev, "%s:%d", d->o->device_type ? d->o->device_type : "cpu",
+           d->o->first_device + r);
+  fg_set_device(d->ng, o, dev);
+}
+
+static const char *replica_name(const dp *d, int r, const char *name, char *buf, size_t size) {
+  if (d->n <= 1) return name;
+  snprintf(buf, size, "replica_%d/%s", r, name);
+  return buf;
+}
+
+/* Sets the automatic-name scope for replica r's bucket nodes. */
+static void bucket_scope(dp *d, int r, int k) {
+  char scope[96];
+  if (d->n <= 1)
+    snprintf(scope, sizeof scope, "data_parallel/bucket_%d/", k);
+  else
+    snprintf(scope, sizeof scope, "replica_%d/data_parallel/bucket_%d/", r, k);
+  fg_graph_set_scope(d->ng, scope);
+}
+
+/* Bucket k for every replica: flatten + concat, one all_reduce (after the
+ * previous bucket's, so all ranks issue collectives in one order), split
+ * back into the gradients' shapes. */
+static void emit_bucket(dp *d, int k) {
+  int lo = k ? d->bucket_end[k - 1] : 0, hi = d->bucket_end[k];
+  fg_attrs *a = fg_attrs_new();
+  fg_attrs_set_int(a, "mean", 1);
+  for (int r = 0; r < d->n; r++) {
+    bucket_scope(d, r, k);
+    fg_output in[2];
+    int n_in = 1;
+    fg_output *flat = malloc((size_t)(hi - lo) * sizeof *flat);
+    if (!flat) {
+      fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
+      break;
+    }
+    for (int j = lo; j < hi; j++) {
+      fg_output src = d->grads[j].src;
+      fg_output gr = {*mapped(d, r, src.node), src.index};
+      int64_t m1 = -1;
+      flat[j - lo] = hi - lo == 1 ? gr : fg_reshape(d->ng, gr, 1, &m1);
+      place(d, flat[j - lo], r);
+    }
+    in[0] = hi - lo == 1 ? flat[0] : fg_concat(d->ng, flat, hi - lo, 0);
+    free(flat);
+    place(d, in[0], r);
+    if (d->prev[r].node >= 0) in[n_in++] = d->prev[r];
+    char name[96];
+    if (d->n <= 1)
+      snprintf(name, sizeof name, "data_parallel/all_reduce_%d", k);
+    else
+      snprintf(name, sizeof name, "replica_%d/data_parallel/all_reduce_%d", r, k);
+    fg_output ar = fg_op(d->ng, "all_reduce", name, in, n_in, a);
+    place(d, ar, r);
+    d->prev[r] = ar;
+    int64_t off = 0;
+    for (int j = lo; j < hi; j++) {
+      fg_output *out = &d->red[(size_t)r * d->n_grads + j];
+      if (hi - lo == 1) {
+        *out = ar;
+        continue;
+      }
+      const fg_tinfo *ti = fg_graph_tinfo(d->g, d->grads[j].src);
+      int64_t begin = off, size = d->grads[j].elems;
+      fg_output sl = fg_slice(d->ng, ar, 1, &begin, &size);
+      place(d, sl, r);
+      *out = fg_reshape(d->ng, sl, ti->rank, ti->dims);
+      place(d, *out, r);
+      off += size;
+    }
+  }
+  fg_attrs_free(a);
+  fg_graph_set_scope(d->ng, NULL);
+}
+
+/* Emits the next buckets whose gradients all exist. */
+static void emit_ready_buckets(dp *d) {
+  while (d->emitted < d->n_buckets) {
+    int k = d->emitted, lo = k ? d->bucket_end[k - 1] : 0;
+    for (int j = lo; j < d->bucket_end[k]; j++)
+      if (*mapped(d, 0, d->grads[j].src.node) < 0) return;
+    emit_bucket(d, k);
+    d->emitted++;
+  }
+}
+
+/* Copies node i for every replica if its inputs exist; 1 when done. */
+static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
+  const fg_graph *g = d->g;
+  const fg_node *nd = &g->nodes[i];
+  int gi = grad_input(nd->op);
+  for (int k = 0; k < nd->n_inputs; k++) {
+    if (*mapped(d, 0, nd->inputs[k].node) < 0) return 0;
+    if (k == gi && d->red[grad_index(d, nd->inputs[k])].node < 0) return 0;
+  }
+  if (nd->op == FG_OP_PLACEHOLDER) {
+    fg_output ph = fg_op(d->ng, "placeholder", nd->name, NULL, 0, &nd->attrs);
+    if (nd->device) fg_set_device(d->ng, ph, nd->device);
+    int is_batch = 0;
+    for (int b = 0; b < n_batch; b++)
+      is_batch |= strcmp(batch[b], nd->name) == 0;
+    for (int r = 0; r < d->n; r++) {
+      fg_output o = ph;
+      if (is_batch && d->n > 1) {
+        char name[300];
+        fg_attrs *a = fg_attrs_new();
+        fg_attrs_set_int(a, "index", r);
+        fg_attrs_set_int(a, "count", d->n);
+        snprintf(name, sizeof name, "replica_%d/%s/shard", r, nd->name);
+        o = fg_op(d->ng, "shard", name, &ph, 1, a);
+        fg_attrs_free(a);
+        place(d, o, r);
+      }
+      *mapped(d, r, i) = o.node;
+    }
+    return 1;
+  }
+  fg_output in_stack[8],
+      *in = nd->n_inputs <= 8 ? in_stack : malloc((size_t)nd->n_inputs * sizeof *in);
+  if (!in) {
+    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
+    return 1;
+  }
+  for (int r = 0; r < d->n; r++) {
+    for (int k = 0; k < nd->n_inputs; k++) {
+      fg_output src = nd->inputs[k];
+      in[k] = k == gi ? d->red[(size_t)r * d->n_grads + grad_index(d, src)]
+                      : (fg_output){*mapped(d, r, src.node), src.index};
+    }
+    char buf[600];
+    /* Replica 0's variables keep their names: fg_session_variable, saving
+     * and resuming see the model under its own names. */
+    const char *name = r == 0 && nd->op == FG_OP_VARIABLE
+                           ? nd->name
+                           : replica_name(d, r, nd->name, buf, sizeof buf);
+    fg_output o = fg_op(d->ng, fg_op_table[nd->op].name, name, in, nd->n_inputs, &nd->attrs);
+    if (d->n > 1)
+      place(d, o, r);
+    else if (nd->device)
+      fg_set_device(d->ng, o, nd->device);
+    *mapped(d, r, i) = o.node;
+    if (o.node < 0) break;
+  }
+  if (in != in_stack) free(in);
+  return 1;
+}
+
+static int fail(fg_status *st, fg_code code, const char *fmt, const char *a, const char *b) {
+  fg_status_set(st, code, fmt, a, b);
+  return -1;
+}
+
+/* The gradients the updates consume, in the order they become ready, cut
+ * into buckets. */
+static int collect_grads(dp *d, fg_status *st) {
+  const fg_graph *g = d->g;
+  d->grads = calloc((size_t)g->n_nodes + 1, sizeof *d->grads);
+  if (!d->grads)
+    return fail(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory%s%s", "", "");
+  for (int i = 0; i < g->n_nodes; i++) {
+    int gi = grad_input(g->nodes[i].op);
+    if (gi < 0 || gi >= g->nodes[i].n_inputs) continue;
+    fg_output src = g->nodes[i].inputs[gi];
+    const fg_node *p = &g->nodes[src.node];
+    if (strncmp(p->name, "gradients", 9) != 0)
+      return fail(st, FG_UNIMPLEMENTED,
+                  "fg_data_parallel: the gradient of update '%s' comes from '%s', not from "
+                  "fg_gradients (gradient clipping by global norm is not supported: the norm "
+                  "would be computed per replica)",
+                  g->nodes[i].name, p->name);
+    if (grad_index(d, src) >= 0) continue;
+    const fg_tinfo *ti = fg_graph_tinfo(g, src);
+    grad gr = {src, 0, 0, ti->dtype, 0};
+    if (fg_tinfo_bytes(ti, &gr.bytes) != 0 || fg_shape_elements(ti->rank, ti->dims, &gr.elems))
+      return fail(st, FG_INVALID_ARGUMENT,
+                  "fg_data_parallel: gradient '%s' of update '%s' has an unknown shape", p->name,
+                  g->nodes[i].name);
+    /* Insertion sort by producer id: the backward pass makes them in node
+     * order, so this is the order they become ready. */
+    int j = d->n_grads++;
+    while (j > 0 && d->grads[j - 1].src.node > src.node) {
+      d->grads[j] = d->grads[j - 1];
+      j--;
+    }
+    d->grads[j] = gr;
+  }
+  if (d->n_grads == 0)
+    return fail(st, FG_INVALID_ARGUMENT,
+                "fg_data_parallel: the graph has no optimizer update (apply_*)%s%s; build it with "
+                "fg_minimize first",
+                "", "");
+  d->bucket_end = malloc((size_t)d->n_grads * sizeof *d->bucket_end);
+  if (!d->bucket_end)
+    return fail(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory%s%s", "", "");
+  int64_t cap = d->o->bucket_bytes > 0 ? d->o->bucket_bytes : FG_DEFAULT_BUCKET_BYTES;
+  size_t fill = 0;
+  for (int j = 0; j < d->n_grads; j++) {
+    int start = j == 0 || d->grads[j].dtype != d->grads[j - 1].dtype ||
+                fill + d->grads[j].bytes > (uint64_t)cap;
+    if (start && j > 0) d->bucket_end[d->n_buckets++] = j;
+    if (start) fill = 0;
+    fill += d->grads[j].bytes;
+  }
+  d->bucket_end[d->n_buckets++] = d->n_grads;
+  return 0;
+}
+
+fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *batch_inputs,
+                           int n_batch_inputs, const fg_data_parallel_options *opts,
+                           fg_status *st) {
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  if (opts) o = *opts;
+  if (!g || replicas < 1 || replicas > FG_MAX_CPU_DEVICES || n_batch_inputs < 0 ||
+      (n_batch_inputs > 0 && !batch_inputs) || o.bucket_bytes < 0 || o.first_device < 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_data_parallel: %s (replicas %d must be 1 to %d; bucket_bytes %lld and "
+                  "first_device %d must be >= 0)",
+                  !g ? "graph is NULL" : "bad argument", replicas, FG_MAX_CPU_DEVICES,
+                  (long long)o.bucket_bytes, o.first_device);
+    return NULL;
+  }
+  if (fg_graph_status(g, st) != FG_OK) return NULL;
+  if (o.device_type && strcmp(o.device_type, "cpu") != 0 && strcmp(o.device_type, "cuda") != 0) {
+    fail(st, FG_INVALID_ARGUMENT,
+         "fg_data_parallel: device_type '%s' must be \"cpu\" or \"cuda\"%s", o.device_type, "");
+    return NULL;
+  }
+  for (int b = 0; b < n_batch_inputs; b++) {
+    int id = batch_inputs[b] ? fg_graph_find(g, batch_inputs[b]) : -1;
+    if (id < 0 || g->nodes[id].op != FG_OP_PLACEHOLDER) {
+      fail(st, id < 0 ? FG_NOT_FOUND : FG_INVALID_ARGUMENT, "fg_data_parallel: batch input '%s' %s",
+           batch_inputs[b] ? batch_inputs[b] : "(null)",
+           id < 0 ? "is not a node of the graph" : "is not a placeholder");
+      return NULL;
+    }
+  }
+  const char *loss_name = fg_graph_metadata(g, "loss");
+  const char *target_name = fg_graph_metadata(g, "train_target");
+  fg_output loss = loss_name ? fg_graph_find_output(g, loss_name) : FG_NO_OUTPUT;
+  int target = target_name ? fg_graph_find(g, target_name) : -1;
+  if (loss.node < 0 || target < 0) {
+    fail(st, FG_INVALID_ARGUMENT,
+         "fg_data_parallel: the graph needs metadata \"loss\" and \"train_target\" naming nodes "
+         "(as fg_minimize records them); found loss '%s', train_target '%s'",
+         loss_name ? loss_name : "(none)", target_name ? target_name : "(none)");
+    return NULL;
+  }
+
+  dp d = {g, fg_graph_new(), replicas, &o, NULL, NULL, 0, 0, NULL, 0, NULL, NULL};
+  int n = g->n_nodes;
+  d.map = malloc((size_t)replicas * (size_t)n * sizeof *d.map + 1);
+  d.prev = malloc((size_t)replicas * sizeof *d.prev);
+  char *done = calloc((size_t)n + 1, 1);
+  fg_graph *result = NULL;
+  if (!d.ng || !d.map || !d.prev || !done) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < (size_t)replicas * (size_t)n; i++)
+    d.map[i] = -1;
+  for (int r = 0; r < replicas; r++)
+    d.prev[r] = FG_NO_OUTPUT;
+  if (collect_grads(&d, st) != 0) goto out;
+  d.red = malloc((size_t)replicas * (size_t)d.n_grads * sizeof *d.red);
+  if (!d.red) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < (size_t)replicas * (size_t)d.n_grads; i++)
+    d.red[i] = FG_NO_OUTPUT;
+
+  /* Node order, except that an update waits for its bucket; whatever
+   * waits is retried after every emission, so the new graph stays in
+   * topological order. */
+  int n_done = 0, progress = 1;
+  while (n_done < n && progress && !fg_graph_failed(d.ng)) {
+    progress = 0;
+    for (int i = 0; i < n && !fg_graph_failed(d.ng); i++) {
+      if (done[i] || !try_emit(&d, i, batch_inputs, n_batch_inputs)) continue;
+      done[i] = 1;
+      n_done++;
+      progress = 1;
+      emit_ready_buckets(&d);
+    }
+  }
+  if (!fg_graph_failed(d.ng) && n_done < n) {
+    fg_status_set(st, FG_INTERNAL, "fg_data_parallel: %d nodes could not be placed in order",
+                  n - n_done);
+    goto out;
+  }
+  if (replicas > 1 && !fg_graph_failed(d.ng)) {
+    /* The full-batch loss and one target for every replica's update. */
+    fg_output sum = {*mapped(&d, 0, loss.node), loss.index};
+    for (int r = 1; r < replicas; r++)
+      sum = fg_add(d.ng, sum, (fg_output){*mapped(&d, r, loss.node), loss.index});
+    const fg_tinfo *lt = fg_graph_tinfo(g, loss);
+    fg_output mean = fg_div(d.ng, sum, fg_scalar(d.ng, lt ? lt->dtype : FG_F32, replicas));
+    fg_set_name(d.ng, mean, g->nodes[loss.node].name);
+    fg_output *ts = malloc((size_t)replicas * sizeof *ts);
+    if (ts) {
+      for (int r = 0; r < replicas; r++)
+        ts[r] = (fg_output){*mapped(&d, r, target), 0};
+      fg_op(d.ng, "group", target_name, ts, replicas, NULL);
+      free(ts);
+    }
+  }
+  for (int i = 0; i < g->n_outputs && !fg_graph_failed(d.ng); i++)
+    fg_graph_add_output(d.ng, (fg_output){*mapped(&d, 0, g->outputs[i].node), g->outputs[i].index});
+  for (int i = 0; i < g->n_meta; i++)
+    fg_graph_set_metadata(d.ng, g->meta_keys[i], g->meta_vals[i]);
+  if (replicas > 1 && loss.index != 0)
+    fg_graph_set_metadata(d.ng, "loss", g->nodes[loss.node].name);
+  char num[32];
+  snprintf(num, sizeof num, "%d", replicas);
+  fg_graph_set_metadata(d.ng, "data_parallel_replicas", num);
+  snprintf(num, sizeof num, "%d", d.n_buckets);
+  fg_graph_set_metadata(d.ng, "data_parallel_buckets", num);
+  if (fg_graph_status(d.ng, st) != FG_OK) goto out;
+  result = d.ng;
+  d.ng = NULL;
+  fg_status_clear(st);
+out:
+  fg_graph_free(d.ng);
+  free(d.map);
+  free(d.prev);
+  free(d.red);
+  free(d.grads);
+  free(d.bucket_end);
+  free(done);
+  return result;
+}

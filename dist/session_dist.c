@@ -1,0 +1,181 @@
+/* A session's dist state (dist/exec.h): the partition of its graph, a pool
+ * per device when there are several, and the communicators of the
+ * all_reduce nodes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/comm_inproc.h"
+#include "dist/exec.h"
+#include "graph/op_table.h"
+
+struct fg_dist_session {
+  fg_partition *part;
+  fg_dist_exec exec;
+  fg_pool **pools;  /* per device (several devices only) */
+  fg_comm **owned;  /* the in-process group's handles, per device or NULL */
+  fg_comm *process; /* attached with fg_session_set_comm; not owned */
+  int use_exec;     /* exec is needed: several devices or a communicator */
+};
+
+static void free_parts(fg_dist_session *ds) {
+  int nd = ds->exec.n_dev;
+  for (int d = 0; ds->pools && d < nd; d++)
+    fg_pool_free(ds->pools[d]);
+  for (int d = 0; ds->owned && d < nd; d++)
+    if (ds->owned[d]) ds->owned[d]->ops->free(ds->owned[d]);
+  free(ds->pools);
+  free(ds->owned);
+  free(ds->exec.par);
+  free(ds->exec.comm);
+  fg_partition_free(ds->part);
+  ds->pools = NULL;
+  ds->owned = NULL;
+  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL};
+  ds->part = NULL;
+  ds->use_exec = 0;
+}
+
+void fg_dist_session_free(fg_dist_session *ds) {
+  if (!ds) return;
+  free_parts(ds);
+  free(ds);
+}
+
+static void pool_parallel_for(void *pool, int64_t n, int64_t grain, fg_krange_fn fn, void *arg) {
+  fg_pool_parallel_for(pool, n, grain, fn, arg);
+}
+
+/* Builds a complete new state into `nw` (zeroed, process comm set). */
+static int build(const fg_graph *g, fg_dist_session *nw, const char *default_device, int threads,
+                 fg_status *st) {
+  nw->part = fg_partition_new(g, default_device, st);
+  if (!nw->part) return -1;
+  int nd = fg_partition_num_devices(nw->part);
+  int cuda = 0;
+  for (int d = 0; d < nd; d++)
+    cuda |= fg_partition_device(nw->part, d).kind == FG_DEVICE_CUDA;
+  if (cuda && nd > 1) {
+    char a[32], b[32];
+    fg_status_set(st, FG_UNIMPLEMENTED,
+                  "the graph uses %d devices (%s ... %s) including a CUDA device; a session runs "
+                  "either several cpu:N devices or one CUDA device",
+                  nd, fg_device_str(fg_partition_device(nw->part, 0), a, sizeof a),
+                  fg_device_str(fg_partition_device(nw->part, nd - 1), b, sizeof b));
+    return -1;
+  }
+  const int *node_dev = fg_partition_node_devices(nw->part);
+  /* Devices holding all_reduce nodes, in device order = rank order. */
+  int *has_ar = calloc((size_t)nd, sizeof *has_ar);
+  nw->exec.n_dev = nd;
+  nw->exec.node_dev = node_dev;
+  nw->exec.par = calloc((size_t)nd, sizeof *nw->exec.par);
+  nw->exec.comm = calloc((size_t)nd, sizeof *nw->exec.comm);
+  nw->owned = calloc((size_t)nd, sizeof *nw->owned);
+  if (!has_ar || !nw->exec.par || !nw->exec.comm || !nw->owned) {
+    free(has_ar);
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+    return -1;
+  }
+  int n_ar_dev = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == FG_OP_ALL_REDUCE && !has_ar[node_dev[i]]) {
+      has_ar[node_dev[i]] = 1;
+      n_ar_dev++;
+    }
+  int rc = 0;
+  if (nw->process) {
+    if (n_ar_dev > 1) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "session: a process communicator is attached but all_reduce nodes are on %d "
+                    "devices; with one, every all_reduce must be on one device (replicas = 1)",
+                    n_ar_dev);
+      rc = -1;
+    }
+    for (int d = 0; d < nd; d++)
+      nw->exec.comm[d] = nw->process;
+    nw->use_exec = 1;
+  } else if (n_ar_dev > 1) {
+    fg_comm *h[FG_MAX_CPU_DEVICES];
+    if (fg_comm_inproc_group(n_ar_dev, 0, h, st) != 0) {
+      rc = -1;
+    } else {
+      for (int d = 0, r = 0; d < nd; d++)
+        if (has_ar[d]) nw->owned[d] = nw->exec.comm[d] = h[r++];
+    }
+    nw->use_exec = 1;
+  }
+  free(has_ar);
+  if (rc != 0) return -1;
+  if (nd > 1) {
+    nw->use_exec = 1;
+    nw->pools = calloc((size_t)nd, sizeof *nw->pools);
+    if (!nw->pools) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+      return -1;
+    }
+    int per = threads / nd > 1 ? threads / nd : 1;
+    for (int d = 0; d < nd; d++) {
+      nw->pools[d] = fg_pool_new(per);
+      if (!nw->pools[d]) {
+        fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: cannot start %d threads for device %d",
+                      per, d);
+        return -1;
+      }
+      if (per > 1) nw->exec.par[d] = (fg_kparallel){nw->pools[d], pool_parallel_for};
+    }
+  }
+  return 0;
+}
+
+int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const char *default_device,
+                         int threads, fg_status *st) {
+  fg_dist_session *nw = calloc(1, sizeof *nw);
+  if (!nw) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+    return -1;
+  }
+  nw->process = *ds ? (*ds)->process : NULL;
+  if (build(g, nw, default_device, threads, st) != 0) {
+    fg_dist_session_free(nw);
+    return -1;
+  }
+  fg_dist_session_free(*ds);
+  *ds = nw;
+  return 0;
+}
+
+int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm,
+                             const char *default_device, int threads, fg_status *st) {
+  fg_comm *old = *ds ? (*ds)->process : NULL;
+  if (*ds)
+    (*ds)->process = comm;
+  else if (comm) {
+    *ds = calloc(1, sizeof **ds);
+    if (!*ds) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+      return -1;
+    }
+    (*ds)->process = comm;
+  }
+  if (fg_dist_session_sync(g, ds, default_device, threads, st) != 0) {
+    if (*ds) (*ds)->process = old;
+    return -1;
+  }
+  return 0;
+}
+
+const fg_dist_exec *fg_dist_session_exec(fg_dist_session *ds) {
+  return ds && ds->use_exec ? &ds->exec : NULL;
+}
+
+void fg_dist_session_before_run(fg_dist_session *ds) {
+  for (int d = 0; ds && ds->owned && d < ds->exec.n_dev; d++)
+    fg_comm_inproc_reset(ds->owned[d]);
+}
+
+const fg_partition *fg_dist_session_partition(const fg_dist_session *ds) {
+  return ds ? ds->part : NULL;
+}
+
+int fg_dist_session_num_devices(const fg_dist_session *ds) { return ds ? ds->exec.n_dev : 0; }

@@ -1,0 +1,185 @@
+/* flowgraph: devices, placement, partitioning and data parallelism.
+ *
+ * Devices are named "cpu:N" and "cuda:N". Several cpu:N devices in one
+ * process are real: a session whose graph uses more than one device runs
+ * each device's steps on its own thread with its own share of the session's
+ * threads (num_threads / devices, at least 1), concurrently. CPU devices
+ * share the address space, so a cross-device edge costs no copy; the
+ * partition (fg_partition) still lists every such edge as a send/recv pair
+ * with a unique key and its byte size, which `flowgraph plan` prints.
+ * cpu:0 .. cpu:(FG_MAX_CPU_DEVICES-1) exist; cuda:N exists when N is below
+ * the number of GPUs the process sees. A graph mixing cuda and cpu devices,
+ * or using two cuda devices, is refused with FG_UNIMPLEMENTED.
+ *
+ * Placement (fg_partition_new, and every session):
+ *   1. A node placed with fg_set_device (or a device in the .fgb file) runs
+ *      there. fg_node_device returns that string; for an unplaced node it
+ *      returns NULL (fg_partition_node_device gives where it runs).
+ *   2. An unplaced node that is not a source colocates with its first input
+ *      (in input order) that is not a source, not an update op, and has a
+ *      device; with no such input it gets the default device (the session's
+ *      `device` option, else "cpu:0").
+ *   3. An unplaced source (variable, placeholder, constant, fill) colocates
+ *      with its first consumer (lowest node id) placed by rules 1-2; failing
+ *      that, with its first update op (rule 4); else the default device.
+ *   4. An unplaced update op (assign, apply_*: ops whose input 0 is a
+ *      variable they write in place) goes with that variable.
+ *   Conflicts: an update op placed explicitly on another device than its
+ *   variable is refused (FG_INVALID_ARGUMENT naming both nodes and both
+ *   devices): a variable lives on exactly one device, with its update.
+ *   Explicit placement always wins over rules 2-3, so an input on another
+ *   device simply becomes a transfer.
+ *   A device that does not exist (cpu:-1, gpu:0, cuda:7 on a machine with
+ *   one GPU, "cpu:x") fails fg_session_new with FG_INVALID_ARGUMENT naming
+ *   the node, the device and what exists (BAD_INPUTS M3).
+ *
+ * Data parallelism: fg_data_parallel rewrites a training graph (one built
+ * with fg_minimize) into N replicas with bucketed all_reduce nodes on the
+ * gradients; see below. The all_reduce kernel calls the communicator the
+ * session hands it: an in-process one over the replicas' cpu:N devices
+ * (made by the session), or a process-level one attached with
+ * fg_session_set_comm (MPI: one replica per process).
+ */
+#ifndef FLOWGRAPH_DIST_H
+#define FLOWGRAPH_DIST_H
+
+#include <stdint.h>
+
+#include "flowgraph/graph.h"
+#include "flowgraph/session.h"
+#include "flowgraph/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- devices ------------------------------------------------------------ */
+
+#define FG_MAX_CPU_DEVICES 64
+
+typedef enum fg_device_kind { FG_DEVICE_CPU = 1, FG_DEVICE_CUDA = 2 } fg_device_kind;
+
+typedef struct fg_device {
+  fg_device_kind kind;
+  int index;
+} fg_device;
+
+/* Parses "cpu:N" / "cuda:N" (N decimal, no sign, no spaces; "cpu" alone
+ * means cpu:0) and checks that the device exists. 0, or -1 with
+ * FG_INVALID_ARGUMENT naming the string and what exists. */
+int fg_parse_device(const char *name, fg_device *out, fg_status *status);
+/* "cpu:3" into buf (at least 24 bytes); returns buf. */
+const char *fg_device_str(fg_device d, char *buf, size_t size);
+
+/* ---- partitions --------------------------------------------------------- */
+
+typedef struct fg_partition fg_partition;
+
+/* Places every node of `g` (rules above) and cuts the graph into one part
+ * per device. NULL with status set (invalid device, conflicting placement,
+ * sticky graph error). Free with fg_partition_free. */
+fg_partition *fg_partition_new(const fg_graph *g, const char *default_device, fg_status *status);
+void fg_partition_free(fg_partition *p); /* accepts NULL */
+
+/* Devices in use, sorted (cpu before cuda, then by index). */
+int fg_partition_num_devices(const fg_partition *p);
+fg_device fg_partition_device(const fg_partition *p, int i);
+/* Device index (into the list above) of node `node`, -1 for a bad id. */
+int fg_partition_node_device(const fg_partition *p, int node);
+/* Nodes placed on device i. */
+int fg_partition_num_nodes(const fg_partition *p, int device);
+
+/* Every edge from a node on one device to a consumer on another is one
+ * transfer: a send on the producer's device and a recv on the consumer's,
+ * matched by `key` ("<producer>:<output>-><device>", unique in the graph).
+ * A tensor consumed by several nodes on one other device is sent once. */
+typedef struct fg_transfer {
+  const char *key; /* owned by the partition */
+  fg_output src;
+  int src_device, dst_device; /* indexes into the device list */
+  int64_t bytes;              /* -1 when a dimension is unknown before feeding */
+} fg_transfer;
+int fg_partition_num_transfers(const fg_partition *p);
+/* NULL for a bad index. */
+const fg_transfer *fg_partition_transfer(const fg_partition *p, int i);
+
+/* ---- communicators on sessions ------------------------------------------ */
+
+/* The communicator interface is dist/comm.h (internal): an fg_comm is one
+ * participant (rank r of n) of a group; its collectives fail with
+ * FG_DEADLINE_EXCEEDED when a peer does not arrive within its timeout. */
+typedef struct fg_comm fg_comm;
+
+/* Attaches a process-level communicator to a session (MPI: one replica per
+ * process, the graph rewritten by fg_data_parallel with replicas = 1). Every
+ * all_reduce node of the session then calls `comm`; the graph's all_reduce
+ * nodes must all be on one device. The session does not own `comm`, which
+ * must outlive it; NULL detaches. Without one, a session makes its own
+ * in-process group over the devices holding all_reduce nodes (rank = the
+ * device's position in the sorted device list), or, with all_reduce on one
+ * device only, treats them as a group of one (the identity). 0 or -1. */
+int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *status);
+
+/* The partition of the session's graph (placement of every node, devices,
+ * transfers), rebuilt when the graph changes; owned by the session, valid
+ * until the next run or fg_session_free. NULL for a NULL session. */
+const fg_partition *fg_session_partition(fg_session *s);
+
+/* ---- data parallelism --------------------------------------------------- */
+
+#define FG_DEFAULT_BUCKET_BYTES ((int64_t)25 * 1024 * 1024) /* PyTorch DDP's 25 MB */
+
+typedef struct fg_data_parallel_options {
+  /* Gradients are fused into buckets of at most this many bytes (a single
+   * larger gradient is a bucket of its own): flattened, concatenated, one
+   * all_reduce, split back. 0: FG_DEFAULT_BUCKET_BYTES; 1: one bucket per
+   * gradient; a huge value: one bucket. Buckets fill in the order gradients
+   * become ready in the backward pass, and each bucket's all_reduce depends
+   * only on its own gradients (and, to keep every rank issuing collectives
+   * in one order, on the previous bucket's all_reduce), so it starts while
+   * the rest of the backward pass still runs. */
+  int64_t bucket_bytes;
+  /* Replica r is placed on "<device_type>:<first_device + r>": "cpu"
+   * (default, NULL) or "cuda". Unused when replicas == 1 (nothing is
+   * placed). */
+  const char *device_type;
+  int first_device;
+} fg_data_parallel_options;
+
+void fg_data_parallel_options_init(fg_data_parallel_options *opts);
+
+/* Returns a new graph (owned by the caller; `g` is not changed) that runs
+ * `g`'s training step data-parallel over `replicas` replicas. `g` must hold
+ * metadata "loss" and "train_target" (as fg_minimize records them), and its
+ * updates are apply_* ops whose gradient input comes from fg_gradients.
+ *
+ * replicas > 1: every node but the placeholders is copied per replica r,
+ * named "replica_<r>/<name>" and placed on device r. Each placeholder named
+ * in batch_inputs stays one placeholder (same name, fed the full batch) and
+ * each replica gets rows [r*B/N, (r+1)*B/N) of it through a "shard" node
+ * (B must divide by N: else the run fails naming the placeholder and B).
+ * Other placeholders are shared. Replica 0's variables keep their names (so
+ * fg_session_variable and fg_session_save see them); other replicas' copies
+ * are "replica_<r>/<name>" and stay equal to them bit for bit, because every
+ * replica applies the same all-reduced (mean) gradient. New nodes named as
+ * `g`'s "loss" (the mean of the replicas' losses, which for equal shards is
+ * the full-batch mean) and "train_target" (a group of every replica's
+ * update) keep the metadata working, so `flowgraph train` runs the result
+ * unchanged. `g`'s graph outputs map to replica 0's copies.
+ *
+ * replicas == 1: the same graph with the all_reduce buckets inserted and
+ * nothing renamed or placed: the form for one process per replica (MPI,
+ * fg_session_set_comm), where each process feeds its own shard.
+ *
+ * Refused: replicas < 1 or > FG_MAX_CPU_DEVICES, a batch input that is not
+ * a placeholder, a graph without the metadata or updates (all
+ * FG_INVALID_ARGUMENT); gradient clipping by global norm (FG_UNIMPLEMENTED:
+ * the norm would be computed per replica). */
+fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *batch_inputs,
+                           int n_batch_inputs, const fg_data_parallel_options *opts,
+                           fg_status *status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

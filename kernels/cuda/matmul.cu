@@ -1,0 +1,218 @@
+/* matmul on the GPU: out[..., M, N] = op(a)[..., M, K] @ op(b)[..., K, N]
+ * with NumPy-broadcast batch dims, as kernels/cpu/matmul.c.
+ *
+ * Floats go to cuBLAS. cuBLAS is column-major; a row-major C = A B is the
+ * column-major C^T = B^T A^T, so each call passes b first, a second, with
+ * m = N, n = M: the row-major buffers read as their transposes for free.
+ * Batches that are uniformly strided (each operand either has every batch
+ * or is shared by all) become one strided-batched call; when b is shared
+ * and a is not transposed, a's batches stack into one taller GEMM; other
+ * broadcasts issue one GEMM per batch. f32 computes in full FP32
+ * (CUBLAS_COMPUTE_32F) unless ctx->cuda->allow_tf32 asks for TF32.
+ *
+ * Integers have no cuBLAS: a thread per output element, wrapping through
+ * unsigned arithmetic like the CPU kernel. */
+#include <cublas_v2.h>
+#include <string.h>
+
+#include "kernels/cuda/common.cuh"
+
+typedef struct mm_plan {
+  int64_t M, N, K;
+  int ta, tb;
+  int nb;
+  int64_t bdims[FG_MAX_RANK];
+  int64_t a_bstride[FG_MAX_RANK], b_bstride[FG_MAX_RANK];
+  int64_t batch, a_batch, b_batch;
+} mm_plan;
+
+static int batch_strides(const fg_kctx *ctx, const fg_kbuf *x, int which, const mm_plan *pl,
+                         int64_t *st, int64_t *count) {
+  const int xb = x->rank - 2;
+  int64_t s = x->dims[x->rank - 1] * x->dims[x->rank - 2];
+  *count = 1;
+  for (int i = pl->nb - 1; i >= 0; i--) {
+    const int j = i - (pl->nb - xb);
+    const int64_t d = j >= 0 ? x->dims[j] : 1;
+    if (d == pl->bdims[i] && d != 1)
+      st[i] = s;
+    else if (d == 1)
+      st[i] = 0;
+    else
+      return fgc_fail(ctx,
+                      "input %d batch dim %d (%lld) does not broadcast to output dim %d "
+                      "(%lld)",
+                      which, j, (long long)d, i, (long long)pl->bdims[i]);
+    s *= d;
+    *count *= d;
+  }
+  return 0;
+}
+
+static int mm_plan_init(const fg_kctx *ctx, fg_dtype dt, mm_plan *pl) {
+  if (fgc_check(ctx, 2, 1) != 0) return -1;
+  memset(pl, 0, sizeof *pl);
+  const fg_kbuf *a = &ctx->in[0], *b = &ctx->in[1], *o = &ctx->out[0];
+  if (a->dtype != dt || b->dtype != dt || o->dtype != dt)
+    return fgc_fail(ctx, "expected %s inputs and output, got %s, %s and %s", fg_dtype_name(dt),
+                    fg_dtype_name(a->dtype), fg_dtype_name(b->dtype), fg_dtype_name(o->dtype));
+  if (a->rank < 2 || b->rank < 2 || o->rank < 2)
+    return fgc_fail(ctx, "inputs and output need rank >= 2, got %d, %d and %d", a->rank, b->rank,
+                    o->rank);
+  if (a->rank > o->rank || b->rank > o->rank)
+    return fgc_fail(ctx, "input ranks %d and %d exceed the output rank %d", a->rank, b->rank,
+                    o->rank);
+  pl->ta = ctx->p->transpose_a != 0;
+  pl->tb = ctx->p->transpose_b != 0;
+  const int64_t a0 = a->dims[a->rank - 2], a1 = a->dims[a->rank - 1];
+  const int64_t b0 = b->dims[b->rank - 2], b1 = b->dims[b->rank - 1];
+  pl->M = pl->ta ? a1 : a0;
+  pl->K = pl->ta ? a0 : a1;
+  const int64_t kb = pl->tb ? b1 : b0;
+  pl->N = pl->tb ? b0 : b1;
+  if (kb != pl->K)
+    return fgc_fail(ctx, "inner dims differ: a gives K = %lld, b gives K = %lld", (long long)pl->K,
+                    (long long)kb);
+  if (o->dims[o->rank - 2] != pl->M || o->dims[o->rank - 1] != pl->N)
+    return fgc_fail(ctx, "output is [..., %lld, %lld], expected [..., %lld, %lld]",
+                    (long long)o->dims[o->rank - 2], (long long)o->dims[o->rank - 1],
+                    (long long)pl->M, (long long)pl->N);
+  pl->nb = o->rank - 2;
+  pl->batch = 1;
+  for (int i = 0; i < pl->nb; i++) {
+    pl->bdims[i] = o->dims[i];
+    pl->batch *= o->dims[i];
+  }
+  if (batch_strides(ctx, a, 0, pl, pl->a_bstride, &pl->a_batch) != 0) return -1;
+  if (batch_strides(ctx, b, 1, pl, pl->b_bstride, &pl->b_batch) != 0) return -1;
+  return 0;
+}
+
+/* a's and b's element offsets for output batch bi. */
+__host__ __device__ static inline void mm_seek(const mm_plan &pl, int64_t bi, int64_t *ao,
+                                               int64_t *bo) {
+  *ao = *bo = 0;
+  for (int d = pl.nb - 1; d >= 0; d--) {
+    const int64_t c = bi % pl.bdims[d];
+    bi /= pl.bdims[d];
+    *ao += c * pl.a_bstride[d];
+    *bo += c * pl.b_bstride[d];
+  }
+}
+
+static int fits_int(int64_t x) { return x >= 0 && x <= 2147483647; }
+
+static int blas_fail(const fg_kctx *ctx, const char *what, cublasStatus_t st) {
+  return fgc_fail(ctx, "%s: %s", what, cublasGetStatusString(st));
+}
+
+/* One float matmul through cuBLAS (row-major via the transpose identity). */
+static int mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
+  const int f64 = dt == FG_F64;
+  const size_t es = f64 ? 8 : 4;
+  cublasHandle_t h = (cublasHandle_t)ctx->cuda->blas;
+  if (!h) return fgc_fail(ctx, "CUDA matmul called without a cuBLAS handle (ctx->cuda->blas)");
+  const char *a = (const char *)ctx->in[0].data, *b = (const char *)ctx->in[1].data;
+  char *o = (char *)ctx->out[0].data;
+  const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
+  const cublasComputeType_t compute =
+      f64 ? CUBLAS_COMPUTE_64F
+          : (ctx->cuda->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const double one_d = 1.0, zero_d = 0.0;
+  const void *alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
+  const void *beta = f64 ? (const void *)&zero_d : (const void *)&zero_f;
+  cublasStatus_t st = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
+  if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasSetPointerMode", st);
+  /* The handle's math mode could also allow TF32 for f32; keep it in step
+   * with the compute type (host-side handle state, no device work). */
+  st = cublasSetMathMode(h,
+                         ctx->cuda->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasSetMathMode", st);
+
+  int64_t M = pl.M, batch = pl.batch;
+  const int64_t N = pl.N, K = pl.K;
+  int stacked = 0;
+  /* b shared by every batch and a not transposed: one taller GEMM. */
+  if (!pl.ta && pl.b_batch == 1 && pl.a_batch == pl.batch) {
+    M *= pl.batch;
+    batch = 1;
+    stacked = 1;
+  }
+  if (!fits_int(M) || !fits_int(N) || !fits_int(K))
+    return fgc_fail(ctx, "matrix dims %lld x %lld x %lld exceed cuBLAS's int", (long long)M,
+                    (long long)N, (long long)K);
+  const cublasOperation_t opb = pl.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opa = pl.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int m = (int)N, n = (int)M, k = (int)K;
+  const int ldb = (int)(pl.tb ? K : N), lda = (int)(pl.ta ? M : K), ldc = (int)N;
+  if (batch == 1 || stacked) {
+    st = cublasGemmEx(h, opb, opa, m, n, k, alpha, b, type, ldb, a, type, lda, beta, o, type, ldc,
+                      compute, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasGemmEx", st);
+    return 0;
+  }
+  const int uniform_a = pl.a_batch == pl.batch || pl.a_batch == 1;
+  const int uniform_b = pl.b_batch == pl.batch || pl.b_batch == 1;
+  if (uniform_a && uniform_b && fits_int(batch)) {
+    const long long sa = pl.a_batch == 1 ? 0 : (long long)(M * K);
+    const long long sb = pl.b_batch == 1 ? 0 : (long long)(K * N);
+    st = cublasGemmStridedBatchedEx(h, opb, opa, m, n, k, alpha, b, type, ldb, sb, a, type, lda, sa,
+                                    beta, o, type, ldc, (long long)(M * N), (int)batch, compute,
+                                    CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasGemmStridedBatchedEx", st);
+    return 0;
+  }
+  for (int64_t bi = 0; bi < batch; bi++) {
+    int64_t ao, bo;
+    mm_seek(pl, bi, &ao, &bo);
+    st = cublasGemmEx(h, opb, opa, m, n, k, alpha, b + (size_t)bo * es, type, ldb,
+                      a + (size_t)ao * es, type, lda, beta, o + (size_t)(bi * M * N) * es, type,
+                      ldc, compute, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasGemmEx", st);
+  }
+  return 0;
+}
+
+template <typename T> static int matmul_float(const fg_kctx *ctx, fg_dtype dt) {
+  mm_plan pl;
+  if (mm_plan_init(ctx, dt, &pl) != 0) return -1;
+  const int64_t total = fgc_numel(&ctx->out[0]);
+  if (total == 0) return 0;
+  /* K == 0 is an empty sum. */
+  if (pl.K == 0) return fgc_fill_bits(ctx, ctx->out[0].data, total, sizeof(T), 0);
+  return mm_blas(ctx, pl, dt);
+}
+int fgc_matmul_f32(const fg_kctx *ctx) { return matmul_float<float>(ctx, FG_F32); }
+int fgc_matmul_f64(const fg_kctx *ctx) { return matmul_float<double>(ctx, FG_F64); }
+
+template <typename T, typename U>
+__global__ void mm_int_kernel(const T *a, const T *b, T *o, mm_plan pl, int64_t total) {
+  const int64_t M = pl.M, N = pl.N, K = pl.K;
+  FGC_GRID_STRIDE(t, total) {
+    const int64_t bi = t / (M * N), rem = t - bi * M * N;
+    const int64_t i = rem / N, j = rem - i * N;
+    int64_t ao, bo;
+    mm_seek(pl, bi, &ao, &bo);
+    const T *ab = a + ao, *bb = b + bo;
+    U acc = 0;
+    for (int64_t kk = 0; kk < K; kk++) {
+      const U x = (U)(pl.ta ? ab[kk * M + i] : ab[i * K + kk]);
+      const U y = (U)(pl.tb ? bb[j * K + kk] : bb[kk * N + j]);
+      acc += x * y;
+    }
+    o[t] = (T)acc;
+  }
+}
+
+template <typename T, typename U> static int matmul_int(const fg_kctx *ctx, fg_dtype dt) {
+  mm_plan pl;
+  if (mm_plan_init(ctx, dt, &pl) != 0) return -1;
+  const int64_t total = fgc_numel(&ctx->out[0]);
+  if (total == 0) return 0;
+  mm_int_kernel<T, U><<<fgc_blocks(total, FGC_THREADS), FGC_THREADS, 0, fgc_stream(ctx)>>>(
+      (const T *)ctx->in[0].data, (const T *)ctx->in[1].data, (T *)ctx->out[0].data, pl, total);
+  return fgc_launched(ctx, "integer matmul kernel");
+}
+int fgc_matmul_i32(const fg_kctx *ctx) { return matmul_int<int32_t, uint32_t>(ctx, FG_I32); }
+int fgc_matmul_i64(const fg_kctx *ctx) { return matmul_int<int64_t, uint64_t>(ctx, FG_I64); }

@@ -1,0 +1,457 @@
+/* Reductions (reduce_sum, reduce_mean, reduce_max, sum_to) and argmax on
+ * the GPU, deterministic: no atomics, and how the work is cut depends on
+ * the shape alone, never on the device, so a result is bitwise the same
+ * from run to run (it may differ from the CPU's in the last bits: the
+ * summation order is not the CPU's).
+ *
+ * The input dims are coalesced into alternating kept/reduced groups as in
+ * kernels/cpu/reduce.c. Two layouts:
+ *   - the innermost group is reduced (inner == 1): a block of 256 threads
+ *     folds one output (threads stride over the reduced elements, then a
+ *     fixed shared-memory tree);
+ *   - the innermost group is kept (inner > 1): one thread per output, a
+ *     sequential fold in row-major order, neighbouring threads reading
+ *     neighbouring columns.
+ * Long reductions with few outputs are cut into S fixed chunks whose
+ * partials go to the stream's scratch and are combined in chunk order by a
+ * second kernel. f32 sums and means accumulate in double, integer sums in
+ * uint64 (wrapping), as on the CPU. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cuda/common.cuh"
+
+/* Partials at most (8 bytes each): FG_CUDA_SCRATCH_MIN covers them. */
+#define RED_MAX_PARTS (FG_CUDA_SCRATCH_MIN / 8)
+/* Reduced elements per chunk before a reduction is split. */
+#define RED_BLOCK_CHUNK  32768
+#define RED_THREAD_CHUNK 256
+
+typedef struct red_plan {
+  int n_outer, n_red;
+  int64_t outer_dims[FG_MAX_RANK], outer_str[FG_MAX_RANK];
+  int64_t red_dims[FG_MAX_RANK], red_str[FG_MAX_RANK];
+  int64_t outer_total, inner, count;
+} red_plan;
+
+/* 1 when there is work, 0 for an empty output or input, -1 on error. */
+static int red_plan_init(const fg_kctx *ctx, fg_dtype dt, red_plan *pl) {
+  if (fgc_check(ctx, 1, 1) != 0) return -1;
+  const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
+  const fg_kparams *p = ctx->p;
+  memset(pl, 0, sizeof *pl);
+  if (in->dtype != dt || out->dtype != dt)
+    return fgc_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(dt),
+                    fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));
+  const int R = in->rank;
+  if (p->n_axes < 0 || p->n_axes > R)
+    return fgc_fail(ctx, "%d axes for a rank-%d input", p->n_axes, R);
+  int reduced[FG_MAX_RANK] = {0};
+  for (int i = 0; i < p->n_axes; i++) {
+    if (p->axes[i] < 0 || p->axes[i] >= R)
+      return fgc_fail(ctx, "axis %d is out of range [0, %d)", p->axes[i], R);
+    reduced[p->axes[i]] = 1;
+  }
+  int64_t kept = 1, count = 1;
+  for (int i = 0; i < R; i++) {
+    if (reduced[i])
+      count *= in->dims[i];
+    else
+      kept *= in->dims[i];
+  }
+  if (fgc_numel(out) != kept)
+    return fgc_fail(ctx, "output has %lld elements, the reduction gives %lld",
+                    (long long)fgc_numel(out), (long long)kept);
+  pl->count = count;
+  if (kept == 0 || count == 0) return 0;
+  int n = 0, kind[FG_MAX_RANK];
+  int64_t gd[FG_MAX_RANK], gs[FG_MAX_RANK], st = 1, str[FG_MAX_RANK];
+  for (int i = R - 1; i >= 0; i--) {
+    str[i] = st;
+    st *= in->dims[i];
+  }
+  for (int i = 0; i < R; i++) {
+    if (in->dims[i] == 1) continue;
+    if (n > 0 && kind[n - 1] == reduced[i]) {
+      gd[n - 1] *= in->dims[i];
+      gs[n - 1] = str[i];
+    } else {
+      kind[n] = reduced[i];
+      gd[n] = in->dims[i];
+      gs[n] = str[i];
+      n++;
+    }
+  }
+  pl->inner = 1;
+  if (n > 0 && !kind[n - 1]) pl->inner = gd[--n];
+  pl->outer_total = 1;
+  for (int g = 0; g < n; g++) {
+    if (kind[g]) {
+      pl->red_dims[pl->n_red] = gd[g];
+      pl->red_str[pl->n_red++] = gs[g];
+    } else {
+      pl->outer_dims[pl->n_outer] = gd[g];
+      pl->outer_str[pl->n_outer++] = gs[g];
+      pl->outer_total *= gd[g];
+    }
+  }
+  return 1;
+}
+
+/* Input offset of element r of a row-major walk over dims[0..n). */
+__device__ __forceinline__ int64_t seek(int n, const int64_t *dims, const int64_t *str, int64_t r) {
+  int64_t off = 0;
+  for (int d = n - 1; d >= 0; d--) {
+    const int64_t q = r / dims[d];
+    off += (r - q * dims[d]) * str[d];
+    r = q;
+  }
+  return off;
+}
+
+/* The operations: init, combine (also of partials) and finish. */
+template <typename T, typename ACC> struct SumOp {
+  __device__ static ACC init() { return (ACC)0; }
+  __device__ static ACC combine(ACC a, ACC x) { return a + x; }
+  __device__ static ACC lift(T x) { return (ACC)x; }
+  __device__ static T finish(ACC a, int64_t) { return (T)a; }
+};
+/* Integer sums in uint64 wrap; the low bits are the i32 result. */
+template <typename T> struct SumIOp {
+  __device__ static uint64_t init() { return 0; }
+  __device__ static uint64_t combine(uint64_t a, uint64_t x) { return a + x; }
+  __device__ static uint64_t lift(T x) { return (uint64_t)(int64_t)x; }
+  __device__ static T finish(uint64_t a, int64_t) { return (T)a; }
+};
+template <typename T> struct MeanFOp : SumOp<T, double> {
+  __device__ static T finish(double a, int64_t count) { return (T)(a / (double)count); }
+};
+/* Integer means stay integers: the exact sum (mod 2^64) / count, toward 0. */
+template <typename T> struct MeanIOp : SumIOp<T> {
+  __device__ static T finish(uint64_t a, int64_t count) { return (T)((int64_t)a / count); }
+};
+/* NaN wins once seen (np.max); `x != x` is false for integers. */
+template <typename T> struct MaxOp {
+  __device__ static T init();
+  __device__ static T combine(T a, T x) { return (x > a || x != x) ? x : a; }
+  __device__ static T lift(T x) { return x; }
+  __device__ static T finish(T a, int64_t) { return a; }
+};
+template <> __device__ float MaxOp<float>::init() { return -INFINITY; }
+template <> __device__ double MaxOp<double>::init() { return -INFINITY; }
+template <> __device__ int32_t MaxOp<int32_t>::init() { return INT32_MIN; }
+template <> __device__ int64_t MaxOp<int64_t>::init() { return INT64_MIN; }
+
+/* inner == 1: block b folds output g = b / S, chunk s = b % S. */
+template <typename T, typename ACC, class Op>
+__global__ void red_block_kernel(const T *in, T *out, ACC *parts, red_plan pl, int64_t S,
+                                 int64_t chunk) {
+  __shared__ ACC sh[FGC_THREADS];
+  const int64_t n_items = pl.outer_total * S;
+  for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
+    const int64_t g = item / S, s = item - g * S;
+    const int64_t obase = seek(pl.n_outer, pl.outer_dims, pl.outer_str, g);
+    const int64_t r0 = s * chunk, r1 = pl.count - r0 > chunk ? r0 + chunk : pl.count;
+    ACC acc = Op::init();
+    if (pl.n_red == 1) { /* the reduced group is contiguous */
+      for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+        acc = Op::combine(acc, Op::lift(in[obase + r]));
+    } else {
+      for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x)
+        acc = Op::combine(acc, Op::lift(in[obase + seek(pl.n_red, pl.red_dims, pl.red_str, r)]));
+    }
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+      if ((int)threadIdx.x < w) sh[threadIdx.x] = Op::combine(sh[threadIdx.x], sh[threadIdx.x + w]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      if (S == 1)
+        out[g] = Op::finish(sh[0], pl.count);
+      else
+        parts[item] = sh[0];
+    }
+    __syncthreads();
+  }
+}
+
+/* inner > 1: thread item = s * n_out + o folds chunk s of output o
+ * sequentially (row-major over the reduced dims). */
+template <typename T, typename ACC, class Op>
+__global__ void red_thread_kernel(const T *in, T *out, ACC *parts, red_plan pl, int64_t S,
+                                  int64_t chunk) {
+  const int64_t n_out = pl.outer_total * pl.inner;
+  FGC_GRID_STRIDE(item, n_out * S) {
+    const int64_t s = item / n_out, o = item - s * n_out;
+    const int64_t op = o / pl.inner, c = o - op * pl.inner;
+    const T *base = in + seek(pl.n_outer, pl.outer_dims, pl.outer_str, op) + c;
+    const int64_t r0 = s * chunk, r1 = pl.count - r0 > chunk ? r0 + chunk : pl.count;
+    int64_t cnt[FG_MAX_RANK];
+    int64_t off = 0, q = r0;
+    for (int d = pl.n_red - 1; d >= 0; d--) {
+      cnt[d] = q % pl.red_dims[d];
+      q /= pl.red_dims[d];
+      off += cnt[d] * pl.red_str[d];
+    }
+    ACC acc = Op::init();
+    for (int64_t r = r0; r < r1; r++) {
+      acc = Op::combine(acc, Op::lift(base[off]));
+      for (int d = pl.n_red - 1; d >= 0; d--) { /* next reduced element */
+        off += pl.red_str[d];
+        if (++cnt[d] < pl.red_dims[d]) break;
+        off -= pl.red_str[d] * pl.red_dims[d];
+        cnt[d] = 0;
+      }
+    }
+    if (S == 1)
+      out[o] = Op::finish(acc, pl.count);
+    else
+      parts[o * S + s] = acc;
+  }
+}
+
+/* Combines output o's S partials in chunk order. The block kernel stores
+ * them at g * S + s too. */
+template <typename T, typename ACC, class Op>
+__global__ void red_final_kernel(const ACC *parts, T *out, int64_t n_out, int64_t S,
+                                 int64_t count) {
+  FGC_GRID_STRIDE(o, n_out) {
+    ACC acc = parts[o * S];
+    for (int64_t s = 1; s < S; s++)
+      acc = Op::combine(acc, parts[o * S + s]);
+    out[o] = Op::finish(acc, count);
+  }
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* empty_bits: the output of a reduction over nothing (or of no output). */
+template <typename T, typename ACC, class Op>
+static int reduce(const fg_kctx *ctx, fg_dtype dt, uint64_t empty_bits, const char *what) {
+  red_plan pl;
+  const int rc = red_plan_init(ctx, dt, &pl);
+  if (rc < 0) return -1;
+  T *out = (T *)ctx->out[0].data;
+  const int64_t n_out = fgc_numel(&ctx->out[0]);
+  if (rc == 0) return fgc_fill_bits(ctx, out, n_out, sizeof(T), empty_bits);
+  /* Folding one element from the identity gives it back (a copy keeps -0.0,
+   * as the CPU kernel does). */
+  if (pl.count == 1) return fgc_copy_bytes(ctx, out, ctx->in[0].data, (size_t)n_out * sizeof(T));
+  const T *in = (const T *)ctx->in[0].data;
+  cudaStream_t s = fgc_stream(ctx);
+  const int64_t max_s = RED_MAX_PARTS / n_out;
+  int64_t S = 1, chunk = pl.count;
+  if (pl.inner == 1) {
+    if (pl.count > RED_BLOCK_CHUNK && n_out < 512 && max_s > 1) {
+      S = ceil_div(pl.count, RED_BLOCK_CHUNK);
+      if (S > max_s) S = max_s;
+    }
+  } else if (pl.count > RED_THREAD_CHUNK && n_out < 65536 && max_s > 1) {
+    S = ceil_div(pl.count, RED_THREAD_CHUNK);
+    if (S > max_s) S = max_s;
+  }
+  if (S > 1) chunk = ceil_div(pl.count, S);
+  S = ceil_div(pl.count, chunk); /* no empty chunk */
+  ACC *parts = NULL;
+  if (S > 1) {
+    const size_t bytes = (size_t)(n_out * S) * sizeof(ACC);
+    if (fgc_need_scratch(ctx, bytes) != 0) return -1;
+    parts = (ACC *)ctx->cuda->scratch;
+  }
+  if (pl.inner == 1) {
+    const int64_t items = n_out * S;
+    const unsigned blocks = (unsigned)(items < 65536 ? items : 65536);
+    red_block_kernel<T, ACC, Op><<<blocks, FGC_THREADS, 0, s>>>(in, out, parts, pl, S, chunk);
+  } else {
+    red_thread_kernel<T, ACC, Op>
+        <<<fgc_blocks(n_out * S, FGC_THREADS), FGC_THREADS, 0, s>>>(in, out, parts, pl, S, chunk);
+  }
+  if (fgc_launched(ctx, what) != 0) return -1;
+  if (S == 1) return 0;
+  red_final_kernel<T, ACC, Op>
+      <<<fgc_blocks(n_out, FGC_THREADS), FGC_THREADS, 0, s>>>(parts, out, n_out, S, pl.count);
+  return fgc_launched(ctx, what);
+}
+
+#define F32_NAN    0x7fc00000ull
+#define F64_NAN    0x7ff8000000000000ull
+#define F32_NEGINF 0xff800000ull
+#define F64_NEGINF 0xfff0000000000000ull
+
+int fgc_reduce_sum_f32(const fg_kctx *ctx) {
+  return reduce<float, double, SumOp<float, double>>(ctx, FG_F32, 0, "reduce_sum f32");
+}
+int fgc_reduce_sum_f64(const fg_kctx *ctx) {
+  return reduce<double, double, SumOp<double, double>>(ctx, FG_F64, 0, "reduce_sum f64");
+}
+int fgc_reduce_sum_i32(const fg_kctx *ctx) {
+  return reduce<int32_t, uint64_t, SumIOp<int32_t>>(ctx, FG_I32, 0, "reduce_sum i32");
+}
+int fgc_reduce_sum_i64(const fg_kctx *ctx) {
+  return reduce<int64_t, uint64_t, SumIOp<int64_t>>(ctx, FG_I64, 0, "reduce_sum i64");
+}
+/* The mean of nothing is NaN for floats, 0 for integers (as the CPU). */
+int fgc_reduce_mean_f32(const fg_kctx *ctx) {
+  return reduce<float, double, MeanFOp<float>>(ctx, FG_F32, F32_NAN, "reduce_mean f32");
+}
+int fgc_reduce_mean_f64(const fg_kctx *ctx) {
+  return reduce<double, double, MeanFOp<double>>(ctx, FG_F64, F64_NAN, "reduce_mean f64");
+}
+int fgc_reduce_mean_i32(const fg_kctx *ctx) {
+  return reduce<int32_t, uint64_t, MeanIOp<int32_t>>(ctx, FG_I32, 0, "reduce_mean i32");
+}
+int fgc_reduce_mean_i64(const fg_kctx *ctx) {
+  return reduce<int64_t, uint64_t, MeanIOp<int64_t>>(ctx, FG_I64, 0, "reduce_mean i64");
+}
+/* The max of nothing is -inf for floats, the type's minimum for integers. */
+int fgc_reduce_max_f32(const fg_kctx *ctx) {
+  return reduce<float, float, MaxOp<float>>(ctx, FG_F32, F32_NEGINF, "reduce_max f32");
+}
+int fgc_reduce_max_f64(const fg_kctx *ctx) {
+  return reduce<double, double, MaxOp<double>>(ctx, FG_F64, F64_NEGINF, "reduce_max f64");
+}
+int fgc_reduce_max_i32(const fg_kctx *ctx) {
+  return reduce<int32_t, int32_t, MaxOp<int32_t>>(ctx, FG_I32, 0x80000000ull, "reduce_max i32");
+}
+int fgc_reduce_max_i64(const fg_kctx *ctx) {
+  return reduce<int64_t, int64_t, MaxOp<int64_t>>(ctx, FG_I64, 0x8000000000000000ull,
+                                                  "reduce_max i64");
+}
+
+/* ---- sum_to ------------------------------------------------------------- */
+
+/* reduce_sum over x's extra leading dims and the dims where the output has
+ * 1 and x does not, keepdims (as kernels/cpu/grad_ops.c). */
+static int sum_to(const fg_kctx *ctx, fg_kernel_fn reduce_fn) {
+  if (fgc_check(ctx, 1, 1) != 0) return -1;
+  const fg_kbuf *x = &ctx->in[0], *out = &ctx->out[0];
+  if (x->dtype != out->dtype)
+    return fgc_fail(ctx, "input 0 is %s, the output %s", fg_dtype_name(x->dtype),
+                    fg_dtype_name(out->dtype));
+  const int R = x->rank, off = R - out->rank;
+  if (off < 0) return fgc_fail(ctx, "output rank %d is above input rank %d", out->rank, R);
+  fg_kparams p = *ctx->p;
+  p.n_axes = 0;
+  p.keepdims = 1;
+  for (int i = 0; i < R; i++) {
+    if (i < off || (out->dims[i - off] == 1 && x->dims[i] != 1)) {
+      p.axes[p.n_axes++] = i;
+    } else if (out->dims[i - off] != x->dims[i]) {
+      return fgc_fail(ctx, "output dim %d (%lld) does not broadcast to input dim %d (%lld)",
+                      i - off, (long long)out->dims[i - off], i, (long long)x->dims[i]);
+    }
+  }
+  fg_kctx sub = *ctx;
+  sub.n_in = 1;
+  sub.p = &p;
+  return reduce_fn(&sub);
+}
+int fgc_sum_to_f32(const fg_kctx *ctx) { return sum_to(ctx, fgc_reduce_sum_f32); }
+int fgc_sum_to_f64(const fg_kctx *ctx) { return sum_to(ctx, fgc_reduce_sum_f64); }
+int fgc_sum_to_i32(const fg_kctx *ctx) { return sum_to(ctx, fgc_reduce_sum_i32); }
+int fgc_sum_to_i64(const fg_kctx *ctx) { return sum_to(ctx, fgc_reduce_sum_i64); }
+
+/* ---- argmax --------------------------------------------------------------- */
+
+/* (x, i) beats (y, j): the first NaN, else the first maximum (np.argmax). */
+template <typename T> __device__ __forceinline__ bool am_better(T x, int64_t i, T y, int64_t j) {
+  const bool xn = x != x, yn = y != y;
+  if (xn || yn) return xn && (!yn || i < j);
+  if (x != y) return x > y;
+  return i < j;
+}
+
+/* One thread per output (outer, column), scanning the axis in order. */
+template <typename T>
+__global__ void argmax_thread_kernel(const T *x, int64_t *o, int64_t n_out, int64_t A,
+                                     int64_t inner) {
+  FGC_GRID_STRIDE(t, n_out) {
+    const int64_t op = t / inner, c = t - op * inner;
+    const T *base = x + op * A * inner + c;
+    T best = base[0];
+    int64_t bi = 0;
+    for (int64_t a = 1; a < A; a++) {
+      const T v = base[a * inner];
+      if (am_better(v, a, best, bi)) {
+        best = v;
+        bi = a;
+      }
+    }
+    o[t] = bi;
+  }
+}
+
+/* inner == 1 and long rows: a block per row, threads striding over it,
+ * then a fixed tree that keeps the lower index on ties. */
+template <typename T>
+__global__ void argmax_block_kernel(const T *x, int64_t *o, int64_t rows, int64_t A) {
+  __shared__ T sv[FGC_THREADS];
+  __shared__ int64_t si[FGC_THREADS];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T *base = x + row * A;
+    T best = base[0];
+    int64_t bi = 0;
+    for (int64_t a = threadIdx.x; a < A; a += blockDim.x) {
+      const T v = base[a];
+      if (a == (int64_t)threadIdx.x || am_better(v, a, best, bi)) {
+        best = v;
+        bi = a;
+      }
+    }
+    if ((int64_t)threadIdx.x >= A) bi = INT64_MAX; /* no element: never wins */
+    sv[threadIdx.x] = best;
+    si[threadIdx.x] = bi;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+      if ((int)threadIdx.x < w) {
+        const int k = threadIdx.x + w;
+        if (si[k] != INT64_MAX && (si[threadIdx.x] == INT64_MAX ||
+                                   am_better(sv[k], si[k], sv[threadIdx.x], si[threadIdx.x]))) {
+          sv[threadIdx.x] = sv[k];
+          si[threadIdx.x] = si[k];
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) o[row] = si[0];
+    __syncthreads();
+  }
+}
+
+template <typename T> static int argmax(const fg_kctx *ctx, fg_dtype dt) {
+  if (fgc_check(ctx, 1, 1) != 0) return -1;
+  const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
+  if (in->dtype != dt || out->dtype != FG_I64)
+    return fgc_fail(ctx, "expected a %s input and an i64 output, got %s and %s", fg_dtype_name(dt),
+                    fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));
+  const int axis = ctx->p->axis;
+  if (axis < 0 || axis >= in->rank)
+    return fgc_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);
+  int64_t outer = 1, inner = 1;
+  const int64_t A = in->dims[axis];
+  for (int i = 0; i < axis; i++)
+    outer *= in->dims[i];
+  for (int i = axis + 1; i < in->rank; i++)
+    inner *= in->dims[i];
+  if (fgc_numel(out) != outer * inner)
+    return fgc_fail(ctx, "output has %lld elements, expected %lld", (long long)fgc_numel(out),
+                    (long long)(outer * inner));
+  if (outer * inner == 0) return 0;
+  if (A == 0) return fgc_fail(ctx, "argmax over axis %d, which has size 0", axis);
+  const T *x = (const T *)in->data;
+  int64_t *o = (int64_t *)out->data;
+  cudaStream_t s = fgc_stream(ctx);
+  if (inner == 1 && A > 256) {
+    const unsigned blocks = (unsigned)(outer < 65536 ? outer : 65536);
+    argmax_block_kernel<T><<<blocks, FGC_THREADS, 0, s>>>(x, o, outer, A);
+  } else {
+    argmax_thread_kernel<T><<<fgc_blocks(outer * inner, FGC_THREADS), FGC_THREADS, 0, s>>>(
+        x, o, outer * inner, A, inner);
+  }
+  return fgc_launched(ctx, "argmax kernel");
+}
+int fgc_argmax_f32(const fg_kctx *ctx) { return argmax<float>(ctx, FG_F32); }
+int fgc_argmax_f64(const fg_kctx *ctx) { return argmax<double>(ctx, FG_F64); }
+int fgc_argmax_i32(const fg_kctx *ctx) { return argmax<int32_t>(ctx, FG_I32); }
+int fgc_argmax_i64(const fg_kctx *ctx) { return argmax<int64_t>(ctx, FG_I64); }

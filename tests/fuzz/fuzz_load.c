@@ -1,0 +1,73 @@
+/* libFuzzer harness 1: bytes -> fg_graph_load_memory -> save/reload round
+ * trip -> fg_session_new -> one run (twice, for the plan cache and variable
+ * updates) with seeded random feeds for every placeholder.
+ *
+ * Fetched: the graph's declared outputs, else the last node. Targets: the
+ * state-changing nodes (assign, apply_*, group), so training steps stored in
+ * files run their updates. See fuzz_common.h for the contract and the caps.
+ */
+#include "fuzz_common.h"
+
+#define NAME_MAX_LEN 512
+
+int fgfuzz_load(const uint8_t *data, size_t size) {
+  fg_status *st = fg_status_new();
+  if (!st) return 0;
+  fgfuzz_count_input();
+  fg_graph *g = fg_graph_load_memory(data, size, st);
+  if (!g) {
+    fgfuzz_expect_error(st, "fg_graph_load_memory");
+    fg_status_free(st);
+    return 0;
+  }
+  if (fg_status_code(st) != FG_OK) fgfuzz_fail("load returned a graph with an error", st);
+
+  /* What the writer produces from a loaded graph must load again. */
+  void *buf = NULL;
+  size_t buf_size = 0;
+  if (fg_graph_save_memory(g, &buf, &buf_size, st) != 0) {
+    fgfuzz_expect_error(st, "fg_graph_save_memory");
+  } else {
+    fg_graph *g2 = fg_graph_load_memory(buf, buf_size, st);
+    if (!g2) fgfuzz_fail("a saved loaded graph does not load again", st);
+    if (fg_graph_num_nodes(g2) != fg_graph_num_nodes(g))
+      fgfuzz_fail("the reloaded graph has another node count", st);
+    fg_graph_free(g2);
+  }
+  free(buf);
+
+  int n = fg_graph_num_nodes(g);
+  static char names[FGFUZZ_MAX_FETCH][NAME_MAX_LEN];
+  const char *fetches[FGFUZZ_MAX_FETCH];
+  const char *targets[FGFUZZ_MAX_FETCH];
+  int n_fetches = 0, n_targets = 0;
+  int n_out = fg_graph_num_outputs(g);
+  for (int i = 0; i < n_out && n_fetches < FGFUZZ_MAX_FETCH; i++) {
+    fg_output o = fg_graph_output(g, i);
+    const char *nm = fg_node_name(g, o.node);
+    if (!nm) continue;
+    snprintf(names[n_fetches], NAME_MAX_LEN, "%s:%d", nm, o.index);
+    fetches[n_fetches] = names[n_fetches];
+    n_fetches++;
+  }
+  if (n_fetches == 0 && n > 0 && fg_node_name(g, n - 1)) {
+    snprintf(names[0], NAME_MAX_LEN, "%s", fg_node_name(g, n - 1));
+    fetches[0] = names[0];
+    n_fetches = 1;
+  }
+  for (int i = 0; i < n && n_targets < FGFUZZ_MAX_FETCH; i++) {
+    const char *op = fg_node_op(g, i);
+    if (op &&
+        (strcmp(op, "assign") == 0 || strncmp(op, "apply_", 6) == 0 || strcmp(op, "group") == 0))
+      targets[n_targets++] = fg_node_name(g, i);
+  }
+  fgfuzz_session_run(g, fetches, n_fetches, targets, n_targets, fgfuzz_hash(data, size));
+  fg_graph_free(g);
+  fg_status_free(st);
+  return 0;
+}
+
+#ifndef FGFUZZ_NO_MAIN
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fgfuzz_load(data, size); }
+#endif

@@ -1,0 +1,123 @@
+/* Shared by tests/test_mpi*.c: starting programs under mpirun on
+ * localhost with a wall-clock limit that kills the whole process group, so
+ * a hang is a failure, never a stuck ctest. Open MPI refuses root unless two
+ * environment variables allow it; they are set for the child only. */
+#ifndef FG_TEST_MPI_RUN_H
+#define FG_TEST_MPI_RUN_H
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../fgtest.h"
+
+#ifndef FG_MPIEXEC
+#define FG_MPIEXEC ""
+#endif
+#ifndef FG_MPI_HELPER_DIR
+#define FG_MPI_HELPER_DIR ""
+#endif
+
+static inline double mpi_now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Skips visibly (returning from the case) unless this build has MPI and
+ * mpirun exists. */
+#ifdef FG_HAVE_MPI
+#define MPI_REQUIRED()                                                                             \
+  do {                                                                                             \
+    if (!FG_MPIEXEC[0] || access(FG_MPIEXEC, X_OK) != 0) FG_SKIP("mpirun not found");              \
+  } while (0)
+#else
+#define MPI_REQUIRED()                                                                             \
+  FG_SKIP("flowgraph was built without MPI (FG_MPI=OFF or libopenmpi-dev missing)")
+#endif
+
+typedef struct run_result {
+  int status; /* exit code, 128+signal, or -1 when it hung */
+  double wall;
+  char out[65536];
+} run_result;
+
+/* Runs argv with stdout+stderr captured; kills its process group after
+ * `limit` seconds. */
+static inline void run_limited(char *const argv[], double limit, run_result *res) {
+  char path[] = "/tmp/fg_mpi_out_XXXXXX";
+  int fd = mkstemp(path);
+  memset(res, 0, sizeof *res);
+  res->status = -2;
+  if (fd < 0) return;
+  double t0 = mpi_now_s();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    /* Under LSan, Open MPI's own allocations are suppressed by library
+     * (full unwinding resolves frames in its dlopen'ed components). */
+    setenv("LSAN_OPTIONS",
+           "suppressions=" FG_SOURCE_DIR "/tests/mpi/lsan_openmpi.supp:print_suppressions=0:"
+           "fast_unwind_on_malloc=0",
+           1);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int wst = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &wst, WNOHANG);
+    if (w == pid) {
+      res->status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+      break;
+    }
+    if (mpi_now_s() - t0 > limit) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &wst, 0);
+      res->status = -1;
+      break;
+    }
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  res->wall = mpi_now_s() - t0;
+  /* Anything left in the group (a rank mpirun abandoned) goes too. */
+  kill(-pid, SIGKILL);
+  lseek(fd, 0, SEEK_SET);
+  ssize_t n = read(fd, res->out, sizeof res->out - 1);
+  res->out[n > 0 ? n : 0] = '\0';
+  close(fd);
+  unlink(path);
+  if (res->status == -1) fprintf(stderr, "HUNG after %.1f s; output:\n%s\n", res->wall, res->out);
+}
+
+/* mpirun --oversubscribe -np N [extra] PROGRAM args... */
+static inline void mpirun(int np, const char *extra, char *const prog_args[], double limit,
+                          run_result *res) {
+  char *argv[64];
+  int k = 0;
+  char npbuf[16];
+  snprintf(npbuf, sizeof npbuf, "%d", np);
+  argv[k++] = (char *)FG_MPIEXEC;
+  argv[k++] = "--oversubscribe";
+  argv[k++] = "--bind-to";
+  argv[k++] = "none";
+  argv[k++] = "-np";
+  argv[k++] = npbuf;
+  if (extra) argv[k++] = (char *)extra;
+  for (int i = 0; prog_args[i] && k < 63; i++)
+    argv[k++] = prog_args[i];
+  argv[k] = NULL;
+  run_limited(argv, limit, res);
+}
+
+#endif

@@ -1,0 +1,711 @@
+/* The in-process distributed layer: data parallelism on cpu:N replicas
+ * against one device, model parallelism, partitions, placement rules,
+ * device checks (BAD_INPUTS M3) and the in-process communicator. Reference
+ * values come from the single-device run of the same graph (an independent
+ * code path: no shard, no all_reduce, one thread) or by hand. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/comm_inproc.h"
+#include "fgtest.h"
+#include "test_dist_util.h"
+
+#define STEPS 6
+#define BATCH 64
+
+static const char *const batch_names[2] = {"x", "y"};
+
+/* Trains the single-device graph and its data-parallel rewrite and
+ * compares per-step losses and final variables. */
+static void compare_dp(fg_dtype dt, fg_optimizer_kind opt, double lr, int replicas, int64_t bucket,
+                       double tol) {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(dt, opt, lr, NULL, NULL);
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  if (bucket) o.bucket_bytes = bucket;
+  fg_graph *dg = fg_data_parallel(g, replicas, batch_names, 2, &o, st);
+  if (!dg) fprintf(stderr, "%s\n", fg_status_message(st));
+  FG_REQUIRE(dg);
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 2;
+  fg_session *s1 = fg_session_new(g, &so, st), *sn = fg_session_new(dg, &so, st);
+  if (!sn) fprintf(stderr, "%s\n", fg_status_message(st));
+  FG_REQUIRE(s1 && sn);
+  FG_CHECK_INT(fg_partition_num_devices(fg_session_partition(sn)), replicas);
+  double l1[STEPS], ln[STEPS];
+  FG_REQUIRE(dist_train(s1, dt, STEPS, BATCH, l1, st) == 0);
+  int rc = dist_train(sn, dt, STEPS, BATCH, ln, st);
+  if (rc) fprintf(stderr, "%s\n", fg_status_message(st));
+  FG_REQUIRE(rc == 0);
+  for (int k = 0; k < STEPS; k++)
+    FG_CHECK_NEAR(ln[k], l1[k], tol);
+  FG_CHECK(l1[STEPS - 1] < l1[0]); /* it learns */
+  const char *vars[6] = {"dense1/w", "dense1/b", "dense2/w", "dense2/b", "dense3/w", "dense3/b"};
+  for (int v = 0; v < 6; v++) {
+    double d = dist_var_diff(sn, vars[v], s1, vars[v]);
+    if (!(d >= 0 && d <= tol)) FG_FAIL_AT("variable %s differs by %g (tol %g)", vars[v], d, tol);
+    /* Every replica's copy is the same bits as replica 0's. */
+    for (int r = 1; r < replicas; r++) {
+      char name[64];
+      snprintf(name, sizeof name, "replica_%d/%s", r, vars[v]);
+      FG_CHECK(dist_var_diff(sn, name, sn, vars[v]) == 0.0);
+    }
+  }
+  fg_session_free(s1);
+  fg_session_free(sn);
+  fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+FG_TEST(dist_dp_digits_f32_1_replica, "dist") {
+  compare_dp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, 1, 0, 1e-5);
+}
+FG_TEST(dist_dp_digits_f32_2_replicas, "dist") {
+  compare_dp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, 2, 0, 1e-5);
+}
+FG_TEST(dist_dp_digits_f32_4_replicas, "dist") {
+  compare_dp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, 4, 0, 1e-5);
+}
+FG_TEST(dist_dp_digits_f32_4_replicas_sgd, "dist") {
+  compare_dp(FG_F32, FG_OPTIMIZER_SGD, 0.1, 4, 0, 1e-5);
+}
+FG_TEST(dist_dp_digits_f64_2_replicas, "dist") {
+  compare_dp(FG_F64, FG_OPTIMIZER_ADAM, 2e-3, 2, 0, 1e-12);
+}
+FG_TEST(dist_dp_digits_f64_4_replicas, "dist") {
+  compare_dp(FG_F64, FG_OPTIMIZER_MOMENTUM, 0.05, 4, 0, 1e-12);
+}
+
+/* Bucket sizes change how gradients are fused, never the numbers: the
+ * mean of each element is the same sum in the same rank order. */
+FG_TEST(dist_dp_bucket_sizes_bitwise_equal, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
+  int64_t sizes[3] = {1, 0, (int64_t)1 << 40};
+  int want_buckets[3] = {6, 1, 1};
+  double losses[3][STEPS];
+  fg_session *ss[3];
+  fg_graph *gs[3];
+  for (int i = 0; i < 3; i++) {
+    fg_data_parallel_options o;
+    fg_data_parallel_options_init(&o);
+    if (sizes[i]) o.bucket_bytes = sizes[i];
+    gs[i] = fg_data_parallel(g, 2, batch_names, 2, &o, st);
+    FG_REQUIRE(gs[i]);
+    FG_CHECK_INT(atoi(fg_graph_metadata(gs[i], "data_parallel_buckets")), want_buckets[i]);
+    int n_ar = 0;
+    for (int n = 0; n < fg_graph_num_nodes(gs[i]); n++)
+      n_ar += strcmp(fg_node_op(gs[i], n), "all_reduce") == 0;
+    FG_CHECK_INT(n_ar, 2 * want_buckets[i]);
+    ss[i] = fg_session_new(gs[i], NULL, st);
+    FG_REQUIRE(ss[i]);
+    FG_REQUIRE(dist_train(ss[i], FG_F32, STEPS, BATCH, losses[i], st) == 0);
+  }
+  for (int i = 1; i < 3; i++) {
+    FG_CHECK(memcmp(losses[i], losses[0], sizeof losses[0]) == 0);
+    FG_CHECK(dist_var_diff(ss[i], "dense1/w", ss[0], "dense1/w") == 0.0);
+    FG_CHECK(dist_var_diff(ss[i], "dense3/b", ss[0], "dense3/b") == 0.0);
+  }
+  /* A 40 KB cap splits the 6 gradients (32 KB, 512 B, 32 KB, 256 B,
+   * 2560 B, 40 B in ready order dense3 first) into more than one bucket. */
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  o.bucket_bytes = 40000;
+  fg_graph *mid = fg_data_parallel(g, 2, batch_names, 2, &o, st);
+  FG_REQUIRE(mid);
+  int nb = atoi(fg_graph_metadata(mid, "data_parallel_buckets"));
+  FG_CHECK(nb > 1 && nb < 6);
+  fg_graph_free(mid);
+  for (int i = 0; i < 3; i++) {
+    fg_session_free(ss[i]);
+    fg_graph_free(gs[i]);
+  }
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* The bucket's all_reduce depends only on its own gradients (and the
+ * previous bucket's all_reduce), not on the rest of the backward pass. */
+FG_TEST(dist_dp_bucket_depends_only_on_its_gradients, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  o.bucket_bytes = 1;
+  fg_graph *dg = fg_data_parallel(g, 1, NULL, 0, &o, st);
+  FG_REQUIRE(dg);
+  /* Bucket 0 is the first gradient ready: dense3's (the last layer). Its
+   * ancestors must not include dense1's weight gradient (made later). */
+  int ar0 = fg_graph_find(dg, "data_parallel/all_reduce_0");
+  FG_REQUIRE(ar0 >= 0);
+  int n = fg_graph_num_nodes(dg);
+  char *anc = calloc((size_t)n, 1);
+  anc[ar0] = 1;
+  for (int i = n - 1; i >= 0; i--)
+    if (anc[i])
+      for (int k = 0; k < fg_node_num_inputs(dg, i); k++)
+        anc[fg_node_input(dg, i, k).node] = 1;
+  int w1 = fg_graph_find(dg, "dense1/w"), first_grad_on_w1 = -1;
+  for (int i = 0; i < n && first_grad_on_w1 < 0; i++)
+    if (strncmp(fg_node_name(dg, i), "gradients", 9) == 0 &&
+        strcmp(fg_node_op(dg, i), "matmul") == 0)
+      for (int k = 0; k < fg_node_num_inputs(dg, i); k++)
+        if (fg_node_input(dg, i, k).node == fg_graph_find(dg, "x")) first_grad_on_w1 = i;
+  FG_REQUIRE(w1 >= 0 && first_grad_on_w1 >= 0);
+  FG_CHECK(!anc[first_grad_on_w1]);
+  /* And the update of dense1/w reads a reduced gradient. */
+  int last_ar = -1;
+  for (int i = 0; i < n; i++)
+    if (strcmp(fg_node_op(dg, i), "all_reduce") == 0) last_ar = i;
+  FG_CHECK(last_ar > ar0);
+  free(anc);
+  fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* The rewritten graph is an ordinary graph: it saves, loads, and the
+ * loaded copy trains to the same bits. */
+FG_TEST(dist_dp_save_load_round_trip, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
+  fg_graph *dg = fg_data_parallel(g, 2, batch_names, 2, NULL, st);
+  FG_REQUIRE(dg);
+  void *buf = NULL;
+  size_t size = 0;
+  FG_REQUIRE(fg_graph_save_memory(dg, &buf, &size, st) == 0);
+  fg_graph *lg = fg_graph_load_memory(buf, size, st);
+  free(buf);
+  FG_REQUIRE(lg);
+  FG_CHECK_INT(fg_graph_num_nodes(lg), fg_graph_num_nodes(dg));
+  int ar = fg_graph_find(lg, "replica_1/data_parallel/all_reduce_0");
+  FG_REQUIRE(ar >= 0);
+  FG_CHECK(strcmp(fg_node_op(lg, ar), "all_reduce") == 0);
+  FG_CHECK(strcmp(fg_node_device_explicit(lg, ar), "cpu:1") == 0);
+  /* Unplaced stays unplaced through the file. */
+  FG_CHECK(fg_node_device_explicit(lg, fg_graph_find(lg, "x")) == NULL);
+  FG_CHECK(strcmp(fg_node_op(lg, fg_graph_find(lg, "replica_1/x/shard")), "shard") == 0);
+  fg_session *a = fg_session_new(dg, NULL, st), *b = fg_session_new(lg, NULL, st);
+  FG_REQUIRE(a && b);
+  double la[3], lb[3];
+  FG_REQUIRE(dist_train(a, FG_F32, 3, BATCH, la, st) == 0);
+  FG_REQUIRE(dist_train(b, FG_F32, 3, BATCH, lb, st) == 0);
+  FG_CHECK(memcmp(la, lb, sizeof la) == 0);
+  FG_CHECK(dist_var_diff(a, "dense2/w", b, "dense2/w") == 0.0);
+  fg_session_free(a);
+  fg_session_free(b);
+  fg_graph_free(lg);
+  fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* fg_session_save on a multi-device session writes every replica's
+ * variables; loading resumes bit for bit. */
+FG_TEST(dist_dp_session_save_resumes, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F64, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
+  fg_graph *dg = fg_data_parallel(g, 2, batch_names, 2, NULL, st);
+  FG_REQUIRE(dg);
+  fg_session *a = fg_session_new(dg, NULL, st);
+  FG_REQUIRE(a);
+  double l[4];
+  FG_REQUIRE(dist_train(a, FG_F64, 2, BATCH, l, st) == 0);
+  char dir[256], path[300];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_dist"));
+  snprintf(path, sizeof path, "%s/dp.fgb", dir);
+  FG_REQUIRE(fg_session_save(a, path, st) == 0);
+  fg_graph *lg = fg_graph_load(path, st);
+  FG_REQUIRE(lg);
+  fg_session *b = fg_session_new(lg, NULL, st);
+  FG_REQUIRE(b);
+  FG_CHECK(dist_var_diff(a, "replica_1/dense1/w", b, "replica_1/dense1/w") == 0.0);
+  double la[2], lb[2];
+  FG_REQUIRE(dist_train(a, FG_F64, 2, BATCH, la, st) == 0);
+  FG_REQUIRE(dist_train(b, FG_F64, 2, BATCH, lb, st) == 0);
+  FG_CHECK(memcmp(la, lb, sizeof la) == 0);
+  fg_session_free(a);
+  fg_session_free(b);
+  fg_graph_free(lg);
+  fgt_rmtree(dir);
+  fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* Model parallelism: layers 1-2 on cpu:0, layer 3 and the loss on cpu:1. */
+static void model_parallel(fg_dtype dt) {
+  fg_status *st = fg_status_new();
+  fg_graph *g1 = dist_mlp(dt, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
+  fg_graph *g2 = dist_mlp(dt, FG_OPTIMIZER_ADAM, 2e-3, "cpu:0", "cpu:1");
+  FG_REQUIRE(fg_graph_status(g2, st) == FG_OK);
+  fg_session *s1 = fg_session_new(g1, NULL, st), *s2 = fg_session_new(g2, NULL, st);
+  if (!s2) fprintf(stderr, "%s\n", fg_status_message(st));
+  FG_REQUIRE(s1 && s2);
+  const fg_partition *p = fg_session_partition(s2);
+  FG_REQUIRE(fg_partition_num_devices(p) == 2);
+  /* dense2's variables follow their explicitly placed consumers; their
+   * Adam state and updates stay with them. */
+  int d2w = fg_graph_find(g2, "dense2/w");
+  FG_CHECK_INT(fg_partition_node_device(p, d2w), 1);
+  for (int i = 0; i < fg_graph_num_nodes(g2); i++)
+    if (strncmp(fg_node_op(g2, i), "apply_", 6) == 0)
+      FG_CHECK_INT(fg_partition_node_device(p, i),
+                   fg_partition_node_device(p, fg_node_input(g2, i, 0).node));
+  FG_CHECK(fg_partition_num_transfers(p) > 0);
+  double l1[STEPS], l2[STEPS];
+  FG_REQUIRE(dist_train(s1, dt, STEPS, BATCH, l1, st) == 0);
+  FG_REQUIRE(dist_train(s2, dt, STEPS, BATCH, l2, st) == 0);
+  /* Same kernels on the same data: the same bits. */
+  for (int k = 0; k < STEPS; k++)
+    FG_CHECK(l1[k] == l2[k]);
+  FG_CHECK(dist_var_diff(s1, "dense1/w", s2, "dense1/w") == 0.0);
+  FG_CHECK(dist_var_diff(s1, "dense3/w", s2, "dense3/w") == 0.0);
+  fg_session_free(s1);
+  fg_session_free(s2);
+  fg_graph_free(g1);
+  fg_graph_free(g2);
+  fg_status_free(st);
+}
+
+FG_TEST(dist_model_parallel_mlp_f32, "dist") { model_parallel(FG_F32); }
+FG_TEST(dist_model_parallel_mlp_f64, "dist") { model_parallel(FG_F64); }
+
+/* a = x + 1 on cpu:0; b = a * 2 and c = a * 3 on cpu:1; d = b + c on cpu:0;
+ * e = sum(a) on cpu:1. Transfers: a->cpu:1 (once, for b, c and e), b->cpu:0,
+ * c->cpu:0. */
+static fg_graph *cut_graph(int place) {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[1] = {3};
+  fg_output x = fg_placeholder(g, "x", FG_F64, 1, xd);
+  fg_output a = fg_set_name(g, fg_add(g, x, fg_scalar(g, FG_F64, 1)), "a");
+  fg_output b = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F64, 2)), "b");
+  fg_output c = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F64, 3)), "c");
+  fg_output d = fg_set_name(g, fg_add(g, b, c), "d");
+  fg_output e = fg_set_name(g, fg_reduce_sum(g, a, NULL, 0, 0), "e");
+  if (place) {
+    fg_set_device(g, a, "cpu:0");
+    fg_set_device(g, b, "cpu:1");
+    fg_set_device(g, c, "cpu:1");
+    fg_set_device(g, d, "cpu:0");
+    fg_set_device(g, e, "cpu:1");
+  }
+  return g;
+}
+
+FG_TEST(dist_partition_send_recv_pairs, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = cut_graph(1);
+  fg_partition *p = fg_partition_new(g, NULL, st);
+  FG_REQUIRE(p);
+  FG_CHECK_INT(fg_partition_num_devices(p), 2);
+  FG_CHECK(fg_partition_device(p, 0).kind == FG_DEVICE_CPU && fg_partition_device(p, 0).index == 0);
+  FG_CHECK(fg_partition_device(p, 1).index == 1);
+  FG_REQUIRE(fg_partition_num_transfers(p) == 3);
+  const char *want[3] = {"a:0->cpu:1", "b:0->cpu:0", "c:0->cpu:0"};
+  for (int i = 0; i < 3; i++) {
+    const fg_transfer *t = fg_partition_transfer(p, i);
+    FG_REQUIRE(t);
+    FG_CHECK(strcmp(t->key, want[i]) == 0);
+    FG_CHECK_INT(t->bytes, 24);
+    /* The pair connects the producer's device to the consumer's. */
+    FG_CHECK_INT(t->src_device, fg_partition_node_device(p, t->src.node));
+    FG_CHECK(t->dst_device != t->src_device);
+    for (int j = 0; j < i; j++)
+      FG_CHECK(strcmp(fg_partition_transfer(p, j)->key, t->key) != 0);
+  }
+  /* The scalar 2 (unplaced) follows its consumer b to cpu:1; x follows a. */
+  FG_CHECK_INT(fg_partition_node_device(p, fg_node_input(g, fg_graph_find(g, "b"), 1).node), 1);
+  FG_CHECK_INT(fg_partition_node_device(p, fg_graph_find(g, "x")), 0);
+  FG_CHECK_INT(fg_partition_num_nodes(p, 0) + fg_partition_num_nodes(p, 1), fg_graph_num_nodes(g));
+  FG_CHECK(fg_partition_transfer(p, 3) == NULL);
+  fg_partition_free(p);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+FG_TEST(dist_partition_cut_computes_as_uncut, "dist") {
+  fg_status *st = fg_status_new();
+  double x[3] = {1, -2, 0.5};
+  int64_t xd[1] = {3};
+  fg_tensor *xt = fg_tensor_wrap(FG_F64, 1, xd, x, sizeof x, st);
+  fg_feed feed = {"x", xt};
+  const char *fetch[2] = {"d", "e"};
+  fg_tensor *out[2][2];
+  for (int place = 0; place < 2; place++) {
+    fg_graph *g = cut_graph(place);
+    fg_session_options so;
+    fg_session_options_init(&so);
+    so.num_threads = 4;
+    fg_session *s = fg_session_new(g, &so, st);
+    FG_REQUIRE(s);
+    FG_CHECK_INT(fg_partition_num_devices(fg_session_partition(s)), place ? 2 : 1);
+    FG_REQUIRE(fg_session_run(s, &feed, 1, fetch, 2, out[place], NULL, 0, st) == 0);
+    fg_session_free(s);
+    fg_graph_free(g);
+  }
+  /* By hand: a = [2, -1, 1.5]; d = 5a = [10, -5, 7.5]; e = 2.5. */
+  const double *d = fg_tensor_data(out[1][0]);
+  FG_CHECK(d[0] == 10 && d[1] == -5 && d[2] == 7.5);
+  FG_CHECK(*(const double *)fg_tensor_data(out[1][1]) == 2.5);
+  FG_CHECK(memcmp(fg_tensor_data(out[0][0]), d, 24) == 0);
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++)
+      fg_tensor_free(out[i][j]);
+  fg_tensor_free(xt);
+  fg_status_free(st);
+}
+
+/* Rules: a variable goes with its first consumer, its update with it; an
+ * update placed away from its variable is refused. */
+FG_TEST(dist_placement_rules_and_conflicts, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t d1[1] = {2};
+  double v0[2] = {1, 2};
+  fg_tensor *vt = fg_tensor_from_data(FG_F64, 1, d1, v0, sizeof v0, st);
+  fg_output v = fg_variable(g, "v", vt);
+  fg_output x = fg_placeholder(g, "x", FG_F64, 1, d1);
+  fg_output m = fg_set_device(g, fg_mul(g, x, v), "cpu:2");
+  fg_output n = fg_set_name(g, fg_neg(g, m), "n");
+  fg_output upd = fg_set_name(g, fg_assign(g, v, n), "upd");
+  fg_partition *p = fg_partition_new(g, NULL, st);
+  FG_REQUIRE(p);
+  FG_CHECK(fg_partition_device(p, fg_partition_node_device(p, v.node)).index == 2);
+  FG_CHECK(fg_partition_device(p, fg_partition_node_device(p, n.node)).index == 2);
+  FG_CHECK(fg_partition_device(p, fg_partition_node_device(p, upd.node)).index == 2);
+  FG_CHECK(fg_partition_device(p, fg_partition_node_device(p, x.node)).index == 2);
+  FG_CHECK_INT(fg_partition_num_devices(p), 1);
+  fg_partition_free(p);
+  /* Explicit update on another device than its variable: refused. */
+  fg_set_device(g, upd, "cpu:1");
+  FG_CHECK(fg_partition_new(g, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "'upd'");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "'v'");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "cpu:1");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "cpu:2");
+  FG_CHECK(fg_session_new(g, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  fg_tensor_free(vt);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+FG_TEST(dist_bad_device_names_refused, "dist,badinput") {
+  const char *bad[] = {"cpu:-1", "gpu:0", "cuda:7",           "cpu:64",
+                       "cpu:x",  "cpu:",  "cuda:99999999999", " cpu:0"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    fg_status *st = fg_status_new();
+    fg_graph *g = fg_graph_new();
+    int64_t d1[1] = {2};
+    fg_output x = fg_placeholder(g, "x", FG_F32, 1, d1);
+    fg_set_device(g, fg_set_name(g, fg_relu(g, x), "act"), bad[i]);
+    fg_session *s = fg_session_new(g, NULL, st);
+    FG_CHECK(s == NULL);
+    FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), "node 'act'");
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), bad[i]);
+    /* What exists is named too. */
+    FG_CHECK(strstr(fg_status_message(st), "cpu:0") || strstr(fg_status_message(st), "cpu:N") ||
+             strstr(fg_status_message(st), "CUDA"));
+    fg_session_free(s);
+    fg_graph_free(g);
+    fg_status_free(st);
+  }
+  fg_device d;
+  FG_CHECK(fg_parse_device("cpu:63", &d, NULL) == 0 && d.index == 63 && d.kind == FG_DEVICE_CPU);
+  FG_CHECK(fg_parse_device("cpu", &d, NULL) == 0 && d.index == 0);
+  FG_CHECK(fg_parse_device(NULL, &d, NULL) == -1);
+}
+
+FG_TEST(dist_unplaced_round_trips, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = cut_graph(0);
+  fg_set_device(g, (fg_output){fg_graph_find(g, "b"), 0}, "cpu:3");
+  FG_CHECK(fg_node_device_explicit(g, fg_graph_find(g, "a")) == NULL);
+  FG_CHECK(strcmp(fg_node_device(g, fg_graph_find(g, "a")), "cpu:0") == 0);
+  void *buf;
+  size_t size;
+  FG_REQUIRE(fg_graph_save_memory(g, &buf, &size, st) == 0);
+  fg_graph *l = fg_graph_load_memory(buf, size, st);
+  free(buf);
+  FG_REQUIRE(l);
+  FG_CHECK(fg_node_device_explicit(l, fg_graph_find(l, "a")) == NULL);
+  FG_CHECK(strcmp(fg_node_device_explicit(l, fg_graph_find(l, "b")), "cpu:3") == 0);
+  fg_graph_free(l);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+FG_TEST(dist_data_parallel_bad_arguments, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
+  FG_CHECK(fg_data_parallel(g, 0, batch_names, 2, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK(fg_data_parallel(g, 65, batch_names, 2, NULL, st) == NULL);
+  FG_CHECK(fg_data_parallel(NULL, 2, batch_names, 2, NULL, st) == NULL);
+  const char *nope[1] = {"nope"};
+  FG_CHECK(fg_data_parallel(g, 2, nope, 1, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_NOT_FOUND);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "'nope'");
+  const char *notph[1] = {"loss"};
+  FG_CHECK(fg_data_parallel(g, 2, notph, 1, NULL, st) == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "not a placeholder");
+  /* A graph without a training step. */
+  fg_graph *plain = cut_graph(0);
+  FG_CHECK(fg_data_parallel(plain, 2, NULL, 0, NULL, st) == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "train_target");
+  fg_graph_free(plain);
+  /* Gradient clipping: refused, not silently wrong. */
+  fg_graph *gc = fg_graph_new();
+  int64_t d1[1] = {2};
+  double v0[2] = {1, 2};
+  fg_tensor *vt = fg_tensor_from_data(FG_F64, 1, d1, v0, sizeof v0, st);
+  fg_output v = fg_variable(gc, "v", vt);
+  fg_output l = fg_reduce_sum(gc, fg_mul(gc, v, v), NULL, 0, 0);
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  cfg.clip_global_norm = 1.0;
+  FG_REQUIRE(fg_minimize(gc, l, NULL, 0, &cfg, st).node >= 0);
+  FG_CHECK(fg_data_parallel(gc, 2, NULL, 0, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+  fg_tensor_free(vt);
+  fg_graph_free(gc);
+  /* A batch that does not split evenly fails the run, naming the shard. */
+  fg_graph *dg = fg_data_parallel(g, 4, batch_names, 2, NULL, st);
+  FG_REQUIRE(dg);
+  fg_session *s = fg_session_new(dg, NULL, st);
+  FG_REQUIRE(s);
+  fg_tensor *x, *y;
+  FG_REQUIRE(dist_batch(FG_F32, 0, 10, &x, &y) == 0);
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *fetch = "loss";
+  fg_tensor *out = NULL;
+  FG_CHECK(fg_session_run(s, feeds, 2, &fetch, 1, &out, NULL, 0, st) != 0);
+  FG_CHECK(out == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "shard");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "10");
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  fg_session_free(s);
+  fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* ---- the in-process communicator ---------------------------------------- */
+
+typedef struct comm_arg {
+  fg_comm *c;
+  double *buf;
+  int64_t n;
+  int rc;
+  fg_code code;
+  int skip; /* this rank never arrives */
+} comm_arg;
+
+static void *reduce_thread(void *p) {
+  comm_arg *a = p;
+  fg_status *st = fg_status_new();
+  if (!a->skip) {
+    a->rc = a->c->ops->all_reduce(a->c, a->buf, a->n, FG_F64, 1, st);
+    a->code = fg_status_code(st);
+  }
+  fg_status_free(st);
+  return NULL;
+}
+
+FG_TEST(dist_comm_inproc_all_reduce_rank_order, "dist") {
+  enum { R = 3, N = 1001 };
+  fg_comm *h[R];
+  FG_REQUIRE(fg_comm_inproc_group(R, 0, h, NULL) == 0);
+  static double bufs[R][N];
+  /* Values whose sum depends on the order: 1e16, 1, -1e16 ... */
+  for (int r = 0; r < R; r++)
+    for (int i = 0; i < N; i++)
+      bufs[r][i] = r == 0 ? 1e16 : r == 1 ? 1.0 + i : -1e16;
+  pthread_t th[R];
+  comm_arg args[R];
+  for (int r = 0; r < R; r++) {
+    args[r] = (comm_arg){h[r], bufs[r], N, -1, FG_OK, 0};
+    pthread_create(&th[r], NULL, reduce_thread, &args[r]);
+  }
+  for (int r = 0; r < R; r++)
+    pthread_join(th[r], NULL);
+  for (int r = 0; r < R; r++) {
+    FG_CHECK_INT(args[r].rc, 0);
+    for (int i = 0; i < N; i++) {
+      /* ((1e16 + (1 + i)) + -1e16) / 3 in rank order, in double. */
+      double want = ((1e16 + (1.0 + i)) + -1e16) / 3;
+      if (bufs[r][i] != want) {
+        FG_FAIL_AT("rank %d element %d: %.17g != %.17g", r, i, bufs[r][i], want);
+        break;
+      }
+    }
+  }
+  for (int r = 0; r < R; r++)
+    h[r]->ops->free(h[r]);
+}
+
+FG_TEST(dist_comm_inproc_timeout_is_deadline, "dist,badinput") {
+  enum { R = 3 };
+  fg_comm *h[R];
+  FG_REQUIRE(fg_comm_inproc_group(R, 0.2, h, NULL) == 0);
+  double bufs[R][4] = {{0}};
+  pthread_t th[R];
+  comm_arg args[R];
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int r = 0; r < R; r++) {
+    args[r] = (comm_arg){h[r], bufs[r], 4, -1, FG_OK, r == 2};
+    pthread_create(&th[r], NULL, reduce_thread, &args[r]);
+  }
+  for (int r = 0; r < R; r++)
+    pthread_join(th[r], NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  for (int r = 0; r < 2; r++) {
+    FG_CHECK_INT(args[r].rc, -1);
+    FG_CHECK_INT(args[r].code, FG_DEADLINE_EXCEEDED);
+  }
+  FG_CHECK(s < 5.0);
+  /* all_gather and broadcast on a healthy group. */
+  fg_comm_inproc_reset(h[0]);
+  for (int r = 0; r < R; r++)
+    h[r]->ops->free(h[r]);
+  fg_comm *one[1];
+  FG_REQUIRE(fg_comm_inproc_group(1, 0, one, NULL) == 0);
+  uint64_t got[1];
+  FG_CHECK(one[0]->ops->all_gather_u64(one[0], 42, got, NULL) == 0 && got[0] == 42);
+  double v = 3;
+  FG_CHECK(one[0]->ops->all_reduce(one[0], &v, 1, FG_F64, 1, NULL) == 0 && v == 3);
+  FG_CHECK(one[0]->ops->broadcast(one[0], &v, 8, 1, NULL) == -1);
+  one[0]->ops->free(one[0]);
+  FG_CHECK(fg_comm_inproc_group(0, 0, one, NULL) == -1);
+  FG_CHECK(fg_comm_inproc_group(65, 0, one, NULL) == -1);
+}
+
+/* The MPI shape in one process: two sessions, each with the replicas = 1
+ * rewrite, its own half of the batch and one rank of an attached
+ * communicator, train to the same numbers as the in-process 2-replica run. */
+typedef struct proc_arg {
+  fg_graph *g;
+  fg_comm *c;
+  int rank;
+  double losses[STEPS];
+  fg_tensor *w;
+  int rc;
+} proc_arg;
+
+static void *proc_thread(void *p) {
+  proc_arg *a = p;
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(a->g, NULL, st);
+  a->rc = -1;
+  if (s && fg_session_set_comm(s, a->c, st) == 0) {
+    a->rc = 0;
+    for (int k = 0; k < STEPS && a->rc == 0; k++) {
+      fg_tensor *x = NULL, *y = NULL;
+      dist_batch(FG_F64, (k * BATCH) % (1400 - BATCH) + a->rank * (BATCH / 2), BATCH / 2, &x, &y);
+      fg_feed feeds[2] = {{"x", x}, {"y", y}};
+      const char *fetch = "loss", *target = "train";
+      fg_tensor *out = NULL;
+      a->rc = fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st);
+      if (a->rc == 0) a->losses[k] = *(const double *)fg_tensor_data(out);
+      fg_tensor_free(out);
+      fg_tensor_free(x);
+      fg_tensor_free(y);
+    }
+    a->w = fg_session_variable(s, "dense1/w", st);
+  }
+  if (a->rc) fprintf(stderr, "rank %d: %s\n", a->rank, fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return NULL;
+}
+
+FG_TEST(dist_process_comm_matches_in_process, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F64, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
+  fg_graph *g1 = fg_data_parallel(g, 1, batch_names, 2, NULL, st);
+  fg_graph *g2 = fg_data_parallel(g, 2, batch_names, 2, NULL, st);
+  FG_REQUIRE(g1 && g2);
+  fg_comm *h[2];
+  FG_REQUIRE(fg_comm_inproc_group(2, 10, h, NULL) == 0);
+  proc_arg args[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    args[r] = (proc_arg){g1, h[r], r, {0}, NULL, -1};
+    pthread_create(&th[r], NULL, proc_thread, &args[r]);
+  }
+  for (int r = 0; r < 2; r++)
+    pthread_join(th[r], NULL);
+  FG_REQUIRE(args[0].rc == 0 && args[1].rc == 0);
+  fg_session *s = fg_session_new(g2, NULL, st);
+  FG_REQUIRE(s);
+  double l2[STEPS];
+  FG_REQUIRE(dist_train(s, FG_F64, STEPS, BATCH, l2, st) == 0);
+  fg_tensor *w2 = fg_session_variable(s, "dense1/w", st);
+  for (int k = 0; k < STEPS; k++) {
+    /* Each process's loss is its half's mean; their mean is the full one. */
+    FG_CHECK_NEAR((args[0].losses[k] + args[1].losses[k]) / 2, l2[k], 1e-12);
+  }
+  /* The same reduction in the same order: the same weights, bit for bit. */
+  FG_REQUIRE(args[0].w && args[1].w && w2);
+  FG_CHECK(memcmp(fg_tensor_data(args[0].w), fg_tensor_data(w2), 64 * 128 * 8) == 0);
+  FG_CHECK(memcmp(fg_tensor_data(args[1].w), fg_tensor_data(w2), 64 * 128 * 8) == 0);
+  fg_tensor_free(args[0].w);
+  fg_tensor_free(args[1].w);
+  fg_tensor_free(w2);
+  fg_session_free(s);
+  for (int r = 0; r < 2; r++)
+    h[r]->ops->free(h[r]);
+  fg_graph_free(g1);
+  fg_graph_free(g2);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* A step that fails on one replica while the other waits in all_reduce:
+ * the run fails at once naming the node (the group is aborted), instead of
+ * waiting out the communicator's 60 s timeout; the next good run works. */
+FG_TEST(dist_dp_failing_replica_does_not_hang, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
+  fg_graph *dg = fg_data_parallel(g, 2, batch_names, 2, NULL, st);
+  FG_REQUIRE(dg);
+  fg_session *s = fg_session_new(dg, NULL, st);
+  FG_REQUIRE(s);
+  fg_tensor *x, *y;
+  FG_REQUIRE(dist_batch(FG_F32, 0, 8, &x, &y) == 0);
+  ((int32_t *)fg_tensor_data(y))[6] = 99; /* in replica 1's half */
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *fetch = "loss", *target = "train";
+  fg_tensor *out = NULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  FG_CHECK(fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st) != 0);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  FG_CHECK(out == NULL);
+  FG_CHECK(t1.tv_sec - t0.tv_sec < 10);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "replica_1/");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "99");
+  ((int32_t *)fg_tensor_data(y))[6] = 3;
+  FG_CHECK(fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st) == 0);
+  fg_tensor_free(out);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  fg_session_free(s);
+  fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}

@@ -1,0 +1,170 @@
+/* Shared by the dist tests: the digits MLP (as examples/digits/build_mlp.c
+ * builds it, in f32 or f64, with a fixed initialisation) and its data. */
+#ifndef FG_TEST_DIST_UTIL_H
+#define FG_TEST_DIST_UTIL_H
+
+#include <flowgraph/flowgraph.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline uint64_t dist_rng(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* A tensor of `dt` from doubles. */
+static inline fg_tensor *dist_tensor(fg_dtype dt, int rank, const int64_t *dims, const double *v,
+                                     int64_t n) {
+  fg_tensor *t = fg_tensor_new(dt, rank, dims, NULL);
+  if (!t) return NULL;
+  for (int64_t i = 0; i < n; i++) {
+    if (dt == FG_F32)
+      ((float *)fg_tensor_data(t))[i] = (float)v[i];
+    else
+      ((double *)fg_tensor_data(t))[i] = v[i];
+  }
+  return t;
+}
+
+/* x [?, in] -> x w + b, variables "<name>/w" and "<name>/b"; nodes placed
+ * on `device` when it is not NULL. */
+static inline fg_output dist_dense(fg_graph *g, fg_dtype dt, fg_output x, int in, int out,
+                                   const char *name, uint64_t *rng, const char *device) {
+  double *w = malloc((size_t)in * out * sizeof *w), *b = calloc((size_t)out, sizeof *b);
+  double bound = sqrt(6.0 / in);
+  for (int i = 0; i < in * out; i++)
+    w[i] = (2.0 * ((double)(dist_rng(rng) >> 40) * 0x1p-24) - 1.0) * bound;
+  int64_t wd[2] = {in, out}, bd[1] = {out};
+  fg_tensor *wt = dist_tensor(dt, 2, wd, w, (int64_t)in * out),
+            *bt = dist_tensor(dt, 1, bd, b, out);
+  char wn[64], bn[64];
+  snprintf(wn, sizeof wn, "%s/w", name);
+  snprintf(bn, sizeof bn, "%s/b", name);
+  fg_output wv = fg_variable(g, wn, wt), bv = fg_variable(g, bn, bt);
+  fg_output mm = fg_matmul(g, x, wv, 0, 0);
+  fg_output y = fg_add(g, mm, bv);
+  if (device) {
+    fg_set_device(g, wv, device);
+    fg_set_device(g, bv, device);
+    fg_set_device(g, mm, device);
+    fg_set_device(g, y, device);
+  }
+  fg_tensor_free(wt);
+  fg_tensor_free(bt);
+  free(w);
+  free(b);
+  return y;
+}
+
+/* 64-128-64-10 MLP with softmax cross-entropy "loss" and an optimizer step
+ * "train". dev1/dev2: devices of the first two layers and the last (NULL:
+ * unplaced). */
+static inline fg_graph *dist_mlp(fg_dtype dt, fg_optimizer_kind opt, double lr, const char *dev1,
+                                 const char *dev2) {
+  fg_graph *g = fg_graph_new();
+  uint64_t rng = 1;
+  int64_t xd[2] = {FG_DIM_UNKNOWN, 64}, yd[1] = {FG_DIM_UNKNOWN};
+  fg_output x = fg_placeholder(g, "x", dt, 2, xd);
+  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
+  fg_output h1 = fg_relu(g, dist_dense(g, dt, x, 64, 128, "dense1", &rng, dev1));
+  if (dev1) fg_set_device(g, h1, dev1);
+  fg_output h2 = fg_relu(g, dist_dense(g, dt, h1, 128, 64, "dense2", &rng, dev2));
+  if (dev2) fg_set_device(g, h2, dev2);
+  fg_output logits = dist_dense(g, dt, h2, 64, 10, "dense3", &rng, dev2);
+  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
+  if (dev2) fg_set_device(g, loss, dev2);
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, opt);
+  cfg.learning_rate = lr;
+  fg_status *st = fg_status_new();
+  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
+  if (train.node >= 0) fg_set_name(g, train, "train");
+  fg_graph_set_metadata(g, "train_target", "train");
+  fg_status_free(st);
+  return g;
+}
+
+static fg_tensor *dist_ax, *dist_ay;
+static inline void dist_load_digits(void) {
+  dist_ax = fg_npy_read(FG_SOURCE_DIR "/examples/digits/data/train_x.npy", NULL);
+  dist_ay = fg_npy_read(FG_SOURCE_DIR "/examples/digits/data/train_y.npy", NULL);
+}
+
+/* Rows [row0, row0 + rows) of the digits training set, x in `dt`. */
+static inline int dist_batch(fg_dtype dt, int row0, int rows, fg_tensor **x, fg_tensor **y) {
+  /* Read once, also when several threads ask first (the process-comm
+   * test trains from two threads). */
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, dist_load_digits);
+  if (!dist_ax || !dist_ay) return -1;
+  const fg_tensor *ax = dist_ax, *ay = dist_ay;
+  int64_t xd[2] = {rows, 64}, yd[1] = {rows};
+  *x = fg_tensor_new(dt, 2, xd, NULL);
+  *y = fg_tensor_new(FG_I32, 1, yd, NULL);
+  const float *sx = fg_tensor_data(ax);
+  for (int64_t i = 0; i < (int64_t)rows * 64; i++) {
+    if (dt == FG_F32)
+      ((float *)fg_tensor_data(*x))[i] = sx[(int64_t)row0 * 64 + i];
+    else
+      ((double *)fg_tensor_data(*x))[i] = sx[(int64_t)row0 * 64 + i];
+  }
+  memcpy(fg_tensor_data(*y), (const int32_t *)fg_tensor_data(ay) + row0, (size_t)rows * 4);
+  return 0;
+}
+
+/* Runs `steps` training steps of `batch` rows each on session s, writing
+ * each step's loss into losses[]. 0 or -1. */
+static inline int dist_train(fg_session *s, fg_dtype dt, int steps, int batch, double *losses,
+                             fg_status *st) {
+  for (int k = 0; k < steps; k++) {
+    fg_tensor *x, *y;
+    if (dist_batch(dt, (k * batch) % (1400 - batch), batch, &x, &y) != 0) return -1;
+    fg_feed feeds[2] = {{"x", x}, {"y", y}};
+    const char *fetch = "loss", *target = "train";
+    fg_tensor *out = NULL;
+    int rc = fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st);
+    fg_tensor_free(x);
+    fg_tensor_free(y);
+    if (rc != 0) return -1;
+    losses[k] =
+        dt == FG_F32 ? *(const float *)fg_tensor_data(out) : *(const double *)fg_tensor_data(out);
+    fg_tensor_free(out);
+  }
+  return 0;
+}
+
+/* max |a - b| / max |b| over the elements of a variable in two sessions
+ * (the error relative to the tensor's scale: Adam moves near-zero weights
+ * by about lr whatever the gradient's size, so an element-wise ratio there
+ * measures the rounding of 1e-9 gradients, not the training); 0 when equal
+ * bit for bit, -1 when missing or of different shapes. */
+static inline double dist_var_diff(fg_session *a, const char *na, fg_session *b, const char *nb) {
+  fg_tensor *ta = fg_session_variable(a, na, NULL), *tb = fg_session_variable(b, nb, NULL);
+  double worst = -1;
+  if (ta && tb && fg_tensor_dtype(ta) == fg_tensor_dtype(tb) &&
+      fg_tensor_num_elements(ta) == fg_tensor_num_elements(tb)) {
+    worst = 0;
+    double scale = 0;
+    int64_t n = fg_tensor_num_elements(ta);
+    for (int64_t i = 0; i < n; i++) {
+      double x, y;
+      if (fg_tensor_dtype(ta) == FG_F32)
+        x = ((float *)fg_tensor_data(ta))[i], y = ((float *)fg_tensor_data(tb))[i];
+      else
+        x = ((double *)fg_tensor_data(ta))[i], y = ((double *)fg_tensor_data(tb))[i];
+      if (fabs(x - y) > worst) worst = fabs(x - y);
+      if (fabs(y) > scale) scale = fabs(y);
+    }
+    if (worst > 0) worst /= scale > 0 ? scale : 1e-300;
+  }
+  fg_tensor_free(ta);
+  fg_tensor_free(tb);
+  return worst;
+}
+
+#endif
