@@ -29,16 +29,16 @@ nn.Linear layers (uniform +-1/sqrt(fan_in), as the driver), ReLU,
 F.cross_entropy, then optimizer.zero_grad(set_to_none=True) (the faster
 form), loss.backward(), optimizer.step() with torch.optim.SGD(lr=0.01).
 """
-import argparse
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+import torch_common
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DRIVER = os.path.join(os.path.dirname(HERE), "build", "bench", "fg_bench")
@@ -71,15 +71,7 @@ TORCH_RUNS = {
 WIDE = (8, 256, 512, 512)  # branches, M, K, N
 
 
-def timed(fn, warmup, runs):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+timed = torch_common.timed
 
 
 # ---- PyTorch versions of the cases -------------------------------------------
@@ -98,17 +90,8 @@ def torch_op_overhead():
 
 
 def torch_mlp(case):
-    batch, widths = MLPS[case]
-    torch.manual_seed(0)
-    layers = []
-    for i in range(len(widths) - 1):
-        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
-        if i + 2 < len(widths):
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers)
+    model, x, y = torch_common.mlp_model_and_batch(*MLPS[case])
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.rand(batch, widths[0]) * 2 - 1
-    y = torch.randint(0, widths[-1], (batch,))
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -147,18 +130,7 @@ def run_driver(driver, case):
     # PyTorch's and OpenBLAS's worker threads in this process spin for a
     # moment after their last job; let them go to sleep before the driver runs.
     time.sleep(0.25)
-    out = subprocess.run([driver, case], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit("compare_torch: %s %s failed (%d):\n%s%s" %
-                 (driver, case, out.returncode, out.stdout, out.stderr))
-    lines = {}
-    for line in out.stdout.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] == "FG":
-            lines[parts[1]] = dict(p.split("=", 1) for p in parts[2:] if "=" in p)
-    if case not in lines:
-        sys.exit("compare_torch: no 'FG %s' line from the driver:\n%s" % (case, out.stdout))
-    return lines
+    return torch_common.run_driver("compare_torch", driver, case)
 
 
 def med(values):
@@ -182,15 +154,8 @@ def fmt_time(seconds):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--driver", default=DEFAULT_DRIVER)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--cases", default=",".join(CASES))
-    args = ap.parse_args()
-    cases = [c for c in args.cases.split(",") if c]
-    for c in cases:
-        if c not in TARGETS:
-            sys.exit("compare_torch: unknown case %r (known: %s)" % (c, ", ".join(CASES)))
+    args = torch_common.parse_args(__doc__, "compare_torch", DEFAULT_DRIVER, CASES)
+    cases = args.cases
     if not os.access(args.driver, os.X_OK):
         sys.exit("compare_torch: driver %s not found; run `make bench`" % args.driver)
 

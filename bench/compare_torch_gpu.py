@@ -25,12 +25,11 @@ the achieved GFLOP/s as a fraction of a plain 8192^3 cublasSgemm measured by
 the driver (f32, or TF32 for the _tf32 case). Without a GPU it prints
 "skipped: no GPU" and exits 0.
 """
-import argparse
 import os
 import statistics
-import subprocess
 import sys
-import time
+
+import torch_common
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DRIVER = os.path.join(os.path.dirname(HERE), "build", "bench", "fg_bench_gpu")
@@ -57,15 +56,26 @@ TORCH_RUNS = {  # warm-up, timed steps per round
 
 def timed(step, warmup, runs):
     import torch
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return torch_common.timed(step, warmup, runs, after_warmup=torch.cuda.synchronize)
+
+
+def cuda_graph(warm, capture, before_capture=None):
+    """Runs warm() three times on a side stream (as torch.cuda.graph asks), then
+    captures capture() into a CUDA graph; returns the graph and what capture()
+    returned."""
+    import torch
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            warm()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    if before_capture:
+        before_capture()
+    with torch.cuda.graph(g):
+        out = capture()
+    return g, out
 
 
 def torch_op_overhead(graphed):
@@ -88,15 +98,7 @@ def torch_op_overhead(graphed):
             out_host.copy_(body(), non_blocking=True)
             torch.cuda.synchronize()
         return step
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            body()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        static_y = body()
+    g, static_y = cuda_graph(body, body)
 
     def step():
         static_x.copy_(x_host, non_blocking=True)
@@ -112,24 +114,24 @@ def torch_mlp(case, graphed):
     dev = torch.device("cuda:0")
     torch.backends.cuda.matmul.allow_tf32 = case.endswith("_tf32")
     batch, widths = MLPS[case]
-    torch.manual_seed(0)
-    layers = []
-    for i in range(len(widths) - 1):
-        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
-        if i + 2 < len(widths):
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers).to(dev)
+    model, x, y = torch_common.mlp_model_and_batch(batch, widths)
+    model = model.to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x_host = (torch.rand(batch, widths[0]) * 2 - 1).pin_memory()
-    y_host = torch.randint(0, widths[-1], (batch,)).pin_memory()
+    x_host, y_host = x.pin_memory(), y.pin_memory()
     static_x = torch.empty(batch, widths[0], device=dev)
     static_y = torch.empty(batch, dtype=torch.long, device=dev)
 
-    def body():
-        opt.zero_grad(set_to_none=True)
+    def train():
         loss = F.cross_entropy(model(static_x), static_y)
         loss.backward()
         opt.step()
+
+    def zero_grad():
+        opt.zero_grad(set_to_none=True)
+
+    def body():
+        zero_grad()
+        train()
 
     if not graphed:
         def step():
@@ -140,18 +142,7 @@ def torch_mlp(case, graphed):
         return step
     static_x.copy_(x_host)
     static_y.copy_(y_host)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            body()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=True)
-    with torch.cuda.graph(g):
-        loss = F.cross_entropy(model(static_x), static_y)
-        loss.backward()
-        opt.step()
+    g, _ = cuda_graph(body, train, before_capture=zero_grad)
 
     def step():
         static_x.copy_(x_host, non_blocking=True)
@@ -168,17 +159,7 @@ def torch_case(case, graphed):
 
 
 def run_driver(driver, case):
-    out = subprocess.run([driver, case], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit("compare_torch_gpu: %s %s failed (%d):\n%s%s" %
-                 (driver, case, out.returncode, out.stdout, out.stderr))
-    for line in out.stdout.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] == "FG" and parts[1] == case:
-            if "skipped:" in parts:
-                return None
-            return dict(p.split("=", 1) for p in parts[2:] if "=" in p)
-    sys.exit("compare_torch_gpu: no 'FG %s' line from the driver:\n%s" % (case, out.stdout))
+    return torch_common.run_driver("compare_torch_gpu", driver, case)[case]
 
 
 def fmt_time(s):
@@ -186,15 +167,8 @@ def fmt_time(s):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--driver", default=DEFAULT_DRIVER)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--cases", default=",".join(CASES))
-    args = ap.parse_args()
-    cases = [c for c in args.cases.split(",") if c]
-    for c in cases:
-        if c not in TARGETS:
-            sys.exit("compare_torch_gpu: unknown case %r (known: %s)" % (c, ", ".join(CASES)))
+    args = torch_common.parse_args(__doc__, "compare_torch_gpu", DEFAULT_DRIVER, CASES)
+    cases = args.cases
     try:
         import torch
         have_gpu = torch.cuda.is_available()

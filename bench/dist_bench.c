@@ -22,11 +22,7 @@
 #include "flowgraph/dist.h"
 #include "flowgraph/flowgraph.h"
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "bench_common.h"
 
 static int busbw(fg_comm *c, fg_status *st) {
   int n = c->size;
@@ -76,48 +72,12 @@ static int busbw(fg_comm *c, fg_status *st) {
   return 0;
 }
 
-static fg_tensor *random_f32(int rank, const int64_t *dims, double bound, uint64_t *s,
-                             fg_status *st) {
-  fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, st);
-  if (!t) return NULL;
-  float *d = fg_tensor_data(t);
-  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++) {
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    d[i] = (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1) * (float)bound;
-  }
-  return t;
-}
-
-/* fg_bench.c's mlp_large_train with an unknown batch dimension, so each
- * rank feeds its shard. */
+/* fg_bench.c's mlp_large_train (bench_common.h) with an unknown batch
+ * dimension, so each rank feeds its shard. */
 static fg_graph *build_mlp_large(fg_status *st) {
   static const int widths[4] = {1024, 2048, 2048, 1000};
-  fg_graph *g = fg_graph_new();
-  uint64_t rng = 42;
-  int64_t xd[2] = {FG_DIM_UNKNOWN, 1024}, yd[1] = {FG_DIM_UNKNOWN};
-  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output labels = fg_placeholder(g, "y", FG_I32, 1, yd);
-  for (int l = 0; l < 3; l++) {
-    int64_t wd[2] = {widths[l], widths[l + 1]}, bd[1] = {widths[l + 1]};
-    double bound = 1.0 / sqrt((double)widths[l]);
-    fg_tensor *w = random_f32(2, wd, bound, &rng, st), *b = random_f32(1, bd, bound, &rng, st);
-    char wn[32], bn[32];
-    snprintf(wn, sizeof wn, "dense%d/w", l + 1);
-    snprintf(bn, sizeof bn, "dense%d/b", l + 1);
-    h = fg_add(g, fg_matmul(g, h, fg_variable(g, wn, w), 0, 0), fg_variable(g, bn, b));
-    if (l < 2) h = fg_relu(g, h);
-    fg_tensor_free(w);
-    fg_tensor_free(b);
-  }
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, labels), "loss");
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
-  cfg.learning_rate = 0.01;
-  if (fg_minimize(g, loss, NULL, 0, &cfg, st).node < 0 || fg_graph_status(g, st) != FG_OK) {
-    fg_graph_free(g);
-    return NULL;
-  }
-  return g;
+  fg_output train;
+  return mlp_graph(FG_DIM_UNKNOWN, 3, widths, &train, st);
 }
 
 static int dp(fg_comm *c, int64_t bucket, fg_status *st) {

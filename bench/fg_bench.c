@@ -34,17 +34,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
+
 typedef struct bench_opts {
   int runs;    /* -1: the case's default */
   int warmup;  /* -1: the case's default */
   int threads; /* fg_session_options.num_threads */
 } bench_opts;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -62,29 +58,6 @@ static double min_of(const double *v, int n) {
   for (int i = 1; i < n; i++)
     m = v[i] < m ? v[i] : m;
   return m;
-}
-
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [-bound, bound). */
-static float uniform(uint64_t *rng, double bound) {
-  double u = (double)(splitmix64(rng) >> 40) * 0x1p-24;
-  return (float)((2.0 * u - 1.0) * bound);
-}
-
-static fg_tensor *random_f32(int rank, const int64_t *dims, double bound, uint64_t *rng,
-                             fg_status *st) {
-  fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, st);
-  if (!t) return NULL;
-  float *p = fg_tensor_data(t);
-  for (int64_t i = 0, n = fg_tensor_num_elements(t); i < n; i++)
-    p[i] = uniform(rng, bound);
-  return t;
 }
 
 static int fail(const char *what, fg_status *st) {
@@ -157,12 +130,42 @@ static int pick(int v, int dflt) { return v >= 0 ? v : dflt; }
 
 #define OVERHEAD_NODES 1000
 
+/* y = x + c + c + ... (OVERHEAD_NODES adds) over d[0] f32; NULL on failure. */
+static fg_graph *overhead_graph(const fg_tensor *c, const int64_t *d) {
+  fg_graph *g = fg_graph_new();
+  if (!g) return NULL;
+  fg_output y = fg_placeholder(g, "x", FG_F32, 1, d);
+  fg_output k = fg_constant(g, "c", c);
+  for (int i = 0; i < OVERHEAD_NODES; i++)
+    y = fg_add(g, y, k);
+  fg_set_name(g, y, "y");
+  return g;
+}
+
+/* A cheap guard against an executor that skips work: runs s once and
+ * returns max |y - (x + OVERHEAD_NODES c)| in *max_err; 0 or -1. */
+static int overhead_err(fg_session *s, const fg_feed *feed, const fg_tensor *x, const fg_tensor *c,
+                        double *max_err, fg_status *st) {
+  const char *fetch = "y";
+  fg_tensor *out = NULL;
+  if (fg_session_run(s, feed, 1, &fetch, 1, &out, NULL, 0, st) != 0) return -1;
+  const float *yp = fg_tensor_data(out), *xp = fg_tensor_data(x), *cp = fg_tensor_data(c);
+  const int64_t n = fg_tensor_num_elements(x);
+  *max_err = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double e = fabs((double)yp[i] - ((double)xp[i] + OVERHEAD_NODES * (double)cp[i]));
+    *max_err = e > *max_err ? e : *max_err;
+  }
+  fg_tensor_free(out);
+  return 0;
+}
+
 static int case_op_overhead(const bench_opts *bo, fg_status *st) {
   int runs = pick(bo->runs, 300), warmup = pick(bo->warmup, 30);
   int64_t d[1] = {16};
   uint64_t rng = 7;
-  fg_graph *g = fg_graph_new();
   fg_tensor *c = random_f32(1, d, 1.0, &rng, st), *x = random_f32(1, d, 1.0, &rng, st);
+  fg_graph *g = c ? overhead_graph(c, d) : NULL;
   double *times = calloc((size_t)runs, sizeof *times);
   fg_session *s = NULL;
   int rc = 1;
@@ -170,11 +173,6 @@ static int case_op_overhead(const bench_opts *bo, fg_status *st) {
     fprintf(stderr, "fg_bench: out of memory\n");
     goto done;
   }
-  fg_output y = fg_placeholder(g, "x", FG_F32, 1, d);
-  fg_output k = fg_constant(g, "c", c);
-  for (int i = 0; i < OVERHEAD_NODES; i++)
-    y = fg_add(g, y, k);
-  fg_set_name(g, y, "y");
   if (!(s = open_session(g, bo->threads, st))) {
     rc = fail("op_overhead: session", st);
     goto done;
@@ -182,23 +180,12 @@ static int case_op_overhead(const bench_opts *bo, fg_status *st) {
   fg_feed feed = {"x", x};
   const char *fetch = "y";
   bench_run r = {s, &feed, 1, &fetch, 1, NULL, 0};
-  if (time_runs(&r, warmup, runs, times, st) != 0) {
-    rc = fail("op_overhead: run", st);
-    goto done;
-  }
-  /* A cheap guard against an executor that skips work: y = x + 1000 c. */
-  fg_tensor *out = NULL;
-  if (fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) != 0) {
-    rc = fail("op_overhead: run", st);
-    goto done;
-  }
   double max_err = 0;
-  const float *yp = fg_tensor_data(out), *xp = fg_tensor_data(x), *cp = fg_tensor_data(c);
-  for (int i = 0; i < 16; i++) {
-    double e = fabs((double)yp[i] - ((double)xp[i] + OVERHEAD_NODES * (double)cp[i]));
-    max_err = e > max_err ? e : max_err;
+  if (time_runs(&r, warmup, runs, times, st) != 0 ||
+      overhead_err(s, &feed, x, c, &max_err, st) != 0) {
+    rc = fail("op_overhead: run", st);
+    goto done;
   }
-  fg_tensor_free(out);
   char extra[128];
   double med = median(times, runs);
   snprintf(extra, sizeof extra, "nodes=%d per_node_s=%.9g check_max_err=%.3g", OVERHEAD_NODES,
@@ -239,39 +226,12 @@ static double mlp_flops(const mlp_shape *m, int with_first_dx) {
   return f;
 }
 
-/* The training graph of `m`; the step's target is named "train". Weights and
- * biases start uniform in +-1/sqrt(fan_in), as PyTorch's nn.Linear. */
+/* The training graph of `m` (bench_common.h); the step's target is named
+ * "train". */
 static fg_graph *build_mlp(const mlp_shape *m, fg_status *st) {
-  fg_graph *g = fg_graph_new();
+  fg_output train;
+  fg_graph *g = mlp_graph(m->batch, m->n_layers, m->widths, &train, st);
   if (!g) return NULL;
-  uint64_t rng = 42;
-  int64_t xd[2] = {m->batch, m->widths[0]}, yd[1] = {m->batch};
-  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output labels = fg_placeholder(g, "y", FG_I32, 1, yd);
-  for (int l = 0; l < m->n_layers; l++) {
-    int in = m->widths[l], out = m->widths[l + 1];
-    int64_t wd[2] = {in, out}, bd[1] = {out};
-    double bound = 1.0 / sqrt((double)in);
-    fg_tensor *w = random_f32(2, wd, bound, &rng, st);
-    fg_tensor *b = random_f32(1, bd, bound, &rng, st);
-    char wname[32], bname[32];
-    snprintf(wname, sizeof wname, "dense%d/w", l + 1);
-    snprintf(bname, sizeof bname, "dense%d/b", l + 1);
-    /* A NULL tensor makes the builder fail, which sticks on the graph. */
-    h = fg_add(g, fg_matmul(g, h, fg_variable(g, wname, w), 0, 0), fg_variable(g, bname, b));
-    if (l + 1 < m->n_layers) h = fg_relu(g, h);
-    fg_tensor_free(w);
-    fg_tensor_free(b);
-  }
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, labels), "loss");
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
-  cfg.learning_rate = 0.01;
-  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
-  if (train.node < 0) {
-    fg_graph_free(g);
-    return NULL;
-  }
   fg_set_name(g, train, "train");
   if (fg_graph_status(g, st) != FG_OK) {
     fg_graph_free(g);
@@ -365,13 +325,39 @@ done:
   return result;
 }
 
-static int case_mlp(const mlp_shape *m, const bench_opts *bo, int with_sgemm, fg_status *st) {
-  int runs = pick(bo->runs, m->runs), warmup = pick(bo->warmup, m->warmup);
+/* The fixed batch of `m`: x uniform in +-1, then labels, from one stream. */
+static void mlp_batch(const mlp_shape *m, fg_tensor **x, fg_tensor **y, fg_status *st) {
   uint64_t rng = 11;
   int64_t xd[2] = {m->batch, m->widths[0]}, yd[1] = {m->batch};
+  *x = random_f32(2, xd, 1.0, &rng, st);
+  *y = fg_tensor_new(FG_I32, 1, yd, st);
+  if (!*x || !*y) return;
+  int32_t *yp = fg_tensor_data(*y);
+  int classes = m->widths[m->n_layers];
+  for (int i = 0; i < m->batch; i++)
+    yp[i] = (int32_t)(splitmix64(&rng) % (uint64_t)classes);
+}
+
+/* Times the "train" step of s on the batch; the loss on it before and after
+ * the steps must fall, a cheap guard against an executor that skips the
+ * update. 0 or -1 (status set). */
+static int mlp_time(fg_session *s, const fg_feed *feeds, int warmup, int runs, double *times,
+                    double *loss0, double *loss1, fg_status *st) {
+  const char *target = "train", *loss_name = "loss";
+  bench_run r = {s, feeds, 2, NULL, 0, &target, 1};
+  bench_run probe = {s, feeds, 2, &loss_name, 1, NULL, 0};
+  if (fetch_scalar(&probe, loss0, st) != 0 || time_runs(&r, warmup, runs, times, st) != 0 ||
+      fetch_scalar(&probe, loss1, st) != 0)
+    return -1;
+  return 0;
+}
+
+static int case_mlp(const mlp_shape *m, const bench_opts *bo, int with_sgemm, fg_status *st) {
+  int runs = pick(bo->runs, m->runs), warmup = pick(bo->warmup, m->warmup);
   fg_graph *g = build_mlp(m, st);
   if (!g) return fail(m->name, st);
-  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
+  fg_tensor *x = NULL, *y = NULL;
+  mlp_batch(m, &x, &y, st);
   double *times = calloc((size_t)runs, sizeof *times);
   fg_session *s = NULL;
   int rc = 1;
@@ -379,24 +365,13 @@ static int case_mlp(const mlp_shape *m, const bench_opts *bo, int with_sgemm, fg
     fprintf(stderr, "fg_bench: out of memory\n");
     goto done;
   }
-  int32_t *yp = fg_tensor_data(y);
-  int classes = m->widths[m->n_layers];
-  for (int i = 0; i < m->batch; i++)
-    yp[i] = (int32_t)(splitmix64(&rng) % (uint64_t)classes);
   if (!(s = open_session(g, bo->threads, st))) {
     rc = fail(m->name, st);
     goto done;
   }
   fg_feed feeds[2] = {{"x", x}, {"y", y}};
-  const char *target = "train";
-  bench_run r = {s, feeds, 2, NULL, 0, &target, 1};
-  /* The loss on the fixed batch before and after the steps: it must fall,
-   * a cheap guard against an executor that skips the update. */
-  const char *loss_name = "loss";
   double loss0 = 0, loss1 = 0;
-  bench_run probe = {s, feeds, 2, &loss_name, 1, NULL, 0};
-  if (fetch_scalar(&probe, &loss0, st) != 0 || time_runs(&r, warmup, runs, times, st) != 0 ||
-      fetch_scalar(&probe, &loss1, st) != 0) {
+  if (mlp_time(s, feeds, warmup, runs, times, &loss0, &loss1, st) != 0) {
     rc = fail(m->name, st);
     goto done;
   }

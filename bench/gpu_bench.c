@@ -56,18 +56,13 @@ static int gpu_op_overhead(const bench_opts *bo, fg_status *st) {
   int runs = pick(bo->runs, 300), warmup = pick(bo->warmup, 30);
   int64_t d[1] = {16};
   uint64_t rng = 7;
-  fg_graph *g = fg_graph_new();
   fg_tensor *c = random_f32(1, d, 1.0, &rng, st), *x = random_f32(1, d, 1.0, &rng, st);
+  fg_graph *g = c ? overhead_graph(c, d) : NULL;
   double *times = calloc((size_t)runs, sizeof *times);
   double *plain = calloc((size_t)runs, sizeof *plain);
   fg_session *s = NULL, *sp = NULL;
   int rc = 1;
   if (!g || !c || !x || !times || !plain) goto done;
-  fg_output y = fg_placeholder(g, "x", FG_F32, 1, d);
-  fg_output k = fg_constant(g, "c", c);
-  for (int i = 0; i < OVERHEAD_NODES; i++)
-    y = fg_add(g, y, k);
-  fg_set_name(g, y, "y");
   if (!(s = gpu_session(g, 0, 0, st)) || !(sp = gpu_session(g, -1, 0, st))) {
     rc = fail("gpu_op_overhead: session", st);
     goto done;
@@ -75,23 +70,13 @@ static int gpu_op_overhead(const bench_opts *bo, fg_status *st) {
   fg_feed feed = {"x", x};
   const char *fetch = "y";
   bench_run r = {s, &feed, 1, &fetch, 1, NULL, 0}, rp = {sp, &feed, 1, &fetch, 1, NULL, 0};
-  if (time_runs(&r, warmup, runs, times, st) != 0 || time_runs(&rp, warmup, runs, plain, st) != 0) {
-    rc = fail("gpu_op_overhead: run", st);
-    goto done;
-  }
   /* y = x + 1000 c, as in the CPU case. */
-  fg_tensor *out = NULL;
-  if (fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) != 0) {
+  double max_err = 0;
+  if (time_runs(&r, warmup, runs, times, st) != 0 || time_runs(&rp, warmup, runs, plain, st) != 0 ||
+      overhead_err(s, &feed, x, c, &max_err, st) != 0) {
     rc = fail("gpu_op_overhead: run", st);
     goto done;
   }
-  double max_err = 0;
-  const float *yp = fg_tensor_data(out), *xp = fg_tensor_data(x), *cp = fg_tensor_data(c);
-  for (int i = 0; i < 16; i++) {
-    double e = fabs((double)yp[i] - ((double)xp[i] + OVERHEAD_NODES * (double)cp[i]));
-    max_err = e > max_err ? e : max_err;
-  }
-  fg_tensor_free(out);
   char extra[192];
   double med = median(times, runs);
   snprintf(extra, sizeof extra,
@@ -156,29 +141,21 @@ done:
 static int gpu_mlp(const mlp_shape *m, const char *name, int tf32, int with_peak,
                    const bench_opts *bo, fg_status *st) {
   int runs = pick(bo->runs, m->runs * 4), warmup = pick(bo->warmup, m->warmup + 3);
-  uint64_t rng = 11;
-  int64_t xd[2] = {m->batch, m->widths[0]}, yd[1] = {m->batch};
   fg_graph *g = build_mlp(m, st);
   if (!g) return fail(name, st);
-  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
+  fg_tensor *x = NULL, *y = NULL;
+  mlp_batch(m, &x, &y, st);
   double *times = calloc((size_t)runs, sizeof *times);
   fg_session *s = NULL;
   int rc = 1;
   if (!x || !y || !times) goto done;
-  int32_t *yp = fg_tensor_data(y);
-  for (int i = 0; i < m->batch; i++)
-    yp[i] = (int32_t)(splitmix64(&rng) % (uint64_t)m->widths[m->n_layers]);
   if (!(s = gpu_session(g, 0, tf32, st))) {
     rc = fail(name, st);
     goto done;
   }
   fg_feed feeds[2] = {{"x", x}, {"y", y}};
-  const char *target = "train", *loss_name = "loss";
-  bench_run r = {s, feeds, 2, NULL, 0, &target, 1};
-  bench_run probe = {s, feeds, 2, &loss_name, 1, NULL, 0};
   double loss0 = 0, loss1 = 0;
-  if (fetch_scalar(&probe, &loss0, st) != 0 || time_runs(&r, warmup, runs, times, st) != 0 ||
-      fetch_scalar(&probe, &loss1, st) != 0) {
+  if (mlp_time(s, feeds, warmup, runs, times, &loss0, &loss1, st) != 0) {
     rc = fail(name, st);
     goto done;
   }

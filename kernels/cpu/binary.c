@@ -237,8 +237,8 @@ SELECT_RANGE(select_range_1, uint8_t)
 SELECT_RANGE(select_range_4, uint32_t)
 SELECT_RANGE(select_range_8, uint64_t)
 
-int fgk_select(const fg_kctx *ctx) {
-  if (fgk_check(ctx, 3, 1) != 0) return -1;
+/* Shared with kernels/cuda/elementwise.cu. */
+int fgk_select_check(const fg_kctx *ctx) {
   const fg_dtype dt = ctx->out[0].dtype;
   if (ctx->in[0].dtype != FG_BOOL)
     return fgk_fail(ctx, "condition (input 0) must be bool, got %s",
@@ -247,6 +247,12 @@ int fgk_select(const fg_kctx *ctx) {
     return fgk_fail(ctx, "inputs 1 and 2 must be %s like the output, got %s and %s",
                     fg_dtype_name(dt), fg_dtype_name(ctx->in[1].dtype),
                     fg_dtype_name(ctx->in[2].dtype));
+  return 0;
+}
+
+int fgk_select(const fg_kctx *ctx) {
+  if (fgk_check(ctx, 3, 1) != 0 || fgk_select_check(ctx) != 0) return -1;
+  const fg_dtype dt = ctx->out[0].dtype;
   const int64_t n = fgk_numel(&ctx->out[0]);
   if (n == 0) return 0;
   bin_arg A = {

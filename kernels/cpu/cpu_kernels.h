@@ -10,15 +10,10 @@
 
 #include "flowgraph/types.h"
 #include "kernels/kernel.h"
+#include "kernels/kernel_shape.h"
 
-/* Dtype sets. A kernel named base_f32, base_f64, ... per dtype, or one
- * dtype-agnostic function registered for every dtype (ANY). */
-#define FGK_FLOAT(X, op, base) X(op, FG_F32, base##_f32) X(op, FG_F64, base##_f64)
-#define FGK_NUM(X, op, base)                                                                       \
-  FGK_FLOAT(X, op, base) X(op, FG_I32, base##_i32) X(op, FG_I64, base##_i64)
-#define FGK_ALL(X, op, base) FGK_NUM(X, op, base) X(op, FG_BOOL, base##_bool)
-#define FGK_ANY(X, op, fn)                                                                         \
-  X(op, FG_F32, fn) X(op, FG_F64, fn) X(op, FG_I32, fn) X(op, FG_I64, fn) X(op, FG_BOOL, fn)
+/* The dtype sets FGK_FLOAT, FGK_NUM, FGK_ALL and FGK_ANY, and the shape
+ * helpers shared with kernels/cuda/, are in kernels/kernel_shape.h. */
 
 /* X(op name, dtype key, function). Registry order is this order. */
 #define FGK_KERNELS(X)                                                                             \
@@ -97,27 +92,6 @@ FGK_KERNELS(FGK_DECLARE)
 
 /* ---- shared helpers (common.c) ------------------------------------------ */
 
-/* Writes a printf-style message to ctx->err (when there is room) and
- * returns -1, so a kernel can `return fgk_fail(ctx, ...)`. */
-int fgk_fail(const fg_kctx *ctx, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-/* Checks that at least n_in inputs and n_out outputs are present with
- * ranks in [0, FG_MAX_RANK], so that a mis-wired call fails with a message
- * instead of reading out of bounds. 0 or -1 (ctx->err written). */
-int fgk_check(const fg_kctx *ctx, int n_in, int n_out);
-
-/* Elements of a buffer; the executor has already checked the product. */
-static inline int64_t fgk_numel(const fg_kbuf *b) {
-  int64_t n = 1;
-  for (int i = 0; i < b->rank; i++)
-    n *= b->dims[i] > 0 ? b->dims[i] : 0;
-  return n;
-}
-
 /* Defines base##_f32 ... base##_bool, each calling impl(ctx, dtype), for
  * kernels that switch on the dtype inside one implementation. */
 #define FGK_PER_DTYPE(base, impl)                                                                  \
@@ -126,22 +100,6 @@ static inline int64_t fgk_numel(const fg_kbuf *b) {
   int base##_i32(const fg_kctx *ctx) { return impl(ctx, FG_I32); }                                 \
   int base##_i64(const fg_kctx *ctx) { return impl(ctx, FG_I64); }                                 \
   int base##_bool(const fg_kctx *ctx) { return impl(ctx, FG_BOOL); }
-
-/* A broadcast walk over the output with up to three operands. After
- * fgk_bcast_init the dims are coalesced (size-1 dims dropped, runs that are
- * contiguous for every operand merged), so the common shapes become one
- * flat loop; rank is at least 1. strides[k][i] is operand k's element
- * stride along dim i, 0 where it broadcasts. */
-typedef struct fgk_bcast {
-  int rank, n_ops;
-  int64_t dims[FG_MAX_RANK];
-  int64_t strides[3][FG_MAX_RANK];
-} fgk_bcast;
-int fgk_bcast_init(const fg_kctx *ctx, int n_ops, fgk_bcast *bc);
-/* The coalescing step alone, for walks that are not broadcasts (transpose,
- * slice): the output is C-order over dims, operand k steps strides[k]. */
-void fgk_walk_init(fgk_bcast *bc, int n_ops, int rank, const int64_t *dims,
-                   int64_t (*strides)[FG_MAX_RANK]);
 
 /* Walks the outer dims of a coalesced broadcast (all but the last),
  * keeping offsets for the operands and the output without dividing.

@@ -135,8 +135,9 @@ int fgk_broadcast_like(const fg_kctx *ctx) {
 /* sum_to is reduce_sum over x's leading extra dims and the dims where the
  * output has 1 and x does not; the output's C-order layout is that of the
  * keepdims result without the leading 1s, so the reduce_sum kernel writes
- * it directly, with the same summation order and accumulators. */
-static int sum_to(const fg_kctx *ctx, fg_kernel_fn reduce) {
+ * it directly, with the same summation order and accumulators. Shared with
+ * kernels/cuda/reduce.cu, which passes its own reduce_sum. */
+int fgk_sum_to(const fg_kctx *ctx, fg_kernel_fn reduce) {
   if (fgk_check(ctx, 1, 1) != 0 || same_dtype(ctx, 0) != 0) return -1;
   const fg_kbuf *x = &ctx->in[0], *out = &ctx->out[0];
   const int R = x->rank, off = R - out->rank;
@@ -158,10 +159,10 @@ static int sum_to(const fg_kctx *ctx, fg_kernel_fn reduce) {
   return reduce(&sub);
 }
 
-int fgk_sum_to_f32(const fg_kctx *ctx) { return sum_to(ctx, fgk_reduce_sum_f32); }
-int fgk_sum_to_f64(const fg_kctx *ctx) { return sum_to(ctx, fgk_reduce_sum_f64); }
-int fgk_sum_to_i32(const fg_kctx *ctx) { return sum_to(ctx, fgk_reduce_sum_i32); }
-int fgk_sum_to_i64(const fg_kctx *ctx) { return sum_to(ctx, fgk_reduce_sum_i64); }
+int fgk_sum_to_f32(const fg_kctx *ctx) { return fgk_sum_to(ctx, fgk_reduce_sum_f32); }
+int fgk_sum_to_f64(const fg_kctx *ctx) { return fgk_sum_to(ctx, fgk_reduce_sum_f64); }
+int fgk_sum_to_i32(const fg_kctx *ctx) { return fgk_sum_to(ctx, fgk_reduce_sum_i32); }
+int fgk_sum_to_i64(const fg_kctx *ctx) { return fgk_sum_to(ctx, fgk_reduce_sum_i64); }
 
 /* ---- numel ------------------------------------------------------------------- */
 
@@ -195,25 +196,34 @@ int fgk_count_i64(const fg_kctx *ctx) { return count(ctx, FG_I64); }
 
 /* out (like's shape) = zeros with dy at p->begin: the forward slice's walk
  * with source and destination swapped. */
-int fgk_slice_grad(const fg_kctx *ctx) {
-  if (fgk_check(ctx, 1, 1) != 0 || same_dtype(ctx, 0) != 0) return -1;
+/* Shared with kernels/cuda/shape.cu. */
+int fgk_slice_grad_check(const fg_kctx *ctx, int64_t *base, int64_t *st) {
+  if (same_dtype(ctx, 0) != 0) return -1;
   const fg_kbuf *dy = &ctx->in[0], *out = &ctx->out[0];
   const int R = out->rank;
-  const size_t es = fg_dtype_size(out->dtype);
   if (dy->rank != R) return fgk_fail(ctx, "dy rank %d, output rank %d", dy->rank, R);
-  int64_t st[FG_MAX_RANK], full[1][FG_MAX_RANK], base = 0, s = 1;
+  int64_t s = 1;
   for (int i = R - 1; i >= 0; i--) {
     st[i] = s;
     s *= out->dims[i];
   }
+  *base = 0;
   for (int i = 0; i < R; i++) {
     const int64_t b = ctx->p->begin[i];
     if (b < 0 || b > out->dims[i] || dy->dims[i] > out->dims[i] - b)
       return fgk_fail(ctx, "dy's block [%lld, %lld) of dim %d is outside [0, %lld)", (long long)b,
                       (long long)(b + dy->dims[i]), i, (long long)out->dims[i]);
-    base += b * st[i];
-    full[0][i] = st[i];
+    *base += b * st[i];
   }
+  return 0;
+}
+
+int fgk_slice_grad(const fg_kctx *ctx) {
+  int64_t full[1][FG_MAX_RANK], base;
+  if (fgk_check(ctx, 1, 1) != 0 || fgk_slice_grad_check(ctx, &base, full[0]) != 0) return -1;
+  const fg_kbuf *dy = &ctx->in[0], *out = &ctx->out[0];
+  const int R = out->rank;
+  const size_t es = fg_dtype_size(out->dtype);
   const int64_t n = fgk_numel(out);
   if (n == 0) return 0;
   memset(out->data, 0, (size_t)n * es);

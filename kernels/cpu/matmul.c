@@ -11,14 +11,8 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 
-typedef struct mm_plan {
-  int64_t M, N, K;
-  int ta, tb;
-  int nb; /* batch rank (out rank - 2) */
-  int64_t bdims[FG_MAX_RANK];
-  int64_t a_bstride[FG_MAX_RANK], b_bstride[FG_MAX_RANK]; /* 0 where broadcast */
-  int64_t batch, a_batch, b_batch;                        /* matrices in out, a, b */
-} mm_plan;
+/* The plan is shared with kernels/cuda/matmul.cu (kernels/kernel_shape.h). */
+typedef fgk_mm_plan mm_plan;
 
 /* Element strides of x's batch dims, right-aligned to out's nb batch dims. */
 static int batch_strides(const fg_kctx *ctx, const fg_kbuf *x, int which, const mm_plan *pl,
@@ -44,7 +38,7 @@ static int batch_strides(const fg_kctx *ctx, const fg_kbuf *x, int which, const 
   return 0;
 }
 
-static int mm_plan_init(const fg_kctx *ctx, fg_dtype dt, mm_plan *pl) {
+int fgk_mm_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl) {
   if (fgk_check(ctx, 2, 1) != 0) return -1;
   const fg_kbuf *a = &ctx->in[0], *b = &ctx->in[1], *o = &ctx->out[0];
   if (a->dtype != dt || b->dtype != dt || o->dtype != dt)
@@ -174,7 +168,7 @@ FGK_MM_TILES(mm_tiles_f64, double, cblas_dgemm)
 #define FGK_MATMUL_BLAS(fn, T, DT, TILES)                                                          \
   int fn(const fg_kctx *ctx) {                                                                     \
     mm_plan pl;                                                                                    \
-    if (mm_plan_init(ctx, DT, &pl) != 0) return -1;                                                \
+    if (fgk_mm_plan_init(ctx, DT, &pl) != 0) return -1;                                            \
     const int64_t total = fgk_numel(&ctx->out[0]);                                                 \
     if (total == 0) return 0;                                                                      \
     T *o = (T *)ctx->out[0].data;                                                                  \
@@ -245,7 +239,7 @@ typedef struct mm_int_job {
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     mm_plan pl;                                                                                    \
-    if (mm_plan_init(ctx, DT, &pl) != 0) return -1;                                                \
+    if (fgk_mm_plan_init(ctx, DT, &pl) != 0) return -1;                                            \
     if (fgk_numel(&ctx->out[0]) == 0) return 0;                                                    \
     mm_int_job J = {&pl, ctx->in[0].data, ctx->in[1].data, ctx->out[0].data};                      \
     const int64_t per_row = pl.N * (pl.K > 0 ? pl.K : 1);                                          \

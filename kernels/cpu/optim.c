@@ -28,8 +28,8 @@ static int scalar_in(const fg_kctx *ctx, int i, const char *what, double *v) {
 }
 
 /* Inputs 0..n_state (the var, its state and the gradient) must all be the
- * variable's dtype and element count. */
-static int check_tensors(const fg_kctx *ctx, fg_dtype dt, int n) {
+ * variable's dtype and element count. Shared with kernels/cuda/optim.cu. */
+int fgk_optim_check(const fg_kctx *ctx, fg_dtype dt, int n) {
   const int64_t count = fgk_numel(&ctx->in[0]);
   if (ctx->out[0].dtype != dt || fgk_numel(&ctx->out[0]) != count)
     return fgk_fail(ctx, "output is %s with %lld elements, the variable %s with %lld",
@@ -70,7 +70,7 @@ typedef struct opt_job {
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr;                                                                                     \
-    if (fgk_check(ctx, 3, 1) != 0 || check_tensors(ctx, DT, 2) != 0 ||                             \
+    if (fgk_check(ctx, 3, 1) != 0 || fgk_optim_check(ctx, DT, 2) != 0 ||                           \
         scalar_in(ctx, 2, "lr", &lr) != 0)                                                         \
       return -1;                                                                                   \
     opt_job J = {.var = ctx->in[0].data, .g = ctx->in[1].data, .lr = lr};                          \
@@ -98,7 +98,7 @@ FGK_SGD(fgk_apply_sgd_f64, double, FG_F64)
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr;                                                                                     \
-    if (fgk_check(ctx, 4, 1) != 0 || check_tensors(ctx, DT, 3) != 0 ||                             \
+    if (fgk_check(ctx, 4, 1) != 0 || fgk_optim_check(ctx, DT, 3) != 0 ||                           \
         scalar_in(ctx, 3, "lr", &lr) != 0)                                                         \
       return -1;                                                                                   \
     opt_job J = {.var = ctx->in[0].data,                                                           \
@@ -139,7 +139,7 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr, t;                                                                                  \
-    if (fgk_check(ctx, 6, 1) != 0 || check_tensors(ctx, DT, 4) != 0 ||                             \
+    if (fgk_check(ctx, 6, 1) != 0 || fgk_optim_check(ctx, DT, 4) != 0 ||                           \
         scalar_in(ctx, 4, "lr", &lr) != 0 || scalar_in(ctx, 5, "step", &t) != 0)                   \
       return -1;                                                                                   \
     if (!(t >= 1))                                                                                 \

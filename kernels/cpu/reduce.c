@@ -29,18 +29,10 @@
 #define RED_PARTIALS 2048  /* partial accumulators on the stack */
 #define RED_GRAIN    16384 /* input elements per parallel chunk, at least */
 
-typedef struct red_plan {
-  int n_outer, n_red;
-  int64_t outer_dims[FG_MAX_RANK], outer_str[FG_MAX_RANK];
-  int64_t red_dims[FG_MAX_RANK], red_str[FG_MAX_RANK];
-  int64_t outer_total; /* output elements / inner */
-  int64_t inner;       /* innermost kept group (stride 1), or 1 */
-  int64_t count;       /* reduced elements per output */
-} red_plan;
+/* The plan is shared with kernels/cuda/reduce.cu (kernels/kernel_shape.h). */
+typedef fgk_red_plan red_plan;
 
-/* Returns 1 when there is work, 0 when the output is empty or the input is
- * (the caller then writes the empty-set value), -1 on error. */
-static int red_plan_init(const fg_kctx *ctx, fg_dtype dt, red_plan *pl) {
+int fgk_red_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_red_plan *pl) {
   if (fgk_check(ctx, 1, 1) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   const fg_kparams *p = ctx->p;
@@ -262,7 +254,7 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     red_job J;                                                                                     \
-    const int rc = red_plan_init(ctx, DT, &J.pl);                                                  \
+    const int rc = fgk_red_plan_init(ctx, DT, &J.pl);                                              \
     if (rc < 0) return -1;                                                                         \
     const int64_t count = J.pl.count;                                                              \
     (void)count;                                                                                   \

@@ -5,17 +5,9 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 
-static int same_dtypes(const fg_kctx *ctx, int n_in) {
-  for (int i = 0; i < n_in; i++)
-    if (ctx->in[i].dtype != ctx->out[0].dtype)
-      return fgk_fail(ctx, "input %d is %s, the output %s", i, fg_dtype_name(ctx->in[i].dtype),
-                      fg_dtype_name(ctx->out[0].dtype));
-  return 0;
-}
-
 /* reshape, identity, stop_gradient: the bytes unchanged. */
 int fgk_copy(const fg_kctx *ctx) {
-  if (fgk_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
+  if (fgk_check(ctx, 1, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0) return -1;
   const int64_t n = fgk_numel(&ctx->out[0]);
   if (fgk_numel(&ctx->in[0]) != n)
     return fgk_fail(ctx, "input has %lld elements, output %lld", (long long)fgk_numel(&ctx->in[0]),
@@ -60,13 +52,14 @@ static void contiguous_strides(const fg_kbuf *b, int64_t *st) {
   }
 }
 
-int fgk_transpose(const fg_kctx *ctx) {
-  if (fgk_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
+/* Shared with kernels/cuda/shape.cu. */
+int fgk_transpose_check(const fg_kctx *ctx, int64_t *src) {
+  if (fgk_same_dtypes(ctx, 1) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   const int R = in->rank;
   if (out->rank != R) return fgk_fail(ctx, "input rank %d, output rank %d", R, out->rank);
   int seen[FG_MAX_RANK] = {0};
-  int64_t st[FG_MAX_RANK], full[1][FG_MAX_RANK];
+  int64_t st[FG_MAX_RANK];
   contiguous_strides(in, st);
   for (int i = 0; i < R; i++) {
     const int q = ctx->p->perm[i];
@@ -76,38 +69,53 @@ int fgk_transpose(const fg_kctx *ctx) {
     if (out->dims[i] != in->dims[q])
       return fgk_fail(ctx, "output dim %d is %lld, input dim %d is %lld", i,
                       (long long)out->dims[i], q, (long long)in->dims[q]);
-    full[0][i] = st[q];
+    src[i] = st[q];
   }
+  return 0;
+}
+
+int fgk_transpose(const fg_kctx *ctx) {
+  int64_t full[1][FG_MAX_RANK];
+  if (fgk_check(ctx, 1, 1) != 0 || fgk_transpose_check(ctx, full[0]) != 0) return -1;
+  const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   if (fgk_numel(out) == 0) return 0;
   fgk_bcast bc;
-  fgk_walk_init(&bc, 1, R, out->dims, full);
+  fgk_walk_init(&bc, 1, out->rank, out->dims, full);
   return walk_copy(ctx, &bc, in->data, out->data);
 }
 
-int fgk_slice(const fg_kctx *ctx) {
-  if (fgk_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
+/* Shared with kernels/cuda/shape.cu. */
+int fgk_slice_check(const fg_kctx *ctx, int64_t *base, int64_t *st) {
+  if (fgk_same_dtypes(ctx, 1) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   const int R = in->rank;
   if (out->rank != R) return fgk_fail(ctx, "input rank %d, output rank %d", R, out->rank);
-  int64_t st[FG_MAX_RANK], full[1][FG_MAX_RANK], base = 0;
   contiguous_strides(in, st);
+  *base = 0;
   for (int i = 0; i < R; i++) {
     const int64_t b = ctx->p->begin[i];
     if (b < 0 || b > in->dims[i] || out->dims[i] > in->dims[i] - b)
       return fgk_fail(ctx, "slice [%lld, %lld) of dim %d is outside [0, %lld)", (long long)b,
                       (long long)(b + out->dims[i]), i, (long long)in->dims[i]);
-    base += b * st[i];
-    full[0][i] = st[i];
+    *base += b * st[i];
   }
+  return 0;
+}
+
+int fgk_slice(const fg_kctx *ctx) {
+  int64_t full[1][FG_MAX_RANK], base;
+  if (fgk_check(ctx, 1, 1) != 0 || fgk_slice_check(ctx, &base, full[0]) != 0) return -1;
+  const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   if (fgk_numel(out) == 0) return 0;
   fgk_bcast bc;
-  fgk_walk_init(&bc, 1, R, out->dims, full);
+  fgk_walk_init(&bc, 1, out->rank, out->dims, full);
   const char *src = (const char *)in->data + (size_t)base * fg_dtype_size(in->dtype);
   return walk_copy(ctx, &bc, src, out->data);
 }
 
-int fgk_concat(const fg_kctx *ctx) {
-  if (fgk_check(ctx, 1, 1) != 0 || same_dtypes(ctx, ctx->n_in) != 0) return -1;
+/* Shared with kernels/cuda/shape.cu. */
+int fgk_concat_check(const fg_kctx *ctx) {
+  if (fgk_same_dtypes(ctx, ctx->n_in) != 0) return -1;
   const fg_kbuf *out = &ctx->out[0];
   const int axis = ctx->p->axis, R = out->rank;
   if (axis < 0 || axis >= R) return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, R);
@@ -124,13 +132,17 @@ int fgk_concat(const fg_kctx *ctx) {
   if (total != out->dims[axis])
     return fgk_fail(ctx, "inputs add up to %lld along axis %d, output has %lld", (long long)total,
                     axis, (long long)out->dims[axis]);
+  return 0;
+}
+
+int fgk_concat(const fg_kctx *ctx) {
+  if (fgk_check(ctx, 1, 1) != 0 || fgk_concat_check(ctx) != 0) return -1;
+  const fg_kbuf *out = &ctx->out[0];
+  const int axis = ctx->p->axis;
   if (fgk_numel(out) == 0) return 0;
   const size_t es = fg_dtype_size(out->dtype);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; i++)
-    outer *= out->dims[i];
-  for (int i = axis + 1; i < R; i++)
-    inner *= out->dims[i];
+  int64_t outer, inner;
+  fgk_axis_split(out, axis, &outer, &inner);
   char *dst = (char *)out->data;
   for (int64_t o = 0; o < outer; o++)
     for (int k = 0; k < ctx->n_in; k++) {
@@ -163,8 +175,8 @@ static int check_indices(const fg_kctx *ctx, const fg_kbuf *idx, int64_t limit) 
 }
 
 /* gather(params [P, ...], indices [...]) -> indices.shape + params.shape[1:]. */
-int fgk_gather(const fg_kctx *ctx) {
-  if (fgk_check(ctx, 2, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
+/* Shared with kernels/cuda/shape.cu. */
+int fgk_gather_check(const fg_kctx *ctx) {
   const fg_kbuf *pr = &ctx->in[0], *idx = &ctx->in[1], *out = &ctx->out[0];
   if (pr->rank < 1 || out->rank != idx->rank + pr->rank - 1)
     return fgk_fail(ctx, "params rank %d, indices rank %d, output rank %d", pr->rank, idx->rank,
@@ -175,6 +187,13 @@ int fgk_gather(const fg_kctx *ctx) {
       return fgk_fail(ctx, "output dim %d is %lld, expected %lld", i, (long long)out->dims[i],
                       (long long)want);
   }
+  return 0;
+}
+
+int fgk_gather(const fg_kctx *ctx) {
+  if (fgk_check(ctx, 2, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 || fgk_gather_check(ctx) != 0)
+    return -1;
+  const fg_kbuf *pr = &ctx->in[0], *idx = &ctx->in[1], *out = &ctx->out[0];
   if (check_indices(ctx, idx, pr->dims[0]) != 0) return -1;
   int64_t row = 1;
   for (int i = 1; i < pr->rank; i++)
@@ -191,8 +210,8 @@ int fgk_gather(const fg_kctx *ctx) {
 /* one_hot(indices [...]) -> indices.shape + [depth] of the output dtype:
  * 1 at the index, 0 elsewhere. Unlike TensorFlow (all zeros), an index
  * outside [0, depth) is an error (BAD_INPUTS A5). */
-static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgk_check(ctx, 1, 1) != 0) return -1;
+/* Shared with kernels/cuda/shape.cu. */
+int fgk_one_hot_check(const fg_kctx *ctx, fg_dtype dt) {
   const fg_kbuf *idx = &ctx->in[0], *out = &ctx->out[0];
   const int64_t depth = ctx->p->depth;
   if (out->dtype != dt)
@@ -203,6 +222,13 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
   if (!ok)
     return fgk_fail(ctx, "output rank %d does not match indices rank %d and depth %lld", out->rank,
                     idx->rank, (long long)depth);
+  return 0;
+}
+
+static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
+  if (fgk_check(ctx, 1, 1) != 0 || fgk_one_hot_check(ctx, dt) != 0) return -1;
+  const fg_kbuf *idx = &ctx->in[0], *out = &ctx->out[0];
+  const int64_t depth = ctx->p->depth;
   if (check_indices(ctx, idx, depth) != 0) return -1;
   const int64_t n = fgk_numel(idx);
   if (n == 0 || depth == 0) return 0;
@@ -251,8 +277,8 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
   default: return fgk_fail(ctx, "cannot cast from %s", fg_dtype_name(ctx->in[0].dtype));           \
   }
 
-static int cast(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgk_check(ctx, 1, 1) != 0) return -1;
+/* Shared with kernels/cuda/elementwise.cu. */
+int fgk_cast_check(const fg_kctx *ctx, fg_dtype dt) {
   if (ctx->out[0].dtype != dt)
     return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(ctx->out[0].dtype),
                     fg_dtype_name(dt));
@@ -260,6 +286,12 @@ static int cast(const fg_kctx *ctx, fg_dtype dt) {
   if (fgk_numel(&ctx->in[0]) != n)
     return fgk_fail(ctx, "input has %lld elements, output %lld", (long long)fgk_numel(&ctx->in[0]),
                     (long long)n);
+  return 0;
+}
+
+static int cast(const fg_kctx *ctx, fg_dtype dt) {
+  if (fgk_check(ctx, 1, 1) != 0 || fgk_cast_check(ctx, dt) != 0) return -1;
+  const int64_t n = fgk_numel(&ctx->out[0]);
   if (n == 0) return 0;
   if (ctx->in[0].dtype == dt) {
     if (ctx->in[0].data != ctx->out[0].data)

@@ -8,84 +8,81 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 extern "C" {
 #include "kernels/kernel.h"
 }
 #include "kernels/cuda/cuda_kernels.h"
-
-/* Dtype sets, named as in kernels/cpu/cpu_kernels.h so the two registries
- * line up row for row. */
-#define FGC_FLOAT(X, op, base) X(op, FG_F32, base##_f32) X(op, FG_F64, base##_f64)
-#define FGC_NUM(X, op, base)                                                                       \
-  FGC_FLOAT(X, op, base) X(op, FG_I32, base##_i32) X(op, FG_I64, base##_i64)
-#define FGC_ALL(X, op, base) FGC_NUM(X, op, base) X(op, FG_BOOL, base##_bool)
-#define FGC_ANY(X, op, fn)                                                                         \
-  X(op, FG_F32, fn) X(op, FG_F64, fn) X(op, FG_I32, fn) X(op, FG_I64, fn) X(op, FG_BOOL, fn)
+/* The shape checks and plans (broadcast, matmul, reduction, sum_to), the
+ * error text and the dtype sets are the CPU kernels' own, defined once in
+ * kernels/cpu/, so both backends accept the same shapes with the same
+ * messages and the two registries line up row for row. */
+#include "kernels/kernel_shape.h"
 
 #define FGC_KERNELS(X)                                                                             \
   /* elementwise.cu */                                                                             \
-  FGC_NUM(X, "neg", fgc_neg)                                                                       \
-  FGC_FLOAT(X, "exp", fgc_exp)                                                                     \
-  FGC_FLOAT(X, "log", fgc_log)                                                                     \
-  FGC_FLOAT(X, "sqrt", fgc_sqrt)                                                                   \
-  FGC_FLOAT(X, "rsqrt", fgc_rsqrt)                                                                 \
-  FGC_NUM(X, "abs", fgc_abs)                                                                       \
-  FGC_FLOAT(X, "tanh", fgc_tanh)                                                                   \
-  FGC_FLOAT(X, "sigmoid", fgc_sigmoid)                                                             \
-  FGC_NUM(X, "relu", fgc_relu)                                                                     \
-  FGC_FLOAT(X, "leaky_relu", fgc_leaky_relu)                                                       \
-  FGC_FLOAT(X, "gelu", fgc_gelu)                                                                   \
-  FGC_FLOAT(X, "erf", fgc_erf)                                                                     \
-  FGC_NUM(X, "add", fgc_add)                                                                       \
-  FGC_NUM(X, "sub", fgc_sub)                                                                       \
-  FGC_NUM(X, "mul", fgc_mul)                                                                       \
-  FGC_NUM(X, "div", fgc_div)                                                                       \
-  FGC_FLOAT(X, "pow", fgc_pow)                                                                     \
-  FGC_NUM(X, "maximum", fgc_maximum)                                                               \
-  FGC_NUM(X, "minimum", fgc_minimum)                                                               \
-  FGC_ALL(X, "equal", fgc_equal)                                                                   \
-  FGC_ALL(X, "greater", fgc_greater)                                                               \
-  FGC_ALL(X, "less", fgc_less)                                                                     \
-  FGC_ANY(X, "select", fgc_select)                                                                 \
-  FGC_ALL(X, "cast", fgc_cast)                                                                     \
-  FGC_ALL(X, "fill", fgc_fill)                                                                     \
-  FGC_ALL(X, "zeros_like", fgc_zeros_like)                                                         \
-  FGC_ALL(X, "ones_like", fgc_ones_like)                                                           \
-  FGC_ANY(X, "reshape", fgc_copy)                                                                  \
-  FGC_ANY(X, "identity", fgc_copy)                                                                 \
-  FGC_ANY(X, "stop_gradient", fgc_copy)                                                            \
-  FGC_ANY(X, "expand_dims", fgc_copy)                                                              \
-  FGC_ANY(X, "reshape_like", fgc_copy)                                                             \
-  FGC_ANY(X, "assign", fgc_assign)                                                                 \
-  FGC_NUM(X, "numel", fgc_count)                                                                   \
-  FGC_ANY(X, "group", fgc_group)                                                                   \
+  FGK_NUM(X, "neg", fgc_neg)                                                                       \
+  FGK_FLOAT(X, "exp", fgc_exp)                                                                     \
+  FGK_FLOAT(X, "log", fgc_log)                                                                     \
+  FGK_FLOAT(X, "sqrt", fgc_sqrt)                                                                   \
+  FGK_FLOAT(X, "rsqrt", fgc_rsqrt)                                                                 \
+  FGK_NUM(X, "abs", fgc_abs)                                                                       \
+  FGK_FLOAT(X, "tanh", fgc_tanh)                                                                   \
+  FGK_FLOAT(X, "sigmoid", fgc_sigmoid)                                                             \
+  FGK_NUM(X, "relu", fgc_relu)                                                                     \
+  FGK_FLOAT(X, "leaky_relu", fgc_leaky_relu)                                                       \
+  FGK_FLOAT(X, "gelu", fgc_gelu)                                                                   \
+  FGK_FLOAT(X, "erf", fgc_erf)                                                                     \
+  FGK_NUM(X, "add", fgc_add)                                                                       \
+  FGK_NUM(X, "sub", fgc_sub)                                                                       \
+  FGK_NUM(X, "mul", fgc_mul)                                                                       \
+  FGK_NUM(X, "div", fgc_div)                                                                       \
+  FGK_FLOAT(X, "pow", fgc_pow)                                                                     \
+  FGK_NUM(X, "maximum", fgc_maximum)                                                               \
+  FGK_NUM(X, "minimum", fgc_minimum)                                                               \
+  FGK_ALL(X, "equal", fgc_equal)                                                                   \
+  FGK_ALL(X, "greater", fgc_greater)                                                               \
+  FGK_ALL(X, "less", fgc_less)                                                                     \
+  FGK_ANY(X, "select", fgc_select)                                                                 \
+  FGK_ALL(X, "cast", fgc_cast)                                                                     \
+  FGK_ALL(X, "fill", fgc_fill)                                                                     \
+  FGK_ALL(X, "zeros_like", fgc_zeros_like)                                                         \
+  FGK_ALL(X, "ones_like", fgc_ones_like)                                                           \
+  FGK_ANY(X, "reshape", fgc_copy)                                                                  \
+  FGK_ANY(X, "identity", fgc_copy)                                                                 \
+  FGK_ANY(X, "stop_gradient", fgc_copy)                                                            \
+  FGK_ANY(X, "expand_dims", fgc_copy)                                                              \
+  FGK_ANY(X, "reshape_like", fgc_copy)                                                             \
+  FGK_ANY(X, "assign", fgc_assign)                                                                 \
+  FGK_NUM(X, "numel", fgc_count)                                                                   \
+  FGK_ANY(X, "group", fgc_group)                                                                   \
   /* shape.cu */                                                                                   \
-  FGC_ANY(X, "transpose", fgc_transpose)                                                           \
-  FGC_ANY(X, "concat", fgc_concat)                                                                 \
-  FGC_ANY(X, "slice", fgc_slice)                                                                   \
-  FGC_ANY(X, "slice_grad", fgc_slice_grad)                                                         \
-  FGC_ANY(X, "broadcast_like", fgc_broadcast_like)                                                 \
-  FGC_ANY(X, "gather", fgc_gather)                                                                 \
-  FGC_NUM(X, "gather_grad", fgc_gather_grad)                                                       \
-  FGC_ALL(X, "one_hot", fgc_one_hot)                                                               \
-  FGC_ANY(X, "shard", fgc_shard)                                                                   \
+  FGK_ANY(X, "transpose", fgc_transpose)                                                           \
+  FGK_ANY(X, "concat", fgc_concat)                                                                 \
+  FGK_ANY(X, "slice", fgc_slice)                                                                   \
+  FGK_ANY(X, "slice_grad", fgc_slice_grad)                                                         \
+  FGK_ANY(X, "broadcast_like", fgc_broadcast_like)                                                 \
+  FGK_ANY(X, "gather", fgc_gather)                                                                 \
+  FGK_NUM(X, "gather_grad", fgc_gather_grad)                                                       \
+  FGK_ALL(X, "one_hot", fgc_one_hot)                                                               \
+  FGK_ANY(X, "shard", fgc_shard)                                                                   \
   /* reduce.cu */                                                                                  \
-  FGC_NUM(X, "reduce_sum", fgc_reduce_sum)                                                         \
-  FGC_NUM(X, "reduce_mean", fgc_reduce_mean)                                                       \
-  FGC_NUM(X, "reduce_max", fgc_reduce_max)                                                         \
-  FGC_NUM(X, "argmax", fgc_argmax)                                                                 \
-  FGC_NUM(X, "sum_to", fgc_sum_to)                                                                 \
+  FGK_NUM(X, "reduce_sum", fgc_reduce_sum)                                                         \
+  FGK_NUM(X, "reduce_mean", fgc_reduce_mean)                                                       \
+  FGK_NUM(X, "reduce_max", fgc_reduce_max)                                                         \
+  FGK_NUM(X, "argmax", fgc_argmax)                                                                 \
+  FGK_NUM(X, "sum_to", fgc_sum_to)                                                                 \
   /* softmax.cu */                                                                                 \
-  FGC_FLOAT(X, "softmax", fgc_softmax)                                                             \
-  FGC_FLOAT(X, "log_softmax", fgc_log_softmax)                                                     \
-  FGC_FLOAT(X, "softmax_cross_entropy", fgc_softmax_xent)                                          \
+  FGK_FLOAT(X, "softmax", fgc_softmax)                                                             \
+  FGK_FLOAT(X, "log_softmax", fgc_log_softmax)                                                     \
+  FGK_FLOAT(X, "softmax_cross_entropy", fgc_softmax_xent)                                          \
   /* matmul.cu */                                                                                  \
-  FGC_NUM(X, "matmul", fgc_matmul)                                                                 \
+  FGK_NUM(X, "matmul", fgc_matmul)                                                                 \
   /* optim.cu */                                                                                   \
-  FGC_FLOAT(X, "apply_sgd", fgc_apply_sgd)                                                         \
-  FGC_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
-  FGC_FLOAT(X, "apply_adam", fgc_apply_adam)
+  FGK_FLOAT(X, "apply_sgd", fgc_apply_sgd)                                                         \
+  FGK_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
+  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
@@ -94,8 +91,7 @@ FGC_KERNELS(FGC_DECLARE)
 
 /* ---- host helpers (common.cu) ------------------------------------------- */
 
-/* Writes a printf-style message to ctx->err and returns -1. */
-int fgc_fail(const fg_kctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Errors are written with fgk_fail (kernels/kernel_shape.h). */
 /* As fgk_check, plus ctx->cuda present. */
 int fgc_check(const fg_kctx *ctx, int n_in, int n_out);
 /* Fails unless ctx->cuda->error_flag is set (kernels that may flag). */
@@ -107,13 +103,6 @@ int fgc_need_scratch(const fg_kctx *ctx, size_t bytes);
 
 static inline cudaStream_t fgc_stream(const fg_kctx *ctx) {
   return (cudaStream_t)ctx->cuda->stream;
-}
-
-static inline int64_t fgc_numel(const fg_kbuf *b) {
-  int64_t n = 1;
-  for (int i = 0; i < b->rank; i++)
-    n *= b->dims[i] > 0 ? b->dims[i] : 0;
-  return n;
 }
 
 static inline size_t fgc_esize(fg_dtype dt) { return fg_dtype_size(dt); }
@@ -128,20 +117,23 @@ static inline unsigned fgc_blocks(int64_t n, int64_t per_block) {
   return (unsigned)b;
 }
 
-/* A coalesced walk over an output in C order with up to three operands
- * (as fgk_bcast in kernels/cpu/): strides[k][i] is operand k's element
- * stride along dim i, 0 where it broadcasts. Passed to kernels by value. */
-typedef struct fgc_walk {
-  int rank, n_ops;
-  int64_t dims[FG_MAX_RANK];
-  int64_t strides[3][FG_MAX_RANK];
-} fgc_walk;
+/* A coalesced walk over an output in C order with up to three operands:
+ * the CPU kernels' fgk_bcast, passed to kernels by value. The wrappers
+ * zero it first, so the bytes a launch (or a captured CUDA Graph) copies
+ * never hold stack garbage in the unused entries. */
+typedef fgk_bcast fgc_walk;
 
 /* Broadcasts inputs 0..n_ops-1 to out[0] (NumPy rules), then coalesces. */
-int fgc_bcast_init(const fg_kctx *ctx, int n_ops, fgc_walk *w);
+static inline int fgc_bcast_init(const fg_kctx *ctx, int n_ops, fgc_walk *w) {
+  memset(w, 0, sizeof *w);
+  return fgk_bcast_init(ctx, n_ops, w);
+}
 /* The coalescing step alone (size-1 dims dropped, mergeable runs merged). */
-void fgc_walk_init(fgc_walk *w, int n_ops, int rank, const int64_t *dims,
-                   int64_t (*strides)[FG_MAX_RANK]);
+static inline void fgc_walk_init(fgc_walk *w, int n_ops, int rank, const int64_t *dims,
+                                 int64_t (*strides)[FG_MAX_RANK]) {
+  memset(w, 0, sizeof *w);
+  fgk_walk_init(w, n_ops, rank, dims, strides);
+}
 
 /* Copies `bytes` on the stream (nothing when dst == src). */
 int fgc_copy_bytes(const fg_kctx *ctx, void *dst, const void *src, size_t bytes);
@@ -173,6 +165,19 @@ __device__ __forceinline__ void fgc_walk_offsets(const fgc_walk &w, int64_t i, i
   /* What is left indexes the outermost dim (i < dims[0]). */
   for (int k = 0; k < w.n_ops; k++)
     off[k] += i * w.strides[k][0];
+}
+
+/* As fgc_walk_offsets for the first N operands (N <= w.n_ops), without a
+ * division when the walk is flat (rank 1: the common contiguous case). */
+template <int N>
+__device__ __forceinline__ void fgc_walk_at(const fgc_walk &w, int64_t i, int64_t *off) {
+  if (w.rank == 1) {
+#pragma unroll
+    for (int k = 0; k < N; k++)
+      off[k] = i * w.strides[k][0];
+  } else {
+    fgc_walk_offsets(w, i, off);
+  }
 }
 
 /* Records a data-dependent error; the first one wins (cuda_kernels.h). */

@@ -82,12 +82,7 @@ template <typename TI, typename TO, class F>
 __global__ void map2_walk_kernel(const TI *a, const TI *b, TO *o, int64_t n, fgc_walk w, F f) {
   FGC_GRID_STRIDE(i, n) {
     int64_t off[3];
-    if (w.rank == 1) {
-      off[0] = i * w.strides[0][0];
-      off[1] = i * w.strides[1][0];
-    } else {
-      fgc_walk_offsets(w, i, off);
-    }
+    fgc_walk_at<2>(w, i, off);
     o[i] = f(a[off[0]], b[off[1]], i);
   }
 }
@@ -96,10 +91,10 @@ template <typename TI, typename TO, class F>
 static int map2(const fg_kctx *ctx, fg_dtype dti, fg_dtype dto, F f, const char *what) {
   if (fgc_check(ctx, 2, 1) != 0) return -1;
   if (ctx->in[0].dtype != dti || ctx->in[1].dtype != dti || ctx->out[0].dtype != dto)
-    return fgc_fail(ctx, "expected %s inputs and a %s output, got %s, %s and %s",
+    return fgk_fail(ctx, "expected %s inputs and a %s output, got %s, %s and %s",
                     fg_dtype_name(dti), fg_dtype_name(dto), fg_dtype_name(ctx->in[0].dtype),
                     fg_dtype_name(ctx->in[1].dtype), fg_dtype_name(ctx->out[0].dtype));
-  const int64_t n = fgc_numel(&ctx->out[0]);
+  const int64_t n = fgk_numel(&ctx->out[0]);
   if (n == 0) return 0;
   fgc_walk w;
   if (fgc_bcast_init(ctx, 2, &w) != 0) return -1;
@@ -122,12 +117,12 @@ template <typename T>
 static int unary(const fg_kctx *ctx, fg_dtype dt,
                  int (*go)(const fg_kctx *, const void *, void *, int64_t)) {
   if (fgc_check(ctx, 1, 1) != 0) return -1;
-  const int64_t n = fgc_numel(&ctx->out[0]);
+  const int64_t n = fgk_numel(&ctx->out[0]);
   if (ctx->in[0].dtype != dt || ctx->out[0].dtype != dt)
-    return fgc_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(dt),
+    return fgk_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(dt),
                     fg_dtype_name(ctx->in[0].dtype), fg_dtype_name(ctx->out[0].dtype));
-  if (fgc_numel(&ctx->in[0]) != n)
-    return fgc_fail(ctx, "input has %lld elements, output %lld", (long long)fgc_numel(&ctx->in[0]),
+  if (fgk_numel(&ctx->in[0]) != n)
+    return fgk_fail(ctx, "input has %lld elements, output %lld", (long long)fgk_numel(&ctx->in[0]),
                     (long long)n);
   return go(ctx, ctx->in[0].data, ctx->out[0].data, n);
 }
@@ -342,28 +337,15 @@ __global__ void select_kernel(const uint8_t *c, const W *x, const W *y, W *o, in
                               fgc_walk w) {
   FGC_GRID_STRIDE(i, n) {
     int64_t off[3];
-    if (w.rank == 1) {
-      off[0] = i * w.strides[0][0];
-      off[1] = i * w.strides[1][0];
-      off[2] = i * w.strides[2][0];
-    } else {
-      fgc_walk_offsets(w, i, off);
-    }
+    fgc_walk_at<3>(w, i, off);
     o[i] = c[off[0]] ? x[off[1]] : y[off[2]];
   }
 }
 
 int fgc_select(const fg_kctx *ctx) {
-  if (fgc_check(ctx, 3, 1) != 0) return -1;
+  if (fgc_check(ctx, 3, 1) != 0 || fgk_select_check(ctx) != 0) return -1;
   const fg_dtype dt = ctx->out[0].dtype;
-  if (ctx->in[0].dtype != FG_BOOL)
-    return fgc_fail(ctx, "condition (input 0) must be bool, got %s",
-                    fg_dtype_name(ctx->in[0].dtype));
-  if (ctx->in[1].dtype != dt || ctx->in[2].dtype != dt)
-    return fgc_fail(ctx, "inputs 1 and 2 must be %s like the output, got %s and %s",
-                    fg_dtype_name(dt), fg_dtype_name(ctx->in[1].dtype),
-                    fg_dtype_name(ctx->in[2].dtype));
-  const int64_t n = fgc_numel(&ctx->out[0]);
+  const int64_t n = fgk_numel(&ctx->out[0]);
   if (n == 0) return 0;
   fgc_walk w;
   if (fgc_bcast_init(ctx, 3, &w) != 0) return -1;
@@ -385,7 +367,7 @@ int fgc_select(const fg_kctx *ctx) {
     select_kernel<uint64_t><<<blocks, FGC_THREADS, 0, s>>>(
         c, (const uint64_t *)x, (const uint64_t *)y, (uint64_t *)o, n, w);
     break;
-  default: return fgc_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
+  default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
   }
   return fgc_launched(ctx, "select kernel");
 }
@@ -438,19 +420,13 @@ template <typename TO> static int cast_from(const fg_kctx *ctx, int64_t n) {
   case FG_I32: return map1<int32_t, TO>(ctx, x, y, n, CastF<int32_t, TO>(), "cast kernel");
   case FG_I64: return map1<int64_t, TO>(ctx, x, y, n, CastF<int64_t, TO>(), "cast kernel");
   case FG_BOOL: return map1<uint8_t, TO>(ctx, x, y, n, CastF<uint8_t, TO>(), "cast kernel");
-  default: return fgc_fail(ctx, "cannot cast from %s", fg_dtype_name(ctx->in[0].dtype));
+  default: return fgk_fail(ctx, "cannot cast from %s", fg_dtype_name(ctx->in[0].dtype));
   }
 }
 
 static int cast(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgc_check(ctx, 1, 1) != 0) return -1;
-  if (ctx->out[0].dtype != dt)
-    return fgc_fail(ctx, "output is %s, expected %s", fg_dtype_name(ctx->out[0].dtype),
-                    fg_dtype_name(dt));
-  const int64_t n = fgc_numel(&ctx->out[0]);
-  if (fgc_numel(&ctx->in[0]) != n)
-    return fgc_fail(ctx, "input has %lld elements, output %lld", (long long)fgc_numel(&ctx->in[0]),
-                    (long long)n);
+  if (fgc_check(ctx, 1, 1) != 0 || fgk_cast_check(ctx, dt) != 0) return -1;
+  const int64_t n = fgk_numel(&ctx->out[0]);
   if (n == 0) return 0;
   if (ctx->in[0].dtype == dt)
     return fgc_copy_bytes(ctx, ctx->out[0].data, ctx->in[0].data, (size_t)n * fgc_esize(dt));
@@ -460,7 +436,7 @@ static int cast(const fg_kctx *ctx, fg_dtype dt) {
   case FG_I32: return cast_from<int32_t>(ctx, n);
   case FG_I64: return cast_from<int64_t>(ctx, n);
   case FG_BOOL: return cast_from<uint8_t>(ctx, n);
-  default: return fgc_fail(ctx, "cannot cast to %s", fg_dtype_name(dt));
+  default: return fgk_fail(ctx, "cannot cast to %s", fg_dtype_name(dt));
   }
 }
 
@@ -495,17 +471,17 @@ static int value_bits(const fg_kctx *ctx, fg_dtype dt, double v, uint64_t *bits)
   case FG_I32: *bits = (uint32_t)h_f2i32(v); return 0;
   case FG_I64: *bits = (uint64_t)h_f2i64(v); return 0;
   case FG_BOOL: *bits = v != 0; return 0;
-  default: return fgc_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
+  default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
   }
 }
 
 static int write_all(const fg_kctx *ctx, fg_dtype dt, double v) {
   fg_kbuf *out = &ctx->out[0];
   if (out->dtype != dt)
-    return fgc_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype), fg_dtype_name(dt));
+    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype), fg_dtype_name(dt));
   uint64_t bits;
   if (value_bits(ctx, dt, v, &bits) != 0) return -1;
-  return fgc_fill_bits(ctx, out->data, fgc_numel(out), fgc_esize(dt), bits);
+  return fgc_fill_bits(ctx, out->data, fgk_numel(out), fgc_esize(dt), bits);
 }
 
 static int fill(const fg_kctx *ctx, fg_dtype dt) {
@@ -538,11 +514,11 @@ static int count(const fg_kctx *ctx, fg_dtype dt) {
   if (fgc_check(ctx, 1, 1) != 0) return -1;
   fg_kbuf *out = &ctx->out[0];
   if (out->dtype != dt || out->rank != 0)
-    return fgc_fail(ctx, "output is %s of rank %d, expected a %s scalar", fg_dtype_name(out->dtype),
+    return fgk_fail(ctx, "output is %s of rank %d, expected a %s scalar", fg_dtype_name(out->dtype),
                     out->rank, fg_dtype_name(dt));
-  const int64_t n = fgc_numel(&ctx->in[0]);
+  const int64_t n = fgk_numel(&ctx->in[0]);
   if (dt == FG_I32 && n > INT32_MAX)
-    return fgc_fail(ctx, "input 0 has %lld elements, more than an i32 holds", (long long)n);
+    return fgk_fail(ctx, "input 0 has %lld elements, more than an i32 holds", (long long)n);
   uint64_t bits;
   if (dt == FG_I64)
     bits = (uint64_t)n;
@@ -559,7 +535,7 @@ int fgc_group(const fg_kctx *ctx) {
   if (fgc_check(ctx, 0, 1) != 0) return -1;
   fg_kbuf *out = &ctx->out[0];
   if (out->dtype != FG_I32 || out->rank != 0)
-    return fgc_fail(ctx, "output is %s of rank %d, expected an i32 scalar",
+    return fgk_fail(ctx, "output is %s of rank %d, expected an i32 scalar",
                     fg_dtype_name(out->dtype), out->rank);
   return fgc_fill_bits(ctx, out->data, 1, 4, 0);
 }
@@ -570,11 +546,11 @@ int fgc_group(const fg_kctx *ctx) {
 int fgc_copy(const fg_kctx *ctx) {
   if (fgc_check(ctx, 1, 1) != 0) return -1;
   if (ctx->in[0].dtype != ctx->out[0].dtype)
-    return fgc_fail(ctx, "input 0 is %s, the output %s", fg_dtype_name(ctx->in[0].dtype),
+    return fgk_fail(ctx, "input 0 is %s, the output %s", fg_dtype_name(ctx->in[0].dtype),
                     fg_dtype_name(ctx->out[0].dtype));
-  const int64_t n = fgc_numel(&ctx->out[0]);
-  if (fgc_numel(&ctx->in[0]) != n)
-    return fgc_fail(ctx, "input has %lld elements, output %lld", (long long)fgc_numel(&ctx->in[0]),
+  const int64_t n = fgk_numel(&ctx->out[0]);
+  if (fgk_numel(&ctx->in[0]) != n)
+    return fgk_fail(ctx, "input has %lld elements, output %lld", (long long)fgk_numel(&ctx->in[0]),
                     (long long)n);
   return fgc_copy_bytes(ctx, ctx->out[0].data, ctx->in[0].data,
                         (size_t)n * fgc_esize(ctx->out[0].dtype));
@@ -586,11 +562,11 @@ int fgc_assign(const fg_kctx *ctx) {
   const fg_kbuf *val = &ctx->in[1];
   fg_kbuf *out = &ctx->out[0];
   if (val->dtype != out->dtype)
-    return fgc_fail(ctx, "value is %s, the variable %s", fg_dtype_name(val->dtype),
+    return fgk_fail(ctx, "value is %s, the variable %s", fg_dtype_name(val->dtype),
                     fg_dtype_name(out->dtype));
-  const int64_t n = fgc_numel(out);
-  if (fgc_numel(val) != n)
-    return fgc_fail(ctx, "value has %lld elements, the variable %lld", (long long)fgc_numel(val),
+  const int64_t n = fgk_numel(out);
+  if (fgk_numel(val) != n)
+    return fgk_fail(ctx, "value has %lld elements, the variable %lld", (long long)fgk_numel(val),
                     (long long)n);
   return fgc_copy_bytes(ctx, out->data, val->data, (size_t)n * fgc_esize(out->dtype));
 }

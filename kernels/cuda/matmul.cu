@@ -17,75 +17,15 @@
 
 #include "kernels/cuda/common.cuh"
 
-typedef struct mm_plan {
-  int64_t M, N, K;
-  int ta, tb;
-  int nb;
-  int64_t bdims[FG_MAX_RANK];
-  int64_t a_bstride[FG_MAX_RANK], b_bstride[FG_MAX_RANK];
-  int64_t batch, a_batch, b_batch;
-} mm_plan;
-
-static int batch_strides(const fg_kctx *ctx, const fg_kbuf *x, int which, const mm_plan *pl,
-                         int64_t *st, int64_t *count) {
-  const int xb = x->rank - 2;
-  int64_t s = x->dims[x->rank - 1] * x->dims[x->rank - 2];
-  *count = 1;
-  for (int i = pl->nb - 1; i >= 0; i--) {
-    const int j = i - (pl->nb - xb);
-    const int64_t d = j >= 0 ? x->dims[j] : 1;
-    if (d == pl->bdims[i] && d != 1)
-      st[i] = s;
-    else if (d == 1)
-      st[i] = 0;
-    else
-      return fgc_fail(ctx,
-                      "input %d batch dim %d (%lld) does not broadcast to output dim %d "
-                      "(%lld)",
-                      which, j, (long long)d, i, (long long)pl->bdims[i]);
-    s *= d;
-    *count *= d;
-  }
-  return 0;
-}
+/* The shapes are checked and planned by kernels/cpu/matmul.c's code
+ * (kernels/kernel_shape.h); the plan is zeroed first because kernels take it
+ * by value. */
+typedef fgk_mm_plan mm_plan;
 
 static int mm_plan_init(const fg_kctx *ctx, fg_dtype dt, mm_plan *pl) {
   if (fgc_check(ctx, 2, 1) != 0) return -1;
   memset(pl, 0, sizeof *pl);
-  const fg_kbuf *a = &ctx->in[0], *b = &ctx->in[1], *o = &ctx->out[0];
-  if (a->dtype != dt || b->dtype != dt || o->dtype != dt)
-    return fgc_fail(ctx, "expected %s inputs and output, got %s, %s and %s", fg_dtype_name(dt),
-                    fg_dtype_name(a->dtype), fg_dtype_name(b->dtype), fg_dtype_name(o->dtype));
-  if (a->rank < 2 || b->rank < 2 || o->rank < 2)
-    return fgc_fail(ctx, "inputs and output need rank >= 2, got %d, %d and %d", a->rank, b->rank,
-                    o->rank);
-  if (a->rank > o->rank || b->rank > o->rank)
-    return fgc_fail(ctx, "input ranks %d and %d exceed the output rank %d", a->rank, b->rank,
-                    o->rank);
-  pl->ta = ctx->p->transpose_a != 0;
-  pl->tb = ctx->p->transpose_b != 0;
-  const int64_t a0 = a->dims[a->rank - 2], a1 = a->dims[a->rank - 1];
-  const int64_t b0 = b->dims[b->rank - 2], b1 = b->dims[b->rank - 1];
-  pl->M = pl->ta ? a1 : a0;
-  pl->K = pl->ta ? a0 : a1;
-  const int64_t kb = pl->tb ? b1 : b0;
-  pl->N = pl->tb ? b0 : b1;
-  if (kb != pl->K)
-    return fgc_fail(ctx, "inner dims differ: a gives K = %lld, b gives K = %lld", (long long)pl->K,
-                    (long long)kb);
-  if (o->dims[o->rank - 2] != pl->M || o->dims[o->rank - 1] != pl->N)
-    return fgc_fail(ctx, "output is [..., %lld, %lld], expected [..., %lld, %lld]",
-                    (long long)o->dims[o->rank - 2], (long long)o->dims[o->rank - 1],
-                    (long long)pl->M, (long long)pl->N);
-  pl->nb = o->rank - 2;
-  pl->batch = 1;
-  for (int i = 0; i < pl->nb; i++) {
-    pl->bdims[i] = o->dims[i];
-    pl->batch *= o->dims[i];
-  }
-  if (batch_strides(ctx, a, 0, pl, pl->a_bstride, &pl->a_batch) != 0) return -1;
-  if (batch_strides(ctx, b, 1, pl, pl->b_bstride, &pl->b_batch) != 0) return -1;
-  return 0;
+  return fgk_mm_plan_init(ctx, dt, pl);
 }
 
 /* a's and b's element offsets for output batch bi. */
@@ -103,7 +43,7 @@ __host__ __device__ static inline void mm_seek(const mm_plan &pl, int64_t bi, in
 static int fits_int(int64_t x) { return x >= 0 && x <= 2147483647; }
 
 static int blas_fail(const fg_kctx *ctx, const char *what, cublasStatus_t st) {
-  return fgc_fail(ctx, "%s: %s", what, cublasGetStatusString(st));
+  return fgk_fail(ctx, "%s: %s", what, cublasGetStatusString(st));
 }
 
 /* One float matmul through cuBLAS (row-major via the transpose identity). */
@@ -111,7 +51,7 @@ static int mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
   const int f64 = dt == FG_F64;
   const size_t es = f64 ? 8 : 4;
   cublasHandle_t h = (cublasHandle_t)ctx->cuda->blas;
-  if (!h) return fgc_fail(ctx, "CUDA matmul called without a cuBLAS handle (ctx->cuda->blas)");
+  if (!h) return fgk_fail(ctx, "CUDA matmul called without a cuBLAS handle (ctx->cuda->blas)");
   const char *a = (const char *)ctx->in[0].data, *b = (const char *)ctx->in[1].data;
   char *o = (char *)ctx->out[0].data;
   const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
@@ -140,7 +80,7 @@ static int mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
     stacked = 1;
   }
   if (!fits_int(M) || !fits_int(N) || !fits_int(K))
-    return fgc_fail(ctx, "matrix dims %lld x %lld x %lld exceed cuBLAS's int", (long long)M,
+    return fgk_fail(ctx, "matrix dims %lld x %lld x %lld exceed cuBLAS's int", (long long)M,
                     (long long)N, (long long)K);
   const cublasOperation_t opb = pl.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opa = pl.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -177,7 +117,7 @@ static int mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
 template <typename T> static int matmul_float(const fg_kctx *ctx, fg_dtype dt) {
   mm_plan pl;
   if (mm_plan_init(ctx, dt, &pl) != 0) return -1;
-  const int64_t total = fgc_numel(&ctx->out[0]);
+  const int64_t total = fgk_numel(&ctx->out[0]);
   if (total == 0) return 0;
   /* K == 0 is an empty sum. */
   if (pl.K == 0) return fgc_fill_bits(ctx, ctx->out[0].data, total, sizeof(T), 0);
@@ -208,7 +148,7 @@ __global__ void mm_int_kernel(const T *a, const T *b, T *o, mm_plan pl, int64_t 
 template <typename T, typename U> static int matmul_int(const fg_kctx *ctx, fg_dtype dt) {
   mm_plan pl;
   if (mm_plan_init(ctx, dt, &pl) != 0) return -1;
-  const int64_t total = fgc_numel(&ctx->out[0]);
+  const int64_t total = fgk_numel(&ctx->out[0]);
   if (total == 0) return 0;
   mm_int_kernel<T, U><<<fgc_blocks(total, FGC_THREADS), FGC_THREADS, 0, fgc_stream(ctx)>>>(
       (const T *)ctx->in[0].data, (const T *)ctx->in[1].data, (T *)ctx->out[0].data, pl, total);

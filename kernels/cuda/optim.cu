@@ -27,34 +27,20 @@ __device__ __forceinline__ double o_sqrt(double x) { return sqrt(x); }
 /* A rank-0 numeric input (checked on the host; read on the device). */
 static int scalar_in(const fg_kctx *ctx, int i, const char *what) {
   const fg_kbuf *b = &ctx->in[i];
-  if (b->rank != 0) return fgc_fail(ctx, "input %d (%s) has rank %d, expected 0", i, what, b->rank);
+  if (b->rank != 0) return fgk_fail(ctx, "input %d (%s) has rank %d, expected 0", i, what, b->rank);
   switch (b->dtype) {
   case FG_F32:
   case FG_F64:
   case FG_I32:
   case FG_I64: return 0;
-  default: return fgc_fail(ctx, "input %d (%s) is %s", i, what, fg_dtype_name(b->dtype));
+  default: return fgk_fail(ctx, "input %d (%s) is %s", i, what, fg_dtype_name(b->dtype));
   }
-}
-
-static int check_tensors(const fg_kctx *ctx, fg_dtype dt, int n) {
-  const int64_t count = fgc_numel(&ctx->in[0]);
-  if (ctx->out[0].dtype != dt || fgc_numel(&ctx->out[0]) != count)
-    return fgc_fail(ctx, "output is %s with %lld elements, the variable %s with %lld",
-                    fg_dtype_name(ctx->out[0].dtype), (long long)fgc_numel(&ctx->out[0]),
-                    fg_dtype_name(dt), (long long)count);
-  for (int i = 0; i < n; i++)
-    if (ctx->in[i].dtype != dt || fgc_numel(&ctx->in[i]) != count)
-      return fgc_fail(ctx, "input %d is %s with %lld elements, expected %s with %lld", i,
-                      fg_dtype_name(ctx->in[i].dtype), (long long)fgc_numel(&ctx->in[i]),
-                      fg_dtype_name(dt), (long long)count);
-  return 0;
 }
 
 /* For direct callers that pass an output buffer other than the variable. */
 static int publish(const fg_kctx *ctx, size_t es) {
   return fgc_copy_bytes(ctx, ctx->out[0].data, ctx->in[0].data,
-                        (size_t)fgc_numel(&ctx->out[0]) * es);
+                        (size_t)fgk_numel(&ctx->out[0]) * es);
 }
 
 /* var -= lr * grad */
@@ -67,9 +53,9 @@ __global__ void sgd_kernel(T *var, const T *g, int64_t n, const void *lr_p, int 
 }
 
 template <typename T> static int sgd(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgc_check(ctx, 3, 1) != 0 || check_tensors(ctx, dt, 2) != 0 || scalar_in(ctx, 2, "lr") != 0)
+  if (fgc_check(ctx, 3, 1) != 0 || fgk_optim_check(ctx, dt, 2) != 0 || scalar_in(ctx, 2, "lr") != 0)
     return -1;
-  const int64_t n = fgc_numel(&ctx->in[0]);
+  const int64_t n = fgk_numel(&ctx->in[0]);
   if (n == 0) return 0;
   sgd_kernel<T><<<fgc_blocks(n, FGC_THREADS * 4), FGC_THREADS, 0, fgc_stream(ctx)>>>(
       (T *)ctx->in[0].data, (const T *)ctx->in[1].data, n, ctx->in[2].data, ctx->in[2].dtype);
@@ -96,9 +82,9 @@ __global__ void momentum_kernel(T *var, T *buf, const T *g, int64_t n, const voi
 }
 
 template <typename T> static int momentum(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgc_check(ctx, 4, 1) != 0 || check_tensors(ctx, dt, 3) != 0 || scalar_in(ctx, 3, "lr") != 0)
+  if (fgc_check(ctx, 4, 1) != 0 || fgk_optim_check(ctx, dt, 3) != 0 || scalar_in(ctx, 3, "lr") != 0)
     return -1;
-  const int64_t n = fgc_numel(&ctx->in[0]);
+  const int64_t n = fgk_numel(&ctx->in[0]);
   if (n == 0) return 0;
   momentum_kernel<T><<<fgc_blocks(n, FGC_THREADS * 4), FGC_THREADS, 0, fgc_stream(ctx)>>>(
       (T *)ctx->in[0].data, (T *)ctx->in[1].data, (const T *)ctx->in[2].data, n, ctx->in[3].data,
@@ -145,10 +131,10 @@ __global__ void adam_kernel(T *var, T *m, T *v, const T *g, int64_t n, const voi
 }
 
 template <typename T> static int adam(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgc_check(ctx, 6, 1) != 0 || check_tensors(ctx, dt, 4) != 0 || scalar_in(ctx, 4, "lr") != 0 ||
-      scalar_in(ctx, 5, "step") != 0 || fgc_need_flag(ctx) != 0)
+  if (fgc_check(ctx, 6, 1) != 0 || fgk_optim_check(ctx, dt, 4) != 0 ||
+      scalar_in(ctx, 4, "lr") != 0 || scalar_in(ctx, 5, "step") != 0 || fgc_need_flag(ctx) != 0)
     return -1;
-  const int64_t n = fgc_numel(&ctx->in[0]);
+  const int64_t n = fgk_numel(&ctx->in[0]);
   const fg_kparams *p = ctx->p;
   /* Launched even for an empty variable, so a bad step is still reported. */
   adam_kernel<T><<<fgc_blocks(n, FGC_THREADS * 4), FGC_THREADS, 0, fgc_stream(ctx)>>>(

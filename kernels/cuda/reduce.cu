@@ -27,75 +27,16 @@
 #define RED_BLOCK_CHUNK  32768
 #define RED_THREAD_CHUNK 256
 
-typedef struct red_plan {
-  int n_outer, n_red;
-  int64_t outer_dims[FG_MAX_RANK], outer_str[FG_MAX_RANK];
-  int64_t red_dims[FG_MAX_RANK], red_str[FG_MAX_RANK];
-  int64_t outer_total, inner, count;
-} red_plan;
+/* The shapes are checked and planned by kernels/cpu/reduce.c's code
+ * (kernels/kernel_shape.h); the plan is zeroed first because kernels take it
+ * by value. 1 when there is work, 0 for an empty output or input, -1 on
+ * error. */
+typedef fgk_red_plan red_plan;
 
-/* 1 when there is work, 0 for an empty output or input, -1 on error. */
 static int red_plan_init(const fg_kctx *ctx, fg_dtype dt, red_plan *pl) {
   if (fgc_check(ctx, 1, 1) != 0) return -1;
-  const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
-  const fg_kparams *p = ctx->p;
   memset(pl, 0, sizeof *pl);
-  if (in->dtype != dt || out->dtype != dt)
-    return fgc_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(dt),
-                    fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));
-  const int R = in->rank;
-  if (p->n_axes < 0 || p->n_axes > R)
-    return fgc_fail(ctx, "%d axes for a rank-%d input", p->n_axes, R);
-  int reduced[FG_MAX_RANK] = {0};
-  for (int i = 0; i < p->n_axes; i++) {
-    if (p->axes[i] < 0 || p->axes[i] >= R)
-      return fgc_fail(ctx, "axis %d is out of range [0, %d)", p->axes[i], R);
-    reduced[p->axes[i]] = 1;
-  }
-  int64_t kept = 1, count = 1;
-  for (int i = 0; i < R; i++) {
-    if (reduced[i])
-      count *= in->dims[i];
-    else
-      kept *= in->dims[i];
-  }
-  if (fgc_numel(out) != kept)
-    return fgc_fail(ctx, "output has %lld elements, the reduction gives %lld",
-                    (long long)fgc_numel(out), (long long)kept);
-  pl->count = count;
-  if (kept == 0 || count == 0) return 0;
-  int n = 0, kind[FG_MAX_RANK];
-  int64_t gd[FG_MAX_RANK], gs[FG_MAX_RANK], st = 1, str[FG_MAX_RANK];
-  for (int i = R - 1; i >= 0; i--) {
-    str[i] = st;
-    st *= in->dims[i];
-  }
-  for (int i = 0; i < R; i++) {
-    if (in->dims[i] == 1) continue;
-    if (n > 0 && kind[n - 1] == reduced[i]) {
-      gd[n - 1] *= in->dims[i];
-      gs[n - 1] = str[i];
-    } else {
-      kind[n] = reduced[i];
-      gd[n] = in->dims[i];
-      gs[n] = str[i];
-      n++;
-    }
-  }
-  pl->inner = 1;
-  if (n > 0 && !kind[n - 1]) pl->inner = gd[--n];
-  pl->outer_total = 1;
-  for (int g = 0; g < n; g++) {
-    if (kind[g]) {
-      pl->red_dims[pl->n_red] = gd[g];
-      pl->red_str[pl->n_red++] = gs[g];
-    } else {
-      pl->outer_dims[pl->n_outer] = gd[g];
-      pl->outer_str[pl->n_outer++] = gs[g];
-      pl->outer_total *= gd[g];
-    }
-  }
-  return 1;
+  return fgk_red_plan_init(ctx, dt, pl);
 }
 
 /* Input offset of element r of a row-major walk over dims[0..n). */
@@ -233,7 +174,7 @@ static int reduce(const fg_kctx *ctx, fg_dtype dt, uint64_t empty_bits, const ch
   const int rc = red_plan_init(ctx, dt, &pl);
   if (rc < 0) return -1;
   T *out = (T *)ctx->out[0].data;
-  const int64_t n_out = fgc_numel(&ctx->out[0]);
+  const int64_t n_out = fgk_numel(&ctx->out[0]);
   if (rc == 0) return fgc_fill_bits(ctx, out, n_out, sizeof(T), empty_bits);
   /* Folding one element from the identity gives it back (a copy keeps -0.0,
    * as the CPU kernel does). */
@@ -322,30 +263,11 @@ int fgc_reduce_max_i64(const fg_kctx *ctx) {
 /* ---- sum_to ------------------------------------------------------------- */
 
 /* reduce_sum over x's extra leading dims and the dims where the output has
- * 1 and x does not, keepdims (as kernels/cpu/grad_ops.c). */
+ * 1 and x does not, keepdims: kernels/cpu/grad_ops.c's code, with the CUDA
+ * reduce_sum. */
 static int sum_to(const fg_kctx *ctx, fg_kernel_fn reduce_fn) {
   if (fgc_check(ctx, 1, 1) != 0) return -1;
-  const fg_kbuf *x = &ctx->in[0], *out = &ctx->out[0];
-  if (x->dtype != out->dtype)
-    return fgc_fail(ctx, "input 0 is %s, the output %s", fg_dtype_name(x->dtype),
-                    fg_dtype_name(out->dtype));
-  const int R = x->rank, off = R - out->rank;
-  if (off < 0) return fgc_fail(ctx, "output rank %d is above input rank %d", out->rank, R);
-  fg_kparams p = *ctx->p;
-  p.n_axes = 0;
-  p.keepdims = 1;
-  for (int i = 0; i < R; i++) {
-    if (i < off || (out->dims[i - off] == 1 && x->dims[i] != 1)) {
-      p.axes[p.n_axes++] = i;
-    } else if (out->dims[i - off] != x->dims[i]) {
-      return fgc_fail(ctx, "output dim %d (%lld) does not broadcast to input dim %d (%lld)",
-                      i - off, (long long)out->dims[i - off], i, (long long)x->dims[i]);
-    }
-  }
-  fg_kctx sub = *ctx;
-  sub.n_in = 1;
-  sub.p = &p;
-  return reduce_fn(&sub);
+  return fgk_sum_to(ctx, reduce_fn);
 }
 int fgc_sum_to_f32(const fg_kctx *ctx) { return sum_to(ctx, fgc_reduce_sum_f32); }
 int fgc_sum_to_f64(const fg_kctx *ctx) { return sum_to(ctx, fgc_reduce_sum_f64); }
@@ -423,22 +345,19 @@ template <typename T> static int argmax(const fg_kctx *ctx, fg_dtype dt) {
   if (fgc_check(ctx, 1, 1) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   if (in->dtype != dt || out->dtype != FG_I64)
-    return fgc_fail(ctx, "expected a %s input and an i64 output, got %s and %s", fg_dtype_name(dt),
+    return fgk_fail(ctx, "expected a %s input and an i64 output, got %s and %s", fg_dtype_name(dt),
                     fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));
   const int axis = ctx->p->axis;
   if (axis < 0 || axis >= in->rank)
-    return fgc_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);
-  int64_t outer = 1, inner = 1;
+    return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);
+  int64_t outer, inner;
   const int64_t A = in->dims[axis];
-  for (int i = 0; i < axis; i++)
-    outer *= in->dims[i];
-  for (int i = axis + 1; i < in->rank; i++)
-    inner *= in->dims[i];
-  if (fgc_numel(out) != outer * inner)
-    return fgc_fail(ctx, "output has %lld elements, expected %lld", (long long)fgc_numel(out),
+  fgk_axis_split(in, axis, &outer, &inner);
+  if (fgk_numel(out) != outer * inner)
+    return fgk_fail(ctx, "output has %lld elements, expected %lld", (long long)fgk_numel(out),
                     (long long)(outer * inner));
   if (outer * inner == 0) return 0;
-  if (A == 0) return fgc_fail(ctx, "argmax over axis %d, which has size 0", axis);
+  if (A == 0) return fgk_fail(ctx, "argmax over axis %d, which has size 0", axis);
   const T *x = (const T *)in->data;
   int64_t *o = (int64_t *)out->data;
   cudaStream_t s = fgc_stream(ctx);

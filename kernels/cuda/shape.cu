@@ -18,12 +18,7 @@ template <typename W>
 __global__ void walk_copy_kernel(const W *src, W *dst, int64_t n, fgc_walk w) {
   FGC_GRID_STRIDE(i, n) {
     int64_t off[3];
-    if (w.rank == 1) {
-      off[0] = i * w.strides[0][0];
-      off[1] = i * w.strides[1][0];
-    } else {
-      fgc_walk_offsets(w, i, off);
-    }
+    fgc_walk_at<2>(w, i, off);
     dst[off[1]] = src[off[0]];
   }
 }
@@ -70,7 +65,7 @@ static int walk_copy(const fg_kctx *ctx, size_t es, const void *src, void *dst, 
     walk_copy_kernel<uint64_t>
         <<<blocks, FGC_THREADS, 0, s>>>((const uint64_t *)src, (uint64_t *)dst, n, w);
     break;
-  default: return fgc_fail(ctx, "unsupported element size %zu", es);
+  default: return fgk_fail(ctx, "unsupported element size %zu", es);
   }
   return fgc_launched(ctx, "strided copy kernel");
 }
@@ -81,14 +76,6 @@ static void contiguous_strides(int rank, const int64_t *dims, int64_t *st) {
     st[i] = s;
     s *= dims[i];
   }
-}
-
-static int same_dtypes(const fg_kctx *ctx, int n_in) {
-  for (int i = 0; i < n_in; i++)
-    if (ctx->in[i].dtype != ctx->out[0].dtype)
-      return fgc_fail(ctx, "input %d is %s, the output %s", i, fg_dtype_name(ctx->in[i].dtype),
-                      fg_dtype_name(ctx->out[0].dtype));
-  return 0;
 }
 
 /* A transpose whose coalesced walk swaps the last two dims of contiguous
@@ -120,33 +107,19 @@ static int try_tiled_transpose(const fg_kctx *ctx, size_t es, const fgc_walk &w,
     transpose_tile_kernel<uint64_t>
         <<<blocks, threads, 0, s>>>((const uint64_t *)src, (uint64_t *)dst, R, C, tr, tc, nt);
     break;
-  default: *rc = fgc_fail(ctx, "unsupported element size %zu", es); return 1;
+  default: *rc = fgk_fail(ctx, "unsupported element size %zu", es); return 1;
   }
   *rc = fgc_launched(ctx, "transpose kernel");
   return 1;
 }
 
 int fgc_transpose(const fg_kctx *ctx) {
-  if (fgc_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
+  int64_t full[2][FG_MAX_RANK];
+  if (fgc_check(ctx, 1, 1) != 0 || fgk_transpose_check(ctx, full[0]) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   const int R = in->rank;
-  if (out->rank != R) return fgc_fail(ctx, "input rank %d, output rank %d", R, out->rank);
-  int seen[FG_MAX_RANK] = {0};
-  int64_t st[FG_MAX_RANK], ost[FG_MAX_RANK], full[2][FG_MAX_RANK];
-  contiguous_strides(R, in->dims, st);
-  contiguous_strides(R, out->dims, ost);
-  for (int i = 0; i < R; i++) {
-    const int q = ctx->p->perm[i];
-    if (q < 0 || q >= R || seen[q])
-      return fgc_fail(ctx, "perm[%d] = %d is not part of a permutation of [0, %d)", i, q, R);
-    seen[q] = 1;
-    if (out->dims[i] != in->dims[q])
-      return fgc_fail(ctx, "output dim %d is %lld, input dim %d is %lld", i,
-                      (long long)out->dims[i], q, (long long)in->dims[q]);
-    full[0][i] = st[q];
-    full[1][i] = ost[i];
-  }
-  const int64_t n = fgc_numel(out);
+  contiguous_strides(R, out->dims, full[1]);
+  const int64_t n = fgk_numel(out);
   if (n == 0) return 0;
   const size_t es = fgc_esize(out->dtype);
   fgc_walk w;
@@ -157,22 +130,12 @@ int fgc_transpose(const fg_kctx *ctx) {
 }
 
 int fgc_slice(const fg_kctx *ctx) {
-  if (fgc_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
+  int64_t full[2][FG_MAX_RANK], base;
+  if (fgc_check(ctx, 1, 1) != 0 || fgk_slice_check(ctx, &base, full[0]) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   const int R = in->rank;
-  if (out->rank != R) return fgc_fail(ctx, "input rank %d, output rank %d", R, out->rank);
-  int64_t st[FG_MAX_RANK], full[2][FG_MAX_RANK], base = 0;
-  contiguous_strides(R, in->dims, st);
   contiguous_strides(R, out->dims, full[1]);
-  for (int i = 0; i < R; i++) {
-    const int64_t b = ctx->p->begin[i];
-    if (b < 0 || b > in->dims[i] || out->dims[i] > in->dims[i] - b)
-      return fgc_fail(ctx, "slice [%lld, %lld) of dim %d is outside [0, %lld)", (long long)b,
-                      (long long)(b + out->dims[i]), i, (long long)in->dims[i]);
-    base += b * st[i];
-    full[0][i] = st[i];
-  }
-  const int64_t n = fgc_numel(out);
+  const int64_t n = fgk_numel(out);
   if (n == 0) return 0;
   const size_t es = fgc_esize(out->dtype);
   fgc_walk w;
@@ -182,26 +145,16 @@ int fgc_slice(const fg_kctx *ctx) {
 
 /* out (like's shape) = zeros with dy at p->begin. */
 int fgc_slice_grad(const fg_kctx *ctx) {
-  if (fgc_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
+  int64_t full[2][FG_MAX_RANK], base;
+  if (fgc_check(ctx, 1, 1) != 0 || fgk_slice_grad_check(ctx, &base, full[1]) != 0) return -1;
   const fg_kbuf *dy = &ctx->in[0], *out = &ctx->out[0];
   const int R = out->rank;
   const size_t es = fgc_esize(out->dtype);
-  if (dy->rank != R) return fgc_fail(ctx, "dy rank %d, output rank %d", dy->rank, R);
-  int64_t st[FG_MAX_RANK], full[2][FG_MAX_RANK], base = 0;
-  contiguous_strides(R, out->dims, st);
   contiguous_strides(R, dy->dims, full[0]);
-  for (int i = 0; i < R; i++) {
-    const int64_t b = ctx->p->begin[i];
-    if (b < 0 || b > out->dims[i] || dy->dims[i] > out->dims[i] - b)
-      return fgc_fail(ctx, "dy's block [%lld, %lld) of dim %d is outside [0, %lld)", (long long)b,
-                      (long long)(b + dy->dims[i]), i, (long long)out->dims[i]);
-    base += b * st[i];
-    full[1][i] = st[i];
-  }
-  const int64_t n = fgc_numel(out);
+  const int64_t n = fgk_numel(out);
   if (n == 0) return 0;
   if (fgc_fill_bits(ctx, out->data, n, es, 0) != 0) return -1;
-  const int64_t nd = fgc_numel(dy);
+  const int64_t nd = fgk_numel(dy);
   if (nd == 0) return 0;
   fgc_walk w;
   fgc_walk_init(&w, 2, R, dy->dims, full);
@@ -210,9 +163,9 @@ int fgc_slice_grad(const fg_kctx *ctx) {
 
 /* out (like's shape) = in[0] broadcast one way. */
 int fgc_broadcast_like(const fg_kctx *ctx) {
-  if (fgc_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
+  if (fgc_check(ctx, 1, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0) return -1;
   const fg_kbuf *out = &ctx->out[0];
-  const int64_t n = fgc_numel(out);
+  const int64_t n = fgk_numel(out);
   if (n == 0) return 0;
   fgc_walk b;
   if (fgc_bcast_init(ctx, 1, &b) != 0) return -1;
@@ -231,30 +184,13 @@ int fgc_broadcast_like(const fg_kctx *ctx) {
 }
 
 int fgc_concat(const fg_kctx *ctx) {
-  if (fgc_check(ctx, 1, 1) != 0 || same_dtypes(ctx, ctx->n_in) != 0) return -1;
+  if (fgc_check(ctx, 1, 1) != 0 || fgk_concat_check(ctx) != 0) return -1;
   const fg_kbuf *out = &ctx->out[0];
-  const int axis = ctx->p->axis, R = out->rank;
-  if (axis < 0 || axis >= R) return fgc_fail(ctx, "axis %d is out of range [0, %d)", axis, R);
-  int64_t total = 0;
-  for (int k = 0; k < ctx->n_in; k++) {
-    const fg_kbuf *in = &ctx->in[k];
-    if (in->rank != R) return fgc_fail(ctx, "input %d has rank %d, output %d", k, in->rank, R);
-    for (int i = 0; i < R; i++)
-      if (i != axis && in->dims[i] != out->dims[i])
-        return fgc_fail(ctx, "input %d dim %d is %lld, output's is %lld", k, i,
-                        (long long)in->dims[i], (long long)out->dims[i]);
-    total += in->dims[axis];
-  }
-  if (total != out->dims[axis])
-    return fgc_fail(ctx, "inputs add up to %lld along axis %d, output has %lld", (long long)total,
-                    axis, (long long)out->dims[axis]);
-  if (fgc_numel(out) == 0) return 0;
+  const int axis = ctx->p->axis;
+  if (fgk_numel(out) == 0) return 0;
   const size_t es = fgc_esize(out->dtype);
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; i++)
-    outer *= out->dims[i];
-  for (int i = axis + 1; i < R; i++)
-    inner *= out->dims[i];
+  int64_t outer, inner;
+  fgk_axis_split(out, axis, &outer, &inner);
   const int64_t ow = out->dims[axis] * inner;
   int64_t at = 0; /* input k's column offset in an output row */
   for (int k = 0; k < ctx->n_in; k++) {
@@ -278,7 +214,7 @@ int fgc_concat(const fg_kctx *ctx) {
 
 static int index_dtype(const fg_kctx *ctx, const fg_kbuf *idx) {
   if (idx->dtype == FG_I32 || idx->dtype == FG_I64) return 0;
-  return fgc_fail(ctx, "indices must be i32 or i64, got %s", fg_dtype_name(idx->dtype));
+  return fgk_fail(ctx, "indices must be i32 or i64, got %s", fg_dtype_name(idx->dtype));
 }
 
 /* Only checks indices (when there is nothing to move but the CPU kernel
@@ -291,7 +227,7 @@ __global__ void index_check_kernel(const void *idx, int is64, int64_t n, int64_t
 }
 
 static int check_indices(const fg_kctx *ctx, const fg_kbuf *idx, int64_t limit) {
-  const int64_t n = fgc_numel(idx);
+  const int64_t n = fgk_numel(idx);
   if (n == 0) return 0;
   index_check_kernel<<<fgc_blocks(n, FGC_THREADS * 4), FGC_THREADS, 0, fgc_stream(ctx)>>>(
       idx->data, idx->dtype == FG_I64, n, limit, ctx->cuda->error_flag);
@@ -315,22 +251,15 @@ __global__ void gather_kernel(const W *params, const void *idx, int is64, W *out
 
 /* gather(params [P, ...], indices [...]) -> indices.shape + params.shape[1:]. */
 int fgc_gather(const fg_kctx *ctx) {
-  if (fgc_check(ctx, 2, 1) != 0 || same_dtypes(ctx, 1) != 0 || fgc_need_flag(ctx) != 0) return -1;
+  if (fgc_check(ctx, 2, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 || fgc_need_flag(ctx) != 0 ||
+      fgk_gather_check(ctx) != 0)
+    return -1;
   const fg_kbuf *pr = &ctx->in[0], *idx = &ctx->in[1], *out = &ctx->out[0];
-  if (pr->rank < 1 || out->rank != idx->rank + pr->rank - 1)
-    return fgc_fail(ctx, "params rank %d, indices rank %d, output rank %d", pr->rank, idx->rank,
-                    out->rank);
-  for (int i = 0; i < out->rank; i++) {
-    const int64_t want = i < idx->rank ? idx->dims[i] : pr->dims[i - idx->rank + 1];
-    if (out->dims[i] != want)
-      return fgc_fail(ctx, "output dim %d is %lld, expected %lld", i, (long long)out->dims[i],
-                      (long long)want);
-  }
   if (index_dtype(ctx, idx) != 0) return -1;
   int64_t row = 1;
   for (int i = 1; i < pr->rank; i++)
     row *= pr->dims[i];
-  const int64_t n_idx = fgc_numel(idx), total = n_idx * row;
+  const int64_t n_idx = fgk_numel(idx), total = n_idx * row;
   if (n_idx == 0) return 0;
   if (total == 0) return check_indices(ctx, idx, pr->dims[0]);
   cudaStream_t s = fgc_stream(ctx);
@@ -353,7 +282,7 @@ int fgc_gather(const fg_kctx *ctx) {
                                                            is64, (uint64_t *)out->data, total, row,
                                                            pr->dims[0], flag);
     break;
-  default: return fgc_fail(ctx, "unsupported dtype %s", fg_dtype_name(out->dtype));
+  default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(out->dtype));
   }
   return fgc_launched(ctx, "gather kernel");
 }
@@ -383,18 +312,19 @@ __global__ void gather_grad_kernel(const T *dy, const void *idx, int is64, T *ou
 }
 
 template <typename T, typename U> static int gather_grad(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgc_check(ctx, 2, 1) != 0 || same_dtypes(ctx, 1) != 0 || fgc_need_flag(ctx) != 0) return -1;
+  if (fgc_check(ctx, 2, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 || fgc_need_flag(ctx) != 0)
+    return -1;
   const fg_kbuf *dy = &ctx->in[0], *idx = &ctx->in[1], *out = &ctx->out[0];
   if (out->dtype != dt)
-    return fgc_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype), fg_dtype_name(dt));
+    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype), fg_dtype_name(dt));
   if (index_dtype(ctx, idx) != 0) return -1;
   int ok = out->rank >= 1 && dy->rank == idx->rank + out->rank - 1;
   for (int i = 0; ok && i < dy->rank; i++)
     ok = dy->dims[i] == (i < idx->rank ? idx->dims[i] : out->dims[i - idx->rank + 1]);
   if (!ok)
-    return fgc_fail(ctx, "dy rank %d, indices rank %d, output rank %d do not fit", dy->rank,
+    return fgk_fail(ctx, "dy rank %d, indices rank %d, output rank %d do not fit", dy->rank,
                     idx->rank, out->rank);
-  const int64_t n_idx = fgc_numel(idx), limit = out->dims[0], n = fgc_numel(out);
+  const int64_t n_idx = fgk_numel(idx), limit = out->dims[0], n = fgk_numel(out);
   if (n > 0 && fgc_fill_bits(ctx, out->data, n, sizeof(T), 0) != 0) return -1;
   if (n == 0) return check_indices(ctx, idx, limit);
   if (n_idx == 0) return 0;
@@ -430,19 +360,12 @@ __global__ void one_hot_kernel(const void *idx, int is64, W *out, int64_t n, int
 }
 
 static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgc_check(ctx, 1, 1) != 0 || fgc_need_flag(ctx) != 0) return -1;
+  if (fgc_check(ctx, 1, 1) != 0 || fgc_need_flag(ctx) != 0 || fgk_one_hot_check(ctx, dt) != 0)
+    return -1;
   const fg_kbuf *idx = &ctx->in[0], *out = &ctx->out[0];
   const int64_t depth = ctx->p->depth;
-  if (out->dtype != dt)
-    return fgc_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype), fg_dtype_name(dt));
-  int ok = out->rank == idx->rank + 1 && out->dims[idx->rank] == depth;
-  for (int i = 0; ok && i < idx->rank; i++)
-    ok = out->dims[i] == idx->dims[i];
-  if (!ok)
-    return fgc_fail(ctx, "output rank %d does not match indices rank %d and depth %lld", out->rank,
-                    idx->rank, (long long)depth);
   if (index_dtype(ctx, idx) != 0) return -1;
-  const int64_t n = fgc_numel(idx);
+  const int64_t n = fgk_numel(idx);
   if (n == 0) return 0;
   if (depth == 0) return check_indices(ctx, idx, depth);
   const size_t es = fgc_esize(dt);
@@ -472,7 +395,7 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
     one_hot_kernel<uint8_t><<<blocks, FGC_THREADS, 0, s>>>(idx->data, is64, (uint8_t *)out->data, n,
                                                            depth, (uint8_t)1, flag);
     break;
-  default: return fgc_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
+  default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
   }
   return fgc_launched(ctx, "one_hot kernel");
 }
@@ -485,18 +408,18 @@ int fgc_one_hot_bool(const fg_kctx *ctx) { return one_hot(ctx, FG_BOOL); }
 /* shard(x; index = begin[0], count = depth): rows [index*B/count,
  * (index+1)*B/count) of x along axis 0, as kernels/cpu/collective.c. */
 int fgc_shard(const fg_kctx *ctx) {
-  if (fgc_check(ctx, 1, 1) != 0 || same_dtypes(ctx, 1) != 0) return -1;
+  if (fgc_check(ctx, 1, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0) return -1;
   const fg_kbuf *x = &ctx->in[0], *y = &ctx->out[0];
   const int64_t count = ctx->p->depth, index = ctx->p->begin[0];
   if (x->rank < 1 || count < 1 || index < 0 || index >= count || x->dims[0] % count != 0 ||
       y->rank < 1 || y->dims[0] != x->dims[0] / count)
-    return fgc_fail(ctx, "shard %lld of %lld: input has %lld rows, which do not split evenly",
+    return fgk_fail(ctx, "shard %lld of %lld: input has %lld rows, which do not split evenly",
                     (long long)index, (long long)count, (long long)(x->rank ? x->dims[0] : 0));
   int64_t row = 1;
   for (int d = 1; d < x->rank; d++)
     row *= x->dims[d];
-  if (fgc_numel(y) != row * y->dims[0])
-    return fgc_fail(ctx, "output has %lld elements, a shard %lld", (long long)fgc_numel(y),
+  if (fgk_numel(y) != row * y->dims[0])
+    return fgk_fail(ctx, "output has %lld elements, a shard %lld", (long long)fgk_numel(y),
                     (long long)(row * y->dims[0]));
   const size_t bytes = (size_t)(row * y->dims[0]) * fgc_esize(x->dtype);
   return fgc_copy_bytes(ctx, y->data, (const char *)x->data + (size_t)index * bytes, bytes);

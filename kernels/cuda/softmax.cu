@@ -114,22 +114,19 @@ template <typename T, bool LOG> static int softmax(const fg_kctx *ctx, fg_dtype 
   if (fgc_check(ctx, 1, 1) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   if (in->dtype != dt || out->dtype != dt)
-    return fgc_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(dt),
+    return fgk_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(dt),
                     fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));
   const int axis = ctx->p->axis;
   if (axis < 0 || axis >= in->rank)
-    return fgc_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);
-  const int64_t n = fgc_numel(in);
-  if (fgc_numel(out) != n)
-    return fgc_fail(ctx, "input has %lld elements, output %lld", (long long)n,
-                    (long long)fgc_numel(out));
+    return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);
+  const int64_t n = fgk_numel(in);
+  if (fgk_numel(out) != n)
+    return fgk_fail(ctx, "input has %lld elements, output %lld", (long long)n,
+                    (long long)fgk_numel(out));
   if (n == 0) return 0;
-  int64_t outer = 1, inner = 1;
+  int64_t outer, inner;
   const int64_t A = in->dims[axis];
-  for (int i = 0; i < axis; i++)
-    outer *= in->dims[i];
-  for (int i = axis + 1; i < in->rank; i++)
-    inner *= in->dims[i];
+  fgk_axis_split(in, axis, &outer, &inner);
   const T *x = (const T *)in->data;
   T *y = (T *)out->data;
   cudaStream_t s = fgc_stream(ctx);
@@ -211,15 +208,15 @@ template <typename T> static int xent(const fg_kctx *ctx, fg_dtype dt) {
   if (fgc_check(ctx, 2, 1) != 0 || fgc_need_flag(ctx) != 0) return -1;
   const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *out = &ctx->out[0];
   if (lg->dtype != dt || out->dtype != dt)
-    return fgc_fail(ctx, "expected %s logits and output, got %s and %s", fg_dtype_name(dt),
+    return fgk_fail(ctx, "expected %s logits and output, got %s and %s", fg_dtype_name(dt),
                     fg_dtype_name(lg->dtype), fg_dtype_name(out->dtype));
   if (lb->dtype != FG_I32 && lb->dtype != FG_I64)
-    return fgc_fail(ctx, "labels must be i32 or i64, got %s", fg_dtype_name(lb->dtype));
+    return fgk_fail(ctx, "labels must be i32 or i64, got %s", fg_dtype_name(lb->dtype));
   if (lg->rank != 2 || lb->rank != 1 || lb->dims[0] != lg->dims[0])
-    return fgc_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d", lg->rank,
+    return fgk_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d", lg->rank,
                     lb->rank);
-  if (fgc_numel(out) != 1)
-    return fgc_fail(ctx, "output must hold one element, has %lld", (long long)fgc_numel(out));
+  if (fgk_numel(out) != 1)
+    return fgk_fail(ctx, "output must hold one element, has %lld", (long long)fgk_numel(out));
   const int64_t N = lg->dims[0], C = lg->dims[1];
   if (N == 0)
     return fgc_fill_bits(ctx, out->data, 1, sizeof(T),

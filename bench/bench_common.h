@@ -1,0 +1,84 @@
+/* What the benchmark drivers share: the clock, the random numbers and the
+ * MLP training graph, so fg_bench (and fg_bench_gpu, which includes it) and
+ * dist_bench time and build the same models the same way. Public API only;
+ * static inline so a driver that uses part of it compiles warning-free. */
+#ifndef FG_BENCH_COMMON_H
+#define FG_BENCH_COMMON_H
+
+#include <flowgraph/flowgraph.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+static inline double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [-bound, bound). */
+static inline float uniform(uint64_t *rng, double bound) {
+  double u = (double)(splitmix64(rng) >> 40) * 0x1p-24;
+  return (float)((2.0 * u - 1.0) * bound);
+}
+
+static inline fg_tensor *random_f32(int rank, const int64_t *dims, double bound, uint64_t *rng,
+                                    fg_status *st) {
+  fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, st);
+  if (!t) return NULL;
+  float *p = fg_tensor_data(t);
+  for (int64_t i = 0, n = fg_tensor_num_elements(t); i < n; i++)
+    p[i] = uniform(rng, bound);
+  return t;
+}
+
+/* The MLP training graph: n_layers dense layers (matmul + bias, ReLU between
+ * them) from placeholder "x" [batch, widths[0]], softmax cross-entropy
+ * "loss" against i32 labels "y" [batch], one SGD step (learning rate 0.01)
+ * whose target goes to *train. batch may be FG_DIM_UNKNOWN. Weights and
+ * biases start uniform in +-1/sqrt(fan_in), as PyTorch's nn.Linear, from a
+ * fixed seed. NULL on failure (status set). */
+static inline fg_graph *mlp_graph(int64_t batch, int n_layers, const int *widths, fg_output *train,
+                                  fg_status *st) {
+  fg_graph *g = fg_graph_new();
+  if (!g) return NULL;
+  uint64_t rng = 42;
+  int64_t xd[2] = {batch, widths[0]}, yd[1] = {batch};
+  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd);
+  fg_output labels = fg_placeholder(g, "y", FG_I32, 1, yd);
+  for (int l = 0; l < n_layers; l++) {
+    int in = widths[l], out = widths[l + 1];
+    int64_t wd[2] = {in, out}, bd[1] = {out};
+    double bound = 1.0 / sqrt((double)in);
+    fg_tensor *w = random_f32(2, wd, bound, &rng, st);
+    fg_tensor *b = random_f32(1, bd, bound, &rng, st);
+    char wname[32], bname[32];
+    snprintf(wname, sizeof wname, "dense%d/w", l + 1);
+    snprintf(bname, sizeof bname, "dense%d/b", l + 1);
+    /* A NULL tensor makes the builder fail, which sticks on the graph. */
+    h = fg_add(g, fg_matmul(g, h, fg_variable(g, wname, w), 0, 0), fg_variable(g, bname, b));
+    if (l + 1 < n_layers) h = fg_relu(g, h);
+    fg_tensor_free(w);
+    fg_tensor_free(b);
+  }
+  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, labels), "loss");
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  cfg.learning_rate = 0.01;
+  *train = fg_minimize(g, loss, NULL, 0, &cfg, st);
+  if (train->node < 0 || fg_graph_status(g, st) != FG_OK) {
+    fg_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+#endif

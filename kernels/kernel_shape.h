@@ -1,0 +1,147 @@
+/* Host-side shape logic that the CPU kernels (kernels/cpu/) and the CUDA
+ * kernels (kernels/cuda/) share: argument checks, error text, the broadcast
+ * planner and the matmul, reduction and sum_to plans. The functions are
+ * defined once, in kernels/cpu/, and the CUDA host code calls them, so the
+ * two backends accept the same shapes and fail with the same messages.
+ * Valid C and C++ (nvcc compiles .cu files as C++). Not part of the kernel
+ * ABI. */
+#ifndef FG_KERNEL_SHAPE_H
+#define FG_KERNEL_SHAPE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "kernels/kernel.h"
+
+/* Dtype sets for the registries' X-macros: a kernel named base_f32,
+ * base_f64, ... per dtype, or one dtype-agnostic function registered for
+ * every dtype (ANY). */
+#define FGK_FLOAT(X, op, base) X(op, FG_F32, base##_f32) X(op, FG_F64, base##_f64)
+#define FGK_NUM(X, op, base)                                                                       \
+  FGK_FLOAT(X, op, base) X(op, FG_I32, base##_i32) X(op, FG_I64, base##_i64)
+#define FGK_ALL(X, op, base) FGK_NUM(X, op, base) X(op, FG_BOOL, base##_bool)
+#define FGK_ANY(X, op, fn)                                                                         \
+  X(op, FG_F32, fn) X(op, FG_F64, fn) X(op, FG_I32, fn) X(op, FG_I64, fn) X(op, FG_BOOL, fn)
+
+/* Writes a printf-style message to ctx->err (when there is room) and
+ * returns -1, so a kernel can `return fgk_fail(ctx, ...)`. (common.c) */
+int fgk_fail(const fg_kctx *ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Checks that at least n_in inputs and n_out outputs are present with
+ * ranks in [0, FG_MAX_RANK], so that a mis-wired call fails with a message
+ * instead of reading out of bounds. 0 or -1 (ctx->err written). */
+int fgk_check(const fg_kctx *ctx, int n_in, int n_out);
+
+/* Elements of a buffer; the executor has already checked the product. */
+static inline int64_t fgk_numel(const fg_kbuf *b) {
+  int64_t n = 1;
+  for (int i = 0; i < b->rank; i++)
+    n *= b->dims[i] > 0 ? b->dims[i] : 0;
+  return n;
+}
+
+/* Fails unless inputs 0..n_in-1 have the output's dtype. */
+static inline int fgk_same_dtypes(const fg_kctx *ctx, int n_in) {
+  for (int i = 0; i < n_in; i++)
+    if (ctx->in[i].dtype != ctx->out[0].dtype)
+      return fgk_fail(ctx, "input %d is %s, the output %s", i, fg_dtype_name(ctx->in[i].dtype),
+                      fg_dtype_name(ctx->out[0].dtype));
+  return 0;
+}
+
+/* The dims before and after `axis` multiplied out (softmax, argmax). */
+static inline void fgk_axis_split(const fg_kbuf *b, int axis, int64_t *outer, int64_t *inner) {
+  *outer = 1;
+  *inner = 1;
+  for (int i = 0; i < axis; i++)
+    *outer *= b->dims[i];
+  for (int i = axis + 1; i < b->rank; i++)
+    *inner *= b->dims[i];
+}
+
+/* A broadcast walk over the output with up to three operands. After
+ * fgk_bcast_init the dims are coalesced (size-1 dims dropped, runs that are
+ * contiguous for every operand merged), so the common shapes become one
+ * flat loop; rank is at least 1. strides[k][i] is operand k's element
+ * stride along dim i, 0 where it broadcasts. The CUDA kernels take it by
+ * value (fgc_walk). */
+typedef struct fgk_bcast {
+  int rank, n_ops;
+  int64_t dims[FG_MAX_RANK];
+  int64_t strides[3][FG_MAX_RANK];
+} fgk_bcast;
+/* Broadcasts inputs 0..n_ops-1 to out[0] (NumPy rules), then coalesces. */
+int fgk_bcast_init(const fg_kctx *ctx, int n_ops, fgk_bcast *bc);
+/* The coalescing step alone, for walks that are not broadcasts (transpose,
+ * slice): the output is C-order over dims, operand k steps strides[k]. */
+void fgk_walk_init(fgk_bcast *bc, int n_ops, int rank, const int64_t *dims,
+                   int64_t (*strides)[FG_MAX_RANK]);
+
+/* matmul's shapes: out[..., M, N] = op(a)[..., M, K] @ op(b)[..., K, N]
+ * with the batch dims broadcast NumPy-style to out's. (matmul.c) */
+typedef struct fgk_mm_plan {
+  int64_t M, N, K;
+  int ta, tb;
+  int nb; /* batch rank (out rank - 2) */
+  int64_t bdims[FG_MAX_RANK];
+  int64_t a_bstride[FG_MAX_RANK], b_bstride[FG_MAX_RANK]; /* 0 where broadcast */
+  int64_t batch, a_batch, b_batch;                        /* matrices in out, a, b */
+} fgk_mm_plan;
+/* Checks the matmul's inputs (dtype dt) and fills pl. 0 or -1. */
+int fgk_mm_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl);
+
+/* A reduction over p->axes with the input dims coalesced into alternating
+ * kept/reduced groups (size-1 dims dropped, neighbours of the same kind
+ * merged). (reduce.c) */
+typedef struct fgk_red_plan {
+  int n_outer, n_red;
+  int64_t outer_dims[FG_MAX_RANK], outer_str[FG_MAX_RANK];
+  int64_t red_dims[FG_MAX_RANK], red_str[FG_MAX_RANK];
+  int64_t outer_total; /* output elements / inner */
+  int64_t inner;       /* innermost kept group (stride 1), or 1 */
+  int64_t count;       /* reduced elements per output */
+} fgk_red_plan;
+/* Checks the reduction's input and output (dtype dt) and fills pl: 1 when
+ * there is work, 0 when the output is empty or the input is (the caller
+ * then writes the empty-set value), -1 on error. */
+int fgk_red_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_red_plan *pl);
+
+/* sum_to through a reduce_sum kernel of the backend: reduce_sum over x's
+ * leading extra dims and the dims where the output has 1 and x does not,
+ * keepdims. (grad_ops.c) */
+int fgk_sum_to(const fg_kctx *ctx, fg_kernel_fn reduce);
+
+/* Per-op checks of dtypes and shapes, run after fgk_check (or fgc_check),
+ * so both backends refuse the same calls with the same text: 0, or -1 with
+ * ctx->err written. The index values of gather and one_hot are not checked
+ * here (the CPU checks them on the host, CUDA on the device). */
+int fgk_concat_check(const fg_kctx *ctx);               /* shape_ops.c */
+int fgk_cast_check(const fg_kctx *ctx, fg_dtype dt);    /* shape_ops.c; dt: output */
+int fgk_one_hot_check(const fg_kctx *ctx, fg_dtype dt); /* shape_ops.c; dt: output */
+int fgk_gather_check(const fg_kctx *ctx);               /* shape_ops.c */
+int fgk_select_check(const fg_kctx *ctx);               /* binary.c */
+/* Inputs 0..n-1 (var, state, grad) and the output: the variable's dtype dt
+ * and element count. (optim.c) */
+int fgk_optim_check(const fg_kctx *ctx, fg_dtype dt, int n);
+/* transpose (shape_ops.c): src[i] = the input's element stride along
+ * output dim i. */
+int fgk_transpose_check(const fg_kctx *ctx, int64_t *src);
+/* slice (shape_ops.c): the output is the block at p->begin of the input;
+ * *base is its first element's offset, st[] the input's C-order strides. */
+int fgk_slice_check(const fg_kctx *ctx, int64_t *base, int64_t *st);
+/* slice_grad (grad_ops.c): dy is the block at p->begin of the output;
+ * *base is its first element's offset, st[] the output's C-order strides. */
+int fgk_slice_grad_check(const fg_kctx *ctx, int64_t *base, int64_t *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
