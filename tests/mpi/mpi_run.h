@@ -100,12 +100,30 @@ static inline void run_limited(char *const argv[], double limit, run_result *res
   if (res->status == -1) fprintf(stderr, "HUNG after %.1f s; output:\n%s\n", res->wall, res->out);
 }
 
-/* mpirun --oversubscribe -np N [extra] PROGRAM args... */
+/* Appends `path`'s contents to res->out (as much as fits). */
+static inline void mpi_append_file(run_result *res, const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return;
+  size_t len = strlen(res->out);
+  size_t n = fread(res->out + len, 1, sizeof res->out - 1 - len, f);
+  res->out[len + n] = '\0';
+  fclose(f);
+}
+
+/* mpirun --oversubscribe -np N [extra] PROGRAM args...
+ * The ranks' stdout and stderr reach mpirun's output interleaved (down to
+ * single characters when several ranks fail at once), so each rank also
+ * writes its own files (--output-filename). With that option Open MPI 4.1
+ * still echoes the ranks' stdout but no longer their stderr, so each rank's
+ * stderr file is appended to res->out in rank order: a test can look for one
+ * rank's whole error line. */
 static inline void mpirun(int np, const char *extra, char *const prog_args[], double limit,
                           run_result *res) {
   char *argv[64];
   int k = 0;
   char npbuf[16];
+  char dir[] = "/tmp/fg_mpi_ranks_XXXXXX";
+  int have_dir = mkdtemp(dir) != NULL;
   snprintf(npbuf, sizeof npbuf, "%d", np);
   argv[k++] = (char *)FG_MPIEXEC;
   argv[k++] = "--oversubscribe";
@@ -113,11 +131,22 @@ static inline void mpirun(int np, const char *extra, char *const prog_args[], do
   argv[k++] = "none";
   argv[k++] = "-np";
   argv[k++] = npbuf;
+  if (have_dir) {
+    argv[k++] = "--output-filename";
+    argv[k++] = dir;
+  }
   if (extra) argv[k++] = (char *)extra;
   for (int i = 0; prog_args[i] && k < 63; i++)
     argv[k++] = prog_args[i];
   argv[k] = NULL;
   run_limited(argv, limit, res);
+  if (!have_dir) return;
+  for (int r = 0; r < np; r++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/1/rank.%d/stderr", dir, r);
+    mpi_append_file(res, path);
+  }
+  fgt_rmtree(dir);
 }
 
 #endif
