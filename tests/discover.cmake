@@ -11,7 +11,10 @@ foreach(line ${lines})
   endif()
   string(REPLACE " " ";" parts "${line}")
   list(GET parts 0 case)
-  list(GET parts 1 labels)
+  # Labels are comma-separated; a space between them counts as a comma too,
+  # so "gpu badinput" does not silently lose its second label.
+  list(REMOVE_AT parts 0)
+  list(JOIN parts "," labels)
   string(APPEND content "add_test(${NAME}.${case} \"${BIN}\" ${case})\n")
   set(props "SKIP_RETURN_CODE 77 WORKING_DIRECTORY \"${WORKDIR}\"")
   if(NOT labels STREQUAL "-")

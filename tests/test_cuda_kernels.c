@@ -1030,7 +1030,7 @@ static int flagged(const char *op, fg_dtype key, int n_in, fg_kbuf *hin, fg_kbuf
 }
 #endif
 
-FG_TEST(cuda_gather_bad_index_flags, "gpu badinput") {
+FG_TEST(cuda_gather_bad_index_flags, "gpu,badinput") {
   GPU_OR_SKIP();
 #ifdef FG_HAVE_CUDA
   float params[20] = {0};
@@ -1074,7 +1074,7 @@ FG_TEST(cuda_gather_bad_index_flags, "gpu badinput") {
 #endif
 }
 
-FG_TEST(cuda_other_bad_values_flag, "gpu badinput") {
+FG_TEST(cuda_other_bad_values_flag, "gpu,badinput") {
   GPU_OR_SKIP();
 #ifdef FG_HAVE_CUDA
   char msg[160];

@@ -55,7 +55,7 @@ FG_TEST(nccl_stub_or_built, "gpu") {
 }
 
 /* A rank whose rank 0 never writes the id gives a deadline, not a hang. */
-FG_TEST(nccl_file_bootstrap_deadline, "gpu badinput") {
+FG_TEST(nccl_file_bootstrap_deadline, "dist,gpu,badinput") {
   NEED_NCCL();
   char path[128];
   id_path(path, sizeof path);
@@ -70,7 +70,7 @@ FG_TEST(nccl_file_bootstrap_deadline, "gpu badinput") {
   fg_status_free(st);
 }
 
-FG_TEST(nccl_bad_device_refused, "gpu badinput") {
+FG_TEST(nccl_bad_device_refused, "dist,gpu,badinput") {
   NEED_NCCL();
   char path[128];
   id_path(path, sizeof path);
@@ -123,7 +123,7 @@ FG_TEST(nccl_single_rank_collectives, "gpu") {
 
 /* M1 on NCCL: rank 0 of 2 whose peer never joins gives a deadline at init
  * (NCCL's nonblocking init, aborted), not a hang. */
-FG_TEST(nccl_missing_peer_deadline, "gpu badinput") {
+FG_TEST(nccl_missing_peer_deadline, "dist,gpu,badinput") {
   NEED_GPU();
   char path[128];
   id_path(path, sizeof path);
