@@ -260,7 +260,13 @@ static void *node_upload(fg_cuda_ctx *c, const fg_graph *g, int node, const void
   char what[300];
   snprintf(what, sizeof what, "%s '%s'", is_var ? "variable" : "constant", g->nodes[node].name);
   if (dev_alloc(&c->node_mem[node], bytes, c->device, what, st) != 0) return NULL;
-  cudaError_t e = cudaMemcpy(c->node_mem[node], host, bytes, cudaMemcpyHostToDevice);
+  /* Not plain cudaMemcpy: from pageable memory it may return before the DMA
+   * lands, and it runs on the legacy stream, which the session's
+   * non-blocking streams do not wait for. On stream 0 and synchronised, the
+   * value is on the device before any run reads it. */
+  cudaError_t e =
+      cudaMemcpyAsync(c->node_mem[node], host, bytes, cudaMemcpyHostToDevice, c->stream[0]);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream[0]);
   if (e != cudaSuccess) {
     (void)cudaFree(c->node_mem[node]);
     c->node_mem[node] = NULL;
