@@ -33,9 +33,9 @@ test-asan: deps
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFG_SANITIZE=thread -DFG_CUDA=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_threadpool_kernels \
-	  test_executor test_session test_kernels test_threads test_numerics test_dist
+	  test_executor test_session test_kernels test_threads test_numerics test_dist test_dist_exec
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist)\.'
+	  ctest --output-on-failure -j $(JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist|dist_exec)\.'
 
 test: test-fast test-asan test-tsan fuzz-smoke
 

@@ -1,14 +1,16 @@
 /* What the executor needs from the dist layer to run one plan across
  * devices (internal; executor/run.c and executor/session.c use it).
  *
- * A plan is built for the whole graph (one memory plan: CPU devices share
- * the address space, and the planner only reuses a buffer along ancestor
- * paths, which every device-respecting schedule keeps). Running it with
- * more than one device gives each device one thread (the calling thread is
- * device 0's) that runs that device's steps as they become ready, with its
- * own thread pool for the kernels' parallel_for. An edge between devices is
- * the send/recv pair: the consumer's device receives the producer's
- * completion (a release/acquire pair through the ready counter), no copy. */
+ * A plan is built for the whole graph, and each device's tensors get their
+ * own memory plan and arena (executor/plan.c); every data edge between
+ * devices is a recv step on the consumer's device that copies the tensor
+ * into its arena (the send/recv pair of the partition's transfer). Running
+ * it uses lanes, each served by one persistent thread (lane 0 is the
+ * calling thread): one lane per device, whose steps run in ready order with
+ * that device's own thread pool for the kernels' parallel_for, and, when a
+ * communicator is in use, one more lane per device for its collectives, so
+ * a gradient bucket's all_reduce overlaps the rest of the backward pass
+ * (PyTorch DDP's overlap) instead of stalling the device's compute. */
 #ifndef FG_DIST_EXEC_H
 #define FG_DIST_EXEC_H
 
@@ -16,22 +18,38 @@
 #include "executor/threadpool.h"
 #include "flowgraph/dist.h"
 #include "graph/graph_internal.h"
+#include "graph/op_table.h"
 #include "kernels/kernel.h"
+
+typedef struct fg_dist_runner fg_dist_runner;
 
 typedef struct fg_dist_exec {
   int n_dev;
   const int *node_dev; /* per node id: device index */
   fg_kparallel *par;   /* per device: its pool's parallel_for (pool NULL: inline) */
   fg_comm **comm;      /* per device: the communicator its all_reduce nodes call */
+  fg_dist_runner *runner;
+  /* 1: lanes n_dev .. 2 n_dev - 1 run the devices' all_reduce steps. */
+  int comm_lanes;
 } fg_dist_exec;
 
+/* The lane of a step of device `dev` running op `op`. */
+static inline int fg_dist_step_lane(const fg_dist_exec *dx, int dev, int op) {
+  return dev + (dx->comm_lanes && op == FG_OP_ALL_REDUCE ? dx->n_dev : 0);
+}
+
+/* Starts n_lanes - 1 threads (lane 0 is the caller's). NULL with status. */
+fg_dist_runner *fg_dist_runner_new(int n_lanes, fg_status *st);
+void fg_dist_runner_free(fg_dist_runner *r); /* accepts NULL */
+int fg_dist_runner_lanes(const fg_dist_runner *r);
+
 /* Runs a DAG of n steps (n_preds, succ_off, succ as in fg_pool_run_dag)
- * where step t belongs to device step_dev[t]; fn(ctx, t, device). Returns 0,
- * or the first non-zero result after every device thread stopped. When a
- * step fails the in-process communicators are aborted so no device waits
- * out a collective's timeout. */
+ * where step t runs on lane step_lane[t]; fn(ctx, t, lane). Returns 0, or
+ * the first non-zero result after every lane stopped. When a step fails the
+ * in-process communicators are aborted so no device waits out a
+ * collective's timeout. Allocates only when n exceeds every earlier run. */
 int fg_dist_run_dag(const fg_dist_exec *dx, int n, const int *n_preds, const int *succ_off,
-                    const int *succ, const int *step_dev, int (*fn)(void *, int, int), void *ctx);
+                    const int *succ, const int *step_lane, int (*fn)(void *, int, int), void *ctx);
 
 /* The session's dist state: the partition of its graph, per-device pools,
  * communicators. */
@@ -39,12 +57,13 @@ typedef struct fg_dist_session fg_dist_session;
 
 /* (Re)builds the state for the session's graph: placement with
  * default_device, device checks (M3), pools of max(1, threads / devices)
- * threads per device, and an in-process communicator group over the
+ * threads per device, an in-process communicator group over the
  * devices that hold all_reduce nodes (unless a process communicator is
- * attached). *ds may be NULL (created). 0 or -1 with status set; on failure
+ * attached) whose collectives wait at most timeout_s (<= 0: 60 s), and the
+ * lane threads. *ds may be NULL (created). 0 or -1 with status set; on failure
  * *ds keeps its old state. */
 int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const char *default_device,
-                         int threads, fg_status *st);
+                         int threads, double timeout_s, fg_status *st);
 void fg_dist_session_free(fg_dist_session *ds);
 /* NULL when the session runs on one device without a communicator (the
  * plain path). */
@@ -52,12 +71,27 @@ const fg_dist_exec *fg_dist_session_exec(fg_dist_session *ds);
 /* Clears aborted in-process groups before a run. */
 void fg_dist_session_before_run(fg_dist_session *ds);
 int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm,
-                             const char *default_device, int threads, fg_status *st);
+                             const char *default_device, int threads, double timeout_s,
+                             fg_status *st);
 const fg_partition *fg_dist_session_partition(const fg_dist_session *ds);
 /* Whether the session's graph uses only one device, and that device is a
  * GPU (the CUDA executor's case). */
 int fg_dist_session_num_devices(const fg_dist_session *ds);
 
 const int *fg_partition_node_devices(const fg_partition *p);
+
+/* Whether input k of `nd` is there for ordering only (group, the control
+ * inputs of updates and all_reduce): its edge between devices carries no
+ * bytes, so the partition counts none and the plan copies nothing. */
+static inline int fg_dist_control_input(const fg_node *nd, int k) {
+  switch (nd->op) {
+  case FG_OP_GROUP: return 1;
+  case FG_OP_ALL_REDUCE: return k >= 1;
+  case FG_OP_APPLY_SGD: return k >= 3;
+  case FG_OP_APPLY_MOMENTUM: return k >= 4;
+  case FG_OP_APPLY_ADAM: return k >= 6;
+  default: return 0;
+  }
+}
 
 #endif

@@ -1,5 +1,8 @@
-/* Running one plan across devices: one thread per device (the caller is
- * device 0's), each taking its own ready steps in order. See dist/exec.h. */
+/* Running one plan across lanes (dist/exec.h): persistent threads, one per
+ * lane but the first (the calling thread's), each taking its own ready
+ * steps in order. The threads and the scratch arrays live as long as the
+ * session's dist state, so a run creates no thread and, once a plan of its
+ * size ran, allocates nothing. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -7,133 +10,211 @@
 #include "dist/comm_inproc.h"
 #include "dist/exec.h"
 
-typedef struct run_state {
+struct fg_dist_runner {
+  int n_lanes;
+  pthread_t *th;
+  int started; /* threads created: lanes 1 .. started */
+  pthread_mutex_t lock;
+  pthread_cond_t *cond; /* per lane: a job started, or a step became ready */
+  pthread_cond_t idle;  /* the last worker finished the job */
+  unsigned long job;    /* generation of the current job */
+  int quit;
+  int active; /* workers still inside the current job */
+  /* The current job. */
   const fg_dist_exec *dx;
   int n;
-  const int *succ_off, *succ, *step_dev;
+  const int *succ_off, *succ, *lane;
   int (*fn)(void *, int, int);
   void *ctx;
+  int done, failed, result;
+  /* Scratch, grown to the largest plan run so far. */
+  int cap;
   atomic_int *preds;
-  pthread_mutex_t lock;
-  pthread_cond_t *cond; /* per device */
-  int **queue;          /* per device: ready steps (FIFO, at most n) */
+  int *queue; /* n_lanes rows of cap: each lane's ready steps, FIFO */
   int *head, *tail;
-  int done;
-  int failed;
-  int result;
-} run_state;
+};
 
-/* Under rs->lock. */
-static void push(run_state *rs, int t) {
-  int d = rs->step_dev[t];
-  rs->queue[d][rs->tail[d]++] = t;
-  pthread_cond_signal(&rs->cond[d]);
+typedef struct lane_arg {
+  fg_dist_runner *r;
+  int lane;
+} lane_arg;
+
+/* Under r->lock. */
+static void push(fg_dist_runner *r, int t) {
+  int l = r->lane[t];
+  r->queue[(size_t)l * (size_t)r->cap + (size_t)r->tail[l]++] = t;
+  pthread_cond_signal(&r->cond[l]);
 }
 
-static void wake_all(run_state *rs) {
-  for (int d = 0; d < rs->dx->n_dev; d++)
-    pthread_cond_broadcast(&rs->cond[d]);
+static void wake_all(fg_dist_runner *r) {
+  for (int l = 0; l < r->n_lanes; l++)
+    pthread_cond_broadcast(&r->cond[l]);
 }
 
-static void device_loop(run_state *rs, int d) {
+static void lane_loop(fg_dist_runner *r, int l) {
   for (;;) {
-    pthread_mutex_lock(&rs->lock);
-    while (rs->head[d] == rs->tail[d] && !rs->failed && rs->done < rs->n)
-      pthread_cond_wait(&rs->cond[d], &rs->lock);
-    if (rs->failed || rs->head[d] == rs->tail[d]) {
-      pthread_mutex_unlock(&rs->lock);
+    pthread_mutex_lock(&r->lock);
+    while (r->head[l] == r->tail[l] && !r->failed && r->done < r->n)
+      pthread_cond_wait(&r->cond[l], &r->lock);
+    if (r->failed || r->head[l] == r->tail[l]) {
+      pthread_mutex_unlock(&r->lock);
       return;
     }
-    int t = rs->queue[d][rs->head[d]++];
-    pthread_mutex_unlock(&rs->lock);
-    int r = rs->fn(rs->ctx, t, d);
-    pthread_mutex_lock(&rs->lock);
-    if (r != 0) {
-      if (!rs->failed) rs->result = r;
-      rs->failed = 1;
-      wake_all(rs);
-      pthread_mutex_unlock(&rs->lock);
+    int t = r->queue[(size_t)l * (size_t)r->cap + (size_t)r->head[l]++];
+    pthread_mutex_unlock(&r->lock);
+    int rc = r->fn(r->ctx, t, l);
+    pthread_mutex_lock(&r->lock);
+    if (rc != 0) {
+      if (!r->failed) r->result = rc;
+      r->failed = 1;
+      wake_all(r);
+      pthread_mutex_unlock(&r->lock);
       /* Peers blocked in a collective would otherwise wait for its
        * timeout. */
-      for (int e = 0; e < rs->dx->n_dev; e++)
-        fg_comm_inproc_abort(rs->dx->comm[e], "a step on another device failed");
+      for (int e = 0; e < r->dx->n_dev; e++)
+        fg_comm_inproc_abort(r->dx->comm[e], "a step on another device failed");
       return;
     }
-    for (int k = rs->succ_off[t]; k < rs->succ_off[t + 1]; k++) {
-      int s = rs->succ[k];
-      if (atomic_fetch_sub(&rs->preds[s], 1) == 1) push(rs, s);
+    for (int k = r->succ_off[t]; k < r->succ_off[t + 1]; k++) {
+      int s = r->succ[k];
+      if (atomic_fetch_sub(&r->preds[s], 1) == 1) push(r, s);
     }
-    if (++rs->done == rs->n) wake_all(rs);
-    pthread_mutex_unlock(&rs->lock);
+    if (++r->done == r->n) wake_all(r);
+    pthread_mutex_unlock(&r->lock);
   }
 }
 
-typedef struct dev_arg {
-  run_state *rs;
-  int d;
-} dev_arg;
-
-static void *device_thread(void *p) {
-  dev_arg *a = p;
-  device_loop(a->rs, a->d);
+static void *lane_thread(void *p) {
+  lane_arg *a = p;
+  fg_dist_runner *r = a->r;
+  int l = a->lane;
+  free(a);
+  unsigned long seen = 0;
+  pthread_mutex_lock(&r->lock);
+  for (;;) {
+    while (r->job == seen && !r->quit)
+      pthread_cond_wait(&r->cond[l], &r->lock);
+    if (r->quit) break;
+    seen = r->job;
+    pthread_mutex_unlock(&r->lock);
+    lane_loop(r, l);
+    pthread_mutex_lock(&r->lock);
+    if (--r->active == 0) pthread_cond_signal(&r->idle);
+  }
+  pthread_mutex_unlock(&r->lock);
   return NULL;
 }
 
+void fg_dist_runner_free(fg_dist_runner *r) {
+  if (!r) return;
+  pthread_mutex_lock(&r->lock);
+  r->quit = 1;
+  wake_all(r);
+  pthread_mutex_unlock(&r->lock);
+  for (int l = 1; l <= r->started; l++)
+    pthread_join(r->th[l], NULL);
+  for (int l = 0; r->cond && l < r->n_lanes; l++)
+    pthread_cond_destroy(&r->cond[l]);
+  pthread_cond_destroy(&r->idle);
+  pthread_mutex_destroy(&r->lock);
+  free(r->cond);
+  free(r->th);
+  free(r->preds);
+  free(r->queue);
+  free(r->head);
+  free(r->tail);
+  free(r);
+}
+
+fg_dist_runner *fg_dist_runner_new(int n_lanes, fg_status *st) {
+  fg_dist_runner *r = calloc(1, sizeof *r);
+  if (!r) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory (device threads)");
+    return NULL;
+  }
+  pthread_mutex_init(&r->lock, NULL);
+  pthread_cond_init(&r->idle, NULL);
+  r->n_lanes = n_lanes;
+  r->cond = malloc((size_t)n_lanes * sizeof *r->cond);
+  r->th = calloc((size_t)n_lanes, sizeof *r->th);
+  r->head = calloc((size_t)n_lanes, sizeof *r->head);
+  r->tail = calloc((size_t)n_lanes, sizeof *r->tail);
+  if (!r->cond || !r->th || !r->head || !r->tail) {
+    free(r->cond);
+    r->cond = NULL;
+    fg_dist_runner_free(r);
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory (device threads)");
+    return NULL;
+  }
+  for (int l = 0; l < n_lanes; l++)
+    pthread_cond_init(&r->cond[l], NULL);
+  for (int l = 1; l < n_lanes; l++) {
+    lane_arg *a = malloc(sizeof *a);
+    if (a) *a = (lane_arg){r, l};
+    if (!a || pthread_create(&r->th[l], NULL, lane_thread, a) != 0) {
+      free(a);
+      fg_dist_runner_free(r);
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: cannot start the thread of lane %d of %d",
+                    l, n_lanes);
+      return NULL;
+    }
+    r->started = l;
+  }
+  return r;
+}
+
+int fg_dist_runner_lanes(const fg_dist_runner *r) { return r ? r->n_lanes : 0; }
+
+/* Grows the scratch to n steps. Only between jobs (the workers are idle). */
+static int reserve(fg_dist_runner *r, int n) {
+  if (n <= r->cap) return 0;
+  atomic_int *p = malloc((size_t)n * sizeof *p);
+  int *q = malloc((size_t)n * (size_t)r->n_lanes * sizeof *q);
+  if (!p || !q) {
+    free(p);
+    free(q);
+    return -1;
+  }
+  free(r->preds);
+  free(r->queue);
+  r->preds = p;
+  r->queue = q;
+  r->cap = n;
+  return 0;
+}
+
 int fg_dist_run_dag(const fg_dist_exec *dx, int n, const int *n_preds, const int *succ_off,
-                    const int *succ, const int *step_dev, int (*fn)(void *, int, int), void *ctx) {
+                    const int *succ, const int *step_lane, int (*fn)(void *, int, int), void *ctx) {
+  fg_dist_runner *r = dx->runner;
   if (n == 0) return 0;
-  int nd = dx->n_dev;
-  run_state rs = {dx,   n,    succ_off, succ, step_dev, fn, ctx, NULL, PTHREAD_MUTEX_INITIALIZER,
-                  NULL, NULL, NULL,     NULL, 0,        0,  0};
-  rs.preds = malloc((size_t)n * sizeof *rs.preds);
-  rs.cond = malloc((size_t)nd * sizeof *rs.cond);
-  rs.queue = calloc((size_t)nd, sizeof *rs.queue);
-  rs.head = calloc((size_t)nd, sizeof *rs.head);
-  rs.tail = calloc((size_t)nd, sizeof *rs.tail);
-  pthread_t *th = calloc((size_t)nd, sizeof *th);
-  dev_arg *args = calloc((size_t)nd, sizeof *args);
-  int ok = rs.preds && rs.cond && rs.queue && rs.head && rs.tail && th && args;
-  for (int d = 0; ok && d < nd; d++) {
-    rs.queue[d] = malloc((size_t)n * sizeof(int));
-    ok = rs.queue[d] != NULL;
+  if (!r || reserve(r, n) != 0) return -1;
+  pthread_mutex_lock(&r->lock);
+  r->dx = dx;
+  r->n = n;
+  r->succ_off = succ_off;
+  r->succ = succ;
+  r->lane = step_lane;
+  r->fn = fn;
+  r->ctx = ctx;
+  r->done = r->failed = r->result = 0;
+  for (int l = 0; l < r->n_lanes; l++)
+    r->head[l] = r->tail[l] = 0;
+  for (int t = 0; t < n; t++) {
+    atomic_init(&r->preds[t], n_preds[t]);
+    if (n_preds[t] == 0) {
+      int l = step_lane[t];
+      r->queue[(size_t)l * (size_t)r->cap + (size_t)r->tail[l]++] = t;
+    }
   }
-  int started = 0, result = -1;
-  if (ok) {
-    for (int d = 0; d < nd; d++)
-      pthread_cond_init(&rs.cond[d], NULL);
-    for (int t = 0; t < n; t++) {
-      atomic_init(&rs.preds[t], n_preds[t]);
-      if (n_preds[t] == 0) rs.queue[step_dev[t]][rs.tail[step_dev[t]]++] = t;
-    }
-    for (int d = 1; d < nd; d++) {
-      args[d] = (dev_arg){&rs, d};
-      if (pthread_create(&th[d], NULL, device_thread, &args[d]) != 0) break;
-      started = d;
-    }
-    if (started == nd - 1) {
-      device_loop(&rs, 0);
-    } else {
-      pthread_mutex_lock(&rs.lock);
-      rs.failed = 1;
-      rs.result = -1;
-      wake_all(&rs);
-      pthread_mutex_unlock(&rs.lock);
-    }
-    for (int d = 1; d <= started; d++)
-      pthread_join(th[d], NULL);
-    result = rs.failed ? (rs.result ? rs.result : -1) : rs.done == n ? 0 : -1;
-    for (int d = 0; d < nd; d++)
-      pthread_cond_destroy(&rs.cond[d]);
-  }
-  for (int d = 0; rs.queue && d < nd; d++)
-    free(rs.queue[d]);
-  free(rs.queue);
-  free(rs.preds);
-  free(rs.cond);
-  free(rs.head);
-  free(rs.tail);
-  free(th);
-  free(args);
-  pthread_mutex_destroy(&rs.lock);
+  r->active = r->n_lanes - 1;
+  r->job++;
+  wake_all(r);
+  pthread_mutex_unlock(&r->lock);
+  lane_loop(r, 0);
+  pthread_mutex_lock(&r->lock);
+  while (r->active > 0)
+    pthread_cond_wait(&r->idle, &r->lock);
+  int result = r->failed ? (r->result ? r->result : -1) : r->done == n ? 0 : -1;
+  pthread_mutex_unlock(&r->lock);
   return result;
 }

@@ -20,6 +20,9 @@ struct fg_dist_session {
 
 static void free_parts(fg_dist_session *ds) {
   int nd = ds->exec.n_dev;
+  /* The lane threads first: they use the pools and communicators. */
+  fg_dist_runner_free(ds->exec.runner);
+  ds->exec.runner = NULL;
   for (int d = 0; ds->pools && d < nd; d++)
     fg_pool_free(ds->pools[d]);
   for (int d = 0; ds->owned && d < nd; d++)
@@ -31,7 +34,8 @@ static void free_parts(fg_dist_session *ds) {
   fg_partition_free(ds->part);
   ds->pools = NULL;
   ds->owned = NULL;
-  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL};
+  fg_dist_runner_free(ds->exec.runner);
+  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL, NULL, 0};
   ds->part = NULL;
   ds->use_exec = 0;
 }
@@ -48,7 +52,7 @@ static void pool_parallel_for(void *pool, int64_t n, int64_t grain, fg_krange_fn
 
 /* Builds a complete new state into `nw` (zeroed, process comm set). */
 static int build(const fg_graph *g, fg_dist_session *nw, const char *default_device, int threads,
-                 fg_status *st) {
+                 double timeout_s, fg_status *st) {
   nw->part = fg_partition_new(g, default_device, st);
   if (!nw->part) return -1;
   int nd = fg_partition_num_devices(nw->part);
@@ -97,7 +101,7 @@ static int build(const fg_graph *g, fg_dist_session *nw, const char *default_dev
     nw->use_exec = 1;
   } else if (n_ar_dev > 1) {
     fg_comm *h[FG_MAX_CPU_DEVICES];
-    if (fg_comm_inproc_group(n_ar_dev, 0, h, st) != 0) {
+    if (fg_comm_inproc_group(n_ar_dev, timeout_s, h, st) != 0) {
       rc = -1;
     } else {
       for (int d = 0, r = 0; d < nd; d++)
@@ -125,18 +129,24 @@ static int build(const fg_graph *g, fg_dist_session *nw, const char *default_dev
       if (per > 1) nw->exec.par[d] = (fg_kparallel){nw->pools[d], pool_parallel_for};
     }
   }
+  if (nw->use_exec) {
+    /* Collectives get lanes of their own whenever there are any. */
+    nw->exec.comm_lanes = nw->process || n_ar_dev > 1;
+    nw->exec.runner = fg_dist_runner_new(nd * (nw->exec.comm_lanes ? 2 : 1), st);
+    if (!nw->exec.runner) return -1;
+  }
   return 0;
 }
 
 int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const char *default_device,
-                         int threads, fg_status *st) {
+                         int threads, double timeout_s, fg_status *st) {
   fg_dist_session *nw = calloc(1, sizeof *nw);
   if (!nw) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
     return -1;
   }
   nw->process = *ds ? (*ds)->process : NULL;
-  if (build(g, nw, default_device, threads, st) != 0) {
+  if (build(g, nw, default_device, threads, timeout_s, st) != 0) {
     fg_dist_session_free(nw);
     return -1;
   }
@@ -146,7 +156,8 @@ int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const char *de
 }
 
 int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm,
-                             const char *default_device, int threads, fg_status *st) {
+                             const char *default_device, int threads, double timeout_s,
+                             fg_status *st) {
   fg_comm *old = *ds ? (*ds)->process : NULL;
   if (*ds)
     (*ds)->process = comm;
@@ -158,7 +169,7 @@ int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *c
     }
     (*ds)->process = comm;
   }
-  if (fg_dist_session_sync(g, ds, default_device, threads, st) != 0) {
+  if (fg_dist_session_sync(g, ds, default_device, threads, timeout_s, st) != 0) {
     if (*ds) (*ds)->process = old;
     return -1;
   }

@@ -91,6 +91,13 @@ void fg_plan_free(fg_plan *plan) {
   free(plan->feed_slots);
   free(plan->fetch_slots);
   free(plan->arena);
+  for (int d = 0; plan->dev_arena && d < plan->n_dev; d++)
+    free(plan->dev_arena[d]);
+  free(plan->dev_arena);
+  free(plan->dev_bytes);
+  free(plan->step_dev);
+  free(plan->slot_dev);
+  free(plan->step_lane);
   free(plan->pinned);
   free(plan->timings);
   fg_cuda_plan_release(plan->device);
@@ -458,6 +465,103 @@ static int layout(fg_plan *plan, const fg_mp_tensor *t, int ns, const int *pred_
   return 0;
 }
 
+/* Several devices: one memory plan and arena per device, each over the
+ * whole DAG (so reuse is safe under any interleaving of the devices' lanes)
+ * with the other devices' tensors left out as pinned. */
+static int layout_devices(fg_plan *plan, const fg_mp_tensor *t, int ns, const int *pred_off,
+                          const int *preds, size_t *off, int *shared, fg_status *st) {
+  int n = plan->n_slots, nd = plan->n_dev, rc = -1;
+  fg_mp_tensor *td = malloc(((size_t)n + 1) * sizeof *td);
+  size_t *doff = malloc(((size_t)n + 1) * sizeof *doff);
+  int *dsh = malloc(((size_t)n + 1) * sizeof *dsh);
+  plan->dev_bytes = calloc((size_t)nd, sizeof *plan->dev_bytes);
+  plan->dev_arena = calloc((size_t)nd, sizeof *plan->dev_arena);
+  if (!td || !doff || !dsh || !plan->dev_bytes || !plan->dev_arena) {
+    fail_oom(st, "device memory plans");
+    goto done;
+  }
+  uint64_t total = 0;
+  plan->lower_bound_bytes = plan->naive_bytes = 0;
+  for (int k = 0; k < n; k++)
+    off[k] = SIZE_MAX, shared[k] = -1;
+  for (int d = 0; d < nd; d++) {
+    for (int k = 0; k < n; k++) {
+      td[k] = t[k];
+      if (plan->slot_dev[k] != d) td[k].pinned = 1;
+      if (td[k].inplace_from >= 0 && plan->slot_dev[td[k].inplace_from] != d)
+        td[k].inplace_from = -1;
+    }
+    fg_mp_input in = {ns, pred_off, preds, n, td, ALIGN};
+    fg_mp_result out = {doff, dsh, 0, 0, 0};
+    char err[256];
+    if (fg_memplan(&in, &out, err, sizeof err) != 0) {
+      fg_status_set(st, FG_INTERNAL, "memory planner (device %d): %s", d, err);
+      goto done;
+    }
+    for (int k = 0; k < n; k++)
+      if (plan->slot_dev[k] == d) off[k] = doff[k], shared[k] = dsh[k];
+    plan->dev_bytes[d] = out.arena_bytes;
+    total += out.arena_bytes;
+    plan->lower_bound_bytes += out.lower_bound_bytes;
+    plan->naive_bytes += out.naive_bytes;
+  }
+  uint64_t need = total + plan->pinned_bytes;
+  if (check_memory(need < total ? UINT64_MAX : need, plan->max_memory_bytes,
+                   "plan (the devices' arenas plus fetched outputs)", st) != 0)
+    goto done;
+  plan->arena_bytes = (size_t)total;
+  for (int d = 0; d < nd; d++) {
+    plan->dev_arena[d] = fg_aligned_alloc(plan->dev_bytes[d]);
+    if (!plan->dev_arena[d]) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED,
+                    "plan: cannot allocate the %zu-byte arena of device %d", plan->dev_bytes[d], d);
+      goto done;
+    }
+  }
+  for (int s = 0; s < n; s++) {
+    plan->slot_shared[s] = shared[s];
+    plan->slot_offset[s] = -1;
+    if (plan->slot_kind[s] == FG_SLOT_ARENA) {
+      plan->slot_offset[s] = (int64_t)off[s];
+      plan->slots[s].data = (char *)plan->dev_arena[plan->slot_dev[s]] + off[s];
+    }
+  }
+  rc = 0;
+done:
+  free(td);
+  free(doff);
+  free(dsh);
+  return rc;
+}
+
+/* Plans memory on the DAG of `e` (sorted by source) itself: parallel-safe
+ * by construction, without reuse edges. */
+static int dag_layout(fg_plan *plan, const fg_mp_tensor *t, const int (*e)[2], int n_e, size_t *off,
+                      int *shared, fg_status *st) {
+  int ns = plan->n_steps;
+  int *pred_off = calloc((size_t)ns + 2, sizeof *pred_off);
+  int *fill = calloc((size_t)ns + 1, sizeof *fill);
+  int *preds = malloc(((size_t)n_e + 1) * sizeof *preds);
+  if (!pred_off || !fill || !preds) {
+    free(pred_off), free(fill), free(preds);
+    return fail_oom(st, "memory plan");
+  }
+  for (int i = 0; i < n_e; i++)
+    pred_off[e[i][1] + 1]++;
+  for (int si = 0; si < ns; si++)
+    pred_off[si + 1] += pred_off[si];
+  for (int i = 0; i < n_e; i++) {
+    int to = e[i][1];
+    preds[pred_off[to] + fill[to]++] = e[i][0];
+  }
+  int rc = plan->multi_device ? layout_devices(plan, t, ns, pred_off, preds, off, shared, st)
+                              : layout(plan, t, ns, pred_off, preds, off, shared, st);
+  free(pred_off);
+  free(fill);
+  free(preds);
+  return rc;
+}
+
 /* Estimated run time of the steps on `threads` threads with these edges:
  * the longer of the critical path and the total work divided by the
  * threads. A step costs its FLOPs plus a fixed launch cost; a step large
@@ -551,6 +655,11 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
     }
     plan->slot_last[s] = t[s].n_users ? t[s].users[t[s].n_users - 1] : -1;
   }
+  if (plan->multi_device) {
+    edges_sort_unique(E);
+    rc = dag_layout(plan, t, (const int(*)[2])E->e, E->n, off, shared, st);
+    goto done;
+  }
   /* First the serial order (step s - 1 precedes step s), which reaches the
    * serial lower bound, made parallel-safe by reuse edges. */
   for (int si = 1; si < ns; si++)
@@ -589,32 +698,10 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
     fail_oom(st, "critical path");
     goto done;
   }
-  /* Several devices always plan on the DAG: a reuse edge from one device's
-   * step to another's could order a collective after its peer's and
-   * deadlock them (dist/exec.h). */
-  if (plan->multi_device || (double)cp_all > 1.1 * (double)cp_data) {
+  if ((double)cp_all > 1.1 * (double)cp_data) {
     E->n = n_data;
     if (n_data > 0) memcpy(E->e, data_edges, (size_t)n_data * sizeof *data_edges);
-    memset(pred_off, 0, ((size_t)ns + 2) * sizeof *pred_off);
-    for (int i = 0; i < n_data; i++)
-      pred_off[data_edges[i][1] + 1]++;
-    for (int si = 0; si < ns; si++)
-      pred_off[si + 1] += pred_off[si];
-    int *fill = calloc((size_t)ns + 1, sizeof *fill);
-    int *dag_preds = malloc(((size_t)n_data + 1) * sizeof *dag_preds);
-    if (!fill || !dag_preds) {
-      free(fill), free(dag_preds);
-      fail_oom(st, "memory plan");
-      goto done;
-    }
-    for (int i = 0; i < n_data; i++) {
-      int to = data_edges[i][1];
-      dag_preds[pred_off[to] + fill[to]++] = data_edges[i][0];
-    }
-    free(fill);
-    int lrc = layout(plan, t, ns, pred_off, dag_preds, off, shared, st);
-    free(dag_preds);
-    if (lrc != 0) goto done;
+    if (dag_layout(plan, t, (const int(*)[2])data_edges, n_data, off, shared, st) != 0) goto done;
   }
   rc = 0;
 done:
@@ -629,12 +716,67 @@ done:
   return rc;
 }
 
+/* The recv half of a transfer between CPU devices: a copy from the
+ * producer's buffer into the consumer device's arena. */
+static int recv_copy(const fg_kctx *c) {
+  size_t bytes = fg_dtype_size(c->in[0].dtype);
+  for (int d = 0; d < c->in[0].rank; d++)
+    bytes *= (size_t)c->in[0].dims[d];
+  if (bytes) memcpy(c->out[0].data, c->in[0].data, bytes);
+  return 0;
+}
+
+/* Whether input k of node `id` crosses devices and carries data (a control
+ * input only orders, and is not copied). */
+static int crosses(const fg_graph *g, const int *node_dev, int id, int k) {
+  const fg_node *n = &g->nodes[id];
+  return node_dev && node_dev[n->inputs[k].node] != node_dev[id] && !fg_dist_control_input(n, k);
+}
+
+/* Before node `id`'s step: a recv step for each of its data inputs from
+ * another device not yet received there (steps stay topologically
+ * numbered: producer < recv < consumer). */
+static int add_recvs(const fg_graph *g, fg_plan *plan, const int *node_dev, int id, int *recv_slot,
+                     int *next_slot, fg_status *st) {
+  const fg_node *n = &g->nodes[id];
+  int dev = node_dev[id];
+  for (int k = 0; k < n->n_inputs; k++) {
+    if (!crosses(g, node_dev, id, k)) continue;
+    int src = plan->slot_of_output[n->inputs[k].node] + n->inputs[k].index;
+    int *r = &recv_slot[(size_t)src * (size_t)plan->n_dev + (size_t)dev];
+    if (*r >= 0) continue;
+    int rs = (*next_slot)++, si = plan->n_steps++;
+    *r = rs;
+    fg_step *step = &plan->steps[si];
+    step->node = n->inputs[k].node;
+    step->n_in = step->n_out = 1;
+    step->recv = 1;
+    step->fn = recv_copy;
+    step->in_slots = malloc(sizeof(int));
+    step->out_slots = malloc(sizeof(int));
+    step->in = calloc(1, sizeof *step->in);
+    if (!step->in_slots || !step->out_slots || !step->in) return fail_oom(st, "transfers");
+    step->in_slots[0] = src;
+    step->out_slots[0] = rs;
+    plan->step_dev[si] = dev;
+    plan->slots[rs] = plan->slots[src];
+    plan->slots[rs].data = NULL;
+    plan->slot_node[rs] = plan->slot_node[src];
+    plan->slot_kind[rs] = FG_SLOT_ARENA;
+    plan->slot_step[rs] = si;
+    plan->slot_shared[rs] = plan->slot_offset[rs] = plan->slot_last[rs] = -1;
+    plan->slot_dev[rs] = dev;
+  }
+  return 0;
+}
+
 fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_lookup_fn vars,
                        void *vars_ctx, fg_status *st) {
   fg_plan *plan = calloc(1, sizeof *plan);
   char *needed = calloc((size_t)g->n_nodes + 1, 1);
   char *fetched = NULL;
   int *feed_of = malloc(((size_t)g->n_nodes + 1) * sizeof *feed_of);
+  int *recv_slot = NULL, next_recv = 0;
   edges E = {0};
   if (!plan || !needed || !feed_of) {
     fail_oom(st, "bookkeeping");
@@ -668,7 +810,35 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     n_slots += g->nodes[id].n_outputs;
     if (!(fg_op_table[g->nodes[id].op].flags & FG_OPF_SOURCE)) n_steps++;
   }
+  /* Several devices: a recv step and slot per (tensor, consuming device)
+   * pair of a data edge between devices, on the consumer's device. */
+  const int *node_dev = plan->multi_device ? req->dist->node_dev : NULL;
+  int nd = plan->multi_device ? req->dist->n_dev : 1, n_node_slots = n_slots;
+  plan->n_dev = nd;
+  if (node_dev) {
+    recv_slot = malloc(((size_t)n_slots * (size_t)nd + 1) * sizeof *recv_slot);
+    if (!recv_slot) {
+      fail_oom(st, "transfers");
+      goto fail;
+    }
+    for (size_t k = 0; k < (size_t)n_slots * (size_t)nd; k++)
+      recv_slot[k] = -1;
+    int n_recv = 0;
+    for (int id = 0; id < g->n_nodes; id++) {
+      if (!needed[id] || (fg_op_table[g->nodes[id].op].flags & FG_OPF_SOURCE)) continue;
+      for (int k = 0; k < g->nodes[id].n_inputs; k++) {
+        if (!crosses(g, node_dev, id, k)) continue;
+        fg_output in = g->nodes[id].inputs[k];
+        int *r = &recv_slot[(size_t)(plan->slot_of_output[in.node] + in.index) * (size_t)nd +
+                            (size_t)node_dev[id]];
+        if (*r == -1) *r = -2, n_recv++;
+      }
+    }
+    n_slots += n_recv;
+    n_steps += n_recv;
+  }
   plan->n_slots = n_slots;
+  next_recv = n_node_slots;
   size_t ns1 = (size_t)n_slots + 1;
   plan->slots = calloc(ns1, sizeof *plan->slots);
   plan->slot_node = malloc(ns1 * sizeof(int));
@@ -678,9 +848,13 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   plan->slot_shared = malloc(ns1 * sizeof(int));
   plan->slot_offset = malloc(ns1 * sizeof(int64_t));
   plan->steps = calloc((size_t)n_steps + 1, sizeof *plan->steps);
+  plan->slot_dev = malloc(ns1 * sizeof(int));
+  if (req->dist) plan->step_lane = malloc(((size_t)n_steps + 1) * sizeof(int));
+  if (node_dev) plan->step_dev = malloc(((size_t)n_steps + 1) * sizeof(int));
   fetched = calloc(ns1, 1);
   if (!plan->slots || !plan->slot_node || !plan->slot_kind || !plan->slot_step ||
-      !plan->slot_last || !plan->slot_shared || !plan->slot_offset || !plan->steps || !fetched) {
+      !plan->slot_last || !plan->slot_shared || !plan->slot_offset || !plan->steps || !fetched ||
+      !plan->slot_dev || (req->dist && !plan->step_lane) || (node_dev && !plan->step_dev)) {
     fail_oom(st, "slots");
     goto fail;
   }
@@ -700,6 +874,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
       plan->slot_shared[s0 + o] = -1;
       plan->slot_offset[s0 + o] = -1;
       plan->slot_last[s0 + o] = -1;
+      plan->slot_dev[s0 + o] = -1;
     }
     if (def->flags & FG_OPF_SOURCE) {
       const fg_tensor *t = NULL;
@@ -721,9 +896,11 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
       set_kbuf(&plan->slots[s0], &ti, t->data);
       continue;
     }
+    if (node_dev && add_recvs(g, plan, node_dev, id, recv_slot, &next_recv, st) != 0) goto fail;
     int si = plan->n_steps++;
     fg_step *step = &plan->steps[si];
     step->node = id;
+    if (node_dev) plan->step_dev[si] = node_dev[id];
     step->n_in = n->n_inputs;
     step->n_out = n->n_outputs;
     step->in_slots = malloc((size_t)(n->n_inputs ? n->n_inputs : 1) * sizeof(int));
@@ -741,6 +918,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     }
     for (int i = 0; i < n->n_inputs; i++) {
       int s = plan->slot_of_output[n->inputs[i].node] + n->inputs[i].index;
+      if (crosses(g, node_dev, id, i)) s = recv_slot[(size_t)s * (size_t)nd + (size_t)node_dev[id]];
       const fg_kbuf *b = &plan->slots[s];
       step->in_slots[i] = s;
       in[i].dtype = b->dtype;
@@ -770,6 +948,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
       int s = s0 + o;
       step->out_slots[o] = s;
       plan->slot_step[s] = si;
+      plan->slot_dev[s] = node_dev ? node_dev[id] : 0;
       set_kbuf(&plan->slots[s], &out[o], NULL);
       size_t bytes = 0;
       if (fg_tinfo_bytes(&out[o], &bytes) != 0 || bytes > SIZE_MAX / 4) {
@@ -856,6 +1035,13 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   }
   for (int si = 0; si < plan->n_steps; si++)
     plan->succ_off[si + 1] += plan->succ_off[si];
+  for (int si = 0; req->dist && si < plan->n_steps; si++) {
+    const fg_step *step = &plan->steps[si];
+    int lane = fg_dist_step_lane(req->dist, node_dev ? plan->step_dev[si] : 0,
+                                 step->recv ? -1 : g->nodes[step->node].op);
+    plan->step_lane[si] = lane;
+    plan->use_lanes |= lane != 0;
+  }
 
   plan->n_feeds = req->n_feeds;
   plan->n_fetches = req->n_fetches;
@@ -876,6 +1062,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   free(needed);
   free(fetched);
   free(feed_of);
+  free(recv_slot);
   return plan;
 
 fail:
@@ -883,6 +1070,7 @@ fail:
   free(needed);
   free(fetched);
   free(feed_of);
+  free(recv_slot);
   fg_plan_free(plan);
   return NULL;
 }

@@ -28,6 +28,10 @@ typedef struct fg_step {
   int *out_slots; /* n_out slot ids (consecutive) */
   fg_kbuf *in;    /* n_in kbufs, refreshed from the slots at the start of a run */
   int64_t flops;  /* the op table's estimate for the concrete shapes */
+  /* Several devices: 1 for a recv step, which copies `node`'s output from
+   * the producer's device into a buffer of the consumer's device (the
+   * send/recv pair of one cross-device edge; see plan.c). */
+  int recv;
 } fg_step;
 
 /* Where a slot's bytes live. */
@@ -76,9 +80,22 @@ typedef struct fg_plan {
    * CUDA executor's state, freed with the plan. */
   int cuda;
   void *device;
-  /* Built for several devices (req->dist): memory planned on the DAG, no
-   * reuse edges between devices. */
+  /* Built for several devices (req->dist): each device's tensors are
+   * planned into that device's own arena (on the DAG, no reuse edges, which
+   * could order one device's collective after another's and deadlock them),
+   * and every data edge between devices is a recv step on the consumer's
+   * device copying into its arena. */
   int multi_device;
+  int n_dev;         /* devices of the partition (1 for a single-device plan) */
+  int *step_dev;     /* per step: device index (multi-device plans), else NULL */
+  int *slot_dev;     /* per slot: the device whose arena holds it, or -1 */
+  void **dev_arena;  /* per device (multi-device plans) */
+  size_t *dev_bytes; /* per device: its arena's bytes; arena_bytes is the sum */
+  /* Plans of sessions with a dist state (dist/exec.h): each step's lane;
+   * NULL otherwise. use_lanes: the run goes through the lane runner
+   * (several devices, or collectives on their own lane). */
+  int *step_lane;
+  int use_lanes;
 
   struct fg_plan *next; /* the session's cache list */
 } fg_plan;

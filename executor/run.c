@@ -128,7 +128,7 @@ static int run_step(void *vctx, int si, int worker) {
                  err,      sizeof err, rc->par.pool ? &rc->par : NULL,   NULL,        NULL};
   if (rc->dist) {
     /* The step's device decides its pool share and its communicator. */
-    int d = rc->dist->node_dev[step->node];
+    int d = plan->step_dev ? plan->step_dev[si] : 0;
     ctx.comm = rc->dist->comm[d];
     if (rc->dist->n_dev > 1) ctx.par = rc->dist->par[d].pool ? &rc->dist->par[d] : NULL;
   }
@@ -154,7 +154,8 @@ static int run_step(void *vctx, int si, int worker) {
     return -1;
   }
   /* Off: one predictable branch per step. */
-  if (rc->check_numerics && check_step(rc, si) != 0) return rc->par.pool || rc->dist ? 0 : -1;
+  if (rc->check_numerics && !step->recv && check_step(rc, si) != 0)
+    return rc->par.pool || rc->dist ? 0 : -1;
   return 0;
 }
 
@@ -185,19 +186,11 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
     rc.par.pool = NULL, rc.par.parallel_for = NULL;
   if (timings) rc.t0 = now_ns();
   int result = 0;
-  if (rc.dist && rc.dist->n_dev > 1) {
-    /* Several devices: one thread each (dist/runner.c); worker = device. */
-    int *step_dev = malloc(((size_t)plan->n_steps + 1) * sizeof *step_dev);
-    if (!step_dev) {
-      pthread_mutex_destroy(&rc.lock);
-      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "run: out of memory");
-      return -1;
-    }
-    for (int si = 0; si < plan->n_steps; si++)
-      step_dev[si] = rc.dist->node_dev[plan->steps[si].node];
+  if (rc.dist && plan->use_lanes) {
+    /* Several devices, or collectives on their own lane: the persistent
+     * lane threads (dist/runner.c); worker = lane. */
     result = fg_dist_run_dag(rc.dist, plan->n_steps, plan->n_preds, plan->succ_off, plan->succ,
-                             step_dev, run_step, &rc);
-    free(step_dev);
+                             plan->step_lane, run_step, &rc);
   } else if (!rc.par.pool) {
     /* One thread: plain step order, no scheduling overhead. */
     for (int si = 0; si < plan->n_steps && result == 0; si++)

@@ -83,7 +83,9 @@ static int sync_graph(fg_session *s, fg_status *st) {
   drop_plans(s);
   if (cuda_graph_changed(s, st) != 0) return -1;
   /* Placement and device checks (BAD_INPUTS M3) for every graph version. */
-  if (fg_dist_session_sync(s->g, &s->dist, s->opts.device, s->opts.num_threads, st) != 0) return -1;
+  if (fg_dist_session_sync(s->g, &s->dist, s->opts.device, s->opts.num_threads,
+                           s->opts.dist_timeout_s, st) != 0)
+    return -1;
   int n = s->g->n_nodes;
   if (n > s->n_vars_cap || !s->vars) {
     fg_tensor **vars = realloc(s->vars, ((size_t)n + 1) * sizeof *vars);
@@ -130,6 +132,12 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
                   "fg_session_new: %s = %lld; must be 0 (no limit) or positive",
                   o.max_memory_bytes < 0 ? "max_memory_bytes" : "max_nodes",
                   (long long)(o.max_memory_bytes < 0 ? o.max_memory_bytes : o.max_nodes));
+    return NULL;
+  }
+  if (!(o.dist_timeout_s >= 0 && o.dist_timeout_s <= 86400)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_new: dist_timeout_s = %g; must be 0 (the default, 60 s) to 86400",
+                  o.dist_timeout_s);
     return NULL;
   }
   if (check_max_nodes(g, o.max_nodes, st) != 0) return NULL;
@@ -303,7 +311,8 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
     *t = plan->timings[si];
     t->node = step->node;
     t->name = n->name;
-    t->op = fg_op_table[n->op].name;
+    t->op = step->recv ? "recv" : fg_op_table[n->op].name;
+    t->device = plan->step_dev ? plan->step_dev[si] : 0;
     const fg_kbuf *b = &plan->slots[step->out_slots[0]];
     t->dtype = b->dtype;
     t->rank = b->rank;
@@ -545,26 +554,40 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
   info = calloc(1, sizeof *info);
   if (info) {
     info->step_nodes = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
+    info->step_devices = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
+    info->step_recv = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
+    info->device_arena_bytes = calloc((size_t)plan->n_dev + 1, sizeof(size_t));
     info->tensors = calloc((size_t)plan->n_slots + 1, sizeof *info->tensors);
   }
-  if (!info || !info->step_nodes || !info->tensors) {
+  if (!info || !info->step_nodes || !info->tensors || !info->step_devices || !info->step_recv ||
+      !info->device_arena_bytes) {
     fg_plan_info_free(info);
     info = NULL;
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_plan_info: out of memory");
     goto done;
   }
   info->n_steps = plan->n_steps;
-  for (int si = 0; si < plan->n_steps; si++)
+  for (int si = 0; si < plan->n_steps; si++) {
     info->step_nodes[si] = plan->steps[si].node;
+    info->step_devices[si] = plan->step_dev ? plan->step_dev[si] : 0;
+    info->step_recv[si] = plan->steps[si].recv;
+  }
+  info->n_devices = plan->n_dev > 0 ? plan->n_dev : 1;
+  for (int d = 0; d < info->n_devices; d++)
+    info->device_arena_bytes[d] = plan->dev_bytes ? plan->dev_bytes[d] : plan->arena_bytes;
   info->n_tensors = plan->n_slots;
   for (int k = 0; k < plan->n_slots; k++) {
     fg_plan_tensor *t = &info->tensors[k];
     const fg_kbuf *b = &plan->slots[k];
     int node = plan->slot_node[k];
     t->node = node;
-    t->output = k - plan->slot_of_output[node];
+    /* A recv tensor copies its step's input, a slot of `node`. */
+    int recv = plan->slot_step[k] >= 0 && plan->steps[plan->slot_step[k]].recv;
+    int src = recv ? plan->steps[plan->slot_step[k]].in_slots[0] : k;
+    t->output = src - plan->slot_of_output[node];
     t->name = s->g->nodes[node].name;
-    t->kind = slot_kind_name(plan->slot_kind[k]);
+    t->kind = recv ? "recv" : slot_kind_name(plan->slot_kind[k]);
+    t->device = plan->slot_kind[k] != FG_SLOT_ARENA ? -1 : plan->slot_dev ? plan->slot_dev[k] : 0;
     t->dtype = b->dtype;
     t->rank = b->rank;
     t->bytes = fg_dtype_size(b->dtype);
@@ -591,6 +614,9 @@ done:
 void fg_plan_info_free(fg_plan_info *info) {
   if (!info) return;
   free(info->step_nodes);
+  free(info->step_devices);
+  free(info->step_recv);
+  free(info->device_arena_bytes);
   free(info->tensors);
   free(info);
 }
@@ -606,7 +632,8 @@ int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *st) {
   }
   int rc = sync_graph(s, st);
   if (rc == 0)
-    rc = fg_dist_session_set_comm(s->g, &s->dist, comm, s->opts.device, s->opts.num_threads, st);
+    rc = fg_dist_session_set_comm(s->g, &s->dist, comm, s->opts.device, s->opts.num_threads,
+                                  s->opts.dist_timeout_s, st);
   /* Plans do not depend on the communicator: the run reads it per step. */
   atomic_flag_clear(&s->busy);
   if (rc == 0) fg_status_clear(st);

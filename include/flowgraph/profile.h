@@ -26,6 +26,11 @@ typedef struct fg_node_timing {
   int rank;
   int64_t dims[FG_MAX_RANK];
   size_t output_bytes; /* all outputs */
+  /* Several devices (flowgraph/dist.h): the device that ran it, an index
+   * into fg_session_partition's devices (0 on one device). A step with op
+   * "recv" is the receiving half of a transfer between devices: it copied
+   * node `node`'s output into this device's memory. */
+  int device;
 } fg_node_timing;
 
 typedef struct fg_run_metadata {
@@ -64,6 +69,11 @@ typedef struct fg_plan_tensor {
   int first_step;  /* producing step (-1 for feeds, constants, variables) */
   int last_step;   /* last step that reads it */
   int shared_with; /* index of the tensor whose bytes it took over in place, or -1 */
+  /* Several devices: the device whose arena holds it (index into
+   * fg_session_partition's devices), -1 outside every arena; 0 on one
+   * device. offset is then within that device's arena. A "recv" tensor is
+   * a copy of `name`'s output received from another device. */
+  int device;
 } fg_plan_tensor;
 
 typedef struct fg_plan_info {
@@ -74,6 +84,15 @@ typedef struct fg_plan_info {
   size_t arena_bytes;       /* the arena the plan allocates */
   size_t lower_bound_bytes; /* peak of live intermediate bytes over the schedule */
   size_t naive_bytes;       /* one buffer per intermediate tensor */
+  /* Per step: its device (as fg_plan_tensor.device) and whether it is a
+   * recv step (a transfer's copy onto that device; step_nodes then names
+   * the tensor's producer). */
+  int *step_devices;
+  int *step_recv;
+  /* Per device of the partition (n_devices, 1 on one device): the bytes of
+   * its own arena; arena_bytes is their sum. */
+  int n_devices;
+  size_t *device_arena_bytes;
 } fg_plan_info;
 
 /* Builds (or reuses) the plan for these feeds, fetches and targets without

@@ -99,6 +99,13 @@ typedef struct fg_session_options {
   int cuda_graphs;
   int allow_tf32;
   int num_streams;
+
+  /* Several devices in one process (data parallelism on cpu:N): the most
+   * seconds a collective (all_reduce) waits for the other devices before
+   * the run fails with FG_DEADLINE_EXCEEDED naming them (BAD_INPUTS M1).
+   * 0: 60 s. Negative, NaN or above one day: refused by fg_session_new.
+   * A process communicator (MPI) has its own timeout (fg_comm_mpi_new). */
+  double dist_timeout_s;
 } fg_session_options;
 
 /* Fills the defaults. */

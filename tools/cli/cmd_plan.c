@@ -280,15 +280,19 @@ void plan_print_partition(const plan_model *m, const fg_plan_info *info) {
   const fg_partition *p = fg_session_partition(m->session);
   int nd = fg_partition_num_devices(p), nt = fg_partition_num_transfers(p);
   if (nd <= 1) return;
-  char dev[32], dev2[32];
+  char dev[48], dev2[48];
   printf("partitions: %d devices, %d send/recv transfers in the graph\n", nd, nt);
   for (int d = 0; d < nd; d++) {
-    int steps = 0;
-    for (int s = 0; info && s < info->n_steps; s++)
-      steps += fg_partition_node_device(p, info->step_nodes[s]) == d;
+    int steps = 0, recv = 0;
+    for (int s = 0; info && s < info->n_steps; s++) {
+      steps += info->step_devices[s] == d;
+      recv += info->step_devices[s] == d && info->step_recv[s];
+    }
     printf("  %s: %d nodes%s", fg_device_str(fg_partition_device(p, d), dev, sizeof dev),
            fg_partition_num_nodes(p, d), info ? "" : "\n");
-    if (info) printf(", %d steps\n", steps);
+    if (info)
+      printf(", %d steps (%d recv), arena %zu bytes\n", steps, recv,
+             d < info->n_devices ? info->device_arena_bytes[d] : (size_t)0);
   }
   int64_t total = 0;
   int n_used = 0;
@@ -299,7 +303,7 @@ void plan_print_partition(const plan_model *m, const fg_plan_info *info) {
     int used = !info;
     for (int k = 0; info && !used && k < info->n_steps; k++) {
       int node = info->step_nodes[k];
-      if (fg_partition_node_device(p, node) != t->dst_device) continue;
+      if (info->step_devices[k] != t->dst_device || info->step_recv[k]) continue;
       for (int j = 0; j < fg_node_num_inputs(m->graph, node) && !used; j++) {
         fg_output in = fg_node_input(m->graph, node, j);
         used = in.node == t->src.node && in.index == t->src.index;

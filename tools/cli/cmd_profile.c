@@ -273,7 +273,8 @@ static int print_report(const plan_args *a, const plan_model *m, const profile_d
     printf(" %s", m->targets[i]);
   printf("%s\n", m->n_targets ? "" : " (none)");
   /* Several devices: their partitions and transfers; in the trace each
-   * device is one track (its node timings carry the device as thread). */
+   * device is one track, and its collectives another (a node's thread is its
+   * lane). */
   if (fg_partition_num_devices(fg_session_partition(m->session)) > 1) {
     fg_plan_info *info =
         fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n, (const char *const *)m->fetch,
@@ -328,6 +329,7 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
     p.slot[i] = -1;
   p.session_ms = m->session_ms;
   if (a->trace && !(tw = trace_open(a->trace, a->run.model, st))) goto done;
+  if (tw) trace_use_devices(tw, fg_session_partition(m->session));
   if (run_all(a, m, &p, tw, st) != 0) goto done;
   if (a->memory_svg) {
     /* After the runs: the plan is cached, so this only reads it. */

@@ -148,7 +148,17 @@ struct trace_writer {
   int64_t n_events;
   int64_t base_ns; /* where the next run starts on the time axis */
   int max_thread;  /* highest thread id seen or offered */
+  int n_devices;   /* > 1: tracks are lanes of these devices */
+  char devices[FG_MAX_CPU_DEVICES][48];
 };
+
+void trace_use_devices(trace_writer *t, const fg_partition *p) {
+  int nd = fg_partition_num_devices(p);
+  if (nd <= 1 || nd > FG_MAX_CPU_DEVICES) return;
+  t->n_devices = nd;
+  for (int d = 0; d < nd; d++)
+    fg_device_str(fg_partition_device(p, d), t->devices[d], sizeof t->devices[d]);
+}
 
 trace_writer *trace_open(const char *path, const char *process_name, fg_status *st) {
   trace_writer *t = calloc(1, sizeof *t);
@@ -214,7 +224,10 @@ int trace_finish(trace_writer *t, fg_status *st) {
   FILE *f = t->out.f;
   for (int k = 0; k <= t->max_thread; k++) {
     fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":", k);
-    if (k == 0)
+    if (t->n_devices > 1 && k < 2 * t->n_devices)
+      fprintf(f, "{\"name\":\"%s%s\"}}", t->devices[k % t->n_devices],
+              k >= t->n_devices ? " collectives" : "");
+    else if (k == 0)
       fputs("{\"name\":\"main\"}}", f);
     else
       fprintf(f, "{\"name\":\"worker %d\"}}", k);

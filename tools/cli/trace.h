@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "flowgraph/dist.h"
 #include "flowgraph/profile.h"
 
 /* Checks, before any long work, that `path` can be created: not a
@@ -38,6 +39,10 @@ void json_write_escaped(FILE *f, const char *s);
 typedef struct trace_writer trace_writer;
 
 trace_writer *trace_open(const char *path, const char *process_name, fg_status *st);
+/* Several devices (a partition of more than one): tracks are lanes, named
+ * after their device ("cpu:1"; lanes from n_devices on run that device's
+ * collectives: "cpu:1 collectives") instead of "main"/"worker k". */
+void trace_use_devices(trace_writer *t, const fg_partition *p);
 /* Appends the nodes of one run; `run` numbers it in the event args. */
 int trace_add_run(trace_writer *t, const fg_run_metadata *md, int64_t run, fg_status *st);
 /* Writes the tail and renames into place; frees `t` either way. */

@@ -1,0 +1,295 @@
+/* Executing across devices (label dist): each device's own memory plan and
+ * arena, recv steps copying tensors between devices, persistent lane
+ * threads, collectives on a lane of their own, no allocation in a run, and
+ * the in-process collective timeout. Reference values are by hand or from
+ * the single-device run of the same graph. */
+#include <dirent.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc_count.h"
+#include "fgtest.h"
+#include "test_dist_util.h"
+
+static const char *const batch_names[2] = {"x", "y"};
+
+/* Threads of this process (entries of /proc/self/task). */
+static int count_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* a = x + 1 on cpu:0; b = a * 2 and c = a * 3 on cpu:1; d = b + c on cpu:0;
+ * e = sum(a) on cpu:1. Data edges between devices: a -> cpu:1 (read by b,
+ * c and e: one copy), b -> cpu:0, c -> cpu:0. */
+static fg_graph *cut_graph(void) {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[1] = {3};
+  fg_output x = fg_placeholder(g, "x", FG_F64, 1, xd);
+  fg_output a = fg_set_name(g, fg_add(g, x, fg_scalar(g, FG_F64, 1)), "a");
+  fg_output b = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F64, 2)), "b");
+  fg_output c = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F64, 3)), "c");
+  fg_output d = fg_set_name(g, fg_add(g, b, c), "d");
+  fg_output e = fg_set_name(g, fg_reduce_sum(g, a, NULL, 0, 0), "e");
+  fg_set_device(g, a, "cpu:0");
+  fg_set_device(g, b, "cpu:1");
+  fg_set_device(g, c, "cpu:1");
+  fg_set_device(g, d, "cpu:0");
+  fg_set_device(g, e, "cpu:1");
+  return g;
+}
+
+static int find_tensor(const fg_plan_info *info, const char *name, const char *kind) {
+  for (int k = 0; k < info->n_tensors; k++)
+    if (strcmp(info->tensors[k].name, name) == 0 && strcmp(info->tensors[k].kind, kind) == 0)
+      return k;
+  return -1;
+}
+
+FG_TEST(dist_exec_per_device_arenas_and_recv_steps, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = cut_graph();
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 2;
+  fg_session *s = fg_session_new(g, &so, st);
+  FG_REQUIRE(s);
+  double x[3] = {1, -2, 0.5};
+  int64_t xd[1] = {3};
+  fg_tensor *xt = fg_tensor_wrap(FG_F64, 1, xd, x, sizeof x, st);
+  fg_feed feed = {"x", xt};
+  const char *fetch[2] = {"d", "e"};
+  fg_plan_info *info = fg_session_plan_info(s, &feed, 1, fetch, 2, NULL, 0, st);
+  FG_REQUIRE(info);
+  FG_REQUIRE(info->n_devices == 2);
+  /* Each device plans its own arena; the total is their sum. */
+  FG_CHECK(info->device_arena_bytes[0] > 0 && info->device_arena_bytes[1] > 0);
+  FG_CHECK(info->device_arena_bytes[0] + info->device_arena_bytes[1] == info->arena_bytes);
+  /* Three recv steps: a onto cpu:1 (once, though b, c and e read it), b and
+   * c onto cpu:0; each copies 24 bytes into the receiving device's arena. */
+  int n_recv = 0;
+  for (int k = 0; k < info->n_steps; k++)
+    n_recv += info->step_recv[k];
+  FG_CHECK_INT(n_recv, 3);
+  const char *names[3] = {"a", "b", "c"};
+  const int dst[3] = {1, 0, 0};
+  for (int i = 0; i < 3; i++) {
+    int k = find_tensor(info, names[i], "recv");
+    if (k < 0) FG_FAIL_AT("no recv tensor of '%s'", names[i]);
+    const fg_plan_tensor *t = &info->tensors[k];
+    FG_CHECK_INT(t->device, dst[i]);
+    FG_CHECK_INT(t->bytes, 24);
+    FG_CHECK_INT(t->output, 0);
+    FG_CHECK(t->first_step >= 0 && info->step_recv[t->first_step]);
+    FG_CHECK_INT(info->step_devices[t->first_step], dst[i]);
+    /* The copy comes after its producer and before its first reader. */
+    int src = find_tensor(info, names[i], "arena");
+    if (src < 0) src = find_tensor(info, names[i], "fetch");
+    FG_REQUIRE(src >= 0);
+    FG_CHECK(info->tensors[src].first_step < t->first_step);
+    FG_CHECK(t->first_step < t->last_step);
+  }
+  /* Isolation: a device's arena tensor is read on another device only by
+   * a recv step, and every one fits its own device's arena. */
+  for (int k = 0; k < info->n_tensors; k++) {
+    const fg_plan_tensor *t = &info->tensors[k];
+    if (t->device < 0) continue;
+    FG_CHECK_INT(info->step_devices[t->first_step], t->device);
+    if (t->last_step >= 0 && info->step_devices[t->last_step] != t->device)
+      FG_CHECK(info->step_recv[t->last_step]);
+    FG_CHECK(t->offset >= 0 && (size_t)t->offset + t->bytes <= info->device_arena_bytes[t->device]);
+  }
+  fg_plan_info_free(info);
+  /* By hand: a = [2, -1, 1.5]; d = 2a + 3a = [10, -5, 7.5]; e = 2.5. */
+  fg_tensor *out[2];
+  for (int run = 0; run < 3; run++) {
+    FG_REQUIRE(fg_session_run(s, &feed, 1, fetch, 2, out, NULL, 0, st) == 0);
+    const double *d = fg_tensor_data(out[0]);
+    FG_CHECK(d[0] == 10 && d[1] == -5 && d[2] == 7.5);
+    FG_CHECK(*(const double *)fg_tensor_data(out[1]) == 2.5);
+    fg_tensor_free(out[0]);
+    fg_tensor_free(out[1]);
+  }
+  /* A new feed value flows through the copies. */
+  x[0] = 3;
+  FG_REQUIRE(fg_session_run(s, &feed, 1, fetch, 2, out, NULL, 0, st) == 0);
+  FG_CHECK(((const double *)fg_tensor_data(out[0]))[0] == 20);
+  FG_CHECK(*(const double *)fg_tensor_data(out[1]) == 4.5); /* 4 - 1 + 1.5 */
+  fg_tensor_free(out[0]);
+  fg_tensor_free(out[1]);
+  /* Profiling: recv steps are named after the tensor, op "recv", on the
+   * receiving device. */
+  fg_run_options ro = {1};
+  fg_run_metadata *md = NULL;
+  FG_REQUIRE(fg_session_run_ex(s, &feed, 1, fetch, 2, out, NULL, 0, &ro, &md, st) == 0);
+  int seen = 0;
+  for (int i = 0; i < md->n_nodes; i++) {
+    const fg_node_timing *t = &md->nodes[i];
+    if (strcmp(t->op, "recv") != 0) {
+      FG_CHECK_INT(t->device, fg_partition_node_device(fg_session_partition(s), t->node));
+      continue;
+    }
+    seen++;
+    FG_CHECK_INT(t->device, strcmp(t->name, "a") == 0 ? 1 : 0);
+    FG_CHECK_INT(t->thread, t->device); /* lane = device without collectives */
+    FG_CHECK_INT(t->output_bytes, 24);
+  }
+  FG_CHECK_INT(seen, 3);
+  fg_run_metadata_free(md);
+  fg_tensor_free(out[0]);
+  fg_tensor_free(out[1]);
+  fg_tensor_free(xt);
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* Lane threads start with the session and persist: runs create none, and
+ * a cached multi-device plan runs without allocating (the fetched tensors
+ * aside). */
+FG_TEST(dist_exec_lanes_persist_and_runs_do_not_allocate, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = cut_graph();
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 1;
+  int before = count_threads();
+  fg_session *s = fg_session_new(g, &so, st);
+  FG_REQUIRE(s);
+  /* Two devices, no collectives: two lanes, the second on its own thread. */
+  int with = count_threads();
+  FG_CHECK_INT(with - before, 1);
+  double x[3] = {1, -2, 0.5};
+  int64_t xd[1] = {3};
+  fg_tensor *xt = fg_tensor_wrap(FG_F64, 1, xd, x, sizeof x, st);
+  fg_feed feed = {"x", xt};
+  const char *fetch = "e";
+  fg_tensor *out = NULL;
+  FG_REQUIRE(fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+  fg_tensor_free(out);
+  for (int run = 0; run < 20; run++) {
+    long a0 = atomic_load(&n_allocs);
+    FG_REQUIRE(fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+    /* The returned tensor: its struct and its data. */
+    FG_CHECK_INT(atomic_load(&n_allocs) - a0, 2);
+    FG_CHECK(*(const double *)fg_tensor_data(out) == 2.5);
+    fg_tensor_free(out);
+  }
+  FG_CHECK_INT(count_threads(), with);
+  fg_session_free(s);
+  FG_CHECK_INT(count_threads(), before);
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* Data parallelism on two devices: each device's all_reduce steps run on
+ * that device's collectives lane (lane n_devices + device), overlapping its
+ * compute lane; the replica's batch input arrives by a recv step. */
+FG_TEST(dist_exec_collectives_on_their_own_lane, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  o.bucket_bytes = 1; /* one all_reduce per gradient */
+  fg_graph *dg = fg_data_parallel(g, 2, batch_names, 2, &o, st);
+  FG_REQUIRE(dg);
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 1;
+  int before = count_threads();
+  fg_session *s = fg_session_new(dg, &so, st);
+  FG_REQUIRE(s);
+  /* Four lanes (two compute, two collectives): three threads. */
+  FG_CHECK_INT(count_threads() - before, 3);
+  fg_tensor *x, *y;
+  FG_REQUIRE(dist_batch(FG_F32, 0, 64, &x, &y) == 0);
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *fetch = "loss", *target = "train";
+  fg_tensor *out = NULL;
+  fg_run_options ro = {1};
+  fg_run_metadata *md = NULL;
+  FG_REQUIRE(fg_session_run_ex(s, feeds, 2, &fetch, 1, &out, &target, 1, &ro, &md, st) == 0);
+  int n_ar = 0, n_recv = 0;
+  for (int i = 0; i < md->n_nodes; i++) {
+    const fg_node_timing *t = &md->nodes[i];
+    if (strcmp(t->op, "all_reduce") == 0) {
+      n_ar++;
+      FG_CHECK_INT(t->thread, 2 + t->device);
+    } else {
+      FG_CHECK_INT(t->thread, t->device);
+      n_recv += strcmp(t->op, "recv") == 0 && t->device == 1;
+    }
+  }
+  /* Six gradients (3 weights, 3 biases) per replica. */
+  FG_CHECK_INT(n_ar, 12);
+  FG_CHECK(n_recv >= 2); /* x and y onto cpu:1 */
+  fg_run_metadata_free(md);
+  fg_tensor_free(out);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  fg_session_free(s);
+  fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* dist_timeout_s bounds an in-process collective: cpu:1's all_reduce waits
+ * (through a control input) for a node that needs cpu:0's all_reduce to
+ * finish, so the two can never meet; the run fails with DEADLINE_EXCEEDED
+ * after about the timeout instead of hanging. */
+FG_TEST(dist_exec_timeout_option, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t dims[1] = {4};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 1, dims);
+  fg_output r0 = fg_op(g, "all_reduce", "r0", &x, 1, NULL);
+  fg_set_device(g, r0, "cpu:0");
+  fg_output z = fg_set_name(g, fg_neg(g, r0), "z");
+  fg_set_device(g, z, "cpu:0");
+  fg_output x1 = fg_set_name(g, fg_neg(g, x), "x1");
+  fg_set_device(g, x1, "cpu:1");
+  fg_output in1[2] = {x1, z};
+  fg_output r1 = fg_op(g, "all_reduce", "r1", in1, 2, NULL);
+  fg_set_device(g, r1, "cpu:1");
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  fg_session_options so;
+  fg_session_options_init(&so);
+  const double bad[4] = {-1, NAN, 86401, -0.0001};
+  for (int i = 0; i < 4; i++) {
+    so.dist_timeout_s = bad[i];
+    FG_CHECK(fg_session_new(g, &so, st) == NULL);
+    FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+    FG_CHECK(strstr(fg_status_message(st), "dist_timeout_s") != NULL);
+  }
+  so.dist_timeout_s = 0.3;
+  fg_session *s = fg_session_new(g, &so, st);
+  FG_REQUIRE(s);
+  float xv[4] = {1, 2, 3, 4};
+  fg_tensor *xt = fg_tensor_wrap(FG_F32, 1, dims, xv, sizeof xv, st);
+  fg_feed feed = {"x", xt};
+  const char *fetch[2] = {"z", "r1"};
+  fg_tensor *out[2] = {NULL, NULL};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  FG_CHECK(fg_session_run(s, &feed, 1, fetch, 2, out, NULL, 0, st) != 0);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  FG_CHECK_INT(fg_status_code(st), FG_DEADLINE_EXCEEDED);
+  FG_CHECK(strstr(fg_status_message(st), "r0") != NULL);
+  FG_CHECK(sec >= 0.25 && sec < 10);
+  FG_CHECK(out[0] == NULL && out[1] == NULL);
+  fg_tensor_free(xt);
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
