@@ -4,9 +4,12 @@
  *                               the MPI communicator; prints algbw and busbw
  *                               (algbw * 2(n-1)/n, as nccl-tests define it) and
  *                               rank 0's memcpy bandwidth for comparison
- *   dist_bench dp BUCKET_BYTES  images/s of mlp_large_train (batch 256, widths
+ *   dist_bench dp BUCKET_BYTES [inline]
+ *                               images/s of mlp_large_train (batch 256, widths
  *                               1024-2048-2048-1000, SGD) data-parallel over
- *                               the ranks, 1 thread per rank
+ *                               the ranks, 1 thread per rank; all_reduce on
+ *                               its own lane (overlapping the backward pass),
+ *                               or with `inline` in line with the compute
  *
  * Lines start with "FG " so a script can grep them. */
 #include <math.h>
@@ -80,8 +83,8 @@ static fg_graph *build_mlp_large(fg_status *st) {
   return mlp_graph(FG_DIM_UNKNOWN, 3, widths, &train, st);
 }
 
-static int dp(fg_comm *c, int64_t bucket, fg_status *st) {
-  const int batch = 256, steps = 6, warmup = 1;
+static int dp(fg_comm *c, int64_t bucket, int inline_collectives, fg_status *st) {
+  const int batch = 256, steps = 8, warmup = 2;
   int shard = batch / c->size;
   fg_graph *g = build_mlp_large(st);
   if (!g) return -1;
@@ -95,6 +98,7 @@ static int dp(fg_comm *c, int64_t bucket, fg_status *st) {
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
+  so.collective_lanes = inline_collectives ? -1 : 0;
   fg_session *s = fg_session_new(dg, &so, st);
   if (!s || fg_session_set_comm(s, c, st) != 0) return -1;
   int64_t xd[2] = {shard, 1024}, yd[1] = {shard};
@@ -111,9 +115,10 @@ static int dp(fg_comm *c, int64_t bucket, fg_status *st) {
   }
   double t = now_s() - t0;
   if (c->rank == 0)
-    printf("FG dp_scaling mlp_large_train ranks %d threads 1 bucket %lld B: %.1f images/s "
-           "(%.1f ms/step)\n",
-           c->size, (long long)bucket, batch * steps / t, t / steps * 1e3);
+    printf("FG dp_scaling mlp_large_train ranks %d threads 1 bucket %lld B collectives %s: %.1f "
+           "images/s (%.1f ms/step)\n",
+           c->size, (long long)bucket, inline_collectives ? "inline" : "own-lane",
+           batch * steps / t, t / steps * 1e3);
   fg_tensor_free(x);
   fg_tensor_free(y);
   fg_session_free(s);
@@ -123,14 +128,15 @@ static int dp(fg_comm *c, int64_t bucket, fg_status *st) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: dist_bench busbw | dp BUCKET_BYTES\n");
+    fprintf(stderr, "usage: dist_bench busbw | dp BUCKET_BYTES [inline]\n");
     return 2;
   }
   fg_status *st = fg_status_new();
   fg_comm *c = fg_comm_mpi_new(120, st);
   int rc = c ? 0 : -1;
   if (c && strcmp(argv[1], "busbw") == 0) rc = busbw(c, st);
-  if (c && strcmp(argv[1], "dp") == 0) rc = dp(c, argc > 2 ? atoll(argv[2]) : 0, st);
+  if (c && strcmp(argv[1], "dp") == 0)
+    rc = dp(c, argc > 2 ? atoll(argv[2]) : 0, argc > 3 && strcmp(argv[3], "inline") == 0, st);
   if (rc != 0)
     fprintf(stderr, "dist_bench: %s: %s\n", fg_code_name(fg_status_code(st)),
             fg_status_message(st));

@@ -13,8 +13,16 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run="mpirun --oversubscribe --bind-to none"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
 $run -np 2 "$out" busbw | grep '^FG'
-$run -np 1 "$out" dp 26214400 | grep '^FG'
+one=$($run -np 1 "$out" dp 26214400 | grep '^FG')
+echo "$one"
+base=$(echo "$one" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
+# The ratio to 1 rank, per bucket size; collectives on their own lane (the
+# default) and in line with the compute.
 for mb in 1 4 25; do
-  $run -np 2 "$out" dp $((mb * 1048576)) | grep '^FG'
+  for mode in own-lane inline; do
+    line=$($run -np 2 "$out" dp $((mb * 1048576)) $mode | grep '^FG')
+    ips=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
+    echo "$line; dp_scaling $(awk -v a="$ips" -v b="$base" 'BEGIN { printf "%.2f", a / b }')x [target >= 1.8x]"
+  done
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -55,15 +55,16 @@ int fg_dist_run_dag(const fg_dist_exec *dx, int n, const int *n_preds, const int
  * communicators. */
 typedef struct fg_dist_session fg_dist_session;
 
-/* (Re)builds the state for the session's graph: placement with
- * default_device, device checks (M3), pools of max(1, threads / devices)
- * threads per device, an in-process communicator group over the
- * devices that hold all_reduce nodes (unless a process communicator is
- * attached) whose collectives wait at most timeout_s (<= 0: 60 s), and the
- * lane threads. *ds may be NULL (created). 0 or -1 with status set; on failure
+/* (Re)builds the state for the session's graph from the session's options
+ * (checked): placement with o->device as the default, device checks (M3),
+ * pools of max(1, num_threads / devices) threads per device, an in-process
+ * communicator group over the devices that hold all_reduce nodes (unless a
+ * process communicator is attached) whose collectives wait at most
+ * o->dist_timeout_s (0: 60 s), and the lane threads (collective lanes
+ * unless o->collective_lanes is -1). *ds may be NULL (created). 0 or -1 with status set; on failure
  * *ds keeps its old state. */
-int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const char *default_device,
-                         int threads, double timeout_s, fg_status *st);
+int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const fg_session_options *o,
+                         fg_status *st);
 void fg_dist_session_free(fg_dist_session *ds);
 /* NULL when the session runs on one device without a communicator (the
  * plain path). */
@@ -71,8 +72,7 @@ const fg_dist_exec *fg_dist_session_exec(fg_dist_session *ds);
 /* Clears aborted in-process groups before a run. */
 void fg_dist_session_before_run(fg_dist_session *ds);
 int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm,
-                             const char *default_device, int threads, double timeout_s,
-                             fg_status *st);
+                             const fg_session_options *o, fg_status *st);
 const fg_partition *fg_dist_session_partition(const fg_dist_session *ds);
 /* Whether the session's graph uses only one device, and that device is a
  * GPU (the CUDA executor's case). */

@@ -51,8 +51,10 @@ static void pool_parallel_for(void *pool, int64_t n, int64_t grain, fg_krange_fn
 }
 
 /* Builds a complete new state into `nw` (zeroed, process comm set). */
-static int build(const fg_graph *g, fg_dist_session *nw, const char *default_device, int threads,
-                 double timeout_s, fg_status *st) {
+static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_options *o,
+                 fg_status *st) {
+  const char *default_device = o->device;
+  int threads = o->num_threads;
   nw->part = fg_partition_new(g, default_device, st);
   if (!nw->part) return -1;
   int nd = fg_partition_num_devices(nw->part);
@@ -101,7 +103,7 @@ static int build(const fg_graph *g, fg_dist_session *nw, const char *default_dev
     nw->use_exec = 1;
   } else if (n_ar_dev > 1) {
     fg_comm *h[FG_MAX_CPU_DEVICES];
-    if (fg_comm_inproc_group(n_ar_dev, timeout_s, h, st) != 0) {
+    if (fg_comm_inproc_group(n_ar_dev, o->dist_timeout_s, h, st) != 0) {
       rc = -1;
     } else {
       for (int d = 0, r = 0; d < nd; d++)
@@ -131,22 +133,22 @@ static int build(const fg_graph *g, fg_dist_session *nw, const char *default_dev
   }
   if (nw->use_exec) {
     /* Collectives get lanes of their own whenever there are any. */
-    nw->exec.comm_lanes = nw->process || n_ar_dev > 1;
+    nw->exec.comm_lanes = (nw->process || n_ar_dev > 1) && o->collective_lanes >= 0;
     nw->exec.runner = fg_dist_runner_new(nd * (nw->exec.comm_lanes ? 2 : 1), st);
     if (!nw->exec.runner) return -1;
   }
   return 0;
 }
 
-int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const char *default_device,
-                         int threads, double timeout_s, fg_status *st) {
+int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const fg_session_options *o,
+                         fg_status *st) {
   fg_dist_session *nw = calloc(1, sizeof *nw);
   if (!nw) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
     return -1;
   }
   nw->process = *ds ? (*ds)->process : NULL;
-  if (build(g, nw, default_device, threads, timeout_s, st) != 0) {
+  if (build(g, nw, o, st) != 0) {
     fg_dist_session_free(nw);
     return -1;
   }
@@ -156,8 +158,7 @@ int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const char *de
 }
 
 int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm,
-                             const char *default_device, int threads, double timeout_s,
-                             fg_status *st) {
+                             const fg_session_options *o, fg_status *st) {
   fg_comm *old = *ds ? (*ds)->process : NULL;
   if (*ds)
     (*ds)->process = comm;
@@ -169,7 +170,7 @@ int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *c
     }
     (*ds)->process = comm;
   }
-  if (fg_dist_session_sync(g, ds, default_device, threads, timeout_s, st) != 0) {
+  if (fg_dist_session_sync(g, ds, o, st) != 0) {
     if (*ds) (*ds)->process = old;
     return -1;
   }

@@ -83,9 +83,7 @@ static int sync_graph(fg_session *s, fg_status *st) {
   drop_plans(s);
   if (cuda_graph_changed(s, st) != 0) return -1;
   /* Placement and device checks (BAD_INPUTS M3) for every graph version. */
-  if (fg_dist_session_sync(s->g, &s->dist, s->opts.device, s->opts.num_threads,
-                           s->opts.dist_timeout_s, st) != 0)
-    return -1;
+  if (fg_dist_session_sync(s->g, &s->dist, &s->opts, st) != 0) return -1;
   int n = s->g->n_nodes;
   if (n > s->n_vars_cap || !s->vars) {
     fg_tensor **vars = realloc(s->vars, ((size_t)n + 1) * sizeof *vars);
@@ -132,6 +130,12 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
                   "fg_session_new: %s = %lld; must be 0 (no limit) or positive",
                   o.max_memory_bytes < 0 ? "max_memory_bytes" : "max_nodes",
                   (long long)(o.max_memory_bytes < 0 ? o.max_memory_bytes : o.max_nodes));
+    return NULL;
+  }
+  if (o.collective_lanes < -1 || o.collective_lanes > 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_new: collective_lanes = %d; must be 0 (on) or -1 (off)",
+                  o.collective_lanes);
     return NULL;
   }
   if (!(o.dist_timeout_s >= 0 && o.dist_timeout_s <= 86400)) {
@@ -631,9 +635,7 @@ int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *st) {
     return -1;
   }
   int rc = sync_graph(s, st);
-  if (rc == 0)
-    rc = fg_dist_session_set_comm(s->g, &s->dist, comm, s->opts.device, s->opts.num_threads,
-                                  s->opts.dist_timeout_s, st);
+  if (rc == 0) rc = fg_dist_session_set_comm(s->g, &s->dist, comm, &s->opts, st);
   /* Plans do not depend on the communicator: the run reads it per step. */
   atomic_flag_clear(&s->busy);
   if (rc == 0) fg_status_clear(st);

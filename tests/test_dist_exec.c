@@ -293,3 +293,38 @@ FG_TEST(dist_exec_timeout_option, "dist,badinput") {
   fg_graph_free(g);
   fg_status_free(st);
 }
+
+/* collective_lanes = -1 runs the all_reduce steps in line on the device's
+ * lane: the same bits, one thread per device. Other values are refused. */
+FG_TEST(dist_exec_collective_lanes_off_same_bits, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
+  fg_graph *dg = fg_data_parallel(g, 2, batch_names, 2, NULL, st);
+  FG_REQUIRE(dg);
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 1;
+  const int bad[3] = {1, -2, 7};
+  for (int i = 0; i < 3; i++) {
+    so.collective_lanes = bad[i];
+    FG_CHECK(fg_session_new(dg, &so, st) == NULL);
+    FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+    FG_CHECK(strstr(fg_status_message(st), "collective_lanes") != NULL);
+  }
+  double losses[2][4];
+  for (int mode = 0; mode < 2; mode++) {
+    so.collective_lanes = mode ? -1 : 0;
+    int before = count_threads();
+    fg_session *s = fg_session_new(dg, &so, st);
+    FG_REQUIRE(s);
+    FG_CHECK_INT(count_threads() - before, mode ? 1 : 3);
+    FG_REQUIRE(dist_train(s, FG_F32, 4, 64, losses[mode], st) == 0);
+    fg_session_free(s);
+  }
+  for (int k = 0; k < 4; k++)
+    FG_CHECK(losses[0][k] == losses[1][k]);
+  FG_CHECK(losses[0][3] < losses[0][0]);
+  fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}

@@ -106,6 +106,13 @@ typedef struct fg_session_options {
    * 0: 60 s. Negative, NaN or above one day: refused by fg_session_new.
    * A process communicator (MPI) has its own timeout (fg_comm_mpi_new). */
   double dist_timeout_s;
+  /* Sessions with collectives (data parallelism, in-process or with a
+   * process communicator): 0 (default) runs each device's all_reduce nodes
+   * on a thread of their own, so a gradient bucket's reduction overlaps the
+   * rest of the backward pass; -1 runs them in line with the device's other
+   * nodes. Results are bitwise the same either way. Other values are
+   * refused by fg_session_new. */
+  int collective_lanes;
 } fg_session_options;
 
 /* Fills the defaults. */
