@@ -33,12 +33,23 @@ typedef struct grad {
   int bucket;
 } grad;
 
+/* Per-node marks of the original graph (dp.mark). */
+enum {
+  IN_GRADIENTS = 1, /* named "gradients*": made by fg_gradients */
+  DERIVES = 2,      /* depends on some node made by fg_gradients */
+  ON_PATH = 4       /* between fg_gradients and an update (clipping, weight
+                       decay): its copies read the reduced gradients */
+};
+
 typedef struct dp {
   const fg_graph *g;
   fg_graph *ng;
   int n; /* replicas */
   const fg_data_parallel_options *o;
-  int *map; /* [r * n_nodes + node]: new node id, -1 = not yet */
+  const char *const *batch;
+  int n_batch;
+  char *mark; /* per node of g */
+  int *map;   /* [r * n_nodes + node]: new node id, -1 = not yet */
   grad *grads;
   int n_grads;
   int n_buckets;
@@ -54,6 +65,19 @@ static int grad_index(const dp *d, fg_output o) {
   for (int j = 0; j < d->n_grads; j++)
     if (d->grads[j].src.node == o.node && d->grads[j].src.index == o.index) return j;
   return -1;
+}
+
+/* Index into d->grads of the reduced gradient that input k of node i
+ * reads, or -1 when it reads the replica's own tensor: an update's gradient
+ * input and the inputs of the nodes between fg_gradients and the updates
+ * read the all-reduced gradients; every other consumer (the forward pass,
+ * the backward pass itself) keeps the replica's own. */
+static int reduced_input(const dp *d, int i, int k) {
+  const fg_node *nd = &d->g->nodes[i];
+  fg_output src = nd->inputs[k];
+  if (!(d->mark[src.node] & IN_GRADIENTS)) return -1;
+  if (!(d->mark[i] & ON_PATH) && k != grad_input(nd->op)) return -1;
+  return grad_index(d, src);
 }
 
 static void place(dp *d, fg_output o, int r) {
@@ -150,10 +174,10 @@ static void emit_ready_buckets(dp *d) {
 static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
   const fg_graph *g = d->g;
   const fg_node *nd = &g->nodes[i];
-  int gi = grad_input(nd->op);
   for (int k = 0; k < nd->n_inputs; k++) {
     if (*mapped(d, 0, nd->inputs[k].node) < 0) return 0;
-    if (k == gi && d->red[grad_index(d, nd->inputs[k])].node < 0) return 0;
+    int j = reduced_input(d, i, k);
+    if (j >= 0 && d->red[j].node < 0) return 0;
   }
   if (nd->op == FG_OP_PLACEHOLDER) {
     fg_output ph = fg_op(d->ng, "placeholder", nd->name, NULL, 0, &nd->attrs);
@@ -186,8 +210,9 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
   for (int r = 0; r < d->n; r++) {
     for (int k = 0; k < nd->n_inputs; k++) {
       fg_output src = nd->inputs[k];
-      in[k] = k == gi ? d->red[(size_t)r * d->n_grads + grad_index(d, src)]
-                      : (fg_output){*mapped(d, r, src.node), src.index};
+      int j = reduced_input(d, i, k);
+      in[k] = j >= 0 ? d->red[(size_t)r * d->n_grads + j]
+                     : (fg_output){*mapped(d, r, src.node), src.index};
     }
     char buf[600];
     /* Replica 0's variables keep their names: fg_session_variable, saving
@@ -212,40 +237,109 @@ static int fail(fg_status *st, fg_code code, const char *fmt, const char *a, con
   return -1;
 }
 
+/* Adds gradient `src` (an output of fg_gradients) that update u needs,
+ * kept sorted by producer id: the backward pass makes them in node order,
+ * so this is the order they become ready. A gradient read by several
+ * consumers (a clip's norm and its scaling) is added, so reduced, once. */
+static int add_grad(dp *d, fg_output src, int u, fg_status *st) {
+  const fg_graph *g = d->g;
+  if (grad_index(d, src) >= 0) return 0;
+  const fg_tinfo *ti = fg_graph_tinfo(g, src);
+  grad gr = {src, 0, 0, ti ? ti->dtype : FG_F32, 0};
+  if (!ti || fg_tinfo_bytes(ti, &gr.bytes) != 0 || fg_shape_elements(ti->rank, ti->dims, &gr.elems))
+    return fail(st, FG_INVALID_ARGUMENT,
+                "fg_data_parallel: gradient '%s' of update '%s' has an unknown shape",
+                g->nodes[src.node].name, g->nodes[u].name);
+  int j = d->n_grads++;
+  while (j > 0 && d->grads[j - 1].src.node > src.node) {
+    d->grads[j] = d->grads[j - 1];
+    j--;
+  }
+  d->grads[j] = gr;
+  return 0;
+}
+
+static int is_batch(const dp *d, const fg_node *nd) {
+  if (nd->op != FG_OP_PLACEHOLDER) return 0;
+  for (int b = 0; b < d->n_batch; b++)
+    if (strcmp(d->batch[b], nd->name) == 0) return 1;
+  return 0;
+}
+
+/* Walks back from update u's gradient input through the nodes outside
+ * fg_gradients (gradient clipping, Adam's L2 term) to the outputs of
+ * fg_gradients, which are the gradients to all-reduce, and marks the nodes
+ * passed ON_PATH. As with PyTorch DDP + clip_grad_norm_, those nodes then
+ * compute on the reduced (mean) gradients, identically on every replica,
+ * so the variables stay equal. `stack` holds n_nodes ints; nodes marked by
+ * an earlier update's walk are not walked again. */
+static int walk_update(dp *d, int u, int *stack, fg_status *st) {
+  const fg_graph *g = d->g;
+  fg_output start = g->nodes[u].inputs[grad_input(g->nodes[u].op)];
+  if (!(d->mark[start.node] & DERIVES))
+    return fail(st, FG_UNIMPLEMENTED,
+                "fg_data_parallel: the gradient of update '%s' comes from '%s', which does not "
+                "derive from any output of fg_gradients: there is no gradient to all-reduce",
+                g->nodes[u].name, g->nodes[start.node].name);
+  if (d->mark[start.node] & IN_GRADIENTS) return add_grad(d, start, u, st);
+  int top = 0;
+  if (!(d->mark[start.node] & ON_PATH)) {
+    d->mark[start.node] |= ON_PATH;
+    stack[top++] = start.node;
+  }
+  while (top > 0) {
+    const fg_node *nd = &g->nodes[stack[--top]];
+    /* A batch input reaches each replica as a different shard: what the
+     * update computes from it would differ between replicas. */
+    if (is_batch(d, nd))
+      return fail(st, FG_UNIMPLEMENTED,
+                  "fg_data_parallel: the gradient of update '%s' depends on batch input '%s' "
+                  "outside fg_gradients: replicas would update their variables differently",
+                  g->nodes[u].name, nd->name);
+    for (int k = 0; k < nd->n_inputs; k++) {
+      fg_output in = nd->inputs[k];
+      if (d->mark[in.node] & IN_GRADIENTS) {
+        if (add_grad(d, in, u, st) != 0) return -1;
+      } else if (!(d->mark[in.node] & ON_PATH)) {
+        d->mark[in.node] |= ON_PATH;
+        stack[top++] = in.node;
+      }
+    }
+  }
+  return 0;
+}
+
 /* The gradients the updates consume, in the order they become ready, cut
  * into buckets. */
 static int collect_grads(dp *d, fg_status *st) {
   const fg_graph *g = d->g;
-  d->grads = calloc((size_t)g->n_nodes + 1, sizeof *d->grads);
-  if (!d->grads)
+  size_t n_out = 1;
+  for (int i = 0; i < g->n_nodes; i++)
+    n_out += g->nodes[i].n_outputs > 0 ? (size_t)g->nodes[i].n_outputs : 1;
+  d->grads = calloc(n_out, sizeof *d->grads);
+  d->mark = calloc((size_t)g->n_nodes + 1, 1);
+  int *stack = malloc(((size_t)g->n_nodes + 1) * sizeof *stack);
+  if (!d->grads || !d->mark || !stack) {
+    free(stack);
     return fail(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory%s%s", "", "");
+  }
+  /* Node ids are topological, so one forward sweep finds what derives
+   * from fg_gradients. */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const fg_node *nd = &g->nodes[i];
+    if (strncmp(nd->name, "gradients", 9) == 0) d->mark[i] |= IN_GRADIENTS | DERIVES;
+    for (int k = 0; k < nd->n_inputs && !(d->mark[i] & DERIVES); k++)
+      d->mark[i] |= d->mark[nd->inputs[k].node] & DERIVES;
+  }
   for (int i = 0; i < g->n_nodes; i++) {
     int gi = grad_input(g->nodes[i].op);
     if (gi < 0 || gi >= g->nodes[i].n_inputs) continue;
-    fg_output src = g->nodes[i].inputs[gi];
-    const fg_node *p = &g->nodes[src.node];
-    if (strncmp(p->name, "gradients", 9) != 0)
-      return fail(st, FG_UNIMPLEMENTED,
-                  "fg_data_parallel: the gradient of update '%s' comes from '%s', not from "
-                  "fg_gradients (gradient clipping by global norm is not supported: the norm "
-                  "would be computed per replica)",
-                  g->nodes[i].name, p->name);
-    if (grad_index(d, src) >= 0) continue;
-    const fg_tinfo *ti = fg_graph_tinfo(g, src);
-    grad gr = {src, 0, 0, ti->dtype, 0};
-    if (fg_tinfo_bytes(ti, &gr.bytes) != 0 || fg_shape_elements(ti->rank, ti->dims, &gr.elems))
-      return fail(st, FG_INVALID_ARGUMENT,
-                  "fg_data_parallel: gradient '%s' of update '%s' has an unknown shape", p->name,
-                  g->nodes[i].name);
-    /* Insertion sort by producer id: the backward pass makes them in node
-     * order, so this is the order they become ready. */
-    int j = d->n_grads++;
-    while (j > 0 && d->grads[j - 1].src.node > src.node) {
-      d->grads[j] = d->grads[j - 1];
-      j--;
+    if (walk_update(d, i, stack, st) != 0) {
+      free(stack);
+      return -1;
     }
-    d->grads[j] = gr;
   }
+  free(stack);
   if (d->n_grads == 0)
     return fail(st, FG_INVALID_ARGUMENT,
                 "fg_data_parallel: the graph has no optimizer update (apply_*)%s%s; build it with "
@@ -309,7 +403,12 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
     return NULL;
   }
 
-  dp d = {g, fg_graph_new(), replicas, &o, NULL, NULL, 0, 0, NULL, 0, NULL, NULL};
+  dp d = {.g = g,
+          .ng = fg_graph_new(),
+          .n = replicas,
+          .o = &o,
+          .batch = batch_inputs,
+          .n_batch = n_batch_inputs};
   int n = g->n_nodes;
   d.map = malloc((size_t)replicas * (size_t)n * sizeof *d.map + 1);
   d.prev = malloc((size_t)replicas * sizeof *d.prev);
@@ -385,6 +484,7 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
 out:
   fg_graph_free(d.ng);
   free(d.map);
+  free(d.mark);
   free(d.prev);
   free(d.red);
   free(d.grads);
