@@ -25,6 +25,22 @@ typedef struct fg_comm_ops {
   int (*all_gather_u64)(fg_comm *c, uint64_t value, uint64_t *out, fg_status *st);
   /* Copies `bytes` of rank `root`'s buf to every rank. */
   int (*broadcast)(fg_comm *c, void *buf, int64_t bytes, int root, fg_status *st);
+  /* Point-to-point (model parallelism across processes): sends `bytes` of
+   * buf to rank `peer` under `tag` (>= 0), or receives exactly `bytes` from
+   * rank `peer` under `tag` into buf. send returns once buf may be reused
+   * (it may return before the peer received). A recv whose message has
+   * another size fails naming both sizes. Deadline as for collectives.
+   * Messages of one (sender, receiver, tag) arrive in the order sent; two
+   * threads must not send (or receive) on the same (peer, tag) at once.
+   * Sends and receives on other threads, and collectives, may run
+   * concurrently: a send waiting for its peer never holds up a recv.
+   * When send returns: in-process, at once (the data is copied); over MPI,
+   * small messages at once, large ones (above MPI's eager limit, a few KB)
+   * only once the peer has posted the matching recv. So two ranks that each
+   * send a large message and then recv on one thread wait for each other
+   * until the deadline: order them (one sends first) or use two threads. */
+  int (*send)(fg_comm *c, const void *buf, int64_t bytes, int peer, int tag, fg_status *st);
+  int (*recv)(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg_status *st);
   void (*free)(fg_comm *c);
 } fg_comm_ops;
 

@@ -6,7 +6,13 @@
  * same as the MPI communicator's order), writing the result into every
  * rank's buffer; a second barrier ends the collective. Waiting uses a
  * condition variable with a deadline: a rank that does not arrive makes the
- * others fail with FG_DEADLINE_EXCEEDED (BAD_INPUTS M1), never hang. */
+ * others fail with FG_DEADLINE_EXCEEDED (BAD_INPUTS M1), never hang.
+ *
+ * Point-to-point: send copies the data into a mailbox message keyed by
+ * (source, destination, tag) and returns at once; recv takes the oldest
+ * message of its key, waiting on the group's condition variable with the
+ * deadline. Messages are copies, so a sender may reuse its buffer and no
+ * rank ever waits for another to post first (no send/send deadlock). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,7 +34,15 @@ typedef struct group {
   char why[256];
   void **bufs; /* per rank, published before the first barrier */
   uint64_t *u64;
+  struct mail *mail, **mail_tail; /* send/recv messages, oldest first */
 } group;
+
+/* One sent message waiting for its recv; data follows the struct. */
+typedef struct mail {
+  struct mail *next;
+  int src, dst, tag;
+  int64_t bytes;
+} mail;
 
 typedef struct inproc {
   fg_comm base;
@@ -187,6 +201,138 @@ static int ip_broadcast(fg_comm *c, void *buf, int64_t bytes, int root, fg_statu
   return barrier(h, "broadcast", st);
 }
 
+/* Bad send/recv arguments, refused before anything moves. */
+static int p2p_args(const fg_comm *c, const char *op, const void *buf, int64_t bytes, int peer,
+                    int tag, fg_status *st) {
+  if (peer < 0 || peer >= c->size || peer == c->rank) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "in-process %s on rank %d: peer rank %d is not another rank of the group "
+                  "(ranks 0 to %d, this one is %d)",
+                  op, c->rank, peer, c->size - 1, c->rank);
+    return -1;
+  }
+  if (tag < 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "in-process %s on rank %d (peer %d): tag %d is negative",
+                  op, c->rank, peer, tag);
+    return -1;
+  }
+  if (bytes < 0 || (bytes > 0 && !buf)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  bytes < 0
+                      ? "in-process %s on rank %d (peer %d, tag %d): %lld bytes is negative"
+                      : "in-process %s on rank %d (peer %d, tag %d): buffer is NULL for %lld bytes",
+                  op, c->rank, peer, tag, (long long)bytes);
+    return -1;
+  }
+  return 0;
+}
+
+static int ip_send(fg_comm *c, const void *buf, int64_t bytes, int peer, int tag, fg_status *st) {
+  inproc *h = (inproc *)c;
+  group *g = h->g;
+  if (p2p_args(c, "send", buf, bytes, peer, tag, st) != 0) return -1;
+  mail *m = malloc(sizeof *m + (size_t)bytes);
+  if (!m) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED,
+                  "in-process send to rank %d tag %d: cannot buffer %lld bytes", peer, tag,
+                  (long long)bytes);
+    return -1;
+  }
+  *m = (mail){NULL, c->rank, peer, tag, bytes};
+  if (bytes > 0) memcpy(m + 1, buf, (size_t)bytes);
+  pthread_mutex_lock(&g->lock);
+  if (g->aborted) {
+    pthread_mutex_unlock(&g->lock);
+    free(m);
+    fg_status_set(st, FG_DEADLINE_EXCEEDED,
+                  "in-process send to rank %d tag %d on rank %d: group aborted (%s)", peer, tag,
+                  c->rank, g->why);
+    return -1;
+  }
+  *g->mail_tail = m;
+  g->mail_tail = &m->next;
+  /* Every waiter rechecks its key; the group is small. */
+  pthread_cond_broadcast(&g->cond);
+  pthread_mutex_unlock(&g->lock);
+  fg_status_clear(st);
+  return 0;
+}
+
+/* Unlinks and returns the oldest message from `src` to `dst` under `tag`,
+ * or NULL. Under g->lock. */
+static mail *take_mail(group *g, int src, int dst, int tag) {
+  for (mail **pp = &g->mail; *pp; pp = &(*pp)->next) {
+    mail *m = *pp;
+    if (m->src != src || m->dst != dst || m->tag != tag) continue;
+    *pp = m->next;
+    if (g->mail_tail == &m->next) g->mail_tail = pp;
+    return m;
+  }
+  return NULL;
+}
+
+static int ip_recv(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg_status *st) {
+  inproc *h = (inproc *)c;
+  group *g = h->g;
+  if (p2p_args(c, "recv", buf, bytes, peer, tag, st) != 0) return -1;
+  struct timespec dl, t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  deadline_after(timeout_of(c), &dl);
+  pthread_mutex_lock(&g->lock);
+  mail *m = NULL;
+  while (!g->aborted && !(m = take_mail(g, peer, c->rank, tag))) {
+    if (pthread_cond_timedwait(&g->cond, &g->lock, &dl) == ETIMEDOUT) {
+      m = take_mail(g, peer, c->rank, tag);
+      if (m) break;
+      /* Like a collective's timeout: the group is broken for everyone, so
+       * the ranks still waiting on this one fail at once. */
+      g->aborted = 1;
+      snprintf(g->why, sizeof g->why, "rank %d timed out in recv from rank %d tag %d", c->rank,
+               peer, tag);
+      pthread_cond_broadcast(&g->cond);
+      pthread_mutex_unlock(&g->lock);
+      struct timespec t1;
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+      fg_status_set(st, FG_DEADLINE_EXCEEDED,
+                    "in-process recv from rank %d tag %d (%lld bytes) on rank %d of %d: waited "
+                    "%.1f s (timeout %.1f s); the peer never sent",
+                    peer, tag, (long long)bytes, c->rank, g->size, waited, timeout_of(c));
+      return -1;
+    }
+  }
+  if (!m) {
+    pthread_mutex_unlock(&g->lock);
+    fg_status_set(st, FG_DEADLINE_EXCEEDED,
+                  "in-process recv from rank %d tag %d on rank %d: group aborted (%s)", peer, tag,
+                  c->rank, g->why);
+    return -1;
+  }
+  pthread_mutex_unlock(&g->lock);
+  int64_t got = m->bytes;
+  if (got == bytes && bytes > 0) memcpy(buf, m + 1, (size_t)bytes);
+  free(m);
+  if (got != bytes) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "in-process rank %d: recv from rank %d tag %d: expected %lld bytes, the message "
+                  "has %lld",
+                  c->rank, peer, tag, (long long)bytes, (long long)got);
+    return -1;
+  }
+  fg_status_clear(st);
+  return 0;
+}
+
+/* Frees every queued message. Under g->lock or with the group unshared. */
+static void drop_mail(group *g) {
+  while (g->mail) {
+    mail *m = g->mail;
+    g->mail = m->next;
+    free(m);
+  }
+  g->mail_tail = &g->mail;
+}
+
 static void ip_free(fg_comm *c) {
   if (!c) return;
   inproc *h = (inproc *)c;
@@ -195,6 +341,7 @@ static void ip_free(fg_comm *c) {
   int last = --g->refs == 0;
   pthread_mutex_unlock(&g->lock);
   if (last) {
+    drop_mail(g);
     pthread_mutex_destroy(&g->lock);
     pthread_cond_destroy(&g->cond);
     free(g->bufs);
@@ -204,7 +351,8 @@ static void ip_free(fg_comm *c) {
   free(h);
 }
 
-static const fg_comm_ops inproc_ops = {ip_all_reduce, ip_all_gather_u64, ip_broadcast, ip_free};
+static const fg_comm_ops inproc_ops = {ip_all_reduce, ip_all_gather_u64, ip_broadcast,
+                                       ip_send,       ip_recv,           ip_free};
 
 int fg_comm_inproc_group(int size, double timeout_s, fg_comm **handles, fg_status *st) {
   if (size < 1 || size > FG_MAX_CPU_DEVICES || !handles) {
@@ -221,6 +369,7 @@ int fg_comm_inproc_group(int size, double timeout_s, fg_comm **handles, fg_statu
   pthread_mutex_init(&g->lock, NULL);
   pthread_cond_init(&g->cond, NULL);
   g->size = size;
+  g->mail_tail = &g->mail;
   for (int r = 0; r < size; r++) {
     inproc *h = calloc(1, sizeof *h);
     if (!h) {
@@ -269,5 +418,7 @@ void fg_comm_inproc_reset(fg_comm *c) {
   g->aborted = 0;
   g->arrived = 0;
   g->why[0] = '\0';
+  /* Messages of the failed run would be taken by the next run's recvs. */
+  drop_mail(g);
   pthread_mutex_unlock(&g->lock);
 }

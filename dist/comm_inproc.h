@@ -10,13 +10,13 @@
  * shared state goes with the last one. timeout_s <= 0: 60 s. 0 or -1. */
 int fg_comm_inproc_group(int size, double timeout_s, fg_comm **handles, fg_status *st);
 
-/* Makes every waiting and later collective of the group fail at once
+/* Makes every waiting and later collective, send and recv of the group fail at once
  * (FG_DEADLINE_EXCEEDED, "group aborted (<why>)") instead of waiting for the
  * timeout: the executor calls it when a rank's step failed, so its peers do
  * not wait out the timeout. */
 void fg_comm_inproc_abort(fg_comm *c, const char *why);
-/* Clears an abort (before the next run). Only while no rank is inside a
- * collective. */
+/* Clears an abort (before the next run) and drops the messages nobody
+ * received. Only while no rank is inside a collective, send or recv. */
 void fg_comm_inproc_reset(fg_comm *c);
 
 #endif

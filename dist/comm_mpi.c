@@ -6,7 +6,23 @@
  * cut into n chunks; rank c receives everyone's chunk c, adds them in rank
  * order 0..n-1 and sends the sum back to all: the same 2(n-1)/n bytes per
  * rank as a ring, and a fixed order. Every wait polls MPI_Testsome against a
- * deadline, so a silent peer turns into FG_DEADLINE_EXCEEDED, not a hang. */
+ * deadline, so a silent peer turns into FG_DEADLINE_EXCEEDED, not a hang.
+ *
+ * Threads: MPI runs at MPI_THREAD_SERIALIZED, so every MPI call of the
+ * process holds g_mpi_mu, and only for that call: waits poll MPI_Testsome
+ * under the lock and sleep outside it. A send waiting for its peer on one
+ * thread therefore never holds up a recv or a collective on another (model
+ * parallelism runs several device threads per process). Collectives
+ * additionally hold the communicator's mu from start to end: they share its
+ * request arrays and must keep one order on every rank.
+ *
+ * Point-to-point messages travel on a second duplicate of MPI_COMM_WORLD,
+ * so user tags never meet the collectives' tags. Each message is a 16-byte
+ * header holding its size and piece size, then the data in pieces of at
+ * most 1 GiB (MPI counts are int): the receiver learns the sender's size
+ * and cut before any data moves, so a size mismatch names both sizes exactly, and the data is
+ * drained so the next message of that (peer, tag) still lines up. */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,27 +99,44 @@ void fg_mpi_shutdown(int code) {
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #define DEFAULT_TIMEOUT_S 60.0
 /* Tags cycle below the 32767 every MPI guarantees for MPI_TAG_UB. */
 #define TAG_CYCLE         16000
+/* Point-to-point data moves in pieces of this many bytes (an int count). */
+#define P2P_CHUNK         ((int64_t)1 << 30)
 
 typedef struct mpi_comm {
   fg_comm base;
   MPI_Comm comm;
-  pthread_mutex_t mu; /* one collective at a time: MPI_THREAD_SERIALIZED */
+  MPI_Comm p2p;       /* send/recv: their own tag space */
+  int tag_ub;         /* the largest tag MPI allows on p2p */
+  pthread_mutex_t mu; /* one collective at a time (same order on every rank) */
   uint64_t seq;       /* collectives so far; names them in errors and tags */
-  int broken;         /* a deadline or MPI error: every later call fails */
+  atomic_int broken;  /* a deadline or MPI error: every later call fails */
   unsigned char *scratch;
   size_t scratch_size;
   MPI_Request *reqs;
   int *req_peer;
+  struct p2p_header *kept; /* headers of abandoned send/recv (see keep) */
 } mpi_comm;
+
+/* A send/recv's size header on the heap: after a deadline MPI may still
+ * write it, so it is kept (reachable from the broken communicator) rather
+ * than left on a dead stack frame. */
+typedef struct p2p_header {
+  int64_t v[2]; /* the message's size, the sender's piece size */
+  struct p2p_header *next;
+} p2p_header;
 
 /* Set once MPI is initialised by us; cleared by a clean finalize. */
 static int g_inited;
-static int g_any_broken;
+static atomic_int g_any_broken;
+/* Held around every MPI call of the process (MPI_THREAD_SERIALIZED), never
+ * while sleeping. */
+static pthread_mutex_t g_mpi_mu = PTHREAD_MUTEX_INITIALIZER;
 
 int fg_mpi_built(void) { return 1; }
 
@@ -115,17 +148,20 @@ static double now_s(void) {
 
 static const char *mpi_errstr(int rc, char *buf) {
   int len = 0;
-  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) snprintf(buf, MPI_MAX_ERROR_STRING, "?");
+  pthread_mutex_lock(&g_mpi_mu);
+  int erc = MPI_Error_string(rc, buf, &len);
+  pthread_mutex_unlock(&g_mpi_mu);
+  if (erc != MPI_SUCCESS) snprintf(buf, MPI_MAX_ERROR_STRING, "?");
   return buf;
 }
 
 static void set_broken(mpi_comm *m) {
-  m->broken = 1;
-  g_any_broken = 1;
+  atomic_store(&m->broken, 1);
+  atomic_store(&g_any_broken, 1);
 }
 
 static int check_usable(mpi_comm *m, const char *op, fg_status *st) {
-  if (m->broken) {
+  if (atomic_load(&m->broken)) {
     fg_status_set(st, FG_INTERNAL,
                   "%s on rank %d: the MPI communicator failed earlier (deadline or peer error); "
                   "the process must exit",
@@ -135,31 +171,36 @@ static int check_usable(mpi_comm *m, const char *op, fg_status *st) {
   return 0;
 }
 
-/* Waits for n requests until the deadline. Polls (Open MPI progresses only
- * inside MPI calls) with a spin, then yields, then short sleeps, so a rank
- * waiting for a slow peer on a shared core does not starve it. */
-static int wait_all(mpi_comm *m, int n, const char *op, fg_status *st) {
+/* Waits for n requests (reqs[i] talks to rank peers[i], -1: all) until
+ * t0 + the timeout. Polls (Open MPI progresses only inside MPI calls) with a
+ * spin, then yields, then short sleeps, so a rank waiting for a slow peer on
+ * a shared core does not starve it; g_mpi_mu is held for each poll only.
+ * `desc` names the operation in errors ("all_reduce (collective #3)"). */
+static int wait_reqs(mpi_comm *m, MPI_Request *reqs, const int *peers, int n, double t0,
+                     const char *desc, fg_status *st) {
   double timeout = m->base.timeout_s > 0 ? m->base.timeout_s : DEFAULT_TIMEOUT_S;
-  double t0 = now_s(), deadline = t0 + timeout;
-  int left = n, *idx = n > 0 ? malloc((size_t)n * sizeof *idx) : NULL;
-  if (n > 0 && !idx) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "%s: out of memory", op);
+  double deadline = t0 + timeout;
+  int left = n, idx_small[8], *idx = n <= 8 ? idx_small : malloc((size_t)n * sizeof *idx);
+  if (!idx) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "%s: out of memory", desc);
     set_broken(m);
     return -1;
   }
+  int rc = 0;
   for (long polls = 0; left > 0; polls++) {
     int done = 0;
-    int rc = MPI_Testsome(n, m->reqs, &done, idx, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) {
+    pthread_mutex_lock(&g_mpi_mu);
+    int mrc = MPI_Testsome(n, reqs, &done, idx, MPI_STATUSES_IGNORE);
+    pthread_mutex_unlock(&g_mpi_mu);
+    if (mrc != MPI_SUCCESS) {
       char buf[MPI_MAX_ERROR_STRING];
       fg_status_set(st, FG_DEADLINE_EXCEEDED,
-                    "%s (collective #%llu) on rank %d of %d: MPI error talking to a peer (%s); "
+                    "%s on rank %d of %d: MPI error talking to a peer (%s); "
                     "a peer died or the network failed",
-                    op, (unsigned long long)m->seq, m->base.rank, m->base.size,
-                    mpi_errstr(rc, buf));
+                    desc, m->base.rank, m->base.size, mpi_errstr(mrc, buf));
       set_broken(m);
-      free(idx);
-      return -1;
+      rc = -1;
+      break;
     }
     if (done == MPI_UNDEFINED) break; /* all were already complete */
     left -= done;
@@ -167,28 +208,28 @@ static int wait_all(mpi_comm *m, int n, const char *op, fg_status *st) {
     if (done > 0) polls = 0;
     double t = now_s();
     if (t > deadline) {
-      char peers[256] = "";
+      char peer_list[256] = "";
       size_t used = 0;
-      for (int i = 0; i < n && used + 16 < sizeof peers; i++) {
-        if (m->reqs[i] == MPI_REQUEST_NULL) continue;
-        int p = m->req_peer[i];
+      for (int i = 0; i < n && used + 16 < sizeof peer_list; i++) {
+        if (reqs[i] == MPI_REQUEST_NULL) continue;
+        int p = peers[i];
         /* A peer appears once even when it owes several messages. */
         int seen = 0;
         for (int j = 0; j < i; j++)
-          if (m->reqs[j] != MPI_REQUEST_NULL && m->req_peer[j] == p) seen = 1;
+          if (reqs[j] != MPI_REQUEST_NULL && peers[j] == p) seen = 1;
         if (!seen)
-          used += (size_t)(p < 0 ? snprintf(peers + used, sizeof peers - used, "(any)")
-                                 : snprintf(peers + used, sizeof peers - used, "%s%d",
+          used += (size_t)(p < 0 ? snprintf(peer_list + used, sizeof peer_list - used, "(any)")
+                                 : snprintf(peer_list + used, sizeof peer_list - used, "%s%d",
                                             used ? ", " : "", p));
       }
       fg_status_set(st, FG_DEADLINE_EXCEEDED,
-                    "%s (collective #%llu) on rank %d of %d: waited %.1f s (timeout %.1f s) for "
+                    "%s on rank %d of %d: waited %.1f s (timeout %.1f s) for "
                     "rank(s) %s; a peer died or is stuck",
-                    op, (unsigned long long)m->seq, m->base.rank, m->base.size, t - t0, timeout,
-                    peers[0] ? peers : "?");
+                    desc, m->base.rank, m->base.size, t - t0, timeout,
+                    peer_list[0] ? peer_list : "?");
       set_broken(m);
-      free(idx);
-      return -1;
+      rc = -1;
+      break;
     }
     if (polls < 200) continue;
     if (polls < 2000) {
@@ -198,8 +239,26 @@ static int wait_all(mpi_comm *m, int n, const char *op, fg_status *st) {
       nanosleep(&ts, NULL);
     }
   }
-  free(idx);
-  return 0;
+  if (idx != idx_small) free(idx);
+  return rc;
+}
+
+/* A collective's wait: its requests are m->reqs, its name carries its
+ * sequence number. */
+static int wait_all(mpi_comm *m, int n, const char *op, fg_status *st) {
+  char desc[160];
+  snprintf(desc, sizeof desc, "%s (collective #%llu)", op, (unsigned long long)m->seq);
+  return wait_reqs(m, m->reqs, m->req_peer, n, now_s(), desc, st);
+}
+
+/* MPI_Isend / MPI_Irecv of bytes under the process lock. */
+static int post(int is_send, void *buf, int bytes, int peer, int tag, MPI_Comm comm,
+                MPI_Request *req) {
+  pthread_mutex_lock(&g_mpi_mu);
+  int rc = is_send ? MPI_Isend(buf, bytes, MPI_BYTE, peer, tag, comm, req)
+                   : MPI_Irecv(buf, bytes, MPI_BYTE, peer, tag, comm, req);
+  pthread_mutex_unlock(&g_mpi_mu);
+  return rc;
 }
 
 static int reserve(mpi_comm *m, size_t scratch, fg_status *st) {
@@ -308,7 +367,7 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
     src[p] = m->scratch + (size_t)slot++ * (size_t)my_len * es;
     if (my_len == 0) continue;
     m->req_peer[nr] = p;
-    if (MPI_Irecv(src[p], (int)(my_len * (int64_t)es), MPI_BYTE, p, tag, m->comm, &m->reqs[nr++]) !=
+    if (post(0, src[p], (int)(my_len * (int64_t)es), p, tag, m->comm, &m->reqs[nr++]) !=
         MPI_SUCCESS)
       goto mpi_fail;
   }
@@ -317,8 +376,8 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
     chunk_of(count, n, p, &s, &l);
     if (p == me || l == 0) continue;
     m->req_peer[nr] = p;
-    if (MPI_Isend(b + s * (int64_t)es, (int)(l * (int64_t)es), MPI_BYTE, p, tag, m->comm,
-                  &m->reqs[nr++]) != MPI_SUCCESS)
+    if (post(1, b + s * (int64_t)es, (int)(l * (int64_t)es), p, tag, m->comm, &m->reqs[nr++]) !=
+        MPI_SUCCESS)
       goto mpi_fail;
   }
   if (wait_all(m, nr, "all_reduce", st) != 0) goto out;
@@ -332,15 +391,15 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
     chunk_of(count, n, p, &s, &l);
     if (p == me || l == 0) continue;
     m->req_peer[nr] = p;
-    if (MPI_Irecv(b + s * (int64_t)es, (int)(l * (int64_t)es), MPI_BYTE, p, tag + 1, m->comm,
-                  &m->reqs[nr++]) != MPI_SUCCESS)
+    if (post(0, b + s * (int64_t)es, (int)(l * (int64_t)es), p, tag + 1, m->comm, &m->reqs[nr++]) !=
+        MPI_SUCCESS)
       goto mpi_fail;
   }
   for (int p = 0; p < n && my_len > 0; p++) {
     if (p == me) continue;
     m->req_peer[nr] = p;
-    if (MPI_Isend(b + my_start * (int64_t)es, (int)(my_len * (int64_t)es), MPI_BYTE, p, tag + 1,
-                  m->comm, &m->reqs[nr++]) != MPI_SUCCESS)
+    if (post(1, b + my_start * (int64_t)es, (int)(my_len * (int64_t)es), p, tag + 1, m->comm,
+             &m->reqs[nr++]) != MPI_SUCCESS)
       goto mpi_fail;
   }
   if (wait_all(m, nr, "all_reduce", st) != 0) goto out;
@@ -368,8 +427,10 @@ static int mpi_all_gather_u64(fg_comm *c, uint64_t value, uint64_t *out, fg_stat
   if (rc == 0) {
     uint64_t v = value;
     m->req_peer[0] = -1;
-    if (MPI_Iallgather(&v, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, m->comm, &m->reqs[0]) !=
-        MPI_SUCCESS) {
+    pthread_mutex_lock(&g_mpi_mu);
+    int mrc = MPI_Iallgather(&v, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, m->comm, &m->reqs[0]);
+    pthread_mutex_unlock(&g_mpi_mu);
+    if (mrc != MPI_SUCCESS) {
       fg_status_set(st, FG_INTERNAL, "all_gather_u64 on rank %d: MPI_Iallgather failed", c->rank);
       set_broken(m);
       rc = -1;
@@ -396,8 +457,10 @@ static int mpi_broadcast(fg_comm *c, void *buf, int64_t bytes, int root, fg_stat
   for (int64_t off = 0; rc == 0 && off < bytes; off += (int64_t)1 << 30) {
     int64_t k = bytes - off < ((int64_t)1 << 30) ? bytes - off : ((int64_t)1 << 30);
     m->req_peer[0] = root;
-    if (MPI_Ibcast((unsigned char *)buf + off, (int)k, MPI_BYTE, root, m->comm, &m->reqs[0]) !=
-        MPI_SUCCESS) {
+    pthread_mutex_lock(&g_mpi_mu);
+    int mrc = MPI_Ibcast((unsigned char *)buf + off, (int)k, MPI_BYTE, root, m->comm, &m->reqs[0]);
+    pthread_mutex_unlock(&g_mpi_mu);
+    if (mrc != MPI_SUCCESS) {
       fg_status_set(st, FG_INTERNAL, "broadcast on rank %d: MPI_Ibcast failed", c->rank);
       set_broken(m);
       rc = -1;
@@ -411,6 +474,178 @@ static int mpi_broadcast(fg_comm *c, void *buf, int64_t bytes, int root, fg_stat
   return rc;
 }
 
+/* The piece size: P2P_CHUNK, or FG_MPI_P2P_CHUNK bytes from the
+ * environment (for tests: 3 MB in 64 KiB pieces takes the same multi-piece
+ * path as a 5 GiB tensor, without the memory). */
+static int64_t p2p_chunk(void) {
+  const char *e = getenv("FG_MPI_P2P_CHUNK");
+  long long v = e ? atoll(e) : 0;
+  return v > 0 && v <= P2P_CHUNK ? (int64_t)v : P2P_CHUNK;
+}
+
+/* Hands a failed operation's header to the communicator (never freed:
+ * a broken communicator lives until the process exits). */
+static void keep(mpi_comm *m, p2p_header *h) {
+  pthread_mutex_lock(&g_mpi_mu);
+  h->next = m->kept;
+  m->kept = h;
+  pthread_mutex_unlock(&g_mpi_mu);
+}
+
+/* Bad arguments of send/recv, refused before any message moves. */
+static int p2p_args(mpi_comm *m, const char *op, const void *buf, int64_t bytes, int peer, int tag,
+                    fg_status *st) {
+  const int n = m->base.size, me = m->base.rank;
+  if (peer < 0 || peer >= n || peer == me) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s on rank %d: peer rank %d is not another rank of the group (ranks 0 to %d, "
+                  "this one is %d)",
+                  op, me, peer, n - 1, me);
+    return -1;
+  }
+  if (tag < 0 || tag > m->tag_ub) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s on rank %d (peer %d): tag %d is outside [0, %d]", op,
+                  me, peer, tag, m->tag_ub);
+    return -1;
+  }
+  if (bytes < 0 || (bytes > 0 && !buf)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  bytes < 0 ? "%s on rank %d (peer %d, tag %d): %lld bytes is negative"
+                            : "%s on rank %d (peer %d, tag %d): buffer is NULL for %lld bytes",
+                  op, me, peer, tag, (long long)bytes);
+    return -1;
+  }
+  return check_usable(m, op, st);
+}
+
+/* Posts `bytes` at buf (send or recv) as pieces of `chunk` bytes and waits
+ * for them, and for the header request *hdr when not NULL. The pieces go
+ * out a window at a time so the request array stays small. */
+static int p2p_data(mpi_comm *m, int is_send, unsigned char *buf, int64_t bytes, int64_t chunk,
+                    int peer, int tag, MPI_Request *hdr, double t0, const char *desc,
+                    fg_status *st) {
+  enum { WINDOW = 8 };
+  MPI_Request reqs[WINDOW + 1];
+  int peers[WINDOW + 1];
+  int64_t off = 0;
+  do {
+    int nr = 0;
+    if (hdr) {
+      reqs[nr] = *hdr;
+      peers[nr++] = peer;
+      hdr = NULL;
+    }
+    for (int k = 0; k < WINDOW && off < bytes; k++) {
+      int64_t len = bytes - off < chunk ? bytes - off : chunk;
+      peers[nr] = peer;
+      if (post(is_send, buf + off, (int)len, peer, tag, m->p2p, &reqs[nr++]) != MPI_SUCCESS) {
+        fg_status_set(st, FG_INTERNAL, "%s on rank %d: posting a message failed", desc,
+                      m->base.rank);
+        set_broken(m);
+        return -1;
+      }
+      off += len;
+    }
+    if (wait_reqs(m, reqs, peers, nr, t0, desc, st) != 0) return -1;
+  } while (off < bytes);
+  return 0;
+}
+
+/* Blocks until buf may be reused: small messages leave at once (MPI's
+ * eager protocol), large ones when the peer has posted its recv. */
+static int mpi_send(fg_comm *c, const void *buf, int64_t bytes, int peer, int tag, fg_status *st) {
+  mpi_comm *m = (mpi_comm *)c;
+  if (p2p_args(m, "send", buf, bytes, peer, tag, st) != 0) return -1;
+  double t0 = now_s();
+  char desc[96];
+  snprintf(desc, sizeof desc, "send to rank %d tag %d (%lld bytes)", peer, tag, (long long)bytes);
+  p2p_header *h = calloc(1, sizeof *h);
+  if (!h) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "%s: out of memory", desc);
+    return -1;
+  }
+  h->v[0] = bytes;
+  h->v[1] = p2p_chunk();
+  MPI_Request hdr;
+  if (post(1, h->v, (int)sizeof h->v, peer, tag, m->p2p, &hdr) != MPI_SUCCESS) {
+    fg_status_set(st, FG_INTERNAL, "%s on rank %d: posting a message failed", desc, c->rank);
+    set_broken(m);
+    keep(m, h);
+    return -1;
+  }
+  /* The data pieces only read buf; the cast drops const for MPI's API. */
+  if (p2p_data(m, 1, (unsigned char *)(uintptr_t)buf, bytes, h->v[1], peer, tag, &hdr, t0, desc,
+               st) != 0) {
+    keep(m, h);
+    return -1;
+  }
+  free(h);
+  fg_status_clear(st);
+  return 0;
+}
+
+static int mpi_recv(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg_status *st) {
+  mpi_comm *m = (mpi_comm *)c;
+  if (p2p_args(m, "recv", buf, bytes, peer, tag, st) != 0) return -1;
+  double t0 = now_s();
+  char desc[96];
+  snprintf(desc, sizeof desc, "recv from rank %d tag %d (%lld bytes)", peer, tag, (long long)bytes);
+  p2p_header *h = calloc(1, sizeof *h);
+  if (!h) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "%s: out of memory", desc);
+    return -1;
+  }
+  h->v[0] = h->v[1] = -1;
+  MPI_Request hdr;
+  if (post(0, h->v, (int)sizeof h->v, peer, tag, m->p2p, &hdr) != MPI_SUCCESS) {
+    fg_status_set(st, FG_INTERNAL, "%s on rank %d: posting a message failed", desc, c->rank);
+    set_broken(m);
+    keep(m, h);
+    return -1;
+  }
+  if (wait_reqs(m, &hdr, &peer, 1, t0, desc, st) != 0) {
+    keep(m, h);
+    return -1;
+  }
+  int64_t header = h->v[0], chunk = h->v[1];
+  free(h);
+  if (header < 0 || chunk <= 0 || chunk > P2P_CHUNK) {
+    fg_status_set(st, FG_INTERNAL,
+                  "%s on rank %d: corrupt message header (%lld bytes, pieces %lld)", desc, c->rank,
+                  (long long)header, (long long)chunk);
+    set_broken(m);
+    return -1;
+  }
+  if (header == bytes) {
+    if (p2p_data(m, 0, buf, bytes, chunk, peer, tag, NULL, t0, desc, st) != 0) return -1;
+    fg_status_clear(st);
+    return 0;
+  }
+  /* Wrong size: drain the data so this (peer, tag) stays in step for the
+   * next message, then refuse naming both sizes. */
+  int64_t room = header < chunk ? header : chunk;
+  unsigned char *sink = malloc((size_t)room + 1);
+  if (!sink) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED,
+                  "rank %d: recv from rank %d tag %d: expected %lld bytes, the message has %lld "
+                  "(and no memory to drain it)",
+                  c->rank, peer, tag, (long long)bytes, (long long)header);
+    set_broken(m);
+    return -1;
+  }
+  int rc = 0;
+  for (int64_t off = 0; rc == 0 && off < header; off += room) {
+    int64_t len = header - off < room ? header - off : room;
+    rc = p2p_data(m, 0, sink, len, len, peer, tag, NULL, t0, desc, st);
+  }
+  free(sink);
+  if (rc != 0) return -1;
+  fg_status_set(st, FG_INVALID_ARGUMENT,
+                "rank %d: recv from rank %d tag %d: expected %lld bytes, the message has %lld",
+                c->rank, peer, tag, (long long)bytes, (long long)header);
+  return -1;
+}
+
 /* Where a broken communicator stays until the process exits (see mpi_free). */
 static mpi_comm *volatile fg_mpi_kept_broken;
 
@@ -420,11 +655,14 @@ static void mpi_free(fg_comm *c) {
   /* A broken communicator may still have receives MPI writes into: leave
    * its buffers and handle to the process exit, reachable from here so the
    * leak checker does not report them. */
-  if (m->broken) {
+  if (atomic_load(&m->broken)) {
     fg_mpi_kept_broken = m;
     return;
   }
+  pthread_mutex_lock(&g_mpi_mu);
+  if (m->p2p != MPI_COMM_NULL) MPI_Comm_free(&m->p2p);
   MPI_Comm_free(&m->comm);
+  pthread_mutex_unlock(&g_mpi_mu);
   pthread_mutex_destroy(&m->mu);
   free(m->scratch);
   free(m->reqs);
@@ -432,31 +670,64 @@ static void mpi_free(fg_comm *c) {
   free(m);
 }
 
-static const fg_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather_u64, mpi_broadcast, mpi_free};
+static const fg_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather_u64, mpi_broadcast,
+                                    mpi_send,       mpi_recv,           mpi_free};
+
+/* Duplicates MPI_COMM_WORLD into *out, polled against the deadline (the dup
+ * is a collective: a rank that died after start-up gives a deadline here
+ * too, not a hang), with errors returned as codes instead of MPI's default
+ * abort. On a deadline MPI may still complete the dup into m, so the caller
+ * keeps m allocated (wait_reqs marked the process broken). */
+static int dup_world(mpi_comm *m, MPI_Comm *out, const char *what, fg_status *st) {
+  char buf[MPI_MAX_ERROR_STRING];
+  MPI_Request req;
+  int peer = -1;
+  pthread_mutex_lock(&g_mpi_mu);
+  int rc = MPI_Comm_idup(MPI_COMM_WORLD, out, &req);
+  pthread_mutex_unlock(&g_mpi_mu);
+  if (rc != MPI_SUCCESS) {
+    fg_status_set(st, FG_INTERNAL, "MPI_Comm_idup failed: %s", mpi_errstr(rc, buf));
+    return -1;
+  }
+  if (wait_reqs(m, &req, &peer, 1, now_s(), what, st) != 0) return -1;
+  pthread_mutex_lock(&g_mpi_mu);
+  rc = MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+  pthread_mutex_unlock(&g_mpi_mu);
+  if (rc != MPI_SUCCESS) {
+    fg_status_set(st, FG_INTERNAL, "MPI_Comm_set_errhandler failed: %s", mpi_errstr(rc, buf));
+    set_broken(m);
+    return -1;
+  }
+  return 0;
+}
 
 fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st) {
-  int inited = 0, rc;
+  int inited = 0, rc = MPI_SUCCESS, provided = MPI_THREAD_SERIALIZED;
   char buf[MPI_MAX_ERROR_STRING];
+  pthread_mutex_lock(&g_mpi_mu);
   MPI_Initialized(&inited);
   if (!inited) {
-    int provided = 0;
     rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
-    if (rc != MPI_SUCCESS) {
-      fg_status_set(st, FG_INTERNAL, "MPI_Init_thread failed: %s", mpi_errstr(rc, buf));
-      return NULL;
-    }
-    g_inited = 1;
-    if (provided < MPI_THREAD_SERIALIZED) {
-      fg_status_set(st, FG_UNSUPPORTED,
-                    "MPI gives thread level %d; flowgraph needs MPI_THREAD_SERIALIZED (%d)",
-                    provided, MPI_THREAD_SERIALIZED);
-      return NULL;
-    }
+    if (rc == MPI_SUCCESS) g_inited = 1;
+  }
+  pthread_mutex_unlock(&g_mpi_mu);
+  if (rc != MPI_SUCCESS) {
+    fg_status_set(st, FG_INTERNAL, "MPI_Init_thread failed: %s", mpi_errstr(rc, buf));
+    return NULL;
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    fg_status_set(st, FG_UNSUPPORTED,
+                  "MPI gives thread level %d; flowgraph needs MPI_THREAD_SERIALIZED (%d)", provided,
+                  MPI_THREAD_SERIALIZED);
+    return NULL;
   }
   mpi_comm *m = calloc(1, sizeof *m);
   int size = 0;
   if (m) {
+    pthread_mutex_lock(&g_mpi_mu);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &m->base.rank);
+    pthread_mutex_unlock(&g_mpi_mu);
     m->reqs = calloc((size_t)2 * (size_t)size + 2, sizeof *m->reqs);
     m->req_peer = calloc((size_t)2 * (size_t)size + 2, sizeof *m->req_peer);
   }
@@ -471,45 +742,45 @@ fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st) {
   }
   pthread_mutex_init(&m->mu, NULL);
   m->base.ops = &mpi_ops;
-  MPI_Comm_rank(MPI_COMM_WORLD, &m->base.rank);
   m->base.size = size;
   m->base.timeout_s = timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT_S;
-  /* Our own communicator, so flowgraph's tags never meet the user's, and
-   * errors come back as codes instead of MPI's default abort. The dup is a
-   * collective: nonblocking and polled, so a rank that died after start-up
-   * gives a deadline here too, not a hang. */
-  m->req_peer[0] = -1;
-  rc = MPI_Comm_idup(MPI_COMM_WORLD, &m->comm, &m->reqs[0]);
-  if (rc != MPI_SUCCESS) {
-    fg_status_set(st, FG_INTERNAL, "MPI_Comm_idup failed: %s", mpi_errstr(rc, buf));
+  m->p2p = MPI_COMM_NULL;
+  /* Our own communicators, so flowgraph's tags never meet the user's: one
+   * for collectives, one for send/recv. */
+  if (dup_world(m, &m->comm, "joining the MPI group (MPI_Comm_idup)", st) != 0) {
+    if (atomic_load(&m->broken)) return NULL;
     pthread_mutex_destroy(&m->mu);
     free(m->reqs);
     free(m->req_peer);
     free(m);
     return NULL;
   }
-  /* On a deadline MPI may still complete the dup into m, so m stays
-   * allocated (wait_all marked the process broken). */
-  if (wait_all(m, 1, "joining the MPI group (MPI_Comm_idup)", st) != 0) return NULL;
-  rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
-  if (rc != MPI_SUCCESS) {
-    fg_status_set(st, FG_INTERNAL, "MPI_Comm_set_errhandler failed: %s", mpi_errstr(rc, buf));
+  if (dup_world(m, &m->p2p, "joining the MPI group (MPI_Comm_idup, point-to-point)", st) != 0) {
     set_broken(m);
     return NULL;
   }
+  /* MPI guarantees tags up to at least 32767; Open MPI allows more. */
+  void *ub = NULL;
+  int found = 0;
+  pthread_mutex_lock(&g_mpi_mu);
+  MPI_Comm_get_attr(m->p2p, MPI_TAG_UB, &ub, &found);
+  pthread_mutex_unlock(&g_mpi_mu);
+  m->tag_ub = found && ub ? *(int *)ub : 32767;
   fg_status_clear(st);
   return &m->base;
 }
 
 void fg_mpi_shutdown(int code) {
-  if (code != 0 || g_any_broken) {
+  if (code != 0 || atomic_load(&g_any_broken)) {
     fflush(NULL);
     _Exit(code != 0 ? code : 1);
   }
   int inited = 0, finalized = 0;
+  pthread_mutex_lock(&g_mpi_mu);
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
   if (g_inited && inited && !finalized) MPI_Finalize();
+  pthread_mutex_unlock(&g_mpi_mu);
   g_inited = 0;
 }
 

@@ -13,6 +13,15 @@
  * all-gather), so every rank gets the same bits, and the same bits as the
  * in-process communicator on the same data. The mean divides the sum by n.
  *
+ * send/recv (model parallelism) run on a second duplicate of
+ * MPI_COMM_WORLD, as a 16-byte header (size, piece size) then the data in
+ * pieces of at most 1 GiB; send returns when MPI is done with the buffer (small messages
+ * at once, large ones once the peer posted the recv). Every MPI call of the
+ * process holds one lock for that call only, never while waiting, so device
+ * threads may send, receive and run collectives concurrently. The
+ * environment variable FG_MPI_P2P_CHUNK (bytes) shrinks the pieces, for
+ * tests.
+ *
  * In a build without MPI (FG_HAVE_MPI unset) every function below exists and
  * fg_comm_mpi_new fails with FG_UNIMPLEMENTED. */
 #ifndef FG_DIST_COMM_MPI_H
@@ -27,7 +36,7 @@ int fg_mpi_built(void);
 int fg_mpi_launched(void);
 
 /* Initialises MPI on first use (MPI_THREAD_SERIALIZED: calls may come from
- * any pool thread, one at a time) and returns a handle on a duplicate of
+ * any thread, serialised by the process lock) and returns a handle on a duplicate of
  * MPI_COMM_WORLD with MPI_ERRORS_RETURN. timeout_s <= 0 means the default
  * (60 s). Free with c->ops->free. */
 fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st);

@@ -222,8 +222,33 @@ static void nccl_free(fg_comm *c) {
   free(m);
 }
 
+/* Not done with ncclSend/ncclRecv: NCCL has no tags and no way to learn a
+ * message's size, and one communicator runs its calls in stream order, so a
+ * send waiting for its peer would hold up a recv of another device thread
+ * (the deadlock comm.h promises to avoid). Cross-process transfers go over
+ * the MPI communicator. */
+static int nccl_p2p(fg_comm *c, const char *op, int peer, int tag, fg_status *st) {
+  fg_status_set(st, FG_UNIMPLEMENTED,
+                "NCCL %s (rank %d, peer %d, tag %d): point-to-point is not implemented on the NCCL "
+                "communicator; use the MPI communicator for cross-process transfers",
+                op, c->rank, peer, tag);
+  return -1;
+}
+
+static int nccl_send(fg_comm *c, const void *buf, int64_t bytes, int peer, int tag, fg_status *st) {
+  (void)buf;
+  (void)bytes;
+  return nccl_p2p(c, "send", peer, tag, st);
+}
+
+static int nccl_recv(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg_status *st) {
+  (void)buf;
+  (void)bytes;
+  return nccl_p2p(c, "recv", peer, tag, st);
+}
+
 static const fg_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather_u64, nccl_broadcast,
-                                     nccl_free};
+                                     nccl_send,       nccl_recv,           nccl_free};
 
 /* Joins rank `rank` of `size` on `device` with `id`, without blocking. */
 static fg_comm *join(const ncclUniqueId *id, int rank, int size, int device, double timeout_s,

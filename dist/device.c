@@ -1,5 +1,7 @@
 /* Device names: "cpu:N" (N < FG_MAX_CPU_DEVICES, virtual devices sharing
- * the process's cores) and "cuda:N" (N below the GPUs the process sees). */
+ * the process's cores) and "cuda:N" (N below the GPUs the process sees),
+ * either after "rank:R/" (the MPI rank running it; its GPUs are not this
+ * process's to count). */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +19,37 @@ static int parse_index(const char *p) {
 }
 
 const char *fg_device_str(fg_device d, char *buf, size_t size) {
-  if (buf && size) snprintf(buf, size, "%s:%d", d.kind == FG_DEVICE_CUDA ? "cuda" : "cpu", d.index);
+  const char *kind = d.kind == FG_DEVICE_CUDA ? "cuda" : "cpu";
+  if (buf && size) {
+    if (d.rank >= 0)
+      snprintf(buf, size, "rank:%d/%s:%d", d.rank, kind, d.index);
+    else
+      snprintf(buf, size, "%s:%d", kind, d.index);
+  }
   return buf;
+}
+
+/* Splits "rank:R/rest": *rank = R and returns rest; without the prefix
+ * *rank = -1 and returns name; NULL when the prefix is malformed (-2 in
+ * *rank) or R is too large (R in *rank). */
+static const char *split_rank(const char *name, int *rank) {
+  *rank = -1;
+  if (strncmp(name, "rank:", 5) != 0) return name;
+  const char *num = name + 5, *slash = strchr(num, '/');
+  char digits[12];
+  size_t len = slash ? (size_t)(slash - num) : 0;
+  int r = -1;
+  if (len > 0 && len < sizeof digits) {
+    memcpy(digits, num, len);
+    digits[len] = '\0';
+    r = parse_index(digits);
+  }
+  if (r < 0) {
+    *rank = -2;
+    return NULL;
+  }
+  *rank = r;
+  return r < FG_MAX_RANKS ? slash + 1 : NULL;
 }
 
 int fg_parse_device(const char *name, fg_device *out, fg_status *st) {
@@ -26,21 +57,30 @@ int fg_parse_device(const char *name, fg_device *out, fg_status *st) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "fg_parse_device: %s is NULL", name ? "out" : "name");
     return -1;
   }
-  fg_device d = {FG_DEVICE_CPU, 0};
+  fg_device d = {FG_DEVICE_CPU, 0, -1};
   int idx = -2;
-  if (strcmp(name, "cpu") == 0) {
+  const char *dev = split_rank(name, &d.rank);
+  if (!dev && d.rank >= 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "device '%.64s': rank %d is out of range (rank:R/ takes R from 0 to %d)", name,
+                  d.rank, FG_MAX_RANKS - 1);
+    return -1;
+  }
+  if (!dev) {
+    /* Malformed: leave idx < 0 for the message below. */
+  } else if (strcmp(dev, "cpu") == 0) {
     idx = 0;
-  } else if (strncmp(name, "cpu:", 4) == 0) {
-    idx = parse_index(name + 4);
-  } else if (strncmp(name, "cuda:", 5) == 0) {
+  } else if (strncmp(dev, "cpu:", 4) == 0) {
+    idx = parse_index(dev + 4);
+  } else if (strncmp(dev, "cuda:", 5) == 0) {
     d.kind = FG_DEVICE_CUDA;
-    idx = parse_index(name + 5);
+    idx = parse_index(dev + 5);
   }
   int gpus = fg_cuda_device_count();
   if (idx < 0) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "device '%.64s' is not a device name (expected cpu:N with N in [0, %d), or "
-                  "cuda:N; this machine has %d CUDA device%s)",
+                  "device '%.64s' is not a device name (expected cpu:N with N in [0, %d), "
+                  "cuda:N, or rank:R/ before either; this machine has %d CUDA device%s)",
                   name, FG_MAX_CPU_DEVICES, gpus, gpus == 1 ? "" : "s");
     return -1;
   }
@@ -50,7 +90,8 @@ int fg_parse_device(const char *name, fg_device *out, fg_status *st) {
                   FG_MAX_CPU_DEVICES - 1);
     return -1;
   }
-  if (d.kind == FG_DEVICE_CUDA && idx >= gpus) {
+  /* Another rank's GPUs may be on another host: only the name is checked. */
+  if (d.kind == FG_DEVICE_CUDA && d.rank < 0 && idx >= gpus) {
     if (gpus == 0)
       fg_status_set(st, FG_INVALID_ARGUMENT,
                     "device '%.64s' does not exist: no CUDA device is available", name);

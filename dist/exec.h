@@ -29,13 +29,29 @@ typedef struct fg_dist_exec {
   fg_kparallel *par;   /* per device: its pool's parallel_for (pool NULL: inline) */
   fg_comm **comm;      /* per device: the communicator its all_reduce nodes call */
   fg_dist_runner *runner;
-  /* 1: lanes n_dev .. 2 n_dev - 1 run the devices' all_reduce steps. */
+  /* 1: lanes n_dev .. 2 n_dev - 1 run the devices' all_reduce steps and
+   * receives from other processes. */
   int comm_lanes;
+  /* Cross-process graphs (flowgraph/dist.h "Ranks"): this process's rank
+   * (-1: the graph is not cross-process; -2: it is, but no process
+   * communicator is attached), each device's rank, and the communicator
+   * carrying the transfers. Lanes 2 n_dev .. 3 n_dev - 1 run the sends. */
+  int my_rank;
+  const int *dev_rank;
+  fg_comm *p2p;
 } fg_dist_exec;
 
-/* The lane of a step of device `dev` running op `op`. */
-static inline int fg_dist_step_lane(const fg_dist_exec *dx, int dev, int op) {
-  return dev + (dx->comm_lanes && op == FG_OP_ALL_REDUCE ? dx->n_dev : 0);
+enum { FG_LANE_COMPUTE, FG_LANE_COMM, FG_LANE_SEND };
+
+/* The lane of a step of device `dev` of kind FG_LANE_*. */
+static inline int fg_dist_lane(const fg_dist_exec *dx, int dev, int kind) {
+  if (kind == FG_LANE_COMM && dx->comm_lanes) return dev + dx->n_dev;
+  if (kind == FG_LANE_SEND && dx->my_rank >= 0) return dev + 2 * dx->n_dev;
+  return dev;
+}
+/* Lanes a session's runner has. */
+static inline int fg_dist_num_lanes(const fg_dist_exec *dx) {
+  return dx->n_dev * (dx->my_rank >= 0 ? 3 : dx->comm_lanes ? 2 : 1);
 }
 
 /* Starts n_lanes - 1 threads (lane 0 is the caller's). NULL with status. */

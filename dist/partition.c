@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/exec.h"
 #include "flowgraph/dist.h"
 #include "graph/op_table.h"
 
@@ -16,20 +17,29 @@ struct fg_partition {
   int *dev_count; /* nodes per device */
   fg_transfer *xfers;
   int n_xfers;
+  int n_ranks; /* 0: not cross-process; else 1 + the largest rank */
 };
 
-/* A device as one sortable int: cpu before cuda, then by index. */
-static int code_of(fg_device d) { return (d.kind == FG_DEVICE_CUDA ? 1 << 20 : 0) + d.index; }
-static fg_device device_of(int code) {
-  fg_device d = {code >= 1 << 20 ? FG_DEVICE_CUDA : FG_DEVICE_CPU, code & ((1 << 20) - 1)};
+/* A device as one sortable 64-bit key: rank + 1 (0: no rank) in bits 32
+ * and up, then cuda in bit 30 (cpu first), then the index (< 10^9 < 2^30).
+ * Never negative, so -1 can mean "not placed yet". */
+#define CODE_CUDA  ((int64_t)1 << 30)
+#define CODE_RANK1 ((int64_t)1 << 32)
+static int64_t code_of(fg_device d) {
+  return (int64_t)(d.rank + 1) * CODE_RANK1 + (d.kind == FG_DEVICE_CUDA ? CODE_CUDA : 0) + d.index;
+}
+static fg_device device_of(int64_t code) {
+  fg_device d = {code & CODE_CUDA ? FG_DEVICE_CUDA : FG_DEVICE_CPU, (int)(code & (CODE_CUDA - 1)),
+                 (int)(code / CODE_RANK1) - 1};
   return d;
 }
+static int code_rank(int64_t code) { return (int)(code / CODE_RANK1) - 1; }
 
 static int is_source(const fg_node *n) { return (fg_op_table[n->op].flags & FG_OPF_SOURCE) != 0; }
 static int is_update(const fg_node *n) { return fg_op_table[n->op].mutable_inputs != 0; }
 
-static int cmp_int(const void *a, const void *b) {
-  int x = *(const int *)a, y = *(const int *)b;
+static int cmp_code(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return (x > y) - (x < y);
 }
 
@@ -45,7 +55,7 @@ void fg_partition_free(fg_partition *p) {
 }
 
 /* The placement rules of flowgraph/dist.h into code[] (device codes). */
-static int place(const fg_graph *g, int dflt, int *code, fg_status *st) {
+static int place(const fg_graph *g, int64_t dflt, int64_t *code, fg_status *st) {
   int n = g->n_nodes;
   for (int i = 0; i < n; i++) {
     const fg_node *nd = &g->nodes[i];
@@ -60,6 +70,17 @@ static int place(const fg_graph *g, int dflt, int *code, fg_status *st) {
       return -1;
     }
     code[i] = code_of(d);
+  }
+  /* Ranks: one device naming a rank makes the graph cross-process, and
+   * then a device without one is rank 0's (before the rules below copy
+   * codes around, and before the conflict check compares them). */
+  int cross = code_rank(dflt) >= 0;
+  for (int i = 0; i < n && !cross; i++)
+    cross = code[i] >= 0 && code_rank(code[i]) >= 0;
+  if (cross) {
+    if (code_rank(dflt) < 0) dflt += CODE_RANK1;
+    for (int i = 0; i < n; i++)
+      if (code[i] >= 0 && code_rank(code[i]) < 0) code[i] += CODE_RANK1;
   }
   /* Rule 2: non-sources colocate with their first placed input (update ops
    * excluded as inputs: they follow their variable, rule 4). Update ops
@@ -131,18 +152,6 @@ static int place(const fg_graph *g, int dflt, int *code, fg_status *st) {
   return 0;
 }
 
-/* Whether input k of `nd` is there for ordering only. */
-static int control_input(const fg_node *nd, int k) {
-  switch (nd->op) {
-  case FG_OP_GROUP: return 1;
-  case FG_OP_ALL_REDUCE: return k >= 1;
-  case FG_OP_APPLY_SGD: return k >= 3;
-  case FG_OP_APPLY_MOMENTUM: return k >= 4;
-  case FG_OP_APPLY_ADAM: return k >= 6;
-  default: return 0;
-  }
-}
-
 static int add_transfers(const fg_graph *g, fg_partition *p, fg_status *st) {
   int n = g->n_nodes, cap = 0;
   for (int i = 0; i < n; i++) {
@@ -173,7 +182,7 @@ static int add_transfers(const fg_graph *g, fg_partition *p, fg_status *st) {
       int64_t b = ti && fg_tinfo_bytes(ti, &bytes) == 0 ? (int64_t)bytes : -1;
       /* A control input (group, the ctrl inputs of updates and all_reduce)
        * only orders: the pair carries no bytes. */
-      if (control_input(nd, k)) b = 0;
+      if (fg_dist_control_input(nd, k)) b = 0;
       p->xfers[p->n_xfers++] = (fg_transfer){key, src, sd, dd, b};
     }
   }
@@ -193,8 +202,8 @@ fg_partition *fg_partition_new(const fg_graph *g, const char *default_device, fg
   if (fg_parse_device(default_device ? default_device : "cpu:0", &dd, st) != 0) return NULL;
   fg_partition *p = calloc(1, sizeof *p);
   int n = g->n_nodes;
-  int *code = malloc(((size_t)n + 1) * sizeof *code);
-  int *sorted = malloc(((size_t)n + 1) * sizeof *sorted);
+  int64_t *code = malloc(((size_t)n + 1) * sizeof *code);
+  int64_t *sorted = malloc(((size_t)n + 1) * sizeof *sorted);
   if (!p || !code || !sorted) {
     free(code);
     free(sorted);
@@ -205,7 +214,7 @@ fg_partition *fg_partition_new(const fg_graph *g, const char *default_device, fg
   p->n_nodes = n;
   if (place(g, code_of(dd), code, st) != 0) goto fail;
   memcpy(sorted, code, (size_t)n * sizeof *sorted);
-  qsort(sorted, (size_t)n, sizeof *sorted, cmp_int);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_code);
   int nd = 0;
   for (int i = 0; i < n; i++)
     if (i == 0 || sorted[i] != sorted[i - 1]) sorted[nd++] = sorted[i];
@@ -220,6 +229,8 @@ fg_partition *fg_partition_new(const fg_graph *g, const char *default_device, fg
   p->n_devs = nd;
   for (int d = 0; d < nd; d++)
     p->devs[d] = device_of(sorted[d]);
+  /* Sorted by rank: the last device has the largest. */
+  p->n_ranks = p->devs[nd - 1].rank + 1;
   for (int i = 0; i < n; i++) {
     int lo = 0, hi = nd - 1;
     while (lo < hi) {
@@ -247,7 +258,7 @@ fail:
 int fg_partition_num_devices(const fg_partition *p) { return p ? p->n_devs : 0; }
 
 fg_device fg_partition_device(const fg_partition *p, int i) {
-  fg_device none = {FG_DEVICE_CPU, -1};
+  fg_device none = {FG_DEVICE_CPU, -1, -1};
   return p && i >= 0 && i < p->n_devs ? p->devs[i] : none;
 }
 
@@ -258,6 +269,8 @@ int fg_partition_node_device(const fg_partition *p, int node) {
 int fg_partition_num_nodes(const fg_partition *p, int device) {
   return p && device >= 0 && device < p->n_devs ? p->dev_count[device] : 0;
 }
+
+int fg_partition_num_ranks(const fg_partition *p) { return p ? p->n_ranks : 0; }
 
 int fg_partition_num_transfers(const fg_partition *p) { return p ? p->n_xfers : 0; }
 

@@ -15,6 +15,7 @@ struct fg_dist_session {
   fg_pool **pools;  /* per device (several devices only) */
   fg_comm **owned;  /* the in-process group's handles, per device or NULL */
   fg_comm *process; /* attached with fg_session_set_comm; not owned */
+  int *dev_rank;    /* cross-process graphs: each device's rank */
   int use_exec;     /* exec is needed: several devices or a communicator */
 };
 
@@ -31,11 +32,13 @@ static void free_parts(fg_dist_session *ds) {
   free(ds->owned);
   free(ds->exec.par);
   free(ds->exec.comm);
+  free(ds->dev_rank);
+  ds->dev_rank = NULL;
   fg_partition_free(ds->part);
   ds->pools = NULL;
   ds->owned = NULL;
   fg_dist_runner_free(ds->exec.runner);
-  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL, NULL, 0};
+  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL, NULL, 0, -1, NULL, NULL};
   ds->part = NULL;
   ds->use_exec = 0;
 }
@@ -131,10 +134,43 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
       if (per > 1) nw->exec.par[d] = (fg_kparallel){nw->pools[d], pool_parallel_for};
     }
   }
+  /* A cross-process graph: this process runs its rank's devices and
+   * exchanges tensors with the others through the process communicator. */
+  nw->exec.my_rank = -1;
+  int ranks = fg_partition_num_ranks(nw->part);
+  if (ranks > 0) {
+    nw->dev_rank = malloc((size_t)nd * sizeof *nw->dev_rank);
+    if (!nw->dev_rank) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+      return -1;
+    }
+    for (int d = 0; d < nd; d++)
+      nw->dev_rank[d] = fg_partition_device(nw->part, d).rank;
+    nw->exec.dev_rank = nw->dev_rank;
+    nw->exec.my_rank = nw->process ? nw->process->rank : -2;
+    nw->exec.p2p = nw->process;
+    if (nw->process && ranks > nw->process->size) {
+      char dev[48];
+      for (int d = 0; d < nd; d++)
+        if (nw->dev_rank[d] >= nw->process->size) {
+          fg_device_str(fg_partition_device(nw->part, d), dev, sizeof dev);
+          break;
+        }
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "session: the graph places nodes on device '%s' but the process "
+                    "communicator has %d rank%s (0 to %d); start at least %d processes",
+                    dev, nw->process->size, nw->process->size == 1 ? "" : "s",
+                    nw->process->size - 1, ranks);
+      return -1;
+    }
+    nw->use_exec = 1;
+  }
   if (nw->use_exec) {
-    /* Collectives get lanes of their own whenever there are any. */
-    nw->exec.comm_lanes = (nw->process || n_ar_dev > 1) && o->collective_lanes >= 0;
-    nw->exec.runner = fg_dist_runner_new(nd * (nw->exec.comm_lanes ? 2 : 1), st);
+    /* Collectives (and receives from other processes, which must never
+     * stall a device's compute) get lanes of their own. */
+    nw->exec.comm_lanes =
+        ((nw->process || n_ar_dev > 1) && o->collective_lanes >= 0) || nw->exec.my_rank >= 0;
+    nw->exec.runner = fg_dist_runner_new(fg_dist_num_lanes(&nw->exec), st);
     if (!nw->exec.runner) return -1;
   }
   return 0;

@@ -7,6 +7,7 @@
 
 #include "executor/memplan.h"
 #include "executor/plan.h"
+#include "executor/plan_xfer.h"
 #include "dist/exec.h"
 #include "executor/cuda_backend.h"
 #include "graph/op_table.h"
@@ -716,67 +717,13 @@ done:
   return rc;
 }
 
-/* The recv half of a transfer between CPU devices: a copy from the
- * producer's buffer into the consumer device's arena. */
-static int recv_copy(const fg_kctx *c) {
-  size_t bytes = fg_dtype_size(c->in[0].dtype);
-  for (int d = 0; d < c->in[0].rank; d++)
-    bytes *= (size_t)c->in[0].dims[d];
-  if (bytes) memcpy(c->out[0].data, c->in[0].data, bytes);
-  return 0;
-}
-
-/* Whether input k of node `id` crosses devices and carries data (a control
- * input only orders, and is not copied). */
-static int crosses(const fg_graph *g, const int *node_dev, int id, int k) {
-  const fg_node *n = &g->nodes[id];
-  return node_dev && node_dev[n->inputs[k].node] != node_dev[id] && !fg_dist_control_input(n, k);
-}
-
-/* Before node `id`'s step: a recv step for each of its data inputs from
- * another device not yet received there (steps stay topologically
- * numbered: producer < recv < consumer). */
-static int add_recvs(const fg_graph *g, fg_plan *plan, const int *node_dev, int id, int *recv_slot,
-                     int *next_slot, fg_status *st) {
-  const fg_node *n = &g->nodes[id];
-  int dev = node_dev[id];
-  for (int k = 0; k < n->n_inputs; k++) {
-    if (!crosses(g, node_dev, id, k)) continue;
-    int src = plan->slot_of_output[n->inputs[k].node] + n->inputs[k].index;
-    int *r = &recv_slot[(size_t)src * (size_t)plan->n_dev + (size_t)dev];
-    if (*r >= 0) continue;
-    int rs = (*next_slot)++, si = plan->n_steps++;
-    *r = rs;
-    fg_step *step = &plan->steps[si];
-    step->node = n->inputs[k].node;
-    step->n_in = step->n_out = 1;
-    step->recv = 1;
-    step->fn = recv_copy;
-    step->in_slots = malloc(sizeof(int));
-    step->out_slots = malloc(sizeof(int));
-    step->in = calloc(1, sizeof *step->in);
-    if (!step->in_slots || !step->out_slots || !step->in) return fail_oom(st, "transfers");
-    step->in_slots[0] = src;
-    step->out_slots[0] = rs;
-    plan->step_dev[si] = dev;
-    plan->slots[rs] = plan->slots[src];
-    plan->slots[rs].data = NULL;
-    plan->slot_node[rs] = plan->slot_node[src];
-    plan->slot_kind[rs] = FG_SLOT_ARENA;
-    plan->slot_step[rs] = si;
-    plan->slot_shared[rs] = plan->slot_offset[rs] = plan->slot_last[rs] = -1;
-    plan->slot_dev[rs] = dev;
-  }
-  return 0;
-}
-
 fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_lookup_fn vars,
                        void *vars_ctx, fg_status *st) {
   fg_plan *plan = calloc(1, sizeof *plan);
   char *needed = calloc((size_t)g->n_nodes + 1, 1);
   char *fetched = NULL;
   int *feed_of = malloc(((size_t)g->n_nodes + 1) * sizeof *feed_of);
-  int *recv_slot = NULL, next_recv = 0;
+  fg_xfer_state X = {0};
   edges E = {0};
   if (!plan || !needed || !feed_of) {
     fail_oom(st, "bookkeeping");
@@ -810,35 +757,25 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     n_slots += g->nodes[id].n_outputs;
     if (!(fg_op_table[g->nodes[id].op].flags & FG_OPF_SOURCE)) n_steps++;
   }
-  /* Several devices: a recv step and slot per (tensor, consuming device)
-   * pair of a data edge between devices, on the consumer's device. */
+  /* Several devices: room for the transfer steps and their slots
+   * (plan_xfer.h). */
   const int *node_dev = plan->multi_device ? req->dist->node_dev : NULL;
-  int nd = plan->multi_device ? req->dist->n_dev : 1, n_node_slots = n_slots;
-  plan->n_dev = nd;
-  if (node_dev) {
-    recv_slot = malloc(((size_t)n_slots * (size_t)nd + 1) * sizeof *recv_slot);
-    if (!recv_slot) {
-      fail_oom(st, "transfers");
-      goto fail;
-    }
-    for (size_t k = 0; k < (size_t)n_slots * (size_t)nd; k++)
-      recv_slot[k] = -1;
-    int n_recv = 0;
-    for (int id = 0; id < g->n_nodes; id++) {
-      if (!needed[id] || (fg_op_table[g->nodes[id].op].flags & FG_OPF_SOURCE)) continue;
-      for (int k = 0; k < g->nodes[id].n_inputs; k++) {
-        if (!crosses(g, node_dev, id, k)) continue;
-        fg_output in = g->nodes[id].inputs[k];
-        int *r = &recv_slot[(size_t)(plan->slot_of_output[in.node] + in.index) * (size_t)nd +
-                            (size_t)node_dev[id]];
-        if (*r == -1) *r = -2, n_recv++;
-      }
-    }
-    n_slots += n_recv;
-    n_steps += n_recv;
+  int n_node_slots = n_slots;
+  plan->n_dev = plan->multi_device ? req->dist->n_dev : 1;
+  if (plan->multi_device && req->dist->my_rank == -2) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "the graph places nodes on devices of other MPI ranks (rank:R/...) but the "
+                  "session has no process communicator; attach one with fg_session_set_comm "
+                  "(flowgraph train/run --dist mpi)");
+    goto fail;
   }
-  plan->n_slots = n_slots;
-  next_recv = n_node_slots;
+  int64_t xcap = fg_xfer_max_steps(g, needed, req);
+  if (xcap > INT32_MAX / 4) {
+    fail_oom(st, "transfers");
+    goto fail;
+  }
+  n_slots += (int)xcap;
+  n_steps += (int)xcap;
   size_t ns1 = (size_t)n_slots + 1;
   plan->slots = calloc(ns1, sizeof *plan->slots);
   plan->slot_node = malloc(ns1 * sizeof(int));
@@ -860,6 +797,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   }
   for (int i = 0; i < req->n_fetches; i++)
     fetched[plan->slot_of_output[req->fetches[i].node] + req->fetches[i].index] = 1;
+  if (fg_xfer_init(&X, g, plan, req, n_node_slots, xcap, st) != 0) goto fail;
 
   /* Concrete shapes, kernels and parameters, in topological order. */
   size_t pinned_bytes = 0;
@@ -896,11 +834,13 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
       set_kbuf(&plan->slots[s0], &ti, t->data);
       continue;
     }
-    if (node_dev && add_recvs(g, plan, node_dev, id, recv_slot, &next_recv, st) != 0) goto fail;
+    if (fg_xfer_before_node(&X, id, st) != 0) goto fail;
+    int local = fg_xfer_local(&X, id);
     int si = plan->n_steps++;
     fg_step *step = &plan->steps[si];
     step->node = id;
     if (node_dev) plan->step_dev[si] = node_dev[id];
+    if (!local) step->xfer = FG_XFER_REMOTE;
     step->n_in = n->n_inputs;
     step->n_out = n->n_outputs;
     step->in_slots = malloc((size_t)(n->n_inputs ? n->n_inputs : 1) * sizeof(int));
@@ -918,7 +858,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     }
     for (int i = 0; i < n->n_inputs; i++) {
       int s = plan->slot_of_output[n->inputs[i].node] + n->inputs[i].index;
-      if (crosses(g, node_dev, id, i)) s = recv_slot[(size_t)s * (size_t)nd + (size_t)node_dev[id]];
+      if (local) s = fg_xfer_input_slot(&X, id, i, s);
       const fg_kbuf *b = &plan->slots[s];
       step->in_slots[i] = s;
       in[i].dtype = b->dtype;
@@ -927,7 +867,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
         in[i].dims[d] = b->dims[d];
     }
     int rc = fg_infer(n, in, out, st);
-    if (rc == 0) {
+    if (rc == 0 && local) {
       fill_params(n, in, &step->params);
       step->flops = def->flops ? def->flops(n, in, out) : 0;
       plan->flops += step->flops;
@@ -943,7 +883,9 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     }
     fg_dtype key = (def->flags & FG_OPF_KERNEL_KEY_INPUT) ? plan->slots[step->in_slots[0]].dtype
                                                           : out[0].dtype;
-    step->fn = req->cuda ? fg_cuda_kernel(def->name, key) : fg_cpu_kernel(def->name, key);
+    step->fn = !local      ? NULL
+               : req->cuda ? fg_cuda_kernel(def->name, key)
+                           : fg_cpu_kernel(def->name, key);
     for (int o = 0; o < n->n_outputs; o++) {
       int s = s0 + o;
       step->out_slots[o] = s;
@@ -967,7 +909,11 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
         if (out != out_stack) free(out);
         goto fail;
       }
-      if (o == 0 && def->mutable_inputs) {
+      if (!local) {
+        /* Another process computes it; what this one needs arrives by a
+         * recv step into a slot of its own. */
+        plan->slot_kind[s] = FG_SLOT_REMOTE;
+      } else if (o == 0 && def->mutable_inputs) {
         /* The update's result is the variable itself. */
         plan->slot_kind[s] = FG_SLOT_VARIABLE;
         plan->slots[s].data = plan->slots[step->in_slots[0]].data;
@@ -980,13 +926,15 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
       }
     }
     if (out != out_stack) free(out);
-    if (!step->fn) {
+    if (!step->fn && local) {
       fg_status_set(st, FG_UNIMPLEMENTED, "node '%s' (%s): no %s kernel for dtype %s", n->name,
                     def->name, req->cuda ? "CUDA" : "CPU", fg_dtype_name(key));
       goto fail;
     }
   }
 
+  if (fg_xfer_fetches(&X, req, &pinned_bytes, st) != 0) goto fail;
+  n_slots = plan->n_slots = plan->multi_device ? X.next_slot : n_node_slots;
   /* The fetch buffers are allocated after the arena's layout, so the
    * memory check sees both before either exists. */
   plan->pinned_bytes = pinned_bytes;
@@ -999,7 +947,13 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   for (int s = 0; s < n_slots; s++)
     pin_off[s] = plan->slot_offset[s];
 
-  if (build_edges(g, plan, &E) != 0) {
+  int chain_rc = 0;
+  /* Each rank's sends, and its receives, in tag order (plan_xfer.h). */
+  for (int i = 1; i < X.n_sends; i++)
+    chain_rc |= edge_add(&E, X.sends[i - 1], X.sends[i]);
+  for (int i = 1; i < X.n_recvs; i++)
+    chain_rc |= edge_add(&E, X.recvs[i - 1], X.recvs[i]);
+  if (chain_rc != 0 || build_edges(g, plan, &E) != 0) {
     free(pin_off);
     fail_oom(st, "edges");
     goto fail;
@@ -1037,8 +991,12 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     plan->succ_off[si + 1] += plan->succ_off[si];
   for (int si = 0; req->dist && si < plan->n_steps; si++) {
     const fg_step *step = &plan->steps[si];
-    int lane = fg_dist_step_lane(req->dist, node_dev ? plan->step_dev[si] : 0,
-                                 step->recv ? -1 : g->nodes[step->node].op);
+    int kind =
+        step->xfer == FG_XFER_SEND ? FG_LANE_SEND
+        : step->xfer == FG_XFER_RECV || (!step->xfer && g->nodes[step->node].op == FG_OP_ALL_REDUCE)
+            ? FG_LANE_COMM
+            : FG_LANE_COMPUTE;
+    int lane = fg_dist_lane(req->dist, node_dev ? plan->step_dev[si] : 0, kind);
     plan->step_lane[si] = lane;
     plan->use_lanes |= lane != 0;
   }
@@ -1055,14 +1013,16 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   for (int i = 0; i < req->n_feeds; i++)
     plan->feed_slots[i] =
         needed[req->feed_nodes[i]] ? plan->slot_of_output[req->feed_nodes[i]] : -1;
-  for (int i = 0; i < req->n_fetches; i++)
+  for (int i = 0; i < req->n_fetches; i++) {
     plan->fetch_slots[i] = plan->slot_of_output[req->fetches[i].node] + req->fetches[i].index;
+    if (X.fetch_slot && X.fetch_slot[i] >= 0) plan->fetch_slots[i] = X.fetch_slot[i];
+  }
 
   free(E.e);
   free(needed);
   free(fetched);
   free(feed_of);
-  free(recv_slot);
+  fg_xfer_free(&X);
   return plan;
 
 fail:
@@ -1070,7 +1030,7 @@ fail:
   free(needed);
   free(fetched);
   free(feed_of);
-  free(recv_slot);
+  fg_xfer_free(&X);
   fg_plan_free(plan);
   return NULL;
 }

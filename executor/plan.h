@@ -28,14 +28,34 @@ typedef struct fg_step {
   int *out_slots; /* n_out slot ids (consecutive) */
   fg_kbuf *in;    /* n_in kbufs, refreshed from the slots at the start of a run */
   int64_t flops;  /* the op table's estimate for the concrete shapes */
-  /* Several devices: 1 for a recv step, which copies `node`'s output from
-   * the producer's device into a buffer of the consumer's device (the
-   * send/recv pair of one cross-device edge; see plan.c). */
-  int recv;
+  /* Several devices (FG_XFER_*): a transfer step of one cross-device edge
+   * carrying `node`'s output (plan_xfer.h), or a step of a node another
+   * process runs; 0 for an ordinary step. */
+  int xfer;
+  int peer, tag; /* FG_XFER_SEND / FG_XFER_RECV: the other rank, the message tag */
 } fg_step;
 
+enum {
+  FG_XFER_NONE,
+  FG_XFER_COPY,   /* recv between devices of this process: a memcpy */
+  FG_XFER_RECV,   /* recv from another process (the communicator's recv) */
+  FG_XFER_SEND,   /* send to another process */
+  FG_XFER_REMOTE, /* a node another process runs: nothing to do here */
+};
+/* A step that receives a tensor (profiles call it "recv"). */
+static inline int fg_step_is_recv(const fg_step *s) {
+  return s->xfer == FG_XFER_COPY || s->xfer == FG_XFER_RECV;
+}
+
 /* Where a slot's bytes live. */
-enum { FG_SLOT_FEED, FG_SLOT_CONSTANT, FG_SLOT_VARIABLE, FG_SLOT_ARENA, FG_SLOT_PINNED };
+enum {
+  FG_SLOT_FEED,
+  FG_SLOT_CONSTANT,
+  FG_SLOT_VARIABLE,
+  FG_SLOT_ARENA,
+  FG_SLOT_PINNED,
+  FG_SLOT_REMOTE /* output of a node another process runs: no bytes here */
+};
 
 typedef struct fg_plan {
   /* The cache key: see plan_key() in plan.c. */

@@ -116,10 +116,32 @@ static void pool_parallel_for(void *pool, int64_t n, int64_t grain, fg_krange_fn
   fg_pool_parallel_for(pool, n, grain, fn, arg);
 }
 
+/* A transfer between processes: the tensor of slot `slot` to or from rank
+ * step->peer under step->tag, through the session's process communicator. */
+static int p2p(run_ctx *rc, const fg_step *step, char *err, size_t err_size) {
+  fg_plan *plan = rc->plan;
+  int slot = step->xfer == FG_XFER_SEND ? step->in_slots[0] : step->out_slots[0];
+  fg_kbuf *b = &plan->slots[slot];
+  int64_t bytes = (int64_t)fg_dtype_size(b->dtype);
+  for (int d = 0; d < b->rank; d++)
+    bytes *= b->dims[d];
+  fg_comm *c = rc->dist->p2p;
+  fg_status *st = fg_status_new();
+  int r = step->xfer == FG_XFER_SEND ? c->ops->send(c, b->data, bytes, step->peer, step->tag, st)
+                                     : c->ops->recv(c, b->data, bytes, step->peer, step->tag, st);
+  if (r != 0)
+    snprintf(err, err_size, "%s rank %d (tag %d, %lld bytes): %s: %s",
+             step->xfer == FG_XFER_SEND ? "send to" : "recv from", step->peer, step->tag,
+             (long long)bytes, fg_code_name(fg_status_code(st)), fg_status_message(st));
+  fg_status_free(st);
+  return r;
+}
+
 static int run_step(void *vctx, int si, int worker) {
   run_ctx *rc = vctx;
   fg_plan *plan = rc->plan;
   fg_step *step = &plan->steps[si];
+  if (step->xfer == FG_XFER_REMOTE) return 0;
   for (int i = 0; i < step->n_in; i++)
     step->in[i] = plan->slots[step->in_slots[i]];
   char err[512];
@@ -133,7 +155,9 @@ static int run_step(void *vctx, int si, int worker) {
     if (rc->dist->n_dev > 1) ctx.par = rc->dist->par[d].pool ? &rc->dist->par[d] : NULL;
   }
   int64_t t_start = rc->timings ? now_ns() : 0;
-  int status = step->fn(&ctx);
+  int status = step->xfer == FG_XFER_SEND || step->xfer == FG_XFER_RECV
+                   ? p2p(rc, step, err, sizeof err)
+                   : step->fn(&ctx);
   if (rc->timings) {
     fg_node_timing *t = &plan->timings[si];
     t->thread = worker;
@@ -145,16 +169,20 @@ static int run_step(void *vctx, int si, int worker) {
     pthread_mutex_lock(&rc->lock);
     if (!rc->failed) {
       rc->failed = 1;
-      snprintf(rc->err, sizeof rc->err, "node '%s' (%s): %s", n->name, fg_op_table[n->op].name,
-               err[0] ? err : "kernel failed");
-      if (n->op == FG_OP_ALL_REDUCE && strstr(err, fg_code_name(FG_DEADLINE_EXCEEDED)))
+      if (step->xfer)
+        snprintf(rc->err, sizeof rc->err, "transfer of node '%s''s output: %s", n->name, err);
+      else
+        snprintf(rc->err, sizeof rc->err, "node '%s' (%s): %s", n->name, fg_op_table[n->op].name,
+                 err[0] ? err : "kernel failed");
+      if ((step->xfer || n->op == FG_OP_ALL_REDUCE) &&
+          strstr(err, fg_code_name(FG_DEADLINE_EXCEEDED)))
         rc->code = FG_DEADLINE_EXCEEDED;
     }
     pthread_mutex_unlock(&rc->lock);
     return -1;
   }
   /* Off: one predictable branch per step. */
-  if (rc->check_numerics && !step->recv && check_step(rc, si) != 0)
+  if (rc->check_numerics && !step->xfer && check_step(rc, si) != 0)
     return rc->par.pool || rc->dist ? 0 : -1;
   return 0;
 }

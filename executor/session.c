@@ -303,19 +303,23 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
     free(md);
     return NULL;
   }
-  md->n_nodes = plan->n_steps;
   md->run_ns = run_ns;
   md->plan_ns = plan_ns;
   md->threads = fg_pool_threads(s->pool);
   md->arena_bytes = plan->arena_bytes;
+  md->n_nodes = 0;
   for (int si = 0; si < plan->n_steps; si++) {
     const fg_step *step = &plan->steps[si];
     const fg_node *n = &s->g->nodes[step->node];
-    fg_node_timing *t = &md->nodes[si];
+    /* Nodes other processes run are not this run's. */
+    if (step->xfer == FG_XFER_REMOTE) continue;
+    fg_node_timing *t = &md->nodes[md->n_nodes++];
     *t = plan->timings[si];
     t->node = step->node;
     t->name = n->name;
-    t->op = step->recv ? "recv" : fg_op_table[n->op].name;
+    t->op = fg_step_is_recv(step)        ? "recv"
+            : step->xfer == FG_XFER_SEND ? "send"
+                                         : fg_op_table[n->op].name;
     t->device = plan->step_dev ? plan->step_dev[si] : 0;
     const fg_kbuf *b = &plan->slots[step->out_slots[0]];
     t->dtype = b->dtype;
@@ -522,6 +526,7 @@ static const char *slot_kind_name(int kind) {
   case FG_SLOT_CONSTANT: return "constant";
   case FG_SLOT_VARIABLE: return "variable";
   case FG_SLOT_PINNED: return "fetch";
+  case FG_SLOT_REMOTE: return "remote";
   default: return "arena";
   }
 }
@@ -574,7 +579,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
   for (int si = 0; si < plan->n_steps; si++) {
     info->step_nodes[si] = plan->steps[si].node;
     info->step_devices[si] = plan->step_dev ? plan->step_dev[si] : 0;
-    info->step_recv[si] = plan->steps[si].recv;
+    info->step_recv[si] = fg_step_is_recv(&plan->steps[si]);
   }
   info->n_devices = plan->n_dev > 0 ? plan->n_dev : 1;
   for (int d = 0; d < info->n_devices; d++)
@@ -586,9 +591,11 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     int node = plan->slot_node[k];
     t->node = node;
     /* A recv tensor copies its step's input, a slot of `node`. */
-    int recv = plan->slot_step[k] >= 0 && plan->steps[plan->slot_step[k]].recv;
+    int recv = plan->slot_step[k] >= 0 && fg_step_is_recv(&plan->steps[plan->slot_step[k]]);
     int src = recv ? plan->steps[plan->slot_step[k]].in_slots[0] : k;
     t->output = src - plan->slot_of_output[node];
+    /* The empty stand-in of a cross-process graph belongs to no output. */
+    if (plan->slot_of_output[node] < 0 || t->output >= s->g->nodes[node].n_outputs) t->output = -1;
     t->name = s->g->nodes[node].name;
     t->kind = recv ? "recv" : slot_kind_name(plan->slot_kind[k]);
     t->device = plan->slot_kind[k] != FG_SLOT_ARENA ? -1 : plan->slot_dev ? plan->slot_dev[k] : 0;
@@ -637,6 +644,55 @@ int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *st) {
   int rc = sync_graph(s, st);
   if (rc == 0) rc = fg_dist_session_set_comm(s->g, &s->dist, comm, &s->opts, st);
   /* Plans do not depend on the communicator: the run reads it per step. */
+  atomic_flag_clear(&s->busy);
+  if (rc == 0) fg_status_clear(st);
+  return rc;
+}
+
+/* Tags above every transfer's (plan_xfer.c numbers those from 0). */
+#define GATHER_TAG_BASE (1 << 28)
+
+int fg_session_gather_variables(fg_session *s, int root, fg_status *st) {
+  if (!s) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_gather_variables: session is NULL");
+    return -1;
+  }
+  if (atomic_flag_test_and_set(&s->busy)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_gather_variables: session is busy");
+    return -1;
+  }
+  int rc = sync_graph(s, st);
+  const fg_dist_exec *dx = rc == 0 ? fg_dist_session_exec(s->dist) : NULL;
+  if (rc == 0 && dx && dx->my_rank == -2) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_gather_variables: the graph is cross-process but the session has "
+                  "no process communicator (fg_session_set_comm)");
+    rc = -1;
+  } else if (rc == 0 && dx && dx->my_rank >= 0 && (root < 0 || root >= dx->p2p->size)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_gather_variables: root %d is not a rank (0 to %d)", root,
+                  dx->p2p->size - 1);
+    rc = -1;
+  }
+  /* Node order on every rank: the root receives in the order each owner
+   * sends, and owners wait for nothing else, so this cannot deadlock. */
+  for (int id = 0; rc == 0 && dx && dx->my_rank >= 0 && id < s->n_vars_cap; id++) {
+    fg_tensor *v = s->vars[id];
+    if (!v) continue;
+    int owner = dx->dev_rank[dx->node_dev[id]];
+    if (owner == root || (dx->my_rank != owner && dx->my_rank != root)) continue;
+    int64_t bytes = (int64_t)fg_tensor_num_bytes(v);
+    fg_comm *c = dx->p2p;
+    rc = dx->my_rank == owner ? c->ops->send(c, v->data, bytes, root, GATHER_TAG_BASE + id, st)
+                              : c->ops->recv(c, v->data, bytes, owner, GATHER_TAG_BASE + id, st);
+    if (rc != 0) {
+      char msg[768];
+      snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+      fg_status_set(st, fg_status_code(st),
+                    "fg_session_gather_variables: variable '%s' (rank %d -> %d): %s",
+                    s->g->nodes[id].name, owner, root, msg);
+    }
+  }
   atomic_flag_clear(&s->busy);
   if (rc == 0) fg_status_clear(st);
   return rc;

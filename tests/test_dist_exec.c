@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "alloc_count.h"
+#include "dist/comm_inproc.h"
 #include "fgtest.h"
 #include "test_dist_util.h"
 
@@ -326,5 +327,145 @@ FG_TEST(dist_exec_collective_lanes_off_same_bits, "dist,badinput") {
   FG_CHECK(losses[0][3] < losses[0][0]);
   fg_graph_free(dg);
   fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* ---- cross-process graphs, with an in-process communicator as the
+ * "processes" (the MPI runs are in tests/test_mpi_model.c) ---------------- */
+
+#define XP_STEPS 5
+
+typedef struct xp_arg {
+  fg_comm *c;
+  double losses[XP_STEPS];
+  fg_tensor *w1, *w3; /* after gathering on rank 0 */
+  int rc, n_recv;
+  char err[512];
+} xp_arg;
+
+static void *xp_thread(void *p) {
+  xp_arg *a = p;
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, "rank:0/cpu:0", "rank:1/cpu:0");
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 1;
+  fg_session *s = fg_session_new(g, &so, st);
+  a->rc = !s || fg_session_set_comm(s, a->c, st) != 0 ||
+          dist_train(s, FG_F32, XP_STEPS, 64, a->losses, st) != 0 ||
+          fg_session_gather_variables(s, 0, st) != 0;
+  if (!a->rc) {
+    a->w1 = fg_session_variable(s, "dense1/w", st);
+    a->w3 = fg_session_variable(s, "dense3/w", st);
+    /* The plan of a training step: this rank's transfer steps. */
+    fg_tensor *x = NULL, *y = NULL;
+    dist_batch(FG_F32, 0, 64, &x, &y);
+    fg_feed feeds[2] = {{"x", x}, {"y", y}};
+    const char *fetch = "loss", *target = "train";
+    fg_plan_info *info = fg_session_plan_info(s, feeds, 2, &fetch, 1, &target, 1, st);
+    for (int k = 0; info && k < info->n_steps; k++)
+      a->n_recv += info->step_recv[k];
+    fg_plan_info_free(info);
+    fg_tensor_free(x);
+    fg_tensor_free(y);
+  }
+  snprintf(a->err, sizeof a->err, "%s", fg_status_message(st));
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+  return NULL;
+}
+
+static void cross_process(int ranks) {
+  fg_status *st = fg_status_new();
+  fg_graph *g1 = dist_mlp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
+  fg_session *s1 = fg_session_new(g1, NULL, st);
+  FG_REQUIRE(s1);
+  double ref[XP_STEPS];
+  FG_REQUIRE(dist_train(s1, FG_F32, XP_STEPS, 64, ref, st) == 0);
+  fg_comm *h[4];
+  FG_REQUIRE(fg_comm_inproc_group(ranks, 20, h, st) == 0);
+  xp_arg args[4];
+  pthread_t th[4];
+  memset(args, 0, sizeof args);
+  for (int r = 0; r < ranks; r++) {
+    args[r].c = h[r];
+    pthread_create(&th[r], NULL, xp_thread, &args[r]);
+  }
+  for (int r = 0; r < ranks; r++)
+    pthread_join(th[r], NULL);
+  for (int r = 0; r < ranks; r++)
+    if (args[r].rc) FG_FAIL_AT("rank %d: %s", r, args[r].err);
+  FG_REQUIRE(args[0].rc == 0 && args[1].rc == 0);
+  for (int r = 0; r < ranks; r++) {
+    /* Same kernels on the same data, split across the ranks: the same bits,
+     * and every rank returns the loss (computed on rank 1). */
+    for (int k = 0; k < XP_STEPS; k++)
+      FG_CHECK(args[r].losses[k] == ref[k]);
+  }
+  /* Rank 0 gathered rank 1's weights; rank 1 never updated rank 0's. */
+  fg_tensor *w1 = fg_session_variable(s1, "dense1/w", st);
+  fg_tensor *w3 = fg_session_variable(s1, "dense3/w", st);
+  FG_CHECK(memcmp(fg_tensor_data(args[0].w1), fg_tensor_data(w1), fg_tensor_num_bytes(w1)) == 0);
+  FG_CHECK(memcmp(fg_tensor_data(args[0].w3), fg_tensor_data(w3), fg_tensor_num_bytes(w3)) == 0);
+  FG_CHECK(memcmp(fg_tensor_data(args[1].w1), fg_tensor_data(w1), fg_tensor_num_bytes(w1)) != 0);
+  /* Rank 0 receives dense2's gradient w.r.t. its input and the fetched
+   * loss; rank 1 receives layer 1's activations (and more). */
+  FG_CHECK(args[0].n_recv >= 2 && args[1].n_recv >= 1);
+  for (int r = 0; r < ranks; r++) {
+    fg_tensor_free(args[r].w1);
+    fg_tensor_free(args[r].w3);
+    h[r]->ops->free(h[r]);
+  }
+  fg_tensor_free(w1);
+  fg_tensor_free(w3);
+  fg_session_free(s1);
+  fg_graph_free(g1);
+  fg_status_free(st);
+}
+
+FG_TEST(dist_exec_cross_process_2_ranks, "dist") { cross_process(2); }
+/* A third rank runs no node but takes part: it gets the fetched loss. */
+FG_TEST(dist_exec_cross_process_3_ranks, "dist") { cross_process(3); }
+
+FG_TEST(dist_exec_cross_process_bad_setups, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  /* No communicator: the session exists, a run is refused. */
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:2/cpu:0");
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  FG_CHECK_INT(fg_partition_num_ranks(fg_session_partition(s)), 3);
+  double loss[1];
+  FG_CHECK(dist_train(s, FG_F32, 1, 8, loss, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK(strstr(fg_status_message(st), "fg_session_set_comm") != NULL);
+  FG_CHECK(fg_session_gather_variables(s, 0, st) != 0);
+  /* Two ranks for a graph that names rank 2. */
+  fg_comm *h[2];
+  FG_REQUIRE(fg_comm_inproc_group(2, 1, h, st) == 0);
+  FG_CHECK(fg_session_set_comm(s, h[0], st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK(strstr(fg_status_message(st), "rank:2/cpu:0") != NULL);
+  FG_CHECK(strstr(fg_status_message(st), "2 ranks") != NULL);
+  FG_CHECK(fg_session_gather_variables(NULL, 0, st) != 0);
+  fg_session_free(s);
+  fg_graph_free(g);
+  /* A peer that never runs: the receiving rank's run ends with a deadline
+   * naming the transfer, within the communicator's timeout (1 s). */
+  g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cpu:0");
+  s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s && fg_session_set_comm(s, h[0], st) == 0);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  FG_CHECK(dist_train(s, FG_F32, 1, 8, loss, st) != 0);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  FG_CHECK_INT(fg_status_code(st), FG_DEADLINE_EXCEEDED);
+  FG_CHECK(strstr(fg_status_message(st), "recv from rank 1") != NULL);
+  FG_CHECK(sec < 10);
+  fg_session_free(s);
+  fg_graph_free(g);
+  h[0]->ops->free(h[0]);
+  h[1]->ops->free(h[1]);
   fg_status_free(st);
 }

@@ -119,3 +119,90 @@ FG_TEST(mpi_graph_hash_same_accepted, "dist") {
   FG_CHECK(strstr(res->out, "rank 0: hash") && strstr(res->out, ": OK"));
   free(res);
 }
+
+/* ---- point-to-point (model parallelism) --------------------------------- */
+
+/* The helper's p2p mode: a ring of 4 dtypes x 4 sizes (0, 1, 1000
+ * elements, 3 MB) checked against the sender's formula, 8 MB both ways on
+ * two threads per rank beside a thread of all_reduces (the deadlock case),
+ * a wrong-size recv, six bad calls. `chunk`: FG_MPI_P2P_CHUNK for the run
+ * (NULL: the default 1 GiB pieces). */
+static void check_p2p(int np, const char *chunk) {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char *args[] = {helper(), "p2p", "20", NULL};
+  if (chunk) setenv("FG_MPI_P2P_CHUNK", chunk, 1);
+  mpirun(np, NULL, args, 60, res);
+  if (chunk) unsetenv("FG_MPI_P2P_CHUNK");
+  FG_CHECK_INT(res->status, 0);
+  for (int r = 0; r < np; r++) {
+    char want[200];
+    /* 16 ring messages, 3 threads, 1 mismatch pair, 6 refusals. */
+    snprintf(want, sizeof want, "rank %d: p2p 26 checks, 0 wrong", r);
+    if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+    if (r % 2 == 1) {
+      snprintf(want, sizeof want,
+               "rank %d: wrong size: INVALID_ARGUMENT rank %d: recv from rank %d tag 7: expected "
+               "800 bytes, the message has 1000",
+               r, r, r - 1);
+      if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+    }
+  }
+  char want[200];
+  snprintf(want, sizeof want,
+           "rank 0: send to rank n: refused send on rank 0: peer rank %d is not another rank of "
+           "the group (ranks 0 to %d, this one is 0)",
+           np, np - 1);
+  if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+  FG_CHECK(strstr(res->out, "rank 0: send to itself: refused send on rank 0: peer rank 0 is not "
+                            "another rank") != NULL);
+  FG_CHECK(strstr(res->out, "rank 0: recv from rank -1: refused recv on rank 0: peer rank -1") !=
+           NULL);
+  FG_CHECK(strstr(res->out, "rank 0: recv tag -1: refused recv on rank 0 (peer 1): tag -1 is "
+                            "outside [0, ") != NULL);
+  FG_CHECK(strstr(res->out, "rank 0: send -1 bytes: refused send on rank 0 (peer 1, tag 1): -1 "
+                            "bytes is negative") != NULL);
+  snprintf(want, sizeof want,
+           "rank 0: recv into NULL: refused recv on rank 0 (peer %d, tag 1): buffer is NULL for 8 "
+           "bytes",
+           np - 1);
+  if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+  FG_CHECK(strstr(res->out, "ACCEPTED") == NULL);
+  free(res);
+}
+
+FG_TEST(mpi_p2p_np2, "dist,badinput") { check_p2p(2, NULL); }
+FG_TEST(mpi_p2p_np4, "dist,badinput") { check_p2p(4, NULL); }
+/* 64 KiB pieces: the 3 MB and 8 MB messages go as 48 and 128 pieces, the
+ * path a tensor over 1 GiB takes. */
+FG_TEST(mpi_p2p_np2_small_pieces, "dist") { check_p2p(2, "65536"); }
+
+/* Rank 0 waits on rank 1, which sleeps 3 timeouts: a deadline after the
+ * 2 s timeout naming the peer and the tag, and the run ends then. */
+static void check_p2p_deadline(const char *op) {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char *args[] = {helper(), "p2p_deadline", (char *)op, "2", NULL};
+  mpirun(2, NULL, args, 30, res);
+  FG_CHECK(res->status != -1 && res->status != 0);
+  char want[160];
+  snprintf(want, sizeof want, "rank 0: %s failed: DEADLINE_EXCEEDED after ", op);
+  const char *p = strstr(res->out, want);
+  if (!p) {
+    FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+  } else {
+    double after = atof(p + strlen(want));
+    FG_CHECK(after >= 1.95 && after < 5.0);
+  }
+  snprintf(want, sizeof want, "%s rank 1 tag 5 (%s bytes) on rank 0 of 2: waited ",
+           strcmp(op, "send") == 0 ? "send to" : "recv from",
+           strcmp(op, "send") == 0 ? "8388608" : "64");
+  if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+  FG_CHECK(strstr(res->out, "(timeout 2.0 s) for rank(s) 1") != NULL);
+  FG_CHECK(strstr(res->out, "completed") == NULL);
+  FG_CHECK(res->wall < 5.9); /* the sleeper would take 6 s */
+  free(res);
+}
+
+FG_TEST(mpi_p2p_recv_deadline, "dist,badinput") { check_p2p_deadline("recv"); }
+FG_TEST(mpi_p2p_send_deadline, "dist,badinput") { check_p2p_deadline("send"); }

@@ -1,6 +1,8 @@
 /* flowgraph: devices, placement, partitioning and data parallelism.
  *
- * Devices are named "cpu:N" and "cuda:N". Several cpu:N devices in one
+ * Devices are named "cpu:N" and "cuda:N", optionally prefixed with the
+ * MPI rank that runs them: "rank:R/cpu:N", "rank:R/cuda:N" (model
+ * parallelism across processes). Several cpu:N devices in one
  * process are real: a session whose graph uses more than one device runs
  * each device's steps on its own thread with its own share of the session's
  * threads (num_threads / devices, at least 1), concurrently. CPU devices
@@ -10,6 +12,15 @@
  * cpu:0 .. cpu:(FG_MAX_CPU_DEVICES-1) exist; cuda:N exists when N is below
  * the number of GPUs the process sees. A graph mixing cuda and cpu devices,
  * or using two cuda devices, is refused with FG_UNIMPLEMENTED.
+ *
+ * Ranks: a graph is cross-process when any node is placed on a device with
+ * a rank (or the default device has one). Then every device named without
+ * a rank, explicitly or through the default device, is rank 0's, and each
+ * edge between devices of different ranks is a transfer between processes
+ * (dist/comm.h send/recv). Without any rank every device keeps rank -1:
+ * "this process", and every process runs the whole graph (one process, or
+ * data parallelism). A rank-qualified cuda:N is not checked against this
+ * process's GPUs (it may live on another host); its index must still parse.
  *
  * Placement (fg_partition_new, and every session):
  *   1. A node placed with fg_set_device (or a device in the .fgb file) runs
@@ -59,16 +70,22 @@ extern "C" {
 
 typedef enum fg_device_kind { FG_DEVICE_CPU = 1, FG_DEVICE_CUDA = 2 } fg_device_kind;
 
+#define FG_MAX_RANKS 65536 /* ranks R of "rank:R/..." are 0 .. FG_MAX_RANKS-1 */
+
 typedef struct fg_device {
   fg_device_kind kind;
   int index;
+  int rank; /* the MPI rank running it; -1: no rank named (this process) */
 } fg_device;
 
 /* Parses "cpu:N" / "cuda:N" (N decimal, no sign, no spaces; "cpu" alone
- * means cpu:0) and checks that the device exists. 0, or -1 with
- * FG_INVALID_ARGUMENT naming the string and what exists. */
+ * means cpu:0), optionally after "rank:R/" (R decimal, 0 <= R <
+ * FG_MAX_RANKS), and checks that the device exists (for a rank-qualified
+ * cuda:N only that N parses). rank is -1 without the prefix. 0, or -1 with
+ * FG_INVALID_ARGUMENT naming the string and what is expected or exists. */
 int fg_parse_device(const char *name, fg_device *out, fg_status *status);
-/* "cpu:3" into buf (at least 24 bytes); returns buf. */
+/* "cpu:3", or "rank:1/cpu:3" when d.rank >= 0, into buf (at least 32
+ * bytes: the longest, "rank:65535/cuda:999999999", takes 26); returns buf. */
 const char *fg_device_str(fg_device d, char *buf, size_t size);
 
 /* ---- partitions --------------------------------------------------------- */
@@ -81,17 +98,23 @@ typedef struct fg_partition fg_partition;
 fg_partition *fg_partition_new(const fg_graph *g, const char *default_device, fg_status *status);
 void fg_partition_free(fg_partition *p); /* accepts NULL */
 
-/* Devices in use, sorted (cpu before cuda, then by index). */
+/* Devices in use, sorted by rank, then cpu before cuda, then by index. In a
+ * cross-process graph (see Ranks above) every device has a rank >= 0. */
 int fg_partition_num_devices(const fg_partition *p);
 fg_device fg_partition_device(const fg_partition *p, int i);
 /* Device index (into the list above) of node `node`, -1 for a bad id. */
 int fg_partition_node_device(const fg_partition *p, int node);
 /* Nodes placed on device i. */
 int fg_partition_num_nodes(const fg_partition *p, int device);
+/* 0 when the graph is not cross-process (no device names a rank: every
+ * process runs all of it), else 1 + the largest rank used: the number of
+ * MPI processes the graph needs at least. 0 for NULL. */
+int fg_partition_num_ranks(const fg_partition *p);
 
 /* Every edge from a node on one device to a consumer on another is one
  * transfer: a send on the producer's device and a recv on the consumer's,
- * matched by `key` ("<producer>:<output>-><device>", unique in the graph).
+ * matched by `key` ("<producer>:<output>-><device>", unique in the graph,
+ * e.g. "h1:0->cpu:1" or, across processes, "h1:0->rank:1/cpu:0").
  * A tensor consumed by several nodes on one other device is sent once. */
 typedef struct fg_transfer {
   const char *key; /* owned by the partition */
@@ -110,15 +133,30 @@ const fg_transfer *fg_partition_transfer(const fg_partition *p, int i);
  * FG_DEADLINE_EXCEEDED when a peer does not arrive within its timeout. */
 typedef struct fg_comm fg_comm;
 
-/* Attaches a process-level communicator to a session (MPI: one replica per
- * process, the graph rewritten by fg_data_parallel with replicas = 1). Every
- * all_reduce node of the session then calls `comm`; the graph's all_reduce
- * nodes must all be on one device. The session does not own `comm`, which
+/* Attaches a process-level communicator to a session: MPI, one replica per
+ * process, the graph rewritten by fg_data_parallel with replicas = 1 (every
+ * all_reduce node then calls `comm`; they must all be on one device); or a
+ * cross-process graph ("Ranks" above), whose transfers between ranks then
+ * go through `comm`'s send/recv. In a cross-process graph every rank runs
+ * the same fg_session_run calls with the same feeds, runs its own nodes and
+ * returns every fetch (another rank's fetched tensors are sent to it); a
+ * rank the graph names that the communicator lacks is refused here with
+ * FG_INVALID_ARGUMENT naming the device, and a run without a communicator
+ * is refused. The session does not own `comm`, which
  * must outlive it; NULL detaches. Without one, a session makes its own
  * in-process group over the devices holding all_reduce nodes (rank = the
  * device's position in the sorted device list), or, with all_reduce on one
  * device only, treats them as a group of one (the identity). 0 or -1. */
 int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *status);
+
+/* Cross-process graphs (model parallelism, "Ranks" above): each process
+ * updates only the variables of its rank's devices, so its copies of the
+ * others' go stale. Every rank calls this (a collective over the attached
+ * communicator); afterwards rank `root` holds every variable's current
+ * value (for fg_session_variable and fg_session_save, which only `root`
+ * then calls). A no-op for graphs that are not cross-process. 0 or -1
+ * (FG_DEADLINE_EXCEEDED when a peer does not take part in time). */
+int fg_session_gather_variables(fg_session *s, int root, fg_status *status);
 
 /* The partition of the session's graph (placement of every node, devices,
  * transfers), rebuilt when the graph changes; owned by the session, valid
@@ -151,7 +189,14 @@ void fg_data_parallel_options_init(fg_data_parallel_options *opts);
 /* Returns a new graph (owned by the caller; `g` is not changed) that runs
  * `g`'s training step data-parallel over `replicas` replicas. `g` must hold
  * metadata "loss" and "train_target" (as fg_minimize records them), and its
- * updates are apply_* ops whose gradient input comes from fg_gradients.
+ * updates are apply_* ops whose gradient input derives from fg_gradients.
+ * The tensors all-reduced are the outputs of fg_gradients ("gradients*"
+ * nodes) that an update's gradient input reaches, directly or through other
+ * nodes; those nodes (fg_minimize's clip_global_norm, Adam's L2 term) are
+ * copied per replica and read the reduced gradients, as PyTorch DDP +
+ * clip_grad_norm_ does: every replica clips the same averaged gradients by
+ * the same global norm, so the variables stay equal. Each gradient is
+ * reduced once, however many of those nodes read it.
  *
  * replicas > 1: every node but the placeholders is copied per replica r,
  * named "replica_<r>/<name>" and placed on device r. Each placeholder named
@@ -173,8 +218,10 @@ void fg_data_parallel_options_init(fg_data_parallel_options *opts);
  *
  * Refused: replicas < 1 or > FG_MAX_CPU_DEVICES, a batch input that is not
  * a placeholder, a graph without the metadata or updates (all
- * FG_INVALID_ARGUMENT); gradient clipping by global norm (FG_UNIMPLEMENTED:
- * the norm would be computed per replica). */
+ * FG_INVALID_ARGUMENT); an update whose gradient input derives from no
+ * fg_gradients output, or reaches a batch input outside fg_gradients (the
+ * replicas would update differently) (FG_UNIMPLEMENTED naming the update
+ * and the node). */
 fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *batch_inputs,
                            int n_batch_inputs, const fg_data_parallel_options *opts,
                            fg_status *status);

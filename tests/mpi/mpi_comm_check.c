@@ -4,12 +4,16 @@
  *   mpi_comm_check kill K TIMEOUT        rank 1 dies (SIGKILL) before all_reduce K
  *   mpi_comm_check stuck K TIMEOUT       rank 1 sleeps 3*TIMEOUT before all_reduce K
  *   mpi_comm_check hash same|mismatch    the M2 graph-hash check
+ *   mpi_comm_check p2p TIMEOUT           send/recv: ring, threads, refusals
+ *   mpi_comm_check p2p_deadline recv|send TIMEOUT
+ *                                        rank 0 waits on rank 1, which sleeps
  *
  * Each rank prints "rank R: ..." lines. Expected values are computed here
  * by a plain loop over every rank's data (each rank can regenerate all of
  * it), never by the communicator. Exit codes: 0 all good, 1 a wrong value,
  * 3 a collective failed (the code name and message are printed). */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -191,6 +195,227 @@ static int fault(fg_comm *c, int k, int kill_it, double timeout, fg_status *st) 
   return 0;
 }
 
+/* ---- point-to-point ------------------------------------------------------ */
+
+/* Element i of the k-th message from rank src to rank dst, by a formula the
+ * receiver evaluates itself. */
+static double p2p_value(int src, int dst, int k, int64_t i) {
+  return sin(0.01 * (double)i + src + 0.3 * k) * 1000.0 + dst;
+}
+
+static void p2p_fill(fg_dtype dt, void *buf, int src, int dst, int k, int64_t count) {
+  for (int64_t i = 0; i < count; i++) {
+    double v = p2p_value(src, dst, k, i);
+    switch (dt) {
+    case FG_F32: ((float *)buf)[i] = (float)v; break;
+    case FG_F64: ((double *)buf)[i] = v; break;
+    case FG_I32: ((int32_t *)buf)[i] = (int32_t)(v * 1000.0); break;
+    case FG_I64: ((int64_t *)buf)[i] = (int64_t)(v * 1e9) * 7; break;
+    default: break;
+    }
+  }
+}
+
+/* Index of the first element of buf that is not message (src, dst, k), or
+ * -1 when all match. */
+static int64_t p2p_mismatch(fg_dtype dt, const void *buf, int src, int dst, int k, int64_t count) {
+  size_t es = fg_dtype_size(dt);
+  unsigned char *want = malloc((size_t)count * es + 1);
+  p2p_fill(dt, want, src, dst, k, count);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < count && bad < 0; i++)
+    if (memcmp((const unsigned char *)buf + i * (int64_t)es, want + i * (int64_t)es, es) != 0)
+      bad = i;
+  free(want);
+  return bad;
+}
+
+typedef struct p2p_thread {
+  fg_comm *c;
+  int role; /* 0: send right then recv from right; 1: recv from left, send
+             * left; 2: all_reduce */
+  int iters, bad, failed;
+  char err[600];
+} p2p_thread;
+
+enum { BIG = 1 << 20 }; /* doubles: 8 MB */
+
+static void *p2p_worker(void *p) {
+  p2p_thread *t = p;
+  fg_comm *c = t->c;
+  fg_status *st = fg_status_new();
+  int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size;
+  double *buf = malloc((size_t)BIG * sizeof *buf);
+  float *ar = malloc(100000 * sizeof *ar);
+  for (int it = 0; it < t->iters && !t->failed; it++) {
+    int rc = 0;
+    if (t->role == 0) {
+      p2p_fill(FG_F64, buf, c->rank, right, 100 + it, BIG);
+      rc = c->ops->send(c, buf, (int64_t)BIG * 8, right, 100 + it, st);
+      if (rc == 0) rc = c->ops->recv(c, buf, (int64_t)BIG * 8, right, 200 + it, st);
+      if (rc == 0 && p2p_mismatch(FG_F64, buf, right, c->rank, 200 + it, BIG) >= 0) t->bad++;
+    } else if (t->role == 1) {
+      rc = c->ops->recv(c, buf, (int64_t)BIG * 8, left, 100 + it, st);
+      if (rc == 0 && p2p_mismatch(FG_F64, buf, left, c->rank, 100 + it, BIG) >= 0) t->bad++;
+      p2p_fill(FG_F64, buf, c->rank, left, 200 + it, BIG);
+      if (rc == 0) rc = c->ops->send(c, buf, (int64_t)BIG * 8, left, 200 + it, st);
+    } else {
+      for (int i = 0; i < 100000; i++)
+        ar[i] = (float)(c->rank + i % 13);
+      rc = c->ops->all_reduce(c, ar, 100000, FG_F32, 0, st);
+      /* sum over r of (r + i % 13): n(n-1)/2 + n (i % 13), exact in f32. */
+      for (int i = 0; rc == 0 && i < 100000; i++)
+        if (ar[i] != (float)(c->size * (c->size - 1) / 2 + c->size * (i % 13))) {
+          t->bad++;
+          break;
+        }
+    }
+    if (rc != 0) {
+      t->failed = 1;
+      snprintf(t->err, sizeof t->err, "%s: %s", fg_code_name(fg_status_code(st)),
+               fg_status_message(st));
+    }
+  }
+  free(buf);
+  free(ar);
+  fg_status_free(st);
+  return NULL;
+}
+
+/* A refused call: prints its message, counts a wrong result. */
+static int expect_refused(fg_comm *c, int rc, fg_status *st, const char *what) {
+  printf("rank %d: %s: %s %s\n", c->rank, what, rc == 0 ? "ACCEPTED" : "refused",
+         fg_status_message(st));
+  return rc != 0 && fg_status_code(st) == FG_INVALID_ARGUMENT ? 0 : 1;
+}
+
+static int p2p(fg_comm *c, fg_status *st) {
+  static const fg_dtype dts[] = {FG_F32, FG_F64, FG_I32, FG_I64};
+  const int n = c->size, me = c->rank, right = (me + 1) % n, left = (me + n - 1) % n;
+  int bad = 0, checks = 0;
+  double t0 = now_s();
+  /* 1. A ring: even ranks send first, odd ranks receive first, so a
+   * blocking send always meets a posted recv (n is even). */
+  for (int d = 0; d < 4; d++) {
+    size_t es = fg_dtype_size(dts[d]);
+    const int64_t counts[] = {0, 1, 1000, (int64_t)(3 << 20) / (int64_t)es};
+    for (int k = 0; k < 4; k++) {
+      int64_t cnt = counts[k];
+      int tag = d * 4 + k;
+      unsigned char *out = malloc((size_t)cnt * es + 1), *in = malloc((size_t)cnt * es + 1);
+      p2p_fill(dts[d], out, me, right, tag, cnt);
+      memset(in, 0xEE, (size_t)cnt * es);
+      for (int phase = 0; phase < 2; phase++) {
+        int rc = (phase == 0) == (me % 2 == 0)
+                     ? c->ops->send(c, out, cnt * (int64_t)es, right, tag, st)
+                     : c->ops->recv(c, in, cnt * (int64_t)es, left, tag, st);
+        if (rc != 0) {
+          free(out);
+          free(in);
+          return fail_status(c, "ring send/recv", st, t0);
+        }
+      }
+      int64_t at = p2p_mismatch(dts[d], in, left, me, tag, cnt);
+      if (at >= 0) {
+        printf("rank %d: ring %s count %lld from rank %d differs at [%lld]\n", me,
+               fg_dtype_name(dts[d]), (long long)cnt, left, (long long)at);
+        bad++;
+      }
+      checks++;
+      free(out);
+      free(in);
+    }
+  }
+  /* 2. Two threads per rank send and receive 8 MB in opposite directions
+   * while a third runs all_reduces: a send waiting for its peer must not
+   * hold up the recv (or the collective) of another thread. */
+  p2p_thread th[3];
+  pthread_t tid[3];
+  double t1 = now_s();
+  for (int i = 0; i < 3; i++) {
+    th[i] = (p2p_thread){c, i, 4, 0, 0, ""};
+    pthread_create(&tid[i], NULL, p2p_worker, &th[i]);
+  }
+  for (int i = 0; i < 3; i++)
+    pthread_join(tid[i], NULL);
+  for (int i = 0; i < 3; i++) {
+    if (th[i].failed) {
+      printf("rank %d: thread %d failed: %s\n", me, i, th[i].err);
+      return 3;
+    }
+    bad += th[i].bad;
+    checks++;
+  }
+  printf("rank %d: threads done in %.2f s\n", me, now_s() - t1);
+  /* 3. A recv of the wrong size is refused naming both sizes, and the next
+   * message on the same (peer, tag) still arrives intact. Pairs (0,1),
+   * (2,3), ...: the even rank sends. */
+  int pair = me % 2 == 0 ? me + 1 : me - 1;
+  unsigned char msg[1000];
+  double small[3];
+  if (me % 2 == 0) {
+    p2p_fill(FG_F64, small, me, pair, 77, 3);
+    for (int i = 0; i < 1000; i++)
+      msg[i] = (unsigned char)(i * 13 + 5);
+    if (c->ops->send(c, msg, 1000, pair, 7, st) != 0 ||
+        c->ops->send(c, small, (int64_t)sizeof small, pair, 7, st) != 0)
+      return fail_status(c, "send before the size mismatch", st, t0);
+    checks++;
+  } else {
+    int rc = c->ops->recv(c, msg, 800, pair, 7, st);
+    printf("rank %d: wrong size: %s %s\n", me, fg_code_name(fg_status_code(st)),
+           fg_status_message(st));
+    if (rc == 0 || fg_status_code(st) != FG_INVALID_ARGUMENT) bad++;
+    memset(small, 0, sizeof small);
+    if (c->ops->recv(c, small, (int64_t)sizeof small, pair, 7, st) != 0)
+      return fail_status(c, "recv after the size mismatch", st, t0);
+    if (p2p_mismatch(FG_F64, small, pair, me, 77, 3) >= 0) {
+      printf("rank %d: the message after the mismatch is wrong\n", me);
+      bad++;
+    }
+    checks++;
+  }
+  /* 4. Bad arguments are refused before anything moves. */
+  char b8[8] = {0};
+  bad += expect_refused(c, c->ops->send(c, b8, 8, n, 1, st), st, "send to rank n");
+  bad += expect_refused(c, c->ops->recv(c, b8, 8, -1, 1, st), st, "recv from rank -1");
+  bad += expect_refused(c, c->ops->send(c, b8, 8, me, 1, st), st, "send to itself");
+  bad += expect_refused(c, c->ops->recv(c, b8, 8, right, -1, st), st, "recv tag -1");
+  bad += expect_refused(c, c->ops->send(c, b8, -1, right, 1, st), st, "send -1 bytes");
+  bad += expect_refused(c, c->ops->recv(c, NULL, 8, left, 1, st), st, "recv into NULL");
+  checks += 6;
+  /* The group still works after the refusals. */
+  if (c->ops->all_reduce(c, small, 1, FG_F64, 0, st) != 0)
+    return fail_status(c, "all_reduce after the refusals", st, t0);
+  printf("rank %d: p2p %d checks, %d wrong\n", me, checks, bad);
+  return bad ? 1 : 0;
+}
+
+/* Rank 0 waits on rank 1, which sleeps through it. */
+static int p2p_deadline(fg_comm *c, int send, double timeout, fg_status *st) {
+  if (c->rank != 0) {
+    if (c->rank == 1) {
+      struct timespec ts = {(time_t)(3 * timeout), 0};
+      nanosleep(&ts, NULL);
+    }
+    return 0;
+  }
+  double t0 = now_s();
+  int rc;
+  if (send) {
+    /* 8 MB: far above any eager limit, so it waits for a recv. */
+    double *buf = calloc((size_t)BIG, sizeof *buf);
+    rc = c->ops->send(c, buf, (int64_t)BIG * 8, 1, 5, st);
+    free(buf);
+  } else {
+    char buf[64];
+    rc = c->ops->recv(c, buf, 64, 1, 5, st);
+  }
+  if (rc != 0) return fail_status(c, send ? "send" : "recv", st, t0);
+  printf("rank 0: %s completed\n", send ? "send" : "recv");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: mpi_comm_check collectives|kill|stuck|hash ...\n");
@@ -199,9 +424,9 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   fg_status *st = fg_status_new();
   const char *mode = argv[1];
-  double timeout = strcmp(mode, "collectives") == 0 ? atof(argv[2])
-                   : argc > 3                       ? atof(argv[3])
-                                                    : 10.0;
+  double timeout = strcmp(mode, "collectives") == 0 || strcmp(mode, "p2p") == 0 ? atof(argv[2])
+                   : argc > 3                                                   ? atof(argv[3])
+                                                                                : 10.0;
   fg_comm *c = fg_comm_mpi_new(timeout, st);
   if (!c) {
     printf("fg_comm_mpi_new: %s: %s\n", fg_code_name(fg_status_code(st)), fg_status_message(st));
@@ -211,6 +436,10 @@ int main(int argc, char **argv) {
   int rc;
   if (strcmp(mode, "collectives") == 0) {
     rc = collectives(c, st);
+  } else if (strcmp(mode, "p2p") == 0) {
+    rc = c->size % 2 == 0 ? p2p(c, st) : 2;
+  } else if (strcmp(mode, "p2p_deadline") == 0) {
+    rc = p2p_deadline(c, strcmp(argv[2], "send") == 0, timeout, st);
   } else if (strcmp(mode, "kill") == 0 || strcmp(mode, "stuck") == 0) {
     rc = fault(c, atoi(argv[2]), strcmp(mode, "kill") == 0, timeout, st);
   } else {
