@@ -34,6 +34,9 @@ typedef struct train_args {
    * saves. */
   int dist_mpi;
   int64_t dist_timeout, dist_bucket;
+  /* --dist mpi on a cross-process graph (devices "rank:R/..."): model
+   * parallelism; every rank feeds whole batches and runs its own nodes. */
+  int model_parallel;
 } train_args;
 
 /* One training feed: the whole .npy and a buffer for gathered rows. */
@@ -359,6 +362,15 @@ static int dist_setup(train_args *a, fg_graph **g, fg_comm **comm, fg_status *st
   if (file_hash(a->model, a->dist_bucket, &h, st) != 0 ||
       fg_comm_check_same_u64(*comm, h, "graph", st) != 0)
     return -1;
+  fg_partition *part = fg_partition_new(*g, NULL, st);
+  if (!part) return -1;
+  a->model_parallel = fg_partition_num_ranks(part) > 0;
+  fg_partition_free(part);
+  if (a->model_parallel) {
+    /* The graph itself says which rank runs what: no rewrite. */
+    if ((*comm)->rank != 0) a->quiet = 1;
+    return 0;
+  }
   const char **names = calloc((size_t)a->n_inputs, sizeof *names);
   if (!names) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
@@ -392,7 +404,7 @@ static int dist_setup(train_args *a, fg_graph **g, fg_comm **comm, fg_status *st
  * agree on the data's size and the batch order. */
 static int dist_check_batches(const train_args *a, fg_comm *comm, int64_t n_rows, fg_status *st) {
   int64_t n = comm->size, last = n_rows % a->batch;
-  if (a->batch % n != 0 || last % n != 0) {
+  if (!a->model_parallel && (a->batch % n != 0 || last % n != 0)) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "--dist mpi with %" PRId64 " ranks: batches of %" PRId64 " rows%s do not split "
                   "evenly (%" PRId64 " rows in all); pick --batch divisible by %" PRId64
@@ -482,8 +494,9 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
       int64_t b = n_rows - start < a->batch ? n_rows - start : a->batch;
       /* Under MPI every rank walks the same batches and feeds rows
        * [r*b/n, (r+1)*b/n) of each (train_model checked that b divides). */
-      int64_t lo = t->comm ? b / t->comm->size * t->comm->rank : 0;
-      int64_t len = t->comm ? b / t->comm->size : b;
+      int dp = t->comm && !a->model_parallel;
+      int64_t lo = dp ? b / t->comm->size * t->comm->rank : 0;
+      int64_t len = dp ? b / t->comm->size : b;
       if (make_batch(&t->train, t->bf, a->shuffle ? t->perm : NULL, start + lo, len, t->feeds,
                      t->views, st) != 0)
         return -1;
@@ -496,7 +509,8 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
       t->outs[0] = NULL;
       if (rc != 0) return -1;
       /* Equal shards: the batch loss is the mean of the ranks' losses. */
-      if (t->comm && t->comm->ops->all_reduce(t->comm, &loss, 1, FG_F64, 1, st) != 0) return -1;
+      /* (Model parallelism: every rank fetched the same loss.) */
+      if (dp && t->comm->ops->all_reduce(t->comm, &loss, 1, FG_F64, 1, st) != 0) return -1;
       sum += loss * (double)b;
       double now = cli_now_s();
       /* The \r progress line is for people watching a terminal only; logs
@@ -589,7 +603,9 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
            a->model, a->target, a->loss, n_rows, a->batch, a->epochs, a->epochs == 1 ? "" : "s",
            a->shuffle ? ", shuffled" : "");
   if (train_epochs(&t, a, n_rows, st) != 0) goto done;
-  if (a->save) {
+  /* Each rank updated only its own variables: rank 0 collects them. */
+  if (a->model_parallel && fg_session_gather_variables(t.s, 0, st) != 0) goto done;
+  if (a->save && (!t.comm || t.comm->rank == 0)) {
     if (save_trained(t.s, a->save, st) != 0) goto done;
     if (!a->quiet) printf("wrote %s\n", a->save);
   }
@@ -657,7 +673,10 @@ const cli_command cli_train_command = {
     "  --dist mpi                  data parallelism over MPI ranks (start with\n"
     "                              mpirun -np N): each rank trains on its 1/N of\n"
     "                              every batch, gradients are averaged by\n"
-    "                              all_reduce; rank 0 alone prints and saves\n"
+    "                              all_reduce; rank 0 alone prints and saves.\n"
+    "                              A model whose nodes name ranks (devices\n"
+    "                              rank:R/cpu:N) runs model-parallel instead:\n"
+    "                              each rank runs its nodes on whole batches\n"
     "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
     "                              DEADLINE_EXCEEDED (default 60)\n"
     "  --dist-bucket BYTES         gradient bucket size (default 25 MB)\n\n"
