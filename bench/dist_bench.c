@@ -9,7 +9,10 @@
  *                               1024-2048-2048-1000, SGD) data-parallel over
  *                               the ranks, 1 thread per rank; all_reduce on
  *                               its own lane (overlapping the backward pass),
- *                               or with `inline` in line with the compute
+ *                               or with `inline` in line with the compute;
+ *                               `independent`: no exchange at all, each rank
+ *                               trains its shard alone (the machine's ceiling
+ *                               for two processes)
  *
  * Lines start with "FG " so a script can grep them. */
 #include <math.h>
@@ -83,7 +86,7 @@ static fg_graph *build_mlp_large(fg_status *st) {
   return mlp_graph(FG_DIM_UNKNOWN, 3, widths, &train, st);
 }
 
-static int dp(fg_comm *c, int64_t bucket, int inline_collectives, fg_status *st) {
+static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   const int batch = 256, steps = 8, warmup = 2;
   int shard = batch / c->size;
   fg_graph *g = build_mlp_large(st);
@@ -92,15 +95,17 @@ static int dp(fg_comm *c, int64_t bucket, int inline_collectives, fg_status *st)
   fg_data_parallel_options o;
   fg_data_parallel_options_init(&o);
   o.bucket_bytes = bucket;
-  fg_graph *dg = fg_data_parallel(g, 1, bi, 2, &o, st);
-  fg_graph_free(g);
+  /* mode 2: every rank trains its shard alone, without any exchange: the
+   * ceiling this machine allows two processes. */
+  fg_graph *dg = mode == 2 ? g : fg_data_parallel(g, 1, bi, 2, &o, st);
+  if (mode != 2) fg_graph_free(g);
   if (!dg) return -1;
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
-  so.collective_lanes = inline_collectives ? -1 : 0;
+  so.collective_lanes = mode == 1 ? -1 : 0;
   fg_session *s = fg_session_new(dg, &so, st);
-  if (!s || fg_session_set_comm(s, c, st) != 0) return -1;
+  if (!s || (mode != 2 && fg_session_set_comm(s, c, st) != 0)) return -1;
   int64_t xd[2] = {shard, 1024}, yd[1] = {shard};
   uint64_t rng = 7 + (uint64_t)c->rank;
   fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
@@ -117,7 +122,10 @@ static int dp(fg_comm *c, int64_t bucket, int inline_collectives, fg_status *st)
   if (c->rank == 0)
     printf("FG dp_scaling mlp_large_train ranks %d threads 1 bucket %lld B collectives %s: %.1f "
            "images/s (%.1f ms/step)\n",
-           c->size, (long long)bucket, inline_collectives ? "inline" : "own-lane",
+           c->size, (long long)bucket,
+           mode == 2   ? "none (independent ranks)"
+           : mode == 1 ? "inline"
+                       : "own-lane",
            batch * steps / t, t / steps * 1e3);
   fg_tensor_free(x);
   fg_tensor_free(y);
@@ -128,7 +136,7 @@ static int dp(fg_comm *c, int64_t bucket, int inline_collectives, fg_status *st)
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: dist_bench busbw | dp BUCKET_BYTES [inline]\n");
+    fprintf(stderr, "usage: dist_bench busbw | dp BUCKET_BYTES [inline|independent]\n");
     return 2;
   }
   fg_status *st = fg_status_new();
@@ -136,7 +144,12 @@ int main(int argc, char **argv) {
   int rc = c ? 0 : -1;
   if (c && strcmp(argv[1], "busbw") == 0) rc = busbw(c, st);
   if (c && strcmp(argv[1], "dp") == 0)
-    rc = dp(c, argc > 2 ? atoll(argv[2]) : 0, argc > 3 && strcmp(argv[3], "inline") == 0, st);
+    rc = dp(c, argc > 2 ? atoll(argv[2]) : 0,
+            argc < 4                              ? 0
+            : strcmp(argv[3], "inline") == 0      ? 1
+            : strcmp(argv[3], "independent") == 0 ? 2
+                                                  : 0,
+            st);
   if (rc != 0)
     fprintf(stderr, "dist_bench: %s: %s\n", fg_code_name(fg_status_code(st)),
             fg_status_message(st));

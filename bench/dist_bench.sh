@@ -16,6 +16,10 @@ $run -np 2 "$out" busbw | grep '^FG'
 one=$($run -np 1 "$out" dp 26214400 | grep '^FG')
 echo "$one"
 base=$(echo "$one" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
+# The machine's ceiling: two ranks that never exchange anything.
+line=$($run -np 2 "$out" dp 0 independent | grep '^FG')
+ips=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
+echo "$line; ratio $(awk -v a="$ips" -v b="$base" 'BEGIN { printf "%.2f", a / b }')x (ceiling, no communication)"
 # The ratio to 1 rank, per bucket size; collectives on their own lane (the
 # default) and in line with the compute.
 for mb in 1 4 25; do
