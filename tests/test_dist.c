@@ -279,31 +279,9 @@ static void model_parallel(fg_dtype dt) {
 FG_TEST(dist_model_parallel_mlp_f32, "dist") { model_parallel(FG_F32); }
 FG_TEST(dist_model_parallel_mlp_f64, "dist") { model_parallel(FG_F64); }
 
-/* a = x + 1 on cpu:0; b = a * 2 and c = a * 3 on cpu:1; d = b + c on cpu:0;
- * e = sum(a) on cpu:1. Transfers: a->cpu:1 (once, for b, c and e), b->cpu:0,
- * c->cpu:0. */
-static fg_graph *cut_graph(int place) {
-  fg_graph *g = fg_graph_new();
-  int64_t xd[1] = {3};
-  fg_output x = fg_placeholder(g, "x", FG_F64, 1, xd);
-  fg_output a = fg_set_name(g, fg_add(g, x, fg_scalar(g, FG_F64, 1)), "a");
-  fg_output b = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F64, 2)), "b");
-  fg_output c = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F64, 3)), "c");
-  fg_output d = fg_set_name(g, fg_add(g, b, c), "d");
-  fg_output e = fg_set_name(g, fg_reduce_sum(g, a, NULL, 0, 0), "e");
-  if (place) {
-    fg_set_device(g, a, "cpu:0");
-    fg_set_device(g, b, "cpu:1");
-    fg_set_device(g, c, "cpu:1");
-    fg_set_device(g, d, "cpu:0");
-    fg_set_device(g, e, "cpu:1");
-  }
-  return g;
-}
-
 FG_TEST(dist_partition_send_recv_pairs, "dist") {
   fg_status *st = fg_status_new();
-  fg_graph *g = cut_graph(1);
+  fg_graph *g = dist_cut_graph(1);
   fg_partition *p = fg_partition_new(g, NULL, st);
   FG_REQUIRE(p);
   FG_CHECK_INT(fg_partition_num_devices(p), 2);
@@ -341,7 +319,7 @@ FG_TEST(dist_partition_cut_computes_as_uncut, "dist") {
   const char *fetch[2] = {"d", "e"};
   fg_tensor *out[2][2];
   for (int place = 0; place < 2; place++) {
-    fg_graph *g = cut_graph(place);
+    fg_graph *g = dist_cut_graph(place);
     fg_session_options so;
     fg_session_options_init(&so);
     so.num_threads = 4;
@@ -429,7 +407,7 @@ FG_TEST(dist_bad_device_names_refused, "dist,badinput") {
 
 FG_TEST(dist_unplaced_round_trips, "dist") {
   fg_status *st = fg_status_new();
-  fg_graph *g = cut_graph(0);
+  fg_graph *g = dist_cut_graph(0);
   fg_set_device(g, (fg_output){fg_graph_find(g, "b"), 0}, "cpu:3");
   FG_CHECK(fg_node_device_explicit(g, fg_graph_find(g, "a")) == NULL);
   FG_CHECK(strcmp(fg_node_device(g, fg_graph_find(g, "a")), "cpu:0") == 0);
@@ -461,7 +439,7 @@ FG_TEST(dist_data_parallel_bad_arguments, "dist,badinput") {
   FG_CHECK(fg_data_parallel(g, 2, notph, 1, NULL, st) == NULL);
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "not a placeholder");
   /* A graph without a training step. */
-  fg_graph *plain = cut_graph(0);
+  fg_graph *plain = dist_cut_graph(0);
   FG_CHECK(fg_data_parallel(plain, 2, NULL, 0, NULL, st) == NULL);
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "train_target");
   fg_graph_free(plain);

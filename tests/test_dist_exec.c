@@ -29,26 +29,6 @@ static int count_threads(void) {
   return n;
 }
 
-/* a = x + 1 on cpu:0; b = a * 2 and c = a * 3 on cpu:1; d = b + c on cpu:0;
- * e = sum(a) on cpu:1. Data edges between devices: a -> cpu:1 (read by b,
- * c and e: one copy), b -> cpu:0, c -> cpu:0. */
-static fg_graph *cut_graph(void) {
-  fg_graph *g = fg_graph_new();
-  int64_t xd[1] = {3};
-  fg_output x = fg_placeholder(g, "x", FG_F64, 1, xd);
-  fg_output a = fg_set_name(g, fg_add(g, x, fg_scalar(g, FG_F64, 1)), "a");
-  fg_output b = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F64, 2)), "b");
-  fg_output c = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F64, 3)), "c");
-  fg_output d = fg_set_name(g, fg_add(g, b, c), "d");
-  fg_output e = fg_set_name(g, fg_reduce_sum(g, a, NULL, 0, 0), "e");
-  fg_set_device(g, a, "cpu:0");
-  fg_set_device(g, b, "cpu:1");
-  fg_set_device(g, c, "cpu:1");
-  fg_set_device(g, d, "cpu:0");
-  fg_set_device(g, e, "cpu:1");
-  return g;
-}
-
 static int find_tensor(const fg_plan_info *info, const char *name, const char *kind) {
   for (int k = 0; k < info->n_tensors; k++)
     if (strcmp(info->tensors[k].name, name) == 0 && strcmp(info->tensors[k].kind, kind) == 0)
@@ -58,7 +38,7 @@ static int find_tensor(const fg_plan_info *info, const char *name, const char *k
 
 FG_TEST(dist_exec_per_device_arenas_and_recv_steps, "dist") {
   fg_status *st = fg_status_new();
-  fg_graph *g = cut_graph();
+  fg_graph *g = dist_cut_graph(1);
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 2;
@@ -159,7 +139,7 @@ FG_TEST(dist_exec_per_device_arenas_and_recv_steps, "dist") {
  * aside). */
 FG_TEST(dist_exec_lanes_persist_and_runs_do_not_allocate, "dist") {
   fg_status *st = fg_status_new();
-  fg_graph *g = cut_graph();
+  fg_graph *g = dist_cut_graph(1);
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;

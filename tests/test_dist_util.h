@@ -167,4 +167,26 @@ static inline double dist_var_diff(fg_session *a, const char *na, fg_session *b,
   return worst;
 }
 
+/* a = x + 1 on cpu:0; b = a * 2 and c = a * 3 on cpu:1; d = b + c on cpu:0;
+ * e = sum(a) on cpu:1. Transfers: a->cpu:1 (once, for b, c and e), b->cpu:0,
+ * c->cpu:0. */
+static inline fg_graph *dist_cut_graph(int place) {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[1] = {3};
+  fg_output x = fg_placeholder(g, "x", FG_F64, 1, xd);
+  fg_output a = fg_set_name(g, fg_add(g, x, fg_scalar(g, FG_F64, 1)), "a");
+  fg_output b = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F64, 2)), "b");
+  fg_output c = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F64, 3)), "c");
+  fg_output d = fg_set_name(g, fg_add(g, b, c), "d");
+  fg_output e = fg_set_name(g, fg_reduce_sum(g, a, NULL, 0, 0), "e");
+  if (place) {
+    fg_set_device(g, a, "cpu:0");
+    fg_set_device(g, b, "cpu:1");
+    fg_set_device(g, c, "cpu:1");
+    fg_set_device(g, d, "cpu:0");
+    fg_set_device(g, e, "cpu:1");
+  }
+  return g;
+}
+
 #endif
