@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "flowgraph/dist.h"
+#include "graph/builders_internal.h"
 #include "graph/op_table.h"
 
 void fg_data_parallel_options_init(fg_data_parallel_options *opts) {
@@ -57,6 +58,11 @@ typedef struct dp {
   int emitted;     /* buckets emitted so far (in order) */
   fg_output *red;  /* [r * n_grads + j]: the reduced gradient in the new graph */
   fg_output *prev; /* per replica: the previous bucket's all_reduce */
+  /* Shards may differ in rows (uneven batches), so each bucket is the
+   * row-weighted mean: per replica its rows (f64 scalar) and the all-reduced
+   * [sum of rows, sum of rows^2] that every bucket's all_reduce reads. No
+   * batch inputs: .node = -1, plain mean. */
+  fg_output *rows, *stats;
 } dp;
 
 static int *mapped(dp *d, int r, int node) { return &d->map[(size_t)r * d->g->n_nodes + node]; }
@@ -111,9 +117,10 @@ static void emit_bucket(dp *d, int k) {
   int lo = k ? d->bucket_end[k - 1] : 0, hi = d->bucket_end[k];
   fg_attrs *a = fg_attrs_new();
   fg_attrs_set_int(a, "mean", 1);
+  if (d->stats[0].node >= 0) fg_attrs_set_int(a, "weighted", 1);
   for (int r = 0; r < d->n; r++) {
     bucket_scope(d, r, k);
-    fg_output in[2];
+    fg_output in[4];
     int n_in = 1;
     fg_output *flat = malloc((size_t)(hi - lo) * sizeof *flat);
     if (!flat) {
@@ -130,6 +137,10 @@ static void emit_bucket(dp *d, int k) {
     in[0] = hi - lo == 1 ? flat[0] : fg_concat(d->ng, flat, hi - lo, 0);
     free(flat);
     place(d, in[0], r);
+    if (d->stats[r].node >= 0) {
+      in[n_in++] = d->rows[r];
+      in[n_in++] = d->stats[r];
+    }
     if (d->prev[r].node >= 0) in[n_in++] = d->prev[r];
     char name[96];
     if (d->n <= 1)
@@ -157,6 +168,78 @@ static void emit_bucket(dp *d, int k) {
   }
   fg_attrs_free(a);
   fg_graph_set_scope(d->ng, NULL);
+}
+
+/* The row counts behind the weighted mean, the first collective of every
+ * step (bucket 0 reads it, so every rank issues it first): replica r's rows
+ * of batch input `ph` and the all-reduced [sum of rows, sum of squared
+ * rows], from which each bucket's all_reduce sees whether the shards are
+ * equal (sum^2 == replicas * sum of squares: then it is the plain mean,
+ * bit for bit as without weights) or weighs each replica by its rows. */
+static void emit_row_stats(dp *d, int ph) {
+  const fg_tinfo *ti = fg_graph_tinfo(d->g, (fg_output){ph, 0});
+  int64_t row = 1; /* elements per row; -1: unknown before feeding */
+  for (int k = 1; ti && k < ti->rank; k++)
+    row = row < 0 || ti->dims[k] < 0 ? -1 : row * ti->dims[k];
+  fg_attrs *a = fg_attrs_new();
+  fg_attrs_set_int(a, "mean", 0);
+  for (int r = 0; r < d->n; r++) {
+    char name[96];
+    if (d->n <= 1)
+      snprintf(name, sizeof name, "data_parallel/");
+    else
+      snprintf(name, sizeof name, "replica_%d/data_parallel/", r);
+    fg_graph_set_scope(d->ng, name);
+    /* Elements, or rows when a row's size is known (smaller numbers keep
+     * the sums of squares exact in f64); either is proportional to rows. */
+    fg_output c = fg_numel(d->ng, (fg_output){*mapped(d, r, ph), 0}, FG_F64);
+    place(d, c, r);
+    if (row > 1) {
+      c = fg_div(d->ng, c, fg_scalar(d->ng, FG_F64, (double)row));
+      place(d, c, r);
+    }
+    int64_t one = 1;
+    fg_output pair[2];
+    pair[0] = fg_reshape(d->ng, c, 1, &one);
+    place(d, pair[0], r);
+    pair[1] = fg_mul(d->ng, pair[0], pair[0]);
+    place(d, pair[1], r);
+    fg_output cat = fg_concat(d->ng, pair, 2, 0);
+    place(d, cat, r);
+    if (d->n <= 1)
+      snprintf(name, sizeof name, "data_parallel/rows");
+    else
+      snprintf(name, sizeof name, "replica_%d/data_parallel/rows", r);
+    d->stats[r] = fg_op(d->ng, "all_reduce", name, &cat, 1, a);
+    place(d, d->stats[r], r);
+    d->rows[r] = c;
+  }
+  fg_attrs_free(a);
+  fg_graph_set_scope(d->ng, NULL);
+}
+
+/* The replicas' losses as one: weighted by rows when there are batch
+ * inputs (the full batch's mean loss for uneven shards too), else their
+ * mean. Named as `g`'s loss. */
+static void emit_loss(dp *d, fg_output loss) {
+  const fg_tinfo *lt = fg_graph_tinfo(d->g, loss);
+  fg_dtype dt = lt ? lt->dtype : FG_F32;
+  int weighted = d->stats[0].node >= 0;
+  fg_output sum = FG_NO_OUTPUT, rows = FG_NO_OUTPUT;
+  for (int r = 0; r < d->n; r++) {
+    fg_output l = {*mapped(d, r, loss.node), loss.index};
+    if (weighted) {
+      fg_output c = fg_cast(d->ng, d->rows[r], dt);
+      l = fg_mul(d->ng, l, c);
+      /* Summed here, not read from the rows all_reduce: fetching the
+       * loss alone must not run one replica's collective without the
+       * others'. */
+      rows = r == 0 ? c : fg_add(d->ng, rows, c);
+    }
+    sum = r == 0 ? l : fg_add(d->ng, sum, l);
+  }
+  fg_output mean = fg_div(d->ng, sum, weighted ? rows : fg_scalar(d->ng, dt, d->n));
+  fg_set_name(d->ng, mean, d->g->nodes[loss.node].name);
 }
 
 /* Emits the next buckets whose gradients all exist. */
@@ -412,16 +495,18 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   int n = g->n_nodes;
   d.map = malloc((size_t)replicas * (size_t)n * sizeof *d.map + 1);
   d.prev = malloc((size_t)replicas * sizeof *d.prev);
+  d.rows = malloc((size_t)replicas * sizeof *d.rows);
+  d.stats = malloc((size_t)replicas * sizeof *d.stats);
   char *done = calloc((size_t)n + 1, 1);
   fg_graph *result = NULL;
-  if (!d.ng || !d.map || !d.prev || !done) {
+  if (!d.ng || !d.map || !d.prev || !d.rows || !d.stats || !done) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
     goto out;
   }
   for (size_t i = 0; i < (size_t)replicas * (size_t)n; i++)
     d.map[i] = -1;
   for (int r = 0; r < replicas; r++)
-    d.prev[r] = FG_NO_OUTPUT;
+    d.prev[r] = d.rows[r] = d.stats[r] = FG_NO_OUTPUT;
   if (collect_grads(&d, st) != 0) goto out;
   d.red = malloc((size_t)replicas * (size_t)d.n_grads * sizeof *d.red);
   if (!d.red) {
@@ -435,6 +520,15 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
    * waits is retried after every emission, so the new graph stays in
    * topological order. */
   int n_done = 0, progress = 1;
+  if (n_batch_inputs > 0) {
+    /* The first batch input and its row counts come first: every bucket
+     * reads them. */
+    int ph = fg_graph_find(g, batch_inputs[0]);
+    try_emit(&d, ph, batch_inputs, n_batch_inputs);
+    done[ph] = 1;
+    n_done++;
+    emit_row_stats(&d, ph);
+  }
   while (n_done < n && progress && !fg_graph_failed(d.ng)) {
     progress = 0;
     for (int i = 0; i < n && !fg_graph_failed(d.ng); i++) {
@@ -452,12 +546,7 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   }
   if (replicas > 1 && !fg_graph_failed(d.ng)) {
     /* The full-batch loss and one target for every replica's update. */
-    fg_output sum = {*mapped(&d, 0, loss.node), loss.index};
-    for (int r = 1; r < replicas; r++)
-      sum = fg_add(d.ng, sum, (fg_output){*mapped(&d, r, loss.node), loss.index});
-    const fg_tinfo *lt = fg_graph_tinfo(g, loss);
-    fg_output mean = fg_div(d.ng, sum, fg_scalar(d.ng, lt ? lt->dtype : FG_F32, replicas));
-    fg_set_name(d.ng, mean, g->nodes[loss.node].name);
+    emit_loss(&d, loss);
     fg_output *ts = malloc((size_t)replicas * sizeof *ts);
     if (ts) {
       for (int r = 0; r < replicas; r++)
@@ -486,6 +575,8 @@ out:
   free(d.map);
   free(d.mark);
   free(d.prev);
+  free(d.rows);
+  free(d.stats);
   free(d.red);
   free(d.grads);
   free(d.bucket_end);

@@ -151,12 +151,14 @@ static void fill_params(const fg_node *n, const fg_tinfo *in, fg_kparams *p) {
     for (int i = 0; i < begin->n && i < FG_MAX_RANK; i++)
       p->begin[i] = begin->ints[i];
   /* Data-parallel ops (kernels/cpu/collective.c) reuse fields: shard's
-   * replica index and count, all_reduce's mean flag (default 1). */
+   * replica index and count, all_reduce's mean flag (default 1) and
+   * weighted flag (default 0). */
   if (n->op == FG_OP_SHARD) {
     p->begin[0] = fg_attr_int_or(n, "index", 0);
     p->depth = fg_attr_int_or(n, "count", 1);
   } else if (n->op == FG_OP_ALL_REDUCE) {
     p->keepdims = (int)fg_attr_int_or(n, "mean", 1);
+    p->depth = fg_attr_int_or(n, "weighted", 0);
   }
 }
 

@@ -1,5 +1,6 @@
 /* Shape inference for the data-parallel ops all_reduce and shard (see
  * graph/op_table.h and flowgraph/dist.h). */
+#include "flowgraph/dist.h"
 #include "graph/infer_common.h"
 
 int fgi_infer_all_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *st) {
@@ -11,6 +12,28 @@ int fgi_infer_all_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
   for (int i = 1; i < node->n_inputs; i++)
     if (!fgi_dtype_valid(in[i].dtype))
       return fgi_fail(node, st, "input %d has invalid dtype %d", i, (int)in[i].dtype);
+  /* weighted (fg_data_parallel with batch inputs): the mean of the ranks'
+   * inputs weighted by their rows; input 1 is this rank's rows (f64
+   * scalar), input 2 the all-reduced [sum of rows, sum of rows^2] (f64
+   * [2]); later inputs only order it. */
+  int weighted;
+  char s1[FGI_STR], s2[FGI_STR];
+  if (fgi_attr_flag(node, "weighted", &weighted, st)) return -1;
+  if (weighted && in[0].dtype != FG_F32 && in[0].dtype != FG_F64)
+    return fgi_fail(node, st, "input 0 dtype %s is not allowed with weighted = 1; must be f32 or f64",
+                    fg_dtype_name(in[0].dtype));
+  if (weighted && node->n_inputs < 3)
+    return fgi_fail(node, st,
+                    "weighted = 1 needs 3 inputs (values, rows, [sum of rows, sum of rows^2]), "
+                    "got %d",
+                    node->n_inputs);
+  if (weighted && (in[1].dtype != FG_F64 || in[1].rank != 0 || in[2].dtype != FG_F64 ||
+                   in[2].rank != 1 || (in[2].dims[0] != 2 && in[2].dims[0] != FG_DIM_UNKNOWN)))
+    return fgi_fail(node, st,
+                    "weighted = 1: input 1 (rows) must be an f64 scalar and input 2 an f64 [2], "
+                    "got %s %s and %s %s",
+                    fg_dtype_name(in[1].dtype), fgi_shape(&in[1], s1), fg_dtype_name(in[2].dtype),
+                    fgi_shape(&in[2], s2));
   out[0] = in[0];
   return 0;
 }
@@ -30,10 +53,11 @@ int fgi_infer_shard(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
                     fgi_shape(&in[0], s));
   out[0] = in[0];
   int64_t b = in[0].dims[0];
-  if (b >= 0 && b % count != 0)
+  if (b >= 0 && b < count)
     return fgi_fail(node, st,
-                    "input 0 has %lld rows (shape %s), which do not split into %lld equal shards",
-                    (long long)b, fgi_shape(&in[0], s), (long long)count);
-  out[0].dims[0] = b >= 0 ? b / count : FG_DIM_UNKNOWN;
+                    "input 0 has %lld rows (shape %s), fewer than the %lld shards: shard %lld "
+                    "would be empty",
+                    (long long)b, fgi_shape(&in[0], s), (long long)count, (long long)(count - 1));
+  out[0].dims[0] = b >= 0 ? fg_shard_rows(b, count, index, NULL) : FG_DIM_UNKNOWN;
   return 0;
 }

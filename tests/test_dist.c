@@ -19,10 +19,32 @@
 
 static const char *const batch_names[2] = {"x", "y"};
 
-/* Trains the single-device graph and its data-parallel rewrite and
- * compares per-step losses and final variables. */
-static void compare_dp(fg_dtype dt, fg_optimizer_kind opt, double lr, int replicas, int64_t bucket,
-                       double tol) {
+/* dist_train with batch sizes per step (`batches`, NULL: BATCH each). */
+static int train_batches(fg_session *s, fg_dtype dt, const int *batches, double *losses,
+                         fg_status *st) {
+  if (!batches) return dist_train(s, dt, STEPS, BATCH, losses, st);
+  for (int k = 0; k < STEPS; k++) {
+    fg_tensor *x, *y;
+    if (dist_batch(dt, 100 * k, batches[k], &x, &y) != 0) return -1;
+    fg_feed feeds[2] = {{"x", x}, {"y", y}};
+    const char *fetch = "loss", *target = "train";
+    fg_tensor *out = NULL;
+    int rc = fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st);
+    fg_tensor_free(x);
+    fg_tensor_free(y);
+    if (rc != 0) return -1;
+    losses[k] =
+        dt == FG_F32 ? *(const float *)fg_tensor_data(out) : *(const double *)fg_tensor_data(out);
+    fg_tensor_free(out);
+  }
+  return 0;
+}
+
+/* Trains the single-device graph and its data-parallel rewrite on the same
+ * batches (sizes `batches`, NULL: BATCH) and compares per-step losses and
+ * final variables. */
+static void compare_dp_batches(fg_dtype dt, fg_optimizer_kind opt, double lr, int replicas,
+                               int64_t bucket, double tol, const int *batches) {
   fg_status *st = fg_status_new();
   fg_graph *g = dist_mlp(dt, opt, lr, NULL, NULL);
   FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
@@ -40,8 +62,8 @@ static void compare_dp(fg_dtype dt, fg_optimizer_kind opt, double lr, int replic
   FG_REQUIRE(s1 && sn);
   FG_CHECK_INT(fg_partition_num_devices(fg_session_partition(sn)), replicas);
   double l1[STEPS], ln[STEPS];
-  FG_REQUIRE(dist_train(s1, dt, STEPS, BATCH, l1, st) == 0);
-  int rc = dist_train(sn, dt, STEPS, BATCH, ln, st);
+  FG_REQUIRE(train_batches(s1, dt, batches, l1, st) == 0);
+  int rc = train_batches(sn, dt, batches, ln, st);
   if (rc) fprintf(stderr, "%s\n", fg_status_message(st));
   FG_REQUIRE(rc == 0);
   for (int k = 0; k < STEPS; k++)
@@ -63,6 +85,26 @@ static void compare_dp(fg_dtype dt, fg_optimizer_kind opt, double lr, int replic
   fg_graph_free(dg);
   fg_graph_free(g);
   fg_status_free(st);
+}
+
+static void compare_dp(fg_dtype dt, fg_optimizer_kind opt, double lr, int replicas, int64_t bucket,
+                       double tol) {
+  compare_dp_batches(dt, opt, lr, replicas, bucket, tol, NULL);
+}
+
+/* Uneven shards: batches that do not divide by the replicas (61 rows over
+ * 4 = 16+15+15+15; 7 over 4 = 2+2+2+1), mixed with ones that do, in one
+ * session. The row-weighted mean keeps every step the full batch's. */
+static const int uneven[STEPS] = {61, 64, 7, 33, 4, 50};
+
+FG_TEST(dist_dp_uneven_batches_f32_3_replicas, "dist") {
+  compare_dp_batches(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, 3, 0, 1e-5, uneven);
+}
+FG_TEST(dist_dp_uneven_batches_f32_4_replicas_buckets, "dist") {
+  compare_dp_batches(FG_F32, FG_OPTIMIZER_SGD, 0.1, 4, 40000, 1e-5, uneven);
+}
+FG_TEST(dist_dp_uneven_batches_f64_4_replicas, "dist") {
+  compare_dp_batches(FG_F64, FG_OPTIMIZER_MOMENTUM, 0.05, 4, 0, 1e-12, uneven);
 }
 
 FG_TEST(dist_dp_digits_f32_1_replica, "dist") {
@@ -104,7 +146,9 @@ FG_TEST(dist_dp_bucket_sizes_bitwise_equal, "dist") {
     int n_ar = 0;
     for (int n = 0; n < fg_graph_num_nodes(gs[i]); n++)
       n_ar += strcmp(fg_node_op(gs[i], n), "all_reduce") == 0;
-    FG_CHECK_INT(n_ar, 2 * want_buckets[i]);
+    /* One all_reduce per bucket and replica, and each replica's row
+     * count ("data_parallel/rows"). */
+    FG_CHECK_INT(n_ar, 2 * (want_buckets[i] + 1));
     ss[i] = fg_session_new(gs[i], NULL, st);
     FG_REQUIRE(ss[i]);
     FG_REQUIRE(dist_train(ss[i], FG_F32, STEPS, BATCH, losses[i], st) == 0);
@@ -460,20 +504,21 @@ FG_TEST(dist_data_parallel_bad_arguments, "dist,badinput") {
   fg_graph_free(dgc);
   fg_tensor_free(vt);
   fg_graph_free(gc);
-  /* A batch that does not split evenly fails the run, naming the shard. */
+  /* A batch with fewer rows than replicas fails the run, naming the
+   * shard and the rows. */
   fg_graph *dg = fg_data_parallel(g, 4, batch_names, 2, NULL, st);
   FG_REQUIRE(dg);
   fg_session *s = fg_session_new(dg, NULL, st);
   FG_REQUIRE(s);
   fg_tensor *x, *y;
-  FG_REQUIRE(dist_batch(FG_F32, 0, 10, &x, &y) == 0);
+  FG_REQUIRE(dist_batch(FG_F32, 0, 3, &x, &y) == 0);
   fg_feed feeds[2] = {{"x", x}, {"y", y}};
   const char *fetch = "loss";
   fg_tensor *out = NULL;
   FG_CHECK(fg_session_run(s, feeds, 2, &fetch, 1, &out, NULL, 0, st) != 0);
   FG_CHECK(out == NULL);
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "shard");
-  FG_CHECK_STR_CONTAINS(fg_status_message(st), "10");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "3 rows");
   fg_tensor_free(x);
   fg_tensor_free(y);
   fg_session_free(s);

@@ -39,7 +39,9 @@ FG_TEST(dist_cli_inspect_shows_all_reduce, "dist") {
   FG_REQUIRE(cli(&r, "inspect", tpath("dp.fgb"), NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "replica_1/data_parallel/all_reduce_0");
-  FG_CHECK_STR_CONTAINS(r.out, "all_reduce nodes: 2");
+  /* Per replica: its bucket and its row count. */
+  FG_CHECK_STR_CONTAINS(r.out, "replica_1/data_parallel/rows");
+  FG_CHECK_STR_CONTAINS(r.out, "all_reduce nodes: 4");
   FG_CHECK_STR_CONTAINS(r.out, "devices (2): cpu:0");
   FG_CHECK_STR_CONTAINS(r.out, "cpu:1 (");
   FG_CHECK_STR_CONTAINS(r.out, "replica_1/x/shard");

@@ -228,7 +228,7 @@ FG_TEST(dist_clip_reduces_each_gradient_once, "dist") {
       n_clip_reads += strstr(in, "/data_parallel/") != NULL;
     }
   }
-  FG_CHECK_INT(n_ar, 2 * 6);
+  FG_CHECK_INT(n_ar, 2 * (6 + 1)); /* + each replica's row count */
   /* Per replica and gradient: the norm's cast and the scaling's mul. */
   FG_CHECK_INT(n_clip_reads, 2 * 6 * 2);
   fg_graph_free(dg);

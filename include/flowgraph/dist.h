@@ -186,6 +186,17 @@ typedef struct fg_data_parallel_options {
 
 void fg_data_parallel_options_init(fg_data_parallel_options *opts);
 
+/* How a batch of `rows` rows splits over `count` replicas (fg_data_parallel's
+ * shard nodes, `flowgraph train --dist mpi`), as NumPy's array_split: the
+ * first rows % count shards get one row more. Returns shard `index`'s row
+ * count and, when `first` is not NULL, sets *first to its first row. A
+ * program running one replica per process feeds rank r these rows. */
+static inline int64_t fg_shard_rows(int64_t rows, int64_t count, int64_t index, int64_t *first) {
+  int64_t base = rows / count, extra = rows % count;
+  if (first) *first = index * base + (index < extra ? index : extra);
+  return base + (index < extra ? 1 : 0);
+}
+
 /* Returns a new graph (owned by the caller; `g` is not changed) that runs
  * `g`'s training step data-parallel over `replicas` replicas. `g` must hold
  * metadata "loss" and "train_target" (as fg_minimize records them), and its
@@ -201,16 +212,24 @@ void fg_data_parallel_options_init(fg_data_parallel_options *opts);
  * replicas > 1: every node but the placeholders is copied per replica r,
  * named "replica_<r>/<name>" and placed on device r. Each placeholder named
  * in batch_inputs stays one placeholder (same name, fed the full batch) and
- * each replica gets rows [r*B/N, (r+1)*B/N) of it through a "shard" node
- * (B must divide by N: else the run fails naming the placeholder and B).
+ * each replica gets its rows of it (fg_shard_rows: B need not divide by N,
+ * but B < N fails the run naming the shard and B) through a "shard" node.
  * Other placeholders are shared. Replica 0's variables keep their names (so
  * fg_session_variable and fg_session_save see them); other replicas' copies
  * are "replica_<r>/<name>" and stay equal to them bit for bit, because every
- * replica applies the same all-reduced (mean) gradient. New nodes named as
- * `g`'s "loss" (the mean of the replicas' losses, which for equal shards is
- * the full-batch mean) and "train_target" (a group of every replica's
- * update) keep the metadata working, so `flowgraph train` runs the result
- * unchanged. `g`'s graph outputs map to replica 0's copies.
+ * replica applies the same all-reduced gradient. New nodes named as `g`'s
+ * "loss" (the replicas' losses weighted by their rows: the full-batch mean
+ * for a loss that is a mean over rows) and "train_target" (a group of every
+ * replica's update) keep the metadata working, so `flowgraph train` runs
+ * the result unchanged. `g`'s graph outputs map to replica 0's copies.
+ *
+ * Uneven shards: with batch inputs, every bucket's all_reduce is the mean
+ * weighted by each replica's rows of batch_inputs[0] (all_reduce attribute
+ * "weighted"; a first all_reduce "data_parallel/rows" sums the rows each
+ * step), so for a loss that is a mean over rows the reduced gradient is the
+ * full batch's however the rows split, across processes too. When every
+ * replica has the same rows it is the plain mean, bit for bit. Without
+ * batch inputs the buckets take the plain mean.
  *
  * replicas == 1: the same graph with the all_reduce buckets inserted and
  * nothing renamed or placed: the form for one process per replica (MPI,

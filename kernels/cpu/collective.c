@@ -5,10 +5,60 @@
 #include <string.h>
 
 #include "dist/comm.h"
+#include "flowgraph/dist.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 static size_t elem_size(fg_dtype dt) {
   return dt == FG_F64 || dt == FG_I64 ? 8 : dt == FG_BOOL ? 1 : 4;
+}
+
+/* y = x * w (w: this rank's rows; an empty shard adds nothing, even where
+ * its gradient is NaN), before the sum of a weighted all_reduce. */
+static void scale_into(fg_kbuf *y, const fg_kbuf *x, int64_t n, double w) {
+  if (y->dtype == FG_F64) {
+    const double *xs = x->data;
+    double *ys = y->data;
+    for (int64_t i = 0; i < n; i++)
+      ys[i] = w == 0 ? 0 : xs[i] * w;
+  } else {
+    const float *xs = x->data;
+    float *ys = y->data;
+    for (int64_t i = 0; i < n; i++)
+      ys[i] = w == 0 ? 0 : (float)((double)xs[i] * w);
+  }
+}
+
+static void divide(fg_kbuf *y, int64_t n, double total) {
+  if (y->dtype == FG_F64) {
+    double *ys = y->data;
+    for (int64_t i = 0; i < n; i++)
+      ys[i] /= total;
+  } else {
+    float *ys = y->data;
+    for (int64_t i = 0; i < n; i++)
+      ys[i] = (float)((double)ys[i] / total);
+  }
+}
+
+/* The weighted form's inputs (graph/infer_dist.c): 1 = this rank's rows,
+ * 2 = the all-reduced [sum of rows, sum of rows^2]. Sets *plain when every
+ * rank has the same rows (then the plain mean is the weighted one, and
+ * taking it keeps even shards bit for bit as without weights); else
+ * *w and *total. Every rank sees the same sums, so all choose alike. */
+static int weights(const fg_kctx *ctx, int size, int *plain, double *w, double *total) {
+  const fg_kbuf *r = &ctx->in[1], *s = &ctx->in[2];
+  if (ctx->n_in < 3 || r->dtype != FG_F64 || r->rank != 0 || s->dtype != FG_F64 || s->rank != 1 ||
+      s->dims[0] != 2)
+    return fgk_fail(ctx, "weighted all_reduce needs an f64 rows scalar and an f64 [2] of sums");
+  const double *sums = s->data;
+  *w = *(const double *)r->data;
+  *total = sums[0];
+  if (!(*w >= 0) || !(*total > 0) || !(sums[1] >= 0) || *w > *total)
+    return fgk_fail(ctx, "weighted all_reduce: this rank's rows %g and the ranks' total %g "
+                    "(sum of squares %g) must satisfy 0 <= rows <= total, total > 0",
+                    *w, *total, sums[1]);
+  *plain = sums[0] * sums[0] == (double)size * sums[1];
+  return 0;
 }
 
 int fgk_all_reduce(const fg_kctx *ctx) {
@@ -16,17 +66,28 @@ int fgk_all_reduce(const fg_kctx *ctx) {
   const fg_kbuf *x = &ctx->in[0];
   fg_kbuf *y = &ctx->out[0];
   int64_t n = fgk_numel(x);
-  if (y->data != x->data && n > 0) memcpy(y->data, x->data, (size_t)n * elem_size(x->dtype));
   fg_comm *c = ctx->comm;
-  if (!c || c->size <= 1 || n == 0) return 0;
+  int size = c ? c->size : 1, plain = 1, mean = ctx->p->keepdims;
+  double w = 1, total = 1;
+  /* p->keepdims carries the node's "mean" attribute, p->depth its
+   * "weighted" one (executor/plan.c). */
+  if (ctx->p->depth && size > 1 && weights(ctx, size, &plain, &w, &total) != 0) return -1;
+  if (!plain) {
+    scale_into(y, x, n, w);
+    mean = 0;
+  } else if (y->data != x->data && n > 0) {
+    memcpy(y->data, x->data, (size_t)n * elem_size(x->dtype));
+  }
+  if (size <= 1 || n == 0) return 0;
   fg_status *st = fg_status_new();
   if (!st) return fgk_fail(ctx, "all_reduce: out of memory");
-  /* p->keepdims carries the node's "mean" attribute (executor/plan.c). */
-  int rc = c->ops->all_reduce(c, y->data, n, y->dtype, ctx->p->keepdims, st);
+  int rc = c->ops->all_reduce(c, y->data, n, y->dtype, mean, st);
   if (rc != 0) {
     /* The communicator's code matters (deadline vs bad input): keep it in
      * the message, the executor reports the node. */
     fgk_fail(ctx, "%s: %s", fg_code_name(fg_status_code(st)), fg_status_message(st));
+  } else if (!plain) {
+    divide(y, n, total);
   }
   fg_status_free(st);
   return rc != 0 ? -1 : 0;
@@ -36,15 +97,17 @@ int fgk_shard(const fg_kctx *ctx) {
   if (fgk_check(ctx, 1, 1)) return -1;
   const fg_kbuf *x = &ctx->in[0];
   fg_kbuf *y = &ctx->out[0];
-  int64_t count = ctx->p->depth, index = ctx->p->begin[0];
-  if (x->rank < 1 || count < 1 || index < 0 || index >= count || x->dims[0] % count != 0 ||
-      y->dims[0] != x->dims[0] / count)
-    return fgk_fail(ctx, "shard %lld of %lld: input has %lld rows, which do not split evenly",
-                    (long long)index, (long long)count, (long long)(x->rank ? x->dims[0] : 0));
+  int64_t count = ctx->p->depth, index = ctx->p->begin[0], first = 0;
+  int64_t rows = x->rank >= 1 ? x->dims[0] : 0;
+  if (x->rank < 1 || count < 1 || index < 0 || index >= count || rows < count ||
+      y->dims[0] != fg_shard_rows(rows, count, index, &first))
+    return fgk_fail(ctx, "shard %lld of %lld: input has %lld rows; every one of the %lld shards "
+                    "needs at least one",
+                    (long long)index, (long long)count, (long long)rows, (long long)count);
   int64_t row = 1;
   for (int d = 1; d < x->rank; d++)
     row *= x->dims[d];
-  size_t bytes = (size_t)(row * y->dims[0]) * elem_size(x->dtype);
-  if (bytes) memcpy(y->data, (const char *)x->data + (size_t)index * bytes, bytes);
+  size_t esz = elem_size(x->dtype), bytes = (size_t)(row * y->dims[0]) * esz;
+  if (bytes) memcpy(y->data, (const char *)x->data + (size_t)(first * row) * esz, bytes);
   return 0;
 }

@@ -399,18 +399,22 @@ static int dist_setup(train_args *a, fg_graph **g, fg_comm **comm, fg_status *st
   return 0;
 }
 
-/* Every batch must split evenly over the ranks, or the mean of the ranks'
- * gradients would not be the full batch's gradient; the ranks must also
- * agree on the data's size and the batch order. */
+/* Every rank needs at least one row of every batch (batches split as
+ * fg_shard_rows does; the all_reduce weighs the ranks by their rows, so
+ * uneven splits give the full batch's gradient); the ranks must also agree
+ * on the data's size and the batch order. */
 static int dist_check_batches(const train_args *a, fg_comm *comm, int64_t n_rows, fg_status *st) {
   int64_t n = comm->size, last = n_rows % a->batch;
-  if (!a->model_parallel && (a->batch % n != 0 || last % n != 0)) {
+  /* The smallest batch: all the data when it is under one batch, else the
+   * last, shorter batch, if any. */
+  int is_last = n_rows >= a->batch && last > 0;
+  int64_t small = n_rows < a->batch ? n_rows : is_last ? last : a->batch;
+  if (!a->model_parallel && small < n) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "--dist mpi with %" PRId64 " ranks: batches of %" PRId64 " rows%s do not split "
-                  "evenly (%" PRId64 " rows in all); pick --batch divisible by %" PRId64
-                  " and a row count whose last batch is too",
-                  n, a->batch % n != 0 ? a->batch : last,
-                  a->batch % n != 0 ? "" : " (the last batch)", n_rows, n);
+                  "--dist mpi with %" PRId64 " ranks: a batch of %" PRId64 " rows%s leaves a "
+                  "rank without rows (%" PRId64 " rows in all); every batch needs at least %" PRId64
+                  " rows: pick another --batch",
+                  n, small, is_last ? " (the last batch)" : "", n_rows, n);
     return -1;
   }
   uint64_t v[4] = {(uint64_t)n_rows, (uint64_t)a->batch, (uint64_t)a->epochs,
@@ -492,11 +496,10 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
     for (int64_t s = 0; s < steps; s++) {
       int64_t start = s * a->batch;
       int64_t b = n_rows - start < a->batch ? n_rows - start : a->batch;
-      /* Under MPI every rank walks the same batches and feeds rows
-       * [r*b/n, (r+1)*b/n) of each (train_model checked that b divides). */
+      /* Under MPI every rank walks the same batches and feeds its
+       * fg_shard_rows of each (dist_check_batches: at least one). */
       int dp = t->comm && !a->model_parallel;
-      int64_t lo = dp ? b / t->comm->size * t->comm->rank : 0;
-      int64_t len = dp ? b / t->comm->size : b;
+      int64_t lo = 0, len = dp ? fg_shard_rows(b, t->comm->size, t->comm->rank, &lo) : b;
       if (make_batch(&t->train, t->bf, a->shuffle ? t->perm : NULL, start + lo, len, t->feeds,
                      t->views, st) != 0)
         return -1;
@@ -508,9 +511,14 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
       fg_tensor_free(t->outs[0]);
       t->outs[0] = NULL;
       if (rc != 0) return -1;
-      /* Equal shards: the batch loss is the mean of the ranks' losses. */
-      /* (Model parallelism: every rank fetched the same loss.) */
-      if (dp && t->comm->ops->all_reduce(t->comm, &loss, 1, FG_F64, 1, st) != 0) return -1;
+      /* The batch loss is the ranks' losses weighted by their rows (for
+       * equal shards, the plain mean). Model parallelism: every rank
+       * fetched the same loss. */
+      if (dp) {
+        double wl = loss * (double)len;
+        if (t->comm->ops->all_reduce(t->comm, &wl, 1, FG_F64, 0, st) != 0) return -1;
+        loss = wl / (double)b;
+      }
       sum += loss * (double)b;
       double now = cli_now_s();
       /* The \r progress line is for people watching a terminal only; logs
