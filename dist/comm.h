@@ -42,6 +42,13 @@ typedef struct fg_comm_ops {
   int (*send)(fg_comm *c, const void *buf, int64_t bytes, int peer, int tag, fg_status *st);
   int (*recv)(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg_status *st);
   void (*free)(fg_comm *c);
+  /* This rank failed a step (`why` says how): every wait on the group, on
+   * this rank and on the others, ends at once with FG_ABORTED naming this
+   * rank and `why`, instead of waiting out its timeout. In-process groups
+   * are reset before the next run; over MPI the communicator stays
+   * unusable on every rank (the processes must exit, as after a deadline).
+   * Idempotent; NULL where not supported (NCCL). */
+  void (*abort)(fg_comm *c, const char *why);
 } fg_comm_ops;
 
 struct fg_comm {

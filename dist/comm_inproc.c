@@ -31,6 +31,7 @@ typedef struct group {
   int arrived;         /* ranks at the current barrier */
   unsigned long phase; /* barrier generation */
   int aborted;
+  fg_code abort_code; /* DEADLINE_EXCEEDED: a rank timed out; ABORTED: one failed */
   char why[256];
   void **bufs; /* per rank, published before the first barrier */
   uint64_t *u64;
@@ -79,6 +80,7 @@ static int barrier(inproc *h, const char *what, fg_status *st) {
       int arrived = g->arrived;
       /* This rank gives up: the group is broken for everyone. */
       g->aborted = 1;
+      g->abort_code = FG_DEADLINE_EXCEEDED;
       snprintf(g->why, sizeof g->why, "rank %d timed out in %s", h->base.rank, what);
       pthread_cond_broadcast(&g->cond);
       pthread_mutex_unlock(&g->lock);
@@ -95,7 +97,7 @@ static int barrier(inproc *h, const char *what, fg_status *st) {
   }
 aborted:
   pthread_mutex_unlock(&g->lock);
-  fg_status_set(st, FG_DEADLINE_EXCEEDED, "in-process %s on rank %d: group aborted (%s)", what,
+  fg_status_set(st, g->abort_code, "in-process %s on rank %d: group aborted (%s)", what,
                 h->base.rank, g->why);
   return -1;
 }
@@ -244,7 +246,7 @@ static int ip_send(fg_comm *c, const void *buf, int64_t bytes, int peer, int tag
   if (g->aborted) {
     pthread_mutex_unlock(&g->lock);
     free(m);
-    fg_status_set(st, FG_DEADLINE_EXCEEDED,
+    fg_status_set(st, g->abort_code,
                   "in-process send to rank %d tag %d on rank %d: group aborted (%s)", peer, tag,
                   c->rank, g->why);
     return -1;
@@ -287,6 +289,7 @@ static int ip_recv(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg_s
       /* Like a collective's timeout: the group is broken for everyone, so
        * the ranks still waiting on this one fail at once. */
       g->aborted = 1;
+      g->abort_code = FG_DEADLINE_EXCEEDED;
       snprintf(g->why, sizeof g->why, "rank %d timed out in recv from rank %d tag %d", c->rank,
                peer, tag);
       pthread_cond_broadcast(&g->cond);
@@ -303,7 +306,7 @@ static int ip_recv(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg_s
   }
   if (!m) {
     pthread_mutex_unlock(&g->lock);
-    fg_status_set(st, FG_DEADLINE_EXCEEDED,
+    fg_status_set(st, g->abort_code,
                   "in-process recv from rank %d tag %d on rank %d: group aborted (%s)", peer, tag,
                   c->rank, g->why);
     return -1;
@@ -351,8 +354,10 @@ static void ip_free(fg_comm *c) {
   free(h);
 }
 
-static const fg_comm_ops inproc_ops = {ip_all_reduce, ip_all_gather_u64, ip_broadcast,
-                                       ip_send,       ip_recv,           ip_free};
+static void ip_abort(fg_comm *c, const char *why);
+
+static const fg_comm_ops inproc_ops = {ip_all_reduce, ip_all_gather_u64, ip_broadcast, ip_send,
+                                       ip_recv,       ip_free,           ip_abort};
 
 int fg_comm_inproc_group(int size, double timeout_s, fg_comm **handles, fg_status *st) {
   if (size < 1 || size > FG_MAX_CPU_DEVICES || !handles) {
@@ -405,10 +410,17 @@ void fg_comm_inproc_abort(fg_comm *c, const char *why) {
   pthread_mutex_lock(&g->lock);
   if (!g->aborted) {
     g->aborted = 1;
+    g->abort_code = FG_ABORTED;
     snprintf(g->why, sizeof g->why, "%s", why ? why : "a peer failed");
   }
   pthread_cond_broadcast(&g->cond);
   pthread_mutex_unlock(&g->lock);
+}
+
+static void ip_abort(fg_comm *c, const char *why) {
+  char buf[300];
+  snprintf(buf, sizeof buf, "rank %d failed: %s", c->rank, why ? why : "(no reason given)");
+  fg_comm_inproc_abort(c, buf);
 }
 
 void fg_comm_inproc_reset(fg_comm *c) {

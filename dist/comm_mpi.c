@@ -21,7 +21,12 @@
  * header holding its size and piece size, then the data in pieces of at
  * most 1 GiB (MPI counts are int): the receiver learns the sender's size
  * and cut before any data moves, so a size mismatch names both sizes exactly, and the data is
- * drained so the next message of that (peer, tag) still lines up. */
+ * drained so the next message of that (peer, tag) still lines up.
+ *
+ * Aborts travel on a third duplicate: a rank whose step failed sends its
+ * reason to every peer there, and every wait probes it, so the survivors
+ * stop at once with FG_ABORTED naming the failed rank rather than waiting
+ * out the deadline. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -107,6 +112,8 @@ void fg_mpi_shutdown(int code) {
 #define TAG_CYCLE         16000
 /* Point-to-point data moves in pieces of this many bytes (an int count). */
 #define P2P_CHUNK         ((int64_t)1 << 30)
+/* An abort's reason, as sent to the peers (longer ones are cut). */
+#define STOP_MSG          512
 
 typedef struct mpi_comm {
   fg_comm base;
@@ -121,6 +128,15 @@ typedef struct mpi_comm {
   MPI_Request *reqs;
   int *req_peer;
   struct p2p_header *kept; /* headers of abandoned send/recv (see keep) */
+  MPI_Comm ctl;            /* aborts; MPI_COMM_NULL until joined */
+  MPI_Comm ctl_joining;    /* the dup in flight: not probed until complete */
+  /* Set once a wait must stop (this rank's abort, or a peer's arrived),
+   * with the reason every later call reports: 1 = this rank's, 2 = a
+   * peer's. The reason is written under stop_mu before stop is set. */
+  atomic_int stop;
+  pthread_mutex_t stop_mu;
+  char stop_why[STOP_MSG + 64];
+  char abort_msg[STOP_MSG]; /* what this rank sent; MPI reads it until delivered */
 } mpi_comm;
 
 /* A send/recv's size header on the heap: after a deadline MPI may still
@@ -160,7 +176,54 @@ static void set_broken(mpi_comm *m) {
   atomic_store(&g_any_broken, 1);
 }
 
+/* Records why waits must stop (the first reason wins); kind as m->stop. */
+static void record_stop(mpi_comm *m, int kind, const char *why) {
+  pthread_mutex_lock(&m->stop_mu);
+  if (!atomic_load(&m->stop)) {
+    snprintf(m->stop_why, sizeof m->stop_why, "%s", why);
+    atomic_store(&m->stop, kind);
+  }
+  pthread_mutex_unlock(&m->stop_mu);
+  set_broken(m);
+}
+
+/* Takes a peer's abort message off the control communicator, if one came.
+ * g_mpi_mu is held across the probe and the receive, so no other thread
+ * takes the message between them. */
+static void probe_abort(mpi_comm *m) {
+  int flag = 0, len = 0;
+  MPI_Status s;
+  char msg[STOP_MSG];
+  if (m->ctl == MPI_COMM_NULL) return; /* still joining the group */
+  pthread_mutex_lock(&g_mpi_mu);
+  if (MPI_Iprobe(MPI_ANY_SOURCE, 0, m->ctl, &flag, &s) == MPI_SUCCESS && flag) {
+    MPI_Get_count(&s, MPI_CHAR, &len);
+    if (MPI_Recv(msg, STOP_MSG, MPI_CHAR, s.MPI_SOURCE, 0, m->ctl, MPI_STATUS_IGNORE) !=
+        MPI_SUCCESS)
+      len = 0;
+  }
+  pthread_mutex_unlock(&g_mpi_mu);
+  if (!flag) return;
+  if (len < 0) len = 0;
+  if (len >= STOP_MSG) len = STOP_MSG - 1;
+  msg[len] = '\0';
+  char why[STOP_MSG + 64];
+  snprintf(why, sizeof why, "rank %d failed: %s", s.MPI_SOURCE, msg[0] ? msg : "(no reason)");
+  record_stop(m, 2, why);
+}
+
+/* Fails with FG_ABORTED when a wait must stop; `desc` names the wait. */
+static int stopped(mpi_comm *m, const char *desc, fg_status *st) {
+  if (!atomic_load(&m->stop)) return 0;
+  pthread_mutex_lock(&m->stop_mu);
+  fg_status_set(st, FG_ABORTED, "%s on rank %d of %d: stopped: %s", desc, m->base.rank,
+                m->base.size, m->stop_why);
+  pthread_mutex_unlock(&m->stop_mu);
+  return 1;
+}
+
 static int check_usable(mpi_comm *m, const char *op, fg_status *st) {
+  if (stopped(m, op, st)) return -1;
   if (atomic_load(&m->broken)) {
     fg_status_set(st, FG_INTERNAL,
                   "%s on rank %d: the MPI communicator failed earlier (deadline or peer error); "
@@ -206,6 +269,12 @@ static int wait_reqs(mpi_comm *m, MPI_Request *reqs, const int *peers, int n, do
     left -= done;
     if (left == 0) break;
     if (done > 0) polls = 0;
+    /* A peer's abort: probed every 64 spins, and at every slower poll. */
+    if ((polls & 63) == 0 || polls >= 200) probe_abort(m);
+    if (stopped(m, desc, st)) {
+      rc = -1;
+      break;
+    }
     double t = now_s();
     if (t > deadline) {
       char peer_list[256] = "";
@@ -660,18 +729,44 @@ static void mpi_free(fg_comm *c) {
     return;
   }
   pthread_mutex_lock(&g_mpi_mu);
+  if (m->ctl != MPI_COMM_NULL) MPI_Comm_free(&m->ctl);
   if (m->p2p != MPI_COMM_NULL) MPI_Comm_free(&m->p2p);
   MPI_Comm_free(&m->comm);
   pthread_mutex_unlock(&g_mpi_mu);
   pthread_mutex_destroy(&m->mu);
+  pthread_mutex_destroy(&m->stop_mu);
   free(m->scratch);
   free(m->reqs);
   free(m->req_peer);
   free(m);
 }
 
-static const fg_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather_u64, mpi_broadcast,
-                                    mpi_send,       mpi_recv,           mpi_free};
+/* Stops this rank's waits and sends `why` to every peer (once; not again
+ * when the stop came from a peer, which told everyone itself). The sends
+ * are small, so MPI delivers them eagerly; their requests are freed. */
+static void mpi_abort(fg_comm *c, const char *why) {
+  mpi_comm *m = (mpi_comm *)c;
+  if (!m) return;
+  char own[STOP_MSG + 64];
+  snprintf(own, sizeof own, "this rank failed: %s", why ? why : "(no reason)");
+  record_stop(m, 1, own);
+  pthread_mutex_lock(&m->stop_mu);
+  int send = atomic_load(&m->stop) == 1 && !m->abort_msg[0];
+  if (send) snprintf(m->abort_msg, sizeof m->abort_msg, "%s", why && why[0] ? why : "(no reason)");
+  pthread_mutex_unlock(&m->stop_mu);
+  if (!send) return;
+  pthread_mutex_lock(&g_mpi_mu);
+  for (int p = 0; p < c->size; p++) {
+    MPI_Request req;
+    if (p != c->rank && MPI_Isend(m->abort_msg, (int)strlen(m->abort_msg) + 1, MPI_CHAR, p, 0,
+                                  m->ctl, &req) == MPI_SUCCESS)
+      MPI_Request_free(&req);
+  }
+  pthread_mutex_unlock(&g_mpi_mu);
+}
+
+static const fg_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather_u64, mpi_broadcast, mpi_send,
+                                    mpi_recv,       mpi_free,           mpi_abort};
 
 /* Duplicates MPI_COMM_WORLD into *out, polled against the deadline (the dup
  * is a collective: a rank that died after start-up gives a deadline here
@@ -741,24 +836,28 @@ fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st) {
     return NULL;
   }
   pthread_mutex_init(&m->mu, NULL);
+  pthread_mutex_init(&m->stop_mu, NULL);
   m->base.ops = &mpi_ops;
   m->base.size = size;
   m->base.timeout_s = timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT_S;
-  m->p2p = MPI_COMM_NULL;
+  m->p2p = m->ctl = MPI_COMM_NULL;
   /* Our own communicators, so flowgraph's tags never meet the user's: one
    * for collectives, one for send/recv. */
   if (dup_world(m, &m->comm, "joining the MPI group (MPI_Comm_idup)", st) != 0) {
     if (atomic_load(&m->broken)) return NULL;
     pthread_mutex_destroy(&m->mu);
+    pthread_mutex_destroy(&m->stop_mu);
     free(m->reqs);
     free(m->req_peer);
     free(m);
     return NULL;
   }
-  if (dup_world(m, &m->p2p, "joining the MPI group (MPI_Comm_idup, point-to-point)", st) != 0) {
+  if (dup_world(m, &m->p2p, "joining the MPI group (MPI_Comm_idup, point-to-point)", st) != 0 ||
+      dup_world(m, &m->ctl_joining, "joining the MPI group (MPI_Comm_idup, aborts)", st) != 0) {
     set_broken(m);
     return NULL;
   }
+  m->ctl = m->ctl_joining;
   /* MPI guarantees tags up to at least 32767; Open MPI allows more. */
   void *ub = NULL;
   int found = 0;

@@ -247,8 +247,8 @@ static int nccl_recv(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg
   return nccl_p2p(c, "recv", peer, tag, st);
 }
 
-static const fg_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather_u64, nccl_broadcast,
-                                     nccl_send,       nccl_recv,           nccl_free};
+static const fg_comm_ops nccl_ops = {
+    nccl_all_reduce, nccl_all_gather_u64, nccl_broadcast, nccl_send, nccl_recv, nccl_free, NULL};
 
 /* Joins rank `rank` of `size` on `device` with `id`, without blocking. */
 static fg_comm *join(const ncclUniqueId *id, int rank, int size, int device, double timeout_s,

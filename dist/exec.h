@@ -67,6 +67,12 @@ int fg_dist_runner_lanes(const fg_dist_runner *r);
 int fg_dist_run_dag(const fg_dist_exec *dx, int n, const int *n_preds, const int *succ_off,
                     const int *succ, const int *step_lane, int (*fn)(void *, int, int), void *ctx);
 
+/* A step failed (`why`): aborts every communicator the run uses (each
+ * device's and the cross-process one; dist/comm.h `abort`), so that
+ * neither this process's other lanes nor the other ranks wait out a
+ * collective's or a transfer's timeout. */
+void fg_dist_abort(const fg_dist_exec *dx, const char *why);
+
 /* The session's dist state: the partition of its graph, per-device pools,
  * communicators. */
 typedef struct fg_dist_session fg_dist_session;

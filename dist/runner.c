@@ -70,9 +70,8 @@ static void lane_loop(fg_dist_runner *r, int l) {
       wake_all(r);
       pthread_mutex_unlock(&r->lock);
       /* Peers blocked in a collective would otherwise wait for its
-       * timeout. */
-      for (int e = 0; e < r->dx->n_dev; e++)
-        fg_comm_inproc_abort(r->dx->comm[e], "a step on another device failed");
+       * timeout (fn usually aborted them already, with its reason). */
+      fg_dist_abort(r->dx, "a step on another device failed");
       return;
     }
     for (int k = r->succ_off[t]; k < r->succ_off[t + 1]; k++) {
@@ -181,6 +180,18 @@ static int reserve(fg_dist_runner *r, int n) {
   r->queue = q;
   r->cap = n;
   return 0;
+}
+
+void fg_dist_abort(const fg_dist_exec *dx, const char *why) {
+  if (!dx) return;
+  for (int e = 0; e <= dx->n_dev; e++) {
+    fg_comm *c = e < dx->n_dev ? dx->comm[e] : dx->p2p;
+    /* Devices often share one communicator: abort each once. */
+    int seen = 0;
+    for (int k = 0; k < e && k < dx->n_dev && !seen; k++)
+      seen = dx->comm[k] == c;
+    if (c && !seen && c->ops && c->ops->abort) c->ops->abort(c, why);
+  }
 }
 
 int fg_dist_run_dag(const fg_dist_exec *dx, int n, const int *n_preds, const int *succ_off,

@@ -20,7 +20,8 @@ int fgi_infer_all_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
   char s1[FGI_STR], s2[FGI_STR];
   if (fgi_attr_flag(node, "weighted", &weighted, st)) return -1;
   if (weighted && in[0].dtype != FG_F32 && in[0].dtype != FG_F64)
-    return fgi_fail(node, st, "input 0 dtype %s is not allowed with weighted = 1; must be f32 or f64",
+    return fgi_fail(node, st,
+                    "input 0 dtype %s is not allowed with weighted = 1; must be f32 or f64",
                     fg_dtype_name(in[0].dtype));
   if (weighted && node->n_inputs < 3)
     return fgi_fail(node, st,

@@ -35,6 +35,7 @@ const char *fg_code_name(fg_code code) {
   case FG_DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
   case FG_IO_ERROR: return "IO_ERROR";
   case FG_INTERNAL: return "INTERNAL";
+  case FG_ABORTED: return "ABORTED";
   }
   return "UNKNOWN";
 }

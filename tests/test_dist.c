@@ -734,3 +734,70 @@ FG_TEST(dist_dp_failing_replica_does_not_hang, "dist,badinput") {
   fg_graph_free(g);
   fg_status_free(st);
 }
+
+/* The weighted all_reduce (fg_data_parallel's form for uneven shards) built
+ * by hand with bad inputs: refused when the graph is built, naming the node
+ * and the inputs; at run time, rows that exceed the ranks' total fail on
+ * both replicas (no hang), naming the values. */
+static fg_output weighted_ar(fg_graph *g, const char *name, fg_output *in, int n_in) {
+  fg_attrs *a = fg_attrs_new();
+  fg_attrs_set_int(a, "weighted", 1);
+  fg_output o = fg_op(g, "all_reduce", name, in, n_in, a);
+  fg_attrs_free(a);
+  return o;
+}
+
+static void check_weighted_refused(fg_output x, fg_output rows, fg_output sums, int n_in,
+                                   fg_graph *g, const char *want) {
+  fg_status *st = fg_status_new();
+  fg_output in[3] = {x, rows, sums};
+  FG_CHECK(weighted_ar(g, "war", in, n_in).node < 0);
+  FG_CHECK(fg_graph_status(g, st) != FG_OK);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "'war'");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), want);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+FG_TEST(dist_weighted_all_reduce_bad_inputs, "dist,badinput") {
+  fg_graph *g = fg_graph_new();
+  check_weighted_refused(fg_scalar(g, FG_F32, 1), FG_NO_OUTPUT, FG_NO_OUTPUT, 1, g,
+                         "weighted = 1 needs 3 inputs");
+  g = fg_graph_new();
+  check_weighted_refused(fg_scalar(g, FG_I32, 1), fg_scalar(g, FG_F64, 1), fg_scalar(g, FG_F64, 1),
+                         3, g, "input 0 dtype i32 is not allowed with weighted = 1");
+  g = fg_graph_new();
+  check_weighted_refused(fg_scalar(g, FG_F32, 1), fg_scalar(g, FG_F32, 1), fg_scalar(g, FG_F64, 1),
+                         3, g,
+                         "input 1 (rows) must be an f64 scalar and input 2 an f64 [2], got "
+                         "f32 [] and f64 []");
+
+  /* Run time: two replicas, each claiming 5 rows of a total of 3. */
+  fg_status *st = fg_status_new();
+  g = fg_graph_new();
+  int64_t two = 2;
+  double sums[2] = {3, 9};
+  fg_tensor *st_t = fg_tensor_from_data(FG_F64, 1, &two, sums, sizeof sums, st);
+  const char *fetch[2] = {"ar0", "ar1"};
+  for (int r = 0; r < 2; r++) {
+    char dev[8];
+    snprintf(dev, sizeof dev, "cpu:%d", r);
+    fg_output in[3] = {fg_scalar(g, FG_F32, 1 + r), fg_scalar(g, FG_F64, 5),
+                       fg_constant(g, r ? "sums1" : "sums0", st_t)};
+    for (int k = 0; k < 3; k++)
+      fg_set_device(g, in[k], dev);
+    fg_set_device(g, weighted_ar(g, fetch[r], in, 3), dev);
+  }
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  fg_tensor *out[2] = {NULL, NULL};
+  FG_CHECK(fg_session_run(s, NULL, 0, fetch, 2, out, NULL, 0, st) != 0);
+  FG_CHECK(out[0] == NULL && out[1] == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "(all_reduce)");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "rows 5 and the ranks' total 3");
+  fg_session_free(s);
+  fg_tensor_free(st_t);
+  fg_graph_free(g);
+  fg_status_free(st);
+}

@@ -449,3 +449,71 @@ FG_TEST(dist_exec_cross_process_bad_setups, "dist,badinput") {
   h[1]->ops->free(h[1]);
   fg_status_free(st);
 }
+
+/* A step that fails on one rank aborts the communicator: the rank whose
+ * one_hot reads the labels refuses label 99, and the other, waiting for its
+ * transfer with a 30 s timeout, stops at once with FG_ABORTED naming the
+ * failed rank and the label. */
+typedef struct xp_fail_arg {
+  fg_comm *c;
+  int rc;
+  fg_code code;
+  double sec;
+  char err[1024];
+} xp_fail_arg;
+
+static void *xp_fail_thread(void *p) {
+  xp_fail_arg *a = p;
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cpu:0");
+  fg_session *s = fg_session_new(g, NULL, st);
+  fg_tensor *x = NULL, *y = NULL;
+  dist_batch(FG_F32, 0, 8, &x, &y);
+  ((int32_t *)fg_tensor_data(y))[3] = 99;
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *fetch = "loss", *target = "train";
+  fg_tensor *out = NULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  a->rc = !s || fg_session_set_comm(s, a->c, st) != 0 ||
+          fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st) != 0;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  a->sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  a->code = fg_status_code(st);
+  snprintf(a->err, sizeof a->err, "%s", fg_status_message(st));
+  fg_tensor_free(out);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+  return NULL;
+}
+
+FG_TEST(dist_exec_cross_process_failed_step_aborts_peers, "dist,badinput") {
+  fg_comm *h[2];
+  FG_REQUIRE(fg_comm_inproc_group(2, 30, h, NULL) == 0);
+  xp_fail_arg a[2];
+  pthread_t th[2];
+  memset(a, 0, sizeof a);
+  for (int r = 0; r < 2; r++) {
+    a[r].c = h[r];
+    pthread_create(&th[r], NULL, xp_fail_thread, &a[r]);
+  }
+  for (int r = 0; r < 2; r++)
+    pthread_join(th[r], NULL);
+  int bad = a[0].code == FG_INVALID_ARGUMENT ? 0 : 1, other = 1 - bad;
+  FG_CHECK_INT(a[bad].rc, 1);
+  FG_CHECK_INT(a[bad].code, FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(a[bad].err, "indices[3] = 99 is out of range");
+  FG_CHECK_INT(a[other].rc, 1);
+  FG_CHECK_INT(a[other].code, FG_ABORTED);
+  char want[64];
+  snprintf(want, sizeof want, "rank %d failed: node '", bad);
+  FG_CHECK_STR_CONTAINS(a[other].err, want);
+  FG_CHECK_STR_CONTAINS(a[other].err, "indices[3] = 99 is out of range");
+  FG_CHECK(a[other].sec < 10);
+  if (fgt_failures) fprintf(stderr, "rank 0: %s\nrank 1: %s\n", a[0].err, a[1].err);
+  for (int r = 0; r < 2; r++)
+    h[r]->ops->free(h[r]);
+}

@@ -206,3 +206,42 @@ static void check_p2p_deadline(const char *op) {
 
 FG_TEST(mpi_p2p_recv_deadline, "dist,badinput") { check_p2p_deadline("recv"); }
 FG_TEST(mpi_p2p_send_deadline, "dist,badinput") { check_p2p_deadline("send"); }
+
+/* A rank that fails a step aborts the communicator (what the executor does
+ * on any failed step): rank 0, waiting in a recv from it, and ranks 2 and
+ * 3, waiting in an all_reduce, stop at once with FG_ABORTED naming rank 1
+ * and its reason, not after the 30 s timeout; rank 1's own later call is
+ * refused with the same reason. */
+FG_TEST(mpi_abort_stops_peers, "dist,badinput") {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char *args[] = {helper(), "abort", "30", NULL};
+  mpirun(4, NULL, args, 40, res);
+  FG_CHECK(res->status != -1);
+  for (int r = 0; r < 4; r++) {
+    char want[200];
+    snprintf(want, sizeof want, "rank %d: %s failed: ABORTED after ", r,
+             r == 0   ? "recv"
+             : r == 1 ? "all_reduce after abort"
+                      : "all_reduce");
+    const char *p = strstr(res->out, want);
+    if (!p) {
+      FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+      continue;
+    }
+    double after = atof(p + strlen(want));
+    FG_CHECK(after < 10.0); /* rank 1 aborts 0.3 s in; the timeout is 30 s */
+    const char *nl = strchr(p, '\n');
+    int len = nl ? (int)(nl - p) : (int)strlen(p);
+    char line[600];
+    snprintf(line, sizeof line, "%.*s", len, p);
+    FG_CHECK_STR_CONTAINS(line, r == 1 ? "stopped: this rank failed: rank one gave up"
+                                       : "stopped: rank 1 failed: rank one gave up");
+    snprintf(want, sizeof want, "on rank %d of 4", r);
+    FG_CHECK_STR_CONTAINS(line, want);
+  }
+  FG_CHECK(strstr(res->out, "not stopped") == NULL);
+  FG_CHECK(strstr(res->out, "a second abort") == NULL);
+  FG_CHECK(res->wall < 25.0);
+  free(res);
+}

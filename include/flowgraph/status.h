@@ -23,7 +23,8 @@ typedef enum fg_code {
   FG_RESOURCE_EXHAUSTED = 7, /* out of memory or over a configured limit */
   FG_DEADLINE_EXCEEDED = 8,  /* a timeout expired */
   FG_IO_ERROR = 9,           /* the OS refused a read or write */
-  FG_INTERNAL = 10           /* a bug in flowgraph: please report it */
+  FG_INTERNAL = 10,          /* a bug in flowgraph: please report it */
+  FG_ABORTED = 11            /* stopped because a peer (another rank) failed first */
 } fg_code;
 
 typedef struct fg_status fg_status;

@@ -54,7 +54,8 @@ static int weights(const fg_kctx *ctx, int size, int *plain, double *w, double *
   *w = *(const double *)r->data;
   *total = sums[0];
   if (!(*w >= 0) || !(*total > 0) || !(sums[1] >= 0) || *w > *total)
-    return fgk_fail(ctx, "weighted all_reduce: this rank's rows %g and the ranks' total %g "
+    return fgk_fail(ctx,
+                    "weighted all_reduce: this rank's rows %g and the ranks' total %g "
                     "(sum of squares %g) must satisfy 0 <= rows <= total, total > 0",
                     *w, *total, sums[1]);
   *plain = sums[0] * sums[0] == (double)size * sums[1];
@@ -101,7 +102,8 @@ int fgk_shard(const fg_kctx *ctx) {
   int64_t rows = x->rank >= 1 ? x->dims[0] : 0;
   if (x->rank < 1 || count < 1 || index < 0 || index >= count || rows < count ||
       y->dims[0] != fg_shard_rows(rows, count, index, &first))
-    return fgk_fail(ctx, "shard %lld of %lld: input has %lld rows; every one of the %lld shards "
+    return fgk_fail(ctx,
+                    "shard %lld of %lld: input has %lld rows; every one of the %lld shards "
                     "needs at least one",
                     (long long)index, (long long)count, (long long)rows, (long long)count);
   int64_t row = 1;

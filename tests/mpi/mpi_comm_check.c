@@ -7,6 +7,9 @@
  *   mpi_comm_check p2p TIMEOUT           send/recv: ring, threads, refusals
  *   mpi_comm_check p2p_deadline recv|send TIMEOUT
  *                                        rank 0 waits on rank 1, which sleeps
+ *   mpi_comm_check abort TIMEOUT         rank 1 aborts while rank 0 waits in a
+ *                                        recv from it and the others in an
+ *                                        all_reduce
  *
  * Each rank prints "rank R: ..." lines. Expected values are computed here
  * by a plain loop over every rank's data (each rank can regenerate all of
@@ -416,6 +419,44 @@ static int p2p_deadline(fg_comm *c, int send, double timeout, fg_status *st) {
   return 0;
 }
 
+/* fail_status, but an FG_ABORTED is what abort mode expects: exit 0 then,
+ * so that mpirun does not kill the ranks still printing. */
+static int aborted_status(fg_comm *c, const char *what, fg_status *st, double t0) {
+  int rc = fail_status(c, what, st, t0);
+  return fg_status_code(st) == FG_ABORTED ? 0 : rc;
+}
+
+/* Two good all_reduces, then rank 1 aborts after 0.3 s (the others are
+ * waiting by then: rank 0 in a recv from rank 1, the rest in an
+ * all_reduce) and tries one more all_reduce itself. Every wait ends with
+ * FG_ABORTED long before TIMEOUT. */
+static int abort_peers(fg_comm *c, fg_status *st) {
+  float buf[64];
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < 64; i++)
+      buf[i] = (float)(c->rank + i);
+    double t0 = now_s();
+    if (c->ops->all_reduce(c, buf, 64, FG_F32, 1, st) != 0)
+      return fail_status(c, "all_reduce", st, t0);
+  }
+  double t0 = now_s();
+  int rc;
+  if (c->rank == 1) {
+    struct timespec ts = {0, 300000000};
+    nanosleep(&ts, NULL);
+    c->ops->abort(c, "rank one gave up");
+    c->ops->abort(c, "a second abort changes nothing");
+    rc = c->ops->all_reduce(c, buf, 64, FG_F32, 1, st);
+    if (rc != 0) return aborted_status(c, "all_reduce after abort", st, t0);
+  } else if (c->rank == 0) {
+    if (c->ops->recv(c, buf, 64, 1, 7, st) != 0) return aborted_status(c, "recv", st, t0);
+  } else if (c->ops->all_reduce(c, buf, 64, FG_F32, 1, st) != 0) {
+    return aborted_status(c, "all_reduce", st, t0);
+  }
+  printf("rank %d: not stopped\n", c->rank);
+  return 1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: mpi_comm_check collectives|kill|stuck|hash ...\n");
@@ -424,9 +465,11 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   fg_status *st = fg_status_new();
   const char *mode = argv[1];
-  double timeout = strcmp(mode, "collectives") == 0 || strcmp(mode, "p2p") == 0 ? atof(argv[2])
-                   : argc > 3                                                   ? atof(argv[3])
-                                                                                : 10.0;
+  double timeout =
+      strcmp(mode, "collectives") == 0 || strcmp(mode, "p2p") == 0 || strcmp(mode, "abort") == 0
+          ? atof(argv[2])
+      : argc > 3 ? atof(argv[3])
+                 : 10.0;
   fg_comm *c = fg_comm_mpi_new(timeout, st);
   if (!c) {
     printf("fg_comm_mpi_new: %s: %s\n", fg_code_name(fg_status_code(st)), fg_status_message(st));
@@ -440,6 +483,8 @@ int main(int argc, char **argv) {
     rc = c->size % 2 == 0 ? p2p(c, st) : 2;
   } else if (strcmp(mode, "p2p_deadline") == 0) {
     rc = p2p_deadline(c, strcmp(argv[2], "send") == 0, timeout, st);
+  } else if (strcmp(mode, "abort") == 0) {
+    rc = abort_peers(c, st);
   } else if (strcmp(mode, "kill") == 0 || strcmp(mode, "stuck") == 0) {
     rc = fault(c, atoi(argv[2]), strcmp(mode, "kill") == 0, timeout, st);
   } else {
@@ -454,6 +499,12 @@ int main(int argc, char **argv) {
   fflush(stdout);
   c->ops->free(c);
   fg_status_free(st);
+  if (strcmp(mode, "abort") == 0) {
+    /* A broken communicator makes the process exit non-zero, and mpirun
+     * then kills the rest: give every rank time to print first. */
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+  }
   fg_mpi_shutdown(rc == 3 ? 3 : 0);
   return rc;
 }
