@@ -355,17 +355,31 @@ FG_TEST(mpi_train_killed_rank_gives_deadline, "dist,badinput") {
  * whole batches; rank 0 prints and saves after collecting rank 1's
  * variables. The same kernels on the same data as one process: the same
  * epoch losses and the same trained bits. */
+/* lin.fgb with its loss on rank 1 and pred on rank 0, saved as
+ * lin_mp.fgb; the graph is returned for the caller to inspect. */
+static fg_graph *make_lin_mp(fg_status *st) {
+  fg_graph *g = fg_graph_load(tpath("lin.fgb"), st);
+  if (!g) return NULL;
+  int loss = fg_graph_find(g, "loss"), pred = fg_graph_find(g, "pred");
+  if (loss < 0 || pred < 0) {
+    fg_graph_free(g);
+    return NULL;
+  }
+  fg_set_device(g, (fg_output){loss, 0}, "rank:1/cpu:0");
+  fg_set_device(g, (fg_output){pred, 0}, "rank:0/cpu:0");
+  if (fg_graph_save(g, tpath("lin_mp.fgb"), st) != 0) {
+    fg_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
 static void check_model_parallel(int np) {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
   fg_status *st = fg_status_new();
-  fg_graph *g = fg_graph_load(tpath("lin.fgb"), st);
+  fg_graph *g = make_lin_mp(st);
   FG_REQUIRE(g);
-  int loss = fg_graph_find(g, "loss"), pred = fg_graph_find(g, "pred");
-  FG_REQUIRE(loss >= 0 && pred >= 0);
-  fg_set_device(g, (fg_output){loss, 0}, "rank:1/cpu:0");
-  fg_set_device(g, (fg_output){pred, 0}, "rank:0/cpu:0");
-  FG_REQUIRE(fg_graph_save(g, tpath("lin_mp.fgb"), st) == 0);
   fg_partition *p = fg_partition_new(g, NULL, st);
   FG_REQUIRE(p);
   FG_CHECK_INT(fg_partition_num_ranks(p), 2);
@@ -431,3 +445,110 @@ static void check_model_parallel(int np) {
 FG_TEST(mpi_train_model_parallel_np2, "dist") { check_model_parallel(2); }
 /* Rank 2 runs no node; it still takes part and gets the fetched loss. */
 FG_TEST(mpi_train_model_parallel_np3, "dist") { check_model_parallel(3); }
+
+/* `flowgraph run --dist mpi` on the cross-process lin_mp.fgb: rank 0 prints
+ * the loss (computed on rank 1) and writes pred; both equal one process's
+ * `flowgraph run` on lin.fgb bit for bit (same kernels, same data), and
+ * rank 1 prints nothing. */
+static void check_run_model_parallel(int np) {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  fg_status *st = fg_status_new();
+  fg_graph *g = make_lin_mp(st);
+  FG_REQUIRE(g);
+  fg_graph_free(g);
+  char xi[700], yi[700], om[700], os[700];
+  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
+  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  snprintf(om, sizeof om, "pred=%s", tpath("pred_mp.npy"));
+  snprintf(os, sizeof os, "pred=%s", tpath("pred_single.npy"));
+  char *args[] = {FG_CLI_PATH,
+                  "run",
+                  (char *)tpath("lin_mp.fgb"),
+                  "-i",
+                  xi,
+                  "-i",
+                  yi,
+                  "-o",
+                  om,
+                  "--fetch",
+                  "loss",
+                  "--repeat",
+                  "3",
+                  "--dist",
+                  "mpi",
+                  "--dist-timeout",
+                  "20",
+                  NULL};
+  run_result *res = malloc(sizeof *res);
+  mpirun(np, NULL, args, 50, res);
+  FG_CHECK_INT(res->status, 0);
+  cli_result r;
+  cli(&r, "run", tpath("lin.fgb"), "-i", xi, "-i", yi, "-o", os, "--fetch", "loss", NULL);
+  FG_CHECK_INT(r.code, 0);
+  /* "loss: f32 [] ..." then its value line, once: only rank 0 prints. */
+  const char *lm = strstr(res->out, "loss: "), *ls = strstr(r.out, "loss: ");
+  FG_REQUIRE(lm && ls);
+  FG_CHECK(strstr(lm + 1, "loss: ") == NULL);
+  const char *em = strchr(strchr(lm, '\n') + 1, '\n'), *es = strchr(strchr(ls, '\n') + 1, '\n');
+  FG_REQUIRE(em && es);
+  if (em - lm != es - ls || memcmp(lm, ls, (size_t)(em - lm)) != 0)
+    FG_FAIL_AT("loss differs:\n%.*s\nvs\n%.*s", (int)(em - lm), lm, (int)(es - ls), ls);
+  FG_CHECK(strstr(res->out, "ran 3 times") != NULL);
+  fg_tensor *pm = fg_npy_read(tpath("pred_mp.npy"), st),
+            *ps = fg_npy_read(tpath("pred_single.npy"), st);
+  FG_REQUIRE(pm && ps);
+  FG_CHECK(fg_tensor_num_bytes(pm) == fg_tensor_num_bytes(ps) &&
+           memcmp(fg_tensor_data(pm), fg_tensor_data(ps), fg_tensor_num_bytes(ps)) == 0);
+  FG_CHECK_INT(fg_tensor_num_elements(pm), LIN_ROWS);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\nsingle:\n%s\n", res->out, r.out);
+  fg_tensor_free(pm);
+  fg_tensor_free(ps);
+  result_free(&r);
+  free(res);
+  fg_status_free(st);
+  fgt_rmtree(tmpdir);
+}
+
+FG_TEST(mpi_run_model_parallel_np2, "dist") { check_run_model_parallel(2); }
+FG_TEST(mpi_run_model_parallel_np3, "dist") { check_run_model_parallel(3); }
+
+FG_TEST(mpi_run_bad_setups_refused, "dist,badinput") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  fg_status *st = fg_status_new();
+  fg_graph *g = make_lin_mp(st);
+  FG_REQUIRE(g);
+  fg_graph_free(g);
+  char xi[700], yi[700], bad_out[700];
+  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
+  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  snprintf(bad_out, sizeof bad_out, "pred=%s", tpath("no_such_dir/pred.npy"));
+  /* Outside mpirun. */
+  cli_result r;
+  cli(&r, "run", tpath("lin_mp.fgb"), "-i", xi, "-i", yi, "--dist", "mpi", NULL);
+  FG_CHECK(r.code != 0);
+  FG_CHECK_STR_CONTAINS(r.err, "not started by mpirun (try mpirun -np 2 flowgraph run");
+  result_free(&r);
+  run_result *res = malloc(sizeof *res);
+  /* A model that names no rank. */
+  char *plain[] = {FG_CLI_PATH, "run", (char *)tpath("lin.fgb"), "-i", xi, "-i", yi, "--dist",
+                   "mpi",       NULL};
+  mpirun(2, NULL, plain, 50, res);
+  FG_CHECK(res->status != 0 && res->status != -1);
+  FG_CHECK_STR_CONTAINS(res->out, "places no node on a rank");
+  /* Rank 0 cannot write its output: it says why, rank 1 is told at once
+   * (not after the 20 s timeout). */
+  char *noout[] = {FG_CLI_PATH, "run", (char *)tpath("lin_mp.fgb"),
+                   "-i",        xi,    "-i",
+                   yi,          "-o",  bad_out,
+                   "--dist",    "mpi", "--dist-timeout",
+                   "20",        NULL};
+  mpirun(2, NULL, noout, 50, res);
+  FG_CHECK(res->status != 0 && res->status != -1);
+  FG_CHECK_STR_CONTAINS(res->out, "no_such_dir");
+  FG_CHECK(res->wall < 15);
+  free(res);
+  fg_status_free(st);
+  fgt_rmtree(tmpdir);
+}

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist_cli.h"
+#include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 #include "run.h"
 
@@ -85,12 +87,19 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--device", &v)) != 0) {
       rc = cli_value_opt(cmd, "--device", "a device name (cpu:0 or cuda:N)", r, v, "--device",
                          &run_device);
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist", &v)) != 0) {
+      if (r < 0 || strcmp(v, "mpi") != 0)
+        return cli_usage(cmd, "--dist needs 'mpi' (run under mpirun), got '%s'", r < 0 ? "" : v);
+      a->dist_mpi = 1;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-timeout", &v)) != 0) {
+      rc = cli_int_opt(cmd, "--dist-timeout", r, v, 1, 86400, &a->dist_timeout);
     } else {
       rc = cli_model_arg(cmd, arg, &a->model);
     }
     if (rc != CLI_OK) return rc;
   }
   if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
+  if (!a->dist_mpi && a->dist_timeout) return cli_usage(cmd, "--dist-timeout needs --dist mpi");
   return CLI_OK;
 }
 
@@ -238,11 +247,59 @@ static void print_values(const fg_tensor *t) {
     printf("]\n");
 }
 
+/* --dist mpi: the model must name ranks (each rank runs its nodes; see
+ * flowgraph/dist.h); every rank must have loaded the same file and been
+ * given the same fetches, targets and feeds' options, which the M2 hash
+ * checks. Only rank 0 writes and prints, so only it checks the -o paths;
+ * then all ranks agree that everyone could start, so none waits out a
+ * timeout for a rank that already gave up. */
+static int dist_start(const run_args *a, const fg_graph *g, char **fetch, int n_fetch,
+                      fg_comm **comm, fg_status *st) {
+  fg_partition *p = fg_partition_new(g, run_device, st);
+  if (!p) return -1;
+  int ranks = fg_partition_num_ranks(p);
+  fg_partition_free(p);
+  if (ranks == 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--dist mpi: %s places no node on a rank (devices \"rank:R/cpu:N\"), so there "
+                  "is nothing to split across processes; run it without --dist, or train a "
+                  "replica per process with `flowgraph train --dist mpi`",
+                  a->model);
+    return -1;
+  }
+  uint64_t h = FG_HASH_SEED;
+  for (int i = 0; i < n_fetch; i++)
+    h = fg_hash_bytes(h, fetch[i], strlen(fetch[i]) + 1);
+  for (int i = 0; i < a->n_targets; i++)
+    h = fg_hash_bytes(h, a->targets[i], strlen(a->targets[i]) + 1);
+  int64_t v[5] = {a->random_inputs, (int64_t)a->seed, a->batch, a->repeat, a->n_inputs};
+  h = fg_hash_bytes(h, v, sizeof v);
+  if (cli_dist_join("run", a->model, &h, sizeof h, a->dist_timeout, comm, st) != 0) return -1;
+  int ok = (*comm)->rank != 0 || check_output_paths(a, st) == 0;
+  uint64_t *all = calloc((size_t)(*comm)->size, sizeof *all);
+  fg_status *gst = fg_status_new();
+  int rc = all && gst && (*comm)->ops->all_gather_u64(*comm, !ok, all, gst) == 0 ? 0 : -1;
+  if (rc != 0 && ok)
+    fg_status_set(st, gst ? fg_status_code(gst) : FG_RESOURCE_EXHAUSTED, "--dist mpi: %s",
+                  gst ? fg_status_message(gst) : "out of memory");
+  for (int r = 0; rc == 0 && r < (*comm)->size; r++)
+    if (all[r]) {
+      rc = -1;
+      if (ok)
+        fg_status_set(st, FG_ABORTED, "--dist mpi: rank %d could not start (its error says why)",
+                      r);
+    }
+  free(all);
+  fg_status_free(gst);
+  return ok ? rc : -1;
+}
+
 static int run_model(void *args, fg_status *st, const char **failed_load) {
   const run_args *a = args;
   int rc = -1, n_fetch = 0;
   char **fetch = NULL;
   fg_session *s = NULL;
+  fg_comm *comm = NULL; /* --dist mpi */
   fg_tensor **outs = NULL;
   run_feeds feeds = {0};
   char desc[300];
@@ -253,10 +310,12 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
   }
   if (resolve_fetches(g, a, &fetch, &n_fetch, st) != 0) goto done;
   if (run_feeds_prepare(g, a, (const char *const *)fetch, n_fetch, &feeds, st) != 0) goto done;
-  if (check_output_paths(a, st) != 0) goto done;
+  if (!a->dist_mpi && check_output_paths(a, st) != 0) goto done;
   if (run_feeds_load(g, a, &feeds, st) != 0) goto done;
+  if (a->dist_mpi && dist_start(a, g, fetch, n_fetch, &comm, st) != 0) goto done;
   s = run_session(g, a, st);
   if (!s) goto done;
+  if (comm && fg_session_set_comm(s, comm, st) != 0) goto done;
   outs = calloc((size_t)n_fetch, sizeof *outs);
   if (!outs) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
@@ -279,6 +338,10 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
       fg_status_set(st, FG_INTERNAL, "fetch '%s': the session returned no tensor", fetch[i]);
       goto done;
     }
+  if (comm && comm->rank != 0) { /* every rank got the fetches; rank 0 reports */
+    rc = 0;
+    goto done;
+  }
   if (write_outputs(a, outs, st) != 0) goto done;
   for (int i = 0; i < n_fetch; i++) {
     cli_describe_tensor(outs[i], desc, sizeof desc);
@@ -305,6 +368,12 @@ done:
       free(fetch[i]);
   free(fetch);
   fg_graph_free(g);
+  if (comm) {
+    comm->ops->free(comm);
+    /* After a failed exchange MPI cannot finalize: the caller prints the
+     * error and the process exits without MPI_Finalize. */
+    if (rc == 0) fg_mpi_shutdown(0);
+  }
   return rc;
 }
 
@@ -319,7 +388,7 @@ const cli_command cli_run_command = {
     "run", "Run a model on .npy inputs or random data.",
     "flowgraph run MODEL.fgb [-i NAME=FILE.npy ...] [-o NAME=OUT.npy ...] [--fetch NAME ...] "
     "[--target NAME ...] [--random-inputs] [--seed N] [--batch N] [--repeat N] [--threads N] "
-    "[--check-numerics] [--max-memory BYTES] [--device NAME]",
+    "[--check-numerics] [--max-memory BYTES] [--device NAME] [--dist mpi [--dist-timeout S]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  -o, --output NAME=OUT.npy   fetch NAME (\"node\" or \"node:index\") and write it\n"
@@ -342,7 +411,13 @@ const cli_command cli_run_command = {
     "                              fetched outputs; suffix K, M or G; default: the\n"
     "                              machine's memory)\n"
     "  --device NAME               run on NAME: cpu:0 (default) or cuda:N (a GPU build\n"
-    "                              on a machine with a GPU)\n\n"
+    "                              on a machine with a GPU)\n"
+    "  --dist mpi                  run a model split across processes (nodes placed on\n"
+    "                              rank:R/cpu:N): start with mpirun -np R+1; every\n"
+    "                              rank feeds the same inputs and runs its nodes;\n"
+    "                              rank 0 prints and writes the outputs\n"
+    "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
+    "                              DEADLINE_EXCEEDED (default 60)\n\n"
     "Without -o and --fetch the graph's marked outputs are fetched (or, when it has\n"
     "none, the last node) and printed: name, dtype, shape and the first 10 values.\n"
     "Every placeholder the fetches and targets depend on must be fed (unless\n"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/comm_mpi.h"
+#include "dist_cli.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 #include "run.h"
@@ -326,41 +326,14 @@ static int save_trained(fg_session *s, const char *path, fg_status *st) {
   return rc;
 }
 
-/* The M2 hash: the model file's bytes and the rewrite's bucket size, so
- * ranks that loaded different files (or options) are refused before they
- * exchange a gradient. */
-static int file_hash(const char *path, int64_t bucket, uint64_t *h, fg_status *st) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    fg_status_set(st, FG_IO_ERROR, "%s: cannot reopen to hash it for --dist mpi", path);
-    return -1;
-  }
-  unsigned char buf[65536];
-  size_t n;
-  *h = FG_HASH_SEED;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    *h = fg_hash_bytes(*h, buf, n);
-  fclose(f);
-  *h = fg_hash_bytes(*h, &bucket, sizeof bucket);
-  return 0;
-}
-
 /* --dist mpi before the session exists: joins the MPI group, rewrites the
  * graph with all_reduce buckets (replicas = 1: this process is one
  * replica), and checks that every rank has the same graph. Non-zero ranks
  * turn quiet and do not save. */
 static int dist_setup(train_args *a, fg_graph **g, fg_comm **comm, fg_status *st) {
-  if (!fg_mpi_launched()) {
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "--dist mpi: this process was not started by mpirun (try mpirun -np 2 "
-                  "flowgraph train ... --dist mpi)");
-    return -1;
-  }
-  *comm = fg_comm_mpi_new((double)a->dist_timeout, st);
-  if (!*comm) return -1;
-  uint64_t h;
-  if (file_hash(a->model, a->dist_bucket, &h, st) != 0 ||
-      fg_comm_check_same_u64(*comm, h, "graph", st) != 0)
+  /* The bucket size changes the rewritten graph: part of the M2 hash. */
+  if (cli_dist_join("train", a->model, &a->dist_bucket, sizeof a->dist_bucket, a->dist_timeout,
+                    comm, st) != 0)
     return -1;
   fg_partition *part = fg_partition_new(*g, NULL, st);
   if (!part) return -1;

@@ -22,6 +22,8 @@ typedef struct run_args {
   int64_t batch;
   int64_t repeat;
   int threads, threads_set;
+  int dist_mpi;         /* --dist mpi: a cross-process model, one rank each */
+  int64_t dist_timeout; /* --dist-timeout seconds (0: 60) */
 } run_args;
 
 typedef struct run_feeds {
