@@ -19,27 +19,6 @@
 
 static const char *const batch_names[2] = {"x", "y"};
 
-/* dist_train with batch sizes per step (`batches`, NULL: BATCH each). */
-static int train_batches(fg_session *s, fg_dtype dt, const int *batches, double *losses,
-                         fg_status *st) {
-  if (!batches) return dist_train(s, dt, STEPS, BATCH, losses, st);
-  for (int k = 0; k < STEPS; k++) {
-    fg_tensor *x, *y;
-    if (dist_batch(dt, 100 * k, batches[k], &x, &y) != 0) return -1;
-    fg_feed feeds[2] = {{"x", x}, {"y", y}};
-    const char *fetch = "loss", *target = "train";
-    fg_tensor *out = NULL;
-    int rc = fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st);
-    fg_tensor_free(x);
-    fg_tensor_free(y);
-    if (rc != 0) return -1;
-    losses[k] =
-        dt == FG_F32 ? *(const float *)fg_tensor_data(out) : *(const double *)fg_tensor_data(out);
-    fg_tensor_free(out);
-  }
-  return 0;
-}
-
 /* Trains the single-device graph and its data-parallel rewrite on the same
  * batches (sizes `batches`, NULL: BATCH) and compares per-step losses and
  * final variables. */
@@ -62,8 +41,8 @@ static void compare_dp_batches(fg_dtype dt, fg_optimizer_kind opt, double lr, in
   FG_REQUIRE(s1 && sn);
   FG_CHECK_INT(fg_partition_num_devices(fg_session_partition(sn)), replicas);
   double l1[STEPS], ln[STEPS];
-  FG_REQUIRE(train_batches(s1, dt, batches, l1, st) == 0);
-  int rc = train_batches(sn, dt, batches, ln, st);
+  FG_REQUIRE(dist_train_batches(s1, dt, STEPS, batches, BATCH, l1, st) == 0);
+  int rc = dist_train_batches(sn, dt, STEPS, batches, BATCH, ln, st);
   if (rc) fprintf(stderr, "%s\n", fg_status_message(st));
   FG_REQUIRE(rc == 0);
   for (int k = 0; k < STEPS; k++)

@@ -117,13 +117,15 @@ static inline int dist_batch(fg_dtype dt, int row0, int rows, fg_tensor **x, fg_
   return 0;
 }
 
-/* Runs `steps` training steps of `batch` rows each on session s, writing
- * each step's loss into losses[]. 0 or -1. */
-static inline int dist_train(fg_session *s, fg_dtype dt, int steps, int batch, double *losses,
-                             fg_status *st) {
+/* Runs `steps` training steps on session s, writing each step's loss into
+ * losses[]: step k takes batches[k] rows from row 100 k, or, with batches
+ * NULL, `batch` rows each, from row (k batch) mod (1400 - batch). 0 or -1. */
+static inline int dist_train_batches(fg_session *s, fg_dtype dt, int steps, const int *batches,
+                                     int batch, double *losses, fg_status *st) {
   for (int k = 0; k < steps; k++) {
     fg_tensor *x, *y;
-    if (dist_batch(dt, (k * batch) % (1400 - batch), batch, &x, &y) != 0) return -1;
+    int row0 = batches ? 100 * k : (k * batch) % (1400 - batch);
+    if (dist_batch(dt, row0, batches ? batches[k] : batch, &x, &y) != 0) return -1;
     fg_feed feeds[2] = {{"x", x}, {"y", y}};
     const char *fetch = "loss", *target = "train";
     fg_tensor *out = NULL;
@@ -136,6 +138,11 @@ static inline int dist_train(fg_session *s, fg_dtype dt, int steps, int batch, d
     fg_tensor_free(out);
   }
   return 0;
+}
+
+static inline int dist_train(fg_session *s, fg_dtype dt, int steps, int batch, double *losses,
+                             fg_status *st) {
+  return dist_train_batches(s, dt, steps, NULL, batch, losses, st);
 }
 
 /* max |a - b| / max |b| over the elements of a variable in two sessions

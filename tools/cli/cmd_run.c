@@ -87,12 +87,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--device", &v)) != 0) {
       rc = cli_value_opt(cmd, "--device", "a device name (cpu:0 or cuda:N)", r, v, "--device",
                          &run_device);
-    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist", &v)) != 0) {
-      if (r < 0 || strcmp(v, "mpi") != 0)
-        return cli_usage(cmd, "--dist needs 'mpi' (run under mpirun), got '%s'", r < 0 ? "" : v);
-      a->dist_mpi = 1;
-    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-timeout", &v)) != 0) {
-      rc = cli_int_opt(cmd, "--dist-timeout", r, v, 1, 86400, &a->dist_timeout);
+    } else if (cli_dist_opt(cmd, argc, argv, &i, &a->dist_mpi, &a->dist_timeout, &rc)) {
     } else {
       rc = cli_model_arg(cmd, arg, &a->model);
     }

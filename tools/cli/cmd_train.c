@@ -101,12 +101,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
       rc = cli_threads_opt(cmd, r, v, &a->threads, &a->threads_set);
     } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
       a->quiet = 1;
-    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist", &v)) != 0) {
-      if (r < 0 || strcmp(v, "mpi") != 0)
-        return cli_usage(cmd, "--dist needs 'mpi' (run under mpirun), got '%s'", r < 0 ? "" : v);
-      a->dist_mpi = 1;
-    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-timeout", &v)) != 0) {
-      rc = cli_int_opt(cmd, "--dist-timeout", r, v, 1, 86400, &a->dist_timeout);
+    } else if (cli_dist_opt(cmd, argc, argv, &i, &a->dist_mpi, &a->dist_timeout, &rc)) {
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-bucket", &v)) != 0) {
       rc = cli_int_opt(cmd, "--dist-bucket", r, v, 1, INT64_MAX, &a->dist_bucket);
     } else if (cli_session_opt(cmd, argc, argv, &i, 1, &rc)) {

@@ -2,6 +2,25 @@
 #include "dist_cli.h"
 
 #include <stdio.h>
+#include <string.h>
+
+int cli_dist_opt(const cli_command *cmd, int argc, char **argv, int *i, int *dist_mpi,
+                 int64_t *timeout_s, int *rc) {
+  const char *v = NULL;
+  int r;
+  if ((r = cli_opt_value(argc, argv, i, NULL, "--dist", &v)) != 0) {
+    if (r < 0 || strcmp(v, "mpi") != 0)
+      *rc = cli_usage(cmd, "--dist needs 'mpi' (run under mpirun), got '%s'", r < 0 ? "" : v);
+    else
+      *dist_mpi = 1;
+    return 1;
+  }
+  if ((r = cli_opt_value(argc, argv, i, NULL, "--dist-timeout", &v)) != 0) {
+    *rc = cli_int_opt(cmd, "--dist-timeout", r, v, 1, 86400, timeout_s);
+    return 1;
+  }
+  return 0;
+}
 
 /* A hash of the model file's bytes and the options: ranks that loaded
  * different files (or options) are refused before they exchange a

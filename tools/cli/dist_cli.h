@@ -5,8 +5,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cli.h"
 #include "dist/comm_mpi.h"
 #include "flowgraph/status.h"
+
+/* --dist mpi and --dist-timeout SECONDS (1 to 86400) at argv[*i]: 1 when
+ * it is one of them (*rc: CLI_OK, or a usage error's exit code, already
+ * printed), else 0. */
+int cli_dist_opt(const cli_command *cmd, int argc, char **argv, int *i, int *dist_mpi,
+                 int64_t *timeout_s, int *rc);
 
 /* Joins the MPI group (refused, naming `command`, outside mpirun) with a
  * collective timeout of `timeout_s` (0: 60 s), then checks that every rank
