@@ -253,11 +253,122 @@ static void emit_ready_buckets(dp *d) {
   }
 }
 
+/* 1 when input k of update i is fg_minimize's group of all gradients
+ * (a control input past the op's data inputs), which narrow_update_wait
+ * replaces, so emitting i need not wait for it. */
+static int waits_for_all_grads(const dp *d, int i, int k) {
+  const fg_node *nd = &d->g->nodes[i];
+  if (!fg_op_table[nd->op].mutable_inputs || k < fg_op_table[nd->op].min_inputs) return 0;
+  const fg_node *c = &d->g->nodes[nd->inputs[k].node];
+  int all_grads = c->op == FG_OP_GROUP && c->n_inputs > 0;
+  for (int q = 0; q < c->n_inputs && all_grads; q++)
+    all_grads = (d->mark[c->inputs[q].node] & (IN_GRADIENTS | ON_PATH)) != 0;
+  return all_grads;
+}
+
+/* fg_minimize makes every update wait for a group of all gradients, so
+ * that no update overwrites a variable a gradient still reads. Here that
+ * would hold every update until the last bucket's gradients exist, and the
+ * updates of buckets reduced long before would all run on the step's tail
+ * (PyTorch's DDP has the same tail; its optimizer runs after backward).
+ * The exact condition is narrower: update i of replica r waits for the
+ * nodes before it that read its variable. This replaces such a group
+ * control input of in[] (the inputs already mapped for replica r) by a
+ * group of those readers; returns the new input count. Other control
+ * inputs stay. var_conflict has already emitted every such reader. */
+static int narrow_update_wait(dp *d, int i, int r, fg_output *in) {
+  const fg_graph *g = d->g;
+  const fg_node *nd = &g->nodes[i];
+  int n_in = nd->n_inputs, var = -1;
+  for (int k = 0; k < n_in && var < 0; k++)
+    if (fg_op_table[nd->op].mutable_inputs & (1u << k)) var = nd->inputs[k].node;
+  for (int k = 0, orig = 0; k < n_in && var >= 0; k++, orig++) {
+    if (!waits_for_all_grads(d, i, orig)) continue;
+    int n_rd = 0;
+    fg_output *rd = malloc((size_t)i * sizeof *rd + 1);
+    if (!rd) {
+      fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
+      return n_in;
+    }
+    for (int j = 0; j < i; j++)
+      for (int q = 0; q < g->nodes[j].n_inputs; q++)
+        if (g->nodes[j].inputs[q].node == var) {
+          rd[n_rd++] = (fg_output){*mapped(d, r, j), 0};
+          break;
+        }
+    if (n_rd > 0) {
+      /* Named in the update's scope ("train/apply_sgd_3/group_12"),
+       * automatically, so it cannot collide with a name the user took. */
+      char scope[640], buf[600];
+      snprintf(scope, sizeof scope, "%s/", replica_name(d, r, nd->name, buf, sizeof buf));
+      fg_graph_set_scope(d->ng, scope);
+      in[k] = fg_op(d->ng, "group", NULL, rd, n_rd, NULL);
+      fg_graph_set_scope(d->ng, NULL);
+      place(d, in[k], r);
+    } else {
+      memmove(&in[k], &in[k + 1], (size_t)(n_in - k - 1) * sizeof *in);
+      n_in--;
+      k--;
+    }
+    free(rd);
+  }
+  return n_in;
+}
+
+/* 1 when node i must wait for an earlier node that is not emitted yet
+ * because both touch one variable and one of them updates it: emitting i
+ * first would swap a read and an update, and the executor orders a
+ * variable's reads and updates by plan order. */
+static int var_conflict(const fg_graph *g, int i, const char *done) {
+  const fg_node *nd = &g->nodes[i];
+  int upd_i = fg_op_table[nd->op].mutable_inputs != 0;
+  for (int k = 0; k < nd->n_inputs; k++) {
+    int v = nd->inputs[k].node;
+    if (g->nodes[v].op != FG_OP_VARIABLE) continue;
+    for (int j = 0; j < i; j++) {
+      const fg_node *o = &g->nodes[j];
+      if (done[j] || (!upd_i && !fg_op_table[o->op].mutable_inputs)) continue;
+      for (int q = 0; q < o->n_inputs; q++)
+        if (o->inputs[q].node == v) return 1;
+    }
+  }
+  return 0;
+}
+
+static int try_emit(dp *d, int i, const char *const *batch, int n_batch);
+
+/* Emits, right after a bucket, what was waiting for it (its updates and
+ * their inputs, clipping), ahead of the rest of the backward pass in node
+ * order: the executor runs ready steps by plan order, so an update placed
+ * after the backward pass would run on the step's tail even though its
+ * bucket was reduced long before. The backward pass keeps its order and
+ * collectives stay in bucket order; var_conflict keeps every read of a
+ * variable on the side of its updates that node order gives it. Returns
+ * the number of nodes emitted. */
+static int emit_waiting(dp *d, char *done, const char *const *batch, int n_batch) {
+  const fg_graph *g = d->g;
+  int emitted = 0, progress = 1;
+  while (progress && !fg_graph_failed(d->ng)) {
+    progress = 0;
+    for (int j = 0; j < g->n_nodes && !fg_graph_failed(d->ng); j++) {
+      if (done[j] || (d->mark[j] & IN_GRADIENTS) || g->nodes[j].op == FG_OP_ALL_REDUCE ||
+          var_conflict(g, j, done) || !try_emit(d, j, batch, n_batch))
+        continue;
+      done[j] = 1;
+      emitted++;
+      progress = 1;
+      emit_ready_buckets(d);
+    }
+  }
+  return emitted;
+}
+
 /* Copies node i for every replica if its inputs exist; 1 when done. */
 static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
   const fg_graph *g = d->g;
   const fg_node *nd = &g->nodes[i];
   for (int k = 0; k < nd->n_inputs; k++) {
+    if (waits_for_all_grads(d, i, k)) continue;
     if (*mapped(d, 0, nd->inputs[k].node) < 0) return 0;
     int j = reduced_input(d, i, k);
     if (j >= 0 && d->red[j].node < 0) return 0;
@@ -297,13 +408,15 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
       in[k] = j >= 0 ? d->red[(size_t)r * d->n_grads + j]
                      : (fg_output){*mapped(d, r, src.node), src.index};
     }
+    int n_in = nd->n_inputs;
+    if (fg_op_table[nd->op].mutable_inputs) n_in = narrow_update_wait(d, i, r, in);
     char buf[600];
     /* Replica 0's variables keep their names: fg_session_variable, saving
      * and resuming see the model under its own names. */
     const char *name = r == 0 && nd->op == FG_OP_VARIABLE
                            ? nd->name
                            : replica_name(d, r, nd->name, buf, sizeof buf);
-    fg_output o = fg_op(d->ng, fg_op_table[nd->op].name, name, in, nd->n_inputs, &nd->attrs);
+    fg_output o = fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
     if (d->n > 1)
       place(d, o, r);
     else if (nd->device)
@@ -518,7 +631,7 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
 
   /* Node order, except that an update waits for its bucket; whatever
    * waits is retried after every emission, so the new graph stays in
-   * topological order. */
+   * topological order, and after every bucket (emit_waiting). */
   int n_done = 0, progress = 1;
   if (n_batch_inputs > 0) {
     /* The first batch input and its row counts come first: every bucket
@@ -532,11 +645,14 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   while (n_done < n && progress && !fg_graph_failed(d.ng)) {
     progress = 0;
     for (int i = 0; i < n && !fg_graph_failed(d.ng); i++) {
-      if (done[i] || !try_emit(&d, i, batch_inputs, n_batch_inputs)) continue;
+      if (done[i] || var_conflict(g, i, done) || !try_emit(&d, i, batch_inputs, n_batch_inputs))
+        continue;
       done[i] = 1;
       n_done++;
       progress = 1;
+      int before = d.emitted;
       emit_ready_buckets(&d);
+      if (d.emitted != before) n_done += emit_waiting(&d, done, batch_inputs, n_batch_inputs);
     }
   }
   if (!fg_graph_failed(d.ng) && n_done < n) {
