@@ -13,6 +13,9 @@
  *                               `independent`: no exchange at all, each rank
  *                               trains its shard alone (the machine's ceiling
  *                               for two processes)
+ *                               FG_DP_PROFILE=1|nodes: time per op (and
+ *                               per node) of one more step; FG_DP_SAVE=PATH
+ *                               saves the rewritten graph
  *
  * Lines start with "FG " so a script can grep them. */
 #include <math.h>
@@ -86,6 +89,41 @@ static fg_graph *build_mlp_large(fg_status *st) {
   return mlp_graph(FG_DIM_UNKNOWN, 3, widths, &train, st);
 }
 
+/* FG_DP_PROFILE set: one more step with timings; every rank prints its
+ * time per op ("PROF"), and with FG_DP_PROFILE=nodes rank 0 also prints
+ * each node over 0.1 ms with its thread and interval ("NODE"), which shows
+ * what overlaps the collectives. */
+static int profile_step(fg_session *s, const fg_feed *feeds, const char *target, int rank,
+                        fg_status *st) {
+  fg_run_options ro = {1};
+  fg_run_metadata *md = NULL;
+  if (fg_session_run_ex(s, feeds, 2, NULL, 0, NULL, &target, 1, &ro, &md, st) != 0) return -1;
+  int nodes = strcmp(getenv("FG_DP_PROFILE"), "nodes") == 0 && rank == 0;
+  const char *ops[64];
+  double ms[64];
+  int n_ops = 0;
+  for (int i = 0; i < md->n_nodes; i++) {
+    const fg_node_timing *t = &md->nodes[i];
+    double d = (double)(t->end_ns - t->start_ns) / 1e6;
+    int k = 0;
+    while (k < n_ops && strcmp(ops[k], t->op) != 0)
+      k++;
+    if (k == n_ops && n_ops < 64) {
+      ops[n_ops] = t->op;
+      ms[n_ops++] = 0;
+    }
+    if (k < n_ops) ms[k] += d;
+    if (nodes && d > 0.1)
+      printf("NODE %-44s %-12s thread %d %8.2f .. %8.2f ms\n", t->name, t->op, t->thread,
+             (double)t->start_ns / 1e6, (double)t->end_ns / 1e6);
+  }
+  for (int k = 0; k < n_ops; k++)
+    printf("PROF rank %d %-24s %8.2f ms\n", rank, ops[k], ms[k]);
+  printf("PROF rank %d run %.2f ms\n", rank, (double)md->run_ns / 1e6);
+  fg_run_metadata_free(md);
+  return 0;
+}
+
 static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   const int batch = 256, steps = 8, warmup = 2;
   int shard = batch / c->size;
@@ -100,6 +138,9 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   fg_graph *dg = mode == 2 ? g : fg_data_parallel(g, 1, bi, 2, &o, st);
   if (mode != 2) fg_graph_free(g);
   if (!dg) return -1;
+  /* FG_DP_SAVE=PATH: the rewritten graph, for `flowgraph inspect`. */
+  if (getenv("FG_DP_SAVE") && c->rank == 0 && fg_graph_save(dg, getenv("FG_DP_SAVE"), st) != 0)
+    return -1;
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
@@ -119,6 +160,7 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
     if (fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st) != 0) return -1;
   }
   double t = now_s() - t0;
+  if (getenv("FG_DP_PROFILE") && profile_step(s, feeds, target, c->rank, st) != 0) return -1;
   if (c->rank == 0)
     printf("FG dp_scaling mlp_large_train ranks %d threads 1 bucket %lld B collectives %s: %.1f "
            "images/s (%.1f ms/step)\n",

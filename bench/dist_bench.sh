@@ -1,7 +1,8 @@
 #!/bin/sh
 # Distributed benchmarks (issue 6): MPI all-reduce bus bandwidth over 2 ranks,
 # data-parallel images/s of mlp_large_train on 2 ranks x 1 thread against
-# 1 rank x 1 thread, and a gradient bucket sweep (1, 4, 25 MB).
+# 1 rank x 1 thread, and a gradient bucket sweep (1, 4, 25 MB); then the
+# PyTorch DDP peer (bench/torch_ddp.py) when /usr/bin/python3 has torch.
 # Usage: bench/dist_bench.sh [BUILD_DIR]   (needs a build with MPI and mpirun)
 set -eu
 build=${1:-build}
@@ -27,6 +28,26 @@ for mb in 1 4 25; do
     line=$($run -np 2 "$out" dp $((mb * 1048576)) $mode | grep '^FG')
     ips=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
     echo "$line; dp_scaling $(awk -v a="$ips" -v b="$base" 'BEGIN { printf "%.2f", a / b }')x [target >= 1.8x]"
+    if [ "$mode" = own-lane ]; then fgs="${fgs-} $mb=$ips"; fi
   done
 done
+# The PyTorch DDP (gloo) peer, bench/torch_ddp.py: same model, shards and
+# timing. Torch at its best setting (gradient_as_bucket_view=True) against
+# flowgraph's default (own-lane).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+py=/usr/bin/python3
+if [ -x "$py" ] && "$py" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+  tout=$("$py" "$(dirname "$0")/torch_ddp.py") || { echo "$tout"; echo "dist_bench: torch peer failed"; exit 1; }
+  echo "$tout" | grep '^TORCH'
+  tbase=$(echo "$tout" | sed -n 's/^TORCH dp_scaling ranks 1 .*: \([0-9.]*\) images\/s.*/\1/p')
+  tind=$(echo "$tout" | sed -n 's/^TORCH dp_scaling ranks 2 independent .*: \([0-9.]*\) images\/s.*/\1/p')
+  echo "TORCH ceiling (2 independent ranks / 1 rank): $(ratio "$tind" "$tbase")x"
+  for mb in 1 4 25; do
+    t2=$(echo "$tout" | sed -n "s/^TORCH dp_scaling ranks 2 bucket $mb MB gradient_as_bucket_view=True: \([0-9.]*\) images\/s.*/\1/p")
+    f2=$(echo "${fgs-}" | tr ' ' '\n' | sed -n "s/^$mb=//p")
+    echo "TORCH vs FG bucket $mb MB: torch dp_scaling $(ratio "$t2" "$tbase")x (gradient_as_bucket_view=True); fg/torch $(ratio "$base" "$tbase")x at 1 rank, $(ratio "$f2" "$t2")x at 2 ranks (fg own-lane)"
+  done
+else
+  echo "TORCH peer skipped: $py cannot import torch with gloo"
+fi
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
