@@ -47,7 +47,9 @@ typedef struct fg_comm_ops {
    * rank and `why`, instead of waiting out its timeout. In-process groups
    * are reset before the next run; over MPI the communicator stays
    * unusable on every rank (the processes must exit, as after a deadline).
-   * Idempotent; NULL where not supported (NCCL). */
+   * NCCL aborts its communicator (ncclCommAbort) but has no way to tell
+   * the peers why: theirs fail through NCCL's error or their deadline.
+   * Idempotent; NULL where not supported. */
   void (*abort)(fg_comm *c, const char *why);
 } fg_comm_ops;
 

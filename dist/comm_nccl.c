@@ -37,6 +37,7 @@ fg_comm *fg_comm_nccl_new_file(const char *path, int rank, int size, int device,
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,6 +51,11 @@ typedef struct nccl_comm {
   int broken;
   uint64_t *dev_u64; /* size slots for all_gather_u64 */
   pthread_mutex_t mu;
+  /* Set by nccl_abort (any thread); the thread holding mu aborts the
+   * communicator, so ncclCommAbort never races a call in flight's own
+   * abort. why: the reason, written once before stop is set. */
+  atomic_int claimed, stop;
+  char why[256];
 } nccl_comm;
 
 int fg_nccl_built(void) { return 1; }
@@ -92,6 +98,12 @@ static int wait_done(nccl_comm *m, const char *op, int stream, fg_status *st) {
       break_comm(m);
       return -1;
     }
+    if (atomic_load(&m->stop)) {
+      fg_status_set(st, FG_ABORTED, "%s on rank %d of %d (cuda:%d): stopped: %s", op, m->base.rank,
+                    m->base.size, m->device, m->why);
+      break_comm(m);
+      return -1;
+    }
     if (async == ncclSuccess) {
       if (!stream) return 0;
       cudaError_t e = cudaStreamQuery(m->stream);
@@ -116,6 +128,12 @@ static int wait_done(nccl_comm *m, const char *op, int stream, fg_status *st) {
 }
 
 static int usable(nccl_comm *m, const char *op, fg_status *st) {
+  if (atomic_load(&m->stop)) {
+    fg_status_set(st, FG_ABORTED, "%s on rank %d of %d (cuda:%d): stopped: %s", op, m->base.rank,
+                  m->base.size, m->device, m->why);
+    break_comm(m);
+    return -1;
+  }
   if (!m->broken) return 0;
   fg_status_set(st, FG_INTERNAL, "%s on rank %d: the NCCL communicator failed earlier", op,
                 m->base.rank);
@@ -247,8 +265,27 @@ static int nccl_recv(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg
   return nccl_p2p(c, "recv", peer, tag, st);
 }
 
-static const fg_comm_ops nccl_ops = {
-    nccl_all_reduce, nccl_all_gather_u64, nccl_broadcast, nccl_send, nccl_recv, nccl_free, NULL};
+/* This rank failed a step: its waits end with FG_ABORTED and the NCCL
+ * communicator is aborted (ncclCommAbort), which ends this rank's kernels
+ * in flight. NCCL has no message to tell the peers why; their collectives
+ * fail through NCCL's own error detection or at their deadline. With
+ * nothing in flight the abort happens here; otherwise the waiting thread,
+ * which holds mu, does it at its next poll. */
+static void nccl_abort(fg_comm *c, const char *why) {
+  nccl_comm *m = (nccl_comm *)c;
+  int none = 0;
+  if (!m || !atomic_compare_exchange_strong(&m->claimed, &none, 1)) return; /* idempotent */
+  snprintf(m->why, sizeof m->why, "this rank failed: %s", why && why[0] ? why : "(no reason)");
+  atomic_store(&m->stop, 1);
+  if (pthread_mutex_trylock(&m->mu) == 0) {
+    cudaSetDevice(m->device);
+    break_comm(m);
+    pthread_mutex_unlock(&m->mu);
+  }
+}
+
+static const fg_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather_u64, nccl_broadcast, nccl_send,
+                                     nccl_recv,       nccl_free,           nccl_abort};
 
 /* Joins rank `rank` of `size` on `device` with `id`, without blocking. */
 static fg_comm *join(const ncclUniqueId *id, int rank, int size, int device, double timeout_s,

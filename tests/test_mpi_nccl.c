@@ -121,6 +121,29 @@ FG_TEST(nccl_single_rank_collectives, "gpu") {
   fg_status_free(st);
 }
 
+/* A failed step's abort on one rank: the next call ends at once with
+ * FG_ABORTED and the reason; a second abort changes nothing. */
+FG_TEST(nccl_abort_stops_calls, "dist,gpu,badinput") {
+  NEED_GPU();
+  char path[128];
+  id_path(path, sizeof path);
+  fg_status *st = fg_status_new();
+  fg_comm *c = fg_comm_nccl_new_file(path, 0, 1, 0, 20, st);
+  unlink(path);
+  if (!c) FG_FAIL_AT("init: %s", fg_status_message(st));
+  FG_REQUIRE(c != NULL && c->ops->abort != NULL);
+  float *d = NULL;
+  FG_REQUIRE(cudaMalloc((void **)&d, 64 * sizeof *d) == cudaSuccess);
+  c->ops->abort(c, "node 'x' failed");
+  c->ops->abort(c, "a second reason");
+  FG_CHECK(c->ops->all_reduce(c, d, 64, FG_F32, 0, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_ABORTED);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "this rank failed: node 'x' failed");
+  cudaFree(d);
+  c->ops->free(c);
+  fg_status_free(st);
+}
+
 /* M1 on NCCL: rank 0 of 2 whose peer never joins gives a deadline at init
  * (NCCL's nonblocking init, aborted), not a hang. */
 FG_TEST(nccl_missing_peer_deadline, "dist,gpu,badinput") {
