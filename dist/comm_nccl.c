@@ -284,8 +284,9 @@ static void nccl_abort(fg_comm *c, const char *why) {
   }
 }
 
-static const fg_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather_u64, nccl_broadcast, nccl_send,
-                                     nccl_recv,       nccl_free,           nccl_abort};
+static const fg_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather_u64, nccl_broadcast,
+                                     nccl_send,       nccl_recv,           nccl_free,
+                                     nccl_abort};
 
 /* Joins rank `rank` of `size` on `device` with `id`, without blocking. */
 static fg_comm *join(const ncclUniqueId *id, int rank, int size, int device, double timeout_s,

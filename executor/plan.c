@@ -209,6 +209,46 @@ static int check_memory(uint64_t need, int64_t limit, const char *what, fg_statu
   return 0;
 }
 
+static void mark_ancestors(const fg_graph *g, char *needed) {
+  for (int id = g->n_nodes - 1; id >= 0; id--) {
+    if (!needed[id]) continue;
+    const fg_node *n = &g->nodes[id];
+    for (int i = 0; i < n->n_inputs; i++)
+      needed[n->inputs[i].node] = 1;
+  }
+}
+
+/* Devices' all_reduce steps pair up by order: the k-th on each device is one
+ * collective. A fetch that needs device 0's k-th (one replica's reduced
+ * gradient, say) would run it alone, and it would wait for the other
+ * devices until the deadline. So when any device needs its k-th, every
+ * device runs its first k + 1, with what they need. Returns -1 on OOM. */
+static int close_collectives(const fg_graph *g, const fg_dist_exec *dx, char *needed) {
+  if (!dx || dx->n_dev < 2) return 0;
+  int *count = calloc((size_t)dx->n_dev, sizeof *count);
+  if (!count) return -1;
+  /* Needed only grows, so this ends; one round unless ancestors on one
+   * device need a later collective of another. */
+  for (;;) {
+    /* k: how many collectives the device that needs the most must run */
+    int k = 0, changed = 0;
+    memset(count, 0, (size_t)dx->n_dev * sizeof *count);
+    for (int id = 0; id < g->n_nodes; id++) {
+      if (g->nodes[id].op != FG_OP_ALL_REDUCE) continue;
+      int c = ++count[dx->node_dev[id]];
+      if (needed[id] && c > k) k = c;
+    }
+    memset(count, 0, (size_t)dx->n_dev * sizeof *count);
+    for (int id = 0; id < g->n_nodes && k > 0; id++)
+      if (g->nodes[id].op == FG_OP_ALL_REDUCE && ++count[dx->node_dev[id]] <= k && !needed[id])
+        needed[id] = changed = 1;
+    if (!changed) break;
+    mark_ancestors(g, needed);
+  }
+  free(count);
+  return 0;
+}
+
 /* Marks what the fetches and targets need, walking inputs backwards. Node
  * ids are topological, so one descending sweep suffices. */
 static int mark_needed(const fg_graph *g, const fg_plan_request *req, char *needed) {
@@ -216,13 +256,8 @@ static int mark_needed(const fg_graph *g, const fg_plan_request *req, char *need
     needed[req->fetches[i].node] = 1;
   for (int i = 0; i < req->n_targets; i++)
     needed[req->targets[i]] = 1;
-  for (int id = g->n_nodes - 1; id >= 0; id--) {
-    if (!needed[id]) continue;
-    const fg_node *n = &g->nodes[id];
-    for (int i = 0; i < n->n_inputs; i++)
-      needed[n->inputs[i].node] = 1;
-  }
-  return 0;
+  mark_ancestors(g, needed);
+  return close_collectives(g, req->dist, needed);
 }
 
 /* A placeholder nobody fed: name it and the first fetch or target that
@@ -745,7 +780,10 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     feed_of[i] = -1, plan->slot_of_output[i] = -1;
   for (int i = 0; i < req->n_feeds; i++)
     feed_of[req->feed_nodes[i]] = i;
-  mark_needed(g, req, needed);
+  if (mark_needed(g, req, needed) != 0) {
+    fail_oom(st, "needed nodes");
+    goto fail;
+  }
 
   /* Slots for every output of every needed node, in node order. */
   int n_slots = 0, n_steps = 0;

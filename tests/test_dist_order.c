@@ -1,12 +1,21 @@
-/* Where fg_data_parallel puts the optimizer updates: right after their
- * bucket's all_reduce, waiting only for the nodes that read their variable
- * (not for every gradient, as fg_minimize's graph does), while a node that
- * reads a variable after its update in node order still sees the updated
- * value. */
+/* Order in data-parallel graphs. Where fg_data_parallel puts the optimizer
+ * updates: right after their bucket's all_reduce, waiting only for the
+ * nodes that read their variable (not for every gradient, as fg_minimize's
+ * graph does), while a node that reads a variable after its update in node
+ * order still sees the updated value. And which collectives a run with
+ * partial fetches includes: every device's, in their order. */
 #include "fgtest.h"
 #include "test_dist_util.h"
 
+#include <time.h>
+
 static const char *const batch_names[2] = {"x", "y"};
+
+static double dist_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 /* Index of the node named `name`, or of its copy for replica r. */
 static int find_r(const fg_graph *g, int r, const char *name) {
@@ -20,8 +29,7 @@ static int find_r(const fg_graph *g, int r, const char *name) {
 static int update_of(const fg_graph *dg, int r, const char *var) {
   int v = find_r(dg, r, var);
   for (int n = 0; n < fg_graph_num_nodes(dg); n++)
-    if (strncmp(fg_node_op(dg, n), "apply_", 6) == 0 && fg_node_input(dg, n, 0).node == v)
-      return n;
+    if (strncmp(fg_node_op(dg, n), "apply_", 6) == 0 && fg_node_input(dg, n, 0).node == v) return n;
   return -1;
 }
 
@@ -53,8 +61,8 @@ static void check_order(int replicas) {
       int ar = fg_node_input(dg, u, gi).node;
       FG_CHECK(strcmp(fg_node_op(dg, ar), "all_reduce") == 0);
       if (v < 5 && !(u < last_grad))
-        FG_FAIL_AT("replica %d: update of %s is node %d, after the last gradient %d", r, vars[v],
-                   u, last_grad);
+        FG_FAIL_AT("replica %d: update of %s is node %d, after the last gradient %d", r, vars[v], u,
+                   last_grad);
       /* No control input is fg_minimize's group of every gradient; the one
        * group it waits for holds exactly the nodes before it that read its
        * variable. */
@@ -155,3 +163,62 @@ static void reader_after_update(int replicas) {
 FG_TEST(dist_dp_reader_after_update_single_device, "dist") { reader_after_update(0); }
 FG_TEST(dist_dp_reader_after_update_1_replica, "dist") { reader_after_update(1); }
 FG_TEST(dist_dp_reader_after_update_2_replicas, "dist") { reader_after_update(2); }
+
+/* Fetching one replica's reduced gradient alone: devices' collectives pair
+ * by order, so the plan runs every replica's first k all_reduce steps, not
+ * only that replica's (which would wait for the others until the
+ * deadline). The value is the full batch's gradient, which the
+ * single-device graph computes. */
+FG_TEST(dist_dp_fetch_one_replicas_reduced_gradient, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F64, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  o.bucket_bytes = 1;
+  fg_graph *dg = fg_data_parallel(g, 3, batch_names, 2, &o, st);
+  FG_REQUIRE(dg);
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.dist_timeout_s = 20;
+  fg_session *s1 = fg_session_new(g, NULL, st), *sn = fg_session_new(dg, &so, st);
+  FG_REQUIRE(s1 && sn);
+  fg_tensor *x, *y;
+  FG_REQUIRE(dist_batch(FG_F64, 0, 30, &x, &y) == 0);
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  for (int k = 0; k < 6; k++) {
+    for (int r = 0; r < 3; r += 2) {
+      char ar[96];
+      snprintf(ar, sizeof ar, "replica_%d/data_parallel/all_reduce_%d", r, k);
+      int id = fg_graph_find(dg, ar);
+      FG_REQUIRE(id >= 0);
+      /* Its input 0: replica r's copy of a gradient node of g. */
+      const char *gname = strchr(fg_node_name(dg, fg_node_input(dg, id, 0).node), '/') + 1;
+      fg_tensor *got = NULL, *want = NULL;
+      const char *fetch = ar;
+      double t0 = dist_now();
+      int rc = fg_session_run(sn, feeds, 2, &fetch, 1, &got, NULL, 0, st);
+      if (rc) fprintf(stderr, "%s\n", fg_status_message(st));
+      FG_REQUIRE(rc == 0);
+      FG_CHECK(dist_now() - t0 < 10);
+      FG_REQUIRE(fg_session_run(s1, feeds, 2, &gname, 1, &want, NULL, 0, st) == 0);
+      FG_REQUIRE(fg_tensor_num_elements(got) == fg_tensor_num_elements(want));
+      double worst = 0, scale = 0;
+      for (int64_t i = 0; i < fg_tensor_num_elements(got); i++) {
+        double a = ((double *)fg_tensor_data(got))[i], b = ((double *)fg_tensor_data(want))[i];
+        worst = fmax(worst, fabs(a - b));
+        scale = fmax(scale, fabs(b));
+      }
+      if (!(scale > 0 && worst <= 1e-12 * scale))
+        FG_FAIL_AT("%s vs %s: differs by %g (scale %g)", ar, gname, worst, scale);
+      fg_tensor_free(got);
+      fg_tensor_free(want);
+    }
+  }
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  fg_session_free(s1);
+  fg_session_free(sn);
+  fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
