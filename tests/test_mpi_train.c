@@ -531,12 +531,15 @@ FG_TEST(mpi_run_bad_setups_refused, "dist,badinput") {
   FG_CHECK_STR_CONTAINS(r.err, "not started by mpirun (try mpirun -np 2 flowgraph run");
   result_free(&r);
   run_result *res = malloc(sizeof *res);
-  /* A model that names no rank. */
-  char *plain[] = {FG_CLI_PATH, "run", (char *)tpath("lin.fgb"), "-i", xi, "-i", yi, "--dist",
+  /* A model that names no rank runs data-parallel (the tests above), but
+   * one without a batch ('?') input leaves nothing to split. */
+  FG_REQUIRE(build_fixed(tpath("fixed.fgb")) == 0);
+  char *plain[] = {FG_CLI_PATH, "run", (char *)tpath("fixed.fgb"), "--random-inputs", "--dist",
                    "mpi",       NULL};
   mpirun(2, NULL, plain, 50, res);
   FG_CHECK(res->status != 0 && res->status != -1);
-  FG_CHECK_STR_CONTAINS(res->out, "places no node on a rank");
+  FG_CHECK_STR_CONTAINS(res->out, "places no node on a rank and feeds no input with an open first "
+                                  "dimension (a batch, '?'), so there is nothing to split");
   /* Rank 0 cannot write its output: it says why, rank 1 is told at once
    * (not after the 20 s timeout). */
   char *noout[] = {FG_CLI_PATH, "run", (char *)tpath("lin_mp.fgb"),

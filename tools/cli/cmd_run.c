@@ -242,26 +242,21 @@ static void print_values(const fg_tensor *t) {
     printf("]\n");
 }
 
-/* --dist mpi: the model must name ranks (each rank runs its nodes; see
- * flowgraph/dist.h); every rank must have loaded the same file and been
- * given the same fetches, targets and feeds' options, which the M2 hash
- * checks. Only rank 0 writes and prints, so only it checks the -o paths;
- * then all ranks agree that everyone could start, so none waits out a
- * timeout for a rank that already gave up. */
+/* --dist mpi. A model that names ranks runs split across the processes
+ * (each rank runs its nodes; see flowgraph/dist.h), every rank fed the same
+ * inputs. A model that names none runs data-parallel (dist_run.c): each
+ * rank runs all of it on its shard of the batch. Either way every rank
+ * must have loaded the same file and been given the same fetches, targets
+ * and feeds' options, which the M2 hash checks. Only rank 0 writes and
+ * prints, so only it checks the -o paths; then all ranks agree that
+ * everyone could start, so none waits out a timeout for a rank that
+ * already gave up. */
 static int dist_start(const run_args *a, const fg_graph *g, char **fetch, int n_fetch,
-                      fg_comm **comm, fg_status *st) {
+                      const run_feeds *feeds, fg_comm **comm, cli_dist_run *dr, fg_status *st) {
   fg_partition *p = fg_partition_new(g, run_device, st);
   if (!p) return -1;
   int ranks = fg_partition_num_ranks(p);
   fg_partition_free(p);
-  if (ranks == 0) {
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "--dist mpi: %s places no node on a rank (devices \"rank:R/cpu:N\"), so there "
-                  "is nothing to split across processes; run it without --dist, or train a "
-                  "replica per process with `flowgraph train --dist mpi`",
-                  a->model);
-    return -1;
-  }
   uint64_t h = FG_HASH_SEED;
   for (int i = 0; i < n_fetch; i++)
     h = fg_hash_bytes(h, fetch[i], strlen(fetch[i]) + 1);
@@ -270,7 +265,11 @@ static int dist_start(const run_args *a, const fg_graph *g, char **fetch, int n_
   int64_t v[5] = {a->random_inputs, (int64_t)a->seed, a->batch, a->repeat, a->n_inputs};
   h = fg_hash_bytes(h, v, sizeof v);
   if (cli_dist_join("run", a->model, &h, sizeof h, a->dist_timeout, comm, st) != 0) return -1;
-  int ok = (*comm)->rank != 0 || check_output_paths(a, st) == 0;
+  /* The data-parallel checks fail alike on every rank, so each names the
+   * problem itself rather than "rank 0 could not start". */
+  int ok = ranks > 0 || cli_dist_run_prepare(g, a, feeds, (const char *const *)fetch, n_fetch,
+                                             *comm, dr, st) == 0;
+  if (ok && (*comm)->rank == 0) ok = check_output_paths(a, st) == 0;
   uint64_t *all = calloc((size_t)(*comm)->size, sizeof *all);
   fg_status *gst = fg_status_new();
   int rc = all && gst && (*comm)->ops->all_gather_u64(*comm, !ok, all, gst) == 0 ? 0 : -1;
@@ -286,6 +285,10 @@ static int dist_start(const run_args *a, const fg_graph *g, char **fetch, int n_
     }
   free(all);
   fg_status_free(gst);
+  /* Each rank read the inputs itself: shards of different files would
+   * overlap or leave rows out, so at least their shapes must agree. */
+  if (ok && rc == 0 && ranks == 0)
+    rc = fg_comm_check_same_u64(*comm, dr->shapes_hash, "input shapes", st);
   return ok ? rc : -1;
 }
 
@@ -295,6 +298,11 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
   char **fetch = NULL;
   fg_session *s = NULL;
   fg_comm *comm = NULL; /* --dist mpi */
+  /* --dist mpi, from a successful start until this rank's part of the
+   * exchange is over: a failure then must stop the peers at once (abort)
+   * rather than leave them waiting out the timeout. */
+  int live = 0;
+  cli_dist_run dr = {0}; /* --dist mpi on a model without ranks */
   fg_tensor **outs = NULL;
   run_feeds feeds = {0};
   char desc[300];
@@ -307,7 +315,10 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
   if (run_feeds_prepare(g, a, (const char *const *)fetch, n_fetch, &feeds, st) != 0) goto done;
   if (!a->dist_mpi && check_output_paths(a, st) != 0) goto done;
   if (run_feeds_load(g, a, &feeds, st) != 0) goto done;
-  if (a->dist_mpi && dist_start(a, g, fetch, n_fetch, &comm, st) != 0) goto done;
+  if (a->dist_mpi) {
+    if (dist_start(a, g, fetch, n_fetch, &feeds, &comm, &dr, st) != 0) goto done;
+    live = 1;
+  }
   s = run_session(g, a, st);
   if (!s) goto done;
   if (comm && fg_session_set_comm(s, comm, st) != 0) goto done;
@@ -316,6 +327,8 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
     goto done;
   }
+  /* Data-parallel: this rank's shards; else the whole feeds. */
+  const fg_feed *in = dr.feeds ? dr.feeds : feeds.feeds;
   double total = 0;
   for (int64_t r = 0; r < a->repeat; r++) {
     for (int i = 0; i < n_fetch; i++) {
@@ -323,8 +336,8 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
       outs[i] = NULL;
     }
     double t0 = cli_now_s();
-    if (fg_session_run(s, feeds.feeds, feeds.n, (const char *const *)fetch, n_fetch, outs,
-                       a->targets, a->n_targets, st) != 0)
+    if (fg_session_run(s, in, feeds.n, (const char *const *)fetch, n_fetch, outs, a->targets,
+                       a->n_targets, st) != 0)
       goto done;
     total += (cli_now_s() - t0) * 1e3; /* ms */
   }
@@ -333,7 +346,11 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
       fg_status_set(st, FG_INTERNAL, "fetch '%s': the session returned no tensor", fetch[i]);
       goto done;
     }
-  if (comm && comm->rank != 0) { /* every rank got the fetches; rank 0 reports */
+  if (dr.feeds &&
+      cli_dist_run_gather(comm, (const char *const *)fetch, outs, n_fetch, &total, st) != 0)
+    goto done;
+  live = 0;
+  if (comm && comm->rank != 0) { /* rank 0 has the fetches and reports */
     rc = 0;
     goto done;
   }
@@ -352,11 +369,14 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
            total / (double)a->repeat);
   rc = 0;
 done:
+  /* Idempotent, and a no-op for an abort that came from a peer. */
+  if (live && rc != 0 && comm->ops->abort) comm->ops->abort(comm, fg_status_message(st));
   if (outs)
     for (int i = 0; i < n_fetch; i++)
       fg_tensor_free(outs[i]);
   free(outs);
   fg_session_free(s);
+  cli_dist_run_free(&dr);
   run_feeds_free(&feeds);
   if (fetch)
     for (int i = 0; i < n_fetch; i++)
@@ -407,10 +427,12 @@ const cli_command cli_run_command = {
     "                              machine's memory)\n"
     "  --device NAME               run on NAME: cpu:0 (default) or cuda:N (a GPU build\n"
     "                              on a machine with a GPU)\n"
-    "  --dist mpi                  run a model split across processes (nodes placed on\n"
-    "                              rank:R/cpu:N): start with mpirun -np R+1; every\n"
-    "                              rank feeds the same inputs and runs its nodes;\n"
-    "                              rank 0 prints and writes the outputs\n"
+    "  --dist mpi                  run across MPI processes (start with mpirun -np N);\n"
+    "                              rank 0 alone prints and writes the outputs. A model\n"
+    "                              whose nodes name ranks (rank:R/cpu:N) runs split:\n"
+    "                              every rank feeds the same inputs and runs its\n"
+    "                              nodes. Any other model runs data-parallel (see\n"
+    "                              below)\n"
     "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
     "                              DEADLINE_EXCEEDED (default 60)\n\n"
     "Without -o and --fetch the graph's marked outputs are fetched (or, when it has\n"
@@ -418,5 +440,18 @@ const cli_command cli_run_command = {
     "Every placeholder the fetches and targets depend on must be fed (unless\n"
     "--random-inputs). A feed must match its placeholder's dtype and shape ('?'\n"
     "dimensions accept any size). Output files are written to temporary names and\n"
-    "renamed only when all of them succeeded, so a failed run leaves none.\n",
+    "renamed only when all of them succeeded, so a failed run leaves none.\n\n"
+    "Data-parallel --dist mpi (a model that names no rank): every needed input\n"
+    "whose placeholder has an unknown first dimension (the batch, '?') is split\n"
+    "along it over the N ranks as NumPy's array_split does (7 rows over 3 ranks:\n"
+    "3+2+2); all of them must have the same rows, at least N; other inputs are fed\n"
+    "whole to every rank. Each rank runs the whole graph on its rows and rank 0\n"
+    "concatenates every fetch along axis 0 in rank order, so for row-wise models it\n"
+    "prints and writes what one process does, bit for bit. Every fetch needs '?' as\n"
+    "its first dimension and no other '?': a value over the whole batch (a mean\n"
+    "loss) cannot be assembled from shards and is refused before anything runs.\n"
+    "Targets run on every rank, on its rows, against its own copy of the variables\n"
+    "(run saves none). --repeat N runs every rank N times; the fetches come from\n"
+    "the last run and the time printed is the slowest rank's. A rank that fails\n"
+    "stops the others at once (ABORTED, naming it).\n",
     run_main};

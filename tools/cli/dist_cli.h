@@ -1,4 +1,5 @@
-/* `--dist mpi` pieces shared by `flowgraph train` and `flowgraph run`. */
+/* `--dist mpi` pieces shared by `flowgraph train` and `flowgraph run`
+ * (dist_cli.c), and run's data-parallel mode (dist_run.c). */
 #ifndef FG_CLI_DIST_H
 #define FG_CLI_DIST_H
 
@@ -8,6 +9,7 @@
 #include "cli.h"
 #include "dist/comm_mpi.h"
 #include "flowgraph/status.h"
+#include "run.h"
 
 /* --dist mpi and --dist-timeout SECONDS (1 to 86400) at argv[*i]: 1 when
  * it is one of them (*rc: CLI_OK, or a usage error's exit code, already
@@ -24,5 +26,39 @@ int cli_dist_opt(const cli_command *cmd, int argc, char **argv, int *i, int *dis
  * caller frees it). */
 int cli_dist_join(const char *command, const char *model, const void *opts, size_t opts_len,
                   int64_t timeout_s, fg_comm **comm, fg_status *st);
+
+/* ---- run --dist mpi on a model that names no rank (dist_run.c) ---------- */
+
+/* Data-parallel inference: each rank runs the whole graph on its shard of
+ * the batch, rank 0 concatenates the fetches. */
+typedef struct cli_dist_run {
+  fg_feed *feeds;    /* n: this rank's feeds (shards of the split inputs,
+                        the other feeds as run_feeds has them); NULL when
+                        the run is not data-parallel */
+  fg_tensor **views; /* n: the shards (borrowing run_feeds' buffers), else NULL */
+  int n;
+  int64_t rows;         /* the batch: rows of every split input */
+  uint64_t shapes_hash; /* every feed's name, dtype and shape, for the ranks to compare */
+} cli_dist_run;
+
+/* Checks, on this rank alone and before anything runs, that the fetches
+ * can be assembled from shards (first dimension '?', no other open
+ * dimension), that some needed input has an open first dimension, that all
+ * such inputs have the same rows and at least c->size of them; then makes
+ * this rank's feeds (fg_shard_rows of the split inputs, the others whole).
+ * 0, or -1 with `st` naming the fetch or inputs; `dr` is then for
+ * cli_dist_run_free only. */
+int cli_dist_run_prepare(const fg_graph *g, const run_args *a, const run_feeds *f,
+                         const char *const *fetch, int n_fetch, const fg_comm *c, cli_dist_run *dr,
+                         fg_status *st);
+void cli_dist_run_free(cli_dist_run *dr); /* also on a zeroed or failed one */
+
+/* Every rank, after its runs: rank 0 replaces each outs[i] by the ranks'
+ * pieces concatenated along axis 0 in rank order (the others send theirs
+ * and keep them), and every rank's *total_ms becomes the slowest rank's.
+ * 0, or -1 with `st` set: the caller must then abort `c` so that no peer
+ * waits out the timeout. */
+int cli_dist_run_gather(fg_comm *c, const char *const *fetch, fg_tensor **outs, int n_fetch,
+                        double *total_ms, fg_status *st);
 
 #endif
