@@ -56,6 +56,7 @@ typedef struct dp {
   int n_buckets;
   int *bucket_end; /* per bucket: one past its last grad */
   int emitted;     /* buckets emitted so far (in order) */
+  int n_reduces;   /* all_reduce nodes per replica so far (their names) */
   fg_output *red;  /* [r * n_grads + j]: the reduced gradient in the new graph */
   fg_output *prev; /* per replica: the previous bucket's all_reduce */
   /* Shards may differ in rows (uneven batches), so each bucket is the
@@ -110,61 +111,83 @@ static void bucket_scope(dp *d, int r, int k) {
   fg_graph_set_scope(d->ng, scope);
 }
 
-/* Bucket k for every replica: flatten + concat, one all_reduce (after the
- * previous bucket's, so all ranks issue collectives in one order), split
- * back into the gradients' shapes. */
+/* One all_reduce of `x` for replica r, after the replica's previous one
+ * (so all ranks issue collectives in one order). */
+static fg_output reduce_one(dp *d, int r, fg_output x, const fg_attrs *a) {
+  fg_output in[4] = {x};
+  int n_in = 1;
+  if (d->stats[r].node >= 0) {
+    in[n_in++] = d->rows[r];
+    in[n_in++] = d->stats[r];
+  }
+  if (d->prev[r].node >= 0) in[n_in++] = d->prev[r];
+  char name[96];
+  if (d->n <= 1)
+    snprintf(name, sizeof name, "data_parallel/all_reduce_%d", d->n_reduces);
+  else
+    snprintf(name, sizeof name, "replica_%d/data_parallel/all_reduce_%d", r, d->n_reduces);
+  fg_output ar = fg_op(d->ng, "all_reduce", name, in, n_in, a);
+  place(d, ar, r);
+  d->prev[r] = ar;
+  return ar;
+}
+
+/* Bucket k for every replica. Its small gradients are flattened,
+ * concatenated, all-reduced at once and split back; a gradient of
+ * FG_DP_FUSE_MAX_BYTES or more gets an all_reduce of its own, in place:
+ * at that size a collective's fixed cost (tens of microseconds) is below
+ * what copying it into the bucket and back out would cost, so fusing it
+ * would only add two copies to the backward pass (PyTorch avoids them
+ * with gradient_as_bucket_view). Either way the bucket's collectives start
+ * once all its gradients exist, in gradient order. */
 static void emit_bucket(dp *d, int k) {
   int lo = k ? d->bucket_end[k - 1] : 0, hi = d->bucket_end[k];
   fg_attrs *a = fg_attrs_new();
   fg_attrs_set_int(a, "mean", 1);
   if (d->stats[0].node >= 0) fg_attrs_set_int(a, "weighted", 1);
+  int n_small = 0, n_reduces = d->n_reduces;
+  for (int j = lo; j < hi; j++)
+    n_small += d->grads[j].bytes < FG_DP_FUSE_MAX_BYTES;
   for (int r = 0; r < d->n; r++) {
     bucket_scope(d, r, k);
-    fg_output in[4];
-    int n_in = 1;
+    d->n_reduces = n_reduces;
     fg_output *flat = malloc((size_t)(hi - lo) * sizeof *flat);
     if (!flat) {
       fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
       break;
     }
+    int n_flat = 0;
     for (int j = lo; j < hi; j++) {
       fg_output src = d->grads[j].src;
       fg_output gr = {*mapped(d, r, src.node), src.index};
-      int64_t m1 = -1;
-      flat[j - lo] = hi - lo == 1 ? gr : fg_reshape(d->ng, gr, 1, &m1);
-      place(d, flat[j - lo], r);
-    }
-    in[0] = hi - lo == 1 ? flat[0] : fg_concat(d->ng, flat, hi - lo, 0);
-    free(flat);
-    place(d, in[0], r);
-    if (d->stats[r].node >= 0) {
-      in[n_in++] = d->rows[r];
-      in[n_in++] = d->stats[r];
-    }
-    if (d->prev[r].node >= 0) in[n_in++] = d->prev[r];
-    char name[96];
-    if (d->n <= 1)
-      snprintf(name, sizeof name, "data_parallel/all_reduce_%d", k);
-    else
-      snprintf(name, sizeof name, "replica_%d/data_parallel/all_reduce_%d", r, k);
-    fg_output ar = fg_op(d->ng, "all_reduce", name, in, n_in, a);
-    place(d, ar, r);
-    d->prev[r] = ar;
-    int64_t off = 0;
-    for (int j = lo; j < hi; j++) {
-      fg_output *out = &d->red[(size_t)r * d->n_grads + j];
-      if (hi - lo == 1) {
-        *out = ar;
+      if (d->grads[j].bytes >= FG_DP_FUSE_MAX_BYTES || n_small == 1) {
+        d->red[(size_t)r * d->n_grads + j] = reduce_one(d, r, gr, a);
+        d->n_reduces++;
         continue;
       }
-      const fg_tinfo *ti = fg_graph_tinfo(d->g, d->grads[j].src);
-      int64_t begin = off, size = d->grads[j].elems;
-      fg_output sl = fg_slice(d->ng, ar, 1, &begin, &size);
-      place(d, sl, r);
-      *out = fg_reshape(d->ng, sl, ti->rank, ti->dims);
-      place(d, *out, r);
-      off += size;
+      int64_t m1 = -1;
+      flat[n_flat] = fg_reshape(d->ng, gr, 1, &m1);
+      place(d, flat[n_flat++], r);
     }
+    if (n_flat > 0) {
+      fg_output cat = fg_concat(d->ng, flat, n_flat, 0);
+      place(d, cat, r);
+      fg_output ar = reduce_one(d, r, cat, a);
+      d->n_reduces++;
+      int64_t off = 0;
+      for (int j = lo; j < hi; j++) {
+        if (d->grads[j].bytes >= FG_DP_FUSE_MAX_BYTES) continue;
+        const fg_tinfo *ti = fg_graph_tinfo(d->g, d->grads[j].src);
+        int64_t begin = off, size = d->grads[j].elems;
+        fg_output sl = fg_slice(d->ng, ar, 1, &begin, &size);
+        place(d, sl, r);
+        fg_output *out = &d->red[(size_t)r * d->n_grads + j];
+        *out = fg_reshape(d->ng, sl, ti->rank, ti->dims);
+        place(d, *out, r);
+        off += size;
+      }
+    }
+    free(flat);
   }
   fg_attrs_free(a);
   fg_graph_set_scope(d->ng, NULL);

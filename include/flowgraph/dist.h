@@ -166,12 +166,18 @@ const fg_partition *fg_session_partition(fg_session *s);
 /* ---- data parallelism --------------------------------------------------- */
 
 #define FG_DEFAULT_BUCKET_BYTES ((int64_t)25 * 1024 * 1024) /* PyTorch DDP's 25 MB */
+/* A gradient this large is all-reduced in place by a collective of its own
+ * within its bucket instead of being copied into the fused buffer and back:
+ * at 1 MiB a collective's fixed cost is below that of the two copies. */
+#define FG_DP_FUSE_MAX_BYTES ((size_t)1 << 20)
 
 typedef struct fg_data_parallel_options {
-  /* Gradients are fused into buckets of at most this many bytes (a single
-   * larger gradient is a bucket of its own): flattened, concatenated, one
-   * all_reduce, split back. 0: FG_DEFAULT_BUCKET_BYTES; 1: one bucket per
-   * gradient; a huge value: one bucket. Buckets fill in the order gradients
+  /* Gradients are grouped into buckets of at most this many bytes (a single
+   * larger gradient is a bucket of its own). A bucket's gradients under
+   * FG_DP_FUSE_MAX_BYTES are flattened, concatenated, all-reduced at once
+   * and split back; larger ones get one all_reduce each, in place. 0:
+   * FG_DEFAULT_BUCKET_BYTES; 1: one bucket per gradient; a huge value: one
+   * bucket. Buckets fill in the order gradients
    * become ready in the backward pass, and each bucket's all_reduce depends
    * only on its own gradients (and, to keep every rank issuing collectives
    * in one order, on the previous bucket's all_reduce), so it starts while
