@@ -88,16 +88,22 @@ FG_TEST(nccl_bad_device_refused, "dist,gpu,badinput") {
 }
 
 #ifdef FG_HAVE_NCCL
+/* A group of one on GPU 0, bootstrapped through a file. */
+static fg_comm *one_rank(fg_status *st) {
+  char path[128];
+  id_path(path, sizeof path);
+  fg_comm *c = fg_comm_nccl_new_file(path, 0, 1, 0, 20, st);
+  unlink(path);
+  if (!c) FG_FAIL_AT("init: %s", fg_status_message(st));
+  return c;
+}
+
 /* One rank on GPU 0: the sum and mean of a group of one are the values;
  * all_gather and broadcast round-trip. */
 FG_TEST(nccl_single_rank_collectives, "gpu") {
   NEED_GPU();
-  char path[128];
-  id_path(path, sizeof path);
   fg_status *st = fg_status_new();
-  fg_comm *c = fg_comm_nccl_new_file(path, 0, 1, 0, 20, st);
-  unlink(path);
-  if (!c) FG_FAIL_AT("init: %s", fg_status_message(st));
+  fg_comm *c = one_rank(st);
   FG_REQUIRE(c != NULL);
   enum { N = 1000 };
   float h[N], back[N];
@@ -125,12 +131,8 @@ FG_TEST(nccl_single_rank_collectives, "gpu") {
  * FG_ABORTED and the reason; a second abort changes nothing. */
 FG_TEST(nccl_abort_stops_calls, "dist,gpu,badinput") {
   NEED_GPU();
-  char path[128];
-  id_path(path, sizeof path);
   fg_status *st = fg_status_new();
-  fg_comm *c = fg_comm_nccl_new_file(path, 0, 1, 0, 20, st);
-  unlink(path);
-  if (!c) FG_FAIL_AT("init: %s", fg_status_message(st));
+  fg_comm *c = one_rank(st);
   FG_REQUIRE(c != NULL && c->ops->abort != NULL);
   float *d = NULL;
   FG_REQUIRE(cudaMalloc((void **)&d, 64 * sizeof *d) == cudaSuccess);
