@@ -54,11 +54,12 @@ typedef struct dp {
   grad *grads;
   int n_grads;
   int n_buckets;
-  int *bucket_end; /* per bucket: one past its last grad */
-  int emitted;     /* buckets emitted so far (in order) */
-  int n_reduces;   /* all_reduce nodes per replica so far (their names) */
-  fg_output *red;  /* [r * n_grads + j]: the reduced gradient in the new graph */
-  fg_output *prev; /* per replica: the previous bucket's all_reduce */
+  int *bucket_end;  /* per bucket: one past its last grad */
+  int emitted;      /* buckets emitted so far (in order) */
+  int n_reduces;    /* all_reduce nodes per replica so far (their names) */
+  int *vc_off, *vc; /* variables' consumers (index_var_consumers) */
+  fg_output *red;   /* [r * n_grads + j]: the reduced gradient in the new graph */
+  fg_output *prev;  /* per replica: the previous bucket's all_reduce */
   /* Shards may differ in rows (uneven batches), so each bucket is the
    * row-weighted mean: per replica its rows (f64 scalar) and the all-reduced
    * [sum of rows, sum of rows^2] that every bucket's all_reduce reads. No
@@ -313,12 +314,8 @@ static int narrow_update_wait(dp *d, int i, int r, fg_output *in) {
       fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
       return n_in;
     }
-    for (int j = 0; j < i; j++)
-      for (int q = 0; q < g->nodes[j].n_inputs; q++)
-        if (g->nodes[j].inputs[q].node == var) {
-          rd[n_rd++] = (fg_output){*mapped(d, r, j), 0};
-          break;
-        }
+    for (int c = d->vc_off[var]; c < d->vc_off[var + 1] && d->vc[c] < i; c++)
+      rd[n_rd++] = (fg_output){*mapped(d, r, d->vc[c]), 0};
     if (n_rd > 0) {
       /* Named in the update's scope ("train/apply_sgd_3/group_12"),
        * automatically, so it cannot collide with a name the user took. */
@@ -342,17 +339,46 @@ static int narrow_update_wait(dp *d, int i, int r, fg_output *in) {
  * because both touch one variable and one of them updates it: emitting i
  * first would swap a read and an update, and the executor orders a
  * variable's reads and updates by plan order. */
-static int var_conflict(const fg_graph *g, int i, const char *done) {
+static int var_conflict(const dp *d, int i, const char *done) {
+  const fg_graph *g = d->g;
   const fg_node *nd = &g->nodes[i];
   int upd_i = fg_op_table[nd->op].mutable_inputs != 0;
   for (int k = 0; k < nd->n_inputs; k++) {
     int v = nd->inputs[k].node;
-    if (g->nodes[v].op != FG_OP_VARIABLE) continue;
-    for (int j = 0; j < i; j++) {
-      const fg_node *o = &g->nodes[j];
-      if (done[j] || (!upd_i && !fg_op_table[o->op].mutable_inputs)) continue;
-      for (int q = 0; q < o->n_inputs; q++)
-        if (o->inputs[q].node == v) return 1;
+    for (int c = d->vc_off[v]; c < d->vc_off[v + 1] && d->vc[c] < i; c++) {
+      int j = d->vc[c];
+      if (!done[j] && (upd_i || fg_op_table[g->nodes[j].op].mutable_inputs)) return 1;
+    }
+  }
+  return 0;
+}
+
+/* d->vc_off / d->vc: every variable's consumers, ascending (CSR over node
+ * ids; other nodes have none), so the checks above cost what a variable's
+ * readers number, not the graph's size. -1 on OOM. */
+static int index_var_consumers(dp *d) {
+  const fg_graph *g = d->g;
+  int n = g->n_nodes;
+  d->vc_off = calloc((size_t)n + 2, sizeof *d->vc_off);
+  if (!d->vc_off) return -1;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int j = 0; j < n; j++)
+      for (int q = 0; q < g->nodes[j].n_inputs; q++) {
+        int v = g->nodes[j].inputs[q].node, dup = 0;
+        if (g->nodes[v].op != FG_OP_VARIABLE) continue;
+        for (int p = 0; p < q && !dup; p++)
+          dup = g->nodes[j].inputs[p].node == v;
+        if (dup) continue;
+        if (pass == 0)
+          d->vc_off[v + 2]++;
+        else
+          d->vc[d->vc_off[v + 1]++] = j;
+      }
+    if (pass == 0) {
+      for (int v = 0; v < n; v++)
+        d->vc_off[v + 2] += d->vc_off[v + 1];
+      d->vc = malloc(((size_t)d->vc_off[n + 1] + 1) * sizeof *d->vc);
+      if (!d->vc) return -1;
     }
   }
   return 0;
@@ -375,7 +401,7 @@ static int emit_waiting(dp *d, char *done, const char *const *batch, int n_batch
     progress = 0;
     for (int j = 0; j < g->n_nodes && !fg_graph_failed(d->ng); j++) {
       if (done[j] || (d->mark[j] & IN_GRADIENTS) || g->nodes[j].op == FG_OP_ALL_REDUCE ||
-          var_conflict(g, j, done) || !try_emit(d, j, batch, n_batch))
+          var_conflict(d, j, done) || !try_emit(d, j, batch, n_batch))
         continue;
       done[j] = 1;
       emitted++;
@@ -644,6 +670,10 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   for (int r = 0; r < replicas; r++)
     d.prev[r] = d.rows[r] = d.stats[r] = FG_NO_OUTPUT;
   if (collect_grads(&d, st) != 0) goto out;
+  if (index_var_consumers(&d) != 0) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
+    goto out;
+  }
   d.red = malloc((size_t)replicas * (size_t)d.n_grads * sizeof *d.red);
   if (!d.red) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
@@ -668,7 +698,7 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   while (n_done < n && progress && !fg_graph_failed(d.ng)) {
     progress = 0;
     for (int i = 0; i < n && !fg_graph_failed(d.ng); i++) {
-      if (done[i] || var_conflict(g, i, done) || !try_emit(&d, i, batch_inputs, n_batch_inputs))
+      if (done[i] || var_conflict(&d, i, done) || !try_emit(&d, i, batch_inputs, n_batch_inputs))
         continue;
       done[i] = 1;
       n_done++;
@@ -719,6 +749,8 @@ out:
   free(d.red);
   free(d.grads);
   free(d.bucket_end);
+  free(d.vc_off);
+  free(d.vc);
   free(done);
   return result;
 }
