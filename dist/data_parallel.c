@@ -627,6 +627,17 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
          "fg_data_parallel: device_type '%s' must be \"cpu\" or \"cuda\"%s", o.device_type, "");
     return NULL;
   }
+  /* Replicas of a model split across processes would need a communicator
+   * per group of replicas of one stage; until then, say so here instead of
+   * building a graph no session runs. */
+  for (int id = 0; id < g->n_nodes; id++)
+    if (g->nodes[id].device && strncmp(g->nodes[id].device, "rank:", 5) == 0) {
+      fail(st, FG_UNIMPLEMENTED,
+           "fg_data_parallel: node '%s' is placed on '%s' (model parallelism across "
+           "processes); data parallelism combined with it is not supported",
+           g->nodes[id].name, g->nodes[id].device);
+      return NULL;
+    }
   for (int b = 0; b < n_batch_inputs; b++) {
     int id = batch_inputs[b] ? fg_graph_find(g, batch_inputs[b]) : -1;
     if (id < 0 || g->nodes[id].op != FG_OP_PLACEHOLDER) {

@@ -39,19 +39,29 @@ typedef struct fg_dist_exec {
   int my_rank;
   const int *dev_rank;
   fg_comm *p2p;
+  /* The devices this process runs (all of them unless the graph is
+   * cross-process): n_local of them (at least 1), and each device's
+   * position among them (-1: another rank's). Lanes, threads and pools exist for these
+   * only; another rank's nodes have no steps in this process's plans. */
+  int n_local;
+  const int *local_index;
 } fg_dist_exec;
 
 enum { FG_LANE_COMPUTE, FG_LANE_COMM, FG_LANE_SEND };
 
-/* The lane of a step of device `dev` of kind FG_LANE_*. */
+/* The lane of a step of device `dev` of kind FG_LANE_*: one of this
+ * process's devices, or, for a rank that runs none, whatever device its
+ * fetches' receives name (lane set 0). */
 static inline int fg_dist_lane(const fg_dist_exec *dx, int dev, int kind) {
-  if (kind == FG_LANE_COMM && dx->comm_lanes) return dev + dx->n_dev;
-  if (kind == FG_LANE_SEND && dx->my_rank >= 0) return dev + 2 * dx->n_dev;
-  return dev;
+  int l = dx->local_index ? dx->local_index[dev] : dev;
+  if (l < 0) l = 0;
+  if (kind == FG_LANE_COMM && dx->comm_lanes) return l + dx->n_local;
+  if (kind == FG_LANE_SEND && dx->my_rank >= 0) return l + 2 * dx->n_local;
+  return l;
 }
 /* Lanes a session's runner has. */
 static inline int fg_dist_num_lanes(const fg_dist_exec *dx) {
-  return dx->n_dev * (dx->my_rank >= 0 ? 3 : dx->comm_lanes ? 2 : 1);
+  return dx->n_local * (dx->my_rank >= 0 ? 3 : dx->comm_lanes ? 2 : 1);
 }
 
 /* Starts n_lanes - 1 threads (lane 0 is the caller's). NULL with status. */

@@ -16,6 +16,7 @@ struct fg_dist_session {
   fg_comm **owned;  /* the in-process group's handles, per device or NULL */
   fg_comm *process; /* attached with fg_session_set_comm; not owned */
   int *dev_rank;    /* cross-process graphs: each device's rank */
+  int *local_index; /* per device: its position among this process's, or -1 */
   int use_exec;     /* exec is needed: several devices or a communicator */
 };
 
@@ -34,11 +35,13 @@ static void free_parts(fg_dist_session *ds) {
   free(ds->exec.comm);
   free(ds->dev_rank);
   ds->dev_rank = NULL;
+  free(ds->local_index);
+  ds->local_index = NULL;
   fg_partition_free(ds->part);
   ds->pools = NULL;
   ds->owned = NULL;
   fg_dist_runner_free(ds->exec.runner);
-  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL, NULL, 0, -1, NULL, NULL};
+  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL, NULL, 0, -1, NULL, NULL, 0, NULL};
   ds->part = NULL;
   ds->use_exec = 0;
 }
@@ -64,6 +67,34 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
   int cuda = 0;
   for (int d = 0; d < nd; d++)
     cuda |= fg_partition_device(nw->part, d).kind == FG_DEVICE_CUDA;
+  const int *node_dev = fg_partition_node_devices(nw->part);
+  if (fg_partition_num_ranks(nw->part) > 0) {
+    /* Cross-process graphs run on the dist runner with CPU kernels; neither
+     * the CUDA executor nor a collective spanning every process (each rank
+     * would skip the other ranks' all_reduce nodes and leave it waiting)
+     * fits them yet. Refused here rather than run wrongly. */
+    for (int id = 0; id < g->n_nodes; id++) {
+      fg_device dv = fg_partition_device(nw->part, node_dev[id]);
+      char dn[32];
+      /* A source only names where its tensor lives; name a node that runs. */
+      if (dv.kind == FG_DEVICE_CUDA && !(fg_op_table[g->nodes[id].op].flags & FG_OPF_SOURCE)) {
+        fg_status_set(st, FG_UNIMPLEMENTED,
+                      "node '%s' runs on '%s', a CUDA device, in a cross-process graph (it "
+                      "places nodes on rank:R/ devices); model parallelism across processes "
+                      "supports cpu:N devices only",
+                      g->nodes[id].name, fg_device_str(dv, dn, sizeof dn));
+        return -1;
+      }
+      if (g->nodes[id].op == FG_OP_ALL_REDUCE) {
+        fg_status_set(st, FG_UNIMPLEMENTED,
+                      "node '%s' (all_reduce, on '%s') is in a cross-process graph (it places "
+                      "nodes on rank:R/ devices); data parallelism combined with model "
+                      "parallelism across processes is not supported: use one or the other",
+                      g->nodes[id].name, fg_device_str(dv, dn, sizeof dn));
+        return -1;
+      }
+    }
+  }
   if (cuda && nd > 1) {
     char a[32], b[32];
     fg_status_set(st, FG_UNIMPLEMENTED,
@@ -73,7 +104,6 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
                   fg_device_str(fg_partition_device(nw->part, nd - 1), b, sizeof b));
     return -1;
   }
-  const int *node_dev = fg_partition_node_devices(nw->part);
   /* Devices holding all_reduce nodes, in device order = rank order. */
   int *has_ar = calloc((size_t)nd, sizeof *has_ar);
   nw->exec.n_dev = nd;
@@ -116,27 +146,14 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
   }
   free(has_ar);
   if (rc != 0) return -1;
-  if (nd > 1) {
-    nw->use_exec = 1;
-    nw->pools = calloc((size_t)nd, sizeof *nw->pools);
-    if (!nw->pools) {
-      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
-      return -1;
-    }
-    int per = threads / nd > 1 ? threads / nd : 1;
-    for (int d = 0; d < nd; d++) {
-      nw->pools[d] = fg_pool_new(per);
-      if (!nw->pools[d]) {
-        fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: cannot start %d threads for device %d",
-                      per, d);
-        return -1;
-      }
-      if (per > 1) nw->exec.par[d] = (fg_kparallel){nw->pools[d], pool_parallel_for};
-    }
-  }
   /* A cross-process graph: this process runs its rank's devices and
    * exchanges tensors with the others through the process communicator. */
   nw->exec.my_rank = -1;
+  nw->local_index = malloc((size_t)nd * sizeof *nw->local_index);
+  if (!nw->local_index) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+    return -1;
+  }
   int ranks = fg_partition_num_ranks(nw->part);
   if (ranks > 0) {
     nw->dev_rank = malloc((size_t)nd * sizeof *nw->dev_rank);
@@ -164,6 +181,36 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
       return -1;
     }
     nw->use_exec = 1;
+  }
+  /* This process's devices: all, unless another rank runs some (without a
+   * communicator yet every device counts; runs are refused until one is
+   * attached, which rebuilds this state). */
+  int n_local = 0;
+  for (int d = 0; d < nd; d++)
+    nw->local_index[d] =
+        nw->exec.my_rank < 0 || nw->dev_rank[d] == nw->exec.my_rank ? n_local++ : -1;
+  /* A rank that runs no device still receives the fetches: one lane set. */
+  nw->exec.n_local = n_local ? n_local : 1;
+  nw->exec.local_index = nw->local_index;
+  if (nd > 1) {
+    nw->use_exec = 1;
+    nw->pools = calloc((size_t)nd, sizeof *nw->pools);
+    if (!nw->pools) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+      return -1;
+    }
+    /* The session's threads are shared by the devices this process runs. */
+    int per = n_local && threads / n_local > 1 ? threads / n_local : 1;
+    for (int d = 0; d < nd; d++) {
+      if (nw->local_index[d] < 0) continue;
+      nw->pools[d] = fg_pool_new(per);
+      if (!nw->pools[d]) {
+        fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: cannot start %d threads for device %d",
+                      per, d);
+        return -1;
+      }
+      if (per > 1) nw->exec.par[d] = (fg_kparallel){nw->pools[d], pool_parallel_for};
+    }
   }
   if (nw->use_exec) {
     /* Collectives (and receives from other processes, which must never

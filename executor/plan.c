@@ -880,7 +880,6 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     fg_step *step = &plan->steps[si];
     step->node = id;
     if (node_dev) plan->step_dev[si] = node_dev[id];
-    if (!local) step->xfer = FG_XFER_REMOTE;
     step->n_in = n->n_inputs;
     step->n_out = n->n_outputs;
     step->in_slots = malloc((size_t)(n->n_inputs ? n->n_inputs : 1) * sizeof(int));
@@ -966,7 +965,21 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
       }
     }
     if (out != out_stack) free(out);
-    if (!step->fn && local) {
+    if (!local) {
+      /* Another process runs it. Its shapes were needed (what crosses to
+       * this process is shaped by them); a step is not: this rank's plan
+       * holds its own work only, so no lane wakes for nothing and no
+       * ordering edge runs through a node this process never runs. */
+      for (int o = 0; o < n->n_outputs; o++)
+        plan->slot_step[s0 + o] = -1;
+      free(step->in_slots);
+      free(step->out_slots);
+      free(step->in);
+      memset(step, 0, sizeof *step);
+      plan->n_steps--;
+      continue;
+    }
+    if (!step->fn) {
       fg_status_set(st, FG_UNIMPLEMENTED, "node '%s' (%s): no %s kernel for dtype %s", n->name,
                     def->name, req->cuda ? "CUDA" : "CPU", fg_dtype_name(key));
       goto fail;

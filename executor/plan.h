@@ -29,18 +29,18 @@ typedef struct fg_step {
   fg_kbuf *in;    /* n_in kbufs, refreshed from the slots at the start of a run */
   int64_t flops;  /* the op table's estimate for the concrete shapes */
   /* Several devices (FG_XFER_*): a transfer step of one cross-device edge
-   * carrying `node`'s output (plan_xfer.h), or a step of a node another
-   * process runs; 0 for an ordinary step. */
+   * carrying `node`'s output (plan_xfer.h); 0 for an ordinary step. A
+   * node another process runs has no step (its outputs' slots are
+   * FG_SLOT_REMOTE). */
   int xfer;
   int peer, tag; /* FG_XFER_SEND / FG_XFER_RECV: the other rank, the message tag */
 } fg_step;
 
 enum {
   FG_XFER_NONE,
-  FG_XFER_COPY,   /* recv between devices of this process: a memcpy */
-  FG_XFER_RECV,   /* recv from another process (the communicator's recv) */
-  FG_XFER_SEND,   /* send to another process */
-  FG_XFER_REMOTE, /* a node another process runs: nothing to do here */
+  FG_XFER_COPY, /* recv between devices of this process: a memcpy */
+  FG_XFER_RECV, /* recv from another process (the communicator's recv) */
+  FG_XFER_SEND, /* send to another process */
 };
 /* A step that receives a tensor (profiles call it "recv"). */
 static inline int fg_step_is_recv(const fg_step *s) {

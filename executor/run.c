@@ -150,7 +150,6 @@ static int run_step(void *vctx, int si, int worker) {
   run_ctx *rc = vctx;
   fg_plan *plan = rc->plan;
   fg_step *step = &plan->steps[si];
-  if (step->xfer == FG_XFER_REMOTE) return 0;
   for (int i = 0; i < step->n_in; i++)
     step->in[i] = plan->slots[step->in_slots[i]];
   char err[512];

@@ -311,8 +311,6 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
   for (int si = 0; si < plan->n_steps; si++) {
     const fg_step *step = &plan->steps[si];
     const fg_node *n = &s->g->nodes[step->node];
-    /* Nodes other processes run are not this run's. */
-    if (step->xfer == FG_XFER_REMOTE) continue;
     fg_node_timing *t = &md->nodes[md->n_nodes++];
     *t = plan->timings[si];
     t->node = step->node;

@@ -408,6 +408,149 @@ FG_TEST(dist_exec_cross_process_2_ranks, "dist") { cross_process(2); }
 /* A third rank runs no node but takes part: it gets the fetched loss. */
 FG_TEST(dist_exec_cross_process_3_ranks, "dist") { cross_process(3); }
 
+/* Each rank's plan holds only its own work: a step for every node placed on
+ * its rank, its transfers, and nothing of the other rank's (whose nodes
+ * once were no-op steps, waking the lanes of devices the rank does not
+ * run). Between them the two plans run every step of the one-device plan
+ * exactly once. A rank's threads serve its own devices only: with 4
+ * threads and one device of its own, its device pool has all 4 (3 workers
+ * plus the lane), and it has lanes for that device alone. */
+FG_TEST(dist_exec_cross_process_plans_hold_own_steps, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g1 = dist_mlp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
+  fg_session *s1 = fg_session_new(g1, NULL, st);
+  FG_REQUIRE(s1);
+  fg_tensor *x = NULL, *y = NULL;
+  FG_REQUIRE(dist_batch(FG_F32, 0, 16, &x, &y) == 0);
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *fetch = "loss", *target = "train";
+  fg_plan_info *one = fg_session_plan_info(s1, feeds, 2, &fetch, 1, &target, 1, st);
+  FG_REQUIRE(one);
+  fg_comm *h[2];
+  FG_REQUIRE(fg_comm_inproc_group(2, 5, h, st) == 0);
+  fg_graph *g[2];
+  fg_session *s[2];
+  fg_plan_info *info[2];
+  int n_nodes = fg_graph_num_nodes(g1);
+  int *runs = calloc((size_t)n_nodes, sizeof *runs);
+  FG_REQUIRE(runs);
+  for (int r = 0; r < 2; r++) {
+    g[r] = dist_mlp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, "rank:0/cpu:0", "rank:1/cpu:0");
+    FG_REQUIRE(fg_graph_num_nodes(g[r]) == n_nodes);
+    fg_session_options so;
+    fg_session_options_init(&so);
+    so.num_threads = 4;
+    s[r] = fg_session_new(g[r], &so, st);
+    FG_REQUIRE(s[r]);
+    int before = count_threads();
+    FG_REQUIRE(fg_session_set_comm(s[r], h[r], st) == 0);
+    /* The state is rebuilt for rank r. Before, without a communicator,
+     * both devices counted: a pool of 2 threads each (1 worker each) and a
+     * compute lane each (1 thread). Now: one device, whose pool has all 4
+     * threads (3 workers), and its compute, collective and send lanes (2
+     * threads). */
+    FG_CHECK_INT(count_threads() - before, (3 + 2) - (2 * 1 + 1));
+    info[r] = fg_session_plan_info(s[r], feeds, 2, &fetch, 1, &target, 1, st);
+    FG_REQUIRE(info[r]);
+    const fg_partition *p = fg_session_partition(s[r]);
+    int n_recv = 0;
+    for (int k = 0; k < info[r]->n_steps; k++) {
+      int node = info[r]->step_nodes[k];
+      /* Every step runs on this rank's device. */
+      FG_CHECK_INT(fg_partition_device(p, info[r]->step_devices[k]).rank, r);
+      if (info[r]->step_recv[k]) {
+        n_recv++;
+        continue;
+      }
+      /* A compute step, or the send of its output: the node is this rank's. */
+      FG_CHECK_INT(fg_partition_device(p, fg_partition_node_device(p, node)).rank, r);
+      /* A fed or stored tensor is sent but never computed. */
+      const char *op = fg_node_op(g[r], node);
+      if (!strcmp(op, "placeholder") || !strcmp(op, "variable") || !strcmp(op, "constant"))
+        continue;
+      int first = 1;
+      for (int j = 0; j < k; j++)
+        if (!info[r]->step_recv[j] && info[r]->step_nodes[j] == node) first = 0;
+      if (first) runs[node]++;
+    }
+    FG_CHECK(n_recv >= 1);
+    FG_CHECK_INT(info[r]->device_arena_bytes[1 - r], 0);
+  }
+  int n_compute = 0;
+  for (int k = 0; k < one->n_steps; k++) {
+    FG_CHECK_INT(runs[one->step_nodes[k]], 1);
+    runs[one->step_nodes[k]] = 0;
+    n_compute++;
+  }
+  for (int id = 0; id < n_nodes; id++)
+    if (runs[id]) FG_FAIL_AT("node %d has a step on a rank but none in the one-device plan", id);
+  FG_CHECK(n_compute > 20);
+  for (int r = 0; r < 2; r++) {
+    fg_plan_info_free(info[r]);
+    fg_session_free(s[r]);
+    fg_graph_free(g[r]);
+    h[r]->ops->free(h[r]);
+  }
+  free(runs);
+  fg_plan_info_free(one);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  fg_session_free(s1);
+  fg_graph_free(g1);
+  fg_status_free(st);
+}
+
+/* What cross-process graphs do not support yet is refused with the node
+ * named, instead of running wrongly: a CUDA device (its nodes would run CPU
+ * kernels), and all_reduce nodes (each rank would skip the others' and
+ * leave its collective waiting for them). */
+FG_TEST(dist_exec_cross_process_unsupported_refused, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t two = 2;
+  fg_output x = fg_placeholder(g, "x", FG_F32, 1, &two);
+  fg_set_device(g, fg_set_name(g, fg_relu(g, x), "r"), "rank:0/cuda:0");
+  FG_CHECK(fg_session_new(g, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+  FG_CHECK_STR_CONTAINS(
+      fg_status_message(st),
+      "node 'r' runs on 'rank:0/cuda:0', a CUDA device, in a cross-process graph");
+  fg_graph_free(g);
+  g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cuda:0");
+  FG_CHECK(fg_session_new(g, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "runs on 'rank:1/cuda:0', a CUDA device");
+  /* fg_data_parallel refuses to replicate a model split across ranks. */
+  const char *batch[1] = {"x"};
+  fg_graph_free(g);
+  g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cpu:0");
+  for (int replicas = 1; replicas <= 2; replicas++) {
+    FG_CHECK(fg_data_parallel(g, replicas, batch, 1, NULL, st) == NULL);
+    FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                          "fg_data_parallel: node 'dense1/w' is placed on 'rank:0/cpu:0' (model "
+                          "parallelism across processes); data parallelism combined with it is "
+                          "not supported");
+  }
+  fg_graph_free(g);
+  /* A data-parallel graph (one replica per process) with one node then
+   * placed on rank 1: its session is refused, naming an all_reduce. */
+  fg_graph *one = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
+  g = fg_data_parallel(one, 1, batch, 1, NULL, st);
+  FG_REQUIRE(g);
+  fg_set_device(g, fg_graph_find_output(g, "loss"), "rank:1/cpu:0");
+  FG_CHECK(fg_session_new(g, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "(all_reduce, on 'rank:");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "is in a cross-process graph (it places nodes on "
+                                               "rank:R/ devices); data parallelism combined with "
+                                               "model parallelism across processes is not "
+                                               "supported");
+  fg_graph_free(g);
+  fg_graph_free(one);
+  fg_status_free(st);
+}
+
 FG_TEST(dist_exec_cross_process_bad_setups, "dist,badinput") {
   fg_status *st = fg_status_new();
   /* No communicator: the session exists, a run is refused. */

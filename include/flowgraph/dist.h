@@ -21,6 +21,12 @@
  * "this process", and every process runs the whole graph (one process, or
  * data parallelism). A rank-qualified cuda:N is not checked against this
  * process's GPUs (it may live on another host); its index must still parse.
+ * Each process plans and runs only its rank's nodes, with its session's
+ * threads shared by its own devices. Not supported yet, and refused with
+ * FG_UNIMPLEMENTED naming the node: a cross-process graph with a node on a
+ * CUDA device, or with all_reduce nodes (data parallelism combined with
+ * model parallelism across processes; fg_data_parallel refuses a graph
+ * placing nodes on rank:R/ devices the same way).
  *
  * Placement (fg_partition_new, and every session):
  *   1. A node placed with fg_set_device (or a device in the .fgb file) runs
