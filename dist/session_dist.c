@@ -74,25 +74,23 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
      * would skip the other ranks' all_reduce nodes and leave it waiting)
      * fits them yet. Refused here rather than run wrongly. */
     for (int id = 0; id < g->n_nodes; id++) {
+      const fg_node *n = &g->nodes[id];
       fg_device dv = fg_partition_device(nw->part, node_dev[id]);
-      char dn[32];
+      const char *why = NULL;
       /* A source only names where its tensor lives; name a node that runs. */
-      if (dv.kind == FG_DEVICE_CUDA && !(fg_op_table[g->nodes[id].op].flags & FG_OPF_SOURCE)) {
-        fg_status_set(st, FG_UNIMPLEMENTED,
-                      "node '%s' runs on '%s', a CUDA device, in a cross-process graph (it "
-                      "places nodes on rank:R/ devices); model parallelism across processes "
-                      "supports cpu:N devices only",
-                      g->nodes[id].name, fg_device_str(dv, dn, sizeof dn));
-        return -1;
-      }
-      if (g->nodes[id].op == FG_OP_ALL_REDUCE) {
-        fg_status_set(st, FG_UNIMPLEMENTED,
-                      "node '%s' (all_reduce, on '%s') is in a cross-process graph (it places "
-                      "nodes on rank:R/ devices); data parallelism combined with model "
-                      "parallelism across processes is not supported: use one or the other",
-                      g->nodes[id].name, fg_device_str(dv, dn, sizeof dn));
-        return -1;
-      }
+      if (dv.kind == FG_DEVICE_CUDA && !(fg_op_table[n->op].flags & FG_OPF_SOURCE))
+        why = "runs on a CUDA device: model parallelism across processes supports cpu:N "
+              "devices only";
+      else if (n->op == FG_OP_ALL_REDUCE)
+        why = "is a collective: data parallelism combined with model parallelism across "
+              "processes is not supported (use one or the other)";
+      if (!why) continue;
+      char dn[32];
+      fg_status_set(st, FG_UNIMPLEMENTED,
+                    "node '%s' (%s, on '%s') of a cross-process graph (one placing nodes on "
+                    "rank:R/ devices) %s",
+                    n->name, fg_op_table[n->op].name, fg_device_str(dv, dn, sizeof dn), why);
+      return -1;
     }
   }
   if (cuda && nd > 1) {

@@ -512,14 +512,16 @@ FG_TEST(dist_exec_cross_process_unsupported_refused, "dist,badinput") {
   fg_set_device(g, fg_set_name(g, fg_relu(g, x), "r"), "rank:0/cuda:0");
   FG_CHECK(fg_session_new(g, NULL, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
-  FG_CHECK_STR_CONTAINS(
-      fg_status_message(st),
-      "node 'r' runs on 'rank:0/cuda:0', a CUDA device, in a cross-process graph");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                        "node 'r' (relu, on 'rank:0/cuda:0') of a cross-process graph (one placing "
+                        "nodes on rank:R/ devices) runs on a CUDA device: model parallelism "
+                        "across processes supports cpu:N devices only");
   fg_graph_free(g);
   g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cuda:0");
   FG_CHECK(fg_session_new(g, NULL, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
-  FG_CHECK_STR_CONTAINS(fg_status_message(st), "runs on 'rank:1/cuda:0', a CUDA device");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "on 'rank:1/cuda:0') of a cross-process graph");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "runs on a CUDA device");
   /* fg_data_parallel refuses to replicate a model split across ranks. */
   const char *batch[1] = {"x"};
   fg_graph_free(g);
@@ -542,10 +544,10 @@ FG_TEST(dist_exec_cross_process_unsupported_refused, "dist,badinput") {
   FG_CHECK(fg_session_new(g, NULL, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "(all_reduce, on 'rank:");
-  FG_CHECK_STR_CONTAINS(fg_status_message(st), "is in a cross-process graph (it places nodes on "
-                                               "rank:R/ devices); data parallelism combined with "
-                                               "model parallelism across processes is not "
-                                               "supported");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                        "of a cross-process graph (one placing nodes on rank:R/ devices) is a "
+                        "collective: data parallelism combined with model parallelism across "
+                        "processes is not supported (use one or the other)");
   fg_graph_free(g);
   fg_graph_free(one);
   fg_status_free(st);
