@@ -13,6 +13,9 @@
  *                               `independent`: no exchange at all, each rank
  *                               trains its shard alone (the machine's ceiling
  *                               for two processes)
+ *   dist_bench exchange         only a step's gradient all_reduces (32 MB),
+ *                               ms/step: what the exchange costs when
+ *                               nothing else runs
  *                               FG_DP_PROFILE=1|nodes: time per op (and
  *                               per node) of one more step; FG_DP_SAVE=PATH
  *                               saves the rewritten graph
@@ -124,6 +127,49 @@ static int profile_step(fg_session *s, const fg_feed *feeds, const char *target,
   return 0;
 }
 
+/* CPU time of this process (every thread), in seconds. */
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* `exchange`: only a step's communication, the gradients' all_reduce
+ * (each weight alone, the biases fused, as fg_data_parallel's default
+ * buckets do), with nothing else running. On a machine whose cores the
+ * ranks' compute already fills, this CPU time cannot hide behind the
+ * backward pass: ceiling step + this is the step time to expect. */
+static int exchange(fg_comm *c, fg_status *st) {
+  static const int widths[4] = {1024, 2048, 2048, 1000};
+  const int steps = 8, warmup = 2;
+  int64_t count[4] = {0};
+  for (int l = 0; l < 3; l++) {
+    count[l] = (int64_t)widths[l] * widths[l + 1];
+    count[3] += widths[l + 1];
+  }
+  float *buf[4];
+  for (int k = 0; k < 4; k++) {
+    buf[k] = calloc((size_t)count[k], sizeof(float));
+    if (!buf[k]) return -1;
+  }
+  double t0 = 0, cpu0 = 0;
+  int rc = 0;
+  for (int i = 0; i < warmup + steps && rc == 0; i++) {
+    if (i == warmup) t0 = now_s(), cpu0 = cpu_s();
+    for (int k = 3; k >= 0 && rc == 0; k--) /* backward order: last layer first */
+      rc = c->ops->all_reduce(c, buf[k], count[k], FG_F32, 1, st);
+  }
+  double t = now_s() - t0, cpu = cpu_s() - cpu0;
+  if (rc == 0 && c->rank == 0)
+    printf("FG dp_scaling mlp_large_train ranks %d exchange only (%.1f MB of gradients): %.1f "
+           "ms/step (rank 0's CPU time %.1f ms/step)\n",
+           c->size, (double)(count[0] + count[1] + count[2] + count[3]) * 4 / 1048576,
+           t / steps * 1e3, cpu / steps * 1e3);
+  for (int k = 0; k < 4; k++)
+    free(buf[k]);
+  return rc;
+}
+
 static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   const int batch = 256, steps = 8, warmup = 2;
   int shard = batch / c->size;
@@ -178,13 +224,14 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: dist_bench busbw | dp BUCKET_BYTES [inline|independent]\n");
+    fprintf(stderr, "usage: dist_bench busbw | exchange | dp BUCKET_BYTES [inline|independent]\n");
     return 2;
   }
   fg_status *st = fg_status_new();
   fg_comm *c = fg_comm_mpi_new(120, st);
   int rc = c ? 0 : -1;
   if (c && strcmp(argv[1], "busbw") == 0) rc = busbw(c, st);
+  if (c && strcmp(argv[1], "exchange") == 0) rc = exchange(c, st);
   if (c && strcmp(argv[1], "dp") == 0)
     rc = dp(c, argc > 2 ? atoll(argv[2]) : 0,
             argc < 4                              ? 0

@@ -21,6 +21,13 @@ base=$(echo "$one" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
 line=$($run -np 2 "$out" dp 0 independent | grep '^FG')
 ips=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
 echo "$line; ratio $(awk -v a="$ips" -v b="$base" 'BEGIN { printf "%.2f", a / b }')x (ceiling, no communication)"
+cms=$(echo "$line" | sed -n 's/.*(\([0-9.]*\) ms\/step).*/\1/p')
+# What the exchange alone costs. When the ranks' compute fills every core
+# (2 ranks x 1 thread on 2 cores), its CPU time adds to the ceiling's step
+# instead of hiding behind the backward pass: the ratio to expect then.
+line=$($run -np 2 "$out" exchange | grep '^FG')
+xms=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) ms\/step (.*/\1/p')
+echo "$line; ceiling step + exchange: $(awk -v c="$cms" -v x="$xms" 'BEGIN { printf "%.1f", c + x }') ms, ratio $(awk -v c="$cms" -v x="$xms" -v b="$base" 'BEGIN { printf "%.2f", 256 / ((c + x) / 1000) / b }')x (no overlap, cores full)"
 # The ratio to 1 rank, per bucket size; collectives on their own lane (the
 # default) and in line with the compute.
 for mb in 1 4 25; do
