@@ -12,43 +12,7 @@
 
 #include "dist/comm_inproc.h"
 #include "fgtest.h"
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Element i of message k from rank src to rank dst. */
-static double value(int src, int dst, int k, int64_t i) {
-  return sin(0.01 * (double)i + src + 0.3 * k) * 1000.0 + dst;
-}
-
-static void fill(fg_dtype dt, void *buf, int src, int dst, int k, int64_t count) {
-  for (int64_t i = 0; i < count; i++) {
-    double v = value(src, dst, k, i);
-    switch (dt) {
-    case FG_F32: ((float *)buf)[i] = (float)v; break;
-    case FG_F64: ((double *)buf)[i] = v; break;
-    case FG_I32: ((int32_t *)buf)[i] = (int32_t)(v * 1000.0); break;
-    case FG_I64: ((int64_t *)buf)[i] = (int64_t)(v * 1e9) * 7; break;
-    default: break;
-    }
-  }
-}
-
-/* First element that is not message (src, dst, k), or -1. */
-static int64_t mismatch(fg_dtype dt, const void *buf, int src, int dst, int k, int64_t count) {
-  size_t es = fg_dtype_size(dt);
-  unsigned char *want = malloc((size_t)count * es + 1);
-  fill(dt, want, src, dst, k, count);
-  int64_t bad = -1;
-  for (int64_t i = 0; i < count && bad < 0; i++)
-    if (memcmp((const unsigned char *)buf + i * (int64_t)es, want + i * (int64_t)es, es) != 0)
-      bad = i;
-  free(want);
-  return bad;
-}
+#include "test_comm_util.h"
 
 typedef struct rank_arg {
   fg_comm *c;
@@ -79,12 +43,12 @@ static void *ring_rank(void *p) {
       int64_t n = counts[k];
       int tag = d * 4 + k;
       unsigned char *out = malloc((size_t)n * es + 1), *in = malloc((size_t)n * es + 1);
-      fill(dts[d], out, c->rank, right, tag, n);
+      p2p_fill(dts[d], out, c->rank, right, tag, n);
       if (c->ops->send(c, out, n * (int64_t)es, right, tag, st) != 0) record(a, st);
       /* send returned: the buffer is the caller's again. */
       memset(out, 0x5A, (size_t)n * es);
       if (!a->failed && c->ops->recv(c, in, n * (int64_t)es, left, tag, st) != 0) record(a, st);
-      if (!a->failed && mismatch(dts[d], in, left, c->rank, tag, n) >= 0) a->bad++;
+      if (!a->failed && p2p_mismatch(dts[d], in, left, c->rank, tag, n) >= 0) a->bad++;
       free(out);
       free(in);
     }
@@ -113,42 +77,15 @@ FG_TEST(comm_p2p_inproc_ring, "dist") {
     h[r]->ops->free(h[r]);
 }
 
-enum { BIG = 1 << 20 }; /* doubles: 8 MB */
-
 /* role 0: send right, recv from right; 1: recv from left, send left;
- * 2: all_reduce. */
+ * 2: all_reduce (p2p_duplex_step). */
 static void *duplex(void *p) {
   rank_arg *a = p;
-  fg_comm *c = a->c;
   fg_status *st = fg_status_new();
-  int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size;
-  double *buf = malloc((size_t)BIG * sizeof *buf);
+  double *buf = malloc((size_t)P2P_BIG * sizeof *buf);
   float ar[1000];
-  for (int it = 0; it < a->iters && !a->failed; it++) {
-    int rc = 0;
-    if (a->role == 0) {
-      fill(FG_F64, buf, c->rank, right, 100 + it, BIG);
-      rc = c->ops->send(c, buf, (int64_t)BIG * 8, right, 100 + it, st);
-      if (rc == 0) rc = c->ops->recv(c, buf, (int64_t)BIG * 8, right, 200 + it, st);
-      if (rc == 0 && mismatch(FG_F64, buf, right, c->rank, 200 + it, BIG) >= 0) a->bad++;
-    } else if (a->role == 1) {
-      rc = c->ops->recv(c, buf, (int64_t)BIG * 8, left, 100 + it, st);
-      if (rc == 0 && mismatch(FG_F64, buf, left, c->rank, 100 + it, BIG) >= 0) a->bad++;
-      fill(FG_F64, buf, c->rank, left, 200 + it, BIG);
-      if (rc == 0) rc = c->ops->send(c, buf, (int64_t)BIG * 8, left, 200 + it, st);
-    } else {
-      for (int i = 0; i < 1000; i++)
-        ar[i] = (float)(c->rank + i % 13);
-      rc = c->ops->all_reduce(c, ar, 1000, FG_F32, 0, st);
-      /* sum over r of (r + i % 13): n(n-1)/2 + n (i % 13), exact. */
-      for (int i = 0; rc == 0 && i < 1000; i++)
-        if (ar[i] != (float)(c->size * (c->size - 1) / 2 + c->size * (i % 13))) {
-          a->bad++;
-          break;
-        }
-    }
-    if (rc != 0) record(a, st);
-  }
+  for (int it = 0; it < a->iters && !a->failed; it++)
+    if (p2p_duplex_step(a->c, a->role, it, buf, ar, 1000, &a->bad, st) != 0) record(a, st);
   free(buf);
   fg_status_free(st);
   return NULL;
@@ -183,7 +120,7 @@ FG_TEST(comm_p2p_inproc_wrong_size_names_both, "dist,badinput") {
   double small[3], got[3] = {0};
   for (int i = 0; i < 1000; i++)
     msg[i] = (unsigned char)(i * 13 + 5);
-  fill(FG_F64, small, 0, 1, 77, 3);
+  p2p_fill(FG_F64, small, 0, 1, 77, 3);
   FG_CHECK_INT(h[0]->ops->send(h[0], msg, 1000, 1, 7, st), 0);
   FG_CHECK_INT(h[0]->ops->send(h[0], small, (int64_t)sizeof small, 1, 7, st), 0);
   FG_CHECK_INT(h[1]->ops->recv(h[1], msg, 800, 0, 7, st), -1);
@@ -192,7 +129,7 @@ FG_TEST(comm_p2p_inproc_wrong_size_names_both, "dist,badinput") {
                         "rank 1: recv from rank 0 tag 7: expected 800 bytes, the message has 1000");
   /* The refused message is gone; the next one of (0 -> 1, tag 7) follows. */
   FG_CHECK_INT(h[1]->ops->recv(h[1], got, (int64_t)sizeof got, 0, 7, st), 0);
-  FG_CHECK(mismatch(FG_F64, got, 0, 1, 77, 3) < 0);
+  FG_CHECK(p2p_mismatch(FG_F64, got, 0, 1, 77, 3) < 0);
   /* Tags and directions are separate mailboxes: the older message under
    * tag 8 does not block the one under tag 9. */
   double x = 1.5, y = -2.25, r = 0;
@@ -264,9 +201,9 @@ static void *blocked_recv(void *p) {
   recv_arg *a = p;
   fg_status *st = fg_status_new();
   char buf[64];
-  double t0 = now_s();
+  double t0 = comm_now_s();
   a->rc = a->c->ops->recv(a->c, buf, 64, a->peer, a->tag, st);
-  a->waited = now_s() - t0;
+  a->waited = comm_now_s() - t0;
   a->code = fg_status_code(st);
   snprintf(a->msg, sizeof a->msg, "%s", fg_status_message(st));
   fg_status_free(st);
@@ -312,10 +249,10 @@ FG_TEST(comm_p2p_inproc_abort_wakes_recv, "dist,badinput") {
   pthread_create(&t, NULL, blocked_recv, &a);
   struct timespec ts = {0, 200000000};
   nanosleep(&ts, NULL);
-  double t0 = now_s();
+  double t0 = comm_now_s();
   fg_comm_inproc_abort(h[1], "rank 1 failed a step");
   pthread_join(t, NULL);
-  double woke = now_s() - t0;
+  double woke = comm_now_s() - t0;
   FG_CHECK_INT(a.rc, -1);
   FG_CHECK_INT(a.code, FG_ABORTED);
   FG_CHECK_STR_CONTAINS(a.msg, "in-process recv from rank 0 tag 9 on rank 2: group aborted (rank 1 "

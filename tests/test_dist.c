@@ -33,13 +33,8 @@ static void compare_dp_batches(fg_dtype dt, fg_optimizer_kind opt, double lr, in
   fg_graph *dg = fg_data_parallel(g, replicas, batch_names, 2, &o, st);
   if (!dg) fprintf(stderr, "%s\n", fg_status_message(st));
   FG_REQUIRE(dg);
-  fg_session_options so;
-  fg_session_options_init(&so);
-  so.num_threads = 2;
-  fg_session *s1 = fg_session_new(g, &so, st), *sn = fg_session_new(dg, &so, st);
-  if (!sn) fprintf(stderr, "%s\n", fg_status_message(st));
-  FG_REQUIRE(s1 && sn);
-  FG_CHECK_INT(fg_partition_num_devices(fg_session_partition(sn)), replicas);
+  fg_session *s1, *sn;
+  FG_REQUIRE(dist_dp_sessions(g, dg, replicas, &s1, &sn, st) == 0);
   double l1[STEPS], ln[STEPS];
   FG_REQUIRE(dist_train_batches(s1, dt, STEPS, batches, BATCH, l1, st) == 0);
   int rc = dist_train_batches(sn, dt, STEPS, batches, BATCH, ln, st);
@@ -48,17 +43,7 @@ static void compare_dp_batches(fg_dtype dt, fg_optimizer_kind opt, double lr, in
   for (int k = 0; k < STEPS; k++)
     FG_CHECK_NEAR(ln[k], l1[k], tol);
   FG_CHECK(l1[STEPS - 1] < l1[0]); /* it learns */
-  const char *vars[6] = {"dense1/w", "dense1/b", "dense2/w", "dense2/b", "dense3/w", "dense3/b"};
-  for (int v = 0; v < 6; v++) {
-    double d = dist_var_diff(sn, vars[v], s1, vars[v]);
-    if (!(d >= 0 && d <= tol)) FG_FAIL_AT("variable %s differs by %g (tol %g)", vars[v], d, tol);
-    /* Every replica's copy is the same bits as replica 0's. */
-    for (int r = 1; r < replicas; r++) {
-      char name[64];
-      snprintf(name, sizeof name, "replica_%d/%s", r, vars[v]);
-      FG_CHECK(dist_var_diff(sn, name, sn, vars[v]) == 0.0);
-    }
-  }
+  dist_check_dp_vars(sn, s1, replicas, tol);
   fg_session_free(s1);
   fg_session_free(sn);
   fg_graph_free(dg);

@@ -26,32 +26,16 @@ extern char **environ;
 #define CLIP 0.05
 
 static const char *const batch_names[2] = {"x", "y"};
-static const char *const var_names[6] = {"dense1/w", "dense1/b", "dense2/w",
-                                         "dense2/b", "dense3/w", "dense3/b"};
 
 /* dist_mlp's model and initialisation with clipping (and optionally
  * weight decay) in fg_minimize. */
 static fg_graph *clip_mlp(fg_dtype dt, fg_optimizer_kind opt, double lr, double clip, double wd) {
-  fg_graph *g = fg_graph_new();
-  uint64_t rng = 1;
-  int64_t xd[2] = {FG_DIM_UNKNOWN, 64}, yd[1] = {FG_DIM_UNKNOWN};
-  fg_output x = fg_placeholder(g, "x", dt, 2, xd);
-  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
-  fg_output h1 = fg_relu(g, dist_dense(g, dt, x, 64, 128, "dense1", &rng, NULL));
-  fg_output h2 = fg_relu(g, dist_dense(g, dt, h1, 128, 64, "dense2", &rng, NULL));
-  fg_output logits = dist_dense(g, dt, h2, 64, 10, "dense3", &rng, NULL);
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
   fg_optimizer_config cfg;
   fg_optimizer_config_init(&cfg, opt);
   cfg.learning_rate = lr;
   cfg.clip_global_norm = clip;
   if (wd > 0) cfg.weight_decay = wd;
-  fg_status *st = fg_status_new();
-  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
-  if (train.node >= 0) fg_set_name(g, train, "train");
-  fg_graph_set_metadata(g, "train_target", "train");
-  fg_status_free(st);
-  return g;
+  return dist_mlp_cfg(dt, &cfg, NULL, NULL);
 }
 
 static int starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
@@ -110,13 +94,8 @@ static void compare_clip(fg_dtype dt, fg_optimizer_kind opt, double lr, double w
   fg_graph *dg = fg_data_parallel(g, replicas, batch_names, 2, NULL, st);
   if (!dg) fprintf(stderr, "%s\n", fg_status_message(st));
   FG_REQUIRE(dg);
-  fg_session_options so;
-  fg_session_options_init(&so);
-  so.num_threads = 2;
-  fg_session *s1 = fg_session_new(g, &so, st), *sn = fg_session_new(dg, &so, st);
-  if (!sn) fprintf(stderr, "%s\n", fg_status_message(st));
-  FG_REQUIRE(s1 && sn);
-  FG_CHECK_INT(fg_partition_num_devices(fg_session_partition(sn)), replicas);
+  fg_session *s1, *sn;
+  FG_REQUIRE(dist_dp_sessions(g, dg, replicas, &s1, &sn, st) == 0);
   double l1[STEPS], ln[STEPS], min_norm = INFINITY;
   for (int k = 0; k < STEPS; k++) {
     fg_tensor *x, *y;
@@ -149,23 +128,13 @@ static void compare_clip(fg_dtype dt, fg_optimizer_kind opt, double lr, double w
     fg_tensor_free(lo);
     FG_REQUIRE(rc1 == 0 && rcn == 0);
   }
-  double worst_loss = 0, worst_var = 0;
+  double worst_loss = 0;
   for (int k = 0; k < STEPS; k++) {
     FG_CHECK_NEAR(ln[k], l1[k], tol);
     worst_loss = fmax(worst_loss, fabs(ln[k] - l1[k]) / fabs(l1[k]));
   }
   FG_CHECK(l1[STEPS - 1] < l1[0]); /* it learns, clipped */
-  for (int v = 0; v < 6; v++) {
-    double d = dist_var_diff(sn, var_names[v], s1, var_names[v]);
-    worst_var = fmax(worst_var, d);
-    if (!(d >= 0 && d <= tol))
-      FG_FAIL_AT("variable %s differs by %g (tol %g)", var_names[v], d, tol);
-    for (int r = 1; r < replicas; r++) {
-      char name[64];
-      snprintf(name, sizeof name, "replica_%d/%s", r, var_names[v]);
-      FG_CHECK(dist_var_diff(sn, name, sn, var_names[v]) == 0.0);
-    }
-  }
+  double worst_var = dist_check_dp_vars(sn, s1, replicas, tol);
   printf("%s, %d replicas: smallest raw gradient norm %.4g (clip %g), loss %.4g -> %.4g, "
          "worst relative loss difference %.3g, worst variable difference %.3g\n",
          dt == FG_F32 ? "f32" : "f64", replicas, min_norm, CLIP, l1[0], l1[STEPS - 1], worst_loss,
@@ -292,7 +261,7 @@ FG_TEST(dist_clip_norm_matches_numpy, "dist") {
   char path[512];
   const char *files[6] = {"w1", "b1", "w2", "b2", "w3", "b3"};
   for (int v = 0; v < 6; v++) {
-    fg_tensor *t = fg_session_variable(s, var_names[v], st);
+    fg_tensor *t = fg_session_variable(s, dist_var_names[v], st);
     FG_REQUIRE(t);
     snprintf(path, sizeof path, "%s/%s.npy", dir, files[v]);
     FG_CHECK(fg_npy_write(path, t, st) == 0);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fgtest.h"
+
 static inline uint64_t dist_rng(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -62,10 +64,11 @@ static inline fg_output dist_dense(fg_graph *g, fg_dtype dt, fg_output x, int in
 }
 
 /* 64-128-64-10 MLP with softmax cross-entropy "loss" and an optimizer step
- * "train". dev1/dev2: devices of the first two layers and the last (NULL:
+ * "train" configured by cfg (learning rate, clipping, weight decay, ...).
+ * dev1/dev2: devices of the first two layers and the last (NULL:
  * unplaced). */
-static inline fg_graph *dist_mlp(fg_dtype dt, fg_optimizer_kind opt, double lr, const char *dev1,
-                                 const char *dev2) {
+static inline fg_graph *dist_mlp_cfg(fg_dtype dt, const fg_optimizer_config *cfg, const char *dev1,
+                                     const char *dev2) {
   fg_graph *g = fg_graph_new();
   uint64_t rng = 1;
   int64_t xd[2] = {FG_DIM_UNKNOWN, 64}, yd[1] = {FG_DIM_UNKNOWN};
@@ -78,15 +81,21 @@ static inline fg_graph *dist_mlp(fg_dtype dt, fg_optimizer_kind opt, double lr, 
   fg_output logits = dist_dense(g, dt, h2, 64, 10, "dense3", &rng, dev2);
   fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
   if (dev2) fg_set_device(g, loss, dev2);
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, opt);
-  cfg.learning_rate = lr;
   fg_status *st = fg_status_new();
-  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
+  fg_output train = fg_minimize(g, loss, NULL, 0, cfg, st);
   if (train.node >= 0) fg_set_name(g, train, "train");
   fg_graph_set_metadata(g, "train_target", "train");
   fg_status_free(st);
   return g;
+}
+
+/* dist_mlp_cfg with optimizer `opt` at learning rate lr. */
+static inline fg_graph *dist_mlp(fg_dtype dt, fg_optimizer_kind opt, double lr, const char *dev1,
+                                 const char *dev2) {
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, opt);
+  cfg.learning_rate = lr;
+  return dist_mlp_cfg(dt, &cfg, dev1, dev2);
 }
 
 static fg_tensor *dist_ax, *dist_ay;
@@ -171,6 +180,47 @@ static inline double dist_var_diff(fg_session *a, const char *na, fg_session *b,
   }
   fg_tensor_free(ta);
   fg_tensor_free(tb);
+  return worst;
+}
+
+/* dist_mlp's variables, layer by layer. */
+static const char *const dist_var_names[6] = {"dense1/w", "dense1/b", "dense2/w",
+                                              "dense2/b", "dense3/w", "dense3/b"};
+
+/* Sessions (2 threads each) on g and on dg, its data-parallel rewrite over
+ * `replicas` replicas, which must run on that many devices. 0, or -1 (with
+ * st's message printed) when a session cannot start. */
+static inline int dist_dp_sessions(fg_graph *g, fg_graph *dg, int replicas, fg_session **s1,
+                                   fg_session **sn, fg_status *st) {
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 2;
+  *s1 = fg_session_new(g, &so, st);
+  *sn = fg_session_new(dg, &so, st);
+  if (!*sn) fprintf(stderr, "%s\n", fg_status_message(st));
+  if (!*s1 || !*sn) return -1;
+  FG_CHECK_INT(fg_partition_num_devices(fg_session_partition(*sn)), replicas);
+  return 0;
+}
+
+/* Checks each of dist_mlp's variables in sn (the data-parallel session)
+ * against s1's within tol (dist_var_diff), and every replica's copy of it
+ * against replica 0's, bit for bit. Returns the largest difference from
+ * s1's. */
+static inline double dist_check_dp_vars(fg_session *sn, fg_session *s1, int replicas, double tol) {
+  double worst = 0;
+  for (int v = 0; v < 6; v++) {
+    const char *var = dist_var_names[v];
+    double d = dist_var_diff(sn, var, s1, var);
+    worst = fmax(worst, d);
+    if (!(d >= 0 && d <= tol)) FG_FAIL_AT("variable %s differs by %g (tol %g)", var, d, tol);
+    for (int r = 1; r < replicas; r++) {
+      char name[64];
+      snprintf(name, sizeof name, "replica_%d/%s", r, var);
+      if (!(dist_var_diff(sn, name, sn, var) == 0.0))
+        FG_FAIL_AT("%s is not the same bits as replica 0's %s", name, var);
+    }
+  }
   return worst;
 }
 

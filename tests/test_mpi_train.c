@@ -21,27 +21,22 @@ static double rel_err(double a, double b) {
   return d / m;
 }
 
-/* Output of mpirun with the CLI and train arguments plus `extra`. */
-static void mpi_train(int np, const char *batch, const char *extra[], const char *save,
-                      run_result *res) {
-  char xi[700], yi[700];
-  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
-  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
-  char *args[32] = {FG_CLI_PATH,
-                    "train",
-                    (char *)tpath("lin.fgb"),
-                    "-i",
-                    xi,
-                    "-i",
-                    yi,
-                    "--batch",
-                    (char *)batch,
-                    "--epochs",
-                    "3",
-                    "--dist",
-                    "mpi",
-                    "--dist-timeout",
-                    "20"};
+/* The -i arguments feeding x.npy and y.npy of the test's folder. */
+static void lin_inputs(char xi[static 700], char yi[static 700]) {
+  snprintf(xi, 700, "x=%s", tpath("x.npy"));
+  snprintf(yi, 700, "y=%s", tpath("y.npy"));
+}
+
+/* Output of mpirun with the CLI, `train MODEL` (a file of the test's
+ * folder) and the train arguments plus `extra`. */
+static void mpi_train(int np, const char *model, const char *batch, const char *extra[],
+                      const char *save, run_result *res) {
+  char xi[700], yi[700], modelbuf[700];
+  lin_inputs(xi, yi);
+  snprintf(modelbuf, sizeof modelbuf, "%s", tpath(model));
+  char *args[32] = {FG_CLI_PATH, "train",          modelbuf,      "-i",       xi,  "-i",
+                    yi,          "--batch",        (char *)batch, "--epochs", "3", "--dist",
+                    "mpi",       "--dist-timeout", "20"};
   int k = 15;
   char savebuf[700];
   if (save) {
@@ -105,7 +100,7 @@ static void check_matches_single(int np, int shuffle, const char *batch) {
   FG_REQUIRE(setup_linreg() == 0);
   const char *extra[] = {"--shuffle", "7", NULL};
   run_result *res = malloc(sizeof *res);
-  mpi_train(np, batch, shuffle ? extra : NULL, "mpi.fgb", res);
+  mpi_train(np, "lin.fgb", batch, shuffle ? extra : NULL, "mpi.fgb", res);
   if (strstr(res->out, "no fg_data_parallel")) {
     free(res);
     fgt_rmtree(tmpdir);
@@ -115,8 +110,7 @@ static void check_matches_single(int np, int shuffle, const char *batch) {
   /* The single-process run on the full batches, through the same CLI. */
   cli_result r;
   char xi[700], yi[700];
-  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
-  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  lin_inputs(xi, yi);
   if (shuffle)
     cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", batch, "--epochs", "3",
         "--shuffle", "7", "--save", tpath("single.fgb"), NULL);
@@ -179,7 +173,7 @@ static void check_small_batch_refused(const char *batch, const char *want) {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
   run_result *res = malloc(sizeof *res);
-  mpi_train(4, batch, NULL, NULL, res);
+  mpi_train(4, "lin.fgb", batch, NULL, NULL, res);
   FG_CHECK(res->status != -1 && res->status != 0);
   FG_CHECK_STR_CONTAINS(res->out, want);
   free(res);
@@ -199,8 +193,7 @@ FG_TEST(mpi_train_without_mpirun_refused, "dist,badinput") {
   FG_REQUIRE(setup_linreg() == 0);
   cli_result r;
   char xi[700], yi[700];
-  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
-  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  lin_inputs(xi, yi);
   cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1", "--dist",
       "mpi", NULL);
   FG_CHECK(r.code != 0);
@@ -216,8 +209,7 @@ FG_TEST(mpi_train_mismatched_models_refused, "dist,badinput") {
   FG_REQUIRE(setup_linreg() == 0);
   FG_REQUIRE(build_linreg(tpath("lin2.fgb"), 0, 0.2) == 0);
   char xi[700], yi[700], m1[700], m2[700];
-  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
-  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  lin_inputs(xi, yi);
   snprintf(m1, sizeof m1, "%s", tpath("lin.fgb"));
   snprintf(m2, sizeof m2, "%s", tpath("lin2.fgb"));
   char *args[] = {FG_CLI_PATH, "train",    m1,  "-i",     xi,    "-i", yi,    "--batch",
@@ -317,8 +309,7 @@ FG_TEST(mpi_train_killed_rank_gives_deadline, "dist,badinput") {
   snprintf(k.mark, sizeof k.mark, "%ld", (long)getpid());
   setenv("FG_TEST_MARK", k.mark, 1);
   char xi[700], yi[700];
-  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
-  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  lin_inputs(xi, yi);
   /* Far more epochs than the test lets it run: the kill lands mid-run. */
   char *args[] = {FG_CLI_PATH, "train",    (char *)tpath("lin.fgb"),
                   "-i",        xi,         "-i",
@@ -374,6 +365,17 @@ static fg_graph *make_lin_mp(fg_status *st) {
   return g;
 }
 
+/* setup_linreg, then lin_mp.fgb for a test that only runs it. 0 or -1. */
+static int setup_lin_mp(void) {
+  if (setup_linreg() != 0) return -1;
+  fg_status *st = fg_status_new();
+  fg_graph *g = make_lin_mp(st);
+  int rc = g ? 0 : -1;
+  fg_graph_free(g);
+  fg_status_free(st);
+  return rc;
+}
+
 static void check_model_parallel(int np) {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
@@ -393,31 +395,11 @@ static void check_model_parallel(int np) {
   FG_CHECK(to1 > 0 && to0 > 0);
   fg_partition_free(p);
   fg_graph_free(g);
-  char xi[700], yi[700], save[700];
-  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
-  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
-  snprintf(save, sizeof save, "%s", tpath("mp.fgb"));
-  char *args[] = {FG_CLI_PATH,
-                  "train",
-                  (char *)tpath("lin_mp.fgb"),
-                  "-i",
-                  xi,
-                  "-i",
-                  yi,
-                  "--batch",
-                  "8",
-                  "--epochs",
-                  "3",
-                  "--dist",
-                  "mpi",
-                  "--dist-timeout",
-                  "20",
-                  "--save",
-                  save,
-                  NULL};
   run_result *res = malloc(sizeof *res);
-  mpirun(np, NULL, args, 50, res);
+  mpi_train(np, "lin_mp.fgb", "8", NULL, "mp.fgb", res);
   FG_CHECK_INT(res->status, 0);
+  char xi[700], yi[700];
+  lin_inputs(xi, yi);
   cli_result r;
   cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "3", "--save",
       tpath("single.fgb"), NULL);
@@ -452,14 +434,10 @@ FG_TEST(mpi_train_model_parallel_np3, "dist") { check_model_parallel(3); }
  * rank 1 prints nothing. */
 static void check_run_model_parallel(int np) {
   MPI_REQUIRED();
-  FG_REQUIRE(setup_linreg() == 0);
+  FG_REQUIRE(setup_lin_mp() == 0);
   fg_status *st = fg_status_new();
-  fg_graph *g = make_lin_mp(st);
-  FG_REQUIRE(g);
-  fg_graph_free(g);
   char xi[700], yi[700], om[700], os[700];
-  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
-  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  lin_inputs(xi, yi);
   snprintf(om, sizeof om, "pred=%s", tpath("pred_mp.npy"));
   snprintf(os, sizeof os, "pred=%s", tpath("pred_single.npy"));
   char *args[] = {FG_CLI_PATH,
@@ -515,14 +493,9 @@ FG_TEST(mpi_run_model_parallel_np3, "dist") { check_run_model_parallel(3); }
 
 FG_TEST(mpi_run_bad_setups_refused, "dist,badinput") {
   MPI_REQUIRED();
-  FG_REQUIRE(setup_linreg() == 0);
-  fg_status *st = fg_status_new();
-  fg_graph *g = make_lin_mp(st);
-  FG_REQUIRE(g);
-  fg_graph_free(g);
+  FG_REQUIRE(setup_lin_mp() == 0);
   char xi[700], yi[700], bad_out[700];
-  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
-  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  lin_inputs(xi, yi);
   snprintf(bad_out, sizeof bad_out, "pred=%s", tpath("no_such_dir/pred.npy"));
   /* Outside mpirun. */
   cli_result r;
@@ -552,6 +525,5 @@ FG_TEST(mpi_run_bad_setups_refused, "dist,badinput") {
   FG_CHECK_STR_CONTAINS(res->out, "no_such_dir");
   FG_CHECK(res->wall < 15);
   free(res);
-  fg_status_free(st);
   fgt_rmtree(tmpdir);
 }

@@ -25,13 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../test_comm_util.h"
 #include "dist/comm_mpi.h"
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* Values of mixed magnitude, so that a different summation order would
  * change the low bits (and the bitwise comparison would notice). */
@@ -92,7 +87,7 @@ static void expected(fg_dtype dt, void *out, int n, int64_t count, int mean) {
 
 static int fail_status(fg_comm *c, const char *what, fg_status *st, double t0) {
   printf("rank %d: %s failed: %s after %.2f s: %s\n", c->rank, what,
-         fg_code_name(fg_status_code(st)), now_s() - t0, fg_status_message(st));
+         fg_code_name(fg_status_code(st)), comm_now_s() - t0, fg_status_message(st));
   fflush(stdout);
   return 3;
 }
@@ -101,7 +96,7 @@ static int collectives(fg_comm *c, fg_status *st) {
   static const fg_dtype dts[] = {FG_F32, FG_F64, FG_I32, FG_I64};
   const int64_t counts[] = {0, 1, 3, c->size - 1, c->size + 1, 1000, 10007, 200003};
   int bad = 0, checks = 0;
-  double t0 = now_s();
+  double t0 = comm_now_s();
   for (size_t d = 0; d < 4; d++) {
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
       for (int mean = 0; mean < 2; mean++) {
@@ -190,7 +185,7 @@ static int fault(fg_comm *c, int k, int kill_it, double timeout, fg_status *st) 
     }
     for (int i = 0; i < 4096; i++)
       buf[i] = (float)(c->rank + i);
-    double t0 = now_s();
+    double t0 = comm_now_s();
     if (c->ops->all_reduce(c, buf, 4096, FG_F32, 1, st) != 0)
       return fail_status(c, "all_reduce", st, t0);
   }
@@ -200,39 +195,6 @@ static int fault(fg_comm *c, int k, int kill_it, double timeout, fg_status *st) 
 
 /* ---- point-to-point ------------------------------------------------------ */
 
-/* Element i of the k-th message from rank src to rank dst, by a formula the
- * receiver evaluates itself. */
-static double p2p_value(int src, int dst, int k, int64_t i) {
-  return sin(0.01 * (double)i + src + 0.3 * k) * 1000.0 + dst;
-}
-
-static void p2p_fill(fg_dtype dt, void *buf, int src, int dst, int k, int64_t count) {
-  for (int64_t i = 0; i < count; i++) {
-    double v = p2p_value(src, dst, k, i);
-    switch (dt) {
-    case FG_F32: ((float *)buf)[i] = (float)v; break;
-    case FG_F64: ((double *)buf)[i] = v; break;
-    case FG_I32: ((int32_t *)buf)[i] = (int32_t)(v * 1000.0); break;
-    case FG_I64: ((int64_t *)buf)[i] = (int64_t)(v * 1e9) * 7; break;
-    default: break;
-    }
-  }
-}
-
-/* Index of the first element of buf that is not message (src, dst, k), or
- * -1 when all match. */
-static int64_t p2p_mismatch(fg_dtype dt, const void *buf, int src, int dst, int k, int64_t count) {
-  size_t es = fg_dtype_size(dt);
-  unsigned char *want = malloc((size_t)count * es + 1);
-  p2p_fill(dt, want, src, dst, k, count);
-  int64_t bad = -1;
-  for (int64_t i = 0; i < count && bad < 0; i++)
-    if (memcmp((const unsigned char *)buf + i * (int64_t)es, want + i * (int64_t)es, es) != 0)
-      bad = i;
-  free(want);
-  return bad;
-}
-
 typedef struct p2p_thread {
   fg_comm *c;
   int role; /* 0: send right then recv from right; 1: recv from left, send
@@ -241,39 +203,13 @@ typedef struct p2p_thread {
   char err[600];
 } p2p_thread;
 
-enum { BIG = 1 << 20 }; /* doubles: 8 MB */
-
 static void *p2p_worker(void *p) {
   p2p_thread *t = p;
-  fg_comm *c = t->c;
   fg_status *st = fg_status_new();
-  int right = (c->rank + 1) % c->size, left = (c->rank + c->size - 1) % c->size;
-  double *buf = malloc((size_t)BIG * sizeof *buf);
+  double *buf = malloc((size_t)P2P_BIG * sizeof *buf);
   float *ar = malloc(100000 * sizeof *ar);
   for (int it = 0; it < t->iters && !t->failed; it++) {
-    int rc = 0;
-    if (t->role == 0) {
-      p2p_fill(FG_F64, buf, c->rank, right, 100 + it, BIG);
-      rc = c->ops->send(c, buf, (int64_t)BIG * 8, right, 100 + it, st);
-      if (rc == 0) rc = c->ops->recv(c, buf, (int64_t)BIG * 8, right, 200 + it, st);
-      if (rc == 0 && p2p_mismatch(FG_F64, buf, right, c->rank, 200 + it, BIG) >= 0) t->bad++;
-    } else if (t->role == 1) {
-      rc = c->ops->recv(c, buf, (int64_t)BIG * 8, left, 100 + it, st);
-      if (rc == 0 && p2p_mismatch(FG_F64, buf, left, c->rank, 100 + it, BIG) >= 0) t->bad++;
-      p2p_fill(FG_F64, buf, c->rank, left, 200 + it, BIG);
-      if (rc == 0) rc = c->ops->send(c, buf, (int64_t)BIG * 8, left, 200 + it, st);
-    } else {
-      for (int i = 0; i < 100000; i++)
-        ar[i] = (float)(c->rank + i % 13);
-      rc = c->ops->all_reduce(c, ar, 100000, FG_F32, 0, st);
-      /* sum over r of (r + i % 13): n(n-1)/2 + n (i % 13), exact in f32. */
-      for (int i = 0; rc == 0 && i < 100000; i++)
-        if (ar[i] != (float)(c->size * (c->size - 1) / 2 + c->size * (i % 13))) {
-          t->bad++;
-          break;
-        }
-    }
-    if (rc != 0) {
+    if (p2p_duplex_step(t->c, t->role, it, buf, ar, 100000, &t->bad, st) != 0) {
       t->failed = 1;
       snprintf(t->err, sizeof t->err, "%s: %s", fg_code_name(fg_status_code(st)),
                fg_status_message(st));
@@ -296,7 +232,7 @@ static int p2p(fg_comm *c, fg_status *st) {
   static const fg_dtype dts[] = {FG_F32, FG_F64, FG_I32, FG_I64};
   const int n = c->size, me = c->rank, right = (me + 1) % n, left = (me + n - 1) % n;
   int bad = 0, checks = 0;
-  double t0 = now_s();
+  double t0 = comm_now_s();
   /* 1. A ring: even ranks send first, odd ranks receive first, so a
    * blocking send always meets a posted recv (n is even). */
   for (int d = 0; d < 4; d++) {
@@ -334,7 +270,7 @@ static int p2p(fg_comm *c, fg_status *st) {
    * hold up the recv (or the collective) of another thread. */
   p2p_thread th[3];
   pthread_t tid[3];
-  double t1 = now_s();
+  double t1 = comm_now_s();
   for (int i = 0; i < 3; i++) {
     th[i] = (p2p_thread){c, i, 4, 0, 0, ""};
     pthread_create(&tid[i], NULL, p2p_worker, &th[i]);
@@ -349,7 +285,7 @@ static int p2p(fg_comm *c, fg_status *st) {
     bad += th[i].bad;
     checks++;
   }
-  printf("rank %d: threads done in %.2f s\n", me, now_s() - t1);
+  printf("rank %d: threads done in %.2f s\n", me, comm_now_s() - t1);
   /* 3. A recv of the wrong size is refused naming both sizes, and the next
    * message on the same (peer, tag) still arrives intact. Pairs (0,1),
    * (2,3), ...: the even rank sends. */
@@ -403,12 +339,12 @@ static int p2p_deadline(fg_comm *c, int send, double timeout, fg_status *st) {
     }
     return 0;
   }
-  double t0 = now_s();
+  double t0 = comm_now_s();
   int rc;
   if (send) {
     /* 8 MB: far above any eager limit, so it waits for a recv. */
-    double *buf = calloc((size_t)BIG, sizeof *buf);
-    rc = c->ops->send(c, buf, (int64_t)BIG * 8, 1, 5, st);
+    double *buf = calloc((size_t)P2P_BIG, sizeof *buf);
+    rc = c->ops->send(c, buf, (int64_t)P2P_BIG * 8, 1, 5, st);
     free(buf);
   } else {
     char buf[64];
@@ -435,11 +371,11 @@ static int abort_peers(fg_comm *c, fg_status *st) {
   for (int k = 0; k < 2; k++) {
     for (int i = 0; i < 64; i++)
       buf[i] = (float)(c->rank + i);
-    double t0 = now_s();
+    double t0 = comm_now_s();
     if (c->ops->all_reduce(c, buf, 64, FG_F32, 1, st) != 0)
       return fail_status(c, "all_reduce", st, t0);
   }
-  double t0 = now_s();
+  double t0 = comm_now_s();
   int rc;
   if (c->rank == 1) {
     struct timespec ts = {0, 300000000};
