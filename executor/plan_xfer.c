@@ -85,8 +85,8 @@ int fg_xfer_local(const fg_xfer_state *x, int id) {
   return !x->xp || rank_of(x, id) == x->dx->my_rank;
 }
 
-/* A transfer step on device `dev` carrying `node`'s tensor: reads in_slot
- * (-1: none), writes out_slot (-1: none). */
+/* A transfer step on device `dev` carrying `node`'s tensor in_slot (a
+ * recv from another process only names it), writing out_slot (-1: none). */
 static int add_step(fg_xfer_state *x, int kind, int node, int dev, int in_slot, int out_slot,
                     int peer, int tag, fg_status *st) {
   fg_plan *plan = x->plan;
@@ -96,7 +96,9 @@ static int add_step(fg_xfer_state *x, int kind, int node, int dev, int in_slot, 
   step->xfer = kind;
   step->peer = peer;
   step->tag = tag;
-  step->n_in = in_slot >= 0;
+  /* A recv from another process reads nothing here; in_slots[0] still
+   * names the sent tensor's slot, so a profile can say which output it is. */
+  step->n_in = in_slot >= 0 && kind != FG_XFER_RECV;
   step->n_out = out_slot >= 0;
   step->fn = kind == FG_XFER_COPY ? copy_kernel : NULL;
   step->in_slots = malloc(sizeof(int));
@@ -162,7 +164,7 @@ int fg_xfer_before_node(fg_xfer_state *x, int id, fg_status *st) {
         return -1;
     } else if (rank_of(x, id) == me) {
       int s = new_slot(x, src, dev);
-      if (add_step(x, FG_XFER_RECV, src_node, dev, -1, s, rank_of(x, src_node), tag, st) < 0)
+      if (add_step(x, FG_XFER_RECV, src_node, dev, src, s, rank_of(x, src_node), tag, st) < 0)
         return -1;
       x->local_slot[key] = s;
     }
@@ -212,7 +214,7 @@ int fg_xfer_fetches(fg_xfer_state *x, const fg_plan_request *req, size_t *pinned
         for (int d = 0; d < plan->slots[s].rank; d++)
           bytes *= (size_t)plan->slots[s].dims[d];
         *pinned_bytes += (bytes + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-        if (add_step(x, FG_XFER_RECV, node, x->my_dev, -1, s, owner, tag, st) < 0) return -1;
+        if (add_step(x, FG_XFER_RECV, node, x->my_dev, src, s, owner, tag, st) < 0) return -1;
         x->fetch_slot[i] = s;
       }
     }

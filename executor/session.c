@@ -563,11 +563,12 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     info->step_nodes = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
     info->step_devices = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
     info->step_recv = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
+    info->step_send = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
     info->device_arena_bytes = calloc((size_t)plan->n_dev + 1, sizeof(size_t));
     info->tensors = calloc((size_t)plan->n_slots + 1, sizeof *info->tensors);
   }
   if (!info || !info->step_nodes || !info->tensors || !info->step_devices || !info->step_recv ||
-      !info->device_arena_bytes) {
+      !info->step_send || !info->device_arena_bytes) {
     fg_plan_info_free(info);
     info = NULL;
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_plan_info: out of memory");
@@ -578,6 +579,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     info->step_nodes[si] = plan->steps[si].node;
     info->step_devices[si] = plan->step_dev ? plan->step_dev[si] : 0;
     info->step_recv[si] = fg_step_is_recv(&plan->steps[si]);
+    info->step_send[si] = plan->steps[si].xfer == FG_XFER_SEND;
   }
   info->n_devices = plan->n_dev > 0 ? plan->n_dev : 1;
   for (int d = 0; d < info->n_devices; d++)
@@ -625,6 +627,7 @@ void fg_plan_info_free(fg_plan_info *info) {
   free(info->step_nodes);
   free(info->step_devices);
   free(info->step_recv);
+  free(info->step_send);
   free(info->device_arena_bytes);
   free(info->tensors);
   free(info);
@@ -641,7 +644,10 @@ int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *st) {
   }
   int rc = sync_graph(s, st);
   if (rc == 0) rc = fg_dist_session_set_comm(s->g, &s->dist, comm, &s->opts, st);
-  /* Plans do not depend on the communicator: the run reads it per step. */
+  /* Plans depend on the communicator: its rank decides which nodes are
+   * this process's steps, its size the fetches' transfers, and whether one
+   * is attached the lanes the steps run on. */
+  if (rc == 0) drop_plans(s);
   atomic_flag_clear(&s->busy);
   if (rc == 0) fg_status_clear(st);
   return rc;

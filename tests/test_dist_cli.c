@@ -85,6 +85,66 @@ FG_TEST(dist_cli_plan_and_profile_show_partitions, "dist") {
   fgt_rmtree(tmpdir);
 }
 
+/* x [?,4] -> h = relu(x) on rank 0 -> e = exp(h), o = e + h on rank 1:
+ * one transfer (h to rank 1) and the fetch o sent back to rank 0. */
+static int save_two_rank_model(const char *path) {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t xd[2] = {FG_DIM_UNKNOWN, 4};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
+  fg_output h = fg_set_name(g, fg_relu(g, x), "h");
+  fg_set_device(g, h, "rank:0/cpu:0");
+  fg_output e = fg_set_name(g, fg_exp(g, h), "e");
+  fg_set_device(g, e, "rank:1/cpu:0");
+  fg_output o = fg_set_name(g, fg_add(g, e, h), "o");
+  fg_set_device(g, o, "rank:1/cpu:0");
+  int rc = fg_graph_save(g, path, st);
+  fg_graph_free(g);
+  fg_status_free(st);
+  return rc;
+}
+
+/* `flowgraph plan` of a model split across MPI ranks needs no mpirun: it
+ * prints each rank's own plan (its steps, transfers and arena) as that rank
+ * would make it. With 3 rows, h is 3 x 4 f32 = 48 bytes, 64 in an arena
+ * (64-byte aligned): rank 0 holds h, rank 1 the received h and e. */
+FG_TEST(dist_cli_plan_shows_each_ranks_plan, "dist") {
+  FG_REQUIRE(make_tmpdir());
+  FG_REQUIRE(save_two_rank_model(tpath("mp2.fgb")) == 0);
+  cli_result r;
+  FG_REQUIRE(cli(&r, "plan", tpath("mp2.fgb"), "--random-inputs", "--batch", "3", NULL) == 0);
+  CHECK_OK(r);
+  FG_CHECK_STR_CONTAINS(r.out, ": 2 MPI ranks (rank:R/ devices), one plan each\n");
+  FG_CHECK_STR_CONTAINS(r.out, "  rank:0/cpu:0: 2 nodes, 3 steps (1 recv), arena 64 bytes\n");
+  FG_CHECK_STR_CONTAINS(r.out, "  rank:1/cpu:0: 2 nodes, 4 steps (1 recv), arena 128 bytes\n");
+  FG_CHECK_STR_CONTAINS(r.out, "  transfer h:0->rank:1/cpu:0: rank:0/cpu:0 -> rank:1/cpu:0, "
+                               "48 bytes\n  transfer bytes per run: 48 (1 of the graph's 1 "
+                               "transfers)\n");
+  /* Rank 0 computes h, sends it, receives the fetch; rank 1 the rest. */
+  FG_CHECK_STR_CONTAINS(r.out, "rank 0: 3 steps, 3 tensors\n\nsteps:\n   step  node  op\n"
+                               "      0  h     relu\n      1  h     send\n      2  o     recv\n");
+  FG_CHECK_STR_CONTAINS(r.out, "rank 1: 4 steps, 4 tensors\n\nsteps:\n   step  node  op\n"
+                               "      0  h     recv\n      1  e     exp\n      2  o     add\n"
+                               "      3  o     send\n");
+  FG_CHECK_STR_CONTAINS(r.out, "rank 0 arena_bytes: 64\n");
+  FG_CHECK_STR_CONTAINS(r.out, "rank 1 arena_bytes: 128\n");
+  /* No rank lists the other's tensors; the summary adds the ranks up. */
+  FG_CHECK(strstr(r.out, "remote") == NULL);
+  const char *tail = strstr(r.out, "\nall ranks:\n");
+  FG_REQUIRE(tail);
+  FG_CHECK(strcmp(tail, "\nall ranks:\narena_bytes: 192\nlower_bound_bytes: 192\n"
+                        "naive_bytes: 192\n") == 0);
+  result_free(&r);
+  /* One memory drawing cannot hold two plans. */
+  FG_REQUIRE(cli(&r, "plan", tpath("mp2.fgb"), "--random-inputs", "--memory-svg", tpath("m.svg"),
+                 NULL) == 0);
+  CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT",
+                      "--memory-svg draws one plan, and " /* the path, then */);
+  FG_CHECK_STR_CONTAINS(r.err, "places nodes on 2 MPI ranks (rank:R/ devices): one plan each");
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
 /* Epoch losses printed by `flowgraph train` ("epoch k/n  loss X"). */
 static int epoch_losses(const char *out, double *loss, int max) {
   int n = 0;

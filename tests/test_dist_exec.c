@@ -485,6 +485,15 @@ FG_TEST(dist_exec_cross_process_plans_hold_own_steps, "dist") {
   for (int id = 0; id < n_nodes; id++)
     if (runs[id]) FG_FAIL_AT("node %d has a step on a rank but none in the one-device plan", id);
   FG_CHECK(n_compute > 20);
+  /* Rank 0's session made rank 1's: the plan cached for rank 0 is not
+   * reused (it would run rank 0's nodes here). */
+  FG_REQUIRE(fg_session_set_comm(s[0], h[1], st) == 0);
+  fg_plan_info *again = fg_session_plan_info(s[0], feeds, 2, &fetch, 1, &target, 1, st);
+  FG_REQUIRE(again);
+  FG_CHECK_INT(again->n_steps, info[1]->n_steps);
+  for (int k = 0; k < again->n_steps && k < info[1]->n_steps; k++)
+    FG_CHECK_INT(again->step_nodes[k], info[1]->step_nodes[k]);
+  fg_plan_info_free(again);
   for (int r = 0; r < 2; r++) {
     fg_plan_info_free(info[r]);
     fg_session_free(s[r]);

@@ -89,6 +89,9 @@ typedef struct fg_plan_info {
    * the tensor's producer). */
   int *step_devices;
   int *step_recv;
+  /* Per step: whether it sends a tensor to another process (a cross-process
+   * graph; step_nodes names the tensor's producer). */
+  int *step_send;
   /* Per device of the partition (n_devices, 1 on one device): the bytes of
    * its own arena; arena_bytes is their sum. */
   int n_devices;

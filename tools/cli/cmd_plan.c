@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dist/comm_inproc.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 #include "plan.h"
@@ -269,6 +270,9 @@ static void tensor_label(const fg_plan_tensor *t, char *buf, size_t size) {
   snprintf(buf, size, "%s:%d", t->name ? t->name : "?", t->output);
 }
 
+/* Another rank's tensor in a cross-process plan (its bytes live there). */
+static int is_remote(const fg_plan_tensor *t) { return t->kind && !strcmp(t->kind, "remote"); }
+
 static void step_str(int step, char *buf, size_t size) {
   if (step < 0)
     snprintf(buf, size, "-");
@@ -276,13 +280,23 @@ static void step_str(int step, char *buf, size_t size) {
     snprintf(buf, size, "%d", step);
 }
 
-void plan_print_partition(const plan_model *m, const fg_plan_info *info) {
+/* The plan holding device d's steps: the one plan, or its rank's. */
+static const fg_plan_info *info_of(const fg_partition *p, int d, const fg_plan_info *const *infos,
+                                   int n_ranks) {
+  if (!infos) return NULL;
+  if (n_ranks == 0) return infos[0];
+  int r = fg_partition_device(p, d).rank;
+  return r >= 0 && r < n_ranks ? infos[r] : NULL;
+}
+
+void plan_print_partition(const plan_model *m, const fg_plan_info *const *infos, int n_ranks) {
   const fg_partition *p = fg_session_partition(m->session);
   int nd = fg_partition_num_devices(p), nt = fg_partition_num_transfers(p);
   if (nd <= 1) return;
   char dev[48], dev2[48];
   printf("partitions: %d devices, %d send/recv transfers in the graph\n", nd, nt);
   for (int d = 0; d < nd; d++) {
+    const fg_plan_info *info = info_of(p, d, infos, n_ranks);
     int steps = 0, recv = 0;
     for (int s = 0; info && s < info->n_steps; s++) {
       steps += info->step_devices[s] == d;
@@ -298,6 +312,7 @@ void plan_print_partition(const plan_model *m, const fg_plan_info *info) {
   int n_used = 0;
   for (int i = 0; i < nt; i++) {
     const fg_transfer *t = fg_partition_transfer(p, i);
+    const fg_plan_info *info = info_of(p, t->dst_device, infos, n_ranks);
     /* With a plan: only the transfers its steps use (a step on the
      * receiving device reads the sent tensor). */
     int used = !info;
@@ -328,9 +343,7 @@ void plan_print_partition(const plan_model *m, const fg_plan_info *info) {
          nt);
 }
 
-static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_info *info) {
-  const fg_graph *g = m->graph;
-  printf("plan for %s: %d steps, %d tensors\n", a->run.model, info->n_steps, info->n_tensors);
+static void print_request(const plan_model *m) {
   printf("fetches:");
   for (int i = 0; i < m->n_fetch; i++)
     printf(" %s", m->fetch[i]);
@@ -338,9 +351,12 @@ static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_inf
   for (int i = 0; i < m->n_targets; i++)
     printf(" %s", m->targets[i]);
   printf("%s\n", m->n_targets ? "" : " (none)");
-  plan_print_partition(m, info);
-  /* Before the tables: the three summary lines stay the last lines. */
-  if (a->memory_svg) printf("memory svg: %s\n", a->memory_svg);
+}
+
+/* The steps and tensors tables of one plan. Another rank's tensors (kind
+ * "remote") are in that rank's tables, not here. */
+static void print_tables(const plan_model *m, const fg_plan_info *info) {
+  const fg_graph *g = m->graph;
   printf("\nsteps:\n");
   int wn = 4, wo = 2;
   for (int s = 0; s < info->n_steps; s++) {
@@ -350,7 +366,11 @@ static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_inf
   }
   printf("  %5s  %-*s  %s\n", "step", wn, "node", "op");
   for (int s = 0; s < info->n_steps; s++) {
-    const char *nm = fg_node_name(g, info->step_nodes[s]), *op = fg_node_op(g, info->step_nodes[s]);
+    /* A transfer step carries its producer's tensor: name the transfer. */
+    const char *nm = fg_node_name(g, info->step_nodes[s]),
+               *op = info->step_recv[s]   ? "recv"
+                     : info->step_send[s] ? "send"
+                                          : fg_node_op(g, info->step_nodes[s]);
     printf("  %5d  %-*s  %s\n", s, wn, nm ? nm : "?", op ? op : "?");
   }
 
@@ -360,6 +380,7 @@ static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_inf
   char label[1100], type[300], shape[256], first[16], last[16], life[40], shared[1100];
   for (int i = 0; i < info->n_tensors; i++) {
     const fg_plan_tensor *t = &info->tensors[i];
+    if (is_remote(t)) continue;
     tensor_label(t, label, sizeof label);
     cli_shape_str(t->rank, t->dims, shape, sizeof shape);
     snprintf(type, sizeof type, "%s %s", fg_dtype_name(t->dtype), shape);
@@ -371,6 +392,7 @@ static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_inf
          w[2], "type", "offset", "size", "lifetime", "shared-with");
   for (int i = 0; i < info->n_tensors; i++) {
     const fg_plan_tensor *t = &info->tensors[i];
+    if (is_remote(t)) continue;
     tensor_label(t, label, sizeof label);
     cli_shape_str(t->rank, t->dims, shape, sizeof shape);
     snprintf(type, sizeof type, "%s %s", fg_dtype_name(t->dtype), shape);
@@ -389,12 +411,91 @@ static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_inf
     printf("  %-*s  %-*s  %-*s  %12s  %12zu  %-12s  %s\n", w[0], label, w[1],
            t->kind ? t->kind : "?", w[2], type, off, t->bytes, life, shared);
   }
-  printf("\narena_bytes: %zu\nlower_bound_bytes: %zu\nnaive_bytes: %zu\n", info->arena_bytes,
-         info->lower_bound_bytes, info->naive_bytes);
+}
+
+static void print_summary(const char *prefix, size_t arena, size_t lower, size_t naive) {
+  printf("%sarena_bytes: %zu\n%slower_bound_bytes: %zu\n%snaive_bytes: %zu\n", prefix, arena,
+         prefix, lower, prefix, naive);
+}
+
+static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_info *info) {
+  printf("plan for %s: %d steps, %d tensors\n", a->run.model, info->n_steps, info->n_tensors);
+  print_request(m);
+  plan_print_partition(m, &info, 0);
+  /* Before the tables: the three summary lines stay the last lines. */
+  if (a->memory_svg) printf("memory svg: %s\n", a->memory_svg);
+  print_tables(m, info);
+  printf("\n");
+  print_summary("", info->arena_bytes, info->lower_bound_bytes, info->naive_bytes);
   return 0;
 }
 
+/* A cross-process model (nodes on rank:R/ devices): every process plans
+ * only its rank's nodes, so there is one plan per rank. Each is made here
+ * as its rank would make it, with an in-process communicator standing for
+ * the ranks (planning sends nothing). The summary lines add the ranks up;
+ * each rank's own follow its tables. */
+static int plan_ranks(const plan_args *a, plan_model *m, int ranks, fg_status *st) {
+  if (a->memory_svg) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--memory-svg draws one plan, and %s places nodes on %d MPI ranks (rank:R/ "
+                  "devices): one plan each",
+                  a->run.model, ranks);
+    return -1;
+  }
+  if (ranks > FG_MAX_CPU_DEVICES) {
+    fg_status_set(st, FG_UNIMPLEMENTED,
+                  "%s places nodes on %d MPI ranks; flowgraph plan shows the plans of at most %d",
+                  a->run.model, ranks, FG_MAX_CPU_DEVICES);
+    return -1;
+  }
+  fg_comm *h[FG_MAX_CPU_DEVICES];
+  fg_plan_info *infos[FG_MAX_CPU_DEVICES] = {0};
+  if (fg_comm_inproc_group(ranks, 1, h, st) != 0) return -1;
+  int rc = 0;
+  for (int r = 0; r < ranks && rc == 0; r++) {
+    if (fg_session_set_comm(m->session, h[r], st) != 0) rc = -1;
+    if (rc == 0)
+      infos[r] = fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n,
+                                      (const char *const *)m->fetch, m->n_fetch, m->targets,
+                                      m->n_targets, st);
+    if (!infos[r]) rc = -1;
+  }
+  fg_status *st2 = fg_status_new();
+  fg_session_set_comm(m->session, NULL, st2);
+  fg_status_free(st2);
+  if (rc == 0) {
+    size_t sum[3] = {0, 0, 0};
+    printf("plan for %s: %d MPI ranks (rank:R/ devices), one plan each\n", a->run.model, ranks);
+    print_request(m);
+    plan_print_partition(m, (const fg_plan_info *const *)infos, ranks);
+    for (int r = 0; r < ranks; r++) {
+      int n_tensors = 0;
+      for (int k = 0; k < infos[r]->n_tensors; k++)
+        n_tensors += !is_remote(&infos[r]->tensors[k]);
+      printf("\nrank %d: %d steps, %d tensors\n", r, infos[r]->n_steps, n_tensors);
+      print_tables(m, infos[r]);
+      char prefix[32];
+      snprintf(prefix, sizeof prefix, "rank %d ", r);
+      print_summary(prefix, infos[r]->arena_bytes, infos[r]->lower_bound_bytes,
+                    infos[r]->naive_bytes);
+      sum[0] += infos[r]->arena_bytes;
+      sum[1] += infos[r]->lower_bound_bytes;
+      sum[2] += infos[r]->naive_bytes;
+    }
+    printf("\nall ranks:\n");
+    print_summary("", sum[0], sum[1], sum[2]);
+  }
+  for (int r = 0; r < ranks; r++) {
+    fg_plan_info_free(infos[r]);
+    h[r]->ops->free(h[r]);
+  }
+  return rc;
+}
+
 static int plan_body(const plan_args *a, plan_model *m, fg_status *st) {
+  int ranks = fg_partition_num_ranks(fg_session_partition(m->session));
+  if (ranks > 0) return plan_ranks(a, m, ranks, st);
   fg_plan_info *info =
       fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n, (const char *const *)m->fetch,
                            m->n_fetch, m->targets, m->n_targets, st);
@@ -434,13 +535,18 @@ const cli_command cli_plan_command = {
     "--fetch nor --target is given, for that target with no fetch: the whole step.\n"
     "Shapes come from the feeds, so every needed placeholder must be fed (or\n"
     "--random-inputs given); nothing is run.\n\n"
-    "Output: the steps in plan order (index, node, op); one line per tensor the plan\n"
-    "touches: name:output, kind (arena, feed, constant, variable, fetch), dtype and\n"
+    "Output: the steps in plan order (index, node, op; a transfer step names the\n"
+    "producer of what it carries, op recv or send); one line per tensor the plan\n"
+    "touches: name:output, kind (arena, feed, constant, variable, fetch, recv), dtype and\n"
     "shape, offset in the arena ('-' outside it), size in bytes, lifetime as\n"
     "first..last step ('-' before the first step, or never read) and the tensor\n"
     "whose bytes it reuses in place; then exactly three lines:\n"
     "  arena_bytes: N         the arena the plan allocates\n"
     "  lower_bound_bytes: N   the peak of live intermediate bytes over the schedule\n"
     "  naive_bytes: N         one 64-byte aligned buffer per arena tensor\n"
+    "A model placing nodes on MPI ranks (rank:R/ devices) has one plan per rank,\n"
+    "each holding that rank's steps only; they are printed in turn as 'rank R:'\n"
+    "sections with their own 'rank R arena_bytes: N' lines (no mpirun needed), and\n"
+    "the last three lines add the ranks up. --memory-svg is refused there.\n"
     "The SVG is written to a temporary name and renamed, so a failure leaves none.\n",
     plan_main};

@@ -279,7 +279,7 @@ static int print_report(const plan_args *a, const plan_model *m, const profile_d
     fg_plan_info *info =
         fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n, (const char *const *)m->fetch,
                              m->n_fetch, m->targets, m->n_targets, st);
-    plan_print_partition(m, info);
+    plan_print_partition(m, (const fg_plan_info *const *)&info, 0);
     fg_plan_info_free(info);
   }
   print_run_order(p, runs, total);

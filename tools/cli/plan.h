@@ -55,9 +55,10 @@ int plan_command_main(const cli_command *cmd, int profile, int argc, char **argv
 double plan_now_ms(void);
 
 /* The session's partition (flowgraph/dist.h): devices with their step
- * counts and every send/recv transfer with its bytes for this plan's
- * shapes (from `info`; NULL: the graph's static shapes). Prints nothing for
- * a single-device plan. */
-void plan_print_partition(const plan_model *m, const fg_plan_info *info);
+ * counts and every send/recv transfer with its bytes for the plan's shapes.
+ * n_ranks 0: infos[0] is the plan (NULL: the graph's static shapes); a
+ * cross-process model: infos[r] is rank r's plan, which holds its devices'
+ * steps. Prints nothing for a single-device plan. */
+void plan_print_partition(const plan_model *m, const fg_plan_info *const *infos, int n_ranks);
 
 #endif
