@@ -142,6 +142,14 @@ FG_TEST(dist_cli_plan_shows_each_ranks_plan, "dist") {
                       "--memory-svg draws one plan, and " /* the path, then */);
   FG_CHECK_STR_CONTAINS(r.err, "places nodes on 2 MPI ranks (rank:R/ devices): one plan each");
   result_free(&r);
+  /* Profiling needs every rank running: refused, pointing to what works. */
+  FG_REQUIRE(cli(&r, "profile", tpath("mp2.fgb"), "--random-inputs", NULL) == 0);
+  CHECK_RUNTIME_ERROR(r, "UNIMPLEMENTED",
+                      "places nodes on 2 MPI ranks (rank:R/ devices), and "
+                      "flowgraph profile times one process; 'flowgraph plan' "
+                      "prints each rank's plan, and 'mpirun -np 2 flowgraph "
+                      "run --dist mpi --repeat N' times whole runs");
+  result_free(&r);
   fgt_rmtree(tmpdir);
 }
 

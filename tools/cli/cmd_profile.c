@@ -312,6 +312,16 @@ static int open_device_session(const plan_args *a, plan_model *m, fg_status *st)
 }
 
 static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
+  int ranks = fg_partition_num_ranks(fg_session_partition(m->session));
+  if (ranks > 0) {
+    /* Timing it needs every rank running; this command runs one session. */
+    fg_status_set(st, FG_UNIMPLEMENTED,
+                  "%s places nodes on %d MPI ranks (rank:R/ devices), and flowgraph profile "
+                  "times one process; 'flowgraph plan' prints each rank's plan, and "
+                  "'mpirun -np %d flowgraph run --dist mpi --repeat N' times whole runs",
+                  a->run.model, ranks, ranks);
+    return -1;
+  }
   if (profile_device && open_device_session(a, m, st) != 0) return -1;
   profile_data p;
   memset(&p, 0, sizeof p);
