@@ -620,28 +620,42 @@ static int p2p_data(mpi_comm *m, int is_send, unsigned char *buf, int64_t bytes,
   return 0;
 }
 
+/* The opening of a send or recv: checks the arguments, names the
+ * operation in desc, and posts the 16-byte header (the size and piece size
+ * a send announces; a recv's lands in the returned block). NULL with st
+ * set; on a posting failure the communicator is broken and the header kept
+ * (MPI may still write it). */
+static p2p_header *p2p_start(mpi_comm *m, int is_send, const void *buf, int64_t bytes, int peer,
+                             int tag, char *desc, size_t desc_size, MPI_Request *hdr,
+                             fg_status *st) {
+  if (p2p_args(m, is_send ? "send" : "recv", buf, bytes, peer, tag, st) != 0) return NULL;
+  snprintf(desc, desc_size, "%s rank %d tag %d (%lld bytes)", is_send ? "send to" : "recv from",
+           peer, tag, (long long)bytes);
+  p2p_header *h = calloc(1, sizeof *h);
+  if (!h) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "%s: out of memory", desc);
+    return NULL;
+  }
+  h->v[0] = is_send ? bytes : -1;
+  h->v[1] = is_send ? p2p_chunk() : -1;
+  if (post(is_send, h->v, (int)sizeof h->v, peer, tag, m->p2p, hdr) != MPI_SUCCESS) {
+    fg_status_set(st, FG_INTERNAL, "%s on rank %d: posting a message failed", desc, m->base.rank);
+    set_broken(m);
+    keep(m, h);
+    return NULL;
+  }
+  return h;
+}
+
 /* Blocks until buf may be reused: small messages leave at once (MPI's
  * eager protocol), large ones when the peer has posted its recv. */
 static int mpi_send(fg_comm *c, const void *buf, int64_t bytes, int peer, int tag, fg_status *st) {
   mpi_comm *m = (mpi_comm *)c;
-  if (p2p_args(m, "send", buf, bytes, peer, tag, st) != 0) return -1;
   double t0 = now_s();
   char desc[96];
-  snprintf(desc, sizeof desc, "send to rank %d tag %d (%lld bytes)", peer, tag, (long long)bytes);
-  p2p_header *h = calloc(1, sizeof *h);
-  if (!h) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "%s: out of memory", desc);
-    return -1;
-  }
-  h->v[0] = bytes;
-  h->v[1] = p2p_chunk();
   MPI_Request hdr;
-  if (post(1, h->v, (int)sizeof h->v, peer, tag, m->p2p, &hdr) != MPI_SUCCESS) {
-    fg_status_set(st, FG_INTERNAL, "%s on rank %d: posting a message failed", desc, c->rank);
-    set_broken(m);
-    keep(m, h);
-    return -1;
-  }
+  p2p_header *h = p2p_start(m, 1, buf, bytes, peer, tag, desc, sizeof desc, &hdr, st);
+  if (!h) return -1;
   /* The data pieces only read buf; the cast drops const for MPI's API. */
   if (p2p_data(m, 1, (unsigned char *)(uintptr_t)buf, bytes, h->v[1], peer, tag, &hdr, t0, desc,
                st) != 0) {
@@ -655,23 +669,11 @@ static int mpi_send(fg_comm *c, const void *buf, int64_t bytes, int peer, int ta
 
 static int mpi_recv(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg_status *st) {
   mpi_comm *m = (mpi_comm *)c;
-  if (p2p_args(m, "recv", buf, bytes, peer, tag, st) != 0) return -1;
   double t0 = now_s();
   char desc[96];
-  snprintf(desc, sizeof desc, "recv from rank %d tag %d (%lld bytes)", peer, tag, (long long)bytes);
-  p2p_header *h = calloc(1, sizeof *h);
-  if (!h) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "%s: out of memory", desc);
-    return -1;
-  }
-  h->v[0] = h->v[1] = -1;
   MPI_Request hdr;
-  if (post(0, h->v, (int)sizeof h->v, peer, tag, m->p2p, &hdr) != MPI_SUCCESS) {
-    fg_status_set(st, FG_INTERNAL, "%s on rank %d: posting a message failed", desc, c->rank);
-    set_broken(m);
-    keep(m, h);
-    return -1;
-  }
+  p2p_header *h = p2p_start(m, 0, buf, bytes, peer, tag, desc, sizeof desc, &hdr, st);
+  if (!h) return -1;
   if (wait_reqs(m, &hdr, &peer, 1, t0, desc, st) != 0) {
     keep(m, h);
     return -1;
