@@ -1,6 +1,6 @@
 /* GPU benchmark driver: the CPU driver's models on cuda:0.
  *
- *   fg_bench_gpu CASE [--runs N] [--warmup N]
+ *   fg_bench_gpu CASE [--runs N] [--warmup N] [--profile]
  *
  * CASE is gpu_op_overhead, gpu_mlp_small_train, gpu_mlp_large_train,
  * gpu_mlp_large_train_tf32, cublas_peak or all. Each case prints the CPU
@@ -18,7 +18,9 @@
  * driver's: it is included with its main renamed, so both drivers time and
  * build exactly the same way. cublas_peak is a plain cublasSgemm C = A B of
  * 8192^3 on the device, in f32 and with TF32 tensor cores, the reference
- * for the fraction of peak. */
+ * for the fraction of peak. --profile adds, for the MLP cases, one run with
+ * per-node CUDA-event timings summed per op ("PROFILE <case> op=..."), to
+ * see where a step's device time goes. */
 #define main fg_bench_cpu_main
 #include "fg_bench.c"
 #undef main
@@ -138,6 +140,47 @@ done:
 #endif
 }
 
+/* --profile: one more run of the training step with per-node timings,
+ * summed per op and printed largest first. */
+static int g_profile;
+
+static void print_profile(fg_session *s, const fg_feed *feeds, const char *name, fg_status *st) {
+  const char *target = "train";
+  fg_run_options ro = {1};
+  fg_run_metadata *md = NULL;
+  if (fg_session_run_ex(s, feeds, 2, NULL, 0, NULL, &target, 1, &ro, &md, st) != 0 || !md) {
+    fprintf(stderr, "%s: profile run: %s\n", name, fg_status_message(st));
+    fg_run_metadata_free(md);
+    return;
+  }
+  enum { MAX_OPS = 64 };
+  const char *ops[MAX_OPS];
+  int64_t total[MAX_OPS] = {0}, sum = 0;
+  int count[MAX_OPS] = {0}, n_ops = 0;
+  for (int i = 0; i < md->n_nodes; i++) {
+    int k = 0;
+    while (k < n_ops && strcmp(ops[k], md->nodes[i].op) != 0)
+      k++;
+    if (k == n_ops) {
+      if (n_ops == MAX_OPS) continue;
+      ops[n_ops++] = md->nodes[i].op;
+    }
+    int64_t t = md->nodes[i].end_ns - md->nodes[i].start_ns;
+    total[k] += t, count[k]++, sum += t;
+  }
+  for (int done = 0; done < n_ops; done++) {
+    int best = -1;
+    for (int k = 0; k < n_ops; k++)
+      if (count[k] > 0 && (best < 0 || total[k] > total[best])) best = k;
+    printf("PROFILE %s op=%s nodes=%d total_us=%.1f\n", name, ops[best], count[best],
+           total[best] / 1e3);
+    count[best] = -count[best];
+  }
+  printf("PROFILE %s run_us=%.1f node_sum_us=%.1f nodes=%d\n", name, md->run_ns / 1e3, sum / 1e3,
+         md->n_nodes);
+  fg_run_metadata_free(md);
+}
+
 static int gpu_mlp(const mlp_shape *m, const char *name, int tf32, int with_peak,
                    const bench_opts *bo, fg_status *st) {
   int runs = pick(bo->runs, m->runs * 4), warmup = pick(bo->warmup, m->warmup + 3);
@@ -159,6 +202,7 @@ static int gpu_mlp(const mlp_shape *m, const char *name, int tf32, int with_peak
     rc = fail(name, st);
     goto done;
   }
+  if (g_profile) print_profile(s, feeds, name, st);
   fg_session_free(s);
   s = NULL;
   double flops = mlp_flops(m, 0), med = median(times, runs);
@@ -190,7 +234,7 @@ static const char *const GPU_CASES[] = {"gpu_op_overhead", "gpu_mlp_small_train"
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: fg_bench_gpu CASE [--runs N] [--warmup N]\n  CASE:");
+    fprintf(stderr, "usage: fg_bench_gpu CASE [--runs N] [--warmup N] [--profile]\n  CASE:");
     for (int i = 0; i < N_GPU_CASES; i++)
       fprintf(stderr, " %s", GPU_CASES[i]);
     fprintf(stderr, " all\n");
@@ -199,6 +243,10 @@ int main(int argc, char **argv) {
   const char *which = argv[1];
   bench_opts bo = {-1, -1, 0};
   for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--profile")) {
+      g_profile = 1;
+      continue;
+    }
     int *dst = !strcmp(argv[i], "--runs")     ? &bo.runs
                : !strcmp(argv[i], "--warmup") ? &bo.warmup
                                               : NULL;

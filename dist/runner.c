@@ -3,6 +3,7 @@
  * steps in order. The threads and the scratch arrays live as long as the
  * session's dist state, so a run creates no thread and, once a plan of its
  * size ran, allocates nothing. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -157,6 +158,7 @@ fg_dist_runner *fg_dist_runner_new(int n_lanes, fg_status *st) {
                     l, n_lanes);
       return NULL;
     }
+    pthread_setname_np(r->th[l], "fg-lane"); /* as the pool's "fg-pool" */
     r->started = l;
   }
   return r;

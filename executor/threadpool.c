@@ -37,6 +37,7 @@
  * BLAS: flowgraph owns the threads. The matmul kernel sets OpenBLAS to one
  * thread (kernels/cpu/matmul.c) and splits large products over this pool,
  * so the cores are never oversubscribed by two thread pools. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "executor/threadpool.h"
 
 #include <pthread.h>
@@ -312,6 +313,10 @@ fg_pool *fg_pool_new(int n_threads) {
       free(ws);
       break;
     }
+    /* Named by the creator, so the name is there once fg_pool_new returns:
+     * top -H, debuggers and the tests tell these threads from the ones the
+     * CUDA driver or Open MPI start in the same process. */
+    pthread_setname_np(p->threads[i], "fg-pool");
     p->n_started++;
   }
   if (p->n_started != n_threads - 1) {

@@ -1,0 +1,39 @@
+#!/bin/bash
+# Runs on the lent GPU machine, in the repository copy, with .gpu carried
+# (tools/device/pack.sh). Unpacks the build where the ctest files expect it
+# (/work/main/build), finds the device's CUDA and NCCL libraries, and runs
+# what is asked: "tests" (the CUDA-using ctest cases), "bench" (GPU bench vs
+# PyTorch), or any shell words after "sh". Logs go to $OUT.
+set -u
+here=$PWD
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" /work
+[ -e /work/main ] || ln -s "$here" /work/main
+mkdir -p /tmp/gpu && xz -dc .gpu/pack.tar.xz | tar xf - -C /tmp/gpu
+(cd /work/main && tar xf /tmp/gpu/build.tar)
+libdirs=/tmp/gpu/lib
+for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  p=$(ldconfig -p | awk -v l=$l '$1==l {print $NF; exit}')
+  [ -n "$p" ] || p=$(find /usr/local /opt /usr/lib -name "$l" 2>/dev/null | head -1)
+  echo "lib $l -> ${p:-MISSING}"
+  [ -n "$p" ] && libdirs="$libdirs:$(dirname "$p")"
+done
+export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+export PATH=$PATH:/usr/local/cuda/bin
+for what in "$@"; do
+  case $what in
+  tests)
+    (cd /work/main/build && ctest -j8 --timeout 300 --output-on-failure \
+      -R '^(test_cuda_kernels|test_cuda_session|test_mpi_nccl|test_streams|test_dist|test_dist_exec|test_dist_ranks)\.' \
+      >"$OUT/ctest.log" 2>&1; echo "ctest rc $?" >>"$OUT/ctest.log")
+    grep -E 'tests passed|Failed|\*\*\*|SKIP|rc ' "$OUT/ctest.log" | tail -40 ;;
+  bench)
+    PYTHONUNBUFFERED=1 python3 bench/compare_torch_gpu.py --driver /work/main/build/bench/fg_bench_gpu \
+      >"$OUT/bench.log" 2>&1; echo "bench rc $?" >>"$OUT/bench.log"
+    tail -30 "$OUT/bench.log" ;;
+  sh) shift_rest=1 ;;
+  *) [ -n "${shift_rest:-}" ] && eval "$what" ;;
+  esac
+done
