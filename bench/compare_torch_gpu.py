@@ -3,6 +3,7 @@
 
     /usr/bin/python3 bench/compare_torch_gpu.py [--driver build/bench/fg_bench_gpu]
                                                [--rounds 5] [--cases a,b,...]
+    /usr/bin/python3 bench/compare_torch_gpu.py --torch-profile [--cases ...]
 
 Each round runs, per case, the driver as a subprocess (it warms up and prints
 the median of its runs) and then PyTorch in this process, eager and
@@ -24,6 +25,10 @@ Prints per case
 the achieved GFLOP/s as a fraction of a plain 8192^3 cublasSgemm measured by
 the driver (f32, or TF32 for the _tf32 case). Without a GPU it prints
 "skipped: no GPU" and exits 0.
+
+--torch-profile prints instead, per MLP case, PyTorch's device time per
+kernel over 20 eager steps (torch.profiler, CUDA activity), per step: the
+figures to hold against `fg_bench_gpu CASE --profile`.
 """
 import os
 import statistics
@@ -166,7 +171,34 @@ def fmt_time(s):
     return "%.1f us" % (s * 1e6) if s < 1e-3 else "%.3f ms" % (s * 1e3)
 
 
+def torch_profile(cases):
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    for case in cases:
+        if case not in MLPS:
+            continue
+        step = torch_mlp(case, False)
+        for _ in range(10):
+            step()
+        steps = 20
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                step()
+        rows = [(e.device_time_total, e.count, e.key) for e in prof.key_averages()
+                if e.device_time_total > 0]
+        rows.sort(reverse=True)
+        total = sum(r[0] for r in rows)
+        for t, n, key in rows[:14]:
+            print("TORCH_PROFILE %s %.1f us/step x%d %s" % (case, t / steps, n // steps, key[:90]))
+        print("TORCH_PROFILE %s total %.1f us/step of device time" % (case, total / steps))
+
+
 def main():
+    if "--torch-profile" in sys.argv:
+        sys.argv.remove("--torch-profile")
+        args = torch_common.parse_args(__doc__, "compare_torch_gpu", DEFAULT_DRIVER, CASES)
+        torch_profile(args.cases)
+        return
     args = torch_common.parse_args(__doc__, "compare_torch_gpu", DEFAULT_DRIVER, CASES)
     cases = args.cases
     try:

@@ -1,6 +1,6 @@
 /* GPU benchmark driver: the CPU driver's models on cuda:0.
  *
- *   fg_bench_gpu CASE [--runs N] [--warmup N] [--profile]
+ *   fg_bench_gpu CASE [--runs N] [--warmup N] [--streams N] [--profile]
  *
  * CASE is gpu_op_overhead, gpu_mlp_small_train, gpu_mlp_large_train,
  * gpu_mlp_large_train_tf32, cublas_peak or all. Each case prints the CPU
@@ -20,7 +20,8 @@
  * 8192^3 on the device, in f32 and with TF32 tensor cores, the reference
  * for the fraction of peak. --profile adds, for the MLP cases, one run with
  * per-node CUDA-event timings summed per op ("PROFILE <case> op=..."), to
- * see where a step's device time goes. */
+ * see where a step's device time goes. --streams N sets every session's
+ * num_streams. */
 #define main fg_bench_cpu_main
 #include "fg_bench.c"
 #undef main
@@ -45,12 +46,16 @@ static int have_gpu(void) {
   return ok;
 }
 
+/* --streams N: the sessions' num_streams (0: the session default). */
+static int g_streams;
+
 static fg_session *gpu_session(fg_graph *g, int graphs, int tf32, fg_status *st) {
   fg_session_options o;
   fg_session_options_init(&o);
   o.device = "cuda:0";
   o.cuda_graphs = graphs;
   o.allow_tf32 = tf32;
+  if (g_streams > 0) o.num_streams = g_streams;
   return fg_session_new(g, &o, st);
 }
 
@@ -140,17 +145,27 @@ done:
 #endif
 }
 
-/* --profile: one more run of the training step with per-node timings,
- * summed per op and printed largest first. */
+/* --profile: after the timed runs, a training step in a session of one
+ * stream without CUDA Graphs (so a node's events bracket its own kernels
+ * and no wait on another stream), with per-node timings summed per op and
+ * printed largest first. */
 static int g_profile;
 
-static void print_profile(fg_session *s, const fg_feed *feeds, const char *name, fg_status *st) {
+static void print_profile(fg_graph *g, int tf32, const fg_feed *feeds, const char *name,
+                          fg_status *st) {
+  const int streams = g_streams;
+  g_streams = 1;
+  fg_session *s = gpu_session(g, -1, tf32, st);
+  g_streams = streams;
   const char *target = "train";
   fg_run_options ro = {1};
   fg_run_metadata *md = NULL;
-  if (fg_session_run_ex(s, feeds, 2, NULL, 0, NULL, &target, 1, &ro, &md, st) != 0 || !md) {
+  for (int warm = 0; s && warm < 3; warm++)
+    if (fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st) != 0) break;
+  if (!s || fg_session_run_ex(s, feeds, 2, NULL, 0, NULL, &target, 1, &ro, &md, st) != 0 || !md) {
     fprintf(stderr, "%s: profile run: %s\n", name, fg_status_message(st));
     fg_run_metadata_free(md);
+    fg_session_free(s);
     return;
   }
   enum { MAX_OPS = 64 };
@@ -179,6 +194,7 @@ static void print_profile(fg_session *s, const fg_feed *feeds, const char *name,
   printf("PROFILE %s run_us=%.1f node_sum_us=%.1f nodes=%d\n", name, md->run_ns / 1e3, sum / 1e3,
          md->n_nodes);
   fg_run_metadata_free(md);
+  fg_session_free(s);
 }
 
 static int gpu_mlp(const mlp_shape *m, const char *name, int tf32, int with_peak,
@@ -202,9 +218,9 @@ static int gpu_mlp(const mlp_shape *m, const char *name, int tf32, int with_peak
     rc = fail(name, st);
     goto done;
   }
-  if (g_profile) print_profile(s, feeds, name, st);
   fg_session_free(s);
   s = NULL;
+  if (g_profile) print_profile(g, tf32, feeds, name, st);
   double flops = mlp_flops(m, 0), med = median(times, runs);
   char extra[320];
   int len =
@@ -234,7 +250,7 @@ static const char *const GPU_CASES[] = {"gpu_op_overhead", "gpu_mlp_small_train"
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: fg_bench_gpu CASE [--runs N] [--warmup N] [--profile]\n  CASE:");
+    fprintf(stderr, "usage: fg_bench_gpu CASE [--runs N] [--warmup N] [--streams N] [--profile]\n  CASE:");
     for (int i = 0; i < N_GPU_CASES; i++)
       fprintf(stderr, " %s", GPU_CASES[i]);
     fprintf(stderr, " all\n");
@@ -249,6 +265,7 @@ int main(int argc, char **argv) {
     }
     int *dst = !strcmp(argv[i], "--runs")     ? &bo.runs
                : !strcmp(argv[i], "--warmup") ? &bo.warmup
+               : !strcmp(argv[i], "--streams") ? &g_streams
                                               : NULL;
     if (!dst || i + 1 >= argc || parse_int(argv[++i], dst == &bo.runs ? 1 : 0, 1000000, dst) != 0)
       return 2;

@@ -76,7 +76,12 @@ int fg_parse_device(const char *name, fg_device *out, fg_status *st) {
     d.kind = FG_DEVICE_CUDA;
     idx = parse_index(dev + 5);
   }
-  int gpus = fg_cuda_device_count();
+  /* The CUDA driver is asked only where a message or a cuda:N name needs
+   * it: its first call starts the driver (a thread of its own, address
+   * space, a fraction of a second), which a CPU-only graph must not pay. On
+   * an H100 machine, a CPU session in a process under a 512 MiB RLIMIT_AS
+   * died in that first call. */
+  int gpus = idx < 0 || d.kind == FG_DEVICE_CUDA ? fg_cuda_device_count() : 0;
   if (idx < 0) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "device '%.64s' is not a device name (expected cpu:N with N in [0, %d), "

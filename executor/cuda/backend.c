@@ -28,7 +28,7 @@
 /* Per-stream device scratch for the kernels (reductions' partials) and the
  * cuBLAS workspace (set explicitly so graph capture never makes cuBLAS
  * allocate; 32 MiB is NVIDIA's recommendation for Hopper). */
-#define SCRATCH_BYTES        ((size_t)1 << 20)
+#define SCRATCH_BYTES        ((size_t)FG_CUDA_SCRATCH_MIN)
 #define BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 #define DEV_ALIGN            256
 

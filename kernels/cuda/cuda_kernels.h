@@ -55,7 +55,7 @@ int fg_cuda_op_may_flag(const char *op);
  * kernel whatever the shapes; kernels given less fail with the bytes they
  * need. Reductions, argmax and the cross-entropy loss use it for fixed-size
  * partials (deterministic two-pass sums). */
-#define FG_CUDA_SCRATCH_MIN (64 * 1024)
+#define FG_CUDA_SCRATCH_MIN (1024 * 1024)
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,11 @@
  *     neighbouring columns.
  * Long reductions with few outputs are cut into S fixed chunks whose
  * partials go to the stream's scratch and are combined in chunk order by a
- * second kernel. f32 sums and means accumulate in double, integer sums in
+ * second kernel. In the thread layout the chunks are also what fills the
+ * device: a bias gradient (sum_to of [256, 2048] to [2048]) is 2048
+ * outputs, 8 blocks on a GPU of 132 SMs, each thread walking 256 rows one
+ * dependent load at a time (74 us on an H100); cut into 32 chunks of 8 rows
+ * it is 65536 threads. S is a function of the shape alone. f32 sums and means accumulate in double, integer sums in
  * uint64 (wrapping), as on the CPU. */
 #include <math.h>
 #include <string.h>
@@ -26,6 +30,11 @@
 /* Reduced elements per chunk before a reduction is split. */
 #define RED_BLOCK_CHUNK  32768
 #define RED_THREAD_CHUNK 256
+/* The thread layout aims for this many folds in flight (enough for a
+ * large GPU: 132 SMs x 2048 threads is 270k, and each fold is a short
+ * loop), but no fold of fewer than RED_THREAD_MIN elements. */
+#define RED_THREAD_WANT 131072
+#define RED_THREAD_MIN  8
 
 /* The shapes are checked and planned by kernels/cpu/reduce.c's code
  * (kernels/kernel_shape.h); the plan is zeroed first because kernels take it
@@ -188,9 +197,13 @@ static int reduce(const fg_kctx *ctx, fg_dtype dt, uint64_t empty_bits, const ch
       S = ceil_div(pl.count, RED_BLOCK_CHUNK);
       if (S > max_s) S = max_s;
     }
-  } else if (pl.count > RED_THREAD_CHUNK && n_out < 65536 && max_s > 1) {
+  } else if (max_s > 1) {
+    int64_t fill = ceil_div(RED_THREAD_WANT, n_out);
+    if (fill > pl.count / RED_THREAD_MIN) fill = pl.count / RED_THREAD_MIN;
     S = ceil_div(pl.count, RED_THREAD_CHUNK);
+    if (S < fill) S = fill;
     if (S > max_s) S = max_s;
+    if (S < 1) S = 1;
   }
   if (S > 1) chunk = ceil_div(pl.count, S);
   S = ceil_div(pl.count, chunk); /* no empty chunk */

@@ -2,7 +2,9 @@
 # Runs on the lent GPU machine, in the repository copy, with .gpu carried
 # (tools/device/pack.sh). Unpacks the build where the ctest files expect it
 # (/work/main/build), finds the device's CUDA and NCCL libraries, and runs
-# what is asked: "tests" (the CUDA-using ctest cases), "bench" (GPU bench vs
+# what is asked: "tests" (the CUDA-using ctest cases), "alltests" (the
+# whole Release suite; the MPI cases need an Open MPI runtime the device
+# image lacks), "bench" (GPU bench vs
 # PyTorch), or any shell words after "sh". Logs go to $OUT.
 set -u
 here=$PWD
@@ -29,6 +31,10 @@ for what in "$@"; do
       -R '^(test_cuda_kernels|test_cuda_session|test_mpi_nccl|test_streams|test_dist|test_dist_exec|test_dist_ranks)\.' \
       >"$OUT/ctest.log" 2>&1; echo "ctest rc $?" >>"$OUT/ctest.log")
     grep -E 'tests passed|Failed|\*\*\*|SKIP|rc ' "$OUT/ctest.log" | tail -40 ;;
+  alltests)
+    (cd /work/main/build && ctest -j16 --timeout 200 --output-on-failure \
+      >"$OUT/ctest_all.log" 2>&1; echo "ctest rc $?" >>"$OUT/ctest_all.log")
+    grep -E 'tests passed|\((Failed|Timeout|Not Run)\)|rc ' "$OUT/ctest_all.log" | tail -60 ;;
   bench)
     PYTHONUNBUFFERED=1 python3 bench/compare_torch_gpu.py --driver /work/main/build/bench/fg_bench_gpu \
       >"$OUT/bench.log" 2>&1; echo "bench rc $?" >>"$OUT/bench.log"
