@@ -250,7 +250,8 @@ static const char *const GPU_CASES[] = {"gpu_op_overhead", "gpu_mlp_small_train"
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: fg_bench_gpu CASE [--runs N] [--warmup N] [--streams N] [--profile]\n  CASE:");
+    fprintf(stderr,
+            "usage: fg_bench_gpu CASE [--runs N] [--warmup N] [--streams N] [--profile]\n  CASE:");
     for (int i = 0; i < N_GPU_CASES; i++)
       fprintf(stderr, " %s", GPU_CASES[i]);
     fprintf(stderr, " all\n");
@@ -263,10 +264,10 @@ int main(int argc, char **argv) {
       g_profile = 1;
       continue;
     }
-    int *dst = !strcmp(argv[i], "--runs")     ? &bo.runs
-               : !strcmp(argv[i], "--warmup") ? &bo.warmup
+    int *dst = !strcmp(argv[i], "--runs")      ? &bo.runs
+               : !strcmp(argv[i], "--warmup")  ? &bo.warmup
                : !strcmp(argv[i], "--streams") ? &g_streams
-                                              : NULL;
+                                               : NULL;
     if (!dst || i + 1 >= argc || parse_int(argv[++i], dst == &bo.runs ? 1 : 0, 1000000, dst) != 0)
       return 2;
   }

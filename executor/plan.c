@@ -922,9 +922,12 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     }
     fg_dtype key = (def->flags & FG_OPF_KERNEL_KEY_INPUT) ? plan->slots[step->in_slots[0]].dtype
                                                           : out[0].dtype;
-    step->fn = !local      ? NULL
-               : req->cuda ? fg_cuda_kernel(def->name, key)
-                           : fg_cpu_kernel(def->name, key);
+    /* A GPU plan's all_reduce runs the CPU kernel on host copies: the
+     * CUDA backend stages it (executor/cuda/backend.c), so the MPI and
+     * in-process communicators serve GPU sessions too. */
+    step->fn = !local                                   ? NULL
+               : req->cuda && n->op != FG_OP_ALL_REDUCE ? fg_cuda_kernel(def->name, key)
+                                                        : fg_cpu_kernel(def->name, key);
     for (int o = 0; o < n->n_outputs; o++) {
       int s = s0 + o;
       step->out_slots[o] = s;

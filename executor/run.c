@@ -137,10 +137,7 @@ static int p2p(run_ctx *rc, const fg_step *step, char *err, size_t err_size) {
   return r;
 }
 
-/* The communicator's code in a collective's or transfer's error ("...:
- * CODE: message"): the first code named, since the message may quote a
- * peer's error with another code. `dflt` when it names neither. */
-static fg_code comm_code(const char *err, fg_code dflt) {
+fg_code fg_comm_error_code(const char *err, fg_code dflt) {
   const char *d = strstr(err, "DEADLINE_EXCEEDED: "), *a = strstr(err, "ABORTED: ");
   if (d && (!a || d < a)) return FG_DEADLINE_EXCEEDED;
   return a ? FG_ABORTED : dflt;
@@ -183,7 +180,7 @@ static int run_step(void *vctx, int si, int worker) {
       else
         snprintf(rc->err, sizeof rc->err, "node '%s' (%s): %s", n->name, fg_op_table[n->op].name,
                  err[0] ? err : "kernel failed");
-      if (step->xfer || n->op == FG_OP_ALL_REDUCE) rc->code = comm_code(err, rc->code);
+      if (step->xfer || n->op == FG_OP_ALL_REDUCE) rc->code = fg_comm_error_code(err, rc->code);
     }
     pthread_mutex_unlock(&rc->lock);
     /* Whoever waits for this step's results (this process's other lanes,

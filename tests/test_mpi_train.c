@@ -5,6 +5,7 @@
  * the ranks; a batch with fewer rows than ranks, a run outside mpirun and
  * ranks with different model files are refused. */
 #include "mpi/mpi_run.h"
+#include "executor/cuda_backend.h"
 #include "flowgraph/dist.h"
 #include "test_cli_train_util.h"
 
@@ -95,12 +96,18 @@ static int inproc_train(int replicas, int batch, int epochs, float *w, float *b)
   return rc;
 }
 
-static void check_matches_single(int np, int shuffle, const char *batch) {
+/* `device`: the ranks' --device (NULL: the default, cpu:0). */
+static void check_matches_on(int np, int shuffle, const char *batch, const char *device) {
   MPI_REQUIRED();
+  if (device && fg_cuda_device_count() < 1)
+    FG_SKIP("no CUDA device (or no CUDA backend in this build) for --device %s", device);
   FG_REQUIRE(setup_linreg() == 0);
-  const char *extra[] = {"--shuffle", "7", NULL};
+  const char *extra[5] = {NULL};
+  int n_extra = 0;
+  if (shuffle) extra[n_extra++] = "--shuffle", extra[n_extra++] = "7";
+  if (device) extra[n_extra++] = "--device", extra[n_extra++] = device;
   run_result *res = malloc(sizeof *res);
-  mpi_train(np, "lin.fgb", batch, shuffle ? extra : NULL, "mpi.fgb", res);
+  mpi_train(np, "lin.fgb", batch, extra, "mpi.fgb", res);
   if (strstr(res->out, "no fg_data_parallel")) {
     free(res);
     fgt_rmtree(tmpdir);
@@ -140,8 +147,8 @@ static void check_matches_single(int np, int shuffle, const char *batch) {
   FG_CHECK(rel_err(bm[0], bs[0]) < 1e-5);
   FG_CHECK(rel_err(bm[0], p.b) < 1e-4);
   /* The in-process replicas sum in the same rank order with the same
-   * kernels: the same bits as the MPI ranks. */
-  if (!shuffle) {
+   * kernels: the same bits as the MPI ranks (on the CPU). */
+  if (!shuffle && !device) {
     float wi[2], bi[1];
     FG_CHECK_INT(inproc_train(np, atoi(batch), 3, wi, bi), 0);
     FG_CHECK(memcmp(wi, wm, sizeof wi) == 0);
@@ -156,8 +163,21 @@ static void check_matches_single(int np, int shuffle, const char *batch) {
   fgt_rmtree(tmpdir);
 }
 
+static void check_matches_single(int np, int shuffle, const char *batch) {
+  check_matches_on(np, shuffle, batch, NULL);
+}
+
 /* One batch per epoch: every epoch line is one step's loss. */
 FG_TEST(mpi_train_np2_matches_single, "dist") { check_matches_single(2, 0, "40"); }
+
+/* Every rank on cuda:0 (one GPU serves both): the GPU plans' all_reduce
+ * goes through host memory and MPI; the result is the single CPU run's
+ * (within f32 rounding: the GPU kernels sum in another order). Uneven
+ * shards (7 rows over 2 ranks) take the row-weighted all_reduce. */
+FG_TEST(mpi_train_np2_on_gpu_matches_single, "dist,gpu") { check_matches_on(2, 0, "40", "cuda:0"); }
+FG_TEST(mpi_train_np2_on_gpu_uneven_matches_single, "dist,gpu") {
+  check_matches_on(2, 1, "7", "cuda:0");
+}
 FG_TEST(mpi_train_np4_matches_single, "dist") { check_matches_single(4, 0, "8"); }
 FG_TEST(mpi_train_np4_shuffled_matches_single, "dist") { check_matches_single(4, 1, "8"); }
 

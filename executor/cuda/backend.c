@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/exec.h"
 #include "executor/cuda_backend.h"
 #include "executor/streams.h"
 #include "graph/op_table.h"
@@ -59,10 +60,18 @@ typedef struct cuda_plan {
   cudaEvent_t *events; /* sp.n_events, no timing */
   cudaEvent_t fork, join[FG_MAX_STREAMS];
   cudaEvent_t *tev; /* 1 + 2 * n_steps timing events, made on the first profiled run */
+  /* Host-staged steps (all_reduce): per step, the offset of its inputs'
+   * copies in the pinned block `stage`, or SIZE_MAX. */
+  size_t *stage_off;
+  void *stage;
+  const fg_dist_exec *dist; /* the running request's (its communicators), set per run */
   int runs;
   int graph_state; /* 0: not captured yet, 1: exec holds the run, -1: capture failed */
   cudaGraphExec_t exec;
 } cuda_plan;
+
+static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp,
+                       fg_status *st);
 
 /* ---- devices --------------------------------------------------------------- */
 
@@ -333,6 +342,7 @@ void fg_cuda_plan_release(void *device) {
     (void)cudaFreeHost(cp->feed_host);
     (void)cudaFreeHost(cp->fetch_host);
     (void)cudaFreeHost(cp->err_host);
+    (void)cudaFreeHost(cp->stage);
     leave(prev);
   }
   free(cp->events);
@@ -342,6 +352,7 @@ void fg_cuda_plan_release(void *device) {
   free(cp->fetch_off);
   free(cp->fetch_bytes);
   free(cp->kc);
+  free(cp->stage_off);
   fg_stream_plan_free(&cp->sp);
   free(cp);
 }
@@ -443,6 +454,7 @@ int fg_cuda_plan_prepare(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, fg_te
                  "kernel error records", st) != 0)
     goto done;
   if (bind_slots(c, g, plan, cp, vars, n_vars, feed_of_slot, st) != 0) goto done;
+  if (stage_steps(c, g, plan, cp, st) != 0) goto done;
 
   /* Streams and events. */
   char err[256];
@@ -496,6 +508,80 @@ static int node_fail(fg_status *st, fg_code code, const fg_graph *g, const fg_pl
   return -1;
 }
 
+/* all_reduce steps run on the host (plan.c gives them the CPU kernel):
+ * their inputs are copied to pinned memory, the kernel calls the
+ * communicator there (MPI, in-process), and the result goes back. The copy
+ * costs two PCIe transfers of the gradients, which NCCL on device buffers
+ * would not, but it serves every communicator, one GPU shared by several
+ * ranks included. The host waits for the step's stream, so a plan with
+ * such steps is never captured into a CUDA Graph. */
+static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp,
+                       fg_status *st) {
+  size_t total = 0;
+  cp->stage_off = malloc(((size_t)plan->n_steps + 1) * sizeof *cp->stage_off);
+  if (!cp->stage_off) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "cuda:%d: out of memory (plan)", c->device);
+    return -1;
+  }
+  for (int si = 0; si < plan->n_steps; si++) {
+    const fg_step *step = &plan->steps[si];
+    cp->stage_off[si] = SIZE_MAX;
+    if (step->xfer || g->nodes[step->node].op != FG_OP_ALL_REDUCE) continue;
+    cp->stage_off[si] = total;
+    for (int i = 0; i < step->n_in; i++)
+      total += align_up(kbuf_bytes(&plan->slots[step->in_slots[i]]));
+    cp->graph_state = -1;
+  }
+  return total ? host_alloc(&cp->stage, total, c->device, "all_reduce staging", st) : 0;
+}
+
+/* Runs host-staged step si (see stage_steps) on stream sk: waits for the
+ * stream, copies the inputs down, runs the CPU kernel with the plan's
+ * communicator, and queues the result's copy back onto sk. */
+static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int si,
+                      cudaStream_t sk, fg_status *st) {
+  fg_step *step = &plan->steps[si];
+  fg_kbuf hin[4];
+  if (step->n_in > 4 || step->n_out != 1)
+    return node_fail(st, FG_INTERNAL, g, plan, si, c->device, "unexpected all_reduce arity");
+  char *p = (char *)cp->stage + cp->stage_off[si];
+  cudaError_t e = cudaSuccess;
+  for (int i = 0; i < step->n_in && e == cudaSuccess; i++) {
+    hin[i] = step->in[i];
+    hin[i].data = p;
+    size_t bytes = kbuf_bytes(&hin[i]);
+    if (bytes) e = cudaMemcpyAsync(p, step->in[i].data, bytes, cudaMemcpyDeviceToHost, sk);
+    p += align_up(bytes);
+  }
+  if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
+  if (e != cudaSuccess) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "copying its inputs to the host: %s", cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    return node_fail(st, FG_INTERNAL, g, plan, si, c->device, msg);
+  }
+  fg_kbuf *dev_out = &plan->slots[step->out_slots[0]];
+  fg_kbuf hout = *dev_out;
+  hout.data = hin[0].data; /* in place, as the CPU executor may run it */
+  const int d = plan->step_dev ? plan->step_dev[si] : 0;
+  char err[512];
+  err[0] = '\0';
+  fg_kctx ctx = {hin, step->n_in, &hout, 1,    &step->params,
+                 err, sizeof err, NULL,  NULL, cp->dist ? cp->dist->comm[d] : NULL};
+  if (step->fn(&ctx) != 0)
+    return node_fail(st, fg_comm_error_code(err, FG_INVALID_ARGUMENT), g, plan, si, c->device,
+                     err[0] ? err : "kernel failed");
+  size_t bytes = kbuf_bytes(&hout);
+  if (bytes && (e = cudaMemcpyAsync(dev_out->data, hout.data, bytes, cudaMemcpyHostToDevice, sk)) !=
+                   cudaSuccess) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "copying its result to the device: %s", cudaGetErrorString(e));
+    (void)cudaGetLastError();
+    return node_fail(st, FG_INTERNAL, g, plan, si, c->device, msg);
+  }
+  return 0;
+}
+
 /* Enqueues one run (see the top of the file). On a host-side failure the
  * streams are left forked; the caller synchronises (or ends the capture). */
 static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int timings,
@@ -532,6 +618,14 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
     }
     for (int i = 0; i < step->n_in; i++)
       step->in[i] = plan->slots[step->in_slots[i]];
+    if (cp->stage_off[si] != SIZE_MAX) {
+      if (run_staged(c, g, plan, cp, si, sk, st) != 0) return -1;
+      if (timings) e = cudaEventRecord(cp->tev[2 + 2 * si], sk);
+      if (e == cudaSuccess && sp->event_of[si] >= 0)
+        e = cudaEventRecord(cp->events[sp->event_of[si]], sk);
+      if (e != cudaSuccess) return cuda_fail(st, c->device, "after an all_reduce", e);
+      continue;
+    }
     char err[512];
     err[0] = '\0';
     fg_kctx ctx = {step->in,    step->n_in,    &plan->slots[step->out_slots[0]],
@@ -637,6 +731,7 @@ int fg_cuda_plan_run(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, const fg_
       memcpy((char *)cp->feed_host + cp->feed_off[i], req->feed_tensors[i]->data,
              cp->feed_bytes[i]);
   cp->runs++;
+  cp->dist = req->dist;
   if (timings && !cp->tev) {
     int n = 1 + 2 * plan->n_steps;
     cp->tev = calloc((size_t)n, sizeof *cp->tev);
@@ -686,6 +781,9 @@ int fg_cuda_plan_run(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, const fg_
   }
   rc = 0;
 done:
+  /* Peers waiting in an all_reduce for this rank stop now, told why,
+   * instead of at their deadline (as the CPU executor does). */
+  if (rc != 0 && req->dist) fg_dist_abort(req->dist, fg_status_message(st));
   leave(prev);
   return rc;
 }

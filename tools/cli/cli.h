@@ -119,6 +119,10 @@ int cli_session_opt(const cli_command *cmd, int argc, char **argv, int *i, int n
 typedef struct cli_limits {
   int check_numerics;
   int64_t max_memory_bytes;
+  /* --device NAME (run, train): the session's device; NULL is cpu:0. A
+   * device that does not exist (cuda:0 without a GPU or without the CUDA
+   * backend) fails at session creation with one line naming it. */
+  const char *device;
 } cli_limits;
 extern cli_limits cli_session_limits;
 /* An argument that matched no option: unknown when it starts with '-',
@@ -169,7 +173,8 @@ int cli_path_problem(const char *path, char *dir, size_t size);
  * message ("--save"). */
 int cli_check_writable(const char *path, const char *what, fg_status *st);
 
-/* A session over `g`, with `threads` workers when threads_set. */
+/* A session over `g`, with `threads` workers when threads_set, and
+ * cli_session_limits' options and device. */
 fg_session *cli_new_session(fg_graph *g, int threads_set, int threads, fg_status *st);
 
 #endif

@@ -15,23 +15,6 @@
 #define MAX_REPEAT 10000000
 #define MAX_BATCH  1000000
 
-/* --device NAME: the session's device (fg_session_options.device); NULL is
- * cpu:0. One command runs per process, so a file-level value is enough. A
- * device that does not exist (cuda:0 without a GPU or without the CUDA
- * backend) fails at session creation with one line naming it. */
-static const char *run_device;
-
-static fg_session *run_session(fg_graph *g, const run_args *a, fg_status *st) {
-  if (!run_device) return cli_new_session(g, a->threads_set, a->threads, st);
-  fg_session_options opts;
-  fg_session_options_init(&opts);
-  if (a->threads_set) opts.num_threads = a->threads;
-  opts.check_numerics = cli_session_limits.check_numerics;
-  opts.max_memory_bytes = cli_session_limits.max_memory_bytes;
-  opts.device = run_device;
-  return fg_session_new(g, &opts, st);
-}
-
 static void free_args(void *args) {
   run_args *a = args;
   cli_free_pairs(a->inputs, a->n_inputs);
@@ -86,7 +69,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     } else if (cli_session_opt(cmd, argc, argv, &i, 1, &rc)) {
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--device", &v)) != 0) {
       rc = cli_value_opt(cmd, "--device", "a device name (cpu:0 or cuda:N)", r, v, "--device",
-                         &run_device);
+                         &cli_session_limits.device);
     } else if (cli_dist_opt(cmd, argc, argv, &i, &a->dist_mpi, &a->dist_timeout, &rc)) {
     } else {
       rc = cli_model_arg(cmd, arg, &a->model);
@@ -253,7 +236,7 @@ static void print_values(const fg_tensor *t) {
  * already gave up. */
 static int dist_start(const run_args *a, const fg_graph *g, char **fetch, int n_fetch,
                       const run_feeds *feeds, fg_comm **comm, cli_dist_run *dr, fg_status *st) {
-  fg_partition *p = fg_partition_new(g, run_device, st);
+  fg_partition *p = fg_partition_new(g, cli_session_limits.device, st);
   if (!p) return -1;
   int ranks = fg_partition_num_ranks(p);
   fg_partition_free(p);
@@ -319,7 +302,7 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
     if (dist_start(a, g, fetch, n_fetch, &feeds, &comm, &dr, st) != 0) goto done;
     live = 1;
   }
-  s = run_session(g, a, st);
+  s = cli_new_session(g, a->threads_set, a->threads, st);
   if (!s) goto done;
   if (comm && fg_session_set_comm(s, comm, st) != 0) goto done;
   outs = calloc((size_t)n_fetch, sizeof *outs);

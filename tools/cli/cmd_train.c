@@ -99,6 +99,9 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
       a->seed = (uint64_t)x;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--threads", &v)) != 0) {
       rc = cli_threads_opt(cmd, r, v, &a->threads, &a->threads_set);
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--device", &v)) != 0) {
+      rc = cli_value_opt(cmd, "--device", "a device name (cpu:0 or cuda:N)", r, v, "--device",
+                         &cli_session_limits.device);
     } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
       a->quiet = 1;
     } else if (cli_dist_opt(cmd, argc, argv, &i, &a->dist_mpi, &a->dist_timeout, &rc)) {
@@ -614,7 +617,7 @@ const cli_command cli_train_command = {
     "train", "Train a model: run its training step over minibatches.",
     "flowgraph train MODEL.fgb [--target NAME] -i NAME=FILE.npy ... --batch N --epochs N "
     "[--shuffle SEED] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
-    "[--eval-input NAME=FILE.npy ...] [--threads N] [--quiet] [--check-numerics] "
+    "[--eval-input NAME=FILE.npy ...] [--threads N] [--device NAME] [--quiet] [--check-numerics] "
     "[--max-memory BYTES] [--dist mpi [--dist-timeout SECONDS] [--dist-bucket BYTES]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   training data for placeholder NAME; every -i is\n"
@@ -640,6 +643,9 @@ const cli_command cli_train_command = {
     "  --save OUT.fgb              write the trained model (variables' current values\n"
     "                              become their initial values; .json for JSON)\n"
     "  --threads N                 worker threads (default: the session's, 0 = cores)\n"
+    "  --device NAME               run on NAME (cpu:0, the default, or cuda:N); with\n"
+    "                              --dist mpi every rank trains on its own NAME, and\n"
+    "                              the gradients' all_reduce goes through host memory\n"
     "  -q, --quiet                 print nothing but errors\n"
     "  --check-numerics            after every node, fail on the first NaN or Inf,\n"
     "                              naming the node, its op and the count\n"

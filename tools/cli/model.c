@@ -83,5 +83,6 @@ fg_session *cli_new_session(fg_graph *g, int threads_set, int threads, fg_status
   if (threads_set) opts.num_threads = threads;
   opts.check_numerics = cli_session_limits.check_numerics;
   opts.max_memory_bytes = cli_session_limits.max_memory_bytes;
+  opts.device = cli_session_limits.device;
   return fg_session_new(g, &opts, st);
 }
