@@ -3,7 +3,6 @@
  * against NumPy and PyTorch in their own tests) and skips visibly when the
  * build has no CUDA backend or the machine no device. The bad device name
  * cases run everywhere. */
-#include <dirent.h>
 #include <fcntl.h>
 #include <flowgraph/flowgraph.h>
 #include <spawn.h>
@@ -13,6 +12,7 @@
 #include "executor/cuda_backend.h"
 #include "fgtest.h"
 #include "test_cli_harness.h"
+#include "test_threads_util.h"
 #ifdef FG_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -522,25 +522,9 @@ FG_TEST(cuda_no_leak_over_1000_runs, "gpu") {
 #endif
 }
 
-/* Threads of this process that flowgraph did not start (its own are named
- * fg-pool and fg-lane): on a machine with the NVIDIA driver, the threads
- * the CUDA driver starts once something asks it for devices. */
-static int foreign_threads(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return -1;
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d));) {
-    if (e->d_name[0] == '.') continue;
-    char path[300], comm[32] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    if (fgets(comm, sizeof comm, f)) n += strncmp(comm, "fg-", 3) != 0;
-    fclose(f);
-  }
-  closedir(d);
-  return n;
-}
+/* Threads of this process that flowgraph did not start: on a machine with
+ * the NVIDIA driver, those the driver starts once asked for devices. */
+static int foreign_threads(void) { return fgt_count_threads(0); }
 
 /* A graph on CPU devices never starts the CUDA driver, also where a GPU
  * exists: it costs a thread, address space and a fraction of a second, and

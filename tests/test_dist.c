@@ -627,42 +627,61 @@ static void *proc_thread(void *p) {
   return NULL;
 }
 
-FG_TEST(dist_process_comm_matches_in_process, "dist") {
-  fg_status *st = fg_status_new();
-  fg_graph *g = dist_mlp(FG_F64, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
-  fg_graph *g1 = fg_data_parallel(g, 1, batch_names, 2, NULL, st);
-  fg_graph *g2 = fg_data_parallel(g, 2, batch_names, 2, NULL, st);
-  FG_REQUIRE(g1 && g2);
+/* Runs g1 (the replicas = 1 rewrite) as two ranks of an in-process group,
+ * one thread and session (on `device`) each; 0 when both trained. */
+static int run_two_ranks(fg_graph *g1, const char *device, double timeout_s, proc_arg args[2]) {
   fg_comm *h[2];
-  FG_REQUIRE(fg_comm_inproc_group(2, 10, h, NULL) == 0);
-  proc_arg args[2];
+  if (fg_comm_inproc_group(2, timeout_s, h, NULL) != 0) return -1;
   pthread_t th[2];
   for (int r = 0; r < 2; r++) {
-    args[r] = (proc_arg){g1, h[r], r, NULL, {0}, NULL, -1};
+    args[r] = (proc_arg){g1, h[r], r, device, {0}, NULL, -1};
     pthread_create(&th[r], NULL, proc_thread, &args[r]);
   }
   for (int r = 0; r < 2; r++)
     pthread_join(th[r], NULL);
-  FG_REQUIRE(args[0].rc == 0 && args[1].rc == 0);
+  for (int r = 0; r < 2; r++)
+    h[r]->ops->free(h[r]);
+  return args[0].rc == 0 && args[1].rc == 0 ? 0 : -1;
+}
+
+/* The reference: the in-process 2-replica run of g2 on the CPU, its losses
+ * in l2 and its dense1/w returned. */
+static fg_tensor *two_replicas_on_cpu(fg_graph *g2, double l2[STEPS], fg_status *st) {
   fg_session *s = fg_session_new(g2, NULL, st);
-  FG_REQUIRE(s);
+  fg_tensor *w = s && dist_train(s, FG_F64, STEPS, BATCH, l2, st) == 0
+                     ? fg_session_variable(s, "dense1/w", st)
+                     : NULL;
+  fg_session_free(s);
+  return w;
+}
+
+/* g's replicas = 1 and replicas = 2 rewrites (batch x, y). */
+static int dp_one_and_two(const fg_graph *g, fg_graph **g1, fg_graph **g2, fg_status *st) {
+  *g1 = fg_data_parallel(g, 1, batch_names, 2, NULL, st);
+  *g2 = fg_data_parallel(g, 2, batch_names, 2, NULL, st);
+  return *g1 && *g2 ? 0 : -1;
+}
+
+FG_TEST(dist_process_comm_matches_in_process, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F64, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL), *g1 = NULL, *g2 = NULL;
+  proc_arg args[2];
+  FG_REQUIRE(dp_one_and_two(g, &g1, &g2, st) == 0);
+  FG_REQUIRE(run_two_ranks(g1, NULL, 10, args) == 0);
   double l2[STEPS];
-  FG_REQUIRE(dist_train(s, FG_F64, STEPS, BATCH, l2, st) == 0);
-  fg_tensor *w2 = fg_session_variable(s, "dense1/w", st);
+  fg_tensor *w2 = two_replicas_on_cpu(g2, l2, st);
+  FG_REQUIRE(w2);
   for (int k = 0; k < STEPS; k++) {
     /* Each process's loss is its half's mean; their mean is the full one. */
     FG_CHECK_NEAR((args[0].losses[k] + args[1].losses[k]) / 2, l2[k], 1e-12);
   }
   /* The same reduction in the same order: the same weights, bit for bit. */
-  FG_REQUIRE(args[0].w && args[1].w && w2);
+  FG_REQUIRE(args[0].w && args[1].w);
   FG_CHECK(memcmp(fg_tensor_data(args[0].w), fg_tensor_data(w2), 64 * 128 * 8) == 0);
   FG_CHECK(memcmp(fg_tensor_data(args[1].w), fg_tensor_data(w2), 64 * 128 * 8) == 0);
   fg_tensor_free(args[0].w);
   fg_tensor_free(args[1].w);
   fg_tensor_free(w2);
-  fg_session_free(s);
-  for (int r = 0; r < 2; r++)
-    h[r]->ops->free(h[r]);
   fg_graph_free(g1);
   fg_graph_free(g2);
   fg_graph_free(g);
@@ -679,29 +698,16 @@ FG_TEST(dist_process_comm_matches_in_process, "dist") {
 FG_TEST(dist_process_comm_on_gpu_matches_in_process, "dist,gpu") {
   if (fg_cuda_device_count() < 1) FG_SKIP("no CUDA device (or no CUDA backend in this build)");
   fg_status *st = fg_status_new();
-  fg_graph *g = dist_mlp(FG_F64, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
-  fg_graph *g1 = fg_data_parallel(g, 1, batch_names, 2, NULL, st);
-  fg_graph *g2 = fg_data_parallel(g, 2, batch_names, 2, NULL, st);
-  FG_REQUIRE(g1 && g2);
-  fg_comm *h[2];
-  FG_REQUIRE(fg_comm_inproc_group(2, 30, h, NULL) == 0);
+  fg_graph *g = dist_mlp(FG_F64, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL), *g1 = NULL, *g2 = NULL;
   proc_arg args[2];
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) {
-    args[r] = (proc_arg){g1, h[r], r, "cuda:0", {0}, NULL, -1};
-    pthread_create(&th[r], NULL, proc_thread, &args[r]);
-  }
-  for (int r = 0; r < 2; r++)
-    pthread_join(th[r], NULL);
-  FG_REQUIRE(args[0].rc == 0 && args[1].rc == 0);
-  fg_session *s = fg_session_new(g2, NULL, st);
-  FG_REQUIRE(s);
+  FG_REQUIRE(dp_one_and_two(g, &g1, &g2, st) == 0);
+  FG_REQUIRE(run_two_ranks(g1, "cuda:0", 30, args) == 0);
   double l2[STEPS];
-  FG_REQUIRE(dist_train(s, FG_F64, STEPS, BATCH, l2, st) == 0);
-  fg_tensor *w2 = fg_session_variable(s, "dense1/w", st);
+  fg_tensor *w2 = two_replicas_on_cpu(g2, l2, st);
+  FG_REQUIRE(w2);
   for (int k = 0; k < STEPS; k++)
     FG_CHECK_NEAR((args[0].losses[k] + args[1].losses[k]) / 2, l2[k], 1e-9 * fabs(l2[k]));
-  FG_REQUIRE(args[0].w && args[1].w && w2);
+  FG_REQUIRE(args[0].w && args[1].w);
   const double *a0 = fg_tensor_data(args[0].w), *a1 = fg_tensor_data(args[1].w),
                *ref = fg_tensor_data(w2);
   FG_CHECK(memcmp(a0, a1, 64 * 128 * 8) == 0);
@@ -713,13 +719,10 @@ FG_TEST(dist_process_comm_on_gpu_matches_in_process, "dist,gpu") {
   printf("max |w_gpu - w_cpu| = %.3g (max |w| %.3g)\n", maxd, maxw);
   FG_CHECK(maxd <= 1e-9 * maxw);
   /* The weights moved: a run that skipped the updates would fail here. */
-  fg_tensor *w0 = NULL;
-  {
-    fg_session *s0 = fg_session_new(g, NULL, st);
-    FG_REQUIRE(s0);
-    w0 = fg_session_variable(s0, "dense1/w", st);
-    fg_session_free(s0);
-  }
+  fg_session *s0 = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s0);
+  fg_tensor *w0 = fg_session_variable(s0, "dense1/w", st);
+  fg_session_free(s0);
   FG_REQUIRE(w0);
   double moved = 0;
   for (int i = 0; i < 64 * 128; i++)
@@ -729,9 +732,6 @@ FG_TEST(dist_process_comm_on_gpu_matches_in_process, "dist,gpu") {
   fg_tensor_free(args[0].w);
   fg_tensor_free(args[1].w);
   fg_tensor_free(w2);
-  fg_session_free(s);
-  for (int r = 0; r < 2; r++)
-    h[r]->ops->free(h[r]);
   fg_graph_free(g1);
   fg_graph_free(g2);
   fg_graph_free(g);

@@ -3,7 +3,6 @@
  * threads, collectives on a lane of their own, no allocation in a run, and
  * the in-process collective timeout. Reference values are by hand or from
  * the single-device run of the same graph. */
-#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -15,30 +14,16 @@
 #include "dist/comm_inproc.h"
 #include "fgtest.h"
 #include "test_dist_util.h"
+#include "test_threads_util.h"
 
 static const char *const batch_names[2] = {"x", "y"};
 
-/* flowgraph's threads in this process: the entries of /proc/self/task named
- * "fg-pool" or "fg-lane". Counting every entry is wrong where a GPU exists:
- * the CUDA driver starts a thread of its own when a session first asks for
- * devices (seen on an H100: one more thread than expected, still there
- * after the session was freed). */
-static int count_threads(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return -1;
-  int n = 0;
-  for (struct dirent *e; (e = readdir(d));) {
-    if (e->d_name[0] == '.') continue;
-    char path[300], comm[32] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue; /* the thread ended meanwhile */
-    if (fgets(comm, sizeof comm, f)) n += strncmp(comm, "fg-", 3) == 0;
-    fclose(f);
-  }
-  closedir(d);
-  return n;
-}
+/* flowgraph's threads in this process. Counting every entry of
+ * /proc/self/task is wrong where a GPU exists: the CUDA driver starts a
+ * thread of its own when a session first asks for devices (seen on an
+ * H100: one more thread than expected, still there after the session was
+ * freed). */
+static int count_threads(void) { return fgt_count_threads(1); }
 
 static int find_tensor(const fg_plan_info *info, const char *name, const char *kind) {
   for (int k = 0; k < info->n_tensors; k++)
