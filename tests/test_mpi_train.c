@@ -322,6 +322,23 @@ static void *kill_rank1(void *arg) {
   return NULL;
 }
 
+/* Whether some "(timeout 2.0 s) for rank(s) A, B, ...;" in out lists
+ * `rank`. */
+static int waited_for_rank(const char *out, int rank) {
+  const char *key = "timeout 2.0 s) for rank(s) ";
+  for (const char *p = strstr(out, key); p; p = strstr(p + 1, key)) {
+    const char *q = p + strlen(key);
+    while (*q >= '0' && *q <= '9') {
+      char *end;
+      long r = strtol(q, &end, 10);
+      if (r == rank) return 1;
+      q = end;
+      if (q[0] == ',' && q[1] == ' ') q += 2;
+    }
+  }
+  return 0;
+}
+
 FG_TEST(mpi_train_killed_rank_gives_deadline, "dist,badinput") {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
@@ -356,7 +373,10 @@ FG_TEST(mpi_train_killed_rank_gives_deadline, "dist,badinput") {
       FG_FAIL_AT("rank %d reports neither '%s' nor '%s' in:\n%s", r, waited, stopped, res->out);
   }
   FG_CHECK_STR_CONTAINS(res->out, "DEADLINE_EXCEEDED");
-  FG_CHECK_STR_CONTAINS(res->out, "timeout 2.0 s) for rank(s) 1");
+  /* A deadline names the killed rank among those it waited for. Not
+   * always alone: a survivor slow to reach the collective (seen under ASan
+   * on 2 cores: "for rank(s) 0, 1") is named too. */
+  FG_CHECK(waited_for_rank(res->out, 1));
   free(res);
   fgt_rmtree(tmpdir);
 }
