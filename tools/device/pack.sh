@@ -15,6 +15,7 @@ mkdir -p .git/info && { grep -qx "/.gpu/" .git/info/exclude 2>/dev/null || echo 
 # not only the CUDA cases, because a GPU in the machine changes more than
 # the CUDA code (the driver's own threads, device-wide memory figures).
 files="$B/CTestTestfile.cmake $B/tests/CTestTestfile.cmake $B/flowgraph $B/bench/fg_bench_gpu"
+[ -x $B/bench/dist_bench ] && files="$files $B/bench/dist_bench"
 files="$files $(find $B/tests $B/examples -maxdepth 1 -type f -perm -u+x | tr "\n" " ")"
 files="$files $(ls $B/tests/*_cases.cmake $B/libflowgraph.so* | tr "\n" " ")"
 for f in $B/*.fgb; do files="$files $f"; done
