@@ -522,14 +522,11 @@ FG_TEST(cuda_no_leak_over_1000_runs, "gpu") {
 #endif
 }
 
-/* Threads of this process that flowgraph did not start: on a machine with
- * the NVIDIA driver, those the driver starts once asked for devices. */
-static int foreign_threads(void) { return fgt_count_threads(0); }
-
 /* A graph on CPU devices never starts the CUDA driver, also where a GPU
  * exists: it costs a thread, address space and a fraction of a second, and
  * on an H100 machine a CPU session under a 512 MiB RLIMIT_AS died in it
- * (test_limits.c's arena case). The device names were checked against the
+ * (test_limits.c's arena case). fgt_count_threads(0) counts the threads
+ * flowgraph did not start. The device names were checked against the
  * GPU count for every name, cpu:N included. Skipped without the driver's
  * device node, which is looked for without asking the driver. */
 FG_TEST(cuda_cpu_session_leaves_driver_alone, "gpu") {
@@ -537,7 +534,7 @@ FG_TEST(cuda_cpu_session_leaves_driver_alone, "gpu") {
   FG_SKIP("%s", no_gpu_reason());
 #else
   if (access("/dev/nvidiactl", F_OK) != 0) FG_SKIP("no NVIDIA driver (/dev/nvidiactl is absent)");
-  const int before = foreign_threads();
+  const int before = fgt_count_threads(0);
   FG_REQUIRE(before >= 1);
   fg_graph *g = fg_graph_new();
   int64_t d[2] = {4, 8};
@@ -555,10 +552,10 @@ FG_TEST(cuda_cpu_session_leaves_driver_alone, "gpu") {
   const float *xp = fg_tensor_data(xv), *op = fg_tensor_data(out);
   for (int i = 0; i < 32; i++)
     FG_CHECK_NEAR(op[i], expf(xp[i] > 0 ? xp[i] : 0), 1e-6);
-  FG_CHECK_INT(foreign_threads(), before);
+  FG_CHECK_INT(fgt_count_threads(0), before);
   /* The control: once asked, the driver does start a thread (seen on an
    * H100 with driver 580), so the check above can see one. */
-  if (fg_cuda_device_count() >= 1) FG_CHECK(foreign_threads() > before);
+  if (fg_cuda_device_count() >= 1) FG_CHECK(fgt_count_threads(0) > before);
   fg_tensor_free(out);
   fg_session_free(s);
   fg_tensor_free(xv);
