@@ -32,6 +32,8 @@ typedef struct grad {
   int64_t elems;
   fg_dtype dtype;
   int bucket;
+  int rank; /* cross-process graphs: the rank computing it; else -1 */
+  int dev;  /* its device in the partition of the original graph */
 } grad;
 
 /* Per-node marks of the original graph (dp.mark). */
@@ -65,6 +67,16 @@ typedef struct dp {
    * [sum of rows, sum of rows^2] that every bucket's all_reduce reads. No
    * batch inputs: .node = -1, plain mean. */
   fg_output *rows, *stats;
+  /* A model split across processes (devices rank:R/...), one replica per
+   * process group: the partition of `g`, and each rank's bucket chain
+   * (prev is indexed by rank then, not by replica). place() puts the
+   * nodes it is given on cur_dev while that is set: a bucket on its rank's
+   * device, the row counts with their batch input. */
+  fg_partition *part;
+  int n_chains;
+  int chain;
+  const char *cur_dev;
+  char cur_dev_buf[48];
 } dp;
 
 static int *mapped(dp *d, int r, int node) { return &d->map[(size_t)r * d->g->n_nodes + node]; }
@@ -89,6 +101,7 @@ static int reduced_input(const dp *d, int i, int k) {
 }
 
 static void place(dp *d, fg_output o, int r) {
+  if (o.node >= 0 && d->n <= 1 && d->cur_dev) fg_set_device(d->ng, o, d->cur_dev);
   if (d->n <= 1 || o.node < 0) return;
   char dev[48];
   snprintf(dev, sizeof dev, "%s:%d", d->o->device_type ? d->o->device_type : "cpu",
@@ -121,7 +134,11 @@ static fg_output reduce_one(dp *d, int r, fg_output x, const fg_attrs *a) {
     in[n_in++] = d->rows[r];
     in[n_in++] = d->stats[r];
   }
-  if (d->prev[r].node >= 0) in[n_in++] = d->prev[r];
+  /* One chain per replica, or per rank of a cross-process graph: the
+   * ranks of one stage issue their collectives in the same order, and
+   * different stages use different communicators. */
+  int c = d->part ? d->chain : r;
+  if (d->prev[c].node >= 0) in[n_in++] = d->prev[c];
   char name[96];
   if (d->n <= 1)
     snprintf(name, sizeof name, "data_parallel/all_reduce_%d", d->n_reduces);
@@ -129,7 +146,7 @@ static fg_output reduce_one(dp *d, int r, fg_output x, const fg_attrs *a) {
     snprintf(name, sizeof name, "replica_%d/data_parallel/all_reduce_%d", r, d->n_reduces);
   fg_output ar = fg_op(d->ng, "all_reduce", name, in, n_in, a);
   place(d, ar, r);
-  d->prev[r] = ar;
+  d->prev[c] = ar;
   return ar;
 }
 
@@ -149,6 +166,19 @@ static void emit_bucket(dp *d, int k) {
   int n_small = 0, n_reduces = d->n_reduces;
   for (int j = lo; j < hi; j++)
     n_small += d->grads[j].bytes < FG_DP_FUSE_MAX_BYTES;
+  if (d->part) {
+    /* A bucket holds one rank's gradients (collect_grads); it is reduced
+     * on the device of that rank's first gradient, in that rank's chain. */
+    int rank = d->grads[lo].rank, first = lo;
+    for (int j = 0; j < lo; j++)
+      if (d->grads[j].rank == rank) {
+        first = j;
+        break;
+      }
+    d->chain = rank;
+    d->cur_dev = fg_device_str(fg_partition_device(d->part, d->grads[first].dev), d->cur_dev_buf,
+                               sizeof d->cur_dev_buf);
+  }
   for (int r = 0; r < d->n; r++) {
     bucket_scope(d, r, k);
     d->n_reduces = n_reduces;
@@ -190,6 +220,7 @@ static void emit_bucket(dp *d, int k) {
     }
     free(flat);
   }
+  d->cur_dev = NULL;
   fg_attrs_free(a);
   fg_graph_set_scope(d->ng, NULL);
 }
@@ -207,6 +238,13 @@ static void emit_row_stats(dp *d, int ph) {
     row = row < 0 || ti->dims[k] < 0 ? -1 : row * ti->dims[k];
   fg_attrs *a = fg_attrs_new();
   fg_attrs_set_int(a, "mean", 0);
+  /* Across processes the counts are made where the batch input lives
+   * (where the original graph placed it), and the stages that reduce
+   * gradients elsewhere receive the 24 bytes: a count placed by default
+   * would pull the whole batch input to rank 0 instead. */
+  if (d->part)
+    d->cur_dev = fg_device_str(fg_partition_device(d->part, fg_partition_node_device(d->part, ph)),
+                               d->cur_dev_buf, sizeof d->cur_dev_buf);
   for (int r = 0; r < d->n; r++) {
     char name[96];
     if (d->n <= 1)
@@ -238,6 +276,7 @@ static void emit_row_stats(dp *d, int ph) {
     place(d, d->stats[r], r);
     d->rows[r] = c;
   }
+  d->cur_dev = NULL;
   fg_attrs_free(a);
   fg_graph_set_scope(d->ng, NULL);
 }
@@ -490,7 +529,11 @@ static int add_grad(dp *d, fg_output src, int u, fg_status *st) {
   const fg_graph *g = d->g;
   if (grad_index(d, src) >= 0) return 0;
   const fg_tinfo *ti = fg_graph_tinfo(g, src);
-  grad gr = {src, 0, 0, ti ? ti->dtype : FG_F32, 0};
+  grad gr = {src, 0, 0, ti ? ti->dtype : FG_F32, 0, -1, 0};
+  if (d->part) {
+    gr.dev = fg_partition_node_device(d->part, src.node);
+    gr.rank = fg_partition_device(d->part, gr.dev).rank;
+  }
   if (!ti || fg_tinfo_bytes(ti, &gr.bytes) != 0 || fg_shape_elements(ti->rank, ti->dims, &gr.elems))
     return fail(st, FG_INVALID_ARGUMENT,
                 "fg_data_parallel: gradient '%s' of update '%s' has an unknown shape",
@@ -596,7 +639,10 @@ static int collect_grads(dp *d, fg_status *st) {
   int64_t cap = d->o->bucket_bytes > 0 ? d->o->bucket_bytes : FG_DEFAULT_BUCKET_BYTES;
   size_t fill = 0;
   for (int j = 0; j < d->n_grads; j++) {
+    /* Across processes a bucket holds one rank's gradients: each rank
+     * reduces its own with the ranks of the same stage. */
     int start = j == 0 || d->grads[j].dtype != d->grads[j - 1].dtype ||
+                d->grads[j].rank != d->grads[j - 1].rank ||
                 fill + d->grads[j].bytes > (uint64_t)cap;
     if (start && j > 0) d->bucket_end[d->n_buckets++] = j;
     if (start) fill = 0;
@@ -627,14 +673,16 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
          "fg_data_parallel: device_type '%s' must be \"cpu\" or \"cuda\"%s", o.device_type, "");
     return NULL;
   }
-  /* Replicas of a model split across processes would need a communicator
-   * per group of replicas of one stage; until then, say so here instead of
-   * building a graph no session runs. */
-  for (int id = 0; id < g->n_nodes; id++)
+  /* A model split across processes is replicated by running the whole
+   * group of processes several times (replicas = 1 here: each process
+   * group is one replica); copies of every stage inside one graph would
+   * need per-copy ranks, which no device name can say. */
+  for (int id = 0; id < g->n_nodes && replicas > 1; id++)
     if (g->nodes[id].device && strncmp(g->nodes[id].device, "rank:", 5) == 0) {
       fail(st, FG_UNIMPLEMENTED,
            "fg_data_parallel: node '%s' is placed on '%s' (model parallelism across "
-           "processes); data parallelism combined with it is not supported",
+           "processes): such a model is replicated one process group per replica, with "
+           "replicas = 1 (flowgraph train --dist mpi on a multiple of its ranks)",
            g->nodes[id].name, g->nodes[id].device);
       return NULL;
     }
@@ -666,8 +714,19 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
           .batch = batch_inputs,
           .n_batch = n_batch_inputs};
   int n = g->n_nodes;
+  d.n_chains = replicas;
+  for (int id = 0; id < n && !d.part; id++)
+    if (g->nodes[id].device && strncmp(g->nodes[id].device, "rank:", 5) == 0) {
+      /* Where the original graph runs each gradient and batch input. */
+      d.part = fg_partition_new(g, NULL, st);
+      if (!d.part) {
+        fg_graph_free(d.ng);
+        return NULL;
+      }
+      d.n_chains = fg_partition_num_ranks(d.part);
+    }
   d.map = malloc((size_t)replicas * (size_t)n * sizeof *d.map + 1);
-  d.prev = malloc((size_t)replicas * sizeof *d.prev);
+  d.prev = malloc((size_t)d.n_chains * sizeof *d.prev);
   d.rows = malloc((size_t)replicas * sizeof *d.rows);
   d.stats = malloc((size_t)replicas * sizeof *d.stats);
   char *done = calloc((size_t)n + 1, 1);
@@ -679,7 +738,9 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   for (size_t i = 0; i < (size_t)replicas * (size_t)n; i++)
     d.map[i] = -1;
   for (int r = 0; r < replicas; r++)
-    d.prev[r] = d.rows[r] = d.stats[r] = FG_NO_OUTPUT;
+    d.rows[r] = d.stats[r] = FG_NO_OUTPUT;
+  for (int c = 0; c < d.n_chains; c++)
+    d.prev[c] = FG_NO_OUTPUT;
   if (collect_grads(&d, st) != 0) goto out;
   if (index_var_consumers(&d) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
@@ -762,6 +823,7 @@ out:
   free(d.bucket_end);
   free(d.vc_off);
   free(d.vc);
+  fg_partition_free(d.part);
   free(done);
   return result;
 }

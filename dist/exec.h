@@ -103,7 +103,11 @@ void fg_dist_session_free(fg_dist_session *ds);
 const fg_dist_exec *fg_dist_session_exec(fg_dist_session *ds);
 /* Clears aborted in-process groups before a run. */
 void fg_dist_session_before_run(fg_dist_session *ds);
-int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm,
+/* Attaches `comm` as the process communicator (data 0: transfers between
+ * ranks, or the collectives of one replica per process) or as the data
+ * communicator (data 1: a cross-process graph's collectives, among the
+ * replicas of one stage), and rebuilds the state. */
+int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm, int data,
                              const fg_session_options *o, fg_status *st);
 const fg_partition *fg_dist_session_partition(const fg_dist_session *ds);
 /* Whether the session's graph uses only one device, and that device is a
@@ -114,11 +118,14 @@ const int *fg_partition_node_devices(const fg_partition *p);
 
 /* Whether input k of `nd` is there for ordering only (group, the control
  * inputs of updates and all_reduce): its edge between devices carries no
- * bytes, so the partition counts none and the plan copies nothing. */
+ * bytes, so the partition counts none and the plan copies nothing. A
+ * weighted all_reduce reads inputs 1 and 2 (rows and their sums): data,
+ * which a stage of a data-parallel model split across processes receives
+ * from the stage that counted the rows. */
 static inline int fg_dist_control_input(const fg_node *nd, int k) {
   switch (nd->op) {
   case FG_OP_GROUP: return 1;
-  case FG_OP_ALL_REDUCE: return k >= 1;
+  case FG_OP_ALL_REDUCE: return k >= (fg_attr_int_or(nd, "weighted", 0) ? 3 : 1);
   case FG_OP_APPLY_SGD: return k >= 3;
   case FG_OP_APPLY_MOMENTUM: return k >= 4;
   case FG_OP_APPLY_ADAM: return k >= 6;

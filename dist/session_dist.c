@@ -15,6 +15,7 @@ struct fg_dist_session {
   fg_pool **pools;  /* per device (several devices only) */
   fg_comm **owned;  /* the in-process group's handles, per device or NULL */
   fg_comm *process; /* attached with fg_session_set_comm; not owned */
+  fg_comm *data;    /* attached with fg_session_set_data_comm; not owned */
   int *dev_rank;    /* cross-process graphs: each device's rank */
   int *local_index; /* per device: its position among this process's, or -1 */
   int use_exec;     /* exec is needed: several devices or a communicator */
@@ -68,30 +69,30 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
   for (int d = 0; d < nd; d++)
     cuda |= fg_partition_device(nw->part, d).kind == FG_DEVICE_CUDA;
   const int *node_dev = fg_partition_node_devices(nw->part);
-  if (fg_partition_num_ranks(nw->part) > 0) {
-    /* Cross-process graphs run on the dist runner with CPU kernels; neither
-     * the CUDA executor nor a collective spanning every process (each rank
-     * would skip the other ranks' all_reduce nodes and leave it waiting)
-     * fits them yet. Refused here rather than run wrongly. */
+  int ranks = fg_partition_num_ranks(nw->part);
+  if (ranks > 0) {
+    /* Cross-process graphs run on the dist runner with CPU kernels; the
+     * CUDA executor does not fit them yet. Refused here rather than run
+     * wrongly. */
     for (int id = 0; id < g->n_nodes; id++) {
       const fg_node *n = &g->nodes[id];
       fg_device dv = fg_partition_device(nw->part, node_dev[id]);
-      const char *why = NULL;
       /* A source only names where its tensor lives; name a node that runs. */
-      if (dv.kind == FG_DEVICE_CUDA && !(fg_op_table[n->op].flags & FG_OPF_SOURCE))
-        why = "runs on a CUDA device: model parallelism across processes supports cpu:N "
-              "devices only";
-      else if (n->op == FG_OP_ALL_REDUCE)
-        why = "is a collective: data parallelism combined with model parallelism across "
-              "processes is not supported (use one or the other)";
-      if (!why) continue;
+      if (dv.kind != FG_DEVICE_CUDA || (fg_op_table[n->op].flags & FG_OPF_SOURCE)) continue;
       char dn[32];
       fg_status_set(st, FG_UNIMPLEMENTED,
                     "node '%s' (%s, on '%s') of a cross-process graph (one placing nodes on "
-                    "rank:R/ devices) %s",
-                    n->name, fg_op_table[n->op].name, fg_device_str(dv, dn, sizeof dn), why);
+                    "rank:R/ devices) runs on a CUDA device: model parallelism across processes "
+                    "supports cpu:N devices only",
+                    n->name, fg_op_table[n->op].name, fg_device_str(dv, dn, sizeof dn));
       return -1;
     }
+  } else if (nw->data) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "session: a data communicator (fg_session_set_data_comm) serves graphs split "
+                  "across processes (devices rank:R/...), and this graph names no rank; for "
+                  "data parallelism alone attach the communicator with fg_session_set_comm");
+    return -1;
   }
   if (cuda && nd > 1) {
     char a[32], b[32];
@@ -121,7 +122,14 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
       n_ar_dev++;
     }
   int rc = 0;
-  if (nw->process) {
+  if (ranks > 0) {
+    /* Each rank's all_reduce nodes reduce with the same stage of the
+     * other replicas (fg_data_parallel chains them per rank, so each
+     * stage's ranks issue them in one order); without a data communicator
+     * this group of processes is the only replica: the identity. */
+    for (int d = 0; d < nd; d++)
+      nw->exec.comm[d] = nw->data;
+  } else if (nw->process) {
     if (n_ar_dev > 1) {
       fg_status_set(st, FG_INVALID_ARGUMENT,
                     "session: a process communicator is attached but all_reduce nodes are on %d "
@@ -152,7 +160,6 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
     return -1;
   }
-  int ranks = fg_partition_num_ranks(nw->part);
   if (ranks > 0) {
     nw->dev_rank = malloc((size_t)nd * sizeof *nw->dev_rank);
     if (!nw->dev_rank) {
@@ -229,6 +236,7 @@ int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const fg_sessi
     return -1;
   }
   nw->process = *ds ? (*ds)->process : NULL;
+  nw->data = *ds ? (*ds)->data : NULL;
   if (build(g, nw, o, st) != 0) {
     fg_dist_session_free(nw);
     return -1;
@@ -238,21 +246,22 @@ int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const fg_sessi
   return 0;
 }
 
-int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm,
+int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm, int data,
                              const fg_session_options *o, fg_status *st) {
-  fg_comm *old = *ds ? (*ds)->process : NULL;
-  if (*ds)
-    (*ds)->process = comm;
-  else if (comm) {
+  if (!*ds && comm) {
     *ds = calloc(1, sizeof **ds);
     if (!*ds) {
       fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
       return -1;
     }
-    (*ds)->process = comm;
   }
+  if (!*ds) return fg_dist_session_sync(g, ds, o, st);
+  fg_comm **slot = data ? &(*ds)->data : &(*ds)->process;
+  fg_comm *old = *slot;
+  *slot = comm;
   if (fg_dist_session_sync(g, ds, o, st) != 0) {
-    if (*ds) (*ds)->process = old;
+    /* sync kept the old state, which holds the new pointer: put it back. */
+    if (*ds) *(data ? &(*ds)->data : &(*ds)->process) = old;
     return -1;
   }
   return 0;

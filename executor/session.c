@@ -633,17 +633,17 @@ void fg_plan_info_free(fg_plan_info *info) {
   free(info);
 }
 
-int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *st) {
+static int set_comm(fg_session *s, fg_comm *comm, int data, const char *fn, fg_status *st) {
   if (!s) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_set_comm: session is NULL");
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: session is NULL", fn);
     return -1;
   }
   if (atomic_flag_test_and_set(&s->busy)) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_set_comm: session is busy");
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: session is busy", fn);
     return -1;
   }
   int rc = sync_graph(s, st);
-  if (rc == 0) rc = fg_dist_session_set_comm(s->g, &s->dist, comm, &s->opts, st);
+  if (rc == 0) rc = fg_dist_session_set_comm(s->g, &s->dist, comm, data, &s->opts, st);
   /* Plans depend on the communicator: its rank decides which nodes are
    * this process's steps, its size the fetches' transfers, and whether one
    * is attached the lanes the steps run on. */
@@ -651,6 +651,14 @@ int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *st) {
   atomic_flag_clear(&s->busy);
   if (rc == 0) fg_status_clear(st);
   return rc;
+}
+
+int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *st) {
+  return set_comm(s, comm, 0, "fg_session_set_comm", st);
+}
+
+int fg_session_set_data_comm(fg_session *s, fg_comm *comm, fg_status *st) {
+  return set_comm(s, comm, 1, "fg_session_set_data_comm", st);
 }
 
 /* Tags above every transfer's (plan_xfer.c numbers those from 0). */

@@ -155,6 +155,24 @@ typedef struct fg_comm fg_comm;
  * device only, treats them as a group of one (the identity). 0 or -1. */
 int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *status);
 
+/* Data parallelism over a model split across processes (hybrid: every
+ * stage replicated). Run W = S x K processes for a graph naming S ranks:
+ * the processes form K replicas of S stages. Each process attaches two
+ * communicators: with fg_session_set_comm its replica's group (S ranks;
+ * its rank there is its stage, the R of "rank:R/"), which carries the
+ * transfers, and here the group of the K processes running the same stage
+ * in every replica (rank = replica), which the graph's all_reduce nodes
+ * use. The graph is the model rewritten by fg_data_parallel with
+ * replicas = 1, which gives each rank its own buckets, chained per rank,
+ * and counts the rows where the first batch input lives (the other stages
+ * receive the counts). Every process of replica k feeds the same shard
+ * (fg_shard_rows(B, K, k)). Without a data communicator the all_reduce
+ * nodes are the identity (one replica). Refused with FG_INVALID_ARGUMENT
+ * when the graph names no rank (attach a data-parallel communicator with
+ * fg_session_set_comm instead); the session does not own `comm`; NULL
+ * detaches. 0 or -1. */
+int fg_session_set_data_comm(fg_session *s, fg_comm *comm, fg_status *status);
+
 /* Cross-process graphs (model parallelism, "Ranks" above): each process
  * updates only the variables of its rank's devices, so its copies of the
  * others' go stale. Every rank calls this (a collective over the attached

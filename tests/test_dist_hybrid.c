@@ -1,0 +1,291 @@
+/* Data parallelism over a model split across processes (label dist): K
+ * replicas of a 2-stage model (layer 1 on rank:0, layers 2-3 on rank:1),
+ * each process one (replica, stage) pair, with in-process communicators
+ * standing in for the processes (the MPI runs are in test_mpi_train.c).
+ * Each process has its replica's group (transfers) and its stage's group
+ * (all_reduce). References: the same model unsplit on one device on the
+ * full batch, and the in-process K-replica rewrite of the unsplit model,
+ * which reduces the same gradients in the same rank order. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/comm_inproc.h"
+#include "fgtest.h"
+#include "test_dist_util.h"
+
+#define HY_STEPS  5
+#define HY_STAGES 2
+#define HY_MAX_K  3
+
+static const char *const batch_names[2] = {"x", "y"};
+/* Uneven on purpose for 2 and 3 replicas: 63 = 32 + 31 = 21 * 3, 50, 41. */
+static const int hy_batches[HY_STEPS] = {64, 63, 50, 64, 41};
+
+typedef struct hy_arg {
+  fg_graph *g;
+  fg_dtype dt;
+  fg_comm *model, *data; /* replica group (rank = stage), stage group (rank = replica) */
+  int replica, replicas;
+  double losses[HY_STEPS];
+  int rows[HY_STEPS];
+  fg_tensor *vars[6]; /* stage 0, after gathering */
+  int rc;
+  char err[600];
+} hy_arg;
+
+static void *hy_thread(void *p) {
+  hy_arg *a = p;
+  fg_status *st = fg_status_new();
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 1;
+  fg_session *s = fg_session_new(a->g, &so, st);
+  a->rc = !s || fg_session_set_comm(s, a->model, st) != 0 ||
+          fg_session_set_data_comm(s, a->data, st) != 0;
+  for (int k = 0; k < HY_STEPS && !a->rc; k++) {
+    int64_t first = 0;
+    a->rows[k] = (int)fg_shard_rows(hy_batches[k], a->replicas, a->replica, &first);
+    fg_tensor *x = NULL, *y = NULL;
+    a->rc = dist_batch(a->dt, 100 * k + (int)first, a->rows[k], &x, &y) != 0;
+    fg_feed feeds[2] = {{"x", x}, {"y", y}};
+    const char *fetch = "loss", *target = "train";
+    fg_tensor *out = NULL;
+    if (!a->rc) a->rc = fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st) != 0;
+    if (!a->rc)
+      a->losses[k] = a->dt == FG_F32 ? *(const float *)fg_tensor_data(out)
+                                     : *(const double *)fg_tensor_data(out);
+    fg_tensor_free(out);
+    fg_tensor_free(x);
+    fg_tensor_free(y);
+  }
+  if (!a->rc) a->rc = fg_session_gather_variables(s, 0, st) != 0;
+  for (int v = 0; v < 6 && !a->rc && a->model->rank == 0; v++)
+    a->vars[v] = fg_session_variable(s, dist_var_names[v], st);
+  snprintf(a->err, sizeof a->err, "%s", fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return NULL;
+}
+
+/* Runs dg (the replicas = 1 rewrite of the split model) as `replicas` x 2
+ * processes; args[k * 2 + stage]. One replica runs without a data
+ * communicator. 0 when all trained. */
+static int run_hybrid(fg_graph *dg, fg_dtype dt, int replicas, hy_arg args[HY_MAX_K * HY_STAGES]) {
+  fg_comm *model[HY_MAX_K][HY_STAGES], *data[HY_STAGES][HY_MAX_K];
+  for (int k = 0; k < replicas; k++)
+    if (fg_comm_inproc_group(HY_STAGES, 20, model[k], NULL) != 0) return -1;
+  for (int s = 0; s < HY_STAGES; s++)
+    if (fg_comm_inproc_group(replicas, 20, data[s], NULL) != 0) return -1;
+  pthread_t th[HY_MAX_K * HY_STAGES];
+  int n = replicas * HY_STAGES, rc = 0;
+  memset(args, 0, (size_t)n * sizeof *args);
+  for (int k = 0; k < replicas; k++)
+    for (int s = 0; s < HY_STAGES; s++) {
+      hy_arg *a = &args[k * HY_STAGES + s];
+      *a = (hy_arg){.g = dg,
+                    .dt = dt,
+                    .model = model[k][s],
+                    .data = replicas > 1 ? data[s][k] : NULL,
+                    .replica = k,
+                    .replicas = replicas};
+      pthread_create(&th[k * HY_STAGES + s], NULL, hy_thread, a);
+    }
+  for (int i = 0; i < n; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < n; i++) {
+    if (args[i].rc) {
+      FG_FAIL_AT("replica %d stage %d: %s", i / HY_STAGES, i % HY_STAGES, args[i].err);
+      rc = -1;
+    }
+  }
+  for (int k = 0; k < replicas; k++)
+    for (int s = 0; s < HY_STAGES; s++) {
+      model[k][s]->ops->free(model[k][s]);
+      data[s][k]->ops->free(data[s][k]);
+    }
+  return rc;
+}
+
+static void free_args(hy_arg *args, int n) {
+  for (int i = 0; i < n; i++)
+    for (int v = 0; v < 6; v++)
+      fg_tensor_free(args[i].vars[v]);
+}
+
+/* max |a - b| / max |b| over one variable's elements (as dist_var_diff). */
+static double tensor_diff(const fg_tensor *a, const fg_tensor *b) {
+  if (!a || !b || fg_tensor_num_elements(a) != fg_tensor_num_elements(b)) return -1;
+  double worst = 0, scale = 0;
+  for (int64_t i = 0; i < fg_tensor_num_elements(a); i++) {
+    double x, y;
+    if (fg_tensor_dtype(a) == FG_F32)
+      x = ((const float *)fg_tensor_data(a))[i], y = ((const float *)fg_tensor_data(b))[i];
+    else
+      x = ((const double *)fg_tensor_data(a))[i], y = ((const double *)fg_tensor_data(b))[i];
+    worst = fmax(worst, fabs(x - y));
+    scale = fmax(scale, fabs(y));
+  }
+  return worst > 0 ? worst / (scale > 0 ? scale : 1e-300) : 0;
+}
+
+/* Trains the split model's hybrid rewrite on `replicas` replicas and checks
+ * it against one device on the full batch (losses and variables within
+ * tol, relative) and against the unsplit model's in-process rewrite over
+ * as many replicas (the same bits: same gradients, same reduction order). */
+static void hybrid_case(fg_dtype dt, int replicas, int64_t bucket_bytes, double tol) {
+  fg_status *st = fg_status_new();
+  fg_graph *g1 = dist_mlp(dt, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
+  fg_graph *gx = dist_mlp(dt, FG_OPTIMIZER_ADAM, 2e-3, "rank:0/cpu:0", "rank:1/cpu:0");
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  o.bucket_bytes = bucket_bytes;
+  fg_graph *dg = fg_data_parallel(gx, 1, batch_names, 2, &o, st);
+  if (!dg) FG_FAIL_AT("%s", fg_status_message(st));
+  fg_graph *gn = fg_data_parallel(g1, replicas, batch_names, 2, &o, st);
+  FG_REQUIRE(dg && gn);
+  fg_session *s1 = fg_session_new(g1, NULL, st), *sn = fg_session_new(gn, NULL, st);
+  FG_REQUIRE(s1 && sn);
+  double ref[HY_STEPS], refn[HY_STEPS];
+  FG_REQUIRE(dist_train_batches(s1, dt, HY_STEPS, hy_batches, 0, ref, st) == 0);
+  FG_REQUIRE(dist_train_batches(sn, dt, HY_STEPS, hy_batches, 0, refn, st) == 0);
+  hy_arg args[HY_MAX_K * HY_STAGES];
+  FG_REQUIRE(run_hybrid(dg, dt, replicas, args) == 0);
+  for (int k = 0; k < HY_STEPS; k++) {
+    /* Both stages of a replica return its loss (made on stage 1); the
+     * full batch's loss is the replicas' weighted by their rows. */
+    double full = 0;
+    for (int r = 0; r < replicas; r++) {
+      FG_CHECK(args[r * HY_STAGES].losses[k] == args[r * HY_STAGES + 1].losses[k]);
+      full += args[r * HY_STAGES].losses[k] * args[r * HY_STAGES].rows[k];
+    }
+    full /= hy_batches[k];
+    if (!(fabs(full - ref[k]) <= tol * fabs(ref[k])))
+      FG_FAIL_AT("step %d: loss %.17g, one device %.17g (tol %g)", k, full, ref[k], tol);
+    FG_CHECK(fabs(full - refn[k]) <= 1e-6 * fabs(refn[k]));
+  }
+  FG_CHECK(ref[HY_STEPS - 1] < ref[0]);
+  for (int v = 0; v < 6; v++) {
+    fg_tensor *want = fg_session_variable(s1, dist_var_names[v], st);
+    fg_tensor *same = fg_session_variable(sn, dist_var_names[v], st);
+    double d = tensor_diff(args[0].vars[v], want);
+    if (!(d >= 0 && d <= tol))
+      FG_FAIL_AT("%s differs from one device's by %g (tol %g)", dist_var_names[v], d, tol);
+    /* The in-process replicas reduce in the same order: the same bits. */
+    FG_CHECK(tensor_diff(args[0].vars[v], same) == 0.0);
+    for (int r = 1; r < replicas; r++)
+      if (tensor_diff(args[r * HY_STAGES].vars[v], args[0].vars[v]) != 0.0)
+        FG_FAIL_AT("replica %d's %s is not replica 0's bits", r, dist_var_names[v]);
+    fg_tensor_free(want);
+    fg_tensor_free(same);
+  }
+  free_args(args, replicas * HY_STAGES);
+  fg_session_free(s1);
+  fg_session_free(sn);
+  fg_graph_free(dg);
+  fg_graph_free(gn);
+  fg_graph_free(gx);
+  fg_graph_free(g1);
+  fg_status_free(st);
+}
+
+FG_TEST(dist_hybrid_2x2_f64_uneven, "dist") { hybrid_case(FG_F64, 2, 0, 1e-9); }
+/* One bucket per gradient: each stage chains several collectives. */
+FG_TEST(dist_hybrid_2x2_f32_bucket_per_gradient, "dist") { hybrid_case(FG_F32, 2, 1, 1e-5); }
+FG_TEST(dist_hybrid_3x2_f32, "dist") { hybrid_case(FG_F32, 3, 0, 1e-5); }
+/* One process group and no data communicator: the all_reduce nodes are
+ * the identity, and the split model trains as on one device. */
+FG_TEST(dist_hybrid_1x2_without_data_comm, "dist") { hybrid_case(FG_F64, 1, 0, 1e-12); }
+
+/* The rewrite of a split model: each rank's gradients in buckets of their
+ * own on that rank, chained within the rank only; the row counts made
+ * where x lives (rank 0) and sent to rank 1 as 8 + 16 bytes; x itself
+ * never crosses. */
+FG_TEST(dist_hybrid_rewrite_places_buckets_per_rank, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *gx = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cpu:0");
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  o.bucket_bytes = 1;
+  fg_graph *dg = fg_data_parallel(gx, 1, batch_names, 2, &o, st);
+  FG_REQUIRE(dg);
+  fg_partition *p = fg_partition_new(dg, NULL, st);
+  FG_REQUIRE(p);
+  FG_CHECK_INT(fg_partition_num_ranks(p), 2);
+  int per_rank[2] = {0, 0};
+  for (int id = 0; id < fg_graph_num_nodes(dg); id++) {
+    if (strcmp(fg_node_op(dg, id), "all_reduce") != 0) continue;
+    int rank = fg_partition_device(p, fg_partition_node_device(p, id)).rank;
+    FG_REQUIRE(rank == 0 || rank == 1);
+    const char *name = fg_node_name(dg, id);
+    if (strcmp(name, "data_parallel/rows") == 0) {
+      FG_CHECK_INT(rank, 0);
+      continue;
+    }
+    per_rank[rank]++;
+    /* One gradient per bucket: reduced in place where it is computed (the
+     * placer puts dense2/w's gradient with h1, on rank 0). */
+    int grad = fg_node_input(dg, id, 0).node;
+    FG_CHECK_INT(fg_partition_device(p, fg_partition_node_device(p, grad)).rank, rank);
+    /* Its control input (the previous collective), if any, is on its rank. */
+    for (int k = 3; k < fg_node_num_inputs(dg, id); k++) {
+      int prev = fg_node_input(dg, id, k).node;
+      FG_CHECK_INT(fg_partition_device(p, fg_partition_node_device(p, prev)).rank, rank);
+    }
+  }
+  /* One bucket per gradient, 6 in all, on both ranks. */
+  FG_CHECK_INT(per_rank[0] + per_rank[1], 6);
+  FG_CHECK(per_rank[0] >= 2 && per_rank[1] >= 2);
+  int rows_sent = 0, stats_sent = 0;
+  for (int t = 0; t < fg_partition_num_transfers(p); t++) {
+    const fg_transfer *tr = fg_partition_transfer(p, t);
+    const char *src = fg_node_name(dg, tr->src.node);
+    FG_CHECK(strcmp(src, "x") != 0);
+    if (strcmp(src, "data_parallel/rows") == 0) stats_sent += tr->bytes == 16;
+    if (strncmp(src, "data_parallel/", 14) == 0 && strcmp(src, "data_parallel/rows") != 0 &&
+        tr->bytes == 8)
+      rows_sent++;
+  }
+  FG_CHECK_INT(stats_sent, 1);
+  FG_CHECK_INT(rows_sent, 1);
+  fg_partition_free(p);
+  fg_graph_free(dg);
+  fg_graph_free(gx);
+  fg_status_free(st);
+}
+
+FG_TEST(dist_hybrid_bad_setups, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *gx = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cpu:0");
+  /* Several replicas of a split model in one graph: refused, saying how. */
+  FG_CHECK(fg_data_parallel(gx, 2, batch_names, 2, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                        "fg_data_parallel: node 'dense1/w' is placed on 'rank:0/cpu:0' (model "
+                        "parallelism across processes): such a model is replicated one process "
+                        "group per replica, with replicas = 1");
+  /* A data communicator on a graph that names no rank. */
+  fg_graph *g1 = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
+  fg_session *s = fg_session_new(g1, NULL, st);
+  FG_REQUIRE(s);
+  fg_comm *h[2];
+  FG_REQUIRE(fg_comm_inproc_group(2, 5, h, st) == 0);
+  FG_CHECK(fg_session_set_data_comm(s, h[0], st) == -1);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                        "a data communicator (fg_session_set_data_comm) serves graphs split "
+                        "across processes (devices rank:R/...), and this graph names no rank");
+  /* The session still runs as before (the refused communicator is not kept). */
+  double l[1];
+  FG_CHECK(dist_train(s, FG_F32, 1, 16, l, st) == 0);
+  FG_CHECK(fg_session_set_data_comm(NULL, h[0], st) == -1);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "fg_session_set_data_comm: session is NULL");
+  fg_session_free(s);
+  h[0]->ops->free(h[0]);
+  h[1]->ops->free(h[1]);
+  fg_status_free(st);
+  fg_graph_free(g1);
+  fg_graph_free(gx);
+}
