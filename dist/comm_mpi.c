@@ -92,6 +92,11 @@ fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st) {
   return NULL;
 }
 
+fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st) {
+  (void)parent, (void)color, (void)key;
+  return fg_comm_mpi_new(0, st);
+}
+
 void fg_mpi_shutdown(int code) {
   if (code != 0) {
     fflush(NULL);
@@ -775,12 +780,12 @@ static const fg_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather_u64, mpi_broa
  * too, not a hang), with errors returned as codes instead of MPI's default
  * abort. On a deadline MPI may still complete the dup into m, so the caller
  * keeps m allocated (wait_reqs marked the process broken). */
-static int dup_world(mpi_comm *m, MPI_Comm *out, const char *what, fg_status *st) {
+static int dup_world(mpi_comm *m, MPI_Comm src, MPI_Comm *out, const char *what, fg_status *st) {
   char buf[MPI_MAX_ERROR_STRING];
   MPI_Request req;
   int peer = -1;
   pthread_mutex_lock(&g_mpi_mu);
-  int rc = MPI_Comm_idup(MPI_COMM_WORLD, out, &req);
+  int rc = MPI_Comm_idup(src, out, &req);
   pthread_mutex_unlock(&g_mpi_mu);
   if (rc != MPI_SUCCESS) {
     fg_status_set(st, FG_INTERNAL, "MPI_Comm_idup failed: %s", mpi_errstr(rc, buf));
@@ -796,6 +801,64 @@ static int dup_world(mpi_comm *m, MPI_Comm *out, const char *what, fg_status *st
     return -1;
   }
   return 0;
+}
+
+/* A communicator over the ranks of `src` (MPI_COMM_WORLD, or a split of
+ * it), on three duplicates of it (collectives, send/recv, aborts). */
+static fg_comm *mpi_make(MPI_Comm src, double timeout_s, fg_status *st) {
+  mpi_comm *m = calloc(1, sizeof *m);
+  int size = 0;
+  if (m) {
+    pthread_mutex_lock(&g_mpi_mu);
+    MPI_Comm_size(src, &size);
+    MPI_Comm_rank(src, &m->base.rank);
+    pthread_mutex_unlock(&g_mpi_mu);
+    m->reqs = calloc((size_t)2 * (size_t)size + 2, sizeof *m->reqs);
+    m->req_peer = calloc((size_t)2 * (size_t)size + 2, sizeof *m->req_peer);
+  }
+  if (!m || !m->reqs || !m->req_peer) {
+    if (m) {
+      free(m->reqs);
+      free(m->req_peer);
+    }
+    free(m);
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "MPI communicator: out of memory");
+    return NULL;
+  }
+  pthread_mutex_init(&m->mu, NULL);
+  pthread_mutex_init(&m->stop_mu, NULL);
+  m->base.ops = &mpi_ops;
+  m->base.size = size;
+  m->base.timeout_s = timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT_S;
+  m->p2p = m->ctl = MPI_COMM_NULL;
+  /* Our own communicators, so flowgraph's tags never meet the user's: one
+   * for collectives, one for send/recv. */
+  if (dup_world(m, src, &m->comm, "joining the MPI group (MPI_Comm_idup)", st) != 0) {
+    if (atomic_load(&m->broken)) return NULL;
+    pthread_mutex_destroy(&m->mu);
+    pthread_mutex_destroy(&m->stop_mu);
+    free(m->reqs);
+    free(m->req_peer);
+    free(m);
+    return NULL;
+  }
+  if (dup_world(m, src, &m->p2p, "joining the MPI group (MPI_Comm_idup, point-to-point)", st) !=
+          0 ||
+      dup_world(m, src, &m->ctl_joining, "joining the MPI group (MPI_Comm_idup, aborts)", st) !=
+          0) {
+    set_broken(m);
+    return NULL;
+  }
+  m->ctl = m->ctl_joining;
+  /* MPI guarantees tags up to at least 32767; Open MPI allows more. */
+  void *ub = NULL;
+  int found = 0;
+  pthread_mutex_lock(&g_mpi_mu);
+  MPI_Comm_get_attr(m->p2p, MPI_TAG_UB, &ub, &found);
+  pthread_mutex_unlock(&g_mpi_mu);
+  m->tag_ub = found && ub ? *(int *)ub : 32767;
+  fg_status_clear(st);
+  return &m->base;
 }
 
 fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st) {
@@ -818,57 +881,47 @@ fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st) {
                   MPI_THREAD_SERIALIZED);
     return NULL;
   }
-  mpi_comm *m = calloc(1, sizeof *m);
-  int size = 0;
-  if (m) {
-    pthread_mutex_lock(&g_mpi_mu);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    MPI_Comm_rank(MPI_COMM_WORLD, &m->base.rank);
-    pthread_mutex_unlock(&g_mpi_mu);
-    m->reqs = calloc((size_t)2 * (size_t)size + 2, sizeof *m->reqs);
-    m->req_peer = calloc((size_t)2 * (size_t)size + 2, sizeof *m->req_peer);
-  }
-  if (!m || !m->reqs || !m->req_peer) {
-    if (m) {
-      free(m->reqs);
-      free(m->req_peer);
-    }
-    free(m);
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "MPI communicator: out of memory");
+  return mpi_make(MPI_COMM_WORLD, timeout_s, st);
+}
+
+fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st) {
+  if (!parent || parent->ops != &mpi_ops || color < 0 || key < 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_comm_mpi_split: %s (color %d and key %d must be >= 0)",
+                  !parent                   ? "no parent communicator"
+                  : parent->ops != &mpi_ops ? "the parent is not an MPI communicator"
+                                            : "bad argument",
+                  color, key);
     return NULL;
   }
-  pthread_mutex_init(&m->mu, NULL);
-  pthread_mutex_init(&m->stop_mu, NULL);
-  m->base.ops = &mpi_ops;
-  m->base.size = size;
-  m->base.timeout_s = timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT_S;
-  m->p2p = m->ctl = MPI_COMM_NULL;
-  /* Our own communicators, so flowgraph's tags never meet the user's: one
-   * for collectives, one for send/recv. */
-  if (dup_world(m, &m->comm, "joining the MPI group (MPI_Comm_idup)", st) != 0) {
-    if (atomic_load(&m->broken)) return NULL;
-    pthread_mutex_destroy(&m->mu);
-    pthread_mutex_destroy(&m->stop_mu);
-    free(m->reqs);
-    free(m->req_peer);
-    free(m);
+  mpi_comm *pm = (mpi_comm *)parent;
+  /* MPI_Comm_split blocks until every rank calls it. A gather bound by
+   * the deadline first: a rank that is dead or elsewhere gives
+   * FG_DEADLINE_EXCEEDED here, and those that pass are all at the split. */
+  uint64_t *all = calloc((size_t)parent->size, sizeof *all);
+  if (!all) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_comm_mpi_split: out of memory");
     return NULL;
   }
-  if (dup_world(m, &m->p2p, "joining the MPI group (MPI_Comm_idup, point-to-point)", st) != 0 ||
-      dup_world(m, &m->ctl_joining, "joining the MPI group (MPI_Comm_idup, aborts)", st) != 0) {
-    set_broken(m);
-    return NULL;
-  }
-  m->ctl = m->ctl_joining;
-  /* MPI guarantees tags up to at least 32767; Open MPI allows more. */
-  void *ub = NULL;
-  int found = 0;
+  int grc = parent->ops->all_gather_u64(parent, ((uint64_t)(unsigned)color << 32) | (unsigned)key,
+                                        all, st);
+  free(all);
+  if (grc != 0) return NULL;
+  MPI_Comm sub = MPI_COMM_NULL;
   pthread_mutex_lock(&g_mpi_mu);
-  MPI_Comm_get_attr(m->p2p, MPI_TAG_UB, &ub, &found);
+  int rc = MPI_Comm_split(pm->comm, color, key, &sub);
   pthread_mutex_unlock(&g_mpi_mu);
-  m->tag_ub = found && ub ? *(int *)ub : 32767;
-  fg_status_clear(st);
-  return &m->base;
+  if (rc != MPI_SUCCESS) {
+    char buf[MPI_MAX_ERROR_STRING];
+    fg_status_set(st, FG_INTERNAL, "MPI_Comm_split failed: %s", mpi_errstr(rc, buf));
+    set_broken(pm);
+    return NULL;
+  }
+  fg_comm *c = mpi_make(sub, parent->timeout_s, st);
+  pthread_mutex_lock(&g_mpi_mu);
+  MPI_Comm_free(&sub);
+  pthread_mutex_unlock(&g_mpi_mu);
+  return c;
 }
 
 void fg_mpi_shutdown(int code) {

@@ -41,6 +41,14 @@ int fg_mpi_launched(void);
  * (60 s). Free with c->ops->free. */
 fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st);
 
+/* The group of `parent`'s ranks that pass the same `color` (>= 0), ranked
+ * by `key` (>= 0), then by parent rank (MPI_Comm_split), with parent's
+ * timeout: the replica and stage groups of hybrid parallelism. Every rank
+ * of parent calls it. The colours are first gathered under parent's
+ * deadline, so a dead rank gives FG_DEADLINE_EXCEEDED instead of a hang
+ * in the split. Free with c->ops->free, before parent's. */
+fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st);
+
 /* M2: every rank passes its hash of `what` (e.g. "graph"); returns 0 when
  * all agree, else -1 with FG_INVALID_ARGUMENT naming the ranks and both
  * hashes ("rank 0 has graph hash 0x..., rank 1 has 0x..."). Works over any

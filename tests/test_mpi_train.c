@@ -416,7 +416,19 @@ static int setup_lin_mp(void) {
   return rc;
 }
 
-static void check_model_parallel(int np) {
+/* How often `what` occurs in `s`. */
+static int count_substr(const char *s, const char *what) {
+  int n = 0;
+  for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
+    n++;
+  return n;
+}
+
+/* np = 2: model parallelism. np = 4: hybrid, 2 replicas of the 2-stage
+ * model (processes 0, 1 are replica 0's stages, 2, 3 replica 1's), each on
+ * its half of every batch (uneven for batch 7), with each stage's
+ * gradients all-reduced across the replicas. */
+static void check_model_parallel(int np, const char *batch) {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
   fg_status *st = fg_status_new();
@@ -436,25 +448,47 @@ static void check_model_parallel(int np) {
   fg_partition_free(p);
   fg_graph_free(g);
   run_result *res = malloc(sizeof *res);
-  mpi_train(np, "lin_mp.fgb", "8", NULL, "mp.fgb", res);
+  mpi_train(np, "lin_mp.fgb", batch, NULL, "mp.fgb", res);
   FG_CHECK_INT(res->status, 0);
   char xi[700], yi[700];
   lin_inputs(xi, yi);
   cli_result r;
-  cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "3", "--save",
-      tpath("single.fgb"), NULL);
+  cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", batch, "--epochs", "3",
+      "--save", tpath("single.fgb"), NULL);
   FG_CHECK_INT(r.code, 0);
-  double lm[8], ls[8];
+  double lm[8], ls[8], ref[8];
+  linp lp;
+  lin_train_reference(atoi(batch), 3, 0, 7, LR, &lp, ref);
   FG_CHECK_INT(parse_epochs(res->out, lm, 8, NULL, NULL), 3);
   FG_CHECK_INT(parse_epochs(r.out, ls, 8, NULL, NULL), 3);
-  for (int e = 0; e < 3; e++)
-    FG_CHECK(lm[e] == ls[e]);
+  for (int e = 0; e < 3; e++) {
+    /* Model parallelism alone: the same kernels on the same rows. */
+    if (np == 2) FG_CHECK(lm[e] == ls[e]);
+    FG_CHECK(rel_err(lm[e], ls[e]) < 1e-5);
+    FG_CHECK(rel_err(lm[e], ref[e]) < 1e-4);
+  }
   float wm[2], ws[2], bm[1], bs[1];
   FG_CHECK_INT(saved_variable(tpath("mp.fgb"), "w", wm, 2), 2);
   FG_CHECK_INT(saved_variable(tpath("single.fgb"), "w", ws, 2), 2);
   FG_CHECK_INT(saved_variable(tpath("mp.fgb"), "b", bm, 1), 1);
   FG_CHECK_INT(saved_variable(tpath("single.fgb"), "b", bs, 1), 1);
-  FG_CHECK(memcmp(wm, ws, sizeof wm) == 0 && memcmp(bm, bs, sizeof bm) == 0);
+  if (np == 2) FG_CHECK(memcmp(wm, ws, sizeof wm) == 0 && memcmp(bm, bs, sizeof bm) == 0);
+  for (int i = 0; i < 2; i++) {
+    FG_CHECK(rel_err(wm[i], ws[i]) < 1e-5);
+    FG_CHECK(rel_err(wm[i], lp.w[i]) < 1e-4);
+  }
+  FG_CHECK(rel_err(bm[0], bs[0]) < 1e-5);
+  FG_CHECK(rel_err(bm[0], lp.b) < 1e-4);
+  if (np > 2) {
+    /* The unsplit model's in-process replicas reduce the same gradients
+     * in the same order: the same bits. */
+    float wi[2], bi[1];
+    FG_CHECK_INT(inproc_train(np / 2, atoi(batch), 3, wi, bi), 0);
+    FG_CHECK(memcmp(wi, wm, sizeof wi) == 0);
+    FG_CHECK(memcmp(bi, bm, sizeof bi) == 0);
+    /* Only process 0 (replica 0's stage 0) prints. */
+    FG_CHECK_INT(count_substr(res->out, "wrote "), 1);
+  }
   /* And it trained: w moved from its start toward (2, -3). */
   FG_CHECK(fabs(wm[0] - LIN_W0) > 1e-3);
   if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\nsingle:\n%s\n", res->out, r.out);
@@ -464,9 +498,31 @@ static void check_model_parallel(int np) {
   fgt_rmtree(tmpdir);
 }
 
-FG_TEST(mpi_train_model_parallel_np2, "dist") { check_model_parallel(2); }
-/* Rank 2 runs no node; it still takes part and gets the fetched loss. */
-FG_TEST(mpi_train_model_parallel_np3, "dist") { check_model_parallel(3); }
+FG_TEST(mpi_train_model_parallel_np2, "dist") { check_model_parallel(2, "8"); }
+FG_TEST(mpi_train_hybrid_np4, "dist") { check_model_parallel(4, "8"); }
+/* Batches of 7 split 4 + 3 over the replicas, the last (5) 3 + 2: the
+ * row-weighted all_reduce, with rank 1 receiving the row counts. */
+FG_TEST(mpi_train_hybrid_np4_uneven, "dist") { check_model_parallel(4, "7"); }
+
+/* Processes must be a multiple of the model's ranks; a batch must give
+ * every replica a row. */
+FG_TEST(mpi_train_hybrid_bad_setups_refused, "dist,badinput") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_lin_mp() == 0);
+  run_result *res = malloc(sizeof *res);
+  mpi_train(3, "lin_mp.fgb", "8", NULL, NULL, res);
+  FG_CHECK(res->status != -1 && res->status != 0);
+  FG_CHECK_STR_CONTAINS(res->out,
+                        "--dist mpi: the model places nodes on 2 ranks (rank:0 .. rank:1), and 3 "
+                        "processes are not a multiple of 2: start 2 for model parallelism, or 4, "
+                        "6, ... to also train that many replicas of it");
+  mpi_train(4, "lin_mp.fgb", "13", NULL, NULL, res);
+  FG_CHECK(res->status != -1 && res->status != 0);
+  FG_CHECK_STR_CONTAINS(res->out, "--dist mpi with 2 replicas: a batch of 1 rows (the last batch) "
+                                  "leaves a replica without rows");
+  free(res);
+  fgt_rmtree(tmpdir);
+}
 
 /* `flowgraph run --dist mpi` on the cross-process lin_mp.fgb: rank 0 prints
  * the loss (computed on rank 1) and writes pred; both equal one process's

@@ -37,6 +37,10 @@ typedef struct train_args {
   /* --dist mpi on a cross-process graph (devices "rank:R/..."): model
    * parallelism; every rank feeds whole batches and runs its own nodes. */
   int model_parallel;
+  /* --dist mpi: how many replicas share each batch and which one this
+   * process belongs to (its shard): the ranks for data parallelism, 1 for
+   * model parallelism, processes / stages for both (hybrid). */
+  int replicas, replica;
 } train_args;
 
 /* One training feed: the whole .npy and a buffer for gathered rows. */
@@ -324,28 +328,49 @@ static int save_trained(fg_session *s, const char *path, fg_status *st) {
   return rc;
 }
 
-/* --dist mpi before the session exists: joins the MPI group, rewrites the
- * graph with all_reduce buckets (replicas = 1: this process is one
- * replica), and checks that every rank has the same graph. Non-zero ranks
- * turn quiet and do not save. */
-static int dist_setup(train_args *a, fg_graph **g, fg_comm **comm, fg_status *st) {
-  /* The bucket size changes the rewritten graph: part of the M2 hash. */
-  if (cli_dist_join("train", a->model, &a->dist_bucket, sizeof a->dist_bucket, a->dist_timeout,
-                    comm, st) != 0)
+/* Communicators of a --dist mpi run: `world` (every process; the M2
+ * checks), `p2p` (what the session attaches: the world, or the replica's
+ * group of a hybrid run), `data` (hybrid: this stage's group across the
+ * replicas) and `loss` (the group whose ranks hold different shards'
+ * losses: the world for data parallelism, `data` for hybrid, none for
+ * model parallelism). */
+typedef struct train_comms {
+  fg_comm *world, *p2p, *data, *loss;
+} train_comms;
+
+/* Hybrid parallelism: the graph names `stages` ranks and the world has a
+ * multiple of them. Process w is stage w % stages of replica w / stages:
+ * its replica's group carries the transfers, its stage's group the
+ * gradients' all_reduce. */
+static int hybrid_comms(train_args *a, int stages, train_comms *c, fg_status *st) {
+  int w = c->world->rank, n = c->world->size;
+  if (n % stages != 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--dist mpi: the model places nodes on %d ranks (rank:0 .. rank:%d), and %d "
+                  "processes are not a multiple of %d: start %d for model parallelism, or %d, "
+                  "%d, ... to also train that many replicas of it",
+                  stages, stages - 1, n, stages, stages, 2 * stages, 3 * stages);
     return -1;
-  fg_partition *part = fg_partition_new(*g, NULL, st);
-  if (!part) return -1;
-  a->model_parallel = fg_partition_num_ranks(part) > 0;
-  fg_partition_free(part);
-  if (a->model_parallel) {
-    /* The graph itself says which rank runs what: no rewrite. */
-    if ((*comm)->rank != 0) a->quiet = 1;
+  }
+  a->replicas = n / stages;
+  a->replica = w / stages;
+  if (a->replicas == 1) {
+    c->p2p = c->world;
     return 0;
   }
-  const char **names = calloc((size_t)a->n_inputs, sizeof *names);
+  c->p2p = fg_comm_mpi_split(c->world, w / stages, w % stages, st);
+  if (!c->p2p) return -1;
+  c->data = c->loss = fg_comm_mpi_split(c->world, w % stages, w / stages, st);
+  return c->data ? 0 : -1;
+}
+
+/* The replicas = 1 rewrite: this process (or process group) is one
+ * replica; all_reduce buckets go on the gradients. */
+static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_status *st) {
+  const char **names = calloc((size_t)a->n_inputs + 1, sizeof *names);
   if (!names) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
-    return -1;
+    return NULL;
   }
   for (int i = 0; i < a->n_inputs; i++)
     names[i] = a->inputs[i].name;
@@ -353,20 +378,50 @@ static int dist_setup(train_args *a, fg_graph **g, fg_comm **comm, fg_status *st
   fg_data_parallel_options o;
   fg_data_parallel_options_init(&o);
   if (a->dist_bucket) o.bucket_bytes = a->dist_bucket;
-  fg_graph *dp = fg_data_parallel(*g, 1, names, a->n_inputs, &o, st);
+  fg_graph *dp = fg_data_parallel(g, 1, names, a->n_inputs, &o, st);
 #else
   /* cmake/mpi.cmake found no fg_data_parallel in dist/ at configure time. */
+  (void)g;
   fg_graph *dp = NULL;
   fg_status_set(st, FG_UNIMPLEMENTED, "--dist mpi: this build has no fg_data_parallel");
 #endif
   free(names);
-  if (!dp) return -1;
-  fg_graph_free(*g);
-  *g = dp;
-  if ((*comm)->rank != 0) {
+  return dp;
+}
+
+/* --dist mpi before the session exists: joins the MPI group, checks that
+ * every rank has the same graph, then: a graph naming no rank is rewritten
+ * with all_reduce buckets (one replica per process); a graph naming S
+ * ranks runs model-parallel on S processes, or on K x S as K replicas
+ * (hybrid: the same rewrite, per stage). Non-zero ranks turn quiet and do
+ * not save. */
+static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st) {
+  /* The bucket size changes the rewritten graph: part of the M2 hash. */
+  if (cli_dist_join("train", a->model, &a->dist_bucket, sizeof a->dist_bucket, a->dist_timeout,
+                    &c->world, st) != 0)
+    return -1;
+  fg_partition *part = fg_partition_new(*g, NULL, st);
+  if (!part) return -1;
+  int stages = fg_partition_num_ranks(part);
+  fg_partition_free(part);
+  a->model_parallel = stages > 0;
+  if (c->world->rank != 0) {
     a->quiet = 1;
     a->save = NULL;
   }
+  if (a->model_parallel) {
+    if (hybrid_comms(a, stages, c, st) != 0) return -1;
+    /* Model parallelism alone: the graph itself says which rank runs what. */
+    if (a->replicas == 1) return 0;
+  } else {
+    c->p2p = c->loss = c->world;
+    a->replicas = c->world->size;
+    a->replica = c->world->rank;
+  }
+  fg_graph *dp = rewrite_for_dp(a, *g, st);
+  if (!dp) return -1;
+  fg_graph_free(*g);
+  *g = dp;
   return 0;
 }
 
@@ -375,17 +430,19 @@ static int dist_setup(train_args *a, fg_graph **g, fg_comm **comm, fg_status *st
  * uneven splits give the full batch's gradient); the ranks must also agree
  * on the data's size and the batch order. */
 static int dist_check_batches(const train_args *a, fg_comm *comm, int64_t n_rows, fg_status *st) {
-  int64_t n = comm->size, last = n_rows % a->batch;
+  int64_t n = a->replicas, last = n_rows % a->batch;
   /* The smallest batch: all the data when it is under one batch, else the
    * last, shorter batch, if any. */
   int is_last = n_rows >= a->batch && last > 0;
   int64_t small = n_rows < a->batch ? n_rows : is_last ? last : a->batch;
-  if (!a->model_parallel && small < n) {
+  if (small < n) {
+    const char *who = a->model_parallel ? "replicas" : "ranks";
     fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "--dist mpi with %" PRId64 " ranks: a batch of %" PRId64 " rows%s leaves a "
-                  "rank without rows (%" PRId64 " rows in all); every batch needs at least %" PRId64
+                  "--dist mpi with %" PRId64 " %s: a batch of %" PRId64 " rows%s leaves a "
+                  "%.*s without rows (%" PRId64 " rows in all); every batch needs at least %" PRId64
                   " rows: pick another --batch",
-                  n, small, is_last ? " (the last batch)" : "", n_rows, n);
+                  n, who, small, is_last ? " (the last batch)" : "", (int)strlen(who) - 1, who,
+                  n_rows, n);
     return -1;
   }
   uint64_t v[4] = {(uint64_t)n_rows, (uint64_t)a->batch, (uint64_t)a->epochs,
@@ -402,7 +459,7 @@ typedef struct trainer {
   fg_tensor **views, **outs;
   int64_t *perm;
   const char **fetch; /* loss, then the evals */
-  fg_comm *comm;      /* --dist mpi, else NULL */
+  train_comms c;      /* --dist mpi, else all NULL */
 } trainer;
 
 static void trainer_free(trainer *t, int n_fetch) {
@@ -457,7 +514,7 @@ static void clear_progress(void) {
 
 static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_status *st) {
   /* mpirun forwards output through a pty: no \r progress lines there. */
-  int tty = !a->quiet && !t->comm && isatty(STDOUT_FILENO);
+  int tty = !a->quiet && !t->c.world && isatty(STDOUT_FILENO);
   int64_t steps = (n_rows + a->batch - 1) / a->batch;
   uint64_t rng = a->seed;
   double first_loss = 0, last_loss = 0, t_start = cli_now_s();
@@ -468,9 +525,10 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
       int64_t start = s * a->batch;
       int64_t b = n_rows - start < a->batch ? n_rows - start : a->batch;
       /* Under MPI every rank walks the same batches and feeds its
-       * fg_shard_rows of each (dist_check_batches: at least one). */
-      int dp = t->comm && !a->model_parallel;
-      int64_t lo = 0, len = dp ? fg_shard_rows(b, t->comm->size, t->comm->rank, &lo) : b;
+       * replica's fg_shard_rows of each (dist_check_batches: at least
+       * one). */
+      int dp = t->c.loss != NULL;
+      int64_t lo = 0, len = dp ? fg_shard_rows(b, a->replicas, a->replica, &lo) : b;
       if (make_batch(&t->train, t->bf, a->shuffle ? t->perm : NULL, start + lo, len, t->feeds,
                      t->views, st) != 0)
         return -1;
@@ -482,12 +540,12 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
       fg_tensor_free(t->outs[0]);
       t->outs[0] = NULL;
       if (rc != 0) return -1;
-      /* The batch loss is the ranks' losses weighted by their rows (for
-       * equal shards, the plain mean). Model parallelism: every rank
-       * fetched the same loss. */
+      /* The batch loss is the replicas' losses weighted by their rows
+       * (for equal shards, the plain mean). Model parallelism: every rank
+       * of a replica fetched the same loss. */
       if (dp) {
         double wl = loss * (double)len;
-        if (t->comm->ops->all_reduce(t->comm, &wl, 1, FG_F64, 0, st) != 0) return -1;
+        if (t->c.loss->ops->all_reduce(t->c.loss, &wl, 1, FG_F64, 0, st) != 0) return -1;
         loss = wl / (double)b;
       }
       sum += loss * (double)b;
@@ -535,7 +593,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   if (!t.fetch || !t.outs) goto oom;
   /* Before resolve_names: the default names point into the graph, which
    * the rewrite replaces. */
-  if (a->dist_mpi && dist_setup(a, &g, &t.comm, st) != 0) goto done;
+  if (a->dist_mpi && dist_setup(a, &g, &t.c, st) != 0) goto done;
   if (resolve_names(g, a, st) != 0) goto done;
   t.fetch[0] = a->loss;
   for (int i = 0; i < a->n_evals; i++)
@@ -554,7 +612,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   }
   int64_t n_rows = check_rows(a, &t.train, st);
   if (n_rows < 0) goto done;
-  if (t.comm && dist_check_batches(a, t.comm, n_rows, st) != 0) goto done;
+  if (t.c.world && dist_check_batches(a, t.c.world, n_rows, st) != 0) goto done;
   if (a->save && cli_check_writable(a->save, "--save", st) != 0) goto done;
   int nf = t.train.n;
   t.bf = calloc((size_t)nf, sizeof *t.bf);
@@ -575,7 +633,8 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   if (a->shuffle && !(t.perm = malloc((size_t)n_rows * sizeof *t.perm))) goto oom;
   t.s = cli_new_session(g, a->threads_set, a->threads, st);
   if (!t.s) goto done;
-  if (t.comm && fg_session_set_comm(t.s, t.comm, st) != 0) goto done;
+  if (t.c.p2p && fg_session_set_comm(t.s, t.c.p2p, st) != 0) goto done;
+  if (t.c.data && fg_session_set_data_comm(t.s, t.c.data, st) != 0) goto done;
   if (!a->quiet)
     printf("training %s: target '%s', loss '%s', %" PRId64 " examples, batch %" PRId64 ", %" PRId64
            " epoch%s%s\n",
@@ -584,7 +643,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   if (train_epochs(&t, a, n_rows, st) != 0) goto done;
   /* Each rank updated only its own variables: rank 0 collects them. */
   if (a->model_parallel && fg_session_gather_variables(t.s, 0, st) != 0) goto done;
-  if (a->save && (!t.comm || t.comm->rank == 0)) {
+  if (a->save && (!t.c.world || t.c.world->rank == 0)) {
     if (save_trained(t.s, a->save, st) != 0) goto done;
     if (!a->quiet) printf("wrote %s\n", a->save);
   }
@@ -595,8 +654,11 @@ oom:
 done:
   trainer_free(&t, n_fetch);
   fg_graph_free(g);
-  if (t.comm) {
-    t.comm->ops->free(t.comm);
+  if (t.c.world) {
+    /* The groups split from the world first. */
+    if (t.c.data) t.c.data->ops->free(t.c.data);
+    if (t.c.p2p && t.c.p2p != t.c.world) t.c.p2p->ops->free(t.c.p2p);
+    t.c.world->ops->free(t.c.world);
     /* A failed collective leaves MPI unable to finalize: the error is
      * printed by the caller, and the process exits without MPI_Finalize. */
     if (rc == 0) fg_mpi_shutdown(0);
@@ -656,9 +718,12 @@ const cli_command cli_train_command = {
     "                              mpirun -np N): each rank trains on its 1/N of\n"
     "                              every batch, gradients are averaged by\n"
     "                              all_reduce; rank 0 alone prints and saves.\n"
-    "                              A model whose nodes name ranks (devices\n"
+    "                              A model whose nodes name S ranks (devices\n"
     "                              rank:R/cpu:N) runs model-parallel instead:\n"
-    "                              each rank runs its nodes on whole batches\n"
+    "                              with -np S each rank runs its nodes on whole\n"
+    "                              batches; with -np K*S, K replicas of it\n"
+    "                              (process w is rank w%S of replica w/S) each\n"
+    "                              train on 1/K of every batch\n"
     "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
     "                              DEADLINE_EXCEEDED (default 60)\n"
     "  --dist-bucket BYTES         gradient bucket size (default 25 MB)\n\n"
