@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dist/comm_inproc.h"
 #include "fgtest.h"
@@ -32,7 +33,10 @@ typedef struct hy_arg {
   double losses[HY_STEPS];
   int rows[HY_STEPS];
   fg_tensor *vars[6]; /* stage 0, after gathering */
+  int bad_label;      /* feed label 99 (of 10 classes) in the first step */
   int rc;
+  fg_code code;
+  double sec; /* the training's wall time */
   char err[600];
 } hy_arg;
 
@@ -43,6 +47,8 @@ static void *hy_thread(void *p) {
   fg_session_options_init(&so);
   so.num_threads = 1;
   fg_session *s = fg_session_new(a->g, &so, st);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   a->rc = !s || fg_session_set_comm(s, a->model, st) != 0 ||
           fg_session_set_data_comm(s, a->data, st) != 0;
   for (int k = 0; k < HY_STEPS && !a->rc; k++) {
@@ -50,6 +56,7 @@ static void *hy_thread(void *p) {
     a->rows[k] = (int)fg_shard_rows(hy_batches[k], a->replicas, a->replica, &first);
     fg_tensor *x = NULL, *y = NULL;
     a->rc = dist_batch(a->dt, 100 * k + (int)first, a->rows[k], &x, &y) != 0;
+    if (!a->rc && a->bad_label && k == 0) ((int32_t *)fg_tensor_data(y))[1] = 99;
     fg_feed feeds[2] = {{"x", x}, {"y", y}};
     const char *fetch = "loss", *target = "train";
     fg_tensor *out = NULL;
@@ -62,6 +69,9 @@ static void *hy_thread(void *p) {
     fg_tensor_free(y);
   }
   if (!a->rc) a->rc = fg_session_gather_variables(s, 0, st) != 0;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  a->sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  a->code = fg_status_code(st);
   for (int v = 0; v < 6 && !a->rc && a->model->rank == 0; v++)
     a->vars[v] = fg_session_variable(s, dist_var_names[v], st);
   snprintf(a->err, sizeof a->err, "%s", fg_status_message(st));
@@ -73,7 +83,8 @@ static void *hy_thread(void *p) {
 /* Runs dg (the replicas = 1 rewrite of the split model) as `replicas` x 2
  * processes; args[k * 2 + stage]. One replica runs without a data
  * communicator. 0 when all trained. */
-static int run_hybrid(fg_graph *dg, fg_dtype dt, int replicas, hy_arg args[HY_MAX_K * HY_STAGES]) {
+static int run_hybrid(fg_graph *dg, fg_dtype dt, int replicas, int bad,
+                      hy_arg args[HY_MAX_K * HY_STAGES]) {
   fg_comm *model[HY_MAX_K][HY_STAGES], *data[HY_STAGES][HY_MAX_K];
   for (int k = 0; k < replicas; k++)
     if (fg_comm_inproc_group(HY_STAGES, 20, model[k], NULL) != 0) return -1;
@@ -90,12 +101,13 @@ static int run_hybrid(fg_graph *dg, fg_dtype dt, int replicas, hy_arg args[HY_MA
                     .model = model[k][s],
                     .data = replicas > 1 ? data[s][k] : NULL,
                     .replica = k,
-                    .replicas = replicas};
+                    .replicas = replicas,
+                    .bad_label = bad && k == replicas - 1};
       pthread_create(&th[k * HY_STAGES + s], NULL, hy_thread, a);
     }
   for (int i = 0; i < n; i++)
     pthread_join(th[i], NULL);
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n && !bad; i++) {
     if (args[i].rc) {
       FG_FAIL_AT("replica %d stage %d: %s", i / HY_STAGES, i % HY_STAGES, args[i].err);
       rc = -1;
@@ -152,7 +164,7 @@ static void hybrid_case(fg_dtype dt, int replicas, int64_t bucket_bytes, double 
   FG_REQUIRE(dist_train_batches(s1, dt, HY_STEPS, hy_batches, 0, ref, st) == 0);
   FG_REQUIRE(dist_train_batches(sn, dt, HY_STEPS, hy_batches, 0, refn, st) == 0);
   hy_arg args[HY_MAX_K * HY_STAGES];
-  FG_REQUIRE(run_hybrid(dg, dt, replicas, args) == 0);
+  FG_REQUIRE(run_hybrid(dg, dt, replicas, 0, args) == 0);
   for (int k = 0; k < HY_STEPS; k++) {
     /* Both stages of a replica return its loss (made on stage 1); the
      * full batch's loss is the replicas' weighted by their rows. */
@@ -251,6 +263,42 @@ FG_TEST(dist_hybrid_rewrite_places_buckets_per_rank, "dist") {
   FG_CHECK_INT(stats_sent, 1);
   FG_CHECK_INT(rows_sent, 1);
   fg_partition_free(p);
+  fg_graph_free(dg);
+  fg_graph_free(gx);
+  fg_status_free(st);
+}
+
+/* Replica 1 feeds a label out of range. Its processes fail (stage 1 in
+ * the loss, stage 0 in the one_hot of the loss gradient, which the placer
+ * puts on rank 0 with the labels), whichever gets there first, or are
+ * aborted by the other; their stage groups then abort replica 0's
+ * processes, whose data was good. All four stop well before the 20 s
+ * deadline, and the first failure names the label. */
+FG_TEST(dist_hybrid_failed_step_aborts_every_process, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *gx = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cpu:0");
+  fg_graph *dg = fg_data_parallel(gx, 1, batch_names, 2, NULL, st);
+  FG_REQUIRE(dg);
+  hy_arg args[HY_MAX_K * HY_STAGES];
+  run_hybrid(dg, FG_F32, 2, 1, args);
+  int named = 0;
+  for (int i = 0; i < 4; i++) {
+    if (!args[i].rc) FG_FAIL_AT("process %d did not fail", i);
+    if (!(args[i].sec < 10)) FG_FAIL_AT("process %d took %.1f s to stop", i, args[i].sec);
+    if (args[i].code == FG_INVALID_ARGUMENT) {
+      FG_CHECK(i >= 2);
+      FG_CHECK_STR_CONTAINS(args[i].err, "[1] = 99 is out of range [0, 10)");
+      named++;
+    } else {
+      FG_CHECK_INT(args[i].code, FG_ABORTED);
+      FG_CHECK_STR_CONTAINS(args[i].err, "group aborted (rank ");
+    }
+  }
+  FG_CHECK(named >= 1);
+  if (fgt_failures)
+    for (int i = 0; i < 4; i++)
+      fprintf(stderr, "process %d: %s\n", i, args[i].err);
+  free_args(args, 4);
   fg_graph_free(dg);
   fg_graph_free(gx);
   fg_status_free(st);
