@@ -24,9 +24,9 @@
  * Each process plans and runs only its rank's nodes, with its session's
  * threads shared by its own devices. Not supported yet, and refused with
  * FG_UNIMPLEMENTED naming the node: a cross-process graph with a node on a
- * CUDA device, or with all_reduce nodes (data parallelism combined with
- * model parallelism across processes; fg_data_parallel refuses a graph
- * placing nodes on rank:R/ devices the same way).
+ * CUDA device. Data parallelism over such a model (K replicas of it on
+ * K x S processes) takes fg_data_parallel with replicas = 1 and a second
+ * communicator per process (fg_session_set_data_comm below).
  *
  * Placement (fg_partition_new, and every session):
  *   1. A node placed with fg_set_device (or a device in the .fgb file) runs
@@ -264,6 +264,13 @@ static inline int64_t fg_shard_rows(int64_t rows, int64_t count, int64_t index, 
  * replicas == 1: the same graph with the all_reduce buckets inserted and
  * nothing renamed or placed: the form for one process per replica (MPI,
  * fg_session_set_comm), where each process feeds its own shard.
+ *
+ * A graph placing nodes on rank:R/ devices (a model split over S
+ * processes) takes replicas = 1 only: each rank's gradients go into
+ * buckets of their own, reduced on that rank (on the device of its first
+ * gradient) and chained per rank, and the row counts are made where the
+ * first batch input lives; fg_session_set_data_comm says how it runs.
+ * replicas > 1 is refused (FG_UNIMPLEMENTED) for such a graph.
  *
  * Refused: replicas < 1 or > FG_MAX_CPU_DEVICES, a batch input that is not
  * a placeholder, a graph without the metadata or updates (all
