@@ -224,13 +224,7 @@ static int json_valid(const char *s) {
 
 /* Runs /usr/bin/python3 -c CODE FILE; 1 ok, 0 failed, -1 no Python. */
 static int python_check(const char *code, const char *file) {
-  if (access(FG_PYTHON, X_OK) != 0) return -1;
-  const char *argv[] = {FG_PYTHON, "-c", code, file, NULL};
-  pid_t pid;
-  if (posix_spawn(&pid, FG_PYTHON, NULL, NULL, (char *const *)argv, environ) != 0) return -1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return fgt_python_check(code, file, NULL);
 }
 
 /* ---- models ------------------------------------------------------------------- */

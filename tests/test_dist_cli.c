@@ -144,11 +144,24 @@ FG_TEST(dist_cli_plan_shows_each_ranks_plan, "dist") {
   result_free(&r);
   /* Profiling needs every rank running: refused, pointing to what works. */
   FG_REQUIRE(cli(&r, "profile", tpath("mp2.fgb"), "--random-inputs", NULL) == 0);
-  CHECK_RUNTIME_ERROR(r, "UNIMPLEMENTED",
-                      "places nodes on 2 MPI ranks (rank:R/ devices), and "
-                      "flowgraph profile times one process; 'flowgraph plan' "
-                      "prints each rank's plan, and 'mpirun -np 2 flowgraph "
-                      "run --dist mpi --repeat N' times whole runs");
+  CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT",
+                      "places nodes on 2 MPI ranks (rank:R/ devices): profile it with "
+                      "'mpirun -np 2 flowgraph profile ... --dist mpi' ('flowgraph plan' "
+                      "prints each rank's plan)");
+  result_free(&r);
+  /* --dist mpi outside mpirun, and its options' misuse. */
+  FG_REQUIRE(cli(&r, "profile", tpath("mp2.fgb"), "--random-inputs", "--dist", "mpi", NULL) == 0);
+  CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT",
+                      "--dist mpi: this process was not started by mpirun (try mpirun -np 2 "
+                      "flowgraph profile ... --dist mpi)");
+  result_free(&r);
+  FG_REQUIRE(cli(&r, "profile", tpath("mp2.fgb"), "--dist-timeout", "5", NULL) == 0);
+  FG_CHECK_INT(r.code, 2);
+  FG_CHECK_STR_CONTAINS(r.err, "--dist-timeout needs --dist mpi");
+  result_free(&r);
+  FG_REQUIRE(cli(&r, "profile", tpath("mp2.fgb"), "--dist", "tcp", NULL) == 0);
+  FG_CHECK_INT(r.code, 2);
+  FG_CHECK_STR_CONTAINS(r.err, "--dist needs 'mpi' (run under mpirun), got 'tcp'");
   result_free(&r);
   fgt_rmtree(tmpdir);
 }

@@ -524,6 +524,52 @@ FG_TEST(mpi_train_hybrid_bad_setups_refused, "dist,badinput") {
   fgt_rmtree(tmpdir);
 }
 
+/* `flowgraph profile --dist mpi` on lin_mp.fgb: each rank times its own
+ * steps and rank 0 prints one report holding both ranks' nodes (pred from
+ * rank 0, loss from rank 1, and the transfers between them) and writes one
+ * trace with a process per rank whose tracks are named after the rank's
+ * device. Rank 1 prints nothing. */
+FG_TEST(mpi_profile_model_parallel_np2, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_lin_mp() == 0);
+  char xi[700], yi[700], model[700], trace[700];
+  lin_inputs(xi, yi);
+  snprintf(model, sizeof model, "%s", tpath("lin_mp.fgb"));
+  snprintf(trace, sizeof trace, "%s", tpath("t.json"));
+  char *args[] = {FG_CLI_PATH, "profile",        model, "-i",      xi,    "-i",
+                  yi,          "--runs",         "3",   "--trace", trace, "--dist",
+                  "mpi",       "--dist-timeout", "20",  NULL};
+  run_result *res = malloc(sizeof *res);
+  mpirun(2, NULL, args, 50, res);
+  FG_CHECK_INT(res->status, 0);
+  FG_CHECK_INT(count_substr(res->out, "profile of "), 1);
+  FG_CHECK_INT(count_substr(res->out, "wrote "), 1);
+  FG_CHECK_STR_CONTAINS(res->out, "runs: 3,");
+  /* Both ranks' nodes, and the steps moving tensors between them. */
+  const char *order = strstr(res->out, "Run order");
+  FG_REQUIRE(order);
+  FG_CHECK(strstr(order, " pred ") != NULL);
+  FG_CHECK(strstr(order, " loss ") != NULL);
+  FG_CHECK(strstr(order, " send ") != NULL && strstr(order, " recv ") != NULL);
+  int py = fgt_python_check(
+      "import json,sys; d=json.load(open(sys.argv[1])); ev=d['traceEvents']; "
+      "x=[e for e in ev if e['ph']=='X']; "
+      "p={e['pid']: e['args']['name'] for e in ev if e['name']=='process_name'}; "
+      "t={(e['pid'],e['tid']): e['args']['name'] for e in ev if e['name']=='thread_name'}; "
+      "assert p=={1:sys.argv[2]+' rank 0', 2:sys.argv[2]+' rank 1'}, p; "
+      "pids=set(e['pid'] for e in x); assert pids=={1,2}, pids; "
+      "assert 'pred' in set(e['name'] for e in x if e['pid']==1); "
+      "assert 'loss' in set(e['name'] for e in x if e['pid']==2); "
+      "assert set(e['args']['run'] for e in x)=={0,1,2}; "
+      "assert t[(1,0)]=='rank:0/cpu:0' and t[(2,0)]=='rank:1/cpu:0', t; "
+      "assert all(t[(e['pid'],e['tid'])] for e in x)",
+      trace, model);
+  FG_CHECK(py != 0);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+  free(res);
+  fgt_rmtree(tmpdir);
+}
+
 /* `flowgraph run --dist mpi` on the cross-process lin_mp.fgb: rank 0 prints
  * the loss (computed on rank 1) and writes pred; both equal one process's
  * `flowgraph run` on lin.fgb bit for bit (same kernels, same data), and

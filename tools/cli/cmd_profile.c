@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist_cli.h"
 #include "flowgraph/dist.h"
 #include "plan.h"
+#include "profile_dist.h"
 #include "svg.h"
 #include "trace.h"
 
@@ -90,9 +92,10 @@ static void free_outputs(fg_tensor **outs, int n) {
 }
 
 /* Warmup + measured runs, every one with metadata (the first call's plan
- * time is the init's second half). */
+ * time is the init's second half). With `mine` (--dist mpi) the measured
+ * runs' timings are kept there for rank 0 to merge, not added to p. */
 static int run_all(const plan_args *a, plan_model *m, profile_data *p, trace_writer *tw,
-                   fg_status *st) {
+                   prof_runs *mine, fg_status *st) {
   fg_tensor **outs = calloc((size_t)m->n_fetch + 1, sizeof *outs);
   if (!outs) return oom(st);
   fg_run_options opts = {1};
@@ -123,7 +126,8 @@ static int run_all(const plan_args *a, plan_model *m, profile_data *p, trace_wri
       int64_t j = r - a->warmup;
       p->run_ms[j] = ms;
       p->n_runs = j + 1;
-      int bad = add_run(p, md, st) != 0 || (tw && trace_add_run(tw, md, j, st) != 0);
+      int bad = mine ? prof_runs_add(mine, md, st) != 0
+                     : add_run(p, md, st) != 0 || (tw && trace_add_run(tw, md, j, st) != 0);
       if (bad) {
         fg_run_metadata_free(md);
         goto done;
@@ -296,6 +300,40 @@ static int print_report(const plan_args *a, const plan_model *m, const profile_d
  * naming it. GPU nodes are timed with CUDA events; their "thread" is the
  * CUDA stream, so the trace has one track per stream. */
 static const char *profile_device;
+/* --dist mpi [--dist-timeout S]: taken out of argv the same way. */
+static int profile_dist_mpi;
+static int64_t profile_dist_timeout;
+
+/* --dist mpi, after every rank's runs: rank 0 receives the others' timings
+ * and folds every rank's run j into p (node times, the slowest rank's run
+ * time) and into the trace (a process per rank). */
+static int merge_ranks(fg_comm *c, const plan_model *m, prof_runs *all, profile_data *p,
+                       trace_writer *tw, fg_status *st) {
+  if (prof_runs_exchange(c, &all[0], all, st) != 0) return -1;
+  if (c->rank != 0) return 0;
+  const fg_run_metadata **mds = calloc((size_t)c->size, sizeof *mds);
+  fg_run_metadata *md = calloc((size_t)c->size, sizeof *md);
+  int rc = mds && md ? 0 : oom(st);
+  p->threads = 0;
+  p->arena_bytes = 0;
+  for (int r = 0; r < c->size && rc == 0; r++) {
+    p->threads += all[r].threads;
+    p->arena_bytes += (size_t)all[r].arena_bytes;
+  }
+  for (int64_t j = 0; j < all[0].n_runs && rc == 0; j++) {
+    double slowest = 0;
+    for (int r = 0; r < c->size && rc == 0; r++) {
+      rc = prof_runs_md(&all[r], m->graph, j, &md[r], st) != 0 || add_run(p, &md[r], st) != 0;
+      mds[r] = &md[r];
+      if ((double)md[r].run_ns / 1e6 > slowest) slowest = (double)md[r].run_ns / 1e6;
+    }
+    p->run_ms[j] = slowest;
+    if (rc == 0 && tw) rc = trace_add_rank_runs(tw, mds, j, st) != 0;
+  }
+  free(mds);
+  free(md);
+  return rc ? -1 : 0;
+}
 
 static int open_device_session(const plan_args *a, plan_model *m, fg_status *st) {
   fg_session_options opts;
@@ -311,23 +349,71 @@ static int open_device_session(const plan_args *a, plan_model *m, fg_status *st)
   return m->session ? 0 : -1;
 }
 
+static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, fg_status *st);
+
 static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
   int ranks = fg_partition_num_ranks(fg_session_partition(m->session));
-  if (ranks > 0) {
-    /* Timing it needs every rank running; this command runs one session. */
-    fg_status_set(st, FG_UNIMPLEMENTED,
-                  "%s places nodes on %d MPI ranks (rank:R/ devices), and flowgraph profile "
-                  "times one process; 'flowgraph plan' prints each rank's plan, and "
-                  "'mpirun -np %d flowgraph run --dist mpi --repeat N' times whole runs",
+  if (ranks > 0 && !profile_dist_mpi) {
+    /* Timing it needs every rank running. */
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s places nodes on %d MPI ranks (rank:R/ devices): profile it with "
+                  "'mpirun -np %d flowgraph profile ... --dist mpi' ('flowgraph plan' prints "
+                  "each rank's plan)",
                   a->run.model, ranks, ranks);
     return -1;
   }
+  if (ranks == 0 && profile_dist_mpi) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--dist mpi profiles a model split across processes (devices rank:R/...), and "
+                  "%s names no rank: profile it in one process",
+                  a->run.model);
+    return -1;
+  }
+  if (profile_dist_mpi && profile_device) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--device and --dist mpi: a model split across processes runs on the devices "
+                  "its nodes name");
+    return -1;
+  }
   if (profile_device && open_device_session(a, m, st) != 0) return -1;
+  fg_comm *c = NULL;
+  if (profile_dist_mpi) {
+    /* Every rank must time the same runs of the same graph. */
+    int64_t opts[2] = {a->runs, a->warmup};
+    if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
+            0 ||
+        fg_session_set_comm(m->session, c, st) != 0) {
+      if (c) c->ops->free(c);
+      return -1;
+    }
+  }
+  int rc = profile_runs(a, m, c, st);
+  if (c) {
+    if (rc != 0 && c->ops->abort) c->ops->abort(c, fg_status_message(st));
+    /* The session must let go of the communicator before it is freed. */
+    fg_session_set_comm(m->session, NULL, NULL);
+    c->ops->free(c);
+    /* After a failed exchange MPI cannot finalize: the caller prints the
+     * error and the process exits without MPI_Finalize. */
+    if (rc == 0) fg_mpi_shutdown(0);
+  }
+  return rc;
+}
+
+/* The runs and the report; with a communicator (--dist mpi) every rank
+ * runs and rank 0 alone writes and prints, for all ranks. */
+static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, fg_status *st) {
+  int root = !c || c->rank == 0;
   profile_data p;
   memset(&p, 0, sizeof p);
   int rc = -1, svg_written = 0;
   trace_writer *tw = NULL;
   fg_plan_info *info = NULL;
+  prof_runs *all = c ? calloc((size_t)c->size, sizeof *all) : NULL;
+  if (c && !all) {
+    oom(st);
+    return -1;
+  }
   p.n_graph_nodes = fg_graph_num_nodes(m->graph);
   p.slot = malloc(((size_t)p.n_graph_nodes + 1) * sizeof *p.slot);
   p.run_ms = calloc((size_t)a->runs, sizeof *p.run_ms);
@@ -338,9 +424,15 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
   for (int i = 0; i < p.n_graph_nodes; i++)
     p.slot[i] = -1;
   p.session_ms = m->session_ms;
-  if (a->trace && !(tw = trace_open(a->trace, a->run.model, st))) goto done;
-  if (tw) trace_use_devices(tw, fg_session_partition(m->session));
-  if (run_all(a, m, &p, tw, st) != 0) goto done;
+  if (root && a->trace && !(tw = trace_open(a->trace, a->run.model, st))) goto done;
+  if (tw && c && trace_use_ranks(tw, fg_session_partition(m->session), st) != 0) goto done;
+  if (tw && !c) trace_use_devices(tw, fg_session_partition(m->session));
+  if (run_all(a, m, &p, tw, c ? &all[0] : NULL, st) != 0) goto done;
+  if (c && merge_ranks(c, m, all, &p, tw, st) != 0) goto done;
+  if (!root) {
+    rc = 0;
+    goto done;
+  }
   if (a->memory_svg) {
     /* After the runs: the plan is cached, so this only reads it. */
     info =
@@ -366,6 +458,9 @@ done:
   }
   trace_abort(tw);
   fg_plan_info_free(info);
+  for (int r = 0; all && r < c->size; r++)
+    prof_runs_free(&all[r]);
+  free(all);
   free(p.nodes);
   free(p.slot);
   free(p.run_ms);
@@ -377,6 +472,15 @@ static int profile_main(int argc, char **argv) {
   if (!rest) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
   int n = 0;
   for (int i = 0; i < argc; i++) {
+    int rc = CLI_OK;
+    if (i > 0 && cli_dist_opt(&cli_profile_command, argc, argv, &i, &profile_dist_mpi,
+                              &profile_dist_timeout, &rc)) {
+      if (rc != CLI_OK) {
+        free(rest);
+        return rc;
+      }
+      continue;
+    }
     if (i > 0 && strcmp(argv[i], "--device") == 0) {
       if (i + 1 >= argc || !argv[i + 1][0]) {
         free(rest);
@@ -392,6 +496,10 @@ static int profile_main(int argc, char **argv) {
     rest[n++] = argv[i];
   }
   rest[n] = NULL;
+  if (!profile_dist_mpi && profile_dist_timeout) {
+    free(rest);
+    return cli_usage(&cli_profile_command, "--dist-timeout needs --dist mpi");
+  }
   int rc = plan_command_main(&cli_profile_command, 1, n, rest, profile_body);
   free(rest);
   return rc;
@@ -402,7 +510,7 @@ const cli_command cli_profile_command = {
     "flowgraph profile MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] "
     "[--seed N] [--runs N] [--warmup N] [--threads N] [--fetch NAME ...] [--target NAME ...] "
     "[--trace OUT.json] [--memory-svg OUT.svg] [--check-numerics] [--max-memory BYTES] "
-    "[--device NAME]",
+    "[--device NAME] [--dist mpi [--dist-timeout SECONDS]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  --random-inputs             feed every needed placeholder not given by -i with\n"
@@ -426,7 +534,15 @@ const cli_command cli_profile_command = {
     "                              machine's memory)\n"
     "  --device NAME               profile on NAME: cpu:0 (default) or cuda:N; GPU\n"
     "                              nodes are timed with CUDA events, one trace track\n"
-    "                              per CUDA stream\n\n"
+    "                              per CUDA stream\n"
+    "  --dist mpi                  a model whose nodes name MPI ranks (devices\n"
+    "                              rank:R/cpu:N): start it with mpirun -np R; every\n"
+    "                              rank times its own steps, rank 0 prints them all\n"
+    "                              (run times are the slowest rank's; threads and\n"
+    "                              arena are summed over the ranks) and writes the\n"
+    "                              trace, one process per rank\n"
+    "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
+    "                              DEADLINE_EXCEEDED (default 60)\n\n"
     "Fetches and targets default as in 'flowgraph plan' (a training model runs its\n"
     "training step, so its variables change from run to run, as in training).\n\n"
     "Tables, like TFLite's benchmark_model: 'Run order' (each node in plan order:\n"

@@ -45,6 +45,15 @@ trace_writer *trace_open(const char *path, const char *process_name, fg_status *
 void trace_use_devices(trace_writer *t, const fg_partition *p);
 /* Appends the nodes of one run; `run` numbers it in the event args. */
 int trace_add_run(trace_writer *t, const fg_run_metadata *md, int64_t run, fg_status *st);
+/* A cross-process profile (p names ranks): one trace process per rank,
+ * "MODEL rank R", whose tracks are that rank's lanes named after its
+ * devices ("rank:1/cpu:0", "... collectives", "... sends"). p must outlive
+ * the writer. 0 or -1 (out of memory). */
+int trace_use_ranks(trace_writer *t, const fg_partition *p, fg_status *st);
+/* Appends run `run` of every rank (mds[r]; NULL: none) at one place on the
+ * time axis: the ranks ran it at the same time. */
+int trace_add_rank_runs(trace_writer *t, const fg_run_metadata *const *mds, int64_t run,
+                        fg_status *st);
 /* Writes the tail and renames into place; frees `t` either way. */
 int trace_finish(trace_writer *t, fg_status *st);
 /* Drops the partial file; accepts NULL. */
