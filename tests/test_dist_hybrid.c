@@ -143,19 +143,31 @@ static double tensor_diff(const fg_tensor *a, const fg_tensor *b) {
   return worst > 0 ? worst / (scale > 0 ? scale : 1e-300) : 0;
 }
 
+/* dist_mlp split over rank 0 (layer 1) and rank 1 (layers 2, 3), in *gx,
+ * and its replicas = 1 rewrite with buckets of bucket_bytes (0: the
+ * default), returned (NULL with st set). */
+static fg_graph *split_rewrite(fg_dtype dt, fg_optimizer_kind opt, double lr, int64_t bucket_bytes,
+                               fg_graph **gx, fg_status *st) {
+  *gx = dist_mlp(dt, opt, lr, "rank:0/cpu:0", "rank:1/cpu:0");
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  if (bucket_bytes) o.bucket_bytes = bucket_bytes;
+  fg_graph *dg = fg_data_parallel(*gx, 1, batch_names, 2, &o, st);
+  if (!dg) FG_FAIL_AT("%s", fg_status_message(st));
+  return dg;
+}
+
 /* Trains the split model's hybrid rewrite on `replicas` replicas and checks
  * it against one device on the full batch (losses and variables within
  * tol, relative) and against the unsplit model's in-process rewrite over
  * as many replicas (the same bits: same gradients, same reduction order). */
 static void hybrid_case(fg_dtype dt, int replicas, int64_t bucket_bytes, double tol) {
   fg_status *st = fg_status_new();
-  fg_graph *g1 = dist_mlp(dt, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
-  fg_graph *gx = dist_mlp(dt, FG_OPTIMIZER_ADAM, 2e-3, "rank:0/cpu:0", "rank:1/cpu:0");
+  fg_graph *g1 = dist_mlp(dt, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL), *gx = NULL;
+  fg_graph *dg = split_rewrite(dt, FG_OPTIMIZER_ADAM, 2e-3, bucket_bytes, &gx, st);
   fg_data_parallel_options o;
   fg_data_parallel_options_init(&o);
-  o.bucket_bytes = bucket_bytes;
-  fg_graph *dg = fg_data_parallel(gx, 1, batch_names, 2, &o, st);
-  if (!dg) FG_FAIL_AT("%s", fg_status_message(st));
+  if (bucket_bytes) o.bucket_bytes = bucket_bytes;
   fg_graph *gn = fg_data_parallel(g1, replicas, batch_names, 2, &o, st);
   FG_REQUIRE(dg && gn);
   fg_session *s1 = fg_session_new(g1, NULL, st), *sn = fg_session_new(gn, NULL, st);
@@ -217,11 +229,7 @@ FG_TEST(dist_hybrid_1x2_without_data_comm, "dist") { hybrid_case(FG_F64, 1, 0, 1
  * never crosses. */
 FG_TEST(dist_hybrid_rewrite_places_buckets_per_rank, "dist") {
   fg_status *st = fg_status_new();
-  fg_graph *gx = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cpu:0");
-  fg_data_parallel_options o;
-  fg_data_parallel_options_init(&o);
-  o.bucket_bytes = 1;
-  fg_graph *dg = fg_data_parallel(gx, 1, batch_names, 2, &o, st);
+  fg_graph *gx = NULL, *dg = split_rewrite(FG_F32, FG_OPTIMIZER_SGD, 0.1, 1, &gx, st);
   FG_REQUIRE(dg);
   fg_partition *p = fg_partition_new(dg, NULL, st);
   FG_REQUIRE(p);
@@ -276,8 +284,7 @@ FG_TEST(dist_hybrid_rewrite_places_buckets_per_rank, "dist") {
  * deadline, and the first failure names the label. */
 FG_TEST(dist_hybrid_failed_step_aborts_every_process, "dist,badinput") {
   fg_status *st = fg_status_new();
-  fg_graph *gx = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cpu:0");
-  fg_graph *dg = fg_data_parallel(gx, 1, batch_names, 2, NULL, st);
+  fg_graph *gx = NULL, *dg = split_rewrite(FG_F32, FG_OPTIMIZER_SGD, 0.1, 0, &gx, st);
   FG_REQUIRE(dg);
   hy_arg args[HY_MAX_K * HY_STAGES];
   run_hybrid(dg, FG_F32, 2, 1, args);
