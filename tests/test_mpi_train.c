@@ -96,6 +96,38 @@ static int inproc_train(int replicas, int batch, int epochs, float *w, float *b)
   return rc;
 }
 
+/* An MPI run's epoch losses (printed in mpi_out, 3 epochs) and saved w, b
+ * (mpi_file in the test's folder) against one process's (single_out and
+ * single.fgb) within 1e-5 relative, or bit for bit when `exact`, and
+ * against SGD by hand in double within 1e-4. The saved w, b are left in
+ * wm, bm. */
+static void check_vs_single(const char *mpi_out, const char *single_out, const char *mpi_file,
+                            int batch, int shuffle, int exact, float wm[2], float bm[1]) {
+  double lm[8], ls[8], ref[8];
+  linp p;
+  lin_train_reference(batch, 3, shuffle, 7, LR, &p, ref);
+  /* Only one process prints: exactly 3 epoch lines. */
+  FG_CHECK_INT(parse_epochs(mpi_out, lm, 8, NULL, NULL), 3);
+  FG_CHECK_INT(parse_epochs(single_out, ls, 8, NULL, NULL), 3);
+  for (int e = 0; e < 3; e++) {
+    if (exact) FG_CHECK(lm[e] == ls[e]);
+    FG_CHECK(rel_err(lm[e], ls[e]) < 1e-5);
+    FG_CHECK(rel_err(lm[e], ref[e]) < 1e-4);
+  }
+  float ws[2], bs[1];
+  FG_CHECK_INT(saved_variable(tpath(mpi_file), "w", wm, 2), 2);
+  FG_CHECK_INT(saved_variable(tpath("single.fgb"), "w", ws, 2), 2);
+  FG_CHECK_INT(saved_variable(tpath(mpi_file), "b", bm, 1), 1);
+  FG_CHECK_INT(saved_variable(tpath("single.fgb"), "b", bs, 1), 1);
+  if (exact) FG_CHECK(memcmp(wm, ws, sizeof ws) == 0 && memcmp(bm, bs, sizeof bs) == 0);
+  for (int i = 0; i < 2; i++) {
+    FG_CHECK(rel_err(wm[i], ws[i]) < 1e-5);
+    FG_CHECK(rel_err(wm[i], p.w[i]) < 1e-4);
+  }
+  FG_CHECK(rel_err(bm[0], bs[0]) < 1e-5);
+  FG_CHECK(rel_err(bm[0], p.b) < 1e-4);
+}
+
 /* `device`: the ranks' --device (NULL: the default, cpu:0). */
 static void check_matches_on(int np, int shuffle, const char *batch, const char *device) {
   MPI_REQUIRED();
@@ -125,27 +157,8 @@ static void check_matches_on(int np, int shuffle, const char *batch, const char 
     cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", batch, "--epochs", "3",
         "--save", tpath("single.fgb"), NULL);
   FG_CHECK_INT(r.code, 0);
-  double lm[8], ls[8], ref[8];
-  linp p;
-  lin_train_reference(atoi(batch), 3, shuffle, 7, LR, &p, ref);
-  /* Only rank 0 prints: exactly 3 epoch lines. */
-  FG_CHECK_INT(parse_epochs(res->out, lm, 8, NULL, NULL), 3);
-  FG_CHECK_INT(parse_epochs(r.out, ls, 8, NULL, NULL), 3);
-  for (int e = 0; e < 3; e++) {
-    FG_CHECK(rel_err(lm[e], ls[e]) < 1e-5);
-    FG_CHECK(rel_err(lm[e], ref[e]) < 1e-4);
-  }
-  float wm[2], ws[2], bm[1], bs[1];
-  FG_CHECK_INT(saved_variable(tpath("mpi.fgb"), "w", wm, 2), 2);
-  FG_CHECK_INT(saved_variable(tpath("single.fgb"), "w", ws, 2), 2);
-  FG_CHECK_INT(saved_variable(tpath("mpi.fgb"), "b", bm, 1), 1);
-  FG_CHECK_INT(saved_variable(tpath("single.fgb"), "b", bs, 1), 1);
-  for (int i = 0; i < 2; i++) {
-    FG_CHECK(rel_err(wm[i], ws[i]) < 1e-5);
-    FG_CHECK(rel_err(wm[i], p.w[i]) < 1e-4);
-  }
-  FG_CHECK(rel_err(bm[0], bs[0]) < 1e-5);
-  FG_CHECK(rel_err(bm[0], p.b) < 1e-4);
+  float wm[2], bm[1];
+  check_vs_single(res->out, r.out, "mpi.fgb", atoi(batch), shuffle, 0, wm, bm);
   /* The in-process replicas sum in the same rank order with the same
    * kernels: the same bits as the MPI ranks (on the CPU). */
   if (!shuffle && !device) {
@@ -456,29 +469,9 @@ static void check_model_parallel(int np, const char *batch) {
   cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", batch, "--epochs", "3",
       "--save", tpath("single.fgb"), NULL);
   FG_CHECK_INT(r.code, 0);
-  double lm[8], ls[8], ref[8];
-  linp lp;
-  lin_train_reference(atoi(batch), 3, 0, 7, LR, &lp, ref);
-  FG_CHECK_INT(parse_epochs(res->out, lm, 8, NULL, NULL), 3);
-  FG_CHECK_INT(parse_epochs(r.out, ls, 8, NULL, NULL), 3);
-  for (int e = 0; e < 3; e++) {
-    /* Model parallelism alone: the same kernels on the same rows. */
-    if (np == 2) FG_CHECK(lm[e] == ls[e]);
-    FG_CHECK(rel_err(lm[e], ls[e]) < 1e-5);
-    FG_CHECK(rel_err(lm[e], ref[e]) < 1e-4);
-  }
-  float wm[2], ws[2], bm[1], bs[1];
-  FG_CHECK_INT(saved_variable(tpath("mp.fgb"), "w", wm, 2), 2);
-  FG_CHECK_INT(saved_variable(tpath("single.fgb"), "w", ws, 2), 2);
-  FG_CHECK_INT(saved_variable(tpath("mp.fgb"), "b", bm, 1), 1);
-  FG_CHECK_INT(saved_variable(tpath("single.fgb"), "b", bs, 1), 1);
-  if (np == 2) FG_CHECK(memcmp(wm, ws, sizeof wm) == 0 && memcmp(bm, bs, sizeof bm) == 0);
-  for (int i = 0; i < 2; i++) {
-    FG_CHECK(rel_err(wm[i], ws[i]) < 1e-5);
-    FG_CHECK(rel_err(wm[i], lp.w[i]) < 1e-4);
-  }
-  FG_CHECK(rel_err(bm[0], bs[0]) < 1e-5);
-  FG_CHECK(rel_err(bm[0], lp.b) < 1e-4);
+  float wm[2], bm[1];
+  /* Model parallelism alone (np 2): the same kernels on the same rows. */
+  check_vs_single(res->out, r.out, "mp.fgb", atoi(batch), 0, np == 2, wm, bm);
   if (np > 2) {
     /* The unsplit model's in-process replicas reduce the same gradients
      * in the same order: the same bits. */
