@@ -260,8 +260,9 @@ int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *c
   fg_comm *old = *slot;
   *slot = comm;
   if (fg_dist_session_sync(g, ds, o, st) != 0) {
-    /* sync kept the old state, which holds the new pointer: put it back. */
-    if (*ds) *(data ? &(*ds)->data : &(*ds)->process) = old;
+    /* sync kept the old state (slot still points into it), which holds
+     * the new pointer: put it back. */
+    *slot = old;
     return -1;
   }
   return 0;
