@@ -117,6 +117,23 @@ typedef struct acc {
   fg_output *sum;
 } acc;
 
+/* Tags nodes [from, g->n_nodes) with FG_COLOCATE_ATTR = the name of node
+ * `fwd`, unless they already carry one (a node reused from an earlier
+ * gradient keeps its first tag). The placer (dist/partition.c) puts them on
+ * fwd's device, as TensorFlow's colocate_gradients_with_ops does: a layer's
+ * backward pass stays on its layer's device, so only activations and their
+ * gradients cross devices, never a weight gradient or a copy of the labels. */
+static int colocate(fg_graph *g, int from, int fwd) {
+  for (int i = from; i < g->n_nodes; i++) {
+    if (fg_attrs_find(&g->nodes[i].attrs, FG_COLOCATE_ATTR)) continue;
+    if (fg_attrs_set_string(&g->nodes[i].attrs, FG_COLOCATE_ATTR, g->nodes[fwd].name) != 0) {
+      fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_gradients: out of memory");
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int accumulate(fg_graph *g, acc *a, fg_output target, fg_output d) {
   int s = a->slot_of[target.node];
   if (s < 0 || d.node < 0) return 0;
@@ -191,8 +208,9 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
   }
 
   for (int j = 0; j < ny; j++) {
+    int before = g->n_nodes;
     fg_output d = (dys && dys[j].node >= 0) ? dys[j] : fg_ones_like(g, ys[j]);
-    if (accumulate(g, &a, ys[j], d) != 0) goto restore;
+    if (accumulate(g, &a, ys[j], d) != 0 || colocate(g, before, ys[j].node) != 0) goto restore;
   }
   for (int id = n0 - 1; id >= 0; id--) {
     if (a.slot_of[id] < 0) continue;
@@ -229,7 +247,7 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
     }
     for (int k = 0; k < n->n_outputs; k++)
       dy[k] = a.sum[s0 + k];
-    int fn_rc = 0;
+    int fn_rc = 0, before = g->n_nodes;
     if (wanted) {
       fg_grad_ctx ctx = {g, id, dy, dx, wants};
       fn_rc = fn(&ctx);
@@ -239,6 +257,7 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
     for (int i = 0; fn_rc == 0 && !fg_graph_failed(g) && i < ni; i++)
       if (wants[i] && dx[i].node >= 0 && accumulate(g, &a, g->nodes[id].inputs[i], dx[i]) != 0)
         break;
+    if (fn_rc == 0 && !fg_graph_failed(g)) colocate(g, before, id);
     n = &g->nodes[id];
     free(dx), free(wants), free(dy);
     if (fn_rc != 0 || fg_graph_failed(g)) {

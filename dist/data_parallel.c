@@ -115,6 +115,20 @@ static const char *replica_name(const dp *d, int r, const char *name, char *buf,
   return buf;
 }
 
+/* A copied node's FG_COLOCATE_ATTR names the original node; in replica r
+ * it must name that node's copy in the same replica (which has the same
+ * placement anyway: every copy is placed explicitly, so this keeps the
+ * saved graph telling the truth rather than changing where anything runs). */
+static void rename_colocate(dp *d, int r, int node) {
+  const fg_attr *co = fg_attrs_find(&d->ng->nodes[node].attrs, FG_COLOCATE_ATTR);
+  int f = co && co->type == FG_ATTR_STRING && co->s ? fg_graph_find(d->g, co->s) : -1;
+  if (f < 0 || (r == 0 && d->g->nodes[f].op == FG_OP_VARIABLE)) return;
+  char buf[600];
+  const char *nm = replica_name(d, r, d->g->nodes[f].name, buf, sizeof buf);
+  if (fg_attrs_set_string(&d->ng->nodes[node].attrs, FG_COLOCATE_ATTR, nm) != 0)
+    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
+}
+
 /* Sets the automatic-name scope for replica r's bucket nodes. */
 static void bucket_scope(dp *d, int r, int k) {
   char scope[96];
@@ -505,6 +519,7 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
                            ? nd->name
                            : replica_name(d, r, nd->name, buf, sizeof buf);
     fg_output o = fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
+    if (d->n > 1 && o.node >= 0) rename_colocate(d, r, o.node);
     if (d->n > 1)
       place(d, o, r);
     else if (nd->device)

@@ -82,12 +82,21 @@ static int place(const fg_graph *g, int64_t dflt, int64_t *code, fg_status *st) 
     for (int i = 0; i < n; i++)
       if (code[i] >= 0 && code_rank(code[i]) < 0) code[i] += CODE_RANK1;
   }
-  /* Rule 2: non-sources colocate with their first placed input (update ops
-   * excluded as inputs: they follow their variable, rule 4). Update ops
-   * themselves wait for rule 4. */
+  /* Rule 2: non-sources colocate with the node their FG_COLOCATE_ATTR
+   * names (backward nodes with their forward node), else with their first
+   * placed input (update ops excluded as inputs: they follow their
+   * variable, rule 4). Update ops themselves wait for rule 4. */
   for (int i = 0; i < n; i++) {
     const fg_node *nd = &g->nodes[i];
     if (code[i] >= 0 || is_source(nd) || is_update(nd)) continue;
+    const fg_attr *co = fg_attrs_find(&nd->attrs, FG_COLOCATE_ATTR);
+    int f = co && co->type == FG_ATTR_STRING && co->s ? fg_graph_find(g, co->s) : -1;
+    /* Only an earlier node has its code here (ids are topological); a name
+     * that is missing, later or not yet placed leaves the input rule. */
+    if (f >= 0 && f < i && code[f] >= 0) {
+      code[i] = code[f];
+      continue;
+    }
     for (int k = 0; k < nd->n_inputs && code[i] < 0; k++) {
       int p = nd->inputs[k].node;
       if (!is_update(&g->nodes[p]) && code[p] >= 0) code[i] = code[p];

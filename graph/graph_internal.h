@@ -64,6 +64,10 @@ struct fg_graph {
 char *fg_strdup(const char *s);
 
 /* ---- attributes --------------------------------------------------------- */
+/* String attribute naming the node whose device this node takes when it is
+ * not placed explicitly (placement rule 2 in flowgraph/dist.h). fg_gradients
+ * sets it on every backward node; users may set it through fg_op. */
+#define FG_COLOCATE_ATTR "_colocate"
 const fg_attr *fg_attrs_find(const struct fg_attrs *a, const char *name);
 /* Deep copy of src into dst (dst must be empty/zeroed). 0 or -1 (ENOMEM). */
 int fg_attrs_copy(struct fg_attrs *dst, const struct fg_attrs *src);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dist/comm_inproc.h"
 #include "executor/cuda_backend.h"
@@ -287,6 +288,142 @@ static void model_parallel(fg_dtype dt) {
 
 FG_TEST(dist_model_parallel_mlp_f32, "dist") { model_parallel(FG_F32); }
 FG_TEST(dist_model_parallel_mlp_f64, "dist") { model_parallel(FG_F64); }
+
+static int is_source_op(const char *op) {
+  return !strcmp(op, "variable") || !strcmp(op, "placeholder") || !strcmp(op, "constant") ||
+         !strcmp(op, "fill");
+}
+
+/* The split MLP's backward pass runs where its forward pass ran: every
+ * unplaced node fg_gradients made carries "_colocate" naming an existing
+ * forward node and runs on that node's device. So the only tensors crossing
+ * devices are layer 1's activations (relu_2, to cpu:1) and their gradient
+ * (back to cpu:0); the rest are control edges of 0 bytes. Before this rule
+ * dense2/w's gradient was made on cpu:0 next to h1 and sent over, and the
+ * labels went to cpu:0 for the loss gradient's one_hot. */
+FG_TEST(dist_backward_colocates_with_forward, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
+  fg_partition *p = fg_partition_new(g, NULL, st);
+  FG_REQUIRE(p);
+  int tagged = 0;
+  for (int i = 0; i < fg_graph_num_nodes(g); i++) {
+    const char *fwd = NULL;
+    if (fg_node_attr_string(g, i, "_colocate", &fwd) != 0) {
+      FG_CHECK(strncmp(fg_node_name(g, i), "gradients/", 10) != 0);
+      continue;
+    }
+    tagged++;
+    FG_CHECK(strncmp(fg_node_name(g, i), "gradients/", 10) == 0);
+    int f = fg_graph_find(g, fwd);
+    FG_REQUIRE(f >= 0 && f < i);
+    FG_CHECK(strncmp(fwd, "gradients/", 10) != 0);
+    if (!is_source_op(fg_node_op(g, i)))
+      FG_CHECK_INT(fg_partition_node_device(p, i), fg_partition_node_device(p, f));
+  }
+  FG_CHECK(tagged > 20);
+  int data = 0, to1 = 0, to0 = 0;
+  for (int i = 0; i < fg_partition_num_transfers(p); i++) {
+    const fg_transfer *t = fg_partition_transfer(p, i);
+    FG_CHECK(t->src.node != fg_graph_find(g, "y"));
+    if (t->bytes == 0) continue; /* control edge */
+    data++;
+    const char *src = fg_node_name(g, t->src.node);
+    if (t->dst_device == 1) to1 += strcmp(src, "relu_2") == 0;
+    if (t->dst_device == 0) to0 += strncmp(src, "gradients/", 10) == 0;
+  }
+  FG_CHECK_INT(data, 2);
+  FG_CHECK_INT(to1, 1);
+  FG_CHECK_INT(to0, 1);
+  /* dense2/w's gradient (its update's input 2) is made on cpu:1. */
+  int d2w = fg_graph_find(g, "dense2/w"), upd = -1;
+  for (int i = 0; i < fg_graph_num_nodes(g); i++)
+    if (!strcmp(fg_node_op(g, i), "apply_sgd") && fg_node_input(g, i, 0).node == d2w) upd = i;
+  FG_REQUIRE(upd >= 0);
+  FG_CHECK_INT(fg_partition_node_device(p, fg_node_input(g, upd, 2).node), 1);
+  fg_partition_free(p);
+  fg_graph_free(g);
+  /* In a 2-replica rewrite a backward node names the forward node of its
+   * own replica, on its own device. */
+  g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
+  const char *const batch[2] = {"x", "y"};
+  fg_graph *dg = fg_data_parallel(g, 2, batch, 2, NULL, st);
+  FG_REQUIRE(dg);
+  p = fg_partition_new(dg, NULL, st);
+  FG_REQUIRE(p);
+  int r1 = 0;
+  for (int i = 0; i < fg_graph_num_nodes(dg); i++) {
+    const char *fwd = NULL;
+    if (fg_node_attr_string(dg, i, "_colocate", &fwd) != 0) continue;
+    int f = fg_graph_find(dg, fwd);
+    FG_REQUIRE(f >= 0);
+    FG_CHECK_INT(strncmp(fwd, "replica_1/", 10) == 0,
+                 strncmp(fg_node_name(dg, i), "replica_1/", 10) == 0);
+    r1 += strncmp(fwd, "replica_1/", 10) == 0;
+    FG_CHECK_INT(fg_partition_node_device(p, i), fg_partition_node_device(p, f));
+  }
+  FG_CHECK(r1 > 20);
+  fg_partition_free(p);
+  fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* "_colocate" set by hand through fg_op: a node whose inputs are on cpu:0
+ * runs on cpu:1 where the named node is, and an explicit device still wins.
+ * Names that cannot be followed (missing, the node itself, a later node, an
+ * int attribute) leave the input rule in force, with no error. */
+FG_TEST(dist_colocate_attr_rules_and_bad_names, "badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_cut_graph(1);
+  fg_output a = fg_graph_find_output(g, "a"), b = fg_graph_find_output(g, "b");
+  const char *names[6] = {"b", "nope", "self", "later", NULL, ""};
+  fg_output made[6];
+  for (int k = 0; k < 6; k++) {
+    fg_attrs *at = fg_attrs_new();
+    if (names[k])
+      fg_attrs_set_string(at, "_colocate", names[k]);
+    else
+      fg_attrs_set_int(at, "_colocate", 1);
+    char nm[16];
+    snprintf(nm, sizeof nm, "%s", k == 2 ? "self" : k == 0 ? "f0" : "");
+    made[k] = fg_op(g, "neg", nm[0] ? nm : NULL, &a, 1, at);
+    fg_attrs_free(at);
+    FG_REQUIRE(made[k].node >= 0);
+  }
+  fg_output late = fg_set_name(g, fg_neg(g, a), "later");
+  fg_attrs *at = fg_attrs_new();
+  fg_attrs_set_string(at, "_colocate", "b");
+  fg_output pinned = fg_op(g, "neg", "pinned", &a, 1, at);
+  fg_attrs_free(at);
+  fg_set_device(g, pinned, "cpu:0");
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK && late.node >= 0);
+  fg_partition *p = fg_partition_new(g, NULL, st);
+  FG_REQUIRE(p);
+  FG_CHECK_INT(fg_partition_node_device(p, b.node), 1);
+  FG_CHECK_INT(fg_partition_node_device(p, made[0].node), 1);
+  for (int k = 1; k < 6; k++)
+    FG_CHECK_INT(fg_partition_node_device(p, made[k].node), 0);
+  FG_CHECK_INT(fg_partition_node_device(p, pinned.node), 0);
+  fg_partition_free(p);
+  /* The attribute survives a save and load, and so does the placement. */
+  char path[] = "/tmp/fg_colocate_XXXXXX";
+  int fd = mkstemp(path);
+  FG_REQUIRE(fd >= 0);
+  close(fd);
+  FG_REQUIRE(fg_graph_save(g, path, st) == 0);
+  fg_graph *h = fg_graph_load(path, st);
+  remove(path);
+  FG_REQUIRE(h);
+  p = fg_partition_new(h, NULL, st);
+  FG_REQUIRE(p);
+  FG_CHECK_INT(fg_partition_node_device(p, fg_graph_find(h, "f0")), 1);
+  FG_CHECK_INT(fg_partition_node_device(p, fg_graph_find(h, "self")), 0);
+  fg_partition_free(p);
+  fg_graph_free(h);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
 
 FG_TEST(dist_partition_send_recv_pairs, "dist") {
   fg_status *st = fg_status_new();

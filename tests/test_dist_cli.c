@@ -32,6 +32,20 @@ static int save_batch(int rows) {
   return rc;
 }
 
+/* Lines of [from, to) holding both a and b. */
+static int lines_with(const char *from, const char *to, const char *a, const char *b) {
+  int n = 0;
+  while (from < to) {
+    const char *eol = memchr(from, '\n', (size_t)(to - from));
+    if (!eol) eol = to;
+    char line[512];
+    snprintf(line, sizeof line, "%.*s", (int)(eol - from), from);
+    n += strstr(line, a) && strstr(line, b);
+    from = eol + 1;
+  }
+  return n;
+}
+
 FG_TEST(dist_cli_inspect_shows_all_reduce, "dist") {
   FG_REQUIRE(make_tmpdir());
   FG_REQUIRE(save_model(tpath("dp.fgb"), 2) == 0);
@@ -67,11 +81,25 @@ FG_TEST(dist_cli_plan_and_profile_show_partitions, "dist") {
   FG_CHECK_STR_CONTAINS(r.out, "->cpu:1: cpu:0 -> cpu:1, 4096 bytes");
   FG_CHECK_STR_CONTAINS(r.out, "transfer bytes per run: 4096");
   result_free(&r);
+  /* A training step (the default target) adds only the gradient of that
+   * relu coming back: 2 x 4096 bytes. The backward pass runs where the
+   * forward pass did, so no weight gradient or labels cross. */
+  FG_REQUIRE(cli(&r, "plan", tpath("mp.fgb"), "-i", xin, "-i", yin, NULL) == 0);
+  CHECK_OK(r);
+  FG_CHECK_STR_CONTAINS(r.out, "transfer bytes per run: 8192");
+  result_free(&r);
   FG_REQUIRE(cli(&r, "profile", tpath("mp.fgb"), "-i", xin, "-i", yin, "--fetch", "loss", "--runs",
                  "2", "--trace", trace, NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "partitions: 2 devices");
   FG_CHECK_STR_CONTAINS(r.out, "transfer bytes per run: 4096");
+  /* The receive of layer 1's relu (relu_2) on cpu:1 is a row of its own
+   * next to the relu computed on cpu:0, not folded into it. */
+  const char *order = strstr(r.out, "Run order"), *top = strstr(r.out, "Top by time");
+  FG_REQUIRE(order && top);
+  FG_CHECK_INT(lines_with(order, top, " relu_2 ", " relu "), 1);
+  FG_CHECK_INT(lines_with(order, top, " relu_2 ", " recv "), 1);
+  FG_CHECK_INT(lines_with(order, top, " recv ", ""), 1);
   char *json = slurp(trace);
   FG_REQUIRE(json);
   /* Device 1's steps are on their own track: the loss runs on cpu:1. */

@@ -3,7 +3,9 @@
  * fg_gradients appends the backward graph to the same graph, so a whole
  * training step (forward, backward, update) is one static graph that can be
  * saved, loaded and run like any other. Backward nodes are named under the
- * prefix "gradients/" ("gradients_1/", ... for later calls).
+ * prefix "gradients/" ("gradients_1/", ... for later calls), and each
+ * carries a string attribute "_colocate" naming the forward node it
+ * differentiates, which placement follows (flowgraph/dist.h, rule 2).
  */
 #ifndef FLOWGRAPH_AUTODIFF_H
 #define FLOWGRAPH_AUTODIFF_H

@@ -32,10 +32,17 @@
  *   1. A node placed with fg_set_device (or a device in the .fgb file) runs
  *      there. fg_node_device returns that string; for an unplaced node it
  *      returns NULL (fg_partition_node_device gives where it runs).
- *   2. An unplaced node that is not a source colocates with its first input
- *      (in input order) that is not a source, not an update op, and has a
- *      device; with no such input it gets the default device (the session's
- *      `device` option, else "cpu:0").
+ *   2. An unplaced node that is not a source and has a string attribute
+ *      "_colocate" naming an earlier node runs on that node's device.
+ *      fg_gradients sets it on every node it makes, naming the forward node
+ *      being differentiated (TensorFlow's colocate_gradients_with_ops): a
+ *      layer's backward pass runs on its layer's device, so only
+ *      activations and their gradients cross devices. Other unplaced
+ *      non-sources, and those whose "_colocate" names no earlier node,
+ *      colocate with their first input (in input order) that is not a
+ *      source, not an update op, and has a device; with no such input they
+ *      get the default device (the session's `device` option, else
+ *      "cpu:0").
  *   3. An unplaced source (variable, placeholder, constant, fill) colocates
  *      with its first consumer (lowest node id) placed by rules 1-2; failing
  *      that, with its first update op (rule 4); else the default device.

@@ -20,6 +20,7 @@
 
 typedef struct node_stat {
   int node;
+  int device, next; /* next: the row after this one with the same slot key */
   const char *name, *op;
   double total_ms; /* over the measured runs */
   fg_dtype dtype;
@@ -38,7 +39,10 @@ typedef struct op_stat {
 typedef struct profile_data {
   node_stat *nodes; /* in plan order of the first measured run */
   int n_nodes;
-  int *slot; /* per graph node: index into nodes, or -1 */
+  /* Per graph node and step kind (compute, recv, send; see slot_key): the
+   * first row of that key, or -1. A node computed on one device may also be
+   * sent from it and received on others: each is a row of its own. */
+  int *slot;
   int n_graph_nodes;
   double *run_ms;
   int64_t n_runs;
@@ -52,6 +56,11 @@ static int oom(fg_status *st) {
   return -1;
 }
 
+static size_t slot_key(const fg_node_timing *t) {
+  int kind = !t->op ? 0 : strcmp(t->op, "recv") == 0 ? 1 : strcmp(t->op, "send") == 0 ? 2 : 0;
+  return (size_t)t->node * 3 + (size_t)kind;
+}
+
 static int add_run(profile_data *p, const fg_run_metadata *md, fg_status *st) {
   for (int i = 0; i < md->n_nodes; i++) {
     const fg_node_timing *t = &md->nodes[i];
@@ -60,7 +69,10 @@ static int add_run(profile_data *p, const fg_run_metadata *md, fg_status *st) {
                     p->n_graph_nodes);
       return -1;
     }
-    int k = p->slot[t->node];
+    size_t key = slot_key(t);
+    int k = p->slot[key];
+    while (k >= 0 && p->nodes[k].device != t->device)
+      k = p->nodes[k].next;
     if (k < 0) {
       /* Every node of the plan is new in the first measured run; a later
        * run of the same plan adds none, but would still be counted. */
@@ -68,9 +80,11 @@ static int add_run(profile_data *p, const fg_run_metadata *md, fg_status *st) {
       if (!ns) return oom(st);
       p->nodes = ns;
       k = p->n_nodes++;
-      p->slot[t->node] = k;
       memset(&ns[k], 0, sizeof ns[k]);
+      ns[k].next = p->slot[key];
+      p->slot[key] = k;
       ns[k].node = t->node;
+      ns[k].device = t->device;
       ns[k].name = t->name ? t->name : "?";
       ns[k].op = t->op ? t->op : "?";
       ns[k].dtype = t->dtype;
@@ -415,13 +429,13 @@ static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, fg_status
     return -1;
   }
   p.n_graph_nodes = fg_graph_num_nodes(m->graph);
-  p.slot = malloc(((size_t)p.n_graph_nodes + 1) * sizeof *p.slot);
+  p.slot = malloc(((size_t)p.n_graph_nodes * 3 + 1) * sizeof *p.slot);
   p.run_ms = calloc((size_t)a->runs, sizeof *p.run_ms);
   if (!p.slot || !p.run_ms) {
     oom(st);
     goto done;
   }
-  for (int i = 0; i < p.n_graph_nodes; i++)
+  for (int i = 0; i < p.n_graph_nodes * 3; i++)
     p.slot[i] = -1;
   p.session_ms = m->session_ms;
   if (root && a->trace && !(tw = trace_open(a->trace, a->run.model, st))) goto done;
