@@ -94,6 +94,9 @@ typedef struct fg_plan {
   int64_t flops;           /* estimated work of one run (op table FLOP counts) */
   int threads;             /* the session's threads, which the layout was chosen for */
   fg_node_timing *timings; /* n_steps, filled when metadata is collected */
+  /* CLOCK_MONOTONIC ns the timings' start_ns and end_ns count from, set
+   * by the run that filled them (0: the caller's own clock reading). */
+  int64_t timings_t0;
 
   /* GPU plans (req->cuda): no host arena (arena slots hold NULL until
    * fg_cuda_plan_prepare binds them to device memory); `device` is the

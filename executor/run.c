@@ -219,7 +219,7 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
    * either way, so this changes speed only. */
   if (!pool || fg_pool_threads(pool) <= 1 || fg_plan_threads(plan) <= 1)
     rc.par.pool = NULL, rc.par.parallel_for = NULL;
-  if (timings) rc.t0 = now_ns();
+  if (timings) plan->timings_t0 = rc.t0 = now_ns();
   int result = 0;
   if (rc.dist && plan->use_lanes) {
     /* Several devices, or collectives on their own lane: the persistent

@@ -373,11 +373,13 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   fg_plan *plan = get_plan(s, &req, &plan_ns, st);
   if (!plan) goto done;
   int64_t t0 = md ? clock_ns() : 0;
+  plan->timings_t0 = 0;
   fg_dist_session_before_run(s->dist);
   int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, s->g, plan, &req, md != NULL, st)
                        : fg_plan_run(s->g, plan, &req, s->pool, md != NULL, st);
   if (md) {
     *md = make_metadata(s, plan, clock_ns() - t0, plan_ns);
+    if (*md) (*md)->start_ns = plan->timings_t0 ? plan->timings_t0 : t0;
     if (!*md && run_rc == 0) {
       fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_run_ex: out of memory (metadata)");
       goto done;

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "fgtest.h"
 
@@ -265,9 +266,19 @@ FG_TEST(run_metadata_has_every_node, "") {
   }
   FG_CHECK(saw_matmul);
   fg_run_metadata_free(md);
-  /* Cached plan: plan_ns is 0; without the option no metadata is made. */
+  /* Cached plan: plan_ns is 0; without the option no metadata is made.
+   * start_ns is on CLOCK_MONOTONIC, inside the call (after the plan was
+   * found), and every node ends within the call too. */
+  struct timespec ta, tb;
+  clock_gettime(CLOCK_MONOTONIC, &ta);
   FG_REQUIRE(fg_session_run_ex(s, feeds, 2, NULL, 0, NULL, &target, 1, &ro, &md, st) == 0);
+  clock_gettime(CLOCK_MONOTONIC, &tb);
   FG_CHECK_INT(md->plan_ns, 0);
+  int64_t a_ns = (int64_t)ta.tv_sec * 1000000000 + ta.tv_nsec,
+          b_ns = (int64_t)tb.tv_sec * 1000000000 + tb.tv_nsec;
+  FG_CHECK(md->start_ns >= a_ns && md->start_ns <= b_ns);
+  for (int i = 0; i < md->n_nodes; i++)
+    FG_CHECK(md->start_ns + md->nodes[i].end_ns <= b_ns);
   fg_run_metadata_free(md);
   FG_REQUIRE(fg_session_run_ex(s, feeds, 2, NULL, 0, NULL, &target, 1, NULL, &md, st) == 0);
   FG_CHECK(md == NULL);

@@ -558,6 +558,30 @@ FG_TEST(mpi_profile_model_parallel_np2, "dist") {
       "assert all(t[(e['pid'],e['tid'])] for e in x)",
       trace, model);
   FG_CHECK(py != 0);
+  /* Both ranks share this host's CLOCK_MONOTONIC, so rank 1's true offset
+   * is 0 and the estimate must lie within its stated bound (half a round
+   * trip; + 0.001 for the printed rounding). */
+  const char *clk = strstr(res->out, "clock of rank 1: ");
+  FG_REQUIRE(clk);
+  double off = 1e9, bound = -1;
+  FG_REQUIRE(sscanf(clk, "clock of rank 1: %lf ms from rank 0's (within %lf", &off, &bound) == 2);
+  FG_CHECK(bound >= 0 && bound < 50);
+  FG_CHECK(fabs(off) <= bound + 0.001);
+  /* On that clock a transfer's receive ends after its send started: every
+   * recv event of node N has a send event of N in the same run on the
+   * other rank starting no later than the receive's end (+ the bound). */
+  char tol[32];
+  snprintf(tol, sizeof tol, "%.3f", (bound + 0.001) * 1000.0);
+  py = fgt_python_check(
+      "import json,sys; d=json.load(open(sys.argv[1])); tol=float(sys.argv[2]); "
+      "x=[e for e in d['traceEvents'] if e['ph']=='X']; "
+      "rv=[e for e in x if e['args']['op']=='recv']; assert len(rv)>=6, len(rv); "
+      "sd=[e for e in x if e['args']['op']=='send']; "
+      "ok=[any(s['name']==r['name'] and s['pid']!=r['pid'] and "
+      "s['args']['run']==r['args']['run'] and s['ts']<=r['ts']+r['dur']+tol for s in sd) "
+      "for r in rv]; assert all(ok), ok",
+      trace, tol);
+  FG_CHECK(py != 0);
   if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
   free(res);
   fgt_rmtree(tmpdir);

@@ -40,6 +40,11 @@ typedef struct fg_run_metadata {
   int64_t plan_ns; /* time spent building the plan in this call; 0 when cached */
   int threads;     /* threads the run could use */
   size_t arena_bytes;
+  /* CLOCK_MONOTONIC time (ns) that the nodes' start_ns and end_ns count
+   * from: with it, runs of several processes on one host share a time
+   * axis (across hosts the clocks still need an offset; `flowgraph profile
+   * --dist mpi` measures one per rank). */
+  int64_t start_ns;
 } fg_run_metadata;
 
 void fg_run_metadata_free(fg_run_metadata *md); /* accepts NULL */

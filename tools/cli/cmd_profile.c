@@ -49,7 +49,15 @@ typedef struct profile_data {
   double session_ms, plan_ms, first_run_ms, warmup_ms;
   int threads;
   size_t arena_bytes;
+  /* --dist mpi: each rank's clock minus rank 0's, and the round trip that
+   * bounds the error (prof_clock_offsets). */
+  int n_ranks;
+  int64_t *clock_off, *clock_rtt;
 } profile_data;
+
+/* Ping-pongs per rank for its clock offset: the shortest of 16 round trips
+ * is a few microseconds on one host. */
+#define CLOCK_ROUNDS 16
 
 static int oom(fg_status *st) {
   fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
@@ -300,6 +308,10 @@ static int print_report(const plan_args *a, const plan_model *m, const profile_d
     plan_print_partition(m, (const fg_plan_info *const *)&info, 0);
     fg_plan_info_free(info);
   }
+  for (int r = 1; r < p->n_ranks; r++)
+    printf("clock of rank %d: %+.3f ms from rank 0's (within %.3f ms: half the shortest of %d "
+           "round trips)\n",
+           r, (double)p->clock_off[r] / 1e6, (double)p->clock_rtt[r] / 2e6, CLOCK_ROUNDS);
   print_run_order(p, runs, total);
   if (print_top(p, runs, total) != 0 || print_by_op(p, runs, total) != 0) return oom(st);
   printf("\nnode time per run: %.4f ms over %d nodes\n", total, p->n_nodes);
@@ -319,15 +331,24 @@ static int profile_dist_mpi;
 static int64_t profile_dist_timeout;
 
 /* --dist mpi, after every rank's runs: rank 0 receives the others' timings
- * and folds every rank's run j into p (node times, the slowest rank's run
- * time) and into the trace (a process per rank). */
+ * and measures their clocks against its own, then folds every rank's run j
+ * into p (node times; the run's time from the first rank's start to the
+ * last rank's end, on rank 0's clock) and into the trace (a process per
+ * rank, each placed where it started on that clock). */
 static int merge_ranks(fg_comm *c, const plan_model *m, prof_runs *all, profile_data *p,
                        trace_writer *tw, fg_status *st) {
-  if (prof_runs_exchange(c, &all[0], all, st) != 0) return -1;
+  p->n_ranks = c->size;
+  p->clock_off = calloc((size_t)c->size, sizeof *p->clock_off);
+  p->clock_rtt = calloc((size_t)c->size, sizeof *p->clock_rtt);
+  if (!p->clock_off || !p->clock_rtt) return oom(st);
+  if (prof_runs_exchange(c, &all[0], all, st) != 0 ||
+      prof_clock_offsets(c, CLOCK_ROUNDS, p->clock_off, p->clock_rtt, st) != 0)
+    return -1;
   if (c->rank != 0) return 0;
   const fg_run_metadata **mds = calloc((size_t)c->size, sizeof *mds);
   fg_run_metadata *md = calloc((size_t)c->size, sizeof *md);
-  int rc = mds && md ? 0 : oom(st);
+  int64_t *shift = calloc((size_t)c->size, sizeof *shift);
+  int rc = mds && md && shift ? 0 : oom(st);
   p->threads = 0;
   p->arena_bytes = 0;
   for (int r = 0; r < c->size && rc == 0; r++) {
@@ -335,15 +356,20 @@ static int merge_ranks(fg_comm *c, const plan_model *m, prof_runs *all, profile_
     p->arena_bytes += (size_t)all[r].arena_bytes;
   }
   for (int64_t j = 0; j < all[0].n_runs && rc == 0; j++) {
-    double slowest = 0;
+    int64_t first = INT64_MAX, last = INT64_MIN;
     for (int r = 0; r < c->size && rc == 0; r++) {
       rc = prof_runs_md(&all[r], m->graph, j, &md[r], st) != 0 || add_run(p, &md[r], st) != 0;
       mds[r] = &md[r];
-      if ((double)md[r].run_ns / 1e6 > slowest) slowest = (double)md[r].run_ns / 1e6;
+      shift[r] = md[r].start_ns - p->clock_off[r]; /* rank 0's clock */
+      if (shift[r] < first) first = shift[r];
+      if (shift[r] + md[r].run_ns > last) last = shift[r] + md[r].run_ns;
     }
-    p->run_ms[j] = slowest;
-    if (rc == 0 && tw) rc = trace_add_rank_runs(tw, mds, j, st) != 0;
+    for (int r = 0; r < c->size; r++)
+      shift[r] -= first;
+    p->run_ms[j] = (double)(last - first) / 1e6;
+    if (rc == 0 && tw) rc = trace_add_rank_runs(tw, mds, shift, j, st) != 0;
   }
+  free(shift);
   free(mds);
   free(md);
   return rc ? -1 : 0;
@@ -476,6 +502,8 @@ done:
     prof_runs_free(&all[r]);
   free(all);
   free(p.nodes);
+  free(p.clock_off);
+  free(p.clock_rtt);
   free(p.slot);
   free(p.run_ms);
   return rc;
@@ -551,10 +579,13 @@ const cli_command cli_profile_command = {
     "                              per CUDA stream\n"
     "  --dist mpi                  a model whose nodes name MPI ranks (devices\n"
     "                              rank:R/cpu:N): start it with mpirun -np R; every\n"
-    "                              rank times its own steps, rank 0 prints them all\n"
-    "                              (run times are the slowest rank's; threads and\n"
-    "                              arena are summed over the ranks) and writes the\n"
-    "                              trace, one process per rank\n"
+    "                              rank times its own steps, rank 0 measures each\n"
+    "                              rank's clock against its own (printed with its\n"
+    "                              error bound), prints them all (a run's time is\n"
+    "                              from the first rank's start to the last rank's\n"
+    "                              end; threads and arena are summed over the ranks)\n"
+    "                              and writes the trace, one process per rank, every\n"
+    "                              rank's runs where they happened on rank 0's clock\n"
     "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
     "                              DEADLINE_EXCEEDED (default 60)\n\n"
     "Fetches and targets default as in 'flowgraph plan' (a training model runs its\n"

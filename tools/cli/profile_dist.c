@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Above the transfers' tags (numbered from 0 by the plan) and below
  * fg_session_gather_variables' (1 << 28). */
@@ -34,10 +35,13 @@ int prof_runs_add(prof_runs *r, const fg_run_metadata *md, fg_status *st) {
   int64_t *start = realloc(r->start, (size_t)(r->n_runs + 2) * sizeof *start);
   if (start) r->start = start;
   int64_t *ns = start ? realloc(r->run_ns, (size_t)(r->n_runs + 1) * sizeof *ns) : NULL;
-  if (!ns) return oom(st);
-  r->run_ns = ns;
+  if (ns) r->run_ns = ns;
+  int64_t *t0 = ns ? realloc(r->t0_ns, (size_t)(r->n_runs + 1) * sizeof *t0) : NULL;
+  if (!t0) return oom(st);
+  r->t0_ns = t0;
   r->start[r->n_runs] = r->n;
   r->run_ns[r->n_runs] = md->run_ns;
+  r->t0_ns[r->n_runs] = md->start_ns;
   for (int i = 0; i < md->n_nodes; i++) {
     const fg_node_timing *t = &md->nodes[i];
     prof_rec *p = &r->recs[r->n++];
@@ -76,6 +80,7 @@ int prof_runs_exchange(fg_comm *c, const prof_runs *mine, prof_runs *all, fg_sta
     if (move(c, 1, hdr, sizeof hdr, 0, 0, st) != 0 ||
         move(c, 1, mine->start, (mine->n_runs + 1) * 8, 0, 1, st) != 0 ||
         move(c, 1, mine->run_ns, mine->n_runs * 8, 0, 2, st) != 0 ||
+        move(c, 1, mine->t0_ns, mine->n_runs * 8, 0, 4, st) != 0 ||
         move(c, 1, mine->recs, mine->n * (int64_t)sizeof(prof_rec), 0, 3, st) != 0)
       return -1;
     return 0;
@@ -97,10 +102,12 @@ int prof_runs_exchange(fg_comm *c, const prof_runs *mine, prof_runs *all, fg_sta
     o->arena_bytes = (uint64_t)hdr[3];
     o->start = malloc((size_t)(o->n_runs + 1) * sizeof *o->start);
     o->run_ns = malloc((size_t)o->n_runs * sizeof *o->run_ns + 1);
+    o->t0_ns = malloc((size_t)o->n_runs * sizeof *o->t0_ns + 1);
     o->recs = malloc((size_t)o->n * sizeof *o->recs + 1);
-    if (!o->start || !o->run_ns || !o->recs) return oom(st);
+    if (!o->start || !o->run_ns || !o->t0_ns || !o->recs) return oom(st);
     if (move(c, 0, o->start, (o->n_runs + 1) * 8, r, 1, st) != 0 ||
         move(c, 0, o->run_ns, o->n_runs * 8, r, 2, st) != 0 ||
+        move(c, 0, o->t0_ns, o->n_runs * 8, r, 4, st) != 0 ||
         move(c, 0, o->recs, o->n * (int64_t)sizeof(prof_rec), r, 3, st) != 0)
       return -1;
     for (int64_t j = 0; j < o->n_runs; j++)
@@ -141,6 +148,7 @@ int prof_runs_md(prof_runs *r, const fg_graph *g, int64_t j, fg_run_metadata *md
   md->n_nodes = (int)n;
   md->nodes = r->md_nodes;
   md->run_ns = r->run_ns[j];
+  md->start_ns = r->t0_ns[j];
   md->threads = r->threads;
   md->arena_bytes = (size_t)r->arena_bytes;
   return 0;
@@ -149,7 +157,43 @@ int prof_runs_md(prof_runs *r, const fg_graph *g, int64_t j, fg_run_metadata *md
 void prof_runs_free(prof_runs *r) {
   free(r->start);
   free(r->run_ns);
+  free(r->t0_ns);
   free(r->recs);
   free(r->md_nodes);
   memset(r, 0, sizeof *r);
+}
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int prof_clock_offsets(fg_comm *c, int rounds, int64_t *off, int64_t *rtt, fg_status *st) {
+  /* Tags after the exchange's (0 to 4); every round reuses one tag, as
+   * point-to-point messages between two ranks arrive in order. */
+  enum { TAG = 8 };
+  if (c->rank != 0) {
+    for (int k = 0; k < rounds; k++) {
+      int64_t v = 0;
+      if (move(c, 0, &v, 8, 0, TAG, st) != 0) return -1;
+      v = mono_ns();
+      if (move(c, 1, &v, 8, 0, TAG, st) != 0) return -1;
+    }
+    return 0;
+  }
+  off[0] = rtt[0] = 0;
+  for (int r = 1; r < c->size; r++) {
+    rtt[r] = -1;
+    for (int k = 0; k < rounds; k++) {
+      int64_t v = 0, a = mono_ns();
+      if (move(c, 1, &v, 8, r, TAG, st) != 0 || move(c, 0, &v, 8, r, TAG, st) != 0) return -1;
+      int64_t b = mono_ns();
+      if (rtt[r] < 0 || b - a < rtt[r]) {
+        rtt[r] = b - a;
+        off[r] = v - (a + (b - a) / 2);
+      }
+    }
+  }
+  return 0;
 }

@@ -17,6 +17,7 @@ typedef struct prof_runs {
   int64_t n_runs;
   int64_t *start;  /* n_runs + 1: each run's first record */
   int64_t *run_ns; /* n_runs */
+  int64_t *t0_ns;  /* n_runs: fg_run_metadata.start_ns, this rank's clock */
   prof_rec *recs;
   int64_t n, cap;
   int threads;
@@ -38,5 +39,13 @@ int prof_runs_exchange(fg_comm *c, const prof_runs *mine, prof_runs *all, fg_sta
 int prof_runs_md(prof_runs *r, const fg_graph *g, int64_t j, fg_run_metadata *md, fg_status *st);
 
 void prof_runs_free(prof_runs *r); /* also a zeroed one */
+
+/* Every rank calls it. Rank 0 measures each other rank's CLOCK_MONOTONIC
+ * against its own, by ping-pong as NTP does: of `rounds` exchanges it keeps
+ * the one with the shortest round trip and takes the peer's reading minus
+ * the midpoint of rank 0's send and receive. off[r] (rank r's clock minus
+ * rank 0's) is then off by at most rtt[r] / 2; off[0] = rtt[0] = 0. On one
+ * host the clocks are the same and off[r] estimates 0. 0 or -1. */
+int prof_clock_offsets(fg_comm *c, int rounds, int64_t *off, int64_t *rtt, fg_status *st);
 
 #endif

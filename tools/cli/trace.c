@@ -218,10 +218,11 @@ static void write_us(FILE *f, int64_t ns) {
   fprintf(f, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
 }
 
-/* Writes one run's events of trace process `pid` from t->base_ns; returns
- * the run's span (its wall time, or its last event's end if later). */
+/* Writes one run's events of trace process `pid` from t->base_ns + shift;
+ * returns the run's span from t->base_ns (shift plus its wall time, or its
+ * last event's end if later). */
 static int64_t write_run(trace_writer *t, const fg_run_metadata *md, int64_t run, int pid,
-                         int *max_thread) {
+                         int *max_thread, int64_t shift) {
   FILE *f = t->out.f;
   int64_t span = md->run_ns > 0 ? md->run_ns : 0;
   if (md->threads - 1 > *max_thread) *max_thread = md->threads - 1;
@@ -238,7 +239,7 @@ static int64_t write_run(trace_writer *t, const fg_run_metadata *md, int64_t run
     fputs("{\"name\":\"", f);
     json_write_escaped(f, n->name);
     fputs("\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":", f);
-    write_us(f, t->base_ns + n->start_ns);
+    write_us(f, t->base_ns + shift + n->start_ns);
     fputs(",\"dur\":", f);
     write_us(f, dur);
     fprintf(f, ",\"pid\":%d,\"tid\":%d,\"args\":{\"op\":\"", pid, n->thread < 0 ? 0 : n->thread);
@@ -247,7 +248,7 @@ static int64_t write_run(trace_writer *t, const fg_run_metadata *md, int64_t run
             fg_dtype_name(n->dtype), n->output_bytes, run);
     t->n_events++;
   }
-  return span;
+  return shift + span;
 }
 
 static int check_written(const trace_writer *t, fg_status *st) {
@@ -257,16 +258,16 @@ static int check_written(const trace_writer *t, fg_status *st) {
 }
 
 int trace_add_run(trace_writer *t, const fg_run_metadata *md, int64_t run, fg_status *st) {
-  t->base_ns += write_run(t, md, run, 1, &t->max_thread);
+  t->base_ns += write_run(t, md, run, 1, &t->max_thread, 0);
   return check_written(t, st);
 }
 
-int trace_add_rank_runs(trace_writer *t, const fg_run_metadata *const *mds, int64_t run,
-                        fg_status *st) {
+int trace_add_rank_runs(trace_writer *t, const fg_run_metadata *const *mds, const int64_t *shift,
+                        int64_t run, fg_status *st) {
   int64_t span = 0;
   for (int r = 0; r < t->n_ranks; r++) {
     if (!mds[r]) continue;
-    int64_t s = write_run(t, mds[r], run, r + 1, &t->rank_max_thread[r]);
+    int64_t s = write_run(t, mds[r], run, r + 1, &t->rank_max_thread[r], shift ? shift[r] : 0);
     if (s > span) span = s;
   }
   t->base_ns += span;

@@ -50,10 +50,11 @@ int trace_add_run(trace_writer *t, const fg_run_metadata *md, int64_t run, fg_st
  * devices ("rank:1/cpu:0", "... collectives", "... sends"). p must outlive
  * the writer. 0 or -1 (out of memory). */
 int trace_use_ranks(trace_writer *t, const fg_partition *p, fg_status *st);
-/* Appends run `run` of every rank (mds[r]; NULL: none) at one place on the
- * time axis: the ranks ran it at the same time. */
-int trace_add_rank_runs(trace_writer *t, const fg_run_metadata *const *mds, int64_t run,
-                        fg_status *st);
+/* Appends run `run` of every rank (mds[r]; NULL: none) after the runs
+ * before it, rank r's events shifted by shift[r] ns (NULL: none): the time
+ * from the first rank's start to rank r's, on one clock. */
+int trace_add_rank_runs(trace_writer *t, const fg_run_metadata *const *mds, const int64_t *shift,
+                        int64_t run, fg_status *st);
 /* Writes the tail and renames into place; frees `t` either way. */
 int trace_finish(trace_writer *t, fg_status *st);
 /* Drops the partial file; accepts NULL. */
