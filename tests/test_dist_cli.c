@@ -88,6 +88,33 @@ FG_TEST(dist_cli_plan_and_profile_show_partitions, "dist") {
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "transfer bytes per run: 8192");
   result_free(&r);
+  /* Each device has its own arena, offsets from its own 0: the drawing has
+   * one plot per device, headed with the arena the plan prints for it. */
+  FG_REQUIRE(cli(&r, "plan", tpath("mp.fgb"), "-i", xin, "-i", yin, "--memory-svg", tpath("m.svg"),
+                 NULL) == 0);
+  CHECK_OK(r);
+  char *svg = slurp(tpath("m.svg"));
+  FG_REQUIRE(svg);
+  int rects = 0;
+  for (int d = 0; d < 2; d++) {
+    char key[32], want[96];
+    snprintf(key, sizeof key, "  cpu:%d: ", d);
+    const char *line = strstr(r.out, key), *ar = line ? strstr(line, "arena ") : NULL;
+    FG_REQUIRE(ar);
+    long long bytes = -1;
+    FG_REQUIRE(sscanf(ar, "arena %lld bytes", &bytes) == 1 && bytes > 0);
+    snprintf(key, sizeof key, ">cpu:%d: ", d);
+    const char *head = strstr(svg, key);
+    FG_REQUIRE(head);
+    int n = -1;
+    FG_REQUIRE(sscanf(head + strlen(key), "%d arena tensors", &n) == 1 && n > 0);
+    rects += n;
+    snprintf(want, sizeof want, "%s%d arena tensors, arena %lld bytes</text>", key, n, bytes);
+    FG_CHECK_STR_CONTAINS(svg, want);
+  }
+  FG_CHECK_INT(lines_with(svg, svg + strlen(svg), "<rect ", ""), rects);
+  free(svg);
+  result_free(&r);
   FG_REQUIRE(cli(&r, "profile", tpath("mp.fgb"), "-i", xin, "-i", yin, "--fetch", "loss", "--runs",
                  "2", "--trace", trace, NULL) == 0);
   CHECK_OK(r);
@@ -163,12 +190,19 @@ FG_TEST(dist_cli_plan_shows_each_ranks_plan, "dist") {
   FG_CHECK(strcmp(tail, "\nall ranks:\narena_bytes: 192\nlower_bound_bytes: 192\n"
                         "naive_bytes: 192\n") == 0);
   result_free(&r);
-  /* One memory drawing cannot hold two plans. */
-  FG_REQUIRE(cli(&r, "plan", tpath("mp2.fgb"), "--random-inputs", "--memory-svg", tpath("m.svg"),
-                 NULL) == 0);
-  CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT",
-                      "--memory-svg draws one plan, and " /* the path, then */);
-  FG_CHECK_STR_CONTAINS(r.err, "places nodes on 2 MPI ranks (rank:R/ devices): one plan each");
+  /* The memory drawing has one plot per rank's device, each with its own
+   * arena: h on rank 0; the received h and e on rank 1. */
+  FG_REQUIRE(cli(&r, "plan", tpath("mp2.fgb"), "--random-inputs", "--batch", "3", "--memory-svg",
+                 tpath("m.svg"), NULL) == 0);
+  CHECK_OK(r);
+  char *svg = slurp(tpath("m.svg"));
+  FG_REQUIRE(svg);
+  FG_CHECK_STR_CONTAINS(svg, ">rank:0/cpu:0: 1 arena tensors, arena 64 bytes</text>");
+  FG_CHECK_STR_CONTAINS(svg, ">rank:1/cpu:0: 2 arena tensors, arena 128 bytes</text>");
+  FG_CHECK_STR_CONTAINS(svg, "mp2.fgb (7 steps, 3 arena tensors)</text>");
+  FG_CHECK_STR_CONTAINS(svg, "arena 192 bytes | lower bound 192 bytes | naive 192 bytes");
+  FG_CHECK_INT(lines_with(svg, svg + strlen(svg), "<rect ", ""), 3);
+  free(svg);
   result_free(&r);
   /* Profiling needs every rank running: refused, pointing to what works. */
   FG_REQUIRE(cli(&r, "profile", tpath("mp2.fgb"), "--random-inputs", NULL) == 0);

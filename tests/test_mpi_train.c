@@ -529,14 +529,29 @@ FG_TEST(mpi_profile_model_parallel_np2, "dist") {
   lin_inputs(xi, yi);
   snprintf(model, sizeof model, "%s", tpath("lin_mp.fgb"));
   snprintf(trace, sizeof trace, "%s", tpath("t.json"));
-  char *args[] = {FG_CLI_PATH, "profile",        model, "-i",      xi,    "-i",
-                  yi,          "--runs",         "3",   "--trace", trace, "--dist",
-                  "mpi",       "--dist-timeout", "20",  NULL};
+  char svg[700];
+  snprintf(svg, sizeof svg, "%s", tpath("m.svg"));
+  char *args[] = {
+      FG_CLI_PATH, "profile", model, "-i",           xi,  "-i",     yi,    "--runs",
+      "3",         "--trace", trace, "--memory-svg", svg, "--dist", "mpi", "--dist-timeout",
+      "20",        NULL};
   run_result *res = malloc(sizeof *res);
   mpirun(2, NULL, args, 50, res);
   FG_CHECK_INT(res->status, 0);
   FG_CHECK_INT(count_substr(res->out, "profile of "), 1);
-  FG_CHECK_INT(count_substr(res->out, "wrote "), 1);
+  FG_CHECK_INT(count_substr(res->out, "wrote "), 2);
+  /* Each rank's own plan in the partition lines: rank 1 holds the loss
+   * and its gradient nodes (7: reduce_mean, ones_like, 2 numel, 2 div,
+   * broadcast_like), so 9 steps with mul_3's receive and the gradient's
+   * send; 40 rows x 1 f32 = 160 bytes each way. */
+  FG_CHECK_STR_CONTAINS(res->out, "  rank:1/cpu:0: 7 nodes, 9 steps (1 recv), arena ");
+  FG_CHECK_STR_CONTAINS(res->out, "transfer bytes per run: 320 (2 of the graph's 2 transfers)");
+  char *pic = slurp(svg);
+  FG_REQUIRE(pic);
+  FG_CHECK_STR_CONTAINS(pic, ">rank:0/cpu:0: ");
+  FG_CHECK_STR_CONTAINS(pic, ">rank:1/cpu:0: ");
+  FG_CHECK_STR_CONTAINS(pic, "(all ranks)</text>");
+  free(pic);
   FG_CHECK_STR_CONTAINS(res->out, "runs: 3,");
   /* Both ranks' nodes, and the steps moving tensors between them. */
   const char *order = strstr(res->out, "Run order");

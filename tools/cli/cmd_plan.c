@@ -435,22 +435,17 @@ static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_inf
  * as its rank would make it, with an in-process communicator standing for
  * the ranks (planning sends nothing). The summary lines add the ranks up;
  * each rank's own follow its tables. */
-static int plan_ranks(const plan_args *a, plan_model *m, int ranks, fg_status *st) {
-  if (a->memory_svg) {
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "--memory-svg draws one plan, and %s places nodes on %d MPI ranks (rank:R/ "
-                  "devices): one plan each",
-                  a->run.model, ranks);
-    return -1;
-  }
+int plan_rank_infos(const char *model, plan_model *m, int ranks, fg_plan_info **infos,
+                    fg_status *st) {
+  for (int r = 0; r < ranks; r++)
+    infos[r] = NULL;
   if (ranks > FG_MAX_CPU_DEVICES) {
     fg_status_set(st, FG_UNIMPLEMENTED,
-                  "%s places nodes on %d MPI ranks; flowgraph plan shows the plans of at most %d",
-                  a->run.model, ranks, FG_MAX_CPU_DEVICES);
+                  "%s places nodes on %d MPI ranks; flowgraph plans at most %d of them here", model,
+                  ranks, FG_MAX_CPU_DEVICES);
     return -1;
   }
   fg_comm *h[FG_MAX_CPU_DEVICES];
-  fg_plan_info *infos[FG_MAX_CPU_DEVICES] = {0};
   if (fg_comm_inproc_group(ranks, 1, h, st) != 0) return -1;
   int rc = 0;
   for (int r = 0; r < ranks && rc == 0; r++) {
@@ -464,6 +459,22 @@ static int plan_ranks(const plan_args *a, plan_model *m, int ranks, fg_status *s
   fg_status *st2 = fg_status_new();
   fg_session_set_comm(m->session, NULL, st2);
   fg_status_free(st2);
+  for (int r = 0; r < ranks; r++)
+    h[r]->ops->free(h[r]);
+  if (rc != 0)
+    for (int r = 0; r < ranks; r++) {
+      fg_plan_info_free(infos[r]);
+      infos[r] = NULL;
+    }
+  return rc;
+}
+
+static int plan_ranks(const plan_args *a, plan_model *m, int ranks, fg_status *st) {
+  fg_plan_info *infos[FG_MAX_CPU_DEVICES] = {0};
+  int rc = plan_rank_infos(a->run.model, m, ranks, infos, st);
+  if (rc == 0 && a->memory_svg)
+    rc = svg_write_memory_plan(a->memory_svg, (const fg_plan_info *const *)infos, ranks,
+                               fg_session_partition(m->session), a->run.model, st);
   if (rc == 0) {
     size_t sum[3] = {0, 0, 0};
     printf("plan for %s: %d MPI ranks (rank:R/ devices), one plan each\n", a->run.model, ranks);
@@ -485,11 +496,10 @@ static int plan_ranks(const plan_args *a, plan_model *m, int ranks, fg_status *s
     }
     printf("\nall ranks:\n");
     print_summary("", sum[0], sum[1], sum[2]);
+    if (a->memory_svg) printf("memory svg: %s\n", a->memory_svg);
   }
-  for (int r = 0; r < ranks; r++) {
+  for (int r = 0; r < ranks; r++)
     fg_plan_info_free(infos[r]);
-    h[r]->ops->free(h[r]);
-  }
   return rc;
 }
 
@@ -501,7 +511,9 @@ static int plan_body(const plan_args *a, plan_model *m, fg_status *st) {
                            m->n_fetch, m->targets, m->n_targets, st);
   if (!info) return -1;
   int rc = 0;
-  if (a->memory_svg) rc = svg_write_memory_plan(a->memory_svg, info, a->run.model, st);
+  if (a->memory_svg)
+    rc = svg_write_memory_plan(a->memory_svg, (const fg_plan_info *const *)&info, 1,
+                               fg_session_partition(m->session), a->run.model, st);
   if (rc == 0) {
     print_plan(a, m, info);
   }
@@ -526,7 +538,8 @@ const cli_command cli_plan_command = {
     "  --fetch NAME                plan for fetching NAME (\"node\" or \"node:index\")\n"
     "  --target NAME               plan for running node NAME for its effect\n"
     "  --memory-svg OUT.svg        draw the memory plan: steps across, arena offset down,\n"
-    "                              one rectangle per arena tensor\n"
+    "                              one rectangle per arena tensor; one plot per\n"
+    "                              device (each has its own arena)\n"
     "  --max-memory BYTES          refuse a plan needing more bytes (arena plus\n"
     "                              fetched outputs; suffix K, M or G; default: the\n"
     "                              machine's memory)\n\n"
@@ -547,6 +560,6 @@ const cli_command cli_plan_command = {
     "A model placing nodes on MPI ranks (rank:R/ devices) has one plan per rank,\n"
     "each holding that rank's steps only; they are printed in turn as 'rank R:'\n"
     "sections with their own 'rank R arena_bytes: N' lines (no mpirun needed), and\n"
-    "the last three lines add the ranks up. --memory-svg is refused there.\n"
+    "the last three lines add the ranks up. --memory-svg draws every rank's devices.\n"
     "The SVG is written to a temporary name and renamed, so a failure leaves none.\n",
     plan_main};

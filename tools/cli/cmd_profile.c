@@ -284,8 +284,10 @@ static void print_timings(const plan_args *a, const profile_data *p) {
   printf("runs: %" PRId64 ", min %.4f, avg %.4f, max %.4f, std %.4f\n", p->n_runs, mn, avg, mx, sd);
 }
 
+/* infos: the plan (infos[0]), or with n_ranks > 0 each rank's; only read
+ * when the partition has several devices. */
 static int print_report(const plan_args *a, const plan_model *m, const profile_data *p,
-                        fg_status *st) {
+                        const fg_plan_info *const *infos, int n_ranks, fg_status *st) {
   double runs = p->n_runs > 0 ? (double)p->n_runs : 1.0, total = 0;
   for (int i = 0; i < p->n_nodes; i++)
     total += p->nodes[i].total_ms / runs;
@@ -301,13 +303,8 @@ static int print_report(const plan_args *a, const plan_model *m, const profile_d
   /* Several devices: their partitions and transfers; in the trace each
    * device is one track, and its collectives another (a node's thread is its
    * lane). */
-  if (fg_partition_num_devices(fg_session_partition(m->session)) > 1) {
-    fg_plan_info *info =
-        fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n, (const char *const *)m->fetch,
-                             m->n_fetch, m->targets, m->n_targets, st);
-    plan_print_partition(m, (const fg_plan_info *const *)&info, 0);
-    fg_plan_info_free(info);
-  }
+  if (fg_partition_num_devices(fg_session_partition(m->session)) > 1)
+    plan_print_partition(m, infos, n_ranks);
   for (int r = 1; r < p->n_ranks; r++)
     printf("clock of rank %d: %+.3f ms from rank 0's (within %.3f ms: half the shortest of %d "
            "round trips)\n",
@@ -446,9 +443,10 @@ static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, fg_status
   int root = !c || c->rank == 0;
   profile_data p;
   memset(&p, 0, sizeof p);
-  int rc = -1, svg_written = 0;
+  int rc = -1, svg_written = 0, trace_written = 0;
   trace_writer *tw = NULL;
-  fg_plan_info *info = NULL;
+  fg_plan_info *infos[FG_MAX_CPU_DEVICES] = {0};
+  int n_ranks = 0;
   prof_runs *all = c ? calloc((size_t)c->size, sizeof *all) : NULL;
   if (c && !all) {
     oom(st);
@@ -473,31 +471,46 @@ static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, fg_status
     rc = 0;
     goto done;
   }
-  if (a->memory_svg) {
-    /* After the runs: the plan is cached, so this only reads it. */
-    info =
-        fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n, (const char *const *)m->fetch,
-                             m->n_fetch, m->targets, m->n_targets, st);
-    if (!info || svg_write_memory_plan(a->memory_svg, info, a->run.model, st) != 0) goto done;
-    svg_written = 1;
-  }
   if (tw) {
+    /* Before the plans below: the trace names tracks after the session's
+     * partition, which attaching other communicators rebuilds. */
     int r = trace_finish(tw, st);
     tw = NULL;
     if (r != 0) goto done;
+    trace_written = 1;
   }
-  if (print_report(a, m, &p, st) != 0) goto done;
+  n_ranks = c ? fg_partition_num_ranks(fg_session_partition(m->session)) : 0;
+  if (a->memory_svg || fg_partition_num_devices(fg_session_partition(m->session)) > 1) {
+    /* After the runs: the plan is cached, so this only reads it. Across
+     * processes rank 0 makes each rank's plan as that rank did (which
+     * leaves the session without its communicator: the runs are over). */
+    if (n_ranks > 0) {
+      if (plan_rank_infos(a->run.model, m, n_ranks, infos, st) != 0) goto done;
+    } else if (!(infos[0] = fg_session_plan_info(m->session, m->feeds.feeds, m->feeds.n,
+                                                 (const char *const *)m->fetch, m->n_fetch,
+                                                 m->targets, m->n_targets, st))) {
+      goto done;
+    }
+  }
+  if (a->memory_svg) {
+    if (svg_write_memory_plan(a->memory_svg, (const fg_plan_info *const *)infos,
+                              n_ranks > 0 ? n_ranks : 1, fg_session_partition(m->session),
+                              a->run.model, st) != 0)
+      goto done;
+    svg_written = 1;
+  }
+  if (print_report(a, m, &p, (const fg_plan_info *const *)infos, n_ranks, st) != 0) goto done;
   if (a->trace) printf("wrote %s\n", a->trace);
   if (a->memory_svg) printf("wrote %s\n", a->memory_svg);
   rc = 0;
 done:
-  if (rc != 0 && svg_written) {
-    /* The SVG was renamed into place before a later step failed: a failed
-     * command leaves no output file. */
-    remove(a->memory_svg);
-  }
+  /* An output renamed into place before a later step failed: a failed
+   * command leaves no output file. */
+  if (rc != 0 && svg_written) remove(a->memory_svg);
+  if (rc != 0 && trace_written) remove(a->trace);
   trace_abort(tw);
-  fg_plan_info_free(info);
+  for (int r = 0; r < FG_MAX_CPU_DEVICES; r++)
+    fg_plan_info_free(infos[r]);
   for (int r = 0; all && r < c->size; r++)
     prof_runs_free(&all[r]);
   free(all);

@@ -60,5 +60,10 @@ double plan_now_ms(void);
  * cross-process model: infos[r] is rank r's plan, which holds its devices'
  * steps. Prints nothing for a single-device plan. */
 void plan_print_partition(const plan_model *m, const fg_plan_info *const *infos, int n_ranks);
+/* A cross-process model's plans, infos[r] as rank r would make it (an
+ * in-process communicator stands for the ranks; planning sends nothing).
+ * Leaves the session without a communicator. 0, or -1 with infos NULL. */
+int plan_rank_infos(const char *model, plan_model *m, int ranks, fg_plan_info **infos,
+                    fg_status *st);
 
 #endif

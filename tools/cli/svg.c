@@ -159,27 +159,108 @@ static void draw_tensor(FILE *f, const fg_plan_info *info, int i, double cw, dou
   fputs("</g>\n", f);
 }
 
-int svg_write_memory_plan(const char *path, const fg_plan_info *info, const char *title,
-                          fg_status *st) {
-  out_file o;
-  if (out_open(&o, path, st) != 0) return -1;
-  FILE *f = o.f;
+/* One plot: the tensors of `info` on device `device` (-1: all of them),
+ * `y0` below the top of the picture. */
+typedef struct panel {
+  const fg_plan_info *info;
+  int device;
+  char label[96]; /* "" for the single panel of a one-device plan */
+} panel;
+
+static int on_panel(const panel *pn, const fg_plan_tensor *t) {
+  return t->offset >= 0 && (pn->device < 0 || t->device == pn->device);
+}
+
+static void draw_panel(FILE *f, const panel *pn, double y0) {
+  const fg_plan_info *info = pn->info;
   int n_steps = info->n_steps > 0 ? info->n_steps : 1;
   /* Wide cells for short plans, but never narrower than the legend. */
   double cw = PLOT_W / n_steps, cap = 480.0 / n_steps > 80 ? 480.0 / n_steps : 80;
   if (cw > cap) cw = cap;
-  size_t arena = info->arena_bytes;
+  size_t arena = pn->device < 0 ? info->arena_bytes : info->device_arena_bytes[pn->device];
+  size_t own = arena;
   /* The plot covers every placed byte even if a tensor ends past the
    * reported arena: a wrong plan should look wrong, not be cut off. */
   int n_arena = 0;
   for (int i = 0; i < info->n_tensors; i++) {
     const fg_plan_tensor *t = &info->tensors[i];
-    if (t->offset < 0) continue;
+    if (!on_panel(pn, t)) continue;
     n_arena++;
     if ((uint64_t)t->offset + t->bytes > arena) arena = (size_t)((uint64_t)t->offset + t->bytes);
   }
   double yscale = PLOT_H / (double)(arena > 0 ? arena : 1);
-  double width = LEFT + cw * n_steps + RIGHT, height = TOP + PLOT_H + BOTTOM;
+  fprintf(f, "<g transform=\"translate(0 %.0f)\">\n", y0);
+  if (pn->label[0]) {
+    fprintf(f, "<text x=\"8\" y=\"%.0f\" font-size=\"12\">", TOP - 36);
+    xml_text(f, pn->label, 200);
+    fprintf(f, ": %d arena tensors, arena %zu bytes</text>\n", n_arena, own);
+  }
+  draw_axes(f, n_steps, cw, arena, yscale);
+  for (int i = 0; i < info->n_tensors; i++)
+    if (on_panel(pn, &info->tensors[i])) draw_tensor(f, info, i, cw, yscale, n_steps);
+  fputs("</g>\n", f);
+}
+
+int svg_write_memory_plan(const char *path, const fg_plan_info *const *infos, int n_infos,
+                          const fg_partition *part, const char *title, fg_status *st) {
+  /* Each device has its own arena, with offsets from its own 0: one panel
+   * per device that holds tensors (per rank and device when n_infos > 1). */
+  int n_panels = 0, cap = 0;
+  panel *pn = NULL;
+  for (int r = 0; r < n_infos; r++) {
+    const fg_plan_info *info = infos[r];
+    int nd = info->n_devices > 1 ? info->n_devices : 1;
+    for (int d = 0; d < nd; d++) {
+      panel one = {info, info->n_devices > 1 ? d : -1, ""};
+      int used = 0;
+      for (int i = 0; i < info->n_tensors && !used; i++)
+        used = on_panel(&one, &info->tensors[i]);
+      if (!used && (n_infos > 1 || nd > 1)) continue;
+      if (n_infos > 1 || nd > 1) {
+        char dev[64] = "?";
+        if (part && d < fg_partition_num_devices(part))
+          fg_device_str(fg_partition_device(part, d), dev, sizeof dev);
+        snprintf(one.label, sizeof one.label, "%s", dev);
+      }
+      if (n_panels == cap) {
+        cap = cap * 2 + 4;
+        panel *np = realloc(pn, (size_t)cap * sizeof *np);
+        if (!np) {
+          free(pn);
+          fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+          return -1;
+        }
+        pn = np;
+      }
+      pn[n_panels++] = one;
+    }
+  }
+  out_file o;
+  if (out_open(&o, path, st) != 0) {
+    free(pn);
+    return -1;
+  }
+  FILE *f = o.f;
+  double width = LEFT + RIGHT + 480.0, panel_h = TOP + PLOT_H + BOTTOM;
+  int n_steps = 0, n_tensors = 0;
+  size_t sum[3] = {0, 0, 0};
+  for (int k = 0; k < n_panels; k++) {
+    int ns = pn[k].info->n_steps > 0 ? pn[k].info->n_steps : 1;
+    double cw = PLOT_W / ns, c2 = 480.0 / ns > 80 ? 480.0 / ns : 80;
+    if (cw > c2) cw = c2;
+    if (LEFT + cw * ns + RIGHT > width) width = LEFT + cw * ns + RIGHT;
+    for (int i = 0; i < pn[k].info->n_tensors; i++)
+      n_tensors += on_panel(&pn[k], &pn[k].info->tensors[i]);
+  }
+  for (int r = 0; r < n_infos; r++) {
+    n_steps += infos[r]->n_steps;
+    sum[0] += infos[r]->arena_bytes;
+    sum[1] += infos[r]->lower_bound_bytes;
+    sum[2] += infos[r]->naive_bytes;
+  }
+  /* Several plots: room under the title for the first one's heading. */
+  double head = n_panels > 0 && pn[0].label[0] ? 24.0 : 0.0;
+  double height = head + panel_h * (n_panels > 0 ? n_panels : 1);
   fprintf(f,
           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
           "viewBox=\"0 0 %.0f %.0f\" font-family=\"monospace\" font-size=\"11\" "
@@ -189,13 +270,13 @@ int svg_write_memory_plan(const char *path, const fg_plan_info *info, const char
   xml_text(f, title, 4096);
   fputs("</title>\n<text x=\"8\" y=\"16\" font-size=\"13\">memory plan: ", f);
   xml_text(f, title, 100);
-  fprintf(f, " (%d steps, %d arena tensors)</text>\n", info->n_steps, n_arena);
-  draw_axes(f, n_steps, cw, arena, yscale);
-  for (int i = 0; i < info->n_tensors; i++)
-    if (info->tensors[i].offset >= 0) draw_tensor(f, info, i, cw, yscale, n_steps);
+  fprintf(f, " (%d steps, %d arena tensors)</text>\n", n_steps, n_tensors);
+  for (int k = 0; k < n_panels; k++)
+    draw_panel(f, &pn[k], head + panel_h * k);
   fprintf(f,
           "<text x=\"%.2f\" y=\"%.2f\">arena %zu bytes | lower bound %zu bytes | naive %zu "
-          "bytes</text>\n</svg>\n",
-          LEFT, TOP + PLOT_H + 30, info->arena_bytes, info->lower_bound_bytes, info->naive_bytes);
+          "bytes%s</text>\n</svg>\n",
+          LEFT, height - BOTTOM + 30, sum[0], sum[1], sum[2], n_infos > 1 ? " (all ranks)" : "");
+  free(pn);
   return out_commit(&o, st);
 }
