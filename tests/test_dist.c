@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "dist/comm_inproc.h"
 #include "executor/cuda_backend.h"
@@ -407,13 +406,11 @@ FG_TEST(dist_colocate_attr_rules_and_bad_names, "badinput") {
   FG_CHECK_INT(fg_partition_node_device(p, pinned.node), 0);
   fg_partition_free(p);
   /* The attribute survives a save and load, and so does the placement. */
-  char path[] = "/tmp/fg_colocate_XXXXXX";
-  int fd = mkstemp(path);
-  FG_REQUIRE(fd >= 0);
-  close(fd);
-  FG_REQUIRE(fg_graph_save(g, path, st) == 0);
-  fg_graph *h = fg_graph_load(path, st);
-  remove(path);
+  void *bytes = NULL;
+  size_t size = 0;
+  FG_REQUIRE(fg_graph_save_memory(g, &bytes, &size, st) == 0);
+  fg_graph *h = fg_graph_load_memory(bytes, size, st);
+  free(bytes);
   FG_REQUIRE(h);
   p = fg_partition_new(h, NULL, st);
   FG_REQUIRE(p);
