@@ -57,6 +57,173 @@ static void pool_parallel_for(void *pool, int64_t n, int64_t grain, fg_krange_fn
   fg_pool_parallel_for(pool, n, grain, fn, arg);
 }
 
+/* The k-th all_reduce nodes of the devices run as one collective, so the
+ * graph with each such group merged into one node must have no cycle: a
+ * member that needs another member's result (or a later group's) would wait
+ * for it forever. Kahn's algorithm over that merged graph; a group left
+ * unfinished is named. off/ids as in check_pairs, counts equal per device. */
+static int check_pair_order(const fg_graph *g, const fg_partition *part, const int *node_dev,
+                            const int *off, const int *ids, int first, fg_status *st) {
+  int n = g->n_nodes, k_n = off[first + 1] - off[first];
+  int nd = fg_partition_num_devices(part);
+  /* unit[id]: the merged node id belongs to; groups are n .. n + k_n - 1. */
+  int *unit = malloc(((size_t)n + 1) * sizeof *unit);
+  int *indeg = calloc((size_t)n + (size_t)k_n + 1, sizeof *indeg);
+  int *queue = malloc(((size_t)n + (size_t)k_n + 1) * sizeof *queue);
+  /* Consumers of each node, to walk edges forwards (CSR). */
+  int *coff = calloc((size_t)n + 2, sizeof *coff), *cons = NULL;
+  if (!unit || !indeg || !queue || !coff) goto oom;
+  for (int id = 0; id < n; id++)
+    unit[id] = id;
+  for (int d = 0; d < nd; d++)
+    for (int k = off[d]; k < off[d + 1]; k++)
+      unit[ids[k]] = n + (k - off[d]);
+  int n_edges = 0;
+  for (int id = 0; id < n; id++)
+    for (int i = 0; i < g->nodes[id].n_inputs; i++) {
+      int p = g->nodes[id].inputs[i].node;
+      coff[p + 2]++, n_edges++;
+    }
+  for (int id = 0; id < n; id++)
+    coff[id + 2] += coff[id + 1];
+  cons = malloc((size_t)n_edges * sizeof *cons + 1);
+  if (!cons) goto oom;
+  int self = -1; /* a member reading another member of its own group */
+  for (int id = 0; id < n; id++)
+    for (int i = 0; i < g->nodes[id].n_inputs; i++) {
+      int p = g->nodes[id].inputs[i].node;
+      cons[coff[p + 1]++] = id;
+      if (unit[p] != unit[id])
+        indeg[unit[id]]++;
+      else if (p != id && self < 0)
+        self = id;
+    }
+  /* Members of group u: its nodes; a group is done when all its edges in
+   * are; walking out of it walks out of every member. */
+  int head = 0, tail = 0, done = 0;
+  for (int u = 0; u < n + k_n; u++)
+    if ((u >= n || unit[u] == u) && indeg[u] == 0) queue[tail++] = u;
+  while (head < tail) {
+    int u = queue[head++];
+    done++;
+    for (int d = 0; d < (u >= n ? nd : 1); d++) {
+      int lo = u >= n ? (off[d + 1] > off[d] ? off[d] + (u - n) : -1) : -1;
+      int id = u >= n ? (lo >= 0 ? ids[lo] : -1) : u;
+      if (id < 0) continue;
+      for (int c = coff[id]; c < coff[id + 1]; c++) {
+        int v = unit[cons[c]];
+        if (v != u && --indeg[v] == 0) queue[tail++] = v;
+      }
+    }
+  }
+  int total = k_n;
+  for (int id = 0; id < n; id++)
+    total += unit[id] == id;
+  int rc = 0;
+  if (done != total || self >= 0) {
+    /* The group of a member reading its partner, else the first group not
+     * done: name two of its members. */
+    int k = 0;
+    if (self >= 0)
+      k = unit[self] - n;
+    else
+      while (k < k_n && indeg[n + k] == 0)
+        k++;
+    int a = -1, b = -1;
+    for (int d = 0; d < nd && k < k_n; d++)
+      if (off[d + 1] > off[d]) {
+        if (a < 0)
+          a = ids[off[d] + k];
+        else if (b < 0)
+          b = ids[off[d] + k];
+      }
+    char da[32] = "?", db[32] = "?";
+    if (a >= 0) fg_device_str(fg_partition_device(part, node_dev[a]), da, sizeof da);
+    if (b >= 0) fg_device_str(fg_partition_device(part, node_dev[b]), db, sizeof db);
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "all_reduce nodes '%s' (on '%s') and '%s' (on '%s') reduce together (each is "
+                  "all_reduce %d on its device), but one of them needs, through its inputs, the "
+                  "result of that reduction or of a later one: they would wait for each other "
+                  "forever",
+                  a >= 0 ? g->nodes[a].name : "?", da, b >= 0 ? g->nodes[b].name : "?", db, k + 1);
+    rc = -1;
+  }
+  free(unit), free(indeg), free(queue), free(coff), free(cons);
+  return rc;
+oom:
+  free(unit), free(indeg), free(queue), free(coff), free(cons);
+  fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+  return -1;
+}
+
+/* In one process the devices holding all_reduce nodes reduce together, the
+ * k-th of each (node id order) with the k-th of the others, as
+ * fg_data_parallel builds them. A k-th without partners would wait for
+ * them until the deadline, and partners of different dtypes or forms
+ * would read each other's buffers as the wrong type: refused here, naming
+ * the nodes. */
+static int check_pairs(const fg_graph *g, const fg_partition *part, const int *node_dev,
+                       fg_status *st) {
+  int nd = fg_partition_num_devices(part), n = 0;
+  /* ids[off[d] .. off[d + 1]): device d's all_reduce nodes in id order. */
+  int *off = calloc((size_t)nd + 2, sizeof *off), *ids = NULL, *fill = NULL;
+  for (int id = 0; off && id < g->n_nodes; id++)
+    if (g->nodes[id].op == FG_OP_ALL_REDUCE) off[node_dev[id] + 2]++, n++;
+  if (off) ids = malloc((size_t)n * sizeof *ids + 1);
+  if (!off || !ids) {
+    free(off);
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+    return -1;
+  }
+  for (int d = 0; d < nd; d++)
+    off[d + 2] += off[d + 1];
+  fill = off + 1; /* fill[d] counts up from off[d] to off[d + 1] */
+  for (int id = 0; id < g->n_nodes; id++)
+    if (g->nodes[id].op == FG_OP_ALL_REDUCE) ids[fill[node_dev[id]]++] = id;
+  int first = -1, rc = 0;
+  for (int d = 0; d < nd && rc == 0; d++) {
+    int cnt = off[d + 1] - off[d];
+    if (cnt == 0) continue;
+    if (first < 0) {
+      first = d;
+      continue;
+    }
+    int cf = off[first + 1] - off[first];
+    char da[32], db[32];
+    fg_device_str(fg_partition_device(part, first), da, sizeof da);
+    fg_device_str(fg_partition_device(part, d), db, sizeof db);
+    for (int k = 0; k < cnt && k < cf && rc == 0; k++) {
+      int a = ids[off[first] + k], b = ids[off[d] + k];
+      fg_dtype ta = g->nodes[a].outputs[0].dtype, tb = g->nodes[b].outputs[0].dtype;
+      int wa = fg_attr_int_or(&g->nodes[a], "weighted", 0) != 0,
+          wb = fg_attr_int_or(&g->nodes[b], "weighted", 0) != 0;
+      if (ta == tb && wa == wb) continue;
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "all_reduce nodes '%s' (%s%s, on '%s') and '%s' (%s%s, on '%s') reduce "
+                    "together (each is all_reduce %d on its device) but differ in %s",
+                    g->nodes[a].name, fg_dtype_name(ta), wa ? ", weighted" : "", da,
+                    g->nodes[b].name, fg_dtype_name(tb), wb ? ", weighted" : "", db, k + 1,
+                    ta != tb ? "dtype" : "form (weighted or not)");
+      rc = -1;
+    }
+    if (rc == 0 && cnt != cf) {
+      int more = cnt > cf ? d : first, less = cnt > cf ? first : d;
+      int lone = ids[off[more] + (cnt < cf ? cnt : cf)];
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "all_reduce node '%s' is all_reduce %d on '%s', and '%s' holds only %d: the "
+                    "devices holding all_reduce nodes reduce together, the k-th of each with the "
+                    "k-th of the others, so each needs as many",
+                    g->nodes[lone].name, (cnt < cf ? cnt : cf) + 1, more == d ? db : da,
+                    less == d ? db : da, cnt < cf ? cnt : cf);
+      rc = -1;
+    }
+  }
+  if (rc == 0 && first >= 0) rc = check_pair_order(g, part, node_dev, off, ids, first, st);
+  free(off);
+  free(ids);
+  return rc;
+}
+
 /* Builds a complete new state into `nw` (zeroed, process comm set). */
 static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_options *o,
                  fg_status *st) {
@@ -142,7 +309,9 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
     nw->use_exec = 1;
   } else if (n_ar_dev > 1) {
     fg_comm *h[FG_MAX_CPU_DEVICES];
-    if (fg_comm_inproc_group(n_ar_dev, o->dist_timeout_s, h, st) != 0) {
+    if (check_pairs(g, nw->part, node_dev, st) != 0) {
+      rc = -1;
+    } else if (fg_comm_inproc_group(n_ar_dev, o->dist_timeout_s, h, st) != 0) {
       rc = -1;
     } else {
       for (int d = 0, r = 0; d < nd; d++)

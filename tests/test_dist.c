@@ -973,3 +973,80 @@ FG_TEST(dist_weighted_all_reduce_bad_inputs, "dist,badinput") {
   fg_graph_free(g);
   fg_status_free(st);
 }
+
+/* all_reduce nodes built by hand on two devices of one process: they reduce
+ * together in id order, so a device holding fewer of them, or a partner of
+ * another dtype or form, fails fg_session_new naming the nodes and devices
+ * instead of a run waiting out the deadline (or reading a buffer as the
+ * wrong type). Matched ones run: (1 + 3) / 2 and (2 + 4) / 2. */
+static fg_output plain_ar(fg_graph *g, const char *name, fg_output x, const char *dev) {
+  fg_output o = fg_op(g, "all_reduce", name, &x, 1, NULL);
+  if (!fg_node_device(g, x.node)) fg_set_device(g, x, dev); /* a fresh scalar */
+  fg_set_device(g, o, dev);
+  return o;
+}
+
+static void check_pairs_refused(fg_graph *g, const char *want1, const char *want2) {
+  fg_status *st = fg_status_new();
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  FG_CHECK(fg_session_new(g, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), want1);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), want2);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+FG_TEST(dist_all_reduce_pairs_checked, "dist,badinput") {
+  fg_graph *g = fg_graph_new();
+  plain_ar(g, "a0", fg_scalar(g, FG_F32, 1), "cpu:0");
+  plain_ar(g, "b0", fg_scalar(g, FG_F32, 3), "cpu:1");
+  plain_ar(g, "a1", fg_scalar(g, FG_F32, 2), "cpu:0");
+  check_pairs_refused(g,
+                      "all_reduce node 'a1' is all_reduce 2 on 'cpu:0', and 'cpu:1' holds only 1",
+                      "the k-th of each with the k-th of the others");
+  g = fg_graph_new();
+  plain_ar(g, "a0", fg_scalar(g, FG_F32, 1), "cpu:0");
+  plain_ar(g, "b0", fg_scalar(g, FG_F64, 3), "cpu:1");
+  check_pairs_refused(g, "'a0' (f32, on 'cpu:0') and 'b0' (f64, on 'cpu:1')", "differ in dtype");
+
+  fg_status *st = fg_status_new();
+  g = fg_graph_new();
+  plain_ar(g, "a0", fg_scalar(g, FG_F32, 1), "cpu:0");
+  plain_ar(g, "b0", fg_scalar(g, FG_F32, 3), "cpu:1");
+  plain_ar(g, "a1", fg_scalar(g, FG_F32, 2), "cpu:0");
+  plain_ar(g, "b1", fg_scalar(g, FG_F32, 4), "cpu:1");
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  const char *fetch[2] = {"a1", "b0"};
+  fg_tensor *out[2] = {NULL, NULL};
+  FG_REQUIRE(fg_session_run(s, NULL, 0, fetch, 2, out, NULL, 0, st) == 0);
+  FG_CHECK(*(float *)fg_tensor_data(out[0]) == 3.0f);
+  FG_CHECK(*(float *)fg_tensor_data(out[1]) == 2.0f);
+  fg_tensor_free(out[0]);
+  fg_tensor_free(out[1]);
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* Paired all_reduce nodes that depend on each other would wait for each
+ * other forever (found by fuzz_api: an all_reduce on cpu:1 reading its
+ * partner on cpu:0). Directly, and through a later pair: b0 (cpu:1's first)
+ * reads a1 (cpu:0's second), which reads a0, b0's partner. Refused at
+ * fg_session_new, naming the first pair that cannot run. */
+FG_TEST(dist_all_reduce_pairs_that_wait_on_each_other, "dist,badinput") {
+  fg_graph *g = fg_graph_new();
+  fg_output a0 = plain_ar(g, "a0", fg_scalar(g, FG_F32, 1), "cpu:0");
+  plain_ar(g, "b0", a0, "cpu:1");
+  check_pairs_refused(g,
+                      "'a0' (on 'cpu:0') and 'b0' (on 'cpu:1') reduce together (each is "
+                      "all_reduce 1 on its device)",
+                      "they would wait for each other forever");
+  g = fg_graph_new();
+  a0 = plain_ar(g, "a0", fg_scalar(g, FG_F32, 1), "cpu:0");
+  fg_output a1 = plain_ar(g, "a1", a0, "cpu:0");
+  plain_ar(g, "b0", a1, "cpu:1");
+  plain_ar(g, "b1", fg_scalar(g, FG_F32, 2), "cpu:1");
+  check_pairs_refused(g, "'a0' (on 'cpu:0') and 'b0' (on 'cpu:1')", "of a later one");
+}
