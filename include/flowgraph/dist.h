@@ -159,7 +159,13 @@ typedef struct fg_comm fg_comm;
  * must outlive it; NULL detaches. Without one, a session makes its own
  * in-process group over the devices holding all_reduce nodes (rank = the
  * device's position in the sorted device list), or, with all_reduce on one
- * device only, treats them as a group of one (the identity). 0 or -1. */
+ * device only, treats them as a group of one (the identity). In such a
+ * group the k-th all_reduce of each device (node id order) reduces with the
+ * k-th of the others, as fg_data_parallel builds them; fg_session_new
+ * refuses (FG_INVALID_ARGUMENT, naming the nodes and devices) devices with
+ * unequal counts, partners of different dtypes or forms (weighted or not),
+ * and partners that need, through their inputs, each other's result or a
+ * later reduction's, which would wait for each other forever. 0 or -1. */
 int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *status);
 
 /* Data parallelism over a model split across processes (hybrid: every
