@@ -57,10 +57,11 @@ static void pool_parallel_for(void *pool, int64_t n, int64_t grain, fg_krange_fn
   fg_pool_parallel_for(pool, n, grain, fn, arg);
 }
 
-/* The k-th all_reduce nodes of the devices run as one collective, so the
- * graph with each such group merged into one node must have no cycle: a
- * member that needs another member's result (or a later group's) would wait
- * for it forever. Kahn's algorithm over that merged graph; a group left
+/* The k-th all_reduce nodes of the devices run as one collective, after
+ * the (k-1)-th, so the graph with each such group merged into one node and
+ * an edge from each group to the next must have no cycle: a member that
+ * needs another member's result, or a later group's, would wait for it
+ * forever. Kahn's algorithm over that merged graph; a group left
  * unfinished is named. off/ids as in check_pairs, counts equal per device. */
 static int check_pair_order(const fg_graph *g, const fg_partition *part, const int *node_dev,
                             const int *off, const int *ids, int first, fg_status *st) {
@@ -98,14 +99,19 @@ static int check_pair_order(const fg_graph *g, const fg_partition *part, const i
       else if (p != id && self < 0)
         self = id;
     }
-  /* Members of group u: its nodes; a group is done when all its edges in
-   * are; walking out of it walks out of every member. */
+  /* Each device makes its calls in pairing order (executor/plan.c chains
+   * them), so group k also waits for group k - 1. Members of group u: its
+   * nodes; a group is done when all its edges in are; walking out of it
+   * walks out of every member. */
+  for (int k = 1; k < k_n; k++)
+    indeg[n + k]++;
   int head = 0, tail = 0, done = 0;
   for (int u = 0; u < n + k_n; u++)
     if ((u >= n || unit[u] == u) && indeg[u] == 0) queue[tail++] = u;
   while (head < tail) {
     int u = queue[head++];
     done++;
+    if (u >= n && u + 1 < n + k_n && --indeg[u + 1] == 0) queue[tail++] = u + 1;
     for (int d = 0; d < (u >= n ? nd : 1); d++) {
       int lo = u >= n ? (off[d + 1] > off[d] ? off[d] + (u - n) : -1) : -1;
       int id = u >= n ? (lo >= 0 ? ids[lo] : -1) : u;

@@ -1009,6 +1009,24 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     chain_rc |= edge_add(&E, X.sends[i - 1], X.sends[i]);
   for (int i = 1; i < X.n_recvs; i++)
     chain_rc |= edge_add(&E, X.recvs[i - 1], X.recvs[i]);
+  /* Each device's all_reduce steps in step (node id) order: a collective
+   * pairs the k-th call of every member, so each device must make its
+   * calls in the order the graph pairs them (dist/session_dist.c
+   * check_pairs), not in whatever order its inputs become ready. */
+  int n_dev = req->dist && node_dev ? req->dist->n_dev : 1;
+  int *last_ar = malloc((size_t)n_dev * sizeof *last_ar);
+  chain_rc |= !last_ar;
+  for (int d = 0; last_ar && d < n_dev; d++)
+    last_ar[d] = -1;
+  for (int si = 0; last_ar && si < plan->n_steps; si++) {
+    const fg_step *step = &plan->steps[si];
+    if (step->xfer || g->nodes[step->node].op != FG_OP_ALL_REDUCE) continue;
+    int d = node_dev ? plan->step_dev[si] : 0;
+    if (d < 0 || d >= n_dev) continue;
+    if (last_ar[d] >= 0) chain_rc |= edge_add(&E, last_ar[d], si);
+    last_ar[d] = si;
+  }
+  free(last_ar);
   if (chain_rc != 0 || build_edges(g, plan, &E) != 0) {
     free(pin_off);
     fail_oom(st, "edges");

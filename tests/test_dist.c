@@ -1032,9 +1032,10 @@ FG_TEST(dist_all_reduce_pairs_checked, "dist,badinput") {
 
 /* Paired all_reduce nodes that depend on each other would wait for each
  * other forever (found by fuzz_api: an all_reduce on cpu:1 reading its
- * partner on cpu:0). Directly, and through a later pair: b0 (cpu:1's first)
- * reads a1 (cpu:0's second), which reads a0, b0's partner. Refused at
- * fg_session_new, naming the first pair that cannot run. */
+ * partner on cpu:0). Directly, through a later pair (b0, cpu:1's first,
+ * reads a1, cpu:0's second, which reads a0, b0's partner), and through the
+ * call order alone. Refused at fg_session_new, naming the first pair that
+ * cannot run. */
 FG_TEST(dist_all_reduce_pairs_that_wait_on_each_other, "dist,badinput") {
   fg_graph *g = fg_graph_new();
   fg_output a0 = plain_ar(g, "a0", fg_scalar(g, FG_F32, 1), "cpu:0");
@@ -1049,4 +1050,58 @@ FG_TEST(dist_all_reduce_pairs_that_wait_on_each_other, "dist,badinput") {
   plain_ar(g, "b0", a1, "cpu:1");
   plain_ar(g, "b1", fg_scalar(g, FG_F32, 2), "cpu:1");
   check_pairs_refused(g, "'a0' (on 'cpu:0') and 'b0' (on 'cpu:1')", "of a later one");
+  /* Only through the call order: b0 reads a1, which cpu:0 calls after a0,
+   * b0's partner. */
+  g = fg_graph_new();
+  plain_ar(g, "a0", fg_scalar(g, FG_F32, 1), "cpu:0");
+  a1 = plain_ar(g, "a1", fg_scalar(g, FG_F32, 2), "cpu:0");
+  plain_ar(g, "b0", a1, "cpu:1");
+  plain_ar(g, "b1", fg_scalar(g, FG_F32, 4), "cpu:1");
+  check_pairs_refused(g, "'a0' (on 'cpu:0') and 'b0' (on 'cpu:1')", "of a later one");
+}
+
+/* Each device makes its all_reduce calls in the order the graph pairs them
+ * (node id order), not in the order their inputs become ready: a0's input
+ * comes after 20 256 x 256 matmuls on cpu:0 while a1's is a constant, yet
+ * a0 still meets b0 and a1 meets b1. By hand: a0 = b0 = (sum(I_256) + 3) /
+ * 2 = (256 + 3) / 2 = 129.5, a1 = b1 = (2 + 4) / 2 = 3. */
+FG_TEST(dist_all_reduce_calls_keep_pair_order, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t md[2] = {256, 256};
+  float *eye = calloc(256 * 256, sizeof *eye);
+  FG_REQUIRE(eye);
+  for (int i = 0; i < 256; i++)
+    eye[i * 257] = 1;
+  fg_tensor *et = fg_tensor_from_data(FG_F32, 2, md, eye, 256 * 256 * sizeof *eye, st);
+  free(eye);
+  FG_REQUIRE(et);
+  fg_output m = fg_constant(g, "eye", et), c = m;
+  fg_tensor_free(et);
+  fg_set_device(g, m, "cpu:0");
+  for (int i = 0; i < 20; i++) {
+    c = fg_matmul(g, c, m, 0, 0);
+    fg_set_device(g, c, "cpu:0");
+  }
+  fg_output slow = fg_reduce_sum(g, c, NULL, 0, 0);
+  fg_set_device(g, slow, "cpu:0");
+  plain_ar(g, "a0", slow, "cpu:0");
+  plain_ar(g, "b0", fg_scalar(g, FG_F32, 3), "cpu:1");
+  plain_ar(g, "a1", fg_scalar(g, FG_F32, 2), "cpu:0");
+  plain_ar(g, "b1", fg_scalar(g, FG_F32, 4), "cpu:1");
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  const char *fetch[4] = {"a0", "b0", "a1", "b1"};
+  const float want[4] = {129.5f, 129.5f, 3.0f, 3.0f};
+  for (int run = 0; run < 3; run++) {
+    fg_tensor *out[4] = {NULL, NULL, NULL, NULL};
+    FG_REQUIRE(fg_session_run(s, NULL, 0, fetch, 4, out, NULL, 0, st) == 0);
+    for (int k = 0; k < 4; k++) {
+      FG_CHECK(*(float *)fg_tensor_data(out[k]) == want[k]);
+      fg_tensor_free(out[k]);
+    }
+  }
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
 }
