@@ -127,6 +127,12 @@ FG_TEST(dist_cli_plan_and_profile_show_partitions, "dist") {
   FG_CHECK_INT(lines_with(order, top, " relu_2 ", " relu "), 1);
   FG_CHECK_INT(lines_with(order, top, " relu_2 ", " recv "), 1);
   FG_CHECK_INT(lines_with(order, top, " recv ", ""), 1);
+  /* With two devices each row names its device: the relu of layer 1 ran
+   * on cpu:0 (relu_5, layer 2's, on cpu:1) and the receive on cpu:1. */
+  FG_CHECK_INT(lines_with(order, top, " op ", " device "), 1);
+  FG_CHECK_INT(lines_with(order, top, " relu ", " cpu:0 "), 1);
+  FG_CHECK_INT(lines_with(order, top, " recv ", " cpu:1 "), 1);
+  FG_CHECK_INT(lines_with(order, top, " loss ", " cpu:1 "), 1);
   char *json = slurp(trace);
   FG_REQUIRE(json);
   /* Device 1's steps are on their own track: the loss runs on cpu:1. */

@@ -198,18 +198,33 @@ static int op_by_time_desc(const void *x, const void *y) {
   return strcmp(a->op, b->op);
 }
 
-static void print_run_order(const profile_data *p, double runs, double total) {
-  int wn = name_width(p), wo = op_width(p);
+/* With several devices a "device" column follows "op": a node's compute,
+ * send and receive rows differ by op, and receives of one tensor on
+ * several devices by device. */
+static void print_run_order(const profile_data *p, const fg_partition *part, double runs,
+                            double total) {
+  int wn = name_width(p), wo = op_width(p), nd = part ? fg_partition_num_devices(part) : 1;
+  int wd = 0;
+  char dev[48];
+  for (int i = 0; nd > 1 && i < p->n_nodes; i++) {
+    int l =
+        (int)strlen(fg_device_str(fg_partition_device(part, p->nodes[i].device), dev, sizeof dev));
+    if (l > wd) wd = l;
+  }
+  if (nd > 1 && wd < 6) wd = 6;
   banner("Run order");
-  printf("  %5s  %-*s  %-*s  %10s  %7s  %s\n", "step", wn, "node", wo, "op", "avg ms", "%",
-         "output");
+  printf("  %5s  %-*s  %-*s  ", "step", wn, "node", wo, "op");
+  if (nd > 1) printf("%-*s  ", wd, "device");
+  printf("%10s  %7s  %s\n", "avg ms", "%", "output");
   for (int i = 0; i < p->n_nodes; i++) {
     const node_stat *n = &p->nodes[i];
     char shape[256];
     cli_shape_str(n->rank, n->dims, shape, sizeof shape);
     double avg = n->total_ms / runs;
-    printf("  %5d  %-*s  %-*s  %10.4f  %6.2f%%  %s %s\n", i, wn, n->name, wo, n->op, avg,
-           pct(avg, total), fg_dtype_name(n->dtype), shape);
+    printf("  %5d  %-*s  %-*s  ", i, wn, n->name, wo, n->op);
+    if (nd > 1)
+      printf("%-*s  ", wd, fg_device_str(fg_partition_device(part, n->device), dev, sizeof dev));
+    printf("%10.4f  %6.2f%%  %s %s\n", avg, pct(avg, total), fg_dtype_name(n->dtype), shape);
   }
 }
 
@@ -309,7 +324,7 @@ static int print_report(const plan_args *a, const plan_model *m, const profile_d
     printf("clock of rank %d: %+.3f ms from rank 0's (within %.3f ms: half the shortest of %d "
            "round trips)\n",
            r, (double)p->clock_off[r] / 1e6, (double)p->clock_rtt[r] / 2e6, CLOCK_ROUNDS);
-  print_run_order(p, runs, total);
+  print_run_order(p, fg_session_partition(m->session), runs, total);
   if (print_top(p, runs, total) != 0 || print_by_op(p, runs, total) != 0) return oom(st);
   printf("\nnode time per run: %.4f ms over %d nodes\n", total, p->n_nodes);
   print_timings(a, p);
@@ -604,13 +619,14 @@ const cli_command cli_profile_command = {
     "Fetches and targets default as in 'flowgraph plan' (a training model runs its\n"
     "training step, so its variables change from run to run, as in training).\n\n"
     "Tables, like TFLite's benchmark_model: 'Run order' (each node in plan order:\n"
-    "avg ms per run, % of the node time, output dtype and shape), 'Top by time' (the\n"
-    "10 slowest nodes with cdf %), 'Summary by op type' (node count, avg ms, %, cdf %\n"
-    "and mem KB: the bytes the op's nodes output, in KiB). Then, in ms: init (session\n"
-    "creation + building the first plan), the first run (plan excluded), the warmup\n"
-    "average, and min/avg/max/std over the measured runs. Node times are measured\n"
-    "by the executor around each kernel; with several threads they overlap, so\n"
-    "their sum can exceed the run time.\n"
+    "avg ms per run, % of the node time, output dtype and shape; with several devices\n"
+    "also the device, and a node's sends and receives are rows of their own, op send\n"
+    "or recv), 'Top by time' (the 10 slowest nodes with cdf %), 'Summary by op type'\n"
+    "(node count, avg ms, %, cdf % and mem KB: the bytes the op's nodes output, in\n"
+    "KiB). Then, in ms: init (session creation + building the first plan), the\n"
+    "first run (plan excluded), the warmup average, and min/avg/max/std over the\n"
+    "measured runs. Node times are measured by the executor around each kernel; with\n"
+    "several threads they overlap, so their sum can exceed the run time.\n"
     "Output files are written to temporary names and renamed, so a failure leaves\n"
     "none.\n",
     profile_main};
