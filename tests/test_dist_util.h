@@ -246,4 +246,29 @@ static inline fg_graph *dist_cut_graph(int place) {
   return g;
 }
 
+/* sum(I_n I_n ... I_n), `count` matmuls by the n x n identity on `device`:
+ * n, after work whose time grows with count (a device kept busy before
+ * what reads it). FG_NO_OUTPUT when out of memory. */
+static inline fg_output dist_identity_chain(fg_graph *g, int n, int count, const char *device) {
+  int64_t md[2] = {n, n};
+  float *eye = calloc((size_t)n * (size_t)n, sizeof *eye);
+  if (!eye) return FG_NO_OUTPUT;
+  for (int i = 0; i < n; i++)
+    eye[(size_t)i * (size_t)(n + 1)] = 1;
+  fg_tensor *et =
+      fg_tensor_from_data(FG_F32, 2, md, eye, (size_t)n * (size_t)n * sizeof *eye, NULL);
+  free(eye);
+  if (!et) return FG_NO_OUTPUT;
+  fg_output m = fg_constant(g, NULL, et), c = m;
+  fg_tensor_free(et);
+  fg_set_device(g, m, device);
+  for (int i = 0; i < count; i++) {
+    c = fg_matmul(g, c, m, 0, 0);
+    fg_set_device(g, c, device);
+  }
+  fg_output sum = fg_reduce_sum(g, c, NULL, 0, 0);
+  fg_set_device(g, sum, device);
+  return sum;
+}
+
 #endif
