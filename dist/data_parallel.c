@@ -175,7 +175,7 @@ static fg_output reduce_one(dp *d, int r, fg_output x, const fg_attrs *a) {
 static void emit_bucket(dp *d, int k) {
   int lo = k ? d->bucket_end[k - 1] : 0, hi = d->bucket_end[k];
   fg_attrs *a = fg_attrs_new();
-  fg_attrs_set_int(a, "mean", 1);
+  fg_attrs_set_int(a, "mean", d->o->loss_reduction == FG_DP_LOSS_MEAN);
   if (d->stats[0].node >= 0) fg_attrs_set_int(a, "weighted", 1);
   int n_small = 0, n_reduces = d->n_reduces;
   for (int j = lo; j < hi; j++)
@@ -315,7 +315,10 @@ static void emit_loss(dp *d, fg_output loss) {
     }
     sum = r == 0 ? l : fg_add(d->ng, sum, l);
   }
-  fg_output mean = fg_div(d->ng, sum, weighted ? rows : fg_scalar(d->ng, dt, d->n));
+  /* A loss summed over rows sums over the replicas too. */
+  fg_output mean = d->o->loss_reduction == FG_DP_LOSS_SUM
+                       ? sum
+                       : fg_div(d->ng, sum, weighted ? rows : fg_scalar(d->ng, dt, d->n));
   fg_set_name(d->ng, mean, d->g->nodes[loss.node].name);
 }
 
@@ -683,6 +686,13 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
     return NULL;
   }
   if (fg_graph_status(g, st) != FG_OK) return NULL;
+  if (o.loss_reduction != FG_DP_LOSS_MEAN && o.loss_reduction != FG_DP_LOSS_SUM) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_data_parallel: loss_reduction %d must be FG_DP_LOSS_MEAN (0) or "
+                  "FG_DP_LOSS_SUM (1)",
+                  o.loss_reduction);
+    return NULL;
+  }
   if (o.device_type && strcmp(o.device_type, "cpu") != 0 && strcmp(o.device_type, "cuda") != 0) {
     fail(st, FG_INVALID_ARGUMENT,
          "fg_data_parallel: device_type '%s' must be \"cpu\" or \"cuda\"%s", o.device_type, "");
@@ -773,9 +783,9 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
    * waits is retried after every emission, so the new graph stays in
    * topological order, and after every bucket (emit_waiting). */
   int n_done = 0, progress = 1;
-  if (n_batch_inputs > 0) {
+  if (n_batch_inputs > 0 && o.loss_reduction == FG_DP_LOSS_MEAN) {
     /* The first batch input and its row counts come first: every bucket
-     * reads them. */
+     * reads them. (A summed loss needs no counts: its gradients add.) */
     int ph = fg_graph_find(g, batch_inputs[0]);
     try_emit(&d, ph, batch_inputs, n_batch_inputs);
     done[ph] = 1;

@@ -208,6 +208,17 @@ const fg_partition *fg_session_partition(fg_session *s);
  * at 1 MiB a collective's fixed cost is below that of the two copies. */
 #define FG_DP_FUSE_MAX_BYTES ((size_t)1 << 20)
 
+/* How the loss adds up over a batch's rows, which decides how replicas'
+ * gradients combine (as tf.distribute's ReduceOp for losses). */
+typedef enum fg_dp_loss_reduction {
+  /* A mean over rows (softmax_cross_entropy, reduce_mean; PyTorch DDP's
+   * assumption): the row-weighted mean of the replicas' gradients. */
+  FG_DP_LOSS_MEAN = 0,
+  /* A sum over rows (reduce_sum of per-row losses): the plain sum of the
+   * replicas' gradients, and "loss" is the sum of their losses. */
+  FG_DP_LOSS_SUM = 1
+} fg_dp_loss_reduction;
+
 typedef struct fg_data_parallel_options {
   /* Gradients are grouped into buckets of at most this many bytes (a single
    * larger gradient is a bucket of its own). A bucket's gradients under
@@ -225,6 +236,10 @@ typedef struct fg_data_parallel_options {
    * placed). */
   const char *device_type;
   int first_device;
+  /* FG_DP_LOSS_MEAN (default) or FG_DP_LOSS_SUM: how `g`'s loss adds up
+   * over rows. The mean applied to a summed loss would scale every step by
+   * the shards' shares of the rows; any other value is refused. */
+  int loss_reduction;
 } fg_data_parallel_options;
 
 void fg_data_parallel_options_init(fg_data_parallel_options *opts);
@@ -272,7 +287,10 @@ static inline int64_t fg_shard_rows(int64_t rows, int64_t count, int64_t index, 
  * step), so for a loss that is a mean over rows the reduced gradient is the
  * full batch's however the rows split, across processes too. When every
  * replica has the same rows it is the plain mean, bit for bit. Without
- * batch inputs the buckets take the plain mean.
+ * batch inputs the buckets take the plain mean. With loss_reduction =
+ * FG_DP_LOSS_SUM (a loss summed over rows) the buckets take the plain sum,
+ * which is the full batch's gradient however the rows split, and no row
+ * counts are made.
  *
  * replicas == 1: the same graph with the all_reduce buckets inserted and
  * nothing renamed or placed: the form for one process per replica (MPI,
