@@ -68,7 +68,8 @@ static inline void grad_model_reference(double dw[3][2], double db[2]) {
 #define LIN_W1   -0.5
 #define LIN_B    0.0
 
-static inline int build_linreg(const char *path, int json, double lr) {
+/* `sum`: the loss is the sum of squared errors over rows, not their mean. */
+static inline int build_linreg_loss(const char *path, int json, double lr, int sum) {
   fg_graph *g = fg_graph_new();
   int64_t xd[2] = {FG_DIM_UNKNOWN, 2}, yd[2] = {FG_DIM_UNKNOWN, 1}, wd[2] = {2, 1}, bd[1] = {1};
   float w0[2] = {(float)LIN_W0, (float)LIN_W1}, b0[1] = {(float)LIN_B};
@@ -77,7 +78,9 @@ static inline int build_linreg(const char *path, int json, double lr) {
   fg_output y = fg_placeholder(g, "y", FG_F32, 2, yd);
   fg_output pred = fg_add(g, fg_matmul(g, x, fg_variable(g, "w", w), 0, 0), fg_variable(g, "b", b));
   fg_output d = fg_sub(g, fg_set_name(g, pred, "pred"), y);
-  fg_output loss = fg_set_name(g, fg_reduce_mean(g, fg_mul(g, d, d), NULL, 0, 0), "loss");
+  fg_output sq = fg_mul(g, d, d);
+  fg_output loss = fg_set_name(
+      g, sum ? fg_reduce_sum(g, sq, NULL, 0, 0) : fg_reduce_mean(g, sq, NULL, 0, 0), "loss");
   fg_set_name(g, fg_reduce_mean(g, fg_abs(g, d), NULL, 0, 0), "mae");
   fg_optimizer_config cfg;
   fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
@@ -93,6 +96,10 @@ static inline int build_linreg(const char *path, int json, double lr) {
   fg_tensor_free(b);
   fg_graph_free(g);
   return rc;
+}
+
+static inline int build_linreg(const char *path, int json, double lr) {
+  return build_linreg_loss(path, json, lr, 0);
 }
 
 /* Data: y = 2 x0 - 3 x1 + 0.5 exactly, on a fixed grid. */
@@ -120,8 +127,8 @@ typedef struct linp {
 
 /* One SGD step of the model above on rows idx[0..n), in double: returns the
  * batch loss (before the update) and updates p. */
-static inline double lin_step(linp *p, const float (*x)[2], const float *y, const int64_t *idx,
-                              int n, double lr) {
+static inline double lin_step_loss(linp *p, const float (*x)[2], const float *y, const int64_t *idx,
+                                   int n, double lr, int sum) {
   double loss = 0, gw0 = 0, gw1 = 0, gb = 0;
   for (int k = 0; k < n; k++) {
     int64_t i = idx[k];
@@ -131,10 +138,17 @@ static inline double lin_step(linp *p, const float (*x)[2], const float *y, cons
     gw1 += 2 * d * x[i][1];
     gb += 2 * d;
   }
-  p->w[0] -= lr * gw0 / n;
-  p->w[1] -= lr * gw1 / n;
-  p->b -= lr * gb / n;
-  return loss / n;
+  double per = sum ? 1.0 : (double)n; /* a summed loss is not divided */
+  p->w[0] -= lr * gw0 / per;
+  p->w[1] -= lr * gw1 / per;
+  p->b -= lr * gb / per;
+  return loss / per;
+}
+
+/* One SGD step of the mean-loss model on rows idx[0..n); returns the loss. */
+static inline double lin_step(linp *p, const float (*x)[2], const float *y, const int64_t *idx,
+                              int n, double lr) {
+  return lin_step_loss(p, x, y, idx, n, lr, 0);
 }
 
 static inline double lin_mae(const linp *p, const float (*x)[2], const float *y, int rows) {
@@ -165,10 +179,11 @@ static inline void ref_shuffle(int64_t *perm, int64_t n, uint64_t *rng) {
 }
 
 /* SGD over `epochs` epochs of LIN_ROWS rows in batches (shuffled when
- * `shuffle`), from the model's initial values; epoch_loss[e] is the mean of
- * the batch losses weighted by batch size. */
-static inline void lin_train_reference(int batch, int epochs, int shuffle, uint64_t seed, double lr,
-                                       linp *p, double *epoch_loss) {
+ * `shuffle`), from the model's initial values, of the mean loss or (`sum`)
+ * the summed one; epoch_loss[e] is the mean of the batch losses weighted by
+ * batch size. */
+static inline void lin_train_reference_loss(int batch, int epochs, int shuffle, uint64_t seed,
+                                            double lr, int sum, linp *p, double *epoch_loss) {
   float x[LIN_ROWS][2], y[LIN_ROWS];
   linreg_data(LIN_ROWS, x, y);
   *p = (linp){{LIN_W0, LIN_W1}, LIN_B};
@@ -178,13 +193,18 @@ static inline void lin_train_reference(int batch, int epochs, int shuffle, uint6
   uint64_t rng = seed;
   for (int e = 0; e < epochs; e++) {
     if (shuffle) ref_shuffle(perm, LIN_ROWS, &rng);
-    double sum = 0;
+    double total = 0;
     for (int s = 0; s < LIN_ROWS; s += batch) {
       int n = LIN_ROWS - s < batch ? LIN_ROWS - s : batch;
-      sum += lin_step(p, (const float(*)[2])x, y, perm + s, n, lr) * n;
+      total += lin_step_loss(p, (const float(*)[2])x, y, perm + s, n, lr, sum) * n;
     }
-    epoch_loss[e] = sum / LIN_ROWS;
+    epoch_loss[e] = total / LIN_ROWS;
   }
+}
+
+static inline void lin_train_reference(int batch, int epochs, int shuffle, uint64_t seed, double lr,
+                                       linp *p, double *epoch_loss) {
+  lin_train_reference_loss(batch, epochs, shuffle, seed, lr, 0, p, epoch_loss);
 }
 
 /* Current value of variable `name` in the graph saved at `path`, via a new

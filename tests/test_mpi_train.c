@@ -235,6 +235,76 @@ FG_TEST(mpi_train_without_mpirun_refused, "dist,badinput") {
   fgt_rmtree(tmpdir);
 }
 
+/* --dist-loss sum on a model whose loss sums squared errors over rows
+ * (lsum.fgb, SGD at 0.01): batches of 7 over 2 ranks (4 + 3, and 3 + 2 for
+ * the last) add the ranks' gradients and losses, so the epoch losses and
+ * saved w, b match one process on the full batches (1e-5) and SGD on the
+ * summed loss by hand in double (1e-4). Without the flag the ranks'
+ * gradients are averaged (weighted by rows): w ends elsewhere. */
+#define LR_SUM 0.01
+FG_TEST(mpi_train_loss_sum_np2_uneven, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  FG_REQUIRE(build_linreg_loss(tpath("lsum.fgb"), 0, LR_SUM, 1) == 0);
+  const char *extra[3] = {"--dist-loss", "sum", NULL};
+  run_result *res = malloc(sizeof *res);
+  mpi_train(2, "lsum.fgb", "7", extra, "mpi.fgb", res);
+  FG_CHECK_INT(res->status, 0);
+  cli_result r;
+  char xi[700], yi[700];
+  lin_inputs(xi, yi);
+  cli(&r, "train", tpath("lsum.fgb"), "-i", xi, "-i", yi, "--batch", "7", "--epochs", "3", "--save",
+      tpath("single.fgb"), NULL);
+  FG_CHECK_INT(r.code, 0);
+  double lm[8], ls[8], ref[8];
+  linp p;
+  lin_train_reference_loss(7, 3, 0, 7, LR_SUM, 1, &p, ref);
+  FG_CHECK_INT(parse_epochs(res->out, lm, 8, NULL, NULL), 3);
+  FG_CHECK_INT(parse_epochs(r.out, ls, 8, NULL, NULL), 3);
+  for (int e = 0; e < 3; e++) {
+    FG_CHECK(rel_err(lm[e], ls[e]) < 1e-5);
+    FG_CHECK(rel_err(lm[e], ref[e]) < 1e-4);
+  }
+  float wm[2], bm[1], ws[2], bs[1];
+  FG_CHECK_INT(saved_variable(tpath("mpi.fgb"), "w", wm, 2), 2);
+  FG_CHECK_INT(saved_variable(tpath("single.fgb"), "w", ws, 2), 2);
+  FG_CHECK_INT(saved_variable(tpath("mpi.fgb"), "b", bm, 1), 1);
+  FG_CHECK_INT(saved_variable(tpath("single.fgb"), "b", bs, 1), 1);
+  for (int i = 0; i < 2; i++) {
+    FG_CHECK(rel_err(wm[i], ws[i]) < 1e-5);
+    FG_CHECK(rel_err(wm[i], p.w[i]) < 1e-4);
+  }
+  FG_CHECK(rel_err(bm[0], bs[0]) < 1e-5);
+  FG_CHECK(rel_err(bm[0], p.b) < 1e-4);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+  result_free(&r);
+  /* The default (mean) on the same model. */
+  mpi_train(2, "lsum.fgb", "7", NULL, "mean.fgb", res);
+  FG_CHECK_INT(res->status, 0);
+  FG_CHECK_INT(saved_variable(tpath("mean.fgb"), "w", wm, 2), 2);
+  FG_CHECK(rel_err(wm[0], p.w[0]) > 1e-3 || rel_err(wm[1], p.w[1]) > 1e-3);
+  free(res);
+  fgt_rmtree(tmpdir);
+}
+
+FG_TEST(mpi_train_dist_loss_bad_args, "dist,badinput") {
+  FG_REQUIRE(setup_linreg() == 0);
+  char xi[700], yi[700];
+  lin_inputs(xi, yi);
+  cli_result r;
+  cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1", "--dist",
+      "mpi", "--dist-loss", "max", NULL);
+  CHECK_USAGE_ERROR(r);
+  FG_CHECK_STR_CONTAINS(r.err, "--dist-loss needs mean or sum");
+  result_free(&r);
+  cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1",
+      "--dist-loss", "sum", NULL);
+  CHECK_USAGE_ERROR(r);
+  FG_CHECK_STR_CONTAINS(r.err, "--dist-timeout, --dist-bucket and --dist-loss need --dist mpi");
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
 /* M2 through the CLI: rank 1 loads a model with another learning rate
  * (MPMD launch, "A : B"), so the files differ. */
 FG_TEST(mpi_train_mismatched_models_refused, "dist,badinput") {

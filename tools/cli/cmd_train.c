@@ -34,6 +34,7 @@ typedef struct train_args {
    * saves. */
   int dist_mpi;
   int64_t dist_timeout, dist_bucket;
+  int dist_loss_sum; /* --dist-loss sum: the loss sums over rows */
   /* --dist mpi on a cross-process graph (devices "rank:R/..."): model
    * parallelism; every rank feeds whole batches and runs its own nodes. */
   int model_parallel;
@@ -66,7 +67,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   a->evals = calloc(cap, sizeof *a->evals);
   if (!a->inputs || !a->eval_inputs || !a->evals)
     return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  int have_batch = 0, have_epochs = 0;
+  int have_batch = 0, have_epochs = 0, dist_loss_given = 0;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *v = NULL;
     int r, rc = CLI_OK;
@@ -111,6 +112,11 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     } else if (cli_dist_opt(cmd, argc, argv, &i, &a->dist_mpi, &a->dist_timeout, &rc)) {
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-bucket", &v)) != 0) {
       rc = cli_int_opt(cmd, "--dist-bucket", r, v, 1, INT64_MAX, &a->dist_bucket);
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-loss", &v)) != 0) {
+      if (r < 0 || (strcmp(v, "mean") != 0 && strcmp(v, "sum") != 0))
+        return cli_usage(cmd, "--dist-loss needs mean or sum (how the loss adds up over rows)");
+      a->dist_loss_sum = strcmp(v, "sum") == 0;
+      dist_loss_given = 1;
     } else if (cli_session_opt(cmd, argc, argv, &i, 1, &rc)) {
     } else {
       rc = cli_model_arg(cmd, arg, &a->model);
@@ -123,8 +129,8 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   if (!have_epochs) return cli_usage(cmd, "missing --epochs N");
   if (a->n_eval_inputs > 0 && a->n_evals == 0)
     return cli_usage(cmd, "--eval-input needs --eval NAME (what to compute on it)");
-  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket))
-    return cli_usage(cmd, "--dist-timeout and --dist-bucket need --dist mpi");
+  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_loss_given))
+    return cli_usage(cmd, "--dist-timeout, --dist-bucket and --dist-loss need --dist mpi");
   return a->save ? cli_check_model_path(cmd, a->save) : CLI_OK;
 }
 
@@ -378,6 +384,7 @@ static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_statu
   fg_data_parallel_options o;
   fg_data_parallel_options_init(&o);
   if (a->dist_bucket) o.bucket_bytes = a->dist_bucket;
+  o.loss_reduction = a->dist_loss_sum ? FG_DP_LOSS_SUM : FG_DP_LOSS_MEAN;
   fg_graph *dp = fg_data_parallel(g, 1, names, a->n_inputs, &o, st);
 #else
   /* cmake/mpi.cmake found no fg_data_parallel in dist/ at configure time. */
@@ -396,9 +403,10 @@ static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_statu
  * (hybrid: the same rewrite, per stage). Non-zero ranks turn quiet and do
  * not save. */
 static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st) {
-  /* The bucket size changes the rewritten graph: part of the M2 hash. */
-  if (cli_dist_join("train", a->model, &a->dist_bucket, sizeof a->dist_bucket, a->dist_timeout,
-                    &c->world, st) != 0)
+  /* The bucket size and the loss form change the rewritten graph: part of
+   * the M2 hash. */
+  int64_t shape[2] = {a->dist_bucket, a->dist_loss_sum};
+  if (cli_dist_join("train", a->model, shape, sizeof shape, a->dist_timeout, &c->world, st) != 0)
     return -1;
   fg_partition *part = fg_partition_new(*g, NULL, st);
   if (!part) return -1;
@@ -544,9 +552,10 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
        * (for equal shards, the plain mean). Model parallelism: every rank
        * of a replica fetched the same loss. */
       if (dp) {
-        double wl = loss * (double)len;
+        /* A summed loss sums over the replicas too. */
+        double wl = a->dist_loss_sum ? loss : loss * (double)len;
         if (t->c.loss->ops->all_reduce(t->c.loss, &wl, 1, FG_F64, 0, st) != 0) return -1;
-        loss = wl / (double)b;
+        loss = a->dist_loss_sum ? wl : wl / (double)b;
       }
       sum += loss * (double)b;
       double now = cli_now_s();
@@ -680,7 +689,8 @@ const cli_command cli_train_command = {
     "flowgraph train MODEL.fgb [--target NAME] -i NAME=FILE.npy ... --batch N --epochs N "
     "[--shuffle SEED] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
     "[--eval-input NAME=FILE.npy ...] [--threads N] [--device NAME] [--quiet] [--check-numerics] "
-    "[--max-memory BYTES] [--dist mpi [--dist-timeout SECONDS] [--dist-bucket BYTES]]",
+    "[--max-memory BYTES] [--dist mpi [--dist-timeout SECONDS] [--dist-bucket BYTES] "
+    "[--dist-loss mean|sum]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   training data for placeholder NAME; every -i is\n"
     "                              cut into batches along axis 0, so all need the\n"
@@ -726,7 +736,10 @@ const cli_command cli_train_command = {
     "                              train on 1/K of every batch\n"
     "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
     "                              DEADLINE_EXCEEDED (default 60)\n"
-    "  --dist-bucket BYTES         gradient bucket size (default 25 MB)\n\n"
+    "  --dist-bucket BYTES         gradient bucket size (default 25 MB)\n"
+    "  --dist-loss mean|sum        how the loss adds up over a batch's rows: mean\n"
+    "                              (default; gradients are averaged, weighted by\n"
+    "                              each replica's rows) or sum (they are added)\n\n"
     "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
     "mean of the batch losses weighted by batch size and T the epoch's time with\n"
     "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"
