@@ -120,8 +120,8 @@ static const char *replica_name(const dp *d, int r, const char *name, char *buf,
  * placement anyway: every copy is placed explicitly, so this keeps the
  * saved graph telling the truth rather than changing where anything runs). */
 static void rename_colocate(dp *d, int r, int node) {
-  const fg_attr *co = fg_attrs_find(&d->ng->nodes[node].attrs, FG_COLOCATE_ATTR);
-  int f = co && co->type == FG_ATTR_STRING && co->s ? fg_graph_find(d->g, co->s) : -1;
+  /* The copy still names the original; look the name up in `g`. */
+  int f = fg_node_colocate(d->g, &d->ng->nodes[node]);
   if (f < 0 || (r == 0 && d->g->nodes[f].op == FG_OP_VARIABLE)) return;
   char buf[600];
   const char *nm = replica_name(d, r, d->g->nodes[f].name, buf, sizeof buf);

@@ -89,8 +89,7 @@ static int place(const fg_graph *g, int64_t dflt, int64_t *code, fg_status *st) 
   for (int i = 0; i < n; i++) {
     const fg_node *nd = &g->nodes[i];
     if (code[i] >= 0 || is_source(nd) || is_update(nd)) continue;
-    const fg_attr *co = fg_attrs_find(&nd->attrs, FG_COLOCATE_ATTR);
-    int f = co && co->type == FG_ATTR_STRING && co->s ? fg_graph_find(g, co->s) : -1;
+    int f = fg_node_colocate(g, nd);
     /* Only an earlier node has its code here (ids are topological); a name
      * that is missing, later or not yet placed leaves the input rule. */
     if (f >= 0 && f < i && code[f] >= 0) {

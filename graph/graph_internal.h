@@ -75,6 +75,12 @@ void fg_attrs_clear(struct fg_attrs *a);
 /* Typed reads with a default when absent. They do not check the type. */
 int64_t fg_attr_int_or(const fg_node *n, const char *name, int64_t dflt);
 double fg_attr_float_or(const fg_node *n, const char *name, double dflt);
+/* The node FG_COLOCATE_ATTR of n names in g, or -1 (absent, not a string,
+ * or no such node). */
+static inline int fg_node_colocate(const fg_graph *g, const fg_node *n) {
+  const fg_attr *co = fg_attrs_find(&n->attrs, FG_COLOCATE_ATTR);
+  return co && co->type == FG_ATTR_STRING && co->s ? fg_graph_find(g, co->s) : -1;
+}
 
 /* ---- graph -------------------------------------------------------------- */
 /* Records the first error on the graph (later errors are dropped). */

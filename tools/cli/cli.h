@@ -141,6 +141,8 @@ const char *cli_shape_str(int rank, const int64_t *dims, char *buf, size_t size)
 int cli_has_ext(const char *path, const char *ext);
 /* Seconds on a monotonic clock. */
 double cli_now_s(void);
+/* CLOCK_MONOTONIC in ns: the clock of fg_run_metadata.start_ns. */
+int64_t cli_now_ns(void);
 /* The documented random stream of run --random-inputs and train --shuffle:
  * splitmix64, advancing *state. */
 uint64_t cli_splitmix64(uint64_t *state);

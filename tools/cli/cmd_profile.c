@@ -65,8 +65,7 @@ static int oom(fg_status *st) {
 }
 
 static size_t slot_key(const fg_node_timing *t) {
-  int kind = !t->op ? 0 : strcmp(t->op, "recv") == 0 ? 1 : strcmp(t->op, "send") == 0 ? 2 : 0;
-  return (size_t)t->node * 3 + (size_t)kind;
+  return (size_t)t->node * 3 + (size_t)prof_step_kind(t->op);
 }
 
 static int add_run(profile_data *p, const fg_run_metadata *md, fg_status *st) {

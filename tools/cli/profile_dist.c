@@ -5,19 +5,25 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "cli.h"
 
 /* Above the transfers' tags (numbered from 0 by the plan) and below
  * fg_session_gather_variables' (1 << 28). */
 #define PROFILE_TAG (3 << 26)
-
-enum { KIND_OP, KIND_RECV, KIND_SEND };
 
 struct prof_rec {
   int64_t start_ns, end_ns, dims[FG_MAX_RANK];
   uint64_t output_bytes;
   int32_t node, thread, device, dtype, rank, kind;
 };
+
+int prof_step_kind(const char *op) {
+  return !op                       ? PROF_COMPUTE
+         : strcmp(op, "recv") == 0 ? PROF_RECV
+         : strcmp(op, "send") == 0 ? PROF_SEND
+                                   : PROF_COMPUTE;
+}
 
 static int oom(fg_status *st) {
   fg_status_set(st, FG_RESOURCE_EXHAUSTED, "profile: out of memory");
@@ -55,9 +61,7 @@ int prof_runs_add(prof_runs *r, const fg_run_metadata *md, fg_status *st) {
     p->device = t->device;
     p->dtype = (int32_t)t->dtype;
     p->rank = t->rank;
-    p->kind = strcmp(t->op, "recv") == 0   ? KIND_RECV
-              : strcmp(t->op, "send") == 0 ? KIND_SEND
-                                           : KIND_OP;
+    p->kind = prof_step_kind(t->op);
   }
   r->n_runs++;
   r->start[r->n_runs] = r->n;
@@ -134,7 +138,7 @@ int prof_runs_md(prof_runs *r, const fg_graph *g, int64_t j, fg_run_metadata *md
     }
     t->node = p->node;
     t->name = fg_node_name(g, p->node);
-    t->op = p->kind == KIND_RECV ? "recv" : p->kind == KIND_SEND ? "send" : fg_node_op(g, p->node);
+    t->op = p->kind == PROF_RECV ? "recv" : p->kind == PROF_SEND ? "send" : fg_node_op(g, p->node);
     t->thread = p->thread;
     t->start_ns = p->start_ns;
     t->end_ns = p->end_ns;
@@ -163,12 +167,6 @@ void prof_runs_free(prof_runs *r) {
   memset(r, 0, sizeof *r);
 }
 
-static int64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int prof_clock_offsets(fg_comm *c, int rounds, int64_t *off, int64_t *rtt, fg_status *st) {
   /* Tags after the exchange's (0 to 4); every round reuses one tag, as
    * point-to-point messages between two ranks arrive in order. */
@@ -177,7 +175,7 @@ int prof_clock_offsets(fg_comm *c, int rounds, int64_t *off, int64_t *rtt, fg_st
     for (int k = 0; k < rounds; k++) {
       int64_t v = 0;
       if (move(c, 0, &v, 8, 0, TAG, st) != 0) return -1;
-      v = mono_ns();
+      v = cli_now_ns();
       if (move(c, 1, &v, 8, 0, TAG, st) != 0) return -1;
     }
     return 0;
@@ -186,9 +184,9 @@ int prof_clock_offsets(fg_comm *c, int rounds, int64_t *off, int64_t *rtt, fg_st
   for (int r = 1; r < c->size; r++) {
     rtt[r] = -1;
     for (int k = 0; k < rounds; k++) {
-      int64_t v = 0, a = mono_ns();
+      int64_t v = 0, a = cli_now_ns();
       if (move(c, 1, &v, 8, r, TAG, st) != 0 || move(c, 0, &v, 8, r, TAG, st) != 0) return -1;
-      int64_t b = mono_ns();
+      int64_t b = cli_now_ns();
       if (rtt[r] < 0 || b - a < rtt[r]) {
         rtt[r] = b - a;
         off[r] = v - (a + (b - a) / 2);

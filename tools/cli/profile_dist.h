@@ -12,6 +12,11 @@
 
 typedef struct prof_rec prof_rec; /* one step's timing, names left out */
 
+/* What a step of run metadata did, from its op: a kernel, or the receiving
+ * or sending half of a transfer. */
+enum { PROF_COMPUTE, PROF_RECV, PROF_SEND };
+int prof_step_kind(const char *op);
+
 /* One rank's measured runs. */
 typedef struct prof_runs {
   int64_t n_runs;

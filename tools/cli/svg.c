@@ -171,12 +171,17 @@ static int on_panel(const panel *pn, const fg_plan_tensor *t) {
   return t->offset >= 0 && (pn->device < 0 || t->device == pn->device);
 }
 
+/* A step's width for a plan of n_steps: wide cells for short plans, but
+ * the plot never narrower than the legend. */
+static double cell_width(int n_steps) {
+  double cw = PLOT_W / n_steps, cap = 480.0 / n_steps > 80 ? 480.0 / n_steps : 80;
+  return cw > cap ? cap : cw;
+}
+
 static void draw_panel(FILE *f, const panel *pn, double y0) {
   const fg_plan_info *info = pn->info;
   int n_steps = info->n_steps > 0 ? info->n_steps : 1;
-  /* Wide cells for short plans, but never narrower than the legend. */
-  double cw = PLOT_W / n_steps, cap = 480.0 / n_steps > 80 ? 480.0 / n_steps : 80;
-  if (cw > cap) cw = cap;
+  double cw = cell_width(n_steps);
   size_t arena = pn->device < 0 ? info->arena_bytes : info->device_arena_bytes[pn->device];
   size_t own = arena;
   /* The plot covers every placed byte even if a tensor ends past the
@@ -246,9 +251,7 @@ int svg_write_memory_plan(const char *path, const fg_plan_info *const *infos, in
   size_t sum[3] = {0, 0, 0};
   for (int k = 0; k < n_panels; k++) {
     int ns = pn[k].info->n_steps > 0 ? pn[k].info->n_steps : 1;
-    double cw = PLOT_W / ns, c2 = 480.0 / ns > 80 ? 480.0 / ns : 80;
-    if (cw > c2) cw = c2;
-    if (LEFT + cw * ns + RIGHT > width) width = LEFT + cw * ns + RIGHT;
+    if (LEFT + cell_width(ns) * ns + RIGHT > width) width = LEFT + cell_width(ns) * ns + RIGHT;
     for (int i = 0; i < pn[k].info->n_tensors; i++)
       n_tensors += on_panel(&pn[k], &pn[k].info->tensors[i]);
   }

@@ -239,11 +239,13 @@ int cli_has_ext(const char *path, const char *ext) {
   return 1;
 }
 
-double cli_now_s(void) {
+int64_t cli_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+double cli_now_s(void) { return (double)cli_now_ns() / 1e9; }
 
 uint64_t cli_splitmix64(uint64_t *state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
