@@ -15,6 +15,23 @@
 
 int fg_nccl_built(void) { return 0; }
 
+int fg_comm_nccl_device(const fg_comm *c) {
+  (void)c;
+  return -1;
+}
+
+int fg_comm_nccl_all_reduce_scaled(fg_comm *c, void *buf, int64_t count, fg_dtype dtype,
+                                   double scale, fg_status *st) {
+  (void)c;
+  (void)buf;
+  (void)count;
+  (void)dtype;
+  (void)scale;
+  fg_status_set(st, FG_UNIMPLEMENTED,
+                "this flowgraph was built without NCCL (needs the CUDA toolkit with nccl.h)");
+  return -1;
+}
+
 fg_comm *fg_comm_nccl_new(fg_comm *boot, int device, double timeout_s, fg_status *st) {
   (void)boot;
   (void)device;
@@ -150,36 +167,70 @@ static int finish(nccl_comm *m, ncclResult_t r, const char *op, fg_status *st) {
   return wait_done(m, op, 1, st);
 }
 
-static int nccl_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean,
-                           fg_status *st) {
-  nccl_comm *m = (nccl_comm *)c;
-  ncclDataType_t t;
+/* NCCL's type for an all_reduce of `dtype`, or -1 with `st` set. */
+static int nccl_type(fg_dtype dtype, ncclDataType_t *t, fg_status *st) {
   switch (dtype) {
-  case FG_F32: t = ncclFloat32; break;
-  case FG_F64: t = ncclFloat64; break;
-  case FG_I32: t = ncclInt32; break;
-  case FG_I64: t = ncclInt64; break;
+  case FG_F32: *t = ncclFloat32; return 0;
+  case FG_F64: *t = ncclFloat64; return 0;
+  case FG_I32: *t = ncclInt32; return 0;
+  case FG_I64: *t = ncclInt64; return 0;
   default:
     fg_status_set(st, FG_INVALID_ARGUMENT, "NCCL all_reduce: dtype %s is not supported",
                   fg_dtype_name(dtype));
     return -1;
   }
+}
+
+/* The in-place ncclAllReduce of both entry points: with `scaled`, the
+ * pre-multiplied sum (scale x buf summed over ranks), else the sum or, with
+ * `mean`, the average. */
+static int reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean, int scaled,
+                  double scale, fg_status *st) {
+  nccl_comm *m = (nccl_comm *)c;
+  ncclDataType_t t;
+  if (nccl_type(dtype, &t, st) != 0) return -1;
   if (count < 0 || (count > 0 && !buf)) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "NCCL all_reduce: count %lld with buffer %p",
                   (long long)count, buf);
+    return -1;
+  }
+  if (scaled && dtype != FG_F32 && dtype != FG_F64) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "NCCL scaled all_reduce: dtype %s (f32 or f64 only, the scale is a float)",
+                  fg_dtype_name(dtype));
     return -1;
   }
   pthread_mutex_lock(&m->mu);
   int rc = usable(m, "all_reduce", st);
   if (rc == 0 && count > 0) {
     cudaSetDevice(m->device);
-    rc = finish(
-        m, ncclAllReduce(buf, buf, (size_t)count, t, mean ? ncclAvg : ncclSum, m->comm, m->stream),
-        "all_reduce", st);
+    ncclRedOp_t op = mean ? ncclAvg : ncclSum;
+    /* The scalar is read when the call is made (host immediate), so a
+     * local is enough; the op is this communicator's, destroyed after. */
+    float s32 = (float)scale;
+    double s64 = scale;
+    ncclResult_t r = ncclSuccess;
+    if (scaled)
+      r = ncclRedOpCreatePreMulSum(&op, dtype == FG_F32 ? (void *)&s32 : (void *)&s64, t,
+                                   ncclScalarHostImmediate, m->comm);
+    if (r != ncclSuccess) {
+      fg_status_set(st, FG_INTERNAL, "ncclRedOpCreatePreMulSum on rank %d: %s", m->base.rank,
+                    ncclGetErrorString(r));
+      rc = -1;
+    } else {
+      rc = finish(m, ncclAllReduce(buf, buf, (size_t)count, t, op, m->comm, m->stream),
+                  "all_reduce", st);
+      if (scaled && !m->broken) (void)ncclRedOpDestroy(op, m->comm);
+    }
   }
   pthread_mutex_unlock(&m->mu);
   if (rc == 0) fg_status_clear(st);
   return rc;
+}
+
+static int nccl_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean,
+                           fg_status *st) {
+  return reduce(c, buf, count, dtype, mean, 0, 1.0, st);
 }
 
 static int nccl_all_gather_u64(fg_comm *c, uint64_t value, uint64_t *out, fg_status *st) {
@@ -287,6 +338,19 @@ static void nccl_abort(fg_comm *c, const char *why) {
 static const fg_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather_u64, nccl_broadcast,
                                      nccl_send,       nccl_recv,           nccl_free,
                                      nccl_abort};
+
+int fg_comm_nccl_device(const fg_comm *c) {
+  return c && c->ops == &nccl_ops ? ((const nccl_comm *)c)->device : -1;
+}
+
+int fg_comm_nccl_all_reduce_scaled(fg_comm *c, void *buf, int64_t count, fg_dtype dtype,
+                                   double scale, fg_status *st) {
+  if (fg_comm_nccl_device(c) < 0) {
+    fg_status_set(st, FG_UNIMPLEMENTED, "scaled all_reduce: the communicator is not NCCL's");
+    return -1;
+  }
+  return reduce(c, buf, count, dtype, 0, 1, scale, st);
+}
 
 /* Joins rank `rank` of `size` on `device` with `id`, without blocking. */
 static fg_comm *join(const ncclUniqueId *id, int rank, int size, int device, double timeout_s,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dist/comm_inproc.h"
+#include "dist/comm_nccl.h"
 #include "dist/exec.h"
 #include "graph/op_table.h"
 
@@ -230,6 +231,40 @@ static int check_pairs(const fg_graph *g, const fg_partition *part, const int *n
   return rc;
 }
 
+/* An NCCL communicator reduces GPU memory of one device: refused where it
+ * would be handed host buffers or another GPU's (FG_INVALID_ARGUMENT,
+ * naming the node and devices), and for a cross-process graph's transfers
+ * (it has no point-to-point). Checked here so that the mistake shows at
+ * fg_session_new / fg_session_set_comm, not as a crash inside NCCL. */
+static int check_device_memory(const fg_graph *g, const fg_dist_session *nw, const int *has_ar,
+                               int ranks, fg_status *st) {
+  int gpu = fg_comm_nccl_device(nw->process);
+  if (ranks > 0 && gpu >= 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "session: the process communicator attached is NCCL's (cuda:%d), which has no "
+                  "point-to-point, but the graph is cross-process (it names rank:R/ devices); "
+                  "attach the MPI communicator",
+                  gpu);
+    return -1;
+  }
+  const int *node_dev = nw->exec.node_dev;
+  for (int id = 0; id < g->n_nodes; id++) {
+    int d = node_dev[id];
+    if (g->nodes[id].op != FG_OP_ALL_REDUCE || !has_ar[d]) continue;
+    gpu = fg_comm_nccl_device(nw->exec.comm[d]);
+    fg_device dv = fg_partition_device(nw->part, d);
+    if (gpu < 0 || (dv.kind == FG_DEVICE_CUDA && dv.index == gpu)) continue;
+    char dn[32];
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "all_reduce node '%s' runs on '%s', but its communicator is NCCL's on cuda:%d, "
+                  "which reduces that GPU's memory only: run the session on cuda:%d, or attach "
+                  "an MPI or in-process communicator",
+                  g->nodes[id].name, fg_device_str(dv, dn, sizeof dn), gpu, gpu);
+    return -1;
+  }
+  return 0;
+}
+
 /* Builds a complete new state into `nw` (zeroed, process comm set). */
 static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_options *o,
                  fg_status *st) {
@@ -325,6 +360,7 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
     }
     nw->use_exec = 1;
   }
+  if (rc == 0) rc = check_device_memory(g, nw, has_ar, ranks, st);
   free(has_ar);
   if (rc != 0) return -1;
   /* A cross-process graph: this process runs its rank's devices and

@@ -19,12 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/comm_nccl.h"
 #include "dist/exec.h"
 #include "executor/cuda_backend.h"
 #include "executor/streams.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
+#include "kernels/collective.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/kernel_shape.h"
 
 /* Per-stream device scratch for the kernels (reductions' partials) and the
  * cuBLAS workspace (set explicitly so graph capture never makes cuBLAS
@@ -60,9 +63,11 @@ typedef struct cuda_plan {
   cudaEvent_t *events; /* sp.n_events, no timing */
   cudaEvent_t fork, join[FG_MAX_STREAMS];
   cudaEvent_t *tev; /* 1 + 2 * n_steps timing events, made on the first profiled run */
-  /* Host-staged steps (all_reduce): per step, the offset of its inputs'
-   * copies in the pinned block `stage`, or SIZE_MAX. */
+  /* all_reduce steps: per step, the offset of its inputs' copies in the
+   * pinned block `stage` (stage_bytes, allocated by the first run that
+   * stages through the host), or SIZE_MAX for other steps. */
   size_t *stage_off;
+  size_t stage_bytes;
   void *stage;
   const fg_dist_exec *dist; /* the running request's (its communicators), set per run */
   int runs;
@@ -508,13 +513,16 @@ static int node_fail(fg_status *st, fg_code code, const fg_graph *g, const fg_pl
   return -1;
 }
 
-/* all_reduce steps run on the host (plan.c gives them the CPU kernel):
- * their inputs are copied to pinned memory, the kernel calls the
- * communicator there (MPI, in-process), and the result goes back. The copy
- * costs two PCIe transfers of the gradients, which NCCL on device buffers
- * would not, but it serves every communicator, one GPU shared by several
- * ranks included. The host waits for the step's stream, so a plan with
- * such steps is never captured into a CUDA Graph. */
+/* all_reduce steps run on the host (plan.c gives them the CPU kernel), with
+ * the communicator the run's request attaches. An NCCL communicator on this
+ * GPU reduces the device buffers in place (run_nccl). Any other (MPI, in
+ * process) works on host memory: the inputs are copied to pinned memory,
+ * the CPU kernel calls the communicator there, and the result goes back
+ * (run_staged). That costs two PCIe copies of the gradients, but serves
+ * every communicator, one GPU shared by several ranks included. Either way
+ * the host waits for the step's stream, so a plan with such steps is never
+ * captured into a CUDA Graph. The pinned block is allocated only when a run
+ * first stages through it: with NCCL it is never needed. */
 static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp,
                        fg_status *st) {
   size_t total = 0;
@@ -532,18 +540,95 @@ static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pl
       total += align_up(kbuf_bytes(&plan->slots[step->in_slots[i]]));
     cp->graph_state = -1;
   }
-  return total ? host_alloc(&cp->stage, total, c->device, "all_reduce staging", st) : 0;
+  cp->stage_bytes = total;
+  return 0;
 }
 
-/* Runs host-staged step si (see stage_steps) on stream sk: waits for the
- * stream, copies the inputs down, runs the CPU kernel with the plan's
- * communicator, and queues the result's copy back onto sk. */
+/* A failed CUDA call while step si was `what`. */
+static int step_cuda_fail(fg_status *st, const fg_graph *g, const fg_plan *plan, int si,
+                          int device, const char *what, cudaError_t e) {
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s: %s", what, cudaGetErrorString(e));
+  (void)cudaGetLastError();
+  return node_fail(st, FG_INTERNAL, g, plan, si, device, msg);
+}
+
+/* all_reduce step si over NCCL communicator `comm` on device buffers, in
+ * place in the output. The weighted form reads its two small count inputs
+ * on the host and, for uneven shards, reduces with NCCL's pre-multiplied
+ * sum (each rank scales by rows / total), which is the CPU kernel's
+ * sum(x_r * rows_r) / total up to rounding; an empty shard contributes
+ * zeros, even where its gradient is NaN, as on the CPU. */
+static int run_nccl(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, int si, cudaStream_t sk,
+                    fg_comm *comm, fg_status *st) {
+  fg_step *step = &plan->steps[si];
+  const fg_kbuf *x = &step->in[0];
+  fg_kbuf *y = &plan->slots[step->out_slots[0]];
+  size_t bytes = kbuf_bytes(x);
+  int64_t n = fgk_numel(x);
+  int mean = step->params.keepdims, plain = 1; /* keepdims: "mean", depth: "weighted" */
+  double w = 1, total = 1;
+  cudaError_t e = cudaSuccess;
+  if (step->params.depth && comm->size > 1) {
+    double rows = 0, sums[2] = {0, 0};
+    if (step->n_in < 3 || step->in[1].dtype != FG_F64 || step->in[2].dtype != FG_F64 ||
+        fgk_numel(&step->in[1]) != 1 || fgk_numel(&step->in[2]) != 2)
+      return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device,
+                       "weighted all_reduce needs an f64 rows scalar and an f64 [2] of sums");
+    e = cudaStreamSynchronize(sk);
+    if (e == cudaSuccess) e = cudaMemcpy(&rows, step->in[1].data, sizeof rows, cudaMemcpyDefault);
+    if (e == cudaSuccess) e = cudaMemcpy(sums, step->in[2].data, sizeof sums, cudaMemcpyDefault);
+    if (e != cudaSuccess)
+      return step_cuda_fail(st, g, plan, si, c->device, "reading its row counts", e);
+    char err[256];
+    if (fgk_all_reduce_weights(rows, sums, comm->size, &plain, &w, &total, err, sizeof err) != 0)
+      return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, err);
+  }
+  if (!plain && w == 0)
+    e = bytes ? cudaMemsetAsync(y->data, 0, bytes, sk) : cudaSuccess;
+  else if (y->data != x->data && bytes)
+    e = cudaMemcpyAsync(y->data, x->data, bytes, cudaMemcpyDeviceToDevice, sk);
+  /* NCCL runs on its own stream: the output must be written first. */
+  if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
+  if (e != cudaSuccess)
+    return step_cuda_fail(st, g, plan, si, c->device, "preparing its output", e);
+  fg_status *cst = fg_status_new();
+  if (!cst) return node_fail(st, FG_RESOURCE_EXHAUSTED, g, plan, si, c->device, "out of memory");
+  int rc = plain ? comm->ops->all_reduce(comm, y->data, n, y->dtype, mean, cst)
+                 : fg_comm_nccl_all_reduce_scaled(comm, y->data, n, y->dtype, w / total, cst);
+  if (rc != 0) {
+    /* The communicator's code matters (deadline vs bad input). */
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s: %s", fg_code_name(fg_status_code(cst)),
+             fg_status_message(cst));
+    node_fail(st, fg_status_code(cst), g, plan, si, c->device, msg);
+  }
+  fg_status_free(cst);
+  return rc;
+}
+
+/* Runs all_reduce step si (see stage_steps) on stream sk: over NCCL on the
+ * device, or staged through the host: waits for the stream, copies the
+ * inputs down, runs the CPU kernel with the plan's communicator, and
+ * queues the result's copy back onto sk. */
 static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int si,
                       cudaStream_t sk, fg_status *st) {
   fg_step *step = &plan->steps[si];
   fg_kbuf hin[4];
   if (step->n_in > 4 || step->n_out != 1)
     return node_fail(st, FG_INTERNAL, g, plan, si, c->device, "unexpected all_reduce arity");
+  const int d = plan->step_dev ? plan->step_dev[si] : 0;
+  fg_comm *comm = cp->dist ? cp->dist->comm[d] : NULL;
+  int gpu = fg_comm_nccl_device(comm);
+  if (gpu >= 0 && gpu != c->device) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "its NCCL communicator reduces memory of cuda:%d, not this GPU's",
+             gpu);
+    return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, msg);
+  }
+  if (gpu >= 0) return run_nccl(c, g, plan, si, sk, comm, st);
+  if (!cp->stage && host_alloc(&cp->stage, cp->stage_bytes, c->device, "all_reduce staging", st))
+    return -1;
   char *p = (char *)cp->stage + cp->stage_off[si];
   cudaError_t e = cudaSuccess;
   for (int i = 0; i < step->n_in && e == cudaSuccess; i++) {
@@ -554,31 +639,21 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
     p += align_up(bytes);
   }
   if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
-  if (e != cudaSuccess) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "copying its inputs to the host: %s", cudaGetErrorString(e));
-    (void)cudaGetLastError();
-    return node_fail(st, FG_INTERNAL, g, plan, si, c->device, msg);
-  }
+  if (e != cudaSuccess)
+    return step_cuda_fail(st, g, plan, si, c->device, "copying its inputs to the host", e);
   fg_kbuf *dev_out = &plan->slots[step->out_slots[0]];
   fg_kbuf hout = *dev_out;
   hout.data = hin[0].data; /* in place, as the CPU executor may run it */
-  const int d = plan->step_dev ? plan->step_dev[si] : 0;
   char err[512];
   err[0] = '\0';
-  fg_kctx ctx = {hin, step->n_in, &hout, 1,    &step->params,
-                 err, sizeof err, NULL,  NULL, cp->dist ? cp->dist->comm[d] : NULL};
+  fg_kctx ctx = {hin, step->n_in, &hout, 1, &step->params, err, sizeof err, NULL, NULL, comm};
   if (step->fn(&ctx) != 0)
     return node_fail(st, fg_comm_error_code(err, FG_INVALID_ARGUMENT), g, plan, si, c->device,
                      err[0] ? err : "kernel failed");
   size_t bytes = kbuf_bytes(&hout);
   if (bytes && (e = cudaMemcpyAsync(dev_out->data, hout.data, bytes, cudaMemcpyHostToDevice, sk)) !=
-                   cudaSuccess) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "copying its result to the device: %s", cudaGetErrorString(e));
-    (void)cudaGetLastError();
-    return node_fail(st, FG_INTERNAL, g, plan, si, c->device, msg);
-  }
+                   cudaSuccess)
+    return step_cuda_fail(st, g, plan, si, c->device, "copying its result to the device", e);
   return 0;
 }
 
@@ -610,12 +685,8 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
     for (int w = sp->wait_off[si]; w < sp->wait_off[si + 1] && e == cudaSuccess; w++)
       e = cudaStreamWaitEvent(sk, cp->events[sp->event_of[sp->wait[w]]], 0);
     if (e == cudaSuccess && timings) e = cudaEventRecord(cp->tev[1 + 2 * si], sk);
-    if (e != cudaSuccess) {
-      char msg[256];
-      snprintf(msg, sizeof msg, "waiting for its inputs: %s", cudaGetErrorString(e));
-      (void)cudaGetLastError();
-      return node_fail(st, FG_INTERNAL, g, plan, si, c->device, msg);
-    }
+    if (e != cudaSuccess)
+      return step_cuda_fail(st, g, plan, si, c->device, "waiting for its inputs", e);
     for (int i = 0; i < step->n_in; i++)
       step->in[i] = plan->slots[step->in_slots[i]];
     if (cp->stage_off[si] != SIZE_MAX) {
@@ -641,12 +712,8 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
     if (e == cudaSuccess && timings) e = cudaEventRecord(cp->tev[2 + 2 * si], sk);
     if (e == cudaSuccess && sp->event_of[si] >= 0)
       e = cudaEventRecord(cp->events[sp->event_of[si]], sk);
-    if (e != cudaSuccess) {
-      char msg[256];
-      snprintf(msg, sizeof msg, "%s", cudaGetErrorString(e));
-      (void)cudaGetLastError();
-      return node_fail(st, FG_INTERNAL, g, plan, si, c->device, msg);
-    }
+    if (e != cudaSuccess)
+      return step_cuda_fail(st, g, plan, si, c->device, "launching its kernel", e);
   }
   for (int k = 1; k < sp->n_streams && e == cudaSuccess; k++) {
     e = cudaEventRecord(cp->join[k], c->stream[k]);

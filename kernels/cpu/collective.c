@@ -6,6 +6,7 @@
 
 #include "dist/comm.h"
 #include "flowgraph/dist.h"
+#include "kernels/collective.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 static size_t elem_size(fg_dtype dt) {
@@ -40,25 +41,32 @@ static void divide(fg_kbuf *y, int64_t n, double total) {
   }
 }
 
+int fgk_all_reduce_weights(double rows, const double sums[2], int size, int *plain, double *w,
+                           double *total, char *err, size_t err_size) {
+  *w = rows;
+  *total = sums[0];
+  if (!(*w >= 0) || !(*total > 0) || !(sums[1] >= 0) || *w > *total) {
+    snprintf(err, err_size,
+             "weighted all_reduce: this rank's rows %g and the ranks' total %g (sum of squares "
+             "%g) must satisfy 0 <= rows <= total, total > 0",
+             *w, *total, sums[1]);
+    return -1;
+  }
+  *plain = sums[0] * sums[0] == (double)size * sums[1];
+  return 0;
+}
+
 /* The weighted form's inputs (graph/infer_dist.c): 1 = this rank's rows,
- * 2 = the all-reduced [sum of rows, sum of rows^2]. Sets *plain when every
- * rank has the same rows (then the plain mean is the weighted one, and
- * taking it keeps even shards bit for bit as without weights); else
- * *w and *total. Every rank sees the same sums, so all choose alike. */
+ * 2 = the all-reduced [sum of rows, sum of rows^2]. */
 static int weights(const fg_kctx *ctx, int size, int *plain, double *w, double *total) {
   const fg_kbuf *r = &ctx->in[1], *s = &ctx->in[2];
   if (ctx->n_in < 3 || r->dtype != FG_F64 || r->rank != 0 || s->dtype != FG_F64 || s->rank != 1 ||
       s->dims[0] != 2)
     return fgk_fail(ctx, "weighted all_reduce needs an f64 rows scalar and an f64 [2] of sums");
-  const double *sums = s->data;
-  *w = *(const double *)r->data;
-  *total = sums[0];
-  if (!(*w >= 0) || !(*total > 0) || !(sums[1] >= 0) || *w > *total)
-    return fgk_fail(ctx,
-                    "weighted all_reduce: this rank's rows %g and the ranks' total %g "
-                    "(sum of squares %g) must satisfy 0 <= rows <= total, total > 0",
-                    *w, *total, sums[1]);
-  *plain = sums[0] * sums[0] == (double)size * sums[1];
+  char err[256];
+  if (fgk_all_reduce_weights(*(const double *)r->data, s->data, size, plain, w, total, err,
+                             sizeof err) != 0)
+    return fgk_fail(ctx, "%s", err);
   return 0;
 }
 
