@@ -10,8 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist/comm_inproc.h"
 #include "dist/comm_nccl.h"
 #include "fgtest.h"
+#include "flowgraph/dist.h"
+#include "flowgraph/flowgraph.h"
 
 #ifdef FG_HAVE_NCCL
 #include <cuda_runtime.h>
@@ -51,6 +54,23 @@ FG_TEST(nccl_stub_or_built, "gpu") {
   FG_CHECK(fg_comm_nccl_new_file("/tmp/x", 0, 1, 0, 1, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
 #endif
+  fg_status_free(st);
+}
+
+/* Host-memory communicators are not NCCL's: sessions stage them through
+ * the host, and the scaled reduction refuses them, in every build. */
+FG_TEST(nccl_device_of_other_communicators, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_comm *h[2] = {NULL, NULL};
+  FG_REQUIRE(fg_comm_inproc_group(2, 5, h, st) == 0);
+  FG_CHECK_INT(fg_comm_nccl_device(NULL), -1);
+  FG_CHECK_INT(fg_comm_nccl_device(h[0]), -1);
+  float x[2] = {1, 2};
+  FG_CHECK(fg_comm_nccl_all_reduce_scaled(h[0], x, 2, FG_F32, 0.5, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+  FG_CHECK(x[0] == 1 && x[1] == 2);
+  h[0]->ops->free(h[0]);
+  h[1]->ops->free(h[1]);
   fg_status_free(st);
 }
 
@@ -161,6 +181,140 @@ FG_TEST(nccl_missing_peer_deadline, "dist,gpu,badinput") {
   FG_CHECK_INT(fg_status_code(st), FG_DEADLINE_EXCEEDED);
   FG_CHECK(t >= 2.99 && t < 15.0);
   if (c) c->ops->free(c);
+  fg_status_free(st);
+}
+
+/* The pre-multiplied sum on one rank is the buffer times the scale: exact
+ * for a power of two in f32, within one rounding in f64; integer dtypes
+ * are refused. */
+FG_TEST(nccl_scaled_all_reduce_single_rank, "gpu") {
+  NEED_GPU();
+  fg_status *st = fg_status_new();
+  fg_comm *c = one_rank(st);
+  FG_REQUIRE(c != NULL);
+  FG_CHECK_INT(fg_comm_nccl_device(c), 0);
+  enum { N = 777 };
+  float hf[N], backf[N];
+  double hd[N], backd[N];
+  for (int i = 0; i < N; i++) {
+    hf[i] = cosf((float)i) * 5.0f;
+    hd[i] = sin((double)i) * 7.0;
+  }
+  void *df = NULL, *dd = NULL;
+  FG_REQUIRE(cudaMalloc(&df, sizeof hf) == cudaSuccess && cudaMalloc(&dd, sizeof hd) == cudaSuccess);
+  cudaMemcpy(df, hf, sizeof hf, cudaMemcpyHostToDevice);
+  cudaMemcpy(dd, hd, sizeof hd, cudaMemcpyHostToDevice);
+  FG_CHECK_INT(fg_comm_nccl_all_reduce_scaled(c, df, N, FG_F32, 0.25, st), 0);
+  FG_CHECK_INT(fg_comm_nccl_all_reduce_scaled(c, dd, N, FG_F64, 0.1, st), 0);
+  cudaMemcpy(backf, df, sizeof backf, cudaMemcpyDeviceToHost);
+  cudaMemcpy(backd, dd, sizeof backd, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < N; i++) {
+    FG_CHECK(backf[i] == hf[i] * 0.25f);
+    FG_CHECK(fabs(backd[i] - hd[i] * 0.1) <= 1e-15 * fabs(hd[i]) + 1e-300);
+  }
+  FG_CHECK(fg_comm_nccl_all_reduce_scaled(c, df, N, FG_I32, 0.5, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  cudaFree(df);
+  cudaFree(dd);
+  c->ops->free(c);
+  fg_status_free(st);
+}
+
+/* x -> all_reduce (mean) on cuda:0, and the weighted form with its row
+ * counts, as fg_data_parallel builds them. */
+static fg_graph *ar_graph(void) {
+  fg_graph *g = fg_graph_new();
+  int64_t d[1] = {5}, two = 2;
+  fg_status *st = fg_status_new();
+  double sums[2] = {3, 9};
+  fg_tensor *t = fg_tensor_from_data(FG_F64, 1, &two, sums, sizeof sums, st);
+  fg_output x = fg_placeholder(g, "x", FG_F32, 1, d);
+  fg_attrs *a = fg_attrs_new();
+  fg_attrs_set_int(a, "mean", 1);
+  fg_op(g, "all_reduce", "ar", &x, 1, a);
+  fg_attrs_free(a);
+  a = fg_attrs_new();
+  fg_attrs_set_int(a, "weighted", 1);
+  fg_output in[3] = {x, fg_scalar(g, FG_F64, 3), fg_constant(g, "sums", t)};
+  fg_op(g, "all_reduce", "war", in, 3, a);
+  fg_attrs_free(a);
+  fg_tensor_free(t);
+  fg_status_free(st);
+  return g;
+}
+
+/* A cuda:0 session with a one-rank NCCL communicator attached: its
+ * all_reduce steps give the values (a group of one), and they do call
+ * NCCL: once the communicator is aborted, the run fails with FG_ABORTED
+ * naming the node (the host-staged path never calls a group of one). */
+FG_TEST(nccl_session_all_reduce_on_gpu, "dist,gpu") {
+  NEED_GPU();
+  fg_status *st = fg_status_new();
+  fg_comm *c = one_rank(st);
+  FG_REQUIRE(c != NULL);
+  fg_graph *g = ar_graph();
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.device = "cuda:0";
+  fg_session *s = fg_session_new(g, &o, st);
+  FG_REQUIRE(s != NULL);
+  FG_REQUIRE(fg_session_set_comm(s, c, st) == 0);
+  float xv[5] = {1.5f, -2.0f, 3.25f, 1e3f, 0.0f};
+  int64_t d[1] = {5};
+  fg_tensor *xt = fg_tensor_from_data(FG_F32, 1, d, xv, sizeof xv, st);
+  fg_feed feed = {"x", xt};
+  const char *fetch[2] = {"ar", "war"};
+  for (int run = 0; run < 3; run++) {
+    fg_tensor *out[2] = {NULL, NULL};
+    FG_REQUIRE(fg_session_run(s, &feed, 1, fetch, 2, out, NULL, 0, st) == 0);
+    for (int k = 0; k < 2; k++) {
+      FG_CHECK(memcmp(fg_tensor_data(out[k]), xv, sizeof xv) == 0);
+      fg_tensor_free(out[k]);
+    }
+  }
+  c->ops->abort(c, "test abort");
+  fg_tensor *out[2] = {NULL, NULL};
+  FG_CHECK(fg_session_run(s, &feed, 1, fetch, 2, out, NULL, 0, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_ABORTED);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "(all_reduce) on cuda:0");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "test abort");
+  fg_session_free(s);
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+  c->ops->free(c);
+  fg_status_free(st);
+}
+
+/* An NCCL communicator reduces GPU memory: attached to a CPU session it is
+ * refused, naming the node, its device and the communicator's GPU. */
+FG_TEST(nccl_session_on_cpu_refused, "dist,gpu,badinput") {
+  NEED_GPU();
+  fg_status *st = fg_status_new();
+  fg_comm *c = one_rank(st);
+  FG_REQUIRE(c != NULL);
+  fg_graph *g = ar_graph();
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s != NULL);
+  FG_CHECK(fg_session_set_comm(s, c, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                        "all_reduce node 'ar' runs on 'cpu:0', but its communicator is NCCL's on "
+                        "cuda:0");
+  /* The session still runs, without the communicator. */
+  float xv[5] = {1, 2, 3, 4, 5};
+  int64_t d[1] = {5};
+  fg_tensor *xt = fg_tensor_from_data(FG_F32, 1, d, xv, sizeof xv, st);
+  fg_feed feed = {"x", xt};
+  const char *fetch[1] = {"ar"};
+  fg_tensor *out[1] = {NULL};
+  FG_CHECK(fg_session_run(s, &feed, 1, fetch, 1, out, NULL, 0, st) == 0);
+  if (out[0]) FG_CHECK(memcmp(fg_tensor_data(out[0]), xv, sizeof xv) == 0);
+  fg_tensor_free(out[0]);
+  fg_tensor_free(xt);
+  fg_session_free(s);
+  fg_graph_free(g);
+  c->ops->free(c);
   fg_status_free(st);
 }
 #endif

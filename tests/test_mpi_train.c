@@ -5,6 +5,7 @@
  * the ranks; a batch with fewer rows than ranks, a run outside mpirun and
  * ranks with different model files are refused. */
 #include "mpi/mpi_run.h"
+#include "dist/comm_nccl.h"
 #include "executor/cuda_backend.h"
 #include "flowgraph/dist.h"
 #include "test_cli_train_util.h"
@@ -128,18 +129,23 @@ static void check_vs_single(const char *mpi_out, const char *single_out, const c
   FG_CHECK(rel_err(bm[0], p.b) < 1e-4);
 }
 
-/* `device`: the ranks' --device (NULL: the default, cpu:0). */
-static void check_matches_on(int np, int shuffle, const char *batch, const char *device) {
+/* `device`: the ranks' --device (NULL: the default, cpu:0); `comm`: their
+ * --dist-comm (NULL: the default, auto), and `says`: a line the run must
+ * print (NULL: none). */
+static void check_matches_comm(int np, int shuffle, const char *batch, const char *device,
+                               const char *comm, const char *says) {
   MPI_REQUIRED();
   if (device && fg_cuda_device_count() < 1)
     FG_SKIP("no CUDA device (or no CUDA backend in this build) for --device %s", device);
   FG_REQUIRE(setup_linreg() == 0);
-  const char *extra[5] = {NULL};
+  const char *extra[7] = {NULL};
   int n_extra = 0;
   if (shuffle) extra[n_extra++] = "--shuffle", extra[n_extra++] = "7";
   if (device) extra[n_extra++] = "--device", extra[n_extra++] = device;
+  if (comm) extra[n_extra++] = "--dist-comm", extra[n_extra++] = comm;
   run_result *res = malloc(sizeof *res);
   mpi_train(np, "lin.fgb", batch, extra, "mpi.fgb", res);
+  if (says) FG_CHECK_STR_CONTAINS(res->out, says);
   if (strstr(res->out, "no fg_data_parallel")) {
     free(res);
     fgt_rmtree(tmpdir);
@@ -176,6 +182,10 @@ static void check_matches_on(int np, int shuffle, const char *batch, const char 
   fgt_rmtree(tmpdir);
 }
 
+static void check_matches_on(int np, int shuffle, const char *batch, const char *device) {
+  check_matches_comm(np, shuffle, batch, device, NULL, NULL);
+}
+
 static void check_matches_single(int np, int shuffle, const char *batch) {
   check_matches_on(np, shuffle, batch, NULL);
 }
@@ -187,10 +197,28 @@ FG_TEST(mpi_train_np2_matches_single, "dist") { check_matches_single(2, 0, "40")
  * goes through host memory and MPI; the result is the single CPU run's
  * (within f32 rounding: the GPU kernels sum in another order). Uneven
  * shards (7 rows over 2 ranks) take the row-weighted all_reduce. */
-FG_TEST(mpi_train_np2_on_gpu_matches_single, "dist,gpu") { check_matches_on(2, 0, "40", "cuda:0"); }
+FG_TEST(mpi_train_np2_on_gpu_matches_single, "dist,gpu") {
+  /* Two ranks on one GPU: auto leaves NCCL out (it needs a GPU per rank). */
+  check_matches_comm(2, 0, "40", "cuda:0", NULL,
+                     "2 ranks on GPUs; gradients all-reduced through host memory over MPI");
+}
 FG_TEST(mpi_train_np2_on_gpu_uneven_matches_single, "dist,gpu") {
   check_matches_on(2, 1, "7", "cuda:0");
 }
+
+/* One GPU per rank (cuda:local): the gradients' all_reduce runs on the
+ * GPUs with NCCL; even and uneven shards (the latter through NCCL's
+ * pre-multiplied sum) match the single CPU run within f32 rounding. Needs
+ * 2 GPUs and an NCCL build. */
+static void check_nccl(const char *batch) {
+  if (!fg_nccl_built()) FG_SKIP("flowgraph was built without NCCL");
+  if (fg_cuda_device_count() < 2)
+    FG_SKIP("needs 2 CUDA GPUs for one per rank (this machine has %d)", fg_cuda_device_count());
+  check_matches_comm(2, 0, batch, "cuda:local", "nccl",
+                     "2 ranks on GPUs; gradients all-reduced with NCCL on the GPUs");
+}
+FG_TEST(mpi_train_np2_nccl_matches_single, "dist,gpu") { check_nccl("40"); }
+FG_TEST(mpi_train_np2_nccl_uneven_matches_single, "dist,gpu") { check_nccl("7"); }
 FG_TEST(mpi_train_np4_matches_single, "dist") { check_matches_single(4, 0, "8"); }
 FG_TEST(mpi_train_np4_shuffled_matches_single, "dist") { check_matches_single(4, 1, "8"); }
 
@@ -300,8 +328,56 @@ FG_TEST(mpi_train_dist_loss_bad_args, "dist,badinput") {
   cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1",
       "--dist-loss", "sum", NULL);
   CHECK_USAGE_ERROR(r);
-  FG_CHECK_STR_CONTAINS(r.err, "--dist-timeout, --dist-bucket and --dist-loss need --dist mpi");
+  FG_CHECK_STR_CONTAINS(r.err,
+                        "--dist-timeout, --dist-bucket, --dist-loss and --dist-comm need --dist mpi");
   result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
+/* --dist-comm and --device cuda:local: bad values and missing --dist mpi
+ * are usage errors; under mpirun, NCCL asked for on cpu:0 is refused on
+ * every rank alike (no rank waits for another), and so is cuda:local on a
+ * machine without a GPU. */
+FG_TEST(mpi_train_dist_comm_bad_args, "dist,badinput") {
+  FG_REQUIRE(setup_linreg() == 0);
+  char xi[700], yi[700];
+  lin_inputs(xi, yi);
+  cli_result r;
+  cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1", "--dist",
+      "mpi", "--dist-comm", "tcp", NULL);
+  CHECK_USAGE_ERROR(r);
+  FG_CHECK_STR_CONTAINS(r.err, "--dist-comm needs auto, mpi or nccl");
+  result_free(&r);
+  cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1",
+      "--dist-comm", "nccl", NULL);
+  CHECK_USAGE_ERROR(r);
+  FG_CHECK_STR_CONTAINS(r.err, "--dist-comm need --dist mpi");
+  result_free(&r);
+  cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1",
+      "--device", "cuda:local", NULL);
+  CHECK_USAGE_ERROR(r);
+  FG_CHECK_STR_CONTAINS(r.err, "--device cuda:local needs --dist mpi");
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
+FG_TEST(mpi_train_dist_comm_refused_off_gpu, "dist,badinput") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  run_result *res = malloc(sizeof *res);
+  const char *nccl[] = {"--dist-comm", "nccl", NULL};
+  mpi_train(2, "lin.fgb", "8", nccl, NULL, res);
+  FG_CHECK(res->status != -1 && res->status != 0);
+  FG_CHECK_STR_CONTAINS(res->out, "--dist-comm nccl: rank 0 does not run on a CUDA device");
+  FG_CHECK(strstr(res->out, "epoch 1/") == NULL);
+  if (fg_cuda_device_count() == 0) {
+    const char *local[] = {"--device", "cuda:local", NULL};
+    mpi_train(2, "lin.fgb", "8", local, NULL, res);
+    FG_CHECK(res->status != -1 && res->status != 0);
+    FG_CHECK_STR_CONTAINS(res->out, "--device cuda:local: rank 0 sees no CUDA device");
+    FG_CHECK(strstr(res->out, "epoch 1/") == NULL);
+  }
+  free(res);
   fgt_rmtree(tmpdir);
 }
 

@@ -35,6 +35,7 @@ typedef struct train_args {
   int dist_mpi;
   int64_t dist_timeout, dist_bucket;
   int dist_loss_sum; /* --dist-loss sum: the loss sums over rows */
+  int dist_comm;     /* --dist-comm: CLI_DIST_COMM_AUTO, _MPI or _NCCL */
   /* --dist mpi on a cross-process graph (devices "rank:R/..."): model
    * parallelism; every rank feeds whole batches and runs its own nodes. */
   int model_parallel;
@@ -67,7 +68,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   a->evals = calloc(cap, sizeof *a->evals);
   if (!a->inputs || !a->eval_inputs || !a->evals)
     return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  int have_batch = 0, have_epochs = 0, dist_loss_given = 0;
+  int have_batch = 0, have_epochs = 0, dist_loss_given = 0, dist_comm_given = 0;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *v = NULL;
     int r, rc = CLI_OK;
@@ -117,6 +118,14 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
         return cli_usage(cmd, "--dist-loss needs mean or sum (how the loss adds up over rows)");
       a->dist_loss_sum = strcmp(v, "sum") == 0;
       dist_loss_given = 1;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-comm", &v)) != 0) {
+      static const char *const modes[3] = {"auto", "mpi", "nccl"};
+      a->dist_comm = -1;
+      for (int k = 0; k < 3 && r > 0; k++)
+        if (strcmp(v, modes[k]) == 0) a->dist_comm = k;
+      if (a->dist_comm < 0)
+        return cli_usage(cmd, "--dist-comm needs auto, mpi or nccl (the gradients' all_reduce)");
+      dist_comm_given = 1;
     } else if (cli_session_opt(cmd, argc, argv, &i, 1, &rc)) {
     } else {
       rc = cli_model_arg(cmd, arg, &a->model);
@@ -129,8 +138,12 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   if (!have_epochs) return cli_usage(cmd, "missing --epochs N");
   if (a->n_eval_inputs > 0 && a->n_evals == 0)
     return cli_usage(cmd, "--eval-input needs --eval NAME (what to compute on it)");
-  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_loss_given))
-    return cli_usage(cmd, "--dist-timeout, --dist-bucket and --dist-loss need --dist mpi");
+  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_loss_given || dist_comm_given))
+    return cli_usage(cmd,
+                     "--dist-timeout, --dist-bucket, --dist-loss and --dist-comm need --dist mpi");
+  if (!a->dist_mpi && cli_session_limits.device &&
+      strcmp(cli_session_limits.device, "cuda:local") == 0)
+    return cli_usage(cmd, "--device cuda:local needs --dist mpi (each rank takes a GPU of its host)");
   return a->save ? cli_check_model_path(cmd, a->save) : CLI_OK;
 }
 
@@ -403,9 +416,10 @@ static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_statu
  * (hybrid: the same rewrite, per stage). Non-zero ranks turn quiet and do
  * not save. */
 static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st) {
-  /* The bucket size and the loss form change the rewritten graph: part of
-   * the M2 hash. */
-  int64_t shape[2] = {a->dist_bucket, a->dist_loss_sum};
+  /* The bucket size and the loss form change the rewritten graph, and
+   * ranks choosing different communicators would wait for each other:
+   * part of the M2 hash. */
+  int64_t shape[3] = {a->dist_bucket, a->dist_loss_sum, a->dist_comm};
   if (cli_dist_join("train", a->model, shape, sizeof shape, a->dist_timeout, &c->world, st) != 0)
     return -1;
   fg_partition *part = fg_partition_new(*g, NULL, st);
@@ -417,6 +431,19 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
     a->quiet = 1;
     a->save = NULL;
   }
+  static char local_gpu[32];
+  const char *dev = cli_session_limits.device;
+  if (dev && strcmp(dev, "cuda:local") == 0) {
+    if (cli_dist_local_gpu(c->world, local_gpu, sizeof local_gpu, st) != 0) return -1;
+    cli_session_limits.device = local_gpu;
+  }
+  if (a->model_parallel && a->dist_comm == CLI_DIST_COMM_NCCL) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--dist-comm nccl: the model places nodes on %d ranks (model parallelism runs "
+                  "on cpu:N devices, over MPI)",
+                  stages);
+    return -1;
+  }
   if (a->model_parallel) {
     if (hybrid_comms(a, stages, c, st) != 0) return -1;
     /* Model parallelism alone: the graph itself says which rank runs what. */
@@ -425,6 +452,16 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
     c->p2p = c->loss = c->world;
     a->replicas = c->world->size;
     a->replica = c->world->rank;
+    /* On GPUs the gradients go over NCCL where it can run (the session
+     * gets it; the loss sums stay on MPI). */
+    fg_comm *nccl = NULL;
+    if (cli_dist_gpu_comm(c->world, cli_session_limits.device, a->dist_comm,
+                          (double)a->dist_timeout, &nccl, st) != 0)
+      return -1;
+    if (nccl) c->p2p = nccl;
+    if (!a->quiet && cli_session_limits.device && strncmp(cli_session_limits.device, "cuda", 4) == 0)
+      printf("--dist mpi: %d ranks on GPUs; gradients all-reduced %s\n", c->world->size,
+             nccl ? "with NCCL on the GPUs" : "through host memory over MPI");
   }
   fg_graph *dp = rewrite_for_dp(a, *g, st);
   if (!dp) return -1;
@@ -690,7 +727,7 @@ const cli_command cli_train_command = {
     "[--shuffle SEED] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
     "[--eval-input NAME=FILE.npy ...] [--threads N] [--device NAME] [--quiet] [--check-numerics] "
     "[--max-memory BYTES] [--dist mpi [--dist-timeout SECONDS] [--dist-bucket BYTES] "
-    "[--dist-loss mean|sum]]",
+    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   training data for placeholder NAME; every -i is\n"
     "                              cut into batches along axis 0, so all need the\n"
@@ -716,8 +753,9 @@ const cli_command cli_train_command = {
     "                              become their initial values; .json for JSON)\n"
     "  --threads N                 worker threads (default: the session's, 0 = cores)\n"
     "  --device NAME               run on NAME (cpu:0, the default, or cuda:N); with\n"
-    "                              --dist mpi every rank trains on its own NAME, and\n"
-    "                              the gradients' all_reduce goes through host memory\n"
+    "                              --dist mpi every rank trains on its own NAME;\n"
+    "                              cuda:local gives each rank cuda:L mod GPUs, L its\n"
+    "                              position among the ranks of its host\n"
     "  -q, --quiet                 print nothing but errors\n"
     "  --check-numerics            after every node, fail on the first NaN or Inf,\n"
     "                              naming the node, its op and the count\n"
@@ -739,7 +777,12 @@ const cli_command cli_train_command = {
     "  --dist-bucket BYTES         gradient bucket size (default 25 MB)\n"
     "  --dist-loss mean|sum        how the loss adds up over a batch's rows: mean\n"
     "                              (default; gradients are averaged, weighted by\n"
-    "                              each replica's rows) or sum (they are added)\n\n"
+    "                              each replica's rows) or sum (they are added)\n"
+    "  --dist-comm auto|mpi|nccl   the gradients' all_reduce on cuda:N devices: nccl\n"
+    "                              on the GPUs' memory (one GPU per rank), or mpi\n"
+    "                              through host memory; auto (default) takes NCCL\n"
+    "                              where this build has it and no two ranks share\n"
+    "                              a GPU. cpu:N devices always use MPI\n\n"
     "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
     "mean of the batch losses weighted by batch size and T the epoch's time with\n"
     "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"

@@ -2,7 +2,11 @@
 #include "dist_cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "executor/cuda_backend.h"
 
 int cli_dist_opt(const cli_command *cmd, int argc, char **argv, int *i, int *dist_mpi,
                  int64_t *timeout_s, int *rc) {
@@ -59,4 +63,81 @@ int cli_dist_join(const char *command, const char *model, const void *opts, size
       fg_comm_check_same_u64(*comm, h, "graph", st) != 0)
     return -1;
   return 0;
+}
+
+/* Every rank's host: a hash of its host name (gethostname), gathered. */
+static uint64_t *gather_hosts(fg_comm *world, fg_status *st) {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) strcpy(host, "?");
+  uint64_t *all = calloc((size_t)world->size, sizeof *all);
+  if (!all) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  uint64_t mine = fg_hash_bytes(FG_HASH_SEED, host, strlen(host));
+  if (world->ops->all_gather_u64(world, mine, all, st) != 0) {
+    free(all);
+    return NULL;
+  }
+  return all;
+}
+
+int cli_dist_local_gpu(fg_comm *world, char *out, size_t out_size, fg_status *st) {
+  uint64_t *hosts = gather_hosts(world, st);
+  if (!hosts) return -1;
+  int local = 0;
+  for (int r = 0; r < world->rank; r++)
+    local += hosts[r] == hosts[world->rank];
+  free(hosts);
+  int gpus = fg_cuda_device_count();
+  if (gpus < 1) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "--device cuda:local: rank %d sees no CUDA device",
+                  world->rank);
+    return -1;
+  }
+  snprintf(out, out_size, "cuda:%d", local % gpus);
+  return 0;
+}
+
+int cli_dist_gpu_comm(fg_comm *world, const char *device, int mode, double timeout_s,
+                      fg_comm **nccl, fg_status *st) {
+  *nccl = NULL;
+  int gpu = -1;
+  if (fg_device_parse(device, &gpu) != 1) gpu = -1;
+  if (mode == CLI_DIST_COMM_MPI) return 0;
+  /* Each rank's (host, GPU + 1), 0 for a rank off the GPU. */
+  uint64_t *hosts = gather_hosts(world, st);
+  if (!hosts) return -1;
+  uint64_t *keys = calloc((size_t)world->size, sizeof *keys);
+  uint64_t mine = gpu < 0 ? 0 : fg_hash_bytes(hosts[world->rank], &gpu, sizeof gpu) | 1;
+  int rc = keys ? world->ops->all_gather_u64(world, mine, keys, st) : -1;
+  if (!keys) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+  free(hosts);
+  /* Why NCCL cannot run, the same on every rank (same keys, same build). */
+  char why[160] = "";
+  for (int r = 0; rc == 0 && !why[0] && r < world->size; r++) {
+    if (keys[r] == 0) {
+      snprintf(why, sizeof why, "rank %d does not run on a CUDA device", r);
+      break;
+    }
+    for (int q = 0; q < r; q++)
+      if (keys[q] == keys[r]) {
+        snprintf(why, sizeof why,
+                 "ranks %d and %d run on the same GPU (NCCL needs one GPU per rank: try "
+                 "--device cuda:local)",
+                 q, r);
+        break;
+      }
+  }
+  free(keys);
+  if (rc != 0) return -1;
+  if (!why[0] && !fg_nccl_built())
+    snprintf(why, sizeof why, "this flowgraph was built without NCCL");
+  if (why[0]) {
+    if (mode != CLI_DIST_COMM_NCCL) return 0;
+    fg_status_set(st, FG_INVALID_ARGUMENT, "--dist-comm nccl: %s", why);
+    return -1;
+  }
+  *nccl = fg_comm_nccl_new(world, gpu, timeout_s, st);
+  return *nccl ? 0 : -1;
 }

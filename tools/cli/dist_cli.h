@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "dist/comm_mpi.h"
+#include "dist/comm_nccl.h"
 #include "flowgraph/status.h"
 #include "run.h"
 
@@ -26,6 +27,28 @@ int cli_dist_opt(const cli_command *cmd, int argc, char **argv, int *i, int *dis
  * caller frees it). */
 int cli_dist_join(const char *command, const char *model, const void *opts, size_t opts_len,
                   int64_t timeout_s, fg_comm **comm, fg_status *st);
+
+/* ---- GPUs under --dist mpi (dist_cli.c) ---------------------------------- */
+
+/* The gradients' communicator for --dist-comm: auto, mpi or nccl. */
+enum { CLI_DIST_COMM_AUTO, CLI_DIST_COMM_MPI, CLI_DIST_COMM_NCCL };
+
+/* --device cuda:local under --dist mpi: every rank takes cuda:L mod G, L
+ * its position among the ranks on its host (by host name, in rank order),
+ * G the GPUs it sees. A collective over `world`. Writes the name to `out`.
+ * 0, or -1 with `st` set (no GPU). */
+int cli_dist_local_gpu(fg_comm *world, char *out, size_t out_size, fg_status *st);
+
+/* Chooses the communicator of the gradients' all_reduce for data
+ * parallelism on `device` (every rank's own): NCCL (*nccl set, to be
+ * freed by the caller; `world` bootstraps it) when `mode` allows, this
+ * build has NCCL and every rank runs on a GPU of its own (no two ranks on
+ * one host name the same cuda:N); otherwise NULL, and the all_reduce goes
+ * through host memory over `world`. `mode` CLI_DIST_COMM_NCCL where NCCL
+ * cannot run fails naming why. A collective over `world`, and every rank
+ * decides alike. 0 or -1. */
+int cli_dist_gpu_comm(fg_comm *world, const char *device, int mode, double timeout_s,
+                      fg_comm **nccl, fg_status *st);
 
 /* ---- run --dist mpi on a model that names no rank (dist_run.c) ---------- */
 
