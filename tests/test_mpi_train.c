@@ -545,10 +545,11 @@ FG_TEST(mpi_train_killed_rank_gives_deadline, "dist,badinput") {
  * whole batches; rank 0 prints and saves after collecting rank 1's
  * variables. The same kernels on the same data as one process: the same
  * epoch losses and the same trained bits. */
-/* lin.fgb with its loss on rank 1 and pred on rank 0, saved as
- * lin_mp.fgb; the graph is returned for the caller to inspect. */
-static fg_graph *make_lin_mp(fg_status *st) {
-  fg_graph *g = fg_graph_load(tpath("lin.fgb"), st);
+/* A linear regression model of the test's folder (`src`) with its loss on
+ * rank 1 and pred on rank 0, saved as `dst` (lin.fgb as lin_mp.fgb); the
+ * graph is returned for the caller to inspect. */
+static fg_graph *split_model(const char *src, const char *dst, fg_status *st) {
+  fg_graph *g = fg_graph_load(tpath(src), st);
   if (!g) return NULL;
   int loss = fg_graph_find(g, "loss"), pred = fg_graph_find(g, "pred");
   if (loss < 0 || pred < 0) {
@@ -557,12 +558,14 @@ static fg_graph *make_lin_mp(fg_status *st) {
   }
   fg_set_device(g, (fg_output){loss, 0}, "rank:1/cpu:0");
   fg_set_device(g, (fg_output){pred, 0}, "rank:0/cpu:0");
-  if (fg_graph_save(g, tpath("lin_mp.fgb"), st) != 0) {
+  if (fg_graph_save(g, tpath(dst), st) != 0) {
     fg_graph_free(g);
     return NULL;
   }
   return g;
 }
+
+static fg_graph *make_lin_mp(fg_status *st) { return split_model("lin.fgb", "lin_mp.fgb", st); }
 
 /* setup_linreg, then lin_mp.fgb for a test that only runs it. 0 or -1. */
 static int setup_lin_mp(void) {
@@ -642,6 +645,56 @@ FG_TEST(mpi_train_hybrid_np4, "dist") { check_model_parallel(4, "8"); }
 /* Batches of 7 split 4 + 3 over the replicas, the last (5) 3 + 2: the
  * row-weighted all_reduce, with rank 1 receiving the row counts. */
 FG_TEST(mpi_train_hybrid_np4_uneven, "dist") { check_model_parallel(4, "7"); }
+
+/* --dist-loss sum on a hybrid run: lsum.fgb (squared errors summed over
+ * rows, SGD at 0.01) split over 2 ranks, 2 replicas of it on 4 processes,
+ * batches of 7 (4 + 3 rows, the last 3 + 2). Each stage adds its replicas'
+ * gradients, so epoch losses and saved w, b match one process on the full
+ * batches (1e-5) and SGD on the summed loss by hand in double (1e-4). */
+FG_TEST(mpi_train_hybrid_np4_loss_sum_uneven, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  FG_REQUIRE(build_linreg_loss(tpath("lsum.fgb"), 0, LR_SUM, 1) == 0);
+  fg_status *st = fg_status_new();
+  fg_graph *g = split_model("lsum.fgb", "lsum_mp.fgb", st);
+  FG_REQUIRE(g);
+  fg_graph_free(g);
+  fg_status_free(st);
+  const char *extra[3] = {"--dist-loss", "sum", NULL};
+  run_result *res = malloc(sizeof *res);
+  mpi_train(4, "lsum_mp.fgb", "7", extra, "mp.fgb", res);
+  FG_CHECK_INT(res->status, 0);
+  cli_result r;
+  char xi[700], yi[700];
+  lin_inputs(xi, yi);
+  cli(&r, "train", tpath("lsum.fgb"), "-i", xi, "-i", yi, "--batch", "7", "--epochs", "3", "--save",
+      tpath("single.fgb"), NULL);
+  FG_CHECK_INT(r.code, 0);
+  double lm[8], ls[8], ref[8];
+  linp p;
+  lin_train_reference_loss(7, 3, 0, 7, LR_SUM, 1, &p, ref);
+  FG_CHECK_INT(parse_epochs(res->out, lm, 8, NULL, NULL), 3);
+  FG_CHECK_INT(parse_epochs(r.out, ls, 8, NULL, NULL), 3);
+  for (int e = 0; e < 3; e++) {
+    FG_CHECK(rel_err(lm[e], ls[e]) < 1e-5);
+    FG_CHECK(rel_err(lm[e], ref[e]) < 1e-4);
+  }
+  float wm[2], bm[1];
+  FG_CHECK_INT(saved_variable(tpath("mp.fgb"), "w", wm, 2), 2);
+  FG_CHECK_INT(saved_variable(tpath("mp.fgb"), "b", bm, 1), 1);
+  for (int i = 0; i < 2; i++)
+    FG_CHECK(rel_err(wm[i], p.w[i]) < 1e-4);
+  FG_CHECK(rel_err(bm[0], p.b) < 1e-4);
+  /* The default (mean) on the same split model ends elsewhere. */
+  mpi_train(4, "lsum_mp.fgb", "7", NULL, "mean.fgb", res);
+  FG_CHECK_INT(res->status, 0);
+  FG_CHECK_INT(saved_variable(tpath("mean.fgb"), "w", wm, 2), 2);
+  FG_CHECK(rel_err(wm[0], p.w[0]) > 1e-3 || rel_err(wm[1], p.w[1]) > 1e-3);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\nsingle:\n%s\n", res->out, r.out);
+  result_free(&r);
+  free(res);
+  fgt_rmtree(tmpdir);
+}
 
 /* Processes must be a multiple of the model's ranks; a batch must give
  * every replica a row. */
