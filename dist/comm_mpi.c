@@ -52,6 +52,12 @@ int fg_mpi_launched(void) {
 }
 
 int fg_comm_check_same_u64(fg_comm *c, uint64_t value, const char *what, fg_status *st) {
+  return fg_comm_check_same(c, value, what,
+                            "every rank must load the same file with the same options", st);
+}
+
+int fg_comm_check_same(fg_comm *c, uint64_t value, const char *what, const char *hint,
+                       fg_status *st) {
   if (!c || !c->ops || c->size < 1) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "%s check: no communicator", what);
     return -1;
@@ -70,8 +76,8 @@ int fg_comm_check_same_u64(fg_comm *c, uint64_t value, const char *what, fg_stat
     if (all[r] != all[0]) {
       fg_status_set(st, FG_INVALID_ARGUMENT,
                     "ranks disagree on the %s: rank 0 has %s hash 0x%016llx, rank %d has "
-                    "0x%016llx (every rank must load the same file with the same options)",
-                    what, what, (unsigned long long)all[0], r, (unsigned long long)all[r]);
+                    "0x%016llx (%s)",
+                    what, what, (unsigned long long)all[0], r, (unsigned long long)all[r], hint);
       rc = -1;
       break;
     }

@@ -54,6 +54,10 @@ fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st);
  * hashes ("rank 0 has graph hash 0x..., rank 1 has 0x..."). Works over any
  * communicator (all_gather_u64). */
 int fg_comm_check_same_u64(fg_comm *c, uint64_t value, const char *what, fg_status *st);
+/* The same with `hint` in place of "every rank must load the same file
+ * with the same options" after the hashes. */
+int fg_comm_check_same(fg_comm *c, uint64_t value, const char *what, const char *hint,
+                       fg_status *st);
 
 /* FNV-1a over bytes, chained through `h` (start with FG_HASH_SEED), for the
  * graph hash of the check above. */

@@ -110,6 +110,24 @@ void fg_dist_session_before_run(fg_dist_session *ds);
 int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm, int data,
                              const fg_session_options *o, fg_status *st);
 const fg_partition *fg_dist_session_partition(const fg_dist_session *ds);
+/* The communicator over this process's replicas of its variables: the
+ * process communicator of data parallelism (the graph names no rank), the
+ * data communicator of a cross-process graph, or NULL. */
+fg_comm *fg_dist_session_replica_comm(const fg_dist_session *ds);
+/* Whether variable `node` is this process's to keep (every variable unless
+ * the graph is cross-process: then those on this rank's devices). */
+int fg_dist_session_owns_var(const fg_dist_session *ds, int node);
+/* M2 for sessions: 1 when nothing is left to check (no process or data
+ * communicator, or checked since the last attach or graph change). */
+int fg_dist_session_agreed(const fg_dist_session *ds);
+/* Before the first run after attaching a communicator or changing the
+ * graph, every process calls this (a collective): the graph's structure
+ * hash (graph/hash.c) must be the same on every rank of each attached
+ * communicator, and the variables' values (vars, per node id; this
+ * process's own) on every replica. FG_INVALID_ARGUMENT naming the ranks
+ * and both hashes otherwise, the same on every rank. 0 or -1. */
+int fg_dist_session_agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *const *vars,
+                          int n_vars, fg_status *st);
 /* Whether the session's graph uses only one device, and that device is a
  * GPU (the CUDA executor's case). */
 int fg_dist_session_num_devices(const fg_dist_session *ds);

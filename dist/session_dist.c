@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dist/comm_inproc.h"
+#include "dist/comm_mpi.h"
 #include "dist/comm_nccl.h"
 #include "dist/exec.h"
 #include "graph/op_table.h"
@@ -20,6 +21,7 @@ struct fg_dist_session {
   int *dev_rank;    /* cross-process graphs: each device's rank */
   int *local_index; /* per device: its position among this process's, or -1 */
   int use_exec;     /* exec is needed: several devices or a communicator */
+  int agreed;       /* the processes were found to hold the same graph (M2) */
 };
 
 static void free_parts(fg_dist_session *ds) {
@@ -493,3 +495,69 @@ const fg_partition *fg_dist_session_partition(const fg_dist_session *ds) {
 }
 
 int fg_dist_session_num_devices(const fg_dist_session *ds) { return ds ? ds->exec.n_dev : 0; }
+
+fg_comm *fg_dist_session_replica_comm(const fg_dist_session *ds) {
+  if (!ds || !ds->part) return NULL;
+  return fg_partition_num_ranks(ds->part) > 0 ? ds->data : ds->process;
+}
+
+int fg_dist_session_owns_var(const fg_dist_session *ds, int node) {
+  if (!ds || !ds->part || fg_partition_num_ranks(ds->part) == 0) return 1;
+  return ds->dev_rank && ds->exec.my_rank >= 0 &&
+         ds->dev_rank[ds->exec.node_dev[node]] == ds->exec.my_rank;
+}
+
+int fg_dist_session_agreed(const fg_dist_session *ds) {
+  return !ds || ds->agreed || (!ds->process && !ds->data);
+}
+
+/* Variables (this process's, in node order) with their ids and shapes:
+ * what replicas must hold alike. */
+static uint64_t vars_hash(const fg_dist_session *ds, fg_tensor *const *vars, int n_vars) {
+  uint64_t h = fg_hash64(0, "variables", 9);
+  for (int id = 0; id < n_vars; id++) {
+    if (!vars[id] || !fg_dist_session_owns_var(ds, id)) continue;
+    int64_t head[2] = {id, (int64_t)fg_tensor_num_bytes(vars[id])};
+    h = fg_hash64(h, head, sizeof head);
+    h = fg_hash64(h, fg_tensor_data(vars[id]), fg_tensor_num_bytes(vars[id]));
+  }
+  return h;
+}
+
+static int agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *const *vars, int n_vars,
+                 fg_status *st);
+
+int fg_dist_session_agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *const *vars,
+                          int n_vars, fg_status *st) {
+  if (fg_dist_session_agreed(ds)) return 0;
+  int rc = agree(ds, g, vars, n_vars, st);
+  if (rc != 0 && fg_status_code(st) != FG_INVALID_ARGUMENT) {
+    /* A peer that never came (or died): say what was being exchanged. */
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+    fg_status_set(st, fg_status_code(st),
+                  "comparing the graph across processes before the first run with the "
+                  "communicator: %s",
+                  msg);
+  }
+  if (rc == 0) ds->agreed = 1;
+  return rc;
+}
+
+static int agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *const *vars, int n_vars,
+                 fg_status *st) {
+  static const char graph_hint[] =
+      "every process must build or load the same graph: the same nodes, names, devices, "
+      "attributes and constants";
+  uint64_t h = fg_graph_structure_hash(g);
+  if (ds->process && fg_comm_check_same(ds->process, h, "graph", graph_hint, st) != 0) return -1;
+  if (ds->data && fg_comm_check_same(ds->data, h, "graph", graph_hint, st) != 0) return -1;
+  fg_comm *vc = fg_dist_session_replica_comm(ds);
+  if (vc && fg_comm_check_same(vc, vars_hash(ds, vars, n_vars), "variables",
+                               "data-parallel replicas must start from the same values: "
+                               "initialise them alike, or call fg_session_broadcast_variables on "
+                               "every rank after attaching the communicator",
+                               st) != 0)
+    return -1;
+  return 0;
+}

@@ -65,6 +65,10 @@ void fg_cuda_plan_release(void *device);
  * device holds) back into vars[node]->data. */
 int fg_cuda_vars_to_host(fg_cuda_ctx *c, fg_tensor **vars, int n_vars, int node, fg_status *st);
 
+/* The reverse, for every variable the device holds: vars' host values
+ * replace the device copies (after fg_session_broadcast_variables). */
+int fg_cuda_vars_to_device(fg_cuda_ctx *c, fg_tensor **vars, int n_vars, fg_status *st);
+
 /* Forgets the device copy of every constant (their values may change with
  * the graph); variables keep theirs. Called when the graph changed. */
 void fg_cuda_graph_changed(fg_cuda_ctx *c);

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist/comm_nccl.h"
 #include "dist/exec.h"
 #include "executor/cuda_backend.h"
 #include "executor/plan.h"
@@ -369,6 +370,12 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
               fetch_outs, target_nodes, feed_tensors, st) != 0)
     goto done;
 
+  /* M2: before the first collective with newly attached communicators
+   * (a GPU session's variables may have moved on the device). */
+  if (!fg_dist_session_agreed(s->dist) &&
+      ((s->cuda && fg_cuda_vars_to_host(s->cuda, s->vars, s->n_vars_cap, -1, st) != 0) ||
+       fg_dist_session_agree(s->dist, s->g, s->vars, s->n_vars_cap, st) != 0))
+    goto done;
   int64_t plan_ns = 0;
   fg_plan *plan = get_plan(s, &req, &plan_ns, st);
   if (!plan) goto done;
@@ -707,6 +714,48 @@ int fg_session_gather_variables(fg_session *s, int root, fg_status *st) {
                     s->g->nodes[id].name, owner, root, msg);
     }
   }
+  atomic_flag_clear(&s->busy);
+  if (rc == 0) fg_status_clear(st);
+  return rc;
+}
+
+int fg_session_broadcast_variables(fg_session *s, int root, fg_status *st) {
+  if (!s) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_broadcast_variables: session is NULL");
+    return -1;
+  }
+  if (atomic_flag_test_and_set(&s->busy)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_broadcast_variables: session is busy");
+    return -1;
+  }
+  int rc = sync_graph(s, st);
+  fg_comm *c = rc == 0 ? fg_dist_session_replica_comm(s->dist) : NULL;
+  if (c && (root < 0 || root >= c->size)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_session_broadcast_variables: root %d is not a replica (0 to %d)", root,
+                  c->size - 1);
+    rc = -1;
+  } else if (c && fg_comm_nccl_device(c) >= 0) {
+    fg_status_set(st, FG_UNIMPLEMENTED,
+                  "fg_session_broadcast_variables: the communicator is NCCL's; attach the MPI "
+                  "communicator, broadcast, then attach NCCL's");
+    rc = -1;
+  }
+  if (rc == 0 && c && s->cuda) rc = fg_cuda_vars_to_host(s->cuda, s->vars, s->n_vars_cap, -1, st);
+  /* Node order on every rank: the same sequence of broadcasts. */
+  for (int id = 0; rc == 0 && c && id < s->n_vars_cap; id++) {
+    fg_tensor *v = s->vars[id];
+    if (!v || !fg_dist_session_owns_var(s->dist, id)) continue;
+    rc = c->ops->broadcast(c, v->data, (int64_t)fg_tensor_num_bytes(v), root, st);
+    if (rc != 0) {
+      char msg[768];
+      snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+      fg_status_set(st, fg_status_code(st),
+                    "fg_session_broadcast_variables: variable '%s' from replica %d: %s",
+                    s->g->nodes[id].name, root, msg);
+    }
+  }
+  if (rc == 0 && c && s->cuda) rc = fg_cuda_vars_to_device(s->cuda, s->vars, s->n_vars_cap, st);
   atomic_flag_clear(&s->busy);
   if (rc == 0) fg_status_clear(st);
   return rc;

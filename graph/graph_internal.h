@@ -3,6 +3,7 @@
 #ifndef FG_GRAPH_INTERNAL_H
 #define FG_GRAPH_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "flowgraph/graph.h"
@@ -97,6 +98,14 @@ const char *fg_graph_scope(const fg_graph *g);
 const fg_node *fg_graph_node(const fg_graph *g, int id); /* NULL for bad id */
 /* The tinfo of an output, or NULL when it does not exist. */
 const fg_tinfo *fg_graph_tinfo(const fg_graph *g, fg_output o);
+
+/* ---- hashes (graph/hash.c) ---------------------------------------------- */
+/* A fast 64-bit hash of n bytes continuing from h (not cryptographic). */
+uint64_t fg_hash64(uint64_t h, const void *data, size_t n);
+/* The graph's nodes in order: op, name, device, inputs, attributes (with
+ * constants' values, without variables' values) and output types. Equal
+ * graphs hash equal in every process and build. */
+uint64_t fg_graph_structure_hash(const fg_graph *g);
 
 /* ---- shapes ------------------------------------------------------------- */
 /* Elements of a fully known shape, with overflow checks: returns 0 and sets

@@ -201,7 +201,8 @@ FG_TEST(nccl_scaled_all_reduce_single_rank, "gpu") {
     hd[i] = sin((double)i) * 7.0;
   }
   void *df = NULL, *dd = NULL;
-  FG_REQUIRE(cudaMalloc(&df, sizeof hf) == cudaSuccess && cudaMalloc(&dd, sizeof hd) == cudaSuccess);
+  FG_REQUIRE(cudaMalloc(&df, sizeof hf) == cudaSuccess &&
+             cudaMalloc(&dd, sizeof hd) == cudaSuccess);
   cudaMemcpy(df, hf, sizeof hf, cudaMemcpyHostToDevice);
   cudaMemcpy(dd, hd, sizeof hd, cudaMemcpyHostToDevice);
   FG_CHECK_INT(fg_comm_nccl_all_reduce_scaled(c, df, N, FG_F32, 0.25, st), 0);

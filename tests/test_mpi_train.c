@@ -328,8 +328,8 @@ FG_TEST(mpi_train_dist_loss_bad_args, "dist,badinput") {
   cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1",
       "--dist-loss", "sum", NULL);
   CHECK_USAGE_ERROR(r);
-  FG_CHECK_STR_CONTAINS(r.err,
-                        "--dist-timeout, --dist-bucket, --dist-loss and --dist-comm need --dist mpi");
+  FG_CHECK_STR_CONTAINS(
+      r.err, "--dist-timeout, --dist-bucket, --dist-loss and --dist-comm need --dist mpi");
   result_free(&r);
   fgt_rmtree(tmpdir);
 }

@@ -306,20 +306,36 @@ void fg_cuda_graph_changed(fg_cuda_ctx *c) {
   if (ok) leave(prev);
 }
 
-int fg_cuda_vars_to_host(fg_cuda_ctx *c, fg_tensor **vars, int n_vars, int node, fg_status *st) {
+/* Copies variable `node` (-1: every variable the device holds) between
+ * its device copy and vars[node]->data, in direction `kind`. */
+static int copy_vars(fg_cuda_ctx *c, fg_tensor **vars, int n_vars, int node,
+                     enum cudaMemcpyKind kind, fg_status *st) {
   if (!c) return 0;
   int prev;
   if (enter(c->device, &prev, st) != 0) return -1;
   int rc = 0;
+  const int to_host = kind == cudaMemcpyDeviceToHost;
   for (int i = node < 0 ? 0 : node; rc == 0 && i < (node < 0 ? c->n_node_mem : node + 1); i++) {
     if (i >= c->n_node_mem || i >= n_vars || !c->node_var[i] || !c->node_mem[i] || !vars[i])
       continue;
     size_t bytes = c->node_bytes[i] < vars[i]->bytes ? c->node_bytes[i] : vars[i]->bytes;
-    cudaError_t e = cudaMemcpy(vars[i]->data, c->node_mem[i], bytes, cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess) rc = cuda_fail(st, c->device, "copying a variable to the host", e);
+    cudaError_t e = to_host ? cudaMemcpy(vars[i]->data, c->node_mem[i], bytes, kind)
+                            : cudaMemcpy(c->node_mem[i], vars[i]->data, bytes, kind);
+    if (e != cudaSuccess)
+      rc = cuda_fail(
+          st, c->device,
+          to_host ? "copying a variable to the host" : "copying a variable to the device", e);
   }
   leave(prev);
   return rc;
+}
+
+int fg_cuda_vars_to_host(fg_cuda_ctx *c, fg_tensor **vars, int n_vars, int node, fg_status *st) {
+  return copy_vars(c, vars, n_vars, node, cudaMemcpyDeviceToHost, st);
+}
+
+int fg_cuda_vars_to_device(fg_cuda_ctx *c, fg_tensor **vars, int n_vars, fg_status *st) {
+  return copy_vars(c, vars, n_vars, -1, cudaMemcpyHostToDevice, st);
 }
 
 /* ---- plans ------------------------------------------------------------------ */
@@ -545,8 +561,8 @@ static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pl
 }
 
 /* A failed CUDA call while step si was `what`. */
-static int step_cuda_fail(fg_status *st, const fg_graph *g, const fg_plan *plan, int si,
-                          int device, const char *what, cudaError_t e) {
+static int step_cuda_fail(fg_status *st, const fg_graph *g, const fg_plan *plan, int si, int device,
+                          const char *what, cudaError_t e) {
   char msg[256];
   snprintf(msg, sizeof msg, "%s: %s", what, cudaGetErrorString(e));
   (void)cudaGetLastError();
@@ -599,8 +615,7 @@ static int run_nccl(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, int si, cu
   if (rc != 0) {
     /* The communicator's code matters (deadline vs bad input). */
     char msg[512];
-    snprintf(msg, sizeof msg, "%s: %s", fg_code_name(fg_status_code(cst)),
-             fg_status_message(cst));
+    snprintf(msg, sizeof msg, "%s: %s", fg_code_name(fg_status_code(cst)), fg_status_message(cst));
     node_fail(st, fg_status_code(cst), g, plan, si, c->device, msg);
   }
   fg_status_free(cst);

@@ -195,6 +195,26 @@ int fg_session_set_data_comm(fg_session *s, fg_comm *comm, fg_status *status);
  * (FG_DEADLINE_EXCEEDED when a peer does not take part in time). */
 int fg_session_gather_variables(fg_session *s, int root, fg_status *status);
 
+/* Data parallelism across processes: every replica of the session's
+ * variables takes rank `root`'s current values (PyTorch DDP does this when
+ * it wraps a model), so replicas whose variables were initialised
+ * differently (random initial values drawn per process) start alike.
+ * Every process calls it (a collective over the communicator the
+ * all_reduce nodes use: the one attached with fg_session_set_comm when the
+ * graph names no rank, else the data communicator, and then only each
+ * rank's own variables). A no-op without such a communicator. Refused
+ * with FG_UNIMPLEMENTED over an NCCL communicator (broadcast over the MPI
+ * one first). 0 or -1 (FG_INVALID_ARGUMENT for a root that is not a
+ * replica; FG_DEADLINE_EXCEEDED when a peer does not take part in time).
+ *
+ * M2 across processes: before the first run after a communicator is
+ * attached (or the graph changed), the processes compare a hash of the
+ * graph (nodes, names, devices, attributes, constants) over every attached
+ * communicator, and a hash of their variables' values over the replicas;
+ * a difference fails that run on every process with FG_INVALID_ARGUMENT
+ * naming the ranks and both hashes, before any collective of the graph. */
+int fg_session_broadcast_variables(fg_session *s, int root, fg_status *status);
+
 /* The partition of the session's graph (placement of every node, devices,
  * transfers), rebuilt when the graph changes; owned by the session, valid
  * until the next run or fg_session_free. NULL for a NULL session. */

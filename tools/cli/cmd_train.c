@@ -143,7 +143,8 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
                      "--dist-timeout, --dist-bucket, --dist-loss and --dist-comm need --dist mpi");
   if (!a->dist_mpi && cli_session_limits.device &&
       strcmp(cli_session_limits.device, "cuda:local") == 0)
-    return cli_usage(cmd, "--device cuda:local needs --dist mpi (each rank takes a GPU of its host)");
+    return cli_usage(cmd,
+                     "--device cuda:local needs --dist mpi (each rank takes a GPU of its host)");
   return a->save ? cli_check_model_path(cmd, a->save) : CLI_OK;
 }
 
@@ -459,7 +460,8 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
                           (double)a->dist_timeout, &nccl, st) != 0)
       return -1;
     if (nccl) c->p2p = nccl;
-    if (!a->quiet && cli_session_limits.device && strncmp(cli_session_limits.device, "cuda", 4) == 0)
+    if (!a->quiet && cli_session_limits.device &&
+        strncmp(cli_session_limits.device, "cuda", 4) == 0)
       printf("--dist mpi: %d ranks on GPUs; gradients all-reduced %s\n", c->world->size,
              nccl ? "with NCCL on the GPUs" : "through host memory over MPI");
   }
