@@ -51,6 +51,15 @@ typedef struct fg_comm_ops {
    * the peers why: theirs fail through NCCL's error or their deadline.
    * Idempotent; NULL where not supported. */
   void (*abort)(fg_comm *c, const char *why);
+  /* The GPU whose memory the collectives take (N of cuda:N: NCCL); NULL
+   * for communicators of host memory. Read through fg_comm_gpu. */
+  int (*gpu)(const fg_comm *c);
+  /* In place over `count` f32 or f64 elements: the sum over ranks of
+   * `scale` x buf, each rank passing its own scale (the weighted mean of
+   * uneven shards: rows_r / total). NULL where not supported; called
+   * through fg_comm_all_reduce_scaled. */
+  int (*all_reduce_scaled)(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, double scale,
+                           fg_status *st);
 } fg_comm_ops;
 
 struct fg_comm {
@@ -58,5 +67,28 @@ struct fg_comm {
   int rank, size;
   double timeout_s; /* 0: the default (60 s) */
 };
+
+/* The GPU whose memory c's collectives take, or -1 (host memory, NULL). */
+static inline int fg_comm_gpu(const fg_comm *c) {
+  return c && c->ops && c->ops->gpu ? c->ops->gpu(c) : -1;
+}
+
+/* ops->all_reduce_scaled, or FG_UNIMPLEMENTED where c has none. */
+static inline int fg_comm_all_reduce_scaled(fg_comm *c, void *buf, int64_t count, fg_dtype dtype,
+                                            double scale, fg_status *st) {
+  if (c && c->ops && c->ops->all_reduce_scaled)
+    return c->ops->all_reduce_scaled(c, buf, count, dtype, scale, st);
+  fg_status_set(st, FG_UNIMPLEMENTED, "scaled all_reduce: this communicator has none (NCCL's has)");
+  return -1;
+}
+
+/* M2 over any communicator (dist/comm_check.c): every rank passes its hash
+ * of `what` (e.g. "graph"); 0 when all agree, else -1 with
+ * FG_INVALID_ARGUMENT naming the ranks and both hashes ("rank 0 has graph
+ * hash 0x..., rank 1 has 0x... (hint)"), the same on every rank. */
+int fg_comm_check_same(fg_comm *c, uint64_t value, const char *what, const char *hint,
+                       fg_status *st);
+/* The same with the hint of the CLI, whose ranks load one file. */
+int fg_comm_check_same_u64(fg_comm *c, uint64_t value, const char *what, fg_status *st);
 
 #endif

@@ -356,8 +356,14 @@ static void ip_free(fg_comm *c) {
 
 static void ip_abort(fg_comm *c, const char *why);
 
-static const fg_comm_ops inproc_ops = {ip_all_reduce, ip_all_gather_u64, ip_broadcast, ip_send,
-                                       ip_recv,       ip_free,           ip_abort};
+/* Host memory, no scaled reduction: gpu and all_reduce_scaled are NULL. */
+static const fg_comm_ops inproc_ops = {.all_reduce = ip_all_reduce,
+                                       .all_gather_u64 = ip_all_gather_u64,
+                                       .broadcast = ip_broadcast,
+                                       .send = ip_send,
+                                       .recv = ip_recv,
+                                       .free = ip_free,
+                                       .abort = ip_abort};
 
 int fg_comm_inproc_group(int size, double timeout_s, fg_comm **handles, fg_status *st) {
   if (size < 1 || size > FG_MAX_CPU_DEVICES || !handles) {

@@ -51,42 +51,6 @@ int fg_mpi_launched(void) {
   return 0;
 }
 
-int fg_comm_check_same_u64(fg_comm *c, uint64_t value, const char *what, fg_status *st) {
-  return fg_comm_check_same(c, value, what,
-                            "every rank must load the same file with the same options", st);
-}
-
-int fg_comm_check_same(fg_comm *c, uint64_t value, const char *what, const char *hint,
-                       fg_status *st) {
-  if (!c || !c->ops || c->size < 1) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s check: no communicator", what);
-    return -1;
-  }
-  uint64_t *all = calloc((size_t)c->size, sizeof *all);
-  if (!all) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "%s check: out of memory", what);
-    return -1;
-  }
-  if (c->ops->all_gather_u64(c, value, all, st) != 0) {
-    free(all);
-    return -1;
-  }
-  int rc = 0;
-  for (int r = 1; r < c->size; r++) {
-    if (all[r] != all[0]) {
-      fg_status_set(st, FG_INVALID_ARGUMENT,
-                    "ranks disagree on the %s: rank 0 has %s hash 0x%016llx, rank %d has "
-                    "0x%016llx (%s)",
-                    what, what, (unsigned long long)all[0], r, (unsigned long long)all[r], hint);
-      rc = -1;
-      break;
-    }
-  }
-  free(all);
-  if (rc == 0) fg_status_clear(st);
-  return rc;
-}
-
 #ifndef FG_HAVE_MPI
 
 int fg_mpi_built(void) { return 0; }
@@ -778,8 +742,14 @@ static void mpi_abort(fg_comm *c, const char *why) {
   pthread_mutex_unlock(&g_mpi_mu);
 }
 
-static const fg_comm_ops mpi_ops = {mpi_all_reduce, mpi_all_gather_u64, mpi_broadcast, mpi_send,
-                                    mpi_recv,       mpi_free,           mpi_abort};
+/* Host memory, no scaled reduction: gpu and all_reduce_scaled are NULL. */
+static const fg_comm_ops mpi_ops = {.all_reduce = mpi_all_reduce,
+                                    .all_gather_u64 = mpi_all_gather_u64,
+                                    .broadcast = mpi_broadcast,
+                                    .send = mpi_send,
+                                    .recv = mpi_recv,
+                                    .free = mpi_free,
+                                    .abort = mpi_abort};
 
 /* Duplicates MPI_COMM_WORLD into *out, polled against the deadline (the dup
  * is a collective: a rank that died after start-up gives a deadline here

@@ -49,15 +49,7 @@ fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st);
  * in the split. Free with c->ops->free, before parent's. */
 fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st);
 
-/* M2: every rank passes its hash of `what` (e.g. "graph"); returns 0 when
- * all agree, else -1 with FG_INVALID_ARGUMENT naming the ranks and both
- * hashes ("rank 0 has graph hash 0x..., rank 1 has 0x..."). Works over any
- * communicator (all_gather_u64). */
-int fg_comm_check_same_u64(fg_comm *c, uint64_t value, const char *what, fg_status *st);
-/* The same with `hint` in place of "every rank must load the same file
- * with the same options" after the hashes. */
-int fg_comm_check_same(fg_comm *c, uint64_t value, const char *what, const char *hint,
-                       fg_status *st);
+/* fg_comm_check_same_u64 (M2, over any communicator) is in dist/comm.h. */
 
 /* FNV-1a over bytes, chained through `h` (start with FG_HASH_SEED), for the
  * graph hash of the check above. */

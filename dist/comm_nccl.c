@@ -15,23 +15,6 @@
 
 int fg_nccl_built(void) { return 0; }
 
-int fg_comm_nccl_device(const fg_comm *c) {
-  (void)c;
-  return -1;
-}
-
-int fg_comm_nccl_all_reduce_scaled(fg_comm *c, void *buf, int64_t count, fg_dtype dtype,
-                                   double scale, fg_status *st) {
-  (void)c;
-  (void)buf;
-  (void)count;
-  (void)dtype;
-  (void)scale;
-  fg_status_set(st, FG_UNIMPLEMENTED,
-                "this flowgraph was built without NCCL (needs the CUDA toolkit with nccl.h)");
-  return -1;
-}
-
 fg_comm *fg_comm_nccl_new(fg_comm *boot, int device, double timeout_s, fg_status *st) {
   (void)boot;
   (void)device;
@@ -335,22 +318,22 @@ static void nccl_abort(fg_comm *c, const char *why) {
   }
 }
 
-static const fg_comm_ops nccl_ops = {nccl_all_reduce, nccl_all_gather_u64, nccl_broadcast,
-                                     nccl_send,       nccl_recv,           nccl_free,
-                                     nccl_abort};
+static int nccl_gpu(const fg_comm *c) { return ((const nccl_comm *)c)->device; }
 
-int fg_comm_nccl_device(const fg_comm *c) {
-  return c && c->ops == &nccl_ops ? ((const nccl_comm *)c)->device : -1;
-}
-
-int fg_comm_nccl_all_reduce_scaled(fg_comm *c, void *buf, int64_t count, fg_dtype dtype,
-                                   double scale, fg_status *st) {
-  if (fg_comm_nccl_device(c) < 0) {
-    fg_status_set(st, FG_UNIMPLEMENTED, "scaled all_reduce: the communicator is not NCCL's");
-    return -1;
-  }
+static int nccl_all_reduce_scaled(fg_comm *c, void *buf, int64_t count, fg_dtype dtype,
+                                  double scale, fg_status *st) {
   return reduce(c, buf, count, dtype, 0, 1, scale, st);
 }
+
+static const fg_comm_ops nccl_ops = {nccl_all_reduce,
+                                     nccl_all_gather_u64,
+                                     nccl_broadcast,
+                                     nccl_send,
+                                     nccl_recv,
+                                     nccl_free,
+                                     nccl_abort,
+                                     nccl_gpu,
+                                     nccl_all_reduce_scaled};
 
 /* Joins rank `rank` of `size` on `device` with `id`, without blocking. */
 static fg_comm *join(const ncclUniqueId *id, int rank, int size, int device, double timeout_s,

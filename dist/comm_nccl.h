@@ -24,23 +24,10 @@
 
 #include "dist/comm.h"
 
-/* 1 when this build has the NCCL communicator. */
+/* 1 when this build has the NCCL communicator. Its ops include gpu (the
+ * handle's device: fg_comm_gpu) and all_reduce_scaled (NCCL's
+ * pre-multiplied sum: fg_comm_all_reduce_scaled). */
 int fg_nccl_built(void);
-
-/* The GPU whose memory `c` reduces (N of cuda:N) when `c` is an NCCL
- * communicator, else -1 (host-memory communicators, NULL, builds without
- * NCCL). Sessions use it to hand an NCCL communicator device buffers
- * instead of staging them through host memory. */
-int fg_comm_nccl_device(const fg_comm *c);
-
-/* In place over `count` f32 or f64 elements of device buffer `buf`: the sum
- * over ranks of `scale` x buf, where each rank passes its own scale (NCCL's
- * pre-multiplied sum). The weighted mean of data parallelism over uneven
- * shards: rank r passes rows_r / total rows. Synchronous, with the
- * deadline, like the communicator's all_reduce. 0 or -1 with `st` set
- * (FG_UNIMPLEMENTED on a communicator that is not NCCL's). */
-int fg_comm_nccl_all_reduce_scaled(fg_comm *c, void *buf, int64_t count, fg_dtype dtype,
-                                   double scale, fg_status *st);
 
 /* Rank boot->rank of boot->size on GPU `device`; rank 0's unique id travels
  * by boot->ops->broadcast. timeout_s <= 0: 60 s. Free with c->ops->free

@@ -6,8 +6,6 @@
 #include <string.h>
 
 #include "dist/comm_inproc.h"
-#include "dist/comm_mpi.h"
-#include "dist/comm_nccl.h"
 #include "dist/exec.h"
 #include "graph/op_table.h"
 
@@ -240,7 +238,7 @@ static int check_pairs(const fg_graph *g, const fg_partition *part, const int *n
  * fg_session_new / fg_session_set_comm, not as a crash inside NCCL. */
 static int check_device_memory(const fg_graph *g, const fg_dist_session *nw, const int *has_ar,
                                int ranks, fg_status *st) {
-  int gpu = fg_comm_nccl_device(nw->process);
+  int gpu = fg_comm_gpu(nw->process);
   if (ranks > 0 && gpu >= 0) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "session: the process communicator attached is NCCL's (cuda:%d), which has no "
@@ -253,7 +251,7 @@ static int check_device_memory(const fg_graph *g, const fg_dist_session *nw, con
   for (int id = 0; id < g->n_nodes; id++) {
     int d = node_dev[id];
     if (g->nodes[id].op != FG_OP_ALL_REDUCE || !has_ar[d]) continue;
-    gpu = fg_comm_nccl_device(nw->exec.comm[d]);
+    gpu = fg_comm_gpu(nw->exec.comm[d]);
     fg_device dv = fg_partition_device(nw->part, d);
     if (gpu < 0 || (dv.kind == FG_DEVICE_CUDA && dv.index == gpu)) continue;
     char dn[32];

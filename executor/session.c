@@ -7,7 +7,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist/comm_nccl.h"
 #include "dist/exec.h"
 #include "executor/cuda_backend.h"
 #include "executor/plan.h"
@@ -735,7 +734,7 @@ int fg_session_broadcast_variables(fg_session *s, int root, fg_status *st) {
                   "fg_session_broadcast_variables: root %d is not a replica (0 to %d)", root,
                   c->size - 1);
     rc = -1;
-  } else if (c && fg_comm_nccl_device(c) >= 0) {
+  } else if (c && fg_comm_gpu(c) >= 0) {
     fg_status_set(st, FG_UNIMPLEMENTED,
                   "fg_session_broadcast_variables: the communicator is NCCL's; attach the MPI "
                   "communicator, broadcast, then attach NCCL's");

@@ -34,6 +34,7 @@ typedef struct hy_arg {
   int rows[HY_STEPS];
   fg_tensor *vars[6]; /* stage 0, after gathering */
   int bad_label;      /* feed label 99 (of 10 classes) in the first step */
+  int broadcast;      /* fg_session_broadcast_variables from replica 0 first */
   int rc;
   fg_code code;
   double sec; /* the training's wall time */
@@ -50,7 +51,8 @@ static void *hy_thread(void *p) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   a->rc = !s || fg_session_set_comm(s, a->model, st) != 0 ||
-          fg_session_set_data_comm(s, a->data, st) != 0;
+          fg_session_set_data_comm(s, a->data, st) != 0 ||
+          (a->broadcast && fg_session_broadcast_variables(s, 0, st) != 0);
   for (int k = 0; k < HY_STEPS && !a->rc; k++) {
     int64_t first = 0;
     a->rows[k] = (int)fg_shard_rows(hy_batches[k], a->replicas, a->replica, &first);
@@ -81,10 +83,12 @@ static void *hy_thread(void *p) {
 }
 
 /* Runs dg (the replicas = 1 rewrite of the split model) as `replicas` x 2
- * processes; args[k * 2 + stage]. One replica runs without a data
- * communicator. 0 when all trained. */
-static int run_hybrid(fg_graph *dg, fg_dtype dt, int replicas, int bad,
-                      hy_arg args[HY_MAX_K * HY_STAGES]) {
+ * processes; args[k * 2 + stage]. Replicas after the first run `other`
+ * when it is not NULL; with `broadcast` every process first takes replica
+ * 0's variables. One replica runs without a data communicator. 0 when all
+ * trained. */
+static int run_hybrid_on(fg_graph *dg, fg_graph *other, int broadcast, fg_dtype dt, int replicas,
+                         int bad, hy_arg args[HY_MAX_K * HY_STAGES]) {
   fg_comm *model[HY_MAX_K][HY_STAGES], *data[HY_STAGES][HY_MAX_K];
   for (int k = 0; k < replicas; k++)
     if (fg_comm_inproc_group(HY_STAGES, 20, model[k], NULL) != 0) return -1;
@@ -96,7 +100,8 @@ static int run_hybrid(fg_graph *dg, fg_dtype dt, int replicas, int bad,
   for (int k = 0; k < replicas; k++)
     for (int s = 0; s < HY_STAGES; s++) {
       hy_arg *a = &args[k * HY_STAGES + s];
-      *a = (hy_arg){.g = dg,
+      *a = (hy_arg){.g = other && k > 0 ? other : dg,
+                    .broadcast = broadcast,
                     .dt = dt,
                     .model = model[k][s],
                     .data = replicas > 1 ? data[s][k] : NULL,
@@ -119,6 +124,11 @@ static int run_hybrid(fg_graph *dg, fg_dtype dt, int replicas, int bad,
       data[s][k]->ops->free(data[s][k]);
     }
   return rc;
+}
+
+static int run_hybrid(fg_graph *dg, fg_dtype dt, int replicas, int bad,
+                      hy_arg args[HY_MAX_K * HY_STAGES]) {
+  return run_hybrid_on(dg, NULL, 0, dt, replicas, bad, args);
 }
 
 static void free_args(hy_arg *args, int n) {
@@ -160,8 +170,11 @@ static fg_graph *split_rewrite(fg_dtype dt, fg_optimizer_kind opt, double lr, in
 /* Trains the split model's hybrid rewrite on `replicas` replicas and checks
  * it against one device on the full batch (losses and variables within
  * tol, relative) and against the unsplit model's in-process rewrite over
- * as many replicas (the same bits: same gradients, same reduction order). */
-static void hybrid_case(fg_dtype dt, int replicas, int64_t bucket_bytes, double tol) {
+ * as many replicas (the same bits: same gradients, same reduction order).
+ * `other`: the graph of the replicas after the first (then broadcast from
+ * replica 0), or NULL. */
+static void hybrid_case_on(fg_dtype dt, int replicas, int64_t bucket_bytes, double tol,
+                           fg_graph *other) {
   fg_status *st = fg_status_new();
   fg_graph *g1 = dist_mlp(dt, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL), *gx = NULL;
   fg_graph *dg = split_rewrite(dt, FG_OPTIMIZER_ADAM, 2e-3, bucket_bytes, &gx, st);
@@ -176,7 +189,7 @@ static void hybrid_case(fg_dtype dt, int replicas, int64_t bucket_bytes, double 
   FG_REQUIRE(dist_train_batches(s1, dt, HY_STEPS, hy_batches, 0, ref, st) == 0);
   FG_REQUIRE(dist_train_batches(sn, dt, HY_STEPS, hy_batches, 0, refn, st) == 0);
   hy_arg args[HY_MAX_K * HY_STAGES];
-  FG_REQUIRE(run_hybrid(dg, dt, replicas, 0, args) == 0);
+  FG_REQUIRE(run_hybrid_on(dg, other, other != NULL, dt, replicas, 0, args) == 0);
   for (int k = 0; k < HY_STEPS; k++) {
     /* Both stages of a replica return its loss (made on stage 1); the
      * full batch's loss is the replicas' weighted by their rows. */
@@ -215,7 +228,44 @@ static void hybrid_case(fg_dtype dt, int replicas, int64_t bucket_bytes, double 
   fg_status_free(st);
 }
 
+static void hybrid_case(fg_dtype dt, int replicas, int64_t bucket_bytes, double tol) {
+  hybrid_case_on(dt, replicas, bucket_bytes, tol, NULL);
+}
+
 FG_TEST(dist_hybrid_2x2_f64_uneven, "dist") { hybrid_case(FG_F64, 2, 0, 1e-9); }
+
+/* Replica 1's processes built the model with other initial weights (seed
+ * 2). Without a broadcast every process's first run is refused, naming the
+ * variables (each stage compares its own over its stage group); with
+ * fg_session_broadcast_variables from replica 0 the run is replica 0's:
+ * as one device on the full batch from seed 1's weights. */
+FG_TEST(dist_hybrid_replicas_broadcast_variables, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_ADAM);
+  cfg.learning_rate = 2e-3;
+  fg_graph *gy = dist_mlp_seeded(FG_F64, &cfg, "rank:0/cpu:0", "rank:1/cpu:0", 2);
+  fg_graph *other = fg_data_parallel(gy, 1, batch_names, 2, NULL, st);
+  fg_graph *gx = NULL, *dg = split_rewrite(FG_F64, FG_OPTIMIZER_ADAM, 2e-3, 0, &gx, st);
+  FG_REQUIRE(other && dg);
+  hy_arg args[HY_MAX_K * HY_STAGES];
+  /* bad = 1: failures expected (its bad label is never fed: the first run
+   * stops at the check). */
+  run_hybrid_on(dg, other, 0, FG_F64, 2, 1, args);
+  for (int i = 0; i < 2 * HY_STAGES; i++) {
+    FG_CHECK(args[i].rc != 0);
+    FG_CHECK_INT(args[i].code, FG_INVALID_ARGUMENT);
+    FG_CHECK_STR_CONTAINS(args[i].err,
+                          "ranks disagree on the variables: rank 0 has variables hash");
+  }
+  free_args(args, 2 * HY_STAGES);
+  hybrid_case_on(FG_F64, 2, 0, 1e-9, other);
+  fg_graph_free(dg);
+  fg_graph_free(gx);
+  fg_graph_free(other);
+  fg_graph_free(gy);
+  fg_status_free(st);
+}
 /* One bucket per gradient: each stage chains several collectives. */
 FG_TEST(dist_hybrid_2x2_f32_bucket_per_gradient, "dist") { hybrid_case(FG_F32, 2, 1, 1e-5); }
 FG_TEST(dist_hybrid_3x2_f32, "dist") { hybrid_case(FG_F32, 3, 0, 1e-5); }

@@ -66,11 +66,11 @@ static inline fg_output dist_dense(fg_graph *g, fg_dtype dt, fg_output x, int in
 /* 64-128-64-10 MLP with softmax cross-entropy "loss" and an optimizer step
  * "train" configured by cfg (learning rate, clipping, weight decay, ...).
  * dev1/dev2: devices of the first two layers and the last (NULL:
- * unplaced). */
-static inline fg_graph *dist_mlp_cfg(fg_dtype dt, const fg_optimizer_config *cfg, const char *dev1,
-                                     const char *dev2) {
+ * unplaced); `seed` draws the initial weights. */
+static inline fg_graph *dist_mlp_seeded(fg_dtype dt, const fg_optimizer_config *cfg,
+                                        const char *dev1, const char *dev2, uint64_t seed) {
   fg_graph *g = fg_graph_new();
-  uint64_t rng = 1;
+  uint64_t rng = seed;
   int64_t xd[2] = {FG_DIM_UNKNOWN, 64}, yd[1] = {FG_DIM_UNKNOWN};
   fg_output x = fg_placeholder(g, "x", dt, 2, xd);
   fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
@@ -87,6 +87,12 @@ static inline fg_graph *dist_mlp_cfg(fg_dtype dt, const fg_optimizer_config *cfg
   fg_graph_set_metadata(g, "train_target", "train");
   fg_status_free(st);
   return g;
+}
+
+/* dist_mlp_seeded with the initialisation every dist test shares. */
+static inline fg_graph *dist_mlp_cfg(fg_dtype dt, const fg_optimizer_config *cfg, const char *dev1,
+                                     const char *dev2) {
+  return dist_mlp_seeded(dt, cfg, dev1, dev2, 1);
 }
 
 /* dist_mlp_cfg with optimizer `opt` at learning rate lr. */

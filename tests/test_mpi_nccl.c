@@ -63,10 +63,10 @@ FG_TEST(nccl_device_of_other_communicators, "dist,badinput") {
   fg_status *st = fg_status_new();
   fg_comm *h[2] = {NULL, NULL};
   FG_REQUIRE(fg_comm_inproc_group(2, 5, h, st) == 0);
-  FG_CHECK_INT(fg_comm_nccl_device(NULL), -1);
-  FG_CHECK_INT(fg_comm_nccl_device(h[0]), -1);
+  FG_CHECK_INT(fg_comm_gpu(NULL), -1);
+  FG_CHECK_INT(fg_comm_gpu(h[0]), -1);
   float x[2] = {1, 2};
-  FG_CHECK(fg_comm_nccl_all_reduce_scaled(h[0], x, 2, FG_F32, 0.5, st) != 0);
+  FG_CHECK(fg_comm_all_reduce_scaled(h[0], x, 2, FG_F32, 0.5, st) != 0);
   FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
   FG_CHECK(x[0] == 1 && x[1] == 2);
   h[0]->ops->free(h[0]);
@@ -192,7 +192,7 @@ FG_TEST(nccl_scaled_all_reduce_single_rank, "gpu") {
   fg_status *st = fg_status_new();
   fg_comm *c = one_rank(st);
   FG_REQUIRE(c != NULL);
-  FG_CHECK_INT(fg_comm_nccl_device(c), 0);
+  FG_CHECK_INT(fg_comm_gpu(c), 0);
   enum { N = 777 };
   float hf[N], backf[N];
   double hd[N], backd[N];
@@ -205,15 +205,15 @@ FG_TEST(nccl_scaled_all_reduce_single_rank, "gpu") {
              cudaMalloc(&dd, sizeof hd) == cudaSuccess);
   cudaMemcpy(df, hf, sizeof hf, cudaMemcpyHostToDevice);
   cudaMemcpy(dd, hd, sizeof hd, cudaMemcpyHostToDevice);
-  FG_CHECK_INT(fg_comm_nccl_all_reduce_scaled(c, df, N, FG_F32, 0.25, st), 0);
-  FG_CHECK_INT(fg_comm_nccl_all_reduce_scaled(c, dd, N, FG_F64, 0.1, st), 0);
+  FG_CHECK_INT(fg_comm_all_reduce_scaled(c, df, N, FG_F32, 0.25, st), 0);
+  FG_CHECK_INT(fg_comm_all_reduce_scaled(c, dd, N, FG_F64, 0.1, st), 0);
   cudaMemcpy(backf, df, sizeof backf, cudaMemcpyDeviceToHost);
   cudaMemcpy(backd, dd, sizeof backd, cudaMemcpyDeviceToHost);
   for (int i = 0; i < N; i++) {
     FG_CHECK(backf[i] == hf[i] * 0.25f);
     FG_CHECK(fabs(backd[i] - hd[i] * 0.1) <= 1e-15 * fabs(hd[i]) + 1e-300);
   }
-  FG_CHECK(fg_comm_nccl_all_reduce_scaled(c, df, N, FG_I32, 0.5, st) != 0);
+  FG_CHECK(fg_comm_all_reduce_scaled(c, df, N, FG_I32, 0.5, st) != 0);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
   cudaFree(df);
   cudaFree(dd);

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm_nccl.h"
 #include "dist/exec.h"
 #include "executor/cuda_backend.h"
 #include "executor/streams.h"
@@ -611,7 +610,7 @@ static int run_nccl(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, int si, cu
   fg_status *cst = fg_status_new();
   if (!cst) return node_fail(st, FG_RESOURCE_EXHAUSTED, g, plan, si, c->device, "out of memory");
   int rc = plain ? comm->ops->all_reduce(comm, y->data, n, y->dtype, mean, cst)
-                 : fg_comm_nccl_all_reduce_scaled(comm, y->data, n, y->dtype, w / total, cst);
+                 : fg_comm_all_reduce_scaled(comm, y->data, n, y->dtype, w / total, cst);
   if (rc != 0) {
     /* The communicator's code matters (deadline vs bad input). */
     char msg[512];
@@ -634,7 +633,7 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
     return node_fail(st, FG_INTERNAL, g, plan, si, c->device, "unexpected all_reduce arity");
   const int d = plan->step_dev ? plan->step_dev[si] : 0;
   fg_comm *comm = cp->dist ? cp->dist->comm[d] : NULL;
-  int gpu = fg_comm_nccl_device(comm);
+  int gpu = fg_comm_gpu(comm);
   if (gpu >= 0 && gpu != c->device) {
     char msg[160];
     snprintf(msg, sizeof msg, "its NCCL communicator reduces memory of cuda:%d, not this GPU's",
