@@ -542,20 +542,68 @@ int fg_dist_session_agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *con
   return rc;
 }
 
+/* Round 1 of agree: one hash compared over c. *bad is set on the first
+ * difference (its message kept in st); -1 only when the exchange itself
+ * failed (a peer missing: nothing more can be compared). */
+static int compare(fg_comm *c, uint64_t h, const char *what, const char *hint, int *bad,
+                   fg_status *st) {
+  if (!c) return 0;
+  fg_status *tmp = fg_status_new();
+  if (!tmp) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+    return -1;
+  }
+  int rc = 0;
+  if (fg_comm_check_same(c, h, what, hint, tmp) != 0) {
+    if (fg_status_code(tmp) != FG_INVALID_ARGUMENT || !*bad)
+      fg_status_set(st, fg_status_code(tmp), "%s", fg_status_message(tmp));
+    if (fg_status_code(tmp) != FG_INVALID_ARGUMENT) rc = -1;
+    *bad = 1;
+  }
+  fg_status_free(tmp);
+  return rc;
+}
+
+/* Every process takes part in every exchange, whatever it found, so that
+ * none leaves one that its peers still wait in. With two groups (hybrid)
+ * a second round shares the verdicts: a difference found in one group
+ * reaches every process of the grid of replicas x stages, so all fail. */
 static int agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *const *vars, int n_vars,
                  fg_status *st) {
   static const char graph_hint[] =
       "every process must build or load the same graph: the same nodes, names, devices, "
       "attributes and constants";
+  static const char vars_hint[] =
+      "data-parallel replicas must start from the same values: initialise them alike, or call "
+      "fg_session_broadcast_variables on every rank after attaching the communicator";
   uint64_t h = fg_graph_structure_hash(g);
-  if (ds->process && fg_comm_check_same(ds->process, h, "graph", graph_hint, st) != 0) return -1;
-  if (ds->data && fg_comm_check_same(ds->data, h, "graph", graph_hint, st) != 0) return -1;
-  fg_comm *vc = fg_dist_session_replica_comm(ds);
-  if (vc && fg_comm_check_same(vc, vars_hash(ds, vars, n_vars), "variables",
-                               "data-parallel replicas must start from the same values: "
-                               "initialise them alike, or call fg_session_broadcast_variables on "
-                               "every rank after attaching the communicator",
-                               st) != 0)
+  int bad = 0;
+  if (compare(ds->process, h, "graph", graph_hint, &bad, st) != 0 ||
+      compare(ds->data, h, "graph", graph_hint, &bad, st) != 0 ||
+      compare(fg_dist_session_replica_comm(ds), vars_hash(ds, vars, n_vars), "variables", vars_hint,
+              &bad, st) != 0)
     return -1;
-  return 0;
+  fg_comm *groups[2] = {ds->process, ds->data};
+  for (int k = 0; k < 2 && ds->process && ds->data; k++) {
+    fg_comm *c = groups[k];
+    uint64_t *all = calloc((size_t)c->size, sizeof *all);
+    if (!all) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+      return -1;
+    }
+    if (c->ops->all_gather_u64(c, (uint64_t)bad, all, st) != 0) {
+      free(all);
+      return -1;
+    }
+    for (int r = 0; r < c->size && !bad; r++)
+      if (all[r]) {
+        fg_status_set(st, FG_INVALID_ARGUMENT,
+                      "rank %d of this process's %s group found that the processes' graphs or "
+                      "variables differ (its own error says how)",
+                      r, k == 0 ? "replica" : "stage");
+        bad = 1;
+      }
+    free(all);
+  }
+  return bad ? -1 : 0;
 }

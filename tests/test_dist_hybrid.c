@@ -82,6 +82,9 @@ static void *hy_thread(void *p) {
   return NULL;
 }
 
+/* A test's graph for one process (index replica * 2 + stage), else NULL. */
+static fg_graph *hy_graph[HY_MAX_K * HY_STAGES];
+
 /* Runs dg (the replicas = 1 rewrite of the split model) as `replicas` x 2
  * processes; args[k * 2 + stage]. Replicas after the first run `other`
  * when it is not NULL; with `broadcast` every process first takes replica
@@ -100,7 +103,9 @@ static int run_hybrid_on(fg_graph *dg, fg_graph *other, int broadcast, fg_dtype 
   for (int k = 0; k < replicas; k++)
     for (int s = 0; s < HY_STAGES; s++) {
       hy_arg *a = &args[k * HY_STAGES + s];
-      *a = (hy_arg){.g = other && k > 0 ? other : dg,
+      *a = (hy_arg){.g = hy_graph[k * HY_STAGES + s] ? hy_graph[k * HY_STAGES + s]
+                         : other && k > 0            ? other
+                                                     : dg,
                     .broadcast = broadcast,
                     .dt = dt,
                     .model = model[k][s],
@@ -238,7 +243,8 @@ FG_TEST(dist_hybrid_2x2_f64_uneven, "dist") { hybrid_case(FG_F64, 2, 0, 1e-9); }
  * 2). Without a broadcast every process's first run is refused, naming the
  * variables (each stage compares its own over its stage group); with
  * fg_session_broadcast_variables from replica 0 the run is replica 0's:
- * as one device on the full batch from seed 1's weights. */
+ * as one device on the full batch from seed 1's weights. Then one process
+ * with another graph: every process fails, none waits for a timeout. */
 FG_TEST(dist_hybrid_replicas_broadcast_variables, "dist,badinput") {
   fg_status *st = fg_status_new();
   fg_optimizer_config cfg;
@@ -260,6 +266,26 @@ FG_TEST(dist_hybrid_replicas_broadcast_variables, "dist,badinput") {
   }
   free_args(args, 2 * HY_STAGES);
   hybrid_case_on(FG_F64, 2, 0, 1e-9, other);
+  /* Only replica 1's stage 1 runs another graph (the optimizer's learning
+   * rate): its replica group and its stage group see the difference;
+   * replica 0's stage 0 sees none in either of its groups, and fails
+   * through the second round, told by its replica's stage 1. */
+  fg_graph *g2 = NULL, *dg2 = split_rewrite(FG_F64, FG_OPTIMIZER_ADAM, 5e-3, 0, &g2, st);
+  FG_REQUIRE(dg2);
+  hy_graph[3] = dg2;
+  run_hybrid_on(dg, NULL, 0, FG_F64, 2, 1, args);
+  hy_graph[3] = NULL;
+  for (int i = 0; i < 2 * HY_STAGES; i++) {
+    FG_CHECK(args[i].rc != 0);
+    FG_CHECK_INT(args[i].code, FG_INVALID_ARGUMENT);
+    const char *want = i == 0 ? "rank 1 of this process's replica group found that the "
+                                "processes' graphs or variables differ"
+                              : "ranks disagree on the graph: rank 0 has graph hash 0x";
+    FG_CHECK_STR_CONTAINS(args[i].err, want);
+  }
+  free_args(args, 2 * HY_STAGES);
+  fg_graph_free(dg2);
+  fg_graph_free(g2);
   fg_graph_free(dg);
   fg_graph_free(gx);
   fg_graph_free(other);
