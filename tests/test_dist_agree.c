@@ -31,22 +31,8 @@ static void make_data(void) {
 /* Linear regression, loss = mean squared error, SGD at `lr`, w starting at
  * w0 (b at 0.1), rewritten for one replica per process. */
 static fg_graph *replica_model(double lr, const double w0[FEAT]) {
-  fg_graph *g = fg_graph_new();
-  int64_t xd[2] = {FG_DIM_UNKNOWN, FEAT}, yd[2] = {FG_DIM_UNKNOWN, 1}, wd[2] = {FEAT, 1},
-          bd[1] = {1};
-  double b0[1] = {0.1};
-  fg_tensor *wt = dist_tensor(FG_F64, 2, wd, w0, FEAT), *bt = dist_tensor(FG_F64, 1, bd, b0, 1);
-  fg_output x = fg_placeholder(g, "x", FG_F64, 2, xd), y = fg_placeholder(g, "y", FG_F64, 2, yd);
-  fg_output w = fg_variable(g, "w", wt), b = fg_variable(g, "b", bt);
-  fg_tensor_free(wt);
-  fg_tensor_free(bt);
-  fg_output d = fg_sub(g, fg_add(g, fg_matmul(g, x, w, 0, 0), b), y);
-  fg_output loss = fg_set_name(g, fg_reduce_mean(g, fg_mul(g, d, d), NULL, 0, 0), "loss");
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
-  cfg.learning_rate = lr;
+  fg_graph *g = dist_linreg(FEAT, w0, 0.1, lr, 0);
   fg_status *st = fg_status_new();
-  fg_set_name(g, fg_minimize(g, loss, NULL, 0, &cfg, st), "train");
   const char *batch[2] = {"x", "y"};
   fg_graph *dg = fg_data_parallel(g, 1, batch, 2, NULL, st);
   if (!dg) fprintf(stderr, "replica_model: %s\n", fg_status_message(st));

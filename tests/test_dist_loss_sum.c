@@ -26,25 +26,8 @@ static void make_data(void) {
 /* loss = sum over rows of (x w + b - y)^2, SGD at LR; w starts at
  * (0.5, -0.25, 0.125), b at 0.1. */
 static fg_graph *sum_loss_model(void) {
-  fg_graph *g = fg_graph_new();
-  int64_t xd[2] = {FG_DIM_UNKNOWN, FEAT}, yd[2] = {FG_DIM_UNKNOWN, 1}, wd[2] = {FEAT, 1},
-          bd[1] = {1};
-  double w0[FEAT] = {0.5, -0.25, 0.125}, b0[1] = {0.1};
-  fg_tensor *wt = dist_tensor(FG_F64, 2, wd, w0, FEAT), *bt = dist_tensor(FG_F64, 1, bd, b0, 1);
-  fg_output x = fg_placeholder(g, "x", FG_F64, 2, xd), y = fg_placeholder(g, "y", FG_F64, 2, yd);
-  fg_output w = fg_variable(g, "w", wt), b = fg_variable(g, "b", bt);
-  fg_tensor_free(wt);
-  fg_tensor_free(bt);
-  fg_output d = fg_sub(g, fg_add(g, fg_matmul(g, x, w, 0, 0), b), y);
-  fg_output loss = fg_set_name(g, fg_reduce_sum(g, fg_mul(g, d, d), NULL, 0, 0), "loss");
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
-  cfg.learning_rate = LR;
-  fg_status *st = fg_status_new();
-  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
-  if (train.node >= 0) fg_set_name(g, train, "train");
-  fg_status_free(st);
-  return g;
+  static const double w0[FEAT] = {0.5, -0.25, 0.125};
+  return dist_linreg(FEAT, w0, 0.1, LR, 1);
 }
 
 /* The same SGD in double: w, b after `steps` full-batch steps, and each

@@ -189,6 +189,32 @@ static inline double dist_var_diff(fg_session *a, const char *na, fg_session *b,
   return worst;
 }
 
+/* f64 linear regression: x [?, feat] -> x w + b against y [?, 1], "loss"
+ * the mean (or, with `sum`, the sum) of squared errors over rows, "train"
+ * its SGD step at lr; w starts at w0 (feat values), b at b0. */
+static inline fg_graph *dist_linreg(int feat, const double *w0, double b0, double lr, int sum) {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[2] = {FG_DIM_UNKNOWN, feat}, yd[2] = {FG_DIM_UNKNOWN, 1}, wd[2] = {feat, 1},
+          bd[1] = {1};
+  fg_tensor *wt = dist_tensor(FG_F64, 2, wd, w0, feat), *bt = dist_tensor(FG_F64, 1, bd, &b0, 1);
+  fg_output x = fg_placeholder(g, "x", FG_F64, 2, xd), y = fg_placeholder(g, "y", FG_F64, 2, yd);
+  fg_output w = fg_variable(g, "w", wt), b = fg_variable(g, "b", bt);
+  fg_tensor_free(wt);
+  fg_tensor_free(bt);
+  fg_output d = fg_sub(g, fg_add(g, fg_matmul(g, x, w, 0, 0), b), y);
+  fg_output sq = fg_mul(g, d, d);
+  fg_output loss = fg_set_name(
+      g, sum ? fg_reduce_sum(g, sq, NULL, 0, 0) : fg_reduce_mean(g, sq, NULL, 0, 0), "loss");
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  cfg.learning_rate = lr;
+  fg_status *st = fg_status_new();
+  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
+  if (train.node >= 0) fg_set_name(g, train, "train");
+  fg_status_free(st);
+  return g;
+}
+
 /* dist_mlp's variables, layer by layer. */
 static const char *const dist_var_names[6] = {"dense1/w", "dense1/b", "dense2/w",
                                               "dense2/b", "dense3/w", "dense3/b"};

@@ -270,13 +270,13 @@ FG_TEST(mpi_train_without_mpirun_refused, "dist,badinput") {
  * summed loss by hand in double (1e-4). Without the flag the ranks'
  * gradients are averaged (weighted by rows): w ends elsewhere. */
 #define LR_SUM 0.01
-FG_TEST(mpi_train_loss_sum_np2_uneven, "dist") {
-  MPI_REQUIRED();
-  FG_REQUIRE(setup_linreg() == 0);
-  FG_REQUIRE(build_linreg_loss(tpath("lsum.fgb"), 0, LR_SUM, 1) == 0);
+/* `model` (lsum.fgb or a split of it, in the test's folder) on np
+ * processes with --dist-loss sum, against one process on lsum.fgb and SGD
+ * by hand; then without the flag, which must end elsewhere. */
+static void check_loss_sum(int np, const char *model) {
   const char *extra[3] = {"--dist-loss", "sum", NULL};
   run_result *res = malloc(sizeof *res);
-  mpi_train(2, "lsum.fgb", "7", extra, "mpi.fgb", res);
+  mpi_train(np, model, "7", extra, "mpi.fgb", res);
   FG_CHECK_INT(res->status, 0);
   cli_result r;
   char xi[700], yi[700];
@@ -304,18 +304,27 @@ FG_TEST(mpi_train_loss_sum_np2_uneven, "dist") {
   }
   FG_CHECK(rel_err(bm[0], bs[0]) < 1e-5);
   FG_CHECK(rel_err(bm[0], p.b) < 1e-4);
-  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\nsingle:\n%s\n", res->out, r.out);
   result_free(&r);
   /* The default (mean) on the same model. */
-  mpi_train(2, "lsum.fgb", "7", NULL, "mean.fgb", res);
+  mpi_train(np, model, "7", NULL, "mean.fgb", res);
   FG_CHECK_INT(res->status, 0);
   FG_CHECK_INT(saved_variable(tpath("mean.fgb"), "w", wm, 2), 2);
   FG_CHECK(rel_err(wm[0], p.w[0]) > 1e-3 || rel_err(wm[1], p.w[1]) > 1e-3);
   free(res);
+}
+
+FG_TEST(mpi_train_loss_sum_np2_uneven, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  FG_REQUIRE(build_linreg_loss(tpath("lsum.fgb"), 0, LR_SUM, 1) == 0);
+  check_loss_sum(2, "lsum.fgb");
   fgt_rmtree(tmpdir);
 }
 
-FG_TEST(mpi_train_dist_loss_bad_args, "dist,badinput") {
+/* --dist-loss, --dist-comm and --device cuda:local: bad values and a
+ * missing --dist mpi are usage errors. */
+FG_TEST(mpi_train_dist_option_bad_args, "dist,badinput") {
   FG_REQUIRE(setup_linreg() == 0);
   char xi[700], yi[700];
   lin_inputs(xi, yi);
@@ -331,18 +340,7 @@ FG_TEST(mpi_train_dist_loss_bad_args, "dist,badinput") {
   FG_CHECK_STR_CONTAINS(
       r.err, "--dist-timeout, --dist-bucket, --dist-loss and --dist-comm need --dist mpi");
   result_free(&r);
-  fgt_rmtree(tmpdir);
-}
-
-/* --dist-comm and --device cuda:local: bad values and missing --dist mpi
- * are usage errors; under mpirun, NCCL asked for on cpu:0 is refused on
- * every rank alike (no rank waits for another), and so is cuda:local on a
- * machine without a GPU. */
-FG_TEST(mpi_train_dist_comm_bad_args, "dist,badinput") {
-  FG_REQUIRE(setup_linreg() == 0);
-  char xi[700], yi[700];
-  lin_inputs(xi, yi);
-  cli_result r;
+  /* --dist-comm and --device cuda:local likewise. */
   cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1", "--dist",
       "mpi", "--dist-comm", "tcp", NULL);
   CHECK_USAGE_ERROR(r);
@@ -361,6 +359,9 @@ FG_TEST(mpi_train_dist_comm_bad_args, "dist,badinput") {
   fgt_rmtree(tmpdir);
 }
 
+/* Under mpirun, NCCL asked for on cpu:0 is refused on every rank alike (no
+ * rank waits for another), and so is cuda:local on a machine without a
+ * GPU. */
 FG_TEST(mpi_train_dist_comm_refused_off_gpu, "dist,badinput") {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
@@ -660,39 +661,7 @@ FG_TEST(mpi_train_hybrid_np4_loss_sum_uneven, "dist") {
   FG_REQUIRE(g);
   fg_graph_free(g);
   fg_status_free(st);
-  const char *extra[3] = {"--dist-loss", "sum", NULL};
-  run_result *res = malloc(sizeof *res);
-  mpi_train(4, "lsum_mp.fgb", "7", extra, "mp.fgb", res);
-  FG_CHECK_INT(res->status, 0);
-  cli_result r;
-  char xi[700], yi[700];
-  lin_inputs(xi, yi);
-  cli(&r, "train", tpath("lsum.fgb"), "-i", xi, "-i", yi, "--batch", "7", "--epochs", "3", "--save",
-      tpath("single.fgb"), NULL);
-  FG_CHECK_INT(r.code, 0);
-  double lm[8], ls[8], ref[8];
-  linp p;
-  lin_train_reference_loss(7, 3, 0, 7, LR_SUM, 1, &p, ref);
-  FG_CHECK_INT(parse_epochs(res->out, lm, 8, NULL, NULL), 3);
-  FG_CHECK_INT(parse_epochs(r.out, ls, 8, NULL, NULL), 3);
-  for (int e = 0; e < 3; e++) {
-    FG_CHECK(rel_err(lm[e], ls[e]) < 1e-5);
-    FG_CHECK(rel_err(lm[e], ref[e]) < 1e-4);
-  }
-  float wm[2], bm[1];
-  FG_CHECK_INT(saved_variable(tpath("mp.fgb"), "w", wm, 2), 2);
-  FG_CHECK_INT(saved_variable(tpath("mp.fgb"), "b", bm, 1), 1);
-  for (int i = 0; i < 2; i++)
-    FG_CHECK(rel_err(wm[i], p.w[i]) < 1e-4);
-  FG_CHECK(rel_err(bm[0], p.b) < 1e-4);
-  /* The default (mean) on the same split model ends elsewhere. */
-  mpi_train(4, "lsum_mp.fgb", "7", NULL, "mean.fgb", res);
-  FG_CHECK_INT(res->status, 0);
-  FG_CHECK_INT(saved_variable(tpath("mean.fgb"), "w", wm, 2), 2);
-  FG_CHECK(rel_err(wm[0], p.w[0]) > 1e-3 || rel_err(wm[1], p.w[1]) > 1e-3);
-  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\nsingle:\n%s\n", res->out, r.out);
-  result_free(&r);
-  free(res);
+  check_loss_sum(4, "lsum_mp.fgb");
   fgt_rmtree(tmpdir);
 }
 
