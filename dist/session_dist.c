@@ -571,8 +571,8 @@ static int compare(fg_comm *c, uint64_t h, const char *what, const char *hint, i
 static int agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *const *vars, int n_vars,
                  fg_status *st) {
   static const char graph_hint[] =
-      "every process must build or load the same graph: the same nodes, names, devices, "
-      "attributes and constants";
+      "every process must build or load the same graph: the same nodes, names, ranks of "
+      "devices, attributes and constants";
   static const char vars_hint[] =
       "data-parallel replicas must start from the same values: initialise them alike, or call "
       "fg_session_broadcast_variables on every rank after attaching the communicator";

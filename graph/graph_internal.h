@@ -102,7 +102,8 @@ const fg_tinfo *fg_graph_tinfo(const fg_graph *g, fg_output o);
 /* ---- hashes (graph/hash.c) ---------------------------------------------- */
 /* A fast 64-bit hash of n bytes continuing from h (not cryptographic). */
 uint64_t fg_hash64(uint64_t h, const void *data, size_t n);
-/* The graph's nodes in order: op, name, device, inputs, attributes (with
+/* The graph's nodes in order: op, name, the rank its device names
+ * ("rank:R/", not the device within the process), inputs, attributes (with
  * constants' values, without variables' values) and output types. Equal
  * graphs hash equal in every process and build. */
 uint64_t fg_graph_structure_hash(const fg_graph *g);

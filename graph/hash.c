@@ -67,7 +67,12 @@ uint64_t fg_graph_structure_hash(const fg_graph *g) {
     const fg_node *n = &g->nodes[id];
     h = hash_str(h, fg_op_table[n->op].name);
     h = hash_str(h, n->name);
-    h = hash_str(h, n->device);
+    /* Only the rank a device names must agree: which process runs a node
+     * (and so the transfers between processes). Each process may place its
+     * own nodes on its own devices (its replica on cuda:<its rank>). */
+    const char *slash =
+        n->device && strncmp(n->device, "rank:", 5) == 0 ? strchr(n->device, '/') : NULL;
+    h = fg_hash64(h, slash ? n->device : "", slash ? (size_t)(slash - n->device) : 0);
     h = hash_i64(h, n->n_inputs);
     for (int i = 0; i < n->n_inputs; i++)
       h = hash_i64(hash_i64(h, n->inputs[i].node), n->inputs[i].index);

@@ -14,6 +14,7 @@
 
 #include "dist/comm_inproc.h"
 #include "fgtest.h"
+#include "graph/graph_internal.h"
 #include "test_dist_util.h"
 
 enum { ROWS = 6, FEAT = 3, STEPS = 3 };
@@ -242,4 +243,35 @@ FG_TEST(dist_broadcast_variables_bad_calls, "dist,badinput") {
   h[1]->ops->free(h[1]);
   fg_graph_free(g);
   fg_status_free(st);
+}
+
+/* What the processes' graph hash covers: the learning rate (an
+ * attribute), a constant's value, a node's name and the rank a device
+ * names; not a variable's value (replicas may differ there until they
+ * broadcast) nor the device within a process (each places its replica on
+ * its own cpu:N or cuda:N). */
+static uint64_t hash_of(double lr, const double w0[FEAT], const char *dev, const char *name,
+                        double c) {
+  fg_graph *g = dist_linreg(FEAT, w0, 0.1, lr, 0);
+  fg_output k = fg_set_name(g, fg_scalar(g, FG_F64, c), name);
+  if (dev) fg_set_device(g, k, dev);
+  uint64_t h = fg_graph_status(g, NULL) == FG_OK ? fg_graph_structure_hash(g) : 0;
+  fg_graph_free(g);
+  return h;
+}
+
+FG_TEST(dist_graph_hash_covers_what_processes_share, "dist") {
+  uint64_t base = hash_of(0.1, W_A, NULL, "k", 2);
+  FG_CHECK(base != 0);
+  FG_CHECK(hash_of(0.1, W_A, NULL, "k", 2) == base);
+  FG_CHECK(hash_of(0.1, W_B, NULL, "k", 2) == base);
+  FG_CHECK(hash_of(0.1, W_A, "cpu:1", "k", 2) == base);
+  FG_CHECK(hash_of(0.1, W_A, "cuda:3", "k", 2) == base);
+  FG_CHECK(hash_of(0.2, W_A, NULL, "k", 2) != base);
+  FG_CHECK(hash_of(0.1, W_A, NULL, "k", 3) != base);
+  FG_CHECK(hash_of(0.1, W_A, NULL, "k2", 2) != base);
+  uint64_t r0 = hash_of(0.1, W_A, "rank:0/cpu:0", "k", 2);
+  FG_CHECK(r0 != base);
+  FG_CHECK(hash_of(0.1, W_A, "rank:0/cpu:1", "k", 2) == r0);
+  FG_CHECK(hash_of(0.1, W_A, "rank:1/cpu:0", "k", 2) != r0);
 }

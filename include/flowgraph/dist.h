@@ -209,8 +209,10 @@ int fg_session_gather_variables(fg_session *s, int root, fg_status *status);
  *
  * M2 across processes: before the first run after a communicator is
  * attached (or the graph changed), the processes compare a hash of the
- * graph (nodes, names, devices, attributes, constants) over every attached
- * communicator, and a hash of their variables' values over the replicas;
+ * graph (nodes, names, the rank:R/ their devices name, attributes,
+ * constants; each process may place its own nodes on its own cpu:N or
+ * cuda:N) over every attached communicator, and a hash of their
+ * variables' values over the replicas;
  * a difference fails that run on every process with FG_INVALID_ARGUMENT
  * naming the ranks and both hashes, before any collective of the graph. */
 int fg_session_broadcast_variables(fg_session *s, int root, fg_status *status);
