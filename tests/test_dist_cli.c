@@ -165,6 +165,33 @@ static int save_two_rank_model(const char *path) {
   return rc;
 }
 
+/* A model naming 65 ranks (one node on rank:64): plan and profile make
+ * every rank's plan and handle at most FG_MAX_CPU_DEVICES (64) of them;
+ * profile refuses before it joins MPI or runs anything. */
+FG_TEST(dist_cli_too_many_ranks_refused, "dist,badinput") {
+  FG_REQUIRE(make_tmpdir());
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t xd[2] = {FG_DIM_UNKNOWN, 4};
+  fg_output h = fg_set_name(g, fg_relu(g, fg_placeholder(g, "x", FG_F32, 2, xd)), "h");
+  fg_set_device(g, fg_set_name(g, fg_exp(g, h), "e"), "rank:64/cpu:0");
+  FG_REQUIRE(fg_graph_save(g, tpath("r65.fgb"), st) == 0);
+  fg_graph_free(g);
+  fg_status_free(st);
+  cli_result r;
+  FG_REQUIRE(cli(&r, "profile", tpath("r65.fgb"), "--random-inputs", "--batch", "2", "--dist",
+                 "mpi", NULL) == 0);
+  FG_CHECK(r.code != 0);
+  FG_CHECK_STR_CONTAINS(r.err, "places nodes on 65 MPI ranks; flowgraph profile reports at most "
+                               "64 of them");
+  result_free(&r);
+  FG_REQUIRE(cli(&r, "plan", tpath("r65.fgb"), "--random-inputs", "--batch", "2", NULL) == 0);
+  FG_CHECK(r.code != 0);
+  FG_CHECK_STR_CONTAINS(r.err, "places nodes on 65 MPI ranks; flowgraph plans at most 64");
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
 /* `flowgraph plan` of a model split across MPI ranks needs no mpirun: it
  * prints each rank's own plan (its steps, transfers and arena) as that rank
  * would make it. With 3 rows, h is 3 x 4 f32 = 48 bytes, 64 in an arena

@@ -413,6 +413,14 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
                   a->run.model, ranks, ranks);
     return -1;
   }
+  if (ranks > FG_MAX_CPU_DEVICES) {
+    /* Refused before any run: the report makes every rank's plan, and
+     * plan_rank_infos makes at most FG_MAX_CPU_DEVICES. */
+    fg_status_set(st, FG_UNIMPLEMENTED,
+                  "%s places nodes on %d MPI ranks; flowgraph profile reports at most %d of them",
+                  a->run.model, ranks, FG_MAX_CPU_DEVICES);
+    return -1;
+  }
   if (ranks == 0 && profile_dist_mpi) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "--dist mpi profiles a model split across processes (devices rank:R/...), and "
