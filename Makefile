@@ -29,13 +29,15 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -E '^install\.'
 
-# The thread pool, the executor and the parallel kernels under TSan.
+# The thread pool, the executor, the parallel kernels and the threads that
+# stand in for processes (dist_agree, dist_hybrid) under TSan.
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFG_SANITIZE=thread -DFG_CUDA=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_threadpool_kernels \
-	  test_executor test_session test_kernels test_threads test_numerics test_dist test_dist_exec
+	  test_executor test_session test_kernels test_threads test_numerics test_dist test_dist_exec \
+	  test_dist_agree test_dist_hybrid
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist|dist_exec)\.'
+	  ctest --output-on-failure -j $(JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist|dist_exec|dist_agree|dist_hybrid)\.'
 
 test: test-fast test-asan test-tsan fuzz-smoke
 
