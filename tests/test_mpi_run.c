@@ -6,6 +6,7 @@
  * dimension, batches below the ranks and inputs of different rows are
  * refused on every rank; a rank failing mid-run stops the others. */
 #include "mpi/mpi_run.h"
+#include "executor/cuda_backend.h"
 #include "flowgraph/dist.h"
 #include "test_cli_train_util.h"
 
@@ -292,6 +293,24 @@ FG_TEST(mpi_run_data_parallel_bad_inputs_refused, "dist,badinput") {
            "so they need the same rows: 'x' (%s) has 7 rows, 'm' (%s) has 6",
            tpath("x.npy"), tpath("m.npy"));
   check_dp_refused(2, NULL, want);
+  fgt_rmtree(tmpdir);
+}
+
+/* --device cuda:local: without --dist mpi a usage error; under mpirun on a
+ * machine without a GPU every rank names the rank that has none, and none
+ * waits for another. */
+FG_TEST(mpi_run_cuda_local, "dist,badinput") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_dp(DP_ROWS, DP_ROWS) == 0);
+  cli_result r;
+  cli(&r, "run", tpath("dp.fgb"), "--random-inputs", "--device", "cuda:local", NULL);
+  CHECK_USAGE_ERROR(r);
+  FG_CHECK_STR_CONTAINS(r.err, "--device cuda:local needs --dist mpi");
+  result_free(&r);
+  if (fg_cuda_device_count() == 0) {
+    const char *local[] = {"--device", "cuda:local", NULL};
+    check_dp_refused(2, local, "--device cuda:local: rank 0 sees no CUDA device");
+  }
   fgt_rmtree(tmpdir);
 }
 

@@ -78,6 +78,9 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   }
   if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
   if (!a->dist_mpi && a->dist_timeout) return cli_usage(cmd, "--dist-timeout needs --dist mpi");
+  if (!a->dist_mpi && cli_dist_is_local_gpu(cli_session_limits.device))
+    return cli_usage(cmd,
+                     "--device cuda:local needs --dist mpi (each rank takes a GPU of its host)");
   return CLI_OK;
 }
 
@@ -236,7 +239,9 @@ static void print_values(const fg_tensor *t) {
  * already gave up. */
 static int dist_start(const run_args *a, const fg_graph *g, char **fetch, int n_fetch,
                       const run_feeds *feeds, fg_comm **comm, cli_dist_run *dr, fg_status *st) {
-  fg_partition *p = fg_partition_new(g, cli_session_limits.device, st);
+  /* cuda:local names no rank, so the count does not need it resolved. */
+  int local = cli_dist_is_local_gpu(cli_session_limits.device);
+  fg_partition *p = fg_partition_new(g, local ? NULL : cli_session_limits.device, st);
   if (!p) return -1;
   int ranks = fg_partition_num_ranks(p);
   fg_partition_free(p);
@@ -245,9 +250,10 @@ static int dist_start(const run_args *a, const fg_graph *g, char **fetch, int n_
     h = fg_hash_bytes(h, fetch[i], strlen(fetch[i]) + 1);
   for (int i = 0; i < a->n_targets; i++)
     h = fg_hash_bytes(h, a->targets[i], strlen(a->targets[i]) + 1);
-  int64_t v[5] = {a->random_inputs, (int64_t)a->seed, a->batch, a->repeat, a->n_inputs};
+  int64_t v[6] = {a->random_inputs, (int64_t)a->seed, a->batch, a->repeat, a->n_inputs, local};
   h = fg_hash_bytes(h, v, sizeof v);
   if (cli_dist_join("run", a->model, &h, sizeof h, a->dist_timeout, comm, st) != 0) return -1;
+  if (local && cli_dist_use_local_gpu(*comm, st) != 0) return -1;
   /* The data-parallel checks fail alike on every rank, so each names the
    * problem itself rather than "rank 0 could not start". */
   int ok = ranks > 0 || cli_dist_run_prepare(g, a, feeds, (const char *const *)fetch, n_fetch,
@@ -409,7 +415,9 @@ const cli_command cli_run_command = {
     "                              fetched outputs; suffix K, M or G; default: the\n"
     "                              machine's memory)\n"
     "  --device NAME               run on NAME: cpu:0 (default) or cuda:N (a GPU build\n"
-    "                              on a machine with a GPU)\n"
+    "                              on a machine with a GPU); with --dist mpi,\n"
+    "                              cuda:local gives each rank cuda:L mod GPUs, L its\n"
+    "                              position among the ranks of its host\n"
     "  --dist mpi                  run across MPI processes (start with mpirun -np N);\n"
     "                              rank 0 alone prints and writes the outputs. A model\n"
     "                              whose nodes name ranks (rank:R/cpu:N) runs split:\n"

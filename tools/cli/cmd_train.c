@@ -141,8 +141,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_loss_given || dist_comm_given))
     return cli_usage(cmd,
                      "--dist-timeout, --dist-bucket, --dist-loss and --dist-comm need --dist mpi");
-  if (!a->dist_mpi && cli_session_limits.device &&
-      strcmp(cli_session_limits.device, "cuda:local") == 0)
+  if (!a->dist_mpi && cli_dist_is_local_gpu(cli_session_limits.device))
     return cli_usage(cmd,
                      "--device cuda:local needs --dist mpi (each rank takes a GPU of its host)");
   return a->save ? cli_check_model_path(cmd, a->save) : CLI_OK;
@@ -418,9 +417,11 @@ static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_statu
  * not save. */
 static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st) {
   /* The bucket size and the loss form change the rewritten graph, and
-   * ranks choosing different communicators would wait for each other:
-   * part of the M2 hash. */
-  int64_t shape[3] = {a->dist_bucket, a->dist_loss_sum, a->dist_comm};
+   * ranks choosing different communicators (or only some resolving
+   * cuda:local, a collective) would wait for each other: part of the M2
+   * hash. */
+  int64_t shape[4] = {a->dist_bucket, a->dist_loss_sum, a->dist_comm,
+                      cli_dist_is_local_gpu(cli_session_limits.device)};
   if (cli_dist_join("train", a->model, shape, sizeof shape, a->dist_timeout, &c->world, st) != 0)
     return -1;
   fg_partition *part = fg_partition_new(*g, NULL, st);
@@ -432,12 +433,8 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
     a->quiet = 1;
     a->save = NULL;
   }
-  static char local_gpu[32];
-  const char *dev = cli_session_limits.device;
-  if (dev && strcmp(dev, "cuda:local") == 0) {
-    if (cli_dist_local_gpu(c->world, local_gpu, sizeof local_gpu, st) != 0) return -1;
-    cli_session_limits.device = local_gpu;
-  }
+  if (cli_dist_is_local_gpu(cli_session_limits.device) && cli_dist_use_local_gpu(c->world, st) != 0)
+    return -1;
   if (a->model_parallel && a->dist_comm == CLI_DIST_COMM_NCCL) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "--dist-comm nccl: the model places nodes on %d ranks (model parallelism runs "

@@ -82,21 +82,32 @@ static uint64_t *gather_hosts(fg_comm *world, fg_status *st) {
   return all;
 }
 
-int cli_dist_local_gpu(fg_comm *world, char *out, size_t out_size, fg_status *st) {
+int cli_dist_is_local_gpu(const char *device) {
+  return device && strcmp(device, "cuda:local") == 0;
+}
+
+int cli_dist_use_local_gpu(fg_comm *world, fg_status *st) {
+  static char name[32];
   uint64_t *hosts = gather_hosts(world, st);
   if (!hosts) return -1;
   int local = 0;
   for (int r = 0; r < world->rank; r++)
     local += hosts[r] == hosts[world->rank];
-  free(hosts);
+  /* Every rank learns every rank's GPU count, so a rank without one fails
+   * them all alike instead of leaving the others in the next exchange. */
   int gpus = fg_cuda_device_count();
-  if (gpus < 1) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "--device cuda:local: rank %d sees no CUDA device",
-                  world->rank);
-    return -1;
+  int rc = world->ops->all_gather_u64(world, (uint64_t)gpus, hosts, st);
+  for (int r = 0; rc == 0 && r < world->size; r++)
+    if (hosts[r] == 0) {
+      fg_status_set(st, FG_INVALID_ARGUMENT, "--device cuda:local: rank %d sees no CUDA device", r);
+      rc = -1;
+    }
+  free(hosts);
+  if (rc == 0) {
+    snprintf(name, sizeof name, "cuda:%d", local % gpus);
+    cli_session_limits.device = name;
   }
-  snprintf(out, out_size, "cuda:%d", local % gpus);
-  return 0;
+  return rc;
 }
 
 int cli_dist_gpu_comm(fg_comm *world, const char *device, int mode, double timeout_s,

@@ -35,9 +35,12 @@ enum { CLI_DIST_COMM_AUTO, CLI_DIST_COMM_MPI, CLI_DIST_COMM_NCCL };
 
 /* --device cuda:local under --dist mpi: every rank takes cuda:L mod G, L
  * its position among the ranks on its host (by host name, in rank order),
- * G the GPUs it sees. A collective over `world`. Writes the name to `out`.
- * 0, or -1 with `st` set (no GPU). */
-int cli_dist_local_gpu(fg_comm *world, char *out, size_t out_size, fg_status *st);
+ * G the GPUs it sees. cli_dist_is_local_gpu tells the name;
+ * cli_dist_use_local_gpu, a collective over `world`, makes the resolved
+ * name (a static buffer) the session device. 0, or -1 with `st` set on
+ * every rank when any rank sees no GPU. */
+int cli_dist_is_local_gpu(const char *device);
+int cli_dist_use_local_gpu(fg_comm *world, fg_status *st);
 
 /* Chooses the communicator of the gradients' all_reduce for data
  * parallelism on `device` (every rank's own): NCCL (*nccl set, to be
