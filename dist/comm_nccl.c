@@ -196,11 +196,19 @@ static int reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean
     if (scaled)
       r = ncclRedOpCreatePreMulSum(&op, dtype == FG_F32 ? (void *)&s32 : (void *)&s64, t,
                                    ncclScalarHostImmediate, m->comm);
-    if (r != ncclSuccess) {
+    /* A nonblocking communicator may answer "in progress": wait for it as
+     * for any call (no stream work is involved). */
+    if (r == ncclInProgress) {
+      rc = wait_done(m, "ncclRedOpCreatePreMulSum", 0, st);
+    } else if (r != ncclSuccess) {
       fg_status_set(st, FG_INTERNAL, "ncclRedOpCreatePreMulSum on rank %d: %s", m->base.rank,
                     ncclGetErrorString(r));
+      /* The peers are already in the collective: abort rather than leave
+       * them waiting out their deadline. */
+      break_comm(m);
       rc = -1;
-    } else {
+    }
+    if (rc == 0) {
       rc = finish(m, ncclAllReduce(buf, buf, (size_t)count, t, op, m->comm, m->stream),
                   "all_reduce", st);
       if (scaled && !m->broken) (void)ncclRedOpDestroy(op, m->comm);
