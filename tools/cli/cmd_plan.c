@@ -437,14 +437,15 @@ static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_inf
  * each rank's own follow its tables. */
 int plan_rank_infos(const char *model, plan_model *m, int ranks, fg_plan_info **infos,
                     fg_status *st) {
-  for (int r = 0; r < ranks; r++)
-    infos[r] = NULL;
+  /* infos holds FG_MAX_CPU_DEVICES entries: checked before it is written. */
   if (ranks > FG_MAX_CPU_DEVICES) {
     fg_status_set(st, FG_UNIMPLEMENTED,
                   "%s places nodes on %d MPI ranks; flowgraph plans at most %d of them here", model,
                   ranks, FG_MAX_CPU_DEVICES);
     return -1;
   }
+  for (int r = 0; r < ranks; r++)
+    infos[r] = NULL;
   fg_comm *h[FG_MAX_CPU_DEVICES];
   if (fg_comm_inproc_group(ranks, 1, h, st) != 0) return -1;
   int rc = 0;
@@ -498,7 +499,7 @@ static int plan_ranks(const plan_args *a, plan_model *m, int ranks, fg_status *s
     print_summary("", sum[0], sum[1], sum[2]);
     if (a->memory_svg) printf("memory svg: %s\n", a->memory_svg);
   }
-  for (int r = 0; r < ranks; r++)
+  for (int r = 0; r < ranks && r < FG_MAX_CPU_DEVICES; r++)
     fg_plan_info_free(infos[r]);
   return rc;
 }
