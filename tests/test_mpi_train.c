@@ -770,6 +770,47 @@ FG_TEST(mpi_profile_model_parallel_np2, "dist") {
   fgt_rmtree(tmpdir);
 }
 
+/* `flowgraph profile --dist mpi` on a model that names no rank: data
+ * parallelism as `train --dist mpi` runs it. Each rank profiles lin.fgb
+ * rewritten with one replica on its 20 of the 40 rows (so x w is f32
+ * [20,1]); rank 0 alone prints a report, which has the gradients' bucketed
+ * all_reduce and the row counts' one, then every rank's average run. */
+FG_TEST(mpi_profile_data_parallel_np2, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  char xi[700], yi[700], model[700];
+  lin_inputs(xi, yi);
+  snprintf(model, sizeof model, "%s", tpath("lin.fgb"));
+  char *args[] = {FG_CLI_PATH, "profile",        model, "-i", xi, "-i", yi, "--runs", "3", "--dist",
+                  "mpi",       "--dist-timeout", "20",  NULL};
+  run_result *res = malloc(sizeof *res);
+  mpirun(2, NULL, args, 50, res);
+  FG_CHECK_INT(res->status, 0);
+  FG_CHECK_INT(count_substr(res->out, "profile of "), 1);
+  FG_CHECK_INT(count_substr(res->out, "============ Run order"), 1);
+  FG_CHECK_STR_CONTAINS(res->out, "data_parallel/all_reduce_0         all_reduce");
+  FG_CHECK_STR_CONTAINS(res->out, "data_parallel/rows                 all_reduce");
+  FG_CHECK_STR_CONTAINS(res->out, "f32 [20,1]");
+  FG_CHECK(strstr(res->out, "f32 [40,1]") == NULL);
+  FG_CHECK_STR_CONTAINS(res->out, "data parallelism over 2 ranks (fg_data_parallel, all_reduce on "
+                                  "the gradients); run avg per rank: rank 0 ");
+  FG_CHECK_STR_CONTAINS(res->out, " ms, rank 1 ");
+  FG_CHECK_STR_CONTAINS(res->out, "runs: 3,");
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+  /* 2 rows over 3 ranks: every rank says so, none waits. */
+  char *bad[] = {FG_CLI_PATH,      "profile", model,    "--random-inputs",
+                 "--batch",        "2",       "--dist", "mpi",
+                 "--dist-timeout", "20",      NULL};
+  mpirun(3, NULL, bad, 50, res);
+  FG_CHECK(res->status != 0 && res->status != -1);
+  FG_CHECK(res->wall < 15);
+  FG_CHECK(count_substr(res->out, "--dist mpi with 3 ranks: input 'x' has 2 rows, which leaves a "
+                                  "rank without rows") >= 3);
+  FG_CHECK(strstr(res->out, "could not start") == NULL);
+  free(res);
+  fgt_rmtree(tmpdir);
+}
+
 /* `flowgraph run --dist mpi` on the cross-process lin_mp.fgb: rank 0 prints
  * the loss (computed on rank 1) and writes pred; both equal one process's
  * `flowgraph run` on lin.fgb bit for bit (same kernels, same data), and

@@ -400,7 +400,9 @@ static int open_device_session(const plan_args *a, plan_model *m, fg_status *st)
   return m->session ? 0 : -1;
 }
 
-static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, fg_status *st);
+static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, int report, double *avg_ms,
+                        fg_status *st);
+static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *st);
 
 static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
   int ranks = fg_partition_num_ranks(fg_session_partition(m->session));
@@ -421,19 +423,13 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
                   a->run.model, ranks, FG_MAX_CPU_DEVICES);
     return -1;
   }
-  if (ranks == 0 && profile_dist_mpi) {
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "--dist mpi profiles a model split across processes (devices rank:R/...), and "
-                  "%s names no rank: profile it in one process",
-                  a->run.model);
-    return -1;
-  }
   if (profile_dist_mpi && profile_device) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "--device and --dist mpi: a model split across processes runs on the devices "
-                  "its nodes name");
+                  "its nodes name, and data parallelism profiles on cpu:0");
     return -1;
   }
+  if (ranks == 0 && profile_dist_mpi) return profile_data_parallel(a, m, st);
   if (profile_device && open_device_session(a, m, st) != 0) return -1;
   fg_comm *c = NULL;
   if (profile_dist_mpi) {
@@ -446,7 +442,7 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
       return -1;
     }
   }
-  int rc = profile_runs(a, m, c, st);
+  int rc = profile_runs(a, m, c, 1, NULL, st);
   if (c) {
     if (rc != 0 && c->ops->abort) c->ops->abort(c, fg_status_message(st));
     /* The session must let go of the communicator before it is freed. */
@@ -459,10 +455,159 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
   return rc;
 }
 
+/* One rank's shards of the batch inputs (placeholders whose first
+ * dimension is '?'), as fg_shard_rows splits them; views into the fed
+ * tensors. names[] lists the split ones for the rewrite. */
+typedef struct dp_shards {
+  fg_feed *feeds;
+  fg_tensor **views;
+  const char **names;
+  int n, n_split;
+} dp_shards;
+
+static void dp_shards_free(dp_shards *d) {
+  for (int i = 0; d->views && i < d->n; i++)
+    fg_tensor_free(d->views[i]);
+  free(d->views);
+  free(d->feeds);
+  free(d->names);
+}
+
+static int dp_shards_make(const plan_model *m, const fg_comm *c, dp_shards *d, fg_status *st) {
+  const run_feeds *f = &m->feeds;
+  d->n = f->n;
+  d->feeds = calloc((size_t)f->n + 1, sizeof *d->feeds);
+  d->views = calloc((size_t)f->n + 1, sizeof *d->views);
+  d->names = calloc((size_t)f->n + 1, sizeof *d->names);
+  if (!d->feeds || !d->views || !d->names) return oom(st);
+  for (int i = 0; i < f->n; i++) {
+    const fg_tensor *t = f->feeds[i].tensor;
+    int node = fg_graph_find(m->graph, f->feeds[i].name);
+    int64_t dims[FG_MAX_RANK];
+    int rank = node >= 0 ? fg_output_shape(m->graph, (fg_output){node, 0}, dims) : -1;
+    d->feeds[i] = f->feeds[i];
+    if (rank < 1 || dims[0] != FG_DIM_UNKNOWN) continue; /* fed whole to every rank */
+    int64_t rows = fg_tensor_dim(t, 0), first = 0;
+    int64_t mine = fg_shard_rows(rows, c->size, c->rank, &first);
+    if (rows < c->size) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "--dist mpi with %d ranks: input '%s' has %lld rows, which leaves a rank "
+                    "without rows; feed at least %d (--batch with --random-inputs)",
+                    c->size, f->feeds[i].name, (long long)rows, c->size);
+      return -1;
+    }
+    int64_t vd[FG_MAX_RANK];
+    for (int k = 0; k < fg_tensor_rank(t); k++)
+      vd[k] = fg_tensor_dim(t, k);
+    vd[0] = mine;
+    size_t row = rows ? fg_tensor_num_bytes(t) / (size_t)rows : 0;
+    d->views[i] =
+        fg_tensor_wrap(fg_tensor_dtype(t), fg_tensor_rank(t), vd,
+                       (char *)fg_tensor_data(t) + (size_t)first * row, (size_t)mine * row, st);
+    if (!d->views[i]) return -1;
+    d->feeds[i].tensor = d->views[i];
+    d->names[d->n_split++] = f->feeds[i].name;
+  }
+  return 0;
+}
+
+/* --dist mpi on a model that names no rank: data parallelism, one replica
+ * per process as `flowgraph train --dist mpi` runs it. Every rank feeds its
+ * shard of the batch inputs to the model rewritten by fg_data_parallel
+ * with one replica (bucketed all_reduce on the gradients; a model without
+ * any runs as it is), and times its runs; rank 0 prints its own report,
+ * whose all_reduce rows are the collectives as that rank waited for them,
+ * and then every rank's average run time. */
+static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *st) {
+  int64_t opts[3] = {a->runs, a->warmup, a->run.batch};
+  fg_comm *c = NULL;
+  if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
+      0) {
+    if (c) c->ops->free(c);
+    return -1;
+  }
+  dp_shards d = {0};
+  fg_graph *dg = NULL;
+  fg_session *s = NULL;
+  int rc = dp_shards_make(m, c, &d, st);
+  if (rc == 0 && d.n_split == 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--dist mpi: no fed input of %s has an unknown first dimension, so there is "
+                  "no batch to split over the ranks",
+                  a->run.model);
+    rc = -1;
+  }
+  if (rc == 0) {
+    /* A model without gradients has nothing to all-reduce: profiled as it
+     * is, on shards. */
+    fg_status *ignored = fg_status_new();
+    dg = fg_data_parallel(m->graph, 1, d.names, d.n_split, NULL, ignored);
+    fg_status_free(ignored);
+    fg_session_options so;
+    fg_session_options_init(&so);
+    if (a->run.threads_set) so.num_threads = a->run.threads;
+    so.check_numerics = cli_session_limits.check_numerics;
+    so.max_memory_bytes = cli_session_limits.max_memory_bytes;
+    double t0 = plan_now_ms();
+    s = fg_session_new(dg ? dg : m->graph, &so, st);
+    if (s) m->session_ms = plan_now_ms() - t0;
+    rc = s && fg_session_set_comm(s, c, st) == 0 ? 0 : -1;
+  }
+  /* Every rank learns whether all could start (a rank refused here must
+   * not leave the others in the first run's exchanges). */
+  uint64_t *all = calloc((size_t)c->size, sizeof *all);
+  fg_status *gst = fg_status_new();
+  int grc = all && gst ? c->ops->all_gather_u64(c, rc != 0, all, gst) : -1;
+  if (rc == 0 && grc != 0) {
+    fg_status_set(st, gst ? fg_status_code(gst) : FG_RESOURCE_EXHAUSTED, "--dist mpi: %s",
+                  gst ? fg_status_message(gst) : "out of memory");
+    rc = -1;
+  }
+  for (int r = 0; rc == 0 && r < c->size; r++)
+    if (all[r]) {
+      fg_status_set(st, FG_ABORTED, "--dist mpi: rank %d could not start (its error says why)", r);
+      rc = -1;
+    }
+  int started = grc == 0;
+  double avg = 0;
+  if (rc == 0) {
+    plan_model dm = *m;
+    if (dg) dm.graph = dg;
+    dm.session = s;
+    dm.feeds.feeds = d.feeds;
+    rc = profile_runs(a, &dm, NULL, c->rank == 0, &avg, st);
+  }
+  /* Every rank's average, also after a failed run, so that no rank waits
+   * for another in this last exchange (a failed run aborted the group:
+   * then it ends at once). */
+  uint64_t mine = rc == 0 ? (uint64_t)(avg * 1e6) : UINT64_MAX;
+  if (started) grc = c->ops->all_gather_u64(c, mine, all, gst);
+  if (rc == 0 && started && grc == 0 && c->rank == 0) {
+    printf("\ndata parallelism over %d ranks (fg_data_parallel, %s); run avg per rank:", c->size,
+           dg ? "all_reduce on the gradients" : "no gradients to reduce");
+    for (int r = 0; r < c->size; r++)
+      if (all[r] == UINT64_MAX)
+        printf("%s rank %d failed", r ? "," : "", r);
+      else
+        printf("%s rank %d %.3f ms", r ? "," : "", r, (double)all[r] / 1e6);
+    printf("\n");
+  }
+  free(all);
+  fg_status_free(gst);
+  if (rc != 0 && c->ops->abort) c->ops->abort(c, fg_status_message(st));
+  fg_session_free(s);
+  fg_graph_free(dg);
+  dp_shards_free(&d);
+  c->ops->free(c);
+  if (rc == 0) fg_mpi_shutdown(0);
+  return rc;
+}
+
 /* The runs and the report; with a communicator (--dist mpi) every rank
  * runs and rank 0 alone writes and prints, for all ranks. */
-static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, fg_status *st) {
-  int root = !c || c->rank == 0;
+static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, int report, double *avg_ms,
+                        fg_status *st) {
+  int root = report && (!c || c->rank == 0);
   profile_data p;
   memset(&p, 0, sizeof p);
   int rc = -1, svg_written = 0, trace_written = 0;
@@ -488,6 +633,11 @@ static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, fg_status
   if (tw && c && trace_use_ranks(tw, fg_session_partition(m->session), st) != 0) goto done;
   if (tw && !c) trace_use_devices(tw, fg_session_partition(m->session));
   if (run_all(a, m, &p, tw, c ? &all[0] : NULL, st) != 0) goto done;
+  if (avg_ms) {
+    *avg_ms = 0;
+    for (int64_t j = 0; j < a->runs; j++)
+      *avg_ms += p.run_ms[j] / (double)a->runs;
+  }
   if (c && merge_ranks(c, m, all, &p, tw, st) != 0) goto done;
   if (!root) {
     rc = 0;
@@ -620,7 +770,14 @@ const cli_command cli_profile_command = {
     "                              from the first rank's start to the last rank's\n"
     "                              end; threads and arena are summed over the ranks)\n"
     "                              and writes the trace, one process per rank, every\n"
-    "                              rank's runs where they happened on rank 0's clock\n"
+    "                              rank's runs where they happened on rank 0's clock.\n"
+    "                              A model that names no rank is profiled data-\n"
+    "                              parallel, as 'train --dist mpi' runs it: every\n"
+    "                              rank feeds its shard of the inputs whose first\n"
+    "                              dimension is '?' to the model rewritten with\n"
+    "                              fg_data_parallel (all_reduce on the gradients);\n"
+    "                              rank 0 prints its own report and trace, then\n"
+    "                              every rank's average run time\n"
     "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
     "                              DEADLINE_EXCEEDED (default 60)\n\n"
     "Fetches and targets default as in 'flowgraph plan' (a training model runs its\n"
