@@ -770,6 +770,27 @@ FG_TEST(mpi_profile_model_parallel_np2, "dist") {
   fgt_rmtree(tmpdir);
 }
 
+/* A model split over 2 ranks is profiled on exactly 2 processes: 3 are
+ * refused on every rank, before any run. */
+FG_TEST(mpi_profile_model_parallel_wrong_np, "dist,badinput") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_lin_mp() == 0);
+  char model[700];
+  snprintf(model, sizeof model, "%s", tpath("lin_mp.fgb"));
+  char *args[] = {FG_CLI_PATH,      "profile", model,    "--random-inputs",
+                  "--batch",        "4",       "--dist", "mpi",
+                  "--dist-timeout", "20",      NULL};
+  run_result *res = malloc(sizeof *res);
+  mpirun(3, NULL, args, 50, res);
+  FG_CHECK(res->status != 0 && res->status != -1);
+  FG_CHECK(res->wall < 15);
+  FG_CHECK(count_substr(res->out, "places nodes on 2 MPI ranks; profile it with mpirun -np 2, "
+                                  "not 3") >= 3);
+  FG_CHECK(strstr(res->out, "profile of ") == NULL);
+  free(res);
+  fgt_rmtree(tmpdir);
+}
+
 /* `flowgraph profile --dist mpi` on a model that names no rank: data
  * parallelism as `train --dist mpi` runs it. Each rank profiles lin.fgb
  * rewritten with one replica on its 20 of the 40 rows (so x w is f32

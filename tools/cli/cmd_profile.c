@@ -404,6 +404,18 @@ static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, int repor
                         fg_status *st);
 static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *st);
 
+/* A model split over `ranks` processes is profiled on exactly that many
+ * (every process sees the same size, so all refuse alike); K x ranks
+ * processes (hybrid training) are not profiled. */
+static int check_world(const plan_args *a, const fg_comm *c, int ranks, fg_status *st) {
+  if (c->size == ranks) return 0;
+  fg_status_set(st, FG_INVALID_ARGUMENT,
+                "--dist mpi: %s places nodes on %d MPI ranks; profile it with mpirun -np %d, not "
+                "%d (replicas of a split model are not profiled)",
+                a->run.model, ranks, ranks, c->size);
+  return -1;
+}
+
 static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
   int ranks = fg_partition_num_ranks(fg_session_partition(m->session));
   if (ranks > 0 && !profile_dist_mpi) {
@@ -437,7 +449,7 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
     int64_t opts[2] = {a->runs, a->warmup};
     if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
             0 ||
-        fg_session_set_comm(m->session, c, st) != 0) {
+        check_world(a, c, ranks, st) != 0 || fg_session_set_comm(m->session, c, st) != 0) {
       if (c) c->ops->free(c);
       return -1;
     }
