@@ -194,6 +194,13 @@ static int resolve(const plan_args *a, plan_model *m, fg_status *st) {
   return 0;
 }
 
+void plan_session_options(const plan_args *a, fg_session_options *opts) {
+  fg_session_options_init(opts);
+  if (a->run.threads_set) opts->num_threads = a->run.threads;
+  opts->check_numerics = cli_session_limits.check_numerics;
+  opts->max_memory_bytes = cli_session_limits.max_memory_bytes;
+}
+
 int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_failed) {
   memset(m, 0, sizeof *m);
   const char *model = a->run.model;
@@ -214,10 +221,7 @@ int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_
   if (a->memory_svg && out_check_writable(a->memory_svg, "--memory-svg", st) != 0) return -1;
   if (run_feeds_load(m->graph, &ra, &m->feeds, st) != 0) return -1;
   fg_session_options opts;
-  fg_session_options_init(&opts);
-  if (a->run.threads_set) opts.num_threads = a->run.threads;
-  opts.check_numerics = cli_session_limits.check_numerics;
-  opts.max_memory_bytes = cli_session_limits.max_memory_bytes;
+  plan_session_options(a, &opts);
   double t0 = plan_now_ms();
   m->session = fg_session_new(m->graph, &opts, st);
   m->session_ms = plan_now_ms() - t0;

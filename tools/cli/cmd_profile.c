@@ -388,10 +388,7 @@ static int merge_ranks(fg_comm *c, const plan_model *m, prof_runs *all, profile_
 
 static int open_device_session(const plan_args *a, plan_model *m, fg_status *st) {
   fg_session_options opts;
-  fg_session_options_init(&opts);
-  if (a->run.threads_set) opts.num_threads = a->run.threads;
-  opts.check_numerics = cli_session_limits.check_numerics;
-  opts.max_memory_bytes = cli_session_limits.max_memory_bytes;
+  plan_session_options(a, &opts);
   opts.device = profile_device;
   fg_session_free(m->session);
   double t0 = plan_now_ms();
@@ -556,10 +553,7 @@ static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *s
     dg = fg_data_parallel(m->graph, 1, d.names, d.n_split, NULL, ignored);
     fg_status_free(ignored);
     fg_session_options so;
-    fg_session_options_init(&so);
-    if (a->run.threads_set) so.num_threads = a->run.threads;
-    so.check_numerics = cli_session_limits.check_numerics;
-    so.max_memory_bytes = cli_session_limits.max_memory_bytes;
+    plan_session_options(a, &so);
     double t0 = plan_now_ms();
     s = fg_session_new(dg ? dg : m->graph, &so, st);
     if (s) m->session_ms = plan_now_ms() - t0;

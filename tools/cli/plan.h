@@ -40,6 +40,10 @@ typedef struct plan_model {
   double session_ms; /* time fg_session_new took */
 } plan_model;
 
+/* The session options of both commands: --threads, --check-numerics and
+ * --max-memory. */
+void plan_session_options(const plan_args *a, fg_session_options *opts);
+
 /* Loads the model, resolves the fetches and targets (see the commands'
  * help for the defaults), checks that the output files can be written,
  * loads the feeds and creates the session. Returns 0, or -1 with `st` set;
