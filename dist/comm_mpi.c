@@ -826,11 +826,15 @@ static fg_comm *mpi_make(MPI_Comm src, double timeout_s, fg_status *st) {
     return NULL;
   }
   m->ctl = m->ctl_joining;
-  /* MPI guarantees tags up to at least 32767; Open MPI allows more. */
+  /* MPI guarantees tags up to at least 32767; Open MPI allows more. The
+   * attribute lives on MPI_COMM_WORLD and holds for every communicator: a
+   * split group's duplicate does not carry it (asked there, split groups
+   * fell back to 32767 and refused the larger tags of the variable gather
+   * and the profile's exchanges). */
   void *ub = NULL;
   int found = 0;
   pthread_mutex_lock(&g_mpi_mu);
-  MPI_Comm_get_attr(m->p2p, MPI_TAG_UB, &ub, &found);
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
   pthread_mutex_unlock(&g_mpi_mu);
   m->tag_ub = found && ub ? *(int *)ub : 32767;
   fg_status_clear(st);

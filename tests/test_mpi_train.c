@@ -665,6 +665,39 @@ FG_TEST(mpi_train_hybrid_np4_loss_sum_uneven, "dist") {
   fgt_rmtree(tmpdir);
 }
 
+/* lin_mp.fgb with the variable b (read by pred on rank 0) on rank 1: its
+ * update runs there, so before saving rank 0 gathers it from rank 1 over
+ * the replica's own group, a split of the world in hybrid runs. Same
+ * losses and trained values as one process. */
+FG_TEST(mpi_train_hybrid_np4_variable_on_rank1, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  fg_status *st = fg_status_new();
+  fg_graph *g = split_model("lin.fgb", "lin_b1.fgb", st);
+  FG_REQUIRE(g);
+  int b = fg_graph_find(g, "b");
+  FG_REQUIRE(b >= 0);
+  fg_set_device(g, (fg_output){b, 0}, "rank:1/cpu:0");
+  FG_REQUIRE(fg_graph_save(g, tpath("lin_b1.fgb"), st) == 0);
+  fg_graph_free(g);
+  fg_status_free(st);
+  run_result *res = malloc(sizeof *res);
+  mpi_train(4, "lin_b1.fgb", "8", NULL, "mp.fgb", res);
+  FG_CHECK_INT(res->status, 0);
+  char xi[700], yi[700];
+  lin_inputs(xi, yi);
+  cli_result r;
+  cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "3", "--save",
+      tpath("single.fgb"), NULL);
+  FG_CHECK_INT(r.code, 0);
+  float wm[2], bm[1];
+  check_vs_single(res->out, r.out, "mp.fgb", 8, 0, 0, wm, bm);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+  result_free(&r);
+  free(res);
+  fgt_rmtree(tmpdir);
+}
+
 /* Processes must be a multiple of the model's ranks; a batch must give
  * every replica a row. */
 FG_TEST(mpi_train_hybrid_bad_setups_refused, "dist,badinput") {
@@ -770,8 +803,8 @@ FG_TEST(mpi_profile_model_parallel_np2, "dist") {
   fgt_rmtree(tmpdir);
 }
 
-/* A model split over 2 ranks is profiled on exactly 2 processes: 3 are
- * refused on every rank, before any run. */
+/* A model split over 2 ranks is profiled on 2 processes or a multiple: 3
+ * are refused on every rank, before any run. */
 FG_TEST(mpi_profile_model_parallel_wrong_np, "dist,badinput") {
   MPI_REQUIRED();
   FG_REQUIRE(setup_lin_mp() == 0);
@@ -784,9 +817,41 @@ FG_TEST(mpi_profile_model_parallel_wrong_np, "dist,badinput") {
   mpirun(3, NULL, args, 50, res);
   FG_CHECK(res->status != 0 && res->status != -1);
   FG_CHECK(res->wall < 15);
-  FG_CHECK(count_substr(res->out, "places nodes on 2 MPI ranks; profile it with mpirun -np 2, "
-                                  "not 3") >= 3);
+  FG_CHECK(count_substr(res->out, "places nodes on 2 MPI ranks; profile it with mpirun -np 2 (or "
+                                  "4, 6, ... for replicas of it), not 3") >= 3);
   FG_CHECK(strstr(res->out, "profile of ") == NULL);
+  free(res);
+  fgt_rmtree(tmpdir);
+}
+
+/* Hybrid: lin_mp.fgb (2 ranks) on 4 processes, 2 replicas of it, as
+ * `train --dist mpi` runs them. Replica 0's two processes report together
+ * (its partitions, the transfer between them, each stage's all_reduce) on
+ * its 20 of the 40 rows; then all 4 processes' averages. */
+FG_TEST(mpi_profile_hybrid_np4, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_lin_mp() == 0);
+  char xi[700], yi[700], model[700];
+  lin_inputs(xi, yi);
+  snprintf(model, sizeof model, "%s", tpath("lin_mp.fgb"));
+  char *args[] = {FG_CLI_PATH, "profile",        model, "-i", xi, "-i", yi, "--runs", "3", "--dist",
+                  "mpi",       "--dist-timeout", "20",  NULL};
+  run_result *res = malloc(sizeof *res);
+  mpirun(4, NULL, args, 50, res);
+  FG_CHECK_INT(res->status, 0);
+  FG_CHECK_INT(count_substr(res->out, "profile of "), 1);
+  FG_CHECK_INT(count_substr(res->out, "============ Run order"), 1);
+  FG_CHECK_STR_CONTAINS(res->out, "  rank:1/cpu:0: ");
+  /* 20 rows x 1 f32 each way between the stages. */
+  FG_CHECK_STR_CONTAINS(res->out, "transfer bytes per run: 160 (2 of the graph's 2 transfers)");
+  FG_CHECK_STR_CONTAINS(res->out, "all_reduce");
+  FG_CHECK_STR_CONTAINS(res->out, "f32 [20,1]");
+  FG_CHECK(strstr(res->out, "f32 [40,1]") == NULL);
+  FG_CHECK_STR_CONTAINS(res->out, "2 replicas of the 2-rank model (fg_data_parallel, all_reduce on "
+                                  "the gradients); run avg per process (rank = replica x 2 + "
+                                  "stage): rank 0 ");
+  FG_CHECK_STR_CONTAINS(res->out, " ms, rank 3 ");
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
   free(res);
   fgt_rmtree(tmpdir);
 }
@@ -825,8 +890,8 @@ FG_TEST(mpi_profile_data_parallel_np2, "dist") {
   mpirun(3, NULL, bad, 50, res);
   FG_CHECK(res->status != 0 && res->status != -1);
   FG_CHECK(res->wall < 15);
-  FG_CHECK(count_substr(res->out, "--dist mpi with 3 ranks: input 'x' has 2 rows, which leaves a "
-                                  "rank without rows") >= 3);
+  FG_CHECK(count_substr(res->out, "--dist mpi with 3 replicas: input 'x' has 2 rows, which leaves "
+                                  "a replica without rows") >= 3);
   FG_CHECK(strstr(res->out, "could not start") == NULL);
   free(res);
   fgt_rmtree(tmpdir);

@@ -400,16 +400,18 @@ static int open_device_session(const plan_args *a, plan_model *m, fg_status *st)
 static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, int report, double *avg_ms,
                         fg_status *st);
 static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *st);
+static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, int stages,
+                            fg_status *st);
 
-/* A model split over `ranks` processes is profiled on exactly that many
- * (every process sees the same size, so all refuse alike); K x ranks
- * processes (hybrid training) are not profiled. */
+/* A model split over `ranks` processes is profiled on that many, or on a
+ * multiple (its replicas, as training runs them); every process sees the
+ * same size, so all refuse alike. */
 static int check_world(const plan_args *a, const fg_comm *c, int ranks, fg_status *st) {
-  if (c->size == ranks) return 0;
+  if (c->size % ranks == 0) return 0;
   fg_status_set(st, FG_INVALID_ARGUMENT,
-                "--dist mpi: %s places nodes on %d MPI ranks; profile it with mpirun -np %d, not "
-                "%d (replicas of a split model are not profiled)",
-                a->run.model, ranks, ranks, c->size);
+                "--dist mpi: %s places nodes on %d MPI ranks; profile it with mpirun -np %d (or "
+                "%d, %d, ... for replicas of it), not %d",
+                a->run.model, ranks, ranks, 2 * ranks, 3 * ranks, c->size);
   return -1;
 }
 
@@ -443,11 +445,16 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
   fg_comm *c = NULL;
   if (profile_dist_mpi) {
     /* Every rank must time the same runs of the same graph. */
-    int64_t opts[2] = {a->runs, a->warmup};
+    int64_t opts[3] = {a->runs, a->warmup, a->run.batch};
     if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
             0 ||
-        check_world(a, c, ranks, st) != 0 || fg_session_set_comm(m->session, c, st) != 0) {
+        check_world(a, c, ranks, st) != 0) {
       if (c) c->ops->free(c);
+      return -1;
+    }
+    if (c->size > ranks) return profile_replicas(a, m, c, ranks, st);
+    if (fg_session_set_comm(m->session, c, st) != 0) {
+      c->ops->free(c);
       return -1;
     }
   }
@@ -482,7 +489,7 @@ static void dp_shards_free(dp_shards *d) {
   free(d->names);
 }
 
-static int dp_shards_make(const plan_model *m, const fg_comm *c, dp_shards *d, fg_status *st) {
+static int dp_shards_make(const plan_model *m, int count, int index, dp_shards *d, fg_status *st) {
   const run_feeds *f = &m->feeds;
   d->n = f->n;
   d->feeds = calloc((size_t)f->n + 1, sizeof *d->feeds);
@@ -497,12 +504,12 @@ static int dp_shards_make(const plan_model *m, const fg_comm *c, dp_shards *d, f
     d->feeds[i] = f->feeds[i];
     if (rank < 1 || dims[0] != FG_DIM_UNKNOWN) continue; /* fed whole to every rank */
     int64_t rows = fg_tensor_dim(t, 0), first = 0;
-    int64_t mine = fg_shard_rows(rows, c->size, c->rank, &first);
-    if (rows < c->size) {
+    int64_t mine = fg_shard_rows(rows, count, index, &first);
+    if (rows < count) {
       fg_status_set(st, FG_INVALID_ARGUMENT,
-                    "--dist mpi with %d ranks: input '%s' has %lld rows, which leaves a rank "
-                    "without rows; feed at least %d (--batch with --random-inputs)",
-                    c->size, f->feeds[i].name, (long long)rows, c->size);
+                    "--dist mpi with %d replicas: input '%s' has %lld rows, which leaves a "
+                    "replica without rows; feed at least %d (--batch with --random-inputs)",
+                    count, f->feeds[i].name, (long long)rows, count);
       return -1;
     }
     int64_t vd[FG_MAX_RANK];
@@ -521,12 +528,7 @@ static int dp_shards_make(const plan_model *m, const fg_comm *c, dp_shards *d, f
 }
 
 /* --dist mpi on a model that names no rank: data parallelism, one replica
- * per process as `flowgraph train --dist mpi` runs it. Every rank feeds its
- * shard of the batch inputs to the model rewritten by fg_data_parallel
- * with one replica (bucketed all_reduce on the gradients; a model without
- * any runs as it is), and times its runs; rank 0 prints its own report,
- * whose all_reduce rows are the collectives as that rank waited for them,
- * and then every rank's average run time. */
+ * per process as `flowgraph train --dist mpi` runs it. */
 static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *st) {
   int64_t opts[3] = {a->runs, a->warmup, a->run.batch};
   fg_comm *c = NULL;
@@ -535,10 +537,34 @@ static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *s
     if (c) c->ops->free(c);
     return -1;
   }
+  return profile_replicas(a, m, c, 0, st);
+}
+
+/* Replicas over the processes of `world` (freed here): with stages 0 each
+ * process is a replica of a model that names no rank; with S stages (a
+ * model split over S ranks) process w is stage w % S of replica w / S, as
+ * `flowgraph train --dist mpi` runs it. Every replica feeds its shard of
+ * the inputs whose first dimension is '?' to the model rewritten with
+ * fg_data_parallel (bucketed all_reduce on the gradients; a model without
+ * any runs as it is) and times its runs; replica 0 reports (with stages,
+ * its processes together, as a split model's profile does), so its
+ * all_reduce rows are the collectives as its processes waited for them.
+ * Then rank 0 prints every process's average run time. */
+static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, int stages,
+                            fg_status *st) {
+  fg_comm *c = world, *group = NULL, *data = NULL;
+  int w = world->rank, n = world->size;
+  int replicas = stages ? n / stages : n, replica = stages ? w / stages : w;
+  int rc = 0;
+  if (stages && replicas > 1) {
+    group = fg_comm_mpi_split(world, replica, w % stages, st);
+    data = group ? fg_comm_mpi_split(world, w % stages, replica, st) : NULL;
+    rc = group && data ? 0 : -1;
+  }
   dp_shards d = {0};
   fg_graph *dg = NULL;
   fg_session *s = NULL;
-  int rc = dp_shards_make(m, c, &d, st);
+  if (rc == 0) rc = dp_shards_make(m, replicas, replica, &d, st);
   if (rc == 0 && d.n_split == 0) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "--dist mpi: no fed input of %s has an unknown first dimension, so there is "
@@ -557,7 +583,10 @@ static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *s
     double t0 = plan_now_ms();
     s = fg_session_new(dg ? dg : m->graph, &so, st);
     if (s) m->session_ms = plan_now_ms() - t0;
-    rc = s && fg_session_set_comm(s, c, st) == 0 ? 0 : -1;
+    /* The replica's own group carries a split model's transfers; its
+     * stage's group the all_reduce (fg_session_set_data_comm). */
+    rc = s && fg_session_set_comm(s, stages ? (group ? group : world) : world, st) == 0 ? 0 : -1;
+    if (rc == 0 && data) rc = fg_session_set_data_comm(s, data, st);
   }
   /* Every rank learns whether all could start (a rank refused here must
    * not leave the others in the first run's exchanges). */
@@ -581,7 +610,7 @@ static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *s
     if (dg) dm.graph = dg;
     dm.session = s;
     dm.feeds.feeds = d.feeds;
-    rc = profile_runs(a, &dm, NULL, c->rank == 0, &avg, st);
+    rc = profile_runs(a, &dm, stages ? (group ? group : world) : NULL, replica == 0, &avg, st);
   }
   /* Every rank's average, also after a failed run, so that no rank waits
    * for another in this last exchange (a failed run aborted the group:
@@ -589,8 +618,14 @@ static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *s
   uint64_t mine = rc == 0 ? (uint64_t)(avg * 1e6) : UINT64_MAX;
   if (started) grc = c->ops->all_gather_u64(c, mine, all, gst);
   if (rc == 0 && started && grc == 0 && c->rank == 0) {
-    printf("\ndata parallelism over %d ranks (fg_data_parallel, %s); run avg per rank:", c->size,
-           dg ? "all_reduce on the gradients" : "no gradients to reduce");
+    if (stages)
+      printf("\n%d replicas of the %d-rank model (fg_data_parallel, %s); run avg per process "
+             "(rank = replica x %d + stage):",
+             replicas, stages, dg ? "all_reduce on the gradients" : "no gradients to reduce",
+             stages);
+    else
+      printf("\ndata parallelism over %d ranks (fg_data_parallel, %s); run avg per rank:", n,
+             dg ? "all_reduce on the gradients" : "no gradients to reduce");
     for (int r = 0; r < c->size; r++)
       if (all[r] == UINT64_MAX)
         printf("%s rank %d failed", r ? "," : "", r);
@@ -601,9 +636,13 @@ static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *s
   free(all);
   fg_status_free(gst);
   if (rc != 0 && c->ops->abort) c->ops->abort(c, fg_status_message(st));
+  if (rc != 0 && data && data->ops->abort) data->ops->abort(data, fg_status_message(st));
   fg_session_free(s);
   fg_graph_free(dg);
   dp_shards_free(&d);
+  /* The groups split from the world first. */
+  if (data) data->ops->free(data);
+  if (group) group->ops->free(group);
   c->ops->free(c);
   if (rc == 0) fg_mpi_shutdown(0);
   return rc;
@@ -777,13 +816,13 @@ const cli_command cli_profile_command = {
     "                              end; threads and arena are summed over the ranks)\n"
     "                              and writes the trace, one process per rank, every\n"
     "                              rank's runs where they happened on rank 0's clock.\n"
-    "                              A model that names no rank is profiled data-\n"
-    "                              parallel, as 'train --dist mpi' runs it: every\n"
-    "                              rank feeds its shard of the inputs whose first\n"
-    "                              dimension is '?' to the model rewritten with\n"
-    "                              fg_data_parallel (all_reduce on the gradients);\n"
-    "                              rank 0 prints its own report and trace, then\n"
-    "                              every rank's average run time\n"
+    "                              With -np K*R (or a model that names no rank, R =\n"
+    "                              1) it profiles K replicas as 'train --dist mpi'\n"
+    "                              runs them: each feeds its shard of the inputs\n"
+    "                              whose first dimension is '?' to the model\n"
+    "                              rewritten with fg_data_parallel (all_reduce on\n"
+    "                              the gradients); replica 0 reports as above, then\n"
+    "                              rank 0 prints every process's average run time\n"
     "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
     "                              DEADLINE_EXCEEDED (default 60)\n\n"
     "Fetches and targets default as in 'flowgraph plan' (a training model runs its\n"
