@@ -824,34 +824,47 @@ FG_TEST(mpi_profile_model_parallel_wrong_np, "dist,badinput") {
   fgt_rmtree(tmpdir);
 }
 
-/* Hybrid: lin_mp.fgb (2 ranks) on 4 processes, 2 replicas of it, as
- * `train --dist mpi` runs them. Replica 0's two processes report together
- * (its partitions, the transfer between them, each stage's all_reduce) on
- * its 20 of the 40 rows; then all 4 processes' averages. */
-FG_TEST(mpi_profile_hybrid_np4, "dist") {
-  MPI_REQUIRED();
-  FG_REQUIRE(setup_lin_mp() == 0);
-  char xi[700], yi[700], model[700];
+/* mpirun -np `np` flowgraph profile MODEL -i x -i y --runs 3 --dist mpi
+ * on replicas of `model` (a file of the test's folder), each on its 20 of
+ * the 40 rows: one report (only replica 0's processes report), with
+ * all_reduce rows and shapes [20,1], then the line `avg_line` starts, with
+ * each process's average. */
+static void check_profile_replicas(int np, const char *model, const char *avg_line,
+                                   run_result *res) {
+  char xi[700], yi[700], path[700];
   lin_inputs(xi, yi);
-  snprintf(model, sizeof model, "%s", tpath("lin_mp.fgb"));
-  char *args[] = {FG_CLI_PATH, "profile",        model, "-i", xi, "-i", yi, "--runs", "3", "--dist",
-                  "mpi",       "--dist-timeout", "20",  NULL};
-  run_result *res = malloc(sizeof *res);
-  mpirun(4, NULL, args, 50, res);
+  snprintf(path, sizeof path, "%s", tpath(model));
+  char *args[] = {FG_CLI_PATH, "profile",        path, "-i", xi, "-i", yi, "--runs", "3", "--dist",
+                  "mpi",       "--dist-timeout", "20", NULL};
+  mpirun(np, NULL, args, 50, res);
   FG_CHECK_INT(res->status, 0);
   FG_CHECK_INT(count_substr(res->out, "profile of "), 1);
   FG_CHECK_INT(count_substr(res->out, "============ Run order"), 1);
-  FG_CHECK_STR_CONTAINS(res->out, "  rank:1/cpu:0: ");
-  /* 20 rows x 1 f32 each way between the stages. */
-  FG_CHECK_STR_CONTAINS(res->out, "transfer bytes per run: 160 (2 of the graph's 2 transfers)");
   FG_CHECK_STR_CONTAINS(res->out, "all_reduce");
   FG_CHECK_STR_CONTAINS(res->out, "f32 [20,1]");
   FG_CHECK(strstr(res->out, "f32 [40,1]") == NULL);
-  FG_CHECK_STR_CONTAINS(res->out, "2 replicas of the 2-rank model (fg_data_parallel, all_reduce on "
-                                  "the gradients); run avg per process (rank = replica x 2 + "
-                                  "stage): rank 0 ");
-  FG_CHECK_STR_CONTAINS(res->out, " ms, rank 3 ");
+  FG_CHECK_STR_CONTAINS(res->out, avg_line);
+  char last[32];
+  snprintf(last, sizeof last, " ms, rank %d ", np - 1);
+  FG_CHECK_STR_CONTAINS(res->out, last);
+  FG_CHECK_STR_CONTAINS(res->out, "runs: 3,");
   if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+}
+
+/* Hybrid: lin_mp.fgb (2 ranks) on 4 processes, 2 replicas of it, as
+ * `train --dist mpi` runs them. Replica 0's two processes report together:
+ * its partitions and the transfers between them (20 rows x 1 f32 each
+ * way), each stage's all_reduce. */
+FG_TEST(mpi_profile_hybrid_np4, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_lin_mp() == 0);
+  run_result *res = malloc(sizeof *res);
+  check_profile_replicas(4, "lin_mp.fgb",
+                         "2 replicas of the 2-rank model (fg_data_parallel, all_reduce on the "
+                         "gradients); run avg per process (rank = replica x 2 + stage): rank 0 ",
+                         res);
+  FG_CHECK_STR_CONTAINS(res->out, "  rank:1/cpu:0: ");
+  FG_CHECK_STR_CONTAINS(res->out, "transfer bytes per run: 160 (2 of the graph's 2 transfers)");
   free(res);
   fgt_rmtree(tmpdir);
 }
@@ -864,25 +877,15 @@ FG_TEST(mpi_profile_hybrid_np4, "dist") {
 FG_TEST(mpi_profile_data_parallel_np2, "dist") {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
-  char xi[700], yi[700], model[700];
-  lin_inputs(xi, yi);
-  snprintf(model, sizeof model, "%s", tpath("lin.fgb"));
-  char *args[] = {FG_CLI_PATH, "profile",        model, "-i", xi, "-i", yi, "--runs", "3", "--dist",
-                  "mpi",       "--dist-timeout", "20",  NULL};
   run_result *res = malloc(sizeof *res);
-  mpirun(2, NULL, args, 50, res);
-  FG_CHECK_INT(res->status, 0);
-  FG_CHECK_INT(count_substr(res->out, "profile of "), 1);
-  FG_CHECK_INT(count_substr(res->out, "============ Run order"), 1);
+  check_profile_replicas(2, "lin.fgb",
+                         "data parallelism over 2 ranks (fg_data_parallel, all_reduce on the "
+                         "gradients); run avg per rank: rank 0 ",
+                         res);
   FG_CHECK_STR_CONTAINS(res->out, "data_parallel/all_reduce_0         all_reduce");
   FG_CHECK_STR_CONTAINS(res->out, "data_parallel/rows                 all_reduce");
-  FG_CHECK_STR_CONTAINS(res->out, "f32 [20,1]");
-  FG_CHECK(strstr(res->out, "f32 [40,1]") == NULL);
-  FG_CHECK_STR_CONTAINS(res->out, "data parallelism over 2 ranks (fg_data_parallel, all_reduce on "
-                                  "the gradients); run avg per rank: rank 0 ");
-  FG_CHECK_STR_CONTAINS(res->out, " ms, rank 1 ");
-  FG_CHECK_STR_CONTAINS(res->out, "runs: 3,");
-  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+  char model[700];
+  snprintf(model, sizeof model, "%s", tpath("lin.fgb"));
   /* 2 rows over 3 ranks: every rank says so, none waits. */
   char *bad[] = {FG_CLI_PATH,      "profile", model,    "--random-inputs",
                  "--batch",        "2",       "--dist", "mpi",
