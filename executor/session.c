@@ -641,7 +641,10 @@ void fg_plan_info_free(fg_plan_info *info) {
   free(info);
 }
 
-static int set_comm(fg_session *s, fg_comm *comm, int data, const char *fn, fg_status *st) {
+/* The opening of the calls that change or exchange the session's state
+ * across processes: a NULL session is refused, and so is one in use by
+ * another thread; otherwise the session is held (the caller clears busy). */
+static int claim(fg_session *s, const char *fn, fg_status *st) {
   if (!s) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "%s: session is NULL", fn);
     return -1;
@@ -650,6 +653,11 @@ static int set_comm(fg_session *s, fg_comm *comm, int data, const char *fn, fg_s
     fg_status_set(st, FG_INVALID_ARGUMENT, "%s: session is busy", fn);
     return -1;
   }
+  return 0;
+}
+
+static int set_comm(fg_session *s, fg_comm *comm, int data, const char *fn, fg_status *st) {
+  if (claim(s, fn, st) != 0) return -1;
   int rc = sync_graph(s, st);
   if (rc == 0) rc = fg_dist_session_set_comm(s->g, &s->dist, comm, data, &s->opts, st);
   /* Plans depend on the communicator: its rank decides which nodes are
@@ -673,14 +681,7 @@ int fg_session_set_data_comm(fg_session *s, fg_comm *comm, fg_status *st) {
 #define GATHER_TAG_BASE (1 << 28)
 
 int fg_session_gather_variables(fg_session *s, int root, fg_status *st) {
-  if (!s) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_gather_variables: session is NULL");
-    return -1;
-  }
-  if (atomic_flag_test_and_set(&s->busy)) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_gather_variables: session is busy");
-    return -1;
-  }
+  if (claim(s, "fg_session_gather_variables", st) != 0) return -1;
   int rc = sync_graph(s, st);
   const fg_dist_exec *dx = rc == 0 ? fg_dist_session_exec(s->dist) : NULL;
   if (rc == 0 && dx && dx->my_rank == -2) {
@@ -719,14 +720,7 @@ int fg_session_gather_variables(fg_session *s, int root, fg_status *st) {
 }
 
 int fg_session_broadcast_variables(fg_session *s, int root, fg_status *st) {
-  if (!s) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_broadcast_variables: session is NULL");
-    return -1;
-  }
-  if (atomic_flag_test_and_set(&s->busy)) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_broadcast_variables: session is busy");
-    return -1;
-  }
+  if (claim(s, "fg_session_broadcast_variables", st) != 0) return -1;
   int rc = sync_graph(s, st);
   fg_comm *c = rc == 0 ? fg_dist_session_replica_comm(s->dist) : NULL;
   if (c && (root < 0 || root >= c->size)) {

@@ -556,7 +556,9 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
   int w = world->rank, n = world->size;
   int replicas = stages ? n / stages : n, replica = stages ? w / stages : w;
   int rc = 0;
-  if (stages && replicas > 1) {
+  /* stages > 0 here means K > 1 replicas (K = 1 is a split model's own
+   * profile): group is then the replica's processes, else NULL. */
+  if (stages) {
     group = fg_comm_mpi_split(world, replica, w % stages, st);
     data = group ? fg_comm_mpi_split(world, w % stages, replica, st) : NULL;
     rc = group && data ? 0 : -1;
@@ -585,7 +587,7 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
     if (s) m->session_ms = plan_now_ms() - t0;
     /* The replica's own group carries a split model's transfers; its
      * stage's group the all_reduce (fg_session_set_data_comm). */
-    rc = s && fg_session_set_comm(s, stages ? (group ? group : world) : world, st) == 0 ? 0 : -1;
+    rc = s && fg_session_set_comm(s, group ? group : world, st) == 0 ? 0 : -1;
     if (rc == 0 && data) rc = fg_session_set_data_comm(s, data, st);
   }
   /* Every rank learns whether all could start (a rank refused here must
@@ -610,7 +612,7 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
     if (dg) dm.graph = dg;
     dm.session = s;
     dm.feeds.feeds = d.feeds;
-    rc = profile_runs(a, &dm, stages ? (group ? group : world) : NULL, replica == 0, &avg, st);
+    rc = profile_runs(a, &dm, group, replica == 0, &avg, st);
   }
   /* Every rank's average, also after a failed run, so that no rank waits
    * for another in this last exchange (a failed run aborted the group:
