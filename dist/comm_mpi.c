@@ -34,6 +34,8 @@
 #include <string.h>
 
 #include "dist/comm_mpi.h"
+#include "dist/rank_sum.h"
+#include "dist/shm_reduce.h"
 
 uint64_t fg_hash_bytes(uint64_t h, const void *data, size_t n) {
   const unsigned char *p = data;
@@ -74,6 +76,11 @@ void fg_mpi_shutdown(int code) {
   }
 }
 
+const char *fg_comm_mpi_reduce_path(const fg_comm *c) {
+  (void)c;
+  return "not an MPI communicator";
+}
+
 #else
 
 #include <mpi.h>
@@ -81,6 +88,7 @@ void fg_mpi_shutdown(int code) {
 #include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_TIMEOUT_S 60.0
 /* Tags cycle below the 32767 every MPI guarantees for MPI_TAG_UB. */
@@ -112,6 +120,12 @@ typedef struct mpi_comm {
   pthread_mutex_t stop_mu;
   char stop_why[STOP_MSG + 64];
   char abort_msg[STOP_MSG]; /* what this rank sent; MPI reads it until delivered */
+  /* all_reduce through shared memory (dist/shm_reduce.h) when every rank
+   * is on this host: set up by the first all_reduce (shm_tried), NULL when
+   * it goes through MPI messages, for the reason in shm_why. */
+  int shm_tried;
+  fg_shm_reduce *shm;
+  char shm_why[160];
 } mpi_comm;
 
 /* A send/recv's size header on the heap: after a deadline MPI may still
@@ -326,39 +340,142 @@ static void chunk_of(int64_t count, int n, int c, int64_t *start, int64_t *len) 
   *len = q + (c < r ? 1 : 0);
 }
 
-/* dst[i] = src[0][i] + src[1][i] + ... in that order, then / n for a mean.
- * Blocked through a small accumulator so each element's sum is formed in
- * exactly the order the in-process communicator uses. */
-#define DEFINE_SUM(NAME, T)                                                                        \
-  static void NAME(T *dst, T *const *src, int n, int64_t len, int mean) {                          \
-    enum { BLK = 512 };                                                                            \
-    T acc[BLK];                                                                                    \
-    for (int64_t b = 0; b < len; b += BLK) {                                                       \
-      int64_t k = len - b < BLK ? len - b : BLK;                                                   \
-      for (int64_t i = 0; i < k; i++)                                                              \
-        acc[i] = src[0][b + i];                                                                    \
-      for (int p = 1; p < n; p++)                                                                  \
-        for (int64_t i = 0; i < k; i++)                                                            \
-          acc[i] += src[p][b + i];                                                                 \
-      if (mean)                                                                                    \
-        for (int64_t i = 0; i < k; i++)                                                            \
-          acc[i] /= (T)n;                                                                          \
-      memcpy(dst + b, acc, (size_t)k * sizeof(T));                                                 \
-    }                                                                                              \
+/* One MPI_Iallgather of a u64, waited for under the deadline; the caller
+ * holds m->mu. */
+static int gather_locked(mpi_comm *m, uint64_t value, uint64_t *out, const char *op,
+                         fg_status *st) {
+  uint64_t v = value;
+  m->req_peer[0] = -1;
+  pthread_mutex_lock(&g_mpi_mu);
+  int mrc = MPI_Iallgather(&v, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, m->comm, &m->reqs[0]);
+  pthread_mutex_unlock(&g_mpi_mu);
+  if (mrc != MPI_SUCCESS) {
+    fg_status_set(st, FG_INTERNAL, "%s on rank %d: MPI_Iallgather failed", op, m->base.rank);
+    set_broken(m);
+    return -1;
   }
-DEFINE_SUM(sum_f32, float)
-DEFINE_SUM(sum_f64, double)
-DEFINE_SUM(sum_i32, int32_t)
-DEFINE_SUM(sum_i64, int64_t)
+  return wait_all(m, 1, op, st);
+}
 
-static void sum_into(fg_dtype dt, void *dst, void *const *src, int n, int64_t len, int mean) {
-  switch (dt) {
-  case FG_F32: sum_f32(dst, (float *const *)src, n, len, mean); break;
-  case FG_F64: sum_f64(dst, (double *const *)src, n, len, mean); break;
-  case FG_I32: sum_i32(dst, (int32_t *const *)src, n, len, mean); break;
-  case FG_I64: sum_i64(dst, (int64_t *const *)src, n, len, mean); break;
-  default: break;
+/* ---- all_reduce through shared memory (dist/shm_reduce.h) -------------- */
+
+static const fg_comm_ops mpi_ops;
+
+static atomic_uint g_shm_serial; /* this process's segments so far: names */
+
+/* The stop hook of shared-memory waits: a peer's abort, or this rank's. */
+static int shm_stop(void *ctx, const char *desc, fg_status *st) {
+  mpi_comm *m = ctx;
+  probe_abort(m);
+  return stopped(m, desc, st);
+}
+
+/* Decides, on the first all_reduce and the same way on every rank, whether
+ * all_reduce goes through one shared segment: every rank must be on this
+ * host (the host name's hash), none may have FG_MPI_SHM=0, rank 0 must
+ * create the segment (named after its pid; slot size from its
+ * FG_MPI_SHM_CHUNK) and every rank attach it. Three all-gathers under the
+ * deadline; rank 0 unlinks the name after the last. Returns -1 only when a
+ * gather fails (the communicator is broken then); any other failure leaves
+ * m->shm NULL, with why in m->shm_why, and the MPI message path. Under
+ * m->mu. */
+static int shm_setup(mpi_comm *m, fg_status *st) {
+  const int n = m->base.size, me = m->base.rank;
+  m->shm_tried = 1;
+  if (n < 2) {
+    snprintf(m->shm_why, sizeof m->shm_why, "one rank: nothing to exchange");
+    return 0;
   }
+  uint64_t *all = calloc((size_t)n, sizeof *all);
+  if (!all) {
+    snprintf(m->shm_why, sizeof m->shm_why, "out of memory");
+    return 0; /* every rank gathers or none: an OOM here is not a verdict */
+  }
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  const char *env = getenv("FG_MPI_SHM");
+  int off = env && strcmp(env, "0") == 0;
+  uint64_t hh = fg_hash_bytes(FG_HASH_SEED, host, strlen(host));
+  uint64_t mine = ((hh ^ (hh >> 32)) << 32) | ((uint64_t)getpid() & 0x7fffffffu) |
+                  (off ? (uint64_t)1 << 31 : 0);
+  int rc = -1;
+  fg_shm_reduce *s = NULL;
+  char name[64] = "";
+  if (gather_locked(m, mine, all, "all_reduce setup (shared memory)", st) != 0) goto out;
+  rc = 0;
+  unsigned pid0 = (unsigned)(all[0] & 0x7fffffffu);
+  for (int p = 0; p < n; p++) {
+    if (all[p] & ((uint64_t)1 << 31)) {
+      snprintf(m->shm_why, sizeof m->shm_why, "rank %d has FG_MPI_SHM=0", p);
+      goto out;
+    }
+    if (all[p] >> 32 != all[0] >> 32) {
+      snprintf(m->shm_why, sizeof m->shm_why, "ranks 0 and %d are on different hosts", p);
+      goto out;
+    }
+  }
+  /* Rank 0 offers (serial << 32 | slot bytes), or 0 when it could not
+   * create the segment. */
+  uint64_t offer = 0;
+  fg_status *why = fg_status_new();
+  if (me == 0) {
+    const char *ce = getenv("FG_MPI_SHM_CHUNK");
+    size_t chunk = fg_shm_chunk_bytes(ce ? (size_t)strtoull(ce, NULL, 10) : 0);
+    unsigned serial = atomic_fetch_add(&g_shm_serial, 1) + 1;
+    snprintf(name, sizeof name, "/fg-mpi-%u-%u", pid0, serial);
+    if (fg_shm_reduce_create(name, n, chunk, why) == 0)
+      offer = ((uint64_t)serial << 32) | (uint64_t)chunk;
+    else
+      snprintf(m->shm_why, sizeof m->shm_why, "%s", fg_status_message(why));
+  }
+  if (gather_locked(m, offer, all, "all_reduce setup (shared memory)", st) != 0) {
+    fg_status_free(why);
+    rc = -1;
+    goto out;
+  }
+  offer = all[0];
+  if (offer == 0) {
+    if (me != 0) snprintf(m->shm_why, sizeof m->shm_why, "rank 0 could not create the segment");
+    fg_status_free(why);
+    goto out;
+  }
+  snprintf(name, sizeof name, "/fg-mpi-%u-%u", pid0, (unsigned)(offer >> 32));
+  s = fg_shm_reduce_attach(name, me, n, (size_t)(offer & 0xffffffffu), why);
+  if (!s) snprintf(m->shm_why, sizeof m->shm_why, "%s", fg_status_message(why));
+  fg_status_free(why);
+  if (gather_locked(m, s != NULL, all, "all_reduce setup (shared memory)", st) != 0) {
+    rc = -1;
+    goto out;
+  }
+  int ok = 1;
+  for (int p = 0; p < n && ok; p++)
+    if (!all[p]) {
+      ok = 0;
+      if (s) snprintf(m->shm_why, sizeof m->shm_why, "rank %d could not map the segment", p);
+    }
+  if (ok) {
+    m->shm = s;
+    s = NULL;
+    snprintf(m->shm_why, sizeof m->shm_why, "shared memory");
+  }
+out:
+  if (!m->shm && strncmp(m->shm_why, "MPI messages", 12) != 0) {
+    char reason[sizeof m->shm_why];
+    snprintf(reason, sizeof reason, "%s", m->shm_why[0] ? m->shm_why : "setup failed");
+    snprintf(m->shm_why, sizeof m->shm_why, "MPI messages (%.130s)", reason);
+  }
+  if (me == 0 && name[0]) fg_shm_reduce_unlink(name);
+  fg_shm_reduce_free(s);
+  free(all);
+  return rc;
+}
+
+/* The path all_reduce takes on c: "shared memory", or why it goes through
+ * MPI messages ("not yet decided" before the first all_reduce). */
+const char *fg_comm_mpi_reduce_path(const fg_comm *c) {
+  const mpi_comm *m = (const mpi_comm *)c;
+  if (!c || c->ops != &mpi_ops) return "not an MPI communicator";
+  return !m->shm_tried ? "not yet decided" : m->shm_why;
 }
 
 static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean,
@@ -380,16 +497,29 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
   const size_t es = fg_dtype_size(dtype);
   int64_t my_start, my_len;
   chunk_of(count, n, me, &my_start, &my_len);
+  pthread_mutex_lock(&m->mu);
+  if (check_usable(m, "all_reduce", st) != 0 || (!m->shm_tried && shm_setup(m, st) != 0)) {
+    pthread_mutex_unlock(&m->mu);
+    return -1;
+  }
+  if (m->shm) {
+    char desc[160];
+    snprintf(desc, sizeof desc, "all_reduce (collective #%llu)", (unsigned long long)m->seq);
+    fg_shm_wait w = {m->base.timeout_s, shm_stop, m};
+    int rc = fg_shm_all_reduce(m->shm, buf, count, dtype, mean, desc, &w, st);
+    /* A mismatch leaves the group in step; a deadline or a stop does not. */
+    if (rc != 0 && fg_status_code(st) != FG_INVALID_ARGUMENT) set_broken(m);
+    m->seq++;
+    pthread_mutex_unlock(&m->mu);
+    if (rc == 0) fg_status_clear(st);
+    return rc;
+  }
   /* Messages are counted in MPI_BYTE with an int. */
   if ((uint64_t)my_len + 1 > (uint64_t)INT32_MAX / es) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "all_reduce: %lld elements of %s over %d ranks gives chunks over 2 GiB; "
                   "split the buffer (smaller gradient buckets)",
                   (long long)count, fg_dtype_name(dtype), n);
-    return -1;
-  }
-  pthread_mutex_lock(&m->mu);
-  if (check_usable(m, "all_reduce", st) != 0) {
     pthread_mutex_unlock(&m->mu);
     return -1;
   }
@@ -427,7 +557,7 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
   if (wait_all(m, nr, "all_reduce", st) != 0) goto out;
   /* My chunk's sum, in rank order; src[me] aliases the output, which is
    * safe because each block is read before it is written. */
-  sum_into(dtype, b + my_start * (int64_t)es, src, n, my_len, mean);
+  fg_rank_sum(dtype, b + my_start * (int64_t)es, src, n, my_len, mean);
   /* Phase 2 (all-gather): send my sum to all, receive everyone else's. */
   nr = 0;
   for (int p = 0; p < n; p++) {
@@ -469,18 +599,7 @@ static int mpi_all_gather_u64(fg_comm *c, uint64_t value, uint64_t *out, fg_stat
   pthread_mutex_lock(&m->mu);
   int rc = check_usable(m, "all_gather_u64", st);
   if (rc == 0) {
-    uint64_t v = value;
-    m->req_peer[0] = -1;
-    pthread_mutex_lock(&g_mpi_mu);
-    int mrc = MPI_Iallgather(&v, 1, MPI_UINT64_T, out, 1, MPI_UINT64_T, m->comm, &m->reqs[0]);
-    pthread_mutex_unlock(&g_mpi_mu);
-    if (mrc != MPI_SUCCESS) {
-      fg_status_set(st, FG_INTERNAL, "all_gather_u64 on rank %d: MPI_Iallgather failed", c->rank);
-      set_broken(m);
-      rc = -1;
-    } else {
-      rc = wait_all(m, 1, "all_gather_u64", st);
-    }
+    rc = gather_locked(m, value, out, "all_gather_u64", st);
     m->seq++;
   }
   pthread_mutex_unlock(&m->mu);
@@ -710,6 +829,7 @@ static void mpi_free(fg_comm *c) {
   if (m->p2p != MPI_COMM_NULL) MPI_Comm_free(&m->p2p);
   MPI_Comm_free(&m->comm);
   pthread_mutex_unlock(&g_mpi_mu);
+  fg_shm_reduce_free(m->shm);
   pthread_mutex_destroy(&m->mu);
   pthread_mutex_destroy(&m->stop_mu);
   free(m->scratch);

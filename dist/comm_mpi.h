@@ -49,6 +49,13 @@ fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st);
  * in the split. Free with c->ops->free, before parent's. */
 fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st);
 
+/* How c's all_reduce moves data: "shared memory" when every rank is on one
+ * host (dist/shm_reduce.h; decided by the first all_reduce, on every rank
+ * alike), else "MPI messages (why)"; "not yet decided" before the first
+ * all_reduce. FG_MPI_SHM=0 on any rank keeps the messages; FG_MPI_SHM_CHUNK
+ * (bytes, rank 0's) sets the shared slot size, for tests and benchmarks. */
+const char *fg_comm_mpi_reduce_path(const fg_comm *c);
+
 /* fg_comm_check_same_u64 (M2, over any communicator) is in dist/comm.h. */
 
 /* FNV-1a over bytes, chained through `h` (start with FG_HASH_SEED), for the

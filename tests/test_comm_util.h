@@ -1,6 +1,7 @@
 /* Shared by the point-to-point tests of both communicators: test_comm_p2p.c
  * (in-process, ranks are threads) and mpi/mpi_comm_check.c (MPI, started
- * under mpirun by test_mpi). Plain C, no test framework: the MPI helper is
+ * under mpirun by test_mpi), and the all_reduce data of the latter and of
+ * test_shm_reduce.c. Plain C, no test framework: the MPI helper is
  * a program of its own. Received values are compared with a formula the
  * receiver evaluates itself, never with what the sender's buffer holds. */
 #ifndef FG_TEST_COMM_UTIL_H
@@ -20,6 +21,68 @@ static inline double comm_now_s(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
+
+/* ---- all_reduce: test_shm_reduce.c and mpi/mpi_comm_check.c ---------- */
+
+/* Values of mixed magnitude, so that a different summation order would
+ * change the low bits (and the bitwise comparison would notice). */
+static inline double reduce_value(int rank, int64_t i) {
+  return sin(0.37 * (double)i + 1.3 * rank) * pow(10.0, (double)((i + rank) % 7) - 3.0);
+}
+
+static inline void reduce_fill(fg_dtype dt, void *buf, int rank, int64_t count) {
+  for (int64_t i = 0; i < count; i++) {
+    double v = reduce_value(rank, i);
+    switch (dt) {
+    case FG_F32: ((float *)buf)[i] = (float)v; break;
+    case FG_F64: ((double *)buf)[i] = v; break;
+    case FG_I32: ((int32_t *)buf)[i] = (int32_t)(v * 1000.0) + rank; break;
+    case FG_I64: ((int64_t *)buf)[i] = (int64_t)(v * 1e6) * 1000003 + rank; break;
+    default: break;
+    }
+  }
+}
+
+/* The all_reduce reference: rank 0 + rank 1 + ... in that order, per
+ * element, then / n (a division) for the mean. */
+static inline void reduce_expected(fg_dtype dt, void *out, int n, int64_t count, int mean) {
+  size_t es = fg_dtype_size(dt);
+  void *tmp = malloc((size_t)count * es + 1);
+  for (int p = 0; p < n; p++) {
+    reduce_fill(dt, tmp, p, count);
+    for (int64_t i = 0; i < count; i++) {
+      switch (dt) {
+      case FG_F32:
+        ((float *)out)[i] = p ? ((float *)out)[i] + ((float *)tmp)[i] : ((float *)tmp)[i];
+        break;
+      case FG_F64:
+        ((double *)out)[i] = p ? ((double *)out)[i] + ((double *)tmp)[i] : ((double *)tmp)[i];
+        break;
+      case FG_I32:
+        ((int32_t *)out)[i] = p ? ((int32_t *)out)[i] + ((int32_t *)tmp)[i] : ((int32_t *)tmp)[i];
+        break;
+      case FG_I64:
+        ((int64_t *)out)[i] = p ? ((int64_t *)out)[i] + ((int64_t *)tmp)[i] : ((int64_t *)tmp)[i];
+        break;
+      default: break;
+      }
+    }
+  }
+  if (mean) {
+    for (int64_t i = 0; i < count; i++) {
+      switch (dt) {
+      case FG_F32: ((float *)out)[i] /= (float)n; break;
+      case FG_F64: ((double *)out)[i] /= (double)n; break;
+      case FG_I32: ((int32_t *)out)[i] /= n; break;
+      case FG_I64: ((int64_t *)out)[i] /= n; break;
+      default: break;
+      }
+    }
+  }
+  free(tmp);
+}
+
+/* ---- point-to-point ------------------------------------------------------ */
 
 /* Element i of the k-th message from rank src to rank dst. */
 static inline double p2p_value(int src, int dst, int k, int64_t i) {

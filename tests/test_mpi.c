@@ -10,23 +10,68 @@ static char *helper(void) {
   return path;
 }
 
-static void check_collectives(int np) {
+/* `env`: NAME=VALUE set for the run (NULL: none); `path`: what every rank
+ * must report as its all_reduce path (fg_comm_mpi_reduce_path). */
+static void check_collectives(int np, const char *env, const char *path) {
   MPI_REQUIRED();
   run_result *res = malloc(sizeof *res);
   char *args[] = {helper(), "collectives", "20", NULL};
+  char name[64] = "";
+  if (env) {
+    snprintf(name, sizeof name, "%.*s", (int)(strchr(env, '=') - env), env);
+    setenv(name, strchr(env, '=') + 1, 1);
+  }
   mpirun(np, NULL, args, 50, res);
+  if (env) unsetenv(name);
   FG_CHECK_INT(res->status, 0);
   /* 4 dtypes x 8 counts x sum/mean, 2 refusals, all_gather, broadcast. */
   for (int r = 0; r < np; r++) {
-    char want[64];
+    char want[200];
     snprintf(want, sizeof want, "rank %d: 68 checks, 0 wrong", r);
+    if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+    snprintf(want, sizeof want, "rank %d: all_reduce path: %s\n", r, path);
     if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
   }
   free(res);
 }
 
-FG_TEST(mpi_collectives_np2, "dist") { check_collectives(2); }
-FG_TEST(mpi_collectives_np4, "dist") { check_collectives(4); }
+/* One host: all_reduce goes through one shared segment (dist/shm_reduce.c). */
+FG_TEST(mpi_collectives_np2, "dist") { check_collectives(2, NULL, "shared memory"); }
+FG_TEST(mpi_collectives_np4, "dist") { check_collectives(4, NULL, "shared memory"); }
+/* 4 KiB slots: the 10007- and 200003-element buffers cross 10 to 391
+ * chunks, both slots in turn, with 3 ranks' uneven slices. */
+FG_TEST(mpi_collectives_np3_small_slots, "dist") {
+  check_collectives(3, "FG_MPI_SHM_CHUNK=4096", "shared memory");
+}
+/* The MPI message path, which ranks on several hosts take. */
+FG_TEST(mpi_collectives_np2_messages, "dist") {
+  check_collectives(2, "FG_MPI_SHM=0", "MPI messages (rank 0 has FG_MPI_SHM=0)");
+}
+FG_TEST(mpi_collectives_np3_messages, "dist") {
+  check_collectives(3, "FG_MPI_SHM=0", "MPI messages (rank 0 has FG_MPI_SHM=0)");
+}
+
+/* Ranks that reduce different counts are all refused with both counts
+ * named, within a second, and the next all_reduce is right. */
+FG_TEST(mpi_all_reduce_count_mismatch_refused, "dist,badinput") {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char *args[] = {helper(), "mismatch", "20", NULL};
+  mpirun(3, NULL, args, 40, res);
+  FG_CHECK_INT(res->status, 0);
+  for (int r = 0; r < 3; r++) {
+    char want[300];
+    snprintf(want, sizeof want,
+             "rank %d: mismatched counts: INVALID_ARGUMENT all_reduce (collective #0) on rank %d "
+             "of 3: rank %d has %d elements of f64, rank %d has %d of f64; every rank must "
+             "reduce the same tensor",
+             r, r, r, r == 0 ? 5 : 6, r == 0 ? 1 : 0, r == 0 ? 6 : 5);
+    if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+    snprintf(want, sizeof want, "rank %d: after the mismatch: right sum", r);
+    if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+  }
+  free(res);
+}
 
 /* Seconds a survivor reported in "... failed: DEADLINE_EXCEEDED after X s". */
 static int survivor_deadline(const char *out, int rank, double *after) {
@@ -39,13 +84,16 @@ static int survivor_deadline(const char *out, int rank, double *after) {
 }
 
 /* M1: rank 1 dies mid-run; --enable-recovery keeps mpirun from tearing the
- * job down at once, so the survivors must notice by themselves. */
-FG_TEST(mpi_killed_rank_gives_deadline, "dist,badinput") {
+ * job down at once, so the survivors must notice by themselves. `shm_off`:
+ * with FG_MPI_SHM=0 (the message path) instead of the shared segment. */
+static void check_killed_rank(int shm_off) {
   MPI_REQUIRED();
   run_result *res = malloc(sizeof *res);
   const double timeout = 2.0;
   char *args[] = {helper(), "kill", "3", "2", NULL};
+  if (shm_off) setenv("FG_MPI_SHM", "0", 1);
   mpirun(3, "--enable-recovery", args, 30, res);
+  if (shm_off) unsetenv("FG_MPI_SHM");
   FG_CHECK(res->status != -1);
   for (int r = 0; r < 3; r += 2) {
     double after = -1;
@@ -63,6 +111,9 @@ FG_TEST(mpi_killed_rank_gives_deadline, "dist,badinput") {
   FG_CHECK(res->wall < 25);
   free(res);
 }
+
+FG_TEST(mpi_killed_rank_gives_deadline, "dist,badinput") { check_killed_rank(0); }
+FG_TEST(mpi_killed_rank_gives_deadline_messages, "dist,badinput") { check_killed_rank(1); }
 
 /* M1, stuck peer: rank 1 sleeps through the collective. Rank 0 reports the
  * deadline and exits non-zero, and mpirun then ends the sleeper, so the

@@ -7,6 +7,8 @@
  *   mpi_comm_check p2p TIMEOUT           send/recv: ring, threads, refusals
  *   mpi_comm_check p2p_deadline recv|send TIMEOUT
  *                                        rank 0 waits on rank 1, which sleeps
+ *   mpi_comm_check mismatch TIMEOUT      rank 0 all_reduces 5 elements, the
+ *                                        others 6; then 3 on every rank
  *   mpi_comm_check abort TIMEOUT         rank 1 aborts while rank 0 waits in a
  *                                        recv from it and the others in an
  *                                        all_reduce
@@ -28,63 +30,6 @@
 #include "../test_comm_util.h"
 #include "dist/comm_mpi.h"
 
-/* Values of mixed magnitude, so that a different summation order would
- * change the low bits (and the bitwise comparison would notice). */
-static double value(int rank, int64_t i) {
-  return sin(0.37 * (double)i + 1.3 * rank) * pow(10.0, (double)((i + rank) % 7) - 3.0);
-}
-
-static void fill(fg_dtype dt, void *buf, int rank, int64_t count) {
-  for (int64_t i = 0; i < count; i++) {
-    double v = value(rank, i);
-    switch (dt) {
-    case FG_F32: ((float *)buf)[i] = (float)v; break;
-    case FG_F64: ((double *)buf)[i] = v; break;
-    case FG_I32: ((int32_t *)buf)[i] = (int32_t)(v * 1000.0) + rank; break;
-    case FG_I64: ((int64_t *)buf)[i] = (int64_t)(v * 1e6) * 1000003 + rank; break;
-    default: break;
-    }
-  }
-}
-
-/* The reference: rank 0 + rank 1 + ... in that order, per element. */
-static void expected(fg_dtype dt, void *out, int n, int64_t count, int mean) {
-  size_t es = fg_dtype_size(dt);
-  void *tmp = malloc((size_t)count * es + 1);
-  for (int p = 0; p < n; p++) {
-    fill(dt, tmp, p, count);
-    for (int64_t i = 0; i < count; i++) {
-      switch (dt) {
-      case FG_F32:
-        ((float *)out)[i] = p ? ((float *)out)[i] + ((float *)tmp)[i] : ((float *)tmp)[i];
-        break;
-      case FG_F64:
-        ((double *)out)[i] = p ? ((double *)out)[i] + ((double *)tmp)[i] : ((double *)tmp)[i];
-        break;
-      case FG_I32:
-        ((int32_t *)out)[i] = p ? ((int32_t *)out)[i] + ((int32_t *)tmp)[i] : ((int32_t *)tmp)[i];
-        break;
-      case FG_I64:
-        ((int64_t *)out)[i] = p ? ((int64_t *)out)[i] + ((int64_t *)tmp)[i] : ((int64_t *)tmp)[i];
-        break;
-      default: break;
-      }
-    }
-  }
-  if (mean) {
-    for (int64_t i = 0; i < count; i++) {
-      switch (dt) {
-      case FG_F32: ((float *)out)[i] /= (float)n; break;
-      case FG_F64: ((double *)out)[i] /= (double)n; break;
-      case FG_I32: ((int32_t *)out)[i] /= n; break;
-      case FG_I64: ((int64_t *)out)[i] /= n; break;
-      default: break;
-      }
-    }
-  }
-  free(tmp);
-}
-
 static int fail_status(fg_comm *c, const char *what, fg_status *st, double t0) {
   printf("rank %d: %s failed: %s after %.2f s: %s\n", c->rank, what,
          fg_code_name(fg_status_code(st)), comm_now_s() - t0, fg_status_message(st));
@@ -104,8 +49,8 @@ static int collectives(fg_comm *c, fg_status *st) {
         int64_t n = counts[k];
         size_t es = fg_dtype_size(dt);
         unsigned char *buf = malloc((size_t)n * es + 1), *want = malloc((size_t)n * es + 1);
-        fill(dt, buf, c->rank, n);
-        expected(dt, want, c->size, n, mean);
+        reduce_fill(dt, buf, c->rank, n);
+        reduce_expected(dt, want, c->size, n, mean);
         if (c->ops->all_reduce(c, buf, n, dt, mean, st) != 0) {
           free(buf);
           free(want);
@@ -169,7 +114,28 @@ static int collectives(fg_comm *c, fg_status *st) {
   checks++;
   free(b);
   printf("rank %d: %d checks, %d wrong\n", c->rank, checks, bad);
+  printf("rank %d: all_reduce path: %s\n", c->rank, fg_comm_mpi_reduce_path(c));
   return bad ? 1 : 0;
+}
+
+/* Rank 0 reduces 5 elements, the others 6: every rank is refused, naming
+ * both counts; then a 3-element all_reduce must still give the right sum
+ * (over shared memory the group stays in step after a mismatch). */
+static int mismatch(fg_comm *c, fg_status *st) {
+  double t0 = comm_now_s();
+  double buf[6], want[6];
+  reduce_fill(FG_F64, buf, c->rank, 6);
+  int rc = c->ops->all_reduce(c, buf, c->rank == 0 ? 5 : 6, FG_F64, 0, st);
+  printf("rank %d: mismatched counts: %s %s\n", c->rank,
+         rc == 0 ? "ACCEPTED" : fg_code_name(fg_status_code(st)), fg_status_message(st));
+  if (rc == 0) return 1;
+  reduce_fill(FG_F64, buf, c->rank, 3);
+  reduce_expected(FG_F64, want, c->size, 3, 0);
+  if (c->ops->all_reduce(c, buf, 3, FG_F64, 0, st) != 0)
+    return fail_status(c, "all_reduce after the mismatch", st, t0);
+  int ok = memcmp(buf, want, sizeof(double) * 3) == 0;
+  printf("rank %d: after the mismatch: %s\n", c->rank, ok ? "right sum" : "WRONG sum");
+  return ok ? 0 : 1;
 }
 
 /* Loops all_reduce; `victim` misbehaves before collective k. */
@@ -401,11 +367,11 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   fg_status *st = fg_status_new();
   const char *mode = argv[1];
-  double timeout =
-      strcmp(mode, "collectives") == 0 || strcmp(mode, "p2p") == 0 || strcmp(mode, "abort") == 0
-          ? atof(argv[2])
-      : argc > 3 ? atof(argv[3])
-                 : 10.0;
+  double timeout = strcmp(mode, "collectives") == 0 || strcmp(mode, "p2p") == 0 ||
+                           strcmp(mode, "abort") == 0 || strcmp(mode, "mismatch") == 0
+                       ? atof(argv[2])
+                   : argc > 3 ? atof(argv[3])
+                              : 10.0;
   fg_comm *c = fg_comm_mpi_new(timeout, st);
   if (!c) {
     printf("fg_comm_mpi_new: %s: %s\n", fg_code_name(fg_status_code(st)), fg_status_message(st));
@@ -421,6 +387,8 @@ int main(int argc, char **argv) {
     rc = p2p_deadline(c, strcmp(argv[2], "send") == 0, timeout, st);
   } else if (strcmp(mode, "abort") == 0) {
     rc = abort_peers(c, st);
+  } else if (strcmp(mode, "mismatch") == 0) {
+    rc = mismatch(c, st);
   } else if (strcmp(mode, "kill") == 0 || strcmp(mode, "stuck") == 0) {
     rc = fault(c, atoi(argv[2]), strcmp(mode, "kill") == 0, timeout, st);
   } else {

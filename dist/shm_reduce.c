@@ -1,0 +1,260 @@
+/* dist/shm_reduce.h: all-reduce through one POSIX shared-memory segment. */
+#define _GNU_SOURCE /* posix_fallocate, shm_open on older glibc */
+#include "dist/shm_reduce.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dist/rank_sum.h"
+
+#define LINE      64
+#define MIN_CHUNK ((size_t)4096)
+#define MAX_CHUNK ((size_t)1 << 30)
+
+/* A rank's header, alone on its cache line so one rank's barrier store does
+ * not bounce the line the others poll. Lock-free 64-bit atomics are
+ * address-free, so they synchronise processes that map the page at
+ * different addresses. */
+typedef struct shm_header {
+  _Atomic uint64_t gen; /* barriers this rank has reached */
+  int64_t count;        /* the current collective's count and dtype */
+  int32_t dtype;
+  char pad[LINE - 8 - 8 - 4];
+} shm_header;
+_Static_assert(sizeof(shm_header) == LINE, "one header per cache line");
+
+struct fg_shm_reduce {
+  int rank, n;
+  size_t chunk;    /* bytes per slot */
+  size_t per_rank; /* header + 2 slots */
+  unsigned char *base;
+  size_t bytes;    /* of the mapping */
+  uint64_t gen;    /* barriers this rank passed */
+  uint64_t rounds; /* chunks so far: the slot parity */
+  void **src;      /* n scratch pointers */
+};
+
+size_t fg_shm_chunk_bytes(size_t requested) {
+  size_t c = requested ? requested : FG_SHM_DEFAULT_CHUNK;
+  if (c < MIN_CHUNK) c = MIN_CHUNK;
+  if (c > MAX_CHUNK) c = MAX_CHUNK;
+  return (c + LINE - 1) & ~(size_t)(LINE - 1);
+}
+
+static size_t per_rank_bytes(size_t chunk) { return sizeof(shm_header) + 2 * chunk; }
+
+static int os_fail(fg_status *st, const char *call, const char *name, int err) {
+  fg_status_set(st, err == ENOSPC || err == ENOMEM ? FG_RESOURCE_EXHAUSTED : FG_IO_ERROR,
+                "shared-memory all_reduce: %s(\"%s\") failed: %s", call, name, strerror(err));
+  return -1;
+}
+
+static int bad_args(const char *name, int rank, int n, fg_status *st) {
+  if (!name || name[0] != '/' || strchr(name + 1, '/') || n < 1 || n > 4096 || rank < 0 ||
+      rank >= n) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "shared-memory all_reduce: segment \"%s\" for rank %d of %d (the name is one "
+                  "\"/word\", ranks 0 to n-1, n from 1 to 4096)",
+                  name ? name : "(null)", rank, n);
+    return 1;
+  }
+  return 0;
+}
+
+int fg_shm_reduce_create(const char *name, int n, size_t chunk, fg_status *st) {
+  if (bad_args(name, 0, n, st)) return -1;
+  chunk = fg_shm_chunk_bytes(chunk);
+  size_t bytes = (size_t)n * per_rank_bytes(chunk);
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return os_fail(st, "shm_open", name, errno);
+  /* posix_fallocate returns its error instead of setting errno. */
+  int err = ftruncate(fd, (off_t)bytes) != 0 ? errno : posix_fallocate(fd, 0, (off_t)bytes);
+  close(fd);
+  if (err != 0) {
+    shm_unlink(name);
+    return os_fail(st, "posix_fallocate", name, err);
+  }
+  return 0;
+}
+
+void fg_shm_reduce_unlink(const char *name) {
+  if (name) shm_unlink(name);
+}
+
+fg_shm_reduce *fg_shm_reduce_attach(const char *name, int rank, int n, size_t chunk,
+                                    fg_status *st) {
+  if (bad_args(name, rank, n, st)) return NULL;
+  fg_shm_reduce *s = calloc(1, sizeof *s);
+  if (s) s->src = calloc((size_t)n, sizeof *s->src);
+  if (!s || !s->src) {
+    if (s) free(s);
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "shared-memory all_reduce: out of memory");
+    return NULL;
+  }
+  s->rank = rank;
+  s->n = n;
+  s->chunk = fg_shm_chunk_bytes(chunk);
+  s->per_rank = per_rank_bytes(s->chunk);
+  s->bytes = (size_t)n * s->per_rank;
+  int fd = shm_open(name, O_RDWR, 0600);
+  struct stat sb;
+  int err = fd < 0 ? errno : fstat(fd, &sb) != 0 ? errno : 0;
+  if (err == 0 && (size_t)sb.st_size != s->bytes) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "shared-memory all_reduce: segment \"%s\" has %lld bytes, rank %d expected %zu "
+                  "(%d ranks, %zu-byte slots)",
+                  name, (long long)sb.st_size, rank, s->bytes, n, s->chunk);
+    close(fd);
+    free(s->src);
+    free(s);
+    return NULL;
+  }
+  void *p = err == 0 ? mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (err == 0 && p == MAP_FAILED) err = errno;
+  if (fd >= 0) close(fd);
+  if (err != 0) {
+    free(s->src);
+    free(s);
+    os_fail(st, fd < 0 ? "shm_open" : "mmap", name, err);
+    return NULL;
+  }
+  s->base = p;
+  return s;
+}
+
+void fg_shm_reduce_free(fg_shm_reduce *s) {
+  if (!s) return;
+  if (s->base) munmap(s->base, s->bytes);
+  free(s->src);
+  free(s);
+}
+
+static shm_header *header(const fg_shm_reduce *s, int r) {
+  return (shm_header *)(s->base + (size_t)r * s->per_rank);
+}
+
+static unsigned char *slot(const fg_shm_reduce *s, int r, uint64_t round) {
+  return s->base + (size_t)r * s->per_rank + sizeof(shm_header) + (size_t)(round & 1) * s->chunk;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Every rank has reached barrier s->gen + 1. On a deadline the status
+ * names the ranks still missing, in the MPI communicator's words. */
+static int barrier(fg_shm_reduce *s, const char *desc, const fg_shm_wait *w, fg_status *st) {
+  uint64_t g = ++s->gen;
+  atomic_store_explicit(&header(s, s->rank)->gen, g, memory_order_release);
+  double t0 = now_s(), timeout = w && w->timeout_s > 0 ? w->timeout_s : 60.0;
+  int r = 0;
+  for (long polls = 0; r < s->n; polls++) {
+    if (r == s->rank || atomic_load_explicit(&header(s, r)->gen, memory_order_acquire) >= g) {
+      r++;
+      polls = -1; /* progress: spin again */
+      continue;
+    }
+    if ((polls & 63) != 0 && polls < 200) continue;
+    if (w && w->stop && w->stop(w->ctx, desc, st)) return -1;
+    double t = now_s();
+    if (t - t0 > timeout) {
+      char missing[256] = "";
+      size_t used = 0;
+      for (int p = 0; p < s->n && used + 16 < sizeof missing; p++)
+        if (p != s->rank && atomic_load(&header(s, p)->gen) < g)
+          used +=
+              (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", p);
+      fg_status_set(st, FG_DEADLINE_EXCEEDED,
+                    "%s on rank %d of %d: waited %.1f s (timeout %.1f s) for rank(s) %s; a peer "
+                    "died or is stuck",
+                    desc, s->rank, s->n, t - t0, timeout, missing);
+      return -1;
+    }
+    if (polls < 200) continue;
+    if (polls < 2000) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 50000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return 0;
+}
+
+/* Slice p of a chunk of len elements: balanced, the same on every rank. */
+static void slice_of(int64_t len, int n, int p, int64_t *start, int64_t *plen) {
+  int64_t q = len / n, r = len % n;
+  *start = q * p + (p < r ? p : r);
+  *plen = q + (p < r ? 1 : 0);
+}
+
+int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
+                      const char *desc, const fg_shm_wait *w, fg_status *st) {
+  size_t es = dtype == FG_F32 || dtype == FG_I32 ? 4 : dtype == FG_F64 || dtype == FG_I64 ? 8 : 0;
+  if (!s || es == 0 || count < 0 || (count > 0 && !buf)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "shared-memory all_reduce: %s over %lld elements of %s at %p (f32, f64, i32 or "
+                  "i64)",
+                  s ? "a group" : "no group", (long long)count, fg_dtype_name(dtype), buf);
+    return -1;
+  }
+  if (count == 0) return 0;
+  const int n = s->n, me = s->rank;
+  unsigned char *b = buf;
+  const int64_t per_chunk = (int64_t)(s->chunk / es);
+  /* Read by the others after the first barrier; not rewritten before the
+   * last barrier of this collective, which they pass only after reading. */
+  header(s, me)->count = count;
+  header(s, me)->dtype = (int32_t)dtype;
+  for (int64_t off = 0; off < count; off += per_chunk, s->rounds++) {
+    int64_t len = count - off < per_chunk ? count - off : per_chunk, ps, pl;
+    unsigned char *mine = slot(s, me, s->rounds), *in = b + off * (int64_t)es;
+    for (int p = 0; p < n; p++) {
+      if (p == me) continue;
+      slice_of(len, n, p, &ps, &pl);
+      memcpy(mine + ps * (int64_t)es, in + ps * (int64_t)es, (size_t)(pl * (int64_t)es));
+    }
+    if (barrier(s, desc, w, st) != 0) return -1;
+    if (off == 0)
+      for (int p = 0; p < n; p++) {
+        const shm_header *h = header(s, p);
+        if (h->count == count && h->dtype == (int32_t)dtype) continue;
+        fg_status_set(st, FG_INVALID_ARGUMENT,
+                      "%s on rank %d of %d: rank %d has %lld elements of %s, rank %d has %lld of "
+                      "%s; every rank must reduce the same tensor",
+                      desc, me, n, me, (long long)count, fg_dtype_name(dtype), p,
+                      (long long)h->count, fg_dtype_name((fg_dtype)h->dtype));
+        /* Every rank finds a mismatch. The closing barrier keeps a rank
+         * that returns first from rewriting its header (its next
+         * collective) before the others read it; then all start the next
+         * collective on the other slot, in step. Should that barrier fail,
+         * its status (a deadline or a stop) replaces this one. */
+        if (barrier(s, desc, w, st) != 0) return -1; /* now a deadline or a stop */
+        s->rounds++;
+        return -1;
+      }
+    int64_t ms, ml;
+    slice_of(len, n, me, &ms, &ml);
+    for (int p = 0; p < n; p++)
+      s->src[p] = p == me ? in + ms * (int64_t)es : slot(s, p, s->rounds) + ms * (int64_t)es;
+    fg_rank_sum(dtype, mine + ms * (int64_t)es, s->src, n, ml, mean);
+    if (barrier(s, desc, w, st) != 0) return -1;
+    for (int p = 0; p < n; p++) {
+      slice_of(len, n, p, &ps, &pl);
+      memcpy(in + ps * (int64_t)es, slot(s, p, s->rounds) + ps * (int64_t)es,
+             (size_t)(pl * (int64_t)es));
+    }
+  }
+  return 0;
+}
