@@ -1,0 +1,333 @@
+/* The shared-memory all_reduce (dist/shm_reduce.c) that MPI ranks on one
+ * host use (label dist). Threads stand in for the processes: each attaches
+ * the segment itself, so each has its own mapping of it, as a process
+ * would. Expected values come from test_comm_util.h's plain loop over every
+ * rank's data in rank order, never from the code under test; the MPI runs
+ * are in test_mpi.c. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dist/shm_reduce.h"
+#include "fgtest.h"
+#include "test_comm_util.h"
+
+enum { MAX_RANKS = 4 };
+
+static void seg_name(char *buf, size_t size, const char *what) {
+  static int serial;
+  snprintf(buf, size, "/fg-test-%d-%s-%d", (int)getpid(), what, ++serial);
+}
+
+typedef struct rank_run {
+  const char *name;
+  int rank, n;
+  size_t chunk;
+  double timeout;
+  int (*body)(struct rank_run *r, fg_shm_reduce *s, fg_status *st);
+  /* Results. */
+  int checks, wrong, attach_failed;
+  fg_code code;
+  char msg[600];
+  double seconds;
+} rank_run;
+
+static void *rank_thread(void *p) {
+  rank_run *r = p;
+  fg_status *st = fg_status_new();
+  fg_shm_reduce *s = fg_shm_reduce_attach(r->name, r->rank, r->n, r->chunk, st);
+  if (!s) {
+    r->attach_failed = 1;
+    snprintf(r->msg, sizeof r->msg, "%s", fg_status_message(st));
+  } else {
+    double t0 = comm_now_s();
+    if (r->body(r, s, st) != 0) {
+      r->code = fg_status_code(st);
+      snprintf(r->msg, sizeof r->msg, "%s", fg_status_message(st));
+    }
+    r->seconds = comm_now_s() - t0;
+  }
+  fg_shm_reduce_free(s);
+  fg_status_free(st);
+  return NULL;
+}
+
+/* Creates the segment, runs `body` on ranks 0 .. n-1 except `absent`, and
+ * unlinks it. */
+static void run_ranks(rank_run *runs, int n, size_t chunk, double timeout, int absent,
+                      int (*body)(rank_run *, fg_shm_reduce *, fg_status *)) {
+  char name[96];
+  seg_name(name, sizeof name, "run");
+  fg_status *st = fg_status_new();
+  FG_REQUIRE(fg_shm_reduce_create(name, n, chunk, st) == 0);
+  pthread_t th[MAX_RANKS];
+  for (int r = 0; r < n; r++) {
+    runs[r] = (rank_run){
+        .name = name, .rank = r, .n = n, .chunk = chunk, .timeout = timeout, .body = body};
+    if (r != absent) FG_REQUIRE(pthread_create(&th[r], NULL, rank_thread, &runs[r]) == 0);
+  }
+  for (int r = 0; r < n; r++)
+    if (r != absent) pthread_join(th[r], NULL);
+  fg_shm_reduce_unlink(name);
+  fg_status_free(st);
+}
+
+static int reduce(rank_run *r, fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dt, int mean,
+                  fg_status *st) {
+  fg_shm_wait w = {r->timeout, NULL, NULL};
+  return fg_shm_all_reduce(s, buf, count, dt, mean, "all_reduce (test)", &w, st);
+}
+
+/* 4 dtypes x 7 counts x sum/mean against the rank-order reference. */
+static int sweep(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  static const fg_dtype dts[] = {FG_F32, FG_F64, FG_I32, FG_I64};
+  /* With 4 KiB slots: 1024 f32 or 512 f64 per chunk, so 1025, 3000 and
+   * 10007 cross chunks, and 2 leaves some ranks an empty slice. */
+  const int64_t counts[] = {1, 2, 3, 1024, 1025, 3000, 10007};
+  for (size_t d = 0; d < 4; d++)
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+      for (int mean = 0; mean < 2; mean++) {
+        size_t es = fg_dtype_size(dts[d]);
+        unsigned char *buf = malloc((size_t)counts[k] * es), *want = malloc((size_t)counts[k] * es);
+        reduce_fill(dts[d], buf, r->rank, counts[k]);
+        reduce_expected(dts[d], want, r->n, counts[k], mean);
+        int rc = reduce(r, s, buf, counts[k], dts[d], mean, st);
+        r->checks++;
+        if (rc == 0 && memcmp(buf, want, (size_t)counts[k] * es) != 0) r->wrong++;
+        free(buf);
+        free(want);
+        if (rc != 0) return -1;
+      }
+  return 0;
+}
+
+FG_TEST(shm_all_reduce_matches_rank_order_sum, "dist") {
+  for (int n = 1; n <= 4; n++) {
+    rank_run runs[MAX_RANKS];
+    run_ranks(runs, n, 4096, 20, -1, sweep);
+    for (int r = 0; r < n; r++) {
+      FG_CHECK(!runs[r].attach_failed);
+      FG_CHECK_INT(runs[r].code, FG_OK);
+      FG_CHECK_INT(runs[r].checks, 56);
+      FG_CHECK_INT(runs[r].wrong, 0);
+      if (runs[r].code != FG_OK || runs[r].wrong)
+        fprintf(stderr, "n %d rank %d: %d wrong: %s\n", n, r, runs[r].wrong, runs[r].msg);
+    }
+  }
+}
+
+/* The default slot (128 KiB) with a buffer of 3.5 slots. */
+static int large(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  const int64_t count = 7 * (int64_t)FG_SHM_DEFAULT_CHUNK / 8; /* f64: 3.5 slots */
+  double *buf = malloc((size_t)count * sizeof *buf), *want = malloc((size_t)count * sizeof *want);
+  reduce_fill(FG_F64, buf, r->rank, count);
+  reduce_expected(FG_F64, want, r->n, count, 1);
+  int rc = reduce(r, s, buf, count, FG_F64, 1, st);
+  r->checks++;
+  if (rc == 0 && memcmp(buf, want, (size_t)count * sizeof *buf) != 0) r->wrong++;
+  free(buf);
+  free(want);
+  return rc;
+}
+
+FG_TEST(shm_all_reduce_default_slots, "dist") {
+  rank_run runs[3];
+  run_ranks(runs, 3, 0, 20, -1, large);
+  for (int r = 0; r < 3; r++) {
+    FG_CHECK_INT(runs[r].code, FG_OK);
+    FG_CHECK_INT(runs[r].checks, 1);
+    FG_CHECK_INT(runs[r].wrong, 0);
+  }
+}
+
+/* The mean over 2 and 4 ranks multiplies by the exact reciprocal instead of
+ * dividing: the same bits as a division for subnormal sums, sums that
+ * overflow to infinity, negative zero and values that round. */
+static const float edge_f32[] = {1e-40f, -3e-42f, 3e38f, -0.0f, 1.0f / 3.0f, 7.0e-39f, 1e-45f};
+
+static int edges(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  enum { K = sizeof edge_f32 / sizeof edge_f32[0] };
+  float buf[K], want[K];
+  double dbuf[K], dwant[K];
+  for (int i = 0; i < K; i++) {
+    buf[i] = edge_f32[i] * (float)(r->rank + 1);
+    dbuf[i] = (double)edge_f32[i] * 1e-270 * (r->rank + 1); /* subnormal doubles */
+  }
+  for (int i = 0; i < K; i++) {
+    float sum = 0;
+    double dsum = 0;
+    for (int p = 0; p < r->n; p++) {
+      sum = p ? sum + edge_f32[i] * (float)(p + 1) : edge_f32[i] * (float)(p + 1);
+      dsum = p ? dsum + (double)edge_f32[i] * 1e-270 * (p + 1) : (double)edge_f32[i] * 1e-270;
+    }
+    want[i] = sum / (float)r->n;
+    dwant[i] = dsum / (double)r->n;
+  }
+  if (reduce(r, s, buf, K, FG_F32, 1, st) != 0 || reduce(r, s, dbuf, K, FG_F64, 1, st) != 0)
+    return -1;
+  r->checks += 2;
+  r->wrong += memcmp(buf, want, sizeof buf) != 0;
+  r->wrong += memcmp(dbuf, dwant, sizeof dbuf) != 0;
+  return 0;
+}
+
+FG_TEST(shm_mean_of_power_of_two_ranks_is_a_division, "dist") {
+  for (int n = 2; n <= 4; n++) {
+    rank_run runs[MAX_RANKS];
+    run_ranks(runs, n, 4096, 20, -1, edges);
+    for (int r = 0; r < n; r++) {
+      FG_CHECK_INT(runs[r].code, FG_OK);
+      FG_CHECK_INT(runs[r].checks, 2);
+      FG_CHECK_INT(runs[r].wrong, 0);
+    }
+  }
+}
+
+/* Rank 0 reduces 5 elements, rank 1 6: both refused naming both; then a
+ * 3-element reduction is right on both (the group stays in step). */
+static int mismatch(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  double buf[6], want[3];
+  reduce_fill(FG_F64, buf, r->rank, 6);
+  if (reduce(r, s, buf, r->rank == 0 ? 5 : 6, FG_F64, 0, st) == 0) return 0; /* checks == 0 */
+  snprintf(r->msg, sizeof r->msg, "%s", fg_status_message(st));
+  r->code = fg_status_code(st);
+  reduce_fill(FG_F64, buf, r->rank, 3);
+  reduce_expected(FG_F64, want, r->n, 3, 0);
+  fg_status *st2 = fg_status_new();
+  int rc = reduce(r, s, buf, 3, FG_F64, 0, st2);
+  r->checks++;
+  r->wrong += rc != 0 || memcmp(buf, want, sizeof want) != 0;
+  fg_status_free(st2);
+  return 0;
+}
+
+FG_TEST(shm_all_reduce_count_mismatch_refused, "dist,badinput") {
+  rank_run runs[2];
+  run_ranks(runs, 2, 4096, 20, -1, mismatch);
+  FG_CHECK_INT(runs[0].code, FG_INVALID_ARGUMENT);
+  FG_CHECK_INT(runs[1].code, FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(runs[0].msg, "all_reduce (test) on rank 0 of 2: rank 0 has 5 elements of "
+                                     "f64, rank 1 has 6 of f64; every rank must reduce the same "
+                                     "tensor");
+  FG_CHECK_STR_CONTAINS(runs[1].msg, "rank 1 has 6 elements of f64, rank 0 has 5 of f64");
+  for (int r = 0; r < 2; r++) {
+    FG_CHECK_INT(runs[r].checks, 1);
+    FG_CHECK_INT(runs[r].wrong, 0);
+  }
+}
+
+static int one_reduce(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  float buf[64] = {0};
+  return reduce(r, s, buf, 64, FG_F32, 1, st);
+}
+
+/* M1: rank 2 never comes; 0 and 1 give the deadline naming it, after the
+ * 0.3 s timeout and well before 3 s. */
+FG_TEST(shm_missing_rank_gives_deadline, "dist,badinput") {
+  rank_run runs[3];
+  run_ranks(runs, 3, 4096, 0.3, 2, one_reduce);
+  for (int r = 0; r < 2; r++) {
+    FG_CHECK_INT(runs[r].code, FG_DEADLINE_EXCEEDED);
+    char want[160];
+    snprintf(want, sizeof want, "all_reduce (test) on rank %d of 3: waited 0.", r);
+    FG_CHECK_STR_CONTAINS(runs[r].msg, want);
+    FG_CHECK_STR_CONTAINS(runs[r].msg, "(timeout 0.3 s) for rank(s) 2; a peer died or is stuck");
+    FG_CHECK(runs[r].seconds >= 0.29 && runs[r].seconds < 3.0);
+  }
+}
+
+/* The stop hook (the MPI communicator's abort probe) ends a wait at once. */
+static int stop_calls;
+static int stop_now(void *ctx, const char *desc, fg_status *st) {
+  (void)ctx;
+  if (++stop_calls < 3) return 0;
+  fg_status_set(st, FG_ABORTED, "%s: stopped: rank 1 failed: test", desc);
+  return 1;
+}
+
+static int stopped_reduce(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  float buf[8] = {0};
+  fg_shm_wait w = {r->timeout, stop_now, NULL};
+  return fg_shm_all_reduce(s, buf, 8, FG_F32, 0, "all_reduce (test)", &w, st);
+}
+
+FG_TEST(shm_stop_hook_ends_the_wait, "dist,badinput") {
+  rank_run runs[2];
+  stop_calls = 0;
+  run_ranks(runs, 2, 4096, 30, 1, stopped_reduce);
+  FG_CHECK_INT(runs[0].code, FG_ABORTED);
+  FG_CHECK_STR_CONTAINS(runs[0].msg, "all_reduce (test): stopped: rank 1 failed: test");
+  FG_CHECK(runs[0].seconds < 5.0);
+  FG_CHECK_INT(stop_calls, 3);
+}
+
+FG_TEST(shm_bad_setup_refused, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  char name[96], other[96];
+  seg_name(name, sizeof name, "bad");
+  seg_name(other, sizeof other, "never");
+  /* Names and ranks. */
+  FG_CHECK(fg_shm_reduce_create("no-slash", 2, 4096, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "segment \"no-slash\" for rank 0 of 2");
+  FG_CHECK(fg_shm_reduce_create("/a/b", 2, 4096, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK(fg_shm_reduce_create(NULL, 2, 4096, st) != 0);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "segment \"(null)\"");
+  FG_CHECK(fg_shm_reduce_create(name, 0, 4096, st) != 0);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "for rank 0 of 0");
+  FG_CHECK(fg_shm_reduce_attach(name, 2, 2, 4096, st) == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "for rank 2 of 2");
+  FG_CHECK(fg_shm_reduce_attach(name, -1, 2, 4096, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  /* A segment nobody created, one created twice, one of another size. */
+  FG_CHECK(fg_shm_reduce_attach(other, 0, 2, 4096, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_IO_ERROR);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "shm_open(\"");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "No such file or directory");
+  FG_REQUIRE(fg_shm_reduce_create(name, 2, 4096, st) == 0);
+  FG_CHECK(fg_shm_reduce_create(name, 2, 4096, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_IO_ERROR);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "File exists");
+  FG_CHECK(fg_shm_reduce_attach(name, 0, 2, 8192, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  /* 2 x (64 + 2 x 4096) = 16512 bytes; rank 0 expects 2 x (64 + 2 x 8192). */
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16512 bytes, rank 0 expected 32896 (2 ranks, "
+                                               "8192-byte slots)");
+  FG_CHECK(fg_shm_reduce_attach(name, 0, 3, 4096, st) == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16512 bytes, rank 0 expected 24768");
+  /* Attached, then unlinked: the name is gone, the mapping stays usable. */
+  fg_shm_reduce *s = fg_shm_reduce_attach(name, 0, 1, 4096 * 2 + 64, st);
+  FG_CHECK(s == NULL); /* 1 rank of 16576 bytes: still the wrong size */
+  s = fg_shm_reduce_attach(name, 1, 2, 4096, st);
+  FG_REQUIRE(s != NULL);
+  fg_shm_reduce_unlink(name);
+  FG_CHECK(fg_shm_reduce_attach(name, 0, 2, 4096, st) == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "No such file or directory");
+  /* Bad calls on a group: refused before any wait. */
+  float f[4] = {1, 2, 3, 4};
+  fg_shm_wait w = {0.2, NULL, NULL};
+  FG_CHECK(fg_shm_all_reduce(NULL, f, 4, FG_F32, 0, "t", &w, st) != 0);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "no group over 4 elements of f32");
+  FG_CHECK(fg_shm_all_reduce(s, f, 4, FG_BOOL, 0, "t", &w, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "elements of bool");
+  FG_CHECK(fg_shm_all_reduce(s, f, -1, FG_F32, 0, "t", &w, st) != 0);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "-1 elements");
+  FG_CHECK(fg_shm_all_reduce(s, NULL, 4, FG_F32, 0, "t", &w, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  /* Nothing to reduce: no wait for the absent rank 0. */
+  FG_CHECK_INT(fg_shm_all_reduce(s, f, 0, FG_F32, 0, "t", &w, st), 0);
+  FG_CHECK(f[0] == 1 && f[3] == 4);
+  fg_shm_reduce_free(s);
+  fg_shm_reduce_free(NULL);
+  fg_status_free(st);
+}
+
+FG_TEST(shm_slot_sizes, "dist") {
+  FG_CHECK_INT((long long)fg_shm_chunk_bytes(0), 131072);
+  FG_CHECK_INT((long long)fg_shm_chunk_bytes(1), 4096);
+  FG_CHECK_INT((long long)fg_shm_chunk_bytes(4097), 4160);
+  FG_CHECK_INT((long long)fg_shm_chunk_bytes((size_t)1 << 40), 1073741824);
+}
