@@ -129,6 +129,14 @@ static void check_vs_single(const char *mpi_out, const char *single_out, const c
   FG_CHECK(rel_err(bm[0], p.b) < 1e-4);
 }
 
+/* How often `what` occurs in `s`. */
+static int count_substr(const char *s, const char *what) {
+  int n = 0;
+  for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
+    n++;
+  return n;
+}
+
 /* `device`: the ranks' --device (NULL: the default, cpu:0); `comm`: their
  * --dist-comm (NULL: the default, auto), and `says`: a line the run must
  * print (NULL: none). */
@@ -167,6 +175,11 @@ static void check_matches_comm(int np, int shuffle, const char *batch, const cha
   check_vs_single(res->out, r.out, "mpi.fgb", atoi(batch), shuffle, 0, wm, bm);
   /* The in-process replicas sum in the same rank order with the same
    * kernels: the same bits as the MPI ranks (on the CPU). */
+  /* On one host the CPU ranks' gradients go through one shared segment
+   * (dist/shm_reduce.c); rank 0 alone says so. */
+  if (!device)
+    FG_CHECK_INT(count_substr(res->out, "--dist mpi: gradients all-reduced over shared memory\n"),
+                 1);
   if (!shuffle && !device) {
     float wi[2], bi[1];
     FG_CHECK_INT(inproc_train(np, atoi(batch), 3, wi, bi), 0);
@@ -579,14 +592,6 @@ static int setup_lin_mp(void) {
   return rc;
 }
 
-/* How often `what` occurs in `s`. */
-static int count_substr(const char *s, const char *what) {
-  int n = 0;
-  for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
-    n++;
-  return n;
-}
-
 /* np = 2: model parallelism. np = 4: hybrid, 2 replicas of the 2-stage
  * model (processes 0, 1 are replica 0's stages, 2, 3 replica 1's), each on
  * its half of every batch (uneven for batch 7), with each stage's
@@ -631,6 +636,8 @@ static void check_model_parallel(int np, const char *batch) {
     FG_CHECK(memcmp(bi, bm, sizeof bi) == 0);
     /* Only process 0 (replica 0's stage 0) prints. */
     FG_CHECK_INT(count_substr(res->out, "wrote "), 1);
+    FG_CHECK_INT(count_substr(res->out, "--dist mpi: gradients all-reduced over shared memory\n"),
+                 1);
   }
   /* And it trained: w moved from its start toward (2, -3). */
   FG_CHECK(fabs(wm[0] - LIN_W0) > 1e-3);
@@ -848,6 +855,8 @@ static void check_profile_replicas(int np, const char *model, const char *avg_li
   snprintf(last, sizeof last, " ms, rank %d ", np - 1);
   FG_CHECK_STR_CONTAINS(res->out, last);
   FG_CHECK_STR_CONTAINS(res->out, "runs: 3,");
+  /* One host: the replicas' all_reduce goes through one shared segment. */
+  FG_CHECK_INT(count_substr(res->out, "gradients all-reduced over shared memory\n"), 1);
   if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
 }
 

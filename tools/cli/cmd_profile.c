@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/comm_mpi.h"
 #include "dist_cli.h"
 #include "flowgraph/dist.h"
 #include "plan.h"
@@ -634,6 +635,9 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
       else
         printf("%s rank %d %.3f ms", r ? "," : "", r, (double)all[r] / 1e6);
     printf("\n");
+    /* Where the all_reduce time above went: one shared segment, or MPI
+     * messages (dist/comm_mpi.h). */
+    if (dg) printf("gradients all-reduced over %s\n", fg_comm_mpi_reduce_path(data ? data : world));
   }
   free(all);
   fg_status_free(gst);
