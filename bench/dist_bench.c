@@ -81,6 +81,7 @@ static int busbw(fg_comm *c, fg_status *st) {
              (double)bytes / tm / 1e9 * 2.0 * (n - 1) / n);
     free(buf);
   }
+  if (c->rank == 0) printf("FG allreduce_busbw path: %s\n", fg_comm_mpi_reduce_path(c));
   return 0;
 }
 
@@ -162,9 +163,9 @@ static int exchange(fg_comm *c, fg_status *st) {
   double t = now_s() - t0, cpu = cpu_s() - cpu0;
   if (rc == 0 && c->rank == 0)
     printf("FG dp_scaling mlp_large_train ranks %d exchange only (%.1f MB of gradients): %.1f "
-           "ms/step (rank 0's CPU time %.1f ms/step)\n",
+           "ms/step (rank 0's CPU time %.1f ms/step) over %s\n",
            c->size, (double)(count[0] + count[1] + count[2] + count[3]) * 4 / 1048576,
-           t / steps * 1e3, cpu / steps * 1e3);
+           t / steps * 1e3, cpu / steps * 1e3, fg_comm_mpi_reduce_path(c));
   for (int k = 0; k < 4; k++)
     free(buf[k]);
   return rc;

@@ -14,6 +14,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run="mpirun --oversubscribe --bind-to none"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
 $run -np 2 "$out" busbw | grep '^FG'
+# The same over MPI messages, the path of ranks on several hosts.
+echo "FG_MPI_SHM=0 (MPI messages):"
+$run -np 2 -x FG_MPI_SHM=0 "$out" busbw | grep '^FG allreduce'
 one=$($run -np 1 "$out" dp 26214400 | grep '^FG')
 echo "$one"
 base=$(echo "$one" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
@@ -28,6 +31,8 @@ cms=$(echo "$line" | sed -n 's/.*(\([0-9.]*\) ms\/step).*/\1/p')
 line=$($run -np 2 "$out" exchange | grep '^FG')
 xms=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) ms\/step (.*/\1/p')
 echo "$line; ceiling step + exchange: $(awk -v c="$cms" -v x="$xms" 'BEGIN { printf "%.1f", c + x }') ms, ratio $(awk -v c="$cms" -v x="$xms" -v b="$base" 'BEGIN { printf "%.2f", 256 / ((c + x) / 1000) / b }')x (no overlap, cores full)"
+line=$($run -np 2 -x FG_MPI_SHM=0 "$out" exchange | grep '^FG')
+echo "$line"
 # The ratio to 1 rank, per bucket size; collectives on their own lane (the
 # default) and in line with the compute.
 for mb in 1 4 25; do
