@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "dist/comm_mpi.h"
+#include "dist/poll_pause.h"
 #include "dist/rank_sum.h"
 #include "dist/shm_reduce.h"
 
@@ -91,7 +92,6 @@ const char *fg_comm_mpi_reduce_path(const fg_comm *c) {
 
 #include <mpi.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -231,9 +231,8 @@ static int check_usable(mpi_comm *m, const char *op, fg_status *st) {
 }
 
 /* Waits for n requests (reqs[i] talks to rank peers[i], -1: all) until
- * t0 + the timeout. Polls (Open MPI progresses only inside MPI calls) with a
- * spin, then yields, then short sleeps, so a rank waiting for a slow peer on
- * a shared core does not starve it; g_mpi_mu is held for each poll only.
+ * t0 + the timeout. Polls (Open MPI progresses only inside MPI calls),
+ * pausing as dist/poll_pause.h says; g_mpi_mu is held for each poll only.
  * `desc` names the operation in errors ("all_reduce (collective #3)"). */
 static int wait_reqs(mpi_comm *m, MPI_Request *reqs, const int *peers, int n, double t0,
                      const char *desc, fg_status *st) {
@@ -266,7 +265,7 @@ static int wait_reqs(mpi_comm *m, MPI_Request *reqs, const int *peers, int n, do
     if (left == 0) break;
     if (done > 0) polls = 0;
     /* A peer's abort: probed every 64 spins, and at every slower poll. */
-    if ((polls & 63) == 0 || polls >= 200) probe_abort(m);
+    if ((polls & 63) == 0 || polls >= FG_POLL_SPINS) probe_abort(m);
     if (stopped(m, desc, st)) {
       rc = -1;
       break;
@@ -296,13 +295,7 @@ static int wait_reqs(mpi_comm *m, MPI_Request *reqs, const int *peers, int n, do
       rc = -1;
       break;
     }
-    if (polls < 200) continue;
-    if (polls < 2000) {
-      sched_yield();
-    } else {
-      struct timespec ts = {0, 50000};
-      nanosleep(&ts, NULL);
-    }
+    fg_poll_pause(polls);
   }
   if (idx != idx_small) free(idx);
   return rc;
@@ -338,13 +331,6 @@ static int reserve(mpi_comm *m, size_t scratch, fg_status *st) {
     m->scratch_size = scratch;
   }
   return 0;
-}
-
-/* Chunk c of n over count elements: balanced, deterministic on every rank. */
-static void chunk_of(int64_t count, int n, int c, int64_t *start, int64_t *len) {
-  int64_t q = count / n, r = count % n;
-  *start = q * c + (c < r ? c : r);
-  *len = q + (c < r ? 1 : 0);
 }
 
 /* One MPI_Iallgather of a u64, waited for under the deadline; the caller
@@ -498,7 +484,7 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
   const int n = c->size, me = c->rank;
   const size_t es = fg_dtype_size(dtype);
   int64_t my_start, my_len;
-  chunk_of(count, n, me, &my_start, &my_len);
+  fg_rank_slice(count, n, me, &my_start, &my_len);
   pthread_mutex_lock(&m->mu);
   if (check_usable(m, "all_reduce", st) != 0 || (!m->shm_tried && shm_setup(m, st) != 0)) {
     pthread_mutex_unlock(&m->mu);
@@ -549,7 +535,7 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
   }
   for (int p = 0; p < n; p++) {
     int64_t s, l;
-    chunk_of(count, n, p, &s, &l);
+    fg_rank_slice(count, n, p, &s, &l);
     if (p == me || l == 0) continue;
     m->req_peer[nr] = p;
     if (post(1, b + s * (int64_t)es, (int)(l * (int64_t)es), p, tag, m->comm, &m->reqs[nr++]) !=
@@ -564,7 +550,7 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
   nr = 0;
   for (int p = 0; p < n; p++) {
     int64_t s, l;
-    chunk_of(count, n, p, &s, &l);
+    fg_rank_slice(count, n, p, &s, &l);
     if (p == me || l == 0) continue;
     m->req_peer[nr] = p;
     if (post(0, b + s * (int64_t)es, (int)(l * (int64_t)es), p, tag + 1, m->comm, &m->reqs[nr++]) !=

@@ -1,4 +1,5 @@
-/* The rank-order sum every host-memory communicator uses (internal), so the
+/* The rank-order sum every host-memory communicator uses (internal), and
+ * the slices ranks sum, so the
  * MPI message path, the MPI shared-memory path (dist/shm_reduce.c) and the
  * in-process group give the same bits for the same data. */
 #ifndef FG_DIST_RANK_SUM_H
@@ -13,5 +14,13 @@
  * dtypes: nothing is written). dst may alias any src: each block of
  * elements is read before it is written. */
 void fg_rank_sum(fg_dtype dt, void *dst, void *const *src, int n, int64_t len, int mean);
+
+/* Slice p of n over `len` elements, balanced (the first len % n slices get
+ * one more), the same on every rank: which elements rank p sums. */
+static inline void fg_rank_slice(int64_t len, int n, int p, int64_t *start, int64_t *plen) {
+  int64_t q = len / n, r = len % n;
+  *start = q * p + (p < r ? p : r);
+  *plen = q + (p < r ? 1 : 0);
+}
 
 #endif

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist/poll_pause.h"
 #include "dist/rank_sum.h"
 
 #define LINE      64
@@ -165,7 +165,7 @@ static int barrier(fg_shm_reduce *s, const char *desc, const fg_shm_wait *w, fg_
       polls = -1; /* progress: spin again */
       continue;
     }
-    if ((polls & 63) != 0 && polls < 200) continue;
+    if ((polls & 63) != 0 && polls < FG_POLL_SPINS) continue;
     if (w && w->stop && w->stop(w->ctx, desc, st)) return -1;
     double t = now_s();
     if (t - t0 > timeout) {
@@ -181,22 +181,9 @@ static int barrier(fg_shm_reduce *s, const char *desc, const fg_shm_wait *w, fg_
                     desc, s->rank, s->n, t - t0, timeout, missing);
       return -1;
     }
-    if (polls < 200) continue;
-    if (polls < 2000) {
-      sched_yield();
-    } else {
-      struct timespec ts = {0, 50000};
-      nanosleep(&ts, NULL);
-    }
+    fg_poll_pause(polls);
   }
   return 0;
-}
-
-/* Slice p of a chunk of len elements: balanced, the same on every rank. */
-static void slice_of(int64_t len, int n, int p, int64_t *start, int64_t *plen) {
-  int64_t q = len / n, r = len % n;
-  *start = q * p + (p < r ? p : r);
-  *plen = q + (p < r ? 1 : 0);
 }
 
 int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
@@ -222,7 +209,7 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
     unsigned char *mine = slot(s, me, s->rounds), *in = b + off * (int64_t)es;
     for (int p = 0; p < n; p++) {
       if (p == me) continue;
-      slice_of(len, n, p, &ps, &pl);
+      fg_rank_slice(len, n, p, &ps, &pl);
       memcpy(mine + ps * (int64_t)es, in + ps * (int64_t)es, (size_t)(pl * (int64_t)es));
     }
     if (barrier(s, desc, w, st) != 0) return -1;
@@ -245,13 +232,13 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
         return -1;
       }
     int64_t ms, ml;
-    slice_of(len, n, me, &ms, &ml);
+    fg_rank_slice(len, n, me, &ms, &ml);
     for (int p = 0; p < n; p++)
       s->src[p] = p == me ? in + ms * (int64_t)es : slot(s, p, s->rounds) + ms * (int64_t)es;
     fg_rank_sum(dtype, mine + ms * (int64_t)es, s->src, n, ml, mean);
     if (barrier(s, desc, w, st) != 0) return -1;
     for (int p = 0; p < n; p++) {
-      slice_of(len, n, p, &ps, &pl);
+      fg_rank_slice(len, n, p, &ps, &pl);
       memcpy(in + ps * (int64_t)es, slot(s, p, s->rounds) + ps * (int64_t)es,
              (size_t)(pl * (int64_t)es));
     }
