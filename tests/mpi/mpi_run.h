@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../fgtest.h"
+#include "dist/shm_reduce.h"
 
 #ifndef FG_MPIEXEC
 #define FG_MPIEXEC ""
@@ -41,6 +42,21 @@ static inline double mpi_now_s(void) {
 #define MPI_REQUIRED()                                                                             \
   FG_SKIP("flowgraph was built without MPI (FG_MPI=OFF or libopenmpi-dev missing)")
 #endif
+
+/* The all_reduce path the MPI communicator takes when every rank is on
+ * this machine: "shared memory" where a POSIX shared-memory segment can be
+ * created (Debian's /dev/shm), else MPI messages, whose reported path
+ * starts with "MPI messages (". A machine without /dev/shm thus checks the
+ * fallback rather than failing. */
+static inline const char *mpi_local_reduce_path(void) {
+  char name[64];
+  snprintf(name, sizeof name, "/fg-test-probe-%d", (int)getpid());
+  fg_status *st = fg_status_new();
+  int ok = fg_shm_reduce_create(name, 2, 4096, st) == 0;
+  if (ok) fg_shm_reduce_unlink(name);
+  fg_status_free(st);
+  return ok ? "shared memory" : "MPI messages (";
+}
 
 typedef struct run_result {
   int status; /* exit code, 128+signal, or -1 when it hung */
