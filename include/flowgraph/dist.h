@@ -335,6 +335,49 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
                            int n_batch_inputs, const fg_data_parallel_options *opts,
                            fg_status *status);
 
+/* ---- micro-batches (pipeline parallelism) -------------------------------- */
+
+#define FG_MAX_MICRO_BATCHES 1024
+
+/* Returns a new graph (owned by the caller; `g` is not changed) whose
+ * training step cuts every batch input along axis 0 into `micro_batches`
+ * shards (fg_shard_rows, as fg_data_parallel's replicas: B need not divide
+ * by M, but B < M fails the run naming the shard and B) and runs the
+ * forward and backward pass once per shard, GPipe's micro-batches. Every
+ * node that depends on a batch input is copied per micro-batch K, named
+ * "micro_batch_<K>/<name>", on the same device as in `g`. Everything else
+ * keeps one copy under its own name: variables, constants, placeholders,
+ * and the optimizer updates with whatever follows them. Each output of
+ * fg_gradients that an update consumes (directly or through clipping, which
+ * then runs once on the combined gradients) becomes the micro-batches'
+ * gradients weighted by their rows (FG_DP_LOSS_MEAN: each is a mean over
+ * its rows; FG_DP_LOSS_SUM: their plain sum), a node under
+ * "gradients/micro_batch/", so each update applies the full batch's
+ * gradient once. The loss keeps its name as the same weighted
+ * combination, so metadata "loss" and "train_target" still work and
+ * `flowgraph train` runs the result unchanged.
+ *
+ * Why: on a model split across devices or processes (layer 1 on cpu:0 or
+ * rank:0/, layer 2 on cpu:1 or rank:1/), one batch keeps one stage busy at
+ * a time. Micro-batches depend on each other only through the updates, so
+ * the executor starts micro-batch K+1 on the first stage while K runs on
+ * the next: a pipeline, from the static schedule alone. The price is
+ * memory: every micro-batch's activations live until the backward pass.
+ *
+ * fg_data_parallel may be applied to the result (replicas = 1: hybrid runs
+ * over MPI); it all-reduces the combined gradients, once per step.
+ *
+ * Refused: micro_batches < 1 or > FG_MAX_MICRO_BATCHES, no batch input, a
+ * loss_reduction other than FG_DP_LOSS_MEAN or FG_DP_LOSS_SUM, a batch
+ * input that is not a placeholder of g, a graph without the metadata or
+ * updates, a loss that does not depend on the batch inputs (all
+ * FG_INVALID_ARGUMENT or FG_NOT_FOUND); an update whose gradient reaches a
+ * batch input outside fg_gradients, a node that runs once per step reading
+ * a per-micro-batch tensor as data, and a graph output other than the loss
+ * computed per micro-batch (FG_UNIMPLEMENTED, naming the nodes). */
+fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
+                         int n_batch_inputs, int loss_reduction, fg_status *status);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,408 @@
+/* fg_micro_batch: GPipe-style micro-batches inside one training step. See
+ * flowgraph/dist.h.
+ *
+ * The rewrite copies, once per micro-batch, every node that depends on a
+ * batch input (the forward pass, the loss, the backward pass), with the
+ * batch inputs replaced by shards of them (the shard op, as
+ * fg_data_parallel's replicas), and keeps one copy of everything else:
+ * variables, constants, the optimizer updates and what follows them. At
+ * each output of fg_gradients that an update consumes (directly or through
+ * clipping), the micro-batches' gradients are combined, weighted by their
+ * rows (each micro-batch's loss is a mean over its rows), so the update
+ * sees the full batch's gradient. Nothing else ties micro-batch k to k+1,
+ * so on a model split across devices or processes the executor runs k+1's
+ * first stage while k is in the next one: the pipeline falls out of the
+ * dataflow schedule, with no scheduler of its own. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flowgraph/dist.h"
+#include "graph/builders_internal.h"
+#include "graph/op_table.h"
+
+/* Per-node marks of the original graph. */
+enum {
+  DEP = 1,     /* depends on a batch input: copied per micro-batch */
+  SINGLE = 2,  /* an update, or after one: one copy */
+  ON_PATH = 4, /* between fg_gradients and an update (clipping): one copy,
+                  reading the combined gradients */
+  GRAD_SRC = 8 /* an output of fg_gradients an update consumes */
+};
+
+typedef struct mb {
+  const fg_graph *g;
+  fg_graph *ng;
+  int m; /* micro-batches */
+  int loss_sum;
+  char *mark;
+  int *map;        /* [k * n_nodes + node]: the copy for micro-batch k */
+  fg_output *comb; /* per node (output 0 .. ): combined gradient, lazily */
+  int *comb_off;   /* per node: first index into comb */
+  fg_output *rows; /* per micro-batch: its share of the rows (f64), once made */
+  int first_batch; /* node id of the first batch input (rows from it) */
+  fg_output full;  /* its placeholder in the new graph */
+  const char *const *batch;
+  int n_batch;
+} mb;
+
+static int grad_input(int op) {
+  switch (op) {
+  case FG_OP_APPLY_SGD: return 1;
+  case FG_OP_APPLY_MOMENTUM: return 2;
+  case FG_OP_APPLY_ADAM: return 3;
+  default: return -1;
+  }
+}
+
+static int *mapped(mb *d, int k, int node) { return &d->map[(size_t)k * d->g->n_nodes + node]; }
+
+static int per_batch(const mb *d, int node) {
+  return (d->mark[node] & DEP) && !(d->mark[node] & (SINGLE | ON_PATH));
+}
+
+static const char *copy_name(int k, const char *name, char *buf, size_t size) {
+  snprintf(buf, size, "micro_batch_%d/%s", k, name);
+  return buf;
+}
+
+/* Micro-batch k's share of the batch, rows_k / rows, as `dt`: the
+ * elements of its shard of the first batch input over the input's (every
+ * batch input is cut alike, fg_shard_rows, and every row of one input has
+ * as many elements). */
+static fg_output share_of(mb *d, int k, fg_dtype dt) {
+  if (d->rows[k].node < 0) {
+    fg_output part = fg_numel(d->ng, (fg_output){*mapped(d, k, d->first_batch), 0}, FG_F64);
+    fg_output all = fg_numel(d->ng, d->full, FG_F64);
+    d->rows[k] = fg_div(d->ng, part, all);
+  }
+  return dt == FG_F64 ? d->rows[k] : fg_cast(d->ng, d->rows[k], dt);
+}
+
+/* sum_k x_k * share_k (a loss summed over rows: sum_k x_k), in k order,
+ * under `scope`; named `name` when not NULL. */
+static fg_output combine(mb *d, const fg_output *x, fg_dtype dt, const char *scope,
+                         const char *name) {
+  fg_graph_set_scope(d->ng, scope);
+  fg_output out = FG_NO_OUTPUT;
+  for (int k = 0; k < d->m; k++) {
+    fg_output term = d->loss_sum ? x[k] : fg_mul(d->ng, x[k], share_of(d, k, dt));
+    out = k == 0 ? term : fg_add(d->ng, out, term);
+  }
+  fg_graph_set_scope(d->ng, NULL);
+  if (name) out = fg_set_name(d->ng, out, name);
+  return out;
+}
+
+static int fail(fg_status *st, fg_code code, const char *fmt, const char *a, const char *b) {
+  fg_status_set(st, code, fmt, a, b);
+  return -1;
+}
+
+static int is_batch(const mb *d, const fg_node *nd) {
+  if (nd->op != FG_OP_PLACEHOLDER) return 0;
+  for (int b = 0; b < d->n_batch; b++)
+    if (strcmp(d->batch[b], nd->name) == 0) return 1;
+  return 0;
+}
+
+/* Marks, in one forward sweep (node ids are topological), then one walk
+ * back from every update's gradient input to the outputs of fg_gradients
+ * (nodes named "gradients*"), marking the nodes between ON_PATH: as
+ * PyTorch's clip_grad_norm_ after accumulating micro-batches, they compute
+ * once, on the full batch's gradients. */
+static int mark_nodes(mb *d, fg_status *st) {
+  const fg_graph *g = d->g;
+  int *stack = malloc(((size_t)g->n_nodes + 1) * sizeof *stack);
+  if (!stack) return fail(st, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory%s%s", "", "");
+  int n_updates = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const fg_node *nd = &g->nodes[i];
+    if (is_batch(d, nd)) d->mark[i] |= DEP;
+    if (grad_input(nd->op) >= 0) {
+      d->mark[i] |= SINGLE;
+      n_updates++;
+    }
+    for (int k = 0; k < nd->n_inputs; k++)
+      d->mark[i] |= d->mark[nd->inputs[k].node] & (DEP | SINGLE);
+  }
+  if (n_updates == 0) {
+    free(stack);
+    return fail(st, FG_INVALID_ARGUMENT,
+                "fg_micro_batch: the graph has no optimizer update (apply_*)%s%s; build it with "
+                "fg_minimize first",
+                "", "");
+  }
+  for (int u = 0; u < g->n_nodes; u++) {
+    int gi = grad_input(g->nodes[u].op);
+    if (gi < 0 || gi >= g->nodes[u].n_inputs) continue;
+    int top = 0;
+    stack[top++] = g->nodes[u].inputs[gi].node;
+    while (top > 0) {
+      int i = stack[--top];
+      const fg_node *nd = &g->nodes[i];
+      if (d->mark[i] & (GRAD_SRC | ON_PATH)) continue;
+      if (strncmp(nd->name, "gradients", 9) == 0) {
+        d->mark[i] |= GRAD_SRC;
+        continue;
+      }
+      /* Not from fg_gradients and not fed by the batch (a constant
+       * gradient, a variable's own term): one copy serves every
+       * micro-batch as it is. */
+      if (!(d->mark[i] & DEP)) continue;
+      if (is_batch(d, nd)) {
+        free(stack);
+        return fail(st, FG_UNIMPLEMENTED,
+                    "fg_micro_batch: the gradient of update '%s' depends on batch input '%s' "
+                    "outside fg_gradients: it cannot be combined over micro-batches",
+                    g->nodes[u].name, nd->name);
+      }
+      d->mark[i] |= ON_PATH;
+      for (int k = 0; k < nd->n_inputs; k++)
+        stack[top++] = nd->inputs[k].node;
+    }
+  }
+  free(stack);
+  return 0;
+}
+
+/* The micro-batches' gradient output `src` combined (made on first use). */
+static fg_output combined(mb *d, fg_output src) {
+  fg_output *slot = &d->comb[d->comb_off[src.node] + src.index];
+  if (slot->node >= 0) return *slot;
+  fg_output *x = malloc((size_t)d->m * sizeof *x);
+  if (!x) {
+    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+    return FG_NO_OUTPUT;
+  }
+  for (int k = 0; k < d->m; k++)
+    x[k] = (fg_output){*mapped(d, k, src.node), src.index};
+  const fg_tinfo *ti = fg_graph_tinfo(d->g, src);
+  /* Named under "gradients/" so that fg_data_parallel, applied after this
+   * rewrite (hybrid runs), all-reduces the combined gradient once per step
+   * rather than every micro-batch's. */
+  char scope[300];
+  snprintf(scope, sizeof scope, "gradients/micro_batch/%s/", d->g->nodes[src.node].name);
+  *slot = combine(d, x, ti ? ti->dtype : FG_F32, scope, NULL);
+  free(x);
+  return *slot;
+}
+
+/* Input k of single-copy node i in the new graph. A per-micro-batch input
+ * is either a gradient to combine, or a control input (fg_minimize's wait
+ * for all gradients), which then waits for every micro-batch's copy. */
+static fg_output single_input(mb *d, int i, int k) {
+  const fg_node *nd = &d->g->nodes[i];
+  fg_output src = nd->inputs[k];
+  if (d->mark[src.node] & GRAD_SRC && per_batch(d, src.node)) return combined(d, src);
+  if (!per_batch(d, src.node)) return (fg_output){*mapped(d, 0, src.node), src.index};
+  int control = nd->op == FG_OP_GROUP ||
+                (fg_op_table[nd->op].mutable_inputs && k >= fg_op_table[nd->op].min_inputs);
+  if (!control) {
+    fg_graph_fail(d->ng, FG_UNIMPLEMENTED,
+                  "fg_micro_batch: '%s' runs once per step but reads '%s', which each "
+                  "micro-batch computes for itself",
+                  nd->name, d->g->nodes[src.node].name);
+    return FG_NO_OUTPUT;
+  }
+  fg_output *w = malloc((size_t)d->m * sizeof *w);
+  if (!w) {
+    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+    return FG_NO_OUTPUT;
+  }
+  for (int q = 0; q < d->m; q++)
+    w[q] = (fg_output){*mapped(d, q, src.node), src.index};
+  char name[300];
+  snprintf(name, sizeof name, "micro_batch/%s", d->g->nodes[src.node].name);
+  int have = fg_graph_find(d->ng, name);
+  fg_output all = have >= 0 ? (fg_output){have, 0} : fg_op(d->ng, "group", name, w, d->m, NULL);
+  free(w);
+  return all;
+}
+
+/* A copy of node i with inputs `in`, named `name`, on i's device. */
+static fg_output copy_node(mb *d, int i, const fg_output *in, int n_in, const char *name, int k) {
+  const fg_node *nd = &d->g->nodes[i];
+  fg_output o = fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
+  if (o.node < 0) return o;
+  if (nd->device) fg_set_device(d->ng, o, nd->device);
+  /* The colocation attribute names a node of `g`; in micro-batch k it
+   * must name that node's copy in k when the node is copied per batch. */
+  int f = fg_node_colocate(d->g, nd);
+  if (k >= 0 && f >= 0 && per_batch(d, f)) {
+    char buf[600];
+    if (fg_attrs_set_string(&d->ng->nodes[o.node].attrs, FG_COLOCATE_ATTR,
+                            copy_name(k, d->g->nodes[f].name, buf, sizeof buf)) != 0)
+      fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+  }
+  return o;
+}
+
+static void emit(mb *d, int i) {
+  const fg_graph *g = d->g;
+  const fg_node *nd = &g->nodes[i];
+  if (nd->op == FG_OP_PLACEHOLDER) {
+    fg_output ph = copy_node(d, i, NULL, 0, nd->name, -1);
+    if (i == d->first_batch) d->full = ph;
+    for (int k = 0; k < d->m; k++) {
+      fg_output o = ph;
+      if (is_batch(d, nd)) {
+        char name[300];
+        fg_attrs *a = fg_attrs_new();
+        fg_attrs_set_int(a, "index", k);
+        fg_attrs_set_int(a, "count", d->m);
+        snprintf(name, sizeof name, "micro_batch_%d/%s/shard", k, nd->name);
+        o = fg_op(d->ng, "shard", name, &ph, 1, a);
+        fg_attrs_free(a);
+        if (nd->device && o.node >= 0) fg_set_device(d->ng, o, nd->device);
+      }
+      *mapped(d, k, i) = o.node;
+    }
+    return;
+  }
+  fg_output stack_in[8],
+      *in = nd->n_inputs <= 8 ? stack_in : malloc((size_t)nd->n_inputs * sizeof *in);
+  if (!in) {
+    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+    return;
+  }
+  if (!per_batch(d, i)) {
+    for (int k = 0; k < nd->n_inputs; k++)
+      in[k] = single_input(d, i, k);
+    fg_output o = copy_node(d, i, in, nd->n_inputs, nd->name, -1);
+    for (int k = 0; k < d->m; k++)
+      *mapped(d, k, i) = o.node;
+  } else {
+    for (int k = 0; k < d->m && !fg_graph_failed(d->ng); k++) {
+      for (int q = 0; q < nd->n_inputs; q++)
+        in[q] = (fg_output){*mapped(d, k, nd->inputs[q].node), nd->inputs[q].index};
+      char buf[600];
+      fg_output o = copy_node(d, i, in, nd->n_inputs, copy_name(k, nd->name, buf, sizeof buf), k);
+      *mapped(d, k, i) = o.node;
+    }
+  }
+  if (in != stack_in) free(in);
+}
+
+fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
+                         int n_batch_inputs, int loss_reduction, fg_status *st) {
+  if (!g || micro_batches < 1 || micro_batches > FG_MAX_MICRO_BATCHES || n_batch_inputs < 1 ||
+      !batch_inputs || (loss_reduction != FG_DP_LOSS_MEAN && loss_reduction != FG_DP_LOSS_SUM)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_micro_batch: %s (micro_batches %d must be 1 to %d, at least one batch "
+                  "input (%d given), loss_reduction %d must be FG_DP_LOSS_MEAN or _SUM)",
+                  !g ? "graph is NULL" : "bad argument", micro_batches, FG_MAX_MICRO_BATCHES,
+                  n_batch_inputs, loss_reduction);
+    return NULL;
+  }
+  if (fg_graph_status(g, st) != FG_OK) return NULL;
+  mb d = {.g = g,
+          .m = micro_batches,
+          .loss_sum = loss_reduction == FG_DP_LOSS_SUM,
+          .batch = batch_inputs,
+          .n_batch = n_batch_inputs,
+          .first_batch = -1};
+  for (int b = 0; b < n_batch_inputs; b++) {
+    int id = batch_inputs[b] ? fg_graph_find(g, batch_inputs[b]) : -1;
+    if (id < 0 || g->nodes[id].op != FG_OP_PLACEHOLDER) {
+      fail(st, id < 0 ? FG_NOT_FOUND : FG_INVALID_ARGUMENT, "fg_micro_batch: batch input '%s' %s",
+           batch_inputs[b] ? batch_inputs[b] : "(null)",
+           id < 0 ? "is not a node of the graph" : "is not a placeholder");
+      return NULL;
+    }
+    if (d.first_batch < 0 || id < d.first_batch) d.first_batch = id;
+  }
+  const char *loss_name = fg_graph_metadata(g, "loss");
+  const char *target_name = fg_graph_metadata(g, "train_target");
+  fg_output loss = loss_name ? fg_graph_find_output(g, loss_name) : FG_NO_OUTPUT;
+  if (loss.node < 0 || !target_name || fg_graph_find(g, target_name) < 0) {
+    fail(st, FG_INVALID_ARGUMENT,
+         "fg_micro_batch: the graph needs metadata \"loss\" and \"train_target\" naming nodes "
+         "(as fg_minimize records them); found loss '%s', train_target '%s'",
+         loss_name ? loss_name : "(none)", target_name ? target_name : "(none)");
+    return NULL;
+  }
+  fg_graph *result = NULL;
+  size_t n = (size_t)g->n_nodes;
+  d.mark = calloc(n + 1, 1);
+  d.map = malloc(n * (size_t)micro_batches * sizeof *d.map + 1);
+  d.comb_off = malloc((n + 1) * sizeof *d.comb_off);
+  d.rows = malloc((size_t)micro_batches * sizeof *d.rows);
+  if (!d.mark || !d.map || !d.comb_off || !d.rows) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+    goto out;
+  }
+  int n_out = 0;
+  for (size_t i = 0; i < n; i++) {
+    d.comb_off[i] = n_out;
+    n_out += g->nodes[i].n_outputs > 0 ? g->nodes[i].n_outputs : 1;
+  }
+  d.comb = malloc(((size_t)n_out + 1) * sizeof *d.comb);
+  if (!d.comb) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+    goto out;
+  }
+  for (int j = 0; j < n_out; j++)
+    d.comb[j] = FG_NO_OUTPUT;
+  for (int k = 0; k < micro_batches; k++)
+    d.rows[k] = FG_NO_OUTPUT;
+  if (mark_nodes(&d, st) != 0) goto out;
+  if (!(d.mark[loss.node] & DEP)) {
+    fail(st, FG_INVALID_ARGUMENT,
+         "fg_micro_batch: loss '%s' does not depend on any batch input (first '%s'): there is "
+         "nothing to cut into micro-batches",
+         loss_name, batch_inputs[0]);
+    goto out;
+  }
+  d.ng = fg_graph_new();
+  if (!d.ng) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < g->n_nodes && !fg_graph_failed(d.ng); i++)
+    emit(&d, i);
+  /* The full batch's loss under the loss's own name (the copies carry a
+   * micro_batch_K/ prefix), so fetching it by name still works. */
+  if (!fg_graph_failed(d.ng) && per_batch(&d, loss.node)) {
+    fg_output *x = malloc((size_t)micro_batches * sizeof *x);
+    if (!x) {
+      fg_graph_fail(d.ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+    } else {
+      for (int k = 0; k < micro_batches; k++)
+        x[k] = (fg_output){*mapped(&d, k, loss.node), loss.index};
+      const fg_tinfo *lt = fg_graph_tinfo(g, loss);
+      combine(&d, x, lt ? lt->dtype : FG_F32, "micro_batch/loss/", loss_name);
+      free(x);
+    }
+  }
+  for (int i = 0; i < g->n_outputs && !fg_graph_failed(d.ng); i++) {
+    fg_output o = g->outputs[i];
+    if (o.node == loss.node && o.index == loss.index) continue; /* by name instead */
+    if (per_batch(&d, o.node)) {
+      fg_graph_fail(d.ng, FG_UNIMPLEMENTED,
+                    "fg_micro_batch: graph output '%s' is computed per micro-batch; only the "
+                    "loss is combined",
+                    g->nodes[o.node].name);
+      break;
+    }
+    fg_graph_add_output(d.ng, (fg_output){*mapped(&d, 0, o.node), o.index});
+  }
+  for (int i = 0; i < g->n_meta; i++)
+    fg_graph_set_metadata(d.ng, g->meta_keys[i], g->meta_vals[i]);
+  if (loss.index != 0) fg_graph_set_metadata(d.ng, "loss", loss_name);
+  char num[32];
+  snprintf(num, sizeof num, "%d", micro_batches);
+  fg_graph_set_metadata(d.ng, "micro_batches", num);
+  if (fg_graph_status(d.ng, st) != FG_OK) goto out;
+  result = d.ng;
+  d.ng = NULL;
+  fg_status_clear(st);
+out:
+  fg_graph_free(d.ng);
+  free(d.mark);
+  free(d.map);
+  free(d.comb_off);
+  free(d.comb);
+  free(d.rows);
+  return result;
+}

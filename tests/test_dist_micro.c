@@ -1,0 +1,273 @@
+/* fg_micro_batch (label dist): GPipe-style micro-batches. The digits MLP
+ * split over cpu:0 (layers 1-2) and cpu:1 (layer 3, the loss), cut into
+ * micro-batches, must train like one device on the full batch: the
+ * reference is that plain run, a different computation (one matmul over
+ * all rows instead of the rows-weighted sum of per-shard gradients), so the
+ * tolerance is rounding's: 1e-5 relative in f32, 1e-12 in f64. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fgtest.h"
+#include "graph/graph_internal.h"
+#include "test_dist_util.h"
+
+#define STEPS 5
+
+static const char *const batch_xy[2] = {"x", "y"};
+
+static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
+
+/* Trains `steps` steps of `batches` rows (NULL: 64) on the plain graph and
+ * on its micro-batched, model-parallel twin; compares losses and every
+ * variable. */
+static void check_matches_full_batch(fg_dtype dt, const fg_optimizer_config *cfg, int micro,
+                                     const int *batches, int loss_sum) {
+  fg_status *st = fg_status_new();
+  fg_graph *g1 = dist_mlp_cfg(dt, cfg, NULL, NULL);
+  fg_graph *g2 = dist_mlp_cfg(dt, cfg, "cpu:0", "cpu:1");
+  fg_graph *mg = fg_micro_batch(g2, micro, batch_xy, 2, loss_sum, st);
+  if (!mg) fprintf(stderr, "fg_micro_batch: %s\n", fg_status_message(st));
+  FG_REQUIRE(mg != NULL);
+  fg_session *s1 = fg_session_new(g1, NULL, st), *s2 = fg_session_new(mg, NULL, st);
+  if (!s2) fprintf(stderr, "session: %s\n", fg_status_message(st));
+  FG_REQUIRE(s1 && s2);
+  FG_CHECK_INT(fg_partition_num_devices(fg_session_partition(s2)), 2);
+  double l1[STEPS], l2[STEPS];
+  FG_REQUIRE(dist_train_batches(s1, dt, STEPS, batches, 64, l1, st) == 0);
+  int rc = dist_train_batches(s2, dt, STEPS, batches, 64, l2, st);
+  if (rc != 0) fprintf(stderr, "micro-batched run: %s\n", fg_status_message(st));
+  FG_REQUIRE(rc == 0);
+  double tol = dt == FG_F32 ? 1e-5 : 1e-12;
+  for (int k = 0; k < STEPS; k++) {
+    FG_CHECK(rel(l2[k], l1[k]) < tol);
+    if (rel(l2[k], l1[k]) >= tol) fprintf(stderr, "step %d: %.17g vs %.17g\n", k, l2[k], l1[k]);
+  }
+  /* It trained: the loss moved. */
+  FG_CHECK(fabs(l1[STEPS - 1] - l1[0]) > 1e-3);
+  for (int v = 0; v < 6; v++) {
+    double dv = dist_var_diff(s2, dist_var_names[v], s1, dist_var_names[v]);
+    FG_CHECK(dv >= 0 && dv < tol);
+    if (!(dv >= 0 && dv < tol)) fprintf(stderr, "%s: %g\n", dist_var_names[v], dv);
+  }
+  fg_session_free(s1);
+  fg_session_free(s2);
+  fg_graph_free(g1);
+  fg_graph_free(g2);
+  fg_graph_free(mg);
+  fg_status_free(st);
+}
+
+static void sgd(fg_optimizer_config *c) {
+  fg_optimizer_config_init(c, FG_OPTIMIZER_SGD);
+  c->learning_rate = 0.1;
+}
+
+FG_TEST(micro_batch_4_matches_full_batch_f32, "dist") {
+  fg_optimizer_config c;
+  sgd(&c);
+  check_matches_full_batch(FG_F32, &c, 4, NULL, FG_DP_LOSS_MEAN);
+}
+
+FG_TEST(micro_batch_4_matches_full_batch_f64, "dist") {
+  fg_optimizer_config c;
+  sgd(&c);
+  check_matches_full_batch(FG_F64, &c, 4, NULL, FG_DP_LOSS_MEAN);
+}
+
+/* Batches of 30, 7 and 64 rows over 3 micro-batches: 10+10+10, 3+2+2,
+ * 22+21+21; the rows-weighted sum is still the full batch's gradient. */
+FG_TEST(micro_batch_uneven_rows_match_full_batch, "dist") {
+  static const int batches[STEPS] = {30, 7, 64, 31, 9};
+  fg_optimizer_config c;
+  sgd(&c);
+  check_matches_full_batch(FG_F64, &c, 3, batches, FG_DP_LOSS_MEAN);
+}
+
+/* Adam with clipping by global norm: the clip runs once, on the combined
+ * gradients (as clip_grad_norm_ after accumulating in PyTorch), and Adam's
+ * L2 term reads the variables once. */
+FG_TEST(micro_batch_adam_clipped_matches_full_batch, "dist") {
+  fg_optimizer_config c;
+  fg_optimizer_config_init(&c, FG_OPTIMIZER_ADAM);
+  c.learning_rate = 2e-3;
+  c.clip_global_norm = 0.5;
+  c.weight_decay = 1e-3;
+  check_matches_full_batch(FG_F64, &c, 4, NULL, FG_DP_LOSS_MEAN);
+}
+
+/* One micro-batch is the original step: the weights are rows/rows = 1, so
+ * the same bits. */
+FG_TEST(micro_batch_one_is_the_plain_step, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
+  fg_graph *mg = fg_micro_batch(g, 1, batch_xy, 2, FG_DP_LOSS_MEAN, st);
+  FG_REQUIRE(mg != NULL);
+  fg_session *s1 = fg_session_new(g, NULL, st), *s2 = fg_session_new(mg, NULL, st);
+  FG_REQUIRE(s1 && s2);
+  double l1[STEPS], l2[STEPS];
+  FG_REQUIRE(dist_train(s1, FG_F32, STEPS, 64, l1, st) == 0);
+  FG_REQUIRE(dist_train(s2, FG_F32, STEPS, 64, l2, st) == 0);
+  for (int k = 0; k < STEPS; k++)
+    FG_CHECK(l1[k] == l2[k]);
+  FG_CHECK(dist_var_diff(s2, "dense1/w", s1, "dense1/w") == 0.0);
+  fg_session_free(s1);
+  fg_session_free(s2);
+  fg_graph_free(g);
+  fg_graph_free(mg);
+  fg_status_free(st);
+}
+
+/* Node ids of `g` that node i reaches through its inputs, as marks. */
+static void ancestors(const fg_graph *g, int i, char *seen) {
+  if (seen[i]) return;
+  seen[i] = 1;
+  for (int k = 0; k < g->nodes[i].n_inputs; k++)
+    ancestors(g, g->nodes[i].inputs[k].node, seen);
+}
+
+/* What makes the pipeline: micro-batch 1 never waits for micro-batch 0
+ * before the updates, and only one copy of each variable and update. */
+FG_TEST(micro_batch_graph_shape, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
+  fg_graph *mg = fg_micro_batch(g, 3, batch_xy, 2, FG_DP_LOSS_MEAN, st);
+  FG_REQUIRE(mg != NULL);
+  int updates = 0, updates0 = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    updates0 += strncmp(fg_node_op(g, i), "apply_", 6) == 0;
+  for (int i = 0; i < mg->n_nodes; i++)
+    updates += strncmp(fg_node_op(mg, i), "apply_", 6) == 0;
+  FG_CHECK_INT(updates, updates0);
+  FG_CHECK_INT(updates, 6);
+  FG_CHECK(fg_graph_find(mg, "dense1/w") >= 0);
+  FG_CHECK(fg_graph_find(mg, "micro_batch_1/dense1/w") < 0);
+  FG_CHECK(fg_graph_find(mg, "micro_batch_2/loss") >= 0);
+  FG_CHECK(fg_graph_find(mg, "loss") >= 0);
+  FG_CHECK(strcmp(fg_graph_metadata(mg, "micro_batches"), "3") == 0);
+  FG_CHECK(strcmp(fg_graph_metadata(mg, "train_target"), "train") == 0);
+  /* Every copy of micro-batch 1 is independent of micro-batch 0. */
+  char *seen = calloc((size_t)mg->n_nodes, 1);
+  int copies = 0;
+  for (int i = 0; i < mg->n_nodes; i++) {
+    if (strncmp(mg->nodes[i].name, "micro_batch_1/", 14) != 0) continue;
+    copies++;
+    memset(seen, 0, (size_t)mg->n_nodes);
+    ancestors(mg, i, seen);
+    for (int j = 0; j < mg->n_nodes; j++)
+      if (seen[j] && strncmp(mg->nodes[j].name, "micro_batch_0/", 14) == 0) {
+        FG_FAIL_AT("'%s' depends on '%s'", mg->nodes[i].name, mg->nodes[j].name);
+        j = mg->n_nodes;
+      }
+  }
+  FG_CHECK(copies > 20);
+  free(seen);
+  /* Layer 3's copies stay on cpu:1, layer 1's on cpu:0. */
+  fg_session *s = fg_session_new(mg, NULL, st);
+  FG_REQUIRE(s != NULL);
+  const fg_partition *p = fg_session_partition(s);
+  int d3 = fg_graph_find(mg, "micro_batch_2/loss"), d1 = fg_graph_find(mg, "dense1/w");
+  FG_CHECK_INT(fg_partition_node_device(p, d3), 1);
+  FG_CHECK_INT(fg_partition_node_device(p, d1), 0);
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_graph_free(mg);
+  fg_status_free(st);
+}
+
+/* Data parallelism over micro-batched replicas (2 replicas x 2
+ * micro-batches on cpu:0, cpu:1): the combined gradients are all-reduced
+ * once per step, and the step is still the full batch's. */
+FG_TEST(micro_batch_then_data_parallel, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g1 = dist_mlp(FG_F64, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
+  fg_graph *mg = fg_micro_batch(g1, 2, batch_xy, 2, FG_DP_LOSS_MEAN, st);
+  FG_REQUIRE(mg != NULL);
+  fg_graph *dg = fg_data_parallel(mg, 2, batch_xy, 2, NULL, st);
+  if (!dg) fprintf(stderr, "fg_data_parallel: %s\n", fg_status_message(st));
+  FG_REQUIRE(dg != NULL);
+  int reduces = 0;
+  for (int i = 0; i < dg->n_nodes; i++)
+    reduces += strcmp(fg_node_op(dg, i), "all_reduce") == 0;
+  /* Per replica: the row counts, and one bucket of the 6 gradients (4 KB
+   * to 64 KB, fused under 25 MB): 2 x 2, not one per micro-batch. */
+  FG_CHECK_INT(reduces, 4);
+  fg_session *s1 = fg_session_new(g1, NULL, st), *s2 = fg_session_new(dg, NULL, st);
+  if (!s2) fprintf(stderr, "session: %s\n", fg_status_message(st));
+  FG_REQUIRE(s1 && s2);
+  double l1[STEPS], l2[STEPS];
+  FG_REQUIRE(dist_train(s1, FG_F64, STEPS, 64, l1, st) == 0);
+  int rc = dist_train(s2, FG_F64, STEPS, 64, l2, st);
+  if (rc != 0) fprintf(stderr, "run: %s\n", fg_status_message(st));
+  FG_REQUIRE(rc == 0);
+  for (int k = 0; k < STEPS; k++)
+    FG_CHECK(rel(l2[k], l1[k]) < 1e-12);
+  FG_CHECK(dist_var_diff(s2, "dense2/w", s1, "dense2/w") < 1e-12);
+  fg_session_free(s1);
+  fg_session_free(s2);
+  fg_graph_free(g1);
+  fg_graph_free(mg);
+  fg_graph_free(dg);
+  fg_status_free(st);
+}
+
+static void check_refused(const fg_graph *g, int m, const char *const *batch, int n_batch, int loss,
+                          fg_code code, const char *msg) {
+  fg_status *st = fg_status_new();
+  fg_graph *mg = fg_micro_batch(g, m, batch, n_batch, loss, st);
+  FG_CHECK(mg == NULL);
+  FG_CHECK_INT(fg_status_code(st), code);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), msg);
+  fg_graph_free(mg);
+  fg_status_free(st);
+}
+
+FG_TEST(micro_batch_bad_calls_refused, "dist,badinput") {
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
+  const char *const nope[1] = {"nope"}, *const var[1] = {"dense1/w"}, *const null1[1] = {NULL};
+  check_refused(NULL, 2, batch_xy, 2, 0, FG_INVALID_ARGUMENT, "graph is NULL");
+  check_refused(g, 0, batch_xy, 2, 0, FG_INVALID_ARGUMENT, "micro_batches 0 must be 1 to 1024");
+  check_refused(g, 1025, batch_xy, 2, 0, FG_INVALID_ARGUMENT, "micro_batches 1025");
+  check_refused(g, 2, batch_xy, 0, 0, FG_INVALID_ARGUMENT, "at least one batch input (0 given)");
+  check_refused(g, 2, NULL, 2, 0, FG_INVALID_ARGUMENT, "bad argument");
+  check_refused(g, 2, batch_xy, 2, 7, FG_INVALID_ARGUMENT, "loss_reduction 7");
+  check_refused(g, 2, nope, 1, 0, FG_NOT_FOUND, "batch input 'nope' is not a node of the graph");
+  check_refused(g, 2, null1, 1, 0, FG_NOT_FOUND, "batch input '(null)'");
+  check_refused(g, 2, var, 1, 0, FG_INVALID_ARGUMENT,
+                "batch input 'dense1/w' is not a placeholder");
+  /* No training metadata: a forward graph. */
+  fg_graph *fwd = fg_graph_new();
+  int64_t xd[2] = {FG_DIM_UNKNOWN, 3};
+  fg_output x = fg_placeholder(fwd, "x", FG_F32, 2, xd);
+  fg_set_name(fwd, fg_relu(fwd, x), "y");
+  const char *const xs[1] = {"x"};
+  check_refused(fwd, 2, xs, 1, 0, FG_INVALID_ARGUMENT,
+                "needs metadata \"loss\" and \"train_target\" naming nodes");
+  fg_graph_set_metadata(fwd, "loss", "y");
+  fg_graph_set_metadata(fwd, "train_target", "y");
+  check_refused(fwd, 2, xs, 1, 0, FG_INVALID_ARGUMENT, "has no optimizer update (apply_*)");
+  fg_graph_free(fwd);
+  /* A batch input the loss does not read. */
+  fg_graph *g2 = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
+  int64_t zd[1] = {FG_DIM_UNKNOWN};
+  fg_placeholder(g2, "z", FG_F32, 1, zd);
+  const char *const zs[1] = {"z"};
+  check_refused(g2, 2, zs, 1, 0, FG_INVALID_ARGUMENT,
+                "loss 'loss' does not depend on any batch input (first 'z')");
+  fg_graph_free(g2);
+  /* A batch of 3 rows cannot feed 4 micro-batches: the run says so. */
+  fg_status *st = fg_status_new();
+  fg_graph *mg = fg_micro_batch(g, 4, batch_xy, 2, FG_DP_LOSS_MEAN, st);
+  FG_REQUIRE(mg != NULL);
+  fg_session *s = fg_session_new(mg, NULL, st);
+  FG_REQUIRE(s != NULL);
+  double loss;
+  FG_CHECK(dist_train(s, FG_F32, 1, 3, &loss, st) != 0);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "shard");
+  fprintf(stderr, "3 rows over 4 micro-batches: %s\n", fg_status_message(st));
+  fg_session_free(s);
+  fg_graph_free(mg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
