@@ -36,7 +36,9 @@ typedef struct mb {
   int m; /* micro-batches */
   int loss_sum;
   char *mark;
-  int *map;        /* [k * n_nodes + node]: the copy for micro-batch k */
+  int *map;  /* [k * n_nodes + node]: the copy for micro-batch k */
+  int *orig; /* per node: the copy under its own name (full batch) */
+  int loss_node;
   fg_output *comb; /* per node (output 0 .. ): combined gradient, lazily */
   int *comb_off;   /* per node: first index into comb */
   fg_output *rows; /* per micro-batch: its share of the rows (f64), once made */
@@ -258,6 +260,7 @@ static void emit(mb *d, int i) {
       }
       *mapped(d, k, i) = o.node;
     }
+    d->orig[i] = ph.node;
     return;
   }
   fg_output stack_in[8],
@@ -272,7 +275,17 @@ static void emit(mb *d, int i) {
     fg_output o = copy_node(d, i, in, nd->n_inputs, nd->name, -1);
     for (int k = 0; k < d->m; k++)
       *mapped(d, k, i) = o.node;
+    d->orig[i] = o.node;
   } else {
+    /* The node as it was, on the full batch, under its own name: what the
+     * training step does not run (the executor prunes it), but what
+     * `--eval`, inference and graph outputs fetch by name. The loss's name
+     * goes to the combined loss. */
+    for (int q = 0; q < nd->n_inputs; q++)
+      in[q] = (fg_output){d->orig[nd->inputs[q].node], nd->inputs[q].index};
+    char full[600];
+    if (i == d->loss_node) snprintf(full, sizeof full, "%s/full_batch", nd->name);
+    d->orig[i] = copy_node(d, i, in, nd->n_inputs, i == d->loss_node ? full : nd->name, -1).node;
     for (int k = 0; k < d->m && !fg_graph_failed(d->ng); k++) {
       for (int q = 0; q < nd->n_inputs; q++)
         in[q] = (fg_output){*mapped(d, k, nd->inputs[q].node), nd->inputs[q].index};
@@ -315,6 +328,12 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
   const char *loss_name = fg_graph_metadata(g, "loss");
   const char *target_name = fg_graph_metadata(g, "train_target");
   fg_output loss = loss_name ? fg_graph_find_output(g, loss_name) : FG_NO_OUTPUT;
+  if (loss.node >= 0 && loss.index != 0) {
+    fail(st, FG_UNIMPLEMENTED,
+         "fg_micro_batch: loss '%s' is not output 0 of node '%s'; name a single-output loss",
+         loss_name, g->nodes[loss.node].name);
+    return NULL;
+  }
   if (loss.node < 0 || !target_name || fg_graph_find(g, target_name) < 0) {
     fail(st, FG_INVALID_ARGUMENT,
          "fg_micro_batch: the graph needs metadata \"loss\" and \"train_target\" naming nodes "
@@ -326,9 +345,11 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
   size_t n = (size_t)g->n_nodes;
   d.mark = calloc(n + 1, 1);
   d.map = malloc(n * (size_t)micro_batches * sizeof *d.map + 1);
+  d.orig = malloc((n + 1) * sizeof *d.orig);
+  d.loss_node = loss.node;
   d.comb_off = malloc((n + 1) * sizeof *d.comb_off);
   d.rows = malloc((size_t)micro_batches * sizeof *d.rows);
-  if (!d.mark || !d.map || !d.comb_off || !d.rows) {
+  if (!d.mark || !d.map || !d.orig || !d.comb_off || !d.rows) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
     goto out;
   }
@@ -377,19 +398,15 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
   }
   for (int i = 0; i < g->n_outputs && !fg_graph_failed(d.ng); i++) {
     fg_output o = g->outputs[i];
-    if (o.node == loss.node && o.index == loss.index) continue; /* by name instead */
-    if (per_batch(&d, o.node)) {
-      fg_graph_fail(d.ng, FG_UNIMPLEMENTED,
-                    "fg_micro_batch: graph output '%s' is computed per micro-batch; only the "
-                    "loss is combined",
-                    g->nodes[o.node].name);
-      break;
+    if (o.node == loss.node) {
+      int id = fg_graph_find(d.ng, loss_name);
+      if (id >= 0) fg_graph_add_output(d.ng, (fg_output){id, 0});
+      continue;
     }
-    fg_graph_add_output(d.ng, (fg_output){*mapped(&d, 0, o.node), o.index});
+    fg_graph_add_output(d.ng, (fg_output){d.orig[o.node], o.index});
   }
   for (int i = 0; i < g->n_meta; i++)
     fg_graph_set_metadata(d.ng, g->meta_keys[i], g->meta_vals[i]);
-  if (loss.index != 0) fg_graph_set_metadata(d.ng, "loss", loss_name);
   char num[32];
   snprintf(num, sizeof num, "%d", micro_batches);
   fg_graph_set_metadata(d.ng, "micro_batches", num);
@@ -401,6 +418,7 @@ out:
   fg_graph_free(d.ng);
   free(d.mark);
   free(d.map);
+  free(d.orig);
   free(d.comb_off);
   free(d.comb);
   free(d.rows);

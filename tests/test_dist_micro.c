@@ -145,6 +145,7 @@ FG_TEST(micro_batch_graph_shape, "dist") {
   FG_CHECK(fg_graph_find(mg, "micro_batch_1/dense1/w") < 0);
   FG_CHECK(fg_graph_find(mg, "micro_batch_2/loss") >= 0);
   FG_CHECK(fg_graph_find(mg, "loss") >= 0);
+  FG_CHECK(fg_graph_find(mg, "loss/full_batch") >= 0);
   FG_CHECK(strcmp(fg_graph_metadata(mg, "micro_batches"), "3") == 0);
   FG_CHECK(strcmp(fg_graph_metadata(mg, "train_target"), "train") == 0);
   /* Every copy of micro-batch 1 is independent of micro-batch 0. */
@@ -269,5 +270,37 @@ FG_TEST(micro_batch_bad_calls_refused, "dist,badinput") {
   fg_session_free(s);
   fg_graph_free(mg);
   fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* The original nodes stay under their own names on the full batch: the
+ * full-batch loss fetched by name is the plain graph's, bit for bit, and
+ * fetching only it runs no micro-batch. */
+FG_TEST(micro_batch_keeps_the_full_batch_nodes, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
+  fg_graph *mg = fg_micro_batch(g, 4, batch_xy, 2, FG_DP_LOSS_MEAN, st);
+  FG_REQUIRE(mg != NULL);
+  fg_session *s1 = fg_session_new(g, NULL, st), *s2 = fg_session_new(mg, NULL, st);
+  FG_REQUIRE(s1 && s2);
+  fg_tensor *x, *y;
+  FG_REQUIRE(dist_batch(FG_F32, 0, 3, &x, &y) == 0);
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *f1 = "loss", *f2 = "loss/full_batch";
+  fg_tensor *o1 = NULL, *o2 = NULL;
+  FG_REQUIRE(fg_session_run(s1, feeds, 2, &f1, 1, &o1, NULL, 0, st) == 0);
+  /* 3 rows: 4 micro-batches could not run, the full batch can. */
+  int rc = fg_session_run(s2, feeds, 2, &f2, 1, &o2, NULL, 0, st);
+  if (rc != 0) fprintf(stderr, "%s\n", fg_status_message(st));
+  FG_REQUIRE(rc == 0);
+  FG_CHECK(*(const float *)fg_tensor_data(o1) == *(const float *)fg_tensor_data(o2));
+  fg_tensor_free(o1);
+  fg_tensor_free(o2);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  fg_session_free(s1);
+  fg_session_free(s2);
+  fg_graph_free(g);
+  fg_graph_free(mg);
   fg_status_free(st);
 }

@@ -355,7 +355,11 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
  * "gradients/micro_batch/", so each update applies the full batch's
  * gradient once. The loss keeps its name as the same weighted
  * combination, so metadata "loss" and "train_target" still work and
- * `flowgraph train` runs the result unchanged.
+ * `flowgraph train` runs the result unchanged. The nodes that are copied
+ * also stay as they were, under their own names, on the full batch (the
+ * original loss as "<loss>/full_batch"): the training step never runs
+ * them (the executor prunes what its fetches do not need), but evaluation,
+ * inference and `g`'s graph outputs fetch them by name.
  *
  * Why: on a model split across devices or processes (layer 1 on cpu:0 or
  * rank:0/, layer 2 on cpu:1 or rank:1/), one batch keeps one stage busy at
@@ -373,8 +377,8 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
  * updates, a loss that does not depend on the batch inputs (all
  * FG_INVALID_ARGUMENT or FG_NOT_FOUND); an update whose gradient reaches a
  * batch input outside fg_gradients, a node that runs once per step reading
- * a per-micro-batch tensor as data, and a graph output other than the loss
- * computed per micro-batch (FG_UNIMPLEMENTED, naming the nodes). */
+ * a per-micro-batch tensor as data, and a loss that is not output 0 of its
+ * node (FG_UNIMPLEMENTED, naming the nodes). */
 fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
                          int n_batch_inputs, int loss_reduction, fg_status *status);
 
