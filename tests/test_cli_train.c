@@ -316,3 +316,83 @@ FG_TEST(train_digits_reaches_096, "") {
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
+
+/* --micro-batches: each step's batch cut into micro-batches whose
+ * gradients are combined by rows is still the step on the whole batch: the
+ * hand-computed SGD reference (16-row steps as 6 + 5 + 5, the last 8 rows
+ * as 3 + 3 + 2). `sum`: a loss summed over rows, with --dist-loss sum. */
+static void micro_and_compare(const char *micro, int sum) {
+  FG_REQUIRE(make_tmpdir());
+  const char *model = tpath("lin.fgb"), *saved = tpath("trained.fgb");
+  FG_REQUIRE(build_linreg_loss(model, 0, LR, sum) == 0);
+  FG_REQUIRE(write_linreg_data("x.npy", "y.npy", LIN_ROWS, LIN_ROWS) == 0);
+  char xi[600], yi[600];
+  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
+  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  cli_result r;
+  FG_REQUIRE(cli(&r, "train", model, "-i", xi, "-i", yi, "--batch", "16", "--epochs", "2",
+                 "--micro-batches", micro, "--dist-loss", sum ? "sum" : "mean", "--save", saved,
+                 NULL) == 0);
+  CHECK_OK(r);
+  char says[64];
+  snprintf(says, sizeof says, ", %s micro-batches per step\n", micro);
+  FG_CHECK_STR_CONTAINS(r.out, says);
+  linp p;
+  double want[2], got[8];
+  lin_train_reference_loss(16, 2, 0, 0, LR, sum, &p, want);
+  FG_CHECK_INT(parse_epochs(r.out, got, 8, NULL, NULL), 2);
+  for (int e = 0; e < 2; e++)
+    FG_CHECK_NEAR(got[e], want[e], 1e-4 * fmax(1.0, fabs(want[e])));
+  float w[2], b[1];
+  FG_CHECK_INT(saved_variable(saved, "w", w, 2), 2);
+  FG_CHECK_INT(saved_variable(saved, "b", b, 1), 1);
+  FG_CHECK_NEAR(w[0], p.w[0], 1e-4);
+  FG_CHECK_NEAR(w[1], p.w[1], 1e-4);
+  FG_CHECK_NEAR(b[0], p.b, 1e-4);
+  /* It trained: w moved from its start. */
+  FG_CHECK(fabs(p.w[0] - LIN_W0) > 1e-3);
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
+FG_TEST(cli_train_micro_batches_match_reference, "dist") { micro_and_compare("3", 0); }
+FG_TEST(cli_train_micro_batches_loss_sum, "dist") { micro_and_compare("4", 1); }
+
+FG_TEST(cli_train_micro_batches_bad_args, "dist,badinput") {
+  FG_REQUIRE(make_tmpdir());
+  const char *model = tpath("lin.fgb");
+  FG_REQUIRE(build_linreg(model, 0, LR) == 0);
+  FG_REQUIRE(write_linreg_data("x.npy", "y.npy", LIN_ROWS, LIN_ROWS) == 0);
+  char xi[600], yi[600];
+  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
+  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  static const char *const bad[3] = {"0", "1025", "two"};
+  cli_result r;
+  for (int k = 0; k < 3; k++) {
+    cli(&r, "train", model, "-i", xi, "-i", yi, "--batch", "16", "--epochs", "1", "--micro-batches",
+        bad[k], NULL);
+    FG_CHECK_INT(r.code, 2);
+    FG_CHECK_STR_CONTAINS(r.err, "--micro-batches");
+    result_free(&r);
+  }
+  cli(&r, "train", model, "-i", xi, "-i", yi, "--batch", "16", "--epochs", "1", "--dist-loss",
+      "sum", NULL);
+  FG_CHECK_INT(r.code, 2);
+  FG_CHECK_STR_CONTAINS(r.err, "--dist-loss needs --dist mpi or --micro-batches");
+  result_free(&r);
+  /* 2-row batches cannot feed 3 micro-batches; nor can the last 8 rows of
+   * 16-row batches feed 9. Refused before the first step. */
+  cli(&r, "train", model, "-i", xi, "-i", yi, "--batch", "2", "--epochs", "1", "--micro-batches",
+      "3", NULL);
+  FG_CHECK(r.code != 0);
+  FG_CHECK_STR_CONTAINS(r.err, "--micro-batches 3: a batch of 2 rows gives 2 rows, fewer than the "
+                               "micro-batches (40 rows in all)");
+  FG_CHECK(strstr(r.out, "epoch 1/1") == NULL);
+  result_free(&r);
+  cli(&r, "train", model, "-i", xi, "-i", yi, "--batch", "16", "--epochs", "1", "--micro-batches",
+      "9", NULL);
+  FG_CHECK(r.code != 0);
+  FG_CHECK_STR_CONTAINS(r.err, "a batch of 8 rows (the last batch) gives 8 rows");
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}

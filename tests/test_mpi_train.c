@@ -602,7 +602,7 @@ static int setup_lin_mp(void) {
  * model (processes 0, 1 are replica 0's stages, 2, 3 replica 1's), each on
  * its half of every batch (uneven for batch 7), with each stage's
  * gradients all-reduced across the replicas. */
-static void check_model_parallel(int np, const char *batch) {
+static void check_model_parallel_with(int np, const char *batch, const char *micro) {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
   fg_status *st = fg_status_new();
@@ -622,7 +622,8 @@ static void check_model_parallel(int np, const char *batch) {
   fg_partition_free(p);
   fg_graph_free(g);
   run_result *res = malloc(sizeof *res);
-  mpi_train(np, "lin_mp.fgb", batch, NULL, "mp.fgb", res);
+  const char *extra[3] = {micro ? "--micro-batches" : NULL, micro, NULL};
+  mpi_train(np, "lin_mp.fgb", batch, extra, "mp.fgb", res);
   FG_CHECK_INT(res->status, 0);
   char xi[700], yi[700];
   lin_inputs(xi, yi);
@@ -632,8 +633,13 @@ static void check_model_parallel(int np, const char *batch) {
   FG_CHECK_INT(r.code, 0);
   float wm[2], bm[1];
   /* Model parallelism alone (np 2): the same kernels on the same rows. */
-  check_vs_single(res->out, r.out, "mp.fgb", atoi(batch), 0, np == 2, wm, bm);
-  if (np > 2) {
+  check_vs_single(res->out, r.out, "mp.fgb", atoi(batch), 0, np == 2 && !micro, wm, bm);
+  if (micro) {
+    char says[64];
+    snprintf(says, sizeof says, ", %s micro-batches per step\n", micro);
+    FG_CHECK_INT(count_substr(res->out, says), 1);
+  }
+  if (np > 2 && !micro) {
     /* The unsplit model's in-process replicas reduce the same gradients
      * in the same order: the same bits. */
     float wi[2], bi[1];
@@ -653,7 +659,19 @@ static void check_model_parallel(int np, const char *batch) {
   fgt_rmtree(tmpdir);
 }
 
+static void check_model_parallel(int np, const char *batch) {
+  check_model_parallel_with(np, batch, NULL);
+}
+
 FG_TEST(mpi_train_model_parallel_np2, "dist") { check_model_parallel(2, "8"); }
+/* Pipelined: each rank's stage runs on micro-batches (8 rows as 3 + 3 + 2),
+ * and the step is still the whole batch's. */
+FG_TEST(mpi_train_model_parallel_np2_micro_batches, "dist") {
+  check_model_parallel_with(2, "8", "3");
+}
+/* 2 replicas of the 2-stage model, each on its 4 rows as 2 micro-batches:
+ * the combined gradients are all-reduced between the replicas' stages. */
+FG_TEST(mpi_train_hybrid_np4_micro_batches, "dist") { check_model_parallel_with(4, "8", "2"); }
 FG_TEST(mpi_train_hybrid_np4, "dist") { check_model_parallel(4, "8"); }
 /* Batches of 7 split 4 + 3 over the replicas, the last (5) 3 + 2: the
  * row-weighted all_reduce, with rank 1 receiving the row counts. */

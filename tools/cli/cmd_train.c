@@ -44,6 +44,8 @@ typedef struct train_args {
    * process belongs to (its shard): the ranks for data parallelism, 1 for
    * model parallelism, processes / stages for both (hybrid). */
   int replicas, replica;
+  /* --micro-batches M: fg_micro_batch before anything else (1: off). */
+  int64_t micro;
 } train_args;
 
 /* One training feed: the whole .npy and a buffer for gathered rows. */
@@ -114,6 +116,8 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     } else if (cli_dist_opt(cmd, argc, argv, &i, &a->dist_mpi, &a->dist_timeout, &rc)) {
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-bucket", &v)) != 0) {
       rc = cli_int_opt(cmd, "--dist-bucket", r, v, 1, INT64_MAX, &a->dist_bucket);
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--micro-batches", &v)) != 0) {
+      rc = cli_int_opt(cmd, "--micro-batches", r, v, 1, FG_MAX_MICRO_BATCHES, &a->micro);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-loss", &v)) != 0) {
       if (r < 0 || (strcmp(v, "mean") != 0 && strcmp(v, "sum") != 0))
         return cli_usage(cmd, "--dist-loss needs mean or sum (how the loss adds up over rows)");
@@ -139,9 +143,12 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   if (!have_epochs) return cli_usage(cmd, "missing --epochs N");
   if (a->n_eval_inputs > 0 && a->n_evals == 0)
     return cli_usage(cmd, "--eval-input needs --eval NAME (what to compute on it)");
-  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_loss_given || dist_comm_given))
-    return cli_usage(cmd,
-                     "--dist-timeout, --dist-bucket, --dist-loss and --dist-comm need --dist mpi");
+  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_comm_given))
+    return cli_usage(cmd, "--dist-timeout, --dist-bucket and --dist-comm need --dist mpi");
+  /* The loss form matters wherever a batch is cut: across ranks, or into
+   * micro-batches. */
+  if (!a->dist_mpi && a->micro < 2 && dist_loss_given)
+    return cli_usage(cmd, "--dist-loss needs --dist mpi or --micro-batches");
   if (!a->dist_mpi && cli_dist_is_local_gpu(cli_session_limits.device))
     return cli_usage(cmd,
                      "--device cuda:local needs --dist mpi (each rank takes a GPU of its host)");
@@ -384,6 +391,46 @@ static int hybrid_comms(train_args *a, int stages, train_comms *c, fg_status *st
   return c->data ? 0 : -1;
 }
 
+/* --micro-batches M: every -i is a batch input, cut into M shards per
+ * step (fg_micro_batch); before the data-parallel rewrite, which then
+ * all-reduces the combined gradients. */
+static int rewrite_micro(const train_args *a, fg_graph **g, fg_status *st) {
+  if (a->micro < 2) return 0;
+  const char **names = calloc((size_t)a->n_inputs + 1, sizeof *names);
+  if (!names) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  for (int i = 0; i < a->n_inputs; i++)
+    names[i] = a->inputs[i].name;
+  fg_graph *mg = fg_micro_batch(*g, (int)a->micro, names, a->n_inputs,
+                                a->dist_loss_sum ? FG_DP_LOSS_SUM : FG_DP_LOSS_MEAN, st);
+  free(names);
+  if (!mg) return -1;
+  fg_graph_free(*g);
+  *g = mg;
+  return 0;
+}
+
+/* Every micro-batch needs a row: the smallest batch (the last one, or all
+ * the data when it is under one batch), cut over the replicas as
+ * fg_shard_rows does, must leave each at least M rows. */
+static int check_micro_rows(const train_args *a, int64_t n_rows, fg_status *st) {
+  if (a->micro < 2) return 0;
+  int64_t last = n_rows % a->batch, replicas = a->replicas > 0 ? a->replicas : 1;
+  int is_last = n_rows >= a->batch && last > 0;
+  int64_t small = n_rows < a->batch ? n_rows : is_last ? last : a->batch;
+  int64_t least = small / replicas; /* fg_shard_rows' smallest shard */
+  if (least >= a->micro) return 0;
+  fg_status_set(st, FG_INVALID_ARGUMENT,
+                "--micro-batches %" PRId64 ": a batch of %" PRId64 " rows%s gives %s%" PRId64
+                " rows, fewer than the micro-batches (%" PRId64 " rows in all); pick another "
+                "--batch or fewer micro-batches",
+                a->micro, small, is_last ? " (the last batch)" : "",
+                replicas > 1 ? "a replica " : "", least, n_rows);
+  return -1;
+}
+
 /* The replicas = 1 rewrite: this process (or process group) is one
  * replica; all_reduce buckets go on the gradients. */
 static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_status *st) {
@@ -417,12 +464,13 @@ static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_statu
  * (hybrid: the same rewrite, per stage). Non-zero ranks turn quiet and do
  * not save. */
 static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st) {
-  /* The bucket size and the loss form change the rewritten graph, and
+  /* The bucket size, the loss form and the micro-batches change the
+   * rewritten graph, and
    * ranks choosing different communicators (or only some resolving
    * cuda:local, a collective) would wait for each other: part of the M2
    * hash. */
-  int64_t shape[4] = {a->dist_bucket, a->dist_loss_sum, a->dist_comm,
-                      cli_dist_is_local_gpu(cli_session_limits.device)};
+  int64_t shape[5] = {a->dist_bucket, a->dist_loss_sum, a->dist_comm,
+                      cli_dist_is_local_gpu(cli_session_limits.device), a->micro};
   if (cli_dist_join("train", a->model, shape, sizeof shape, a->dist_timeout, &c->world, st) != 0)
     return -1;
   fg_partition *part = fg_partition_new(*g, NULL, st);
@@ -639,6 +687,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   if (!t.fetch || !t.outs) goto oom;
   /* Before resolve_names: the default names point into the graph, which
    * the rewrite replaces. */
+  if (rewrite_micro(a, &g, st) != 0) goto done;
   if (a->dist_mpi && dist_setup(a, &g, &t.c, st) != 0) goto done;
   if (resolve_names(g, a, st) != 0) goto done;
   t.fetch[0] = a->loss;
@@ -659,6 +708,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   int64_t n_rows = check_rows(a, &t.train, st);
   if (n_rows < 0) goto done;
   if (t.c.world && dist_check_batches(a, t.c.world, n_rows, st) != 0) goto done;
+  if (check_micro_rows(a, n_rows, st) != 0) goto done;
   if (a->save && cli_check_writable(a->save, "--save", st) != 0) goto done;
   int nf = t.train.n;
   t.bf = calloc((size_t)nf, sizeof *t.bf);
@@ -683,9 +733,11 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   if (t.c.data && fg_session_set_data_comm(t.s, t.c.data, st) != 0) goto done;
   if (!a->quiet)
     printf("training %s: target '%s', loss '%s', %" PRId64 " examples, batch %" PRId64 ", %" PRId64
-           " epoch%s%s\n",
+           " epoch%s%s",
            a->model, a->target, a->loss, n_rows, a->batch, a->epochs, a->epochs == 1 ? "" : "s",
            a->shuffle ? ", shuffled" : "");
+  if (!a->quiet && a->micro > 1) printf(", %" PRId64 " micro-batches per step", a->micro);
+  if (!a->quiet) printf("\n");
   if (train_epochs(&t, a, n_rows, st) != 0) goto done;
   /* Which path the gradients took, decided by the first all_reduce: one
    * shared segment when every rank is on this host, else MPI messages. */
@@ -732,7 +784,7 @@ const cli_command cli_train_command = {
     "[--shuffle SEED] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
     "[--eval-input NAME=FILE.npy ...] [--threads N] [--device NAME] [--quiet] [--check-numerics] "
     "[--max-memory BYTES] [--dist mpi [--dist-timeout SECONDS] [--dist-bucket BYTES] "
-    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl]]",
+    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl]] [--micro-batches M]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   training data for placeholder NAME; every -i is\n"
     "                              cut into batches along axis 0, so all need the\n"
@@ -782,12 +834,20 @@ const cli_command cli_train_command = {
     "  --dist-bucket BYTES         gradient bucket size (default 25 MB)\n"
     "  --dist-loss mean|sum        how the loss adds up over a batch's rows: mean\n"
     "                              (default; gradients are averaged, weighted by\n"
-    "                              each replica's rows) or sum (they are added)\n"
+    "                              each replica's (micro-batch's) rows) or sum\n"
+    "                              (they are added)\n"
     "  --dist-comm auto|mpi|nccl   the gradients' all_reduce on cuda:N devices: nccl\n"
     "                              on the GPUs' memory (one GPU per rank), or mpi\n"
     "                              through host memory; auto (default) takes NCCL\n"
     "                              where this build has it and no two ranks share\n"
-    "                              a GPU. cpu:N devices always use MPI\n\n"
+    "                              a GPU. cpu:N devices always use MPI\n"
+    "  --micro-batches M           cut every step's batch (each replica's shard)\n"
+    "                              into M micro-batches (1..1024), GPipe style:\n"
+    "                              forward and backward run per micro-batch, the\n"
+    "                              gradients are combined by rows and applied once,\n"
+    "                              so a model split over devices or ranks runs its\n"
+    "                              stages on different micro-batches at once; needs\n"
+    "                              M rows in every shard of every batch\n\n"
     "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
     "mean of the batch losses weighted by batch size and T the epoch's time with\n"
     "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"
