@@ -13,6 +13,10 @@
  *                               `independent`: no exchange at all, each rank
  *                               trains its shard alone (the machine's ceiling
  *                               for two processes)
+ *   dist_bench pipe M [BATCH]   images/s of a 4-layer MLP split over 2 ranks
+ *                               (model parallelism), each step of BATCH rows
+ *                               (default 256) in M micro-batches
+ *                               (fg_micro_batch): the pipeline
  *   dist_bench exchange         only a step's gradient all_reduces (32 MB),
  *                               ms/step: what the exchange costs when
  *                               nothing else runs
@@ -102,7 +106,7 @@ static int profile_step(fg_session *s, const fg_feed *feeds, const char *target,
   fg_run_options ro = {1};
   fg_run_metadata *md = NULL;
   if (fg_session_run_ex(s, feeds, 2, NULL, 0, NULL, &target, 1, &ro, &md, st) != 0) return -1;
-  int nodes = strcmp(getenv("FG_DP_PROFILE"), "nodes") == 0 && rank == 0;
+  int nodes = strcmp(getenv("FG_DP_PROFILE"), "nodes") == 0;
   const char *ops[64];
   double ms[64];
   int n_ops = 0;
@@ -118,8 +122,8 @@ static int profile_step(fg_session *s, const fg_feed *feeds, const char *target,
     }
     if (k < n_ops) ms[k] += d;
     if (nodes && d > 0.1)
-      printf("NODE %-44s %-12s thread %d %8.2f .. %8.2f ms\n", t->name, t->op, t->thread,
-             (double)t->start_ns / 1e6, (double)t->end_ns / 1e6);
+      printf("NODE rank %d %-44s %-12s thread %d %8.2f .. %8.2f ms\n", rank, t->name, t->op,
+             t->thread, (double)t->start_ns / 1e6, (double)t->end_ns / 1e6);
   }
   for (int k = 0; k < n_ops; k++)
     printf("PROF rank %d %-24s %8.2f ms\n", rank, ops[k], ms[k]);
@@ -169,6 +173,90 @@ static int exchange(fg_comm *c, fg_status *st) {
   for (int k = 0; k < 4; k++)
     free(buf[k]);
   return rc;
+}
+
+/* `pipe M`: a 4-layer MLP (1024-2048-2048-2048-1000, SGD) split
+ * over 2 ranks, layers 1-2 on rank 0 and 3-4 with the loss on rank 1 (6.3
+ * and 6.25 M multiply-adds per row: balanced stages), 1 thread per rank,
+ * its step cut into M micro-batches (fg_micro_batch; M = 1: the plain
+ * model-parallel step, where one rank waits while the other computes). */
+static fg_graph *build_mlp_pipe(fg_status *st) {
+  static const int widths[5] = {1024, 2048, 2048, 2048, 1000};
+  fg_graph *g = fg_graph_new();
+  if (!g) return NULL;
+  uint64_t rng = 42;
+  int64_t xd[2] = {FG_DIM_UNKNOWN, widths[0]}, yd[1] = {FG_DIM_UNKNOWN};
+  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd);
+  fg_output labels = fg_placeholder(g, "y", FG_I32, 1, yd);
+  for (int l = 0; l < 4; l++) {
+    const char *dev = l < 2 ? "rank:0/cpu:0" : "rank:1/cpu:0";
+    int64_t wd[2] = {widths[l], widths[l + 1]}, bd[1] = {widths[l + 1]};
+    double bound = 1.0 / sqrt((double)widths[l]);
+    fg_tensor *w = random_f32(2, wd, bound, &rng, st), *b = random_f32(1, bd, bound, &rng, st);
+    char wname[32], bname[32];
+    snprintf(wname, sizeof wname, "dense%d/w", l + 1);
+    snprintf(bname, sizeof bname, "dense%d/b", l + 1);
+    fg_output mm = fg_matmul(g, h, fg_variable(g, wname, w), 0, 0);
+    fg_set_device(g, mm, dev);
+    h = fg_add(g, mm, fg_variable(g, bname, b));
+    fg_set_device(g, h, dev);
+    if (l < 3) h = fg_set_device(g, fg_relu(g, h), dev);
+    fg_tensor_free(w);
+    fg_tensor_free(b);
+  }
+  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, labels), "loss");
+  fg_set_device(g, loss, "rank:1/cpu:0");
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  cfg.learning_rate = 0.01;
+  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
+  if (train.node < 0 || fg_graph_status(g, st) != FG_OK) {
+    fg_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
+  const int steps = 4, warmup = 1;
+  if (c->size != 2) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "pipe: run it on 2 ranks, not %d", c->size);
+    return -1;
+  }
+  fg_graph *g = build_mlp_pipe(st);
+  if (!g) return -1;
+  const char *bi[] = {"x", "y"};
+  fg_graph *mg = micro > 1 ? fg_micro_batch(g, micro, bi, 2, FG_DP_LOSS_MEAN, st) : g;
+  if (mg != g) fg_graph_free(g);
+  if (!mg) return -1;
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 1;
+  fg_session *s = fg_session_new(mg, &so, st);
+  if (!s || fg_session_set_comm(s, c, st) != 0) return -1;
+  int64_t xd[2] = {batch, 1024}, yd[1] = {batch};
+  uint64_t rng = 7;
+  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
+  for (int i = 0; i < batch; i++)
+    ((int32_t *)fg_tensor_data(y))[i] = (i * 37) % 1000;
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *target = fg_graph_metadata(mg, "train_target");
+  double t0 = 0;
+  for (int i = 0; i < warmup + steps; i++) {
+    if (i == warmup) t0 = now_s();
+    if (fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st) != 0) return -1;
+  }
+  double t = now_s() - t0;
+  if (getenv("FG_DP_PROFILE") && profile_step(s, feeds, target, c->rank, st) != 0) return -1;
+  if (c->rank == 0)
+    printf("FG pipeline mlp4_train ranks 2 threads 1 batch %d micro-batches %d: %.1f images/s "
+           "(%.1f ms/step)\n",
+           batch, micro, batch * steps / t, t / steps * 1e3);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  fg_session_free(s);
+  fg_graph_free(mg);
+  return 0;
 }
 
 static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
@@ -225,7 +313,8 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: dist_bench busbw | exchange | dp BUCKET_BYTES [inline|independent]\n");
+    fprintf(stderr, "usage: dist_bench busbw | exchange | dp BUCKET_BYTES [inline|independent] | "
+                    "pipe MICRO_BATCHES [BATCH]\n");
     return 2;
   }
   fg_status *st = fg_status_new();
@@ -233,6 +322,8 @@ int main(int argc, char **argv) {
   int rc = c ? 0 : -1;
   if (c && strcmp(argv[1], "busbw") == 0) rc = busbw(c, st);
   if (c && strcmp(argv[1], "exchange") == 0) rc = exchange(c, st);
+  if (c && strcmp(argv[1], "pipe") == 0)
+    rc = pipe_bench(c, argc > 2 ? atoi(argv[2]) : 1, argc > 3 ? atoi(argv[3]) : 256, st);
   if (c && strcmp(argv[1], "dp") == 0)
     rc = dp(c, argc > 2 ? atoll(argv[2]) : 0,
             argc < 4                              ? 0

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Distributed benchmarks (issue 6): MPI all-reduce bus bandwidth over 2 ranks,
 # data-parallel images/s of mlp_large_train on 2 ranks x 1 thread against
-# 1 rank x 1 thread, and a gradient bucket sweep (1, 4, 25 MB); then the
-# PyTorch DDP peer (bench/torch_ddp.py) when /usr/bin/python3 has torch.
+# 1 rank x 1 thread, and a gradient bucket sweep (1, 4, 25 MB); a model split
+# over 2 ranks in 1, 2, 4 and 8 micro-batches; then the PyTorch DDP peer
+# (bench/torch_ddp.py) when /usr/bin/python3 has torch.
 # Usage: bench/dist_bench.sh [BUILD_DIR]   (needs a build with MPI and mpirun)
 set -eu
 build=${1:-build}
@@ -42,6 +43,17 @@ for mb in 1 4 25; do
     echo "$line; dp_scaling $(awk -v a="$ips" -v b="$base" 'BEGIN { printf "%.2f", a / b }')x [target >= 1.8x]"
     if [ "$mode" = own-lane ]; then fgs="${fgs-} $mb=$ips"; fi
   done
+done
+# Pipeline parallelism (fg_micro_batch): a 4-layer MLP split over 2 ranks,
+# batch 1024 (micro-batches of 128 rows and more keep the matmuls
+# efficient), each step in M micro-batches against M = 1, where one rank
+# idles while the other computes.
+pbase=""
+for m in 1 2 4 8; do
+  line=$($run -np 2 "$out" pipe $m 1024 | grep '^FG')
+  ips=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
+  [ -n "$pbase" ] || pbase=$ips
+  echo "$line; $(awk -v a="$ips" -v b="$pbase" 'BEGIN { printf "%.2f", a / b }')x of 1 micro-batch"
 done
 # The PyTorch DDP (gloo) peer, bench/torch_ddp.py: same model, shards and
 # timing. Torch at its best setting (gradient_as_bucket_view=True) against

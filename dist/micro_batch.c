@@ -165,6 +165,14 @@ static int mark_nodes(mb *d, fg_status *st) {
     }
   }
   free(stack);
+  /* What reads a node that runs once runs once too (fg_minimize's group of
+   * the clipped gradients, say): it cannot be copied per micro-batch ahead
+   * of what it reads. */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const fg_node *nd = &g->nodes[i];
+    for (int k = 0; k < nd->n_inputs && !(d->mark[i] & (SINGLE | ON_PATH)); k++)
+      if (d->mark[nd->inputs[k].node] & (SINGLE | ON_PATH)) d->mark[i] |= SINGLE;
+  }
   return 0;
 }
 
@@ -240,27 +248,34 @@ static fg_output copy_node(mb *d, int i, const fg_output *in, int n_in, const ch
   return o;
 }
 
-static void emit(mb *d, int i) {
-  const fg_graph *g = d->g;
-  const fg_node *nd = &g->nodes[i];
-  if (nd->op == FG_OP_PLACEHOLDER) {
-    fg_output ph = copy_node(d, i, NULL, 0, nd->name, -1);
-    if (i == d->first_batch) d->full = ph;
-    for (int k = 0; k < d->m; k++) {
-      fg_output o = ph;
-      if (is_batch(d, nd)) {
-        char name[300];
-        fg_attrs *a = fg_attrs_new();
-        fg_attrs_set_int(a, "index", k);
-        fg_attrs_set_int(a, "count", d->m);
-        snprintf(name, sizeof name, "micro_batch_%d/%s/shard", k, nd->name);
-        o = fg_op(d->ng, "shard", name, &ph, 1, a);
-        fg_attrs_free(a);
-        if (nd->device && o.node >= 0) fg_set_device(d->ng, o, nd->device);
-      }
-      *mapped(d, k, i) = o.node;
-    }
-    d->orig[i] = ph.node;
+/* The passes of the emission (emit_pass). */
+enum { PASS_SHARED, PASS_MICRO, PASS_FULL, PASS_ONCE };
+
+/* Emits node i's part of `pass`; k is the micro-batch of PASS_MICRO.
+ *   PASS_SHARED: what no batch input reaches (variables, constants,
+ *                placeholders): one copy, its own name;
+ *   PASS_MICRO:  micro-batch k's copy of what the batch reaches (its shard
+ *                of a batch input);
+ *   PASS_FULL:   the same on the full batch, under its own name;
+ *   PASS_ONCE:   the updates, clipping and what follows: one copy, reading
+ *                the combined gradients. */
+static void emit(mb *d, int i, int pass, int k) {
+  const fg_node *nd = &d->g->nodes[i];
+  int batch = is_batch(d, nd), per = per_batch(d, i) && !batch;
+  int mine = pass == PASS_SHARED ? !(d->mark[i] & DEP) || batch
+             : pass == PASS_ONCE ? (d->mark[i] & DEP) && !per && !batch
+                                 : per || (batch && pass == PASS_MICRO);
+  if (!mine) return;
+  if (batch && pass == PASS_MICRO) {
+    char name[300];
+    fg_attrs *a = fg_attrs_new();
+    fg_attrs_set_int(a, "index", k);
+    fg_attrs_set_int(a, "count", d->m);
+    snprintf(name, sizeof name, "micro_batch_%d/%s/shard", k, nd->name);
+    fg_output ph = {d->orig[i], 0}, o = fg_op(d->ng, "shard", name, &ph, 1, a);
+    fg_attrs_free(a);
+    if (nd->device && o.node >= 0) fg_set_device(d->ng, o, nd->device);
+    *mapped(d, k, i) = o.node;
     return;
   }
   fg_output stack_in[8],
@@ -269,14 +284,13 @@ static void emit(mb *d, int i) {
     fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
     return;
   }
-  if (!per_batch(d, i)) {
-    for (int k = 0; k < nd->n_inputs; k++)
-      in[k] = single_input(d, i, k);
-    fg_output o = copy_node(d, i, in, nd->n_inputs, nd->name, -1);
-    for (int k = 0; k < d->m; k++)
-      *mapped(d, k, i) = o.node;
-    d->orig[i] = o.node;
-  } else {
+  if (pass == PASS_MICRO) {
+    for (int q = 0; q < nd->n_inputs; q++)
+      in[q] = (fg_output){*mapped(d, k, nd->inputs[q].node), nd->inputs[q].index};
+    char buf[600];
+    *mapped(d, k, i) =
+        copy_node(d, i, in, nd->n_inputs, copy_name(k, nd->name, buf, sizeof buf), k).node;
+  } else if (pass == PASS_FULL) {
     /* The node as it was, on the full batch, under its own name: what the
      * training step does not run (the executor prunes it), but what
      * `--eval`, inference and graph outputs fetch by name. The loss's name
@@ -286,15 +300,36 @@ static void emit(mb *d, int i) {
     char full[600];
     if (i == d->loss_node) snprintf(full, sizeof full, "%s/full_batch", nd->name);
     d->orig[i] = copy_node(d, i, in, nd->n_inputs, i == d->loss_node ? full : nd->name, -1).node;
-    for (int k = 0; k < d->m && !fg_graph_failed(d->ng); k++) {
-      for (int q = 0; q < nd->n_inputs; q++)
-        in[q] = (fg_output){*mapped(d, k, nd->inputs[q].node), nd->inputs[q].index};
-      char buf[600];
-      fg_output o = copy_node(d, i, in, nd->n_inputs, copy_name(k, nd->name, buf, sizeof buf), k);
-      *mapped(d, k, i) = o.node;
-    }
+  } else {
+    for (int q = 0; q < nd->n_inputs; q++)
+      in[q] = single_input(d, i, q);
+    int o = copy_node(d, i, in, nd->n_inputs, nd->name, -1).node;
+    for (int q = 0; q < d->m; q++)
+      *mapped(d, q, i) = o;
+    d->orig[i] = o;
+    if (batch && i == d->first_batch) d->full = (fg_output){o, 0};
   }
   if (in != stack_in) free(in);
+}
+
+/* Node ids are topological, and each pass reads only what earlier passes
+ * (or earlier ids of its own) made. Micro-batch 0's nodes all come before
+ * micro-batch 1's: the executor runs the earliest ready step of the plan
+ * first (dist/runner.c), so a stage finishes micro-batch 0 and passes it
+ * on before it starts micro-batch 1, and takes up 0's backward pass as
+ * soon as it arrives (GPipe's pipeline, in the 1F1B order of PipeDream's
+ * flush schedule). */
+static void emit_all(mb *d) {
+  const int n = d->g->n_nodes;
+  for (int i = 0; i < n && !fg_graph_failed(d->ng); i++)
+    emit(d, i, PASS_SHARED, 0);
+  for (int k = 0; k < d->m; k++)
+    for (int i = 0; i < n && !fg_graph_failed(d->ng); i++)
+      emit(d, i, PASS_MICRO, k);
+  for (int i = 0; i < n && !fg_graph_failed(d->ng); i++)
+    emit(d, i, PASS_FULL, 0);
+  for (int i = 0; i < n && !fg_graph_failed(d->ng); i++)
+    emit(d, i, PASS_ONCE, 0);
 }
 
 fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
@@ -367,6 +402,10 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
     d.comb[j] = FG_NO_OUTPUT;
   for (int k = 0; k < micro_batches; k++)
     d.rows[k] = FG_NO_OUTPUT;
+  for (size_t j = 0; j < n * (size_t)micro_batches; j++)
+    d.map[j] = -1;
+  for (size_t j = 0; j < n; j++)
+    d.orig[j] = -1;
   if (mark_nodes(&d, st) != 0) goto out;
   if (!(d.mark[loss.node] & DEP)) {
     fail(st, FG_INVALID_ARGUMENT,
@@ -380,8 +419,7 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
     goto out;
   }
-  for (int i = 0; i < g->n_nodes && !fg_graph_failed(d.ng); i++)
-    emit(&d, i);
+  emit_all(&d);
   /* The full batch's loss under the loss's own name (the copies carry a
    * micro_batch_K/ prefix), so fetching it by name still works. */
   if (!fg_graph_failed(d.ng) && per_batch(&d, loss.node)) {

@@ -31,8 +31,8 @@ struct fg_dist_runner {
   /* Scratch, grown to the largest plan run so far. */
   int cap;
   atomic_int *preds;
-  int *queue; /* n_lanes rows of cap: each lane's ready steps, FIFO */
-  int *head, *tail;
+  int *queue; /* n_lanes rows of cap: each lane's ready steps, a heap */
+  int *tail;  /* per lane: its heap's size */
 };
 
 typedef struct lane_arg {
@@ -40,10 +40,41 @@ typedef struct lane_arg {
   int lane;
 } lane_arg;
 
-/* Under r->lock. */
+/* Each lane's ready steps are a min-heap on the step index (plan order),
+ * as the thread pool's (executor/threadpool.c): of two ready steps a lane
+ * runs the earlier one in the plan. FIFO would run steps in the order they
+ * became ready, which is breadth-first: with micro-batches
+ * (fg_micro_batch) a stage ran layer 1 of every micro-batch before layer 2
+ * of the first, so the next stage waited for all of them instead of
+ * starting on the first (a pipeline with no overlap). Under r->lock. */
+static void heap_push(fg_dist_runner *r, int l, int t) {
+  int *h = r->queue + (size_t)l * (size_t)r->cap;
+  int i = r->tail[l]++;
+  while (i > 0 && h[(i - 1) / 2] > t) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h[i] = t;
+}
+
+static int heap_pop(fg_dist_runner *r, int l) {
+  int *h = r->queue + (size_t)l * (size_t)r->cap;
+  int top = h[0], last = h[--r->tail[l]], n = r->tail[l], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && h[c + 1] < h[c]) c++;
+    if (h[c] >= last) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (n > 0) h[i] = last;
+  return top;
+}
+
 static void push(fg_dist_runner *r, int t) {
   int l = r->lane[t];
-  r->queue[(size_t)l * (size_t)r->cap + (size_t)r->tail[l]++] = t;
+  heap_push(r, l, t);
   pthread_cond_signal(&r->cond[l]);
 }
 
@@ -55,13 +86,13 @@ static void wake_all(fg_dist_runner *r) {
 static void lane_loop(fg_dist_runner *r, int l) {
   for (;;) {
     pthread_mutex_lock(&r->lock);
-    while (r->head[l] == r->tail[l] && !r->failed && r->done < r->n)
+    while (r->tail[l] == 0 && !r->failed && r->done < r->n)
       pthread_cond_wait(&r->cond[l], &r->lock);
-    if (r->failed || r->head[l] == r->tail[l]) {
+    if (r->failed || r->tail[l] == 0) {
       pthread_mutex_unlock(&r->lock);
       return;
     }
-    int t = r->queue[(size_t)l * (size_t)r->cap + (size_t)r->head[l]++];
+    int t = heap_pop(r, l);
     pthread_mutex_unlock(&r->lock);
     int rc = r->fn(r->ctx, t, l);
     pthread_mutex_lock(&r->lock);
@@ -121,7 +152,6 @@ void fg_dist_runner_free(fg_dist_runner *r) {
   free(r->th);
   free(r->preds);
   free(r->queue);
-  free(r->head);
   free(r->tail);
   free(r);
 }
@@ -137,9 +167,8 @@ fg_dist_runner *fg_dist_runner_new(int n_lanes, fg_status *st) {
   r->n_lanes = n_lanes;
   r->cond = malloc((size_t)n_lanes * sizeof *r->cond);
   r->th = calloc((size_t)n_lanes, sizeof *r->th);
-  r->head = calloc((size_t)n_lanes, sizeof *r->head);
   r->tail = calloc((size_t)n_lanes, sizeof *r->tail);
-  if (!r->cond || !r->th || !r->head || !r->tail) {
+  if (!r->cond || !r->th || !r->tail) {
     free(r->cond);
     r->cond = NULL;
     fg_dist_runner_free(r);
@@ -211,13 +240,10 @@ int fg_dist_run_dag(const fg_dist_exec *dx, int n, const int *n_preds, const int
   r->ctx = ctx;
   r->done = r->failed = r->result = 0;
   for (int l = 0; l < r->n_lanes; l++)
-    r->head[l] = r->tail[l] = 0;
+    r->tail[l] = 0;
   for (int t = 0; t < n; t++) {
     atomic_init(&r->preds[t], n_preds[t]);
-    if (n_preds[t] == 0) {
-      int l = step_lane[t];
-      r->queue[(size_t)l * (size_t)r->cap + (size_t)r->tail[l]++] = t;
-    }
+    if (n_preds[t] == 0) heap_push(r, step_lane[t], t);
   }
   r->active = r->n_lanes - 1;
   r->job++;

@@ -356,8 +356,7 @@ FG_TEST(mpi_train_dist_option_bad_args, "dist,badinput") {
   cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1",
       "--dist-loss", "sum", NULL);
   CHECK_USAGE_ERROR(r);
-  FG_CHECK_STR_CONTAINS(
-      r.err, "--dist-timeout, --dist-bucket, --dist-loss and --dist-comm need --dist mpi");
+  FG_CHECK_STR_CONTAINS(r.err, "--dist-loss needs --dist mpi or --micro-batches");
   result_free(&r);
   /* --dist-comm and --device cuda:local likewise. */
   cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1", "--dist",
