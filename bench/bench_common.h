@@ -45,9 +45,11 @@ static inline fg_tensor *random_f32(int rank, const int64_t *dims, double bound,
  * "loss" against i32 labels "y" [batch], one SGD step (learning rate 0.01)
  * whose target goes to *train. batch may be FG_DIM_UNKNOWN. Weights and
  * biases start uniform in +-1/sqrt(fan_in), as PyTorch's nn.Linear, from a
- * fixed seed. NULL on failure (status set). */
-static inline fg_graph *mlp_graph(int64_t batch, int n_layers, const int *widths, fg_output *train,
-                                  fg_status *st) {
+ * fixed seed. devices (NULL: none) places layer l's ops on devices[l], the
+ * loss with the last layer (model parallelism). NULL on failure (status
+ * set). */
+static inline fg_graph *mlp_graph_on(int64_t batch, int n_layers, const int *widths,
+                                     const char *const *devices, fg_output *train, fg_status *st) {
   fg_graph *g = fg_graph_new();
   if (!g) return NULL;
   uint64_t rng = 42;
@@ -64,12 +66,17 @@ static inline fg_graph *mlp_graph(int64_t batch, int n_layers, const int *widths
     snprintf(wname, sizeof wname, "dense%d/w", l + 1);
     snprintf(bname, sizeof bname, "dense%d/b", l + 1);
     /* A NULL tensor makes the builder fail, which sticks on the graph. */
-    h = fg_add(g, fg_matmul(g, h, fg_variable(g, wname, w), 0, 0), fg_variable(g, bname, b));
+    fg_output mm = fg_matmul(g, h, fg_variable(g, wname, w), 0, 0);
+    if (devices) fg_set_device(g, mm, devices[l]);
+    h = fg_add(g, mm, fg_variable(g, bname, b));
+    if (devices) fg_set_device(g, h, devices[l]);
     if (l + 1 < n_layers) h = fg_relu(g, h);
+    if (devices && l + 1 < n_layers) fg_set_device(g, h, devices[l]);
     fg_tensor_free(w);
     fg_tensor_free(b);
   }
   fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, labels), "loss");
+  if (devices) fg_set_device(g, loss, devices[n_layers - 1]);
   fg_optimizer_config cfg;
   fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
   cfg.learning_rate = 0.01;
@@ -79,6 +86,11 @@ static inline fg_graph *mlp_graph(int64_t batch, int n_layers, const int *widths
     return NULL;
   }
   return g;
+}
+
+static inline fg_graph *mlp_graph(int64_t batch, int n_layers, const int *widths, fg_output *train,
+                                  fg_status *st) {
+  return mlp_graph_on(batch, n_layers, widths, NULL, train, st);
 }
 
 #endif

@@ -175,6 +175,37 @@ static int exchange(fg_comm *c, fg_status *st) {
   return rc;
 }
 
+/* Runs warmup + steps training steps of g (its metadata's train_target) in
+ * s on `rows` random rows x [rows, 1024] and labels y (drawn from `seed`),
+ * and returns the seconds the last `steps` took, or -1. With FG_DP_PROFILE
+ * set, one more step is profiled (profile_step). */
+static double timed_steps(fg_session *s, const fg_graph *g, int rows, int seed, int warmup,
+                          int steps, int rank, fg_status *st) {
+  int64_t xd[2] = {rows, 1024}, yd[1] = {rows};
+  uint64_t rng = 7 + (uint64_t)seed;
+  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
+  if (!x || !y) {
+    fg_tensor_free(x);
+    fg_tensor_free(y);
+    return -1;
+  }
+  for (int i = 0; i < rows; i++)
+    ((int32_t *)fg_tensor_data(y))[i] = (i * 37 + seed) % 1000;
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *target = fg_graph_metadata(g, "train_target");
+  double t0 = 0, t = -1;
+  int rc = 0;
+  for (int i = 0; i < warmup + steps && rc == 0; i++) {
+    if (i == warmup) t0 = now_s();
+    rc = fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st);
+  }
+  if (rc == 0) t = now_s() - t0;
+  if (rc == 0 && getenv("FG_DP_PROFILE") && profile_step(s, feeds, target, rank, st) != 0) t = -1;
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  return t;
+}
+
 /* `pipe M`: a 4-layer MLP (1024-2048-2048-2048-1000, SGD) split
  * over 2 ranks, layers 1-2 on rank 0 and 3-4 with the loss on rank 1 (6.3
  * and 6.25 M multiply-adds per row: balanced stages), 1 thread per rank,
@@ -182,39 +213,10 @@ static int exchange(fg_comm *c, fg_status *st) {
  * model-parallel step, where one rank waits while the other computes). */
 static fg_graph *build_mlp_pipe(fg_status *st) {
   static const int widths[5] = {1024, 2048, 2048, 2048, 1000};
-  fg_graph *g = fg_graph_new();
-  if (!g) return NULL;
-  uint64_t rng = 42;
-  int64_t xd[2] = {FG_DIM_UNKNOWN, widths[0]}, yd[1] = {FG_DIM_UNKNOWN};
-  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output labels = fg_placeholder(g, "y", FG_I32, 1, yd);
-  for (int l = 0; l < 4; l++) {
-    const char *dev = l < 2 ? "rank:0/cpu:0" : "rank:1/cpu:0";
-    int64_t wd[2] = {widths[l], widths[l + 1]}, bd[1] = {widths[l + 1]};
-    double bound = 1.0 / sqrt((double)widths[l]);
-    fg_tensor *w = random_f32(2, wd, bound, &rng, st), *b = random_f32(1, bd, bound, &rng, st);
-    char wname[32], bname[32];
-    snprintf(wname, sizeof wname, "dense%d/w", l + 1);
-    snprintf(bname, sizeof bname, "dense%d/b", l + 1);
-    fg_output mm = fg_matmul(g, h, fg_variable(g, wname, w), 0, 0);
-    fg_set_device(g, mm, dev);
-    h = fg_add(g, mm, fg_variable(g, bname, b));
-    fg_set_device(g, h, dev);
-    if (l < 3) h = fg_set_device(g, fg_relu(g, h), dev);
-    fg_tensor_free(w);
-    fg_tensor_free(b);
-  }
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, labels), "loss");
-  fg_set_device(g, loss, "rank:1/cpu:0");
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
-  cfg.learning_rate = 0.01;
-  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
-  if (train.node < 0 || fg_graph_status(g, st) != FG_OK) {
-    fg_graph_free(g);
-    return NULL;
-  }
-  return g;
+  static const char *const devices[4] = {"rank:0/cpu:0", "rank:0/cpu:0", "rank:1/cpu:0",
+                                         "rank:1/cpu:0"};
+  fg_output train;
+  return mlp_graph_on(FG_DIM_UNKNOWN, 4, widths, devices, &train, st);
 }
 
 static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
@@ -234,26 +236,12 @@ static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
   so.num_threads = 1;
   fg_session *s = fg_session_new(mg, &so, st);
   if (!s || fg_session_set_comm(s, c, st) != 0) return -1;
-  int64_t xd[2] = {batch, 1024}, yd[1] = {batch};
-  uint64_t rng = 7;
-  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
-  for (int i = 0; i < batch; i++)
-    ((int32_t *)fg_tensor_data(y))[i] = (i * 37) % 1000;
-  fg_feed feeds[2] = {{"x", x}, {"y", y}};
-  const char *target = fg_graph_metadata(mg, "train_target");
-  double t0 = 0;
-  for (int i = 0; i < warmup + steps; i++) {
-    if (i == warmup) t0 = now_s();
-    if (fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st) != 0) return -1;
-  }
-  double t = now_s() - t0;
-  if (getenv("FG_DP_PROFILE") && profile_step(s, feeds, target, c->rank, st) != 0) return -1;
+  double t = timed_steps(s, mg, batch, 0, warmup, steps, c->rank, st);
+  if (t < 0) return -1;
   if (c->rank == 0)
     printf("FG pipeline mlp4_train ranks 2 threads 1 batch %d micro-batches %d: %.1f images/s "
            "(%.1f ms/step)\n",
            batch, micro, batch * steps / t, t / steps * 1e3);
-  fg_tensor_free(x);
-  fg_tensor_free(y);
   fg_session_free(s);
   fg_graph_free(mg);
   return 0;
@@ -282,20 +270,8 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   so.collective_lanes = mode == 1 ? -1 : 0;
   fg_session *s = fg_session_new(dg, &so, st);
   if (!s || (mode != 2 && fg_session_set_comm(s, c, st) != 0)) return -1;
-  int64_t xd[2] = {shard, 1024}, yd[1] = {shard};
-  uint64_t rng = 7 + (uint64_t)c->rank;
-  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
-  for (int i = 0; i < shard; i++)
-    ((int32_t *)fg_tensor_data(y))[i] = (i * 37 + c->rank) % 1000;
-  fg_feed feeds[2] = {{"x", x}, {"y", y}};
-  const char *target = fg_graph_metadata(dg, "train_target");
-  double t0 = 0;
-  for (int i = 0; i < warmup + steps; i++) {
-    if (i == warmup) t0 = now_s();
-    if (fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st) != 0) return -1;
-  }
-  double t = now_s() - t0;
-  if (getenv("FG_DP_PROFILE") && profile_step(s, feeds, target, c->rank, st) != 0) return -1;
+  double t = timed_steps(s, dg, shard, c->rank, warmup, steps, c->rank, st);
+  if (t < 0) return -1;
   if (c->rank == 0)
     printf("FG dp_scaling mlp_large_train ranks %d threads 1 bucket %lld B collectives %s: %.1f "
            "images/s (%.1f ms/step)\n",
@@ -304,8 +280,6 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
            : mode == 1 ? "inline"
                        : "own-lane",
            batch * steps / t, t / steps * 1e3);
-  fg_tensor_free(x);
-  fg_tensor_free(y);
   fg_session_free(s);
   fg_graph_free(dg);
   return 0;

@@ -7,6 +7,7 @@
 
 #include "flowgraph/dist.h"
 #include "graph/builders_internal.h"
+#include "dist/rewrite.h"
 #include "graph/op_table.h"
 
 void fg_data_parallel_options_init(fg_data_parallel_options *opts) {
@@ -14,16 +15,6 @@ void fg_data_parallel_options_init(fg_data_parallel_options *opts) {
   memset(opts, 0, sizeof *opts);
   opts->bucket_bytes = FG_DEFAULT_BUCKET_BYTES;
   opts->device_type = "cpu";
-}
-
-/* Input index of the gradient in an optimizer update, -1 for other ops. */
-static int grad_input(int op) {
-  switch (op) {
-  case FG_OP_APPLY_SGD: return 1;
-  case FG_OP_APPLY_MOMENTUM: return 2;
-  case FG_OP_APPLY_ADAM: return 3;
-  default: return -1;
-  }
 }
 
 typedef struct grad {
@@ -96,7 +87,7 @@ static int reduced_input(const dp *d, int i, int k) {
   const fg_node *nd = &d->g->nodes[i];
   fg_output src = nd->inputs[k];
   if (!(d->mark[src.node] & IN_GRADIENTS)) return -1;
-  if (!(d->mark[i] & ON_PATH) && k != grad_input(nd->op)) return -1;
+  if (!(d->mark[i] & ON_PATH) && k != fg_update_grad_input(nd->op)) return -1;
   return grad_index(d, src);
 }
 
@@ -581,7 +572,7 @@ static int is_batch(const dp *d, const fg_node *nd) {
  * an earlier update's walk are not walked again. */
 static int walk_update(dp *d, int u, int *stack, fg_status *st) {
   const fg_graph *g = d->g;
-  fg_output start = g->nodes[u].inputs[grad_input(g->nodes[u].op)];
+  fg_output start = g->nodes[u].inputs[fg_update_grad_input(g->nodes[u].op)];
   if (!(d->mark[start.node] & DERIVES))
     return fail(st, FG_UNIMPLEMENTED,
                 "fg_data_parallel: the gradient of update '%s' comes from '%s', which does not "
@@ -638,7 +629,7 @@ static int collect_grads(dp *d, fg_status *st) {
       d->mark[i] |= d->mark[nd->inputs[k].node] & DERIVES;
   }
   for (int i = 0; i < g->n_nodes; i++) {
-    int gi = grad_input(g->nodes[i].op);
+    int gi = fg_update_grad_input(g->nodes[i].op);
     if (gi < 0 || gi >= g->nodes[i].n_inputs) continue;
     if (walk_update(d, i, stack, st) != 0) {
       free(stack);
@@ -711,15 +702,8 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
            g->nodes[id].name, g->nodes[id].device);
       return NULL;
     }
-  for (int b = 0; b < n_batch_inputs; b++) {
-    int id = batch_inputs[b] ? fg_graph_find(g, batch_inputs[b]) : -1;
-    if (id < 0 || g->nodes[id].op != FG_OP_PLACEHOLDER) {
-      fail(st, id < 0 ? FG_NOT_FOUND : FG_INVALID_ARGUMENT, "fg_data_parallel: batch input '%s' %s",
-           batch_inputs[b] ? batch_inputs[b] : "(null)",
-           id < 0 ? "is not a node of the graph" : "is not a placeholder");
-      return NULL;
-    }
-  }
+  if (fg_rewrite_batch_inputs(g, "fg_data_parallel", batch_inputs, n_batch_inputs, st) == -1)
+    return NULL;
   const char *loss_name = fg_graph_metadata(g, "loss");
   const char *target_name = fg_graph_metadata(g, "train_target");
   fg_output loss = loss_name ? fg_graph_find_output(g, loss_name) : FG_NO_OUTPUT;
@@ -823,13 +807,10 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   }
   for (int i = 0; i < g->n_outputs && !fg_graph_failed(d.ng); i++)
     fg_graph_add_output(d.ng, (fg_output){*mapped(&d, 0, g->outputs[i].node), g->outputs[i].index});
-  for (int i = 0; i < g->n_meta; i++)
-    fg_graph_set_metadata(d.ng, g->meta_keys[i], g->meta_vals[i]);
+  fg_rewrite_metadata(d.ng, g, "data_parallel_replicas", replicas);
   if (replicas > 1 && loss.index != 0)
     fg_graph_set_metadata(d.ng, "loss", g->nodes[loss.node].name);
   char num[32];
-  snprintf(num, sizeof num, "%d", replicas);
-  fg_graph_set_metadata(d.ng, "data_parallel_replicas", num);
   snprintf(num, sizeof num, "%d", d.n_buckets);
   fg_graph_set_metadata(d.ng, "data_parallel_buckets", num);
   if (fg_graph_status(d.ng, st) != FG_OK) goto out;

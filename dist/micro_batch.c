@@ -19,15 +19,17 @@
 
 #include "flowgraph/dist.h"
 #include "graph/builders_internal.h"
+#include "dist/rewrite.h"
 #include "graph/op_table.h"
 
 /* Per-node marks of the original graph. */
 enum {
-  DEP = 1,     /* depends on a batch input: copied per micro-batch */
-  SINGLE = 2,  /* an update, or after one: one copy */
-  ON_PATH = 4, /* between fg_gradients and an update (clipping): one copy,
-                  reading the combined gradients */
-  GRAD_SRC = 8 /* an output of fg_gradients an update consumes */
+  DEP = 1,      /* depends on a batch input: copied per micro-batch */
+  SINGLE = 2,   /* an update, or after one: one copy */
+  ON_PATH = 4,  /* between fg_gradients and an update (clipping): one copy,
+                   reading the combined gradients */
+  GRAD_SRC = 8, /* an output of fg_gradients an update consumes */
+  QUEUED = 16   /* on the walk's stack already (each node goes once) */
 };
 
 typedef struct mb {
@@ -47,15 +49,6 @@ typedef struct mb {
   const char *const *batch;
   int n_batch;
 } mb;
-
-static int grad_input(int op) {
-  switch (op) {
-  case FG_OP_APPLY_SGD: return 1;
-  case FG_OP_APPLY_MOMENTUM: return 2;
-  case FG_OP_APPLY_ADAM: return 3;
-  default: return -1;
-  }
-}
 
 static int *mapped(mb *d, int k, int node) { return &d->map[(size_t)k * d->g->n_nodes + node]; }
 
@@ -121,7 +114,7 @@ static int mark_nodes(mb *d, fg_status *st) {
   for (int i = 0; i < g->n_nodes; i++) {
     const fg_node *nd = &g->nodes[i];
     if (is_batch(d, nd)) d->mark[i] |= DEP;
-    if (grad_input(nd->op) >= 0) {
+    if (fg_update_grad_input(nd->op) >= 0) {
       d->mark[i] |= SINGLE;
       n_updates++;
     }
@@ -136,14 +129,16 @@ static int mark_nodes(mb *d, fg_status *st) {
                 "", "");
   }
   for (int u = 0; u < g->n_nodes; u++) {
-    int gi = grad_input(g->nodes[u].op);
+    int gi = fg_update_grad_input(g->nodes[u].op);
     if (gi < 0 || gi >= g->nodes[u].n_inputs) continue;
-    int top = 0;
-    stack[top++] = g->nodes[u].inputs[gi].node;
+    int top = 0, first = g->nodes[u].inputs[gi].node;
+    if (!(d->mark[first] & QUEUED)) {
+      d->mark[first] |= QUEUED;
+      stack[top++] = first;
+    }
     while (top > 0) {
       int i = stack[--top];
       const fg_node *nd = &g->nodes[i];
-      if (d->mark[i] & (GRAD_SRC | ON_PATH)) continue;
       if (strncmp(nd->name, "gradients", 9) == 0) {
         d->mark[i] |= GRAD_SRC;
         continue;
@@ -160,8 +155,12 @@ static int mark_nodes(mb *d, fg_status *st) {
                     g->nodes[u].name, nd->name);
       }
       d->mark[i] |= ON_PATH;
-      for (int k = 0; k < nd->n_inputs; k++)
-        stack[top++] = nd->inputs[k].node;
+      for (int k = 0; k < nd->n_inputs; k++) {
+        int in = nd->inputs[k].node;
+        if (d->mark[in] & QUEUED) continue;
+        d->mark[in] |= QUEUED;
+        stack[top++] = in;
+      }
     }
   }
   free(stack);
@@ -348,18 +347,9 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
           .m = micro_batches,
           .loss_sum = loss_reduction == FG_DP_LOSS_SUM,
           .batch = batch_inputs,
-          .n_batch = n_batch_inputs,
-          .first_batch = -1};
-  for (int b = 0; b < n_batch_inputs; b++) {
-    int id = batch_inputs[b] ? fg_graph_find(g, batch_inputs[b]) : -1;
-    if (id < 0 || g->nodes[id].op != FG_OP_PLACEHOLDER) {
-      fail(st, id < 0 ? FG_NOT_FOUND : FG_INVALID_ARGUMENT, "fg_micro_batch: batch input '%s' %s",
-           batch_inputs[b] ? batch_inputs[b] : "(null)",
-           id < 0 ? "is not a node of the graph" : "is not a placeholder");
-      return NULL;
-    }
-    if (d.first_batch < 0 || id < d.first_batch) d.first_batch = id;
-  }
+          .n_batch = n_batch_inputs};
+  d.first_batch = fg_rewrite_batch_inputs(g, "fg_micro_batch", batch_inputs, n_batch_inputs, st);
+  if (d.first_batch < 0) return NULL; /* n_batch_inputs >= 1: never -2 */
   const char *loss_name = fg_graph_metadata(g, "loss");
   const char *target_name = fg_graph_metadata(g, "train_target");
   fg_output loss = loss_name ? fg_graph_find_output(g, loss_name) : FG_NO_OUTPUT;
@@ -443,11 +433,7 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
     }
     fg_graph_add_output(d.ng, (fg_output){d.orig[o.node], o.index});
   }
-  for (int i = 0; i < g->n_meta; i++)
-    fg_graph_set_metadata(d.ng, g->meta_keys[i], g->meta_vals[i]);
-  char num[32];
-  snprintf(num, sizeof num, "%d", micro_batches);
-  fg_graph_set_metadata(d.ng, "micro_batches", num);
+  fg_rewrite_metadata(d.ng, g, "micro_batches", micro_batches);
   if (fg_graph_status(d.ng, st) != FG_OK) goto out;
   result = d.ng;
   d.ng = NULL;

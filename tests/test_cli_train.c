@@ -92,6 +92,16 @@ FG_TEST(cli_grad_unconnected_is_zero, "") {
 
 #define LR 0.1
 
+/* The w and b saved in `saved` are the reference's `p` (within 1e-4). */
+static void check_saved_lin(const char *saved, const linp *p) {
+  float w[2], b[1];
+  FG_CHECK_INT(saved_variable(saved, "w", w, 2), 2);
+  FG_CHECK_INT(saved_variable(saved, "b", b, 1), 1);
+  FG_CHECK_NEAR(w[0], p->w[0], 1e-4);
+  FG_CHECK_NEAR(w[1], p->w[1], 1e-4);
+  FG_CHECK_NEAR(b[0], p->b, 1e-4);
+}
+
 /* Trains linreg.fgb (or .json) on x.npy/y.npy with extra arguments and
  * compares epoch losses and saved variables with lin_train_reference. */
 static void train_and_compare(int json, const char *batch, int batch_n, const char *epochs,
@@ -123,12 +133,7 @@ static void train_and_compare(int json, const char *batch, int batch_n, const ch
   char line[64];
   snprintf(line, sizeof line, "epoch %d/%d  loss ", epochs_n, epochs_n);
   FG_CHECK_STR_CONTAINS(r.out, line);
-  float w[2], b[1];
-  FG_CHECK_INT(saved_variable(saved, "w", w, 2), 2);
-  FG_CHECK_INT(saved_variable(saved, "b", b, 1), 1);
-  FG_CHECK_NEAR(w[0], p.w[0], 1e-4);
-  FG_CHECK_NEAR(w[1], p.w[1], 1e-4);
-  FG_CHECK_NEAR(b[0], p.b, 1e-4);
+  check_saved_lin(saved, &p);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
@@ -343,12 +348,7 @@ static void micro_and_compare(const char *micro, int sum) {
   FG_CHECK_INT(parse_epochs(r.out, got, 8, NULL, NULL), 2);
   for (int e = 0; e < 2; e++)
     FG_CHECK_NEAR(got[e], want[e], 1e-4 * fmax(1.0, fabs(want[e])));
-  float w[2], b[1];
-  FG_CHECK_INT(saved_variable(saved, "w", w, 2), 2);
-  FG_CHECK_INT(saved_variable(saved, "b", b, 1), 1);
-  FG_CHECK_NEAR(w[0], p.w[0], 1e-4);
-  FG_CHECK_NEAR(w[1], p.w[1], 1e-4);
-  FG_CHECK_NEAR(b[0], p.b, 1e-4);
+  check_saved_lin(saved, &p);
   /* It trained: w moved from its start. */
   FG_CHECK(fabs(p.w[0] - LIN_W0) > 1e-3);
   result_free(&r);
