@@ -98,7 +98,7 @@ static fg_graph *build_mlp_large(fg_status *st) {
 }
 
 /* FG_DP_PROFILE set: one more step with timings; every rank prints its
- * time per op ("PROF"), and with FG_DP_PROFILE=nodes rank 0 also prints
+ * time per op ("PROF"), and with FG_DP_PROFILE=nodes every rank also prints
  * each node over 0.1 ms with its thread and interval ("NODE"), which shows
  * what overlaps the collectives. */
 static int profile_step(fg_session *s, const fg_feed *feeds, const char *target, int rank,

@@ -97,26 +97,44 @@ FG_TEST(micro_batch_adam_clipped_matches_full_batch, "dist") {
   check_matches_full_batch(FG_F64, &c, 4, NULL, FG_DP_LOSS_MEAN);
 }
 
+/* The digits MLP (f32, SGD) over cpu:0 / cpu:1, its M-micro-batch
+ * rewrite, and a session on each. */
+typedef struct twin {
+  fg_status *st;
+  fg_graph *g, *mg;
+  fg_session *s1, *s2;
+} twin;
+
+static int twin_new(twin *t, int micro) {
+  t->st = fg_status_new();
+  t->g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
+  t->mg = fg_micro_batch(t->g, micro, batch_xy, 2, FG_DP_LOSS_MEAN, t->st);
+  t->s1 = t->mg ? fg_session_new(t->g, NULL, t->st) : NULL;
+  t->s2 = t->s1 ? fg_session_new(t->mg, NULL, t->st) : NULL;
+  if (!t->s2) fprintf(stderr, "twin_new: %s\n", fg_status_message(t->st));
+  return t->s2 ? 0 : -1;
+}
+
+static void twin_free(twin *t) {
+  fg_session_free(t->s1);
+  fg_session_free(t->s2);
+  fg_graph_free(t->g);
+  fg_graph_free(t->mg);
+  fg_status_free(t->st);
+}
+
 /* One micro-batch is the original step: the weights are rows/rows = 1, so
  * the same bits. */
 FG_TEST(micro_batch_one_is_the_plain_step, "dist") {
-  fg_status *st = fg_status_new();
-  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
-  fg_graph *mg = fg_micro_batch(g, 1, batch_xy, 2, FG_DP_LOSS_MEAN, st);
-  FG_REQUIRE(mg != NULL);
-  fg_session *s1 = fg_session_new(g, NULL, st), *s2 = fg_session_new(mg, NULL, st);
-  FG_REQUIRE(s1 && s2);
+  twin t;
+  FG_REQUIRE(twin_new(&t, 1) == 0);
   double l1[STEPS], l2[STEPS];
-  FG_REQUIRE(dist_train(s1, FG_F32, STEPS, 64, l1, st) == 0);
-  FG_REQUIRE(dist_train(s2, FG_F32, STEPS, 64, l2, st) == 0);
+  FG_REQUIRE(dist_train(t.s1, FG_F32, STEPS, 64, l1, t.st) == 0);
+  FG_REQUIRE(dist_train(t.s2, FG_F32, STEPS, 64, l2, t.st) == 0);
   for (int k = 0; k < STEPS; k++)
     FG_CHECK(l1[k] == l2[k]);
-  FG_CHECK(dist_var_diff(s2, "dense1/w", s1, "dense1/w") == 0.0);
-  fg_session_free(s1);
-  fg_session_free(s2);
-  fg_graph_free(g);
-  fg_graph_free(mg);
-  fg_status_free(st);
+  FG_CHECK(dist_var_diff(t.s2, "dense1/w", t.s1, "dense1/w") == 0.0);
+  twin_free(&t);
 }
 
 /* Node ids of `g` that node i reaches through its inputs, as marks. */
@@ -277,30 +295,22 @@ FG_TEST(micro_batch_bad_calls_refused, "dist,badinput") {
  * full-batch loss fetched by name is the plain graph's, bit for bit, and
  * fetching only it runs no micro-batch. */
 FG_TEST(micro_batch_keeps_the_full_batch_nodes, "dist") {
-  fg_status *st = fg_status_new();
-  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
-  fg_graph *mg = fg_micro_batch(g, 4, batch_xy, 2, FG_DP_LOSS_MEAN, st);
-  FG_REQUIRE(mg != NULL);
-  fg_session *s1 = fg_session_new(g, NULL, st), *s2 = fg_session_new(mg, NULL, st);
-  FG_REQUIRE(s1 && s2);
+  twin t;
+  FG_REQUIRE(twin_new(&t, 4) == 0);
   fg_tensor *x, *y;
   FG_REQUIRE(dist_batch(FG_F32, 0, 3, &x, &y) == 0);
   fg_feed feeds[2] = {{"x", x}, {"y", y}};
   const char *f1 = "loss", *f2 = "loss/full_batch";
   fg_tensor *o1 = NULL, *o2 = NULL;
-  FG_REQUIRE(fg_session_run(s1, feeds, 2, &f1, 1, &o1, NULL, 0, st) == 0);
+  FG_REQUIRE(fg_session_run(t.s1, feeds, 2, &f1, 1, &o1, NULL, 0, t.st) == 0);
   /* 3 rows: 4 micro-batches could not run, the full batch can. */
-  int rc = fg_session_run(s2, feeds, 2, &f2, 1, &o2, NULL, 0, st);
-  if (rc != 0) fprintf(stderr, "%s\n", fg_status_message(st));
+  int rc = fg_session_run(t.s2, feeds, 2, &f2, 1, &o2, NULL, 0, t.st);
+  if (rc != 0) fprintf(stderr, "%s\n", fg_status_message(t.st));
   FG_REQUIRE(rc == 0);
   FG_CHECK(*(const float *)fg_tensor_data(o1) == *(const float *)fg_tensor_data(o2));
   fg_tensor_free(o1);
   fg_tensor_free(o2);
   fg_tensor_free(x);
   fg_tensor_free(y);
-  fg_session_free(s1);
-  fg_session_free(s2);
-  fg_graph_free(g);
-  fg_graph_free(mg);
-  fg_status_free(st);
+  twin_free(&t);
 }

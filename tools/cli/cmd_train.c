@@ -412,14 +412,21 @@ static int rewrite_micro(const train_args *a, fg_graph **g, fg_status *st) {
   return 0;
 }
 
-/* Every micro-batch needs a row: the smallest batch (the last one, or all
- * the data when it is under one batch), cut over the replicas as
- * fg_shard_rows does, must leave each at least M rows. */
+/* The smallest batch of an epoch: all the data when it is under one batch,
+ * else the last, shorter batch, if any (*is_last then says so). */
+static int64_t smallest_batch(const train_args *a, int64_t n_rows, int *is_last) {
+  int64_t last = n_rows % a->batch;
+  *is_last = n_rows >= a->batch && last > 0;
+  return n_rows < a->batch ? n_rows : *is_last ? last : a->batch;
+}
+
+/* Every micro-batch needs a row: the smallest batch, cut over the replicas
+ * as fg_shard_rows does, must leave each at least M rows. */
 static int check_micro_rows(const train_args *a, int64_t n_rows, fg_status *st) {
   if (a->micro < 2) return 0;
-  int64_t last = n_rows % a->batch, replicas = a->replicas > 0 ? a->replicas : 1;
-  int is_last = n_rows >= a->batch && last > 0;
-  int64_t small = n_rows < a->batch ? n_rows : is_last ? last : a->batch;
+  int64_t replicas = a->replicas > 0 ? a->replicas : 1;
+  int is_last;
+  int64_t small = smallest_batch(a, n_rows, &is_last);
   int64_t least = small / replicas; /* fg_shard_rows' smallest shard */
   if (least >= a->micro) return 0;
   fg_status_set(st, FG_INVALID_ARGUMENT,
@@ -523,11 +530,9 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
  * uneven splits give the full batch's gradient); the ranks must also agree
  * on the data's size and the batch order. */
 static int dist_check_batches(const train_args *a, fg_comm *comm, int64_t n_rows, fg_status *st) {
-  int64_t n = a->replicas, last = n_rows % a->batch;
-  /* The smallest batch: all the data when it is under one batch, else the
-   * last, shorter batch, if any. */
-  int is_last = n_rows >= a->batch && last > 0;
-  int64_t small = n_rows < a->batch ? n_rows : is_last ? last : a->batch;
+  int64_t n = a->replicas;
+  int is_last;
+  int64_t small = smallest_batch(a, n_rows, &is_last);
   if (small < n) {
     const char *who = a->model_parallel ? "replicas" : "ranks";
     fg_status_set(st, FG_INVALID_ARGUMENT,
