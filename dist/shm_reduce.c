@@ -196,15 +196,18 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
                   s ? "a group" : "no group", (long long)count, fg_dtype_name(dtype), buf);
     return -1;
   }
-  if (count == 0) return 0;
   const int n = s->n, me = s->rank;
-  unsigned char *b = buf;
+  /* Count 0 may come with no buffer: the empty round below then points
+   * at a byte of its own (no arithmetic on NULL). */
+  unsigned char none = 0, *b = count > 0 ? buf : &none;
   const int64_t per_chunk = (int64_t)(s->chunk / es);
   /* Read by the others after the first barrier; not rewritten before the
    * last barrier of this collective, which they pass only after reading. */
   header(s, me)->count = count;
   header(s, me)->dtype = (int32_t)dtype;
-  for (int64_t off = 0; off < count; off += per_chunk, s->rounds++) {
+  /* Count 0 still makes one empty round: its barriers and the count check
+   * tell a partner with elements that the counts differ. */
+  for (int64_t off = 0; off < count || off == 0; off += per_chunk, s->rounds++) {
     int64_t len = count - off < per_chunk ? count - off : per_chunk, ps, pl;
     unsigned char *mine = slot(s, me, s->rounds), *in = b + off * (int64_t)es;
     for (int p = 0; p < n; p++) {

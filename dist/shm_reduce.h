@@ -68,8 +68,8 @@ void fg_shm_reduce_free(fg_shm_reduce *s); /* accepts NULL; local, not a collect
 /* In place over `count` elements of buf (f32, f64, i32, i64), the same
  * count and dtype on every rank: the sum in rank order, or the mean when
  * `mean` is 1. `desc` names the collective in errors ("all_reduce
- * (collective #3)"). Errors, the same on every rank where the peers are
- * alive: FG_INVALID_ARGUMENT when the ranks' counts or dtypes differ
+ * (collective #3)"). Count 0 takes part like any other (the counts are
+ * compared). Errors, the same on every rank where the peers are alive: FG_INVALID_ARGUMENT when the ranks' counts or dtypes differ
  * (naming both; the group stays usable), FG_DEADLINE_EXCEEDED naming the
  * ranks that did not arrive, or the stop hook's status. After a deadline
  * or a stop the group is out of step: the caller must not use it again. */

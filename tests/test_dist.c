@@ -1090,3 +1090,52 @@ FG_TEST(dist_all_reduce_calls_keep_pair_order, "dist") {
   fg_graph_free(g);
   fg_status_free(st);
 }
+
+/* Found by fuzz_api: partners a (cpu:0) and b (cpu:1) where b's input is
+ * fed 0 rows. The kernel skipped the collective for an empty tensor, so a
+ * waited out the whole deadline. Now both fail at once with the counts,
+ * within the run, and with the same rows on both the sum is right:
+ * (1 + 3) / 2, (2 + 4) / 2. */
+FG_TEST(dist_all_reduce_empty_partner_refused, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t dims[1] = {FG_DIM_UNKNOWN};
+  fg_output xa = fg_placeholder(g, "xa", FG_F32, 1, dims);
+  fg_output xb = fg_placeholder(g, "xb", FG_F32, 1, dims);
+  fg_set_device(g, xa, "cpu:0");
+  fg_set_device(g, xb, "cpu:1");
+  plain_ar(g, "a", xa, "cpu:0");
+  plain_ar(g, "b", xb, "cpu:1");
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.dist_timeout_s = 20;
+  fg_session *s = fg_session_new(g, &o, st);
+  FG_REQUIRE(s != NULL);
+  const double two[2] = {1, 2}, other[2] = {3, 4};
+  int64_t d2[1] = {2}, d0[1] = {0};
+  fg_tensor *ta = dist_tensor(FG_F32, 1, d2, two, 2), *tb0 = dist_tensor(FG_F32, 1, d0, NULL, 0),
+            *tb = dist_tensor(FG_F32, 1, d2, other, 2);
+  fg_feed feeds[2] = {{"xa", ta}, {"xb", tb0}};
+  const char *fetch[2] = {"a", "b"};
+  fg_tensor *out[2] = {NULL, NULL};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  FG_CHECK(fg_session_run(s, feeds, 2, fetch, 2, out, NULL, 0, st) != 0);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "elements");
+  FG_CHECK((double)(t1.tv_sec - t0.tv_sec) < 10.0); /* not the 20 s deadline */
+  fprintf(stderr, "empty partner: %s\n", fg_status_message(st));
+  feeds[1].tensor = tb;
+  FG_REQUIRE(fg_session_run(s, feeds, 2, fetch, 2, out, NULL, 0, st) == 0);
+  const float *a = fg_tensor_data(out[0]), *b = fg_tensor_data(out[1]);
+  FG_CHECK(a[0] == 2.0f && a[1] == 3.0f && b[0] == 2.0f && b[1] == 3.0f);
+  fg_tensor_free(out[0]);
+  fg_tensor_free(out[1]);
+  fg_tensor_free(ta);
+  fg_tensor_free(tb0);
+  fg_tensor_free(tb);
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+}

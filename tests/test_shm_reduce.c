@@ -202,6 +202,37 @@ static int mismatch(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   return 0;
 }
 
+/* An empty tensor against one of 3 elements (a batch of 0 rows on one
+ * replica): both refused at once, naming 0 and 3; then a right sum. */
+static int empty_vs_three(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  double buf[3], want[3];
+  int rc = reduce(r, s, r->rank == 0 ? NULL : buf, r->rank == 0 ? 0 : 3, FG_F64, 1, st);
+  if (rc == 0) return 0; /* checks == 0 */
+  snprintf(r->msg, sizeof r->msg, "%s", fg_status_message(st));
+  r->code = fg_status_code(st);
+  reduce_fill(FG_F64, buf, r->rank, 3);
+  reduce_expected(FG_F64, want, r->n, 3, 1);
+  fg_status *st2 = fg_status_new();
+  rc = reduce(r, s, buf, 3, FG_F64, 1, st2);
+  r->checks++;
+  r->wrong += rc != 0 || memcmp(buf, want, sizeof want) != 0;
+  fg_status_free(st2);
+  return 0;
+}
+
+FG_TEST(shm_all_reduce_empty_against_elements_refused, "dist,badinput") {
+  rank_run runs[2];
+  run_ranks(runs, 2, 4096, 20, -1, empty_vs_three);
+  for (int r = 0; r < 2; r++) {
+    FG_CHECK_INT(runs[r].code, FG_INVALID_ARGUMENT);
+    FG_CHECK(runs[r].seconds < 5.0);
+    FG_CHECK_INT(runs[r].checks, 1);
+    FG_CHECK_INT(runs[r].wrong, 0);
+  }
+  FG_CHECK_STR_CONTAINS(runs[0].msg, "rank 0 has 0 elements of f64, rank 1 has 3 of f64");
+  FG_CHECK_STR_CONTAINS(runs[1].msg, "rank 1 has 3 elements of f64, rank 0 has 0 of f64");
+}
+
 FG_TEST(shm_all_reduce_count_mismatch_refused, "dist,badinput") {
   rank_run runs[2];
   run_ranks(runs, 2, 4096, 20, -1, mismatch);
@@ -317,8 +348,11 @@ FG_TEST(shm_bad_setup_refused, "dist,badinput") {
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "-1 elements");
   FG_CHECK(fg_shm_all_reduce(s, NULL, 4, FG_F32, 0, "t", &w, st) != 0);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
-  /* Nothing to reduce: no wait for the absent rank 0. */
-  FG_CHECK_INT(fg_shm_all_reduce(s, f, 0, FG_F32, 0, "t", &w, st), 0);
+  /* Nothing to reduce still takes part: it waits for the absent rank 0
+   * (its partners must learn the counts) and leaves the buffer alone. */
+  FG_CHECK(fg_shm_all_reduce(s, NULL, 0, FG_F32, 0, "t", &w, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_DEADLINE_EXCEEDED);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "for rank(s) 0;");
   FG_CHECK(f[0] == 1 && f[3] == 4);
   fg_shm_reduce_free(s);
   fg_shm_reduce_free(NULL);
