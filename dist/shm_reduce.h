@@ -69,8 +69,9 @@ void fg_shm_reduce_free(fg_shm_reduce *s); /* accepts NULL; local, not a collect
  * count and dtype on every rank: the sum in rank order, or the mean when
  * `mean` is 1. `desc` names the collective in errors ("all_reduce
  * (collective #3)"). Count 0 takes part like any other (the counts are
- * compared). Errors, the same on every rank where the peers are alive: FG_INVALID_ARGUMENT when the ranks' counts or dtypes differ
- * (naming both; the group stays usable), FG_DEADLINE_EXCEEDED naming the
+ * compared). Errors, the same on every rank where the peers are alive:
+ * FG_INVALID_ARGUMENT when the ranks' counts or dtypes differ (naming
+ * both; the group stays usable), FG_DEADLINE_EXCEEDED naming the
  * ranks that did not arrive, or the stop hook's status. After a deadline
  * or a stop the group is out of step: the caller must not use it again. */
 int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
