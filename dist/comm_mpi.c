@@ -97,8 +97,9 @@ const char *fg_comm_mpi_reduce_path(const fg_comm *c) {
 #include <unistd.h>
 
 #define DEFAULT_TIMEOUT_S 60.0
-/* Tags cycle below the 32767 every MPI guarantees for MPI_TAG_UB. */
-#define TAG_CYCLE         16000
+/* Tags cycle below the 32767 every MPI guarantees for MPI_TAG_UB; an
+ * all_reduce takes three (counts, reduce-scatter, all-gather). */
+#define TAG_CYCLE         10000
 /* Point-to-point data moves in pieces of this many bytes (an int count). */
 #define P2P_CHUNK         ((int64_t)1 << 30)
 /* An abort's reason, as sent to the peers (longer ones are cut). */
@@ -466,6 +467,42 @@ const char *fg_comm_mpi_reduce_path(const fg_comm *c) {
   return !m->shm_tried ? "not yet decided" : m->shm_why;
 }
 
+/* The message path's agreement on count and dtype (the shared-memory path
+ * compares them in its segment): each rank sends both, packed into one u64
+ * (counts reach 2^56 long before memory runs out), to every other rank.
+ * Messages rather than an all-gather, so a deadline names the ranks that
+ * never answered. The refusal names this rank and the first rank that
+ * differs, in the shared-memory path's words; the group stays usable. The
+ * caller holds m->mu; m->gathered outlives an abandoned wait. */
+static int check_counts(mpi_comm *m, int64_t count, fg_dtype dtype, int tag, fg_status *st) {
+  const int n = m->base.size, me = m->base.rank;
+  uint64_t *all = m->gathered;
+  all[me] = (uint64_t)count << 8 | (uint64_t)dtype;
+  int nr = 0;
+  for (int p = 0; p < n; p++) {
+    if (p == me) continue;
+    m->req_peer[nr] = p;
+    if (post(0, &all[p], 8, p, tag, m->comm, &m->reqs[nr++]) != MPI_SUCCESS) goto mpi_fail;
+    m->req_peer[nr] = p;
+    if (post(1, &all[me], 8, p, tag, m->comm, &m->reqs[nr++]) != MPI_SUCCESS) goto mpi_fail;
+  }
+  if (wait_all(m, nr, "all_reduce", st) != 0) return -1;
+  for (int p = 0; p < n; p++) {
+    if (all[p] == all[me]) continue;
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "all_reduce (collective #%llu) on rank %d of %d: rank %d has %lld elements of "
+                  "%s, rank %d has %lld of %s; every rank must reduce the same tensor",
+                  (unsigned long long)m->seq, me, n, me, (long long)count, fg_dtype_name(dtype), p,
+                  (long long)(all[p] >> 8), fg_dtype_name((fg_dtype)(all[p] & 0xff)));
+    return -1;
+  }
+  return 0;
+mpi_fail:
+  fg_status_set(st, FG_INTERNAL, "all_reduce on rank %d: posting a message failed", me);
+  set_broken(m);
+  return -1;
+}
+
 static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean,
                           fg_status *st) {
   mpi_comm *m = (mpi_comm *)c;
@@ -502,8 +539,20 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
     if (rc == 0) fg_status_clear(st);
     return rc;
   }
-  /* Messages are counted in MPI_BYTE with an int. */
-  if ((uint64_t)my_len + 1 > (uint64_t)INT32_MAX / es) {
+  /* Every rank states its count and dtype first (one all-gather), so a
+   * mismatch is refused on all of them before a byte moves: otherwise the
+   * rank expecting fewer bytes fails with a truncated message, which breaks
+   * its communicator, and the other may accept a wrong sum. Count 0 takes
+   * part too, so a partner with elements learns of it at once. */
+  const int tag = (int)(m->seq % TAG_CYCLE) * 3;
+  if (check_counts(m, count, dtype, tag + 2, st) != 0) {
+    m->seq++;
+    pthread_mutex_unlock(&m->mu);
+    return -1;
+  }
+  /* Messages are counted in MPI_BYTE with an int. The largest slice
+   * decides, so every rank refuses alike. */
+  if ((uint64_t)(count / n + 1) + 1 > (uint64_t)INT32_MAX / es) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "all_reduce: %lld elements of %s over %d ranks gives chunks over 2 GiB; "
                   "split the buffer (smaller gradient buckets)",
@@ -513,7 +562,6 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
   }
   int rc = -1;
   unsigned char *b = buf;
-  const int tag = (int)(m->seq % TAG_CYCLE) * 2;
   void **src = calloc((size_t)n, sizeof *src);
   if (!src || reserve(m, (size_t)(n - 1) * (size_t)my_len * es + 1, st) != 0) {
     if (!src) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "all_reduce: out of memory");

@@ -53,27 +53,50 @@ FG_TEST(mpi_collectives_np3_messages, "dist") {
   check_collectives(3, "FG_MPI_SHM=0", "MPI messages (rank 0 has FG_MPI_SHM=0)");
 }
 
-/* Ranks that reduce different counts are all refused with both counts
- * named, within a second, and the next all_reduce is right. */
-FG_TEST(mpi_all_reduce_count_mismatch_refused, "dist,badinput") {
+/* Ranks that reduce different counts, an empty tensor against elements,
+ * or different dtypes are all refused with both sides named, and the next
+ * all_reduce is right. `shm_off`: over MPI messages (FG_MPI_SHM=0), which
+ * compare the counts with an all-gather, instead of the shared segment. */
+static void check_mismatch(int shm_off) {
   MPI_REQUIRED();
   run_result *res = malloc(sizeof *res);
   char *args[] = {helper(), "mismatch", "20", NULL};
+  if (shm_off) setenv("FG_MPI_SHM", "0", 1);
   mpirun(3, NULL, args, 40, res);
+  if (shm_off) unsetenv("FG_MPI_SHM");
   FG_CHECK_INT(res->status, 0);
   for (int r = 0; r < 3; r++) {
-    char want[300];
+    char want[400];
+    /* Each rank names itself and the first rank that differs from it. */
     snprintf(want, sizeof want,
              "rank %d: mismatched counts: INVALID_ARGUMENT all_reduce (collective #0) on rank %d "
              "of 3: rank %d has %d elements of f64, rank %d has %d of f64; every rank must "
              "reduce the same tensor",
              r, r, r, r == 0 ? 5 : 6, r == 0 ? 1 : 0, r == 0 ? 6 : 5);
     if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
-    snprintf(want, sizeof want, "rank %d: after the mismatch: right sum", r);
+    snprintf(want, sizeof want,
+             "rank %d: empty against 2: INVALID_ARGUMENT all_reduce (collective #2) on rank %d "
+             "of 3: rank %d has %d elements of f64, rank %d has %d of f64;",
+             r, r, r, r == 1 ? 0 : 2, r == 1 ? 0 : 1, r == 1 ? 2 : 0);
     if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+    snprintf(want, sizeof want,
+             "rank %d: mismatched dtypes: INVALID_ARGUMENT all_reduce (collective #4) on rank %d "
+             "of 3: rank %d has 4 elements of %s, rank %d has 4 of %s;",
+             r, r, r, r == 2 ? "f32" : "f64", r == 2 ? 0 : 2, r == 2 ? "f64" : "f32");
+    if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+    static const char *const after[] = {"after the mismatch", "after the empty one",
+                                        "after the dtypes"};
+    for (int k = 0; k < 3; k++) {
+      snprintf(want, sizeof want, "rank %d: %s: right sum", r, after[k]);
+      if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+    }
   }
+  FG_CHECK(res->wall < 15); /* no refusal waits for a deadline (20 s) */
   free(res);
 }
+
+FG_TEST(mpi_all_reduce_count_mismatch_refused, "dist,badinput") { check_mismatch(0); }
+FG_TEST(mpi_all_reduce_count_mismatch_refused_messages, "dist,badinput") { check_mismatch(1); }
 
 /* Seconds a survivor reported in "... failed: DEADLINE_EXCEEDED after X s". */
 static int survivor_deadline(const char *out, int rank, double *after) {

@@ -7,8 +7,8 @@
  *   mpi_comm_check p2p TIMEOUT           send/recv: ring, threads, refusals
  *   mpi_comm_check p2p_deadline recv|send TIMEOUT
  *                                        rank 0 waits on rank 1, which sleeps
- *   mpi_comm_check mismatch TIMEOUT      rank 0 all_reduces 5 elements, the
- *                                        others 6; then 3 on every rank
+ *   mpi_comm_check mismatch TIMEOUT      counts, an empty tensor and dtypes
+ *                                        that differ between ranks
  *   mpi_comm_check abort TIMEOUT         rank 1 aborts while rank 0 waits in a
  *                                        recv from it and the others in an
  *                                        all_reduce
@@ -118,24 +118,45 @@ static int collectives(fg_comm *c, fg_status *st) {
   return bad ? 1 : 0;
 }
 
-/* Rank 0 reduces 5 elements, the others 6: every rank is refused, naming
- * both counts; then a 3-element all_reduce must still give the right sum
- * (over shared memory the group stays in step after a mismatch). */
-static int mismatch(fg_comm *c, fg_status *st) {
-  double t0 = comm_now_s();
-  double buf[6], want[6];
-  reduce_fill(FG_F64, buf, c->rank, 6);
-  int rc = c->ops->all_reduce(c, buf, c->rank == 0 ? 5 : 6, FG_F64, 0, st);
-  printf("rank %d: mismatched counts: %s %s\n", c->rank,
+/* Prints a refusal; 1 when the all_reduce was accepted. */
+static int refused(fg_comm *c, const char *what, int rc, fg_status *st) {
+  printf("rank %d: %s: %s %s\n", c->rank, what,
          rc == 0 ? "ACCEPTED" : fg_code_name(fg_status_code(st)), fg_status_message(st));
-  if (rc == 0) return 1;
+  return rc == 0;
+}
+
+/* A 3-element f64 sum after a refusal: right when the group stayed in step. */
+static int right_sum(fg_comm *c, const char *after, fg_status *st, double t0) {
+  double buf[3], want[3];
   reduce_fill(FG_F64, buf, c->rank, 3);
   reduce_expected(FG_F64, want, c->size, 3, 0);
-  if (c->ops->all_reduce(c, buf, 3, FG_F64, 0, st) != 0)
-    return fail_status(c, "all_reduce after the mismatch", st, t0);
-  int ok = memcmp(buf, want, sizeof(double) * 3) == 0;
-  printf("rank %d: after the mismatch: %s\n", c->rank, ok ? "right sum" : "WRONG sum");
+  if (c->ops->all_reduce(c, buf, 3, FG_F64, 0, st) != 0) return fail_status(c, after, st, t0);
+  int ok = memcmp(buf, want, sizeof want) == 0;
+  printf("rank %d: %s: %s\n", c->rank, after, ok ? "right sum" : "WRONG sum");
   return ok ? 0 : 1;
+}
+
+/* Three refusals, each followed by a right 3-element sum (the group stays
+ * in step on both paths):
+ *   1. rank 0 reduces 5 f64 elements, the others 6;
+ *   2. rank 1 reduces 0 elements (no buffer), the others 2;
+ *   3. the last rank reduces 4 f32, the others 4 f64.
+ * Every rank must be refused, naming both sides. */
+static int mismatch(fg_comm *c, fg_status *st) {
+  double t0 = comm_now_s();
+  double buf[6];
+  reduce_fill(FG_F64, buf, c->rank, 6);
+  int bad = refused(c, "mismatched counts",
+                    c->ops->all_reduce(c, buf, c->rank == 0 ? 5 : 6, FG_F64, 0, st), st);
+  if (bad) return 1;
+  if ((bad = right_sum(c, "after the mismatch", st, t0)) != 0) return bad;
+  int rc = c->rank == 1 ? c->ops->all_reduce(c, NULL, 0, FG_F64, 0, st)
+                        : c->ops->all_reduce(c, buf, 2, FG_F64, 0, st);
+  if (refused(c, "empty against 2", rc, st)) return 1;
+  if ((bad = right_sum(c, "after the empty one", st, t0)) != 0) return bad;
+  rc = c->ops->all_reduce(c, buf, 4, c->rank == c->size - 1 ? FG_F32 : FG_F64, 0, st);
+  if (refused(c, "mismatched dtypes", rc, st)) return 1;
+  return right_sum(c, "after the dtypes", st, t0);
 }
 
 /* Loops all_reduce; `victim` misbehaves before collective k. */
