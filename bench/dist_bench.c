@@ -40,6 +40,17 @@
 
 #include "bench_common.h"
 
+/* The median of n <= 5 values (sorts them). */
+static double median5(double *v, int n) {
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+      double x = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = x;
+    }
+  return v[n / 2];
+}
+
 static int busbw(fg_comm *c, fg_status *st) {
   int n = c->size;
   if (c->rank == 0) {
@@ -61,23 +72,34 @@ static int busbw(fg_comm *c, fg_status *st) {
   for (int64_t bytes = 1024; bytes <= ((int64_t)256 << 20); bytes *= 4) {
     int64_t count = bytes / 4;
     float *buf = malloc((size_t)bytes);
-    for (int64_t i = 0; i < count; i++)
-      buf[i] = 1.0f;
-    int iters = bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 10 : 3;
-    /* One warm-up, then the mean over iters. */
+    /* Zeros stay zeros however many sums run (ones would double each time,
+     * past f32's range at 128 runs). */
+    memset(buf, 0, (size_t)bytes);
+    /* Small sizes take microseconds, where one descheduled rank moves a
+     * mean a lot on a shared machine: the median of 5 batches' means. */
+    int iters = bytes <= (64 << 10) ? 400 : bytes <= (1 << 20) ? 50 : bytes <= (16 << 20) ? 10 : 3;
+    int batches = bytes <= (1 << 20) ? 5 : 1;
+    double ts[5], tms[5];
+    /* One warm-up, then the batches. */
     if (c->ops->all_reduce(c, buf, count, FG_F32, 0, st) != 0) return -1;
-    double t0 = now_s();
-    for (int i = 0; i < iters; i++)
-      if (c->ops->all_reduce(c, buf, count, FG_F32, 0, st) != 0) return -1;
-    double t = (now_s() - t0) / iters;
+    for (int k = 0; k < batches; k++) {
+      double t0 = now_s();
+      for (int i = 0; i < iters; i++)
+        if (c->ops->all_reduce(c, buf, count, FG_F32, 0, st) != 0) return -1;
+      ts[k] = (now_s() - t0) / iters;
+    }
+    double t = median5(ts, batches);
     double algbw = (double)bytes / t / 1e9;
     /* Open MPI's own MPI_Allreduce (order not fixed) on the same buffer,
-     * for reference. */
+     * for reference, timed the same way. */
     MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double t1 = now_s();
-    for (int i = 0; i < iters; i++)
-      MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double tm = (now_s() - t1) / iters;
+    for (int k = 0; k < batches; k++) {
+      double t1 = now_s();
+      for (int i = 0; i < iters; i++)
+        MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      tms[k] = (now_s() - t1) / iters;
+    }
+    double tm = median5(tms, batches);
     if (c->rank == 0)
       printf("FG allreduce_busbw ranks %d size %9lld B  time %10.1f us  algbw %6.3f GB/s  busbw "
              "%6.3f GB/s  (MPI_Allreduce: %10.1f us, busbw %6.3f GB/s)\n",

@@ -19,6 +19,9 @@
 #define LINE      64
 #define MIN_CHUNK ((size_t)4096)
 #define MAX_CHUNK ((size_t)1 << 30)
+/* A buffer whose n copies together take at most this many bytes goes
+ * through in one round with one barrier (see fg_shm_all_reduce). */
+#define SMALL_BYTES ((size_t)16 << 10)
 
 /* A rank's header, alone on its cache line so one rank's barrier store does
  * not bounce the line the others poll. Lock-free 64-bit atomics are
@@ -26,9 +29,12 @@
  * different addresses. */
 typedef struct shm_header {
   _Atomic uint64_t gen; /* barriers this rank has reached */
-  int64_t count;        /* the current collective's count and dtype */
-  int32_t dtype;
-  char pad[LINE - 8 - 8 - 4];
+  /* The collective's count and dtype, by the parity of its first round:
+   * a rank that finishes early writes its next collective's into the other
+   * pair while the others still compare this one. */
+  int64_t count[2];
+  int32_t dtype[2];
+  char pad[LINE - 8 - 16 - 8];
 } shm_header;
 _Static_assert(sizeof(shm_header) == LINE, "one header per cache line");
 
@@ -201,39 +207,55 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
    * at a byte of its own (no arithmetic on NULL). */
   unsigned char none = 0, *b = count > 0 ? buf : &none;
   const int64_t per_chunk = (int64_t)(s->chunk / es);
-  /* Read by the others after the first barrier; not rewritten before the
-   * last barrier of this collective, which they pass only after reading. */
-  header(s, me)->count = count;
-  header(s, me)->dtype = (int32_t)dtype;
-  /* Count 0 still makes one empty round: its barriers and the count check
+  const int par = (int)(s->rounds & 1);
+  /* Read by the others after the first barrier. The next collective
+   * writes the other pair; the one after may rewrite this pair only past
+   * the next collective's first barrier, which the others reach after
+   * their comparison. */
+  header(s, me)->count[par] = count;
+  header(s, me)->dtype[par] = (int32_t)dtype;
+  /* A small buffer: every rank copies all of it in, one barrier, and every
+   * rank sums all of it in rank order itself (the same bits as the slices
+   * below). Saving the second barrier halves the waiting, which is most of
+   * a few-KiB collective's time. A slot is rewritten two collectives
+   * later, past the next one's barrier, so the others are done reading. */
+  const int small =
+      (uint64_t)count * es <= s->chunk && (uint64_t)count * es * (uint64_t)n <= SMALL_BYTES;
+  /* Count 0 still makes one empty round: its barrier and the count check
    * tell a partner with elements that the counts differ. */
   for (int64_t off = 0; off < count || off == 0; off += per_chunk, s->rounds++) {
     int64_t len = count - off < per_chunk ? count - off : per_chunk, ps, pl;
     unsigned char *mine = slot(s, me, s->rounds), *in = b + off * (int64_t)es;
-    for (int p = 0; p < n; p++) {
-      if (p == me) continue;
-      fg_rank_slice(len, n, p, &ps, &pl);
-      memcpy(mine + ps * (int64_t)es, in + ps * (int64_t)es, (size_t)(pl * (int64_t)es));
-    }
+    if (small)
+      memcpy(mine, in, (size_t)(len * (int64_t)es));
+    else
+      for (int p = 0; p < n; p++) {
+        if (p == me) continue;
+        fg_rank_slice(len, n, p, &ps, &pl);
+        memcpy(mine + ps * (int64_t)es, in + ps * (int64_t)es, (size_t)(pl * (int64_t)es));
+      }
     if (barrier(s, desc, w, st) != 0) return -1;
     if (off == 0)
       for (int p = 0; p < n; p++) {
         const shm_header *h = header(s, p);
-        if (h->count == count && h->dtype == (int32_t)dtype) continue;
+        if (h->count[par] == count && h->dtype[par] == (int32_t)dtype) continue;
         fg_status_set(st, FG_INVALID_ARGUMENT,
                       "%s on rank %d of %d: rank %d has %lld elements of %s, rank %d has %lld of "
                       "%s; every rank must reduce the same tensor",
                       desc, me, n, me, (long long)count, fg_dtype_name(dtype), p,
-                      (long long)h->count, fg_dtype_name((fg_dtype)h->dtype));
-        /* Every rank finds a mismatch. The closing barrier keeps a rank
-         * that returns first from rewriting its header (its next
-         * collective) before the others read it; then all start the next
-         * collective on the other slot, in step. Should that barrier fail,
-         * its status (a deadline or a stop) replaces this one. */
-        if (barrier(s, desc, w, st) != 0) return -1; /* now a deadline or a stop */
+                      (long long)h->count[par], fg_dtype_name((fg_dtype)h->dtype[par]));
+        /* Every rank finds a mismatch after the same one barrier, small
+         * path or not, and all start the next collective on the other
+         * slot and header pair, in step. */
         s->rounds++;
         return -1;
       }
+    if (small) {
+      for (int p = 0; p < n; p++)
+        s->src[p] = p == me ? in : slot(s, p, s->rounds);
+      fg_rank_sum(dtype, in, s->src, n, len, mean);
+      continue; /* one round: len == count */
+    }
     int64_t ms, ml;
     fg_rank_slice(len, n, me, &ms, &ml);
     for (int p = 0; p < n; p++)

@@ -43,13 +43,15 @@ static inline void reduce_fill(fg_dtype dt, void *buf, int rank, int64_t count) 
   }
 }
 
-/* The all_reduce reference: rank 0 + rank 1 + ... in that order, per
- * element, then / n (a division) for the mean. */
-static inline void reduce_expected(fg_dtype dt, void *out, int n, int64_t count, int mean) {
+/* The all_reduce reference when rank p filled its buffer as rank first + p
+ * (tests that change the data every round): rank 0 + rank 1 + ... in that
+ * order, per element, then / n (a division) for the mean. */
+static inline void reduce_expected_from(fg_dtype dt, void *out, int first, int n, int64_t count,
+                                        int mean) {
   size_t es = fg_dtype_size(dt);
   void *tmp = malloc((size_t)count * es + 1);
   for (int p = 0; p < n; p++) {
-    reduce_fill(dt, tmp, p, count);
+    reduce_fill(dt, tmp, first + p, count);
     for (int64_t i = 0; i < count; i++) {
       switch (dt) {
       case FG_F32:
@@ -80,6 +82,10 @@ static inline void reduce_expected(fg_dtype dt, void *out, int n, int64_t count,
     }
   }
   free(tmp);
+}
+
+static inline void reduce_expected(fg_dtype dt, void *out, int n, int64_t count, int mean) {
+  reduce_expected_from(dt, out, 0, n, count, mean);
 }
 
 /* ---- point-to-point ------------------------------------------------------ */

@@ -248,6 +248,55 @@ FG_TEST(shm_all_reduce_count_mismatch_refused, "dist,badinput") {
   }
 }
 
+/* 300 collectives that mix the one-barrier path for small buffers (up to
+ * 16 KiB over all ranks) with chunked ones, and every 7th a mismatch where
+ * rank 0 has one element more, so it may take the other path than the
+ * rest. Every refusal must come on every rank, and every other sum must be
+ * right: the slots and the count/dtype pairs alternate safely whatever
+ * the neighbours' paths. */
+static int interleave(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  /* With 4 KiB slots: 1, 3 and 1024 f32 fit one slot; 1025 and 5000 do
+   * not (2 and 5 chunks); 512 f64 fills a slot. */
+  static const int64_t counts[] = {1, 1025, 3, 1024, 5000, 512};
+  unsigned char *buf = malloc(5001 * sizeof(double)), *want = malloc(5001 * sizeof(double));
+  int i = 0;
+  for (; i < 300; i++) {
+    int64_t n = counts[i % 6];
+    fg_dtype dt = n == 512 ? FG_F64 : FG_F32;
+    int bad = i % 7 == 3;
+    size_t es = fg_dtype_size(dt);
+    /* Every round's data differs (rank p fills as rank 8i + p), so a
+     * slot read a round late gives wrong bits. */
+    reduce_fill(dt, buf, 8 * i + r->rank, n + 1);
+    int rc = reduce(r, s, buf, n + (bad && r->rank == 0), dt, i & 1, st);
+    r->checks++;
+    if (bad) {
+      r->wrong += rc == 0 || fg_status_code(st) != FG_INVALID_ARGUMENT;
+      continue;
+    }
+    if (rc != 0) break;
+    reduce_expected_from(dt, want, 8 * i, r->n, n, i & 1);
+    r->wrong += memcmp(buf, want, (size_t)n * es) != 0;
+  }
+  free(buf);
+  free(want);
+  return i == 300 ? 0 : -1;
+}
+
+FG_TEST(shm_small_and_chunked_collectives_interleave, "dist,badinput") {
+  for (int n = 2; n <= 4; n++) {
+    rank_run runs[MAX_RANKS];
+    run_ranks(runs, n, 4096, 20, -1, interleave);
+    for (int r = 0; r < n; r++) {
+      FG_CHECK_INT(runs[r].code, FG_OK);
+      FG_CHECK_INT(runs[r].checks, 300);
+      FG_CHECK_INT(runs[r].wrong, 0);
+      if (runs[r].code != FG_OK || runs[r].wrong)
+        fprintf(stderr, "n %d rank %d: %d wrong: %s\n", n, r, runs[r].wrong, runs[r].msg);
+    }
+  }
+}
+
 static int one_reduce(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   float buf[64] = {0};
   return reduce(r, s, buf, 64, FG_F32, 1, st);
