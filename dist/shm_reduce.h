@@ -13,9 +13,10 @@
  * do the same inside a host.
  *
  * The segment holds, per rank, a 64-byte header (a barrier counter and
- * two count/dtype pairs, used in turn by collectives) and two slots of `chunk` bytes used in
- * turn, so a rank may start the next chunk while a slower one still reads
- * the last. A buffer larger than a slot goes through in chunks; per chunk:
+ * two count/dtype pairs, used in turn by collectives) and two slots of
+ * `chunk` bytes used in turn, so a rank may start the next chunk while a
+ * slower one still reads the last. A buffer larger than a slot goes
+ * through in chunks; per chunk:
  *   1. copy in the slices the other ranks sum (every slice but its own);
  *   2. barrier;
  *   3. sum its slice in rank order 0 + 1 + ... + n-1 (dist/rank_sum.h, the
@@ -30,22 +31,6 @@
  * loaded machine and is left out): 0.5-0.7 us before, 0.4-0.5 after at
  * 1 KB; 0.9-1.3 before, 0.7-0.9 after at 4 KB. MPI_Allreduce took 0.6-1.1
  * and 1.2-1.9 us.
- * The segment holds, per rank, a 64-byte header (a barrier counter and
- * two count/dtype pairs, used in turn by collectives) and two slots of `chunk` bytes used in
- * turn, so a rank may start the next chunk while a slower one still reads
- * the last. A buffer larger than a slot goes through in chunks; per chunk:
- *   1. copy in the slices the other ranks sum (every slice but its own);
- *   2. barrier;
- *   3. sum its slice in rank order 0 + 1 + ... + n-1 (dist/rank_sum.h, the
- *      same bits as the other communicators) into its own slot;
- *   4. barrier;
- *   5. copy every rank's summed slice out into the buffer.
- * A buffer whose n copies fit in 16 KiB (and itself in a slot) takes one
- * round with one barrier instead: every rank copies all of it in, and
- * after the barrier sums all of it in rank order itself. At 1 to 4 KB
- * over 2 ranks the waits are most of the time, and this saves one (the
- * median of 5 runs of 400 went from 0.5-0.7 to 0.4 us at 1 KB, from 0.9-1.3
- * to 0.8 us at 4 KB; MPI_Allreduce took 0.6-1.1 and 1.2-1.9 us).
  * Barriers are counters in the headers, polled with a spin, then yields,
  * then 50 us sleeps, against a deadline, and the caller's `stop` hook is
  * asked every 64 polls (the MPI communicator probes for a peer's abort
