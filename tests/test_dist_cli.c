@@ -300,3 +300,89 @@ FG_TEST(dist_cli_train_runs_data_parallel_graph, "dist") {
   FG_CHECK(exists(tpath("out.fgb")));
   fgt_rmtree(tmpdir);
 }
+
+/* `flowgraph profile --micro-batches 4` on the MLP split over cpu:0 and
+ * cpu:1 profiles the step `train --micro-batches 4` runs: every micro-batch
+ * has rows of its own on its device and track. Per micro-batch of 2 rows,
+ * layer 1's relu goes to cpu:1 (2 x 128 f32 = 1024 bytes), its gradient
+ * comes back (1024) and the labels' shard goes over (2 i32 = 8); then the
+ * 4 gradients' combination sends 4 row weights each (16 f32 = 64 bytes):
+ * 4 x 2056 + 64 = 8288 bytes per run. */
+FG_TEST(dist_cli_profile_micro_batches, "dist") {
+  FG_REQUIRE(make_tmpdir());
+  FG_REQUIRE(save_model(tpath("mp.fgb"), 0) == 0);
+  FG_REQUIRE(save_batch(8) == 0);
+  char xin[400], yin[400], trace[400];
+  snprintf(xin, sizeof xin, "x=%s", tpath("x.npy"));
+  snprintf(yin, sizeof yin, "y=%s", tpath("y.npy"));
+  snprintf(trace, sizeof trace, "%s", tpath("trace.json"));
+  cli_result r;
+  FG_REQUIRE(cli(&r, "profile", tpath("mp.fgb"), "-i", xin, "-i", yin, "--runs", "2",
+                 "--micro-batches", "4", "--trace", trace, NULL) == 0);
+  CHECK_OK(r);
+  FG_CHECK_STR_CONTAINS(r.out, "micro-batches: 4 per run (fg_micro_batch; batch inputs: x, y)");
+  FG_CHECK_STR_CONTAINS(r.out, "targets: train\n");
+  FG_CHECK_STR_CONTAINS(r.out, "partitions: 2 devices");
+  FG_CHECK_STR_CONTAINS(r.out,
+                        "transfer micro_batch_3/relu_2:0->cpu:1: cpu:0 -> cpu:1, 1024 bytes");
+  FG_CHECK_STR_CONTAINS(r.out, "transfer bytes per run: 8288");
+  const char *order = strstr(r.out, "Run order"), *top = strstr(r.out, "Top by time");
+  FG_REQUIRE(order && top);
+  for (int k = 0; k < 4; k++) {
+    char node[64];
+    /* Each micro-batch's first layer on cpu:0 with its 2 rows, its loss on
+     * cpu:1, and its relu received there. */
+    snprintf(node, sizeof node, " micro_batch_%d/matmul_0 ", k);
+    FG_CHECK_INT(lines_with(order, top, node, " cpu:0 "), 1);
+    FG_CHECK_INT(lines_with(order, top, node, " f32 [2,128]"), 1);
+    snprintf(node, sizeof node, " micro_batch_%d/loss ", k);
+    FG_CHECK_INT(lines_with(order, top, node, " cpu:1 "), 1);
+    snprintf(node, sizeof node, " micro_batch_%d/relu_2 ", k);
+    FG_CHECK_INT(lines_with(order, top, node, " recv "), 1);
+  }
+  /* The full-batch nodes stay in the graph for fetches, but the step does
+   * not run them. */
+  FG_CHECK_INT(lines_with(order, top, " matmul_0 ", ""), 0);
+  char *json = slurp(trace);
+  FG_REQUIRE(json);
+  const char *ev = strstr(json, "\"name\":\"micro_batch_2/loss\",\"cat\":\"op\"");
+  FG_REQUIRE(ev);
+  const char *tid = strstr(ev, "\"tid\":");
+  FG_REQUIRE(tid);
+  FG_CHECK(strncmp(tid, "\"tid\":1,", 8) == 0);
+  free(json);
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
+FG_TEST(dist_cli_profile_micro_batches_bad_args, "dist,badinput") {
+  FG_REQUIRE(make_tmpdir());
+  FG_REQUIRE(save_model(tpath("mp.fgb"), 0) == 0);
+  FG_REQUIRE(save_two_rank_model(tpath("fwd.fgb")) == 0);
+  const char *m = tpath("mp.fgb");
+  cli_result r;
+  static const char *const bad[] = {"0", "1025", "two"};
+  for (int i = 0; i < 3; i++) {
+    FG_REQUIRE(cli(&r, "profile", m, "--random-inputs", "--batch", "8", "--micro-batches", bad[i],
+                   NULL) == 0);
+    CHECK_USAGE_ERROR(r);
+    FG_CHECK_STR_CONTAINS(r.err, "--micro-batches needs an integer from 1 to 1024");
+    result_free(&r);
+  }
+  /* 3 rows cannot make 4 micro-batches: refused before any run. */
+  FG_REQUIRE(
+      cli(&r, "profile", m, "--random-inputs", "--batch", "3", "--micro-batches", "4", NULL) == 0);
+  CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT",
+                      "--micro-batches 4: input 'x' has 3 rows, fewer than the "
+                      "micro-batches");
+  FG_CHECK(strstr(r.out, "Run order") == NULL);
+  result_free(&r);
+  /* A model without a training step has nothing to pipeline. */
+  FG_REQUIRE(cli(&r, "profile", tpath("fwd.fgb"), "--random-inputs", "--batch", "4",
+                 "--micro-batches", "2", NULL) == 0);
+  CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT",
+                      "fg_micro_batch: the graph needs metadata \"loss\" and \"train_target\"");
+  FG_CHECK(strstr(r.out, "Run order") == NULL);
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}

@@ -858,19 +858,27 @@ FG_TEST(mpi_profile_model_parallel_wrong_np, "dist,badinput") {
  * the 40 rows: one report (only replica 0's processes report), with
  * all_reduce rows and shapes [20,1], then the line `avg_line` starts, with
  * each process's average. */
-static void check_profile_replicas(int np, const char *model, const char *avg_line,
-                                   run_result *res) {
+static void check_profile_replicas_micro(int np, const char *model, const char *micro,
+                                         const char *avg_line, run_result *res) {
   char xi[700], yi[700], path[700];
   lin_inputs(xi, yi);
   snprintf(path, sizeof path, "%s", tpath(model));
-  char *args[] = {FG_CLI_PATH, "profile",        path, "-i", xi, "-i", yi, "--runs", "3", "--dist",
-                  "mpi",       "--dist-timeout", "20", NULL};
+  char *args[] = {FG_CLI_PATH, "profile", path, "-i",     xi,    "-i",
+                  yi,          "--runs",  "3",  "--dist", "mpi", "--dist-timeout",
+                  "20",        NULL,      NULL, NULL};
+  if (micro) {
+    args[13] = "--micro-batches";
+    args[14] = (char *)micro;
+  }
   mpirun(np, NULL, args, 50, res);
   FG_CHECK_INT(res->status, 0);
   FG_CHECK_INT(count_substr(res->out, "profile of "), 1);
   FG_CHECK_INT(count_substr(res->out, "============ Run order"), 1);
   FG_CHECK_STR_CONTAINS(res->out, "all_reduce");
-  FG_CHECK_STR_CONTAINS(res->out, "f32 [20,1]");
+  /* A micro-batch of a replica's 20 rows: 20 / M rows. */
+  char rows[32];
+  snprintf(rows, sizeof rows, "f32 [%d,1]", micro ? 20 / atoi(micro) : 20);
+  FG_CHECK_STR_CONTAINS(res->out, rows);
   FG_CHECK(strstr(res->out, "f32 [40,1]") == NULL);
   FG_CHECK_STR_CONTAINS(res->out, avg_line);
   char last[32];
@@ -880,6 +888,11 @@ static void check_profile_replicas(int np, const char *model, const char *avg_li
   /* One host: the replicas' all_reduce goes through one shared segment. */
   FG_CHECK_INT(count_substr(res->out, grads_line("")), 1);
   if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+}
+
+static void check_profile_replicas(int np, const char *model, const char *avg_line,
+                                   run_result *res) {
+  check_profile_replicas_micro(np, model, NULL, avg_line, res);
 }
 
 /* Hybrid: lin_mp.fgb (2 ranks) on 4 processes, 2 replicas of it, as
@@ -896,6 +909,52 @@ FG_TEST(mpi_profile_hybrid_np4, "dist") {
                          res);
   FG_CHECK_STR_CONTAINS(res->out, "  rank:1/cpu:0: ");
   FG_CHECK_STR_CONTAINS(res->out, "transfer bytes per run: 160 (2 of the graph's 2 transfers)");
+  free(res);
+  fgt_rmtree(tmpdir);
+}
+
+/* The same with --micro-batches 2, as `train --dist mpi --micro-batches 2`
+ * runs it: each replica's 20 rows in 2 micro-batches of 10, so the
+ * transfers between its stages are 10 rows x 1 f32 (40 bytes) each way,
+ * per micro-batch: 160 bytes. */
+FG_TEST(mpi_profile_hybrid_np4_micro_batches, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_lin_mp() == 0);
+  run_result *res = malloc(sizeof *res);
+  check_profile_replicas_micro(4, "lin_mp.fgb", "2",
+                               "2 replicas of the 2-rank model (fg_data_parallel, all_reduce on "
+                               "the gradients); run avg per process (rank = replica x 2 + "
+                               "stage): rank 0 ",
+                               res);
+  FG_CHECK_STR_CONTAINS(res->out, "micro-batches: 2 per run (fg_micro_batch; batch inputs: x, y)");
+  FG_CHECK(strstr(res->out, "f32 [20,1]") == NULL);
+  FG_CHECK_STR_CONTAINS(res->out, "transfer micro_batch_1/mul_3:0->rank:1/cpu:0: rank:0/cpu:0 -> "
+                                  "rank:1/cpu:0, 40 bytes");
+  FG_CHECK_STR_CONTAINS(res->out, "transfer bytes per run: 160 (4 of the graph's 10 transfers)");
+  free(res);
+  /* 41 rows a micro-batch: 40 rows are too few, on every rank alike. */
+  res = malloc(sizeof *res);
+  char xi[700], yi[700], path[700];
+  lin_inputs(xi, yi);
+  snprintf(path, sizeof path, "%s", tpath("lin_mp.fgb"));
+  char *bad[] = {
+      FG_CLI_PATH, "profile",         path, "-i", xi, "-i", yi, "--dist", "mpi", "--dist-timeout",
+      "20",        "--micro-batches", "41", NULL};
+  mpirun(2, NULL, bad, 50, res);
+  FG_CHECK(res->status != 0 && res->status != -1);
+  FG_CHECK(res->wall < 15);
+  FG_CHECK(count_substr(res->out, "--micro-batches 41: input 'x' has 40 rows, fewer than the "
+                                  "micro-batches") >= 2);
+  FG_CHECK(strstr(res->out, "profile of ") == NULL);
+  /* On 4 processes each replica has 20 rows: 21 micro-batches are too
+   * many, said by every process before any run. */
+  bad[12] = "21";
+  mpirun(4, NULL, bad, 50, res);
+  FG_CHECK(res->status != 0 && res->status != -1);
+  FG_CHECK(res->wall < 15);
+  FG_CHECK(count_substr(res->out, "--micro-batches 21 with 2 replicas: replica ") >= 4);
+  FG_CHECK(strstr(res->out, "profile of ") == NULL);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
   free(res);
   fgt_rmtree(tmpdir);
 }

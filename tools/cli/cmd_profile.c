@@ -60,6 +60,13 @@ typedef struct profile_data {
  * is a few microseconds on one host. */
 #define CLOCK_ROUNDS 16
 
+/* --micro-batches M (1: off), taken out of argv before the common parser sees it: the model is
+ * rewritten with fg_micro_batch before anything runs, as `flowgraph train
+ * --micro-batches` does, so the profile shows the pipeline that training
+ * runs. profile_micro_inputs lists the batch inputs for the report. */
+static int64_t profile_micro = 1;
+static char profile_micro_inputs[256];
+
 static int oom(fg_status *st) {
   fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
   return -1;
@@ -315,6 +322,9 @@ static int print_report(const plan_args *a, const plan_model *m, const profile_d
   for (int i = 0; i < m->n_targets; i++)
     printf(" %s", m->targets[i]);
   printf("%s\n", m->n_targets ? "" : " (none)");
+  if (profile_micro > 1)
+    printf("micro-batches: %" PRId64 " per run (fg_micro_batch; batch inputs: %s)\n", profile_micro,
+           profile_micro_inputs);
   /* Several devices: their partitions and transfers; in the trace each
    * device is one track, and its collectives another (a node's thread is its
    * lane). */
@@ -416,7 +426,89 @@ static int check_world(const plan_args *a, const fg_comm *c, int ranks, fg_statu
   return -1;
 }
 
+/* A fed input whose placeholder's first dimension is '?': a batch input,
+ * which data parallelism shards and micro-batches cut. */
+static int is_batch_input(const plan_model *m, int i) {
+  int node = fg_graph_find(m->graph, m->feeds.feeds[i].name);
+  int64_t dims[FG_MAX_RANK];
+  int rank = node >= 0 ? fg_output_shape(m->graph, (fg_output){node, 0}, dims) : -1;
+  return rank >= 1 && dims[0] == FG_DIM_UNKNOWN;
+}
+
+/* --micro-batches M: m->graph becomes fg_micro_batch's rewrite over the
+ * batch inputs (a loss averaged over rows, as train's default; the form
+ * changes the arithmetic, not the work), with a session on it. *orig keeps
+ * the loaded graph, which the fetch and target names may point into;
+ * micro_restore puts it back. Every batch input must have M rows. */
+static int micro_rewrite(const plan_args *a, plan_model *m, fg_graph **orig, fg_status *st) {
+  const char **names = calloc((size_t)m->feeds.n + 1, sizeof *names);
+  if (!names) return oom(st);
+  int n = 0, rc = 0;
+  size_t used = 0;
+  for (int i = 0; i < m->feeds.n && rc == 0; i++) {
+    if (!is_batch_input(m, i)) continue;
+    const char *name = m->feeds.feeds[i].name;
+    int64_t rows = fg_tensor_dim(m->feeds.feeds[i].tensor, 0);
+    if (rows < profile_micro) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "--micro-batches %" PRId64 ": input '%s' has %" PRId64
+                    " rows, fewer than the micro-batches; feed more rows (--batch with "
+                    "--random-inputs) or use fewer micro-batches",
+                    profile_micro, name, rows);
+      rc = -1;
+    }
+    names[n++] = name;
+    if (used < sizeof profile_micro_inputs)
+      used += (size_t)snprintf(profile_micro_inputs + used, sizeof profile_micro_inputs - used,
+                               "%s%s", used ? ", " : "", name);
+  }
+  if (rc == 0 && n == 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--micro-batches: no fed input of %s has an unknown first dimension, so there "
+                  "is no batch to cut",
+                  a->run.model);
+    rc = -1;
+  }
+  fg_graph *g =
+      rc == 0 ? fg_micro_batch(m->graph, (int)profile_micro, names, n, FG_DP_LOSS_MEAN, st) : NULL;
+  free(names);
+  if (!g) return -1;
+  fg_session_options so;
+  plan_session_options(a, &so);
+  double t0 = plan_now_ms();
+  fg_session *s = fg_session_new(g, &so, st);
+  if (!s) {
+    fg_graph_free(g);
+    return -1;
+  }
+  m->session_ms = plan_now_ms() - t0;
+  fg_session_free(m->session);
+  *orig = m->graph;
+  m->graph = g;
+  m->session = s;
+  return 0;
+}
+
+/* Frees the rewrite and its session; plan_model_close frees the rest. */
+static void micro_restore(plan_model *m, fg_graph *orig) {
+  if (!orig) return;
+  fg_session_free(m->session);
+  m->session = NULL;
+  fg_graph_free(m->graph);
+  m->graph = orig;
+}
+
+static int profile_model(const plan_args *a, plan_model *m, fg_status *st);
+
 static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
+  fg_graph *orig = NULL;
+  if (profile_micro > 1 && micro_rewrite(a, m, &orig, st) != 0) return -1;
+  int rc = profile_model(a, m, st);
+  micro_restore(m, orig);
+  return rc;
+}
+
+static int profile_model(const plan_args *a, plan_model *m, fg_status *st) {
   int ranks = fg_partition_num_ranks(fg_session_partition(m->session));
   if (ranks > 0 && !profile_dist_mpi) {
     /* Timing it needs every rank running. */
@@ -446,7 +538,7 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
   fg_comm *c = NULL;
   if (profile_dist_mpi) {
     /* Every rank must time the same runs of the same graph. */
-    int64_t opts[3] = {a->runs, a->warmup, a->run.batch};
+    int64_t opts[4] = {a->runs, a->warmup, a->run.batch, profile_micro};
     if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
             0 ||
         check_world(a, c, ranks, st) != 0) {
@@ -499,11 +591,8 @@ static int dp_shards_make(const plan_model *m, int count, int index, dp_shards *
   if (!d->feeds || !d->views || !d->names) return oom(st);
   for (int i = 0; i < f->n; i++) {
     const fg_tensor *t = f->feeds[i].tensor;
-    int node = fg_graph_find(m->graph, f->feeds[i].name);
-    int64_t dims[FG_MAX_RANK];
-    int rank = node >= 0 ? fg_output_shape(m->graph, (fg_output){node, 0}, dims) : -1;
     d->feeds[i] = f->feeds[i];
-    if (rank < 1 || dims[0] != FG_DIM_UNKNOWN) continue; /* fed whole to every rank */
+    if (!is_batch_input(m, i)) continue; /* fed whole to every rank */
     int64_t rows = fg_tensor_dim(t, 0), first = 0;
     int64_t mine = fg_shard_rows(rows, count, index, &first);
     if (rows < count) {
@@ -511,6 +600,15 @@ static int dp_shards_make(const plan_model *m, int count, int index, dp_shards *
                     "--dist mpi with %d replicas: input '%s' has %lld rows, which leaves a "
                     "replica without rows; feed at least %d (--batch with --random-inputs)",
                     count, f->feeds[i].name, (long long)rows, count);
+      return -1;
+    }
+    if (mine < profile_micro) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "--micro-batches %" PRId64 " with %d replicas: replica %d's shard of '%s' "
+                    "has %" PRId64 " of its %" PRId64
+                    " rows, fewer than the micro-batches; feed more rows or use fewer "
+                    "micro-batches",
+                    profile_micro, count, index, f->feeds[i].name, mine, rows);
       return -1;
     }
     int64_t vd[FG_MAX_RANK];
@@ -531,7 +629,7 @@ static int dp_shards_make(const plan_model *m, int count, int index, dp_shards *
 /* --dist mpi on a model that names no rank: data parallelism, one replica
  * per process as `flowgraph train --dist mpi` runs it. */
 static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *st) {
-  int64_t opts[3] = {a->runs, a->warmup, a->run.batch};
+  int64_t opts[4] = {a->runs, a->warmup, a->run.batch, profile_micro};
   fg_comm *c = NULL;
   if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
       0) {
@@ -759,6 +857,17 @@ static int profile_main(int argc, char **argv) {
       }
       continue;
     }
+    const char *v = NULL;
+    int r = i > 0 ? cli_opt_value(argc, argv, &i, NULL, "--micro-batches", &v) : 0;
+    if (r != 0) {
+      rc = cli_int_opt(&cli_profile_command, "--micro-batches", r, v, 1, FG_MAX_MICRO_BATCHES,
+                       &profile_micro);
+      if (rc != CLI_OK) {
+        free(rest);
+        return rc;
+      }
+      continue;
+    }
     if (i > 0 && strcmp(argv[i], "--device") == 0) {
       if (i + 1 >= argc || !argv[i + 1][0]) {
         free(rest);
@@ -788,7 +897,7 @@ const cli_command cli_profile_command = {
     "flowgraph profile MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] "
     "[--seed N] [--runs N] [--warmup N] [--threads N] [--fetch NAME ...] [--target NAME ...] "
     "[--trace OUT.json] [--memory-svg OUT.svg] [--check-numerics] [--max-memory BYTES] "
-    "[--device NAME] [--dist mpi [--dist-timeout SECONDS]]",
+    "[--device NAME] [--dist mpi [--dist-timeout SECONDS]] [--micro-batches M]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  --random-inputs             feed every needed placeholder not given by -i with\n"
@@ -830,7 +939,13 @@ const cli_command cli_profile_command = {
     "                              the gradients); replica 0 reports as above, then\n"
     "                              rank 0 prints every process's average run time\n"
     "  --dist-timeout SECONDS      a peer silent this long fails the run with\n"
-    "                              DEADLINE_EXCEEDED (default 60)\n\n"
+    "                              DEADLINE_EXCEEDED (default 60)\n"
+    "  --micro-batches M           profile the training step as 'train\n"
+    "                              --micro-batches M' runs it (1..1024): every fed\n"
+    "                              input whose first dimension is '?' is cut into M\n"
+    "                              micro-batches (fg_micro_batch), so a model split\n"
+    "                              over devices or ranks shows its pipeline; each\n"
+    "                              input (each replica's shard) needs M rows\n\n"
     "Fetches and targets default as in 'flowgraph plan' (a training model runs its\n"
     "training step, so its variables change from run to run, as in training).\n\n"
     "Tables, like TFLite's benchmark_model: 'Run order' (each node in plan order:\n"
