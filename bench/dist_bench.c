@@ -12,7 +12,8 @@
  *                               or with `inline` in line with the compute;
  *                               `independent`: no exchange at all, each rank
  *                               trains its shard alone (the machine's ceiling
- *                               for two processes)
+ *                               for two processes); FG_BENCH_STEPS=N times N
+ *                               steps instead of 8 (noisy machines)
  *   dist_bench pipe M [BATCH]   images/s of a 4-layer MLP split over 2 ranks
  *                               (model parallelism), each step of BATCH rows
  *                               (default 256) in M micro-batches
@@ -270,7 +271,8 @@ static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
 }
 
 static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
-  const int batch = 256, steps = 8, warmup = 2;
+  const int batch = 256, warmup = 2;
+  const int steps = getenv("FG_BENCH_STEPS") ? atoi(getenv("FG_BENCH_STEPS")) : 8;
   int shard = batch / c->size;
   fg_graph *g = build_mlp_large(st);
   if (!g) return -1;

@@ -4,12 +4,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,7 +37,12 @@ typedef struct shm_header {
    * pair while the others still compare this one. */
   int64_t count[2];
   int32_t dtype[2];
-  char pad[LINE - 8 - 16 - 8];
+  /* The low 32 bits of gen, for futex waits (a futex word has 32), and
+   * how many ranks sleep on it, so an arrival with no sleeper makes no
+   * system call. */
+  _Atomic uint32_t word;
+  _Atomic uint32_t sleepers;
+  char pad[LINE - 8 - 16 - 8 - 8];
 } shm_header;
 _Static_assert(sizeof(shm_header) == LINE, "one header per cache line");
 
@@ -158,11 +166,43 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Every rank has reached barrier s->gen + 1. On a deadline the status
- * names the ranks still missing, in the MPI communicator's words. */
+/* A shared (not FUTEX_PRIVATE) futex: the word lives in a mapping other
+ * processes share, and the kernel finds it by the mapped object. */
+static void futex_wait_ms(_Atomic uint32_t *word, uint32_t seen, long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *word) {
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Sleeps until rank r's header passes barrier g, or for at most 4 ms (the
+ * caller then asks its stop hook and checks the deadline). The word is read
+ * before gen is checked, and FUTEX_WAIT sleeps only while the word still
+ * holds what was read, so an arrival in between is never missed; the
+ * sleeper count is raised before that check, and the arriving rank reads
+ * it after its store (all seq_cst), so one of the two sees the other. */
+static void sleep_on(shm_header *h, uint64_t g) {
+  uint32_t seen = atomic_load(&h->word);
+  if (atomic_load(&h->gen) >= g) return;
+  atomic_fetch_add(&h->sleepers, 1);
+  if (atomic_load(&h->gen) < g) futex_wait_ms(&h->word, seen, 4);
+  atomic_fetch_sub(&h->sleepers, 1);
+}
+
+/* Every rank has reached barrier s->gen + 1. Waits spin, then yield, then
+ * sleep on a futex: a rank whose peer is still computing (a gradient
+ * bucket ready before the peer's) gives its core to the compute thread
+ * beside it instead of waking every 50 us; the peer's arrival wakes it. On
+ * a deadline the status names the ranks still missing, in the MPI
+ * communicator's words. */
 static int barrier(fg_shm_reduce *s, const char *desc, const fg_shm_wait *w, fg_status *st) {
   uint64_t g = ++s->gen;
-  atomic_store_explicit(&header(s, s->rank)->gen, g, memory_order_release);
+  shm_header *me = header(s, s->rank);
+  atomic_store_explicit(&me->gen, g, memory_order_release);
+  atomic_store(&me->word, (uint32_t)g);
+  if (atomic_load(&me->sleepers) > 0) futex_wake_all(&me->word);
   double t0 = now_s(), timeout = w && w->timeout_s > 0 ? w->timeout_s : 60.0;
   int r = 0;
   for (long polls = 0; r < s->n; polls++) {
@@ -187,7 +227,10 @@ static int barrier(fg_shm_reduce *s, const char *desc, const fg_shm_wait *w, fg_
                     desc, s->rank, s->n, t - t0, timeout, missing);
       return -1;
     }
-    fg_poll_pause(polls);
+    if (polls < 2 * FG_POLL_SPINS)
+      fg_poll_pause(polls); /* spins, then yields */
+    else
+      sleep_on(header(s, r), g);
   }
   return 0;
 }
