@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dist/shm_reduce.h"
@@ -294,6 +295,36 @@ FG_TEST(shm_small_and_chunked_collectives_interleave, "dist,badinput") {
       if (runs[r].code != FG_OK || runs[r].wrong)
         fprintf(stderr, "n %d rank %d: %d wrong: %s\n", n, r, runs[r].wrong, runs[r].msg);
     }
+  }
+}
+
+/* Rank r arrives 60 x r ms late at each of 3 all_reduces, so the others
+ * wait past their spins and yields, asleep on the late rank's futex word,
+ * and its arrival must wake them: every sum right, well within the 20 s
+ * timeout (a missed wake-up would still end within 4 ms, so this checks
+ * that sleeping loses nothing, not the wake-up's speed). */
+static int late_ranks(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  double buf[37], want[37];
+  for (int i = 0; i < 3; i++) {
+    struct timespec ts = {0, 60000000L * r->rank};
+    nanosleep(&ts, NULL);
+    reduce_fill(FG_F64, buf, 8 * i + r->rank, 37);
+    if (reduce(r, s, buf, 37, FG_F64, 1, st) != 0) return -1;
+    reduce_expected_from(FG_F64, want, 8 * i, r->n, 37, 1);
+    r->checks++;
+    r->wrong += memcmp(buf, want, sizeof want) != 0;
+  }
+  return 0;
+}
+
+FG_TEST(shm_late_rank_wakes_sleepers, "dist") {
+  rank_run runs[3];
+  run_ranks(runs, 3, 4096, 20, -1, late_ranks);
+  for (int r = 0; r < 3; r++) {
+    FG_CHECK_INT(runs[r].code, FG_OK);
+    FG_CHECK_INT(runs[r].checks, 3);
+    FG_CHECK_INT(runs[r].wrong, 0);
+    FG_CHECK(runs[r].seconds < 10.0);
   }
 }
 
