@@ -539,7 +539,7 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
     if (rc == 0) fg_status_clear(st);
     return rc;
   }
-  /* Every rank states its count and dtype first (one all-gather), so a
+  /* Every rank states its count and dtype first (check_counts), so a
    * mismatch is refused on all of them before a byte moves: otherwise the
    * rank expecting fewer bytes fails with a truncated message, which breaks
    * its communicator, and the other may accept a wrong sum. Count 0 takes
@@ -557,6 +557,7 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
                   "all_reduce: %lld elements of %s over %d ranks gives chunks over 2 GiB; "
                   "split the buffer (smaller gradient buckets)",
                   (long long)count, fg_dtype_name(dtype), n);
+    m->seq++; /* its counts went out under this number's tag */
     pthread_mutex_unlock(&m->mu);
     return -1;
   }

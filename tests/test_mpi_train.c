@@ -913,11 +913,12 @@ FG_TEST(mpi_profile_hybrid_np4, "dist") {
   fgt_rmtree(tmpdir);
 }
 
-/* The same with --micro-batches 2, as `train --dist mpi --micro-batches 2`
- * runs it: each replica's 20 rows in 2 micro-batches of 10, so the
- * transfers between its stages are 10 rows x 1 f32 (40 bytes) each way,
- * per micro-batch: 160 bytes. */
-FG_TEST(mpi_profile_hybrid_np4_micro_batches, "dist") {
+/* `flowgraph profile --dist mpi --micro-batches M` as `train` runs it:
+ * first the hybrid with M = 2, each replica's 20 rows in 2 micro-batches of
+ * 10, so the transfers between its stages are 10 rows x 1 f32 (40 bytes)
+ * each way, per micro-batch: 160 bytes; then the split model alone, then
+ * too few rows for M. */
+FG_TEST(mpi_profile_micro_batches, "dist,badinput") {
   MPI_REQUIRED();
   FG_REQUIRE(setup_lin_mp() == 0);
   run_result *res = malloc(sizeof *res);
@@ -932,11 +933,23 @@ FG_TEST(mpi_profile_hybrid_np4_micro_batches, "dist") {
                                   "rank:1/cpu:0, 40 bytes");
   FG_CHECK_STR_CONTAINS(res->out, "transfer bytes per run: 160 (4 of the graph's 10 transfers)");
   free(res);
-  /* 41 rows a micro-batch: 40 rows are too few, on every rank alike. */
   res = malloc(sizeof *res);
   char xi[700], yi[700], path[700];
   lin_inputs(xi, yi);
   snprintf(path, sizeof path, "%s", tpath("lin_mp.fgb"));
+  /* The split model on its own 2 ranks: the 40 rows in 4 micro-batches of
+   * 10, 40 bytes each way per micro-batch. */
+  char *mp[] = {FG_CLI_PATH, "profile",         path, "-i", xi, "-i", yi, "--runs", "2", "--dist",
+                "mpi",       "--micro-batches", "4",  NULL};
+  mpirun(2, NULL, mp, 50, res);
+  FG_CHECK_INT(res->status, 0);
+  FG_CHECK_INT(count_substr(res->out, "profile of "), 1);
+  FG_CHECK_STR_CONTAINS(res->out, "micro-batches: 4 per run (fg_micro_batch; batch inputs: x, y)");
+  FG_CHECK_STR_CONTAINS(res->out, "transfer micro_batch_3/mul_3:0->rank:1/cpu:0: rank:0/cpu:0 -> "
+                                  "rank:1/cpu:0, 40 bytes");
+  FG_CHECK_STR_CONTAINS(res->out, "transfer bytes per run: 320 (8 of the graph's ");
+  FG_CHECK_STR_CONTAINS(res->out, "f32 [10,1]");
+  /* 41 rows a micro-batch: 40 rows are too few, on every rank alike. */
   char *bad[] = {
       FG_CLI_PATH, "profile",         path, "-i", xi, "-i", yi, "--dist", "mpi", "--dist-timeout",
       "20",        "--micro-batches", "41", NULL};

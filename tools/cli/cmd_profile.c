@@ -60,10 +60,11 @@ typedef struct profile_data {
  * is a few microseconds on one host. */
 #define CLOCK_ROUNDS 16
 
-/* --micro-batches M (1: off), taken out of argv before the common parser sees it: the model is
- * rewritten with fg_micro_batch before anything runs, as `flowgraph train
- * --micro-batches` does, so the profile shows the pipeline that training
- * runs. profile_micro_inputs lists the batch inputs for the report. */
+/* --micro-batches M (1: off), taken out of argv before the common parser
+ * sees it: the model is rewritten with fg_micro_batch before anything runs,
+ * as `flowgraph train --micro-batches` does, so the profile shows the
+ * pipeline that training runs. profile_micro_inputs lists the batch inputs
+ * for the report. */
 static int64_t profile_micro = 1;
 static char profile_micro_inputs[256];
 
