@@ -46,6 +46,20 @@ static int lines_with(const char *from, const char *to, const char *a, const cha
   return n;
 }
 
+/* The first event of op node `node` in the Chrome trace is on track `tid`
+ * (a device's track). */
+static void check_trace_track(const char *trace, const char *node, int tid) {
+  char *json = slurp(trace);
+  FG_REQUIRE(json);
+  char key[300], want[32];
+  snprintf(key, sizeof key, "\"name\":\"%s\",\"cat\":\"op\"", node);
+  const char *ev = strstr(json, key);
+  const char *t = ev ? strstr(ev, "\"tid\":") : NULL;
+  snprintf(want, sizeof want, "\"tid\":%d,", tid);
+  FG_CHECK(t && strncmp(t, want, strlen(want)) == 0);
+  free(json);
+}
+
 FG_TEST(dist_cli_inspect_shows_all_reduce, "dist") {
   FG_REQUIRE(make_tmpdir());
   FG_REQUIRE(save_model(tpath("dp.fgb"), 2) == 0);
@@ -64,14 +78,19 @@ FG_TEST(dist_cli_inspect_shows_all_reduce, "dist") {
   fgt_rmtree(tmpdir);
 }
 
+/* A fresh folder with mp.fgb (the MLP split over cpu:0/cpu:1) and 8 rows
+ * in x.npy, y.npy: the -i values for them, and a trace path. */
+static int setup_split_model(char xin[static 400], char yin[static 400], char trace[static 400]) {
+  if (!make_tmpdir() || save_model(tpath("mp.fgb"), 0) != 0 || save_batch(8) != 0) return -1;
+  snprintf(xin, 400, "x=%s", tpath("x.npy"));
+  snprintf(yin, 400, "y=%s", tpath("y.npy"));
+  snprintf(trace, 400, "%s", tpath("trace.json"));
+  return 0;
+}
+
 FG_TEST(dist_cli_plan_and_profile_show_partitions, "dist") {
-  FG_REQUIRE(make_tmpdir());
-  FG_REQUIRE(save_model(tpath("mp.fgb"), 0) == 0);
-  FG_REQUIRE(save_batch(8) == 0);
   char xin[400], yin[400], trace[400];
-  snprintf(xin, sizeof xin, "x=%s", tpath("x.npy"));
-  snprintf(yin, sizeof yin, "y=%s", tpath("y.npy"));
-  snprintf(trace, sizeof trace, "%s", tpath("trace.json"));
+  FG_REQUIRE(setup_split_model(xin, yin, trace) == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "plan", tpath("mp.fgb"), "-i", xin, "-i", yin, "--fetch", "loss", NULL) == 0);
   CHECK_OK(r);
@@ -133,15 +152,8 @@ FG_TEST(dist_cli_plan_and_profile_show_partitions, "dist") {
   FG_CHECK_INT(lines_with(order, top, " relu ", " cpu:0 "), 1);
   FG_CHECK_INT(lines_with(order, top, " recv ", " cpu:1 "), 1);
   FG_CHECK_INT(lines_with(order, top, " loss ", " cpu:1 "), 1);
-  char *json = slurp(trace);
-  FG_REQUIRE(json);
   /* Device 1's steps are on their own track: the loss runs on cpu:1. */
-  const char *ev = strstr(json, "\"name\":\"loss\",\"cat\":\"op\"");
-  FG_REQUIRE(ev);
-  const char *tid = strstr(ev, "\"tid\":");
-  FG_REQUIRE(tid);
-  FG_CHECK(strncmp(tid, "\"tid\":1,", 8) == 0);
-  free(json);
+  check_trace_track(trace, "loss", 1);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
@@ -309,13 +321,8 @@ FG_TEST(dist_cli_train_runs_data_parallel_graph, "dist") {
  * 4 gradients' combination sends 4 row weights each (16 f32 = 64 bytes):
  * 4 x 2056 + 64 = 8288 bytes per run. */
 FG_TEST(dist_cli_profile_micro_batches, "dist") {
-  FG_REQUIRE(make_tmpdir());
-  FG_REQUIRE(save_model(tpath("mp.fgb"), 0) == 0);
-  FG_REQUIRE(save_batch(8) == 0);
   char xin[400], yin[400], trace[400];
-  snprintf(xin, sizeof xin, "x=%s", tpath("x.npy"));
-  snprintf(yin, sizeof yin, "y=%s", tpath("y.npy"));
-  snprintf(trace, sizeof trace, "%s", tpath("trace.json"));
+  FG_REQUIRE(setup_split_model(xin, yin, trace) == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "profile", tpath("mp.fgb"), "-i", xin, "-i", yin, "--runs", "2",
                  "--micro-batches", "4", "--trace", trace, NULL) == 0);
@@ -343,14 +350,7 @@ FG_TEST(dist_cli_profile_micro_batches, "dist") {
   /* The full-batch nodes stay in the graph for fetches, but the step does
    * not run them. */
   FG_CHECK_INT(lines_with(order, top, " matmul_0 ", ""), 0);
-  char *json = slurp(trace);
-  FG_REQUIRE(json);
-  const char *ev = strstr(json, "\"name\":\"micro_batch_2/loss\",\"cat\":\"op\"");
-  FG_REQUIRE(ev);
-  const char *tid = strstr(ev, "\"tid\":");
-  FG_REQUIRE(tid);
-  FG_CHECK(strncmp(tid, "\"tid\":1,", 8) == 0);
-  free(json);
+  check_trace_track(trace, "micro_batch_2/loss", 1);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }

@@ -74,6 +74,26 @@ static void run_ranks(rank_run *runs, int n, size_t chunk, double timeout, int a
   fg_status_free(st);
 }
 
+/* Every rank of n attached, ran `checks` checks, none wrong, no error. */
+static void check_all_right(const rank_run *runs, int n, int checks) {
+  for (int r = 0; r < n; r++) {
+    FG_CHECK(!runs[r].attach_failed);
+    FG_CHECK_INT(runs[r].code, FG_OK);
+    FG_CHECK_INT(runs[r].checks, checks);
+    FG_CHECK_INT(runs[r].wrong, 0);
+    if (runs[r].code != FG_OK || runs[r].wrong)
+      fprintf(stderr, "n %d rank %d: %d wrong: %s\n", n, r, runs[r].wrong, runs[r].msg);
+  }
+}
+
+/* `body` on n ranks with 4 KiB slots and a 20 s timeout: all right. */
+static void run_and_check(int n, int (*body)(rank_run *, fg_shm_reduce *, fg_status *),
+                          int checks) {
+  rank_run runs[MAX_RANKS];
+  run_ranks(runs, n, 4096, 20, -1, body);
+  check_all_right(runs, n, checks);
+}
+
 static int reduce(rank_run *r, fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dt, int mean,
                   fg_status *st) {
   fg_shm_wait w = {r->timeout, NULL, NULL};
@@ -104,18 +124,8 @@ static int sweep(rank_run *r, fg_shm_reduce *s, fg_status *st) {
 }
 
 FG_TEST(shm_all_reduce_matches_rank_order_sum, "dist") {
-  for (int n = 1; n <= 4; n++) {
-    rank_run runs[MAX_RANKS];
-    run_ranks(runs, n, 4096, 20, -1, sweep);
-    for (int r = 0; r < n; r++) {
-      FG_CHECK(!runs[r].attach_failed);
-      FG_CHECK_INT(runs[r].code, FG_OK);
-      FG_CHECK_INT(runs[r].checks, 56);
-      FG_CHECK_INT(runs[r].wrong, 0);
-      if (runs[r].code != FG_OK || runs[r].wrong)
-        fprintf(stderr, "n %d rank %d: %d wrong: %s\n", n, r, runs[r].wrong, runs[r].msg);
-    }
-  }
+  for (int n = 1; n <= 4; n++)
+    run_and_check(n, sweep, 56);
 }
 
 /* The default slot (128 KiB) with a buffer of 3.5 slots. */
@@ -285,17 +295,8 @@ static int interleave(rank_run *r, fg_shm_reduce *s, fg_status *st) {
 }
 
 FG_TEST(shm_small_and_chunked_collectives_interleave, "dist,badinput") {
-  for (int n = 2; n <= 4; n++) {
-    rank_run runs[MAX_RANKS];
-    run_ranks(runs, n, 4096, 20, -1, interleave);
-    for (int r = 0; r < n; r++) {
-      FG_CHECK_INT(runs[r].code, FG_OK);
-      FG_CHECK_INT(runs[r].checks, 300);
-      FG_CHECK_INT(runs[r].wrong, 0);
-      if (runs[r].code != FG_OK || runs[r].wrong)
-        fprintf(stderr, "n %d rank %d: %d wrong: %s\n", n, r, runs[r].wrong, runs[r].msg);
-    }
-  }
+  for (int n = 2; n <= 4; n++)
+    run_and_check(n, interleave, 300);
 }
 
 /* Rank r arrives 60 x r ms late at each of 3 all_reduces, so the others
@@ -320,12 +321,9 @@ static int late_ranks(rank_run *r, fg_shm_reduce *s, fg_status *st) {
 FG_TEST(shm_late_rank_wakes_sleepers, "dist") {
   rank_run runs[3];
   run_ranks(runs, 3, 4096, 20, -1, late_ranks);
-  for (int r = 0; r < 3; r++) {
-    FG_CHECK_INT(runs[r].code, FG_OK);
-    FG_CHECK_INT(runs[r].checks, 3);
-    FG_CHECK_INT(runs[r].wrong, 0);
+  check_all_right(runs, 3, 3);
+  for (int r = 0; r < 3; r++)
     FG_CHECK(runs[r].seconds < 10.0);
-  }
 }
 
 static int one_reduce(rank_run *r, fg_shm_reduce *s, fg_status *st) {
