@@ -5,7 +5,9 @@
  * (mostly the attribute's own type, sometimes another), inputs wired to any
  * node or to outputs the node lacks, typed builders with random parameters,
  * renames (duplicates) and device placements, then sometimes fg_gradients
- * or fg_minimize.
+ * or fg_minimize, and after fg_minimize sometimes fg_data_parallel and
+ * fg_micro_batch (so their refusals, and multi-device runs with all_reduce
+ * across cpu:N, meet odd graphs).
  *
  * Checked: a builder that returns no output leaves a sticky error with a
  * message; a graph with a sticky error is refused by fg_session_new; a graph
@@ -243,6 +245,47 @@ static void name_of(const fg_graph *g, fg_output o, char *buf, size_t size) {
   snprintf(buf, size, "%s:%d", nm ? nm : "?", o.index);
 }
 
+/* Sometimes a training graph goes through the dist rewrites: data
+ * parallelism over replicas on cpu:N, micro-batches, or both, with batch
+ * inputs picked among the placeholders (now and then a name that is none),
+ * and now and then an odd count, bucket size or loss form. NULL when not
+ * rewritten (a refusal must come with a message). */
+static fg_graph *dist_rewrite(stream *z, const fg_graph *g, fg_status *st) {
+  unsigned how = take(z) % 8;
+  if (how >= 3) return NULL;
+  static const char *const odd[] = {"nope", "v1", ""};
+  const char *names[3];
+  int nb = 0;
+  for (int i = 0; i < fg_graph_num_nodes(g) && nb < 2; i++) {
+    const char *op = fg_node_op(g, i);
+    if (op && strcmp(op, "placeholder") == 0 && take(z) % 4 != 0) names[nb++] = fg_node_name(g, i);
+  }
+  if (take(z) % 8 == 0) names[nb++] = odd[pick(z, 3)];
+  fg_graph *out = NULL;
+  if (how >= 1) {
+    int m = take(z) % 16 == 0 ? (int)any_int(z) : 1 + (int)pick(z, 4);
+    int loss = take(z) % 8 == 0 ? (int)any_int(z) : (int)pick(z, 2);
+    out = fg_micro_batch(g, m, names, nb, loss, st);
+    if (!out) {
+      fgfuzz_expect_error(st, "fg_micro_batch");
+      return NULL;
+    }
+  }
+  if (how != 1) {
+    fg_data_parallel_options o;
+    fg_data_parallel_options_init(&o);
+    static const int64_t buckets[] = {0, 1, 64, 4096};
+    o.bucket_bytes = take(z) % 8 == 0 ? any_int(z) : buckets[pick(z, 4)];
+    o.loss_reduction = take(z) % 8 == 0 ? (int)any_int(z) : (int)pick(z, 2);
+    int replicas = take(z) % 16 == 0 ? (int)any_int(z) : 1 + (int)pick(z, 3);
+    fg_graph *dp = fg_data_parallel(out ? out : g, replicas, names, nb, take(z) % 4 ? &o : NULL, st);
+    if (!dp) fgfuzz_expect_error(st, "fg_data_parallel");
+    fg_graph_free(out);
+    out = dp;
+  }
+  return out;
+}
+
 int fgfuzz_api(const uint8_t *data, size_t size) {
   stream z = {data, size, 0};
   fgfuzz_count_input();
@@ -281,7 +324,15 @@ int fgfuzz_api(const uint8_t *data, size_t size) {
       if (take(&z) % 4 == 0) cfg.learning_rate = any_float(&z);
       if (take(&z) % 4 == 0) cfg.clip_global_norm = any_float(&z);
       fg_output t = fg_minimize(g, any_output(&z, g), NULL, 0, &cfg, st);
-      if (t.node < 0) fgfuzz_expect_error(st, "fg_minimize");
+      if (t.node < 0) {
+        fgfuzz_expect_error(st, "fg_minimize");
+      } else {
+        fg_graph *r = dist_rewrite(&z, g, st);
+        if (r) {
+          fg_graph_free(g);
+          g = r;
+        }
+      }
     }
   }
 
