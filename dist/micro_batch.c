@@ -12,7 +12,10 @@
  * sees the full batch's gradient. Nothing else ties micro-batch k to k+1,
  * so on a model split across devices or processes the executor runs k+1's
  * first stage while k is in the next one: the pipeline falls out of the
- * dataflow schedule, with no scheduler of its own. */
+ * dataflow schedule, with no scheduler of its own. Only where there are
+ * more than 2 micro-batches per stage does k + 2S (S stages) wait for k on
+ * each device ("after" nodes on a per-device gate; plan_window says why),
+ * so that its buffers can be reused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +51,15 @@ typedef struct mb {
   fg_output full;  /* its placeholder in the new graph */
   const char *const *batch;
   int n_batch;
+  char *comb_used; /* per comb slot: a single-copy node reads that gradient */
+  /* Bounding the micro-batches in flight (see gate_for): set after a first
+   * emission, from where its copies were placed. */
+  int window;  /* W: micro-batch k + W waits for k on each device; 0: off */
+  int n_dev;   /* devices of that placement */
+  int *dev;    /* per node: the device of its copies (-1: not copied) */
+  char *entry; /* per node: a copy with no input copied on its device */
+  char *sink;  /* per node: a copy no copy on its device reads */
+  int *gate;   /* [k * n_dev + device]: micro-batch k's gate there, -1 */
 } mb;
 
 static int *mapped(mb *d, int k, int node) { return &d->map[(size_t)k * d->g->n_nodes + node]; }
@@ -175,26 +187,37 @@ static int mark_nodes(mb *d, fg_status *st) {
   return 0;
 }
 
-/* The micro-batches' gradient output `src` combined (made on first use). */
-static fg_output combined(mb *d, fg_output src) {
-  fg_output *slot = &d->comb[d->comb_off[src.node] + src.index];
-  if (slot->node >= 0) return *slot;
-  fg_output *x = malloc((size_t)d->m * sizeof *x);
-  if (!x) {
-    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
-    return FG_NO_OUTPUT;
+/* Adds micro-batch k's term to every gradient a single-copy node reads,
+ * right after k's copies: sum_k g_k * share_k (a summed loss: sum_k g_k),
+ * in k order as combine() does, so the bits are the same, and so that k's
+ * gradients are folded in (and their buffers free) before k + W starts
+ * where the micro-batches in flight are bounded. Named under "gradients/"
+ * so that fg_data_parallel, applied after this rewrite (hybrid runs),
+ * all-reduces the combined gradient once per step rather than every
+ * micro-batch's. */
+static void fold_gradients(mb *d, int k) {
+  const fg_graph *g = d->g;
+  for (int i = 0; i < g->n_nodes && !fg_graph_failed(d->ng); i++) {
+    int n_out = g->nodes[i].n_outputs > 0 ? g->nodes[i].n_outputs : 1;
+    for (int idx = 0; idx < n_out; idx++) {
+      int slot = d->comb_off[i] + idx;
+      if (!d->comb_used[slot]) continue;
+      fg_output x = {*mapped(d, k, i), idx};
+      const fg_tinfo *ti = fg_graph_tinfo(g, (fg_output){i, idx});
+      char scope[300];
+      snprintf(scope, sizeof scope, "gradients/micro_batch/%s/", g->nodes[i].name);
+      fg_graph_set_scope(d->ng, scope);
+      fg_output term = d->loss_sum ? x : fg_mul(d->ng, x, share_of(d, k, ti ? ti->dtype : FG_F32));
+      d->comb[slot] = k == 0 ? term : fg_add(d->ng, d->comb[slot], term);
+      fg_graph_set_scope(d->ng, NULL);
+    }
   }
-  for (int k = 0; k < d->m; k++)
-    x[k] = (fg_output){*mapped(d, k, src.node), src.index};
-  const fg_tinfo *ti = fg_graph_tinfo(d->g, src);
-  /* Named under "gradients/" so that fg_data_parallel, applied after this
-   * rewrite (hybrid runs), all-reduces the combined gradient once per step
-   * rather than every micro-batch's. */
-  char scope[300];
-  snprintf(scope, sizeof scope, "gradients/micro_batch/%s/", d->g->nodes[src.node].name);
-  *slot = combine(d, x, ti ? ti->dtype : FG_F32, scope, NULL);
-  free(x);
-  return *slot;
+}
+
+/* The micro-batches' gradient output `src` combined (fold_gradients made
+ * it). */
+static fg_output combined(mb *d, fg_output src) {
+  return d->comb[d->comb_off[src.node] + src.index];
 }
 
 /* Input k of single-copy node i in the new graph. A per-micro-batch input
@@ -247,6 +270,56 @@ static fg_output copy_node(mb *d, int i, const fg_output *in, int n_in, const ch
   return o;
 }
 
+/* Micro-batch k's input `x` of node i, made to wait for micro-batch
+ * k - W's gate on i's device when i is an entry there (a copy no other copy
+ * on that device feeds: what starts k's work on the device). Everything k
+ * computes on the device then descends from the gate, so the memory plan,
+ * which reuses a buffer only where the order is certain, can give k the
+ * buffers k - W is done with. The wait is an "after" node (a view of x)
+ * colocated with the gate, so the order holds inside the device's plan. */
+static fg_output gated(mb *d, int k, int i, fg_output x) {
+  if (!d->window || k < d->window || !d->entry[i] || d->dev[i] < 0) return x;
+  int gate = d->gate[(size_t)(k - d->window) * d->n_dev + d->dev[i]];
+  if (gate < 0) return x;
+  char name[600];
+  snprintf(name, sizeof name, "micro_batch_%d/%s/after", k, d->g->nodes[i].name);
+  fg_output in[2] = {x, {gate, 0}};
+  fg_output o = fg_op(d->ng, "after", name, in, 2, NULL);
+  if (o.node >= 0 && fg_attrs_set_string(&d->ng->nodes[o.node].attrs, FG_COLOCATE_ATTR,
+                                         d->ng->nodes[gate].name) != 0)
+    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+  return o;
+}
+
+/* Micro-batch k's gate on each device, once its copies and its gradient
+ * terms exist: a group of its sinks there (the copies no copy on the
+ * device reads) and of the gradient sums it added to there. Only where a
+ * micro-batch k + W will wait for it. */
+static void make_gates(mb *d, int k) {
+  if (!d->window || k + d->window >= d->m) return;
+  const fg_graph *g = d->g;
+  fg_output *in = malloc(((size_t)g->n_nodes * 2 + 1) * sizeof *in);
+  if (!in) {
+    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+    return;
+  }
+  for (int dev = 0; dev < d->n_dev && !fg_graph_failed(d->ng); dev++) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      if (d->dev[i] != dev) continue;
+      if (d->sink[i]) in[n++] = (fg_output){*mapped(d, k, i), 0};
+      int n_out = g->nodes[i].n_outputs > 0 ? g->nodes[i].n_outputs : 1;
+      for (int idx = 0; idx < n_out; idx++)
+        if (d->comb_used[d->comb_off[i] + idx]) in[n++] = d->comb[d->comb_off[i] + idx];
+    }
+    if (n == 0) continue;
+    char name[64];
+    snprintf(name, sizeof name, "micro_batch_%d/pipeline_gate_%d", k, dev);
+    d->gate[(size_t)k * d->n_dev + dev] = fg_op(d->ng, "group", name, in, n, NULL).node;
+  }
+  free(in);
+}
+
 /* The passes of the emission (emit_pass). */
 enum { PASS_SHARED, PASS_MICRO, PASS_FULL, PASS_ONCE };
 
@@ -271,7 +344,8 @@ static void emit(mb *d, int i, int pass, int k) {
     fg_attrs_set_int(a, "index", k);
     fg_attrs_set_int(a, "count", d->m);
     snprintf(name, sizeof name, "micro_batch_%d/%s/shard", k, nd->name);
-    fg_output ph = {d->orig[i], 0}, o = fg_op(d->ng, "shard", name, &ph, 1, a);
+    fg_output ph = gated(d, k, i, (fg_output){d->orig[i], 0});
+    fg_output o = fg_op(d->ng, "shard", name, &ph, 1, a);
     fg_attrs_free(a);
     if (nd->device && o.node >= 0) fg_set_device(d->ng, o, nd->device);
     *mapped(d, k, i) = o.node;
@@ -286,6 +360,7 @@ static void emit(mb *d, int i, int pass, int k) {
   if (pass == PASS_MICRO) {
     for (int q = 0; q < nd->n_inputs; q++)
       in[q] = (fg_output){*mapped(d, k, nd->inputs[q].node), nd->inputs[q].index};
+    if (nd->n_inputs > 0) in[0] = gated(d, k, i, in[0]);
     char buf[600];
     *mapped(d, k, i) =
         copy_node(d, i, in, nd->n_inputs, copy_name(k, nd->name, buf, sizeof buf), k).node;
@@ -322,13 +397,153 @@ static void emit_all(mb *d) {
   const int n = d->g->n_nodes;
   for (int i = 0; i < n && !fg_graph_failed(d->ng); i++)
     emit(d, i, PASS_SHARED, 0);
-  for (int k = 0; k < d->m; k++)
+  for (int k = 0; k < d->m; k++) {
     for (int i = 0; i < n && !fg_graph_failed(d->ng); i++)
       emit(d, i, PASS_MICRO, k);
+    fold_gradients(d, k);
+    make_gates(d, k);
+  }
   for (int i = 0; i < n && !fg_graph_failed(d->ng); i++)
     emit(d, i, PASS_FULL, 0);
   for (int i = 0; i < n && !fg_graph_failed(d->ng); i++)
     emit(d, i, PASS_ONCE, 0);
+}
+
+/* Which gradients single-copy nodes read (fold_gradients combines those):
+ * the inputs single_input combines. */
+static void mark_comb_used(mb *d) {
+  const fg_graph *g = d->g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const fg_node *nd = &g->nodes[i];
+    if (!(d->mark[i] & DEP) || per_batch(d, i) || is_batch(d, nd)) continue;
+    for (int q = 0; q < nd->n_inputs; q++) {
+      fg_output src = nd->inputs[q];
+      if (d->mark[src.node] & GRAD_SRC && per_batch(d, src.node))
+        d->comb_used[d->comb_off[src.node] + src.index] = 1;
+    }
+  }
+}
+
+/* One emission of the rewrite into a new d->ng, from a clean map. */
+static int emit_graph(mb *d, fg_output loss, const char *loss_name, fg_status *st) {
+  const fg_graph *g = d->g;
+  size_t n = (size_t)g->n_nodes;
+  for (size_t j = 0; j < n * (size_t)d->m; j++)
+    d->map[j] = -1;
+  for (size_t j = 0; j < n; j++)
+    d->orig[j] = -1;
+  for (int j = 0; j < d->comb_off[n]; j++)
+    d->comb[j] = FG_NO_OUTPUT;
+  for (int k = 0; k < d->m; k++)
+    d->rows[k] = FG_NO_OUTPUT;
+  d->full = FG_NO_OUTPUT;
+  d->ng = fg_graph_new();
+  if (!d->ng) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+    return -1;
+  }
+  emit_all(d);
+  /* The full batch's loss under the loss's own name (the copies carry a
+   * micro_batch_K/ prefix), so fetching it by name still works. */
+  if (!fg_graph_failed(d->ng) && per_batch(d, loss.node)) {
+    fg_output *x = malloc((size_t)d->m * sizeof *x);
+    if (!x) {
+      fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+    } else {
+      for (int k = 0; k < d->m; k++)
+        x[k] = (fg_output){*mapped(d, k, loss.node), loss.index};
+      const fg_tinfo *lt = fg_graph_tinfo(g, loss);
+      combine(d, x, lt ? lt->dtype : FG_F32, "micro_batch/loss/", loss_name);
+      free(x);
+    }
+  }
+  for (int i = 0; i < g->n_outputs && !fg_graph_failed(d->ng); i++) {
+    fg_output o = g->outputs[i];
+    if (o.node == loss.node) {
+      int id = fg_graph_find(d->ng, loss_name);
+      if (id >= 0) fg_graph_add_output(d->ng, (fg_output){id, 0});
+      continue;
+    }
+    fg_graph_add_output(d->ng, (fg_output){d->orig[o.node], o.index});
+  }
+  fg_rewrite_metadata(d->ng, g, "micro_batches", d->m);
+  return fg_graph_status(d->ng, st) == FG_OK ? 0 : -1;
+}
+
+/* After the first emission: where its copies were placed decides whether
+ * to bound the micro-batches in flight. Without a bound the memory plan,
+ * which cannot know the order the runner will choose, keeps every
+ * micro-batch's activations and weight gradients at once, so the arena
+ * grows with M (the digits MLP over 2 devices, 256 rows: cpu:1 held 897 KB
+ * at M = 4, 1183 KB at 8, 1755 KB at 16). With S devices holding copies
+ * (stages), micro-batch k + W starts on a device once k is done there,
+ * its gradients folded in. W = S is PipeDream's 1F1B bound, and took the
+ * least memory (371 KB at M = 8), but the 2-rank pipeline bench ran 9 to
+ * 15% slower at M = 8 (1535 and 1595 images/s against 1749 and 1802):
+ * the runner is greedy, not a 1F1B scheduler, and the stages are uneven.
+ * W = 2S kept its speed (1694 and 1740) at 735 KB. On one device (S = 1)
+ * two micro-batches are in flight. Only nodes the training step needs
+ * count (the rest is pruned at run time and must stay so). Returns 1 when
+ * a second emission with gates is due (M > W). */
+static int plan_window(mb *d, const char *target_name) {
+  const fg_graph *g = d->g;
+  int n = g->n_nodes, target = fg_graph_find(g, target_name), rc = 0;
+  fg_status *ignored = fg_status_new();
+  /* A placement that fails here fails the session too, with its message. */
+  fg_partition *p = ignored ? fg_partition_new(d->ng, NULL, ignored) : NULL;
+  char *needed = calloc((size_t)n + 1, 1);
+  int *stack = malloc(((size_t)n + 1) * sizeof *stack);
+  if (!p || !needed || !stack || target < 0) goto done;
+  d->n_dev = fg_partition_num_devices(p);
+  d->dev = malloc(((size_t)n + 1) * sizeof *d->dev);
+  d->entry = calloc((size_t)n + 1, 1);
+  d->sink = calloc((size_t)n + 1, 1);
+  d->gate = malloc(((size_t)d->m * (size_t)d->n_dev + 1) * sizeof *d->gate);
+  if (!d->dev || !d->entry || !d->sink || !d->gate) goto done;
+  int top = 0;
+  needed[target] = 1;
+  stack[top++] = target;
+  while (top > 0) {
+    const fg_node *nd = &g->nodes[stack[--top]];
+    for (int q = 0; q < nd->n_inputs; q++)
+      if (!needed[nd->inputs[q].node]) {
+        needed[nd->inputs[q].node] = 1;
+        stack[top++] = nd->inputs[q].node;
+      }
+  }
+  /* A device of the first emission's placement per copied node (a batch
+   * input's copy is its shard); used[] marks the stages. */
+  char *used = calloc((size_t)d->n_dev + 1, 1);
+  if (!used) goto done;
+  int stages = 0;
+  for (int i = 0; i < n; i++) {
+    d->dev[i] = needed[i] && per_batch(d, i) ? fg_partition_node_device(p, *mapped(d, 0, i)) : -1;
+    if (d->dev[i] >= 0 && !used[d->dev[i]]++) stages++;
+    d->entry[i] = d->dev[i] >= 0;
+    d->sink[i] = d->dev[i] >= 0;
+  }
+  free(used);
+  for (int i = 0; i < n; i++) {
+    const fg_node *nd = &g->nodes[i];
+    if (d->dev[i] < 0) continue;
+    for (int q = 0; q < nd->n_inputs; q++) {
+      int in = nd->inputs[q].node;
+      if (d->dev[in] != d->dev[i]) continue;
+      d->entry[i] = 0;
+      d->sink[in] = 0;
+    }
+  }
+  for (size_t j = 0; j < (size_t)d->m * (size_t)d->n_dev; j++)
+    d->gate[j] = -1;
+  d->window = 2 * stages;
+  rc = stages > 0 && d->m > d->window;
+  if (!rc) d->window = 0;
+done:
+  fg_partition_free(p);
+  fg_status_free(ignored);
+  free(needed);
+  free(stack);
+  return rc;
 }
 
 fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
@@ -384,18 +599,12 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
     n_out += g->nodes[i].n_outputs > 0 ? g->nodes[i].n_outputs : 1;
   }
   d.comb = malloc(((size_t)n_out + 1) * sizeof *d.comb);
-  if (!d.comb) {
+  d.comb_used = calloc((size_t)n_out + 1, 1);
+  d.comb_off[n] = n_out;
+  if (!d.comb || !d.comb_used) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
     goto out;
   }
-  for (int j = 0; j < n_out; j++)
-    d.comb[j] = FG_NO_OUTPUT;
-  for (int k = 0; k < micro_batches; k++)
-    d.rows[k] = FG_NO_OUTPUT;
-  for (size_t j = 0; j < n * (size_t)micro_batches; j++)
-    d.map[j] = -1;
-  for (size_t j = 0; j < n; j++)
-    d.orig[j] = -1;
   if (mark_nodes(&d, st) != 0) goto out;
   if (!(d.mark[loss.node] & DEP)) {
     fail(st, FG_INVALID_ARGUMENT,
@@ -404,37 +613,15 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
          loss_name, batch_inputs[0]);
     goto out;
   }
-  d.ng = fg_graph_new();
-  if (!d.ng) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
-    goto out;
+  mark_comb_used(&d);
+  if (emit_graph(&d, loss, loss_name, st) != 0) goto out;
+  /* Second emission, micro-batches bounded in flight, when the first's
+   * placement says there is something to bound. */
+  if (plan_window(&d, target_name)) {
+    fg_graph_free(d.ng);
+    d.ng = NULL;
+    if (emit_graph(&d, loss, loss_name, st) != 0) goto out;
   }
-  emit_all(&d);
-  /* The full batch's loss under the loss's own name (the copies carry a
-   * micro_batch_K/ prefix), so fetching it by name still works. */
-  if (!fg_graph_failed(d.ng) && per_batch(&d, loss.node)) {
-    fg_output *x = malloc((size_t)micro_batches * sizeof *x);
-    if (!x) {
-      fg_graph_fail(d.ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
-    } else {
-      for (int k = 0; k < micro_batches; k++)
-        x[k] = (fg_output){*mapped(&d, k, loss.node), loss.index};
-      const fg_tinfo *lt = fg_graph_tinfo(g, loss);
-      combine(&d, x, lt ? lt->dtype : FG_F32, "micro_batch/loss/", loss_name);
-      free(x);
-    }
-  }
-  for (int i = 0; i < g->n_outputs && !fg_graph_failed(d.ng); i++) {
-    fg_output o = g->outputs[i];
-    if (o.node == loss.node) {
-      int id = fg_graph_find(d.ng, loss_name);
-      if (id >= 0) fg_graph_add_output(d.ng, (fg_output){id, 0});
-      continue;
-    }
-    fg_graph_add_output(d.ng, (fg_output){d.orig[o.node], o.index});
-  }
-  fg_rewrite_metadata(d.ng, g, "micro_batches", micro_batches);
-  if (fg_graph_status(d.ng, st) != FG_OK) goto out;
   result = d.ng;
   d.ng = NULL;
   fg_status_clear(st);
@@ -446,5 +633,10 @@ out:
   free(d.comb_off);
   free(d.comb);
   free(d.rows);
+  free(d.comb_used);
+  free(d.dev);
+  free(d.entry);
+  free(d.sink);
+  free(d.gate);
   return result;
 }

@@ -187,6 +187,15 @@ int64_t fgi_flops_gather_grad(const fg_node *node, const fg_tinfo *in, const fg_
   return fgi_elements(&in[0]);
 }
 
+/* after(x, ctrl...): x as it is; the ctrl inputs only order it. */
+int fgi_infer_after(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
+  for (int i = 0; i < node->n_inputs; i++)
+    if (!fgi_dtype_valid(in[i].dtype))
+      return fgi_fail(node, status, "input %d has invalid dtype %d", i, (int)in[i].dtype);
+  out[0] = in[0];
+  return 0;
+}
+
 int fgi_infer_group(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   for (int i = 0; i < node->n_inputs; i++)
     if (!fgi_dtype_valid(in[i].dtype))

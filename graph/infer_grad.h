@@ -18,6 +18,7 @@ FGI_DECL_INFER(fgi_infer_sum_to)
 FGI_DECL_INFER(fgi_infer_numel)
 FGI_DECL_INFER(fgi_infer_gather_grad)
 FGI_DECL_INFER(fgi_infer_group)
+FGI_DECL_INFER(fgi_infer_after)
 FGI_DECL_FLOPS(fgi_flops_sum_to)
 FGI_DECL_FLOPS(fgi_flops_gather_grad)
 /* infer_optim.c */

@@ -117,6 +117,7 @@ const fg_op_def fg_op_table[] = {
      * is differentiable: they are inserted after the gradients exist. */
     [FG_OP_ALL_REDUCE] = {"all_reduce", 1, -1, 1, STATE | INPL, fgi_infer_all_reduce, NULL},
     [FG_OP_SHARD] = {"shard", 1, 1, 1, 0, fgi_infer_shard, NULL},
+    [FG_OP_AFTER] = {"after", 1, -1, 1, VIEW, fgi_infer_after, NULL},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

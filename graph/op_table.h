@@ -52,6 +52,10 @@
  *   shard(x; index, count)        rows [index*B/count, (index+1)*B/count) of
  *                                 x along axis 0 (B = x.dims[0] must divide
  *                                 by count)
+ *   after(x, ctrl...)             x's bytes (a view), once every ctrl input
+ *                                 is computed: an ordering edge, as TF's
+ *                                 control dependencies (fg_micro_batch bounds
+ *                                 the micro-batches in flight with it)
  */
 #ifndef FG_OP_TABLE_H
 #define FG_OP_TABLE_H
@@ -119,7 +123,8 @@
   X(APPLY_MOMENTUM, "apply_momentum")                                                              \
   X(APPLY_ADAM, "apply_adam")                                                                      \
   X(ALL_REDUCE, "all_reduce")                                                                      \
-  X(SHARD, "shard")
+  X(SHARD, "shard")                                                                                \
+  X(AFTER, "after")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

@@ -8,7 +8,7 @@
 
 FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
-  FG_CHECK_INT(FG_OP_COUNT, 60); /* 58 + all_reduce, shard (dist) */
+  FG_CHECK_INT(FG_OP_COUNT, 61); /* 58 + all_reduce, shard, after (dist) */
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -47,14 +47,15 @@ FG_TEST(op_table_flags, "") {
   FG_CHECK(!(flags_of("add") & FG_OPF_KERNEL_KEY_INPUT));
   const char *nondiff[] = {"placeholder", "constant", "variable", "fill",          "argmax",
                            "equal",       "greater",  "less",     "stop_gradient", "zeros_like",
-                           "ones_like",   "one_hot",  "assign"};
-  for (int i = 0; i < 13; i++)
+                           "ones_like",   "one_hot",  "assign",   "after"};
+  for (int i = 0; i < 14; i++)
     if (flags_of(nondiff[i]) & FG_OPF_DIFFERENTIABLE)
       FG_FAIL_AT("%s is differentiable", nondiff[i]);
   int n_diff = 0;
   for (int i = 0; i < FG_OP_COUNT; i++)
     n_diff += (fg_op_table[i].flags & FG_OPF_DIFFERENTIABLE) != 0;
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 20); /* all_reduce and shard are not differentiable */
+  /* all_reduce, shard and after are not differentiable */
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 21);
   const char *ew[] = {"add",           "sub",        "mul",       "div",     "pow",
                       "maximum",       "minimum",    "equal",     "greater", "less",
                       "select",        "neg",        "exp",       "relu",    "identity",

@@ -63,6 +63,7 @@
   /* misc.c */                                                                                     \
   FGK_ALL(X, "fill", fgk_fill)                                                                     \
   FGK_ANY(X, "identity", fgk_copy)                                                                 \
+  FGK_ANY(X, "after", fgk_copy)                                                                    \
   FGK_ANY(X, "stop_gradient", fgk_copy)                                                            \
   FGK_ALL(X, "zeros_like", fgk_zeros_like)                                                         \
   FGK_ALL(X, "ones_like", fgk_ones_like)                                                           \

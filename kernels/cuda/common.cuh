@@ -51,6 +51,7 @@ extern "C" {
   FGK_ALL(X, "ones_like", fgc_ones_like)                                                           \
   FGK_ANY(X, "reshape", fgc_copy)                                                                  \
   FGK_ANY(X, "identity", fgc_copy)                                                                 \
+  FGK_ANY(X, "after", fgc_copy)                                                                    \
   FGK_ANY(X, "stop_gradient", fgc_copy)                                                            \
   FGK_ANY(X, "expand_dims", fgc_copy)                                                              \
   FGK_ANY(X, "reshape_like", fgc_copy)                                                             \

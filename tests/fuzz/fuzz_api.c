@@ -278,7 +278,8 @@ static fg_graph *dist_rewrite(stream *z, const fg_graph *g, fg_status *st) {
     o.bucket_bytes = take(z) % 8 == 0 ? any_int(z) : buckets[pick(z, 4)];
     o.loss_reduction = take(z) % 8 == 0 ? (int)any_int(z) : (int)pick(z, 2);
     int replicas = take(z) % 16 == 0 ? (int)any_int(z) : 1 + (int)pick(z, 3);
-    fg_graph *dp = fg_data_parallel(out ? out : g, replicas, names, nb, take(z) % 4 ? &o : NULL, st);
+    fg_graph *dp =
+        fg_data_parallel(out ? out : g, replicas, names, nb, take(z) % 4 ? &o : NULL, st);
     if (!dp) fgfuzz_expect_error(st, "fg_data_parallel");
     fg_graph_free(out);
     out = dp;
