@@ -481,7 +481,9 @@ static int emit_graph(mb *d, fg_output loss, const char *loss_name, fg_status *s
  * least memory (371 KB at M = 8), but the 2-rank pipeline bench ran 9 to
  * 15% slower at M = 8 (1535 and 1595 images/s against 1749 and 1802):
  * the runner is greedy, not a 1F1B scheduler, and the stages are uneven.
- * W = 2S kept its speed (1694 and 1740) at 735 KB. On one device (S = 1)
+ * W = 2S (735 KB) costs less: over 8 runs at M = 8 alternating with the
+ * unbounded build, 1318 to 1740 images/s (mean 1549) against 1369 to 1802
+ * (mean 1624), on a machine whose runs spread +-13%. On one device (S = 1)
  * two micro-batches are in flight. Only nodes the training step needs
  * count (the rest is pruned at run time and must stay so). Returns 1 when
  * a second emission with gates is due (M > W). */
