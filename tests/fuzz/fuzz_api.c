@@ -263,7 +263,8 @@ static fg_graph *dist_rewrite(stream *z, const fg_graph *g, fg_status *st) {
   if (take(z) % 8 == 0) names[nb++] = odd[pick(z, 3)];
   fg_graph *out = NULL;
   if (how >= 1) {
-    int m = take(z) % 16 == 0 ? (int)any_int(z) : 1 + (int)pick(z, 4);
+    /* Up to 8: beyond 2 per stage the micro-batches in flight are bounded. */
+    int m = take(z) % 16 == 0 ? (int)any_int(z) : 1 + (int)pick(z, 8);
     int loss = take(z) % 8 == 0 ? (int)any_int(z) : (int)pick(z, 2);
     out = fg_micro_batch(g, m, names, nb, loss, st);
     if (!out) {
