@@ -386,3 +386,39 @@ FG_TEST(dist_cli_profile_micro_batches_bad_args, "dist,badinput") {
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
+
+/* The arena_bytes line of `flowgraph plan` on mp.fgb with M micro-batches
+ * of 256 rows (M = 1: none), or -1. */
+static long long plan_arena(int micro) {
+  char m[16];
+  snprintf(m, sizeof m, "%d", micro);
+  cli_result r;
+  if (cli(&r, "plan", tpath("mp.fgb"), "--random-inputs", "--batch", "256", "--micro-batches", m,
+          NULL) != 0)
+    return -1;
+  long long bytes = -1;
+  const char *line = strstr(r.out, "\narena_bytes: ");
+  if (r.code == 0 && line) bytes = atoll(line + 14);
+  if (micro > 1) FG_CHECK_STR_CONTAINS(r.out, "micro-batches: ");
+  result_free(&r);
+  return bytes;
+}
+
+/* `flowgraph plan --micro-batches M` plans the step `train
+ * --micro-batches M` runs, so the memory of the pipeline shows: with 32
+ * micro-batches of 8 rows the arenas (both devices) take less than with 8
+ * of 32, as at most 4 are in flight per device (fg_micro_batch). */
+FG_TEST(dist_cli_plan_micro_batches_memory, "dist,badinput") {
+  char xin[400], yin[400], trace[400];
+  FG_REQUIRE(setup_split_model(xin, yin, trace) == 0);
+  long long m8 = plan_arena(8), m32 = plan_arena(32);
+  FG_CHECK(m8 > 0 && m32 > 0 && m32 < m8);
+  if (!(m32 < m8)) fprintf(stderr, "arena: M=8 %lld, M=32 %lld\n", m8, m32);
+  cli_result r;
+  FG_REQUIRE(cli(&r, "plan", tpath("mp.fgb"), "--random-inputs", "--micro-batches", "0", NULL) ==
+             0);
+  CHECK_USAGE_ERROR(r);
+  FG_CHECK_STR_CONTAINS(r.err, "--micro-batches needs an integer from 1 to 1024");
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}

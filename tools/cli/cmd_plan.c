@@ -76,6 +76,7 @@ int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, 
     return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
   ra->batch = 1;
   ra->repeat = 1;
+  a->micro = 1;
   a->runs = 10;
   a->warmup = 1;
   for (int i = 1; i < argc; i++) {
@@ -111,6 +112,9 @@ int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, 
       if (r < 0 || !*v) return cli_usage(cmd, "--memory-svg needs a path OUT.svg");
       if (a->memory_svg) return cli_usage(cmd, "--memory-svg given twice");
       a->memory_svg = v;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--micro-batches", &v)) != 0) {
+      rc = cli_int_opt(cmd, "--micro-batches", r, v, 1, FG_MAX_MICRO_BATCHES, &a->micro);
+      if (rc != CLI_OK) return rc;
     } else if (strcmp(arg, "--random-inputs") == 0) {
       ra->random_inputs = 1;
     } else if (arg[0] == '-' && arg[1] != '\0') {
@@ -240,6 +244,89 @@ void plan_model_close(plan_model *m) {
   memset(m, 0, sizeof *m);
 }
 
+/* A fed input whose placeholder's first dimension is '?': a batch input,
+ * which data parallelism shards and micro-batches cut. */
+int plan_is_batch_input(const plan_model *m, int i) {
+  int node = fg_graph_find(m->graph, m->feeds.feeds[i].name);
+  int64_t dims[FG_MAX_RANK];
+  int rank = node >= 0 ? fg_output_shape(m->graph, (fg_output){node, 0}, dims) : -1;
+  return rank >= 1 && dims[0] == FG_DIM_UNKNOWN;
+}
+
+/* --micro-batches M: m->graph becomes fg_micro_batch's rewrite over the
+ * batch inputs (a loss averaged over rows, as train's default; the form
+ * changes the arithmetic, not the work, nor the memory), with a session on
+ * it. m->loaded keeps the loaded graph, which the fetch and target names
+ * may point into; micro_restore puts it back. Every batch input must have
+ * M rows. */
+static int micro_rewrite(const plan_args *a, plan_model *m, fg_status *st) {
+  const char **names = calloc((size_t)m->feeds.n + 1, sizeof *names);
+  if (!names) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+    return -1;
+  }
+  int n = 0, rc = 0;
+  size_t used = 0;
+  for (int i = 0; i < m->feeds.n && rc == 0; i++) {
+    if (!plan_is_batch_input(m, i)) continue;
+    const char *name = m->feeds.feeds[i].name;
+    int64_t rows = fg_tensor_dim(m->feeds.feeds[i].tensor, 0);
+    if (rows < a->micro) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "--micro-batches %" PRId64 ": input '%s' has %" PRId64
+                    " rows, fewer than the micro-batches; feed more rows (--batch with "
+                    "--random-inputs) or use fewer micro-batches",
+                    a->micro, name, rows);
+      rc = -1;
+    }
+    names[n++] = name;
+    if (used < sizeof m->micro_inputs)
+      used += (size_t)snprintf(m->micro_inputs + used, sizeof m->micro_inputs - used, "%s%s",
+                               used ? ", " : "", name);
+  }
+  if (rc == 0 && n == 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--micro-batches: no fed input of %s has an unknown first dimension, so there "
+                  "is no batch to cut",
+                  a->run.model);
+    rc = -1;
+  }
+  fg_graph *g =
+      rc == 0 ? fg_micro_batch(m->graph, (int)a->micro, names, n, FG_DP_LOSS_MEAN, st) : NULL;
+  free(names);
+  if (!g) return -1;
+  fg_session_options so;
+  plan_session_options(a, &so);
+  double t0 = plan_now_ms();
+  fg_session *s = fg_session_new(g, &so, st);
+  if (!s) {
+    fg_graph_free(g);
+    return -1;
+  }
+  m->session_ms = plan_now_ms() - t0;
+  fg_session_free(m->session);
+  m->loaded = m->graph;
+  m->graph = g;
+  m->session = s;
+  return 0;
+}
+
+/* Frees the rewrite and its session; plan_model_close frees the rest. */
+static void micro_restore(plan_model *m) {
+  if (!m->loaded) return;
+  fg_session_free(m->session);
+  m->session = NULL;
+  fg_graph_free(m->graph);
+  m->graph = m->loaded;
+  m->loaded = NULL;
+}
+
+void plan_print_micro(const plan_args *a, const plan_model *m) {
+  if (a->micro > 1)
+    printf("micro-batches: %" PRId64 " per run (fg_micro_batch; batch inputs: %s)\n", a->micro,
+           m->micro_inputs);
+}
+
 int plan_command_main(const cli_command *cmd, int profile, int argc, char **argv,
                       int (*body)(const plan_args *a, plan_model *m, fg_status *st)) {
   plan_args a;
@@ -258,10 +345,12 @@ int plan_command_main(const cli_command *cmd, int profile, int argc, char **argv
   }
   plan_model m;
   int load_failed = 0;
-  if (plan_model_open(&a, &m, st, &load_failed) == 0 && body(&a, &m, st) == 0)
+  if (plan_model_open(&a, &m, st, &load_failed) == 0 &&
+      (a.micro <= 1 || micro_rewrite(&a, &m, st) == 0) && body(&a, &m, st) == 0)
     rc = CLI_OK;
   else
     rc = load_failed ? cli_fail_load(st, a.run.model) : cli_fail_status(st);
+  micro_restore(&m);
   plan_model_close(&m);
   fg_status_free(st);
   plan_args_free(&a);
@@ -520,6 +609,7 @@ static int plan_body(const plan_args *a, plan_model *m, fg_status *st) {
     rc = svg_write_memory_plan(a->memory_svg, (const fg_plan_info *const *)&info, 1,
                                fg_session_partition(m->session), a->run.model, st);
   if (rc == 0) {
+    plan_print_micro(a, m);
     print_plan(a, m, info);
   }
   fg_plan_info_free(info);
@@ -533,7 +623,8 @@ static int plan_main(int argc, char **argv) {
 const cli_command cli_plan_command = {
     "plan", "Print a model's execution and memory plan.",
     "flowgraph plan MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] [--seed N] "
-    "[--fetch NAME ...] [--target NAME ...] [--memory-svg OUT.svg] [--max-memory BYTES]",
+    "[--fetch NAME ...] [--target NAME ...] [--memory-svg OUT.svg] [--max-memory BYTES] "
+    "[--micro-batches M]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  --random-inputs             feed every needed placeholder not given by -i with\n"
@@ -547,7 +638,13 @@ const cli_command cli_plan_command = {
     "                              device (each has its own arena)\n"
     "  --max-memory BYTES          refuse a plan needing more bytes (arena plus\n"
     "                              fetched outputs; suffix K, M or G; default: the\n"
-    "                              machine's memory)\n\n"
+    "                              machine's memory)\n"
+    "  --micro-batches M           plan the training step as 'train --micro-batches M'\n"
+    "                              runs it (1..1024): every fed input whose first\n"
+    "                              dimension is '?' cut into M micro-batches\n"
+    "                              (fg_micro_batch); with more than 2 per stage, at\n"
+    "                              most 2 per stage are in flight on a device, which\n"
+    "                              its arena shows\n\n"
     "Fetches default to the graph's outputs (or its last node). A training model\n"
     "(metadata 'train_target', written by fg_minimize) is planned, when neither\n"
     "--fetch nor --target is given, for that target with no fetch: the whole step.\n"

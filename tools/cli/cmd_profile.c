@@ -60,14 +60,6 @@ typedef struct profile_data {
  * is a few microseconds on one host. */
 #define CLOCK_ROUNDS 16
 
-/* --micro-batches M (1: off), taken out of argv before the common parser
- * sees it: the model is rewritten with fg_micro_batch before anything runs,
- * as `flowgraph train --micro-batches` does, so the profile shows the
- * pipeline that training runs. profile_micro_inputs lists the batch inputs
- * for the report. */
-static int64_t profile_micro = 1;
-static char profile_micro_inputs[256];
-
 static int oom(fg_status *st) {
   fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
   return -1;
@@ -323,9 +315,7 @@ static int print_report(const plan_args *a, const plan_model *m, const profile_d
   for (int i = 0; i < m->n_targets; i++)
     printf(" %s", m->targets[i]);
   printf("%s\n", m->n_targets ? "" : " (none)");
-  if (profile_micro > 1)
-    printf("micro-batches: %" PRId64 " per run (fg_micro_batch; batch inputs: %s)\n", profile_micro,
-           profile_micro_inputs);
+  plan_print_micro(a, m);
   /* Several devices: their partitions and transfers; in the trace each
    * device is one track, and its collectives another (a node's thread is its
    * lane). */
@@ -427,89 +417,7 @@ static int check_world(const plan_args *a, const fg_comm *c, int ranks, fg_statu
   return -1;
 }
 
-/* A fed input whose placeholder's first dimension is '?': a batch input,
- * which data parallelism shards and micro-batches cut. */
-static int is_batch_input(const plan_model *m, int i) {
-  int node = fg_graph_find(m->graph, m->feeds.feeds[i].name);
-  int64_t dims[FG_MAX_RANK];
-  int rank = node >= 0 ? fg_output_shape(m->graph, (fg_output){node, 0}, dims) : -1;
-  return rank >= 1 && dims[0] == FG_DIM_UNKNOWN;
-}
-
-/* --micro-batches M: m->graph becomes fg_micro_batch's rewrite over the
- * batch inputs (a loss averaged over rows, as train's default; the form
- * changes the arithmetic, not the work), with a session on it. *orig keeps
- * the loaded graph, which the fetch and target names may point into;
- * micro_restore puts it back. Every batch input must have M rows. */
-static int micro_rewrite(const plan_args *a, plan_model *m, fg_graph **orig, fg_status *st) {
-  const char **names = calloc((size_t)m->feeds.n + 1, sizeof *names);
-  if (!names) return oom(st);
-  int n = 0, rc = 0;
-  size_t used = 0;
-  for (int i = 0; i < m->feeds.n && rc == 0; i++) {
-    if (!is_batch_input(m, i)) continue;
-    const char *name = m->feeds.feeds[i].name;
-    int64_t rows = fg_tensor_dim(m->feeds.feeds[i].tensor, 0);
-    if (rows < profile_micro) {
-      fg_status_set(st, FG_INVALID_ARGUMENT,
-                    "--micro-batches %" PRId64 ": input '%s' has %" PRId64
-                    " rows, fewer than the micro-batches; feed more rows (--batch with "
-                    "--random-inputs) or use fewer micro-batches",
-                    profile_micro, name, rows);
-      rc = -1;
-    }
-    names[n++] = name;
-    if (used < sizeof profile_micro_inputs)
-      used += (size_t)snprintf(profile_micro_inputs + used, sizeof profile_micro_inputs - used,
-                               "%s%s", used ? ", " : "", name);
-  }
-  if (rc == 0 && n == 0) {
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "--micro-batches: no fed input of %s has an unknown first dimension, so there "
-                  "is no batch to cut",
-                  a->run.model);
-    rc = -1;
-  }
-  fg_graph *g =
-      rc == 0 ? fg_micro_batch(m->graph, (int)profile_micro, names, n, FG_DP_LOSS_MEAN, st) : NULL;
-  free(names);
-  if (!g) return -1;
-  fg_session_options so;
-  plan_session_options(a, &so);
-  double t0 = plan_now_ms();
-  fg_session *s = fg_session_new(g, &so, st);
-  if (!s) {
-    fg_graph_free(g);
-    return -1;
-  }
-  m->session_ms = plan_now_ms() - t0;
-  fg_session_free(m->session);
-  *orig = m->graph;
-  m->graph = g;
-  m->session = s;
-  return 0;
-}
-
-/* Frees the rewrite and its session; plan_model_close frees the rest. */
-static void micro_restore(plan_model *m, fg_graph *orig) {
-  if (!orig) return;
-  fg_session_free(m->session);
-  m->session = NULL;
-  fg_graph_free(m->graph);
-  m->graph = orig;
-}
-
-static int profile_model(const plan_args *a, plan_model *m, fg_status *st);
-
 static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
-  fg_graph *orig = NULL;
-  if (profile_micro > 1 && micro_rewrite(a, m, &orig, st) != 0) return -1;
-  int rc = profile_model(a, m, st);
-  micro_restore(m, orig);
-  return rc;
-}
-
-static int profile_model(const plan_args *a, plan_model *m, fg_status *st) {
   int ranks = fg_partition_num_ranks(fg_session_partition(m->session));
   if (ranks > 0 && !profile_dist_mpi) {
     /* Timing it needs every rank running. */
@@ -539,7 +447,7 @@ static int profile_model(const plan_args *a, plan_model *m, fg_status *st) {
   fg_comm *c = NULL;
   if (profile_dist_mpi) {
     /* Every rank must time the same runs of the same graph. */
-    int64_t opts[4] = {a->runs, a->warmup, a->run.batch, profile_micro};
+    int64_t opts[4] = {a->runs, a->warmup, a->run.batch, a->micro};
     if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
             0 ||
         check_world(a, c, ranks, st) != 0) {
@@ -583,7 +491,8 @@ static void dp_shards_free(dp_shards *d) {
   free(d->names);
 }
 
-static int dp_shards_make(const plan_model *m, int count, int index, dp_shards *d, fg_status *st) {
+static int dp_shards_make(const plan_model *m, int count, int index, int64_t micro, dp_shards *d,
+                          fg_status *st) {
   const run_feeds *f = &m->feeds;
   d->n = f->n;
   d->feeds = calloc((size_t)f->n + 1, sizeof *d->feeds);
@@ -593,7 +502,7 @@ static int dp_shards_make(const plan_model *m, int count, int index, dp_shards *
   for (int i = 0; i < f->n; i++) {
     const fg_tensor *t = f->feeds[i].tensor;
     d->feeds[i] = f->feeds[i];
-    if (!is_batch_input(m, i)) continue; /* fed whole to every rank */
+    if (!plan_is_batch_input(m, i)) continue; /* fed whole to every rank */
     int64_t rows = fg_tensor_dim(t, 0), first = 0;
     int64_t mine = fg_shard_rows(rows, count, index, &first);
     if (rows < count) {
@@ -603,13 +512,13 @@ static int dp_shards_make(const plan_model *m, int count, int index, dp_shards *
                     count, f->feeds[i].name, (long long)rows, count);
       return -1;
     }
-    if (mine < profile_micro) {
+    if (mine < micro) {
       fg_status_set(st, FG_INVALID_ARGUMENT,
                     "--micro-batches %" PRId64 " with %d replicas: replica %d's shard of '%s' "
                     "has %" PRId64 " of its %" PRId64
                     " rows, fewer than the micro-batches; feed more rows or use fewer "
                     "micro-batches",
-                    profile_micro, count, index, f->feeds[i].name, mine, rows);
+                    micro, count, index, f->feeds[i].name, mine, rows);
       return -1;
     }
     int64_t vd[FG_MAX_RANK];
@@ -630,7 +539,7 @@ static int dp_shards_make(const plan_model *m, int count, int index, dp_shards *
 /* --dist mpi on a model that names no rank: data parallelism, one replica
  * per process as `flowgraph train --dist mpi` runs it. */
 static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *st) {
-  int64_t opts[4] = {a->runs, a->warmup, a->run.batch, profile_micro};
+  int64_t opts[4] = {a->runs, a->warmup, a->run.batch, a->micro};
   fg_comm *c = NULL;
   if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
       0) {
@@ -666,7 +575,7 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
   dp_shards d = {0};
   fg_graph *dg = NULL;
   fg_session *s = NULL;
-  if (rc == 0) rc = dp_shards_make(m, replicas, replica, &d, st);
+  if (rc == 0) rc = dp_shards_make(m, replicas, replica, a->micro, &d, st);
   if (rc == 0 && d.n_split == 0) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "--dist mpi: no fed input of %s has an unknown first dimension, so there is "
@@ -852,17 +761,6 @@ static int profile_main(int argc, char **argv) {
     int rc = CLI_OK;
     if (i > 0 && cli_dist_opt(&cli_profile_command, argc, argv, &i, &profile_dist_mpi,
                               &profile_dist_timeout, &rc)) {
-      if (rc != CLI_OK) {
-        free(rest);
-        return rc;
-      }
-      continue;
-    }
-    const char *v = NULL;
-    int r = i > 0 ? cli_opt_value(argc, argv, &i, NULL, "--micro-batches", &v) : 0;
-    if (r != 0) {
-      rc = cli_int_opt(&cli_profile_command, "--micro-batches", r, v, 1, FG_MAX_MICRO_BATCHES,
-                       &profile_micro);
       if (rc != CLI_OK) {
         free(rest);
         return rc;

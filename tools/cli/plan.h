@@ -20,6 +20,7 @@ typedef struct plan_args {
   const char *memory_svg;
   const char *trace;    /* profile only */
   int64_t runs, warmup; /* profile only */
+  int64_t micro;        /* --micro-batches M (1: off), both commands */
 } plan_args;
 
 /* Parses the arguments of `cmd`; `profile` enables --runs, --warmup,
@@ -38,7 +39,18 @@ typedef struct plan_model {
   const char **targets; /* point into argv or the graph's metadata */
   int n_targets;
   double session_ms; /* time fg_session_new took */
+  /* --micro-batches: graph is fg_micro_batch's rewrite of `loaded` (the
+   * model as loaded, which the fetch and target names may point into),
+   * over the batch inputs micro_inputs lists. NULL without. */
+  fg_graph *loaded;
+  char micro_inputs[256];
 } plan_model;
+
+/* A fed input (m->feeds.feeds[i]) whose placeholder's first dimension is
+ * '?': a batch input, which data parallelism shards and micro-batches cut. */
+int plan_is_batch_input(const plan_model *m, int i);
+/* "micro-batches: M per run (...)" under --micro-batches, else nothing. */
+void plan_print_micro(const plan_args *a, const plan_model *m);
 
 /* The session options of both commands: --threads, --check-numerics and
  * --max-memory. */
