@@ -58,6 +58,14 @@ FG_TEST(replay_fuzz_regressions, "badinput") {
   FG_CHECK(n >= 2);
 }
 
+/* Decision streams the fuzzer found that reach fg_data_parallel and
+ * fg_micro_batch (10 of them its bound on micro-batches in flight) and run
+ * the result: kept as seeds (tests/fuzz/seeds/api/) and replayed here. */
+FG_TEST(replay_api_seeds, "badinput,dist") {
+  int n = replay_dir(FG_SOURCE_DIR "/tests/fuzz/seeds/api");
+  FG_CHECK(n >= 18);
+}
+
 FG_TEST(replay_bad_files_through_harnesses, "badinput") {
   int n = replay_dir(FG_TEST_DATA_DIR "/bad");
   FG_CHECK(n >= 20);

@@ -4,7 +4,8 @@
 #   - small valid graphs from BUILD_DIR/fuzz/fuzz_gen_seeds (every op family,
 #     training steps),
 #   - the digits model from example_digits_build_mlp when a build has it,
-#   - the regression inputs (tests/fuzz/regressions/), for both harnesses.
+#   - the regression inputs (tests/fuzz/regressions/), for both harnesses,
+#   - API decision streams that reach the dist rewrites (tests/fuzz/seeds/api/).
 # Corpora only grow: files libFuzzer added in earlier runs stay.
 # Usage: tests/fuzz/seed_corpus.sh SOURCE_DIR BUILD_DIR
 set -eu
@@ -34,6 +35,11 @@ if [ -d "$src/tests/fuzz/regressions" ]; then
     cp "$f" "$api/regression_$(basename "$f")"
   done
 fi
+# Decision streams kept because they reach the dist rewrites (fg_data_parallel,
+# fg_micro_batch, its bound on micro-batches in flight) within the smoke run.
+for f in "$src/tests/fuzz/seeds/api"/*; do
+  [ -f "$f" ] && cp "$f" "$api/seed_$(basename "$f")"
+done
 # The API harness reads bytes as decisions; any bytes are a fine start, and a
 # few file seeds give it long decision streams.
 for f in "$load"/gen_*.fgb; do
