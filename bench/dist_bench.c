@@ -203,7 +203,7 @@ static int exchange(fg_comm *c, fg_status *st) {
  * and returns the seconds the last `steps` took, or -1. With FG_DP_PROFILE
  * set, one more step is profiled (profile_step). */
 static double timed_steps(fg_session *s, const fg_graph *g, int rows, int seed, int warmup,
-                          int steps, int rank, fg_status *st) {
+                          int steps, int rank, uint64_t *arena, fg_status *st) {
   int64_t xd[2] = {rows, 1024}, yd[1] = {rows};
   uint64_t rng = 7 + (uint64_t)seed;
   fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *y = fg_tensor_new(FG_I32, 1, yd, st);
@@ -223,7 +223,14 @@ static double timed_steps(fg_session *s, const fg_graph *g, int rows, int seed, 
     rc = fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st);
   }
   if (rc == 0) t = now_s() - t0;
-  if (rc == 0 && getenv("FG_DP_PROFILE") && profile_step(s, feeds, target, rank, st) != 0) t = -1;
+  if (rc == 0 && arena) {
+    /* This rank's arenas, from the plan the runs used (cached). */
+    fg_plan_info *pi = fg_session_plan_info(s, feeds, 2, NULL, 0, &target, 1, st);
+    *arena = pi ? (uint64_t)pi->arena_bytes : 0;
+    if (!pi) t = -1;
+    fg_plan_info_free(pi);
+  }
+  if (t >= 0 && getenv("FG_DP_PROFILE") && profile_step(s, feeds, target, rank, st) != 0) t = -1;
   fg_tensor_free(x);
   fg_tensor_free(y);
   return t;
@@ -254,17 +261,24 @@ static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
   fg_graph *mg = micro > 1 ? fg_micro_batch(g, micro, bi, 2, FG_DP_LOSS_MEAN, st) : g;
   if (mg != g) fg_graph_free(g);
   if (!mg) return -1;
+  /* FG_DP_SAVE=PATH: the graph, for `flowgraph plan` / `inspect`. */
+  if (getenv("FG_DP_SAVE") && c->rank == 0 && fg_graph_save(mg, getenv("FG_DP_SAVE"), st) != 0)
+    return -1;
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
   fg_session *s = fg_session_new(mg, &so, st);
   if (!s || fg_session_set_comm(s, c, st) != 0) return -1;
-  double t = timed_steps(s, mg, batch, 0, warmup, steps, c->rank, st);
-  if (t < 0) return -1;
+  uint64_t arena = 0, arenas[2];
+  double t = timed_steps(s, mg, batch, 0, warmup, steps, c->rank, &arena, st);
+  if (t < 0 || c->ops->all_gather_u64(c, arena, arenas, st) != 0) return -1;
+  /* The arenas show the memory side of micro-batching: all M in flight,
+   * or at most 2 per stage (fg_micro_batch's bound beyond that). */
   if (c->rank == 0)
     printf("FG pipeline mlp4_train ranks 2 threads 1 batch %d micro-batches %d: %.1f images/s "
-           "(%.1f ms/step)\n",
-           batch, micro, batch * steps / t, t / steps * 1e3);
+           "(%.1f ms/step), arena rank 0 %.1f MB, rank 1 %.1f MB\n",
+           batch, micro, batch * steps / t, t / steps * 1e3, (double)arenas[0] / 1e6,
+           (double)arenas[1] / 1e6);
   fg_session_free(s);
   fg_graph_free(mg);
   return 0;
@@ -294,7 +308,7 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   so.collective_lanes = mode == 1 ? -1 : 0;
   fg_session *s = fg_session_new(dg, &so, st);
   if (!s || (mode != 2 && fg_session_set_comm(s, c, st) != 0)) return -1;
-  double t = timed_steps(s, dg, shard, c->rank, warmup, steps, c->rank, st);
+  double t = timed_steps(s, dg, shard, c->rank, warmup, steps, c->rank, NULL, st);
   if (t < 0) return -1;
   if (c->rank == 0)
     printf("FG dp_scaling mlp_large_train ranks %d threads 1 bucket %lld B collectives %s: %.1f "

@@ -195,6 +195,8 @@ static int mark_nodes(mb *d, fg_status *st) {
  * so that fg_data_parallel, applied after this rewrite (hybrid runs),
  * all-reduces the combined gradient once per step rather than every
  * micro-batch's. */
+static fg_output after_gate(mb *d, fg_output x, int gate, const char *name);
+
 static void fold_gradients(mb *d, int k) {
   const fg_graph *g = d->g;
   for (int i = 0; i < g->n_nodes && !fg_graph_failed(d->ng); i++) {
@@ -208,7 +210,12 @@ static void fold_gradients(mb *d, int k) {
       snprintf(scope, sizeof scope, "gradients/micro_batch/%s/", g->nodes[i].name);
       fg_graph_set_scope(d->ng, scope);
       fg_output term = d->loss_sum ? x : fg_mul(d->ng, x, share_of(d, k, ti ? ti->dtype : FG_F32));
-      d->comb[slot] = k == 0 ? term : fg_add(d->ng, d->comb[slot], term);
+      fg_output prev = d->comb[slot];
+      /* Micro-batch k - 1's gate reads the sum so far; the next add must
+       * wait for it, or it could not take the sum's bytes in place. */
+      if (k > 0 && d->window && d->dev[i] >= 0)
+        prev = after_gate(d, prev, d->gate[(size_t)(k - 1) * d->n_dev + d->dev[i]], NULL);
+      d->comb[slot] = k == 0 ? term : fg_add(d->ng, prev, term);
       fg_graph_set_scope(d->ng, NULL);
     }
   }
@@ -270,6 +277,19 @@ static fg_output copy_node(mb *d, int i, const fg_output *in, int n_in, const ch
   return o;
 }
 
+/* x once `gate` ran (x itself when gate is -1): an "after" node, a view of
+ * x, colocated with the gate so that the order holds inside the device's
+ * plan. `name` NULL: named in the current scope. */
+static fg_output after_gate(mb *d, fg_output x, int gate, const char *name) {
+  if (gate < 0) return x;
+  fg_output in[2] = {x, {gate, 0}};
+  fg_output o = fg_op(d->ng, "after", name, in, 2, NULL);
+  if (o.node >= 0 && fg_attrs_set_string(&d->ng->nodes[o.node].attrs, FG_COLOCATE_ATTR,
+                                         d->ng->nodes[gate].name) != 0)
+    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+  return o;
+}
+
 /* Micro-batch k's input `x` of node i, made to wait for micro-batch
  * k - W's gate on i's device when i is an entry there (a copy no other copy
  * on that device feeds: what starts k's work on the device). Everything k
@@ -279,16 +299,9 @@ static fg_output copy_node(mb *d, int i, const fg_output *in, int n_in, const ch
  * colocated with the gate, so the order holds inside the device's plan. */
 static fg_output gated(mb *d, int k, int i, fg_output x) {
   if (!d->window || k < d->window || !d->entry[i] || d->dev[i] < 0) return x;
-  int gate = d->gate[(size_t)(k - d->window) * d->n_dev + d->dev[i]];
-  if (gate < 0) return x;
   char name[600];
   snprintf(name, sizeof name, "micro_batch_%d/%s/after", k, d->g->nodes[i].name);
-  fg_output in[2] = {x, {gate, 0}};
-  fg_output o = fg_op(d->ng, "after", name, in, 2, NULL);
-  if (o.node >= 0 && fg_attrs_set_string(&d->ng->nodes[o.node].attrs, FG_COLOCATE_ATTR,
-                                         d->ng->nodes[gate].name) != 0)
-    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
-  return o;
+  return after_gate(d, x, d->gate[(size_t)(k - d->window) * d->n_dev + d->dev[i]], name);
 }
 
 /* Micro-batch k's gate on each device, once its copies and its gradient
@@ -307,10 +320,17 @@ static void make_gates(mb *d, int k) {
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++) {
       if (d->dev[i] != dev) continue;
-      if (d->sink[i]) in[n++] = (fg_output){*mapped(d, k, i), 0};
-      int n_out = g->nodes[i].n_outputs > 0 ? g->nodes[i].n_outputs : 1;
+      int n_out = g->nodes[i].n_outputs > 0 ? g->nodes[i].n_outputs : 1, folded = 0;
       for (int idx = 0; idx < n_out; idx++)
-        if (d->comb_used[d->comb_off[i] + idx]) in[n++] = d->comb[d->comb_off[i] + idx];
+        if (d->comb_used[d->comb_off[i] + idx]) {
+          in[n++] = d->comb[d->comb_off[i] + idx];
+          folded = 1;
+        }
+      /* A folded gradient is reached through its sum; the gate reading it
+       * too would keep it alive past its term, which then could not take
+       * its bytes in place (16 MB more per gradient per micro-batch on the
+       * pipeline bench). */
+      if (d->sink[i] && !folded) in[n++] = (fg_output){*mapped(d, k, i), 0};
     }
     if (n == 0) continue;
     char name[64];
@@ -478,12 +498,16 @@ static int emit_graph(mb *d, fg_output loss, const char *loss_name, fg_status *s
  * at M = 4, 1183 KB at 8, 1755 KB at 16). With S devices holding copies
  * (stages), micro-batch k + W starts on a device once k is done there,
  * its gradients folded in. W = S is PipeDream's 1F1B bound, and took the
- * least memory (371 KB at M = 8), but the 2-rank pipeline bench ran 9 to
- * 15% slower at M = 8 (1535 and 1595 images/s against 1749 and 1802):
+ * least memory in a first version of this (371 KB at M = 8 against 735 KB
+ * for 2S there), but the 2-rank pipeline bench ran 9 to 15% slower at
+ * M = 8 (1535 and 1595 images/s against 1749 and 1802):
  * the runner is greedy, not a 1F1B scheduler, and the stages are uneven.
- * W = 2S (735 KB) costs less: over 8 runs at M = 8 alternating with the
- * unbounded build, 1318 to 1740 images/s (mean 1549) against 1369 to 1802
- * (mean 1624), on a machine whose runs spread +-13%. On one device (S = 1)
+ * W = 2S costs less: 630 KB at M = 8 and 479 KB at 16 on the digits MLP;
+ * on the pipeline bench's 4-layer MLP (batch 1024) rank 0's arena is 261
+ * MB at M = 8 and 251 MB at 16, where all in flight took 453 and 856 MB
+ * (252 MB at M = 4, under the bound). Over 4 runs at M = 8 alternating with
+ * the unbounded build: 1487 to 1712 images/s (mean 1632) against 1705 to
+ * 1787 (mean 1738). On one device (S = 1)
  * two micro-batches are in flight. Only nodes the training step needs
  * count (the rest is pruned at run time and must stay so). Returns 1 when
  * a second emission with gates is due (M > W). */
@@ -521,7 +545,10 @@ static int plan_window(mb *d, const char *target_name) {
   for (int i = 0; i < n; i++) {
     d->dev[i] = needed[i] && per_batch(d, i) ? fg_partition_node_device(p, *mapped(d, 0, i)) : -1;
     if (d->dev[i] >= 0 && !used[d->dev[i]]++) stages++;
-    d->entry[i] = d->dev[i] >= 0;
+    /* A batch input's copy is its shard, which reads the fed placeholder:
+     * waiting there would copy the whole batch (a feed is no arena buffer
+     * to view), so its readers wait instead. */
+    d->entry[i] = d->dev[i] >= 0 && !is_batch(d, &g->nodes[i]);
     d->sink[i] = d->dev[i] >= 0;
   }
   free(used);
@@ -531,7 +558,7 @@ static int plan_window(mb *d, const char *target_name) {
     for (int q = 0; q < nd->n_inputs; q++) {
       int in = nd->inputs[q].node;
       if (d->dev[in] != d->dev[i]) continue;
-      d->entry[i] = 0;
+      if (!is_batch(d, &g->nodes[in])) d->entry[i] = 0;
       d->sink[in] = 0;
     }
   }

@@ -375,8 +375,8 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
  * K's buffers for K + 2S, so at most 2S micro-batches' activations and
  * weight gradients are alive per device, however large M is, where
  * otherwise all M would be (PipeDream's 1F1B bounds to S, which lost 9
- * to 15% of the 2-rank pipeline bench's images/s at M = 8; 2S lost 4.6%
- * on the mean of 8 runs, within the runs' spread).
+ * to 15% of the 2-rank pipeline bench's images/s at M = 8; 2S lost 6% on
+ * the mean of 4 runs, and its rank 0 arena was 261 MB against 453 MB).
  *
  * fg_data_parallel may be applied to the result (replicas = 1: hybrid runs
  * over MPI); it all-reduces the combined gradients, once per step.
