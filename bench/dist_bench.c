@@ -249,6 +249,13 @@ static fg_graph *build_mlp_pipe(fg_status *st) {
   return mlp_graph_on(FG_DIM_UNKNOWN, 4, widths, devices, &train, st);
 }
 
+/* FG_DP_SAVE=PATH: rank 0 saves the benchmarked graph, for `flowgraph plan`
+ * or `inspect`. */
+static int save_if_asked(const fg_graph *g, int rank, fg_status *st) {
+  const char *path = getenv("FG_DP_SAVE");
+  return path && rank == 0 ? fg_graph_save(g, path, st) : 0;
+}
+
 static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
   const int steps = 4, warmup = 1;
   if (c->size != 2) {
@@ -261,9 +268,7 @@ static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
   fg_graph *mg = micro > 1 ? fg_micro_batch(g, micro, bi, 2, FG_DP_LOSS_MEAN, st) : g;
   if (mg != g) fg_graph_free(g);
   if (!mg) return -1;
-  /* FG_DP_SAVE=PATH: the graph, for `flowgraph plan` / `inspect`. */
-  if (getenv("FG_DP_SAVE") && c->rank == 0 && fg_graph_save(mg, getenv("FG_DP_SAVE"), st) != 0)
-    return -1;
+  if (save_if_asked(mg, c->rank, st) != 0) return -1;
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
@@ -299,9 +304,7 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   fg_graph *dg = mode == 2 ? g : fg_data_parallel(g, 1, bi, 2, &o, st);
   if (mode != 2) fg_graph_free(g);
   if (!dg) return -1;
-  /* FG_DP_SAVE=PATH: the rewritten graph, for `flowgraph inspect`. */
-  if (getenv("FG_DP_SAVE") && c->rank == 0 && fg_graph_save(dg, getenv("FG_DP_SAVE"), st) != 0)
-    return -1;
+  if (save_if_asked(dg, c->rank, st) != 0) return -1;
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
