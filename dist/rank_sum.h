@@ -15,6 +15,12 @@
  * elements is read before it is written. */
 void fg_rank_sum(fg_dtype dt, void *dst, void *const *src, int n, int64_t len, int mean);
 
+/* The same, also storing each block to dst2 (NULL: none) while it is
+ * still in L1: a rank that must publish its slice's sum and keep it saves
+ * copying it back (dist/shm_reduce.c). dst2 may not alias a src. */
+void fg_rank_sum2(fg_dtype dt, void *dst, void *dst2, void *const *src, int n, int64_t len,
+                  int mean);
+
 /* Slice p of n over `len` elements, balanced (the first len % n slices get
  * one more), the same on every rank: which elements rank p sums. */
 static inline void fg_rank_slice(int64_t len, int n, int p, int64_t *start, int64_t *plen) {
