@@ -51,8 +51,13 @@ typedef struct dp {
   int emitted;      /* buckets emitted so far (in order) */
   int n_reduces;    /* all_reduce nodes per replica so far (their names) */
   int *vc_off, *vc; /* variables' consumers (index_var_consumers) */
-  fg_output *red;   /* [r * n_grads + j]: the reduced gradient in the new graph */
-  fg_output *prev;  /* per replica: the previous bucket's all_reduce */
+  /* Per node of g: 1 when the training step runs it (the train target
+   * depends on it). A graph may hold readers of a variable that the step
+   * never runs: fg_micro_batch keeps the full-batch forward pass for
+   * evaluation. */
+  char *in_step;
+  fg_output *red;  /* [r * n_grads + j]: the reduced gradient in the new graph */
+  fg_output *prev; /* per replica: the previous bucket's all_reduce */
   /* Shards may differ in rows (uneven batches), so each bucket is the
    * row-weighted mean: per replica its rows (f64 scalar) and the all-reduced
    * [sum of rows, sum of rows^2] that every bucket's all_reduce reads. No
@@ -361,8 +366,10 @@ static int narrow_update_wait(dp *d, int i, int r, fg_output *in) {
       fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
       return n_in;
     }
+    /* Only readers the step runs: waiting for another (a full-batch
+     * copy) would make the step run it. */
     for (int c = d->vc_off[var]; c < d->vc_off[var + 1] && d->vc[c] < i; c++)
-      rd[n_rd++] = (fg_output){*mapped(d, r, d->vc[c]), 0};
+      if (d->in_step[d->vc[c]]) rd[n_rd++] = (fg_output){*mapped(d, r, d->vc[c]), 0};
     if (n_rd > 0) {
       /* Named in the update's scope ("train/apply_sgd_3/group_12"),
        * automatically, so it cannot collide with a name the user took. */
@@ -751,10 +758,16 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   for (int c = 0; c < d.n_chains; c++)
     d.prev[c] = FG_NO_OUTPUT;
   if (collect_grads(&d, st) != 0) goto out;
-  if (index_var_consumers(&d) != 0) {
+  d.in_step = calloc((size_t)n + 1, 1);
+  if (!d.in_step || index_var_consumers(&d) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
     goto out;
   }
+  /* Node ids are topological: one sweep down from the target. */
+  d.in_step[target] = 1;
+  for (int i = target; i >= 0; i--)
+    for (int k = 0; d.in_step[i] && k < g->nodes[i].n_inputs; k++)
+      d.in_step[g->nodes[i].inputs[k].node] = 1;
   d.red = malloc((size_t)replicas * (size_t)d.n_grads * sizeof *d.red);
   if (!d.red) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
@@ -829,6 +842,7 @@ out:
   free(d.bucket_end);
   free(d.vc_off);
   free(d.vc);
+  free(d.in_step);
   fg_partition_free(d.part);
   free(done);
   return result;

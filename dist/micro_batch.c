@@ -178,9 +178,18 @@ static int mark_nodes(mb *d, fg_status *st) {
   free(stack);
   /* What reads a node that runs once runs once too (fg_minimize's group of
    * the clipped gradients, say): it cannot be copied per micro-batch ahead
-   * of what it reads. */
+   * of what it reads. So does a group of gradients (fg_minimize's "every
+   * gradient before any update" without clipping): once, over the combined
+   * gradients, it orders the same (each sum needs every micro-batch's
+   * term). A copy per micro-batch would read each micro-batch's gradients
+   * unordered with their `mul` by the row share, which then could not take
+   * the gradient's bytes in place. */
   for (int i = 0; i < g->n_nodes; i++) {
     const fg_node *nd = &g->nodes[i];
+    int grads_only = nd->op == FG_OP_GROUP && nd->n_inputs > 0 && (d->mark[i] & DEP);
+    for (int k = 0; k < nd->n_inputs && grads_only; k++)
+      grads_only = (d->mark[nd->inputs[k].node] & (GRAD_SRC | SINGLE | ON_PATH)) != 0;
+    if (grads_only) d->mark[i] |= SINGLE;
     for (int k = 0; k < nd->n_inputs && !(d->mark[i] & (SINGLE | ON_PATH)); k++)
       if (d->mark[nd->inputs[k].node] & (SINGLE | ON_PATH)) d->mark[i] |= SINGLE;
   }
