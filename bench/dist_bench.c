@@ -17,7 +17,8 @@
  *   dist_bench pipe M [BATCH]   images/s of a 4-layer MLP split over 2 ranks
  *                               (model parallelism), each step of BATCH rows
  *                               (default 256) in M micro-batches
- *                               (fg_micro_batch): the pipeline
+ *                               (fg_micro_batch): the pipeline;
+ *                               FG_BENCH_IN_FLIGHT=K its max_in_flight
  *   dist_bench exchange         only a step's gradient all_reduces (32 MB),
  *                               ms/step: what the exchange costs when
  *                               nothing else runs
@@ -265,7 +266,12 @@ static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
   fg_graph *g = build_mlp_pipe(st);
   if (!g) return -1;
   const char *bi[] = {"x", "y"};
-  fg_graph *mg = micro > 1 ? fg_micro_batch(g, micro, bi, 2, FG_DP_LOSS_MEAN, st) : g;
+  /* FG_BENCH_IN_FLIGHT=K: fg_micro_batch_options.max_in_flight (-1: no
+   * bound), to weigh memory against speed. */
+  fg_micro_batch_options mo;
+  fg_micro_batch_options_init(&mo);
+  if (getenv("FG_BENCH_IN_FLIGHT")) mo.max_in_flight = atoi(getenv("FG_BENCH_IN_FLIGHT"));
+  fg_graph *mg = micro > 1 ? fg_micro_batch_ex(g, micro, bi, 2, &mo, st) : g;
   if (mg != g) fg_graph_free(g);
   if (!mg) return -1;
   if (save_if_asked(mg, c->rank, st) != 0) return -1;

@@ -54,12 +54,13 @@ typedef struct mb {
   char *comb_used; /* per comb slot: a single-copy node reads that gradient */
   /* Bounding the micro-batches in flight (see gate_for): set after a first
    * emission, from where its copies were placed. */
-  int window;  /* W: micro-batch k + W waits for k on each device; 0: off */
-  int n_dev;   /* devices of that placement */
-  int *dev;    /* per node: the device of its copies (-1: not copied) */
-  char *entry; /* per node: a copy with no input copied on its device */
-  char *sink;  /* per node: a copy no copy on its device reads */
-  int *gate;   /* [k * n_dev + device]: micro-batch k's gate there, -1 */
+  int window;    /* W: micro-batch k + W waits for k on each device; 0: off */
+  int in_flight; /* fg_micro_batch_options.max_in_flight */
+  int n_dev;     /* devices of that placement */
+  int *dev;      /* per node: the device of its copies (-1: not copied) */
+  char *entry;   /* per node: a copy with no input copied on its device */
+  char *sink;    /* per node: a copy no copy on its device reads */
+  int *gate;     /* [k * n_dev + device]: micro-batch k's gate there, -1 */
 } mb;
 
 static int *mapped(mb *d, int k, int node) { return &d->map[(size_t)k * d->g->n_nodes + node]; }
@@ -573,7 +574,7 @@ static int plan_window(mb *d, const char *target_name) {
   }
   for (size_t j = 0; j < (size_t)d->m * (size_t)d->n_dev; j++)
     d->gate[j] = -1;
-  d->window = 2 * stages;
+  d->window = d->in_flight > 0 ? d->in_flight : 2 * stages;
   rc = stages > 0 && d->m > d->window;
   if (!rc) d->window = 0;
 done:
@@ -584,8 +585,26 @@ done:
   return rc;
 }
 
+void fg_micro_batch_options_init(fg_micro_batch_options *opts) {
+  if (!opts) return;
+  memset(opts, 0, sizeof *opts);
+  opts->loss_reduction = FG_DP_LOSS_MEAN;
+}
+
 fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
                          int n_batch_inputs, int loss_reduction, fg_status *st) {
+  fg_micro_batch_options o;
+  fg_micro_batch_options_init(&o);
+  o.loss_reduction = loss_reduction;
+  return fg_micro_batch_ex(g, micro_batches, batch_inputs, n_batch_inputs, &o, st);
+}
+
+fg_graph *fg_micro_batch_ex(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
+                            int n_batch_inputs, const fg_micro_batch_options *opts, fg_status *st) {
+  fg_micro_batch_options o;
+  fg_micro_batch_options_init(&o);
+  if (opts) o = *opts;
+  const int loss_reduction = o.loss_reduction;
   if (!g || micro_batches < 1 || micro_batches > FG_MAX_MICRO_BATCHES || n_batch_inputs < 1 ||
       !batch_inputs || (loss_reduction != FG_DP_LOSS_MEAN && loss_reduction != FG_DP_LOSS_SUM)) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
@@ -595,9 +614,17 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
                   n_batch_inputs, loss_reduction);
     return NULL;
   }
+  if (o.max_in_flight < FG_MICRO_BATCH_UNBOUNDED || o.max_in_flight > FG_MAX_MICRO_BATCHES) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "fg_micro_batch: max_in_flight %d must be 0 (2 per stage), 1 to %d, or "
+                  "FG_MICRO_BATCH_UNBOUNDED (-1)",
+                  o.max_in_flight, FG_MAX_MICRO_BATCHES);
+    return NULL;
+  }
   if (fg_graph_status(g, st) != FG_OK) return NULL;
   mb d = {.g = g,
           .m = micro_batches,
+          .in_flight = o.max_in_flight,
           .loss_sum = loss_reduction == FG_DP_LOSS_SUM,
           .batch = batch_inputs,
           .n_batch = n_batch_inputs};
@@ -655,7 +682,7 @@ fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const
   if (emit_graph(&d, loss, loss_name, st) != 0) goto out;
   /* Second emission, micro-batches bounded in flight, when the first's
    * placement says there is something to bound. */
-  if (plan_window(&d, target_name)) {
+  if (d.in_flight != FG_MICRO_BATCH_UNBOUNDED && plan_window(&d, target_name)) {
     fg_graph_free(d.ng);
     d.ng = NULL;
     if (emit_graph(&d, loss, loss_name, st) != 0) goto out;

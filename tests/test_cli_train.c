@@ -326,7 +326,7 @@ FG_TEST(train_digits_reaches_096, "") {
  * gradients are combined by rows is still the step on the whole batch: the
  * hand-computed SGD reference (16-row steps as 6 + 5 + 5, the last 8 rows
  * as 3 + 3 + 2). `sum`: a loss summed over rows, with --dist-loss sum. */
-static void micro_and_compare(const char *micro, int sum) {
+static void micro_and_compare(const char *micro, int sum, const char *in_flight) {
   FG_REQUIRE(make_tmpdir());
   const char *model = tpath("lin.fgb"), *saved = tpath("trained.fgb");
   FG_REQUIRE(build_linreg_loss(model, 0, LR, sum) == 0);
@@ -335,9 +335,10 @@ static void micro_and_compare(const char *micro, int sum) {
   snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
   snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
   cli_result r;
+  /* in_flight NULL: the option is left out (cli() stops at the NULL). */
   FG_REQUIRE(cli(&r, "train", model, "-i", xi, "-i", yi, "--batch", "16", "--epochs", "2",
                  "--micro-batches", micro, "--dist-loss", sum ? "sum" : "mean", "--save", saved,
-                 NULL) == 0);
+                 in_flight ? "--in-flight" : NULL, in_flight, NULL) == 0);
   CHECK_OK(r);
   char says[64];
   snprintf(says, sizeof says, ", %s micro-batches per step\n", micro);
@@ -355,8 +356,13 @@ static void micro_and_compare(const char *micro, int sum) {
   fgt_rmtree(tmpdir);
 }
 
-FG_TEST(cli_train_micro_batches_match_reference, "dist") { micro_and_compare("3", 0); }
-FG_TEST(cli_train_micro_batches_loss_sum, "dist") { micro_and_compare("4", 1); }
+FG_TEST(cli_train_micro_batches_match_reference, "dist") { micro_and_compare("3", 0, NULL); }
+FG_TEST(cli_train_micro_batches_loss_sum, "dist") { micro_and_compare("4", 1, NULL); }
+/* --in-flight: one micro-batch at a time, or all at once; the same step. */
+FG_TEST(cli_train_micro_batches_in_flight, "dist") {
+  micro_and_compare("3", 0, "1");
+  micro_and_compare("3", 0, "all");
+}
 
 FG_TEST(cli_train_micro_batches_bad_args, "dist,badinput") {
   FG_REQUIRE(make_tmpdir());
@@ -375,6 +381,19 @@ FG_TEST(cli_train_micro_batches_bad_args, "dist,badinput") {
     FG_CHECK_STR_CONTAINS(r.err, "--micro-batches");
     result_free(&r);
   }
+  static const char *const bad_in_flight[3] = {"0", "1025", "many"};
+  for (int k = 0; k < 3; k++) {
+    cli(&r, "train", model, "-i", xi, "-i", yi, "--batch", "16", "--epochs", "1", "--micro-batches",
+        "3", "--in-flight", bad_in_flight[k], NULL);
+    FG_CHECK_INT(r.code, 2);
+    FG_CHECK_STR_CONTAINS(r.err, "--in-flight needs an integer from 1 to 1024, or all");
+    result_free(&r);
+  }
+  cli(&r, "train", model, "-i", xi, "-i", yi, "--batch", "16", "--epochs", "1", "--in-flight", "2",
+      NULL);
+  FG_CHECK_INT(r.code, 2);
+  FG_CHECK_STR_CONTAINS(r.err, "--in-flight needs --micro-batches");
+  result_free(&r);
   cli(&r, "train", model, "-i", xi, "-i", yi, "--batch", "16", "--epochs", "1", "--dist-loss",
       "sum", NULL);
   FG_CHECK_INT(r.code, 2);

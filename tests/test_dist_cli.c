@@ -389,20 +389,23 @@ FG_TEST(dist_cli_profile_micro_batches_bad_args, "dist,badinput") {
 
 /* The arena_bytes line of `flowgraph plan` on mp.fgb with M micro-batches
  * of 256 rows (M = 1: none), or -1. */
-static long long plan_arena(int micro) {
+static long long plan_arena_in_flight(int micro, const char *in_flight) {
   char m[16];
   snprintf(m, sizeof m, "%d", micro);
   cli_result r;
   if (cli(&r, "plan", tpath("mp.fgb"), "--random-inputs", "--batch", "256", "--micro-batches", m,
-          NULL) != 0)
+          in_flight ? "--in-flight" : NULL, in_flight, NULL) != 0)
     return -1;
   long long bytes = -1;
   const char *line = strstr(r.out, "\narena_bytes: ");
   if (r.code == 0 && line) bytes = atoll(line + 14);
   if (micro > 1) FG_CHECK_STR_CONTAINS(r.out, "micro-batches: ");
+  if (in_flight && strcmp(in_flight, "all") == 0) FG_CHECK_STR_CONTAINS(r.out, "; all in flight)");
   result_free(&r);
   return bytes;
 }
+
+static long long plan_arena(int micro) { return plan_arena_in_flight(micro, NULL); }
 
 /* `flowgraph plan --micro-batches M` plans the step `train
  * --micro-batches M` runs, so the memory of the pipeline shows: with 32
@@ -419,6 +422,21 @@ FG_TEST(dist_cli_plan_micro_batches_memory, "dist,badinput") {
              0);
   CHECK_USAGE_ERROR(r);
   FG_CHECK_STR_CONTAINS(r.err, "--micro-batches needs an integer from 1 to 1024");
+  result_free(&r);
+  /* --in-flight 2 (the 2 stages) takes less than the default 4, and all
+   * (no bound) more, where 32 micro-batches would be in flight. */
+  long long w2 = plan_arena_in_flight(32, "2"), all = plan_arena_in_flight(32, "all");
+  FG_CHECK(w2 > 0 && w2 < m32 && all > m32);
+  if (!(w2 > 0 && w2 < m32 && all > m32))
+    fprintf(stderr, "arena at M=32: in flight 2 %lld, 4 %lld, all %lld\n", w2, m32, all);
+  FG_REQUIRE(cli(&r, "plan", tpath("mp.fgb"), "--random-inputs", "--micro-batches", "4",
+                 "--in-flight", "-1", NULL) == 0);
+  CHECK_USAGE_ERROR(r);
+  FG_CHECK_STR_CONTAINS(r.err, "--in-flight needs an integer from 1 to 1024, or all");
+  result_free(&r);
+  FG_REQUIRE(cli(&r, "plan", tpath("mp.fgb"), "--random-inputs", "--in-flight", "2", NULL) == 0);
+  CHECK_USAGE_ERROR(r);
+  FG_CHECK_STR_CONTAINS(r.err, "--in-flight needs --micro-batches");
   result_free(&r);
   fgt_rmtree(tmpdir);
 }

@@ -22,12 +22,12 @@ static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30
 /* Trains `steps` steps of `batches` rows (NULL: 64) on the plain graph and
  * on its micro-batched, model-parallel twin; compares losses and every
  * variable. */
-static void check_matches_full_batch(fg_dtype dt, const fg_optimizer_config *cfg, int micro,
-                                     const int *batches, int loss_sum) {
+static void check_matches_full_batch_opts(fg_dtype dt, const fg_optimizer_config *cfg, int micro,
+                                          const int *batches, const fg_micro_batch_options *o) {
   fg_status *st = fg_status_new();
   fg_graph *g1 = dist_mlp_cfg(dt, cfg, NULL, NULL);
   fg_graph *g2 = dist_mlp_cfg(dt, cfg, "cpu:0", "cpu:1");
-  fg_graph *mg = fg_micro_batch(g2, micro, batch_xy, 2, loss_sum, st);
+  fg_graph *mg = fg_micro_batch_ex(g2, micro, batch_xy, 2, o, st);
   if (!mg) fprintf(stderr, "fg_micro_batch: %s\n", fg_status_message(st));
   FG_REQUIRE(mg != NULL);
   fg_session *s1 = fg_session_new(g1, NULL, st), *s2 = fg_session_new(mg, NULL, st);
@@ -57,6 +57,14 @@ static void check_matches_full_batch(fg_dtype dt, const fg_optimizer_config *cfg
   fg_graph_free(g2);
   fg_graph_free(mg);
   fg_status_free(st);
+}
+
+static void check_matches_full_batch(fg_dtype dt, const fg_optimizer_config *cfg, int micro,
+                                     const int *batches, int loss_sum) {
+  fg_micro_batch_options o;
+  fg_micro_batch_options_init(&o);
+  o.loss_reduction = loss_sum;
+  check_matches_full_batch_opts(dt, cfg, micro, batches, &o);
 }
 
 static void sgd(fg_optimizer_config *c) {
@@ -108,10 +116,13 @@ FG_TEST(micro_batch_8_bounded_matches_full_batch_f64, "dist") {
 
 /* The arena of each device of the digits MLP split over cpu:0 / cpu:1,
  * micro-batched M ways, for a step of 256 rows. */
-static void arenas(int micro, size_t out[2]) {
+static void arenas_in_flight(int micro, int in_flight, size_t out[2]) {
   fg_status *st = fg_status_new();
   fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
-  fg_graph *mg = fg_micro_batch(g, micro, batch_xy, 2, FG_DP_LOSS_MEAN, st);
+  fg_micro_batch_options o;
+  fg_micro_batch_options_init(&o);
+  o.max_in_flight = in_flight;
+  fg_graph *mg = fg_micro_batch_ex(g, micro, batch_xy, 2, &o, st);
   fg_session *s = mg ? fg_session_new(mg, NULL, st) : NULL;
   fg_tensor *x = NULL, *y = NULL;
   FG_REQUIRE(s && dist_batch(FG_F32, 0, 256, &x, &y) == 0);
@@ -130,6 +141,8 @@ static void arenas(int micro, size_t out[2]) {
   fg_graph_free(g);
   fg_status_free(st);
 }
+
+static void arenas(int micro, size_t out[2]) { arenas_in_flight(micro, 0, out); }
 
 /* With every micro-batch in flight, each device's arena held all of their
  * activations and weight gradients at once, growing with M (cpu:1: 897 KB
@@ -477,6 +490,118 @@ FG_TEST(micro_batch_then_data_parallel, "dist") {
   fg_graph_free(g1);
   fg_graph_free(mg);
   fg_graph_free(dg);
+  fg_status_free(st);
+}
+
+static int count_gates(const fg_graph *g) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    n += strstr(g->nodes[i].name, "/pipeline_gate_") != NULL;
+  return n;
+}
+
+static fg_graph *micro_in_flight(const fg_graph *g, int micro, int in_flight, fg_status *st) {
+  fg_micro_batch_options o;
+  fg_micro_batch_options_init(&o);
+  o.max_in_flight = in_flight;
+  return fg_micro_batch_ex(g, micro, batch_xy, 2, &o, st);
+}
+
+/* max_in_flight = 2 on the 2 stages (PipeDream's S): micro-batch 2 starts
+ * on each device once micro-batch 0 is done there; 6 gates per device (the
+ * last 2 hold nothing back). Less memory than the default 2S = 4 on
+ * cpu:1, where the loss's stage holds every in-flight micro-batch's
+ * activations; the same training. */
+FG_TEST(micro_batch_in_flight_s, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
+  fg_graph *mg = micro_in_flight(g, 8, 2, st);
+  FG_REQUIRE(mg != NULL);
+  FG_CHECK_INT(count_gates(mg), 2 * 6);
+  int loss2 = fg_graph_find(mg, "micro_batch_2/loss"),
+      gate0 = fg_graph_find(mg, "micro_batch_0/pipeline_gate_1");
+  FG_REQUIRE(loss2 >= 0 && gate0 >= 0);
+  char *seen = calloc((size_t)mg->n_nodes, 1);
+  ancestors(mg, loss2, seen);
+  FG_CHECK(seen[gate0]);
+  FG_CHECK(!seen[fg_graph_find(mg, "micro_batch_1/loss")]);
+  free(seen);
+  size_t w2[2], w4[2];
+  arenas_in_flight(16, 2, w2);
+  arenas_in_flight(16, 0, w4);
+  FG_CHECK(w2[1] < w4[1]);
+  FG_CHECK(w2[0] <= w4[0]);
+  if (getenv("FG_TEST_VERBOSE") || w2[1] >= w4[1] || w2[0] > w4[0])
+    fprintf(stderr, "W=2: %zu / %zu bytes, W=4: %zu / %zu\n", w2[0], w2[1], w4[0], w4[1]);
+  fg_optimizer_config c;
+  sgd(&c);
+  fg_micro_batch_options o;
+  fg_micro_batch_options_init(&o);
+  o.max_in_flight = 2;
+  check_matches_full_batch_opts(FG_F64, &c, 8, NULL, &o);
+  /* One in flight: the stages take turns, and still train alike. */
+  o.max_in_flight = 1;
+  check_matches_full_batch_opts(FG_F64, &c, 4, NULL, &o);
+  fg_graph_free(mg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* FG_MICRO_BATCH_UNBOUNDED: no gates, every micro-batch in flight, so the
+ * arena grows with M (the behaviour before the bound); a bound of M or
+ * more has nothing to hold back either. */
+FG_TEST(micro_batch_in_flight_unbounded, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
+  fg_graph *mg = micro_in_flight(g, 8, FG_MICRO_BATCH_UNBOUNDED, st);
+  FG_REQUIRE(mg != NULL);
+  FG_CHECK_INT(count_gates(mg), 0);
+  fg_graph_free(mg);
+  mg = micro_in_flight(g, 8, 8, st);
+  FG_REQUIRE(mg != NULL);
+  FG_CHECK_INT(count_gates(mg), 0);
+  fg_graph_free(mg);
+  mg = micro_in_flight(g, 8, 7, st);
+  FG_REQUIRE(mg != NULL);
+  FG_CHECK_INT(count_gates(mg), 2);
+  fg_graph_free(mg);
+  size_t m8[2], m32[2];
+  arenas_in_flight(8, FG_MICRO_BATCH_UNBOUNDED, m8);
+  arenas_in_flight(32, FG_MICRO_BATCH_UNBOUNDED, m32);
+  for (int dev = 0; dev < 2; dev++)
+    FG_CHECK(m32[dev] > m8[dev]);
+  if (getenv("FG_TEST_VERBOSE"))
+    fprintf(stderr, "unbounded: M=8 %zu / %zu bytes, M=32 %zu / %zu\n", m8[0], m8[1], m32[0],
+            m32[1]);
+  fg_optimizer_config c;
+  sgd(&c);
+  fg_micro_batch_options o;
+  fg_micro_batch_options_init(&o);
+  o.max_in_flight = FG_MICRO_BATCH_UNBOUNDED;
+  check_matches_full_batch_opts(FG_F64, &c, 8, NULL, &o);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+FG_TEST(micro_batch_in_flight_bad_values_refused, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
+  const int bad[3] = {-2, FG_MAX_MICRO_BATCHES + 1, -1000000};
+  for (int k = 0; k < 3; k++) {
+    fg_graph *mg = micro_in_flight(g, 8, bad[k], st);
+    FG_CHECK(mg == NULL);
+    FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+    char want[64];
+    snprintf(want, sizeof want, "max_in_flight %d must be 0 (2 per stage), 1 to 1024", bad[k]);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), want);
+    fg_graph_free(mg);
+  }
+  /* NULL options are the defaults: gated as fg_micro_batch. */
+  fg_graph *mg = fg_micro_batch_ex(g, 8, batch_xy, 2, NULL, st);
+  FG_REQUIRE(mg != NULL);
+  FG_CHECK_INT(count_gates(mg), 2 * 4);
+  fg_graph_free(mg);
+  fg_graph_free(g);
   fg_status_free(st);
 }
 

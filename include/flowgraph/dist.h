@@ -374,9 +374,11 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
  * "micro_batch_<K>/pipeline_gate_<device>". The memory plan then reuses
  * K's buffers for K + 2S, so at most 2S micro-batches' activations and
  * weight gradients are alive per device, however large M is, where
- * otherwise all M would be (PipeDream's 1F1B bounds to S, which lost 9
- * to 15% of the 2-rank pipeline bench's images/s at M = 8; 2S lost 6% on
- * the mean of 4 runs, and its rank 0 arena was 261 MB against 453 MB).
+ * otherwise all M would be. fg_micro_batch_ex's max_in_flight sets
+ * another bound, or none. On the 2-rank pipeline bench at M = 8 (two runs
+ * each, dev VM): S (PipeDream's 1F1B bound) 1662 and 1668 images/s with
+ * 101 MB of arena on rank 0; 2S 1726 and 1759 with 165 MB; no bound 1733
+ * and 1747 with 264 MB.
  *
  * fg_data_parallel may be applied to the result (replicas = 1: hybrid runs
  * over MPI); it all-reduces the combined gradients, once per step.
@@ -391,6 +393,33 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
  * node (FG_UNIMPLEMENTED, naming the nodes). */
 fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
                          int n_batch_inputs, int loss_reduction, fg_status *status);
+
+/* fg_micro_batch with options. */
+typedef struct fg_micro_batch_options {
+  /* FG_DP_LOSS_MEAN (default) or FG_DP_LOSS_SUM, as fg_micro_batch's
+   * loss_reduction. */
+  int loss_reduction;
+  /* How many micro-batches a device may hold at once (started there and
+   * not yet folded into the combined gradients): micro-batch K + W starts
+   * on a device only once K is done there. 0 (default): W = 2S, S the
+   * devices holding copies (see "Memory" above); 1 to
+   * FG_MAX_MICRO_BATCHES: that W (S keeps a pipeline of S stages busy with
+   * the least memory, PipeDream's 1F1B bound; below S the stages wait
+   * for each other); FG_MICRO_BATCH_UNBOUNDED: no gates, every
+   * micro-batch in flight (GPipe: the most memory, no waiting). Anything
+   * else is refused. */
+  int max_in_flight;
+} fg_micro_batch_options;
+
+#define FG_MICRO_BATCH_UNBOUNDED (-1)
+
+void fg_micro_batch_options_init(fg_micro_batch_options *opts);
+
+/* fg_micro_batch with `opts` (NULL: the defaults of
+ * fg_micro_batch_options_init). */
+fg_graph *fg_micro_batch_ex(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
+                            int n_batch_inputs, const fg_micro_batch_options *opts,
+                            fg_status *status);
 
 #ifdef __cplusplus
 }

@@ -266,7 +266,14 @@ static fg_graph *dist_rewrite(stream *z, const fg_graph *g, fg_status *st) {
     /* Up to 8: beyond 2 per stage the micro-batches in flight are bounded. */
     int m = take(z) % 16 == 0 ? (int)any_int(z) : 1 + (int)pick(z, 8);
     int loss = take(z) % 8 == 0 ? (int)any_int(z) : (int)pick(z, 2);
-    out = fg_micro_batch(g, m, names, nb, loss, st);
+    /* Mostly the default bound; now and then 1, 2, none, or any value. */
+    fg_micro_batch_options mo;
+    fg_micro_batch_options_init(&mo);
+    mo.loss_reduction = loss;
+    static const int in_flight[3] = {1, 2, FG_MICRO_BATCH_UNBOUNDED};
+    unsigned f = take(z) % 8;
+    mo.max_in_flight = f < 4 ? 0 : f < 7 ? in_flight[f - 4] : (int)any_int(z);
+    out = fg_micro_batch_ex(g, m, names, nb, &mo, st);
     if (!out) {
       fgfuzz_expect_error(st, "fg_micro_batch");
       return NULL;

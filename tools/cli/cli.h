@@ -107,6 +107,15 @@ int cli_value_opt(const cli_command *cmd, const char *opt, const char *need, int
 /* An integer in [min, max] ("OPT needs an integer from MIN to MAX"). */
 int cli_int_opt(const cli_command *cmd, const char *opt, int r, const char *v, int64_t min,
                 int64_t max, int64_t *out);
+/* --in-flight K|all with --micro-batches: fg_micro_batch_options'
+ * max_in_flight, K from 1 to FG_MAX_MICRO_BATCHES or FG_MICRO_BATCH_UNBOUNDED
+ * for "all". */
+int cli_in_flight_opt(const cli_command *cmd, int r, const char *v, int64_t *out);
+/* fg_micro_batch_ex of `micro` micro-batches over the batch inputs
+ * `names`, with `loss_reduction` and max_in_flight `in_flight` (0: the
+ * default), for train, plan and profile alike. */
+fg_graph *cli_micro_batch(const fg_graph *g, int64_t micro, int64_t in_flight,
+                          const char *const *names, int n, int loss_reduction, fg_status *st);
 /* --threads N: only the syntax is checked here, the range is the session's
  * (A6). */
 int cli_threads_opt(const cli_command *cmd, int r, const char *v, int *threads, int *threads_set);

@@ -115,6 +115,9 @@ int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, 
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--micro-batches", &v)) != 0) {
       rc = cli_int_opt(cmd, "--micro-batches", r, v, 1, FG_MAX_MICRO_BATCHES, &a->micro);
       if (rc != CLI_OK) return rc;
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--in-flight", &v)) != 0) {
+      rc = cli_in_flight_opt(cmd, r, v, &a->in_flight);
+      if (rc != CLI_OK) return rc;
     } else if (strcmp(arg, "--random-inputs") == 0) {
       ra->random_inputs = 1;
     } else if (arg[0] == '-' && arg[1] != '\0') {
@@ -126,6 +129,7 @@ int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, 
     }
   }
   if (!ra->model) return cli_usage(cmd, "missing MODEL.fgb");
+  if (a->in_flight && a->micro < 2) return cli_usage(cmd, "--in-flight needs --micro-batches");
   if (a->trace && a->memory_svg && strcmp(a->trace, a->memory_svg) == 0)
     return cli_usage(cmd, "--trace and --memory-svg name the same file '%s'", a->trace);
   return CLI_OK;
@@ -292,7 +296,8 @@ static int micro_rewrite(const plan_args *a, plan_model *m, fg_status *st) {
     rc = -1;
   }
   fg_graph *g =
-      rc == 0 ? fg_micro_batch(m->graph, (int)a->micro, names, n, FG_DP_LOSS_MEAN, st) : NULL;
+      rc == 0 ? cli_micro_batch(m->graph, a->micro, a->in_flight, names, n, FG_DP_LOSS_MEAN, st)
+              : NULL;
   free(names);
   if (!g) return -1;
   fg_session_options so;
@@ -322,9 +327,14 @@ static void micro_restore(plan_model *m) {
 }
 
 void plan_print_micro(const plan_args *a, const plan_model *m) {
-  if (a->micro > 1)
-    printf("micro-batches: %" PRId64 " per run (fg_micro_batch; batch inputs: %s)\n", a->micro,
-           m->micro_inputs);
+  if (a->micro <= 1) return;
+  printf("micro-batches: %" PRId64 " per run (fg_micro_batch; batch inputs: %s", a->micro,
+         m->micro_inputs);
+  if (a->in_flight == FG_MICRO_BATCH_UNBOUNDED)
+    printf("; all in flight");
+  else if (a->in_flight > 0)
+    printf("; at most %" PRId64 " in flight per device", a->in_flight);
+  printf(")\n");
 }
 
 int plan_command_main(const cli_command *cmd, int profile, int argc, char **argv,
@@ -624,7 +634,7 @@ const cli_command cli_plan_command = {
     "plan", "Print a model's execution and memory plan.",
     "flowgraph plan MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] [--seed N] "
     "[--fetch NAME ...] [--target NAME ...] [--memory-svg OUT.svg] [--max-memory BYTES] "
-    "[--micro-batches M]",
+    "[--micro-batches M [--in-flight K|all]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  --random-inputs             feed every needed placeholder not given by -i with\n"
@@ -644,7 +654,11 @@ const cli_command cli_plan_command = {
     "                              dimension is '?' cut into M micro-batches\n"
     "                              (fg_micro_batch); with more than 2 per stage, at\n"
     "                              most 2 per stage are in flight on a device, which\n"
-    "                              its arena shows\n\n"
+    "                              its arena shows\n"
+    "  --in-flight K|all           with --micro-batches: at most K micro-batches\n"
+    "                              in flight on a device (1..1024; default 2 per\n"
+    "                              stage; the number of stages: least memory that\n"
+    "                              keeps the pipeline full), or all (no bound)\n\n"
     "Fetches default to the graph's outputs (or its last node). A training model\n"
     "(metadata 'train_target', written by fg_minimize) is planned, when neither\n"
     "--fetch nor --target is given, for that target with no fetch: the whole step.\n"

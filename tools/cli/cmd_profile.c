@@ -447,7 +447,7 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
   fg_comm *c = NULL;
   if (profile_dist_mpi) {
     /* Every rank must time the same runs of the same graph. */
-    int64_t opts[4] = {a->runs, a->warmup, a->run.batch, a->micro};
+    int64_t opts[5] = {a->runs, a->warmup, a->run.batch, a->micro, a->in_flight};
     if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
             0 ||
         check_world(a, c, ranks, st) != 0) {
@@ -539,7 +539,7 @@ static int dp_shards_make(const plan_model *m, int count, int index, int64_t mic
 /* --dist mpi on a model that names no rank: data parallelism, one replica
  * per process as `flowgraph train --dist mpi` runs it. */
 static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *st) {
-  int64_t opts[4] = {a->runs, a->warmup, a->run.batch, a->micro};
+  int64_t opts[5] = {a->runs, a->warmup, a->run.batch, a->micro, a->in_flight};
   fg_comm *c = NULL;
   if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
       0) {
@@ -796,7 +796,7 @@ const cli_command cli_profile_command = {
     "flowgraph profile MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] "
     "[--seed N] [--runs N] [--warmup N] [--threads N] [--fetch NAME ...] [--target NAME ...] "
     "[--trace OUT.json] [--memory-svg OUT.svg] [--check-numerics] [--max-memory BYTES] "
-    "[--device NAME] [--dist mpi [--dist-timeout SECONDS]] [--micro-batches M]",
+    "[--device NAME] [--dist mpi [--dist-timeout SECONDS]] [--micro-batches M [--in-flight K|all]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  --random-inputs             feed every needed placeholder not given by -i with\n"
@@ -844,7 +844,11 @@ const cli_command cli_profile_command = {
     "                              input whose first dimension is '?' is cut into M\n"
     "                              micro-batches (fg_micro_batch), so a model split\n"
     "                              over devices or ranks shows its pipeline; each\n"
-    "                              input (each replica's shard) needs M rows\n\n"
+    "                              input (each replica's shard) needs M rows\n"
+    "  --in-flight K|all           with --micro-batches: at most K micro-batches\n"
+    "                              in flight on a device (1..1024; default 2 per\n"
+    "                              stage; the number of stages: least memory that\n"
+    "                              keeps the pipeline full), or all (no bound)\n\n"
     "Fetches and targets default as in 'flowgraph plan' (a training model runs its\n"
     "training step, so its variables change from run to run, as in training).\n\n"
     "Tables, like TFLite's benchmark_model: 'Run order' (each node in plan order:\n"

@@ -46,6 +46,7 @@ typedef struct train_args {
   int replicas, replica;
   /* --micro-batches M: fg_micro_batch before anything else (1: off). */
   int64_t micro;
+  int64_t in_flight; /* --in-flight K (0: fg_micro_batch's default) */
 } train_args;
 
 /* One training feed: the whole .npy and a buffer for gathered rows. */
@@ -118,6 +119,8 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
       rc = cli_int_opt(cmd, "--dist-bucket", r, v, 1, INT64_MAX, &a->dist_bucket);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--micro-batches", &v)) != 0) {
       rc = cli_int_opt(cmd, "--micro-batches", r, v, 1, FG_MAX_MICRO_BATCHES, &a->micro);
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--in-flight", &v)) != 0) {
+      rc = cli_in_flight_opt(cmd, r, v, &a->in_flight);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-loss", &v)) != 0) {
       if (r < 0 || (strcmp(v, "mean") != 0 && strcmp(v, "sum") != 0))
         return cli_usage(cmd, "--dist-loss needs mean or sum (how the loss adds up over rows)");
@@ -147,6 +150,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     return cli_usage(cmd, "--dist-timeout, --dist-bucket and --dist-comm need --dist mpi");
   /* The loss form matters wherever a batch is cut: across ranks, or into
    * micro-batches. */
+  if (a->in_flight && a->micro < 2) return cli_usage(cmd, "--in-flight needs --micro-batches");
   if (!a->dist_mpi && a->micro < 2 && dist_loss_given)
     return cli_usage(cmd, "--dist-loss needs --dist mpi or --micro-batches");
   if (!a->dist_mpi && cli_dist_is_local_gpu(cli_session_limits.device))
@@ -403,8 +407,8 @@ static int rewrite_micro(const train_args *a, fg_graph **g, fg_status *st) {
   }
   for (int i = 0; i < a->n_inputs; i++)
     names[i] = a->inputs[i].name;
-  fg_graph *mg = fg_micro_batch(*g, (int)a->micro, names, a->n_inputs,
-                                a->dist_loss_sum ? FG_DP_LOSS_SUM : FG_DP_LOSS_MEAN, st);
+  fg_graph *mg = cli_micro_batch(*g, a->micro, a->in_flight, names, a->n_inputs,
+                                 a->dist_loss_sum ? FG_DP_LOSS_SUM : FG_DP_LOSS_MEAN, st);
   free(names);
   if (!mg) return -1;
   fg_graph_free(*g);
@@ -476,8 +480,9 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
    * ranks choosing different communicators (or only some resolving
    * cuda:local, a collective) would wait for each other: part of the M2
    * hash. */
-  int64_t shape[5] = {a->dist_bucket, a->dist_loss_sum, a->dist_comm,
-                      cli_dist_is_local_gpu(cli_session_limits.device), a->micro};
+  int64_t shape[6] = {a->dist_bucket, a->dist_loss_sum,
+                      a->dist_comm,   cli_dist_is_local_gpu(cli_session_limits.device),
+                      a->micro,       a->in_flight};
   if (cli_dist_join("train", a->model, shape, sizeof shape, a->dist_timeout, &c->world, st) != 0)
     return -1;
   fg_partition *part = fg_partition_new(*g, NULL, st);
@@ -789,7 +794,7 @@ const cli_command cli_train_command = {
     "[--shuffle SEED] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
     "[--eval-input NAME=FILE.npy ...] [--threads N] [--device NAME] [--quiet] [--check-numerics] "
     "[--max-memory BYTES] [--dist mpi [--dist-timeout SECONDS] [--dist-bucket BYTES] "
-    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl]] [--micro-batches M]",
+    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl]] [--micro-batches M [--in-flight K|all]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   training data for placeholder NAME; every -i is\n"
     "                              cut into batches along axis 0, so all need the\n"
@@ -852,7 +857,11 @@ const cli_command cli_train_command = {
     "                              gradients are combined by rows and applied once,\n"
     "                              so a model split over devices or ranks runs its\n"
     "                              stages on different micro-batches at once; needs\n"
-    "                              M rows in every shard of every batch\n\n"
+    "                              M rows in every shard of every batch\n"
+    "  --in-flight K|all           with --micro-batches: at most K micro-batches\n"
+    "                              in flight on a device (1..1024; default 2 per\n"
+    "                              stage; the number of stages: least memory that\n"
+    "                              keeps the pipeline full), or all (no bound)\n\n"
     "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
     "mean of the batch losses weighted by batch size and T the epoch's time with\n"
     "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"

@@ -21,6 +21,7 @@ typedef struct plan_args {
   const char *trace;    /* profile only */
   int64_t runs, warmup; /* profile only */
   int64_t micro;        /* --micro-batches M (1: off), both commands */
+  int64_t in_flight;    /* --in-flight K (0: fg_micro_batch's default) */
 } plan_args;
 
 /* Parses the arguments of `cmd`; `profile` enables --runs, --warmup,

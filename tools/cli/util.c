@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "flowgraph/dist.h"
 
 /* One line whatever the message holds: tests and scripts rely on it. */
 static void print_one_line(FILE *f, const char *prefix, const char *msg) {
@@ -151,6 +152,26 @@ int cli_int_opt(const cli_command *cmd, const char *opt, int r, const char *v, i
   if (r < 0 || cli_parse_i64(v, min, max, out) != 0)
     return cli_usage(cmd, "%s needs an integer from %" PRId64 " to %" PRId64, opt, min, max);
   return CLI_OK;
+}
+
+int cli_in_flight_opt(const cli_command *cmd, int r, const char *v, int64_t *out) {
+  if (r > 0 && strcmp(v, "all") == 0) {
+    *out = FG_MICRO_BATCH_UNBOUNDED;
+    return CLI_OK;
+  }
+  if (r < 0 || cli_parse_i64(v, 1, FG_MAX_MICRO_BATCHES, out) != 0)
+    return cli_usage(cmd, "--in-flight needs an integer from 1 to %d, or all",
+                     FG_MAX_MICRO_BATCHES);
+  return CLI_OK;
+}
+
+fg_graph *cli_micro_batch(const fg_graph *g, int64_t micro, int64_t in_flight,
+                          const char *const *names, int n, int loss_reduction, fg_status *st) {
+  fg_micro_batch_options o;
+  fg_micro_batch_options_init(&o);
+  o.loss_reduction = loss_reduction;
+  o.max_in_flight = (int)in_flight;
+  return fg_micro_batch_ex(g, (int)micro, names, n, &o, st);
 }
 
 int cli_threads_opt(const cli_command *cmd, int r, const char *v, int *threads, int *threads_set) {
