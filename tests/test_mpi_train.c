@@ -424,6 +424,43 @@ FG_TEST(mpi_train_mismatched_models_refused, "dist,badinput") {
   fgt_rmtree(tmpdir);
 }
 
+/* M2 for the options: rank 0 bounds the micro-batches in flight, rank 1
+ * does not, so their rewritten graphs differ. Refused before any step. */
+FG_TEST(mpi_train_mismatched_in_flight_refused, "dist,badinput") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  char xi[700], yi[700], m1[700];
+  lin_inputs(xi, yi);
+  snprintf(m1, sizeof m1, "%s", tpath("lin.fgb"));
+  char *args[] = {FG_CLI_PATH, "train",
+                  m1,          "-i",
+                  xi,          "-i",
+                  yi,          "--batch",
+                  "8",         "--epochs",
+                  "1",         "--dist",
+                  "mpi",       "--micro-batches",
+                  "4",         "--in-flight",
+                  "1",         ":",
+                  "-np",       "1",
+                  FG_CLI_PATH, "train",
+                  m1,          "-i",
+                  xi,          "-i",
+                  yi,          "--batch",
+                  "8",         "--epochs",
+                  "1",         "--dist",
+                  "mpi",       "--micro-batches",
+                  "4",         NULL};
+  run_result *res = malloc(sizeof *res);
+  mpirun(1, NULL, args, 30, res);
+  FG_CHECK(res->status != -1 && res->status != 0);
+  FG_CHECK_STR_CONTAINS(res->out, "ranks disagree on the graph: rank 0 has graph hash 0x");
+  FG_CHECK_STR_CONTAINS(res->out, "(every rank must load the same file with the same options)");
+  FG_CHECK(strstr(res->out, "epoch 1/1") == NULL);
+  if (fgt_failures || getenv("FG_TEST_VERBOSE")) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+  free(res);
+  fgt_rmtree(tmpdir);
+}
+
 /* ---- M1 through the CLI: a rank killed mid-training ---------------------- */
 
 #include <dirent.h>
@@ -601,7 +638,8 @@ static int setup_lin_mp(void) {
  * model (processes 0, 1 are replica 0's stages, 2, 3 replica 1's), each on
  * its half of every batch (uneven for batch 7), with each stage's
  * gradients all-reduced across the replicas. */
-static void check_model_parallel_with(int np, const char *batch, const char *micro) {
+static void check_model_parallel_in_flight(int np, const char *batch, const char *micro,
+                                           const char *in_flight) {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
   fg_status *st = fg_status_new();
@@ -621,7 +659,8 @@ static void check_model_parallel_with(int np, const char *batch, const char *mic
   fg_partition_free(p);
   fg_graph_free(g);
   run_result *res = malloc(sizeof *res);
-  const char *extra[3] = {micro ? "--micro-batches" : NULL, micro, NULL};
+  const char *extra[5] = {micro ? "--micro-batches" : NULL, micro, in_flight ? "--in-flight" : NULL,
+                          in_flight, NULL};
   mpi_train(np, "lin_mp.fgb", batch, extra, "mp.fgb", res);
   FG_CHECK_INT(res->status, 0);
   char xi[700], yi[700];
@@ -658,6 +697,10 @@ static void check_model_parallel_with(int np, const char *batch, const char *mic
   fgt_rmtree(tmpdir);
 }
 
+static void check_model_parallel_with(int np, const char *batch, const char *micro) {
+  check_model_parallel_in_flight(np, batch, micro, NULL);
+}
+
 static void check_model_parallel(int np, const char *batch) {
   check_model_parallel_with(np, batch, NULL);
 }
@@ -673,6 +716,11 @@ FG_TEST(mpi_train_model_parallel_np2_micro_batches, "dist") {
  * inside each rank's part): no deadlock, the same step. */
 FG_TEST(mpi_train_model_parallel_np2_micro_batches_bounded, "dist") {
   check_model_parallel_with(2, "8", "8");
+}
+/* One micro-batch in flight per rank (--in-flight 1): the stages take
+ * turns, and the step is the same. */
+FG_TEST(mpi_train_model_parallel_np2_in_flight_1, "dist") {
+  check_model_parallel_in_flight(2, "8", "4", "1");
 }
 /* 2 replicas of the 2-stage model, each on its 4 rows as 2 micro-batches:
  * the combined gradients are all-reduced between the replicas' stages. */
