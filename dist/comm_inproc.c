@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "dist/comm_inproc.h"
+#include "dist/rank_sum.h"
 #include "flowgraph/dist.h"
 
 typedef struct group {
@@ -112,18 +113,6 @@ static size_t dtype_size(fg_dtype dt) {
   }
 }
 
-#define SUM_SLICE(T)                                                                               \
-  do {                                                                                             \
-    for (int64_t i = lo; i < hi; i++) {                                                            \
-      T acc = ((T *)g->bufs[0])[i];                                                                \
-      for (int r = 1; r < n; r++)                                                                  \
-        acc += ((T *)g->bufs[r])[i];                                                               \
-      if (mean) acc /= (T)n;                                                                       \
-      for (int r = 0; r < n; r++)                                                                  \
-        ((T *)g->bufs[r])[i] = acc;                                                                \
-    }                                                                                              \
-  } while (0)
-
 static int ip_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean,
                          fg_status *st) {
   inproc *h = (inproc *)c;
@@ -160,12 +149,14 @@ static int ip_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, i
   int64_t lo = per * c->rank, hi = lo + per;
   if (lo > count) lo = count;
   if (hi > count) hi = count;
-  switch (dtype) {
-  case FG_F32: SUM_SLICE(float); break;
-  case FG_F64: SUM_SLICE(double); break;
-  case FG_I32: SUM_SLICE(int32_t); break;
-  default: SUM_SLICE(int64_t); break;
-  }
+  /* My slice of every rank's buffer, summed block by block in rank order
+   * and each block stored back to all of them while it is in L1 (an
+   * element at a time over n buffers took 6.8 ms for 32 MB on 2 ranks). */
+  void *slice[FG_MAX_CPU_DEVICES];
+  size_t es = dtype_size(dtype);
+  for (int r = 0; r < n; r++)
+    slice[r] = (char *)g->bufs[r] + (size_t)lo * es;
+  if (hi > lo) fg_rank_sum_to(dtype, slice, n, slice, n, hi - lo, mean);
   return barrier(h, "all_reduce", st);
 }
 

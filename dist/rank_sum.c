@@ -6,7 +6,7 @@
 #include <string.h>
 
 #define DEFINE_SUM(NAME, T)                                                                        \
-  static void NAME(T *dst, T *dst2, T *const *src, int n, int64_t len, int mean) {                 \
+  static void NAME(T *const *dst, int n_dst, T *const *src, int n, int64_t len, int mean) {        \
     enum { BLK = 512 };                                                                            \
     T acc[BLK];                                                                                    \
     for (int64_t b = 0; b < len; b += BLK) {                                                       \
@@ -22,8 +22,8 @@
       else if (mean)                                                                               \
         for (int64_t i = 0; i < k; i++)                                                            \
           acc[i] /= (T)n;                                                                          \
-      memcpy(dst + b, acc, (size_t)k * sizeof(T));                                                 \
-      if (dst2) memcpy(dst2 + b, acc, (size_t)k * sizeof(T));                                      \
+      for (int d = 0; d < n_dst; d++)                                                              \
+        memcpy(dst[d] + b, acc, (size_t)k * sizeof(T));                                            \
     }                                                                                              \
   }
 DEFINE_SUM(sum_f32, float)
@@ -31,8 +31,8 @@ DEFINE_SUM(sum_f64, double)
 DEFINE_SUM(sum_i32, int32_t)
 DEFINE_SUM(sum_i64, int64_t)
 
-void fg_rank_sum2(fg_dtype dt, void *dst, void *dst2, void *const *src, int n, int64_t len,
-                  int mean) {
+void fg_rank_sum_to(fg_dtype dt, void *const *dst, int n_dst, void *const *src, int n, int64_t len,
+                    int mean) {
   /* A float divided by a power of two equals it times the exact
    * reciprocal, rounding included (both are the correctly rounded value of
    * the same real number), and a multiply is several times cheaper than a
@@ -40,14 +40,20 @@ void fg_rank_sum2(fg_dtype dt, void *dst, void *dst2, void *const *src, int n, i
    * 8.6 ms per step on the dev VM. */
   if (mean && (dt == FG_F32 || dt == FG_F64) && n > 0 && (n & (n - 1)) == 0) mean = 2;
   switch (dt) {
-  case FG_F32: sum_f32(dst, dst2, (float *const *)src, n, len, mean); break;
-  case FG_F64: sum_f64(dst, dst2, (double *const *)src, n, len, mean); break;
-  case FG_I32: sum_i32(dst, dst2, (int32_t *const *)src, n, len, mean); break;
-  case FG_I64: sum_i64(dst, dst2, (int64_t *const *)src, n, len, mean); break;
+  case FG_F32: sum_f32((float *const *)dst, n_dst, (float *const *)src, n, len, mean); break;
+  case FG_F64: sum_f64((double *const *)dst, n_dst, (double *const *)src, n, len, mean); break;
+  case FG_I32: sum_i32((int32_t *const *)dst, n_dst, (int32_t *const *)src, n, len, mean); break;
+  case FG_I64: sum_i64((int64_t *const *)dst, n_dst, (int64_t *const *)src, n, len, mean); break;
   default: break;
   }
 }
 
+void fg_rank_sum2(fg_dtype dt, void *dst, void *dst2, void *const *src, int n, int64_t len,
+                  int mean) {
+  void *d[2] = {dst, dst2};
+  fg_rank_sum_to(dt, d, dst2 ? 2 : 1, src, n, len, mean);
+}
+
 void fg_rank_sum(fg_dtype dt, void *dst, void *const *src, int n, int64_t len, int mean) {
-  fg_rank_sum2(dt, dst, NULL, src, n, len, mean);
+  fg_rank_sum_to(dt, &dst, 1, src, n, len, mean);
 }

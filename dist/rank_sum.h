@@ -21,6 +21,11 @@ void fg_rank_sum(fg_dtype dt, void *dst, void *const *src, int n, int64_t len, i
 void fg_rank_sum2(fg_dtype dt, void *dst, void *dst2, void *const *src, int n, int64_t len,
                   int mean);
 
+/* The same, storing each block to all n_dst destinations (which may alias
+ * the sources): the in-process group writes every rank's buffer. */
+void fg_rank_sum_to(fg_dtype dt, void *const *dst, int n_dst, void *const *src, int n, int64_t len,
+                    int mean);
+
 /* Slice p of n over `len` elements, balanced (the first len % n slices get
  * one more), the same on every rank: which elements rank p sums. */
 static inline void fg_rank_slice(int64_t len, int n, int p, int64_t *start, int64_t *plen) {

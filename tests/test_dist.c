@@ -680,6 +680,59 @@ FG_TEST(dist_comm_inproc_all_reduce_rank_order, "dist") {
     h[r]->ops->free(h[r]);
 }
 
+typedef struct f32_arg {
+  fg_comm *c;
+  float *buf;
+  int64_t n;
+  int rc;
+} f32_arg;
+
+static void *reduce_f32_thread(void *p) {
+  f32_arg *a = p;
+  a->rc = a->c->ops->all_reduce(a->c, a->buf, a->n, FG_F32, 1, NULL);
+  return NULL;
+}
+
+/* 4 ranks, f32 means: 1537 elements (each rank's slice spans the 512-element
+ * blocks the sum goes by, and the last is short), then 2 elements, fewer
+ * than the ranks (ranks 2 and 3 sum nothing but still write nothing
+ * wrong). Element i of rank r is i (r + 1): the mean is 10 i / 4 = 2.5 i,
+ * exact in f32. */
+FG_TEST(dist_comm_inproc_all_reduce_blocks_and_few_elements, "dist") {
+  enum { R = 4, N = 1537 };
+  fg_comm *h[R];
+  FG_REQUIRE(fg_comm_inproc_group(R, 0, h, NULL) == 0);
+  static float bufs[R][N];
+  const int64_t counts[2] = {N, 2};
+  for (int t = 0; t < 2; t++) {
+    for (int r = 0; r < R; r++)
+      for (int i = 0; i < N; i++)
+        bufs[r][i] = (float)i * (float)(r + 1);
+    pthread_t th[R];
+    f32_arg args[R];
+    for (int r = 0; r < R; r++) {
+      args[r] = (f32_arg){h[r], bufs[r], counts[t], -1};
+      pthread_create(&th[r], NULL, reduce_f32_thread, &args[r]);
+    }
+    for (int r = 0; r < R; r++)
+      pthread_join(th[r], NULL);
+    for (int r = 0; r < R; r++) {
+      FG_CHECK_INT(args[r].rc, 0);
+      for (int i = 0; i < N; i++) {
+        /* Past the count, the buffer is untouched. */
+        float want = i < counts[t] ? 2.5f * (float)i : (float)i * (float)(r + 1);
+        if (bufs[r][i] != want) {
+          FG_FAIL_AT("count %lld rank %d element %d: %.9g != %.9g", (long long)counts[t], r, i,
+                     bufs[r][i], want);
+          break;
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; r++)
+    h[r]->ops->free(h[r]);
+}
+
 FG_TEST(dist_comm_inproc_timeout_is_deadline, "dist,badinput") {
   enum { R = 3 };
   fg_comm *h[R];
