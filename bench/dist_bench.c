@@ -36,6 +36,7 @@
 #include <mpi.h>
 
 #include "dist/comm_mpi.h"
+#include "dist/shm_arena.h"
 #include "flowgraph/autodiff.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/flowgraph.h"
@@ -176,11 +177,19 @@ static int exchange(fg_comm *c, fg_status *st) {
     count[l] = (int64_t)widths[l] * widths[l + 1];
     count[3] += widths[l + 1];
   }
+  /* In one arena, as a session's plan puts them: memory the other ranks
+   * can map (FG_MPI_SHM_ARENA=0: ordinary memory, the copy through
+   * slots). */
   float *buf[4];
-  for (int k = 0; k < 4; k++) {
-    buf[k] = calloc((size_t)count[k], sizeof(float));
-    if (!buf[k]) return -1;
-  }
+  int shared = fg_comm_mpi_shares_arenas(c);
+  size_t total = 0;
+  for (int k = 0; k < 4; k++)
+    total += (size_t)count[k] * sizeof(float);
+  float *all = shared ? fg_shm_arena_alloc_host(total) : malloc(total);
+  if (!all) return -1;
+  memset(all, 0, total);
+  for (int k = 0, at = 0; k < 4; at += (int)count[k], k++)
+    buf[k] = all + at;
   double t0 = 0, cpu0 = 0;
   int rc = 0;
   for (int i = 0; i < warmup + steps && rc == 0; i++) {
@@ -191,11 +200,14 @@ static int exchange(fg_comm *c, fg_status *st) {
   double t = now_s() - t0, cpu = cpu_s() - cpu0;
   if (rc == 0 && c->rank == 0)
     printf("FG dp_scaling mlp_large_train ranks %d exchange only (%.1f MB of gradients): %.1f "
-           "ms/step (rank 0's CPU time %.1f ms/step) over %s\n",
+           "ms/step (rank 0's CPU time %.1f ms/step) over %s%s\n",
            c->size, (double)(count[0] + count[1] + count[2] + count[3]) * 4 / 1048576,
-           t / steps * 1e3, cpu / steps * 1e3, fg_comm_mpi_reduce_path(c));
-  for (int k = 0; k < 4; k++)
-    free(buf[k]);
+           t / steps * 1e3, cpu / steps * 1e3, fg_comm_mpi_reduce_path(c),
+           fg_comm_mpi_in_place_count(c) > 0 ? ", buffers read in place" : "");
+  if (shared)
+    fg_shm_arena_free(all);
+  else
+    free(all);
   return rc;
 }
 

@@ -88,6 +88,16 @@ const char *fg_comm_mpi_reduce_path(const fg_comm *c) {
   return "not an MPI communicator";
 }
 
+int fg_comm_mpi_shares_arenas(const fg_comm *c) {
+  (void)c;
+  return 0;
+}
+
+uint64_t fg_comm_mpi_in_place_count(const fg_comm *c) {
+  (void)c;
+  return 0;
+}
+
 #else
 
 #include <mpi.h>
@@ -373,6 +383,12 @@ static int shm_stop(void *ctx, const char *desc, fg_status *st) {
  * gather fails (the communicator is broken then); any other failure leaves
  * m->shm NULL, with why in m->shm_why, and the MPI message path. Under
  * m->mu. */
+/* Neither FG_MPI_SHM=0 nor FG_MPI_SHM_ARENA=0 here. */
+static int arenas_allowed(void) {
+  const char *env = getenv("FG_MPI_SHM"), *arena = getenv("FG_MPI_SHM_ARENA");
+  return !(env && strcmp(env, "0") == 0) && !(arena && strcmp(arena, "0") == 0);
+}
+
 static int shm_setup(mpi_comm *m, fg_status *st) {
   const int n = m->base.size, me = m->base.rank;
   m->shm_tried = 1;
@@ -385,15 +401,21 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
   gethostname(host, sizeof host - 1);
   const char *env = getenv("FG_MPI_SHM");
   int off = env && strcmp(env, "0") == 0;
+  /* Whether this rank reads the others' arenas in place
+   * (fg_comm_mpi_shares_arenas): all must, or none does. */
+  int no_arena = !arenas_allowed();
   uint64_t hh = fg_hash_bytes(FG_HASH_SEED, host, strlen(host));
-  uint64_t mine = ((hh ^ (hh >> 32)) << 32) | ((uint64_t)getpid() & 0x7fffffffu) |
-                  (off ? (uint64_t)1 << 31 : 0);
+  uint64_t mine = ((hh ^ (hh >> 32)) << 32) | ((uint64_t)getpid() & 0x3fffffffu) |
+                  (no_arena ? (uint64_t)1 << 30 : 0) | (off ? (uint64_t)1 << 31 : 0);
   int rc = -1;
   fg_shm_reduce *s = NULL;
   char name[64] = "";
   if (gather_locked(m, mine, all, "all_reduce setup (shared memory)", st) != 0) goto out;
   rc = 0;
-  unsigned pid0 = (unsigned)(all[0] & 0x7fffffffu);
+  unsigned pid0 = (unsigned)(all[0] & 0x3fffffffu);
+  int in_place = 1;
+  for (int p = 0; p < n; p++)
+    if (all[p] & ((uint64_t)1 << 30)) in_place = 0;
   for (int p = 0; p < n; p++) {
     if (all[p] & ((uint64_t)1 << 31)) {
       snprintf(m->shm_why, sizeof m->shm_why, "rank %d has FG_MPI_SHM=0", p);
@@ -444,6 +466,7 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
       if (s) snprintf(m->shm_why, sizeof m->shm_why, "rank %d could not map the segment", p);
     }
   if (ok) {
+    fg_shm_reduce_set_in_place(s, in_place);
     m->shm = s;
     s = NULL;
     snprintf(m->shm_why, sizeof m->shm_why, "shared memory");
@@ -465,6 +488,17 @@ const char *fg_comm_mpi_reduce_path(const fg_comm *c) {
   const mpi_comm *m = (const mpi_comm *)c;
   if (!c || c->ops != &mpi_ops) return "not an MPI communicator";
   return !m->shm_tried ? "not yet decided" : m->shm_why;
+}
+
+int fg_comm_mpi_shares_arenas(const fg_comm *c) {
+  const mpi_comm *m = (const mpi_comm *)c;
+  if (!c || c->ops != &mpi_ops || c->size < 2 || (m->shm_tried && !m->shm)) return 0;
+  return arenas_allowed();
+}
+
+uint64_t fg_comm_mpi_in_place_count(const fg_comm *c) {
+  const mpi_comm *m = (const mpi_comm *)c;
+  return c && c->ops == &mpi_ops && m->shm ? fg_shm_reduce_in_place_count(m->shm) : 0;
 }
 
 /* The message path's agreement on count and dtype (the shared-memory path

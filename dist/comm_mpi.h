@@ -56,6 +56,17 @@ fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st);
  * (bytes, rank 0's) sets the shared slot size, for tests and benchmarks. */
 const char *fg_comm_mpi_reduce_path(const fg_comm *c);
 
+/* 1 when c's all_reduce may go through shared memory (an MPI communicator
+ * of several ranks, FG_MPI_SHM not 0 here, and not already found to take
+ * messages): a session then puts its host arenas where the peers can map
+ * them (dist/shm_arena.h), so the reduction reads their buffers in place.
+ * FG_MPI_SHM_ARENA=0 keeps ordinary memory (the copy through the
+ * segment's slots, for comparison). */
+int fg_comm_mpi_shares_arenas(const fg_comm *c);
+/* All_reduces of c that read the ranks' buffers in place so far
+ * (fg_shm_reduce_set_in_place); 0 for other communicators. */
+uint64_t fg_comm_mpi_in_place_count(const fg_comm *c);
+
 /* fg_comm_check_same_u64 (M2, over any communicator) is in dist/comm.h. */
 
 /* FNV-1a over bytes, chained through `h` (start with FG_HASH_SEED), for the

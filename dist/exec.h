@@ -45,6 +45,11 @@ typedef struct fg_dist_exec {
    * only; another rank's nodes have no steps in this process's plans. */
   int n_local;
   const int *local_index;
+  /* The host arenas' allocator (executor/plan.h), NULL: the default. Set
+   * when a process communicator reduces through shared memory, so its
+   * all_reduce reads the other ranks' buffers in place. */
+  void *(*arena_alloc)(size_t bytes);
+  void (*arena_free)(void *p);
 } fg_dist_exec;
 
 enum { FG_LANE_COMPUTE, FG_LANE_COMM, FG_LANE_SEND };

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "dist/comm_inproc.h"
+#include "dist/comm_mpi.h"
 #include "dist/exec.h"
+#include "dist/shm_arena.h"
 #include "graph/op_table.h"
 
 struct fg_dist_session {
@@ -43,7 +45,7 @@ static void free_parts(fg_dist_session *ds) {
   ds->pools = NULL;
   ds->owned = NULL;
   fg_dist_runner_free(ds->exec.runner);
-  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL, NULL, 0, -1, NULL, NULL, 0, NULL};
+  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL, NULL, 0, -1, NULL, NULL, 0, NULL, NULL, NULL};
   ds->part = NULL;
   ds->use_exec = 0;
 }
@@ -433,6 +435,15 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
      * stall a device's compute) get lanes of their own. */
     nw->exec.comm_lanes =
         ((nw->process || n_ar_dev > 1) && o->collective_lanes >= 0) || nw->exec.my_rank >= 0;
+    /* An all_reduce over shared memory reads the other ranks' buffers in
+     * place when they are in arenas it can map. */
+    int shares = 0;
+    for (int d = 0; d < nd && !shares; d++)
+      shares = nw->exec.comm[d] && fg_comm_mpi_shares_arenas(nw->exec.comm[d]);
+    if (shares) {
+      nw->exec.arena_alloc = fg_shm_arena_alloc_host;
+      nw->exec.arena_free = fg_shm_arena_free;
+    }
     nw->exec.runner = fg_dist_runner_new(fg_dist_num_lanes(&nw->exec), st);
     if (!nw->exec.runner) return -1;
   }

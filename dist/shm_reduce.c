@@ -18,6 +18,7 @@
 
 #include "dist/poll_pause.h"
 #include "dist/rank_sum.h"
+#include "dist/shm_arena.h"
 
 #define LINE      64
 #define MIN_CHUNK ((size_t)4096)
@@ -42,9 +43,31 @@ typedef struct shm_header {
    * system call. */
   _Atomic uint32_t word;
   _Atomic uint32_t sleepers;
-  char pad[LINE - 8 - 16 - 8 - 8];
+  /* By parity, as count: 1 when this rank mapped every other rank's
+   * buffer (in_place). */
+  int32_t mapped[2];
+  char pad[LINE - 8 - 16 - 8 - 8 - 8];
 } shm_header;
 _Static_assert(sizeof(shm_header) == LINE, "one header per cache line");
+
+/* After the header, on a line of its own: where the rank's buffer is, by
+ * parity, when it lies in an arena the others can map (pid 0: it does
+ * not). */
+typedef struct shm_refs {
+  fg_shm_arena_ref ref[2];
+} shm_refs;
+_Static_assert(sizeof(shm_refs) == LINE, "one line of arena references");
+
+/* Another rank's arena mapped here, kept for the next collectives (a
+ * session's plan keeps its arena). Two per rank: a plan rebuilt for new
+ * shapes gets a new arena, and the older mapping goes. */
+typedef struct peer_map {
+  int32_t pid;
+  uint64_t serial, size;
+  unsigned char *base;
+  uint64_t used; /* collective count at last use (least recent goes) */
+} peer_map;
+enum { MAPS_PER_PEER = 2 };
 
 struct fg_shm_reduce {
   int rank, n;
@@ -55,6 +78,11 @@ struct fg_shm_reduce {
   uint64_t gen;    /* barriers this rank passed */
   uint64_t rounds; /* chunks so far: the slot parity */
   void **src;      /* n scratch pointers */
+  void **dst;      /* n more */
+  peer_map *maps;  /* [r * MAPS_PER_PEER + k] */
+  uint64_t calls;  /* collectives so far */
+  uint64_t in_place;
+  int try_in_place; /* fg_shm_reduce_set_in_place */
 };
 
 size_t fg_shm_chunk_bytes(size_t requested) {
@@ -64,7 +92,9 @@ size_t fg_shm_chunk_bytes(size_t requested) {
   return (c + LINE - 1) & ~(size_t)(LINE - 1);
 }
 
-static size_t per_rank_bytes(size_t chunk) { return sizeof(shm_header) + 2 * chunk; }
+static size_t per_rank_bytes(size_t chunk) {
+  return sizeof(shm_header) + sizeof(shm_refs) + 2 * chunk;
+}
 
 static int os_fail(fg_status *st, const char *call, const char *name, int err) {
   fg_status_set(st, err == ENOSPC || err == ENOMEM ? FG_RESOURCE_EXHAUSTED : FG_IO_ERROR,
@@ -108,9 +138,18 @@ fg_shm_reduce *fg_shm_reduce_attach(const char *name, int rank, int n, size_t ch
                                     fg_status *st) {
   if (bad_args(name, rank, n, st)) return NULL;
   fg_shm_reduce *s = calloc(1, sizeof *s);
-  if (s) s->src = calloc((size_t)n, sizeof *s->src);
-  if (!s || !s->src) {
-    if (s) free(s);
+  if (s) {
+    s->src = calloc((size_t)n, sizeof *s->src);
+    s->dst = calloc((size_t)n, sizeof *s->dst);
+    s->maps = calloc((size_t)n * MAPS_PER_PEER, sizeof *s->maps);
+  }
+  if (!s || !s->src || !s->dst || !s->maps) {
+    if (s) {
+      free(s->src);
+      free(s->dst);
+      free(s->maps);
+    }
+    free(s);
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "shared-memory all_reduce: out of memory");
     return NULL;
   }
@@ -128,16 +167,14 @@ fg_shm_reduce *fg_shm_reduce_attach(const char *name, int rank, int n, size_t ch
                   "(%d ranks, %zu-byte slots)",
                   name, (long long)sb.st_size, rank, s->bytes, n, s->chunk);
     close(fd);
-    free(s->src);
-    free(s);
+    fg_shm_reduce_free(s);
     return NULL;
   }
   void *p = err == 0 ? mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   if (err == 0 && p == MAP_FAILED) err = errno;
   if (fd >= 0) close(fd);
   if (err != 0) {
-    free(s->src);
-    free(s);
+    fg_shm_reduce_free(s);
     os_fail(st, fd < 0 ? "shm_open" : "mmap", name, err);
     return NULL;
   }
@@ -148,16 +185,27 @@ fg_shm_reduce *fg_shm_reduce_attach(const char *name, int rank, int n, size_t ch
 void fg_shm_reduce_free(fg_shm_reduce *s) {
   if (!s) return;
   if (s->base) munmap(s->base, s->bytes);
+  for (int k = 0; s->maps && k < s->n * MAPS_PER_PEER; k++)
+    fg_shm_arena_unmap(s->maps[k].base, s->maps[k].size);
   free(s->src);
+  free(s->dst);
+  free(s->maps);
   free(s);
 }
+
+uint64_t fg_shm_reduce_in_place_count(const fg_shm_reduce *s) { return s ? s->in_place : 0; }
 
 static shm_header *header(const fg_shm_reduce *s, int r) {
   return (shm_header *)(s->base + (size_t)r * s->per_rank);
 }
 
+static shm_refs *refs(const fg_shm_reduce *s, int r) {
+  return (shm_refs *)(s->base + (size_t)r * s->per_rank + sizeof(shm_header));
+}
+
 static unsigned char *slot(const fg_shm_reduce *s, int r, uint64_t round) {
-  return s->base + (size_t)r * s->per_rank + sizeof(shm_header) + (size_t)(round & 1) * s->chunk;
+  return s->base + (size_t)r * s->per_rank + sizeof(shm_header) + sizeof(shm_refs) +
+         (size_t)(round & 1) * s->chunk;
 }
 
 static double now_s(void) {
@@ -240,6 +288,76 @@ static int barrier(fg_shm_reduce *s, const char *desc, const fg_shm_wait *w, fg_
   return 0;
 }
 
+/* After the first barrier: 0 when every rank has this count and dtype,
+ * else -1 with the refusal (every rank finds it after the same barrier). */
+static int check_counts(fg_shm_reduce *s, int par, int64_t count, fg_dtype dtype, const char *desc,
+                        fg_status *st) {
+  for (int p = 0; p < s->n; p++) {
+    const shm_header *h = header(s, p);
+    if (h->count[par] == count && h->dtype[par] == (int32_t)dtype) continue;
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s on rank %d of %d: rank %d has %lld elements of %s, rank %d has %lld of "
+                  "%s; every rank must reduce the same tensor",
+                  desc, s->rank, s->n, s->rank, (long long)count, fg_dtype_name(dtype), p,
+                  (long long)h->count[par], fg_dtype_name((fg_dtype)h->dtype[par]));
+    return -1;
+  }
+  return 0;
+}
+
+/* Rank p's buffer as `ref` names it, mapped here (cached), or NULL. */
+static unsigned char *peer_buffer(fg_shm_reduce *s, int p, const fg_shm_arena_ref *ref) {
+  peer_map *m = &s->maps[(size_t)p * MAPS_PER_PEER], *victim = m;
+  for (int k = 0; k < MAPS_PER_PEER; k++) {
+    if (m[k].base && m[k].pid == ref->pid && m[k].serial == ref->serial && m[k].size == ref->size) {
+      m[k].used = s->calls;
+      return m[k].base + ref->offset;
+    }
+    if (!m[k].base || m[k].used < victim->used) victim = &m[k];
+  }
+  void *base = fg_shm_arena_map(ref);
+  if (!base) return NULL;
+  fg_shm_arena_unmap(victim->base, victim->size);
+  *victim = (peer_map){ref->pid, ref->serial, ref->size, base, s->calls};
+  return victim->base + ref->offset;
+}
+
+/* The in-place path, after the first barrier and the count check: when
+ * every rank's buffer lies in an arena and every rank could map all of
+ * them (agreed through `mapped` and a barrier, so all take one path), each
+ * rank sums its slice straight from the buffers in rank order and stores
+ * it into every buffer, and a last barrier keeps every buffer unchanged
+ * until all are done: 1 with the collective done, 0 to take the slots
+ * instead, -1 on a failed wait. */
+static int reduce_in_place(fg_shm_reduce *s, unsigned char *buf, int par, int64_t count,
+                           fg_dtype dtype, size_t es, int mean, const char *desc,
+                           const fg_shm_wait *w, fg_status *st) {
+  const int n = s->n, me = s->rank;
+  for (int p = 0; p < n; p++)
+    if (refs(s, p)->ref[par].pid == 0) return 0; /* the same answer on every rank */
+  int ok = 1;
+  for (int p = 0; p < n && ok; p++) {
+    s->dst[p] = p == me ? buf : peer_buffer(s, p, &refs(s, p)->ref[par]);
+    ok = s->dst[p] != NULL;
+  }
+  header(s, me)->mapped[par] = ok;
+  if (barrier(s, desc, w, st) != 0) return -1;
+  for (int p = 0; p < n; p++)
+    if (!header(s, p)->mapped[par]) return 0;
+  int64_t ms, ml;
+  fg_rank_slice(count, n, me, &ms, &ml);
+  for (int p = 0; p < n; p++)
+    s->dst[p] = s->src[p] = (unsigned char *)s->dst[p] + ms * (int64_t)es;
+  fg_rank_sum_to(dtype, s->dst, n, s->src, n, ml, mean);
+  if (barrier(s, desc, w, st) != 0) return -1;
+  s->in_place++;
+  return 1;
+}
+
+void fg_shm_reduce_set_in_place(fg_shm_reduce *s, int on) {
+  if (s) s->try_in_place = on;
+}
+
 int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
                       const char *desc, const fg_shm_wait *w, fg_status *st) {
   size_t es = dtype == FG_F32 || dtype == FG_I32 ? 4 : dtype == FG_F64 || dtype == FG_I64 ? 8 : 0;
@@ -251,6 +369,7 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
     return -1;
   }
   const int n = s->n, me = s->rank;
+  s->calls++;
   /* Count 0 may come with no buffer: the empty round below then points
    * at a byte of its own (no arithmetic on NULL). */
   unsigned char none = 0, *b = count > 0 ? buf : &none;
@@ -269,6 +388,24 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
    * later, past the next one's barrier, so the others are done reading. */
   const int small =
       (uint64_t)count * es <= s->chunk && (uint64_t)count * es * (uint64_t)n <= SMALL_BYTES;
+  /* A larger one, where the group reads buffers in place: publish where it
+   * is, then one barrier and the count check before anything moves. */
+  const int first_checked = !small && s->try_in_place;
+  if (first_checked) {
+    fg_shm_arena_ref ref;
+    fg_shm_arena_find(b, (size_t)count * es, &ref);
+    refs(s, me)->ref[par] = ref;
+    if (barrier(s, desc, w, st) != 0) return -1;
+    if (check_counts(s, par, count, dtype, desc, st) != 0) {
+      s->rounds++; /* as below: the other header pair next */
+      return -1;
+    }
+    int done = count > 0 ? reduce_in_place(s, b, par, count, dtype, es, mean, desc, w, st) : 0;
+    if (done != 0) {
+      s->rounds++; /* one round, so the next collective takes the other pair */
+      return done < 0 ? -1 : 0;
+    }
+  }
   /* Count 0 still makes one empty round: its barrier and the count check
    * tell a partner with elements that the counts differ. */
   for (int64_t off = 0; off < count || off == 0; off += per_chunk, s->rounds++) {
@@ -283,21 +420,13 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
         memcpy(mine + ps * (int64_t)es, in + ps * (int64_t)es, (size_t)(pl * (int64_t)es));
       }
     if (barrier(s, desc, w, st) != 0) return -1;
-    if (off == 0)
-      for (int p = 0; p < n; p++) {
-        const shm_header *h = header(s, p);
-        if (h->count[par] == count && h->dtype[par] == (int32_t)dtype) continue;
-        fg_status_set(st, FG_INVALID_ARGUMENT,
-                      "%s on rank %d of %d: rank %d has %lld elements of %s, rank %d has %lld of "
-                      "%s; every rank must reduce the same tensor",
-                      desc, me, n, me, (long long)count, fg_dtype_name(dtype), p,
-                      (long long)h->count[par], fg_dtype_name((fg_dtype)h->dtype[par]));
-        /* Every rank finds a mismatch after the same one barrier, small
-         * path or not, and all start the next collective on the other
-         * slot and header pair, in step. */
-        s->rounds++;
-        return -1;
-      }
+    if (off == 0 && !first_checked && check_counts(s, par, count, dtype, desc, st) != 0) {
+      /* Every rank finds a mismatch after the same one barrier, small path
+       * or not, and all start the next collective on the other slot and
+       * header pair, in step. */
+      s->rounds++;
+      return -1;
+    }
     if (small) {
       for (int p = 0; p < n; p++)
         s->src[p] = p == me ? in : slot(s, p, s->rounds);

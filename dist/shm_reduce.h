@@ -13,10 +13,12 @@
  * do the same inside a host.
  *
  * The segment holds, per rank, a 64-byte header (a barrier counter and
- * two count/dtype pairs, used in turn by collectives) and two slots of
- * `chunk` bytes used in turn, so a rank may start the next chunk while a
- * slower one still reads the last. A buffer larger than a slot goes
- * through in chunks; per chunk:
+ * two count/dtype pairs, used in turn by collectives), a 64-byte line
+ * saying where its buffer is when that lies in an arena the others can
+ * map (fg_shm_reduce_set_in_place below), and two slots of `chunk` bytes
+ * used in turn, so a rank may start the next chunk while a slower one
+ * still reads the last. A buffer larger than a slot goes through in
+ * chunks; per chunk:
  *   1. copy in the slices the other ranks sum (every slice but its own);
  *   2. barrier;
  *   3. sum its slice in rank order 0 + 1 + ... + n-1 (dist/rank_sum.h, the
@@ -83,6 +85,17 @@ void fg_shm_reduce_free(fg_shm_reduce *s); /* accepts NULL; local, not a collect
  * both; the group stays usable), FG_DEADLINE_EXCEEDED naming the
  * ranks that did not arrive, or the stop hook's status. After a deadline
  * or a stop the group is out of step: the caller must not use it again. */
+/* Where every rank's buffer may lie in an arena (dist/shm_arena.h), with
+ * `on` the same on every rank: then a collective over more than the small
+ * path's bytes first publishes where its buffer is, and when every
+ * rank's is in an arena that every rank could map, each rank sums its
+ * slice straight from the buffers and stores it into all of them (the
+ * in-process group's way): no copy through the slots, 3 barriers in all.
+ * Otherwise the slots as above, after one more barrier. Off by default. */
+void fg_shm_reduce_set_in_place(fg_shm_reduce *s, int on);
+/* Collectives that went in place so far. */
+uint64_t fg_shm_reduce_in_place_count(const fg_shm_reduce *s);
+
 int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
                       const char *desc, const fg_shm_wait *w, fg_status *st);
 

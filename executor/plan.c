@@ -69,6 +69,11 @@ int fg_plan_matches(const fg_plan *plan, const fg_graph *g, const fg_plan_reques
   return 1;
 }
 
+/* A plan that failed before choosing its allocator has none. */
+static void release_arena(fg_plan *plan, void *p) {
+  if (p) (plan->arena_free ? plan->arena_free : free)(p);
+}
+
 void fg_plan_free(fg_plan *plan) {
   if (!plan) return;
   for (int i = 0; i < plan->n_steps; i++) {
@@ -91,9 +96,9 @@ void fg_plan_free(fg_plan *plan) {
   free(plan->succ);
   free(plan->feed_slots);
   free(plan->fetch_slots);
-  free(plan->arena);
+  release_arena(plan, plan->arena);
   for (int d = 0; plan->dev_arena && d < plan->n_dev; d++)
-    free(plan->dev_arena[d]);
+    release_arena(plan, plan->dev_arena[d]);
   free(plan->dev_arena);
   free(plan->dev_bytes);
   free(plan->step_dev);
@@ -481,12 +486,13 @@ static int layout(fg_plan *plan, const fg_mp_tensor *t, int ns, const int *pred_
   if (check_memory(need < out.arena_bytes ? UINT64_MAX : need, plan->max_memory_bytes,
                    "plan (arena plus fetched outputs)", st) != 0)
     return -1;
-  free(plan->arena);
+  release_arena(plan, plan->arena);
+  plan->arena = NULL;
   plan->arena_bytes = out.arena_bytes;
   plan->lower_bound_bytes = out.lower_bound_bytes;
   plan->naive_bytes = out.naive_bytes;
   /* A GPU plan's arena is device memory, allocated by the CUDA executor. */
-  plan->arena = plan->cuda ? NULL : fg_aligned_alloc(out.arena_bytes);
+  plan->arena = plan->cuda ? NULL : plan->arena_alloc(out.arena_bytes);
   if (!plan->arena && !plan->cuda) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "plan: cannot allocate a %zu-byte arena",
                   out.arena_bytes);
@@ -549,7 +555,7 @@ static int layout_devices(fg_plan *plan, const fg_mp_tensor *t, int ns, const in
     goto done;
   plan->arena_bytes = (size_t)total;
   for (int d = 0; d < nd; d++) {
-    plan->dev_arena[d] = fg_aligned_alloc(plan->dev_bytes[d]);
+    plan->dev_arena[d] = plan->arena_alloc(plan->dev_bytes[d]);
     if (!plan->dev_arena[d]) {
       fg_status_set(st, FG_RESOURCE_EXHAUSTED,
                     "plan: cannot allocate the %zu-byte arena of device %d", plan->dev_bytes[d], d);
@@ -769,6 +775,9 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   plan->graph_version = fg_graph_version(g);
   plan->threads = req->threads;
   plan->cuda = req->cuda;
+  plan->arena_alloc =
+      req->dist && req->dist->arena_alloc ? req->dist->arena_alloc : fg_aligned_alloc;
+  plan->arena_free = req->dist && req->dist->arena_free ? req->dist->arena_free : free;
   plan->multi_device = req->dist && req->dist->n_dev > 1;
   plan->key = plan_key(req, &plan->key_len);
   plan->slot_of_output = malloc(((size_t)g->n_nodes + 1) * sizeof(int));

@@ -86,6 +86,11 @@ typedef struct fg_plan {
   int n_fetches;
 
   void *arena; /* intermediate buffers */
+  /* Host arenas come from arena_alloc and go back through arena_free:
+   * req->dist's pair (memory the process communicator's peers on this host
+   * can map, dist/shm_arena.h), else fg_aligned_alloc and free. */
+  void *(*arena_alloc)(size_t bytes);
+  void (*arena_free)(void *p);
   size_t arena_bytes, lower_bound_bytes, naive_bytes;
   void *pinned; /* fetched outputs */
   size_t pinned_bytes;

@@ -28,11 +28,23 @@ static void check_collectives(int np, const char *env, const char *path) {
   /* 4 dtypes x 8 counts x sum/mean, 2 refusals, all_gather, broadcast. */
   for (int r = 0; r < np; r++) {
     char want[200];
-    snprintf(want, sizeof want, "rank %d: 68 checks, 0 wrong", r);
+    snprintf(want, sizeof want, "rank %d: 132 checks, 0 wrong", r);
     if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
     snprintf(want, sizeof want, "rank %d: all_reduce path: %s", r,
              path ? path : mpi_local_reduce_path());
     if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+    /* Over shared memory, the second pass's buffers lie in arenas: at
+     * least its 10007- and 200003-element ones (4 dtypes x sum/mean),
+     * which never take the small path, are read in place; at most its 64.
+     * Over messages, or with FG_MPI_SHM_ARENA=0, none. */
+    snprintf(want, sizeof want, "rank %d: in place ", r);
+    const char *at = strstr(res->out, want);
+    long in_place = at ? atol(at + strlen(want)) : -1;
+    int shared = strcmp(path ? path : mpi_local_reduce_path(), "shared memory") == 0 &&
+                 !(env && strcmp(env, "FG_MPI_SHM_ARENA=0") == 0);
+    FG_CHECK(shared ? in_place >= 16 && in_place <= 64 : in_place == 0);
+    if (shared ? !(in_place >= 16 && in_place <= 64) : in_place != 0)
+      fprintf(stderr, "rank %d: in place %ld\n", r, in_place);
   }
   free(res);
 }
@@ -44,6 +56,10 @@ FG_TEST(mpi_collectives_np4, "dist") { check_collectives(4, NULL, NULL); }
  * chunks, both slots in turn, with 3 ranks' uneven slices. */
 FG_TEST(mpi_collectives_np3_small_slots, "dist") {
   check_collectives(3, "FG_MPI_SHM_CHUNK=4096", NULL);
+}
+/* Arenas off: the second pass goes through the slots too. */
+FG_TEST(mpi_collectives_np2_arenas_off, "dist") {
+  check_collectives(2, "FG_MPI_SHM_ARENA=0", NULL);
 }
 /* The MPI message path, which ranks on several hosts take. */
 FG_TEST(mpi_collectives_np2_messages, "dist") {

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist/shm_arena.h"
 #include "dist/shm_reduce.h"
 #include "fgtest.h"
 #include "test_comm_util.h"
@@ -126,6 +127,130 @@ static int sweep(rank_run *r, fg_shm_reduce *s, fg_status *st) {
 FG_TEST(shm_all_reduce_matches_rank_order_sum, "dist") {
   for (int n = 1; n <= 4; n++)
     run_and_check(n, sweep, 56);
+}
+
+/* In place (fg_shm_reduce_set_in_place): the sweep's dtypes, counts and
+ * means again, each buffer at an odd offset in an arena of its own, so
+ * every collective maps new arenas (more than the 2 kept per rank). Those
+ * over the small path's 16 KiB go in place, the others through the slots;
+ * all match the rank-order reference. Then a rank with a heap buffer:
+ * every rank takes the slots, still right. Then one arena for all the
+ * collectives (the mapping kept). */
+static int in_place(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  static const fg_dtype dts[] = {FG_F32, FG_F64, FG_I32, FG_I64};
+  const int64_t counts[] = {1, 2, 1025, 3000, 10007};
+  fg_shm_reduce_set_in_place(s, 1);
+  int expect_in_place = 0;
+  unsigned char *kept = NULL;
+  for (int pass = 0; pass < 3; pass++) {
+    for (size_t d = 0; d < 4; d++)
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int mean = 0; mean < 2; mean++) {
+          size_t es = fg_dtype_size(dts[d]), bytes = (size_t)counts[k] * es;
+          /* Pass 1: rank 1's buffer is on the heap. Pass 2: one arena. */
+          int heap = pass == 1 && r->rank == 1;
+          unsigned char *arena = heap        ? malloc(bytes + 64)
+                                 : pass == 2 ? (kept ? kept : (kept = fg_shm_arena_alloc(1 << 20)))
+                                             : fg_shm_arena_alloc(bytes + 64);
+          if (!arena) return -1;
+          unsigned char *buf = arena + 8 * es, *want = malloc(bytes);
+          reduce_fill(dts[d], buf, r->rank, counts[k]);
+          reduce_expected(dts[d], want, r->n, counts[k], mean);
+          uint64_t before = fg_shm_reduce_in_place_count(s);
+          int rc = reduce(r, s, buf, counts[k], dts[d], mean, st);
+          /* Not the small path: over the 4 KiB slot, or n copies over 16 KiB. */
+          int big = bytes > 4096 || bytes * (size_t)r->n > 16384;
+          int went = fg_shm_reduce_in_place_count(s) > before;
+          r->checks++;
+          if (rc == 0 && (memcmp(buf, want, bytes) != 0 || went != (big && pass != 1))) r->wrong++;
+          expect_in_place += big && pass != 1;
+          if (heap)
+            free(arena);
+          else if (pass != 2)
+            fg_shm_arena_free(arena);
+          free(want);
+          if (rc != 0) return -1;
+        }
+  }
+  fg_shm_arena_free(kept);
+  return fg_shm_reduce_in_place_count(s) == (uint64_t)expect_in_place ? 0 : -1;
+}
+
+FG_TEST(shm_in_place_reads_arena_buffers, "dist") {
+  for (int n = 2; n <= 4; n++)
+    run_and_check(n, in_place, 3 * 40);
+}
+
+/* A mismatch still refuses before anything moves, on every rank, in place
+ * or not, and the next collective is right. */
+static int in_place_mismatch(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  fg_shm_reduce_set_in_place(s, 1);
+  double *a = fg_shm_arena_alloc(8 * 10000);
+  if (!a) return -1;
+  int64_t count = r->rank == 0 ? 9000 : 10000;
+  reduce_fill(FG_F64, a, r->rank, count);
+  int rc = reduce(r, s, a, count, FG_F64, 0, st);
+  r->checks++;
+  if (rc == 0 || fg_status_code(st) != FG_INVALID_ARGUMENT ||
+      !strstr(fg_status_message(st), "every rank must reduce the same tensor"))
+    r->wrong++;
+  double want[10000];
+  reduce_fill(FG_F64, a, r->rank, 10000);
+  reduce_expected(FG_F64, want, r->n, 10000, 0);
+  rc = reduce(r, s, a, 10000, FG_F64, 0, st);
+  r->checks++;
+  if (rc != 0 || memcmp(a, want, sizeof want) != 0 || fg_shm_reduce_in_place_count(s) != 1)
+    r->wrong++;
+  fg_shm_arena_free(a);
+  return 0;
+}
+
+FG_TEST(shm_in_place_count_mismatch_refused, "dist,badinput") {
+  run_and_check(3, in_place_mismatch, 2);
+}
+
+/* The arenas themselves: find names the arena and offset of bytes inside
+ * one and nothing else; a second mapping shares the bytes; a reference
+ * whose serial or size is not the arena's, or whose arena was freed, maps
+ * nothing. */
+FG_TEST(shm_arena_refs_checked, "dist,badinput") {
+  unsigned char *a = fg_shm_arena_alloc(10000), *b = fg_shm_arena_alloc(64);
+  FG_REQUIRE(a && b);
+  fg_shm_arena_ref ref, rb;
+  FG_CHECK(fg_shm_arena_find(a + 100, 9900, &ref) == 1);
+  FG_CHECK_INT(ref.pid, (int)getpid());
+  FG_CHECK(ref.size == 10000 && ref.offset == 100);
+  FG_CHECK(fg_shm_arena_find(a + 100, 9901, &rb) == 0); /* past the end */
+  FG_CHECK_INT(rb.pid, 0);
+  FG_CHECK(fg_shm_arena_find(b, 64, &rb) == 1 && rb.serial != ref.serial);
+  int on_stack = 0;
+  FG_CHECK(fg_shm_arena_find(&on_stack, sizeof on_stack, &rb) == 0);
+  unsigned char *m = fg_shm_arena_map(&ref);
+  FG_REQUIRE(m != NULL);
+  a[100] = 42;
+  FG_CHECK_INT(m[100], 42);
+  m[200] = 7;
+  FG_CHECK_INT(a[200], 7);
+  fg_shm_arena_unmap(m, ref.size);
+  fg_shm_arena_ref bad = ref;
+  bad.serial = ref.serial + 1000;
+  FG_CHECK(fg_shm_arena_map(&bad) == NULL);
+  bad = ref;
+  bad.size = 20000; /* more than the file holds */
+  FG_CHECK(fg_shm_arena_map(&bad) == NULL);
+  bad = ref;
+  bad.pid = 0;
+  FG_CHECK(fg_shm_arena_map(&bad) == NULL);
+  FG_CHECK(fg_shm_arena_map(NULL) == NULL);
+  fg_shm_arena_free(a);
+  FG_CHECK(fg_shm_arena_map(&ref) == NULL); /* its descriptor is closed */
+  FG_CHECK(fg_shm_arena_find(b, 64, &rb) == 1);
+  fg_shm_arena_free(b);
+  /* The fallback's heap memory goes back through the same call. */
+  void *h = fg_shm_arena_alloc_host(100);
+  FG_CHECK(h != NULL && ((uintptr_t)h & 63) == 0);
+  fg_shm_arena_free(h);
+  fg_shm_arena_free(NULL);
 }
 
 /* The default slot (128 KiB) with a buffer of 3.5 slots. */
@@ -401,14 +526,16 @@ FG_TEST(shm_bad_setup_refused, "dist,badinput") {
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "File exists");
   FG_CHECK(fg_shm_reduce_attach(name, 0, 2, 8192, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
-  /* 2 x (64 + 2 x 4096) = 16512 bytes; rank 0 expects 2 x (64 + 2 x 8192). */
-  FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16512 bytes, rank 0 expected 32896 (2 ranks, "
+  /* Per rank a 64-byte header, a 64-byte line of arena references and 2
+   * slots: 2 x (128 + 2 x 4096) = 16640 bytes; rank 0 expects
+   * 2 x (128 + 2 x 8192). */
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16640 bytes, rank 0 expected 33024 (2 ranks, "
                                                "8192-byte slots)");
   FG_CHECK(fg_shm_reduce_attach(name, 0, 3, 4096, st) == NULL);
-  FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16512 bytes, rank 0 expected 24768");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16640 bytes, rank 0 expected 24960");
   /* Attached, then unlinked: the name is gone, the mapping stays usable. */
-  fg_shm_reduce *s = fg_shm_reduce_attach(name, 0, 1, 4096 * 2 + 64, st);
-  FG_CHECK(s == NULL); /* 1 rank of 16576 bytes: still the wrong size */
+  fg_shm_reduce *s = fg_shm_reduce_attach(name, 0, 1, 4096 * 2 + 128, st);
+  FG_CHECK(s == NULL); /* 1 rank of 128 + 2 x 8320 bytes: still the wrong size */
   s = fg_shm_reduce_attach(name, 1, 2, 4096, st);
   FG_REQUIRE(s != NULL);
   fg_shm_reduce_unlink(name);

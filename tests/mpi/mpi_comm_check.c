@@ -29,6 +29,7 @@
 
 #include "../test_comm_util.h"
 #include "dist/comm_mpi.h"
+#include "dist/shm_arena.h"
 
 static int fail_status(fg_comm *c, const char *what, fg_status *st, double t0) {
   printf("rank %d: %s failed: %s after %.2f s: %s\n", c->rank, what,
@@ -42,34 +43,40 @@ static int collectives(fg_comm *c, fg_status *st) {
   const int64_t counts[] = {0, 1, 3, c->size - 1, c->size + 1, 1000, 10007, 200003};
   int bad = 0, checks = 0;
   double t0 = comm_now_s();
-  for (size_t d = 0; d < 4; d++) {
-    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
-      for (int mean = 0; mean < 2; mean++) {
-        fg_dtype dt = dts[d];
-        int64_t n = counts[k];
-        size_t es = fg_dtype_size(dt);
-        unsigned char *buf = malloc((size_t)n * es + 1), *want = malloc((size_t)n * es + 1);
-        reduce_fill(dt, buf, c->rank, n);
-        reduce_expected(dt, want, c->size, n, mean);
-        if (c->ops->all_reduce(c, buf, n, dt, mean, st) != 0) {
-          free(buf);
+  /* Pass 1 on the heap; pass 2 in arenas the other ranks can map
+   * (dist/shm_arena.h), where a session's plan puts its buffers: read in
+   * place over shared memory. */
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t d = 0; d < 4; d++) {
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        for (int mean = 0; mean < 2; mean++) {
+          fg_dtype dt = dts[d];
+          int64_t n = counts[k];
+          size_t es = fg_dtype_size(dt);
+          unsigned char *buf = pass ? fg_shm_arena_alloc_host((size_t)n * es + 1)
+                                    : malloc((size_t)n * es + 1),
+                        *want = malloc((size_t)n * es + 1);
+          reduce_fill(dt, buf, c->rank, n);
+          reduce_expected(dt, want, c->size, n, mean);
+          if (c->ops->all_reduce(c, buf, n, dt, mean, st) != 0) {
+            pass ? fg_shm_arena_free(buf) : free(buf);
+            free(want);
+            return fail_status(c, "all_reduce", st, t0);
+          }
+          if (memcmp(buf, want, (size_t)n * es) != 0) {
+            int64_t i = 0;
+            while (memcmp(buf + i * (int64_t)es, want + i * (int64_t)es, es) == 0)
+              i++;
+            printf("rank %d: all_reduce %s count %lld mean %d differs at [%lld]\n", c->rank,
+                   fg_dtype_name(dt), (long long)n, mean, (long long)i);
+            bad++;
+          }
+          checks++;
+          pass ? fg_shm_arena_free(buf) : free(buf);
           free(want);
-          return fail_status(c, "all_reduce", st, t0);
         }
-        if (memcmp(buf, want, (size_t)n * es) != 0) {
-          int64_t i = 0;
-          while (memcmp(buf + i * (int64_t)es, want + i * (int64_t)es, es) == 0)
-            i++;
-          printf("rank %d: all_reduce %s count %lld mean %d differs at [%lld]\n", c->rank,
-                 fg_dtype_name(dt), (long long)n, mean, (long long)i);
-          bad++;
-        }
-        checks++;
-        free(buf);
-        free(want);
       }
     }
-  }
   /* Bad arguments are refused on every rank before any message moves, so
    * the group stays in step. */
   char dummy[8] = {0};
@@ -115,6 +122,7 @@ static int collectives(fg_comm *c, fg_status *st) {
   free(b);
   printf("rank %d: %d checks, %d wrong\n", c->rank, checks, bad);
   printf("rank %d: all_reduce path: %s\n", c->rank, fg_comm_mpi_reduce_path(c));
+  printf("rank %d: in place %llu\n", c->rank, (unsigned long long)fg_comm_mpi_in_place_count(c));
   return bad ? 1 : 0;
 }
 
