@@ -337,13 +337,21 @@ static int reduce_in_place(fg_shm_reduce *s, unsigned char *buf, int par, int64_
     if (refs(s, p)->ref[par].pid == 0) return 0; /* the same answer on every rank */
   int ok = 1;
   for (int p = 0; p < n && ok; p++) {
-    s->dst[p] = p == me ? buf : peer_buffer(s, p, &refs(s, p)->ref[par]);
+    const fg_shm_arena_ref *r = &refs(s, p)->ref[par];
+    ok = r->offset <= r->size && (uint64_t)count * es <= r->size - r->offset;
+    s->dst[p] = !ok ? NULL : p == me ? buf : peer_buffer(s, p, r);
     ok = s->dst[p] != NULL;
   }
   header(s, me)->mapped[par] = ok;
   if (barrier(s, desc, w, st) != 0) return -1;
   for (int p = 0; p < n; p++)
-    if (!header(s, p)->mapped[par]) return 0;
+    if (!header(s, p)->mapped[par]) {
+      /* A rank cannot map the others' arenas (no /proc, another user): it
+       * will not later either, and every rank saw the same flags, so all
+       * stop trying alike. */
+      s->try_in_place = 0;
+      return 0;
+    }
   int64_t ms, ml;
   fg_rank_slice(count, n, me, &ms, &ml);
   for (int p = 0; p < n; p++)
