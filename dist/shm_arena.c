@@ -48,6 +48,11 @@ void *fg_shm_arena_alloc(size_t bytes) {
     return NULL;
   }
   a->base = p;
+  /* Huge pages where shmem allows them (shmem_enabled "advise"): heap
+   * arenas get them where anonymous THP is "always", and an arena should
+   * not walk more page tables than the memory it replaces. Ignored
+   * elsewhere. */
+  madvise(p, bytes, MADV_HUGEPAGE);
   pthread_mutex_lock(&g_mu);
   a->next = g_arenas;
   g_arenas = a;

@@ -424,6 +424,64 @@ FG_TEST(mpi_train_mismatched_models_refused, "dist,badinput") {
   fgt_rmtree(tmpdir);
 }
 
+/* A model whose weight gradient, 64 x 64 f32 (16 KiB; 32 KiB over 2 ranks),
+ * is over the small path: x [?,64] w, the mean squared error against y
+ * [?,64], SGD. */
+static int build_wide(const char *path) {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[2] = {FG_DIM_UNKNOWN, 64}, wd[2] = {64, 64};
+  fg_tensor *w = fg_tensor_new(FG_F32, 2, wd, NULL);
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
+  fg_output y = fg_placeholder(g, "y", FG_F32, 2, xd);
+  fg_output d = fg_sub(g, fg_matmul(g, x, fg_variable(g, "w", w), 0, 0), y);
+  fg_output loss = fg_set_name(g, fg_reduce_mean(g, fg_mul(g, d, d), NULL, 0, 0), "loss");
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  fg_status *st = fg_status_new();
+  int rc = fg_minimize(g, loss, NULL, 0, &cfg, st).node >= 0 ? fg_graph_save(g, path, st) : -1;
+  fg_status_free(st);
+  fg_tensor_free(w);
+  fg_graph_free(g);
+  return rc;
+}
+
+/* Data parallelism over 2 processes on one host: the session's arenas are
+ * memory the other rank maps, so the gradient's all_reduce reads both
+ * buffers in place, once per run (1 warm-up and 3 measured, at least), and
+ * the profile says so (4 measured). Over MPI messages (FG_MPI_SHM=0) it
+ * does not. */
+FG_TEST(mpi_profile_reads_buffers_in_place, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(make_tmpdir());
+  FG_REQUIRE(build_wide(tpath("wide.fgb")) == 0);
+  char path[700];
+  snprintf(path, sizeof path, "%s", tpath("wide.fgb"));
+  char *args[] = {FG_CLI_PATH, "profile", path, "--random-inputs", "--batch", "8", "--runs", "3",
+                  "--dist",    "mpi",     NULL};
+  for (int shm_off = 0; shm_off < 2; shm_off++) {
+    run_result *res = malloc(sizeof *res);
+    if (shm_off) setenv("FG_MPI_SHM", "0", 1);
+    mpirun(2, NULL, args, 50, res);
+    if (shm_off) unsetenv("FG_MPI_SHM");
+    FG_CHECK_INT(res->status, 0);
+    /* "gradients all-reduced over PATH; N all_reduces read the ranks'
+     * buffers in place", the count only when N > 0. */
+    const char *at = strstr(res->out, "gradients all-reduced over ");
+    const char *nl = at ? strchr(at, '\n') : NULL;
+    const char *tail = at ? strstr(at, " all_reduces read the ranks' buffers in place") : NULL;
+    const char *semi = at ? strstr(at, "; ") : NULL;
+    FG_CHECK(at != NULL && nl != NULL);
+    long n = tail && semi && tail < nl && semi < tail ? atol(semi + 2) : 0;
+    if (!shm_off && strcmp(mpi_local_reduce_path(), "shared memory") == 0)
+      FG_CHECK(n >= 4);
+    else
+      FG_CHECK(n == 0 && (!tail || tail > nl));
+    if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+    free(res);
+  }
+  fgt_rmtree(tmpdir);
+}
+
 /* M2 for the options: rank 0 bounds the micro-batches in flight, rank 1
  * does not, so their rewritten graphs differ. Refused before any step. */
 FG_TEST(mpi_train_mismatched_in_flight_refused, "dist,badinput") {
