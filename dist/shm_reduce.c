@@ -144,12 +144,7 @@ fg_shm_reduce *fg_shm_reduce_attach(const char *name, int rank, int n, size_t ch
     s->maps = calloc((size_t)n * MAPS_PER_PEER, sizeof *s->maps);
   }
   if (!s || !s->src || !s->dst || !s->maps) {
-    if (s) {
-      free(s->src);
-      free(s->dst);
-      free(s->maps);
-    }
-    free(s);
+    fg_shm_reduce_free(s); /* nothing mapped yet */
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "shared-memory all_reduce: out of memory");
     return NULL;
   }

@@ -630,22 +630,32 @@ FG_TEST(dist_data_parallel_bad_arguments, "dist,badinput") {
 
 typedef struct comm_arg {
   fg_comm *c;
-  double *buf;
+  void *buf;
   int64_t n;
   int rc;
   fg_code code;
-  int skip; /* this rank never arrives */
+  int skip;    /* this rank never arrives */
+  fg_dtype dt; /* 0: f64 */
 } comm_arg;
 
 static void *reduce_thread(void *p) {
   comm_arg *a = p;
   fg_status *st = fg_status_new();
   if (!a->skip) {
-    a->rc = a->c->ops->all_reduce(a->c, a->buf, a->n, FG_F64, 1, st);
+    a->rc = a->c->ops->all_reduce(a->c, a->buf, a->n, a->dt ? a->dt : FG_F64, 1, st);
     a->code = fg_status_code(st);
   }
   fg_status_free(st);
   return NULL;
+}
+
+/* The mean all_reduce of args[0 .. n-1], each on a thread of its own. */
+static void run_reduce_threads(comm_arg *args, int n) {
+  pthread_t th[8];
+  for (int r = 0; r < n; r++)
+    pthread_create(&th[r], NULL, reduce_thread, &args[r]);
+  for (int r = 0; r < n; r++)
+    pthread_join(th[r], NULL);
 }
 
 FG_TEST(dist_comm_inproc_all_reduce_rank_order, "dist") {
@@ -657,14 +667,10 @@ FG_TEST(dist_comm_inproc_all_reduce_rank_order, "dist") {
   for (int r = 0; r < R; r++)
     for (int i = 0; i < N; i++)
       bufs[r][i] = r == 0 ? 1e16 : r == 1 ? 1.0 + i : -1e16;
-  pthread_t th[R];
   comm_arg args[R];
-  for (int r = 0; r < R; r++) {
-    args[r] = (comm_arg){h[r], bufs[r], N, -1, FG_OK, 0};
-    pthread_create(&th[r], NULL, reduce_thread, &args[r]);
-  }
   for (int r = 0; r < R; r++)
-    pthread_join(th[r], NULL);
+    args[r] = (comm_arg){h[r], bufs[r], N, -1, FG_OK, 0, FG_F64};
+  run_reduce_threads(args, R);
   for (int r = 0; r < R; r++) {
     FG_CHECK_INT(args[r].rc, 0);
     for (int i = 0; i < N; i++) {
@@ -678,19 +684,6 @@ FG_TEST(dist_comm_inproc_all_reduce_rank_order, "dist") {
   }
   for (int r = 0; r < R; r++)
     h[r]->ops->free(h[r]);
-}
-
-typedef struct f32_arg {
-  fg_comm *c;
-  float *buf;
-  int64_t n;
-  int rc;
-} f32_arg;
-
-static void *reduce_f32_thread(void *p) {
-  f32_arg *a = p;
-  a->rc = a->c->ops->all_reduce(a->c, a->buf, a->n, FG_F32, 1, NULL);
-  return NULL;
 }
 
 /* 4 ranks, f32 means: 1537 elements (each rank's slice spans the 512-element
@@ -708,14 +701,10 @@ FG_TEST(dist_comm_inproc_all_reduce_blocks_and_few_elements, "dist") {
     for (int r = 0; r < R; r++)
       for (int i = 0; i < N; i++)
         bufs[r][i] = (float)i * (float)(r + 1);
-    pthread_t th[R];
-    f32_arg args[R];
-    for (int r = 0; r < R; r++) {
-      args[r] = (f32_arg){h[r], bufs[r], counts[t], -1};
-      pthread_create(&th[r], NULL, reduce_f32_thread, &args[r]);
-    }
+    comm_arg args[R];
     for (int r = 0; r < R; r++)
-      pthread_join(th[r], NULL);
+      args[r] = (comm_arg){h[r], bufs[r], counts[t], -1, FG_OK, 0, FG_F32};
+    run_reduce_threads(args, R);
     for (int r = 0; r < R; r++) {
       FG_CHECK_INT(args[r].rc, 0);
       for (int i = 0; i < N; i++) {
@@ -738,16 +727,12 @@ FG_TEST(dist_comm_inproc_timeout_is_deadline, "dist,badinput") {
   fg_comm *h[R];
   FG_REQUIRE(fg_comm_inproc_group(R, 0.2, h, NULL) == 0);
   double bufs[R][4] = {{0}};
-  pthread_t th[R];
   comm_arg args[R];
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (int r = 0; r < R; r++) {
-    args[r] = (comm_arg){h[r], bufs[r], 4, -1, FG_OK, r == 2};
-    pthread_create(&th[r], NULL, reduce_thread, &args[r]);
-  }
   for (int r = 0; r < R; r++)
-    pthread_join(th[r], NULL);
+    args[r] = (comm_arg){h[r], bufs[r], 4, -1, FG_OK, r == 2, FG_F64};
+  run_reduce_threads(args, R);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   for (int r = 0; r < 2; r++) {

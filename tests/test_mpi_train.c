@@ -402,25 +402,48 @@ FG_TEST(mpi_train_dist_comm_refused_off_gpu, "dist,badinput") {
 
 /* M2 through the CLI: rank 1 loads a model with another learning rate
  * (MPMD launch, "A : B"), so the files differ. */
-FG_TEST(mpi_train_mismatched_models_refused, "dist,badinput") {
-  MPI_REQUIRED();
-  FG_REQUIRE(setup_linreg() == 0);
-  FG_REQUIRE(build_linreg(tpath("lin2.fgb"), 0, 0.2) == 0);
-  char xi[700], yi[700], m1[700], m2[700];
+/* MPMD: rank 0 runs `train m1 ... extra0`, rank 1 `train m2 ... extra1`
+ * (each up to 4 more arguments, NULL-ended), both --dist mpi on the linear
+ * data. Refused on the graph hash before any epoch. */
+static void check_mpmd_refused(const char *m1, const char *const *extra0, const char *m2,
+                               const char *const *extra1) {
+  char xi[700], yi[700];
   lin_inputs(xi, yi);
-  snprintf(m1, sizeof m1, "%s", tpath("lin.fgb"));
-  snprintf(m2, sizeof m2, "%s", tpath("lin2.fgb"));
-  char *args[] = {FG_CLI_PATH, "train",    m1,  "-i",     xi,    "-i", yi,    "--batch",
-                  "8",         "--epochs", "1", "--dist", "mpi", ":",  "-np", "1",
-                  FG_CLI_PATH, "train",    m2,  "-i",     xi,    "-i", yi,    "--batch",
-                  "8",         "--epochs", "1", "--dist", "mpi", NULL};
+  char *args[48];
+  int n = 0;
+  for (int r = 0; r < 2; r++) {
+    if (r) {
+      args[n++] = ":";
+      args[n++] = "-np";
+      args[n++] = "1";
+    }
+    const char *const head[] = {FG_CLI_PATH, "train", r ? m2 : m1, "-i", xi,       "-i", yi,
+                                "--batch",   "8",     "--epochs",  "1",  "--dist", "mpi"};
+    for (size_t k = 0; k < sizeof head / sizeof *head; k++)
+      args[n++] = (char *)head[k];
+    for (const char *const *e = r ? extra1 : extra0; e && *e; e++)
+      args[n++] = (char *)*e;
+  }
+  args[n] = NULL;
   run_result *res = malloc(sizeof *res);
   mpirun(1, NULL, args, 30, res);
   FG_CHECK(res->status != -1 && res->status != 0);
   FG_CHECK_STR_CONTAINS(res->out, "ranks disagree on the graph: rank 0 has graph hash 0x");
   FG_CHECK_STR_CONTAINS(res->out, ", rank 1 has 0x");
+  FG_CHECK_STR_CONTAINS(res->out, "(every rank must load the same file with the same options)");
   FG_CHECK(strstr(res->out, "epoch 1/1") == NULL);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
   free(res);
+}
+
+FG_TEST(mpi_train_mismatched_models_refused, "dist,badinput") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  FG_REQUIRE(build_linreg(tpath("lin2.fgb"), 0, 0.2) == 0);
+  char m1[700], m2[700];
+  snprintf(m1, sizeof m1, "%s", tpath("lin.fgb"));
+  snprintf(m2, sizeof m2, "%s", tpath("lin2.fgb"));
+  check_mpmd_refused(m1, NULL, m2, NULL);
   fgt_rmtree(tmpdir);
 }
 
@@ -487,35 +510,11 @@ FG_TEST(mpi_profile_reads_buffers_in_place, "dist") {
 FG_TEST(mpi_train_mismatched_in_flight_refused, "dist,badinput") {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
-  char xi[700], yi[700], m1[700];
-  lin_inputs(xi, yi);
+  char m1[700];
   snprintf(m1, sizeof m1, "%s", tpath("lin.fgb"));
-  char *args[] = {FG_CLI_PATH, "train",
-                  m1,          "-i",
-                  xi,          "-i",
-                  yi,          "--batch",
-                  "8",         "--epochs",
-                  "1",         "--dist",
-                  "mpi",       "--micro-batches",
-                  "4",         "--in-flight",
-                  "1",         ":",
-                  "-np",       "1",
-                  FG_CLI_PATH, "train",
-                  m1,          "-i",
-                  xi,          "-i",
-                  yi,          "--batch",
-                  "8",         "--epochs",
-                  "1",         "--dist",
-                  "mpi",       "--micro-batches",
-                  "4",         NULL};
-  run_result *res = malloc(sizeof *res);
-  mpirun(1, NULL, args, 30, res);
-  FG_CHECK(res->status != -1 && res->status != 0);
-  FG_CHECK_STR_CONTAINS(res->out, "ranks disagree on the graph: rank 0 has graph hash 0x");
-  FG_CHECK_STR_CONTAINS(res->out, "(every rank must load the same file with the same options)");
-  FG_CHECK(strstr(res->out, "epoch 1/1") == NULL);
-  if (fgt_failures || getenv("FG_TEST_VERBOSE")) fprintf(stderr, "mpirun output:\n%s\n", res->out);
-  free(res);
+  const char *const bounded[] = {"--micro-batches", "4", "--in-flight", "1", NULL};
+  const char *const plain[] = {"--micro-batches", "4", NULL};
+  check_mpmd_refused(m1, bounded, m1, plain);
   fgt_rmtree(tmpdir);
 }
 
