@@ -645,15 +645,7 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
     printf("\n");
     /* Where the all_reduce time above went: one shared segment, or MPI
      * messages (dist/comm_mpi.h). */
-    if (dg) {
-      const fg_comm *gc = data ? data : world;
-      uint64_t in_place = fg_comm_mpi_in_place_count(gc);
-      printf("gradients all-reduced over %s", fg_comm_mpi_reduce_path(gc));
-      /* Reading the other ranks' arenas in place (dist/shm_arena.h), as
-       * sessions do; the small ones (16 KiB in all) go through the slots. */
-      if (in_place) printf("; %" PRIu64 " all_reduces read the ranks' buffers in place", in_place);
-      printf("\n");
-    }
+    if (dg) cli_print_reduce_path("", data ? data : world);
   }
   free(all);
   fg_status_free(gst);

@@ -752,8 +752,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   /* Which path the gradients took, decided by the first all_reduce: one
    * shared segment when every rank is on this host, else MPI messages. */
   fg_comm *grads = a->model_parallel ? t.c.data : t.c.p2p;
-  if (!a->quiet && grads && fg_comm_gpu(grads) < 0)
-    printf("--dist mpi: gradients all-reduced over %s\n", fg_comm_mpi_reduce_path(grads));
+  if (!a->quiet && grads && fg_comm_gpu(grads) < 0) cli_print_reduce_path("--dist mpi: ", grads);
   /* Each rank updated only its own variables: rank 0 collects them. */
   if (a->model_parallel && fg_session_gather_variables(t.s, 0, st) != 0) goto done;
   if (a->save && (!t.c.world || t.c.world->rank == 0)) {

@@ -1,6 +1,7 @@
 /* `--dist mpi` pieces shared by `flowgraph train` and `flowgraph run`. */
 #include "dist_cli.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,4 +152,11 @@ int cli_dist_gpu_comm(fg_comm *world, const char *device, int mode, double timeo
   }
   *nccl = fg_comm_nccl_new(world, gpu, timeout_s, st);
   return *nccl ? 0 : -1;
+}
+
+void cli_print_reduce_path(const char *prefix, const fg_comm *c) {
+  uint64_t in_place = fg_comm_mpi_in_place_count(c);
+  printf("%sgradients all-reduced over %s", prefix, fg_comm_mpi_reduce_path(c));
+  if (in_place) printf("; %" PRIu64 " all_reduces read the ranks' buffers in place", in_place);
+  printf("\n");
 }
