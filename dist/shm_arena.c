@@ -22,6 +22,13 @@ typedef struct arena {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static arena *g_arenas;
 static uint64_t g_serial;
+static int g_live;
+
+/* Each arena keeps a descriptor open (the others open it through /proc).
+ * A process that caches many plans (a shape per batch size, say) must not
+ * run out of descriptors for its own files: past this many, arenas come
+ * from the heap (fg_shm_arena_alloc_host), only without in-place reads. */
+#define MAX_LIVE 64
 
 /* The memfd's name; the /proc link reads "/memfd:NAME (deleted)". */
 static void arena_name(uint64_t serial, char *buf, size_t size) {
@@ -33,8 +40,16 @@ void *fg_shm_arena_alloc(size_t bytes) {
   arena *a = calloc(1, sizeof *a);
   if (!a) return NULL;
   pthread_mutex_lock(&g_mu);
-  a->serial = ++g_serial;
+  int full = g_live >= MAX_LIVE;
+  if (!full) {
+    a->serial = ++g_serial;
+    g_live++; /* reserved; given back below on failure */
+  }
   pthread_mutex_unlock(&g_mu);
+  if (full) {
+    free(a);
+    return NULL;
+  }
   char name[64];
   arena_name(a->serial, name, sizeof name);
   a->fd = memfd_create(name, MFD_CLOEXEC);
@@ -45,6 +60,9 @@ void *fg_shm_arena_alloc(size_t bytes) {
   if (p == MAP_FAILED) {
     if (a->fd >= 0) close(a->fd);
     free(a);
+    pthread_mutex_lock(&g_mu);
+    g_live--;
+    pthread_mutex_unlock(&g_mu);
     return NULL;
   }
   a->base = p;
@@ -75,7 +93,10 @@ void fg_shm_arena_free(void *p) {
   while (*at && (*at)->base != p)
     at = &(*at)->next;
   arena *a = *at;
-  if (a) *at = a->next;
+  if (a) {
+    *at = a->next;
+    g_live--;
+  }
   pthread_mutex_unlock(&g_mu);
   if (!a) {
     free(p); /* fg_shm_arena_alloc_host's fallback */
@@ -88,15 +109,17 @@ void fg_shm_arena_free(void *p) {
 
 int fg_shm_arena_find(const void *p, size_t len, fg_shm_arena_ref *ref) {
   memset(ref, 0, sizeof *ref);
-  const unsigned char *b = p;
+  /* As integers: the pointer may lie in no arena at all. */
+  const uintptr_t at = (uintptr_t)p;
   int found = 0;
   pthread_mutex_lock(&g_mu);
-  for (const arena *a = g_arenas; a && !found; a = a->next)
-    if (b >= a->base && b <= a->base + a->size && len <= (size_t)(a->base + a->size - b)) {
-      *ref =
-          (fg_shm_arena_ref){(int32_t)getpid(), a->fd, a->serial, a->size, (uint64_t)(b - a->base)};
+  for (const arena *a = g_arenas; a && !found; a = a->next) {
+    const uintptr_t lo = (uintptr_t)a->base;
+    if (at >= lo && at - lo <= a->size && len <= a->size - (at - lo)) {
+      *ref = (fg_shm_arena_ref){(int32_t)getpid(), a->fd, a->serial, a->size, (uint64_t)(at - lo)};
       found = 1;
     }
+  }
   pthread_mutex_unlock(&g_mu);
   return found;
 }

@@ -32,7 +32,8 @@ typedef struct fg_shm_arena_ref {
 } fg_shm_arena_ref;
 
 /* `bytes` (0 is taken as 1) of zeroed, page-aligned memory in a new arena,
- * or NULL when memfd_create, ftruncate or mmap fails. */
+ * or NULL when memfd_create, ftruncate or mmap fails, or when 64 arenas are
+ * alive already (each holds a descriptor open). */
 void *fg_shm_arena_alloc(size_t bytes);
 /* fg_shm_arena_alloc, or 64-byte aligned heap memory where that fails
  * (the caller then works as before, only without peers reading in place). */

@@ -253,6 +253,26 @@ FG_TEST(shm_arena_refs_checked, "dist,badinput") {
   fg_shm_arena_free(NULL);
 }
 
+/* At most 64 arenas at once (each holds a descriptor open); past that,
+ * fg_shm_arena_alloc says no and the host allocator falls back to the
+ * heap, which no peer can map. Freeing one makes room again. */
+FG_TEST(shm_arena_count_bounded, "dist,badinput") {
+  void *a[65];
+  int n = 0;
+  while (n < 65 && (a[n] = fg_shm_arena_alloc(4096)) != NULL)
+    n++;
+  FG_CHECK_INT(n, 64);
+  void *h = fg_shm_arena_alloc_host(4096);
+  fg_shm_arena_ref ref;
+  FG_CHECK(h != NULL && fg_shm_arena_find(h, 4096, &ref) == 0);
+  fg_shm_arena_free(h);
+  fg_shm_arena_free(a[0]);
+  a[0] = fg_shm_arena_alloc(4096);
+  FG_CHECK(a[0] != NULL && fg_shm_arena_find(a[0], 4096, &ref) == 1);
+  for (int k = 0; k < n; k++)
+    fg_shm_arena_free(a[k]);
+}
+
 /* The default slot (128 KiB) with a buffer of 3.5 slots. */
 static int large(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   const int64_t count = 7 * (int64_t)FG_SHM_DEFAULT_CHUNK / 8; /* f64: 3.5 slots */
