@@ -3,7 +3,8 @@
  *   dist_bench busbw            all_reduce (f32 sum) of 1 KB .. 256 MB through
  *                               the MPI communicator; prints algbw and busbw
  *                               (algbw * 2(n-1)/n, as nccl-tests define it) and
- *                               rank 0's memcpy bandwidth for comparison
+ *                               rank 0's memcpy bandwidth for comparison; the
+ *                               buffers lie in arenas, as sessions' do
  *   dist_bench dp BUCKET_BYTES [inline]
  *                               images/s of mlp_large_train (batch 256, widths
  *                               1024-2048-2048-1000, SGD) data-parallel over
@@ -72,9 +73,14 @@ static int busbw(fg_comm *c, fg_status *st) {
     free(a);
     free(b);
   }
+  /* Where sessions keep gradients: in arenas the other ranks map, read in
+   * place over shared memory (FG_MPI_SHM_ARENA=0: the heap, the copy
+   * through the segment's slots). */
+  const int shared = fg_comm_mpi_shares_arenas(c);
   for (int64_t bytes = 1024; bytes <= ((int64_t)256 << 20); bytes *= 4) {
     int64_t count = bytes / 4;
-    float *buf = malloc((size_t)bytes);
+    float *buf = shared ? fg_shm_arena_alloc_host((size_t)bytes) : malloc((size_t)bytes);
+    if (!buf) return -1;
     /* Zeros stay zeros however many sums run (ones would double each time,
      * past f32's range at 128 runs). */
     memset(buf, 0, (size_t)bytes);
@@ -108,9 +114,14 @@ static int busbw(fg_comm *c, fg_status *st) {
              "%6.3f GB/s  (MPI_Allreduce: %10.1f us, busbw %6.3f GB/s)\n",
              n, (long long)bytes, t * 1e6, algbw, algbw * 2.0 * (n - 1) / n, tm * 1e6,
              (double)bytes / tm / 1e9 * 2.0 * (n - 1) / n);
-    free(buf);
+    if (shared)
+      fg_shm_arena_free(buf);
+    else
+      free(buf);
   }
-  if (c->rank == 0) printf("FG allreduce_busbw path: %s\n", fg_comm_mpi_reduce_path(c));
+  if (c->rank == 0)
+    printf("FG allreduce_busbw path: %s%s\n", fg_comm_mpi_reduce_path(c),
+           fg_comm_mpi_in_place_count(c) ? " (buffers read in place above 16 KiB in all)" : "");
   return 0;
 }
 

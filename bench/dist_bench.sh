@@ -15,6 +15,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run="mpirun --oversubscribe --bind-to none"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
 $run -np 2 "$out" busbw | grep '^FG'
+# The same through the segment's slots (buffers on the heap, no in-place
+# reads), the path of buffers a session does not hold.
+echo "FG_MPI_SHM_ARENA=0 (copies through the shared segment):"
+$run -np 2 -x FG_MPI_SHM_ARENA=0 "$out" busbw | grep '^FG allreduce'
 # The same over MPI messages, the path of ranks on several hosts.
 echo "FG_MPI_SHM=0 (MPI messages):"
 $run -np 2 -x FG_MPI_SHM=0 "$out" busbw | grep '^FG allreduce'
