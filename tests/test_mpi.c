@@ -100,9 +100,14 @@ static void check_mismatch(int shm_off) {
              "of 3: rank %d has 4 elements of %s, rank %d has 4 of %s;",
              r, r, r, r == 2 ? "f32" : "f64", r == 2 ? 0 : 2, r == 2 ? "f64" : "f32");
     if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+    snprintf(want, sizeof want,
+             "rank %d: one round against two: INVALID_ARGUMENT all_reduce (collective #6) on rank "
+             "%d of 3: rank %d has %d elements of f64, rank %d has %d of f64;",
+             r, r, r, r == 0 ? 2 : 3000, r == 0 ? 1 : 0, r == 0 ? 3000 : 2);
+    if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
     static const char *const after[] = {"after the mismatch", "after the empty one",
-                                        "after the dtypes"};
-    for (int k = 0; k < 3; k++) {
+                                        "after the dtypes", "after the sizes"};
+    for (int k = 0; k < 4; k++) {
       snprintf(want, sizeof want, "rank %d: %s: right sum", r, after[k]);
       if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
     }

@@ -164,7 +164,15 @@ static int mismatch(fg_comm *c, fg_status *st) {
   if ((bad = right_sum(c, "after the empty one", st, t0)) != 0) return bad;
   rc = c->ops->all_reduce(c, buf, 4, c->rank == c->size - 1 ? FG_F32 : FG_F64, 0, st);
   if (refused(c, "mismatched dtypes", rc, st)) return 1;
-  return right_sum(c, "after the dtypes", st, t0);
+  if ((bad = right_sum(c, "after the dtypes", st, t0)) != 0) return bad;
+  /* A buffer small enough for one round (2 f64) against one that is not
+   * (3000): the paths differ, the refusal does not. */
+  double *big = calloc(3000, sizeof *big);
+  if (!big) return 3;
+  rc = c->ops->all_reduce(c, big, c->rank == 0 ? 2 : 3000, FG_F64, 0, st);
+  free(big);
+  if (refused(c, "one round against two", rc, st)) return 1;
+  return right_sum(c, "after the sizes", st, t0);
 }
 
 /* Loops all_reduce; `victim` misbehaves before collective k. */
