@@ -48,12 +48,6 @@ void fg_rank_sum_to(fg_dtype dt, void *const *dst, int n_dst, void *const *src, 
   }
 }
 
-void fg_rank_sum2(fg_dtype dt, void *dst, void *dst2, void *const *src, int n, int64_t len,
-                  int mean) {
-  void *d[2] = {dst, dst2};
-  fg_rank_sum_to(dt, d, dst2 ? 2 : 1, src, n, len, mean);
-}
-
 void fg_rank_sum(fg_dtype dt, void *dst, void *const *src, int n, int64_t len, int mean) {
   fg_rank_sum_to(dt, &dst, 1, src, n, len, mean);
 }

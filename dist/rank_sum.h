@@ -15,14 +15,10 @@
  * elements is read before it is written. */
 void fg_rank_sum(fg_dtype dt, void *dst, void *const *src, int n, int64_t len, int mean);
 
-/* The same, also storing each block to dst2 (NULL: none) while it is
- * still in L1: a rank that must publish its slice's sum and keep it saves
- * copying it back (dist/shm_reduce.c). dst2 may not alias a src. */
-void fg_rank_sum2(fg_dtype dt, void *dst, void *dst2, void *const *src, int n, int64_t len,
-                  int mean);
-
 /* The same, storing each block to all n_dst destinations (which may alias
- * the sources): the in-process group writes every rank's buffer. */
+ * the sources) while it is still in L1: the in-process group and the
+ * in-place shared-memory path write every rank's buffer, and the slot path
+ * its slot and its own buffer, with no second pass to copy. */
 void fg_rank_sum_to(fg_dtype dt, void *const *dst, int n_dst, void *const *src, int n, int64_t len,
                     int mean);
 

@@ -442,7 +442,8 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
       s->src[p] = p == me ? in + ms * (int64_t)es : slot(s, p, s->rounds) + ms * (int64_t)es;
     /* The sum goes to my slot for the others and, in the same pass, back
      * into the buffer, so only the others' slices are copied out. */
-    fg_rank_sum2(dtype, in + ms * (int64_t)es, mine + ms * (int64_t)es, s->src, n, ml, mean);
+    void *to[2] = {in + ms * (int64_t)es, mine + ms * (int64_t)es};
+    fg_rank_sum_to(dtype, to, 2, s->src, n, ml, mean);
     if (barrier(s, desc, w, st) != 0) return -1;
     for (int p = 0; p < n; p++) {
       if (p == me) continue;
