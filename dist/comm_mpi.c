@@ -145,6 +145,13 @@ typedef struct mpi_comm {
   int shm_tried;
   fg_shm_reduce *shm;
   char shm_why[160];
+  /* Ranks on several hosts, as many on each (hosts > 1): m->shm is this
+   * host's segment, and cross[h] the rank of this one's local index on
+   * host h, in host order (cross_me = this host's index); NULL otherwise. */
+  int hosts, cross_me;
+  int *cross;
+  int shm_local;    /* this rank's index in m->shm */
+  int *local_ranks; /* the ranks of this host, by local index */
 } mpi_comm;
 
 /* A send/recv's size header on the heap: after a deadline MPI may still
@@ -375,21 +382,56 @@ static int shm_stop(void *ctx, const char *desc, fg_status *st) {
   return stopped(m, desc, st);
 }
 
-/* Decides, on the first all_reduce and the same way on every rank, whether
- * all_reduce goes through one shared segment: every rank must be on this
- * host (the host name's hash), none may have FG_MPI_SHM=0, rank 0 must
- * create the segment (named after its pid; slot size from its
- * FG_MPI_SHM_CHUNK) and every rank attach it. Three all-gathers under the
- * deadline; rank 0 unlinks the name after the last. Returns -1 only when a
- * gather fails (the communicator is broken then); any other failure leaves
- * m->shm NULL, with why in m->shm_why, and the MPI message path. Under
- * m->mu. */
 /* Neither FG_MPI_SHM=0 nor FG_MPI_SHM_ARENA=0 here. */
 static int arenas_allowed(void) {
   const char *env = getenv("FG_MPI_SHM"), *arena = getenv("FG_MPI_SHM_ARENA");
   return !(env && strcmp(env, "0") == 0) && !(arena && strcmp(arena, "0") == 0);
 }
 
+/* Which host each rank is on, from the gathered values' host hashes
+ * (high 32 bits): hosts in order of their first rank. Fills host[p] and
+ * local[p] (rank p's index among its host's ranks); returns the number of
+ * hosts, or 0 when they hold different numbers of ranks (the message path
+ * then; why says so). */
+static int group_hosts(const uint64_t *all, int n, int *host, int *local, char *why,
+                       size_t why_size) {
+  int hosts = 0;
+  for (int p = 0; p < n; p++) {
+    host[p] = -1;
+    for (int q = 0; q < p && host[p] < 0; q++)
+      if (all[q] >> 32 == all[p] >> 32) host[p] = host[q];
+    if (host[p] < 0) host[p] = hosts++;
+    local[p] = 0;
+    for (int q = 0; q < p; q++)
+      local[p] += host[q] == host[p];
+  }
+  for (int p = 0; p < n; p++) {
+    int size0 = 0, size = 0;
+    for (int q = 0; q < n; q++) {
+      size0 += host[q] == 0;
+      size += host[q] == host[p];
+    }
+    if (size != size0) {
+      snprintf(why, why_size,
+               "hosts hold different numbers of ranks: %d on rank 0's, %d on rank %d's", size0,
+               size, p);
+      return 0;
+    }
+  }
+  return hosts;
+}
+
+/* Decides, on the first all_reduce and the same way on every rank, whether
+ * all_reduce goes through shared memory: none may have FG_MPI_SHM=0; the
+ * ranks are grouped by host (the host name's hash; FG_MPI_HOST replaces
+ * the name, to try several hosts on one machine); each host's first rank
+ * creates its segment (named after its pid; slot size from its
+ * FG_MPI_SHM_CHUNK) and every rank of the host attaches it. Ranks on
+ * several hosts take hier_all_reduce when every host holds the same number
+ * of ranks, more than one. Three all-gathers under the deadline; each
+ * creator unlinks its name after the last. Returns -1 only when a gather
+ * fails (the communicator is broken then); any other failure leaves m->shm
+ * NULL, with why in m->shm_why, and the MPI message path. Under m->mu. */
 static int shm_setup(mpi_comm *m, fg_status *st) {
   const int n = m->base.size, me = m->base.rank;
   m->shm_tried = 1;
@@ -399,7 +441,11 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
   }
   uint64_t *all = m->gathered;
   char host[256] = "";
-  gethostname(host, sizeof host - 1);
+  const char *fake = getenv("FG_MPI_HOST");
+  if (fake && *fake)
+    snprintf(host, sizeof host, "%s", fake);
+  else
+    gethostname(host, sizeof host - 1);
   const char *env = getenv("FG_MPI_SHM");
   int off = env && strcmp(env, "0") == 0;
   /* Whether this rank reads the others' arenas in place
@@ -408,35 +454,45 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
   uint64_t hh = fg_hash_bytes(FG_HASH_SEED, host, strlen(host));
   uint64_t mine = ((hh ^ (hh >> 32)) << 32) | ((uint64_t)getpid() & 0x3fffffffu) |
                   (no_arena ? (uint64_t)1 << 30 : 0) | (off ? (uint64_t)1 << 31 : 0);
-  int rc = -1;
+  int rc = -1, hosts = 0, leader = 0, local_n = n;
   fg_shm_reduce *s = NULL;
   char name[64] = "";
+  int *host_of = malloc(2 * (size_t)n * sizeof *host_of), *local = host_of ? host_of + n : NULL;
+  if (!host_of) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "all_reduce setup: out of memory");
+    set_broken(m); /* the others gather: this rank cannot follow */
+    return -1;
+  }
   if (gather_locked(m, mine, all, "all_reduce setup (shared memory)", st) != 0) goto out;
   rc = 0;
-  unsigned pid0 = (unsigned)(all[0] & 0x3fffffffu);
   int in_place = 1;
   for (int p = 0; p < n; p++)
     if (all[p] & ((uint64_t)1 << 30)) in_place = 0;
-  for (int p = 0; p < n; p++) {
+  for (int p = 0; p < n; p++)
     if (all[p] & ((uint64_t)1 << 31)) {
       snprintf(m->shm_why, sizeof m->shm_why, "rank %d has FG_MPI_SHM=0", p);
       goto out;
     }
-    if (all[p] >> 32 != all[0] >> 32) {
-      snprintf(m->shm_why, sizeof m->shm_why, "ranks 0 and %d are on different hosts", p);
-      goto out;
-    }
+  hosts = group_hosts(all, n, host_of, local, m->shm_why, sizeof m->shm_why);
+  if (hosts == 0) goto out;
+  local_n = n / hosts;
+  if (local_n == 1) {
+    snprintf(m->shm_why, sizeof m->shm_why, "one rank on each of %d hosts", hosts);
+    goto out;
   }
-  /* Rank 0 offers (serial << 32 | slot bytes), or 0 when it could not
-   * create the segment. */
+  while (host_of[leader] != host_of[me] || local[leader] != 0)
+    leader++;
+  unsigned pid_leader = (unsigned)(all[leader] & 0x3fffffffu);
+  /* Each host's first rank offers (serial << 32 | slot bytes), or 0 when
+   * it could not create the segment. */
   uint64_t offer = 0;
   fg_status *why = fg_status_new();
-  if (me == 0) {
+  if (leader == me) {
     const char *ce = getenv("FG_MPI_SHM_CHUNK");
     size_t chunk = fg_shm_chunk_bytes(ce ? (size_t)strtoull(ce, NULL, 10) : 0);
     unsigned serial = atomic_fetch_add(&g_shm_serial, 1) + 1;
-    snprintf(name, sizeof name, "/fg-mpi-%u-%u", pid0, serial);
-    if (fg_shm_reduce_create(name, n, chunk, why) == 0)
+    snprintf(name, sizeof name, "/fg-mpi-%u-%u", pid_leader, serial);
+    if (fg_shm_reduce_create(name, local_n, chunk, why) == 0)
       offer = ((uint64_t)serial << 32) | (uint64_t)chunk;
     else
       snprintf(m->shm_why, sizeof m->shm_why, "%s", fg_status_message(why));
@@ -446,14 +502,18 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
     rc = -1;
     goto out;
   }
-  offer = all[0];
-  if (offer == 0) {
-    if (me != 0) snprintf(m->shm_why, sizeof m->shm_why, "rank 0 could not create the segment");
-    fg_status_free(why);
-    goto out;
-  }
-  snprintf(name, sizeof name, "/fg-mpi-%u-%u", pid0, (unsigned)(offer >> 32));
-  s = fg_shm_reduce_attach(name, me, n, (size_t)(offer & 0xffffffffu), why);
+  /* Every rank looks at every host's offer, so all take the same path. */
+  for (int p = 0; p < n; p++)
+    if (local[p] == 0 && all[p] == 0) {
+      if (p != me)
+        snprintf(m->shm_why, sizeof m->shm_why, "rank %d could not create the segment", p);
+      fg_status_free(why);
+      goto out;
+    }
+  offer = all[leader];
+  char seg[64];
+  snprintf(seg, sizeof seg, "/fg-mpi-%u-%u", pid_leader, (unsigned)(offer >> 32));
+  s = fg_shm_reduce_attach(seg, local[me], local_n, (size_t)(offer & 0xffffffffu), why);
   if (!s) snprintf(m->shm_why, sizeof m->shm_why, "%s", fg_status_message(why));
   fg_status_free(why);
   if (gather_locked(m, s != NULL, all, "all_reduce setup (shared memory)", st) != 0) {
@@ -466,11 +526,36 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
       ok = 0;
       if (s) snprintf(m->shm_why, sizeof m->shm_why, "rank %d could not map the segment", p);
     }
+  if (ok && hosts > 1) {
+    m->cross = malloc((size_t)(hosts + local_n) * sizeof *m->cross);
+    if (!m->cross) {
+      /* Every rank must take the same path, and this one cannot follow. */
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "all_reduce setup: out of memory");
+      set_broken(m);
+      rc = -1;
+      goto out;
+    }
+    m->local_ranks = m->cross + hosts;
+    for (int p = 0; p < n; p++) {
+      if (local[p] == local[me]) m->cross[host_of[p]] = p;
+      if (host_of[p] == host_of[me]) m->local_ranks[local[p]] = p;
+    }
+    /* The segment's errors name ranks as the user knows them. */
+    fg_shm_reduce_name_ranks(s, m->local_ranks, n);
+    m->hosts = hosts;
+    m->cross_me = host_of[me];
+  }
   if (ok) {
     fg_shm_reduce_set_in_place(s, in_place);
     m->shm = s;
+    m->shm_local = local[me];
     s = NULL;
-    snprintf(m->shm_why, sizeof m->shm_why, "shared memory");
+    if (hosts > 1)
+      snprintf(m->shm_why, sizeof m->shm_why,
+               "shared memory within each of %d hosts (%d ranks each), MPI messages across", hosts,
+               local_n);
+    else
+      snprintf(m->shm_why, sizeof m->shm_why, "shared memory");
   }
 out:
   if (!m->shm && strncmp(m->shm_why, "MPI messages", 12) != 0) {
@@ -478,8 +563,9 @@ out:
     snprintf(reason, sizeof reason, "%s", m->shm_why[0] ? m->shm_why : "setup failed");
     snprintf(m->shm_why, sizeof m->shm_why, "MPI messages (%.130s)", reason);
   }
-  if (me == 0 && name[0]) fg_shm_reduce_unlink(name);
+  if (leader == me && name[0]) fg_shm_reduce_unlink(name);
   fg_shm_reduce_free(s);
+  free(host_of);
   return rc;
 }
 
@@ -518,15 +604,25 @@ uint64_t fg_comm_mpi_in_place_count(const fg_comm *c) {
  * rounds; 1 KB took 1.0 to 1.1 us against 2.5. */
 #define MSG_SMALL         ((size_t)4096 - 8)
 
-/* Every rank sends its count and dtype (a u64) to every other, followed by
- * `data_bytes` of `data` on the one-round path, and receives theirs into
- * m->scratch, a slot of 8 + MSG_SMALL (4096) bytes per rank in rank order (the
+/* The ranks a message exchange runs over: member i is rank ranks[i] of
+ * m->comm (ranks NULL: rank i), this rank is member `me`. All ranks, or,
+ * across hosts, the ranks of one local index on every host. */
+typedef struct msg_group {
+  int n, me;
+  const int *ranks;
+} msg_group;
+
+static int member(const msg_group *g, int i) { return g->ranks ? g->ranks[i] : i; }
+
+/* Every member sends its count and dtype (a u64) to every other, followed
+ * by `data_bytes` of `data` on the one-round path, and receives theirs into
+ * m->scratch, a slot of 8 + MSG_SMALL (4096) bytes per member in order (the
  * data after each header). Every receive takes the largest message either
  * path sends, so a rank on the other path (another count) is refused, not
  * truncated. */
-static int check_counts(mpi_comm *m, int64_t count, fg_dtype dtype, const void *data,
-                        size_t data_bytes, int tag, fg_status *st) {
-  const int n = m->base.size, me = m->base.rank;
+static int check_counts(mpi_comm *m, const msg_group *g, int64_t count, fg_dtype dtype,
+                        const void *data, size_t data_bytes, int tag, fg_status *st) {
+  const int n = g->n, me = g->me;
   const size_t slot = 8 + MSG_SMALL;
   if (reserve(m, (size_t)n * slot, st) != 0) return -1;
   unsigned char *mine = m->scratch + (size_t)me * slot;
@@ -536,12 +632,13 @@ static int check_counts(mpi_comm *m, int64_t count, fg_dtype dtype, const void *
   int nr = 0;
   for (int p = 0; p < n; p++) {
     if (p == me) continue;
-    m->req_peer[nr] = p;
-    if (post(0, m->scratch + (size_t)p * slot, (int)slot, p, tag, m->comm, &m->reqs[nr++]) !=
-        MPI_SUCCESS)
+    m->req_peer[nr] = member(g, p);
+    if (post(0, m->scratch + (size_t)p * slot, (int)slot, member(g, p), tag, m->comm,
+             &m->reqs[nr++]) != MPI_SUCCESS)
       goto mpi_fail;
-    m->req_peer[nr] = p;
-    if (post(1, mine, (int)(8 + data_bytes), p, tag, m->comm, &m->reqs[nr++]) != MPI_SUCCESS)
+    m->req_peer[nr] = member(g, p);
+    if (post(1, mine, (int)(8 + data_bytes), member(g, p), tag, m->comm, &m->reqs[nr++]) !=
+        MPI_SUCCESS)
       goto mpi_fail;
   }
   if (wait_all(m, nr, "all_reduce", st) != 0) return -1;
@@ -552,15 +649,205 @@ static int check_counts(mpi_comm *m, int64_t count, fg_dtype dtype, const void *
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "all_reduce (collective #%llu) on rank %d of %d: rank %d has %lld elements of "
                   "%s, rank %d has %lld of %s; every rank must reduce the same tensor",
-                  (unsigned long long)m->seq, me, n, me, (long long)count, fg_dtype_name(dtype), p,
-                  (long long)(hp >> 8), fg_dtype_name((fg_dtype)(hp & 0xff)));
+                  (unsigned long long)m->seq, m->base.rank, m->base.size, m->base.rank,
+                  (long long)count, fg_dtype_name(dtype), member(g, p), (long long)(hp >> 8),
+                  fg_dtype_name((fg_dtype)(hp & 0xff)));
     return -1;
   }
   return 0;
 mpi_fail:
-  fg_status_set(st, FG_INTERNAL, "all_reduce on rank %d: posting a message failed", me);
+  fg_status_set(st, FG_INTERNAL, "all_reduce on rank %d: posting a message failed", m->base.rank);
   set_broken(m);
   return -1;
+}
+
+/* Messages are counted in MPI_BYTE with an int: refused when the largest
+ * of `parts` slices of count would pass 2 GiB. The same answer on every
+ * rank of the same count. */
+static int over_int_messages(int64_t count, int parts, fg_dtype dtype, fg_status *st) {
+  if ((uint64_t)(count / parts + 1) + 1 <= (uint64_t)INT32_MAX / fg_dtype_size(dtype)) return 0;
+  fg_status_set(st, FG_INVALID_ARGUMENT,
+                "all_reduce: %lld elements of %s over %d slices gives chunks over 2 GiB; split "
+                "the buffer (smaller gradient buckets)",
+                (long long)count, fg_dtype_name(dtype), parts);
+  return -1;
+}
+
+/* The all_reduce over messages among g's members, in member order; the
+ * caller holds m->mu and has numbered the collective (tags tag .. tag+2).
+ * Counts are compared first (check_counts) unless the caller's group
+ * already agreed on them. */
+static int msg_all_reduce(mpi_comm *m, const msg_group *g, unsigned char *b, int64_t count,
+                          fg_dtype dtype, int mean, int agreed, int tag, fg_status *st) {
+  const int n = g->n, me = g->me;
+  const size_t es = fg_dtype_size(dtype);
+  const size_t bytes = (size_t)count * es;
+  const int small = count > 0 && bytes <= MSG_SMALL && bytes * (size_t)n <= ((size_t)16 << 10);
+  /* Every member states its count and dtype first, so a mismatch is
+   * refused on all of them before a byte moves: otherwise the rank
+   * expecting fewer bytes fails with a truncated message, which breaks its
+   * communicator, and the other may accept a wrong sum. Count 0 takes part
+   * too, so a partner with elements learns of it at once. */
+  if ((small || !agreed) &&
+      check_counts(m, g, count, dtype, b, small ? bytes : 0, tag + 2, st) != 0)
+    return -1;
+  if (small) {
+    /* Everyone's data came with the counts: one round. */
+    void **all = calloc((size_t)n, sizeof *all);
+    if (!all) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "all_reduce: out of memory");
+      return -1;
+    }
+    for (int p = 0; p < n; p++)
+      all[p] = p == me ? b : m->scratch + (size_t)p * (8 + MSG_SMALL) + 8;
+    fg_rank_sum(dtype, b, all, n, count, mean);
+    free(all);
+    return 0;
+  }
+  if (count == 0 || over_int_messages(count, n, dtype, st) != 0) return count == 0 ? 0 : -1;
+  int64_t my_start, my_len;
+  fg_rank_slice(count, n, me, &my_start, &my_len);
+  int rc = -1;
+  void **src = calloc((size_t)n, sizeof *src);
+  if (!src || reserve(m, (size_t)(n - 1) * (size_t)my_len * es + 1, st) != 0) {
+    if (!src) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "all_reduce: out of memory");
+    goto out;
+  }
+  /* Phase 1 (reduce-scatter): everyone's chunk `me` arrives here. */
+  int nr = 0;
+  for (int p = 0, slot = 0; p < n; p++) {
+    if (p == me) {
+      src[p] = b + my_start * (int64_t)es;
+      continue;
+    }
+    src[p] = m->scratch + (size_t)slot++ * (size_t)my_len * es;
+    if (my_len == 0) continue;
+    m->req_peer[nr] = member(g, p);
+    if (post(0, src[p], (int)(my_len * (int64_t)es), member(g, p), tag, m->comm, &m->reqs[nr++]) !=
+        MPI_SUCCESS)
+      goto mpi_fail;
+  }
+  for (int p = 0; p < n; p++) {
+    int64_t s, l;
+    fg_rank_slice(count, n, p, &s, &l);
+    if (p == me || l == 0) continue;
+    m->req_peer[nr] = member(g, p);
+    if (post(1, b + s * (int64_t)es, (int)(l * (int64_t)es), member(g, p), tag, m->comm,
+             &m->reqs[nr++]) != MPI_SUCCESS)
+      goto mpi_fail;
+  }
+  if (wait_all(m, nr, "all_reduce", st) != 0) goto out;
+  /* My chunk's sum, in member order; src[me] aliases the output, which is
+   * safe because each block is read before it is written. */
+  fg_rank_sum(dtype, b + my_start * (int64_t)es, src, n, my_len, mean);
+  /* Phase 2 (all-gather): send my sum to all, receive everyone else's. */
+  nr = 0;
+  for (int p = 0; p < n; p++) {
+    int64_t s, l;
+    fg_rank_slice(count, n, p, &s, &l);
+    if (p == me || l == 0) continue;
+    m->req_peer[nr] = member(g, p);
+    if (post(0, b + s * (int64_t)es, (int)(l * (int64_t)es), member(g, p), tag + 1, m->comm,
+             &m->reqs[nr++]) != MPI_SUCCESS)
+      goto mpi_fail;
+  }
+  for (int p = 0; p < n && my_len > 0; p++) {
+    if (p == me) continue;
+    m->req_peer[nr] = member(g, p);
+    if (post(1, b + my_start * (int64_t)es, (int)(my_len * (int64_t)es), member(g, p), tag + 1,
+             m->comm, &m->reqs[nr++]) != MPI_SUCCESS)
+      goto mpi_fail;
+  }
+  if (wait_all(m, nr, "all_reduce", st) != 0) goto out;
+  rc = 0;
+  goto out;
+mpi_fail:
+  fg_status_set(st, FG_INTERNAL, "all_reduce on rank %d: posting a message failed", m->base.rank);
+  set_broken(m);
+out:
+  free(src);
+  return rc;
+}
+
+/* Ranks on several hosts (m->cross): shared memory within each host and
+ * messages between hosts, as NCCL and Horovod's hierarchical all-reduce do,
+ * so only 1/L of the bytes (L ranks per host) leave each process:
+ *   1. the ranks of each local index compare count and dtype across hosts
+ *      (messages), then every rank of a host learns its neighbours' verdict
+ *      and counts (one barrier): all ranks go on, or all refuse;
+ *   2. the host's sum, in rank order, on every rank of it (fg_shm_all_reduce);
+ *   3. local rank i's slice i of that, summed over the hosts in host order
+ *      (messages among the ranks of local index i), and scaled for a mean;
+ *   4. every rank of a host gathers the others' slices (fg_shm_all_gather_slices).
+ * Every rank ends with the same bits; the order (hosts' sums, each in rank
+ * order) differs from one host's, so the last bits can differ from a run
+ * on one host. The caller holds m->mu and numbers the collective. */
+static int hier_all_reduce(mpi_comm *m, unsigned char *b, int64_t count, fg_dtype dtype, int mean,
+                           int tag, fg_status *st) {
+  char desc[160];
+  snprintf(desc, sizeof desc, "all_reduce (collective #%llu)", (unsigned long long)m->seq);
+  const fg_shm_wait w = {m->base.timeout_s, shm_stop, m};
+  const int local_n = m->base.size / m->hosts;
+  const msg_group cross = {m->hosts, m->cross_me, m->cross};
+  const uint64_t h = (uint64_t)count << 8 | (uint64_t)dtype, refused = (uint64_t)1 << 63;
+  fg_status *across = fg_status_new();
+  int rc = check_counts(m, &cross, count, dtype, NULL, 0, tag + 2, across);
+  if (rc != 0 && fg_status_code(across) != FG_INVALID_ARGUMENT) {
+    fg_status_set(st, fg_status_code(across), "%s", fg_status_message(across));
+    fg_status_free(across);
+    return -1; /* broken: a wait failed */
+  }
+  uint64_t *seen = m->gathered;
+  if (fg_shm_all_gather_u64(m->shm, rc == 0 ? h : h | refused, seen, desc, &w, st) != 0) {
+    fg_status_free(across);
+    set_broken(m);
+    return -1;
+  }
+  /* This rank's own refusal across hosts first, then a neighbour with
+   * another count, then a neighbour refused across hosts. */
+  int who = -1, why = 0;
+  for (int p = 0; p < local_n && rc == 0; p++)
+    if ((seen[p] & ~refused) != h) who = p, why = 1;
+  for (int p = 0; p < local_n && rc == 0 && who < 0; p++)
+    if (seen[p] & refused) who = p, why = 2;
+  if (rc != 0)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s", fg_status_message(across));
+  else if (why == 1)
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s on rank %d of %d: rank %d has %lld elements of %s, rank %d has %lld of "
+                  "%s; every rank must reduce the same tensor",
+                  desc, m->base.rank, m->base.size, m->base.rank, (long long)count,
+                  fg_dtype_name(dtype), m->local_ranks[who],
+                  (long long)((seen[who] & ~refused) >> 8),
+                  fg_dtype_name((fg_dtype)(seen[who] & 0xff)));
+  else if (why == 2)
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s on rank %d of %d: rank %d, on this host, has the same %lld elements of %s "
+                  "but was refused by a rank on another host; every rank must reduce the same "
+                  "tensor",
+                  desc, m->base.rank, m->base.size, m->local_ranks[who], (long long)count,
+                  fg_dtype_name(dtype));
+  if (rc != 0 || who >= 0) {
+    fg_status_free(across);
+    return -1;
+  }
+  fg_status_free(across);
+  /* The same count everywhere now: a refusal below is every rank's. */
+  const size_t es = fg_dtype_size(dtype);
+  if (over_int_messages(count, m->base.size, dtype, st) != 0) return -1;
+  int64_t start, len;
+  fg_rank_slice(count, local_n, m->shm_local, &start, &len);
+  if (fg_shm_all_reduce(m->shm, b, count, dtype, 0, desc, &w, st) != 0 ||
+      msg_all_reduce(m, &cross, b + start * (int64_t)es, len, dtype, 0, 1, tag, st) != 0) {
+    set_broken(m);
+    return -1;
+  }
+  if (mean) fg_rank_mean(dtype, b + start * (int64_t)es, len, m->base.size);
+  if (fg_shm_all_gather_slices(m->shm, b, count, dtype, desc, &w, st) != 0) {
+    set_broken(m);
+    return -1;
+  }
+  return 0;
 }
 
 static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean,
@@ -578,130 +865,29 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
                   (long long)count, buf);
     return -1;
   }
-  const int n = c->size, me = c->rank;
-  const size_t es = fg_dtype_size(dtype);
-  int64_t my_start, my_len;
-  fg_rank_slice(count, n, me, &my_start, &my_len);
   pthread_mutex_lock(&m->mu);
   if (check_usable(m, "all_reduce", st) != 0 || (!m->shm_tried && shm_setup(m, st) != 0)) {
     pthread_mutex_unlock(&m->mu);
     return -1;
   }
-  if (m->shm) {
+  const int tag = (int)(m->seq % TAG_CYCLE) * 3;
+  unsigned char none = 0, *b = count > 0 ? buf : &none;
+  int rc;
+  if (m->shm && m->cross) {
+    rc = hier_all_reduce(m, b, count, dtype, mean, tag, st);
+  } else if (m->shm) {
     char desc[160];
     snprintf(desc, sizeof desc, "all_reduce (collective #%llu)", (unsigned long long)m->seq);
     fg_shm_wait w = {m->base.timeout_s, shm_stop, m};
-    int rc = fg_shm_all_reduce(m->shm, buf, count, dtype, mean, desc, &w, st);
+    rc = fg_shm_all_reduce(m->shm, buf, count, dtype, mean, desc, &w, st);
     /* A mismatch leaves the group in step; a deadline or a stop does not. */
     if (rc != 0 && fg_status_code(st) != FG_INVALID_ARGUMENT) set_broken(m);
-    m->seq++;
-    pthread_mutex_unlock(&m->mu);
-    if (rc == 0) fg_status_clear(st);
-    return rc;
+  } else {
+    const msg_group all = {c->size, c->rank, NULL};
+    rc = msg_all_reduce(m, &all, b, count, dtype, mean, 0, tag, st);
   }
-  /* Every rank states its count and dtype first (check_counts), so a
-   * mismatch is refused on all of them before a byte moves: otherwise the
-   * rank expecting fewer bytes fails with a truncated message, which breaks
-   * its communicator, and the other may accept a wrong sum. Count 0 takes
-   * part too, so a partner with elements learns of it at once. */
-  const int tag = (int)(m->seq % TAG_CYCLE) * 3;
-  const size_t bytes = (size_t)count * es;
-  const int small = count > 0 && bytes <= MSG_SMALL && bytes * (size_t)n <= ((size_t)16 << 10);
-  if (check_counts(m, count, dtype, buf, small ? bytes : 0, tag + 2, st) != 0) {
-    m->seq++;
-    pthread_mutex_unlock(&m->mu);
-    return -1;
-  }
-  if (small) {
-    /* Everyone's data came with the counts: one round. */
-    void **all = calloc((size_t)n, sizeof *all);
-    const int ok = all != NULL;
-    if (ok) {
-      for (int p = 0; p < n; p++)
-        all[p] = p == me ? buf : m->scratch + (size_t)p * (8 + MSG_SMALL) + 8;
-      fg_rank_sum(dtype, buf, all, n, count, mean);
-      fg_status_clear(st);
-    } else {
-      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "all_reduce: out of memory");
-    }
-    free(all);
-    m->seq++;
-    pthread_mutex_unlock(&m->mu);
-    return ok ? 0 : -1;
-  }
-  /* Messages are counted in MPI_BYTE with an int. The largest slice
-   * decides, so every rank refuses alike. */
-  if ((uint64_t)(count / n + 1) + 1 > (uint64_t)INT32_MAX / es) {
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "all_reduce: %lld elements of %s over %d ranks gives chunks over 2 GiB; "
-                  "split the buffer (smaller gradient buckets)",
-                  (long long)count, fg_dtype_name(dtype), n);
-    m->seq++; /* its counts went out under this number's tag */
-    pthread_mutex_unlock(&m->mu);
-    return -1;
-  }
-  int rc = -1;
-  unsigned char *b = buf;
-  void **src = calloc((size_t)n, sizeof *src);
-  if (!src || reserve(m, (size_t)(n - 1) * (size_t)my_len * es + 1, st) != 0) {
-    if (!src) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "all_reduce: out of memory");
-    goto out;
-  }
-  /* Phase 1 (reduce-scatter): everyone's chunk `me` arrives here. */
-  int nr = 0;
-  for (int p = 0, slot = 0; p < n; p++) {
-    if (p == me) {
-      src[p] = b + my_start * (int64_t)es;
-      continue;
-    }
-    src[p] = m->scratch + (size_t)slot++ * (size_t)my_len * es;
-    if (my_len == 0) continue;
-    m->req_peer[nr] = p;
-    if (post(0, src[p], (int)(my_len * (int64_t)es), p, tag, m->comm, &m->reqs[nr++]) !=
-        MPI_SUCCESS)
-      goto mpi_fail;
-  }
-  for (int p = 0; p < n; p++) {
-    int64_t s, l;
-    fg_rank_slice(count, n, p, &s, &l);
-    if (p == me || l == 0) continue;
-    m->req_peer[nr] = p;
-    if (post(1, b + s * (int64_t)es, (int)(l * (int64_t)es), p, tag, m->comm, &m->reqs[nr++]) !=
-        MPI_SUCCESS)
-      goto mpi_fail;
-  }
-  if (wait_all(m, nr, "all_reduce", st) != 0) goto out;
-  /* My chunk's sum, in rank order; src[me] aliases the output, which is
-   * safe because each block is read before it is written. */
-  fg_rank_sum(dtype, b + my_start * (int64_t)es, src, n, my_len, mean);
-  /* Phase 2 (all-gather): send my sum to all, receive everyone else's. */
-  nr = 0;
-  for (int p = 0; p < n; p++) {
-    int64_t s, l;
-    fg_rank_slice(count, n, p, &s, &l);
-    if (p == me || l == 0) continue;
-    m->req_peer[nr] = p;
-    if (post(0, b + s * (int64_t)es, (int)(l * (int64_t)es), p, tag + 1, m->comm, &m->reqs[nr++]) !=
-        MPI_SUCCESS)
-      goto mpi_fail;
-  }
-  for (int p = 0; p < n && my_len > 0; p++) {
-    if (p == me) continue;
-    m->req_peer[nr] = p;
-    if (post(1, b + my_start * (int64_t)es, (int)(my_len * (int64_t)es), p, tag + 1, m->comm,
-             &m->reqs[nr++]) != MPI_SUCCESS)
-      goto mpi_fail;
-  }
-  if (wait_all(m, nr, "all_reduce", st) != 0) goto out;
-  rc = 0;
-  goto out;
-mpi_fail:
-  fg_status_set(st, FG_INTERNAL, "all_reduce on rank %d: posting a message failed", me);
-  set_broken(m);
-out:
   m->seq++;
   pthread_mutex_unlock(&m->mu);
-  free(src);
   if (rc == 0) fg_status_clear(st);
   return rc;
 }
@@ -946,6 +1132,7 @@ static void mpi_free(fg_comm *c) {
   MPI_Comm_free(&m->comm);
   pthread_mutex_unlock(&g_mpi_mu);
   fg_shm_reduce_free(m->shm);
+  free(m->cross);
   pthread_mutex_destroy(&m->mu);
   pthread_mutex_destroy(&m->stop_mu);
   free(m->scratch);

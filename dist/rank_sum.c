@@ -48,6 +48,34 @@ void fg_rank_sum_to(fg_dtype dt, void *const *dst, int n_dst, void *const *src, 
   }
 }
 
+void fg_rank_mean(fg_dtype dt, void *buf, int64_t len, int n) {
+  /* n sources, each buf itself, would sum to n * buf: scale instead,
+   * through the same rule (reciprocal for powers of two) per dtype. */
+  if (n <= 1) return;
+  const int by_mul = (n & (n - 1)) == 0;
+  switch (dt) {
+  case FG_F32:
+    for (int64_t i = 0; i < len; i++)
+      ((float *)buf)[i] =
+          by_mul ? ((float *)buf)[i] * (1.0f / (float)n) : ((float *)buf)[i] / (float)n;
+    break;
+  case FG_F64:
+    for (int64_t i = 0; i < len; i++)
+      ((double *)buf)[i] =
+          by_mul ? ((double *)buf)[i] * (1.0 / (double)n) : ((double *)buf)[i] / (double)n;
+    break;
+  case FG_I32:
+    for (int64_t i = 0; i < len; i++)
+      ((int32_t *)buf)[i] /= n;
+    break;
+  case FG_I64:
+    for (int64_t i = 0; i < len; i++)
+      ((int64_t *)buf)[i] /= n;
+    break;
+  default: break;
+  }
+}
+
 void fg_rank_sum(fg_dtype dt, void *dst, void *const *src, int n, int64_t len, int mean) {
   fg_rank_sum_to(dt, &dst, 1, src, n, len, mean);
 }

@@ -22,6 +22,11 @@ void fg_rank_sum(fg_dtype dt, void *dst, void *const *src, int n, int64_t len, i
 void fg_rank_sum_to(fg_dtype dt, void *const *dst, int n_dst, void *const *src, int n, int64_t len,
                     int mean);
 
+/* buf[i] / n for `len` elements, as the sums above take the mean (so a
+ * mean formed in steps has the same bits): several ranks' partial sums
+ * summed again, across hosts. */
+void fg_rank_mean(fg_dtype dt, void *buf, int64_t len, int n);
+
 /* Slice p of n over `len` elements, balanced (the first len % n slices get
  * one more), the same on every rank: which elements rank p sums. */
 static inline void fg_rank_slice(int64_t len, int n, int p, int64_t *start, int64_t *plen) {

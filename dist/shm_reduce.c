@@ -46,7 +46,8 @@ typedef struct shm_header {
   /* By parity, as count: 1 when this rank mapped every other rank's
    * buffer (in_place). */
   int32_t mapped[2];
-  char pad[LINE - 8 - 16 - 8 - 8 - 8];
+  /* By parity, as count: fg_shm_all_gather_u64's value. */
+  uint64_t value[2];
 } shm_header;
 _Static_assert(sizeof(shm_header) == LINE, "one header per cache line");
 
@@ -83,7 +84,13 @@ struct fg_shm_reduce {
   uint64_t calls;  /* collectives so far */
   uint64_t in_place;
   int try_in_place; /* fg_shm_reduce_set_in_place */
+  int *names;       /* fg_shm_reduce_name_ranks: how errors name rank p */
+  int names_of;     /* ... of how many */
 };
+
+/* Rank p as errors name it, and the group's size. */
+static int name_of(const fg_shm_reduce *s, int p) { return s->names ? s->names[p] : p; }
+static int names_of(const fg_shm_reduce *s) { return s->names ? s->names_of : s->n; }
 
 size_t fg_shm_chunk_bytes(size_t requested) {
   size_t c = requested ? requested : FG_SHM_DEFAULT_CHUNK;
@@ -185,6 +192,7 @@ void fg_shm_reduce_free(fg_shm_reduce *s) {
   free(s->src);
   free(s->dst);
   free(s->maps);
+  free(s->names);
   free(s);
 }
 
@@ -267,12 +275,12 @@ static int barrier(fg_shm_reduce *s, const char *desc, const fg_shm_wait *w, fg_
       size_t used = 0;
       for (int p = 0; p < s->n && used + 16 < sizeof missing; p++)
         if (p != s->rank && atomic_load(&header(s, p)->gen) < g)
-          used +=
-              (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", p);
+          used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "",
+                                   name_of(s, p));
       fg_status_set(st, FG_DEADLINE_EXCEEDED,
                     "%s on rank %d of %d: waited %.1f s (timeout %.1f s) for rank(s) %s; a peer "
                     "died or is stuck",
-                    desc, s->rank, s->n, t - t0, timeout, missing);
+                    desc, name_of(s, s->rank), names_of(s), t - t0, timeout, missing);
       return -1;
     }
     if (polls < 2 * FG_POLL_SPINS)
@@ -293,8 +301,9 @@ static int check_counts(fg_shm_reduce *s, int par, int64_t count, fg_dtype dtype
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "%s on rank %d of %d: rank %d has %lld elements of %s, rank %d has %lld of "
                   "%s; every rank must reduce the same tensor",
-                  desc, s->rank, s->n, s->rank, (long long)count, fg_dtype_name(dtype), p,
-                  (long long)h->count[par], fg_dtype_name((fg_dtype)h->dtype[par]));
+                  desc, name_of(s, s->rank), names_of(s), name_of(s, s->rank), (long long)count,
+                  fg_dtype_name(dtype), name_of(s, p), (long long)h->count[par],
+                  fg_dtype_name((fg_dtype)h->dtype[par]));
     return -1;
   }
   return 0;
@@ -317,16 +326,13 @@ static unsigned char *peer_buffer(fg_shm_reduce *s, int p, const fg_shm_arena_re
   return victim->base + ref->offset;
 }
 
-/* The in-place path, after the first barrier and the count check: when
- * every rank's buffer lies in an arena and every rank could map all of
- * them (agreed through `mapped` and a barrier, so all take one path), each
- * rank sums its slice straight from the buffers in rank order and stores
- * it into every buffer, and a last barrier keeps every buffer unchanged
- * until all are done: 1 with the collective done, 0 to take the slots
- * instead, -1 on a failed wait. */
-static int reduce_in_place(fg_shm_reduce *s, unsigned char *buf, int par, int64_t count,
-                           fg_dtype dtype, size_t es, int mean, const char *desc,
-                           const fg_shm_wait *w, fg_status *st) {
+/* After the first barrier of a collective whose buffers may lie in
+ * arenas: maps every rank's buffer (s->dst[p], this rank's own is buf),
+ * and the ranks agree through `mapped` and a barrier, so all take one
+ * path. 1 when every rank mapped every buffer, 0 when some buffer is not
+ * in an arena or some rank could not map it, -1 on a failed wait. */
+static int map_peers(fg_shm_reduce *s, unsigned char *buf, int par, int64_t count, size_t es,
+                     const char *desc, const fg_shm_wait *w, fg_status *st) {
   const int n = s->n, me = s->rank;
   for (int p = 0; p < n; p++)
     if (refs(s, p)->ref[par].pid == 0) return 0; /* the same answer on every rank */
@@ -347,6 +353,21 @@ static int reduce_in_place(fg_shm_reduce *s, unsigned char *buf, int par, int64_
       s->try_in_place = 0;
       return 0;
     }
+  return 1;
+}
+
+/* The in-place path, after the first barrier and the count check: when
+ * every rank's buffer lies in an arena and every rank could map all of
+ * them (map_peers), each rank sums its slice straight from the buffers in
+ * rank order and stores it into every buffer, and a last barrier keeps
+ * every buffer unchanged until all are done: 1 with the collective done, 0
+ * to take the slots instead, -1 on a failed wait. */
+static int reduce_in_place(fg_shm_reduce *s, unsigned char *buf, int par, int64_t count,
+                           fg_dtype dtype, size_t es, int mean, const char *desc,
+                           const fg_shm_wait *w, fg_status *st) {
+  const int n = s->n, me = s->rank;
+  int mapped = map_peers(s, buf, par, count, es, desc, w, st);
+  if (mapped <= 0) return mapped;
   int64_t ms, ml;
   fg_rank_slice(count, n, me, &ms, &ml);
   for (int p = 0; p < n; p++)
@@ -357,20 +378,37 @@ static int reduce_in_place(fg_shm_reduce *s, unsigned char *buf, int par, int64_
   return 1;
 }
 
+int fg_shm_reduce_name_ranks(fg_shm_reduce *s, const int *names, int of) {
+  int *copy = s && names ? malloc((size_t)s->n * sizeof *copy) : NULL;
+  if (!copy) return -1;
+  memcpy(copy, names, (size_t)s->n * sizeof *copy);
+  free(s->names);
+  s->names = copy;
+  s->names_of = of;
+  return 0;
+}
+
 void fg_shm_reduce_set_in_place(fg_shm_reduce *s, int on) {
   if (s) s->try_in_place = on;
 }
 
-int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
-                      const char *desc, const fg_shm_wait *w, fg_status *st) {
+/* The element size of a collective's dtype, or 0 with the refusal. */
+static size_t checked_size(const fg_shm_reduce *s, const char *op, const void *buf, int64_t count,
+                           fg_dtype dtype, fg_status *st) {
   size_t es = dtype == FG_F32 || dtype == FG_I32 ? 4 : dtype == FG_F64 || dtype == FG_I64 ? 8 : 0;
   if (!s || es == 0 || count < 0 || (count > 0 && !buf)) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "shared-memory all_reduce: %s over %lld elements of %s at %p (f32, f64, i32 or "
-                  "i64)",
+                  "shared-memory %s: %s over %lld elements of %s at %p (f32, f64, i32 or i64)", op,
                   s ? "a group" : "no group", (long long)count, fg_dtype_name(dtype), buf);
-    return -1;
+    return 0;
   }
+  return es;
+}
+
+int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
+                      const char *desc, const fg_shm_wait *w, fg_status *st) {
+  const size_t es = checked_size(s, "all_reduce", buf, count, dtype, st);
+  if (es == 0) return -1;
   const int n = s->n, me = s->rank;
   s->calls++;
   /* Count 0 may come with no buffer: the empty round below then points
@@ -451,6 +489,94 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
       memcpy(in + ps * (int64_t)es, slot(s, p, s->rounds) + ps * (int64_t)es,
              (size_t)(pl * (int64_t)es));
     }
+  }
+  return 0;
+}
+
+int fg_shm_all_gather_u64(fg_shm_reduce *s, uint64_t value, uint64_t *out, const char *desc,
+                          const fg_shm_wait *w, fg_status *st) {
+  if (!s || !out) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "shared-memory all_gather_u64: %s",
+                  s ? "NULL output" : "no group");
+    return -1;
+  }
+  /* One barrier, so the pair alternates as the small all_reduce's does: a
+   * rank that starts the next collective writes the other one. */
+  const int par = (int)(s->rounds++ & 1);
+  header(s, s->rank)->value[par] = value;
+  if (barrier(s, desc, w, st) != 0) return -1;
+  for (int p = 0; p < s->n; p++)
+    out[p] = header(s, p)->value[par];
+  return 0;
+}
+
+/* Where rank p's slice of `count` lies inside the chunk [off, end): its
+ * first element and length (0 when none does). */
+static int64_t part_in_chunk(int64_t count, int n, int p, int64_t off, int64_t end, int64_t *lo) {
+  int64_t ps, pl;
+  fg_rank_slice(count, n, p, &ps, &pl);
+  *lo = ps > off ? ps : off;
+  int64_t hi = ps + pl < end ? ps + pl : end;
+  return hi > *lo ? hi - *lo : 0;
+}
+
+int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype,
+                             const char *desc, const fg_shm_wait *w, fg_status *st) {
+  const size_t es = checked_size(s, "all_gather", buf, count, dtype, st);
+  if (es == 0) return -1;
+  const int n = s->n, me = s->rank;
+  s->calls++;
+  unsigned char none = 0, *b = count > 0 ? buf : &none;
+  const int par = (int)(s->rounds & 1);
+  header(s, me)->count[par] = count;
+  header(s, me)->dtype[par] = (int32_t)dtype;
+  int64_t lo, len;
+  int checked = 0;
+  if (s->try_in_place && (uint64_t)count * es * (uint64_t)n > SMALL_BYTES) {
+    /* Every rank copies the others' slices straight from their buffers;
+     * the last barrier keeps each buffer until all have read it. */
+    fg_shm_arena_ref ref;
+    fg_shm_arena_find(b, (size_t)count * es, &ref);
+    refs(s, me)->ref[par] = ref;
+    if (barrier(s, desc, w, st) != 0) return -1;
+    if (check_counts(s, par, count, dtype, desc, st) != 0) {
+      s->rounds++;
+      return -1;
+    }
+    checked = 1;
+    int mapped = map_peers(s, b, par, count, es, desc, w, st);
+    if (mapped < 0) return -1;
+    if (mapped) {
+      for (int p = 0; p < n; p++)
+        if (p != me && (len = part_in_chunk(count, n, p, 0, count, &lo)) > 0)
+          memcpy(b + lo * (int64_t)es, (unsigned char *)s->dst[p] + lo * (int64_t)es,
+                 (size_t)(len * (int64_t)es));
+      if (barrier(s, desc, w, st) != 0) return -1;
+      s->rounds++;
+      return 0;
+    }
+  }
+  /* Through the slots, a chunk at a time: each rank copies the part of its
+   * own slice inside the chunk into its slot, and after one barrier the
+   * others' parts out of theirs. A slot is rewritten two rounds later,
+   * past the next round's barrier, which every rank reaches only when done
+   * reading this one. */
+  const int64_t per_chunk = (int64_t)(s->chunk / es);
+  for (int64_t off = 0; off < count || off == 0; off += per_chunk, s->rounds++) {
+    const int64_t end = count - off < per_chunk ? count : off + per_chunk;
+    unsigned char *mine = slot(s, me, s->rounds);
+    if ((len = part_in_chunk(count, n, me, off, end, &lo)) > 0)
+      memcpy(mine + (lo - off) * (int64_t)es, b + lo * (int64_t)es, (size_t)(len * (int64_t)es));
+    if (barrier(s, desc, w, st) != 0) return -1;
+    if (!checked && check_counts(s, par, count, dtype, desc, st) != 0) {
+      s->rounds++;
+      return -1;
+    }
+    checked = 1;
+    for (int p = 0; p < n; p++)
+      if (p != me && (len = part_in_chunk(count, n, p, off, end, &lo)) > 0)
+        memcpy(b + lo * (int64_t)es, slot(s, p, s->rounds) + (lo - off) * (int64_t)es,
+               (size_t)(len * (int64_t)es));
   }
   return 0;
 }

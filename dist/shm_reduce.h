@@ -96,10 +96,31 @@ void fg_shm_reduce_free(fg_shm_reduce *s); /* accepts NULL; local, not a collect
  * of bus bandwidth) against 43.5 ms through the slots; 1 MB 51.4 us
  * against 106.4. */
 void fg_shm_reduce_set_in_place(fg_shm_reduce *s, int on);
+/* Errors name rank p as names[p] of `of` (the group within a larger one:
+ * the MPI ranks of one host); copied. -1 when out of memory. */
+int fg_shm_reduce_name_ranks(fg_shm_reduce *s, const int *names, int of);
+
 /* Collectives that went in place so far. */
 uint64_t fg_shm_reduce_in_place_count(const fg_shm_reduce *s);
 
 int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
                       const char *desc, const fg_shm_wait *w, fg_status *st);
+
+/* The pieces of the MPI communicator's path across hosts (dist/comm_mpi.c:
+ * shared memory within each host, messages between them). */
+
+/* out[p] = rank p's value, for every rank p of the group: one barrier.
+ * The ranks of a host agree through it on whether a collective goes on. */
+int fg_shm_all_gather_u64(fg_shm_reduce *s, uint64_t value, uint64_t *out, const char *desc,
+                          const fg_shm_wait *w, fg_status *st);
+
+/* Each rank p holds slice p of buf (fg_rank_slice(count, n, p), dist/
+ * rank_sum.h); afterwards every rank holds all of them. The same count and
+ * dtype on every rank (compared, refused as fg_shm_all_reduce refuses).
+ * With in-place reads on (fg_shm_reduce_set_in_place) and every buffer in
+ * an arena, each rank copies the others' slices straight from their
+ * buffers; otherwise through the slots, a chunk at a time. */
+int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype,
+                             const char *desc, const fg_shm_wait *w, fg_status *st);
 
 #endif

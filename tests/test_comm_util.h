@@ -43,32 +43,52 @@ static inline void reduce_fill(fg_dtype dt, void *buf, int rank, int64_t count) 
   }
 }
 
-/* The all_reduce reference when rank p filled its buffer as rank first + p
- * (tests that change the data every round): rank 0 + rank 1 + ... in that
- * order, per element, then / n (a division) for the mean. */
-static inline void reduce_expected_from(fg_dtype dt, void *out, int first, int n, int64_t count,
-                                        int mean) {
-  size_t es = fg_dtype_size(dt);
-  void *tmp = malloc((size_t)count * es + 1);
-  for (int p = 0; p < n; p++) {
-    reduce_fill(dt, tmp, first + p, count);
-    for (int64_t i = 0; i < count; i++) {
-      switch (dt) {
-      case FG_F32:
-        ((float *)out)[i] = p ? ((float *)out)[i] + ((float *)tmp)[i] : ((float *)tmp)[i];
-        break;
-      case FG_F64:
-        ((double *)out)[i] = p ? ((double *)out)[i] + ((double *)tmp)[i] : ((double *)tmp)[i];
-        break;
-      case FG_I32:
-        ((int32_t *)out)[i] = p ? ((int32_t *)out)[i] + ((int32_t *)tmp)[i] : ((int32_t *)tmp)[i];
-        break;
-      case FG_I64:
-        ((int64_t *)out)[i] = p ? ((int64_t *)out)[i] + ((int64_t *)tmp)[i] : ((int64_t *)tmp)[i];
-        break;
-      default: break;
-      }
+/* out[i] = src[i] (first) or out[i] + src[i], for count elements of dt. */
+static inline void reduce_acc(fg_dtype dt, void *out, const void *src, int64_t count, int first) {
+  for (int64_t i = 0; i < count; i++) {
+    switch (dt) {
+    case FG_F32:
+      ((float *)out)[i] =
+          first ? ((const float *)src)[i] : ((float *)out)[i] + ((const float *)src)[i];
+      break;
+    case FG_F64:
+      ((double *)out)[i] =
+          first ? ((const double *)src)[i] : ((double *)out)[i] + ((const double *)src)[i];
+      break;
+    case FG_I32:
+      ((int32_t *)out)[i] =
+          first ? ((const int32_t *)src)[i] : ((int32_t *)out)[i] + ((const int32_t *)src)[i];
+      break;
+    case FG_I64:
+      ((int64_t *)out)[i] =
+          first ? ((const int64_t *)src)[i] : ((int64_t *)out)[i] + ((const int64_t *)src)[i];
+      break;
+    default: break;
     }
+  }
+}
+
+/* The all_reduce reference over ranks grouped by host (host[p]: rank p's
+ * host, numbered in order of each host's first rank; NULL: one host):
+ * each host's ranks summed in rank order, then the hosts' sums in host
+ * order, per element, then / n (a division) for the mean. Rank p's data is
+ * rank first + p's (tests that change the data every round). */
+static inline void reduce_expected_hosts(fg_dtype dt, void *out, int first, int n, const int *host,
+                                         int64_t count, int mean) {
+  size_t es = fg_dtype_size(dt);
+  unsigned char *tmp = calloc((size_t)count + 1, es), *part = calloc((size_t)count + 1, es);
+  int hosts = 1;
+  for (int p = 0; host && p < n; p++)
+    if (host[p] + 1 > hosts) hosts = host[p] + 1;
+  for (int h = 0; h < hosts; h++) {
+    int firstp = 1;
+    for (int p = 0; p < n; p++) {
+      if (host && host[p] != h) continue;
+      reduce_fill(dt, tmp, first + p, count);
+      reduce_acc(dt, part, tmp, count, firstp);
+      firstp = 0;
+    }
+    reduce_acc(dt, out, part, count, h == 0);
   }
   if (mean) {
     for (int64_t i = 0; i < count; i++) {
@@ -82,6 +102,15 @@ static inline void reduce_expected_from(fg_dtype dt, void *out, int first, int n
     }
   }
   free(tmp);
+  free(part);
+}
+
+/* The all_reduce reference when rank p filled its buffer as rank first + p
+ * (tests that change the data every round): rank 0 + rank 1 + ... in that
+ * order, per element, then / n (a division) for the mean. */
+static inline void reduce_expected_from(fg_dtype dt, void *out, int first, int n, int64_t count,
+                                        int mean) {
+  reduce_expected_hosts(dt, out, first, n, NULL, count, mean);
 }
 
 static inline void reduce_expected(fg_dtype dt, void *out, int n, int64_t count, int mean) {
