@@ -10,20 +10,35 @@ static char *helper(void) {
   return path;
 }
 
-/* `env`: NAME=VALUE set for the run (NULL: none); `path`: what every rank
- * must report as its all_reduce path (fg_comm_mpi_reduce_path; NULL: this
- * machine's own, shared memory where /dev/shm works). */
+/* Sets (or, with set 0, unsets) each NAME=VALUE of the space-separated
+ * list `env` (NULL: none). */
+static void set_env_list(const char *env, int set) {
+  for (const char *e = env; e && *e;) {
+    const char *eq = strchr(e, '='), *end = strchr(e, ' ');
+    if (!end) end = e + strlen(e);
+    char name[64], value[128];
+    snprintf(name, sizeof name, "%.*s", (int)(eq - e), e);
+    snprintf(value, sizeof value, "%.*s", (int)(end - eq - 1), eq + 1);
+    if (set)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+    e = *end ? end + 1 : end;
+  }
+}
+
+/* `env`: NAME=VALUE pairs set for the run (set_env_list; NULL: none);
+ * FG_TEST_HOSTS=0,0,1,1 puts rank r on pretend host list[r] (mpi_comm_check
+ * sets FG_MPI_HOST). `path`: what every rank must report as its all_reduce
+ * path (fg_comm_mpi_reduce_path; NULL: this machine's own, shared memory
+ * where /dev/shm works). */
 static void check_collectives(int np, const char *env, const char *path) {
   MPI_REQUIRED();
   run_result *res = malloc(sizeof *res);
   char *args[] = {helper(), "collectives", "20", NULL};
-  char name[64] = "";
-  if (env) {
-    snprintf(name, sizeof name, "%.*s", (int)(strchr(env, '=') - env), env);
-    setenv(name, strchr(env, '=') + 1, 1);
-  }
+  set_env_list(env, 1);
   mpirun(np, NULL, args, 50, res);
-  if (env) unsetenv(name);
+  set_env_list(env, 0);
   FG_CHECK_INT(res->status, 0);
   /* 4 dtypes x 8 counts x sum/mean, 2 refusals, all_gather, broadcast. */
   for (int r = 0; r < np; r++) {
@@ -40,8 +55,8 @@ static void check_collectives(int np, const char *env, const char *path) {
     snprintf(want, sizeof want, "rank %d: in place ", r);
     const char *at = strstr(res->out, want);
     long in_place = at ? atol(at + strlen(want)) : -1;
-    int shared = strcmp(path ? path : mpi_local_reduce_path(), "shared memory") == 0 &&
-                 !(env && strcmp(env, "FG_MPI_SHM_ARENA=0") == 0);
+    int shared = strncmp(path ? path : mpi_local_reduce_path(), "shared memory", 13) == 0 &&
+                 !(env && strstr(env, "FG_MPI_SHM_ARENA=0"));
     FG_CHECK(shared ? in_place >= 16 && in_place <= 64 : in_place == 0);
     if (shared ? !(in_place >= 16 && in_place <= 64) : in_place != 0)
       fprintf(stderr, "rank %d: in place %ld\n", r, in_place);
@@ -67,6 +82,35 @@ FG_TEST(mpi_collectives_np2_messages, "dist") {
 }
 FG_TEST(mpi_collectives_np3_messages, "dist") {
   check_collectives(3, "FG_MPI_SHM=0", "MPI messages (rank 0 has FG_MPI_SHM=0)");
+}
+
+/* Ranks on several hosts (pretended through FG_MPI_HOST): shared memory
+ * within each host, messages across. The helper's references sum each
+ * host's ranks first, then the hosts in order (reduce_expected_hosts), and
+ * compare bitwise: every rank must hold exactly that. */
+#define ACROSS(H, L)                                                                               \
+  "shared memory within each of " #H " hosts (" #L " ranks each), MPI messages across"
+FG_TEST(mpi_collectives_np4_two_hosts, "dist") {
+  check_collectives(4, "FG_TEST_HOSTS=0,0,1,1", ACROSS(2, 2));
+}
+/* Hosts interleaved (rank order is not host order), 4 KiB slots: the local
+ * sums and gathers cross many chunks. */
+FG_TEST(mpi_collectives_np4_two_hosts_interleaved_small_slots, "dist") {
+  check_collectives(4, "FG_TEST_HOSTS=0,1,0,1 FG_MPI_SHM_CHUNK=4096", ACROSS(2, 2));
+}
+/* Three hosts, arenas off: the local steps go through the slots. */
+FG_TEST(mpi_collectives_np6_three_hosts_arenas_off, "dist") {
+  check_collectives(6, "FG_TEST_HOSTS=1,0,2,0,1,2 FG_MPI_SHM_ARENA=0", ACROSS(3, 2));
+}
+/* Hosts that hold different numbers of ranks, or one rank each, take the
+ * messages, and say why. */
+FG_TEST(mpi_collectives_np3_uneven_hosts_messages, "dist") {
+  check_collectives(3, "FG_TEST_HOSTS=0,1,0",
+                    "MPI messages (hosts hold different numbers of ranks: 2 on rank 0's, 1 on "
+                    "rank 1's)");
+}
+FG_TEST(mpi_collectives_np2_one_rank_per_host_messages, "dist") {
+  check_collectives(2, "FG_TEST_HOSTS=0,1", "MPI messages (one rank on each of 2 hosts)");
 }
 
 /* Ranks that reduce different counts, an empty tensor against elements,
@@ -116,6 +160,49 @@ static void check_mismatch(int shm_off) {
   free(res);
 }
 
+/* Across hosts, every rank is refused too, and the group stays in step:
+ * a rank refused by its peer on the other host tells its own host's ranks
+ * before any data moves. Hosts {0, 1} and {2, 3}: the ranks of local index
+ * 0 are 0 and 2, of index 1 are 1 and 3. */
+FG_TEST(mpi_all_reduce_count_mismatch_refused_across_hosts, "dist,badinput") {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char *args[] = {helper(), "mismatch", "20", NULL};
+  setenv("FG_TEST_HOSTS", "0,0,1,1", 1);
+  mpirun(4, NULL, args, 40, res);
+  unsetenv("FG_TEST_HOSTS");
+  FG_CHECK_INT(res->status, 0);
+  static const char *const what[] = {"mismatched counts", "empty against 2", "mismatched dtypes",
+                                     "one round against two"};
+  static const char *const after[] = {"after the mismatch", "after the empty one",
+                                      "after the dtypes", "after the sizes"};
+  for (int r = 0; r < 4; r++)
+    for (int k = 0; k < 4; k++) {
+      char want[200];
+      snprintf(want, sizeof want,
+               "rank %d: %s: INVALID_ARGUMENT all_reduce (collective #%d) on rank %d of 4: ", r,
+               what[k], 2 * k, r);
+      FG_CHECK_STR_CONTAINS(res->out, want);
+      snprintf(want, sizeof want, "rank %d: %s: right sum", r, after[k]);
+      FG_CHECK_STR_CONTAINS(res->out, want);
+    }
+  /* Rank 0 (5 elements) against its peer across hosts, rank 2 (6). */
+  FG_CHECK_STR_CONTAINS(res->out, "rank 0: mismatched counts: INVALID_ARGUMENT all_reduce "
+                                  "(collective #0) on rank 0 of 4: rank 0 has 5 elements of f64, "
+                                  "rank 2 has 6 of f64;");
+  /* Rank 1 agrees with rank 3 across hosts, and learns of rank 0 at home. */
+  FG_CHECK_STR_CONTAINS(res->out, "rank 1: mismatched counts: INVALID_ARGUMENT all_reduce "
+                                  "(collective #0) on rank 1 of 4: rank 1 has 6 elements of f64, "
+                                  "rank 0 has 5 of f64;");
+  /* Rank 3's host agrees within, but rank 2 was refused across. */
+  FG_CHECK_STR_CONTAINS(res->out,
+                        "rank 3: mismatched counts: INVALID_ARGUMENT all_reduce (collective #0) on "
+                        "rank 3 of 4: rank 2, on this host, has the same 6 elements of f64 but "
+                        "was refused by a rank on another host;");
+  FG_CHECK(res->wall < 15); /* no refusal waits for a deadline (20 s) */
+  free(res);
+}
+
 FG_TEST(mpi_all_reduce_count_mismatch_refused, "dist,badinput") { check_mismatch(0); }
 FG_TEST(mpi_all_reduce_count_mismatch_refused_messages, "dist,badinput") { check_mismatch(1); }
 
@@ -129,6 +216,26 @@ static int survivor_deadline(const char *out, int rank, double *after) {
   return 1;
 }
 
+/* Every rank but 1 of np reported a deadline within the timeout (plus
+ * slack for a loaded 2-core machine), none finished, and the run ended. */
+static void check_survivors(run_result *res, int np, double timeout) {
+  FG_CHECK(res->status != -1);
+  for (int r = 0; r < np; r++) {
+    if (r == 1) continue;
+    double after = -1;
+    if (!survivor_deadline(res->out, r, &after)) {
+      FG_FAIL_AT("rank %d reported no deadline error:\n%s", r, res->out);
+      continue;
+    }
+    FG_CHECK(after >= timeout - 0.05);
+    FG_CHECK(after < timeout + 3.0);
+  }
+  FG_CHECK(strstr(res->out, "waited") != NULL);
+  FG_CHECK(strstr(res->out, "rank(s) 1") != NULL);
+  FG_CHECK(strstr(res->out, "all steps done") == NULL);
+  FG_CHECK(res->wall < 25);
+}
+
 /* M1: rank 1 dies mid-run; --enable-recovery keeps mpirun from tearing the
  * job down at once, so the survivors must notice by themselves. `shm_off`:
  * with FG_MPI_SHM=0 (the message path) instead of the shared segment. */
@@ -140,21 +247,7 @@ static void check_killed_rank(int shm_off) {
   if (shm_off) setenv("FG_MPI_SHM", "0", 1);
   mpirun(3, "--enable-recovery", args, 30, res);
   if (shm_off) unsetenv("FG_MPI_SHM");
-  FG_CHECK(res->status != -1);
-  for (int r = 0; r < 3; r += 2) {
-    double after = -1;
-    if (!survivor_deadline(res->out, r, &after)) {
-      FG_FAIL_AT("rank %d reported no deadline error:\n%s", r, res->out);
-      continue;
-    }
-    /* The deadline, plus slack for a loaded 2-core machine. */
-    FG_CHECK(after >= timeout - 0.05);
-    FG_CHECK(after < timeout + 3.0);
-  }
-  FG_CHECK(strstr(res->out, "waited") != NULL);
-  FG_CHECK(strstr(res->out, "rank(s) 1") != NULL);
-  FG_CHECK(strstr(res->out, "all steps done") == NULL);
-  FG_CHECK(res->wall < 25);
+  check_survivors(res, 3, timeout);
   /* Over shared memory the 3 all_reduces before the kill read the arenas
    * in place, so the survivors waited in that path's barrier. */
   if (!shm_off && strcmp(mpi_local_reduce_path(), "shared memory") == 0)
@@ -163,6 +256,29 @@ static void check_killed_rank(int shm_off) {
       snprintf(want, sizeof want, "rank %d: 3 in place before", r);
       FG_CHECK_STR_CONTAINS(res->out, want);
     }
+  free(res);
+}
+
+/* Across hosts {0, 1} and {2, 3}: rank 0 waits for rank 1 in its host's
+ * segment, rank 3 for rank 1 across hosts, and rank 2 for rank 3 (stuck
+ * there) at home; each names the ranks by their MPI numbers. */
+FG_TEST(mpi_killed_rank_gives_deadline_across_hosts, "dist,badinput") {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char *args[] = {helper(), "kill", "3", "2", NULL};
+  setenv("FG_TEST_HOSTS", "0,0,1,1", 1);
+  mpirun(4, "--enable-recovery", args, 30, res);
+  unsetenv("FG_TEST_HOSTS");
+  check_survivors(res, 4, 2.0);
+  FG_CHECK_STR_CONTAINS(res->out, "on rank 0 of 4: waited 2.0 s (timeout 2.0 s) for rank(s) 1;");
+  FG_CHECK_STR_CONTAINS(res->out, "on rank 3 of 4: waited 2.0 s (timeout 2.0 s) for rank(s) 1;");
+  FG_CHECK_STR_CONTAINS(res->out, "on rank 2 of 4: waited 2.0 s (timeout 2.0 s) for rank(s) 3;");
+  for (int r = 0; r < 4; r++) {
+    char want[64];
+    snprintf(want, sizeof want, "rank %d: 3 in place before", r);
+    if (r != 1 && strcmp(mpi_local_reduce_path(), "shared memory") == 0)
+      FG_CHECK_STR_CONTAINS(res->out, want);
+  }
   free(res);
 }
 

@@ -590,3 +590,139 @@ FG_TEST(shm_slot_sizes, "dist") {
   FG_CHECK_INT((long long)fg_shm_chunk_bytes(4097), 4160);
   FG_CHECK_INT((long long)fg_shm_chunk_bytes((size_t)1 << 40), 1073741824);
 }
+
+/* ---- the pieces of the path across hosts (dist/comm_mpi.c) ------------ */
+
+/* Slice p of n over count elements, written out here (the first count % n
+ * slices get one more) rather than taken from dist/rank_sum.h. */
+static void slice_of(int64_t count, int n, int p, int64_t *start, int64_t *len) {
+  int64_t q = count / n, extra = count % n;
+  *start = q * p + (p < extra ? p : extra);
+  *len = q + (p < extra ? 1 : 0);
+}
+
+/* fg_shm_all_gather_slices: each rank holds only its slice of "rank 99's"
+ * data (the rest is junk of its own), and afterwards all of it, over
+ * every dtype and counts across chunks and empty slices. Pass 0 on the
+ * heap (slots), pass 1 in arenas (in place), pass 2 with rank 1 on the
+ * heap (every rank takes the slots). Each gather is followed by a small
+ * all_reduce (one barrier), so the slot and header pairs alternate in every
+ * order. */
+static int gather_slices(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  static const fg_dtype dts[] = {FG_F32, FG_F64, FG_I32, FG_I64};
+  const int64_t counts[] = {0, 1, 2, 1025, 3000, 10007};
+  fg_shm_wait w = {r->timeout, NULL, NULL};
+  for (int pass = 0; pass < 3; pass++) {
+    fg_shm_reduce_set_in_place(s, pass > 0);
+    for (size_t d = 0; d < 4; d++)
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        size_t es = fg_dtype_size(dts[d]), bytes = (size_t)counts[k] * es;
+        int heap = pass == 0 || (pass == 2 && r->rank == 1);
+        unsigned char *buf = heap ? malloc(bytes + 8) : fg_shm_arena_alloc(bytes + 8),
+                      *want = malloc(bytes + 8);
+        if (!buf || !want) return -1;
+        reduce_fill(dts[d], want, 99, counts[k]);
+        memset(buf, 0xA0 + r->rank, bytes);
+        int64_t start, len;
+        slice_of(counts[k], r->n, r->rank, &start, &len);
+        memcpy(buf + start * (int64_t)es, want + start * (int64_t)es, (size_t)len * es);
+        uint64_t before = fg_shm_reduce_in_place_count(s);
+        int rc = fg_shm_all_gather_slices(s, buf, counts[k], dts[d], "all_gather (test)", &w, st);
+        r->checks++;
+        if (rc == 0 && (memcmp(buf, want, bytes) != 0 || fg_shm_reduce_in_place_count(s) != before))
+          r->wrong++;
+        heap ? free(buf) : fg_shm_arena_free(buf);
+        free(want);
+        double small[3], small_want[3];
+        reduce_fill(FG_F64, small, r->rank, 3);
+        reduce_expected(FG_F64, small_want, r->n, 3, 0);
+        if (rc != 0 || reduce(r, s, small, 3, FG_F64, 0, st) != 0) return -1;
+        r->checks++;
+        if (memcmp(small, small_want, sizeof small) != 0) r->wrong++;
+      }
+  }
+  return 0;
+}
+
+FG_TEST(shm_all_gather_slices_in_place_and_through_slots, "dist") {
+  for (int n = 1; n <= 4; n++)
+    run_and_check(n, gather_slices, 3 * 4 * 6 * 2);
+}
+
+/* fg_shm_all_gather_u64 gives every rank's value; a gather of slices with
+ * another count on rank 0 is refused on every rank naming both, and the
+ * next one is right; bad arguments are refused before any barrier. */
+static int gather_u64_and_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  fg_shm_wait w = {r->timeout, NULL, NULL};
+  uint64_t all[MAX_RANKS];
+  for (int round = 0; round < 3; round++) {
+    if (fg_shm_all_gather_u64(s, 1000003ull * (uint64_t)r->rank + (uint64_t)round, all, "g", &w,
+                              st) != 0)
+      return -1;
+    for (int p = 0; p < r->n; p++) {
+      r->checks++;
+      if (all[p] != 1000003ull * (uint64_t)p + (uint64_t)round) r->wrong++;
+    }
+  }
+  float buf[10] = {0};
+  int rc =
+      fg_shm_all_gather_slices(s, buf, r->rank == 0 ? 9 : 10, FG_F32, "all_gather (test)", &w, st);
+  char want[200];
+  snprintf(want, sizeof want,
+           "all_gather (test) on rank %d of %d: rank %d has %d elements of f32, rank %d has %d "
+           "of f32; every rank must reduce the same tensor",
+           r->rank, r->n, r->rank, r->rank == 0 ? 9 : 10, r->rank == 0 ? 1 : 0,
+           r->rank == 0 ? 10 : 9);
+  r->checks++;
+  if (rc == 0 || fg_status_code(st) != FG_INVALID_ARGUMENT ||
+      strcmp(fg_status_message(st), want) != 0)
+    r->wrong++;
+  r->checks++;
+  if (fg_shm_all_gather_u64(s, 1, NULL, "g", &w, st) == 0 ||
+      fg_status_code(st) != FG_INVALID_ARGUMENT || !strstr(fg_status_message(st), "NULL output"))
+    r->wrong++;
+  r->checks++;
+  if (fg_shm_all_gather_slices(s, buf, 10, FG_BOOL, "g", &w, st) == 0 ||
+      !strstr(fg_status_message(st), "shared-memory all_gather: a group over 10 elements of bool"))
+    r->wrong++;
+  for (int i = 0; i < 10; i++)
+    buf[i] = (float)(i * 3 + 1);
+  int64_t start, len;
+  slice_of(10, r->n, r->rank, &start, &len);
+  for (int i = 0; i < 10; i++)
+    if (i < start || i >= start + len) buf[i] = -1.0f;
+  if (fg_shm_all_gather_slices(s, buf, 10, FG_F32, "all_gather (test)", &w, st) != 0) return -1;
+  for (int i = 0; i < 10; i++) {
+    r->checks++;
+    if (buf[i] != (float)(i * 3 + 1)) r->wrong++;
+  }
+  fg_status_clear(st);
+  return 0;
+}
+
+FG_TEST(shm_all_gather_u64_and_refusals, "dist,badinput") {
+  rank_run runs[3];
+  run_ranks(runs, 3, 4096, 20, -1, gather_u64_and_refusals);
+  check_all_right(runs, 3, 3 * 3 + 3 + 10);
+}
+
+/* The ranks of one host within a larger group (the MPI ranks 5, 7 and 9 of
+ * 12): a deadline names them as the user knows them. */
+static int named_reduce(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  static const int names[3] = {5, 7, 9};
+  if (fg_shm_reduce_name_ranks(s, names, 12) != 0) return -1;
+  return one_reduce(r, s, st);
+}
+
+FG_TEST(shm_errors_name_ranks_as_given, "dist,badinput") {
+  rank_run runs[3];
+  run_ranks(runs, 3, 4096, 0.3, 2, named_reduce);
+  for (int r = 0; r < 2; r++) {
+    FG_CHECK_INT(runs[r].code, FG_DEADLINE_EXCEEDED);
+    char want[160];
+    snprintf(want, sizeof want, "all_reduce (test) on rank %d of 12: waited 0.", r == 0 ? 5 : 7);
+    FG_CHECK_STR_CONTAINS(runs[r].msg, want);
+    FG_CHECK_STR_CONTAINS(runs[r].msg, "for rank(s) 9; a peer died or is stuck");
+  }
+  FG_CHECK(fg_shm_reduce_name_ranks(NULL, (const int[]){1}, 1) == -1);
+}
