@@ -99,6 +99,11 @@ uint64_t fg_comm_mpi_in_place_count(const fg_comm *c) {
   return 0;
 }
 
+uint64_t fg_comm_mpi_message_bytes(const fg_comm *c) {
+  (void)c;
+  return 0;
+}
+
 #else
 
 #include <mpi.h>
@@ -150,8 +155,9 @@ typedef struct mpi_comm {
    * host h, in host order (cross_me = this host's index); NULL otherwise. */
   int hosts, cross_me;
   int *cross;
-  int shm_local;    /* this rank's index in m->shm */
-  int *local_ranks; /* the ranks of this host, by local index */
+  uint64_t msg_bytes; /* all_reduce data sent as messages (under mu) */
+  int shm_local;      /* this rank's index in m->shm */
+  int *local_ranks;   /* the ranks of this host, by local index */
 } mpi_comm;
 
 /* A send/recv's size header on the heap: after a deadline MPI may still
@@ -588,6 +594,15 @@ uint64_t fg_comm_mpi_in_place_count(const fg_comm *c) {
   return c && c->ops == &mpi_ops && m->shm ? fg_shm_reduce_in_place_count(m->shm) : 0;
 }
 
+uint64_t fg_comm_mpi_message_bytes(const fg_comm *c) {
+  const mpi_comm *m = (const mpi_comm *)c;
+  if (!c || c->ops != &mpi_ops) return 0;
+  pthread_mutex_lock((pthread_mutex_t *)&m->mu);
+  uint64_t b = m->msg_bytes;
+  pthread_mutex_unlock((pthread_mutex_t *)&m->mu);
+  return b;
+}
+
 /* The message path's agreement on count and dtype (the shared-memory path
  * compares them in its segment): each rank sends both, packed into one u64
  * (counts reach 2^56 long before memory runs out), to every other rank.
@@ -640,6 +655,7 @@ static int check_counts(mpi_comm *m, const msg_group *g, int64_t count, fg_dtype
     if (post(1, mine, (int)(8 + data_bytes), member(g, p), tag, m->comm, &m->reqs[nr++]) !=
         MPI_SUCCESS)
       goto mpi_fail;
+    m->msg_bytes += data_bytes;
   }
   if (wait_all(m, nr, "all_reduce", st) != 0) return -1;
   for (int p = 0; p < n; p++) {
@@ -735,6 +751,7 @@ static int msg_all_reduce(mpi_comm *m, const msg_group *g, unsigned char *b, int
     if (post(1, b + s * (int64_t)es, (int)(l * (int64_t)es), member(g, p), tag, m->comm,
              &m->reqs[nr++]) != MPI_SUCCESS)
       goto mpi_fail;
+    m->msg_bytes += (uint64_t)(l * (int64_t)es);
   }
   if (wait_all(m, nr, "all_reduce", st) != 0) goto out;
   /* My chunk's sum, in member order; src[me] aliases the output, which is
@@ -757,6 +774,7 @@ static int msg_all_reduce(mpi_comm *m, const msg_group *g, unsigned char *b, int
     if (post(1, b + my_start * (int64_t)es, (int)(my_len * (int64_t)es), member(g, p), tag + 1,
              m->comm, &m->reqs[nr++]) != MPI_SUCCESS)
       goto mpi_fail;
+    m->msg_bytes += (uint64_t)(my_len * (int64_t)es);
   }
   if (wait_all(m, nr, "all_reduce", st) != 0) goto out;
   rc = 0;

@@ -66,6 +66,12 @@ int fg_comm_mpi_shares_arenas(const fg_comm *c);
 /* All_reduces of c that read the ranks' buffers in place so far
  * (fg_shm_reduce_set_in_place); 0 for other communicators. */
 uint64_t fg_comm_mpi_in_place_count(const fg_comm *c);
+/* Bytes of all_reduce data this rank has sent as MPI messages so far (not
+ * the counts that go with them); 0 for other communicators. What crosses
+ * between hosts: over H hosts of L ranks, the message path among all ranks
+ * sends 2 (H-1)/H of a buffer's bytes from each rank to other hosts, the
+ * path across hosts 2 (H-1)/H of its 1/L slice, L times less. */
+uint64_t fg_comm_mpi_message_bytes(const fg_comm *c);
 
 /* fg_comm_check_same_u64 (M2, over any communicator) is in dist/comm.h. */
 

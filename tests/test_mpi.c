@@ -27,6 +27,35 @@ static void set_env_list(const char *env, int set) {
   }
 }
 
+/* Bytes rank r of np must send as messages for one all_reduce of 200003
+ * f32, by the path: none over one host's shared memory; over messages,
+ * the others' slices (reduce-scatter) and its own slice to each of np - 1
+ * (all-gather); across hosts, its host's slice of its local index, split
+ * between the hosts (the others' parts, then its own part to each). */
+static long long message_bytes(int np, const char *env, const char *path, int r) {
+  const long long count = 200003;
+  if (strncmp(path, "MPI messages", 12) == 0) {
+    long long mine = count / np + (r < count % np);
+    return 4 * (count - mine + (np - 1) * mine);
+  }
+  const char *hosts = env ? strstr(env, "FG_TEST_HOSTS=") : NULL;
+  if (!hosts || strncmp(path, "shared memory within", 20) != 0) return 0;
+  int host[16], n_hosts = 0, local = 0, per_host = 0;
+  hosts += strlen("FG_TEST_HOSTS=");
+  for (int p = 0; p < np; p++, hosts = strchr(hosts, ',') + 1)
+    host[p] = atoi(hosts);
+  for (int p = 0; p < np; p++) {
+    if (host[p] + 1 > n_hosts) n_hosts = host[p] + 1;
+    if (p < r && host[p] == host[r]) local++;
+    if (host[p] == host[r]) per_host++;
+  }
+  long long slice = count / per_host + (local < count % per_host);
+  long long part = slice / n_hosts; /* this host's part of the slice */
+  int h = host[r];
+  part += h < slice % n_hosts;
+  return 4 * (slice - part + (n_hosts - 1) * part);
+}
+
 /* `env`: NAME=VALUE pairs set for the run (set_env_list; NULL: none);
  * FG_TEST_HOSTS=0,0,1,1 puts rank r on pretend host list[r] (mpi_comm_check
  * sets FG_MPI_HOST). `path`: what every rank must report as its all_reduce
@@ -52,6 +81,9 @@ static void check_collectives(int np, const char *env, const char *path) {
      * least its 10007- and 200003-element ones (4 dtypes x sum/mean),
      * which never take the small path, are read in place; at most its 64.
      * Over messages, or with FG_MPI_SHM_ARENA=0, none. */
+    snprintf(want, sizeof want, "rank %d: 200003 f32 sent %lld bytes", r,
+             message_bytes(np, env, path ? path : mpi_local_reduce_path(), r));
+    FG_CHECK_STR_CONTAINS(res->out, want);
     snprintf(want, sizeof want, "rank %d: in place ", r);
     const char *at = strstr(res->out, want);
     long in_place = at ? atol(at + strlen(want)) : -1;

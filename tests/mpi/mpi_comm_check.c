@@ -148,6 +148,17 @@ static int collectives(fg_comm *c, fg_status *st) {
     }
   checks++;
   free(b);
+  /* The bytes one all_reduce of 200003 f32 sends as messages (the test
+   * knows what each path must send). */
+  float *big = calloc(200003, sizeof *big);
+  uint64_t sent = fg_comm_mpi_message_bytes(c);
+  if (!big || c->ops->all_reduce(c, big, 200003, FG_F32, 0, st) != 0) {
+    free(big);
+    return fail_status(c, "all_reduce", st, t0);
+  }
+  free(big);
+  printf("rank %d: 200003 f32 sent %llu bytes\n", c->rank,
+         (unsigned long long)(fg_comm_mpi_message_bytes(c) - sent));
   printf("rank %d: %d checks, %d wrong\n", c->rank, checks, bad);
   printf("rank %d: all_reduce path: %s\n", c->rank, fg_comm_mpi_reduce_path(c));
   printf("rank %d: in place %llu\n", c->rank, (unsigned long long)fg_comm_mpi_in_place_count(c));
