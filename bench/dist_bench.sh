@@ -22,6 +22,18 @@ $run -np 2 -x FG_MPI_SHM_ARENA=0 "$out" busbw | grep '^FG allreduce'
 # The same over MPI messages, the path of ranks on several hosts.
 echo "FG_MPI_SHM=0 (MPI messages):"
 $run -np 2 -x FG_MPI_SHM=0 "$out" busbw | grep '^FG allreduce'
+# 4 ranks: one host, then two pretend hosts of 2 (FG_MPI_HOST; shared
+# memory within each, messages between them), then messages among all. On
+# one machine the messages between pretend hosts still go through Open
+# MPI's shared memory; the bytes each rank sends as messages are what would
+# cross the network.
+echo "4 ranks, one host:"
+$run -np 4 "$out" busbw | grep -E '^FG allreduce_busbw (ranks 4 size +(1048576|16777216|268435456) |path|messages)'
+echo "4 ranks, 2 pretend hosts (FG_MPI_HOST):"
+$run -np 4 sh -c 'FG_MPI_HOST=pretend-$((OMPI_COMM_WORLD_RANK / 2)) exec "$0" busbw' "$out" |
+  grep -E '^FG allreduce_busbw (ranks 4 size +(1048576|16777216|268435456) |path|messages)'
+echo "4 ranks, FG_MPI_SHM=0 (MPI messages):"
+$run -np 4 -x FG_MPI_SHM=0 "$out" busbw | grep -E '^FG allreduce_busbw (ranks 4 size +(1048576|16777216|268435456) |path|messages)'
 one=$($run -np 1 "$out" dp 26214400 | grep '^FG')
 echo "$one"
 base=$(echo "$one" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
