@@ -51,9 +51,15 @@ fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st);
 
 /* How c's all_reduce moves data: "shared memory" when every rank is on one
  * host (dist/shm_reduce.h; decided by the first all_reduce, on every rank
- * alike), else "MPI messages (why)"; "not yet decided" before the first
- * all_reduce. FG_MPI_SHM=0 on any rank keeps the messages; FG_MPI_SHM_CHUNK
- * (bytes, rank 0's) sets the shared slot size, for tests and benchmarks. */
+ * alike); "shared memory within each of H hosts (L ranks each), MPI
+ * messages across" when every host holds the same L > 1 ranks (each host
+ * sums in its own segment, the ranks of each local index sum their slice
+ * across hosts by messages, each host gathers the slices: the sum is each
+ * host's ranks in rank order, then the hosts in order); else "MPI messages
+ * (why)"; "not yet decided" before the first all_reduce. FG_MPI_SHM=0 on
+ * any rank keeps the messages; FG_MPI_SHM_CHUNK (bytes, each host's first
+ * rank's) sets the shared slot size, for tests and benchmarks; FG_MPI_HOST
+ * replaces a rank's host name (several pretend hosts on one machine). */
 const char *fg_comm_mpi_reduce_path(const fg_comm *c);
 
 /* 1 when c's all_reduce may go through shared memory (an MPI communicator

@@ -1,6 +1,6 @@
 /* All-reduce through POSIX shared memory among processes of one host
  * (internal; the MPI communicator's path when all its ranks share a host,
- * dist/comm_mpi.c).
+ * and within each host when they are on several, dist/comm_mpi.c).
  *
  * Why: over Open MPI's shared-memory transport a 256 MB all_reduce between
  * two processes took 97.6 to 113.1 ms on the 2-core dev VM through MPI
