@@ -49,8 +49,8 @@ void fg_rank_sum_to(fg_dtype dt, void *const *dst, int n_dst, void *const *src, 
 }
 
 void fg_rank_mean(fg_dtype dt, void *buf, int64_t len, int n) {
-  /* n sources, each buf itself, would sum to n * buf: scale instead,
-   * through the same rule (reciprocal for powers of two) per dtype. */
+  /* The sums' own rule (fg_rank_sum_to): floats times the exact
+   * reciprocal when n is a power of two, else divided; integers divided. */
   if (n <= 1) return;
   const int by_mul = (n & (n - 1)) == 0;
   switch (dt) {
