@@ -789,12 +789,14 @@ out:
 
 /* Ranks on several hosts (m->cross): shared memory within each host and
  * messages between hosts, as NCCL and Horovod's hierarchical all-reduce do,
- * so only 1/L of the bytes (L ranks per host) leave each process:
+ * so each rank sends 1/L of what the message path among all ranks sends to
+ * other hosts (L ranks per host):
  *   1. the ranks of each local index compare count and dtype across hosts
  *      (messages), then every rank of a host learns its neighbours' verdict
  *      and counts (one barrier): all ranks go on, or all refuse;
- *   2. the host's sum, in rank order, on every rank of it (fg_shm_all_reduce);
- *   3. local rank i's slice i of that, summed over the hosts in host order
+ *   2. local rank i gets slice i of the host's sum, in rank order
+ *      (fg_shm_reduce_scatter);
+ *   3. that slice, summed over the hosts in host order
  *      (messages among the ranks of local index i), and scaled for a mean;
  *   4. every rank of a host gathers the others' slices (fg_shm_all_gather_slices).
  * Every rank ends with the same bits; the order (hosts' sums, each in rank
@@ -855,7 +857,7 @@ static int hier_all_reduce(mpi_comm *m, unsigned char *b, int64_t count, fg_dtyp
   if (over_int_messages(count, m->base.size, dtype, st) != 0) return -1;
   int64_t start, len;
   fg_rank_slice(count, local_n, m->shm_local, &start, &len);
-  if (fg_shm_all_reduce(m->shm, b, count, dtype, 0, desc, &w, st) != 0 ||
+  if (fg_shm_reduce_scatter(m->shm, b, count, dtype, 0, desc, &w, st) != 0 ||
       msg_all_reduce(m, &cross, b + start * (int64_t)es, len, dtype, 0, 1, tag, st) != 0) {
     set_broken(m);
     return -1;

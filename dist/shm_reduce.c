@@ -363,7 +363,7 @@ static int map_peers(fg_shm_reduce *s, unsigned char *buf, int par, int64_t coun
  * every buffer unchanged until all are done: 1 with the collective done, 0
  * to take the slots instead, -1 on a failed wait. */
 static int reduce_in_place(fg_shm_reduce *s, unsigned char *buf, int par, int64_t count,
-                           fg_dtype dtype, size_t es, int mean, const char *desc,
+                           fg_dtype dtype, size_t es, int mean, int scatter, const char *desc,
                            const fg_shm_wait *w, fg_status *st) {
   const int n = s->n, me = s->rank;
   int mapped = map_peers(s, buf, par, count, es, desc, w, st);
@@ -372,7 +372,11 @@ static int reduce_in_place(fg_shm_reduce *s, unsigned char *buf, int par, int64_
   fg_rank_slice(count, n, me, &ms, &ml);
   for (int p = 0; p < n; p++)
     s->dst[p] = s->src[p] = (unsigned char *)s->dst[p] + ms * (int64_t)es;
-  fg_rank_sum_to(dtype, s->dst, n, s->src, n, ml, mean);
+  /* A reduce-scatter stores the slice into this rank's buffer alone. */
+  if (scatter)
+    fg_rank_sum_to(dtype, &s->dst[me], 1, s->src, n, ml, mean);
+  else
+    fg_rank_sum_to(dtype, s->dst, n, s->src, n, ml, mean);
   if (barrier(s, desc, w, st) != 0) return -1;
   s->in_place++;
   return 1;
@@ -405,9 +409,37 @@ static size_t checked_size(const fg_shm_reduce *s, const char *op, const void *b
   return es;
 }
 
-int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
-                      const char *desc, const fg_shm_wait *w, fg_status *st) {
-  const size_t es = checked_size(s, "all_reduce", buf, count, dtype, st);
+/* Where rank p's slice of `count` lies inside the chunk [off, end): its
+ * first element and length (0 when none does). */
+static int64_t part_in_chunk(int64_t count, int n, int p, int64_t off, int64_t end, int64_t *lo) {
+  int64_t ps, pl;
+  fg_rank_slice(count, n, p, &ps, &pl);
+  *lo = ps > off ? ps : off;
+  int64_t hi = ps + pl < end ? ps + pl : end;
+  return hi > *lo ? hi - *lo : 0;
+}
+
+/* Where rank p sums inside the chunk of `len` elements at `off` (relative
+ * to the chunk): a slice of the chunk for an all_reduce, the part of its
+ * slice of the whole buffer for a reduce-scatter. */
+static void chunk_part(int scatter, int64_t count, int64_t off, int64_t len, int n, int p,
+                       int64_t *ps, int64_t *pl) {
+  if (!scatter) {
+    fg_rank_slice(len, n, p, ps, pl);
+    return;
+  }
+  int64_t lo;
+  *pl = part_in_chunk(count, n, p, off, off + len, &lo);
+  *ps = *pl > 0 ? lo - off : 0; /* no pointer past the chunk when empty */
+}
+
+/* fg_shm_all_reduce, or with `scatter` fg_shm_reduce_scatter: each rank
+ * stores only its own slice's sum, into its own buffer, and the slot path
+ * skips the copy out (and its barrier). */
+static int shm_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
+                      int scatter, const char *desc, const fg_shm_wait *w, fg_status *st) {
+  const size_t es =
+      checked_size(s, scatter ? "reduce_scatter" : "all_reduce", buf, count, dtype, st);
   if (es == 0) return -1;
   const int n = s->n, me = s->rank;
   s->calls++;
@@ -441,7 +473,8 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
       s->rounds++; /* as below: the other header pair next */
       return -1;
     }
-    int done = count > 0 ? reduce_in_place(s, b, par, count, dtype, es, mean, desc, w, st) : 0;
+    int done =
+        count > 0 ? reduce_in_place(s, b, par, count, dtype, es, mean, scatter, desc, w, st) : 0;
     if (done != 0) {
       s->rounds++; /* one round, so the next collective takes the other pair */
       return done < 0 ? -1 : 0;
@@ -457,8 +490,9 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
     else
       for (int p = 0; p < n; p++) {
         if (p == me) continue;
-        fg_rank_slice(len, n, p, &ps, &pl);
-        memcpy(mine + ps * (int64_t)es, in + ps * (int64_t)es, (size_t)(pl * (int64_t)es));
+        chunk_part(scatter, count, off, len, n, p, &ps, &pl);
+        if (pl > 0)
+          memcpy(mine + ps * (int64_t)es, in + ps * (int64_t)es, (size_t)(pl * (int64_t)es));
       }
     if (barrier(s, desc, w, st) != 0) return -1;
     if (off == 0 && !first_checked && check_counts(s, par, count, dtype, desc, st) != 0) {
@@ -475,13 +509,17 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
       continue; /* one round: len == count */
     }
     int64_t ms, ml;
-    fg_rank_slice(len, n, me, &ms, &ml);
+    chunk_part(scatter, count, off, len, n, me, &ms, &ml);
     for (int p = 0; p < n; p++)
       s->src[p] = p == me ? in + ms * (int64_t)es : slot(s, p, s->rounds) + ms * (int64_t)es;
     /* The sum goes to my slot for the others and, in the same pass, back
-     * into the buffer, so only the others' slices are copied out. */
+     * into the buffer, so only the others' slices are copied out. A
+     * reduce-scatter keeps it: one barrier per chunk is enough, since a
+     * slot is rewritten two rounds later, past the next round's barrier,
+     * which every rank reaches only when done reading this one. */
     void *to[2] = {in + ms * (int64_t)es, mine + ms * (int64_t)es};
-    fg_rank_sum_to(dtype, to, 2, s->src, n, ml, mean);
+    fg_rank_sum_to(dtype, to, scatter ? 1 : 2, s->src, n, ml, mean);
+    if (scatter) continue;
     if (barrier(s, desc, w, st) != 0) return -1;
     for (int p = 0; p < n; p++) {
       if (p == me) continue;
@@ -508,16 +546,6 @@ int fg_shm_all_gather_u64(fg_shm_reduce *s, uint64_t value, uint64_t *out, const
   for (int p = 0; p < s->n; p++)
     out[p] = header(s, p)->value[par];
   return 0;
-}
-
-/* Where rank p's slice of `count` lies inside the chunk [off, end): its
- * first element and length (0 when none does). */
-static int64_t part_in_chunk(int64_t count, int n, int p, int64_t off, int64_t end, int64_t *lo) {
-  int64_t ps, pl;
-  fg_rank_slice(count, n, p, &ps, &pl);
-  *lo = ps > off ? ps : off;
-  int64_t hi = ps + pl < end ? ps + pl : end;
-  return hi > *lo ? hi - *lo : 0;
 }
 
 int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype,
@@ -579,4 +607,14 @@ int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtyp
                (size_t)(len * (int64_t)es));
   }
   return 0;
+}
+
+int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
+                      const char *desc, const fg_shm_wait *w, fg_status *st) {
+  return shm_reduce(s, buf, count, dtype, mean, 0, desc, w, st);
+}
+
+int fg_shm_reduce_scatter(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
+                          const char *desc, const fg_shm_wait *w, fg_status *st) {
+  return shm_reduce(s, buf, count, dtype, mean, 1, desc, w, st);
 }

@@ -726,3 +726,57 @@ FG_TEST(shm_errors_name_ranks_as_given, "dist,badinput") {
   }
   FG_CHECK(fg_shm_reduce_name_ranks(NULL, (const int[]){1}, 1) == -1);
 }
+
+/* fg_shm_reduce_scatter: rank p's slice p holds the rank-order sum (or
+ * mean) of every rank's slice p, and the rest of its buffer is untouched,
+ * except on the small path (n copies within 16 KiB and one 4 KiB slot),
+ * where the whole buffer is summed. On the heap (slots, one barrier per
+ * chunk) and in arenas (in place), interleaved with all_reduces. */
+static int scatter_sweep(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  static const fg_dtype dts[] = {FG_F32, FG_F64, FG_I32, FG_I64};
+  const int64_t counts[] = {1, 2, 3, 1025, 3000, 10007};
+  fg_shm_wait w = {r->timeout, NULL, NULL};
+  for (int pass = 0; pass < 2; pass++) {
+    fg_shm_reduce_set_in_place(s, pass);
+    for (size_t d = 0; d < 4; d++)
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int mean = 0; mean < 2; mean++) {
+          size_t es = fg_dtype_size(dts[d]), bytes = (size_t)counts[k] * es;
+          unsigned char *buf = pass ? fg_shm_arena_alloc(bytes) : malloc(bytes),
+                        *mine = malloc(bytes), *want = malloc(bytes);
+          if (!buf || !mine || !want) return -1;
+          reduce_fill(dts[d], buf, r->rank, counts[k]);
+          memcpy(mine, buf, bytes);
+          reduce_expected(dts[d], want, r->n, counts[k], mean);
+          int rc = fg_shm_reduce_scatter(s, buf, counts[k], dts[d], mean, "reduce_scatter (test)",
+                                         &w, st);
+          int64_t start, len;
+          slice_of(counts[k], r->n, r->rank, &start, &len);
+          int small = bytes <= 4096 && bytes * (size_t)r->n <= 16384;
+          r->checks++;
+          if (rc == 0 && (memcmp(buf + start * (int64_t)es, want + start * (int64_t)es,
+                                 (size_t)len * es) != 0 ||
+                          (small ? memcmp(buf, want, bytes) != 0
+                                 : memcmp(buf, mine, (size_t)start * es) != 0 ||
+                                       memcmp(buf + (start + len) * (int64_t)es,
+                                              mine + (start + len) * (int64_t)es,
+                                              bytes - (size_t)(start + len) * es) != 0)))
+            r->wrong++;
+          pass ? fg_shm_arena_free(buf) : free(buf);
+          free(mine);
+          free(want);
+          double one[3], one_want[3];
+          reduce_fill(FG_F64, one, r->rank, 3);
+          reduce_expected(FG_F64, one_want, r->n, 3, 1);
+          if (rc != 0 || reduce(r, s, one, 3, FG_F64, 1, st) != 0) return -1;
+          r->checks++;
+          if (memcmp(one, one_want, sizeof one) != 0) r->wrong++;
+        }
+  }
+  return 0;
+}
+
+FG_TEST(shm_reduce_scatter_sums_own_slice_only, "dist") {
+  for (int n = 1; n <= 4; n++)
+    run_and_check(n, scatter_sweep, 2 * 4 * 6 * 2 * 2);
+}
