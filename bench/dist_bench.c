@@ -326,7 +326,7 @@ static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
 }
 
 static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
-  const int batch = getenv("XB") ? atoi(getenv("XB")) : 256, warmup = 2;
+  const int batch = 256, warmup = 2;
   const int steps = getenv("FG_BENCH_STEPS") ? atoi(getenv("FG_BENCH_STEPS")) : 8;
   int shard = batch / c->size;
   fg_graph *g = build_mlp_large(st);

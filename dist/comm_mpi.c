@@ -144,9 +144,10 @@ typedef struct mpi_comm {
   pthread_mutex_t stop_mu;
   char stop_why[STOP_MSG + 64];
   char abort_msg[STOP_MSG]; /* what this rank sent; MPI reads it until delivered */
-  /* all_reduce through shared memory (dist/shm_reduce.h) when every rank
-   * is on this host: set up by the first all_reduce (shm_tried), NULL when
-   * it goes through MPI messages, for the reason in shm_why. */
+  /* all_reduce through shared memory (dist/shm_reduce.h): this host's
+   * segment, for all ranks on one host or (with cross below) for each
+   * host's; set up by the first all_reduce (shm_tried), NULL when it goes
+   * through MPI messages, for the reason in shm_why. */
   int shm_tried;
   fg_shm_reduce *shm;
   char shm_why[160];
@@ -401,30 +402,35 @@ static int arenas_allowed(void) {
  * then; why says so). */
 static int group_hosts(const uint64_t *all, int n, int *host, int *local, char *why,
                        size_t why_size) {
+  /* One pass, each rank against the hosts so far (first ranks' hashes and
+   * rank counts, kept in local[] past the entries filled): O(n * hosts). */
   int hosts = 0;
-  for (int p = 0; p < n; p++) {
-    host[p] = -1;
-    for (int q = 0; q < p && host[p] < 0; q++)
-      if (all[q] >> 32 == all[p] >> 32) host[p] = host[q];
-    if (host[p] < 0) host[p] = hosts++;
-    local[p] = 0;
-    for (int q = 0; q < p; q++)
-      local[p] += host[q] == host[p];
+  int *first = malloc(2 * (size_t)n * sizeof *first), *size = first ? first + n : NULL;
+  if (!first) {
+    snprintf(why, why_size, "out of memory grouping the ranks by host");
+    return 0;
   }
   for (int p = 0; p < n; p++) {
-    int size0 = 0, size = 0;
-    for (int q = 0; q < n; q++) {
-      size0 += host[q] == 0;
-      size += host[q] == host[p];
+    int h = 0;
+    while (h < hosts && all[first[h]] >> 32 != all[p] >> 32)
+      h++;
+    if (h == hosts) {
+      first[hosts] = p;
+      size[hosts++] = 0;
     }
-    if (size != size0) {
+    host[p] = h;
+    local[p] = size[h]++;
+  }
+  int rc = hosts;
+  for (int h = 1; h < hosts && rc; h++)
+    if (size[h] != size[0]) {
       snprintf(why, why_size,
-               "hosts hold different numbers of ranks: %d on rank 0's, %d on rank %d's", size0,
-               size, p);
-      return 0;
+               "hosts hold different numbers of ranks: %d on rank 0's, %d on rank %d's", size[0],
+               size[h], first[h]);
+      rc = 0;
     }
-  }
-  return hosts;
+  free(first);
+  return rc;
 }
 
 /* Decides, on the first all_reduce and the same way on every rank, whether
@@ -498,10 +504,12 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
     size_t chunk = fg_shm_chunk_bytes(ce ? (size_t)strtoull(ce, NULL, 10) : 0);
     unsigned serial = atomic_fetch_add(&g_shm_serial, 1) + 1;
     snprintf(name, sizeof name, "/fg-mpi-%u-%u", pid_leader, serial);
-    if (fg_shm_reduce_create(name, local_n, chunk, why) == 0)
+    if (fg_shm_reduce_create(name, local_n, chunk, why) == 0) {
       offer = ((uint64_t)serial << 32) | (uint64_t)chunk;
-    else
+    } else {
       snprintf(m->shm_why, sizeof m->shm_why, "%s", fg_status_message(why));
+      name[0] = '\0'; /* not ours to unlink: it may be another job's */
+    }
   }
   if (gather_locked(m, offer, all, "all_reduce setup (shared memory)", st) != 0) {
     fg_status_free(why);
@@ -575,7 +583,8 @@ out:
   return rc;
 }
 
-/* The path all_reduce takes on c: "shared memory", or why it goes through
+/* The path all_reduce takes on c: "shared memory", "shared memory within
+ * each of H hosts ...", or why it goes through
  * MPI messages ("not yet decided" before the first all_reduce). */
 const char *fg_comm_mpi_reduce_path(const fg_comm *c) {
   const mpi_comm *m = (const mpi_comm *)c;
@@ -811,11 +820,17 @@ static int hier_all_reduce(mpi_comm *m, unsigned char *b, int64_t count, fg_dtyp
   const msg_group cross = {m->hosts, m->cross_me, m->cross};
   const uint64_t h = (uint64_t)count << 8 | (uint64_t)dtype, refused = (uint64_t)1 << 63;
   fg_status *across = fg_status_new();
-  int rc = check_counts(m, &cross, count, dtype, NULL, 0, tag + 2, across);
-  if (rc != 0 && fg_status_code(across) != FG_INVALID_ARGUMENT) {
-    fg_status_set(st, fg_status_code(across), "%s", fg_status_message(across));
+  int rc = across ? check_counts(m, &cross, count, dtype, NULL, 0, tag + 2, across) : -1;
+  if (rc != 0 && (!across || fg_status_code(across) != FG_INVALID_ARGUMENT)) {
+    /* A failed wait, or no memory: this rank cannot follow the others
+     * into the next step, which then meet the deadline. */
+    if (across)
+      fg_status_set(st, fg_status_code(across), "%s", fg_status_message(across));
+    else
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "%s: out of memory", desc);
     fg_status_free(across);
-    return -1; /* broken: a wait failed */
+    set_broken(m);
+    return -1;
   }
   uint64_t *seen = m->gathered;
   if (fg_shm_all_gather_u64(m->shm, rc == 0 ? h : h | refused, seen, desc, &w, st) != 0) {
@@ -852,10 +867,13 @@ static int hier_all_reduce(mpi_comm *m, unsigned char *b, int64_t count, fg_dtyp
     return -1;
   }
   fg_status_free(across);
-  /* The same count everywhere now: a refusal below is every rank's. */
+  /* The same count everywhere now: a refusal below is every rank's. The
+   * largest slice (local index 0's) decides, so every rank refuses alike
+   * where msg_all_reduce would refuse one of them. */
   const size_t es = fg_dtype_size(dtype);
-  if (over_int_messages(count, m->base.size, dtype, st) != 0) return -1;
   int64_t start, len;
+  fg_rank_slice(count, local_n, 0, &start, &len);
+  if (over_int_messages(len, m->hosts, dtype, st) != 0) return -1;
   fg_rank_slice(count, local_n, m->shm_local, &start, &len);
   if (fg_shm_reduce_scatter(m->shm, b, count, dtype, 0, desc, &w, st) != 0 ||
       msg_all_reduce(m, &cross, b + start * (int64_t)es, len, dtype, 0, 1, tag, st) != 0) {

@@ -33,9 +33,14 @@
  * different addresses. */
 typedef struct shm_header {
   _Atomic uint64_t gen; /* barriers this rank has reached */
-  /* The collective's count and dtype, by the parity of its first round:
-   * a rank that finishes early writes its next collective's into the other
-   * pair while the others still compare this one. */
+  /* The collective's count and dtype, by the parity of its first round.
+   * Read by the others after that round's barrier and before their next
+   * one. A pair is rewritten at the earliest two rounds later (past the
+   * next round's barrier, so every rank is done reading it): after a
+   * one-round collective, a rank that finishes early writes its next
+   * collective's into the other pair while the others still compare this
+   * one; after several rounds, the same pair may come again, past that
+   * barrier. */
   int64_t count[2];
   int32_t dtype[2];
   /* The low 32 bits of gen, for futex waits (a futex word has 32), and
@@ -538,8 +543,9 @@ int fg_shm_all_gather_u64(fg_shm_reduce *s, uint64_t value, uint64_t *out, const
                   s ? "NULL output" : "no group");
     return -1;
   }
-  /* One barrier, so the pair alternates as the small all_reduce's does: a
-   * rank that starts the next collective writes the other one. */
+  /* One round, as the small all_reduce's: the value pair follows the
+   * header rule above (rewritten two rounds later at the earliest, past
+   * the next round's barrier, which a rank reaches after reading it). */
   const int par = (int)(s->rounds++ & 1);
   header(s, s->rank)->value[par] = value;
   if (barrier(s, desc, w, st) != 0) return -1;
