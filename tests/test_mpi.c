@@ -465,11 +465,13 @@ FG_TEST(mpi_p2p_send_deadline, "dist,badinput") { check_p2p_deadline("send"); }
  * 3, waiting in an all_reduce, stop at once with FG_ABORTED naming rank 1
  * and its reason, not after the 30 s timeout; rank 1's own later call is
  * refused with the same reason. */
-FG_TEST(mpi_abort_stops_peers, "dist,badinput") {
+static void check_abort_stops_peers(const char *hosts) {
   MPI_REQUIRED();
   run_result *res = malloc(sizeof *res);
   char *args[] = {helper(), "abort", "30", NULL};
+  if (hosts) setenv("FG_TEST_HOSTS", hosts, 1);
   mpirun(4, NULL, args, 40, res);
+  if (hosts) unsetenv("FG_TEST_HOSTS");
   FG_CHECK(res->status != -1);
   for (int r = 0; r < 4; r++) {
     char want[200];
@@ -498,3 +500,8 @@ FG_TEST(mpi_abort_stops_peers, "dist,badinput") {
   FG_CHECK(res->wall < 25.0);
   free(res);
 }
+
+FG_TEST(mpi_abort_stops_peers, "dist,badinput") { check_abort_stops_peers(NULL); }
+/* Across hosts {0, 2} and {1, 3}: rank 3 waits in its host's segment or
+ * across, and stops the same. */
+FG_TEST(mpi_abort_stops_peers_across_hosts, "dist,badinput") { check_abort_stops_peers("0,1,0,1"); }
