@@ -547,6 +547,18 @@ FG_TEST(mpi_profile_reads_buffers_in_place, "dist") {
       FG_CHECK(n >= 4);
     else
       FG_CHECK(n == 0 && (!tail || tail > nl));
+    /* Over messages, each all_reduce of the 16 KiB gradient sends it all
+     * to the other rank (its slice in the reduce-scatter, the other's in
+     * the all-gather): 16384 bytes each, 4 of them (1 warm-up, 3 runs),
+     * plus the profile's few small ones. None over shared memory. */
+    const char *sent = at ? strstr(at, "; rank 0 sent ") : NULL;
+    long long bytes = sent && sent < nl ? atoll(sent + strlen("; rank 0 sent ")) : 0;
+    if (shm_off) {
+      FG_CHECK(bytes >= 4 * 16384 && bytes < 5 * 16384);
+      FG_CHECK(sent && strstr(sent, " bytes of them as MPI messages\n") != NULL);
+    } else if (strcmp(mpi_local_reduce_path(), "shared memory") == 0) {
+      FG_CHECK(bytes == 0);
+    }
     if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
     free(res);
   }

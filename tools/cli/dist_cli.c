@@ -158,5 +158,9 @@ void cli_print_reduce_path(const char *prefix, const fg_comm *c) {
   uint64_t in_place = fg_comm_mpi_in_place_count(c);
   printf("%sgradients all-reduced over %s", prefix, fg_comm_mpi_reduce_path(c));
   if (in_place) printf("; %" PRIu64 " all_reduces read the ranks' buffers in place", in_place);
+  /* What left this process as messages: across hosts, the network's
+   * share (dist/comm_mpi.h). */
+  uint64_t sent = fg_comm_mpi_message_bytes(c);
+  if (sent) printf("; rank %d sent %" PRIu64 " bytes of them as MPI messages", c->rank, sent);
   printf("\n");
 }
