@@ -151,10 +151,12 @@ typedef struct mpi_comm {
   int shm_tried;
   fg_shm_reduce *shm;
   char shm_why[160];
-  /* Ranks on several hosts, as many on each (hosts > 1): m->shm is this
-   * host's segment, and cross[h] the rank of this one's local index on
-   * host h, in host order (cross_me = this host's index); NULL otherwise. */
-  int hosts, cross_me;
+  /* Ranks on several hosts (hosts > 1): m->shm is this host's segment of
+   * local_n ranks; the first `owners` local indices (the smallest host's
+   * rank count) each own a slice, and for an owner cross[h] is the rank of
+   * its local index on host h, in host order (cross_me = this host's
+   * index). NULL for one host or messages. */
+  int hosts, cross_me, owners, local_n;
   int *cross;
   uint64_t msg_bytes; /* all_reduce data sent as messages (under mu) */
   int shm_local;      /* this rank's index in m->shm */
@@ -396,20 +398,14 @@ static int arenas_allowed(void) {
 }
 
 /* Which host each rank is on, from the gathered values' host hashes
- * (high 32 bits): hosts in order of their first rank. Fills host[p] and
- * local[p] (rank p's index among its host's ranks); returns the number of
- * hosts, or 0 when they hold different numbers of ranks (the message path
- * then; why says so). */
-static int group_hosts(const uint64_t *all, int n, int *host, int *local, char *why,
-                       size_t why_size) {
-  /* One pass, each rank against the hosts so far (first ranks' hashes and
-   * rank counts, kept in local[] past the entries filled): O(n * hosts). */
+ * (high 32 bits): hosts in order of their first rank. Fills host[p],
+ * local[p] (rank p's index among its host's ranks) and size[h] (host h's
+ * rank count; n entries), and returns the number of hosts, or 0 when out
+ * of memory. One pass, each rank against the hosts so far: O(n * hosts). */
+static int group_hosts(const uint64_t *all, int n, int *host, int *local, int *size) {
+  int *first = malloc((size_t)n * sizeof *first); /* each host's first rank */
+  if (!first) return 0;
   int hosts = 0;
-  int *first = malloc(2 * (size_t)n * sizeof *first), *size = first ? first + n : NULL;
-  if (!first) {
-    snprintf(why, why_size, "out of memory grouping the ranks by host");
-    return 0;
-  }
   for (int p = 0; p < n; p++) {
     int h = 0;
     while (h < hosts && all[first[h]] >> 32 != all[p] >> 32)
@@ -421,16 +417,8 @@ static int group_hosts(const uint64_t *all, int n, int *host, int *local, char *
     host[p] = h;
     local[p] = size[h]++;
   }
-  int rc = hosts;
-  for (int h = 1; h < hosts && rc; h++)
-    if (size[h] != size[0]) {
-      snprintf(why, why_size,
-               "hosts hold different numbers of ranks: %d on rank 0's, %d on rank %d's", size[0],
-               size[h], first[h]);
-      rc = 0;
-    }
   free(first);
-  return rc;
+  return hosts;
 }
 
 /* Decides, on the first all_reduce and the same way on every rank, whether
@@ -439,8 +427,8 @@ static int group_hosts(const uint64_t *all, int n, int *host, int *local, char *
  * the name, to try several hosts on one machine); each host's first rank
  * creates its segment (named after its pid; slot size from its
  * FG_MPI_SHM_CHUNK) and every rank of the host attaches it. Ranks on
- * several hosts take hier_all_reduce when every host holds the same number
- * of ranks, more than one. Three all-gathers under the deadline; each
+ * several hosts take hier_all_reduce unless every host holds one rank.
+ * Three all-gathers under the deadline; each
  * creator unlinks its name after the last. Returns -1 only when a gather
  * fails (the communicator is broken then); any other failure leaves m->shm
  * NULL, with why in m->shm_why, and the MPI message path. Under m->mu. */
@@ -469,7 +457,8 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
   int rc = -1, hosts = 0, leader = 0, local_n = n;
   fg_shm_reduce *s = NULL;
   char name[64] = "";
-  int *host_of = malloc(2 * (size_t)n * sizeof *host_of), *local = host_of ? host_of + n : NULL;
+  int *host_of = malloc(3 * (size_t)n * sizeof *host_of), *local = host_of ? host_of + n : NULL,
+      *size = host_of ? host_of + 2 * (size_t)n : NULL;
   if (!host_of) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "all_reduce setup: out of memory");
     set_broken(m); /* the others gather: this rank cannot follow */
@@ -485,13 +474,21 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
       snprintf(m->shm_why, sizeof m->shm_why, "rank %d has FG_MPI_SHM=0", p);
       goto out;
     }
-  hosts = group_hosts(all, n, host_of, local, m->shm_why, sizeof m->shm_why);
-  if (hosts == 0) goto out;
-  local_n = n / hosts;
-  if (local_n == 1) {
+  hosts = group_hosts(all, n, host_of, local, size);
+  if (hosts == 0) {
+    snprintf(m->shm_why, sizeof m->shm_why, "out of memory grouping the ranks by host");
+    goto out;
+  }
+  int smallest = n, largest = 0;
+  for (int h = 0; h < hosts; h++) {
+    smallest = size[h] < smallest ? size[h] : smallest;
+    largest = size[h] > largest ? size[h] : largest;
+  }
+  if (largest == 1) {
     snprintf(m->shm_why, sizeof m->shm_why, "one rank on each of %d hosts", hosts);
     goto out;
   }
+  local_n = size[host_of[me]];
   while (host_of[leader] != host_of[me] || local[leader] != 0)
     leader++;
   unsigned pid_leader = (unsigned)(all[leader] & 0x3fffffffu);
@@ -541,6 +538,8 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
       if (s) snprintf(m->shm_why, sizeof m->shm_why, "rank %d could not map the segment", p);
     }
   if (ok && hosts > 1) {
+    /* The smallest host's count of ranks own the slices: every host has
+     * them, so each owner's group spans every host. */
     m->cross = malloc((size_t)(hosts + local_n) * sizeof *m->cross);
     if (!m->cross) {
       /* Every rank must take the same path, and this one cannot follow. */
@@ -558,16 +557,23 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
     fg_shm_reduce_name_ranks(s, m->local_ranks, n);
     m->hosts = hosts;
     m->cross_me = host_of[me];
+    m->owners = smallest;
+    m->local_n = local_n;
   }
   if (ok) {
     fg_shm_reduce_set_in_place(s, in_place);
     m->shm = s;
     m->shm_local = local[me];
     s = NULL;
-    if (hosts > 1)
+    if (hosts > 1 && smallest == largest)
       snprintf(m->shm_why, sizeof m->shm_why,
                "shared memory within each of %d hosts (%d ranks each), MPI messages across", hosts,
                local_n);
+    else if (hosts > 1)
+      snprintf(m->shm_why, sizeof m->shm_why,
+               "shared memory within each of %d hosts (%d to %d ranks), MPI messages across among "
+               "the first %d of each",
+               hosts, smallest, largest, smallest);
     else
       snprintf(m->shm_why, sizeof m->shm_why, "shared memory");
   }
@@ -645,12 +651,15 @@ static int member(const msg_group *g, int i) { return g->ranks ? g->ranks[i] : i
  * path sends, so a rank on the other path (another count) is refused, not
  * truncated. */
 static int check_counts(mpi_comm *m, const msg_group *g, int64_t count, fg_dtype dtype,
-                        const void *data, size_t data_bytes, int tag, fg_status *st) {
+                        int host_odd, const void *data, size_t data_bytes, int tag, fg_status *st) {
   const int n = g->n, me = g->me;
   const size_t slot = 8 + MSG_SMALL;
   if (reserve(m, (size_t)n * slot, st) != 0) return -1;
   unsigned char *mine = m->scratch + (size_t)me * slot;
-  const uint64_t h = (uint64_t)count << 8 | (uint64_t)dtype;
+  /* Counts reach 2^56 long before memory runs out: the top bit says
+   * whether the sender's host disagreed within (hier_all_reduce). */
+  const uint64_t odd_bit = (uint64_t)1 << 63;
+  const uint64_t h = (uint64_t)count << 8 | (uint64_t)dtype | (host_odd ? odd_bit : 0);
   memcpy(mine, &h, 8);
   if (data_bytes) memcpy(mine + 8, data, data_bytes);
   int nr = 0;
@@ -671,12 +680,20 @@ static int check_counts(mpi_comm *m, const msg_group *g, int64_t count, fg_dtype
     uint64_t hp;
     memcpy(&hp, m->scratch + (size_t)p * slot, 8);
     if (hp == h) continue;
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "all_reduce (collective #%llu) on rank %d of %d: rank %d has %lld elements of "
-                  "%s, rank %d has %lld of %s; every rank must reduce the same tensor",
-                  (unsigned long long)m->seq, m->base.rank, m->base.size, m->base.rank,
-                  (long long)count, fg_dtype_name(dtype), member(g, p), (long long)(hp >> 8),
-                  fg_dtype_name((fg_dtype)(hp & 0xff)));
+    if ((hp & ~odd_bit) != (h & ~odd_bit))
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "all_reduce (collective #%llu) on rank %d of %d: rank %d has %lld elements of "
+                    "%s, rank %d has %lld of %s; every rank must reduce the same tensor",
+                    (unsigned long long)m->seq, m->base.rank, m->base.size, m->base.rank,
+                    (long long)count, fg_dtype_name(dtype), member(g, p),
+                    (long long)((hp & ~odd_bit) >> 8), fg_dtype_name((fg_dtype)(hp & 0xff)));
+    else
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "all_reduce (collective #%llu) on rank %d of %d: rank %d, on another host, "
+                    "has the same %lld elements of %s but its host's ranks disagree; every rank "
+                    "must reduce the same tensor",
+                    (unsigned long long)m->seq, m->base.rank, m->base.size,
+                    member(g, (hp & odd_bit) ? p : me), (long long)count, fg_dtype_name(dtype));
     return -1;
   }
   return 0;
@@ -714,7 +731,7 @@ static int msg_all_reduce(mpi_comm *m, const msg_group *g, unsigned char *b, int
    * communicator, and the other may accept a wrong sum. Count 0 takes part
    * too, so a partner with elements learns of it at once. */
   if ((small || !agreed) &&
-      check_counts(m, g, count, dtype, b, small ? bytes : 0, tag + 2, st) != 0)
+      check_counts(m, g, count, dtype, 0, b, small ? bytes : 0, tag + 2, st) != 0)
     return -1;
   if (small) {
     /* Everyone's data came with the counts: one round. */
@@ -797,17 +814,23 @@ out:
 }
 
 /* Ranks on several hosts (m->cross): shared memory within each host and
- * messages between hosts, as NCCL and Horovod's hierarchical all-reduce do,
- * so each rank sends 1/L of what the message path among all ranks sends to
- * other hosts (L ranks per host):
- *   1. the ranks of each local index compare count and dtype across hosts
- *      (messages), then every rank of a host learns its neighbours' verdict
- *      and counts (one barrier): all ranks go on, or all refuse;
- *   2. local rank i gets slice i of the host's sum, in rank order
+ * messages between hosts, as NCCL and Horovod's hierarchical all-reduce do.
+ * The first L ranks of each host (L = m->owners, the smallest host's
+ * count) own a slice each; with L ranks on every host, each rank sends 1/L
+ * of what the message path among all ranks sends to other hosts.
+ *   1. agreement, all ranks go on or all refuse before any data moves:
+ *      a. each host's ranks compare count and dtype (one barrier);
+ *      b. each owner compares them with its peers of the same local index
+ *         on the other hosts (messages), saying whether its host agreed;
+ *      c. every rank of a host learns its owners' verdicts (one barrier).
+ *      If any host disagrees within, its owners tell every host's; if the
+ *      hosts disagree, every owner group sees it: so a verdict reaches all;
+ *   2. owner i gets slice i of its host's sum, in rank order
  *      (fg_shm_reduce_scatter);
- *   3. that slice, summed over the hosts in host order
- *      (messages among the ranks of local index i), and scaled for a mean;
- *   4. every rank of a host gathers the others' slices (fg_shm_all_gather_slices).
+ *   3. that slice, summed over the hosts in host order (messages among the
+ *      owners of local index i), and scaled for a mean;
+ *   4. every rank of a host gathers the owners' slices
+ *      (fg_shm_all_gather_slices).
  * Every rank ends with the same bits; the order (hosts' sums, each in rank
  * order) differs from one host's, so the last bits can differ from a run
  * on one host. The caller holds m->mu and numbers the collective. */
@@ -816,11 +839,25 @@ static int hier_all_reduce(mpi_comm *m, unsigned char *b, int64_t count, fg_dtyp
   char desc[160];
   snprintf(desc, sizeof desc, "all_reduce (collective #%llu)", (unsigned long long)m->seq);
   const fg_shm_wait w = {m->base.timeout_s, shm_stop, m};
-  const int local_n = m->base.size / m->hosts;
+  const int local_n = m->local_n, owner = m->shm_local < m->owners;
   const msg_group cross = {m->hosts, m->cross_me, m->cross};
-  const uint64_t h = (uint64_t)count << 8 | (uint64_t)dtype, refused = (uint64_t)1 << 63;
-  fg_status *across = fg_status_new();
-  int rc = across ? check_counts(m, &cross, count, dtype, NULL, 0, tag + 2, across) : -1;
+  const uint64_t h = (uint64_t)count << 8 | (uint64_t)dtype;
+  uint64_t *seen = m->gathered;
+  /* a. This host's counts. */
+  if (fg_shm_all_gather_u64(m->shm, h, seen, desc, &w, st) != 0) {
+    set_broken(m);
+    return -1;
+  }
+  int odd = -1;
+  uint64_t odd_h = 0;
+  for (int p = 0; p < local_n && odd < 0; p++)
+    if (seen[p] != h) odd = p, odd_h = seen[p];
+  /* b. Each owner compares its count across hosts, saying whether its
+   * own host agreed. */
+  fg_status *across = owner ? fg_status_new() : NULL;
+  int rc = !owner   ? 0
+           : across ? check_counts(m, &cross, count, dtype, odd >= 0, NULL, 0, tag + 2, across)
+                    : -1;
   if (rc != 0 && (!across || fg_status_code(across) != FG_INVALID_ARGUMENT)) {
     /* A failed wait, or no memory: this rank cannot follow the others
      * into the next step, which then meet the deadline. */
@@ -832,56 +869,51 @@ static int hier_all_reduce(mpi_comm *m, unsigned char *b, int64_t count, fg_dtyp
     set_broken(m);
     return -1;
   }
-  uint64_t *seen = m->gathered;
-  if (fg_shm_all_gather_u64(m->shm, rc == 0 ? h : h | refused, seen, desc, &w, st) != 0) {
+  /* c. Every rank of the host learns the owners' verdicts. */
+  if (fg_shm_all_gather_u64(m->shm, rc != 0, seen, desc, &w, st) != 0) {
     fg_status_free(across);
     set_broken(m);
     return -1;
   }
-  /* This rank's own refusal across hosts first, then a neighbour with
-   * another count, then a neighbour refused across hosts. */
-  int who = -1, why = 0;
-  for (int p = 0; p < local_n && rc == 0; p++)
-    if ((seen[p] & ~refused) != h) who = p, why = 1;
-  for (int p = 0; p < local_n && rc == 0 && who < 0; p++)
-    if (seen[p] & refused) who = p, why = 2;
-  if (rc != 0)
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s", fg_status_message(across));
-  else if (why == 1)
+  int refused_by = -1;
+  for (int p = 0; p < local_n && refused_by < 0; p++)
+    if (seen[p]) refused_by = p;
+  /* This host's own disagreement first, then this rank's refusal across
+   * hosts, then a neighbour's. */
+  if (odd >= 0)
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "%s on rank %d of %d: rank %d has %lld elements of %s, rank %d has %lld of "
                   "%s; every rank must reduce the same tensor",
                   desc, m->base.rank, m->base.size, m->base.rank, (long long)count,
-                  fg_dtype_name(dtype), m->local_ranks[who],
-                  (long long)((seen[who] & ~refused) >> 8),
-                  fg_dtype_name((fg_dtype)(seen[who] & 0xff)));
-  else if (why == 2)
+                  fg_dtype_name(dtype), m->local_ranks[odd], (long long)(odd_h >> 8),
+                  fg_dtype_name((fg_dtype)(odd_h & 0xff)));
+  else if (rc != 0)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s", fg_status_message(across));
+  else if (refused_by >= 0)
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "%s on rank %d of %d: rank %d, on this host, has the same %lld elements of %s "
                   "but was refused by a rank on another host; every rank must reduce the same "
                   "tensor",
-                  desc, m->base.rank, m->base.size, m->local_ranks[who], (long long)count,
+                  desc, m->base.rank, m->base.size, m->local_ranks[refused_by], (long long)count,
                   fg_dtype_name(dtype));
-  if (rc != 0 || who >= 0) {
-    fg_status_free(across);
-    return -1;
-  }
   fg_status_free(across);
+  if (odd >= 0 || refused_by >= 0) return -1;
   /* The same count everywhere now: a refusal below is every rank's. The
-   * largest slice (local index 0's) decides, so every rank refuses alike
-   * where msg_all_reduce would refuse one of them. */
+   * largest slice (owner 0's) decides, so every rank refuses alike where
+   * msg_all_reduce would refuse one of them. */
   const size_t es = fg_dtype_size(dtype);
-  int64_t start, len;
-  fg_rank_slice(count, local_n, 0, &start, &len);
+  int64_t start = 0, len = 0;
+  fg_rank_slice(count, m->owners, 0, &start, &len);
   if (over_int_messages(len, m->hosts, dtype, st) != 0) return -1;
-  fg_rank_slice(count, local_n, m->shm_local, &start, &len);
-  if (fg_shm_reduce_scatter(m->shm, b, count, dtype, 0, desc, &w, st) != 0 ||
-      msg_all_reduce(m, &cross, b + start * (int64_t)es, len, dtype, 0, 1, tag, st) != 0) {
+  if (owner) fg_rank_slice(count, m->owners, m->shm_local, &start, &len);
+  if (fg_shm_reduce_scatter(m->shm, b, count, dtype, 0, m->owners, desc, &w, st) != 0 ||
+      (owner &&
+       msg_all_reduce(m, &cross, b + start * (int64_t)es, len, dtype, 0, 1, tag, st) != 0)) {
     set_broken(m);
     return -1;
   }
-  if (mean) fg_rank_mean(dtype, b + start * (int64_t)es, len, m->base.size);
-  if (fg_shm_all_gather_slices(m->shm, b, count, dtype, desc, &w, st) != 0) {
+  if (owner && mean) fg_rank_mean(dtype, b + start * (int64_t)es, len, m->base.size);
+  if (fg_shm_all_gather_slices(m->shm, b, count, dtype, m->owners, desc, &w, st) != 0) {
     set_broken(m);
     return -1;
   }

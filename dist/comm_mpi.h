@@ -52,10 +52,12 @@ fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st);
 /* How c's all_reduce moves data: "shared memory" when every rank is on one
  * host (dist/shm_reduce.h; decided by the first all_reduce, on every rank
  * alike); "shared memory within each of H hosts (L ranks each), MPI
- * messages across" when every host holds the same L > 1 ranks (each host
- * sums in its own segment, the ranks of each local index sum their slice
- * across hosts by messages, each host gathers the slices: the sum is each
- * host's ranks in rank order, then the hosts in order); else "MPI messages
+ * messages across" (or "(L to M ranks), MPI messages across among the
+ * first L of each") when the ranks are on several hosts, more than one on
+ * some: each host sums in its own segment, each of the first L ranks of a
+ * host (L the smallest host's count) sums its slice across hosts by
+ * messages, and each host gathers the slices; the sum is each host's
+ * ranks in rank order, then the hosts in order. Else "MPI messages
  * (why)"; "not yet decided" before the first all_reduce. FG_MPI_SHM=0 on
  * any rank keeps the messages; FG_MPI_SHM_CHUNK (bytes, each host's first
  * rank's) sets the shared slot size, for tests and benchmarks; FG_MPI_HOST

@@ -368,17 +368,17 @@ static int map_peers(fg_shm_reduce *s, unsigned char *buf, int par, int64_t coun
  * every buffer unchanged until all are done: 1 with the collective done, 0
  * to take the slots instead, -1 on a failed wait. */
 static int reduce_in_place(fg_shm_reduce *s, unsigned char *buf, int par, int64_t count,
-                           fg_dtype dtype, size_t es, int mean, int scatter, const char *desc,
+                           fg_dtype dtype, size_t es, int mean, int owners, const char *desc,
                            const fg_shm_wait *w, fg_status *st) {
   const int n = s->n, me = s->rank;
   int mapped = map_peers(s, buf, par, count, es, desc, w, st);
   if (mapped <= 0) return mapped;
-  int64_t ms, ml;
-  fg_rank_slice(count, n, me, &ms, &ml);
+  int64_t ms = 0, ml = 0;
+  if (!owners || me < owners) fg_rank_slice(count, owners ? owners : n, me, &ms, &ml);
   for (int p = 0; p < n; p++)
     s->dst[p] = s->src[p] = (unsigned char *)s->dst[p] + ms * (int64_t)es;
   /* A reduce-scatter stores the slice into this rank's buffer alone. */
-  if (scatter)
+  if (owners)
     fg_rank_sum_to(dtype, &s->dst[me], 1, s->src, n, ml, mean);
   else
     fg_rank_sum_to(dtype, s->dst, n, s->src, n, ml, mean);
@@ -414,37 +414,47 @@ static size_t checked_size(const fg_shm_reduce *s, const char *op, const void *b
   return es;
 }
 
-/* Where rank p's slice of `count` lies inside the chunk [off, end): its
- * first element and length (0 when none does). */
-static int64_t part_in_chunk(int64_t count, int n, int p, int64_t off, int64_t end, int64_t *lo) {
-  int64_t ps, pl;
-  fg_rank_slice(count, n, p, &ps, &pl);
+/* Owners outside 0 (every rank) .. n: refused, before any barrier. */
+static int bad_owners(const fg_shm_reduce *s, const char *op, int owners, fg_status *st) {
+  if (s && owners >= 0 && owners <= s->n) return 0;
+  fg_status_set(st, FG_INVALID_ARGUMENT, "shared-memory %s: %d slice owners in a group of %d", op,
+                owners, s ? s->n : 0);
+  return 1;
+}
+
+/* Where rank p's slice of `count` (one of `owners`, the first ranks; the
+ * others own none) lies inside the chunk [off, end): its first element
+ * and length (0 when none does). */
+static int64_t part_in_chunk(int64_t count, int owners, int p, int64_t off, int64_t end,
+                             int64_t *lo) {
+  int64_t ps = 0, pl = 0;
+  if (p < owners) fg_rank_slice(count, owners, p, &ps, &pl);
   *lo = ps > off ? ps : off;
   int64_t hi = ps + pl < end ? ps + pl : end;
   return hi > *lo ? hi - *lo : 0;
 }
 
 /* Where rank p sums inside the chunk of `len` elements at `off` (relative
- * to the chunk): a slice of the chunk for an all_reduce, the part of its
- * slice of the whole buffer for a reduce-scatter. */
-static void chunk_part(int scatter, int64_t count, int64_t off, int64_t len, int n, int p,
+ * to the chunk): a slice of the chunk for an all_reduce (owners 0), the
+ * part of its slice of the whole buffer for a reduce-scatter. */
+static void chunk_part(int owners, int64_t count, int64_t off, int64_t len, int n, int p,
                        int64_t *ps, int64_t *pl) {
-  if (!scatter) {
+  if (!owners) {
     fg_rank_slice(len, n, p, ps, pl);
     return;
   }
   int64_t lo;
-  *pl = part_in_chunk(count, n, p, off, off + len, &lo);
+  *pl = part_in_chunk(count, owners, p, off, off + len, &lo);
   *ps = *pl > 0 ? lo - off : 0; /* no pointer past the chunk when empty */
 }
 
-/* fg_shm_all_reduce, or with `scatter` fg_shm_reduce_scatter: each rank
- * stores only its own slice's sum, into its own buffer, and the slot path
- * skips the copy out (and its barrier). */
+/* fg_shm_all_reduce (owners 0), or fg_shm_reduce_scatter over `owners`
+ * slices: each owner stores only its own slice's sum, into its own buffer,
+ * and the slot path skips the copy out (and its barrier). */
 static int shm_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
-                      int scatter, const char *desc, const fg_shm_wait *w, fg_status *st) {
+                      int owners, const char *desc, const fg_shm_wait *w, fg_status *st) {
   const size_t es =
-      checked_size(s, scatter ? "reduce_scatter" : "all_reduce", buf, count, dtype, st);
+      checked_size(s, owners ? "reduce_scatter" : "all_reduce", buf, count, dtype, st);
   if (es == 0) return -1;
   const int n = s->n, me = s->rank;
   s->calls++;
@@ -479,7 +489,7 @@ static int shm_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
       return -1;
     }
     int done =
-        count > 0 ? reduce_in_place(s, b, par, count, dtype, es, mean, scatter, desc, w, st) : 0;
+        count > 0 ? reduce_in_place(s, b, par, count, dtype, es, mean, owners, desc, w, st) : 0;
     if (done != 0) {
       s->rounds++; /* one round, so the next collective takes the other pair */
       return done < 0 ? -1 : 0;
@@ -495,7 +505,7 @@ static int shm_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
     else
       for (int p = 0; p < n; p++) {
         if (p == me) continue;
-        chunk_part(scatter, count, off, len, n, p, &ps, &pl);
+        chunk_part(owners, count, off, len, n, p, &ps, &pl);
         if (pl > 0)
           memcpy(mine + ps * (int64_t)es, in + ps * (int64_t)es, (size_t)(pl * (int64_t)es));
       }
@@ -514,7 +524,7 @@ static int shm_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
       continue; /* one round: len == count */
     }
     int64_t ms, ml;
-    chunk_part(scatter, count, off, len, n, me, &ms, &ml);
+    chunk_part(owners, count, off, len, n, me, &ms, &ml);
     for (int p = 0; p < n; p++)
       s->src[p] = p == me ? in + ms * (int64_t)es : slot(s, p, s->rounds) + ms * (int64_t)es;
     /* The sum goes to my slot for the others and, in the same pass, back
@@ -523,8 +533,8 @@ static int shm_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
      * slot is rewritten two rounds later, past the next round's barrier,
      * which every rank reaches only when done reading this one. */
     void *to[2] = {in + ms * (int64_t)es, mine + ms * (int64_t)es};
-    fg_rank_sum_to(dtype, to, scatter ? 1 : 2, s->src, n, ml, mean);
-    if (scatter) continue;
+    fg_rank_sum_to(dtype, to, owners ? 1 : 2, s->src, n, ml, mean);
+    if (owners) continue;
     if (barrier(s, desc, w, st) != 0) return -1;
     for (int p = 0; p < n; p++) {
       if (p == me) continue;
@@ -554,11 +564,12 @@ int fg_shm_all_gather_u64(fg_shm_reduce *s, uint64_t value, uint64_t *out, const
   return 0;
 }
 
-int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype,
+int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int owners,
                              const char *desc, const fg_shm_wait *w, fg_status *st) {
   const size_t es = checked_size(s, "all_gather", buf, count, dtype, st);
-  if (es == 0) return -1;
+  if (es == 0 || bad_owners(s, "all_gather", owners, st)) return -1;
   const int n = s->n, me = s->rank;
+  if (owners == 0) owners = n;
   s->calls++;
   unsigned char none = 0, *b = count > 0 ? buf : &none;
   const int par = (int)(s->rounds & 1);
@@ -582,7 +593,7 @@ int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtyp
     if (mapped < 0) return -1;
     if (mapped) {
       for (int p = 0; p < n; p++)
-        if (p != me && (len = part_in_chunk(count, n, p, 0, count, &lo)) > 0)
+        if (p != me && (len = part_in_chunk(count, owners, p, 0, count, &lo)) > 0)
           memcpy(b + lo * (int64_t)es, (unsigned char *)s->dst[p] + lo * (int64_t)es,
                  (size_t)(len * (int64_t)es));
       if (barrier(s, desc, w, st) != 0) return -1;
@@ -599,7 +610,7 @@ int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtyp
   for (int64_t off = 0; off < count || off == 0; off += per_chunk, s->rounds++) {
     const int64_t end = count - off < per_chunk ? count : off + per_chunk;
     unsigned char *mine = slot(s, me, s->rounds);
-    if ((len = part_in_chunk(count, n, me, off, end, &lo)) > 0)
+    if ((len = part_in_chunk(count, owners, me, off, end, &lo)) > 0)
       memcpy(mine + (lo - off) * (int64_t)es, b + lo * (int64_t)es, (size_t)(len * (int64_t)es));
     if (barrier(s, desc, w, st) != 0) return -1;
     if (!checked && check_counts(s, par, count, dtype, desc, st) != 0) {
@@ -608,7 +619,7 @@ int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtyp
     }
     checked = 1;
     for (int p = 0; p < n; p++)
-      if (p != me && (len = part_in_chunk(count, n, p, off, end, &lo)) > 0)
+      if (p != me && (len = part_in_chunk(count, owners, p, off, end, &lo)) > 0)
         memcpy(b + lo * (int64_t)es, slot(s, p, s->rounds) + (lo - off) * (int64_t)es,
                (size_t)(len * (int64_t)es));
   }
@@ -621,6 +632,7 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
 }
 
 int fg_shm_reduce_scatter(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
-                          const char *desc, const fg_shm_wait *w, fg_status *st) {
-  return shm_reduce(s, buf, count, dtype, mean, 1, desc, w, st);
+                          int owners, const char *desc, const fg_shm_wait *w, fg_status *st) {
+  if (bad_owners(s, "reduce_scatter", owners, st)) return -1;
+  return shm_reduce(s, buf, count, dtype, mean, owners ? owners : s->n, desc, w, st);
 }

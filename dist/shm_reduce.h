@@ -114,21 +114,25 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
 int fg_shm_all_gather_u64(fg_shm_reduce *s, uint64_t value, uint64_t *out, const char *desc,
                           const fg_shm_wait *w, fg_status *st);
 
-/* fg_shm_all_reduce's sum (or mean) of rank p's slice p (fg_rank_slice)
- * into rank p's buffer only; the rest of each buffer is left as it was,
- * except on the small path (whole sums everywhere). With
- * fg_shm_all_gather_slices after it, an all_reduce that writes each
- * buffer's other slices once instead of twice. */
-int fg_shm_reduce_scatter(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
-                          const char *desc, const fg_shm_wait *w, fg_status *st);
+/* The buffer cut into `owners` slices (0: n), slice p owned by rank p
+ * (fg_rank_slice(count, owners, p), dist/rank_sum.h); ranks from owners
+ * on own none. Owners outside 0 .. n are refused before any barrier. */
 
-/* Each rank p holds slice p of buf (fg_rank_slice(count, n, p), dist/
- * rank_sum.h); afterwards every rank holds all of them. The same count and
- * dtype on every rank (compared, refused as fg_shm_all_reduce refuses).
- * With in-place reads on (fg_shm_reduce_set_in_place) and every buffer in
- * an arena, each rank copies the others' slices straight from their
- * buffers; otherwise through the slots, a chunk at a time. */
-int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype,
+/* fg_shm_all_reduce's sum (or mean) of each owner p's slice p into rank
+ * p's buffer only; the rest of each buffer is left as it was, except on
+ * the small path (whole sums everywhere). With fg_shm_all_gather_slices
+ * after it, an all_reduce that writes each buffer's other slices once
+ * instead of twice. */
+int fg_shm_reduce_scatter(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
+                          int owners, const char *desc, const fg_shm_wait *w, fg_status *st);
+
+/* Each owner p holds slice p of buf; afterwards every rank holds all of
+ * them. The same count and dtype on every rank (compared, refused as
+ * fg_shm_all_reduce refuses). With in-place reads on
+ * (fg_shm_reduce_set_in_place) and every buffer in an arena, each rank
+ * copies the others' slices straight from their buffers; otherwise through
+ * the slots, a chunk at a time. */
+int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int owners,
                              const char *desc, const fg_shm_wait *w, fg_status *st);
 
 #endif

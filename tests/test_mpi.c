@@ -40,19 +40,25 @@ static long long message_bytes(int np, const char *env, const char *path, int r)
   }
   const char *hosts = env ? strstr(env, "FG_TEST_HOSTS=") : NULL;
   if (!hosts || strncmp(path, "shared memory within", 20) != 0) return 0;
-  int host[16], n_hosts = 0, local = 0, per_host = 0;
+  int host[16], size[16] = {0}, n_hosts = 0, local = 0, owners = np;
   hosts += strlen("FG_TEST_HOSTS=");
   for (int p = 0; p < np; p++, hosts = strchr(hosts, ',') + 1)
     host[p] = atoi(hosts);
   for (int p = 0; p < np; p++) {
     if (host[p] + 1 > n_hosts) n_hosts = host[p] + 1;
     if (p < r && host[p] == host[r]) local++;
-    if (host[p] == host[r]) per_host++;
+    size[host[p]]++;
   }
-  long long slice = count / per_host + (local < count % per_host);
-  long long part = slice / n_hosts; /* this host's part of the slice */
-  int h = host[r];
-  part += h < slice % n_hosts;
+  /* The smallest host's count of ranks own the slices; the others send
+   * nothing. */
+  for (int h = 0; h < n_hosts; h++)
+    owners = size[h] < owners ? size[h] : owners;
+  if (local >= owners) return 0;
+  long long slice = count / owners + (local < count % owners);
+  /* This host's part of the slice; hosts are numbered by first rank, as
+   * the test's lists give them. */
+  long long part = slice / n_hosts;
+  part += host[r] < slice % n_hosts;
   return 4 * (slice - part + (n_hosts - 1) * part);
 }
 
@@ -134,13 +140,21 @@ FG_TEST(mpi_collectives_np4_two_hosts_interleaved_small_slots, "dist") {
 FG_TEST(mpi_collectives_np6_three_hosts_arenas_off, "dist") {
   check_collectives(6, "FG_TEST_HOSTS=1,0,2,0,1,2 FG_MPI_SHM_ARENA=0", ACROSS(3, 2));
 }
-/* Hosts that hold different numbers of ranks, or one rank each, take the
- * messages, and say why. */
-FG_TEST(mpi_collectives_np3_uneven_hosts_messages, "dist") {
+/* Hosts that hold different numbers of ranks: the smallest host's count
+ * own the slices, and only they send messages. 2 + 1 ranks: rank 0 and 1
+ * exchange whole buffers, rank 2 only shares its host's segment. */
+FG_TEST(mpi_collectives_np3_uneven_hosts, "dist") {
   check_collectives(3, "FG_TEST_HOSTS=0,1,0",
-                    "MPI messages (hosts hold different numbers of ranks: 2 on rank 0's, 1 on "
-                    "rank 1's)");
+                    "shared memory within each of 2 hosts (1 to 2 ranks), MPI messages across "
+                    "among the first 1 of each");
 }
+/* 3 + 2 ranks, 4 KiB slots: the first 2 of each host own half each. */
+FG_TEST(mpi_collectives_np5_uneven_hosts_small_slots, "dist") {
+  check_collectives(5, "FG_TEST_HOSTS=0,0,1,0,1 FG_MPI_SHM_CHUNK=4096",
+                    "shared memory within each of 2 hosts (2 to 3 ranks), MPI messages across "
+                    "among the first 2 of each");
+}
+/* One rank on each host: the messages, saying why. */
 FG_TEST(mpi_collectives_np2_one_rank_per_host_messages, "dist") {
   check_collectives(2, "FG_TEST_HOSTS=0,1", "MPI messages (one rank on each of 2 hosts)");
 }
@@ -192,46 +206,70 @@ static void check_mismatch(int shm_off) {
   free(res);
 }
 
-/* Across hosts, every rank is refused too, and the group stays in step:
- * a rank refused by its peer on the other host tells its own host's ranks
- * before any data moves. Hosts {0, 1} and {2, 3}: the ranks of local index
- * 0 are 0 and 2, of index 1 are 1 and 3. */
-FG_TEST(mpi_all_reduce_count_mismatch_refused_across_hosts, "dist,badinput") {
-  MPI_REQUIRED();
-  run_result *res = malloc(sizeof *res);
+/* The mismatch helper's 4 refusals at np ranks over pretend hosts: every
+ * rank refused with INVALID_ARGUMENT naming itself, then a right sum, and
+ * no deadline. Leaves the output in res. */
+static void check_mismatch_across(int np, const char *hosts, run_result *res) {
   char *args[] = {helper(), "mismatch", "20", NULL};
-  setenv("FG_TEST_HOSTS", "0,0,1,1", 1);
-  mpirun(4, NULL, args, 40, res);
+  setenv("FG_TEST_HOSTS", hosts, 1);
+  mpirun(np, NULL, args, 40, res);
   unsetenv("FG_TEST_HOSTS");
   FG_CHECK_INT(res->status, 0);
   static const char *const what[] = {"mismatched counts", "empty against 2", "mismatched dtypes",
                                      "one round against two"};
   static const char *const after[] = {"after the mismatch", "after the empty one",
                                       "after the dtypes", "after the sizes"};
-  for (int r = 0; r < 4; r++)
+  for (int r = 0; r < np; r++)
     for (int k = 0; k < 4; k++) {
       char want[200];
       snprintf(want, sizeof want,
-               "rank %d: %s: INVALID_ARGUMENT all_reduce (collective #%d) on rank %d of 4: ", r,
-               what[k], 2 * k, r);
+               "rank %d: %s: INVALID_ARGUMENT all_reduce (collective #%d) on rank %d of %d: ", r,
+               what[k], 2 * k, r, np);
       FG_CHECK_STR_CONTAINS(res->out, want);
       snprintf(want, sizeof want, "rank %d: %s: right sum", r, after[k]);
       FG_CHECK_STR_CONTAINS(res->out, want);
     }
-  /* Rank 0 (5 elements) against its peer across hosts, rank 2 (6). */
+  FG_CHECK(res->wall < 15); /* no refusal waits for a deadline (20 s) */
+}
+
+/* Across hosts, every rank is refused too, and the group stays in step:
+ * each host's ranks compare counts at home first, the slice owners then
+ * compare across hosts (saying whether their host agreed), and every rank
+ * learns its owners' verdicts, all before any data moves. */
+FG_TEST(mpi_all_reduce_count_mismatch_refused_across_hosts, "dist,badinput") {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  /* Hosts {0, 1} and {2, 3}; rank 0 has 5 elements, the others 6. */
+  check_mismatch_across(4, "0,0,1,1", res);
+  /* Ranks 0 and 1 disagree at home. */
   FG_CHECK_STR_CONTAINS(res->out, "rank 0: mismatched counts: INVALID_ARGUMENT all_reduce "
                                   "(collective #0) on rank 0 of 4: rank 0 has 5 elements of f64, "
-                                  "rank 2 has 6 of f64;");
-  /* Rank 1 agrees with rank 3 across hosts, and learns of rank 0 at home. */
-  FG_CHECK_STR_CONTAINS(res->out, "rank 1: mismatched counts: INVALID_ARGUMENT all_reduce "
-                                  "(collective #0) on rank 1 of 4: rank 1 has 6 elements of f64, "
+                                  "rank 1 has 6 of f64;");
+  /* Rank 2, the first owner on its host, against rank 0. */
+  FG_CHECK_STR_CONTAINS(res->out, "rank 2: mismatched counts: INVALID_ARGUMENT all_reduce "
+                                  "(collective #0) on rank 2 of 4: rank 2 has 6 elements of f64, "
                                   "rank 0 has 5 of f64;");
-  /* Rank 3's host agrees within, but rank 2 was refused across. */
-  FG_CHECK_STR_CONTAINS(res->out,
-                        "rank 3: mismatched counts: INVALID_ARGUMENT all_reduce (collective #0) on "
-                        "rank 3 of 4: rank 2, on this host, has the same 6 elements of f64 but "
-                        "was refused by a rank on another host;");
-  FG_CHECK(res->wall < 15); /* no refusal waits for a deadline (20 s) */
+  /* Rank 3 agrees with rank 1, whose host does not agree within. */
+  FG_CHECK_STR_CONTAINS(res->out, "rank 3: mismatched counts: INVALID_ARGUMENT all_reduce "
+                                  "(collective #0) on rank 3 of 4: rank 1, on another host, has "
+                                  "the same 6 elements of f64 but its host's ranks disagree;");
+  free(res);
+}
+
+/* Uneven hosts {0, 2} and {1}: rank 2 owns no slice and learns of a
+ * refusal across hosts from its host's owner, rank 0. */
+FG_TEST(mpi_all_reduce_count_mismatch_refused_uneven_hosts, "dist,badinput") {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  check_mismatch_across(3, "0,1,0", res);
+  /* Rank 1 reduces 0 elements, the others 2. */
+  FG_CHECK_STR_CONTAINS(res->out, "rank 2: empty against 2: INVALID_ARGUMENT all_reduce "
+                                  "(collective #2) on rank 2 of 3: rank 0, on this host, has the "
+                                  "same 2 elements of f64 but was refused by a rank on another "
+                                  "host;");
+  FG_CHECK_STR_CONTAINS(res->out, "rank 0: empty against 2: INVALID_ARGUMENT all_reduce "
+                                  "(collective #2) on rank 0 of 3: rank 0 has 2 elements of f64, "
+                                  "rank 1 has 0 of f64;");
   free(res);
 }
 
@@ -292,8 +330,8 @@ static void check_killed_rank(int shm_off) {
 }
 
 /* Across hosts {0, 1} and {2, 3}: rank 0 waits for rank 1 in its host's
- * segment, rank 3 for rank 1 across hosts, and rank 2 for rank 3 (stuck
- * there) at home; each names the ranks by their MPI numbers. */
+ * segment, rank 3 for rank 1 across hosts, and rank 2 for rank 0 (stuck
+ * at home) across hosts; each names the ranks by their MPI numbers. */
 FG_TEST(mpi_killed_rank_gives_deadline_across_hosts, "dist,badinput") {
   MPI_REQUIRED();
   run_result *res = malloc(sizeof *res);
@@ -304,7 +342,7 @@ FG_TEST(mpi_killed_rank_gives_deadline_across_hosts, "dist,badinput") {
   check_survivors(res, 4, 2.0);
   FG_CHECK_STR_CONTAINS(res->out, "on rank 0 of 4: waited 2.0 s (timeout 2.0 s) for rank(s) 1;");
   FG_CHECK_STR_CONTAINS(res->out, "on rank 3 of 4: waited 2.0 s (timeout 2.0 s) for rank(s) 1;");
-  FG_CHECK_STR_CONTAINS(res->out, "on rank 2 of 4: waited 2.0 s (timeout 2.0 s) for rank(s) 3;");
+  FG_CHECK_STR_CONTAINS(res->out, "on rank 2 of 4: waited 2.0 s (timeout 2.0 s) for rank(s) 0;");
   for (int r = 0; r < 4; r++) {
     char want[64];
     snprintf(want, sizeof want, "rank %d: 3 in place before", r);

@@ -594,16 +594,22 @@ FG_TEST(shm_slot_sizes, "dist") {
 /* ---- the pieces of the path across hosts (dist/comm_mpi.c) ------------ */
 
 /* Slice p of n over count elements, written out here (the first count % n
- * slices get one more) rather than taken from dist/rank_sum.h. */
+ * slices get one more) rather than taken from dist/rank_sum.h; a rank from
+ * n on (not an owner) has none. */
 static void slice_of(int64_t count, int n, int p, int64_t *start, int64_t *len) {
   int64_t q = count / n, extra = count % n;
-  *start = q * p + (p < extra ? p : extra);
-  *len = q + (p < extra ? 1 : 0);
+  *start = p < n ? q * p + (p < extra ? p : extra) : 0;
+  *len = p < n ? q + (p < extra ? 1 : 0) : 0;
 }
 
+/* The slice owners the tests try in a group of n: all (0), the first
+ * rank alone, and all but the last. */
+static int owners_of(int variant, int n) { return variant == 0 ? 0 : variant == 1 ? 1 : n - 1; }
+
 /* fg_shm_all_gather_slices: each rank holds only its slice of "rank 99's"
- * data (the rest is junk of its own), and afterwards all of it, over
- * every dtype and counts across chunks and empty slices. Pass 0 on the
+ * data (the rest is junk of its own; a rank that owns no slice holds only
+ * junk), and afterwards all of it, over every dtype, counts across chunks
+ * and empty slices, and 3 choices of owners (owners_of). Pass 0 on the
  * heap (slots), pass 1 in arenas (in place), pass 2 with rank 1 on the
  * heap (every rank takes the slots). Each gather is followed by a small
  * all_reduce (one barrier), so the slot and header pairs alternate in every
@@ -612,22 +618,24 @@ static int gather_slices(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   static const fg_dtype dts[] = {FG_F32, FG_F64, FG_I32, FG_I64};
   const int64_t counts[] = {0, 1, 2, 1025, 3000, 10007};
   fg_shm_wait w = {r->timeout, NULL, NULL};
-  for (int pass = 0; pass < 3; pass++) {
-    fg_shm_reduce_set_in_place(s, pass > 0);
+  for (int pass = 0; pass < 3 * 3; pass++) {
+    const int owners = owners_of(pass / 3, r->n), all = owners ? owners : r->n;
+    fg_shm_reduce_set_in_place(s, pass % 3 > 0);
     for (size_t d = 0; d < 4; d++)
       for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
         size_t es = fg_dtype_size(dts[d]), bytes = (size_t)counts[k] * es;
-        int heap = pass == 0 || (pass == 2 && r->rank == 1);
+        int heap = pass % 3 == 0 || (pass % 3 == 2 && r->rank == 1);
         unsigned char *buf = heap ? malloc(bytes + 8) : fg_shm_arena_alloc(bytes + 8),
                       *want = malloc(bytes + 8);
         if (!buf || !want) return -1;
         reduce_fill(dts[d], want, 99, counts[k]);
         memset(buf, 0xA0 + r->rank, bytes);
         int64_t start, len;
-        slice_of(counts[k], r->n, r->rank, &start, &len);
+        slice_of(counts[k], all, r->rank, &start, &len);
         memcpy(buf + start * (int64_t)es, want + start * (int64_t)es, (size_t)len * es);
         uint64_t before = fg_shm_reduce_in_place_count(s);
-        int rc = fg_shm_all_gather_slices(s, buf, counts[k], dts[d], "all_gather (test)", &w, st);
+        int rc = fg_shm_all_gather_slices(s, buf, counts[k], dts[d], owners, "all_gather (test)",
+                                          &w, st);
         r->checks++;
         if (rc == 0 && (memcmp(buf, want, bytes) != 0 || fg_shm_reduce_in_place_count(s) != before))
           r->wrong++;
@@ -646,7 +654,7 @@ static int gather_slices(rank_run *r, fg_shm_reduce *s, fg_status *st) {
 
 FG_TEST(shm_all_gather_slices_in_place_and_through_slots, "dist") {
   for (int n = 1; n <= 4; n++)
-    run_and_check(n, gather_slices, 3 * 4 * 6 * 2);
+    run_and_check(n, gather_slices, 3 * 3 * 4 * 6 * 2);
 }
 
 /* fg_shm_all_gather_u64 gives every rank's value; a gather of slices with
@@ -665,8 +673,8 @@ static int gather_u64_and_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st)
     }
   }
   float buf[10] = {0};
-  int rc =
-      fg_shm_all_gather_slices(s, buf, r->rank == 0 ? 9 : 10, FG_F32, "all_gather (test)", &w, st);
+  int rc = fg_shm_all_gather_slices(s, buf, r->rank == 0 ? 9 : 10, FG_F32, 0, "all_gather (test)",
+                                    &w, st);
   char want[200];
   snprintf(want, sizeof want,
            "all_gather (test) on rank %d of %d: rank %d has %d elements of f32, rank %d has %d "
@@ -682,8 +690,20 @@ static int gather_u64_and_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st)
       fg_status_code(st) != FG_INVALID_ARGUMENT || !strstr(fg_status_message(st), "NULL output"))
     r->wrong++;
   r->checks++;
-  if (fg_shm_all_gather_slices(s, buf, 10, FG_BOOL, "g", &w, st) == 0 ||
+  if (fg_shm_all_gather_slices(s, buf, 10, FG_BOOL, 0, "g", &w, st) == 0 ||
       !strstr(fg_status_message(st), "shared-memory all_gather: a group over 10 elements of bool"))
+    r->wrong++;
+  /* Owners beyond the group, or negative, refused before any barrier. */
+  char owners_msg[96];
+  snprintf(owners_msg, sizeof owners_msg,
+           "shared-memory all_gather: %d slice owners in a group of %d", r->n + 1, r->n);
+  r->checks++;
+  if (fg_shm_all_gather_slices(s, buf, 10, FG_F32, r->n + 1, "g", &w, st) == 0 ||
+      strcmp(fg_status_message(st), owners_msg) != 0)
+    r->wrong++;
+  r->checks++;
+  if (fg_shm_reduce_scatter(s, buf, 10, FG_F32, 0, -1, "g", &w, st) == 0 ||
+      !strstr(fg_status_message(st), "shared-memory reduce_scatter: -1 slice owners in a group of"))
     r->wrong++;
   for (int i = 0; i < 10; i++)
     buf[i] = (float)(i * 3 + 1);
@@ -691,7 +711,7 @@ static int gather_u64_and_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st)
   slice_of(10, r->n, r->rank, &start, &len);
   for (int i = 0; i < 10; i++)
     if (i < start || i >= start + len) buf[i] = -1.0f;
-  if (fg_shm_all_gather_slices(s, buf, 10, FG_F32, "all_gather (test)", &w, st) != 0) return -1;
+  if (fg_shm_all_gather_slices(s, buf, 10, FG_F32, 0, "all_gather (test)", &w, st) != 0) return -1;
   for (int i = 0; i < 10; i++) {
     r->checks++;
     if (buf[i] != (float)(i * 3 + 1)) r->wrong++;
@@ -703,7 +723,7 @@ static int gather_u64_and_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st)
 FG_TEST(shm_all_gather_u64_and_refusals, "dist,badinput") {
   rank_run runs[3];
   run_ranks(runs, 3, 4096, 20, -1, gather_u64_and_refusals);
-  check_all_right(runs, 3, 3 * 3 + 3 + 10);
+  check_all_right(runs, 3, 3 * 3 + 5 + 10);
 }
 
 /* The ranks of one host within a larger group (the MPI ranks 5, 7 and 9 of
@@ -727,16 +747,18 @@ FG_TEST(shm_errors_name_ranks_as_given, "dist,badinput") {
   FG_CHECK(fg_shm_reduce_name_ranks(NULL, (const int[]){1}, 1) == -1);
 }
 
-/* fg_shm_reduce_scatter: rank p's slice p holds the rank-order sum (or
- * mean) of every rank's slice p, and the rest of its buffer is untouched,
- * except on the small path (n copies within 16 KiB and one 4 KiB slot),
- * where the whole buffer is summed. On the heap (slots, one barrier per
- * chunk) and in arenas (in place), interleaved with all_reduces. */
+/* fg_shm_reduce_scatter: owner p's slice p holds the rank-order sum (or
+ * mean) of every rank's slice p, and the rest of its buffer is untouched
+ * (all of it on a rank that owns none), except on the small path (n copies
+ * within 16 KiB and one 4 KiB slot), where the whole buffer is summed. On
+ * the heap (slots, one barrier per chunk) and in arenas (in place), for 3
+ * choices of owners (owners_of), interleaved with all_reduces. */
 static int scatter_sweep(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   static const fg_dtype dts[] = {FG_F32, FG_F64, FG_I32, FG_I64};
   const int64_t counts[] = {1, 2, 3, 1025, 3000, 10007};
   fg_shm_wait w = {r->timeout, NULL, NULL};
-  for (int pass = 0; pass < 2; pass++) {
+  for (int variant = 0; variant < 2 * 3; variant++) {
+    const int pass = variant % 2, owners = owners_of(variant / 2, r->n);
     fg_shm_reduce_set_in_place(s, pass);
     for (size_t d = 0; d < 4; d++)
       for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
@@ -748,10 +770,10 @@ static int scatter_sweep(rank_run *r, fg_shm_reduce *s, fg_status *st) {
           reduce_fill(dts[d], buf, r->rank, counts[k]);
           memcpy(mine, buf, bytes);
           reduce_expected(dts[d], want, r->n, counts[k], mean);
-          int rc = fg_shm_reduce_scatter(s, buf, counts[k], dts[d], mean, "reduce_scatter (test)",
-                                         &w, st);
+          int rc = fg_shm_reduce_scatter(s, buf, counts[k], dts[d], mean, owners,
+                                         "reduce_scatter (test)", &w, st);
           int64_t start, len;
-          slice_of(counts[k], r->n, r->rank, &start, &len);
+          slice_of(counts[k], owners ? owners : r->n, r->rank, &start, &len);
           int small = bytes <= 4096 && bytes * (size_t)r->n <= 16384;
           r->checks++;
           if (rc == 0 && (memcmp(buf + start * (int64_t)es, want + start * (int64_t)es,
@@ -778,5 +800,5 @@ static int scatter_sweep(rank_run *r, fg_shm_reduce *s, fg_status *st) {
 
 FG_TEST(shm_reduce_scatter_sums_own_slice_only, "dist") {
   for (int n = 1; n <= 4; n++)
-    run_and_check(n, scatter_sweep, 2 * 4 * 6 * 2 * 2);
+    run_and_check(n, scatter_sweep, 3 * 2 * 4 * 6 * 2 * 2);
 }
