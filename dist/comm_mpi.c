@@ -549,6 +549,10 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
       goto out;
     }
     m->local_ranks = m->cross + hosts;
+    /* Only an owner's group is complete (a non-owner's local index may be
+     * past a smaller host's ranks): -1 elsewhere, never used. */
+    for (int h = 0; h < hosts; h++)
+      m->cross[h] = -1;
     for (int p = 0; p < n; p++) {
       if (local[p] == local[me]) m->cross[host_of[p]] = p;
       if (host_of[p] == host_of[me]) m->local_ranks[local[p]] = p;
@@ -620,7 +624,7 @@ uint64_t fg_comm_mpi_message_bytes(const fg_comm *c) {
 
 /* The message path's agreement on count and dtype (the shared-memory path
  * compares them in its segment): each rank sends both, packed into one u64
- * (counts reach 2^56 long before memory runs out), to every other rank.
+ * (counts reach 2^55 long before memory runs out), to every other rank.
  * Messages rather than an all-gather, so a deadline names the ranks that
  * never answered. The refusal names this rank and the first rank that
  * differs, in the shared-memory path's words; the group stays usable. The
@@ -656,7 +660,7 @@ static int check_counts(mpi_comm *m, const msg_group *g, int64_t count, fg_dtype
   const size_t slot = 8 + MSG_SMALL;
   if (reserve(m, (size_t)n * slot, st) != 0) return -1;
   unsigned char *mine = m->scratch + (size_t)me * slot;
-  /* Counts reach 2^56 long before memory runs out: the top bit says
+  /* Counts reach 2^55 long before memory runs out: the top bit says
    * whether the sender's host disagreed within (hier_all_reduce). */
   const uint64_t odd_bit = (uint64_t)1 << 63;
   const uint64_t h = (uint64_t)count << 8 | (uint64_t)dtype | (host_odd ? odd_bit : 0);
@@ -687,13 +691,18 @@ static int check_counts(mpi_comm *m, const msg_group *g, int64_t count, fg_dtype
                     (unsigned long long)m->seq, m->base.rank, m->base.size, m->base.rank,
                     (long long)count, fg_dtype_name(dtype), member(g, p),
                     (long long)((hp & ~odd_bit) >> 8), fg_dtype_name((fg_dtype)(hp & 0xff)));
-    else
+    else if (hp & odd_bit)
       fg_status_set(st, FG_INVALID_ARGUMENT,
                     "all_reduce (collective #%llu) on rank %d of %d: rank %d, on another host, "
                     "has the same %lld elements of %s but its host's ranks disagree; every rank "
                     "must reduce the same tensor",
-                    (unsigned long long)m->seq, m->base.rank, m->base.size,
-                    member(g, (hp & odd_bit) ? p : me), (long long)count, fg_dtype_name(dtype));
+                    (unsigned long long)m->seq, m->base.rank, m->base.size, member(g, p),
+                    (long long)count, fg_dtype_name(dtype));
+    else /* hier_all_reduce reports its own host's disagreement instead */
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "all_reduce (collective #%llu) on rank %d of %d: this rank's host's ranks "
+                    "disagree; every rank must reduce the same tensor",
+                    (unsigned long long)m->seq, m->base.rank, m->base.size);
     return -1;
   }
   return 0;

@@ -364,9 +364,10 @@ static int map_peers(fg_shm_reduce *s, unsigned char *buf, int par, int64_t coun
 /* The in-place path, after the first barrier and the count check: when
  * every rank's buffer lies in an arena and every rank could map all of
  * them (map_peers), each rank sums its slice straight from the buffers in
- * rank order and stores it into every buffer, and a last barrier keeps
- * every buffer unchanged until all are done: 1 with the collective done, 0
- * to take the slots instead, -1 on a failed wait. */
+ * rank order and stores it into every buffer (a reduce-scatter: each
+ * owner into its own buffer only, the others nothing), and a last barrier
+ * keeps every buffer unchanged until all are done: 1 with the collective
+ * done, 0 to take the slots instead, -1 on a failed wait. */
 static int reduce_in_place(fg_shm_reduce *s, unsigned char *buf, int par, int64_t count,
                            fg_dtype dtype, size_t es, int mean, int owners, const char *desc,
                            const fg_shm_wait *w, fg_status *st) {

@@ -42,8 +42,17 @@ static long long message_bytes(int np, const char *env, const char *path, int r)
   if (!hosts || strncmp(path, "shared memory within", 20) != 0) return 0;
   int host[16], size[16] = {0}, n_hosts = 0, local = 0, owners = np;
   hosts += strlen("FG_TEST_HOSTS=");
+  int label[16];
   for (int p = 0; p < np; p++, hosts = strchr(hosts, ',') + 1)
-    host[p] = atoi(hosts);
+    label[p] = atoi(hosts);
+  /* Hosts numbered in order of their first rank, as the communicator
+   * orders them. */
+  for (int p = 0, seen = 0; p < np; p++) {
+    host[p] = -1;
+    for (int q = 0; q < p && host[p] < 0; q++)
+      if (label[q] == label[p]) host[p] = host[q];
+    if (host[p] < 0) host[p] = seen++;
+  }
   for (int p = 0; p < np; p++) {
     if (host[p] + 1 > n_hosts) n_hosts = host[p] + 1;
     if (p < r && host[p] == host[r]) local++;
@@ -55,8 +64,7 @@ static long long message_bytes(int np, const char *env, const char *path, int r)
     owners = size[h] < owners ? size[h] : owners;
   if (local >= owners) return 0;
   long long slice = count / owners + (local < count % owners);
-  /* This host's part of the slice; hosts are numbered by first rank, as
-   * the test's lists give them. */
+  /* This host's part of the slice. */
   long long part = slice / n_hosts;
   part += host[r] < slice % n_hosts;
   return 4 * (slice - part + (n_hosts - 1) * part);
@@ -153,6 +161,13 @@ FG_TEST(mpi_collectives_np5_uneven_hosts_small_slots, "dist") {
   check_collectives(5, "FG_TEST_HOSTS=0,0,1,0,1 FG_MPI_SHM_CHUNK=4096",
                     "shared memory within each of 2 hosts (2 to 3 ranks), MPI messages across "
                     "among the first 2 of each");
+}
+/* Hosts {0}, {1, 2, 4} and {3} (labels not in rank order): one owner per
+ * host, the ranks past it only share their host's segment. */
+FG_TEST(mpi_collectives_np5_three_uneven_hosts, "dist") {
+  check_collectives(5, "FG_TEST_HOSTS=1,0,0,2,0",
+                    "shared memory within each of 3 hosts (1 to 3 ranks), MPI messages across "
+                    "among the first 1 of each");
 }
 /* One rank on each host: the messages, saying why. */
 FG_TEST(mpi_collectives_np2_one_rank_per_host_messages, "dist") {
