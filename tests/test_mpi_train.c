@@ -162,6 +162,21 @@ static int count_substr(const char *s, const char *what) {
   return n;
 }
 
+/* One process's `train MODEL` over 3 epochs of `batch`, saved to
+ * single.fgb (shuffled with seed 7 when `shuffle`): the reference the MPI
+ * runs are compared with. */
+static void single_train(cli_result *r, const char *model, const char *batch, int shuffle) {
+  char xi[700], yi[700], m[700];
+  lin_inputs(xi, yi);
+  snprintf(m, sizeof m, "%s", tpath(model));
+  if (shuffle)
+    cli(r, "train", m, "-i", xi, "-i", yi, "--batch", batch, "--epochs", "3", "--shuffle", "7",
+        "--save", tpath("single.fgb"), NULL);
+  else
+    cli(r, "train", m, "-i", xi, "-i", yi, "--batch", batch, "--epochs", "3", "--save",
+        tpath("single.fgb"), NULL);
+}
+
 /* `device`: the ranks' --device (NULL: the default, cpu:0); `comm`: their
  * --dist-comm (NULL: the default, auto), and `says`: a line the run must
  * print (NULL: none). */
@@ -187,14 +202,7 @@ static void check_matches_comm(int np, int shuffle, const char *batch, const cha
   FG_CHECK_INT(res->status, 0);
   /* The single-process run on the full batches, through the same CLI. */
   cli_result r;
-  char xi[700], yi[700];
-  lin_inputs(xi, yi);
-  if (shuffle)
-    cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", batch, "--epochs", "3",
-        "--shuffle", "7", "--save", tpath("single.fgb"), NULL);
-  else
-    cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", batch, "--epochs", "3",
-        "--save", tpath("single.fgb"), NULL);
+  single_train(&r, "lin.fgb", batch, shuffle);
   FG_CHECK_INT(r.code, 0);
   float wm[2], bm[1];
   check_vs_single(res->out, r.out, "mpi.fgb", atoi(batch), shuffle, 0, wm, bm);
@@ -244,10 +252,7 @@ FG_TEST(mpi_train_np4_two_hosts_matches_single, "dist") {
                                         "across"),
                  1);
   cli_result r;
-  char xi[700], yi[700];
-  lin_inputs(xi, yi);
-  cli(&r, "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs", "3", "--save",
-      tpath("single.fgb"), NULL);
+  single_train(&r, "lin.fgb", "8", 0);
   FG_CHECK_INT(r.code, 0);
   float wm[2], bm[1];
   check_vs_single(res->out, r.out, "mpi.fgb", 8, 0, 0, wm, bm);
@@ -346,10 +351,7 @@ static void check_loss_sum(int np, const char *model) {
   mpi_train(np, model, "7", extra, "mpi.fgb", res);
   FG_CHECK_INT(res->status, 0);
   cli_result r;
-  char xi[700], yi[700];
-  lin_inputs(xi, yi);
-  cli(&r, "train", tpath("lsum.fgb"), "-i", xi, "-i", yi, "--batch", "7", "--epochs", "3", "--save",
-      tpath("single.fgb"), NULL);
+  single_train(&r, "lsum.fgb", "7", 0);
   FG_CHECK_INT(r.code, 0);
   double lm[8], ls[8], ref[8];
   linp p;
