@@ -476,7 +476,10 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
     }
   hosts = group_hosts(all, n, host_of, local, size);
   if (hosts == 0) {
-    snprintf(m->shm_why, sizeof m->shm_why, "out of memory grouping the ranks by host");
+    /* The others go on to the next gather: this rank cannot follow. */
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "all_reduce setup: out of memory");
+    set_broken(m);
+    rc = -1;
     goto out;
   }
   int smallest = n, largest = 0;
