@@ -658,15 +658,12 @@ static int member(const msg_group *g, int i) { return g->ranks ? g->ranks[i] : i
  * path sends, so a rank on the other path (another count) is refused, not
  * truncated. */
 static int check_counts(mpi_comm *m, const msg_group *g, int64_t count, fg_dtype dtype,
-                        int host_odd, const void *data, size_t data_bytes, int tag, fg_status *st) {
+                        const void *data, size_t data_bytes, int tag, fg_status *st) {
   const int n = g->n, me = g->me;
   const size_t slot = 8 + MSG_SMALL;
   if (reserve(m, (size_t)n * slot, st) != 0) return -1;
   unsigned char *mine = m->scratch + (size_t)me * slot;
-  /* Counts reach 2^55 long before memory runs out: the top bit says
-   * whether the sender's host disagreed within (hier_all_reduce). */
-  const uint64_t odd_bit = (uint64_t)1 << 63;
-  const uint64_t h = (uint64_t)count << 8 | (uint64_t)dtype | (host_odd ? odd_bit : 0);
+  const uint64_t h = (uint64_t)count << 8 | (uint64_t)dtype;
   memcpy(mine, &h, 8);
   if (data_bytes) memcpy(mine + 8, data, data_bytes);
   int nr = 0;
@@ -687,25 +684,12 @@ static int check_counts(mpi_comm *m, const msg_group *g, int64_t count, fg_dtype
     uint64_t hp;
     memcpy(&hp, m->scratch + (size_t)p * slot, 8);
     if (hp == h) continue;
-    if ((hp & ~odd_bit) != (h & ~odd_bit))
-      fg_status_set(st, FG_INVALID_ARGUMENT,
-                    "all_reduce (collective #%llu) on rank %d of %d: rank %d has %lld elements of "
-                    "%s, rank %d has %lld of %s; every rank must reduce the same tensor",
-                    (unsigned long long)m->seq, m->base.rank, m->base.size, m->base.rank,
-                    (long long)count, fg_dtype_name(dtype), member(g, p),
-                    (long long)((hp & ~odd_bit) >> 8), fg_dtype_name((fg_dtype)(hp & 0xff)));
-    else if (hp & odd_bit)
-      fg_status_set(st, FG_INVALID_ARGUMENT,
-                    "all_reduce (collective #%llu) on rank %d of %d: rank %d, on another host, "
-                    "has the same %lld elements of %s but its host's ranks disagree; every rank "
-                    "must reduce the same tensor",
-                    (unsigned long long)m->seq, m->base.rank, m->base.size, member(g, p),
-                    (long long)count, fg_dtype_name(dtype));
-    else /* hier_all_reduce reports its own host's disagreement instead */
-      fg_status_set(st, FG_INVALID_ARGUMENT,
-                    "all_reduce (collective #%llu) on rank %d of %d: this rank's host's ranks "
-                    "disagree; every rank must reduce the same tensor",
-                    (unsigned long long)m->seq, m->base.rank, m->base.size);
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "all_reduce (collective #%llu) on rank %d of %d: rank %d has %lld elements of "
+                  "%s, rank %d has %lld of %s; every rank must reduce the same tensor",
+                  (unsigned long long)m->seq, m->base.rank, m->base.size, m->base.rank,
+                  (long long)count, fg_dtype_name(dtype), member(g, p), (long long)(hp >> 8),
+                  fg_dtype_name((fg_dtype)(hp & 0xff)));
     return -1;
   }
   return 0;
@@ -727,6 +711,13 @@ static int over_int_messages(int64_t count, int parts, fg_dtype dtype, fg_status
   return -1;
 }
 
+/* Whether count elements go in one round over messages among n ranks
+ * (MSG_SMALL above). */
+static int msg_small(int64_t count, fg_dtype dtype, int n) {
+  const size_t bytes = (size_t)count * fg_dtype_size(dtype);
+  return count > 0 && bytes <= MSG_SMALL && bytes * (size_t)n <= ((size_t)16 << 10);
+}
+
 /* The all_reduce over messages among g's members, in member order; the
  * caller holds m->mu and has numbered the collective (tags tag .. tag+2).
  * Counts are compared first (check_counts) unless the caller's group
@@ -736,14 +727,14 @@ static int msg_all_reduce(mpi_comm *m, const msg_group *g, unsigned char *b, int
   const int n = g->n, me = g->me;
   const size_t es = fg_dtype_size(dtype);
   const size_t bytes = (size_t)count * es;
-  const int small = count > 0 && bytes <= MSG_SMALL && bytes * (size_t)n <= ((size_t)16 << 10);
+  const int small = msg_small(count, dtype, n);
   /* Every member states its count and dtype first, so a mismatch is
    * refused on all of them before a byte moves: otherwise the rank
    * expecting fewer bytes fails with a truncated message, which breaks its
    * communicator, and the other may accept a wrong sum. Count 0 takes part
    * too, so a partner with elements learns of it at once. */
   if ((small || !agreed) &&
-      check_counts(m, g, count, dtype, 0, b, small ? bytes : 0, tag + 2, st) != 0)
+      check_counts(m, g, count, dtype, b, small ? bytes : 0, tag + 2, st) != 0)
     return -1;
   if (small) {
     /* Everyone's data came with the counts: one round. */
@@ -830,86 +821,36 @@ out:
  * The first L ranks of each host (L = m->owners, the smallest host's
  * count) own a slice each; with L ranks on every host, each rank sends 1/L
  * of what the message path among all ranks sends to other hosts.
- *   1. agreement, all ranks go on or all refuse before any data moves:
- *      a. each host's ranks compare count and dtype (one barrier);
- *      b. each owner compares them with its peers of the same local index
- *         on the other hosts (messages), saying whether its host agreed;
- *      c. every rank of a host learns its owners' verdicts (one barrier).
- *      If any host disagrees within, its owners tell every host's; if the
- *      hosts disagree, every owner group sees it: so a verdict reaches all;
+ *   1. every rank states its count and dtype to every other, as the message
+ *      path does (check_counts), so all go on or all refuse before any
+ *      data moves. A buffer small enough comes with its count and is
+ *      summed right there, in rank order: one round, as on the message
+ *      path (a small buffer's time is its rounds, not its bytes);
  *   2. owner i gets slice i of its host's sum, in rank order
  *      (fg_shm_reduce_scatter);
  *   3. that slice, summed over the hosts in host order (messages among the
  *      owners of local index i), and scaled for a mean;
  *   4. every rank of a host gathers the owners' slices
  *      (fg_shm_all_gather_slices).
- * Every rank ends with the same bits; the order (hosts' sums, each in rank
- * order) differs from one host's, so the last bits can differ from a run
- * on one host. The caller holds m->mu and numbers the collective. */
+ * Every rank ends with the same bits; a larger buffer's order (hosts'
+ * sums, each in rank order) differs from one host's, so the last bits can
+ * differ from a run on one host. The caller holds m->mu and numbers the
+ * collective. */
 static int hier_all_reduce(mpi_comm *m, unsigned char *b, int64_t count, fg_dtype dtype, int mean,
                            int tag, fg_status *st) {
+  const msg_group all = {m->base.size, m->base.rank, NULL};
+  if (msg_small(count, dtype, all.n))
+    return msg_all_reduce(m, &all, b, count, dtype, mean, 0, tag, st);
+  if (check_counts(m, &all, count, dtype, NULL, 0, tag + 2, st) != 0) {
+    /* A refusal leaves the group in step; a failed wait or no memory do not. */
+    if (fg_status_code(st) != FG_INVALID_ARGUMENT) set_broken(m);
+    return -1;
+  }
   char desc[160];
   snprintf(desc, sizeof desc, "all_reduce (collective #%llu)", (unsigned long long)m->seq);
   const fg_shm_wait w = {m->base.timeout_s, shm_stop, m};
-  const int local_n = m->local_n, owner = m->shm_local < m->owners;
+  const int owner = m->shm_local < m->owners;
   const msg_group cross = {m->hosts, m->cross_me, m->cross};
-  const uint64_t h = (uint64_t)count << 8 | (uint64_t)dtype;
-  uint64_t *seen = m->gathered;
-  /* a. This host's counts. */
-  if (fg_shm_all_gather_u64(m->shm, h, seen, desc, &w, st) != 0) {
-    set_broken(m);
-    return -1;
-  }
-  int odd = -1;
-  uint64_t odd_h = 0;
-  for (int p = 0; p < local_n && odd < 0; p++)
-    if (seen[p] != h) odd = p, odd_h = seen[p];
-  /* b. Each owner compares its count across hosts, saying whether its
-   * own host agreed. */
-  fg_status *across = owner ? fg_status_new() : NULL;
-  int rc = !owner   ? 0
-           : across ? check_counts(m, &cross, count, dtype, odd >= 0, NULL, 0, tag + 2, across)
-                    : -1;
-  if (rc != 0 && (!across || fg_status_code(across) != FG_INVALID_ARGUMENT)) {
-    /* A failed wait, or no memory: this rank cannot follow the others
-     * into the next step, which then meet the deadline. */
-    if (across)
-      fg_status_set(st, fg_status_code(across), "%s", fg_status_message(across));
-    else
-      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "%s: out of memory", desc);
-    fg_status_free(across);
-    set_broken(m);
-    return -1;
-  }
-  /* c. Every rank of the host learns the owners' verdicts. */
-  if (fg_shm_all_gather_u64(m->shm, rc != 0, seen, desc, &w, st) != 0) {
-    fg_status_free(across);
-    set_broken(m);
-    return -1;
-  }
-  int refused_by = -1;
-  for (int p = 0; p < local_n && refused_by < 0; p++)
-    if (seen[p]) refused_by = p;
-  /* This host's own disagreement first, then this rank's refusal across
-   * hosts, then a neighbour's. */
-  if (odd >= 0)
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "%s on rank %d of %d: rank %d has %lld elements of %s, rank %d has %lld of "
-                  "%s; every rank must reduce the same tensor",
-                  desc, m->base.rank, m->base.size, m->base.rank, (long long)count,
-                  fg_dtype_name(dtype), m->local_ranks[odd], (long long)(odd_h >> 8),
-                  fg_dtype_name((fg_dtype)(odd_h & 0xff)));
-  else if (rc != 0)
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s", fg_status_message(across));
-  else if (refused_by >= 0)
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "%s on rank %d of %d: rank %d, on this host, has the same %lld elements of %s "
-                  "but was refused by a rank on another host; every rank must reduce the same "
-                  "tensor",
-                  desc, m->base.rank, m->base.size, m->local_ranks[refused_by], (long long)count,
-                  fg_dtype_name(dtype));
-  fg_status_free(across);
-  if (odd >= 0 || refused_by >= 0) return -1;
   /* The same count everywhere now: a refusal below is every rank's. The
    * largest slice (owner 0's) decides, so every rank refuses alike where
    * msg_all_reduce would refuse one of them. */

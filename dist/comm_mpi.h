@@ -57,8 +57,9 @@ fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st);
  * some: each host sums in its own segment, each of the first L ranks of a
  * host (L the smallest host's count) sums its slice across hosts by
  * messages, and each host gathers the slices; the sum is each host's
- * ranks in rank order, then the hosts in order. Else "MPI messages
- * (why)"; "not yet decided" before the first all_reduce. FG_MPI_SHM=0 on
+ * ranks in rank order, then the hosts in order (a buffer that fits one
+ * message round goes as on the message path, in rank order). Else "MPI
+ * messages (why)"; "not yet decided" before the first all_reduce. FG_MPI_SHM=0 on
  * any rank keeps the messages; FG_MPI_SHM_CHUNK (bytes, each host's first
  * rank's) sets the shared slot size, for tests and benchmarks; FG_MPI_HOST
  * replaces a rank's host name (several pretend hosts on one machine). */

@@ -51,8 +51,7 @@ typedef struct shm_header {
   /* By parity, as count: 1 when this rank mapped every other rank's
    * buffer (in_place). */
   int32_t mapped[2];
-  /* By parity, as count: fg_shm_all_gather_u64's value. */
-  uint64_t value[2];
+  char pad[LINE - 8 - 16 - 8 - 8 - 8];
 } shm_header;
 _Static_assert(sizeof(shm_header) == LINE, "one header per cache line");
 
@@ -544,24 +543,6 @@ static int shm_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
              (size_t)(pl * (int64_t)es));
     }
   }
-  return 0;
-}
-
-int fg_shm_all_gather_u64(fg_shm_reduce *s, uint64_t value, uint64_t *out, const char *desc,
-                          const fg_shm_wait *w, fg_status *st) {
-  if (!s || !out) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "shared-memory all_gather_u64: %s",
-                  s ? "NULL output" : "no group");
-    return -1;
-  }
-  /* One round, as the small all_reduce's: the value pair follows the
-   * header rule above (rewritten two rounds later at the earliest, past
-   * the next round's barrier, which a rank reaches after reading it). */
-  const int par = (int)(s->rounds++ & 1);
-  header(s, s->rank)->value[par] = value;
-  if (barrier(s, desc, w, st) != 0) return -1;
-  for (int p = 0; p < s->n; p++)
-    out[p] = header(s, p)->value[par];
   return 0;
 }
 

@@ -109,11 +109,6 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
 /* The pieces of the MPI communicator's path across hosts (dist/comm_mpi.c:
  * shared memory within each host, messages between them). */
 
-/* out[p] = rank p's value, for every rank p of the group: one barrier.
- * The ranks of a host agree through it on whether a collective goes on. */
-int fg_shm_all_gather_u64(fg_shm_reduce *s, uint64_t value, uint64_t *out, const char *desc,
-                          const fg_shm_wait *w, fg_status *st);
-
 /* The buffer cut into `owners` slices (0: n), slice p owned by rank p
  * (fg_rank_slice(count, owners, p), dist/rank_sum.h); ranks from owners
  * on own none. Owners outside 0 .. n are refused before any barrier. */
