@@ -627,7 +627,7 @@ uint64_t fg_comm_mpi_message_bytes(const fg_comm *c) {
 
 /* The message path's agreement on count and dtype (the shared-memory path
  * compares them in its segment): each rank sends both, packed into one u64
- * (counts reach 2^55 long before memory runs out), to every other rank.
+ * (counts reach 2^56 long before memory runs out), to every other rank.
  * Messages rather than an all-gather, so a deadline names the ranks that
  * never answered. The refusal names this rank and the first rank that
  * differs, in the shared-memory path's words; the group stays usable. The
