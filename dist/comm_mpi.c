@@ -151,16 +151,15 @@ typedef struct mpi_comm {
   int shm_tried;
   fg_shm_reduce *shm;
   char shm_why[160];
-  /* Ranks on several hosts (hosts > 1): m->shm is this host's segment of
-   * local_n ranks; the first `owners` local indices (the smallest host's
-   * rank count) each own a slice, and for an owner cross[h] is the rank of
-   * its local index on host h, in host order (cross_me = this host's
-   * index). NULL for one host or messages. */
-  int hosts, cross_me, owners, local_n;
+  /* Ranks on several hosts (hosts > 1): m->shm is this host's segment;
+   * the first `owners` local indices (the smallest host's rank count) each
+   * own a slice, and for an owner cross[h] is the rank of its local index
+   * on host h, in host order (cross_me = this host's index). NULL for one
+   * host or messages. */
+  int hosts, cross_me, owners;
   int *cross;
   uint64_t msg_bytes; /* all_reduce data sent as messages (under mu) */
   int shm_local;      /* this rank's index in m->shm */
-  int *local_ranks;   /* the ranks of this host, by local index */
 } mpi_comm;
 
 /* A send/recv's size header on the heap: after a deadline MPI may still
@@ -543,7 +542,7 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
   if (ok && hosts > 1) {
     /* The smallest host's count of ranks own the slices: every host has
      * them, so each owner's group spans every host. */
-    m->cross = malloc((size_t)(hosts + local_n) * sizeof *m->cross);
+    m->cross = malloc((size_t)hosts * sizeof *m->cross);
     if (!m->cross) {
       /* Every rank must take the same path, and this one cannot follow. */
       fg_status_set(st, FG_RESOURCE_EXHAUSTED, "all_reduce setup: out of memory");
@@ -551,21 +550,20 @@ static int shm_setup(mpi_comm *m, fg_status *st) {
       rc = -1;
       goto out;
     }
-    m->local_ranks = m->cross + hosts;
     /* Only an owner's group is complete (a non-owner's local index may be
-     * past a smaller host's ranks): -1 elsewhere, never used. */
+     * past a smaller host's ranks): -1 elsewhere, never used. The segment's
+     * errors name ranks as the user knows them: this host's ranks by local
+     * index, in `size` (no longer needed). */
     for (int h = 0; h < hosts; h++)
       m->cross[h] = -1;
     for (int p = 0; p < n; p++) {
       if (local[p] == local[me]) m->cross[host_of[p]] = p;
-      if (host_of[p] == host_of[me]) m->local_ranks[local[p]] = p;
+      if (host_of[p] == host_of[me]) size[local[p]] = p;
     }
-    /* The segment's errors name ranks as the user knows them. */
-    fg_shm_reduce_name_ranks(s, m->local_ranks, n);
+    fg_shm_reduce_name_ranks(s, size, n);
     m->hosts = hosts;
     m->cross_me = host_of[me];
     m->owners = smallest;
-    m->local_n = local_n;
   }
   if (ok) {
     fg_shm_reduce_set_in_place(s, in_place);
