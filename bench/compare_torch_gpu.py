@@ -12,7 +12,11 @@ alternating order. Each framework's figure is the median over the rounds.
 
 What one timed step is, on both sides: the inputs copied from host memory to
 the device, the work, the fetched output (op_overhead) copied back, and one
-synchronisation, which is what one fg_session_run does. PyTorch's training
+synchronisation, which is what one fg_session_run does. The MLP batches are
+in page-locked host memory on both sides (torch's pin_memory(); for
+flowgraph an fg_tensor_wrap of cudaHostAlloc'd memory, which a session feeds
+without its staging copy); a PAGEABLE line gives flowgraph's figure with the
+batch in ordinary memory. PyTorch's training
 step is what a PyTorch user writes: nn.Linear layers, ReLU, F.cross_entropy,
 optimizer.zero_grad(set_to_none=True), loss.backward(), SGD(lr=0.01).
 
@@ -217,12 +221,14 @@ def main():
                                              torch.version.cuda))
     for case in cases:
         warmup, runs = TORCH_RUNS[case]
-        fg, eager, graphed = [], [], []
+        fg, eager, graphed, pageable = [], [], [], []
         extra = {}
         steps = {False: torch_case(case, False), True: torch_case(case, True)}
         for r in range(args.rounds):
             line = run_driver(args.driver, case)
             fg.append(float(line["median_s"]))
+            if "pageable_median_s" in line:
+                pageable.append(float(line["pageable_median_s"]))
             extra = line
             order = [False, True] if r % 2 == 0 else [True, False]
             for gr in order:
@@ -234,6 +240,10 @@ def main():
               "flowgraph %s, torch eager %s, torch graphed %s" %
               (case, ratio, graphed_s / fg_s, target, "met" if ratio >= target else "missed",
                fmt_time(fg_s), fmt_time(eager_s), fmt_time(graphed_s)))
+        if pageable:
+            print("PAGEABLE %s flowgraph %s with the batch in pageable memory "
+                  "(the figure above: page-locked, as torch's pin_memory())" %
+                  (case, fmt_time(statistics.median(pageable))))
         if "fraction" in extra:
             flops = float(extra["flops"])
             print("FRACTION %s %.3f of cublasSgemm %s GFLOP/s (flowgraph %.1f GFLOP/s)" %

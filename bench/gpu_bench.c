@@ -197,24 +197,63 @@ static void print_profile(fg_graph *g, int tf32, const fg_feed *feeds, const cha
   fg_session_free(s);
 }
 
+/* A copy of t in page-locked host memory (cudaHostAlloc, wrapped with
+ * fg_tensor_wrap), which a session feeds to the device without its staging
+ * copy: what the PyTorch side's pin_memory() batch is. *mem is freed with
+ * cudaFreeHost after the tensor. NULL without CUDA or on failure. */
+static fg_tensor *pinned_copy(const fg_tensor *t, void **mem, fg_status *st) {
+  *mem = NULL;
+#ifdef FG_HAVE_CUDA
+  const size_t bytes = fg_tensor_num_bytes(t);
+  if (cudaHostAlloc(mem, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+    *mem = NULL;
+    return NULL;
+  }
+  memcpy(*mem, fg_tensor_data(t), bytes);
+  return fg_tensor_wrap(fg_tensor_dtype(t), fg_tensor_rank(t), fg_tensor_dims(t), *mem, bytes, st);
+#else
+  (void)t, (void)st;
+  return NULL;
+#endif
+}
+
+static void pinned_free(fg_tensor *t, void *mem) {
+  fg_tensor_free(t);
+#ifdef FG_HAVE_CUDA
+  if (mem) cudaFreeHost(mem);
+#else
+  (void)mem;
+#endif
+}
+
+/* Times the step with the batch in ordinary (pageable) memory, then in
+ * page-locked memory; the case's figure is the page-locked one, as on the
+ * PyTorch side, and pageable_median_s the other. */
 static int gpu_mlp(const mlp_shape *m, const char *name, int tf32, int with_peak,
                    const bench_opts *bo, fg_status *st) {
   int runs = pick(bo->runs, m->runs * 4), warmup = pick(bo->warmup, m->warmup + 3);
   fg_graph *g = build_mlp(m, st);
   if (!g) return fail(name, st);
-  fg_tensor *x = NULL, *y = NULL;
+  fg_tensor *x = NULL, *y = NULL, *px = NULL, *py = NULL;
+  void *px_mem = NULL, *py_mem = NULL;
   mlp_batch(m, &x, &y, st);
   double *times = calloc((size_t)runs, sizeof *times);
+  double *pageable = calloc((size_t)runs, sizeof *pageable);
   fg_session *s = NULL;
   int rc = 1;
-  if (!x || !y || !times) goto done;
+  if (!x || !y || !times || !pageable) goto done;
+  if (!(px = pinned_copy(x, &px_mem, st)) || !(py = pinned_copy(y, &py_mem, st))) {
+    rc = fail(name, st);
+    goto done;
+  }
   if (!(s = gpu_session(g, 0, tf32, st))) {
     rc = fail(name, st);
     goto done;
   }
-  fg_feed feeds[2] = {{"x", x}, {"y", y}};
-  double loss0 = 0, loss1 = 0;
-  if (mlp_time(s, feeds, warmup, runs, times, &loss0, &loss1, st) != 0) {
+  fg_feed feeds[2] = {{"x", x}, {"y", y}}, pfeeds[2] = {{"x", px}, {"y", py}};
+  double loss0 = 0, loss1 = 0, unused;
+  if (mlp_time(s, feeds, warmup, runs, pageable, &loss0, &unused, st) != 0 ||
+      mlp_time(s, pfeeds, warmup, runs, times, &unused, &loss1, st) != 0) {
     rc = fail(name, st);
     goto done;
   }
@@ -223,9 +262,10 @@ static int gpu_mlp(const mlp_shape *m, const char *name, int tf32, int with_peak
   if (g_profile) print_profile(g, tf32, feeds, name, st);
   double flops = mlp_flops(m, 0), med = median(times, runs);
   char extra[320];
-  int len =
-      snprintf(extra, sizeof extra, "flops=%.6g gflops=%.4g loss_first=%.6g loss_last=%.6g tf32=%d",
-               flops, flops / med / 1e9, loss0, loss1, tf32);
+  int len = snprintf(extra, sizeof extra,
+                     "flops=%.6g gflops=%.4g loss_first=%.6g loss_last=%.6g tf32=%d "
+                     "pageable_median_s=%.9g",
+                     flops, flops / med / 1e9, loss0, loss1, tf32, median(pageable, runs));
   if (with_peak) {
     double peak = cublas_gflops(8192, tf32, 10);
     if (peak > 0)
@@ -239,7 +279,10 @@ done:
   fg_graph_free(g);
   fg_tensor_free(x);
   fg_tensor_free(y);
+  pinned_free(px, px_mem);
+  pinned_free(py, py_mem);
   free(times);
+  free(pageable);
   return rc;
 }
 

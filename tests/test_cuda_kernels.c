@@ -490,7 +490,10 @@ FG_TEST(cuda_unary_vs_cpu, "gpu") {
 }
 
 /* Shape pairs (a, b -> out): flat sizes, scalars both ways, rows, columns,
- * outer products and rank-4 broadcasts. */
+ * outer products and rank-4 broadcasts. The rows after {1000, 7} take the
+ * 4-wide walk (fgc_walk4_ok: innermost dim a multiple of 4, each operand
+ * running along it or broadcast along it) when the buffers are aligned: a
+ * tensor with a scalar, a bias row, a middle-dim broadcast, a column. */
 typedef struct bshape {
   int ra, rb, ro;
   int64_t a[4], b[4], o[4];
@@ -507,6 +510,10 @@ static const bshape BSHAPES[] = {
     {3, 2, 3, {3, 1, 5}, {4, 1}, {3, 4, 5}},
     {4, 3, 4, {2, 3, 4, 5}, {3, 1, 5}, {2, 3, 4, 5}},
     {2, 2, 2, {1000, 1}, {1000, 7}, {1000, 7}},
+    {1, 1, 1, {4096}, {1}, {4096}},
+    {2, 1, 2, {6, 12}, {12}, {6, 12}},
+    {3, 3, 3, {2, 3, 8}, {2, 1, 8}, {2, 3, 8}},
+    {2, 2, 2, {5, 4}, {5, 1}, {5, 4}},
     {1, 1, 1, {0}, {0}, {0}},
 };
 #define N_BSHAPES (int)(sizeof BSHAPES / sizeof BSHAPES[0])
@@ -742,14 +749,24 @@ typedef struct rcase {
   int axes[4];
 } rcase;
 static const rcase RCASES[] = {
-    {1, {4097}, 1, {0}},        {1, {1}, 1, {0}},
-    {2, {7, 33}, 1, {1}},       {2, {7, 33}, 1, {0}},
-    {2, {7, 33}, 2, {0, 1}},    {3, {7, 33, 5}, 1, {1}},
-    {3, {7, 33, 5}, 2, {0, 2}}, {3, {7, 1, 5}, 1, {1}},
-    {2, {3, 100000}, 1, {1}},   {2, {100000, 3}, 1, {0}},
-    {1, {300000}, 1, {0}},      {3, {0, 4, 5}, 1, {1}},
-    {3, {4, 0, 5}, 1, {1}},     {4, {2, 3, 4, 5}, 2, {1, 3}},
+    {1, {4097}, 1, {0}},
+    {1, {1}, 1, {0}},
+    {2, {7, 33}, 1, {1}},
+    {2, {7, 33}, 1, {0}},
+    {2, {7, 33}, 2, {0, 1}},
+    {3, {7, 33, 5}, 1, {1}},
+    {3, {7, 33, 5}, 2, {0, 2}},
+    {3, {7, 1, 5}, 1, {1}},
+    {2, {3, 100000}, 1, {1}},
+    {2, {100000, 3}, 1, {0}},
+    {1, {300000}, 1, {0}},
+    {3, {0, 4, 5}, 1, {1}},
+    {3, {4, 0, 5}, 1, {1}},
+    {4, {2, 3, 4, 5}, 2, {1, 3}},
     {2, {7, 33}, 0, {0}},
+    /* a bias gradient's shape (32 chunks of 8 rows) and chunks with tails */
+    {2, {256, 2048}, 1, {0}},
+    {2, {300, 20}, 1, {0}},
 };
 
 static void reduce_out(const rcase *c, int keepdims, int *rank, int64_t *dims) {
@@ -884,7 +901,7 @@ FG_TEST(cuda_softmax_vs_cpu, "gpu") {
   } scase;
   static const scase cases[] = {{2, {7, 33}, 1},   {2, {7, 33}, 0},   {2, {3, 4097}, 1},
                                 {1, {1}, 0},       {3, {2, 5, 3}, 1}, {2, {1000, 10}, 1},
-                                {2, {2, 1025}, 1}, {2, {0, 5}, 1}};
+                                {2, {2, 1025}, 1}, {2, {0, 5}, 1},    {2, {40, 300}, 1}};
   static const char *const ops[] = {"softmax", "log_softmax"};
   for (int o = 0; o < 2; o++)
     for (int d = 0; d < 2; d++)

@@ -136,6 +136,29 @@ static inline void fgc_walk_init(fgc_walk *w, int n_ops, int rank, const int64_t
   fgk_walk_init(w, n_ops, rank, dims, strides);
 }
 
+/* V elements moved as one aligned load or store (16 bytes for 4 floats). */
+template <typename T, int V> struct alignas(sizeof(T) * V) fgc_vec { T v[V]; };
+
+/* The 4-wide walk: when the walk's innermost dim is a multiple of 4 and
+ * each operand k either runs along it (stride 1, every outer stride a
+ * multiple of 4 and ptr[k] aligned to 4 elements, so each group of 4 is
+ * one aligned vector) or is broadcast along it (stride 0), 4 consecutive
+ * outputs share one offset computation and each running operand one vector
+ * load. This is the bias add ([M, N] + [N]), a tensor with a scalar (relu's
+ * gradient mask) and a select over them. 1 when it applies. */
+static inline int fgc_walk4_ok(const fgc_walk *w, const void *const *ptr, const size_t *es,
+                               const void *out, size_t out_es) {
+  if (w->rank < 1 || w->dims[w->rank - 1] % 4 != 0 || (uintptr_t)out % (4 * out_es) != 0) return 0;
+  for (int k = 0; k < w->n_ops; k++) {
+    const int64_t s = w->strides[k][w->rank - 1];
+    if (s == 0) continue;
+    if (s != 1 || (uintptr_t)ptr[k] % (4 * es[k]) != 0) return 0;
+    for (int d = 0; d < w->rank - 1; d++)
+      if (w->strides[k][d] % 4 != 0) return 0;
+  }
+  return 1;
+}
+
 /* Copies `bytes` on the stream (nothing when dst == src). */
 int fgc_copy_bytes(const fg_kctx *ctx, void *dst, const void *src, size_t bytes);
 /* Fills n elements of es bytes (1, 4 or 8) with the bit pattern `bits`. */
@@ -179,6 +202,17 @@ __device__ __forceinline__ void fgc_walk_at(const fgc_walk &w, int64_t i, int64_
   } else {
     fgc_walk_offsets(w, i, off);
   }
+}
+
+/* Operand k's 4 values at element offset off of a 4-wide walk: one vector
+ * load where it runs along the innermost dim, one value repeated where it
+ * is broadcast (fgc_walk4_ok). */
+template <typename T>
+__device__ __forceinline__ fgc_vec<T, 4> fgc_load4(const fgc_walk &w, int k, const T *p,
+                                                   int64_t off) {
+  if (w.strides[k][w.rank - 1] != 0) return *(const fgc_vec<T, 4> *)(p + off);
+  const T x = p[off];
+  return fgc_vec<T, 4>{{x, x, x, x}};
 }
 
 /* Records a data-dependent error; the first one wins (cuda_kernels.h). */

@@ -10,18 +10,18 @@
  *
  * Launch shapes: grid-stride loops. When every operand is contiguous with
  * the output's shape and 16-byte aligned, threads move 4 elements at a time
- * through vector loads and stores; broadcasts walk the coalesced output
- * (fgc_walk), which for a flat shape with scalar operands needs no
- * division. The output may alias input 0: each element is read before it
- * is written. */
+ * through vector loads and stores. Broadcasts walk the coalesced output
+ * (fgc_walk): 4 outputs per offset computation where each operand runs
+ * along the innermost dim or is broadcast along it (fgc_walk4_ok: a bias
+ * add, a tensor with a scalar), else one, which for a flat shape with
+ * scalar operands needs no division. The output may alias input 0: each
+ * element is read before it is written. */
 #include <math.h>
 #include <string.h>
 
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
-
-template <typename T, int V> struct alignas(sizeof(T) * V) fgc_vec { T v[V]; };
 
 static inline int aligned_to(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
 
@@ -87,6 +87,21 @@ __global__ void map2_walk_kernel(const TI *a, const TI *b, TO *o, int64_t n, fgc
   }
 }
 
+/* The same over a 4-wide walk (fgc_walk4_ok): 4 outputs per offset. */
+template <typename TI, typename TO, class F>
+__global__ void map2_walk4_kernel(const TI *a, const TI *b, TO *o, int64_t n, fgc_walk w, F f) {
+  FGC_GRID_STRIDE(j, n / 4) {
+    int64_t off[3];
+    fgc_walk_at<2>(w, j * 4, off);
+    const fgc_vec<TI, 4> x = fgc_load4(w, 0, a, off[0]), y = fgc_load4(w, 1, b, off[1]);
+    fgc_vec<TO, 4> r;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      r.v[k] = f(x.v[k], y.v[k], j * 4 + k);
+    ((fgc_vec<TO, 4> *)o)[j] = r;
+  }
+}
+
 template <typename TI, typename TO, class F>
 static int map2(const fg_kctx *ctx, fg_dtype dti, fg_dtype dto, F f, const char *what) {
   if (fgc_check(ctx, 2, 1) != 0) return -1;
@@ -102,10 +117,14 @@ static int map2(const fg_kctx *ctx, fg_dtype dti, fg_dtype dto, F f, const char 
   TO *o = (TO *)ctx->out[0].data;
   cudaStream_t s = fgc_stream(ctx);
   const unsigned blocks = fgc_blocks(n, FGC_THREADS * 4);
+  const void *ptrs[2] = {a, b};
+  const size_t es[2] = {sizeof(TI), sizeof(TI)};
   if (w.rank == 1 && w.strides[0][0] == 1 && w.strides[1][0] == 1 &&
       aligned_to(a, 4 * sizeof(TI)) && aligned_to(b, 4 * sizeof(TI)) &&
       aligned_to(o, 4 * sizeof(TO)))
     map2_vec_kernel<TI, TO, F><<<blocks, FGC_THREADS, 0, s>>>(a, b, o, n, f);
+  else if (fgc_walk4_ok(&w, ptrs, es, o, sizeof(TO)))
+    map2_walk4_kernel<TI, TO, F><<<blocks, FGC_THREADS, 0, s>>>(a, b, o, n, w, f);
   else
     map2_walk_kernel<TI, TO, F><<<blocks, FGC_THREADS, 0, s>>>(a, b, o, n, w, f);
   return fgc_launched(ctx, what);
@@ -342,6 +361,33 @@ __global__ void select_kernel(const uint8_t *c, const W *x, const W *y, W *o, in
   }
 }
 
+template <typename W>
+__global__ void select4_kernel(const uint8_t *c, const W *x, const W *y, W *o, int64_t n,
+                               fgc_walk w) {
+  FGC_GRID_STRIDE(j, n / 4) {
+    int64_t off[3];
+    fgc_walk_at<3>(w, j * 4, off);
+    const fgc_vec<uint8_t, 4> cv = fgc_load4(w, 0, c, off[0]);
+    const fgc_vec<W, 4> xv = fgc_load4(w, 1, x, off[1]), yv = fgc_load4(w, 2, y, off[2]);
+    fgc_vec<W, 4> r;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+      r.v[k] = cv.v[k] ? xv.v[k] : yv.v[k];
+    ((fgc_vec<W, 4> *)o)[j] = r;
+  }
+}
+
+template <typename W>
+static void select_launch(const uint8_t *c, const void *x, const void *y, void *o, int64_t n,
+                          const fgc_walk &w, unsigned blocks, cudaStream_t s) {
+  const void *ptrs[3] = {c, x, y};
+  const size_t es[3] = {1, sizeof(W), sizeof(W)};
+  if (fgc_walk4_ok(&w, ptrs, es, o, sizeof(W)))
+    select4_kernel<W><<<blocks, FGC_THREADS, 0, s>>>(c, (const W *)x, (const W *)y, (W *)o, n, w);
+  else
+    select_kernel<W><<<blocks, FGC_THREADS, 0, s>>>(c, (const W *)x, (const W *)y, (W *)o, n, w);
+}
+
 int fgc_select(const fg_kctx *ctx) {
   if (fgc_check(ctx, 3, 1) != 0 || fgk_select_check(ctx) != 0) return -1;
   const fg_dtype dt = ctx->out[0].dtype;
@@ -355,18 +401,9 @@ int fgc_select(const fg_kctx *ctx) {
   cudaStream_t s = fgc_stream(ctx);
   const unsigned blocks = fgc_blocks(n, FGC_THREADS * 4);
   switch (fg_dtype_size(dt)) {
-  case 1:
-    select_kernel<uint8_t><<<blocks, FGC_THREADS, 0, s>>>(c, (const uint8_t *)x, (const uint8_t *)y,
-                                                          (uint8_t *)o, n, w);
-    break;
-  case 4:
-    select_kernel<uint32_t><<<blocks, FGC_THREADS, 0, s>>>(
-        c, (const uint32_t *)x, (const uint32_t *)y, (uint32_t *)o, n, w);
-    break;
-  case 8:
-    select_kernel<uint64_t><<<blocks, FGC_THREADS, 0, s>>>(
-        c, (const uint64_t *)x, (const uint64_t *)y, (uint64_t *)o, n, w);
-    break;
+  case 1: select_launch<uint8_t>(c, x, y, o, n, w, blocks, s); break;
+  case 4: select_launch<uint32_t>(c, x, y, o, n, w, blocks, s); break;
+  case 8: select_launch<uint64_t>(c, x, y, o, n, w, blocks, s); break;
   default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(dt));
   }
   return fgc_launched(ctx, "select kernel");

@@ -4,12 +4,14 @@
  * exp accumulate in double, softmax writes exp(x - m) * (T)(1 / sum) and
  * log_softmax x - (m + log(sum)) computed in double.
  *
- * Contiguous rows (the last axis) get a warp per row (rows up to 1024) or
- * a block of 256 threads per row; reductions are butterfly shuffles plus a
- * fixed pass over the warps' results, so every thread sees the same,
- * deterministic value. Rows along another axis get a thread per column.
- * The loss sums its rows' losses in fixed per-block partials (scratch) and
- * adds those in order in a second kernel: deterministic, no atomics. */
+ * Contiguous rows (the last axis) get a warp per row (rows up to 1024
+ * elements) or a block of 256 threads per row: rows over 1024, and rows of
+ * 256 or more when there are fewer than 2048 of them, which as warps would
+ * leave most of a large GPU idle (a [256, 1000] softmax took 14 us as 256
+ * warps on an H100). The choice depends on the shape alone. Reductions are butterfly shuffles plus
+ * a fixed pass over the warps' results, so every thread sees the same, deterministic value. Rows
+ * along another axis get a thread per column. The loss sums its rows' losses in fixed per-block
+ * partials (scratch) and adds those in order in a second kernel: deterministic, no atomics. */
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
@@ -133,7 +135,7 @@ template <typename T, bool LOG> static int softmax(const fg_kctx *ctx, fg_dtype 
   if (inner > 1) {
     softmax_cols_kernel<T, LOG><<<fgc_blocks(outer * inner, FGC_THREADS), FGC_THREADS, 0, s>>>(
         x, y, outer * inner, A, inner);
-  } else if (A <= 1024) {
+  } else if (A <= 1024 && !(A >= 256 && outer < 2048)) {
     softmax_rows_kernel<T, 32, LOG>
         <<<fgc_blocks(outer, FGC_THREADS / 32), FGC_THREADS, 0, s>>>(x, y, outer, A);
   } else {
