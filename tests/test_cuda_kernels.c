@@ -764,8 +764,11 @@ static const rcase RCASES[] = {
     {3, {4, 0, 5}, 1, {1}},
     {4, {2, 3, 4, 5}, 2, {1, 3}},
     {2, {7, 33}, 0, {0}},
-    /* a bias gradient's shape (32 chunks of 8 rows) and chunks with tails */
+    /* columns in row groups: a bias gradient's shape, a tail of rows, a
+     * batch of them; then chunks with tails (too few columns for groups) */
     {2, {256, 2048}, 1, {0}},
+    {2, {600, 1028}, 1, {0}},
+    {3, {3, 201, 200}, 1, {1}},
     {2, {300, 20}, 1, {0}},
 };
 
@@ -919,7 +922,9 @@ FG_TEST(cuda_softmax_vs_cpu, "gpu") {
 
 FG_TEST(cuda_softmax_xent_vs_cpu, "gpu") {
   GPU_OR_SKIP();
-  static const int64_t NC[][2] = {{1, 10}, {7, 33}, {1000, 10}, {33, 4097}, {5000, 3}, {0, 4}};
+  /* {33, 4097} and {40, 300} take a block per row, the others a warp */
+  static const int64_t NC[][2] = {{1, 10},   {7, 33},   {1000, 10},  {33, 4097},
+                                  {40, 300}, {5000, 3}, {2100, 300}, {0, 4}};
   static const fg_dtype ldt[2] = {FG_I32, FG_I64};
   for (int d = 0; d < 2; d++)
     for (size_t c = 0; c < sizeof NC / sizeof NC[0]; c++)
@@ -1104,6 +1109,14 @@ FG_TEST(cuda_other_bad_values_flag, "gpu,badinput") {
                        msg, sizeof msg, &rc),
                FG_CUDA_ERR_LABEL);
   FG_CHECK(strcmp(msg, "labels[1] = 4 is out of range [0, 4)") == 0);
+  /* the same with a block per row (256 classes or more) */
+  static float wide[3 * 300];
+  int64_t wlabels[3] = {0, 299, -1};
+  fg_kbuf wx[2] = {{FG_F32, 2, {3, 300}, wide}, {FG_I64, 1, {3}, wlabels}};
+  FG_CHECK_INT(flagged("softmax_cross_entropy", FG_F32, 2, wx, (fg_kbuf){FG_F32, 0, {0}, NULL},
+                       NULL, msg, sizeof msg, &rc),
+               FG_CUDA_ERR_LABEL);
+  FG_CHECK(strcmp(msg, "labels[2] = -1 is out of range [0, 300)") == 0);
   /* integer division by zero */
   int32_t a[4] = {1, 2, 3, 4}, b[4] = {1, 1, 0, 1};
   fg_kbuf dv[2] = {{FG_I32, 1, {4}, a}, {FG_I32, 1, {4}, b}};

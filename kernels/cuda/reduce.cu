@@ -11,7 +11,9 @@
  *     fixed shared-memory tree);
  *   - the innermost group is kept (inner > 1): one thread per output, a
  *     sequential fold in row-major order, neighbouring threads reading
- *     neighbouring columns.
+ *     neighbouring columns; or, for one reduced dim of at most 1024 rows
+ *     over enough columns, 8 row groups per column in one kernel whose
+ *     group results combine in order (red_cols_kernel).
  * Long reductions with few outputs are cut into S fixed chunks whose
  * partials go to the stream's scratch and are combined in chunk order by a
  * second kernel. In the thread layout the chunks are also what fills the
@@ -181,6 +183,45 @@ __global__ void red_thread_kernel(const T *in, T *out, ACC *parts, red_plan pl, 
   }
 }
 
+/* inner > 1 with one reduced dim of at most RED_COLS_MAX rows (a bias
+ * gradient, [256, 2048] -> [2048]): one kernel, no partials. Block
+ * (32, RED_COLS_GROUPS) takes 32 neighbouring outputs of outer index
+ * blockIdx.y; row group y folds rows y, y + G, ... in order, 8 loads in
+ * flight, and group 0 combines the G group results in order. */
+#define RED_COLS_GROUPS 8
+#define RED_COLS_MAX    1024
+template <typename T, typename ACC, class Op>
+__global__ void red_cols_kernel(const T *in, T *out, red_plan pl) {
+  __shared__ ACC sh[RED_COLS_GROUPS][32];
+  const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x, op = blockIdx.y;
+  const int g = threadIdx.y;
+  ACC acc = Op::init();
+  if (c < pl.inner) {
+    const int64_t st = pl.red_str[0] * RED_COLS_GROUPS;
+    const T *p = in + seek(pl.n_outer, pl.outer_dims, pl.outer_str, op) + c + g * pl.red_str[0];
+    int64_t r = g;
+    for (; r + 7 * RED_COLS_GROUPS < pl.count; r += 8 * RED_COLS_GROUPS, p += 8 * st) {
+      T v[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++)
+        v[k] = p[k * st];
+#pragma unroll
+      for (int k = 0; k < 8; k++)
+        acc = Op::combine(acc, Op::lift(v[k]));
+    }
+    for (; r < pl.count; r += RED_COLS_GROUPS, p += st)
+      acc = Op::combine(acc, Op::lift(*p));
+  }
+  sh[g][threadIdx.x] = acc;
+  __syncthreads();
+  if (g == 0 && c < pl.inner) {
+    ACC a = sh[0][threadIdx.x];
+    for (int k = 1; k < RED_COLS_GROUPS; k++)
+      a = Op::combine(a, sh[k][threadIdx.x]);
+    out[op * pl.inner + c] = Op::finish(a, pl.count);
+  }
+}
+
 /* Combines output o's S partials in chunk order; partial s of output o is
  * at o * os + s * ss (the block kernel's o * S + s, the thread kernel's
  * s * n_out + o). */
@@ -213,6 +254,13 @@ static int reduce(const fg_kctx *ctx, fg_dtype dt, uint64_t empty_bits, const ch
   if (pl.count == 1) return fgc_copy_bytes(ctx, out, ctx->in[0].data, (size_t)n_out * sizeof(T));
   const T *in = (const T *)ctx->in[0].data;
   cudaStream_t s = fgc_stream(ctx);
+  const int64_t col_blocks = ceil_div(pl.inner, 32);
+  if (pl.inner > 1 && pl.n_red == 1 && pl.count <= RED_COLS_MAX && pl.outer_total <= 65535 &&
+      (col_blocks * pl.outer_total >= 16 || pl.count <= 64)) {
+    const dim3 grid((unsigned)col_blocks, (unsigned)pl.outer_total), block(32, RED_COLS_GROUPS);
+    red_cols_kernel<T, ACC, Op><<<grid, block, 0, s>>>(in, out, pl);
+    return fgc_launched(ctx, what);
+  }
   const int64_t max_s = RED_MAX_PARTS / n_out;
   int64_t S = 1, chunk = pl.count;
   if (pl.inner == 1) {

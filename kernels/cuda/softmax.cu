@@ -8,10 +8,12 @@
  * elements) or a block of 256 threads per row: rows over 1024, and rows of
  * 256 or more when there are fewer than 2048 of them, which as warps would
  * leave most of a large GPU idle (a [256, 1000] softmax took 14 us as 256
- * warps on an H100). The choice depends on the shape alone. Reductions are butterfly shuffles plus
- * a fixed pass over the warps' results, so every thread sees the same, deterministic value. Rows
- * along another axis get a thread per column. The loss sums its rows' losses in fixed per-block
- * partials (scratch) and adds those in order in a second kernel: deterministic, no atomics. */
+ * warps on an H100). The choice depends on the shape alone. Reductions are
+ * butterfly shuffles plus a fixed pass over the warps' results, so every
+ * thread sees the same, deterministic value. Rows along another axis get a
+ * thread per column. The loss sums its rows' losses in fixed partials
+ * (scratch) and adds those in order in a second kernel: deterministic, no
+ * atomics. Its rows take a warp each, or a block each by the softmax rule. */
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
@@ -186,6 +188,28 @@ __global__ void xent_rows_kernel(const T *x, const void *labels, int is64, int64
   }
 }
 
+/* Rows of 256 or more, fewer than 2048 of them (as in softmax): block n
+ * takes row n alone, and its loss is partial n. */
+template <typename T>
+__global__ void xent_row_block_kernel(const T *x, const void *labels, int is64, int64_t C,
+                                      double *parts, int *flag) {
+  __shared__ T shm[FGC_THREADS / 32];
+  __shared__ double shd[FGC_THREADS / 32];
+  const int64_t n = blockIdx.x;
+  const T *row = x + n * C;
+  T m;
+  double s;
+  row_stats<T, FGC_THREADS>(row, C, threadIdx.x, &m, &s, shm, shd);
+  if (threadIdx.x != 0) return;
+  const int64_t l = fgc_index_at(labels, is64, n);
+  if (l < 0 || l >= C) {
+    fgc_raise(flag, FG_CUDA_ERR_LABEL, n, l, C, 0);
+    parts[n] = NAN;
+  } else {
+    parts[n] = (double)m + log(s) - (double)row[l];
+  }
+}
+
 /* One block: thread t adds parts t, t + 256, ... in order, then a fixed
  * tree; the mean is written as T. */
 template <typename T>
@@ -223,13 +247,22 @@ template <typename T> static int xent(const fg_kctx *ctx, fg_dtype dt) {
   if (N == 0)
     return fgc_fill_bits(ctx, out->data, 1, sizeof(T),
                          sizeof(T) == 4 ? 0x7fc00000ull : 0x7ff8000000000000ull);
+  cudaStream_t s = fgc_stream(ctx);
+  if (C >= 256 && N < 2048) {
+    if (fgc_need_scratch(ctx, (size_t)N * sizeof(double)) != 0) return -1;
+    double *parts = (double *)ctx->cuda->scratch;
+    xent_row_block_kernel<T><<<(unsigned)N, FGC_THREADS, 0, s>>>(
+        (const T *)lg->data, lb->data, lb->dtype == FG_I64, C, parts, ctx->cuda->error_flag);
+    if (fgc_launched(ctx, "softmax_cross_entropy kernel") != 0) return -1;
+    xent_final_kernel<T><<<1, FGC_THREADS, 0, s>>>(parts, N, N, (T *)out->data);
+    return fgc_launched(ctx, "softmax_cross_entropy kernel");
+  }
   int64_t blocks = (N + XENT_WARPS - 1) / XENT_WARPS;
   if (blocks > XENT_MAX_BLOCKS) blocks = XENT_MAX_BLOCKS;
   const int64_t rpb = (N + blocks - 1) / blocks;
   blocks = (N + rpb - 1) / rpb;
   if (fgc_need_scratch(ctx, (size_t)blocks * sizeof(double)) != 0) return -1;
   double *parts = (double *)ctx->cuda->scratch;
-  cudaStream_t s = fgc_stream(ctx);
   /* C == 0: every label is out of range [0, 0), which the row kernel
    * records without reading a logit. */
   xent_rows_kernel<T><<<(unsigned)blocks, FGC_THREADS, 0, s>>>(
