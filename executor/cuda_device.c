@@ -61,13 +61,6 @@ int fg_session_cuda_check(const fg_graph *g, const fg_session_options *o, int *c
                       o->device, count, count == 1 ? "" : "s", count - 1);
       return -1;
     }
-    if (o->check_numerics) {
-      fg_status_set(st, FG_UNIMPLEMENTED,
-                    "fg_session_new: check_numerics is not supported on device '%s' yet (run the "
-                    "graph on cpu:0 to find the node producing NaN or Inf)",
-                    o->device);
-      return -1;
-    }
   }
   /* One device per session for now: a GPU session refuses nodes placed on
    * another GPU, a CPU session refuses nodes placed on a GPU. Nodes left on

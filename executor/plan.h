@@ -171,6 +171,13 @@ static inline int fg_plan_threads(const fg_plan *plan) {
   return plan->flops < FG_PARALLEL_MIN_FLOPS || plan->threads < 1 ? 1 : plan->threads;
 }
 
+/* check_numerics (BAD_INPUTS M4): fails with FG_INVALID_ARGUMENT naming the
+ * first fed tensor that holds NaN or Inf ("feed 'x' (placeholder): holds 1
+ * NaN and 0 Inf (check_numerics)"), before anything runs; the CPU and CUDA
+ * runs both call it. */
+int fg_plan_check_feeds(const fg_graph *g, const fg_plan *plan, const fg_plan_request *req,
+                        fg_status *st);
+
 /* Runs the plan once with the request's feed tensors on `pool` (NULL or one
  * thread: in order on the calling thread). With `timings` set, fills
  * plan->timings. */

@@ -97,13 +97,16 @@ static int check_step(run_ctx *rc, int si) {
   return 0;
 }
 
-/* check_numerics: a fed tensor holding NaN or Inf is named as the source
- * (nodes it flows through did not produce it). */
-static int check_feeds(const fg_graph *g, const fg_plan *plan, fg_status *st) {
+int fg_plan_check_feeds(const fg_graph *g, const fg_plan *plan, const fg_plan_request *req,
+                        fg_status *st) {
   for (int i = 0; i < plan->n_feeds; i++) {
     int slot = plan->feed_slots[i];
+    if (slot < 0) continue;
+    const fg_tensor *t = req->feed_tensors[i];
+    fg_kbuf b = {t->dtype, t->rank, {0}, t->data};
+    memcpy(b.dims, t->dims, sizeof b.dims);
     int64_t n_nan, n_inf;
-    if (slot < 0 || !count_nonfinite(&plan->slots[slot], &n_nan, &n_inf)) continue;
+    if (!count_nonfinite(&b, &n_nan, &n_inf)) continue;
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "feed '%s' (placeholder): holds %lld NaN and %lld Inf (check_numerics)",
                   g->nodes[plan->slot_node[slot]].name, (long long)n_nan, (long long)n_inf);
@@ -200,7 +203,7 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
     if (plan->feed_slots[i] >= 0)
       plan->slots[plan->feed_slots[i]].data = req->feed_tensors[i]->data;
 
-  if (req->check_numerics && check_feeds(g, plan, st) != 0) return -1;
+  if (req->check_numerics && fg_plan_check_feeds(g, plan, req, st) != 0) return -1;
   run_ctx rc = {g,
                 plan,
                 {pool, pool_parallel_for},

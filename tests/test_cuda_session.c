@@ -131,23 +131,83 @@ FG_TEST(cuda_mixed_placement_refused, "badinput") {
   fg_graph_free(g);
 }
 
-FG_TEST(cuda_check_numerics_refused_on_gpu, "gpu") {
+/* check_numerics on cuda:0 (BAD_INPUTS M4), counts worked out by hand:
+ * log(x) of x = {1, -1, 0, -3, 2} is {0, NaN, -Inf, NaN, 0.69}. The first
+ * bad node in plan order is named ('lg', not the 'sq' it flows into), and
+ * the assign that reads it later in the plan does not run, as on cpu:0. A
+ * fed NaN is named as the feed. Clean runs give the CPU's values. */
+FG_TEST(cuda_check_numerics_names_first_bad_node, "gpu,badinput") {
   NEED_GPU();
-  fg_graph *g = fg_graph_new();
-  int64_t d[1] = {2};
-  fg_set_name(g, fg_relu(g, fg_placeholder(g, "x", FG_F32, 1, d)), "y");
-  fg_status *st = fg_status_new();
-  fg_session_options o;
-  fg_session_options_init(&o);
-  o.device = "cuda:0";
-  o.check_numerics = 1;
-  fg_session *s = fg_session_new(g, &o, st);
-  FG_CHECK(s == NULL);
-  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
-  FG_CHECK_STR_CONTAINS(fg_status_message(st), "check_numerics");
-  fg_session_free(s);
-  fg_status_free(st);
-  fg_graph_free(g);
+  for (int d64 = 0; d64 < 2; d64++) {
+    const fg_dtype dt = d64 ? FG_F64 : FG_F32;
+    fg_graph *g = fg_graph_new();
+    int64_t d[1] = {5};
+    fg_output x = fg_placeholder(g, "x", dt, 1, d);
+    fg_output lg = fg_set_name(g, fg_log(g, x), "lg");
+    fg_output sq = fg_set_name(g, fg_mul(g, lg, lg), "sq");
+    fg_tensor *v0 = fg_tensor_new(dt, 0, NULL, NULL);
+    memset(fg_tensor_data(v0), 0, fg_tensor_num_bytes(v0));
+    fg_output v = fg_variable(g, "v", v0);
+    fg_tensor_free(v0);
+    fg_set_name(g, fg_assign(g, v, fg_add(g, v, fg_reduce_sum(g, sq, NULL, 0, 0))), "acc");
+    fg_status *st = fg_status_new();
+    fg_session_options o;
+    fg_session_options_init(&o);
+    o.device = "cuda:0";
+    o.check_numerics = 1;
+    fg_session *s = fg_session_new(g, &o, st);
+    FG_REQUIRE(s);
+    const double good[5] = {1, 0.5, 2, 3, 4}, bad[5] = {1, -1, 0, -3, 2};
+    const double nan_feed[5] = {1, NAN, 2, 3, 4};
+    fg_tensor *xt = fg_tensor_new(dt, 1, d, NULL);
+    const char *target = "acc", *fetch = "sq";
+    fg_feed f = {"x", xt};
+    /* clean: 3 runs (a CUDA Graph would be captured by now without the
+     * check), sq equals log(x)^2 computed here, v accumulates */
+    double want_v = 0;
+    for (int r = 0; r < 3; r++) {
+      for (int i = 0; i < 5; i++)
+        d64 ? (((double *)fg_tensor_data(xt))[i] = good[i])
+            : (((float *)fg_tensor_data(xt))[i] = (float)good[i]);
+      fg_tensor *out = NULL;
+      FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, &target, 1, st) == 0);
+      for (int i = 0; i < 5; i++) {
+        const double l = log(good[i]);
+        const double got =
+            d64 ? ((double *)fg_tensor_data(out))[i] : ((float *)fg_tensor_data(out))[i];
+        FG_CHECK_NEAR(got, l * l, d64 ? 1e-15 : 1e-6);
+        want_v += l * l;
+      }
+      fg_tensor_free(out);
+    }
+    /* a bad feed value: log makes 2 NaN and 1 Inf; nothing after it runs */
+    for (int i = 0; i < 5; i++)
+      d64 ? (((double *)fg_tensor_data(xt))[i] = bad[i])
+          : (((float *)fg_tensor_data(xt))[i] = (float)bad[i]);
+    fg_tensor *out = NULL;
+    FG_CHECK(fg_session_run(s, &f, 1, &fetch, 1, &out, &target, 1, st) != 0);
+    FG_CHECK(out == NULL);
+    FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                          "node 'lg' (log) on cuda:0: produced 2 NaN and 1 Inf in output 0 "
+                          "(check_numerics)");
+    fg_tensor *vt = fg_session_variable(s, "v", st);
+    FG_REQUIRE(vt);
+    const double got_v = d64 ? *(double *)fg_tensor_data(vt) : *(float *)fg_tensor_data(vt);
+    FG_CHECK_NEAR(got_v, want_v, d64 ? 1e-12 : 1e-4);
+    fg_tensor_free(vt);
+    /* a NaN fed: named as the feed before anything runs */
+    for (int i = 0; i < 5; i++)
+      d64 ? (((double *)fg_tensor_data(xt))[i] = nan_feed[i])
+          : (((float *)fg_tensor_data(xt))[i] = (float)nan_feed[i]);
+    FG_CHECK(fg_session_run(s, &f, 1, &fetch, 1, &out, &target, 1, st) != 0);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                          "feed 'x' (placeholder): holds 1 NaN and 0 Inf (check_numerics)");
+    fg_tensor_free(xt);
+    fg_session_free(s);
+    fg_status_free(st);
+    fg_graph_free(g);
+  }
 }
 
 FG_TEST(cuda_cli_device_refused, "badinput") {

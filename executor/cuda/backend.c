@@ -58,6 +58,8 @@ typedef struct cuda_plan {
   size_t *feed_off, *feed_bytes;      /* per feed */
   size_t *fetch_off, *fetch_bytes;    /* per fetch */
   fg_cuda_error *err_dev, *err_host;  /* per step */
+  unsigned long long *num_dev;        /* check_numerics: NaN, Inf per output of a step */
+  int num_outputs;                    /* ... of num_dev's capacity */
   fg_kcuda *kc;                       /* per step */
   fg_stream_plan sp;
   cudaEvent_t *events; /* sp.n_events, no timing */
@@ -360,6 +362,7 @@ void fg_cuda_plan_release(void *device) {
     (void)cudaFree(cp->fetch_dev);
     (void)cudaFree(cp->feed_dev);
     (void)cudaFree(cp->err_dev);
+    (void)cudaFree(cp->num_dev);
     (void)cudaFreeHost(cp->feed_host);
     (void)cudaFreeHost(cp->fetch_host);
     (void)cudaFreeHost(cp->err_host);
@@ -708,10 +711,56 @@ static int copy_feeds(fg_cuda_ctx *c, fg_plan *plan, cuda_plan *cp, const fg_pla
   return 0;
 }
 
+/* check_numerics (BAD_INPUTS M4) after step si's kernels on stream sk:
+ * counts the NaN and Inf of its floating-point outputs there and waits for
+ * them, so the run stops at the first node in plan order that produced one
+ * (or whose kernel recorded an error), as the CPU run does; nothing after it
+ * runs. The wait per node makes such runs slow and never captured: a
+ * debugging mode. */
+static int numerics_step(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int si,
+                         cudaStream_t sk, fg_status *st) {
+  const fg_step *step = &plan->steps[si];
+  if (step->n_out > cp->num_outputs) {
+    (void)cudaFree(cp->num_dev);
+    cp->num_dev = NULL;
+    cp->num_outputs = 0;
+    if (dev_alloc((void **)&cp->num_dev, (size_t)step->n_out * 2 * sizeof(unsigned long long),
+                  c->device, "check_numerics counts", st) != 0)
+      return -1;
+    cp->num_outputs = step->n_out;
+  }
+  cudaError_t e =
+      cudaMemsetAsync(cp->num_dev, 0, (size_t)step->n_out * 2 * sizeof *cp->num_dev, sk);
+  for (int o = 0; o < step->n_out && e == cudaSuccess; o++) {
+    const fg_kbuf *b = &plan->slots[step->out_slots[o]];
+    if (b->dtype != FG_F32 && b->dtype != FG_F64) continue;
+    if (fg_cuda_count_nonfinite(b->data, (long long)fgk_numel(b), b->dtype, cp->num_dev + 2 * o,
+                                sk) != 0)
+      e = cudaGetLastError();
+  }
+  if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
+  fg_cuda_error rec;
+  if (e == cudaSuccess) e = cudaMemcpy(&rec, cp->err_dev + si, sizeof rec, cudaMemcpyDeviceToHost);
+  char msg[512];
+  if (e == cudaSuccess && fg_cuda_error_message(&rec, msg, sizeof msg) != FG_CUDA_ERR_NONE)
+    return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, msg);
+  for (int o = 0; o < step->n_out && e == cudaSuccess; o++) {
+    unsigned long long n[2];
+    e = cudaMemcpy(n, cp->num_dev + 2 * o, sizeof n, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess && n[0] + n[1] > 0) {
+      snprintf(msg, sizeof msg, "produced %llu NaN and %llu Inf in output %d (check_numerics)",
+               n[0], n[1], o);
+      return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, msg);
+    }
+  }
+  if (e != cudaSuccess) return step_cuda_fail(st, g, plan, si, c->device, "check_numerics", e);
+  return 0;
+}
+
 /* Enqueues one run (see the top of the file). On a host-side failure the
  * streams are left forked; the caller synchronises (or ends the capture). */
 static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int timings,
-                   fg_status *st) {
+                   int numerics, fg_status *st) {
   cudaStream_t s0 = c->stream[0];
   const fg_stream_plan *sp = &cp->sp;
   int ns = plan->n_steps;
@@ -755,6 +804,7 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
                        err[0] ? err : "kernel failed");
     }
     e = cudaGetLastError(); /* a launch the kernel did not check */
+    if (e == cudaSuccess && numerics && numerics_step(c, g, plan, cp, si, sk, st) != 0) return -1;
     if (e == cudaSuccess && timings) e = cudaEventRecord(cp->tev[2 + 2 * si], sk);
     if (e == cudaSuccess && sp->event_of[si] >= 0)
       e = cudaEventRecord(cp->events[sp->event_of[si]], sk);
@@ -794,7 +844,7 @@ static int capture(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
     return 0;
   }
   fg_status *scratch = fg_status_new();
-  int rc = enqueue(c, g, plan, cp, 0, scratch);
+  int rc = enqueue(c, g, plan, cp, 0, 0, scratch);
   fg_status_free(scratch);
   cudaGraph_t graph = NULL;
   cudaError_t e = cudaStreamEndCapture(s0, &graph);
@@ -839,6 +889,7 @@ int fg_cuda_plan_run(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, const fg_
   int prev;
   if (enter(c->device, &prev, st) != 0) return -1;
   int rc = -1;
+  if (req->check_numerics && fg_plan_check_feeds(g, plan, req, st) != 0) goto done;
   if (copy_feeds(c, plan, cp, req, st) != 0) {
     (void)cudaStreamSynchronize(c->stream[0]);
     goto done;
@@ -856,17 +907,19 @@ int fg_cuda_plan_run(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, const fg_
       goto done;
     }
   }
-  if (!timings && cp->graph_state == 0 && c->use_graphs && cp->runs >= 2) {
+  /* check_numerics waits after every node: never captured. */
+  const int graphs = c->use_graphs && !req->check_numerics;
+  if (!timings && cp->graph_state == 0 && graphs && cp->runs >= 2) {
     cp->graph_state = capture(c, g, plan, cp) ? 1 : -1;
   }
   cudaError_t e;
-  if (!timings && cp->graph_state == 1) {
+  if (!timings && graphs && cp->graph_state == 1) {
     e = cudaGraphLaunch(cp->exec, c->stream[0]);
     if (e != cudaSuccess) {
       cuda_fail(st, c->device, "launching the captured run (CUDA Graph)", e);
       goto done;
     }
-  } else if (enqueue(c, g, plan, cp, timings, st) != 0) {
+  } else if (enqueue(c, g, plan, cp, timings, req->check_numerics, st) != 0) {
     drain(c, cp);
     goto done;
   }

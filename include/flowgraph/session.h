@@ -69,8 +69,10 @@ typedef struct fg_session_options {
    * ..." before anything runs. Variables and constants are not scanned; a
    * NaN in one is reported at the first node that reads it. Nodes already
    * run (e.g. assigns) keep their effect. 0 (default): no check, no cost.
-   * Not supported on "cuda:N" yet: fg_session_new refuses it there with
-   * FG_UNIMPLEMENTED. */
+   * On "cuda:N" the same, the message adding the device ("node 'lg' (log)
+   * on cuda:0: produced ..."): the run waits for each node's counts, so
+   * nothing after the first bad node runs, and such runs are never captured
+   * into a CUDA Graph (slow: a debugging mode). */
   int check_numerics;
 
   /* Resource limits; 0 means no limit, negative values are refused. A plan

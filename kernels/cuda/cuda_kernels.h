@@ -51,6 +51,13 @@ int fg_cuda_error_message(const fg_cuda_error *e, char *buf, size_t n);
  * (it then needs a non-NULL one), else 0. */
 int fg_cuda_op_may_flag(const char *op);
 
+/* check_numerics: adds the number of NaN among the n elements of a
+ * floating-point device buffer (dtype FG_F32 or FG_F64) to counts[0] and of
+ * Inf to counts[1] (device memory), on `stream` (a cudaStream_t). 0, or -1
+ * for another dtype or a failed launch (cudaGetLastError says why). */
+int fg_cuda_count_nonfinite(const void *data, long long n, int dtype, unsigned long long *counts,
+                            void *stream);
+
 /* Device scratch (fg_kcuda.scratch_bytes) that is enough for every CUDA
  * kernel whatever the shapes; kernels given less fail with the bytes they
  * need. Reductions, argmax and the cross-entropy loss use it for fixed-size
