@@ -929,7 +929,7 @@ int fg_cuda_plan_run(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, const fg_
      * from the others of the run at this point. */
     fg_status_set(st, FG_INTERNAL,
                   "cuda:%d: the run failed on the device: %s (one of the %d nodes of the plan; "
-                  "rerun on cpu:0 to find it)",
+                  "a run with check_numerics on, which waits after every node, names it)",
                   c->device, cudaGetErrorString(e), plan->n_steps);
     (void)cudaGetLastError();
     goto done;
