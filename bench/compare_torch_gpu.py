@@ -14,8 +14,8 @@ What one timed step is, on both sides: the inputs copied from host memory to
 the device, the work, the fetched output (op_overhead) copied back, and one
 synchronisation, which is what one fg_session_run does. The MLP batches are
 in page-locked host memory on both sides (torch's pin_memory(); for
-flowgraph an fg_tensor_wrap of cudaHostAlloc'd memory, which a session feeds
-without its staging copy); a PAGEABLE line gives flowgraph's figure with the
+flowgraph fg_tensor_new_pinned, which a session feeds without its staging
+copy); a PAGEABLE line gives flowgraph's figure with the
 batch in ordinary memory. PyTorch's training
 step is what a PyTorch user writes: nn.Linear layers, ReLU, F.cross_entropy,
 optimizer.zero_grad(set_to_none=True), loss.backward(), SGD(lr=0.01).

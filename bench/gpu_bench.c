@@ -197,33 +197,18 @@ static void print_profile(fg_graph *g, int tf32, const fg_feed *feeds, const cha
   fg_session_free(s);
 }
 
-/* A copy of t in page-locked host memory (cudaHostAlloc, wrapped with
- * fg_tensor_wrap), which a session feeds to the device without its staging
- * copy: what the PyTorch side's pin_memory() batch is. *mem is freed with
- * cudaFreeHost after the tensor. NULL without CUDA or on failure. */
-static fg_tensor *pinned_copy(const fg_tensor *t, void **mem, fg_status *st) {
-  *mem = NULL;
-#ifdef FG_HAVE_CUDA
-  const size_t bytes = fg_tensor_num_bytes(t);
-  if (cudaHostAlloc(mem, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
-    *mem = NULL;
+/* A copy of t in page-locked host memory (fg_tensor_new_pinned), which a
+ * session feeds to the device without its staging copy: what the PyTorch
+ * side's pin_memory() batch is. NULL when none could be had. */
+static fg_tensor *pinned_copy(const fg_tensor *t, fg_status *st) {
+  fg_tensor *p = fg_tensor_new_pinned(fg_tensor_dtype(t), fg_tensor_rank(t), fg_tensor_dims(t), st);
+  if (p && !fg_tensor_is_pinned(p)) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "no page-locked memory for the batch");
+    fg_tensor_free(p);
     return NULL;
   }
-  memcpy(*mem, fg_tensor_data(t), bytes);
-  return fg_tensor_wrap(fg_tensor_dtype(t), fg_tensor_rank(t), fg_tensor_dims(t), *mem, bytes, st);
-#else
-  (void)t, (void)st;
-  return NULL;
-#endif
-}
-
-static void pinned_free(fg_tensor *t, void *mem) {
-  fg_tensor_free(t);
-#ifdef FG_HAVE_CUDA
-  if (mem) cudaFreeHost(mem);
-#else
-  (void)mem;
-#endif
+  if (p) memcpy(fg_tensor_data(p), fg_tensor_data(t), fg_tensor_num_bytes(t));
+  return p;
 }
 
 /* Times the step with the batch in ordinary (pageable) memory, then in
@@ -235,14 +220,13 @@ static int gpu_mlp(const mlp_shape *m, const char *name, int tf32, int with_peak
   fg_graph *g = build_mlp(m, st);
   if (!g) return fail(name, st);
   fg_tensor *x = NULL, *y = NULL, *px = NULL, *py = NULL;
-  void *px_mem = NULL, *py_mem = NULL;
   mlp_batch(m, &x, &y, st);
   double *times = calloc((size_t)runs, sizeof *times);
   double *pageable = calloc((size_t)runs, sizeof *pageable);
   fg_session *s = NULL;
   int rc = 1;
   if (!x || !y || !times || !pageable) goto done;
-  if (!(px = pinned_copy(x, &px_mem, st)) || !(py = pinned_copy(y, &py_mem, st))) {
+  if (!(px = pinned_copy(x, st)) || !(py = pinned_copy(y, st))) {
     rc = fail(name, st);
     goto done;
   }
@@ -279,8 +263,8 @@ done:
   fg_graph_free(g);
   fg_tensor_free(x);
   fg_tensor_free(y);
-  pinned_free(px, px_mem);
-  pinned_free(py, py_mem);
+  fg_tensor_free(px);
+  fg_tensor_free(py);
   free(times);
   free(pageable);
   return rc;

@@ -86,6 +86,26 @@ fg_tensor *fg_tensor_new(fg_dtype dtype, int rank, const int64_t *dims, fg_statu
   return t;
 }
 
+fg_tensor *fg_tensor_new_pinned(fg_dtype dtype, int rank, const int64_t *dims, fg_status *st) {
+  size_t bytes;
+  if (check_shape(dtype, rank, dims, &bytes, st) != 0) return NULL;
+  void *data = fg_pinned_alloc(bytes ? bytes : 1);
+  if (!data) return fg_tensor_new(dtype, rank, dims, st);
+  fg_tensor *t = make(dtype, rank, dims, bytes);
+  if (!t) {
+    fg_pinned_free(data);
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "tensor: out of memory");
+    return NULL;
+  }
+  memset(data, 0, bytes);
+  t->data = data;
+  t->owned = 2;
+  fg_status_clear(st);
+  return t;
+}
+
+int fg_tensor_is_pinned(const fg_tensor *t) { return t && t->owned == 2; }
+
 fg_tensor *fg_tensor_from_data(fg_dtype dtype, int rank, const int64_t *dims, const void *data,
                                size_t bytes, fg_status *st) {
   size_t need;
@@ -119,7 +139,10 @@ fg_tensor *fg_tensor_clone(const fg_tensor *t, fg_status *st) {
 
 void fg_tensor_free(fg_tensor *t) {
   if (!t) return;
-  if (t->owned) free(t->data);
+  if (t->owned == 2)
+    fg_pinned_free(t->data);
+  else if (t->owned)
+    free(t->data);
   free(t);
 }
 

@@ -2,6 +2,7 @@
  * and a message naming the culprit, never a crash. */
 #include <flowgraph/flowgraph.h>
 
+#include "executor/cuda_backend.h"
 #include "fgtest.h"
 
 static fg_graph *small_graph(void) {
@@ -115,6 +116,39 @@ FG_TEST(a1_null_arguments_graph_and_tensor, "badinput") {
   FG_CHECK(fg_status_code(st) != FG_OK);
   FG_CHECK(fg_graph_save(NULL, "/tmp/x.fgb", st) != 0);
   FG_CHECK(fg_status_code(st) != FG_OK);
+  fg_status_free(st);
+}
+
+/* fg_tensor_new_pinned refuses what fg_tensor_new refuses, with the same
+ * words; without a GPU (CI) it gives an ordinary zeroed tensor that reads
+ * as not pinned. (On a GPU the pinned one is fed in test_cuda_session.) */
+FG_TEST(a1_pinned_tensor_bad_shapes_and_fallback, "badinput") {
+  fg_status *st = fg_status_new();
+  FG_CHECK(fg_tensor_new_pinned(FG_F32, 2, NULL, st) == NULL);
+  CHECK_STATUS(st, FG_INVALID_ARGUMENT, "dims is NULL");
+  FG_CHECK(fg_tensor_new_pinned(FG_F32, 1, (int64_t[]){-3}, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "-3");
+  FG_CHECK(fg_tensor_new_pinned((fg_dtype)99, 1, (int64_t[]){3}, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK(fg_tensor_new_pinned(FG_F32, 3, (int64_t[]){1ll << 32, 1ll << 32, 4}, st) == NULL);
+  CHECK_STATUS(st, FG_INVALID_ARGUMENT, "overflows 64-bit byte size");
+  FG_CHECK_INT(fg_tensor_is_pinned(NULL), 0);
+  fg_tensor *t = fg_tensor_new_pinned(FG_I64, 2, (int64_t[]){3, 5}, st);
+  FG_REQUIRE(t);
+  FG_CHECK_INT(fg_status_code(st), FG_OK);
+  FG_CHECK_INT(fg_tensor_num_bytes(t), 3 * 5 * 8);
+  const int64_t *v = fg_tensor_data(t);
+  int nonzero = 0;
+  for (int i = 0; i < 15; i++)
+    nonzero += v[i] != 0;
+  FG_CHECK_INT(nonzero, 0);
+  if (fg_cuda_device_count() == 0) FG_CHECK_INT(fg_tensor_is_pinned(t), 0);
+  fg_tensor *e = fg_tensor_new_pinned(FG_F32, 1, (int64_t[]){0}, st); /* empty is fine */
+  FG_REQUIRE(e);
+  FG_CHECK_INT(fg_tensor_num_bytes(e), 0);
+  fg_tensor_free(e);
+  fg_tensor_free(t);
   fg_status_free(st);
 }
 

