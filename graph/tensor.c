@@ -69,39 +69,39 @@ static fg_tensor *make(fg_dtype dtype, int rank, const int64_t *dims, size_t byt
   return t;
 }
 
-fg_tensor *fg_tensor_new(fg_dtype dtype, int rank, const int64_t *dims, fg_status *st) {
-  size_t bytes;
-  if (check_shape(dtype, rank, dims, &bytes, st) != 0) return NULL;
-  fg_tensor *t = make(dtype, rank, dims, bytes);
-  void *data = t ? fg_aligned_alloc(bytes) : NULL;
-  if (!data) {
-    free(t);
+/* A zero-filled tensor owning `data` (bytes of it, from fg_aligned_alloc
+ * when owned is 1, fg_pinned_alloc when 2); NULL data, or no memory for the
+ * struct, is out of memory (data is then freed). */
+static fg_tensor *own(fg_dtype dtype, int rank, const int64_t *dims, size_t bytes, void *data,
+                      int owned, fg_status *st) {
+  fg_tensor *t = data ? make(dtype, rank, dims, bytes) : NULL;
+  if (!t) {
+    if (owned == 2)
+      fg_pinned_free(data);
+    else
+      free(data);
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "tensor: cannot allocate %zu bytes", bytes);
     return NULL;
   }
   memset(data, 0, bytes);
   t->data = data;
-  t->owned = 1;
+  t->owned = owned;
   fg_status_clear(st);
   return t;
+}
+
+fg_tensor *fg_tensor_new(fg_dtype dtype, int rank, const int64_t *dims, fg_status *st) {
+  size_t bytes;
+  if (check_shape(dtype, rank, dims, &bytes, st) != 0) return NULL;
+  return own(dtype, rank, dims, bytes, fg_aligned_alloc(bytes), 1, st);
 }
 
 fg_tensor *fg_tensor_new_pinned(fg_dtype dtype, int rank, const int64_t *dims, fg_status *st) {
   size_t bytes;
   if (check_shape(dtype, rank, dims, &bytes, st) != 0) return NULL;
   void *data = fg_pinned_alloc(bytes ? bytes : 1);
-  if (!data) return fg_tensor_new(dtype, rank, dims, st);
-  fg_tensor *t = make(dtype, rank, dims, bytes);
-  if (!t) {
-    fg_pinned_free(data);
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "tensor: out of memory");
-    return NULL;
-  }
-  memset(data, 0, bytes);
-  t->data = data;
-  t->owned = 2;
-  fg_status_clear(st);
-  return t;
+  if (!data) return fg_tensor_new(dtype, rank, dims, st); /* no GPU: an ordinary tensor */
+  return own(dtype, rank, dims, bytes, data, 2, st);
 }
 
 int fg_tensor_is_pinned(const fg_tensor *t) { return t && t->owned == 2; }

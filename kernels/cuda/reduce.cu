@@ -61,6 +61,25 @@ __device__ __forceinline__ int64_t seek(int n, const int64_t *dims, const int64_
   return off;
 }
 
+/* Folds n elements p[0], p[st], p[2 st], ... into acc in that order, with
+ * 8 independent loads in flight rather than one at a time. */
+template <typename T, typename ACC, class Op>
+__device__ __forceinline__ ACC fold_strided(ACC acc, const T *p, int64_t st, int64_t n) {
+  int64_t r = 0;
+  for (; r + 8 <= n; r += 8, p += 8 * st) {
+    T v[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      v[k] = p[k * st];
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      acc = Op::combine(acc, Op::lift(v[k]));
+  }
+  for (; r < n; r++, p += st)
+    acc = Op::combine(acc, Op::lift(*p));
+  return acc;
+}
+
 /* The operations: init, combine (also of partials) and finish. */
 template <typename T, typename ACC> struct SumOp {
   __device__ static ACC init() { return (ACC)0; }
@@ -148,23 +167,8 @@ __global__ void red_thread_kernel(const T *in, T *out, ACC *parts, red_plan pl, 
       off += cnt[d] * pl.red_str[d];
     }
     ACC acc = Op::init();
-    if (pl.n_red == 1) {
-      /* One reduced dim (a bias gradient): the same sequential fold, with
-       * 8 independent loads in flight rather than one at a time. */
-      const int64_t st = pl.red_str[0];
-      const T *p = base + off;
-      int64_t r = r0;
-      for (; r + 8 <= r1; r += 8, p += 8 * st) {
-        T v[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-          v[k] = p[k * st];
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-          acc = Op::combine(acc, Op::lift(v[k]));
-      }
-      for (; r < r1; r++, p += st)
-        acc = Op::combine(acc, Op::lift(*p));
+    if (pl.n_red == 1) { /* one reduced dim: the same order, loads in flight */
+      acc = fold_strided<T, ACC, Op>(acc, base + off, pl.red_str[0], r1 - r0);
       r0 = r1; /* done: skip the general walk below */
     }
     for (int64_t r = r0; r < r1; r++) {
@@ -196,21 +200,10 @@ __global__ void red_cols_kernel(const T *in, T *out, red_plan pl) {
   const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x, op = blockIdx.y;
   const int g = threadIdx.y;
   ACC acc = Op::init();
-  if (c < pl.inner) {
-    const int64_t st = pl.red_str[0] * RED_COLS_GROUPS;
+  if (c < pl.inner && g < pl.count) {
     const T *p = in + seek(pl.n_outer, pl.outer_dims, pl.outer_str, op) + c + g * pl.red_str[0];
-    int64_t r = g;
-    for (; r + 7 * RED_COLS_GROUPS < pl.count; r += 8 * RED_COLS_GROUPS, p += 8 * st) {
-      T v[8];
-#pragma unroll
-      for (int k = 0; k < 8; k++)
-        v[k] = p[k * st];
-#pragma unroll
-      for (int k = 0; k < 8; k++)
-        acc = Op::combine(acc, Op::lift(v[k]));
-    }
-    for (; r < pl.count; r += RED_COLS_GROUPS, p += st)
-      acc = Op::combine(acc, Op::lift(*p));
+    const int64_t rows = (pl.count - g + RED_COLS_GROUPS - 1) / RED_COLS_GROUPS;
+    acc = fold_strided<T, ACC, Op>(acc, p, pl.red_str[0] * RED_COLS_GROUPS, rows);
   }
   sh[g][threadIdx.x] = acc;
   __syncthreads();
