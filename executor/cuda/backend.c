@@ -748,7 +748,9 @@ static int numerics_step(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_
     cp->num_outputs = step->n_out;
   }
   cudaError_t e =
-      cudaMemsetAsync(cp->num_dev, 0, (size_t)step->n_out * 2 * sizeof *cp->num_dev, sk);
+      step->n_out > 0
+          ? cudaMemsetAsync(cp->num_dev, 0, (size_t)step->n_out * 2 * sizeof *cp->num_dev, sk)
+          : cudaSuccess;
   for (int o = 0; o < step->n_out && e == cudaSuccess; o++) {
     const fg_kbuf *b = &plan->slots[step->out_slots[o]];
     if (b->dtype != FG_F32 && b->dtype != FG_F64) continue;
@@ -805,6 +807,8 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
     if (cp->stage_off[si] != SIZE_MAX) {
       if (run_staged(c, g, plan, cp, si, sk, st) != 0) return -1;
       if (timings) e = cudaEventRecord(cp->tev[2 + 2 * si], sk);
+      /* an all_reduce's result is checked too, as on the CPU */
+      if (e == cudaSuccess && numerics && numerics_step(c, g, plan, cp, si, sk, st) != 0) return -1;
       if (e == cudaSuccess && sp->event_of[si] >= 0)
         e = cudaEventRecord(cp->events[sp->event_of[si]], sk);
       if (e != cudaSuccess) return cuda_fail(st, c->device, "after an all_reduce", e);
@@ -822,8 +826,10 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
                        err[0] ? err : "kernel failed");
     }
     e = cudaGetLastError(); /* a launch the kernel did not check */
-    if (e == cudaSuccess && numerics && numerics_step(c, g, plan, cp, si, sk, st) != 0) return -1;
+    /* the node's end event comes before the check, so a profile times the
+     * node alone */
     if (e == cudaSuccess && timings) e = cudaEventRecord(cp->tev[2 + 2 * si], sk);
+    if (e == cudaSuccess && numerics && numerics_step(c, g, plan, cp, si, sk, st) != 0) return -1;
     if (e == cudaSuccess && sp->event_of[si] >= 0)
       e = cudaEventRecord(cp->events[sp->event_of[si]], sk);
     if (e != cudaSuccess)
@@ -908,10 +914,7 @@ int fg_cuda_plan_run(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, const fg_
   if (enter(c->device, &prev, st) != 0) return -1;
   int rc = -1;
   if (req->check_numerics && fg_plan_check_feeds(g, plan, req, st) != 0) goto done;
-  if (copy_feeds(c, plan, cp, req, st) != 0) {
-    (void)cudaStreamSynchronize(c->stream[0]);
-    goto done;
-  }
+  if (copy_feeds(c, plan, cp, req, st) != 0) goto done;
   cp->runs++;
   cp->dist = req->dist;
   if (timings && !cp->tev) {
@@ -965,6 +968,13 @@ int fg_cuda_plan_run(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, const fg_
   }
   rc = 0;
 done:
+  /* On every failure, let stream 0 finish what it holds: the feed copies
+   * read the caller's memory (pinned feeds) and the plan's staging, which
+   * must not be in use once the run returns. */
+  if (rc != 0) {
+    (void)cudaStreamSynchronize(c->stream[0]);
+    (void)cudaGetLastError();
+  }
   /* Peers waiting in an all_reduce for this rank stop now, told why,
    * instead of at their deadline (as the CPU executor does). */
   if (rc != 0 && req->dist) fg_dist_abort(req->dist, fg_status_message(st));

@@ -30,7 +30,12 @@ fg_tensor *fg_tensor_new(fg_dtype dtype, int rank, const int64_t *dims, fg_statu
  * Elsewhere (a CPU-only
  * build, no GPU, the driver refusing) it returns an ordinary tensor, which
  * works the same, only slower to feed; fg_tensor_is_pinned tells which.
- * Page-locked memory is scarce: use it for the batches fed every step. */
+ * In a CUDA build the call starts the CUDA driver (its threads, and a
+ * context on the calling thread's current GPU, cuda:0 unless the thread
+ * chose another), as PyTorch's pin_memory() does; a CPU-only program that
+ * wants no driver should use fg_tensor_new. Page-locked memory is scarce:
+ * use it for the batches fed every step. fg_tensor_clone of such a tensor
+ * is an ordinary one. */
 fg_tensor *fg_tensor_new_pinned(fg_dtype dtype, int rank, const int64_t *dims, fg_status *status);
 /* 1 when t's data is page-locked memory from fg_tensor_new_pinned, else 0
  * (NULL too). A borrowed tensor (fg_tensor_wrap) over memory the caller

@@ -17,11 +17,12 @@
  * Long reductions with few outputs are cut into S fixed chunks whose
  * partials go to the stream's scratch and are combined in chunk order by a
  * second kernel. In the thread layout the chunks are also what fills the
- * device: a bias gradient (sum_to of [256, 2048] to [2048]) is 2048
- * outputs, 8 blocks on a GPU of 132 SMs, each thread walking 256 rows one
- * dependent load at a time (74 us on an H100); cut into 32 chunks of 8 rows
- * it is 65536 threads. S is a function of the shape alone. f32 sums and means accumulate in double,
- * integer sums in uint64 (wrapping), as on the CPU. */
+ * device: 2048 outputs of 4096 rows each would be 8 blocks on a GPU of 132
+ * SMs, each thread walking 4096 rows; cut into 64 chunks of 64 rows it is
+ * 131072 threads. (Before the row-group kernel, a bias gradient, sum_to of
+ * [256, 2048] to [2048], took 74 us as one thread per output on an H100.)
+ * S is a function of the shape alone. f32 sums and means accumulate in
+ * double, integer sums in uint64 (wrapping), as on the CPU. */
 #include <math.h>
 #include <string.h>
 

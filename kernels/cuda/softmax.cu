@@ -13,7 +13,8 @@
  * thread sees the same, deterministic value. Rows along another axis get a
  * thread per column. The loss sums its rows' losses in fixed partials
  * (scratch) and adds those in order in a second kernel: deterministic, no
- * atomics. Its rows take a warp each, or a block each by the softmax rule. */
+ * atomics. Its rows take a block each when they have 256 or more classes
+ * and there are fewer than 2048 of them, else a warp each (at any width). */
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
