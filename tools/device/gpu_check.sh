@@ -3,9 +3,9 @@
 # (tools/device/pack.sh). Unpacks the build where the ctest files expect it
 # (/work/main/build), finds the device's CUDA and NCCL libraries, and runs
 # what is asked: "tests" (the CUDA-using ctest cases), "alltests" (the
-# whole Release suite; the MPI cases need an Open MPI runtime the device
-# image lacks), "bench" (GPU bench vs
-# PyTorch), or any shell words after "sh". Logs go to $OUT.
+# whole Release suite), "bench" (GPU bench vs PyTorch), "sanitize"
+# (compute-sanitizer memcheck and racecheck over the CUDA kernel and session
+# cases), or any shell words after "sh". Logs go to $OUT.
 set -u
 here=$PWD
 OUT=${OUT:-/tmp/out}
@@ -39,6 +39,33 @@ for what in "$@"; do
     PYTHONUNBUFFERED=1 python3 bench/compare_torch_gpu.py --driver /work/main/build/bench/fg_bench_gpu \
       >"$OUT/bench.log" 2>&1; echo "bench rc $?" >>"$OUT/bench.log"
     tail -30 "$OUT/bench.log" ;;
+  sanitize)
+    # compute-sanitizer: memcheck over the gpu cases of the CUDA kernel and
+    # session tests (not the slow digits training, the 1000-run leak check or
+    # the driver-thread count, which counts the tool's own threads), then
+    # racecheck over the cases whose kernels share memory in a block.
+    cs=/usr/local/cuda/bin/compute-sanitizer
+    : >"$OUT/sanitize.log"
+    for b in test_cuda_kernels test_cuda_session; do
+      for c in $(/work/main/build/tests/$b --list | awk '$2 ~ /(^|,)gpu(,|$)/ {print $1}'); do
+        case $c in *digits* | *leak* | *leaves_driver*) continue ;; esac
+        (cd /work/main/build/tests && timeout 300 $cs --tool memcheck --error-exitcode 9 ./$b $c) \
+          >/tmp/san.log 2>&1
+        rc=$?
+        echo "memcheck rc $rc $b.$c" >>"$OUT/sanitize.log"
+        [ $rc = 0 ] || tail -30 /tmp/san.log >>"$OUT/sanitize.log"
+      done
+    done
+    for c in cuda_reduce_vs_cpu cuda_sum_to_vs_cpu cuda_softmax_vs_cpu cuda_softmax_xent_vs_cpu \
+      cuda_argmax_vs_cpu; do
+      (cd /work/main/build/tests && timeout 300 $cs --tool racecheck --error-exitcode 9 \
+        ./test_cuda_kernels $c) >/tmp/san.log 2>&1
+      rc=$?
+      echo "racecheck rc $rc $c" >>"$OUT/sanitize.log"
+      [ $rc = 0 ] || tail -30 /tmp/san.log >>"$OUT/sanitize.log"
+    done
+    echo "sanitize: $(grep -c ' rc 0 ' "$OUT/sanitize.log") clean, $(grep -Ec ' rc [1-9]' "$OUT/sanitize.log") not"
+    grep -E ' rc [1-9]' "$OUT/sanitize.log" ;;
   sh) shift_rest=1 ;;
   *) [ -n "${shift_rest:-}" ] && eval "$what" ;;
   esac
