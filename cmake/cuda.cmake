@@ -87,6 +87,12 @@ if(_fg_nvcc)
   if(NOT EXISTS ${CMAKE_SOURCE_DIR}/kernels/cuda/registry.cu)
     list(APPEND FG_CUDA_SOURCES ${CMAKE_SOURCE_DIR}/kernels/cuda_stub.c)
   endif()
-  set(FG_CUDA_LIBS CUDA::cudart CUDA::cublas)
+  # cuBLAS is not linked: kernels/cuda/cublas_lazy.cu loads it on first use
+  # (its static initialisers cost every process ~0.35 s at start). Hidden
+  # symbols there, so libflowgraph.so does not export cuBLAS's names.
+  set(FG_CUDA_LIBS CUDA::cudart ${CMAKE_DL_LIBS})
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/kernels/cuda/cublas_lazy.cu PROPERTIES
+    COMPILE_OPTIONS "-Xcompiler=-fvisibility=hidden"
+    COMPILE_DEFINITIONS "FG_CUBLAS_DIR=\"${CUDAToolkit_LIBRARY_DIR}\"")
   message(STATUS "CUDA backend: on (${CMAKE_CUDA_COMPILER}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
 endif()

@@ -24,8 +24,47 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/cublas_lazy.h"
 #include "kernels/cuda/cuda_kernels.h"
 #endif
+
+/* ---- cuBLAS loaded on first use (CUDA builds, GPU or not) ------------------- */
+
+#ifdef FG_HAVE_CUDA
+/* 1 when a libcublas is mapped into this process (/proc/self/maps). */
+static int cublas_mapped(void) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  char line[1024];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f))
+    found = strstr(line, "/libcublas.so") != NULL;
+  fclose(f);
+  return found;
+}
+static int cublas_at_start = -1;
+/* Before any test runs: a build that linked cuBLAS would have it mapped. */
+__attribute__((constructor)) static void note_cublas_at_start(void) {
+  cublas_at_start = cublas_mapped();
+}
+#endif
+
+/* The process starts without cuBLAS (its initialisers cost ~0.35 s), and
+ * the first cuBLAS call loads it, with every function flowgraph calls. */
+FG_TEST(cuda_cublas_loaded_on_first_use, "") {
+#ifndef FG_HAVE_CUDA
+  FG_SKIP("this build has no CUDA backend");
+#else
+  FG_CHECK_INT(cublas_at_start, 0);
+  if (!fg_cublas_available()) printf("cuBLAS: %s\n", fg_cublas_load_error());
+  FG_CHECK_INT(fg_cublas_available(), 1);
+  FG_CHECK_STR_CONTAINS(fg_cublas_load_error(), "");
+  FG_CHECK_INT(cublas_mapped(), 1);
+  /* a status string comes from the library itself now ("success") */
+  const char *ok = cublasGetStatusString(CUBLAS_STATUS_SUCCESS);
+  FG_CHECK(strstr(ok, "success") || strstr(ok, "SUCCESS"));
+#endif
+}
 
 /* ---- registry (runs everywhere) --------------------------------------------- */
 
