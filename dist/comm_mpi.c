@@ -158,8 +158,9 @@ typedef struct mpi_comm {
    * host or messages. */
   int hosts, cross_me, owners;
   int *cross;
-  uint64_t msg_bytes; /* all_reduce data sent as messages (under mu) */
-  int shm_local;      /* this rank's index in m->shm */
+  uint64_t msg_bytes;         /* all_reduce data sent as messages (under mu) */
+  int shm_local;              /* this rank's index in m->shm */
+  struct mpi_comm *kept_next; /* the next broken communicator kept (keep_broken) */
 } mpi_comm;
 
 /* A send/recv's size header on the heap: after a deadline MPI may still
@@ -1134,17 +1135,26 @@ static int mpi_recv(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg_
   return -1;
 }
 
-/* Where a broken communicator stays until the process exits (see mpi_free). */
+/* Broken communicators stay here until the process exits: MPI may still
+ * write into their receives (and complete a dup into them), so they are
+ * never freed, and they stay reachable so the leak checker does not report
+ * them. A list: a process may break more than one (a split of a broken
+ * world, a failed join after an earlier one). */
 static mpi_comm *volatile fg_mpi_kept_broken;
+static pthread_mutex_t g_kept_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void keep_broken(mpi_comm *m) {
+  pthread_mutex_lock(&g_kept_mu);
+  m->kept_next = fg_mpi_kept_broken;
+  fg_mpi_kept_broken = m;
+  pthread_mutex_unlock(&g_kept_mu);
+}
 
 static void mpi_free(fg_comm *c) {
   mpi_comm *m = (mpi_comm *)c;
   if (!m) return;
-  /* A broken communicator may still have receives MPI writes into: leave
-   * its buffers and handle to the process exit, reachable from here so the
-   * leak checker does not report them. */
   if (atomic_load(&m->broken)) {
-    fg_mpi_kept_broken = m;
+    keep_broken(m);
     return;
   }
   pthread_mutex_lock(&g_mpi_mu);
@@ -1257,7 +1267,10 @@ static fg_comm *mpi_make(MPI_Comm src, double timeout_s, fg_status *st) {
   /* Our own communicators, so flowgraph's tags never meet the user's: one
    * for collectives, one for send/recv. */
   if (dup_world(m, src, &m->comm, "joining the MPI group (MPI_Comm_idup)", st) != 0) {
-    if (atomic_load(&m->broken)) return NULL;
+    if (atomic_load(&m->broken)) {
+      keep_broken(m);
+      return NULL;
+    }
     pthread_mutex_destroy(&m->mu);
     pthread_mutex_destroy(&m->stop_mu);
     free(m->reqs);
@@ -1271,6 +1284,7 @@ static fg_comm *mpi_make(MPI_Comm src, double timeout_s, fg_status *st) {
       dup_world(m, src, &m->ctl_joining, "joining the MPI group (MPI_Comm_idup, aborts)", st) !=
           0) {
     set_broken(m);
+    keep_broken(m);
     return NULL;
   }
   m->ctl = m->ctl_joining;

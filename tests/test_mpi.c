@@ -362,6 +362,31 @@ FG_TEST(mpi_killed_rank_gives_deadline_across_hosts, "dist,badinput") {
 }
 
 FG_TEST(mpi_killed_rank_gives_deadline, "dist,badinput") { check_killed_rank(0); }
+
+/* A rank that started but never joins the communicator (here: asleep): the
+ * others' join is a deadline within the timeout, not a hang, and (under
+ * ASan) leaks nothing. The join is an MPI collective, so it cannot say
+ * which rank is missing. */
+FG_TEST(mpi_late_rank_gives_join_deadline, "dist,badinput") {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char *args[] = {helper(), "late_join", "2", NULL};
+  mpirun(3, NULL, args, 30, res);
+  FG_CHECK(res->status != -1 && res->status != 0);
+  for (int r = 0; r < 3; r += 2) {
+    char want[160];
+    snprintf(want, sizeof want,
+             "fg_comm_mpi_new: DEADLINE_EXCEEDED: joining the MPI group (MPI_Comm_idup) on rank %d "
+             "of 3: waited 2.",
+             r);
+    if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+  }
+  FG_CHECK(strstr(res->out, "rank 1 of 3: waited") == NULL);
+  if (strstr(res->out, "LeakSanitizer")) FG_FAIL_AT("a leak:\n%s", res->out);
+  /* Rank 1 would sleep 6 s: the survivors' exit ended the run. */
+  FG_CHECK(res->wall < 5.9);
+  free(res);
+}
 FG_TEST(mpi_killed_rank_gives_deadline_messages, "dist,badinput") { check_killed_rank(1); }
 
 /* M1, stuck peer: rank 1 sleeps through the collective. Rank 0 reports the

@@ -12,6 +12,9 @@
  *   mpi_comm_check abort TIMEOUT         rank 1 aborts while rank 0 waits in a
  *                                        recv from it and the others in an
  *                                        all_reduce
+ *   mpi_comm_check late_join TIMEOUT     every rank initialises MPI itself;
+ *                                        rank 1 then sleeps 3*TIMEOUT before
+ *                                        joining the communicator
  *
  * Each rank prints "rank R: ..." lines. Expected values are computed here
  * by a plain loop over every rank's data (each rank can regenerate all of
@@ -26,6 +29,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <mpi.h>
 
 #include "../test_comm_util.h"
 #include "dist/comm_mpi.h"
@@ -467,10 +472,23 @@ int main(int argc, char **argv) {
   fg_status *st = fg_status_new();
   const char *mode = argv[1];
   double timeout = strcmp(mode, "collectives") == 0 || strcmp(mode, "p2p") == 0 ||
-                           strcmp(mode, "abort") == 0 || strcmp(mode, "mismatch") == 0
+                           strcmp(mode, "abort") == 0 || strcmp(mode, "mismatch") == 0 ||
+                           strcmp(mode, "late_join") == 0
                        ? atof(argv[2])
                    : argc > 3 ? atof(argv[3])
                               : 10.0;
+  if (strcmp(mode, "late_join") == 0) {
+    /* MPI_Init first, as an application that owns MPI does: it is a fence
+     * in Open MPI, so a rank late to it holds everyone there. The late rank
+     * is late to flowgraph's join (a collective MPI_Comm_idup) instead. */
+    int provided = 0, rank = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 1) {
+      struct timespec ts = {(time_t)(3 * timeout), 0};
+      nanosleep(&ts, NULL);
+    }
+  }
   fg_comm *c = fg_comm_mpi_new(timeout, st);
   if (!c) {
     printf("fg_comm_mpi_new: %s: %s\n", fg_code_name(fg_status_code(st)), fg_status_message(st));
