@@ -13,7 +13,7 @@
  *                                        recv from it and the others in an
  *                                        all_reduce
  *   mpi_comm_check late_join TIMEOUT     every rank initialises MPI itself;
- *                                        rank 1 then sleeps 3*TIMEOUT before
+ *                                        rank 1 then sleeps 10*TIMEOUT before
  *                                        joining the communicator
  *
  * Each rank prints "rank R: ..." lines. Expected values are computed here
@@ -485,7 +485,7 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 1) {
-      struct timespec ts = {(time_t)(3 * timeout), 0};
+      struct timespec ts = {(time_t)(10 * timeout), 0};
       nanosleep(&ts, NULL);
     }
   }
