@@ -403,7 +403,7 @@ FG_TEST(mpi_stuck_rank_gives_deadline, "dist,badinput") {
   FG_CHECK(survivor_deadline(res->out, 0, &after));
   FG_CHECK(after >= 1.95 && after < 5.0);
   FG_CHECK(strstr(res->out, "all steps done") == NULL);
-  FG_CHECK(res->wall < 5.9); /* the sleeper would take 6 s */
+  FG_CHECK(res->wall < 15); /* the sleeper would take 20 s */
   if (res->status == 0 || after < 0) fprintf(stderr, "%s\n", res->out);
   free(res);
 }
@@ -503,7 +503,7 @@ FG_TEST(mpi_p2p_np4, "dist,badinput") { check_p2p(4, NULL); }
  * path a tensor over 1 GiB takes. */
 FG_TEST(mpi_p2p_np2_small_pieces, "dist") { check_p2p(2, "65536"); }
 
-/* Rank 0 waits on rank 1, which sleeps 3 timeouts: a deadline after the
+/* Rank 0 waits on rank 1, which sleeps 10 timeouts: a deadline after the
  * 2 s timeout naming the peer and the tag, and the run ends then. */
 static void check_p2p_deadline(const char *op) {
   MPI_REQUIRED();
@@ -526,7 +526,7 @@ static void check_p2p_deadline(const char *op) {
   if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
   FG_CHECK(strstr(res->out, "(timeout 2.0 s) for rank(s) 1") != NULL);
   FG_CHECK(strstr(res->out, "completed") == NULL);
-  FG_CHECK(res->wall < 5.9); /* the sleeper would take 6 s */
+  FG_CHECK(res->wall < 15); /* the sleeper would take 20 s */
   free(res);
 }
 

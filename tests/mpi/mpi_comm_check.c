@@ -2,7 +2,7 @@
  *
  *   mpi_comm_check collectives TIMEOUT   all_reduce / all_gather / broadcast
  *   mpi_comm_check kill K TIMEOUT        rank 1 dies (SIGKILL) before all_reduce K
- *   mpi_comm_check stuck K TIMEOUT       rank 1 sleeps 3*TIMEOUT before all_reduce K
+ *   mpi_comm_check stuck K TIMEOUT       rank 1 sleeps 10*TIMEOUT before all_reduce K
  *   mpi_comm_check hash same|mismatch    the M2 graph-hash check
  *   mpi_comm_check p2p TIMEOUT           send/recv: ring, threads, refusals
  *   mpi_comm_check p2p_deadline recv|send TIMEOUT
@@ -244,7 +244,7 @@ static int fault(fg_comm *c, int k, int kill_it, double timeout, fg_status *st) 
       printf("rank 1: %s before all_reduce %d\n", kill_it ? "SIGKILL" : "stuck", k);
       fflush(stdout);
       if (kill_it) raise(SIGKILL);
-      struct timespec ts = {(time_t)(3 * timeout), 0};
+      struct timespec ts = {(time_t)(10 * timeout), 0};
       nanosleep(&ts, NULL);
     }
     for (int i = 0; i < 4096; i++)
@@ -404,7 +404,7 @@ static int p2p(fg_comm *c, fg_status *st) {
 static int p2p_deadline(fg_comm *c, int send, double timeout, fg_status *st) {
   if (c->rank != 0) {
     if (c->rank == 1) {
-      struct timespec ts = {(time_t)(3 * timeout), 0};
+      struct timespec ts = {(time_t)(10 * timeout), 0};
       nanosleep(&ts, NULL);
     }
     return 0;
