@@ -106,6 +106,7 @@ uint64_t fg_comm_mpi_message_bytes(const fg_comm *c) {
 
 #else
 
+#include <errno.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1303,14 +1304,95 @@ static fg_comm *mpi_make(MPI_Comm src, double timeout_s, fg_status *st) {
   return &m->base;
 }
 
+/* MPI_Init_thread and MPI_Finalize wait for every peer (Open MPI's PMIx
+ * exchange and fence) and cannot be abandoned: with mpirun
+ * --enable-recovery, a peer killed during start-up left the others in
+ * MPI_Init_thread for good. A watchdog thread bounds them instead: past the
+ * deadline it reports DEADLINE_EXCEEDED on stderr and ends the process
+ * (mpirun then ends the rest), the only way out of a call that never
+ * returns. The deadline is the communicator's timeout, but at least
+ * WATCHDOG_MIN_S: starting MPI may legitimately take seconds on a loaded
+ * machine, longer than the short timeouts tests use for collectives. */
+#define WATCHDOG_MIN_S    10.0
+#define WATCHDOG_EXIT     1
+
+typedef struct watchdog {
+  pthread_t th;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done, running;
+  double limit_s, timeout_s;
+  const char *what;
+} watchdog;
+
+static void *watchdog_main(void *arg) {
+  watchdog *w = arg;
+  struct timespec dl;
+  clock_gettime(CLOCK_MONOTONIC, &dl);
+  double end = (double)dl.tv_sec + (double)dl.tv_nsec * 1e-9 + w->limit_s;
+  dl.tv_sec = (time_t)end;
+  dl.tv_nsec = (long)((end - (double)dl.tv_sec) * 1e9);
+  pthread_mutex_lock(&w->mu);
+  int rc = 0;
+  while (!w->done && rc != ETIMEDOUT)
+    rc = pthread_cond_timedwait(&w->cv, &w->mu, &dl);
+  int fire = !w->done;
+  pthread_mutex_unlock(&w->mu);
+  if (!fire) return NULL;
+  /* MPI is not up: its rank is known from the launcher's environment. */
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank) rank = getenv("PMIX_RANK");
+  if (!rank) rank = getenv("PMI_RANK");
+  fprintf(stderr,
+          "flowgraph: DEADLINE_EXCEEDED: %s on rank %s did not return within %.1f s (timeout "
+          "%.1f s, at least %.0f s for starting and ending MPI): a peer died or is stuck; MPI "
+          "cannot abandon the call, so this process exits with status %d\n",
+          w->what, rank ? rank : "?", w->limit_s, w->timeout_s, WATCHDOG_MIN_S, WATCHDOG_EXIT);
+  fflush(NULL);
+  _exit(WATCHDOG_EXIT);
+}
+
+/* Starts the watchdog over `what`; without a thread (out of resources) the
+ * call simply runs unguarded. */
+static void watchdog_start(watchdog *w, const char *what, double timeout_s) {
+  memset(w, 0, sizeof *w);
+  w->what = what;
+  w->timeout_s = timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT_S;
+  w->limit_s = w->timeout_s > WATCHDOG_MIN_S ? w->timeout_s : WATCHDOG_MIN_S;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  w->running = pthread_create(&w->th, NULL, watchdog_main, w) == 0;
+}
+
+static void watchdog_stop(watchdog *w) {
+  pthread_mutex_lock(&w->mu);
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  if (w->running) pthread_join(w->th, NULL);
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+}
+
+/* The timeout of the first communicator: the watchdog's over MPI_Finalize. */
+static double g_finalize_timeout_s;
+
 fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st) {
   int inited = 0, rc = MPI_SUCCESS, provided = MPI_THREAD_SERIALIZED;
   char buf[MPI_MAX_ERROR_STRING];
   pthread_mutex_lock(&g_mpi_mu);
   MPI_Initialized(&inited);
   if (!inited) {
+    watchdog w;
+    watchdog_start(&w, "MPI_Init_thread", timeout_s);
     rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+    watchdog_stop(&w);
     if (rc == MPI_SUCCESS) g_inited = 1;
+    g_finalize_timeout_s = timeout_s;
   }
   pthread_mutex_unlock(&g_mpi_mu);
   if (rc != MPI_SUCCESS) {
@@ -1375,7 +1457,12 @@ void fg_mpi_shutdown(int code) {
   pthread_mutex_lock(&g_mpi_mu);
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
-  if (g_inited && inited && !finalized) MPI_Finalize();
+  if (g_inited && inited && !finalized) {
+    watchdog w;
+    watchdog_start(&w, "MPI_Finalize", g_finalize_timeout_s);
+    MPI_Finalize();
+    watchdog_stop(&w);
+  }
   pthread_mutex_unlock(&g_mpi_mu);
   g_inited = 0;
 }

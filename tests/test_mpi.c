@@ -363,6 +363,31 @@ FG_TEST(mpi_killed_rank_gives_deadline_across_hosts, "dist,badinput") {
 
 FG_TEST(mpi_killed_rank_gives_deadline, "dist,badinput") { check_killed_rank(0); }
 
+/* A rank that dies before MPI starts: with --enable-recovery Open MPI
+ * keeps the others waiting in MPI_Init_thread for its start-up data, for
+ * good. The watchdog of fg_comm_mpi_new ends each of them with a deadline
+ * message after max(timeout, 10 s), so the run ends instead of hanging. */
+FG_TEST(mpi_rank_dead_at_start_gives_deadline, "dist,badinput") {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char *args[] = {helper(), "die_at_init", "2", NULL};
+  mpirun(3, "--enable-recovery", args, 40, res);
+  /* Ended, not killed as hung (mpirun --enable-recovery exits 0 here even
+   * when ranks fail: the messages below are what tells). */
+  FG_CHECK(res->status != -1);
+  for (int r = 0; r < 3; r += 2) {
+    char want[160];
+    snprintf(want, sizeof want,
+             "flowgraph: DEADLINE_EXCEEDED: MPI_Init_thread on rank %d did not return within "
+             "10.0 s (timeout 2.0 s",
+             r);
+    if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+  }
+  FG_CHECK(strstr(res->out, "MPI_Init_thread on rank 1 ") == NULL);
+  FG_CHECK(res->wall < 30);
+  free(res);
+}
+
 /* A rank that started but never joins the communicator (here: asleep): the
  * others' join is a deadline within the timeout, not a hang, and (under
  * ASan) leaks nothing. The join is an MPI collective, so it cannot say

@@ -12,6 +12,7 @@
  *   mpi_comm_check abort TIMEOUT         rank 1 aborts while rank 0 waits in a
  *                                        recv from it and the others in an
  *                                        all_reduce
+ *   mpi_comm_check die_at_init TIMEOUT   rank 1 dies (SIGKILL) before MPI starts
  *   mpi_comm_check late_join TIMEOUT     every rank initialises MPI itself;
  *                                        rank 1 then sleeps 10*TIMEOUT before
  *                                        joining the communicator
@@ -473,10 +474,15 @@ int main(int argc, char **argv) {
   const char *mode = argv[1];
   double timeout = strcmp(mode, "collectives") == 0 || strcmp(mode, "p2p") == 0 ||
                            strcmp(mode, "abort") == 0 || strcmp(mode, "mismatch") == 0 ||
-                           strcmp(mode, "late_join") == 0
+                           strcmp(mode, "late_join") == 0 || strcmp(mode, "die_at_init") == 0
                        ? atof(argv[2])
                    : argc > 3 ? atof(argv[3])
                               : 10.0;
+  if (strcmp(mode, "die_at_init") == 0) {
+    /* MPI is not up, so the rank comes from Open MPI's environment. */
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (r && strcmp(r, "1") == 0) raise(SIGKILL);
+  }
   if (strcmp(mode, "late_join") == 0) {
     /* MPI_Init first, as an application that owns MPI does: it is a fence
      * in Open MPI, so a rank late to it holds everyone there. The late rank
