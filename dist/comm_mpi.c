@@ -1304,16 +1304,21 @@ static fg_comm *mpi_make(MPI_Comm src, double timeout_s, fg_status *st) {
   return &m->base;
 }
 
-/* MPI_Init_thread and MPI_Finalize wait for every peer (Open MPI's PMIx
- * exchange and fence) and cannot be abandoned: with mpirun
+/* MPI_Init_thread waits for every peer (Open MPI's PMIx exchange) and
+ * cannot be abandoned, nor can the blocking MPI_Comm_split: with mpirun
  * --enable-recovery, a peer killed during start-up left the others in
- * MPI_Init_thread for good. A watchdog thread bounds them instead: past the
- * deadline it reports DEADLINE_EXCEEDED on stderr and ends the process
- * (mpirun then ends the rest), the only way out of a call that never
- * returns. The deadline is the communicator's timeout, but at least
- * WATCHDOG_MIN_S: starting MPI may legitimately take seconds on a loaded
- * machine, longer than the short timeouts tests use for collectives. */
-#define WATCHDOG_MIN_S    10.0
+ * MPI_Init_thread for good. A watchdog thread bounds both instead: past
+ * its deadline it writes DEADLINE_EXCEEDED to stderr and ends the process
+ * (each survivor by its own watchdog; without --enable-recovery mpirun
+ * then ends the rest), the only way out of a call that never returns.
+ * The deadline is the communicator's timeout, but at least WATCHDOG_MIN_S
+ * (FG_MPI_WATCHDOG_MIN_S overrides it, for tests): it runs from this
+ * rank's call until the slowest rank has started, which on a loaded
+ * machine under a sanitizer takes seconds, longer than the short timeouts
+ * tests give collectives. MPI_Finalize is not bounded: rank 0 may still be
+ * saving a model while the others wait there, for as long as that takes. */
+#define WATCHDOG_MIN_S    30.0
+#define WATCHDOG_MAX_S    1e7 /* keeps the deadline representable */
 #define WATCHDOG_EXIT     1
 
 typedef struct watchdog {
@@ -1321,8 +1326,8 @@ typedef struct watchdog {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int done, running;
-  double limit_s, timeout_s;
-  const char *what;
+  double limit_s;
+  char msg[320]; /* written on the caller's thread: no getenv or stdio later */
 } watchdog;
 
 static void *watchdog_main(void *arg) {
@@ -1332,23 +1337,26 @@ static void *watchdog_main(void *arg) {
   double end = (double)dl.tv_sec + (double)dl.tv_nsec * 1e-9 + w->limit_s;
   dl.tv_sec = (time_t)end;
   dl.tv_nsec = (long)((end - (double)dl.tv_sec) * 1e9);
+  if (dl.tv_nsec < 0 || dl.tv_nsec >= 1000000000L) dl.tv_nsec = 0;
   pthread_mutex_lock(&w->mu);
-  int rc = 0;
-  while (!w->done && rc != ETIMEDOUT)
-    rc = pthread_cond_timedwait(&w->cv, &w->mu, &dl);
-  int fire = !w->done;
+  int fire = 0;
+  while (!w->done) {
+    int rc = pthread_cond_timedwait(&w->cv, &w->mu, &dl);
+    if (rc == ETIMEDOUT) {
+      fire = !w->done;
+      break;
+    }
+    if (rc != 0 && rc != EINTR) break; /* cannot wait: leave the call unguarded */
+  }
   pthread_mutex_unlock(&w->mu);
   if (!fire) return NULL;
-  /* MPI is not up: its rank is known from the launcher's environment. */
-  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-  if (!rank) rank = getenv("PMIX_RANK");
-  if (!rank) rank = getenv("PMI_RANK");
-  fprintf(stderr,
-          "flowgraph: DEADLINE_EXCEEDED: %s on rank %s did not return within %.1f s (timeout "
-          "%.1f s, at least %.0f s for starting and ending MPI): a peer died or is stuck; MPI "
-          "cannot abandon the call, so this process exits with status %d\n",
-          w->what, rank ? rank : "?", w->limit_s, w->timeout_s, WATCHDOG_MIN_S, WATCHDOG_EXIT);
-  fflush(NULL);
+  /* write(2), not stdio: another thread may hold a FILE lock for good. */
+  size_t len = strlen(w->msg), off = 0;
+  while (off < len) {
+    ssize_t k = write(2, w->msg + off, len - off);
+    if (k <= 0) break;
+    off += (size_t)k;
+  }
   _exit(WATCHDOG_EXIT);
 }
 
@@ -1356,9 +1364,20 @@ static void *watchdog_main(void *arg) {
  * call simply runs unguarded. */
 static void watchdog_start(watchdog *w, const char *what, double timeout_s) {
   memset(w, 0, sizeof *w);
-  w->what = what;
-  w->timeout_s = timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT_S;
-  w->limit_s = w->timeout_s > WATCHDOG_MIN_S ? w->timeout_s : WATCHDOG_MIN_S;
+  double timeout = timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT_S, least = WATCHDOG_MIN_S;
+  const char *env = getenv("FG_MPI_WATCHDOG_MIN_S");
+  if (env && atof(env) > 0) least = atof(env);
+  w->limit_s = timeout > least ? timeout : least;
+  if (!(w->limit_s < WATCHDOG_MAX_S)) w->limit_s = WATCHDOG_MAX_S;
+  /* MPI is not up yet: the rank comes from the launcher's environment. */
+  const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank) rank = getenv("PMIX_RANK");
+  if (!rank) rank = getenv("PMI_RANK");
+  snprintf(w->msg, sizeof w->msg,
+           "flowgraph: DEADLINE_EXCEEDED: %s on rank %.12s did not return within %.1f s "
+           "(timeout %.1f s, at least %.0f s for a blocking MPI call): a peer died or is stuck; "
+           "MPI cannot abandon the call, so this process exits with status %d\n",
+           what, rank ? rank : "?", w->limit_s, timeout, least, WATCHDOG_EXIT);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1378,9 +1397,6 @@ static void watchdog_stop(watchdog *w) {
   pthread_mutex_destroy(&w->mu);
 }
 
-/* The timeout of the first communicator: the watchdog's over MPI_Finalize. */
-static double g_finalize_timeout_s;
-
 fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st) {
   int inited = 0, rc = MPI_SUCCESS, provided = MPI_THREAD_SERIALIZED;
   char buf[MPI_MAX_ERROR_STRING];
@@ -1392,7 +1408,6 @@ fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st) {
     rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
     watchdog_stop(&w);
     if (rc == MPI_SUCCESS) g_inited = 1;
-    g_finalize_timeout_s = timeout_s;
   }
   pthread_mutex_unlock(&g_mpi_mu);
   if (rc != MPI_SUCCESS) {
@@ -1432,8 +1447,14 @@ fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st) {
   free(all);
   if (grc != 0) return NULL;
   MPI_Comm sub = MPI_COMM_NULL;
+  /* MPI_Comm_split has no nonblocking form: a rank that dies after the
+   * gather would leave the others in it for good, so the watchdog bounds
+   * it as it does MPI's start. */
+  watchdog w;
   pthread_mutex_lock(&g_mpi_mu);
+  watchdog_start(&w, "MPI_Comm_split", parent->timeout_s);
   int rc = MPI_Comm_split(pm->comm, color, key, &sub);
+  watchdog_stop(&w);
   pthread_mutex_unlock(&g_mpi_mu);
   if (rc != MPI_SUCCESS) {
     char buf[MPI_MAX_ERROR_STRING];
@@ -1457,12 +1478,7 @@ void fg_mpi_shutdown(int code) {
   pthread_mutex_lock(&g_mpi_mu);
   MPI_Initialized(&inited);
   MPI_Finalized(&finalized);
-  if (g_inited && inited && !finalized) {
-    watchdog w;
-    watchdog_start(&w, "MPI_Finalize", g_finalize_timeout_s);
-    MPI_Finalize();
-    watchdog_stop(&w);
-  }
+  if (g_inited && inited && !finalized) MPI_Finalize();
   pthread_mutex_unlock(&g_mpi_mu);
   g_inited = 0;
 }

@@ -38,10 +38,11 @@ int fg_mpi_launched(void);
 /* Initialises MPI on first use (MPI_THREAD_SERIALIZED: calls may come from
  * any thread, serialised by the process lock) and returns a handle on a duplicate of
  * MPI_COMM_WORLD with MPI_ERRORS_RETURN. timeout_s <= 0 means the default
- * (60 s). Free with c->ops->free. MPI_Init_thread (and fg_mpi_shutdown's
- * MPI_Finalize) cannot be abandoned when a peer dies: a watchdog ends the
- * process with status 1 and a DEADLINE_EXCEEDED line on stderr when either
- * takes longer than max(timeout_s, 10 s). */
+ * (60 s). Free with c->ops->free. MPI_Init_thread (like fg_comm_mpi_split's
+ * MPI_Comm_split) cannot be abandoned when a peer dies: a watchdog ends the
+ * process with status 1 and a DEADLINE_EXCEEDED line on stderr when one
+ * takes longer than max(timeout_s, 30 s) (FG_MPI_WATCHDOG_MIN_S replaces
+ * the 30 s). */
 fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st);
 
 /* The group of `parent`'s ranks that pass the same `color` (>= 0), ranked

@@ -366,12 +366,15 @@ FG_TEST(mpi_killed_rank_gives_deadline, "dist,badinput") { check_killed_rank(0);
 /* A rank that dies before MPI starts: with --enable-recovery Open MPI
  * keeps the others waiting in MPI_Init_thread for its start-up data, for
  * good. The watchdog of fg_comm_mpi_new ends each of them with a deadline
- * message after max(timeout, 10 s), so the run ends instead of hanging. */
+ * message after max(timeout, its floor), so the run ends instead of hanging. */
 FG_TEST(mpi_rank_dead_at_start_gives_deadline, "dist,badinput") {
   MPI_REQUIRED();
   run_result *res = malloc(sizeof *res);
   char *args[] = {helper(), "die_at_init", "2", NULL};
+  /* The watchdog's floor (30 s by default), shortened for the test. */
+  setenv("FG_MPI_WATCHDOG_MIN_S", "5", 1);
   mpirun(3, "--enable-recovery", args, 40, res);
+  unsetenv("FG_MPI_WATCHDOG_MIN_S");
   /* Ended, not killed as hung (mpirun --enable-recovery exits 0 here even
    * when ranks fail: the messages below are what tells). */
   FG_CHECK(res->status != -1);
@@ -379,11 +382,38 @@ FG_TEST(mpi_rank_dead_at_start_gives_deadline, "dist,badinput") {
     char want[160];
     snprintf(want, sizeof want,
              "flowgraph: DEADLINE_EXCEEDED: MPI_Init_thread on rank %d did not return within "
-             "10.0 s (timeout 2.0 s",
+             "5.0 s (timeout 2.0 s",
              r);
     if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
   }
   FG_CHECK(strstr(res->out, "MPI_Init_thread on rank 1 ") == NULL);
+  FG_CHECK(res->wall < 30);
+  free(res);
+}
+
+/* A rank that dies between fg_comm_mpi_split's gather and its blocking
+ * MPI_Comm_split: the others end by the watchdog's deadline (or by an
+ * MPI error, should MPI report the dead peer), never hang. */
+FG_TEST(mpi_rank_dead_at_split_gives_deadline, "dist,badinput") {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char *args[] = {helper(), "die_at_split", "2", NULL};
+  /* The watchdog's floor (30 s by default), shortened for the test. */
+  setenv("FG_MPI_WATCHDOG_MIN_S", "5", 1);
+  mpirun(3, "--enable-recovery", args, 40, res);
+  unsetenv("FG_MPI_WATCHDOG_MIN_S");
+  FG_CHECK(res->status != -1);
+  for (int r = 0; r < 3; r += 2) {
+    char want[160], failed[64];
+    snprintf(want, sizeof want,
+             "flowgraph: DEADLINE_EXCEEDED: MPI_Comm_split on rank %d did not return within "
+             "5.0 s (timeout 2.0 s",
+             r);
+    snprintf(failed, sizeof failed, "rank %d: split failed: ", r);
+    if (!strstr(res->out, want) && !strstr(res->out, failed))
+      FG_FAIL_AT("rank %d: neither '%s' nor '%s' in:\n%s", r, want, failed, res->out);
+  }
+  FG_CHECK(strstr(res->out, "split returned") == NULL);
   FG_CHECK(res->wall < 30);
   free(res);
 }

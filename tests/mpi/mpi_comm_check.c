@@ -13,6 +13,8 @@
  *                                        recv from it and the others in an
  *                                        all_reduce
  *   mpi_comm_check die_at_init TIMEOUT   rank 1 dies (SIGKILL) before MPI starts
+ *   mpi_comm_check die_at_split TIMEOUT  rank 1 joins the split's gather, then
+ *                                        dies before its MPI_Comm_split
  *   mpi_comm_check late_join TIMEOUT     every rank initialises MPI itself;
  *                                        rank 1 then sleeps 10*TIMEOUT before
  *                                        joining the communicator
@@ -464,6 +466,26 @@ static int abort_peers(fg_comm *c, fg_status *st) {
   return 1;
 }
 
+/* fg_comm_mpi_split gathers every rank's (color, key) under the deadline,
+ * then calls MPI_Comm_split, which blocks. Rank 1 takes part in the gather
+ * (the same collective, made by hand) and dies before the split. */
+static int die_at_split(fg_comm *c, fg_status *st) {
+  if (c->rank == 1) {
+    uint64_t all[64];
+    if (c->size > 64 || c->ops->all_gather_u64(c, 1, all, st) != 0) return 3;
+    raise(SIGKILL);
+  }
+  fg_comm *sub = fg_comm_mpi_split(c, 0, c->rank, st);
+  if (!sub) {
+    printf("rank %d: split failed: %s %s\n", c->rank, fg_code_name(fg_status_code(st)),
+           fg_status_message(st));
+    return 3;
+  }
+  printf("rank %d: split returned\n", c->rank);
+  sub->ops->free(sub);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: mpi_comm_check collectives|kill|stuck|hash ...\n");
@@ -474,7 +496,8 @@ int main(int argc, char **argv) {
   const char *mode = argv[1];
   double timeout = strcmp(mode, "collectives") == 0 || strcmp(mode, "p2p") == 0 ||
                            strcmp(mode, "abort") == 0 || strcmp(mode, "mismatch") == 0 ||
-                           strcmp(mode, "late_join") == 0 || strcmp(mode, "die_at_init") == 0
+                           strcmp(mode, "late_join") == 0 || strcmp(mode, "die_at_init") == 0 ||
+                           strcmp(mode, "die_at_split") == 0
                        ? atof(argv[2])
                    : argc > 3 ? atof(argv[3])
                               : 10.0;
@@ -498,7 +521,12 @@ int main(int argc, char **argv) {
   fg_comm *c = fg_comm_mpi_new(timeout, st);
   if (!c) {
     printf("fg_comm_mpi_new: %s: %s\n", fg_code_name(fg_status_code(st)), fg_status_message(st));
+    fflush(stdout);
     fg_status_free(st);
+    /* A failed rank's exit makes mpirun end the rest: give every rank time
+     * to print (and, under ASan, to check for leaks) first. */
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
     return 3;
   }
   pretend_hosts(c);
@@ -513,6 +541,8 @@ int main(int argc, char **argv) {
     rc = abort_peers(c, st);
   } else if (strcmp(mode, "mismatch") == 0) {
     rc = mismatch(c, st);
+  } else if (strcmp(mode, "die_at_split") == 0) {
+    rc = die_at_split(c, st);
   } else if (strcmp(mode, "kill") == 0 || strcmp(mode, "stuck") == 0) {
     rc = fault(c, atoi(argv[2]), strcmp(mode, "kill") == 0, timeout, st);
   } else {
@@ -532,6 +562,12 @@ int main(int argc, char **argv) {
      * then kills the rest: give every rank time to print first. */
     struct timespec ts = {1, 0};
     nanosleep(&ts, NULL);
+  }
+  if (strcmp(mode, "late_join") == 0 && rc == 0) {
+    /* This program started MPI itself, so it ends it too. */
+    fflush(NULL);
+    MPI_Finalize();
+    return 0;
   }
   fg_mpi_shutdown(rc == 3 ? 3 : 0);
   return rc;
