@@ -311,7 +311,8 @@ static int wait_reqs(mpi_comm *m, MPI_Request *reqs, const int *peers, int n, do
         for (int j = 0; j < i; j++)
           if (reqs[j] != MPI_REQUEST_NULL && peers[j] == p) seen = 1;
         if (!seen)
-          used += (size_t)(p < 0 ? snprintf(peer_list + used, sizeof peer_list - used, "(any)")
+          used += (size_t)(p < 0 ? snprintf(peer_list + used, sizeof peer_list - used,
+                                            "(any: a collective, MPI does not say which)")
                                  : snprintf(peer_list + used, sizeof peer_list - used, "%s%d",
                                             used ? ", " : "", p));
       }
