@@ -77,33 +77,31 @@ while [ "$r" -le "$rounds" ]; do
 done
 for case in 0:independent 1:own-lane 1:inline 4:own-lane 4:inline 25:own-lane 25:inline; do
   mb=${case%%:*} mode=${case#*:}
-  {
-    line=$(echo "$all" | tr ' ' '\n' | awk -F: -v mb="$mb" -v mode="$mode" '
-      function median(v, n,   i, j, t) {
-        for (i = 1; i < n; i++)
-          for (j = i; j > 0 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
-        return n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
-      }
-      BEGIN { n = 0 } # numeric from the start: v[0] must be the first value
-      $1 == mb && $2 == mode && $3 > 0 && $4 > 0 {
-        ips[n] = $3; rat[n] = $3 / $4; ofc[n] = $5 > 0 ? $3 / $5 : 0
-        each = each sprintf("%s%.2f", n ? " " : "", $3 / $4); n++
-      }
-      END {
-        if (n == 0) { print "FAILED"; exit }
-        printf "%.1f %.2f %.2f %s", median(ips, n), median(rat, n), median(ofc, n), each
-      }')
-    [ "$line" != FAILED ] || { echo "dist_bench: dp $mb MB $mode failed"; exit 1; }
-    set -- $line
-    med_ips=$1 med_ratio=$2 med_ofc=$3
-    shift 3
-    if [ "$mode" = independent ]; then
-      echo "FG dp_scaling mlp_large_train ranks 2 threads 1 collectives none (independent ranks): $med_ips images/s (median of $rounds rounds); ratio ${med_ratio}x (rounds: $*) (ceiling, no communication)"
-      continue
-    fi
-    echo "FG dp_scaling mlp_large_train ranks 2 threads 1 bucket $((mb * 1048576)) B collectives $mode: $med_ips images/s (median of $rounds rounds); dp_scaling ${med_ratio}x (rounds: $*) [target >= 1.8x]; $med_ofc of the round's ceiling"
-    if [ "$mode" = own-lane ]; then fgs="${fgs-} $mb=$med_ips"; fi
-  }
+  line=$(echo "$all" | tr ' ' '\n' | awk -F: -v mb="$mb" -v mode="$mode" '
+    function median(v, n,   i, j, t) {
+      for (i = 1; i < n; i++)
+        for (j = i; j > 0 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+      return n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
+    }
+    BEGIN { n = 0 } # numeric from the start: v[0] must be the first value
+    $1 == mb && $2 == mode && $3 > 0 && $4 > 0 {
+      ips[n] = $3; rat[n] = $3 / $4; ofc[n] = $5 > 0 ? $3 / $5 : 0
+      each = each sprintf("%s%.2f", n ? " " : "", $3 / $4); n++
+    }
+    END {
+      if (n == 0) { print "FAILED"; exit }
+      printf "%.1f %.2f %.2f %s", median(ips, n), median(rat, n), median(ofc, n), each
+    }')
+  [ "$line" != FAILED ] || { echo "dist_bench: dp $mb MB $mode failed"; exit 1; }
+  set -- $line
+  med_ips=$1 med_ratio=$2 med_ofc=$3
+  shift 3
+  if [ "$mode" = independent ]; then
+    echo "FG dp_scaling mlp_large_train ranks 2 threads 1 collectives none (independent ranks): $med_ips images/s (median of $rounds rounds); ratio ${med_ratio}x (rounds: $*) (ceiling, no communication)"
+    continue
+  fi
+  echo "FG dp_scaling mlp_large_train ranks 2 threads 1 bucket $((mb * 1048576)) B collectives $mode: $med_ips images/s (median of $rounds rounds); dp_scaling ${med_ratio}x (rounds: $*) [target >= 1.8x]; $med_ofc of the round's ceiling"
+  if [ "$mode" = own-lane ]; then fgs="${fgs-} $mb=$med_ips"; fi
 done
 # Pipeline parallelism (fg_micro_batch): a 4-layer MLP split over 2 ranks,
 # batch 1024 (micro-batches of 128 rows and more keep the matmuls
