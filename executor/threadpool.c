@@ -18,8 +18,8 @@
  *
  * parallel_for: a job lives on its caller's stack and is linked into the
  * pool's job list while it has unclaimed chunks. Idle threads (workers, or
- * the DAG caller while it waits) claim chunks, jobs before DAG tasks since a
- * job's caller is blocked on it. The caller claims its own chunks too and
+ * the DAG caller while it waits) claim chunks when no DAG task is ready
+ * (take_work says why tasks come first). The caller claims its own chunks too and
  * then sleeps on the job's condition variable until the last chunk is done;
  * it never waits for anything but its own chunks, so parallel_for calls made
  * by every thread at once (from DAG tasks, or nested inside chunks) always
@@ -251,16 +251,23 @@ static void run_task(fg_pool *p, dag_run *d, int worker) {
   kick(p, 1);
 }
 
-/* Runs one item of claimable work, jobs first (their callers are blocked).
- * Called and returns with mu held; 0 when there was nothing to take. */
+/* Runs one item of claimable work, a ready DAG task before a chunk of
+ * another thread's parallel_for. An independent task runs whole on one
+ * core, without the split's cost (tiles smaller than the whole, a wait for
+ * the last chunk), so while the DAG has tasks ready the threads spread over
+ * them, and they help with chunks only when it has none: with 8 ready
+ * matmuls on 2 threads, each thread runs matmuls instead of both running
+ * halves of one after another. No job waits for it: a job's caller runs
+ * every chunk nobody claimed. Called and returns with mu held; 0 when there
+ * was nothing to take. */
 static int take_work(fg_pool *p, int id) {
-  if (p->jobs) {
-    run_chunk(p, p->jobs);
-    return 1;
-  }
   dag_run *d = p->dag;
   if (d && !d->stop && d->heap_n > 0) {
     run_task(p, d, id);
+    return 1;
+  }
+  if (p->jobs) {
+    run_chunk(p, p->jobs);
     return 1;
   }
   return 0;

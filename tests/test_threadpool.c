@@ -1,8 +1,9 @@
 /* The thread pool (executor/threadpool.h): DAG order against every edge,
  * tie-breaking, error stops, malformed DAGs, parallel_for coverage and
- * chunking, nested parallel_for on every thread at once, concurrent
- * callers, a randomized stress test compared bitwise with the sequential
- * run, and idle workers that sleep.
+ * chunking, ready tasks taken before other threads' chunks, nested
+ * parallel_for on every thread at once, concurrent callers, a randomized
+ * stress test compared bitwise with the sequential run, and idle workers
+ * that sleep.
  *
  * Tasks and chunks run on pool threads, where the fgtest checks (which
  * count failures in a plain global) must not run: they record what they
@@ -461,6 +462,55 @@ FG_TEST(nested_parallel_for_on_every_thread, "") {
     }
     fg_pool_free(p);
   }
+  alarm(0);
+}
+
+/* Ready DAG tasks come before other threads' parallel_for chunks: two
+ * independent tasks on 2 threads run side by side, each splitting its own
+ * work, instead of both threads running the chunks of one task and then of
+ * the other. Each task's chunks wait (up to 5 s) until both tasks have
+ * started. When the idle thread took the first task's chunk instead of the
+ * second task (the order before), nothing could start it: the chunks time
+ * out, and `both_seen` stays short. */
+typedef struct side_ctx {
+  fg_pool *p;
+  atomic_int started, both_seen, timed_out;
+} side_ctx;
+
+static void wait_both_range(void *vctx, int64_t b, int64_t e) {
+  (void)b;
+  (void)e;
+  side_ctx *c = vctx;
+  const double t0 = now_s();
+  while (atomic_load(&c->started) < 2 && now_s() - t0 < 5.0) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+  atomic_fetch_add(atomic_load(&c->started) == 2 ? &c->both_seen : &c->timed_out, 1);
+}
+
+static int side_task(void *vctx, int task, int worker) {
+  (void)task;
+  (void)worker;
+  side_ctx *c = vctx;
+  atomic_fetch_add(&c->started, 1);
+  fg_pool_parallel_for(c->p, 2, 1, wait_both_range, c);
+  return 0;
+}
+
+FG_TEST(ready_tasks_before_foreign_chunks, "") {
+  arm_alarm(120);
+  fg_pool *p = fg_pool_new(2);
+  FG_REQUIRE(p != NULL);
+  for (int rep = 0; rep < 3; rep++) {
+    side_ctx c = {.p = p};
+    int np[2] = {0, 0}, off[3] = {0, 0, 0};
+    FG_CHECK_INT(fg_pool_run_dag(p, 2, np, off, NULL, NULL, side_task, &c), 0);
+    FG_CHECK_INT(atomic_load(&c.started), 2);
+    FG_CHECK_INT(atomic_load(&c.timed_out), 0);
+    FG_CHECK_INT(atomic_load(&c.both_seen), 4); /* 2 tasks x 2 chunks */
+  }
+  fg_pool_free(p);
   alarm(0);
 }
 
