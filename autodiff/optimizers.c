@@ -114,6 +114,88 @@ static int clip_by_global_norm(fg_graph *g, fg_output *grads, int n, double clip
   return fg_graph_failed(g) ? -1 : 0;
 }
 
+/* For each of the nv variables vs[i], a group of the nodes that read it
+ * directly and that the step runs (ancestors of the loss or of a
+ * gradient), or FG_NO_OUTPUT when there are none; in ctrl[i]. Only direct
+ * readers touch a variable's storage: the executor never lets an arena
+ * tensor alias it (a reshape of it is a copy). -1 when out of memory. */
+static int update_waits(fg_graph *g, fg_output loss, const fg_output *vs, const fg_output *grads,
+                        int nv, fg_output *ctrl) {
+  const int n = g->n_nodes;
+  char *need = calloc((size_t)n, 1);
+  int *stack = malloc(((size_t)n + 1) * sizeof *stack),
+      *var_of = malloc((size_t)n * sizeof *var_of);
+  int *cnt = calloc((size_t)nv + 1, sizeof *cnt), *rd = NULL;
+  fg_output *in = NULL;
+  int rc = -1;
+  if (!need || !stack || !var_of || !cnt) goto done;
+  int top = 0;
+  for (int i = 0; i <= nv; i++) {
+    const int r = i < nv ? grads[i].node : loss.node;
+    if (r >= 0 && r < n && !need[r]) need[r] = 1, stack[top++] = r;
+  }
+  while (top > 0) {
+    const fg_node *nd = &g->nodes[stack[--top]];
+    for (int k = 0; k < nd->n_inputs; k++) {
+      const int q = nd->inputs[k].node;
+      if (q >= 0 && q < n && !need[q]) need[q] = 1, stack[top++] = q;
+    }
+  }
+  for (int id = 0; id < n; id++)
+    var_of[id] = -1;
+  for (int i = 0; i < nv; i++)
+    var_of[vs[i].node] = i;
+  /* Readers per variable (CSR), each once, in node order. */
+  for (int pass = 0; pass < 2; pass++) {
+    int *at = cnt;
+    if (pass == 1) {
+      for (int i = nv; i > 0; i--)
+        cnt[i] = cnt[i - 1];
+      cnt[0] = 0;
+      for (int i = 0; i < nv; i++)
+        cnt[i + 1] += cnt[i];
+      if (!(rd = malloc(((size_t)cnt[nv] + 1) * sizeof *rd))) goto done;
+      if (!(at = malloc(((size_t)nv + 1) * sizeof *at))) goto done;
+      memcpy(at, cnt, ((size_t)nv + 1) * sizeof *at);
+    }
+    for (int id = 0; id < n; id++) {
+      const fg_node *nd = &g->nodes[id];
+      if (!need[id]) continue;
+      for (int k = 0; k < nd->n_inputs; k++) {
+        const int v = nd->inputs[k].node >= 0 ? var_of[nd->inputs[k].node] : -1;
+        int seen = v < 0;
+        for (int j = 0; j < k && !seen; j++)
+          seen = nd->inputs[j].node == nd->inputs[k].node;
+        if (seen) continue;
+        if (pass == 0)
+          cnt[v]++;
+        else
+          rd[at[v]++] = id;
+      }
+    }
+    if (pass == 1) free(at);
+  }
+  int most = 0;
+  for (int i = 0; i < nv; i++)
+    if (cnt[i + 1] - cnt[i] > most) most = cnt[i + 1] - cnt[i];
+  if (!(in = malloc(((size_t)most + 1) * sizeof *in))) goto done;
+  for (int i = 0; i < nv; i++) {
+    const int m = cnt[i + 1] - cnt[i];
+    for (int j = 0; j < m; j++)
+      in[j] = (fg_output){rd[cnt[i] + j], 0};
+    ctrl[i] = m > 0 ? fg_op(g, "group", NULL, in, m, NULL) : FG_NO_OUTPUT;
+  }
+  rc = 0;
+done:
+  free(need);
+  free(stack);
+  free(var_of);
+  free(cnt);
+  free(rd);
+  free(in);
+  return rc;
+}
+
 static fg_output update(fg_graph *g, const fg_optimizer_config *c, fg_output var, fg_output grad,
                         fg_output ctrl, fg_output step, fg_status *st) {
   fg_dtype dt = fg_output_dtype(g, var);
@@ -126,13 +208,13 @@ static fg_output update(fg_graph *g, const fg_optimizer_config *c, fg_output var
   }
   if (c->kind == FG_OPTIMIZER_SGD) {
     fg_output in[4] = {var, grad, lr, ctrl};
-    out = fg_op(g, "apply_sgd", NULL, in, 4, a);
+    out = fg_op(g, "apply_sgd", NULL, in, ctrl.node >= 0 ? 4 : 3, a);
   } else if (c->kind == FG_OPTIMIZER_MOMENTUM) {
     fg_output buf = state_variable(g, var, "momentum", st);
     fg_attrs_set_float(a, "momentum", c->momentum);
     fg_attrs_set_int(a, "nesterov", c->nesterov ? 1 : 0);
     fg_output in[5] = {var, buf, grad, lr, ctrl};
-    out = fg_op(g, "apply_momentum", NULL, in, 5, a);
+    out = fg_op(g, "apply_momentum", NULL, in, ctrl.node >= 0 ? 5 : 4, a);
   } else {
     double wd = c->weight_decay;
     if (c->kind == FG_OPTIMIZER_ADAM && wd > 0) {
@@ -148,7 +230,7 @@ static fg_output update(fg_graph *g, const fg_optimizer_config *c, fg_output var
     fg_attrs_set_float(a, "epsilon", c->epsilon);
     fg_attrs_set_float(a, "weight_decay", wd);
     fg_output in[7] = {var, m, v, grad, lr, step, ctrl};
-    out = fg_op(g, "apply_adam", NULL, in, 7, a);
+    out = fg_op(g, "apply_adam", NULL, in, ctrl.node >= 0 ? 7 : 6, a);
   }
   fg_attrs_free(a);
   return out;
@@ -212,27 +294,48 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
       goto done;
     }
   }
-  if (fg_gradients(g, &loss, 1, vs, nv, NULL, grads, st) != 0) goto done;
-
   char *saved = fg_strdup(fg_graph_scope(g));
   char scope[64];
   unique_name(g, "train", scope, sizeof scope - 1);
   strcat(scope, "/");
-  fg_graph_set_scope(g, scope);
-  if (cfg->clip_global_norm > 0) clip_by_global_norm(g, grads, nv, cfg->clip_global_norm);
-  /* Updates wait for every gradient: a gradient node may read a variable
-   * that another update writes, so no update may start before all of them
-   * are computed, whatever order a scheduler picks. */
-  fg_output ctrl = fg_op(g, "group", NULL, grads, nv, NULL);
+  /* Adam's step counter goes before the gradients in node order: every
+   * update reads it, and the plan moves an update up only past nodes it
+   * does not wait for (executor/plan_order.h). Made after the gradients,
+   * its increment would come after the last of them and hold every update
+   * to the step's tail. */
   fg_output step = FG_NO_OUTPUT;
   if (cfg->kind == FG_OPTIMIZER_ADAM || cfg->kind == FG_OPTIMIZER_ADAMW) {
+    fg_graph_set_scope(g, scope);
     char base[80];
     snprintf(base, sizeof base, "%sstep", scope);
     fg_output counter = scalar_variable(g, base, 0.0, st);
     step = fg_assign(g, counter, fg_add(g, counter, fg_scalar(g, FG_F64, 1.0)));
+    fg_graph_set_scope(g, saved);
+  }
+  if (fg_gradients(g, &loss, 1, vs, nv, NULL, grads, st) != 0) {
+    free(saved);
+    goto done;
+  }
+  fg_graph_set_scope(g, scope);
+  if (cfg->clip_global_norm > 0) clip_by_global_norm(g, grads, nv, cfg->clip_global_norm);
+  /* An update overwrites its variable, so it waits for every node of the
+   * step that reads it (the forward pass, and gradient nodes such as
+   * dX = dY W^T), whatever order a scheduler picks; and for nothing else,
+   * so that a layer's update runs as soon as its gradient and the reads
+   * of its weights are done, beside the rest of the backward pass, and its
+   * gradient's buffer is free for reuse from then on. (Waiting for every
+   * gradient, as before, held all updates to the step's tail.) */
+  fg_output *ctrl = malloc(((size_t)nv + 1) * sizeof *ctrl);
+  if (!ctrl || update_waits(g, loss, vs, grads, nv, ctrl) != 0) {
+    free(ctrl);
+    fg_graph_set_scope(g, saved);
+    free(saved);
+    fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_minimize: out of memory");
+    goto done;
   }
   for (int i = 0; i < nv; i++)
-    updates[i] = update(g, cfg, vs[i], grads[i], ctrl, step, st);
+    updates[i] = update(g, cfg, vs[i], grads[i], ctrl[i], step, st);
+  free(ctrl);
   fg_output group = fg_op(g, "group", NULL, updates, nv, NULL);
   char tname[80];
   snprintf(tname, sizeof tname, "%.*s", (int)strlen(scope) - 1, scope); /* "train" */

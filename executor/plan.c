@@ -7,6 +7,7 @@
 
 #include "executor/memplan.h"
 #include "executor/plan.h"
+#include "executor/plan_order.h"
 #include "executor/plan_xfer.h"
 #include "dist/exec.h"
 #include "executor/cuda_backend.h"
@@ -640,6 +641,18 @@ static int64_t estimated_time(const fg_plan *plan, const int (*e)[2], int n_edge
   return cp > total / threads ? cp : total / threads;
 }
 
+/* Input i of step st only orders it: a group's inputs, and an update's
+ * inputs past the data its kernel reads (fg_minimize's wait for the nodes
+ * that read its variable). Its bytes are never read, so it is not a use of
+ * the tensor in the memory plan and does not keep it alive; the data edge
+ * to its producer (build_edges) still orders the step. */
+static int control_input(const fg_graph *g, const fg_step *st, int i) {
+  if (st->xfer) return 0;
+  const fg_node *n = &g->nodes[st->node];
+  const fg_op_def *d = &fg_op_table[n->op];
+  return n->op == FG_OP_GROUP || (d->mutable_inputs && i >= d->min_inputs);
+}
+
 static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st) {
   int n = plan->n_slots, ns = plan->n_steps, rc = -1;
   int(*data_edges)[2] = NULL;
@@ -660,7 +673,7 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
   /* Users per slot (CSR). */
   for (int si = 0; si < ns; si++)
     for (int i = 0; i < plan->steps[si].n_in; i++)
-      use_cnt[plan->steps[si].in_slots[i]]++;
+      if (!control_input(g, &plan->steps[si], i)) use_cnt[plan->steps[si].in_slots[i]]++;
   int acc = 0;
   for (int s = 0; s < n; s++) {
     t[s].users = all_users + acc;
@@ -669,6 +682,7 @@ static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st
   }
   for (int si = 0; si < ns; si++)
     for (int i = 0; i < plan->steps[si].n_in; i++) {
+      if (control_input(g, &plan->steps[si], i)) continue;
       int s = plan->steps[si].in_slots[i];
       int *u = (int *)t[s].users;
       /* A step reading a slot twice counts once. */
@@ -765,6 +779,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   fg_plan *plan = calloc(1, sizeof *plan);
   char *needed = calloc((size_t)g->n_nodes + 1, 1);
   char *fetched = NULL;
+  int *order = NULL;
   int *feed_of = malloc(((size_t)g->n_nodes + 1) * sizeof *feed_of);
   fg_xfer_state X = {0};
   edges E = {0};
@@ -848,10 +863,18 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     fetched[plan->slot_of_output[req->fetches[i].node] + req->fetches[i].index] = 1;
   if (fg_xfer_init(&X, g, plan, req, n_node_slots, xcap, st) != 0) goto fail;
 
-  /* Concrete shapes, kernels and parameters, in topological order. */
+  /* Concrete shapes, kernels and parameters, in the serial step order
+   * (plan_order.h; several devices keep node order, which their transfers'
+   * pairing follows). */
+  order = malloc(((size_t)g->n_nodes + 1) * sizeof *order);
+  int n_order = order ? fg_plan_order(g, needed, !plan->multi_device, order) : -1;
+  if (n_order < 0) {
+    fail_oom(st, "step order");
+    goto fail;
+  }
   size_t pinned_bytes = 0;
-  for (int id = 0; id < g->n_nodes; id++) {
-    if (!needed[id]) continue;
+  for (int oi = 0; oi < n_order; oi++) {
+    const int id = order[oi];
     const fg_node *n = &g->nodes[id];
     const fg_op_def *def = &fg_op_table[n->op];
     int s0 = plan->slot_of_output[id];
@@ -1102,6 +1125,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   }
 
   free(E.e);
+  free(order);
   free(needed);
   free(fetched);
   free(feed_of);
@@ -1110,6 +1134,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
 
 fail:
   free(E.e);
+  free(order);
   free(needed);
   free(fetched);
   free(feed_of);

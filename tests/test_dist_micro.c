@@ -219,9 +219,11 @@ FG_TEST(micro_batch_gradient_terms_in_place, "dist") {
   FG_CHECK(wide_arena(1) >= wbytes);
 }
 
-/* fg_minimize's group of every gradient runs once, over the combined
- * gradients: no copy per micro-batch, and every update waits for it. */
-FG_TEST(micro_batch_gradient_group_runs_once, "dist") {
+/* An update runs once per step, over the combined gradients, and waits
+ * (its control input, fg_minimize's group of the nodes that read its
+ * variable) for those reads in every micro-batch: one group per
+ * micro-batch of that micro-batch's reads, gathered by one group. */
+FG_TEST(micro_batch_update_waits_for_every_copy, "dist") {
   fg_status *st = fg_status_new();
   fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
   fg_graph *mg = fg_micro_batch(g, 8, batch_xy, 2, FG_DP_LOSS_MEAN, st);
@@ -229,16 +231,31 @@ FG_TEST(micro_batch_gradient_group_runs_once, "dist") {
   int updates = 0;
   for (int i = 0; i < mg->n_nodes; i++) {
     const fg_node *nd = &mg->nodes[i];
-    if (strcmp(fg_node_op(mg, i), "group") == 0 && strncmp(nd->name, "micro_batch_", 12) == 0 &&
-        !strstr(nd->name, "/pipeline_gate_"))
-      FG_FAIL_AT("'%s' is a group copied per micro-batch", nd->name);
     if (strncmp(fg_node_op(mg, i), "apply_", 6) != 0) continue;
     updates++;
-    const fg_node *ctrl = &mg->nodes[nd->inputs[nd->n_inputs - 1].node];
-    FG_CHECK(strcmp(fg_node_op(mg, nd->inputs[nd->n_inputs - 1].node), "group") == 0);
-    FG_CHECK_INT(ctrl->n_inputs, 6);
-    for (int k = 0; k < ctrl->n_inputs; k++)
-      FG_CHECK(strncmp(mg->nodes[ctrl->inputs[k].node].name, "gradients/micro_batch/", 22) == 0);
+    if (strncmp(nd->name, "micro_batch_", 12) == 0)
+      FG_FAIL_AT("update '%s' is copied per micro-batch", nd->name);
+    FG_CHECK(strncmp(mg->nodes[nd->inputs[1].node].name, "gradients/micro_batch/", 22) == 0);
+    const int var = nd->inputs[0].node, c = nd->inputs[nd->n_inputs - 1].node;
+    const fg_node *ctrl = &mg->nodes[c];
+    FG_CHECK(strcmp(fg_node_op(mg, c), "group") == 0);
+    FG_REQUIRE(ctrl->n_inputs == 8);
+    for (int k = 0; k < ctrl->n_inputs; k++) {
+      const fg_node *per = &mg->nodes[ctrl->inputs[k].node];
+      char prefix[32];
+      snprintf(prefix, sizeof prefix, "micro_batch_%d/", k);
+      FG_CHECK(strncmp(per->name, prefix, strlen(prefix)) == 0);
+      FG_CHECK(strcmp(fg_node_op(mg, ctrl->inputs[k].node), "group") == 0);
+      FG_CHECK(per->n_inputs >= 1);
+      /* Each is a read of the update's variable in micro-batch k. */
+      for (int q = 0; q < per->n_inputs; q++) {
+        const fg_node *rd = &mg->nodes[per->inputs[q].node];
+        int reads = 0;
+        for (int j = 0; j < rd->n_inputs; j++)
+          reads |= rd->inputs[j].node == var;
+        FG_CHECK(reads && strncmp(rd->name, prefix, strlen(prefix)) == 0);
+      }
+    }
   }
   FG_CHECK_INT(updates, 6);
   fg_graph_free(g);

@@ -1,0 +1,168 @@
+/* The serial step order (executor/plan_order.h).
+ *
+ * Movable nodes (updates, groups) wait on counters: one per input produced
+ * by a step, and for an update one per earlier access to each variable it
+ * writes (the last write and the reads since). The other nodes go out in
+ * node order; after each, the movable nodes whose counters reach zero
+ * follow at once. A movable node only waits for nodes with lower ids, so by
+ * induction it goes out before every non-movable node with a higher id:
+ * the order is topological, and a variable's reads and writes keep their
+ * node order (the executor orders them by step order, plan.c build_edges). */
+#include "executor/plan_order.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/op_table.h"
+
+static int is_source(const fg_node *n) { return (fg_op_table[n->op].flags & FG_OPF_SOURCE) != 0; }
+
+static int movable(const fg_node *n) {
+  return n->op == FG_OP_GROUP || fg_op_table[n->op].mutable_inputs != 0;
+}
+
+static int writes_input(const fg_node *n, int k) {
+  return k < 32 && (fg_op_table[n->op].mutable_inputs >> k & 1u);
+}
+
+/* A growable list of ints. */
+typedef struct ivec {
+  int *v, n, cap;
+} ivec;
+
+static int ivec_push(ivec *a, int x) {
+  if (a->n == a->cap) {
+    int cap = a->cap ? 2 * a->cap : 16;
+    int *v = realloc(a->v, (size_t)cap * sizeof *v);
+    if (!v) return -1;
+    a->v = v;
+    a->cap = cap;
+  }
+  a->v[a->n++] = x;
+  return 0;
+}
+
+/* Per variable: its last writer and the readers since (node ids). */
+typedef struct var_touch {
+  int last_writer;
+  ivec readers;
+} var_touch;
+
+/* The wait edges (from, to) of every movable node, into E. */
+static int wait_edges(const fg_graph *g, const char *needed, ivec *E) {
+  const int n = g->n_nodes;
+  int *var_idx = malloc(((size_t)n + 1) * sizeof *var_idx);
+  var_touch *vt = NULL;
+  int n_vars = 0, rc = -1;
+  if (!var_idx) return -1;
+  for (int id = 0; id < n; id++)
+    var_idx[id] = g->nodes[id].op == FG_OP_VARIABLE && needed[id] ? n_vars++ : -1;
+  vt = calloc((size_t)n_vars + 1, sizeof *vt);
+  if (!vt) goto done;
+  for (int v = 0; v < n_vars; v++)
+    vt[v].last_writer = -1;
+  for (int id = 0; id < n; id++) {
+    const fg_node *nd = &g->nodes[id];
+    if (!needed[id] || is_source(nd)) continue;
+    const int mov = movable(nd);
+    for (int k = 0; k < nd->n_inputs; k++) {
+      const int q = nd->inputs[k].node;
+      if (q < 0 || q >= n) continue;
+      if (mov && !is_source(&g->nodes[q]) && (ivec_push(E, q) || ivec_push(E, id))) goto done;
+      const int v = var_idx[q];
+      if (v < 0) continue;
+      var_touch *t = &vt[v];
+      if (writes_input(nd, k)) {
+        if (t->last_writer >= 0 && (ivec_push(E, t->last_writer) || ivec_push(E, id))) goto done;
+        for (int r = 0; r < t->readers.n; r++)
+          if (t->readers.v[r] != id && (ivec_push(E, t->readers.v[r]) || ivec_push(E, id)))
+            goto done;
+        t->last_writer = id;
+        t->readers.n = 0;
+      } else {
+        if (mov && t->last_writer >= 0 && (ivec_push(E, t->last_writer) || ivec_push(E, id)))
+          goto done;
+        if ((t->readers.n == 0 || t->readers.v[t->readers.n - 1] != id) &&
+            ivec_push(&t->readers, id))
+          goto done;
+      }
+    }
+  }
+  rc = 0;
+done:
+  for (int v = 0; vt && v < n_vars; v++)
+    free(vt[v].readers.v);
+  free(vt);
+  free(var_idx);
+  return rc;
+}
+
+static int plain_order(const fg_graph *g, const char *needed, int *order) {
+  int k = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int id = 0; id < g->n_nodes; id++)
+      if (needed[id] && is_source(&g->nodes[id]) == (pass == 0)) order[k++] = id;
+  return k;
+}
+
+int fg_plan_order(const fg_graph *g, const char *needed, int hoist, int *order) {
+  const int n = g->n_nodes;
+  if (!hoist) return plain_order(g, needed, order);
+  ivec E = {0};
+  int *cnt = calloc((size_t)n + 1, sizeof *cnt), *off = calloc((size_t)n + 2, sizeof *off);
+  int *succ = NULL, *queue = malloc(((size_t)n + 1) * sizeof *queue);
+  int k = -1;
+  if (!cnt || !off || !queue || wait_edges(g, needed, &E) != 0) goto done;
+  const int ne = E.n / 2;
+  succ = malloc(((size_t)ne + 1) * sizeof *succ);
+  if (!succ) goto done;
+  /* Successor lists (CSR) and counters. A waiter whose wait is a source
+   * never got an edge (sources are all out first). */
+  for (int e = 0; e < ne; e++) {
+    off[E.v[2 * e] + 1]++;
+    cnt[E.v[2 * e + 1]]++;
+  }
+  for (int id = 0; id < n; id++)
+    off[id + 1] += off[id];
+  {
+    int *at = queue; /* borrowed as fill pointers */
+    memcpy(at, off, (size_t)n * sizeof *at);
+    for (int e = 0; e < ne; e++)
+      succ[at[E.v[2 * e]]++] = E.v[2 * e + 1];
+  }
+  k = 0;
+  for (int id = 0; id < n; id++)
+    if (needed[id] && is_source(&g->nodes[id])) order[k++] = id;
+  int head = 0, tail = 0;
+  for (int id = 0; id < n; id++)
+    if (needed[id] && !is_source(&g->nodes[id]) && movable(&g->nodes[id]) && cnt[id] == 0)
+      queue[tail++] = id;
+  for (int id = 0; id <= n; id++) {
+    /* Every movable node that is ready goes out before the next other one. */
+    while (head < tail) {
+      const int x = queue[head++];
+      order[k++] = x;
+      for (int e = off[x]; e < off[x + 1]; e++)
+        if (--cnt[succ[e]] == 0) queue[tail++] = succ[e];
+    }
+    if (id == n) break;
+    const fg_node *nd = &g->nodes[id];
+    if (!needed[id] || is_source(nd) || movable(nd)) continue;
+    order[k++] = id;
+    for (int e = off[id]; e < off[id + 1]; e++)
+      if (--cnt[succ[e]] == 0) queue[tail++] = succ[e];
+  }
+  /* Cannot happen (every wait is on a lower id); if it did, node order
+   * is always valid. */
+  int all = 0;
+  for (int id = 0; id < n; id++)
+    all += needed[id] != 0;
+  if (k != all) k = plain_order(g, needed, order);
+done:
+  free(E.v);
+  free(cnt);
+  free(off);
+  free(succ);
+  free(queue);
+  return k;
+}
