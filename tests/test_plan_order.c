@@ -123,6 +123,13 @@ static void batch(fg_tensor **x, fg_tensor **y) {
     ((int32_t *)fg_tensor_data(*y))[i] = i % 3;
 }
 
+static fg_session *session_on(fg_graph *g, int threads, fg_status *st) {
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.num_threads = threads;
+  return fg_session_new(g, &o, st);
+}
+
 static int step_of(const fg_plan_info *pi, int node) {
   for (int s = 0; s < pi->n_steps; s++)
     if (pi->step_nodes[s] == node) return s;
@@ -141,10 +148,7 @@ FG_TEST(plan_moves_updates_up_and_control_keeps_nothing_alive, "") {
   FG_REQUIRE(target);
   fg_status *st = fg_status_new();
   for (int threads = 1; threads <= 2; threads++) {
-    fg_session_options o;
-    fg_session_options_init(&o);
-    o.num_threads = threads;
-    fg_session *s = fg_session_new(g, &o, st);
+    fg_session *s = session_on(g, threads, st);
     FG_REQUIRE(s);
     fg_tensor *x, *y;
     batch(&x, &y);
@@ -195,10 +199,7 @@ FG_TEST(plan_order_keeps_a_variables_reads_and_writes, "") {
     fg_tensor_free(one);
     fg_tensor_free(five);
     fg_status *st = fg_status_new();
-    fg_session_options o;
-    fg_session_options_init(&o);
-    o.num_threads = threads;
-    fg_session *s = fg_session_new(g, &o, st);
+    fg_session *s = session_on(g, threads, st);
     FG_REQUIRE(s);
     const char *fetch[2] = {"r1", "r2"}, *tgt = "set";
     fg_tensor *out[2] = {NULL, NULL};
