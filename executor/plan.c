@@ -641,16 +641,14 @@ static int64_t estimated_time(const fg_plan *plan, const int (*e)[2], int n_edge
   return cp > total / threads ? cp : total / threads;
 }
 
-/* Input i of step st only orders it: a group's inputs, and an update's
- * inputs past the data its kernel reads (fg_minimize's wait for the nodes
- * that read its variable). Its bytes are never read, so it is not a use of
- * the tensor in the memory plan and does not keep it alive; the data edge
- * to its producer (build_edges) still orders the step. */
+/* Input i of step st only orders it (fg_dist_control_input: a group's
+ * inputs, an update's past the data its kernel reads such as
+ * fg_minimize's wait for the readers of its variable, an all_reduce's
+ * past its buffer). Its bytes are never read, so it is no use of the
+ * tensor in the memory plan and keeps it alive no longer; the data edge to
+ * its producer (build_edges) still orders the step. */
 static int control_input(const fg_graph *g, const fg_step *st, int i) {
-  if (st->xfer) return 0;
-  const fg_node *n = &g->nodes[st->node];
-  const fg_op_def *d = &fg_op_table[n->op];
-  return n->op == FG_OP_GROUP || (d->mutable_inputs && i >= d->min_inputs);
+  return !st->xfer && fg_dist_control_input(&g->nodes[st->node], i);
 }
 
 static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st) {
