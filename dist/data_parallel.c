@@ -329,9 +329,11 @@ static void emit_ready_buckets(dp *d) {
   }
 }
 
-/* 1 when input k of update i is fg_minimize's group of all gradients
- * (a control input past the op's data inputs), which narrow_update_wait
- * replaces, so emitting i need not wait for it. */
+/* 1 when input k of update i is a group of all gradients (a control input
+ * past the op's data inputs), which narrow_update_wait replaces, so
+ * emitting i need not wait for it. fg_minimize made that group until it
+ * made each update wait for its variable's readers alone; saved files
+ * still hold it. */
 static int waits_for_all_grads(const dp *d, int i, int k) {
   const fg_node *nd = &d->g->nodes[i];
   if (!fg_op_table[nd->op].mutable_inputs || k < fg_op_table[nd->op].min_inputs) return 0;
@@ -342,8 +344,9 @@ static int waits_for_all_grads(const dp *d, int i, int k) {
   return all_grads;
 }
 
-/* fg_minimize makes every update wait for a group of all gradients, so
- * that no update overwrites a variable a gradient still reads. Here that
+/* Older fg_minimize graphs make every update wait for a group of all
+ * gradients, so that no update overwrites a variable a gradient still
+ * reads. Here that
  * would hold every update until the last bucket's gradients exist, and the
  * updates of buckets reduced long before would all run on the step's tail
  * (PyTorch's DDP has the same tail; its optimizer runs after backward).

@@ -179,12 +179,15 @@ static int mark_nodes(mb *d, fg_status *st) {
   free(stack);
   /* What reads a node that runs once runs once too (fg_minimize's group of
    * the clipped gradients, say): it cannot be copied per micro-batch ahead
-   * of what it reads. So does a group of gradients (fg_minimize's "every
-   * gradient before any update" without clipping): once, over the combined
+   * of what it reads. So does a group of gradients (the "every gradient
+   * before any update" of graphs fg_minimize made before its updates
+   * waited for their variables' readers alone): once, over the combined
    * gradients, it orders the same (each sum needs every micro-batch's
    * term). A copy per micro-batch would read each micro-batch's gradients
    * unordered with their `mul` by the row share, which then could not take
-   * the gradient's bytes in place. */
+   * the gradient's bytes in place. fg_minimize's wait for the readers of a
+   * variable (forward nodes) is copied per micro-batch, and the update
+   * waits for every copy (single_input). */
   for (int i = 0; i < g->n_nodes; i++) {
     const fg_node *nd = &g->nodes[i];
     int grads_only = nd->op == FG_OP_GROUP && nd->n_inputs > 0 && (d->mark[i] & DEP);
@@ -239,7 +242,8 @@ static fg_output combined(mb *d, fg_output src) {
 
 /* Input k of single-copy node i in the new graph. A per-micro-batch input
  * is either a gradient to combine, or a control input (fg_minimize's wait
- * for all gradients), which then waits for every micro-batch's copy. */
+ * for the readers of the update's variable), which then waits for every
+ * micro-batch's copy. */
 static fg_output single_input(mb *d, int i, int k) {
   const fg_node *nd = &d->g->nodes[i];
   fg_output src = nd->inputs[k];
