@@ -69,8 +69,11 @@ void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind);
 /* Builds gradients of `loss` (a float scalar) with respect to `vars` (the
  * outputs of variable nodes; NULL and 0 mean every float variable that
  * `loss` depends on), optimizer state variables, and the update ops, and
- * returns one target node: running it is one training step. The graph's
- * metadata records "loss" and "train_target" for `flowgraph train`. */
+ * returns one target node: running it is one training step. Each update
+ * waits for the nodes of the step that read its variable (a control input:
+ * a group of them), so it can run, and free its gradient, while earlier
+ * layers' gradients are still being computed. The graph's metadata records
+ * "loss" and "train_target" for `flowgraph train`. */
 fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_vars,
                       const fg_optimizer_config *cfg, fg_status *status);
 
