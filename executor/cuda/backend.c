@@ -653,7 +653,10 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
     hin[i] = step->in[i];
     hin[i].data = p;
     size_t bytes = kbuf_bytes(&hin[i]);
-    if (bytes) e = cudaMemcpyAsync(p, step->in[i].data, bytes, cudaMemcpyDeviceToHost, sk);
+    /* A control input's bytes are never read, and the memory plan may
+     * already have handed them to another step (plan.c control_input). */
+    if (bytes && !fg_dist_control_input(&g->nodes[step->node], i))
+      e = cudaMemcpyAsync(p, step->in[i].data, bytes, cudaMemcpyDeviceToHost, sk);
     p += align_up(bytes);
   }
   if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
