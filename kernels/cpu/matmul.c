@@ -8,6 +8,7 @@
 #include <cblas.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -84,17 +85,31 @@ static int fits_blasint(int64_t x) { return (int64_t)(blasint)x == x; }
  * its thread count says). Set once per process, on the first float matmul;
  * it also affects other OpenBLAS users in the process. */
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-static void blas_single_thread(void) { openblas_set_num_threads(1); }
+/* The fewest tiles a large product is cut into: the machine's online cores
+ * (at least 2), read once with blas_once. One tile per core keeps every
+ * core busy when the product runs alone, and each tile as large as that
+ * allows: a tile is a GEMM of its own that packs its panels of a and b
+ * again, so on 2 cores 8 tiles of mlp_medium_train's 128 x 784 x 512 cost
+ * about 12% of its training step against 2. It depends on the machine, not
+ * on a session's thread count, so results stay bitwise the same for any
+ * thread count on one machine (and OpenBLAS's kernels differ between
+ * machines anyway). */
+static int64_t mm_min_items = 2;
+static void blas_single_thread(void) {
+  openblas_set_num_threads(1);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores > 2) mm_min_items = cores < 4096 ? cores : 4096;
+}
 
-/* Tiles of C, from the shape alone, so the GEMM calls (and so the results)
- * are the same for any thread count and with ctx->par NULL: about 256 rows
- * x 512 columns (within ~5% of one whole-matrix GEMM here), made smaller
- * while there are fewer than MM_MIN_ITEMS tiles in all and a tile keeps at
- * least MM_MIN_MACS multiply-adds (tens of microseconds). */
-#define MM_RB        256
-#define MM_CB        512
-#define MM_MIN_ITEMS 8
-#define MM_MIN_MACS  (1 << 21)
+/* Tiles of C, from the shape and mm_min_items alone, so the GEMM calls (and
+ * so the results) are the same for any thread count and with ctx->par
+ * NULL: about 256 rows x 512 columns (within ~5% of one whole-matrix GEMM
+ * here), made smaller while there are fewer than mm_min_items tiles in all
+ * and a tile keeps at least MM_MIN_MACS multiply-adds (tens of
+ * microseconds). */
+#define MM_RB       256
+#define MM_CB       512
+#define MM_MIN_MACS (1 << 21)
 
 typedef struct mm_job {
   const mm_plan *pl;
@@ -110,7 +125,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a - 1) / b + 1; }
 static void mm_tiles(mm_job *J, int64_t batches) {
   const int64_t M = J->M, N = J->N, K = J->K;
   int64_t n_rt = ceil_div(M, MM_RB), n_ct = ceil_div(N, MM_CB);
-  while (batches * n_rt * n_ct < MM_MIN_ITEMS) {
+  while (batches * n_rt * n_ct < mm_min_items) {
     const int64_t rb = ceil_div(M, n_rt), cb = ceil_div(N, n_ct);
     if ((double)rb * (double)cb * (double)K < 2.0 * MM_MIN_MACS) break;
     if (cb >= 256 && cb >= rb)
