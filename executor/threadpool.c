@@ -19,11 +19,11 @@
  * parallel_for: a job lives on its caller's stack and is linked into the
  * pool's job list while it has unclaimed chunks. Idle threads (workers, or
  * the DAG caller while it waits) claim chunks when no DAG task is ready
- * (take_work says why tasks come first). The caller claims its own chunks too and
- * then sleeps on the job's condition variable until the last chunk is done;
- * it never waits for anything but its own chunks, so parallel_for calls made
- * by every thread at once (from DAG tasks, or nested inside chunks) always
- * finish.
+ * (take_work says why tasks come first). The caller claims its own chunks
+ * too and then sleeps on the job's condition variable until the last chunk
+ * is done; it never waits for anything but its own chunks, so parallel_for
+ * calls made by every thread at once (from DAG tasks, or nested inside
+ * chunks) always finish.
  *
  * fg_pool_run_dag is serialised per pool (run_mu). A call made from inside a
  * running task of the same pool (a pool thread, or the DAG caller) would

@@ -90,7 +90,7 @@ static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
  * core busy when the product runs alone, and each tile as large as that
  * allows: a tile is a GEMM of its own that packs its panels of a and b
  * again, so on 2 cores 8 tiles of mlp_medium_train's 128 x 784 x 512 cost
- * about 12% of its training step against 2. It depends on the machine, not
+ * about 10% of its training step against 2. It depends on the machine, not
  * on a session's thread count, so results stay bitwise the same for any
  * thread count on one machine (and OpenBLAS's kernels differ between
  * machines anyway). */
