@@ -218,9 +218,12 @@ static fg_output update(fg_graph *g, const fg_optimizer_config *c, fg_output var
   } else {
     double wd = c->weight_decay;
     if (c->kind == FG_OPTIMIZER_ADAM && wd > 0) {
-      /* torch.optim.Adam couples weight decay into the gradient (L2);
-       * apply_adam's own decay is AdamW's decoupled one. */
-      grad = fg_add(g, grad, fg_mul(g, fg_scalar(g, dt, wd), var));
+      /* torch.optim.Adam couples weight decay into the gradient (L2):
+       * apply_adam's l2 adds it in the kernel (the same bits as a mul and
+       * an add node). As nodes made here, after every gradient, they would
+       * hold each update to the step's tail (executor/plan_order.h).
+       * apply_adam's weight_decay is AdamW's decoupled one. */
+      fg_attrs_set_float(a, "l2", wd);
       wd = 0;
     }
     fg_output m = state_variable(g, var, "adam_m", st);

@@ -574,7 +574,8 @@ static int is_batch(const dp *d, const fg_node *nd) {
 }
 
 /* Walks back from update u's gradient input through the nodes outside
- * fg_gradients (gradient clipping, Adam's L2 term) to the outputs of
+ * fg_gradients (gradient clipping; Adam's L2 term in graphs made before
+ * apply_adam took it as its attribute l2) to the outputs of
  * fg_gradients, which are the gradients to all-reduce, and marks the nodes
  * passed ON_PATH. As with PyTorch DDP + clip_grad_norm_, those nodes then
  * compute on the reduced (mean) gradients, identically on every replica,

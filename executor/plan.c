@@ -137,6 +137,7 @@ static void fill_params(const fg_node *n, const fg_tinfo *in, fg_kparams *p) {
   p->beta2 = fg_attr_float_or(n, "beta2", 0.999);
   p->epsilon = fg_attr_float_or(n, "epsilon", 1e-8);
   p->weight_decay = fg_attr_float_or(n, "weight_decay", 0.0);
+  p->l2 = fg_attr_float_or(n, "l2", 0.0);
   const fg_attr *axes = fg_attrs_find(&n->attrs, "axes");
   if (axes && axes->type == FG_ATTR_INTS && axes->n > 0) {
     for (int i = 0; i < axes->n && i < FG_MAX_RANK; i++)

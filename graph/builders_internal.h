@@ -25,7 +25,10 @@ fg_output fg_gather_grad(fg_graph *g, fg_output dy, fg_output indices, fg_output
 fg_output fg_group(fg_graph *g, const fg_output *inputs, int n);
 
 /* Optimizer updates; var, buf, m and v must be variable outputs. `ctrl`
- * (n_ctrl entries, NULL when 0) only orders the update after them. */
+ * (n_ctrl entries, NULL when 0) only orders the update after them.
+ * apply_adam's weight_decay is AdamW's (decoupled); its attribute "l2"
+ * (float, default 0, set through fg_op) adds l2 * var to the gradient, as
+ * torch.optim.Adam's weight_decay. */
 fg_output fg_apply_sgd(fg_graph *g, fg_output var, fg_output grad, fg_output lr,
                        const fg_output *ctrl, int n_ctrl);
 fg_output fg_apply_momentum(fg_graph *g, fg_output var, fg_output buf, fg_output grad, fg_output lr,

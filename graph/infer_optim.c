@@ -70,7 +70,8 @@ static int check_adam(const fg_node *node, fg_status *st) {
   if (hyper(node, "beta1", 0.9, 0.0, 1.0, 1, &v, st) ||
       hyper(node, "beta2", 0.999, 0.0, 1.0, 1, &v, st) ||
       hyper(node, "epsilon", 1e-8, 0.0, 1e300, 0, &v, st) ||
-      hyper(node, "weight_decay", 0.0, 0.0, 1e300, 0, &v, st))
+      hyper(node, "weight_decay", 0.0, 0.0, 1e300, 0, &v, st) ||
+      hyper(node, "l2", 0.0, 0.0, 1e300, 0, &v, st))
     return -1;
   return 0;
 }
@@ -109,7 +110,8 @@ int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
 
 /* Per element: sgd 2 (mul, sub); momentum 4 (2 for buf, 2 for var; 6 with
  * Nesterov); adam 14 (m 3, v 4, two bias corrections, sqrt, add, div, mul,
- * sub) plus 2 with weight decay. Rough counts, as for the elementwise ops. */
+ * sub) plus 2 with weight decay and 2 with an L2 term. Rough counts, as for
+ * the elementwise ops. */
 int64_t fgi_flops_apply(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out) {
   (void)out;
   int64_t e = fgi_elements(&in[0]), per;
@@ -117,7 +119,10 @@ int64_t fgi_flops_apply(const fg_node *node, const fg_tinfo *in, const fg_tinfo 
   switch (node->op) {
   case FG_OP_APPLY_SGD: per = 2; break;
   case FG_OP_APPLY_MOMENTUM: per = fg_attr_int_or(node, "nesterov", 0) ? 6 : 4; break;
-  default: per = fg_attr_float_or(node, "weight_decay", 0.0) > 0 ? 16 : 14; break;
+  default:
+    per = 14 + (fg_attr_float_or(node, "weight_decay", 0.0) > 0 ? 2 : 0) +
+          (fg_attr_float_or(node, "l2", 0.0) > 0 ? 2 : 0);
+    break;
   }
   return fgi_mul_sat(e, per);
 }

@@ -32,6 +32,7 @@ typedef struct fg_kparams {
   int nesterov;                 /* apply_momentum: 0/1 */
   double beta1, beta2, epsilon; /* apply_adam */
   double weight_decay;          /* apply_adam: decoupled (AdamW) when > 0 */
+  double l2;                    /* apply_adam: coupled, g + l2 * var (torch's Adam) */
 } fg_kparams;
 
 /* Intra-op parallelism offered by the executor: parallel_for(pool, n, grain,

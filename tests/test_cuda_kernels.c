@@ -1042,11 +1042,13 @@ FG_TEST(cuda_optimizers_vs_cpu, "gpu") {
         const tin mom[4] = {T1(dt, n, K_ANY), T1(dt, n, K_ANY), T1(dt, n, K_ANY), lr};
         run_ext("apply_momentum", dt, 4, mom, T1(dt, n, 0), &p, tol, tol, F_ALIAS, 3u);
       }
-      for (int wd = 0; wd < 2; wd++) {
+      /* wd: none, decoupled (AdamW), coupled L2 (torch's Adam). */
+      for (int wd = 0; wd < 3; wd++) {
         p.beta1 = 0.9;
         p.beta2 = 0.999;
         p.epsilon = 1e-8;
-        p.weight_decay = wd ? 0.01 : 0;
+        p.weight_decay = wd == 1 ? 0.01 : 0;
+        p.l2 = wd == 2 ? 0.01 : 0;
         const tin adam[6] = {
             T1(dt, n, K_ANY), T1(dt, n, K_ANY), T1(dt, n, K_POS), T1(dt, n, K_ANY), lr, step};
         run_ext("apply_adam", dt, 6, adam, T1(dt, n, 0), &p, tol * 10, tol * 10, F_ALIAS, 7u);

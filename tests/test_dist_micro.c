@@ -95,7 +95,7 @@ FG_TEST(micro_batch_uneven_rows_match_full_batch, "dist") {
 
 /* Adam with clipping by global norm: the clip runs once, on the combined
  * gradients (as clip_grad_norm_ after accumulating in PyTorch), and Adam's
- * L2 term reads the variables once. */
+ * L2 term (inside apply_adam, attribute l2) is applied once. */
 FG_TEST(micro_batch_adam_clipped_matches_full_batch, "dist") {
   fg_optimizer_config c;
   fg_optimizer_config_init(&c, FG_OPTIMIZER_ADAM);

@@ -214,6 +214,73 @@ FG_TEST(apply_adamw_weight_decay, "") {
   }
 }
 
+/* apply_adam with attribute l2 (torch.optim.Adam's coupled weight decay):
+ * grad = 2 w (the gradient of sum(w^2)), and as a second graph the same
+ * with the L2 term as mul and add nodes instead (l2_nodes), the graph
+ * fg_minimize made before the attribute. */
+static fg_graph *adam_l2_graph(fg_dtype dt, const double *w0, double l2, int l2_nodes) {
+  fg_graph *g = fg_graph_new();
+  fg_output w = var(g, "w", dt, 1, DIMS(2), w0);
+  fg_output m = var(g, "m", dt, 1, DIMS(2), (const double[]){0, 0});
+  fg_output v = var(g, "v", dt, 1, DIMS(2), (const double[]){0, 0});
+  fg_output gr = fg_mul(g, fg_scalar(g, dt, 2), w);
+  if (l2_nodes) gr = fg_add(g, gr, fg_mul(g, fg_scalar(g, dt, l2), w));
+  fg_output step = fg_placeholder(g, "step", FG_F64, 0, NULL);
+  fg_attrs *a = fg_attrs_new();
+  if (!l2_nodes) fg_attrs_set_float(a, "l2", l2);
+  fg_output in[6] = {w, m, v, gr, fg_scalar(g, FG_F64, 0.01), step};
+  fg_op(g, "apply_adam", "up", in, 6, a);
+  fg_attrs_free(a);
+  return g;
+}
+
+FG_TEST(apply_adam_l2_coupled, "") {
+  /* lr 0.01, l2 0.1: the gradient becomes 2 w + 0.1 w = 2.1 w before the
+   * moments. Step 1 by hand for w0 = [1,-2] (g = [2.1,-4.2], mhat = g,
+   * vhat = g^2, step lr g / (|g| + eps)):
+   *   w1[0] = 1 - 0.01 * 2.1/(2.1 + 1e-8) = 0.99 + 0.01 * 1e-8/2.1
+   *         = 0.990000000047619...
+   *   w1[1] = -2 + 0.01 * 4.2/(4.2 + 1e-8) = -1.99 - 0.01 * 1e-8/4.2
+   *         = -1.990000000023810...
+   * Steps 2 and 3 against adam_ref fed 2.1 w; and the same bits as the L2
+   * term made of a mul and an add node. */
+  const double w0[2] = {1, -2};
+  for (int k = 0; k < 2; k++) {
+    fg_dtype dt = floats[k];
+    fg_status *st = fg_status_new();
+    fg_graph *g = adam_l2_graph(dt, w0, 0.1, 0), *gn = adam_l2_graph(dt, w0, 0.1, 1);
+    EXPECT_OK(g);
+    EXPECT_OK(gn);
+    fg_tensor *w = train(g, "up", 1, "step", FG_F64, "w", st);
+    EXPECT_VALUES(w, dt, 1, DIMS(2), ((const double[]){0.99 + 1e-10 / 2.1, -1.99 - 1e-10 / 4.2}),
+                  dt == FG_F32 ? 1e-7 : 1e-15);
+    fg_tensor_free(w);
+    double rw[2] = {1, -2}, rm[2] = {0}, rv[2] = {0};
+    for (int t = 1; t <= 3; t++) {
+      double gr[2] = {2.1 * rw[0], 2.1 * rw[1]};
+      adam_ref(rw, rm, rv, gr, 2, 0.01, t, 0.9, 0.999, 1e-8, 0);
+    }
+    w = train(g, "up", 3, "step", FG_F64, "w", st);
+    fg_tensor *wn = train(gn, "up", 3, "step", FG_F64, "w", st);
+    FG_REQUIRE(w && wn);
+    EXPECT_VALUES(w, dt, 1, DIMS(2), rw, dt == FG_F32 ? 1e-6 : 1e-14);
+    FG_CHECK(memcmp(fg_tensor_data(w), fg_tensor_data(wn), 2 * fg_dtype_size(dt)) == 0);
+    fg_tensor_free(w);
+    fg_tensor_free(wn);
+    fg_graph_free(g);
+    fg_graph_free(gn);
+    fg_status_free(st);
+  }
+}
+
+FG_TEST(apply_adam_l2_out_of_range, "badinput") {
+  const double w0[2] = {1, -2};
+  fg_graph *g = adam_l2_graph(FG_F32, w0, -0.5, 0);
+  EXPECT_MSG(g, FG_INVALID_GRAPH,
+             "node 'up' (apply_adam): attribute 'l2' = -0.5 is out of range [0, 1e+300]");
+  fg_graph_free(g);
+}
+
 FG_TEST(apply_adam_step_zero, "badinput") {
   fg_status *st = fg_status_new();
   fg_graph *g = adam_graph(FG_F64, FG_I32, (const double[]){1, 2}, 0);

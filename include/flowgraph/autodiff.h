@@ -59,7 +59,10 @@ typedef struct fg_optimizer_config {
   int nesterov;            /* default 0 */
   double beta1, beta2;     /* default 0.9, 0.999 */
   double epsilon;          /* default 1e-8 */
-  double weight_decay;     /* default 0 (Adam), 0.01 (AdamW) */
+  double weight_decay;     /* default 0 (Adam), 0.01 (AdamW); Adam couples it
+                              into the gradient (g + wd * var, as
+                              torch.optim.Adam: apply_adam's attribute
+                              "l2"), AdamW decays the variable */
   double clip_global_norm; /* 0: off; else gradients are scaled so their
                               global L2 norm is at most this */
 } fg_optimizer_config;

@@ -54,7 +54,7 @@ static void publish(const fg_kctx *ctx, size_t es) {
 typedef struct opt_job {
   void *var, *buf, *m, *v;
   const void *g;
-  double lr, mom, b1, b2, c1, c2, eps, step_size, bc2_sqrt, keep;
+  double lr, mom, b1, b2, c1, c2, eps, step_size, bc2_sqrt, keep, l2;
   int nesterov, decay;
 } opt_job;
 
@@ -115,6 +115,8 @@ FGK_MOMENTUM(fgk_apply_momentum_f32, float, FG_F32)
 FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
 
 /* torch.optim.Adam / AdamW (weight_decay > 0, decoupled), t = step:
+ *   g += l2 * var        (attribute l2: torch.optim.Adam's weight_decay,
+ *                         rounded as a mul and then an add in T)
  *   var *= 1 - lr*wd
  *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g
  *   var -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps)
@@ -124,14 +126,19 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
     const opt_job *J = (const opt_job *)arg;                                                       \
     const T b1 = (T)J->b1, b2 = (T)J->b2, c1 = (T)J->c1, c2 = (T)J->c2, eps = (T)J->eps;           \
     const T step_size = (T)J->step_size, bc2_sqrt = (T)J->bc2_sqrt, keep = (T)J->keep;             \
-    const int decay = J->decay;                                                                    \
+    const int decay = J->decay, coupled = J->l2 > 0;                                               \
+    const T l2 = (T)J->l2;                                                                         \
     T *var = (T *)J->var, *m = (T *)J->m, *v = (T *)J->v;                                          \
     const T *g = (const T *)J->g;                                                                  \
     for (int64_t i = i0; i < i1; i++) {                                                            \
-      T x = var[i];                                                                                \
+      T x = var[i], gi = g[i];                                                                     \
+      if (coupled) {                                                                               \
+        const T term = l2 * x;                                                                     \
+        gi = gi + term;                                                                            \
+      }                                                                                            \
       if (decay) x *= keep;                                                                        \
-      const T mi = b1 * m[i] + c1 * g[i];                                                          \
-      const T vi = b2 * v[i] + c2 * (g[i] * g[i]);                                                 \
+      const T mi = b1 * m[i] + c1 * gi;                                                            \
+      const T vi = b2 * v[i] + c2 * (gi * gi);                                                     \
       m[i] = mi;                                                                                   \
       v[i] = vi;                                                                                   \
       var[i] = x - step_size * (mi / (SQRT(vi) / bc2_sqrt + eps));                                 \
@@ -162,7 +169,8 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
                  .step_size = lr / bc1,                                                            \
                  .bc2_sqrt = sqrt(bc2),                                                            \
                  .keep = 1.0 - lr * p->weight_decay,                                               \
-                 .decay = p->weight_decay > 0};                                                    \
+                 .decay = p->weight_decay > 0,                                                     \
+                 .l2 = p->l2};                                                                     \
     fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
     publish(ctx, sizeof(T));                                                                       \
     return 0;                                                                                      \

@@ -149,17 +149,29 @@ int fgc_apply_momentum_f32(const fg_kctx *ctx) { return momentum<float>(ctx, FG_
 int fgc_apply_momentum_f64(const fg_kctx *ctx) { return momentum<double>(ctx, FG_F64); }
 
 /* torch.optim.Adam / AdamW (weight_decay > 0, decoupled), t = step:
+ *   g += l2 * var        (attribute l2: torch.optim.Adam's weight_decay)
  *   var *= 1 - lr*wd
  *   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g
  *   var -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps) */
 template <typename T> struct AdamC {
-  T step_size, bc2_sqrt, keep, b1, b2, c1, c2, eps;
-  bool decay;
+  T step_size, bc2_sqrt, keep, b1, b2, c1, c2, eps, l2;
+  bool decay, coupled;
 };
+
+/* The L2 term rounded as a mul and then an add, as the CPU kernel (and the
+ * separate mul and add nodes of older graphs) compute it: no fused
+ * multiply-add. */
+__device__ __forceinline__ float l2_term(float g, float l2, float x) {
+  return __fadd_rn(g, __fmul_rn(l2, x));
+}
+__device__ __forceinline__ double l2_term(double g, double l2, double x) {
+  return __dadd_rn(g, __dmul_rn(l2, x));
+}
 
 template <typename T>
 __device__ __forceinline__ void adam_elem(T &var, T &m, T &v, T gi, const AdamC<T> &c) {
   T x = var;
+  if (c.coupled) gi = l2_term(gi, c.l2, x);
   if (c.decay) x *= c.keep;
   const T mi = c.b1 * m + c.c1 * gi;
   const T vi = c.b2 * v + c.c2 * (gi * gi);
@@ -171,7 +183,7 @@ __device__ __forceinline__ void adam_elem(T &var, T &m, T &v, T gi, const AdamC<
 template <typename T, int V>
 __global__ void adam_kernel(T *var, T *m, T *v, const T *g, int64_t n, const void *lr_p, int lr_dt,
                             const void *step_p, int step_dt, double beta1, double beta2,
-                            double epsilon, double wd, int *flag) {
+                            double epsilon, double wd, double l2, int *flag) {
   __shared__ T step_size, bc2_sqrt, keep;
   __shared__ int ok;
   if (threadIdx.x == 0) {
@@ -185,7 +197,8 @@ __global__ void adam_kernel(T *var, T *m, T *v, const T *g, int64_t n, const voi
   __syncthreads();
   if (!ok) return;
   const AdamC<T> c = {step_size,        bc2_sqrt,         keep,       (T)beta1, (T)beta2,
-                      (T)(1.0 - beta1), (T)(1.0 - beta2), (T)epsilon, wd > 0};
+                      (T)(1.0 - beta1), (T)(1.0 - beta2), (T)epsilon, (T)l2,    wd > 0,
+                      l2 > 0};
   typedef fgc_vec<T, V> VT;
   const int64_t nv = n / V;
   FGC_GRID_STRIDE(j, nv) {
@@ -217,11 +230,11 @@ template <typename T> static int adam(const fg_kctx *ctx, fg_dtype dt) {
   if (vec4_ok<T>(var, m, v, g))
     adam_kernel<T, 4><<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(
         var, m, v, g, n, ctx->in[4].data, ctx->in[4].dtype, ctx->in[5].data, ctx->in[5].dtype,
-        p->beta1, p->beta2, p->epsilon, p->weight_decay, ctx->cuda->error_flag);
+        p->beta1, p->beta2, p->epsilon, p->weight_decay, p->l2, ctx->cuda->error_flag);
   else
     adam_kernel<T, 1><<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(
         var, m, v, g, n, ctx->in[4].data, ctx->in[4].dtype, ctx->in[5].data, ctx->in[5].dtype,
-        p->beta1, p->beta2, p->epsilon, p->weight_decay, ctx->cuda->error_flag);
+        p->beta1, p->beta2, p->epsilon, p->weight_decay, p->l2, ctx->cuda->error_flag);
   if (fgc_launched(ctx, "apply_adam kernel") != 0) return -1;
   return publish(ctx, sizeof(T));
 }

@@ -91,6 +91,7 @@ static const struct {
     {"keepdims", NAT_INT},       {"momentum", NAT_FLOAT},  {"nesterov", NAT_INT},
     {"beta1", NAT_FLOAT},        {"beta2", NAT_FLOAT},     {"epsilon", NAT_FLOAT},
     {"weight_decay", NAT_FLOAT}, {"value", NAT_TENSOR},    {"bogus", NAT_STRING},
+    {"l2", NAT_FLOAT},
 };
 #define N_ATTR_NAMES ((unsigned)(sizeof attr_names / sizeof attr_names[0]))
 
