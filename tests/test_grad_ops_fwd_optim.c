@@ -155,6 +155,28 @@ static fg_graph *adam_graph(fg_dtype dt, fg_dtype step_dt, const double *w0, dou
   return g;
 }
 
+/* Checks variable w (w0 = [1,-2]) of g's update "up": after 1 step against
+ * want1 (worked by hand), after 3 against adam_ref fed the gradient
+ * gfactor * w (lr 0.01, decoupled decay wd). */
+static void adam_check(fg_graph *g, fg_dtype dt, fg_dtype step_dt, const double *want1,
+                       double gfactor, double wd) {
+  fg_status *st = fg_status_new();
+  fg_tensor *w = train(g, "up", 1, "step", step_dt, "w", st);
+  if (!w) FG_FAIL_AT("%s", fg_status_message(st));
+  EXPECT_VALUES(w, dt, 1, DIMS(2), want1, dt == FG_F32 ? 1e-7 : 1e-15);
+  fg_tensor_free(w);
+  double rw[2] = {1, -2}, rm[2] = {0}, rv[2] = {0};
+  for (int t = 1; t <= 3; t++) {
+    double gr[2] = {gfactor * rw[0], gfactor * rw[1]};
+    adam_ref(rw, rm, rv, gr, 2, 0.01, t, 0.9, 0.999, 1e-8, wd);
+  }
+  w = train(g, "up", 3, "step", step_dt, "w", st);
+  if (!w) FG_FAIL_AT("%s", fg_status_message(st));
+  EXPECT_VALUES(w, dt, 1, DIMS(2), rw, dt == FG_F32 ? 1e-6 : 1e-14);
+  fg_tensor_free(w);
+  fg_status_free(st);
+}
+
 FG_TEST(apply_adam_three_steps, "") {
   /* Step 1 by hand: w0 = [1,-2], g = 2 w0 = [2,-4]. m1 = 0.1 g, v1 = 0.001 g^2,
    * so mhat = g, vhat = g^2 and the step is lr g / (|g| + eps):
@@ -164,25 +186,10 @@ FG_TEST(apply_adam_three_steps, "") {
   const double w0[2] = {1, -2};
   const fg_dtype step_dts[2] = {FG_F64, FG_I64};
   for (int k = 0; k < 2; k++) {
-    fg_dtype dt = floats[k];
-    fg_status *st = fg_status_new();
-    fg_graph *g = adam_graph(dt, step_dts[k], w0, 0);
+    fg_graph *g = adam_graph(floats[k], step_dts[k], w0, 0);
     EXPECT_OK(g);
-    fg_tensor *w = train(g, "up", 1, "step", step_dts[k], "w", st);
-    EXPECT_VALUES(w, dt, 1, DIMS(2), ((const double[]){0.99000000005, -1.990000000025}),
-                  dt == FG_F32 ? 1e-7 : 1e-15);
-    fg_tensor_free(w);
-    double rw[2] = {1, -2}, rm[2] = {0}, rv[2] = {0};
-    for (int t = 1; t <= 3; t++) {
-      double gr[2] = {2 * rw[0], 2 * rw[1]};
-      adam_ref(rw, rm, rv, gr, 2, 0.01, t, 0.9, 0.999, 1e-8, 0);
-    }
-    w = train(g, "up", 3, "step", step_dts[k], "w", st);
-    if (!w) FG_FAIL_AT("%s", fg_status_message(st));
-    EXPECT_VALUES(w, dt, 1, DIMS(2), rw, dt == FG_F32 ? 1e-6 : 1e-14);
-    fg_tensor_free(w);
+    adam_check(g, floats[k], step_dts[k], (const double[]){0.99000000005, -1.990000000025}, 2, 0);
     fg_graph_free(g);
-    fg_status_free(st);
   }
 }
 
@@ -194,23 +201,9 @@ FG_TEST(apply_adamw_weight_decay, "") {
    *   w1[1] = -1.998 + 0.01 * 4/(4 + 1e-8) = -1.988000000025 */
   const double w0[2] = {1, -2};
   for (int k = 0; k < 2; k++) {
-    fg_dtype dt = floats[k];
-    fg_status *st = fg_status_new();
-    fg_graph *g = adam_graph(dt, FG_F32, w0, 0.1);
-    fg_tensor *w = train(g, "up", 1, "step", FG_F32, "w", st);
-    EXPECT_VALUES(w, dt, 1, DIMS(2), ((const double[]){0.98900000005, -1.988000000025}),
-                  dt == FG_F32 ? 1e-7 : 1e-15);
-    fg_tensor_free(w);
-    double rw[2] = {1, -2}, rm[2] = {0}, rv[2] = {0};
-    for (int t = 1; t <= 3; t++) {
-      double gr[2] = {2 * rw[0], 2 * rw[1]};
-      adam_ref(rw, rm, rv, gr, 2, 0.01, t, 0.9, 0.999, 1e-8, 0.1);
-    }
-    w = train(g, "up", 3, "step", FG_F32, "w", st);
-    EXPECT_VALUES(w, dt, 1, DIMS(2), rw, dt == FG_F32 ? 1e-6 : 1e-14);
-    fg_tensor_free(w);
+    fg_graph *g = adam_graph(floats[k], FG_F32, w0, 0.1);
+    adam_check(g, floats[k], FG_F32, (const double[]){0.98900000005, -1.988000000025}, 2, 0.1);
     fg_graph_free(g);
-    fg_status_free(st);
   }
 }
 
@@ -251,19 +244,10 @@ FG_TEST(apply_adam_l2_coupled, "") {
     fg_graph *g = adam_l2_graph(dt, w0, 0.1, 0), *gn = adam_l2_graph(dt, w0, 0.1, 1);
     EXPECT_OK(g);
     EXPECT_OK(gn);
-    fg_tensor *w = train(g, "up", 1, "step", FG_F64, "w", st);
-    EXPECT_VALUES(w, dt, 1, DIMS(2), ((const double[]){0.99 + 1e-10 / 2.1, -1.99 - 1e-10 / 4.2}),
-                  dt == FG_F32 ? 1e-7 : 1e-15);
-    fg_tensor_free(w);
-    double rw[2] = {1, -2}, rm[2] = {0}, rv[2] = {0};
-    for (int t = 1; t <= 3; t++) {
-      double gr[2] = {2.1 * rw[0], 2.1 * rw[1]};
-      adam_ref(rw, rm, rv, gr, 2, 0.01, t, 0.9, 0.999, 1e-8, 0);
-    }
-    w = train(g, "up", 3, "step", FG_F64, "w", st);
+    adam_check(g, dt, FG_F64, (const double[]){0.99 + 1e-10 / 2.1, -1.99 - 1e-10 / 4.2}, 2.1, 0);
+    fg_tensor *w = train(g, "up", 3, "step", FG_F64, "w", st);
     fg_tensor *wn = train(gn, "up", 3, "step", FG_F64, "w", st);
     FG_REQUIRE(w && wn);
-    EXPECT_VALUES(w, dt, 1, DIMS(2), rw, dt == FG_F32 ? 1e-6 : 1e-14);
     FG_CHECK(memcmp(fg_tensor_data(w), fg_tensor_data(wn), 2 * fg_dtype_size(dt)) == 0);
     fg_tensor_free(w);
     fg_tensor_free(wn);
