@@ -7,6 +7,7 @@
 
 #include "executor/memplan.h"
 #include "executor/plan.h"
+#include "executor/edges.h"
 #include "executor/plan_order.h"
 #include "executor/plan_xfer.h"
 #include "dist/exec.h"
@@ -292,27 +293,6 @@ static void report_missing_feed(const fg_graph *g, const fg_plan_request *req, i
                 who ? who : "?");
 }
 
-/* Dependency edges between steps, collected then turned into CSR lists. */
-typedef struct edges {
-  int (*e)[2];
-  int n, cap;
-} edges;
-
-static int edge_add(edges *E, int from, int to) {
-  if (from == to) return 0;
-  if (E->n == E->cap) {
-    int cap = E->cap ? E->cap * 2 : 256;
-    int(*e)[2] = realloc(E->e, (size_t)cap * sizeof *e);
-    if (!e) return -1;
-    E->e = e;
-    E->cap = cap;
-  }
-  E->e[E->n][0] = from;
-  E->e[E->n][1] = to;
-  E->n++;
-  return 0;
-}
-
 static int cmp_edge(const void *a, const void *b) {
   const int *x = a, *y = b;
   if (x[0] != y[0]) return (x[0] > y[0]) - (x[0] < y[0]);
@@ -321,7 +301,7 @@ static int cmp_edge(const void *a, const void *b) {
 
 /* Sorts by (from, to) and drops repeats: successor lists come out grouped
  * by source, as the pool wants them. */
-static void edges_sort_unique(edges *E) {
+static void edges_sort_unique(fg_edges *E) {
   if (E->n == 0) return; /* E->e may be NULL */
   qsort(E->e, (size_t)E->n, sizeof E->e[0], cmp_edge);
   int w = 0;
@@ -335,12 +315,12 @@ static void edges_sort_unique(edges *E) {
  * edges that keep its reads and writes in step order: a scheduler may run
  * anything in parallel but never reorder a read and an update of the same
  * variable, so results equal the sequential run's. */
-static int build_edges(const fg_graph *g, fg_plan *plan, edges *E) {
+static int build_edges(const fg_graph *g, fg_plan *plan, fg_edges *E) {
   for (int si = 0; si < plan->n_steps; si++) {
     const fg_step *st = &plan->steps[si];
     for (int i = 0; i < st->n_in; i++) {
       int p = plan->slot_step[st->in_slots[i]];
-      if (p >= 0 && edge_add(E, p, si) != 0) return -1;
+      if (p >= 0 && fg_edge_add(E, p, si) != 0) return -1;
     }
   }
   for (int s = 0; s < plan->n_slots; s++) {
@@ -361,10 +341,10 @@ static int build_edges(const fg_graph *g, fg_plan *plan, edges *E) {
             reads = 1;
         }
       if (!reads && !writes) continue;
-      if (last_writer >= 0 && edge_add(E, last_writer, si) != 0) goto fail;
+      if (last_writer >= 0 && fg_edge_add(E, last_writer, si) != 0) goto fail;
       if (writes) {
         for (int r = 0; r < n_readers; r++)
-          if (edge_add(E, readers_since[r], si) != 0) goto fail;
+          if (fg_edge_add(E, readers_since[r], si) != 0) goto fail;
         n_readers = 0;
         last_writer = si;
       } else {
@@ -398,11 +378,11 @@ static int build_edges(const fg_graph *g, fg_plan *plan, edges *E) {
  * only gives up inter-op parallelism. */
 #define REUSE_BITSET_CAP 16384
 
-static int add_reuse_edges(fg_plan *plan, const fg_mp_tensor *t, edges *E) {
+static int add_reuse_edges(fg_plan *plan, const fg_mp_tensor *t, fg_edges *E) {
   int n = plan->n_slots, ns = plan->n_steps;
   if (ns > REUSE_BITSET_CAP) {
     for (int si = 1; si < ns; si++)
-      if (edge_add(E, si - 1, si) != 0) return -1;
+      if (fg_edge_add(E, si - 1, si) != 0) return -1;
     return 0;
   }
   size_t words = ((size_t)ns + 63) / 64;
@@ -453,7 +433,7 @@ static int add_reuse_edges(fg_plan *plan, const fg_mp_tensor *t, edges *E) {
           int step = u < 0 ? t[a].producer : t[a].users[u];
           if (step > sb) rc = -2; /* the planner let live tensors overlap */
           if (rc != 0 || step == sb || (ANC(sb)[step / 64] >> (step % 64) & 1u)) continue;
-          if (edge_add(E, step, sb) != 0)
+          if (fg_edge_add(E, step, sb) != 0)
             rc = -1;
           else
             MARK(sb, step);
@@ -652,7 +632,7 @@ static int control_input(const fg_graph *g, const fg_step *st, int i) {
   return !st->xfer && fg_dist_control_input(&g->nodes[st->node], i);
 }
 
-static int plan_memory(const fg_graph *g, fg_plan *plan, edges *E, fg_status *st) {
+static int plan_memory(const fg_graph *g, fg_plan *plan, fg_edges *E, fg_status *st) {
   int n = plan->n_slots, ns = plan->n_steps, rc = -1;
   int(*data_edges)[2] = NULL;
   fg_mp_tensor *t = calloc((size_t)n + 1, sizeof *t);
@@ -781,7 +761,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   int *order = NULL;
   int *feed_of = malloc(((size_t)g->n_nodes + 1) * sizeof *feed_of);
   fg_xfer_state X = {0};
-  edges E = {0};
+  fg_edges E = {0};
   if (!plan || !needed || !feed_of) {
     fail_oom(st, "bookkeeping");
     goto fail;
@@ -1040,9 +1020,9 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   int chain_rc = 0;
   /* Each rank's sends, and its receives, in tag order (plan_xfer.h). */
   for (int i = 1; i < X.n_sends; i++)
-    chain_rc |= edge_add(&E, X.sends[i - 1], X.sends[i]);
+    chain_rc |= fg_edge_add(&E, X.sends[i - 1], X.sends[i]);
   for (int i = 1; i < X.n_recvs; i++)
-    chain_rc |= edge_add(&E, X.recvs[i - 1], X.recvs[i]);
+    chain_rc |= fg_edge_add(&E, X.recvs[i - 1], X.recvs[i]);
   /* Each device's all_reduce steps in step (node id) order: a collective
    * pairs the k-th call of every member, so each device must make its
    * calls in the order the graph pairs them (dist/session_dist.c
@@ -1057,7 +1037,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     if (step->xfer || g->nodes[step->node].op != FG_OP_ALL_REDUCE) continue;
     int d = node_dev ? plan->step_dev[si] : 0;
     if (d < 0 || d >= n_dev) continue;
-    if (last_ar[d] >= 0) chain_rc |= edge_add(&E, last_ar[d], si);
+    if (last_ar[d] >= 0) chain_rc |= fg_edge_add(&E, last_ar[d], si);
     last_ar[d] = si;
   }
   free(last_ar);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/edges.h"
 #include "graph/op_table.h"
 
 static int is_source(const fg_node *n) { return (fg_op_table[n->op].flags & FG_OPF_SOURCE) != 0; }
@@ -25,7 +26,7 @@ static int writes_input(const fg_node *n, int k) {
   return k < 32 && (fg_op_table[n->op].mutable_inputs >> k & 1u);
 }
 
-/* A growable list of ints. */
+/* A growable list of ints: each variable's readers. */
 typedef struct ivec {
   int *v, n, cap;
 } ivec;
@@ -49,7 +50,7 @@ typedef struct var_touch {
 } var_touch;
 
 /* The wait edges (from, to) of every movable node, into E. */
-static int wait_edges(const fg_graph *g, const char *needed, ivec *E) {
+static int wait_edges(const fg_graph *g, const char *needed, fg_edges *E) {
   const int n = g->n_nodes;
   int *var_idx = malloc(((size_t)n + 1) * sizeof *var_idx);
   var_touch *vt = NULL;
@@ -68,20 +69,18 @@ static int wait_edges(const fg_graph *g, const char *needed, ivec *E) {
     for (int k = 0; k < nd->n_inputs; k++) {
       const int q = nd->inputs[k].node;
       if (q < 0 || q >= n) continue;
-      if (mov && !is_source(&g->nodes[q]) && (ivec_push(E, q) || ivec_push(E, id))) goto done;
+      if (mov && !is_source(&g->nodes[q]) && fg_edge_add(E, q, id)) goto done;
       const int v = var_idx[q];
       if (v < 0) continue;
       var_touch *t = &vt[v];
       if (writes_input(nd, k)) {
-        if (t->last_writer >= 0 && (ivec_push(E, t->last_writer) || ivec_push(E, id))) goto done;
+        if (t->last_writer >= 0 && fg_edge_add(E, t->last_writer, id)) goto done;
         for (int r = 0; r < t->readers.n; r++)
-          if (t->readers.v[r] != id && (ivec_push(E, t->readers.v[r]) || ivec_push(E, id)))
-            goto done;
+          if (fg_edge_add(E, t->readers.v[r], id)) goto done;
         t->last_writer = id;
         t->readers.n = 0;
       } else {
-        if (mov && t->last_writer >= 0 && (ivec_push(E, t->last_writer) || ivec_push(E, id)))
-          goto done;
+        if (mov && t->last_writer >= 0 && fg_edge_add(E, t->last_writer, id)) goto done;
         if ((t->readers.n == 0 || t->readers.v[t->readers.n - 1] != id) &&
             ivec_push(&t->readers, id))
           goto done;
@@ -108,19 +107,19 @@ static int plain_order(const fg_graph *g, const char *needed, int *order) {
 int fg_plan_order(const fg_graph *g, const char *needed, int hoist, int *order) {
   const int n = g->n_nodes;
   if (!hoist) return plain_order(g, needed, order);
-  ivec E = {0};
+  fg_edges E = {0};
   int *cnt = calloc((size_t)n + 1, sizeof *cnt), *off = calloc((size_t)n + 2, sizeof *off);
   int *succ = NULL, *queue = malloc(((size_t)n + 1) * sizeof *queue);
   int k = -1;
   if (!cnt || !off || !queue || wait_edges(g, needed, &E) != 0) goto done;
-  const int ne = E.n / 2;
+  const int ne = E.n;
   succ = malloc(((size_t)ne + 1) * sizeof *succ);
   if (!succ) goto done;
   /* Successor lists (CSR) and counters. A waiter whose wait is a source
    * never got an edge (sources are all out first). */
   for (int e = 0; e < ne; e++) {
-    off[E.v[2 * e] + 1]++;
-    cnt[E.v[2 * e + 1]]++;
+    off[E.e[e][0] + 1]++;
+    cnt[E.e[e][1]]++;
   }
   for (int id = 0; id < n; id++)
     off[id + 1] += off[id];
@@ -128,7 +127,7 @@ int fg_plan_order(const fg_graph *g, const char *needed, int hoist, int *order) 
     int *at = queue; /* borrowed as fill pointers */
     memcpy(at, off, (size_t)n * sizeof *at);
     for (int e = 0; e < ne; e++)
-      succ[at[E.v[2 * e]]++] = E.v[2 * e + 1];
+      succ[at[E.e[e][0]]++] = E.e[e][1];
   }
   k = 0;
   for (int id = 0; id < n; id++)
@@ -159,7 +158,7 @@ int fg_plan_order(const fg_graph *g, const char *needed, int hoist, int *order) 
     all += needed[id] != 0;
   if (k != all) k = plain_order(g, needed, order);
 done:
-  free(E.v);
+  free(E.e);
   free(cnt);
   free(off);
   free(succ);
