@@ -96,6 +96,71 @@ done:
   return rc;
 }
 
+/* Per variable, while walking an order: whether its last writer, or a
+ * reader since, waits for a collective. */
+typedef struct var_late {
+  char writer, readers;
+} var_late;
+
+/* Moves every node that waits for an all_reduce (through its inputs, or
+ * through an earlier access to a variable it touches) after every node
+ * that does not, keeping relative order on each side; the all_reduces
+ * themselves stay unless they wait for such a node. Why: a collective
+ * finishes when the slowest rank gets there, and steps after it (a
+ * bucket's slices, the updates reading the reduced gradients) finish
+ * later still. The memory plan reuses bytes along this order, and each
+ * reuse becomes a scheduling edge (plan.c add_reuse_edges): with an update
+ * placed before the last gradient's matmul, that matmul waited for the
+ * peer's arrival at the bucket before it (a 16 MB gradient's bytes, then a
+ * bias bucket's). Past every step that does not wait, such steps can
+ * only make other late steps wait. This is PyTorch DDP's order too: the
+ * optimizer after the backward pass. `order` holds k ids, topological;
+ * the result is too. -1 when out of memory. */
+static int defer_after_collectives(const fg_graph *g, int *order, int k) {
+  const int n = g->n_nodes;
+  int any = 0;
+  for (int i = 0; i < k && !any; i++)
+    any = g->nodes[order[i]].op == FG_OP_ALL_REDUCE;
+  if (!any) return 0;
+  char *late = calloc((size_t)n + 1, 1);
+  int *var_idx = malloc(((size_t)n + 1) * sizeof *var_idx),
+      *tmp = malloc(((size_t)k + 1) * sizeof *tmp);
+  int n_vars = 0;
+  for (int id = 0; var_idx && id < n; id++)
+    var_idx[id] = g->nodes[id].op == FG_OP_VARIABLE ? n_vars++ : -1;
+  var_late *vl = calloc((size_t)n_vars + 1, sizeof *vl);
+  if (!late || !var_idx || !tmp || !vl) {
+    free(late), free(var_idx), free(tmp), free(vl);
+    return -1;
+  }
+  for (int i = 0; i < k; i++) {
+    const fg_node *nd = &g->nodes[order[i]];
+    const int coll = nd->op == FG_OP_ALL_REDUCE;
+    char l = 0;
+    for (int q = 0; q < nd->n_inputs; q++) {
+      const int p = nd->inputs[q].node, v = var_idx[p];
+      if (late[p] || (!coll && g->nodes[p].op == FG_OP_ALL_REDUCE)) l = 1;
+      if (v >= 0 && (vl[v].writer || (writes_input(nd, q) && vl[v].readers))) l = 1;
+    }
+    late[order[i]] = l;
+    for (int q = 0; q < nd->n_inputs; q++) {
+      const int v = var_idx[nd->inputs[q].node];
+      if (v < 0) continue;
+      if (writes_input(nd, q))
+        vl[v].writer = l, vl[v].readers = 0;
+      else
+        vl[v].readers |= l;
+    }
+  }
+  int m = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < k; i++)
+      if (late[order[i]] == pass) tmp[m++] = order[i];
+  memcpy(order, tmp, (size_t)k * sizeof *order);
+  free(late), free(var_idx), free(tmp), free(vl);
+  return 0;
+}
+
 static int plain_order(const fg_graph *g, const char *needed, int *order) {
   int k = 0;
   for (int pass = 0; pass < 2; pass++)
@@ -157,6 +222,7 @@ int fg_plan_order(const fg_graph *g, const char *needed, int hoist, int *order) 
   for (int id = 0; id < n; id++)
     all += needed[id] != 0;
   if (k != all) k = plain_order(g, needed, order);
+  if (defer_after_collectives(g, order, k) != 0) k = -1;
 done:
   free(E.e);
   free(cnt);

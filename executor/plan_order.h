@@ -12,7 +12,12 @@
  * An update also waits for every node before it in node order that reads
  * or writes one of the variables it writes, so each variable's reads and
  * writes keep their node order and results stay those of node order. The
- * other nodes keep their relative order. */
+ * other nodes keep their relative order.
+ *
+ * In a graph with all_reduce nodes, every node that waits for one (through
+ * its inputs or an earlier access to a variable it touches) then goes after
+ * every node that does not, both sides in the order above: see
+ * defer_after_collectives in plan_order.c. */
 #ifndef FG_PLAN_ORDER_H
 #define FG_PLAN_ORDER_H
 

@@ -4,8 +4,10 @@
  * layer's gradient is dead before an early layer's exists; a wait that is
  * only a control input keeps no tensor alive; and a variable's reads and
  * writes keep their node order however far an update moves. */
+#include <flowgraph/dist.h>
 #include <flowgraph/flowgraph.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fgtest.h"
@@ -224,5 +226,115 @@ FG_TEST(plan_order_keeps_a_variables_reads_and_writes, "") {
     fg_session_free(s);
     fg_status_free(st);
     fg_graph_free(g);
+  }
+}
+
+/* 1 when node `id` of g waits, through its inputs, for an all_reduce (the
+ * rewritten graph lists every node after its inputs). */
+static void mark_after_collectives(const fg_graph *g, char *late) {
+  for (int id = 0; id < g->n_nodes; id++) {
+    late[id] = 0;
+    const fg_node *nd = &g->nodes[id];
+    for (int k = 0; k < nd->n_inputs; k++) {
+      const int p = nd->inputs[k].node;
+      if (late[p] || (nd->op != FG_OP_ALL_REDUCE && g->nodes[p].op == FG_OP_ALL_REDUCE))
+        late[id] = 1;
+    }
+  }
+}
+
+/* The two-layer MLP data-parallel for processes (fg_data_parallel with 1
+ * replica, a bucket per gradient, run here without a communicator, where
+ * every all_reduce is the identity). A bucket's all_reduce finishes when
+ * the slowest rank reaches it, so whatever waits for one (W2's update, a
+ * bias bucket's slices) goes after everything that does not: W1's
+ * gradient comes before W2's update, and no step that waits for no
+ * collective reuses bytes a step that does last touched. The rewrite
+ * lists W2's update before W1's gradient, and the memory plan laid W1's
+ * gradient over bytes W2's update read: a scheduling edge, so on an MPI
+ * rank the last gradient's matmul waited for the peer's arrival at the
+ * earlier bucket. The results stay those of node order: 3 steps on 1
+ * and 2 threads against the graph before the rewrite. */
+FG_TEST(plan_defers_what_waits_for_a_collective, "dist") {
+  for (int threads = 1; threads <= 2; threads++) {
+    const char *target;
+    fg_graph *g0 = two_layers(&target);
+    FG_REQUIRE(target);
+    fg_status *st = fg_status_new();
+    fg_data_parallel_options o;
+    fg_data_parallel_options_init(&o);
+    o.bucket_bytes = 1;
+    const char *bi[2] = {"x", "y"};
+    fg_graph *g = fg_data_parallel(g0, 1, bi, 2, &o, st);
+    FG_REQUIRE(g);
+    const char *dp_target = fg_graph_metadata(g, "train_target");
+    FG_REQUIRE(dp_target);
+    fg_session *s = session_on(g, threads, st), *s0 = session_on(g0, threads, st);
+    FG_REQUIRE(s && s0);
+    fg_tensor *x, *y;
+    batch(&x, &y);
+    fg_feed feeds[2] = {{"x", x}, {"y", y}};
+    fg_plan_info *pi = fg_session_plan_info(s, feeds, 2, NULL, 0, &dp_target, 1, st);
+    FG_REQUIRE(pi);
+    char *late = calloc((size_t)g->n_nodes, 1);
+    FG_REQUIRE(late);
+    mark_after_collectives(g, late);
+    const int u2 = update_of(g, "W2"), u1 = update_of(g, "W1");
+    FG_REQUIRE(u1 >= 0 && u2 >= 0 && late[u1] && late[u2]);
+    /* W1's gradient: the matmul feeding W1's bucket. */
+    int dw1 = g->nodes[u1].inputs[1].node;
+    while (g->nodes[dw1].op != FG_OP_MATMUL && g->nodes[dw1].n_inputs > 0)
+      dw1 = g->nodes[dw1].inputs[0].node;
+    FG_REQUIRE(g->nodes[dw1].op == FG_OP_MATMUL && !late[dw1]);
+    FG_CHECK(step_of(pi, dw1) < step_of(pi, u2));
+    int late_steps = 0;
+    for (int i = 0; i < pi->n_steps; i++) {
+      late_steps += late[pi->step_nodes[i]];
+      /* Every step that waits for no collective comes first. */
+      if (i > 0 && late[pi->step_nodes[i - 1]] && !late[pi->step_nodes[i]])
+        FG_FAIL_AT("step %d (%s) follows a step after a collective", i,
+                   fg_node_name(g, pi->step_nodes[i]));
+    }
+    FG_CHECK(late_steps >= 4); /* 4 updates at least */
+    for (int a = 0; a < pi->n_tensors; a++)
+      for (int b = 0; b < pi->n_tensors; b++) {
+        const fg_plan_tensor *A = &pi->tensors[a], *B = &pi->tensors[b];
+        if (A->offset < 0 || B->offset < 0 || A->bytes == 0 || B->bytes == 0 || A->last_step < 0 ||
+            A->last_step >= B->first_step || B->first_step < 0)
+          continue;
+        if (A->offset + (int64_t)A->bytes <= B->offset ||
+            B->offset + (int64_t)B->bytes <= A->offset)
+          continue;
+        if (late[pi->step_nodes[A->last_step]] && !late[pi->step_nodes[B->first_step]])
+          FG_FAIL_AT("%s reuses the bytes of %s, last read after a collective", B->name, A->name);
+      }
+    /* Same losses and variables as the graph before the rewrite. */
+    const char *loss = "loss";
+    for (int step = 0; step < 3; step++) {
+      fg_tensor *l0 = NULL, *l1 = NULL;
+      FG_REQUIRE(fg_session_run(s0, feeds, 2, &loss, 1, &l0, &target, 1, st) == 0);
+      FG_REQUIRE(fg_session_run(s, feeds, 2, &loss, 1, &l1, &dp_target, 1, st) == 0);
+      FG_CHECK_NEAR(*(float *)fg_tensor_data(l1), *(float *)fg_tensor_data(l0), 0);
+      fg_tensor_free(l0);
+      fg_tensor_free(l1);
+    }
+    const char *vars[4] = {"W1", "b1", "W2", "b2"};
+    for (int v = 0; v < 4; v++) {
+      fg_tensor *a = fg_session_variable(s0, vars[v], st), *b = fg_session_variable(s, vars[v], st);
+      FG_REQUIRE(a && b);
+      for (int64_t i = 0; i < fg_tensor_num_elements(a); i++)
+        FG_CHECK_NEAR(((float *)fg_tensor_data(b))[i], ((float *)fg_tensor_data(a))[i], 0);
+      fg_tensor_free(a);
+      fg_tensor_free(b);
+    }
+    free(late);
+    fg_plan_info_free(pi);
+    fg_tensor_free(x);
+    fg_tensor_free(y);
+    fg_session_free(s);
+    fg_session_free(s0);
+    fg_status_free(st);
+    fg_graph_free(g);
+    fg_graph_free(g0);
   }
 }
