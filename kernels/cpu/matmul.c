@@ -103,12 +103,20 @@ static void blas_single_thread(void) {
 
 /* Tiles of C, from the shape and mm_min_items alone, so the GEMM calls (and
  * so the results) are the same for any thread count and with ctx->par
- * NULL: about 256 rows x 512 columns (within ~5% of one whole-matrix GEMM
- * here), made smaller while there are fewer than mm_min_items tiles in all
- * and a tile keeps at least MM_MIN_MACS multiply-adds (tens of
- * microseconds). */
+ * NULL: at most 256 rows x 2048 columns, made smaller while there are
+ * fewer than mm_min_items tiles in all and a tile keeps at least
+ * MM_MIN_MACS multiply-adds (tens of microseconds). Each tile packs its
+ * panels of a and b again, so narrow tiles pack a's rows once per column
+ * tile: at 512 columns, mlp_large_train's 256 x 2048 x 2048 products made
+ * 4 tiles where 2 keep both cores busy, and its 2048 x 256 x 2048 weight
+ * gradient 32 tiles that packed A^T 4 times (8 now, of whole rows: once).
+ * On the 2-core dev VM, alternating builds: mlp_large_train 69.3 -> 66.0
+ * ms a step (2 threads; medians of three), mlp_medium_train unchanged
+ * (2.99 against 3.01 ms; its products are at most 784 x 512). 512 rows as
+ * well cost mlp_medium_train 4% (its 512 x 512 weight gradient then split
+ * by columns). */
 #define MM_RB       256
-#define MM_CB       512
+#define MM_CB       2048
 #define MM_MIN_MACS (1 << 21)
 
 typedef struct mm_job {
