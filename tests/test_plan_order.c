@@ -229,8 +229,8 @@ FG_TEST(plan_order_keeps_a_variables_reads_and_writes, "") {
   }
 }
 
-/* 1 when node `id` of g waits, through its inputs, for an all_reduce (the
- * rewritten graph lists every node after its inputs). */
+/* late[id] = 1 for every node of g that waits, through its inputs, for an
+ * all_reduce (the rewritten graph lists every node after its inputs). */
 static void mark_after_collectives(const fg_graph *g, char *late) {
   for (int id = 0; id < g->n_nodes; id++) {
     late[id] = 0;
