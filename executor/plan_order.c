@@ -49,15 +49,24 @@ typedef struct var_touch {
   ivec readers;
 } var_touch;
 
+/* A new array numbering the variables marked in needed[] 0, 1, ... by node
+ * id (-1 for other nodes), their count in *n_vars; NULL when out of
+ * memory. */
+static int *index_variables(const fg_graph *g, const char *needed, int *n_vars) {
+  int *var_idx = malloc(((size_t)g->n_nodes + 1) * sizeof *var_idx);
+  *n_vars = 0;
+  for (int id = 0; var_idx && id < g->n_nodes; id++)
+    var_idx[id] = g->nodes[id].op == FG_OP_VARIABLE && needed[id] ? (*n_vars)++ : -1;
+  return var_idx;
+}
+
 /* The wait edges (from, to) of every movable node, into E. */
 static int wait_edges(const fg_graph *g, const char *needed, fg_edges *E) {
   const int n = g->n_nodes;
-  int *var_idx = malloc(((size_t)n + 1) * sizeof *var_idx);
   var_touch *vt = NULL;
-  int n_vars = 0, rc = -1;
+  int n_vars, rc = -1;
+  int *var_idx = index_variables(g, needed, &n_vars);
   if (!var_idx) return -1;
-  for (int id = 0; id < n; id++)
-    var_idx[id] = g->nodes[id].op == FG_OP_VARIABLE && needed[id] ? n_vars++ : -1;
   vt = calloc((size_t)n_vars + 1, sizeof *vt);
   if (!vt) goto done;
   for (int v = 0; v < n_vars; v++)
@@ -116,18 +125,14 @@ typedef struct var_late {
  * only make other late steps wait. This is PyTorch DDP's order too: the
  * optimizer after the backward pass. `order` holds k ids, topological;
  * the result is too. -1 when out of memory. */
-static int defer_after_collectives(const fg_graph *g, int *order, int k) {
-  const int n = g->n_nodes;
+static int defer_after_collectives(const fg_graph *g, const char *needed, int *order, int k) {
   int any = 0;
   for (int i = 0; i < k && !any; i++)
     any = g->nodes[order[i]].op == FG_OP_ALL_REDUCE;
   if (!any) return 0;
-  char *late = calloc((size_t)n + 1, 1);
-  int *var_idx = malloc(((size_t)n + 1) * sizeof *var_idx),
-      *tmp = malloc(((size_t)k + 1) * sizeof *tmp);
-  int n_vars = 0;
-  for (int id = 0; var_idx && id < n; id++)
-    var_idx[id] = g->nodes[id].op == FG_OP_VARIABLE ? n_vars++ : -1;
+  int n_vars;
+  char *late = calloc((size_t)g->n_nodes + 1, 1);
+  int *var_idx = index_variables(g, needed, &n_vars), *tmp = malloc(((size_t)k + 1) * sizeof *tmp);
   var_late *vl = calloc((size_t)n_vars + 1, sizeof *vl);
   if (!late || !var_idx || !tmp || !vl) {
     free(late), free(var_idx), free(tmp), free(vl);
@@ -222,7 +227,7 @@ int fg_plan_order(const fg_graph *g, const char *needed, int hoist, int *order) 
   for (int id = 0; id < n; id++)
     all += needed[id] != 0;
   if (k != all) k = plain_order(g, needed, order);
-  if (defer_after_collectives(g, order, k) != 0) k = -1;
+  if (defer_after_collectives(g, needed, order, k) != 0) k = -1;
 done:
   free(E.e);
   free(cnt);
