@@ -1,10 +1,12 @@
 /* Distributed benchmarks, run under mpirun by bench/dist_bench.sh.
  *
- *   dist_bench busbw            all_reduce (f32 sum) of 1 KB .. 256 MB through
- *                               the MPI communicator; prints algbw and busbw
- *                               (algbw * 2(n-1)/n, as nccl-tests define it) and
- *                               rank 0's memcpy bandwidth for comparison; the
- *                               buffers lie in arenas, as sessions' do
+ *   dist_bench busbw [MAX_BYTES]
+ *                               all_reduce (f32 sum) of 1 KB .. 256 MB (or
+ *                               MAX_BYTES) through the MPI communicator; prints
+ *                               algbw and busbw (algbw * 2(n-1)/n, as
+ *                               nccl-tests define it) and rank 0's memcpy
+ *                               bandwidth for comparison; the buffers lie in
+ *                               arenas, as sessions' do
  *   dist_bench dp BUCKET_BYTES [inline]
  *                               images/s of mlp_large_train (batch 256, widths
  *                               1024-2048-2048-1000, SGD) data-parallel over
@@ -55,7 +57,7 @@ static double median5(double *v, int n) {
   return v[n / 2];
 }
 
-static int busbw(fg_comm *c, fg_status *st) {
+static int busbw(fg_comm *c, int64_t max_bytes, fg_status *st) {
   int n = c->size;
   if (c->rank == 0) {
     size_t bytes = (size_t)256 << 20;
@@ -77,7 +79,7 @@ static int busbw(fg_comm *c, fg_status *st) {
    * place over shared memory (FG_MPI_SHM_ARENA=0: the heap, the copy
    * through the segment's slots). */
   const int shared = fg_comm_mpi_shares_arenas(c);
-  for (int64_t bytes = 1024; bytes <= ((int64_t)256 << 20); bytes *= 4) {
+  for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
     int64_t count = bytes / 4;
     float *buf = shared ? fg_shm_arena_alloc_host((size_t)bytes) : malloc((size_t)bytes);
     if (!buf) return -1;
@@ -364,14 +366,19 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: dist_bench busbw | exchange | dp BUCKET_BYTES [inline|independent] | "
-                    "pipe MICRO_BATCHES [BATCH]\n");
+    fprintf(
+        stderr,
+        "usage: dist_bench busbw [MAX_BYTES] | exchange | dp BUCKET_BYTES [inline|independent] | "
+        "pipe MICRO_BATCHES [BATCH]\n");
     return 2;
   }
   fg_status *st = fg_status_new();
   fg_comm *c = fg_comm_mpi_new(120, st);
   int rc = c ? 0 : -1;
-  if (c && strcmp(argv[1], "busbw") == 0) rc = busbw(c, st);
+  if (c && strcmp(argv[1], "busbw") == 0) {
+    long long max = argc > 2 ? atoll(argv[2]) : 0;
+    rc = busbw(c, max >= 1024 && max <= (256LL << 20) ? max : (int64_t)256 << 20, st);
+  }
   if (c && strcmp(argv[1], "exchange") == 0) rc = exchange(c, st);
   if (c && strcmp(argv[1], "pipe") == 0)
     rc = pipe_bench(c, argc > 2 ? atoi(argv[2]) : 1, argc > 3 ? atoi(argv[3]) : 256, st);

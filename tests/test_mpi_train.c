@@ -4,69 +4,18 @@
  * SGD computed by hand in double, also when batches split unevenly over
  * the ranks; a batch with fewer rows than ranks, a run outside mpirun and
  * ranks with different model files are refused. */
-#include "mpi/mpi_run.h"
+#include "mpi/mpi_lin.h"
 #include "dist/comm_nccl.h"
 #include "executor/cuda_backend.h"
 #include "flowgraph/dist.h"
-#include "test_cli_train_util.h"
-
-#define LR 0.1
-
-static int setup_linreg(void) {
-  if (!make_tmpdir()) return -1;
-  if (build_linreg(tpath("lin.fgb"), 0, LR) != 0) return -1;
-  return write_linreg_data("x.npy", "y.npy", LIN_ROWS, LIN_ROWS);
-}
-
-static double rel_err(double a, double b) {
-  double d = fabs(a - b), m = fabs(b) > 1e-3 ? fabs(b) : 1e-3;
-  return d / m;
-}
-
-/* The -i arguments feeding x.npy and y.npy of the test's folder. */
-static void lin_inputs(char xi[static 700], char yi[static 700]) {
-  snprintf(xi, 700, "x=%s", tpath("x.npy"));
-  snprintf(yi, 700, "y=%s", tpath("y.npy"));
-}
 
 /* When set, mpi_train puts every g_ranks_per_host consecutive ranks on a
  * pretend host of their own (FG_MPI_HOST). */
 static int g_ranks_per_host;
 
-/* Output of mpirun with the CLI, `train MODEL` (a file of the test's
- * folder) and the train arguments plus `extra`. */
 static void mpi_train(int np, const char *model, const char *batch, const char *extra[],
                       const char *save, run_result *res) {
-  char xi[700], yi[700], modelbuf[700];
-  lin_inputs(xi, yi);
-  snprintf(modelbuf, sizeof modelbuf, "%s", tpath(model));
-  char *args[40] = {FG_CLI_PATH, "train",          modelbuf,      "-i",       xi,  "-i",
-                    yi,          "--batch",        (char *)batch, "--epochs", "3", "--dist",
-                    "mpi",       "--dist-timeout", "20"};
-  int k = 15;
-  if (g_ranks_per_host) {
-    /* Each rank names its pretend host through FG_MPI_HOST, from the rank
-     * Open MPI gives it: sh -c '...' flowgraph ARGS... */
-    static char script[160];
-    snprintf(script, sizeof script,
-             "FG_MPI_HOST=pretend-$((OMPI_COMM_WORLD_RANK / %d)) exec \"$0\" \"$@\"",
-             g_ranks_per_host);
-    memmove(args + 3, args, (size_t)k * sizeof *args);
-    args[0] = "/bin/sh";
-    args[1] = "-c";
-    args[2] = script;
-    k += 3;
-  }
-  char savebuf[700];
-  if (save) {
-    snprintf(savebuf, sizeof savebuf, "%s", tpath(save));
-    args[k++] = "--save";
-    args[k++] = savebuf;
-  }
-  for (int i = 0; extra && extra[i]; i++)
-    args[k++] = (char *)extra[i];
-  args[k] = NULL;
-  mpirun(np, NULL, args, 50, res);
+  mpi_train_at(NULL, g_ranks_per_host, np, model, batch, extra, save, res);
 }
 
 /* The in-process form of the same run: fg_data_parallel over `replicas`
@@ -114,67 +63,12 @@ static int inproc_train(int replicas, int batch, int epochs, float *w, float *b)
   return rc;
 }
 
-/* An MPI run's epoch losses (printed in mpi_out, 3 epochs) and saved w, b
- * (mpi_file in the test's folder) against one process's (single_out and
- * single.fgb) within 1e-5 relative, or bit for bit when `exact`, and
- * against SGD by hand in double within 1e-4. The saved w, b are left in
- * wm, bm. */
-static void check_vs_single(const char *mpi_out, const char *single_out, const char *mpi_file,
-                            int batch, int shuffle, int exact, float wm[2], float bm[1]) {
-  double lm[8], ls[8], ref[8];
-  linp p;
-  lin_train_reference(batch, 3, shuffle, 7, LR, &p, ref);
-  /* Only one process prints: exactly 3 epoch lines. */
-  FG_CHECK_INT(parse_epochs(mpi_out, lm, 8, NULL, NULL), 3);
-  FG_CHECK_INT(parse_epochs(single_out, ls, 8, NULL, NULL), 3);
-  for (int e = 0; e < 3; e++) {
-    if (exact) FG_CHECK(lm[e] == ls[e]);
-    FG_CHECK(rel_err(lm[e], ls[e]) < 1e-5);
-    FG_CHECK(rel_err(lm[e], ref[e]) < 1e-4);
-  }
-  float ws[2], bs[1];
-  FG_CHECK_INT(saved_variable(tpath(mpi_file), "w", wm, 2), 2);
-  FG_CHECK_INT(saved_variable(tpath("single.fgb"), "w", ws, 2), 2);
-  FG_CHECK_INT(saved_variable(tpath(mpi_file), "b", bm, 1), 1);
-  FG_CHECK_INT(saved_variable(tpath("single.fgb"), "b", bs, 1), 1);
-  if (exact) FG_CHECK(memcmp(wm, ws, sizeof ws) == 0 && memcmp(bm, bs, sizeof bs) == 0);
-  for (int i = 0; i < 2; i++) {
-    FG_CHECK(rel_err(wm[i], ws[i]) < 1e-5);
-    FG_CHECK(rel_err(wm[i], p.w[i]) < 1e-4);
-  }
-  FG_CHECK(rel_err(bm[0], bs[0]) < 1e-5);
-  FG_CHECK(rel_err(bm[0], p.b) < 1e-4);
-}
-
 /* What rank 0 prints about the gradients' path on this machine
  * (mpi_local_reduce_path), after `prefix`. */
 static const char *grads_line(const char *prefix) {
   static char line[128];
   snprintf(line, sizeof line, "%sgradients all-reduced over %s", prefix, mpi_local_reduce_path());
   return line;
-}
-
-/* How often `what` occurs in `s`. */
-static int count_substr(const char *s, const char *what) {
-  int n = 0;
-  for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
-    n++;
-  return n;
-}
-
-/* One process's `train MODEL` over 3 epochs of `batch`, saved to
- * single.fgb (shuffled with seed 7 when `shuffle`): the reference the MPI
- * runs are compared with. */
-static void single_train(cli_result *r, const char *model, const char *batch, int shuffle) {
-  char xi[700], yi[700], m[700];
-  lin_inputs(xi, yi);
-  snprintf(m, sizeof m, "%s", tpath(model));
-  if (shuffle)
-    cli(r, "train", m, "-i", xi, "-i", yi, "--batch", batch, "--epochs", "3", "--shuffle", "7",
-        "--save", tpath("single.fgb"), NULL);
-  else
-    cli(r, "train", m, "-i", xi, "-i", yi, "--batch", batch, "--epochs", "3", "--save",
-        tpath("single.fgb"), NULL);
 }
 
 /* `device`: the ranks' --device (NULL: the default, cpu:0); `comm`: their
@@ -582,77 +476,15 @@ FG_TEST(mpi_train_mismatched_in_flight_refused, "dist,badinput") {
 
 /* ---- M1 through the CLI: a rank killed mid-training ---------------------- */
 
-#include <dirent.h>
 #include <pthread.h>
 
-/* The pid of the process whose environment holds FG_TEST_MARK=<mark> and
- * OMPI_COMM_WORLD_RANK=<rank>, or -1. */
-static pid_t find_rank(const char *mark, int rank) {
-  DIR *d = opendir("/proc");
-  if (!d) return -1;
-  char want_mark[64], want_rank[48];
-  snprintf(want_mark, sizeof want_mark, "FG_TEST_MARK=%s", mark);
-  snprintf(want_rank, sizeof want_rank, "OMPI_COMM_WORLD_RANK=%d", rank);
-  pid_t found = -1;
-  struct dirent *e;
-  while (found < 0 && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    char path[300];
-    snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
-    FILE *f = fopen(path, "rb");
-    if (!f) continue;
-    static char env[1 << 16];
-    size_t n = fread(env, 1, sizeof env - 1, f);
-    fclose(f);
-    env[n] = '\0';
-    int has_mark = 0, has_rank = 0;
-    for (size_t i = 0; i < n; i += strlen(env + i) + 1) {
-      if (strcmp(env + i, want_mark) == 0) has_mark = 1;
-      if (strcmp(env + i, want_rank) == 0) has_rank = 1;
-    }
-    if (has_mark && has_rank) found = (pid_t)atoi(e->d_name);
-  }
-  closedir(d);
-  return found;
-}
+#include "mpi/mpi_procs.h"
 
 typedef struct killer {
   char mark[32];
   int killed;
   int no_segment; /* all_reduce goes through MPI messages here */
 } killer;
-
-/* CPU seconds (user + system) process `pid` has used, or -1. */
-static double cpu_seconds(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  /* Fields 14 and 15 (utime, stime) follow the ")" that ends the name. */
-  const char *p = strrchr(buf, ')');
-  unsigned long ut = 0, stime = 0;
-  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stime) != 2)
-    return -1;
-  return (double)(ut + stime) / (double)sysconf(_SC_CLK_TCK);
-}
-
-/* Whether process `pid` has mapped an all_reduce shared-memory segment
- * ("/dev/shm/fg-mpi-...", dist/comm_mpi.c): ranks map it at their first
- * all_reduce, after joining the group and agreeing on the graph. */
-static int maps_segment(pid_t pid) {
-  char path[64], line[512];
-  snprintf(path, sizeof path, "/proc/%ld/maps", (long)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  int found = 0;
-  while (!found && fgets(line, sizeof line, f))
-    found = strstr(line, "/dev/shm/fg-mpi-") != NULL;
-  fclose(f);
-  return found;
-}
 
 /* Waits until rank 1 is in the training loop, then SIGKILLs it: it has
  * mapped the all_reduce segment and used 0.3 s of CPU since, so the kill

@@ -133,21 +133,26 @@ static inline void mpi_append_file(run_result *res, const char *path) {
 }
 
 /* mpirun --oversubscribe -np N [extra] PROGRAM args...
+ * `where`: NULL runs FG_MPIEXEC on this machine; else the words that start
+ * mpirun elsewhere, e.g. on two hosts of tools/netns_hosts.sh
+ * (tests/mpi/netns_hosts.h), which stand in for FG_MPIEXEC.
  * The ranks' stdout and stderr reach mpirun's output interleaved (down to
  * single characters when several ranks fail at once), so each rank also
  * writes its own files (--output-filename). With that option Open MPI 4.1
  * still echoes the ranks' stdout but no longer their stderr, so each rank's
  * stderr file is appended to res->out in rank order: a test can look for one
  * rank's whole error line. */
-static inline void mpirun(int np, const char *extra, char *const prog_args[], double limit,
-                          run_result *res) {
+static inline void mpirun_at(const char *const where[], int np, const char *extra,
+                             char *const prog_args[], double limit, run_result *res) {
   char *argv[64];
   int k = 0;
   char npbuf[16];
   char dir[] = "/tmp/fg_mpi_ranks_XXXXXX";
   int have_dir = mkdtemp(dir) != NULL;
   snprintf(npbuf, sizeof npbuf, "%d", np);
-  argv[k++] = (char *)FG_MPIEXEC;
+  if (!where) argv[k++] = (char *)FG_MPIEXEC;
+  for (int i = 0; where && where[i] && k < 16; i++)
+    argv[k++] = (char *)where[i];
   argv[k++] = "--oversubscribe";
   argv[k++] = "--bind-to";
   argv[k++] = "none";
@@ -169,6 +174,11 @@ static inline void mpirun(int np, const char *extra, char *const prog_args[], do
     mpi_append_file(res, path);
   }
   fgt_rmtree(dir);
+}
+
+static inline void mpirun(int np, const char *extra, char *const prog_args[], double limit,
+                          run_result *res) {
+  mpirun_at(NULL, np, extra, prog_args, limit, res);
 }
 
 #endif

@@ -1,0 +1,103 @@
+/* Two hosts on this machine for MPI tests (tools/netns_hosts.sh): network
+ * namespaces with host names of their own, joined by a veth link. A test
+ * brings them up with NETNS_HOSTS_REQUIRED, passes `where` to mpirun_at and
+ * takes them down with netns_hosts_down. Names carry the test's pid, so
+ * tests running side by side (ctest -j) get hosts of their own. */
+#ifndef FG_TEST_NETNS_HOSTS_H
+#define FG_TEST_NETNS_HOSTS_H
+
+#include <sys/stat.h>
+
+#include "mpi_run.h"
+
+#define NETNS_HOSTS_SCRIPT FG_SOURCE_DIR "/tools/netns_hosts.sh"
+
+typedef struct netns_hosts {
+  char prefix[16];
+  char slots[8];
+  char host[2][24];
+  /* mpirun on the first host with `slots` slots on each: for mpirun_at. */
+  const char *where[6];
+} netns_hosts;
+
+/* The script's `cmd` for these hosts (with `arg` when not NULL); its exit
+ * status, its output left in `res`. */
+static inline int netns_hosts_script(const netns_hosts *h, const char *cmd, const char *arg,
+                                     run_result *res) {
+  char *argv[] = {"/bin/sh", NETNS_HOSTS_SCRIPT, (char *)cmd, (char *)h->prefix, (char *)arg, NULL};
+  run_limited(argv, 60, res);
+  return res->status;
+}
+
+/* Brings the two hosts up; 0, or -1 with the reason in `why`. */
+static inline int netns_hosts_up(netns_hosts *h, int slots, char *why, size_t why_len) {
+  memset(h, 0, sizeof *h);
+  snprintf(h->prefix, sizeof h->prefix, "fg%ld", (long)getpid() % 100000000L);
+  snprintf(h->slots, sizeof h->slots, "%d", slots);
+  for (int i = 0; i < 2; i++)
+    snprintf(h->host[i], sizeof h->host[i], "%sh%d", h->prefix, i);
+  if (geteuid() != 0) {
+    snprintf(why, why_len, "not root (network namespaces need CAP_SYS_ADMIN)");
+    return -1;
+  }
+  run_result *res = malloc(sizeof *res);
+  if (!res) {
+    snprintf(why, why_len, "out of memory");
+    return -1;
+  }
+  int rc = netns_hosts_script(h, "up", NULL, res);
+  /* The script's last words are its reason (at most 300 characters). */
+  if (rc != 0) {
+    size_t n = strlen(res->out);
+    snprintf(why, why_len, "%s up failed (%d): %.300s", NETNS_HOSTS_SCRIPT, rc,
+             res->out + (n > 300 ? n - 300 : 0));
+  }
+  free(res);
+  if (rc != 0) return -1;
+  const char *where[] = {"/bin/sh", NETNS_HOSTS_SCRIPT, "mpirun", h->prefix, h->slots, NULL};
+  memcpy(h->where, where, sizeof where);
+  return 0;
+}
+
+/* Kills whatever runs on the two hosts and removes them. */
+static inline void netns_hosts_down(netns_hosts *h) {
+  run_result *res = malloc(sizeof *res);
+  if (res && netns_hosts_script(h, "down", NULL, res) != 0)
+    fprintf(stderr, "netns_hosts down %s: %s\n", h->prefix, res->out);
+  free(res);
+}
+
+/* Brings the link between the hosts up (1) or down (0); 0 or -1. */
+static inline int netns_hosts_link(netns_hosts *h, int up) {
+  run_result *res = malloc(sizeof *res);
+  int rc = res ? netns_hosts_script(h, "link", up ? "up" : "down", res) : -1;
+  if (rc != 0) fprintf(stderr, "netns_hosts link %s: %s\n", h->prefix, res ? res->out : "");
+  free(res);
+  return rc == 0 ? 0 : -1;
+}
+
+/* Which of the two hosts process `pid` runs on (its network namespace is
+ * the host's), or -1. */
+static inline int netns_hosts_of(const netns_hosts *h, pid_t pid) {
+  char path[64];
+  struct stat mine, host;
+  snprintf(path, sizeof path, "/proc/%ld/ns/net", (long)pid);
+  if (stat(path, &mine) != 0) return -1;
+  for (int i = 0; i < 2; i++) {
+    char hp[64];
+    snprintf(hp, sizeof hp, "/run/netns/%s", h->host[i]);
+    if (stat(hp, &host) == 0 && host.st_ino == mine.st_ino && host.st_dev == mine.st_dev) return i;
+  }
+  return -1;
+}
+
+/* Skips visibly where two such hosts cannot be made (not root, no
+ * iproute2, a kernel or sandbox without network namespaces or veth). */
+#define NETNS_HOSTS_REQUIRED(h, slots)                                                             \
+  do {                                                                                             \
+    static char why_[512];                                                                         \
+    if (netns_hosts_up((h), (slots), why_, sizeof why_) != 0)                                      \
+      FG_SKIP("no two hosts in network namespaces here: %s", why_);                                \
+  } while (0)
+
+#endif

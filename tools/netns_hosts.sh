@@ -1,0 +1,78 @@
+#!/bin/sh
+# Two hosts on one machine, for MPI runs across hosts without a cluster:
+# each host is a Linux network namespace with a host name of its own (a UTS
+# namespace per process tree), and the two are joined by a veth link, so
+# Open MPI starts a daemon on each through its rsh launcher (this script is
+# the agent, in place of ssh), ranks on different hosts talk TCP over the
+# link, and flowgraph sees two host names. Files, /dev/shm and process ids
+# stay shared, as on a cluster with a shared file system. Needs root (or
+# CAP_SYS_ADMIN and CAP_NET_ADMIN), iproute2 and util-linux's unshare.
+#
+#   netns_hosts.sh up P            make hosts Ph0 (10.77.0.1) and Ph1 (10.77.0.2)
+#   netns_hosts.sh down P          kill what runs in them and remove them
+#   netns_hosts.sh link P up|down  bring the link between them up or down
+#   netns_hosts.sh mpirun P N ARGS...
+#                                  mpirun ARGS on Ph0 with N slots on each host
+#   netns_hosts.sh rsh HOST CMD    Open MPI's agent: CMD on HOST (Ph0 or Ph1)
+#
+# P: at most 11 characters (interface names have 15); tests use their pid.
+set -eu
+self=$(readlink -f "$0")
+cmd=${1:-}
+[ $# -ge 2 ] || { echo "usage: $0 up|down|link|mpirun|rsh P ..." >&2; exit 2; }
+p=$2
+case $cmd in
+  up)
+    [ ${#p} -le 11 ] || { echo "netns_hosts: prefix '$p' is longer than 11 characters" >&2; exit 2; }
+    command -v ip >/dev/null || { echo "netns_hosts: ip (iproute2) not found" >&2; exit 1; }
+    command -v unshare >/dev/null || { echo "netns_hosts: unshare (util-linux) not found" >&2; exit 1; }
+    "$self" down "$p" 2>/dev/null || true
+    ip netns add "${p}h0"
+    ip netns add "${p}h1" || { ip netns del "${p}h0"; exit 1; }
+    if ! ip link add "${p}e0" netns "${p}h0" type veth peer name "${p}e1" netns "${p}h1"; then
+      "$self" down "$p"
+      exit 1
+    fi
+    for i in 0 1; do
+      ip -n "${p}h$i" addr add "10.77.0.$((i + 1))/24" dev "${p}e$i"
+      ip -n "${p}h$i" link set lo up
+      ip -n "${p}h$i" link set "${p}e$i" up
+    done
+    # Whether one host can reach the other: a TCP connection would need a
+    # listener, so ask the kernel for the route through the link.
+    ip -n "${p}h0" route get 10.77.0.2 | grep -q "dev ${p}e0" ||
+      { echo "netns_hosts: no route between the hosts" >&2; "$self" down "$p"; exit 1; }
+    ;;
+  down)
+    for i in 0 1; do
+      if ip netns list | grep -q "^${p}h$i\b"; then
+        pids=$(ip netns pids "${p}h$i" || true)
+        [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+        ip netns del "${p}h$i"
+      fi
+    done
+    ;;
+  link)
+    ip -n "${p}h1" link set "${p}e1" "${3:?up or down}"
+    ;;
+  mpirun)
+    n=${3:?slots per host}
+    shift 3
+    # The host name is set in a UTS namespace of mpirun's own, as `rsh`
+    # does for the other host's daemon. Open MPI's run-time and byte
+    # transfer layers keep to the link (lo would reach only one host).
+    exec ip netns exec "${p}h0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${p}h0" \
+      mpirun --host "${p}h0:$n,${p}h1:$n" --mca plm_rsh_agent "$self rsh" \
+      --mca oob_tcp_if_include 10.77.0.0/24 --mca btl_tcp_if_include 10.77.0.0/24 "$@"
+    ;;
+  rsh)
+    # Open MPI calls the agent as `AGENT HOST COMMAND...`, the command being
+    # words for a remote shell (as ssh would pass them).
+    shift 2
+    exec ip netns exec "$p" unshare --uts sh -c "hostname $p && $*"
+    ;;
+  *)
+    echo "netns_hosts: unknown command '$cmd'" >&2
+    exit 2
+    ;;
+esac
