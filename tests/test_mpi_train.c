@@ -5,6 +5,7 @@
  * the ranks; a batch with fewer rows than ranks, a run outside mpirun and
  * ranks with different model files are refused. */
 #include "mpi/mpi_lin.h"
+#include "mpi/netns_hosts.h"
 #include "dist/comm_nccl.h"
 #include "executor/cuda_backend.h"
 #include "flowgraph/dist.h"
@@ -12,10 +13,13 @@
 /* When set, mpi_train puts every g_ranks_per_host consecutive ranks on a
  * pretend host of their own (FG_MPI_HOST). */
 static int g_ranks_per_host;
+/* When set, where mpi_train starts mpirun (mpirun_at): two hosts of
+ * tools/netns_hosts.sh. */
+static const char *const *g_where;
 
 static void mpi_train(int np, const char *model, const char *batch, const char *extra[],
                       const char *save, run_result *res) {
-  mpi_train_at(NULL, g_ranks_per_host, np, model, batch, extra, save, res);
+  mpi_train_at(g_where, g_ranks_per_host, np, model, batch, extra, save, res);
 }
 
 /* The in-process form of the same run: fg_data_parallel over `replicas`
@@ -697,6 +701,23 @@ FG_TEST(mpi_train_model_parallel_np2_micro_batches_bounded, "dist") {
  * turns, and the step is the same. */
 FG_TEST(mpi_train_model_parallel_np2_in_flight_1, "dist") {
   check_model_parallel_in_flight(2, "8", "4", "1");
+}
+/* The 2-stage model with one stage on each of two hosts in network
+ * namespaces (tools/netns_hosts.sh, tests/test_mpi_hosts.c): the
+ * activations and their gradients cross as MPI messages over TCP, and the
+ * trained bits are still one process's; then in 4 micro-batches. */
+static void check_model_parallel_on_two_hosts(const char *micro) {
+  MPI_REQUIRED();
+  netns_hosts h;
+  NETNS_HOSTS_REQUIRED(&h, 1);
+  g_where = h.where;
+  check_model_parallel_with(2, "8", micro);
+  g_where = NULL;
+  netns_hosts_down(&h);
+}
+FG_TEST(mpi_train_model_parallel_np2_two_hosts, "dist") { check_model_parallel_on_two_hosts(NULL); }
+FG_TEST(mpi_train_model_parallel_np2_two_hosts_micro_batches, "dist") {
+  check_model_parallel_on_two_hosts("4");
 }
 /* 2 replicas of the 2-stage model, each on its 4 rows as 2 micro-batches:
  * the combined gradients are all-reduced between the replicas' stages. */
