@@ -119,10 +119,11 @@ static int busbw(fg_comm *c, int64_t max_bytes, fg_status *st) {
              "%6.3f GB/s  (MPI_Allreduce: %10.1f us, busbw %6.3f GB/s)\n",
              n, (long long)bytes, t * 1e6, algbw, algbw * 2.0 * (n - 1) / n, tm * 1e6,
              (double)bytes / tm / 1e9 * 2.0 * (n - 1) / n);
-    if (c->rank == 0 && bytes == ((int64_t)256 << 20))
-      printf("FG allreduce_busbw messages: rank 0 sent %.1f MB of a 256 MB all_reduce as MPI "
+    if (c->rank == 0 && bytes * 4 > max_bytes) /* the largest size */
+      printf("FG allreduce_busbw messages: rank 0 sent %.1f MB of a %lld %s all_reduce as MPI "
              "messages\n",
-             (double)sent / 1048576.0);
+             (double)sent / 1048576.0, (long long)(bytes >= (1 << 20) ? bytes >> 20 : bytes >> 10),
+             bytes >= (1 << 20) ? "MB" : "KB");
     if (shared)
       fg_shm_arena_free(buf);
     else
