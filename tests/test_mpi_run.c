@@ -6,6 +6,7 @@
  * dimension, batches below the ranks and inputs of different rows are
  * refused on every rank; a rank failing mid-run stops the others. */
 #include "mpi/mpi_run.h"
+#include "mpi/netns_hosts.h"
 #include "executor/cuda_backend.h"
 #include "flowgraph/dist.h"
 #include "test_cli_train_util.h"
@@ -98,6 +99,10 @@ static int setup_dp(int rows, int m_rows) {
   return write_npy_f32(tpath("s.npy"), 1, sd, DP_S);
 }
 
+/* When set, where the runs start mpirun (mpirun_at): two hosts of
+ * tools/netns_hosts.sh. */
+static const char *const *g_where;
+
 /* mpirun -np `np` flowgraph run dp.fgb -i x -i m -i s ARGS... --dist mpi. */
 static void mpi_run_dp(int np, const char *const extra[], double limit, run_result *res) {
   static char xi[700], mi[700], si[700];
@@ -113,7 +118,7 @@ static void mpi_run_dp(int np, const char *const extra[], double limit, run_resu
   args[k++] = "--dist-timeout";
   args[k++] = "20";
   args[k] = NULL;
-  mpirun(np, NULL, args, limit, res);
+  mpirun_at(g_where, np, NULL, args, limit, res);
 }
 
 /* A file's bytes and size (NULL when unreadable). */
@@ -230,7 +235,7 @@ static void check_run_data_parallel(int np) {
                  "--dist",
                  "mpi",
                  NULL};
-  mpirun(np, NULL, rnd, 50, res);
+  mpirun_at(g_where, np, NULL, rnd, 50, res);
   FG_CHECK_INT(res->status, 0);
   cli(&r, "run", tpath("dp.fgb"), "--random-inputs", "--batch", "7", "--seed", "5", "--fetch",
       "masked", NULL);
@@ -244,6 +249,17 @@ static void check_run_data_parallel(int np) {
 
 FG_TEST(mpi_run_data_parallel_np2, "dist") { check_run_data_parallel(2); }
 FG_TEST(mpi_run_data_parallel_np3, "dist") { check_run_data_parallel(3); }
+/* Ranks 0 and 1 on one host, 2 on another (tools/netns_hosts.sh): rank 2's
+ * shard and fetches cross by MPI messages over TCP. */
+FG_TEST(mpi_run_data_parallel_np3_two_hosts, "dist") {
+  MPI_REQUIRED();
+  netns_hosts h;
+  NETNS_HOSTS_REQUIRED(&h, 2);
+  g_where = h.where;
+  check_run_data_parallel(3);
+  g_where = NULL;
+  netns_hosts_down(&h);
+}
 
 /* What cannot be split is refused on every rank before anything runs, and
  * quickly (the timeout is 20 s). */
