@@ -40,12 +40,21 @@ $run -np 4 -x FG_MPI_SHM=0 "$out" busbw | grep -E '^FG allreduce_busbw (ranks 4 
 # Up to 64 MB: TCP over the link runs at a fraction of shared memory's rate.
 hosts=$(dirname "$0")/../tools/netns_hosts.sh
 hp=fgb$$
+trap '"$hosts" down "$hp" 2>/dev/null || true' EXIT
 if [ "$(id -u)" -eq 0 ] && "$hosts" up "$hp" 2>/dev/null; then
   echo "2 ranks, 2 hosts in network namespaces (one rank each; TCP over a veth link):"
   "$hosts" mpirun "$hp" 1 --bind-to none -np 2 "$out" busbw 67108864 | grep '^FG allreduce'
   echo "4 ranks, 2 hosts in network namespaces (2 ranks each):"
   "$hosts" mpirun "$hp" 2 --bind-to none -np 4 "$out" busbw 16777216 |
     grep -E '^FG allreduce_busbw (ranks 4 size +(1024|1048576|16777216) |path|messages)'
+  # Data parallelism with one rank on each host: every gradient crosses the
+  # link (on one machine TCP's copies take CPU time from the compute).
+  echo "2 ranks, one on each of 2 hosts in network namespaces, against 1 rank:"
+  hb=$($run -np 1 "$out" dp 26214400 | grep '^FG' | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
+  line=$("$hosts" mpirun "$hp" 1 --bind-to none -np 2 "$out" dp 26214400 | grep '^FG')
+  hi=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
+  echo "$line; ratio $(awk -v a="$hi" -v b="$hb" 'BEGIN { printf "%.2f", a / b }')x (1 rank: $hb images/s)"
+  "$hosts" mpirun "$hp" 1 --bind-to none -np 2 "$out" exchange | grep '^FG'
   "$hosts" down "$hp"
 else
   echo "2 hosts in network namespaces: skipped (needs root and ip netns; $hosts)"
