@@ -377,8 +377,14 @@ int main(int argc, char **argv) {
   fg_comm *c = fg_comm_mpi_new(120, st);
   int rc = c ? 0 : -1;
   if (c && strcmp(argv[1], "busbw") == 0) {
-    long long max = argc > 2 ? atoll(argv[2]) : 0;
-    rc = busbw(c, max >= 1024 && max <= (256LL << 20) ? max : (int64_t)256 << 20, st);
+    long long max = argc > 2 ? atoll(argv[2]) : 256LL << 20;
+    if (max < 1024 || max > (256LL << 20)) {
+      fg_status_set(st, FG_INVALID_ARGUMENT, "busbw MAX_BYTES %s: not in [1024, 268435456]",
+                    argv[2]);
+      rc = -1;
+    } else {
+      rc = busbw(c, max, st);
+    }
   }
   if (c && strcmp(argv[1], "exchange") == 0) rc = exchange(c, st);
   if (c && strcmp(argv[1], "pipe") == 0)

@@ -40,8 +40,17 @@ $run -np 4 -x FG_MPI_SHM=0 "$out" busbw | grep -E '^FG allreduce_busbw (ranks 4 
 # Up to 64 MB: TCP over the link runs at a fraction of shared memory's rate.
 hosts=$(dirname "$0")/../tools/netns_hosts.sh
 hp=fgb$$
+# dash runs no EXIT trap on a signal: the signals exit, so that it runs.
 trap '"$hosts" down "$hp" 2>/dev/null || true' EXIT
-if [ "$(id -u)" -eq 0 ] && "$hosts" up "$hp" 2>/dev/null; then
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+if [ "$(id -u)" -ne 0 ]; then
+  why="not root"
+elif why=$("$hosts" up "$hp" 2>&1); then
+  why=""
+fi
+if [ -z "$why" ]; then
   echo "2 ranks, 2 hosts in network namespaces (one rank each; TCP over a veth link):"
   "$hosts" mpirun "$hp" 1 --bind-to none -np 2 "$out" busbw 67108864 | grep '^FG allreduce'
   echo "4 ranks, 2 hosts in network namespaces (2 ranks each):"
@@ -57,7 +66,7 @@ if [ "$(id -u)" -eq 0 ] && "$hosts" up "$hp" 2>/dev/null; then
   "$hosts" mpirun "$hp" 1 --bind-to none -np 2 "$out" exchange | grep '^FG'
   "$hosts" down "$hp"
 else
-  echo "2 hosts in network namespaces: skipped (needs root and ip netns; $hosts)"
+  echo "2 hosts in network namespaces: skipped ($hosts: $why)"
 fi
 one=$($run -np 1 "$out" dp 26214400 | grep '^FG')
 echo "$one"

@@ -99,9 +99,9 @@ static int setup_dp(int rows, int m_rows) {
   return write_npy_f32(tpath("s.npy"), 1, sd, DP_S);
 }
 
-/* When set, where the runs start mpirun (mpirun_at): two hosts of
+/* When set, the runs start mpirun on these two hosts of
  * tools/netns_hosts.sh. */
-static const char *const *g_where;
+static const netns_hosts *g_hosts;
 
 /* mpirun -np `np` flowgraph run dp.fgb -i x -i m -i s ARGS... --dist mpi. */
 static void mpi_run_dp(int np, const char *const extra[], double limit, run_result *res) {
@@ -118,7 +118,9 @@ static void mpi_run_dp(int np, const char *const extra[], double limit, run_resu
   args[k++] = "--dist-timeout";
   args[k++] = "20";
   args[k] = NULL;
-  mpirun_at(g_where, np, NULL, args, limit, res);
+  mpirun_at(g_hosts ? g_hosts->where : NULL, np, NULL, args, limit, res);
+  if (g_hosts && !netns_hosts_both_used(g_hosts, res->out))
+    FG_FAIL_AT("mpirun did not put ranks on both hosts:\n%s", res->out);
 }
 
 /* A file's bytes and size (NULL when unreadable). */
@@ -235,7 +237,9 @@ static void check_run_data_parallel(int np) {
                  "--dist",
                  "mpi",
                  NULL};
-  mpirun_at(g_where, np, NULL, rnd, 50, res);
+  mpirun_at(g_hosts ? g_hosts->where : NULL, np, NULL, rnd, 50, res);
+  if (g_hosts && !netns_hosts_both_used(g_hosts, res->out))
+    FG_FAIL_AT("mpirun did not put ranks on both hosts:\n%s", res->out);
   FG_CHECK_INT(res->status, 0);
   cli(&r, "run", tpath("dp.fgb"), "--random-inputs", "--batch", "7", "--seed", "5", "--fetch",
       "masked", NULL);
@@ -255,9 +259,9 @@ FG_TEST(mpi_run_data_parallel_np3_two_hosts, "dist") {
   MPI_REQUIRED();
   netns_hosts h;
   NETNS_HOSTS_REQUIRED(&h, 2);
-  g_where = h.where;
+  g_hosts = &h;
   check_run_data_parallel(3);
-  g_where = NULL;
+  g_hosts = NULL;
   netns_hosts_down(&h);
 }
 

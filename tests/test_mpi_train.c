@@ -13,13 +13,16 @@
 /* When set, mpi_train puts every g_ranks_per_host consecutive ranks on a
  * pretend host of their own (FG_MPI_HOST). */
 static int g_ranks_per_host;
-/* When set, where mpi_train starts mpirun (mpirun_at): two hosts of
+/* When set, mpi_train starts mpirun on these two hosts of
  * tools/netns_hosts.sh. */
-static const char *const *g_where;
+static const netns_hosts *g_hosts;
 
 static void mpi_train(int np, const char *model, const char *batch, const char *extra[],
                       const char *save, run_result *res) {
-  mpi_train_at(g_where, g_ranks_per_host, np, model, batch, extra, save, res);
+  mpi_train_at(g_hosts ? g_hosts->where : NULL, g_ranks_per_host, np, model, batch, extra, save,
+               res);
+  if (g_hosts && !netns_hosts_both_used(g_hosts, res->out))
+    FG_FAIL_AT("mpirun did not put ranks on both hosts:\n%s", res->out);
 }
 
 /* The in-process form of the same run: fg_data_parallel over `replicas`
@@ -710,9 +713,9 @@ static void check_model_parallel_on_two_hosts(const char *micro) {
   MPI_REQUIRED();
   netns_hosts h;
   NETNS_HOSTS_REQUIRED(&h, 1);
-  g_where = h.where;
+  g_hosts = &h;
   check_model_parallel_with(2, "8", micro);
-  g_where = NULL;
+  g_hosts = NULL;
   netns_hosts_down(&h);
 }
 FG_TEST(mpi_train_model_parallel_np2_two_hosts, "dist") { check_model_parallel_on_two_hosts(NULL); }

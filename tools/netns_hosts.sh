@@ -13,26 +13,34 @@
 #   netns_hosts.sh link P up|down  bring the link between them up or down
 #   netns_hosts.sh mpirun P N ARGS...
 #                                  mpirun ARGS on Ph0 with N slots on each host
+#                                  (or N0,N1: N0 on Ph0, N1 on Ph1)
 #   netns_hosts.sh rsh HOST CMD    Open MPI's agent: CMD on HOST (Ph0 or Ph1)
 #
 # P: at most 11 characters (interface names have 15); tests use their pid.
 set -eu
 self=$(readlink -f "$0")
 cmd=${1:-}
-[ $# -ge 2 ] || { echo "usage: $0 up|down|link|mpirun|rsh P ..." >&2; exit 2; }
+[ $# -ge 2 ] && [ -n "$2" ] || { echo "usage: $0 up|down|link|mpirun|rsh P ..." >&2; exit 2; }
 p=$2
+# `up` exits 77 where this machine cannot make such hosts (no iproute2 or
+# unshare, no permission for namespaces, no veth), so tests can skip; any
+# other failure exits 1, and a failed `up` leaves nothing behind.
+cannot() {
+  echo "netns_hosts: $*" >&2
+  exit 77
+}
 case $cmd in
   up)
     [ ${#p} -le 11 ] || { echo "netns_hosts: prefix '$p' is longer than 11 characters" >&2; exit 2; }
-    command -v ip >/dev/null || { echo "netns_hosts: ip (iproute2) not found" >&2; exit 1; }
-    command -v unshare >/dev/null || { echo "netns_hosts: unshare (util-linux) not found" >&2; exit 1; }
+    command -v ip >/dev/null || cannot "ip (iproute2) not found"
+    command -v unshare >/dev/null || cannot "unshare (util-linux) not found"
     "$self" down "$p" 2>/dev/null || true
-    ip netns add "${p}h0"
-    ip netns add "${p}h1" || { ip netns del "${p}h0"; exit 1; }
-    if ! ip link add "${p}e0" netns "${p}h0" type veth peer name "${p}e1" netns "${p}h1"; then
-      "$self" down "$p"
-      exit 1
-    fi
+    trap '"$self" down "$p" 2>/dev/null || true' EXIT
+    ip netns add "${p}h0" || cannot "ip netns add failed (needs CAP_SYS_ADMIN)"
+    ip netns add "${p}h1" || cannot "ip netns add failed (needs CAP_SYS_ADMIN)"
+    ip link add "${p}e0" netns "${p}h0" type veth peer name "${p}e1" netns "${p}h1" ||
+      cannot "no veth link between network namespaces"
+    ip netns exec "${p}h0" unshare --uts true || cannot "unshare --uts failed in a namespace"
     for i in 0 1; do
       ip -n "${p}h$i" addr add "10.77.0.$((i + 1))/24" dev "${p}e$i"
       ip -n "${p}h$i" link set lo up
@@ -41,13 +49,20 @@ case $cmd in
     # Whether one host can reach the other: a TCP connection would need a
     # listener, so ask the kernel for the route through the link.
     ip -n "${p}h0" route get 10.77.0.2 | grep -q "dev ${p}e0" ||
-      { echo "netns_hosts: no route between the hosts" >&2; "$self" down "$p"; exit 1; }
+      { echo "netns_hosts: no route between the hosts" >&2; exit 1; }
+    trap - EXIT
     ;;
   down)
     for i in 0 1; do
       if ip netns list | grep -q "^${p}h$i\b"; then
-        pids=$(ip netns pids "${p}h$i" || true)
-        [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+        # Until none is left: a process may fork between the listing and
+        # the kill.
+        for _ in 1 2 3 4 5; do
+          pids=$(ip netns pids "${p}h$i" || true)
+          [ -n "$pids" ] || break
+          kill -9 $pids 2>/dev/null || true
+          sleep 0.1
+        done
         ip netns del "${p}h$i"
       fi
     done
@@ -57,12 +72,13 @@ case $cmd in
     ;;
   mpirun)
     n=${3:?slots per host}
+    n0=${n%,*} n1=${n#*,}
     shift 3
     # The host name is set in a UTS namespace of mpirun's own, as `rsh`
     # does for the other host's daemon. Open MPI's run-time and byte
     # transfer layers keep to the link (lo would reach only one host).
     exec ip netns exec "${p}h0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${p}h0" \
-      mpirun --host "${p}h0:$n,${p}h1:$n" --mca plm_rsh_agent "$self rsh" \
+      mpirun --host "${p}h0:$n0,${p}h1:$n1" --mca plm_rsh_agent "$self rsh" \
       --mca oob_tcp_if_include 10.77.0.0/24 --mca btl_tcp_if_include 10.77.0.0/24 "$@"
     ;;
   rsh)

@@ -11,11 +11,19 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-/* The pid of the process whose environment holds FG_TEST_MARK=<mark> and
- * OMPI_COMM_WORLD_RANK=<rank>, or -1. */
+/* The pid of a process whose environment holds FG_TEST_MARK=<mark> and
+ * OMPI_COMM_WORLD_RANK=<rank> (rank -1: any process with the mark, such as
+ * mpirun and its daemons), or -1. Reads each environment into a buffer of
+ * its own call, so threads may look at once. */
 static inline pid_t find_rank(const char *mark, int rank) {
   DIR *d = opendir("/proc");
-  if (!d) return -1;
+  const size_t cap = (size_t)1 << 16;
+  char *env = malloc(cap);
+  if (!d || !env) {
+    if (d) closedir(d);
+    free(env);
+    return -1;
+  }
   char want_mark[64], want_rank[48];
   snprintf(want_mark, sizeof want_mark, "FG_TEST_MARK=%s", mark);
   snprintf(want_rank, sizeof want_rank, "OMPI_COMM_WORLD_RANK=%d", rank);
@@ -27,11 +35,10 @@ static inline pid_t find_rank(const char *mark, int rank) {
     snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
     FILE *f = fopen(path, "rb");
     if (!f) continue;
-    static char env[1 << 16];
-    size_t n = fread(env, 1, sizeof env - 1, f);
+    size_t n = fread(env, 1, cap - 1, f);
     fclose(f);
     env[n] = '\0';
-    int has_mark = 0, has_rank = 0;
+    int has_mark = 0, has_rank = rank < 0;
     for (size_t i = 0; i < n; i += strlen(env + i) + 1) {
       if (strcmp(env + i, want_mark) == 0) has_mark = 1;
       if (strcmp(env + i, want_rank) == 0) has_rank = 1;
@@ -39,6 +46,7 @@ static inline pid_t find_rank(const char *mark, int rank) {
     if (has_mark && has_rank) found = (pid_t)atoi(e->d_name);
   }
   closedir(d);
+  free(env);
   return found;
 }
 

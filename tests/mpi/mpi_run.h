@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #include "../fgtest.h"
 #include "dist/shm_reduce.h"
 
@@ -72,29 +74,54 @@ static inline void run_limited(char *const argv[], double limit, run_result *res
   memset(res, 0, sizeof *res);
   res->status = -2;
   if (fd < 0) return;
+  /* The child's environment is made here, before fork, and handed to
+   * execve, so the child calls nothing but async-signal-safe functions
+   * before exec (a test's other thread may hold an allocator lock at fork),
+   * and the test's own environment stays as it is. */
+  static char *const extra_env[] = {
+      "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+      /* Under LSan, Open MPI's own allocations are suppressed by library
+       * (full unwinding resolves frames in its dlopen'ed components).
+       * use_tls=0: LSan's exit-time scan reads every thread's dynamic TLS,
+       * and here a dlopen'ed component's entry reads as a bogus range
+       * ("DTLS 9 at 0x3bb8-0x400004cba"): its tracer then dies with signal
+       * 11 and the rank exits 1 after a good run. Seen in 4-process hybrid
+       * runs, also with binaries older than the change that exposed it.
+       * Our allocations are never held only in TLS. */
+      "LSAN_OPTIONS=suppressions=" FG_SOURCE_DIR
+      "/tests/mpi/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0:use_tls=0"};
+  const size_t n_extra = sizeof extra_env / sizeof *extra_env;
+  size_t n_env = 0;
+  while (environ[n_env])
+    n_env++;
+  char **envp = malloc((n_env + n_extra + 1) * sizeof *envp);
+  if (!envp) {
+    close(fd);
+    unlink(path);
+    return;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < n_env; i++) {
+    int replaced = 0;
+    for (size_t j = 0; j < n_extra; j++) {
+      size_t name = (size_t)(strchr(extra_env[j], '=') - extra_env[j]) + 1;
+      replaced |= strncmp(environ[i], extra_env[j], name) == 0;
+    }
+    if (!replaced) envp[k++] = environ[i];
+  }
+  for (size_t j = 0; j < n_extra; j++)
+    envp[k++] = extra_env[j];
+  envp[k] = NULL;
   double t0 = mpi_now_s();
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
     dup2(fd, 1);
     dup2(fd, 2);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    /* Under LSan, Open MPI's own allocations are suppressed by library
-     * (full unwinding resolves frames in its dlopen'ed components).
-     * use_tls=0: LSan's exit-time scan reads every thread's dynamic TLS,
-     * and here a dlopen'ed component's entry reads as a bogus range
-     * ("DTLS 9 at 0x3bb8-0x400004cba"): its tracer then dies with signal
-     * 11 and the rank exits 1 after a good run. Seen in 4-process hybrid
-     * runs, also with binaries older than the change that exposed it.
-     * Our allocations are never held only in TLS. */
-    setenv("LSAN_OPTIONS",
-           "suppressions=" FG_SOURCE_DIR "/tests/mpi/lsan_openmpi.supp:print_suppressions=0:"
-           "fast_unwind_on_malloc=0:use_tls=0",
-           1);
-    execv(argv[0], argv);
+    execve(argv[0], argv, envp);
     _exit(127);
   }
+  free(envp);
   int wst = 0;
   for (;;) {
     pid_t w = waitpid(pid, &wst, WNOHANG);

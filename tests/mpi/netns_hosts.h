@@ -14,10 +14,11 @@
 
 typedef struct netns_hosts {
   char prefix[16];
-  char slots[8];
+  char slots[24];
   char host[2][24];
-  /* mpirun on the first host with `slots` slots on each: for mpirun_at. */
-  const char *where[6];
+  /* mpirun on the first host with the slots above, printing its map of
+   * ranks to hosts (netns_hosts_procs): for mpirun_at. */
+  const char *where[7];
 } netns_hosts;
 
 /* The script's `cmd` for these hosts (with `arg` when not NULL); its exit
@@ -29,11 +30,16 @@ static inline int netns_hosts_script(const netns_hosts *h, const char *cmd, cons
   return res->status;
 }
 
-/* Brings the two hosts up; 0, or -1 with the reason in `why`. */
-static inline int netns_hosts_up(netns_hosts *h, int slots, char *why, size_t why_len) {
+/* Brings the two hosts up, for mpirun with slots0 slots on the first and
+ * slots1 on the second; 0, or with the reason in `why` -1 where this
+ * machine cannot make them (not root; the script's exit status 77: no
+ * iproute2, unshare, namespaces or veth) and -2 where making them failed
+ * otherwise. */
+static inline int netns_hosts_up2(netns_hosts *h, int slots0, int slots1, char *why,
+                                  size_t why_len) {
   memset(h, 0, sizeof *h);
   snprintf(h->prefix, sizeof h->prefix, "fg%ld", (long)getpid() % 100000000L);
-  snprintf(h->slots, sizeof h->slots, "%d", slots);
+  snprintf(h->slots, sizeof h->slots, "%d,%d", slots0, slots1);
   for (int i = 0; i < 2; i++)
     snprintf(h->host[i], sizeof h->host[i], "%sh%d", h->prefix, i);
   if (geteuid() != 0) {
@@ -53,10 +59,16 @@ static inline int netns_hosts_up(netns_hosts *h, int slots, char *why, size_t wh
              res->out + (n > 300 ? n - 300 : 0));
   }
   free(res);
-  if (rc != 0) return -1;
-  const char *where[] = {"/bin/sh", NETNS_HOSTS_SCRIPT, "mpirun", h->prefix, h->slots, NULL};
+  if (rc != 0) return rc == 77 ? -1 : -2;
+  const char *where[] = {"/bin/sh", NETNS_HOSTS_SCRIPT, "mpirun", h->prefix,
+                         h->slots,  "--display-map",    NULL};
   memcpy(h->where, where, sizeof where);
   return 0;
+}
+
+/* The same with `slots` slots on each host. */
+static inline int netns_hosts_up(netns_hosts *h, int slots, char *why, size_t why_len) {
+  return netns_hosts_up2(h, slots, slots, why, why_len);
 }
 
 /* Kills whatever runs on the two hosts and removes them. */
@@ -76,6 +88,22 @@ static inline int netns_hosts_link(netns_hosts *h, int up) {
   return rc == 0 ? 0 : -1;
 }
 
+/* How many ranks mpirun's map (in `out`) put on host i, or -1. */
+static inline int netns_hosts_procs(const netns_hosts *h, const char *out, int i) {
+  char key[64];
+  snprintf(key, sizeof key, "Data for node: %s\t", h->host[i]);
+  const char *p = strstr(out, key);
+  const char *eol = p ? strchr(p, '\n') : NULL;
+  const char *n = p ? strstr(p, "Num procs: ") : NULL;
+  if (!n || (eol && n > eol)) return -1;
+  return atoi(n + strlen("Num procs: "));
+}
+
+/* Whether mpirun's map (in `out`) put ranks on both hosts. */
+static inline int netns_hosts_both_used(const netns_hosts *h, const char *out) {
+  return netns_hosts_procs(h, out, 0) > 0 && netns_hosts_procs(h, out, 1) > 0;
+}
+
 /* Which of the two hosts process `pid` runs on (its network namespace is
  * the host's), or -1. */
 static inline int netns_hosts_of(const netns_hosts *h, pid_t pid) {
@@ -91,13 +119,19 @@ static inline int netns_hosts_of(const netns_hosts *h, pid_t pid) {
   return -1;
 }
 
-/* Skips visibly where two such hosts cannot be made (not root, no
- * iproute2, a kernel or sandbox without network namespaces or veth). */
-#define NETNS_HOSTS_REQUIRED(h, slots)                                                             \
+/* Skips visibly where this machine cannot make two such hosts (not root,
+ * no iproute2, a kernel or sandbox without network namespaces or veth);
+ * fails where making them failed otherwise. */
+#define NETNS_HOSTS_REQUIRED(h, slots) NETNS_HOSTS_REQUIRED2(h, slots, slots)
+#define NETNS_HOSTS_REQUIRED2(h, slots0, slots1)                                                   \
   do {                                                                                             \
     static char why_[512];                                                                         \
-    if (netns_hosts_up((h), (slots), why_, sizeof why_) != 0)                                      \
-      FG_SKIP("no two hosts in network namespaces here: %s", why_);                                \
+    int up_ = netns_hosts_up2((h), (slots0), (slots1), why_, sizeof why_);                         \
+    if (up_ == -1) FG_SKIP("no two hosts in network namespaces here: %s", why_);                   \
+    if (up_ != 0) {                                                                                \
+      FG_FAIL_AT("two hosts in network namespaces: %s", why_);                                     \
+      return;                                                                                      \
+    }                                                                                              \
   } while (0)
 
 #endif
