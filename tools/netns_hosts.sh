@@ -29,26 +29,36 @@ cannot() {
   echo "netns_hosts: $*" >&2
   exit 77
 }
+# A command in host i's network. nsenter joins the network namespace
+# alone: `ip -n` and `ip netns exec` also make a mount namespace and unmount
+# /sys in it, which waits for an expedited RCU grace period; that was seen
+# to take 60 s while ranks spun on both cores.
+in_host() {
+  h=$1
+  shift
+  nsenter --net="/run/netns/${p}h$h" "$@"
+}
 case $cmd in
   up)
     [ ${#p} -le 11 ] || { echo "netns_hosts: prefix '$p' is longer than 11 characters" >&2; exit 2; }
     command -v ip >/dev/null || cannot "ip (iproute2) not found"
     command -v unshare >/dev/null || cannot "unshare (util-linux) not found"
+    command -v nsenter >/dev/null || cannot "nsenter (util-linux) not found"
     "$self" down "$p" 2>/dev/null || true
     trap '"$self" down "$p" 2>/dev/null || true' EXIT
     ip netns add "${p}h0" || cannot "ip netns add failed (needs CAP_SYS_ADMIN)"
     ip netns add "${p}h1" || cannot "ip netns add failed (needs CAP_SYS_ADMIN)"
     ip link add "${p}e0" netns "${p}h0" type veth peer name "${p}e1" netns "${p}h1" ||
       cannot "no veth link between network namespaces"
-    ip netns exec "${p}h0" unshare --uts true || cannot "unshare --uts failed in a namespace"
+    in_host 0 unshare --uts true || cannot "unshare --uts failed in a namespace"
     for i in 0 1; do
-      ip -n "${p}h$i" addr add "10.77.0.$((i + 1))/24" dev "${p}e$i"
-      ip -n "${p}h$i" link set lo up
-      ip -n "${p}h$i" link set "${p}e$i" up
+      in_host "$i" ip addr add "10.77.0.$((i + 1))/24" dev "${p}e$i"
+      in_host "$i" ip link set lo up
+      in_host "$i" ip link set "${p}e$i" up
     done
     # Whether one host can reach the other: a TCP connection would need a
     # listener, so ask the kernel for the route through the link.
-    ip -n "${p}h0" route get 10.77.0.2 | grep -q "dev ${p}e0" ||
+    in_host 0 ip route get 10.77.0.2 | grep -q "dev ${p}e0" ||
       { echo "netns_hosts: no route between the hosts" >&2; exit 1; }
     trap - EXIT
     ;;
@@ -68,7 +78,7 @@ case $cmd in
     done
     ;;
   link)
-    ip -n "${p}h1" link set "${p}e1" "${3:?up or down}"
+    in_host 1 ip link set "${p}e1" "${3:?up or down}"
     ;;
   mpirun)
     n=${3:?slots per host}
@@ -77,7 +87,7 @@ case $cmd in
     # The host name is set in a UTS namespace of mpirun's own, as `rsh`
     # does for the other host's daemon. Open MPI's run-time and byte
     # transfer layers keep to the link (lo would reach only one host).
-    exec ip netns exec "${p}h0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${p}h0" \
+    exec nsenter --net="/run/netns/${p}h0" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${p}h0" \
       mpirun --host "${p}h0:$n0,${p}h1:$n1" --mca plm_rsh_agent "$self rsh" \
       --mca oob_tcp_if_include 10.77.0.0/24 --mca btl_tcp_if_include 10.77.0.0/24 "$@"
     ;;
@@ -85,7 +95,7 @@ case $cmd in
     # Open MPI calls the agent as `AGENT HOST COMMAND...`, the command being
     # words for a remote shell (as ssh would pass them).
     shift 2
-    exec ip netns exec "$p" unshare --uts sh -c "hostname $p && $*"
+    exec nsenter --net="/run/netns/$p" unshare --uts sh -c "hostname $p && $*"
     ;;
   *)
     echo "netns_hosts: unknown command '$cmd'" >&2
