@@ -10,6 +10,7 @@
 #
 #   netns_hosts.sh up P            make hosts Ph0 (10.77.0.1) and Ph1 (10.77.0.2)
 #   netns_hosts.sh down P          kill what runs in them and remove them
+#                                  (the names go in the background)
 #   netns_hosts.sh link P up|down  bring the link between them up or down
 #   netns_hosts.sh mpirun P N ARGS...
 #                                  mpirun ARGS on Ph0 with N slots on each host
@@ -73,7 +74,11 @@ case $cmd in
           kill -9 $pids 2>/dev/null || true
           sleep 0.1
         done
-        ip netns del "${p}h$i"
+        # In the background, in a session of its own: `ip netns del`
+        # unmounts, and that waits for an expedited RCU grace period, seen
+        # to take over 100 s while another test's ranks spun. Nothing runs
+        # in the namespace any more; only its name goes.
+        setsid ip netns del "${p}h$i" </dev/null >/dev/null 2>&1 &
       fi
     done
     ;;
