@@ -38,6 +38,8 @@ $run -np 4 -x FG_MPI_SHM=0 "$out" busbw | grep -E '^FG allreduce_busbw (ranks 4 
 # daemon per host, TCP over a veth link between them, so the bytes between
 # hosts take a kernel network path; as root where namespaces can be made.
 # Up to 64 MB: TCP over the link runs at a fraction of shared memory's rate.
+# The images/s of a dp line.
+ips_of() { sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p'; }
 hosts=$(dirname "$0")/../tools/netns_hosts.sh
 hp=fgb$$
 # dash runs no EXIT trap on a signal: the signals exit, so that it runs.
@@ -59,9 +61,9 @@ if [ -z "$why" ]; then
   # Data parallelism with one rank on each host: every gradient crosses the
   # link (on one machine TCP's copies take CPU time from the compute).
   echo "2 ranks, one on each of 2 hosts in network namespaces, against 1 rank:"
-  hb=$($run -np 1 "$out" dp 26214400 | grep '^FG' | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
+  hb=$($run -np 1 "$out" dp 26214400 | grep '^FG' | ips_of)
   line=$("$hosts" mpirun "$hp" 1 --bind-to none -np 2 "$out" dp 26214400 | grep '^FG')
-  hi=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p')
+  hi=$(echo "$line" | ips_of)
   echo "$line; ratio $(awk -v a="$hi" -v b="$hb" 'BEGIN { printf "%.2f", a / b }')x (1 rank: $hb images/s)"
   "$hosts" mpirun "$hp" 1 --bind-to none -np 2 "$out" exchange | grep '^FG'
   "$hosts" down "$hp"
@@ -93,7 +95,6 @@ echo "$line"
 # case reports its images/s over that too: how much of what the machine
 # allowed two processes in that round the exchange kept.
 rounds=${DP_ROUNDS:-3}
-ips_of() { sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p'; }
 all=""
 r=1
 while [ "$r" -le "$rounds" ]; do

@@ -108,25 +108,19 @@ typedef struct fault {
  * host it ends). */
 static void *inject_fault(void *arg) {
   fault *f = arg;
-  int no_segment = strcmp(mpi_local_reduce_path(), "shared memory") != 0;
-  double mapped_at = -1;
   for (int r = 0; r < 4; r++)
     f->gone_after[r] = -1, f->host_of[r] = -1;
-  for (int tries = 0; tries < 1200 && !f->done && !atomic_load(&f->mpirun_over); tries++) {
-    struct timespec ts = {0, 50000000};
-    nanosleep(&ts, NULL);
-    pid_t p = find_rank(f->mark, 3);
-    if (p <= 0) continue;
-    if (mapped_at < 0 && (no_segment || maps_segment(p)))
-      mapped_at = no_segment ? 0.3 : cpu_seconds(p);
-    if (mapped_at < 0 || cpu_seconds(p) < mapped_at + 0.3) continue;
-    for (int r = 0; r < 4; r++) {
-      pid_t q = find_rank(f->mark, r);
-      f->host_of[r] = q > 0 ? netns_hosts_of(f->h, q) : -1;
-    }
-    f->done = f->kind == CUT_LINK ? netns_hosts_link(f->h, 0) == 0 : kill(p, SIGKILL) == 0;
+  int no_segment = strcmp(mpi_local_reduce_path(), "shared memory") != 0;
+  pid_t p = wait_training(f->mark, 3, no_segment, 1200, &f->mpirun_over);
+  for (int r = 0; r < 4; r++) {
+    pid_t q = find_rank(f->mark, r);
+    f->host_of[r] = q > 0 ? netns_hosts_of(f->h, q) : -1;
   }
-  if (!f->done) return NULL;
+  f->done = p > 0 && (f->kind == CUT_LINK ? netns_hosts_link(f->h, 0) == 0 : kill(p, SIGKILL) == 0);
+  if (!f->done) {
+    netns_hosts_down(f->h); /* ends mpirun's endless run: the test fails, not hangs */
+    return NULL;
+  }
   double t0 = mpi_now_s();
   int left = 4;
   while (left > 0 && mpi_now_s() - t0 < 60 && !atomic_load(&f->mpirun_over)) {
@@ -164,11 +158,11 @@ static const char *rank_line(const char *out, int r) {
   return strstr(out, key);
 }
 
-/* Whether `what` occurs in the line that starts at `line`. */
-static int line_has(const char *line, const char *what) {
+/* Where `what` occurs in the line that starts at `line`, or NULL. */
+static const char *line_find(const char *line, const char *what) {
   const char *eol = strchr(line, '\n');
   const char *p = strstr(line, what);
-  return p && (!eol || p < eol);
+  return p && (!eol || p < eol) ? p : NULL;
 }
 
 /* The seconds of "waited S s" right after a rank line's "on rank R of 4: ",
@@ -182,18 +176,8 @@ static double waited_s(const char *line) {
 /* Whether the "for rank(s) A, B" of the line at `line` names a rank `want`
  * accepts. */
 static int names_rank(const char *line, int (*want)(int rank, int me), int me) {
-  const char *key = "for rank(s) ";
-  const char *eol = strchr(line, '\n');
-  const char *p = strstr(line, key);
-  if (!p || (eol && p > eol)) return 0;
-  for (const char *q = p + strlen(key); *q >= '0' && *q <= '9';) {
-    char *end;
-    long peer = strtol(q, &end, 10);
-    if (want((int)peer, me)) return 1;
-    q = end;
-    if (q[0] == ',' && q[1] == ' ') q += 2;
-  }
-  return 0;
+  const char *p = line_find(line, "for rank(s) ");
+  return p && rank_list_any(p + strlen("for rank(s) "), want, me);
 }
 
 /* Ranks 0, 1 are on host 0; 2, 3 on host 1. */
@@ -206,18 +190,12 @@ static int is_rank3(int rank, int me) { return (void)me, rank == 3; }
  * failure, within 10 s of the timeout (ASan builds on a busy machine). */
 static void check_fault(fault_kind kind) {
   MPI_REQUIRED();
-  FG_REQUIRE(setup_linreg() == 0);
-  run_result *res = malloc(sizeof *res);
-  FG_REQUIRE(res);
   netns_hosts h;
-  static char why[512];
-  int up = netns_hosts_up(&h, 2, why, sizeof why);
-  if (up != 0) {
-    free(res);
-    if (up == -1) FG_SKIP("no two hosts in network namespaces here: %s", why);
-    FG_FAIL_AT("two hosts in network namespaces: %s", why);
-    return;
-  }
+  FG_REQUIRE(setup_linreg() == 0);
+  NETNS_HOSTS_REQUIRED(&h, 2);
+  run_result *res = malloc(sizeof *res);
+  if (!res) netns_hosts_down(&h);
+  FG_REQUIRE(res);
   fault f = {.kind = kind, .h = &h};
   snprintf(f.mark, sizeof f.mark, "%ld", (long)getpid());
   setenv("FG_TEST_MARK", f.mark, 1);
@@ -288,7 +266,7 @@ static void check_fault(fault_kind kind) {
       int ok = names_rank(line, kind == CUT_LINK ? across_the_cut : is_rank3, r);
       named += ok;
       if (kind == CUT_LINK && !ok) FG_FAIL_AT("rank %d's deadline names no rank across the cut", r);
-    } else if (!line_has(line, "stopped: rank "))
+    } else if (!line_find(line, "stopped: rank "))
       FG_FAIL_AT("rank %d reports neither its deadline nor a stop", r);
   }
   /* After a kill, a survivor slow to reach the collective may be named

@@ -493,46 +493,23 @@ typedef struct killer {
   int no_segment; /* all_reduce goes through MPI messages here */
 } killer;
 
-/* Waits until rank 1 is in the training loop, then SIGKILLs it: it has
- * mapped the all_reduce segment and used 0.3 s of CPU since, so the kill
- * lands among all_reduces (BAD_INPUTS M1). CPU time alone was not enough:
- * under ASan on 2 cores, 0.6 s was sometimes still MPI_Init (Open MPI's to
- * notice; with --enable-recovery the survivors hung there) or the join
- * (whose deadline cannot name the missing rank). */
+/* Waits until rank 1 is in the training loop (wait_training), then
+ * SIGKILLs it. */
 static void *kill_rank1(void *arg) {
   killer *k = arg;
-  double mapped_at = -1;
-  for (int tries = 0; tries < 500; tries++) {
-    struct timespec ts = {0, 50000000};
-    nanosleep(&ts, NULL);
-    pid_t p = find_rank(k->mark, 1);
-    if (p <= 0) continue;
-    /* Without the shared segment (the message path: no /dev/shm) there is
-     * no mark to wait for: CPU time alone, as before. */
-    if (mapped_at < 0 && (k->no_segment || maps_segment(p)))
-      mapped_at = k->no_segment ? 0.3 : cpu_seconds(p);
-    if (mapped_at >= 0 && cpu_seconds(p) >= mapped_at + 0.3) {
-      k->killed = kill(p, SIGKILL) == 0;
-      break;
-    }
-  }
+  pid_t p = wait_training(k->mark, 1, k->no_segment, 500, NULL);
+  k->killed = p > 0 && kill(p, SIGKILL) == 0;
   return NULL;
 }
+
+static int same_rank(int rank, int want) { return rank == want; }
 
 /* Whether some "(timeout 2.0 s) for rank(s) A, B, ...;" in out lists
  * `rank`. */
 static int waited_for_rank(const char *out, int rank) {
   const char *key = "timeout 2.0 s) for rank(s) ";
-  for (const char *p = strstr(out, key); p; p = strstr(p + 1, key)) {
-    const char *q = p + strlen(key);
-    while (*q >= '0' && *q <= '9') {
-      char *end;
-      long r = strtol(q, &end, 10);
-      if (r == rank) return 1;
-      q = end;
-      if (q[0] == ',' && q[1] == ' ') q += 2;
-    }
-  }
+  for (const char *p = strstr(out, key); p; p = strstr(p + 1, key))
+    if (rank_list_any(p + strlen(key), same_rank, rank)) return 1;
   return 0;
 }
 

@@ -5,10 +5,12 @@
 #define FG_TEST_MPI_PROCS_H
 
 #include <dirent.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The pid of a process whose environment holds FG_TEST_MARK=<mark> and
@@ -80,6 +82,29 @@ static inline int maps_segment(pid_t pid) {
     found = strstr(line, "/dev/shm/fg-mpi-") != NULL;
   fclose(f);
   return found;
+}
+
+/* Waits (at most `tries` polls of 50 ms, and not past *stop when `stop` is
+ * given) until rank `rank` of the run marked `mark` is in its training
+ * loop: it has mapped the all_reduce segment and used 0.3 s of CPU since,
+ * so a fault then lands among all_reduces (BAD_INPUTS M1). CPU time alone
+ * was not enough: under ASan on 2 cores, 0.6 s was sometimes still
+ * MPI_Init or the join. Without the shared segment (`no_segment`: the
+ * message path, no /dev/shm) there is nothing to wait for but 0.3 s of
+ * CPU. Returns its pid, or -1. */
+static inline pid_t wait_training(const char *mark, int rank, int no_segment, int tries,
+                                  atomic_int *stop) {
+  double mapped_at = -1;
+  for (int t = 0; t < tries && !(stop && atomic_load(stop)); t++) {
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+    pid_t p = find_rank(mark, rank);
+    if (p <= 0) continue;
+    if (mapped_at < 0 && (no_segment || maps_segment(p)))
+      mapped_at = no_segment ? 0.3 : cpu_seconds(p);
+    if (mapped_at >= 0 && cpu_seconds(p) >= mapped_at + 0.3) return p;
+  }
+  return -1;
 }
 
 #endif

@@ -60,6 +60,20 @@ static inline const char *mpi_local_reduce_path(void) {
   return ok ? "shared memory" : "MPI messages (";
 }
 
+/* Whether the rank list at `q` ("2, 3", as a deadline prints it after
+ * "for rank(s) ") names a rank `want` accepts (`me`: the caller's, passed
+ * on). */
+static inline int rank_list_any(const char *q, int (*want)(int rank, int me), int me) {
+  while (*q >= '0' && *q <= '9') {
+    char *end;
+    long r = strtol(q, &end, 10);
+    if (want((int)r, me)) return 1;
+    q = end;
+    if (q[0] == ',' && q[1] == ' ') q += 2;
+  }
+  return 0;
+}
+
 typedef struct run_result {
   int status; /* exit code, 128+signal, or -1 when it hung */
   double wall;
