@@ -89,7 +89,10 @@ static int fail_status(fg_comm *c, const char *what, fg_status *st, double t0) {
 
 static int collectives(fg_comm *c, fg_status *st) {
   static const fg_dtype dts[] = {FG_F32, FG_F64, FG_I32, FG_I64};
-  const int64_t counts[] = {0, 1, 3, c->size - 1, c->size + 1, 1000, 10007, 200003};
+  /* Over messages between two ranks, 1000 and 5000 elements take every
+   * path by dtype: one round with the counts (up to 4088 bytes), whole
+   * buffers swapped (up to 32 KB) and two phases (beyond). */
+  const int64_t counts[] = {0, 1, 3, c->size - 1, c->size + 1, 1000, 5000, 10007, 200003};
   int bad = 0, checks = 0;
   double t0 = comm_now_s();
   /* Pass 1 on the heap; pass 2 in arenas the other ranks can map
