@@ -45,6 +45,7 @@ case $cmd in
     command -v ip >/dev/null || cannot "ip (iproute2) not found"
     command -v unshare >/dev/null || cannot "unshare (util-linux) not found"
     command -v nsenter >/dev/null || cannot "nsenter (util-linux) not found"
+    command -v flock >/dev/null || cannot "flock (util-linux) not found"
     "$self" down "$p" 2>/dev/null || true
     trap '"$self" down "$p" 2>/dev/null || true' EXIT
     ip netns add "${p}h0" || cannot "ip netns add failed (needs CAP_SYS_ADMIN)"
@@ -74,13 +75,21 @@ case $cmd in
           kill -9 $pids 2>/dev/null || true
           sleep 0.1
         done
-        # In the background, in a session of its own: `ip netns del`
-        # unmounts, and that waits for an expedited RCU grace period, seen
-        # to take over 100 s while another test's ranks spun. Nothing runs
-        # in the namespace any more; only its name goes.
-        setsid ip netns del "${p}h$i" </dev/null >/dev/null 2>&1 &
       fi
     done
+    # The names go in the background, in a session of its own: `ip netns
+    # del` unmounts, and that waits for an expedited RCU grace period, seen
+    # to take over 100 s while another test's ranks spun. Nothing runs in
+    # the namespaces any more. Deletes take one lock, so a second `down`
+    # (a test's fault thread, then the test) never runs beside the first on
+    # the same name: once one name was seen left behind after such a pair.
+    lock="${TMPDIR:-/tmp}/flowgraph-netns_hosts.lock"
+    if ip netns list | grep -q "^${p}h[01]\b"; then
+      setsid flock "$lock" sh -c '
+        for n in "$1h0" "$1h1"; do
+          ! ip netns list | grep -q "^$n\b" || ip netns del "$n"
+        done' sh "$p" </dev/null >/dev/null 2>&1 &
+    fi
     ;;
   link)
     in_host 1 ip link set "${p}e1" "${3:?up or down}"
