@@ -7,11 +7,13 @@
  *                               nccl-tests define it) and rank 0's memcpy
  *                               bandwidth for comparison; the buffers lie in
  *                               arenas, as sessions' do
- *   dist_bench dp BUCKET_BYTES [inline]
+ *   dist_bench dp BUCKET_BYTES [inline|own-lane|independent]
  *                               images/s of mlp_large_train (batch 256, widths
  *                               1024-2048-2048-1000, SGD) data-parallel over
- *                               the ranks, 1 thread per rank; all_reduce on
- *                               its own lane (overlapping the backward pass),
+ *                               the ranks, 1 thread per rank; all_reduce
+ *                               where the session puts it by default (the
+ *                               line says which), with `own-lane` on a lane
+ *                               of its own (overlapping the backward pass),
  *                               or with `inline` in line with the compute;
  *                               `independent`: no exchange at all, each rank
  *                               trains its shard alone (the machine's ceiling
@@ -30,6 +32,7 @@
  *                               saves the rewritten graph
  *
  * Lines start with "FG " so a script can grep them. */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,6 +331,28 @@ static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
   return 0;
 }
 
+/* Threads of this process named "fg-lane" (dist/runner.c): with one
+ * device, 1 when its collectives have a lane of their own, else 0. */
+static int lane_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], name[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    n += fgets(name, sizeof name, f) && strncmp(name, "fg-lane", 7) == 0;
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+/* mode: 0 the session's default, 1 in line, 2 no exchange (independent
+ * ranks), 3 an own lane. */
 static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   const int batch = 256, warmup = 2;
   const int steps = getenv("FG_BENCH_STEPS") ? atoi(getenv("FG_BENCH_STEPS")) : 8;
@@ -347,19 +372,20 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
-  so.collective_lanes = mode == 1 ? -1 : 0;
+  so.collective_lanes = mode == 1 ? -1 : mode == 3 ? 1 : 0;
   fg_session *s = fg_session_new(dg, &so, st);
   if (!s || (mode != 2 && fg_session_set_comm(s, c, st) != 0)) return -1;
+  const char *how = mode == 2            ? "none (independent ranks)"
+                    : mode == 1          ? "inline"
+                    : mode == 3          ? "own-lane"
+                    : lane_threads() > 0 ? "default (own lane)"
+                                         : "default (in line)";
   double t = timed_steps(s, dg, shard, c->rank, warmup, steps, c->rank, NULL, st);
   if (t < 0) return -1;
   if (c->rank == 0)
     printf("FG dp_scaling mlp_large_train ranks %d threads 1 bucket %lld B collectives %s: %.1f "
            "images/s (%.1f ms/step)\n",
-           c->size, (long long)bucket,
-           mode == 2   ? "none (independent ranks)"
-           : mode == 1 ? "inline"
-                       : "own-lane",
-           batch * steps / t, t / steps * 1e3);
+           c->size, (long long)bucket, how, batch * steps / t, t / steps * 1e3);
   fg_session_free(s);
   fg_graph_free(dg);
   return 0;
@@ -367,10 +393,9 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(
-        stderr,
-        "usage: dist_bench busbw [MAX_BYTES] | exchange | dp BUCKET_BYTES [inline|independent] | "
-        "pipe MICRO_BATCHES [BATCH]\n");
+    fprintf(stderr, "usage: dist_bench busbw [MAX_BYTES] | exchange | dp BUCKET_BYTES "
+                    "[inline|own-lane|independent] | "
+                    "pipe MICRO_BATCHES [BATCH]\n");
     return 2;
   }
   fg_status *st = fg_status_new();
@@ -394,6 +419,7 @@ int main(int argc, char **argv) {
             argc < 4                              ? 0
             : strcmp(argv[3], "inline") == 0      ? 1
             : strcmp(argv[3], "independent") == 0 ? 2
+            : strcmp(argv[3], "own-lane") == 0    ? 3
                                                   : 0,
             st);
   if (rc != 0)

@@ -95,6 +95,11 @@ int fg_comm_mpi_shares_arenas(const fg_comm *c) {
   return 0;
 }
 
+int fg_comm_mpi_host_procs(const fg_comm *c) {
+  (void)c;
+  return 1;
+}
+
 uint64_t fg_comm_mpi_in_place_count(const fg_comm *c) {
   (void)c;
   return 0;
@@ -611,6 +616,18 @@ int fg_comm_mpi_shares_arenas(const fg_comm *c) {
   const mpi_comm *m = (const mpi_comm *)c;
   if (!c || c->ops != &mpi_ops || c->size < 2 || (m->shm_tried && !m->shm)) return 0;
   return arenas_allowed();
+}
+
+int fg_comm_mpi_host_procs(const fg_comm *c) {
+  if (!c || c->ops != &mpi_ops) return 1;
+  static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    char *end;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (v && *v && !*end && n >= 1 && n <= 1 << 20) return (int)n;
+  }
+  return 1;
 }
 
 uint64_t fg_comm_mpi_in_place_count(const fg_comm *c) {

@@ -76,6 +76,12 @@ const char *fg_comm_mpi_reduce_path(const fg_comm *c);
  * FG_MPI_SHM_ARENA=0 keeps ordinary memory (the copy through the
  * segment's slots, for comparison). */
 int fg_comm_mpi_shares_arenas(const fg_comm *c);
+/* The processes of c's job on this machine, this one included, as the
+ * launcher states them (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's
+ * MPI_LOCALNRANKS); 1 when it does not or c is not an MPI communicator.
+ * Sessions ask it to know whether their ranks' compute already fills the
+ * cores (collective_lanes 0). Reads the environment only: no MPI call. */
+int fg_comm_mpi_host_procs(const fg_comm *c);
 /* All_reduces of c that read the ranks' buffers in place so far
  * (fg_shm_reduce_set_in_place); 0 for other communicators. */
 uint64_t fg_comm_mpi_in_place_count(const fg_comm *c);

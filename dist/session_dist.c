@@ -1,9 +1,13 @@
 /* A session's dist state (dist/exec.h): the partition of its graph, a pool
  * per device when there are several, and the communicators of the
  * all_reduce nodes. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist/comm_inproc.h"
 #include "dist/comm_mpi.h"
@@ -267,6 +271,17 @@ static int check_device_memory(const fg_graph *g, const fg_dist_session *nw, con
   return 0;
 }
 
+/* The cores this process may run on (its affinity mask) and the machine's
+ * online cores; each at least 1. */
+static void machine_cores(int *avail, int *online) {
+  long on = sysconf(_SC_NPROCESSORS_ONLN);
+  *online = on > 0 && on < INT_MAX ? (int)on : 1;
+  *avail = *online;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) *avail = CPU_COUNT(&set);
+}
+
 /* Builds a complete new state into `nw` (zeroed, process comm set). */
 static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_options *o,
                  fg_status *st) {
@@ -433,8 +448,15 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
   if (nw->use_exec) {
     /* Collectives (and receives from other processes, which must never
      * stall a device's compute) get lanes of their own. */
-    nw->exec.comm_lanes =
-        ((nw->process || n_ar_dev > 1) && o->collective_lanes >= 0) || nw->exec.my_rank >= 0;
+    int own = o->collective_lanes > 0;
+    if (o->collective_lanes == 0) {
+      int avail = 0, online = 0;
+      machine_cores(&avail, &online);
+      const fg_comm *pc = nw->data ? nw->data : nw->process;
+      own = fg_dist_auto_own_lanes(threads > n_local ? threads : n_local,
+                                   fg_comm_mpi_host_procs(pc), avail, online);
+    }
+    nw->exec.comm_lanes = ((nw->process || n_ar_dev > 1) && own) || nw->exec.my_rank >= 0;
     /* An all_reduce over shared memory reads the other ranks' buffers in
      * place when they are in arenas it can map. */
     int shares = 0;

@@ -132,9 +132,10 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
                   (long long)(o.max_memory_bytes < 0 ? o.max_memory_bytes : o.max_nodes));
     return NULL;
   }
-  if (o.collective_lanes < -1 || o.collective_lanes > 0) {
+  if (o.collective_lanes < -1 || o.collective_lanes > 1) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "fg_session_new: collective_lanes = %d; must be 0 (on) or -1 (off)",
+                  "fg_session_new: collective_lanes = %d; must be 0 (own lanes where a core is "
+                  "free for them), 1 (own lanes) or -1 (in line)",
                   o.collective_lanes);
     return NULL;
   }

@@ -3,8 +3,10 @@
  * threads, collectives on a lane of their own, no allocation in a run, and
  * the in-process collective timeout. Reference values are by hand or from
  * the single-device run of the same graph. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 
 #include "alloc_count.h"
 #include "dist/comm_inproc.h"
+#include "dist/exec.h"
 #include "fgtest.h"
 #include "test_dist_util.h"
 #include "test_threads_util.h"
@@ -187,6 +190,7 @@ FG_TEST(dist_exec_collectives_on_their_own_lane, "dist") {
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
+  so.collective_lanes = 1; /* by default only where a core is free for them */
   int before = count_threads();
   fg_session *s = fg_session_new(dg, &so, st);
   FG_REQUIRE(s);
@@ -279,8 +283,10 @@ FG_TEST(dist_exec_timeout_option, "dist,badinput") {
 }
 
 /* collective_lanes = -1 runs the all_reduce steps in line on the device's
- * lane: the same bits, one thread per device. Other values are refused. */
-FG_TEST(dist_exec_collective_lanes_off_same_bits, "dist,badinput") {
+ * lane: the same bits, one thread per device; 1 gives them lanes of their
+ * own; 0 gives them lanes only where the two devices' compute threads (one
+ * each) leave a core free. Other values are refused. */
+FG_TEST(dist_exec_collective_lanes_modes_same_bits, "dist,badinput") {
   fg_status *st = fg_status_new();
   fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL);
   fg_graph *dg = fg_data_parallel(g, 2, batch_names, 2, NULL, st);
@@ -288,29 +294,52 @@ FG_TEST(dist_exec_collective_lanes_off_same_bits, "dist,badinput") {
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
-  const int bad[3] = {1, -2, 7};
+  const int bad[3] = {2, -2, 7};
   for (int i = 0; i < 3; i++) {
     so.collective_lanes = bad[i];
     FG_CHECK(fg_session_new(dg, &so, st) == NULL);
     FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
     FG_CHECK(strstr(fg_status_message(st), "collective_lanes") != NULL);
   }
-  double losses[2][4];
-  for (int mode = 0; mode < 2; mode++) {
-    so.collective_lanes = mode ? -1 : 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  FG_REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  const int free_core = CPU_COUNT(&set) > 2;
+  const int modes[3] = {1, -1, 0};
+  double losses[3][4];
+  for (int m = 0; m < 3; m++) {
+    so.collective_lanes = modes[m];
     int before = count_threads();
     fg_session *s = fg_session_new(dg, &so, st);
     FG_REQUIRE(s);
-    FG_CHECK_INT(count_threads() - before, mode ? 1 : 3);
-    FG_REQUIRE(dist_train(s, FG_F32, 4, 64, losses[mode], st) == 0);
+    /* Lanes: 2 compute (one on the caller's thread) and 2 collective ones. */
+    const int own = modes[m] == 1 || (modes[m] == 0 && free_core);
+    FG_CHECK_INT(count_threads() - before, own ? 3 : 1);
+    FG_REQUIRE(dist_train(s, FG_F32, 4, 64, losses[m], st) == 0);
     fg_session_free(s);
   }
-  for (int k = 0; k < 4; k++)
-    FG_CHECK(losses[0][k] == losses[1][k]);
+  for (int m = 1; m < 3; m++)
+    for (int k = 0; k < 4; k++)
+      FG_CHECK(losses[m][k] == losses[0][k]);
   FG_CHECK(losses[0][3] < losses[0][0]);
   fg_graph_free(dg);
   fg_graph_free(g);
   fg_status_free(st);
+}
+
+/* The default's rule: own lanes while the machine's compute threads leave
+ * a core free; a process bound to fewer cores than the machine has counts
+ * alone. */
+FG_TEST(dist_exec_auto_own_lanes_rule, "dist") {
+  /* threads per process, processes on the host, usable cores, online cores */
+  FG_CHECK_INT(fg_dist_auto_own_lanes(1, 1, 2, 2), 1);  /* one rank per host */
+  FG_CHECK_INT(fg_dist_auto_own_lanes(1, 2, 2, 2), 0);  /* 2 ranks fill 2 cores */
+  FG_CHECK_INT(fg_dist_auto_own_lanes(2, 1, 2, 2), 0);  /* 2 devices x 1 thread */
+  FG_CHECK_INT(fg_dist_auto_own_lanes(1, 4, 8, 8), 1);  /* 4 of 8 cores busy */
+  FG_CHECK_INT(fg_dist_auto_own_lanes(2, 4, 8, 8), 0);  /* 8 of 8 */
+  FG_CHECK_INT(fg_dist_auto_own_lanes(1, 2, 1, 2), 0);  /* bound to one core */
+  FG_CHECK_INT(fg_dist_auto_own_lanes(1, 8, 4, 16), 1); /* bound to 4: peers elsewhere */
+  FG_CHECK_INT(fg_dist_auto_own_lanes(4, 8, 4, 16), 0);
 }
 
 /* ---- cross-process graphs, with an in-process communicator as the

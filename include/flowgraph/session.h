@@ -109,11 +109,16 @@ typedef struct fg_session_options {
    * A process communicator (MPI) has its own timeout (fg_comm_mpi_new). */
   double dist_timeout_s;
   /* Sessions with collectives (data parallelism, in-process or with a
-   * process communicator): 0 (default) runs each device's all_reduce nodes
-   * on a thread of their own, so a gradient bucket's reduction overlaps the
+   * process communicator): 1 runs each device's all_reduce nodes on a
+   * thread of their own, so a gradient bucket's reduction overlaps the
    * rest of the backward pass; -1 runs them in line with the device's other
-   * nodes. Results are bitwise the same either way. Other values are
-   * refused by fg_session_new. */
+   * nodes; 0 (default) is 1 where a core is free for those threads, else
+   * -1: where the compute threads of this machine's ranks (num_threads
+   * each, times the launcher's count of ranks on this host for MPI, unless
+   * the process is bound to a subset of the cores) fill the cores it may
+   * use, the reduction would only take turns with the compute. Results are
+   * bitwise the same either way. Other values are refused by
+   * fg_session_new. */
   int collective_lanes;
 } fg_session_options;
 
