@@ -88,6 +88,9 @@ static void check_collectives(int np, const char *env, const char *path) {
     char want[200];
     snprintf(want, sizeof want, "rank %d: 148 checks, 0 wrong", r);
     if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+    /* Every rank runs on this machine, whatever host it pretends to be on. */
+    snprintf(want, sizeof want, "rank %d: host procs %d\n", r, np);
+    if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
     snprintf(want, sizeof want, "rank %d: all_reduce path: %s", r,
              path ? path : mpi_local_reduce_path());
     if (!strstr(res->out, want)) FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);

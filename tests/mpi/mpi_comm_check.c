@@ -185,6 +185,8 @@ static int collectives(fg_comm *c, fg_status *st) {
          (unsigned long long)(fg_comm_mpi_message_bytes(c) - sent));
   printf("rank %d: %d checks, %d wrong\n", c->rank, checks, bad);
   printf("rank %d: all_reduce path: %s\n", c->rank, fg_comm_mpi_reduce_path(c));
+  /* What a session's default collective_lanes counts: mpirun's ranks here. */
+  printf("rank %d: host procs %d\n", c->rank, fg_comm_mpi_host_procs(c));
   printf("rank %d: in place %llu\n", c->rank, (unsigned long long)fg_comm_mpi_in_place_count(c));
   return bad ? 1 : 0;
 }
