@@ -131,6 +131,11 @@ void fg_dist_session_before_run(fg_dist_session *ds);
 int fg_dist_session_set_comm(const fg_graph *g, fg_dist_session **ds, fg_comm *comm, int data,
                              const fg_session_options *o, fg_status *st);
 const fg_partition *fg_dist_session_partition(const fg_dist_session *ds);
+/* A session on cuda:N whose graph places nodes on cpu:N devices: per node
+ * id, 1 for a node that runs on the host (its kernel the CPU's, its inputs
+ * and outputs staged through pinned memory by the CUDA backend); NULL for
+ * every other session. */
+const unsigned char *fg_dist_session_host_nodes(const fg_dist_session *ds);
 /* The communicator over this process's replicas of its variables: the
  * process communicator of data parallelism (the graph names no rank), the
  * data communicator of a cross-process graph, or NULL. */

@@ -26,6 +26,10 @@ struct fg_dist_session {
   int *local_index; /* per device: its position among this process's, or -1 */
   int use_exec;     /* exec is needed: several devices or a communicator */
   int agreed;       /* the processes were found to hold the same graph (M2) */
+  /* A GPU session whose graph places nodes on CPU devices: per node id, 1
+   * for a node that runs on the host (fg_dist_session_host_nodes); NULL
+   * otherwise. */
+  unsigned char *host_node;
 };
 
 static void free_parts(fg_dist_session *ds) {
@@ -45,6 +49,8 @@ static void free_parts(fg_dist_session *ds) {
   ds->dev_rank = NULL;
   free(ds->local_index);
   ds->local_index = NULL;
+  free(ds->host_node);
+  ds->host_node = NULL;
   fg_partition_free(ds->part);
   ds->pools = NULL;
   ds->owned = NULL;
@@ -282,6 +288,66 @@ static void machine_cores(int *avail, int *online) {
   if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) *avail = CPU_COUNT(&set);
 }
 
+/* A GPU session whose graph places nodes on CPU devices as well (the
+ * partition's other devices, none of another rank: cross-process graphs
+ * with CUDA nodes were refused before): those nodes run on the host
+ * inside the GPU's plan (executor/cuda/backend.c stages their inputs and
+ * outputs through pinned memory), every tensor stays in the GPU's memory
+ * plan, and the session keeps one device's state. Two GPUs, collectives
+ * and communicators are refused here (FG_UNIMPLEMENTED, naming what to
+ * change): a CPU node there would need the multi-device executor, which
+ * does not run GPU kernels. 0 with nw->host_node set, or -1 with status. */
+static int host_steps(const fg_graph *g, fg_dist_session *nw, fg_status *st) {
+  const fg_partition *part = nw->part;
+  const int nd = fg_partition_num_devices(part);
+  const int *node_dev = fg_partition_node_devices(part);
+  int gpu = -1;
+  for (int d = 0; d < nd; d++) {
+    fg_device dv = fg_partition_device(part, d);
+    if (dv.kind != FG_DEVICE_CUDA) continue;
+    if (gpu >= 0) {
+      char a[32], b[32];
+      fg_status_set(st, FG_UNIMPLEMENTED,
+                    "the graph uses two CUDA devices (%s and %s); a session runs on one GPU, "
+                    "with nodes placed on cpu:N running on the host",
+                    fg_device_str(fg_partition_device(part, gpu), a, sizeof a),
+                    fg_device_str(dv, b, sizeof b));
+      return -1;
+    }
+    gpu = d;
+  }
+  /* The first node placed on a CPU device, for the messages. */
+  int host = 0;
+  while (host < g->n_nodes - 1 && node_dev[host] == gpu)
+    host++;
+  int ar = 0;
+  while (ar < g->n_nodes && g->nodes[ar].op != FG_OP_ALL_REDUCE)
+    ar++;
+  if (nw->process || nw->data || ar < g->n_nodes) {
+    char dh[32], dg[32], why[200];
+    if (ar < g->n_nodes)
+      snprintf(why, sizeof why, "the graph holds all_reduce nodes ('%s')", g->nodes[ar].name);
+    else
+      snprintf(why, sizeof why, "a communicator is attached");
+    fg_status_set(st, FG_UNIMPLEMENTED,
+                  "node '%s' is placed on '%s' in a session on '%s', and %s: a GPU session runs "
+                  "nodes on the host only without collectives (data parallelism); place every "
+                  "node on the GPU",
+                  g->nodes[host].name,
+                  fg_device_str(fg_partition_device(part, node_dev[host]), dh, sizeof dh),
+                  fg_device_str(fg_partition_device(part, gpu), dg, sizeof dg), why);
+    return -1;
+  }
+  nw->host_node = calloc((size_t)g->n_nodes + 1, 1);
+  if (!nw->host_node) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+    return -1;
+  }
+  for (int id = 0; id < g->n_nodes; id++)
+    nw->host_node[id] = node_dev[id] != gpu;
+  return 0;
+}
+
 /* Builds a complete new state into `nw` (zeroed, process comm set). */
 static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_options *o,
                  fg_status *st) {
@@ -319,15 +385,7 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
                   "data parallelism alone attach the communicator with fg_session_set_comm");
     return -1;
   }
-  if (cuda && nd > 1) {
-    char a[32], b[32];
-    fg_status_set(st, FG_UNIMPLEMENTED,
-                  "the graph uses %d devices (%s ... %s) including a CUDA device; a session runs "
-                  "either several cpu:N devices or one CUDA device",
-                  nd, fg_device_str(fg_partition_device(nw->part, 0), a, sizeof a),
-                  fg_device_str(fg_partition_device(nw->part, nd - 1), b, sizeof b));
-    return -1;
-  }
+  if (cuda && nd > 1) return host_steps(g, nw, st);
   /* Devices holding all_reduce nodes, in device order = rank order. */
   int *has_ar = calloc((size_t)nd, sizeof *has_ar);
   nw->exec.n_dev = nd;
@@ -519,6 +577,10 @@ const fg_dist_exec *fg_dist_session_exec(fg_dist_session *ds) {
 void fg_dist_session_before_run(fg_dist_session *ds) {
   for (int d = 0; ds && ds->owned && d < ds->exec.n_dev; d++)
     fg_comm_inproc_reset(ds->owned[d]);
+}
+
+const unsigned char *fg_dist_session_host_nodes(const fg_dist_session *ds) {
+  return ds ? ds->host_node : NULL;
 }
 
 const fg_partition *fg_dist_session_partition(const fg_dist_session *ds) {

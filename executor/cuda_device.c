@@ -62,17 +62,25 @@ int fg_session_cuda_check(const fg_graph *g, const fg_session_options *o, int *c
       return -1;
     }
   }
-  /* One device per session for now: a GPU session refuses nodes placed on
-   * another GPU, a CPU session refuses nodes placed on a GPU. Nodes left on
-   * the default "cpu:0" follow the session's device. */
+  /* One GPU per session: a GPU session refuses nodes placed on another
+   * GPU, a CPU session nodes placed on any. A GPU session runs nodes placed
+   * on cpu:N on the host (dist/session_dist.c host_steps); nodes without a
+   * device follow the placer (flowgraph/dist.h). */
   for (int id = 0; g && id < g->n_nodes; id++) {
     const char *d = g->nodes[id].device;
     if (!is_cuda_name(d)) continue;
     if (index >= 0 && strcmp(d, o->device) == 0) continue;
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "node '%s' is placed on '%s' but the session runs on '%s': graphs mixing "
-                  "devices are not supported yet (place every node on one device)",
-                  g->nodes[id].name, d, o->device ? o->device : "cpu:0");
+    if (index >= 0)
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "node '%s' is placed on '%s' but the session runs on '%s': a session uses "
+                    "one GPU (place the node on '%s', or on cpu:0 to run it on the host)",
+                    g->nodes[id].name, d, o->device, o->device);
+    else
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "node '%s' is placed on '%s' but the session runs on '%s': a CPU session "
+                    "runs nothing on a GPU (run the session on '%s'; nodes placed on cpu:0 then "
+                    "run on the host)",
+                    g->nodes[id].name, d, o->device ? o->device : "cpu:0", d);
     return -1;
   }
   *cuda_index = index;

@@ -938,10 +938,13 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
                                                           : out[0].dtype;
     /* A GPU plan's all_reduce runs the CPU kernel on host copies: the
      * CUDA backend stages it (executor/cuda/backend.c), so the MPI and
-     * in-process communicators serve GPU sessions too. */
-    step->fn = !local                                   ? NULL
-               : req->cuda && n->op != FG_OP_ALL_REDUCE ? fg_cuda_kernel(def->name, key)
-                                                        : fg_cpu_kernel(def->name, key);
+     * in-process communicators serve GPU sessions too. So do the nodes
+     * placed on a CPU device in a GPU session (host steps). */
+    step->host = req->cuda && req->host_nodes && req->host_nodes[id];
+    step->fn = !local ? NULL
+               : req->cuda && n->op != FG_OP_ALL_REDUCE && !step->host
+                   ? fg_cuda_kernel(def->name, key)
+                   : fg_cpu_kernel(def->name, key);
     for (int o = 0; o < n->n_outputs; o++) {
       int s = s0 + o;
       step->out_slots[o] = s;
@@ -998,7 +1001,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     }
     if (!step->fn) {
       fg_status_set(st, FG_UNIMPLEMENTED, "node '%s' (%s): no %s kernel for dtype %s", n->name,
-                    def->name, req->cuda ? "CUDA" : "CPU", fg_dtype_name(key));
+                    def->name, req->cuda && !step->host ? "CUDA" : "CPU", fg_dtype_name(key));
       goto fail;
     }
   }

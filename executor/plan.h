@@ -34,6 +34,10 @@ typedef struct fg_step {
    * FG_SLOT_REMOTE). */
   int xfer;
   int peer, tag; /* FG_XFER_SEND / FG_XFER_RECV: the other rank, the message tag */
+  /* A GPU plan's step of a node placed on a CPU device: fn is the CPU
+   * kernel, and the CUDA backend runs it on host copies of its inputs
+   * (fg_plan_request.host_nodes). */
+  int host;
 } fg_step;
 
 enum {
@@ -148,6 +152,10 @@ typedef struct fg_plan_request {
   /* Several devices or a communicator (dist/exec.h); NULL: one device. Not
    * part of the key: fixed per session and graph version. */
   const struct fg_dist_exec *dist;
+  /* A GPU plan (cuda 1) only: per node id, 1 for a node that runs on the
+   * host with its CPU kernel (fg_dist_session_host_nodes); NULL: none. Not
+   * part of the key: fixed per session and graph version. */
+  const unsigned char *host_nodes;
 } fg_plan_request;
 
 /* Variable storage lookup, provided by the session: the current value of the

@@ -265,7 +265,8 @@ static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
                            s->opts.check_numerics != 0,
                            s->opts.max_memory_bytes,
                            s->cuda != NULL,
-                           fg_dist_session_exec(s->dist)};
+                           fg_dist_session_exec(s->dist),
+                           fg_dist_session_host_nodes(s->dist)};
   return 0;
 }
 
@@ -309,6 +310,8 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
   md->threads = fg_pool_threads(s->pool);
   md->arena_bytes = plan->arena_bytes;
   md->n_nodes = 0;
+  const unsigned char *hosts = fg_dist_session_host_nodes(s->dist);
+  const fg_partition *part = fg_dist_session_partition(s->dist);
   for (int si = 0; si < plan->n_steps; si++) {
     const fg_step *step = &plan->steps[si];
     const fg_node *n = &s->g->nodes[step->node];
@@ -319,7 +322,10 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
     t->op = fg_step_is_recv(step)        ? "recv"
             : step->xfer == FG_XFER_SEND ? "send"
                                          : fg_op_table[n->op].name;
-    t->device = plan->step_dev ? plan->step_dev[si] : 0;
+    /* A GPU session's host steps: the partition's devices (cpu:N, cuda:N). */
+    t->device = plan->step_dev ? plan->step_dev[si]
+                : hosts        ? fg_partition_node_devices(part)[step->node]
+                               : 0;
     const fg_kbuf *b = &plan->slots[step->out_slots[0]];
     t->dtype = b->dtype;
     t->rank = b->rank;

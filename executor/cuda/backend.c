@@ -553,10 +553,14 @@ static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pl
   for (int si = 0; si < plan->n_steps; si++) {
     const fg_step *step = &plan->steps[si];
     cp->stage_off[si] = SIZE_MAX;
-    if (step->xfer || g->nodes[step->node].op != FG_OP_ALL_REDUCE) continue;
+    if (step->xfer || (g->nodes[step->node].op != FG_OP_ALL_REDUCE && !step->host)) continue;
     cp->stage_off[si] = total;
     for (int i = 0; i < step->n_in; i++)
       total += align_up(kbuf_bytes(&plan->slots[step->in_slots[i]]));
+    /* A host step's outputs get host buffers of their own (an all_reduce
+     * reduces in place). */
+    for (int o = 0; step->host && o < step->n_out; o++)
+      total += align_up(kbuf_bytes(&plan->slots[step->out_slots[o]]));
     cp->graph_state = -1;
   }
   cp->stage_bytes = total;
@@ -629,24 +633,48 @@ static int run_nccl(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, int si, cu
  * device, or staged through the host: waits for the stream, copies the
  * inputs down, runs the CPU kernel with the plan's communicator, and
  * queues the result's copy back onto sk. */
+/* A step the host runs inside a GPU plan: an all_reduce (its CPU kernel
+ * calls a host-memory communicator, or NCCL reduces on the GPU) or a host
+ * step (a node placed on a CPU device, step->host). Its inputs are copied
+ * into the pinned block `stage` and the stream is synchronised; the CPU
+ * kernel runs there (single-threaded: the session's threads are not the
+ * GPU plan's), writing an all_reduce's result in place and a host step's
+ * outputs into host buffers of their own after the inputs; the results,
+ * and the variables an optimizer update wrote in place, go back to the
+ * device on the step's stream. */
 static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int si,
                       cudaStream_t sk, fg_status *st) {
   fg_step *step = &plan->steps[si];
-  fg_kbuf hin[4];
-  if (step->n_in > 4 || step->n_out != 1)
+  const fg_node *node = &g->nodes[step->node];
+  const unsigned mut = fg_op_table[node->op].mutable_inputs;
+  enum { SMALL = 8 };
+  fg_kbuf hin_small[SMALL], hout_small[SMALL];
+  if (!step->host && (step->n_in > 4 || step->n_out != 1))
     return node_fail(st, FG_INTERNAL, g, plan, si, c->device, "unexpected all_reduce arity");
-  const int d = plan->step_dev ? plan->step_dev[si] : 0;
-  fg_comm *comm = cp->dist ? cp->dist->comm[d] : NULL;
-  int gpu = fg_comm_gpu(comm);
-  if (gpu >= 0 && gpu != c->device) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "its NCCL communicator reduces memory of cuda:%d, not this GPU's",
-             gpu);
-    return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, msg);
+  fg_comm *comm = NULL;
+  if (!step->host) {
+    const int d = plan->step_dev ? plan->step_dev[si] : 0;
+    comm = cp->dist ? cp->dist->comm[d] : NULL;
+    int gpu = fg_comm_gpu(comm);
+    if (gpu >= 0 && gpu != c->device) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "its NCCL communicator reduces memory of cuda:%d, not this GPU's",
+               gpu);
+      return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, msg);
+    }
+    if (gpu >= 0) return run_nccl(c, g, plan, si, sk, comm, st);
   }
-  if (gpu >= 0) return run_nccl(c, g, plan, si, sk, comm, st);
-  if (!cp->stage && host_alloc(&cp->stage, cp->stage_bytes, c->device, "all_reduce staging", st))
+  if (!cp->stage && host_alloc(&cp->stage, cp->stage_bytes, c->device, "host step staging", st))
     return -1;
+  /* Arity is the graph's (concat takes any number of inputs): the common
+   * case uses the stack, a wider node a buffer for this run. */
+  fg_kbuf *hin = step->n_in <= SMALL ? hin_small : malloc((size_t)step->n_in * sizeof *hin);
+  fg_kbuf *hout = step->n_out <= SMALL ? hout_small : malloc((size_t)step->n_out * sizeof *hout);
+  int rc = -1;
+  if (!hin || !hout) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "node '%s': out of memory (host step)", node->name);
+    goto out;
+  }
   char *p = (char *)cp->stage + cp->stage_off[si];
   cudaError_t e = cudaSuccess;
   for (int i = 0; i < step->n_in && e == cudaSuccess; i++) {
@@ -655,27 +683,61 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
     size_t bytes = kbuf_bytes(&hin[i]);
     /* A control input's bytes are never read, and the memory plan may
      * already have handed them to another step (plan.c control_input). */
-    if (bytes && !fg_dist_control_input(&g->nodes[step->node], i))
+    if (bytes && !fg_dist_control_input(node, i))
       e = cudaMemcpyAsync(p, step->in[i].data, bytes, cudaMemcpyDeviceToHost, sk);
     p += align_up(bytes);
   }
+  for (int o = 0; o < step->n_out; o++) {
+    hout[o] = plan->slots[step->out_slots[o]];
+    if (!step->host || (o == 0 && mut)) {
+      /* in place, as the CPU executor may run it; an update's output 0 is
+       * its variable */
+      hout[o].data = hin[0].data;
+    } else {
+      hout[o].data = p;
+      p += align_up(kbuf_bytes(&hout[o]));
+    }
+  }
   if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
-  if (e != cudaSuccess)
-    return step_cuda_fail(st, g, plan, si, c->device, "copying its inputs to the host", e);
-  fg_kbuf *dev_out = &plan->slots[step->out_slots[0]];
-  fg_kbuf hout = *dev_out;
-  hout.data = hin[0].data; /* in place, as the CPU executor may run it */
+  if (e != cudaSuccess) {
+    step_cuda_fail(st, g, plan, si, c->device, "copying its inputs to the host", e);
+    goto out;
+  }
   char err[512];
   err[0] = '\0';
-  fg_kctx ctx = {hin, step->n_in, &hout, 1, &step->params, err, sizeof err, NULL, NULL, comm};
-  if (step->fn(&ctx) != 0)
-    return node_fail(st, fg_comm_error_code(err, FG_INVALID_ARGUMENT), g, plan, si, c->device,
-                     err[0] ? err : "kernel failed");
-  size_t bytes = kbuf_bytes(&hout);
-  if (bytes && (e = cudaMemcpyAsync(dev_out->data, hout.data, bytes, cudaMemcpyHostToDevice, sk)) !=
-                   cudaSuccess)
-    return step_cuda_fail(st, g, plan, si, c->device, "copying its result to the device", e);
-  return 0;
+  fg_kctx ctx = {hin, step->n_in, hout, step->n_out, &step->params,
+                 err, sizeof err, NULL, NULL,        comm};
+  if (step->fn(&ctx) != 0) {
+    node_fail(st, fg_comm_error_code(err, FG_INVALID_ARGUMENT), g, plan, si, c->device,
+              err[0] ? err : "kernel failed");
+    goto out;
+  }
+  /* Back to the device: the outputs (an update's output 0 is its
+   * variable's storage, copied with the mutable inputs), then the
+   * variables the update wrote in place. */
+  for (int o = 0; o < step->n_out && e == cudaSuccess; o++) {
+    size_t bytes = kbuf_bytes(&hout[o]);
+    if (bytes && !(o == 0 && mut && step->host))
+      e = cudaMemcpyAsync(plan->slots[step->out_slots[o]].data, hout[o].data, bytes,
+                          cudaMemcpyHostToDevice, sk);
+  }
+  for (int i = 0; step->host && i < step->n_in && e == cudaSuccess; i++) {
+    size_t bytes = kbuf_bytes(&hin[i]);
+    if (i < 32 && (mut >> i & 1u) && bytes)
+      e = cudaMemcpyAsync(step->in[i].data, hin[i].data, bytes, cudaMemcpyHostToDevice, sk);
+  }
+  if (e != cudaSuccess) {
+    step_cuda_fail(st, g, plan, si, c->device, "copying its result to the device", e);
+    goto out;
+  }
+  /* No wait for these copies: the step's part of the stage is its own,
+   * and the host writes it again only in the next run, after this stream
+   * has been synchronised again. */
+  rc = 0;
+out:
+  if (hin != hin_small) free(hin);
+  if (hout != hout_small) free(hout);
+  return rc;
 }
 
 /* fg_tensor_new_pinned's memory. Without a device, cudaHostAlloc would

@@ -10,8 +10,14 @@
  * partition (fg_partition) still lists every such edge as a send/recv pair
  * with a unique key and its byte size, which `flowgraph plan` prints.
  * cpu:0 .. cpu:(FG_MAX_CPU_DEVICES-1) exist; cuda:N exists when N is below
- * the number of GPUs the process sees. A graph mixing cuda and cpu devices,
- * or using two cuda devices, is refused with FG_UNIMPLEMENTED.
+ * the number of GPUs the process sees. A session on cuda:N runs the nodes
+ * its graph places on cpu devices on the host (host steps: their inputs
+ * copied from the GPU, the CPU kernel, their outputs and updated
+ * variables copied back; every tensor stays in the GPU's memory), unless
+ * the graph also holds all_reduce nodes or a communicator is attached
+ * (FG_UNIMPLEMENTED naming a node). A CPU session refuses nodes placed on
+ * a GPU, and a graph using two cuda devices is refused with
+ * FG_UNIMPLEMENTED.
  *
  * Ranks: a graph is cross-process when any node is placed on a device with
  * a rank (or the default device has one). Then every device named without
