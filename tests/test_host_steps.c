@@ -202,33 +202,48 @@ FG_TEST(host_steps_plan_kernels, "dist") {
  * from the CPU's: test_cuda_session.c's tolerance for training). SGD
  * writes one variable per update back from the host, Adam three (the
  * variable and both moments). */
-static void train_like_cpu(fg_optimizer_kind opt, double lr) {
-  NEED_GPU();
-  fg_status *st = fg_status_new();
-  fg_graph *gm = dist_mlp(FG_F32, opt, lr, "cpu:0", "cuda:0");
-  fg_graph *gc = dist_mlp(FG_F32, opt, lr, NULL, NULL);
+/* The MLP with layer 1 on cpu:0 and the rest on cuda:0 in a cuda:0
+ * session (m), and the same graph all on the CPU (c). */
+typedef struct two_sessions {
+  fg_graph *gm, *gc;
+  fg_session *sm, *sc;
+} two_sessions;
+
+static int open_two(two_sessions *t, fg_optimizer_kind opt, double lr, fg_status *st) {
+  t->gm = dist_mlp(FG_F32, opt, lr, "cpu:0", "cuda:0");
+  t->gc = dist_mlp(FG_F32, opt, lr, NULL, NULL);
   fg_session_options o;
   fg_session_options_init(&o);
   o.device = "cuda:0";
-  fg_session *sm = fg_session_new(gm, &o, st);
-  FG_REQUIRE(sm);
-  fg_session *sc = fg_session_new(gc, NULL, st);
-  FG_REQUIRE(sc);
+  t->sm = fg_session_new(t->gm, &o, st);
+  t->sc = t->sm ? fg_session_new(t->gc, NULL, st) : NULL;
+  return t->sm && t->sc ? 0 : -1;
+}
+
+static void close_two(two_sessions *t) {
+  fg_session_free(t->sm);
+  fg_session_free(t->sc);
+  fg_graph_free(t->gm);
+  fg_graph_free(t->gc);
+}
+
+static void train_like_cpu(fg_optimizer_kind opt, double lr) {
+  NEED_GPU();
+  fg_status *st = fg_status_new();
+  two_sessions t;
+  FG_REQUIRE(open_two(&t, opt, lr, st) == 0);
   double lm[5], lc[5];
-  FG_REQUIRE(dist_train(sm, FG_F32, 5, 64, lm, st) == 0);
-  FG_REQUIRE(dist_train(sc, FG_F32, 5, 64, lc, st) == 0);
+  FG_REQUIRE(dist_train(t.sm, FG_F32, 5, 64, lm, st) == 0);
+  FG_REQUIRE(dist_train(t.sc, FG_F32, 5, 64, lc, st) == 0);
   for (int k = 0; k < 5; k++)
     FG_CHECK(fabs(lm[k] - lc[k]) <= 1e-4 * fabs(lc[k]));
   FG_CHECK(lm[4] < lm[0]);
   static const char *const vars[] = {"dense1/w", "dense1/b", "dense2/w", "dense3/b"};
   for (int i = 0; i < 4; i++) {
-    double d = dist_var_diff(sm, vars[i], sc, vars[i]);
+    double d = dist_var_diff(t.sm, vars[i], t.sc, vars[i]);
     FG_CHECK(d >= 0 && d <= 1e-4);
   }
-  fg_session_free(sm);
-  fg_session_free(sc);
-  fg_graph_free(gm);
-  fg_graph_free(gc);
+  close_two(&t);
   fg_status_free(st);
 }
 
@@ -242,15 +257,10 @@ FG_TEST(host_steps_adam_trains_like_cpu, "gpu") { train_like_cpu(FG_OPTIMIZER_AD
 FG_TEST(host_steps_profile_devices_and_fetch, "gpu") {
   NEED_GPU();
   fg_status *st = fg_status_new();
-  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cuda:0");
-  fg_graph *gc = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
-  fg_session_options o;
-  fg_session_options_init(&o);
-  o.device = "cuda:0";
-  fg_session *s = fg_session_new(g, &o, st);
-  FG_REQUIRE(s);
-  fg_session *sc = fg_session_new(gc, NULL, st);
-  FG_REQUIRE(sc);
+  two_sessions two;
+  FG_REQUIRE(open_two(&two, FG_OPTIMIZER_SGD, 0.1, st) == 0);
+  fg_graph *g = two.gm;
+  fg_session *s = two.sm, *sc = two.sc;
   const fg_partition *p = fg_session_partition(s);
   const char *relu = NULL;
   for (int id = 0; id < g->n_nodes && !relu; id++)
@@ -284,9 +294,6 @@ FG_TEST(host_steps_profile_devices_and_fetch, "gpu") {
   fg_run_metadata_free(md);
   fg_tensor_free(x);
   fg_tensor_free(y);
-  fg_session_free(s);
-  fg_session_free(sc);
-  fg_graph_free(g);
-  fg_graph_free(gc);
+  close_two(&two);
   fg_status_free(st);
 }
