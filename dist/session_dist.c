@@ -301,6 +301,21 @@ static int host_steps(const fg_graph *g, fg_dist_session *nw, fg_status *st) {
   const fg_partition *part = nw->part;
   const int nd = fg_partition_num_devices(part);
   const int *node_dev = fg_partition_node_devices(part);
+  if (fg_partition_num_ranks(part) > 0) {
+    /* Only sources can be on a CUDA device here (build() refused the
+     * rest): a default-placed source, such as an unused constant. */
+    int id = 0;
+    while (id < g->n_nodes - 1 && fg_partition_device(part, node_dev[id]).kind != FG_DEVICE_CUDA)
+      id++;
+    char dn[32];
+    fg_status_set(st, FG_UNIMPLEMENTED,
+                  "node '%s' of a cross-process graph (one placing nodes on rank:R/ devices) is "
+                  "on '%s': model parallelism across processes supports cpu:N devices only (run "
+                  "the session on cpu:0)",
+                  g->nodes[id].name,
+                  fg_device_str(fg_partition_device(part, node_dev[id]), dn, sizeof dn));
+    return -1;
+  }
   int gpu = -1;
   for (int d = 0; d < nd; d++) {
     fg_device dv = fg_partition_device(part, d);
@@ -386,6 +401,18 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
     return -1;
   }
   if (cuda && nd > 1) return host_steps(g, nw, st);
+  if (!cuda && nd > 0 && ranks == 0 && default_device && strncmp(default_device, "cuda:", 5) == 0) {
+    /* A GPU session whose every node is placed on CPU devices: host steps
+     * all, which only a mistake asks for (unplaced nodes would run on the
+     * GPU). */
+    char dn[32];
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "the session runs on '%s' but the graph places every node on CPU devices "
+                  "(node '%s' on '%s'): run the session on cpu:0, or place nodes on '%s'",
+                  default_device, g->n_nodes ? g->nodes[0].name : "",
+                  fg_device_str(fg_partition_device(nw->part, 0), dn, sizeof dn), default_device);
+    return -1;
+  }
   /* Devices holding all_reduce nodes, in device order = rank order. */
   int *has_ar = calloc((size_t)nd, sizeof *has_ar);
   nw->exec.n_dev = nd;

@@ -579,7 +579,10 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     info->step_devices = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
     info->step_recv = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
     info->step_send = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
-    info->device_arena_bytes = calloc((size_t)plan->n_dev + 1, sizeof(size_t));
+    /* Room for the partition's devices too (host steps). */
+    const fg_partition *pt = fg_dist_session_partition(s->dist);
+    info->device_arena_bytes = calloc(
+        (size_t)plan->n_dev + (size_t)(pt ? fg_partition_num_devices(pt) : 0) + 1, sizeof(size_t));
     info->tensors = calloc((size_t)plan->n_slots + 1, sizeof *info->tensors);
   }
   if (!info || !info->step_nodes || !info->tensors || !info->step_devices || !info->step_recv ||
@@ -590,15 +593,28 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     goto done;
   }
   info->n_steps = plan->n_steps;
+  /* A GPU session's host steps: the partition's devices, the arena the
+   * GPU's (host_gpu), as the run metadata says. */
+  const unsigned char *hosts = fg_dist_session_host_nodes(s->dist);
+  const fg_partition *part = fg_dist_session_partition(s->dist);
+  int host_gpu = 0;
+  if (hosts)
+    while (host_gpu < fg_partition_num_devices(part) - 1 &&
+           fg_partition_device(part, host_gpu).kind != FG_DEVICE_CUDA)
+      host_gpu++;
   for (int si = 0; si < plan->n_steps; si++) {
     info->step_nodes[si] = plan->steps[si].node;
-    info->step_devices[si] = plan->step_dev ? plan->step_dev[si] : 0;
+    info->step_devices[si] = plan->step_dev ? plan->step_dev[si]
+                             : hosts        ? fg_partition_node_devices(part)[plan->steps[si].node]
+                                            : 0;
     info->step_recv[si] = fg_step_is_recv(&plan->steps[si]);
     info->step_send[si] = plan->steps[si].xfer == FG_XFER_SEND;
   }
-  info->n_devices = plan->n_dev > 0 ? plan->n_dev : 1;
+  info->n_devices = hosts ? fg_partition_num_devices(part) : plan->n_dev > 0 ? plan->n_dev : 1;
   for (int d = 0; d < info->n_devices; d++)
-    info->device_arena_bytes[d] = plan->dev_bytes ? plan->dev_bytes[d] : plan->arena_bytes;
+    info->device_arena_bytes[d] = plan->dev_bytes           ? plan->dev_bytes[d]
+                                  : !hosts || d == host_gpu ? plan->arena_bytes
+                                                            : 0;
   info->n_tensors = plan->n_slots;
   for (int k = 0; k < plan->n_slots; k++) {
     fg_plan_tensor *t = &info->tensors[k];
@@ -613,7 +629,9 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     if (plan->slot_of_output[node] < 0 || t->output >= s->g->nodes[node].n_outputs) t->output = -1;
     t->name = s->g->nodes[node].name;
     t->kind = recv ? "recv" : slot_kind_name(plan->slot_kind[k]);
-    t->device = plan->slot_kind[k] != FG_SLOT_ARENA ? -1 : plan->slot_dev ? plan->slot_dev[k] : 0;
+    t->device = plan->slot_kind[k] != FG_SLOT_ARENA ? -1
+                : plan->slot_dev                    ? plan->slot_dev[k]
+                                                    : host_gpu;
     t->dtype = b->dtype;
     t->rank = b->rank;
     t->bytes = fg_dtype_size(b->dtype);

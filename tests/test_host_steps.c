@@ -3,7 +3,8 @@
  * host_steps, executor/cuda/backend.c run_staged). These cases need no
  * GPU: they check which nodes the dist layer marks for the host, what it
  * refuses, and that a GPU plan gives exactly those steps the CPU kernel.
- * The runs themselves are the gpu cases of test_cuda_session.c.
+ * The runs themselves are the gpu cases at the end, which skip without a
+ * GPU.
  *
  * The binary links with --wrap=fg_cuda_device_count (tests/CMakeLists.txt):
  * the device checks (BAD_INPUTS M3) see the GPUs a case asks for, and
@@ -56,6 +57,7 @@ static int update_of(const fg_graph *g, const char *var) {
  * Exactly the nodes the partition puts on cpu:0 are marked. (Layers left
  * unplaced would follow their first input onto cpu:0: placement rule 2.) */
 FG_TEST(host_steps_mark_the_cpu_placed_nodes, "dist") {
+  fake_gpus = 2;
   fg_status *st = fg_status_new();
   fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cuda:0");
   FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
@@ -99,6 +101,7 @@ FG_TEST(host_steps_mark_the_cpu_placed_nodes, "dist") {
  * FG_UNIMPLEMENTED naming a node and the way out: two GPUs in one graph,
  * collectives (data parallelism) and an attached communicator. */
 FG_TEST(host_steps_refusals, "dist,badinput") {
+  fake_gpus = 2;
   fg_status *st = fg_status_new();
   /* Layer 1 on cuda:1 in a session on cuda:0 (the session checks devices
    * first: this reaches the dist layer only on a machine with 2 GPUs). */
@@ -138,10 +141,53 @@ FG_TEST(host_steps_refusals, "dist,badinput") {
   fg_status_free(st);
 }
 
+/* A GPU session whose graph places every node on CPU devices is refused
+ * (unplaced nodes would run on the GPU: only a mistake asks for that), and
+ * so is a cross-process graph reaching the GPU through a default-placed
+ * source (an unused constant goes to rank 0's cuda:0). */
+FG_TEST(host_steps_refuse_all_cpu_and_cross_process, "dist,badinput") {
+  fake_gpus = 2;
+  fg_status *st = fg_status_new();
+  /* x -> relu -> exp, with devices dev0 and dev1; x follows relu. */
+  const char *devs[2][2] = {{"cpu:0", "cpu:1"}, {"rank:0/cpu:0", "rank:1/cpu:0"}};
+  for (int k = 0; k < 2; k++) {
+    fg_graph *g = fg_graph_new();
+    int64_t d[1] = {4};
+    fg_output x = fg_placeholder(g, "x", FG_F32, 1, d);
+    fg_output r = fg_set_device(g, fg_relu(g, x), devs[k][0]);
+    fg_set_name(g, fg_set_device(g, fg_exp(g, r), devs[k][1]), "out");
+    if (k == 1) {
+      fg_tensor *one = fg_tensor_new(FG_F32, 1, d, NULL);
+      memset(fg_tensor_data(one), 0, fg_tensor_num_bytes(one));
+      fg_constant(g, "unused", one);
+      fg_tensor_free(one);
+    }
+    FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+    fg_dist_session *ds = NULL;
+    FG_CHECK(sync_on(g, "cuda:0", &ds, st) != 0);
+    FG_CHECK(ds == NULL);
+    if (k == 0) {
+      FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+      FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                            "the session runs on 'cuda:0' but the graph places every node on "
+                            "CPU devices");
+    } else {
+      FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+      FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                            "node 'unused' of a cross-process graph (one placing nodes on "
+                            "rank:R/ devices) is on 'rank:0/cuda:0'");
+    }
+    fg_dist_session_free(ds);
+    fg_graph_free(g);
+  }
+  fg_status_free(st);
+}
+
 /* A GPU plan gives a host node's step the CPU kernel and every other step
  * the CUDA one: x [4, 3] -> matmul with a constant (GPU) -> softmax on
  * cpu:0 (host) -> relu (GPU, placed). Planning touches no device. */
 FG_TEST(host_steps_plan_kernels, "dist") {
+  fake_gpus = 2;
   if (!fg_cuda_kernel("matmul", FG_F32)) FG_SKIP("this build has no CUDA kernels");
   fg_graph *g = fg_graph_new();
   int64_t xd[2] = {4, 3}, wd[2] = {3, 5};
@@ -283,6 +329,17 @@ FG_TEST(host_steps_profile_devices_and_fetch, "gpu") {
     if (t->device >= 0 && t->device < 2) on[t->device]++;
   }
   FG_CHECK(on[0] > 0 && on[1] > 0);
+  /* The plan's view agrees: steps on the partition's devices, the one
+   * arena the GPU's. */
+  fg_plan_info *info = fg_session_plan_info(s, feeds, 2, fetch, 2, &target, 1, st);
+  FG_REQUIRE(info);
+  FG_CHECK_INT(info->n_devices, 2);
+  FG_CHECK(info->device_arena_bytes[0] == 0 && info->device_arena_bytes[1] == info->arena_bytes);
+  for (int si = 0; si < info->n_steps; si++)
+    FG_CHECK_INT(info->step_devices[si], fg_partition_node_device(p, info->step_nodes[si]));
+  for (int k = 0; k < info->n_tensors; k++)
+    FG_CHECK(info->tensors[k].device == -1 || info->tensors[k].device == 1);
+  fg_plan_info_free(info);
   FG_REQUIRE(fg_tensor_num_elements(out[1]) == 16 * 128);
   const float *a = fg_tensor_data(out[1]), *b = fg_tensor_data(ref[1]);
   for (int i = 0; i < 16 * 128; i++)

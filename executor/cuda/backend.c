@@ -527,8 +527,8 @@ const void *fg_cuda_plan_fetch(const fg_plan *plan, int i) {
 static int node_fail(fg_status *st, fg_code code, const fg_graph *g, const fg_plan *plan, int si,
                      int device, const char *msg) {
   const fg_node *n = &g->nodes[plan->steps[si].node];
-  fg_status_set(st, code, "node '%s' (%s) on cuda:%d: %s", n->name, fg_op_table[n->op].name, device,
-                msg);
+  fg_status_set(st, code, "node '%s' (%s) on %s%d: %s", n->name, fg_op_table[n->op].name,
+                plan->steps[si].host ? "the host, in a session on cuda:" : "cuda:", device, msg);
   return -1;
 }
 
@@ -542,6 +542,21 @@ static int node_fail(fg_status *st, fg_code code, const fg_graph *g, const fg_pl
  * the host waits for the step's stream, so a plan with such steps is never
  * captured into a CUDA Graph. The pinned block is allocated only when a run
  * first stages through it: with NCCL it is never needed. */
+/* The pinned bytes a staged step's input i takes: none for a control
+ * input, whose bytes are never read (and which the memory plan may already
+ * have handed to another step: plan.c control_input). */
+static size_t stage_in_bytes(const fg_graph *g, const fg_step *step, int i, const fg_kbuf *b) {
+  return fg_dist_control_input(&g->nodes[step->node], i) ? 0 : align_up(kbuf_bytes(b));
+}
+
+/* ... and its output o: host steps' outputs have buffers of their own,
+ * except an update's output 0, which is its variable (input 0); an
+ * all_reduce reduces in place. */
+static size_t stage_out_bytes(const fg_graph *g, const fg_step *step, int o, const fg_kbuf *b) {
+  if (!step->host || (o == 0 && fg_op_table[g->nodes[step->node].op].mutable_inputs)) return 0;
+  return align_up(kbuf_bytes(b));
+}
+
 static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp,
                        fg_status *st) {
   size_t total = 0;
@@ -556,11 +571,9 @@ static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pl
     if (step->xfer || (g->nodes[step->node].op != FG_OP_ALL_REDUCE && !step->host)) continue;
     cp->stage_off[si] = total;
     for (int i = 0; i < step->n_in; i++)
-      total += align_up(kbuf_bytes(&plan->slots[step->in_slots[i]]));
-    /* A host step's outputs get host buffers of their own (an all_reduce
-     * reduces in place). */
-    for (int o = 0; step->host && o < step->n_out; o++)
-      total += align_up(kbuf_bytes(&plan->slots[step->out_slots[o]]));
+      total += stage_in_bytes(g, step, i, &plan->slots[step->in_slots[i]]);
+    for (int o = 0; o < step->n_out; o++)
+      total += stage_out_bytes(g, step, o, &plan->slots[step->out_slots[o]]);
     cp->graph_state = -1;
   }
   cp->stage_bytes = total;
@@ -679,28 +692,23 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
   cudaError_t e = cudaSuccess;
   for (int i = 0; i < step->n_in && e == cudaSuccess; i++) {
     hin[i] = step->in[i];
-    hin[i].data = p;
-    size_t bytes = kbuf_bytes(&hin[i]);
-    /* A control input's bytes are never read, and the memory plan may
-     * already have handed them to another step (plan.c control_input). */
-    if (bytes && !fg_dist_control_input(node, i))
-      e = cudaMemcpyAsync(p, step->in[i].data, bytes, cudaMemcpyDeviceToHost, sk);
-    p += align_up(bytes);
+    hin[i].data = p; /* a control input's: never read */
+    size_t bytes = kbuf_bytes(&hin[i]), room = stage_in_bytes(g, step, i, &hin[i]);
+    if (bytes && room) e = cudaMemcpyAsync(p, step->in[i].data, bytes, cudaMemcpyDeviceToHost, sk);
+    p += room;
   }
   for (int o = 0; o < step->n_out; o++) {
     hout[o] = plan->slots[step->out_slots[o]];
-    if (!step->host || (o == 0 && mut)) {
-      /* in place, as the CPU executor may run it; an update's output 0 is
-       * its variable */
-      hout[o].data = hin[0].data;
-    } else {
-      hout[o].data = p;
-      p += align_up(kbuf_bytes(&hout[o]));
-    }
+    size_t room = stage_out_bytes(g, step, o, &hout[o]);
+    /* No room of its own: in place, as the CPU executor may run an
+     * all_reduce; an update's output 0 is its variable. */
+    hout[o].data = room ? p : hin[0].data;
+    p += room;
   }
   if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
   if (e != cudaSuccess) {
-    step_cuda_fail(st, g, plan, si, c->device, "copying its inputs to the host", e);
+    step_cuda_fail(st, g, plan, si, c->device,
+                   "copying its inputs to the host (or an earlier kernel on its stream failed)", e);
     goto out;
   }
   char err[512];
@@ -708,8 +716,9 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
   fg_kctx ctx = {hin, step->n_in, hout, step->n_out, &step->params,
                  err, sizeof err, NULL, NULL,        comm};
   if (step->fn(&ctx) != 0) {
-    node_fail(st, fg_comm_error_code(err, FG_INVALID_ARGUMENT), g, plan, si, c->device,
-              err[0] ? err : "kernel failed");
+    /* A collective's failure keeps its code (a peer's deadline stays one). */
+    node_fail(st, step->host ? FG_INVALID_ARGUMENT : fg_comm_error_code(err, FG_INVALID_ARGUMENT),
+              g, plan, si, c->device, err[0] ? err : "kernel failed");
     goto out;
   }
   /* Back to the device: the outputs (an update's output 0 is its
@@ -876,7 +885,7 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
       if (e == cudaSuccess && numerics && numerics_step(c, g, plan, cp, si, sk, st) != 0) return -1;
       if (e == cudaSuccess && sp->event_of[si] >= 0)
         e = cudaEventRecord(cp->events[sp->event_of[si]], sk);
-      if (e != cudaSuccess) return cuda_fail(st, c->device, "after an all_reduce", e);
+      if (e != cudaSuccess) return cuda_fail(st, c->device, "after a step run on the host", e);
       continue;
     }
     char err[512];
