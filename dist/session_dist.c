@@ -66,10 +66,6 @@ void fg_dist_session_free(fg_dist_session *ds) {
   free(ds);
 }
 
-static void pool_parallel_for(void *pool, int64_t n, int64_t grain, fg_krange_fn fn, void *arg) {
-  fg_pool_parallel_for(pool, n, grain, fn, arg);
-}
-
 /* The k-th all_reduce nodes of the devices run as one collective, after
  * the (k-1)-th, so the graph with each such group merged into one node and
  * an edge from each group to the next must have no cycle: a member that
@@ -527,7 +523,7 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
                       per, d);
         return -1;
       }
-      if (per > 1) nw->exec.par[d] = (fg_kparallel){nw->pools[d], pool_parallel_for};
+      if (per > 1) nw->exec.par[d] = (fg_kparallel){nw->pools[d], fg_pool_parallel_for_fn};
     }
   }
   if (nw->use_exec) {

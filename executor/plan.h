@@ -156,6 +156,8 @@ typedef struct fg_plan_request {
    * host with its CPU kernel (fg_dist_session_host_nodes); NULL: none. Not
    * part of the key: fixed per session and graph version. */
   const unsigned char *host_nodes;
+  /* The session's threads for those host steps' kernels; NULL: one. */
+  const fg_kparallel *host_par;
 } fg_plan_request;
 
 /* Variable storage lookup, provided by the session: the current value of the

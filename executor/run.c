@@ -115,10 +115,6 @@ int fg_plan_check_feeds(const fg_graph *g, const fg_plan *plan, const fg_plan_re
   return 0;
 }
 
-static void pool_parallel_for(void *pool, int64_t n, int64_t grain, fg_krange_fn fn, void *arg) {
-  fg_pool_parallel_for(pool, n, grain, fn, arg);
-}
-
 /* A transfer between processes: the tensor of slot `slot` to or from rank
  * step->peer under step->tag, through the session's process communicator. */
 static int p2p(run_ctx *rc, const fg_step *step, char *err, size_t err_size) {
@@ -206,7 +202,7 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
   if (req->check_numerics && fg_plan_check_feeds(g, plan, req, st) != 0) return -1;
   run_ctx rc = {g,
                 plan,
-                {pool, pool_parallel_for},
+                {pool, fg_pool_parallel_for_fn},
                 timings,
                 0,
                 PTHREAD_MUTEX_INITIALIZER,

@@ -20,10 +20,11 @@ struct fg_session {
   fg_graph *g;
   uint64_t version; /* graph version the variables and plans were made for */
   fg_session_options opts;
-  fg_tensor **vars; /* per node id: the current value of a variable, else NULL */
-  int n_vars_cap;   /* entries in vars */
-  fg_plan *plans;   /* the cache */
-  fg_pool *pool;    /* opts.num_threads threads, made once */
+  fg_tensor **vars;      /* per node id: the current value of a variable, else NULL */
+  int n_vars_cap;        /* entries in vars */
+  fg_plan *plans;        /* the cache */
+  fg_pool *pool;         /* opts.num_threads threads, made once */
+  fg_kparallel host_par; /* the pool's parallel_for, for a GPU plan's host steps */
   atomic_flag busy;
   fg_cuda_ctx *cuda;     /* GPU state when opts.device is "cuda:N", else NULL */
   fg_dist_session *dist; /* placement, per-device pools, communicators (dist/exec.h) */
@@ -164,6 +165,7 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
                   o.num_threads);
     return NULL;
   }
+  s->host_par = (fg_kparallel){s->pool, fg_pool_parallel_for_fn};
   atomic_flag_clear(&s->busy);
   if (cuda_open(s, st) != 0 || sync_graph(s, st) != 0) {
     fg_session_free(s);
@@ -266,7 +268,8 @@ static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
                            s->opts.max_memory_bytes,
                            s->cuda != NULL,
                            fg_dist_session_exec(s->dist),
-                           fg_dist_session_host_nodes(s->dist)};
+                           fg_dist_session_host_nodes(s->dist),
+                           &s->host_par};
   return 0;
 }
 

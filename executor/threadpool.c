@@ -490,6 +490,10 @@ int fg_pool_run_dag(fg_pool *p, int n, const int *n_preds, const int *succ_off, 
 
 /* ---- fg_pool_parallel_for -------------------------------------------------------- */
 
+void fg_pool_parallel_for_fn(void *pool, int64_t n, int64_t grain, fg_range_fn fn, void *arg) {
+  fg_pool_parallel_for(pool, n, grain, fn, arg);
+}
+
 void fg_pool_parallel_for(fg_pool *p, int64_t n, int64_t grain, fg_range_fn fn, void *arg) {
   if (n <= 0 || !fn) return;
   if (grain < 1) grain = 1;

@@ -41,5 +41,8 @@ int fg_pool_run_dag(fg_pool *p, int n, const int *n_preds, const int *succ_off, 
  * with p == NULL (runs inline). */
 typedef void (*fg_range_fn)(void *arg, int64_t begin, int64_t end);
 void fg_pool_parallel_for(fg_pool *p, int64_t n, int64_t grain, fg_range_fn fn, void *arg);
+/* The same with the pool as void *: a kernel's fg_kparallel.parallel_for
+ * (kernels/kernel.h). */
+void fg_pool_parallel_for_fn(void *pool, int64_t n, int64_t grain, fg_range_fn fn, void *arg);
 
 #endif

@@ -71,7 +71,8 @@ typedef struct cuda_plan {
   size_t *stage_off;
   size_t stage_bytes;
   void *stage;
-  const fg_dist_exec *dist; /* the running request's (its communicators), set per run */
+  const fg_dist_exec *dist;     /* the running request's (its communicators), set per run */
+  const fg_kparallel *host_par; /* ... and its threads for host steps (NULL: inline) */
   int runs;
   int graph_state; /* 0: not captured yet, 1: exec holds the run, -1: capture failed */
   cudaGraphExec_t exec;
@@ -650,8 +651,8 @@ static int run_nccl(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, int si, cu
  * calls a host-memory communicator, or NCCL reduces on the GPU) or a host
  * step (a node placed on a CPU device, step->host). Its inputs are copied
  * into the pinned block `stage` and the stream is synchronised; the CPU
- * kernel runs there (single-threaded: the session's threads are not the
- * GPU plan's), writing an all_reduce's result in place and a host step's
+ * kernel runs there (a host step's with the session's threads, an
+ * all_reduce's on this one), writing an all_reduce's result in place and a host step's
  * outputs into host buffers of their own after the inputs; the results,
  * and the variables an optimizer update wrote in place, go back to the
  * device on the step's stream. */
@@ -713,8 +714,9 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
   }
   char err[512];
   err[0] = '\0';
+  const fg_kparallel *par = step->host ? cp->host_par : NULL;
   fg_kctx ctx = {hin, step->n_in, hout, step->n_out, &step->params,
-                 err, sizeof err, NULL, NULL,        comm};
+                 err, sizeof err, par,  NULL,        comm};
   if (step->fn(&ctx) != 0) {
     /* A collective's failure keeps its code (a peer's deadline stays one). */
     node_fail(st, step->host ? FG_INVALID_ARGUMENT : fg_comm_error_code(err, FG_INVALID_ARGUMENT),
@@ -991,6 +993,7 @@ int fg_cuda_plan_run(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, const fg_
   if (copy_feeds(c, plan, cp, req, st) != 0) goto done;
   cp->runs++;
   cp->dist = req->dist;
+  cp->host_par = req->host_par;
   if (timings && !cp->tev) {
     int n = 1 + 2 * plan->n_steps;
     cp->tev = calloc((size_t)n, sizeof *cp->tev);
