@@ -533,16 +533,6 @@ static int node_fail(fg_status *st, fg_code code, const fg_graph *g, const fg_pl
   return -1;
 }
 
-/* all_reduce steps run on the host (plan.c gives them the CPU kernel), with
- * the communicator the run's request attaches. An NCCL communicator on this
- * GPU reduces the device buffers in place (run_nccl). Any other (MPI, in
- * process) works on host memory: the inputs are copied to pinned memory,
- * the CPU kernel calls the communicator there, and the result goes back
- * (run_staged). That costs two PCIe copies of the gradients, but serves
- * every communicator, one GPU shared by several ranks included. Either way
- * the host waits for the step's stream, so a plan with such steps is never
- * captured into a CUDA Graph. The pinned block is allocated only when a run
- * first stages through it: with NCCL it is never needed. */
 /* The pinned bytes a staged step's input i takes: none for a control
  * input, whose bytes are never read (and which the memory plan may already
  * have handed to another step: plan.c control_input). */
@@ -558,6 +548,17 @@ static size_t stage_out_bytes(const fg_graph *g, const fg_step *step, int o, con
   return align_up(kbuf_bytes(b));
 }
 
+/* all_reduce steps, and a GPU session's host steps (nodes placed on a CPU
+ * device), run on the host (plan.c gives them the CPU kernel); all_reduce with
+ * the communicator the run's request attaches. An NCCL communicator on this
+ * GPU reduces the device buffers in place (run_nccl). Any other (MPI, in
+ * process) works on host memory: the inputs are copied to pinned memory,
+ * the CPU kernel calls the communicator there, and the result goes back
+ * (run_staged). That costs two PCIe copies of the gradients, but serves
+ * every communicator, one GPU shared by several ranks included. Either way
+ * the host waits for the step's stream, so a plan with such steps is never
+ * captured into a CUDA Graph. The pinned block is allocated only when a run
+ * first stages through it: with NCCL it is never needed. */
 static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp,
                        fg_status *st) {
   size_t total = 0;
@@ -643,19 +644,15 @@ static int run_nccl(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, int si, cu
   return rc;
 }
 
-/* Runs all_reduce step si (see stage_steps) on stream sk: over NCCL on the
- * device, or staged through the host: waits for the stream, copies the
- * inputs down, runs the CPU kernel with the plan's communicator, and
- * queues the result's copy back onto sk. */
-/* A step the host runs inside a GPU plan: an all_reduce (its CPU kernel
- * calls a host-memory communicator, or NCCL reduces on the GPU) or a host
- * step (a node placed on a CPU device, step->host). Its inputs are copied
- * into the pinned block `stage` and the stream is synchronised; the CPU
- * kernel runs there (a host step's with the session's threads, an
- * all_reduce's on this one), writing an all_reduce's result in place and a host step's
- * outputs into host buffers of their own after the inputs; the results,
- * and the variables an optimizer update wrote in place, go back to the
- * device on the step's stream. */
+/* Runs step si (see stage_steps) on stream sk from the host: an all_reduce
+ * (over NCCL on the device, or staged through the host with the plan's
+ * communicator) or a host step (a node placed on a CPU device,
+ * step->host). Staging copies the inputs into the pinned block `stage` and
+ * synchronises the stream; the CPU kernel runs there (a host step's with
+ * the session's threads, an all_reduce's on this thread), writing an
+ * all_reduce's result in place and a host step's outputs into host buffers
+ * of their own after the inputs; the results, and the variables an
+ * optimizer update wrote in place, are queued back onto sk. */
 static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int si,
                       cudaStream_t sk, fg_status *st) {
   fg_step *step = &plan->steps[si];
