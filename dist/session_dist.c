@@ -285,8 +285,8 @@ static void machine_cores(int *avail, int *online) {
 }
 
 /* A GPU session whose graph places nodes on CPU devices as well (the
- * partition's other devices, none of another rank: cross-process graphs
- * with CUDA nodes were refused before): those nodes run on the host
+ * partition's other devices; a cross-process graph is refused, as build()
+ * refuses one with a CUDA node that runs): those nodes run on the host
  * inside the GPU's plan (executor/cuda/backend.c stages their inputs and
  * outputs through pinned memory), every tensor stays in the GPU's memory
  * plan, and the session keeps one device's state. Two GPUs, collectives
