@@ -49,7 +49,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 if [ "$(id -u)" -ne 0 ]; then
   why="not root"
-elif why=$("$hosts" up "$hp" 2>&1); then
+elif "$hosts" sweep fgb && why=$("$hosts" up "$hp" 2>&1); then
   why=""
 fi
 if [ -z "$why" ]; then

@@ -51,6 +51,10 @@ static inline int netns_hosts_up2(netns_hosts *h, int slots0, int slots1, char *
     snprintf(why, why_len, "out of memory");
     return -1;
   }
+  /* Hosts that earlier test runs left behind go first (the script's
+   * sweep: names fg<pid>h0/h1 whose pid is gone). */
+  netns_hosts h_stem = {.prefix = "fg"};
+  netns_hosts_script(&h_stem, "sweep", NULL, res);
   int rc = netns_hosts_script(h, "up", NULL, res);
   /* The script's last words are its reason (at most 300 characters). */
   if (rc != 0) {
