@@ -369,6 +369,14 @@ static int reserve(mpi_comm *m, size_t scratch, fg_status *st) {
   return 0;
 }
 
+/* A post (MPI_Isend / MPI_Irecv) of operation `desc` failed: MPI may hold
+ * the others already posted, so the communicator is broken. -1. */
+static int post_failed(mpi_comm *m, const char *desc, fg_status *st) {
+  fg_status_set(st, FG_INTERNAL, "%s on rank %d: posting a message failed", desc, m->base.rank);
+  set_broken(m);
+  return -1;
+}
+
 /* One MPI_Iallgather of a u64, waited for under the deadline; the caller
  * holds m->mu. */
 static int gather_locked(mpi_comm *m, uint64_t value, uint64_t *out, const char *op,
@@ -713,9 +721,7 @@ static int check_counts(mpi_comm *m, const msg_group *g, int64_t count, fg_dtype
   }
   return 0;
 mpi_fail:
-  fg_status_set(st, FG_INTERNAL, "all_reduce on rank %d: posting a message failed", m->base.rank);
-  set_broken(m);
-  return -1;
+  return post_failed(m, "all_reduce", st);
 }
 
 /* Messages are counted in MPI_BYTE with an int: refused when the largest
@@ -754,11 +760,8 @@ static int pair_all_reduce(mpi_comm *m, const msg_group *g, unsigned char *b, in
   if (reserve(m, bytes, st) != 0) return -1;
   m->req_peer[0] = m->req_peer[1] = peer;
   if (post(0, m->scratch, (int)bytes, peer, tag, m->comm, &m->reqs[0]) != MPI_SUCCESS ||
-      post(1, b, (int)bytes, peer, tag, m->comm, &m->reqs[1]) != MPI_SUCCESS) {
-    fg_status_set(st, FG_INTERNAL, "all_reduce on rank %d: posting a message failed", m->base.rank);
-    set_broken(m);
-    return -1;
-  }
+      post(1, b, (int)bytes, peer, tag, m->comm, &m->reqs[1]) != MPI_SUCCESS)
+    return post_failed(m, "all_reduce", st);
   m->msg_bytes += bytes;
   if (wait_all(m, 2, "all_reduce", st) != 0) return -1;
   void *all[2];
@@ -860,8 +863,7 @@ static int msg_all_reduce(mpi_comm *m, const msg_group *g, unsigned char *b, int
   rc = 0;
   goto out;
 mpi_fail:
-  fg_status_set(st, FG_INTERNAL, "all_reduce on rank %d: posting a message failed", m->base.rank);
-  set_broken(m);
+  post_failed(m, "all_reduce", st);
 out:
   free(src);
   return rc;
@@ -1077,12 +1079,8 @@ static int p2p_data(mpi_comm *m, int is_send, unsigned char *buf, int64_t bytes,
     for (int k = 0; k < WINDOW && off < bytes; k++) {
       int64_t len = bytes - off < chunk ? bytes - off : chunk;
       peers[nr] = peer;
-      if (post(is_send, buf + off, (int)len, peer, tag, m->p2p, &reqs[nr++]) != MPI_SUCCESS) {
-        fg_status_set(st, FG_INTERNAL, "%s on rank %d: posting a message failed", desc,
-                      m->base.rank);
-        set_broken(m);
-        return -1;
-      }
+      if (post(is_send, buf + off, (int)len, peer, tag, m->p2p, &reqs[nr++]) != MPI_SUCCESS)
+        return post_failed(m, desc, st);
       off += len;
     }
     if (wait_reqs(m, reqs, peers, nr, t0, desc, st) != 0) return -1;
@@ -1109,8 +1107,7 @@ static p2p_header *p2p_start(mpi_comm *m, int is_send, const void *buf, int64_t 
   h->v[0] = is_send ? bytes : -1;
   h->v[1] = is_send ? p2p_chunk() : -1;
   if (post(is_send, h->v, (int)sizeof h->v, peer, tag, m->p2p, hdr) != MPI_SUCCESS) {
-    fg_status_set(st, FG_INTERNAL, "%s on rank %d: posting a message failed", desc, m->base.rank);
-    set_broken(m);
+    post_failed(m, desc, st);
     keep(m, h);
     return NULL;
   }
