@@ -71,6 +71,10 @@ typedef struct cuda_plan {
   size_t *stage_off;
   size_t stage_bytes;
   void *stage;
+  /* The host views of a staged step's inputs (hkb) and outputs (hkb +
+   * max_in), as wide as the widest such step. */
+  fg_kbuf *hkb;
+  int max_in;
   const fg_dist_exec *dist;     /* the running request's (its communicators), set per run */
   const fg_kparallel *host_par; /* ... and its threads for host steps (NULL: inline) */
   int runs;
@@ -378,6 +382,7 @@ void fg_cuda_plan_release(void *device) {
   free(cp->fetch_bytes);
   free(cp->kc);
   free(cp->stage_off);
+  free(cp->hkb);
   fg_stream_plan_free(&cp->sp);
   free(cp);
 }
@@ -567,6 +572,7 @@ static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pl
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "cuda:%d: out of memory (plan)", c->device);
     return -1;
   }
+  int max_out = 0;
   for (int si = 0; si < plan->n_steps; si++) {
     const fg_step *step = &plan->steps[si];
     cp->stage_off[si] = SIZE_MAX;
@@ -576,9 +582,16 @@ static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pl
       total += stage_in_bytes(g, step, i, &plan->slots[step->in_slots[i]]);
     for (int o = 0; o < step->n_out; o++)
       total += stage_out_bytes(g, step, o, &plan->slots[step->out_slots[o]]);
+    if (step->n_in > cp->max_in) cp->max_in = step->n_in;
+    if (step->n_out > max_out) max_out = step->n_out;
     cp->graph_state = -1;
   }
   cp->stage_bytes = total;
+  cp->hkb = malloc(((size_t)cp->max_in + (size_t)max_out + 1) * sizeof *cp->hkb);
+  if (!cp->hkb) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "cuda:%d: out of memory (plan)", c->device);
+    return -1;
+  }
   return 0;
 }
 
@@ -656,10 +669,8 @@ static int run_nccl(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, int si, cu
 static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int si,
                       cudaStream_t sk, fg_status *st) {
   fg_step *step = &plan->steps[si];
-  const fg_node *node = &g->nodes[step->node];
-  const unsigned mut = fg_op_table[node->op].mutable_inputs;
-  enum { SMALL = 8 };
-  fg_kbuf hin_small[SMALL], hout_small[SMALL];
+  const unsigned mut = fg_op_table[g->nodes[step->node].op].mutable_inputs;
+  fg_kbuf *hin = cp->hkb, *hout = cp->hkb + cp->max_in;
   if (!step->host && (step->n_in > 4 || step->n_out != 1))
     return node_fail(st, FG_INTERNAL, g, plan, si, c->device, "unexpected all_reduce arity");
   fg_comm *comm = NULL;
@@ -677,15 +688,6 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
   }
   if (!cp->stage && host_alloc(&cp->stage, cp->stage_bytes, c->device, "host step staging", st))
     return -1;
-  /* Arity is the graph's (concat takes any number of inputs): the common
-   * case uses the stack, a wider node a buffer for this run. */
-  fg_kbuf *hin = step->n_in <= SMALL ? hin_small : malloc((size_t)step->n_in * sizeof *hin);
-  fg_kbuf *hout = step->n_out <= SMALL ? hout_small : malloc((size_t)step->n_out * sizeof *hout);
-  int rc = -1;
-  if (!hin || !hout) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "node '%s': out of memory (host step)", node->name);
-    goto out;
-  }
   char *p = (char *)cp->stage + cp->stage_off[si];
   cudaError_t e = cudaSuccess;
   for (int i = 0; i < step->n_in && e == cudaSuccess; i++) {
@@ -704,22 +706,21 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
     p += room;
   }
   if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
-  if (e != cudaSuccess) {
-    step_cuda_fail(st, g, plan, si, c->device,
-                   "copying its inputs to the host (or an earlier kernel on its stream failed)", e);
-    goto out;
-  }
+  if (e != cudaSuccess)
+    return step_cuda_fail(st, g, plan, si, c->device,
+                          "copying its inputs to the host (or an earlier kernel on its stream "
+                          "failed)",
+                          e);
   char err[512];
   err[0] = '\0';
   const fg_kparallel *par = step->host ? cp->host_par : NULL;
   fg_kctx ctx = {hin, step->n_in, hout, step->n_out, &step->params,
                  err, sizeof err, par,  NULL,        comm};
-  if (step->fn(&ctx) != 0) {
-    /* A collective's failure keeps its code (a peer's deadline stays one). */
-    node_fail(st, step->host ? FG_INVALID_ARGUMENT : fg_comm_error_code(err, FG_INVALID_ARGUMENT),
-              g, plan, si, c->device, err[0] ? err : "kernel failed");
-    goto out;
-  }
+  /* A collective's failure keeps its code (a peer's deadline stays one). */
+  if (step->fn(&ctx) != 0)
+    return node_fail(
+        st, step->host ? FG_INVALID_ARGUMENT : fg_comm_error_code(err, FG_INVALID_ARGUMENT), g,
+        plan, si, c->device, err[0] ? err : "kernel failed");
   /* Back to the device: the outputs (an update's output 0 is its
    * variable's storage, copied with the mutable inputs), then the
    * variables the update wrote in place. */
@@ -734,18 +735,12 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
     if (i < 32 && (mut >> i & 1u) && bytes)
       e = cudaMemcpyAsync(step->in[i].data, hin[i].data, bytes, cudaMemcpyHostToDevice, sk);
   }
-  if (e != cudaSuccess) {
-    step_cuda_fail(st, g, plan, si, c->device, "copying its result to the device", e);
-    goto out;
-  }
   /* No wait for these copies: the step's part of the stage is its own,
    * and the host writes it again only in the next run, after this stream
    * has been synchronised again. */
-  rc = 0;
-out:
-  if (hin != hin_small) free(hin);
-  if (hout != hout_small) free(hout);
-  return rc;
+  if (e != cudaSuccess)
+    return step_cuda_fail(st, g, plan, si, c->device, "copying its result to the device", e);
+  return 0;
 }
 
 /* fg_tensor_new_pinned's memory. Without a device, cudaHostAlloc would
