@@ -136,6 +136,11 @@ const fg_partition *fg_dist_session_partition(const fg_dist_session *ds);
  * and outputs staged through pinned memory by the CUDA backend); NULL for
  * every other session. */
 const unsigned char *fg_dist_session_host_nodes(const fg_dist_session *ds);
+/* Where a single-device plan's node runs and where its arena lives, as the
+ * partition numbers devices: with host steps the partition's device of the
+ * node and the GPU's index; otherwise 0 and 0. */
+int fg_dist_session_step_device(const fg_dist_session *ds, int node);
+int fg_dist_session_arena_device(const fg_dist_session *ds);
 /* The communicator over this process's replicas of its variables: the
  * process communicator of data parallelism (the graph names no rank), the
  * data communicator of a cross-process graph, or NULL. */

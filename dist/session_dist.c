@@ -30,6 +30,7 @@ struct fg_dist_session {
    * for a node that runs on the host (fg_dist_session_host_nodes); NULL
    * otherwise. */
   unsigned char *host_node;
+  int host_gpu; /* ... and the partition's index of the GPU */
 };
 
 static void free_parts(fg_dist_session *ds) {
@@ -356,6 +357,7 @@ static int host_steps(const fg_graph *g, fg_dist_session *nw, fg_status *st) {
   }
   for (int id = 0; id < g->n_nodes; id++)
     nw->host_node[id] = node_dev[id] != gpu;
+  nw->host_gpu = gpu;
   return 0;
 }
 
@@ -604,6 +606,14 @@ void fg_dist_session_before_run(fg_dist_session *ds) {
 
 const unsigned char *fg_dist_session_host_nodes(const fg_dist_session *ds) {
   return ds ? ds->host_node : NULL;
+}
+
+int fg_dist_session_step_device(const fg_dist_session *ds, int node) {
+  return ds && ds->host_node ? fg_partition_node_devices(ds->part)[node] : 0;
+}
+
+int fg_dist_session_arena_device(const fg_dist_session *ds) {
+  return ds && ds->host_node ? ds->host_gpu : 0;
 }
 
 const fg_partition *fg_dist_session_partition(const fg_dist_session *ds) {

@@ -299,6 +299,13 @@ static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *pla
   return plan;
 }
 
+/* Step si's device as the partition numbers them: a multi-device plan's
+ * own, a GPU session's host step's cpu:N (the rest its cuda:N), else 0. */
+static int step_device(const fg_session *s, const fg_plan *plan, int si) {
+  return plan->step_dev ? plan->step_dev[si]
+                        : fg_dist_session_step_device(s->dist, plan->steps[si].node);
+}
+
 static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, int64_t run_ns,
                                       int64_t plan_ns) {
   fg_run_metadata *md = calloc(1, sizeof *md);
@@ -313,8 +320,6 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
   md->threads = fg_pool_threads(s->pool);
   md->arena_bytes = plan->arena_bytes;
   md->n_nodes = 0;
-  const unsigned char *hosts = fg_dist_session_host_nodes(s->dist);
-  const fg_partition *part = fg_dist_session_partition(s->dist);
   for (int si = 0; si < plan->n_steps; si++) {
     const fg_step *step = &plan->steps[si];
     const fg_node *n = &s->g->nodes[step->node];
@@ -325,10 +330,7 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
     t->op = fg_step_is_recv(step)        ? "recv"
             : step->xfer == FG_XFER_SEND ? "send"
                                          : fg_op_table[n->op].name;
-    /* A GPU session's host steps: the partition's devices (cpu:N, cuda:N). */
-    t->device = plan->step_dev ? plan->step_dev[si]
-                : hosts        ? fg_partition_node_devices(part)[step->node]
-                               : 0;
+    t->device = step_device(s, plan, si);
     const fg_kbuf *b = &plan->slots[step->out_slots[0]];
     t->dtype = b->dtype;
     t->rank = b->rank;
@@ -596,28 +598,23 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     goto done;
   }
   info->n_steps = plan->n_steps;
-  /* A GPU session's host steps: the partition's devices, the arena the
-   * GPU's (host_gpu), as the run metadata says. */
-  const unsigned char *hosts = fg_dist_session_host_nodes(s->dist);
-  const fg_partition *part = fg_dist_session_partition(s->dist);
-  int host_gpu = 0;
-  if (hosts)
-    while (host_gpu < fg_partition_num_devices(part) - 1 &&
-           fg_partition_device(part, host_gpu).kind != FG_DEVICE_CUDA)
-      host_gpu++;
+  /* A GPU session's host steps: the partition's devices, the one arena
+   * the GPU's, as the run metadata says. */
+  const int hosts = fg_dist_session_host_nodes(s->dist) != NULL;
+  const int arena_dev = fg_dist_session_arena_device(s->dist);
   for (int si = 0; si < plan->n_steps; si++) {
     info->step_nodes[si] = plan->steps[si].node;
-    info->step_devices[si] = plan->step_dev ? plan->step_dev[si]
-                             : hosts        ? fg_partition_node_devices(part)[plan->steps[si].node]
-                                            : 0;
+    info->step_devices[si] = step_device(s, plan, si);
     info->step_recv[si] = fg_step_is_recv(&plan->steps[si]);
     info->step_send[si] = plan->steps[si].xfer == FG_XFER_SEND;
   }
-  info->n_devices = hosts ? fg_partition_num_devices(part) : plan->n_dev > 0 ? plan->n_dev : 1;
+  info->n_devices = hosts         ? fg_partition_num_devices(fg_dist_session_partition(s->dist))
+                    : plan->n_dev ? plan->n_dev
+                                  : 1;
   for (int d = 0; d < info->n_devices; d++)
-    info->device_arena_bytes[d] = plan->dev_bytes           ? plan->dev_bytes[d]
-                                  : !hosts || d == host_gpu ? plan->arena_bytes
-                                                            : 0;
+    info->device_arena_bytes[d] = plan->dev_bytes  ? plan->dev_bytes[d]
+                                  : d == arena_dev ? plan->arena_bytes
+                                                   : 0;
   info->n_tensors = plan->n_slots;
   for (int k = 0; k < plan->n_slots; k++) {
     fg_plan_tensor *t = &info->tensors[k];
@@ -634,7 +631,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     t->kind = recv ? "recv" : slot_kind_name(plan->slot_kind[k]);
     t->device = plan->slot_kind[k] != FG_SLOT_ARENA ? -1
                 : plan->slot_dev                    ? plan->slot_dev[k]
-                                                    : host_gpu;
+                                                    : arena_dev;
     t->dtype = b->dtype;
     t->rank = b->rank;
     t->bytes = fg_dtype_size(b->dtype);
