@@ -82,22 +82,29 @@ case $cmd in
     # The names go in the background, in a session of its own: `ip netns
     # del` unmounts, and that waits for an expedited RCU grace period, seen
     # to take over 100 s while another test's ranks spun. Nothing runs in
-    # the namespaces any more. Deletes take one lock, so a second `down`
-    # (a test's fault thread, then the test) never runs beside the first on
-    # the same name: once one name was seen left behind after such a pair.
-    lock="${TMPDIR:-/tmp}/flowgraph-netns_hosts.lock"
+    # the namespaces any more. The job is in its own session before this
+    # returns (setsid runs in the foreground and only starts it): callers
+    # kill their child's process group once it exits (tests/mpi/mpi_run.h
+    # run_limited), and a job started with `setsid ... &` dies when that
+    # kill comes before its setsid (40 of 40 times with the kill at once;
+    # under a full suite's load, now and then: both names stayed).
     if ip netns list | grep -q "^${p}h[01]\b"; then
-      setsid flock "$lock" sh -c '
-        for n in "$1h0" "$1h1"; do
-          ! ip netns list | grep -q "^$n\b" || ip netns del "$n"
-        done' sh "$p" </dev/null >/dev/null 2>&1 &
+      setsid -w sh -c '"$0" delete "$1" </dev/null >/dev/null 2>&1 &' "$self" "$p"
     fi
+    ;;
+  delete)
+    # down's background job. One lock for all deletes, so a second `down`
+    # (a test's fault thread, then the test) never deletes beside the first.
+    exec 9>"${TMPDIR:-/tmp}/flowgraph-netns_hosts.lock"
+    flock 9
+    for n in "${p}h0" "${p}h1"; do
+      ! ip netns list | grep -q "^$n\b" || ip netns del "$n"
+    done
     ;;
   sweep)
     # Tests and benchmarks name their hosts after their pid (fg<pid>,
-    # fgb<pid>). A run killed before its `down`, or a name whose delete did
-    # not happen (seen once after a full suite, cause unknown), leaves
-    # names behind; the next run's sweep takes them down.
+    # fgb<pid>). A run killed before its `down` leaves names behind; the
+    # next run's sweep takes them down.
     for pid in $(ip netns list 2>/dev/null | sed -n "s/^${p}\([0-9][0-9]*\)h[01]\( .*\)\{0,1\}\$/\1/p" | sort -u); do
       [ -d "/proc/$pid" ] || "$self" down "${p}$pid"
     done
