@@ -629,8 +629,11 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     if (plan->slot_of_output[node] < 0 || t->output >= s->g->nodes[node].n_outputs) t->output = -1;
     t->name = s->g->nodes[node].name;
     t->kind = recv ? "recv" : slot_kind_name(plan->slot_kind[k]);
+    /* slot_dev is filled for every plan (0 where one device plans), but
+     * only a plan with per-device arenas (dev_bytes) places by it; a GPU
+     * session's host-step plan keeps every tensor in the GPU's arena. */
     t->device = plan->slot_kind[k] != FG_SLOT_ARENA ? -1
-                : plan->slot_dev                    ? plan->slot_dev[k]
+                : plan->dev_bytes                   ? plan->slot_dev[k]
                                                     : arena_dev;
     t->dtype = b->dtype;
     t->rank = b->rank;

@@ -3,7 +3,9 @@
 # (tools/device/pack.sh). Unpacks the build where the ctest files expect it
 # (/work/main/build), finds the device's CUDA and NCCL libraries, and runs
 # what is asked: "tests" (the CUDA-using ctest cases), "alltests" (the
-# whole Release suite), "bench" (GPU bench vs PyTorch), "sanitize"
+# whole Release suite), "bench" (GPU bench vs PyTorch), "hostsan"
+# (memcheck over the host-step cases), "dp" (dp_scaling on this machine's
+# cores), "sanitize"
 # (compute-sanitizer memcheck and racecheck over the CUDA kernel and session
 # cases), or any shell words after "sh". Logs go to $OUT.
 set -u
@@ -66,6 +68,34 @@ for what in "$@"; do
     done
     echo "sanitize: $(grep -c ' rc 0 ' "$OUT/sanitize.log") clean, $(grep -Ec ' rc [1-9]' "$OUT/sanitize.log") not"
     grep -E ' rc [1-9]' "$OUT/sanitize.log" ;;
+  hostsan)
+    # compute-sanitizer memcheck over the host-step cases (CPU kernels on
+    # pinned staging inside a GPU session's plan).
+    cs=/usr/local/cuda/bin/compute-sanitizer
+    : >"$OUT/hostsan.log"
+    for c in $(/work/main/build/tests/test_host_steps --list | awk '$2 ~ /(^|,)gpu(,|$)/ {print $1}'); do
+      (cd /work/main/build/tests && timeout 300 $cs --tool memcheck --error-exitcode 9 \
+        ./test_host_steps $c) >/tmp/san.log 2>&1
+      rc=$?
+      echo "memcheck rc $rc test_host_steps.$c" >>"$OUT/hostsan.log"
+      [ $rc = 0 ] || tail -30 /tmp/san.log >>"$OUT/hostsan.log"
+    done
+    cat "$OUT/hostsan.log" ;;
+  dp)
+    # dp_scaling where cores are free (this machine's, not the 2-core VM's):
+    # 1 rank against 2 ranks of 1 thread, the default, and 2 ranks that never
+    # exchange, alternated over 3 rounds.
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    db="mpirun --oversubscribe --bind-to none"
+    : >"$OUT/dp.log"
+    echo "cores: $(nproc)" >>"$OUT/dp.log"
+    for r in 1 2 3; do
+      $db -np 1 /work/main/build/bench/dist_bench dp 26214400 2>&1 | grep '^FG' >>"$OUT/dp.log"
+      $db -np 2 /work/main/build/bench/dist_bench dp 26214400 2>&1 | grep '^FG' >>"$OUT/dp.log"
+      $db -np 2 /work/main/build/bench/dist_bench dp 26214400 own-lane 2>&1 | grep '^FG' >>"$OUT/dp.log"
+      $db -np 2 /work/main/build/bench/dist_bench dp 0 independent 2>&1 | grep '^FG' >>"$OUT/dp.log"
+    done
+    cat "$OUT/dp.log" ;;
   sh) shift_rest=1 ;;
   *) [ -n "${shift_rest:-}" ] && eval "$what" ;;
   esac
