@@ -3,7 +3,7 @@
  *   fg_bench_gpu CASE [--runs N] [--warmup N] [--streams N] [--profile]
  *
  * CASE is gpu_op_overhead, gpu_mlp_small_train, gpu_mlp_large_train,
- * gpu_mlp_large_train_tf32, cublas_peak or all. Each case prints the CPU
+ * gpu_mlp_large_train_tf32, gpu_host_steps, cublas_peak or all. Each case prints the CPU
  * driver's line format
  *
  *   FG <case> median_s=... min_s=... runs=N threads=1 [extra key=value ...]
@@ -270,9 +270,59 @@ done:
   return rc;
 }
 
-static const char *const GPU_CASES[] = {"gpu_op_overhead", "gpu_mlp_small_train",
+/* gpu_host_steps: the small MLP's training step on cuda:0 with its first
+ * layer (forward, backward and update) placed on cpu:0, so a GPU session
+ * runs those nodes on the host (dist/session_dist.c host_steps), against
+ * the same graph all on the GPU (all_gpu_median_s). What the placement
+ * costs: the staging copies and the CPU kernels in the step. */
+static int gpu_host_steps(const bench_opts *bo, fg_status *st) {
+  const mlp_shape *m = &MLP_SMALL;
+  const char *name = "gpu_host_steps";
+  int runs = pick(bo->runs, m->runs * 4), warmup = pick(bo->warmup, m->warmup + 3);
+  static const char *const devices[3] = {"cpu:0", "cuda:0", "cuda:0"};
+  fg_output train;
+  fg_graph *g = mlp_graph_on(m->batch, m->n_layers, m->widths, devices, &train, st);
+  if (g) fg_set_name(g, train, "train");
+  fg_graph *ga = build_mlp(m, st);
+  fg_tensor *x = NULL, *y = NULL, *px = NULL, *py = NULL;
+  double *times = calloc((size_t)runs, sizeof *times), *all = calloc((size_t)runs, sizeof *all);
+  fg_session *s = NULL, *sa = NULL;
+  int rc = 1;
+  if (g && ga) mlp_batch(m, &x, &y, st);
+  if (!x || !y || !times || !all || !(px = pinned_copy(x, st)) || !(py = pinned_copy(y, st)) ||
+      !(s = gpu_session(g, 1, 0, st)) || !(sa = gpu_session(ga, 1, 0, st))) {
+    rc = fail(name, st);
+    goto done;
+  }
+  fg_feed feeds[2] = {{"x", px}, {"y", py}};
+  double l0 = 0, l1 = 0, a0 = 0, a1 = 0;
+  if (mlp_time(s, feeds, warmup, runs, times, &l0, &l1, st) != 0 ||
+      mlp_time(sa, feeds, warmup, runs, all, &a0, &a1, st) != 0) {
+    rc = fail(name, st);
+    goto done;
+  }
+  char extra[200];
+  snprintf(extra, sizeof extra, "loss_first=%.6g loss_last=%.6g all_gpu_median_s=%.9g", l0, l1,
+           median(all, runs));
+  print_line(name, times, runs, 1, extra);
+  rc = 0;
+done:
+  fg_session_free(s);
+  fg_session_free(sa);
+  fg_graph_free(g);
+  fg_graph_free(ga);
+  fg_tensor_free(x);
+  fg_tensor_free(y);
+  fg_tensor_free(px);
+  fg_tensor_free(py);
+  free(times);
+  free(all);
+  return rc;
+}
+
+static const char *const GPU_CASES[] = {"gpu_op_overhead",     "gpu_mlp_small_train",
                                         "gpu_mlp_large_train", "gpu_mlp_large_train_tf32",
-                                        "cublas_peak"};
+                                        "gpu_host_steps",      "cublas_peak"};
 #define N_GPU_CASES ((int)(sizeof GPU_CASES / sizeof GPU_CASES[0]))
 
 int main(int argc, char **argv) {
@@ -319,6 +369,7 @@ int main(int argc, char **argv) {
   CASE("gpu_mlp_small_train", gpu_mlp(&MLP_SMALL, "gpu_mlp_small_train", 0, 0, &bo, st));
   CASE("gpu_mlp_large_train", gpu_mlp(&MLP_LARGE, "gpu_mlp_large_train", 0, 1, &bo, st));
   CASE("gpu_mlp_large_train_tf32", gpu_mlp(&MLP_LARGE, "gpu_mlp_large_train_tf32", 1, 1, &bo, st));
+  CASE("gpu_host_steps", gpu_host_steps(&bo, st));
 #undef CASE
   if (all || !strcmp(which, "cublas_peak")) {
     double f32 = cublas_gflops(8192, 0, 10), tf32 = cublas_gflops(8192, 1, 10);

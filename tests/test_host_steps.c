@@ -354,3 +354,75 @@ FG_TEST(host_steps_profile_devices_and_fetch, "gpu") {
   close_two(&two);
   fg_status_free(st);
 }
+
+/* A host step's kernel failing on the data it is given (an index out of
+ * range) fails the run with the node and the kernel's words, with and
+ * without check_numerics, and the runs after it give the right values
+ * again. lookup = gather(params, idx) on cpu:0, out =
+ * relu(lookup) on cuda:0, params[i][j] = 3i + j - 6.5, so out[r][j] =
+ * max(0, 3 idx[r] + j - 6.5), worked out here by hand. */
+static fg_graph *lookup_graph(void) {
+  fg_graph *g = fg_graph_new();
+  int64_t pd[2] = {5, 3}, id[1] = {4};
+  fg_tensor *pt = fg_tensor_new(FG_F32, 2, pd, NULL);
+  float *p = fg_tensor_data(pt);
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 3; j++)
+      p[i * 3 + j] = (float)(3 * i + j) - 6.5f;
+  fg_output idx = fg_placeholder(g, "idx", FG_I32, 1, id);
+  fg_output lk = fg_set_device(
+      g, fg_set_name(g, fg_gather(g, fg_constant(g, "params", pt), idx), "lookup"), "cpu:0");
+  fg_set_device(g, fg_set_name(g, fg_relu(g, lk), "out"), "cuda:0");
+  fg_tensor_free(pt);
+  return g;
+}
+
+/* One run of `s` with idx = v[0..3]: 0 with out[] checked against the
+ * formula above, or -1 with st set. */
+static int lookup_run(fg_session *s, const int32_t *v, fg_status *st) {
+  int64_t id[1] = {4};
+  fg_tensor *it = fg_tensor_new(FG_I32, 1, id, NULL);
+  memcpy(fg_tensor_data(it), v, 4 * sizeof *v);
+  fg_feed feed = {"idx", it};
+  const char *fetch = "out";
+  fg_tensor *out = NULL;
+  int rc = fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st);
+  if (rc == 0) {
+    FG_CHECK_INT(fg_tensor_num_elements(out), 12);
+    const float *o = fg_tensor_data(out);
+    for (int r = 0; r < 4; r++)
+      for (int j = 0; j < 3; j++) {
+        float want = (float)(3 * v[r] + j) - 6.5f;
+        FG_CHECK(o[r * 3 + j] == (want > 0 ? want : 0));
+      }
+  }
+  fg_tensor_free(out);
+  fg_tensor_free(it);
+  return rc;
+}
+
+FG_TEST(host_steps_kernel_failure_named_then_clean_runs, "gpu,badinput") {
+  NEED_GPU();
+  fg_status *st = fg_status_new();
+  for (int numerics = 0; numerics < 2; numerics++) {
+    fg_graph *g = lookup_graph();
+    FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+    fg_session_options o;
+    fg_session_options_init(&o);
+    o.device = "cuda:0";
+    o.check_numerics = numerics;
+    fg_session *s = fg_session_new(g, &o, st);
+    FG_REQUIRE(s);
+    static const int32_t good[4] = {0, 4, 2, 1}, bad[4] = {0, 7, 2, 1}, again[4] = {3, 3, 0, 4};
+    FG_CHECK(lookup_run(s, good, st) == 0);
+    FG_CHECK(lookup_run(s, bad, st) != 0);
+    FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), "lookup");
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), "indices[1] = 7 is out of range [0, 5)");
+    for (int k = 0; k < 3; k++)
+      FG_CHECK(lookup_run(s, k == 1 ? good : again, st) == 0);
+    fg_session_free(s);
+    fg_graph_free(g);
+  }
+  fg_status_free(st);
+}
