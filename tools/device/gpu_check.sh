@@ -26,6 +26,18 @@ export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 export PATH=$PATH:/usr/local/cuda/bin
+cs=/usr/local/cuda/bin/compute-sanitizer
+# One compute-sanitizer tool ($1: memcheck, racecheck) over case $3 of test
+# binary $2; the line, and the tool's last words when it failed, go to $4.
+sanitize_case() {
+  (cd /work/main/build/tests && timeout 300 $cs --tool "$1" --error-exitcode 9 ./"$2" "$3") \
+    >/tmp/san.log 2>&1
+  local rc=$?
+  echo "$1 rc $rc $2.$3" >>"$4"
+  [ $rc = 0 ] || tail -30 /tmp/san.log >>"$4"
+}
+# The gpu-labelled cases of test binary $1.
+gpu_cases() { /work/main/build/tests/$1 --list | awk '$2 ~ /(^|,)gpu(,|$)/ {print $1}'; }
 for what in "$@"; do
   case $what in
   tests)
@@ -46,39 +58,25 @@ for what in "$@"; do
     # session tests (not the slow digits training, the 1000-run leak check or
     # the driver-thread count, which counts the tool's own threads), then
     # racecheck over the cases whose kernels share memory in a block.
-    cs=/usr/local/cuda/bin/compute-sanitizer
     : >"$OUT/sanitize.log"
     for b in test_cuda_kernels test_cuda_session; do
-      for c in $(/work/main/build/tests/$b --list | awk '$2 ~ /(^|,)gpu(,|$)/ {print $1}'); do
+      for c in $(gpu_cases $b); do
         case $c in *digits* | *leak* | *leaves_driver*) continue ;; esac
-        (cd /work/main/build/tests && timeout 300 $cs --tool memcheck --error-exitcode 9 ./$b $c) \
-          >/tmp/san.log 2>&1
-        rc=$?
-        echo "memcheck rc $rc $b.$c" >>"$OUT/sanitize.log"
-        [ $rc = 0 ] || tail -30 /tmp/san.log >>"$OUT/sanitize.log"
+        sanitize_case memcheck $b $c "$OUT/sanitize.log"
       done
     done
     for c in cuda_reduce_vs_cpu cuda_sum_to_vs_cpu cuda_softmax_vs_cpu cuda_softmax_xent_vs_cpu \
       cuda_argmax_vs_cpu; do
-      (cd /work/main/build/tests && timeout 300 $cs --tool racecheck --error-exitcode 9 \
-        ./test_cuda_kernels $c) >/tmp/san.log 2>&1
-      rc=$?
-      echo "racecheck rc $rc $c" >>"$OUT/sanitize.log"
-      [ $rc = 0 ] || tail -30 /tmp/san.log >>"$OUT/sanitize.log"
+      sanitize_case racecheck test_cuda_kernels $c "$OUT/sanitize.log"
     done
     echo "sanitize: $(grep -c ' rc 0 ' "$OUT/sanitize.log") clean, $(grep -Ec ' rc [1-9]' "$OUT/sanitize.log") not"
     grep -E ' rc [1-9]' "$OUT/sanitize.log" ;;
   hostsan)
     # compute-sanitizer memcheck over the host-step cases (CPU kernels on
     # pinned staging inside a GPU session's plan).
-    cs=/usr/local/cuda/bin/compute-sanitizer
     : >"$OUT/hostsan.log"
-    for c in $(/work/main/build/tests/test_host_steps --list | awk '$2 ~ /(^|,)gpu(,|$)/ {print $1}'); do
-      (cd /work/main/build/tests && timeout 300 $cs --tool memcheck --error-exitcode 9 \
-        ./test_host_steps $c) >/tmp/san.log 2>&1
-      rc=$?
-      echo "memcheck rc $rc test_host_steps.$c" >>"$OUT/hostsan.log"
-      [ $rc = 0 ] || tail -30 /tmp/san.log >>"$OUT/hostsan.log"
+    for c in $(gpu_cases test_host_steps); do
+      sanitize_case memcheck test_host_steps $c "$OUT/hostsan.log"
     done
     cat "$OUT/hostsan.log" ;;
   dp)
