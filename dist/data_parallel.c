@@ -1,6 +1,7 @@
 /* fg_data_parallel: replicate a training graph over N devices (or leave it
  * whole for one process per replica) and insert bucketed all_reduce nodes
  * on the gradients before the optimizer updates. See flowgraph/dist.h. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,10 @@ typedef struct dp {
   fg_partition *part;
   int n_chains;
   int chain;
+  /* replicas = 1 over several devices of this process (no rank:R/): the
+   * one device every collective goes on (a process communicator serves one
+   * device's all_reduce nodes, dist/session_dist.c), -1 otherwise. */
+  int one_dev;
   const char *cur_dev;
   char cur_dev_buf[48];
 } dp;
@@ -176,7 +181,11 @@ static void emit_bucket(dp *d, int k) {
   int n_small = 0, n_reduces = d->n_reduces;
   for (int j = lo; j < hi; j++)
     n_small += d->grads[j].bytes < FG_DP_FUSE_MAX_BYTES;
-  if (d->part) {
+  if (d->part && d->one_dev >= 0) {
+    d->chain = 0;
+    d->cur_dev = fg_device_str(fg_partition_device(d->part, d->one_dev), d->cur_dev_buf,
+                               sizeof d->cur_dev_buf);
+  } else if (d->part) {
     /* A bucket holds one rank's gradients (collect_grads); it is reduced
      * on the device of that rank's first gradient, in that rank's chain. */
     int rank = d->grads[lo].rank, first = lo;
@@ -253,8 +262,10 @@ static void emit_row_stats(dp *d, int ph) {
    * gradients elsewhere receive the 24 bytes: a count placed by default
    * would pull the whole batch input to rank 0 instead. */
   if (d->part)
-    d->cur_dev = fg_device_str(fg_partition_device(d->part, fg_partition_node_device(d->part, ph)),
-                               d->cur_dev_buf, sizeof d->cur_dev_buf);
+    d->cur_dev = fg_device_str(
+        fg_partition_device(d->part,
+                            d->one_dev >= 0 ? d->one_dev : fg_partition_node_device(d->part, ph)),
+        d->cur_dev_buf, sizeof d->cur_dev_buf);
   for (int r = 0; r < d->n; r++) {
     char name[96];
     if (d->n <= 1)
@@ -672,21 +683,53 @@ static int collect_grads(dp *d, fg_status *st) {
   return 0;
 }
 
+/* 1 with st naming the first bad argument of fg_data_parallel and its
+ * value, else 0. */
+static int bad_args(const fg_graph *g, int replicas, const char *const *batch_inputs,
+                    int n_batch_inputs, const fg_data_parallel_options *o, fg_status *st) {
+  const char *who = "fg_data_parallel";
+  const int cuda = o->device_type && strcmp(o->device_type, "cuda") == 0;
+  /* Replica r runs on first_device + r. */
+  const long long last = (long long)o->first_device + replicas - 1;
+  if (!g)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: graph is NULL", who);
+  else if (replicas < 1 || replicas > FG_MAX_CPU_DEVICES)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: replicas %d must be 1 to %d", who, replicas,
+                  FG_MAX_CPU_DEVICES);
+  else if (n_batch_inputs < 0)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: n_batch_inputs %d must be >= 0", who,
+                  n_batch_inputs);
+  else if (n_batch_inputs > 0 && !batch_inputs)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: batch_inputs is NULL but n_batch_inputs is %d", who,
+                  n_batch_inputs);
+  else if (o->bucket_bytes < 0)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: bucket_bytes %lld must be >= 0", who,
+                  (long long)o->bucket_bytes);
+  else if (o->first_device < 0)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: first_device %d must be >= 0", who,
+                  o->first_device);
+  else if (replicas > 1 && !cuda && last >= FG_MAX_CPU_DEVICES)
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s: first_device %d with %d replicas would place the last on cpu:%lld; CPU "
+                  "devices are cpu:0 to cpu:%d",
+                  who, o->first_device, replicas, last, FG_MAX_CPU_DEVICES - 1);
+  else if (replicas > 1 && cuda && last > INT_MAX)
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s: first_device %d with %d replicas would place the last on cuda:%lld, past "
+                  "the largest device index",
+                  who, o->first_device, replicas, last);
+  else
+    return 0;
+  return 1;
+}
+
 fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *batch_inputs,
                            int n_batch_inputs, const fg_data_parallel_options *opts,
                            fg_status *st) {
   fg_data_parallel_options o;
   fg_data_parallel_options_init(&o);
   if (opts) o = *opts;
-  if (!g || replicas < 1 || replicas > FG_MAX_CPU_DEVICES || n_batch_inputs < 0 ||
-      (n_batch_inputs > 0 && !batch_inputs) || o.bucket_bytes < 0 || o.first_device < 0) {
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "fg_data_parallel: %s (replicas %d must be 1 to %d; bucket_bytes %lld and "
-                  "first_device %d must be >= 0)",
-                  !g ? "graph is NULL" : "bad argument", replicas, FG_MAX_CPU_DEVICES,
-                  (long long)o.bucket_bytes, o.first_device);
-    return NULL;
-  }
+  if (bad_args(g, replicas, batch_inputs, n_batch_inputs, &o, st)) return NULL;
   if (fg_graph_status(g, st) != FG_OK) return NULL;
   if (o.loss_reduction != FG_DP_LOSS_MEAN && o.loss_reduction != FG_DP_LOSS_SUM) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
@@ -715,17 +758,11 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
     }
   if (fg_rewrite_batch_inputs(g, "fg_data_parallel", batch_inputs, n_batch_inputs, st) == -1)
     return NULL;
-  const char *loss_name = fg_graph_metadata(g, "loss");
-  const char *target_name = fg_graph_metadata(g, "train_target");
-  fg_output loss = loss_name ? fg_graph_find_output(g, loss_name) : FG_NO_OUTPUT;
-  int target = target_name ? fg_graph_find(g, target_name) : -1;
-  if (loss.node < 0 || target < 0) {
-    fail(st, FG_INVALID_ARGUMENT,
-         "fg_data_parallel: the graph needs metadata \"loss\" and \"train_target\" naming nodes "
-         "(as fg_minimize records them); found loss '%s', train_target '%s'",
-         loss_name ? loss_name : "(none)", target_name ? target_name : "(none)");
+  fg_output loss;
+  int target;
+  if (fg_rewrite_train_nodes(g, "fg_data_parallel", "data_parallel_replicas", &loss, &target, st))
     return NULL;
-  }
+  const char *target_name = g->nodes[target].name;
 
   dp d = {.g = g,
           .ng = fg_graph_new(),
@@ -735,6 +772,7 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
           .n_batch = n_batch_inputs};
   int n = g->n_nodes;
   d.n_chains = replicas;
+  d.one_dev = -1;
   for (int id = 0; id < n && !d.part; id++)
     if (g->nodes[id].device && strncmp(g->nodes[id].device, "rank:", 5) == 0) {
       /* Where the original graph runs each gradient and batch input. */
@@ -744,6 +782,28 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
         return NULL;
       }
       d.n_chains = fg_partition_num_ranks(d.part);
+    }
+  /* One replica of a model placed on several devices of this process
+   * (model parallelism, with a process communicator for data parallelism
+   * across processes): every collective on one device, the first batch
+   * input's, else the first gradient's (after collect_grads). Left to the
+   * placer they would follow their gradients onto several devices, which
+   * the session refuses. */
+  for (int id = 0; id < n && !d.part && replicas == 1; id++)
+    if (g->nodes[id].device) {
+      d.part = fg_partition_new(g, NULL, st);
+      if (!d.part) {
+        fg_graph_free(d.ng);
+        return NULL;
+      }
+      if (fg_partition_num_devices(d.part) < 2) {
+        fg_partition_free(d.part);
+        d.part = NULL;
+        break;
+      }
+      d.one_dev = n_batch_inputs > 0
+                      ? fg_partition_node_device(d.part, fg_graph_find(g, batch_inputs[0]))
+                      : -2;
     }
   d.map = malloc((size_t)replicas * (size_t)n * sizeof *d.map + 1);
   d.prev = malloc((size_t)d.n_chains * sizeof *d.prev);
@@ -762,6 +822,7 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   for (int c = 0; c < d.n_chains; c++)
     d.prev[c] = FG_NO_OUTPUT;
   if (collect_grads(&d, st) != 0) goto out;
+  if (d.one_dev == -2) d.one_dev = d.n_grads > 0 ? d.grads[0].dev : 0;
   d.in_step = calloc((size_t)n + 1, 1);
   if (!d.in_step || index_var_consumers(&d) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");

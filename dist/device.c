@@ -109,5 +109,6 @@ int fg_parse_device(const char *name, fg_device *out, fg_status *st) {
   }
   d.index = idx;
   *out = d;
+  fg_status_clear(st);
   return 0;
 }

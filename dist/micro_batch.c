@@ -609,15 +609,28 @@ fg_graph *fg_micro_batch_ex(const fg_graph *g, int micro_batches, const char *co
   fg_micro_batch_options_init(&o);
   if (opts) o = *opts;
   const int loss_reduction = o.loss_reduction;
-  if (!g || micro_batches < 1 || micro_batches > FG_MAX_MICRO_BATCHES || n_batch_inputs < 1 ||
-      !batch_inputs || (loss_reduction != FG_DP_LOSS_MEAN && loss_reduction != FG_DP_LOSS_SUM)) {
+  /* Each bad argument named with its value. */
+  const char *who = "fg_micro_batch";
+  int bad = 1;
+  if (!g)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: graph is NULL", who);
+  else if (micro_batches < 1 || micro_batches > FG_MAX_MICRO_BATCHES)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: micro_batches %d must be 1 to %d", who,
+                  micro_batches, FG_MAX_MICRO_BATCHES);
+  else if (n_batch_inputs < 1)
     fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "fg_micro_batch: %s (micro_batches %d must be 1 to %d, at least one batch "
-                  "input (%d given), loss_reduction %d must be FG_DP_LOSS_MEAN or _SUM)",
-                  !g ? "graph is NULL" : "bad argument", micro_batches, FG_MAX_MICRO_BATCHES,
-                  n_batch_inputs, loss_reduction);
-    return NULL;
-  }
+                  "%s: n_batch_inputs %d: it needs at least one batch input to split", who,
+                  n_batch_inputs);
+  else if (!batch_inputs)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: batch_inputs is NULL but n_batch_inputs is %d", who,
+                  n_batch_inputs);
+  else if (loss_reduction != FG_DP_LOSS_MEAN && loss_reduction != FG_DP_LOSS_SUM)
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s: loss_reduction %d must be FG_DP_LOSS_MEAN (0) or FG_DP_LOSS_SUM (1)", who,
+                  loss_reduction);
+  else
+    bad = 0;
+  if (bad) return NULL;
   if (o.max_in_flight < FG_MICRO_BATCH_UNBOUNDED || o.max_in_flight > FG_MAX_MICRO_BATCHES) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "fg_micro_batch: max_in_flight %d must be 0 (2 per stage), 1 to %d, or "
@@ -634,22 +647,16 @@ fg_graph *fg_micro_batch_ex(const fg_graph *g, int micro_batches, const char *co
           .n_batch = n_batch_inputs};
   d.first_batch = fg_rewrite_batch_inputs(g, "fg_micro_batch", batch_inputs, n_batch_inputs, st);
   if (d.first_batch < 0) return NULL; /* n_batch_inputs >= 1: never -2 */
-  const char *loss_name = fg_graph_metadata(g, "loss");
-  const char *target_name = fg_graph_metadata(g, "train_target");
-  fg_output loss = loss_name ? fg_graph_find_output(g, loss_name) : FG_NO_OUTPUT;
-  if (loss.node >= 0 && loss.index != 0) {
+  fg_output loss;
+  int target;
+  if (fg_rewrite_train_nodes(g, who, "micro_batches", &loss, &target, st)) return NULL;
+  if (loss.index != 0) {
     fail(st, FG_UNIMPLEMENTED,
          "fg_micro_batch: loss '%s' is not output 0 of node '%s'; name a single-output loss",
-         loss_name, g->nodes[loss.node].name);
+         fg_graph_metadata(g, "loss"), g->nodes[loss.node].name);
     return NULL;
   }
-  if (loss.node < 0 || !target_name || fg_graph_find(g, target_name) < 0) {
-    fail(st, FG_INVALID_ARGUMENT,
-         "fg_micro_batch: the graph needs metadata \"loss\" and \"train_target\" naming nodes "
-         "(as fg_minimize records them); found loss '%s', train_target '%s'",
-         loss_name ? loss_name : "(none)", target_name ? target_name : "(none)");
-    return NULL;
-  }
+  const char *loss_name = fg_graph_metadata(g, "loss"), *target_name = g->nodes[target].name;
   fg_graph *result = NULL;
   size_t n = (size_t)g->n_nodes;
   d.mark = calloc(n + 1, 1);

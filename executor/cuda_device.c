@@ -9,6 +9,7 @@
 #include "executor/cuda_backend.h"
 #include "executor/streams.h"
 #include "graph/graph_internal.h"
+#include "graph/op_table.h"
 
 int fg_device_parse(const char *device, int *index) {
   if (!device || strcmp(device, "cpu") == 0 || strcmp(device, "cpu:0") == 0) return 0;
@@ -69,6 +70,14 @@ int fg_session_cuda_check(const fg_graph *g, const fg_session_options *o, int *c
   for (int id = 0; g && id < g->n_nodes; id++) {
     const char *d = g->nodes[id].device;
     if (!is_cuda_name(d)) continue;
+    int node_index;
+    if (fg_device_parse(d, &node_index) != 1) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "node '%s' (%s): device '%s' is not a device name (expected cuda:N with N >= "
+                    "0, or cpu:N)",
+                    g->nodes[id].name, fg_op_table[g->nodes[id].op].name, d);
+      return -1;
+    }
     if (index >= 0 && strcmp(d, o->device) == 0) continue;
     if (index >= 0)
       fg_status_set(st, FG_INVALID_ARGUMENT,

@@ -805,7 +805,9 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   const int *node_dev = plan->multi_device ? req->dist->node_dev : NULL;
   int n_node_slots = n_slots;
   plan->n_dev = plan->multi_device ? req->dist->n_dev : 1;
-  if (plan->multi_device && req->dist->my_rank == -2) {
+  /* Also a graph whose every node is on one other rank's device: a single
+   * device here, but not this process's to run alone. */
+  if (req->dist && req->dist->my_rank == -2) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "the graph places nodes on devices of other MPI ranks (rank:R/...) but the "
                   "session has no process communicator; attach one with fg_session_set_comm "

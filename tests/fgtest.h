@@ -91,6 +91,13 @@ int fgt_write_file(const char *path, const void *data, size_t n);
       FG_FAIL_AT("\"%s\" does not contain \"%s\"", fgt_h ? fgt_h : "(null)", fgt_n);               \
   } while (0)
 
+#define FG_CHECK_STR(got, want)                                                                    \
+  do {                                                                                             \
+    const char *fgt_g = (got), *fgt_w = (want);                                                    \
+    if (!fgt_g || strcmp(fgt_g, fgt_w) != 0)                                                       \
+      FG_FAIL_AT("\"%s\" is not \"%s\"", fgt_g ? fgt_g : "(null)", fgt_w);                         \
+  } while (0)
+
 #define FG_SKIP(...)                                                                               \
   do {                                                                                             \
     printf("SKIPPED: ");                                                                           \

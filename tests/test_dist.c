@@ -13,6 +13,8 @@
 #include "dist/comm_inproc.h"
 #include "executor/cuda_backend.h"
 #include "fgtest.h"
+#include "graph/graph_internal.h"
+#include "graph/op_table.h"
 #include "test_dist_util.h"
 
 #define STEPS 6
@@ -522,8 +524,8 @@ FG_TEST(dist_placement_rules_and_conflicts, "dist,badinput") {
 }
 
 FG_TEST(dist_bad_device_names_refused, "dist,badinput") {
-  const char *bad[] = {"cpu:-1", "gpu:0", "cuda:7",           "cpu:64",
-                       "cpu:x",  "cpu:",  "cuda:99999999999", " cpu:0"};
+  const char *bad[] = {"cpu:-1",           "gpu:0",  "cuda:7", "cpu:64", "cpu:x", "cpu:",
+                       "cuda:99999999999", " cpu:0", "cuda:",  "cuda:-1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     fg_status *st = fg_status_new();
     fg_graph *g = fg_graph_new();
@@ -546,6 +548,15 @@ FG_TEST(dist_bad_device_names_refused, "dist,badinput") {
   FG_CHECK(fg_parse_device("cpu:63", &d, NULL) == 0 && d.index == 63 && d.kind == FG_DEVICE_CPU);
   FG_CHECK(fg_parse_device("cpu", &d, NULL) == 0 && d.index == 0);
   FG_CHECK(fg_parse_device(NULL, &d, NULL) == -1);
+  /* A success resets the status, as every call does. */
+  fg_status *st = fg_status_new();
+  FG_CHECK(fg_parse_device("cpu:-1", &d, st) == -1);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK(fg_parse_device("rank:1/cpu:2", &d, st) == 0);
+  FG_CHECK_INT(fg_status_code(st), FG_OK);
+  FG_CHECK_STR(fg_status_message(st), "");
+  FG_CHECK(d.rank == 1 && d.index == 2 && d.kind == FG_DEVICE_CPU);
+  fg_status_free(st);
 }
 
 FG_TEST(dist_unplaced_round_trips, "dist") {
@@ -572,8 +583,43 @@ FG_TEST(dist_data_parallel_bad_arguments, "dist,badinput") {
   fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
   FG_CHECK(fg_data_parallel(g, 0, batch_names, 2, NULL, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR(fg_status_message(st), "fg_data_parallel: replicas 0 must be 1 to 64");
   FG_CHECK(fg_data_parallel(g, 65, batch_names, 2, NULL, st) == NULL);
   FG_CHECK(fg_data_parallel(NULL, 2, batch_names, 2, NULL, st) == NULL);
+  FG_CHECK_STR(fg_status_message(st), "fg_data_parallel: graph is NULL");
+  /* Each bad argument is the one named, with its value. */
+  FG_CHECK(fg_data_parallel(g, 2, NULL, 2, NULL, st) == NULL);
+  FG_CHECK_STR(fg_status_message(st),
+               "fg_data_parallel: batch_inputs is NULL but n_batch_inputs is 2");
+  FG_CHECK(fg_data_parallel(g, 2, batch_names, -1, NULL, st) == NULL);
+  FG_CHECK_STR(fg_status_message(st), "fg_data_parallel: n_batch_inputs -1 must be >= 0");
+  const char *with_null[2] = {"x", NULL};
+  FG_CHECK(fg_data_parallel(g, 2, with_null, 2, NULL, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR(fg_status_message(st), "fg_data_parallel: batch_inputs[1] is NULL");
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  o.bucket_bytes = -1;
+  FG_CHECK(fg_data_parallel(g, 2, batch_names, 2, &o, st) == NULL);
+  FG_CHECK_STR(fg_status_message(st), "fg_data_parallel: bucket_bytes -1 must be >= 0");
+  /* Replica r goes on first_device + r: past cpu:63, or past an int. */
+  fg_data_parallel_options_init(&o);
+  o.first_device = 63;
+  FG_CHECK(fg_data_parallel(g, 2, batch_names, 2, &o, st) == NULL);
+  FG_CHECK_STR(fg_status_message(st),
+               "fg_data_parallel: first_device 63 with 2 replicas would place the last on "
+               "cpu:64; CPU devices are cpu:0 to cpu:63");
+  o.first_device = 2147483647;
+  FG_CHECK(fg_data_parallel(g, 3, batch_names, 2, &o, st) == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "on cpu:2147483649");
+  o.device_type = "cuda";
+  FG_CHECK(fg_data_parallel(g, 3, batch_names, 2, &o, st) == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "on cuda:2147483649, past the largest");
+  o.first_device = 62; /* cpu:62 and cpu:63: fine */
+  o.device_type = NULL;
+  fg_graph *edge = fg_data_parallel(g, 2, batch_names, 2, &o, st);
+  FG_CHECK(edge != NULL);
+  fg_graph_free(edge);
   const char *nope[1] = {"nope"};
   FG_CHECK(fg_data_parallel(g, 2, nope, 1, NULL, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_NOT_FOUND);
@@ -622,6 +668,135 @@ FG_TEST(dist_data_parallel_bad_arguments, "dist,badinput") {
   fg_tensor_free(y);
   fg_session_free(s);
   fg_graph_free(dg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* The rewrites' training step must be one: metadata "loss" naming a
+ * computed loss and "train_target" the updates, and a graph the same
+ * rewrite made already is refused (its new names would clash). */
+FG_TEST(dist_rewrites_refuse_bad_train_metadata, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, NULL, NULL);
+  const char *loss = fg_graph_metadata(g, "loss"), *target = fg_graph_metadata(g, "train_target");
+  FG_REQUIRE(loss && target);
+  char loss_name[64], target_name[64];
+  snprintf(loss_name, sizeof loss_name, "%s", loss);
+  snprintf(target_name, sizeof target_name, "%s", target);
+  for (int mb = 0; mb < 2; mb++) {
+    const char *who = mb ? "fg_micro_batch" : "fg_data_parallel";
+    char want[256];
+#define REWRITE()                                                                                  \
+  (mb ? fg_micro_batch(g, 2, batch_names, 2, FG_DP_LOSS_MEAN, st)                                  \
+      : fg_data_parallel(g, 2, batch_names, 2, NULL, st))
+    fg_graph_set_metadata(g, "loss", "x");
+    FG_CHECK(REWRITE() == NULL);
+    FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+    snprintf(want, sizeof want,
+             "%s: metadata \"loss\" names 'x' (placeholder), not a loss the step computes", who);
+    FG_CHECK_STR(fg_status_message(st), want);
+    fg_graph_set_metadata(g, "loss", loss_name);
+    fg_graph_set_metadata(g, "train_target", "dense1/w");
+    FG_CHECK(REWRITE() == NULL);
+    snprintf(want, sizeof want,
+             "%s: metadata \"train_target\" names 'dense1/w' (variable), not the step's updates "
+             "(an optimizer update or a group of them)",
+             who);
+    FG_CHECK_STR(fg_status_message(st), want);
+    fg_graph_set_metadata(g, "train_target", loss_name);
+    FG_CHECK(REWRITE() == NULL);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), "the node \"loss\" names too");
+    fg_graph_set_metadata(g, "train_target", target_name);
+    /* Twice. */
+    fg_graph *once = REWRITE();
+    FG_REQUIRE(once);
+    fg_graph *twice = mb ? fg_micro_batch(once, 2, batch_names, 2, FG_DP_LOSS_MEAN, st)
+                         : fg_data_parallel(once, 2, batch_names, 2, NULL, st);
+    FG_CHECK(twice == NULL);
+    snprintf(want, sizeof want,
+             "%s: the graph is a rewrite of this kind already (metadata \"%s\" = 2); apply it to "
+             "the original graph",
+             who, mb ? "micro_batches" : "data_parallel_replicas");
+    FG_CHECK_STR(fg_status_message(st), want);
+    fg_graph_free(once);
+#undef REWRITE
+  }
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* One replica (data parallelism across processes) of a model split over
+ * cpu:0 and cpu:1: every collective goes on one device, the first batch
+ * input's (or, without batch inputs, the first gradient's), so the session
+ * runs it, with a process communicator attached too; it trains to the
+ * losses of the model without the rewrite (a size-1 group's mean is the
+ * identity). */
+FG_TEST(dist_dp_one_replica_of_split_model_reduces_on_one_device, "dist") {
+  fg_status *st = fg_status_new();
+  for (int with_batch = 1; with_batch >= 0; with_batch--) {
+    fg_graph *g = dist_mlp(FG_F64, FG_OPTIMIZER_SGD, 0.1, "cpu:0", "cpu:1");
+    fg_data_parallel_options o;
+    fg_data_parallel_options_init(&o);
+    o.bucket_bytes = 1; /* a bucket per gradient: several collectives */
+    fg_graph *dg = fg_data_parallel(g, 1, batch_names, with_batch ? 2 : 0, &o, st);
+    FG_REQUIRE(dg);
+    int n_ar = 0;
+    const char *dev = NULL;
+    for (int id = 0; id < dg->n_nodes; id++) {
+      if (dg->nodes[id].op != FG_OP_ALL_REDUCE) continue;
+      n_ar++;
+      FG_CHECK(dg->nodes[id].device != NULL);
+      if (!dev) dev = dg->nodes[id].device;
+      FG_CHECK_STR(dg->nodes[id].device, dev ? dev : "");
+    }
+    FG_CHECK(n_ar >= 5); /* 4 gradients' buckets at least, and the rows */
+    /* x is dense1's, on cpu:0; the first gradient (in node order: the
+     * backward pass starts at the last layer) is dense2's, on cpu:1. */
+    FG_CHECK_STR(dev ? dev : "", with_batch ? "cpu:0" : "cpu:1");
+    fg_session *s = fg_session_new(g, NULL, st), *sd = fg_session_new(dg, NULL, st);
+    FG_REQUIRE(s && sd);
+    fg_comm *h[1];
+    FG_REQUIRE(fg_comm_inproc_group(1, 0, h, st) == 0);
+    FG_CHECK(fg_session_set_comm(sd, h[0], st) == 0);
+    double a[3], b[3];
+    FG_REQUIRE(dist_train(s, FG_F64, 3, 32, a, st) == 0);
+    FG_REQUIRE(dist_train(sd, FG_F64, 3, 32, b, st) == 0);
+    for (int k = 0; k < 3; k++)
+      FG_CHECK(fabs(a[k] - b[k]) <= 1e-12 * fabs(a[k]));
+    FG_CHECK(dist_var_diff(s, "dense2/w", sd, "dense2/w") <= 1e-12);
+    fg_session_free(sd);
+    h[0]->ops->free(h[0]);
+    fg_session_free(s);
+    fg_graph_free(dg);
+    fg_graph_free(g);
+  }
+  fg_status_free(st);
+}
+
+/* A graph whose every node is on another rank's device is one device, but
+ * not this process's to run alone: refused at the run without a process
+ * communicator, as a graph over several ranks is. */
+FG_TEST(dist_single_device_of_other_rank_needs_comm, "dist,badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t d1[1] = {2};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 1, d1);
+  fg_set_device(g, x, "rank:1/cpu:0");
+  fg_set_device(g, fg_set_name(g, fg_relu(g, x), "act"), "rank:1/cpu:0");
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  fg_tensor *xt = fg_tensor_new(FG_F32, 1, d1, NULL);
+  memset(fg_tensor_data(xt), 0, fg_tensor_num_bytes(xt));
+  fg_feed feed = {"x", xt};
+  const char *fetch = "act";
+  fg_tensor *out = NULL;
+  FG_CHECK(fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) != 0);
+  FG_CHECK(out == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "devices of other MPI ranks");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "no process communicator");
+  fg_tensor_free(xt);
+  fg_session_free(s);
   fg_graph_free(g);
   fg_status_free(st);
 }

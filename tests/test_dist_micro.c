@@ -639,23 +639,29 @@ FG_TEST(micro_batch_bad_calls_refused, "dist,badinput") {
   check_refused(NULL, 2, batch_xy, 2, 0, FG_INVALID_ARGUMENT, "graph is NULL");
   check_refused(g, 0, batch_xy, 2, 0, FG_INVALID_ARGUMENT, "micro_batches 0 must be 1 to 1024");
   check_refused(g, 1025, batch_xy, 2, 0, FG_INVALID_ARGUMENT, "micro_batches 1025");
-  check_refused(g, 2, batch_xy, 0, 0, FG_INVALID_ARGUMENT, "at least one batch input (0 given)");
-  check_refused(g, 2, NULL, 2, 0, FG_INVALID_ARGUMENT, "bad argument");
+  check_refused(g, 2, batch_xy, 0, 0, FG_INVALID_ARGUMENT,
+                "n_batch_inputs 0: it needs at least one batch input to split");
+  check_refused(g, 2, NULL, 2, 0, FG_INVALID_ARGUMENT,
+                "batch_inputs is NULL but n_batch_inputs is 2");
   check_refused(g, 2, batch_xy, 2, 7, FG_INVALID_ARGUMENT, "loss_reduction 7");
   check_refused(g, 2, nope, 1, 0, FG_NOT_FOUND, "batch input 'nope' is not a node of the graph");
-  check_refused(g, 2, null1, 1, 0, FG_NOT_FOUND, "batch input '(null)'");
+  check_refused(g, 2, null1, 1, 0, FG_INVALID_ARGUMENT, "fg_micro_batch: batch_inputs[0] is NULL");
   check_refused(g, 2, var, 1, 0, FG_INVALID_ARGUMENT,
                 "batch input 'dense1/w' is not a placeholder");
   /* No training metadata: a forward graph. */
   fg_graph *fwd = fg_graph_new();
   int64_t xd[2] = {FG_DIM_UNKNOWN, 3};
   fg_output x = fg_placeholder(fwd, "x", FG_F32, 2, xd);
-  fg_set_name(fwd, fg_relu(fwd, x), "y");
+  fg_output y = fg_set_name(fwd, fg_relu(fwd, x), "y");
+  fg_set_name(fwd, fg_relu(fwd, y), "z");
   const char *const xs[1] = {"x"};
   check_refused(fwd, 2, xs, 1, 0, FG_INVALID_ARGUMENT,
                 "needs metadata \"loss\" and \"train_target\" naming nodes");
   fg_graph_set_metadata(fwd, "loss", "y");
   fg_graph_set_metadata(fwd, "train_target", "y");
+  check_refused(fwd, 2, xs, 1, 0, FG_INVALID_ARGUMENT,
+                "metadata \"train_target\" names 'y' (relu), the node \"loss\" names too");
+  fg_graph_set_metadata(fwd, "train_target", "z");
   check_refused(fwd, 2, xs, 1, 0, FG_INVALID_ARGUMENT, "has no optimizer update (apply_*)");
   fg_graph_free(fwd);
   /* A batch input the loss does not read. */

@@ -583,6 +583,41 @@ static fg_graph *split_model(const char *src, const char *dst, fg_status *st) {
 
 static fg_graph *make_lin_mp(fg_status *st) { return split_model("lin.fgb", "lin_mp.fgb", st); }
 
+/* Model parallelism inside each process with data parallelism across
+ * them: lin.fgb split over cpu:0 and cpu:1 of every rank. The rewrite
+ * puts every collective on one device (cpu:0, where x is), so
+ * 2 ranks train as one process on the full batches (1e-5) and as SGD by
+ * hand (1e-4). */
+FG_TEST(mpi_train_np2_model_on_two_devices_matches_single, "dist") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_load(tpath("lin.fgb"), st);
+  FG_REQUIRE(g);
+  /* pred = x w + b: the matmul (w's gradient with it) on cpu:0, the add
+   * (b's gradient) and the loss on cpu:1: gradients on both devices. */
+  int pred = fg_graph_find(g, "pred");
+  FG_REQUIRE(pred >= 0);
+  fg_set_device(g, g->nodes[pred].inputs[0], "cpu:0");
+  fg_set_device(g, (fg_output){pred, 0}, "cpu:1");
+  fg_set_device(g, (fg_output){fg_graph_find(g, "loss"), 0}, "cpu:1");
+  FG_REQUIRE(fg_graph_save(g, tpath("lin_dev.fgb"), st) == 0);
+  fg_graph_free(g);
+  fg_status_free(st);
+  run_result *res = malloc(sizeof *res);
+  mpi_train(2, "lin_dev.fgb", "40", NULL, "mpi.fgb", res);
+  FG_CHECK_INT(res->status, 0);
+  cli_result r;
+  single_train(&r, "lin.fgb", "40", 0);
+  FG_CHECK_INT(r.code, 0);
+  float wm[2], bm[1];
+  check_vs_single(res->out, r.out, "mpi.fgb", 40, 0, 0, wm, bm);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\nsingle:\n%s\n", res->out, r.out);
+  result_free(&r);
+  free(res);
+  fgt_rmtree(tmpdir);
+}
+
 /* setup_linreg, then lin_mp.fgb for a test that only runs it. 0 or -1. */
 static int setup_lin_mp(void) {
   if (setup_linreg() != 0) return -1;

@@ -321,8 +321,12 @@ static inline int64_t fg_shard_rows(int64_t rows, int64_t count, int64_t index, 
  * counts are made.
  *
  * replicas == 1: the same graph with the all_reduce buckets inserted and
- * nothing renamed or placed: the form for one process per replica (MPI,
- * fg_session_set_comm), where each process feeds its own shard.
+ * nothing renamed: the form for one process per replica (MPI,
+ * fg_session_set_comm), where each process feeds its own shard. When `g`
+ * places nodes on several devices of the process (cpu:0 and cpu:1, say),
+ * every inserted collective and its bucket's nodes go on one device, the
+ * first batch input's (without batch inputs, the first gradient's), since a
+ * process communicator serves one device's all_reduce nodes.
  *
  * A graph placing nodes on rank:R/ devices (a model split over S
  * processes) takes replicas = 1 only: each rank's gradients go into
@@ -331,9 +335,13 @@ static inline int64_t fg_shard_rows(int64_t rows, int64_t count, int64_t index, 
  * first batch input lives; fg_session_set_data_comm says how it runs.
  * replicas > 1 is refused (FG_UNIMPLEMENTED) for such a graph.
  *
- * Refused: replicas < 1 or > FG_MAX_CPU_DEVICES, a batch input that is not
- * a placeholder, a graph without the metadata or updates (all
- * FG_INVALID_ARGUMENT); an update whose gradient input derives from no
+ * Refused, naming the argument and its value: replicas < 1 or >
+ * FG_MAX_CPU_DEVICES, first_device + replicas - 1 past cpu:63 (or past an
+ * int for cuda), a NULL batch_inputs or entry in it, a batch input that is
+ * not a placeholder, a graph without the metadata or updates, metadata
+ * "loss" or "train_target" naming a source (placeholder, variable,
+ * constant) or both the same node, a graph fg_data_parallel made already
+ * (all FG_INVALID_ARGUMENT); an update whose gradient input derives from no
  * fg_gradients output, or reaches a batch input outside fg_gradients (the
  * replicas would update differently) (FG_UNIMPLEMENTED naming the update
  * and the node). */
@@ -391,9 +399,11 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
  *
  * Refused: micro_batches < 1 or > FG_MAX_MICRO_BATCHES, no batch input, a
  * loss_reduction other than FG_DP_LOSS_MEAN or FG_DP_LOSS_SUM, a batch
- * input that is not a placeholder of g, a graph without the metadata or
- * updates, a loss that does not depend on the batch inputs (all
- * FG_INVALID_ARGUMENT or FG_NOT_FOUND); an update whose gradient reaches a
+ * input that is not a placeholder of g (or NULL), a graph without the
+ * metadata or updates, metadata "loss" or "train_target" naming a source
+ * or both the same node, a graph fg_micro_batch made already, a loss that
+ * does not depend on the batch inputs (all FG_INVALID_ARGUMENT or
+ * FG_NOT_FOUND); an update whose gradient reaches a
  * batch input outside fg_gradients, a node that runs once per step reading
  * a per-micro-batch tensor as data, and a loss that is not output 0 of its
  * node (FG_UNIMPLEMENTED, naming the nodes). */
