@@ -1456,6 +1456,15 @@ fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st) {
     rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
     watchdog_stop(&w);
     if (rc == MPI_SUCCESS) g_inited = 1;
+    /* Open MPI 4.1 reports a failed part of a nonblocking collective (a
+     * truncated MPI_Ibcast) through MPI_COMM_WORLD's handler, not the
+     * duplicate's, and the default handler aborts the process: errors
+     * come back as codes where flowgraph started MPI. A program that
+     * started MPI itself keeps its own handlers. */
+    if (rc == MPI_SUCCESS) {
+      MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+      MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    }
   }
   pthread_mutex_unlock(&g_mpi_mu);
   if (rc != MPI_SUCCESS) {

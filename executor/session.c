@@ -371,7 +371,7 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
       n_fetches <= SMALL ? fetch_outs_s : malloc((size_t)n_fetches * sizeof *fetch_outs);
   int *target_nodes =
       n_targets <= SMALL ? target_nodes_s : malloc((size_t)n_targets * sizeof *target_nodes);
-  int rc = -1;
+  int rc = -1, started = 0; /* 1 once the run (or the check across processes) began */
   fg_plan_request req;
   if (!feed_nodes || !feed_tensors || !fetch_outs || !target_nodes) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_run: out of memory");
@@ -385,14 +385,19 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
    * (a GPU session's variables may have moved on the device). */
   if (!fg_dist_session_agreed(s->dist) &&
       ((s->cuda && fg_cuda_vars_to_host(s->cuda, s->vars, s->n_vars_cap, -1, st) != 0) ||
-       fg_dist_session_agree(s->dist, s->g, s->vars, s->n_vars_cap, st) != 0))
+       fg_dist_session_agree(s->dist, s->g, s->vars, s->n_vars_cap, st) != 0)) {
+    /* Every process got the same verdict (and may mend it, e.g. with
+     * fg_session_broadcast_variables): nothing to abort. */
+    started = 1;
     goto done;
+  }
   int64_t plan_ns = 0;
   fg_plan *plan = get_plan(s, &req, &plan_ns, st);
   if (!plan) goto done;
   int64_t t0 = md ? clock_ns() : 0;
   plan->timings_t0 = 0;
   fg_dist_session_before_run(s->dist);
+  started = 1;
   int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, s->g, plan, &req, md != NULL, st)
                        : fg_plan_run(s->g, plan, &req, s->pool, md != NULL, st);
   if (md) {
@@ -421,6 +426,11 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   rc = 0;
   fg_status_clear(st);
 done:
+  /* Refused before it ran (a feed's dtype or shape, the plan, the check
+   * across processes): the peers are already in this step's collectives,
+   * or on their way, and would wait out the timeout. They stop now, told
+   * why, as after a failed step (the executors abort those themselves). */
+  if (rc != 0 && !started) fg_dist_abort(fg_dist_session_exec(s->dist), fg_status_message(st));
   if (feed_nodes != feed_nodes_s) free(feed_nodes);
   if (feed_tensors != feed_tensors_s) free(feed_tensors);
   if (fetch_outs != fetch_outs_s) free(fetch_outs);
@@ -747,11 +757,32 @@ int fg_session_gather_variables(fg_session *s, int root, fg_status *st) {
   return rc;
 }
 
+/* M2 before a broadcast: every rank must hold the same graph with the same
+ * variables (ids and sizes) and name the same root, since each broadcast
+ * pairs with the peers' broadcast of the same turn: a mismatch would pair
+ * buffers of different sizes (a truncation MPI may not survive) or another
+ * call altogether. The same verdict on every rank. */
+static int broadcast_agree(fg_session *s, fg_comm *c, int root, fg_status *st) {
+  uint64_t h = fg_graph_structure_hash(s->g);
+  for (int id = 0; id < s->n_vars_cap; id++) {
+    if (!s->vars[id] || !fg_dist_session_owns_var(s->dist, id)) continue;
+    int64_t head[2] = {id, (int64_t)fg_tensor_num_bytes(s->vars[id])};
+    h = fg_hash64(h, head, sizeof head);
+  }
+  if (fg_comm_check_same(c, h, "graph and variable sizes",
+                         "fg_session_broadcast_variables needs the same graph on every rank", st))
+    return -1;
+  return fg_comm_check_same(c, (uint64_t)root, "broadcast root",
+                            "every rank must pass the same root", st);
+}
+
 int fg_session_broadcast_variables(fg_session *s, int root, fg_status *st) {
   if (claim(s, "fg_session_broadcast_variables", st) != 0) return -1;
   int rc = sync_graph(s, st);
   fg_comm *c = rc == 0 ? fg_dist_session_replica_comm(s->dist) : NULL;
   if (c && (root < 0 || root >= c->size)) {
+    /* The same on every rank that passes this root; a rank whose root
+     * differs meets the check below, or the others' deadline. */
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "fg_session_broadcast_variables: root %d is not a replica (0 to %d)", root,
                   c->size - 1);
@@ -760,6 +791,11 @@ int fg_session_broadcast_variables(fg_session *s, int root, fg_status *st) {
     fg_status_set(st, FG_UNIMPLEMENTED,
                   "fg_session_broadcast_variables: the communicator is NCCL's; attach the MPI "
                   "communicator, broadcast, then attach NCCL's");
+    rc = -1;
+  } else if (c && broadcast_agree(s, c, root, st) != 0) {
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+    fg_status_set(st, fg_status_code(st), "fg_session_broadcast_variables: %s", msg);
     rc = -1;
   }
   if (rc == 0 && c && s->cuda) rc = fg_cuda_vars_to_host(s->cuda, s->vars, s->n_vars_cap, -1, st);

@@ -233,12 +233,172 @@ FG_TEST(dist_broadcast_variables_bad_calls, "dist,badinput") {
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "root -1 is not a replica (0 to 1)");
   FG_CHECK(fg_session_broadcast_variables(NULL, 0, st) != 0);
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "session is NULL");
-  /* The peer never takes part: a deadline (1 s), naming the variable. */
+  /* The peer never takes part: a deadline (1 s) in the check before the
+   * broadcasts. */
   FG_CHECK(fg_session_broadcast_variables(s, 1, st) != 0);
   FG_CHECK_INT(fg_status_code(st), FG_DEADLINE_EXCEEDED);
-  FG_CHECK_STR_CONTAINS(fg_status_message(st), "fg_session_broadcast_variables: variable '");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "fg_session_broadcast_variables: ");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "only 1 rank arrived");
   fg_session_set_comm(s, NULL, st);
   fg_session_free(s);
+  h[0]->ops->free(h[0]);
+  h[1]->ops->free(h[1]);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* One process's fg_session_broadcast_variables from `root`. */
+typedef struct bcast_proc {
+  fg_graph *g;
+  fg_comm *comm;
+  int root, rc;
+  fg_code code;
+  char err[600];
+  double w0; /* w[0] afterwards */
+} bcast_proc;
+
+static void *bcast_main(void *p) {
+  bcast_proc *a = p;
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(a->g, NULL, st);
+  a->rc = !s || fg_session_set_comm(s, a->comm, st) != 0
+              ? -1
+              : fg_session_broadcast_variables(s, a->root, st);
+  a->code = fg_status_code(st);
+  snprintf(a->err, sizeof a->err, "%s", fg_status_message(st));
+  fg_tensor *w = s ? fg_session_variable(s, "w", st) : NULL;
+  a->w0 = w ? ((const double *)fg_tensor_data(w))[0] : 0;
+  fg_tensor_free(w);
+  fg_session_free(s);
+  fg_status_free(st);
+  return NULL;
+}
+
+/* M2 for the broadcast itself: processes whose graphs or variables differ,
+ * or that name different roots, are refused on both before any variable
+ * moves (a broadcast pairing buffers of different sizes truncated, and
+ * killed an MPI rank); no wait for the timeout. Both keep their values. */
+FG_TEST(dist_broadcast_variables_refuses_mismatch, "dist,badinput") {
+  make_data();
+  static const double W_WIDE[4] = {0.5, -0.25, 0.125, 1};
+  fg_graph *ga = replica_model(0.1, W_A), *gb = replica_model(0.1, W_B);
+  /* A different graph: 4 features, so w has another size. */
+  fg_graph *lin4 = dist_linreg(4, W_WIDE, 0.1, 0.1, 0);
+  const char *batch[2] = {"x", "y"};
+  fg_status *st = fg_status_new();
+  fg_graph *gw = lin4 ? fg_data_parallel(lin4, 1, batch, 2, NULL, st) : NULL;
+  FG_REQUIRE(ga && gb && gw);
+  struct {
+    fg_graph *g1;
+    int root1;
+    const char *what;
+  } cases[2] = {{gw, 0,
+                 "ranks disagree on the graph and variable sizes: rank 0 has graph and "
+                 "variable sizes hash 0x"},
+                {gb, 1,
+                 "ranks disagree on the broadcast root: rank 0 has broadcast root hash "
+                 "0x0000000000000000, rank 1 has 0x0000000000000001"}};
+  for (int k = 0; k < 2; k++) {
+    fg_comm *h[2];
+    FG_REQUIRE(fg_comm_inproc_group(2, 10, h, st) == 0);
+    bcast_proc p[2] = {{ga, h[0], 0, 0, FG_OK, "", 0},
+                       {cases[k].g1, h[1], cases[k].root1, 0, FG_OK, "", 0}};
+    pthread_t th[2];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int r = 0; r < 2; r++)
+      pthread_create(&th[r], NULL, bcast_main, &p[r]);
+    for (int r = 0; r < 2; r++)
+      pthread_join(th[r], NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    FG_CHECK(secs < 5); /* refused, not timed out (10 s) */
+    for (int r = 0; r < 2; r++) {
+      FG_CHECK(p[r].rc != 0);
+      FG_CHECK_INT(p[r].code, FG_INVALID_ARGUMENT);
+      FG_CHECK_STR_CONTAINS(p[r].err, "fg_session_broadcast_variables: ");
+      FG_CHECK_STR_CONTAINS(p[r].err, cases[k].what);
+    }
+    FG_CHECK(p[0].w0 == W_A[0]);
+    FG_CHECK(p[1].w0 == (k == 0 ? W_WIDE[0] : W_B[0]));
+    h[0]->ops->free(h[0]);
+    h[1]->ops->free(h[1]);
+  }
+  fg_graph_free(ga);
+  fg_graph_free(gb);
+  fg_graph_free(gw);
+  fg_graph_free(lin4);
+  fg_status_free(st);
+}
+
+/* A run refused before it starts on one process (a feed of the wrong
+ * dtype on its second step) stops the other, already waiting in that
+ * step's all_reduce, at once with the reason, instead of at the group's
+ * 10 s timeout. */
+typedef struct early_proc {
+  fg_graph *g;
+  fg_comm *comm;
+  pthread_barrier_t *done; /* both wait here before closing their session */
+  int rc;
+  fg_code code;
+  char err[600];
+} early_proc;
+
+static void *early_main(void *p) {
+  early_proc *a = p;
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(a->g, NULL, st);
+  a->rc = !s || fg_session_set_comm(s, a->comm, st) != 0 ? -1 : run_steps(s, a->comm->rank, 1, st);
+  if (a->rc == 0 && a->comm->rank == 1) {
+    int64_t xd[2] = {ROWS / 2, FEAT}, yd[2] = {ROWS / 2, 1};
+    fg_tensor *x = fg_tensor_new(FG_F32, 2, xd, st), *y = fg_tensor_new(FG_F64, 2, yd, st);
+    fg_feed feeds[2] = {{"x", x}, {"y", y}};
+    const char *target = "train";
+    a->rc = x && y ? fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st) : -1;
+    fg_tensor_free(x);
+    fg_tensor_free(y);
+  } else if (a->rc == 0) {
+    a->rc = run_steps(s, a->comm->rank, 1, st);
+  }
+  a->code = fg_status_code(st);
+  snprintf(a->err, sizeof a->err, "%s", fg_status_message(st));
+  /* The refused process stays alive with its session open (closing it
+   * would abort the group too), as an MPI rank that reports its error. */
+  pthread_barrier_wait(a->done);
+  fg_session_free(s);
+  fg_status_free(st);
+  return NULL;
+}
+
+FG_TEST(dist_run_refused_before_start_stops_peers, "dist,badinput") {
+  make_data();
+  fg_graph *g = replica_model(0.1, W_A);
+  FG_REQUIRE(g);
+  fg_comm *h[2];
+  fg_status *st = fg_status_new();
+  FG_REQUIRE(fg_comm_inproc_group(2, 10, h, st) == 0);
+  pthread_barrier_t done;
+  pthread_barrier_init(&done, NULL, 2);
+  early_proc p[2] = {{g, h[0], &done, 0, FG_OK, ""}, {g, h[1], &done, 0, FG_OK, ""}};
+  pthread_t th[2];
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int r = 0; r < 2; r++)
+    pthread_create(&th[r], NULL, early_main, &p[r]);
+  for (int r = 0; r < 2; r++)
+    pthread_join(th[r], NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  FG_CHECK(secs < 5);
+  FG_CHECK(p[1].rc != 0);
+  FG_CHECK_INT(p[1].code, FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(p[1].err, "feed 'x'");
+  FG_CHECK(p[0].rc != 0);
+  FG_CHECK(p[0].code != FG_DEADLINE_EXCEEDED);
+  FG_CHECK_STR_CONTAINS(p[0].err, "feed 'x'");
+  if (fgt_failures)
+    fprintf(stderr, "%.2f s; process 0: %s\nprocess 1: %s\n", secs, p[0].err, p[1].err);
+  pthread_barrier_destroy(&done);
   h[0]->ops->free(h[0]);
   h[1]->ops->free(h[1]);
   fg_graph_free(g);

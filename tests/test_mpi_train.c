@@ -481,6 +481,22 @@ FG_TEST(mpi_train_mismatched_in_flight_refused, "dist,badinput") {
   fgt_rmtree(tmpdir);
 }
 
+/* M2 for what the ranks run: rank 0 evaluates "mae" after every epoch,
+ * rank 1 does not (its next training step would pair with rank 0's eval
+ * run); then the two name different --loss nodes. Refused before any
+ * step. */
+FG_TEST(mpi_train_mismatched_eval_or_loss_refused, "dist,badinput") {
+  MPI_REQUIRED();
+  FG_REQUIRE(setup_linreg() == 0);
+  char m1[700];
+  snprintf(m1, sizeof m1, "%s", tpath("lin.fgb"));
+  const char *const eval[] = {"--eval", "mae", NULL};
+  check_mpmd_refused(m1, eval, m1, NULL);
+  const char *const loss_mae[] = {"--loss", "mae", NULL};
+  check_mpmd_refused(m1, NULL, m1, loss_mae);
+  fgt_rmtree(tmpdir);
+}
+
 /* ---- M1 through the CLI: a rank killed mid-training ---------------------- */
 
 #include <pthread.h>

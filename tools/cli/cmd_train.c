@@ -483,7 +483,18 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
   int64_t shape[6] = {a->dist_bucket, a->dist_loss_sum,
                       a->dist_comm,   cli_dist_is_local_gpu(cli_session_limits.device),
                       a->micro,       a->in_flight};
-  if (cli_dist_join("train", a->model, shape, sizeof shape, a->dist_timeout, &c->world, st) != 0)
+  /* So are what the step runs and fetches: --target, --loss and the
+   * --eval runs (with their inputs) add runs or collectives that a rank
+   * without them would pair with its next training step. */
+  uint64_t h = fg_hash_bytes(FG_HASH_SEED, shape, sizeof shape);
+  const char *names[2] = {a->target ? a->target : "", a->loss ? a->loss : ""};
+  for (int i = 0; i < 2; i++)
+    h = fg_hash_bytes(h, names[i], strlen(names[i]) + 1);
+  for (int i = 0; i < a->n_evals; i++)
+    h = fg_hash_bytes(h, a->evals[i], strlen(a->evals[i]) + 1);
+  for (int i = 0; i < a->n_eval_inputs; i++)
+    h = fg_hash_bytes(h, a->eval_inputs[i].name, strlen(a->eval_inputs[i].name) + 1);
+  if (cli_dist_join("train", a->model, &h, sizeof h, a->dist_timeout, &c->world, st) != 0)
     return -1;
   fg_partition *part = fg_partition_new(*g, NULL, st);
   if (!part) return -1;
