@@ -10,6 +10,7 @@
 
 #include <new>
 
+#include "graph/file_path.h"
 #include "schema/fgb_common.h"
 /* After fgb_common.h, which makes FlatBuffers' asserts throw. */
 #include "flatbuffers/util.h"
@@ -120,8 +121,12 @@ int read_file(const char *path, size_t cap, std::string *out, fg_status *st) {
 }
 
 int write_file_atomic(const char *path, const void *data, size_t size, fg_status *st) {
+  /* A device, FIFO or link (--save /dev/stdout) is written where it leads:
+   * the rename below would replace it. */
+  const bool in_place = fg_path_write_in_place(path) != 0;
   std::string tmp = std::string(path) + ".tmp.XXXXXX";
-  int fd = mkstemp(&tmp[0]);
+  int fd = in_place ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : mkstemp(&tmp[0]);
+  if (fd < 0 && in_place) return io_fail(st, FG_IO_ERROR, "open for writing", path, errno);
   if (fd < 0) return io_fail(st, FG_IO_ERROR, "create a temporary file beside", path, errno);
   const char *p = (const char *)data;
   size_t left = size;
@@ -137,12 +142,12 @@ int write_file_atomic(const char *path, const void *data, size_t size, fg_status
     left -= (size_t)n;
   }
   /* mkstemp makes the file 0600; saved graphs are ordinary files. */
-  if (!err && fchmod(fd, 0644) != 0) err = errno;
-  if (!err && fsync(fd) != 0) err = errno;
+  if (!err && !in_place && fchmod(fd, 0644) != 0) err = errno;
+  if (!err && !in_place && fsync(fd) != 0) err = errno;
   if (close(fd) != 0 && !err) err = errno;
-  if (!err && rename(tmp.c_str(), path) != 0) err = errno;
+  if (!err && !in_place && rename(tmp.c_str(), path) != 0) err = errno;
   if (err) {
-    unlink(tmp.c_str());
+    if (!in_place) unlink(tmp.c_str());
     fg_status_set(st, FG_IO_ERROR, "cannot write '%s': %s", path_str(path).c_str(), strerror(err));
     return -1;
   }

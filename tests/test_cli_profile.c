@@ -766,6 +766,37 @@ FG_TEST(cli_profile_bad_output_paths, "badinput") {
   fgt_rmtree(tmpdir);
 }
 
+/* --trace and --memory-svg on a symbolic link write the file it names, and
+ * on a device write the device: /dev/full fails the command with an I/O
+ * error and stays a device (the writer's rename had replaced it with the
+ * trace, run as root). */
+FG_TEST(cli_profile_outputs_to_links_and_devices, "badinput") {
+  FG_REQUIRE(setup_mlp() == 0);
+  const char *m = tpath("mlp.fgb");
+  char link[600];
+  snprintf(link, sizeof link, "%s", tpath("t.json"));
+  FG_REQUIRE(symlink("real.json", link) == 0);
+  cli_result r;
+  FG_REQUIRE(cli(&r, "profile", m, "--random-inputs", "--runs", "1", "--trace", link,
+                 "--memory-svg", "/dev/null", NULL) == 0);
+  CHECK_OK(r);
+  result_free(&r);
+  struct stat sb;
+  FG_CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+  char *json = slurp(tpath("real.json"));
+  FG_CHECK(json && json_valid(json));
+  free(json);
+  FG_CHECK(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+  if (stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode) && access("/dev/full", W_OK) == 0) {
+    FG_REQUIRE(
+        cli(&r, "profile", m, "--random-inputs", "--runs", "1", "--trace", "/dev/full", NULL) == 0);
+    CHECK_RUNTIME_ERROR(r, "IO_ERROR", "/dev/full");
+    result_free(&r);
+    FG_CHECK(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode));
+  }
+  fgt_rmtree(tmpdir);
+}
+
 FG_TEST(cli_profile_help, "") {
   FG_REQUIRE(make_tmpdir());
   cli_result r;

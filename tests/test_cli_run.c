@@ -491,6 +491,37 @@ FG_TEST(cli_run_unwritable_output, "badinput") {
   fgt_rmtree(tmpdir);
 }
 
+/* -o on a symbolic link writes the file it names (the link stays), on
+ * /dev/null writes the device; on /dev/full the run fails with an I/O
+ * error naming the output, and the device stays one. */
+FG_TEST(cli_run_outputs_to_links_and_devices, "badinput") {
+  FG_REQUIRE(setup_mlp() == 0);
+  FG_REQUIRE(symlink("real.npy", tpath("link.npy")) == 0);
+  cli_result r;
+  char in[600], o1[600];
+  snprintf(in, sizeof in, "x=%s", tpath("x.npy"));
+  snprintf(o1, sizeof o1, "probs=%s", tpath("link.npy"));
+  FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "-i", in, "-o", o1, "-o", "logits=/dev/null", NULL) ==
+             0);
+  CHECK_OK(r);
+  result_free(&r);
+  struct stat sb;
+  FG_CHECK(lstat(tpath("link.npy"), &sb) == 0 && S_ISLNK(sb.st_mode));
+  double h[2][3], logits[2][2], probs[2][2];
+  mlp_forward(X, 2, h, logits, probs);
+  fg_tensor *t = read_npy(tpath("real.npy"));
+  check_f32_tensor(t, 2, 2, &probs[0][0], 1e-5);
+  fg_tensor_free(t);
+  FG_CHECK(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+  if (stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode) && access("/dev/full", W_OK) == 0) {
+    FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "-i", in, "-o", "probs=/dev/full", NULL) == 0);
+    CHECK_RUNTIME_ERROR(r, "IO_ERROR", "output 'probs' -> /dev/full");
+    result_free(&r);
+    FG_CHECK(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode));
+  }
+  fgt_rmtree(tmpdir);
+}
+
 FG_TEST(cli_run_error_leaves_no_output, "badinput") {
   FG_REQUIRE(setup_mlp() == 0);
   float v[8] = {0};

@@ -144,6 +144,37 @@ static void check_shape(const fg_tensor *t, int rank, const int64_t *dims) {
 
 /* ---- round trips ---------------------------------------------------------- */
 
+/* fg_npy_write through a symbolic link writes the file it names, and to
+ * a device writes the device (/dev/full: ENOSPC); neither entry is
+ * replaced by the write's rename. */
+FG_TEST(npy_write_to_links_and_devices, "badinput") {
+  FG_REQUIRE(make_tmpdir());
+  char target[300], link[300];
+  snprintf(target, sizeof target, "%s/real.npy", tmpdir);
+  snprintf(link, sizeof link, "%s/link.npy", tmpdir);
+  FG_REQUIRE(symlink("real.npy", link) == 0);
+  const float v[3] = {1.5f, -2, 0.25f};
+  int64_t d[1] = {3};
+  fg_tensor *t = tensor_of(FG_F32, 1, d, v, sizeof v);
+  fg_status *st = fg_status_new();
+  FG_CHECK(fg_npy_write(link, t, st) == 0);
+  struct stat sb;
+  FG_CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+  fg_tensor *back = fg_npy_read(target, st);
+  FG_REQUIRE(back);
+  FG_CHECK(memcmp(fg_tensor_data(back), v, sizeof v) == 0);
+  fg_tensor_free(back);
+  if (stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode) && access("/dev/full", W_OK) == 0) {
+    FG_CHECK(fg_npy_write("/dev/full", t, st) != 0);
+    FG_CHECK_INT(fg_status_code(st), FG_IO_ERROR);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), "/dev/full: write failed");
+    FG_CHECK(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode));
+  }
+  fg_tensor_free(t);
+  fg_status_free(st);
+  fgt_rmtree(tmpdir);
+}
+
 FG_TEST(npy_roundtrip_f32, "") {
   float v[6] = {0.f, -1.5f, 3.25f, 1e-30f, -0.f, 65504.f};
   int64_t d[2] = {2, 3};

@@ -225,8 +225,8 @@ int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_
       0)
     return -1;
   /* Before any long work: a bad output path fails fast and leaves nothing. */
-  if (a->trace && out_check_writable(a->trace, "--trace", st) != 0) return -1;
-  if (a->memory_svg && out_check_writable(a->memory_svg, "--memory-svg", st) != 0) return -1;
+  if (a->trace && cli_check_writable(a->trace, "--trace", st) != 0) return -1;
+  if (a->memory_svg && cli_check_writable(a->memory_svg, "--memory-svg", st) != 0) return -1;
   if (run_feeds_load(m->graph, &ra, &m->feeds, st) != 0) return -1;
   fg_session_options opts;
   plan_session_options(a, &opts);

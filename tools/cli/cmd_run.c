@@ -10,6 +10,7 @@
 #include "dist_cli.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
+#include "graph/file_path.h"
 #include "run.h"
 
 #define MAX_REPEAT 10000000
@@ -150,8 +151,12 @@ static int check_output_paths(const run_args *a, fg_status *st) {
                     name, p, dir);
       return -1;
     case CLI_PATH_READ_ONLY:
-      fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s: %s", name, p, dir,
-                    strerror(errno));
+      if (strcmp(dir, p) == 0) /* a device, FIFO or link, written in place */
+        fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: %s", name, p,
+                      strerror(errno));
+      else
+        fg_status_set(st, FG_IO_ERROR, "output '%s': cannot write %s: directory %s: %s", name, p,
+                      dir, strerror(errno));
       return -1;
     default: break;
     }
@@ -161,7 +166,8 @@ static int check_output_paths(const run_args *a, fg_status *st) {
 
 /* Every -o file is first written beside its target under a temporary
  * name; only when all succeeded are they renamed, so a failure leaves no
- * output file at all. */
+ * output file at all. A device, FIFO or link (-o y=/dev/stdout) is written
+ * in place instead, last (graph/file_path.h). */
 static int write_outputs(const run_args *a, fg_tensor **outs, fg_status *st) {
   if (a->n_outputs == 0) return 0;
   char **tmp = calloc((size_t)a->n_outputs, sizeof *tmp);
@@ -171,6 +177,10 @@ static int write_outputs(const run_args *a, fg_tensor **outs, fg_status *st) {
   }
   int rc = 0, written = 0;
   for (int i = 0; i < a->n_outputs && rc == 0; i++) {
+    if (fg_path_write_in_place(a->outputs[i].path)) {
+      written = i + 1;
+      continue;
+    }
     size_t len = strlen(a->outputs[i].path) + 48;
     tmp[i] = malloc(len);
     if (!tmp[i]) {
@@ -190,7 +200,13 @@ static int write_outputs(const run_args *a, fg_tensor **outs, fg_status *st) {
     written = i + 1;
   }
   for (int i = 0; i < written && rc == 0; i++)
-    if (rename(tmp[i], a->outputs[i].path) != 0) {
+    if (!tmp[i] && fg_npy_write(a->outputs[i].path, outs[i], st) != 0) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+      fg_status_set(st, fg_status_code(st), "output '%s' -> %s: %s", a->outputs[i].name,
+                    a->outputs[i].path, msg);
+      rc = -1;
+    } else if (tmp[i] && rename(tmp[i], a->outputs[i].path) != 0) {
       fg_status_set(st, FG_IO_ERROR, "output '%s': cannot rename into %s: %s", a->outputs[i].name,
                     a->outputs[i].path, strerror(errno));
       rc = -1;
@@ -199,7 +215,7 @@ static int write_outputs(const run_args *a, fg_tensor **outs, fg_status *st) {
     }
   if (rc != 0)
     for (int i = 0; i < written; i++)
-      unlink(tmp[i]);
+      if (tmp[i]) unlink(tmp[i]);
   for (int i = 0; i < a->n_outputs; i++)
     free(tmp[i]);
   free(tmp);

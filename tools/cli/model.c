@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "flowgraph/io.h"
+#include "graph/file_path.h"
 
 fg_graph *cli_load_model(const char *path, fg_status *st) {
   return cli_has_ext(path, ".json") ? fg_graph_load_json(path, st) : fg_graph_load(path, st);
@@ -56,6 +57,13 @@ int cli_path_problem(const char *path, char *dir, size_t size) {
   else
     snprintf(dir, size, "%.*s", (int)(slash - path), path);
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return CLI_PATH_IS_DIR;
+  /* A device, FIFO or link is written in place (graph/file_path.h): it
+   * must take writes itself, whatever its directory allows. */
+  if (fg_path_write_in_place(path)) {
+    snprintf(dir, size, "%s", path);
+    /* A link to a file not there yet: the write creates it, or says why. */
+    return access(path, W_OK) == 0 || errno == ENOENT ? CLI_PATH_OK : CLI_PATH_READ_ONLY;
+  }
   if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return CLI_PATH_NO_DIR;
   if (access(dir, W_OK | X_OK) != 0) return CLI_PATH_READ_ONLY;
   return CLI_PATH_OK;

@@ -9,39 +9,22 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "graph/file_path.h"
 #include "trace.h"
 
 /* ---- output files ----------------------------------------------------------- */
 
-int out_check_writable(const char *path, const char *what, fg_status *st) {
-  struct stat sb;
-  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    fg_status_set(st, FG_IO_ERROR, "%s %s: is a directory", what, path);
-    return -1;
-  }
-  const char *slash = strrchr(path, '/');
-  char dir[4096];
-  if (!slash)
-    snprintf(dir, sizeof dir, ".");
-  else if (slash == path)
-    snprintf(dir, sizeof dir, "/");
-  else
-    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-    fg_status_set(st, FG_IO_ERROR, "%s %s: directory %s does not exist", what, path, dir);
-    return -1;
-  }
-  if (access(dir, W_OK | X_OK) != 0) {
-    fg_status_set(st, FG_IO_ERROR, "%s %s: cannot write in %s: %s", what, path, dir,
-                  strerror(errno));
-    return -1;
-  }
-  return 0;
-}
-
 int out_open(out_file *o, const char *path, fg_status *st) {
   memset(o, 0, sizeof *o);
   o->path = path;
+  if (fg_path_write_in_place(path)) {
+    o->f = fopen(path, "wb");
+    if (!o->f) {
+      fg_status_set(st, FG_IO_ERROR, "cannot open %s for writing: %s", path, strerror(errno));
+      return -1;
+    }
+    return 0;
+  }
   size_t len = strlen(path) + 48;
   o->tmp = malloc(len);
   if (!o->tmp) {
@@ -81,7 +64,7 @@ int out_commit(out_file *o, fg_status *st) {
     out_abort(o);
     return -1;
   }
-  if (rename(o->tmp, o->path) != 0) {
+  if (o->tmp && rename(o->tmp, o->path) != 0) {
     fg_status_set(st, FG_IO_ERROR, "cannot rename into %s: %s", o->path, strerror(errno));
     out_abort(o);
     return -1;

@@ -8,14 +8,10 @@
 #include "flowgraph/dist.h"
 #include "flowgraph/profile.h"
 
-/* Checks, before any long work, that `path` can be created: not a
- * directory, its directory exists and is writable. `what` names the option
- * in the message. (train_util.c has the same check behind train.h, which
- * is being reorganised; this one belongs to these commands.) */
-int out_check_writable(const char *path, const char *what, fg_status *st);
-
 /* A file written under a temporary name beside `path` and renamed over it
- * only by out_commit, so a failure never leaves a partial file. */
+ * only by out_commit, so a failure never leaves a partial file; a path that
+ * is a device, FIFO or link (graph/file_path.h) is written in place (tmp
+ * NULL). */
 typedef struct out_file {
   FILE *f;
   char *tmp;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "flowgraph/tensor.h"
+#include "graph/file_path.h"
 
 static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
@@ -654,10 +655,16 @@ int fg_npy_write(const char *path, const fg_tensor *t, fg_status *status) {
   }
   char *tmp = NULL;
   int rc = -1;
-  int fd = open_temp(path, &tmp);
+  /* A device, FIFO or link is written where it leads, not replaced. */
+  const int in_place = fg_path_write_in_place(path);
+  int fd = in_place ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666) : open_temp(path, &tmp);
   if (fd < 0) {
-    fg_status_set(status, FG_IO_ERROR, "%s: cannot create a temporary file beside it: %s", path,
-                  strerror(errno));
+    if (in_place)
+      fg_status_set(status, FG_IO_ERROR, "%s: cannot open it for writing: %s", path,
+                    strerror(errno));
+    else
+      fg_status_set(status, FG_IO_ERROR, "%s: cannot create a temporary file beside it: %s", path,
+                    strerror(errno));
     goto out;
   }
   int werr = 0;
@@ -666,10 +673,10 @@ int fg_npy_write(const char *path, const fg_tensor *t, fg_status *status) {
   if (close(fd) != 0 && !werr) werr = errno;
   if (werr) {
     fg_status_set(status, FG_IO_ERROR, "%s: write failed: %s", path, strerror(werr));
-    unlink(tmp);
+    if (tmp) unlink(tmp);
     goto out;
   }
-  if (rename(tmp, path) != 0) {
+  if (tmp && rename(tmp, path) != 0) {
     fg_status_set(status, FG_IO_ERROR, "%s: cannot rename the temporary file into place: %s", path,
                   strerror(errno));
     unlink(tmp);
