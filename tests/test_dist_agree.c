@@ -68,6 +68,20 @@ static int run_steps(fg_session *s, int rank, int steps, fg_status *st) {
   return rc;
 }
 
+/* Runs fn(p0) and fn(p1) on two threads, as two processes; returns the
+ * seconds both took. */
+static double run_pair(void *(*fn)(void *), void *p0, void *p1) {
+  pthread_t th[2];
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pthread_create(&th[0], NULL, fn, p0);
+  pthread_create(&th[1], NULL, fn, p1);
+  pthread_join(th[0], NULL);
+  pthread_join(th[1], NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
 static void *proc_main(void *p) {
   proc *a = p;
   fg_status *st = fg_status_new();
@@ -111,21 +125,15 @@ static double run_two(fg_graph *g0, fg_graph *g1, int broadcast_root, proc out[2
     out[0].rc = out[1].rc = out[0].first_rc = out[1].first_rc = -1;
     return -1;
   }
-  pthread_t th[2];
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int r = 0; r < 2; r++) {
     out[r].g = r ? g1 : g0;
     out[r].comm = h[r];
     out[r].broadcast_root = broadcast_root;
-    pthread_create(&th[r], NULL, proc_main, &out[r]);
   }
-  for (int r = 0; r < 2; r++)
-    pthread_join(th[r], NULL);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = run_pair(proc_main, &out[0], &out[1]);
   h[0]->ops->free(h[0]);
   h[1]->ops->free(h[1]);
-  return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  return secs;
 }
 
 static const double W_A[FEAT] = {0.5, -0.25, 0.125}, W_B[FEAT] = {0.3, 0.2, -0.1};
@@ -303,16 +311,7 @@ FG_TEST(dist_broadcast_variables_refuses_mismatch, "dist,badinput") {
     FG_REQUIRE(fg_comm_inproc_group(2, 10, h, st) == 0);
     bcast_proc p[2] = {{ga, h[0], 0, 0, FG_OK, "", 0},
                        {cases[k].g1, h[1], cases[k].root1, 0, FG_OK, "", 0}};
-    pthread_t th[2];
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int r = 0; r < 2; r++)
-      pthread_create(&th[r], NULL, bcast_main, &p[r]);
-    for (int r = 0; r < 2; r++)
-      pthread_join(th[r], NULL);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    FG_CHECK(secs < 5); /* refused, not timed out (10 s) */
+    FG_CHECK(run_pair(bcast_main, &p[0], &p[1]) < 5); /* refused, not timed out (10 s) */
     for (int r = 0; r < 2; r++) {
       FG_CHECK(p[r].rc != 0);
       FG_CHECK_INT(p[r].code, FG_INVALID_ARGUMENT);
@@ -380,15 +379,7 @@ FG_TEST(dist_run_refused_before_start_stops_peers, "dist,badinput") {
   pthread_barrier_t done;
   pthread_barrier_init(&done, NULL, 2);
   early_proc p[2] = {{g, h[0], &done, 0, FG_OK, ""}, {g, h[1], &done, 0, FG_OK, ""}};
-  pthread_t th[2];
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (int r = 0; r < 2; r++)
-    pthread_create(&th[r], NULL, early_main, &p[r]);
-  for (int r = 0; r < 2; r++)
-    pthread_join(th[r], NULL);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  double secs = run_pair(early_main, &p[0], &p[1]);
   FG_CHECK(secs < 5);
   FG_CHECK(p[1].rc != 0);
   FG_CHECK_INT(p[1].code, FG_INVALID_ARGUMENT);

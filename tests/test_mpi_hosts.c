@@ -38,15 +38,7 @@ static void check_hosts_train(int n0, int n1, const char *batch, const char *pat
   FG_CHECK_INT(netns_hosts_procs(&h, res->out, 0), n0);
   FG_CHECK_INT(netns_hosts_procs(&h, res->out, 1), n1);
   FG_CHECK_STR_CONTAINS(res->out, path);
-  cli_result r;
-  single_train(&r, "lin.fgb", batch, 0);
-  FG_CHECK_INT(r.code, 0);
-  float wm[2], bm[1];
-  check_vs_single(res->out, r.out, "mpi.fgb", atoi(batch), 0, 0, wm, bm);
-  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\nsingle:\n%s\n", res->out, r.out);
-  result_free(&r);
-  free(res);
-  fgt_rmtree(tmpdir);
+  check_vs_single_train(res, batch);
 }
 
 /* What rank 0 says of the gradients' path over hosts where shared memory

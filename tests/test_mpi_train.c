@@ -152,15 +152,7 @@ FG_TEST(mpi_train_np4_two_hosts_matches_single, "dist") {
                                         "within each of 2 hosts (2 ranks each), MPI messages "
                                         "across"),
                  1);
-  cli_result r;
-  single_train(&r, "lin.fgb", "8", 0);
-  FG_CHECK_INT(r.code, 0);
-  float wm[2], bm[1];
-  check_vs_single(res->out, r.out, "mpi.fgb", 8, 0, 0, wm, bm);
-  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\nsingle:\n%s\n", res->out, r.out);
-  result_free(&r);
-  free(res);
-  fgt_rmtree(tmpdir);
+  check_vs_single_train(res, "8");
 }
 
 /* One batch per epoch: every epoch line is one step's loss. */
@@ -623,15 +615,7 @@ FG_TEST(mpi_train_np2_model_on_two_devices_matches_single, "dist") {
   run_result *res = malloc(sizeof *res);
   mpi_train(2, "lin_dev.fgb", "40", NULL, "mpi.fgb", res);
   FG_CHECK_INT(res->status, 0);
-  cli_result r;
-  single_train(&r, "lin.fgb", "40", 0);
-  FG_CHECK_INT(r.code, 0);
-  float wm[2], bm[1];
-  check_vs_single(res->out, r.out, "mpi.fgb", 40, 0, 0, wm, bm);
-  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\nsingle:\n%s\n", res->out, r.out);
-  result_free(&r);
-  free(res);
-  fgt_rmtree(tmpdir);
+  check_vs_single_train(res, "40");
 }
 
 /* setup_linreg, then lin_mp.fgb for a test that only runs it. 0 or -1. */

@@ -122,4 +122,19 @@ static inline void single_train(cli_result *r, const char *model, const char *ba
         tpath("single.fgb"), NULL);
 }
 
+/* An MPI run's output (saved to mpi.fgb) against one process training
+ * lin.fgb on the same batches (check_vs_single); frees res and the test's
+ * folder. */
+static inline void check_vs_single_train(run_result *res, const char *batch) {
+  cli_result r;
+  single_train(&r, "lin.fgb", batch, 0);
+  FG_CHECK_INT(r.code, 0);
+  float wm[2], bm[1];
+  check_vs_single(res->out, r.out, "mpi.fgb", atoi(batch), 0, 0, wm, bm);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\nsingle:\n%s\n", res->out, r.out);
+  result_free(&r);
+  free(res);
+  fgt_rmtree(tmpdir);
+}
+
 #endif
