@@ -168,7 +168,19 @@ typedef struct mpi_comm {
   uint64_t msg_bytes;         /* all_reduce data sent as messages (under mu) */
   int shm_local;              /* this rank's index in m->shm */
   struct mpi_comm *kept_next; /* the next broken communicator kept (keep_broken) */
+  /* A split group's ranks in MPI_COMM_WORLD (by group rank), which mpirun
+   * and the user know them by; NULL where the two numberings agree. */
+  int *world_of;
 } mpi_comm;
+
+/* " (MPI world rank W)" for rank r of a split group, "" where the ranks
+ * are the world's: errors of a hybrid run's replica or stage groups say
+ * which process they mean. */
+static const char *world_note(const mpi_comm *m, int r, char *buf, size_t n) {
+  if (!m->world_of || r < 0 || r >= m->base.size) return "";
+  snprintf(buf, n, " (MPI world rank %d)", m->world_of[r]);
+  return buf;
+}
 
 /* A send/recv's size header on the heap: after a deadline MPI may still
  * write it, so it is kept (reachable from the broken communicator) rather
@@ -239,16 +251,19 @@ static void probe_abort(mpi_comm *m) {
   if (len >= STOP_MSG) len = STOP_MSG - 1;
   msg[len] = '\0';
   char why[STOP_MSG + 64];
-  snprintf(why, sizeof why, "rank %d failed: %s", s.MPI_SOURCE, msg[0] ? msg : "(no reason)");
+  char who[48];
+  snprintf(why, sizeof why, "rank %d%s failed: %s", s.MPI_SOURCE,
+           world_note(m, s.MPI_SOURCE, who, sizeof who), msg[0] ? msg : "(no reason)");
   record_stop(m, 2, why);
 }
 
 /* Fails with FG_ABORTED when a wait must stop; `desc` names the wait. */
 static int stopped(mpi_comm *m, const char *desc, fg_status *st) {
   if (!atomic_load(&m->stop)) return 0;
+  char me[48];
   pthread_mutex_lock(&m->stop_mu);
-  fg_status_set(st, FG_ABORTED, "%s on rank %d of %d: stopped: %s", desc, m->base.rank,
-                m->base.size, m->stop_why);
+  fg_status_set(st, FG_ABORTED, "%s on rank %d of %d%s: stopped: %s", desc, m->base.rank,
+                m->base.size, world_note(m, m->base.rank, me, sizeof me), m->stop_why);
   pthread_mutex_unlock(&m->stop_mu);
   return 1;
 }
@@ -286,11 +301,12 @@ static int wait_reqs(mpi_comm *m, MPI_Request *reqs, const int *peers, int n, do
     int mrc = MPI_Testsome(n, reqs, &done, idx, MPI_STATUSES_IGNORE);
     pthread_mutex_unlock(&g_mpi_mu);
     if (mrc != MPI_SUCCESS) {
-      char buf[MPI_MAX_ERROR_STRING];
+      char buf[MPI_MAX_ERROR_STRING], me[48];
       fg_status_set(st, FG_DEADLINE_EXCEEDED,
-                    "%s on rank %d of %d: MPI error talking to a peer (%s); "
+                    "%s on rank %d of %d%s: MPI error talking to a peer (%s); "
                     "a peer died or the network failed",
-                    desc, m->base.rank, m->base.size, mpi_errstr(mrc, buf));
+                    desc, m->base.rank, m->base.size, world_note(m, m->base.rank, me, sizeof me),
+                    mpi_errstr(mrc, buf));
       set_broken(m);
       rc = -1;
       break;
@@ -307,9 +323,9 @@ static int wait_reqs(mpi_comm *m, MPI_Request *reqs, const int *peers, int n, do
     }
     double t = now_s();
     if (t > deadline) {
-      char peer_list[256] = "";
+      char peer_list[256] = "", note[48], me[48];
       size_t used = 0;
-      for (int i = 0; i < n && used + 16 < sizeof peer_list; i++) {
+      for (int i = 0; i < n && used + 48 < sizeof peer_list; i++) {
         if (reqs[i] == MPI_REQUEST_NULL) continue;
         int p = peers[i];
         /* A peer appears once even when it owes several messages. */
@@ -317,16 +333,17 @@ static int wait_reqs(mpi_comm *m, MPI_Request *reqs, const int *peers, int n, do
         for (int j = 0; j < i; j++)
           if (reqs[j] != MPI_REQUEST_NULL && peers[j] == p) seen = 1;
         if (!seen)
-          used += (size_t)(p < 0 ? snprintf(peer_list + used, sizeof peer_list - used,
-                                            "(any: a collective, MPI does not say which)")
-                                 : snprintf(peer_list + used, sizeof peer_list - used, "%s%d",
-                                            used ? ", " : "", p));
+          used +=
+              (size_t)(p < 0 ? snprintf(peer_list + used, sizeof peer_list - used,
+                                        "(any: a collective, MPI does not say which)")
+                             : snprintf(peer_list + used, sizeof peer_list - used, "%s%d%s",
+                                        used ? ", " : "", p, world_note(m, p, note, sizeof note)));
       }
       fg_status_set(st, FG_DEADLINE_EXCEEDED,
-                    "%s on rank %d of %d: waited %.1f s (timeout %.1f s) for "
+                    "%s on rank %d of %d%s: waited %.1f s (timeout %.1f s) for "
                     "rank(s) %s; a peer died or is stuck",
-                    desc, m->base.rank, m->base.size, t - t0, timeout,
-                    peer_list[0] ? peer_list : "?");
+                    desc, m->base.rank, m->base.size, world_note(m, m->base.rank, me, sizeof me),
+                    t - t0, timeout, peer_list[0] ? peer_list : "?");
       set_broken(m);
       rc = -1;
       break;
@@ -1213,6 +1230,7 @@ static void mpi_free(fg_comm *c) {
   pthread_mutex_unlock(&g_mpi_mu);
   fg_shm_reduce_free(m->shm);
   free(m->cross);
+  free(m->world_of);
   pthread_mutex_destroy(&m->mu);
   pthread_mutex_destroy(&m->stop_mu);
   free(m->scratch);
@@ -1285,6 +1303,33 @@ static int dup_world(mpi_comm *m, MPI_Comm src, MPI_Comm *out, const char *what,
 
 /* A communicator over the ranks of `src` (MPI_COMM_WORLD, or a split of
  * it), on three duplicates of it (collectives, send/recv, aborts). */
+/* m->world_of for a group whose ranks are not the world's (a split); left
+ * NULL, and errors then name group ranks alone, when MPI cannot say. */
+static void set_world_ranks(mpi_comm *m) {
+  int n = m->base.size, *in = malloc(((size_t)n + 1) * sizeof *in);
+  int *out = malloc(((size_t)n + 1) * sizeof *out);
+  MPI_Group g = MPI_GROUP_NULL, wg = MPI_GROUP_NULL;
+  int rc = in && out ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+  for (int i = 0; in && i < n; i++)
+    in[i] = i;
+  pthread_mutex_lock(&g_mpi_mu);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_group(m->comm, &g);
+  if (rc == MPI_SUCCESS) rc = MPI_Comm_group(MPI_COMM_WORLD, &wg);
+  if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(g, n, in, wg, out);
+  if (g != MPI_GROUP_NULL) MPI_Group_free(&g);
+  if (wg != MPI_GROUP_NULL) MPI_Group_free(&wg);
+  pthread_mutex_unlock(&g_mpi_mu);
+  int same = 1;
+  for (int i = 0; rc == MPI_SUCCESS && i < n; i++)
+    same &= out[i] == i;
+  if (rc == MPI_SUCCESS && !same) {
+    m->world_of = out;
+    out = NULL;
+  }
+  free(in);
+  free(out);
+}
+
 static fg_comm *mpi_make(MPI_Comm src, double timeout_s, fg_status *st) {
   mpi_comm *m = calloc(1, sizeof *m);
   int size = 0;
@@ -1348,6 +1393,7 @@ static fg_comm *mpi_make(MPI_Comm src, double timeout_s, fg_status *st) {
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
   pthread_mutex_unlock(&g_mpi_mu);
   m->tag_ub = found && ub ? *(int *)ub : 32767;
+  set_world_ranks(m);
   fg_status_clear(st);
   return &m->base;
 }

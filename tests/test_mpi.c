@@ -581,6 +581,23 @@ static void check_p2p_deadline(const char *op) {
 }
 
 FG_TEST(mpi_p2p_recv_deadline, "dist,badinput") { check_p2p_deadline("recv"); }
+
+/* The same in a split group numbered against the world (group rank 0 is
+ * world rank 1): the deadline names both numbers of the waiting rank and
+ * of the peer, since mpirun and the user know the world's. */
+FG_TEST(mpi_split_deadline_names_world_ranks, "dist,badinput") {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char *args[] = {helper(), "p2p_deadline_split", "recv", "2", NULL};
+  mpirun(2, NULL, args, 30, res);
+  FG_CHECK(res->status != -1 && res->status != 0);
+  FG_CHECK_STR_CONTAINS(res->out, "recv from rank 1 tag 5 (64 bytes) on rank 0 of 2 (MPI world "
+                                  "rank 1): waited ");
+  FG_CHECK_STR_CONTAINS(res->out, "(timeout 2.0 s) for rank(s) 1 (MPI world rank 0); a peer");
+  FG_CHECK(res->wall < 15);
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+  free(res);
+}
 FG_TEST(mpi_p2p_send_deadline, "dist,badinput") { check_p2p_deadline("send"); }
 
 /* A rank that fails a step aborts the communicator (what the executor does

@@ -7,6 +7,9 @@
  *   mpi_comm_check p2p TIMEOUT           send/recv: ring, threads, refusals
  *   mpi_comm_check p2p_deadline recv|send TIMEOUT
  *                                        rank 0 waits on rank 1, which sleeps
+ *   mpi_comm_check p2p_deadline_split recv TIMEOUT
+ *                                        the same in a split group whose
+ *                                        ranks are the world's reversed
  *   mpi_comm_check mismatch TIMEOUT      counts, an empty tensor and dtypes
  *                                        that differ between ranks
  *   mpi_comm_check abort TIMEOUT         rank 1 aborts while rank 0 waits in a
@@ -542,6 +545,11 @@ int main(int argc, char **argv) {
     rc = c->size % 2 == 0 ? p2p(c, st) : 2;
   } else if (strcmp(mode, "p2p_deadline") == 0) {
     rc = p2p_deadline(c, strcmp(argv[2], "send") == 0, timeout, st);
+  } else if (strcmp(mode, "p2p_deadline_split") == 0) {
+    /* Group rank r is world rank size - 1 - r: errors must say both. */
+    fg_comm *sub = fg_comm_mpi_split(c, 0, c->size - 1 - c->rank, st);
+    rc = sub ? p2p_deadline(sub, strcmp(argv[2], "send") == 0, timeout, st) : 3;
+    if (sub) sub->ops->free(sub);
   } else if (strcmp(mode, "abort") == 0) {
     rc = abort_peers(c, st);
   } else if (strcmp(mode, "mismatch") == 0) {
