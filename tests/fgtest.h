@@ -41,6 +41,12 @@ char *fgt_mkdtemp(char *buf, size_t size, const char *prefix);
 int fgt_count_entries(const char *dir);
 /* Writes n bytes to path; 0 or -1. */
 int fgt_write_file(const char *path, const void *data, size_t n);
+/* A character device node at `path` (a scratch copy of /dev/null: 1, 3,
+ * or /dev/full: 1, 7), as root can make one: 1 when it exists and opens
+ * for writing, else 0 (not root, a nodev mount). Tests of writers write to
+ * such a copy, never to the machine's own /dev entries, which a writer
+ * that renames over its target would replace. */
+int fgt_make_char_device(const char *path, int major, int minor);
 
 #define FG_TEST(name, labels)                                                                      \
   static void fgt_case_##name(void);                                                               \

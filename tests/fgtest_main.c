@@ -1,9 +1,20 @@
 /* Runner for fgtest.h cases; linked into every test binary. */
+#define _DEFAULT_SOURCE /* mknod, makedev */
 #include "fgtest.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
+
+int fgt_make_char_device(const char *path, int major, int minor) {
+  if (mknod(path, S_IFCHR | 0666, makedev((unsigned)major, (unsigned)minor)) != 0) return 0;
+  int fd = open(path, O_WRONLY);
+  if (fd < 0) return 0;
+  close(fd);
+  return 1;
+}
 
 fgt_case fgt_cases[FGT_MAX_CASES];
 int fgt_n_cases;

@@ -767,7 +767,7 @@ FG_TEST(cli_profile_bad_output_paths, "badinput") {
 }
 
 /* --trace and --memory-svg on a symbolic link write the file it names, and
- * on a device write the device: /dev/full fails the command with an I/O
+ * on a device write the device: a copy of /dev/full fails the command with an I/O
  * error and stays a device (the writer's rename had replaced it with the
  * trace, run as root). */
 FG_TEST(cli_profile_outputs_to_links_and_devices, "badinput") {
@@ -777,8 +777,7 @@ FG_TEST(cli_profile_outputs_to_links_and_devices, "badinput") {
   snprintf(link, sizeof link, "%s", tpath("t.json"));
   FG_REQUIRE(symlink("real.json", link) == 0);
   cli_result r;
-  FG_REQUIRE(cli(&r, "profile", m, "--random-inputs", "--runs", "1", "--trace", link,
-                 "--memory-svg", "/dev/null", NULL) == 0);
+  FG_REQUIRE(cli(&r, "profile", m, "--random-inputs", "--runs", "1", "--trace", link, NULL) == 0);
   CHECK_OK(r);
   result_free(&r);
   struct stat sb;
@@ -786,13 +785,21 @@ FG_TEST(cli_profile_outputs_to_links_and_devices, "badinput") {
   char *json = slurp(tpath("real.json"));
   FG_CHECK(json && json_valid(json));
   free(json);
-  FG_CHECK(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
-  if (stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode) && access("/dev/full", W_OK) == 0) {
-    FG_REQUIRE(
-        cli(&r, "profile", m, "--random-inputs", "--runs", "1", "--trace", "/dev/full", NULL) == 0);
-    CHECK_RUNTIME_ERROR(r, "IO_ERROR", "/dev/full");
+  /* Copies of /dev/null and /dev/full (as root), never the machine's. */
+  char null_dev[600], full_dev[600];
+  snprintf(null_dev, sizeof null_dev, "%s", tpath("null"));
+  snprintf(full_dev, sizeof full_dev, "%s", tpath("full"));
+  if (fgt_make_char_device(null_dev, 1, 3) && fgt_make_char_device(full_dev, 1, 7)) {
+    FG_REQUIRE(cli(&r, "profile", m, "--random-inputs", "--runs", "1", "--memory-svg", null_dev,
+                   NULL) == 0);
+    CHECK_OK(r);
     result_free(&r);
-    FG_CHECK(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode));
+    FG_CHECK(stat(null_dev, &sb) == 0 && S_ISCHR(sb.st_mode));
+    FG_REQUIRE(cli(&r, "profile", m, "--random-inputs", "--runs", "1", "--trace", full_dev, NULL) ==
+               0);
+    CHECK_RUNTIME_ERROR(r, "IO_ERROR", full_dev);
+    result_free(&r);
+    FG_CHECK(stat(full_dev, &sb) == 0 && S_ISCHR(sb.st_mode));
   }
   fgt_rmtree(tmpdir);
 }

@@ -602,7 +602,7 @@ FG_TEST(io_save_errors, "badinput") {
 
 /* A path that is a symbolic link, or a device, is written where it leads:
  * the save's rename must not replace the entry itself (run as root, it
- * turned /dev/full into a regular file). */
+ * turned /dev/full into a regular file; these cases use copies). */
 FG_TEST(io_save_to_links_and_devices, "badinput") {
   fg_status *st = fg_status_new();
   char dir[64], target[256], link[300];
@@ -619,16 +619,19 @@ FG_TEST(io_save_to_links_and_devices, "badinput") {
   if (back) FG_CHECK_INT(fg_graph_num_nodes(back), fg_graph_num_nodes(g));
   fg_graph_free(back);
   FG_CHECK_INT(fgt_count_entries(dir), 2); /* no temporary file left */
-  /* /dev/null takes it; /dev/full fails with its errno. Both stay devices. */
-  if (stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode)) {
-    FG_CHECK(fg_graph_save(g, "/dev/null", st) == 0);
-    FG_CHECK(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
-  }
-  if (stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode) && access("/dev/full", W_OK) == 0) {
-    FG_CHECK(fg_graph_save(g, "/dev/full", st) != 0);
+  /* Copies of /dev/null and /dev/full (as root): the first takes it, the
+   * second fails with its errno; both stay devices. */
+  char null_dev[300], full_dev[300];
+  snprintf(null_dev, sizeof null_dev, "%s/null", dir);
+  snprintf(full_dev, sizeof full_dev, "%s/full", dir);
+  if (fgt_make_char_device(null_dev, 1, 3) && fgt_make_char_device(full_dev, 1, 7)) {
+    FG_CHECK(fg_graph_save(g, null_dev, st) == 0);
+    FG_CHECK(stat(null_dev, &sb) == 0 && S_ISCHR(sb.st_mode));
+    FG_CHECK(fg_graph_save(g, full_dev, st) != 0);
     FG_CHECK_INT(fg_status_code(st), FG_IO_ERROR);
-    FG_CHECK_STR_CONTAINS(fg_status_message(st), "/dev/full");
-    FG_CHECK(stat("/dev/full", &sb) == 0 && S_ISCHR(sb.st_mode));
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), full_dev);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), "No space left on device");
+    FG_CHECK(stat(full_dev, &sb) == 0 && S_ISCHR(sb.st_mode));
   }
   fg_graph_free(g);
   fgt_rmtree(dir);
