@@ -73,9 +73,10 @@ typedef struct dp {
   int n_chains;
   int chain;
   /* replicas = 1 over several devices of this process (no rank:R/): the
-   * one device every collective goes on (a process communicator serves one
-   * device's all_reduce nodes, dist/session_dist.c), -1 otherwise. */
-  int one_dev;
+   * one device, as `g` names it, that every collective goes on (a process
+   * communicator serves one device's all_reduce nodes,
+   * dist/session_dist.c); NULL otherwise (reduce_device). */
+  const char *one_dev;
   const char *cur_dev;
   char cur_dev_buf[48];
 } dp;
@@ -181,10 +182,8 @@ static void emit_bucket(dp *d, int k) {
   int n_small = 0, n_reduces = d->n_reduces;
   for (int j = lo; j < hi; j++)
     n_small += d->grads[j].bytes < FG_DP_FUSE_MAX_BYTES;
-  if (d->part && d->one_dev >= 0) {
-    d->chain = 0;
-    d->cur_dev = fg_device_str(fg_partition_device(d->part, d->one_dev), d->cur_dev_buf,
-                               sizeof d->cur_dev_buf);
+  if (d->one_dev) {
+    d->cur_dev = d->one_dev;
   } else if (d->part) {
     /* A bucket holds one rank's gradients (collect_grads); it is reduced
      * on the device of that rank's first gradient, in that rank's chain. */
@@ -261,11 +260,11 @@ static void emit_row_stats(dp *d, int ph) {
    * (where the original graph placed it), and the stages that reduce
    * gradients elsewhere receive the 24 bytes: a count placed by default
    * would pull the whole batch input to rank 0 instead. */
-  if (d->part)
-    d->cur_dev = fg_device_str(
-        fg_partition_device(d->part,
-                            d->one_dev >= 0 ? d->one_dev : fg_partition_node_device(d->part, ph)),
-        d->cur_dev_buf, sizeof d->cur_dev_buf);
+  if (d->one_dev)
+    d->cur_dev = d->one_dev;
+  else if (d->part)
+    d->cur_dev = fg_device_str(fg_partition_device(d->part, fg_partition_node_device(d->part, ph)),
+                               d->cur_dev_buf, sizeof d->cur_dev_buf);
   for (int r = 0; r < d->n; r++) {
     char name[96];
     if (d->n <= 1)
@@ -683,6 +682,34 @@ static int collect_grads(dp *d, fg_status *st) {
   return 0;
 }
 
+/* One replica of a model placed on several devices of this process
+ * (model parallelism, with a process communicator for data parallelism
+ * across processes): left to the placer, the inserted collectives would
+ * follow their gradients onto several devices, which the session refuses.
+ * They all go on one device the graph itself names: that of the first
+ * placed node reading batch input `ph` (where the batch lives), else of
+ * the first placed node. NULL, and nothing placed, when the graph names
+ * fewer than two devices (the names are compared, not resolved: an
+ * unplaced graph, or one placed on its session's device, keeps the
+ * placer's choice). */
+static const char *reduce_device(const fg_graph *g, int ph) {
+  const char *first = NULL;
+  int several = 0;
+  for (int id = 0; id < g->n_nodes && !several; id++) {
+    const char *dev = g->nodes[id].device;
+    if (!dev) continue;
+    if (!first) first = dev;
+    several = strcmp(dev, first) != 0;
+  }
+  if (!several) return NULL;
+  for (int id = 0; ph >= 0 && id < g->n_nodes; id++) {
+    const fg_node *nd = &g->nodes[id];
+    for (int k = 0; nd->device && k < nd->n_inputs; k++)
+      if (nd->inputs[k].node == ph) return nd->device;
+  }
+  return first;
+}
+
 /* 1 with st naming the first bad argument of fg_data_parallel and its
  * value, else 0. */
 static int bad_args(const fg_graph *g, int replicas, const char *const *batch_inputs,
@@ -772,7 +799,6 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
           .n_batch = n_batch_inputs};
   int n = g->n_nodes;
   d.n_chains = replicas;
-  d.one_dev = -1;
   for (int id = 0; id < n && !d.part; id++)
     if (g->nodes[id].device && strncmp(g->nodes[id].device, "rank:", 5) == 0) {
       /* Where the original graph runs each gradient and batch input. */
@@ -783,28 +809,8 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
       }
       d.n_chains = fg_partition_num_ranks(d.part);
     }
-  /* One replica of a model placed on several devices of this process
-   * (model parallelism, with a process communicator for data parallelism
-   * across processes): every collective on one device, the first batch
-   * input's, else the first gradient's (after collect_grads). Left to the
-   * placer they would follow their gradients onto several devices, which
-   * the session refuses. */
-  for (int id = 0; id < n && !d.part && replicas == 1; id++)
-    if (g->nodes[id].device) {
-      d.part = fg_partition_new(g, NULL, st);
-      if (!d.part) {
-        fg_graph_free(d.ng);
-        return NULL;
-      }
-      if (fg_partition_num_devices(d.part) < 2) {
-        fg_partition_free(d.part);
-        d.part = NULL;
-        break;
-      }
-      d.one_dev = n_batch_inputs > 0
-                      ? fg_partition_node_device(d.part, fg_graph_find(g, batch_inputs[0]))
-                      : -2;
-    }
+  if (replicas == 1 && !d.part)
+    d.one_dev = reduce_device(g, n_batch_inputs > 0 ? fg_graph_find(g, batch_inputs[0]) : -1);
   d.map = malloc((size_t)replicas * (size_t)n * sizeof *d.map + 1);
   d.prev = malloc((size_t)d.n_chains * sizeof *d.prev);
   d.rows = malloc((size_t)replicas * sizeof *d.rows);
@@ -822,7 +828,6 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   for (int c = 0; c < d.n_chains; c++)
     d.prev[c] = FG_NO_OUTPUT;
   if (collect_grads(&d, st) != 0) goto out;
-  if (d.one_dev == -2) d.one_dev = d.n_grads > 0 ? d.grads[0].dev : 0;
   d.in_step = calloc((size_t)n + 1, 1);
   if (!d.in_step || index_var_consumers(&d) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");

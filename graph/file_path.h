@@ -1,6 +1,12 @@
 /* Where a written file goes (internal): shared by the writers of .fgb
  * files (schema/), .npy files (tools/lib/npy.c) and the CLI's traces,
- * SVGs and -o outputs. */
+ * SVGs and -o outputs.
+ *
+ * A regular file is written beside itself under a temporary name and
+ * renamed over the old one, so it appears whole or not at all. That
+ * rename must not replace what is not a regular file: run as root,
+ * `--trace /dev/full` turned /dev/full into a regular file, and a
+ * symbolic link became a file of its own. */
 #ifndef FG_GRAPH_FILE_PATH_H
 #define FG_GRAPH_FILE_PATH_H
 
@@ -8,14 +14,18 @@
 extern "C" {
 #endif
 
-/* 1 when a file written to `path` must be written in place rather than
- * beside it and renamed over it: `path` exists and is not a regular file (a
- * device such as /dev/stdout, a FIFO, a socket, or a symbolic link). The
- * writers' rename, which makes a regular file appear whole or not at all,
- * would replace such an entry instead of writing where it leads (run as
- * root, `--trace /dev/full` turned /dev/full into a regular file). 0 for a
- * regular file or a path that does not exist. */
+/* 1 when a file written to `path` must be opened and written in place: it
+ * exists and, following links, is not a regular file (a device such as
+ * /dev/stdout, a FIFO, a socket), or it is a link to nothing yet (the
+ * write creates its target). 0 for a regular file, a link to one, or a
+ * path where nothing is. */
 int fg_path_write_in_place(const char *path);
+
+/* Where the write-beside-and-rename of `path` happens (when
+ * fg_path_write_in_place is 0): for a symbolic link to a regular file, the
+ * file it resolves to, so the link stays and still leads to the new file;
+ * else `path` itself. A new string (free it), or NULL when out of memory. */
+char *fg_path_write_target(const char *path);
 
 #ifdef __cplusplus
 }

@@ -121,11 +121,16 @@ int read_file(const char *path, size_t cap, std::string *out, fg_status *st) {
 }
 
 int write_file_atomic(const char *path, const void *data, size_t size, fg_status *st) {
-  /* A device, FIFO or link (--save /dev/stdout) is written where it leads:
-   * the rename below would replace it. */
+  /* A device or FIFO (--save /dev/stdout) is written in place: the rename
+   * below would replace it. A link's file is renamed over where it lies
+   * (graph/file_path.h). */
   const bool in_place = fg_path_write_in_place(path) != 0;
-  std::string tmp = std::string(path) + ".tmp.XXXXXX";
-  int fd = in_place ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : mkstemp(&tmp[0]);
+  char *target_c = in_place ? nullptr : fg_path_write_target(path);
+  if (!in_place && !target_c) return io_fail(st, FG_RESOURCE_EXHAUSTED, "resolve", path, ENOMEM);
+  std::string target = target_c ? target_c : path;
+  free(target_c);
+  std::string tmp = target + ".tmp.XXXXXX";
+  int fd = in_place ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666) : mkstemp(&tmp[0]);
   if (fd < 0 && in_place) return io_fail(st, FG_IO_ERROR, "open for writing", path, errno);
   if (fd < 0) return io_fail(st, FG_IO_ERROR, "create a temporary file beside", path, errno);
   const char *p = (const char *)data;
@@ -145,7 +150,7 @@ int write_file_atomic(const char *path, const void *data, size_t size, fg_status
   if (!err && !in_place && fchmod(fd, 0644) != 0) err = errno;
   if (!err && !in_place && fsync(fd) != 0) err = errno;
   if (close(fd) != 0 && !err) err = errno;
-  if (!err && !in_place && rename(tmp.c_str(), path) != 0) err = errno;
+  if (!err && !in_place && rename(tmp.c_str(), target.c_str()) != 0) err = errno;
   if (err) {
     if (!in_place) unlink(tmp.c_str());
     fg_status_set(st, FG_IO_ERROR, "cannot write '%s': %s", path_str(path).c_str(), strerror(err));

@@ -800,6 +800,14 @@ FG_TEST(cli_profile_outputs_to_links_and_devices, "badinput") {
     CHECK_RUNTIME_ERROR(r, "IO_ERROR", full_dev);
     result_free(&r);
     FG_CHECK(stat(full_dev, &sb) == 0 && S_ISCHR(sb.st_mode));
+    /* The trace written to a device, then the SVG failing: the command
+     * fails and takes back what it can, which is not the device. */
+    FG_REQUIRE(cli(&r, "profile", m, "--random-inputs", "--runs", "1", "--trace", null_dev,
+                   "--memory-svg", full_dev, NULL) == 0);
+    CHECK_RUNTIME_ERROR(r, "IO_ERROR", full_dev);
+    result_free(&r);
+    FG_CHECK(stat(null_dev, &sb) == 0 && S_ISCHR(sb.st_mode));
+    FG_CHECK(stat(full_dev, &sb) == 0 && S_ISCHR(sb.st_mode));
   }
   fgt_rmtree(tmpdir);
 }

@@ -527,6 +527,14 @@ FG_TEST(cli_run_outputs_to_links_and_devices, "badinput") {
     FG_CHECK_STR_CONTAINS(r.err, "output 'probs' -> ");
     result_free(&r);
     FG_CHECK(stat(full_dev, &sb) == 0 && S_ISCHR(sb.st_mode));
+    /* A file and then the full device: the device fails before any file
+     * is renamed into place, so none is left. */
+    char o3[700];
+    snprintf(o3, sizeof o3, "logits=%s", tpath("logits.npy"));
+    FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "-i", in, "-o", o3, "-o", o2, NULL) == 0);
+    CHECK_RUNTIME_ERROR(r, "IO_ERROR", "No space left on device");
+    result_free(&r);
+    FG_CHECK(!exists(tpath("logits.npy")));
   }
   fgt_rmtree(tmpdir);
 }

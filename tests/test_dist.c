@@ -726,8 +726,9 @@ FG_TEST(dist_rewrites_refuse_bad_train_metadata, "dist,badinput") {
 }
 
 /* One replica (data parallelism across processes) of a model split over
- * cpu:0 and cpu:1: every collective goes on one device, the first batch
- * input's (or, without batch inputs, the first gradient's), so the session
+ * cpu:0 and cpu:1: every collective goes on one device the graph names,
+ * that of the batch input's first placed reader (or, without batch inputs,
+ * of the first placed node), so the session
  * runs it, with a process communicator attached too; it trains to the
  * losses of the model without the rewrite (a size-1 group's mean is the
  * identity). */
@@ -750,9 +751,9 @@ FG_TEST(dist_dp_one_replica_of_split_model_reduces_on_one_device, "dist") {
       FG_CHECK_STR(dg->nodes[id].device, dev ? dev : "");
     }
     FG_CHECK(n_ar >= 5); /* 4 gradients' buckets at least, and the rows */
-    /* x is dense1's, on cpu:0; the first gradient (in node order: the
-     * backward pass starts at the last layer) is dense2's, on cpu:1. */
-    FG_CHECK_STR(dev ? dev : "", with_batch ? "cpu:0" : "cpu:1");
+    /* x's first placed reader is dense1's matmul, on cpu:0; without batch
+     * inputs, the first placed node is dense1's too. */
+    FG_CHECK_STR(dev ? dev : "", "cpu:0");
     fg_session *s = fg_session_new(g, NULL, st), *sd = fg_session_new(dg, NULL, st);
     FG_REQUIRE(s && sd);
     fg_comm *h[1];
@@ -767,6 +768,31 @@ FG_TEST(dist_dp_one_replica_of_split_model_reduces_on_one_device, "dist") {
     fg_session_free(sd);
     h[0]->ops->free(h[0]);
     fg_session_free(s);
+    fg_graph_free(dg);
+    fg_graph_free(g);
+  }
+  fg_status_free(st);
+}
+
+/* A graph that names one device leaves the collectives to the placer, as
+ * before, and the rewrite does not ask whether the device exists (a model
+ * placed on cuda:0 rewrites on a machine without a GPU, as on one with it;
+ * the session says what is missing). */
+FG_TEST(dist_dp_one_replica_names_one_device_keeps_placer, "dist") {
+  fg_status *st = fg_status_new();
+  const char *placed[2][2] = {{"cpu:1", NULL}, {"cuda:0", "cuda:0"}};
+  for (int k = 0; k < 2; k++) {
+    fg_graph *g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, placed[k][0], placed[k][1]);
+    fg_graph *dg = fg_data_parallel(g, 1, batch_names, 2, NULL, st);
+    FG_CHECK(dg != NULL);
+    if (!dg) fprintf(stderr, "%s\n", fg_status_message(st));
+    int n_ar = 0;
+    for (int id = 0; dg && id < dg->n_nodes; id++)
+      if (dg->nodes[id].op == FG_OP_ALL_REDUCE) {
+        n_ar++;
+        FG_CHECK(dg->nodes[id].device == NULL);
+      }
+    FG_CHECK(!dg || n_ar >= 2);
     fg_graph_free(dg);
     fg_graph_free(g);
   }

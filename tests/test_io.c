@@ -619,6 +619,14 @@ FG_TEST(io_save_to_links_and_devices, "badinput") {
   if (back) FG_CHECK_INT(fg_graph_num_nodes(back), fg_graph_num_nodes(g));
   fg_graph_free(back);
   FG_CHECK_INT(fgt_count_entries(dir), 2); /* no temporary file left */
+  /* Again, now that the file exists: written beside it and renamed over it
+   * (a new inode), so a failed save leaves the old file whole. */
+  struct stat before;
+  FG_REQUIRE(stat(target, &before) == 0);
+  FG_CHECK(fg_graph_save(g, link, st) == 0);
+  FG_CHECK(stat(target, &sb) == 0 && sb.st_ino != before.st_ino);
+  FG_CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+  FG_CHECK_INT(fgt_count_entries(dir), 2);
   /* Copies of /dev/null and /dev/full (as root): the first takes it, the
    * second fails with its errno; both stay devices. */
   char null_dev[300], full_dev[300];

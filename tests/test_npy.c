@@ -164,6 +164,14 @@ FG_TEST(npy_write_to_links_and_devices, "badinput") {
   FG_REQUIRE(back);
   FG_CHECK(memcmp(fg_tensor_data(back), v, sizeof v) == 0);
   fg_tensor_free(back);
+  /* Once the file exists, a write through the link lands beside it and is
+   * renamed over it (a new inode), so it appears whole or not at all. */
+  struct stat before;
+  FG_REQUIRE(stat(target, &before) == 0);
+  FG_CHECK(fg_npy_write(link, t, st) == 0);
+  FG_CHECK(stat(target, &sb) == 0 && sb.st_ino != before.st_ino);
+  FG_CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+  FG_CHECK_INT(fgt_count_entries(tmpdir), 2);
   char full_dev[300];
   snprintf(full_dev, sizeof full_dev, "%s/full", tmpdir);
   if (fgt_make_char_device(full_dev, 1, 7)) { /* a copy of /dev/full, as root */

@@ -736,9 +736,9 @@ static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, int repor
   rc = 0;
 done:
   /* An output renamed into place before a later step failed: a failed
-   * command leaves no output file. */
-  if (rc != 0 && svg_written) remove(a->memory_svg);
-  if (rc != 0 && trace_written) remove(a->trace);
+   * command leaves no output file (a device written in place stays). */
+  if (rc != 0 && svg_written) out_remove(a->memory_svg);
+  if (rc != 0 && trace_written) out_remove(a->trace);
   trace_abort(tw);
   for (int r = 0; r < FG_MAX_CPU_DEVICES; r++)
     fg_plan_info_free(infos[r]);

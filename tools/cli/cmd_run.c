@@ -164,51 +164,56 @@ static int check_output_paths(const run_args *a, fg_status *st) {
   return 0;
 }
 
+/* "output 'NAME' -> PATH: " before st's message. */
+static void output_failed(const run_args *a, int i, fg_status *st) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+  fg_status_set(st, fg_status_code(st), "output '%s' -> %s: %s", a->outputs[i].name,
+                a->outputs[i].path, msg);
+}
+
 /* Every -o file is first written beside its target under a temporary
  * name; only when all succeeded are they renamed, so a failure leaves no
- * output file at all. A device, FIFO or link (-o y=/dev/stdout) is written
- * in place instead, last (graph/file_path.h). */
+ * output file at all. A device or FIFO (-o y=/dev/stdout) is written in
+ * place instead, after those and before the renames (graph/file_path.h). */
 static int write_outputs(const run_args *a, fg_tensor **outs, fg_status *st) {
   if (a->n_outputs == 0) return 0;
+  /* Per output: its temporary file and the file it is renamed over (a
+   * link's target; graph/file_path.h); both NULL for one written in
+   * place. */
   char **tmp = calloc((size_t)a->n_outputs, sizeof *tmp);
-  if (!tmp) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
-    return -1;
-  }
-  int rc = 0, written = 0;
+  char **target = calloc((size_t)a->n_outputs, sizeof *target);
+  int rc = tmp && target ? 0 : -1, written = 0;
+  if (rc != 0) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
   for (int i = 0; i < a->n_outputs && rc == 0; i++) {
-    if (fg_path_write_in_place(a->outputs[i].path)) {
-      written = i + 1;
-      continue;
-    }
-    size_t len = strlen(a->outputs[i].path) + 48;
-    tmp[i] = malloc(len);
+    written = i + 1;
+    if (fg_path_write_in_place(a->outputs[i].path)) continue;
+    target[i] = fg_path_write_target(a->outputs[i].path);
+    size_t len = target[i] ? strlen(target[i]) + 48 : 0;
+    tmp[i] = target[i] ? malloc(len) : NULL;
     if (!tmp[i]) {
       fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
       rc = -1;
+      written = i; /* nothing of this one on disk */
       break;
     }
-    snprintf(tmp[i], len, "%s.part.%ld.%d", a->outputs[i].path, (long)getpid(), i);
+    snprintf(tmp[i], len, "%s.part.%ld.%d", target[i], (long)getpid(), i);
     if (fg_npy_write(tmp[i], outs[i], st) != 0) {
-      char msg[1024];
-      snprintf(msg, sizeof msg, "%s", fg_status_message(st));
-      fg_status_set(st, fg_status_code(st), "output '%s' -> %s: %s", a->outputs[i].name,
-                    a->outputs[i].path, msg);
+      output_failed(a, i, st);
       rc = -1;
-      break;
     }
-    written = i + 1;
   }
+  /* Devices and FIFOs next: they cannot be taken back, so they are
+   * written only once every file beside its target is. */
   for (int i = 0; i < written && rc == 0; i++)
     if (!tmp[i] && fg_npy_write(a->outputs[i].path, outs[i], st) != 0) {
-      char msg[1024];
-      snprintf(msg, sizeof msg, "%s", fg_status_message(st));
-      fg_status_set(st, fg_status_code(st), "output '%s' -> %s: %s", a->outputs[i].name,
-                    a->outputs[i].path, msg);
+      output_failed(a, i, st);
       rc = -1;
-    } else if (tmp[i] && rename(tmp[i], a->outputs[i].path) != 0) {
+    }
+  for (int i = 0; i < written && rc == 0; i++)
+    if (tmp[i] && rename(tmp[i], target[i]) != 0) {
       fg_status_set(st, FG_IO_ERROR, "output '%s': cannot rename into %s: %s", a->outputs[i].name,
-                    a->outputs[i].path, strerror(errno));
+                    target[i], strerror(errno));
       rc = -1;
       /* Files renamed before this one stay: the rename of a file onto its
        * own directory entry is the only step that can fail here. */
@@ -216,9 +221,12 @@ static int write_outputs(const run_args *a, fg_tensor **outs, fg_status *st) {
   if (rc != 0)
     for (int i = 0; i < written; i++)
       if (tmp[i]) unlink(tmp[i]);
-  for (int i = 0; i < a->n_outputs; i++)
+  for (int i = 0; tmp && target && i < a->n_outputs; i++) {
     free(tmp[i]);
+    free(target[i]);
+  }
   free(tmp);
+  free(target);
   return rc;
 }
 

@@ -3,6 +3,7 @@
  * shapes in messages, and the checks made before long work. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,21 +50,27 @@ const char *cli_describe_tensor(const fg_tensor *t, char *buf, size_t size) {
 
 int cli_path_problem(const char *path, char *dir, size_t size) {
   struct stat sb;
-  const char *slash = strrchr(path, '/');
-  if (!slash)
-    snprintf(dir, size, ".");
-  else if (slash == path)
-    snprintf(dir, size, "/");
-  else
-    snprintf(dir, size, "%.*s", (int)(slash - path), path);
-  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return CLI_PATH_IS_DIR;
-  /* A device, FIFO or link is written in place (graph/file_path.h): it
-   * must take writes itself, whatever its directory allows. */
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    snprintf(dir, size, "%s", path);
+    return CLI_PATH_IS_DIR;
+  }
+  /* A device or FIFO is written in place (graph/file_path.h): it must
+   * take writes itself, whatever its directory allows. */
   if (fg_path_write_in_place(path)) {
     snprintf(dir, size, "%s", path);
     /* A link to a file not there yet: the write creates it, or says why. */
     return access(path, W_OK) == 0 || errno == ENOENT ? CLI_PATH_OK : CLI_PATH_READ_ONLY;
   }
+  /* Else the file is written beside where it lands: a link's target. */
+  char *target = fg_path_write_target(path);
+  const char *p = target ? target : path, *slash = strrchr(p, '/');
+  if (!slash)
+    snprintf(dir, size, ".");
+  else if (slash == p)
+    snprintf(dir, size, "/");
+  else
+    snprintf(dir, size, "%.*s", (int)(slash - p), p);
+  free(target);
   if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return CLI_PATH_NO_DIR;
   if (access(dir, W_OK | X_OK) != 0) return CLI_PATH_READ_ONLY;
   return CLI_PATH_OK;

@@ -25,21 +25,32 @@ int out_open(out_file *o, const char *path, fg_status *st) {
     }
     return 0;
   }
-  size_t len = strlen(path) + 48;
-  o->tmp = malloc(len);
+  o->target = fg_path_write_target(path);
+  size_t len = o->target ? strlen(o->target) + 48 : 0;
+  o->tmp = o->target ? malloc(len) : NULL;
   if (!o->tmp) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
+    free(o->target);
+    o->target = NULL;
     return -1;
   }
-  snprintf(o->tmp, len, "%s.part.%ld", path, (long)getpid());
+  snprintf(o->tmp, len, "%s.part.%ld", o->target, (long)getpid());
   o->f = fopen(o->tmp, "wb");
   if (!o->f) {
     fg_status_set(st, FG_IO_ERROR, "cannot create %s: %s", o->tmp, strerror(errno));
     free(o->tmp);
-    o->tmp = NULL;
+    free(o->target);
+    o->tmp = o->target = NULL;
     return -1;
   }
   return 0;
+}
+
+void out_remove(const char *path) {
+  if (fg_path_write_in_place(path)) return;
+  char *target = fg_path_write_target(path);
+  remove(target ? target : path);
+  free(target);
 }
 
 void out_abort(out_file *o) {
@@ -48,6 +59,7 @@ void out_abort(out_file *o) {
     unlink(o->tmp);
     free(o->tmp);
   }
+  free(o->target);
   memset(o, 0, sizeof *o);
 }
 
@@ -64,12 +76,13 @@ int out_commit(out_file *o, fg_status *st) {
     out_abort(o);
     return -1;
   }
-  if (o->tmp && rename(o->tmp, o->path) != 0) {
-    fg_status_set(st, FG_IO_ERROR, "cannot rename into %s: %s", o->path, strerror(errno));
+  if (o->tmp && rename(o->tmp, o->target) != 0) {
+    fg_status_set(st, FG_IO_ERROR, "cannot rename into %s: %s", o->target, strerror(errno));
     out_abort(o);
     return -1;
   }
   free(o->tmp);
+  free(o->target);
   memset(o, 0, sizeof *o);
   return 0;
 }

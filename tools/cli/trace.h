@@ -8,13 +8,13 @@
 #include "flowgraph/dist.h"
 #include "flowgraph/profile.h"
 
-/* A file written under a temporary name beside `path` and renamed over it
- * only by out_commit, so a failure never leaves a partial file; a path that
- * is a device, FIFO or link (graph/file_path.h) is written in place (tmp
- * NULL). */
+/* A file written under a temporary name beside `path` (beside the file a
+ * link leads to) and renamed over it only by out_commit, so a failure
+ * never leaves a partial file; a device or FIFO (graph/file_path.h) is
+ * written in place (tmp NULL). */
 typedef struct out_file {
   FILE *f;
-  char *tmp;
+  char *tmp, *target; /* target: where tmp is renamed to */
   const char *path;
 } out_file;
 
@@ -24,6 +24,10 @@ int out_open(out_file *o, const char *path, fg_status *st);
 int out_commit(out_file *o, fg_status *st);
 /* Removes the temporary file and releases `o`; accepts a closed one. */
 void out_abort(out_file *o);
+/* Takes back a committed output after a later failure: removes the file
+ * that out_commit renamed into place (a link's target, not the link);
+ * nothing for one written in place (a device is not removed). */
+void out_remove(const char *path);
 
 /* Writes `s` as the inside of a JSON string: quotes, backslashes and
  * control characters escaped, invalid UTF-8 replaced by U+FFFD. */

@@ -653,11 +653,16 @@ int fg_npy_write(const char *path, const fg_tensor *t, fg_status *status) {
     swap_to_host(swapped, bytes / esize, esize);
     data = swapped;
   }
-  char *tmp = NULL;
+  char *tmp = NULL, *target = NULL;
   int rc = -1;
-  /* A device, FIFO or link is written where it leads, not replaced. */
+  /* A device or FIFO is written in place, not replaced; a link's file is
+   * renamed over where it lies (graph/file_path.h). */
   const int in_place = fg_path_write_in_place(path);
-  int fd = in_place ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666) : open_temp(path, &tmp);
+  if (!in_place && !(target = fg_path_write_target(path))) {
+    fg_status_set(status, FG_RESOURCE_EXHAUSTED, "%s: out of memory", path);
+    goto out;
+  }
+  int fd = in_place ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666) : open_temp(target, &tmp);
   if (fd < 0) {
     if (in_place)
       fg_status_set(status, FG_IO_ERROR, "%s: cannot open it for writing: %s", path,
@@ -676,7 +681,7 @@ int fg_npy_write(const char *path, const fg_tensor *t, fg_status *status) {
     if (tmp) unlink(tmp);
     goto out;
   }
-  if (tmp && rename(tmp, path) != 0) {
+  if (tmp && rename(tmp, target) != 0) {
     fg_status_set(status, FG_IO_ERROR, "%s: cannot rename the temporary file into place: %s", path,
                   strerror(errno));
     unlink(tmp);
@@ -686,6 +691,7 @@ int fg_npy_write(const char *path, const fg_tensor *t, fg_status *status) {
   rc = 0;
 out:
   free(tmp);
+  free(target);
   free(header);
   free(swapped);
   return rc;
