@@ -20,7 +20,9 @@ extern "C" {
 /* The version written into files; readers refuse files with a larger one. */
 #define FG_FORMAT_VERSION 1
 
-/* Writes to a temporary file and renames it: no partial file is left. */
+/* Writes to a temporary file and renames it: no partial file is left. A
+ * symbolic link keeps leading to the new file (written beside its
+ * target); a device or FIFO (/dev/stdout) is written in place. */
 int fg_graph_save(const fg_graph *g, const char *path, fg_status *status);
 /* Serialises into a new malloc'ed buffer (free with free()). */
 int fg_graph_save_memory(const fg_graph *g, void **data, size_t *size, fg_status *status);

@@ -68,7 +68,9 @@ void *fg_tensor_data(const fg_tensor *t);
  * <i8 |b1. Anything else is FG_FORMAT_ERROR naming the file and the field. */
 fg_tensor *fg_npy_read(const char *path, fg_status *status);
 fg_tensor *fg_npy_read_memory(const void *data, size_t size, fg_status *status);
-/* Writes to a temporary file and renames it, so no partial file is left. */
+/* Writes to a temporary file and renames it, so no partial file is left. A
+ * symbolic link keeps leading to the new file (written beside its
+ * target); a device or FIFO (/dev/stdout) is written in place. */
 int fg_npy_write(const char *path, const fg_tensor *t, fg_status *status);
 
 #ifdef __cplusplus
