@@ -506,6 +506,15 @@ FG_TEST(cli_run_outputs_to_links_and_devices, "badinput") {
   result_free(&r);
   struct stat sb;
   FG_CHECK(lstat(tpath("link.npy"), &sb) == 0 && S_ISLNK(sb.st_mode));
+  /* A link into a folder that does not exist is refused before the run,
+   * naming that folder. */
+  FG_REQUIRE(symlink("nowhere/p.npy", tpath("lost.npy")) == 0);
+  char o4[700];
+  snprintf(o4, sizeof o4, "probs=%s", tpath("lost.npy"));
+  FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "-i", in, "-o", o4, NULL) == 0);
+  CHECK_RUNTIME_ERROR(r, "IO_ERROR", "nowhere does not exist");
+  FG_CHECK_INT(strlen(r.out), 0);
+  result_free(&r);
   double h[2][3], logits[2][2], probs[2][2];
   mlp_forward(X, 2, h, logits, probs);
   fg_tensor *t = read_npy(tpath("real.npy"));
