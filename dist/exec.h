@@ -145,6 +145,10 @@ int fg_dist_session_arena_device(const fg_dist_session *ds);
  * process communicator of data parallelism (the graph names no rank), the
  * data communicator of a cross-process graph, or NULL. */
 fg_comm *fg_dist_session_replica_comm(const fg_dist_session *ds);
+/* This process's variables (in node order, those it owns) as replicas must
+ * hold them: their ids and sizes, and with `values` their bytes. */
+uint64_t fg_dist_session_vars_hash(const fg_dist_session *ds, fg_tensor *const *vars, int n_vars,
+                                   int values);
 /* Whether variable `node` is this process's to keep (every variable unless
  * the graph is cross-process: then those on this rank's devices). */
 int fg_dist_session_owns_var(const fg_dist_session *ds, int node);

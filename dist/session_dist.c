@@ -637,15 +637,14 @@ int fg_dist_session_agreed(const fg_dist_session *ds) {
   return !ds || ds->agreed || (!ds->process && !ds->data);
 }
 
-/* Variables (this process's, in node order) with their ids and shapes:
- * what replicas must hold alike. */
-static uint64_t vars_hash(const fg_dist_session *ds, fg_tensor *const *vars, int n_vars) {
+uint64_t fg_dist_session_vars_hash(const fg_dist_session *ds, fg_tensor *const *vars, int n_vars,
+                                   int values) {
   uint64_t h = fg_hash64(0, "variables", 9);
   for (int id = 0; id < n_vars; id++) {
     if (!vars[id] || !fg_dist_session_owns_var(ds, id)) continue;
     int64_t head[2] = {id, (int64_t)fg_tensor_num_bytes(vars[id])};
     h = fg_hash64(h, head, sizeof head);
-    h = fg_hash64(h, fg_tensor_data(vars[id]), fg_tensor_num_bytes(vars[id]));
+    if (values) h = fg_hash64(h, fg_tensor_data(vars[id]), fg_tensor_num_bytes(vars[id]));
   }
   return h;
 }
@@ -708,8 +707,8 @@ static int agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *const *vars,
   int bad = 0;
   if (compare(ds->process, h, "graph", graph_hint, &bad, st) != 0 ||
       compare(ds->data, h, "graph", graph_hint, &bad, st) != 0 ||
-      compare(fg_dist_session_replica_comm(ds), vars_hash(ds, vars, n_vars), "variables", vars_hint,
-              &bad, st) != 0)
+      compare(fg_dist_session_replica_comm(ds), fg_dist_session_vars_hash(ds, vars, n_vars, 1),
+              "variables", vars_hint, &bad, st) != 0)
     return -1;
   fg_comm *groups[2] = {ds->process, ds->data};
   for (int k = 0; k < 2 && ds->process && ds->data; k++) {

@@ -753,12 +753,9 @@ int fg_session_gather_variables(fg_session *s, int root, fg_status *st) {
  * buffers of different sizes (a truncation MPI may not survive) or another
  * call altogether. The same verdict on every rank. */
 static int broadcast_agree(fg_session *s, fg_comm *c, int root, fg_status *st) {
-  uint64_t h = fg_graph_structure_hash(s->g);
-  for (int id = 0; id < s->n_vars_cap; id++) {
-    if (!s->vars[id] || !fg_dist_session_owns_var(s->dist, id)) continue;
-    int64_t head[2] = {id, (int64_t)fg_tensor_num_bytes(s->vars[id])};
-    h = fg_hash64(h, head, sizeof head);
-  }
+  uint64_t h = fg_graph_structure_hash(s->g),
+           v = fg_dist_session_vars_hash(s->dist, s->vars, s->n_vars_cap, 0);
+  h = fg_hash64(h, &v, sizeof v);
   if (fg_comm_check_same(c, h, "graph and variable sizes",
                          "fg_session_broadcast_variables needs the same graph on every rank", st))
     return -1;

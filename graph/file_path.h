@@ -16,15 +16,15 @@ extern "C" {
 
 /* 1 when a file written to `path` must be opened and written in place: it
  * exists and, following links, is not a regular file (a device such as
- * /dev/stdout, a FIFO, a socket), or it is a link to nothing yet (the
- * write creates its target). 0 for a regular file, a link to one, or a
- * path where nothing is. */
+ * /dev/stdout, a FIFO, a socket). 0 for a regular file, a link to one or to
+ * nothing yet, or a path where nothing is. */
 int fg_path_write_in_place(const char *path);
 
 /* Where the write-beside-and-rename of `path` happens (when
- * fg_path_write_in_place is 0): for a symbolic link to a regular file, the
- * file it resolves to, so the link stays and still leads to the new file;
- * else `path` itself. A new string (free it), or NULL when out of memory. */
+ * fg_path_write_in_place is 0): for a symbolic link, the file it leads to
+ * (or names, when that does not exist yet), so the link stays and leads to
+ * the new file; else `path` itself. A new string (free it), or NULL when
+ * out of memory. */
 char *fg_path_write_target(const char *path);
 
 #ifdef __cplusplus

@@ -129,8 +129,8 @@ int write_file_atomic(const char *path, const void *data, size_t size, fg_status
   if (!in_place && !target_c) return io_fail(st, FG_RESOURCE_EXHAUSTED, "resolve", path, ENOMEM);
   std::string target = target_c ? target_c : path;
   free(target_c);
-  std::string tmp = target + ".tmp.XXXXXX";
-  int fd = in_place ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666) : mkstemp(&tmp[0]);
+  std::string tmp = target + ".tmp.XXXXXX"; /* mkstemp's template: it fills the Xs */
+  int fd = in_place ? open(path, O_WRONLY | O_TRUNC) : mkstemp(&tmp[0]);
   if (fd < 0 && in_place) return io_fail(st, FG_IO_ERROR, "open for writing", path, errno);
   if (fd < 0) return io_fail(st, FG_IO_ERROR, "create a temporary file beside", path, errno);
   const char *p = (const char *)data;

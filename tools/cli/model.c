@@ -48,41 +48,20 @@ const char *cli_describe_tensor(const fg_tensor *t, char *buf, size_t size) {
   return buf;
 }
 
-/* The file a dangling symbolic link at `path` names, as a path from here
- * (a relative target is relative to the link's folder); NULL if `path` is
- * not a link or out of memory. */
-static char *dangling_target(const char *path) {
-  char buf[4096];
-  ssize_t n = readlink(path, buf, sizeof buf - 1);
-  if (n <= 0) return NULL;
-  buf[n] = '\0';
-  const char *slash = strrchr(path, '/');
-  size_t base = buf[0] == '/' || !slash ? 0 : (size_t)(slash - path) + 1;
-  char *out = malloc(base + (size_t)n + 1);
-  if (out) snprintf(out, base + (size_t)n + 1, "%.*s%s", (int)base, path, buf);
-  return out;
-}
-
 int cli_path_problem(const char *path, char *dir, size_t size) {
   struct stat sb;
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
     snprintf(dir, size, "%s", path);
     return CLI_PATH_IS_DIR;
   }
-  char *target = NULL;
+  /* A device or FIFO is written in place (graph/file_path.h): it must
+   * take writes itself, whatever its folder allows. */
   if (fg_path_write_in_place(path)) {
-    /* A device or FIFO is written in place (graph/file_path.h): it must
-     * take writes itself, whatever its folder allows. */
-    if (access(path, W_OK) == 0) return CLI_PATH_OK;
-    if (errno != ENOENT || !(target = dangling_target(path))) {
-      snprintf(dir, size, "%s", path);
-      return CLI_PATH_READ_ONLY;
-    }
-    /* A link to a file not there yet: the write creates it there. */
-  } else {
-    /* The file is written beside where it lands: a link's target. */
-    target = fg_path_write_target(path);
+    snprintf(dir, size, "%s", path);
+    return access(path, W_OK) == 0 ? CLI_PATH_OK : CLI_PATH_READ_ONLY;
   }
+  /* Else the file is written beside where it lands: a link's target. */
+  char *target = fg_path_write_target(path);
   const char *p = target ? target : path, *slash = strrchr(p, '/');
   if (!slash)
     snprintf(dir, size, ".");

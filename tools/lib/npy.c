@@ -662,7 +662,7 @@ int fg_npy_write(const char *path, const fg_tensor *t, fg_status *status) {
     fg_status_set(status, FG_RESOURCE_EXHAUSTED, "%s: out of memory", path);
     goto out;
   }
-  int fd = in_place ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666) : open_temp(target, &tmp);
+  int fd = in_place ? open(path, O_WRONLY | O_TRUNC) : open_temp(target, &tmp);
   if (fd < 0) {
     if (in_place)
       fg_status_set(status, FG_IO_ERROR, "%s: cannot open it for writing: %s", path,
