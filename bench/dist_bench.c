@@ -352,7 +352,7 @@ static int lane_threads(void) {
 }
 
 /* mode: 0 the session's default, 1 in line, 2 no exchange (independent
- * ranks), 3 an own lane. */
+ * ranks), 3 an own lane, 4 the default with fused updates (fused_update). */
 static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   const int batch = 256, warmup = 2;
   const int steps = getenv("FG_BENCH_STEPS") ? atoi(getenv("FG_BENCH_STEPS")) : 8;
@@ -363,6 +363,7 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   fg_data_parallel_options o;
   fg_data_parallel_options_init(&o);
   o.bucket_bytes = bucket;
+  o.fused_update = mode == 4;
   /* mode 2: every rank trains its shard alone, without any exchange: the
    * ceiling this machine allows two processes. */
   fg_graph *dg = mode == 2 ? g : fg_data_parallel(g, 1, bi, 2, &o, st);
@@ -378,6 +379,7 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   const char *how = mode == 2            ? "none (independent ranks)"
                     : mode == 1          ? "inline"
                     : mode == 3          ? "own-lane"
+                    : mode == 4          ? (lane_threads() > 0 ? "fused (own lane)" : "fused (in line)")
                     : lane_threads() > 0 ? "default (own lane)"
                                          : "default (in line)";
   double t = timed_steps(s, dg, shard, c->rank, warmup, steps, c->rank, NULL, st);
@@ -394,7 +396,7 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: dist_bench busbw [MAX_BYTES] | exchange | dp BUCKET_BYTES "
-                    "[inline|own-lane|independent] | "
+                    "[inline|own-lane|independent|fused] | "
                     "pipe MICRO_BATCHES [BATCH]\n");
     return 2;
   }
@@ -420,6 +422,7 @@ int main(int argc, char **argv) {
             : strcmp(argv[3], "inline") == 0      ? 1
             : strcmp(argv[3], "independent") == 0 ? 2
             : strcmp(argv[3], "own-lane") == 0    ? 3
+            : strcmp(argv[3], "fused") == 0       ? 4
                                                   : 0,
             st);
   if (rc != 0)

@@ -60,6 +60,16 @@ typedef struct fg_comm_ops {
    * through fg_comm_all_reduce_scaled. */
   int (*all_reduce_scaled)(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, double scale,
                            fg_status *st);
+  /* var -= lr * (the sum, or the mean when `mean` is 1, over ranks of
+   * grad), in one collective that updates every rank's var, with the bits
+   * all_reduce and then apply_sgd give (f32 or f64, the same count on
+   * every rank; the ranks' vars must hold the same values, as data
+   * parallelism keeps them). 0 when done; 1 when this call cannot be
+   * fused here (nothing changed, the same answer on every rank: the
+   * caller all-reduces a copy of grad and updates var itself); -1 with st
+   * set. NULL: never fused. */
+  int (*all_reduce_sgd)(fg_comm *c, void *var, const void *grad, int64_t count, fg_dtype dtype,
+                        int mean, double lr, fg_status *st);
 } fg_comm_ops;
 
 struct fg_comm {

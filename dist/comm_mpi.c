@@ -985,6 +985,31 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
   return rc;
 }
 
+/* Fused only over one host's shared memory (fg_shm_all_reduce_sgd); 1
+ * elsewhere (ranks on several hosts, or without the segment), the same on
+ * every rank. */
+static int mpi_all_reduce_sgd(fg_comm *c, void *var, const void *grad, int64_t count,
+                              fg_dtype dtype, int mean, double lr, fg_status *st) {
+  mpi_comm *m = (mpi_comm *)c;
+  pthread_mutex_lock(&m->mu);
+  if (check_usable(m, "all_reduce", st) != 0 || (!m->shm_tried && shm_setup(m, st) != 0)) {
+    pthread_mutex_unlock(&m->mu);
+    return -1;
+  }
+  int rc = 1;
+  if (m->shm && !m->cross) {
+    char desc[160];
+    snprintf(desc, sizeof desc, "all_reduce (collective #%llu)", (unsigned long long)m->seq);
+    fg_shm_wait w = {m->base.timeout_s, shm_stop, m};
+    rc = fg_shm_all_reduce_sgd(m->shm, var, grad, count, dtype, mean, lr, desc, &w, st);
+    if (rc < 0 && fg_status_code(st) != FG_INVALID_ARGUMENT) set_broken(m);
+    if (rc != 1) m->seq++; /* else the caller's all_reduce counts it */
+  }
+  pthread_mutex_unlock(&m->mu);
+  if (rc >= 0) fg_status_clear(st);
+  return rc;
+}
+
 static int mpi_all_gather_u64(fg_comm *c, uint64_t value, uint64_t *out, fg_status *st) {
   mpi_comm *m = (mpi_comm *)c;
   if (!out) {
@@ -1264,8 +1289,10 @@ static void mpi_abort(fg_comm *c, const char *why) {
   pthread_mutex_unlock(&g_mpi_mu);
 }
 
-/* Host memory, no scaled reduction: gpu and all_reduce_scaled are NULL. */
+/* Host memory, no scaled reduction: gpu and all_reduce_scaled are NULL;
+ * the fused update over one host's shared memory. */
 static const fg_comm_ops mpi_ops = {.all_reduce = mpi_all_reduce,
+                                    .all_reduce_sgd = mpi_all_reduce_sgd,
                                     .all_gather_u64 = mpi_all_gather_u64,
                                     .broadcast = mpi_broadcast,
                                     .send = mpi_send,

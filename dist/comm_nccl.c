@@ -333,15 +333,16 @@ static int nccl_all_reduce_scaled(fg_comm *c, void *buf, int64_t count, fg_dtype
   return reduce(c, buf, count, dtype, 0, 1, scale, st);
 }
 
-static const fg_comm_ops nccl_ops = {nccl_all_reduce,
-                                     nccl_all_gather_u64,
-                                     nccl_broadcast,
-                                     nccl_send,
-                                     nccl_recv,
-                                     nccl_free,
-                                     nccl_abort,
-                                     nccl_gpu,
-                                     nccl_all_reduce_scaled};
+/* No fused update: all_reduce_sgd is NULL (GPU plans refuse the node). */
+static const fg_comm_ops nccl_ops = {.all_reduce = nccl_all_reduce,
+                                     .all_gather_u64 = nccl_all_gather_u64,
+                                     .broadcast = nccl_broadcast,
+                                     .send = nccl_send,
+                                     .recv = nccl_recv,
+                                     .free = nccl_free,
+                                     .abort = nccl_abort,
+                                     .gpu = nccl_gpu,
+                                     .all_reduce_scaled = nccl_all_reduce_scaled};
 
 /* Joins rank `rank` of `size` on `device` with `id`, without blocking. */
 static fg_comm *join(const ncclUniqueId *id, int rank, int size, int device, double timeout_s,

@@ -79,6 +79,9 @@ typedef struct dp {
   const char *one_dev;
   const char *cur_dev;
   char cur_dev_buf[48];
+  /* fused_update: per gradient, the apply_sgd node of g that reduces it
+   * itself (all_reduce = 1), else -1; NULL when not asked (find_fused). */
+  int *fused;
 } dp;
 
 static int *mapped(dp *d, int r, int node) { return &d->map[(size_t)r * d->g->n_nodes + node]; }
@@ -181,7 +184,7 @@ static void emit_bucket(dp *d, int k) {
   if (d->stats[0].node >= 0) fg_attrs_set_int(a, "weighted", 1);
   int n_small = 0, n_reduces = d->n_reduces;
   for (int j = lo; j < hi; j++)
-    n_small += d->grads[j].bytes < FG_DP_FUSE_MAX_BYTES;
+    n_small += d->grads[j].bytes < FG_DP_FUSE_MAX_BYTES && !(d->fused && d->fused[j] >= 0);
   if (d->one_dev) {
     d->cur_dev = d->one_dev;
   } else if (d->part) {
@@ -209,6 +212,11 @@ static void emit_bucket(dp *d, int k) {
     for (int j = lo; j < hi; j++) {
       fg_output src = d->grads[j].src;
       fg_output gr = {*mapped(d, r, src.node), src.index};
+      if (d->fused && d->fused[j] >= 0) {
+        /* Its update reduces it (emit_fused): it reads the replica's own. */
+        d->red[(size_t)r * d->n_grads + j] = gr;
+        continue;
+      }
       if (d->grads[j].bytes >= FG_DP_FUSE_MAX_BYTES || n_small == 1) {
         d->red[(size_t)r * d->n_grads + j] = reduce_one(d, r, gr, a);
         d->n_reduces++;
@@ -479,6 +487,32 @@ static int emit_waiting(dp *d, char *done, const char *const *batch, int n_batch
   return emitted;
 }
 
+/* Update nd (apply_sgd) of replica r as the collective that also reduces
+ * its gradient: apply_sgd with all_reduce = 1, the bucket's mean and
+ * weights, in[1] the replica's own gradient (emit_bucket), in[0 .. n_in)
+ * its mapped inputs (var, grad, lr, control inputs); the rows and sums of
+ * a weighted mean go in as inputs 3 and 4, and it joins the chain of
+ * collectives (reduce_one). in[] has room for 3 more. */
+static fg_output emit_fused(dp *d, int r, const fg_node *nd, const char *name, fg_output *in,
+                            int n_in) {
+  fg_attrs *a = fg_attrs_new();
+  fg_attrs_copy(a, &nd->attrs);
+  fg_attrs_set_int(a, "all_reduce", 1);
+  fg_attrs_set_int(a, "mean", d->o->loss_reduction == FG_DP_LOSS_MEAN);
+  if (d->stats[0].node >= 0) {
+    fg_attrs_set_int(a, "weighted", 1);
+    memmove(&in[5], &in[3], (size_t)(n_in > 3 ? n_in - 3 : 0) * sizeof *in);
+    in[3] = d->rows[r];
+    in[4] = d->stats[r];
+    n_in += 2;
+  }
+  if (d->prev[r].node >= 0) in[n_in++] = d->prev[r];
+  fg_output o = fg_op(d->ng, "apply_sgd", name, in, n_in, a);
+  fg_attrs_free(a);
+  d->prev[r] = o;
+  return o;
+}
+
 /* Copies node i for every replica if its inputs exist; 1 when done. */
 static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
   const fg_graph *g = d->g;
@@ -511,12 +545,16 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
     }
     return 1;
   }
-  fg_output in_stack[8],
-      *in = nd->n_inputs <= 8 ? in_stack : malloc((size_t)nd->n_inputs * sizeof *in);
+  /* 3 more for a fused update's rows, sums and previous collective */
+  fg_output in_stack[12],
+      *in = nd->n_inputs <= 9 ? in_stack : malloc(((size_t)nd->n_inputs + 3) * sizeof *in);
   if (!in) {
     fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
     return 1;
   }
+  int fuse = -1; /* the gradient this update all-reduces itself */
+  for (int j = 0; d->fused && j < d->n_grads && fuse < 0; j++)
+    if (d->fused[j] == i) fuse = j;
   for (int r = 0; r < d->n; r++) {
     for (int k = 0; k < nd->n_inputs; k++) {
       fg_output src = nd->inputs[k];
@@ -532,7 +570,8 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
     const char *name = r == 0 && nd->op == FG_OP_VARIABLE
                            ? nd->name
                            : replica_name(d, r, nd->name, buf, sizeof buf);
-    fg_output o = fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
+    fg_output o = fuse >= 0 ? emit_fused(d, r, nd, name, in, n_in)
+                            : fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
     if (d->n > 1 && o.node >= 0) rename_colocate(d, r, o.node);
     if (d->n > 1)
       place(d, o, r);
@@ -679,6 +718,42 @@ static int collect_grads(dp *d, fg_status *st) {
     fill += d->grads[j].bytes;
   }
   d->bucket_end[d->n_buckets++] = d->n_grads;
+  return 0;
+}
+
+/* fused_update: d->fused[j] = the apply_sgd update that all-reduces
+ * gradient j itself, for each gradient large enough for an all_reduce of
+ * its own (FG_DP_FUSE_MAX_BYTES) whose reduced value nothing but that
+ * update's gradient input reads (no clipping, no other optimizer); -1 for
+ * the others. Only for one replica per process on one device (replicas =
+ * 1, no rank:R/ devices, no device to pin collectives to): there the
+ * update and its collective share the process communicator, which over
+ * one host's shared memory updates every rank's variable at once
+ * (dist/shm_reduce.h). -1 on OOM. */
+static int find_fused(dp *d) {
+  if (!d->o->fused_update || d->n != 1 || d->part || d->one_dev) return 0;
+  d->fused = malloc((size_t)d->n_grads * sizeof *d->fused);
+  int *uses = calloc((size_t)d->n_grads + 1, sizeof *uses);
+  if (!d->fused || !uses) {
+    free(uses);
+    return -1;
+  }
+  for (int j = 0; j < d->n_grads; j++)
+    d->fused[j] = -1;
+  const fg_graph *g = d->g;
+  for (int i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_inputs; k++) {
+      int j = reduced_input(d, i, k);
+      if (j < 0) continue;
+      /* The first use names its update; a second use rules it out. */
+      uses[j]++;
+      if (g->nodes[i].op == FG_OP_APPLY_SGD && k == 1) d->fused[j] = i;
+    }
+  for (int j = 0; j < d->n_grads; j++)
+    if (uses[j] != 1 || d->grads[j].bytes < FG_DP_FUSE_MAX_BYTES ||
+        (d->grads[j].dtype != FG_F32 && d->grads[j].dtype != FG_F64))
+      d->fused[j] = -1;
+  free(uses);
   return 0;
 }
 
@@ -839,7 +914,7 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
     for (int k = 0; d.in_step[i] && k < g->nodes[i].n_inputs; k++)
       d.in_step[g->nodes[i].inputs[k].node] = 1;
   d.red = malloc((size_t)replicas * (size_t)d.n_grads * sizeof *d.red);
-  if (!d.red) {
+  if (!d.red || find_fused(&d) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
     goto out;
   }
@@ -913,6 +988,7 @@ out:
   free(d.vc_off);
   free(d.vc);
   free(d.in_step);
+  free(d.fused);
   fg_partition_free(d.part);
   free(done);
   return result;

@@ -184,7 +184,7 @@ static int check_pairs(const fg_graph *g, const fg_partition *part, const int *n
   /* ids[off[d] .. off[d + 1]): device d's all_reduce nodes in id order. */
   int *off = calloc((size_t)nd + 2, sizeof *off), *ids = NULL, *fill = NULL;
   for (int id = 0; off && id < g->n_nodes; id++)
-    if (g->nodes[id].op == FG_OP_ALL_REDUCE) off[node_dev[id] + 2]++, n++;
+    if (fg_node_is_collective(&g->nodes[id])) off[node_dev[id] + 2]++, n++;
   if (off) ids = malloc((size_t)n * sizeof *ids + 1);
   if (!off || !ids) {
     free(off);
@@ -195,7 +195,7 @@ static int check_pairs(const fg_graph *g, const fg_partition *part, const int *n
     off[d + 2] += off[d + 1];
   fill = off + 1; /* fill[d] counts up from off[d] to off[d + 1] */
   for (int id = 0; id < g->n_nodes; id++)
-    if (g->nodes[id].op == FG_OP_ALL_REDUCE) ids[fill[node_dev[id]]++] = id;
+    if (fg_node_is_collective(&g->nodes[id])) ids[fill[node_dev[id]]++] = id;
   int first = -1, rc = 0;
   for (int d = 0; d < nd && rc == 0; d++) {
     int cnt = off[d + 1] - off[d];
@@ -259,7 +259,7 @@ static int check_device_memory(const fg_graph *g, const fg_dist_session *nw, con
   const int *node_dev = nw->exec.node_dev;
   for (int id = 0; id < g->n_nodes; id++) {
     int d = node_dev[id];
-    if (g->nodes[id].op != FG_OP_ALL_REDUCE || !has_ar[d]) continue;
+    if (!fg_node_is_collective(&g->nodes[id]) || !has_ar[d]) continue;
     gpu = fg_comm_gpu(nw->exec.comm[d]);
     fg_device dv = fg_partition_device(nw->part, d);
     if (gpu < 0 || (dv.kind == FG_DEVICE_CUDA && dv.index == gpu)) continue;
@@ -333,7 +333,7 @@ static int host_steps(const fg_graph *g, fg_dist_session *nw, fg_status *st) {
   while (host < g->n_nodes - 1 && node_dev[host] == gpu)
     host++;
   int ar = 0;
-  while (ar < g->n_nodes && g->nodes[ar].op != FG_OP_ALL_REDUCE)
+  while (ar < g->n_nodes && !fg_node_is_collective(&g->nodes[ar]))
     ar++;
   if (nw->process || nw->data || ar < g->n_nodes) {
     char dh[32], dg[32], why[200];
@@ -425,7 +425,7 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
   }
   int n_ar_dev = 0;
   for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i].op == FG_OP_ALL_REDUCE && !has_ar[node_dev[i]]) {
+    if (fg_node_is_collective(&g->nodes[i]) && !has_ar[node_dev[i]]) {
       has_ar[node_dev[i]] = 1;
       n_ar_dev++;
     }

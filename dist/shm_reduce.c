@@ -19,6 +19,7 @@
 #include "dist/poll_pause.h"
 #include "dist/rank_sum.h"
 #include "dist/shm_arena.h"
+#include "kernels/sgd.h"
 
 #define LINE      64
 #define MIN_CHUNK ((size_t)4096)
@@ -64,15 +65,16 @@ typedef struct shm_refs {
 _Static_assert(sizeof(shm_refs) == LINE, "one line of arena references");
 
 /* Another rank's arena mapped here, kept for the next collectives (a
- * session's plan keeps its arena). Two per rank: a plan rebuilt for new
- * shapes gets a new arena, and the older mapping goes. */
+ * session's plan keeps its arena). Four per rank: its variables' arena
+ * (fg_shm_all_reduce_sgd) and plans' arenas (a plan rebuilt for new
+ * shapes gets a new one, and the least recently used mapping goes). */
 typedef struct peer_map {
   int32_t pid;
   uint64_t serial, size;
   unsigned char *base;
   uint64_t used; /* collective count at last use (least recent goes) */
 } peer_map;
-enum { MAPS_PER_PEER = 2 };
+enum { MAPS_PER_PEER = 4 };
 
 struct fg_shm_reduce {
   int rank, n;
@@ -103,8 +105,10 @@ size_t fg_shm_chunk_bytes(size_t requested) {
   return (c + LINE - 1) & ~(size_t)(LINE - 1);
 }
 
+/* Per rank: the header, the line of its buffers' references, a second
+ * line for the variables of fg_shm_all_reduce_sgd, and two slots. */
 static size_t per_rank_bytes(size_t chunk) {
-  return sizeof(shm_header) + sizeof(shm_refs) + 2 * chunk;
+  return sizeof(shm_header) + 2 * sizeof(shm_refs) + 2 * chunk;
 }
 
 static int os_fail(fg_status *st, const char *call, const char *name, int err) {
@@ -150,8 +154,9 @@ fg_shm_reduce *fg_shm_reduce_attach(const char *name, int rank, int n, size_t ch
   if (bad_args(name, rank, n, st)) return NULL;
   fg_shm_reduce *s = calloc(1, sizeof *s);
   if (s) {
-    s->src = calloc((size_t)n, sizeof *s->src);
-    s->dst = calloc((size_t)n, sizeof *s->dst);
+    /* n pointers each, and n more for fg_shm_all_reduce_sgd's blocks */
+    s->src = calloc(2 * (size_t)n, sizeof *s->src);
+    s->dst = calloc(2 * (size_t)n, sizeof *s->dst);
     s->maps = calloc((size_t)n * MAPS_PER_PEER, sizeof *s->maps);
   }
   if (!s || !s->src || !s->dst || !s->maps) {
@@ -206,12 +211,17 @@ static shm_header *header(const fg_shm_reduce *s, int r) {
   return (shm_header *)(s->base + (size_t)r * s->per_rank);
 }
 
-static shm_refs *refs(const fg_shm_reduce *s, int r) {
-  return (shm_refs *)(s->base + (size_t)r * s->per_rank + sizeof(shm_header));
+/* Line k (0: the buffer, 1: fg_shm_all_reduce_sgd's variable) of rank
+ * r's references. */
+static shm_refs *refs_k(const fg_shm_reduce *s, int r, int k) {
+  return (shm_refs *)(s->base + (size_t)r * s->per_rank + sizeof(shm_header) +
+                      (size_t)k * sizeof(shm_refs));
 }
 
+static shm_refs *refs(const fg_shm_reduce *s, int r) { return refs_k(s, r, 0); }
+
 static unsigned char *slot(const fg_shm_reduce *s, int r, uint64_t round) {
-  return s->base + (size_t)r * s->per_rank + sizeof(shm_header) + sizeof(shm_refs) +
+  return s->base + (size_t)r * s->per_rank + sizeof(shm_header) + 2 * sizeof(shm_refs) +
          (size_t)(round & 1) * s->chunk;
 }
 
@@ -331,22 +341,26 @@ static unsigned char *peer_buffer(fg_shm_reduce *s, int p, const fg_shm_arena_re
 }
 
 /* After the first barrier of a collective whose buffers may lie in
- * arenas: maps every rank's buffer (s->dst[p], this rank's own is buf),
- * and the ranks agree through `mapped` and a barrier, so all take one
- * path. 1 when every rank mapped every buffer, 0 when some buffer is not
- * in an arena or some rank could not map it, -1 on a failed wait. */
-static int map_peers(fg_shm_reduce *s, unsigned char *buf, int par, int64_t count, size_t es,
-                     const char *desc, const fg_shm_wait *w, fg_status *st) {
+ * arenas: maps every rank's buffers of `nb` kinds (kind k's references on
+ * line k; out[k][p] its address here, bufs[k] for this rank's own), and the
+ * ranks agree through `mapped` and a barrier, so all take one path. 1 when
+ * every rank mapped every buffer, 0 when some buffer is not in an arena
+ * or some rank could not map it, -1 on a failed wait. */
+static int map_peers_k(fg_shm_reduce *s, unsigned char *const *bufs, void **const *out, int nb,
+                       int par, int64_t count, size_t es, const char *desc, const fg_shm_wait *w,
+                       fg_status *st) {
   const int n = s->n, me = s->rank;
-  for (int p = 0; p < n; p++)
-    if (refs(s, p)->ref[par].pid == 0) return 0; /* the same answer on every rank */
+  for (int k = 0; k < nb; k++)
+    for (int p = 0; p < n; p++)
+      if (refs_k(s, p, k)->ref[par].pid == 0) return 0; /* the same answer on every rank */
   int ok = 1;
-  for (int p = 0; p < n && ok; p++) {
-    const fg_shm_arena_ref *r = &refs(s, p)->ref[par];
-    ok = r->offset <= r->size && (uint64_t)count * es <= r->size - r->offset;
-    s->dst[p] = !ok ? NULL : p == me ? buf : peer_buffer(s, p, r);
-    ok = s->dst[p] != NULL;
-  }
+  for (int k = 0; k < nb && ok; k++)
+    for (int p = 0; p < n && ok; p++) {
+      const fg_shm_arena_ref *r = &refs_k(s, p, k)->ref[par];
+      ok = r->offset <= r->size && (uint64_t)count * es <= r->size - r->offset;
+      out[k][p] = !ok ? NULL : p == me ? bufs[k] : peer_buffer(s, p, r);
+      ok = out[k][p] != NULL;
+    }
   header(s, me)->mapped[par] = ok;
   if (barrier(s, desc, w, st) != 0) return -1;
   for (int p = 0; p < n; p++)
@@ -358,6 +372,13 @@ static int map_peers(fg_shm_reduce *s, unsigned char *buf, int par, int64_t coun
       return 0;
     }
   return 1;
+}
+
+/* map_peers_k for one buffer per rank, into s->dst. */
+static int map_peers(fg_shm_reduce *s, unsigned char *buf, int par, int64_t count, size_t es,
+                     const char *desc, const fg_shm_wait *w, fg_status *st) {
+  void **out[1] = {s->dst};
+  return map_peers_k(s, &buf, out, 1, par, count, es, desc, w, st);
 }
 
 /* The in-place path, after the first barrier and the count check: when
@@ -611,6 +632,65 @@ int fg_shm_all_gather_slices(fg_shm_reduce *s, void *buf, int64_t count, fg_dtyp
 int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
                       const char *desc, const fg_shm_wait *w, fg_status *st) {
   return shm_reduce(s, buf, count, dtype, mean, 0, desc, w, st);
+}
+
+int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t count,
+                          fg_dtype dtype, int mean, double lr, const char *desc,
+                          const fg_shm_wait *w, fg_status *st) {
+  const size_t es = dtype == FG_F32 ? 4 : dtype == FG_F64 ? 8 : 0;
+  if (!s || es == 0 || count < 0 || (count > 0 && (!var || !grad))) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "shared-memory all_reduce_sgd: %s over %lld elements of %s (f32 or f64)",
+                  s ? "a group" : "no group", (long long)count, fg_dtype_name(dtype));
+    return -1;
+  }
+  /* Small buffers, or a group that does not read in place: the caller's
+   * way (the same answer on every rank; nothing moved). */
+  if (!s->try_in_place || count == 0 || (uint64_t)count * es * (uint64_t)s->n <= SMALL_BYTES)
+    return 1;
+  const int n = s->n, me = s->rank;
+  s->calls++;
+  const int par = (int)(s->rounds & 1);
+  header(s, me)->count[par] = count;
+  header(s, me)->dtype[par] = (int32_t)dtype;
+  fg_shm_arena_ref ref;
+  fg_shm_arena_find(grad, (size_t)count * es, &ref);
+  refs_k(s, me, 0)->ref[par] = ref;
+  fg_shm_arena_find(var, (size_t)count * es, &ref);
+  refs_k(s, me, 1)->ref[par] = ref;
+  /* Every rank is here: its update waited for its own reads of the
+   * variable, so from now on each may write the others'. */
+  if (barrier(s, desc, w, st) != 0) return -1;
+  s->rounds++; /* one round: the next collective takes the other pair */
+  if (check_counts(s, par, count, dtype, desc, st) != 0) return -1;
+  unsigned char *bufs[2] = {(unsigned char *)grad, var};
+  void **out[2] = {s->src, s->dst};
+  int mapped = map_peers_k(s, bufs, out, 2, par, count, es, desc, w, st);
+  if (mapped <= 0) return mapped < 0 ? -1 : 1;
+  /* This rank's slice: summed in rank order from the gradients where they
+   * are, a block at a time into L1, and the updated values stored into
+   * every rank's variable. Each rank reads its own variable's slice, which
+   * no one else writes. */
+  int64_t ms, ml;
+  fg_rank_slice(count, n, me, &ms, &ml);
+  _Alignas(64) unsigned char sum[8192];
+  const int64_t block = (int64_t)(sizeof sum / es);
+  void **src = s->src + n, **dst = s->dst + n; /* the block's addresses */
+  const unsigned char *own = s->dst[me];
+  for (int64_t off = ms; off < ms + ml; off += block) {
+    const int64_t len = ms + ml - off < block ? ms + ml - off : block;
+    const size_t at = (size_t)off * es;
+    for (int p = 0; p < n; p++) {
+      src[p] = (unsigned char *)s->src[p] + at;
+      dst[p] = (unsigned char *)s->dst[p] + at;
+    }
+    fg_rank_sum(dtype, sum, src, n, len, mean);
+    fgk_sgd_to(dtype, dst, n, own + at, sum, len, lr);
+  }
+  /* No rank reads or writes a variable again until every slice is in. */
+  if (barrier(s, desc, w, st) != 0) return -1;
+  s->in_place++;
+  return 0;
 }
 
 int fg_shm_reduce_scatter(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,

@@ -106,6 +106,26 @@ uint64_t fg_shm_reduce_in_place_count(const fg_shm_reduce *s);
 int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
                       const char *desc, const fg_shm_wait *w, fg_status *st);
 
+/* var -= lr * (the rank-order sum of every rank's grad, or its mean), on
+ * every rank's var, in one collective (the MPI communicator's
+ * all_reduce_sgd, dist/comm.h): when in-place reads are on and every
+ * rank's grad and var lie in arenas every rank can map, each rank sums
+ * its slice of the gradients straight from the ranks' buffers, a block at
+ * a time, and stores the updated slice into every rank's var (ZeRO's
+ * sharded update, with the gather folded into the stores): each rank
+ * reads its slice of the gradients and of its own var and writes that
+ * slice of every var, where all_reduce and then apply_sgd read and wrote
+ * every byte of both on every rank. The bits are those of
+ * fg_shm_all_reduce (mean) and then apply_sgd (kernels/sgd.h). Two
+ * barriers; the first orders every rank's earlier reads of its var before
+ * any write. f32 or f64; the ranks' vars must hold the same values. 0
+ * when done; 1 when it does not apply (in-place reads off, count 0, the
+ * small path's sizes, or a buffer not in a mappable arena: the same on
+ * every rank, nothing written); -1 with st set, as fg_shm_all_reduce. */
+int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t count,
+                          fg_dtype dtype, int mean, double lr, const char *desc,
+                          const fg_shm_wait *w, fg_status *st);
+
 /* The pieces of the MPI communicator's path across hosts (dist/comm_mpi.c:
  * shared memory within each host, messages between them). */
 

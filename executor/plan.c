@@ -160,11 +160,12 @@ static void fill_params(const fg_node *n, const fg_tinfo *in, fg_kparams *p) {
       p->begin[i] = begin->ints[i];
   /* Data-parallel ops (kernels/cpu/collective.c) reuse fields: shard's
    * replica index and count, all_reduce's mean flag (default 1) and
-   * weighted flag (default 0). */
+   * weighted flag (default 0), also for apply_sgd with all_reduce = 1. */
   if (n->op == FG_OP_SHARD) {
     p->begin[0] = fg_attr_int_or(n, "index", 0);
     p->depth = fg_attr_int_or(n, "count", 1);
-  } else if (n->op == FG_OP_ALL_REDUCE) {
+  } else if (fg_node_is_collective(n)) {
+    p->all_reduce = n->op == FG_OP_APPLY_SGD;
     p->keepdims = (int)fg_attr_int_or(n, "mean", 1);
     p->depth = fg_attr_int_or(n, "weighted", 0);
   }
@@ -242,13 +243,13 @@ static int close_collectives(const fg_graph *g, const fg_dist_exec *dx, char *ne
     int k = 0, changed = 0;
     memset(count, 0, (size_t)dx->n_dev * sizeof *count);
     for (int id = 0; id < g->n_nodes; id++) {
-      if (g->nodes[id].op != FG_OP_ALL_REDUCE) continue;
+      if (!fg_node_is_collective(&g->nodes[id])) continue;
       int c = ++count[dx->node_dev[id]];
       if (needed[id] && c > k) k = c;
     }
     memset(count, 0, (size_t)dx->n_dev * sizeof *count);
     for (int id = 0; id < g->n_nodes && k > 0; id++)
-      if (g->nodes[id].op == FG_OP_ALL_REDUCE && ++count[dx->node_dev[id]] <= k && !needed[id])
+      if (fg_node_is_collective(&g->nodes[id]) && ++count[dx->node_dev[id]] <= k && !needed[id])
         needed[id] = changed = 1;
     if (!changed) break;
     mark_ancestors(g, needed);
@@ -943,6 +944,17 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
      * in-process communicators serve GPU sessions too. So do the nodes
      * placed on a CPU device in a GPU session (host steps). */
     step->host = req->cuda && req->host_nodes && req->host_nodes[id];
+    if (req->cuda && local && !step->host && step->params.all_reduce) {
+      /* The CUDA executor stages all_reduce nodes through the host but has
+       * no fused update: refused rather than run as a plain update. */
+      if (out != out_stack) free(out);
+      fg_status_set(st, FG_UNIMPLEMENTED,
+                    "node '%s' (apply_sgd with all_reduce = 1) runs on the CPU only; a GPU "
+                    "session needs all_reduce and apply_sgd nodes (fg_data_parallel with "
+                    "fused_update = 0)",
+                    n->name);
+      goto fail;
+    }
     step->fn = !local ? NULL
                : req->cuda && n->op != FG_OP_ALL_REDUCE && !step->host
                    ? fg_cuda_kernel(def->name, key)
@@ -1039,7 +1051,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     last_ar[d] = -1;
   for (int si = 0; last_ar && si < plan->n_steps; si++) {
     const fg_step *step = &plan->steps[si];
-    if (step->xfer || g->nodes[step->node].op != FG_OP_ALL_REDUCE) continue;
+    if (step->xfer || !fg_node_is_collective(&g->nodes[step->node])) continue;
     int d = node_dev ? plan->step_dev[si] : 0;
     if (d < 0 || d >= n_dev) continue;
     if (last_ar[d] >= 0) chain_rc |= fg_edge_add(&E, last_ar[d], si);
@@ -1086,7 +1098,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     const fg_step *step = &plan->steps[si];
     int kind =
         step->xfer == FG_XFER_SEND ? FG_LANE_SEND
-        : step->xfer == FG_XFER_RECV || (!step->xfer && g->nodes[step->node].op == FG_OP_ALL_REDUCE)
+        : step->xfer == FG_XFER_RECV || (!step->xfer && fg_node_is_collective(&g->nodes[step->node]))
             ? FG_LANE_COMM
             : FG_LANE_COMPUTE;
     int lane = fg_dist_lane(req->dist, node_dev ? plan->step_dev[si] : 0, kind);

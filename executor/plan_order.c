@@ -128,7 +128,7 @@ typedef struct var_late {
 static int defer_after_collectives(const fg_graph *g, const char *needed, int *order, int k) {
   int any = 0;
   for (int i = 0; i < k && !any; i++)
-    any = g->nodes[order[i]].op == FG_OP_ALL_REDUCE;
+    any = fg_node_is_collective(&g->nodes[order[i]]);
   if (!any) return 0;
   int n_vars;
   char *late = calloc((size_t)g->n_nodes + 1, 1);
@@ -140,11 +140,11 @@ static int defer_after_collectives(const fg_graph *g, const char *needed, int *o
   }
   for (int i = 0; i < k; i++) {
     const fg_node *nd = &g->nodes[order[i]];
-    const int coll = nd->op == FG_OP_ALL_REDUCE;
+    const int coll = fg_node_is_collective(nd);
     char l = 0;
     for (int q = 0; q < nd->n_inputs; q++) {
       const int p = nd->inputs[q].node, v = var_idx[p];
-      if (late[p] || (!coll && g->nodes[p].op == FG_OP_ALL_REDUCE)) l = 1;
+      if (late[p] || (!coll && fg_node_is_collective(&g->nodes[p]))) l = 1;
       if (v >= 0 && (vl[v].writer || (writes_input(nd, q) && vl[v].readers))) l = 1;
     }
     late[order[i]] = l;

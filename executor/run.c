@@ -179,7 +179,7 @@ static int run_step(void *vctx, int si, int worker) {
       else
         snprintf(rc->err, sizeof rc->err, "node '%s' (%s): %s", n->name, fg_op_table[n->op].name,
                  err[0] ? err : "kernel failed");
-      if (step->xfer || n->op == FG_OP_ALL_REDUCE) rc->code = fg_comm_error_code(err, rc->code);
+      if (step->xfer || fg_node_is_collective(n)) rc->code = fg_comm_error_code(err, rc->code);
     }
     pthread_mutex_unlock(&rc->lock);
     /* Whoever waits for this step's results (this process's other lanes,

@@ -3,9 +3,38 @@
 #include "flowgraph/dist.h"
 #include "graph/infer_common.h"
 
+/* The attributes mean and weighted of a collective reducing `in[0]` (an
+ * all_reduce's input, an apply_sgd's gradient), whose weighted form reads
+ * this rank's rows at in[first] and the all-reduced [sum of rows, sum of
+ * rows^2] at in[first + 1]. */
+int fgi_check_collective(const fg_node *node, const fg_tinfo *in, int x, int first,
+                         fg_status *st) {
+  int mean, weighted;
+  char s1[FGI_STR], s2[FGI_STR];
+  if (fgi_attr_flag(node, "mean", &mean, st) || fgi_attr_flag(node, "weighted", &weighted, st))
+    return -1;
+  if (!weighted) return 0;
+  if (in[x].dtype != FG_F32 && in[x].dtype != FG_F64)
+    return fgi_fail(node, st,
+                    "input %d dtype %s is not allowed with weighted = 1; must be f32 or f64", x,
+                    fg_dtype_name(in[x].dtype));
+  if (node->n_inputs < first + 2)
+    return fgi_fail(node, st,
+                    "weighted = 1 needs %d inputs (then rows, [sum of rows, sum of rows^2]), "
+                    "got %d",
+                    first + 2, node->n_inputs);
+  const fg_tinfo *r = &in[first], *s = &in[first + 1];
+  if (r->dtype != FG_F64 || r->rank != 0 || s->dtype != FG_F64 || s->rank != 1 ||
+      (s->dims[0] != 2 && s->dims[0] != FG_DIM_UNKNOWN))
+    return fgi_fail(node, st,
+                    "weighted = 1: input %d (rows) must be an f64 scalar and input %d an f64 [2], "
+                    "got %s %s and %s %s",
+                    first, first + 1, fg_dtype_name(r->dtype), fgi_shape(r, s1),
+                    fg_dtype_name(s->dtype), fgi_shape(s, s2));
+  return 0;
+}
+
 int fgi_infer_all_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *st) {
-  int mean;
-  if (fgi_attr_flag(node, "mean", &mean, st)) return -1;
   if (!fgi_is_numeric(in[0].dtype))
     return fgi_fail(node, st, "input 0 dtype %s is not allowed; must be f32, f64, i32 or i64",
                     fg_dtype_name(in[0].dtype));
@@ -16,25 +45,7 @@ int fgi_infer_all_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
    * inputs weighted by their rows; input 1 is this rank's rows (f64
    * scalar), input 2 the all-reduced [sum of rows, sum of rows^2] (f64
    * [2]); later inputs only order it. */
-  int weighted;
-  char s1[FGI_STR], s2[FGI_STR];
-  if (fgi_attr_flag(node, "weighted", &weighted, st)) return -1;
-  if (weighted && in[0].dtype != FG_F32 && in[0].dtype != FG_F64)
-    return fgi_fail(node, st,
-                    "input 0 dtype %s is not allowed with weighted = 1; must be f32 or f64",
-                    fg_dtype_name(in[0].dtype));
-  if (weighted && node->n_inputs < 3)
-    return fgi_fail(node, st,
-                    "weighted = 1 needs 3 inputs (values, rows, [sum of rows, sum of rows^2]), "
-                    "got %d",
-                    node->n_inputs);
-  if (weighted && (in[1].dtype != FG_F64 || in[1].rank != 0 || in[2].dtype != FG_F64 ||
-                   in[2].rank != 1 || (in[2].dims[0] != 2 && in[2].dims[0] != FG_DIM_UNKNOWN)))
-    return fgi_fail(node, st,
-                    "weighted = 1: input 1 (rows) must be an f64 scalar and input 2 an f64 [2], "
-                    "got %s %s and %s %s",
-                    fg_dtype_name(in[1].dtype), fgi_shape(&in[1], s1), fg_dtype_name(in[2].dtype),
-                    fgi_shape(&in[2], s2));
+  if (fgi_check_collective(node, in, 0, 1, st)) return -1;
   out[0] = in[0];
   return 0;
 }

@@ -82,10 +82,18 @@ int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
                     fg_dtype_name(in[0].dtype), fgi_opname(node));
   int n_fixed;
   switch (node->op) {
-  case FG_OP_APPLY_SGD:
+  case FG_OP_APPLY_SGD: {
     n_fixed = 3;
     if (like_var(node, in, 1, "grad", status) || scalar(node, in, 2, "lr", 0, status)) return -1;
+    /* all_reduce = 1: the gradient is all-reduced first (mean, weighted as
+     * all_reduce's; weighted reads inputs 3 and 4). */
+    int ar;
+    if (fgi_attr_flag(node, "all_reduce", &ar, status)) return -1;
+    if (ar && fgi_check_collective(node, in, 1, 3, status)) return -1;
+    if (!ar && (fg_attrs_find(&node->attrs, "mean") || fg_attrs_find(&node->attrs, "weighted")))
+      return fgi_fail(node, status, "attributes 'mean' and 'weighted' need all_reduce = 1");
     break;
+  }
   case FG_OP_APPLY_MOMENTUM:
     n_fixed = 4;
     if (like_var(node, in, 1, "buf", status) || like_var(node, in, 2, "grad", status) ||

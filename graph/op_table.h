@@ -42,6 +42,14 @@
  *   In apply_*, var/buf/m/v come straight from variable nodes and are updated
  *   in place (op_def.mutable_inputs); lr and step are scalars of any float
  *   type; trailing ctrl inputs only order the update after them.
+ *   apply_sgd(var, grad, lr, [rows, sums,] ctrl...; all_reduce = 1, mean,
+ *             weighted)          the update with the gradient all-reduced
+ *                                first, as all_reduce(grad; mean, weighted)
+ *                                would (rows and sums as there, when
+ *                                weighted): one collective that updates
+ *                                every rank's variable (fg_data_parallel's
+ *                                fused_update). It is a collective
+ *                                (fg_node_is_collective) like all_reduce.
  *
  * Data-parallel ops (dist/, flowgraph/dist.h):
  *   all_reduce(x, ctrl...; mean)  x reduced over the communicator the
@@ -165,6 +173,14 @@ typedef struct fg_op_def {
 } fg_op_def;
 
 extern const fg_op_def fg_op_table[];
+
+/* 1 for the nodes that call the communicator: all_reduce, and apply_sgd
+ * with all_reduce = 1. The executor pairs, chains and places them alike. */
+static inline int fg_node_is_collective(const fg_node *n) {
+  return n->op == FG_OP_ALL_REDUCE ||
+         (n->op == FG_OP_APPLY_SGD && fg_attr_int_or(n, "all_reduce", 0) != 0);
+}
+
 /* Op id by name, or -1. */
 int fg_op_lookup(const char *name);
 

@@ -546,13 +546,14 @@ FG_TEST(shm_bad_setup_refused, "dist,badinput") {
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "File exists");
   FG_CHECK(fg_shm_reduce_attach(name, 0, 2, 8192, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
-  /* Per rank a 64-byte header, a 64-byte line of arena references and 2
-   * slots: 2 x (128 + 2 x 4096) = 16640 bytes; rank 0 expects
-   * 2 x (128 + 2 x 8192). */
-  FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16640 bytes, rank 0 expected 33024 (2 ranks, "
+  /* Per rank a 64-byte header, two 64-byte lines of arena references
+   * (buffers, and the variables of fg_shm_all_reduce_sgd) and 2 slots:
+   * 2 x (192 + 2 x 4096) = 16768 bytes; rank 0 expects
+   * 2 x (192 + 2 x 8192) = 33152. */
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16768 bytes, rank 0 expected 33152 (2 ranks, "
                                                "8192-byte slots)");
   FG_CHECK(fg_shm_reduce_attach(name, 0, 3, 4096, st) == NULL);
-  FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16640 bytes, rank 0 expected 24960");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16768 bytes, rank 0 expected 25152");
   /* Attached, then unlinked: the name is gone, the mapping stays usable. */
   fg_shm_reduce *s = fg_shm_reduce_attach(name, 0, 1, 4096 * 2 + 128, st);
   FG_CHECK(s == NULL); /* 1 rank of 128 + 2 x 8320 bytes: still the wrong size */

@@ -268,6 +268,21 @@ typedef struct fg_data_parallel_options {
    * over rows. The mean applied to a summed loss would scale every step by
    * the shards' shares of the rows; any other value is refused. */
   int loss_reduction;
+  /* 1: each SGD update whose gradient gets an all_reduce of its own
+   * (FG_DP_FUSE_MAX_BYTES or more) and is read by nothing else becomes
+   * one node that reduces the gradient and updates the variable (apply_sgd
+   * with all_reduce = 1). Over the MPI communicator on one host it sums
+   * each rank's slice of the gradients where they lie and writes the
+   * updated slice into every rank's variable (ZeRO's sharded update):
+   * about half the memory traffic of an all_reduce followed by a full
+   * update on every rank. Elsewhere it all-reduces a copy of the
+   * gradient, then updates: the same results, a little slower. The same
+   * bits as without it. Only with replicas = 1 (one replica per process,
+   * `flowgraph train --dist mpi`'s form) on a graph that names at most
+   * one device and no rank:R/ ones; other graphs are rewritten as with 0.
+   * CPU sessions only: a GPU session refuses the fused node. 0 (default):
+   * all_reduce nodes, then the updates. */
+  int fused_update;
 } fg_data_parallel_options;
 
 void fg_data_parallel_options_init(fg_data_parallel_options *opts);

@@ -1,13 +1,16 @@
 /* Kernels of the data-parallel ops: all_reduce (calls the communicator the
  * executor passes in ctx->comm; without one it is a group of one, the
- * identity) and shard (one replica's rows of a batch). */
+ * identity), apply_sgd's all_reduce = 1 form, and shard (one replica's rows
+ * of a batch). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dist/comm.h"
 #include "flowgraph/dist.h"
 #include "kernels/collective.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/sgd.h"
 
 static size_t elem_size(fg_dtype dt) {
   return dt == FG_F64 || dt == FG_I64 ? 8 : dt == FG_BOOL ? 1 : 4;
@@ -56,18 +59,28 @@ int fgk_all_reduce_weights(double rows, const double sums[2], int size, int *pla
   return 0;
 }
 
-/* The weighted form's inputs (graph/infer_dist.c): 1 = this rank's rows,
- * 2 = the all-reduced [sum of rows, sum of rows^2]. */
-static int weights(const fg_kctx *ctx, int size, int *plain, double *w, double *total) {
-  const fg_kbuf *r = &ctx->in[1], *s = &ctx->in[2];
-  if (ctx->n_in < 3 || r->dtype != FG_F64 || r->rank != 0 || s->dtype != FG_F64 || s->rank != 1 ||
-      s->dims[0] != 2)
+/* The weighted form's inputs (graph/infer_dist.c): `first` = this rank's
+ * rows (1 for all_reduce, 3 for apply_sgd), first + 1 = the all-reduced
+ * [sum of rows, sum of rows^2]. */
+static int weights(const fg_kctx *ctx, int first, int size, int *plain, double *w,
+                   double *total) {
+  const fg_kbuf *r = &ctx->in[first], *s = &ctx->in[first + 1];
+  if (ctx->n_in < first + 2 || r->dtype != FG_F64 || r->rank != 0 || s->dtype != FG_F64 ||
+      s->rank != 1 || s->dims[0] != 2)
     return fgk_fail(ctx, "weighted all_reduce needs an f64 rows scalar and an f64 [2] of sums");
   char err[256];
   if (fgk_all_reduce_weights(*(const double *)r->data, s->data, size, plain, w, total, err,
                              sizeof err) != 0)
     return fgk_fail(ctx, "%s", err);
   return 0;
+}
+
+/* The communicator's error, kept in the message (deadline vs bad input):
+ * the executor reports the node. */
+static int comm_fail(const fg_kctx *ctx, fg_status *st) {
+  fgk_fail(ctx, "%s: %s", fg_code_name(fg_status_code(st)), fg_status_message(st));
+  fg_status_free(st);
+  return -1;
 }
 
 int fgk_all_reduce(const fg_kctx *ctx) {
@@ -80,7 +93,7 @@ int fgk_all_reduce(const fg_kctx *ctx) {
   double w = 1, total = 1;
   /* p->keepdims carries the node's "mean" attribute, p->depth its
    * "weighted" one (executor/plan.c). */
-  if (ctx->p->depth && size > 1 && weights(ctx, size, &plain, &w, &total) != 0) return -1;
+  if (ctx->p->depth && size > 1 && weights(ctx, 1, size, &plain, &w, &total) != 0) return -1;
   if (!plain) {
     scale_into(y, x, n, w);
     mean = 0;
@@ -93,16 +106,65 @@ int fgk_all_reduce(const fg_kctx *ctx) {
   if (size <= 1) return 0;
   fg_status *st = fg_status_new();
   if (!st) return fgk_fail(ctx, "all_reduce: out of memory");
-  int rc = c->ops->all_reduce(c, y->data, n, y->dtype, mean, st);
-  if (rc != 0) {
-    /* The communicator's code matters (deadline vs bad input): keep it in
-     * the message, the executor reports the node. */
-    fgk_fail(ctx, "%s: %s", fg_code_name(fg_status_code(st)), fg_status_message(st));
-  } else if (!plain) {
-    divide(y, n, total);
-  }
+  if (c->ops->all_reduce(c, y->data, n, y->dtype, mean, st) != 0) return comm_fail(ctx, st);
+  if (!plain) divide(y, n, total);
   fg_status_free(st);
-  return rc != 0 ? -1 : 0;
+  return 0;
+}
+
+int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr) {
+  const fg_kbuf *v = &ctx->in[0], *g = &ctx->in[1];
+  const int64_t n = fgk_numel(v);
+  const fg_dtype dt = v->dtype;
+  fg_comm *c = ctx->comm;
+  int size = c ? c->size : 1, plain = 1, mean = ctx->p->keepdims;
+  double w = 1, total = 1;
+  void *dst[1] = {v->data};
+  if (ctx->p->depth && size > 1 && weights(ctx, 3, size, &plain, &w, &total) != 0) return -1;
+  if (size <= 1) {
+    /* A group of one: the mean of one gradient is itself. */
+    fgk_sgd_to(dt, dst, 1, v->data, g->data, n, lr);
+    return 0;
+  }
+  fg_status *st = fg_status_new();
+  if (!st) return fgk_fail(ctx, "all_reduce: out of memory");
+  /* Even shards: one collective that reduces and updates together (the
+   * MPI communicator over shared memory). */
+  int rc = plain && c->ops->all_reduce_sgd
+               ? c->ops->all_reduce_sgd(c, v->data, g->data, n, dt, mean, lr, st)
+               : 1;
+  if (rc < 0) return comm_fail(ctx, st);
+  if (rc == 0) {
+    fg_status_free(st);
+    return 0;
+  }
+  /* Otherwise all_reduce a copy (the gradient is an input, not this
+   * node's to change), then the update. The copy is allocated per call:
+   * this is the path of communicators without the fused form (messages
+   * across hosts, the in-process group), where the collective costs far
+   * more than the allocation. */
+  size_t bytes = (size_t)(n > 0 ? n : 1) * elem_size(dt);
+  fg_kbuf y = *g;
+  y.data = malloc(bytes);
+  if (!y.data) {
+    fg_status_free(st);
+    return fgk_fail(ctx, "all_reduce: cannot allocate %zu bytes for the reduced gradient", bytes);
+  }
+  if (!plain) {
+    scale_into(&y, g, n, w);
+    mean = 0;
+  } else if (n > 0) {
+    memcpy(y.data, g->data, bytes);
+  }
+  rc = c->ops->all_reduce(c, y.data, n, dt, mean, st);
+  if (rc == 0) {
+    if (!plain) divide(&y, n, total);
+    fgk_sgd_to(dt, dst, 1, v->data, y.data, n, lr);
+  }
+  free(y.data);
+  if (rc != 0) return comm_fail(ctx, st);
+  fg_status_free(st);
+  return 0;
 }
 
 int fgk_shard(const fg_kctx *ctx) {

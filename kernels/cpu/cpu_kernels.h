@@ -91,6 +91,10 @@
 FGK_KERNELS(FGK_DECLARE)
 #undef FGK_DECLARE
 
+/* apply_sgd with all_reduce = 1 (collective.c): var -= lr * the gradient
+ * all-reduced over ctx->comm, after optim.c checked the inputs. */
+int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr);
+
 /* ---- shared helpers (common.c) ------------------------------------------ */
 
 /* Defines base##_f32 ... base##_bool, each calling impl(ctx, dtype), for

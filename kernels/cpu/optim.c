@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/sgd.h"
 
 /* A rank-0 numeric input as a double. */
 static int scalar_in(const fg_kctx *ctx, int i, const char *what, double *v) {
@@ -58,21 +59,26 @@ typedef struct opt_job {
   int nesterov, decay;
 } opt_job;
 
-/* var -= lr * grad */
+/* var -= lr * grad (kernels/sgd.h) */
 #define FGK_SGD(fn, T, DT)                                                                         \
   static void fn##_range(void *arg, int64_t i0, int64_t i1) {                                      \
     const opt_job *J = (const opt_job *)arg;                                                       \
-    T *var = (T *)J->var;                                                                          \
-    const T *g = (const T *)J->g;                                                                  \
-    const T a = (T)J->lr;                                                                          \
-    for (int64_t i = i0; i < i1; i++)                                                              \
-      var[i] -= a * g[i];                                                                          \
+    T *var = (T *)J->var + i0;                                                                     \
+    void *dst[1] = {var};                                                                          \
+    fgk_sgd_to(DT, dst, 1, var, (const T *)J->g + i0, i1 - i0, J->lr);                             \
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr;                                                                                     \
     if (fgk_check(ctx, 3, 1) != 0 || fgk_optim_check(ctx, DT, 2) != 0 ||                           \
         scalar_in(ctx, 2, "lr", &lr) != 0)                                                         \
       return -1;                                                                                   \
+    /* all_reduce = 1: the gradient is all-reduced first, in one collective     \
+     * (kernels/cpu/collective.c). */                                                              \
+    if (ctx->p->all_reduce) {                                                                      \
+      if (fgk_all_reduce_sgd(ctx, lr) != 0) return -1;                                             \
+      publish(ctx, sizeof(T));                                                                     \
+      return 0;                                                                                    \
+    }                                                                                              \
     opt_job J = {.var = ctx->in[0].data, .g = ctx->in[1].data, .lr = lr};                          \
     fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
     publish(ctx, sizeof(T));                                                                       \

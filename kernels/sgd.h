@@ -1,0 +1,59 @@
+/* The SGD step, var - lr * g, shared by apply_sgd (kernels/cpu/optim.c) and
+ * the collectives that fuse it with their all_reduce (kernels/cpu/
+ * collective.c, dist/shm_reduce.c), so a fused update gives the bits the
+ * all_reduce and apply_sgd nodes would. The arithmetic is in the
+ * variable's dtype with lr converted once, as torch.optim.SGD does with a
+ * Python-float lr. */
+#ifndef FG_KERNELS_SGD_H
+#define FG_KERNELS_SGD_H
+
+#include <stdint.h>
+
+#include "flowgraph/types.h"
+
+/* dst[k][i] = var[i] - lr * g[i] for every k < n_dst, over n elements of
+ * f32 or f64 (other dtypes: nothing is written). Any dst may be var. */
+static inline void fgk_sgd_to(fg_dtype dt, void *const *dst, int n_dst, const void *var,
+                              const void *g, int64_t n, double lr) {
+  if (dt == FG_F32) {
+    const float a = (float)lr, *v = var, *x = g;
+    if (n_dst == 1) {
+      float *d = dst[0];
+      for (int64_t i = 0; i < n; i++)
+        d[i] = v[i] - a * x[i];
+      return;
+    }
+    if (n_dst == 2) {
+      float *d0 = dst[0], *d1 = dst[1];
+      for (int64_t i = 0; i < n; i++)
+        d0[i] = d1[i] = v[i] - a * x[i];
+      return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+      const float y = v[i] - a * x[i];
+      for (int k = 0; k < n_dst; k++)
+        ((float *)dst[k])[i] = y;
+    }
+  } else if (dt == FG_F64) {
+    const double a = lr, *v = var, *x = g;
+    if (n_dst == 1) {
+      double *d = dst[0];
+      for (int64_t i = 0; i < n; i++)
+        d[i] = v[i] - a * x[i];
+      return;
+    }
+    if (n_dst == 2) {
+      double *d0 = dst[0], *d1 = dst[1];
+      for (int64_t i = 0; i < n; i++)
+        d0[i] = d1[i] = v[i] - a * x[i];
+      return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+      const double y = v[i] - a * x[i];
+      for (int k = 0; k < n_dst; k++)
+        ((double *)dst[k])[i] = y;
+    }
+  }
+}
+
+#endif
