@@ -105,6 +105,11 @@ uint64_t fg_comm_mpi_in_place_count(const fg_comm *c) {
   return 0;
 }
 
+uint64_t fg_comm_mpi_fused_count(const fg_comm *c) {
+  (void)c;
+  return 0;
+}
+
 uint64_t fg_comm_mpi_message_bytes(const fg_comm *c) {
   (void)c;
   return 0;
@@ -658,6 +663,11 @@ int fg_comm_mpi_host_procs(const fg_comm *c) {
 uint64_t fg_comm_mpi_in_place_count(const fg_comm *c) {
   const mpi_comm *m = (const mpi_comm *)c;
   return c && c->ops == &mpi_ops && m->shm ? fg_shm_reduce_in_place_count(m->shm) : 0;
+}
+
+uint64_t fg_comm_mpi_fused_count(const fg_comm *c) {
+  const mpi_comm *m = (const mpi_comm *)c;
+  return c && c->ops == &mpi_ops && m->shm ? fg_shm_reduce_fused_count(m->shm) : 0;
 }
 
 uint64_t fg_comm_mpi_message_bytes(const fg_comm *c) {

@@ -89,6 +89,7 @@ struct fg_shm_reduce {
   peer_map *maps;  /* [r * MAPS_PER_PEER + k] */
   uint64_t calls;  /* collectives so far */
   uint64_t in_place;
+  uint64_t fused; /* of in_place: fg_shm_all_reduce_sgd */
   int try_in_place; /* fg_shm_reduce_set_in_place */
   int *names;       /* fg_shm_reduce_name_ranks: how errors name rank p */
   int names_of;     /* ... of how many */
@@ -206,6 +207,8 @@ void fg_shm_reduce_free(fg_shm_reduce *s) {
 }
 
 uint64_t fg_shm_reduce_in_place_count(const fg_shm_reduce *s) { return s ? s->in_place : 0; }
+
+uint64_t fg_shm_reduce_fused_count(const fg_shm_reduce *s) { return s ? s->fused : 0; }
 
 static shm_header *header(const fg_shm_reduce *s, int r) {
   return (shm_header *)(s->base + (size_t)r * s->per_rank);
@@ -690,6 +693,7 @@ int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t
   /* No rank reads or writes a variable again until every slice is in. */
   if (barrier(s, desc, w, st) != 0) return -1;
   s->in_place++;
+  s->fused++;
   return 0;
 }
 

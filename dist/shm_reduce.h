@@ -100,8 +100,10 @@ void fg_shm_reduce_set_in_place(fg_shm_reduce *s, int on);
  * the MPI ranks of one host); copied. -1 when out of memory. */
 int fg_shm_reduce_name_ranks(fg_shm_reduce *s, const int *names, int of);
 
-/* Collectives that went in place so far. */
+/* Collectives that went in place so far, and of those the fused updates
+ * (fg_shm_all_reduce_sgd). */
 uint64_t fg_shm_reduce_in_place_count(const fg_shm_reduce *s);
+uint64_t fg_shm_reduce_fused_count(const fg_shm_reduce *s);
 
 int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
                       const char *desc, const fg_shm_wait *w, fg_status *st);

@@ -113,6 +113,62 @@ static void check_collectives(int np, const char *env, const char *path) {
   free(res);
 }
 
+/* Data parallelism with fused updates (fg_data_parallel_options.
+ * fused_update) through the helper tests/mpi/mpi_dp_fused.c: each rank
+ * trains its shard 3 steps with and without them. Every rank's variables
+ * must equal the unfused run's bit for bit and the other ranks' (one
+ * checksum), and rank 0's must match one process on the whole batch
+ * within `tol` (relative). `fused`: the fused collectives each rank must
+ * have run in place (3 steps x the one fused update, or 0 where the
+ * update all-reduces a copy). */
+static void check_dp_fused(int np, const char *batch, int f64, const char *env, int fused,
+                           double tol) {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char prog[1024], dt[4];
+  snprintf(prog, sizeof prog, "%s/mpi_dp_fused", FG_MPI_HELPER_DIR);
+  snprintf(dt, sizeof dt, "%d", f64);
+  char *args[] = {prog, (char *)batch, dt, NULL};
+  set_env_list(env, 1);
+  mpirun(np, NULL, args, 60, res);
+  set_env_list(env, 0);
+  FG_CHECK_INT(res->status, 0);
+  char want[200], sum0[40] = "";
+  for (int r = 0; r < np; r++) {
+    snprintf(want, sizeof want, "rank %d: fused nodes 0 1, fused in place 0 %d\n", r, fused);
+    FG_CHECK_STR_CONTAINS(res->out, want);
+    snprintf(want, sizeof want, "rank %d: fused equals unfused: yes", r);
+    FG_CHECK_STR_CONTAINS(res->out, want);
+    snprintf(want, sizeof want, "rank %d: checksum ", r);
+    const char *at = strstr(res->out, want);
+    FG_REQUIRE(at != NULL);
+    char sum[40];
+    snprintf(sum, sizeof sum, "%.18s", at + strlen(want));
+    if (r == 0) snprintf(sum0, sizeof sum0, "%s", sum);
+    FG_CHECK_STR(sum, sum0);
+  }
+  const char *at = strstr(res->out, "rank 0: max rel diff vs one process ");
+  FG_REQUIRE(at != NULL);
+  double diff = atof(at + strlen("rank 0: max rel diff vs one process "));
+  FG_CHECK(diff < tol);
+  if (res->status != 0 || !(diff < tol)) fprintf(stderr, "%s\n", res->out);
+  free(res);
+}
+
+/* Even shards over one host: the fused update goes in place. */
+FG_TEST(mpi_dp_fused_update_np2, "dist") { check_dp_fused(2, "64", 0, NULL, 3, 1e-5); }
+/* 3 ranks (a mean that divides), f64. */
+FG_TEST(mpi_dp_fused_update_np3_f64, "dist") { check_dp_fused(3, "63", 1, NULL, 3, 1e-12); }
+/* Uneven shards (22, 21, 21 rows): the weighted mean, through a copy. */
+FG_TEST(mpi_dp_fused_update_np3_uneven, "dist") { check_dp_fused(3, "64", 0, NULL, 0, 1e-5); }
+/* Buffers outside arenas, and ranks on two hosts: through a copy. */
+FG_TEST(mpi_dp_fused_update_np2_arenas_off, "dist") {
+  check_dp_fused(2, "64", 0, "FG_MPI_SHM_ARENA=0", 0, 1e-5);
+}
+FG_TEST(mpi_dp_fused_update_np4_two_hosts, "dist") {
+  check_dp_fused(4, "64", 0, "FG_TEST_HOSTS=0,0,1,1", 0, 1e-5);
+}
+
 /* One host: all_reduce goes through one shared segment (dist/shm_reduce.c). */
 FG_TEST(mpi_collectives_np2, "dist") { check_collectives(2, NULL, NULL); }
 FG_TEST(mpi_collectives_np4, "dist") { check_collectives(4, NULL, NULL); }

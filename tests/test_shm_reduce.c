@@ -789,3 +789,129 @@ FG_TEST(shm_reduce_scatter_sums_own_slice_only, "dist") {
   for (int n = 1; n <= 4; n++)
     run_and_check(n, scatter_sweep, 3 * 2 * 4 * 6 * 2 * 2);
 }
+
+/* ---- fg_shm_all_reduce_sgd ------------------------------------------------ */
+
+static int reduce_sgd(rank_run *r, fg_shm_reduce *s, void *var, const void *grad, int64_t count,
+                      fg_dtype dt, int mean, double lr, fg_status *st) {
+  fg_shm_wait w = {r->timeout, NULL, NULL};
+  return fg_shm_all_reduce_sgd(s, var, grad, count, dt, mean, lr, "all_reduce (test)", &w, st);
+}
+
+/* The same starting variable on every rank, as data parallelism keeps it. */
+static void var_fill(fg_dtype dt, void *v, int64_t count) {
+  for (int64_t i = 0; i < count; i++) {
+    double x = 0.5 + 0.25 * (double)(i % 7) - 1e-3 * (double)(i % 11);
+    if (dt == FG_F32)
+      ((float *)v)[i] = (float)x;
+    else
+      ((double *)v)[i] = x;
+  }
+}
+
+/* want = var - lr * (the rank-order reference of test_comm_util.h), in the
+ * variable's dtype with lr rounded to it once, as torch.optim.SGD. */
+static void sgd_expected(fg_dtype dt, void *want, int n, int64_t count, int mean, double lr) {
+  size_t es = fg_dtype_size(dt);
+  unsigned char *g = malloc((size_t)count * es + 1);
+  reduce_expected(dt, g, n, count, mean);
+  var_fill(dt, want, count);
+  for (int64_t i = 0; i < count; i++) {
+    if (dt == FG_F32)
+      ((float *)want)[i] = ((float *)want)[i] - (float)lr * ((float *)g)[i];
+    else
+      ((double *)want)[i] = ((double *)want)[i] - lr * ((double *)g)[i];
+  }
+  free(g);
+}
+
+/* Over arenas (in place on): every rank's variable ends as var - lr *
+ * mean (or sum) of the gradients, bit for bit the reference, for counts
+ * that cross the 8 KiB blocks and leave ranks uneven slices. Counts of
+ * the small path, and 0, return 1 and change nothing. Then rank 1's
+ * variable on the heap: every rank gets 1, nothing changes, and the next
+ * call over arenas still updates. */
+static int sgd_in_place(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  static const fg_dtype dts[] = {FG_F32, FG_F64};
+  const int64_t counts[] = {0, 3, 5000, 10007, 300001};
+  fg_shm_reduce_set_in_place(s, 1);
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t d = 0; d < 2; d++)
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int mean = 0; mean < 2; mean++) {
+          const fg_dtype dt = dts[d];
+          const int64_t count = counts[k];
+          const size_t es = fg_dtype_size(dt), bytes = (size_t)count * es;
+          const int heap = pass == 1 && r->rank == 1;
+          unsigned char *ga = fg_shm_arena_alloc(bytes + 64),
+                        *va = heap ? malloc(bytes + 64) : fg_shm_arena_alloc(bytes + 64),
+                        *want = malloc(bytes + 1), *orig = malloc(bytes + 1);
+          if (!ga || !va || !want || !orig) return -1;
+          /* odd offsets: slices start anywhere */
+          void *g = ga + 3 * es, *v = va + 5 * es;
+          reduce_fill(dt, g, r->rank, count);
+          var_fill(dt, v, count);
+          var_fill(dt, orig, count);
+          sgd_expected(dt, want, r->n, count, mean, 0.1);
+          uint64_t before = fg_shm_reduce_in_place_count(s);
+          int rc = reduce_sgd(r, s, v, g, count, dt, mean, 0.1, st);
+          const int fused = pass == 0 && bytes * (size_t)r->n > 16384;
+          r->checks++;
+          if (rc != (fused ? 0 : 1) ||
+              memcmp(v, fused ? want : orig, bytes) != 0 ||
+              fg_shm_reduce_in_place_count(s) != before + (uint64_t)fused)
+            r->wrong++;
+          fg_shm_arena_free(ga);
+          if (heap)
+            free(va);
+          else
+            fg_shm_arena_free(va);
+          free(want);
+          free(orig);
+          if (rc < 0) return -1;
+        }
+  return 0;
+}
+
+FG_TEST(shm_all_reduce_sgd_updates_every_rank, "dist") {
+  for (int n = 2; n <= 4; n++)
+    run_and_check(n, sgd_in_place, 2 * 20);
+}
+
+/* Refusals: an i32 variable before any wait; counts that differ on every
+ * rank alike, after which the group is usable; in place off: 1. */
+static int sgd_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  const int64_t count = 20000;
+  float *g = fg_shm_arena_alloc(4 * count), *v = fg_shm_arena_alloc(4 * count);
+  float *want = malloc(4 * count);
+  if (!g || !v || !want) return -1;
+  int rc = reduce_sgd(r, s, v, g, count, FG_I32, 1, 0.1, st);
+  r->checks++;
+  if (rc != -1 || fg_status_code(st) != FG_INVALID_ARGUMENT ||
+      !strstr(fg_status_message(st), "elements of i32 (f32 or f64)"))
+    r->wrong++;
+  rc = reduce_sgd(r, s, v, g, count, FG_F32, 1, 0.1, st); /* in place is off */
+  r->checks++;
+  if (rc != 1) r->wrong++;
+  fg_shm_reduce_set_in_place(s, 1);
+  var_fill(FG_F32, v, count);
+  rc = reduce_sgd(r, s, v, g, r->rank == 0 ? count - 1 : count, FG_F32, 1, 0.1, st);
+  r->checks++;
+  if (rc != -1 || fg_status_code(st) != FG_INVALID_ARGUMENT ||
+      !strstr(fg_status_message(st), "every rank must reduce the same tensor"))
+    r->wrong++;
+  reduce_fill(FG_F32, g, r->rank, count);
+  var_fill(FG_F32, v, count);
+  sgd_expected(FG_F32, want, r->n, count, 1, 0.1);
+  rc = reduce_sgd(r, s, v, g, count, FG_F32, 1, 0.1, st);
+  r->checks++;
+  if (rc != 0 || memcmp(v, want, 4 * count) != 0) r->wrong++;
+  fg_shm_arena_free(g);
+  fg_shm_arena_free(v);
+  free(want);
+  return 0;
+}
+
+FG_TEST(shm_all_reduce_sgd_refusals, "dist,badinput") {
+  run_and_check(3, sgd_refusals, 4);
+}

@@ -457,6 +457,11 @@ static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_statu
   fg_data_parallel_options_init(&o);
   if (a->dist_bucket) o.bucket_bytes = a->dist_bucket;
   o.loss_reduction = a->dist_loss_sum ? FG_DP_LOSS_SUM : FG_DP_LOSS_MEAN;
+  /* On CPUs an SGD update reduces its own gradient (the same bits, less
+   * memory traffic over one host's shared memory); GPU sessions refuse
+   * that node. */
+  const char *dev = cli_session_limits.device;
+  o.fused_update = !dev || strncmp(dev, "cuda", 4) != 0;
   fg_graph *dp = fg_data_parallel(g, 1, names, a->n_inputs, &o, st);
 #else
   /* cmake/mpi.cmake found no fg_data_parallel in dist/ at configure time. */
@@ -843,6 +848,8 @@ const cli_command cli_train_command = {
     "                              mpirun -np N): each rank trains on its 1/N of\n"
     "                              every batch, gradients are averaged by\n"
     "                              all_reduce; rank 0 alone prints and saves.\n"
+    "                              On CPUs an SGD update of a gradient of 1 MiB\n"
+    "                              or more reduces it itself (fused_update).\n"
     "                              A model whose nodes name S ranks (devices\n"
     "                              rank:R/cpu:N) runs model-parallel instead:\n"
     "                              with -np S each rank runs its nodes on whole\n"

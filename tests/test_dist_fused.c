@@ -1,0 +1,306 @@
+/* Fused updates (fg_data_parallel_options.fused_update; apply_sgd with
+ * all_reduce = 1) in one process (label dist): the rewrite, a group of one,
+ * two ranks of the in-process communicator (which all-reduce a copy of the
+ * gradient, then update), values worked out by hand, and the attributes'
+ * refusals. The MPI runs, where the update goes in place over shared
+ * memory, are in test_mpi.c (mpi_dp_fused_update_*). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dist/comm_inproc.h"
+#include "fgtest.h"
+#include "flowgraph/flowgraph.h"
+#include "test_dist_util.h"
+
+enum { STEPS = 3, BATCH = 32 };
+static const char *const batch_names_xy[2] = {"x", "y"};
+
+/* digits x [?, 64] -> dense 64x2048 (1 MiB of f64: its gradient gets an
+ * all_reduce of its own, so its update fuses) -> relu -> dense 2048x10 ->
+ * softmax cross-entropy, SGD lr 0.05 ("train"), or `opt`. */
+static fg_graph *wide_mlp(fg_optimizer_kind opt) {
+  fg_graph *g = fg_graph_new();
+  uint64_t rng = 3;
+  int64_t xd[2] = {FG_DIM_UNKNOWN, 64}, yd[1] = {FG_DIM_UNKNOWN};
+  fg_output x = fg_placeholder(g, "x", FG_F64, 2, xd);
+  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
+  fg_output h = fg_relu(g, dist_dense(g, FG_F64, x, 64, 2048, "dense1", &rng, NULL));
+  fg_output logits = dist_dense(g, FG_F64, h, 2048, 10, "dense2", &rng, NULL);
+  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, opt);
+  cfg.learning_rate = 0.05;
+  fg_status *st = fg_status_new();
+  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
+  if (train.node >= 0) fg_set_name(g, train, "train");
+  fg_graph_set_metadata(g, "train_target", "train");
+  fg_status_free(st);
+  return g;
+}
+
+static fg_graph *rewrite(const fg_graph *g, int replicas, int fused) {
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  o.fused_update = fused;
+  fg_status *st = fg_status_new();
+  fg_graph *dg = fg_data_parallel(g, replicas, batch_names_xy, 2, &o, st);
+  if (!dg) fprintf(stderr, "fg_data_parallel: %s\n", fg_status_message(st));
+  fg_status_free(st);
+  return dg;
+}
+
+/* Nodes of op `op`, and of them those with all_reduce = 1. */
+static int count_op(const fg_graph *g, const char *op, int *fused) {
+  int n = 0;
+  *fused = 0;
+  for (int i = 0; i < fg_graph_num_nodes(g); i++) {
+    if (strcmp(fg_node_op(g, i), op) != 0) continue;
+    int64_t v = 0;
+    n++;
+    *fused += fg_node_attr_int(g, i, "all_reduce", &v) == 0 && v == 1;
+  }
+  return n;
+}
+
+/* One replica per process: dense1/w's update becomes the fused node (its
+ * own name, mean and weighted set, rows and sums as inputs 3 and 4), and
+ * its all_reduce goes; the small gradients keep their bucket. Not fused:
+ * replicas = 2 (in-process replicas), momentum updates. A saved and
+ * reloaded graph keeps it. */
+FG_TEST(dist_fused_update_rewrite, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = wide_mlp(FG_OPTIMIZER_SGD);
+  fg_graph *plain = rewrite(g, 1, 0), *fused = rewrite(g, 1, 1);
+  FG_REQUIRE(plain && fused);
+  int f = 0, ar_plain = count_op(plain, "all_reduce", &f), ar_fused = count_op(fused, "all_reduce", &f);
+  FG_CHECK_INT(ar_fused, ar_plain - 1);
+  FG_CHECK_INT(count_op(fused, "apply_sgd", &f), 4);
+  FG_CHECK_INT(f, 1);
+  FG_CHECK_INT(count_op(plain, "apply_sgd", &f), 4);
+  FG_CHECK_INT(f, 0);
+  int u = -1;
+  for (int i = 0; i < fg_graph_num_nodes(fused) && u < 0; i++) {
+    int64_t v = 0;
+    if (strcmp(fg_node_op(fused, i), "apply_sgd") == 0 &&
+        fg_node_attr_int(fused, i, "all_reduce", &v) == 0 && v == 1)
+      u = i;
+  }
+  FG_REQUIRE(u >= 0);
+  int64_t mean = 0, weighted = 0;
+  FG_CHECK(fg_node_attr_int(fused, u, "mean", &mean) == 0 && mean == 1);
+  FG_CHECK(fg_node_attr_int(fused, u, "weighted", &weighted) == 0 && weighted == 1);
+  FG_CHECK_STR(fg_node_name(fused, fg_node_input(fused, u, 0).node), "dense1/w");
+  FG_CHECK_INT(fg_output_dtype(fused, fg_node_input(fused, u, 3)), FG_F64);
+  FG_CHECK_STR(fg_node_name(fused, fg_node_input(fused, u, 4).node), "data_parallel/rows");
+
+  fg_graph *two = rewrite(g, 2, 1);
+  FG_REQUIRE(two);
+  count_op(two, "apply_sgd", &f);
+  FG_CHECK_INT(f, 0);
+  fg_graph *gm = wide_mlp(FG_OPTIMIZER_MOMENTUM), *mom = rewrite(gm, 1, 1);
+  FG_REQUIRE(mom);
+  count_op(mom, "apply_sgd", &f);
+  FG_CHECK_INT(f, 0);
+  FG_CHECK_INT(count_op(mom, "apply_momentum", &f), 4);
+
+  char dir[256], path[600];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_fused"));
+  snprintf(path, sizeof path, "%s/fused.fgb", dir);
+  FG_REQUIRE(fg_graph_save(fused, path, st) == 0);
+  fg_graph *back = fg_graph_load(path, st);
+  FG_REQUIRE(back);
+  FG_CHECK_INT(count_op(back, "apply_sgd", &f), 4);
+  FG_CHECK_INT(f, 1);
+  fgt_rmtree(dir);
+  fg_graph_free(back);
+  fg_graph_free(mom);
+  fg_graph_free(gm);
+  fg_graph_free(two);
+  fg_graph_free(fused);
+  fg_graph_free(plain);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* Without a communicator the fused node is a plain update (a group of
+ * one): the fused rewrite trains exactly as the unrewritten graph. */
+FG_TEST(dist_fused_update_group_of_one_is_plain_sgd, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = wide_mlp(FG_OPTIMIZER_SGD), *fused = rewrite(g, 1, 1);
+  FG_REQUIRE(fused);
+  fg_session *a = fg_session_new(g, NULL, st), *b = fg_session_new(fused, NULL, st);
+  FG_REQUIRE(a && b);
+  double la[STEPS], lb[STEPS];
+  FG_REQUIRE(dist_train(a, FG_F64, STEPS, BATCH, la, st) == 0);
+  FG_REQUIRE(dist_train(b, FG_F64, STEPS, BATCH, lb, st) == 0);
+  for (int k = 0; k < STEPS; k++)
+    FG_CHECK(la[k] == lb[k]);
+  FG_CHECK(dist_var_diff(b, "dense1/w", a, "dense1/w") == 0);
+  FG_CHECK(dist_var_diff(b, "dense2/w", a, "dense2/w") == 0);
+  fg_session_free(a);
+  fg_session_free(b);
+  fg_graph_free(fused);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* Two sessions on two threads, each one rank of an in-process group (the
+ * MPI shape in one process), training their halves of the batch. */
+typedef struct rank_arg {
+  fg_graph *g;
+  fg_comm *c;
+  int rank;
+  fg_tensor *w;
+  int rc;
+} rank_arg;
+
+static void *rank_thread(void *p) {
+  rank_arg *a = p;
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(a->g, NULL, st);
+  a->rc = -1;
+  if (s && fg_session_set_comm(s, a->c, st) == 0) {
+    a->rc = 0;
+    for (int k = 0; k < STEPS && a->rc == 0; k++) {
+      fg_tensor *x = NULL, *y = NULL;
+      dist_batch(FG_F64, k * BATCH + a->rank * (BATCH / 2), BATCH / 2, &x, &y);
+      fg_feed feeds[2] = {{"x", x}, {"y", y}};
+      const char *target = "train";
+      a->rc = fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st);
+      fg_tensor_free(x);
+      fg_tensor_free(y);
+    }
+    a->w = fg_session_variable(s, "dense1/w", st);
+  }
+  if (a->rc) fprintf(stderr, "rank %d: %s\n", a->rank, fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return NULL;
+}
+
+static int two_ranks(fg_graph *g, rank_arg args[2]) {
+  fg_comm *h[2];
+  if (fg_comm_inproc_group(2, 10, h, NULL) != 0) return -1;
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    args[r] = (rank_arg){g, h[r], r, NULL, -1};
+    pthread_create(&th[r], NULL, rank_thread, &args[r]);
+  }
+  for (int r = 0; r < 2; r++)
+    pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++)
+    h[r]->ops->free(h[r]);
+  return args[0].rc == 0 && args[1].rc == 0 ? 0 : -1;
+}
+
+/* The in-process communicator has no fused form: the node all-reduces a
+ * copy of the gradient and updates, giving both ranks the weights of the
+ * unfused rewrite bit for bit. */
+FG_TEST(dist_fused_update_two_ranks_in_process, "dist") {
+  fg_graph *g = wide_mlp(FG_OPTIMIZER_SGD), *plain = rewrite(g, 1, 0), *fused = rewrite(g, 1, 1);
+  FG_REQUIRE(plain && fused);
+  rank_arg p[2], f[2];
+  FG_REQUIRE(two_ranks(plain, p) == 0);
+  FG_REQUIRE(two_ranks(fused, f) == 0);
+  const size_t bytes = 64 * 2048 * 8;
+  FG_REQUIRE(p[0].w && f[0].w && f[1].w);
+  FG_CHECK(memcmp(fg_tensor_data(f[0].w), fg_tensor_data(p[0].w), bytes) == 0);
+  FG_CHECK(memcmp(fg_tensor_data(f[1].w), fg_tensor_data(p[0].w), bytes) == 0);
+  for (int r = 0; r < 2; r++) {
+    fg_tensor_free(p[r].w);
+    fg_tensor_free(f[r].w);
+  }
+  fg_graph_free(fused);
+  fg_graph_free(plain);
+  fg_graph_free(g);
+}
+
+/* By hand, on two devices of one process: each holds v = [1, 2, 3] and
+ * its own gradient, g0 = [1, 0, -2] on cpu:0 and g1 = [3, 4, 0] on cpu:1;
+ * lr 0.5. Mean: both become v - 0.5 [2, 2, -1] = [0, 1, 3.5]; sum (mean
+ * = 0): v - 0.5 [4, 4, -2] = [-1, 0, 4]. */
+FG_TEST(dist_fused_apply_sgd_by_hand, "dist") {
+  for (int mean = 0; mean < 2; mean++) {
+    fg_status *st = fg_status_new();
+    fg_graph *g = fg_graph_new();
+    int64_t three = 3;
+    const double v0[3] = {1, 2, 3}, gr[2][3] = {{1, 0, -2}, {3, 4, 0}};
+    const char *fetch[2] = {"u0", "u1"};
+    for (int r = 0; r < 2; r++) {
+      char dev[8], vn[8], gn[8];
+      snprintf(dev, sizeof dev, "cpu:%d", r);
+      snprintf(vn, sizeof vn, "v%d", r);
+      snprintf(gn, sizeof gn, "g%d", r);
+      fg_tensor *vt = fg_tensor_from_data(FG_F64, 1, &three, v0, sizeof v0, st);
+      fg_tensor *gt = fg_tensor_from_data(FG_F64, 1, &three, gr[r], sizeof gr[r], st);
+      fg_output in[3] = {fg_variable(g, vn, vt), fg_constant(g, gn, gt),
+                         fg_scalar(g, FG_F64, 0.5)};
+      fg_attrs *a = fg_attrs_new();
+      fg_attrs_set_int(a, "all_reduce", 1);
+      fg_attrs_set_int(a, "mean", mean);
+      fg_output u = fg_op(g, "apply_sgd", fetch[r], in, 3, a);
+      for (int k = 0; k < 3; k++)
+        fg_set_device(g, in[k], dev);
+      fg_set_device(g, u, dev);
+      fg_attrs_free(a);
+      fg_tensor_free(vt);
+      fg_tensor_free(gt);
+    }
+    FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+    fg_session *s = fg_session_new(g, NULL, st);
+    FG_REQUIRE(s);
+    fg_tensor *out[2] = {NULL, NULL};
+    FG_REQUIRE(fg_session_run(s, NULL, 0, fetch, 2, out, NULL, 0, st) == 0);
+    const double want[2][3] = {{-1, 0, 4}, {0, 1, 3.5}};
+    for (int r = 0; r < 2; r++) {
+      fg_tensor *v = fg_session_variable(s, r ? "v1" : "v0", st);
+      FG_REQUIRE(v && out[r]);
+      for (int i = 0; i < 3; i++) {
+        FG_CHECK(((const double *)fg_tensor_data(v))[i] == want[mean][i]);
+        FG_CHECK(((const double *)fg_tensor_data(out[r]))[i] == want[mean][i]);
+      }
+      fg_tensor_free(v);
+      fg_tensor_free(out[r]);
+    }
+    fg_session_free(s);
+    fg_graph_free(g);
+    fg_status_free(st);
+  }
+}
+
+/* Bad attributes and inputs of apply_sgd's all_reduce form, refused when
+ * the node is built, naming it. */
+static void check_sgd_refused(const char *const *names, const int64_t *vals, int n_attrs,
+                              int n_in, fg_dtype rows_dt, const char *want) {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t three = 3, two = 2;
+  fg_tensor *vt = fg_tensor_new(FG_F32, 1, &three, st), *sums = fg_tensor_new(FG_F64, 1, &two, st);
+  fg_output in[5] = {fg_variable(g, "v", vt), fg_scalar(g, FG_F32, 1), fg_scalar(g, FG_F32, 0.1),
+                     fg_scalar(g, rows_dt, 4), fg_constant(g, "sums", sums)};
+  in[1] = fg_constant(g, "grad", vt);
+  fg_attrs *a = fg_attrs_new();
+  for (int i = 0; i < n_attrs; i++)
+    fg_attrs_set_int(a, names[i], vals[i]);
+  FG_CHECK(fg_op(g, "apply_sgd", "upd", in, n_in, a).node < 0);
+  FG_CHECK(fg_graph_status(g, st) != FG_OK);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "'upd'");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), want);
+  fg_attrs_free(a);
+  fg_tensor_free(vt);
+  fg_tensor_free(sums);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+FG_TEST(dist_fused_apply_sgd_bad_attributes, "dist,badinput") {
+  const char *ar[] = {"all_reduce", "weighted", "mean"};
+  const int64_t two[] = {2}, one_w[] = {1, 1}, mean2[] = {1, 0, 3}, no_ar[] = {0, 1};
+  check_sgd_refused(ar, two, 1, 3, FG_F64, "attribute 'all_reduce' = 2 must be 0 or 1");
+  check_sgd_refused(ar, one_w, 2, 3, FG_F64, "weighted = 1 needs 5 inputs");
+  check_sgd_refused(ar, one_w, 2, 5, FG_F32,
+                    "input 3 (rows) must be an f64 scalar and input 4 an f64 [2], got f32 []");
+  check_sgd_refused(ar, mean2, 3, 3, FG_F64, "attribute 'mean' = 3 must be 0 or 1");
+  check_sgd_refused(ar, no_ar, 2, 3, FG_F64, "'mean' and 'weighted' need all_reduce = 1");
+}
