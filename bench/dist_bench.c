@@ -376,10 +376,10 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   so.collective_lanes = mode == 1 ? -1 : mode == 3 ? 1 : 0;
   fg_session *s = fg_session_new(dg, &so, st);
   if (!s || (mode != 2 && fg_session_set_comm(s, c, st) != 0)) return -1;
-  const char *how = mode == 2            ? "none (independent ranks)"
-                    : mode == 1          ? "inline"
-                    : mode == 3          ? "own-lane"
-                    : mode == 4          ? (lane_threads() > 0 ? "fused (own lane)" : "fused (in line)")
+  const char *how = mode == 2   ? "none (independent ranks)"
+                    : mode == 1 ? "inline"
+                    : mode == 3 ? "own-lane"
+                    : mode == 4 ? (lane_threads() > 0 ? "fused (own lane)" : "fused (in line)")
                     : lane_threads() > 0 ? "default (own lane)"
                                          : "default (in line)";
   double t = timed_steps(s, dg, shard, c->rank, warmup, steps, c->rank, NULL, st);

@@ -89,7 +89,7 @@ struct fg_shm_reduce {
   peer_map *maps;  /* [r * MAPS_PER_PEER + k] */
   uint64_t calls;  /* collectives so far */
   uint64_t in_place;
-  uint64_t fused; /* of in_place: fg_shm_all_reduce_sgd */
+  uint64_t fused;   /* of in_place: fg_shm_all_reduce_sgd */
   int try_in_place; /* fg_shm_reduce_set_in_place */
   int *names;       /* fg_shm_reduce_name_ranks: how errors name rank p */
   int names_of;     /* ... of how many */

@@ -1096,11 +1096,11 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     plan->succ_off[si + 1] += plan->succ_off[si];
   for (int si = 0; req->dist && si < plan->n_steps; si++) {
     const fg_step *step = &plan->steps[si];
-    int kind =
-        step->xfer == FG_XFER_SEND ? FG_LANE_SEND
-        : step->xfer == FG_XFER_RECV || (!step->xfer && fg_node_is_collective(&g->nodes[step->node]))
-            ? FG_LANE_COMM
-            : FG_LANE_COMPUTE;
+    int kind = step->xfer == FG_XFER_SEND ? FG_LANE_SEND
+               : step->xfer == FG_XFER_RECV ||
+                       (!step->xfer && fg_node_is_collective(&g->nodes[step->node]))
+                   ? FG_LANE_COMM
+                   : FG_LANE_COMPUTE;
     int lane = fg_dist_lane(req->dist, node_dev ? plan->step_dev[si] : 0, kind);
     plan->step_lane[si] = lane;
     plan->use_lanes |= lane != 0;

@@ -38,8 +38,7 @@ int fgi_attr_int(const fg_node *n, const char *name, int required, int64_t dflt,
 int fgi_attr_flag(const fg_node *n, const char *name, int *v, fg_status *st);
 /* A collective's attributes mean and weighted (graph/infer_dist.c): in[x]
  * is what it reduces; weighted reads inputs first and first + 1. */
-int fgi_check_collective(const fg_node *node, const fg_tinfo *in, int x, int first,
-                         fg_status *st);
+int fgi_check_collective(const fg_node *node, const fg_tinfo *in, int x, int first, fg_status *st);
 /* FLOAT or INT; must be finite. */
 int fgi_attr_float(const fg_node *n, const char *name, double dflt, double *v, fg_status *st);
 /* Absent and not required: *v = NULL, *count = -1. */

@@ -7,8 +7,7 @@
  * all_reduce's input, an apply_sgd's gradient), whose weighted form reads
  * this rank's rows at in[first] and the all-reduced [sum of rows, sum of
  * rows^2] at in[first + 1]. */
-int fgi_check_collective(const fg_node *node, const fg_tinfo *in, int x, int first,
-                         fg_status *st) {
+int fgi_check_collective(const fg_node *node, const fg_tinfo *in, int x, int first, fg_status *st) {
   int mean, weighted;
   char s1[FGI_STR], s2[FGI_STR];
   if (fgi_attr_flag(node, "mean", &mean, st) || fgi_attr_flag(node, "weighted", &weighted, st))

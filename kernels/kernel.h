@@ -33,8 +33,8 @@ typedef struct fg_kparams {
   double beta1, beta2, epsilon; /* apply_adam */
   double weight_decay;          /* apply_adam: decoupled (AdamW) when > 0 */
   double l2;                    /* apply_adam: coupled, g + l2 * var (torch's Adam) */
-  int all_reduce; /* apply_sgd: 1 = all-reduce the gradient first (mean in keepdims,
-                   * weighted in depth, as for all_reduce) */
+  int all_reduce;               /* apply_sgd: 1 = all-reduce the gradient first (mean in keepdims,
+                                 * weighted in depth, as for all_reduce) */
 } fg_kparams;
 
 /* Intra-op parallelism offered by the executor: parallel_for(pool, n, grain,

@@ -73,7 +73,8 @@ FG_TEST(dist_fused_update_rewrite, "dist") {
   fg_graph *g = wide_mlp(FG_OPTIMIZER_SGD);
   fg_graph *plain = rewrite(g, 1, 0), *fused = rewrite(g, 1, 1);
   FG_REQUIRE(plain && fused);
-  int f = 0, ar_plain = count_op(plain, "all_reduce", &f), ar_fused = count_op(fused, "all_reduce", &f);
+  int f = 0, ar_plain = count_op(plain, "all_reduce", &f),
+      ar_fused = count_op(fused, "all_reduce", &f);
   FG_CHECK_INT(ar_fused, ar_plain - 1);
   FG_CHECK_INT(count_op(fused, "apply_sgd", &f), 4);
   FG_CHECK_INT(f, 1);
@@ -234,8 +235,7 @@ FG_TEST(dist_fused_apply_sgd_by_hand, "dist") {
       snprintf(gn, sizeof gn, "g%d", r);
       fg_tensor *vt = fg_tensor_from_data(FG_F64, 1, &three, v0, sizeof v0, st);
       fg_tensor *gt = fg_tensor_from_data(FG_F64, 1, &three, gr[r], sizeof gr[r], st);
-      fg_output in[3] = {fg_variable(g, vn, vt), fg_constant(g, gn, gt),
-                         fg_scalar(g, FG_F64, 0.5)};
+      fg_output in[3] = {fg_variable(g, vn, vt), fg_constant(g, gn, gt), fg_scalar(g, FG_F64, 0.5)};
       fg_attrs *a = fg_attrs_new();
       fg_attrs_set_int(a, "all_reduce", 1);
       fg_attrs_set_int(a, "mean", mean);
@@ -271,8 +271,8 @@ FG_TEST(dist_fused_apply_sgd_by_hand, "dist") {
 
 /* Bad attributes and inputs of apply_sgd's all_reduce form, refused when
  * the node is built, naming it. */
-static void check_sgd_refused(const char *const *names, const int64_t *vals, int n_attrs,
-                              int n_in, fg_dtype rows_dt, const char *want) {
+static void check_sgd_refused(const char *const *names, const int64_t *vals, int n_attrs, int n_in,
+                              fg_dtype rows_dt, const char *want) {
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_new();
   int64_t three = 3, two = 2;

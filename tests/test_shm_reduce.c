@@ -857,8 +857,7 @@ static int sgd_in_place(rank_run *r, fg_shm_reduce *s, fg_status *st) {
           int rc = reduce_sgd(r, s, v, g, count, dt, mean, 0.1, st);
           const int fused = pass == 0 && bytes * (size_t)r->n > 16384;
           r->checks++;
-          if (rc != (fused ? 0 : 1) ||
-              memcmp(v, fused ? want : orig, bytes) != 0 ||
+          if (rc != (fused ? 0 : 1) || memcmp(v, fused ? want : orig, bytes) != 0 ||
               fg_shm_reduce_in_place_count(s) != before + (uint64_t)fused)
             r->wrong++;
           fg_shm_arena_free(ga);
@@ -912,6 +911,4 @@ static int sgd_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   return 0;
 }
 
-FG_TEST(shm_all_reduce_sgd_refusals, "dist,badinput") {
-  run_and_check(3, sgd_refusals, 4);
-}
+FG_TEST(shm_all_reduce_sgd_refusals, "dist,badinput") { run_and_check(3, sgd_refusals, 4); }

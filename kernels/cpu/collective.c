@@ -62,8 +62,7 @@ int fgk_all_reduce_weights(double rows, const double sums[2], int size, int *pla
 /* The weighted form's inputs (graph/infer_dist.c): `first` = this rank's
  * rows (1 for all_reduce, 3 for apply_sgd), first + 1 = the all-reduced
  * [sum of rows, sum of rows^2]. */
-static int weights(const fg_kctx *ctx, int first, int size, int *plain, double *w,
-                   double *total) {
+static int weights(const fg_kctx *ctx, int first, int size, int *plain, double *w, double *total) {
   const fg_kbuf *r = &ctx->in[first], *s = &ctx->in[first + 1];
   if (ctx->n_in < first + 2 || r->dtype != FG_F64 || r->rank != 0 || s->dtype != FG_F64 ||
       s->rank != 1 || s->dims[0] != 2)

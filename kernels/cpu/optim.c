@@ -72,7 +72,7 @@ typedef struct opt_job {
     if (fgk_check(ctx, 3, 1) != 0 || fgk_optim_check(ctx, DT, 2) != 0 ||                           \
         scalar_in(ctx, 2, "lr", &lr) != 0)                                                         \
       return -1;                                                                                   \
-    /* all_reduce = 1: the gradient is all-reduced first, in one collective     \
+    /* all_reduce = 1: the gradient is all-reduced first, in one collective                        \
      * (kernels/cpu/collective.c). */                                                              \
     if (ctx->p->all_reduce) {                                                                      \
       if (fgk_all_reduce_sgd(ctx, lr) != 0) return -1;                                             \

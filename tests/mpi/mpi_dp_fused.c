@@ -174,15 +174,15 @@ int main(int argc, char **argv) {
   }
   if (!g) return fail(rank, st);
   printf("rank %d: fused nodes %d %d, fused in place %llu %llu\n", rank, fused_nodes(dg[0]),
-         fused_nodes(dg[1]), (unsigned long long)in_place[0],
-         (unsigned long long)in_place[1]);
+         fused_nodes(dg[1]), (unsigned long long)in_place[0], (unsigned long long)in_place[1]);
   fg_session *one = rank == 0 ? train(g, dt, 0, batch, NULL, st) : NULL;
   if (rank == 0 && !one) return fail(rank, st);
   int same = 1, wrong = 0;
   double max_rel = 0;
   uint64_t sum = 1469598103934665603ull;
   for (int v = 0; v < 4; v++) {
-    fg_tensor *a = fg_session_variable(s[0], VARS[v], st), *b = fg_session_variable(s[1], VARS[v], st);
+    fg_tensor *a = fg_session_variable(s[0], VARS[v], st),
+              *b = fg_session_variable(s[1], VARS[v], st);
     fg_tensor *r = one ? fg_session_variable(one, VARS[v], st) : NULL;
     if (!a || !b || (one && !r)) return fail(rank, st);
     size_t bytes = fg_tensor_num_bytes(a);
