@@ -88,7 +88,9 @@ line=$($run -np 2 -x FG_MPI_SHM=0 "$out" exchange | grep '^FG')
 echo "$line"
 # The ratio to 1 rank, per bucket size; collectives where the session puts
 # them by default (here in line when the 2 ranks' threads fill the cores;
-# the line says which), on their own lane, and in line with the compute. A shared VM's speed drifts by tens
+# the line says which), on their own lane, in line with the compute, and
+# by default with fused updates (fused_update: each weight's all_reduce and
+# SGD update as one collective, as `flowgraph train --dist mpi` runs on CPUs). A shared VM's speed drifts by tens
 # of percent within minutes, so the sweep runs DP_ROUNDS rounds (default 3),
 # each starting with its own 1-rank run, and reports per case the median of
 # the rounds' ratios (and of their images/s): drift between rounds cancels.
@@ -104,7 +106,7 @@ while [ "$r" -le "$rounds" ]; do
   all="$all 0:independent:$ind:$b:$ind"
   echo "round $r: 1 rank $b images/s, 2 independent ranks $ind images/s"
   for mb in 1 4 25; do
-    for mode in default own-lane inline; do
+    for mode in default own-lane inline fused; do
       line=$($run -np 2 "$out" dp $((mb * 1048576)) $mode | grep '^FG')
       [ "$mode" != default ] || chosen=$(echo "$line" | sed -n 's/.*collectives default (\([^)]*\)).*/\1/p')
       ips=$(echo "$line" | ips_of)
@@ -113,7 +115,7 @@ while [ "$r" -le "$rounds" ]; do
   done
   r=$((r + 1))
 done
-for case in 0:independent 1:default 1:own-lane 1:inline 4:default 4:own-lane 4:inline 25:default 25:own-lane 25:inline; do
+for case in 0:independent 1:default 1:own-lane 1:inline 1:fused 4:default 4:own-lane 4:inline 4:fused 25:default 25:own-lane 25:inline 25:fused; do
   mb=${case%%:*} mode=${case#*:}
   line=$(echo "$all" | tr ' ' '\n' | awk -F: -v mb="$mb" -v mode="$mode" '
     function median(v, n,   i, j, t) {
@@ -142,6 +144,7 @@ for case in 0:independent 1:default 1:own-lane 1:inline 4:default 4:own-lane 4:i
   [ "$mode" != default ] || label="default (${chosen:-?})"
   echo "FG dp_scaling mlp_large_train ranks 2 threads 1 bucket $((mb * 1048576)) B collectives $label: $med_ips images/s (median of $rounds rounds); dp_scaling ${med_ratio}x (rounds: $*) [target >= 1.8x]; $med_ofc of the round's ceiling"
   if [ "$mode" = default ]; then fgs="${fgs-} $mb=$med_ips"; fi
+  if [ "$mode" = fused ]; then fgf="${fgf-} $mb=$med_ips"; fi
 done
 # Pipeline parallelism (fg_micro_batch): a 4-layer MLP split over 2 ranks,
 # batch 1024 (micro-batches of 128 rows and more keep the matmuls
@@ -168,7 +171,8 @@ if [ -x "$py" ] && "$py" -c 'import torch.distributed as d; assert d.is_gloo_ava
   for mb in 1 4 25; do
     t2=$(echo "$tout" | sed -n "s/^TORCH dp_scaling ranks 2 bucket $mb MB gradient_as_bucket_view=True: \([0-9.]*\) images\/s.*/\1/p")
     f2=$(echo "${fgs-}" | tr ' ' '\n' | sed -n "s/^$mb=//p")
-    echo "TORCH vs FG bucket $mb MB: torch dp_scaling $(ratio "$t2" "$tbase")x (gradient_as_bucket_view=True); fg/torch $(ratio "$base" "$tbase")x at 1 rank, $(ratio "$f2" "$t2")x at 2 ranks (fg default)"
+    ff=$(echo "${fgf-}" | tr ' ' '\n' | sed -n "s/^$mb=//p")
+    echo "TORCH vs FG bucket $mb MB: torch dp_scaling $(ratio "$t2" "$tbase")x (gradient_as_bucket_view=True); fg/torch $(ratio "$base" "$tbase")x at 1 rank, $(ratio "$f2" "$t2")x at 2 ranks (fg default), $(ratio "$ff" "$t2")x (fg fused)"
   done
 else
   echo "TORCH peer skipped: $py cannot import torch with gloo"

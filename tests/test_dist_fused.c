@@ -304,3 +304,35 @@ FG_TEST(dist_fused_apply_sgd_bad_attributes, "dist,badinput") {
   check_sgd_refused(ar, mean2, 3, 3, FG_F64, "attribute 'mean' = 3 must be 0 or 1");
   check_sgd_refused(ar, no_ar, 2, 3, FG_F64, "'mean' and 'weighted' need all_reduce = 1");
 }
+
+/* Micro-batches then data parallelism, as `flowgraph train --dist mpi
+ * --micro-batches 2` composes them: the update reads the micro-batches'
+ * combined gradient, and the fused rewrite still trains two in-process
+ * ranks to the unfused rewrite's weights, bit for bit. */
+FG_TEST(dist_fused_update_after_micro_batches, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = wide_mlp(FG_OPTIMIZER_SGD);
+  fg_graph *mg = fg_micro_batch(g, 2, batch_names_xy, 2, FG_DP_LOSS_MEAN, st);
+  FG_REQUIRE(mg);
+  fg_graph *plain = rewrite(mg, 1, 0), *fused = rewrite(mg, 1, 1);
+  FG_REQUIRE(plain && fused);
+  int f = 0;
+  count_op(fused, "apply_sgd", &f);
+  FG_CHECK_INT(f, 1);
+  rank_arg p[2], q[2];
+  FG_REQUIRE(two_ranks(plain, p) == 0);
+  FG_REQUIRE(two_ranks(fused, q) == 0);
+  FG_REQUIRE(p[0].w && q[0].w && q[1].w);
+  const size_t bytes = 64 * 2048 * 8;
+  FG_CHECK(memcmp(fg_tensor_data(q[0].w), fg_tensor_data(p[0].w), bytes) == 0);
+  FG_CHECK(memcmp(fg_tensor_data(q[1].w), fg_tensor_data(p[0].w), bytes) == 0);
+  for (int r = 0; r < 2; r++) {
+    fg_tensor_free(p[r].w);
+    fg_tensor_free(q[r].w);
+  }
+  fg_graph_free(fused);
+  fg_graph_free(plain);
+  fg_graph_free(mg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
