@@ -11,49 +11,37 @@
 
 #include "flowgraph/types.h"
 
+/* fgk_sgd_to's loops for element type T: one destination (apply_sgd),
+ * two (a fused update over two ranks), or any number. */
+#define FGK_SGD_TO_LOOPS(T)                                                                        \
+  do {                                                                                             \
+    const T a = (T)lr, *v = var, *x = g;                                                           \
+    if (n_dst == 1) {                                                                              \
+      T *d = dst[0];                                                                               \
+      for (int64_t i = 0; i < n; i++)                                                              \
+        d[i] = v[i] - a * x[i];                                                                    \
+    } else if (n_dst == 2) {                                                                       \
+      T *d0 = dst[0], *d1 = dst[1];                                                                \
+      for (int64_t i = 0; i < n; i++)                                                              \
+        d0[i] = d1[i] = v[i] - a * x[i];                                                           \
+    } else {                                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                                            \
+        const T y = v[i] - a * x[i];                                                               \
+        for (int k = 0; k < n_dst; k++)                                                            \
+          ((T *)dst[k])[i] = y;                                                                    \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+
 /* dst[k][i] = var[i] - lr * g[i] for every k < n_dst, over n elements of
  * f32 or f64 (other dtypes: nothing is written). Any dst may be var. */
 static inline void fgk_sgd_to(fg_dtype dt, void *const *dst, int n_dst, const void *var,
                               const void *g, int64_t n, double lr) {
-  if (dt == FG_F32) {
-    const float a = (float)lr, *v = var, *x = g;
-    if (n_dst == 1) {
-      float *d = dst[0];
-      for (int64_t i = 0; i < n; i++)
-        d[i] = v[i] - a * x[i];
-      return;
-    }
-    if (n_dst == 2) {
-      float *d0 = dst[0], *d1 = dst[1];
-      for (int64_t i = 0; i < n; i++)
-        d0[i] = d1[i] = v[i] - a * x[i];
-      return;
-    }
-    for (int64_t i = 0; i < n; i++) {
-      const float y = v[i] - a * x[i];
-      for (int k = 0; k < n_dst; k++)
-        ((float *)dst[k])[i] = y;
-    }
-  } else if (dt == FG_F64) {
-    const double a = lr, *v = var, *x = g;
-    if (n_dst == 1) {
-      double *d = dst[0];
-      for (int64_t i = 0; i < n; i++)
-        d[i] = v[i] - a * x[i];
-      return;
-    }
-    if (n_dst == 2) {
-      double *d0 = dst[0], *d1 = dst[1];
-      for (int64_t i = 0; i < n; i++)
-        d0[i] = d1[i] = v[i] - a * x[i];
-      return;
-    }
-    for (int64_t i = 0; i < n; i++) {
-      const double y = v[i] - a * x[i];
-      for (int k = 0; k < n_dst; k++)
-        ((double *)dst[k])[i] = y;
-    }
-  }
+  if (dt == FG_F32)
+    FGK_SGD_TO_LOOPS(float);
+  else if (dt == FG_F64)
+    FGK_SGD_TO_LOOPS(double);
 }
+#undef FGK_SGD_TO_LOOPS
 
 #endif

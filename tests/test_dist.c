@@ -272,14 +272,8 @@ static void model_parallel(fg_dtype dt) {
       FG_CHECK_INT(fg_partition_node_device(p, i),
                    fg_partition_node_device(p, fg_node_input(g2, i, 0).node));
   FG_CHECK(fg_partition_num_transfers(p) > 0);
-  double l1[STEPS], l2[STEPS];
-  FG_REQUIRE(dist_train(s1, dt, STEPS, BATCH, l1, st) == 0);
-  FG_REQUIRE(dist_train(s2, dt, STEPS, BATCH, l2, st) == 0);
   /* Same kernels on the same data: the same bits. */
-  for (int k = 0; k < STEPS; k++)
-    FG_CHECK(l1[k] == l2[k]);
-  FG_CHECK(dist_var_diff(s1, "dense1/w", s2, "dense1/w") == 0.0);
-  FG_CHECK(dist_var_diff(s1, "dense3/w", s2, "dense3/w") == 0.0);
+  dist_check_same_training(s1, s2, dt, STEPS, BATCH, "dense1/w", "dense3/w");
   fg_session_free(s1);
   fg_session_free(s2);
   fg_graph_free(g1);

@@ -10,20 +10,7 @@ static const char *const batch_names[2] = {"x", "y"};
 /* x [?,256] -> dense 256x1024 (w: exactly 1 MiB in f32) -> relu -> dense
  * 1024x10 -> softmax cross-entropy; SGD. */
 static fg_graph *wide_mlp(void) {
-  fg_graph *g = fg_graph_new();
-  uint64_t rng = 3;
-  int64_t xd[2] = {FG_DIM_UNKNOWN, 256}, yd[1] = {FG_DIM_UNKNOWN};
-  fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
-  fg_output h = fg_relu(g, dist_dense(g, FG_F32, x, 256, 1024, "wide", &rng, NULL));
-  fg_output logits = dist_dense(g, FG_F32, h, 1024, 10, "out", &rng, NULL);
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
-  cfg.learning_rate = 0.05;
-  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, NULL);
-  fg_set_name(g, train, "train");
-  return g;
+  return dist_wide_mlp(FG_F32, 256, 1024, FG_OPTIMIZER_SGD, "wide", "out");
 }
 
 static void batch(int step, int rows, fg_tensor **x, fg_tensor **y) {

@@ -18,25 +18,9 @@ static const char *const batch_names_xy[2] = {"x", "y"};
 
 /* digits x [?, 64] -> dense 64x2048 (1 MiB of f64: its gradient gets an
  * all_reduce of its own, so its update fuses) -> relu -> dense 2048x10 ->
- * softmax cross-entropy, SGD lr 0.05 ("train"), or `opt`. */
+ * softmax cross-entropy; `opt` at lr 0.05 ("train"). */
 static fg_graph *wide_mlp(fg_optimizer_kind opt) {
-  fg_graph *g = fg_graph_new();
-  uint64_t rng = 3;
-  int64_t xd[2] = {FG_DIM_UNKNOWN, 64}, yd[1] = {FG_DIM_UNKNOWN};
-  fg_output x = fg_placeholder(g, "x", FG_F64, 2, xd);
-  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
-  fg_output h = fg_relu(g, dist_dense(g, FG_F64, x, 64, 2048, "dense1", &rng, NULL));
-  fg_output logits = dist_dense(g, FG_F64, h, 2048, 10, "dense2", &rng, NULL);
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, opt);
-  cfg.learning_rate = 0.05;
-  fg_status *st = fg_status_new();
-  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
-  if (train.node >= 0) fg_set_name(g, train, "train");
-  fg_graph_set_metadata(g, "train_target", "train");
-  fg_status_free(st);
-  return g;
+  return dist_wide_mlp(FG_F64, 64, 2048, opt, "dense1", "dense2");
 }
 
 static fg_graph *rewrite(const fg_graph *g, int replicas, int fused) {
@@ -132,13 +116,7 @@ FG_TEST(dist_fused_update_group_of_one_is_plain_sgd, "dist") {
   FG_REQUIRE(fused);
   fg_session *a = fg_session_new(g, NULL, st), *b = fg_session_new(fused, NULL, st);
   FG_REQUIRE(a && b);
-  double la[STEPS], lb[STEPS];
-  FG_REQUIRE(dist_train(a, FG_F64, STEPS, BATCH, la, st) == 0);
-  FG_REQUIRE(dist_train(b, FG_F64, STEPS, BATCH, lb, st) == 0);
-  for (int k = 0; k < STEPS; k++)
-    FG_CHECK(la[k] == lb[k]);
-  FG_CHECK(dist_var_diff(b, "dense1/w", a, "dense1/w") == 0);
-  FG_CHECK(dist_var_diff(b, "dense2/w", a, "dense2/w") == 0);
+  dist_check_same_training(a, b, FG_F64, STEPS, BATCH, "dense1/w", "dense2/w");
   fg_session_free(a);
   fg_session_free(b);
   fg_graph_free(fused);
@@ -195,11 +173,11 @@ static int two_ranks(fg_graph *g, rank_arg args[2]) {
   return args[0].rc == 0 && args[1].rc == 0 ? 0 : -1;
 }
 
-/* The in-process communicator has no fused form: the node all-reduces a
- * copy of the gradient and updates, giving both ranks the weights of the
- * unfused rewrite bit for bit. */
-FG_TEST(dist_fused_update_two_ranks_in_process, "dist") {
-  fg_graph *g = wide_mlp(FG_OPTIMIZER_SGD), *plain = rewrite(g, 1, 0), *fused = rewrite(g, 1, 1);
+/* g's replicas = 1 rewrites without and with fused updates, each trained
+ * as two in-process ranks: both ranks of the fused one end with the
+ * unfused one's dense1/w, bit for bit. */
+static void check_two_ranks_bitwise(const fg_graph *g) {
+  fg_graph *plain = rewrite(g, 1, 0), *fused = rewrite(g, 1, 1);
   FG_REQUIRE(plain && fused);
   rank_arg p[2], f[2];
   FG_REQUIRE(two_ranks(plain, p) == 0);
@@ -214,6 +192,13 @@ FG_TEST(dist_fused_update_two_ranks_in_process, "dist") {
   }
   fg_graph_free(fused);
   fg_graph_free(plain);
+}
+
+/* The in-process communicator has no fused form: the node all-reduces a
+ * copy of the gradient and updates. */
+FG_TEST(dist_fused_update_two_ranks_in_process, "dist") {
+  fg_graph *g = wide_mlp(FG_OPTIMIZER_SGD);
+  check_two_ranks_bitwise(g);
   fg_graph_free(g);
 }
 
@@ -307,31 +292,19 @@ FG_TEST(dist_fused_apply_sgd_bad_attributes, "dist,badinput") {
 
 /* Micro-batches then data parallelism, as `flowgraph train --dist mpi
  * --micro-batches 2` composes them: the update reads the micro-batches'
- * combined gradient, and the fused rewrite still trains two in-process
- * ranks to the unfused rewrite's weights, bit for bit. */
+ * combined gradient, still fused, still the unfused rewrite's bits. */
 FG_TEST(dist_fused_update_after_micro_batches, "dist") {
   fg_status *st = fg_status_new();
   fg_graph *g = wide_mlp(FG_OPTIMIZER_SGD);
   fg_graph *mg = fg_micro_batch(g, 2, batch_names_xy, 2, FG_DP_LOSS_MEAN, st);
   FG_REQUIRE(mg);
-  fg_graph *plain = rewrite(mg, 1, 0), *fused = rewrite(mg, 1, 1);
-  FG_REQUIRE(plain && fused);
+  fg_graph *fused = rewrite(mg, 1, 1);
+  FG_REQUIRE(fused);
   int f = 0;
   count_op(fused, "apply_sgd", &f);
   FG_CHECK_INT(f, 1);
-  rank_arg p[2], q[2];
-  FG_REQUIRE(two_ranks(plain, p) == 0);
-  FG_REQUIRE(two_ranks(fused, q) == 0);
-  FG_REQUIRE(p[0].w && q[0].w && q[1].w);
-  const size_t bytes = 64 * 2048 * 8;
-  FG_CHECK(memcmp(fg_tensor_data(q[0].w), fg_tensor_data(p[0].w), bytes) == 0);
-  FG_CHECK(memcmp(fg_tensor_data(q[1].w), fg_tensor_data(p[0].w), bytes) == 0);
-  for (int r = 0; r < 2; r++) {
-    fg_tensor_free(p[r].w);
-    fg_tensor_free(q[r].w);
-  }
+  check_two_ranks_bitwise(mg);
   fg_graph_free(fused);
-  fg_graph_free(plain);
   fg_graph_free(mg);
   fg_graph_free(g);
   fg_status_free(st);

@@ -89,6 +89,30 @@ static inline fg_graph *dist_mlp_seeded(fg_dtype dt, const fg_optimizer_config *
   return g;
 }
 
+/* x [?, in] -> dense in x hid ("<n1>/w", "<n1>/b") -> relu -> dense hid x
+ * 10 ("<n2>/...") -> softmax cross-entropy "loss", step "train" (the
+ * train_target) of optimizer `opt` at lr 0.05: the models whose first
+ * weight is large enough (FG_DP_FUSE_MAX_BYTES) for an all_reduce of its
+ * own. */
+static inline fg_graph *dist_wide_mlp(fg_dtype dt, int in, int hid, fg_optimizer_kind opt,
+                                      const char *n1, const char *n2) {
+  fg_graph *g = fg_graph_new();
+  uint64_t rng = 3;
+  int64_t xd[2] = {FG_DIM_UNKNOWN, in}, yd[1] = {FG_DIM_UNKNOWN};
+  fg_output x = fg_placeholder(g, "x", dt, 2, xd);
+  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
+  fg_output h = fg_relu(g, dist_dense(g, dt, x, in, hid, n1, &rng, NULL));
+  fg_output logits = dist_dense(g, dt, h, hid, 10, n2, &rng, NULL);
+  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, opt);
+  cfg.learning_rate = 0.05;
+  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, NULL);
+  if (train.node >= 0) fg_set_name(g, train, "train");
+  fg_graph_set_metadata(g, "train_target", "train");
+  return g;
+}
+
 /* dist_mlp_seeded with the initialisation every dist test shares. */
 static inline fg_graph *dist_mlp_cfg(fg_dtype dt, const fg_optimizer_config *cfg, const char *dev1,
                                      const char *dev2) {
@@ -187,6 +211,23 @@ static inline double dist_var_diff(fg_session *a, const char *na, fg_session *b,
   fg_tensor_free(ta);
   fg_tensor_free(tb);
   return worst;
+}
+
+/* Trains sessions a and b `steps` (at most 16) steps of `batch` rows on
+ * the same data: the same kernels on the same data must give the same
+ * losses and the variables v1 and v2, bit for bit. */
+static inline void dist_check_same_training(fg_session *a, fg_session *b, fg_dtype dt, int steps,
+                                            int batch, const char *v1, const char *v2) {
+  fg_status *st = fg_status_new();
+  double la[16], lb[16];
+  FG_REQUIRE(steps <= 16);
+  FG_REQUIRE(dist_train(a, dt, steps, batch, la, st) == 0);
+  FG_REQUIRE(dist_train(b, dt, steps, batch, lb, st) == 0);
+  for (int k = 0; k < steps; k++)
+    FG_CHECK(la[k] == lb[k]);
+  FG_CHECK(dist_var_diff(a, v1, b, v1) == 0.0);
+  FG_CHECK(dist_var_diff(a, v2, b, v2) == 0.0);
+  fg_status_free(st);
 }
 
 /* f64 linear regression: x [?, feat] -> x w + b against y [?, 1], "loss"

@@ -586,11 +586,13 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
   if (rc == 0) {
     /* A model without gradients has nothing to all-reduce: profiled as it
      * is, on shards. */
-    fg_status *ignored = fg_status_new();
-    dg = fg_data_parallel(m->graph, 1, d.names, d.n_split, NULL, ignored);
-    fg_status_free(ignored);
     fg_session_options so;
     plan_session_options(a, &so);
+    fg_data_parallel_options o;
+    cli_dist_dp_options(so.device, &o); /* as train --dist mpi rewrites it */
+    fg_status *ignored = fg_status_new();
+    dg = fg_data_parallel(m->graph, 1, d.names, d.n_split, &o, ignored);
+    fg_status_free(ignored);
     double t0 = plan_now_ms();
     s = fg_session_new(dg ? dg : m->graph, &so, st);
     if (s) m->session_ms = plan_now_ms() - t0;

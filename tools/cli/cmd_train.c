@@ -454,14 +454,9 @@ static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_statu
     names[i] = a->inputs[i].name;
 #ifdef FG_HAVE_DATA_PARALLEL
   fg_data_parallel_options o;
-  fg_data_parallel_options_init(&o);
+  cli_dist_dp_options(cli_session_limits.device, &o);
   if (a->dist_bucket) o.bucket_bytes = a->dist_bucket;
   o.loss_reduction = a->dist_loss_sum ? FG_DP_LOSS_SUM : FG_DP_LOSS_MEAN;
-  /* On CPUs an SGD update reduces its own gradient (the same bits, less
-   * memory traffic over one host's shared memory); GPU sessions refuse
-   * that node. */
-  const char *dev = cli_session_limits.device;
-  o.fused_update = !dev || strncmp(dev, "cuda", 4) != 0;
   fg_graph *dp = fg_data_parallel(g, 1, names, a->n_inputs, &o, st);
 #else
   /* cmake/mpi.cmake found no fg_data_parallel in dist/ at configure time. */

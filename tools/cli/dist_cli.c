@@ -87,6 +87,11 @@ int cli_dist_is_local_gpu(const char *device) {
   return device && strcmp(device, "cuda:local") == 0;
 }
 
+void cli_dist_dp_options(const char *device, fg_data_parallel_options *o) {
+  fg_data_parallel_options_init(o);
+  o->fused_update = !device || strncmp(device, "cuda", 4) != 0;
+}
+
 int cli_dist_use_local_gpu(fg_comm *world, fg_status *st) {
   static char name[32];
   uint64_t *hosts = gather_hosts(world, st);

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "dist/comm_mpi.h"
 #include "dist/comm_nccl.h"
+#include "flowgraph/dist.h"
 #include "flowgraph/status.h"
 #include "run.h"
 
@@ -46,6 +47,11 @@ enum { CLI_DIST_COMM_AUTO, CLI_DIST_COMM_MPI, CLI_DIST_COMM_NCCL };
  * name (a static buffer) the session device. 0, or -1 with `st` set on
  * every rank when any rank sees no GPU. */
 int cli_dist_is_local_gpu(const char *device);
+/* The data-parallel rewrite of `train --dist mpi` (and its profile) for
+ * sessions on `device` (NULL: cpu:0): fused SGD updates on CPUs, where
+ * they give the same bits with less memory traffic; GPU sessions refuse
+ * those nodes (fg_data_parallel_options.fused_update). */
+void cli_dist_dp_options(const char *device, fg_data_parallel_options *o);
 int cli_dist_use_local_gpu(fg_comm *world, fg_status *st);
 
 /* Chooses the communicator of the gradients' all_reduce for data
