@@ -951,64 +951,14 @@ FG_TEST(dist_comm_inproc_timeout_is_deadline, "dist,badinput") {
   FG_CHECK(fg_comm_inproc_group(65, 0, one, NULL) == -1);
 }
 
-/* The MPI shape in one process: two sessions, each with the replicas = 1
- * rewrite, its own half of the batch and one rank of an attached
- * communicator, train to the same numbers as the in-process 2-replica run. */
-typedef struct proc_arg {
-  fg_graph *g;
-  fg_comm *c;
-  int rank;
-  const char *device; /* the session's device option; NULL: cpu */
-  double losses[STEPS];
-  fg_tensor *w;
-  int rc;
-} proc_arg;
+/* The MPI shape in one process (dist_run_two_ranks): two sessions, each
+ * with the replicas = 1 rewrite, its own half of the batch and one rank of
+ * an attached communicator, train to the same numbers as the in-process
+ * 2-replica run. */
+typedef dist_rank_arg proc_arg;
 
-static void *proc_thread(void *p) {
-  proc_arg *a = p;
-  fg_status *st = fg_status_new();
-  fg_session_options o;
-  fg_session_options_init(&o);
-  o.device = a->device;
-  fg_session *s = fg_session_new(a->g, &o, st);
-  a->rc = -1;
-  if (s && fg_session_set_comm(s, a->c, st) == 0) {
-    a->rc = 0;
-    for (int k = 0; k < STEPS && a->rc == 0; k++) {
-      fg_tensor *x = NULL, *y = NULL;
-      dist_batch(FG_F64, (k * BATCH) % (1400 - BATCH) + a->rank * (BATCH / 2), BATCH / 2, &x, &y);
-      fg_feed feeds[2] = {{"x", x}, {"y", y}};
-      const char *fetch = "loss", *target = "train";
-      fg_tensor *out = NULL;
-      a->rc = fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st);
-      if (a->rc == 0) a->losses[k] = *(const double *)fg_tensor_data(out);
-      fg_tensor_free(out);
-      fg_tensor_free(x);
-      fg_tensor_free(y);
-    }
-    a->w = fg_session_variable(s, "dense1/w", st);
-  }
-  if (a->rc) fprintf(stderr, "rank %d: %s\n", a->rank, fg_status_message(st));
-  fg_session_free(s);
-  fg_status_free(st);
-  return NULL;
-}
-
-/* Runs g1 (the replicas = 1 rewrite) as two ranks of an in-process group,
- * one thread and session (on `device`) each; 0 when both trained. */
 static int run_two_ranks(fg_graph *g1, const char *device, double timeout_s, proc_arg args[2]) {
-  fg_comm *h[2];
-  if (fg_comm_inproc_group(2, timeout_s, h, NULL) != 0) return -1;
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) {
-    args[r] = (proc_arg){g1, h[r], r, device, {0}, NULL, -1};
-    pthread_create(&th[r], NULL, proc_thread, &args[r]);
-  }
-  for (int r = 0; r < 2; r++)
-    pthread_join(th[r], NULL);
-  for (int r = 0; r < 2; r++)
-    h[r]->ops->free(h[r]);
-  return args[0].rc == 0 && args[1].rc == 0 ? 0 : -1;
+  return dist_run_two_ranks(g1, device, timeout_s, STEPS, BATCH, args);
 }
 
 /* The reference: the in-process 2-replica run of g2 on the CPU, its losses

@@ -4,11 +4,9 @@
  * gradient, then update), values worked out by hand, and the attributes'
  * refusals. The MPI runs, where the update goes in place over shared
  * memory, are in test_mpi.c (mpi_dp_fused_update_*). */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "dist/comm_inproc.h"
 #include "fgtest.h"
 #include "flowgraph/flowgraph.h"
 #include "test_dist_util.h"
@@ -124,64 +122,15 @@ FG_TEST(dist_fused_update_group_of_one_is_plain_sgd, "dist") {
   fg_status_free(st);
 }
 
-/* Two sessions on two threads, each one rank of an in-process group (the
- * MPI shape in one process), training their halves of the batch. */
-typedef struct rank_arg {
-  fg_graph *g;
-  fg_comm *c;
-  int rank;
-  fg_tensor *w;
-  int rc;
-} rank_arg;
-
-static void *rank_thread(void *p) {
-  rank_arg *a = p;
-  fg_status *st = fg_status_new();
-  fg_session *s = fg_session_new(a->g, NULL, st);
-  a->rc = -1;
-  if (s && fg_session_set_comm(s, a->c, st) == 0) {
-    a->rc = 0;
-    for (int k = 0; k < STEPS && a->rc == 0; k++) {
-      fg_tensor *x = NULL, *y = NULL;
-      dist_batch(FG_F64, k * BATCH + a->rank * (BATCH / 2), BATCH / 2, &x, &y);
-      fg_feed feeds[2] = {{"x", x}, {"y", y}};
-      const char *target = "train";
-      a->rc = fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st);
-      fg_tensor_free(x);
-      fg_tensor_free(y);
-    }
-    a->w = fg_session_variable(s, "dense1/w", st);
-  }
-  if (a->rc) fprintf(stderr, "rank %d: %s\n", a->rank, fg_status_message(st));
-  fg_session_free(s);
-  fg_status_free(st);
-  return NULL;
-}
-
-static int two_ranks(fg_graph *g, rank_arg args[2]) {
-  fg_comm *h[2];
-  if (fg_comm_inproc_group(2, 10, h, NULL) != 0) return -1;
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) {
-    args[r] = (rank_arg){g, h[r], r, NULL, -1};
-    pthread_create(&th[r], NULL, rank_thread, &args[r]);
-  }
-  for (int r = 0; r < 2; r++)
-    pthread_join(th[r], NULL);
-  for (int r = 0; r < 2; r++)
-    h[r]->ops->free(h[r]);
-  return args[0].rc == 0 && args[1].rc == 0 ? 0 : -1;
-}
-
 /* g's replicas = 1 rewrites without and with fused updates, each trained
  * as two in-process ranks: both ranks of the fused one end with the
  * unfused one's dense1/w, bit for bit. */
 static void check_two_ranks_bitwise(const fg_graph *g) {
   fg_graph *plain = rewrite(g, 1, 0), *fused = rewrite(g, 1, 1);
   FG_REQUIRE(plain && fused);
-  rank_arg p[2], f[2];
-  FG_REQUIRE(two_ranks(plain, p) == 0);
-  FG_REQUIRE(two_ranks(fused, f) == 0);
+  dist_rank_arg p[2], f[2];
+  FG_REQUIRE(dist_run_two_ranks(plain, NULL, 10, STEPS, BATCH, p) == 0);
+  FG_REQUIRE(dist_run_two_ranks(fused, NULL, 10, STEPS, BATCH, f) == 0);
   const size_t bytes = 64 * 2048 * 8;
   FG_REQUIRE(p[0].w && f[0].w && f[1].w);
   FG_CHECK(memcmp(fg_tensor_data(f[0].w), fg_tensor_data(p[0].w), bytes) == 0);

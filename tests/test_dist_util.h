@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/comm_inproc.h"
 #include "fgtest.h"
 
 static inline uint64_t dist_rng(uint64_t *s) {
@@ -342,6 +343,71 @@ static inline fg_output dist_identity_chain(fg_graph *g, int n, int count, const
   fg_output sum = fg_reduce_sum(g, c, NULL, 0, 0);
   fg_set_device(g, sum, device);
   return sum;
+}
+
+/* One rank of dist_run_two_ranks: its session (on `device`, NULL: cpu)
+ * attached to communicator c trains `steps` (at most 16) steps on its half
+ * of `batch` digits rows (f64), keeping each step's loss and, at the end,
+ * dense1/w. rc 0 when every step ran. */
+typedef struct dist_rank_arg {
+  fg_graph *g;
+  fg_comm *c;
+  int rank;
+  const char *device;
+  int steps, batch;
+  double losses[16];
+  fg_tensor *w;
+  int rc;
+} dist_rank_arg;
+
+static inline void *dist_rank_thread(void *p) {
+  dist_rank_arg *a = p;
+  fg_status *st = fg_status_new();
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.device = a->device;
+  fg_session *s = fg_session_new(a->g, &o, st);
+  a->rc = -1;
+  if (s && fg_session_set_comm(s, a->c, st) == 0) {
+    a->rc = 0;
+    for (int k = 0; k < a->steps && k < 16 && a->rc == 0; k++) {
+      fg_tensor *x = NULL, *y = NULL;
+      int half = a->batch / 2;
+      dist_batch(FG_F64, (k * a->batch) % (1400 - a->batch) + a->rank * half, half, &x, &y);
+      fg_feed feeds[2] = {{"x", x}, {"y", y}};
+      const char *fetch = "loss", *target = "train";
+      fg_tensor *out = NULL;
+      a->rc = fg_session_run(s, feeds, 2, &fetch, 1, &out, &target, 1, st);
+      if (a->rc == 0) a->losses[k] = *(const double *)fg_tensor_data(out);
+      fg_tensor_free(out);
+      fg_tensor_free(x);
+      fg_tensor_free(y);
+    }
+    a->w = fg_session_variable(s, "dense1/w", st);
+  }
+  if (a->rc) fprintf(stderr, "rank %d: %s\n", a->rank, fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return NULL;
+}
+
+/* Runs g1 (a replicas = 1 rewrite) as two ranks of an in-process group,
+ * one thread and session each (dist_rank_thread); 0 when both trained.
+ * The caller frees args[r].w. */
+static inline int dist_run_two_ranks(fg_graph *g1, const char *device, double timeout_s, int steps,
+                                     int batch, dist_rank_arg args[2]) {
+  fg_comm *h[2];
+  if (fg_comm_inproc_group(2, timeout_s, h, NULL) != 0) return -1;
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    args[r] = (dist_rank_arg){g1, h[r], r, device, steps, batch, {0}, NULL, -1};
+    pthread_create(&th[r], NULL, dist_rank_thread, &args[r]);
+  }
+  for (int r = 0; r < 2; r++)
+    pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++)
+    h[r]->ops->free(h[r]);
+  return args[0].rc == 0 && args[1].rc == 0 ? 0 : -1;
 }
 
 #endif
