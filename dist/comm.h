@@ -10,6 +10,7 @@
 #define FG_DIST_COMM_H
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "flowgraph/status.h"
 #include "flowgraph/types.h"
@@ -87,7 +88,43 @@ struct fg_comm {
   const fg_comm_ops *ops;
   int rank, size;
   double timeout_s; /* 0: the default (60 s) */
+  /* fg_comm_update_buffer's bytes and fg_comm_kernel_status's status;
+   * freed with the communicator. */
+  void *update_buf;
+  size_t update_bytes;
+  fg_status *kernel_st;
 };
+
+/* A status owned by c, cleared, for the kernel running a collective on c
+ * now (kernels/cpu/collective.c): made once, so collectives allocate
+ * nothing per run. NULL when out of memory. */
+static inline fg_status *fg_comm_kernel_status(fg_comm *c) {
+  if (!c->kernel_st) c->kernel_st = fg_status_new();
+  if (c->kernel_st) fg_status_clear(c->kernel_st);
+  return c->kernel_st;
+}
+
+/* What a communicator's free does with the base's buffers. */
+static inline void fg_comm_free_base(fg_comm *c) {
+  free(c->update_buf);
+  fg_status_free(c->kernel_st);
+}
+
+/* At least `bytes` of host memory owned by c, for the collective that
+ * runs on c now (one at a time per handle, as collectives are ordered):
+ * where an update with all_reduce = 1 reduces a copy of its gradient
+ * (kernels/cpu/collective.c). Grown when asked for more and kept, so a
+ * cached plan allocates nothing after its first run. NULL when out of
+ * memory. */
+static inline void *fg_comm_update_buffer(fg_comm *c, size_t bytes) {
+  if (c->update_bytes < bytes) {
+    void *p = realloc(c->update_buf, bytes);
+    if (!p) return NULL;
+    c->update_buf = p;
+    c->update_bytes = bytes;
+  }
+  return c->update_buf;
+}
 
 /* The GPU whose memory c's collectives take, or -1 (host memory, NULL). */
 static inline int fg_comm_gpu(const fg_comm *c) {

@@ -342,6 +342,7 @@ static void ip_free(fg_comm *c) {
     free(g->u64);
     free(g);
   }
+  fg_comm_free_base(&h->base);
   free(h);
 }
 
@@ -385,7 +386,8 @@ int fg_comm_inproc_group(int size, double timeout_s, fg_comm **handles, fg_statu
       fg_status_set(st, FG_RESOURCE_EXHAUSTED, "in-process communicator: out of memory");
       return -1;
     }
-    h->base = (fg_comm){&inproc_ops, r, size, timeout_s > 0 ? timeout_s : 0};
+    h->base = (fg_comm){
+        .ops = &inproc_ops, .rank = r, .size = size, .timeout_s = timeout_s > 0 ? timeout_s : 0};
     h->g = g;
     g->refs++;
     handles[r] = &h->base;

@@ -1327,6 +1327,7 @@ static void mpi_free(fg_comm *c) {
   pthread_mutex_destroy(&m->mu);
   pthread_mutex_destroy(&m->stop_mu);
   free(m->scratch);
+  fg_comm_free_base(&m->base);
   free(m->reqs);
   free(m->req_peer);
   free(m->gathered);

@@ -279,6 +279,7 @@ static void nccl_free(fg_comm *c) {
   if (m->stream) cudaStreamDestroy(m->stream);
   cudaFree(m->dev_u64);
   pthread_mutex_destroy(&m->mu);
+  fg_comm_free_base(&m->base);
   free(m);
 }
 

@@ -22,6 +22,7 @@
 
 #include "flowgraph/dist.h"
 #include "graph/builders_internal.h"
+#include "dist/exec.h"
 #include "dist/rewrite.h"
 #include "graph/op_table.h"
 
@@ -249,8 +250,8 @@ static fg_output single_input(mb *d, int i, int k) {
   fg_output src = nd->inputs[k];
   if (d->mark[src.node] & GRAD_SRC && per_batch(d, src.node)) return combined(d, src);
   if (!per_batch(d, src.node)) return (fg_output){*mapped(d, 0, src.node), src.index};
-  int control = nd->op == FG_OP_GROUP ||
-                (fg_op_table[nd->op].mutable_inputs && k >= fg_op_table[nd->op].min_inputs);
+  int control =
+      nd->op == FG_OP_GROUP || (fg_op_table[nd->op].mutable_inputs && fg_dist_control_input(nd, k));
   if (!control) {
     fg_graph_fail(d->ng, FG_UNIMPLEMENTED,
                   "fg_micro_batch: '%s' runs once per step but reads '%s', which each "

@@ -52,7 +52,9 @@ typedef struct shm_header {
   /* By parity, as count: 1 when this rank mapped every other rank's
    * buffer (in_place). */
   int32_t mapped[2];
-  char pad[LINE - 8 - 16 - 8 - 8 - 8];
+  /* By parity, as count: fg_shm_all_reduce_sgd's learning rate, which
+   * every rank's must equal (each writes its slice into all variables). */
+  double lr[2];
 } shm_header;
 _Static_assert(sizeof(shm_header) == LINE, "one header per cache line");
 
@@ -65,16 +67,18 @@ typedef struct shm_refs {
 _Static_assert(sizeof(shm_refs) == LINE, "one line of arena references");
 
 /* Another rank's arena mapped here, kept for the next collectives (a
- * session's plan keeps its arena). Four per rank: its variables' arena
+ * session's plan keeps its arena). Three per rank: its variables' arena
  * (fg_shm_all_reduce_sgd) and plans' arenas (a plan rebuilt for new
- * shapes gets a new one, and the least recently used mapping goes). */
+ * shapes gets a new one, and the least recently used mapping goes). The
+ * cost: up to three arenas a peer freed stay mapped here, their pages
+ * resident, until a newer one evicts them or the group is freed. */
 typedef struct peer_map {
   int32_t pid;
   uint64_t serial, size;
   unsigned char *base;
   uint64_t used; /* collective count at last use (least recent goes) */
 } peer_map;
-enum { MAPS_PER_PEER = 4 };
+enum { MAPS_PER_PEER = 3 };
 
 struct fg_shm_reduce {
   int rank, n;
@@ -656,6 +660,7 @@ int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t
   const int par = (int)(s->rounds & 1);
   header(s, me)->count[par] = count;
   header(s, me)->dtype[par] = (int32_t)dtype;
+  header(s, me)->lr[par] = lr;
   fg_shm_arena_ref ref;
   fg_shm_arena_find(grad, (size_t)count * es, &ref);
   refs_k(s, me, 0)->ref[par] = ref;
@@ -666,6 +671,16 @@ int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t
   if (barrier(s, desc, w, st) != 0) return -1;
   s->rounds++; /* one round: the next collective takes the other pair */
   if (check_counts(s, par, count, dtype, desc, st) != 0) return -1;
+  for (int p = 0; p < n; p++) {
+    const double other = header(s, p)->lr[par];
+    if (other == lr || (other != other && lr != lr)) continue;
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s on rank %d of %d: rank %d has learning rate %.17g, rank %d has %.17g; a "
+                  "fused update writes each rank's slice into every rank's variable, so every "
+                  "rank must use the same",
+                  desc, name_of(s, me), names_of(s), name_of(s, me), lr, name_of(s, p), other);
+    return -1;
+  }
   unsigned char *bufs[2] = {(unsigned char *)grad, var};
   void **out[2] = {s->src, s->dst};
   int mapped = map_peers_k(s, bufs, out, 2, par, count, es, desc, w, st);

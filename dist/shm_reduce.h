@@ -118,9 +118,12 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
  * reads its slice of the gradients and of its own var and writes that
  * slice of every var, where all_reduce and then apply_sgd read and wrote
  * every byte of both on every rank. The bits are those of
- * fg_shm_all_reduce (mean) and then apply_sgd (kernels/sgd.h). Two
- * barriers; the first orders every rank's earlier reads of its var before
- * any write. f32 or f64; the ranks' vars must hold the same values. 0
+ * fg_shm_all_reduce (mean) and then apply_sgd (kernels/sgd.h). Three
+ * barriers: the first orders every rank's earlier reads of its var before
+ * any write (and is followed by the count and lr checks), the second
+ * agrees that every buffer is mapped, the last ends the writes. f32 or
+ * f64; the ranks' vars must hold the same values and their lr must be
+ * equal (else FG_INVALID_ARGUMENT on every rank, naming both). 0
  * when done; 1 when it does not apply (in-place reads off, count 0, the
  * small path's sizes, or a buffer not in a mappable arena: the same on
  * every rank, nothing written); -1 with st set, as fg_shm_all_reduce. */

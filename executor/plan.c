@@ -227,6 +227,13 @@ static void mark_ancestors(const fg_graph *g, char *needed) {
   }
 }
 
+/* 1 when some device of dx has a communicator for its collectives. */
+static int any_comm(const fg_dist_exec *dx) {
+  for (int d = 0; dx && dx->comm && d < dx->n_dev; d++)
+    if (dx->comm[d]) return 1;
+  return 0;
+}
+
 /* Devices' all_reduce steps pair up by order: the k-th on each device is one
  * collective. A fetch that needs device 0's k-th (one replica's reduced
  * gradient, say) would run it alone, and it would wait for the other
@@ -944,14 +951,17 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
      * in-process communicators serve GPU sessions too. So do the nodes
      * placed on a CPU device in a GPU session (host steps). */
     step->host = req->cuda && req->host_nodes && req->host_nodes[id];
-    if (req->cuda && local && !step->host && step->params.all_reduce) {
+    if (req->cuda && local && !step->host && step->params.all_reduce && any_comm(req->dist)) {
       /* The CUDA executor stages all_reduce nodes through the host but has
-       * no fused update: refused rather than run as a plain update. */
+       * no fused update: refused rather than run as a plain update. With
+       * no communicator (a group of one) the plain update is the fused
+       * one, so a model trained on CPUs over MPI and saved goes on
+       * training on a GPU. */
       if (out != out_stack) free(out);
       fg_status_set(st, FG_UNIMPLEMENTED,
-                    "node '%s' (apply_sgd with all_reduce = 1) runs on the CPU only; a GPU "
-                    "session needs all_reduce and apply_sgd nodes (fg_data_parallel with "
-                    "fused_update = 0)",
+                    "node '%s' (apply_sgd with all_reduce = 1) reduces over a communicator on "
+                    "the CPU only; a GPU session with a communicator needs all_reduce and "
+                    "apply_sgd nodes (fg_data_parallel with fused_update = 0)",
                     n->name);
       goto fail;
     }

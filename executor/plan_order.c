@@ -18,8 +18,11 @@
 
 static int is_source(const fg_node *n) { return (fg_op_table[n->op].flags & FG_OPF_SOURCE) != 0; }
 
+/* Collectives never move (an update with all_reduce = 1 included): each
+ * rank's plan must issue them in node order whatever else it runs. */
 static int movable(const fg_node *n) {
-  return n->op == FG_OP_GROUP || fg_op_table[n->op].mutable_inputs != 0;
+  return (n->op == FG_OP_GROUP || fg_op_table[n->op].mutable_inputs != 0) &&
+         !fg_node_is_collective(n);
 }
 
 static int writes_input(const fg_node *n, int k) {
@@ -83,8 +86,10 @@ static int wait_edges(const fg_graph *g, const char *needed, fg_edges *E) {
       if (v < 0) continue;
       var_touch *t = &vt[v];
       if (writes_input(nd, k)) {
-        if (t->last_writer >= 0 && fg_edge_add(E, t->last_writer, id)) goto done;
-        for (int r = 0; r < t->readers.n; r++)
+        /* A writer that does not move goes out in node order, after every
+         * access with a lower id: it waits on no counter. */
+        if (mov && t->last_writer >= 0 && fg_edge_add(E, t->last_writer, id)) goto done;
+        for (int r = 0; mov && r < t->readers.n; r++)
           if (fg_edge_add(E, t->readers.v[r], id)) goto done;
         t->last_writer = id;
         t->readers.n = 0;
@@ -138,16 +143,20 @@ static int defer_after_collectives(const fg_graph *g, const char *needed, int *o
     free(late), free(var_idx), free(tmp), free(vl);
     return -1;
   }
+  /* Once a collective is late, every later one is too: they stay in node
+   * order, which every rank shares whatever else its run needs. */
+  char coll_late = 0;
   for (int i = 0; i < k; i++) {
     const fg_node *nd = &g->nodes[order[i]];
     const int coll = fg_node_is_collective(nd);
-    char l = 0;
+    char l = coll && coll_late;
     for (int q = 0; q < nd->n_inputs; q++) {
       const int p = nd->inputs[q].node, v = var_idx[p];
       if (late[p] || (!coll && fg_node_is_collective(&g->nodes[p]))) l = 1;
       if (v >= 0 && (vl[v].writer || (writes_input(nd, q) && vl[v].readers))) l = 1;
     }
     late[order[i]] = l;
+    if (coll) coll_late |= l;
     for (int q = 0; q < nd->n_inputs; q++) {
       const int v = var_idx[nd->inputs[q].node];
       if (v < 0) continue;

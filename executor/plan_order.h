@@ -17,7 +17,10 @@
  * In a graph with all_reduce nodes, every node that waits for one (through
  * its inputs or an earlier access to a variable it touches) then goes after
  * every node that does not, both sides in the order above: see
- * defer_after_collectives in plan_order.c. */
+ * defer_after_collectives in plan_order.c. Collectives (all_reduce, and
+ * apply_sgd with all_reduce = 1, which does not move up) keep node order
+ * among themselves on every rank, whatever else a run needs: ranks pair
+ * their k-th collectives. */
 #ifndef FG_PLAN_ORDER_H
 #define FG_PLAN_ORDER_H
 

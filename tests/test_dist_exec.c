@@ -176,6 +176,59 @@ FG_TEST(dist_exec_lanes_persist_and_runs_do_not_allocate, "dist") {
   fg_status_free(st);
 }
 
+/* apply_sgd with all_reduce = 1 over the in-process group (two devices),
+ * which has no fused form: the node all-reduces a copy of its 1 MiB
+ * gradient in a buffer the communicator keeps, so cached runs allocate
+ * nothing (they allocated 2 MiB a run before). v = 1, g0 = 1, g1 = 3, lr
+ * 0.125: each run takes 0.125 x mean 2 = 0.25 off, exactly. */
+FG_TEST(dist_exec_fused_update_runs_do_not_allocate, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t n = 1 << 18; /* 1 MiB of f32 */
+  const char *targets[2] = {"u0", "u1"};
+  for (int r = 0; r < 2; r++) {
+    char dev[8], vn[8], gn[8];
+    snprintf(dev, sizeof dev, "cpu:%d", r);
+    snprintf(vn, sizeof vn, "v%d", r);
+    snprintf(gn, sizeof gn, "g%d", r);
+    fg_tensor *vt = fg_tensor_new(FG_F32, 1, &n, st), *gt = fg_tensor_new(FG_F32, 1, &n, st);
+    FG_REQUIRE(vt && gt);
+    for (int64_t i = 0; i < n; i++) {
+      ((float *)fg_tensor_data(vt))[i] = 1;
+      ((float *)fg_tensor_data(gt))[i] = r ? 3 : 1;
+    }
+    fg_attrs *a = fg_attrs_new();
+    fg_attrs_set_int(a, "all_reduce", 1);
+    fg_output in[3] = {fg_variable(g, vn, vt), fg_constant(g, gn, gt), fg_scalar(g, FG_F32, 0.125)};
+    fg_output u = fg_op(g, "apply_sgd", targets[r], in, 3, a);
+    for (int k = 0; k < 3; k++)
+      fg_set_device(g, in[k], dev);
+    fg_set_device(g, u, dev);
+    fg_attrs_free(a);
+    fg_tensor_free(vt);
+    fg_tensor_free(gt);
+  }
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  FG_REQUIRE(fg_session_run(s, NULL, 0, NULL, 0, NULL, targets, 2, st) == 0);
+  for (int run = 0; run < 10; run++) {
+    long a0 = atomic_load(&n_allocs);
+    FG_REQUIRE(fg_session_run(s, NULL, 0, NULL, 0, NULL, targets, 2, st) == 0);
+    FG_CHECK_INT(atomic_load(&n_allocs) - a0, 0);
+  }
+  for (int r = 0; r < 2; r++) {
+    fg_tensor *v = fg_session_variable(s, r ? "v1" : "v0", st);
+    FG_REQUIRE(v);
+    FG_CHECK(((const float *)fg_tensor_data(v))[0] == -1.75f);
+    FG_CHECK(((const float *)fg_tensor_data(v))[n - 1] == -1.75f);
+    fg_tensor_free(v);
+  }
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
 /* Data parallelism on two devices: each device's all_reduce steps run on
  * that device's collectives lane (lane n_devices + device), overlapping its
  * compute lane; the replica's batch input arrives by a recv step. */

@@ -4,6 +4,7 @@
  * gradient, then update), values worked out by hand, and the attributes'
  * refusals. The MPI runs, where the update goes in place over shared
  * memory, are in test_mpi.c (mpi_dp_fused_update_*). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -257,4 +258,102 @@ FG_TEST(dist_fused_update_after_micro_batches, "dist") {
   fg_graph_free(mg);
   fg_graph_free(g);
   fg_status_free(st);
+}
+
+/* Collectives keep node order on every rank whatever a run fetches. By
+ * hand: X0 = all_reduce(x = 1000; sum), then F = apply_sgd(v = 1, g = 10,
+ * lr 0.5; all_reduce = 1, sum). Rank 0 also fetches P = v + X0, a reader
+ * of v that waits for X0 (so F, which writes v, must follow it there);
+ * rank 1 does not. Both must pair X0 with X0: X0 = 2000, v = 1 - 0.5 * 20
+ * = -9. (F used to move ahead of X0 on rank 1 only, pairing rank 0's X0
+ * with rank 1's gradient: X0 = 1010, v = -504, no error.) */
+typedef struct fetch_arg {
+  fg_graph *g;
+  fg_comm *c;
+  int rank, rc;
+  double x0, v;
+} fetch_arg;
+
+static void *fetch_thread(void *p) {
+  fetch_arg *a = p;
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(a->g, NULL, st);
+  const char *f0[2] = {"X0", "P"}, *target = "F";
+  fg_tensor *out[2] = {NULL, NULL}, *v = NULL;
+  a->rc = !s || fg_session_set_comm(s, a->c, st) != 0 ||
+          fg_session_run(s, NULL, 0, f0, a->rank == 0 ? 2 : 1, out, &target, 1, st) != 0 ||
+          !(v = fg_session_variable(s, "v", st));
+  if (!a->rc) {
+    a->x0 = ((const double *)fg_tensor_data(out[0]))[0];
+    a->v = ((const double *)fg_tensor_data(v))[0];
+  } else {
+    fprintf(stderr, "rank %d: %s\n", a->rank, fg_status_message(st));
+  }
+  fg_tensor_free(out[0]);
+  fg_tensor_free(out[1]);
+  fg_tensor_free(v);
+  fg_session_free(s);
+  fg_status_free(st);
+  return NULL;
+}
+
+FG_TEST(dist_fused_update_keeps_collective_order_across_fetches, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t three = 3;
+  const double vv[3] = {1, 1, 1}, gg[3] = {10, 10, 10}, xx[3] = {1000, 1000, 1000};
+  fg_tensor *vt = fg_tensor_from_data(FG_F64, 1, &three, vv, sizeof vv, st);
+  fg_tensor *gt = fg_tensor_from_data(FG_F64, 1, &three, gg, sizeof gg, st);
+  fg_tensor *xt = fg_tensor_from_data(FG_F64, 1, &three, xx, sizeof xx, st);
+  fg_output v = fg_variable(g, "v", vt), x = fg_constant(g, "x", xt);
+  fg_attrs *sum = fg_attrs_new(), *a = fg_attrs_new();
+  fg_attrs_set_int(sum, "mean", 0);
+  fg_output x0 = fg_op(g, "all_reduce", "X0", &x, 1, sum);
+  fg_set_name(g, fg_add(g, v, x0), "P");
+  fg_attrs_set_int(a, "mean", 0);
+  fg_attrs_set_int(a, "all_reduce", 1);
+  fg_output in[3] = {v, fg_constant(g, "g", gt), fg_scalar(g, FG_F64, 0.5)};
+  fg_op(g, "apply_sgd", "F", in, 3, a);
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  fg_comm *h[2];
+  FG_REQUIRE(fg_comm_inproc_group(2, 10, h, st) == 0);
+  fetch_arg args[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    args[r] = (fetch_arg){g, h[r], r, -1, 0, 0};
+    pthread_create(&th[r], NULL, fetch_thread, &args[r]);
+  }
+  for (int r = 0; r < 2; r++)
+    pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++) {
+    FG_CHECK_INT(args[r].rc, 0);
+    FG_CHECK(args[r].x0 == 2000);
+    FG_CHECK(args[r].v == -9);
+    h[r]->ops->free(h[r]);
+  }
+  fg_attrs_free(sum);
+  fg_attrs_free(a);
+  fg_tensor_free(vt);
+  fg_tensor_free(gt);
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* The other order, micro-batches of a data-parallel graph: refused alike
+ * with and without fused updates, naming the update (the fused node's
+ * rows and sums are data, not control inputs to multiply). */
+FG_TEST(dist_fused_update_then_micro_batches_refused_alike, "dist,badinput") {
+  fg_graph *g = wide_mlp(FG_OPTIMIZER_SGD);
+  for (int fused = 0; fused < 2; fused++) {
+    fg_status *st = fg_status_new();
+    fg_graph *dg = rewrite(g, 1, fused);
+    FG_REQUIRE(dg);
+    FG_CHECK(fg_micro_batch(dg, 2, batch_names_xy, 2, FG_DP_LOSS_MEAN, st) == NULL);
+    FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), "fg_micro_batch: the gradient of update '");
+    fg_graph_free(dg);
+    fg_status_free(st);
+  }
+  fg_graph_free(g);
 }

@@ -877,8 +877,9 @@ FG_TEST(shm_all_reduce_sgd_updates_every_rank, "dist") {
     run_and_check(n, sgd_in_place, 2 * 20);
 }
 
-/* Refusals: an i32 variable before any wait; counts that differ on every
- * rank alike, after which the group is usable; in place off: 1. */
+/* Refusals: an i32 variable before any wait; counts, then learning rates,
+ * that differ, refused on every rank alike, after which the group is
+ * usable; in place off: 1. */
 static int sgd_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   const int64_t count = 20000;
   float *g = fg_shm_arena_alloc(4 * count), *v = fg_shm_arena_alloc(4 * count);
@@ -899,6 +900,13 @@ static int sgd_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   if (rc != -1 || fg_status_code(st) != FG_INVALID_ARGUMENT ||
       !strstr(fg_status_message(st), "every rank must reduce the same tensor"))
     r->wrong++;
+  /* Learning rates that differ: refused on every rank, naming both. */
+  rc = reduce_sgd(r, s, v, g, count, FG_F32, 1, r->rank == 1 ? 0.2 : 0.1, st);
+  r->checks++;
+  if (rc != -1 || fg_status_code(st) != FG_INVALID_ARGUMENT ||
+      !strstr(fg_status_message(st), r->rank == 1 ? "rank 1 has learning rate 0.20000000000000001"
+                                                  : "rank 1 has 0.20000000000000001"))
+    r->wrong++;
   reduce_fill(FG_F32, g, r->rank, count);
   var_fill(FG_F32, v, count);
   sgd_expected(FG_F32, want, r->n, count, 1, 0.1);
@@ -911,4 +919,4 @@ static int sgd_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   return 0;
 }
 
-FG_TEST(shm_all_reduce_sgd_refusals, "dist,badinput") { run_and_check(3, sgd_refusals, 4); }
+FG_TEST(shm_all_reduce_sgd_refusals, "dist,badinput") { run_and_check(3, sgd_refusals, 5); }

@@ -76,10 +76,8 @@ static int weights(const fg_kctx *ctx, int first, int size, int *plain, double *
 
 /* The communicator's error, kept in the message (deadline vs bad input):
  * the executor reports the node. */
-static int comm_fail(const fg_kctx *ctx, fg_status *st) {
-  fgk_fail(ctx, "%s: %s", fg_code_name(fg_status_code(st)), fg_status_message(st));
-  fg_status_free(st);
-  return -1;
+static int comm_fail(const fg_kctx *ctx, const fg_status *st) {
+  return fgk_fail(ctx, "%s: %s", fg_code_name(fg_status_code(st)), fg_status_message(st));
 }
 
 int fgk_all_reduce(const fg_kctx *ctx) {
@@ -103,12 +101,27 @@ int fgk_all_reduce(const fg_kctx *ctx) {
    * and a partner with elements must hear that the counts differ rather
    * than wait out the deadline (a fuzzed graph did, on a batch of 0 rows). */
   if (size <= 1) return 0;
-  fg_status *st = fg_status_new();
+  fg_status *st = fg_comm_kernel_status(c);
   if (!st) return fgk_fail(ctx, "all_reduce: out of memory");
   if (c->ops->all_reduce(c, y->data, n, y->dtype, mean, st) != 0) return comm_fail(ctx, st);
   if (!plain) divide(y, n, total);
-  fg_status_free(st);
   return 0;
+}
+
+/* The update of the fallback below, split over the executor's threads as
+ * apply_sgd's (elementwise: the split never changes a result). */
+typedef struct sgd_job {
+  fg_dtype dt;
+  void *var;
+  const void *g;
+  double lr;
+} sgd_job;
+
+static void sgd_range(void *arg, int64_t i0, int64_t i1) {
+  const sgd_job *J = arg;
+  const size_t es = elem_size(J->dt), at = (size_t)i0 * es;
+  void *dst[1] = {(char *)J->var + at};
+  fgk_sgd_to(J->dt, dst, 1, dst[0], (const char *)J->g + at, i1 - i0, J->lr);
 }
 
 int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr) {
@@ -118,14 +131,14 @@ int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr) {
   fg_comm *c = ctx->comm;
   int size = c ? c->size : 1, plain = 1, mean = ctx->p->keepdims;
   double w = 1, total = 1;
-  void *dst[1] = {v->data};
+  sgd_job job = {dt, v->data, g->data, lr};
   if (ctx->p->depth && size > 1 && weights(ctx, 3, size, &plain, &w, &total) != 0) return -1;
   if (size <= 1) {
     /* A group of one: the mean of one gradient is itself. */
-    fgk_sgd_to(dt, dst, 1, v->data, g->data, n, lr);
+    fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP, sgd_range, &job);
     return 0;
   }
-  fg_status *st = fg_status_new();
+  fg_status *st = fg_comm_kernel_status(c);
   if (!st) return fgk_fail(ctx, "all_reduce: out of memory");
   /* Even shards: one collective that reduces and updates together (the
    * MPI communicator over shared memory). */
@@ -133,36 +146,24 @@ int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr) {
                ? c->ops->all_reduce_sgd(c, v->data, g->data, n, dt, mean, lr, st)
                : 1;
   if (rc < 0) return comm_fail(ctx, st);
-  if (rc == 0) {
-    fg_status_free(st);
-    return 0;
-  }
+  if (rc == 0) return 0;
   /* Otherwise all_reduce a copy (the gradient is an input, not this
-   * node's to change), then the update. The copy is allocated per call:
-   * this is the path of communicators without the fused form (messages
-   * across hosts, the in-process group), where the collective costs far
-   * more than the allocation. */
+   * node's to change) in a buffer the communicator keeps, then update. */
   size_t bytes = (size_t)(n > 0 ? n : 1) * elem_size(dt);
   fg_kbuf y = *g;
-  y.data = malloc(bytes);
-  if (!y.data) {
-    fg_status_free(st);
+  y.data = fg_comm_update_buffer(c, bytes);
+  if (!y.data)
     return fgk_fail(ctx, "all_reduce: cannot allocate %zu bytes for the reduced gradient", bytes);
-  }
   if (!plain) {
     scale_into(&y, g, n, w);
     mean = 0;
   } else if (n > 0) {
     memcpy(y.data, g->data, bytes);
   }
-  rc = c->ops->all_reduce(c, y.data, n, dt, mean, st);
-  if (rc == 0) {
-    if (!plain) divide(&y, n, total);
-    fgk_sgd_to(dt, dst, 1, v->data, y.data, n, lr);
-  }
-  free(y.data);
-  if (rc != 0) return comm_fail(ctx, st);
-  fg_status_free(st);
+  if (c->ops->all_reduce(c, y.data, n, dt, mean, st) != 0) return comm_fail(ctx, st);
+  if (!plain) divide(&y, n, total);
+  job.g = y.data;
+  fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP, sgd_range, &job);
   return 0;
 }
 

@@ -162,7 +162,9 @@ int cli_dist_gpu_comm(fg_comm *world, const char *device, int mode, double timeo
 void cli_print_reduce_path(const char *prefix, const fg_comm *c) {
   uint64_t in_place = fg_comm_mpi_in_place_count(c);
   printf("%sgradients all-reduced over %s", prefix, fg_comm_mpi_reduce_path(c));
+  uint64_t fused = fg_comm_mpi_fused_count(c);
   if (in_place) printf("; %" PRIu64 " all_reduces read the ranks' buffers in place", in_place);
+  if (fused) printf(" (%" PRIu64 " of them with their SGD update: fused_update)", fused);
   /* What left this process as messages: across hosts, the network's
    * share (dist/comm_mpi.h). */
   uint64_t sent = fg_comm_mpi_message_bytes(c);
