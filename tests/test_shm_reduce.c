@@ -131,7 +131,7 @@ FG_TEST(shm_all_reduce_matches_rank_order_sum, "dist") {
 
 /* In place (fg_shm_reduce_set_in_place): the sweep's dtypes, counts and
  * means again, each buffer at an odd offset in an arena of its own, so
- * every collective maps new arenas (more than the 2 kept per rank). Those
+ * every collective maps new arenas (more than the 3 kept per rank). Those
  * over the small path's 16 KiB go in place, the others through the slots;
  * all match the rank-order reference. Then a rank with a heap buffer:
  * every rank takes the slots, still right. Then one arena for all the
