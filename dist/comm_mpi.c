@@ -244,7 +244,7 @@ static void record_stop(mpi_comm *m, int kind, const char *why) {
 }
 
 /* Tag of run_refused's notices on the control communicator (aborts: 0). */
-#define NOTICE_TAG        1
+#define NOTICE_TAG 1
 
 /* Takes peers' notices of refused runs (NOTICE_TAG: the run's number, then
  * why) off the control communicator: notices of runs before this rank's
@@ -275,9 +275,8 @@ static void probe_notices(mpi_comm *m) {
     pthread_mutex_lock(&m->stop_mu);
     if (run >= m->runs && run >= m->notice_run) {
       m->notice_run = run;
-      snprintf(m->notice_why, sizeof m->notice_why,
-               "rank %d%s refused run %llu before it started: %.380s", s.MPI_SOURCE,
-               world_note(m, s.MPI_SOURCE, who, sizeof who), (unsigned long long)run,
+      snprintf(m->notice_why, sizeof m->notice_why, "rank %d%s refused run %llu before it started: %.380s",
+               s.MPI_SOURCE, world_note(m, s.MPI_SOURCE, who, sizeof who), (unsigned long long)run,
                msg[8] ? (const char *)msg + 8 : "(no reason)");
     }
     pthread_mutex_unlock(&m->stop_mu);
@@ -1390,7 +1389,8 @@ static void mpi_run_end(fg_comm *c, const char *refused) {
   int len = 8 + (int)strlen((char *)msg + 8) + 1;
   for (int p = 0; p < c->size; p++) {
     MPI_Request req;
-    if (p != c->rank && MPI_Isend(msg, len, MPI_BYTE, p, NOTICE_TAG, m->ctl, &req) == MPI_SUCCESS)
+    if (p != c->rank &&
+        MPI_Isend(msg, len, MPI_BYTE, p, NOTICE_TAG, m->ctl, &req) == MPI_SUCCESS)
       MPI_Request_free(&req);
   }
   pthread_mutex_unlock(&g_mpi_mu);
