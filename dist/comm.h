@@ -71,17 +71,6 @@ typedef struct fg_comm_ops {
    * set. NULL: never fused. */
   int (*all_reduce_sgd)(fg_comm *c, void *var, const void *grad, int64_t count, fg_dtype dtype,
                         int mean, double lr, fg_status *st);
-  /* A session run with this communicator attached begins (every rank
-   * begins the same runs in the same order), and ends: `refused` set when
-   * it was refused before it started (a feed of the wrong dtype, say),
-   * saying why. The refusal is told to the peers; a peer waiting in a
-   * collective of that same run stops with FG_ABORTED naming this rank
-   * and why (its communicator is then broken, as after an abort) instead
-   * of waiting out its timeout. Waits outside runs, a run every rank
-   * refuses alike, and one without collectives stop on nothing. NULL
-   * where not supported (the in-process group, NCCL). */
-  void (*run_begin)(fg_comm *c);
-  void (*run_end)(fg_comm *c, const char *refused);
 } fg_comm_ops;
 
 struct fg_comm {

@@ -156,14 +156,6 @@ typedef struct mpi_comm {
   pthread_mutex_t stop_mu;
   char stop_why[STOP_MSG + 64];
   char abort_msg[STOP_MSG]; /* what this rank sent; MPI reads it until delivered */
-  /* Runs begun with this communicator (run_begin), whether one is going
-   * on (until run_end), and a peer's notice that it refused run
-   * `notice_run` before starting it (run_end), kept while that run is
-   * this rank's current or a later one: waits in that run stop on it.
-   * notice_run 0: none. Under stop_mu. */
-  uint64_t runs, notice_run;
-  int in_run;
-  char notice_why[STOP_MSG + 64];
   /* all_reduce through shared memory (dist/shm_reduce.h): this host's
    * segment, for all ranks on one host or (with cross below) for each
    * host's; set up by the first all_reduce (shm_tried), NULL when it goes
@@ -243,49 +235,9 @@ static void record_stop(mpi_comm *m, int kind, const char *why) {
   set_broken(m);
 }
 
-/* Tag of run_refused's notices on the control communicator (aborts: 0). */
-#define NOTICE_TAG 1
-
-/* Takes peers' notices of refused runs (NOTICE_TAG: the run's number, then
- * why) off the control communicator: notices of runs before this rank's
- * current one are dropped (every rank refused that run alike, or it held
- * no collective); the latest other one is kept. A notice of the current
- * run stops this rank's waits: the peer will not come to them. g_mpi_mu
- * as in probe_abort. */
-static void probe_notices(mpi_comm *m) {
-  for (int k = 0; k < 64; k++) {
-    int flag = 0, len = 0;
-    MPI_Status s;
-    unsigned char msg[8 + STOP_MSG];
-    pthread_mutex_lock(&g_mpi_mu);
-    if (MPI_Iprobe(MPI_ANY_SOURCE, NOTICE_TAG, m->ctl, &flag, &s) == MPI_SUCCESS && flag) {
-      MPI_Get_count(&s, MPI_BYTE, &len);
-      if (MPI_Recv(msg, (int)sizeof msg, MPI_BYTE, s.MPI_SOURCE, NOTICE_TAG, m->ctl,
-                   MPI_STATUS_IGNORE) != MPI_SUCCESS)
-        len = 0;
-    }
-    pthread_mutex_unlock(&g_mpi_mu);
-    if (!flag) return;
-    if (len < 8) continue;
-    if (len > (int)sizeof msg - 1) len = (int)sizeof msg - 1;
-    msg[len] = '\0';
-    uint64_t run;
-    memcpy(&run, msg, 8);
-    char who[48];
-    pthread_mutex_lock(&m->stop_mu);
-    if (run >= m->runs && run >= m->notice_run) {
-      m->notice_run = run;
-      snprintf(m->notice_why, sizeof m->notice_why, "rank %d%s refused run %llu before it started: %.380s",
-               s.MPI_SOURCE, world_note(m, s.MPI_SOURCE, who, sizeof who), (unsigned long long)run,
-               msg[8] ? (const char *)msg + 8 : "(no reason)");
-    }
-    pthread_mutex_unlock(&m->stop_mu);
-  }
-}
-
 /* Takes a peer's abort message off the control communicator, if one came.
  * g_mpi_mu is held across the probe and the receive, so no other thread
- * takes the message between them. Then the notices of refused runs. */
+ * takes the message between them. */
 static void probe_abort(mpi_comm *m) {
   int flag = 0, len = 0;
   MPI_Status s;
@@ -299,16 +251,7 @@ static void probe_abort(mpi_comm *m) {
       len = 0;
   }
   pthread_mutex_unlock(&g_mpi_mu);
-  if (!flag) {
-    probe_notices(m);
-    pthread_mutex_lock(&m->stop_mu);
-    int stop = m->in_run && m->notice_run && m->notice_run == m->runs;
-    char why[sizeof m->notice_why];
-    if (stop) snprintf(why, sizeof why, "%s", m->notice_why);
-    pthread_mutex_unlock(&m->stop_mu);
-    if (stop) record_stop(m, 2, why);
-    return;
-  }
+  if (!flag) return;
   if (len < 0) len = 0;
   if (len >= STOP_MSG) len = STOP_MSG - 1;
   msg[len] = '\0';
@@ -1357,51 +1300,10 @@ static void mpi_abort(fg_comm *c, const char *why) {
   pthread_mutex_unlock(&g_mpi_mu);
 }
 
-static void mpi_run_begin(fg_comm *c) {
-  mpi_comm *m = (mpi_comm *)c;
-  pthread_mutex_lock(&m->stop_mu);
-  m->runs++;
-  m->in_run = 1;
-  if (m->notice_run && m->notice_run < m->runs) m->notice_run = 0; /* an older run's */
-  pthread_mutex_unlock(&m->stop_mu);
-  if (m->ctl != MPI_COMM_NULL && !atomic_load(&m->broken)) probe_notices(m);
-}
-
-/* Notices in flight: MPI reads a buffer until the send completes, which
- * may outlive the communicator that sent it, so they live here, in turn
- * (a slot comes back 16 notices later; a notice of a few hundred bytes
- * goes out at once). */
-static unsigned char g_notices[16][8 + STOP_MSG];
-static unsigned g_notice_next;
-
-static void mpi_run_end(fg_comm *c, const char *refused) {
-  mpi_comm *m = (mpi_comm *)c;
-  pthread_mutex_lock(&m->stop_mu);
-  uint64_t run = m->runs;
-  m->in_run = 0;
-  pthread_mutex_unlock(&m->stop_mu);
-  if (!refused || m->ctl == MPI_COMM_NULL || atomic_load(&m->broken)) return;
-  const char *why = refused;
-  pthread_mutex_lock(&g_mpi_mu);
-  unsigned char *msg = g_notices[g_notice_next++ % 16];
-  memcpy(msg, &run, 8);
-  snprintf((char *)msg + 8, STOP_MSG, "%s", why && why[0] ? why : "(no reason)");
-  int len = 8 + (int)strlen((char *)msg + 8) + 1;
-  for (int p = 0; p < c->size; p++) {
-    MPI_Request req;
-    if (p != c->rank &&
-        MPI_Isend(msg, len, MPI_BYTE, p, NOTICE_TAG, m->ctl, &req) == MPI_SUCCESS)
-      MPI_Request_free(&req);
-  }
-  pthread_mutex_unlock(&g_mpi_mu);
-}
-
 /* Host memory, no scaled reduction: gpu and all_reduce_scaled are NULL;
  * the fused update over one host's shared memory. */
 static const fg_comm_ops mpi_ops = {.all_reduce = mpi_all_reduce,
                                     .all_reduce_sgd = mpi_all_reduce_sgd,
-                                    .run_begin = mpi_run_begin,
-                                    .run_end = mpi_run_end,
                                     .all_gather_u64 = mpi_all_gather_u64,
                                     .broadcast = mpi_broadcast,
                                     .send = mpi_send,

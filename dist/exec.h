@@ -122,12 +122,6 @@ void fg_dist_session_free(fg_dist_session *ds);
 /* NULL when the session runs on one device without a communicator (the
  * plain path). */
 const fg_dist_exec *fg_dist_session_exec(fg_dist_session *ds);
-/* Every run of a session with a communicator attached: run_begin first
- * (before anything can refuse it), run_end last, with `refused` saying why
- * when it was refused before its plan ran (dist/comm.h: peers waiting in
- * that run's collectives stop, told why), else NULL. */
-void fg_dist_session_run_begin(fg_dist_session *ds);
-void fg_dist_session_run_end(fg_dist_session *ds, const char *refused);
 /* Clears aborted in-process groups before a run. */
 void fg_dist_session_before_run(fg_dist_session *ds);
 /* Attaches `comm` as the process communicator (data 0: transfers between

@@ -599,24 +599,6 @@ const fg_dist_exec *fg_dist_session_exec(fg_dist_session *ds) {
   return ds && ds->use_exec ? &ds->exec : NULL;
 }
 
-/* The attached communicators' run hooks (dist/comm.h), once each:
- * run_begin when `end` is 0, else run_end with `refused`. */
-static void comms_run_hook(fg_dist_session *ds, int end, const char *refused) {
-  fg_comm *cs[2] = {ds ? ds->process : NULL, ds ? ds->data : NULL};
-  for (int k = 0; k < 2; k++) {
-    fg_comm *c = cs[k];
-    if (!c || !c->ops || (k == 1 && c == cs[0])) continue;
-    if (!end && c->ops->run_begin) c->ops->run_begin(c);
-    if (end && c->ops->run_end) c->ops->run_end(c, refused);
-  }
-}
-
-void fg_dist_session_run_begin(fg_dist_session *ds) { comms_run_hook(ds, 0, NULL); }
-
-void fg_dist_session_run_end(fg_dist_session *ds, const char *refused) {
-  comms_run_hook(ds, 1, refused && !refused[0] ? "(no reason)" : refused);
-}
-
 void fg_dist_session_before_run(fg_dist_session *ds) {
   for (int d = 0; ds && ds->owned && d < ds->exec.n_dev; d++)
     fg_comm_inproc_reset(ds->owned[d]);

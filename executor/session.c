@@ -416,7 +416,6 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
                       int n_fetches, fg_tensor **outputs, const char *const *targets, int n_targets,
                       fg_run_metadata **md, fg_status *st) {
   if (sync_graph(s, st) != 0) return -1;
-  fg_dist_session_run_begin(s->dist);
   /* Small requests (the common case) resolve into stack arrays, so running
    * a cached plan allocates nothing but the fetched tensors. */
   enum { SMALL = 16 };
@@ -430,7 +429,7 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
       n_fetches <= SMALL ? fetch_outs_s : malloc((size_t)n_fetches * sizeof *fetch_outs);
   int *target_nodes =
       n_targets <= SMALL ? target_nodes_s : malloc((size_t)n_targets * sizeof *target_nodes);
-  int rc = -1, started = 0; /* 1 once the plan runs */
+  int rc = -1;
   fg_plan_request req;
   if (!feed_nodes || !feed_tensors || !fetch_outs || !target_nodes) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_run: out of memory");
@@ -444,19 +443,14 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
    * (a GPU session's variables may have moved on the device). */
   if (!fg_dist_session_agreed(s->dist) &&
       ((s->cuda && fg_cuda_vars_to_host(s->cuda, s->vars, s->n_vars_cap, -1, st) != 0) ||
-       fg_dist_session_agree(s->dist, s->g, s->vars, s->n_vars_cap, st) != 0)) {
-    /* Every process got the same verdict, in a collective: nothing to
-     * tell them. */
-    started = 1;
+       fg_dist_session_agree(s->dist, s->g, s->vars, s->n_vars_cap, st) != 0))
     goto done;
-  }
   int64_t plan_ns = 0;
   fg_plan *plan = get_plan(s, &req, &plan_ns, st);
   if (!plan) goto done;
   int64_t t0 = md ? clock_ns() : 0;
   plan->timings_t0 = 0;
   fg_dist_session_before_run(s->dist);
-  started = 1;
   int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, s->g, plan, &req, md != NULL, st)
                        : fg_plan_run(s->g, plan, &req, s->pool, md != NULL, st);
   if (md) {
@@ -485,11 +479,6 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   rc = 0;
   fg_status_clear(st);
 done:
-  /* Refused before the plan ran: peers already in this run's collectives,
-   * or on their way, would wait out their timeout. They are told, and stop
-   * (only waits in this run: a run every rank refuses alike stops nothing,
-   * and the communicator stays usable). */
-  fg_dist_session_run_end(s->dist, rc != 0 && !started ? fg_status_message(st) : NULL);
   if (feed_nodes != feed_nodes_s) free(feed_nodes);
   if (feed_tensors != feed_tensors_s) free(feed_tensors);
   if (fetch_outs != fetch_outs_s) free(fetch_outs);
