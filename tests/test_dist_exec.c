@@ -187,24 +187,13 @@ FG_TEST(dist_exec_fused_update_runs_do_not_allocate, "dist") {
   int64_t n = 1 << 18; /* 1 MiB of f32 */
   const char *targets[2] = {"u0", "u1"};
   for (int r = 0; r < 2; r++) {
-    char dev[8], vn[8], gn[8];
-    snprintf(dev, sizeof dev, "cpu:%d", r);
-    snprintf(vn, sizeof vn, "v%d", r);
-    snprintf(gn, sizeof gn, "g%d", r);
     fg_tensor *vt = fg_tensor_new(FG_F32, 1, &n, st), *gt = fg_tensor_new(FG_F32, 1, &n, st);
     FG_REQUIRE(vt && gt);
     for (int64_t i = 0; i < n; i++) {
       ((float *)fg_tensor_data(vt))[i] = 1;
       ((float *)fg_tensor_data(gt))[i] = r ? 3 : 1;
     }
-    fg_attrs *a = fg_attrs_new();
-    fg_attrs_set_int(a, "all_reduce", 1);
-    fg_output in[3] = {fg_variable(g, vn, vt), fg_constant(g, gn, gt), fg_scalar(g, FG_F32, 0.125)};
-    fg_output u = fg_op(g, "apply_sgd", targets[r], in, 3, a);
-    for (int k = 0; k < 3; k++)
-      fg_set_device(g, in[k], dev);
-    fg_set_device(g, u, dev);
-    fg_attrs_free(a);
+    dist_fused_sgd_on(g, r, vt, gt, FG_F32, 0.125, 1, targets[r]);
     fg_tensor_free(vt);
     fg_tensor_free(gt);
   }

@@ -164,21 +164,9 @@ FG_TEST(dist_fused_apply_sgd_by_hand, "dist") {
     const double v0[3] = {1, 2, 3}, gr[2][3] = {{1, 0, -2}, {3, 4, 0}};
     const char *fetch[2] = {"u0", "u1"};
     for (int r = 0; r < 2; r++) {
-      char dev[8], vn[8], gn[8];
-      snprintf(dev, sizeof dev, "cpu:%d", r);
-      snprintf(vn, sizeof vn, "v%d", r);
-      snprintf(gn, sizeof gn, "g%d", r);
       fg_tensor *vt = fg_tensor_from_data(FG_F64, 1, &three, v0, sizeof v0, st);
       fg_tensor *gt = fg_tensor_from_data(FG_F64, 1, &three, gr[r], sizeof gr[r], st);
-      fg_output in[3] = {fg_variable(g, vn, vt), fg_constant(g, gn, gt), fg_scalar(g, FG_F64, 0.5)};
-      fg_attrs *a = fg_attrs_new();
-      fg_attrs_set_int(a, "all_reduce", 1);
-      fg_attrs_set_int(a, "mean", mean);
-      fg_output u = fg_op(g, "apply_sgd", fetch[r], in, 3, a);
-      for (int k = 0; k < 3; k++)
-        fg_set_device(g, in[k], dev);
-      fg_set_device(g, u, dev);
-      fg_attrs_free(a);
+      dist_fused_sgd_on(g, r, vt, gt, FG_F64, 0.5, mean, fetch[r]);
       fg_tensor_free(vt);
       fg_tensor_free(gt);
     }

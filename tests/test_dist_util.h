@@ -114,6 +114,28 @@ static inline fg_graph *dist_wide_mlp(fg_dtype dt, int in, int hid, fg_optimizer
   return g;
 }
 
+/* On cpu:r: variable "v<r>" of value vt, constant "g<r>" of value gt, and
+ * `name` = apply_sgd(v, g, lr; all_reduce = 1, mean): the fused updates
+ * built by hand, one per device of a two-device graph. */
+static inline fg_output dist_fused_sgd_on(fg_graph *g, int r, const fg_tensor *vt,
+                                          const fg_tensor *gt, fg_dtype lr_dt, double lr, int mean,
+                                          const char *name) {
+  char dev[16], vn[16], gn[16];
+  snprintf(dev, sizeof dev, "cpu:%d", r);
+  snprintf(vn, sizeof vn, "v%d", r);
+  snprintf(gn, sizeof gn, "g%d", r);
+  fg_attrs *a = fg_attrs_new();
+  fg_attrs_set_int(a, "all_reduce", 1);
+  fg_attrs_set_int(a, "mean", mean);
+  fg_output in[3] = {fg_variable(g, vn, vt), fg_constant(g, gn, gt), fg_scalar(g, lr_dt, lr)};
+  fg_output u = fg_op(g, "apply_sgd", name, in, 3, a);
+  for (int k = 0; k < 3; k++)
+    fg_set_device(g, in[k], dev);
+  fg_set_device(g, u, dev);
+  fg_attrs_free(a);
+  return u;
+}
+
 /* dist_mlp_seeded with the initialisation every dist test shares. */
 static inline fg_graph *dist_mlp_cfg(fg_dtype dt, const fg_optimizer_config *cfg, const char *dev1,
                                      const char *dev2) {
