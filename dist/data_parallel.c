@@ -553,7 +553,7 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
     return 1;
   }
   int fuse = -1; /* the gradient this update all-reduces itself */
-  for (int j = 0; d->fused && j < d->n_grads && fuse < 0; j++)
+  for (int j = 0; d->fused && nd->op == FG_OP_APPLY_SGD && j < d->n_grads && fuse < 0; j++)
     if (d->fused[j] == i) fuse = j;
   for (int r = 0; r < d->n; r++) {
     for (int k = 0; k < nd->n_inputs; k++) {

@@ -311,9 +311,7 @@ static void home_vars(fg_session *s) {
     const fg_tensor *v = s->vars[id];
     if (!v) continue;
     size_t bytes = fg_tensor_num_bytes(v);
-    fg_status *st = fg_status_new();
-    moved[id] = st ? fg_tensor_wrap(v->dtype, v->rank, v->dims, arena + off, bytes, st) : NULL;
-    fg_status_free(st);
+    moved[id] = fg_tensor_wrap(v->dtype, v->rank, v->dims, arena + off, bytes, NULL);
     if (!(ok = moved[id] != NULL)) break;
     if (bytes) memcpy(arena + off, v->data, bytes);
     off += (bytes + 63) & ~(size_t)63;

@@ -2,6 +2,8 @@
 #define _DEFAULT_SOURCE /* realpath */
 #include "graph/file_path.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,4 +40,27 @@ char *fg_path_write_target(const char *path) {
     if (named) return named;
   }
   return path ? strdup(path) : NULL;
+}
+
+int fg_path_open_temp(const char *target, char **tmp_out) {
+  static unsigned counter;
+  size_t len = strlen(target) + 64;
+  char *tmp = malloc(len);
+  if (!tmp) {
+    errno = ENOMEM;
+    return -1;
+  }
+  for (int attempt = 0; attempt < 100; attempt++) {
+    snprintf(tmp, len, "%s.tmp.%ld.%u", target, (long)getpid(), counter++);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (fd >= 0) {
+      *tmp_out = tmp;
+      return fd;
+    }
+    if (errno != EEXIST) break;
+  }
+  int e = errno;
+  free(tmp);
+  errno = e;
+  return -1;
 }

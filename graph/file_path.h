@@ -27,6 +27,12 @@ int fg_path_write_in_place(const char *path);
  * out of memory. */
 char *fg_path_write_target(const char *path);
 
+/* Creates "<target>.tmp.<pid>.<k>" beside `target` (exclusively, k counting
+ * up past names taken), opened for writing with mode 0666 less the umask,
+ * as the final file should have: its descriptor, and the name in *tmp_out
+ * (free it). -1 with errno set when it cannot. */
+int fg_path_open_temp(const char *target, char **tmp_out);
+
 #ifdef __cplusplus
 }
 #endif

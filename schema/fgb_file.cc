@@ -129,10 +129,12 @@ int write_file_atomic(const char *path, const void *data, size_t size, fg_status
   if (!in_place && !target_c) return io_fail(st, FG_RESOURCE_EXHAUSTED, "resolve", path, ENOMEM);
   std::string target = target_c ? target_c : path;
   free(target_c);
-  std::string tmp = target + ".tmp.XXXXXX"; /* mkstemp's template: it fills the Xs */
-  int fd = in_place ? open(path, O_WRONLY | O_TRUNC) : mkstemp(&tmp[0]);
+  char *tmp_c = nullptr;
+  int fd = in_place ? open(path, O_WRONLY | O_TRUNC) : fg_path_open_temp(target.c_str(), &tmp_c);
   if (fd < 0 && in_place) return io_fail(st, FG_IO_ERROR, "open for writing", path, errno);
   if (fd < 0) return io_fail(st, FG_IO_ERROR, "create a temporary file beside", path, errno);
+  std::string tmp = tmp_c ? tmp_c : "";
+  free(tmp_c);
   const char *p = (const char *)data;
   size_t left = size;
   int err = 0;
@@ -146,8 +148,6 @@ int write_file_atomic(const char *path, const void *data, size_t size, fg_status
     p += n;
     left -= (size_t)n;
   }
-  /* mkstemp makes the file 0600; saved graphs are ordinary files. */
-  if (!err && !in_place && fchmod(fd, 0644) != 0) err = errno;
   if (!err && !in_place && fsync(fd) != 0) err = errno;
   if (close(fd) != 0 && !err) err = errno;
   if (!err && !in_place && rename(tmp.c_str(), target.c_str()) != 0) err = errno;

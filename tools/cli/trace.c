@@ -26,18 +26,19 @@ int out_open(out_file *o, const char *path, fg_status *st) {
     return 0;
   }
   o->target = fg_path_write_target(path);
-  size_t len = o->target ? strlen(o->target) + 48 : 0;
-  o->tmp = o->target ? malloc(len) : NULL;
-  if (!o->tmp) {
+  if (!o->target) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
-    free(o->target);
-    o->target = NULL;
     return -1;
   }
-  snprintf(o->tmp, len, "%s.part.%ld", o->target, (long)getpid());
-  o->f = fopen(o->tmp, "wb");
+  int fd = fg_path_open_temp(o->target, &o->tmp);
+  o->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
   if (!o->f) {
-    fg_status_set(st, FG_IO_ERROR, "cannot create %s: %s", o->tmp, strerror(errno));
+    fg_status_set(st, FG_IO_ERROR, "cannot create a temporary file beside %s: %s", o->target,
+                  strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(o->tmp);
+    }
     free(o->tmp);
     free(o->target);
     o->tmp = o->target = NULL;

@@ -595,31 +595,6 @@ static int write_full(int fd, const void *buf, size_t n) {
   return 0;
 }
 
-/* Opens "<path>.tmp.<pid>.<k>" exclusively; open() (not mkstemp) so the
- * final file gets the usual umask-derived mode. */
-static int open_temp(const char *path, char **tmp_out) {
-  static unsigned counter;
-  size_t len = strlen(path) + 64;
-  char *tmp = malloc(len);
-  if (!tmp) {
-    errno = ENOMEM;
-    return -1;
-  }
-  for (int attempt = 0; attempt < 100; attempt++) {
-    snprintf(tmp, len, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-    if (fd >= 0) {
-      *tmp_out = tmp;
-      return fd;
-    }
-    if (errno != EEXIST) break;
-  }
-  int e = errno;
-  free(tmp);
-  errno = e;
-  return -1;
-}
-
 int fg_npy_write(const char *path, const fg_tensor *t, fg_status *status) {
   if (!path || !t) {
     fg_status_set(status, FG_INVALID_ARGUMENT, "fg_npy_write: %s is NULL",
@@ -662,7 +637,7 @@ int fg_npy_write(const char *path, const fg_tensor *t, fg_status *status) {
     fg_status_set(status, FG_RESOURCE_EXHAUSTED, "%s: out of memory", path);
     goto out;
   }
-  int fd = in_place ? open(path, O_WRONLY | O_TRUNC) : open_temp(target, &tmp);
+  int fd = in_place ? open(path, O_WRONLY | O_TRUNC) : fg_path_open_temp(target, &tmp);
   if (fd < 0) {
     if (in_place)
       fg_status_set(status, FG_IO_ERROR, "%s: cannot open it for writing: %s", path,
