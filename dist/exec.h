@@ -22,6 +22,7 @@
 #include "kernels/kernel.h"
 
 typedef struct fg_dist_runner fg_dist_runner;
+struct fg_plan_request; /* executor/plan.h */
 
 typedef struct fg_dist_exec {
   int n_dev;
@@ -163,6 +164,29 @@ int fg_dist_session_agreed(const fg_dist_session *ds);
  * and both hashes otherwise, the same on every rank. 0 or -1. */
 int fg_dist_session_agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *const *vars,
                           int n_vars, fg_status *st);
+/* The ranks agree to start a run (dist/run_agree.c): every run that holds
+ * collectives or transfers between processes first exchanges one word per
+ * rank, "ready, with these collectives" or "refused", so a rank whose run
+ * is refused before it starts (a feed's dtype or shape, its plan) stops its
+ * peers at once instead of leaving them in the run's first collective until
+ * the deadline, and ranks asking for different collectives are told so
+ * before any pairs wrongly. Runs without collectives take no part.
+ *
+ * fg_dist_run_key: which rounds a run of `req` needs (bit 0: over the
+ * process communicator, the data-parallel replicas' or a split graph's
+ * replica group; bit 1: over the data communicator, a split graph's
+ * stage group; 0: none) and the key all ranks must share (*key). -1 when
+ * out of memory. */
+int fg_dist_run_key(const fg_dist_session *ds, const fg_graph *g, const struct fg_plan_request *req,
+                    uint64_t *key, fg_status *st);
+/* fg_dist_run_agree: the rounds, each rank passing `refused` 1 when this
+ * run was refused here (st holds why). 0: every rank is ready with the same
+ * key, run it. -1: this rank's own refusal (st as it was), FG_ABORTED
+ * naming the rank that refused and its reason, FG_INVALID_ARGUMENT when
+ * the keys differ (the same on every rank), or the exchange's error (a peer
+ * that never came: the deadline). The group stays usable unless the
+ * exchange itself failed. */
+int fg_dist_run_agree(fg_dist_session *ds, int rounds, uint64_t key, int refused, fg_status *st);
 /* Whether the session's graph uses only one device, and that device is a
  * GPU (the CUDA executor's case). */
 int fg_dist_session_num_devices(const fg_dist_session *ds);

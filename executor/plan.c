@@ -267,7 +267,7 @@ static int close_collectives(const fg_graph *g, const fg_dist_exec *dx, char *ne
 
 /* Marks what the fetches and targets need, walking inputs backwards. Node
  * ids are topological, so one descending sweep suffices. */
-static int mark_needed(const fg_graph *g, const fg_plan_request *req, char *needed) {
+int fg_plan_mark_needed(const fg_graph *g, const fg_plan_request *req, char *needed) {
   for (int i = 0; i < req->n_fetches; i++)
     needed[req->fetches[i].node] = 1;
   for (int i = 0; i < req->n_targets; i++)
@@ -791,7 +791,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     feed_of[i] = -1, plan->slot_of_output[i] = -1;
   for (int i = 0; i < req->n_feeds; i++)
     feed_of[req->feed_nodes[i]] = i;
-  if (mark_needed(g, req, needed) != 0) {
+  if (fg_plan_mark_needed(g, req, needed) != 0) {
     fail_oom(st, "needed nodes");
     goto fail;
   }

@@ -66,6 +66,10 @@ typedef struct fg_plan {
   int64_t *key;
   size_t key_len;
   uint64_t graph_version;
+  /* What the ranks agree on before a run of this plan (fg_dist_run_key):
+   * the rounds (0: none) and the key. Set by the session. */
+  int run_rounds;
+  uint64_t run_key;
 
   fg_kbuf *slots;
   int n_slots;
@@ -167,6 +171,10 @@ typedef fg_tensor *(*fg_var_lookup_fn)(void *ctx, int node);
 /* Builds a plan; NULL with status set on failure. */
 fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_lookup_fn vars,
                        void *vars_ctx, fg_status *status);
+/* Sets needed[id] (zeroed by the caller, g->n_nodes + 1 bytes) for every
+ * node the request's fetches and targets need, with the collectives every
+ * device must run alongside (fg_plan_build's set). -1 when out of memory. */
+int fg_plan_mark_needed(const fg_graph *g, const fg_plan_request *req, char *needed);
 /* Whether `plan` was built for this request (same key). */
 int fg_plan_matches(const fg_plan *plan, const fg_graph *g, const fg_plan_request *req);
 void fg_plan_free(fg_plan *plan);
@@ -183,8 +191,9 @@ static inline int fg_plan_threads(const fg_plan *plan) {
 
 /* check_numerics (BAD_INPUTS M4): fails with FG_INVALID_ARGUMENT naming the
  * first fed tensor that holds NaN or Inf ("feed 'x' (placeholder): holds 1
- * NaN and 0 Inf (check_numerics)"), before anything runs; the CPU and CUDA
- * runs both call it. */
+ * NaN and 0 Inf (check_numerics)"), before anything runs. The session
+ * calls it before the ranks agree to start the run (dist/exec.h
+ * fg_dist_run_agree), so a NaN fed on one rank stops its peers at once. */
 int fg_plan_check_feeds(const fg_graph *g, const fg_plan *plan, const fg_plan_request *req,
                         fg_status *st);
 

@@ -199,7 +199,6 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
     if (plan->feed_slots[i] >= 0)
       plan->slots[plan->feed_slots[i]].data = req->feed_tensors[i]->data;
 
-  if (req->check_numerics && fg_plan_check_feeds(g, plan, req, st) != 0) return -1;
   run_ctx rc = {g,
                 plan,
                 {pool, fg_pool_parallel_for_fn},

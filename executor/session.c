@@ -239,7 +239,6 @@ static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
         fg_status_set(st, FG_INVALID_ARGUMENT, "feed '%s' is given twice", feeds[i].name);
         return -1;
       }
-    if (check_feed(&g->nodes[id], feeds[i].tensor, st) != 0) return -1;
     feed_nodes[i] = id;
     feed_tensors[i] = feeds[i].tensor;
   }
@@ -345,6 +344,11 @@ static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *pla
   home_vars(s);
   plan = fg_plan_build(s->g, req, var_lookup, s, st);
   if (!plan) return NULL;
+  plan->run_rounds = fg_dist_run_key(s->dist, s->g, req, &plan->run_key, st);
+  if (plan->run_rounds < 0) {
+    fg_plan_free(plan);
+    return NULL;
+  }
   if (s->cuda && fg_cuda_plan_prepare(s->cuda, s->g, plan, s->vars, s->n_vars_cap, st) != 0) {
     fg_plan_free(plan);
     return NULL;
@@ -436,16 +440,39 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   if (resolve(s, feeds, n_feeds, fetches, n_fetches, targets, n_targets, &req, feed_nodes,
               fetch_outs, target_nodes, feed_tensors, st) != 0)
     goto done;
+  /* From here a refusal may be this rank's alone (its feeds' values, its
+   * plan): it still takes part in the ranks' agreement to start the run,
+   * so its peers stop at once (fg_dist_run_agree). */
+  int refused = 0;
+  for (int i = 0; i < n_feeds && !refused; i++)
+    refused = check_feed(&s->g->nodes[feed_nodes[i]], feed_tensors[i], st) != 0;
 
   /* M2: before the first collective with newly attached communicators
-   * (a GPU session's variables may have moved on the device). */
-  if (!fg_dist_session_agreed(s->dist) &&
-      ((s->cuda && fg_cuda_vars_to_host(s->cuda, s->vars, s->n_vars_cap, -1, st) != 0) ||
-       fg_dist_session_agree(s->dist, s->g, s->vars, s->n_vars_cap, st) != 0))
-    goto done;
+   * (a GPU session's variables may have moved on the device). Every rank
+   * takes part, refused or not. */
+  if (!fg_dist_session_agreed(s->dist)) {
+    char own[1024];
+    fg_code own_code = fg_status_code(st);
+    if (refused) snprintf(own, sizeof own, "%s", fg_status_message(st));
+    if ((s->cuda && fg_cuda_vars_to_host(s->cuda, s->vars, s->n_vars_cap, -1, st) != 0) ||
+        fg_dist_session_agree(s->dist, s->g, s->vars, s->n_vars_cap, st) != 0)
+      goto done;
+    if (refused) fg_status_set(st, own_code, "%s", own);
+  }
   int64_t plan_ns = 0;
-  fg_plan *plan = get_plan(s, &req, &plan_ns, st);
-  if (!plan) goto done;
+  fg_plan *plan = refused ? NULL : get_plan(s, &req, &plan_ns, st);
+  refused = refused || !plan || (req.check_numerics && fg_plan_check_feeds(s->g, plan, &req, st));
+  int rounds = plan ? plan->run_rounds : 0;
+  uint64_t key = plan ? plan->run_key : 0;
+  if (!plan) {
+    char own[1024];
+    fg_code own_code = fg_status_code(st);
+    snprintf(own, sizeof own, "%s", fg_status_message(st));
+    rounds = fg_dist_run_key(s->dist, s->g, &req, &key, st);
+    if (rounds < 0) goto done;
+    fg_status_set(st, own_code, "%s", own);
+  }
+  if (fg_dist_run_agree(s->dist, rounds, key, refused, st) != 0) goto done;
   int64_t t0 = md ? clock_ns() : 0;
   plan->timings_t0 = 0;
   fg_dist_session_before_run(s->dist);

@@ -169,6 +169,77 @@ FG_TEST(mpi_dp_fused_update_np4_two_hosts, "dist") {
   check_dp_fused(4, "64", 0, "FG_TEST_HOSTS=0,0,1,1", 0, 1e-5);
 }
 
+/* A session run refused before it starts on some ranks (tests/mpi/
+ * mpi_refused.c, timeout 30 s; dist/exec.h fg_dist_run_agree). `env` as
+ * check_collectives'. */
+static void check_refused(const char *mode, int np, const char *env) {
+  MPI_REQUIRED();
+  run_result *res = malloc(sizeof *res);
+  char prog[1024];
+  snprintf(prog, sizeof prog, "%s/mpi_refused", FG_MPI_HELPER_DIR);
+  char *args[] = {prog, (char *)mode, NULL};
+  set_env_list(env, 1);
+  mpirun(np, NULL, args, 50, res);
+  set_env_list(env, 0);
+  FG_CHECK(res->status != -1); /* not killed at the limit */
+  FG_CHECK_INT(res->status, 0);
+  char want[300];
+  for (int r = 0; r < np; r++) {
+    snprintf(want, sizeof want, "rank %d: as expected", r);
+    FG_CHECK_STR_CONTAINS(res->out, want);
+  }
+  /* Every rank ends with the same variable, bit for bit. */
+  const char *c0 = strstr(res->out, "rank 0: checksum 0x");
+  FG_CHECK(c0 != NULL);
+  for (int r = 1; c0 && r < np; r++) {
+    snprintf(want, sizeof want, "rank %d: checksum %.18s", r, c0 + strlen("rank 0: checksum "));
+    FG_CHECK_STR_CONTAINS(res->out, want);
+  }
+  if (strcmp(mode, "alone") == 0) {
+    /* Rank 1's feed is refused; the others stop at once, told why, and
+     * rank 1's retry trains with them. */
+    FG_CHECK_STR_CONTAINS(res->out, "rank 1: run 2: INVALID_ARGUMENT after ");
+    for (int r = 0; r < np; r++) {
+      if (r == 1) continue;
+      snprintf(want, sizeof want, "rank %d: run 2: ABORTED after ", r);
+      const char *p = strstr(res->out, want);
+      if (!p) {
+        FG_FAIL_AT("missing '%s' in:\n%s", want, res->out);
+        continue;
+      }
+      FG_CHECK(atof(p + strlen(want)) < 10.0);
+      const char *nl = strchr(p, '\n');
+      char line[800];
+      snprintf(line, sizeof line, "%.*s", nl ? (int)(nl - p) : (int)strlen(p), p);
+      snprintf(want, sizeof want,
+               "rank 1 of %d in this process's data-parallel group refused the run before it "
+               "started, so no rank ran it: feed 'x': expected f32 [?,8], given f64 [6,8]",
+               np);
+      FG_CHECK_STR_CONTAINS(line, want);
+    }
+    for (int r = 0; r < np; r++) {
+      snprintf(want, sizeof want, "rank %d: run 4: ok", r);
+      FG_CHECK_STR_CONTAINS(res->out, want);
+    }
+  }
+  if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
+  free(res);
+}
+
+FG_TEST(mpi_run_refused_alone_stops_peers, "dist,badinput") { check_refused("alone", 3, NULL); }
+/* The same over MPI messages. */
+FG_TEST(mpi_run_refused_alone_stops_peers_messages, "dist,badinput") {
+  check_refused("alone", 2, "FG_MPI_SHM=0");
+}
+/* Refused on every rank alike (a wrong fetch, before the ranks agree):
+ * nobody waits; a broadcast and two more runs then work. */
+FG_TEST(mpi_run_refused_alike_keeps_group, "dist,badinput") { check_refused("alike", 3, NULL); }
+/* Refused on one rank, but the run holds no collective: the peers finish
+ * it, and the next run trains on every rank. */
+FG_TEST(mpi_run_refused_without_collectives_keeps_group, "dist,badinput") {
+  check_refused("nocoll", 2, NULL);
+}
+
 /* One host: all_reduce goes through one shared segment (dist/shm_reduce.c). */
 FG_TEST(mpi_collectives_np2, "dist") { check_collectives(2, NULL, NULL); }
 FG_TEST(mpi_collectives_np4, "dist") { check_collectives(4, NULL, NULL); }

@@ -142,11 +142,18 @@ static void *inject_fault(void *arg) {
   return NULL;
 }
 
+static double waited_s(const char *line);
+
 /* Rank `r`'s error line (from its own stderr file, appended in rank order
- * by mpirun_at): where "on rank R of 4: " starts, or NULL. */
+ * by mpirun_at): where "on rank R of 4: " starts, or NULL. mpirun's
+ * forwarded stderr may cut a report in two ("on rank 0 of 4: w", another
+ * rank's line, "aited 2.0 s"), so a whole report of a wait is preferred to
+ * the first one seen. */
 static const char *rank_line(const char *out, int r) {
   char key[32];
   snprintf(key, sizeof key, "on rank %d of 4: ", r);
+  for (const char *p = strstr(out, key); p; p = strstr(p + 1, key))
+    if (waited_s(p) >= 0) return p;
   return strstr(out, key);
 }
 

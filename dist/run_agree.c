@@ -1,0 +1,155 @@
+/* The ranks agree to start a run (dist/exec.h fg_dist_run_agree).
+ *
+ * Why: a run refused on one rank before it starts (a feed of the wrong
+ * dtype or shape there only) used to leave its peers waiting in that run's
+ * first collective until their timeout, and a rank retrying at once could
+ * pair its next run's collectives with the peers' refused one. Telling the
+ * peers afterwards (a notice) cannot work: ranks' run counts drift (rank 0
+ * evaluating alone), so a notice cannot name "the same run". So, as Horovod
+ * negotiates before its collectives, every run that holds collectives (or
+ * transfers between processes) starts with one small collective of its
+ * own, in which each rank says "ready, with these collectives" or
+ * "refused": it is ordered with the run's other collectives, so it pairs
+ * with the peers' agreement of the same run by construction. Runs without
+ * collectives take no part, so rank 0 may evaluate alone. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/exec.h"
+#include "executor/plan.h"
+#include "graph/op_table.h"
+
+/* A rank's word: its run's key (the top bit clear), or REFUSED. */
+#define REFUSED ((uint64_t)1 << 63)
+/* The reason a refusing rank sends its peers: the first bytes of its
+ * status message. */
+enum { WHY_BYTES = 512 };
+
+int fg_dist_run_key(const fg_dist_session *ds, const fg_graph *g, const fg_plan_request *req,
+                    uint64_t *key, fg_status *st) {
+  *key = 0;
+  const fg_dist_exec *dx = fg_dist_session_exec((fg_dist_session *)ds);
+  fg_comm *replica = fg_dist_session_replica_comm(ds);
+  int cross = dx && dx->my_rank >= 0; /* transfers on dx->p2p */
+  if (!replica && !cross) return 0;
+  char *needed = calloc((size_t)g->n_nodes + 1, 1);
+  if (!needed || fg_plan_mark_needed(g, req, needed) != 0) {
+    free(needed);
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory (the run's key)");
+    return -1;
+  }
+  int rounds = 0;
+  uint64_t h = fg_hash64(0, "run", 3);
+  for (int id = 0; id < g->n_nodes; id++)
+    if (needed[id] && fg_node_is_collective(&g->nodes[id])) {
+      h = fg_hash64(h, &id, sizeof id);
+      /* Data parallelism's collectives go over the process communicator,
+       * a split graph's over the data one (its stage's replicas). */
+      if (replica) rounds |= cross ? 2 : 1;
+    }
+  if (cross) {
+    /* Every rank of a graph split across processes runs every run, and
+     * they number its transfers and fetches alike: the same needed nodes
+     * and the same fetches. */
+    rounds |= 1;
+    h = fg_hash64(h, needed, (size_t)g->n_nodes);
+    h = fg_hash64(h, req->fetches, (size_t)req->n_fetches * sizeof *req->fetches);
+  }
+  free(needed);
+  *key = (h & ~REFUSED) | 1; /* never 0 */
+  return rounds;
+}
+
+/* One round over c. *refused (in: this rank's verdict so far, its reason
+ * in why; out: the group's) and st as fg_dist_run_agree's. -1 only when
+ * the exchange itself failed. */
+static int round_over(fg_comm *c, const char *group, uint64_t key, int *refused, char *why,
+                      fg_code *code, fg_status *st) {
+  int64_t small[64], *all = c->size <= 64 ? small : malloc((size_t)c->size * sizeof *all);
+  if (!all) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "agreeing to start the run: out of memory");
+    return -1;
+  }
+  /* Host memory: a sum where rank r fills slot r (its key, or -1 when
+   * refused) is an all-gather through the communicator's all_reduce, its
+   * fastest path (shared memory on one host), whose deadline names the
+   * missing rank; MPI's own all-gather cannot. A GPU's collectives take
+   * device memory: there the communicator's all-gather of words. */
+  int rc;
+  if (fg_comm_gpu(c) < 0) {
+    memset(all, 0, (size_t)c->size * sizeof *all);
+    all[c->rank] = *refused ? -1 : (int64_t)key;
+    rc = c->ops->all_reduce(c, all, c->size, FG_I64, 0, st);
+  } else {
+    rc = c->ops->all_gather_u64(c, *refused ? REFUSED : key, (uint64_t *)all, st);
+    for (int r = 0; rc == 0 && r < c->size; r++)
+      if ((uint64_t)all[r] & REFUSED) all[r] = -1;
+  }
+  int first = -1, differ = -1;
+  for (int r = 0; rc == 0 && r < c->size; r++) {
+    if (all[r] < 0 && first < 0) first = r;
+    if (differ < 0 && all[r] != all[0]) differ = r;
+  }
+  if (rc != 0) {
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+    fg_status_set(st, fg_status_code(st),
+                  "agreeing with the %s group to start a run that holds collectives: %s", group,
+                  msg);
+  } else if (first >= 0) {
+    /* The lowest refusing rank tells everyone why. */
+    char buf[WHY_BYTES] = {0};
+    if (c->rank == first) snprintf(buf, sizeof buf, "%s", why);
+    int sent = c->ops->broadcast && c->ops->broadcast(c, buf, sizeof buf, first, st) == 0;
+    buf[sizeof buf - 1] = 0;
+    if (!*refused) {
+      *refused = 1;
+      *code = FG_ABORTED;
+      snprintf(why, WHY_BYTES, "rank %d of %d in this process's %s group refused the run %s: %s",
+               first, c->size, group, "before it started, so no rank ran it",
+               sent ? buf : "(its reason could not be sent; its own error says why)");
+    }
+  } else if (differ >= 0) {
+    *refused = 1;
+    *code = FG_INVALID_ARGUMENT;
+    snprintf(why, WHY_BYTES,
+             "ranks asked for different runs: in this process's %s group rank 0's run has key "
+             "0x%016llx and rank %d's 0x%016llx; every rank must run the same collectives in the "
+             "same order (the same targets and fetches that reach all_reduce nodes; a graph split "
+             "across processes needs the same fetches), and only runs without collectives may "
+             "differ",
+             group, (unsigned long long)all[0], differ, (unsigned long long)all[differ]);
+  }
+  if (all != small) free(all);
+  return rc;
+}
+
+int fg_dist_run_agree(fg_dist_session *ds, int rounds, uint64_t key, int refused, fg_status *st) {
+  if (!rounds) return refused ? -1 : 0;
+  const fg_dist_exec *dx = fg_dist_session_exec(ds);
+  int cross = dx && dx->my_rank >= 0;
+  fg_comm *groups[2] = {cross ? dx->p2p : fg_dist_session_replica_comm(ds),
+                        cross ? fg_dist_session_replica_comm(ds) : NULL};
+  const char *names[2] = {cross ? "replica" : "data-parallel", "stage"};
+  char why[WHY_BYTES];
+  fg_code code = refused ? fg_status_code(st) : FG_OK;
+  if (refused) snprintf(why, sizeof why, "%s", fg_status_message(st));
+  char own[1024]; /* this rank's own refusal, returned as it was */
+  if (refused) snprintf(own, sizeof own, "%s", fg_status_message(st));
+  const int was_refused = refused;
+  /* Both rounds run whatever the first found, so a refusal in one replica
+   * reaches every process of the grid of replicas x stages. */
+  for (int k = 0; k < 2; k++) {
+    if (!(rounds & (1 << k)) || !groups[k]) continue;
+    if (round_over(groups[k], names[k], key, &refused, why, &code, st) != 0) {
+      /* The exchange failed (a peer missing): this rank's own refusal is
+       * still the better answer where it has one. */
+      if (was_refused) fg_status_set(st, code, "%s", own);
+      return -1;
+    }
+  }
+  if (!refused) return 0;
+  fg_status_set(st, code, "%s", was_refused ? own : why);
+  return -1;
+}
