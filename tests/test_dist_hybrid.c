@@ -34,6 +34,7 @@ typedef struct hy_arg {
   int rows[HY_STEPS];
   fg_tensor *vars[6]; /* stage 0, after gathering */
   int bad_label;      /* feed label 99 (of 10 classes) in the first step */
+  int bad_dtype;      /* feed x of the other dtype in the second step */
   int broadcast;      /* fg_session_broadcast_variables from replica 0 first */
   int rc;
   fg_code code;
@@ -59,6 +60,13 @@ static void *hy_thread(void *p) {
     fg_tensor *x = NULL, *y = NULL;
     a->rc = dist_batch(a->dt, 100 * k + (int)first, a->rows[k], &x, &y) != 0;
     if (!a->rc && a->bad_label && k == 0) ((int32_t *)fg_tensor_data(y))[1] = 99;
+    if (!a->rc && a->bad_dtype && k == 1) {
+      fg_tensor_free(x);
+      fg_tensor *y2 = NULL;
+      a->rc = dist_batch(a->dt == FG_F32 ? FG_F64 : FG_F32, 100 * k + (int)first, a->rows[k], &x,
+                         &y2) != 0;
+      fg_tensor_free(y2);
+    }
     fg_feed feeds[2] = {{"x", x}, {"y", y}};
     const char *fetch = "loss", *target = "train";
     fg_tensor *out = NULL;
@@ -88,7 +96,9 @@ static fg_graph *hy_graph[HY_MAX_K * HY_STAGES];
 /* Runs dg (the replicas = 1 rewrite of the split model) as `replicas` x 2
  * processes; args[k * 2 + stage]. Replicas after the first run `other`
  * when it is not NULL; with `broadcast` every process first takes replica
- * 0's variables. One replica runs without a data communicator. 0 when all
+ * 0's variables. One replica runs without a data communicator. `bad`: 1,
+ * the last replica feeds a label out of range; 2 + i, process i (replica *
+ * 2 + stage) feeds x of the other dtype in the second step. 0 when all
  * trained. */
 static int run_hybrid_on(fg_graph *dg, fg_graph *other, int broadcast, fg_dtype dt, int replicas,
                          int bad, hy_arg args[HY_MAX_K * HY_STAGES]) {
@@ -112,7 +122,8 @@ static int run_hybrid_on(fg_graph *dg, fg_graph *other, int broadcast, fg_dtype 
                     .data = replicas > 1 ? data[s][k] : NULL,
                     .replica = k,
                     .replicas = replicas,
-                    .bad_label = bad && k == replicas - 1};
+                    .bad_label = bad == 1 && k == replicas - 1,
+                    .bad_dtype = bad == 2 + k * HY_STAGES + s};
       pthread_create(&th[k * HY_STAGES + s], NULL, hy_thread, a);
     }
   for (int i = 0; i < n; i++)
@@ -385,6 +396,46 @@ FG_TEST(dist_hybrid_failed_step_aborts_every_process, "dist,badinput") {
   fg_graph_free(dg);
   fg_graph_free(gx);
   fg_status_free(st);
+}
+
+/* A run refused before it starts in one process (x of the wrong dtype):
+ * the ranks' agreement to start it (dist/exec.h fg_dist_run_agree) tells
+ * its replica group and then, in a second round, every stage group, so
+ * all processes stop at once, told why, instead of waiting in the run's
+ * transfers and all_reduce until the 20 s deadline. With one replica
+ * (model parallelism only) the replica group alone. */
+static void hybrid_refused_case(int replicas, int bad_proc) {
+  fg_status *st = fg_status_new();
+  fg_graph *gx = NULL, *dg = split_rewrite(FG_F32, FG_OPTIMIZER_SGD, 0.1, 0, &gx, st);
+  FG_REQUIRE(dg);
+  hy_arg args[HY_MAX_K * HY_STAGES];
+  run_hybrid(dg, FG_F32, replicas, 2 + bad_proc, args);
+  for (int i = 0; i < replicas * HY_STAGES; i++) {
+    if (!args[i].rc) FG_FAIL_AT("process %d did not fail", i);
+    if (!(args[i].sec < 10)) FG_FAIL_AT("process %d took %.1f s to stop", i, args[i].sec);
+    if (i == bad_proc) {
+      FG_CHECK_INT(args[i].code, FG_INVALID_ARGUMENT);
+      FG_CHECK_STR_CONTAINS(args[i].err, "feed 'x': expected f32 [?,64], given f64");
+    } else {
+      FG_CHECK_INT(args[i].code, FG_ABORTED);
+      FG_CHECK_STR_CONTAINS(args[i].err, "refused the run before it started, so no rank ran it");
+      FG_CHECK_STR_CONTAINS(args[i].err, "feed 'x': expected f32 [?,64], given f64");
+    }
+  }
+  if (fgt_failures)
+    for (int i = 0; i < replicas * HY_STAGES; i++)
+      fprintf(stderr, "process %d: %s\n", i, args[i].err);
+  free_args(args, replicas * HY_STAGES);
+  fg_graph_free(dg);
+  fg_graph_free(gx);
+  fg_status_free(st);
+}
+
+FG_TEST(dist_hybrid_refused_run_stops_every_process, "dist,badinput") {
+  hybrid_refused_case(2, 3); /* replica 1, stage 1 */
+}
+FG_TEST(dist_hybrid_refused_run_stops_other_stage, "dist,badinput") {
+  hybrid_refused_case(1, 1); /* model parallelism: stage 1 */
 }
 
 FG_TEST(dist_hybrid_bad_setups, "dist,badinput") {
