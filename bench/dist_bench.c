@@ -353,11 +353,23 @@ static int lane_threads(void) {
 
 /* mode: 0 the session's default, 1 in line, 2 no exchange (independent
  * ranks), 3 an own lane, 4 the default with fused updates (fused_update). */
+/* `dp BUCKET small`: a step so small (a 1024-16-1000 MLP, 32 rows) that
+ * what every data-parallel step pays besides its compute shows: the
+ * ranks' agreement to start the run (dist/run_agree.c), the all_reduce's
+ * latency, the lanes' hand-offs. Printed in microseconds per step. */
+static fg_graph *build_mlp_small(fg_status *st) {
+  static const int widths[3] = {1024, 16, 1000};
+  fg_output train;
+  return mlp_graph(FG_DIM_UNKNOWN, 2, widths, &train, st);
+}
+
 static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
-  const int batch = 256, warmup = 2;
-  const int steps = getenv("FG_BENCH_STEPS") ? atoi(getenv("FG_BENCH_STEPS")) : 8;
+  const int small = mode == 5;
+  const int batch = small ? 32 : 256, warmup = small ? 50 : 2;
+  const char *steps_env = getenv("FG_BENCH_STEPS");
+  const int steps = steps_env ? atoi(steps_env) : small ? 2000 : 8;
   int shard = batch / c->size;
-  fg_graph *g = build_mlp_large(st);
+  fg_graph *g = small ? build_mlp_small(st) : build_mlp_large(st);
   if (!g) return -1;
   const char *bi[] = {"x", "y"};
   fg_data_parallel_options o;
@@ -384,7 +396,10 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
                                          : "default (in line)";
   double t = timed_steps(s, dg, shard, c->rank, warmup, steps, c->rank, NULL, st);
   if (t < 0) return -1;
-  if (c->rank == 0)
+  if (c->rank == 0 && small)
+    printf("FG dp_small_step mlp 1024-16-1000 batch %d ranks %d threads 1: %.1f us/step\n", batch,
+           c->size, t / steps * 1e6);
+  else if (c->rank == 0)
     printf("FG dp_scaling mlp_large_train ranks %d threads 1 bucket %lld B collectives %s: %.1f "
            "images/s (%.1f ms/step)\n",
            c->size, (long long)bucket, how, batch * steps / t, t / steps * 1e3);
@@ -396,7 +411,7 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: dist_bench busbw [MAX_BYTES] | exchange | dp BUCKET_BYTES "
-                    "[inline|own-lane|independent|fused] | "
+                    "[inline|own-lane|independent|fused|small] | "
                     "pipe MICRO_BATCHES [BATCH]\n");
     return 2;
   }
@@ -423,6 +438,7 @@ int main(int argc, char **argv) {
             : strcmp(argv[3], "independent") == 0 ? 2
             : strcmp(argv[3], "own-lane") == 0    ? 3
             : strcmp(argv[3], "fused") == 0       ? 4
+            : strcmp(argv[3], "small") == 0       ? 5
                                                   : 0,
             st);
   if (rc != 0)

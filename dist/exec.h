@@ -164,21 +164,24 @@ int fg_dist_session_agreed(const fg_dist_session *ds);
  * and both hashes otherwise, the same on every rank. 0 or -1. */
 int fg_dist_session_agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *const *vars,
                           int n_vars, fg_status *st);
-/* The ranks agree to start a run (dist/run_agree.c): every run that holds
- * collectives or transfers between processes first exchanges one word per
- * rank, "ready, with these collectives" or "refused", so a rank whose run
- * is refused before it starts (a feed's dtype or shape, its plan) stops its
- * peers at once instead of leaving them in the run's first collective until
- * the deadline, and ranks asking for different collectives are told so
- * before any pairs wrongly. Runs without collectives take no part.
+/* The ranks agree to start a run (dist/run_agree.c): a run that holds
+ * collectives, or any run of a graph split across processes (its
+ * transfers and fetches pair by number), first exchanges one word per
+ * rank, "ready, with this key" or "refused", so a rank whose run is refused
+ * before it starts (a feed's dtype or shape, its plan, check_numerics)
+ * stops its peers at once instead of leaving them in the run's first
+ * collective or transfer until the deadline, and ranks asking for
+ * different collectives are told so before any pair wrongly. Data-parallel
+ * runs without collectives take no part (rank 0 may evaluate alone).
  *
  * fg_dist_run_key: which rounds a run of `req` needs (bit 0: over the
  * process communicator, the data-parallel replicas' or a split graph's
- * replica group; bit 1: over the data communicator, a split graph's
- * stage group; 0: none) and the key all ranks must share (*key). -1 when
- * out of memory. */
+ * replica group; bit 1: over the data communicator, a split graph's stage
+ * group; 0: none) and each round's key (key[0], key[1]): the collectives
+ * the run needs, and for a split graph's replica group also its needed
+ * nodes and fetches. -1 when out of memory. */
 int fg_dist_run_key(const fg_dist_session *ds, const fg_graph *g, const struct fg_plan_request *req,
-                    uint64_t *key, fg_status *st);
+                    uint64_t key[2], fg_status *st);
 /* fg_dist_run_agree: the rounds, each rank passing `refused` 1 when this
  * run was refused here (st holds why). 0: every rank is ready with the same
  * key, run it. -1: this rank's own refusal (st as it was), FG_ABORTED
@@ -186,7 +189,8 @@ int fg_dist_run_key(const fg_dist_session *ds, const fg_graph *g, const struct f
  * the keys differ (the same on every rank), or the exchange's error (a peer
  * that never came: the deadline). The group stays usable unless the
  * exchange itself failed. */
-int fg_dist_run_agree(fg_dist_session *ds, int rounds, uint64_t key, int refused, fg_status *st);
+int fg_dist_run_agree(fg_dist_session *ds, int rounds, const uint64_t key[2], int refused,
+                      fg_status *st);
 /* Whether the session's graph uses only one device, and that device is a
  * GPU (the CUDA executor's case). */
 int fg_dist_session_num_devices(const fg_dist_session *ds);

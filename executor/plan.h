@@ -69,7 +69,7 @@ typedef struct fg_plan {
   /* What the ranks agree on before a run of this plan (fg_dist_run_key):
    * the rounds (0: none) and the key. Set by the session. */
   int run_rounds;
-  uint64_t run_key;
+  uint64_t run_key[2];
 
   fg_kbuf *slots;
   int n_slots;

@@ -219,9 +219,8 @@ static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
                    const fg_tensor **feed_tensors, fg_status *st) {
   const fg_graph *g = s->g;
   for (int i = 0; i < n_feeds; i++) {
-    if (!feeds[i].name || !feeds[i].tensor) {
-      fg_status_set(st, FG_INVALID_ARGUMENT, "feed %d: %s is NULL", i,
-                    feeds[i].name ? "tensor" : "name");
+    if (!feeds[i].name) {
+      fg_status_set(st, FG_INVALID_ARGUMENT, "feed %d: name is NULL", i);
       return -1;
     }
     int id = fg_graph_find(g, feeds[i].name);
@@ -344,7 +343,7 @@ static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *pla
   home_vars(s);
   plan = fg_plan_build(s->g, req, var_lookup, s, st);
   if (!plan) return NULL;
-  plan->run_rounds = fg_dist_run_key(s->dist, s->g, req, &plan->run_key, st);
+  plan->run_rounds = fg_dist_run_key(s->dist, s->g, req, plan->run_key, st);
   if (plan->run_rounds < 0) {
     fg_plan_free(plan);
     return NULL;
@@ -444,8 +443,13 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
    * plan): it still takes part in the ranks' agreement to start the run,
    * so its peers stop at once (fg_dist_run_agree). */
   int refused = 0;
-  for (int i = 0; i < n_feeds && !refused; i++)
-    refused = check_feed(&s->g->nodes[feed_nodes[i]], feed_tensors[i], st) != 0;
+  for (int i = 0; i < n_feeds && !refused; i++) {
+    refused = !feed_tensors[i];
+    if (refused)
+      fg_status_set(st, FG_INVALID_ARGUMENT, "feed %d ('%s'): tensor is NULL", i, feeds[i].name);
+    else
+      refused = check_feed(&s->g->nodes[feed_nodes[i]], feed_tensors[i], st) != 0;
+  }
 
   /* M2: before the first collective with newly attached communicators
    * (a GPU session's variables may have moved on the device). Every rank
@@ -463,12 +467,12 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   fg_plan *plan = refused ? NULL : get_plan(s, &req, &plan_ns, st);
   refused = refused || !plan || (req.check_numerics && fg_plan_check_feeds(s->g, plan, &req, st));
   int rounds = plan ? plan->run_rounds : 0;
-  uint64_t key = plan ? plan->run_key : 0;
+  uint64_t key[2] = {plan ? plan->run_key[0] : 0, plan ? plan->run_key[1] : 0};
   if (!plan) {
     char own[1024];
     fg_code own_code = fg_status_code(st);
     snprintf(own, sizeof own, "%s", fg_status_message(st));
-    rounds = fg_dist_run_key(s->dist, s->g, &req, &key, st);
+    rounds = fg_dist_run_key(s->dist, s->g, &req, key, st);
     if (rounds < 0) goto done;
     fg_status_set(st, own_code, "%s", own);
   }

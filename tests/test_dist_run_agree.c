@@ -40,6 +40,7 @@ typedef enum {
   EVAL,       /* fetch "loss": no collective */
   EVAL_BAD,   /* ... with x as f32: refused, no collective */
   FETCH_GRAD, /* fetch the first all_reduce's output: fewer collectives than TRAIN */
+  NULL_FEED,  /* TRAIN with x's tensor NULL (a loader that failed on this rank) */
 } run_kind;
 
 typedef struct proc {
@@ -83,7 +84,7 @@ static int run_one(fg_session *s, const proc *p, run_kind kind, fg_status *st) {
     }
   for (int i = 0; i < yd[0]; i++)
     ((double *)fg_tensor_data(y))[i] = yv(rank * rows + i);
-  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  fg_feed feeds[2] = {{"x", kind == NULL_FEED ? NULL : x}, {"y", y}};
   const char *fetch = kind == FETCH_GRAD ? first_all_reduce(p->g) : "loss", *target = "train";
   fg_tensor *out = NULL;
   int rc = kind == EVAL || kind == EVAL_BAD || kind == FETCH_GRAD
@@ -245,6 +246,9 @@ FG_TEST(dist_run_refused_on_rank0_stops_peer, "dist,badinput") {
 FG_TEST(dist_run_refused_by_plan_stops_peer, "dist,badinput") {
   refused_case(1, BAD_ROWS, FG_INVALID_ARGUMENT,
                "input 0 shape [3,1] and input 1 shape [2,1] do not broadcast");
+}
+FG_TEST(dist_run_refused_null_feed_stops_peer, "dist,badinput") {
+  refused_case(1, NULL_FEED, FG_INVALID_ARGUMENT, "feed 0 ('x'): tensor is NULL");
 }
 FG_TEST(dist_run_refused_by_check_numerics_stops_peer, "dist,badinput") {
   refused_case(1, NAN_FEED, FG_INVALID_ARGUMENT, "feed 'x' (placeholder): holds 1 NaN and 0 Inf");

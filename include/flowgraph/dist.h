@@ -171,7 +171,18 @@ typedef struct fg_comm fg_comm;
  * refuses (FG_INVALID_ARGUMENT, naming the nodes and devices) devices with
  * unequal counts, partners of different dtypes or forms (weighted or not),
  * and partners that need, through their inputs, each other's result or a
- * later reduction's, which would wait for each other forever. 0 or -1. */
+ * later reduction's, which would wait for each other forever.
+ *
+ * With a communicator attached, every run that holds all_reduce nodes
+ * (and every run of a cross-process graph) starts with the ranks'
+ * agreement to run it: a run refused on one rank before it starts (a
+ * feed's dtype or shape, a NULL feed tensor, the plan's shapes,
+ * check_numerics of the feeds) returns its own error there and
+ * FG_ABORTED on the other ranks ("rank R of N ... refused the run before
+ * it started, so no rank ran it: <reason>"), at once and with nothing
+ * run, and the ranks may run again; ranks whose runs hold different
+ * collectives all get FG_INVALID_ARGUMENT ("ranks asked for different
+ * runs"). 0 or -1. */
 int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *status);
 
 /* Data parallelism over a model split across processes (hybrid: every
