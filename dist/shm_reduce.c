@@ -16,10 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "dist/poll_pause.h"
 #include "dist/rank_sum.h"
 #include "dist/shm_arena.h"
@@ -645,30 +641,6 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
   return shm_reduce(s, buf, count, dtype, mean, 0, desc, w, st);
 }
 
-/* Copies `bytes` from s to d with streaming stores where the CPU has them
- * (x86-64: SSE2). Why: fg_shm_all_reduce_sgd writes its slice into the
- * other ranks' variables, lines no cache here holds, and a plain store
- * first reads each such line (read for ownership): the update is
- * memory-bound, and streaming stores spare those reads. They are weakly
- * ordered: the caller fences (stream_fence) before its barrier. */
-static void copy_streaming(unsigned char *d, const unsigned char *s, size_t bytes) {
-#if defined(__SSE2__)
-  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-  if (head > bytes) head = bytes;
-  memcpy(d, s, head);
-  d += head, s += head, bytes -= head;
-  for (; bytes >= 16; bytes -= 16, d += 16, s += 16)
-    _mm_stream_si128((__m128i *)d, _mm_loadu_si128((const __m128i *)s));
-#endif
-  memcpy(d, s, bytes);
-}
-
-static void stream_fence(void) {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
-}
-
 int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t count,
                           fg_dtype dtype, int mean, double lr, const char *desc,
                           const fg_shm_wait *w, fg_status *st) {
@@ -714,35 +686,26 @@ int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t
   int mapped = map_peers_k(s, bufs, out, 2, par, count, es, desc, w, st);
   if (mapped <= 0) return mapped < 0 ? -1 : 1;
   /* This rank's slice: summed in rank order from the gradients where they
-   * are, a block at a time into L1, updated there (fgk_sgd_to, the bits of
-   * apply_sgd), and stored into every rank's variable: its own with plain
-   * stores (the lines were just read), the others' streaming. Each rank
-   * reads its own variable's slice, which no one else writes. */
+   * are, a block at a time into L1, and the updated values stored into
+   * every rank's variable. Each rank reads its own variable's slice, which
+   * no one else writes. */
   int64_t ms, ml;
   fg_rank_slice(count, n, me, &ms, &ml);
   _Alignas(64) unsigned char sum[8192];
   const int64_t block = (int64_t)(sizeof sum / es);
-  void **src = s->src + n; /* the block's addresses */
+  void **src = s->src + n, **dst = s->dst + n; /* the block's addresses */
   const unsigned char *own = s->dst[me];
   for (int64_t off = ms; off < ms + ml; off += block) {
     const int64_t len = ms + ml - off < block ? ms + ml - off : block;
     const size_t at = (size_t)off * es;
-    for (int p = 0; p < n; p++)
-      src[p] = (unsigned char *)s->src[p] + at;
-    fg_rank_sum(dtype, sum, src, n, len, mean);
-    void *upd = sum;
-    fgk_sgd_to(dtype, &upd, 1, own + at, sum, len, lr);
     for (int p = 0; p < n; p++) {
-      unsigned char *d = (unsigned char *)s->dst[p] + at;
-      if (p == me)
-        memcpy(d, sum, (size_t)len * es);
-      else
-        copy_streaming(d, sum, (size_t)len * es);
+      src[p] = (unsigned char *)s->src[p] + at;
+      dst[p] = (unsigned char *)s->dst[p] + at;
     }
+    fg_rank_sum(dtype, sum, src, n, len, mean);
+    fgk_sgd_to(dtype, dst, n, own + at, sum, len, lr);
   }
-  /* No rank reads or writes a variable again until every slice is in
-   * (the streaming stores first made visible). */
-  stream_fence();
+  /* No rank reads or writes a variable again until every slice is in. */
   if (barrier(s, desc, w, st) != 0) return -1;
   s->in_place++;
   s->fused++;
