@@ -15,6 +15,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run="mpirun --oversubscribe --bind-to none"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), cores: $(nproc)"
 $run -np 2 "$out" busbw | grep '^FG'
+# What a small data-parallel step pays besides its compute (the ranks'
+# agreement to start the run, the all_reduce's latency), in us a step.
+$run -np 2 "$out" dp 26214400 small | grep '^FG'
 # The same through the segment's slots (buffers on the heap, no in-place
 # reads), the path of buffers a session does not hold.
 echo "FG_MPI_SHM_ARENA=0 (copies through the shared segment):"
