@@ -152,8 +152,10 @@ static void run_scripts(fg_graph *g, const run_kind *s0, const run_kind *s1, pro
   for (int r = 0; r < 2; r++) {
     p[r].g = g;
     p[r].comm = h[r];
-    for (int k = 0; k < MAX_RUNS; k++)
-      p[r].script[k] = (r ? s1 : s0)[k];
+    /* Up to the script's END (the rest of p is zero: END). */
+    const run_kind *src = r ? s1 : s0;
+    for (int k = 0; k < MAX_RUNS && src[k] != END; k++)
+      p[r].script[k] = src[k];
     pthread_create(&th[r], NULL, proc_main, &p[r]);
   }
   for (int r = 0; r < 2; r++)
