@@ -31,8 +31,8 @@
 #define REFUSED     ((uint64_t)1 << 62)
 #define WANTS_STAGE ((uint64_t)1 << 61)
 /* The reason a refusing rank sends its peers: the first bytes of its
- * status message. */
-enum { WHY_BYTES = 512 };
+ * status message; a rank's verdict, which quotes it, has room for both. */
+enum { WHY_BYTES = 512, VERDICT_BYTES = 1024 };
 
 int fg_dist_run_key(const fg_dist_session *ds, const fg_graph *g, const fg_plan_request *req,
                     uint64_t key[2], fg_status *st) {
@@ -115,20 +115,21 @@ static int round_over(fg_comm *c, const char *group, uint64_t word, int *refused
     /* The lowest refusing rank tells everyone why: from host memory,
      * which NCCL's broadcast cannot take. */
     char buf[WHY_BYTES] = {0};
-    if (c->rank == first) snprintf(buf, sizeof buf, "%s", why);
+    if (c->rank == first) memcpy(buf, why, strnlen(why, sizeof buf - 1)); /* cut, 0-ended */
     int sent = !gpu && c->ops->broadcast && c->ops->broadcast(c, buf, sizeof buf, first, st) == 0;
     buf[sizeof buf - 1] = 0;
     if (!*refused) {
       *refused = 1;
       *code = FG_ABORTED;
-      snprintf(why, WHY_BYTES, "rank %d of %d in this process's %s group refused the run %s: %s",
-               first, c->size, group, "before it started, so no rank ran it",
+      snprintf(why, VERDICT_BYTES,
+               "rank %d of %d in this process's %s group refused the run %s: %s", first, c->size,
+               group, "before it started, so no rank ran it",
                sent ? buf : "(its reason could not be sent; its own error says why)");
     }
   } else if (differ >= 0) {
     *refused = 1;
     *code = FG_INVALID_ARGUMENT;
-    snprintf(why, WHY_BYTES,
+    snprintf(why, VERDICT_BYTES,
              "ranks asked for different runs: in this process's %s group rank 0's run has key "
              "0x%016llx and rank %d's 0x%016llx; %s",
              group, (unsigned long long)all[0], differ, (unsigned long long)all[differ],
@@ -150,7 +151,7 @@ int fg_dist_run_agree(fg_dist_session *ds, int rounds, const uint64_t key[2], in
   fg_comm *groups[2] = {cross ? dx->p2p : fg_dist_session_replica_comm(ds),
                         cross ? fg_dist_session_replica_comm(ds) : NULL};
   const char *names[2] = {cross ? "replica" : "data-parallel", "stage"};
-  char why[WHY_BYTES];
+  char why[VERDICT_BYTES];
   fg_code code = refused ? fg_status_code(st) : FG_OK;
   if (refused) snprintf(why, sizeof why, "%s", fg_status_message(st));
   char own[1024]; /* this rank's own refusal, returned as it was */
