@@ -26,6 +26,8 @@ enum { ROWS = 6, FEAT = 3, MAX_RUNS = 8 };
 #define TIMEOUT 20.0
 
 static const double W0[FEAT] = {0.5, -0.25, 0.125}, B0 = 0.1;
+/* The name runs feed x under (a test renames it). */
+static const char *x_name = "x";
 
 static double xv(int i, int j) { return 0.25 * (double)((i * 5 + j * 2) % 7) - 0.5; }
 static double yv(int i) { return 0.5 * (double)(i % 3) - 0.25; }
@@ -49,7 +51,7 @@ typedef struct proc {
   run_kind script[MAX_RUNS];
   int rc[MAX_RUNS];
   fg_code code[MAX_RUNS];
-  char err[MAX_RUNS][600];
+  char err[MAX_RUNS][1100]; /* a status message fits whole */
   double sec[MAX_RUNS];
   double w[FEAT], b;
 } proc;
@@ -84,7 +86,7 @@ static int run_one(fg_session *s, const proc *p, run_kind kind, fg_status *st) {
     }
   for (int i = 0; i < yd[0]; i++)
     ((double *)fg_tensor_data(y))[i] = yv(rank * rows + i);
-  fg_feed feeds[2] = {{"x", kind == NULL_FEED ? NULL : x}, {"y", y}};
+  fg_feed feeds[2] = {{x_name, kind == NULL_FEED ? NULL : x}, {"y", y}};
   const char *fetch = kind == FETCH_GRAD ? first_all_reduce(p->g) : "loss", *target = "train";
   fg_tensor *out = NULL;
   int rc = kind == EVAL || kind == EVAL_BAD || kind == FETCH_GRAD
@@ -321,5 +323,35 @@ FG_TEST(dist_run_different_collectives_refused_alike, "dist,badinput") {
   }
   FG_CHECK(strcmp(p[0].err[0], p[1].err[0]) == 0);
   check_trained(p, 2);
+  fg_graph_free(g);
+}
+
+/* A refusal whose message is longer than what the ranks send each other
+ * (512 bytes): x renamed to 900 characters. The refusing rank keeps its
+ * whole message; the peer's quotes the first part of it, cut cleanly. */
+FG_TEST(dist_run_refused_long_reason_is_cut, "dist,badinput") {
+  fg_graph *g = model(0);
+  FG_REQUIRE(g);
+  static char name[901];
+  memset(name, 'x', 900);
+  name[900] = 0;
+  int id = fg_graph_find(g, "x");
+  FG_REQUIRE(id >= 0);
+  FG_REQUIRE(fg_set_name(g, (fg_output){id, 0}, name).node == id);
+  x_name = name;
+  run_kind good[] = {TRAIN, TRAIN, END}, bad[] = {BAD_DTYPE, TRAIN, END};
+  proc p[2];
+  run_scripts(g, good, bad, p);
+  x_name = "x";
+  FG_CHECK_INT(p[1].code[0], FG_INVALID_ARGUMENT);
+  FG_CHECK(strstr(p[1].err[0], name) != NULL); /* its own message, whole */
+  FG_CHECK_INT(p[0].code[0], FG_ABORTED);
+  FG_CHECK_STR_CONTAINS(p[0].err[0],
+                        "refused the run before it started, so no rank ran it: feed '");
+  /* 511 bytes of the reason at most, after the prefix. */
+  const char *reason = strstr(p[0].err[0], "no rank ran it: ");
+  FG_CHECK(reason && strlen(reason + strlen("no rank ran it: ")) == 511);
+  FG_CHECK(p[0].rc[1] == 0 && p[1].rc[1] == 0);
+  check_trained(p, 1);
   fg_graph_free(g);
 }
