@@ -476,8 +476,10 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
     if (rounds < 0) goto done;
     fg_status_set(st, own_code, "%s", own);
   }
+  int64_t agree_ns = md && rounds ? clock_ns() : 0;
   if (fg_dist_run_agree(s->dist, rounds, key, refused, st) != 0) goto done;
   int64_t t0 = md ? clock_ns() : 0;
+  if (agree_ns) agree_ns = t0 - agree_ns;
   plan->timings_t0 = 0;
   fg_dist_session_before_run(s->dist);
   int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, s->g, plan, &req, md != NULL, st)
@@ -485,6 +487,7 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   if (md) {
     *md = make_metadata(s, plan, clock_ns() - t0, plan_ns);
     if (*md) (*md)->start_ns = plan->timings_t0 ? plan->timings_t0 : t0;
+    if (*md) (*md)->agree_ns = agree_ns;
     if (!*md && run_rc == 0) {
       fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_run_ex: out of memory (metadata)");
       goto done;

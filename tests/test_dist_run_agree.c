@@ -43,6 +43,8 @@ typedef enum {
   EVAL_BAD,   /* ... with x as f32: refused, no collective */
   FETCH_GRAD, /* fetch the first all_reduce's output: fewer collectives than TRAIN */
   NULL_FEED,  /* TRAIN with x's tensor NULL (a loader that failed on this rank) */
+  TRAIN_MD,   /* TRAIN with run metadata (agree_ns kept) */
+  EVAL_MD,    /* EVAL with run metadata */
 } run_kind;
 
 typedef struct proc {
@@ -53,6 +55,7 @@ typedef struct proc {
   fg_code code[MAX_RUNS];
   char err[MAX_RUNS][1100]; /* a status message fits whole */
   double sec[MAX_RUNS];
+  int64_t agree_ns[MAX_RUNS]; /* *_MD runs: fg_run_metadata's */
   double w[FEAT], b;
 } proc;
 
@@ -69,7 +72,8 @@ static const char *first_all_reduce(const fg_graph *g) {
   return "(none)";
 }
 
-static int run_one(fg_session *s, const proc *p, run_kind kind, fg_status *st) {
+static int run_one(fg_session *s, proc *p, int k, fg_status *st) {
+  const run_kind kind = p->script[k];
   int rank = p->comm->rank, rows = ROWS / 2;
   int64_t xd[2] = {rows, FEAT}, yd[2] = {kind == BAD_ROWS ? rows - 1 : rows, 1};
   int f32 = kind == BAD_DTYPE || kind == EVAL_BAD;
@@ -89,9 +93,13 @@ static int run_one(fg_session *s, const proc *p, run_kind kind, fg_status *st) {
   fg_feed feeds[2] = {{x_name, kind == NULL_FEED ? NULL : x}, {"y", y}};
   const char *fetch = kind == FETCH_GRAD ? first_all_reduce(p->g) : "loss", *target = "train";
   fg_tensor *out = NULL;
-  int rc = kind == EVAL || kind == EVAL_BAD || kind == FETCH_GRAD
-               ? fg_session_run(s, feeds, 2, &fetch, 1, &out, NULL, 0, st)
-               : fg_session_run(s, feeds, 2, NULL, 0, NULL, &target, 1, st);
+  const int eval = kind == EVAL || kind == EVAL_BAD || kind == FETCH_GRAD || kind == EVAL_MD;
+  fg_run_options ro = {kind == TRAIN_MD || kind == EVAL_MD};
+  fg_run_metadata *md = NULL;
+  int rc = eval ? fg_session_run_ex(s, feeds, 2, &fetch, 1, &out, NULL, 0, &ro, &md, st)
+                : fg_session_run_ex(s, feeds, 2, NULL, 0, NULL, &target, 1, &ro, &md, st);
+  p->agree_ns[k] = md ? md->agree_ns : -1;
+  fg_run_metadata_free(md);
   fg_tensor_free(out);
   fg_tensor_free(x);
   fg_tensor_free(y);
@@ -108,7 +116,7 @@ static void *proc_main(void *arg) {
   int ok = s && fg_session_set_comm(s, p->comm, st) == 0;
   for (int k = 0; k < MAX_RUNS && p->script[k] != END; k++) {
     double t0 = now_s();
-    p->rc[k] = ok ? run_one(s, p, p->script[k], st) : -1;
+    p->rc[k] = ok ? run_one(s, p, k, st) : -1;
     p->sec[k] = now_s() - t0;
     p->code[k] = fg_status_code(st);
     snprintf(p->err[k], sizeof p->err[k], "%s", fg_status_message(st));
@@ -353,5 +361,22 @@ FG_TEST(dist_run_refused_long_reason_is_cut, "dist,badinput") {
   FG_CHECK(reason && strlen(reason + strlen("no rank ran it: ")) == 511);
   FG_CHECK(p[0].rc[1] == 0 && p[1].rc[1] == 0);
   check_trained(p, 1);
+  fg_graph_free(g);
+}
+
+/* Run metadata says how long the agreement took (agree_ns, not part of
+ * run_ns): some time for a training run, 0 for a run without collectives. */
+FG_TEST(dist_run_metadata_times_the_agreement, "dist") {
+  fg_graph *g = model(0);
+  FG_REQUIRE(g);
+  run_kind s[] = {TRAIN, TRAIN_MD, EVAL_MD, END};
+  proc p[2];
+  run_scripts(g, s, s, p);
+  for (int r = 0; r < 2; r++) {
+    FG_CHECK(p[r].rc[0] == 0 && p[r].rc[1] == 0 && p[r].rc[2] == 0);
+    FG_CHECK(p[r].agree_ns[1] > 0 && p[r].agree_ns[1] < (int64_t)5e9);
+    FG_CHECK(p[r].agree_ns[2] == 0);
+  }
+  check_trained(p, 2);
   fg_graph_free(g);
 }

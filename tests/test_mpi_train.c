@@ -951,6 +951,8 @@ static void check_profile_replicas_micro(int np, const char *model, const char *
   snprintf(last, sizeof last, " ms, rank %d ", np - 1);
   FG_CHECK_STR_CONTAINS(res->out, last);
   FG_CHECK_STR_CONTAINS(res->out, "runs: 3,");
+  /* The ranks' agreement before each run (fg_run_metadata agree_ns). */
+  FG_CHECK_STR_CONTAINS(res->out, "agreement to start a run: avg ");
   /* One host: the replicas' all_reduce goes through one shared segment. */
   FG_CHECK_INT(count_substr(res->out, grads_line("")), 1);
   if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);

@@ -45,6 +45,11 @@ typedef struct fg_run_metadata {
    * axis (across hosts the clocks still need an offset; `flowgraph profile
    * --dist mpi` measures one per rank). */
   int64_t start_ns;
+  /* With a communicator attached (flowgraph/dist.h): the time this run
+   * spent in the ranks' agreement to start it, before run_ns began (a
+   * peer still busy with its last run shows here); 0 when the run took no
+   * part. */
+  int64_t agree_ns;
 } fg_run_metadata;
 
 void fg_run_metadata_free(fg_run_metadata *md); /* accepts NULL */

@@ -48,6 +48,8 @@ typedef struct profile_data {
   double *run_ms;
   int64_t n_runs;
   double session_ms, plan_ms, first_run_ms, warmup_ms;
+  /* --dist: the timed runs' agreement to start (fg_run_metadata agree_ns) */
+  double agree_ms;
   int threads;
   size_t arena_bytes;
   /* --dist mpi: each rank's clock minus rank 0's, and the round trip that
@@ -147,6 +149,7 @@ static int run_all(const plan_args *a, plan_model *m, profile_data *p, trace_wri
     } else {
       int64_t j = r - a->warmup;
       p->run_ms[j] = ms;
+      p->agree_ms += (double)md->agree_ns / 1e6;
       p->n_runs = j + 1;
       int bad = mine ? prof_runs_add(mine, md, st) != 0
                      : add_run(p, md, st) != 0 || (tw && trace_add_run(tw, md, j, st) != 0);
@@ -297,6 +300,10 @@ static void print_timings(const plan_args *a, const profile_data *p) {
   if (a->warmup > 0)
     printf("warmup: %" PRId64 " runs, avg %.4f\n", a->warmup, p->warmup_ms / (double)a->warmup);
   printf("runs: %" PRId64 ", min %.4f, avg %.4f, max %.4f, std %.4f\n", p->n_runs, mn, avg, mx, sd);
+  if (p->agree_ms > 0)
+    printf("agreement to start a run: avg %.4f (the ranks' exchange before each run, waiting for "
+           "the slowest; not in the runs' times)\n",
+           p->agree_ms / (double)(p->n_runs ? p->n_runs : 1));
 }
 
 /* infos: the plan (infos[0]), or with n_ranks > 0 each rank's; only read
