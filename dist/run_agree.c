@@ -47,15 +47,16 @@ int fg_dist_run_key(const fg_dist_session *ds, const fg_graph *g, const fg_plan_
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory (the run's key)");
     return -1;
   }
-  int rounds = 0;
+  int collectives = 0;
   uint64_t h = fg_hash64(0, "run", 3);
   for (int id = 0; id < g->n_nodes; id++)
     if (needed[id] && fg_node_is_collective(&g->nodes[id])) {
       h = fg_hash64(h, &id, sizeof id);
-      /* Data parallelism's collectives go over the process communicator,
-       * a split graph's over the data one (its stage's replicas). */
-      if (replica) rounds |= cross ? 2 : 1;
+      collectives = 1;
     }
+  /* Data parallelism's collectives go over the process communicator, a
+   * split graph's over the data one (its stage's replicas). */
+  int rounds = collectives && replica ? (cross ? 2 : 1) : 0;
   /* The collectives, in node order: what replicas must share. */
   key[0] = key[1] = (h & KEY_BITS) | 1;
   if (cross) {
@@ -151,11 +152,11 @@ int fg_dist_run_agree(fg_dist_session *ds, int rounds, const uint64_t key[2], in
   fg_comm *groups[2] = {cross ? dx->p2p : fg_dist_session_replica_comm(ds),
                         cross ? fg_dist_session_replica_comm(ds) : NULL};
   const char *names[2] = {cross ? "replica" : "data-parallel", "stage"};
+  /* This rank's refusal (kept as it was: a round only writes the verdict
+   * of a rank not yet refused), or the group's. */
   char why[VERDICT_BYTES];
   fg_code code = refused ? fg_status_code(st) : FG_OK;
   if (refused) snprintf(why, sizeof why, "%s", fg_status_message(st));
-  char own[1024]; /* this rank's own refusal, returned as it was */
-  if (refused) snprintf(own, sizeof own, "%s", fg_status_message(st));
   const int was_refused = refused;
   /* The second round runs whatever the first found, so a refusal in one
    * replica reaches every process of the grid of replicas x stages; and
@@ -169,11 +170,11 @@ int fg_dist_run_agree(fg_dist_session *ds, int rounds, const uint64_t key[2], in
     if (round_over(groups[k], names[k], word, &refused, &wants, why, &code, st) != 0) {
       /* The exchange failed (a peer missing): this rank's own refusal is
        * still the better answer where it has one. */
-      if (was_refused) fg_status_set(st, code, "%s", own);
+      if (was_refused) fg_status_set(st, code, "%s", why);
       return -1;
     }
   }
   if (!refused) return 0;
-  fg_status_set(st, code, "%s", was_refused ? own : why);
+  fg_status_set(st, code, "%s", why);
   return -1;
 }

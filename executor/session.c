@@ -468,14 +468,9 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   refused = refused || !plan || (req.check_numerics && fg_plan_check_feeds(s->g, plan, &req, st));
   int rounds = plan ? plan->run_rounds : 0;
   uint64_t key[2] = {plan ? plan->run_key[0] : 0, plan ? plan->run_key[1] : 0};
-  if (!plan) {
-    char own[1024];
-    fg_code own_code = fg_status_code(st);
-    snprintf(own, sizeof own, "%s", fg_status_message(st));
-    rounds = fg_dist_run_key(s->dist, s->g, &req, key, st);
-    if (rounds < 0) goto done;
-    fg_status_set(st, own_code, "%s", own);
-  }
+  /* Refused before it had a plan: the walk gives the key (st, which
+   * holds why, is only written when the walk runs out of memory). */
+  if (!plan && (rounds = fg_dist_run_key(s->dist, s->g, &req, key, st)) < 0) goto done;
   int64_t agree_ns = md && rounds ? clock_ns() : 0;
   if (fg_dist_run_agree(s->dist, rounds, key, refused, st) != 0) goto done;
   int64_t t0 = md ? clock_ns() : 0;
