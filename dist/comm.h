@@ -17,6 +17,14 @@
 
 typedef struct fg_comm fg_comm;
 
+/* c[m x n] = alpha * a^T b + beta * c, row-major: a [k rows, lda apart]
+ * (its first m columns), b [k rows, ldb apart], c [m rows, ldc apart]; f32
+ * or f64 as `dtype`. The kernels' GEMM (kernels/cpu), passed to the
+ * communicator so that it runs on the executor's threads (`arg`). */
+typedef void (*fg_gemm_tn_fn)(void *arg, fg_dtype dtype, int64_t m, int64_t n, int64_t k,
+                              double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                              double beta, void *c, int64_t ldc);
+
 typedef struct fg_comm_ops {
   /* In place over `count` elements of `buf` on every rank: the sum, or the
    * mean when `mean` is 1. The summation order is fixed (rank 0 + rank 1 +
@@ -71,6 +79,22 @@ typedef struct fg_comm_ops {
    * set. NULL: never fused. */
   int (*all_reduce_sgd)(fg_comm *c, void *var, const void *grad, int64_t count, fg_dtype dtype,
                         int mean, double lr, fg_status *st);
+  /* all_reduce_sgd of the gradient a^T b, never made: var [m, n], and on
+   * each rank a [rows, m] and b [rows, n] (rows may differ between ranks).
+   * var -= lr * (the sum over ranks of a^T b, or its mean over ranks when
+   * `mean` is 1). A matmul's weight gradient has rows x (m + n) elements
+   * where the gradient has m x n, so over one host's shared memory each
+   * rank reads the others' factors and computes its slice of var's rows
+   * over every rank's rows at once (gemm, called with gemm_arg), then
+   * stores it into every rank's var. The bits differ from all_reduce_sgd
+   * of the made gradient by rounding (one product over all rows instead
+   * of a sum of products), and are the same on every rank. 0 done, 1 not
+   * here (the same answer on every rank; nothing changed: the caller makes
+   * the gradient, all-reduces it and updates), -1 with st set. NULL:
+   * never. */
+  int (*all_reduce_sgd_product)(fg_comm *c, void *var, const void *a, const void *b, int64_t rows,
+                                int64_t m, int64_t n, fg_dtype dtype, int mean, double lr,
+                                fg_gemm_tn_fn gemm, void *gemm_arg, fg_status *st);
 } fg_comm_ops;
 
 struct fg_comm {

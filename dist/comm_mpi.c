@@ -995,11 +995,24 @@ static int mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, 
   return rc;
 }
 
-/* Fused only over one host's shared memory (fg_shm_all_reduce_sgd); 1
- * elsewhere (ranks on several hosts, or without the segment), the same on
- * every rank. */
-static int mpi_all_reduce_sgd(fg_comm *c, void *var, const void *grad, int64_t count,
-                              fg_dtype dtype, int mean, double lr, fg_status *st) {
+/* The fused update's arguments: grad, or (product) the gradient a^T b
+ * with `a` in grad. */
+typedef struct fused_args {
+  int product;
+  void *var;
+  const void *grad, *b;
+  int64_t count, rows, m, n;
+  fg_dtype dtype;
+  int mean;
+  double lr;
+  fg_gemm_tn_fn gemm;
+  void *gemm_arg;
+} fused_args;
+
+/* Fused only over one host's shared memory (fg_shm_all_reduce_sgd, or
+ * fg_shm_all_reduce_sgd_product); 1 elsewhere (ranks on several hosts, or
+ * without the segment), the same on every rank. */
+static int mpi_fused(fg_comm *c, const fused_args *f, fg_status *st) {
   mpi_comm *m = (mpi_comm *)c;
   pthread_mutex_lock(&m->mu);
   if (check_usable(m, "all_reduce", st) != 0 || (!m->shm_tried && shm_setup(m, st) != 0)) {
@@ -1011,13 +1024,42 @@ static int mpi_all_reduce_sgd(fg_comm *c, void *var, const void *grad, int64_t c
     char desc[160];
     snprintf(desc, sizeof desc, "all_reduce (collective #%llu)", (unsigned long long)m->seq);
     fg_shm_wait w = {m->base.timeout_s, shm_stop, m};
-    rc = fg_shm_all_reduce_sgd(m->shm, var, grad, count, dtype, mean, lr, desc, &w, st);
+    rc = f->product ? fg_shm_all_reduce_sgd_product(m->shm, f->var, f->grad, f->b, f->rows, f->m, f->n,
+                                              f->dtype, f->mean, f->lr, f->gemm, f->gemm_arg,
+                                              desc, &w, st)
+              : fg_shm_all_reduce_sgd(m->shm, f->var, f->grad, f->count, f->dtype, f->mean, f->lr,
+                                      desc, &w, st);
     if (rc < 0 && fg_status_code(st) != FG_INVALID_ARGUMENT) set_broken(m);
     if (rc != 1) m->seq++; /* else the caller's all_reduce counts it */
   }
   pthread_mutex_unlock(&m->mu);
   if (rc >= 0) fg_status_clear(st);
   return rc;
+}
+
+static int mpi_all_reduce_sgd(fg_comm *c, void *var, const void *grad, int64_t count,
+                              fg_dtype dtype, int mean, double lr, fg_status *st) {
+  fused_args f = {.var = var, .grad = grad, .count = count, .dtype = dtype, .mean = mean, .lr = lr};
+  return mpi_fused(c, &f, st);
+}
+
+static int mpi_all_reduce_sgd_product(fg_comm *c, void *var, const void *a, const void *b,
+                                      int64_t rows, int64_t m, int64_t n, fg_dtype dtype, int mean,
+                                      double lr, fg_gemm_tn_fn gemm, void *gemm_arg,
+                                      fg_status *st) {
+  fused_args f = {.product = 1,
+                  .var = var,
+                  .grad = a,
+                  .b = b,
+                  .rows = rows,
+                  .m = m,
+                  .n = n,
+                  .dtype = dtype,
+                  .mean = mean,
+                  .lr = lr,
+                  .gemm = gemm,
+                  .gemm_arg = gemm_arg};
+  return mpi_fused(c, &f, st);
 }
 
 static int mpi_all_gather_u64(fg_comm *c, uint64_t value, uint64_t *out, fg_status *st) {
@@ -1304,6 +1346,7 @@ static void mpi_abort(fg_comm *c, const char *why) {
  * the fused update over one host's shared memory. */
 static const fg_comm_ops mpi_ops = {.all_reduce = mpi_all_reduce,
                                     .all_reduce_sgd = mpi_all_reduce_sgd,
+                                    .all_reduce_sgd_product = mpi_all_reduce_sgd_product,
                                     .all_gather_u64 = mpi_all_gather_u64,
                                     .broadcast = mpi_broadcast,
                                     .send = mpi_send,

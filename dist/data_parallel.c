@@ -82,6 +82,9 @@ typedef struct dp {
   /* fused_update: per gradient, the apply_sgd node of g that reduces it
    * itself (all_reduce = 1), else -1; NULL when not asked (find_fused). */
   int *fused;
+  /* ... and of those, the matmul node of g (a^T b) whose product that
+   * update takes instead of the gradient (grad_product = 1), else -1. */
+  int *product;
 } dp;
 
 static int *mapped(dp *d, int r, int node) { return &d->map[(size_t)r * d->g->n_nodes + node]; }
@@ -493,17 +496,29 @@ static int emit_waiting(dp *d, char *done, const char *const *batch, int n_batch
  * its mapped inputs (var, grad, lr, control inputs); the rows and sums of
  * a weighted mean go in as inputs 3 and 4, and it joins the chain of
  * collectives (reduce_one). in[] has room for 3 more. */
-static fg_output emit_fused(dp *d, int r, const fg_node *nd, const char *name, fg_output *in,
-                            int n_in) {
+static fg_output emit_fused(dp *d, int r, int j, const fg_node *nd, const char *name,
+                            fg_output *in, int n_in) {
   fg_attrs *a = fg_attrs_new();
   fg_attrs_copy(a, &nd->attrs);
   fg_attrs_set_int(a, "all_reduce", 1);
   fg_attrs_set_int(a, "mean", d->o->loss_reduction == FG_DP_LOSS_MEAN);
+  int at = 3; /* where the weighted mean's inputs go */
+  if (d->product[j] >= 0) {
+    /* The gradient a^T b as its factors: a in place of the gradient, b
+     * after lr (graph/infer_optim.c). */
+    const fg_node *mm = &d->g->nodes[d->product[j]];
+    fg_attrs_set_int(a, "grad_product", 1);
+    memmove(&in[4], &in[3], (size_t)(n_in > 3 ? n_in - 3 : 0) * sizeof *in);
+    in[1] = (fg_output){*mapped(d, r, mm->inputs[0].node), mm->inputs[0].index};
+    in[3] = (fg_output){*mapped(d, r, mm->inputs[1].node), mm->inputs[1].index};
+    n_in++;
+    at = 4;
+  }
   if (d->stats[0].node >= 0) {
     fg_attrs_set_int(a, "weighted", 1);
-    memmove(&in[5], &in[3], (size_t)(n_in > 3 ? n_in - 3 : 0) * sizeof *in);
-    in[3] = d->rows[r];
-    in[4] = d->stats[r];
+    memmove(&in[at + 2], &in[at], (size_t)(n_in > at ? n_in - at : 0) * sizeof *in);
+    in[at] = d->rows[r];
+    in[at + 1] = d->stats[r];
     n_in += 2;
   }
   if (d->prev[r].node >= 0) in[n_in++] = d->prev[r];
@@ -545,9 +560,10 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
     }
     return 1;
   }
-  /* 3 more for a fused update's rows, sums and previous collective */
+  /* 4 more for a fused update's second factor, rows, sums and previous
+   * collective */
   fg_output in_stack[12],
-      *in = nd->n_inputs <= 9 ? in_stack : malloc(((size_t)nd->n_inputs + 3) * sizeof *in);
+      *in = nd->n_inputs <= 8 ? in_stack : malloc(((size_t)nd->n_inputs + 4) * sizeof *in);
   if (!in) {
     fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
     return 1;
@@ -570,7 +586,7 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
     const char *name = r == 0 && nd->op == FG_OP_VARIABLE
                            ? nd->name
                            : replica_name(d, r, nd->name, buf, sizeof buf);
-    fg_output o = fuse >= 0 ? emit_fused(d, r, nd, name, in, n_in)
+    fg_output o = fuse >= 0 ? emit_fused(d, r, fuse, nd, name, in, n_in)
                             : fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
     if (d->n > 1 && o.node >= 0) rename_colocate(d, r, o.node);
     if (d->n > 1)
@@ -730,6 +746,44 @@ static int collect_grads(dp *d, fg_status *st) {
  * update and its collective share the process communicator, which over
  * one host's shared memory updates every rank's variable at once
  * (dist/shm_reduce.h). -1 on OOM. */
+/* find_fused's updates whose gradient is a matmul's a^T b (a [rows, m], b
+ * [rows, n], both 2-D, f32 or f64: a weight's gradient in a dense layer)
+ * that nothing else reads: d->product[j] = that matmul. Such an update
+ * takes a and b instead (grad_product = 1), and the gradient is never made
+ * where the communicator can fuse it: rows x (m + n) elements cross
+ * between ranks instead of m x n (dist/comm.h, all_reduce_sgd_product).
+ * -1 on OOM. */
+static int find_products(dp *d) {
+  const fg_graph *g = d->g;
+  d->product = malloc((size_t)d->n_grads * sizeof *d->product);
+  if (!d->product) return -1;
+  for (int j = 0; j < d->n_grads; j++) {
+    d->product[j] = -1;
+    const fg_output src = d->grads[j].src;
+    const fg_node *mm = &g->nodes[src.node];
+    if (d->fused[j] < 0 || mm->op != FG_OP_MATMUL || src.index != 0 || mm->n_inputs != 2 ||
+        fg_attr_int_or(mm, "transpose_a", 0) != 1 || fg_attr_int_or(mm, "transpose_b", 0) != 0)
+      continue;
+    /* A fed tensor lies outside the plan's arenas, where the other ranks
+     * cannot read it: a first layer's weight keeps the made gradient
+     * (the kernel would fall back to making it anyway, then all-reduce a
+     * copy, slower than the fused update of the made gradient). */
+    if (g->nodes[mm->inputs[0].node].op == FG_OP_PLACEHOLDER ||
+        g->nodes[mm->inputs[1].node].op == FG_OP_PLACEHOLDER)
+      continue;
+    const fg_tinfo *ta = fg_graph_tinfo(g, mm->inputs[0]), *tb = fg_graph_tinfo(g, mm->inputs[1]);
+    if (!ta || !tb || ta->rank != 2 || tb->rank != 2 || ta->dtype != d->grads[j].dtype ||
+        tb->dtype != d->grads[j].dtype)
+      continue;
+    int readers = 0;
+    for (int i = src.node + 1; i < g->n_nodes && readers < 2; i++)
+      for (int k = 0; k < g->nodes[i].n_inputs; k++)
+        readers += g->nodes[i].inputs[k].node == src.node;
+    if (readers == 1) d->product[j] = src.node;
+  }
+  return 0;
+}
+
 static int find_fused(dp *d) {
   if (!d->o->fused_update || d->n != 1 || d->part || d->one_dev) return 0;
   d->fused = malloc((size_t)d->n_grads * sizeof *d->fused);
@@ -754,7 +808,7 @@ static int find_fused(dp *d) {
         (d->grads[j].dtype != FG_F32 && d->grads[j].dtype != FG_F64))
       d->fused[j] = -1;
   free(uses);
-  return 0;
+  return find_products(d);
 }
 
 /* One replica of a model placed on several devices of this process
@@ -989,6 +1043,7 @@ out:
   free(d.vc);
   free(d.in_step);
   free(d.fused);
+  free(d.product);
   fg_partition_free(d.part);
   free(done);
   return result;

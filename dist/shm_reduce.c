@@ -97,6 +97,8 @@ struct fg_shm_reduce {
   int try_in_place; /* fg_shm_reduce_set_in_place */
   int *names;       /* fg_shm_reduce_name_ranks: how errors name rank p */
   int names_of;     /* ... of how many */
+  void *gather;     /* fg_shm_all_reduce_sgd_product's factors, kept */
+  size_t gather_bytes;
 };
 
 /* Rank p as errors name it, and the group's size. */
@@ -207,6 +209,7 @@ void fg_shm_reduce_free(fg_shm_reduce *s) {
   free(s->dst);
   free(s->maps);
   free(s->names);
+  free(s->gather);
   free(s);
 }
 
@@ -641,6 +644,23 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
   return shm_reduce(s, buf, count, dtype, mean, 0, desc, w, st);
 }
 
+/* Every rank's learning rate (by parity) must equal this one's: a fused
+ * update writes each rank's slice into every rank's variable. */
+static int check_lr(const fg_shm_reduce *s, int par, double lr, const char *desc, fg_status *st) {
+  for (int p = 0; p < s->n; p++) {
+    const double other = header(s, p)->lr[par];
+    if (other == lr || (other != other && lr != lr)) continue;
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s on rank %d of %d: rank %d has learning rate %.17g, rank %d has %.17g; a "
+                  "fused update writes each rank's slice into every rank's variable, so every "
+                  "rank must use the same",
+                  desc, name_of(s, s->rank), names_of(s), name_of(s, s->rank), lr, name_of(s, p),
+                  other);
+    return -1;
+  }
+  return 0;
+}
+
 int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t count,
                           fg_dtype dtype, int mean, double lr, const char *desc,
                           const fg_shm_wait *w, fg_status *st) {
@@ -670,17 +690,8 @@ int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t
    * variable, so from now on each may write the others'. */
   if (barrier(s, desc, w, st) != 0) return -1;
   s->rounds++; /* one round: the next collective takes the other pair */
-  if (check_counts(s, par, count, dtype, desc, st) != 0) return -1;
-  for (int p = 0; p < n; p++) {
-    const double other = header(s, p)->lr[par];
-    if (other == lr || (other != other && lr != lr)) continue;
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "%s on rank %d of %d: rank %d has learning rate %.17g, rank %d has %.17g; a "
-                  "fused update writes each rank's slice into every rank's variable, so every "
-                  "rank must use the same",
-                  desc, name_of(s, me), names_of(s), name_of(s, me), lr, name_of(s, p), other);
+  if (check_counts(s, par, count, dtype, desc, st) != 0 || check_lr(s, par, lr, desc, st) != 0)
     return -1;
-  }
   unsigned char *bufs[2] = {(unsigned char *)grad, var};
   void **out[2] = {s->src, s->dst};
   int mapped = map_peers_k(s, bufs, out, 2, par, count, es, desc, w, st);
@@ -716,4 +727,140 @@ int fg_shm_reduce_scatter(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype d
                           int owners, const char *desc, const fg_shm_wait *w, fg_status *st) {
   if (bad_owners(s, "reduce_scatter", owners, st)) return -1;
   return shm_reduce(s, buf, count, dtype, mean, owners ? owners : s->n, desc, w, st);
+}
+
+/* What a rank puts in its slot for fg_shm_all_reduce_sgd_product before
+ * the first barrier (a slot is rewritten two rounds later, past the next
+ * round's barrier): its rows, var's shape, and where its factors lie. */
+typedef struct product_refs {
+  int64_t rows, m, n;
+  fg_shm_arena_ref a, b;
+} product_refs;
+
+int fg_shm_all_reduce_sgd_product(fg_shm_reduce *s, void *var, const void *a, const void *b,
+                                  int64_t rows, int64_t m, int64_t n, fg_dtype dtype, int mean,
+                                  double lr, fg_gemm_tn_fn gemm, void *gemm_arg, const char *desc,
+                                  const fg_shm_wait *w, fg_status *st) {
+  const size_t es = dtype == FG_F32 ? 4 : dtype == FG_F64 ? 8 : 0;
+  if (!s || es == 0 || !gemm || rows < 0 || m < 0 || n < 0 || (n > 0 && m > INT64_MAX / n) ||
+      (m * n > 0 && !var) || (rows * m > 0 && !a) || (rows * n > 0 && !b) ||
+      s->chunk < sizeof(product_refs)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "shared-memory all_reduce_sgd_product: %s, a [%lld, %lld] and b [%lld, %lld] "
+                  "of %s (f32 or f64)",
+                  s ? "a group" : "no group", (long long)rows, (long long)m, (long long)rows,
+                  (long long)n, fg_dtype_name(dtype));
+    return -1;
+  }
+  const int64_t count = m * n;
+  if (!s->try_in_place || count == 0 || (uint64_t)count * es * (uint64_t)s->n <= SMALL_BYTES)
+    return 1;
+  const int nr = s->n, me = s->rank;
+  s->calls++;
+  const uint64_t round = s->rounds;
+  const int par = (int)(round & 1);
+  header(s, me)->count[par] = count;
+  header(s, me)->dtype[par] = (int32_t)dtype;
+  header(s, me)->lr[par] = lr;
+  product_refs *mine = (product_refs *)slot(s, me, round);
+  mine->rows = rows;
+  mine->m = m;
+  mine->n = n;
+  fg_shm_arena_find(a, (size_t)(rows * m) * es, &mine->a);
+  fg_shm_arena_find(b, (size_t)(rows * n) * es, &mine->b);
+  fg_shm_arena_ref ref;
+  fg_shm_arena_find(var, (size_t)count * es, &ref);
+  refs_k(s, me, 1)->ref[par] = ref;
+  /* Every rank is here: its update waited for its own reads of var. */
+  if (barrier(s, desc, w, st) != 0) return -1;
+  s->rounds++; /* one round: the next collective takes the other pair */
+  if (check_counts(s, par, count, dtype, desc, st) != 0 || check_lr(s, par, lr, desc, st) != 0)
+    return -1;
+  /* The shapes first, over every rank, then the arenas: if any two ranks
+   * differ, every rank differs from some rank, so all fail alike. */
+  for (int p = 0; p < nr; p++) {
+    const product_refs *r = (const product_refs *)slot(s, p, round);
+    if (r->m != m || r->n != n || r->rows < 0) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "%s on rank %d of %d: rank %d's variable is [%lld, %lld], rank %d's [%lld, "
+                    "%lld] with %lld rows; every rank must update the same variable",
+                    desc, name_of(s, me), names_of(s), name_of(s, me), (long long)m, (long long)n,
+                    name_of(s, p), (long long)r->m, (long long)r->n, (long long)r->rows);
+      return -1;
+    }
+  }
+  int64_t total = 0;
+  for (int p = 0; p < nr; p++) {
+    const product_refs *r = (const product_refs *)slot(s, p, round);
+    /* A factor outside an arena: the caller's way, on every rank alike. */
+    if ((r->rows > 0 && (r->a.pid == 0 || r->b.pid == 0)) || refs_k(s, p, 1)->ref[par].pid == 0)
+      return 1;
+    total += r->rows;
+  }
+  if (total > INT32_MAX || m > INT32_MAX || n > INT32_MAX) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s on rank %d of %d: the ranks' %lld rows of [%lld, %lld] exceed the GEMM's "
+                  "index type",
+                  desc, name_of(s, me), names_of(s), (long long)total, (long long)m, (long long)n);
+    return -1;
+  }
+  /* This rank's slice of var's rows, and the gather buffer: every rank's
+   * rows of that slice of a's columns [total, ml], then of b [total, n]. */
+  int64_t ms, ml;
+  fg_rank_slice(m, nr, me, &ms, &ml);
+  const size_t want = (size_t)(total * (ml + n)) * es;
+  int ok = 1;
+  if (want > s->gather_bytes) {
+    free(s->gather);
+    s->gather = malloc(want);
+    s->gather_bytes = s->gather ? want : 0;
+    ok = s->gather != NULL;
+  }
+  for (int p = 0; p < nr && ok; p++) {
+    const product_refs *r = (const product_refs *)slot(s, p, round);
+    const fg_shm_arena_ref *v = &refs_k(s, p, 1)->ref[par];
+    ok = v->offset <= v->size && (uint64_t)count * es <= v->size - v->offset;
+    s->dst[p] = !ok ? NULL : p == me ? var : peer_buffer(s, p, v);
+    s->src[p] = s->src[nr + p] = NULL;
+    if (ok && r->rows > 0) {
+      const uint64_t ab = (uint64_t)(r->rows * m) * es, bb = (uint64_t)(r->rows * n) * es;
+      ok = r->a.offset <= r->a.size && ab <= r->a.size - r->a.offset &&
+           r->b.offset <= r->b.size && bb <= r->b.size - r->b.offset;
+      s->src[p] = !ok ? NULL : p == me ? (void *)a : peer_buffer(s, p, &r->a);
+      s->src[nr + p] = !ok || !s->src[p] ? NULL : p == me ? (void *)b : peer_buffer(s, p, &r->b);
+      ok = s->src[p] && s->src[nr + p];
+    }
+    ok = ok && s->dst[p];
+  }
+  header(s, me)->mapped[par] = ok;
+  if (barrier(s, desc, w, st) != 0) return -1;
+  for (int p = 0; p < nr; p++)
+    if (!header(s, p)->mapped[par]) {
+      /* As map_peers_k: every rank saw the same flags. A rank short of
+       * memory for the gather buffer stops the in-place path too. */
+      s->try_in_place = 0;
+      return 1;
+    }
+  unsigned char *ga = s->gather, *gb = ga + (size_t)(total * ml) * es;
+  int64_t at = 0;
+  for (int p = 0; p < nr; p++) {
+    const int64_t rp = ((const product_refs *)slot(s, p, round))->rows;
+    const unsigned char *ap = s->src[p], *bp = s->src[nr + p];
+    for (int64_t i = 0; i < rp && ml > 0; i++)
+      memcpy(ga + (size_t)((at + i) * ml) * es, ap + (size_t)(i * m + ms) * es, (size_t)ml * es);
+    if (rp > 0) memcpy(gb + (size_t)(at * n) * es, bp, (size_t)(rp * n) * es);
+    at += rp;
+  }
+  unsigned char *own = (unsigned char *)s->dst[me] + (size_t)(ms * n) * es;
+  /* No rows anywhere: the gradient is 0 and var stays. */
+  if (ml > 0 && total > 0)
+    gemm(gemm_arg, dtype, ml, n, total, mean ? -lr / nr : -lr, ga, ml, gb, n, 1.0, own, n);
+  for (int p = 0; p < nr; p++)
+    if (p != me && ml > 0)
+      memcpy((unsigned char *)s->dst[p] + (size_t)(ms * n) * es, own, (size_t)(ml * n) * es);
+  /* No rank reads or writes a variable again until every slice is in. */
+  if (barrier(s, desc, w, st) != 0) return -1;
+  s->in_place++;
+  s->fused++;
+  return 0;
 }

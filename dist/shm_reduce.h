@@ -44,6 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dist/comm.h"
 #include "flowgraph/status.h"
 #include "flowgraph/types.h"
 
@@ -130,6 +131,27 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
 int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t count,
                           fg_dtype dtype, int mean, double lr, const char *desc,
                           const fg_shm_wait *w, fg_status *st);
+
+/* fg_shm_all_reduce_sgd of the gradient a^T b (the communicator's
+ * all_reduce_sgd_product, dist/comm.h), never made: var [m, n], and on
+ * each rank a [rows, m], b [rows, n] (rows may differ between ranks). The
+ * gradient has m x n elements where its factors have rows x (m + n): with
+ * 128 rows and 2048 x 2048 weights, 16 times fewer. After the first
+ * barrier (every rank's reads of its var are done; the counts, m and n,
+ * and lr are checked) and the second (every buffer mapped), each rank
+ * gathers every rank's rows of its slice of a's columns and of b into a
+ * buffer it keeps, computes its slice of var's rows over all the ranks'
+ * rows in one product, var_slice += alpha * a^T b (alpha = -lr, or -lr /
+ * ranks for the mean; `gemm`, with `gemm_arg`), and copies the slice into
+ * every other rank's var; a third barrier ends the writes. The bits are
+ * the same on every rank, and differ from fg_shm_all_reduce_sgd of the
+ * made gradient by rounding. Returns as fg_shm_all_reduce_sgd (1 also
+ * when the gather buffer cannot be allocated on some rank); ranks whose
+ * m or n differ (the same m x n) get FG_INVALID_ARGUMENT naming both. */
+int fg_shm_all_reduce_sgd_product(fg_shm_reduce *s, void *var, const void *a, const void *b,
+                                  int64_t rows, int64_t m, int64_t n, fg_dtype dtype, int mean,
+                                  double lr, fg_gemm_tn_fn gemm, void *gemm_arg, const char *desc,
+                                  const fg_shm_wait *w, fg_status *st);
 
 /* The pieces of the MPI communicator's path across hosts (dist/comm_mpi.c:
  * shared memory within each host, messages between them). */

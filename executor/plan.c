@@ -166,6 +166,7 @@ static void fill_params(const fg_node *n, const fg_tinfo *in, fg_kparams *p) {
     p->depth = fg_attr_int_or(n, "count", 1);
   } else if (fg_node_is_collective(n)) {
     p->all_reduce = n->op == FG_OP_APPLY_SGD;
+    p->grad_product = p->all_reduce && fg_attr_int_or(n, "grad_product", 0) != 0;
     p->keepdims = (int)fg_attr_int_or(n, "mean", 1);
     p->depth = fg_attr_int_or(n, "weighted", 0);
   }

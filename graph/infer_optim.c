@@ -53,6 +53,33 @@ static int hyper(const fg_node *node, const char *name, double dflt, double lo, 
   return 0;
 }
 
+/* grad_product = 1: the gradient is a^T b, a (input 1) [rows, m] and b
+ * (input 3) [rows, n] of the variable's dtype, the variable [m, n]. */
+static int check_product(const fg_node *node, const fg_tinfo *in, fg_status *st) {
+  char s0[FGI_STR], s1[FGI_STR], s3[FGI_STR];
+  if (node->n_inputs < 4)
+    return fgi_fail(node, st, "grad_product = 1 needs 4 inputs (var, a, lr, b), got %d",
+                    node->n_inputs);
+  const fg_tinfo *v = &in[0], *a = &in[1], *b = &in[3];
+  if (a->dtype != v->dtype || b->dtype != v->dtype)
+    return fgi_fail(node, st,
+                    "grad_product = 1: input 1 (a) is %s and input 3 (b) %s; both must be input "
+                    "0's (var) %s",
+                    fg_dtype_name(a->dtype), fg_dtype_name(b->dtype), fg_dtype_name(v->dtype));
+  /* Unknown dims (-1) match anything; the kernel checks the values. */
+  const int64_t rows_a = a->rank == 2 ? a->dims[0] : 0, rows_b = b->rank == 2 ? b->dims[0] : 0;
+  int ok = v->rank == 2 && a->rank == 2 && b->rank == 2 &&
+           (rows_a < 0 || rows_b < 0 || rows_a == rows_b) &&
+           (a->dims[1] < 0 || v->dims[0] < 0 || a->dims[1] == v->dims[0]) &&
+           (b->dims[1] < 0 || v->dims[1] < 0 || b->dims[1] == v->dims[1]);
+  if (!ok)
+    return fgi_fail(node, st,
+                    "grad_product = 1: the gradient a^T b of input 1 (a) %s and input 3 (b) %s "
+                    "must have input 0's (var) shape %s: a [rows, m], b [rows, n], var [m, n]",
+                    fgi_shape(a, s1), fgi_shape(b, s3), fgi_shape(v, s0));
+  return 0;
+}
+
 static int check_momentum(const fg_node *node, fg_status *st) {
   double m;
   int nesterov;
@@ -83,15 +110,28 @@ int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
   int n_fixed;
   switch (node->op) {
   case FG_OP_APPLY_SGD: {
-    n_fixed = 3;
-    if (like_var(node, in, 1, "grad", status) || scalar(node, in, 2, "lr", 0, status)) return -1;
     /* all_reduce = 1: the gradient is all-reduced first (mean, weighted as
-     * all_reduce's; weighted reads inputs 3 and 4). */
-    int ar;
-    if (fgi_attr_flag(node, "all_reduce", &ar, status)) return -1;
-    if (ar && fgi_check_collective(node, in, 1, 3, status)) return -1;
+     * all_reduce's; weighted reads inputs 3 and 4, 4 and 5 with the
+     * product). grad_product = 1: the
+     * gradient is given as the product a^T b of input 1 (a) and input 3
+     * (b), never made as a tensor (fg_data_parallel's fused update of a
+     * matmul's weight; check_product). */
+    int ar, gp;
+    if (fgi_attr_flag(node, "all_reduce", &ar, status) ||
+        fgi_attr_flag(node, "grad_product", &gp, status))
+      return -1;
+    n_fixed = gp ? 4 : 3;
+    if ((gp ? check_product(node, in, status) : like_var(node, in, 1, "grad", status)) ||
+        scalar(node, in, 2, "lr", 0, status))
+      return -1;
+    if (ar && fgi_check_collective(node, in, 1, n_fixed, status)) return -1;
     if (!ar && (fg_attrs_find(&node->attrs, "mean") || fg_attrs_find(&node->attrs, "weighted")))
       return fgi_fail(node, status, "attributes 'mean' and 'weighted' need all_reduce = 1");
+    /* A GPU plan refuses all_reduce = 1, so it never meets the product. */
+    if (gp && !ar)
+      return fgi_fail(node, status,
+                      "grad_product = 1 needs all_reduce = 1 (the fused update of "
+                      "fg_data_parallel)");
     break;
   }
   case FG_OP_APPLY_MOMENTUM:

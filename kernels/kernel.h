@@ -35,6 +35,7 @@ typedef struct fg_kparams {
   double l2;                    /* apply_adam: coupled, g + l2 * var (torch's Adam) */
   int all_reduce;               /* apply_sgd: 1 = all-reduce the gradient first (mean in keepdims,
                                  * weighted in depth, as for all_reduce) */
+  int grad_product;             /* apply_sgd: 1 = the gradient is in[1]^T in[3] (never made) */
 } fg_kparams;
 
 /* Intra-op parallelism offered by the executor: parallel_for(pool, n, grain,

@@ -121,24 +121,37 @@ static void check_collectives(int np, const char *env, const char *path) {
  * within `tol` (relative). `fused`: the fused collectives each rank must
  * have run in place (3 steps x the one fused update, or 0 where the
  * update all-reduces a copy). */
-static void check_dp_fused(int np, const char *batch, int f64, const char *env, int fused,
-                           double tol) {
+static void check_dp_fused_model(int np, const char *batch, int f64, const char *env, int fused,
+                                 double tol, int deep) {
   MPI_REQUIRED();
   run_result *res = malloc(sizeof *res);
   char prog[1024], dt[4];
   snprintf(prog, sizeof prog, "%s/mpi_dp_fused", FG_MPI_HELPER_DIR);
   snprintf(dt, sizeof dt, "%d", f64);
-  char *args[] = {prog, (char *)batch, dt, NULL};
+  char *args[] = {prog, (char *)batch, dt, deep ? "deep" : NULL, NULL};
   set_env_list(env, 1);
   mpirun(np, NULL, args, 60, res);
   set_env_list(env, 0);
   FG_CHECK_INT(res->status, 0);
   char want[200], sum0[40] = "";
   for (int r = 0; r < np; r++) {
-    snprintf(want, sizeof want, "rank %d: fused nodes 0 1, fused in place 0 %d\n", r, fused);
+    snprintf(want, sizeof want, "rank %d: fused nodes 0 %d, fused in place 0 %d\n", r, 1 + deep,
+             fused);
     FG_CHECK_STR_CONTAINS(res->out, want);
-    snprintf(want, sizeof want, "rank %d: fused equals unfused: yes", r);
+    snprintf(want, sizeof want, "rank %d: products 0 %d\n", r, deep);
     FG_CHECK_STR_CONTAINS(res->out, want);
+    if (deep) {
+      /* The product rounds differently from the made gradient's sum of
+       * products, within the tolerance against one process. */
+      snprintf(want, sizeof want, "rank %d: max rel diff fused vs unfused ", r);
+      const char *at = strstr(res->out, want);
+      FG_REQUIRE(at != NULL);
+      double d = atof(at + strlen(want));
+      FG_CHECK(d < tol);
+    } else {
+      snprintf(want, sizeof want, "rank %d: fused equals unfused: yes", r);
+      FG_CHECK_STR_CONTAINS(res->out, want);
+    }
     snprintf(want, sizeof want, "rank %d: checksum ", r);
     const char *at = strstr(res->out, want);
     FG_REQUIRE(at != NULL);
@@ -155,6 +168,11 @@ static void check_dp_fused(int np, const char *batch, int f64, const char *env, 
   free(res);
 }
 
+static void check_dp_fused(int np, const char *batch, int f64, const char *env, int fused,
+                           double tol) {
+  check_dp_fused_model(np, batch, f64, env, fused, tol, 0);
+}
+
 /* Even shards over one host: the fused update goes in place. */
 FG_TEST(mpi_dp_fused_update_np2, "dist") { check_dp_fused(2, "64", 0, NULL, 3, 1e-5); }
 /* 3 ranks (a mean that divides), f64. */
@@ -167,6 +185,24 @@ FG_TEST(mpi_dp_fused_update_np2_arenas_off, "dist") {
 }
 FG_TEST(mpi_dp_fused_update_np4_two_hosts, "dist") {
   check_dp_fused(4, "64", 0, "FG_TEST_HOSTS=0,0,1,1", 0, 1e-5);
+}
+/* A hidden layer's weight: its update takes the gradient's factors
+ * (grad_product), read in place from every rank's arena, so 2 fused
+ * updates x 3 steps go in place, without the gradient ever made. */
+FG_TEST(mpi_dp_fused_product_np2, "dist") { check_dp_fused_model(2, "64", 0, NULL, 6, 1e-5, 1); }
+FG_TEST(mpi_dp_fused_product_np3_f64, "dist") {
+  check_dp_fused_model(3, "63", 1, NULL, 6, 1e-12, 1);
+}
+/* Uneven shards: the weighted mean of the made products, through a copy;
+ * and the factors outside arenas, and two hosts: the made product. */
+FG_TEST(mpi_dp_fused_product_np3_uneven, "dist") {
+  check_dp_fused_model(3, "64", 0, NULL, 0, 1e-5, 1);
+}
+FG_TEST(mpi_dp_fused_product_np2_arenas_off, "dist") {
+  check_dp_fused_model(2, "64", 0, "FG_MPI_SHM_ARENA=0", 0, 1e-5, 1);
+}
+FG_TEST(mpi_dp_fused_product_np4_two_hosts, "dist") {
+  check_dp_fused_model(4, "64", 0, "FG_TEST_HOSTS=0,0,1,1", 0, 1e-5, 1);
 }
 
 /* A session run refused before it starts on some ranks (tests/mpi/

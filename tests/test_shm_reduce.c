@@ -4,6 +4,7 @@
  * would. Expected values come from test_comm_util.h's plain loop over every
  * rank's data in rank order, never from the code under test; the MPI runs
  * are in test_mpi.c. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "dist/shm_arena.h"
 #include "dist/shm_reduce.h"
 #include "fgtest.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "test_comm_util.h"
 
 enum { MAX_RANKS = 4 };
@@ -920,3 +922,165 @@ static int sgd_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
 }
 
 FG_TEST(shm_all_reduce_sgd_refusals, "dist,badinput") { run_and_check(3, sgd_refusals, 5); }
+
+/* ---- fg_shm_all_reduce_sgd_product --------------------------------------- */
+
+static int reduce_product(rank_run *r, fg_shm_reduce *s, void *var, const void *a, const void *b,
+                          int64_t rows, int64_t m, int64_t n, fg_dtype dt, int mean, double lr,
+                          fg_status *st) {
+  fg_shm_wait w = {r->timeout, NULL, NULL};
+  return fg_shm_all_reduce_sgd_product(s, var, a, b, rows, m, n, dt, mean, lr, fgk_gemm_tn, NULL,
+                                       "all_reduce (test)", &w, st);
+}
+
+/* Rank p's factors: rows_of(p) rows, a [rows, m] and b [rows, n]. */
+static int64_t rows_of(int p, int zero_rank) { return p == zero_rank ? 0 : 5 + 3 * p; }
+static double a_val(int p, int64_t i, int64_t j) { return 0.01 * (double)((p * 7 + i * 3 + j) % 13) - 0.06; }
+static double b_val(int p, int64_t i, int64_t j) { return 0.02 * (double)((p * 5 + i + 2 * j) % 11) - 0.1; }
+
+/* The update worked out in double by plain loops over every rank's rows:
+ * var - lr * (sum over ranks of a^T b, / ranks for the mean). */
+static void product_expected(double *want, int ranks, int zero_rank, int64_t m, int64_t n,
+                             int mean, double lr) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double g = 0;
+      for (int p = 0; p < ranks; p++)
+        for (int64_t k = 0; k < rows_of(p, zero_rank); k++)
+          g += a_val(p, k, i) * b_val(p, k, j);
+      double v0 = 0.5 + 0.25 * (double)((i * n + j) % 7) - 1e-3 * (double)((i * n + j) % 11);
+      want[i * n + j] = v0 - lr * (mean ? g / ranks : g);
+    }
+}
+
+static void fill2(fg_dtype dt, void *t, int64_t rows, int64_t cols, int p,
+                  double (*f)(int, int64_t, int64_t)) {
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      if (dt == FG_F32)
+        ((float *)t)[i * cols + j] = (float)f(p, i, j);
+      else
+        ((double *)t)[i * cols + j] = f(p, i, j);
+    }
+}
+
+/* Each rank's variable after every case, hashed: all ranks must agree. */
+static uint64_t product_hash[MAX_RANKS][32];
+
+/* Over arenas: every rank's variable ends within rounding of the loops'
+ * answer, every rank's the same bits, for shapes whose slices of rows
+ * are uneven or empty (m = 3 over 4 ranks), ranks with different rows
+ * (one with none), sum and mean, f32 and f64. The small path returns 1
+ * and changes nothing. */
+static int product_in_place(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  static const int64_t shapes[][2] = {{3, 5}, {3, 4000}, {300, 41}, {257, 130}};
+  fg_shm_reduce_set_in_place(s, 1);
+  int c = 0;
+  for (int d = 0; d < 2; d++)
+    for (size_t k = 0; k < 4; k++)
+      for (int mean = 0; mean < 2; mean++, c++) {
+        const fg_dtype dt = d ? FG_F64 : FG_F32;
+        const int64_t m = shapes[k][0], n = shapes[k][1], count = m * n;
+        const int zero = mean ? 1 : -1, me = r->rank;
+        const int64_t rows = rows_of(me, zero);
+        const size_t es = fg_dtype_size(dt);
+        unsigned char *a = fg_shm_arena_alloc((size_t)(rows * m) * es + 64),
+                      *b = fg_shm_arena_alloc((size_t)(rows * n) * es + 64),
+                      *v = fg_shm_arena_alloc((size_t)count * es + 64);
+        double *want = malloc((size_t)count * sizeof *want);
+        if (!a || !b || !v || !want) return -1;
+        fill2(dt, a, rows, m, me, a_val);
+        fill2(dt, b, rows, n, me, b_val);
+        var_fill(dt, v, count);
+        product_expected(want, r->n, zero, m, n, mean, 0.1);
+        int rc = reduce_product(r, s, v, a, b, rows, m, n, dt, mean, 0.1, st);
+        const int fused = (size_t)count * es * (size_t)r->n > 16384;
+        r->checks++;
+        double worst = 0;
+        for (int64_t i = 0; i < count; i++) {
+          const double x = dt == FG_F32 ? ((float *)v)[i] : ((double *)v)[i];
+          const double e = fused ? fabs(x - want[i]) : 0; /* else compared below */
+          if (e > worst || e != e) worst = e != e ? 1e300 : e;
+        }
+        if (!fused) {
+          unsigned char *orig = malloc((size_t)count * es + 1);
+          var_fill(dt, orig, count);
+          worst = memcmp(orig, v, (size_t)count * es) != 0 ? 1 : 0;
+          free(orig);
+        }
+        if (rc != (fused ? 0 : 1) || worst > (dt == FG_F32 ? 2e-6 : 1e-14)) {
+          r->wrong++;
+          fprintf(stderr, "rank %d case %d: rc %d worst %g\n", me, c, rc, worst);
+        }
+        uint64_t h = 1469598103934665603ull;
+        for (size_t i = 0; i < (size_t)count * es; i++)
+          h = (h ^ v[i]) * 1099511628211ull;
+        product_hash[me][c] = h;
+        fg_shm_arena_free(a);
+        fg_shm_arena_free(b);
+        fg_shm_arena_free(v);
+        free(want);
+        if (rc < 0) return -1;
+      }
+  return 0;
+}
+
+FG_TEST(shm_all_reduce_sgd_product_updates_every_rank, "dist") {
+  for (int n = 2; n <= 4; n++) {
+    memset(product_hash, 0, sizeof product_hash);
+    run_and_check(n, product_in_place, 16);
+    for (int r = 1; r < n; r++)
+      for (int c = 0; c < 16; c++)
+        FG_CHECK(product_hash[r][c] == product_hash[0][c]);
+  }
+}
+
+/* Refusals: variables of the same size but another shape, then learning
+ * rates that differ, refused on every rank alike; a factor on the heap on
+ * one rank: 1 on every rank, nothing changed; then a call that works. */
+static int product_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
+  const int64_t rows = 8, m = 60, n = 400, count = m * n;
+  float *a = fg_shm_arena_alloc(4 * rows * 600), *b = fg_shm_arena_alloc(4 * rows * 600),
+        *v = fg_shm_arena_alloc(4 * count), *heap = malloc(4 * rows * 600);
+  float *orig = malloc(4 * count);
+  if (!a || !b || !v || !heap || !orig) return -1;
+  fg_shm_reduce_set_in_place(s, 1);
+  fill2(FG_F32, a, rows, m, r->rank, a_val);
+  fill2(FG_F32, b, rows, n, r->rank, b_val);
+  var_fill(FG_F32, v, count);
+  var_fill(FG_F32, orig, count);
+  /* rank 0: [40, 600], the others [60, 400] */
+  int rc = reduce_product(r, s, v, a, b, rows, r->rank == 0 ? 40 : m, r->rank == 0 ? 600 : n,
+                          FG_F32, 1, 0.1, st);
+  r->checks++;
+  if (rc != -1 || fg_status_code(st) != FG_INVALID_ARGUMENT ||
+      !strstr(fg_status_message(st), "every rank must update the same variable"))
+    r->wrong++;
+  rc = reduce_product(r, s, v, a, b, rows, m, n, FG_F32, 1, r->rank == 1 ? 0.2 : 0.1, st);
+  r->checks++;
+  if (rc != -1 || fg_status_code(st) != FG_INVALID_ARGUMENT ||
+      !strstr(fg_status_message(st), "learning rate"))
+    r->wrong++;
+  memcpy(heap, b, 4 * rows * n);
+  rc = reduce_product(r, s, v, a, r->rank == 1 ? heap : b, rows, m, n, FG_F32, 1, 0.1, st);
+  r->checks++;
+  if (rc != 1 || memcmp(v, orig, 4 * count) != 0) r->wrong++;
+  /* Bad arguments, before any wait (this rank alone). */
+  rc = fg_shm_all_reduce_sgd_product(s, v, a, b, rows, m, n, FG_I32, 1, 0.1, fgk_gemm_tn, NULL,
+                                     "t", NULL, st);
+  r->checks++;
+  if (rc != -1 || !strstr(fg_status_message(st), "of i32 (f32 or f64)")) r->wrong++;
+  rc = reduce_product(r, s, v, a, b, rows, m, n, FG_F32, 1, 0.1, st);
+  r->checks++;
+  if (rc != 0 || memcmp(v, orig, 4 * count) == 0) r->wrong++;
+  fg_shm_arena_free(a);
+  fg_shm_arena_free(b);
+  fg_shm_arena_free(v);
+  free(heap);
+  free(orig);
+  return 0;
+}
+
+FG_TEST(shm_all_reduce_sgd_product_refusals, "dist,badinput") {
+  run_and_check(3, product_refusals, 5);
+}

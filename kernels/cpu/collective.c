@@ -2,6 +2,7 @@
  * executor passes in ctx->comm; without one it is a group of one, the
  * identity), apply_sgd's all_reduce = 1 form, and shard (one replica's rows
  * of a batch). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,7 +125,68 @@ static void sgd_range(void *arg, int64_t i0, int64_t i1) {
   fgk_sgd_to(J->dt, dst, 1, dst[0], (const char *)J->g + at, i1 - i0, J->lr);
 }
 
+/* grad_product: var -= lr * (the mean or sum over ranks of) a^T b, a =
+ * in[1] [rows, m], b = in[3] [rows, n], var [m, n], the gradient never
+ * made where the communicator fuses it (all_reduce_sgd_product); else it
+ * is made in the communicator's buffer, all-reduced and applied. A group
+ * of one adds -lr * a^T b into var in the product itself. */
+static int product_sgd(const fg_kctx *ctx, double lr) {
+  const fg_kbuf *v = &ctx->in[0], *a = &ctx->in[1], *b = &ctx->in[3];
+  const fg_dtype dt = v->dtype;
+  if (ctx->n_in < 4 || v->rank != 2 || a->rank != 2 || b->rank != 2 || a->dtype != dt ||
+      b->dtype != dt || a->dims[0] != b->dims[0] || a->dims[1] != v->dims[0] ||
+      b->dims[1] != v->dims[1])
+    return fgk_fail(ctx,
+                    "grad_product: input 1 (a) %s [%lld, %lld] and input 3 (b) %s [%lld, %lld] "
+                    "must be [rows, m] and [rows, n] for input 0 (var) %s [%lld, %lld]",
+                    fg_dtype_name(a->dtype), (long long)a->dims[0], (long long)a->dims[1],
+                    fg_dtype_name(b->dtype), (long long)b->dims[0], (long long)b->dims[1],
+                    fg_dtype_name(dt), (long long)v->dims[0], (long long)v->dims[1]);
+  const int64_t rows = a->dims[0], m = v->dims[0], n = v->dims[1];
+  if (rows > INT32_MAX || m > INT32_MAX || n > INT32_MAX)
+    return fgk_fail(ctx, "grad_product: [%lld, %lld] x [%lld, %lld] exceeds the GEMM's index type",
+                    (long long)rows, (long long)m, (long long)rows, (long long)n);
+  fg_comm *c = ctx->comm;
+  int size = c ? c->size : 1, plain = 1, mean = ctx->p->keepdims;
+  double w = 1, total = 1;
+  void *kc = (void *)ctx;
+  if (ctx->p->depth && size > 1 && weights(ctx, 4, size, &plain, &w, &total) != 0) return -1;
+  if (size <= 1) {
+    /* A group of one: the mean of one gradient is itself. */
+    fgk_gemm_tn(kc, dt, m, n, rows, -lr, a->data, m, b->data, n, 1.0, v->data, n);
+    return 0;
+  }
+  fg_status *st = fg_comm_kernel_status(c);
+  if (!st) return fgk_fail(ctx, "all_reduce: out of memory");
+  /* Even shards: fused where the communicator can (uneven ones weigh
+   * each rank's gradient by its rows below). */
+  int rc = plain && c->ops->all_reduce_sgd_product
+               ? c->ops->all_reduce_sgd_product(c, v->data, a->data, b->data, rows, m, n, dt, mean,
+                                                lr, fgk_gemm_tn, kc, st)
+               : 1;
+  if (rc < 0) return comm_fail(ctx, st);
+  if (rc == 0) return 0;
+  const int64_t count = m * n;
+  const size_t bytes = (size_t)(count > 0 ? count : 1) * elem_size(dt);
+  void *g = fg_comm_update_buffer(c, bytes);
+  if (!g)
+    return fgk_fail(ctx, "all_reduce: cannot allocate %zu bytes for the reduced gradient", bytes);
+  /* As the made gradient's all_reduce: scaled by this rank's rows, summed,
+   * divided by all rows (the weighted mean), or the plain mean or sum. */
+  fgk_gemm_tn(kc, dt, m, n, rows, plain ? 1.0 : w, a->data, m, b->data, n, 0.0, g, n);
+  if (c->ops->all_reduce(c, g, count, dt, plain && mean, st) != 0) return comm_fail(ctx, st);
+  if (!plain) {
+    fg_kbuf y = *v;
+    y.data = g;
+    divide(&y, count, total);
+  }
+  sgd_job job = {dt, v->data, g, lr};
+  fgk_parallel_for(ctx, count, FGK_GRAIN_CHEAP, sgd_range, &job);
+  return 0;
+}
+
 int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr) {
+  if (ctx->p->grad_product) return product_sgd(ctx, lr);
   const fg_kbuf *v = &ctx->in[0], *g = &ctx->in[1];
   const int64_t n = fgk_numel(v);
   const fg_dtype dt = v->dtype;

@@ -231,6 +231,66 @@ FGK_MM_TILES(mm_tiles_f64, double, cblas_dgemm)
 FGK_MATMUL_BLAS(fgk_matmul_f32, float, FG_F32, mm_tiles_f32)
 FGK_MATMUL_BLAS(fgk_matmul_f64, double, FG_F64, mm_tiles_f64)
 
+/* The transposed-a product of a weight gradient (apply_sgd's grad_product
+ * form, kernels/cpu/collective.c, and the communicator's fused update
+ * through it): c = alpha * a^T b + beta * c in tiles of MM_RB rows of c
+ * over the executor's threads (ctx, NULL: inline), each tile one GEMM
+ * over all k rows, so the bits do not depend on the thread count. */
+typedef struct tn_job {
+  fg_dtype dt;
+  int64_t m, n, k, lda, ldb, ldc;
+  double alpha, beta;
+  const void *a, *b;
+  void *c;
+} tn_job;
+
+static void tn_tiles(void *arg, int64_t t0, int64_t t1) {
+  const tn_job *J = arg;
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t r0 = t * MM_RB, m = J->m - r0 < MM_RB ? J->m - r0 : MM_RB;
+    if (J->dt == FG_F64)
+      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)J->n,
+                  (blasint)J->k, J->alpha, (const double *)J->a + r0, (blasint)J->lda, J->b,
+                  (blasint)J->ldb, J->beta, (double *)J->c + r0 * J->ldc, (blasint)J->ldc);
+    else
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)J->n,
+                  (blasint)J->k, (float)J->alpha, (const float *)J->a + r0, (blasint)J->lda, J->b,
+                  (blasint)J->ldb, (float)J->beta, (float *)J->c + r0 * J->ldc, (blasint)J->ldc);
+  }
+}
+
+void fgk_gemm_tn(void *ctx, fg_dtype dt, int64_t m, int64_t n, int64_t k, double alpha,
+                 const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                 int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  const size_t es = dt == FG_F64 ? 8 : 4;
+  if (k <= 0) {
+    /* An empty sum; BLAS wants lda >= 1 for matrices without data. */
+    for (int64_t i = 0; i < m && beta != 1; i++) {
+      unsigned char *row = (unsigned char *)c + (size_t)(i * ldc) * es;
+      if (beta == 0) {
+        memset(row, 0, (size_t)n * es);
+        continue;
+      }
+      for (int64_t j = 0; j < n; j++)
+        if (dt == FG_F64)
+          ((double *)row)[j] *= beta;
+        else
+          ((float *)row)[j] = (float)(((float *)row)[j] * beta);
+    }
+    return;
+  }
+  pthread_once(&blas_once, blas_single_thread);
+  tn_job J = {dt, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c};
+  const int64_t tiles = ceil_div(m, MM_RB);
+  const double macs = (double)(m < MM_RB ? m : MM_RB) * (double)n * (double)k;
+  const int64_t grain = macs >= MM_MIN_MACS ? 1 : (int64_t)(MM_MIN_MACS / macs);
+  if (ctx)
+    fgk_parallel_for((const fg_kctx *)ctx, tiles, grain, tn_tiles, &J);
+  else
+    tn_tiles(&J, 0, tiles);
+}
+
 typedef struct mm_int_job {
   const mm_plan *pl;
   const void *a, *b;
