@@ -1024,11 +1024,11 @@ static int mpi_fused(fg_comm *c, const fused_args *f, fg_status *st) {
     char desc[160];
     snprintf(desc, sizeof desc, "all_reduce (collective #%llu)", (unsigned long long)m->seq);
     fg_shm_wait w = {m->base.timeout_s, shm_stop, m};
-    rc = f->product ? fg_shm_all_reduce_sgd_product(m->shm, f->var, f->grad, f->b, f->rows, f->m, f->n,
-                                              f->dtype, f->mean, f->lr, f->gemm, f->gemm_arg,
-                                              desc, &w, st)
-              : fg_shm_all_reduce_sgd(m->shm, f->var, f->grad, f->count, f->dtype, f->mean, f->lr,
-                                      desc, &w, st);
+    rc = f->product ? fg_shm_all_reduce_sgd_product(m->shm, f->var, f->grad, f->b, f->rows, f->m,
+                                                    f->n, f->dtype, f->mean, f->lr, f->gemm,
+                                                    f->gemm_arg, desc, &w, st)
+                    : fg_shm_all_reduce_sgd(m->shm, f->var, f->grad, f->count, f->dtype, f->mean,
+                                            f->lr, desc, &w, st);
     if (rc < 0 && fg_status_code(st) != FG_INVALID_ARGUMENT) set_broken(m);
     if (rc != 1) m->seq++; /* else the caller's all_reduce counts it */
   }

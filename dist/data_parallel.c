@@ -496,8 +496,8 @@ static int emit_waiting(dp *d, char *done, const char *const *batch, int n_batch
  * its mapped inputs (var, grad, lr, control inputs); the rows and sums of
  * a weighted mean go in as inputs 3 and 4, and it joins the chain of
  * collectives (reduce_one). in[] has room for 3 more. */
-static fg_output emit_fused(dp *d, int r, int j, const fg_node *nd, const char *name,
-                            fg_output *in, int n_in) {
+static fg_output emit_fused(dp *d, int r, int j, const fg_node *nd, const char *name, fg_output *in,
+                            int n_in) {
   fg_attrs *a = fg_attrs_new();
   fg_attrs_copy(a, &nd->attrs);
   fg_attrs_set_int(a, "all_reduce", 1);

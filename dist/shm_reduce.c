@@ -824,8 +824,8 @@ int fg_shm_all_reduce_sgd_product(fg_shm_reduce *s, void *var, const void *a, co
     s->src[p] = s->src[nr + p] = NULL;
     if (ok && r->rows > 0) {
       const uint64_t ab = (uint64_t)(r->rows * m) * es, bb = (uint64_t)(r->rows * n) * es;
-      ok = r->a.offset <= r->a.size && ab <= r->a.size - r->a.offset &&
-           r->b.offset <= r->b.size && bb <= r->b.size - r->b.offset;
+      ok = r->a.offset <= r->a.size && ab <= r->a.size - r->a.offset && r->b.offset <= r->b.size &&
+           bb <= r->b.size - r->b.offset;
       s->src[p] = !ok ? NULL : p == me ? (void *)a : peer_buffer(s, p, &r->a);
       s->src[nr + p] = !ok || !s->src[p] ? NULL : p == me ? (void *)b : peer_buffer(s, p, &r->b);
       ok = s->src[p] && s->src[nr + p];

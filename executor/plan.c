@@ -966,6 +966,16 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
                     n->name);
       goto fail;
     }
+    if (req->cuda && local && !step->host && step->params.grad_product) {
+      /* The CUDA apply_sgd reads input 1 as the gradient: the product's
+       * factor a would be taken for it. */
+      if (out != out_stack) free(out);
+      fg_status_set(st, FG_UNIMPLEMENTED,
+                    "node '%s' (apply_sgd with grad_product = 1) runs on the CPU only; a GPU "
+                    "session needs the gradient made (fg_data_parallel with fused_update = 0)",
+                    n->name);
+      goto fail;
+    }
     step->fn = !local ? NULL
                : req->cuda && n->op != FG_OP_ALL_REDUCE && !step->host
                    ? fg_cuda_kernel(def->name, key)

@@ -195,9 +195,8 @@ static fg_output product_on(fg_graph *g, int r, const fg_tensor *vt, const fg_te
 FG_TEST(dist_product_apply_sgd_by_hand, "dist") {
   static const double v0[6] = {1, 2, 3, 4, 5, 6}, a0[4] = {1, 0, 0, 1}, b0[6] = {1, 2, 0, 0, -2, 4},
                       a1[2] = {2, 1}, b1[3] = {1, 0, -1};
-  static const double want[3][6] = {{-0.5, 1, 4, 3.5, 6, 4.5},
-                                    {0.25, 1.5, 3.5, 3.75, 5.5, 5.25},
-                                    {0.5, 1, 3, 4, 6, 4}};
+  static const double want[3][6] = {
+      {-0.5, 1, 4, 3.5, 6, 4.5}, {0.25, 1.5, 3.5, 3.75, 5.5, 5.25}, {0.5, 1, 3, 4, 6, 4}};
   int64_t vd[2] = {2, 3}, a0d[2] = {2, 2}, b0d[2] = {2, 3}, a1d[2] = {1, 2}, b1d[2] = {1, 3};
   for (int c = 0; c < 3; c++) {
     fg_status *st = fg_status_new();

@@ -935,13 +935,17 @@ static int reduce_product(rank_run *r, fg_shm_reduce *s, void *var, const void *
 
 /* Rank p's factors: rows_of(p) rows, a [rows, m] and b [rows, n]. */
 static int64_t rows_of(int p, int zero_rank) { return p == zero_rank ? 0 : 5 + 3 * p; }
-static double a_val(int p, int64_t i, int64_t j) { return 0.01 * (double)((p * 7 + i * 3 + j) % 13) - 0.06; }
-static double b_val(int p, int64_t i, int64_t j) { return 0.02 * (double)((p * 5 + i + 2 * j) % 11) - 0.1; }
+static double a_val(int p, int64_t i, int64_t j) {
+  return 0.01 * (double)((p * 7 + i * 3 + j) % 13) - 0.06;
+}
+static double b_val(int p, int64_t i, int64_t j) {
+  return 0.02 * (double)((p * 5 + i + 2 * j) % 11) - 0.1;
+}
 
 /* The update worked out in double by plain loops over every rank's rows:
  * var - lr * (sum over ranks of a^T b, / ranks for the mean). */
-static void product_expected(double *want, int ranks, int zero_rank, int64_t m, int64_t n,
-                             int mean, double lr) {
+static void product_expected(double *want, int ranks, int zero_rank, int64_t m, int64_t n, int mean,
+                             double lr) {
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       double g = 0;
@@ -1066,8 +1070,8 @@ static int product_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   r->checks++;
   if (rc != 1 || memcmp(v, orig, 4 * count) != 0) r->wrong++;
   /* Bad arguments, before any wait (this rank alone). */
-  rc = fg_shm_all_reduce_sgd_product(s, v, a, b, rows, m, n, FG_I32, 1, 0.1, fgk_gemm_tn, NULL,
-                                     "t", NULL, st);
+  rc = fg_shm_all_reduce_sgd_product(s, v, a, b, rows, m, n, FG_I32, 1, 0.1, fgk_gemm_tn, NULL, "t",
+                                     NULL, st);
   r->checks++;
   if (rc != -1 || !strstr(fg_status_message(st), "of i32 (f32 or f64)")) r->wrong++;
   rc = reduce_product(r, s, v, a, b, rows, m, n, FG_F32, 1, 0.1, st);

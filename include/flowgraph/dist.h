@@ -288,7 +288,12 @@ typedef struct fg_data_parallel_options {
    * about half the memory traffic of an all_reduce followed by a full
    * update on every rank. Elsewhere it all-reduces a copy of the
    * gradient, then updates: the same results, a little slower. The same
-   * bits as without it. Only with replicas = 1 (one replica per process,
+   * bits as without it, except for a weight whose gradient is a matmul's
+   * a^T b of tensors the plan makes (a hidden layer's: its input and its
+   * delta; not a fed batch): that update takes a and b (grad_product =
+   * 1), and over shared memory each rank computes its slice of the update
+   * over every rank's rows in one GEMM, the gradient never made. Those
+   * bits differ by rounding, and are the same on every rank. Only with replicas = 1 (one replica per process,
    * `flowgraph train --dist mpi`'s form) on a graph that names at most
    * one device and no rank:R/ ones; other graphs are rewritten as with 0.
    * CPU sessions only: a GPU session refuses the fused node. 0 (default):

@@ -249,13 +249,13 @@ static void tn_tiles(void *arg, int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; t++) {
     const int64_t r0 = t * MM_RB, m = J->m - r0 < MM_RB ? J->m - r0 : MM_RB;
     if (J->dt == FG_F64)
-      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)J->n,
-                  (blasint)J->k, J->alpha, (const double *)J->a + r0, (blasint)J->lda, J->b,
-                  (blasint)J->ldb, J->beta, (double *)J->c + r0 * J->ldc, (blasint)J->ldc);
+      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)J->n, (blasint)J->k,
+                  J->alpha, (const double *)J->a + r0, (blasint)J->lda, J->b, (blasint)J->ldb,
+                  J->beta, (double *)J->c + r0 * J->ldc, (blasint)J->ldc);
     else
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)J->n,
-                  (blasint)J->k, (float)J->alpha, (const float *)J->a + r0, (blasint)J->lda, J->b,
-                  (blasint)J->ldb, (float)J->beta, (float *)J->c + r0 * J->ldc, (blasint)J->ldc);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)J->n, (blasint)J->k,
+                  (float)J->alpha, (const float *)J->a + r0, (blasint)J->lda, J->b, (blasint)J->ldb,
+                  (float)J->beta, (float *)J->c + r0 * J->ldc, (blasint)J->ldc);
   }
 }
 

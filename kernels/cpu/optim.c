@@ -69,8 +69,10 @@ typedef struct opt_job {
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr;                                                                                     \
-    /* grad_product: in[1] is not the gradient but a factor of it (fgk_all_reduce_sgd checks it). */ \
-    if (fgk_check(ctx, 3, 1) != 0 || fgk_optim_check(ctx, DT, ctx->p->grad_product ? 1 : 2) != 0 || \
+    /* grad_product: in[1] is not the gradient but a factor of it (fgk_all_reduce_sgd checks it).  \
+     */                                                                                            \
+    if (fgk_check(ctx, 3, 1) != 0 ||                                                               \
+        fgk_optim_check(ctx, DT, ctx->p->grad_product ? 1 : 2) != 0 ||                             \
         scalar_in(ctx, 2, "lr", &lr) != 0)                                                         \
       return -1;                                                                                   \
     /* all_reduce = 1: the gradient is all-reduced first, in one collective                        \

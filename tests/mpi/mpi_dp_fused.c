@@ -144,8 +144,8 @@ static int fused_nodes(const fg_graph *g, const char *attr) {
   int n = 0;
   for (int i = 0; i < fg_graph_num_nodes(g); i++) {
     int64_t v = 0;
-    n += strcmp(fg_node_op(g, i), "apply_sgd") == 0 &&
-         fg_node_attr_int(g, i, attr, &v) == 0 && v == 1;
+    n += strcmp(fg_node_op(g, i), "apply_sgd") == 0 && fg_node_attr_int(g, i, attr, &v) == 0 &&
+         v == 1;
   }
   return n;
 }
