@@ -31,14 +31,16 @@ test-asan: deps
 
 # The thread pool, the executor, the parallel kernels and the threads that
 # stand in for processes (dist_agree, dist_hybrid, shm_reduce), and the
-# lanes of micro-batched pipelines (dist_micro), under TSan.
+# lanes of micro-batched pipelines (dist_micro), and the in-process ranks
+# of fused product updates (dist_product), under TSan.
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFG_SANITIZE=thread -DFG_CUDA=OFF
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_threadpool_kernels \
 	  test_executor test_session test_kernels test_threads test_numerics test_dist test_dist_exec \
-	  test_dist_agree test_dist_hybrid test_shm_reduce test_dist_micro test_dist_run_agree
+	  test_dist_agree test_dist_hybrid test_shm_reduce test_dist_micro test_dist_run_agree \
+	  test_dist_product
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist|dist_exec|dist_agree|dist_hybrid|shm_reduce|dist_micro|dist_run_agree)\.'
+	  ctest --output-on-failure -j $(JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist|dist_exec|dist_agree|dist_hybrid|shm_reduce|dist_micro|dist_run_agree|dist_product)\.'
 
 test: test-fast test-asan test-tsan fuzz-smoke
 

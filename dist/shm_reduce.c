@@ -350,6 +350,23 @@ static unsigned char *peer_buffer(fg_shm_reduce *s, int p, const fg_shm_arena_re
   return victim->base + ref->offset;
 }
 
+/* Publishes whether this rank mapped (`ok`) every buffer it needs, and
+ * after a barrier reads every rank's: 1 when all did, 0 when some could not
+ * (-1 on a failed wait). A rank that cannot map the others' arenas (no
+ * /proc, another user, no memory for its buffers) will not later either,
+ * and every rank saw the same flags, so all stop trying alike. */
+static int agree_mapped(fg_shm_reduce *s, int par, int ok, const char *desc, const fg_shm_wait *w,
+                        fg_status *st) {
+  header(s, s->rank)->mapped[par] = ok;
+  if (barrier(s, desc, w, st) != 0) return -1;
+  for (int p = 0; p < s->n; p++)
+    if (!header(s, p)->mapped[par]) {
+      s->try_in_place = 0;
+      return 0;
+    }
+  return 1;
+}
+
 /* After the first barrier of a collective whose buffers may lie in
  * arenas: maps every rank's buffers of `nb` kinds (kind k's references on
  * line k; out[k][p] its address here, bufs[k] for this rank's own), and the
@@ -371,17 +388,7 @@ static int map_peers_k(fg_shm_reduce *s, unsigned char *const *bufs, void **cons
       out[k][p] = !ok ? NULL : p == me ? bufs[k] : peer_buffer(s, p, r);
       ok = out[k][p] != NULL;
     }
-  header(s, me)->mapped[par] = ok;
-  if (barrier(s, desc, w, st) != 0) return -1;
-  for (int p = 0; p < n; p++)
-    if (!header(s, p)->mapped[par]) {
-      /* A rank cannot map the others' arenas (no /proc, another user): it
-       * will not later either, and every rank saw the same flags, so all
-       * stop trying alike. */
-      s->try_in_place = 0;
-      return 0;
-    }
-  return 1;
+  return agree_mapped(s, par, ok, desc, w, st);
 }
 
 /* map_peers_k for one buffer per rank, into s->dst. */
@@ -832,15 +839,8 @@ int fg_shm_all_reduce_sgd_product(fg_shm_reduce *s, void *var, const void *a, co
     }
     ok = ok && s->dst[p];
   }
-  header(s, me)->mapped[par] = ok;
-  if (barrier(s, desc, w, st) != 0) return -1;
-  for (int p = 0; p < nr; p++)
-    if (!header(s, p)->mapped[par]) {
-      /* As map_peers_k: every rank saw the same flags. A rank short of
-       * memory for the gather buffer stops the in-place path too. */
-      s->try_in_place = 0;
-      return 1;
-    }
+  const int agreed = agree_mapped(s, par, ok, desc, w, st);
+  if (agreed <= 0) return agreed < 0 ? -1 : 1;
   unsigned char *ga = s->gather, *gb = ga + (size_t)(total * ml) * es;
   int64_t at = 0;
   for (int p = 0; p < nr; p++) {

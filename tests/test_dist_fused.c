@@ -170,24 +170,8 @@ FG_TEST(dist_fused_apply_sgd_by_hand, "dist") {
       fg_tensor_free(vt);
       fg_tensor_free(gt);
     }
-    FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
-    fg_session *s = fg_session_new(g, NULL, st);
-    FG_REQUIRE(s);
-    fg_tensor *out[2] = {NULL, NULL};
-    FG_REQUIRE(fg_session_run(s, NULL, 0, fetch, 2, out, NULL, 0, st) == 0);
     const double want[2][3] = {{-1, 0, 4}, {0, 1, 3.5}};
-    for (int r = 0; r < 2; r++) {
-      fg_tensor *v = fg_session_variable(s, r ? "v1" : "v0", st);
-      FG_REQUIRE(v && out[r]);
-      for (int i = 0; i < 3; i++) {
-        FG_CHECK(((const double *)fg_tensor_data(v))[i] == want[mean][i]);
-        FG_CHECK(((const double *)fg_tensor_data(out[r]))[i] == want[mean][i]);
-      }
-      fg_tensor_free(v);
-      fg_tensor_free(out[r]);
-    }
-    fg_session_free(s);
-    fg_graph_free(g);
+    dist_check_updates(g, 2, want[mean], 3);
     fg_status_free(st);
   }
 }

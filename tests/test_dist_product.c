@@ -210,28 +210,12 @@ FG_TEST(dist_product_apply_sgd_by_hand, "dist") {
     const int ranks = c == 2 ? 1 : 2;
     for (int r = 0; r < ranks; r++)
       product_on(g, r, vt, at[r], bt[r], c == 1, fetch[r]);
-    FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
-    fg_session *s = fg_session_new(g, NULL, st);
-    FG_REQUIRE(s);
-    fg_tensor *out[2] = {NULL, NULL};
-    FG_REQUIRE(fg_session_run(s, NULL, 0, fetch, ranks, out, NULL, 0, st) == 0);
-    for (int r = 0; r < ranks; r++) {
-      fg_tensor *v = fg_session_variable(s, r ? "v1" : "v0", st);
-      FG_REQUIRE(v && out[r]);
-      for (int i = 0; i < 6; i++) {
-        FG_CHECK(((const double *)fg_tensor_data(v))[i] == want[c][i]);
-        FG_CHECK(((const double *)fg_tensor_data(out[r]))[i] == want[c][i]);
-      }
-      fg_tensor_free(v);
-      fg_tensor_free(out[r]);
-    }
-    fg_session_free(s);
+    dist_check_updates(g, ranks, want[c], 6);
     for (int r = 0; r < 2; r++) {
       fg_tensor_free(at[r]);
       fg_tensor_free(bt[r]);
     }
     fg_tensor_free(vt);
-    fg_graph_free(g);
     fg_status_free(st);
   }
 }

@@ -136,6 +136,32 @@ static inline fg_output dist_fused_sgd_on(fg_graph *g, int r, const fg_tensor *v
   return u;
 }
 
+/* Runs g's updates "u0" .. (ranks of them, on cpu:0 ..; dist_fused_sgd_on)
+ * once in one session: each update's output and variable "v<r>" must be
+ * `want` (n f64 values), exactly. Frees g. */
+static inline void dist_check_updates(fg_graph *g, int ranks, const double *want, int n) {
+  fg_status *st = fg_status_new();
+  const char *fetch[2] = {"u0", "u1"};
+  FG_REQUIRE(ranks <= 2 && fg_graph_status(g, st) == FG_OK);
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  fg_tensor *out[2] = {NULL, NULL};
+  FG_REQUIRE(fg_session_run(s, NULL, 0, fetch, ranks, out, NULL, 0, st) == 0);
+  for (int r = 0; r < ranks; r++) {
+    fg_tensor *v = fg_session_variable(s, r ? "v1" : "v0", st);
+    FG_REQUIRE(v && out[r]);
+    for (int i = 0; i < n; i++) {
+      FG_CHECK(((const double *)fg_tensor_data(v))[i] == want[i]);
+      FG_CHECK(((const double *)fg_tensor_data(out[r]))[i] == want[i]);
+    }
+    fg_tensor_free(v);
+    fg_tensor_free(out[r]);
+  }
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
 /* dist_mlp_seeded with the initialisation every dist test shares. */
 static inline fg_graph *dist_mlp_cfg(fg_dtype dt, const fg_optimizer_config *cfg, const char *dev1,
                                      const char *dev2) {
