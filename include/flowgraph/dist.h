@@ -293,10 +293,12 @@ typedef struct fg_data_parallel_options {
    * delta; not a fed batch): that update takes a and b (grad_product =
    * 1), and over shared memory each rank computes its slice of the update
    * over every rank's rows in one GEMM, the gradient never made. Those
-   * bits differ by rounding, and are the same on every rank. Only with replicas = 1 (one replica
-   * per process, `flowgraph train --dist mpi`'s form) on a graph that names at most one device and
-   * no rank:R/ ones; other graphs are rewritten as with 0. CPU sessions only: a GPU session refuses
-   * the fused node. 0 (default): all_reduce nodes, then the updates. */
+   * bits differ by rounding, and are the same on every rank. Only with
+   * replicas = 1 (one replica per process, `flowgraph train --dist mpi`'s
+   * form) on a graph that names at most one device and no rank:R/ ones;
+   * other graphs are rewritten as with 0. CPU sessions only: a GPU
+   * session refuses the fused node. 0 (default): all_reduce nodes, then
+   * the updates. */
   int fused_update;
 } fg_data_parallel_options;
 
