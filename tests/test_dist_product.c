@@ -69,7 +69,8 @@ static int count_attr(const fg_graph *g, const char *attr, int *last) {
 /* dense2/w's update takes relu1 (a) as input 1 and dense2's delta (b,
  * [?, 1024]) as input 3, the rows and sums as 4 and 5; dense1/w's (a
  * bucket's) and dense3/w's (under 1 MiB) are not fused. Without
- * fused_update nothing is. Saved and loaded, it stays. */
+ * fused_update nothing is. Saved and loaded, it stays. fg_micro_batch
+ * refuses the rewrite. */
 FG_TEST(dist_product_rewrite, "dist") {
   fg_status *st = fg_status_new();
   fg_graph *g = deep_mlp(), *plain = rewrite(g, 0), *fused = rewrite(g, 1);
@@ -96,6 +97,11 @@ FG_TEST(dist_product_rewrite, "dist") {
   FG_REQUIRE(back);
   FG_CHECK_INT(count_attr(back, "grad_product", &u), 1);
   fgt_rmtree(dir);
+  /* Micro-batches of it are refused, as of any fused rewrite, naming an
+   * update (its input 1 is now a forward tensor, not a gradient). */
+  FG_CHECK(fg_micro_batch(fused, 2, batch_names_xy, 2, FG_DP_LOSS_MEAN, st) == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "fg_micro_batch: the gradient of update '");
   fg_graph_free(back);
   fg_graph_free(fused);
   fg_graph_free(plain);
