@@ -17,9 +17,9 @@
 
 typedef struct fg_comm fg_comm;
 
-/* c[m x n] = alpha * a^T b + beta * c, row-major: a [k rows, lda apart]
- * (its first m columns), b [k rows, ldb apart], c [m rows, ldc apart]; f32
- * or f64 as `dtype`. The kernels' GEMM (kernels/cpu), passed to the
+/* c[m x n] = alpha * a^T b + beta * c, beta 0 or 1, row-major: a [k
+ * rows, lda apart] (its first m columns), b [k rows, ldb apart], c [m
+ * rows, ldc apart]; f32 or f64 as `dtype`. The kernels' GEMM (kernels/cpu), passed to the
  * communicator so that it runs on the executor's threads (`arg`). */
 typedef void (*fg_gemm_tn_fn)(void *arg, fg_dtype dtype, int64_t m, int64_t n, int64_t k,
                               double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,

@@ -668,6 +668,27 @@ static int check_lr(const fg_shm_reduce *s, int par, double lr, const char *desc
   return 0;
 }
 
+/* The first round of a fused update, after the caller published where
+ * its gradient (or factors) lie: this rank's count, dtype, lr and var
+ * published, one barrier (every rank is here: its update waited for its
+ * own reads of its var, so from now on each may write the others'), and
+ * the count and lr checks, alike on every rank. */
+static int fused_begin(fg_shm_reduce *s, void *var, int64_t count, fg_dtype dtype, size_t es,
+                       double lr, const char *desc, const fg_shm_wait *w, fg_status *st) {
+  const int par = (int)(s->rounds & 1), me = s->rank;
+  header(s, me)->count[par] = count;
+  header(s, me)->dtype[par] = (int32_t)dtype;
+  header(s, me)->lr[par] = lr;
+  fg_shm_arena_ref ref;
+  fg_shm_arena_find(var, (size_t)count * es, &ref);
+  refs_k(s, me, 1)->ref[par] = ref;
+  if (barrier(s, desc, w, st) != 0) return -1;
+  s->rounds++; /* one round: the next collective takes the other pair */
+  return check_counts(s, par, count, dtype, desc, st) != 0 || check_lr(s, par, lr, desc, st) != 0
+             ? -1
+             : 0;
+}
+
 int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t count,
                           fg_dtype dtype, int mean, double lr, const char *desc,
                           const fg_shm_wait *w, fg_status *st) {
@@ -685,20 +706,10 @@ int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t
   const int n = s->n, me = s->rank;
   s->calls++;
   const int par = (int)(s->rounds & 1);
-  header(s, me)->count[par] = count;
-  header(s, me)->dtype[par] = (int32_t)dtype;
-  header(s, me)->lr[par] = lr;
   fg_shm_arena_ref ref;
   fg_shm_arena_find(grad, (size_t)count * es, &ref);
   refs_k(s, me, 0)->ref[par] = ref;
-  fg_shm_arena_find(var, (size_t)count * es, &ref);
-  refs_k(s, me, 1)->ref[par] = ref;
-  /* Every rank is here: its update waited for its own reads of the
-   * variable, so from now on each may write the others'. */
-  if (barrier(s, desc, w, st) != 0) return -1;
-  s->rounds++; /* one round: the next collective takes the other pair */
-  if (check_counts(s, par, count, dtype, desc, st) != 0 || check_lr(s, par, lr, desc, st) != 0)
-    return -1;
+  if (fused_begin(s, var, count, dtype, es, lr, desc, w, st) != 0) return -1;
   unsigned char *bufs[2] = {(unsigned char *)grad, var};
   void **out[2] = {s->src, s->dst};
   int mapped = map_peers_k(s, bufs, out, 2, par, count, es, desc, w, st);
@@ -766,23 +777,13 @@ int fg_shm_all_reduce_sgd_product(fg_shm_reduce *s, void *var, const void *a, co
   s->calls++;
   const uint64_t round = s->rounds;
   const int par = (int)(round & 1);
-  header(s, me)->count[par] = count;
-  header(s, me)->dtype[par] = (int32_t)dtype;
-  header(s, me)->lr[par] = lr;
   product_refs *mine = (product_refs *)slot(s, me, round);
   mine->rows = rows;
   mine->m = m;
   mine->n = n;
   fg_shm_arena_find(a, (size_t)(rows * m) * es, &mine->a);
   fg_shm_arena_find(b, (size_t)(rows * n) * es, &mine->b);
-  fg_shm_arena_ref ref;
-  fg_shm_arena_find(var, (size_t)count * es, &ref);
-  refs_k(s, me, 1)->ref[par] = ref;
-  /* Every rank is here: its update waited for its own reads of var. */
-  if (barrier(s, desc, w, st) != 0) return -1;
-  s->rounds++; /* one round: the next collective takes the other pair */
-  if (check_counts(s, par, count, dtype, desc, st) != 0 || check_lr(s, par, lr, desc, st) != 0)
-    return -1;
+  if (fused_begin(s, var, count, dtype, es, lr, desc, w, st) != 0) return -1;
   /* The shapes first, over every rank, then the arenas: if any two ranks
    * differ, every rank differs from some rank, so all fail alike. */
   for (int p = 0; p < nr; p++) {

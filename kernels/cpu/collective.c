@@ -125,12 +125,9 @@ static void sgd_range(void *arg, int64_t i0, int64_t i1) {
   fgk_sgd_to(J->dt, dst, 1, dst[0], (const char *)J->g + at, i1 - i0, J->lr);
 }
 
-/* grad_product: var -= lr * (the mean or sum over ranks of) a^T b, a =
- * in[1] [rows, m], b = in[3] [rows, n], var [m, n], the gradient never
- * made where the communicator fuses it (all_reduce_sgd_product); else it
- * is made in the communicator's buffer, all-reduced and applied. A group
- * of one adds -lr * a^T b into var in the product itself. */
-static int product_sgd(const fg_kctx *ctx, double lr) {
+/* grad_product: in[1] (a) [rows, m] and in[3] (b) [rows, n] for var [m,
+ * n], the gradient a^T b; 0 with *rows set, else the kernel's failure. */
+static int product_dims(const fg_kctx *ctx, int64_t *rows) {
   const fg_kbuf *v = &ctx->in[0], *a = &ctx->in[1], *b = &ctx->in[3];
   const fg_dtype dt = v->dtype;
   if (ctx->n_in < 4 || v->rank != 2 || a->rank != 2 || b->rank != 2 || a->dtype != dt ||
@@ -142,87 +139,72 @@ static int product_sgd(const fg_kctx *ctx, double lr) {
                     fg_dtype_name(a->dtype), (long long)a->dims[0], (long long)a->dims[1],
                     fg_dtype_name(b->dtype), (long long)b->dims[0], (long long)b->dims[1],
                     fg_dtype_name(dt), (long long)v->dims[0], (long long)v->dims[1]);
-  const int64_t rows = a->dims[0], m = v->dims[0], n = v->dims[1];
-  if (rows > INT32_MAX || m > INT32_MAX || n > INT32_MAX)
+  *rows = a->dims[0];
+  if (*rows > INT32_MAX || v->dims[0] > INT32_MAX || v->dims[1] > INT32_MAX)
     return fgk_fail(ctx, "grad_product: [%lld, %lld] x [%lld, %lld] exceeds the GEMM's index type",
-                    (long long)rows, (long long)m, (long long)rows, (long long)n);
-  fg_comm *c = ctx->comm;
-  int size = c ? c->size : 1, plain = 1, mean = ctx->p->keepdims;
-  double w = 1, total = 1;
-  void *kc = (void *)ctx;
-  if (ctx->p->depth && size > 1 && weights(ctx, 4, size, &plain, &w, &total) != 0) return -1;
-  if (size <= 1) {
-    /* A group of one: the mean of one gradient is itself. */
-    fgk_gemm_tn(kc, dt, m, n, rows, -lr, a->data, m, b->data, n, 1.0, v->data, n);
-    return 0;
-  }
-  fg_status *st = fg_comm_kernel_status(c);
-  if (!st) return fgk_fail(ctx, "all_reduce: out of memory");
-  /* Even shards: fused where the communicator can (uneven ones weigh
-   * each rank's gradient by its rows below). */
-  int rc = plain && c->ops->all_reduce_sgd_product
-               ? c->ops->all_reduce_sgd_product(c, v->data, a->data, b->data, rows, m, n, dt, mean,
-                                                lr, fgk_gemm_tn, kc, st)
-               : 1;
-  if (rc < 0) return comm_fail(ctx, st);
-  if (rc == 0) return 0;
-  const int64_t count = m * n;
-  const size_t bytes = (size_t)(count > 0 ? count : 1) * elem_size(dt);
-  void *g = fg_comm_update_buffer(c, bytes);
-  if (!g)
-    return fgk_fail(ctx, "all_reduce: cannot allocate %zu bytes for the reduced gradient", bytes);
-  /* As the made gradient's all_reduce: scaled by this rank's rows, summed,
-   * divided by all rows (the weighted mean), or the plain mean or sum. */
-  fgk_gemm_tn(kc, dt, m, n, rows, plain ? 1.0 : w, a->data, m, b->data, n, 0.0, g, n);
-  if (c->ops->all_reduce(c, g, count, dt, plain && mean, st) != 0) return comm_fail(ctx, st);
-  if (!plain) {
-    fg_kbuf y = *v;
-    y.data = g;
-    divide(&y, count, total);
-  }
-  sgd_job job = {dt, v->data, g, lr};
-  fgk_parallel_for(ctx, count, FGK_GRAIN_CHEAP, sgd_range, &job);
+                    (long long)*rows, (long long)v->dims[0], (long long)*rows,
+                    (long long)v->dims[1]);
   return 0;
 }
 
+/* apply_sgd with all_reduce = 1: var -= lr * (the mean, weighted mean or
+ * sum over ranks of) the gradient, in[1], or with grad_product the
+ * product a^T b of in[1] and in[3], which is made only where the
+ * communicator cannot fuse it. */
 int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr) {
-  if (ctx->p->grad_product) return product_sgd(ctx, lr);
-  const fg_kbuf *v = &ctx->in[0], *g = &ctx->in[1];
-  const int64_t n = fgk_numel(v);
+  const int prod = ctx->p->grad_product;
+  const fg_kbuf *v = &ctx->in[0], *g = &ctx->in[1], *b = prod ? &ctx->in[3] : NULL;
+  const int64_t n = fgk_numel(v), m = v->rank == 2 ? v->dims[0] : 0,
+                cols = v->rank == 2 ? v->dims[1] : 0;
   const fg_dtype dt = v->dtype;
   fg_comm *c = ctx->comm;
   int size = c ? c->size : 1, plain = 1, mean = ctx->p->keepdims;
   double w = 1, total = 1;
+  int64_t rows = 0;
+  void *kc = (void *)ctx;
+  if (prod && product_dims(ctx, &rows) != 0) return -1;
+  /* Rows and sums follow the gradient: inputs 3 and 4, or 4 and 5. */
+  if (ctx->p->depth && size > 1 && weights(ctx, prod ? 4 : 3, size, &plain, &w, &total) != 0)
+    return -1;
   sgd_job job = {dt, v->data, g->data, lr};
-  if (ctx->p->depth && size > 1 && weights(ctx, 3, size, &plain, &w, &total) != 0) return -1;
   if (size <= 1) {
-    /* A group of one: the mean of one gradient is itself. */
-    fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP, sgd_range, &job);
+    /* A group of one: the mean of one gradient is itself (a product
+     * goes into var in the GEMM). */
+    if (prod)
+      fgk_gemm_tn(kc, dt, m, cols, rows, -lr, g->data, m, b->data, cols, 1.0, v->data, cols);
+    else
+      fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP, sgd_range, &job);
     return 0;
   }
   fg_status *st = fg_comm_kernel_status(c);
   if (!st) return fgk_fail(ctx, "all_reduce: out of memory");
   /* Even shards: one collective that reduces and updates together (the
    * MPI communicator over shared memory). */
-  int rc = plain && c->ops->all_reduce_sgd
-               ? c->ops->all_reduce_sgd(c, v->data, g->data, n, dt, mean, lr, st)
-               : 1;
+  int rc = 1;
+  if (plain && prod && c->ops->all_reduce_sgd_product)
+    rc = c->ops->all_reduce_sgd_product(c, v->data, g->data, b->data, rows, m, cols, dt, mean, lr,
+                                        fgk_gemm_tn, kc, st);
+  else if (plain && !prod && c->ops->all_reduce_sgd)
+    rc = c->ops->all_reduce_sgd(c, v->data, g->data, n, dt, mean, lr, st);
   if (rc < 0) return comm_fail(ctx, st);
   if (rc == 0) return 0;
   /* Otherwise all_reduce a copy (the gradient is an input, not this
-   * node's to change) in a buffer the communicator keeps, then update. */
+   * node's to change), or the made product, in a buffer the communicator
+   * keeps, then update; uneven shards scale it by this rank's rows, sum,
+   * and divide by all rows. */
   size_t bytes = (size_t)(n > 0 ? n : 1) * elem_size(dt);
-  fg_kbuf y = *g;
+  fg_kbuf y = *v;
   y.data = fg_comm_update_buffer(c, bytes);
   if (!y.data)
     return fgk_fail(ctx, "all_reduce: cannot allocate %zu bytes for the reduced gradient", bytes);
-  if (!plain) {
+  if (prod)
+    fgk_gemm_tn(kc, dt, m, cols, rows, plain ? 1.0 : w, g->data, m, b->data, cols, 0.0, y.data,
+                cols);
+  else if (!plain)
     scale_into(&y, g, n, w);
-    mean = 0;
-  } else if (n > 0) {
+  else if (n > 0)
     memcpy(y.data, g->data, bytes);
-  }
-  if (c->ops->all_reduce(c, y.data, n, dt, mean, st) != 0) return comm_fail(ctx, st);
+  if (c->ops->all_reduce(c, y.data, n, dt, plain && mean, st) != 0) return comm_fail(ctx, st);
   if (!plain) divide(&y, n, total);
   job.g = y.data;
   fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP, sgd_range, &job);

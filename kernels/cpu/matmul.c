@@ -265,19 +265,10 @@ void fgk_gemm_tn(void *ctx, fg_dtype dt, int64_t m, int64_t n, int64_t k, double
   if (m <= 0 || n <= 0) return;
   const size_t es = dt == FG_F64 ? 8 : 4;
   if (k <= 0) {
-    /* An empty sum; BLAS wants lda >= 1 for matrices without data. */
-    for (int64_t i = 0; i < m && beta != 1; i++) {
-      unsigned char *row = (unsigned char *)c + (size_t)(i * ldc) * es;
-      if (beta == 0) {
-        memset(row, 0, (size_t)n * es);
-        continue;
-      }
-      for (int64_t j = 0; j < n; j++)
-        if (dt == FG_F64)
-          ((double *)row)[j] *= beta;
-        else
-          ((float *)row)[j] = (float)(((float *)row)[j] * beta);
-    }
+    /* An empty sum (BLAS wants lda >= 1 for matrices without data): c
+     * stays with beta 1, becomes 0 with beta 0. */
+    for (int64_t i = 0; i < m && beta == 0; i++)
+      memset((unsigned char *)c + (size_t)(i * ldc) * es, 0, (size_t)n * es);
     return;
   }
   pthread_once(&blas_once, blas_single_thread);
