@@ -23,14 +23,7 @@ static fg_graph *wide_mlp(fg_optimizer_kind opt) {
 }
 
 static fg_graph *rewrite(const fg_graph *g, int replicas, int fused) {
-  fg_data_parallel_options o;
-  fg_data_parallel_options_init(&o);
-  o.fused_update = fused;
-  fg_status *st = fg_status_new();
-  fg_graph *dg = fg_data_parallel(g, replicas, batch_names_xy, 2, &o, st);
-  if (!dg) fprintf(stderr, "fg_data_parallel: %s\n", fg_status_message(st));
-  fg_status_free(st);
-  return dg;
+  return dist_rewrite_fused(g, replicas, fused);
 }
 
 /* Nodes of op `op`, and of them those with all_reduce = 1. */
@@ -314,18 +307,22 @@ FG_TEST(dist_fused_update_keeps_collective_order_across_fetches, "dist") {
 
 /* The other order, micro-batches of a data-parallel graph: refused alike
  * with and without fused updates, naming the update (the fused node's
- * rows and sums are data, not control inputs to multiply). */
+ * rows and sums are data, not control inputs to multiply), also where an
+ * update takes its gradient's factors (dist_deep_mlp: its input 1 is then
+ * a forward tensor). */
 FG_TEST(dist_fused_update_then_micro_batches_refused_alike, "dist,badinput") {
-  fg_graph *g = wide_mlp(FG_OPTIMIZER_SGD);
-  for (int fused = 0; fused < 2; fused++) {
-    fg_status *st = fg_status_new();
-    fg_graph *dg = rewrite(g, 1, fused);
-    FG_REQUIRE(dg);
-    FG_CHECK(fg_micro_batch(dg, 2, batch_names_xy, 2, FG_DP_LOSS_MEAN, st) == NULL);
-    FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
-    FG_CHECK_STR_CONTAINS(fg_status_message(st), "fg_micro_batch: the gradient of update '");
-    fg_graph_free(dg);
-    fg_status_free(st);
+  fg_graph *models[2] = {wide_mlp(FG_OPTIMIZER_SGD), dist_deep_mlp()};
+  for (int k = 0; k < 2; k++) {
+    for (int fused = 0; fused < 2; fused++) {
+      fg_status *st = fg_status_new();
+      fg_graph *dg = rewrite(models[k], 1, fused);
+      FG_REQUIRE(dg);
+      FG_CHECK(fg_micro_batch(dg, 2, batch_names_xy, 2, FG_DP_LOSS_MEAN, st) == NULL);
+      FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+      FG_CHECK_STR_CONTAINS(fg_status_message(st), "fg_micro_batch: the gradient of update '");
+      fg_graph_free(dg);
+      fg_status_free(st);
+    }
+    fg_graph_free(models[k]);
   }
-  fg_graph_free(g);
 }

@@ -16,41 +16,6 @@
 #include "test_dist_util.h"
 
 enum { STEPS = 3, BATCH = 32 };
-static const char *const batch_names_xy[2] = {"x", "y"};
-
-/* digits x [?, 64] -> dense 64x128 -> relu -> dense 128x1024 (1 MiB of
- * f64: its update fuses, and its gradient is relu1^T delta2, so it takes
- * the factors) -> relu -> dense 1024x10 -> softmax cross-entropy, SGD at
- * lr 0.05 ("train"). dense1's weight is 64 KiB: a bucket's. */
-static fg_graph *deep_mlp(void) {
-  fg_graph *g = fg_graph_new();
-  uint64_t rng = 5;
-  int64_t xd[2] = {FG_DIM_UNKNOWN, 64}, yd[1] = {FG_DIM_UNKNOWN};
-  fg_output x = fg_placeholder(g, "x", FG_F64, 2, xd);
-  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
-  fg_output h = fg_relu(g, dist_dense(g, FG_F64, x, 64, 128, "dense1", &rng, NULL));
-  h = fg_relu(g, dist_dense(g, FG_F64, h, 128, 1024, "dense2", &rng, NULL));
-  fg_output logits = dist_dense(g, FG_F64, h, 1024, 10, "dense3", &rng, NULL);
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
-  cfg.learning_rate = 0.05;
-  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, NULL);
-  if (train.node >= 0) fg_set_name(g, train, "train");
-  fg_graph_set_metadata(g, "train_target", "train");
-  return g;
-}
-
-static fg_graph *rewrite(const fg_graph *g, int fused) {
-  fg_data_parallel_options o;
-  fg_data_parallel_options_init(&o);
-  o.fused_update = fused;
-  fg_status *st = fg_status_new();
-  fg_graph *dg = fg_data_parallel(g, 1, batch_names_xy, 2, &o, st);
-  if (!dg) fprintf(stderr, "fg_data_parallel: %s\n", fg_status_message(st));
-  fg_status_free(st);
-  return dg;
-}
 
 /* The apply_sgd nodes with attribute `attr` = 1; *last = the last one. */
 static int count_attr(const fg_graph *g, const char *attr, int *last) {
@@ -69,11 +34,12 @@ static int count_attr(const fg_graph *g, const char *attr, int *last) {
 /* dense2/w's update takes relu1 (a) as input 1 and dense2's delta (b,
  * [?, 1024]) as input 3, the rows and sums as 4 and 5; dense1/w's (a
  * bucket's) and dense3/w's (under 1 MiB) are not fused. Without
- * fused_update nothing is. Saved and loaded, it stays. fg_micro_batch
- * refuses the rewrite. */
+ * fused_update nothing is. Saved and loaded, it stays. (fg_micro_batch
+ * refuses it: test_dist_fused.c.) */
 FG_TEST(dist_product_rewrite, "dist") {
   fg_status *st = fg_status_new();
-  fg_graph *g = deep_mlp(), *plain = rewrite(g, 0), *fused = rewrite(g, 1);
+  fg_graph *g = dist_deep_mlp(), *plain = dist_rewrite_fused(g, 1, 0),
+           *fused = dist_rewrite_fused(g, 1, 1);
   FG_REQUIRE(plain && fused);
   int u = -1;
   FG_CHECK_INT(count_attr(plain, "grad_product", &u), 0);
@@ -97,11 +63,6 @@ FG_TEST(dist_product_rewrite, "dist") {
   FG_REQUIRE(back);
   FG_CHECK_INT(count_attr(back, "grad_product", &u), 1);
   fgt_rmtree(dir);
-  /* Micro-batches of it are refused, as of any fused rewrite, naming an
-   * update (its input 1 is now a forward tensor, not a gradient). */
-  FG_CHECK(fg_micro_batch(fused, 2, batch_names_xy, 2, FG_DP_LOSS_MEAN, st) == NULL);
-  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
-  FG_CHECK_STR_CONTAINS(fg_status_message(st), "fg_micro_batch: the gradient of update '");
   fg_graph_free(back);
   fg_graph_free(fused);
   fg_graph_free(plain);
@@ -115,7 +76,7 @@ FG_TEST(dist_product_rewrite, "dist") {
  * then an update). */
 FG_TEST(dist_product_group_of_one_trains_as_sgd, "dist") {
   fg_status *st = fg_status_new();
-  fg_graph *g = deep_mlp(), *fused = rewrite(g, 1);
+  fg_graph *g = dist_deep_mlp(), *fused = dist_rewrite_fused(g, 1, 1);
   FG_REQUIRE(fused);
   fg_session *a = fg_session_new(g, NULL, st), *b = fg_session_new(fused, NULL, st);
   FG_REQUIRE(a && b);
@@ -142,7 +103,8 @@ FG_TEST(dist_product_group_of_one_trains_as_sgd, "dist") {
  * made, all-reduced and applied): both ranks end with the same dense1/w,
  * bit for bit, within f64 rounding of the unfused rewrite's. */
 FG_TEST(dist_product_two_ranks_in_process, "dist") {
-  fg_graph *g = deep_mlp(), *plain = rewrite(g, 0), *fused = rewrite(g, 1);
+  fg_graph *g = dist_deep_mlp(), *plain = dist_rewrite_fused(g, 1, 0),
+           *fused = dist_rewrite_fused(g, 1, 1);
   FG_REQUIRE(plain && fused);
   dist_rank_arg p[2], f[2];
   FG_REQUIRE(dist_run_two_ranks(plain, NULL, 10, STEPS, BATCH, p) == 0);

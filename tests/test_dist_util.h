@@ -90,21 +90,23 @@ static inline fg_graph *dist_mlp_seeded(fg_dtype dt, const fg_optimizer_config *
   return g;
 }
 
-/* x [?, in] -> dense in x hid ("<n1>/w", "<n1>/b") -> relu -> dense hid x
- * 10 ("<n2>/...") -> softmax cross-entropy "loss", step "train" (the
- * train_target) of optimizer `opt` at lr 0.05: the models whose first
- * weight is large enough (FG_DP_FUSE_MAX_BYTES) for an all_reduce of its
- * own. */
-static inline fg_graph *dist_wide_mlp(fg_dtype dt, int in, int hid, fg_optimizer_kind opt,
-                                      const char *n1, const char *n2) {
+/* x [?, widths[0]] -> dense layers widths[l] x widths[l + 1] named
+ * names[l] ("<name>/w", "<name>/b"), relu between them -> softmax
+ * cross-entropy "loss", step "train" (the train_target) of optimizer `opt`
+ * at lr 0.05; weights drawn from `seed`. */
+static inline fg_graph *dist_relu_mlp(fg_dtype dt, const int *widths, int layers,
+                                      const char *const *names, fg_optimizer_kind opt,
+                                      uint64_t seed) {
   fg_graph *g = fg_graph_new();
-  uint64_t rng = 3;
-  int64_t xd[2] = {FG_DIM_UNKNOWN, in}, yd[1] = {FG_DIM_UNKNOWN};
-  fg_output x = fg_placeholder(g, "x", dt, 2, xd);
+  uint64_t rng = seed;
+  int64_t xd[2] = {FG_DIM_UNKNOWN, widths[0]}, yd[1] = {FG_DIM_UNKNOWN};
+  fg_output h = fg_placeholder(g, "x", dt, 2, xd);
   fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
-  fg_output h = fg_relu(g, dist_dense(g, dt, x, in, hid, n1, &rng, NULL));
-  fg_output logits = dist_dense(g, dt, h, hid, 10, n2, &rng, NULL);
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
+  for (int l = 0; l < layers; l++) {
+    h = dist_dense(g, dt, h, widths[l], widths[l + 1], names[l], &rng, NULL);
+    if (l < layers - 1) h = fg_relu(g, h);
+  }
+  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, y), "loss");
   fg_optimizer_config cfg;
   fg_optimizer_config_init(&cfg, opt);
   cfg.learning_rate = 0.05;
@@ -112,6 +114,41 @@ static inline fg_graph *dist_wide_mlp(fg_dtype dt, int in, int hid, fg_optimizer
   if (train.node >= 0) fg_set_name(g, train, "train");
   fg_graph_set_metadata(g, "train_target", "train");
   return g;
+}
+
+/* x [?, in] -> dense in x hid ("<n1>/w", "<n1>/b") -> relu -> dense hid x
+ * 10 ("<n2>/...") -> softmax cross-entropy (dist_relu_mlp): the models
+ * whose first weight is large enough (FG_DP_FUSE_MAX_BYTES) for an
+ * all_reduce of its own. */
+static inline fg_graph *dist_wide_mlp(fg_dtype dt, int in, int hid, fg_optimizer_kind opt,
+                                      const char *n1, const char *n2) {
+  const int widths[3] = {in, hid, 10};
+  const char *const names[2] = {n1, n2};
+  return dist_relu_mlp(dt, widths, 2, names, opt, 3);
+}
+
+/* digits x [?, 64] -> dense 64x128 -> relu -> dense 128x1024 (1 MiB of
+ * f64: its update fuses, and its gradient is relu1^T delta2, so it takes
+ * the factors: grad_product) -> relu -> dense 1024x10, SGD at lr 0.05.
+ * dense1's weight is 64 KiB: a bucket's. */
+static inline fg_graph *dist_deep_mlp(void) {
+  static const int widths[4] = {64, 128, 1024, 10};
+  static const char *const names[3] = {"dense1", "dense2", "dense3"};
+  return dist_relu_mlp(FG_F64, widths, 3, names, FG_OPTIMIZER_SGD, 5);
+}
+
+/* g rewritten for data parallelism over `replicas` (batch inputs x and y,
+ * the default options but fused_update), or NULL (the error printed). */
+static inline fg_graph *dist_rewrite_fused(const fg_graph *g, int replicas, int fused) {
+  static const char *const batch[2] = {"x", "y"};
+  fg_data_parallel_options o;
+  fg_data_parallel_options_init(&o);
+  o.fused_update = fused;
+  fg_status *st = fg_status_new();
+  fg_graph *dg = fg_data_parallel(g, replicas, batch, 2, &o, st);
+  if (!dg) fprintf(stderr, "fg_data_parallel: %s\n", fg_status_message(st));
+  fg_status_free(st);
+  return dg;
 }
 
 /* On cpu:r: variable "v<r>" of value vt, constant "g<r>" of value gt, and
