@@ -151,6 +151,18 @@ static inline fg_graph *dist_rewrite_fused(const fg_graph *g, int replicas, int 
   return dg;
 }
 
+/* apply_sgd "upd" of inputs in[0 .. n_in) and attributes `a` must be
+ * refused when it is built, naming it, with `want` in the message. */
+static inline void dist_check_update_refused(fg_graph *g, const fg_output *in, int n_in,
+                                             const fg_attrs *a, const char *want) {
+  fg_status *st = fg_status_new();
+  FG_CHECK(fg_op(g, "apply_sgd", "upd", in, n_in, a).node < 0);
+  FG_CHECK(fg_graph_status(g, st) != FG_OK);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "'upd'");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), want);
+  fg_status_free(st);
+}
+
 /* On cpu:r: variable "v<r>" of value vt, constant "g<r>" of value gt, and
  * `name` = apply_sgd(v, g, lr; all_reduce = 1, mean): the fused updates
  * built by hand, one per device of a two-device graph. */
