@@ -495,7 +495,9 @@ static int emit_waiting(dp *d, char *done, const char *const *batch, int n_batch
  * weights, in[1] the replica's own gradient (emit_bucket), in[0 .. n_in)
  * its mapped inputs (var, grad, lr, control inputs); the rows and sums of
  * a weighted mean go in as inputs 3 and 4, and it joins the chain of
- * collectives (reduce_one). in[] has room for 3 more. */
+ * collectives (reduce_one). An update that takes its gradient's factors
+ * (d->product[j]) gets a as input 1 and b as input 3, the rows and sums
+ * after them. in[] has room for 4 more. */
 static fg_output emit_fused(dp *d, int r, int j, const fg_node *nd, const char *name, fg_output *in,
                             int n_in) {
   fg_attrs *a = fg_attrs_new();
@@ -737,15 +739,6 @@ static int collect_grads(dp *d, fg_status *st) {
   return 0;
 }
 
-/* fused_update: d->fused[j] = the apply_sgd update that all-reduces
- * gradient j itself, for each gradient large enough for an all_reduce of
- * its own (FG_DP_FUSE_MAX_BYTES) whose reduced value nothing but that
- * update's gradient input reads (no clipping, no other optimizer); -1 for
- * the others. Only for one replica per process on one device (replicas =
- * 1, no rank:R/ devices, no device to pin collectives to): there the
- * update and its collective share the process communicator, which over
- * one host's shared memory updates every rank's variable at once
- * (dist/shm_reduce.h). -1 on OOM. */
 /* find_fused's updates whose gradient is a matmul's a^T b (a [rows, m], b
  * [rows, n], both 2-D, f32 or f64: a weight's gradient in a dense layer)
  * that nothing else reads: d->product[j] = that matmul. Such an update
@@ -784,6 +777,15 @@ static int find_products(dp *d) {
   return 0;
 }
 
+/* fused_update: d->fused[j] = the apply_sgd update that all-reduces
+ * gradient j itself, for each gradient large enough for an all_reduce of
+ * its own (FG_DP_FUSE_MAX_BYTES) whose reduced value nothing but that
+ * update's gradient input reads (no clipping, no other optimizer); -1 for
+ * the others. Only for one replica per process on one device (replicas =
+ * 1, no rank:R/ devices, no device to pin collectives to): there the
+ * update and its collective share the process communicator, which over
+ * one host's shared memory updates every rank's variable at once
+ * (dist/shm_reduce.h). -1 on OOM. */
 static int find_fused(dp *d) {
   if (!d->o->fused_update || d->n != 1 || d->part || d->one_dev) return 0;
   d->fused = malloc((size_t)d->n_grads * sizeof *d->fused);
