@@ -12,12 +12,26 @@
 #include "cli.h"
 #include "flowgraph/dist.h"
 
-/* One line whatever the message holds: tests and scripts rely on it. */
+/* One line whatever the message holds: tests and scripts rely on it. The
+ * line leaves in one write: stderr is unbuffered, and byte by byte the
+ * lines of ranks sharing mpirun's stderr came out spliced together. */
 static void print_one_line(FILE *f, const char *prefix, const char *msg) {
-  fputs(prefix, f);
-  for (const char *p = msg; *p; p++)
-    fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
-  fputc('\n', f);
+  size_t np = strlen(prefix), nm = strlen(msg);
+  char *line = malloc(np + nm + 2);
+  if (!line) {
+    /* Out of memory: the line still goes out, only in pieces. */
+    fputs(prefix, f);
+    for (const char *p = msg; *p; p++)
+      fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
+    fputc('\n', f);
+  } else {
+    memcpy(line, prefix, np);
+    for (size_t i = 0; i < nm; i++)
+      line[np + i] = msg[i] == '\n' || msg[i] == '\r' ? ' ' : msg[i];
+    line[np + nm] = '\n';
+    fwrite(line, 1, np + nm + 1, f);
+    free(line);
+  }
   fflush(f);
 }
 
