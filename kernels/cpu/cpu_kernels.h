@@ -94,6 +94,17 @@ FGK_KERNELS(FGK_DECLARE)
 /* apply_sgd with all_reduce = 1 (collective.c): var -= lr * the gradient
  * all-reduced over ctx->comm, after optim.c checked the inputs. */
 int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr);
+
+/* libxsmm's GEMM for one matmul tile (kernels/cpu/xsmm/xsmm_gemm.c; without
+ * libxsmm, kernels/cpu/xsmm/xsmm_none.c declines every tile): row-major
+ * o[m, n] = op(a) op(b) with beta 0. Returns 0 when done, -1 when the
+ * caller must run OpenBLAS. fgk_xsmm_start runs once, before the first. */
+void fgk_xsmm_start(void);
+int fgk_xsmm_gemm_f32(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                      const float *b, int64_t ldb, float *o, int64_t ldo);
+int fgk_xsmm_gemm_f64(int ta, int tb, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
+                      const double *b, int64_t ldb, double *o, int64_t ldo);
+
 /* c = alpha * a^T b + beta * c, beta 0 or 1 (row-major; a [k, lda] read
  * in its first m columns, b [k, ldb], c [m, ldc]), f32 or f64, in row
  * tiles over ctx's threads (a const fg_kctx *, or NULL: inline); the dims must fit BLAS's

@@ -99,6 +99,7 @@ static void blas_single_thread(void) {
   openblas_set_num_threads(1);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores > 2) mm_min_items = cores < 4096 ? cores : 4096;
+  fgk_xsmm_start();
 }
 
 /* Tiles of C, from the shape and mm_min_items alone, so the GEMM calls (and
@@ -165,7 +166,7 @@ static void mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo) {
 }
 
 /* Items are (batch, row tile, column tile), each one GEMM. */
-#define FGK_MM_TILES(name, T, GEMM)                                                                \
+#define FGK_MM_TILES(name, T, GEMM, XSMM)                                                          \
   static void name(void *arg, int64_t i0, int64_t i1) {                                            \
     const mm_job *J = (const mm_job *)arg;                                                         \
     const int64_t per_batch = J->n_rt * J->n_ct;                                                   \
@@ -181,12 +182,14 @@ static void mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo) {
       const T *a = (const T *)J->a + ao + (J->ta ? r0 : r0 * J->K);                                \
       const T *b = (const T *)J->b + bo + (J->tb ? c0 * J->K : c0);                                \
       T *o = (T *)J->o + bi * J->M * J->N + r0 * J->N + c0;                                        \
+      /* libxsmm first (kernels/cpu/xsmm/), OpenBLAS when it declines. */                          \
+      if (XSMM(J->ta, J->tb, m, n, k, a, lda, b, ldb, o, J->N) == 0) continue;                     \
       GEMM(CblasRowMajor, J->ta ? CblasTrans : CblasNoTrans, J->tb ? CblasTrans : CblasNoTrans, m, \
            n, k, 1, a, lda, b, ldb, 0, o, (blasint)J->N);                                          \
     }                                                                                              \
   }
-FGK_MM_TILES(mm_tiles_f32, float, cblas_sgemm)
-FGK_MM_TILES(mm_tiles_f64, double, cblas_dgemm)
+FGK_MM_TILES(mm_tiles_f32, float, cblas_sgemm, fgk_xsmm_gemm_f32)
+FGK_MM_TILES(mm_tiles_f64, double, cblas_dgemm, fgk_xsmm_gemm_f64)
 
 #define FGK_MATMUL_BLAS(fn, T, DT, TILES)                                                          \
   int fn(const fg_kctx *ctx) {                                                                     \

@@ -1,0 +1,77 @@
+/* Matmul tiles through libxsmm (Debian's libxsmm-dev), which generates each
+ * tile shape's GEMM kernel once, for the CPU it runs on, and keeps it.
+ *
+ * Why: Debian's OpenBLAS 0.3.21 has no kernels for newer CPUs and falls back
+ * to older ones. On the dev VM's AMD EPYC (family 0x1a, 512-bit FMA) it runs
+ * its Haswell (256-bit) kernels, and libxsmm's tiles ran 1.4 to 2.4 times as
+ * fast, one thread each: 32 x 128 x 64 in 2.0 us against 4.8 us, and
+ * 128 x 512 x 512 at 212 against 122 GFLOP/s.
+ *
+ * What stays with OpenBLAS:
+ * - tiles with transpose_b: libxsmm 1.17 has no kernel for row-major b^T
+ *   (column-major A^T);
+ * - a K above XSMM_MAX_K, where its kernels do not block for the cache.
+ *
+ * Which tiles it takes depends on the shapes alone, so results stay the same
+ * for any thread count. FG_LIBXSMM=0 in the environment sends every tile to
+ * OpenBLAS (to compare the two in one build).
+ *
+ * The tests that count allocations by wrapping malloc at link time link
+ * xsmm_none.c instead (tests/CMakeLists.txt): libxsmm's archive refers to
+ * a hidden __real_realloc of its own, which such a link cannot resolve. */
+#include <libxsmm.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+#define XSMM_MAX_K 4096
+
+/* A failed dispatch costs microseconds each time (3.4 us measured), so a
+ * CPU that libxsmm cannot generate code for turns it off once, here. So
+ * does one without AVX2: the vzeroupper below needs AVX. */
+static int xsmm_on;
+
+/* Once per process (matmul.c's pthread_once); tests call it again after
+ * changing FG_LIBXSMM, hence the reset. */
+void fgk_xsmm_start(void) {
+  xsmm_on = 0;
+  const char *env = getenv("FG_LIBXSMM");
+  if (env && strcmp(env, "0") == 0) return;
+  libxsmm_init();
+  if (libxsmm_get_target_archid() < LIBXSMM_X86_AVX2) return;
+  const libxsmm_blasint n = 16;
+  const int flags = LIBXSMM_GEMM_FLAG_NONE, pf = LIBXSMM_GEMM_PREFETCH_NONE;
+  const float alpha = 1, beta = 0;
+  xsmm_on = libxsmm_smmdispatch(n, n, n, &n, &n, &n, &alpha, &beta, &flags, &pf) != NULL;
+}
+
+/* Row-major o = op(a) op(b) is column-major o^T = op(b)^T op(a)^T: b comes
+ * first, and a's transpose is libxsmm's TRANS_B.
+ *
+ * The generated kernels use the 512-bit registers and return with their
+ * upper halves dirty. The SSE code compiled for the rest of the step then
+ * ran about 3 times as slow (the step's elementwise kernels went from 5% to
+ * 15% of its samples, and mlp_small_train's step from 54 to 60 us instead
+ * of 36), so vzeroupper clears them after each call. */
+#define FGK_XSMM(name, T, DISPATCH, FN)                                                            \
+  int name(int ta, int tb, int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T *b,   \
+           int64_t ldb, T *o, int64_t ldo) {                                                       \
+    if (!xsmm_on || tb || k > XSMM_MAX_K || m > INT32_MAX || n > INT32_MAX || lda > INT32_MAX ||   \
+        ldb > INT32_MAX || ldo > INT32_MAX)                                                        \
+      return -1;                                                                                   \
+    const int flags = ta ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;                     \
+    const int pf = LIBXSMM_GEMM_PREFETCH_NONE;                                                     \
+    const T alpha = 1, beta = 0;                                                                   \
+    const libxsmm_blasint M = (libxsmm_blasint)n, N = (libxsmm_blasint)m, K = (libxsmm_blasint)k,  \
+                          ldA = (libxsmm_blasint)ldb, ldB = (libxsmm_blasint)lda,                  \
+                          ldC = (libxsmm_blasint)ldo;                                              \
+    FN f = DISPATCH(M, N, K, &ldA, &ldB, &ldC, &alpha, &beta, &flags, &pf);                        \
+    if (!f) return -1;                                                                             \
+    f(b, a, o);                                                                                    \
+    __asm__ volatile("vzeroupper");                                                                \
+    return 0;                                                                                      \
+  }
+
+FGK_XSMM(fgk_xsmm_gemm_f32, float, libxsmm_smmdispatch, libxsmm_smmfunction)
+FGK_XSMM(fgk_xsmm_gemm_f64, double, libxsmm_dmmdispatch, libxsmm_dmmfunction)
