@@ -5,8 +5,11 @@
  * mixed, is checked in test_threadpool_kernels.c. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fgtest.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -131,4 +134,64 @@ FG_TEST(xsmm_declines_what_openblas_keeps, "") {
   FG_CHECK_INT(fgk_xsmm_gemm_f32(0, 0, 8, 8, 8, a, 8, b, 8, o, 8), 0);
   free(a);
   free(b);
+}
+
+/* Run by xsmm_large_tiles_follow_openblas in a child whose OpenBLAS runs
+ * the kernels FG_TEST_XSMM_CORE names: libxsmm takes large tiles only when
+ * FG_TEST_XSMM_EXPECT is "all" (OpenBLAS narrower than libxsmm), small ones
+ * always. Skipped when run on its own. */
+FG_TEST(xsmm_large_tiles_child, "") {
+  const char *expect = getenv("FG_TEST_XSMM_EXPECT");
+  if (!expect) FG_SKIP("run by xsmm_large_tiles_follow_openblas");
+  start_xsmm();
+  const int all = strcmp(expect, "all") == 0;
+  /* {m, n, k, taken with OpenBLAS at the CPU's width} */
+  static const int tiles[][4] = {
+      {32, 128, 64, 1}, {128, 512, 512, 1}, {32, 128, 600, 0}, {256, 2048, 256, 0}};
+  for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+    const int m = tiles[t][0], n = tiles[t][1], k = tiles[t][2];
+    float *a = malloc(sizeof(float) * (size_t)m * k), *b = malloc(sizeof(float) * (size_t)k * n);
+    float *o = malloc(sizeof(float) * (size_t)m * n);
+    FG_REQUIRE(a && b && o);
+    for (int i = 0; i < m * k; i++)
+      a[i] = 0.5f;
+    for (int i = 0; i < k * n; i++)
+      b[i] = 2.0f;
+    o[0] = o[m * n - 1] = -1;
+    const int want = all || tiles[t][3] ? 0 : -1;
+    FG_CHECK_INT(fgk_xsmm_gemm_f32(0, 0, m, n, k, a, k, b, n, o, n), want);
+    if (want == 0) { /* each output is k times 0.5 * 2 */
+      FG_CHECK_NEAR(o[0], k, 0);
+      FG_CHECK_NEAR(o[m * n - 1], k, 0);
+    }
+    free(a);
+    free(b);
+    free(o);
+  }
+}
+
+/* OpenBLAS's kernels are chosen when it loads (OPENBLAS_CORETYPE), so each
+ * choice runs in a child: Haswell's 256-bit kernels leave large tiles to
+ * libxsmm on a CPU with AVX-512; SkylakeX's 512-bit ones keep them. */
+FG_TEST(xsmm_large_tiles_follow_openblas, "") {
+  if (!want_xsmm()) FG_SKIP("built without libxsmm or no AVX2: every tile goes to OpenBLAS");
+  char self[4096];
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  FG_REQUIRE(len > 0);
+  self[len] = 0;
+  const int avx512 = __builtin_cpu_supports("avx512f");
+  const char *cores[] = {"Haswell", avx512 ? "SkylakeX" : NULL};
+  for (int c = 0; c < 2 && cores[c]; c++) {
+    const char *expect = avx512 && c == 0 ? "all" : "small";
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd,
+             "env -u FG_LIBXSMM OPENBLAS_CORETYPE=%s FG_TEST_XSMM_EXPECT=%s '%s' "
+             "xsmm_large_tiles_child",
+             cores[c], expect, self);
+    const int rc = system(cmd);
+    if (!(WIFEXITED(rc) && WEXITSTATUS(rc) == 0))
+      FG_FAIL_AT("OPENBLAS_CORETYPE=%s, expecting libxsmm to take %s tiles: the child failed "
+                 "(status %d)",
+                 cores[c], expect, rc);
+  }
 }

@@ -1,41 +1,63 @@
 /* Matmul tiles through libxsmm (Debian's libxsmm-dev), which generates each
  * tile shape's GEMM kernel once, for the CPU it runs on, and keeps it.
  *
- * Why: Debian's OpenBLAS 0.3.21 has no kernels for newer CPUs and falls back
- * to older ones. On the dev VM's AMD EPYC (family 0x1a, 512-bit FMA) it runs
- * its Haswell (256-bit) kernels, and libxsmm's tiles ran 1.4 to 2.4 times as
- * fast, one thread each: 32 x 128 x 64 in 2.0 us against 4.8 us, and
- * 128 x 512 x 512 at 212 against 122 GFLOP/s.
+ * Which tiles it takes, from measurements on the dev VM's AMD EPYC (family
+ * 0x1a, 512-bit FMA), one thread:
+ * - OpenBLAS running kernels narrower than the CPU's (the VM sets
+ *   OPENBLAS_CORETYPE=Haswell; an OpenBLAS older than the CPU picks such a
+ *   kernel too): every tile libxsmm has a kernel for. It ran them 1.1 to
+ *   2.4 times as fast: 32 x 128 x 64 in 2.0 us against 4.8, 128 x 512 x 512
+ *   at 212 against 122 GFLOP/s, 256 x 2048 x 2048 at 135 against 124.
+ * - OpenBLAS at the CPU's width (its Cooperlake kernels there): only small
+ *   tiles, K <= XSMM_SMALL_K and m n k <= XSMM_SMALL_MACS. libxsmm was as
+ *   fast or faster there (32 x 128 x 64 in 2.02 us against 2.07; 128 x 512
+ *   x 512 at 210 against 207 GFLOP/s; the transposed 784 x 512 x 128 at 252
+ *   against 236), and far slower above (128 x 512 x 784 at 173 against 217;
+ *   256 x 2048 x 2048 at 117 against 216): its kernels do not block for
+ *   the cache.
+ * - Never: tiles with transpose_b (libxsmm 1.17 has no kernel for row-major
+ *   b^T, i.e. column-major A^T), and K above XSMM_MAX_K.
  *
- * What stays with OpenBLAS:
- * - tiles with transpose_b: libxsmm 1.17 has no kernel for row-major b^T
- *   (column-major A^T);
- * - a K above XSMM_MAX_K, where its kernels do not block for the cache.
- *
- * Which tiles it takes depends on the shapes alone, so results stay the same
- * for any thread count. FG_LIBXSMM=0 in the environment sends every tile to
- * OpenBLAS (to compare the two in one build).
+ * The choice depends on the shapes and the process's OpenBLAS alone, so
+ * results stay the same for any thread count. FG_LIBXSMM=0 in the
+ * environment sends every tile to OpenBLAS (to compare the two in one
+ * build).
  *
  * The tests that count allocations by wrapping malloc at link time link
  * xsmm_none.c instead (tests/CMakeLists.txt): libxsmm's archive refers to
  * a hidden __real_realloc of its own, which such a link cannot resolve. */
+#include <cblas.h>
 #include <libxsmm.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 
-#define XSMM_MAX_K 4096
+#define XSMM_MAX_K      4096
+#define XSMM_SMALL_K    512
+#define XSMM_SMALL_MACS (1 << 26)
 
 /* A failed dispatch costs microseconds each time (3.4 us measured), so a
  * CPU that libxsmm cannot generate code for turns it off once, here. So
  * does one without AVX2: the vzeroupper below needs AVX. */
 static int xsmm_on;
+/* Whether libxsmm takes large tiles too: its kernels are wider than
+ * OpenBLAS's. */
+static int xsmm_large;
+
+/* OpenBLAS's x86-64 core names with 512-bit kernels. */
+static int blas_is_512(const char *core) {
+  static const char *const wide[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+  for (size_t i = 0; core && i < sizeof wide / sizeof wide[0]; i++)
+    if (strcasecmp(core, wide[i]) == 0) return 1;
+  return 0;
+}
 
 /* Once per process (matmul.c's pthread_once); tests call it again after
  * changing FG_LIBXSMM, hence the reset. */
 void fgk_xsmm_start(void) {
-  xsmm_on = 0;
+  xsmm_on = xsmm_large = 0;
   const char *env = getenv("FG_LIBXSMM");
   if (env && strcmp(env, "0") == 0) return;
   libxsmm_init();
@@ -44,6 +66,8 @@ void fgk_xsmm_start(void) {
   const int flags = LIBXSMM_GEMM_FLAG_NONE, pf = LIBXSMM_GEMM_PREFETCH_NONE;
   const float alpha = 1, beta = 0;
   xsmm_on = libxsmm_smmdispatch(n, n, n, &n, &n, &n, &alpha, &beta, &flags, &pf) != NULL;
+  xsmm_large =
+      libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512 && !blas_is_512(openblas_get_corename());
 }
 
 /* Row-major o = op(a) op(b) is column-major o^T = op(b)^T op(a)^T: b comes
@@ -59,6 +83,8 @@ void fgk_xsmm_start(void) {
            int64_t ldb, T *o, int64_t ldo) {                                                       \
     if (!xsmm_on || tb || k > XSMM_MAX_K || m > INT32_MAX || n > INT32_MAX || lda > INT32_MAX ||   \
         ldb > INT32_MAX || ldo > INT32_MAX)                                                        \
+      return -1;                                                                                   \
+    if (!xsmm_large && (k > XSMM_SMALL_K || (double)m * (double)n * (double)k > XSMM_SMALL_MACS))  \
       return -1;                                                                                   \
     const int flags = ta ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;                     \
     const int pf = LIBXSMM_GEMM_PREFETCH_NONE;                                                     \
