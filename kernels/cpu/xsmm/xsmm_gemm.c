@@ -8,13 +8,16 @@
  *   kernel too): every tile libxsmm has a kernel for. It ran them 1.1 to
  *   2.4 times as fast: 32 x 128 x 64 in 2.0 us against 4.8, 128 x 512 x 512
  *   at 212 against 122 GFLOP/s, 256 x 2048 x 2048 at 135 against 124.
- * - OpenBLAS at the CPU's width (its Cooperlake kernels there): only small
- *   tiles, K <= XSMM_SMALL_K and m n k <= XSMM_SMALL_MACS. libxsmm was as
- *   fast or faster there (32 x 128 x 64 in 2.02 us against 2.07; 128 x 512
- *   x 512 at 210 against 207 GFLOP/s; the transposed 784 x 512 x 128 at 252
- *   against 236), and far slower above (128 x 512 x 784 at 173 against 217;
+ * - OpenBLAS at the CPU's width (its Cooperlake kernels there): only tiles
+ *   of at most XSMM_SMALL_MACS multiply-adds (128 x 128 x 128), where what
+ *   a call costs beside its arithmetic counts. libxsmm was faster there
+ *   (32 x 128 x 128 at 248 against 201 GFLOP/s, 128 x 128 x 128 at 256
+ *   against 211), about even up to 128 x 512 x 512 (210 against 204), and
+ *   far slower on larger ones (128 x 512 x 784 at 173 against 217;
  *   256 x 2048 x 2048 at 117 against 216): its kernels do not block for
- *   the cache.
+ *   the cache. In training steps, tiles of 256 x 1000 x 256 made
+ *   mlp_large_train's step 31 to 44 ms against 30 to 34: they stay with
+ *   OpenBLAS.
  * - Never: tiles with transpose_b (libxsmm 1.17 has no kernel for row-major
  *   b^T, i.e. column-major A^T), and K above XSMM_MAX_K.
  *
@@ -35,8 +38,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #define XSMM_MAX_K      4096
-#define XSMM_SMALL_K    512
-#define XSMM_SMALL_MACS (1 << 26)
+#define XSMM_SMALL_MACS (1 << 21)
 
 /* A failed dispatch costs microseconds each time (3.4 us measured), so a
  * CPU that libxsmm cannot generate code for turns it off once, here. So
@@ -84,8 +86,7 @@ void fgk_xsmm_start(void) {
     if (!xsmm_on || tb || k > XSMM_MAX_K || m > INT32_MAX || n > INT32_MAX || lda > INT32_MAX ||   \
         ldb > INT32_MAX || ldo > INT32_MAX)                                                        \
       return -1;                                                                                   \
-    if (!xsmm_large && (k > XSMM_SMALL_K || (double)m * (double)n * (double)k > XSMM_SMALL_MACS))  \
-      return -1;                                                                                   \
+    if (!xsmm_large && (double)m * (double)n * (double)k > XSMM_SMALL_MACS) return -1;             \
     const int flags = ta ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE;                     \
     const int pf = LIBXSMM_GEMM_PREFETCH_NONE;                                                     \
     const T alpha = 1, beta = 0;                                                                   \
