@@ -32,19 +32,22 @@ static void start_xsmm(void) {
 /* a [2,3] = [[1,2,3],[4,5,6]], b [3,2] = [[7,8],[9,10],[11,12]]:
  * a b = [[1*7+2*9+3*11, 1*8+2*10+3*12], [4*7+5*9+6*11, 4*8+5*10+6*12]]
  *     = [[58, 64], [139, 154]], by hand. Also with a given as a^T [3,2]
- * and transpose_a, and in f64. */
+ * and transpose_a, with b given as b^T [2,3] and transpose_b, and in f64. */
 FG_TEST(xsmm_product_by_hand, "") {
   if (!want_xsmm()) FG_SKIP("built without libxsmm or no AVX2: every tile goes to OpenBLAS");
   start_xsmm();
   const float a[6] = {1, 2, 3, 4, 5, 6}, at[6] = {1, 4, 2, 5, 3, 6};
-  const float b[6] = {7, 8, 9, 10, 11, 12};
+  const float b[6] = {7, 8, 9, 10, 11, 12}, bt[6] = {7, 9, 11, 8, 10, 12};
   const float want[4] = {58, 64, 139, 154};
-  for (int ta = 0; ta < 2; ta++) {
-    float o[4] = {-1, -1, -1, -1};
-    FG_CHECK_INT(fgk_xsmm_gemm_f32(ta, 0, 2, 2, 3, ta ? at : a, ta ? 2 : 3, b, 2, o, 2), 0);
-    for (int i = 0; i < 4; i++)
-      FG_CHECK_NEAR(o[i], want[i], 0);
-  }
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      float o[4] = {-1, -1, -1, -1};
+      FG_CHECK_INT(fgk_xsmm_gemm_f32(ta, tb, 2, 2, 3, ta ? at : a, ta ? 2 : 3, tb ? bt : b,
+                                     tb ? 3 : 2, o, 2),
+                   0);
+      for (int i = 0; i < 4; i++)
+        FG_CHECK_NEAR(o[i], want[i], 0);
+    }
   const double ad[6] = {1, 2, 3, 4, 5, 6}, bd[6] = {7, 8, 9, 10, 11, 12};
   double od[4] = {-1, -1, -1, -1};
   FG_CHECK_INT(fgk_xsmm_gemm_f64(0, 0, 2, 2, 3, ad, 3, bd, 2, od, 2), 0);
@@ -57,18 +60,22 @@ static float frand(uint64_t *s) {
   return (float)((double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-/* A tile of mlp_small_train's and mlp_medium_train's shapes, plain and
- * transposed a, written at column c0 of a wider output (ldo > n) the way
+/* Tiles of mlp_small_train's shapes and odd ones, all at most 128^3
+ * multiply-adds (taken whichever kernels OpenBLAS runs), with a and b plain
+ * and transposed, written at column c0 of a wider output (ldo > n) the way
  * matmul.c's tiles are: every value within 1e-6 of the terms' magnitude of
- * a double loop, and the columns around the block untouched. */
+ * a double loop, and the columns around the block untouched. A transposed
+ * b over 64 KB is declined (-1) and leaves the output alone. */
 FG_TEST(xsmm_tiles_match_double_loop, "") {
   if (!want_xsmm()) FG_SKIP("built without libxsmm or no AVX2: every tile goes to OpenBLAS");
   start_xsmm();
-  static const int shapes[][3] = {{32, 128, 64}, {128, 10, 32}, {128, 512, 784}, {17, 33, 5}};
+  static const int shapes[][3] = {
+      {32, 128, 64}, {32, 128, 128}, {128, 10, 32}, {64, 128, 200}, {17, 33, 5}};
   uint64_t seed = 5;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], c0 = 3, ldo = n + 7;
-    for (int ta = 0; ta < 2; ta++) {
+    for (int t = 0; t < 4; t++) {
+      const int ta = t & 1, tb = t >> 1;
       float *a = malloc(sizeof(float) * (size_t)m * k), *b = malloc(sizeof(float) * (size_t)k * n);
       float *o = malloc(sizeof(float) * (size_t)m * ldo);
       FG_REQUIRE(a && b && o);
@@ -78,28 +85,31 @@ FG_TEST(xsmm_tiles_match_double_loop, "") {
         b[i] = frand(&seed);
       for (int i = 0; i < m * ldo; i++)
         o[i] = 12345.0f;
-      const int lda = ta ? m : k; /* a is [k, m] when transposed */
-      FG_CHECK_INT(fgk_xsmm_gemm_f32(ta, 0, m, n, k, a, lda, b, n, o + c0, ldo), 0);
+      const int lda = ta ? m : k, ldb = tb ? k : n; /* a is [k, m], b [n, k] when transposed */
+      const int taken = !tb || n * k * 4 <= 65536;
+      FG_CHECK_INT(fgk_xsmm_gemm_f32(ta, tb, m, n, k, a, lda, b, ldb, o + c0, ldo), taken ? 0 : -1);
       int bad = 0;
       for (int i = 0; i < m; i++)
         for (int j = 0; j < ldo; j++) {
           const float got = o[i * ldo + j];
-          if (j < c0 || j >= c0 + n) {
+          if (!taken || j < c0 || j >= c0 + n) {
             if (got != 12345.0f && bad++ < 3)
-              FG_FAIL_AT("shape %zu ta %d: [%d,%d] outside the block changed to %g", s, ta, i, j,
-                         got);
+              FG_FAIL_AT("shape %zu ta %d tb %d: [%d,%d] outside the block changed to %g", s, ta,
+                         tb, i, j, got);
             continue;
           }
           double want = 0, mag = 0;
           for (int kk = 0; kk < k; kk++) {
-            const double t = (double)(ta ? a[kk * m + i] : a[i * k + kk]) * b[kk * n + (j - c0)];
-            want += t;
-            mag += fabs(t);
+            const double av = ta ? a[kk * m + i] : a[i * k + kk];
+            const double bv = tb ? b[(j - c0) * k + kk] : b[kk * n + (j - c0)];
+            want += av * bv;
+            mag += fabs(av * bv);
           }
           /* f32 rounding grows with the sum of the terms' magnitudes, not
            * with the result's (784 terms gave 6.6e-8 of it here). */
           if (!(fabs(got - want) <= 1e-6 * (1 + mag)) && bad++ < 3)
-            FG_FAIL_AT("shape %zu ta %d: [%d,%d] = %.9g, want %.9g", s, ta, i, j - c0, got, want);
+            FG_FAIL_AT("shape %zu ta %d tb %d: [%d,%d] = %.9g, want %.9g", s, ta, tb, i, j - c0,
+                       got, want);
         }
       FG_CHECK_INT(bad, 0);
       free(a);
@@ -109,8 +119,9 @@ FG_TEST(xsmm_tiles_match_double_loop, "") {
   }
 }
 
-/* What stays with OpenBLAS: transpose_b, a K above 4096, and everything
- * under FG_LIBXSMM=0. A declined call leaves the output alone. */
+/* What stays with OpenBLAS: transpose_b with b's block over 64 KB, a K
+ * above 4096, and everything under FG_LIBXSMM=0. A declined call leaves the
+ * output alone. */
 FG_TEST(xsmm_declines_what_openblas_keeps, "") {
   if (!want_xsmm()) FG_SKIP("built without libxsmm or no AVX2: every tile goes to OpenBLAS");
   start_xsmm();
@@ -119,8 +130,11 @@ FG_TEST(xsmm_declines_what_openblas_keeps, "") {
   FG_REQUIRE(a && b);
   for (int i = 0; i < 64; i++)
     o[i] = 7;
-  FG_CHECK_INT(fgk_xsmm_gemm_f32(0, 1, 8, 8, 8, a, 8, b, 8, o, 8), -1);
-  FG_CHECK_INT(fgk_xsmm_gemm_f32(1, 1, 8, 8, 8, a, 8, b, 8, o, 8), -1);
+  /* b's block 8 x 2049 floats: 65568 bytes, one row over. */
+  FG_CHECK_INT(fgk_xsmm_gemm_f32(0, 1, 8, 8, 2049, a, 2049, b, 2049, o, 8), -1);
+  FG_CHECK_INT(fgk_xsmm_gemm_f32(1, 1, 8, 8, 2049, a, 8, b, 2049, o, 8), -1);
+  FG_CHECK_NEAR(o[0], 7, 0);
+  FG_CHECK_INT(fgk_xsmm_gemm_f32(0, 1, 8, 8, 2048, a, 2048, b, 2048, o, 8), 0);
   FG_CHECK_INT(fgk_xsmm_gemm_f32(0, 0, 8, 8, 5000, a, 5000, b, 8, o, 8), -1);
   FG_CHECK_INT(fgk_xsmm_gemm_f32(0, 0, 8, 8, 4096, a, 4096, b, 8, o, 8), 0);
   FG_CHECK_NEAR(o[0], 0, 0); /* taken: zeros times zeros */
