@@ -151,7 +151,7 @@ FG_TEST(xsmm_declines_what_openblas_keeps, "") {
 }
 
 /* Run by xsmm_large_tiles_follow_openblas in a child whose OpenBLAS runs
- * the kernels FG_TEST_XSMM_CORE names: libxsmm takes large tiles only when
+ * the kernels OPENBLAS_CORETYPE names: libxsmm takes large tiles only when
  * FG_TEST_XSMM_EXPECT is "all" (OpenBLAS narrower than libxsmm), small ones
  * always. Skipped when run on its own. */
 FG_TEST(xsmm_large_tiles_child, "") {

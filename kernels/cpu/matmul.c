@@ -1,10 +1,11 @@
 /* matmul: out[..., M, N] = op(a)[..., M, K] @ op(b)[..., K, N], where op
  * transposes the last two dims when transpose_a / transpose_b is set and the
- * leading (batch) dims broadcast NumPy-style to out's. Floats go to OpenBLAS
- * one GEMM per batch (one GEMM in all when b is shared by every batch and a
- * is not transposed: a's batches then stack into one taller matrix).
- * Large products are cut into fixed tiles of the output, one GEMM each,
- * spread over ctx->par (see mm_tiles). */
+ * leading (batch) dims broadcast NumPy-style to out's. Floats go to one GEMM
+ * per batch (one GEMM in all when b is shared by every batch and a is not
+ * transposed: a's batches then stack into one taller matrix). Large
+ * products are cut into fixed tiles of the output, one GEMM each, spread
+ * over ctx->par (see mm_tiles); a tile runs on libxsmm when
+ * kernels/cpu/xsmm/xsmm_gemm.c takes it, else on OpenBLAS. */
 #include <cblas.h>
 #include <pthread.h>
 #include <string.h>

@@ -13,25 +13,22 @@
 #include "flowgraph/dist.h"
 
 /* One line whatever the message holds: tests and scripts rely on it. The
- * line leaves in one write: stderr is unbuffered, and byte by byte the
- * lines of ranks sharing mpirun's stderr came out spliced together. */
+ * line leaves in writes of up to 4096 bytes (PIPE_BUF, so each is atomic
+ * on a pipe), one for any usual message: stderr is unbuffered, and byte by
+ * byte the lines of ranks sharing mpirun's stderr came out spliced
+ * together. */
 static void print_one_line(FILE *f, const char *prefix, const char *msg) {
-  size_t np = strlen(prefix), nm = strlen(msg);
-  char *line = malloc(np + nm + 2);
-  if (!line) {
-    /* Out of memory: the line still goes out, only in pieces. */
-    fputs(prefix, f);
-    for (const char *p = msg; *p; p++)
-      fputc(*p == '\n' || *p == '\r' ? ' ' : *p, f);
-    fputc('\n', f);
-  } else {
-    memcpy(line, prefix, np);
-    for (size_t i = 0; i < nm; i++)
-      line[np + i] = msg[i] == '\n' || msg[i] == '\r' ? ' ' : msg[i];
-    line[np + nm] = '\n';
-    fwrite(line, 1, np + nm + 1, f);
-    free(line);
-  }
+  char buf[4096];
+  size_t n = 0;
+  for (int part = 0; part < 3; part++)
+    for (const char *p = part == 0 ? prefix : part == 1 ? msg : "\n"; *p; p++) {
+      if (n == sizeof buf) {
+        fwrite(buf, 1, n, f);
+        n = 0;
+      }
+      buf[n++] = part < 2 && (*p == '\n' || *p == '\r') ? ' ' : *p;
+    }
+  fwrite(buf, 1, n, f);
   fflush(f);
 }
 

@@ -73,13 +73,13 @@ void fgk_xsmm_start(void) {
   const char *env = getenv("FG_LIBXSMM");
   if (env && strcmp(env, "0") == 0) return;
   libxsmm_init();
-  if (libxsmm_get_target_archid() < LIBXSMM_X86_AVX2) return;
+  const int arch = libxsmm_get_target_archid();
+  if (arch < LIBXSMM_X86_AVX2) return;
   const libxsmm_blasint n = 16;
   const int flags = LIBXSMM_GEMM_FLAG_NONE, pf = LIBXSMM_GEMM_PREFETCH_NONE;
   const float alpha = 1, beta = 0;
   xsmm_on = libxsmm_smmdispatch(n, n, n, &n, &n, &n, &alpha, &beta, &flags, &pf) != NULL;
-  xsmm_large =
-      libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512 && !blas_is_512(openblas_get_corename());
+  xsmm_large = arch >= LIBXSMM_X86_AVX512 && !blas_is_512(openblas_get_corename());
 }
 
 /* Row-major o = op(a) op(b) is column-major o^T = op(b)^T op(a)^T: b comes
