@@ -81,15 +81,10 @@ FG_TEST(dist_fused_update_rewrite, "dist") {
   FG_CHECK_INT(f, 0);
   FG_CHECK_INT(count_op(mom, "apply_momentum", &f), 4);
 
-  char dir[256], path[600];
-  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_fused"));
-  snprintf(path, sizeof path, "%s/fused.fgb", dir);
-  FG_REQUIRE(fg_graph_save(fused, path, st) == 0);
-  fg_graph *back = fg_graph_load(path, st);
+  fg_graph *back = dist_save_load(fused, st);
   FG_REQUIRE(back);
   FG_CHECK_INT(count_op(back, "apply_sgd", &f), 4);
   FG_CHECK_INT(f, 1);
-  fgt_rmtree(dir);
   fg_graph_free(back);
   fg_graph_free(mom);
   fg_graph_free(gm);

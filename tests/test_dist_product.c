@@ -55,14 +55,9 @@ FG_TEST(dist_product_rewrite, "dist") {
   FG_CHECK_INT(fg_output_dtype(fused, fg_node_input(fused, u, 4)), FG_F64);
   FG_CHECK_STR(fg_node_name(fused, fg_node_input(fused, u, 5).node), "data_parallel/rows");
 
-  char dir[256], path[600];
-  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_product"));
-  snprintf(path, sizeof path, "%s/product.fgb", dir);
-  FG_REQUIRE(fg_graph_save(fused, path, st) == 0);
-  fg_graph *back = fg_graph_load(path, st);
+  fg_graph *back = dist_save_load(fused, st);
   FG_REQUIRE(back);
   FG_CHECK_INT(count_attr(back, "grad_product", &u), 1);
-  fgt_rmtree(dir);
   fg_graph_free(back);
   fg_graph_free(fused);
   fg_graph_free(plain);

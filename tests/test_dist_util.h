@@ -137,6 +137,17 @@ static inline fg_graph *dist_deep_mlp(void) {
   return dist_relu_mlp(FG_F64, widths, 3, names, FG_OPTIMIZER_SGD, 5);
 }
 
+/* g saved to a .fgb file in a fresh directory and loaded back (the
+ * directory removed), or NULL. */
+static inline fg_graph *dist_save_load(const fg_graph *g, fg_status *st) {
+  char dir[256], path[600];
+  if (!fgt_mkdtemp(dir, sizeof dir, "fg_dist_fgb")) return NULL;
+  snprintf(path, sizeof path, "%s/g.fgb", dir);
+  fg_graph *back = fg_graph_save(g, path, st) == 0 ? fg_graph_load(path, st) : NULL;
+  fgt_rmtree(dir);
+  return back;
+}
+
 /* g rewritten for data parallelism over `replicas` (batch inputs x and y,
  * the default options but fused_update), or NULL (the error printed). */
 static inline fg_graph *dist_rewrite_fused(const fg_graph *g, int replicas, int fused) {
