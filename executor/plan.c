@@ -112,66 +112,6 @@ void fg_plan_free(fg_plan *plan) {
   free(plan);
 }
 
-static int normalize_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
-
-static int cmp_int(const void *a, const void *b) {
-  int x = *(const int *)a, y = *(const int *)b;
-  return (x > y) - (x < y);
-}
-
-/* Turns attributes into kernel parameters. Shape inference has already
- * checked every value, so this only normalises (negative axes, "all"). */
-static void fill_params(const fg_node *n, const fg_tinfo *in, fg_kparams *p) {
-  memset(p, 0, sizeof *p);
-  int rank = n->n_inputs ? in[0].rank : 0;
-  p->transpose_a = (int)fg_attr_int_or(n, "transpose_a", 0);
-  p->transpose_b = (int)fg_attr_int_or(n, "transpose_b", 0);
-  p->axis = normalize_axis(fg_attr_int_or(n, "axis", 0), rank);
-  p->keepdims = (int)fg_attr_int_or(n, "keepdims", 0);
-  p->alpha = fg_attr_float_or(n, "alpha", 0.01);
-  p->value = fg_attr_float_or(n, "value", 0.0);
-  p->depth = fg_attr_int_or(n, "depth", 0);
-  /* Optimizer updates; defaults as in graph/infer_optim.c (torch's). */
-  p->momentum = fg_attr_float_or(n, "momentum", 0.0);
-  p->nesterov = (int)fg_attr_int_or(n, "nesterov", 0);
-  p->beta1 = fg_attr_float_or(n, "beta1", 0.9);
-  p->beta2 = fg_attr_float_or(n, "beta2", 0.999);
-  p->epsilon = fg_attr_float_or(n, "epsilon", 1e-8);
-  p->weight_decay = fg_attr_float_or(n, "weight_decay", 0.0);
-  p->l2 = fg_attr_float_or(n, "l2", 0.0);
-  const fg_attr *axes = fg_attrs_find(&n->attrs, "axes");
-  if (axes && axes->type == FG_ATTR_INTS && axes->n > 0) {
-    for (int i = 0; i < axes->n && i < FG_MAX_RANK; i++)
-      p->axes[i] = normalize_axis(axes->ints[i], rank);
-    p->n_axes = axes->n < FG_MAX_RANK ? axes->n : FG_MAX_RANK;
-    qsort(p->axes, (size_t)p->n_axes, sizeof p->axes[0], cmp_int);
-  } else {
-    for (int i = 0; i < rank; i++)
-      p->axes[i] = i;
-    p->n_axes = rank;
-  }
-  const fg_attr *perm = fg_attrs_find(&n->attrs, "perm");
-  if (perm && perm->type == FG_ATTR_INTS)
-    for (int i = 0; i < perm->n && i < FG_MAX_RANK; i++)
-      p->perm[i] = (int)perm->ints[i];
-  const fg_attr *begin = fg_attrs_find(&n->attrs, "begin");
-  if (begin && begin->type == FG_ATTR_INTS)
-    for (int i = 0; i < begin->n && i < FG_MAX_RANK; i++)
-      p->begin[i] = begin->ints[i];
-  /* Data-parallel ops (kernels/cpu/collective.c) reuse fields: shard's
-   * replica index and count, all_reduce's mean flag (default 1) and
-   * weighted flag (default 0), also for apply_sgd with all_reduce = 1. */
-  if (n->op == FG_OP_SHARD) {
-    p->begin[0] = fg_attr_int_or(n, "index", 0);
-    p->depth = fg_attr_int_or(n, "count", 1);
-  } else if (fg_node_is_collective(n)) {
-    p->all_reduce = n->op == FG_OP_APPLY_SGD;
-    p->grad_product = p->all_reduce && fg_attr_int_or(n, "grad_product", 0) != 0;
-    p->keepdims = (int)fg_attr_int_or(n, "mean", 1);
-    p->depth = fg_attr_int_or(n, "weighted", 0);
-  }
-}
-
 static void set_kbuf(fg_kbuf *b, const fg_tinfo *t, void *data) {
   b->dtype = t->dtype;
   b->rank = t->rank;
@@ -932,7 +872,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     }
     int rc = fg_infer(n, in, out, st);
     if (rc == 0 && local) {
-      fill_params(n, in, &step->params);
+      rc = fg_op_parse_params(n, in, &step->params, st);
       step->flops = def->flops ? def->flops(n, in, out) : 0;
       plan->flops += step->flops;
     }
@@ -952,7 +892,8 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
      * in-process communicators serve GPU sessions too. So do the nodes
      * placed on a CPU device in a GPU session (host steps). */
     step->host = req->cuda && req->host_nodes && req->host_nodes[id];
-    if (req->cuda && local && !step->host && step->params.all_reduce && any_comm(req->dist)) {
+    if (req->cuda && local && !step->host && n->op == FG_OP_APPLY_SGD &&
+        step->params.sgd.all_reduce && any_comm(req->dist)) {
       /* The CUDA executor stages all_reduce nodes through the host but has
        * no fused update: refused rather than run as a plain update. With
        * no communicator (a group of one) the plain update is the fused
@@ -966,7 +907,8 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
                     n->name);
       goto fail;
     }
-    if (req->cuda && local && !step->host && step->params.grad_product) {
+    if (req->cuda && local && !step->host && n->op == FG_OP_APPLY_SGD &&
+        step->params.sgd.grad_product) {
       /* The CUDA apply_sgd reads input 1 as the gradient: the product's
        * factor a would be taken for it. */
       if (out != out_stack) free(out);

@@ -22,7 +22,7 @@
 typedef struct fg_step {
   int node;
   fg_kernel_fn fn;
-  fg_kparams params;
+  fg_op_params params; /* the op's parameters, parsed once (fg_op_parse_params) */
   int n_in, n_out;
   int *in_slots;  /* n_in slot ids */
   int *out_slots; /* n_out slot ids (consecutive) */

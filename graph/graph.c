@@ -226,6 +226,20 @@ int fg_infer(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *
 
 /* ---- building ---------------------------------------------------------- */
 
+/* Attributes the op does not declare, or of another type, are refused: a
+ * misspelt name must not run as if it were absent. */
+static int check_attrs(fg_graph *g, int opid, const char *name, const fg_attrs *attrs) {
+  fg_status *st = fg_status_new();
+  if (!st) {
+    fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "node '%s': out of memory", name);
+    return -1;
+  }
+  int rc = fg_op_check_attrs(opid, name, attrs, st);
+  if (rc != 0) fg_graph_fail(g, fg_status_code(st), "%s", fg_status_message(st));
+  fg_status_free(st);
+  return rc;
+}
+
 fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *inputs,
                 int n_inputs, const fg_attrs *attrs) {
   if (!g || fg_graph_failed(g)) return FG_NO_OUTPUT;
@@ -268,6 +282,7 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
                     def->name, def->min_inputs, def->max_inputs, n_inputs);
     return FG_NO_OUTPUT;
   }
+  if (check_attrs(g, opid, name, attrs) != 0) return FG_NO_OUTPUT;
   for (int i = 0; i < n_inputs; i++) {
     const fg_node *src = fg_graph_node(g, inputs[i].node);
     if (!src) {

@@ -45,7 +45,7 @@ const char *fgi_ints(const int64_t *v, int n, char *buf) {
   return buf;
 }
 
-static const char *attr_type_name(fg_attr_type t) {
+const char *fg_attr_type_name(fg_attr_type t) {
   switch (t) {
   case FG_ATTR_INT: return "int";
   case FG_ATTR_FLOAT: return "float";
@@ -64,12 +64,13 @@ static const fg_attr *find_typed(const fg_node *n, const char *name, fg_attr_typ
   const fg_attr *a = fg_attrs_find(&n->attrs, name);
   *err = 0;
   if (!a) {
-    if (required) *err = fgi_fail(n, st, "missing attribute '%s' (%s)", name, attr_type_name(want));
+    if (required)
+      *err = fgi_fail(n, st, "missing attribute '%s' (%s)", name, fg_attr_type_name(want));
     return NULL;
   }
   if (a->type != want) {
-    *err = fgi_fail(n, st, "attribute '%s' has type %s, expected %s", name, attr_type_name(a->type),
-                    attr_type_name(want));
+    *err = fgi_fail(n, st, "attribute '%s' has type %s, expected %s", name,
+                    fg_attr_type_name(a->type), fg_attr_type_name(want));
     return NULL;
   }
   return a;
@@ -105,7 +106,7 @@ int fgi_attr_float(const fg_node *n, const char *name, double dflt, double *v, f
   }
   if (a->type != FG_ATTR_FLOAT)
     return fgi_fail(n, st, "attribute '%s' has type %s, expected float", name,
-                    attr_type_name(a->type));
+                    fg_attr_type_name(a->type));
   if (!isfinite(a->f)) return fgi_fail(n, st, "attribute '%s' = %g is not finite", name, a->f);
   *v = a->f;
   return 0;

@@ -313,3 +313,46 @@ int fgi_infer_one_hot(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg
   out[0].dims[in[0].rank] = depth;
   return fgi_check_bytes(node, &out[0], status);
 }
+
+int fgi_parse_matmul(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
+  (void)in;
+  return fgi_attr_flag(node, "transpose_a", &p->matmul.transpose_a, st) ||
+                 fgi_attr_flag(node, "transpose_b", &p->matmul.transpose_b, st)
+             ? -1
+             : 0;
+}
+
+/* Inference has checked that perm is a permutation of input 0's dims. */
+int fgi_parse_transpose(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
+  const int64_t *perm;
+  int n;
+  if (fgi_attr_ints(node, "perm", 1, &perm, &n, st)) return -1;
+  if (n != in[0].rank) return fgi_fail(node, st, "perm has %d entries for rank %d", n, in[0].rank);
+  for (int i = 0; i < n; i++)
+    p->transpose.perm[i] = (int)perm[i];
+  return 0;
+}
+
+int fgi_parse_concat(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
+  int64_t axis;
+  if (fgi_attr_int(node, "axis", 1, 0, &axis, st)) return -1;
+  return fgi_axis(node, "axis", axis, &in[0], &p->concat.axis, st);
+}
+
+/* slice and slice_grad: begin as given (inference checked its range); the
+ * block's sizes are the output's (slice) or dy's (slice_grad) dims. */
+int fgi_parse_slice(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
+  const int64_t *begin;
+  int n;
+  (void)in;
+  if (fgi_attr_ints(node, "begin", 1, &begin, &n, st)) return -1;
+  if (n > FG_MAX_RANK) return fgi_fail(node, st, "begin has %d entries", n);
+  for (int i = 0; i < n; i++)
+    p->slice.begin[i] = begin[i];
+  return 0;
+}
+
+int fgi_parse_one_hot(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
+  (void)in;
+  return fgi_attr_int(node, "depth", 1, 0, &p->one_hot.depth, st);
+}

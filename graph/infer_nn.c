@@ -76,3 +76,9 @@ int64_t fgi_flops_softmax_cross_entropy(const fg_node *node, const fg_tinfo *in,
   int64_t e = fgi_elements(&in[0]);
   return e < 0 ? -1 : fgi_mul_sat(e, 5);
 }
+
+int fgi_parse_softmax(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
+  int64_t axis;
+  if (fgi_attr_int(node, "axis", 1, 0, &axis, st)) return -1;
+  return fgi_axis(node, "axis", axis, &in[0], &p->softmax.axis, st);
+}

@@ -3,16 +3,15 @@
  * the executor can hand kernels sorted, unique, non-negative axes. */
 #include "graph/infer_common.h"
 
-int fgi_infer_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
+/* reduced[d] = 1 for each dim of input 0 that the axes attribute names
+ * (every dim when it is absent or empty), and the keepdims flag. */
+static int reduce_axes(const fg_node *node, const fg_tinfo *in, int *reduced, int *keepdims,
+                       fg_status *status) {
   const int64_t *axes;
-  int n, keepdims, r = in[0].rank;
-  int reduced[FG_MAX_RANK] = {0};
+  int n, r = in[0].rank;
   char s1[FGI_STR], s2[FGI_STR];
-  if (!fgi_is_numeric(in[0].dtype))
-    return fgi_fail(node, status, "input 0 dtype %s is not allowed; %s needs f32, f64, i32 or i64",
-                    fg_dtype_name(in[0].dtype), fgi_opname(node));
   if (fgi_attr_ints(node, "axes", 0, &axes, &n, status)) return -1;
-  if (fgi_attr_flag(node, "keepdims", &keepdims, status)) return -1;
+  if (fgi_attr_flag(node, "keepdims", keepdims, status)) return -1;
   if (n <= 0) {
     for (int d = 0; d < r; d++)
       reduced[d] = 1; /* absent or empty: every axis */
@@ -30,6 +29,16 @@ int fgi_infer_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
       reduced[d] = 1;
     }
   }
+  return 0;
+}
+
+int fgi_infer_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
+  int keepdims, r = in[0].rank;
+  int reduced[FG_MAX_RANK] = {0};
+  if (!fgi_is_numeric(in[0].dtype))
+    return fgi_fail(node, status, "input 0 dtype %s is not allowed; %s needs f32, f64, i32 or i64",
+                    fg_dtype_name(in[0].dtype), fgi_opname(node));
+  if (reduce_axes(node, in, reduced, &keepdims, status)) return -1;
   int k = 0;
   for (int d = 0; d < r; d++) {
     if (!reduced[d])
@@ -65,4 +74,20 @@ int64_t fgi_flops_reduce(const fg_node *node, const fg_tinfo *in, const fg_tinfo
   (void)node;
   (void)out;
   return fgi_elements(&in[0]);
+}
+
+/* Kernels get the reduced axes sorted and unique (reduce_axes' order). */
+int fgi_parse_reduce(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
+  int reduced[FG_MAX_RANK] = {0};
+  fg_reduce_params *r = &p->reduce;
+  if (reduce_axes(node, in, reduced, &r->keepdims, st)) return -1;
+  for (int d = 0; d < in[0].rank; d++)
+    if (reduced[d]) r->axes[r->n_axes++] = d;
+  return 0;
+}
+
+int fgi_parse_argmax(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
+  int64_t axis;
+  if (fgi_attr_int(node, "axis", 1, 0, &axis, st)) return -1;
+  return fgi_axis(node, "axis", axis, &in[0], &p->argmax.axis, st);
 }

@@ -15,13 +15,11 @@
  * - fill has no inputs but runs a kernel, so it is not a source.
  * - comparisons and argmax produce bool/i64 whatever their input, so their
  *   kernels are looked up by input 0's dtype (FG_OPF_KERNEL_KEY_INPUT). */
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/infer_common.h"
 #include "graph/infer_grad.h"
-
-int fgi_infer_all_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *st);
-int fgi_infer_shard(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *st);
 
 #define SRC   FG_OPF_SOURCE
 #define EW    FG_OPF_ELEMENTWISE
@@ -31,93 +29,200 @@ int fgi_infer_shard(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
 #define KEYIN FG_OPF_KERNEL_KEY_INPUT
 #define VIEW  FG_OPF_VIEW
 
-#define BINARY(e, name, flags)                                                                     \
-  [FG_OP_##e] = {name, 2, 2, 1, flags, fgi_infer_binary, fgi_flops_elementwise}
-#define UNARY(e, name, flags)                                                                      \
-  [FG_OP_##e] = {name, 1, 1, 1, flags, fgi_infer_unary, fgi_flops_elementwise}
+/* ---- attributes, per op (see fg_attr_def) -------------------------------- */
+#define A_END                                                                                      \
+  { NULL, 0, NULL, NULL }
+static const fg_attr_def a_placeholder[] = {
+    {"dtype", FG_ATTR_INT, NULL, "element type (f32=1, f64=2, i32=3, i64=4, bool=5)"},
+    {"shape", FG_ATTR_INTS, NULL, "dims; the first may be -1, the batch known when fed"},
+    A_END};
+static const fg_attr_def a_value[] = {{"value", FG_ATTR_TENSOR, NULL, "the value"}, A_END};
+static const fg_attr_def a_fill[] = {{"dtype", FG_ATTR_INT, NULL, "element type"},
+                                     {"shape", FG_ATTR_INTS, NULL, "dims"},
+                                     {"value", FG_ATTR_FLOAT, "0", "every element's value"},
+                                     A_END};
+static const fg_attr_def a_matmul[] = {
+    {"transpose_a", FG_ATTR_INT, "0", "1: use a's last two dims swapped"},
+    {"transpose_b", FG_ATTR_INT, "0", "1: use b's last two dims swapped"},
+    A_END};
+static const fg_attr_def a_shape[] = {
+    {"shape", FG_ATTR_INTS, NULL, "the new dims; one may be -1 (inferred)"}, A_END};
+static const fg_attr_def a_perm[] = {{"perm", FG_ATTR_INTS, NULL, "out.dims[i] = in.dims[perm[i]]"},
+                                     A_END};
+static const fg_attr_def a_axis[] = {{"axis", FG_ATTR_INT, NULL, "the axis, negative from the end"},
+                                     A_END};
+static const fg_attr_def a_slice[] = {
+    {"begin", FG_ATTR_INTS, NULL, "first index per dim"},
+    {"size", FG_ATTR_INTS, NULL, "length per dim, -1 = to the end"},
+    A_END};
+static const fg_attr_def a_one_hot[] = {{"depth", FG_ATTR_INT, NULL, "number of classes"},
+                                        {"dtype", FG_ATTR_INT, NULL, "output element type"},
+                                        A_END};
+static const fg_attr_def a_dtype[] = {{"dtype", FG_ATTR_INT, NULL, "output element type"}, A_END};
+static const fg_attr_def a_leaky_relu[] = {{"alpha", FG_ATTR_FLOAT, "0.01", "slope for x < 0"},
+                                           A_END};
+static const fg_attr_def a_reduce[] = {
+    {"axes", FG_ATTR_INTS, "all", "axes to reduce, negative from the end; empty = all"},
+    {"keepdims", FG_ATTR_INT, "0", "1: keep reduced axes as size 1"},
+    A_END};
+static const fg_attr_def a_expand_dims[] = {
+    {"axes", FG_ATTR_INTS, NULL, "positions of the new size-1 dims in the output"}, A_END};
+static const fg_attr_def a_sgd[] = {
+    {"all_reduce", FG_ATTR_INT, "0", "1: all-reduce the gradient first, in one collective"},
+    {"grad_product", FG_ATTR_INT, "0", "1: the gradient is a^T b of inputs 1 and 3, never made"},
+    {"mean", FG_ATTR_INT, "1", "with all_reduce: the mean over ranks, not the sum"},
+    {"weighted", FG_ATTR_INT, "0", "with all_reduce: weighted by rows (inputs rows, sums)"},
+    A_END};
+static const fg_attr_def a_momentum[] = {
+    {"momentum", FG_ATTR_FLOAT, NULL, "buf = momentum * buf + grad"},
+    {"nesterov", FG_ATTR_INT, "0", "1: Nesterov momentum"},
+    A_END};
+static const fg_attr_def a_adam[] = {
+    {"beta1", FG_ATTR_FLOAT, "0.9", "first moment decay, [0, 1)"},
+    {"beta2", FG_ATTR_FLOAT, "0.999", "second moment decay, [0, 1)"},
+    {"epsilon", FG_ATTR_FLOAT, "1e-08", "added to the denominator"},
+    {"weight_decay", FG_ATTR_FLOAT, "0", "decoupled decay (AdamW): var *= 1 - lr * wd"},
+    {"l2", FG_ATTR_FLOAT, "0", "coupled decay (torch's Adam): grad += l2 * var"},
+    A_END};
+static const fg_attr_def a_all_reduce[] = {
+    {"mean", FG_ATTR_INT, "1", "the mean over ranks, not the sum"},
+    {"weighted", FG_ATTR_INT, "0", "weighted by rows (inputs rows, sums)"},
+    A_END};
+static const fg_attr_def a_shard[] = {{"index", FG_ATTR_INT, NULL, "this replica, [0, count)"},
+                                      {"count", FG_ATTR_INT, NULL, "replicas"},
+                                      A_END};
+const fg_attr_def fg_common_attrs[] = {
+    {FG_COLOCATE_ATTR, FG_ATTR_STRING, "none", "a node whose device this one takes"}, A_END};
+
+#define BINARY(e, name, flags, doc)                                                                \
+  [FG_OP_##e] = {name, 2,      2,    1,    flags, fgi_infer_binary, fgi_flops_elementwise,         \
+                 0,    "a, b", NULL, NULL, doc}
+#define UNARY(e, name, flags, doc)                                                                 \
+  [FG_OP_##                                                                                        \
+      e] = {name, 1, 1, 1, flags, fgi_infer_unary, fgi_flops_elementwise, 0, "x", NULL, NULL, doc}
 
 /* Binary arithmetic is in-place-able into input 0: the executor only shares
  * the bytes when input 0 has the output's dtype and element count (so the
- * same shape), and the kernels read element i before writing it. */
+ * same shape), and the kernels read element i before writing it. The *_like
+ * ops take sizes from a tensor rather than an attribute, so an unknown batch
+ * dimension is resolved at run time; expand_dims and reshape_like only
+ * relabel input 0's bytes (VIEW). numel and group are not differentiable:
+ * numel's value does not depend on x's values, and group is control. */
 const fg_op_def fg_op_table[] = {
-    /* name, min_inputs, max_inputs, n_outputs, flags, infer, flops */
-    [FG_OP_PLACEHOLDER] = {"placeholder", 0, 0, 1, SRC, fgi_infer_placeholder, NULL},
-    [FG_OP_CONSTANT] = {"constant", 0, 0, 1, SRC, fgi_infer_constant, NULL},
-    [FG_OP_VARIABLE] = {"variable", 0, 0, 1, SRC | STATE, fgi_infer_constant, NULL},
-    [FG_OP_FILL] = {"fill", 0, 0, 1, 0, fgi_infer_fill, NULL},
-    [FG_OP_MATMUL] = {"matmul", 2, 2, 1, DIFF, fgi_infer_matmul, fgi_flops_matmul},
-    [FG_OP_RESHAPE] = {"reshape", 1, 1, 1, VIEW | DIFF, fgi_infer_reshape, NULL},
-    [FG_OP_TRANSPOSE] = {"transpose", 1, 1, 1, DIFF, fgi_infer_transpose, NULL},
-    [FG_OP_CONCAT] = {"concat", 1, -1, 1, DIFF, fgi_infer_concat, NULL},
-    [FG_OP_SLICE] = {"slice", 1, 1, 1, DIFF, fgi_infer_slice, NULL},
-    [FG_OP_GATHER] = {"gather", 2, 2, 1, DIFF, fgi_infer_gather, NULL},
-    [FG_OP_ONE_HOT] = {"one_hot", 1, 1, 1, 0, fgi_infer_one_hot, NULL},
-    [FG_OP_CAST] = {"cast", 1, 1, 1, EW | DIFF, fgi_infer_cast, fgi_flops_elementwise},
-    BINARY(ADD, "add", EW | INPL | DIFF),
-    BINARY(SUB, "sub", EW | INPL | DIFF),
-    BINARY(MUL, "mul", EW | INPL | DIFF),
-    BINARY(DIV, "div", EW | INPL | DIFF),
-    BINARY(POW, "pow", EW | INPL | DIFF),
-    BINARY(MAXIMUM, "maximum", EW | INPL | DIFF),
-    BINARY(MINIMUM, "minimum", EW | INPL | DIFF),
-    BINARY(EQUAL, "equal", EW | KEYIN),
-    BINARY(GREATER, "greater", EW | KEYIN),
-    BINARY(LESS, "less", EW | KEYIN),
-    [FG_OP_SELECT] = {"select", 3, 3, 1, EW | DIFF, fgi_infer_select, fgi_flops_elementwise},
-    UNARY(NEG, "neg", EW | INPL | DIFF),
-    UNARY(EXP, "exp", EW | INPL | DIFF),
-    UNARY(LOG, "log", EW | INPL | DIFF),
-    UNARY(SQRT, "sqrt", EW | INPL | DIFF),
-    UNARY(RSQRT, "rsqrt", EW | INPL | DIFF),
-    UNARY(ABS, "abs", EW | INPL | DIFF),
-    UNARY(TANH, "tanh", EW | INPL | DIFF),
-    UNARY(SIGMOID, "sigmoid", EW | INPL | DIFF),
-    UNARY(RELU, "relu", EW | INPL | DIFF),
-    UNARY(LEAKY_RELU, "leaky_relu", EW | INPL | DIFF),
-    UNARY(GELU, "gelu", EW | INPL | DIFF),
-    UNARY(IDENTITY, "identity", EW | INPL | DIFF),
-    UNARY(STOP_GRADIENT, "stop_gradient", EW | INPL),
-    UNARY(ZEROS_LIKE, "zeros_like", EW | INPL),
-    UNARY(ONES_LIKE, "ones_like", EW | INPL),
-    [FG_OP_REDUCE_SUM] = {"reduce_sum", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce},
-    [FG_OP_REDUCE_MEAN] = {"reduce_mean", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce},
-    [FG_OP_REDUCE_MAX] = {"reduce_max", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce},
-    [FG_OP_ARGMAX] = {"argmax", 1, 1, 1, KEYIN, fgi_infer_argmax, fgi_flops_reduce},
-    [FG_OP_SOFTMAX] = {"softmax", 1, 1, 1, DIFF, fgi_infer_softmax, fgi_flops_softmax},
-    [FG_OP_LOG_SOFTMAX] = {"log_softmax", 1, 1, 1, DIFF, fgi_infer_softmax, fgi_flops_softmax},
+    /* name, min_inputs, max_inputs, n_outputs, flags, infer, flops, mutable_inputs,
+     * inputs, attrs, parse, doc */
+    [FG_OP_PLACEHOLDER] = {"placeholder", 0, 0, 1, SRC, fgi_infer_placeholder, NULL, 0, "",
+                           a_placeholder, NULL, "a value fed at run time"},
+    [FG_OP_CONSTANT] = {"constant", 0, 0, 1, SRC, fgi_infer_constant, NULL, 0, "", a_value, NULL,
+                        "a value stored in the graph"},
+    [FG_OP_VARIABLE] = {"variable", 0, 0, 1, SRC | STATE, fgi_infer_constant, NULL, 0, "", a_value,
+                        NULL, "persistent state, starting at value; updated in place"},
+    [FG_OP_FILL] = {"fill", 0, 0, 1, 0, fgi_infer_fill, NULL, 0, "", a_fill, fgi_parse_fill,
+                    "a tensor of one value"},
+    [FG_OP_MATMUL] = {"matmul", 2, 2, 1, DIFF, fgi_infer_matmul, fgi_flops_matmul, 0, "a, b",
+                      a_matmul, fgi_parse_matmul, "a @ b, batched over leading dims"},
+    [FG_OP_RESHAPE] = {"reshape", 1, 1, 1, VIEW | DIFF, fgi_infer_reshape, NULL, 0, "x", a_shape,
+                       NULL, "x's elements in a new shape"},
+    [FG_OP_TRANSPOSE] = {"transpose", 1, 1, 1, DIFF, fgi_infer_transpose, NULL, 0, "x", a_perm,
+                         fgi_parse_transpose, "x's dims permuted"},
+    [FG_OP_CONCAT] = {"concat", 1, -1, 1, DIFF, fgi_infer_concat, NULL, 0, "x...", a_axis,
+                      fgi_parse_concat, "inputs joined along axis"},
+    [FG_OP_SLICE] = {"slice", 1, 1, 1, DIFF, fgi_infer_slice, NULL, 0, "x", a_slice,
+                     fgi_parse_slice, "the block of x at begin of size"},
+    [FG_OP_GATHER] = {"gather", 2, 2, 1, DIFF, fgi_infer_gather, NULL, 0, "params, indices", NULL,
+                      NULL, "rows of params (axis 0) at integer indices"},
+    [FG_OP_ONE_HOT] = {"one_hot", 1, 1, 1, 0, fgi_infer_one_hot, NULL, 0, "indices", a_one_hot,
+                       fgi_parse_one_hot, "1 at each index along a new last axis of depth"},
+    [FG_OP_CAST] = {"cast", 1, 1, 1, EW | DIFF, fgi_infer_cast, fgi_flops_elementwise, 0, "x",
+                    a_dtype, NULL, "x converted to dtype"},
+    BINARY(ADD, "add", EW | INPL | DIFF, "a + b, broadcasting"),
+    BINARY(SUB, "sub", EW | INPL | DIFF, "a - b, broadcasting"),
+    BINARY(MUL, "mul", EW | INPL | DIFF, "a * b, broadcasting"),
+    BINARY(DIV, "div", EW | INPL | DIFF, "a / b, broadcasting"),
+    BINARY(POW, "pow", EW | INPL | DIFF, "a ** b, broadcasting"),
+    BINARY(MAXIMUM, "maximum", EW | INPL | DIFF, "max(a, b), broadcasting"),
+    BINARY(MINIMUM, "minimum", EW | INPL | DIFF, "min(a, b), broadcasting"),
+    BINARY(EQUAL, "equal", EW | KEYIN, "a == b as bool"),
+    BINARY(GREATER, "greater", EW | KEYIN, "a > b as bool"),
+    BINARY(LESS, "less", EW | KEYIN, "a < b as bool"),
+    [FG_OP_SELECT] = {"select", 3, 3, 1, EW | DIFF, fgi_infer_select, fgi_flops_elementwise, 0,
+                      "cond, a, b", NULL, NULL, "cond ? a : b, broadcasting"},
+    UNARY(NEG, "neg", EW | INPL | DIFF, "-x"),
+    UNARY(EXP, "exp", EW | INPL | DIFF, "e^x"),
+    UNARY(LOG, "log", EW | INPL | DIFF, "natural logarithm"),
+    UNARY(SQRT, "sqrt", EW | INPL | DIFF, "square root"),
+    UNARY(RSQRT, "rsqrt", EW | INPL | DIFF, "1 / sqrt(x)"),
+    UNARY(ABS, "abs", EW | INPL | DIFF, "|x|"),
+    UNARY(TANH, "tanh", EW | INPL | DIFF, "hyperbolic tangent"),
+    UNARY(SIGMOID, "sigmoid", EW | INPL | DIFF, "1 / (1 + e^-x)"),
+    UNARY(RELU, "relu", EW | INPL | DIFF, "max(x, 0)"),
+    [FG_OP_LEAKY_RELU] = {"leaky_relu", 1, 1, 1, EW | INPL | DIFF, fgi_infer_unary,
+                          fgi_flops_elementwise, 0, "x", a_leaky_relu, fgi_parse_leaky_relu,
+                          "x > 0 ? x : alpha * x"},
+    UNARY(GELU, "gelu", EW | INPL | DIFF, "x * Phi(x), the exact (erf) form"),
+    UNARY(IDENTITY, "identity", EW | INPL | DIFF, "x"),
+    UNARY(STOP_GRADIENT, "stop_gradient", EW | INPL, "x, with no gradient flowing back"),
+    UNARY(ZEROS_LIKE, "zeros_like", EW | INPL, "zeros of x's dtype and shape"),
+    UNARY(ONES_LIKE, "ones_like", EW | INPL, "ones of x's dtype and shape"),
+    [FG_OP_REDUCE_SUM] = {"reduce_sum", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce, 0, "x",
+                          a_reduce, fgi_parse_reduce, "sum over axes"},
+    [FG_OP_REDUCE_MEAN] = {"reduce_mean", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce, 0, "x",
+                           a_reduce, fgi_parse_reduce, "mean over axes"},
+    [FG_OP_REDUCE_MAX] = {"reduce_max", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce, 0, "x",
+                          a_reduce, fgi_parse_reduce, "maximum over axes"},
+    [FG_OP_ARGMAX] = {"argmax", 1, 1, 1, KEYIN, fgi_infer_argmax, fgi_flops_reduce, 0, "x", a_axis,
+                      fgi_parse_argmax, "i64 index of the first maximum along axis"},
+    [FG_OP_SOFTMAX] = {"softmax", 1, 1, 1, DIFF, fgi_infer_softmax, fgi_flops_softmax, 0, "x",
+                       a_axis, fgi_parse_softmax, "exp(x) / sum(exp(x)) along axis"},
+    [FG_OP_LOG_SOFTMAX] = {"log_softmax", 1, 1, 1, DIFF, fgi_infer_softmax, fgi_flops_softmax, 0,
+                           "x", a_axis, fgi_parse_softmax, "log(softmax(x)) along axis"},
     [FG_OP_SOFTMAX_CROSS_ENTROPY] = {"softmax_cross_entropy", 2, 2, 1, DIFF,
                                      fgi_infer_softmax_cross_entropy,
-                                     fgi_flops_softmax_cross_entropy},
-    [FG_OP_ASSIGN] = {"assign", 2, 2, 1, STATE, fgi_infer_assign, NULL, 1u},
-    /* Ops that gradients and optimizers are built from. The *_like ops take
-     * sizes from a tensor rather than an attribute, so an unknown batch
-     * dimension is resolved at run time. expand_dims and reshape_like only
-     * relabel input 0's bytes (VIEW). numel and group are not differentiable:
-     * numel's value does not depend on x's values, and group is control. */
-    UNARY(ERF, "erf", EW | INPL | DIFF),
-    [FG_OP_EXPAND_DIMS] = {"expand_dims", 1, 1, 1, VIEW | DIFF, fgi_infer_expand_dims, NULL},
-    [FG_OP_RESHAPE_LIKE] = {"reshape_like", 2, 2, 1, VIEW | DIFF, fgi_infer_reshape_like, NULL},
-    [FG_OP_BROADCAST_LIKE] = {"broadcast_like", 2, 2, 1, DIFF, fgi_infer_broadcast_like, NULL},
+                                     fgi_flops_softmax_cross_entropy, 0, "logits, labels", NULL,
+                                     NULL, "per-row cross-entropy of softmax(logits) and labels"},
+    [FG_OP_ASSIGN] = {"assign", 2, 2, 1, STATE, fgi_infer_assign, NULL, 1u, "var, value", NULL,
+                      NULL, "var = value, in place"},
+    /* Ops that gradients and optimizers are built from. */
+    UNARY(ERF, "erf", EW | INPL | DIFF, "the error function"),
+    [FG_OP_EXPAND_DIMS] = {"expand_dims", 1, 1, 1, VIEW | DIFF, fgi_infer_expand_dims, NULL, 0, "x",
+                           a_expand_dims, NULL, "x with size-1 dims inserted at axes"},
+    [FG_OP_RESHAPE_LIKE] = {"reshape_like", 2, 2, 1, VIEW | DIFF, fgi_infer_reshape_like, NULL, 0,
+                            "x, like", NULL, NULL, "x's elements in like's runtime shape"},
+    [FG_OP_BROADCAST_LIKE] = {"broadcast_like", 2, 2, 1, DIFF, fgi_infer_broadcast_like, NULL, 0,
+                              "x, like", NULL, NULL, "x broadcast to like's runtime shape"},
     /* A view when nothing is summed (same element count): see plan.c. */
-    [FG_OP_SUM_TO] = {"sum_to", 2, 2, 1, DIFF, fgi_infer_sum_to, fgi_flops_sum_to},
-    [FG_OP_NUMEL] = {"numel", 1, 1, 1, 0, fgi_infer_numel, NULL},
-    [FG_OP_SLICE_GRAD] = {"slice_grad", 2, 2, 1, DIFF, fgi_infer_slice_grad, NULL},
+    [FG_OP_SUM_TO] = {"sum_to", 2, 2, 1, DIFF, fgi_infer_sum_to, fgi_flops_sum_to, 0, "x, like",
+                      NULL, NULL, "x summed down to like's shape (undoes broadcasting)"},
+    [FG_OP_NUMEL] = {"numel", 1, 1, 1, 0, fgi_infer_numel, NULL, 0, "x", a_dtype, NULL,
+                     "scalar: x's element count at run time"},
+    [FG_OP_SLICE_GRAD] = {"slice_grad", 2, 2, 1, DIFF, fgi_infer_slice_grad, NULL, 0, "dy, like",
+                          a_slice, fgi_parse_slice, "zeros of like's shape with dy at begin"},
     [FG_OP_GATHER_GRAD] = {"gather_grad", 3, 3, 1, DIFF, fgi_infer_gather_grad,
-                           fgi_flops_gather_grad},
+                           fgi_flops_gather_grad, 0, "dy, indices, like", NULL, NULL,
+                           "zeros of like's shape with dy's rows added at indices"},
     /* Stateful so that pruning never drops it: it exists for its inputs. */
-    [FG_OP_GROUP] = {"group", 0, -1, 1, STATE, fgi_infer_group, NULL},
+    [FG_OP_GROUP] = {"group", 0, -1, 1, STATE, fgi_infer_group, NULL, 0, "ctrl...", NULL, NULL,
+                     "runs after all its inputs; i32 scalar 0"},
     /* The optimizer updates write their variable inputs in place (bits of
      * mutable_inputs); inputs past the fixed ones are control inputs. */
-    [FG_OP_APPLY_SGD] = {"apply_sgd", 3, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply, 0x1u},
+    [FG_OP_APPLY_SGD] = {"apply_sgd", 3, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply, 0x1u,
+                         "var, grad, lr, ctrl...", a_sgd, fgi_parse_sgd, "var -= lr * grad"},
     [FG_OP_APPLY_MOMENTUM] = {"apply_momentum", 4, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply,
-                              0x3u},
-    [FG_OP_APPLY_ADAM] = {"apply_adam", 6, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply, 0x7u},
+                              0x3u, "var, buf, grad, lr, ctrl...", a_momentum, fgi_parse_momentum,
+                              "torch.optim.SGD with momentum"},
+    [FG_OP_APPLY_ADAM] = {"apply_adam", 6, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply, 0x7u,
+                          "var, m, v, grad, lr, step, ctrl...", a_adam, fgi_parse_adam,
+                          "torch.optim.Adam / AdamW; step is 1-based"},
     /* Data parallelism (graph/infer_dist.c). all_reduce is stateful: it
      * synchronises with other ranks, so no rank may prune it alone. Neither
      * is differentiable: they are inserted after the gradients exist. */
-    [FG_OP_ALL_REDUCE] = {"all_reduce", 1, -1, 1, STATE | INPL, fgi_infer_all_reduce, NULL},
-    [FG_OP_SHARD] = {"shard", 1, 1, 1, 0, fgi_infer_shard, NULL},
-    [FG_OP_AFTER] = {"after", 1, -1, 1, VIEW, fgi_infer_after, NULL},
+    [FG_OP_ALL_REDUCE] = {"all_reduce", 1, -1, 1, STATE | INPL, fgi_infer_all_reduce, NULL, 0,
+                          "x, [rows, sums,] ctrl...", a_all_reduce, fgi_parse_all_reduce,
+                          "x summed (or averaged) over the device's communicator"},
+    [FG_OP_SHARD] = {"shard", 1, 1, 1, 0, fgi_infer_shard, NULL, 0, "x", a_shard, fgi_parse_shard,
+                     "this replica's rows of x (axis 0)"},
+    [FG_OP_AFTER] = {"after", 1, -1, 1, VIEW, fgi_infer_after, NULL, 0, "x, ctrl...", NULL, NULL,
+                     "x, once every ctrl input is computed"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,
@@ -143,3 +248,99 @@ int fg_op_lookup(const char *name) {
 int fg_num_ops(void) { return FG_OP_COUNT; }
 
 const char *fg_op_name(int i) { return (i >= 0 && i < FG_OP_COUNT) ? op_names[i] : NULL; }
+
+const fg_attr_def *fg_op_attr(int op, const char *name) {
+  if (op < 0 || op >= FG_OP_COUNT || !name) return NULL;
+  for (const fg_attr_def *a = fg_op_table[op].attrs; a && a->name; a++)
+    if (strcmp(a->name, name) == 0) return a;
+  for (const fg_attr_def *a = fg_common_attrs; a->name; a++)
+    if (strcmp(a->name, name) == 0) return a;
+  return NULL;
+}
+
+/* "transpose_a (int, default 0), transpose_b (int, default 0)" into buf. */
+static const char *accepted_list(int op, char *buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (const fg_attr_def *a = fg_op_table[op].attrs; a && a->name && used < size; a++) {
+    int w = snprintf(buf + used, size - used, "%s%s (%s, %s%s)", used ? ", " : "", a->name,
+                     fg_attr_type_name(a->type), a->dflt ? "default " : "required",
+                     a->dflt ? a->dflt : "");
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+  if (!buf[0]) snprintf(buf, size, "none");
+  return buf;
+}
+
+int fg_op_check_attrs(int op, const char *name, const struct fg_attrs *attrs, fg_status *st) {
+  if (!attrs) return 0;
+  const char *opname = fg_op_table[op].name;
+  for (int i = 0; i < attrs->n; i++) {
+    const fg_attr *a = &attrs->items[i];
+    const fg_attr_def *d = fg_op_attr(op, a->name);
+    char list[512];
+    /* Names that start with '_' and no row declares are annotations (as in
+     * TensorFlow): kept and saved, read by no kernel. */
+    if (!d && a->name[0] == '_') continue;
+    if (!d) {
+      fg_status_set(st, FG_INVALID_GRAPH, "node '%s' (%s): unknown attribute '%s'; %s accepts: %s",
+                    name, opname, a->name, opname, accepted_list(op, list, sizeof list));
+      return -1;
+    }
+    /* A float attribute may be written as an int (lr = 1); nothing else
+     * converts. */
+    if (a->type != d->type && !(d->type == FG_ATTR_FLOAT && a->type == FG_ATTR_INT)) {
+      fg_status_set(st, FG_INVALID_GRAPH, "node '%s' (%s): attribute '%s' has type %s, expected %s",
+                    name, opname, a->name, fg_attr_type_name(a->type), fg_attr_type_name(d->type));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int fg_op_parse_params(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
+  memset(p, 0, sizeof *p);
+  const fg_op_def *def = &fg_op_table[node->op];
+  return def->parse ? def->parse(node, in, p, st) : 0;
+}
+
+int fg_op_find(const char *name) { return fg_op_lookup(name); }
+
+static int count_attrs(const fg_attr_def *a) {
+  int n = 0;
+  while (a && a[n].name)
+    n++;
+  return n;
+}
+
+int fg_op_info_get(int op, fg_op_info *info) {
+  if (op < 0 || op >= FG_OP_COUNT || !info) return -1;
+  const fg_op_def *d = &fg_op_table[op];
+  unsigned f = d->flags;
+  info->name = d->name;
+  info->inputs = d->inputs;
+  info->doc = d->doc;
+  info->min_inputs = d->min_inputs;
+  info->max_inputs = d->max_inputs;
+  info->n_outputs = d->n_outputs;
+  info->n_attrs = count_attrs(d->attrs);
+  info->flags = (f & FG_OPF_ELEMENTWISE ? FG_OP_INFO_ELEMENTWISE : 0) |
+                (f & FG_OPF_DIFFERENTIABLE ? FG_OP_INFO_DIFFERENTIABLE : 0) |
+                (f & FG_OPF_STATEFUL ? FG_OP_INFO_STATEFUL : 0) |
+                (f & FG_OPF_SOURCE ? FG_OP_INFO_SOURCE : 0);
+  return 0;
+}
+
+int fg_op_common_attrs(void) { return count_attrs(fg_common_attrs); }
+
+int fg_op_attr_info_get(int op, int k, fg_op_attr_info *info) {
+  if (op < -1 || op >= FG_OP_COUNT || !info) return -1;
+  const fg_attr_def *list = op < 0 ? fg_common_attrs : fg_op_table[op].attrs;
+  if (k < 0 || k >= count_attrs(list)) return -1;
+  info->name = list[k].name;
+  info->type = list[k].type;
+  info->dflt = list[k].dflt;
+  info->doc = list[k].doc;
+  return 0;
+}

@@ -1,73 +1,24 @@
-/* The op table: one row per op. Ops are data: name, arity, attributes,
+/* The op table: one row per op. Ops are data: name, arity, the inputs'
+ * names, the attributes with their types and defaults, the parse hook that
+ * turns attributes into the op's typed parameters (flowgraph/op_params.h),
  * shape inference, FLOP count and flags. Kernels register per (op name,
  * device, dtype) in kernels/, gradients per op in autodiff/.
  *
- * Attribute names (the contract with builders, files and kernels):
- *   placeholder: dtype (int), shape (ints)
- *   constant, variable: value (tensor)
- *   fill: dtype (int), shape (ints), value (float)
- *   matmul: transpose_a, transpose_b (int 0/1)
- *   reshape: shape (ints, one entry may be -1)
- *   transpose: perm (ints)
- *   concat, softmax, log_softmax, argmax: axis (int, negative from the end)
- *   slice: begin (ints), size (ints, -1 = to the end)
- *   one_hot: depth (int), dtype (int)
- *   cast: dtype (int)
- *   leaky_relu: alpha (float, default 0.01)
- *   reduce_sum, reduce_mean, reduce_max: axes (ints; absent or empty = all),
- *                                        keepdims (int 0/1)
- *
- * Ops that gradients and optimizers are built from (inputs; attributes):
- *   erf(x)                       elementwise error function, floats
- *   expand_dims(x; axes)         inserts size-1 dims at `axes`, positions in
- *                                the output (negative from the end)
- *   reshape_like(x, like)        x's elements in like's runtime shape
- *   broadcast_like(x, like)      x broadcast (one way) to like's runtime shape
- *   sum_to(x, like)              x summed down to like's runtime shape (the
- *                                inverse of broadcasting: like broadcasts to x)
- *   numel(x; dtype)              scalar: element count of x at run time
- *   slice_grad(dy, like; begin, size)  zeros of like's shape with dy placed
- *                                at `begin` (the slice's own attributes)
- *   gather_grad(dy, indices, like)     zeros of like's shape (the gathered
- *                                params) with dy's rows added at indices
- *   group(inputs...)             runs after all its inputs; output i32 scalar 0
- *   apply_sgd(var, grad, lr, ctrl...)              var -= lr * grad
- *   apply_momentum(var, buf, grad, lr, ctrl...; momentum, nesterov)
- *                                torch.optim.SGD: buf = m*buf + grad;
- *                                var -= lr * (nesterov ? grad + m*buf : buf)
- *   apply_adam(var, m, v, grad, lr, step, ctrl...; beta1, beta2, epsilon,
- *              weight_decay)     torch.optim.AdamW when weight_decay > 0
- *                                (var *= 1 - lr*wd first), else Adam; `step`
- *                                is the 1-based step count after increment
- *   In apply_*, var/buf/m/v come straight from variable nodes and are updated
- *   in place (op_def.mutable_inputs); lr and step are scalars of any float
- *   type; trailing ctrl inputs only order the update after them.
- *   apply_sgd(var, grad, lr, [rows, sums,] ctrl...; all_reduce = 1, mean,
- *             weighted)          the update with the gradient all-reduced
- *                                first, as all_reduce(grad; mean, weighted)
- *                                would (rows and sums as there, when
- *                                weighted): one collective that updates
- *                                every rank's variable (fg_data_parallel's
- *                                fused_update). It is a collective
- *                                (fg_node_is_collective) like all_reduce.
- *
- * Data-parallel ops (dist/, flowgraph/dist.h):
- *   all_reduce(x, ctrl...; mean)  x reduced over the communicator the
- *                                 executor gives the node's device (sum, or
- *                                 mean when mean = 1, the default); a group
- *                                 of one is the identity. ctrl inputs only
- *                                 order collectives the same on every rank.
- *   shard(x; index, count)        rows [index*B/count, (index+1)*B/count) of
- *                                 x along axis 0 (B = x.dims[0] must divide
- *                                 by count)
- *   after(x, ctrl...)             x's bytes (a view), once every ctrl input
- *                                 is computed: an ordering edge, as TF's
- *                                 control dependencies (fg_micro_batch bounds
- *                                 the micro-batches in flight with it)
+ * `flowgraph ops` prints the table (docs/ops.md is its output); the rows in
+ * graph/op_table.c say what each input and attribute means. Conventions:
+ * - In apply_*, var/buf/m/v come straight from variable nodes and are
+ *   updated in place (mutable_inputs); lr and step are scalars of any float
+ *   type; inputs past the fixed ones only order the update after them.
+ * - all_reduce reduces over the communicator the executor gives the node's
+ *   device; a group of one is the identity. Its ctrl inputs only order
+ *   collectives the same on every rank.
+ * - after(x, ctrl...) is x's bytes once every ctrl input is computed: an
+ *   ordering edge, as TF's control dependencies.
  */
 #ifndef FG_OP_TABLE_H
 #define FG_OP_TABLE_H
 
+#include "flowgraph/op_params.h"
 #include "graph/graph_internal.h"
 
 /* X(ENUM, "name") for every op, in table order. */
@@ -157,6 +108,22 @@ typedef int (*fg_infer_fn)(const fg_node *node, const fg_tinfo *in, fg_tinfo *ou
                            fg_status *status);
 /* FLOPs for fully known shapes. */
 typedef int64_t (*fg_flops_fn)(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out);
+/* Fills the op's member of *p from the node's attributes, checked and
+ * normalised against the input tinfos `in` (known shapes, at plan time):
+ * 0, or -1 with status set naming the node. *p is zeroed first. */
+typedef int (*fg_parse_fn)(const fg_node *node, const fg_tinfo *in, fg_op_params *p,
+                           fg_status *status);
+
+/* One attribute an op accepts. An attribute that neither its op's row nor
+ * fg_common_attrs names is refused when the node is made, naming the ones
+ * the op accepts, unless its name starts with '_' (an annotation that no
+ * kernel reads, kept and saved with the node). */
+typedef struct fg_attr_def {
+  const char *name;
+  fg_attr_type type; /* FG_ATTR_FLOAT also accepts an int */
+  const char *dflt;  /* the default as text, or NULL: required */
+  const char *doc;   /* one line, for `flowgraph ops` */
+} fg_attr_def;
 
 typedef struct fg_op_def {
   const char *name;
@@ -170,6 +137,10 @@ typedef struct fg_op_def {
    * kernel writes it in place (the executor hands the kernel the variable's
    * storage). Output 0 of such an op aliases input 0 (the updated value). */
   unsigned mutable_inputs;
+  const char *inputs;       /* the inputs' names, "a, b"; "..." where variadic */
+  const fg_attr_def *attrs; /* NULL-name terminated; NULL: none */
+  fg_parse_fn parse;        /* NULL: the kernels read no parameters */
+  const char *doc;          /* one line, for `flowgraph ops` */
 } fg_op_def;
 
 extern const fg_op_def fg_op_table[];
@@ -183,5 +154,16 @@ static inline int fg_node_is_collective(const fg_node *n) {
 
 /* Op id by name, or -1. */
 int fg_op_lookup(const char *name);
+
+/* Attributes every op accepts (FG_COLOCATE_ATTR), NULL-name terminated. */
+extern const fg_attr_def fg_common_attrs[];
+/* The declaration of attribute `name` for op `op`, or NULL. */
+const fg_attr_def *fg_op_attr(int op, const char *name);
+/* Checks `attrs` of a node `name` of op `op` against the op's row: every
+ * attribute declared, of the declared type. 0, or -1 with FG_INVALID_GRAPH
+ * naming the node, the op, the attribute and the attributes it accepts. */
+int fg_op_check_attrs(int op, const char *name, const struct fg_attrs *attrs, fg_status *st);
+/* The op's parse hook into *p (zeroed first; nothing when it has none). */
+int fg_op_parse_params(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flowgraph/op_params.h"
 #include "flowgraph/types.h"
 
 typedef struct fg_kbuf {
@@ -15,28 +16,6 @@ typedef struct fg_kbuf {
   int64_t dims[FG_MAX_RANK]; /* all known */
   void *data;                /* C order */
 } fg_kbuf;
-
-/* Parameters, already normalised by the executor (axes >= 0, in range). */
-typedef struct fg_kparams {
-  int transpose_a, transpose_b; /* matmul */
-  int axis;                     /* concat, softmax, log_softmax, argmax */
-  int n_axes;                   /* reductions: sorted, unique; n_axes == rank for "all" */
-  int axes[FG_MAX_RANK];
-  int keepdims;                 /* reductions */
-  int perm[FG_MAX_RANK];        /* transpose: out.dims[i] = in.dims[perm[i]] */
-  int64_t begin[FG_MAX_RANK];   /* slice: start per dim; sizes are out.dims */
-  double alpha;                 /* leaky_relu */
-  double value;                 /* fill */
-  int64_t depth;                /* one_hot */
-  double momentum;              /* apply_momentum */
-  int nesterov;                 /* apply_momentum: 0/1 */
-  double beta1, beta2, epsilon; /* apply_adam */
-  double weight_decay;          /* apply_adam: decoupled (AdamW) when > 0 */
-  double l2;                    /* apply_adam: coupled, g + l2 * var (torch's Adam) */
-  int all_reduce;               /* apply_sgd: 1 = all-reduce the gradient first (mean in keepdims,
-                                 * weighted in depth, as for all_reduce) */
-  int grad_product;             /* apply_sgd: 1 = the gradient is in[1]^T in[3] (never made) */
-} fg_kparams;
 
 /* Intra-op parallelism offered by the executor: parallel_for(pool, n, grain,
  * fn, arg) calls fn(arg, begin, end) over [0, n) in chunks of `grain`
@@ -65,8 +44,8 @@ typedef struct fg_kctx {
   int n_in;
   fg_kbuf *out; /* shapes and buffers set by the executor */
   int n_out;
-  const fg_kparams *p;
-  char *err; /* on failure, a message naming the input and value */
+  const fg_op_params *p; /* the op's own member, checked and normalised */
+  char *err;             /* on failure, a message naming the input and value */
   size_t err_size;
   const fg_kparallel *par; /* NULL: single-threaded */
   const fg_kcuda *cuda;    /* set for CUDA kernels only */

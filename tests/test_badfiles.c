@@ -37,7 +37,7 @@ static const char *BASE_JSON = "{version: 1, nodes: [" PH("x", "1", "[2,2]") ","
     "0") ","
          "{name: \"HUGE_NAME_MARKER\", op: \"add\", inputs: [" IN(0, 0) "," IN(
              1, 0) "],"
-                   " attrs: [{name: \"marker\", value_type: IntList, value: {v: "
+                   " attrs: [{name: \"_marker\", value_type: IntList, value: {v: "
                    "[81985529216486895]}}],"
                    " outputs: [{dtype: F32, shape: [2,2]}]}],"
                    " buffers: [{data: [17,34,51,68,85,102,119,136,153,170,187,204,221,238,255,1]}],"

@@ -160,7 +160,7 @@ FG_TEST(cuda_kernel_without_context, "") {
   const int64_t d[1] = {2};
   fg_kbuf in = {FG_F32, 1, {0}, x}, out = {FG_F32, 1, {0}, x};
   in.dims[0] = out.dims[0] = d[0];
-  fg_kparams p;
+  fg_op_params p;
   memset(&p, 0, sizeof p);
   char err[160] = "";
   fg_kctx ctx = {&in, 1, &out, 1, &p, err, sizeof err, NULL, NULL, NULL};
@@ -339,8 +339,9 @@ static void *to_device(const void *host, size_t n, size_t shift, void **base) {
  * output (and, for F_ALIAS ops, every updated input in `inout`). Returns
  * the number of mismatches; -1 when a kernel failed. */
 static int run_ext(const char *op, fg_dtype key, int n_in, const tin *ins, tin outspec,
-                   const fg_kparams *p, double rtol, double atol, unsigned flags, unsigned inout) {
-  fg_kparams p0;
+                   const fg_op_params *p, double rtol, double atol, unsigned flags,
+                   unsigned inout) {
+  fg_op_params p0;
   memset(&p0, 0, sizeof p0);
   if (!p) p = &p0;
   fg_kernel_fn cpu = fg_cpu_kernel(op, key), gpu = fg_cuda_kernel(op, key);
@@ -427,13 +428,13 @@ static int run_ext(const char *op, fg_dtype key, int n_in, const tin *ins, tin o
 }
 
 static int run(const char *op, fg_dtype key, int n_in, const tin *ins, tin outspec,
-               const fg_kparams *p, double rtol, double atol) {
+               const fg_op_params *p, double rtol, double atol) {
   return run_ext(op, key, n_in, ins, outspec, p, rtol, atol, 0, 0);
 }
 
 /* Both the aligned (vectorised) and the misaligned (scalar) paths. */
 static void run2(const char *op, fg_dtype key, int n_in, const tin *ins, tin outspec,
-                 const fg_kparams *p, double rtol, double atol) {
+                 const fg_op_params *p, double rtol, double atol) {
   G.misalign = 0;
   run(op, key, n_in, ins, outspec, p, rtol, atol);
   G.misalign = 1;
@@ -450,17 +451,18 @@ static void run2(const char *op, fg_dtype key, int n_in, const tin *ins, tin out
 #else /* no CUDA in this build: the gpu cases skip before reaching these */
 
 static int run_ext(const char *op, fg_dtype key, int n_in, const tin *ins, tin outspec,
-                   const fg_kparams *p, double rtol, double atol, unsigned flags, unsigned inout) {
+                   const fg_op_params *p, double rtol, double atol, unsigned flags,
+                   unsigned inout) {
   (void)op, (void)key, (void)n_in, (void)ins, (void)outspec, (void)p, (void)rtol, (void)atol;
   (void)flags, (void)inout;
   return 0;
 }
 static int run(const char *op, fg_dtype key, int n_in, const tin *ins, tin outspec,
-               const fg_kparams *p, double rtol, double atol) {
+               const fg_op_params *p, double rtol, double atol) {
   return run_ext(op, key, n_in, ins, outspec, p, rtol, atol, 0, 0);
 }
 static void run2(const char *op, fg_dtype key, int n_in, const tin *ins, tin outspec,
-                 const fg_kparams *p, double rtol, double atol) {
+                 const fg_op_params *p, double rtol, double atol) {
   run(op, key, n_in, ins, outspec, p, rtol, atol);
 }
 #define GPU_OR_SKIP() FG_SKIP("no CUDA device (built without CUDA: FG_CUDA=OFF or no toolkit)")
@@ -477,8 +479,8 @@ static tin TN(fg_dtype dt, int rank, const int64_t *dims, int kind) {
     t.dims[i] = dims[i];
   return t;
 }
-static fg_kparams P0(void) {
-  fg_kparams p;
+static fg_op_params P0(void) {
+  fg_op_params p;
   memset(&p, 0, sizeof p);
   return p;
 }
@@ -492,8 +494,8 @@ static double rt(fg_dtype dt) { return dt == FG_F32 ? 2e-6 : 1e-13; }
 /* ---- elementwise ------------------------------------------------------------ */
 
 static void unary_all(const char *op, const fg_dtype *dts, int n_dt, int kind) {
-  fg_kparams p = P0();
-  p.alpha = 0.1;
+  fg_op_params p = P0();
+  p.leaky_relu.alpha = 0.1;
   for (int d = 0; d < n_dt; d++)
     for (int s = 0; s < N_SIZES; s++) {
       const tin in = T1(dts[d], SIZES[s], kind);
@@ -624,9 +626,9 @@ FG_TEST(cuda_constants_vs_cpu, "gpu") {
   static const double values[] = {0.0, -0.0, 2.5, -3.75, 1e10, NAN};
   for (int d = 0; d < 5; d++)
     for (int s = 0; s < N_SIZES; s++) {
-      fg_kparams p = P0();
+      fg_op_params p = P0();
       for (int v = 0; v < 6; v++) {
-        p.value = values[v];
+        p.fill.value = values[v];
         run("fill", ALL5[d], 0, NULL, T1(ALL5[d], SIZES[s], 0), &p, 0, 0);
       }
       const tin like = T1(ALL5[d], SIZES[s], K_ANY);
@@ -644,7 +646,7 @@ FG_TEST(cuda_copies_vs_cpu, "gpu") {
   GPU_OR_SKIP();
   static const char *const ops[] = {"reshape", "identity", "stop_gradient", "expand_dims",
                                     "reshape_like"};
-  fg_kparams p = P0();
+  fg_op_params p = P0();
   for (int d = 0; d < 5; d++)
     for (int s = 0; s < N_SIZES; s++) {
       const tin in[2] = {T1(ALL5[d], SIZES[s], K_ANY), T1(ALL5[d], SIZES[s], K_ANY)};
@@ -673,10 +675,10 @@ FG_TEST(cuda_transpose_vs_cpu, "gpu") {
   for (int d = 0; d < 5; d++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       const tcase *t = &cases[c];
-      fg_kparams p = P0();
+      fg_op_params p = P0();
       int64_t od[4];
       for (int i = 0; i < t->r; i++) {
-        p.perm[i] = t->perm[i];
+        p.transpose.perm[i] = t->perm[i];
         od[i] = t->d[t->perm[i]];
       }
       const tin in = TN(ALL5[d], t->r, t->d, K_ANY);
@@ -687,16 +689,16 @@ FG_TEST(cuda_transpose_vs_cpu, "gpu") {
 FG_TEST(cuda_slice_vs_cpu, "gpu") {
   GPU_OR_SKIP();
   for (int d = 0; d < 5; d++) {
-    fg_kparams p = P0();
+    fg_op_params p = P0();
     /* [7, 33, 5] -> begin (2, 10, 0), size (3, 20, 5) */
-    p.begin[0] = 2;
-    p.begin[1] = 10;
+    p.slice.begin[0] = 2;
+    p.slice.begin[1] = 10;
     const tin x = TN(ALL5[d], 3, (int64_t[]){7, 33, 5}, K_ANY);
     const tin y = TN(ALL5[d], 3, (int64_t[]){3, 20, 5}, K_ANY);
     run("slice", ALL5[d], 1, &x, TN(ALL5[d], 3, y.dims, 0), &p, 0, 0);
     run("slice_grad", ALL5[d], 1, &y, TN(ALL5[d], 3, x.dims, 0), &p, 0, 0);
-    fg_kparams q = P0();
-    q.begin[0] = 4000;
+    fg_op_params q = P0();
+    q.slice.begin[0] = 4000;
     const tin f = T1(ALL5[d], 4097, K_ANY), g = T1(ALL5[d], 97, K_ANY);
     run("slice", ALL5[d], 1, &f, T1(ALL5[d], 97, 0), &q, 0, 0);
     run("slice_grad", ALL5[d], 1, &g, T1(ALL5[d], 4097, 0), &q, 0, 0);
@@ -719,9 +721,9 @@ FG_TEST(cuda_shard_vs_cpu, "gpu") {
   GPU_OR_SKIP();
   for (int d = 0; d < 5; d++)
     for (int index = 0; index < 3; index++) {
-      fg_kparams p = P0();
-      p.depth = 3;
-      p.begin[0] = index;
+      fg_op_params p = P0();
+      p.shard.count = 3;
+      p.shard.index = index;
       const tin in = TN(ALL5[d], 3, (int64_t[]){33, 4, 5}, K_ANY);
       run("shard", ALL5[d], 1, &in, TN(ALL5[d], 3, (int64_t[]){11, 4, 5}, 0), &p, 0, 0);
     }
@@ -738,8 +740,8 @@ FG_TEST(cuda_concat_vs_cpu, "gpu") {
       o[axis] = 35;
       const tin in[3] = {TN(ALL5[d], 3, a, K_ANY), TN(ALL5[d], 3, b, K_ANY),
                          TN(ALL5[d], 3, c, K_ANY)};
-      fg_kparams p = P0();
-      p.axis = axis;
+      fg_op_params p = P0();
+      p.concat.axis = axis;
       run("concat", ALL5[d], 3, in, TN(ALL5[d], 3, o, 0), &p, 0, 0);
     }
 }
@@ -771,8 +773,8 @@ FG_TEST(cuda_one_hot_vs_cpu, "gpu") {
   GPU_OR_SKIP();
   for (int d = 0; d < 5; d++)
     for (int s = 0; s < N_SIZES; s++) {
-      fg_kparams p = P0();
-      p.depth = 10;
+      fg_op_params p = P0();
+      p.one_hot.depth = 10;
       tin in = T1(s % 2 ? FG_I64 : FG_I32, SIZES[s], K_IDX);
       in.limit = 10;
       run("one_hot", ALL5[d], 1, &in, TN(ALL5[d], 2, (int64_t[]){SIZES[s], 10}, 0), &p, 0, 0);
@@ -831,22 +833,22 @@ FG_TEST(cuda_reduce_vs_cpu, "gpu") {
     for (int d = 0; d < 4; d++)
       for (size_t c = 0; c < sizeof RCASES / sizeof RCASES[0]; c++) {
         const rcase *rc = &RCASES[c];
-        fg_kparams p = P0();
-        p.n_axes = rc->n_axes;
+        fg_op_params p = P0();
+        p.reduce.n_axes = rc->n_axes;
         for (int k = 0; k < rc->n_axes; k++)
-          p.axes[k] = rc->axes[k];
-        p.keepdims = (int)(c % 2);
+          p.reduce.axes[k] = rc->axes[k];
+        p.reduce.keepdims = (int)(c % 2);
         int orank;
         int64_t od[4];
-        reduce_out(rc, p.keepdims, &orank, od);
+        reduce_out(rc, p.reduce.keepdims, &orank, od);
         const tin in = TN(NUM4[d], rc->r, rc->d, K_ANY);
         const double tol = NUM4[d] == FG_F32 ? 1e-6 : 1e-12;
         run(ops[o], NUM4[d], 1, &in, TN(NUM4[d], orank, od, 0), &p, tol, tol);
       }
   /* NaN wins in reduce_max */
-  fg_kparams p = P0();
-  p.n_axes = 1;
-  p.axes[0] = 1;
+  fg_op_params p = P0();
+  p.reduce.n_axes = 1;
+  p.reduce.axes[0] = 1;
   for (int d = 0; d < 2; d++) {
     const tin in = TN(FLT2[d], 2, (int64_t[]){7, 999}, K_SPECIAL);
     run("reduce_max", FLT2[d], 1, &in, T1(FLT2[d], 7, 0), &p, 0, 0);
@@ -867,8 +869,8 @@ FG_TEST(cuda_reduce_deterministic, "gpu") {
   FG_REQUIRE(cudaMalloc(&dy, sizeof(float)) == cudaSuccess);
   cudaMemcpy(dx, x, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice);
   fg_kbuf in = {FG_F32, 1, {n}, dx}, out = {FG_F32, 0, {0}, dy};
-  fg_kparams p = P0();
-  p.n_axes = 1;
+  fg_op_params p = P0();
+  p.reduce.n_axes = 1;
   fg_kcuda kc = {G.stream, G.blas, G.scratch, FG_CUDA_SCRATCH_MIN, (int *)G.flag, 0};
   char err[200] = "";
   fg_kctx ctx = {&in, 1, &out, 1, &p, err, sizeof err, NULL, &kc, NULL};
@@ -904,8 +906,8 @@ FG_TEST(cuda_argmax_vs_cpu, "gpu") {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
       for (int kind = 0; kind < 2; kind++) {
         const acase *a = &cases[c];
-        fg_kparams p = P0();
-        p.axis = a->axis;
+        fg_op_params p = P0();
+        p.argmax.axis = a->axis;
         int64_t od[3];
         int orank = 0;
         for (int i = 0; i < a->r; i++)
@@ -949,8 +951,8 @@ FG_TEST(cuda_softmax_vs_cpu, "gpu") {
     for (int d = 0; d < 2; d++)
       for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const scase *s = &cases[c];
-        fg_kparams p = P0();
-        p.axis = s->axis;
+        fg_op_params p = P0();
+        p.softmax.axis = s->axis;
         tin in = TN(FLT2[d], s->r, s->d, K_ANY);
         const double tol = FLT2[d] == FG_F32 ? 2e-6 : 1e-13;
         run2(ops[o], FLT2[d], 1, &in, TN(FLT2[d], s->r, s->d, 0), &p, tol, tol);
@@ -1002,9 +1004,9 @@ FG_TEST(cuda_matmul_vs_cpu, "gpu") {
   for (int d = 0; d < 4; d++)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       const mcase *m = &cases[c];
-      fg_kparams p = P0();
-      p.transpose_a = m->ta;
-      p.transpose_b = m->tb;
+      fg_op_params p = P0();
+      p.matmul.transpose_a = m->ta;
+      p.matmul.transpose_b = m->tb;
       const int kind = is_float(NUM4[d]) ? K_ANY : K_SMALL;
       const tin in[2] = {TN(NUM4[d], m->ra, m->a, kind), TN(NUM4[d], m->rb, m->b, kind)};
       const double tol = NUM4[d] == FG_F32 ? 2e-5 : 1e-12;
@@ -1014,7 +1016,7 @@ FG_TEST(cuda_matmul_vs_cpu, "gpu") {
   /* TF32 on request: inputs rounded to 10 mantissa bits, so a loose bound
    * (products of values in [-2, 2], K = 300: about 0.03 absolute). */
   G.tf32 = 1;
-  fg_kparams p = P0();
+  fg_op_params p = P0();
   const tin in[2] = {TN(FG_F32, 2, (int64_t[]){128, 300}, K_ANY),
                      TN(FG_F32, 2, (int64_t[]){300, 65}, K_ANY)};
   run("matmul", FG_F32, 2, in, TN(FG_F32, 2, (int64_t[]){128, 65}, 0), &p, 1e-2, 0.2);
@@ -1033,22 +1035,22 @@ FG_TEST(cuda_optimizers_vs_cpu, "gpu") {
       const double tol = dt == FG_F32 ? 2e-6 : 1e-13;
       tin lr = {s % 2 ? FG_F64 : FG_F32, 0, {0}, K_POS, 0};
       tin step = {s % 2 ? FG_I64 : FG_F32, 0, {0}, K_STEP, 0};
-      fg_kparams p = P0();
+      fg_op_params p = P0();
       const tin sgd[3] = {T1(dt, n, K_ANY), T1(dt, n, K_ANY), lr};
       run_ext("apply_sgd", dt, 3, sgd, T1(dt, n, 0), &p, tol, tol, F_ALIAS, 1u);
       for (int nest = 0; nest < 2; nest++) {
-        p.momentum = 0.9;
-        p.nesterov = nest;
+        p.momentum.momentum = 0.9;
+        p.momentum.nesterov = nest;
         const tin mom[4] = {T1(dt, n, K_ANY), T1(dt, n, K_ANY), T1(dt, n, K_ANY), lr};
         run_ext("apply_momentum", dt, 4, mom, T1(dt, n, 0), &p, tol, tol, F_ALIAS, 3u);
       }
       /* wd: none, decoupled (AdamW), coupled L2 (torch's Adam). */
       for (int wd = 0; wd < 3; wd++) {
-        p.beta1 = 0.9;
-        p.beta2 = 0.999;
-        p.epsilon = 1e-8;
-        p.weight_decay = wd == 1 ? 0.01 : 0;
-        p.l2 = wd == 2 ? 0.01 : 0;
+        p.adam.beta1 = 0.9;
+        p.adam.beta2 = 0.999;
+        p.adam.epsilon = 1e-8;
+        p.adam.weight_decay = wd == 1 ? 0.01 : 0;
+        p.adam.l2 = wd == 2 ? 0.01 : 0;
         const tin adam[6] = {
             T1(dt, n, K_ANY), T1(dt, n, K_ANY), T1(dt, n, K_POS), T1(dt, n, K_ANY), lr, step};
         run_ext("apply_adam", dt, 6, adam, T1(dt, n, 0), &p, tol * 10, tol * 10, F_ALIAS, 7u);
@@ -1062,8 +1064,8 @@ FG_TEST(cuda_optimizers_vs_cpu, "gpu") {
 /* Runs a CUDA kernel on host-provided inputs and returns the error flag's
  * message (rc of the call in *rc). */
 static int flagged(const char *op, fg_dtype key, int n_in, fg_kbuf *hin, fg_kbuf hout,
-                   const fg_kparams *p, char *msg, size_t msg_size, int *rc) {
-  fg_kparams p0;
+                   const fg_op_params *p, char *msg, size_t msg_size, int *rc) {
+  fg_op_params p0;
   memset(&p0, 0, sizeof p0);
   if (!p) p = &p0;
   fg_kbuf din[6];
@@ -1120,8 +1122,8 @@ FG_TEST(cuda_gather_bad_index_flags, "gpu,badinput") {
   flagged("gather_grad", FG_F32, 2, gg, (fg_kbuf){FG_F32, 2, {10, 2}, NULL}, NULL, msg, sizeof msg,
           &rc);
   FG_CHECK(strcmp(msg, "indices[3] = 12 is out of range [0, 10)") == 0);
-  fg_kparams p = P0();
-  p.depth = 10;
+  fg_op_params p = P0();
+  p.one_hot.depth = 10;
   fg_kbuf oh = {FG_I32, 1, {5}, idx};
   flagged("one_hot", FG_F32, 1, &oh, (fg_kbuf){FG_F32, 2, {5, 10}, NULL}, &p, msg, sizeof msg, &rc);
   FG_CHECK(strcmp(msg, "indices[3] = 12 is out of range [0, 10)") == 0);
@@ -1169,9 +1171,9 @@ FG_TEST(cuda_other_bad_values_flag, "gpu,badinput") {
   float var[3] = {1, 2, 3}, m[3] = {0}, v[3] = {0}, g[3] = {1, 1, 1}, lr = 0.1f, step = 0;
   fg_kbuf ad[6] = {{FG_F32, 1, {3}, var}, {FG_F32, 1, {3}, m},   {FG_F32, 1, {3}, v},
                    {FG_F32, 1, {3}, g},   {FG_F32, 0, {0}, &lr}, {FG_F32, 0, {0}, &step}};
-  fg_kparams p = P0();
-  p.beta1 = 0.9;
-  p.beta2 = 0.999;
+  fg_op_params p = P0();
+  p.adam.beta1 = 0.9;
+  p.adam.beta2 = 0.999;
   FG_CHECK_INT(flagged("apply_adam", FG_F32, 6, ad, (fg_kbuf){FG_F32, 1, {3}, NULL}, &p, msg,
                        sizeof msg, &rc),
                FG_CUDA_ERR_ADAM_STEP);

@@ -367,19 +367,29 @@ FG_TEST(dist_backward_colocates_with_forward, "dist") {
 /* "_colocate" set by hand through fg_op: a node whose inputs are on cpu:0
  * runs on cpu:1 where the named node is, and an explicit device still wins.
  * Names that cannot be followed (missing, the node itself, a later node, an
- * int attribute) leave the input rule in force, with no error. */
+ * empty name) leave the input rule in force, with no error; an int
+ * _colocate is refused when the node is made. */
 FG_TEST(dist_colocate_attr_rules_and_bad_names, "badinput") {
   fg_status *st = fg_status_new();
+  /* A _colocate that is not a string is refused when the node is made. */
+  fg_graph *bad = dist_cut_graph(1);
+  fg_output ba = fg_graph_find_output(bad, "a");
+  fg_attrs *ai = fg_attrs_new();
+  fg_attrs_set_int(ai, "_colocate", 1);
+  FG_CHECK_INT(fg_op(bad, "neg", "int_colocate", &ba, 1, ai).node, -1);
+  fg_attrs_free(ai);
+  FG_CHECK_INT(fg_graph_status(bad, st), FG_INVALID_GRAPH);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                        "node 'int_colocate' (neg): attribute '_colocate' has type int, "
+                        "expected string");
+  fg_graph_free(bad);
   fg_graph *g = dist_cut_graph(1);
   fg_output a = fg_graph_find_output(g, "a"), b = fg_graph_find_output(g, "b");
-  const char *names[6] = {"b", "nope", "self", "later", NULL, ""};
-  fg_output made[6];
-  for (int k = 0; k < 6; k++) {
+  const char *names[5] = {"b", "nope", "self", "later", ""};
+  fg_output made[5];
+  for (int k = 0; k < 5; k++) {
     fg_attrs *at = fg_attrs_new();
-    if (names[k])
-      fg_attrs_set_string(at, "_colocate", names[k]);
-    else
-      fg_attrs_set_int(at, "_colocate", 1);
+    fg_attrs_set_string(at, "_colocate", names[k]);
     char nm[16];
     snprintf(nm, sizeof nm, "%s", k == 2 ? "self" : k == 0 ? "f0" : "");
     made[k] = fg_op(g, "neg", nm[0] ? nm : NULL, &a, 1, at);
@@ -397,7 +407,7 @@ FG_TEST(dist_colocate_attr_rules_and_bad_names, "badinput") {
   FG_REQUIRE(p);
   FG_CHECK_INT(fg_partition_node_device(p, b.node), 1);
   FG_CHECK_INT(fg_partition_node_device(p, made[0].node), 1);
-  for (int k = 1; k < 6; k++)
+  for (int k = 1; k < 5; k++)
     FG_CHECK_INT(fg_partition_node_device(p, made[k].node), 0);
   FG_CHECK_INT(fg_partition_node_device(p, pinned.node), 0);
   fg_partition_free(p);

@@ -410,7 +410,8 @@ FG_TEST(optimizer_kernels_direct_calls, "badinput") {
   fg_kbuf in[3] = {kbuf(FG_F32, 1, DIMS(2), w), kbuf(FG_F32, 1, DIMS(2), gr),
                    kbuf(FG_F32, 0, NULL, &lr)};
   fg_kbuf o = kbuf(FG_F32, 1, DIMS(2), out);
-  fg_kparams p = {0};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
   char err[160] = "";
   fg_kctx ctx = {in, 3, &o, 1, &p, err, sizeof err, NULL, NULL, NULL};
   fg_kernel_fn sgd = fg_cpu_kernel("apply_sgd", FG_F32);

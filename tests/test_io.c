@@ -62,13 +62,13 @@ static fg_graph *io_graph(void) {
   double floats[5];
   for (int i = 0; i < 5; i++)
     floats[i] = float_attr_values(i);
-  fg_attrs_set_int(a, "an_int", -42);
-  fg_attrs_set_float(a, "a_float", 1e-20);
-  fg_attrs_set_string(a, "a_string", "say \"hi\"\n\t\\ caf\xc3\xa9");
-  fg_attrs_set_ints(a, "some_ints", ints, 3);
-  fg_attrs_set_floats(a, "some_floats", floats, 5);
-  fg_attrs_set_ints(a, "no_ints", NULL, 0);
-  fg_attrs_set_tensor(a, "a_tensor", tt);
+  fg_attrs_set_int(a, "_an_int", -42);
+  fg_attrs_set_float(a, "_a_float", 1e-20);
+  fg_attrs_set_string(a, "_a_string", "say \"hi\"\n\t\\ caf\xc3\xa9");
+  fg_attrs_set_ints(a, "_some_ints", ints, 3);
+  fg_attrs_set_floats(a, "_some_floats", floats, 5);
+  fg_attrs_set_ints(a, "_no_ints", NULL, 0);
+  fg_attrs_set_tensor(a, "_a_tensor", tt);
   fg_op(g, "identity", "with_attrs", &y, 1, a);
   fg_attrs_free(a);
 
@@ -233,21 +233,21 @@ static void check_io_graph(const fg_graph *g) {
   const int64_t *lv;
   const double *dv;
   int n;
-  FG_CHECK(fg_node_attr_int(g, wa, "an_int", &iv) == 0 && iv == -42);
-  FG_CHECK(fg_node_attr_float(g, wa, "a_float", &fv) == 0 && fv == 1e-20);
-  FG_CHECK(fg_node_attr_string(g, wa, "a_string", &sv) == 0 &&
+  FG_CHECK(fg_node_attr_int(g, wa, "_an_int", &iv) == 0 && iv == -42);
+  FG_CHECK(fg_node_attr_float(g, wa, "_a_float", &fv) == 0 && fv == 1e-20);
+  FG_CHECK(fg_node_attr_string(g, wa, "_a_string", &sv) == 0 &&
            strcmp(sv, "say \"hi\"\n\t\\ caf\xc3\xa9") == 0);
-  FG_REQUIRE(fg_node_attr_ints(g, wa, "some_ints", &lv, &n) == 0 && n == 3);
+  FG_REQUIRE(fg_node_attr_ints(g, wa, "_some_ints", &lv, &n) == 0 && n == 3);
   FG_CHECK(lv[0] == 1 && lv[1] == -2 && lv[2] == INT64_MAX);
-  FG_REQUIRE(fg_node_attr_ints(g, wa, "no_ints", &lv, &n) == 0);
+  FG_REQUIRE(fg_node_attr_ints(g, wa, "_no_ints", &lv, &n) == 0);
   FG_CHECK_INT(n, 0);
-  FG_REQUIRE(fg_node_attr_floats(g, wa, "some_floats", &dv, &n) == 0 && n == 5);
+  FG_REQUIRE(fg_node_attr_floats(g, wa, "_some_floats", &dv, &n) == 0 && n == 5);
   for (int i = 0; i < 5; i++) {
     double want = float_attr_values(i);
     FG_CHECK(memcmp(&dv[i], &want, sizeof want) == 0);
   }
   FG_CHECK(signbit(dv[1]));
-  FG_REQUIRE(fg_node_attr_tensor(g, wa, "a_tensor", &t) == 0);
+  FG_REQUIRE(fg_node_attr_tensor(g, wa, "_a_tensor", &t) == 0);
   FG_CHECK(memcmp(fg_tensor_data(t), T_ATTR, sizeof T_ATTR) == 0);
 
   FG_REQUIRE(fg_graph_num_outputs(g) == 2);

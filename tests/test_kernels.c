@@ -193,7 +193,8 @@ FG_TEST(add_in_place_broadcast, "") {
   const int64_t da[2] = {2, 3}, db[1] = {3};
   fg_kbuf in[2] = {kb(FG_F32, 2, da, a), kb(FG_F32, 1, db, b)};
   fg_kbuf out = kb(FG_F32, 2, da, a);
-  fg_kparams p = {0};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
   char err[128] = "";
   fg_kctx ctx = {in, 2, &out, 1, &p, err, sizeof err, NULL, NULL, NULL};
   FG_REQUIRE(fg_cpu_kernel("add", FG_F32)(&ctx) == 0);
@@ -206,8 +207,9 @@ FG_TEST(unary_in_place, "") {
   double x[4] = {-1.5, 0.0, 2.0, -0.25};
   const int64_t d[1] = {4};
   fg_kbuf in = kb(FG_F64, 1, d, x), out = kb(FG_F64, 1, d, x);
-  fg_kparams p = {0};
-  p.alpha = 0.5;
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  p.leaky_relu.alpha = 0.5;
   fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL};
   FG_REQUIRE(fg_cpu_kernel("leaky_relu", FG_F64)(&ctx) == 0);
   FG_CHECK_NEAR(x[0], -0.75, 0);
@@ -223,7 +225,8 @@ FG_TEST(assign_same_buffer, "") {
   const int64_t d[1] = {3};
   fg_kbuf in[2] = {kb(FG_I32, 1, d, var), kb(FG_I32, 1, d, v)};
   fg_kbuf out = kb(FG_I32, 1, d, v);
-  fg_kparams p = {0};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
   fg_kctx ctx = {in, 2, &out, 1, &p, NULL, 0, NULL, NULL, NULL};
   FG_REQUIRE(fg_cpu_kernel("assign", FG_I32)(&ctx) == 0);
   FG_CHECK_INT(v[0], 7);
@@ -250,9 +253,10 @@ FG_TEST(reduce_sum_f32_fixed_order, "") {
   }
   const int64_t din[2] = {R, C}, dcol[1] = {C}, drow[1] = {R};
   fg_kbuf in = kb(FG_F32, 2, din, x), out = kb(FG_F32, 1, dcol, out0);
-  fg_kparams p = {0};
-  p.n_axes = 1;
-  p.axes[0] = 0;
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  p.reduce.n_axes = 1;
+  p.reduce.axes[0] = 0;
   fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL};
   fg_kernel_fn sum = fg_cpu_kernel("reduce_sum", FG_F32);
   FG_REQUIRE(sum(&ctx) == 0);
@@ -267,7 +271,7 @@ FG_TEST(reduce_sum_f32_fixed_order, "") {
     bad += (float)acc != out0[j];
   }
   FG_CHECK_INT(bad, 0);
-  p.axes[0] = 1;
+  p.reduce.axes[0] = 1;
   out = kb(FG_F32, 1, drow, out_rows);
   FG_REQUIRE(sum(&ctx) == 0);
   bad = 0;
@@ -289,7 +293,8 @@ FG_TEST(error_without_err_buffer, "badinput") {
   const int64_t dp[1] = {4}, di[1] = {2};
   fg_kbuf in[2] = {kb(FG_F32, 1, dp, params), kb(FG_I64, 1, di, idx)};
   fg_kbuf o = kb(FG_F32, 1, di, out);
-  fg_kparams p = {0};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
   fg_kctx ctx = {in, 2, &o, 1, &p, NULL, 0, NULL, NULL, NULL};
   FG_CHECK_INT(fg_cpu_kernel("gather", FG_F32)(&ctx), -1);
   char tiny[8];
@@ -303,7 +308,8 @@ FG_TEST(error_without_err_buffer, "badinput") {
 FG_TEST(miswired_calls_fail_cleanly, "") {
   float a[6] = {0}, b[4] = {0}, o[12];
   char err[200];
-  fg_kparams p = {0};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
   const int64_t d23[2] = {2, 3}, d4[1] = {4}, d3[1] = {3}, d6[1] = {6};
   fg_kbuf in[2] = {kb(FG_F32, 2, d23, a), kb(FG_F32, 1, d4, b)};
   fg_kbuf out = kb(FG_F32, 2, d23, o);
@@ -329,21 +335,21 @@ FG_TEST(miswired_calls_fail_cleanly, "") {
   FG_CHECK_INT(fg_cpu_kernel("sub", FG_F32)(&ctx), -1); /* dtype mix */
   FG_CHECK_STR_CONTAINS(err, "f64");
 
-  p.perm[0] = 0;
-  p.perm[1] = 0;
+  p.transpose.perm[0] = 0;
+  p.transpose.perm[1] = 0;
   out = kb(FG_F32, 2, d23, o);
   err[0] = '\0';
   FG_CHECK_INT(fg_cpu_kernel("transpose", FG_F32)(&ctx), -1);
   FG_CHECK_STR_CONTAINS(err, "perm[1] = 0");
 
-  p.begin[0] = 1;
-  p.begin[1] = 0;
+  p.slice.begin[0] = 1;
+  p.slice.begin[1] = 0;
   err[0] = '\0';
   FG_CHECK_INT(fg_cpu_kernel("slice", FG_F32)(&ctx), -1); /* rows [1, 3) of 2 */
   FG_CHECK_STR_CONTAINS(err, "outside");
 
-  p.n_axes = 1;
-  p.axes[0] = 5;
+  p.reduce.n_axes = 1;
+  p.reduce.axes[0] = 5;
   out = kb(FG_F32, 1, d6, o);
   err[0] = '\0';
   FG_CHECK_INT(fg_cpu_kernel("reduce_sum", FG_F32)(&ctx), -1);

@@ -42,7 +42,7 @@ static fg_kbuf make_buf(fg_dtype dt, int rank, const int64_t *dims) {
 /* Runs op with par NULL (into out) and with pools of 1, 2 and 4 threads;
  * every run must return 0 and write the same bytes. */
 static void run_bitwise(const char *op, fg_dtype key, const fg_kbuf *in, int n_in, fg_kbuf *out,
-                        const fg_kparams *p) {
+                        const fg_op_params *p) {
   fg_kernel_fn fn = fg_cpu_kernel(op, key);
   FG_REQUIRE(fn != NULL);
   char err[256] = "";
@@ -96,7 +96,7 @@ FG_TEST(perf_softmax_f32_rows_match_reference, "") {
   uint64_t seed = 5;
   const int64_t N = 37, C = 1003, d[2] = {N, C};
   fg_kbuf x = logits(N, C, &seed), y = make_buf(FG_F32, 2, d);
-  fg_kparams p = {.axis = 1};
+  fg_op_params p = {.softmax = {.axis = 1}};
   for (int want_log = 0; want_log < 2; want_log++) {
     run_bitwise(want_log ? "log_softmax" : "softmax", FG_F32, &x, 1, &y, &p);
     const float *xv = (const float *)x.data, *yv = (const float *)y.data;
@@ -137,7 +137,8 @@ FG_TEST(perf_softmax_cross_entropy_f32_matches_reference, "") {
     ((int32_t *)in[1].data)[n] = (int32_t)((n * 131) % C);
   ((int32_t *)in[1].data)[2] = 0; /* a finite logit in the -inf row */
   fg_kbuf out = make_buf(FG_F32, 0, NULL);
-  fg_kparams p = {0};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
   run_bitwise("softmax_cross_entropy", FG_F32, in, 2, &out, &p);
   double want = 0;
   for (int64_t n = 0; n < N; n++) {
@@ -177,7 +178,8 @@ FG_TEST(perf_select_broadcast_scalars, "") {
         }
       }
       fg_kbuf out = make_buf(dt, 2, od);
-      fg_kparams p = {0};
+      fg_op_params p;
+      memset(&p, 0, sizeof p);
       run_bitwise("select", dt, in, 3, &out, &p);
       const size_t es = fg_dtype_size(dt);
       int ok = 1;
@@ -206,13 +208,14 @@ FG_TEST(perf_sum_to_identity_and_axis0, "") {
     xv[i] = (float)rng_unit(&seed);
   xv[7] = -0.0f;
   fg_kbuf y = make_buf(FG_F32, 2, d);
-  fg_kparams p = {0};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
   run_bitwise("sum_to", FG_F32, &x, 1, &y, &p);
   FG_CHECK(memcmp(x.data, y.data, nbytes(&x)) == 0);
   fg_kbuf x3 = x;
   x3.rank = 3;
   memcpy(x3.dims, kd, sizeof kd);
-  fg_kparams pr = {.n_axes = 1, .axes = {1}};
+  fg_op_params pr = {.reduce = {.n_axes = 1, .axes = {1}}};
   run_bitwise("reduce_sum", FG_F32, &x3, 1, &y, &pr);
   FG_CHECK(memcmp(x.data, y.data, nbytes(&x)) == 0);
   fg_kbuf s = make_buf(FG_F32, 1, cd);

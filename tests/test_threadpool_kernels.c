@@ -84,7 +84,7 @@ typedef struct kcall {
   fg_kbuf in[6];
   int n_in;
   fg_kbuf out;
-  fg_kparams p;
+  fg_op_params p;
 } kcall;
 
 typedef struct kresult {
@@ -268,9 +268,9 @@ FG_TEST(reductions_bitwise_any_thread_count, "") {
       if (!red) odims[orank++] = rc->dims[d];
     }
     k.out = make_buf(rc->dt, orank, odims);
-    k.p.n_axes = rc->n_axes;
+    k.p.reduce.n_axes = rc->n_axes;
     for (int a = 0; a < rc->n_axes; a++)
-      k.p.axes[a] = rc->axes[a];
+      k.p.reduce.axes[a] = rc->axes[a];
     char label[64];
     snprintf(label, sizeof label, "case %zu", c);
     kresult r = check_bitwise(label, &k);
@@ -294,7 +294,7 @@ FG_TEST(reduce_sum_order_is_fixed_chunks, "") {
   for (int64_t i = 0; i < n; i += 7)
     ((double *)k.in[0].data)[i] *= 1e8; /* make order matter */
   k.out = make_buf(FG_F64, 0, NULL);
-  k.p.n_axes = 1;
+  k.p.reduce.n_axes = 1;
   double total = 0, plain = 0;
   for (int64_t c0 = 0; c0 < n; c0 += run) {
     double part = 0;
@@ -316,8 +316,8 @@ FG_TEST(reduce_sum_order_is_fixed_chunks, "") {
   const int64_t d2[2] = {1000, 1000};
   k2.in[0] = rand_buf(FG_F32, 2, d2, &seed);
   k2.out = make_buf(FG_F32, 0, NULL);
-  k2.p.n_axes = 2;
-  k2.p.axes[1] = 1;
+  k2.p.reduce.n_axes = 2;
+  k2.p.reduce.axes[1] = 1;
   double want = 0;
   for (int64_t i = 0; i < 1000000; i++)
     want += ((const float *)k2.in[0].data)[i];
@@ -347,7 +347,7 @@ FG_TEST(sum_to_argmax_bitwise, "") {
     kcall a = {.op = "argmax", .key = FG_F32, .n_in = 1};
     a.in[0] = rand_buf(FG_F32, 2, ad, &seed);
     a.out = make_buf(FG_I64, 1, aod);
-    a.p.axis = axis;
+    a.p.argmax.axis = axis;
     kresult ra = check_bitwise("argmax", &a);
     FG_CHECK_INT(ra.rc, 0);
     free_result(&ra, 1);
@@ -365,7 +365,7 @@ FG_TEST(softmax_family_bitwise, "") {
     kcall k = {.op = variant >= 2 ? "log_softmax" : "softmax", .key = dt, .n_in = 1};
     k.in[0] = rand_buf(dt, 2, d1, &seed);
     k.out = make_buf(dt, 2, d1);
-    k.p.axis = variant == 1 ? 0 : 1;
+    k.p.softmax.axis = variant == 1 ? 0 : 1;
     kresult r = check_bitwise("softmax", &k);
     FG_CHECK_INT(r.rc, 0);
     free_result(&r, 1);
@@ -409,7 +409,7 @@ static double mm_ref(const kcall *k, int64_t flat) {
   const fg_kbuf *a = &k->in[0], *b = &k->in[1], *o = &k->out;
   const int R = o->rank;
   const int64_t M = o->dims[R - 2], N = o->dims[R - 1];
-  const int64_t K = k->p.transpose_a ? a->dims[a->rank - 2] : a->dims[a->rank - 1];
+  const int64_t K = k->p.matmul.transpose_a ? a->dims[a->rank - 2] : a->dims[a->rank - 1];
   int64_t bi = flat / (M * N);
   const int64_t i = (flat / N) % M, j = flat % N;
   int64_t ab = 0, bb = 0, as = 1, bs = 1;
@@ -426,8 +426,8 @@ static double mm_ref(const kcall *k, int64_t flat) {
   const int f32 = a->dtype == FG_F32;
   double s = 0;
   for (int64_t kk = 0; kk < K; kk++) {
-    const int64_t ai = ab * M * K + (k->p.transpose_a ? kk * M + i : i * K + kk);
-    const int64_t bj = bb * K * N + (k->p.transpose_b ? j * K + kk : kk * N + j);
+    const int64_t ai = ab * M * K + (k->p.matmul.transpose_a ? kk * M + i : i * K + kk);
+    const int64_t bj = bb * K * N + (k->p.matmul.transpose_b ? j * K + kk : kk * N + j);
     const double av = f32 ? ((const float *)a->data)[ai] : ((const double *)a->data)[ai];
     const double bv = f32 ? ((const float *)b->data)[bj] : ((const double *)b->data)[bj];
     s += av * bv;
@@ -468,8 +468,8 @@ FG_TEST(matmul_tiles_bitwise_and_correct, "") {
     k.in[0] = rand_buf(mc->dt, mc->ar, mc->ad, &seed);
     k.in[1] = rand_buf(mc->dt, mc->br, mc->bd, &seed);
     k.out = make_buf(mc->dt, mc->orank, mc->od);
-    k.p.transpose_a = mc->ta;
-    k.p.transpose_b = mc->tb;
+    k.p.matmul.transpose_a = mc->ta;
+    k.p.matmul.transpose_b = mc->tb;
     char label[64];
     snprintf(label, sizeof label, "matmul case %zu", c);
     kresult r = check_bitwise(label, &k);
@@ -623,12 +623,15 @@ FG_TEST(optimizers_bitwise, "") {
       *(double *)k.in[k.n_in++].data = 3;
     }
     k.out = make_buf(FG_F32, 2, d);
-    k.p.momentum = 0.9;
-    k.p.nesterov = 1;
-    k.p.beta1 = 0.9;
-    k.p.beta2 = 0.999;
-    k.p.epsilon = 1e-8;
-    k.p.weight_decay = 0.01;
+    if (o == 1) {
+      k.p.momentum.momentum = 0.9;
+      k.p.momentum.nesterov = 1;
+    } else if (o == 2) {
+      k.p.adam.beta1 = 0.9;
+      k.p.adam.beta2 = 0.999;
+      k.p.adam.epsilon = 1e-8;
+      k.p.adam.weight_decay = 0.01;
+    }
     kresult r = check_bitwise(ops[o], &k);
     FG_CHECK_INT(r.rc, 0);
     if (o == 0) { /* sgd by hand */

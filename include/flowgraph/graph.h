@@ -211,9 +211,48 @@ int fg_node_attr_ints(const fg_graph *g, int node, const char *name, const int64
 int fg_node_attr_floats(const fg_graph *g, int node, const char *name, const double **v, int *n);
 int fg_node_attr_tensor(const fg_graph *g, int node, const char *name, const fg_tensor **v);
 
-/* The op table. */
+/* The op table: what `flowgraph ops` prints. Strings are static (valid for
+ * the life of the process); nothing here needs freeing. */
 int fg_num_ops(void);
-const char *fg_op_name(int i);
+const char *fg_op_name(int i); /* NULL for a bad index */
+/* The op's id by name, or -1. */
+int fg_op_find(const char *name);
+
+enum {
+  FG_OP_INFO_ELEMENTWISE = 1u << 0,    /* out[i] depends on the inputs' element i */
+  FG_OP_INFO_DIFFERENTIABLE = 1u << 1, /* autodiff passes a gradient through it */
+  FG_OP_INFO_STATEFUL = 1u << 2,       /* reads or writes session state, or synchronises */
+  FG_OP_INFO_SOURCE = 1u << 3          /* no inputs and no kernel: fed, stored or persistent */
+};
+
+typedef struct fg_op_info {
+  const char *name;
+  const char *inputs;         /* "var, grad, lr, ctrl..." */
+  const char *doc;            /* one line */
+  int min_inputs, max_inputs; /* max -1: any number */
+  int n_outputs;
+  int n_attrs;    /* the op's own; attributes every op takes are listed apart */
+  unsigned flags; /* FG_OP_INFO_* */
+} fg_op_info;
+
+typedef struct fg_op_attr_info {
+  const char *name;
+  fg_attr_type type; /* a float attribute also accepts an int */
+  const char *dflt;  /* the default as text; NULL when required */
+  const char *doc;
+} fg_op_attr_info;
+
+/* 0 and *info filled, or -1 for a bad op index. */
+int fg_op_info_get(int op, fg_op_info *info);
+/* Attribute k (0 <= k < n_attrs) of op `op`; 0, or -1 when out of range.
+ * op = -1 lists the attributes every op accepts (k < fg_op_common_attrs()). */
+int fg_op_attr_info_get(int op, int k, fg_op_attr_info *info);
+int fg_op_common_attrs(void);
+/* The dtypes that have a kernel for `op` on `device` ("cpu" or "cuda"), as
+ * bits (1u << dtype). 0 when none, or when the build has no such backend. */
+unsigned fg_op_kernel_dtypes(int op, const char *device);
+/* "int", "float", "string", "ints", "floats", "tensor"; "unknown" else. */
+const char *fg_attr_type_name(fg_attr_type type);
 
 #ifdef __cplusplus
 }

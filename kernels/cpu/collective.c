@@ -87,11 +87,12 @@ int fgk_all_reduce(const fg_kctx *ctx) {
   fg_kbuf *y = &ctx->out[0];
   int64_t n = fgk_numel(x);
   fg_comm *c = ctx->comm;
-  int size = c ? c->size : 1, plain = 1, mean = ctx->p->keepdims;
+  int size = c ? c->size : 1, plain = 1, mean = ctx->p->all_reduce.mean;
   double w = 1, total = 1;
   /* p->keepdims carries the node's "mean" attribute, p->depth its
    * "weighted" one (executor/plan.c). */
-  if (ctx->p->depth && size > 1 && weights(ctx, 1, size, &plain, &w, &total) != 0) return -1;
+  if (ctx->p->all_reduce.weighted && size > 1 && weights(ctx, 1, size, &plain, &w, &total) != 0)
+    return -1;
   if (!plain) {
     scale_into(y, x, n, w);
     mean = 0;
@@ -152,19 +153,20 @@ static int product_dims(const fg_kctx *ctx, int64_t *rows) {
  * product a^T b of in[1] and in[3], which is made only where the
  * communicator cannot fuse it. */
 int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr) {
-  const int prod = ctx->p->grad_product;
+  const int prod = ctx->p->sgd.grad_product;
   const fg_kbuf *v = &ctx->in[0], *g = &ctx->in[1], *b = prod ? &ctx->in[3] : NULL;
   const int64_t n = fgk_numel(v), m = v->rank == 2 ? v->dims[0] : 0,
                 cols = v->rank == 2 ? v->dims[1] : 0;
   const fg_dtype dt = v->dtype;
   fg_comm *c = ctx->comm;
-  int size = c ? c->size : 1, plain = 1, mean = ctx->p->keepdims;
+  int size = c ? c->size : 1, plain = 1, mean = ctx->p->sgd.reduce.mean;
   double w = 1, total = 1;
   int64_t rows = 0;
   void *kc = (void *)ctx;
   if (prod && product_dims(ctx, &rows) != 0) return -1;
   /* Rows and sums follow the gradient: inputs 3 and 4, or 4 and 5. */
-  if (ctx->p->depth && size > 1 && weights(ctx, prod ? 4 : 3, size, &plain, &w, &total) != 0)
+  if (ctx->p->sgd.reduce.weighted && size > 1 &&
+      weights(ctx, prod ? 4 : 3, size, &plain, &w, &total) != 0)
     return -1;
   sgd_job job = {dt, v->data, g->data, lr};
   if (size <= 1) {
@@ -215,7 +217,7 @@ int fgk_shard(const fg_kctx *ctx) {
   if (fgk_check(ctx, 1, 1)) return -1;
   const fg_kbuf *x = &ctx->in[0];
   fg_kbuf *y = &ctx->out[0];
-  int64_t count = ctx->p->depth, index = ctx->p->begin[0], first = 0;
+  int64_t count = ctx->p->shard.count, index = ctx->p->shard.index, first = 0;
   int64_t rows = x->rank >= 1 ? x->dims[0] : 0;
   if (x->rank < 1 || count < 1 || index < 0 || index >= count || rows < count ||
       y->dims[0] != fg_shard_rows(rows, count, index, &first))

@@ -28,7 +28,7 @@ static inline double sigmoid_f64(double x) {
 typedef struct un_arg {
   const void *in;
   void *out;
-  const fg_kparams *p;
+  const fg_op_params *p;
 } un_arg;
 
 /* GRAIN: elements per parallel chunk (FGK_GRAIN_CHEAP or _MATH). Chunks
@@ -38,7 +38,7 @@ typedef struct un_arg {
     const un_arg *a = (const un_arg *)arg;                                                         \
     const T *in = (const T *)a->in;                                                                \
     T *out = (T *)a->out;                                                                          \
-    const fg_kparams *p = a->p;                                                                    \
+    const fg_op_params *p = a->p;                                                                  \
     (void)p;                                                                                       \
     for (int64_t i = b; i < e; i++) {                                                              \
       const T x = in[i];                                                                           \
@@ -91,8 +91,8 @@ FGK_UNARY(fgk_relu_f32, float, FG_F32, CHEAP, x < 0 ? 0.0f : x)
 FGK_UNARY(fgk_relu_f64, double, FG_F64, CHEAP, x < 0 ? 0.0 : x)
 FGK_UNARY(fgk_relu_i32, int32_t, FG_I32, CHEAP, x < 0 ? 0 : x)
 FGK_UNARY(fgk_relu_i64, int64_t, FG_I64, CHEAP, x < 0 ? 0 : x)
-FGK_UNARY(fgk_leaky_relu_f32, float, FG_F32, CHEAP, x > 0 ? x : (float)p->alpha * x)
-FGK_UNARY(fgk_leaky_relu_f64, double, FG_F64, CHEAP, x > 0 ? x : p->alpha * x)
+FGK_UNARY(fgk_leaky_relu_f32, float, FG_F32, CHEAP, x > 0 ? x : (float)p->leaky_relu.alpha * x)
+FGK_UNARY(fgk_leaky_relu_f64, double, FG_F64, CHEAP, x > 0 ? x : p->leaky_relu.alpha * x)
 
 /* The exact erf form, PyTorch's default (approximate='none'). */
 FGK_UNARY(fgk_gelu_f32, float, FG_F32, MATH, 0.5f * x * (1.0f + erff(x * (float)FGK_SQRT1_2)))

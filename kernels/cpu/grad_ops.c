@@ -142,12 +142,13 @@ int fgk_sum_to(const fg_kctx *ctx, fg_kernel_fn reduce) {
   const fg_kbuf *x = &ctx->in[0], *out = &ctx->out[0];
   const int R = x->rank, off = R - out->rank;
   if (off < 0) return fgk_fail(ctx, "output rank %d is above input rank %d", out->rank, R);
-  fg_kparams p = *ctx->p;
-  p.n_axes = 0;
-  p.keepdims = 1;
+  /* sum_to has no attributes: its reduce_sum's parameters are made here. */
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  p.reduce.keepdims = 1;
   for (int i = 0; i < R; i++) {
     if (i < off || (out->dims[i - off] == 1 && x->dims[i] != 1)) {
-      p.axes[p.n_axes++] = i;
+      p.reduce.axes[p.reduce.n_axes++] = i;
     } else if (out->dims[i - off] != x->dims[i]) {
       return fgk_fail(ctx, "output dim %d (%lld) does not broadcast to input dim %d (%lld)",
                       i - off, (long long)out->dims[i - off], i, (long long)x->dims[i]);
@@ -209,7 +210,7 @@ int fgk_slice_grad_check(const fg_kctx *ctx, int64_t *base, int64_t *st) {
   }
   *base = 0;
   for (int i = 0; i < R; i++) {
-    const int64_t b = ctx->p->begin[i];
+    const int64_t b = ctx->p->slice.begin[i];
     if (b < 0 || b > out->dims[i] || dy->dims[i] > out->dims[i] - b)
       return fgk_fail(ctx, "dy's block [%lld, %lld) of dim %d is outside [0, %lld)", (long long)b,
                       (long long)(b + dy->dims[i]), i, (long long)out->dims[i]);

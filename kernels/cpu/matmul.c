@@ -52,8 +52,8 @@ int fgk_mm_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl) {
   if (a->rank > o->rank || b->rank > o->rank)
     return fgk_fail(ctx, "input ranks %d and %d exceed the output rank %d", a->rank, b->rank,
                     o->rank);
-  pl->ta = ctx->p->transpose_a != 0;
-  pl->tb = ctx->p->transpose_b != 0;
+  pl->ta = ctx->p->matmul.transpose_a != 0;
+  pl->tb = ctx->p->matmul.transpose_b != 0;
   const int64_t a0 = a->dims[a->rank - 2], a1 = a->dims[a->rank - 1];
   const int64_t b0 = b->dims[b->rank - 2], b1 = b->dims[b->rank - 1];
   pl->M = pl->ta ? a1 : a0;

@@ -53,7 +53,7 @@ static int write_all(const fg_kctx *ctx, fg_dtype dt, double v) {
 
 static int fill(const fg_kctx *ctx, fg_dtype dt) {
   if (fgk_check(ctx, 0, 1) != 0) return -1;
-  return write_all(ctx, dt, ctx->p->value);
+  return write_all(ctx, dt, ctx->p->fill.value);
 }
 
 /* zeros_like/ones_like look only at the output's shape; an input, if the

@@ -72,12 +72,12 @@ typedef struct opt_job {
     /* grad_product: in[1] is not the gradient but a factor of it (fgk_all_reduce_sgd checks it).  \
      */                                                                                            \
     if (fgk_check(ctx, 3, 1) != 0 ||                                                               \
-        fgk_optim_check(ctx, DT, ctx->p->grad_product ? 1 : 2) != 0 ||                             \
+        fgk_optim_check(ctx, DT, ctx->p->sgd.grad_product ? 1 : 2) != 0 ||                         \
         scalar_in(ctx, 2, "lr", &lr) != 0)                                                         \
       return -1;                                                                                   \
     /* all_reduce = 1: the gradient is all-reduced first, in one collective                        \
      * (kernels/cpu/collective.c). */                                                              \
-    if (ctx->p->all_reduce) {                                                                      \
+    if (ctx->p->sgd.all_reduce) {                                                                  \
       if (fgk_all_reduce_sgd(ctx, lr) != 0) return -1;                                             \
       publish(ctx, sizeof(T));                                                                     \
       return 0;                                                                                    \
@@ -114,8 +114,8 @@ FGK_SGD(fgk_apply_sgd_f64, double, FG_F64)
                  .buf = ctx->in[1].data,                                                           \
                  .g = ctx->in[2].data,                                                             \
                  .lr = lr,                                                                         \
-                 .mom = ctx->p->momentum,                                                          \
-                 .nesterov = ctx->p->nesterov};                                                    \
+                 .mom = ctx->p->momentum.momentum,                                                 \
+                 .nesterov = ctx->p->momentum.nesterov};                                           \
     fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
     publish(ctx, sizeof(T));                                                                       \
     return 0;                                                                                      \
@@ -163,7 +163,7 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
                       "input 5 (step) = %g must be >= 1 (the step count after "                    \
                       "incrementing)",                                                             \
                       t);                                                                          \
-    const fg_kparams *p = ctx->p;                                                                  \
+    const fg_adam_params *p = &ctx->p->adam;                                                       \
     const double bc1 = 1.0 - pow(p->beta1, t), bc2 = 1.0 - pow(p->beta2, t);                       \
     /* The scalars round to T inside the chunks, exactly as before. */                             \
     opt_job J = {.var = ctx->in[0].data,                                                           \

@@ -35,7 +35,7 @@ typedef fgk_red_plan red_plan;
 int fgk_red_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_red_plan *pl) {
   if (fgk_check(ctx, 1, 1) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
-  const fg_kparams *p = ctx->p;
+  const fg_reduce_params *p = &ctx->p->reduce;
   if (in->dtype != dt || out->dtype != dt)
     return fgk_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(dt),
                     fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));
@@ -374,7 +374,7 @@ typedef struct argmax_job {
     if (in->dtype != DT || out->dtype != FG_I64)                                                   \
       return fgk_fail(ctx, "expected a %s input and an i64 output, got %s and %s",                 \
                       fg_dtype_name(DT), fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));     \
-    const int axis = ctx->p->axis;                                                                 \
+    const int axis = ctx->p->argmax.axis;                                                          \
     if (axis < 0 || axis >= in->rank)                                                              \
       return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);                     \
     int64_t outer = 1, inner = 1;                                                                  \

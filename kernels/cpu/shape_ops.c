@@ -62,7 +62,7 @@ int fgk_transpose_check(const fg_kctx *ctx, int64_t *src) {
   int64_t st[FG_MAX_RANK];
   contiguous_strides(in, st);
   for (int i = 0; i < R; i++) {
-    const int q = ctx->p->perm[i];
+    const int q = ctx->p->transpose.perm[i];
     if (q < 0 || q >= R || seen[q])
       return fgk_fail(ctx, "perm[%d] = %d is not part of a permutation of [0, %d)", i, q, R);
     seen[q] = 1;
@@ -93,7 +93,7 @@ int fgk_slice_check(const fg_kctx *ctx, int64_t *base, int64_t *st) {
   contiguous_strides(in, st);
   *base = 0;
   for (int i = 0; i < R; i++) {
-    const int64_t b = ctx->p->begin[i];
+    const int64_t b = ctx->p->slice.begin[i];
     if (b < 0 || b > in->dims[i] || out->dims[i] > in->dims[i] - b)
       return fgk_fail(ctx, "slice [%lld, %lld) of dim %d is outside [0, %lld)", (long long)b,
                       (long long)(b + out->dims[i]), i, (long long)in->dims[i]);
@@ -117,7 +117,7 @@ int fgk_slice(const fg_kctx *ctx) {
 int fgk_concat_check(const fg_kctx *ctx) {
   if (fgk_same_dtypes(ctx, ctx->n_in) != 0) return -1;
   const fg_kbuf *out = &ctx->out[0];
-  const int axis = ctx->p->axis, R = out->rank;
+  const int axis = ctx->p->concat.axis, R = out->rank;
   if (axis < 0 || axis >= R) return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, R);
   int64_t total = 0;
   for (int k = 0; k < ctx->n_in; k++) {
@@ -138,7 +138,7 @@ int fgk_concat_check(const fg_kctx *ctx) {
 int fgk_concat(const fg_kctx *ctx) {
   if (fgk_check(ctx, 1, 1) != 0 || fgk_concat_check(ctx) != 0) return -1;
   const fg_kbuf *out = &ctx->out[0];
-  const int axis = ctx->p->axis;
+  const int axis = ctx->p->concat.axis;
   if (fgk_numel(out) == 0) return 0;
   const size_t es = fg_dtype_size(out->dtype);
   int64_t outer, inner;
@@ -213,7 +213,7 @@ int fgk_gather(const fg_kctx *ctx) {
 /* Shared with kernels/cuda/shape.cu. */
 int fgk_one_hot_check(const fg_kctx *ctx, fg_dtype dt) {
   const fg_kbuf *idx = &ctx->in[0], *out = &ctx->out[0];
-  const int64_t depth = ctx->p->depth;
+  const int64_t depth = ctx->p->one_hot.depth;
   if (out->dtype != dt)
     return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(out->dtype), fg_dtype_name(dt));
   int ok = out->rank == idx->rank + 1 && out->dims[idx->rank] == depth;
@@ -228,7 +228,7 @@ int fgk_one_hot_check(const fg_kctx *ctx, fg_dtype dt) {
 static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
   if (fgk_check(ctx, 1, 1) != 0 || fgk_one_hot_check(ctx, dt) != 0) return -1;
   const fg_kbuf *idx = &ctx->in[0], *out = &ctx->out[0];
-  const int64_t depth = ctx->p->depth;
+  const int64_t depth = ctx->p->one_hot.depth;
   if (check_indices(ctx, idx, depth) != 0) return -1;
   const int64_t n = fgk_numel(idx);
   if (n == 0 || depth == 0) return 0;

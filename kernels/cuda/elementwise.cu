@@ -243,8 +243,8 @@ FGC_UNARY_FLOAT(fgc_sigmoid, SigmoidF)
 FGC_UNARY_NUM(fgc_relu, ReluF)
 FGC_UNARY_FLOAT(fgc_gelu, GeluF)
 FGC_UNARY_FLOAT(fgc_erf, ErfF)
-FGC_UNARY(fgc_leaky_relu_f32, float, FG_F32, LeakyF<float>, = {(float)ctx->p->alpha})
-FGC_UNARY(fgc_leaky_relu_f64, double, FG_F64, LeakyF<double>, = {ctx->p->alpha})
+FGC_UNARY(fgc_leaky_relu_f32, float, FG_F32, LeakyF<float>, = {(float)ctx->p->leaky_relu.alpha})
+FGC_UNARY(fgc_leaky_relu_f64, double, FG_F64, LeakyF<double>, = {ctx->p->leaky_relu.alpha})
 
 /* ---- binary ---------------------------------------------------------------- */
 
@@ -523,7 +523,7 @@ static int write_all(const fg_kctx *ctx, fg_dtype dt, double v) {
 
 static int fill(const fg_kctx *ctx, fg_dtype dt) {
   if (fgc_check(ctx, 0, 1) != 0) return -1;
-  return write_all(ctx, dt, ctx->p->value);
+  return write_all(ctx, dt, ctx->p->fill.value);
 }
 static int zeros_like(const fg_kctx *ctx, fg_dtype dt) {
   if (fgc_check(ctx, 0, 1) != 0) return -1;

@@ -135,13 +135,13 @@ template <typename T> static int momentum(const fg_kctx *ctx, fg_dtype dt) {
   T *var = (T *)ctx->in[0].data, *buf = (T *)ctx->in[1].data;
   const T *g = (const T *)ctx->in[2].data;
   const unsigned blocks = fgc_blocks(n, FGC_THREADS * 4);
-  const T mom = (T)ctx->p->momentum;
+  const T mom = (T)ctx->p->momentum.momentum;
   if (vec4_ok<T>(var, buf, g))
     momentum_kernel<T, 4><<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(
-        var, buf, g, n, ctx->in[3].data, ctx->in[3].dtype, mom, ctx->p->nesterov);
+        var, buf, g, n, ctx->in[3].data, ctx->in[3].dtype, mom, ctx->p->momentum.nesterov);
   else
     momentum_kernel<T, 1><<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(
-        var, buf, g, n, ctx->in[3].data, ctx->in[3].dtype, mom, ctx->p->nesterov);
+        var, buf, g, n, ctx->in[3].data, ctx->in[3].dtype, mom, ctx->p->momentum.nesterov);
   if (fgc_launched(ctx, "apply_momentum kernel") != 0) return -1;
   return publish(ctx, sizeof(T));
 }
@@ -222,7 +222,7 @@ template <typename T> static int adam(const fg_kctx *ctx, fg_dtype dt) {
       scalar_in(ctx, 4, "lr") != 0 || scalar_in(ctx, 5, "step") != 0 || fgc_need_flag(ctx) != 0)
     return -1;
   const int64_t n = fgk_numel(&ctx->in[0]);
-  const fg_kparams *p = ctx->p;
+  const fg_adam_params *p = &ctx->p->adam;
   /* Launched even for an empty variable, so a bad step is still reported. */
   T *var = (T *)ctx->in[0].data, *m = (T *)ctx->in[1].data, *v = (T *)ctx->in[2].data;
   const T *g = (const T *)ctx->in[3].data;

@@ -426,7 +426,7 @@ template <typename T> static int argmax(const fg_kctx *ctx, fg_dtype dt) {
   if (in->dtype != dt || out->dtype != FG_I64)
     return fgk_fail(ctx, "expected a %s input and an i64 output, got %s and %s", fg_dtype_name(dt),
                     fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));
-  const int axis = ctx->p->axis;
+  const int axis = ctx->p->argmax.axis;
   if (axis < 0 || axis >= in->rank)
     return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);
   int64_t outer, inner;

@@ -186,7 +186,7 @@ int fgc_broadcast_like(const fg_kctx *ctx) {
 int fgc_concat(const fg_kctx *ctx) {
   if (fgc_check(ctx, 1, 1) != 0 || fgk_concat_check(ctx) != 0) return -1;
   const fg_kbuf *out = &ctx->out[0];
-  const int axis = ctx->p->axis;
+  const int axis = ctx->p->concat.axis;
   if (fgk_numel(out) == 0) return 0;
   const size_t es = fgc_esize(out->dtype);
   int64_t outer, inner;
@@ -363,7 +363,7 @@ static int one_hot(const fg_kctx *ctx, fg_dtype dt) {
   if (fgc_check(ctx, 1, 1) != 0 || fgc_need_flag(ctx) != 0 || fgk_one_hot_check(ctx, dt) != 0)
     return -1;
   const fg_kbuf *idx = &ctx->in[0], *out = &ctx->out[0];
-  const int64_t depth = ctx->p->depth;
+  const int64_t depth = ctx->p->one_hot.depth;
   if (index_dtype(ctx, idx) != 0) return -1;
   const int64_t n = fgk_numel(idx);
   if (n == 0) return 0;
@@ -410,7 +410,7 @@ int fgc_one_hot_bool(const fg_kctx *ctx) { return one_hot(ctx, FG_BOOL); }
 int fgc_shard(const fg_kctx *ctx) {
   if (fgc_check(ctx, 1, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0) return -1;
   const fg_kbuf *x = &ctx->in[0], *y = &ctx->out[0];
-  const int64_t count = ctx->p->depth, index = ctx->p->begin[0];
+  const int64_t count = ctx->p->shard.count, index = ctx->p->shard.index;
   if (x->rank < 1 || count < 1 || index < 0 || index >= count || x->dims[0] % count != 0 ||
       y->rank < 1 || y->dims[0] != x->dims[0] / count)
     return fgk_fail(ctx, "shard %lld of %lld: input has %lld rows, which do not split evenly",

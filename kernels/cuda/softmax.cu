@@ -121,7 +121,7 @@ template <typename T, bool LOG> static int softmax(const fg_kctx *ctx, fg_dtype 
   if (in->dtype != dt || out->dtype != dt)
     return fgk_fail(ctx, "expected %s input and output, got %s and %s", fg_dtype_name(dt),
                     fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));
-  const int axis = ctx->p->axis;
+  const int axis = ctx->p->softmax.axis;
   if (axis < 0 || axis >= in->rank)
     return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);
   const int64_t n = fgk_numel(in);

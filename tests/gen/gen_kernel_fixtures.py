@@ -630,7 +630,15 @@ def c_tensor(arr, data_name):
     return "{%s, %d, {%s}, %s}" % (ENUM[dt], arr.ndim, dims, data_name or "NULL")
 
 
-def c_params(p):
+# The member of fg_op_params each op's kernels read.
+PARAM_MEMBER = {"matmul": "matmul", "reduce_sum": "reduce", "reduce_mean": "reduce",
+                "reduce_max": "reduce", "argmax": "argmax", "softmax": "softmax",
+                "log_softmax": "softmax", "concat": "concat", "transpose": "transpose",
+                "slice": "slice", "slice_grad": "slice", "one_hot": "one_hot", "fill": "fill",
+                "leaky_relu": "leaky_relu"}
+
+
+def c_params(op, p):
     parts = []
     for k, v in p.items():
         if k == "axes":
@@ -643,7 +651,9 @@ def c_params(p):
             parts.append(".%s = %r" % (k, float(v)))
         else:
             parts.append(".%s = %d" % (k, int(v)))
-    return "{%s}" % ", ".join(parts) if parts else "{0}"
+    if not parts:
+        return "{{0}}"
+    return "{.%s = {%s}}" % (PARAM_MEMBER[op], ", ".join(parts))
 
 
 def c_str(s):
@@ -675,7 +685,7 @@ def main():
            "} fgk_ftensor;", "",
            "typedef struct fgk_fcase {", "  const char *name, *op;",
            "  fg_dtype key; /* the registry key */", "  int n_in;", "  fgk_ftensor in[4];",
-           "  fgk_ftensor out;", "  fg_kparams p;",
+           "  fgk_ftensor out;", "  fg_op_params p;",
            "  double rtol, atol; /* |got - want| <= atol + rtol * |want| */",
            "  int rc;            /* expected return value */",
            "  const char *err[2]; /* substrings of the error text when rc != 0 */",
@@ -698,7 +708,7 @@ def main():
         errs = c["err"] + [None] * (2 - len(c["err"]))
         rows.append("  {%s, %s, %s, %d, {%s},\n   %s,\n   %s, %r, %r, %d, {%s, %s}}," % (
             c_str(c["name"]), c_str(c["op"]), ENUM[c["key"]], len(c["ins"]), ins,
-            c_tensor(o, arr and "fgk_c%d_out" % n), c_params(c["params"]), rtol, atol, c["rc"],
+            c_tensor(o, arr and "fgk_c%d_out" % n), c_params(c["op"], c["params"]), rtol, atol, c["rc"],
             c_str(errs[0]), c_str(errs[1])))
     out.append("static const fgk_fcase fgk_cases[] = {")
     out.extend(rows)

@@ -1,0 +1,121 @@
+/* flowgraph: the typed parameters of each op, as its kernels receive them.
+ *
+ * A node's attributes are checked and normalised once, when a plan is built,
+ * by the parse hook of the op's row in the op table; the kernel then reads
+ * its own struct and nothing else (as TFLite's ParseOpData fills
+ * TfLiteConvParams). Every field holds exactly what its name says; an op
+ * without attributes that its kernels need has no struct here.
+ *
+ * `flowgraph ops` lists every op's attributes with their types and defaults;
+ * the comment on each field names the attribute it comes from. */
+#ifndef FLOWGRAPH_OP_PARAMS_H
+#define FLOWGRAPH_OP_PARAMS_H
+
+#include <stdint.h>
+
+#include "flowgraph/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* matmul: transpose_a, transpose_b (0 or 1). */
+typedef struct fg_matmul_params {
+  int transpose_a, transpose_b;
+} fg_matmul_params;
+
+/* concat, softmax, log_softmax, argmax: axis, in [0, rank) of input 0. */
+typedef struct fg_axis_params {
+  int axis;
+} fg_axis_params;
+
+/* reduce_sum, reduce_mean, reduce_max: axes sorted, unique and in
+ * [0, rank); n_axes == rank when the attribute is absent or empty (every
+ * axis). keepdims 0 or 1. */
+typedef struct fg_reduce_params {
+  int n_axes;
+  int axes[FG_MAX_RANK];
+  int keepdims;
+} fg_reduce_params;
+
+/* transpose: out.dims[i] = in.dims[perm[i]]. */
+typedef struct fg_transpose_params {
+  int perm[FG_MAX_RANK];
+} fg_transpose_params;
+
+/* slice and slice_grad: the block's first index per dimension; its sizes
+ * are the slice's output dims (the gradient's dy dims). */
+typedef struct fg_slice_params {
+  int64_t begin[FG_MAX_RANK];
+} fg_slice_params;
+
+/* leaky_relu: x > 0 ? x : alpha * x. */
+typedef struct fg_leaky_relu_params {
+  double alpha;
+} fg_leaky_relu_params;
+
+/* fill: every element's value (converted to the output dtype). */
+typedef struct fg_fill_params {
+  double value;
+} fg_fill_params;
+
+/* one_hot: the number of classes. */
+typedef struct fg_one_hot_params {
+  int64_t depth;
+} fg_one_hot_params;
+
+/* apply_momentum (torch.optim.SGD): buf = momentum * buf + grad. */
+typedef struct fg_momentum_params {
+  double momentum;
+  int nesterov; /* 0 or 1 */
+} fg_momentum_params;
+
+/* apply_adam: decoupled weight decay (AdamW) when weight_decay > 0; l2 adds
+ * l2 * var to the gradient first (torch's Adam weight_decay). */
+typedef struct fg_adam_params {
+  double beta1, beta2, epsilon, weight_decay, l2;
+} fg_adam_params;
+
+/* all_reduce and the fused updates that reduce a gradient: mean divides
+ * the sum by the group size (or by the total rows when weighted); weighted
+ * scales each rank's value by its rows first. Both 0 or 1. */
+typedef struct fg_all_reduce_params {
+  int mean, weighted;
+} fg_all_reduce_params;
+
+/* apply_sgd: all_reduce = 1 reduces the gradient first (as `reduce` says);
+ * grad_product = 1 takes the gradient as a^T b of inputs 1 and 3. */
+typedef struct fg_sgd_params {
+  int all_reduce, grad_product;
+  fg_all_reduce_params reduce;
+} fg_sgd_params;
+
+/* shard: rows [index * B / count, (index + 1) * B / count) of input 0. */
+typedef struct fg_shard_params {
+  int64_t index, count;
+} fg_shard_params;
+
+/* Room for any op's parameters in one plan step; a kernel reads only the
+ * member of its own op. */
+typedef union fg_op_params {
+  fg_matmul_params matmul;
+  fg_axis_params concat;
+  fg_axis_params softmax; /* softmax and log_softmax */
+  fg_axis_params argmax;
+  fg_reduce_params reduce; /* reduce_sum, reduce_mean, reduce_max */
+  fg_transpose_params transpose;
+  fg_slice_params slice; /* slice and slice_grad */
+  fg_leaky_relu_params leaky_relu;
+  fg_fill_params fill;
+  fg_one_hot_params one_hot;
+  fg_sgd_params sgd;
+  fg_momentum_params momentum;
+  fg_adam_params adam;
+  fg_all_reduce_params all_reduce; /* and the updates that reduce a gradient */
+  fg_shard_params shard;
+} fg_op_params;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
