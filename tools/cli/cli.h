@@ -32,6 +32,7 @@ extern const cli_command cli_run_command;
 extern const cli_command cli_convert_command;
 extern const cli_command cli_grad_command;
 extern const cli_command cli_train_command;
+extern const cli_command cli_ops_command;
 
 /* ---- errors (util.c) ---------------------------------------------------- */
 
