@@ -203,9 +203,4 @@ int fg_plan_check_feeds(const fg_graph *g, const fg_plan *plan, const fg_plan_re
 int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg_pool *pool,
                 int timings, fg_status *status);
 
-/* The communicator's code in a collective's or transfer's error ("...:
- * CODE: message"): the first code named, since the message may quote a
- * peer's error with another code. `dflt` when it names neither. */
-fg_code fg_comm_error_code(const char *err, fg_code dflt);
-
 #endif

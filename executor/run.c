@@ -117,7 +117,7 @@ int fg_plan_check_feeds(const fg_graph *g, const fg_plan *plan, const fg_plan_re
 
 /* A transfer between processes: the tensor of slot `slot` to or from rank
  * step->peer under step->tag, through the session's process communicator. */
-static int p2p(run_ctx *rc, const fg_step *step, char *err, size_t err_size) {
+static int p2p(run_ctx *rc, const fg_step *step, char *err, size_t err_size, fg_code *code) {
   fg_plan *plan = rc->plan;
   int slot = step->xfer == FG_XFER_SEND ? step->in_slots[0] : step->out_slots[0];
   fg_kbuf *b = &plan->slots[slot];
@@ -128,18 +128,13 @@ static int p2p(run_ctx *rc, const fg_step *step, char *err, size_t err_size) {
   fg_status *st = fg_status_new();
   int r = step->xfer == FG_XFER_SEND ? c->ops->send(c, b->data, bytes, step->peer, step->tag, st)
                                      : c->ops->recv(c, b->data, bytes, step->peer, step->tag, st);
+  if (r != 0) *code = fg_status_code(st);
   if (r != 0)
     snprintf(err, err_size, "%s rank %d (tag %d, %lld bytes): %s: %s",
              step->xfer == FG_XFER_SEND ? "send to" : "recv from", step->peer, step->tag,
              (long long)bytes, fg_code_name(fg_status_code(st)), fg_status_message(st));
   fg_status_free(st);
   return r;
-}
-
-fg_code fg_comm_error_code(const char *err, fg_code dflt) {
-  const char *d = strstr(err, "DEADLINE_EXCEEDED: "), *a = strstr(err, "ABORTED: ");
-  if (d && (!a || d < a)) return FG_DEADLINE_EXCEEDED;
-  return a ? FG_ABORTED : dflt;
 }
 
 static int run_step(void *vctx, int si, int worker) {
@@ -150,8 +145,10 @@ static int run_step(void *vctx, int si, int worker) {
     step->in[i] = plan->slots[step->in_slots[i]];
   char err[512];
   err[0] = '\0';
+  fg_code code = FG_INVALID_ARGUMENT;
   fg_kctx ctx = {step->in, step->n_in, &plan->slots[step->out_slots[0]], step->n_out, &step->params,
-                 err,      sizeof err, rc->par.pool ? &rc->par : NULL,   NULL,        NULL};
+                 err,      sizeof err, rc->par.pool ? &rc->par : NULL,   NULL,        NULL,
+                 &code};
   if (rc->dist) {
     /* The step's device decides its pool share and its communicator. */
     int d = plan->step_dev ? plan->step_dev[si] : 0;
@@ -160,7 +157,7 @@ static int run_step(void *vctx, int si, int worker) {
   }
   int64_t t_start = rc->timings ? now_ns() : 0;
   int status = step->xfer == FG_XFER_SEND || step->xfer == FG_XFER_RECV
-                   ? p2p(rc, step, err, sizeof err)
+                   ? p2p(rc, step, err, sizeof err, &code)
                    : step->fn(&ctx);
   if (rc->timings) {
     fg_node_timing *t = &plan->timings[si];
@@ -179,7 +176,7 @@ static int run_step(void *vctx, int si, int worker) {
       else
         snprintf(rc->err, sizeof rc->err, "node '%s' (%s): %s", n->name, fg_op_table[n->op].name,
                  err[0] ? err : "kernel failed");
-      if (step->xfer || fg_node_is_collective(n)) rc->code = fg_comm_error_code(err, rc->code);
+      rc->code = code;
     }
     pthread_mutex_unlock(&rc->lock);
     /* Whoever waits for this step's results (this process's other lanes,

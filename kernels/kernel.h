@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "flowgraph/op_params.h"
+#include "flowgraph/status.h"
 #include "flowgraph/types.h"
 
 typedef struct fg_kbuf {
@@ -50,6 +51,10 @@ typedef struct fg_kctx {
   const fg_kparallel *par; /* NULL: single-threaded */
   const fg_kcuda *cuda;    /* set for CUDA kernels only */
   void *comm;              /* fg_comm * (dist/comm.h) for collective ops, else NULL */
+  /* On failure a kernel may store the code that says why (a collective
+   * whose peer missed its deadline: FG_DEADLINE_EXCEEDED); left alone, the
+   * executor reports FG_INVALID_ARGUMENT. NULL: nowhere to store it. */
+  fg_code *code;
 } fg_kctx;
 
 /* Returns 0, or -1 after writing ctx->err (for example a gather index out of

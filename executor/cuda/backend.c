@@ -719,13 +719,12 @@ static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
   char err[512];
   err[0] = '\0';
   const fg_kparallel *par = step->host ? cp->host_par : NULL;
-  fg_kctx ctx = {hin, step->n_in, hout, step->n_out, &step->params,
-                 err, sizeof err, par,  NULL,        comm};
+  fg_code code = FG_INVALID_ARGUMENT;
+  fg_kctx ctx = {hin,        step->n_in, hout, step->n_out, &step->params, err,
+                 sizeof err, par,        NULL, comm,        &code};
   /* A collective's failure keeps its code (a peer's deadline stays one). */
   if (step->fn(&ctx) != 0)
-    return node_fail(
-        st, step->host ? FG_INVALID_ARGUMENT : fg_comm_error_code(err, FG_INVALID_ARGUMENT), g,
-        plan, si, c->device, err[0] ? err : "kernel failed");
+    return node_fail(st, code, g, plan, si, c->device, err[0] ? err : "kernel failed");
   /* Back to the device: the outputs (an update's output 0 is its
    * variable's storage, copied with the mutable inputs), then the
    * variables the update wrote in place. */
@@ -892,7 +891,7 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
     fg_kctx ctx = {step->in,    step->n_in,    &plan->slots[step->out_slots[0]],
                    step->n_out, &step->params, err,
                    sizeof err,  NULL,          &cp->kc[si],
-                   NULL};
+                   NULL,        NULL};
     if (step->fn(&ctx) != 0) {
       (void)cudaGetLastError();
       return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device,

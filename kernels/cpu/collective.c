@@ -77,7 +77,9 @@ static int weights(const fg_kctx *ctx, int first, int size, int *plain, double *
 
 /* The communicator's error, kept in the message (deadline vs bad input):
  * the executor reports the node. */
+/* Keeps the communicator's code (a peer's deadline stays one). */
 static int comm_fail(const fg_kctx *ctx, const fg_status *st) {
+  if (ctx->code) *ctx->code = fg_status_code(st);
   return fgk_fail(ctx, "%s: %s", fg_code_name(fg_status_code(st)), fg_status_message(st));
 }
 
