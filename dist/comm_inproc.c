@@ -6,7 +6,7 @@
  * same as the MPI communicator's order), writing the result into every
  * rank's buffer; a second barrier ends the collective. Waiting uses a
  * condition variable with a deadline: a rank that does not arrive makes the
- * others fail with FG_DEADLINE_EXCEEDED (BAD_INPUTS M1), never hang.
+ * others fail with FG_DEADLINE_EXCEEDED, never hang.
  *
  * Point-to-point: send copies the data into a mailbox message keyed by
  * (source, destination, tag) and returns at once; recv takes the oldest

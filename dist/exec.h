@@ -110,7 +110,8 @@ void fg_dist_abort(const fg_dist_exec *dx, const char *why);
 typedef struct fg_dist_session fg_dist_session;
 
 /* (Re)builds the state for the session's graph from the session's options
- * (checked): placement with o->device as the default, device checks (M3),
+ * (checked): placement with o->device as the default, device checks (a device
+ * that does not exist is refused),
  * pools of max(1, num_threads / devices) threads per device, an in-process
  * communicator group over the devices that hold all_reduce nodes (unless a
  * process communicator is attached) whose collectives wait at most
@@ -153,7 +154,7 @@ uint64_t fg_dist_session_vars_hash(const fg_dist_session *ds, fg_tensor *const *
 /* Whether variable `node` is this process's to keep (every variable unless
  * the graph is cross-process: then those on this rank's devices). */
 int fg_dist_session_owns_var(const fg_dist_session *ds, int node);
-/* M2 for sessions: 1 when nothing is left to check (no process or data
+/* The graph-hash check for sessions: 1 when nothing is left to check (no process or data
  * communicator, or checked since the last attach or graph change). */
 int fg_dist_session_agreed(const fg_dist_session *ds);
 /* Before the first run after attaching a communicator or changing the

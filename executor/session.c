@@ -88,7 +88,8 @@ static int sync_graph(fg_session *s, fg_status *st) {
   if (check_max_nodes(s->g, s->opts.max_nodes, st) != 0) return -1;
   drop_plans(s);
   if (cuda_graph_changed(s, st) != 0) return -1;
-  /* Placement and device checks (BAD_INPUTS M3) for every graph version. */
+  /* Placement and device checks (a device that does not exist is refused
+   * at placement) for every graph version. */
   if (fg_dist_session_sync(s->g, &s->dist, &s->opts, st) != 0) return -1;
   int n = s->g->n_nodes;
   if (n > s->n_vars_cap || !s->vars) {
@@ -198,7 +199,7 @@ static const char *dims_str(const fg_tensor *t, char *buf, size_t n) {
   return fg_shape_str(t->rank, t->dims, buf, n);
 }
 
-/* A3: dtype, rank and every known dimension must match the placeholder. */
+/* A feed's dtype, rank and every known dimension must match the placeholder. */
 static int check_feed(const fg_node *ph, const fg_tensor *t, fg_status *st) {
   const fg_tinfo *want = &ph->outputs[0];
   char a[FG_SHAPE_STR_MAX], b[FG_SHAPE_STR_MAX];
@@ -451,7 +452,7 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
       refused = check_feed(&s->g->nodes[feed_nodes[i]], feed_tensors[i], st) != 0;
   }
 
-  /* M2: before the first collective with newly attached communicators
+  /* The graph-hash check: before the first collective with newly attached communicators
    * (a GPU session's variables may have moved on the device). Every rank
    * takes part, refused or not. */
   if (!fg_dist_session_agreed(s->dist)) {
@@ -832,7 +833,7 @@ int fg_session_gather_variables(fg_session *s, int root, fg_status *st) {
   return rc;
 }
 
-/* M2 before a broadcast: every rank must hold the same graph with the same
+/* The graph-hash check before a broadcast: every rank must hold the same graph with the same
  * variables (ids and sizes) and name the same root, since each broadcast
  * pairs with the peers' broadcast of the same turn: a mismatch would pair
  * buffers of different sizes (a truncation MPI may not survive) or another

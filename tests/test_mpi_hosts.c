@@ -9,7 +9,7 @@
  *    variables of one process (within 1e-5 relative) and of SGD by hand;
  *  - a link cut mid-training (a network partition: no peer dies, every
  *    message just stops) gives every rank on both sides a deadline error
- *    within the timeout (BAD_INPUTS M1), and once the link is back mpirun
+ *    within the timeout, and once the link is back mpirun
  *    ends by itself;
  *  - a rank killed mid-training on the second host stops the other three
  *    within the timeout, one deadline naming it. */

@@ -802,7 +802,7 @@ static int copy_feeds(fg_cuda_ctx *c, fg_plan *plan, cuda_plan *cp, const fg_pla
   return 0;
 }
 
-/* check_numerics (BAD_INPUTS M4) after step si's kernels on stream sk:
+/* check_numerics (the first node that produced a NaN or Inf is named) after step si's kernels on stream sk:
  * counts the NaN and Inf of its floating-point outputs there and waits for
  * them, so the run stops at the first node in plan order that produced one
  * (or whose kernel recorded an error), as the CPU run does; nothing after it

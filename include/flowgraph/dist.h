@@ -61,7 +61,7 @@
  *   device simply becomes a transfer.
  *   A device that does not exist (cpu:-1, gpu:0, cuda:7 on a machine with
  *   one GPU, "cpu:x") fails fg_session_new with FG_INVALID_ARGUMENT naming
- *   the node, the device and what exists (BAD_INPUTS M3).
+ *   the node, the device and what exists.
  *
  * Data parallelism: fg_data_parallel rewrites a training graph (one built
  * with fg_minimize) into N replicas with bucketed all_reduce nodes on the

@@ -179,7 +179,7 @@ int run_feeds_load(const fg_graph *g, const run_args *a, run_feeds *f, fg_status
     const char *name = a->inputs[i].name, *path = a->inputs[i].path;
     fg_tensor *t = fg_npy_read(path, st);
     if (!t) {
-      /* A malformed feed is a bad argument (F20); missing or unreadable
+      /* A malformed feed is a bad argument; missing or unreadable
        * files keep their own codes. */
       fg_code c = fg_status_code(st);
       char msg[1024];
