@@ -16,8 +16,9 @@
 #     of 1e-3 in each of w0, w1, b gives at most (3e-3)^2 = 9e-6 per row, and
 #     the fit reaches far less). The saved file is read a second time
 #     through the CLI, which must print the same w.
-# Finally every command of `flowgraph --help` and every option of each
-# command's help must appear in the README.
+# Every fg_/FG_ name in the README must be declared in include/flowgraph/,
+# and every command of `flowgraph --help` and every option of each command's
+# help must appear in the README.
 # Usage: readme_snippets.sh SOURCE_DIR C_COMPILER LIB_DIR FLOWGRAPH_CLI
 set -eu
 src=$1
@@ -120,6 +121,14 @@ echo "$vals" | awk -F, '
   { if (NF != 2 || abs($1 - 2) > 1e-3 || abs($2 + 3) > 1e-3) { print "FAIL: flowgraph run --fetch w gave " $0; exit 1 } }
   END { if (NR != 1) { print "FAIL: flowgraph run --fetch w printed no values"; exit 1 } }'
 echo "ok: flowgraph run linear.fgb --fetch w gives $vals"
+
+# Every fg_ / FG_ name the README mentions, in code or prose, is declared in
+# a public header (a user copies them).
+for id in $(grep -oE '(^|[^A-Za-z0-9_])(fg|FG)_[A-Za-z0-9_]+' "$src/README.md" | grep -oE '(fg|FG)_[A-Za-z0-9_]+' | sort -u); do
+  grep -qw "$id" "$src"/include/flowgraph/*.h || { echo "FAIL: README names $id, which no public header declares"; fail=1; }
+done
+[ "$fail" = 0 ] || exit 1
+echo "ok: every fg_/FG_ name in the README is public"
 
 # Every command and option of the CLI is in the README.
 cmds=$("$cli" --help | awk '/^commands:/ { on = 1; next } on && /^$/ { on = 0 } on { print $1 }')
