@@ -61,10 +61,8 @@ enum { FG_LANE_COMPUTE, FG_LANE_COMM, FG_LANE_SEND };
  * compute threads already fill the cores it can use (host_procs processes
  * of compute_threads each; a process bound to fewer cores than the machine
  * has counts alone, its peers being bound elsewhere), the lane only takes
- * turns with the compute on the same cores, and in line was faster:
- * mlp_large_train on 2 ranks x 1 thread on 2 cores, 32 steps, in line ran
- * 0.999 to 1.035x the own lane's images/s in 6 alternating pairs (median
- * 1.013x), the reduction being memory-bound CPU work either way. */
+ * turns with the compute on the same cores, and in line was slightly
+ * faster, the reduction being memory-bound CPU work either way. */
 static inline int fg_dist_auto_own_lanes(int compute_threads, int host_procs, int avail_cores,
                                          int online_cores) {
   long procs = avail_cores < online_cores ? 1 : host_procs;

@@ -289,8 +289,8 @@ static int64_t clock_ns(void) {
  * (dist/shm_arena.h), the variables move into one arena of their own, so
  * a fused update (apply_sgd with all_reduce = 1) writes every rank's copy
  * where it lies (dist/shm_reduce.h), instead of all-reducing the gradient
- * into every rank's buffer and updating each copy from it: on the 2-core
- * dev VM that took 4.7 ms of mlp_large_train's 55 ms step. Values are
+ * into every rank's buffer and updating each copy from it, which moves
+ * about twice the bytes. Values are
  * kept; plans, which hold the old addresses, are dropped first. Where no
  * arena can be had the variables stay, and fused updates take the
  * slower way. One arena for all: a process keeps at most 64. */

@@ -43,7 +43,8 @@ FG_TEST(badinput_F20_npy_feed_header_dtype_shape_truncated, "badinput") {
   fgt_rmtree(tmpdir);
 }
 
-/* Gradients with no path and of integers: y = tanh(a) does not depend on b; n = cast(a, i32) is an integer. */
+/* Gradients with no path and of integers: y = tanh(a) does not depend on b; n = cast(a, i32) is an
+ * integer. */
 FG_TEST(badinput_A7_gradients_unconnected_and_integer, "badinput") {
   fg_graph *g = fg_graph_new();
   fg_status *st = fg_status_new();

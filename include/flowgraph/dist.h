@@ -421,10 +421,9 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
  * K's buffers for K + 2S, so at most 2S micro-batches' activations and
  * weight gradients are alive per device, however large M is, where
  * otherwise all M would be. fg_micro_batch_ex's max_in_flight sets
- * another bound, or none. On the 2-rank pipeline bench at M = 8 (two runs
- * each, dev VM): S (PipeDream's 1F1B bound) 1662 and 1668 images/s with
- * 101 MB of arena on rank 0; 2S 1726 and 1759 with 165 MB; no bound 1733
- * and 1747 with 264 MB.
+ * another bound, or none: S (PipeDream's 1F1B bound) holds the least
+ * memory that keeps every stage busy; 2S runs about as fast as no bound
+ * with much less memory.
  *
  * fg_data_parallel may be applied to the result (replicas = 1: hybrid runs
  * over MPI); it all-reduces the combined gradients, once per step.
