@@ -19,12 +19,14 @@
 # Every fg_/FG_ name in the README must be declared in include/flowgraph/,
 # and every command of `flowgraph --help` and every option of each command's
 # help must appear in the README.
-# Usage: readme_snippets.sh SOURCE_DIR C_COMPILER LIB_DIR FLOWGRAPH_CLI
+# Usage: readme_snippets.sh SOURCE_DIR C_COMPILER LIB_DIR FLOWGRAPH_CLI [EXTRA_CFLAGS]
+# (EXTRA_CFLAGS: the sanitizer flags of a sanitized build, word-split.)
 set -eu
 src=$1
 cc=$2
 libdir=$3
 cli=$4
+extra_cflags=${5:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -48,7 +50,7 @@ for doc in "$src"/docs/*.md; do
   extract "$doc" "doc_$(basename "$doc" .md)" >/dev/null
 done
 
-cflags="-std=c11 -Wall -Wextra -Werror -I$src/include"
+cflags="-std=c11 -Wall -Wextra -Werror $extra_cflags -I$src/include"
 ldflags="-L$libdir -lflowgraph -lm -Wl,-rpath,$libdir"
 for c in "$tmp"/*.c; do
   [ -e "$c" ] || continue
