@@ -72,7 +72,7 @@ FG_TEST(mpi_hosts_train_np2_uneven_matches_single, "dist") {
                     "of 2 hosts)");
 }
 
-/* ---- M1 across hosts: a link cut or a rank killed mid-training ---------- */
+/* ---- Deadlines across hosts: a link cut or a rank killed mid-training ---------- */
 
 #define FAULT_TIMEOUT_S 2.0
 

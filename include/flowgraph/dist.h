@@ -224,7 +224,7 @@ int fg_session_gather_variables(fg_session *s, int root, fg_status *status);
  * one first). 0 or -1 (FG_INVALID_ARGUMENT for a root that is not a
  * replica; FG_DEADLINE_EXCEEDED when a peer does not take part in time).
  *
- * M2 across processes: before the first run after a communicator is
+ * The graph-hash check across processes: before the first run after a communicator is
  * attached (or the graph changed), the processes compare a hash of the
  * graph (nodes, names, the rank:R/ their devices name, attributes,
  * constants; each process may place its own nodes on its own cpu:N or

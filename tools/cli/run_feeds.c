@@ -1,6 +1,7 @@
 /* Feeds for `flowgraph run`: .npy files checked against their placeholders,
  * and seeded random data for --random-inputs. The checks repeat the
- * session's (A2-A4) so that the message can name the .npy file too. */
+ * session's (unknown feeds, wrong dtypes and shapes, missing feeds) so that the message can name
+ * the .npy file too. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
