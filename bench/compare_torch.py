@@ -22,7 +22,7 @@ fraction of a plain 2048^3 cblas_sgemm on all cores (measured by the driver
 in the same process; FLOPs are those of the matmuls both frameworks run,
 see bench/fg_bench.c), and for wide_graph flowgraph's 1-thread time over its
 2-thread time (PyTorch's numbers printed for reference). A Markdown table of
-the same figures follows, for README.md's Performance section.
+the same figures follows, for docs/performance.md.
 
 PyTorch's training step is what a PyTorch user writes: eager float32,
 nn.Linear layers (uniform +-1/sqrt(fan_in), as the driver), ReLU,

@@ -4,7 +4,7 @@
  * (dist/comm_mpi.c) or GPUs (NCCL). Each participant holds its own handle
  * (rank r of size n); handles of one group share state inside the
  * implementation. Every call returns 0, or -1 with `st` set: a peer that does
- * not arrive within the timeout gives FG_DEADLINE_EXCEEDED (BAD_INPUTS M1),
+ * not arrive within the timeout gives FG_DEADLINE_EXCEEDED,
  * never a hang. */
 #ifndef FG_DIST_COMM_H
 #define FG_DIST_COMM_H
@@ -30,7 +30,7 @@ typedef struct fg_comm_ops {
    * mean when `mean` is 1. The summation order is fixed (rank 0 + rank 1 +
    * ...), so every rank gets the same bits and runs repeat bitwise. */
   int (*all_reduce)(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean, fg_status *st);
-  /* out[r] = value of rank r, for all n ranks (graph-hash check, M2). */
+  /* out[r] = value of rank r, for all n ranks (graph-hash check). */
   int (*all_gather_u64)(fg_comm *c, uint64_t value, uint64_t *out, fg_status *st);
   /* Copies `bytes` of rank `root`'s buf to every rank. */
   int (*broadcast)(fg_comm *c, void *buf, int64_t bytes, int root, fg_status *st);
@@ -153,7 +153,7 @@ static inline int fg_comm_all_reduce_scaled(fg_comm *c, void *buf, int64_t count
   return -1;
 }
 
-/* M2 over any communicator (dist/comm_check.c): every rank passes its hash
+/* The graph-hash check over any communicator (dist/comm_check.c): every rank passes its hash
  * of `what` (e.g. "graph"); 0 when all agree, else -1 with
  * FG_INVALID_ARGUMENT naming the ranks and both hashes ("rank 0 has graph
  * hash 0x..., rank 1 has 0x... (hint)"), the same on every rank. */

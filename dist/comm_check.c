@@ -1,4 +1,5 @@
-/* M2 over any communicator: the ranks compare one hash (see dist/comm.h).
+/* The graph-hash check over any communicator (ranks that disagree on the
+ * graph are refused before the first collective): the ranks compare one hash (see dist/comm.h).
  * Kept apart from the communicators so that a session checking its peers
  * does not pull MPI or NCCL into binaries that use neither. */
 #include <stdlib.h>

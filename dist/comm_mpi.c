@@ -12,8 +12,8 @@
  * rank is on one host (the usual case of `mpirun -np N` on one machine) the
  * first all_reduce sets up one POSIX shared-memory segment instead
  * (dist/shm_reduce.h: the same slices, the same order, no messages, and
- * sessions' buffers read in place; 10.987 GB/s of bus bandwidth at 256 MB
- * against MPI_Allreduce's 1.440 to 1.947 on the dev VM), and later ones go
+ * sessions' buffers read in place, several times MPI_Allreduce's bus
+ * bandwidth on large buffers), and later ones go
  * through it; its waits probe for aborts as these do.
  *
  * Threads: MPI runs at MPI_THREAD_SERIALIZED, so every MPI call of the
@@ -691,8 +691,8 @@ uint64_t fg_comm_mpi_message_bytes(const fg_comm *c) {
  * its count, to every other, and sums all of them itself in rank order
  * (the same bits as the two rounds below). 4 KiB is Open MPI's
  * shared-memory eager limit: above it a message waits for its receive
- * (rendezvous), and one round of 4 KB took 3.9 us against 2.7 for the two
- * rounds; 1 KB took 1.0 to 1.1 us against 2.5. */
+ * (rendezvous), and one round of 4 KB was slower than the two rounds,
+ * while one round of 1 KB took less than half their time. */
 #define MSG_SMALL         ((size_t)4096 - 8)
 
 /* The ranks a message exchange runs over: member i is rank ranks[i] of
@@ -774,10 +774,9 @@ static int msg_small(int64_t count, fg_dtype dtype, int n) {
  * the other and sums both in member order itself. The same bytes per rank
  * as the two phases below (half, then half) and the same bits, in one round
  * instead of two, but each rank sums the whole buffer rather than half.
- * Between two network namespaces over TCP (tools/netns_hosts.sh) 4 KB took
- * 16.9 to 17.1 us against 25.8 to 26.8 in two phases, 16 KB 18.5 to 18.9
- * against 28.2 to 29.2; from 64 KB on it was no faster, and from 1 MB on
- * slower (64 MB: 47 to 50 ms against 38: the kernel's copies fill both
+ * Between two network namespaces over TCP (tools/netns_hosts.sh) it took
+ * about two thirds of the two phases' time up to 16 KB; from 64 KB on it
+ * was no faster, and from 1 MB on slower (the kernel's copies fill the
  * cores, and the sum's second half is no longer free). */
 #define PAIR_MAX          ((size_t)32 << 10)
 static int pair_all_reduce(mpi_comm *m, const msg_group *g, unsigned char *b, int64_t count,

@@ -3,7 +3,7 @@
  *
  * Collectives are nonblocking MPI calls polled against a deadline, so a
  * peer that died or is stuck gives FG_DEADLINE_EXCEEDED on the survivors
- * within the timeout (BAD_INPUTS M1) instead of a hang. After a deadline or
+ * within the timeout instead of a hang. After a deadline or
  * MPI error the communicator is broken: every later call fails at once, and
  * the process should report and exit (fg_mpi_shutdown(1)); MPI may still
  * own buffers of the abandoned operation, so it cannot continue safely.
@@ -94,7 +94,8 @@ uint64_t fg_comm_mpi_fused_count(const fg_comm *c);
  * path across hosts 2 (H-1)/H of its 1/L slice, L times less. */
 uint64_t fg_comm_mpi_message_bytes(const fg_comm *c);
 
-/* fg_comm_check_same_u64 (M2, over any communicator) is in dist/comm.h. */
+/* fg_comm_check_same_u64 (the graph-hash check, over any communicator) is in
+ * dist/comm.h. */
 
 /* FNV-1a over bytes, chained through `h` (start with FG_HASH_SEED), for the
  * graph hash of the check above. */

@@ -10,7 +10,7 @@
  * Init and every collective are nonblocking NCCL calls polled against the
  * timeout: a peer that never joins or stops answering, and any asynchronous
  * NCCL error, abort the communicator (ncclCommAbort) and give
- * FG_DEADLINE_EXCEEDED, never a hang (BAD_INPUTS M1). A handle that failed
+ * FG_DEADLINE_EXCEEDED, never a hang. A handle that failed
  * so is broken: later calls fail at once.
  *
  * The unique id NCCL needs on every rank comes from rank 0 either through

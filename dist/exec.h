@@ -61,10 +61,8 @@ enum { FG_LANE_COMPUTE, FG_LANE_COMM, FG_LANE_SEND };
  * compute threads already fill the cores it can use (host_procs processes
  * of compute_threads each; a process bound to fewer cores than the machine
  * has counts alone, its peers being bound elsewhere), the lane only takes
- * turns with the compute on the same cores, and in line was faster:
- * mlp_large_train on 2 ranks x 1 thread on 2 cores, 32 steps, in line ran
- * 0.999 to 1.035x the own lane's images/s in 6 alternating pairs (median
- * 1.013x), the reduction being memory-bound CPU work either way. */
+ * turns with the compute on the same cores, and in line was slightly
+ * faster, the reduction being memory-bound CPU work either way. */
 static inline int fg_dist_auto_own_lanes(int compute_threads, int host_procs, int avail_cores,
                                          int online_cores) {
   long procs = avail_cores < online_cores ? 1 : host_procs;
@@ -110,7 +108,8 @@ void fg_dist_abort(const fg_dist_exec *dx, const char *why);
 typedef struct fg_dist_session fg_dist_session;
 
 /* (Re)builds the state for the session's graph from the session's options
- * (checked): placement with o->device as the default, device checks (M3),
+ * (checked): placement with o->device as the default, device checks (a device
+ * that does not exist is refused),
  * pools of max(1, num_threads / devices) threads per device, an in-process
  * communicator group over the devices that hold all_reduce nodes (unless a
  * process communicator is attached) whose collectives wait at most
@@ -153,7 +152,7 @@ uint64_t fg_dist_session_vars_hash(const fg_dist_session *ds, fg_tensor *const *
 /* Whether variable `node` is this process's to keep (every variable unless
  * the graph is cross-process: then those on this rank's devices). */
 int fg_dist_session_owns_var(const fg_dist_session *ds, int node);
-/* M2 for sessions: 1 when nothing is left to check (no process or data
+/* The graph-hash check for sessions: 1 when nothing is left to check (no process or data
  * communicator, or checked since the last attach or graph change). */
 int fg_dist_session_agreed(const fg_dist_session *ds);
 /* Before the first run after attaching a communicator or changing the

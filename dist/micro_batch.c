@@ -512,17 +512,11 @@ static int emit_graph(mb *d, fg_output loss, const char *loss_name, fg_status *s
  * grows with M (the digits MLP over 2 devices, 256 rows: cpu:1 held 897 KB
  * at M = 4, 1183 KB at 8, 1755 KB at 16). With S devices holding copies
  * (stages), micro-batch k + W starts on a device once k is done there,
- * its gradients folded in. W = S is PipeDream's 1F1B bound, and took the
- * least memory in a first version of this (371 KB at M = 8 against 735 KB
- * for 2S there), but the 2-rank pipeline bench ran 9 to 15% slower at
- * M = 8 (1535 and 1595 images/s against 1749 and 1802):
- * the runner is greedy, not a 1F1B scheduler, and the stages are uneven.
- * W = 2S costs less: 630 KB at M = 8 and 479 KB at 16 on the digits MLP;
- * on the pipeline bench's 4-layer MLP (batch 1024) rank 0's arena is 261
- * MB at M = 8 and 251 MB at 16, where all in flight took 453 and 856 MB
- * (252 MB at M = 4, under the bound). Over 4 runs at M = 8 alternating with
- * the unbounded build: 1487 to 1712 images/s (mean 1632) against 1705 to
- * 1787 (mean 1738). On one device (S = 1)
+ * its gradients folded in. W = S is PipeDream's 1F1B bound and takes the
+ * least memory, but the 2-rank pipeline bench ran about a tenth slower
+ * with it: the runner is greedy, not a 1F1B scheduler, and the stages are
+ * uneven. W = 2S keeps the arena about flat in M (where all in flight
+ * grows with M) and ran about 6% slower than no bound. On one device (S = 1)
  * two micro-batches are in flight. Only nodes the training step needs
  * count (the rest is pruned at run time and must stay so). Returns 1 when
  * a second emission with gates is due (M > W). */

@@ -25,7 +25,7 @@ struct fg_dist_session {
   int *dev_rank;    /* cross-process graphs: each device's rank */
   int *local_index; /* per device: its position among this process's, or -1 */
   int use_exec;     /* exec is needed: several devices or a communicator */
-  int agreed;       /* the processes were found to hold the same graph (M2) */
+  int agreed;       /* the processes were found to hold the same graph */
   /* A GPU session whose graph places nodes on CPU devices: per node id, 1
    * for a node that runs on the host (fg_dist_session_host_nodes); NULL
    * otherwise. */

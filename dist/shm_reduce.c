@@ -270,11 +270,9 @@ static void sleep_on(shm_header *h, uint64_t g) {
  * sleep on a futex: a rank whose peer is still computing (a gradient
  * bucket ready before the peer's) gives its core to the compute thread
  * beside it instead of waking every 50 us; the peer's arrival wakes it.
- * Two processes, one 20 ms late at each of 20 all_reduces of 256 KB: the
- * waiting rank used 43.0 to 49.6 ms of CPU with 50 us sleeps and 4.4 to
- * 6.9 ms asleep, and the late rank's all_reduce took 131 to 143 us against
- * 177 to 203 us (the wake-up costs ~50 us more than a poll; without the
- * wake call it took 8.1 to 8.6 ms, the 4 ms ticks). On
+ * Against a late peer the waiting rank used a tenth of the CPU it did with
+ * 50 us sleeps, for a wake-up that costs about 50 us more than a poll
+ * (without the wake call, the 4 ms ticks would bound it). On
  * a deadline the status names the ranks still missing, in the MPI
  * communicator's words. */
 static int barrier(fg_shm_reduce *s, const char *desc, const fg_shm_wait *w, fg_status *st) {

@@ -2,14 +2,13 @@
  * (internal; the MPI communicator's path when all its ranks share a host,
  * and within each host when they are on several, dist/comm_mpi.c).
  *
- * Why: over Open MPI's shared-memory transport a 256 MB all_reduce between
- * two processes took 97.6 to 113.1 ms on the 2-core dev VM through MPI
- * messages and 135.3 to 144.8 ms with MPI_Allreduce (1.85 to 2.75 GB/s of bus bandwidth,
- * against 15 GB/s of memcpy): every byte goes through MPI's fragment
- * queues or a process_vm_readv per message. In one mapping all ranks can
+ * Why: over Open MPI's shared-memory transport a large all_reduce between
+ * two processes reaches a small fraction of memcpy's bandwidth, through
+ * MPI messages or MPI_Allreduce alike: every byte goes through MPI's
+ * fragment queues or a process_vm_readv per message. In one mapping all ranks can
  * see, each rank copies its buffer in once, sums its own 1/n slice straight
  * from the other ranks' copies, and copies the summed slices out: no
- * message, no per-fragment handshake (38.6 ms, 6.958 GB/s). NCCL and Gloo
+ * message, no per-fragment handshake (about 3 times as fast). NCCL and Gloo
  * do the same inside a host.
  *
  * The segment holds, per rank, a 64-byte header (a barrier counter and
@@ -28,11 +27,8 @@
  * A buffer whose n copies fit in 16 KiB (and itself in a slot) takes one
  * round with one barrier instead: every rank copies all of it in, and
  * after the barrier sums all of it in rank order itself. At 1 to 4 KB
- * over 2 ranks the waits are most of the time, and this saves one. In 5
- * alternating runs (medians of 5 batches of 400; one run of each was on a
- * loaded machine and is left out): 0.5-0.7 us before, 0.4-0.5 after at
- * 1 KB; 0.9-1.3 before, 0.7-0.9 after at 4 KB. MPI_Allreduce took 0.6-1.1
- * and 1.2-1.9 us.
+ * over 2 ranks the waits are most of the time, and this saves one (about a
+ * quarter of the time at 1 to 4 KB).
  * Barriers are counters in the headers, polled with a spin, then yields,
  * then 50 us sleeps, against a deadline, and the caller's `stop` hook is
  * asked every 64 polls (the MPI communicator probes for a peer's abort
@@ -93,9 +89,7 @@ void fg_shm_reduce_free(fg_shm_reduce *s); /* accepts NULL; local, not a collect
  * slice straight from the buffers and stores it into all of them (the
  * in-process group's way): no copy through the slots, 3 barriers in all.
  * Otherwise the slots as above, after one more barrier. Off by default.
- * Over 2 processes on the dev VM, 256 MB took 24.4 ms in place (10.987 GB/s
- * of bus bandwidth) against 43.5 ms through the slots; 1 MB 51.4 us
- * against 106.4. */
+ * In place ran 1.8 to 2 times as fast as the slots from 1 MB up. */
 void fg_shm_reduce_set_in_place(fg_shm_reduce *s, int on);
 /* Errors name rank p as names[p] of `of` (the group within a larger one:
  * the MPI ranks of one host); copied. -1 when out of memory. */

@@ -30,11 +30,10 @@ int fg_cuda_device_count(void);
 int fg_device_parse(const char *device, int *index);
 
 /* The CUDA part of a session's options, checked by fg_session_new in every
- * build: num_streams in range, a "cuda:N" device that exists (BAD_INPUTS
- * M3), and no node placed on a CUDA device other than the session's. Sets
- * *cuda_index to N, or -1 for a CPU session; devices not named "cuda:..."
- * are left to the caller. Returns 0 or -1 with status set
- * (FG_INVALID_ARGUMENT). */
+ * build: num_streams in range, a "cuda:N" device that exists (one that
+ * does not is refused at placement), and no node placed on a CUDA device other than the session's.
+ * Sets *cuda_index to N, or -1 for a CPU session; devices not named "cuda:..." are left to the
+ * caller. Returns 0 or -1 with status set (FG_INVALID_ARGUMENT). */
 int fg_session_cuda_check(const fg_graph *g, const fg_session_options *opts, int *cuda_index,
                           fg_status *st);
 

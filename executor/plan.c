@@ -218,7 +218,7 @@ int fg_plan_mark_needed(const fg_graph *g, const fg_plan_request *req, char *nee
 }
 
 /* A placeholder nobody fed: name it and the first fetch or target that
- * needs it (A4). */
+ * needs it. */
 static void report_missing_feed(const fg_graph *g, const fg_plan_request *req, int ph,
                                 fg_status *st) {
   const char *who = NULL;

@@ -189,7 +189,7 @@ static inline int fg_plan_threads(const fg_plan *plan) {
   return plan->flops < FG_PARALLEL_MIN_FLOPS || plan->threads < 1 ? 1 : plan->threads;
 }
 
-/* check_numerics (BAD_INPUTS M4): fails with FG_INVALID_ARGUMENT naming the
+/* check_numerics: fails with FG_INVALID_ARGUMENT naming the
  * first fed tensor that holds NaN or Inf ("feed 'x' (placeholder): holds 1
  * NaN and 0 Inf (check_numerics)"), before anything runs. The session
  * calls it before the ranks agree to start the run (dist/exec.h

@@ -88,7 +88,8 @@ static int sync_graph(fg_session *s, fg_status *st) {
   if (check_max_nodes(s->g, s->opts.max_nodes, st) != 0) return -1;
   drop_plans(s);
   if (cuda_graph_changed(s, st) != 0) return -1;
-  /* Placement and device checks (BAD_INPUTS M3) for every graph version. */
+  /* Placement and device checks (a device that does not exist is refused
+   * at placement) for every graph version. */
   if (fg_dist_session_sync(s->g, &s->dist, &s->opts, st) != 0) return -1;
   int n = s->g->n_nodes;
   if (n > s->n_vars_cap || !s->vars) {
@@ -198,7 +199,7 @@ static const char *dims_str(const fg_tensor *t, char *buf, size_t n) {
   return fg_shape_str(t->rank, t->dims, buf, n);
 }
 
-/* A3: dtype, rank and every known dimension must match the placeholder. */
+/* A feed's dtype, rank and every known dimension must match the placeholder. */
 static int check_feed(const fg_node *ph, const fg_tensor *t, fg_status *st) {
   const fg_tinfo *want = &ph->outputs[0];
   char a[FG_SHAPE_STR_MAX], b[FG_SHAPE_STR_MAX];
@@ -288,8 +289,8 @@ static int64_t clock_ns(void) {
  * (dist/shm_arena.h), the variables move into one arena of their own, so
  * a fused update (apply_sgd with all_reduce = 1) writes every rank's copy
  * where it lies (dist/shm_reduce.h), instead of all-reducing the gradient
- * into every rank's buffer and updating each copy from it: on the 2-core
- * dev VM that took 4.7 ms of mlp_large_train's 55 ms step. Values are
+ * into every rank's buffer and updating each copy from it, which moves
+ * about twice the bytes. Values are
  * kept; plans, which hold the old addresses, are dropped first. Where no
  * arena can be had the variables stay, and fused updates take the
  * slower way. One arena for all: a process keeps at most 64. */
@@ -451,7 +452,7 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
       refused = check_feed(&s->g->nodes[feed_nodes[i]], feed_tensors[i], st) != 0;
   }
 
-  /* M2: before the first collective with newly attached communicators
+  /* The graph-hash check: before the first collective with newly attached communicators
    * (a GPU session's variables may have moved on the device). Every rank
    * takes part, refused or not. */
   if (!fg_dist_session_agreed(s->dist)) {
@@ -832,7 +833,7 @@ int fg_session_gather_variables(fg_session *s, int root, fg_status *st) {
   return rc;
 }
 
-/* M2 before a broadcast: every rank must hold the same graph with the same
+/* The graph-hash check before a broadcast: every rank must hold the same graph with the same
  * variables (ids and sizes) and name the same root, since each broadcast
  * pairs with the peers' broadcast of the same turn: a mismatch would pair
  * buffers of different sizes (a truncation MPI may not survive) or another

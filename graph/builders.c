@@ -79,8 +79,8 @@ static const char *who(const char *op, const char *name, char *buf, size_t size)
 }
 
 /* rank/dims pairs from the caller: a negative rank or NULL dims are caller
- * errors (A1); ranks above the maximum go on to inference, which names the
- * node (F11). */
+ * errors (invalid argument); ranks above the maximum go on to inference,
+ * which names the node. */
 static int bad_dims(fg_graph *g, const char *op, const char *name, const char *what, int rank,
                     const int64_t *dims) {
   char w[256];

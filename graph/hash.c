@@ -1,5 +1,6 @@
 /* Hashes of a graph for processes to check that they hold the same one
- * (BAD_INPUTS M2) before they exchange anything: its structure and
+ * (ranks that disagree on the graph are refused, naming both hashes)
+ * before they exchange anything: its structure and
  * constants, and separately the bytes of tensors (variables' values),
  * which data-parallel replicas must also agree on. */
 #include <string.h>

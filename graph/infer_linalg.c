@@ -2,7 +2,7 @@
  * transpose, concat, slice, gather and one_hot, and slice_grad, which
  * shares slice's rules. These ops take sizes from attributes (perms,
  * begins, depths), so every attribute is range-checked before it indexes
- * anything (F17). */
+ * anything (out of range is an invalid graph, never a bad index). */
 #include <string.h>
 
 #include "graph/infer_common.h"

@@ -1,6 +1,7 @@
 /* Shape inference for nodes without inputs: placeholder, constant, variable
  * and fill. Their shapes come from attributes, which a file may set to
- * anything, so rank, sign and byte size are all checked here (F11, F12). */
+ * anything, so rank, sign and byte size are all checked here (a negative dimension,
+ * a rank above the maximum or a byte size past 64 bits is an invalid graph). */
 #include <string.h>
 
 #include "graph/infer_common.h"

@@ -1,4 +1,6 @@
-/* BAD_INPUTS.md A1-A6 through the public API: every case gets a status code
+/* Bad API calls (NULL arguments, unknown feeds and fetches, wrong feed
+ * dtypes and shapes, missing feeds, out-of-range indices, bad thread
+ * counts) through the public API: every case gets a status code
  * and a message naming the culprit, never a crash. */
 #include <flowgraph/flowgraph.h>
 

@@ -1,5 +1,5 @@
 /* fg_gradients core and fg_minimize: registry coverage, naming, summing of
- * several consumers, unconnected and non-differentiable inputs (A7), a
+ * several consumers, unconnected and non-differentiable inputs, a
  * Hessian-vector product against finite differences, optimizers against
  * hand-computed updates, and bitwise save/resume. */
 #include <flowgraph/flowgraph.h>
@@ -77,7 +77,7 @@ FG_TEST(grad_names_use_gradients_scope_and_sum_consumers, "") {
   fg_status_free(st);
 }
 
-/* A7: no path from y gives zeros (or NULL on request); integer tensors and
+/* No path from y gives zeros (or NULL on request); integer tensors and
  * argmax are not differentiable. */
 FG_TEST(grad_unconnected_and_non_differentiable, "badinput") {
   fg_status *st = fg_status_new();

@@ -1,4 +1,4 @@
-/* BAD_INPUTS rows F1-F19: every malformed .fgb gets a clean error whose
+/* Malformed files (F1-F19 in the case names): every malformed .fgb gets a clean error whose
  * code is right and whose message names the culprit (node, op, index,
  * versions, sizes). Bad files are made here from JSON text (the JSON parser
  * has no semantic checks) or by patching valid bytes, so each is exactly one
@@ -479,7 +479,7 @@ FG_TEST(F19_huge_lengths_fail_fast, "badinput") {
   FG_CHECK(secs < 1.0);
 }
 
-/* Defects outside the BAD_INPUTS table that the loader still names. */
+/* Other defects that the loader names. */
 FG_TEST(bad_other_semantic_defects, "badinput") {
   // clang-format off
   static const bad_spec more[] = {

@@ -1,10 +1,9 @@
-/* BAD_INPUTS.md rows that had no test named after them: F20 (bad .npy
- * feeds, end to end through `flowgraph run`) and A7 (gradients with no path
- * and of integer tensors). Other rows: F1-F19 in test_badfiles.c
- * (F01_...F19_...), A1-A6 in test_api_bad.c (a1_...a6_...), A8/A9 in
- * test_threads.c, M4 in test_numerics.c; the README's table lists them all.
- * Every expected message part is what BAD_INPUTS.md asks for: the feed's
- * name, both shapes/dtypes, the file. */
+/* Bad inputs that had no test named after them: bad .npy feeds (end to end
+ * through `flowgraph run`) and gradients with no path and of integer
+ * tensors. Malformed files are in test_badfiles.c, bad API calls in
+ * test_api_bad.c, threads and graph edits in test_threads.c, NaN and Inf in
+ * test_numerics.c. Every expected message names the feed, both
+ * shapes/dtypes and the file. */
 #include "flowgraph/autodiff.h"
 #include "test_cli_harness.h"
 
@@ -44,7 +43,8 @@ FG_TEST(badinput_F20_npy_feed_header_dtype_shape_truncated, "badinput") {
   fgt_rmtree(tmpdir);
 }
 
-/* A7: y = tanh(a) does not depend on b; n = cast(a, i32) is an integer. */
+/* Gradients with no path and of integers: y = tanh(a) does not depend on b; n = cast(a, i32) is an
+ * integer. */
 FG_TEST(badinput_A7_gradients_unconnected_and_integer, "badinput") {
   fg_graph *g = fg_graph_new();
   fg_status *st = fg_status_new();

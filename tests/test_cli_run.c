@@ -567,7 +567,7 @@ FG_TEST(cli_run_error_leaves_no_output, "badinput") {
   fgt_rmtree(tmpdir);
 }
 
-/* Every F1-F19 file made by the schema engineer: exit 1, one line, no
+/* Every malformed file of tests/data/bad: exit 1, one line, no
  * signal, nothing written. */
 FG_TEST(cli_run_bad_files, "badinput") {
   DIR *d = opendir(BAD_DIR);

@@ -280,7 +280,7 @@ FG_TEST(cli_walk_huge_counts_fail_fast, "badinput") {
   cli(&r, "profile", M, "-i", P_X, "--runs", "99999999999", NULL);
   CHECK_USAGE_ERROR(r);
   result_free(&r);
-  /* A6 through the CLI: the session refuses these thread counts. */
+  /* Bad thread counts through the CLI: the session refuses these thread counts. */
   cli(&r, "run", M, "-i", P_X, "--threads", "1000000", NULL);
   CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT", "num_threads");
   result_free(&r);

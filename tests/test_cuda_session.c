@@ -131,7 +131,7 @@ FG_TEST(cuda_mixed_placement_refused, "badinput") {
   fg_graph_free(g);
 }
 
-/* check_numerics on cuda:0 (BAD_INPUTS M4), counts worked out by hand:
+/* check_numerics on cuda:0, counts worked out by hand:
  * log(x) of x = {1, -1, 0, -3, 2} is {0, NaN, -Inf, NaN, 0.69}. The first
  * bad node in plan order is named ('lg', not the 'sq' it flows into), and
  * the assign that reads it later in the plan does not run, as on cpu:0. A

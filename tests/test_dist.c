@@ -1,8 +1,8 @@
 /* The in-process distributed layer: data parallelism on cpu:N replicas
  * against one device, model parallelism, partitions, placement rules,
- * device checks (BAD_INPUTS M3) and the in-process communicator. Reference
- * values come from the single-device run of the same graph (an independent
- * code path: no shard, no all_reduce, one thread) or by hand. */
+ * device checks (a device that does not exist is refused) and the in-process communicator.
+ * Reference values come from the single-device run of the same graph (an independent code path: no
+ * shard, no all_reduce, one thread) or by hand. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* M2 for sessions across processes (label dist): before the first run with
+/* The graph-hash check for sessions across processes (label dist): before the first run with
  * an attached communicator the processes compare their graphs and their
  * replicas' variable values, and fg_session_broadcast_variables gives every
  * replica rank 0's values (as PyTorch DDP does when it wraps a model). Two
@@ -282,7 +282,7 @@ static void *bcast_main(void *p) {
   return NULL;
 }
 
-/* M2 for the broadcast itself: processes whose graphs or variables differ,
+/* The graph-hash check for the broadcast itself: processes whose graphs or variables differ,
  * or that name different roots, are refused on both before any variable
  * moves (a broadcast pairing buffers of different sizes truncated, and
  * killed an MPI rank); no wait for the timeout. Both keep their values. */

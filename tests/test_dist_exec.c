@@ -646,7 +646,7 @@ FG_TEST(dist_exec_cross_process_bad_setups, "dist,badinput") {
   fg_graph_free(g);
   /* A peer that never runs: the run ends with a deadline within the
    * communicator's timeout (1 s), at the first exchange: the processes'
-   * comparison of their graphs (M2), before any transfer. */
+   * comparison of their graphs, before any transfer. */
   g = dist_mlp(FG_F32, FG_OPTIMIZER_SGD, 0.1, "rank:0/cpu:0", "rank:1/cpu:0");
   s = fg_session_new(g, NULL, st);
   FG_REQUIRE(s && fg_session_set_comm(s, h[0], st) == 0);

@@ -7,7 +7,7 @@
  * GPU.
  *
  * The binary links with --wrap=fg_cuda_device_count (tests/CMakeLists.txt):
- * the device checks (BAD_INPUTS M3) see the GPUs a case asks for, and
+ * the device checks see the GPUs a case asks for, and
  * nothing here starts the CUDA driver. */
 #include <string.h>
 

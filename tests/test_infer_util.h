@@ -57,7 +57,7 @@ static inline fg_output ph(fg_graph *g, fg_dtype dt, int rank, const int64_t *di
     fg_status_free(s_);                                                                            \
   } while (0)
 
-/* The exact message (for the messages quoted in the brief and BAD_INPUTS). */
+/* The exact message (for messages whose wording is specified). */
 #define EXPECT_MSG(g, code, text)                                                                  \
   do {                                                                                             \
     fg_status *s_ = fg_status_new();                                                               \

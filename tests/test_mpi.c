@@ -1,7 +1,7 @@
 /* The MPI communicator (dist/comm_mpi.c) under real mpirun runs on
  * localhost (label dist), through the helper program tests/mpi/
  * mpi_comm_check.c: collectives against plain-loop references, a killed and
- * a stuck rank (M1), and the graph-hash check (M2). */
+ * a stuck rank (a deadline error, no hang), and the graph-hash check. */
 #include "mpi/mpi_run.h"
 
 static char *helper(void) {
@@ -480,7 +480,7 @@ static void check_survivors(run_result *res, int np, double timeout) {
   FG_CHECK(res->wall < 25);
 }
 
-/* M1: rank 1 dies mid-run; --enable-recovery keeps mpirun from tearing the
+/* A killed rank: rank 1 dies mid-run; --enable-recovery keeps mpirun from tearing the
  * job down at once, so the survivors must notice by themselves. `shm_off`:
  * with FG_MPI_SHM=0 (the message path) instead of the shared segment. */
 static void check_killed_rank(int shm_off) {
@@ -603,7 +603,7 @@ FG_TEST(mpi_late_rank_gives_join_deadline, "dist,badinput") {
 }
 FG_TEST(mpi_killed_rank_gives_deadline_messages, "dist,badinput") { check_killed_rank(1); }
 
-/* M1, stuck peer: rank 1 sleeps through the collective. Rank 0 reports the
+/* A stuck peer: rank 1 sleeps through the collective. Rank 0 reports the
  * deadline and exits non-zero, and mpirun then ends the sleeper, so the
  * run takes about the timeout, not the sleep. */
 FG_TEST(mpi_stuck_rank_gives_deadline, "dist,badinput") {

@@ -9,7 +9,7 @@
  *    variables of one process (within 1e-5 relative) and of SGD by hand;
  *  - a link cut mid-training (a network partition: no peer dies, every
  *    message just stops) gives every rank on both sides a deadline error
- *    within the timeout (BAD_INPUTS M1), and once the link is back mpirun
+ *    within the timeout, and once the link is back mpirun
  *    ends by itself;
  *  - a rank killed mid-training on the second host stops the other three
  *    within the timeout, one deadline naming it. */
@@ -72,7 +72,7 @@ FG_TEST(mpi_hosts_train_np2_uneven_matches_single, "dist") {
                     "of 2 hosts)");
 }
 
-/* ---- M1 across hosts: a link cut or a rank killed mid-training ---------- */
+/* ---- Deadlines across hosts: a link cut or a rank killed mid-training ---------- */
 
 #define FAULT_TIMEOUT_S 2.0
 

@@ -166,7 +166,7 @@ FG_TEST(nccl_abort_stops_calls, "dist,gpu,badinput") {
   fg_status_free(st);
 }
 
-/* M1 on NCCL: rank 0 of 2 whose peer never joins gives a deadline at init
+/* A missing peer on NCCL: rank 0 of 2 whose peer never joins gives a deadline at init
  * (NCCL's nonblocking init, aborted), not a hang. */
 FG_TEST(nccl_missing_peer_deadline, "dist,gpu,badinput") {
   NEED_GPU();

@@ -343,7 +343,7 @@ FG_TEST(mpi_train_dist_comm_refused_off_gpu, "dist,badinput") {
   fgt_rmtree(tmpdir);
 }
 
-/* M2 through the CLI: rank 1 loads a model with another learning rate
+/* The graph-hash check through the CLI: rank 1 loads a model with another learning rate
  * (MPMD launch, "A : B"), so the files differ. */
 /* MPMD: rank 0 runs `train m1 ... extra0`, rank 1 `train m2 ... extra1`
  * (each up to 4 more arguments, NULL-ended), both --dist mpi on the linear
@@ -460,7 +460,7 @@ FG_TEST(mpi_profile_reads_buffers_in_place, "dist") {
   fgt_rmtree(tmpdir);
 }
 
-/* M2 for the options: rank 0 bounds the micro-batches in flight, rank 1
+/* The graph-hash check for the options: rank 0 bounds the micro-batches in flight, rank 1
  * does not, so their rewritten graphs differ. Refused before any step. */
 FG_TEST(mpi_train_mismatched_in_flight_refused, "dist,badinput") {
   MPI_REQUIRED();
@@ -473,7 +473,7 @@ FG_TEST(mpi_train_mismatched_in_flight_refused, "dist,badinput") {
   fgt_rmtree(tmpdir);
 }
 
-/* M2 for what the ranks run: rank 0 evaluates "mae" after every epoch,
+/* The graph-hash check for what the ranks run: rank 0 evaluates "mae" after every epoch,
  * rank 1 does not (its next training step would pair with rank 0's eval
  * run); then the two name different --loss nodes. Refused before any
  * step. */
@@ -489,7 +489,7 @@ FG_TEST(mpi_train_mismatched_eval_or_loss_refused, "dist,badinput") {
   fgt_rmtree(tmpdir);
 }
 
-/* ---- M1 through the CLI: a rank killed mid-training ---------------------- */
+/* ---- Deadlines through the CLI: a rank killed mid-training --------------- */
 
 #include <pthread.h>
 

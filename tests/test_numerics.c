@@ -1,4 +1,4 @@
-/* fg_session_options.check_numerics (BAD_INPUTS M4): after every node its
+/* fg_session_options.check_numerics: after every node its
  * floating-point outputs are checked for NaN and Inf, and the first node in
  * plan order that produced one fails the run with FG_INVALID_ARGUMENT naming
  * it, its op and the counts. A feed holding NaN or Inf is named as the

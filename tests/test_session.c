@@ -209,7 +209,7 @@ FG_TEST(session_fetch_by_output_index_and_feed_fetch, "") {
   fg_status_free(st);
 }
 
-/* A8: nodes added after the session was made are picked up. */
+/* A session after its graph changed: nodes added after the session was made are picked up. */
 FG_TEST(session_sees_graph_changes, "badinput") {
   fg_status *st = fg_status_new();
   fg_graph *g = mlp_graph();

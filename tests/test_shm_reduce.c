@@ -478,7 +478,7 @@ static int one_reduce(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   return reduce(r, s, buf, 64, FG_F32, 1, st);
 }
 
-/* M1: rank 2 never comes; 0 and 1 give the deadline naming it, after the
+/* A missing rank: rank 2 never comes; 0 and 1 give the deadline naming it, after the
  * 0.3 s timeout and well before 3 s. */
 FG_TEST(shm_missing_rank_gives_deadline, "dist,badinput") {
   rank_run runs[3];

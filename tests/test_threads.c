@@ -1,4 +1,4 @@
-/* Threads and lifetime (BAD_INPUTS A8, A9; README "Threads and lifetime"):
+/* Threads and lifetime (docs/design.md, "Threads and lifetime"):
  * one session run from two threads at once refuses the second call with
  * "session is busy" and never returns garbage; many sessions on one graph
  * run concurrently; a session picks up graph changes made between runs.

@@ -563,11 +563,9 @@ static size_t stage_out_bytes(const fg_graph *g, const fg_step *step, int o, con
  * every communicator, one GPU shared by several ranks included. Either way
  * the host waits for the step's stream, so a plan with such steps is never
  * captured into a CUDA Graph. A host step queued on its stream instead
- * (cudaLaunchHostFunc, which also allows capture) was slower: the small
- * MLP's training step with layer 1 on the host took 0.59 to 0.64 ms
- * against 0.37 to 0.39 ms waiting here (fg_bench_gpu gpu_host_steps, 3
- * alternating pairs on an H200; all on the GPU: 0.12 ms), most likely
- * the wake-up of CUDA's callback thread, paid once per host step. The pinned block is allocated
+ * (cudaLaunchHostFunc, which also allows capture) was slower in
+ * fg_bench_gpu gpu_host_steps, most likely the wake-up of CUDA's callback
+ * thread, paid once per host step. The pinned block is allocated
  * only when a run first stages through it: with NCCL it is never needed. */
 static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp,
                        fg_status *st) {
@@ -783,8 +781,7 @@ static int host_pinned(const void *p) {
  * change from run to run. A feed in page-locked memory
  * (fg_tensor_new_pinned, or a wrapped buffer the caller page-locked) goes
  * straight to the device; any other is first copied into the plan's pinned
- * staging on the host (for the 1 MB batch of a 256-row MLP training step
- * on an H100, 344 us a step against 264 with the batch pinned). */
+ * staging on the host, which adds a host copy to every step. */
 static int copy_feeds(fg_cuda_ctx *c, fg_plan *plan, cuda_plan *cp, const fg_plan_request *req,
                       fg_status *st) {
   for (int i = 0; i < plan->n_feeds; i++) {
@@ -801,12 +798,11 @@ static int copy_feeds(fg_cuda_ctx *c, fg_plan *plan, cuda_plan *cp, const fg_pla
   return 0;
 }
 
-/* check_numerics (BAD_INPUTS M4) after step si's kernels on stream sk:
- * counts the NaN and Inf of its floating-point outputs there and waits for
- * them, so the run stops at the first node in plan order that produced one
- * (or whose kernel recorded an error), as the CPU run does; nothing after it
- * runs. The wait per node makes such runs slow and never captured: a
- * debugging mode. */
+/* check_numerics (the first node that produced a NaN or Inf is named) after step si's kernels on
+ * stream sk: counts the NaN and Inf of its floating-point outputs there and waits for them, so the
+ * run stops at the first node in plan order that produced one (or whose kernel recorded an error),
+ * as the CPU run does; nothing after it runs. The wait per node makes such runs slow and never
+ * captured: a debugging mode. */
 static int numerics_step(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int si,
                          cudaStream_t sk, fg_status *st) {
   const fg_step *step = &plan->steps[si];

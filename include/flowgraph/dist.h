@@ -61,7 +61,7 @@
  *   device simply becomes a transfer.
  *   A device that does not exist (cpu:-1, gpu:0, cuda:7 on a machine with
  *   one GPU, "cpu:x") fails fg_session_new with FG_INVALID_ARGUMENT naming
- *   the node, the device and what exists (BAD_INPUTS M3).
+ *   the node, the device and what exists.
  *
  * Data parallelism: fg_data_parallel rewrites a training graph (one built
  * with fg_minimize) into N replicas with bucketed all_reduce nodes on the
@@ -224,7 +224,7 @@ int fg_session_gather_variables(fg_session *s, int root, fg_status *status);
  * one first). 0 or -1 (FG_INVALID_ARGUMENT for a root that is not a
  * replica; FG_DEADLINE_EXCEEDED when a peer does not take part in time).
  *
- * M2 across processes: before the first run after a communicator is
+ * The graph-hash check across processes: before the first run after a communicator is
  * attached (or the graph changed), the processes compare a hash of the
  * graph (nodes, names, the rank:R/ their devices name, attributes,
  * constants; each process may place its own nodes on its own cpu:N or
@@ -421,10 +421,9 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
  * K's buffers for K + 2S, so at most 2S micro-batches' activations and
  * weight gradients are alive per device, however large M is, where
  * otherwise all M would be. fg_micro_batch_ex's max_in_flight sets
- * another bound, or none. On the 2-rank pipeline bench at M = 8 (two runs
- * each, dev VM): S (PipeDream's 1F1B bound) 1662 and 1668 images/s with
- * 101 MB of arena on rank 0; 2S 1726 and 1759 with 165 MB; no bound 1733
- * and 1747 with 264 MB.
+ * another bound, or none: S (PipeDream's 1F1B bound) holds the least
+ * memory that keeps every stage busy; 2S runs about as fast as no bound
+ * with much less memory.
  *
  * fg_data_parallel may be applied to the result (replicas = 1: hybrid runs
  * over MPI); it all-reduces the combined gradients, once per step.

@@ -20,10 +20,10 @@
  *   fg_session_run, fg_session_run_ex, fg_session_variable, fg_session_save
  *   or fg_session_plan_info on the same session is refused at once with
  *   FG_INVALID_ARGUMENT ("session is busy"); it never waits and never
- *   returns partial results (BAD_INPUTS A9).
+ *   returns partial results.
  * - Editing the graph between runs is allowed: the next call sees the new
  *   version, re-validates, drops its cached plans and keeps the values of
- *   existing variables; new variables start from their initial values (A8).
+ *   existing variables; new variables start from their initial values.
  * - The graph must outlive its sessions; fg_session_free must not overlap
  *   any other call on that session.
  */
@@ -50,7 +50,7 @@ typedef struct fg_session_options {
 
   /* The device for nodes left unplaced: NULL or "cpu:0" (the default), or
    * "cuda:N" for a GPU build. A device that does not exist is refused by
-   * fg_session_new with FG_INVALID_ARGUMENT (BAD_INPUTS M3), naming it and
+   * fg_session_new with FG_INVALID_ARGUMENT, naming it and
    * how many CUDA devices there are ("cuda:0" in a build without the CUDA
    * backend too). On "cuda:N" the whole graph runs on that GPU: variables
    * live on the device (fg_session_variable and fg_session_save copy them
@@ -62,7 +62,7 @@ typedef struct fg_session_options {
 
   /* 1: after every node, check its floating-point outputs for NaN and Inf;
    * the first node that produced one fails the run with FG_INVALID_ARGUMENT
-   * naming it, its op and the count (BAD_INPUTS M4): "node 'lg' (log):
+   * naming it, its op and the count: "node 'lg' (log):
    * produced 2 NaN and 1 Inf in output 0 (check_numerics)". "First" is plan
    * order (a topological order), the same for any thread count. A fed
    * tensor holding NaN/Inf is reported as "feed 'x' (placeholder): holds
@@ -104,7 +104,7 @@ typedef struct fg_session_options {
 
   /* Several devices in one process (data parallelism on cpu:N): the most
    * seconds a collective (all_reduce) waits for the other devices before
-   * the run fails with FG_DEADLINE_EXCEEDED naming them (BAD_INPUTS M1).
+   * the run fails with FG_DEADLINE_EXCEEDED naming them.
    * 0: 60 s. Negative, NaN or above one day: refused by fg_session_new.
    * A process communicator (MPI) has its own timeout (fg_comm_mpi_new). */
   double dist_timeout_s;

@@ -25,9 +25,7 @@ fg_tensor *fg_tensor_new(fg_dtype dtype, int rank, const int64_t *dims, fg_statu
 /* As fg_tensor_new, in page-locked host memory (PyTorch's pin_memory())
  * where the build has the CUDA backend and the machine a GPU: a session on
  * "cuda:N" copies such a feed to the device directly, without the host copy
- * into its staging buffer (on an H100, a TF32 MLP training step fed a 1 MB
- * batch took 264 us from pinned memory, 344 us from ordinary memory).
- * Elsewhere (a CPU-only
+ * into its staging buffer. Elsewhere (a CPU-only
  * build, no GPU, the driver refusing) it returns an ordinary tensor, which
  * works the same, only slower to feed; fg_tensor_is_pinned tells which.
  * In a CUDA build the call starts the CUDA driver (its threads, and a

@@ -111,12 +111,10 @@ static void blas_single_thread(void) {
  * panels of a and b again, so narrow tiles pack a's rows once per column
  * tile: at 512 columns, mlp_large_train's 256 x 2048 x 2048 products made
  * 4 tiles where 2 keep both cores busy, and its 2048 x 256 x 2048 weight
- * gradient 32 tiles that packed A^T 4 times (8 now, of whole rows: once).
- * On the 2-core dev VM, alternating builds: mlp_large_train 69.3 -> 66.0
- * ms a step (2 threads; medians of three), mlp_medium_train unchanged
- * (2.99 against 3.01 ms; its products are at most 784 x 512). 512 rows as
- * well cost mlp_medium_train 4% (its 512 x 512 weight gradient then split
- * by columns). */
+ * gradient 32 tiles that packed A^T 4 times (8 now, of whole rows: once),
+ * which made its step measurably faster. 512 rows as well made
+ * mlp_medium_train slower (its 512 x 512 weight gradient then split by
+ * columns). */
 #define MM_RB       256
 #define MM_CB       2048
 #define MM_MIN_MACS (1 << 21)

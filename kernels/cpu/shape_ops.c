@@ -209,7 +209,7 @@ int fgk_gather(const fg_kctx *ctx) {
 
 /* one_hot(indices [...]) -> indices.shape + [depth] of the output dtype:
  * 1 at the index, 0 elsewhere. Unlike TensorFlow (all zeros), an index
- * outside [0, depth) is an error (BAD_INPUTS A5). */
+ * outside [0, depth) is an error naming the node and the value. */
 /* Shared with kernels/cuda/shape.cu. */
 int fgk_one_hot_check(const fg_kctx *ctx, fg_dtype dt) {
   const fg_kbuf *idx = &ctx->in[0], *out = &ctx->out[0];

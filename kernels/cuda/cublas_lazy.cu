@@ -1,7 +1,6 @@
 /* cuBLAS, loaded on first use rather than linked. libcublas and the
- * libcublasLt it pulls in run about 0.35 s of static initialisers at every
- * process start (0.36 s for an empty program linked against libcublas on the
- * 2-core dev VM), which every `flowgraph` command, every test binary and
+ * libcublasLt it pulls in run a third of a second of static initialisers
+ * at every process start, which every `flowgraph` command, every test binary and
  * every program linking flowgraph paid in a CUDA build, GPU or not. So the
  * build does not link cuBLAS: the cuBLAS functions flowgraph calls are
  * defined here, with cuBLAS's own prototypes (the compiler checks them

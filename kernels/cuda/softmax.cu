@@ -7,8 +7,7 @@
  * Contiguous rows (the last axis) get a warp per row (rows up to 1024
  * elements) or a block of 256 threads per row: rows over 1024, and rows of
  * 256 or more when there are fewer than 2048 of them, which as warps would
- * leave most of a large GPU idle (a [256, 1000] softmax took 14 us as 256
- * warps on an H100). The choice depends on the shape alone. Reductions are
+ * leave most of a large GPU idle. The choice depends on the shape alone. Reductions are
  * butterfly shuffles plus a fixed pass over the warps' results, so every
  * thread sees the same, deterministic value. Rows along another axis get a
  * thread per column. The loss sums its rows' losses in fixed partials

@@ -3,7 +3,7 @@
  *   mpi_comm_check collectives TIMEOUT   all_reduce / all_gather / broadcast
  *   mpi_comm_check kill K TIMEOUT        rank 1 dies (SIGKILL) before all_reduce K
  *   mpi_comm_check stuck K TIMEOUT       rank 1 sleeps 10*TIMEOUT before all_reduce K
- *   mpi_comm_check hash same|mismatch    the M2 graph-hash check
+ *   mpi_comm_check hash same|mismatch    the graph-hash check
  *   mpi_comm_check p2p TIMEOUT           send/recv: ring, threads, refusals
  *   mpi_comm_check p2p_deadline recv|send TIMEOUT
  *                                        rank 0 waits on rank 1, which sleeps

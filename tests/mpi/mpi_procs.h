@@ -87,7 +87,7 @@ static inline int maps_segment(pid_t pid) {
 /* Waits (at most `tries` polls of 50 ms, and not past *stop when `stop` is
  * given) until rank `rank` of the run marked `mark` is in its training
  * loop: it has mapped the all_reduce segment and used 0.3 s of CPU since,
- * so a fault then lands among all_reduces (BAD_INPUTS M1). CPU time alone
+ * so a fault then lands among all_reduces. CPU time alone
  * was not enough: under ASan on 2 cores, 0.6 s was sometimes still
  * MPI_Init or the join. Without the shared segment (`no_segment`: the
  * message path, no /dev/shm) there is nothing to wait for but 0.3 s of

@@ -117,8 +117,7 @@ int cli_in_flight_opt(const cli_command *cmd, int r, const char *v, int64_t *out
  * default), for train, plan and profile alike. */
 fg_graph *cli_micro_batch(const fg_graph *g, int64_t micro, int64_t in_flight,
                           const char *const *names, int n, int loss_reduction, fg_status *st);
-/* --threads N: only the syntax is checked here, the range is the session's
- * (A6). */
+/* --threads N: only the syntax is checked here, the range is the session's. */
 int cli_threads_opt(const cli_command *cmd, int r, const char *v, int *threads, int *threads_set);
 /* --check-numerics (with `numerics`) and --max-memory BYTES (suffix K, M or
  * G: powers of 1024): returns 1 when argv[*i] is one of them, setting *rc to

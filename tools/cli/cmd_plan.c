@@ -45,7 +45,7 @@ static int parse_profile_opt(const cli_command *cmd, int argc, char **argv, int 
       *rc = cli_usage(cmd, "--warmup needs an integer from 0 to %d", MAX_RUNS);
   } else if ((r = cli_opt_value(argc, argv, i, NULL, "--threads", &v)) != 0) {
     int64_t x;
-    /* Range checks belong to the session (A6); only the syntax is ours. */
+    /* Range checks belong to the session; only the syntax is ours. */
     if (r < 0 || cli_parse_i64(v, -2147483647 - 1, 2147483647, &x) != 0) {
       *rc = cli_usage(cmd, "--threads needs an integer");
     } else {

@@ -257,7 +257,7 @@ static void print_values(const fg_tensor *t) {
  * inputs. A model that names none runs data-parallel (dist_run.c): each
  * rank runs all of it on its shard of the batch. Either way every rank
  * must have loaded the same file and been given the same fetches, targets
- * and feeds' options, which the M2 hash checks. Only rank 0 writes and
+ * and feeds' options, which the graph-hash check covers. Only rank 0 writes and
  * prints, so only it checks the -o paths; then all ranks agree that
  * everyone could start, so none waits out a timeout for a rank that
  * already gave up. */

@@ -359,8 +359,8 @@ static int save_trained(fg_session *s, const char *path, fg_status *st) {
   return rc;
 }
 
-/* Communicators of a --dist mpi run: `world` (every process; the M2
- * checks), `p2p` (what the session attaches: the world, or the replica's
+/* Communicators of a --dist mpi run: `world` (every process; the
+ * graph-hash checks), `p2p` (what the session attaches: the world, or the replica's
  * group of a hybrid run), `data` (hybrid: this stage's group across the
  * replicas) and `loss` (the group whose ranks hold different shards'
  * losses: the world for data parallelism, `data` for hybrid, none for
@@ -478,8 +478,8 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
   /* The bucket size, the loss form and the micro-batches change the
    * rewritten graph, and
    * ranks choosing different communicators (or only some resolving
-   * cuda:local, a collective) would wait for each other: part of the M2
-   * hash. */
+   * cuda:local, a collective) would wait for each other: part of the
+   * graph hash. */
   int64_t shape[6] = {a->dist_bucket, a->dist_loss_sum,
                       a->dist_comm,   cli_dist_is_local_gpu(cli_session_limits.device),
                       a->micro,       a->in_flight};

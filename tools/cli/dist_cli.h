@@ -22,7 +22,7 @@ int cli_dist_opt(const cli_command *cmd, int argc, char **argv, int *i, int *dis
 /* Joins the MPI group (refused, naming `command`, outside mpirun) with a
  * collective timeout of `timeout_s` (0: 60 s), then checks that every rank
  * loaded the same model file with the same options (`opts`, `opts_len`
- * bytes hashed after the file; BAD_INPUTS M2), so that ranks that would
+ * bytes hashed after the file), so that ranks that would
  * run different graphs are refused before they exchange anything. 0 with
  * *comm set, or -1 (*comm is then NULL, or set when the check failed: the
  * caller frees it). */

@@ -1,6 +1,7 @@
 /* Feeds for `flowgraph run`: .npy files checked against their placeholders,
  * and seeded random data for --random-inputs. The checks repeat the
- * session's (A2-A4) so that the message can name the .npy file too. */
+ * session's (unknown feeds, wrong dtypes and shapes, missing feeds) so that the message can name
+ * the .npy file too. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,7 +180,7 @@ int run_feeds_load(const fg_graph *g, const run_args *a, run_feeds *f, fg_status
     const char *name = a->inputs[i].name, *path = a->inputs[i].path;
     fg_tensor *t = fg_npy_read(path, st);
     if (!t) {
-      /* A malformed feed is a bad argument (F20); missing or unreadable
+      /* A malformed feed is a bad argument; missing or unreadable
        * files keep their own codes. */
       fg_code c = fg_status_code(st);
       char msg[1024];

@@ -1,29 +1,21 @@
 /* Matmul tiles through libxsmm (Debian's libxsmm-dev), which generates each
  * tile shape's GEMM kernel once, for the CPU it runs on, and keeps it.
  *
- * Which tiles it takes, from measurements on the dev VM's AMD EPYC (family
- * 0x1a, 512-bit FMA), one thread:
- * - OpenBLAS running kernels narrower than the CPU's (the VM sets
- *   OPENBLAS_CORETYPE=Haswell; an OpenBLAS older than the CPU picks such a
- *   kernel too): every tile libxsmm has a kernel for. It ran them 1.1 to
- *   2.4 times as fast: 32 x 128 x 64 in 2.0 us against 4.8, 128 x 512 x 512
- *   at 212 against 122 GFLOP/s, 256 x 2048 x 2048 at 135 against 124.
- * - OpenBLAS at the CPU's width (its Cooperlake kernels there): only tiles
- *   of at most XSMM_SMALL_MACS multiply-adds (128 x 128 x 128), where what
- *   a call costs beside its arithmetic counts. libxsmm was faster there
- *   (32 x 128 x 128 at 248 against 201 GFLOP/s, 128 x 128 x 128 at 256
- *   against 211), about even up to 128 x 512 x 512 (210 against 204), and
- *   far slower on larger ones (128 x 512 x 784 at 173 against 217;
- *   256 x 2048 x 2048 at 117 against 216): its kernels do not block for
- *   the cache. In training steps, tiles of 256 x 1000 x 256 made
- *   mlp_large_train's step 31 to 44 ms against 30 to 34: they stay with
- *   OpenBLAS.
+ * Which tiles it takes (measured one thread per tile; the figures are in
+ * docs/performance.md):
+ * - OpenBLAS running kernels narrower than the CPU's (OPENBLAS_CORETYPE set
+ *   to an older core, or an OpenBLAS older than the CPU): every tile
+ *   libxsmm has a kernel for, since it ran all of them faster.
+ * - OpenBLAS at the CPU's width: only tiles of at most XSMM_SMALL_MACS
+ *   multiply-adds (128 x 128 x 128), where what a call costs beside its
+ *   arithmetic counts. libxsmm was faster there, about even up to
+ *   128 x 512 x 512, and far slower on larger ones: its kernels do not
+ *   block for the cache.
  * - Tiles with transpose_b: libxsmm 1.17 has no kernel for row-major b^T
  *   (column-major A^T), so libxsmm_otrans first copies b's block
  *   transposed into a buffer of the thread's, when it fits (at most
- *   XSMM_TRANS_BYTES), and the kernel reads that. mlp_small_train's dX
- *   tile, 32 x 128 x 128, took 7.2 us so (2.8 of them the copy) against
- *   11.3 with OpenBLAS's Haswell kernels and 8.1 with its Cooperlake ones.
+ *   XSMM_TRANS_BYTES), and the kernel reads that; copy and kernel together
+ *   beat OpenBLAS's transposed GEMM on such tiles.
  * - Never: K above XSMM_MAX_K.
  *
  * The choice depends on the shapes and the process's OpenBLAS alone, so
@@ -50,7 +42,7 @@
  * the executor's threads side by side. */
 static _Thread_local _Alignas(64) unsigned char xsmm_bt[XSMM_TRANS_BYTES];
 
-/* A failed dispatch costs microseconds each time (3.4 us measured), so a
+/* A failed dispatch costs microseconds each time, so a
  * CPU that libxsmm cannot generate code for turns it off once, here. So
  * does one without AVX2: the vzeroupper below needs AVX. */
 static int xsmm_on;
@@ -87,9 +79,8 @@ void fgk_xsmm_start(void) {
  *
  * The generated kernels use the 512-bit registers and return with their
  * upper halves dirty. The SSE code compiled for the rest of the step then
- * ran about 3 times as slow (the step's elementwise kernels went from 5% to
- * 15% of its samples, and mlp_small_train's step from 54 to 60 us instead
- * of 36), so vzeroupper clears them after each call. */
+ * ran about 3 times as slow (the AVX-SSE transition penalty), so
+ * vzeroupper clears them after each call. */
 #define FGK_XSMM(name, T, DISPATCH, FN)                                                            \
   int name(int ta, int tb, int64_t m, int64_t n, int64_t k, const T *a, int64_t lda, const T *b,   \
            int64_t ldb, T *o, int64_t ldo) {                                                       \
