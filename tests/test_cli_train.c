@@ -325,26 +325,6 @@ FG_TEST(cli_train_renamed_target_and_loss, "") {
 
 /* ---- the digits classifier (the main job of `make demo`) ------------------------- */
 
-#define DIGITS_DATA    FG_SOURCE_DIR "/examples/digits/data"
-#define DIGITS_BUILDER FG_BUILD_DIR "/examples/example_digits_build_mlp"
-
-static int run_builder(const char *out) {
-  const char *argv[] = {DIGITS_BUILDER, out, NULL};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  int rc = posix_spawn(&pid, DIGITS_BUILDER, &fa, NULL, (char *const *)argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    fprintf(stderr, "posix_spawn %s: %s\n", DIGITS_BUILDER, strerror(rc));
-    return -1;
-  }
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static double fetch_accuracy(const char *model) {
   cli_result r;
   double acc[1] = {-1};

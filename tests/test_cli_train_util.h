@@ -256,6 +256,29 @@ static inline int saved_variable(const char *path, const char *name, float *out,
   return n;
 }
 
+/* ---- the digits classifier (examples/digits) ------------------------------------ */
+
+#define DIGITS_DATA    FG_SOURCE_DIR "/examples/digits/data"
+#define DIGITS_BUILDER FG_BUILD_DIR "/examples/example_digits_build_mlp"
+
+/* Runs the example's builder, writing the model to `out`; its exit status. */
+static inline int run_builder(const char *out) {
+  const char *argv[] = {DIGITS_BUILDER, out, NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int rc = posix_spawn(&pid, DIGITS_BUILDER, &fa, NULL, (char *const *)argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    fprintf(stderr, "posix_spawn %s: %s\n", DIGITS_BUILDER, strerror(rc));
+    return -1;
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 /* ---- reading train's output ----------------------------------------------------- */
 
 /* The losses of the "epoch E/N  loss L ..." lines, in order; when `eval` is

@@ -50,6 +50,75 @@ typedef struct param_sum {
   int tensors;
 } param_sum;
 
+/* What a variable holds: a parameter the training step updates (or any
+ * other variable), or optimizer state, which the update ops keep beside
+ * the parameters and which is not part of the model. */
+enum { VAR_PARAM, VAR_MOMENTUM, VAR_ADAM, VAR_STEP, VAR_STATE, VAR_KINDS };
+
+/* The optimizer state of every update op (an op named apply_*, as
+ * fg_minimize makes them: input 0 is the parameter it updates): the
+ * variables at its other inputs, read directly (momentum buffers, Adam's m
+ * and v) or through the assign that advances them (step counters). */
+static void mark_optimizer_state(const fg_graph *g, unsigned char *kind) {
+  for (int id = 0; id < fg_graph_num_nodes(g); id++) {
+    const char *op = fg_node_op(g, id);
+    if (!op || strncmp(op, "apply_", 6) != 0) continue;
+    for (int k = 1; k < fg_node_num_inputs(g, id); k++) {
+      int src = fg_node_input(g, id, k).node, advanced = 0;
+      const char *sop = fg_node_op(g, src);
+      if (sop && strcmp(sop, "assign") == 0) {
+        src = fg_node_input(g, src, 0).node;
+        sop = fg_node_op(g, src);
+        advanced = 1;
+      }
+      if (!sop || strcmp(sop, "variable") != 0) continue;
+      kind[src] = advanced                            ? VAR_STEP
+                  : strcmp(op, "apply_momentum") == 0 ? VAR_MOMENTUM
+                  : strcmp(op, "apply_adam") == 0     ? VAR_ADAM
+                                                      : VAR_STATE;
+    }
+  }
+}
+
+static void print_sum(const char *label, const param_sum *p) {
+  printf("%s: %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", label, p->elems, p->bytes,
+         p->tensors, p->tensors == 1 ? "" : "s");
+}
+
+/* The parameters (variables and constants) and, apart from them, the
+ * optimizer state, by kind. */
+static void print_parameters(const fg_graph *g) {
+  int n = fg_graph_num_nodes(g);
+  unsigned char *kind = calloc((size_t)n + 1, 1);
+  param_sum vars[VAR_KINDS], consts = {0, 0, 0}, all = {0, 0, 0}, state = {0, 0, 0};
+  memset(vars, 0, sizeof vars);
+  if (kind) mark_optimizer_state(g, kind);
+  for (int id = 0; id < n; id++) {
+    const char *op = fg_node_op(g, id);
+    const fg_tensor *t = NULL;
+    if (!op || (strcmp(op, "variable") != 0 && strcmp(op, "constant") != 0) ||
+        fg_node_attr_tensor(g, id, "value", &t) != 0 || !t)
+      continue;
+    int k = kind ? kind[id] : VAR_PARAM;
+    param_sum *p[2] = {op[0] == 'v' ? &vars[k] : &consts, k == VAR_PARAM ? &all : &state};
+    for (int j = 0; j < 2; j++) {
+      p[j]->elems += fg_tensor_num_elements(t);
+      p[j]->bytes += fg_tensor_num_bytes(t);
+      p[j]->tensors++;
+    }
+  }
+  free(kind);
+  print_sum("parameters", &all);
+  print_sum("  trainable (variables)", &vars[VAR_PARAM]);
+  print_sum("  constants", &consts);
+  if (state.tensors == 0) return;
+  print_sum("optimizer state (kept by the update ops, not counted above)", &state);
+  static const char *const names[VAR_KINDS] = {NULL, "  momentum buffers", "  Adam m and v",
+                                               "  step counters", "  other update op inputs"};
+  for (int k = 1; k < VAR_KINDS; k++)
+    if (vars[k].tensors > 0) print_sum(names[k], &vars[k]);
+}
+
 /* Devices, nodes per device, the send/recv transfers between them and the
  * all_reduce nodes of a data-parallel graph. */
 static void print_placement(const fg_graph *g, const fg_partition *part, const fg_status *pst) {
@@ -121,7 +190,6 @@ static void inspect_graph(const fg_graph *g, const char *path) {
   fg_status *pst = fg_status_new();
   fg_partition *part = fg_partition_new(g, NULL, pst);
   row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
-  param_sum vars = {0, 0, 0}, consts = {0, 0, 0};
   int64_t flops_total = 0;
   int flops_unknown = 0;
   for (int id = 0; id < n; id++) {
@@ -131,15 +199,6 @@ static void inspect_graph(const fg_graph *g, const char *path) {
       if (flops_total <= INT64_MAX - fl) flops_total += fl;
     } else {
       flops_unknown++;
-    }
-    if (op && (strcmp(op, "variable") == 0 || strcmp(op, "constant") == 0)) {
-      const fg_tensor *t = NULL;
-      if (fg_node_attr_tensor(g, id, "value", &t) == 0 && t) {
-        param_sum *p = op[0] == 'v' ? &vars : &consts;
-        p->elems += fg_tensor_num_elements(t);
-        p->bytes += fg_tensor_num_bytes(t);
-        p->tensors++;
-      }
     }
     if (!rows) continue;
     row *r = &rows[id];
@@ -182,13 +241,7 @@ static void inspect_graph(const fg_graph *g, const char *path) {
   fg_partition_free(part);
   fg_status_free(pst);
 
-  int nt = vars.tensors + consts.tensors;
-  printf("parameters: %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", vars.elems + consts.elems,
-         vars.bytes + consts.bytes, nt, nt == 1 ? "" : "s");
-  printf("  trainable (variables): %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", vars.elems,
-         vars.bytes, vars.tensors, vars.tensors == 1 ? "" : "s");
-  printf("  constants: %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", consts.elems,
-         consts.bytes, consts.tensors, consts.tensors == 1 ? "" : "s");
+  print_parameters(g);
   if (flops_unknown == 0)
     printf("total flops: %" PRId64 "\n", flops_total);
   else
@@ -230,6 +283,9 @@ const cli_command cli_inspect_command = {
     "shapes ('?' is a dimension known only when fed), the metadata, a node table\n"
     "(id, name, op, inputs as name:index, output dtype and shape, device, FLOPs;\n"
     "'-' where the FLOPs depend on an unknown dimension), the parameter count\n"
-    "and bytes (variables = trainable, and constants) and the total FLOPs over\n"
-    "the nodes whose shapes are known. A .json model is read in its JSON form.\n",
+    "and bytes (variables = trainable, and constants), the optimizer state apart\n"
+    "from them (momentum buffers, Adam m and v, step counters: the variables the\n"
+    "update ops apply_* read besides the parameter they update) and the total\n"
+    "FLOPs over the nodes whose shapes are known. A .json model is read in its\n"
+    "JSON form.\n",
     inspect_main};
