@@ -21,27 +21,84 @@ static void cell_append(char *cell, const char *text) {
   }
 }
 
+/* The node table fits in LINE_WIDTH columns where the other columns allow:
+ * the inputs column takes what they leave (at least INPUTS_MIN), and a
+ * longer input list shows its first inputs and "+N more". */
+#define LINE_WIDTH 120
+#define INPUTS_MIN 30
+
 typedef struct row {
-  char id[24], name[CELL], op[64], inputs[CELL], outputs[CELL], device[128], flops[32];
+  char id[24], name[CELL], op[64], outputs[CELL], device[128], flops[32];
+  size_t inputs_len; /* of the whole list, "a:0, b:1" */
 } row;
 
-static void print_rows(const row *rows, int n) {
+/* "name:index" of input k of node id. */
+static void input_str(const fg_graph *g, int id, int k, char *buf, size_t size) {
+  fg_output in = fg_node_input(g, id, k);
+  const char *nm = fg_node_name(g, in.node);
+  snprintf(buf, size, "%s:%d", nm ? nm : "?", in.index);
+}
+
+/* The inputs of node id as "a:0, b:1", or as many as fit in `width` columns
+ * followed by "+N more" (N the inputs left out); "-" when none. */
+static void inputs_cell(const fg_graph *g, int id, size_t width, char *cell) {
+  int ni = fg_node_num_inputs(g, id), shown = 0;
+  char in[CELL], more[48];
+  size_t used = 0, whole = 0;
+  for (int k = 0; k < ni; k++) {
+    input_str(g, id, k, in, sizeof in);
+    whole += (k ? 2 : 0) + strlen(in);
+  }
+  snprintf(cell, CELL, "%s", ni > 0 ? "" : "-");
+  for (int k = 0; k < ni; k++) {
+    input_str(g, id, k, in, sizeof in);
+    /* Room for this input, and for "+N more" after it unless all fit. */
+    snprintf(more, sizeof more, ", +%d more", ni - k - 1);
+    size_t need = (k ? 2 : 0) + strlen(in) + (whole <= width && whole < CELL ? 0 : strlen(more));
+    if (used + need > width || used + need >= CELL) break;
+    used += (size_t)snprintf(cell + used, CELL - used, "%s%s", k ? ", " : "", in);
+    shown++;
+  }
+  if (shown < ni) snprintf(cell + used, CELL - used, "%s+%d more", shown ? ", " : "", ni - shown);
+}
+
+/* One table line: the cells padded to widths w[] (the last one not), the
+ * device column (5) left out when `no_device`. */
+static void print_line(const char *const cells[7], const size_t w[7], int no_device) {
+  printf(" ");
+  for (int c = 0; c < 6; c++)
+    if (c != 5 || !no_device) printf(" %-*s ", (int)w[c], cells[c]);
+  printf(" %s\n", cells[6]);
+}
+
+static void print_rows(const fg_graph *g, const row *rows, int n) {
   const char *hdr[7] = {"id", "name", "op", "inputs", "output", "device", "flops"};
   size_t w[7];
+  int same_device = 1; /* one device for all: said once, above the table */
   for (int c = 0; c < 7; c++)
     w[c] = strlen(hdr[c]);
   for (int i = 0; i < n; i++) {
-    const char *cells[7] = {rows[i].id,      rows[i].name,   rows[i].op,   rows[i].inputs,
+    const char *cells[7] = {rows[i].id,      rows[i].name,   rows[i].op,   "",
                             rows[i].outputs, rows[i].device, rows[i].flops};
     for (int c = 0; c < 7; c++)
       if (strlen(cells[c]) > w[c]) w[c] = strlen(cells[c]);
+    if (rows[i].inputs_len > w[3]) w[3] = rows[i].inputs_len;
+    same_device &= strcmp(rows[i].device, rows[0].device) == 0;
   }
-  printf("  %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", (int)w[0], hdr[0], (int)w[1], hdr[1],
-         (int)w[2], hdr[2], (int)w[3], hdr[3], (int)w[4], hdr[4], (int)w[5], hdr[5], hdr[6]);
-  for (int i = 0; i < n; i++)
-    printf("  %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", (int)w[0], rows[i].id, (int)w[1],
-           rows[i].name, (int)w[2], rows[i].op, (int)w[3], rows[i].inputs, (int)w[4],
-           rows[i].outputs, (int)w[5], rows[i].device, rows[i].flops);
+  if (n > 0 && same_device) printf("  device of every node: %s\n", rows[0].device);
+  /* 2 columns of indent and 2 between columns. */
+  size_t others =
+      2 + 2 * (same_device ? 5 : 6) + w[0] + w[1] + w[2] + w[4] + w[6] + (same_device ? 0 : w[5]);
+  size_t room = others + INPUTS_MIN < LINE_WIDTH ? LINE_WIDTH - others : INPUTS_MIN;
+  if (w[3] > room) w[3] = room;
+  print_line(hdr, w, same_device);
+  char inputs[CELL];
+  for (int i = 0; i < n; i++) {
+    inputs_cell(g, i, w[3], inputs);
+    const char *cells[7] = {rows[i].id,      rows[i].name,   rows[i].op,   inputs,
+                            rows[i].outputs, rows[i].device, rows[i].flops};
+    print_line(cells, w, same_device);
+  }
 }
 
 typedef struct param_sum {
@@ -219,13 +276,11 @@ static void inspect_graph(const fg_graph *g, const char *path) {
     else
       snprintf(r->flops, sizeof r->flops, "-");
     int ni = fg_node_num_inputs(g, id);
+    r->inputs_len = ni > 0 ? 0 : 1; /* "-" */
     for (int k = 0; k < ni; k++) {
-      fg_output in = fg_node_input(g, id, k);
-      const char *nm = fg_node_name(g, in.node);
-      snprintf(buf, sizeof buf, "%s%s:%d", k ? ", " : "", nm ? nm : "?", in.index);
-      cell_append(r->inputs, buf);
+      input_str(g, id, k, buf, sizeof buf);
+      r->inputs_len += (k ? 2 : 0) + strlen(buf);
     }
-    if (ni <= 0) cell_append(r->inputs, "-");
     int no = fg_node_num_outputs(g, id);
     for (int k = 0; k < no; k++) {
       cli_describe_output(g, (fg_output){id, k}, shape, sizeof shape);
@@ -235,7 +290,7 @@ static void inspect_graph(const fg_graph *g, const char *path) {
     if (no <= 0) cell_append(r->outputs, "-");
   }
   printf("nodes (%d):\n", n);
-  if (rows) print_rows(rows, n);
+  if (rows) print_rows(g, rows, n);
   free(rows);
   print_placement(g, part, pst);
   fg_partition_free(part);
@@ -286,6 +341,8 @@ const cli_command cli_inspect_command = {
     "and bytes (variables = trainable, and constants), the optimizer state apart\n"
     "from them (momentum buffers, Adam m and v, step counters: the variables the\n"
     "update ops apply_* read besides the parameter they update) and the total\n"
-    "FLOPs over the nodes whose shapes are known. A .json model is read in its\n"
-    "JSON form.\n",
+    "FLOPs over the nodes whose shapes are known. The table keeps lines within\n"
+    "120 columns where names allow: a long input list shows its first inputs and\n"
+    "\"+N more\", and when every node has the same device it is printed once,\n"
+    "above the table, instead of a column. A .json model is read in its JSON form.\n",
     inspect_main};
