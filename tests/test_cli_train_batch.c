@@ -1,8 +1,9 @@
 /* `flowgraph train` batch by batch: a placeholder with a fixed leading
  * dimension takes whole batches (each batch is checked, not the file; the
- * last, partial batch of an epoch is dropped, as PyTorch's drop_last does).
- * References: SGD in double (test_cli_train_util.h) and the documented
- * shuffle, computed here. */
+ * last, partial batch of an epoch is dropped, as PyTorch's drop_last does),
+ * and an error in a step names the epoch, the step and the row of the -i
+ * files that caused it, whatever the shuffle. References: SGD in double
+ * (test_cli_train_util.h) and the documented shuffle, computed here. */
 #include "test_cli_train_util.h"
 
 #define LR 0.1
@@ -145,5 +146,145 @@ FG_TEST(cli_train_fixed_batch_refused, "badinput") {
                       "--eval without --eval-input runs on the whole training set (40 rows) at "
                       "once, but placeholder 'x' (f32 [8,2]) takes exactly 8 rows");
   result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
+/* ---- where an error in the data is -------------------------------------------- */
+
+#define CLS_ROWS 20
+#define BAD_ROW  13
+
+/* logits = x W (x [B,2], W [2,3]), loss = softmax_cross_entropy(logits, y)
+ * with y i32 [B] labels in [0, 3), SGD; B is `batch` (or FG_DIM_UNKNOWN). */
+static int build_classifier(const char *path, int64_t batch) {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[2] = {batch, 2}, yd[1] = {batch}, wd[2] = {2, 3};
+  float w0[6] = {0.1f, -0.2f, 0.3f, 0.4f, 0.0f, -0.1f};
+  fg_tensor *w = tensor_f32(2, wd, w0);
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
+  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
+  fg_output logits = fg_matmul(g, x, fg_variable(g, "W", w), 0, 0);
+  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  fg_status *st = fg_status_new();
+  int rc = fg_minimize(g, loss, NULL, 0, &cfg, st).node >= 0 ? save_graph(g, path, 0) : -1;
+  if (rc != 0) fprintf(stderr, "build_classifier: %s\n", fg_status_message(st));
+  fg_status_free(st);
+  fg_tensor_free(w);
+  fg_graph_free(g);
+  return rc;
+}
+
+/* x.npy [20,2] and y.npy [20] with labels i % 3, except `bad_label` at
+ * row BAD_ROW (a valid label when it is in [0, 3)). */
+static int write_classifier_data(const char *xname, const char *yname, int32_t bad_label) {
+  float x[CLS_ROWS][2];
+  int32_t y[CLS_ROWS];
+  for (int i = 0; i < CLS_ROWS; i++) {
+    x[i][0] = (float)(i % 5) / 4.0f;
+    x[i][1] = (float)(i % 4) / 3.0f - 0.5f;
+    y[i] = i % 3;
+  }
+  y[BAD_ROW] = bad_label;
+  int64_t xd[2] = {CLS_ROWS, 2}, yd[1] = {CLS_ROWS};
+  fg_status *st = fg_status_new();
+  fg_tensor *yt = fg_tensor_from_data(FG_I32, 1, yd, y, sizeof y, st);
+  int rc = yt && write_npy_f32(tpath(xname), 2, xd, &x[0][0]) == 0
+               ? fg_npy_write(tpath(yname), yt, st)
+               : -1;
+  fg_tensor_free(yt);
+  fg_status_free(st);
+  return rc;
+}
+
+/* Label 42 at row 13 of 20, batches of 8: in file order, step 2 of 3 holds
+ * rows 8..15, so row 13 is its row 5; shuffled (seed 5), the documented
+ * order of the first epoch says where row 13 went. The error names the
+ * epoch, the step and row 13, and keeps the kernel's own message. */
+FG_TEST(cli_train_bad_label_names_row, "badinput") {
+  FG_REQUIRE(make_tmpdir());
+  FG_REQUIRE(build_classifier(tpath("cls.fgb"), FG_DIM_UNKNOWN) == 0);
+  FG_REQUIRE(write_classifier_data("x.npy", "y.npy", 42) == 0);
+  char xi[600], yi[600];
+  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
+  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  int64_t perm[CLS_ROWS];
+  uint64_t rng = 5;
+  ref_shuffle(perm, CLS_ROWS, &rng);
+  int pos = -1;
+  for (int i = 0; i < CLS_ROWS; i++)
+    if (perm[i] == BAD_ROW) pos = i;
+  FG_REQUIRE(pos >= 0);
+  for (int shuffle = 0; shuffle < 2; shuffle++) {
+    int at = shuffle ? pos : BAD_ROW; /* row 13's place in the epoch's order */
+    char where[200], kernel[100];
+    snprintf(where, sizeof where,
+             "epoch 1/2, step %d/3: row %d of the -i files (counting from 0; row %d of the%s "
+             "batch): ",
+             at / 8 + 1, BAD_ROW, at % 8, shuffle ? " shuffled" : "");
+    snprintf(kernel, sizeof kernel, "labels[%d] = 42 is out of range [0, 3)", at % 8);
+    cli_result r;
+    FG_REQUIRE(cli(&r, "train", tpath("cls.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs",
+                   "2", "--save", tpath("t.fgb"), shuffle ? "--shuffle" : NULL, "5", NULL) == 0);
+    CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT", where);
+    FG_CHECK_STR_CONTAINS(r.err, kernel);
+    FG_CHECK(!exists(tpath("t.fgb")));
+    result_free(&r);
+  }
+  /* In the eval data (fed whole, after an epoch): which eval run failed. */
+  FG_REQUIRE(write_classifier_data("gx.npy", "gy.npy", 1) == 0);
+  char gx[600], gy[600];
+  snprintf(gx, sizeof gx, "x=%s", tpath("gx.npy"));
+  snprintf(gy, sizeof gy, "y=%s", tpath("gy.npy"));
+  cli_result r;
+  FG_REQUIRE(cli(&r, "train", tpath("cls.fgb"), "-i", gx, "-i", gy, "--batch", "8", "--epochs", "2",
+                 "--eval", "loss", "--eval-input", xi, "--eval-input", yi, NULL) == 0);
+  CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT", "evals after epoch 1/2: ");
+  FG_CHECK_STR_CONTAINS(r.err, "labels[13] = 42 is out of range [0, 3)");
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
+/* With a fixed batch dimension no part of a batch can be run alone, so the
+ * error names the step's rows of the -i files instead: 8..15 in file order,
+ * and the shuffled epoch's rows 8..15 (where row 13 went, seed 5) as the
+ * documented shuffle puts them. */
+FG_TEST(cli_train_bad_label_fixed_batch_names_rows, "badinput") {
+  FG_REQUIRE(make_tmpdir());
+  FG_REQUIRE(build_classifier(tpath("cls8.fgb"), 8) == 0);
+  FG_REQUIRE(write_classifier_data("x.npy", "y.npy", 42) == 0);
+  char xi[600], yi[600];
+  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
+  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  int64_t perm[CLS_ROWS];
+  uint64_t rng = 5;
+  ref_shuffle(perm, CLS_ROWS, &rng);
+  int pos = -1;
+  for (int i = 0; i < CLS_ROWS; i++)
+    if (perm[i] == BAD_ROW) pos = i;
+  /* In the second batch: the last 4 rows, which are dropped, would not fail. */
+  FG_REQUIRE(pos >= 8 && pos < 16);
+  for (int shuffle = 0; shuffle < 2; shuffle++) {
+    char where[300], kernel[100];
+    if (shuffle) {
+      int n = snprintf(where, sizeof where, "epoch 1/1, step 2/2 (rows");
+      for (int r = 8; r < 16; r++)
+        n += snprintf(where + n, sizeof where - (size_t)n, "%s %d", r > 8 ? "," : "", (int)perm[r]);
+      snprintf(where + n, sizeof where - (size_t)n, " of the -i files, counting from 0): ");
+    } else {
+      snprintf(where, sizeof where,
+               "epoch 1/1, step 2/2 (rows 8..15 of the -i files, counting "
+               "from 0): ");
+    }
+    snprintf(kernel, sizeof kernel, "labels[%d] = 42 is out of range [0, 3)",
+             (shuffle ? pos : BAD_ROW) - 8);
+    cli_result r;
+    FG_REQUIRE(cli(&r, "train", tpath("cls8.fgb"), "-i", xi, "-i", yi, "--batch", "8", "--epochs",
+                   "1", shuffle ? "--shuffle" : NULL, "5", NULL) == 0);
+    CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT", where);
+    FG_CHECK_STR_CONTAINS(r.err, kernel);
+    result_free(&r);
+  }
   fgt_rmtree(tmpdir);
 }

@@ -516,6 +516,67 @@ static void clear_progress(void) {
   progress_shown = 0;
 }
 
+/* Whether the loss alone (no update) fails with `code` on the first `len`
+ * rows of the batch at `start`. */
+static int prefix_fails(trainer *t, const train_args *a, int64_t start, int64_t len, fg_code code,
+                        fg_status *st) {
+  if (train_make_batch(&t->train, t->bf, a->shuffle ? t->perm : NULL, start, len, t->feeds,
+                       t->views, st) != 0)
+    return 0;
+  int rc = fg_session_run(t->s, t->feeds, t->train.n, t->fetch, 1, t->outs, NULL, 0, st);
+  fg_tensor_free(t->outs[0]);
+  t->outs[0] = NULL;
+  return rc != 0 && fg_status_code(st) == code;
+}
+
+/* A training step failed on the batch of `b` rows at `start`: the error
+ * gets where, in terms of the data: the epoch, the step and, when one row
+ * causes it (a label out of range, a NaN under --check-numerics), that
+ * row's index in the -i files, whatever the shuffle. The row is found by
+ * running the loss alone on prefixes of the batch (a bisection): the
+ * shortest that fails the same way ends with it. Not under --dist mpi (a
+ * run pairs with other ranks), --micro-batches (a prefix must fill every
+ * micro-batch) or a fixed batch dimension (nothing shorter can be fed). */
+static void locate_error(trainer *t, const train_args *a, int64_t e, int64_t s, int64_t steps,
+                         int64_t start, int64_t b, fg_status *st) {
+  fg_code code = fg_status_code(st);
+  char msg[2048], where[512];
+  snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+  int64_t bad = -1; /* the culprit's row in the batch */
+  fg_status *probe = t->c.world || a->micro > 1 || a->fixed_name ? NULL : fg_status_new();
+  if (probe && prefix_fails(t, a, start, b, code, probe)) {
+    int64_t lo = 1, hi = b; /* the first hi rows fail */
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if (prefix_fails(t, a, start, mid, code, probe))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    bad = hi - 1;
+  }
+  fg_status_free(probe);
+  int n = snprintf(where, sizeof where, "epoch %" PRId64 "/%" PRId64 ", step %" PRId64 "/%" PRId64,
+                   e, a->epochs, s + 1, steps);
+  if (bad >= 0)
+    snprintf(where + n, sizeof where - (size_t)n,
+             ": row %" PRId64 " of the -i files (counting from 0; row %" PRId64 " of the%s batch)",
+             a->shuffle ? t->perm[start + bad] : start + bad, bad, a->shuffle ? " shuffled" : "");
+  else if (a->shuffle) {
+    /* The batch's first rows in the -i files (12 numbers fit in `where`). */
+    n += snprintf(where + n, sizeof where - (size_t)n, " (rows");
+    for (int64_t r = 0; r < b && r < 12; r++)
+      n += snprintf(where + n, sizeof where - (size_t)n, "%s %" PRId64, r ? "," : "",
+                    t->perm[start + r]);
+    snprintf(where + n, sizeof where - (size_t)n, "%s of the -i files, counting from 0)",
+             b > 12 ? ", ..." : "");
+  } else
+    snprintf(where + n, sizeof where - (size_t)n,
+             " (rows %" PRId64 "..%" PRId64 " of the -i files, counting from 0)", start,
+             start + b - 1);
+  fg_status_set(st, code, "%s: %s", where, msg);
+}
+
 static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_status *st) {
   /* mpirun forwards output through a pty: no \r progress lines there. */
   int tty = !a->quiet && !t->c.world && isatty(STDOUT_FILENO);
@@ -539,8 +600,10 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
                            t->views, st) != 0)
         return -1;
       const char *target = a->target;
-      if (fg_session_run(t->s, t->feeds, t->train.n, t->fetch, 1, t->outs, &target, 1, st) != 0)
+      if (fg_session_run(t->s, t->feeds, t->train.n, t->fetch, 1, t->outs, &target, 1, st) != 0) {
+        locate_error(t, a, e, s, steps, start + lo, len, st);
         return -1;
+      }
       double loss;
       int rc = scalar_value(t->outs[0], "loss", a->loss, &loss, st);
       fg_tensor_free(t->outs[0]);
@@ -573,7 +636,13 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
     char line[4096];
     snprintf(line, sizeof line, "epoch %" PRId64 "/%" PRId64 "  loss %.6g", e, a->epochs,
              epoch_loss);
-    if (a->n_evals > 0 && run_evals(t, a, line, sizeof line, st) != 0) return -1;
+    if (a->n_evals > 0 && run_evals(t, a, line, sizeof line, st) != 0) {
+      char msg[2048];
+      snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+      fg_status_set(st, fg_status_code(st), "evals after epoch %" PRId64 "/%" PRId64 ": %s", e,
+                    a->epochs, msg);
+      return -1;
+    }
     clear_progress();
     if (!a->quiet) printf("%s  (%.2f s)\n", line, cli_now_s() - t0);
     fflush(stdout);
@@ -777,5 +846,7 @@ const cli_command cli_train_command = {
     "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
     "mean of the batch losses weighted by batch size and T the epoch's time with\n"
     "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"
-    "may be .fgb or .json.\n",
+    "may be .fgb or .json. An error in a step names the epoch, the step and, when\n"
+    "one row causes it (found by running the loss on parts of the batch), that\n"
+    "row's index in the -i files.\n",
     train_main};
