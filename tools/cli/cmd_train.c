@@ -580,7 +580,7 @@ static void locate_error(trainer *t, const train_args *a, int64_t e, int64_t s, 
 static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_status *st) {
   /* mpirun forwards output through a pty: no \r progress lines there. */
   int tty = !a->quiet && !t->c.world && isatty(STDOUT_FILENO);
-  /* drop_last: only whole batches (check_fixed_batch). */
+  /* drop_last: only whole batches (train_check_fixed_batch). */
   int64_t steps = a->drop_last ? n_rows / a->batch : (n_rows + a->batch - 1) / a->batch;
   int64_t epoch_rows = steps * a->batch < n_rows ? steps * a->batch : n_rows;
   uint64_t rng = a->seed;
@@ -783,6 +783,7 @@ const cli_command cli_train_command = {
     "  --batch N                   rows per step (1..10000000); the last, smaller\n"
     "                              batch of an epoch is kept, unless a placeholder\n"
     "                              fed by -i has a fixed leading dimension: then N\n"
+    "                              (with --dist mpi, each replica's share of N)\n"
     "                              must equal it and the last, partial batch is\n"
     "                              dropped (PyTorch's drop_last), with a note\n"
     "  --epochs N                  passes over the data (1..10000000)\n"

@@ -64,13 +64,13 @@ int train_check_fixed_batch(const fg_graph *g, train_args *a, const run_feeds *f
                             int64_t n_rows, fg_status *st) {
   for (int i = 0; i < f->n; i++) {
     fg_output o = {f->node_of_input[i], 0};
-    int64_t dims[FG_MAX_RANK], lo;
+    int64_t dims[FG_MAX_RANK];
     if (fg_output_shape(g, o, dims) < 1 || dims[0] < 0) continue;
     char desc[300];
     const char *name = a->inputs[i].name;
     cli_describe_output(g, o, desc, sizeof desc);
     int64_t full = n_rows < a->batch ? n_rows : a->batch;
-    int64_t fed = dp ? fg_shard_rows(full, a->replicas, a->replica, &lo) : full;
+    int64_t fed = dp ? fg_shard_rows(full, a->replicas, a->replica, NULL) : full;
     if (fed != dims[0] && n_rows < a->batch) {
       fg_status_set(st, FG_INVALID_ARGUMENT,
                     "feed '%s' (%s) has %" PRId64 " rows, fewer than --batch %" PRId64
