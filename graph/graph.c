@@ -376,6 +376,30 @@ static fg_node *node_for(fg_graph *g, fg_output o, const char *what) {
   return &g->nodes[o.node];
 }
 
+/* Metadata whose value names a node or "node:index" (fg_minimize's
+ * records, read by `flowgraph train` and the dist rewrites). */
+static const char *const node_metadata_keys[] = {"loss", "train_target"};
+
+/* The node-naming metadata follows a rename, so what it records stays the
+ * same node: a value `old` or "old:INDEX" becomes `name` or "name:INDEX".
+ * Names hold no ':', so "old:" cannot be the start of another node's name. */
+static int follow_rename(fg_graph *g, const char *old, const char *name) {
+  size_t old_len = strlen(old);
+  for (size_t k = 0; k < sizeof node_metadata_keys / sizeof node_metadata_keys[0]; k++) {
+    const char *v = fg_graph_metadata(g, node_metadata_keys[k]);
+    if (!v || strncmp(v, old, old_len) != 0 || (v[old_len] && v[old_len] != ':')) continue;
+    const char *suffix = v + old_len;
+    size_t len = strlen(name) + strlen(suffix) + 1;
+    char *renamed = malloc(len);
+    if (!renamed) return -1;
+    snprintf(renamed, len, "%s%s", name, suffix);
+    int rc = fg_graph_set_metadata(g, node_metadata_keys[k], renamed);
+    free(renamed);
+    if (rc != 0) return -1;
+  }
+  return 0;
+}
+
 fg_output fg_set_name(fg_graph *g, fg_output o, const char *name) {
   fg_node *n = node_for(g, o, "fg_set_name");
   if (!n) return FG_NO_OUTPUT;
@@ -387,6 +411,11 @@ fg_output fg_set_name(fg_graph *g, fg_output o, const char *name) {
   if (check_name(g, name, o.node) != 0) return FG_NO_OUTPUT;
   char *copy = fg_strdup(name);
   if (!copy) {
+    fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_set_name: out of memory");
+    return FG_NO_OUTPUT;
+  }
+  if (follow_rename(g, n->name, copy) != 0) {
+    free(copy);
     fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_set_name: out of memory");
     return FG_NO_OUTPUT;
   }

@@ -261,27 +261,69 @@ FG_TEST(cli_train_explicit_names_quiet, "") {
   fgt_rmtree(tmpdir);
 }
 
-/* ---- the digits classifier (the main job of `make demo`) ------------------------- */
-
-#define DIGITS_DATA    FG_SOURCE_DIR "/examples/digits/data"
-#define DIGITS_BUILDER FG_BUILD_DIR "/examples/example_digits_build_mlp"
-
-static int run_builder(const char *out) {
-  const char *argv[] = {DIGITS_BUILDER, out, NULL};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  int rc = posix_spawn(&pid, DIGITS_BUILDER, &fa, NULL, (char *const *)argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    fprintf(stderr, "posix_spawn %s: %s\n", DIGITS_BUILDER, strerror(rc));
-    return -1;
+/* Renaming fg_minimize's target and the loss after fg_minimize recorded
+ * them: the metadata follows the nodes (C API), keeps doing so through .fgb
+ * and JSON save and load, and `flowgraph train` then trains with its
+ * defaults exactly as with the original names (the SGD reference). */
+FG_TEST(cli_train_renamed_target_and_loss, "") {
+  FG_REQUIRE(make_tmpdir());
+  fg_output loss, target;
+  fg_graph *g = linreg_graph(LR, 0, FG_DIM_UNKNOWN, &loss, &target);
+  FG_REQUIRE(g);
+  FG_REQUIRE(fg_set_name(g, target, "sgd_step").node == target.node);
+  FG_REQUIRE(fg_set_name(g, loss, "mse").node == loss.node);
+  FG_CHECK_STR(fg_graph_metadata(g, "train_target"), "sgd_step");
+  FG_CHECK_STR(fg_graph_metadata(g, "loss"), "mse");
+  /* Other metadata is free-form: a "loss"-like value elsewhere stays. */
+  FG_REQUIRE(fg_graph_set_metadata(g, "description", "mse") == 0);
+  FG_REQUIRE(fg_set_name(g, loss, "sq_err").node == loss.node);
+  FG_CHECK_STR(fg_graph_metadata(g, "loss"), "sq_err");
+  FG_CHECK_STR(fg_graph_metadata(g, "description"), "mse");
+  /* "node:index" follows too; a name the old one is a prefix of does not. */
+  int pred = fg_graph_find(g, "pred");
+  FG_REQUIRE(pred >= 0);
+  FG_REQUIRE(fg_graph_set_metadata(g, "loss", "pred:0") == 0);
+  FG_REQUIRE(fg_set_name(g, (fg_output){pred, 0}, "prediction").node == pred);
+  FG_CHECK_STR(fg_graph_metadata(g, "loss"), "prediction:0");
+  FG_REQUIRE(fg_graph_set_metadata(g, "loss", "predictions") == 0);
+  FG_REQUIRE(fg_set_name(g, (fg_output){pred, 0}, "p").node == pred);
+  FG_CHECK_STR(fg_graph_metadata(g, "loss"), "predictions");
+  FG_REQUIRE(fg_graph_set_metadata(g, "loss", "sq_err") == 0);
+  FG_REQUIRE(fg_set_name(g, loss, "mse").node == loss.node);
+  FG_REQUIRE(save_graph(g, tpath("lin.fgb"), 0) == 0);
+  FG_REQUIRE(save_graph(g, tpath("lin.json"), 1) == 0);
+  fg_graph_free(g);
+  FG_REQUIRE(write_linreg_data("x.npy", "y.npy", LIN_ROWS, LIN_ROWS) == 0);
+  char xi[600], yi[600];
+  snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
+  snprintf(yi, sizeof yi, "y=%s", tpath("y.npy"));
+  linp p;
+  double want[2], got[8];
+  lin_train_reference(16, 2, 0, 0, LR, &p, want);
+  for (int json = 0; json < 2; json++) {
+    const char *model = json ? tpath("lin.json") : tpath("lin.fgb");
+    fg_status *st = fg_status_new();
+    fg_graph *lg = json ? fg_graph_load_json(model, st) : fg_graph_load(model, st);
+    FG_REQUIRE(lg);
+    FG_CHECK_STR(fg_graph_metadata(lg, "train_target"), "sgd_step");
+    FG_CHECK_STR(fg_graph_metadata(lg, "loss"), "mse");
+    fg_graph_free(lg);
+    fg_status_free(st);
+    cli_result r;
+    FG_REQUIRE(cli(&r, "train", model, "-i", xi, "-i", yi, "--batch", "16", "--epochs", "2",
+                   "--save", tpath("t.fgb"), NULL) == 0);
+    CHECK_OK(r);
+    FG_CHECK_STR_CONTAINS(r.out, "target 'sgd_step', loss 'mse'");
+    FG_CHECK_INT(parse_epochs(r.out, got, 8, NULL, NULL), 2);
+    for (int e = 0; e < 2; e++)
+      FG_CHECK_NEAR(got[e], want[e], 1e-4);
+    check_saved_lin(tpath("t.fgb"), &p);
+    result_free(&r);
   }
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  fgt_rmtree(tmpdir);
 }
+
+/* ---- the digits classifier (the main job of `make demo`) ------------------------- */
 
 static double fetch_accuracy(const char *model) {
   cli_result r;

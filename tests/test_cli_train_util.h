@@ -68,10 +68,15 @@ static inline void grad_model_reference(double dw[3][2], double db[2]) {
 #define LIN_W1   -0.5
 #define LIN_B    0.0
 
-/* `sum`: the loss is the sum of squared errors over rows, not their mean. */
-static inline int build_linreg_loss(const char *path, int json, double lr, int sum) {
+/* The model's graph, with its step; `sum`: the loss is the sum of squared
+ * errors over rows, not their mean; `batch`: the placeholders' leading
+ * dimension (FG_DIM_UNKNOWN, or a fixed batch size). *loss and *target
+ * (when non-NULL) get the loss and fg_minimize's target; NULL when building
+ * failed (the message is printed). */
+static inline fg_graph *linreg_graph(double lr, int sum, int64_t batch, fg_output *loss_out,
+                                     fg_output *target_out) {
   fg_graph *g = fg_graph_new();
-  int64_t xd[2] = {FG_DIM_UNKNOWN, 2}, yd[2] = {FG_DIM_UNKNOWN, 1}, wd[2] = {2, 1}, bd[1] = {1};
+  int64_t xd[2] = {batch, 2}, yd[2] = {batch, 1}, wd[2] = {2, 1}, bd[1] = {1};
   float w0[2] = {(float)LIN_W0, (float)LIN_W1}, b0[1] = {(float)LIN_B};
   fg_tensor *w = tensor_f32(2, wd, w0), *b = tensor_f32(1, bd, b0);
   fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
@@ -87,13 +92,31 @@ static inline int build_linreg_loss(const char *path, int json, double lr, int s
   cfg.learning_rate = lr;
   fg_status *st = fg_status_new();
   fg_output t = fg_minimize(g, loss, NULL, 0, &cfg, st);
-  int rc = -1;
-  if (t.node >= 0 && fg_graph_status(g, st) == FG_OK)
-    rc = json ? fg_graph_save_json(g, path, st) : fg_graph_save(g, path, st);
-  if (rc != 0) fprintf(stderr, "build_linreg: %s\n", fg_status_message(st));
+  if (t.node < 0 || fg_graph_status(g, st) != FG_OK) {
+    fprintf(stderr, "build_linreg: %s\n", fg_status_message(st));
+    fg_graph_free(g);
+    g = NULL;
+  }
+  if (loss_out) *loss_out = loss;
+  if (target_out) *target_out = t;
   fg_status_free(st);
   fg_tensor_free(w);
   fg_tensor_free(b);
+  return g;
+}
+
+/* Saves `g` (as JSON when `json`); 0 on success, the message printed else. */
+static inline int save_graph(fg_graph *g, const char *path, int json) {
+  fg_status *st = fg_status_new();
+  int rc = json ? fg_graph_save_json(g, path, st) : fg_graph_save(g, path, st);
+  if (rc != 0) fprintf(stderr, "save %s: %s\n", path, fg_status_message(st));
+  fg_status_free(st);
+  return rc;
+}
+
+static inline int build_linreg_loss(const char *path, int json, double lr, int sum) {
+  fg_graph *g = linreg_graph(lr, sum, FG_DIM_UNKNOWN, NULL, NULL);
+  int rc = g ? save_graph(g, path, json) : -1;
   fg_graph_free(g);
   return rc;
 }
@@ -231,6 +254,29 @@ static inline int saved_variable(const char *path, const char *name, float *out,
   fg_graph_free(g);
   fg_status_free(st);
   return n;
+}
+
+/* ---- the digits classifier (examples/digits) ------------------------------------ */
+
+#define DIGITS_DATA    FG_SOURCE_DIR "/examples/digits/data"
+#define DIGITS_BUILDER FG_BUILD_DIR "/examples/example_digits_build_mlp"
+
+/* Runs the example's builder, writing the model to `out`; its exit status. */
+static inline int run_builder(const char *out) {
+  const char *argv[] = {DIGITS_BUILDER, out, NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int rc = posix_spawn(&pid, DIGITS_BUILDER, &fa, NULL, (char *const *)argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    fprintf(stderr, "posix_spawn %s: %s\n", DIGITS_BUILDER, strerror(rc));
+    return -1;
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /* ---- reading train's output ----------------------------------------------------- */

@@ -78,7 +78,9 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
 /* Output `index` of the same node as `o` (for multi-output ops). */
 fg_output fg_output_at(fg_output o, int index);
 
-/* Renames / places the node that produced `o`; returns `o`. */
+/* Renames / places the node that produced `o`; returns `o`. Metadata that
+ * names a node ("loss" and "train_target", as fg_minimize records them)
+ * follows the rename: it keeps naming the same node. */
 fg_output fg_set_name(fg_graph *g, fg_output o, const char *name);
 fg_output fg_set_device(fg_graph *g, fg_output o, const char *device);
 
@@ -166,7 +168,9 @@ fg_output fg_assign(fg_graph *g, fg_output variable, fg_output value);
 int fg_graph_add_output(fg_graph *g, fg_output o);
 int fg_graph_num_outputs(const fg_graph *g);
 fg_output fg_graph_output(const fg_graph *g, int i);
-/* Free-form string metadata ("producer", "description", ...). Copies. */
+/* Free-form string metadata ("producer", "description", ...). Copies.
+ * The values of "loss" and "train_target" are node names ("node" or
+ * "node:index") that fg_set_name keeps up to date. */
 int fg_graph_set_metadata(fg_graph *g, const char *key, const char *value);
 int fg_graph_num_metadata(const fg_graph *g);
 const char *fg_graph_metadata_key(const fg_graph *g, int i);

@@ -21,27 +21,84 @@ static void cell_append(char *cell, const char *text) {
   }
 }
 
+/* The node table fits in LINE_WIDTH columns where the other columns allow:
+ * the inputs column takes what they leave (at least INPUTS_MIN), and a
+ * longer input list shows its first inputs and "+N more". */
+#define LINE_WIDTH 120
+#define INPUTS_MIN 30
+
 typedef struct row {
-  char id[24], name[CELL], op[64], inputs[CELL], outputs[CELL], device[128], flops[32];
+  char id[24], name[CELL], op[64], outputs[CELL], device[128], flops[32];
+  size_t inputs_len; /* of the whole list, "a:0, b:1" */
 } row;
 
-static void print_rows(const row *rows, int n) {
+/* "name:index" of input k of node id. */
+static void input_str(const fg_graph *g, int id, int k, char *buf, size_t size) {
+  fg_output in = fg_node_input(g, id, k);
+  const char *nm = fg_node_name(g, in.node);
+  snprintf(buf, size, "%s:%d", nm ? nm : "?", in.index);
+}
+
+/* The inputs of node id as "a:0, b:1", or as many as fit in `width` columns
+ * followed by "+N more" (N the inputs left out); "-" when none. */
+static void inputs_cell(const fg_graph *g, int id, size_t width, char *cell) {
+  int ni = fg_node_num_inputs(g, id), shown = 0;
+  char in[CELL], more[48];
+  size_t used = 0, whole = 0;
+  for (int k = 0; k < ni; k++) {
+    input_str(g, id, k, in, sizeof in);
+    whole += (k ? 2 : 0) + strlen(in);
+  }
+  snprintf(cell, CELL, "%s", ni > 0 ? "" : "-");
+  for (int k = 0; k < ni; k++) {
+    input_str(g, id, k, in, sizeof in);
+    /* Room for this input, and for "+N more" after it unless all fit. */
+    snprintf(more, sizeof more, ", +%d more", ni - k - 1);
+    size_t need = (k ? 2 : 0) + strlen(in) + (whole <= width && whole < CELL ? 0 : strlen(more));
+    if (used + need > width || used + need >= CELL) break;
+    used += (size_t)snprintf(cell + used, CELL - used, "%s%s", k ? ", " : "", in);
+    shown++;
+  }
+  if (shown < ni) snprintf(cell + used, CELL - used, "%s+%d more", shown ? ", " : "", ni - shown);
+}
+
+/* One table line: the cells padded to widths w[] (the last one not), the
+ * device column (5) left out when `no_device`. */
+static void print_line(const char *const cells[7], const size_t w[7], int no_device) {
+  printf(" ");
+  for (int c = 0; c < 6; c++)
+    if (c != 5 || !no_device) printf(" %-*s ", (int)w[c], cells[c]);
+  printf(" %s\n", cells[6]);
+}
+
+static void print_rows(const fg_graph *g, const row *rows, int n) {
   const char *hdr[7] = {"id", "name", "op", "inputs", "output", "device", "flops"};
   size_t w[7];
+  int same_device = 1; /* one device for all: said once, above the table */
   for (int c = 0; c < 7; c++)
     w[c] = strlen(hdr[c]);
   for (int i = 0; i < n; i++) {
-    const char *cells[7] = {rows[i].id,      rows[i].name,   rows[i].op,   rows[i].inputs,
+    const char *cells[7] = {rows[i].id,      rows[i].name,   rows[i].op,   "",
                             rows[i].outputs, rows[i].device, rows[i].flops};
     for (int c = 0; c < 7; c++)
       if (strlen(cells[c]) > w[c]) w[c] = strlen(cells[c]);
+    if (rows[i].inputs_len > w[3]) w[3] = rows[i].inputs_len;
+    same_device &= strcmp(rows[i].device, rows[0].device) == 0;
   }
-  printf("  %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", (int)w[0], hdr[0], (int)w[1], hdr[1],
-         (int)w[2], hdr[2], (int)w[3], hdr[3], (int)w[4], hdr[4], (int)w[5], hdr[5], hdr[6]);
-  for (int i = 0; i < n; i++)
-    printf("  %-*s  %-*s  %-*s  %-*s  %-*s  %-*s  %s\n", (int)w[0], rows[i].id, (int)w[1],
-           rows[i].name, (int)w[2], rows[i].op, (int)w[3], rows[i].inputs, (int)w[4],
-           rows[i].outputs, (int)w[5], rows[i].device, rows[i].flops);
+  if (n > 0 && same_device) printf("  device of every node: %s\n", rows[0].device);
+  /* 2 columns of indent and 2 between columns. */
+  size_t others =
+      2 + 2 * (same_device ? 5 : 6) + w[0] + w[1] + w[2] + w[4] + w[6] + (same_device ? 0 : w[5]);
+  size_t room = others + INPUTS_MIN < LINE_WIDTH ? LINE_WIDTH - others : INPUTS_MIN;
+  if (w[3] > room) w[3] = room;
+  print_line(hdr, w, same_device);
+  char inputs[CELL];
+  for (int i = 0; i < n; i++) {
+    inputs_cell(g, i, w[3], inputs);
+    const char *cells[7] = {rows[i].id,      rows[i].name,   rows[i].op,   inputs,
+                            rows[i].outputs, rows[i].device, rows[i].flops};
+    print_line(cells, w, same_device);
+  }
 }
 
 typedef struct param_sum {
@@ -49,6 +106,75 @@ typedef struct param_sum {
   uint64_t bytes;
   int tensors;
 } param_sum;
+
+/* What a variable holds: a parameter the training step updates (or any
+ * other variable), or optimizer state, which the update ops keep beside
+ * the parameters and which is not part of the model. */
+enum { VAR_PARAM, VAR_MOMENTUM, VAR_ADAM, VAR_STEP, VAR_STATE, VAR_KINDS };
+
+/* The optimizer state of every update op (an op named apply_*, as
+ * fg_minimize makes them: input 0 is the parameter it updates): the
+ * variables at its other inputs, read directly (momentum buffers, Adam's m
+ * and v) or through the assign that advances them (step counters). */
+static void mark_optimizer_state(const fg_graph *g, unsigned char *kind) {
+  for (int id = 0; id < fg_graph_num_nodes(g); id++) {
+    const char *op = fg_node_op(g, id);
+    if (!op || strncmp(op, "apply_", 6) != 0) continue;
+    for (int k = 1; k < fg_node_num_inputs(g, id); k++) {
+      int src = fg_node_input(g, id, k).node, advanced = 0;
+      const char *sop = fg_node_op(g, src);
+      if (sop && strcmp(sop, "assign") == 0) {
+        src = fg_node_input(g, src, 0).node;
+        sop = fg_node_op(g, src);
+        advanced = 1;
+      }
+      if (!sop || strcmp(sop, "variable") != 0) continue;
+      kind[src] = advanced                            ? VAR_STEP
+                  : strcmp(op, "apply_momentum") == 0 ? VAR_MOMENTUM
+                  : strcmp(op, "apply_adam") == 0     ? VAR_ADAM
+                                                      : VAR_STATE;
+    }
+  }
+}
+
+static void print_sum(const char *label, const param_sum *p) {
+  printf("%s: %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", label, p->elems, p->bytes,
+         p->tensors, p->tensors == 1 ? "" : "s");
+}
+
+/* The parameters (variables and constants) and, apart from them, the
+ * optimizer state, by kind. */
+static void print_parameters(const fg_graph *g) {
+  int n = fg_graph_num_nodes(g);
+  unsigned char *kind = calloc((size_t)n + 1, 1);
+  param_sum vars[VAR_KINDS], consts = {0, 0, 0}, all = {0, 0, 0}, state = {0, 0, 0};
+  memset(vars, 0, sizeof vars);
+  if (kind) mark_optimizer_state(g, kind);
+  for (int id = 0; id < n; id++) {
+    const char *op = fg_node_op(g, id);
+    const fg_tensor *t = NULL;
+    if (!op || (strcmp(op, "variable") != 0 && strcmp(op, "constant") != 0) ||
+        fg_node_attr_tensor(g, id, "value", &t) != 0 || !t)
+      continue;
+    int k = kind ? kind[id] : VAR_PARAM;
+    param_sum *p[2] = {op[0] == 'v' ? &vars[k] : &consts, k == VAR_PARAM ? &all : &state};
+    for (int j = 0; j < 2; j++) {
+      p[j]->elems += fg_tensor_num_elements(t);
+      p[j]->bytes += fg_tensor_num_bytes(t);
+      p[j]->tensors++;
+    }
+  }
+  free(kind);
+  print_sum("parameters", &all);
+  print_sum("  trainable (variables)", &vars[VAR_PARAM]);
+  print_sum("  constants", &consts);
+  if (state.tensors == 0) return;
+  print_sum("optimizer state (kept by the update ops, not counted above)", &state);
+  static const char *const names[VAR_KINDS] = {NULL, "  momentum buffers", "  Adam m and v",
+                                               "  step counters", "  other update op inputs"};
+  for (int k = 1; k < VAR_KINDS; k++)
+    if (vars[k].tensors > 0) print_sum(names[k], &vars[k]);
+}
 
 /* Devices, nodes per device, the send/recv transfers between them and the
  * all_reduce nodes of a data-parallel graph. */
@@ -121,7 +247,6 @@ static void inspect_graph(const fg_graph *g, const char *path) {
   fg_status *pst = fg_status_new();
   fg_partition *part = fg_partition_new(g, NULL, pst);
   row *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
-  param_sum vars = {0, 0, 0}, consts = {0, 0, 0};
   int64_t flops_total = 0;
   int flops_unknown = 0;
   for (int id = 0; id < n; id++) {
@@ -131,15 +256,6 @@ static void inspect_graph(const fg_graph *g, const char *path) {
       if (flops_total <= INT64_MAX - fl) flops_total += fl;
     } else {
       flops_unknown++;
-    }
-    if (op && (strcmp(op, "variable") == 0 || strcmp(op, "constant") == 0)) {
-      const fg_tensor *t = NULL;
-      if (fg_node_attr_tensor(g, id, "value", &t) == 0 && t) {
-        param_sum *p = op[0] == 'v' ? &vars : &consts;
-        p->elems += fg_tensor_num_elements(t);
-        p->bytes += fg_tensor_num_bytes(t);
-        p->tensors++;
-      }
     }
     if (!rows) continue;
     row *r = &rows[id];
@@ -160,13 +276,11 @@ static void inspect_graph(const fg_graph *g, const char *path) {
     else
       snprintf(r->flops, sizeof r->flops, "-");
     int ni = fg_node_num_inputs(g, id);
+    r->inputs_len = ni > 0 ? 0 : 1; /* "-" */
     for (int k = 0; k < ni; k++) {
-      fg_output in = fg_node_input(g, id, k);
-      const char *nm = fg_node_name(g, in.node);
-      snprintf(buf, sizeof buf, "%s%s:%d", k ? ", " : "", nm ? nm : "?", in.index);
-      cell_append(r->inputs, buf);
+      input_str(g, id, k, buf, sizeof buf);
+      r->inputs_len += (k ? 2 : 0) + strlen(buf);
     }
-    if (ni <= 0) cell_append(r->inputs, "-");
     int no = fg_node_num_outputs(g, id);
     for (int k = 0; k < no; k++) {
       cli_describe_output(g, (fg_output){id, k}, shape, sizeof shape);
@@ -176,19 +290,13 @@ static void inspect_graph(const fg_graph *g, const char *path) {
     if (no <= 0) cell_append(r->outputs, "-");
   }
   printf("nodes (%d):\n", n);
-  if (rows) print_rows(rows, n);
+  if (rows) print_rows(g, rows, n);
   free(rows);
   print_placement(g, part, pst);
   fg_partition_free(part);
   fg_status_free(pst);
 
-  int nt = vars.tensors + consts.tensors;
-  printf("parameters: %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", vars.elems + consts.elems,
-         vars.bytes + consts.bytes, nt, nt == 1 ? "" : "s");
-  printf("  trainable (variables): %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", vars.elems,
-         vars.bytes, vars.tensors, vars.tensors == 1 ? "" : "s");
-  printf("  constants: %" PRId64 " (%" PRIu64 " bytes) in %d tensor%s\n", consts.elems,
-         consts.bytes, consts.tensors, consts.tensors == 1 ? "" : "s");
+  print_parameters(g);
   if (flops_unknown == 0)
     printf("total flops: %" PRId64 "\n", flops_total);
   else
@@ -230,6 +338,11 @@ const cli_command cli_inspect_command = {
     "shapes ('?' is a dimension known only when fed), the metadata, a node table\n"
     "(id, name, op, inputs as name:index, output dtype and shape, device, FLOPs;\n"
     "'-' where the FLOPs depend on an unknown dimension), the parameter count\n"
-    "and bytes (variables = trainable, and constants) and the total FLOPs over\n"
-    "the nodes whose shapes are known. A .json model is read in its JSON form.\n",
+    "and bytes (variables = trainable, and constants), the optimizer state apart\n"
+    "from them (momentum buffers, Adam m and v, step counters: the variables the\n"
+    "update ops apply_* read besides the parameter they update) and the total\n"
+    "FLOPs over the nodes whose shapes are known. The table keeps lines within\n"
+    "120 columns where names allow: a long input list shows its first inputs and\n"
+    "\"+N more\", and when every node has the same device it is printed once,\n"
+    "above the table, instead of a column. A .json model is read in its JSON form.\n",
     inspect_main};

@@ -3,7 +3,7 @@
  * save the trained variables with fg_session_save.
  *
  * Feeds are checked by run_feeds.c (names, placeholders, dtypes, shapes);
- * this file adds what minibatching needs: every -i has the same leading
+ * train_data.c adds what minibatching needs: every -i has the same leading
  * size, and the rows are sliced (or gathered, with --shuffle) per step. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,41 +20,7 @@
 #define MAX_BATCH  10000000
 #define MAX_EPOCHS 10000000
 
-typedef struct train_args {
-  const char *model, *target, *loss, *save;
-  cli_pair *inputs, *eval_inputs;
-  int n_inputs, n_eval_inputs;
-  const char **evals;
-  int n_evals;
-  int64_t batch, epochs;
-  int shuffle;
-  uint64_t seed;
-  int threads, threads_set, quiet;
-  /* --dist mpi: one replica per MPI rank; each takes its shard of every
-   * batch, gradients are averaged by all_reduce, rank 0 alone prints and
-   * saves. */
-  int dist_mpi;
-  int64_t dist_timeout, dist_bucket;
-  int dist_loss_sum; /* --dist-loss sum: the loss sums over rows */
-  int dist_comm;     /* --dist-comm: CLI_DIST_COMM_AUTO, _MPI or _NCCL */
-  /* --dist mpi on a cross-process graph (devices "rank:R/..."): model
-   * parallelism; every rank feeds whole batches and runs its own nodes. */
-  int model_parallel;
-  /* --dist mpi: how many replicas share each batch and which one this
-   * process belongs to (its shard): the ranks for data parallelism, 1 for
-   * model parallelism, processes / stages for both (hybrid). */
-  int replicas, replica;
-  /* --micro-batches M: fg_micro_batch before anything else (1: off). */
-  int64_t micro;
-  int64_t in_flight; /* --in-flight K (0: fg_micro_batch's default) */
-} train_args;
-
-/* One training feed: the whole .npy and a buffer for gathered rows. */
-typedef struct batch_feed {
-  const fg_tensor *all;
-  size_t row_bytes;
-  unsigned char *rows; /* --shuffle only: batch rows gathered in order */
-} batch_feed;
+#include "train.h"
 
 static void free_args(void *args) {
   train_args *a = args;
@@ -159,20 +125,6 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   return a->save ? cli_check_model_path(cmd, a->save) : CLI_OK;
 }
 
-/* Documented in the help: one splitmix64 stream per run, seeded with SEED;
- * each epoch shuffles the identity permutation 0..n-1 with Fisher-Yates,
- * for i = n-1 down to 1 swapping i with j = next() mod (i+1). */
-static void shuffle(int64_t *perm, int64_t n, uint64_t *rng) {
-  for (int64_t i = 0; i < n; i++)
-    perm[i] = i;
-  for (int64_t i = n - 1; i > 0; i--) {
-    int64_t j = (int64_t)(cli_splitmix64(rng) % (uint64_t)(i + 1));
-    int64_t t = perm[i];
-    perm[i] = perm[j];
-    perm[j] = t;
-  }
-}
-
 /* The names train uses: the target node, the loss and the eval fetches,
  * defaulting to the metadata fg_minimize records. */
 static int resolve_names(const fg_graph *g, train_args *a, fg_status *st) {
@@ -258,6 +210,7 @@ static int prepare_feeds(const fg_graph *g, const train_args *a, cli_pair *input
   ra.n_targets = target ? 1 : 0;
   /* Skips run's own "not fed" message, which suggests --random-inputs. */
   ra.random_inputs = 1;
+  ra.batched = target != NULL; /* the training feeds, cut into batches */
   if (run_feeds_prepare(g, &ra, fetch, n_fetch, f, st) != 0) return -1;
   int id = run_feeds_next_unfed(g, f, n_inputs, 0);
   if (id >= 0) {
@@ -272,69 +225,6 @@ static int prepare_feeds(const fg_graph *g, const train_args *a, cli_pair *input
   if (prepare_only) return 0;
   ra.random_inputs = 0;
   return run_feeds_load(g, &ra, f, st);
-}
-
-/* Every training feed is sliced along axis 0: all need the same number of
- * rows, at least one. */
-static int64_t check_rows(const train_args *a, const run_feeds *f, fg_status *st) {
-  int64_t n = -1;
-  for (int i = 0; i < f->n; i++) {
-    const fg_tensor *t = f->tensors[i];
-    char shape[256];
-    cli_shape_str(fg_tensor_rank(t), fg_tensor_dims(t), shape, sizeof shape);
-    if (fg_tensor_rank(t) < 1) {
-      fg_status_set(st, FG_INVALID_ARGUMENT,
-                    "feed '%s' (%s) is a scalar: train slices every -i into batches along axis 0",
-                    a->inputs[i].name, a->inputs[i].path);
-      return -1;
-    }
-    int64_t rows = fg_tensor_dim(t, 0);
-    if (rows == 0) {
-      fg_status_set(st, FG_INVALID_ARGUMENT, "feed '%s' (%s) has shape %s: no rows to train on",
-                    a->inputs[i].name, a->inputs[i].path, shape);
-      return -1;
-    }
-    if (n >= 0 && rows != n) {
-      fg_status_set(st, FG_INVALID_ARGUMENT,
-                    "feeds have different leading sizes: '%s' (%s) has %" PRId64
-                    " rows, '%s' (%s) has %" PRId64,
-                    a->inputs[0].name, a->inputs[0].path, n, a->inputs[i].name, a->inputs[i].path,
-                    rows);
-      return -1;
-    }
-    n = rows;
-  }
-  return n;
-}
-
-/* Fills feeds[] with the rows perm[start .. start+b) (or start.. when perm is
- * NULL) of every training feed. */
-static int make_batch(const run_feeds *f, batch_feed *bf, const int64_t *perm, int64_t start,
-                      int64_t b, fg_feed *feeds, fg_tensor **views, fg_status *st) {
-  for (int i = 0; i < f->n; i++) {
-    const fg_tensor *all = bf[i].all;
-    unsigned char *src = fg_tensor_data(all), *data;
-    if (bf[i].row_bytes == 0) {
-      data = src; /* rows of zero bytes: nothing to slice or copy */
-    } else if (perm) {
-      for (int64_t r = 0; r < b; r++)
-        memcpy(bf[i].rows + (size_t)r * bf[i].row_bytes,
-               src + (size_t)perm[start + r] * bf[i].row_bytes, bf[i].row_bytes);
-      data = bf[i].rows;
-    } else {
-      data = src + (size_t)start * bf[i].row_bytes; /* contiguous rows: no copy */
-    }
-    int64_t dims[FG_MAX_RANK];
-    int rank = fg_tensor_rank(all);
-    memcpy(dims, fg_tensor_dims(all), (size_t)rank * sizeof dims[0]);
-    dims[0] = b;
-    fg_tensor_free(views[i]);
-    views[i] =
-        fg_tensor_wrap(fg_tensor_dtype(all), rank, dims, data, (size_t)b * bf[i].row_bytes, st);
-    if (!views[i]) return -1;
-    feeds[i] = (fg_feed){f->feeds[i].name, views[i]};
-  }
-  return 0;
 }
 
 /* Writes the session's graph with the trained variables; the JSON form goes
@@ -419,7 +309,7 @@ static int rewrite_micro(const train_args *a, fg_graph **g, fg_status *st) {
 /* The smallest batch of an epoch: all the data when it is under one batch,
  * else the last, shorter batch, if any (*is_last then says so). */
 static int64_t smallest_batch(const train_args *a, int64_t n_rows, int *is_last) {
-  int64_t last = n_rows % a->batch;
+  int64_t last = a->drop_last ? 0 : n_rows % a->batch;
   *is_last = n_rows >= a->batch && last > 0;
   return n_rows < a->batch ? n_rows : *is_last ? last : a->batch;
 }
@@ -626,15 +516,78 @@ static void clear_progress(void) {
   progress_shown = 0;
 }
 
+/* Whether the loss alone (no update) fails with `code` on the first `len`
+ * rows of the batch at `start`. */
+static int prefix_fails(trainer *t, const train_args *a, int64_t start, int64_t len, fg_code code,
+                        fg_status *st) {
+  if (train_make_batch(&t->train, t->bf, a->shuffle ? t->perm : NULL, start, len, t->feeds,
+                       t->views, st) != 0)
+    return 0;
+  int rc = fg_session_run(t->s, t->feeds, t->train.n, t->fetch, 1, t->outs, NULL, 0, st);
+  fg_tensor_free(t->outs[0]);
+  t->outs[0] = NULL;
+  return rc != 0 && fg_status_code(st) == code;
+}
+
+/* A training step failed on the batch of `b` rows at `start`: the error
+ * gets where, in terms of the data: the epoch, the step and, when one row
+ * causes it (a label out of range, a NaN under --check-numerics), that
+ * row's index in the -i files, whatever the shuffle. The row is found by
+ * running the loss alone on prefixes of the batch (a bisection): the
+ * shortest that fails the same way ends with it. Not under --dist mpi (a
+ * run pairs with other ranks), --micro-batches (a prefix must fill every
+ * micro-batch) or a fixed batch dimension (nothing shorter can be fed). */
+static void locate_error(trainer *t, const train_args *a, int64_t e, int64_t s, int64_t steps,
+                         int64_t start, int64_t b, fg_status *st) {
+  fg_code code = fg_status_code(st);
+  char msg[2048], where[512];
+  snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+  int64_t bad = -1; /* the culprit's row in the batch */
+  fg_status *probe = t->c.world || a->micro > 1 || a->fixed_name ? NULL : fg_status_new();
+  if (probe && prefix_fails(t, a, start, b, code, probe)) {
+    int64_t lo = 1, hi = b; /* the first hi rows fail */
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if (prefix_fails(t, a, start, mid, code, probe))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    bad = hi - 1;
+  }
+  fg_status_free(probe);
+  int n = snprintf(where, sizeof where, "epoch %" PRId64 "/%" PRId64 ", step %" PRId64 "/%" PRId64,
+                   e, a->epochs, s + 1, steps);
+  if (bad >= 0)
+    snprintf(where + n, sizeof where - (size_t)n,
+             ": row %" PRId64 " of the -i files (counting from 0; row %" PRId64 " of the%s batch)",
+             a->shuffle ? t->perm[start + bad] : start + bad, bad, a->shuffle ? " shuffled" : "");
+  else if (a->shuffle) {
+    /* The batch's first rows in the -i files (12 numbers fit in `where`). */
+    n += snprintf(where + n, sizeof where - (size_t)n, " (rows");
+    for (int64_t r = 0; r < b && r < 12; r++)
+      n += snprintf(where + n, sizeof where - (size_t)n, "%s %" PRId64, r ? "," : "",
+                    t->perm[start + r]);
+    snprintf(where + n, sizeof where - (size_t)n, "%s of the -i files, counting from 0)",
+             b > 12 ? ", ..." : "");
+  } else
+    snprintf(where + n, sizeof where - (size_t)n,
+             " (rows %" PRId64 "..%" PRId64 " of the -i files, counting from 0)", start,
+             start + b - 1);
+  fg_status_set(st, code, "%s: %s", where, msg);
+}
+
 static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_status *st) {
   /* mpirun forwards output through a pty: no \r progress lines there. */
   int tty = !a->quiet && !t->c.world && isatty(STDOUT_FILENO);
-  int64_t steps = (n_rows + a->batch - 1) / a->batch;
+  /* drop_last: only whole batches (train_check_fixed_batch). */
+  int64_t steps = a->drop_last ? n_rows / a->batch : (n_rows + a->batch - 1) / a->batch;
+  int64_t epoch_rows = steps * a->batch < n_rows ? steps * a->batch : n_rows;
   uint64_t rng = a->seed;
   double first_loss = 0, last_loss = 0, t_start = cli_now_s();
   for (int64_t e = 1; e <= a->epochs; e++) {
     double t0 = cli_now_s(), last_draw = 0, sum = 0;
-    if (a->shuffle) shuffle(t->perm, n_rows, &rng);
+    if (a->shuffle) train_shuffle(t->perm, n_rows, &rng);
     for (int64_t s = 0; s < steps; s++) {
       int64_t start = s * a->batch;
       int64_t b = n_rows - start < a->batch ? n_rows - start : a->batch;
@@ -643,12 +596,14 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
        * one). */
       int dp = t->c.loss != NULL;
       int64_t lo = 0, len = dp ? fg_shard_rows(b, a->replicas, a->replica, &lo) : b;
-      if (make_batch(&t->train, t->bf, a->shuffle ? t->perm : NULL, start + lo, len, t->feeds,
-                     t->views, st) != 0)
+      if (train_make_batch(&t->train, t->bf, a->shuffle ? t->perm : NULL, start + lo, len, t->feeds,
+                           t->views, st) != 0)
         return -1;
       const char *target = a->target;
-      if (fg_session_run(t->s, t->feeds, t->train.n, t->fetch, 1, t->outs, &target, 1, st) != 0)
+      if (fg_session_run(t->s, t->feeds, t->train.n, t->fetch, 1, t->outs, &target, 1, st) != 0) {
+        locate_error(t, a, e, s, steps, start + lo, len, st);
         return -1;
+      }
       double loss;
       int rc = scalar_value(t->outs[0], "loss", a->loss, &loss, st);
       fg_tensor_free(t->outs[0]);
@@ -675,13 +630,19 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
         last_draw = now;
       }
     }
-    double epoch_loss = sum / (double)n_rows;
+    double epoch_loss = sum / (double)epoch_rows;
     if (e == 1) first_loss = epoch_loss;
     last_loss = epoch_loss;
     char line[4096];
     snprintf(line, sizeof line, "epoch %" PRId64 "/%" PRId64 "  loss %.6g", e, a->epochs,
              epoch_loss);
-    if (a->n_evals > 0 && run_evals(t, a, line, sizeof line, st) != 0) return -1;
+    if (a->n_evals > 0 && run_evals(t, a, line, sizeof line, st) != 0) {
+      char msg[2048];
+      snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+      fg_status_set(st, fg_status_code(st), "evals after epoch %" PRId64 "/%" PRId64 ": %s", e,
+                    a->epochs, msg);
+      return -1;
+    }
     clear_progress();
     if (!a->quiet) printf("%s  (%.2f s)\n", line, cli_now_s() - t0);
     fflush(stdout);
@@ -726,8 +687,9 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
                       st) != 0)
       goto done;
   }
-  int64_t n_rows = check_rows(a, &t.train, st);
-  if (n_rows < 0) goto done;
+  int64_t n_rows = train_check_rows(a, &t.train, st);
+  if (n_rows < 0 || train_check_fixed_batch(g, a, &t.train, t.c.loss != NULL, n_rows, st) != 0)
+    goto done;
   if (t.c.world && dist_check_batches(a, t.c.world, n_rows, st) != 0) goto done;
   if (check_micro_rows(a, n_rows, st) != 0) goto done;
   if (a->save && cli_check_writable(a->save, "--save", st) != 0) goto done;
@@ -759,6 +721,10 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
            a->shuffle ? ", shuffled" : "");
   if (!a->quiet && a->micro > 1) printf(", %" PRId64 " micro-batches per step", a->micro);
   if (!a->quiet) printf("\n");
+  if (!a->quiet && a->drop_last)
+    printf("placeholder '%s' takes batches of exactly %" PRId64 " rows: the last %" PRId64
+           " rows of every epoch%s are left out\n",
+           a->fixed_name, a->fixed_rows, n_rows % a->batch, a->shuffle ? " (shuffled)" : "");
   if (train_epochs(&t, a, n_rows, st) != 0) goto done;
   /* Which path the gradients took, decided by the first all_reduce: one
    * shared segment when every rank is on this host, else MPI messages. */
@@ -815,7 +781,11 @@ const cli_command cli_train_command = {
     "  --loss NAME                 the scalar loss fetched at every step (default:\n"
     "                              metadata 'loss')\n"
     "  --batch N                   rows per step (1..10000000); the last, smaller\n"
-    "                              batch of an epoch is kept\n"
+    "                              batch of an epoch is kept, unless a placeholder\n"
+    "                              fed by -i has a fixed leading dimension: then N\n"
+    "                              (with --dist mpi, each replica's share of N)\n"
+    "                              must equal it and the last, partial batch is\n"
+    "                              dropped (PyTorch's drop_last), with a note\n"
     "  --epochs N                  passes over the data (1..10000000)\n"
     "  --shuffle SEED              new row order every epoch (else the file order):\n"
     "                              one splitmix64 stream seeded with SEED; each\n"
@@ -877,5 +847,7 @@ const cli_command cli_train_command = {
     "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
     "mean of the batch losses weighted by batch size and T the epoch's time with\n"
     "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"
-    "may be .fgb or .json.\n",
+    "may be .fgb or .json. An error in a step names the epoch, the step and, when\n"
+    "one row causes it (found by running the loss on parts of the batch), that\n"
+    "row's index in the -i files.\n",
     train_main};

@@ -24,6 +24,9 @@ typedef struct run_args {
   int threads, threads_set;
   int dist_mpi;         /* --dist mpi: a cross-process model, one rank each */
   int64_t dist_timeout; /* --dist-timeout seconds (0: 60) */
+  /* train: axis 0 of every -i holds the rows that are cut into batches, so
+   * only the other axes are checked here; the caller checks each batch. */
+  int batched;
 } run_args;
 
 typedef struct run_feeds {

@@ -108,7 +108,7 @@ int run_feeds_next_unfed(const fg_graph *g, const run_feeds *f, int n_inputs, in
 }
 
 static int check_feed(const fg_graph *g, int id, const char *name, const char *path,
-                      const fg_tensor *t, fg_status *st) {
+                      const fg_tensor *t, int batched, fg_status *st) {
   fg_output o = {id, 0};
   int64_t dims[FG_MAX_RANK];
   int rank = fg_output_shape(g, o, dims);
@@ -123,7 +123,7 @@ static int check_feed(const fg_graph *g, int id, const char *name, const char *p
     return -1;
   }
   int ok = rank == fg_tensor_rank(t);
-  for (int k = 0; ok && k < rank; k++)
+  for (int k = batched ? 1 : 0; ok && k < rank; k++)
     ok = dims[k] < 0 || dims[k] == fg_tensor_dim(t, k);
   if (!ok) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
@@ -191,7 +191,7 @@ int run_feeds_load(const fg_graph *g, const run_args *a, run_feeds *f, fg_status
     f->tensors[f->n] = t;
     f->feeds[f->n] = (fg_feed){fg_node_name(g, f->node_of_input[i]), t};
     f->n++;
-    if (check_feed(g, f->node_of_input[i], name, path, t, st) != 0) return -1;
+    if (check_feed(g, f->node_of_input[i], name, path, t, a->batched, st) != 0) return -1;
   }
   if (!a->random_inputs) return 0;
   uint64_t rng = a->seed;

@@ -1,0 +1,68 @@
+/* Shared between cmd_train.c (options, the training loop, --dist mpi) and
+ * train_data.c (the training feeds: rows, batches, the shuffle). */
+#ifndef FG_CLI_TRAIN_H
+#define FG_CLI_TRAIN_H
+
+#include <stdint.h>
+
+#include "run.h"
+
+typedef struct train_args {
+  const char *model, *target, *loss, *save;
+  cli_pair *inputs, *eval_inputs;
+  int n_inputs, n_eval_inputs;
+  const char **evals;
+  int n_evals;
+  int64_t batch, epochs;
+  int shuffle;
+  uint64_t seed;
+  int threads, threads_set, quiet;
+  /* --dist mpi: one replica per MPI rank; each takes its shard of every
+   * batch, gradients are averaged by all_reduce, rank 0 alone prints and
+   * saves. */
+  int dist_mpi;
+  int64_t dist_timeout, dist_bucket;
+  int dist_loss_sum; /* --dist-loss sum: the loss sums over rows */
+  int dist_comm;     /* --dist-comm: CLI_DIST_COMM_AUTO, _MPI or _NCCL */
+  /* --dist mpi on a cross-process graph (devices "rank:R/..."): model
+   * parallelism; every rank feeds whole batches and runs its own nodes. */
+  int model_parallel;
+  /* --dist mpi: how many replicas share each batch and which one this
+   * process belongs to (its shard): the ranks for data parallelism, 1 for
+   * model parallelism, processes / stages for both (hybrid). */
+  int replicas, replica;
+  /* --micro-batches M: fg_micro_batch before anything else (1: off). */
+  int64_t micro;
+  int64_t in_flight; /* --in-flight K (0: fg_micro_batch's default) */
+  /* A placeholder fed by -i with a fixed leading dimension (train_check_fixed_batch):
+   * its name and row count, and whether the last, partial batch of every
+   * epoch is dropped. */
+  const char *fixed_name;
+  int64_t fixed_rows;
+  int drop_last;
+} train_args;
+
+/* One training feed: the whole .npy and a buffer for gathered rows. */
+typedef struct batch_feed {
+  const fg_tensor *all;
+  size_t row_bytes;
+  unsigned char *rows; /* --shuffle only: batch rows gathered in order */
+} batch_feed;
+
+/* Documented in the help: one splitmix64 stream per run, seeded with SEED;
+ * each epoch shuffles the identity permutation 0..n-1 with Fisher-Yates,
+ * for i = n-1 down to 1 swapping i with j = next() mod (i+1). */
+void train_shuffle(int64_t *perm, int64_t n, uint64_t *rng);
+/* The rows every training feed has (all the same, at least one), or -1. */
+int64_t train_check_rows(const train_args *a, const run_feeds *f, fg_status *st);
+/* Checks the batches against placeholders with a fixed leading dimension
+ * and sets a->fixed_name, fixed_rows and drop_last; `dp`: every batch is
+ * sharded over a->replicas. 0 or -1. */
+int train_check_fixed_batch(const fg_graph *g, train_args *a, const run_feeds *f, int dp,
+                            int64_t n_rows, fg_status *st);
+/* Fills feeds[] with the rows perm[start .. start+b) (or start.. when perm
+ * is NULL) of every training feed, through views[] (freed and replaced). */
+int train_make_batch(const run_feeds *f, batch_feed *bf, const int64_t *perm, int64_t start,
+                     int64_t b, fg_feed *feeds, fg_tensor **views, fg_status *st);
+
+#endif
