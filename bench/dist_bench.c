@@ -41,8 +41,8 @@
 
 #include <mpi.h>
 
-#include "flowgraph/comm.h"
 #include "flowgraph/autodiff.h"
+#include "flowgraph/comm.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/flowgraph.h"
 

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flowgraph/comm.h"
 #include "dist_cli.h"
+#include "flowgraph/comm.h"
 #include "flowgraph/dist.h"
 #include "plan.h"
 #include "profile_dist.h"
@@ -653,7 +653,7 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
         printf("%s rank %d %.3f ms", r ? "," : "", r, (double)all[r] / 1e6);
     printf("\n");
     /* Where the all_reduce time above went: one shared segment, or MPI
-     * messages (dist/comm_mpi.h). */
+     * messages (fg_comm_stats, flowgraph/comm.h). */
     if (dg) cli_print_reduce_path("", data ? data : world);
   }
   free(all);

@@ -10,7 +10,6 @@
 #include "dist_cli.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
-#include "flowgraph/io.h"
 #include "run.h"
 
 #define MAX_REPEAT 10000000

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "flowgraph/comm.h"
 #include "dist_cli.h"
+#include "flowgraph/comm.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 #include "run.h"

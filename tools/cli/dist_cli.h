@@ -32,10 +32,10 @@ int cli_dist_opt(const cli_command *cmd, int argc, char **argv, int *i, int *dis
 int cli_dist_join(const char *command, const char *model, const void *opts, size_t opts_len,
                   int64_t timeout_s, fg_comm **comm, fg_status *st);
 
-/* "<prefix>gradients all-reduced over <path>" (fg_comm_mpi_reduce_path),
- * and "; N all_reduces read the ranks' buffers in place" when some did
- * (sessions' arenas, dist/shm_arena.h; small buffers go through the
- * segment). */
+/* "<prefix>gradients all-reduced over <path>" (fg_comm_stats'
+ * reduce_path), and "; N all_reduces read the ranks' buffers in place"
+ * when some did (sessions' arenas in shared memory; small buffers go
+ * through the segment). */
 void cli_print_reduce_path(const char *prefix, const fg_comm *c);
 
 /* ---- GPUs under --dist mpi (dist_cli.c) ---------------------------------- */

@@ -10,7 +10,6 @@
 
 #include "cli.h"
 #include "flowgraph/io.h"
-#include "flowgraph/io.h"
 
 fg_graph *cli_load_model(const char *path, fg_status *st) {
   return cli_has_ext(path, ".json") ? fg_graph_load_json(path, st) : fg_graph_load(path, st);
