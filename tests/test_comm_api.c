@@ -233,6 +233,7 @@ FG_TEST(io_api_write_paths, "io") {
   t = fg_path_write_target(file);
   FG_REQUIRE(t != NULL);
   FG_CHECK_STR(t, file);
+  free(t);
   char *tmp = NULL;
   int fd = fg_path_open_temp(file, &tmp);
   FG_REQUIRE(fd >= 0);
