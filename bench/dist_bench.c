@@ -41,13 +41,19 @@
 
 #include <mpi.h>
 
-#include "dist/comm_mpi.h"
-#include "dist/shm_arena.h"
 #include "flowgraph/autodiff.h"
+#include "flowgraph/comm.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/flowgraph.h"
 
 #include "bench_common.h"
+
+/* What the communicator did so far (its path and counters). */
+static fg_comm_stats stats_of(const fg_comm *c) {
+  fg_comm_stats s;
+  fg_comm_get_stats(c, &s);
+  return s;
+}
 
 /* The median of n <= 5 values (sorts them). */
 static double median5(double *v, int n) {
@@ -61,8 +67,8 @@ static double median5(double *v, int n) {
 }
 
 static int busbw(fg_comm *c, int64_t max_bytes, fg_status *st) {
-  int n = c->size;
-  if (c->rank == 0) {
+  int n = fg_comm_size(c);
+  if (fg_comm_rank(c) == 0) {
     size_t bytes = (size_t)256 << 20;
     char *a = malloc(bytes), *b = malloc(bytes);
     memset(a, 1, bytes);
@@ -81,10 +87,10 @@ static int busbw(fg_comm *c, int64_t max_bytes, fg_status *st) {
   /* Where sessions keep gradients: in arenas the other ranks map, read in
    * place over shared memory (FG_MPI_SHM_ARENA=0: the heap, the copy
    * through the segment's slots). */
-  const int shared = fg_comm_mpi_shares_arenas(c);
+  const int shared = stats_of(c).shares_arenas;
   for (int64_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
     int64_t count = bytes / 4;
-    float *buf = shared ? fg_shm_arena_alloc_host((size_t)bytes) : malloc((size_t)bytes);
+    float *buf = shared ? fg_shared_host_alloc((size_t)bytes) : malloc((size_t)bytes);
     if (!buf) return -1;
     /* Zeros stay zeros however many sums run (ones would double each time,
      * past f32's range at 128 runs). */
@@ -96,13 +102,13 @@ static int busbw(fg_comm *c, int64_t max_bytes, fg_status *st) {
     double ts[5], tms[5];
     /* One warm-up, then the batches. The warm-up's message bytes: what
      * leaves each process (between hosts, the network's share). */
-    uint64_t sent = fg_comm_mpi_message_bytes(c);
-    if (c->ops->all_reduce(c, buf, count, FG_F32, 0, st) != 0) return -1;
-    sent = fg_comm_mpi_message_bytes(c) - sent;
+    uint64_t sent = stats_of(c).message_bytes;
+    if (fg_comm_all_reduce(c, buf, count, FG_F32, 0, st) != 0) return -1;
+    sent = stats_of(c).message_bytes - sent;
     for (int k = 0; k < batches; k++) {
       double t0 = now_s();
       for (int i = 0; i < iters; i++)
-        if (c->ops->all_reduce(c, buf, count, FG_F32, 0, st) != 0) return -1;
+        if (fg_comm_all_reduce(c, buf, count, FG_F32, 0, st) != 0) return -1;
       ts[k] = (now_s() - t0) / iters;
     }
     double t = median5(ts, batches);
@@ -117,24 +123,24 @@ static int busbw(fg_comm *c, int64_t max_bytes, fg_status *st) {
       tms[k] = (now_s() - t1) / iters;
     }
     double tm = median5(tms, batches);
-    if (c->rank == 0)
+    if (fg_comm_rank(c) == 0)
       printf("FG allreduce_busbw ranks %d size %9lld B  time %10.1f us  algbw %6.3f GB/s  busbw "
              "%6.3f GB/s  (MPI_Allreduce: %10.1f us, busbw %6.3f GB/s)\n",
              n, (long long)bytes, t * 1e6, algbw, algbw * 2.0 * (n - 1) / n, tm * 1e6,
              (double)bytes / tm / 1e9 * 2.0 * (n - 1) / n);
-    if (c->rank == 0 && bytes * 4 > max_bytes) /* the largest size */
+    if (fg_comm_rank(c) == 0 && bytes * 4 > max_bytes) /* the largest size */
       printf("FG allreduce_busbw messages: rank 0 sent %.1f MB of a %lld %s all_reduce as MPI "
              "messages\n",
              (double)sent / 1048576.0, (long long)(bytes >= (1 << 20) ? bytes >> 20 : bytes >> 10),
              bytes >= (1 << 20) ? "MB" : "KB");
     if (shared)
-      fg_shm_arena_free(buf);
+      fg_shared_host_free(buf);
     else
       free(buf);
   }
-  if (c->rank == 0)
-    printf("FG allreduce_busbw path: %s%s\n", fg_comm_mpi_reduce_path(c),
-           fg_comm_mpi_in_place_count(c) ? " (buffers read in place above 16 KiB in all)" : "");
+  if (fg_comm_rank(c) == 0)
+    printf("FG allreduce_busbw path: %s%s\n", stats_of(c).reduce_path,
+           stats_of(c).in_place_reduces ? " (buffers read in place above 16 KiB in all)" : "");
   return 0;
 }
 
@@ -205,11 +211,11 @@ static int exchange(fg_comm *c, fg_status *st) {
    * can map (FG_MPI_SHM_ARENA=0: ordinary memory, the copy through
    * slots). */
   float *buf[4];
-  int shared = fg_comm_mpi_shares_arenas(c);
+  int shared = stats_of(c).shares_arenas;
   size_t total = 0;
   for (int k = 0; k < 4; k++)
     total += (size_t)count[k] * sizeof(float);
-  float *all = shared ? fg_shm_arena_alloc_host(total) : malloc(total);
+  float *all = shared ? fg_shared_host_alloc(total) : malloc(total);
   if (!all) return -1;
   memset(all, 0, total);
   for (int k = 0, at = 0; k < 4; at += (int)count[k], k++)
@@ -219,17 +225,17 @@ static int exchange(fg_comm *c, fg_status *st) {
   for (int i = 0; i < warmup + steps && rc == 0; i++) {
     if (i == warmup) t0 = now_s(), cpu0 = cpu_s();
     for (int k = 3; k >= 0 && rc == 0; k--) /* backward order: last layer first */
-      rc = c->ops->all_reduce(c, buf[k], count[k], FG_F32, 1, st);
+      rc = fg_comm_all_reduce(c, buf[k], count[k], FG_F32, 1, st);
   }
   double t = now_s() - t0, cpu = cpu_s() - cpu0;
-  if (rc == 0 && c->rank == 0)
+  if (rc == 0 && fg_comm_rank(c) == 0)
     printf("FG dp_scaling mlp_large_train ranks %d exchange only (%.1f MB of gradients): %.1f "
            "ms/step (rank 0's CPU time %.1f ms/step) over %s%s\n",
-           c->size, (double)(count[0] + count[1] + count[2] + count[3]) * 4 / 1048576,
-           t / steps * 1e3, cpu / steps * 1e3, fg_comm_mpi_reduce_path(c),
-           fg_comm_mpi_in_place_count(c) > 0 ? ", buffers read in place" : "");
+           fg_comm_size(c), (double)(count[0] + count[1] + count[2] + count[3]) * 4 / 1048576,
+           t / steps * 1e3, cpu / steps * 1e3, stats_of(c).reduce_path,
+           stats_of(c).in_place_reduces > 0 ? ", buffers read in place" : "");
   if (shared)
-    fg_shm_arena_free(all);
+    fg_shared_host_free(all);
   else
     free(all);
   return rc;
@@ -295,8 +301,8 @@ static int save_if_asked(const fg_graph *g, int rank, fg_status *st) {
 
 static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
   const int steps = 4, warmup = 1;
-  if (c->size != 2) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "pipe: run it on 2 ranks, not %d", c->size);
+  if (fg_comm_size(c) != 2) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "pipe: run it on 2 ranks, not %d", fg_comm_size(c));
     return -1;
   }
   fg_graph *g = build_mlp_pipe(st);
@@ -310,18 +316,18 @@ static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
   fg_graph *mg = micro > 1 ? fg_micro_batch_ex(g, micro, bi, 2, &mo, st) : g;
   if (mg != g) fg_graph_free(g);
   if (!mg) return -1;
-  if (save_if_asked(mg, c->rank, st) != 0) return -1;
+  if (save_if_asked(mg, fg_comm_rank(c), st) != 0) return -1;
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
   fg_session *s = fg_session_new(mg, &so, st);
   if (!s || fg_session_set_comm(s, c, st) != 0) return -1;
   uint64_t arena = 0, arenas[2];
-  double t = timed_steps(s, mg, batch, 0, warmup, steps, c->rank, &arena, st);
-  if (t < 0 || c->ops->all_gather_u64(c, arena, arenas, st) != 0) return -1;
+  double t = timed_steps(s, mg, batch, 0, warmup, steps, fg_comm_rank(c), &arena, st);
+  if (t < 0 || fg_comm_all_gather_u64(c, arena, arenas, st) != 0) return -1;
   /* The arenas show the memory side of micro-batching: all M in flight,
    * or at most 2 per stage (fg_micro_batch's bound beyond that). */
-  if (c->rank == 0)
+  if (fg_comm_rank(c) == 0)
     printf("FG pipeline mlp4_train ranks 2 threads 1 batch %d micro-batches %d: %.1f images/s "
            "(%.1f ms/step), arena rank 0 %.1f MB, rank 1 %.1f MB\n",
            batch, micro, batch * steps / t, t / steps * 1e3, (double)arenas[0] / 1e6,
@@ -368,7 +374,7 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   const int batch = small ? 32 : 256, warmup = small ? 50 : 2;
   const char *steps_env = getenv("FG_BENCH_STEPS");
   const int steps = steps_env ? atoi(steps_env) : small ? 2000 : 8;
-  int shard = batch / c->size;
+  int shard = batch / fg_comm_size(c);
   fg_graph *g = small ? build_mlp_small(st) : build_mlp_large(st);
   if (!g) return -1;
   const char *bi[] = {"x", "y"};
@@ -381,7 +387,7 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
   fg_graph *dg = mode == 2 ? g : fg_data_parallel(g, 1, bi, 2, &o, st);
   if (mode != 2) fg_graph_free(g);
   if (!dg) return -1;
-  if (save_if_asked(dg, c->rank, st) != 0) return -1;
+  if (save_if_asked(dg, fg_comm_rank(c), st) != 0) return -1;
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = 1;
@@ -394,15 +400,15 @@ static int dp(fg_comm *c, int64_t bucket, int mode, fg_status *st) {
                     : mode == 4 ? (lane_threads() > 0 ? "fused (own lane)" : "fused (in line)")
                     : lane_threads() > 0 ? "default (own lane)"
                                          : "default (in line)";
-  double t = timed_steps(s, dg, shard, c->rank, warmup, steps, c->rank, NULL, st);
+  double t = timed_steps(s, dg, shard, fg_comm_rank(c), warmup, steps, fg_comm_rank(c), NULL, st);
   if (t < 0) return -1;
-  if (c->rank == 0 && small)
+  if (fg_comm_rank(c) == 0 && small)
     printf("FG dp_small_step mlp 1024-16-1000 batch %d ranks %d threads 1: %.1f us/step\n", batch,
-           c->size, t / steps * 1e6);
-  else if (c->rank == 0)
+           fg_comm_size(c), t / steps * 1e6);
+  else if (fg_comm_rank(c) == 0)
     printf("FG dp_scaling mlp_large_train ranks %d threads 1 bucket %lld B collectives %s: %.1f "
            "images/s (%.1f ms/step)\n",
-           c->size, (long long)bucket, how, batch * steps / t, t / steps * 1e3);
+           fg_comm_size(c), (long long)bucket, how, batch * steps / t, t / steps * 1e3);
   fg_session_free(s);
   fg_graph_free(dg);
   return 0;
@@ -444,7 +450,7 @@ int main(int argc, char **argv) {
   if (rc != 0)
     fprintf(stderr, "dist_bench: %s: %s\n", fg_code_name(fg_status_code(st)),
             fg_status_message(st));
-  if (c) c->ops->free(c);
+  if (c) fg_comm_free(c);
   fg_status_free(st);
   fg_mpi_shutdown(rc == 0 ? 0 : 1);
   return rc == 0 ? 0 : 1;

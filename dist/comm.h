@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "flowgraph/comm.h"
 #include "flowgraph/status.h"
 #include "flowgraph/types.h"
 

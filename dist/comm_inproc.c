@@ -410,7 +410,8 @@ void fg_comm_inproc_abort(fg_comm *c, const char *why) {
   if (!g->aborted) {
     g->aborted = 1;
     g->abort_code = FG_ABORTED;
-    snprintf(g->why, sizeof g->why, "%s", why ? why : "a peer failed");
+    /* A longer reason is cut (the precision says so, for the compiler too). */
+    snprintf(g->why, sizeof g->why, "%.*s", (int)sizeof g->why - 1, why ? why : "a peer failed");
   }
   pthread_cond_broadcast(&g->cond);
   pthread_mutex_unlock(&g->lock);

@@ -1,4 +1,4 @@
-/* .npy reading and writing (tools/lib/npy.c): round trips, hand-made
+/* .npy reading and writing (schema/npy.c): round trips, hand-made
  * headers for format 1.0/2.0/3.0, files written by NumPy
  * (tests/gen/gen_npy_fixtures.py) and every malformed-file class of F20. */
 #include <dirent.h>

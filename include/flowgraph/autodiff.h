@@ -24,7 +24,7 @@ typedef struct fg_gradients_options {
   int zeros_for_unconnected;
 } fg_gradients_options;
 
-void fg_gradients_options_init(fg_gradients_options *opts);
+FG_API void fg_gradients_options_init(fg_gradients_options *opts);
 
 /* dxs[i] = sum over j of d(ys[j])/d(xs[i]) weighted by dys[j] (ones_like
  * ys[j] when dys is NULL or dys[j].node < 0). Gradients reaching a tensor
@@ -36,11 +36,11 @@ void fg_gradients_options_init(fg_gradients_options *opts);
  * integer y, gives FG_INVALID_ARGUMENT naming it. An op on the path that has
  * no gradient gives FG_UNIMPLEMENTED naming the op and the node.
  * Returns 0, or -1 with status set (and the graph's sticky error set). */
-int fg_gradients(fg_graph *g, const fg_output *ys, int ny, const fg_output *xs, int nx,
-                 const fg_output *dys, fg_output *dxs, fg_status *status);
-int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *xs, int nx,
-                    const fg_output *dys, fg_output *dxs, const fg_gradients_options *opts,
-                    fg_status *status);
+FG_API int fg_gradients(fg_graph *g, const fg_output *ys, int ny, const fg_output *xs, int nx,
+                        const fg_output *dys, fg_output *dxs, fg_status *status);
+FG_API int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *xs, int nx,
+                           const fg_output *dys, fg_output *dxs, const fg_gradients_options *opts,
+                           fg_status *status);
 
 /* ---- optimizers --------------------------------------------------------- */
 
@@ -67,7 +67,7 @@ typedef struct fg_optimizer_config {
                               global L2 norm is at most this */
 } fg_optimizer_config;
 
-void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind);
+FG_API void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind);
 
 /* Builds gradients of `loss` (a float scalar) with respect to `vars` (the
  * outputs of variable nodes; NULL and 0 mean every float variable that
@@ -77,8 +77,8 @@ void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind);
  * a group of them), so it can run, and free its gradient, while earlier
  * layers' gradients are still being computed. The graph's metadata records
  * "loss" and "train_target" for `flowgraph train`. */
-fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_vars,
-                      const fg_optimizer_config *cfg, fg_status *status);
+FG_API fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_vars,
+                             const fg_optimizer_config *cfg, fg_status *status);
 
 #ifdef __cplusplus
 }

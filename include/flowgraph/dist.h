@@ -23,7 +23,7 @@
  * a rank (or the default device has one). Then every device named without
  * a rank, explicitly or through the default device, is rank 0's, and each
  * edge between devices of different ranks is a transfer between processes
- * (dist/comm.h send/recv). Without any rank every device keeps rank -1:
+ * (fg_comm_send/fg_comm_recv, flowgraph/comm.h). Without any rank every device keeps rank -1:
  * "this process", and every process runs the whole graph (one process, or
  * data parallelism). A rank-qualified cuda:N is not checked against this
  * process's GPUs (it may live on another host); its index must still parse.
@@ -102,10 +102,10 @@ typedef struct fg_device {
  * FG_MAX_RANKS), and checks that the device exists (for a rank-qualified
  * cuda:N only that N parses). rank is -1 without the prefix. 0, or -1 with
  * FG_INVALID_ARGUMENT naming the string and what is expected or exists. */
-int fg_parse_device(const char *name, fg_device *out, fg_status *status);
+FG_API int fg_parse_device(const char *name, fg_device *out, fg_status *status);
 /* "cpu:3", or "rank:1/cpu:3" when d.rank >= 0, into buf (at least 32
  * bytes: the longest, "rank:65535/cuda:999999999", takes 26); returns buf. */
-const char *fg_device_str(fg_device d, char *buf, size_t size);
+FG_API const char *fg_device_str(fg_device d, char *buf, size_t size);
 
 /* ---- partitions --------------------------------------------------------- */
 
@@ -114,21 +114,22 @@ typedef struct fg_partition fg_partition;
 /* Places every node of `g` (rules above) and cuts the graph into one part
  * per device. NULL with status set (invalid device, conflicting placement,
  * sticky graph error). Free with fg_partition_free. */
-fg_partition *fg_partition_new(const fg_graph *g, const char *default_device, fg_status *status);
-void fg_partition_free(fg_partition *p); /* accepts NULL */
+FG_API fg_partition *fg_partition_new(const fg_graph *g, const char *default_device,
+                                      fg_status *status);
+FG_API void fg_partition_free(fg_partition *p); /* accepts NULL */
 
 /* Devices in use, sorted by rank, then cpu before cuda, then by index. In a
  * cross-process graph (see Ranks above) every device has a rank >= 0. */
-int fg_partition_num_devices(const fg_partition *p);
-fg_device fg_partition_device(const fg_partition *p, int i);
+FG_API int fg_partition_num_devices(const fg_partition *p);
+FG_API fg_device fg_partition_device(const fg_partition *p, int i);
 /* Device index (into the list above) of node `node`, -1 for a bad id. */
-int fg_partition_node_device(const fg_partition *p, int node);
+FG_API int fg_partition_node_device(const fg_partition *p, int node);
 /* Nodes placed on device i. */
-int fg_partition_num_nodes(const fg_partition *p, int device);
+FG_API int fg_partition_num_nodes(const fg_partition *p, int device);
 /* 0 when the graph is not cross-process (no device names a rank: every
  * process runs all of it), else 1 + the largest rank used: the number of
  * MPI processes the graph needs at least. 0 for NULL. */
-int fg_partition_num_ranks(const fg_partition *p);
+FG_API int fg_partition_num_ranks(const fg_partition *p);
 
 /* Every edge from a node on one device to a consumer on another is one
  * transfer: a send on the producer's device and a recv on the consumer's,
@@ -141,15 +142,15 @@ typedef struct fg_transfer {
   int src_device, dst_device; /* indexes into the device list */
   int64_t bytes;              /* -1 when a dimension is unknown before feeding */
 } fg_transfer;
-int fg_partition_num_transfers(const fg_partition *p);
+FG_API int fg_partition_num_transfers(const fg_partition *p);
 /* NULL for a bad index. */
-const fg_transfer *fg_partition_transfer(const fg_partition *p, int i);
+FG_API const fg_transfer *fg_partition_transfer(const fg_partition *p, int i);
 
 /* ---- communicators on sessions ------------------------------------------ */
 
-/* The communicator interface is dist/comm.h (internal): an fg_comm is one
- * participant (rank r of n) of a group; its collectives fail with
- * FG_DEADLINE_EXCEEDED when a peer does not arrive within its timeout. */
+/* An fg_comm is one participant (rank r of n) of a group; its collectives
+ * fail with FG_DEADLINE_EXCEEDED when a peer does not arrive within its
+ * timeout. Making, using and freeing them: flowgraph/comm.h. */
 typedef struct fg_comm fg_comm;
 
 /* Attaches a process-level communicator to a session: MPI, one replica per
@@ -183,7 +184,7 @@ typedef struct fg_comm fg_comm;
  * run, and the ranks may run again; ranks whose runs hold different
  * collectives all get FG_INVALID_ARGUMENT ("ranks asked for different
  * runs"). 0 or -1. */
-int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *status);
+FG_API int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *status);
 
 /* Data parallelism over a model split across processes (hybrid: every
  * stage replicated). Run W = S x K processes for a graph naming S ranks:
@@ -201,7 +202,7 @@ int fg_session_set_comm(fg_session *s, fg_comm *comm, fg_status *status);
  * when the graph names no rank (attach a data-parallel communicator with
  * fg_session_set_comm instead); the session does not own `comm`; NULL
  * detaches. 0 or -1. */
-int fg_session_set_data_comm(fg_session *s, fg_comm *comm, fg_status *status);
+FG_API int fg_session_set_data_comm(fg_session *s, fg_comm *comm, fg_status *status);
 
 /* Cross-process graphs (model parallelism, "Ranks" above): each process
  * updates only the variables of its rank's devices, so its copies of the
@@ -210,7 +211,7 @@ int fg_session_set_data_comm(fg_session *s, fg_comm *comm, fg_status *status);
  * value (for fg_session_variable and fg_session_save, which only `root`
  * then calls). A no-op for graphs that are not cross-process. 0 or -1
  * (FG_DEADLINE_EXCEEDED when a peer does not take part in time). */
-int fg_session_gather_variables(fg_session *s, int root, fg_status *status);
+FG_API int fg_session_gather_variables(fg_session *s, int root, fg_status *status);
 
 /* Data parallelism across processes: every replica of the session's
  * variables takes rank `root`'s current values (PyTorch DDP does this when
@@ -232,12 +233,12 @@ int fg_session_gather_variables(fg_session *s, int root, fg_status *status);
  * variables' values over the replicas;
  * a difference fails that run on every process with FG_INVALID_ARGUMENT
  * naming the ranks and both hashes, before any collective of the graph. */
-int fg_session_broadcast_variables(fg_session *s, int root, fg_status *status);
+FG_API int fg_session_broadcast_variables(fg_session *s, int root, fg_status *status);
 
 /* The partition of the session's graph (placement of every node, devices,
  * transfers), rebuilt when the graph changes; owned by the session, valid
  * until the next run or fg_session_free. NULL for a NULL session. */
-const fg_partition *fg_session_partition(fg_session *s);
+FG_API const fg_partition *fg_session_partition(fg_session *s);
 
 /* ---- data parallelism --------------------------------------------------- */
 
@@ -302,7 +303,7 @@ typedef struct fg_data_parallel_options {
   int fused_update;
 } fg_data_parallel_options;
 
-void fg_data_parallel_options_init(fg_data_parallel_options *opts);
+FG_API void fg_data_parallel_options_init(fg_data_parallel_options *opts);
 
 /* How a batch of `rows` rows splits over `count` replicas (fg_data_parallel's
  * shard nodes, `flowgraph train --dist mpi`), as NumPy's array_split: the
@@ -377,9 +378,9 @@ static inline int64_t fg_shard_rows(int64_t rows, int64_t count, int64_t index, 
  * fg_gradients output, or reaches a batch input outside fg_gradients (the
  * replicas would update differently) (FG_UNIMPLEMENTED naming the update
  * and the node). */
-fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *batch_inputs,
-                           int n_batch_inputs, const fg_data_parallel_options *opts,
-                           fg_status *status);
+FG_API fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *batch_inputs,
+                                  int n_batch_inputs, const fg_data_parallel_options *opts,
+                                  fg_status *status);
 
 /* ---- micro-batches (pipeline parallelism) -------------------------------- */
 
@@ -438,8 +439,9 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
  * batch input outside fg_gradients, a node that runs once per step reading
  * a per-micro-batch tensor as data, and a loss that is not output 0 of its
  * node (FG_UNIMPLEMENTED, naming the nodes). */
-fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
-                         int n_batch_inputs, int loss_reduction, fg_status *status);
+FG_API fg_graph *fg_micro_batch(const fg_graph *g, int micro_batches,
+                                const char *const *batch_inputs, int n_batch_inputs,
+                                int loss_reduction, fg_status *status);
 
 /* fg_micro_batch with options. */
 typedef struct fg_micro_batch_options {
@@ -460,13 +462,13 @@ typedef struct fg_micro_batch_options {
 
 #define FG_MICRO_BATCH_UNBOUNDED (-1)
 
-void fg_micro_batch_options_init(fg_micro_batch_options *opts);
+FG_API void fg_micro_batch_options_init(fg_micro_batch_options *opts);
 
 /* fg_micro_batch with `opts` (NULL: the defaults of
  * fg_micro_batch_options_init). */
-fg_graph *fg_micro_batch_ex(const fg_graph *g, int micro_batches, const char *const *batch_inputs,
-                            int n_batch_inputs, const fg_micro_batch_options *opts,
-                            fg_status *status);
+FG_API fg_graph *fg_micro_batch_ex(const fg_graph *g, int micro_batches,
+                                   const char *const *batch_inputs, int n_batch_inputs,
+                                   const fg_micro_batch_options *opts, fg_status *status);
 
 #ifdef __cplusplus
 }

@@ -44,7 +44,9 @@
 #define FLOWGRAPH_H
 
 #include "flowgraph/autodiff.h"
+#include "flowgraph/comm.h"
 #include "flowgraph/dist.h"
+#include "flowgraph/export.h"
 #include "flowgraph/graph.h"
 #include "flowgraph/io.h"
 #include "flowgraph/profile.h"

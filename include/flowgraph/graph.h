@@ -37,14 +37,14 @@ typedef struct fg_output {
 
 #define FG_NO_OUTPUT ((fg_output){-1, 0})
 
-fg_graph *fg_graph_new(void);
+FG_API fg_graph *fg_graph_new(void);
 /* Accepts NULL. */
-void fg_graph_free(fg_graph *g);
+FG_API void fg_graph_free(fg_graph *g);
 /* Copies the graph's sticky error (or OK) into `status`; returns its code.
  * A NULL graph gives FG_INVALID_ARGUMENT. */
-fg_code fg_graph_status(const fg_graph *g, fg_status *status);
+FG_API fg_code fg_graph_status(const fg_graph *g, fg_status *status);
 /* Increments on every change; sessions use it to notice edits. */
-uint64_t fg_graph_version(const fg_graph *g);
+FG_API uint64_t fg_graph_version(const fg_graph *g);
 
 /* ---- attributes, for the generic builder fg_op() ------------------------ */
 
@@ -58,169 +58,176 @@ typedef enum fg_attr_type {
 } fg_attr_type;
 
 typedef struct fg_attrs fg_attrs;
-fg_attrs *fg_attrs_new(void);
-void fg_attrs_free(fg_attrs *a); /* accepts NULL */
+FG_API fg_attrs *fg_attrs_new(void);
+FG_API void fg_attrs_free(fg_attrs *a); /* accepts NULL */
 /* Setters copy their arguments; setting a name twice replaces the value.
  * They return 0, or -1 when out of memory or `a`/`name` is NULL. */
-int fg_attrs_set_int(fg_attrs *a, const char *name, int64_t v);
-int fg_attrs_set_float(fg_attrs *a, const char *name, double v);
-int fg_attrs_set_string(fg_attrs *a, const char *name, const char *v);
-int fg_attrs_set_ints(fg_attrs *a, const char *name, const int64_t *v, int n);
-int fg_attrs_set_floats(fg_attrs *a, const char *name, const double *v, int n);
-int fg_attrs_set_tensor(fg_attrs *a, const char *name, const fg_tensor *v);
+FG_API int fg_attrs_set_int(fg_attrs *a, const char *name, int64_t v);
+FG_API int fg_attrs_set_float(fg_attrs *a, const char *name, double v);
+FG_API int fg_attrs_set_string(fg_attrs *a, const char *name, const char *v);
+FG_API int fg_attrs_set_ints(fg_attrs *a, const char *name, const int64_t *v, int n);
+FG_API int fg_attrs_set_floats(fg_attrs *a, const char *name, const double *v, int n);
+FG_API int fg_attrs_set_tensor(fg_attrs *a, const char *name, const fg_tensor *v);
 
 /* The generic builder: appends a node running op `op` (a name from the op
  * table, such as "add"), named `name` (NULL: automatic) on `inputs`, with
  * `attrs` (NULL: none), then infers its outputs' dtypes and shapes. Unknown
  * ops give FG_UNIMPLEMENTED; bad inputs and attributes FG_INVALID_GRAPH. */
-fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *inputs,
-                int n_inputs, const fg_attrs *attrs);
+FG_API fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *inputs,
+                       int n_inputs, const fg_attrs *attrs);
 /* Output `index` of the same node as `o` (for multi-output ops). */
-fg_output fg_output_at(fg_output o, int index);
+FG_API fg_output fg_output_at(fg_output o, int index);
 
 /* Renames / places the node that produced `o`; returns `o`. Metadata that
  * names a node ("loss" and "train_target", as fg_minimize records them)
  * follows the rename: it keeps naming the same node. */
-fg_output fg_set_name(fg_graph *g, fg_output o, const char *name);
-fg_output fg_set_device(fg_graph *g, fg_output o, const char *device);
+FG_API fg_output fg_set_name(fg_graph *g, fg_output o, const char *name);
+FG_API fg_output fg_set_device(fg_graph *g, fg_output o, const char *device);
 
 /* ---- sources ------------------------------------------------------------ */
-fg_output fg_placeholder(fg_graph *g, const char *name, fg_dtype dtype, int rank,
-                         const int64_t *dims);
+FG_API fg_output fg_placeholder(fg_graph *g, const char *name, fg_dtype dtype, int rank,
+                                const int64_t *dims);
 /* The value is copied into the graph. */
-fg_output fg_constant(fg_graph *g, const char *name, const fg_tensor *value);
-fg_output fg_scalar(fg_graph *g, fg_dtype dtype, double value);
+FG_API fg_output fg_constant(fg_graph *g, const char *name, const fg_tensor *value);
+FG_API fg_output fg_scalar(fg_graph *g, fg_dtype dtype, double value);
 /* A persistent value; the session owns its current value, starting from a
  * copy of `initial`. */
-fg_output fg_variable(fg_graph *g, const char *name, const fg_tensor *initial);
-fg_output fg_fill(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, double value);
+FG_API fg_output fg_variable(fg_graph *g, const char *name, const fg_tensor *initial);
+FG_API fg_output fg_fill(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, double value);
 
 /* ---- linear algebra and shaping ----------------------------------------- */
 /* Batched over leading dimensions (which broadcast); 1-D operands are not
  * promoted: both need rank >= 2. */
-fg_output fg_matmul(fg_graph *g, fg_output a, fg_output b, int transpose_a, int transpose_b);
+FG_API fg_output fg_matmul(fg_graph *g, fg_output a, fg_output b, int transpose_a, int transpose_b);
 /* One dimension may be -1 (inferred). */
-fg_output fg_reshape(fg_graph *g, fg_output x, int rank, const int64_t *dims);
-fg_output fg_transpose(fg_graph *g, fg_output x, int rank, const int64_t *perm);
-fg_output fg_concat(fg_graph *g, const fg_output *xs, int n, int axis);
+FG_API fg_output fg_reshape(fg_graph *g, fg_output x, int rank, const int64_t *dims);
+FG_API fg_output fg_transpose(fg_graph *g, fg_output x, int rank, const int64_t *perm);
+FG_API fg_output fg_concat(fg_graph *g, const fg_output *xs, int n, int axis);
 /* size[i] == -1 means "to the end". */
-fg_output fg_slice(fg_graph *g, fg_output x, int rank, const int64_t *begin, const int64_t *size);
+FG_API fg_output fg_slice(fg_graph *g, fg_output x, int rank, const int64_t *begin,
+                          const int64_t *size);
 /* Rows of `params` (axis 0) picked by integer `indices`; out shape is
  * indices.shape + params.shape[1:]. */
-fg_output fg_gather(fg_graph *g, fg_output params, fg_output indices);
-fg_output fg_one_hot(fg_graph *g, fg_output indices, int64_t depth, fg_dtype dtype);
-fg_output fg_cast(fg_graph *g, fg_output x, fg_dtype dtype);
+FG_API fg_output fg_gather(fg_graph *g, fg_output params, fg_output indices);
+FG_API fg_output fg_one_hot(fg_graph *g, fg_output indices, int64_t depth, fg_dtype dtype);
+FG_API fg_output fg_cast(fg_graph *g, fg_output x, fg_dtype dtype);
 
 /* ---- binary, NumPy broadcasting ----------------------------------------- */
-fg_output fg_add(fg_graph *g, fg_output a, fg_output b);
-fg_output fg_sub(fg_graph *g, fg_output a, fg_output b);
-fg_output fg_mul(fg_graph *g, fg_output a, fg_output b);
-fg_output fg_div(fg_graph *g, fg_output a, fg_output b);
-fg_output fg_pow(fg_graph *g, fg_output a, fg_output b);
-fg_output fg_maximum(fg_graph *g, fg_output a, fg_output b);
-fg_output fg_minimum(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_add(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_sub(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_mul(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_div(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_pow(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_maximum(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_minimum(fg_graph *g, fg_output a, fg_output b);
 /* Comparisons return bool. */
-fg_output fg_equal(fg_graph *g, fg_output a, fg_output b);
-fg_output fg_greater(fg_graph *g, fg_output a, fg_output b);
-fg_output fg_less(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_equal(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_greater(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_less(fg_graph *g, fg_output a, fg_output b);
 /* cond ? a : b, all three broadcast. */
-fg_output fg_select(fg_graph *g, fg_output cond, fg_output a, fg_output b);
+FG_API fg_output fg_select(fg_graph *g, fg_output cond, fg_output a, fg_output b);
 
 /* ---- unary -------------------------------------------------------------- */
-fg_output fg_neg(fg_graph *g, fg_output x);
-fg_output fg_exp(fg_graph *g, fg_output x);
-fg_output fg_log(fg_graph *g, fg_output x);
-fg_output fg_sqrt(fg_graph *g, fg_output x);
-fg_output fg_rsqrt(fg_graph *g, fg_output x);
-fg_output fg_abs(fg_graph *g, fg_output x);
-fg_output fg_tanh(fg_graph *g, fg_output x);
-fg_output fg_sigmoid(fg_graph *g, fg_output x);
-fg_output fg_relu(fg_graph *g, fg_output x);
-fg_output fg_leaky_relu(fg_graph *g, fg_output x, double alpha);
+FG_API fg_output fg_neg(fg_graph *g, fg_output x);
+FG_API fg_output fg_exp(fg_graph *g, fg_output x);
+FG_API fg_output fg_log(fg_graph *g, fg_output x);
+FG_API fg_output fg_sqrt(fg_graph *g, fg_output x);
+FG_API fg_output fg_rsqrt(fg_graph *g, fg_output x);
+FG_API fg_output fg_abs(fg_graph *g, fg_output x);
+FG_API fg_output fg_tanh(fg_graph *g, fg_output x);
+FG_API fg_output fg_sigmoid(fg_graph *g, fg_output x);
+FG_API fg_output fg_relu(fg_graph *g, fg_output x);
+FG_API fg_output fg_leaky_relu(fg_graph *g, fg_output x, double alpha);
 /* The exact (erf) form, as PyTorch's default. */
-fg_output fg_gelu(fg_graph *g, fg_output x);
-fg_output fg_identity(fg_graph *g, fg_output x);
-fg_output fg_stop_gradient(fg_graph *g, fg_output x);
-fg_output fg_zeros_like(fg_graph *g, fg_output x);
-fg_output fg_ones_like(fg_graph *g, fg_output x);
+FG_API fg_output fg_gelu(fg_graph *g, fg_output x);
+FG_API fg_output fg_identity(fg_graph *g, fg_output x);
+FG_API fg_output fg_stop_gradient(fg_graph *g, fg_output x);
+FG_API fg_output fg_zeros_like(fg_graph *g, fg_output x);
+FG_API fg_output fg_ones_like(fg_graph *g, fg_output x);
 
 /* ---- reductions (n_axes == 0: all axes; negative axes count from the end) */
-fg_output fg_reduce_sum(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims);
-fg_output fg_reduce_mean(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims);
-fg_output fg_reduce_max(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims);
+FG_API fg_output fg_reduce_sum(fg_graph *g, fg_output x, const int64_t *axes, int n_axes,
+                               int keepdims);
+FG_API fg_output fg_reduce_mean(fg_graph *g, fg_output x, const int64_t *axes, int n_axes,
+                                int keepdims);
+FG_API fg_output fg_reduce_max(fg_graph *g, fg_output x, const int64_t *axes, int n_axes,
+                               int keepdims);
 /* i64 indices of the first maximum along `axis` (removed from the shape). */
-fg_output fg_argmax(fg_graph *g, fg_output x, int axis);
+FG_API fg_output fg_argmax(fg_graph *g, fg_output x, int axis);
 
 /* ---- softmax family ----------------------------------------------------- */
-fg_output fg_softmax(fg_graph *g, fg_output x, int axis);
-fg_output fg_log_softmax(fg_graph *g, fg_output x, int axis);
+FG_API fg_output fg_softmax(fg_graph *g, fg_output x, int axis);
+FG_API fg_output fg_log_softmax(fg_graph *g, fg_output x, int axis);
 /* logits [N, C] float, labels [N] i32/i64: mean over N of
  * -log_softmax(logits)[n, labels[n]]; a scalar. */
-fg_output fg_softmax_cross_entropy(fg_graph *g, fg_output logits, fg_output labels);
+FG_API fg_output fg_softmax_cross_entropy(fg_graph *g, fg_output logits, fg_output labels);
 
 /* ---- state -------------------------------------------------------------- */
 /* Writes `value` into `variable` (the output of fg_variable) when run; its
  * output is the new value. */
-fg_output fg_assign(fg_graph *g, fg_output variable, fg_output value);
+FG_API fg_output fg_assign(fg_graph *g, fg_output variable, fg_output value);
 
 /* ---- graph inputs, outputs, metadata ------------------------------------ */
 /* Marks `o` as a named graph output (what `flowgraph run` fetches by default). */
-int fg_graph_add_output(fg_graph *g, fg_output o);
-int fg_graph_num_outputs(const fg_graph *g);
-fg_output fg_graph_output(const fg_graph *g, int i);
+FG_API int fg_graph_add_output(fg_graph *g, fg_output o);
+FG_API int fg_graph_num_outputs(const fg_graph *g);
+FG_API fg_output fg_graph_output(const fg_graph *g, int i);
 /* Free-form string metadata ("producer", "description", ...). Copies.
  * The values of "loss" and "train_target" are node names ("node" or
  * "node:index") that fg_set_name keeps up to date. */
-int fg_graph_set_metadata(fg_graph *g, const char *key, const char *value);
-int fg_graph_num_metadata(const fg_graph *g);
-const char *fg_graph_metadata_key(const fg_graph *g, int i);
+FG_API int fg_graph_set_metadata(fg_graph *g, const char *key, const char *value);
+FG_API int fg_graph_num_metadata(const fg_graph *g);
+FG_API const char *fg_graph_metadata_key(const fg_graph *g, int i);
 /* NULL when absent. */
-const char *fg_graph_metadata(const fg_graph *g, const char *key);
+FG_API const char *fg_graph_metadata(const fg_graph *g, const char *key);
 
 /* ---- reading a graph ---------------------------------------------------- */
 /* Node ids are 0..num_nodes-1, in insertion order, which is topological. */
-int fg_graph_num_nodes(const fg_graph *g);
+FG_API int fg_graph_num_nodes(const fg_graph *g);
 /* Node id by name, or -1. */
-int fg_graph_find(const fg_graph *g, const char *name);
+FG_API int fg_graph_find(const fg_graph *g, const char *name);
 /* Parses "name" or "name:index" into an output; node = -1 when absent. */
-fg_output fg_graph_find_output(const fg_graph *g, const char *name);
+FG_API fg_output fg_graph_find_output(const fg_graph *g, const char *name);
 /* Strings are owned by the graph; NULL for a bad id. */
-const char *fg_node_name(const fg_graph *g, int node);
-const char *fg_node_op(const fg_graph *g, int node);
+FG_API const char *fg_node_name(const fg_graph *g, int node);
+FG_API const char *fg_node_op(const fg_graph *g, int node);
 /* The device set with fg_set_device, or "cpu:0" for an unplaced node. */
-const char *fg_node_device(const fg_graph *g, int node);
+FG_API const char *fg_node_device(const fg_graph *g, int node);
 /* The device set with fg_set_device, or NULL for an unplaced node (saving
  * keeps the difference: unplaced nodes are written without a device). */
-const char *fg_node_device_explicit(const fg_graph *g, int node);
-int fg_node_num_inputs(const fg_graph *g, int node);
-fg_output fg_node_input(const fg_graph *g, int node, int i);
-int fg_node_num_outputs(const fg_graph *g, int node);
-fg_dtype fg_output_dtype(const fg_graph *g, fg_output o);
+FG_API const char *fg_node_device_explicit(const fg_graph *g, int node);
+FG_API int fg_node_num_inputs(const fg_graph *g, int node);
+FG_API fg_output fg_node_input(const fg_graph *g, int node, int i);
+FG_API int fg_node_num_outputs(const fg_graph *g, int node);
+FG_API fg_dtype fg_output_dtype(const fg_graph *g, fg_output o);
 /* Writes up to FG_MAX_RANK dims (FG_DIM_UNKNOWN where unknown); returns the
  * rank, or -1 for a bad output. */
-int fg_output_shape(const fg_graph *g, fg_output o, int64_t *dims);
+FG_API int fg_output_shape(const fg_graph *g, fg_output o, int64_t *dims);
 /* Floating-point operations of one run of the node for its inferred shapes;
  * -1 when a dimension is unknown. */
-int64_t fg_node_flops(const fg_graph *g, int node);
+FG_API int64_t fg_node_flops(const fg_graph *g, int node);
 /* Attributes of a node. */
-int fg_node_num_attrs(const fg_graph *g, int node);
-const char *fg_node_attr_name(const fg_graph *g, int node, int i);
-fg_attr_type fg_node_attr_type(const fg_graph *g, int node, const char *name); /* 0 if absent */
+FG_API int fg_node_num_attrs(const fg_graph *g, int node);
+FG_API const char *fg_node_attr_name(const fg_graph *g, int node, int i);
+FG_API fg_attr_type fg_node_attr_type(const fg_graph *g, int node,
+                                      const char *name); /* 0 if absent */
 /* Getters return 0 on success, -1 when absent or of another type. Pointers
  * are owned by the graph. */
-int fg_node_attr_int(const fg_graph *g, int node, const char *name, int64_t *v);
-int fg_node_attr_float(const fg_graph *g, int node, const char *name, double *v);
-int fg_node_attr_string(const fg_graph *g, int node, const char *name, const char **v);
-int fg_node_attr_ints(const fg_graph *g, int node, const char *name, const int64_t **v, int *n);
-int fg_node_attr_floats(const fg_graph *g, int node, const char *name, const double **v, int *n);
-int fg_node_attr_tensor(const fg_graph *g, int node, const char *name, const fg_tensor **v);
+FG_API int fg_node_attr_int(const fg_graph *g, int node, const char *name, int64_t *v);
+FG_API int fg_node_attr_float(const fg_graph *g, int node, const char *name, double *v);
+FG_API int fg_node_attr_string(const fg_graph *g, int node, const char *name, const char **v);
+FG_API int fg_node_attr_ints(const fg_graph *g, int node, const char *name, const int64_t **v,
+                             int *n);
+FG_API int fg_node_attr_floats(const fg_graph *g, int node, const char *name, const double **v,
+                               int *n);
+FG_API int fg_node_attr_tensor(const fg_graph *g, int node, const char *name, const fg_tensor **v);
 
 /* The op table: what `flowgraph ops` prints. Strings are static (valid for
  * the life of the process); nothing here needs freeing. */
-int fg_num_ops(void);
-const char *fg_op_name(int i); /* NULL for a bad index */
+FG_API int fg_num_ops(void);
+FG_API const char *fg_op_name(int i); /* NULL for a bad index */
 /* The op's id by name, or -1. */
-int fg_op_find(const char *name);
+FG_API int fg_op_find(const char *name);
 
 enum {
   FG_OP_INFO_ELEMENTWISE = 1u << 0,    /* out[i] depends on the inputs' element i */
@@ -247,16 +254,16 @@ typedef struct fg_op_attr_info {
 } fg_op_attr_info;
 
 /* 0 and *info filled, or -1 for a bad op index. */
-int fg_op_info_get(int op, fg_op_info *info);
+FG_API int fg_op_info_get(int op, fg_op_info *info);
 /* Attribute k (0 <= k < n_attrs) of op `op`; 0, or -1 when out of range.
  * op = -1 lists the attributes every op accepts (k < fg_op_common_attrs()). */
-int fg_op_attr_info_get(int op, int k, fg_op_attr_info *info);
-int fg_op_common_attrs(void);
+FG_API int fg_op_attr_info_get(int op, int k, fg_op_attr_info *info);
+FG_API int fg_op_common_attrs(void);
 /* The dtypes that have a kernel for `op` on `device` ("cpu" or "cuda"), as
  * bits (1u << dtype). 0 when none, or when the build has no such backend. */
-unsigned fg_op_kernel_dtypes(int op, const char *device);
+FG_API unsigned fg_op_kernel_dtypes(int op, const char *device);
 /* "int", "float", "string", "ints", "floats", "tensor"; "unknown" else. */
-const char *fg_attr_type_name(fg_attr_type type);
+FG_API const char *fg_attr_type_name(fg_attr_type type);
 
 #ifdef __cplusplus
 }

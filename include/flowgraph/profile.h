@@ -52,7 +52,7 @@ typedef struct fg_run_metadata {
   int64_t agree_ns;
 } fg_run_metadata;
 
-void fg_run_metadata_free(fg_run_metadata *md); /* accepts NULL */
+FG_API void fg_run_metadata_free(fg_run_metadata *md); /* accepts NULL */
 
 typedef struct fg_run_options {
   int collect_metadata; /* 1: fill *metadata */
@@ -62,9 +62,10 @@ typedef struct fg_run_options {
  * `metadata` is non-NULL, *metadata receives a new structure the caller
  * frees with fg_run_metadata_free (also on a kernel error: the nodes that
  * ran). Timing costs two clock reads per node and nothing when off. */
-int fg_session_run_ex(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
-                      int n_fetches, fg_tensor **outputs, const char *const *targets, int n_targets,
-                      const fg_run_options *opts, fg_run_metadata **metadata, fg_status *status);
+FG_API int fg_session_run_ex(fg_session *s, const fg_feed *feeds, int n_feeds,
+                             const char *const *fetches, int n_fetches, fg_tensor **outputs,
+                             const char *const *targets, int n_targets, const fg_run_options *opts,
+                             fg_run_metadata **metadata, fg_status *status);
 
 typedef struct fg_plan_tensor {
   int node;         /* producer node id */
@@ -110,10 +111,11 @@ typedef struct fg_plan_info {
 
 /* Builds (or reuses) the plan for these feeds, fetches and targets without
  * running it. NULL on error. Free with fg_plan_info_free. */
-fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_feeds,
-                                   const char *const *fetches, int n_fetches,
-                                   const char *const *targets, int n_targets, fg_status *status);
-void fg_plan_info_free(fg_plan_info *info); /* accepts NULL */
+FG_API fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_feeds,
+                                          const char *const *fetches, int n_fetches,
+                                          const char *const *targets, int n_targets,
+                                          fg_status *status);
+FG_API void fg_plan_info_free(fg_plan_info *info); /* accepts NULL */
 
 #ifdef __cplusplus
 }

@@ -106,7 +106,8 @@ typedef struct fg_session_options {
    * seconds a collective (all_reduce) waits for the other devices before
    * the run fails with FG_DEADLINE_EXCEEDED naming them.
    * 0: 60 s. Negative, NaN or above one day: refused by fg_session_new.
-   * A process communicator (MPI) has its own timeout (fg_comm_mpi_new). */
+   * A process communicator (MPI) has its own timeout (fg_comm_mpi_new,
+   * flowgraph/comm.h). */
   double dist_timeout_s;
   /* Sessions with collectives (data parallelism, in-process or with a
    * process communicator): 1 runs each device's all_reduce nodes on a
@@ -123,12 +124,17 @@ typedef struct fg_session_options {
 } fg_session_options;
 
 /* Fills the defaults. */
-void fg_session_options_init(fg_session_options *opts);
+FG_API void fg_session_options_init(fg_session_options *opts);
+
+/* The CUDA devices this process can use (cuda:0 .. cuda:N-1 for `device`
+ * above): 0 in a build without the CUDA backend, without a driver or
+ * without a GPU. Never fails. */
+FG_API int fg_cuda_device_count(void);
 
 /* `opts` may be NULL (defaults). The graph must outlive the session. */
-fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_status *status);
+FG_API fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_status *status);
 /* Accepts NULL. */
-void fg_session_free(fg_session *s);
+FG_API void fg_session_free(fg_session *s);
 
 typedef struct fg_feed {
   const char *name; /* a placeholder's name */
@@ -139,19 +145,19 @@ typedef struct fg_feed {
  * receives n_fetches new tensors owned by the caller (free each with
  * fg_tensor_free). `targets` are nodes run for their effect (assign).
  * Returns 0 on success; on failure every outputs[i] is NULL. */
-int fg_session_run(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
-                   int n_fetches, fg_tensor **outputs, const char *const *targets, int n_targets,
-                   fg_status *status);
+FG_API int fg_session_run(fg_session *s, const fg_feed *feeds, int n_feeds,
+                          const char *const *fetches, int n_fetches, fg_tensor **outputs,
+                          const char *const *targets, int n_targets, fg_status *status);
 
 /* The current value of variable `name`, as a new owning copy; NULL and
  * FG_NOT_FOUND when there is no such variable. */
-fg_tensor *fg_session_variable(fg_session *s, const char *name, fg_status *status);
+FG_API fg_tensor *fg_session_variable(fg_session *s, const char *name, fg_status *status);
 
 /* Writes the graph to `path` (.fgb) with every variable's current value as
  * its initial value, so loading the file resumes exactly where the session
  * is (optimizer state included: it lives in variables). Temporary file plus
  * rename: no partial file is left. The session's graph is not changed. */
-int fg_session_save(fg_session *s, const char *path, fg_status *status);
+FG_API int fg_session_save(fg_session *s, const char *path, fg_status *status);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,8 @@
 #ifndef FLOWGRAPH_STATUS_H
 #define FLOWGRAPH_STATUS_H
 
+#include "flowgraph/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,25 +32,25 @@ typedef enum fg_code {
 typedef struct fg_status fg_status;
 
 /* Returns a new status set to FG_OK, or NULL when out of memory. */
-fg_status *fg_status_new(void);
+FG_API fg_status *fg_status_new(void);
 /* Accepts NULL. */
-void fg_status_free(fg_status *s);
+FG_API void fg_status_free(fg_status *s);
 /* FG_OK for a NULL status. */
-fg_code fg_status_code(const fg_status *s);
+FG_API fg_code fg_status_code(const fg_status *s);
 /* The message; "" when OK. Owned by the status, valid until it next changes. */
-const char *fg_status_message(const fg_status *s);
+FG_API const char *fg_status_message(const fg_status *s);
 /* A stable upper-case name such as "INVALID_ARGUMENT". Never NULL. */
-const char *fg_code_name(fg_code code);
+FG_API const char *fg_code_name(fg_code code);
 /* Sets a code and a printf-style message. Does nothing for a NULL status. */
-void fg_status_set(fg_status *s, fg_code code, const char *fmt, ...)
+FG_API void fg_status_set(fg_status *s, fg_code code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 /* Resets to FG_OK. */
-void fg_status_clear(fg_status *s);
+FG_API void fg_status_clear(fg_status *s);
 /* Copies code and message from src into dst (either may be NULL). */
-void fg_status_copy(fg_status *dst, const fg_status *src);
+FG_API void fg_status_copy(fg_status *dst, const fg_status *src);
 
 #ifdef __cplusplus
 }

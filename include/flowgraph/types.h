@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flowgraph/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -26,13 +28,13 @@ typedef enum fg_dtype {
 #define FG_DIM_UNKNOWN (-1)
 
 /* Bytes per element; 0 for an unknown dtype. */
-size_t fg_dtype_size(fg_dtype dtype);
+FG_API size_t fg_dtype_size(fg_dtype dtype);
 /* "f32", "f64", "i32", "i64", "bool"; "invalid" for anything else. */
-const char *fg_dtype_name(fg_dtype dtype);
+FG_API const char *fg_dtype_name(fg_dtype dtype);
 /* Parses a name from fg_dtype_name(); FG_DTYPE_INVALID when unknown. */
-fg_dtype fg_dtype_from_name(const char *name);
+FG_API fg_dtype fg_dtype_from_name(const char *name);
 /* 1 for f32/f64. */
-int fg_dtype_is_float(fg_dtype dtype);
+FG_API int fg_dtype_is_float(fg_dtype dtype);
 
 #ifdef __cplusplus
 }

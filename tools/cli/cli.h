@@ -179,7 +179,7 @@ enum {
 };
 /* One of the CLI_PATH_ values; fills `dir` (size bytes) with the
  * directory, or with the path itself when it is written in place (a
- * device, FIFO or link: graph/file_path.h), which must then be writable
+ * device, FIFO or link: flowgraph/io.h), which must then be writable
  * itself. */
 int cli_path_problem(const char *path, char *dir, size_t size);
 /* cli_path_problem as an FG_IO_ERROR; `what` names the option in the

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm_inproc.h"
+#include "flowgraph/comm.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 #include "plan.h"
@@ -564,7 +564,7 @@ int plan_rank_infos(const char *model, plan_model *m, int ranks, fg_plan_info **
   fg_session_set_comm(m->session, NULL, st2);
   fg_status_free(st2);
   for (int r = 0; r < ranks; r++)
-    h[r]->ops->free(h[r]);
+    fg_comm_free(h[r]);
   if (rc != 0)
     for (int r = 0; r < ranks; r++) {
       fg_plan_info_free(infos[r]);

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm_mpi.h"
 #include "dist_cli.h"
+#include "flowgraph/comm.h"
 #include "flowgraph/dist.h"
 #include "plan.h"
 #include "profile_dist.h"
@@ -357,34 +357,34 @@ static int64_t profile_dist_timeout;
  * rank, each placed where it started on that clock). */
 static int merge_ranks(fg_comm *c, const plan_model *m, prof_runs *all, profile_data *p,
                        trace_writer *tw, fg_status *st) {
-  p->n_ranks = c->size;
-  p->clock_off = calloc((size_t)c->size, sizeof *p->clock_off);
-  p->clock_rtt = calloc((size_t)c->size, sizeof *p->clock_rtt);
+  p->n_ranks = fg_comm_size(c);
+  p->clock_off = calloc((size_t)fg_comm_size(c), sizeof *p->clock_off);
+  p->clock_rtt = calloc((size_t)fg_comm_size(c), sizeof *p->clock_rtt);
   if (!p->clock_off || !p->clock_rtt) return oom(st);
   if (prof_runs_exchange(c, &all[0], all, st) != 0 ||
       prof_clock_offsets(c, CLOCK_ROUNDS, p->clock_off, p->clock_rtt, st) != 0)
     return -1;
-  if (c->rank != 0) return 0;
-  const fg_run_metadata **mds = calloc((size_t)c->size, sizeof *mds);
-  fg_run_metadata *md = calloc((size_t)c->size, sizeof *md);
-  int64_t *shift = calloc((size_t)c->size, sizeof *shift);
+  if (fg_comm_rank(c) != 0) return 0;
+  const fg_run_metadata **mds = calloc((size_t)fg_comm_size(c), sizeof *mds);
+  fg_run_metadata *md = calloc((size_t)fg_comm_size(c), sizeof *md);
+  int64_t *shift = calloc((size_t)fg_comm_size(c), sizeof *shift);
   int rc = mds && md && shift ? 0 : oom(st);
   p->threads = 0;
   p->arena_bytes = 0;
-  for (int r = 0; r < c->size && rc == 0; r++) {
+  for (int r = 0; r < fg_comm_size(c) && rc == 0; r++) {
     p->threads += all[r].threads;
     p->arena_bytes += (size_t)all[r].arena_bytes;
   }
   for (int64_t j = 0; j < all[0].n_runs && rc == 0; j++) {
     int64_t first = INT64_MAX, last = INT64_MIN;
-    for (int r = 0; r < c->size && rc == 0; r++) {
+    for (int r = 0; r < fg_comm_size(c) && rc == 0; r++) {
       rc = prof_runs_md(&all[r], m->graph, j, &md[r], st) != 0 || add_run(p, &md[r], st) != 0;
       mds[r] = &md[r];
       shift[r] = md[r].start_ns - p->clock_off[r]; /* rank 0's clock */
       if (shift[r] < first) first = shift[r];
       if (shift[r] + md[r].run_ns > last) last = shift[r] + md[r].run_ns;
     }
-    for (int r = 0; r < c->size; r++)
+    for (int r = 0; r < fg_comm_size(c); r++)
       shift[r] -= first;
     p->run_ms[j] = (double)(last - first) / 1e6;
     if (rc == 0 && tw) rc = trace_add_rank_runs(tw, mds, shift, j, st) != 0;
@@ -416,11 +416,11 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
  * multiple (its replicas, as training runs them); every process sees the
  * same size, so all refuse alike. */
 static int check_world(const plan_args *a, const fg_comm *c, int ranks, fg_status *st) {
-  if (c->size % ranks == 0) return 0;
+  if (fg_comm_size(c) % ranks == 0) return 0;
   fg_status_set(st, FG_INVALID_ARGUMENT,
                 "--dist mpi: %s places nodes on %d MPI ranks; profile it with mpirun -np %d (or "
                 "%d, %d, ... for replicas of it), not %d",
-                a->run.model, ranks, ranks, 2 * ranks, 3 * ranks, c->size);
+                a->run.model, ranks, ranks, 2 * ranks, 3 * ranks, fg_comm_size(c));
   return -1;
 }
 
@@ -458,21 +458,21 @@ static int profile_body(const plan_args *a, plan_model *m, fg_status *st) {
     if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
             0 ||
         check_world(a, c, ranks, st) != 0) {
-      if (c) c->ops->free(c);
+      if (c) fg_comm_free(c);
       return -1;
     }
-    if (c->size > ranks) return profile_replicas(a, m, c, ranks, st);
+    if (fg_comm_size(c) > ranks) return profile_replicas(a, m, c, ranks, st);
     if (fg_session_set_comm(m->session, c, st) != 0) {
-      c->ops->free(c);
+      fg_comm_free(c);
       return -1;
     }
   }
   int rc = profile_runs(a, m, c, 1, NULL, st);
   if (c) {
-    if (rc != 0 && c->ops->abort) c->ops->abort(c, fg_status_message(st));
+    if (rc != 0) fg_comm_abort(c, fg_status_message(st));
     /* The session must let go of the communicator before it is freed. */
     fg_session_set_comm(m->session, NULL, NULL);
-    c->ops->free(c);
+    fg_comm_free(c);
     /* After a failed exchange MPI cannot finalize: the caller prints the
      * error and the process exits without MPI_Finalize. */
     if (rc == 0) fg_mpi_shutdown(0);
@@ -550,7 +550,7 @@ static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *s
   fg_comm *c = NULL;
   if (cli_dist_join("profile", a->run.model, opts, sizeof opts, profile_dist_timeout, &c, st) !=
       0) {
-    if (c) c->ops->free(c);
+    if (c) fg_comm_free(c);
     return -1;
   }
   return profile_replicas(a, m, c, 0, st);
@@ -569,7 +569,7 @@ static int profile_data_parallel(const plan_args *a, plan_model *m, fg_status *s
 static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, int stages,
                             fg_status *st) {
   fg_comm *c = world, *group = NULL, *data = NULL;
-  int w = world->rank, n = world->size;
+  int w = fg_comm_rank(world), n = fg_comm_size(world);
   int replicas = stages ? n / stages : n, replica = stages ? w / stages : w;
   int rc = 0;
   /* stages > 0 here means K > 1 replicas (K = 1 is a split model's own
@@ -610,15 +610,15 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
   }
   /* Every rank learns whether all could start (a rank refused here must
    * not leave the others in the first run's exchanges). */
-  uint64_t *all = calloc((size_t)c->size, sizeof *all);
+  uint64_t *all = calloc((size_t)fg_comm_size(c), sizeof *all);
   fg_status *gst = fg_status_new();
-  int grc = all && gst ? c->ops->all_gather_u64(c, rc != 0, all, gst) : -1;
+  int grc = all && gst ? fg_comm_all_gather_u64(c, rc != 0, all, gst) : -1;
   if (rc == 0 && grc != 0) {
     fg_status_set(st, gst ? fg_status_code(gst) : FG_RESOURCE_EXHAUSTED, "--dist mpi: %s",
                   gst ? fg_status_message(gst) : "out of memory");
     rc = -1;
   }
-  for (int r = 0; rc == 0 && r < c->size; r++)
+  for (int r = 0; rc == 0 && r < fg_comm_size(c); r++)
     if (all[r]) {
       fg_status_set(st, FG_ABORTED, "--dist mpi: rank %d could not start (its error says why)", r);
       rc = -1;
@@ -636,8 +636,8 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
    * for another in this last exchange (a failed run aborted the group:
    * then it ends at once). */
   uint64_t mine = rc == 0 ? (uint64_t)(avg * 1e6) : UINT64_MAX;
-  if (started) grc = c->ops->all_gather_u64(c, mine, all, gst);
-  if (rc == 0 && started && grc == 0 && c->rank == 0) {
+  if (started) grc = fg_comm_all_gather_u64(c, mine, all, gst);
+  if (rc == 0 && started && grc == 0 && fg_comm_rank(c) == 0) {
     if (stages)
       printf("\n%d replicas of the %d-rank model (fg_data_parallel, %s); run avg per process "
              "(rank = replica x %d + stage):",
@@ -646,27 +646,27 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
     else
       printf("\ndata parallelism over %d ranks (fg_data_parallel, %s); run avg per rank:", n,
              dg ? "all_reduce on the gradients" : "no gradients to reduce");
-    for (int r = 0; r < c->size; r++)
+    for (int r = 0; r < fg_comm_size(c); r++)
       if (all[r] == UINT64_MAX)
         printf("%s rank %d failed", r ? "," : "", r);
       else
         printf("%s rank %d %.3f ms", r ? "," : "", r, (double)all[r] / 1e6);
     printf("\n");
     /* Where the all_reduce time above went: one shared segment, or MPI
-     * messages (dist/comm_mpi.h). */
+     * messages (fg_comm_stats, flowgraph/comm.h). */
     if (dg) cli_print_reduce_path("", data ? data : world);
   }
   free(all);
   fg_status_free(gst);
-  if (rc != 0 && c->ops->abort) c->ops->abort(c, fg_status_message(st));
-  if (rc != 0 && data && data->ops->abort) data->ops->abort(data, fg_status_message(st));
+  if (rc != 0) fg_comm_abort(c, fg_status_message(st));
+  if (rc != 0 && data) fg_comm_abort(data, fg_status_message(st));
   fg_session_free(s);
   fg_graph_free(dg);
   dp_shards_free(&d);
   /* The groups split from the world first. */
-  if (data) data->ops->free(data);
-  if (group) group->ops->free(group);
-  c->ops->free(c);
+  if (data) fg_comm_free(data);
+  if (group) fg_comm_free(group);
+  fg_comm_free(c);
   if (rc == 0) fg_mpi_shutdown(0);
   return rc;
 }
@@ -675,14 +675,14 @@ static int profile_replicas(const plan_args *a, plan_model *m, fg_comm *world, i
  * runs and rank 0 alone writes and prints, for all ranks. */
 static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, int report, double *avg_ms,
                         fg_status *st) {
-  int root = report && (!c || c->rank == 0);
+  int root = report && (!c || fg_comm_rank(c) == 0);
   profile_data p;
   memset(&p, 0, sizeof p);
   int rc = -1, svg_written = 0, trace_written = 0;
   trace_writer *tw = NULL;
   fg_plan_info *infos[FG_MAX_CPU_DEVICES] = {0};
   int n_ranks = 0;
-  prof_runs *all = c ? calloc((size_t)c->size, sizeof *all) : NULL;
+  prof_runs *all = c ? calloc((size_t)fg_comm_size(c), sizeof *all) : NULL;
   if (c && !all) {
     oom(st);
     return -1;
@@ -751,7 +751,7 @@ done:
   trace_abort(tw);
   for (int r = 0; r < FG_MAX_CPU_DEVICES; r++)
     fg_plan_info_free(infos[r]);
-  for (int r = 0; all && r < c->size; r++)
+  for (int r = 0; all && r < fg_comm_size(c); r++)
     prof_runs_free(&all[r]);
   free(all);
   free(p.nodes);

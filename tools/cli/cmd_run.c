@@ -10,7 +10,6 @@
 #include "dist_cli.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
-#include "graph/file_path.h"
 #include "run.h"
 
 #define MAX_REPEAT 10000000
@@ -175,11 +174,11 @@ static void output_failed(const run_args *a, int i, fg_status *st) {
 /* Every -o file is first written beside its target under a temporary
  * name; only when all succeeded are they renamed, so a failure leaves no
  * output file at all. A device or FIFO (-o y=/dev/stdout) is written in
- * place instead, after those and before the renames (graph/file_path.h). */
+ * place instead, after those and before the renames (flowgraph/io.h). */
 static int write_outputs(const run_args *a, fg_tensor **outs, fg_status *st) {
   if (a->n_outputs == 0) return 0;
   /* Per output: its temporary file and the file it is renamed over (a
-   * link's target; graph/file_path.h); both NULL for one written in
+   * link's target; flowgraph/io.h); both NULL for one written in
    * place. */
   char **tmp = calloc((size_t)a->n_outputs, sizeof *tmp);
   char **target = calloc((size_t)a->n_outputs, sizeof *target);
@@ -282,14 +281,14 @@ static int dist_start(const run_args *a, const fg_graph *g, char **fetch, int n_
    * problem itself rather than "rank 0 could not start". */
   int ok = ranks > 0 || cli_dist_run_prepare(g, a, feeds, (const char *const *)fetch, n_fetch,
                                              *comm, dr, st) == 0;
-  if (ok && (*comm)->rank == 0) ok = check_output_paths(a, st) == 0;
-  uint64_t *all = calloc((size_t)(*comm)->size, sizeof *all);
+  if (ok && fg_comm_rank(*comm) == 0) ok = check_output_paths(a, st) == 0;
+  uint64_t *all = calloc((size_t)fg_comm_size(*comm), sizeof *all);
   fg_status *gst = fg_status_new();
-  int rc = all && gst && (*comm)->ops->all_gather_u64(*comm, !ok, all, gst) == 0 ? 0 : -1;
+  int rc = all && gst && fg_comm_all_gather_u64(*comm, !ok, all, gst) == 0 ? 0 : -1;
   if (rc != 0 && ok)
     fg_status_set(st, gst ? fg_status_code(gst) : FG_RESOURCE_EXHAUSTED, "--dist mpi: %s",
                   gst ? fg_status_message(gst) : "out of memory");
-  for (int r = 0; rc == 0 && r < (*comm)->size; r++)
+  for (int r = 0; rc == 0 && r < fg_comm_size(*comm); r++)
     if (all[r]) {
       rc = -1;
       if (ok)
@@ -301,7 +300,7 @@ static int dist_start(const run_args *a, const fg_graph *g, char **fetch, int n_
   /* Each rank read the inputs itself: shards of different files would
    * overlap or leave rows out, so at least their shapes must agree. */
   if (ok && rc == 0 && ranks == 0)
-    rc = fg_comm_check_same_u64(*comm, dr->shapes_hash, "input shapes", st);
+    rc = fg_comm_check_same(*comm, dr->shapes_hash, "input shapes", CLI_SAME_HINT, st);
   return ok ? rc : -1;
 }
 
@@ -363,7 +362,7 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
       cli_dist_run_gather(comm, (const char *const *)fetch, outs, n_fetch, &total, st) != 0)
     goto done;
   live = 0;
-  if (comm && comm->rank != 0) { /* rank 0 has the fetches and reports */
+  if (comm && fg_comm_rank(comm) != 0) { /* rank 0 has the fetches and reports */
     rc = 0;
     goto done;
   }
@@ -383,7 +382,7 @@ static int run_model(void *args, fg_status *st, const char **failed_load) {
   rc = 0;
 done:
   /* Idempotent, and a no-op for an abort that came from a peer. */
-  if (live && rc != 0 && comm->ops->abort) comm->ops->abort(comm, fg_status_message(st));
+  if (live && rc != 0) fg_comm_abort(comm, fg_status_message(st));
   if (outs)
     for (int i = 0; i < n_fetch; i++)
       fg_tensor_free(outs[i]);
@@ -397,7 +396,7 @@ done:
   free(fetch);
   fg_graph_free(g);
   if (comm) {
-    comm->ops->free(comm);
+    fg_comm_free(comm);
     /* After a failed exchange MPI cannot finalize: the caller prints the
      * error and the process exits without MPI_Finalize. */
     if (rc == 0) fg_mpi_shutdown(0);

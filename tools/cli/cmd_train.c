@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/comm_mpi.h"
 #include "dist_cli.h"
+#include "flowgraph/comm.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 #include "run.h"
@@ -264,7 +264,7 @@ typedef struct train_comms {
  * its replica's group carries the transfers, its stage's group the
  * gradients' all_reduce. */
 static int hybrid_comms(train_args *a, int stages, train_comms *c, fg_status *st) {
-  int w = c->world->rank, n = c->world->size;
+  int w = fg_comm_rank(c->world), n = fg_comm_size(c->world);
   if (n % stages != 0) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "--dist mpi: the model places nodes on %d ranks (rank:0 .. rank:%d), and %d "
@@ -391,7 +391,7 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
   int stages = fg_partition_num_ranks(part);
   fg_partition_free(part);
   a->model_parallel = stages > 0;
-  if (c->world->rank != 0) {
+  if (fg_comm_rank(c->world) != 0) {
     a->quiet = 1;
     a->save = NULL;
   }
@@ -410,8 +410,8 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
     if (a->replicas == 1) return 0;
   } else {
     c->p2p = c->loss = c->world;
-    a->replicas = c->world->size;
-    a->replica = c->world->rank;
+    a->replicas = fg_comm_size(c->world);
+    a->replica = fg_comm_rank(c->world);
     /* On GPUs the gradients go over NCCL where it can run (the session
      * gets it; the loss sums stay on MPI). */
     fg_comm *nccl = NULL;
@@ -421,7 +421,7 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
     if (nccl) c->p2p = nccl;
     if (!a->quiet && cli_session_limits.device &&
         strncmp(cli_session_limits.device, "cuda", 4) == 0)
-      printf("--dist mpi: %d ranks on GPUs; gradients all-reduced %s\n", c->world->size,
+      printf("--dist mpi: %d ranks on GPUs; gradients all-reduced %s\n", fg_comm_size(c->world),
              nccl ? "with NCCL on the GPUs" : "through host memory over MPI");
   }
   fg_graph *dp = rewrite_for_dp(a, *g, st);
@@ -451,8 +451,8 @@ static int dist_check_batches(const train_args *a, fg_comm *comm, int64_t n_rows
   }
   uint64_t v[4] = {(uint64_t)n_rows, (uint64_t)a->batch, (uint64_t)a->epochs,
                    a->shuffle ? a->seed ^ 0x5bd1e995u : 0};
-  return fg_comm_check_same_u64(comm, fg_hash_bytes(FG_HASH_SEED, v, sizeof v),
-                                "training data size and options", st);
+  return fg_comm_check_same(comm, fg_hash_bytes(FG_HASH_SEED, v, sizeof v),
+                            "training data size and options", CLI_SAME_HINT, st);
 }
 
 typedef struct trainer {
@@ -615,7 +615,7 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
       if (dp) {
         /* A summed loss sums over the replicas too. */
         double wl = a->dist_loss_sum ? loss : loss * (double)len;
-        if (t->c.loss->ops->all_reduce(t->c.loss, &wl, 1, FG_F64, 0, st) != 0) return -1;
+        if (fg_comm_all_reduce(t->c.loss, &wl, 1, FG_F64, 0, st) != 0) return -1;
         loss = a->dist_loss_sum ? wl : wl / (double)b;
       }
       sum += loss * (double)b;
@@ -729,10 +729,11 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   /* Which path the gradients took, decided by the first all_reduce: one
    * shared segment when every rank is on this host, else MPI messages. */
   fg_comm *grads = a->model_parallel ? t.c.data : t.c.p2p;
-  if (!a->quiet && grads && fg_comm_gpu(grads) < 0) cli_print_reduce_path("--dist mpi: ", grads);
+  if (!a->quiet && grads && fg_comm_cuda_device(grads) < 0)
+    cli_print_reduce_path("--dist mpi: ", grads);
   /* Each rank updated only its own variables: rank 0 collects them. */
   if (a->model_parallel && fg_session_gather_variables(t.s, 0, st) != 0) goto done;
-  if (a->save && (!t.c.world || t.c.world->rank == 0)) {
+  if (a->save && (!t.c.world || fg_comm_rank(t.c.world) == 0)) {
     if (save_trained(t.s, a->save, st) != 0) goto done;
     if (!a->quiet) printf("wrote %s\n", a->save);
   }
@@ -745,9 +746,9 @@ done:
   fg_graph_free(g);
   if (t.c.world) {
     /* The groups split from the world first. */
-    if (t.c.data) t.c.data->ops->free(t.c.data);
-    if (t.c.p2p && t.c.p2p != t.c.world) t.c.p2p->ops->free(t.c.p2p);
-    t.c.world->ops->free(t.c.world);
+    if (t.c.data) fg_comm_free(t.c.data);
+    if (t.c.p2p && t.c.p2p != t.c.world) fg_comm_free(t.c.p2p);
+    fg_comm_free(t.c.world);
     /* A failed collective leaves MPI unable to finalize: the error is
      * printed by the caller, and the process exits without MPI_Finalize. */
     if (rc == 0) fg_mpi_shutdown(0);

@@ -7,8 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "executor/cuda_backend.h"
-
 int cli_dist_opt(const cli_command *cmd, int argc, char **argv, int *i, int *dist_mpi,
                  int64_t *timeout_s, int *rc) {
   const char *v = NULL;
@@ -61,7 +59,7 @@ int cli_dist_join(const char *command, const char *model, const void *opts, size
   if (!*comm) return -1;
   uint64_t h;
   if (file_hash(model, opts, opts_len, &h, st) != 0 ||
-      fg_comm_check_same_u64(*comm, h, "graph", st) != 0)
+      fg_comm_check_same(*comm, h, "graph", CLI_SAME_HINT, st) != 0)
     return -1;
   return 0;
 }
@@ -70,13 +68,13 @@ int cli_dist_join(const char *command, const char *model, const void *opts, size
 static uint64_t *gather_hosts(fg_comm *world, fg_status *st) {
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) != 0) strcpy(host, "?");
-  uint64_t *all = calloc((size_t)world->size, sizeof *all);
+  uint64_t *all = calloc((size_t)fg_comm_size(world), sizeof *all);
   if (!all) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
     return NULL;
   }
   uint64_t mine = fg_hash_bytes(FG_HASH_SEED, host, strlen(host));
-  if (world->ops->all_gather_u64(world, mine, all, st) != 0) {
+  if (fg_comm_all_gather_u64(world, mine, all, st) != 0) {
     free(all);
     return NULL;
   }
@@ -97,13 +95,13 @@ int cli_dist_use_local_gpu(fg_comm *world, fg_status *st) {
   uint64_t *hosts = gather_hosts(world, st);
   if (!hosts) return -1;
   int local = 0;
-  for (int r = 0; r < world->rank; r++)
-    local += hosts[r] == hosts[world->rank];
+  for (int r = 0; r < fg_comm_rank(world); r++)
+    local += hosts[r] == hosts[fg_comm_rank(world)];
   /* Every rank learns every rank's GPU count, so a rank without one fails
    * them all alike instead of leaving the others in the next exchange. */
   int gpus = fg_cuda_device_count();
-  int rc = world->ops->all_gather_u64(world, (uint64_t)gpus, hosts, st);
-  for (int r = 0; rc == 0 && r < world->size; r++)
+  int rc = fg_comm_all_gather_u64(world, (uint64_t)gpus, hosts, st);
+  for (int r = 0; rc == 0 && r < fg_comm_size(world); r++)
     if (hosts[r] == 0) {
       fg_status_set(st, FG_INVALID_ARGUMENT, "--device cuda:local: rank %d sees no CUDA device", r);
       rc = -1;
@@ -119,20 +117,23 @@ int cli_dist_use_local_gpu(fg_comm *world, fg_status *st) {
 int cli_dist_gpu_comm(fg_comm *world, const char *device, int mode, double timeout_s,
                       fg_comm **nccl, fg_status *st) {
   *nccl = NULL;
-  int gpu = -1;
-  if (fg_device_parse(device, &gpu) != 1) gpu = -1;
+  /* The rank's GPU, or -1 off the GPU (a device that does not exist
+   * fails when the session is made). */
+  fg_device d;
+  int gpu =
+      device && fg_parse_device(device, &d, NULL) == 0 && d.kind == FG_DEVICE_CUDA ? d.index : -1;
   if (mode == CLI_DIST_COMM_MPI) return 0;
   /* Each rank's (host, GPU + 1), 0 for a rank off the GPU. */
   uint64_t *hosts = gather_hosts(world, st);
   if (!hosts) return -1;
-  uint64_t *keys = calloc((size_t)world->size, sizeof *keys);
-  uint64_t mine = gpu < 0 ? 0 : fg_hash_bytes(hosts[world->rank], &gpu, sizeof gpu) | 1;
-  int rc = keys ? world->ops->all_gather_u64(world, mine, keys, st) : -1;
+  uint64_t *keys = calloc((size_t)fg_comm_size(world), sizeof *keys);
+  uint64_t mine = gpu < 0 ? 0 : fg_hash_bytes(hosts[fg_comm_rank(world)], &gpu, sizeof gpu) | 1;
+  int rc = keys ? fg_comm_all_gather_u64(world, mine, keys, st) : -1;
   if (!keys) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
   free(hosts);
   /* Why NCCL cannot run, the same on every rank (same keys, same build). */
   char why[160] = "";
-  for (int r = 0; rc == 0 && !why[0] && r < world->size; r++) {
+  for (int r = 0; rc == 0 && !why[0] && r < fg_comm_size(world); r++) {
     if (keys[r] == 0) {
       snprintf(why, sizeof why, "rank %d does not run on a CUDA device", r);
       break;
@@ -160,14 +161,16 @@ int cli_dist_gpu_comm(fg_comm *world, const char *device, int mode, double timeo
 }
 
 void cli_print_reduce_path(const char *prefix, const fg_comm *c) {
-  uint64_t in_place = fg_comm_mpi_in_place_count(c);
-  printf("%sgradients all-reduced over %s", prefix, fg_comm_mpi_reduce_path(c));
-  uint64_t fused = fg_comm_mpi_fused_count(c);
+  fg_comm_stats s;
+  fg_comm_get_stats(c, &s);
+  uint64_t in_place = s.in_place_reduces, fused = s.fused_updates;
+  printf("%sgradients all-reduced over %s", prefix, s.reduce_path);
   if (in_place) printf("; %" PRIu64 " all_reduces read the ranks' buffers in place", in_place);
   if (fused) printf(" (%" PRIu64 " of them with their SGD update: fused_update)", fused);
   /* What left this process as messages: across hosts, the network's
-   * share (dist/comm_mpi.h). */
-  uint64_t sent = fg_comm_mpi_message_bytes(c);
-  if (sent) printf("; rank %d sent %" PRIu64 " bytes of them as MPI messages", c->rank, sent);
+   * share (fg_comm_stats). */
+  uint64_t sent = s.message_bytes;
+  if (sent)
+    printf("; rank %d sent %" PRIu64 " bytes of them as MPI messages", fg_comm_rank(c), sent);
   printf("\n");
 }

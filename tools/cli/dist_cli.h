@@ -7,8 +7,7 @@
 #include <stdint.h>
 
 #include "cli.h"
-#include "dist/comm_mpi.h"
-#include "dist/comm_nccl.h"
+#include "flowgraph/comm.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/status.h"
 #include "run.h"
@@ -16,6 +15,10 @@
 /* --dist mpi and --dist-timeout SECONDS (1 to 86400) at argv[*i]: 1 when
  * it is one of them (*rc: CLI_OK, or a usage error's exit code, already
  * printed), else 0. */
+/* The hint of the CLI's agreement checks (fg_comm_check_same): its ranks
+ * load one file. */
+#define CLI_SAME_HINT "every rank must load the same file with the same options"
+
 int cli_dist_opt(const cli_command *cmd, int argc, char **argv, int *i, int *dist_mpi,
                  int64_t *timeout_s, int *rc);
 
@@ -29,10 +32,10 @@ int cli_dist_opt(const cli_command *cmd, int argc, char **argv, int *i, int *dis
 int cli_dist_join(const char *command, const char *model, const void *opts, size_t opts_len,
                   int64_t timeout_s, fg_comm **comm, fg_status *st);
 
-/* "<prefix>gradients all-reduced over <path>" (fg_comm_mpi_reduce_path),
- * and "; N all_reduces read the ranks' buffers in place" when some did
- * (sessions' arenas, dist/shm_arena.h; small buffers go through the
- * segment). */
+/* "<prefix>gradients all-reduced over <path>" (fg_comm_stats'
+ * reduce_path), and "; N all_reduces read the ranks' buffers in place"
+ * when some did (sessions' arenas in shared memory; small buffers go
+ * through the segment). */
 void cli_print_reduce_path(const char *prefix, const fg_comm *c);
 
 /* ---- GPUs under --dist mpi (dist_cli.c) ---------------------------------- */
@@ -82,7 +85,7 @@ typedef struct cli_dist_run {
 /* Checks, on this rank alone and before anything runs, that the fetches
  * can be assembled from shards (first dimension '?', no other open
  * dimension), that some needed input has an open first dimension, that all
- * such inputs have the same rows and at least c->size of them; then makes
+ * such inputs have the same rows and at least fg_comm_size(c) of them; then makes
  * this rank's feeds (fg_shard_rows of the split inputs, the others whole).
  * 0, or -1 with `st` naming the fetch or inputs; `dr` is then for
  * cli_dist_run_free only. */

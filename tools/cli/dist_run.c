@@ -104,12 +104,13 @@ int cli_dist_run_prepare(const fg_graph *g, const run_args *a, const run_feeds *
                   a->model);
     return -1;
   }
-  if (dr->rows < c->size) {
+  if (dr->rows < fg_comm_size(c)) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "--dist mpi with %d ranks: a batch of %" PRId64 " rows ('%s', %s) leaves a rank "
                   "without rows; every rank needs at least one: feed at least %d rows, or start "
                   "fewer ranks",
-                  c->size, dr->rows, f->feeds[first].name, source(a, first), c->size);
+                  fg_comm_size(c), dr->rows, f->feeds[first].name, source(a, first),
+                  fg_comm_size(c));
     return -1;
   }
   for (int i = 0; i < n_fetch; i++)
@@ -121,7 +122,7 @@ int cli_dist_run_prepare(const fg_graph *g, const run_args *a, const run_feeds *
     return -1;
   }
   dr->n = f->n;
-  int64_t lo = 0, len = fg_shard_rows(dr->rows, c->size, c->rank, &lo);
+  int64_t lo = 0, len = fg_shard_rows(dr->rows, fg_comm_size(c), fg_comm_rank(c), &lo);
   uint64_t h = FG_HASH_SEED;
   for (int i = 0; i < f->n; i++) {
     const fg_tensor *t = f->tensors[i];
@@ -173,7 +174,7 @@ static const char *header_shape(const int64_t *h, char *buf, size_t size) {
  * rows), then one tensor of the summed rows, own piece first, the others'
  * data received straight into place. */
 static int receive_fetch(fg_comm *c, const char *name, fg_tensor **out, fg_status *st) {
-  int n = c->size;
+  int n = fg_comm_size(c);
   int64_t(*hdr)[HDR_LEN] = calloc((size_t)n, sizeof *hdr);
   if (!hdr) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
@@ -184,7 +185,7 @@ static int receive_fetch(fg_comm *c, const char *name, fg_tensor **out, fg_statu
   int64_t rows = hdr[0][2];
   int rc = 0;
   for (int r = 1; rc == 0 && r < n; r++) {
-    rc = c->ops->recv(c, hdr[r], sizeof hdr[r], r, GATHER_TAG, st);
+    rc = fg_comm_recv(c, hdr[r], sizeof hdr[r], r, GATHER_TAG, st);
     int same = rc == 0 && hdr[r][0] == hdr[0][0] && hdr[r][1] == hdr[0][1] && hdr[r][2] >= 0;
     for (int k = 3; same && k < 2 + hdr[0][1]; k++)
       same = hdr[r][k] == hdr[0][k];
@@ -221,7 +222,7 @@ static int receive_fetch(fg_comm *c, const char *name, fg_tensor **out, fg_statu
     if (off > 0) memcpy(data, fg_tensor_data(mine), off);
     for (int r = 1; rc == 0 && r < n; r++) {
       size_t bytes = (size_t)hdr[r][2] * row_bytes;
-      rc = c->ops->recv(c, bytes ? data + off : NULL, (int64_t)bytes, r, GATHER_TAG, st);
+      rc = fg_comm_recv(c, bytes ? data + off : NULL, (int64_t)bytes, r, GATHER_TAG, st);
       off += bytes;
     }
   }
@@ -240,13 +241,13 @@ int cli_dist_run_gather(fg_comm *c, const char *const *fetch, fg_tensor **outs, 
   /* The slowest rank sets the pace of a data-parallel run: report its
    * time. This collective also finds a rank whose run failed (it aborted
    * the group) before any fetch moves. */
-  uint64_t *ns = calloc((size_t)c->size, sizeof *ns);
+  uint64_t *ns = calloc((size_t)fg_comm_size(c), sizeof *ns);
   if (!ns) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
     return -1;
   }
-  int rc = c->ops->all_gather_u64(c, (uint64_t)(*total_ms * 1e6), ns, st);
-  for (int r = 0; rc == 0 && r < c->size; r++)
+  int rc = fg_comm_all_gather_u64(c, (uint64_t)(*total_ms * 1e6), ns, st);
+  for (int r = 0; rc == 0 && r < fg_comm_size(c); r++)
     if ((double)ns[r] * 1e-6 > *total_ms) *total_ms = (double)ns[r] * 1e-6;
   free(ns);
   for (int i = 0; rc == 0 && i < n_fetch; i++) {
@@ -255,15 +256,15 @@ int cli_dist_run_gather(fg_comm *c, const char *const *fetch, fg_tensor **outs, 
     if (fg_tensor_rank(outs[i]) < 1) {
       fg_status_set(st, FG_INTERNAL, "--dist mpi: fetch '%s' came back as a scalar", fetch[i]);
       rc = -1;
-    } else if (c->rank == 0) {
+    } else if (fg_comm_rank(c) == 0) {
       rc = receive_fetch(c, fetch[i], &outs[i], st);
     } else {
       int64_t h[HDR_LEN];
       header_of(outs[i], h);
       int64_t bytes = (int64_t)fg_tensor_num_bytes(outs[i]);
-      rc = c->ops->send(c, h, sizeof h, 0, GATHER_TAG, st);
+      rc = fg_comm_send(c, h, sizeof h, 0, GATHER_TAG, st);
       if (rc == 0)
-        rc = c->ops->send(c, bytes ? fg_tensor_data(outs[i]) : NULL, bytes, 0, GATHER_TAG, st);
+        rc = fg_comm_send(c, bytes ? fg_tensor_data(outs[i]) : NULL, bytes, 0, GATHER_TAG, st);
     }
   }
   return rc;

@@ -10,7 +10,6 @@
 
 #include "cli.h"
 #include "flowgraph/io.h"
-#include "graph/file_path.h"
 
 fg_graph *cli_load_model(const char *path, fg_status *st) {
   return cli_has_ext(path, ".json") ? fg_graph_load_json(path, st) : fg_graph_load(path, st);
@@ -54,7 +53,7 @@ int cli_path_problem(const char *path, char *dir, size_t size) {
     snprintf(dir, size, "%s", path);
     return CLI_PATH_IS_DIR;
   }
-  /* A device or FIFO is written in place (graph/file_path.h): it must
+  /* A device or FIFO is written in place (flowgraph/io.h): it must
    * take writes itself, whatever its folder allows. */
   if (fg_path_write_in_place(path)) {
     snprintf(dir, size, "%s", path);

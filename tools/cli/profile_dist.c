@@ -74,12 +74,12 @@ int prof_runs_add(prof_runs *r, const fg_run_metadata *md, fg_status *st) {
  * message of the exchange. */
 static int move(fg_comm *c, int send, void *p, int64_t bytes, int peer, int k, fg_status *st) {
   if (bytes == 0) return 0;
-  return send ? c->ops->send(c, p, bytes, peer, PROFILE_TAG + k, st)
-              : c->ops->recv(c, p, bytes, peer, PROFILE_TAG + k, st);
+  return send ? fg_comm_send(c, p, bytes, peer, PROFILE_TAG + k, st)
+              : fg_comm_recv(c, p, bytes, peer, PROFILE_TAG + k, st);
 }
 
 int prof_runs_exchange(fg_comm *c, const prof_runs *mine, prof_runs *all, fg_status *st) {
-  if (c->rank != 0) {
+  if (fg_comm_rank(c) != 0) {
     int64_t hdr[4] = {mine->n_runs, mine->n, mine->threads, (int64_t)mine->arena_bytes};
     if (move(c, 1, hdr, sizeof hdr, 0, 0, st) != 0 ||
         move(c, 1, mine->start, (mine->n_runs + 1) * 8, 0, 1, st) != 0 ||
@@ -89,7 +89,7 @@ int prof_runs_exchange(fg_comm *c, const prof_runs *mine, prof_runs *all, fg_sta
       return -1;
     return 0;
   }
-  for (int r = 1; r < c->size; r++) {
+  for (int r = 1; r < fg_comm_size(c); r++) {
     prof_runs *o = &all[r];
     int64_t hdr[4];
     if (move(c, 0, hdr, sizeof hdr, r, 0, st) != 0) return -1;
@@ -171,7 +171,7 @@ int prof_clock_offsets(fg_comm *c, int rounds, int64_t *off, int64_t *rtt, fg_st
   /* Tags after the exchange's (0 to 4); every round reuses one tag, as
    * point-to-point messages between two ranks arrive in order. */
   enum { TAG = 8 };
-  if (c->rank != 0) {
+  if (fg_comm_rank(c) != 0) {
     for (int k = 0; k < rounds; k++) {
       int64_t v = 0;
       if (move(c, 0, &v, 8, 0, TAG, st) != 0) return -1;
@@ -181,7 +181,7 @@ int prof_clock_offsets(fg_comm *c, int rounds, int64_t *off, int64_t *rtt, fg_st
     return 0;
   }
   off[0] = rtt[0] = 0;
-  for (int r = 1; r < c->size; r++) {
+  for (int r = 1; r < fg_comm_size(c); r++) {
     rtt[r] = -1;
     for (int k = 0; k < rounds; k++) {
       int64_t v = 0, a = cli_now_ns();

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "dist/comm.h"
+#include "flowgraph/comm.h"
 #include "flowgraph/graph.h"
 #include "flowgraph/profile.h"
 
@@ -34,7 +34,7 @@ typedef struct prof_runs {
 int prof_runs_add(prof_runs *r, const fg_run_metadata *md, fg_status *st);
 
 /* Every rank calls it after its runs. Rank 0 receives each other rank's
- * runs into all[1 .. c->size - 1] (all[0] is left alone); the others send
+ * runs into all[1 .. fg_comm_size(c) - 1] (all[0] is left alone); the others send
  * `mine`. A rank whose run count differs from rank 0's is refused. 0 or -1. */
 int prof_runs_exchange(fg_comm *c, const prof_runs *mine, prof_runs *all, fg_status *st);
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "graph/file_path.h"
+#include "flowgraph/io.h"
 #include "trace.h"
 
 /* ---- output files ----------------------------------------------------------- */

@@ -10,7 +10,7 @@
 
 /* A file written under a temporary name beside `path` (beside the file a
  * link leads to) and renamed over it only by out_commit, so a failure
- * never leaves a partial file; a device or FIFO (graph/file_path.h) is
+ * never leaves a partial file; a device or FIFO (flowgraph/io.h) is
  * written in place (tmp NULL). */
 typedef struct out_file {
   FILE *f;
