@@ -8,9 +8,9 @@ extern const fg_backend fg_backend_cpu, fg_backend_cuda, fg_backend_host;
 
 const fg_backend *const fg_backends[] = {&fg_backend_cpu, &fg_backend_cuda, &fg_backend_host, NULL};
 
-const fg_backend *fg_backend_for(const fg_backend_query *q) {
-  for (int i = 0; fg_backends[i]; i++)
-    if (fg_backends[i]->runs(q)) return fg_backends[i];
+const fg_backend *fg_backend_for(const fg_backend *const *table, const fg_backend_query *q) {
+  for (int i = 0; table[i]; i++)
+    if (table[i]->runs(q)) return table[i];
   return NULL;
 }
 

@@ -39,7 +39,8 @@ typedef struct fg_backend {
 /* The rows, NULL-terminated: cpu, cuda, host. */
 extern const fg_backend *const fg_backends[];
 
-/* The backend that runs q's node: the first row claiming it, or NULL. */
-const fg_backend *fg_backend_for(const fg_backend_query *q);
+/* The backend that runs q's node: the first row of `table` (NULL-terminated,
+ * such as fg_backends) claiming it, or NULL. */
+const fg_backend *fg_backend_for(const fg_backend *const *table, const fg_backend_query *q);
 
 #endif

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "executor/backend.h"
 #include "executor/cuda_backend.h"
 #include "executor/plan_stages.h"
 #include "graph/tensor_internal.h"
@@ -113,6 +114,7 @@ int fg_plan_builder_init(fg_plan_builder *b, const fg_graph *g, const fg_plan_re
   b->req = req;
   b->vars = vars;
   b->vars_ctx = vars_ctx;
+  b->backends = fg_backends;
   fg_plan *plan = b->plan = calloc(1, sizeof *plan);
   b->needed = calloc((size_t)g->n_nodes + 1, 1);
   b->feed_of = malloc(((size_t)g->n_nodes + 1) * sizeof *b->feed_of);

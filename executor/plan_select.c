@@ -44,7 +44,7 @@ int fg_plan_select(fg_plan_builder *b, fg_status *st) {
     const fg_node *n = &b->g->nodes[step->node];
     const fg_op_def *def = &fg_op_table[n->op];
     fg_backend_query q = {b->req, n, step->node, def, kernel_key(plan, step, def)};
-    const fg_backend *be = fg_backend_for(&q);
+    const fg_backend *be = fg_backend_for(b->backends, &q);
     char why[512];
     why[0] = '\0';
     if (!be || !be->supports(&q, why, sizeof why)) return refuse(&q, be, why, st);

@@ -37,6 +37,9 @@ typedef struct fg_plan_builder {
   fg_var_lookup_fn vars;
   void *vars_ctx;
   fg_plan *plan;
+  /* The backends the select stage asks (backend.h): fg_backends, or a
+   * test's own table. */
+  const struct fg_backend *const *backends;
   /* resolve */
   char *needed;        /* per node: needed by the fetches and targets */
   int *feed_of;        /* per node: its index in req's feeds, or -1 */
