@@ -29,7 +29,9 @@ static int any_comm(const fg_dist_exec *dx) {
 
 /* apply_sgd's fused forms (all_reduce = 1, grad_product = 1) share the
  * plain update's op name and so its CUDA kernel, which does neither: they
- * are refused by name here. */
+ * are refused here, by attribute. Once they are ops of their own, which
+ * have no CUDA kernel, the generic "no CUDA kernel" refusal of the select
+ * stage covers them and this rule goes. */
 static int fused_sgd_supported(const fg_backend_query *q, char *why, size_t why_size) {
   const fg_node *n = q->node;
   if (n->op != FG_OP_APPLY_SGD || !fg_node_is_collective(n)) return 1;

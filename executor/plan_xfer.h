@@ -17,7 +17,12 @@
  * No deadlock: a rank's sends run in tag order on a send lane, its receives
  * in tag order on another lane, and tag order follows the graph's
  * topological node order; so a send only waits for its own producer and for
- * the peer to reach that tag, which depends only on smaller tags. */
+ * the peer to reach that tag, which depends only on smaller tags.
+ *
+ * The resolve stage (plan_stages.h) makes the transfer steps and slots,
+ * before any shape is known; the infer stage gives each transfer's slot the
+ * shape of the tensor it carries, and the memory stage places the fetch
+ * buffers. */
 #ifndef FG_PLAN_XFER_H
 #define FG_PLAN_XFER_H
 
