@@ -1,11 +1,13 @@
 /* The CUDA executor: device selection, per-session GPU state (streams,
  * cuBLAS handles, device copies of variables and constants) and running a
- * plan on a GPU. Built from executor/cuda/backend.c when the CUDA backend is
- * on, from executor/cuda/stub.c (no devices, every call refused) otherwise,
- * so the session code is the same in both builds.
+ * plan on a GPU. Built from executor/cuda/backend.c, staging.c and run.c
+ * (cuda_internal.h) when the CUDA backend is on, from executor/cuda/stub.c
+ * (no devices, every call refused) otherwise, so the session code is the
+ * same in both builds.
  *
  * A GPU plan is an ordinary plan (plan.h) built with req->cuda set: its
- * kernels come from fg_cuda_kernel and its arena is left unallocated;
+ * kernels come from the CUDA row of the backend table (backend.h) and its
+ * arena is left unallocated;
  * fg_cuda_plan_prepare then gives it one cudaMalloc arena, device buffers
  * for feeds and fetched outputs, pinned host staging for both, and the
  * stream assignment of streams.h. Variables live on the device for the

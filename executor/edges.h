@@ -1,6 +1,7 @@
 /* Dependency edges (from, to) between steps or nodes, collected in a
- * growable array: the plan's scheduling edges (executor/plan.c) and the
- * waits of its serial order (executor/plan_order.c). Internal. */
+ * growable array: the plan's scheduling edges (executor/plan_schedule.c,
+ * plan_memory.c) and the waits of its serial order (executor/plan_order.c).
+ * Internal. */
 #ifndef FG_EDGES_H
 #define FG_EDGES_H
 

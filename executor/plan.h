@@ -151,7 +151,7 @@ typedef struct fg_plan_request {
    * fixed per session). max_memory_bytes: 0 = only the machine's memory. */
   int check_numerics;
   int64_t max_memory_bytes;
-  /* 1: a GPU plan (kernels from fg_cuda_kernel); fixed per session. */
+  /* 1: a GPU plan (kernels from the CUDA row of backend.h); fixed per session. */
   int cuda;
   /* Several devices or a communicator (dist/exec.h); NULL: one device. Not
    * part of the key: fixed per session and graph version. */

@@ -7,7 +7,7 @@
  * follow at once. A movable node only waits for nodes with lower ids, so by
  * induction it goes out before every non-movable node with a higher id:
  * the order is topological, and a variable's reads and writes keep their
- * node order (the executor orders them by step order, plan.c build_edges). */
+ * node order (the executor orders them by step order, plan_schedule.c build_edges). */
 #include "executor/plan_order.h"
 
 #include <stdlib.h>
@@ -123,7 +123,7 @@ typedef struct var_late {
  * finishes when the slowest rank gets there, and steps after it (a
  * bucket's slices, the updates reading the reduced gradients) finish
  * later still. The memory plan reuses bytes along this order, and each
- * reuse becomes a scheduling edge (plan.c add_reuse_edges): with an update
+ * reuse becomes a scheduling edge (plan_memory.c add_reuse_edges): with an update
  * placed before the last gradient's matmul, that matmul waited for the
  * peer's arrival at the bucket before it (a 16 MB gradient's bytes, then a
  * bias bucket's). Past every step that does not wait, such steps can

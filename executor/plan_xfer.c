@@ -5,8 +5,6 @@
 #include "executor/plan_xfer.h"
 #include "graph/op_table.h"
 
-#define ALIGN 64
-
 static int oom(fg_status *st) {
   fg_status_set(st, FG_RESOURCE_EXHAUSTED, "plan: out of memory (transfers)");
   return -1;
@@ -182,8 +180,7 @@ int fg_xfer_input_slot(const fg_xfer_state *x, int id, int k, int s) {
   return x->local_slot[key] >= 0 ? x->local_slot[key] : s;
 }
 
-int fg_xfer_fetches(fg_xfer_state *x, const fg_plan_request *req, size_t *pinned_bytes,
-                    fg_status *st) {
+int fg_xfer_fetches(fg_xfer_state *x, const fg_plan_request *req, fg_status *st) {
   if (!x->xp) return 0;
   fg_plan *plan = x->plan;
   int me = x->dx->my_rank, size = x->dx->p2p->size;
@@ -206,14 +203,10 @@ int fg_xfer_fetches(fg_xfer_state *x, const fg_plan_request *req, size_t *pinned
         if (add_step(x, FG_XFER_SEND, node, dev, src, -1, q, tag, st) < 0) return -1;
       } else if (me == q) {
         /* Its own fetch buffer: the producer's slot here may be a feed, a
-         * constant or this process's stale copy of a variable. */
+         * constant or this process's stale copy of a variable. (The
+         * memory stage gives it its place among the fetch buffers.) */
         int s = new_slot(x, src, -1);
         plan->slot_kind[s] = FG_SLOT_PINNED;
-        plan->slot_offset[s] = (int64_t)*pinned_bytes;
-        size_t bytes = fg_dtype_size(plan->slots[s].dtype);
-        for (int d = 0; d < plan->slots[s].rank; d++)
-          bytes *= (size_t)plan->slots[s].dims[d];
-        *pinned_bytes += (bytes + ALIGN - 1) & ~(size_t)(ALIGN - 1);
         if (add_step(x, FG_XFER_RECV, node, x->my_dev, src, s, owner, tag, st) < 0) return -1;
         x->fetch_slot[i] = s;
       }

@@ -1,5 +1,5 @@
 /* Transfer steps of a plan across devices and processes (internal to
- * executor/plan.c).
+ * executor/plan_resolve.c).
  *
  * Every data edge between devices becomes a send/recv pair, as the
  * partition lists them (one per tensor and consuming device):
@@ -17,7 +17,12 @@
  * No deadlock: a rank's sends run in tag order on a send lane, its receives
  * in tag order on another lane, and tag order follows the graph's
  * topological node order; so a send only waits for its own producer and for
- * the peer to reach that tag, which depends only on smaller tags. */
+ * the peer to reach that tag, which depends only on smaller tags.
+ *
+ * The resolve stage (plan_stages.h) makes the transfer steps and slots,
+ * before any shape is known; the infer stage gives each transfer's slot the
+ * shape of the tensor it carries, and the memory stage places the fetch
+ * buffers. */
 #ifndef FG_PLAN_XFER_H
 #define FG_PLAN_XFER_H
 
@@ -59,8 +64,7 @@ int fg_xfer_before_node(fg_xfer_state *x, int id, fg_status *st);
 int fg_xfer_input_slot(const fg_xfer_state *x, int id, int k, int s);
 
 /* After every node: the fetched tensors of other ranks (sent by their
- * owner to every rank). New fetch buffers take *pinned_bytes offsets. */
-int fg_xfer_fetches(fg_xfer_state *x, const fg_plan_request *req, size_t *pinned_bytes,
-                    fg_status *st);
+ * owner to every rank), received into new FG_SLOT_PINNED slots. */
+int fg_xfer_fetches(fg_xfer_state *x, const fg_plan_request *req, fg_status *st);
 
 #endif

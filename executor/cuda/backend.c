@@ -13,77 +13,14 @@
  * host memory, and synchronise stream 0 once. Everything after the feed
  * copies is the same work every time with the same pointers, so from the
  * second run on it is captured once into a CUDA Graph and replayed. */
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/exec.h"
-#include "executor/cuda_backend.h"
-#include "executor/streams.h"
+#include "executor/cuda/cuda_internal.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
-#include "kernels/collective.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/kernel_shape.h"
-
-/* Per-stream device scratch for the kernels (reductions' partials) and the
- * cuBLAS workspace (set explicitly so graph capture never makes cuBLAS
- * allocate; 32 MiB is NVIDIA's recommendation for Hopper). */
-#define SCRATCH_BYTES        ((size_t)FG_CUDA_SCRATCH_MIN)
-#define BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
-#define DEV_ALIGN            256
-
-struct fg_cuda_ctx {
-  int device;
-  int n_streams;
-  int allow_tf32;
-  int use_graphs; /* cuda_graphs option >= 0 */
-  cudaStream_t stream[FG_MAX_STREAMS];
-  cublasHandle_t blas[FG_MAX_STREAMS];
-  void *scratch[FG_MAX_STREAMS];
-  void *blas_ws[FG_MAX_STREAMS];
-  void **node_mem; /* per node id: device copy of a variable or constant, or NULL */
-  char *node_var;  /* per node id: 1 when node_mem holds a variable */
-  size_t *node_bytes;
-  int n_node_mem;
-};
-
-typedef struct cuda_plan {
-  int device;
-  void *arena, *fetch_dev, *feed_dev; /* device */
-  void *feed_host, *fetch_host;       /* pinned staging */
-  size_t *feed_off, *feed_bytes;      /* per feed */
-  size_t *fetch_off, *fetch_bytes;    /* per fetch */
-  fg_cuda_error *err_dev, *err_host;  /* per step */
-  unsigned long long *num_dev;        /* check_numerics: NaN, Inf per output of a step */
-  int num_outputs;                    /* ... of num_dev's capacity */
-  fg_kcuda *kc;                       /* per step */
-  fg_stream_plan sp;
-  cudaEvent_t *events; /* sp.n_events, no timing */
-  cudaEvent_t fork, join[FG_MAX_STREAMS];
-  cudaEvent_t *tev; /* 1 + 2 * n_steps timing events, made on the first profiled run */
-  /* all_reduce steps: per step, the offset of its inputs' copies in the
-   * pinned block `stage` (stage_bytes, allocated by the first run that
-   * stages through the host), or SIZE_MAX for other steps. */
-  size_t *stage_off;
-  size_t stage_bytes;
-  void *stage;
-  /* The host views of a staged step's inputs (hkb) and outputs (hkb +
-   * max_in), as wide as the widest such step. */
-  fg_kbuf *hkb;
-  int max_in;
-  const fg_dist_exec *dist;     /* the running request's (its communicators), set per run */
-  const fg_kparallel *host_par; /* ... and its threads for host steps (NULL: inline) */
-  int runs;
-  int graph_state; /* 0: not captured yet, 1: exec holds the run, -1: capture failed */
-  cudaGraphExec_t exec;
-} cuda_plan;
-
-static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp,
-                       fg_status *st);
 
 /* ---- devices --------------------------------------------------------------- */
 
@@ -99,9 +36,27 @@ int fg_cuda_device_count(void) {
   return n;
 }
 
+/* fg_tensor_new_pinned's memory. Without a device, cudaHostAlloc would
+ * start the driver for nothing (and fail): NULL then, and the tensor is an
+ * ordinary one. Portable, so a session on any of the GPUs feeds it
+ * directly. */
+void *fg_pinned_alloc(size_t bytes) {
+  if (fg_cuda_device_count() < 1) return NULL;
+  void *p = NULL;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return p;
+}
+
+void fg_pinned_free(void *p) {
+  if (p) (void)cudaFreeHost(p);
+}
+
 /* Entry points switch to the session's device and back, so a caller's own
  * current device is left as it was. */
-static int enter(int device, int *prev, fg_status *st) {
+int fgc_enter(int device, int *prev, fg_status *st) {
   if (cudaGetDevice(prev) != cudaSuccess) *prev = -1;
   cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess) {
@@ -112,11 +67,11 @@ static int enter(int device, int *prev, fg_status *st) {
   return 0;
 }
 
-static void leave(int prev) {
+void fgc_leave(int prev) {
   if (prev >= 0) (void)cudaSetDevice(prev);
 }
 
-static int cuda_fail(fg_status *st, int device, const char *what, cudaError_t e) {
+int fgc_fail(fg_status *st, int device, const char *what, cudaError_t e) {
   fg_status_set(st, e == cudaErrorMemoryAllocation ? FG_RESOURCE_EXHAUSTED : FG_INTERNAL,
                 "cuda:%d: %s: %s", device, what, cudaGetErrorString(e));
   (void)cudaGetLastError();
@@ -124,7 +79,7 @@ static int cuda_fail(fg_status *st, int device, const char *what, cudaError_t e)
 }
 
 /* cudaMalloc with the message the issue asks for: the bytes asked for. */
-static int dev_alloc(void **p, size_t bytes, int device, const char *what, fg_status *st) {
+int fgc_dev_alloc(void **p, size_t bytes, int device, const char *what, fg_status *st) {
   *p = NULL;
   if (bytes == 0) return 0;
   cudaError_t e = cudaMalloc(p, bytes);
@@ -145,7 +100,7 @@ static int dev_alloc(void **p, size_t bytes, int device, const char *what, fg_st
   return -1;
 }
 
-static int host_alloc(void **p, size_t bytes, int device, const char *what, fg_status *st) {
+int fgc_host_alloc(void **p, size_t bytes, int device, const char *what, fg_status *st) {
   *p = NULL;
   if (bytes == 0) return 0;
   cudaError_t e = cudaHostAlloc(p, bytes, cudaHostAllocDefault);
@@ -158,22 +113,13 @@ static int host_alloc(void **p, size_t bytes, int device, const char *what, fg_s
   return -1;
 }
 
-static size_t align_up(size_t x) { return (x + DEV_ALIGN - 1) & ~(size_t)(DEV_ALIGN - 1); }
-
-static size_t kbuf_bytes(const fg_kbuf *b) {
-  size_t n = fg_dtype_size(b->dtype);
-  for (int d = 0; d < b->rank; d++)
-    n *= (size_t)b->dims[d]; /* checked at plan time */
-  return n;
-}
-
 /* ---- session state --------------------------------------------------------- */
 
 void fg_cuda_ctx_free(fg_cuda_ctx *c) {
   if (!c) return;
   int prev;
   fg_status *st = fg_status_new();
-  int ok = enter(c->device, &prev, st) == 0;
+  int ok = fgc_enter(c->device, &prev, st) == 0;
   fg_status_free(st);
   if (ok) {
     for (int k = 0; k < c->n_streams; k++) {
@@ -185,7 +131,7 @@ void fg_cuda_ctx_free(fg_cuda_ctx *c) {
     }
     for (int i = 0; i < c->n_node_mem; i++)
       (void)cudaFree(c->node_mem[i]);
-    leave(prev);
+    fgc_leave(prev);
   }
   free(c->node_mem);
   free(c->node_var);
@@ -209,7 +155,7 @@ fg_cuda_ctx *fg_cuda_ctx_new(int index, const fg_session_options *opts, fg_statu
   c->allow_tf32 = opts && opts->allow_tf32 ? 1 : 0;
   c->use_graphs = !opts || opts->cuda_graphs >= 0;
   int prev;
-  if (enter(index, &prev, st) != 0) {
+  if (fgc_enter(index, &prev, st) != 0) {
     free(c);
     return NULL;
   }
@@ -220,7 +166,7 @@ fg_cuda_ctx *fg_cuda_ctx_new(int index, const fg_session_options *opts, fg_statu
     cudaError_t e = cudaStreamCreateWithFlags(&c->stream[k], cudaStreamNonBlocking);
     if (e != cudaSuccess) {
       c->stream[k] = NULL;
-      rc = cuda_fail(st, index, "cannot create a stream", e);
+      rc = fgc_fail(st, index, "cannot create a stream", e);
       break;
     }
     cublasStatus_t b = cublasCreate(&c->blas[k]);
@@ -231,8 +177,9 @@ fg_cuda_ctx *fg_cuda_ctx_new(int index, const fg_session_options *opts, fg_statu
       rc = -1;
       break;
     }
-    if (dev_alloc(&c->scratch[k], SCRATCH_BYTES, index, "kernel scratch", st) != 0 ||
-        dev_alloc(&c->blas_ws[k], BLAS_WORKSPACE_BYTES, index, "the cuBLAS workspace", st) != 0) {
+    if (fgc_dev_alloc(&c->scratch[k], SCRATCH_BYTES, index, "kernel scratch", st) != 0 ||
+        fgc_dev_alloc(&c->blas_ws[k], BLAS_WORKSPACE_BYTES, index, "the cuBLAS workspace", st) !=
+            0) {
       rc = -1;
       break;
     }
@@ -246,7 +193,7 @@ fg_cuda_ctx *fg_cuda_ctx_new(int index, const fg_session_options *opts, fg_statu
       rc = -1;
     }
   }
-  leave(prev);
+  fgc_leave(prev);
   if (rc != 0) {
     fg_cuda_ctx_free(c);
     return NULL;
@@ -280,7 +227,7 @@ static void *node_upload(fg_cuda_ctx *c, const fg_graph *g, int node, const void
   if (c->node_mem[node] || bytes == 0) return c->node_mem[node];
   char what[300];
   snprintf(what, sizeof what, "%s '%s'", is_var ? "variable" : "constant", g->nodes[node].name);
-  if (dev_alloc(&c->node_mem[node], bytes, c->device, what, st) != 0) return NULL;
+  if (fgc_dev_alloc(&c->node_mem[node], bytes, c->device, what, st) != 0) return NULL;
   /* Not plain cudaMemcpy: from pageable memory it may return before the DMA
    * lands, and it runs on the legacy stream, which the session's
    * non-blocking streams do not wait for. On stream 0 and synchronised, the
@@ -291,7 +238,7 @@ static void *node_upload(fg_cuda_ctx *c, const fg_graph *g, int node, const void
   if (e != cudaSuccess) {
     (void)cudaFree(c->node_mem[node]);
     c->node_mem[node] = NULL;
-    cuda_fail(st, c->device, what, e);
+    fgc_fail(st, c->device, what, e);
     return NULL;
   }
   c->node_var[node] = (char)is_var;
@@ -303,14 +250,14 @@ void fg_cuda_graph_changed(fg_cuda_ctx *c) {
   if (!c) return;
   int prev;
   fg_status *st = fg_status_new();
-  int ok = enter(c->device, &prev, st) == 0;
+  int ok = fgc_enter(c->device, &prev, st) == 0;
   fg_status_free(st);
   for (int i = 0; i < c->n_node_mem; i++)
     if (c->node_mem[i] && !c->node_var[i]) {
       if (ok) (void)cudaFree(c->node_mem[i]);
       c->node_mem[i] = NULL;
     }
-  if (ok) leave(prev);
+  if (ok) fgc_leave(prev);
 }
 
 /* Copies variable `node` (-1: every variable the device holds) between
@@ -319,7 +266,7 @@ static int copy_vars(fg_cuda_ctx *c, fg_tensor **vars, int n_vars, int node,
                      enum cudaMemcpyKind kind, fg_status *st) {
   if (!c) return 0;
   int prev;
-  if (enter(c->device, &prev, st) != 0) return -1;
+  if (fgc_enter(c->device, &prev, st) != 0) return -1;
   int rc = 0;
   const int to_host = kind == cudaMemcpyDeviceToHost;
   for (int i = node < 0 ? 0 : node; rc == 0 && i < (node < 0 ? c->n_node_mem : node + 1); i++) {
@@ -329,11 +276,11 @@ static int copy_vars(fg_cuda_ctx *c, fg_tensor **vars, int n_vars, int node,
     cudaError_t e = to_host ? cudaMemcpy(vars[i]->data, c->node_mem[i], bytes, kind)
                             : cudaMemcpy(c->node_mem[i], vars[i]->data, bytes, kind);
     if (e != cudaSuccess)
-      rc = cuda_fail(
-          st, c->device,
-          to_host ? "copying a variable to the host" : "copying a variable to the device", e);
+      rc = fgc_fail(st, c->device,
+                    to_host ? "copying a variable to the host" : "copying a variable to the device",
+                    e);
   }
-  leave(prev);
+  fgc_leave(prev);
   return rc;
 }
 
@@ -344,7 +291,6 @@ int fg_cuda_vars_to_host(fg_cuda_ctx *c, fg_tensor **vars, int n_vars, int node,
 int fg_cuda_vars_to_device(fg_cuda_ctx *c, fg_tensor **vars, int n_vars, fg_status *st) {
   return copy_vars(c, vars, n_vars, -1, cudaMemcpyHostToDevice, st);
 }
-
 /* ---- plans ------------------------------------------------------------------ */
 
 void fg_cuda_plan_release(void *device) {
@@ -352,7 +298,7 @@ void fg_cuda_plan_release(void *device) {
   if (!cp) return;
   int prev;
   fg_status *st = fg_status_new();
-  int ok = enter(cp->device, &prev, st) == 0;
+  int ok = fgc_enter(cp->device, &prev, st) == 0;
   fg_status_free(st);
   if (ok) {
     if (cp->exec) (void)cudaGraphExecDestroy(cp->exec);
@@ -372,7 +318,7 @@ void fg_cuda_plan_release(void *device) {
     (void)cudaFreeHost(cp->fetch_host);
     (void)cudaFreeHost(cp->err_host);
     (void)cudaFreeHost(cp->stage);
-    leave(prev);
+    fgc_leave(prev);
   }
   free(cp->events);
   free(cp->tev);
@@ -394,7 +340,7 @@ static int bind_slots(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
   for (int s = 0; s < plan->n_slots; s++) {
     fg_kbuf *b = &plan->slots[s];
     int node = plan->slot_node[s], step = plan->slot_step[s];
-    size_t bytes = kbuf_bytes(b);
+    size_t bytes = fgc_kbuf_bytes(b);
     switch (plan->slot_kind[s]) {
     case FG_SLOT_FEED: b->data = (char *)cp->feed_dev + cp->feed_off[feed_of_slot[s]]; break;
     case FG_SLOT_CONSTANT:
@@ -414,7 +360,7 @@ static int bind_slots(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
       }
       break;
     case FG_SLOT_PINNED:
-      /* plan.c laid the fetched outputs out in its host block; the device
+      /* plan_memory.c laid the fetched outputs out in its host block; the device
        * block mirrors that layout. */
       b->data = (char *)cp->fetch_dev + ((char *)b->data - (char *)plan->pinned);
       break;
@@ -427,7 +373,7 @@ static int bind_slots(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_pla
 int fg_cuda_plan_prepare(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, fg_tensor *const *vars,
                          int n_vars, fg_status *st) {
   int prev;
-  if (enter(c->device, &prev, st) != 0) return -1;
+  if (fgc_enter(c->device, &prev, st) != 0) return -1;
   int rc = -1, ns = plan->n_steps;
   int *feed_of_slot = NULL;
   cuda_plan *cp = calloc(1, sizeof *cp);
@@ -452,13 +398,14 @@ int fg_cuda_plan_prepare(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, fg_te
   }
   /* Device blocks: the arena, fetched outputs (mirroring plan->pinned),
    * feeds (with pinned staging) and the kernels' error records. */
-  if (dev_alloc(&cp->arena, plan->arena_bytes, c->device, "the plan's arena", st) != 0) goto done;
+  if (fgc_dev_alloc(&cp->arena, plan->arena_bytes, c->device, "the plan's arena", st) != 0)
+    goto done;
   size_t fetch_block = 0, feed_block = 0, fetch_stage = 0;
   for (int s = 0; s < plan->n_slots; s++) {
     feed_of_slot[s] = -1;
     if (plan->slot_kind[s] != FG_SLOT_PINNED) continue;
-    size_t end =
-        (size_t)((char *)plan->slots[s].data - (char *)plan->pinned) + kbuf_bytes(&plan->slots[s]);
+    size_t end = (size_t)((char *)plan->slots[s].data - (char *)plan->pinned) +
+                 fgc_kbuf_bytes(&plan->slots[s]);
     if (end > fetch_block) fetch_block = end;
   }
   for (int i = 0; i < plan->n_feeds; i++) {
@@ -466,25 +413,25 @@ int fg_cuda_plan_prepare(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, fg_te
     if (s < 0) continue;
     feed_of_slot[s] = i;
     cp->feed_off[i] = feed_block;
-    cp->feed_bytes[i] = kbuf_bytes(&plan->slots[s]);
-    feed_block += align_up(cp->feed_bytes[i]);
+    cp->feed_bytes[i] = fgc_kbuf_bytes(&plan->slots[s]);
+    feed_block += fgc_align_up(cp->feed_bytes[i]);
   }
   for (int i = 0; i < plan->n_fetches; i++) {
     cp->fetch_off[i] = fetch_stage;
-    cp->fetch_bytes[i] = kbuf_bytes(&plan->slots[plan->fetch_slots[i]]);
-    fetch_stage += align_up(cp->fetch_bytes[i]);
+    cp->fetch_bytes[i] = fgc_kbuf_bytes(&plan->slots[plan->fetch_slots[i]]);
+    fetch_stage += fgc_align_up(cp->fetch_bytes[i]);
   }
-  if (dev_alloc(&cp->fetch_dev, fetch_block, c->device, "fetched outputs", st) != 0 ||
-      dev_alloc(&cp->feed_dev, feed_block, c->device, "feeds", st) != 0 ||
-      host_alloc(&cp->feed_host, feed_block, c->device, "feeds", st) != 0 ||
-      host_alloc(&cp->fetch_host, fetch_stage, c->device, "fetched outputs", st) != 0 ||
-      dev_alloc((void **)&cp->err_dev, (size_t)ns * sizeof(fg_cuda_error), c->device,
-                "kernel error records", st) != 0 ||
-      host_alloc((void **)&cp->err_host, (size_t)ns * sizeof(fg_cuda_error), c->device,
-                 "kernel error records", st) != 0)
+  if (fgc_dev_alloc(&cp->fetch_dev, fetch_block, c->device, "fetched outputs", st) != 0 ||
+      fgc_dev_alloc(&cp->feed_dev, feed_block, c->device, "feeds", st) != 0 ||
+      fgc_host_alloc(&cp->feed_host, feed_block, c->device, "feeds", st) != 0 ||
+      fgc_host_alloc(&cp->fetch_host, fetch_stage, c->device, "fetched outputs", st) != 0 ||
+      fgc_dev_alloc((void **)&cp->err_dev, (size_t)ns * sizeof(fg_cuda_error), c->device,
+                    "kernel error records", st) != 0 ||
+      fgc_host_alloc((void **)&cp->err_host, (size_t)ns * sizeof(fg_cuda_error), c->device,
+                     "kernel error records", st) != 0)
     goto done;
   if (bind_slots(c, g, plan, cp, vars, n_vars, feed_of_slot, st) != 0) goto done;
-  if (stage_steps(c, g, plan, cp, st) != 0) goto done;
+  if (fgc_stage_steps(c, g, plan, cp, st) != 0) goto done;
 
   /* Streams and events. */
   char err[256];
@@ -505,7 +452,7 @@ int fg_cuda_plan_prepare(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, fg_te
   for (int k = 1; k < cp->sp.n_streams && e == cudaSuccess; k++)
     e = cudaEventCreateWithFlags(&cp->join[k], cudaEventDisableTiming);
   if (e != cudaSuccess) {
-    cuda_fail(st, c->device, "cannot create events", e);
+    fgc_fail(st, c->device, "cannot create events", e);
     goto done;
   }
   for (int si = 0; si < ns; si++) {
@@ -517,535 +464,11 @@ int fg_cuda_plan_prepare(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, fg_te
   rc = 0;
 done:
   free(feed_of_slot);
-  leave(prev);
+  fgc_leave(prev);
   return rc; /* on failure plan->device is freed with the plan */
 }
 
 const void *fg_cuda_plan_fetch(const fg_plan *plan, int i) {
   const cuda_plan *cp = plan->device;
   return cp && cp->fetch_host ? (const char *)cp->fetch_host + cp->fetch_off[i] : NULL;
-}
-
-/* ---- runs ------------------------------------------------------------------- */
-
-/* A kernel's own error (bad value, bad shape) is FG_INVALID_ARGUMENT, as on
- * the CPU; a failing CUDA call is FG_INTERNAL. Both name the node. */
-static int node_fail(fg_status *st, fg_code code, const fg_graph *g, const fg_plan *plan, int si,
-                     int device, const char *msg) {
-  const fg_node *n = &g->nodes[plan->steps[si].node];
-  fg_status_set(st, code, "node '%s' (%s) on %s%d: %s", n->name, fg_op_table[n->op].name,
-                plan->steps[si].host ? "the host, in a session on cuda:" : "cuda:", device, msg);
-  return -1;
-}
-
-/* The pinned bytes a staged step's input i takes: none for a control
- * input, whose bytes are never read (and which the memory plan may already
- * have handed to another step: plan.c control_input). */
-static size_t stage_in_bytes(const fg_graph *g, const fg_step *step, int i, const fg_kbuf *b) {
-  return fg_dist_control_input(&g->nodes[step->node], i) ? 0 : align_up(kbuf_bytes(b));
-}
-
-/* ... and its output o: host steps' outputs have buffers of their own,
- * except an update's output 0, which is its variable (input 0); an
- * all_reduce reduces in place. */
-static size_t stage_out_bytes(const fg_graph *g, const fg_step *step, int o, const fg_kbuf *b) {
-  if (!step->host || (o == 0 && fg_op_table[g->nodes[step->node].op].mutable_inputs)) return 0;
-  return align_up(kbuf_bytes(b));
-}
-
-/* all_reduce steps, and a GPU session's host steps (nodes placed on a CPU
- * device), run on the host (plan.c gives them the CPU kernel); all_reduce with
- * the communicator the run's request attaches. An NCCL communicator on this
- * GPU reduces the device buffers in place (run_nccl). Any other (MPI, in
- * process) works on host memory: the inputs are copied to pinned memory,
- * the CPU kernel calls the communicator there, and the result goes back
- * (run_staged). That costs two PCIe copies of the gradients, but serves
- * every communicator, one GPU shared by several ranks included. Either way
- * the host waits for the step's stream, so a plan with such steps is never
- * captured into a CUDA Graph. A host step queued on its stream instead
- * (cudaLaunchHostFunc, which also allows capture) was slower in
- * fg_bench_gpu gpu_host_steps, most likely the wake-up of CUDA's callback
- * thread, paid once per host step. The pinned block is allocated
- * only when a run first stages through it: with NCCL it is never needed. */
-static int stage_steps(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp,
-                       fg_status *st) {
-  size_t total = 0;
-  cp->stage_off = malloc(((size_t)plan->n_steps + 1) * sizeof *cp->stage_off);
-  if (!cp->stage_off) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "cuda:%d: out of memory (plan)", c->device);
-    return -1;
-  }
-  int max_out = 0;
-  for (int si = 0; si < plan->n_steps; si++) {
-    const fg_step *step = &plan->steps[si];
-    cp->stage_off[si] = SIZE_MAX;
-    if (step->xfer || (g->nodes[step->node].op != FG_OP_ALL_REDUCE && !step->host)) continue;
-    cp->stage_off[si] = total;
-    for (int i = 0; i < step->n_in; i++)
-      total += stage_in_bytes(g, step, i, &plan->slots[step->in_slots[i]]);
-    for (int o = 0; o < step->n_out; o++)
-      total += stage_out_bytes(g, step, o, &plan->slots[step->out_slots[o]]);
-    if (step->n_in > cp->max_in) cp->max_in = step->n_in;
-    if (step->n_out > max_out) max_out = step->n_out;
-    cp->graph_state = -1;
-  }
-  cp->stage_bytes = total;
-  cp->hkb = malloc(((size_t)cp->max_in + (size_t)max_out + 1) * sizeof *cp->hkb);
-  if (!cp->hkb) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "cuda:%d: out of memory (plan)", c->device);
-    return -1;
-  }
-  return 0;
-}
-
-/* A failed CUDA call while step si was `what`. */
-static int step_cuda_fail(fg_status *st, const fg_graph *g, const fg_plan *plan, int si, int device,
-                          const char *what, cudaError_t e) {
-  char msg[256];
-  snprintf(msg, sizeof msg, "%s: %s", what, cudaGetErrorString(e));
-  (void)cudaGetLastError();
-  return node_fail(st, FG_INTERNAL, g, plan, si, device, msg);
-}
-
-/* all_reduce step si over NCCL communicator `comm` on device buffers, in
- * place in the output. The weighted form reads its two small count inputs
- * on the host and, for uneven shards, reduces with NCCL's pre-multiplied
- * sum (each rank scales by rows / total), which is the CPU kernel's
- * sum(x_r * rows_r) / total up to rounding; an empty shard contributes
- * zeros, even where its gradient is NaN, as on the CPU. */
-static int run_nccl(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, int si, cudaStream_t sk,
-                    fg_comm *comm, fg_status *st) {
-  fg_step *step = &plan->steps[si];
-  const fg_kbuf *x = &step->in[0];
-  fg_kbuf *y = &plan->slots[step->out_slots[0]];
-  size_t bytes = kbuf_bytes(x);
-  int64_t n = fgk_numel(x);
-  int mean = step->params.all_reduce.mean, plain = 1;
-  double w = 1, total = 1;
-  cudaError_t e = cudaSuccess;
-  if (step->params.all_reduce.weighted && comm->size > 1) {
-    double rows = 0, sums[2] = {0, 0};
-    if (step->n_in < 3 || step->in[1].dtype != FG_F64 || step->in[2].dtype != FG_F64 ||
-        fgk_numel(&step->in[1]) != 1 || fgk_numel(&step->in[2]) != 2)
-      return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device,
-                       "weighted all_reduce needs an f64 rows scalar and an f64 [2] of sums");
-    e = cudaStreamSynchronize(sk);
-    if (e == cudaSuccess) e = cudaMemcpy(&rows, step->in[1].data, sizeof rows, cudaMemcpyDefault);
-    if (e == cudaSuccess) e = cudaMemcpy(sums, step->in[2].data, sizeof sums, cudaMemcpyDefault);
-    if (e != cudaSuccess)
-      return step_cuda_fail(st, g, plan, si, c->device, "reading its row counts", e);
-    char err[256];
-    if (fgk_all_reduce_weights(rows, sums, comm->size, &plain, &w, &total, err, sizeof err) != 0)
-      return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, err);
-  }
-  if (!plain && w == 0)
-    e = bytes ? cudaMemsetAsync(y->data, 0, bytes, sk) : cudaSuccess;
-  else if (y->data != x->data && bytes)
-    e = cudaMemcpyAsync(y->data, x->data, bytes, cudaMemcpyDeviceToDevice, sk);
-  /* NCCL runs on its own stream: the output must be written first. */
-  if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
-  if (e != cudaSuccess)
-    return step_cuda_fail(st, g, plan, si, c->device, "preparing its output", e);
-  fg_status *cst = fg_status_new();
-  if (!cst) return node_fail(st, FG_RESOURCE_EXHAUSTED, g, plan, si, c->device, "out of memory");
-  int rc = plain ? comm->ops->all_reduce(comm, y->data, n, y->dtype, mean, cst)
-                 : fg_comm_all_reduce_scaled(comm, y->data, n, y->dtype, w / total, cst);
-  if (rc != 0) {
-    /* The communicator's code matters (deadline vs bad input). */
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s: %s", fg_code_name(fg_status_code(cst)), fg_status_message(cst));
-    node_fail(st, fg_status_code(cst), g, plan, si, c->device, msg);
-  }
-  fg_status_free(cst);
-  return rc;
-}
-
-/* Runs step si (see stage_steps) on stream sk from the host: an all_reduce
- * (over NCCL on the device, or staged through the host with the plan's
- * communicator) or a host step (a node placed on a CPU device,
- * step->host). Staging copies the inputs into the pinned block `stage` and
- * synchronises the stream; the CPU kernel runs there (a host step's with
- * the session's threads, an all_reduce's on this thread), writing an
- * all_reduce's result in place and a host step's outputs into host buffers
- * of their own after the inputs; the results, and the variables an
- * optimizer update wrote in place, are queued back onto sk. */
-static int run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int si,
-                      cudaStream_t sk, fg_status *st) {
-  fg_step *step = &plan->steps[si];
-  const unsigned mut = fg_op_table[g->nodes[step->node].op].mutable_inputs;
-  fg_kbuf *hin = cp->hkb, *hout = cp->hkb + cp->max_in;
-  if (!step->host && (step->n_in > 4 || step->n_out != 1))
-    return node_fail(st, FG_INTERNAL, g, plan, si, c->device, "unexpected all_reduce arity");
-  fg_comm *comm = NULL;
-  if (!step->host) {
-    const int d = plan->step_dev ? plan->step_dev[si] : 0;
-    comm = cp->dist ? cp->dist->comm[d] : NULL;
-    int gpu = fg_comm_gpu(comm);
-    if (gpu >= 0 && gpu != c->device) {
-      char msg[160];
-      snprintf(msg, sizeof msg, "its NCCL communicator reduces memory of cuda:%d, not this GPU's",
-               gpu);
-      return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, msg);
-    }
-    if (gpu >= 0) return run_nccl(c, g, plan, si, sk, comm, st);
-  }
-  if (!cp->stage && host_alloc(&cp->stage, cp->stage_bytes, c->device, "host step staging", st))
-    return -1;
-  char *p = (char *)cp->stage + cp->stage_off[si];
-  cudaError_t e = cudaSuccess;
-  for (int i = 0; i < step->n_in && e == cudaSuccess; i++) {
-    hin[i] = step->in[i];
-    hin[i].data = p; /* a control input's: never read */
-    size_t bytes = kbuf_bytes(&hin[i]), room = stage_in_bytes(g, step, i, &hin[i]);
-    if (bytes && room) e = cudaMemcpyAsync(p, step->in[i].data, bytes, cudaMemcpyDeviceToHost, sk);
-    p += room;
-  }
-  for (int o = 0; o < step->n_out; o++) {
-    hout[o] = plan->slots[step->out_slots[o]];
-    size_t room = stage_out_bytes(g, step, o, &hout[o]);
-    /* No room of its own: in place, as the CPU executor may run an
-     * all_reduce; an update's output 0 is its variable. */
-    hout[o].data = room ? p : hin[0].data;
-    p += room;
-  }
-  if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
-  if (e != cudaSuccess)
-    return step_cuda_fail(st, g, plan, si, c->device,
-                          "copying its inputs to the host (or an earlier kernel on its stream "
-                          "failed)",
-                          e);
-  char err[512];
-  err[0] = '\0';
-  const fg_kparallel *par = step->host ? cp->host_par : NULL;
-  fg_code code = FG_INVALID_ARGUMENT;
-  fg_kctx ctx = {hin,        step->n_in, hout, step->n_out, &step->params, err,
-                 sizeof err, par,        NULL, comm,        &code};
-  /* A collective's failure keeps its code (a peer's deadline stays one). */
-  if (step->fn(&ctx) != 0)
-    return node_fail(st, code, g, plan, si, c->device, err[0] ? err : "kernel failed");
-  /* Back to the device: the outputs (an update's output 0 is its
-   * variable's storage, copied with the mutable inputs), then the
-   * variables the update wrote in place. */
-  for (int o = 0; o < step->n_out && e == cudaSuccess; o++) {
-    size_t bytes = kbuf_bytes(&hout[o]);
-    if (bytes && !(o == 0 && mut && step->host))
-      e = cudaMemcpyAsync(plan->slots[step->out_slots[o]].data, hout[o].data, bytes,
-                          cudaMemcpyHostToDevice, sk);
-  }
-  for (int i = 0; step->host && i < step->n_in && e == cudaSuccess; i++) {
-    size_t bytes = kbuf_bytes(&hin[i]);
-    if (i < 32 && (mut >> i & 1u) && bytes)
-      e = cudaMemcpyAsync(step->in[i].data, hin[i].data, bytes, cudaMemcpyHostToDevice, sk);
-  }
-  /* No wait for these copies: the step's part of the stage is its own,
-   * and the host writes it again only in the next run, after this stream
-   * has been synchronised again. */
-  if (e != cudaSuccess)
-    return step_cuda_fail(st, g, plan, si, c->device, "copying its result to the device", e);
-  return 0;
-}
-
-/* fg_tensor_new_pinned's memory. Without a device, cudaHostAlloc would
- * start the driver for nothing (and fail): NULL then, and the tensor is an
- * ordinary one. Portable, so a session on any of the GPUs feeds it
- * directly. */
-void *fg_pinned_alloc(size_t bytes) {
-  if (fg_cuda_device_count() < 1) return NULL;
-  void *p = NULL;
-  if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return NULL;
-  }
-  return p;
-}
-
-void fg_pinned_free(void *p) {
-  if (p) (void)cudaFreeHost(p);
-}
-
-/* 1 when p is page-locked host memory CUDA knows (cudaHostAlloc,
- * cudaMallocHost, cudaHostRegister). Pageable memory reads as
- * cudaMemoryTypeUnregistered; device and managed memory are not fed
- * directly, since the host-side checks of a run may read a feed. */
-static int host_pinned(const void *p) {
-  struct cudaPointerAttributes a;
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return a.type == cudaMemoryTypeHost;
-}
-
-/* Copies the feeds into the plan's device feed buffers on stream 0, ahead
- * of the run and outside any captured CUDA Graph, so a feed's source can
- * change from run to run. A feed in page-locked memory
- * (fg_tensor_new_pinned, or a wrapped buffer the caller page-locked) goes
- * straight to the device; any other is first copied into the plan's pinned
- * staging on the host, which adds a host copy to every step. */
-static int copy_feeds(fg_cuda_ctx *c, fg_plan *plan, cuda_plan *cp, const fg_plan_request *req,
-                      fg_status *st) {
-  for (int i = 0; i < plan->n_feeds; i++) {
-    if (plan->feed_slots[i] < 0 || cp->feed_bytes[i] == 0) continue;
-    const void *src = req->feed_tensors[i]->data;
-    if (!host_pinned(src)) {
-      memcpy((char *)cp->feed_host + cp->feed_off[i], src, cp->feed_bytes[i]);
-      src = (char *)cp->feed_host + cp->feed_off[i];
-    }
-    cudaError_t e = cudaMemcpyAsync((char *)cp->feed_dev + cp->feed_off[i], src, cp->feed_bytes[i],
-                                    cudaMemcpyHostToDevice, c->stream[0]);
-    if (e != cudaSuccess) return cuda_fail(st, c->device, "copying the feeds to the device", e);
-  }
-  return 0;
-}
-
-/* check_numerics (the first node that produced a NaN or Inf is named) after step si's kernels on
- * stream sk: counts the NaN and Inf of its floating-point outputs there and waits for them, so the
- * run stops at the first node in plan order that produced one (or whose kernel recorded an error),
- * as the CPU run does; nothing after it runs. The wait per node makes such runs slow and never
- * captured: a debugging mode. */
-static int numerics_step(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int si,
-                         cudaStream_t sk, fg_status *st) {
-  const fg_step *step = &plan->steps[si];
-  if (step->n_out > cp->num_outputs) {
-    (void)cudaFree(cp->num_dev);
-    cp->num_dev = NULL;
-    cp->num_outputs = 0;
-    if (dev_alloc((void **)&cp->num_dev, (size_t)step->n_out * 2 * sizeof(unsigned long long),
-                  c->device, "check_numerics counts", st) != 0)
-      return -1;
-    cp->num_outputs = step->n_out;
-  }
-  cudaError_t e =
-      step->n_out > 0
-          ? cudaMemsetAsync(cp->num_dev, 0, (size_t)step->n_out * 2 * sizeof *cp->num_dev, sk)
-          : cudaSuccess;
-  for (int o = 0; o < step->n_out && e == cudaSuccess; o++) {
-    const fg_kbuf *b = &plan->slots[step->out_slots[o]];
-    if (b->dtype != FG_F32 && b->dtype != FG_F64) continue;
-    if (fg_cuda_count_nonfinite(b->data, (long long)fgk_numel(b), b->dtype, cp->num_dev + 2 * o,
-                                sk) != 0)
-      e = cudaGetLastError();
-  }
-  if (e == cudaSuccess) e = cudaStreamSynchronize(sk);
-  fg_cuda_error rec;
-  if (e == cudaSuccess) e = cudaMemcpy(&rec, cp->err_dev + si, sizeof rec, cudaMemcpyDeviceToHost);
-  char msg[512];
-  if (e == cudaSuccess && fg_cuda_error_message(&rec, msg, sizeof msg) != FG_CUDA_ERR_NONE)
-    return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, msg);
-  for (int o = 0; o < step->n_out && e == cudaSuccess; o++) {
-    unsigned long long n[2];
-    e = cudaMemcpy(n, cp->num_dev + 2 * o, sizeof n, cudaMemcpyDeviceToHost);
-    if (e == cudaSuccess && n[0] + n[1] > 0) {
-      snprintf(msg, sizeof msg, "produced %llu NaN and %llu Inf in output %d (check_numerics)",
-               n[0], n[1], o);
-      return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, msg);
-    }
-  }
-  if (e != cudaSuccess) return step_cuda_fail(st, g, plan, si, c->device, "check_numerics", e);
-  return 0;
-}
-
-/* Enqueues one run (see the top of the file). On a host-side failure the
- * streams are left forked; the caller synchronises (or ends the capture). */
-static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp, int timings,
-                   int numerics, fg_status *st) {
-  cudaStream_t s0 = c->stream[0];
-  const fg_stream_plan *sp = &cp->sp;
-  int ns = plan->n_steps;
-  cudaError_t e = cudaSuccess;
-  if (timings) e = cudaEventRecord(cp->tev[0], s0);
-  if (e == cudaSuccess && ns > 0)
-    e = cudaMemsetAsync(cp->err_dev, 0, (size_t)ns * sizeof(fg_cuda_error), s0);
-  if (e == cudaSuccess && sp->n_streams > 1) {
-    e = cudaEventRecord(cp->fork, s0);
-    for (int k = 1; k < sp->n_streams && e == cudaSuccess; k++)
-      e = cudaStreamWaitEvent(c->stream[k], cp->fork, 0);
-  }
-  if (e != cudaSuccess) return cuda_fail(st, c->device, "starting a run", e);
-  for (int si = 0; si < ns; si++) {
-    fg_step *step = &plan->steps[si];
-    cudaStream_t sk = c->stream[sp->stream[si]];
-    for (int w = sp->wait_off[si]; w < sp->wait_off[si + 1] && e == cudaSuccess; w++)
-      e = cudaStreamWaitEvent(sk, cp->events[sp->event_of[sp->wait[w]]], 0);
-    if (e == cudaSuccess && timings) e = cudaEventRecord(cp->tev[1 + 2 * si], sk);
-    if (e != cudaSuccess)
-      return step_cuda_fail(st, g, plan, si, c->device, "waiting for its inputs", e);
-    for (int i = 0; i < step->n_in; i++)
-      step->in[i] = plan->slots[step->in_slots[i]];
-    if (cp->stage_off[si] != SIZE_MAX) {
-      if (run_staged(c, g, plan, cp, si, sk, st) != 0) return -1;
-      if (timings) e = cudaEventRecord(cp->tev[2 + 2 * si], sk);
-      /* an all_reduce's result is checked too, as on the CPU */
-      if (e == cudaSuccess && numerics && numerics_step(c, g, plan, cp, si, sk, st) != 0) return -1;
-      if (e == cudaSuccess && sp->event_of[si] >= 0)
-        e = cudaEventRecord(cp->events[sp->event_of[si]], sk);
-      if (e != cudaSuccess) return cuda_fail(st, c->device, "after a step run on the host", e);
-      continue;
-    }
-    char err[512];
-    err[0] = '\0';
-    fg_kctx ctx = {step->in,    step->n_in,    &plan->slots[step->out_slots[0]],
-                   step->n_out, &step->params, err,
-                   sizeof err,  NULL,          &cp->kc[si],
-                   NULL,        NULL};
-    if (step->fn(&ctx) != 0) {
-      (void)cudaGetLastError();
-      return node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device,
-                       err[0] ? err : "kernel failed");
-    }
-    e = cudaGetLastError(); /* a launch the kernel did not check */
-    /* the node's end event comes before the check, so a profile times the
-     * node alone */
-    if (e == cudaSuccess && timings) e = cudaEventRecord(cp->tev[2 + 2 * si], sk);
-    if (e == cudaSuccess && numerics && numerics_step(c, g, plan, cp, si, sk, st) != 0) return -1;
-    if (e == cudaSuccess && sp->event_of[si] >= 0)
-      e = cudaEventRecord(cp->events[sp->event_of[si]], sk);
-    if (e != cudaSuccess)
-      return step_cuda_fail(st, g, plan, si, c->device, "launching its kernel", e);
-  }
-  for (int k = 1; k < sp->n_streams && e == cudaSuccess; k++) {
-    e = cudaEventRecord(cp->join[k], c->stream[k]);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(s0, cp->join[k], 0);
-  }
-  for (int i = 0; i < plan->n_fetches && e == cudaSuccess; i++)
-    if (cp->fetch_bytes[i] > 0)
-      e = cudaMemcpyAsync((char *)cp->fetch_host + cp->fetch_off[i],
-                          plan->slots[plan->fetch_slots[i]].data, cp->fetch_bytes[i],
-                          cudaMemcpyDeviceToHost, s0);
-  if (e == cudaSuccess && ns > 0)
-    e = cudaMemcpyAsync(cp->err_host, cp->err_dev, (size_t)ns * sizeof(fg_cuda_error),
-                        cudaMemcpyDeviceToHost, s0);
-  if (e != cudaSuccess) return cuda_fail(st, c->device, "finishing a run", e);
-  return 0;
-}
-
-/* After a host-side failure: let what was enqueued finish on every stream. */
-static void drain(fg_cuda_ctx *c, const cuda_plan *cp) {
-  for (int k = 0; k < cp->sp.n_streams; k++)
-    (void)cudaStreamSynchronize(c->stream[k]);
-  (void)cudaGetLastError();
-}
-
-/* Captures the run into a CUDA Graph: 1 when cp->exec holds it, 0 when it
- * could not be captured (nothing ran; the caller runs plainly, and a plain
- * run reports any error a kernel gives, with its node). */
-static int capture(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *cp) {
-  cudaStream_t s0 = c->stream[0];
-  if (cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  fg_status *scratch = fg_status_new();
-  int rc = enqueue(c, g, plan, cp, 0, 0, scratch);
-  fg_status_free(scratch);
-  cudaGraph_t graph = NULL;
-  cudaError_t e = cudaStreamEndCapture(s0, &graph);
-  if (rc != 0 || e != cudaSuccess || !graph) {
-    if (graph) (void)cudaGraphDestroy(graph);
-    (void)cudaGetLastError();
-    return 0;
-  }
-  e = cudaGraphInstantiate(&cp->exec, graph, 0);
-  (void)cudaGraphDestroy(graph);
-  if (e != cudaSuccess) {
-    cp->exec = NULL;
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return 1;
-}
-
-static int read_timings(fg_plan *plan, cuda_plan *cp) {
-  for (int si = 0; si < plan->n_steps; si++) {
-    float a = 0, b = 0;
-    if (cudaEventElapsedTime(&a, cp->tev[0], cp->tev[1 + 2 * si]) != cudaSuccess ||
-        cudaEventElapsedTime(&b, cp->tev[0], cp->tev[2 + 2 * si]) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return -1;
-    }
-    fg_node_timing *t = &plan->timings[si];
-    t->thread = cp->sp.stream[si];
-    t->start_ns = (int64_t)((double)a * 1e6);
-    t->end_ns = (int64_t)((double)b * 1e6);
-  }
-  return 0;
-}
-
-int fg_cuda_plan_run(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, const fg_plan_request *req,
-                     int timings, fg_status *st) {
-  cuda_plan *cp = plan->device;
-  if (!c || !cp) {
-    fg_status_set(st, FG_INTERNAL, "cuda: the plan was not prepared for the device");
-    return -1;
-  }
-  int prev;
-  if (enter(c->device, &prev, st) != 0) return -1;
-  int rc = -1;
-  if (copy_feeds(c, plan, cp, req, st) != 0) goto done;
-  cp->runs++;
-  cp->dist = req->dist;
-  cp->host_par = req->host_par;
-  if (timings && !cp->tev) {
-    int n = 1 + 2 * plan->n_steps;
-    cp->tev = calloc((size_t)n, sizeof *cp->tev);
-    cudaError_t e = cp->tev ? cudaSuccess : cudaErrorMemoryAllocation;
-    for (int i = 0; i < n && e == cudaSuccess; i++)
-      e = cudaEventCreate(&cp->tev[i]);
-    if (e != cudaSuccess) {
-      cuda_fail(st, c->device, "cannot create timing events", e);
-      goto done;
-    }
-  }
-  /* check_numerics waits after every node: never captured. */
-  const int graphs = c->use_graphs && !req->check_numerics;
-  if (!timings && cp->graph_state == 0 && graphs && cp->runs >= 2) {
-    cp->graph_state = capture(c, g, plan, cp) ? 1 : -1;
-  }
-  cudaError_t e;
-  if (!timings && graphs && cp->graph_state == 1) {
-    e = cudaGraphLaunch(cp->exec, c->stream[0]);
-    if (e != cudaSuccess) {
-      cuda_fail(st, c->device, "launching the captured run (CUDA Graph)", e);
-      goto done;
-    }
-  } else if (enqueue(c, g, plan, cp, timings, req->check_numerics, st) != 0) {
-    drain(c, cp);
-    goto done;
-  }
-  e = cudaStreamSynchronize(c->stream[0]);
-  if (e != cudaSuccess) {
-    /* Kernels run asynchronously: the failing node cannot be told apart
-     * from the others of the run at this point. */
-    fg_status_set(st, FG_INTERNAL,
-                  "cuda:%d: the run failed on the device: %s (one of the %d nodes of the plan; "
-                  "a run with check_numerics on, which waits after every node, names it)",
-                  c->device, cudaGetErrorString(e), plan->n_steps);
-    (void)cudaGetLastError();
-    goto done;
-  }
-  for (int si = 0; si < plan->n_steps; si++) {
-    if (cp->err_host[si].code == FG_CUDA_ERR_NONE) continue;
-    char msg[512];
-    fg_cuda_error_message(&cp->err_host[si], msg, sizeof msg);
-    node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device, msg);
-    goto done;
-  }
-  if (timings && read_timings(plan, cp) != 0) {
-    fg_status_set(st, FG_INTERNAL, "cuda:%d: cannot read the timing events", c->device);
-    goto done;
-  }
-  rc = 0;
-done:
-  /* On every failure, let stream 0 finish what it holds: the feed copies
-   * read the caller's memory (pinned feeds) and the plan's staging, which
-   * must not be in use once the run returns. */
-  if (rc != 0) {
-    (void)cudaStreamSynchronize(c->stream[0]);
-    (void)cudaGetLastError();
-  }
-  /* Peers waiting in an all_reduce for this rank stop now, told why,
-   * instead of at their deadline (as the CPU executor does). */
-  if (rc != 0 && req->dist) fg_dist_abort(req->dist, fg_status_message(st));
-  leave(prev);
-  return rc;
 }

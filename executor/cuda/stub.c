@@ -1,7 +1,7 @@
 /* The CUDA executor of a build without the CUDA backend (FG_CUDA=OFF or no
  * toolkit): no devices, so a "cuda:N" session is refused at creation and
  * nothing below is ever reached with a GPU plan. The CUDA build compiles
- * executor/cuda/backend.c instead. */
+ * executor/cuda/backend.c, staging.c and run.c instead. */
 #include "executor/cuda_backend.h"
 #include "graph/tensor_internal.h"
 

@@ -1,0 +1,55 @@
+/* The select stage of plan building (plan_stages.h): each step's backend
+ * and kernel, from the backend table (backend.h). */
+#include <stdio.h>
+
+#include "executor/backend.h"
+#include "executor/plan_stages.h"
+
+/* The dtype a step's kernel is registered under: input 0's for ops that
+ * say so (casts, comparisons...), else output 0's. */
+static fg_dtype kernel_key(const fg_plan *plan, const fg_step *step, const fg_op_def *def) {
+  if ((def->flags & FG_OPF_KERNEL_KEY_INPUT) && step->n_in > 0)
+    return plan->slots[step->in_slots[0]].dtype;
+  return step->n_out > 0 ? plan->slots[step->out_slots[0]].dtype : FG_DTYPE_INVALID;
+}
+
+/* FG_UNIMPLEMENTED for a node its backend cannot run: the backend's own
+ * reason, or which kernel is missing, naming the node, op, device and
+ * dtype. */
+static int refuse(const fg_backend_query *q, const fg_backend *be, const char *why, fg_status *st) {
+  if (!be) {
+    fg_status_set(st, FG_UNIMPLEMENTED, "node '%s' (%s): no backend of this session runs it",
+                  q->node->name, q->def->name);
+    return -1;
+  }
+  if (why[0]) {
+    fg_status_set(st, FG_UNIMPLEMENTED, "%s", why);
+    return -1;
+  }
+  char where[256];
+  if (q->node->device && q->node->device[0])
+    snprintf(where, sizeof where, "'%s'", q->node->device);
+  else
+    snprintf(where, sizeof where, "%s", be->where);
+  fg_status_set(st, FG_UNIMPLEMENTED, "node '%s' (%s) on %s: no %s kernel for dtype %s",
+                q->node->name, q->def->name, where, be->name, fg_dtype_name(q->key));
+  return -1;
+}
+
+int fg_plan_select(fg_plan_builder *b, fg_status *st) {
+  fg_plan *plan = b->plan;
+  for (int si = 0; si < plan->n_steps; si++) {
+    fg_step *step = &plan->steps[si];
+    if (step->xfer) continue; /* transfers carry their own copy (plan_xfer.c) */
+    const fg_node *n = &b->g->nodes[step->node];
+    const fg_op_def *def = &fg_op_table[n->op];
+    fg_backend_query q = {b->req, n, step->node, def, kernel_key(plan, step, def)};
+    const fg_backend *be = fg_backend_for(b->backends, &q);
+    char why[512];
+    why[0] = '\0';
+    if (!be || !be->supports(&q, why, sizeof why)) return refuse(&q, be, why, st);
+    step->fn = be->kernel(&q);
+    step->host = be->host;
+  }
+  return 0;
+}
