@@ -118,21 +118,14 @@ FGI_DECL_INFER(fgi_infer_shard)
 /* ---- parse hooks (fg_parse_fn), beside each op's inference -------------- */
 #define FGI_DECL_PARSE(fn)                                                                         \
   int fn(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *status);
-FGI_DECL_PARSE(fgi_parse_fill)       /* infer_sources.c */
-FGI_DECL_PARSE(fgi_parse_leaky_relu) /* infer_elementwise.c */
-FGI_DECL_PARSE(fgi_parse_matmul)     /* infer_linalg.c */
-FGI_DECL_PARSE(fgi_parse_transpose)
+/* Only ops whose attributes need their input shapes (negative axes) have
+ * hooks; scalar attributes reach their fields through FG_PARAM rows. */
+FGI_DECL_PARSE(fgi_parse_transpose) /* infer_linalg.c */
 FGI_DECL_PARSE(fgi_parse_concat)
-FGI_DECL_PARSE(fgi_parse_slice) /* also slice_grad */
-FGI_DECL_PARSE(fgi_parse_one_hot)
+FGI_DECL_PARSE(fgi_parse_slice)  /* also slice_grad */
 FGI_DECL_PARSE(fgi_parse_reduce) /* infer_reduce.c */
 FGI_DECL_PARSE(fgi_parse_argmax)
 FGI_DECL_PARSE(fgi_parse_softmax) /* infer_nn.c; also log_softmax */
-FGI_DECL_PARSE(fgi_parse_sgd)     /* infer_optim.c */
-FGI_DECL_PARSE(fgi_parse_momentum)
-FGI_DECL_PARSE(fgi_parse_adam)
-FGI_DECL_PARSE(fgi_parse_all_reduce) /* infer_dist.c */
-FGI_DECL_PARSE(fgi_parse_shard)
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

@@ -72,19 +72,3 @@ int fgi_infer_shard(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
   out[0].dims[0] = b >= 0 ? fg_shard_rows(b, count, index, NULL) : FG_DIM_UNKNOWN;
   return 0;
 }
-
-int fgi_parse_all_reduce(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
-  (void)in;
-  int64_t mean;
-  if (fgi_attr_int(node, "mean", 0, 1, &mean, st)) return -1;
-  p->all_reduce.mean = mean != 0;
-  return fgi_attr_flag(node, "weighted", &p->all_reduce.weighted, st);
-}
-
-int fgi_parse_shard(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
-  (void)in;
-  return fgi_attr_int(node, "index", 1, 0, &p->shard.index, st) ||
-                 fgi_attr_int(node, "count", 1, 1, &p->shard.count, st)
-             ? -1
-             : 0;
-}

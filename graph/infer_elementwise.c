@@ -112,8 +112,3 @@ int64_t fgi_flops_elementwise(const fg_node *node, const fg_tinfo *in, const fg_
   default: return fgi_elements(&out[0]);
   }
 }
-
-int fgi_parse_leaky_relu(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
-  (void)in;
-  return fgi_attr_float(node, "alpha", 0.01, &p->leaky_relu.alpha, st);
-}

@@ -314,14 +314,6 @@ int fgi_infer_one_hot(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg
   return fgi_check_bytes(node, &out[0], status);
 }
 
-int fgi_parse_matmul(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
-  (void)in;
-  return fgi_attr_flag(node, "transpose_a", &p->matmul.transpose_a, st) ||
-                 fgi_attr_flag(node, "transpose_b", &p->matmul.transpose_b, st)
-             ? -1
-             : 0;
-}
-
 /* Inference has checked that perm is a permutation of input 0's dims. */
 int fgi_parse_transpose(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
   const int64_t *perm;
@@ -350,9 +342,4 @@ int fgi_parse_slice(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg
   for (int i = 0; i < n; i++)
     p->slice.begin[i] = begin[i];
   return 0;
-}
-
-int fgi_parse_one_hot(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
-  (void)in;
-  return fgi_attr_int(node, "depth", 1, 0, &p->one_hot.depth, st);
 }

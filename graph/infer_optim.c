@@ -176,37 +176,3 @@ int64_t fgi_flops_apply(const fg_node *node, const fg_tinfo *in, const fg_tinfo 
   }
   return fgi_mul_sat(e, per);
 }
-
-/* apply_sgd with all_reduce = 1 reduces its gradient as all_reduce would. */
-int fgi_parse_sgd(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
-  fg_sgd_params *s = &p->sgd;
-  if (fgi_attr_flag(node, "all_reduce", &s->all_reduce, st) ||
-      fgi_attr_flag(node, "grad_product", &s->grad_product, st))
-    return -1;
-  if (!s->all_reduce) return 0;
-  fg_op_params r;
-  memset(&r, 0, sizeof r);
-  if (fgi_parse_all_reduce(node, in, &r, st)) return -1;
-  s->reduce = r.all_reduce;
-  return 0;
-}
-
-int fgi_parse_momentum(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
-  (void)in;
-  return fgi_attr_float(node, "momentum", 0.0, &p->momentum.momentum, st) ||
-                 fgi_attr_flag(node, "nesterov", &p->momentum.nesterov, st)
-             ? -1
-             : 0;
-}
-
-int fgi_parse_adam(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
-  fg_adam_params *a = &p->adam;
-  (void)in;
-  return fgi_attr_float(node, "beta1", 0.9, &a->beta1, st) ||
-                 fgi_attr_float(node, "beta2", 0.999, &a->beta2, st) ||
-                 fgi_attr_float(node, "epsilon", 1e-8, &a->epsilon, st) ||
-                 fgi_attr_float(node, "weight_decay", 0.0, &a->weight_decay, st) ||
-                 fgi_attr_float(node, "l2", 0.0, &a->l2, st)
-             ? -1
-             : 0;
-}

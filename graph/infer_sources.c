@@ -77,8 +77,3 @@ int fgi_infer_fill(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_st
   out[0].dtype = dt;
   return fgi_check_bytes(node, &out[0], status);
 }
-
-int fgi_parse_fill(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
-  (void)in;
-  return fgi_attr_float(node, "value", 0.0, &p->fill.value, st);
-}

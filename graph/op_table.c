@@ -16,6 +16,7 @@
  * - comparisons and argmax produce bool/i64 whatever their input, so their
  *   kernels are looked up by input 0's dtype (FG_OPF_KERNEL_KEY_INPUT). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/infer_common.h"
@@ -31,68 +32,87 @@
 
 /* ---- attributes, per op (see fg_attr_def) -------------------------------- */
 #define A_END                                                                                      \
-  { NULL, 0, NULL, NULL }
+  { NULL, 0, NULL, NULL, FG_NO_PARAM }
 static const fg_attr_def a_placeholder[] = {
-    {"dtype", FG_ATTR_INT, NULL, "element type (f32=1, f64=2, i32=3, i64=4, bool=5)"},
-    {"shape", FG_ATTR_INTS, NULL, "dims; the first may be -1, the batch known when fed"},
+    {"dtype", FG_ATTR_INT, NULL, "element type (f32=1, f64=2, i32=3, i64=4, bool=5)", FG_NO_PARAM},
+    {"shape", FG_ATTR_INTS, NULL, "dims; the first may be -1, the batch known when fed",
+     FG_NO_PARAM},
     A_END};
-static const fg_attr_def a_value[] = {{"value", FG_ATTR_TENSOR, NULL, "the value"}, A_END};
-static const fg_attr_def a_fill[] = {{"dtype", FG_ATTR_INT, NULL, "element type"},
-                                     {"shape", FG_ATTR_INTS, NULL, "dims"},
-                                     {"value", FG_ATTR_FLOAT, "0", "every element's value"},
-                                     A_END};
+static const fg_attr_def a_value[] = {{"value", FG_ATTR_TENSOR, NULL, "the value", FG_NO_PARAM},
+                                      A_END};
+static const fg_attr_def a_fill[] = {
+    {"dtype", FG_ATTR_INT, NULL, "element type", FG_NO_PARAM},
+    {"shape", FG_ATTR_INTS, NULL, "dims", FG_NO_PARAM},
+    {"value", FG_ATTR_FLOAT, "0", "every element's value", FG_PARAM(F64, fill.value)},
+    A_END};
 static const fg_attr_def a_matmul[] = {
-    {"transpose_a", FG_ATTR_INT, "0", "1: use a's last two dims swapped"},
-    {"transpose_b", FG_ATTR_INT, "0", "1: use b's last two dims swapped"},
+    {"transpose_a", FG_ATTR_INT, "0", "1: use a's last two dims swapped",
+     FG_PARAM(FLAG, matmul.transpose_a)},
+    {"transpose_b", FG_ATTR_INT, "0", "1: use b's last two dims swapped",
+     FG_PARAM(FLAG, matmul.transpose_b)},
     A_END};
 static const fg_attr_def a_shape[] = {
-    {"shape", FG_ATTR_INTS, NULL, "the new dims; one may be -1 (inferred)"}, A_END};
-static const fg_attr_def a_perm[] = {{"perm", FG_ATTR_INTS, NULL, "out.dims[i] = in.dims[perm[i]]"},
-                                     A_END};
-static const fg_attr_def a_axis[] = {{"axis", FG_ATTR_INT, NULL, "the axis, negative from the end"},
-                                     A_END};
+    {"shape", FG_ATTR_INTS, NULL, "the new dims; one may be -1 (inferred)", FG_NO_PARAM}, A_END};
+static const fg_attr_def a_perm[] = {
+    {"perm", FG_ATTR_INTS, NULL, "out.dims[i] = in.dims[perm[i]]", FG_NO_PARAM}, A_END};
+static const fg_attr_def a_axis[] = {
+    {"axis", FG_ATTR_INT, NULL, "the axis, negative from the end", FG_NO_PARAM}, A_END};
 static const fg_attr_def a_slice[] = {
-    {"begin", FG_ATTR_INTS, NULL, "first index per dim"},
-    {"size", FG_ATTR_INTS, NULL, "length per dim, -1 = to the end"},
+    {"begin", FG_ATTR_INTS, NULL, "first index per dim", FG_NO_PARAM},
+    {"size", FG_ATTR_INTS, NULL, "length per dim, -1 = to the end", FG_NO_PARAM},
     A_END};
-static const fg_attr_def a_one_hot[] = {{"depth", FG_ATTR_INT, NULL, "number of classes"},
-                                        {"dtype", FG_ATTR_INT, NULL, "output element type"},
-                                        A_END};
-static const fg_attr_def a_dtype[] = {{"dtype", FG_ATTR_INT, NULL, "output element type"}, A_END};
-static const fg_attr_def a_leaky_relu[] = {{"alpha", FG_ATTR_FLOAT, "0.01", "slope for x < 0"},
-                                           A_END};
+static const fg_attr_def a_one_hot[] = {
+    {"depth", FG_ATTR_INT, NULL, "number of classes", FG_PARAM(I64, one_hot.depth)},
+    {"dtype", FG_ATTR_INT, NULL, "output element type", FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_dtype[] = {
+    {"dtype", FG_ATTR_INT, NULL, "output element type", FG_NO_PARAM}, A_END};
+static const fg_attr_def a_leaky_relu[] = {
+    {"alpha", FG_ATTR_FLOAT, "0.01", "slope for x < 0", FG_PARAM(F64, leaky_relu.alpha)}, A_END};
 static const fg_attr_def a_reduce[] = {
-    {"axes", FG_ATTR_INTS, "all", "axes to reduce, negative from the end; empty = all"},
-    {"keepdims", FG_ATTR_INT, "0", "1: keep reduced axes as size 1"},
+    {"axes", FG_ATTR_INTS, "all", "axes to reduce, negative from the end; empty = all",
+     FG_NO_PARAM},
+    {"keepdims", FG_ATTR_INT, "0", "1: keep reduced axes as size 1", FG_NO_PARAM},
     A_END};
 static const fg_attr_def a_expand_dims[] = {
-    {"axes", FG_ATTR_INTS, NULL, "positions of the new size-1 dims in the output"}, A_END};
+    {"axes", FG_ATTR_INTS, NULL, "positions of the new size-1 dims in the output", FG_NO_PARAM},
+    A_END};
 static const fg_attr_def a_sgd[] = {
-    {"all_reduce", FG_ATTR_INT, "0", "1: all-reduce the gradient first, in one collective"},
-    {"grad_product", FG_ATTR_INT, "0", "1: the gradient is a^T b of inputs 1 and 3, never made"},
-    {"mean", FG_ATTR_INT, "1", "with all_reduce: the mean over ranks, not the sum"},
-    {"weighted", FG_ATTR_INT, "0", "with all_reduce: weighted by rows (inputs rows, sums)"},
+    {"all_reduce", FG_ATTR_INT, "0", "1: all-reduce the gradient first, in one collective",
+     FG_PARAM(FLAG, sgd.all_reduce)},
+    {"grad_product", FG_ATTR_INT, "0", "1: the gradient is a^T b of inputs 1 and 3, never made",
+     FG_PARAM(FLAG, sgd.grad_product)},
+    {"mean", FG_ATTR_INT, "1", "with all_reduce: the mean over ranks, not the sum",
+     FG_PARAM(FLAG, sgd.reduce.mean)},
+    {"weighted", FG_ATTR_INT, "0", "with all_reduce: weighted by rows (inputs rows, sums)",
+     FG_PARAM(FLAG, sgd.reduce.weighted)},
     A_END};
 static const fg_attr_def a_momentum[] = {
-    {"momentum", FG_ATTR_FLOAT, NULL, "buf = momentum * buf + grad"},
-    {"nesterov", FG_ATTR_INT, "0", "1: Nesterov momentum"},
+    {"momentum", FG_ATTR_FLOAT, NULL, "buf = momentum * buf + grad",
+     FG_PARAM(F64, momentum.momentum)},
+    {"nesterov", FG_ATTR_INT, "0", "1: Nesterov momentum", FG_PARAM(FLAG, momentum.nesterov)},
     A_END};
 static const fg_attr_def a_adam[] = {
-    {"beta1", FG_ATTR_FLOAT, "0.9", "first moment decay, [0, 1)"},
-    {"beta2", FG_ATTR_FLOAT, "0.999", "second moment decay, [0, 1)"},
-    {"epsilon", FG_ATTR_FLOAT, "1e-08", "added to the denominator"},
-    {"weight_decay", FG_ATTR_FLOAT, "0", "decoupled decay (AdamW): var *= 1 - lr * wd"},
-    {"l2", FG_ATTR_FLOAT, "0", "coupled decay (torch's Adam): grad += l2 * var"},
+    {"beta1", FG_ATTR_FLOAT, "0.9", "first moment decay, [0, 1)", FG_PARAM(F64, adam.beta1)},
+    {"beta2", FG_ATTR_FLOAT, "0.999", "second moment decay, [0, 1)", FG_PARAM(F64, adam.beta2)},
+    {"epsilon", FG_ATTR_FLOAT, "1e-08", "added to the denominator", FG_PARAM(F64, adam.epsilon)},
+    {"weight_decay", FG_ATTR_FLOAT, "0", "decoupled decay (AdamW): var *= 1 - lr * wd",
+     FG_PARAM(F64, adam.weight_decay)},
+    {"l2", FG_ATTR_FLOAT, "0", "coupled decay (torch's Adam): grad += l2 * var",
+     FG_PARAM(F64, adam.l2)},
     A_END};
 static const fg_attr_def a_all_reduce[] = {
-    {"mean", FG_ATTR_INT, "1", "the mean over ranks, not the sum"},
-    {"weighted", FG_ATTR_INT, "0", "weighted by rows (inputs rows, sums)"},
+    {"mean", FG_ATTR_INT, "1", "the mean over ranks, not the sum", FG_PARAM(FLAG, all_reduce.mean)},
+    {"weighted", FG_ATTR_INT, "0", "weighted by rows (inputs rows, sums)",
+     FG_PARAM(FLAG, all_reduce.weighted)},
     A_END};
-static const fg_attr_def a_shard[] = {{"index", FG_ATTR_INT, NULL, "this replica, [0, count)"},
-                                      {"count", FG_ATTR_INT, NULL, "replicas"},
-                                      A_END};
+static const fg_attr_def a_shard[] = {
+    {"index", FG_ATTR_INT, NULL, "this replica, [0, count)", FG_PARAM(I64, shard.index)},
+    {"count", FG_ATTR_INT, NULL, "replicas", FG_PARAM(I64, shard.count)},
+    A_END};
 const fg_attr_def fg_common_attrs[] = {
-    {FG_COLOCATE_ATTR, FG_ATTR_STRING, "none", "a node whose device this one takes"}, A_END};
+    {FG_COLOCATE_ATTR, FG_ATTR_STRING, "none", "a node whose device this one takes", FG_NO_PARAM},
+    A_END};
 
 #define BINARY(e, name, flags, doc)                                                                \
   [FG_OP_##e] = {name, 2,      2,    1,    flags, fgi_infer_binary, fgi_flops_elementwise,         \
@@ -117,10 +137,10 @@ const fg_op_def fg_op_table[] = {
                         "a value stored in the graph"},
     [FG_OP_VARIABLE] = {"variable", 0, 0, 1, SRC | STATE, fgi_infer_constant, NULL, 0, "", a_value,
                         NULL, "persistent state, starting at value; updated in place"},
-    [FG_OP_FILL] = {"fill", 0, 0, 1, 0, fgi_infer_fill, NULL, 0, "", a_fill, fgi_parse_fill,
+    [FG_OP_FILL] = {"fill", 0, 0, 1, 0, fgi_infer_fill, NULL, 0, "", a_fill, NULL,
                     "a tensor of one value"},
     [FG_OP_MATMUL] = {"matmul", 2, 2, 1, DIFF, fgi_infer_matmul, fgi_flops_matmul, 0, "a, b",
-                      a_matmul, fgi_parse_matmul, "a @ b, batched over leading dims"},
+                      a_matmul, NULL, "a @ b, batched over leading dims"},
     [FG_OP_RESHAPE] = {"reshape", 1, 1, 1, VIEW | DIFF, fgi_infer_reshape, NULL, 0, "x", a_shape,
                        NULL, "x's elements in a new shape"},
     [FG_OP_TRANSPOSE] = {"transpose", 1, 1, 1, DIFF, fgi_infer_transpose, NULL, 0, "x", a_perm,
@@ -132,7 +152,7 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_GATHER] = {"gather", 2, 2, 1, DIFF, fgi_infer_gather, NULL, 0, "params, indices", NULL,
                       NULL, "rows of params (axis 0) at integer indices"},
     [FG_OP_ONE_HOT] = {"one_hot", 1, 1, 1, 0, fgi_infer_one_hot, NULL, 0, "indices", a_one_hot,
-                       fgi_parse_one_hot, "1 at each index along a new last axis of depth"},
+                       NULL, "1 at each index along a new last axis of depth"},
     [FG_OP_CAST] = {"cast", 1, 1, 1, EW | DIFF, fgi_infer_cast, fgi_flops_elementwise, 0, "x",
                     a_dtype, NULL, "x converted to dtype"},
     BINARY(ADD, "add", EW | INPL | DIFF, "a + b, broadcasting"),
@@ -157,7 +177,7 @@ const fg_op_def fg_op_table[] = {
     UNARY(SIGMOID, "sigmoid", EW | INPL | DIFF, "1 / (1 + e^-x)"),
     UNARY(RELU, "relu", EW | INPL | DIFF, "max(x, 0)"),
     [FG_OP_LEAKY_RELU] = {"leaky_relu", 1, 1, 1, EW | INPL | DIFF, fgi_infer_unary,
-                          fgi_flops_elementwise, 0, "x", a_leaky_relu, fgi_parse_leaky_relu,
+                          fgi_flops_elementwise, 0, "x", a_leaky_relu, NULL,
                           "x > 0 ? x : alpha * x"},
     UNARY(GELU, "gelu", EW | INPL | DIFF, "x * Phi(x), the exact (erf) form"),
     UNARY(IDENTITY, "identity", EW | INPL | DIFF, "x"),
@@ -206,20 +226,20 @@ const fg_op_def fg_op_table[] = {
     /* The optimizer updates write their variable inputs in place (bits of
      * mutable_inputs); inputs past the fixed ones are control inputs. */
     [FG_OP_APPLY_SGD] = {"apply_sgd", 3, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply, 0x1u,
-                         "var, grad, lr, ctrl...", a_sgd, fgi_parse_sgd, "var -= lr * grad"},
+                         "var, grad, lr, ctrl...", a_sgd, NULL, "var -= lr * grad"},
     [FG_OP_APPLY_MOMENTUM] = {"apply_momentum", 4, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply,
-                              0x3u, "var, buf, grad, lr, ctrl...", a_momentum, fgi_parse_momentum,
+                              0x3u, "var, buf, grad, lr, ctrl...", a_momentum, NULL,
                               "torch.optim.SGD with momentum"},
     [FG_OP_APPLY_ADAM] = {"apply_adam", 6, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply, 0x7u,
-                          "var, m, v, grad, lr, step, ctrl...", a_adam, fgi_parse_adam,
+                          "var, m, v, grad, lr, step, ctrl...", a_adam, NULL,
                           "torch.optim.Adam / AdamW; step is 1-based"},
     /* Data parallelism (graph/infer_dist.c). all_reduce is stateful: it
      * synchronises with other ranks, so no rank may prune it alone. Neither
      * is differentiable: they are inserted after the gradients exist. */
     [FG_OP_ALL_REDUCE] = {"all_reduce", 1, -1, 1, STATE | INPL, fgi_infer_all_reduce, NULL, 0,
-                          "x, [rows, sums,] ctrl...", a_all_reduce, fgi_parse_all_reduce,
+                          "x, [rows, sums,] ctrl...", a_all_reduce, NULL,
                           "x summed (or averaged) over the device's communicator"},
-    [FG_OP_SHARD] = {"shard", 1, 1, 1, 0, fgi_infer_shard, NULL, 0, "x", a_shard, fgi_parse_shard,
+    [FG_OP_SHARD] = {"shard", 1, 1, 1, 0, fgi_infer_shard, NULL, 0, "x", a_shard, NULL,
                      "this replica's rows of x (axis 0)"},
     [FG_OP_AFTER] = {"after", 1, -1, 1, VIEW, fgi_infer_after, NULL, 0, "x, ctrl...", NULL, NULL,
                      "x, once every ctrl input is computed"},
@@ -299,9 +319,38 @@ int fg_op_check_attrs(int op, const char *name, const struct fg_attrs *attrs, fg
   return 0;
 }
 
+/* One attribute with a param kind into its field: the node's value, or the
+ * row's default (text, as `flowgraph ops` prints it). */
+static int parse_scalar(const fg_node *node, const fg_attr_def *a, fg_op_params *p, fg_status *st) {
+  char *field = (char *)p + a->offset;
+  int required = a->dflt == NULL;
+  if (a->kind == FG_PARAM_F64) {
+    double v;
+    if (required && !fg_attrs_find(&node->attrs, a->name))
+      return fgi_fail(node, st, "missing attribute '%s' (float)", a->name);
+    if (fgi_attr_float(node, a->name, required ? 0.0 : strtod(a->dflt, NULL), &v, st)) return -1;
+    memcpy(field, &v, sizeof v);
+    return 0;
+  }
+  int64_t v;
+  if (fgi_attr_int(node, a->name, required, required ? 0 : strtoll(a->dflt, NULL, 10), &v, st))
+    return -1;
+  if (a->kind == FG_PARAM_I64) {
+    memcpy(field, &v, sizeof v);
+    return 0;
+  }
+  if (v != 0 && v != 1)
+    return fgi_fail(node, st, "attribute '%s' = %lld must be 0 or 1", a->name, (long long)v);
+  int flag = (int)v;
+  memcpy(field, &flag, sizeof flag);
+  return 0;
+}
+
 int fg_op_parse_params(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
   memset(p, 0, sizeof *p);
   const fg_op_def *def = &fg_op_table[node->op];
+  for (const fg_attr_def *a = def->attrs; a && a->name; a++)
+    if (a->kind != FG_PARAM_NONE && parse_scalar(node, a, p, st) != 0) return -1;
   return def->parse ? def->parse(node, in, p, st) : 0;
 }
 

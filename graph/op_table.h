@@ -18,6 +18,8 @@
 #ifndef FG_OP_TABLE_H
 #define FG_OP_TABLE_H
 
+#include <stddef.h>
+
 #include "flowgraph/op_params.h"
 #include "graph/graph_internal.h"
 
@@ -114,16 +116,34 @@ typedef int64_t (*fg_flops_fn)(const fg_node *node, const fg_tinfo *in, const fg
 typedef int (*fg_parse_fn)(const fg_node *node, const fg_tinfo *in, fg_op_params *p,
                            fg_status *status);
 
+/* Where the parse step that every op shares puts a scalar attribute: the
+ * C type of the field of fg_op_params at fg_attr_def.offset. NONE: only
+ * shape inference or the op's parse hook reads the attribute. */
+typedef enum fg_param_kind {
+  FG_PARAM_NONE = 0,
+  FG_PARAM_FLAG, /* int, 0 or 1 */
+  FG_PARAM_I64,  /* int64_t */
+  FG_PARAM_F64   /* double, finite; an int attribute converts */
+} fg_param_kind;
+
 /* One attribute an op accepts. An attribute that neither its op's row nor
  * fg_common_attrs names is refused when the node is made, naming the ones
  * the op accepts, unless its name starts with '_' (an annotation that no
- * kernel reads, kept and saved with the node). */
+ * kernel reads, kept and saved with the node). A scalar attribute with a
+ * param kind lands in its field without any code of the op's own. */
 typedef struct fg_attr_def {
   const char *name;
   fg_attr_type type; /* FG_ATTR_FLOAT also accepts an int */
   const char *dflt;  /* the default as text, or NULL: required */
   const char *doc;   /* one line, for `flowgraph ops` */
+  fg_param_kind kind;
+  size_t offset; /* in fg_op_params, when kind is not NONE */
 } fg_attr_def;
+/* The last two fields of an fg_attr_def whose value the kernels read as
+ * member `field` of fg_op_params (matmul.transpose_a). */
+#define FG_PARAM(kind, field) FG_PARAM_##kind, offsetof(fg_op_params, field)
+/* The same for an attribute the kernels never read directly. */
+#define FG_NO_PARAM FG_PARAM_NONE, 0
 
 typedef struct fg_op_def {
   const char *name;
@@ -163,7 +183,9 @@ const fg_attr_def *fg_op_attr(int op, const char *name);
  * attribute declared, of the declared type. 0, or -1 with FG_INVALID_GRAPH
  * naming the node, the op, the attribute and the attributes it accepts. */
 int fg_op_check_attrs(int op, const char *name, const struct fg_attrs *attrs, fg_status *st);
-/* The op's parse hook into *p (zeroed first; nothing when it has none). */
+/* The op's parameters into *p: zeroed, then every attribute with a param
+ * kind (its default when absent), then the op's parse hook if it has one.
+ * 0, or -1 with status set naming the node. */
 int fg_op_parse_params(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st);
 
 #endif

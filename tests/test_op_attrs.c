@@ -147,6 +147,16 @@ FG_TEST(op_attrs_table_rows_are_complete, "") {
     }
     fg_op_attr_info none;
     FG_CHECK_INT(fg_op_attr_info_get(op, info.n_attrs, &none), -1);
+    /* A field filled by the shared parse step lies inside fg_op_params and
+     * has the C type its attribute's type can fill. */
+    for (const fg_attr_def *a = fg_op_table[op].attrs; a && a->name; a++) {
+      if (a->kind == FG_PARAM_NONE) continue;
+      size_t size = a->kind == FG_PARAM_FLAG ? sizeof(int) : 8;
+      if (a->offset + size > sizeof(fg_op_params) || a->offset % (size == 8 ? 8 : 4) != 0)
+        FG_FAIL_AT("%s.%s: field at %zu", info.name, a->name, a->offset);
+      if ((a->kind == FG_PARAM_F64) != (a->type == FG_ATTR_FLOAT) || a->type > FG_ATTR_FLOAT)
+        FG_FAIL_AT("%s.%s: kind %d for type %d", info.name, a->name, (int)a->kind, (int)a->type);
+    }
   }
   fg_op_info info;
   FG_CHECK_INT(fg_op_info_get(fg_num_ops(), &info), -1);
@@ -284,6 +294,32 @@ FG_TEST(op_attrs_parse_optimizer_and_dist_params, "") {
   FG_CHECK(p.all_reduce.mean == 1 && p.all_reduce.weighted == 0);
   FG_REQUIRE(parse(g, sh.node, &p, st) == 0);
   FG_CHECK(p.shard.index == 2 && p.shard.count == 3);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* A required scalar that a saved file omits is caught when the plan parses
+ * it, naming the node and attribute (fg_op's inference catches it first for
+ * graphs built through the API; this is the parse step's own check). */
+FG_TEST(op_attrs_parse_refuses_missing_and_bad_flags, "badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const int64_t d[2] = {2, 2};
+  fg_output x = placeholder(g, "x", 2, d);
+  fg_output mm = fg_matmul(g, x, x, 0, 0);
+  fg_output oh = fg_one_hot(g, fg_cast(g, x, FG_I32), 3, FG_F32);
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  /* Tamper with the built nodes as a hostile file could. */
+  fg_node *m = (fg_node *)fg_graph_node(g, mm.node);
+  fg_attrs_set_int(&m->attrs, "transpose_b", 2);
+  fg_op_params p;
+  FG_CHECK_INT(parse(g, mm.node, &p, st), -1);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                        "(matmul): attribute 'transpose_b' = 2 must be 0 or 1");
+  fg_node *o = (fg_node *)fg_graph_node(g, oh.node);
+  fg_attrs_clear(&o->attrs);
+  FG_CHECK_INT(parse(g, oh.node, &p, st), -1);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "(one_hot): missing attribute 'depth' (int)");
   fg_graph_free(g);
   fg_status_free(st);
 }
