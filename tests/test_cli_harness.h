@@ -352,16 +352,4 @@ static inline int parse_printed(const char *out, const char *name, double *vals,
   return n;
 }
 
-/* Runs /usr/bin/python3 -c CODE ARG1 [ARG2] (arg2 may be NULL): 1 when it
- * exits 0, 0 when it fails (an assert in CODE), -1 without Python. */
-static inline int fgt_python_check(const char *code, const char *arg1, const char *arg2) {
-  if (access(FG_PYTHON, X_OK) != 0) return -1;
-  const char *argv[] = {FG_PYTHON, "-c", code, arg1, arg2, NULL};
-  pid_t pid;
-  if (posix_spawn(&pid, FG_PYTHON, NULL, NULL, (char *const *)argv, environ) != 0) return -1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 #endif

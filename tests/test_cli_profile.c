@@ -222,10 +222,9 @@ static int json_valid(const char *s) {
   return *j.p == '\0';
 }
 
-/* Runs /usr/bin/python3 -c CODE FILE; 1 ok, 0 failed, -1 no Python. */
-static int python_check(const char *code, const char *file) {
-  return fgt_python_check(code, file, NULL);
-}
+/* Runs /usr/bin/python3 -c CODE FILE; its exit status (fgt_python), for
+ * FG_CHECK_PYTHON. */
+static int python_check(const char *code, const char *file) { return fgt_python(code, file, NULL); }
 
 /* ---- models ------------------------------------------------------------------- */
 
@@ -354,7 +353,10 @@ FG_TEST(cli_plan_mlp, "") {
     snprintf(line, sizeof line, "\n  %5d  %s", s, order[s][0]);
     const char *q = strstr(p, line);
     FG_CHECK(q != NULL);
-    if (q) FG_CHECK(strstr(q + 1, order[s][1]) < strchr(q + 1, '\n'));
+    if (!q) continue;
+    /* The op on the step's own line: found, and before the line ends. */
+    const char *op = strstr(q + 1, order[s][1]), *eol = strchr(q + 1, '\n');
+    FG_CHECK(op != NULL && (eol == NULL || op < eol));
   }
   /* Five intermediates of at most 24 bytes, one 64-byte block each. */
   FG_CHECK_INT(v[2], 5 * 64);
@@ -603,7 +605,7 @@ FG_TEST(cli_profile_trace, "") {
                         "assert sorted(set(e['name'] for e in ev))=="
                         "sorted(['mm1','add1','h','mm2','logits','probs'])",
                         tpath("t.json"));
-  FG_CHECK(py != 0);
+  FG_CHECK_PYTHON(py);
   free(js);
   result_free(&r);
   fgt_rmtree(tmpdir);
@@ -629,13 +631,13 @@ FG_TEST(cli_profile_trace_escapes_names, "") {
                         "n=[e['name'] for e in d['traceEvents'] if e['ph']=='X']; "
                         "assert n.count('q\"b\\\\s\\tt/\\u00e9<&>')==2, n",
                         tpath("t.json"));
-  FG_CHECK(py != 0);
+  FG_CHECK_PYTHON(py);
   char *svg = slurp(tpath("m.svg"));
   FG_REQUIRE(svg);
   FG_CHECK(strstr(svg, "<&>") == NULL);
   FG_CHECK_STR_CONTAINS(svg, "&lt;&amp;&gt;");
   py = python_check("import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])", tpath("m.svg"));
-  FG_CHECK(py != 0);
+  FG_CHECK_PYTHON(py);
   free(svg);
   free(js);
   result_free(&r);
@@ -659,7 +661,7 @@ static void check_svg(const char *path, int want_rects, const char *needle) {
                         "r=E.parse(sys.argv[1]).getroot(); "
                         "assert r.tag=='{http://www.w3.org/2000/svg}svg', r.tag",
                         path);
-  FG_CHECK(py != 0);
+  FG_CHECK_PYTHON(py);
   free(svg);
 }
 

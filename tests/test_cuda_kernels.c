@@ -5,9 +5,11 @@
  * indices found on the device, and the registry's coverage of the op table.
  *
  * Cases labelled "gpu" need a device: without CUDA in the build (no
- * FG_HAVE_CUDA) or without a device they print why and skip. The registry
- * and message cases run everywhere (without CUDA they report the count of
- * ops lacking a CUDA kernel and pass).
+ * FG_HAVE_CUDA) or without a device they print why and skip (fail with
+ * FG_REQUIRE_GPU=1 in the environment). The registry case runs everywhere
+ * (without CUDA it reports the count of ops lacking a CUDA kernel and
+ * passes); the host-side message cases need the CUDA backend in the build
+ * and skip the same way without it.
  *
  * The reference is the CPU kernel on the same inputs (itself checked
  * against NumPy in test_kernels.c); tolerances cover the different
@@ -53,7 +55,7 @@ __attribute__((constructor)) static void note_cublas_at_start(void) {
  * the first cuBLAS call loads it, with every function flowgraph calls. */
 FG_TEST(cuda_cublas_loaded_on_first_use, "") {
 #ifndef FG_HAVE_CUDA
-  FG_SKIP("this build has no CUDA backend");
+  FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
   FG_CHECK_INT(cublas_at_start, 0);
   if (!fg_cublas_available()) printf("cuBLAS: %s\n", fg_cublas_load_error());
@@ -120,9 +122,11 @@ FG_TEST(cuda_registry_covers_cpu, "") {
   FG_CHECK(fg_cuda_kernel("placeholder", FG_F32) == NULL);
 }
 
-#ifdef FG_HAVE_CUDA
 /* The host side of the error report: messages as the CPU kernels word them. */
 FG_TEST(cuda_error_messages, "") {
+#ifndef FG_HAVE_CUDA
+  FG_SKIP_NO_GPU("this build has no CUDA backend");
+#else
   char msg[160];
   fg_cuda_error e;
   memset(&e, 0, sizeof e);
@@ -151,11 +155,15 @@ FG_TEST(cuda_error_messages, "") {
   FG_CHECK(fg_cuda_op_may_flag("gather") && fg_cuda_op_may_flag("apply_adam"));
   FG_CHECK(!fg_cuda_op_may_flag("add") && !fg_cuda_op_may_flag(NULL));
   FG_CHECK(sizeof(fg_cuda_error) == 40);
+#endif
 }
 
 /* A CUDA kernel called without its CUDA context fails with a message and
  * touches nothing (no device needed: the check is on the host). */
 FG_TEST(cuda_kernel_without_context, "") {
+#ifndef FG_HAVE_CUDA
+  FG_SKIP_NO_GPU("this build has no CUDA backend");
+#else
   float x[2] = {1, 2};
   const int64_t d[1] = {2};
   fg_kbuf in = {FG_F32, 1, {0}, x}, out = {FG_F32, 1, {0}, x};
@@ -169,8 +177,8 @@ FG_TEST(cuda_kernel_without_context, "") {
   FG_CHECK_INT(fn(&ctx), -1);
   FG_CHECK_STR_CONTAINS(err, "without a CUDA context");
   FG_CHECK(x[0] == 1 && x[1] == 2);
-}
 #endif
+}
 
 /* ---- the GPU harness -------------------------------------------------------- */
 
@@ -444,7 +452,7 @@ static void run2(const char *op, fg_dtype key, int n_in, const tin *ins, tin out
 #define GPU_OR_SKIP()                                                                              \
   do {                                                                                             \
     const char *why_ = gpu_init();                                                                 \
-    if (why_) FG_SKIP("no CUDA device (%s)", why_);                                                \
+    if (why_) FG_SKIP_NO_GPU("no CUDA device (%s)", why_);                                         \
   } while (0)
 
 #else /* no CUDA in this build: the gpu cases skip before reaching these */
@@ -463,7 +471,8 @@ static void run2(const char *op, fg_dtype key, int n_in, const tin *ins, tin out
                  const fg_kparams *p, double rtol, double atol) {
   run(op, key, n_in, ins, outspec, p, rtol, atol);
 }
-#define GPU_OR_SKIP() FG_SKIP("no CUDA device (built without CUDA: FG_CUDA=OFF or no toolkit)")
+#define GPU_OR_SKIP()                                                                              \
+  FG_SKIP_NO_GPU("no CUDA device (built without CUDA: FG_CUDA=OFF or no toolkit)")
 
 #endif
 
