@@ -33,13 +33,22 @@ static atomic_int gate_armed, gate_open, gate_want, gate_inside, gate_timed_out;
 
 static void nap_us(long us) { nanosleep(&(struct timespec){0, us * 1000}, NULL); }
 
+static double mono_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+#define GATE_TIMEOUT_S 30.0
+
 static void gate_wait(void) {
   if (!atomic_load(&gate_armed)) return;
   atomic_fetch_add(&gate_inside, 1);
-  for (long waited = 0;
-       !atomic_load(&gate_open) && atomic_load(&gate_inside) < atomic_load(&gate_want);
-       waited += 100) {
-    if (waited > 30L * 1000 * 1000) {
+  const double t0 = mono_s();
+  /* After one timeout the rest pass at once: the case has failed. */
+  while (!atomic_load(&gate_open) && !atomic_load(&gate_timed_out) &&
+         atomic_load(&gate_inside) < atomic_load(&gate_want)) {
+    if (mono_s() - t0 > GATE_TIMEOUT_S) {
       atomic_store(&gate_timed_out, 1);
       return;
     }
@@ -86,8 +95,9 @@ static void gate_arm(int want) {
 
 /* Waits up to 30 s until `n` calls are inside the gate; 0 when they are. */
 static int gate_reached(int n) {
-  for (long waited = 0; atomic_load(&gate_inside) < n; waited += 100) {
-    if (waited > 30L * 1000 * 1000) return -1;
+  const double t0 = mono_s();
+  while (atomic_load(&gate_inside) < n) {
+    if (mono_s() - t0 > GATE_TIMEOUT_S) return -1;
     nap_us(100);
   }
   return 0;
