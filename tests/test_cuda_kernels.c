@@ -21,6 +21,7 @@
 #include "fgtest.h"
 #include "graph/op_table.h"
 #include "kernels/kernel.h"
+#include "test_kernels_util.h"
 
 #ifdef FG_HAVE_CUDA
 #include <cublas_v2.h>
@@ -230,16 +231,6 @@ static void put(void *data, fg_dtype dt, int64_t i, double v) {
   }
 }
 
-static double get(const void *data, fg_dtype dt, int64_t i) {
-  switch (dt) {
-  case FG_F32: return ((const float *)data)[i];
-  case FG_F64: return ((const double *)data)[i];
-  case FG_I32: return ((const int32_t *)data)[i];
-  case FG_I64: return (double)((const int64_t *)data)[i];
-  default: return ((const uint8_t *)data)[i];
-  }
-}
-
 FGT_HARNESS static void fill_random(void *data, const tin *t) {
   const int64_t n = numel_of(t->rank, t->dims);
   const int is_int = t->dt == FG_I32 || t->dt == FG_I64;
@@ -280,9 +271,9 @@ FGT_HARNESS static int compare(const char *what, fg_dtype dt, int64_t n, const v
     if (dt == FG_I64)
       ok = ((const int64_t *)got)[i] == ((const int64_t *)want)[i];
     else if (dt == FG_I32 || dt == FG_BOOL)
-      ok = get(got, dt, i) == get(want, dt, i);
+      ok = elem_as_double(got, dt, i) == elem_as_double(want, dt, i);
     else {
-      const double g = get(got, dt, i), e = get(want, dt, i);
+      const double g = elem_as_double(got, dt, i), e = elem_as_double(want, dt, i);
       if (isnan(e))
         ok = isnan(g);
       else if (isinf(e))
@@ -292,7 +283,7 @@ FGT_HARNESS static int compare(const char *what, fg_dtype dt, int64_t n, const v
     }
     if (!ok && bad++ < 5)
       fprintf(stderr, "  %s: element %lld: got %.17g, want %.17g\n", what, (long long)i,
-              get(got, dt, i), get(want, dt, i));
+              elem_as_double(got, dt, i), elem_as_double(want, dt, i));
   }
   return bad;
 }
