@@ -26,7 +26,9 @@
 #define FGT_SANITIZER_ALLOCATOR 0
 #endif
 #if FGT_SANITIZER_ALLOCATOR
-#include <sanitizer/allocator_interface.h>
+/* The sanitizer runtimes' allocator statistics (GCC does not install
+ * <sanitizer/allocator_interface.h>, which declares it). */
+size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 typedef struct rank_arg {
