@@ -240,15 +240,6 @@ static fg_output const_f32(fg_graph *g, const char *name, int64_t r, int64_t c) 
   return o;
 }
 
-static int save_graph(fg_graph *g, const char *path) {
-  fg_status *st = fg_status_new();
-  int rc = fg_graph_status(g, st) == FG_OK ? fg_graph_save(g, path, st) : -1;
-  if (rc != 0) fprintf(stderr, "save %s: %s\n", path, fg_status_message(st));
-  fg_status_free(st);
-  fg_graph_free(g);
-  return rc;
-}
-
 /* a [2,4] -> mm1 [2,20] -> mm2 [2,3] -> mm3 [2,20] -> out [2,2], all
  * matmuls (not in-place-able), out the graph's output. By hand, with the
  * executor's 64-byte alignment:
@@ -267,7 +258,7 @@ static int build_chain(const char *path) {
   fg_output mm3 = fg_set_name(g, fg_matmul(g, mm2, const_f32(g, "w3", 3, 20), 0, 0), "mm3");
   fg_output out = fg_set_name(g, fg_matmul(g, mm3, const_f32(g, "w4", 20, 2), 0, 0), "out");
   fg_graph_add_output(g, out);
-  return save_graph(g, path);
+  return save_and_free_graph(g, path);
 }
 
 /* x [?,4], labels [?] i32, logits = relu(x W1) W2 with 10 classes (so
@@ -294,7 +285,7 @@ static int build_train(const char *path) {
   fg_status_free(st);
   fg_tensor_free(tw1);
   fg_tensor_free(tw2);
-  return save_graph(g, path);
+  return save_and_free_graph(g, path);
 }
 
 /* Non-source nodes the target needs, walked on the saved graph. */
@@ -618,7 +609,7 @@ FG_TEST(cli_profile_trace_escapes_names, "") {
   fg_output x = fg_placeholder(g, "x", FG_F32, 1, d);
   fg_output y = fg_set_name(g, fg_relu(g, x), "q\"b\\s\tt/\xc3\xa9<&>");
   fg_graph_add_output(g, fg_neg(g, y)); /* so the odd name is an arena tensor */
-  FG_REQUIRE(save_graph(g, tpath("odd.fgb")) == 0);
+  FG_REQUIRE(save_and_free_graph(g, tpath("odd.fgb")) == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "profile", tpath("odd.fgb"), "--random-inputs", "--runs", "2", "--trace",
                  tpath("t.json"), "--memory-svg", tpath("m.svg"), NULL) == 0);
