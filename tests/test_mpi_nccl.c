@@ -1,6 +1,7 @@
 /* The NCCL communicator (dist/comm_nccl.c), label gpu: single-process
  * cases that need at most one GPU. Each skips with a visible reason in a
- * build without NCCL, and the GPU cases also on a machine without a GPU.
+ * build without NCCL, and the GPU cases also on a machine without a GPU
+ * (which FG_REQUIRE_GPU=1 in the environment turns into a failure).
  * (Two or more GPUs, one MPI rank each, is the same code path with
  * fg_comm_nccl_new over fg_comm_mpi_new; it needs such a machine.) */
 #include <math.h>
