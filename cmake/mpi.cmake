@@ -38,24 +38,6 @@ if(NOT FG_MPI STREQUAL "OFF")
   endif()
 endif()
 
-# `flowgraph train --dist mpi` needs fg_data_parallel (dist/, built in
-# parallel with this file). Until a dist source defines it, the CLI compiles
-# without the rewrite and refuses --dist mpi with FG_UNIMPLEMENTED; the dist
-# sources are configure dependencies so the definition is noticed when it
-# lands.
-set(FG_HAVE_DATA_PARALLEL OFF)
-file(GLOB _fg_dist_sources ${CMAKE_SOURCE_DIR}/dist/*.c)
-foreach(_f ${_fg_dist_sources})
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_f})
-  file(STRINGS ${_f} _hit REGEX "^fg_graph \\*fg_data_parallel\\(")
-  if(_hit)
-    set(FG_HAVE_DATA_PARALLEL ON)
-  endif()
-endforeach()
-if(FG_HAVE_DATA_PARALLEL)
-  add_compile_definitions(FG_HAVE_DATA_PARALLEL=1)
-endif()
-
 # NCCL for cuda:N replicas (dist/comm_nccl.c): only in a CUDA build
 # (cmake/cuda.cmake, included before this file) whose toolkit has nccl.h
 # and libnccl. Without them the file compiles to stubs.

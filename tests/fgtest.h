@@ -48,6 +48,13 @@ int fgt_write_file(const char *path, const void *data, size_t n);
  * that renames over its target would replace. */
 int fgt_make_char_device(const char *path, int major, int minor);
 
+/* Runs FG_PYTHON -c CODE [ARG1 [ARG2]] (either may be NULL) and returns its
+ * exit status (0-255); FGT_PY_MISSING when FG_PYTHON is not an executable
+ * file, FGT_PY_BROKEN when it could not be started or died of a signal. */
+#define FGT_PY_MISSING (-1)
+#define FGT_PY_BROKEN  (-2)
+int fgt_python(const char *code, const char *arg1, const char *arg2);
+
 #define FG_TEST(name, labels)                                                                      \
   static void fgt_case_##name(void);                                                               \
   __attribute__((constructor)) static void fgt_reg_##name(void) {                                  \
@@ -111,6 +118,41 @@ int fgt_make_char_device(const char *path, int major, int minor);
     printf("\n");                                                                                  \
     fgt_skipped = 1;                                                                               \
     return;                                                                                        \
+  } while (0)
+
+/* 1 when the environment sets FG_REQUIRE_GPU to anything but "" or "0":
+ * the machine is known to have a GPU (tools/device/gpu_check.sh sets it),
+ * so finding none is a failure, not a reason to skip. */
+int fgt_require_gpu(void);
+
+/* A GPU case that finds no usable GPU (no CUDA backend in the build, no
+ * driver, a device count that fails or is 0): a visible skip, or a failure
+ * under FG_REQUIRE_GPU=1, where a broken driver must not pass as "no GPU".
+ * The arguments are a format string literal and its values, the reason. */
+#define FG_SKIP_NO_GPU(...)                                                                        \
+  do {                                                                                             \
+    if (fgt_require_gpu()) {                                                                       \
+      FG_FAIL_AT("FG_REQUIRE_GPU is set, but no usable GPU: " __VA_ARGS__);                        \
+      return;                                                                                      \
+    }                                                                                              \
+    FG_SKIP(__VA_ARGS__);                                                                          \
+  } while (0)
+
+/* The result of a Python cross-check (fgt_python): exit 0 passes; a
+ * missing interpreter, the one reason such a check may not run, marks the
+ * case skipped (visibly, and without returning, so its other checks still
+ * count and a failure among them still fails it); anything else fails. */
+#define FG_CHECK_PYTHON(rc)                                                                        \
+  do {                                                                                             \
+    int fgt_rc = (rc);                                                                             \
+    if (fgt_rc == FGT_PY_MISSING) {                                                                \
+      printf("SKIPPED: no Python interpreter: a Python cross-check did not run\n");                \
+      fgt_skipped = 1;                                                                             \
+    } else if (fgt_rc != 0) {                                                                      \
+      FG_FAIL_AT("%s: the Python cross-check %s", #rc,                                             \
+                 fgt_rc == FGT_PY_BROKEN ? "did not start or died of a signal" : "failed");        \
+      if (fgt_rc > 0) fprintf(stderr, "  (exit status %d)\n", fgt_rc);                             \
+    }                                                                                              \
   } while (0)
 
 /* The folder holding test fixtures (set by CMake). */

@@ -4,9 +4,28 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
+
+#ifndef FG_PYTHON
+#define FG_PYTHON "/usr/bin/python3"
+#endif
+
+int fgt_python(const char *code, const char *arg1, const char *arg2) {
+  if (access(FG_PYTHON, X_OK) != 0) return FGT_PY_MISSING;
+  const char *argv[] = {FG_PYTHON, "-c", code, arg1, arg1 ? arg2 : NULL, NULL};
+  pid_t pid;
+  if (posix_spawn(&pid, FG_PYTHON, NULL, NULL, (char *const *)argv, environ) != 0)
+    return FGT_PY_BROKEN;
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return FGT_PY_BROKEN;
+  return WEXITSTATUS(status);
+}
 
 int fgt_make_char_device(const char *path, int major, int minor) {
   if (mknod(path, S_IFCHR | 0666, makedev((unsigned)major, (unsigned)minor)) != 0) return 0;
@@ -14,6 +33,11 @@ int fgt_make_char_device(const char *path, int major, int minor) {
   if (fd < 0) return 0;
   close(fd);
   return 1;
+}
+
+int fgt_require_gpu(void) {
+  const char *v = getenv("FG_REQUIRE_GPU");
+  return v && v[0] && strcmp(v, "0") != 0;
 }
 
 fgt_case fgt_cases[FGT_MAX_CASES];

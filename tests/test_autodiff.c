@@ -232,9 +232,18 @@ static void read_w(fg_session *s, double *w) {
   fg_tensor_free(t);
 }
 
-static void run_steps(fg_session *s, const char *target, int n) {
-  for (int i = 0; i < n; i++)
-    fg_session_run(s, NULL, 0, NULL, 0, NULL, &target, 1, NULL);
+/* A new session on g runs the training step `steps` times, then reads w
+ * into w[0..1] and is freed; 0, or -1 with st set when a step fails. */
+static int train_w(fg_graph *g, fg_output step, int steps, double *w, fg_status *st) {
+  fg_session *s = fg_session_new(g, NULL, st);
+  if (!s) return -1;
+  const char *target = fg_node_name(g, step.node);
+  int rc = 0;
+  for (int i = 0; i < steps && rc == 0; i++)
+    rc = fg_session_run(s, NULL, 0, NULL, 0, NULL, &target, 1, st);
+  read_w(s, w);
+  fg_session_free(s);
+  return rc;
 }
 
 FG_TEST(train_sgd_matches_hand_computed_steps, "") {
@@ -248,16 +257,12 @@ FG_TEST(train_sgd_matches_hand_computed_steps, "") {
   FG_REQUIRE(t.node >= 0);
   FG_CHECK(strcmp(fg_graph_metadata(g, "loss"), "loss") == 0);
   FG_CHECK(strcmp(fg_graph_metadata(g, "train_target"), fg_node_name(g, t.node)) == 0);
-  fg_session *s = fg_session_new(g, NULL, st);
-  FG_REQUIRE(s);
-  run_steps(s, fg_node_name(g, t.node), 2);
+  double w[2];
+  FG_REQUIRE(train_w(g, t, 2, w, st) == 0);
   /* w - c = [2, 2] -> each step multiplies it by (1 - 2*0.1) = 0.8:
    * after 2 steps [1.28, 1.28], w = [2.28, -0.72]. */
-  double w[2];
-  read_w(s, w);
   FG_CHECK_NEAR(w[0], 2.28, 1e-14);
   FG_CHECK_NEAR(w[1], -0.72, 1e-14);
-  fg_session_free(s);
   fg_graph_free(g);
   fg_status_free(st);
 }
@@ -274,18 +279,14 @@ FG_TEST(train_momentum_and_nesterov_hand_computed, "") {
     c.nesterov = nesterov;
     fg_output t = fg_minimize(g, loss, NULL, 0, &c, st);
     FG_REQUIRE(t.node >= 0);
-    fg_session *s = fg_session_new(g, NULL, st);
-    FG_REQUIRE(s);
-    run_steps(s, fg_node_name(g, t.node), 2);
+    double w[2];
+    FG_REQUIRE(train_w(g, t, 2, w, st) == 0);
     /* Coordinate 0: w = 3, c = 1. Step 1: g = 4, buf = 4,
      *   plain: w = 3 - 0.4 = 2.6; nesterov: step = 4 + 0.5*4 = 6, w = 2.4.
      * Step 2 plain: g = 3.2, buf = 2 + 3.2 = 5.2, w = 2.6 - 0.52 = 2.08.
      * Step 2 nesterov: g = 2.8, buf = 2 + 2.8 = 4.8, step = 2.8 + 2.4 = 5.2,
      *   w = 2.4 - 0.52 = 1.88. */
-    double w[2];
-    read_w(s, w);
     FG_CHECK_NEAR(w[0], nesterov ? 1.88 : 2.08, 1e-14);
-    fg_session_free(s);
     fg_graph_free(g);
     fg_status_free(st);
   }
@@ -301,19 +302,15 @@ FG_TEST(train_adam_and_adamw_hand_computed, "") {
     c.learning_rate = 0.1;
     fg_output t = fg_minimize(g, loss, NULL, 0, &c, st);
     FG_REQUIRE(t.node >= 0);
-    fg_session *s = fg_session_new(g, NULL, st);
-    FG_REQUIRE(s);
-    run_steps(s, fg_node_name(g, t.node), 1);
+    double w[2];
+    FG_REQUIRE(train_w(g, t, 1, w, st) == 0);
     /* Step 1 of Adam moves every coordinate by lr * g/|g| (bias-corrected
      * mhat = g, vhat = g^2), up to eps: coordinate 0 (g = 4): 3 - 0.1 = 2.9;
      * coordinate 1 (w = 0, c = -2, g = 4): -0.1. AdamW first multiplies w by
      * 1 - lr*wd = 0.999: 2.997 - 0.1 = 2.897 and 0 - 0.1 = -0.1. */
-    double w[2];
-    read_w(s, w);
     double eps_term = 0.1 * 4 / (4 + 1e-8) - 0.1; /* ~ -2.5e-10 */
     FG_CHECK_NEAR(w[0], (kind == FG_OPTIMIZER_ADAMW ? 2.897 : 2.9) - eps_term, 1e-12);
     FG_CHECK_NEAR(w[1], -0.1 - eps_term, 1e-12);
-    fg_session_free(s);
     fg_graph_free(g);
     fg_status_free(st);
   }
@@ -329,14 +326,10 @@ FG_TEST(train_clip_by_global_norm, "") {
   c.clip_global_norm = 5.0; /* scaled to [3, 4] */
   fg_output t = fg_minimize(g, loss, NULL, 0, &c, st);
   FG_REQUIRE(t.node >= 0);
-  fg_session *s = fg_session_new(g, NULL, st);
-  FG_REQUIRE(s);
-  run_steps(s, fg_node_name(g, t.node), 1);
   double w[2];
-  read_w(s, w);
+  FG_REQUIRE(train_w(g, t, 1, w, st) == 0);
   FG_CHECK_NEAR(w[0], 1.0, 1e-14);
   FG_CHECK_NEAR(w[1], -2.0, 1e-14);
-  fg_session_free(s);
   fg_graph_free(g);
   fg_status_free(st);
 }

@@ -217,6 +217,17 @@ static inline void mlp_forward(const float x[][4], int rows, double h[][3], doub
   }
 }
 
+/* Checks g, saves it to path and frees it; 0, or -1 with the reason on
+ * stderr. */
+static inline int save_and_free_graph(fg_graph *g, const char *path) {
+  fg_status *st = fg_status_new();
+  int rc = fg_graph_status(g, st) == FG_OK ? fg_graph_save(g, path, st) : -1;
+  if (rc != 0) fprintf(stderr, "save %s: %s\n", path, fg_status_message(st));
+  fg_status_free(st);
+  fg_graph_free(g);
+  return rc;
+}
+
 /* Builds the MLP into `path`; marks probs as output unless no_outputs. */
 static inline int build_mlp(const char *path, int batch_known, int no_outputs) {
   fg_graph *g = fg_graph_new();
@@ -236,16 +247,11 @@ static inline int build_mlp(const char *path, int batch_known, int no_outputs) {
   fg_output probs = fg_set_name(g, fg_softmax(g, logits, 1), "probs");
   if (!no_outputs) fg_graph_add_output(g, probs);
   fg_graph_set_metadata(g, "producer", "test_cli");
-  fg_status *st = fg_status_new();
-  int rc = fg_graph_status(g, st) == FG_OK ? fg_graph_save(g, path, st) : -1;
-  if (rc != 0) fprintf(stderr, "build_mlp: %s\n", fg_status_message(st));
-  fg_status_free(st);
   fg_tensor_free(w1);
   fg_tensor_free(b1);
   fg_tensor_free(w2);
   fg_tensor_free(b2);
-  fg_graph_free(g);
-  return rc;
+  return save_and_free_graph(g, path);
 }
 
 /* a [2,4] f32 placeholder, w [4,3] constant, mm = a w, out = mm + c [3].
@@ -260,14 +266,9 @@ static inline int build_fixed(const char *path) {
   fg_output mm = fg_set_name(g, fg_matmul(g, a, fg_constant(g, "w", w), 0, 0), "mm");
   fg_output out = fg_set_name(g, fg_add(g, mm, fg_constant(g, "c", c)), "out");
   fg_graph_add_output(g, out);
-  fg_status *st = fg_status_new();
-  int rc = fg_graph_status(g, st) == FG_OK ? fg_graph_save(g, path, st) : -1;
-  if (rc != 0) fprintf(stderr, "build_fixed: %s\n", fg_status_message(st));
-  fg_status_free(st);
   fg_tensor_free(w);
   fg_tensor_free(c);
-  fg_graph_free(g);
-  return rc;
+  return save_and_free_graph(g, path);
 }
 
 /* Two placeholders of other dtypes for --random-inputs:
@@ -285,12 +286,7 @@ static inline int build_random_model(const char *path) {
                       fg_set_name(g, fg_identity(g, fg_placeholder(g, "xd", FG_F64, 1, dd)), "fd"));
   fg_graph_add_output(
       g, fg_set_name(g, fg_identity(g, fg_placeholder(g, "xb", FG_BOOL, 1, db)), "fb"));
-  fg_status *st = fg_status_new();
-  int rc = fg_graph_status(g, st) == FG_OK ? fg_graph_save(g, path, st) : -1;
-  if (rc != 0) fprintf(stderr, "build_random_model: %s\n", fg_status_message(st));
-  fg_status_free(st);
-  fg_graph_free(g);
-  return rc;
+  return save_and_free_graph(g, path);
 }
 
 static inline int write_npy_f32(const char *path, int rank, const int64_t *dims, const float *v) {
@@ -350,18 +346,6 @@ static inline int parse_printed(const char *out, const char *name, double *vals,
     if (*p == ',') p += 2;
   }
   return n;
-}
-
-/* Runs /usr/bin/python3 -c CODE ARG1 [ARG2] (arg2 may be NULL): 1 when it
- * exits 0, 0 when it fails (an assert in CODE), -1 without Python. */
-static inline int fgt_python_check(const char *code, const char *arg1, const char *arg2) {
-  if (access(FG_PYTHON, X_OK) != 0) return -1;
-  const char *argv[] = {FG_PYTHON, "-c", code, arg1, arg2, NULL};
-  pid_t pid;
-  if (posix_spawn(&pid, FG_PYTHON, NULL, NULL, (char *const *)argv, environ) != 0) return -1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 #endif

@@ -222,10 +222,9 @@ static int json_valid(const char *s) {
   return *j.p == '\0';
 }
 
-/* Runs /usr/bin/python3 -c CODE FILE; 1 ok, 0 failed, -1 no Python. */
-static int python_check(const char *code, const char *file) {
-  return fgt_python_check(code, file, NULL);
-}
+/* Runs /usr/bin/python3 -c CODE FILE; its exit status (fgt_python), for
+ * FG_CHECK_PYTHON. */
+static int python_check(const char *code, const char *file) { return fgt_python(code, file, NULL); }
 
 /* ---- models ------------------------------------------------------------------- */
 
@@ -239,15 +238,6 @@ static fg_output const_f32(fg_graph *g, const char *name, int64_t r, int64_t c) 
   fg_tensor_free(t);
   free(v);
   return o;
-}
-
-static int save_graph(fg_graph *g, const char *path) {
-  fg_status *st = fg_status_new();
-  int rc = fg_graph_status(g, st) == FG_OK ? fg_graph_save(g, path, st) : -1;
-  if (rc != 0) fprintf(stderr, "save %s: %s\n", path, fg_status_message(st));
-  fg_status_free(st);
-  fg_graph_free(g);
-  return rc;
 }
 
 /* a [2,4] -> mm1 [2,20] -> mm2 [2,3] -> mm3 [2,20] -> out [2,2], all
@@ -268,7 +258,7 @@ static int build_chain(const char *path) {
   fg_output mm3 = fg_set_name(g, fg_matmul(g, mm2, const_f32(g, "w3", 3, 20), 0, 0), "mm3");
   fg_output out = fg_set_name(g, fg_matmul(g, mm3, const_f32(g, "w4", 20, 2), 0, 0), "out");
   fg_graph_add_output(g, out);
-  return save_graph(g, path);
+  return save_and_free_graph(g, path);
 }
 
 /* x [?,4], labels [?] i32, logits = relu(x W1) W2 with 10 classes (so
@@ -295,7 +285,7 @@ static int build_train(const char *path) {
   fg_status_free(st);
   fg_tensor_free(tw1);
   fg_tensor_free(tw2);
-  return save_graph(g, path);
+  return save_and_free_graph(g, path);
 }
 
 /* Non-source nodes the target needs, walked on the saved graph. */
@@ -354,7 +344,10 @@ FG_TEST(cli_plan_mlp, "") {
     snprintf(line, sizeof line, "\n  %5d  %s", s, order[s][0]);
     const char *q = strstr(p, line);
     FG_CHECK(q != NULL);
-    if (q) FG_CHECK(strstr(q + 1, order[s][1]) < strchr(q + 1, '\n'));
+    if (!q) continue;
+    /* The op on the step's own line: found, and before the line ends. */
+    const char *op = strstr(q + 1, order[s][1]), *eol = strchr(q + 1, '\n');
+    FG_CHECK(op != NULL && (eol == NULL || op < eol));
   }
   /* Five intermediates of at most 24 bytes, one 64-byte block each. */
   FG_CHECK_INT(v[2], 5 * 64);
@@ -603,7 +596,7 @@ FG_TEST(cli_profile_trace, "") {
                         "assert sorted(set(e['name'] for e in ev))=="
                         "sorted(['mm1','add1','h','mm2','logits','probs'])",
                         tpath("t.json"));
-  FG_CHECK(py != 0);
+  FG_CHECK_PYTHON(py);
   free(js);
   result_free(&r);
   fgt_rmtree(tmpdir);
@@ -616,7 +609,7 @@ FG_TEST(cli_profile_trace_escapes_names, "") {
   fg_output x = fg_placeholder(g, "x", FG_F32, 1, d);
   fg_output y = fg_set_name(g, fg_relu(g, x), "q\"b\\s\tt/\xc3\xa9<&>");
   fg_graph_add_output(g, fg_neg(g, y)); /* so the odd name is an arena tensor */
-  FG_REQUIRE(save_graph(g, tpath("odd.fgb")) == 0);
+  FG_REQUIRE(save_and_free_graph(g, tpath("odd.fgb")) == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "profile", tpath("odd.fgb"), "--random-inputs", "--runs", "2", "--trace",
                  tpath("t.json"), "--memory-svg", tpath("m.svg"), NULL) == 0);
@@ -629,13 +622,13 @@ FG_TEST(cli_profile_trace_escapes_names, "") {
                         "n=[e['name'] for e in d['traceEvents'] if e['ph']=='X']; "
                         "assert n.count('q\"b\\\\s\\tt/\\u00e9<&>')==2, n",
                         tpath("t.json"));
-  FG_CHECK(py != 0);
+  FG_CHECK_PYTHON(py);
   char *svg = slurp(tpath("m.svg"));
   FG_REQUIRE(svg);
   FG_CHECK(strstr(svg, "<&>") == NULL);
   FG_CHECK_STR_CONTAINS(svg, "&lt;&amp;&gt;");
   py = python_check("import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])", tpath("m.svg"));
-  FG_CHECK(py != 0);
+  FG_CHECK_PYTHON(py);
   free(svg);
   free(js);
   result_free(&r);
@@ -659,7 +652,7 @@ static void check_svg(const char *path, int want_rects, const char *needle) {
                         "r=E.parse(sys.argv[1]).getroot(); "
                         "assert r.tag=='{http://www.w3.org/2000/svg}svg', r.tag",
                         path);
-  FG_CHECK(py != 0);
+  FG_CHECK_PYTHON(py);
   free(svg);
 }
 

@@ -5,9 +5,11 @@
  * indices found on the device, and the registry's coverage of the op table.
  *
  * Cases labelled "gpu" need a device: without CUDA in the build (no
- * FG_HAVE_CUDA) or without a device they print why and skip. The registry
- * and message cases run everywhere (without CUDA they report the count of
- * ops lacking a CUDA kernel and pass).
+ * FG_HAVE_CUDA) or without a device they print why and skip (fail with
+ * FG_REQUIRE_GPU=1 in the environment). The registry case runs everywhere
+ * (without CUDA it reports the count of ops lacking a CUDA kernel and
+ * passes); the host-side message cases need the CUDA backend in the build
+ * and skip the same way without it.
  *
  * The reference is the CPU kernel on the same inputs (itself checked
  * against NumPy in test_kernels.c); tolerances cover the different
@@ -19,6 +21,7 @@
 #include "fgtest.h"
 #include "graph/op_table.h"
 #include "kernels/kernel.h"
+#include "test_kernels_util.h"
 
 #ifdef FG_HAVE_CUDA
 #include <cublas_v2.h>
@@ -53,7 +56,7 @@ __attribute__((constructor)) static void note_cublas_at_start(void) {
  * the first cuBLAS call loads it, with every function flowgraph calls. */
 FG_TEST(cuda_cublas_loaded_on_first_use, "") {
 #ifndef FG_HAVE_CUDA
-  FG_SKIP("this build has no CUDA backend");
+  FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
   FG_CHECK_INT(cublas_at_start, 0);
   if (!fg_cublas_available()) printf("cuBLAS: %s\n", fg_cublas_load_error());
@@ -120,9 +123,11 @@ FG_TEST(cuda_registry_covers_cpu, "") {
   FG_CHECK(fg_cuda_kernel("placeholder", FG_F32) == NULL);
 }
 
-#ifdef FG_HAVE_CUDA
 /* The host side of the error report: messages as the CPU kernels word them. */
 FG_TEST(cuda_error_messages, "") {
+#ifndef FG_HAVE_CUDA
+  FG_SKIP_NO_GPU("this build has no CUDA backend");
+#else
   char msg[160];
   fg_cuda_error e;
   memset(&e, 0, sizeof e);
@@ -151,11 +156,15 @@ FG_TEST(cuda_error_messages, "") {
   FG_CHECK(fg_cuda_op_may_flag("gather") && fg_cuda_op_may_flag("apply_adam"));
   FG_CHECK(!fg_cuda_op_may_flag("add") && !fg_cuda_op_may_flag(NULL));
   FG_CHECK(sizeof(fg_cuda_error) == 40);
+#endif
 }
 
 /* A CUDA kernel called without its CUDA context fails with a message and
  * touches nothing (no device needed: the check is on the host). */
 FG_TEST(cuda_kernel_without_context, "") {
+#ifndef FG_HAVE_CUDA
+  FG_SKIP_NO_GPU("this build has no CUDA backend");
+#else
   float x[2] = {1, 2};
   const int64_t d[1] = {2};
   fg_kbuf in = {FG_F32, 1, {0}, x}, out = {FG_F32, 1, {0}, x};
@@ -169,8 +178,8 @@ FG_TEST(cuda_kernel_without_context, "") {
   FG_CHECK_INT(fn(&ctx), -1);
   FG_CHECK_STR_CONTAINS(err, "without a CUDA context");
   FG_CHECK(x[0] == 1 && x[1] == 2);
-}
 #endif
+}
 
 /* ---- the GPU harness -------------------------------------------------------- */
 
@@ -222,16 +231,6 @@ static void put(void *data, fg_dtype dt, int64_t i, double v) {
   }
 }
 
-static double get(const void *data, fg_dtype dt, int64_t i) {
-  switch (dt) {
-  case FG_F32: return ((const float *)data)[i];
-  case FG_F64: return ((const double *)data)[i];
-  case FG_I32: return ((const int32_t *)data)[i];
-  case FG_I64: return (double)((const int64_t *)data)[i];
-  default: return ((const uint8_t *)data)[i];
-  }
-}
-
 FGT_HARNESS static void fill_random(void *data, const tin *t) {
   const int64_t n = numel_of(t->rank, t->dims);
   const int is_int = t->dt == FG_I32 || t->dt == FG_I64;
@@ -272,9 +271,9 @@ FGT_HARNESS static int compare(const char *what, fg_dtype dt, int64_t n, const v
     if (dt == FG_I64)
       ok = ((const int64_t *)got)[i] == ((const int64_t *)want)[i];
     else if (dt == FG_I32 || dt == FG_BOOL)
-      ok = get(got, dt, i) == get(want, dt, i);
+      ok = elem_as_double(got, dt, i) == elem_as_double(want, dt, i);
     else {
-      const double g = get(got, dt, i), e = get(want, dt, i);
+      const double g = elem_as_double(got, dt, i), e = elem_as_double(want, dt, i);
       if (isnan(e))
         ok = isnan(g);
       else if (isinf(e))
@@ -284,7 +283,7 @@ FGT_HARNESS static int compare(const char *what, fg_dtype dt, int64_t n, const v
     }
     if (!ok && bad++ < 5)
       fprintf(stderr, "  %s: element %lld: got %.17g, want %.17g\n", what, (long long)i,
-              get(got, dt, i), get(want, dt, i));
+              elem_as_double(got, dt, i), elem_as_double(want, dt, i));
   }
   return bad;
 }
@@ -445,7 +444,7 @@ static void run2(const char *op, fg_dtype key, int n_in, const tin *ins, tin out
 #define GPU_OR_SKIP()                                                                              \
   do {                                                                                             \
     const char *why_ = gpu_init();                                                                 \
-    if (why_) FG_SKIP("no CUDA device (%s)", why_);                                                \
+    if (why_) FG_SKIP_NO_GPU("no CUDA device (%s)", why_);                                         \
   } while (0)
 
 #else /* no CUDA in this build: the gpu cases skip before reaching these */
@@ -465,7 +464,8 @@ static void run2(const char *op, fg_dtype key, int n_in, const tin *ins, tin out
                  const fg_op_params *p, double rtol, double atol) {
   run(op, key, n_in, ins, outspec, p, rtol, atol);
 }
-#define GPU_OR_SKIP() FG_SKIP("no CUDA device (built without CUDA: FG_CUDA=OFF or no toolkit)")
+#define GPU_OR_SKIP()                                                                              \
+  FG_SKIP_NO_GPU("no CUDA device (built without CUDA: FG_CUDA=OFF or no toolkit)")
 
 #endif
 

@@ -21,7 +21,7 @@ extern char **environ;
 
 #define NEED_GPU()                                                                                 \
   do {                                                                                             \
-    if (fg_cuda_device_count() < 1) FG_SKIP("no CUDA device (%s)", no_gpu_reason());               \
+    if (fg_cuda_device_count() < 1) FG_SKIP_NO_GPU("no CUDA device (%s)", no_gpu_reason());        \
   } while (0)
 
 static const char *no_gpu_reason(void) {
@@ -662,9 +662,10 @@ FG_TEST(cuda_no_leak_over_1000_runs, "gpu") {
  * device node, which is looked for without asking the driver. */
 FG_TEST(cuda_cpu_session_leaves_driver_alone, "gpu") {
 #ifndef FG_HAVE_CUDA
-  FG_SKIP("%s", no_gpu_reason());
+  FG_SKIP_NO_GPU("%s", no_gpu_reason());
 #else
-  if (access("/dev/nvidiactl", F_OK) != 0) FG_SKIP("no NVIDIA driver (/dev/nvidiactl is absent)");
+  if (access("/dev/nvidiactl", F_OK) != 0)
+    FG_SKIP_NO_GPU("no NVIDIA driver (/dev/nvidiactl is absent)");
   const int before = fgt_count_threads(0);
   FG_REQUIRE(before >= 1);
   fg_graph *g = fg_graph_new();

@@ -1023,7 +1023,8 @@ FG_TEST(dist_process_comm_matches_in_process, "dist") {
  * f64 rounding; the two ranks reduce the same gradients, so their weights
  * agree bit for bit. */
 FG_TEST(dist_process_comm_on_gpu_matches_in_process, "dist,gpu") {
-  if (fg_cuda_device_count() < 1) FG_SKIP("no CUDA device (or no CUDA backend in this build)");
+  if (fg_cuda_device_count() < 1)
+    FG_SKIP_NO_GPU("no CUDA device (or no CUDA backend in this build)");
   fg_status *st = fg_status_new();
   fg_graph *g = dist_mlp(FG_F64, FG_OPTIMIZER_ADAM, 2e-3, NULL, NULL), *g1 = NULL, *g2 = NULL;
   proc_arg args[2];

@@ -208,19 +208,10 @@ FG_TEST(dist_clip_reduces_each_gradient_once, "dist") {
   fg_status_free(st);
 }
 
-/* Runs /usr/bin/python3 -c CODE DIR; 1 ok, 0 failed, -1 no Python. */
-static int python_run(const char *code, const char *dir) {
-  if (access(FG_PYTHON, X_OK) != 0) return -1;
-  const char *argv[] = {FG_PYTHON, "-c", code, dir, NULL};
-  pid_t pid;
-  if (posix_spawn(&pid, FG_PYTHON, NULL, NULL, (char *const *)argv, environ) != 0) return -1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-/* The forward and backward pass of the MLP written out in NumPy (exit 3:
- * no NumPy). */
+/* The forward and backward pass of the MLP written out in NumPy. Exit
+ * status 3 means NumPy cannot be imported (NUMPY_MISSING), the one reason
+ * besides a missing interpreter for the check not to run. */
+enum { NUMPY_MISSING = 3 };
 static const char *const numpy_norm =
     "import sys\n"
     "try:\n"
@@ -287,14 +278,16 @@ FG_TEST(dist_clip_norm_matches_numpy, "dist") {
   fg_session_free(s);
   fg_graph_free(g);
   fg_status_free(st);
-  int ok = python_run(numpy_norm, dir);
+  int py = fgt_python(numpy_norm, dir, NULL);
   double np_norm = -1, np_loss = -1;
   snprintf(path, sizeof path, "%s/out.txt", dir);
-  FILE *f = ok == 1 ? fopen(path, "r") : NULL;
+  FILE *f = py == 0 ? fopen(path, "r") : NULL;
   int got = f && fscanf(f, "%lg %lg", &np_norm, &np_loss) == 2;
   if (f) fclose(f);
   fgt_rmtree(dir);
-  if (ok != 1) FG_SKIP("no %s with NumPy: the NumPy norm check did not run", FG_PYTHON);
+  if (py == FGT_PY_MISSING || py == NUMPY_MISSING)
+    FG_SKIP("no %s with NumPy: the NumPy norm check did not run", FG_PYTHON);
+  FG_CHECK_PYTHON(py);
   FG_REQUIRE(got);
   FG_CHECK_NEAR(loss, np_loss, 1e-12);
   FG_CHECK_NEAR(norm, np_norm, 1e-10);

@@ -32,7 +32,7 @@ int __wrap_fg_cuda_device_count(void) {
 #define NEED_GPU()                                                                                 \
   do {                                                                                             \
     fake_gpus = -1;                                                                                \
-    if (__real_fg_cuda_device_count() < 1) FG_SKIP("no CUDA device (or no CUDA backend)");         \
+    if (__real_fg_cuda_device_count() < 1) FG_SKIP_NO_GPU("no CUDA device (or no CUDA backend)");  \
   } while (0)
 
 static int sync_on(const fg_graph *g, const char *device, fg_dist_session **ds, fg_status *st) {
@@ -188,7 +188,7 @@ FG_TEST(host_steps_refuse_all_cpu_and_cross_process, "dist,badinput") {
  * cpu:0 (host) -> relu (GPU, placed). Planning touches no device. */
 FG_TEST(host_steps_plan_kernels, "dist") {
   fake_gpus = 2;
-  if (!fg_cuda_kernel("matmul", FG_F32)) FG_SKIP("this build has no CUDA kernels");
+  if (!fg_cuda_kernel("matmul", FG_F32)) FG_SKIP_NO_GPU("this build has no CUDA kernels");
   fg_graph *g = fg_graph_new();
   int64_t xd[2] = {4, 3}, wd[2] = {3, 5};
   fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);

@@ -12,6 +12,7 @@
 #include "fgtest.h"
 #include "graph/op_table.h"
 #include "kernels/kernel.h"
+#include "test_kernels_util.h"
 
 #include "data/kernel_fixtures.h"
 
@@ -38,16 +39,6 @@ static void *dup_bytes(const void *src, size_t bytes) {
   void *p = malloc(bytes);
   if (p && src) memcpy(p, src, bytes);
   return p;
-}
-
-static double elem_as_double(const void *data, fg_dtype dt, int64_t i) {
-  switch (dt) {
-  case FG_F32: return ((const float *)data)[i];
-  case FG_F64: return ((const double *)data)[i];
-  case FG_I32: return ((const int32_t *)data)[i];
-  case FG_I64: return (double)((const int64_t *)data)[i];
-  default: return ((const uint8_t *)data)[i];
-  }
 }
 
 /* Returns the number of mismatches, printing the first few. */

@@ -10,18 +10,7 @@
 #include "executor/threadpool.h"
 #include "fgtest.h"
 #include "kernels/kernel.h"
-
-static void pool_pf(void *pool, int64_t n, int64_t grain, fg_krange_fn fn, void *arg) {
-  fg_pool_parallel_for((fg_pool *)pool, n, grain, fn, arg);
-}
-
-static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53 * 2 - 1; }
+#include "test_kernels_util.h"
 
 static int64_t numel(const fg_kbuf *b) {
   int64_t n = 1;
@@ -54,7 +43,7 @@ static void run_bitwise(const char *op, fg_dtype key, const fg_kbuf *in, int n_i
   for (int t = 0; t < 3; t++) {
     fg_pool *pool = fg_pool_new(threads[t]);
     FG_REQUIRE(pool != NULL);
-    const fg_kparallel par = {pool, pool_pf};
+    const fg_kparallel par = {pool, fg_pool_parallel_for_fn};
     memset(o2.data, 0xA5, nbytes(out));
     fg_kctx c2 = {in, n_in, &o2, 1, p, err, sizeof err, &par, NULL, NULL, NULL};
     FG_CHECK_INT(fn(&c2), 0);

@@ -1,6 +1,7 @@
 /* The NCCL communicator (dist/comm_nccl.c), label gpu: single-process
  * cases that need at most one GPU. Each skips with a visible reason in a
- * build without NCCL, and the GPU cases also on a machine without a GPU.
+ * build without NCCL, and the GPU cases also on a machine without a GPU
+ * (which FG_REQUIRE_GPU=1 in the environment turns into a failure).
  * (Two or more GPUs, one MPI rank each, is the same code path with
  * fg_comm_nccl_new over fg_comm_mpi_new; it needs such a machine.) */
 #include <math.h>
@@ -27,14 +28,22 @@ static double now_s(void) {
 }
 
 #ifdef FG_HAVE_NCCL
-static int gpu_count(void) {
+/* NULL when a GPU is visible, else why not. */
+static const char *no_gpu(void) {
+  static char why[160];
   int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess)
+    snprintf(why, sizeof why, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+  else if (n < 1)
+    snprintf(why, sizeof why, "cudaGetDeviceCount found 0 devices");
+  return e == cudaSuccess && n >= 1 ? NULL : why;
 }
 #define NEED_NCCL()
 #define NEED_GPU()                                                                                 \
   do {                                                                                             \
-    if (gpu_count() < 1) FG_SKIP("no CUDA GPU visible");                                           \
+    const char *why_ = no_gpu();                                                                   \
+    if (why_) FG_SKIP_NO_GPU("no CUDA GPU visible (%s)", why_);                                    \
   } while (0)
 #else
 #define NEED_NCCL() FG_SKIP("flowgraph was built without NCCL (CUDA toolkit with nccl.h)")
@@ -117,11 +126,13 @@ static fg_comm *one_rank(fg_status *st) {
   if (!c) FG_FAIL_AT("init: %s", fg_status_message(st));
   return c;
 }
+#endif
 
 /* One rank on GPU 0: the sum and mean of a group of one are the values;
  * all_gather and broadcast round-trip. */
 FG_TEST(nccl_single_rank_collectives, "gpu") {
   NEED_GPU();
+#ifdef FG_HAVE_NCCL
   fg_status *st = fg_status_new();
   fg_comm *c = one_rank(st);
   FG_REQUIRE(c != NULL);
@@ -145,12 +156,14 @@ FG_TEST(nccl_single_rank_collectives, "gpu") {
   cudaFree(d);
   c->ops->free(c);
   fg_status_free(st);
+#endif
 }
 
 /* A failed step's abort on one rank: the next call ends at once with
  * FG_ABORTED and the reason; a second abort changes nothing. */
 FG_TEST(nccl_abort_stops_calls, "dist,gpu,badinput") {
   NEED_GPU();
+#ifdef FG_HAVE_NCCL
   fg_status *st = fg_status_new();
   fg_comm *c = one_rank(st);
   FG_REQUIRE(c != NULL && c->ops->abort != NULL);
@@ -164,12 +177,14 @@ FG_TEST(nccl_abort_stops_calls, "dist,gpu,badinput") {
   cudaFree(d);
   c->ops->free(c);
   fg_status_free(st);
+#endif
 }
 
 /* A missing peer on NCCL: rank 0 of 2 whose peer never joins gives a deadline at init
  * (NCCL's nonblocking init, aborted), not a hang. */
 FG_TEST(nccl_missing_peer_deadline, "dist,gpu,badinput") {
   NEED_GPU();
+#ifdef FG_HAVE_NCCL
   char path[128];
   id_path(path, sizeof path);
   fg_status *st = fg_status_new();
@@ -182,6 +197,7 @@ FG_TEST(nccl_missing_peer_deadline, "dist,gpu,badinput") {
   FG_CHECK(t >= 2.99 && t < 15.0);
   if (c) c->ops->free(c);
   fg_status_free(st);
+#endif
 }
 
 /* The pre-multiplied sum on one rank is the buffer times the scale: exact
@@ -189,6 +205,7 @@ FG_TEST(nccl_missing_peer_deadline, "dist,gpu,badinput") {
  * are refused. */
 FG_TEST(nccl_scaled_all_reduce_single_rank, "gpu") {
   NEED_GPU();
+#ifdef FG_HAVE_NCCL
   fg_status *st = fg_status_new();
   fg_comm *c = one_rank(st);
   FG_REQUIRE(c != NULL);
@@ -219,8 +236,10 @@ FG_TEST(nccl_scaled_all_reduce_single_rank, "gpu") {
   cudaFree(dd);
   c->ops->free(c);
   fg_status_free(st);
+#endif
 }
 
+#ifdef FG_HAVE_NCCL
 /* x -> all_reduce (mean) on cuda:0, and the weighted form with its row
  * counts, as fg_data_parallel builds them. */
 static fg_graph *ar_graph(void) {
@@ -243,6 +262,7 @@ static fg_graph *ar_graph(void) {
   fg_status_free(st);
   return g;
 }
+#endif
 
 /* A cuda:0 session with a one-rank NCCL communicator attached: its
  * all_reduce steps give the values (a group of one), and they do call
@@ -250,6 +270,7 @@ static fg_graph *ar_graph(void) {
  * naming the node (the host-staged path never calls a group of one). */
 FG_TEST(nccl_session_all_reduce_on_gpu, "dist,gpu") {
   NEED_GPU();
+#ifdef FG_HAVE_NCCL
   fg_status *st = fg_status_new();
   fg_comm *c = one_rank(st);
   FG_REQUIRE(c != NULL);
@@ -285,12 +306,14 @@ FG_TEST(nccl_session_all_reduce_on_gpu, "dist,gpu") {
   fg_graph_free(g);
   c->ops->free(c);
   fg_status_free(st);
+#endif
 }
 
 /* An NCCL communicator reduces GPU memory: attached to a CPU session it is
  * refused, naming the node, its device and the communicator's GPU. */
 FG_TEST(nccl_session_on_cpu_refused, "dist,gpu,badinput") {
   NEED_GPU();
+#ifdef FG_HAVE_NCCL
   fg_status *st = fg_status_new();
   fg_comm *c = one_rank(st);
   FG_REQUIRE(c != NULL);
@@ -317,5 +340,5 @@ FG_TEST(nccl_session_on_cpu_refused, "dist,gpu,badinput") {
   fg_graph_free(g);
   c->ops->free(c);
   fg_status_free(st);
-}
 #endif
+}

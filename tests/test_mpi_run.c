@@ -40,16 +40,11 @@ static int build_dp_model(const char *path) {
   fg_graph_add_output(g, fg_set_name(g, fg_reduce_sum(g, h, ax, 1, 0), "hsum"));
   fg_set_name(g, fg_reduce_mean(g, h, NULL, 0, 0), "hmean");
   fg_set_name(g, fg_matmul(g, x, x, 0, 1), "gram");
-  fg_status *st = fg_status_new();
-  int rc = fg_graph_status(g, st) == FG_OK ? fg_graph_save(g, path, st) : -1;
-  if (rc != 0) fprintf(stderr, "build_dp_model: %s\n", fg_status_message(st));
-  fg_status_free(st);
   fg_tensor_free(w1);
   fg_tensor_free(b1);
   fg_tensor_free(w2);
   fg_tensor_free(b2);
-  fg_graph_free(g);
-  return rc;
+  return save_and_free_graph(g, path);
 }
 
 static void dp_data(int rows, float (*x)[4], float (*m)[2]) {

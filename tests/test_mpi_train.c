@@ -85,7 +85,7 @@ static void check_matches_comm(int np, int shuffle, const char *batch, const cha
                                const char *comm, const char *says) {
   MPI_REQUIRED();
   if (device && fg_cuda_device_count() < 1)
-    FG_SKIP("no CUDA device (or no CUDA backend in this build) for --device %s", device);
+    FG_SKIP_NO_GPU("no CUDA device (or no CUDA backend in this build) for --device %s", device);
   FG_REQUIRE(setup_linreg() == 0);
   const char *extra[7] = {NULL};
   int n_extra = 0;
@@ -95,11 +95,6 @@ static void check_matches_comm(int np, int shuffle, const char *batch, const cha
   run_result *res = malloc(sizeof *res);
   mpi_train(np, "lin.fgb", batch, extra, "mpi.fgb", res);
   if (says) FG_CHECK_STR_CONTAINS(res->out, says);
-  if (strstr(res->out, "no fg_data_parallel")) {
-    free(res);
-    fgt_rmtree(tmpdir);
-    FG_SKIP("this build has no fg_data_parallel yet (dist/ rewrite missing)");
-  }
   FG_CHECK_INT(res->status, 0);
   /* The single-process run on the full batches, through the same CLI. */
   cli_result r;
@@ -177,6 +172,7 @@ FG_TEST(mpi_train_np2_on_gpu_uneven_matches_single, "dist,gpu") {
  * 2 GPUs and an NCCL build. */
 static void check_nccl(const char *batch) {
   if (!fg_nccl_built()) FG_SKIP("flowgraph was built without NCCL");
+  if (fg_cuda_device_count() < 1) FG_SKIP_NO_GPU("no CUDA device (or no CUDA backend)");
   if (fg_cuda_device_count() < 2)
     FG_SKIP("needs 2 CUDA GPUs for one per rank (this machine has %d)", fg_cuda_device_count());
   check_matches_comm(2, 0, batch, "cuda:local", "nccl",
@@ -855,7 +851,7 @@ FG_TEST(mpi_profile_model_parallel_np2, "dist") {
   FG_CHECK(strstr(order, " pred ") != NULL);
   FG_CHECK(strstr(order, " loss ") != NULL);
   FG_CHECK(strstr(order, " send ") != NULL && strstr(order, " recv ") != NULL);
-  int py = fgt_python_check(
+  int py = fgt_python(
       "import json,sys; d=json.load(open(sys.argv[1])); ev=d['traceEvents']; "
       "x=[e for e in ev if e['ph']=='X']; "
       "p={e['pid']: e['args']['name'] for e in ev if e['name']=='process_name'}; "
@@ -868,7 +864,7 @@ FG_TEST(mpi_profile_model_parallel_np2, "dist") {
       "assert t[(1,0)]=='rank:0/cpu:0' and t[(2,0)]=='rank:1/cpu:0', t; "
       "assert all(t[(e['pid'],e['tid'])] for e in x)",
       trace, model);
-  FG_CHECK(py != 0);
+  FG_CHECK_PYTHON(py);
   /* Both ranks share this host's CLOCK_MONOTONIC, so rank 1's true offset
    * is 0 and the estimate must lie within its stated bound (half a round
    * trip; + 0.001 for the printed rounding). */
@@ -883,7 +879,7 @@ FG_TEST(mpi_profile_model_parallel_np2, "dist") {
    * other rank starting no later than the receive's end (+ the bound). */
   char tol[32];
   snprintf(tol, sizeof tol, "%.3f", (bound + 0.001) * 1000.0);
-  py = fgt_python_check(
+  py = fgt_python(
       "import json,sys; d=json.load(open(sys.argv[1])); tol=float(sys.argv[2]); "
       "x=[e for e in d['traceEvents'] if e['ph']=='X']; "
       "rv=[e for e in x if e['args']['op']=='recv']; assert len(rv)>=6, len(rv); "
@@ -892,7 +888,7 @@ FG_TEST(mpi_profile_model_parallel_np2, "dist") {
       "s['args']['run']==r['args']['run'] and s['ts']<=r['ts']+r['dur']+tol for s in sd) "
       "for r in rv]; assert all(ok), ok",
       trace, tol);
-  FG_CHECK(py != 0);
+  FG_CHECK_PYTHON(py);
   if (fgt_failures) fprintf(stderr, "mpirun output:\n%s\n", res->out);
   free(res);
   fgt_rmtree(tmpdir);

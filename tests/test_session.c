@@ -4,6 +4,7 @@
 #include <flowgraph/flowgraph.h>
 
 #include "fgtest.h"
+#include "test_threads_util.h"
 
 static fg_tensor *tensor_f32(int rank, const int64_t *dims, const float *data, size_t n) {
   return fg_tensor_from_data(FG_F32, rank, dims, data, n * sizeof(float), NULL);
@@ -295,16 +296,48 @@ FG_TEST(session_cross_entropy_end_to_end, "") {
   fg_status_free(st);
 }
 
+/* num_threads = n gives the session n threads: n - 1 pool workers of its
+ * own (counted in /proc by their "fg-pool" name; the caller is thread 0),
+ * which end with the session, and a run's metadata says n and names no
+ * thread outside [0, n). */
 FG_TEST(session_options_threads, "") {
   fg_status *st = fg_status_new();
   fg_graph *g = mlp_graph();
   fg_session_options o;
   fg_session_options_init(&o);
   FG_CHECK_INT(o.num_threads, 0);
-  o.num_threads = 2;
-  fg_session *s = fg_session_new(g, &o, st);
-  FG_CHECK(s != NULL);
-  fg_session_free(s);
+  /* Other cases' workers, run before this one in the same process, may
+   * still be listed for a moment after they were joined. */
+  const int base = fgt_threads_reach(1, 0, 2.0);
+  FG_REQUIRE(base >= 0);
+  float x[6] = {1, 2, 3, -1, 0, 1};
+  int64_t xd[2] = {2, 3};
+  fg_tensor *xt = tensor_f32(2, xd, x, 6);
+  fg_feed feed = {"x", xt};
+  const char *fetch = "y";
+  fg_run_options ro = {1};
+  for (int n = 1; n <= 3; n++) {
+    o.num_threads = n;
+    fg_session *s = fg_session_new(g, &o, st);
+    FG_REQUIRE(s != NULL);
+    FG_CHECK_INT(fgt_count_threads(1), base + n - 1);
+    fg_tensor *y = NULL;
+    fg_run_metadata *md = NULL;
+    FG_REQUIRE(fg_session_run_ex(s, &feed, 1, &fetch, 1, &y, NULL, 0, &ro, &md, st) == 0);
+    FG_REQUIRE(md != NULL);
+    FG_CHECK_INT(md->threads, n);
+    FG_CHECK(md->n_nodes > 0);
+    for (int i = 0; i < md->n_nodes; i++)
+      FG_CHECK(md->nodes[i].thread >= 0 && md->nodes[i].thread < n);
+    /* y = [[6.5,5.5],[2.5,1.5]] (session_mlp_forward_unknown_batch) */
+    const float want[4] = {6.5f, 5.5f, 2.5f, 1.5f};
+    FG_CHECK(memcmp(fg_tensor_data(y), want, sizeof want) == 0);
+    fg_run_metadata_free(md);
+    fg_tensor_free(y);
+    fg_session_free(s);
+    FG_CHECK_INT(fgt_threads_reach(1, base, 5.0), base);
+  }
+  fg_tensor_free(xt);
   fg_graph_free(g);
   fg_status_free(st);
 }

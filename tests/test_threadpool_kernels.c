@@ -14,18 +14,7 @@
 #include "executor/threadpool.h"
 #include "fgtest.h"
 #include "kernels/kernel.h"
-
-static void pool_pf(void *pool, int64_t n, int64_t grain, fg_krange_fn fn, void *arg) {
-  fg_pool_parallel_for((fg_pool *)pool, n, grain, fn, arg);
-}
-
-static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
-  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53 * 2 - 1; }
+#include "test_kernels_util.h"
 
 static size_t dsize(fg_dtype dt) {
   switch (dt) {
@@ -142,7 +131,7 @@ static kresult check_bitwise(const char *label, const kcall *k) {
       FG_FAIL_AT("fg_pool_new(%d) failed", t);
       return ref;
     }
-    const fg_kparallel par = {pools[t], pool_pf};
+    const fg_kparallel par = {pools[t], fg_pool_parallel_for_fn};
     kresult r = run_call(k, &par);
     int same = r.rc == ref.rc && strcmp(r.err, ref.err) == 0;
     if (ref.rc == 0) same = same && memcmp(r.out, ref.out, out_bytes) == 0;

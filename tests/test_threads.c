@@ -2,13 +2,111 @@
  * one session run from two threads at once refuses the second call with
  * "session is busy" and never returns garbage; many sessions on one graph
  * run concurrently; a session picks up graph changes made between runs.
- * Run under TSan by `make test-tsan`. */
+ * Run under TSan by `make test-tsan`.
+ *
+ * The concurrent cases do not hope for overlap: a gate in the add and sub
+ * kernels (below) holds a run inside the session while another thread
+ * calls it, or holds eight runs until all eight are inside at once, and
+ * the cases check that it happened. */
 #include <flowgraph/flowgraph.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fgtest.h"
+#include "kernels/kernel.h"
+
+/* ---- the gate -----------------------------------------------------------------
+ * The binary links with --wrap=fg_cpu_kernel (tests/CMakeLists.txt), so the
+ * plan builder's kernel lookups come here. The add and sub kernels are
+ * handed out wrapped: while the gate is armed, each call counts itself in
+ * and waits until gate_want calls are inside at once or the test opens the
+ * gate (30 s at most: a gate that times out is reported, never a hang). */
+fg_kernel_fn __real_fg_cpu_kernel(const char *op, fg_dtype dtype);
+fg_kernel_fn __wrap_fg_cpu_kernel(const char *op, fg_dtype dtype);
+
+#define GATE_DTYPES 16 /* above every fg_dtype */
+static _Atomic(fg_kernel_fn) real_add[GATE_DTYPES], real_sub[GATE_DTYPES];
+static atomic_int gate_armed, gate_open, gate_want, gate_inside, gate_timed_out;
+
+static void nap_us(long us) { nanosleep(&(struct timespec){0, us * 1000}, NULL); }
+
+static double mono_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+#define GATE_TIMEOUT_S 30.0
+
+static void gate_wait(void) {
+  if (!atomic_load(&gate_armed)) return;
+  atomic_fetch_add(&gate_inside, 1);
+  const double t0 = mono_s();
+  /* After one timeout the rest pass at once: the case has failed. */
+  while (!atomic_load(&gate_open) && !atomic_load(&gate_timed_out) &&
+         atomic_load(&gate_inside) < atomic_load(&gate_want)) {
+    if (mono_s() - t0 > GATE_TIMEOUT_S) {
+      atomic_store(&gate_timed_out, 1);
+      return;
+    }
+    nap_us(100);
+  }
+}
+
+static int gated(const fg_kctx *ctx, _Atomic(fg_kernel_fn) *real) {
+  gate_wait();
+  const fg_dtype dt = ctx->out[0].dtype;
+  fg_kernel_fn fn = dt >= 0 && dt < GATE_DTYPES ? atomic_load(&real[dt]) : NULL;
+  if (!fn) {
+    snprintf(ctx->err, ctx->err_size, "test gate: no kernel for dtype %d", (int)dt);
+    return -1;
+  }
+  return fn(ctx);
+}
+static int gated_add(const fg_kctx *ctx) { return gated(ctx, real_add); }
+static int gated_sub(const fg_kctx *ctx) { return gated(ctx, real_sub); }
+
+fg_kernel_fn __wrap_fg_cpu_kernel(const char *op, fg_dtype dtype) {
+  fg_kernel_fn fn = __real_fg_cpu_kernel(op, dtype);
+  if (!fn || dtype < 0 || dtype >= GATE_DTYPES) return fn;
+  if (strcmp(op, "add") == 0) {
+    atomic_store(&real_add[dtype], fn);
+    return gated_add;
+  }
+  if (strcmp(op, "sub") == 0) {
+    atomic_store(&real_sub[dtype], fn);
+    return gated_sub;
+  }
+  return fn;
+}
+
+/* Arms the gate: the next calls wait until `want` are inside at once
+ * (INT_MAX: until gate_release). */
+static void gate_arm(int want) {
+  atomic_store(&gate_open, 0);
+  atomic_store(&gate_inside, 0);
+  atomic_store(&gate_timed_out, 0);
+  atomic_store(&gate_want, want);
+  atomic_store(&gate_armed, 1);
+}
+
+/* Waits up to 30 s until `n` calls are inside the gate; 0 when they are. */
+static int gate_reached(int n) {
+  const double t0 = mono_s();
+  while (atomic_load(&gate_inside) < n) {
+    if (mono_s() - t0 > GATE_TIMEOUT_S) return -1;
+    nap_us(100);
+  }
+  return 0;
+}
+
+static void gate_release(void) {
+  atomic_store(&gate_open, 1);
+  atomic_store(&gate_armed, 0);
+}
 
 enum { N = 64 };
 
@@ -71,6 +169,26 @@ static void *hammer(void *arg) {
   return NULL;
 }
 
+/* A thread whose call of `fn(arg)` is held inside the gate. */
+typedef struct held {
+  pthread_t t;
+  int started;
+} held;
+
+/* Arms the gate and starts fn(arg) on a thread of its own; 0 once that
+ * thread's run is inside the gate (so inside the session), -1 if it never
+ * got there in 30 s. Call let_go afterwards either way. */
+static int hold(held *h, void *(*fn)(void *), void *arg) {
+  gate_arm(INT_MAX);
+  h->started = pthread_create(&h->t, NULL, fn, arg) == 0;
+  return h->started ? gate_reached(1) : -1;
+}
+
+static void let_go(held *h) {
+  gate_release();
+  if (h->started) pthread_join(h->t, NULL);
+}
+
 FG_TEST(badinput_A9_two_threads_one_session, "badinput") {
   fg_graph *g = matmul_graph();
   for (int threads = 1; threads <= 2; threads++) {
@@ -79,6 +197,19 @@ FG_TEST(badinput_A9_two_threads_one_session, "badinput") {
     o.num_threads = threads;
     fg_session *s = fg_session_new(g, &o, NULL);
     FG_REQUIRE(s);
+    /* Certain overlap: while one run is held inside the session, this
+     * thread's run is refused as busy, and the held run then finishes
+     * with the right values. */
+    worker in = {s, 5, 1, 0, 0, 0}, second = {s, 6, 1, 0, 0, 0};
+    held h;
+    FG_CHECK_INT(hold(&h, hammer, &in), 0);
+    hammer(&second);
+    let_go(&h);
+    FG_CHECK_INT(second.busy, 1);
+    FG_CHECK_INT(second.wrong + second.ok, 0);
+    FG_CHECK_INT(in.ok, 1);
+    FG_CHECK_INT(atomic_load(&gate_timed_out), 0);
+    /* Then a free-for-all. */
     worker w[2] = {{s, 1, 300, 0, 0, 0}, {s, 2, 300, 0, 0, 0}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
@@ -132,17 +263,27 @@ static void *own(void *arg) {
   return NULL;
 }
 
+/* The first run of every session waits in the gate until all eight are
+ * inside at once: eight runs on one graph, provably concurrent. */
 FG_TEST(eight_sessions_one_graph, "") {
   fg_graph *g = matmul_graph();
   own_session o[8];
   pthread_t t[8];
+  int started = 0;
+  gate_arm(8);
   for (int i = 0; i < 8; i++) {
     o[i] = (own_session){g, i, 0, 0};
-    FG_REQUIRE(pthread_create(&t[i], NULL, own, &o[i]) == 0);
+    if (pthread_create(&t[i], NULL, own, &o[i]) != 0) break;
+    started++;
   }
-  for (int i = 0; i < 8; i++)
+  if (started < 8) gate_release(); /* the others must not wait for them */
+  for (int i = 0; i < started; i++)
     pthread_join(t[i], NULL);
-  for (int i = 0; i < 8; i++) {
+  FG_CHECK_INT(started, 8);
+  FG_CHECK_INT(atomic_load(&gate_timed_out), 0);
+  FG_CHECK(atomic_load(&gate_inside) >= 8);
+  gate_release();
+  for (int i = 0; i < started; i++) {
     FG_CHECK_INT(o[i].bad, 0);
     FG_CHECK_INT(o[i].ok, 40);
   }
@@ -269,6 +410,31 @@ FG_TEST(badinput_A9_save_while_running, "badinput") {
   FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_threads"));
   char path[300];
   snprintf(path, sizeof path, "%s/m.fgb", dir);
+  /* Certain overlap: while a run is held inside the session, saving and
+   * plan_info are refused as busy, and nothing is written. */
+  worker in = {s, 7, 1, 0, 0, 0};
+  held h;
+  FG_CHECK_INT(hold(&h, hammer, &in), 0);
+  fg_status *hst = fg_status_new();
+  FG_CHECK(fg_session_save(s, path, hst) != 0);
+  FG_CHECK_STR_CONTAINS(fg_status_message(hst), "fg_session_save: session is busy");
+  FG_CHECK(access(path, F_OK) != 0);
+  const char *yname = "y";
+  fg_tensor *x0 = filled(1.0f);
+  fg_feed f0 = {"x", x0};
+  fg_plan_info *pi = fg_session_plan_info(s, &f0, 1, &yname, 1, NULL, 0, hst);
+  FG_CHECK(pi == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(hst), "fg_session_plan_info: session is busy");
+  fg_plan_info_free(pi);
+  let_go(&h);
+  FG_CHECK_INT(in.ok, 1);
+  FG_CHECK_INT(atomic_load(&gate_timed_out), 0);
+  pi = fg_session_plan_info(s, &f0, 1, &yname, 1, NULL, 0, hst);
+  FG_CHECK(pi != NULL);
+  fg_plan_info_free(pi);
+  fg_tensor_free(x0);
+  fg_status_free(hst);
+  /* Then the saver against a run loop. */
   atomic_int stop = 0;
   saver sv = {s, path, &stop, 0, 0, 0};
   worker w = {s, 3, 200, 0, 0, 0};
@@ -339,6 +505,22 @@ FG_TEST(badinput_A9_variable_read_while_training, "badinput") {
   FG_REQUIRE(step.node >= 0);
   fg_session *s = fg_session_new(g, NULL, st);
   FG_REQUIRE(s);
+  /* Certain overlap: while a training step is held inside the session
+   * (in the gate at w - 3), a read is refused as busy; after it, w is one
+   * step on: 2. */
+  trainer first = {s, fg_node_name(g, step.node), 1, 0, 0, 0};
+  held h;
+  FG_CHECK_INT(hold(&h, train_loop, &first), 0);
+  FG_CHECK(fg_session_variable(s, "w", st) == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "fg_session_variable: session is busy");
+  let_go(&h);
+  FG_CHECK_INT(first.ok, 1);
+  FG_CHECK_INT(atomic_load(&gate_timed_out), 0);
+  fg_tensor *w1 = fg_session_variable(s, "w", st);
+  FG_REQUIRE(w1);
+  FG_CHECK(((const double *)fg_tensor_data(w1))[0] == 2.0);
+  fg_tensor_free(w1);
+  /* Then reads against a training loop. */
   trainer tr = {s, fg_node_name(g, step.node), 400, 0, 0, 0};
   pthread_t th;
   FG_REQUIRE(pthread_create(&th, NULL, train_loop, &tr) == 0);

@@ -342,18 +342,11 @@ static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_statu
   }
   for (int i = 0; i < a->n_inputs; i++)
     names[i] = a->inputs[i].name;
-#ifdef FG_HAVE_DATA_PARALLEL
   fg_data_parallel_options o;
   cli_dist_dp_options(cli_session_limits.device, &o);
   if (a->dist_bucket) o.bucket_bytes = a->dist_bucket;
   o.loss_reduction = a->dist_loss_sum ? FG_DP_LOSS_SUM : FG_DP_LOSS_MEAN;
   fg_graph *dp = fg_data_parallel(g, 1, names, a->n_inputs, &o, st);
-#else
-  /* cmake/mpi.cmake found no fg_data_parallel in dist/ at configure time. */
-  (void)g;
-  fg_graph *dp = NULL;
-  fg_status_set(st, FG_UNIMPLEMENTED, "--dist mpi: this build has no fg_data_parallel");
-#endif
   free(names);
   return dp;
 }

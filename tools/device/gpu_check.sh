@@ -25,6 +25,9 @@ done
 export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+# This machine has a GPU: a test that finds none (a broken driver, a build
+# without CUDA) fails instead of skipping (tests/fgtest.h, FG_SKIP_NO_GPU).
+export FG_REQUIRE_GPU=1
 export PATH=$PATH:/usr/local/cuda/bin
 cs=/usr/local/cuda/bin/compute-sanitizer
 # One compute-sanitizer tool ($1: memcheck, racecheck) over case $3 of test
