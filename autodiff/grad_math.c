@@ -171,6 +171,17 @@ static int grad_leaky_relu(fg_grad_ctx *ctx) {
   return done(ctx);
 }
 
+/* elu: dy where x > 0, else dy * alpha * e^x (PyTorch's rule: alpha at 0). */
+static int grad_elu(fg_grad_ctx *ctx) {
+  fg_graph *g = ctx->g;
+  double alpha = fg_attr_float_or(fg_graph_node(g, ctx->node), "alpha", 1.0);
+  fg_output x = fg_grad_input(ctx, 0), dy = ctx->dy[0];
+  if (ctx->wants[0])
+    ctx->dx[0] = fg_select(g, fg_greater(g, x, sc(g, dy, 0)), dy,
+                           fg_mul(g, dy, fg_mul(g, sc(g, dy, alpha), fg_exp(g, x))));
+  return done(ctx);
+}
+
 /* Exact gelu, y = x Phi(x): dy/dx = Phi(x) + x phi(x), with
  * Phi(x) = (1 + erf(x / sqrt 2)) / 2 and phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
 #define FG_SQRT1_2      0.70710678118654752440
@@ -322,6 +333,7 @@ const fg_grad_reg fg_grads_math[] = {
     {FG_OP_SIGMOID, grad_sigmoid},
     {FG_OP_RELU, grad_relu},
     {FG_OP_LEAKY_RELU, grad_leaky_relu},
+    {FG_OP_ELU, grad_elu},
     {FG_OP_GELU, grad_gelu},
     {FG_OP_ERF, grad_erf},
     {FG_OP_IDENTITY, grad_identity},

@@ -289,6 +289,13 @@ fg_output fg_leaky_relu(fg_graph *g, fg_output x, double alpha) {
   return finish(g, "leaky_relu", NULL, &x, 1, &b);
 }
 
+fg_output fg_elu(fg_graph *g, fg_output x, double alpha) {
+  if (skip(g)) return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_float(&b, "alpha", alpha);
+  return finish(g, "elu", NULL, &x, 1, &b);
+}
+
 /* ---- reductions --------------------------------------------------------- */
 
 static fg_output reduce(fg_graph *g, const char *op, fg_output x, const int64_t *axes, int n_axes,

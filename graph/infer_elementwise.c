@@ -80,10 +80,6 @@ int fgi_infer_unary(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
       return fgi_fail(node, status, "input 0 has invalid dtype %d", (int)dt);
     break;
   }
-  if (node->op == FG_OP_LEAKY_RELU) {
-    double alpha;
-    if (fgi_attr_float(node, "alpha", 0.01, &alpha, status)) return -1;
-  }
   out[0] = in[0];
   return 0;
 }

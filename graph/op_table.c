@@ -15,6 +15,7 @@
  * - fill has no inputs but runs a kernel, so it is not a source.
  * - comparisons and argmax produce bool/i64 whatever their input, so their
  *   kernels are looked up by input 0's dtype (FG_OPF_KERNEL_KEY_INPUT). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,8 @@ static const fg_attr_def a_dtype[] = {
     {"dtype", FG_ATTR_INT, NULL, "output element type", FG_NO_PARAM}, A_END};
 static const fg_attr_def a_leaky_relu[] = {
     {"alpha", FG_ATTR_FLOAT, "0.01", "slope for x < 0", FG_PARAM(F64, leaky_relu.alpha)}, A_END};
+static const fg_attr_def a_elu[] = {
+    {"alpha", FG_ATTR_FLOAT, "1", "scale of the negative part", FG_PARAM(F64, elu.alpha)}, A_END};
 static const fg_attr_def a_reduce[] = {
     {"axes", FG_ATTR_INTS, "all", "axes to reduce, negative from the end; empty = all",
      FG_NO_PARAM},
@@ -179,6 +182,8 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_LEAKY_RELU] = {"leaky_relu", 1, 1, 1, EW | INPL | DIFF, fgi_infer_unary,
                           fgi_flops_elementwise, 0, "x", a_leaky_relu, NULL,
                           "x > 0 ? x : alpha * x"},
+    [FG_OP_ELU] = {"elu", 1, 1, 1, EW | INPL | DIFF, fgi_infer_unary, fgi_flops_elementwise, 0, "x",
+                   a_elu, NULL, "x > 0 ? x : alpha * (e^x - 1)"},
     UNARY(GELU, "gelu", EW | INPL | DIFF, "x * Phi(x), the exact (erf) form"),
     UNARY(IDENTITY, "identity", EW | INPL | DIFF, "x"),
     UNARY(STOP_GRADIENT, "stop_gradient", EW | INPL, "x, with no gradient flowing back"),
@@ -313,6 +318,11 @@ int fg_op_check_attrs(int op, const char *name, const struct fg_attrs *attrs, fg
     if (a->type != d->type && !(d->type == FG_ATTR_FLOAT && a->type == FG_ATTR_INT)) {
       fg_status_set(st, FG_INVALID_GRAPH, "node '%s' (%s): attribute '%s' has type %s, expected %s",
                     name, opname, a->name, fg_attr_type_name(a->type), fg_attr_type_name(d->type));
+      return -1;
+    }
+    if (a->type == FG_ATTR_FLOAT && !isfinite(a->f)) {
+      fg_status_set(st, FG_INVALID_GRAPH, "node '%s' (%s): attribute '%s' = %g is not finite", name,
+                    opname, a->name, a->f);
       return -1;
     }
   }

@@ -58,6 +58,7 @@
   X(SIGMOID, "sigmoid")                                                                            \
   X(RELU, "relu")                                                                                  \
   X(LEAKY_RELU, "leaky_relu")                                                                      \
+  X(ELU, "elu")                                                                                    \
   X(GELU, "gelu")                                                                                  \
   X(IDENTITY, "identity")                                                                          \
   X(STOP_GRADIENT, "stop_gradient")                                                                \

@@ -495,7 +495,10 @@ static double rt(fg_dtype dt) { return dt == FG_F32 ? 2e-6 : 1e-13; }
 
 static void unary_all(const char *op, const fg_dtype *dts, int n_dt, int kind) {
   fg_op_params p = P0();
-  p.leaky_relu.alpha = 0.1;
+  if (strcmp(op, "elu") == 0)
+    p.elu.alpha = 0.7;
+  else
+    p.leaky_relu.alpha = 0.1;
   for (int d = 0; d < n_dt; d++)
     for (int s = 0; s < N_SIZES; s++) {
       const tin in = T1(dts[d], SIZES[s], kind);
@@ -519,6 +522,7 @@ FG_TEST(cuda_unary_vs_cpu, "gpu") {
   unary_all("tanh", FLT2, 2, K_ANY);
   unary_all("sigmoid", FLT2, 2, K_ANY);
   unary_all("leaky_relu", FLT2, 2, K_ANY);
+  unary_all("elu", FLT2, 2, K_ANY);
   unary_all("gelu", FLT2, 2, K_ANY);
   unary_all("erf", FLT2, 2, K_ANY);
   /* NaN, infinities, large magnitudes */

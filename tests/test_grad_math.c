@@ -292,6 +292,7 @@ FG_TEST(grad_select_cond_broadcast, "") {
 /* ---- unary --------------------------------------------------------------- */
 
 static fg_output leaky_02(fg_graph *g, fg_output x) { return fg_leaky_relu(g, x, 0.2); }
+static fg_output elu_05(fg_graph *g, fg_output x) { return fg_elu(g, x, 0.5); }
 static fg_output erf_(fg_graph *g, fg_output x) { return fg_op(g, "erf", NULL, &x, 1, NULL); }
 static fg_output cast_f64(fg_graph *g, fg_output x) { return fg_cast(g, x, FG_F64); }
 
@@ -309,17 +310,19 @@ FG_TEST(grad_tanh, "") { FG_CHECK_GRAD(check_un(fg_tanh, IN(-2, 2, 2, 2, 3), 37)
 FG_TEST(grad_sigmoid, "") { FG_CHECK_GRAD(check_un(fg_sigmoid, IN(-3, 3, 2, 2, 3), 38)); }
 FG_TEST(grad_relu, "") { FG_CHECK_GRAD(check_un(fg_relu, IND(kink_x, 2, 2, 3), 39)); }
 FG_TEST(grad_leaky_relu, "") { FG_CHECK_GRAD(check_un(leaky_02, IND(kink_x, 2, 2, 3), 40)); }
+FG_TEST(grad_elu, "") { FG_CHECK_GRAD(check_un(elu_05, IND(kink_x, 2, 2, 3), 45)); }
 FG_TEST(grad_gelu, "") { FG_CHECK_GRAD(check_un(fg_gelu, IN(-3, 3, 3, 2, 2, 3), 41)); }
 FG_TEST(grad_erf, "") { FG_CHECK_GRAD(check_un(erf_, IN(-2, 2, 2, 2, 3), 42)); }
 FG_TEST(grad_identity, "") { FG_CHECK_GRAD(check_un(fg_identity, IN(0, 0, 2, 2, 3), 43)); }
 FG_TEST(grad_cast_f64_to_f64, "") { FG_CHECK_GRAD(check_un(cast_f64, IN(0, 0, 2, 2, 3), 44)); }
 
 /* At the kink, x = 0: relu' = 0, abs' = 0, leaky_relu' = alpha (PyTorch:
- * x > 0 ? dy : alpha dy). x = [-1, 0, 2]. */
+ * x > 0 ? dy : alpha dy), elu' = alpha e^0 = alpha (PyTorch's
+ * elu_backward for x <= 0); at x = -1 elu' = 0.5 e^-1. x = [-1, 0, 2]. */
 FG_TEST(grad_kinks_at_zero_by_hand, "") {
-  un_fn fs[3] = {fg_relu, fg_abs, leaky_02};
-  double want[3][3] = {{0, 0, 1}, {-1, 0, 1}, {0.2, 0.2, 1}};
-  for (int k = 0; k < 3; k++) {
+  un_fn fs[4] = {fg_relu, fg_abs, leaky_02, elu_05};
+  double want[4][3] = {{0, 0, 1}, {-1, 0, 1}, {0.2, 0.2, 1}, {0.18393972058572117, 0.5, 1}};
+  for (int k = 0; k < 4; k++) {
     fg_graph *g = fg_graph_new();
     int64_t d = 3;
     double xv[3] = {-1, 0, 2};
@@ -416,13 +419,13 @@ FG_TEST(grad_math_registry, "") {
     FG_CHECK_INT(seen[r->op]++, 0);
     FG_CHECK(fg_grad_lookup(r->op) == r->fn);
   }
-  FG_CHECK_INT(n, 25);
+  FG_CHECK_INT(n, 26);
   int family[] = {
-      FG_OP_ADD,      FG_OP_SUB,     FG_OP_MUL,        FG_OP_DIV,         FG_OP_POW,
-      FG_OP_MAXIMUM,  FG_OP_MINIMUM, FG_OP_SELECT,     FG_OP_NEG,         FG_OP_EXP,
-      FG_OP_LOG,      FG_OP_SQRT,    FG_OP_RSQRT,      FG_OP_ABS,         FG_OP_TANH,
-      FG_OP_SIGMOID,  FG_OP_RELU,    FG_OP_LEAKY_RELU, FG_OP_GELU,        FG_OP_ERF,
-      FG_OP_IDENTITY, FG_OP_CAST,    FG_OP_REDUCE_SUM, FG_OP_REDUCE_MEAN, FG_OP_REDUCE_MAX};
+      FG_OP_ADD,         FG_OP_SUB,       FG_OP_MUL,  FG_OP_DIV,      FG_OP_POW,  FG_OP_MAXIMUM,
+      FG_OP_MINIMUM,     FG_OP_SELECT,    FG_OP_NEG,  FG_OP_EXP,      FG_OP_LOG,  FG_OP_SQRT,
+      FG_OP_RSQRT,       FG_OP_ABS,       FG_OP_TANH, FG_OP_SIGMOID,  FG_OP_RELU, FG_OP_LEAKY_RELU,
+      FG_OP_ELU,         FG_OP_GELU,      FG_OP_ERF,  FG_OP_IDENTITY, FG_OP_CAST, FG_OP_REDUCE_SUM,
+      FG_OP_REDUCE_MEAN, FG_OP_REDUCE_MAX};
   for (size_t i = 0; i < sizeof family / sizeof family[0]; i++)
     FG_CHECK(seen[family[i]] == 1);
 }

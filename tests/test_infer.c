@@ -8,7 +8,7 @@
 
 FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
-  FG_CHECK_INT(FG_OP_COUNT, 61); /* 58 + all_reduce, shard, after (dist) */
+  FG_CHECK_INT(FG_OP_COUNT, 62); /* 59 + all_reduce, shard, after (dist) */
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -352,8 +352,9 @@ FG_TEST(select_errors, "badinput") {
 /* ---- unary and cast ----------------------------------------------------- */
 
 FG_TEST(unary_float_ops, "badinput") {
-  const char *ops[] = {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "gelu", "leaky_relu"};
-  for (int k = 0; k < 8; k++) {
+  const char *ops[] = {"exp",     "log",  "sqrt",       "rsqrt", "tanh",
+                       "sigmoid", "gelu", "leaky_relu", "elu"};
+  for (int k = 0; k < 9; k++) {
     fg_graph *g = fg_graph_new();
     fg_output x = ph(g, FG_F64, 2, DIMS(U, 5));
     EXPECT_TINFO(g, fg_op(g, ops[k], NULL, &x, 1, NULL), FG_F64, 2, U, 5);

@@ -209,6 +209,31 @@ FG_TEST(unary_in_place, "") {
   FG_CHECK_NEAR(x[3], -0.125, 0);
 }
 
+/* elu with alpha 0.5 by hand: 0.5 (e^x - 1) for x <= 0, x above; f32 is
+ * the f64 value rounded (within an ulp of expm1f's result). */
+FG_TEST(elu_by_hand, "") {
+  const double x[5] = {-2.0, -0.5, 0.0, 1.5, -1e-9};
+  const double want[5] = {-0.43233235838169365, -0.19673467014368329, 0.0, 1.5, -4.9999999975e-10};
+  double y64[5];
+  float x32[5], y32[5];
+  const int64_t d[1] = {5};
+  for (int i = 0; i < 5; i++)
+    x32[i] = (float)x[i];
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  p.elu.alpha = 0.5;
+  fg_kbuf in = kb(FG_F64, 1, d, (void *)x), out = kb(FG_F64, 1, d, y64);
+  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL};
+  FG_REQUIRE(fg_cpu_kernel("elu", FG_F64)(&ctx) == 0);
+  for (int i = 0; i < 5; i++)
+    FG_CHECK_NEAR(y64[i], want[i], 1e-16 + 1e-15 * fabs(want[i]));
+  fg_kbuf in32 = kb(FG_F32, 1, d, x32), out32 = kb(FG_F32, 1, d, y32);
+  fg_kctx c32 = {&in32, 1, &out32, 1, &p, NULL, 0, NULL, NULL, NULL, NULL};
+  FG_REQUIRE(fg_cpu_kernel("elu", FG_F32)(&c32) == 0);
+  for (int i = 0; i < 5; i++)
+    FG_CHECK_NEAR(y32[i], want[i], 1e-7 * fabs(want[i]) + 1e-12);
+}
+
 /* assign whose value already lives in the variable's storage: no copy. */
 FG_TEST(assign_same_buffer, "") {
   int32_t v[3] = {7, 8, 9};

@@ -138,6 +138,8 @@ FG_API fg_output fg_tanh(fg_graph *g, fg_output x);
 FG_API fg_output fg_sigmoid(fg_graph *g, fg_output x);
 FG_API fg_output fg_relu(fg_graph *g, fg_output x);
 FG_API fg_output fg_leaky_relu(fg_graph *g, fg_output x, double alpha);
+/* x > 0 ? x : alpha * (e^x - 1), as torch.nn.ELU (alpha 1 there). */
+FG_API fg_output fg_elu(fg_graph *g, fg_output x, double alpha);
 /* The exact (erf) form, as PyTorch's default. */
 FG_API fg_output fg_gelu(fg_graph *g, fg_output x);
 FG_API fg_output fg_identity(fg_graph *g, fg_output x);

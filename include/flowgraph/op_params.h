@@ -54,6 +54,11 @@ typedef struct fg_leaky_relu_params {
   double alpha;
 } fg_leaky_relu_params;
 
+/* elu (torch.nn.ELU): x > 0 ? x : alpha * (e^x - 1). */
+typedef struct fg_elu_params {
+  double alpha;
+} fg_elu_params;
+
 /* fill: every element's value (converted to the output dtype). */
 typedef struct fg_fill_params {
   double value;
@@ -106,6 +111,7 @@ typedef union fg_op_params {
   fg_transpose_params transpose;
   fg_slice_params slice; /* slice and slice_grad */
   fg_leaky_relu_params leaky_relu;
+  fg_elu_params elu;
   fg_fill_params fill;
   fg_one_hot_params one_hot;
   fg_sgd_params sgd;

@@ -28,6 +28,7 @@
   FGK_FLOAT(X, "sigmoid", fgk_sigmoid)                                                             \
   FGK_NUM(X, "relu", fgk_relu)                                                                     \
   FGK_FLOAT(X, "leaky_relu", fgk_leaky_relu)                                                       \
+  FGK_FLOAT(X, "elu", fgk_elu)                                                                     \
   FGK_FLOAT(X, "gelu", fgk_gelu)                                                                   \
   /* binary.c */                                                                                   \
   FGK_NUM(X, "add", fgk_add)                                                                       \

@@ -93,6 +93,9 @@ FGK_UNARY(fgk_relu_i32, int32_t, FG_I32, CHEAP, x < 0 ? 0 : x)
 FGK_UNARY(fgk_relu_i64, int64_t, FG_I64, CHEAP, x < 0 ? 0 : x)
 FGK_UNARY(fgk_leaky_relu_f32, float, FG_F32, CHEAP, x > 0 ? x : (float)p->leaky_relu.alpha * x)
 FGK_UNARY(fgk_leaky_relu_f64, double, FG_F64, CHEAP, x > 0 ? x : p->leaky_relu.alpha * x)
+/* expm1 keeps the digits of e^x - 1 for x near 0, as torch's ELU does. */
+FGK_UNARY(fgk_elu_f32, float, FG_F32, MATH, x > 0 ? x : (float)p->elu.alpha * expm1f(x))
+FGK_UNARY(fgk_elu_f64, double, FG_F64, MATH, x > 0 ? x : p->elu.alpha * expm1(x))
 
 /* The exact erf form, PyTorch's default (approximate='none'). */
 FGK_UNARY(fgk_gelu_f32, float, FG_F32, MATH, 0.5f * x * (1.0f + erff(x * (float)FGK_SQRT1_2)))

@@ -32,6 +32,7 @@ extern "C" {
   FGK_FLOAT(X, "sigmoid", fgc_sigmoid)                                                             \
   FGK_NUM(X, "relu", fgc_relu)                                                                     \
   FGK_FLOAT(X, "leaky_relu", fgc_leaky_relu)                                                       \
+  FGK_FLOAT(X, "elu", fgc_elu)                                                                     \
   FGK_FLOAT(X, "gelu", fgc_gelu)                                                                   \
   FGK_FLOAT(X, "erf", fgc_erf)                                                                     \
   FGK_NUM(X, "add", fgc_add)                                                                       \

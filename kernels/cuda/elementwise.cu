@@ -208,6 +208,10 @@ template <typename T> struct LeakyF {
   T alpha;
   __device__ T operator()(T x) const { return x > 0 ? x : alpha * x; }
 };
+template <typename T> struct EluF {
+  T alpha;
+  __device__ T operator()(T x) const { return x > 0 ? x : alpha * expm1(x); }
+};
 template <typename T> struct GeluF {
   __device__ T operator()(T x) const {
     return (T)0.5 * x * ((T)1 + m_erf(x * (T)0.70710678118654752440));
@@ -245,6 +249,8 @@ FGC_UNARY_FLOAT(fgc_gelu, GeluF)
 FGC_UNARY_FLOAT(fgc_erf, ErfF)
 FGC_UNARY(fgc_leaky_relu_f32, float, FG_F32, LeakyF<float>, = {(float)ctx->p->leaky_relu.alpha})
 FGC_UNARY(fgc_leaky_relu_f64, double, FG_F64, LeakyF<double>, = {ctx->p->leaky_relu.alpha})
+FGC_UNARY(fgc_elu_f32, float, FG_F32, EluF<float>, = {(float)ctx->p->elu.alpha})
+FGC_UNARY(fgc_elu_f64, double, FG_F64, EluF<double>, = {ctx->p->elu.alpha})
 
 /* ---- binary ---------------------------------------------------------------- */
 
