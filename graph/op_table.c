@@ -215,7 +215,7 @@ const fg_op_def fg_op_table[] = {
                             "x, like", NULL, NULL, "x's elements in like's runtime shape"},
     [FG_OP_BROADCAST_LIKE] = {"broadcast_like", 2, 2, 1, DIFF, fgi_infer_broadcast_like, NULL, 0,
                               "x, like", NULL, NULL, "x broadcast to like's runtime shape"},
-    /* A view when nothing is summed (same element count): see plan.c. */
+    /* A view when nothing is summed (same element count): see plan_memory.c. */
     [FG_OP_SUM_TO] = {"sum_to", 2, 2, 1, DIFF, fgi_infer_sum_to, fgi_flops_sum_to, 0, "x, like",
                       NULL, NULL, "x summed down to like's shape (undoes broadcasting)"},
     [FG_OP_NUMEL] = {"numel", 1, 1, 1, 0, fgi_infer_numel, NULL, 0, "x", a_dtype, NULL,

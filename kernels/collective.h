@@ -1,6 +1,6 @@
 /* The weighted all_reduce's arithmetic, shared by the CPU kernel
  * (kernels/cpu/collective.c) and the CUDA executor's NCCL path
- * (executor/cuda/backend.c), so both weigh uneven shards alike. */
+ * (executor/cuda/staging.c), so both weigh uneven shards alike. */
 #ifndef FG_KERNELS_COLLECTIVE_H
 #define FG_KERNELS_COLLECTIVE_H
 

@@ -1017,7 +1017,7 @@ FG_TEST(dist_process_comm_matches_in_process, "dist") {
 
 /* The same on a GPU: two sessions on cuda:0 (one GPU serves both ranks),
  * each attached to one rank of an in-process communicator. A GPU plan's
- * all_reduce runs on the host (executor/cuda/backend.c stages it), so any
+ * all_reduce runs on the host (executor/cuda/staging.c stages it), so any
  * communicator serves GPU sessions. The GPU kernels sum in another order
  * than the CPU's, so the reference (the CPU's 2-replica run) is met within
  * f64 rounding; the two ranks reduce the same gradients, so their weights

@@ -62,7 +62,7 @@ static void check_plan_targets(const int *sizes, int batch) {
   FG_REQUIRE(target);
   fg_status *st = fg_status_new();
   /* Two threads, as on the machine the targets were set for: the layout
-   * choice depends on the thread count (see estimated_time in plan.c). */
+   * choice depends on the thread count (see estimated_time in plan_memory.c). */
   fg_session_options o;
   fg_session_options_init(&o);
   o.num_threads = 2;

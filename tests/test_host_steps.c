@@ -1,6 +1,6 @@
 /* Host steps: a session on cuda:N whose graph places nodes on cpu:N runs
  * those nodes on the host inside the GPU's plan (dist/session_dist.c
- * host_steps, executor/cuda/backend.c run_staged). These cases need no
+ * host_steps, executor/cuda/staging.c fgc_run_staged). These cases need no
  * GPU: they check which nodes the dist layer marks for the host, what it
  * refuses, and that a GPU plan gives exactly those steps the CPU kernel.
  * The runs themselves are the gpu cases at the end, which skip without a

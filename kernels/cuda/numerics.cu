@@ -1,4 +1,4 @@
-/* check_numerics on the GPU (executor/cuda/backend.c): NaN and Inf counts
+/* check_numerics on the GPU (executor/cuda/run.c): NaN and Inf counts
  * of a node's floating-point output, read by the host after the node. The
  * counts are integers added with atomics, so they are exact whatever the
  * order. */

@@ -1,4 +1,4 @@
-/* Shared by cmd_plan.c and cmd_profile.c (the commands of issue 4): their
+/* Shared by cmd_plan.c and cmd_profile.c: their
  * command tables, their common arguments and opening a model for planning
  * or profiling (load, fetches, feeds, session). Lives in cmd_plan.c. */
 #ifndef FG_CLI_PLAN_H
