@@ -30,7 +30,7 @@ typedef struct grad {
 
 /* Per-node marks of the original graph (dp.mark). */
 enum {
-  IN_GRADIENTS = 1, /* named "gradients*": made by fg_gradients */
+  IN_GRADIENTS = 1, /* made by fg_gradients (FG_NODE_MADE_BY_GRADIENTS) */
   DERIVES = 2,      /* depends on some node made by fg_gradients */
   ON_PATH = 4       /* between fg_gradients and an update (clipping, weight
                        decay): its copies read the reduced gradients */
@@ -590,6 +590,7 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
                            : replica_name(d, r, nd->name, buf, sizeof buf);
     fg_output o = fuse >= 0 ? emit_fused(d, r, fuse, nd, name, in, n_in)
                             : fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
+    if (o.node >= 0) d->ng->nodes[o.node].flags |= nd->flags;
     if (d->n > 1 && o.node >= 0) rename_colocate(d, r, o.node);
     if (d->n > 1)
       place(d, o, r);
@@ -702,7 +703,7 @@ static int collect_grads(dp *d, fg_status *st) {
    * from fg_gradients. */
   for (int i = 0; i < g->n_nodes; i++) {
     const fg_node *nd = &g->nodes[i];
-    if (strncmp(nd->name, "gradients", 9) == 0) d->mark[i] |= IN_GRADIENTS | DERIVES;
+    if (nd->flags & FG_NODE_MADE_BY_GRADIENTS) d->mark[i] |= IN_GRADIENTS | DERIVES;
     for (int k = 0; k < nd->n_inputs && !(d->mark[i] & DERIVES); k++)
       d->mark[i] |= d->mark[nd->inputs[k].node] & DERIVES;
   }
