@@ -80,10 +80,12 @@ typedef struct dp {
   const char *cur_dev;
   char cur_dev_buf[48];
   /* fused_update: per gradient, the apply_sgd node of g that reduces it
-   * itself (all_reduce = 1), else -1; NULL when not asked (find_fused). */
+   * itself (emitted as all_reduce_apply_sgd), else -1; NULL when not asked
+   * (find_fused). */
   int *fused;
   /* ... and of those, the matmul node of g (a^T b) whose product that
-   * update takes instead of the gradient (grad_product = 1), else -1. */
+   * update takes instead of the gradient (emitted as
+   * sufficient_factor_apply_sgd), else -1. */
   int *product;
 } dp;
 
@@ -491,25 +493,25 @@ static int emit_waiting(dp *d, char *done, const char *const *batch, int n_batch
 }
 
 /* Update nd (apply_sgd) of replica r as the collective that also reduces
- * its gradient: apply_sgd with all_reduce = 1, the bucket's mean and
- * weights, in[1] the replica's own gradient (emit_bucket), in[0 .. n_in)
- * its mapped inputs (var, grad, lr, control inputs); the rows and sums of
- * a weighted mean go in as inputs 3 and 4, and it joins the chain of
- * collectives (reduce_one). An update that takes its gradient's factors
- * (d->product[j]) gets a as input 1 and b as input 3, the rows and sums
- * after them. in[] has room for 4 more. */
+ * its gradient: all_reduce_apply_sgd with the bucket's mean and weights,
+ * in[1] the replica's own gradient (emit_bucket), in[0 .. n_in) its mapped
+ * inputs (var, grad, lr, control inputs); the rows and sums of a weighted
+ * mean go in as inputs 3 and 4, and it joins the chain of collectives
+ * (reduce_one). An update that takes its gradient's factors
+ * (d->product[j]) is sufficient_factor_apply_sgd: a as input 1 and b as
+ * input 3, the rows and sums after them. in[] has room for 4 more. */
 static fg_output emit_fused(dp *d, int r, int j, const fg_node *nd, const char *name, fg_output *in,
                             int n_in) {
+  (void)nd; /* plain apply_sgd has no attributes to carry over */
   fg_attrs *a = fg_attrs_new();
-  fg_attrs_copy(a, &nd->attrs);
-  fg_attrs_set_int(a, "all_reduce", 1);
   fg_attrs_set_int(a, "mean", d->o->loss_reduction == FG_DP_LOSS_MEAN);
+  const char *op = "all_reduce_apply_sgd";
   int at = 3; /* where the weighted mean's inputs go */
   if (d->product[j] >= 0) {
     /* The gradient a^T b as its factors: a in place of the gradient, b
      * after lr (graph/infer_optim.c). */
     const fg_node *mm = &d->g->nodes[d->product[j]];
-    fg_attrs_set_int(a, "grad_product", 1);
+    op = "sufficient_factor_apply_sgd";
     memmove(&in[4], &in[3], (size_t)(n_in > 3 ? n_in - 3 : 0) * sizeof *in);
     in[1] = (fg_output){*mapped(d, r, mm->inputs[0].node), mm->inputs[0].index};
     in[3] = (fg_output){*mapped(d, r, mm->inputs[1].node), mm->inputs[1].index};
@@ -524,7 +526,7 @@ static fg_output emit_fused(dp *d, int r, int j, const fg_node *nd, const char *
     n_in += 2;
   }
   if (d->prev[r].node >= 0) in[n_in++] = d->prev[r];
-  fg_output o = fg_op(d->ng, "apply_sgd", name, in, n_in, a);
+  fg_output o = fg_op(d->ng, op, name, in, n_in, a);
   fg_attrs_free(a);
   d->prev[r] = o;
   return o;
@@ -743,7 +745,7 @@ static int collect_grads(dp *d, fg_status *st) {
 /* find_fused's updates whose gradient is a matmul's a^T b (a [rows, m], b
  * [rows, n], both 2-D, f32 or f64: a weight's gradient in a dense layer)
  * that nothing else reads: d->product[j] = that matmul. Such an update
- * takes a and b instead (grad_product = 1), and the gradient is never made
+ * takes a and b instead (sufficient_factor_apply_sgd), and the gradient is never made
  * where the communicator can fuse it: rows x (m + n) elements cross
  * between ranks instead of m x n (dist/comm.h, all_reduce_sgd_product).
  * -1 on OOM. */

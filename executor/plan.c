@@ -158,17 +158,15 @@ static void fill_params(const fg_node *n, const fg_tinfo *in, fg_kparams *p) {
   if (begin && begin->type == FG_ATTR_INTS)
     for (int i = 0; i < begin->n && i < FG_MAX_RANK; i++)
       p->begin[i] = begin->ints[i];
-  /* Data-parallel ops (kernels/cpu/collective.c) reuse fields: shard's
-   * replica index and count, all_reduce's mean flag (default 1) and
-   * weighted flag (default 0), also for apply_sgd with all_reduce = 1. */
+  /* Data-parallel ops (kernels/cpu/collective.c): shard reuses fields
+   * (replica index and count); the collectives (all_reduce and the fused
+   * updates) read mean (default 1) and weighted (default 0). */
   if (n->op == FG_OP_SHARD) {
     p->begin[0] = fg_attr_int_or(n, "index", 0);
     p->depth = fg_attr_int_or(n, "count", 1);
   } else if (fg_node_is_collective(n)) {
-    p->all_reduce = n->op == FG_OP_APPLY_SGD;
-    p->grad_product = p->all_reduce && fg_attr_int_or(n, "grad_product", 0) != 0;
-    p->keepdims = (int)fg_attr_int_or(n, "mean", 1);
-    p->depth = fg_attr_int_or(n, "weighted", 0);
+    p->mean = (int)fg_attr_int_or(n, "mean", 1);
+    p->weighted = (int)fg_attr_int_or(n, "weighted", 0);
   }
 }
 
@@ -233,6 +231,17 @@ static int any_comm(const fg_dist_exec *dx) {
   for (int d = 0; dx && dx->comm && d < dx->n_dev; d++)
     if (dx->comm[d]) return 1;
   return 0;
+}
+
+/* The op whose CUDA kernel runs node n. The fused updates have no CUDA
+ * kernel (their communicators reduce host memory), so a GPU plan reports
+ * "no CUDA kernel" for them; except all_reduce_apply_sgd with no
+ * communicator (a group of one), whose plain update is the fused one: a
+ * model trained on CPUs over MPI and saved goes on training on a GPU. */
+static const char *cuda_kernel_op(const fg_node *n, const fg_plan_request *req) {
+  if (n->op == FG_OP_ALL_REDUCE_APPLY_SGD && !any_comm(req->dist))
+    return fg_op_table[FG_OP_APPLY_SGD].name;
+  return fg_op_table[n->op].name;
 }
 
 /* Devices' all_reduce steps pair up by order: the k-th on each device is one
@@ -952,33 +961,9 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
      * in-process communicators serve GPU sessions too. So do the nodes
      * placed on a CPU device in a GPU session (host steps). */
     step->host = req->cuda && req->host_nodes && req->host_nodes[id];
-    if (req->cuda && local && !step->host && step->params.all_reduce && any_comm(req->dist)) {
-      /* The CUDA executor stages all_reduce nodes through the host but has
-       * no fused update: refused rather than run as a plain update. With
-       * no communicator (a group of one) the plain update is the fused
-       * one, so a model trained on CPUs over MPI and saved goes on
-       * training on a GPU. */
-      if (out != out_stack) free(out);
-      fg_status_set(st, FG_UNIMPLEMENTED,
-                    "node '%s' (apply_sgd with all_reduce = 1) reduces over a communicator on "
-                    "the CPU only; a GPU session with a communicator needs all_reduce and "
-                    "apply_sgd nodes (fg_data_parallel with fused_update = 0)",
-                    n->name);
-      goto fail;
-    }
-    if (req->cuda && local && !step->host && step->params.grad_product) {
-      /* The CUDA apply_sgd reads input 1 as the gradient: the product's
-       * factor a would be taken for it. */
-      if (out != out_stack) free(out);
-      fg_status_set(st, FG_UNIMPLEMENTED,
-                    "node '%s' (apply_sgd with grad_product = 1) runs on the CPU only; a GPU "
-                    "session needs the gradient made (fg_data_parallel with fused_update = 0)",
-                    n->name);
-      goto fail;
-    }
     step->fn = !local ? NULL
                : req->cuda && n->op != FG_OP_ALL_REDUCE && !step->host
-                   ? fg_cuda_kernel(def->name, key)
+                   ? fg_cuda_kernel(cuda_kernel_op(n, req), key)
                    : fg_cpu_kernel(def->name, key);
     for (int o = 0; o < n->n_outputs; o++) {
       int s = s0 + o;

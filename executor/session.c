@@ -286,7 +286,7 @@ static int64_t clock_ns(void) {
 
 /* With a communicator whose collectives read other processes' arenas
  * (dist/shm_arena.h), the variables move into one arena of their own, so
- * a fused update (apply_sgd with all_reduce = 1) writes every rank's copy
+ * a fused update (all_reduce_apply_sgd) writes every rank's copy
  * where it lies (dist/shm_reduce.h), instead of all-reducing the gradient
  * into every rank's buffer and updating each copy from it: on the 2-core
  * dev VM that took 4.7 ms of mlp_large_train's 55 ms step. Values are

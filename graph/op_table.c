@@ -22,12 +22,14 @@
 
 int fgi_infer_all_reduce(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *st);
 int fgi_infer_shard(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *st);
+int fgi_infer_collective_sgd(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *st);
 
 #define SRC   FG_OPF_SOURCE
 #define EW    FG_OPF_ELEMENTWISE
 #define INPL  FG_OPF_INPLACE
 #define DIFF  FG_OPF_DIFFERENTIABLE
 #define STATE FG_OPF_STATEFUL
+#define COLL  FG_OPF_COLLECTIVE
 #define KEYIN FG_OPF_KERNEL_KEY_INPUT
 #define VIEW  FG_OPF_VIEW
 
@@ -115,9 +117,15 @@ const fg_op_def fg_op_table[] = {
     /* Data parallelism (graph/infer_dist.c). all_reduce is stateful: it
      * synchronises with other ranks, so no rank may prune it alone. Neither
      * is differentiable: they are inserted after the gradients exist. */
-    [FG_OP_ALL_REDUCE] = {"all_reduce", 1, -1, 1, STATE | INPL, fgi_infer_all_reduce, NULL},
+    [FG_OP_ALL_REDUCE] = {"all_reduce", 1, -1, 1, STATE | INPL | COLL, fgi_infer_all_reduce, NULL},
     [FG_OP_SHARD] = {"shard", 1, 1, 1, 0, fgi_infer_shard, NULL},
     [FG_OP_AFTER] = {"after", 1, -1, 1, VIEW, fgi_infer_after, NULL},
+    /* The fused updates of fg_data_parallel (graph/infer_optim.c): updates
+     * (var in place) and collectives at once. */
+    [FG_OP_ALL_REDUCE_APPLY_SGD] = {"all_reduce_apply_sgd", 3, -1, 1, STATE | COLL,
+                                    fgi_infer_collective_sgd, fgi_flops_apply, 0x1u},
+    [FG_OP_SUFFICIENT_FACTOR_APPLY_SGD] = {"sufficient_factor_apply_sgd", 4, -1, 1, STATE | COLL,
+                                           fgi_infer_collective_sgd, fgi_flops_apply, 0x1u},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

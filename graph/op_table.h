@@ -42,21 +42,37 @@
  *   In apply_*, var/buf/m/v come straight from variable nodes and are updated
  *   in place (op_def.mutable_inputs); lr and step are scalars of any float
  *   type; trailing ctrl inputs only order the update after them.
- *   apply_sgd(var, grad, lr, [rows, sums,] ctrl...; all_reduce = 1, mean,
- *             weighted)          the update with the gradient all-reduced
- *                                first, as all_reduce(grad; mean, weighted)
- *                                would (rows and sums as there, when
- *                                weighted): one collective that updates
- *                                every rank's variable (fg_data_parallel's
- *                                fused_update). It is a collective
- *                                (fg_node_is_collective) like all_reduce.
  *
  * Data-parallel ops (dist/, flowgraph/dist.h):
- *   all_reduce(x, ctrl...; mean)  x reduced over the communicator the
+ *   all_reduce(x, [rows, sums,] ctrl...; mean, weighted)
+ *                                 x reduced over the communicator the
  *                                 executor gives the node's device (sum, or
  *                                 mean when mean = 1, the default); a group
- *                                 of one is the identity. ctrl inputs only
- *                                 order collectives the same on every rank.
+ *                                 of one is the identity. weighted = 1
+ *                                 (default 0): the mean weighted by each
+ *                                 rank's rows (f64 scalar `rows`) over the
+ *                                 all-reduced [sum of rows, sum of rows^2]
+ *                                 (f64 [2] `sums`), for uneven shards. ctrl
+ *                                 inputs only order collectives the same on
+ *                                 every rank.
+ *   all_reduce_apply_sgd(var, grad, lr, [rows, sums,] ctrl...; mean, weighted)
+ *                                 var -= lr * all_reduce(grad; mean,
+ *                                 weighted), in one collective that updates
+ *                                 every rank's variable (fg_data_parallel's
+ *                                 fused_update). rows and sums as for
+ *                                 all_reduce (present when weighted = 1).
+ *   sufficient_factor_apply_sgd(var, a, lr, b, [rows, sums,] ctrl...; mean,
+ *                               weighted)
+ *                                 the same update with the gradient given
+ *                                 as its factors: grad = a^T b, a [rows, m],
+ *                                 b [rows, n], var [m, n], never made where
+ *                                 the transport lets every rank read the
+ *                                 others' factors (sufficient factor
+ *                                 broadcasting, Xie et al. 2016;
+ *                                 fg_data_parallel's fused_update of a
+ *                                 matmul's weight).
+ *                                 These three are collectives (op flag
+ *                                 FG_OPF_COLLECTIVE) and not differentiable.
  *   shard(x; index, count)        rows [index*B/count, (index+1)*B/count) of
  *                                 x along axis 0 (B = x.dims[0] must divide
  *                                 by count)
@@ -132,7 +148,9 @@
   X(APPLY_ADAM, "apply_adam")                                                                      \
   X(ALL_REDUCE, "all_reduce")                                                                      \
   X(SHARD, "shard")                                                                                \
-  X(AFTER, "after")
+  X(AFTER, "after")                                                                                \
+  X(ALL_REDUCE_APPLY_SGD, "all_reduce_apply_sgd")                                                  \
+  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,
@@ -148,7 +166,8 @@ enum {
   FG_OPF_DIFFERENTIABLE = 1u << 3,   /* has (or must have) a gradient */
   FG_OPF_STATEFUL = 1u << 4,         /* reads or writes session state; never pruned as pure */
   FG_OPF_KERNEL_KEY_INPUT = 1u << 5, /* kernel is looked up by input 0's dtype, not output 0's */
-  FG_OPF_VIEW = 1u << 6              /* output is input 0's bytes (reshape) */
+  FG_OPF_VIEW = 1u << 6,             /* output is input 0's bytes (reshape) */
+  FG_OPF_COLLECTIVE = 1u << 7        /* calls the communicator (all_reduce and the fused updates) */
 };
 
 /* Infers output tinfos from input tinfos and attrs; on error sets status
@@ -174,11 +193,10 @@ typedef struct fg_op_def {
 
 extern const fg_op_def fg_op_table[];
 
-/* 1 for the nodes that call the communicator: all_reduce, and apply_sgd
- * with all_reduce = 1. The executor pairs, chains and places them alike. */
+/* 1 for the nodes that call the communicator (ops flagged
+ * FG_OPF_COLLECTIVE). The executor pairs, chains and places them alike. */
 static inline int fg_node_is_collective(const fg_node *n) {
-  return n->op == FG_OP_ALL_REDUCE ||
-         (n->op == FG_OP_APPLY_SGD && fg_attr_int_or(n, "all_reduce", 0) != 0);
+  return (fg_op_table[n->op].flags & FG_OPF_COLLECTIVE) != 0;
 }
 
 /* Op id by name, or -1. */

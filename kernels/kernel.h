@@ -33,9 +33,9 @@ typedef struct fg_kparams {
   double beta1, beta2, epsilon; /* apply_adam */
   double weight_decay;          /* apply_adam: decoupled (AdamW) when > 0 */
   double l2;                    /* apply_adam: coupled, g + l2 * var (torch's Adam) */
-  int all_reduce;               /* apply_sgd: 1 = all-reduce the gradient first (mean in keepdims,
-                                 * weighted in depth, as for all_reduce) */
-  int grad_product;             /* apply_sgd: 1 = the gradient is in[1]^T in[3] (never made) */
+  int mean;                     /* all_reduce, all_reduce_apply_sgd,
+                                 * sufficient_factor_apply_sgd: 1 = mean over ranks, 0 = sum */
+  int weighted;                 /* the same ops: 1 = mean weighted by rows (inputs rows, sums) */
 } fg_kparams;
 
 /* Intra-op parallelism offered by the executor: parallel_for(pool, n, grain,

@@ -5,6 +5,7 @@
  * weights are worked out in the test from the least-squares gradient
  * 2/N X^T (Xw - y), independently of the graph. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fgtest.h"
@@ -239,5 +240,64 @@ FG_TEST(grad_flag_absent_in_old_file_loads_unflagged, "io") {
   for (int i = 0; i < g->n_nodes; i++)
     FG_CHECK_INT((int)g->nodes[i].flags, 0);
   fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* A file saved before the fused updates had their own ops holds
+ * apply_sgd with all_reduce = 1: refused on load, naming the node and the
+ * op to use. */
+FG_TEST(old_fused_apply_sgd_file_refused, "io,badinput") {
+  static const char json[] =
+      "{\"version\": 1, \"nodes\": [\n"
+      " {\"name\": \"v\", \"op\": \"variable\", \"attrs\": [{\"name\": \"value\", \"value_type\": "
+      "\"TensorValue\", \"value\": {\"dtype\": \"F32\", \"shape\": [2], \"buffer\": 0}}]},\n"
+      " {\"name\": \"g\", \"op\": \"constant\", \"attrs\": [{\"name\": \"value\", \"value_type\": "
+      "\"TensorValue\", \"value\": {\"dtype\": \"F32\", \"shape\": [2], \"buffer\": 1}}]},\n"
+      " {\"name\": \"lr\", \"op\": \"constant\", \"attrs\": [{\"name\": \"value\", \"value_type\": "
+      "\"TensorValue\", \"value\": {\"dtype\": \"F32\", \"shape\": [], \"buffer\": 2}}]},\n"
+      " {\"name\": \"fused_upd\", \"op\": \"apply_sgd\", \"inputs\": [{\"node\": 0, \"index\": 0}, "
+      "{\"node\": 1, \"index\": 0}, {\"node\": 2, \"index\": 0}], \"attrs\": [{\"name\": "
+      "\"all_reduce\", \"value_type\": \"IntValue\", \"value\": {\"v\": 1}}, {\"name\": \"mean\", "
+      "\"value_type\": \"IntValue\", \"value\": {\"v\": 1}}]}\n"
+      "], \"buffers\": [{\"data\": [0, 0, 128, 63, 0, 0, 0, 64]}, {\"data\": [0, 0, 128, 63, 0, 0, "
+      "128, 63]}, {\"data\": [205, 204, 204, 61]}]}\n";
+  fg_status *st = fg_status_new();
+  char dir[256], path[600];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_old_fused"));
+  snprintf(path, sizeof path, "%s/old.json", dir);
+  FILE *f = fopen(path, "w");
+  FG_REQUIRE(f);
+  fputs(json, f);
+  fclose(f);
+  fg_graph *g = fg_graph_load_json(path, st);
+  FG_CHECK(g == NULL);
+  FG_CHECK(fg_status_code(st) != FG_OK);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "fused_upd");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "apply_sgd has no attribute 'all_reduce'");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "all_reduce_apply_sgd");
+  /* The same node with the op that replaced it loads. */
+  char *fixed = malloc(sizeof json + 64);
+  FG_REQUIRE(fixed);
+  const char *at = strstr(json, "\"op\": \"apply_sgd\"");
+  FG_REQUIRE(at);
+  const char *attrs = strstr(at, "{\"name\": \"all_reduce\"");
+  const char *mean = strstr(at, "{\"name\": \"mean\"");
+  FG_REQUIRE(attrs && mean);
+  snprintf(fixed, sizeof json + 64, "%.*s\"op\": \"all_reduce_apply_sgd\"%.*s%s", (int)(at - json),
+           json, (int)(attrs - (at + strlen("\"op\": \"apply_sgd\""))),
+           at + strlen("\"op\": \"apply_sgd\""), mean);
+  f = fopen(path, "w");
+  FG_REQUIRE(f);
+  fputs(fixed, f);
+  fclose(f);
+  free(fixed);
+  g = fg_graph_load_json(path, st);
+  if (!g) fprintf(stderr, "%s\n", fg_status_message(st));
+  FG_REQUIRE(g);
+  int u = fg_graph_find(g, "fused_upd");
+  FG_REQUIRE(u >= 0);
+  FG_CHECK_STR(fg_node_op(g, u), "all_reduce_apply_sgd");
+  fg_graph_free(g);
+  fgt_rmtree(dir);
   fg_status_free(st);
 }

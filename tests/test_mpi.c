@@ -187,7 +187,7 @@ FG_TEST(mpi_dp_fused_update_np4_two_hosts, "dist") {
   check_dp_fused(4, "64", 0, "FG_TEST_HOSTS=0,0,1,1", 0, 1e-5);
 }
 /* A hidden layer's weight: its update takes the gradient's factors
- * (grad_product), read in place from every rank's arena, so 2 fused
+ * (sufficient_factor_apply_sgd), read in place from every rank's arena, so 2 fused
  * updates x 3 steps go in place, without the gradient ever made. */
 FG_TEST(mpi_dp_fused_product_np2, "dist") { check_dp_fused_model(2, "64", 0, NULL, 6, 1e-5, 1); }
 FG_TEST(mpi_dp_fused_product_np3_f64, "dist") {

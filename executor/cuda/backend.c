@@ -622,10 +622,10 @@ static int run_nccl(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, int si, cu
   fg_kbuf *y = &plan->slots[step->out_slots[0]];
   size_t bytes = kbuf_bytes(x);
   int64_t n = fgk_numel(x);
-  int mean = step->params.keepdims, plain = 1; /* keepdims: "mean", depth: "weighted" */
+  int mean = step->params.mean, plain = 1;
   double w = 1, total = 1;
   cudaError_t e = cudaSuccess;
-  if (step->params.depth && comm->size > 1) {
+  if (step->params.weighted && comm->size > 1) {
     double rows = 0, sums[2] = {0, 0};
     if (step->n_in < 3 || step->in[1].dtype != FG_F64 || step->in[2].dtype != FG_F64 ||
         fgk_numel(&step->in[1]) != 1 || fgk_numel(&step->in[2]) != 2)
