@@ -119,7 +119,7 @@ typedef struct acc {
 
 /* Tags nodes [from, g->n_nodes) with FG_COLOCATE_ATTR = the name of node
  * `fwd`, unless they already carry one (a node reused from an earlier
- * gradient keeps its first tag). The placer (dist/partition.c) puts them on
+ * gradient keeps its first tag). The placer (dist/rewrite/partition.c) puts them on
  * fwd's device, as TensorFlow's colocate_gradients_with_ops does: a layer's
  * backward pass stays on its layer's device, so only activations and their
  * gradients cross devices, never a weight gradient or a copy of the labels. */

@@ -41,8 +41,8 @@
 
 #include <mpi.h>
 
-#include "dist/comm_mpi.h"
-#include "dist/shm_arena.h"
+#include "dist/comm/comm_mpi.h"
+#include "dist/comm/shm_arena.h"
 #include "flowgraph/autodiff.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/flowgraph.h"

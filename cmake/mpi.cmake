@@ -2,8 +2,8 @@
 # FG_MPI_SOURCES and FG_MPI_LIBS.
 #
 # FG_MPI=AUTO (default) builds the MPI communicator when MPI is found, ON
-# requires it, OFF never builds it. dist/comm_mpi.c is globbed into every
-# build (the top CMakeLists takes dist/*.c); without FG_HAVE_MPI it compiles
+# requires it, OFF never builds it. dist/comm/comm_mpi.c is globbed into every
+# build (the top CMakeLists takes dist/comm/*.c); without FG_HAVE_MPI it compiles
 # to stubs that report FG_UNIMPLEMENTED, so callers need no #ifdef.
 set(FG_MPI AUTO CACHE STRING "Build the MPI communicator: AUTO, ON or OFF")
 set_property(CACHE FG_MPI PROPERTY STRINGS AUTO ON OFF)
@@ -38,13 +38,13 @@ if(NOT FG_MPI STREQUAL "OFF")
   endif()
 endif()
 
-# `flowgraph train --dist mpi` needs fg_data_parallel (dist/, built in
+# `flowgraph train --dist mpi` needs fg_data_parallel (dist/rewrite/, built in
 # parallel with this file). Until a dist source defines it, the CLI compiles
 # without the rewrite and refuses --dist mpi with FG_UNIMPLEMENTED; the dist
 # sources are configure dependencies so the definition is noticed when it
 # lands.
 set(FG_HAVE_DATA_PARALLEL OFF)
-file(GLOB _fg_dist_sources ${CMAKE_SOURCE_DIR}/dist/*.c)
+file(GLOB _fg_dist_sources ${CMAKE_SOURCE_DIR}/dist/rewrite/*.c)
 foreach(_f ${_fg_dist_sources})
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_f})
   file(STRINGS ${_f} _hit REGEX "^fg_graph \\*fg_data_parallel\\(")
@@ -56,7 +56,7 @@ if(FG_HAVE_DATA_PARALLEL)
   add_compile_definitions(FG_HAVE_DATA_PARALLEL=1)
 endif()
 
-# NCCL for cuda:N replicas (dist/comm_nccl.c): only in a CUDA build
+# NCCL for cuda:N replicas (dist/comm/comm_nccl.c): only in a CUDA build
 # (cmake/cuda.cmake, included before this file) whose toolkit has nccl.h
 # and libnccl. Without them the file compiles to stubs.
 set(FG_HAVE_NCCL OFF)

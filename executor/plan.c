@@ -10,7 +10,7 @@
 #include "executor/edges.h"
 #include "executor/plan_order.h"
 #include "executor/plan_xfer.h"
-#include "dist/exec.h"
+#include "executor/dist/exec.h"
 #include "executor/cuda_backend.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
@@ -1048,7 +1048,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
     chain_rc |= fg_edge_add(&E, X.recvs[i - 1], X.recvs[i]);
   /* Each device's all_reduce steps in step (node id) order: a collective
    * pairs the k-th call of every member, so each device must make its
-   * calls in the order the graph pairs them (dist/session_dist.c
+   * calls in the order the graph pairs them (executor/dist/session_dist.c
    * check_pairs), not in whatever order its inputs become ready. */
   int n_dev = req->dist && node_dev ? req->dist->n_dev : 1;
   int *last_ar = malloc((size_t)n_dev * sizeof *last_ar);

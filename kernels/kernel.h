@@ -70,7 +70,7 @@ typedef struct fg_kctx {
   size_t err_size;
   const fg_kparallel *par; /* NULL: single-threaded */
   const fg_kcuda *cuda;    /* set for CUDA kernels only */
-  void *comm;              /* fg_comm * (dist/comm.h) for collective ops, else NULL */
+  void *comm;              /* fg_comm * (kernels/collective.h) for collective ops, else NULL */
 } fg_kctx;
 
 /* Returns 0, or -1 after writing ctx->err (for example a gather index out of

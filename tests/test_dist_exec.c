@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "alloc_count.h"
-#include "dist/comm_inproc.h"
-#include "dist/exec.h"
+#include "dist/comm/comm_inproc.h"
+#include "executor/dist/exec.h"
 #include "fgtest.h"
 #include "test_dist_util.h"
 #include "test_threads_util.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm_inproc.h"
+#include "dist/comm/comm_inproc.h"
 #include "fgtest.h"
 
 static inline uint64_t dist_rng(uint64_t *s) {

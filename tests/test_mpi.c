@@ -1,4 +1,4 @@
-/* The MPI communicator (dist/comm_mpi.c) under real mpirun runs on
+/* The MPI communicator (dist/comm/comm_mpi.c) under real mpirun runs on
  * localhost (label dist), through the helper program tests/mpi/
  * mpi_comm_check.c: collectives against plain-loop references, a killed and
  * a stuck rank (M1), and the graph-hash check (M2). */
@@ -206,7 +206,7 @@ FG_TEST(mpi_dp_fused_product_np4_two_hosts, "dist") {
 }
 
 /* A session run refused before it starts on some ranks (tests/mpi/
- * mpi_refused.c, timeout 30 s; dist/exec.h fg_dist_run_agree). `env` as
+ * mpi_refused.c, timeout 30 s; executor/dist/exec.h fg_dist_run_agree). `env` as
  * check_collectives'. */
 static void check_refused(const char *mode, int np, const char *env) {
   MPI_REQUIRED();
@@ -276,7 +276,7 @@ FG_TEST(mpi_run_refused_without_collectives_keeps_group, "dist,badinput") {
   check_refused("nocoll", 2, NULL);
 }
 
-/* One host: all_reduce goes through one shared segment (dist/shm_reduce.c). */
+/* One host: all_reduce goes through one shared segment (dist/comm/shm_reduce.c). */
 FG_TEST(mpi_collectives_np2, "dist") { check_collectives(2, NULL, NULL); }
 FG_TEST(mpi_collectives_np4, "dist") { check_collectives(4, NULL, NULL); }
 /* 4 KiB slots: the 10007- and 200003-element buffers cross 10 to 391

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/exec.h"
+#include "executor/dist/exec.h"
 #include "executor/cuda_backend.h"
 #include "executor/streams.h"
 #include "graph/op_table.h"

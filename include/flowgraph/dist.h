@@ -23,7 +23,7 @@
  * a rank (or the default device has one). Then every device named without
  * a rank, explicitly or through the default device, is rank 0's, and each
  * edge between devices of different ranks is a transfer between processes
- * (dist/comm.h send/recv). Without any rank every device keeps rank -1:
+ * (kernels/collective.h send/recv). Without any rank every device keeps rank -1:
  * "this process", and every process runs the whole graph (one process, or
  * data parallelism). A rank-qualified cuda:N is not checked against this
  * process's GPUs (it may live on another host); its index must still parse.
@@ -147,7 +147,7 @@ const fg_transfer *fg_partition_transfer(const fg_partition *p, int i);
 
 /* ---- communicators on sessions ------------------------------------------ */
 
-/* The communicator interface is dist/comm.h (internal): an fg_comm is one
+/* The communicator interface is kernels/collective.h (internal): an fg_comm is one
  * participant (rank r of n) of a group; its collectives fail with
  * FG_DEADLINE_EXCEEDED when a peer does not arrive within its timeout. */
 typedef struct fg_comm fg_comm;

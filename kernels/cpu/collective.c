@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm.h"
 #include "flowgraph/dist.h"
 #include "kernels/collective.h"
 #include "kernels/cpu/cpu_kernels.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm_mpi.h"
+#include "dist/comm/comm_mpi.h"
 #include "dist_cli.h"
 #include "flowgraph/dist.h"
 #include "plan.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/comm_mpi.h"
+#include "dist/comm/comm_mpi.h"
 #include "dist_cli.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"

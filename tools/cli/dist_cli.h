@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 #include "cli.h"
-#include "dist/comm_mpi.h"
-#include "dist/comm_nccl.h"
+#include "dist/comm/comm_mpi.h"
+#include "dist/comm/comm_nccl.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/status.h"
 #include "run.h"

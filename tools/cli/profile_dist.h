@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "dist/comm.h"
+#include "dist/comm/comm.h"
 #include "flowgraph/graph.h"
 #include "flowgraph/profile.h"
 

@@ -1,4 +1,4 @@
-/* A session's dist state (dist/exec.h): the partition of its graph, a pool
+/* A session's dist state (executor/dist/exec.h): the partition of its graph, a pool
  * per device when there are several, and the communicators of the
  * all_reduce nodes. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/comm_inproc.h"
-#include "dist/comm_mpi.h"
-#include "dist/exec.h"
-#include "dist/shm_arena.h"
+#include "dist/comm/comm_inproc.h"
+#include "dist/comm/comm_mpi.h"
+#include "executor/dist/exec.h"
+#include "dist/comm/shm_arena.h"
 #include "graph/op_table.h"
 
 struct fg_dist_session {

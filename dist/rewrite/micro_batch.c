@@ -22,8 +22,8 @@
 
 #include "flowgraph/dist.h"
 #include "graph/builders_internal.h"
-#include "dist/exec.h"
-#include "dist/rewrite.h"
+#include "dist/rewrite/partition.h"
+#include "dist/rewrite/rewrite.h"
 #include "graph/op_table.h"
 
 /* Per-node marks of the original graph. */
@@ -429,7 +429,7 @@ static void emit(mb *d, int i, int pass, int k) {
 /* Node ids are topological, and each pass reads only what earlier passes
  * (or earlier ids of its own) made. Micro-batch 0's nodes all come before
  * micro-batch 1's: the executor runs the earliest ready step of the plan
- * first (dist/runner.c), so a stage finishes micro-batch 0 and passes it
+ * first (executor/dist/runner.c), so a stage finishes micro-batch 0 and passes it
  * on before it starts micro-batch 1, and takes up 0's backward pass as
  * soon as it arrives (GPipe's pipeline, in the 1F1B order of PipeDream's
  * flush schedule). */

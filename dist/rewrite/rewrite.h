@@ -1,7 +1,7 @@
 /* Pieces shared by the training-graph rewrites of dist/ (internal):
  * fg_data_parallel (data_parallel.c) and fg_micro_batch (micro_batch.c). */
-#ifndef FG_DIST_REWRITE_H
-#define FG_DIST_REWRITE_H
+#ifndef FG_DIST_REWRITE_REWRITE_H
+#define FG_DIST_REWRITE_REWRITE_H
 
 #include <stdio.h>
 

@@ -1,4 +1,4 @@
-/* The MPI communicator; see dist/comm_mpi.h for the contract.
+/* The MPI communicator; see dist/comm/comm_mpi.h for the contract.
  *
  * Why not MPI_Allreduce: MPI leaves the reduction order to the library (it
  * changes with the algorithm it picks per size), so two runs, or MPI and the
@@ -11,7 +11,7 @@
  * a silent peer turns into FG_DEADLINE_EXCEEDED, not a hang. When every
  * rank is on one host (the usual case of `mpirun -np N` on one machine) the
  * first all_reduce sets up one POSIX shared-memory segment instead
- * (dist/shm_reduce.h: the same slices, the same order, no messages, and
+ * (dist/comm/shm_reduce.h: the same slices, the same order, no messages, and
  * sessions' buffers read in place; 10.987 GB/s of bus bandwidth at 256 MB
  * against MPI_Allreduce's 1.440 to 1.947 on the dev VM), and later ones go
  * through it; its waits probe for aborts as these do.
@@ -41,10 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm_mpi.h"
-#include "dist/poll_pause.h"
-#include "dist/rank_sum.h"
-#include "dist/shm_reduce.h"
+#include "dist/comm/comm_mpi.h"
+#include "dist/comm/poll_pause.h"
+#include "dist/comm/rank_sum.h"
+#include "dist/comm/shm_reduce.h"
 
 uint64_t fg_hash_bytes(uint64_t h, const void *data, size_t n) {
   const unsigned char *p = data;
@@ -156,7 +156,7 @@ typedef struct mpi_comm {
   pthread_mutex_t stop_mu;
   char stop_why[STOP_MSG + 64];
   char abort_msg[STOP_MSG]; /* what this rank sent; MPI reads it until delivered */
-  /* all_reduce through shared memory (dist/shm_reduce.h): this host's
+  /* all_reduce through shared memory (dist/comm/shm_reduce.h): this host's
    * segment, for all ranks on one host or (with cross below) for each
    * host's; set up by the first all_reduce (shm_tried), NULL when it goes
    * through MPI messages, for the reason in shm_why. */
@@ -287,7 +287,7 @@ static int check_usable(mpi_comm *m, const char *op, fg_status *st) {
 
 /* Waits for n requests (reqs[i] talks to rank peers[i], -1: all) until
  * t0 + the timeout. Polls (Open MPI progresses only inside MPI calls),
- * pausing as dist/poll_pause.h says; g_mpi_mu is held for each poll only.
+ * pausing as dist/comm/poll_pause.h says; g_mpi_mu is held for each poll only.
  * `desc` names the operation in errors ("all_reduce (collective #3)"). */
 static int wait_reqs(mpi_comm *m, MPI_Request *reqs, const int *peers, int n, double t0,
                      const char *desc, fg_status *st) {
@@ -416,7 +416,7 @@ static int gather_locked(mpi_comm *m, uint64_t value, uint64_t *out, const char 
   return wait_all(m, 1, op, st);
 }
 
-/* ---- all_reduce through shared memory (dist/shm_reduce.h) -------------- */
+/* ---- all_reduce through shared memory (dist/comm/shm_reduce.h) -------------- */
 
 static const fg_comm_ops mpi_ops;
 
