@@ -52,7 +52,6 @@ bench/dist_bench.c:dist/comm/shm_arena.h
 big_exceptions='
 executor/plan.c
 executor/cuda/backend.c
-dist/comm/comm_mpi.c
 '
 
 # Third-party headers included with quotes (FlatBuffers' own convention):
