@@ -119,7 +119,7 @@ typedef struct acc {
 
 /* Tags nodes [from, g->n_nodes) with FG_COLOCATE_ATTR = the name of node
  * `fwd`, unless they already carry one (a node reused from an earlier
- * gradient keeps its first tag). The placer (dist/partition.c) puts them on
+ * gradient keeps its first tag). The placer (dist/rewrite/partition.c) puts them on
  * fwd's device, as TensorFlow's colocate_gradients_with_ops does: a layer's
  * backward pass stays on its layer's device, so only activations and their
  * gradients cross devices, never a weight gradient or a copy of the labels. */
@@ -142,6 +142,108 @@ static int accumulate(fg_graph *g, acc *a, fg_output target, fg_output d) {
   return fg_graph_failed(g) ? -1 : 0;
 }
 
+/* Checks the arguments of fg_gradients_ex: 0, or -1 with st and the
+ * graph's error set. */
+static int check_args(fg_graph *g, const fg_output *ys, int ny, const fg_output *xs, int nx,
+                      const fg_output *dys, fg_status *st) {
+  for (int j = 0; j < ny; j++)
+    if (check_tensor(g, ys[j], "ys", j, st) != 0) return -1;
+  for (int i = 0; i < nx; i++)
+    if (check_tensor(g, xs[i], "xs", i, st) != 0) return -1;
+  for (int j = 0; dys && j < ny; j++) {
+    if (dys[j].node < 0) continue;
+    const fg_tinfo *td = fg_graph_tinfo(g, dys[j]), *ty = fg_graph_tinfo(g, ys[j]);
+    if (!td || td->dtype != ty->dtype) {
+      char a[300], b[300];
+      out_name(g, ys[j], a, sizeof a);
+      snprintf(b, sizeof b, "%s", td ? fg_dtype_name(td->dtype) : "missing");
+      return fail(g, st, FG_INVALID_ARGUMENT, "fg_gradients: dy for '%s' is %s, not y's dtype", a,
+                  b);
+    }
+  }
+  return 0;
+}
+
+/* Gives every node on a path from an x to a y (from_x and to_y) its first
+ * accumulator slot in a->slot_of; the others get -1. Returns the number of
+ * slots. */
+static int assign_slots(const fg_graph *g, int n0, const fg_output *ys, int ny, const fg_output *xs,
+                        int nx, char *from_x, char *to_y, acc *a) {
+  int n_slots = 0;
+  for (int i = 0; i < nx; i++)
+    from_x[xs[i].node] = 1;
+  for (int id = 0; id < n0; id++)
+    for (int k = 0; !from_x[id] && k < g->nodes[id].n_inputs; k++)
+      from_x[id] = from_x[g->nodes[id].inputs[k].node];
+  for (int j = 0; j < ny; j++)
+    to_y[ys[j].node] = 1;
+  for (int id = n0 - 1; id >= 0; id--)
+    if (to_y[id])
+      for (int k = 0; k < g->nodes[id].n_inputs; k++)
+        to_y[g->nodes[id].inputs[k].node] = 1;
+  for (int id = 0; id < n0; id++) {
+    a->slot_of[id] = (from_x[id] && to_y[id]) ? n_slots : -1;
+    if (a->slot_of[id] >= 0) n_slots += g->nodes[id].n_outputs;
+  }
+  return n_slots;
+}
+
+/* Runs node id's gradient function on its summed output gradients and adds
+ * what it returns to its inputs' sums. 0, or -1 with the graph's error set. */
+static int backprop_node(fg_graph *g, acc *a, int id) {
+  const fg_node *n = &g->nodes[id];
+  const fg_op_def *def = &fg_op_table[n->op];
+  int s0 = a->slot_of[id], any = 0;
+  for (int k = 0; k < n->n_outputs; k++)
+    any |= a->sum[s0 + k].node >= 0;
+  if (!any || (def->flags & FG_OPF_SOURCE)) return 0;
+  /* Non-differentiable ops (argmax, comparisons, stop_gradient, one_hot,
+   * state updates) stop the gradient: nothing flows to their inputs. */
+  if (!(def->flags & FG_OPF_DIFFERENTIABLE)) return 0;
+  fg_grad_fn fn = fg_grad_lookup(n->op);
+  if (!fn) {
+    fg_graph_fail(g, FG_UNIMPLEMENTED, "node '%s' (%s): op has no gradient", n->name, def->name);
+    return -1;
+  }
+  int ni = n->n_inputs;
+  fg_output *dx = malloc(((size_t)ni + 1) * sizeof *dx);
+  char *wants = calloc((size_t)ni + 1, 1);
+  fg_output *dy = malloc(((size_t)n->n_outputs + 1) * sizeof *dy);
+  if (!dx || !wants || !dy) {
+    free(dx), free(wants), free(dy);
+    fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_gradients: out of memory");
+    return -1;
+  }
+  int wanted = 0;
+  for (int i = 0; i < ni; i++) {
+    fg_output in = n->inputs[i];
+    dx[i] = FG_NO_OUTPUT;
+    wants[i] =
+        a->slot_of[in.node] >= 0 && fg_dtype_is_float(g->nodes[in.node].outputs[in.index].dtype);
+    wanted |= wants[i];
+  }
+  for (int k = 0; k < n->n_outputs; k++)
+    dy[k] = a->sum[s0 + k];
+  int fn_rc = 0, before = g->n_nodes;
+  if (wanted) {
+    fg_grad_ctx ctx = {g, id, dy, dx, wants};
+    fn_rc = fn(&ctx);
+  }
+  /* Builders (here and in accumulate) may move the node array: index it
+   * afresh each time instead of holding a node pointer. */
+  for (int i = 0; fn_rc == 0 && !fg_graph_failed(g) && i < ni; i++)
+    if (wants[i] && dx[i].node >= 0 && accumulate(g, a, g->nodes[id].inputs[i], dx[i]) != 0) break;
+  if (fn_rc == 0 && !fg_graph_failed(g)) colocate(g, before, id);
+  n = &g->nodes[id];
+  free(dx), free(wants), free(dy);
+  if (fn_rc != 0 || fg_graph_failed(g)) {
+    if (!fg_graph_failed(g))
+      fg_graph_fail(g, FG_INTERNAL, "node '%s' (%s): gradient function failed", n->name, def->name);
+    return -1;
+  }
+  return 0;
+}
+
 int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *xs, int nx,
                     const fg_output *dys, fg_output *dxs, const fg_gradients_options *opts,
                     fg_status *st) {
@@ -158,42 +260,14 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
   fg_gradients_options o;
   fg_gradients_options_init(&o);
   if (opts) o = *opts;
-  for (int j = 0; j < ny; j++)
-    if (check_tensor(g, ys[j], "ys", j, st) != 0) return -1;
-  for (int i = 0; i < nx; i++)
-    if (check_tensor(g, xs[i], "xs", i, st) != 0) return -1;
-  for (int j = 0; dys && j < ny; j++) {
-    if (dys[j].node < 0) continue;
-    const fg_tinfo *td = fg_graph_tinfo(g, dys[j]), *ty = fg_graph_tinfo(g, ys[j]);
-    if (!td || td->dtype != ty->dtype) {
-      char a[300], b[300];
-      out_name(g, ys[j], a, sizeof a);
-      snprintf(b, sizeof b, "%s", td ? fg_dtype_name(td->dtype) : "missing");
-      return fail(g, st, FG_INVALID_ARGUMENT, "fg_gradients: dy for '%s' is %s, not y's dtype", a,
-                  b);
-    }
-  }
+  if (check_args(g, ys, ny, xs, nx, dys, st) != 0) return -1;
 
   int n0 = g->n_nodes;
   char *from_x = calloc((size_t)n0, 1), *to_y = calloc((size_t)n0, 1);
   acc a = {malloc((size_t)n0 * sizeof(int)), NULL};
   int n_slots = 0, rc = -1;
   if (!from_x || !to_y || !a.slot_of) goto oom;
-  for (int i = 0; i < nx; i++)
-    from_x[xs[i].node] = 1;
-  for (int id = 0; id < n0; id++)
-    for (int k = 0; !from_x[id] && k < g->nodes[id].n_inputs; k++)
-      from_x[id] = from_x[g->nodes[id].inputs[k].node];
-  for (int j = 0; j < ny; j++)
-    to_y[ys[j].node] = 1;
-  for (int id = n0 - 1; id >= 0; id--)
-    if (to_y[id])
-      for (int k = 0; k < g->nodes[id].n_inputs; k++)
-        to_y[g->nodes[id].inputs[k].node] = 1;
-  for (int id = 0; id < n0; id++) {
-    a.slot_of[id] = (from_x[id] && to_y[id]) ? n_slots : -1;
-    if (a.slot_of[id] >= 0) n_slots += g->nodes[id].n_outputs;
-  }
+  n_slots = assign_slots(g, n0, ys, ny, xs, nx, from_x, to_y, &a);
   a.sum = malloc(((size_t)n_slots + 1) * sizeof *a.sum);
   if (!a.sum) goto oom;
   for (int s = 0; s < n_slots; s++)
@@ -212,61 +286,8 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
     fg_output d = (dys && dys[j].node >= 0) ? dys[j] : fg_ones_like(g, ys[j]);
     if (accumulate(g, &a, ys[j], d) != 0 || colocate(g, before, ys[j].node) != 0) goto restore;
   }
-  for (int id = n0 - 1; id >= 0; id--) {
-    if (a.slot_of[id] < 0) continue;
-    const fg_node *n = &g->nodes[id];
-    const fg_op_def *def = &fg_op_table[n->op];
-    int s0 = a.slot_of[id], any = 0;
-    for (int k = 0; k < n->n_outputs; k++)
-      any |= a.sum[s0 + k].node >= 0;
-    if (!any || (def->flags & FG_OPF_SOURCE)) continue;
-    /* Non-differentiable ops (argmax, comparisons, stop_gradient, one_hot,
-     * state updates) stop the gradient: nothing flows to their inputs. */
-    if (!(def->flags & FG_OPF_DIFFERENTIABLE)) continue;
-    fg_grad_fn fn = fg_grad_lookup(n->op);
-    if (!fn) {
-      fg_graph_fail(g, FG_UNIMPLEMENTED, "node '%s' (%s): op has no gradient", n->name, def->name);
-      goto restore;
-    }
-    int ni = n->n_inputs;
-    fg_output *dx = malloc(((size_t)ni + 1) * sizeof *dx);
-    char *wants = calloc((size_t)ni + 1, 1);
-    fg_output *dy = malloc(((size_t)n->n_outputs + 1) * sizeof *dy);
-    if (!dx || !wants || !dy) {
-      free(dx), free(wants), free(dy);
-      fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_gradients: out of memory");
-      goto restore;
-    }
-    int wanted = 0;
-    for (int i = 0; i < ni; i++) {
-      fg_output in = n->inputs[i];
-      dx[i] = FG_NO_OUTPUT;
-      wants[i] =
-          a.slot_of[in.node] >= 0 && fg_dtype_is_float(g->nodes[in.node].outputs[in.index].dtype);
-      wanted |= wants[i];
-    }
-    for (int k = 0; k < n->n_outputs; k++)
-      dy[k] = a.sum[s0 + k];
-    int fn_rc = 0, before = g->n_nodes;
-    if (wanted) {
-      fg_grad_ctx ctx = {g, id, dy, dx, wants};
-      fn_rc = fn(&ctx);
-    }
-    /* Builders (here and in accumulate) may move the node array: index it
-     * afresh each time instead of holding a node pointer. */
-    for (int i = 0; fn_rc == 0 && !fg_graph_failed(g) && i < ni; i++)
-      if (wants[i] && dx[i].node >= 0 && accumulate(g, &a, g->nodes[id].inputs[i], dx[i]) != 0)
-        break;
-    if (fn_rc == 0 && !fg_graph_failed(g)) colocate(g, before, id);
-    n = &g->nodes[id];
-    free(dx), free(wants), free(dy);
-    if (fn_rc != 0 || fg_graph_failed(g)) {
-      if (!fg_graph_failed(g))
-        fg_graph_fail(g, FG_INTERNAL, "node '%s' (%s): gradient function failed", n->name,
-                      def->name);
-      goto restore;
-    }
-  }
+  for (int id = n0 - 1; id >= 0; id--)
+    if (a.slot_of[id] >= 0 && backprop_node(g, &a, id) != 0) goto restore;
   for (int i = 0; i < nx; i++) {
     int s = a.slot_of[xs[i].node];
     fg_output d = s >= 0 ? a.sum[s + xs[i].index] : FG_NO_OUTPUT;
@@ -274,6 +295,10 @@ int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_output *x
     dxs[i] = d;
   }
   rc = fg_graph_failed(g) ? -1 : 0;
+  /* Record what this call made, so rewrites find the backward pass by this
+   * flag and not by a name a user's node may share. */
+  for (int id = n0; rc == 0 && id < g->n_nodes; id++)
+    g->nodes[id].flags |= FG_NODE_MADE_BY_GRADIENTS;
 
 restore:
   fg_graph_set_scope(g, saved_scope);

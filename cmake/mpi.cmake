@@ -2,8 +2,8 @@
 # FG_MPI_SOURCES and FG_MPI_LIBS.
 #
 # FG_MPI=AUTO (default) builds the MPI communicator when MPI is found, ON
-# requires it, OFF never builds it. dist/comm_mpi.c is globbed into every
-# build (the top CMakeLists takes dist/*.c); without FG_HAVE_MPI it compiles
+# requires it, OFF never builds it. dist/comm/comm_mpi.c is globbed into every
+# build (the top CMakeLists takes dist/comm/*.c); without FG_HAVE_MPI it compiles
 # to stubs that report FG_UNIMPLEMENTED, so callers need no #ifdef.
 set(FG_MPI AUTO CACHE STRING "Build the MPI communicator: AUTO, ON or OFF")
 set_property(CACHE FG_MPI PROPERTY STRINGS AUTO ON OFF)
@@ -38,7 +38,7 @@ if(NOT FG_MPI STREQUAL "OFF")
   endif()
 endif()
 
-# NCCL for cuda:N replicas (dist/comm_nccl.c): only in a CUDA build
+# NCCL for cuda:N replicas (dist/comm/comm_nccl.c): only in a CUDA build
 # (cmake/cuda.cmake, included before this file) whose toolkit has nccl.h
 # and libnccl. Without them the file compiles to stubs.
 set(FG_HAVE_NCCL OFF)

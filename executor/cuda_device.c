@@ -65,7 +65,7 @@ int fg_session_cuda_check(const fg_graph *g, const fg_session_options *o, int *c
   }
   /* One GPU per session: a GPU session refuses nodes placed on another
    * GPU, a CPU session nodes placed on any. A GPU session runs nodes placed
-   * on cpu:N on the host (dist/session_dist.c host_steps); nodes without a
+   * on cpu:N on the host (executor/dist/session_dist.c host_steps); nodes without a
    * device follow the placer (flowgraph/dist.h). */
   for (int id = 0; g && id < g->n_nodes; id++) {
     const char *d = g->nodes[id].device;

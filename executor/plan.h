@@ -96,7 +96,7 @@ typedef struct fg_plan {
   void *arena; /* intermediate buffers */
   /* Host arenas come from arena_alloc and go back through arena_free:
    * req->dist's pair (memory the process communicator's peers on this host
-   * can map, dist/shm_arena.h), else fg_aligned_alloc and free. */
+   * can map, dist/comm/shm_arena.h), else fg_aligned_alloc and free. */
   void *(*arena_alloc)(size_t bytes);
   void (*arena_free)(void *p);
   size_t arena_bytes, lower_bound_bytes, naive_bytes;
@@ -127,7 +127,7 @@ typedef struct fg_plan {
   int *slot_dev;     /* per slot: the device whose arena holds it, or -1 */
   void **dev_arena;  /* per device (multi-device plans) */
   size_t *dev_bytes; /* per device: its arena's bytes; arena_bytes is the sum */
-  /* Plans of sessions with a dist state (dist/exec.h): each step's lane;
+  /* Plans of sessions with a dist state (executor/dist/exec.h): each step's lane;
    * NULL otherwise. use_lanes: the run goes through the lane runner
    * (several devices, or collectives on their own lane). */
   int *step_lane;
@@ -153,7 +153,7 @@ typedef struct fg_plan_request {
   int64_t max_memory_bytes;
   /* 1: a GPU plan (kernels from the CUDA row of backend.h); fixed per session. */
   int cuda;
-  /* Several devices or a communicator (dist/exec.h); NULL: one device. Not
+  /* Several devices or a communicator (executor/dist/exec.h); NULL: one device. Not
    * part of the key: fixed per session and graph version. */
   const struct fg_dist_exec *dist;
   /* A GPU plan (cuda 1) only: per node id, 1 for a node that runs on the
@@ -192,7 +192,7 @@ static inline int fg_plan_threads(const fg_plan *plan) {
 /* check_numerics: fails with FG_INVALID_ARGUMENT naming the
  * first fed tensor that holds NaN or Inf ("feed 'x' (placeholder): holds 1
  * NaN and 0 Inf (check_numerics)"), before anything runs. The session
- * calls it before the ranks agree to start the run (dist/exec.h
+ * calls it before the ranks agree to start the run (executor/dist/exec.h
  * fg_dist_run_agree), so a NaN fed on one rank stops its peers at once. */
 int fg_plan_check_feeds(const fg_graph *g, const fg_plan *plan, const fg_plan_request *req,
                         fg_status *st);

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/exec.h"
+#include "executor/dist/exec.h"
 #include "executor/memplan.h"
 #include "executor/plan_stages.h"
 #include "graph/op_table.h"

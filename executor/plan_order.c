@@ -18,7 +18,7 @@
 
 static int is_source(const fg_node *n) { return (fg_op_table[n->op].flags & FG_OPF_SOURCE) != 0; }
 
-/* Collectives never move (an update with all_reduce = 1 included): each
+/* Collectives never move (the fused updates included): each
  * rank's plan must issue them in node order whatever else it runs. */
 static int movable(const fg_node *n) {
   return (n->op == FG_OP_GROUP || fg_op_table[n->op].mutable_inputs != 0) &&

@@ -18,7 +18,7 @@
  * its inputs or an earlier access to a variable it touches) then goes after
  * every node that does not, both sides in the order above: see
  * defer_after_collectives in plan_order.c. Collectives (all_reduce, and
- * apply_sgd with all_reduce = 1, which does not move up) keep node order
+ * the fused updates, which do not move up) keep node order
  * among themselves on every rank, whatever else a run needs: ranks pair
  * their k-th collectives. */
 #ifndef FG_PLAN_ORDER_H

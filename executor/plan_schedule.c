@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/exec.h"
+#include "executor/dist/exec.h"
 #include "executor/plan_stages.h"
 #include "graph/op_table.h"
 

@@ -26,7 +26,7 @@
 #ifndef FG_PLAN_XFER_H
 #define FG_PLAN_XFER_H
 
-#include "dist/exec.h"
+#include "executor/dist/exec.h"
 #include "executor/plan.h"
 
 typedef struct fg_xfer_state {

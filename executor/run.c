@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/exec.h"
+#include "executor/dist/exec.h"
 #include "executor/plan.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
@@ -27,8 +27,9 @@ typedef struct run_ctx {
   int check_numerics;
   int nan_step; /* the earliest step (plan order) whose output held NaN/Inf, or n_steps */
   char nan_err[768];
-  const fg_dist_exec *dist; /* several devices or a communicator (dist/exec.h), else NULL */
-  fg_code code;             /* of the first failure: a collective's deadline stays one */
+  const fg_dist_exec
+      *dist;    /* several devices or a communicator (executor/dist/exec.h), else NULL */
+  fg_code code; /* of the first failure: a collective's deadline stays one */
 } run_ctx;
 
 static int64_t now_ns(void) {
@@ -218,7 +219,7 @@ int fg_plan_run(const fg_graph *g, fg_plan *plan, const fg_plan_request *req, fg
   int result = 0;
   if (rc.dist && plan->use_lanes) {
     /* Several devices, or collectives on their own lane: the persistent
-     * lane threads (dist/runner.c); worker = lane. */
+     * lane threads (executor/dist/runner.c); worker = lane. */
     result = fg_dist_run_dag(rc.dist, plan->n_steps, plan->n_preds, plan->succ_off, plan->succ,
                              plan->step_lane, run_step, &rc);
   } else if (!rc.par.pool) {

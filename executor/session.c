@@ -7,8 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist/exec.h"
-#include "dist/shm_arena.h"
+#include "executor/dist/exec.h"
+#include "dist/comm/shm_arena.h"
 #include "executor/cuda_backend.h"
 #include "executor/plan.h"
 #include "flowgraph/io.h"
@@ -28,7 +28,7 @@ struct fg_session {
   fg_kparallel host_par; /* the pool's parallel_for, for a GPU plan's host steps */
   atomic_flag busy;
   fg_cuda_ctx *cuda;     /* GPU state when opts.device is "cuda:N", else NULL */
-  fg_dist_session *dist; /* placement, per-device pools, communicators (dist/exec.h) */
+  fg_dist_session *dist; /* placement, per-device pools, communicators (executor/dist/exec.h) */
   /* home_vars: the arena the variables live in, or NULL; vars_homed is 0
    * while some variable is outside it. */
   void *var_arena;
@@ -286,9 +286,9 @@ static int64_t clock_ns(void) {
 }
 
 /* With a communicator whose collectives read other processes' arenas
- * (dist/shm_arena.h), the variables move into one arena of their own, so
- * a fused update (apply_sgd with all_reduce = 1) writes every rank's copy
- * where it lies (dist/shm_reduce.h), instead of all-reducing the gradient
+ * (dist/comm/shm_arena.h), the variables move into one arena of their own, so
+ * a fused update (all_reduce_apply_sgd) writes every rank's copy
+ * where it lies (dist/comm/shm_reduce.h), instead of all-reducing the gradient
  * into every rank's buffer and updating each copy from it, which moves
  * about twice the bytes. Values are
  * kept; plans, which hold the old addresses, are dropped first. Where no

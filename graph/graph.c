@@ -323,7 +323,7 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
   fg_node node = {0};
   node.op = opid;
   node.name = fg_strdup(name);
-  node.device = NULL; /* unplaced: the placer (dist/placement.c) decides */
+  node.device = NULL; /* unplaced: the placer (dist/rewrite/partition.c) decides */
   node.n_inputs = n_inputs;
   node.inputs = malloc((size_t)(n_inputs ? n_inputs : 1) * sizeof *node.inputs);
   node.n_outputs = def->n_outputs;

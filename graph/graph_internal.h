@@ -44,7 +44,14 @@ typedef struct fg_node {
   struct fg_attrs attrs;
   int n_outputs;
   fg_tinfo *outputs;
+  unsigned flags; /* FG_NODE_* bits */
 } fg_node;
+
+/* fg_node.flags. FG_NODE_MADE_BY_GRADIENTS: fg_gradients made this node (a
+ * backward node). Rewrites that must tell the backward pass from the
+ * forward one (dist/rewrite/) read this bit, never the node's name: a
+ * user's node may be called "gradients_mask". Saved in .fgb files. */
+#define FG_NODE_MADE_BY_GRADIENTS 1u
 
 struct fg_graph {
   fg_node *nodes;

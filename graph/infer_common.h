@@ -114,6 +114,8 @@ FGI_DECL_FLOPS(fgi_flops_softmax_cross_entropy)
 /* infer_dist.c */
 FGI_DECL_INFER(fgi_infer_all_reduce)
 FGI_DECL_INFER(fgi_infer_shard)
+/* infer_optim.c: all_reduce_apply_sgd, sufficient_factor_apply_sgd */
+FGI_DECL_INFER(fgi_infer_collective_sgd)
 
 /* ---- parse hooks (fg_parse_fn), beside each op's inference -------------- */
 #define FGI_DECL_PARSE(fn)                                                                         \

@@ -55,17 +55,15 @@ static int hyper(const fg_node *node, const char *name, double dflt, double lo, 
   return 0;
 }
 
-/* grad_product = 1: the gradient is a^T b, a (input 1) [rows, m] and b
- * (input 3) [rows, n] of the variable's dtype, the variable [m, n]. */
+/* sufficient_factor_apply_sgd: the gradient is a^T b, a (input 1) [rows,
+ * m] and b (input 3) [rows, n] of the variable's dtype, the variable [m,
+ * n]. The op table's arity guarantees the 4 inputs. */
 static int check_product(const fg_node *node, const fg_tinfo *in, fg_status *st) {
   char s0[FGI_STR], s1[FGI_STR], s3[FGI_STR];
-  if (node->n_inputs < 4)
-    return fgi_fail(node, st, "grad_product = 1 needs 4 inputs (var, a, lr, b), got %d",
-                    node->n_inputs);
   const fg_tinfo *v = &in[0], *a = &in[1], *b = &in[3];
   if (a->dtype != v->dtype || b->dtype != v->dtype)
     return fgi_fail(node, st,
-                    "grad_product = 1: input 1 (a) is %s and input 3 (b) %s; both must be input "
+                    "input 1 (a) is %s and input 3 (b) %s; both must be input "
                     "0's (var) %s",
                     fg_dtype_name(a->dtype), fg_dtype_name(b->dtype), fg_dtype_name(v->dtype));
   /* Unknown dims (-1) match anything; the kernel checks the values. */
@@ -76,7 +74,7 @@ static int check_product(const fg_node *node, const fg_tinfo *in, fg_status *st)
            (b->dims[1] < 0 || v->dims[1] < 0 || b->dims[1] == v->dims[1]);
   if (!ok)
     return fgi_fail(node, st,
-                    "grad_product = 1: the gradient a^T b of input 1 (a) %s and input 3 (b) %s "
+                    "the gradient a^T b of input 1 (a) %s and input 3 (b) %s "
                     "must have input 0's (var) shape %s: a [rows, m], b [rows, n], var [m, n]",
                     fgi_shape(a, s1), fgi_shape(b, s3), fgi_shape(v, s0));
   return 0;
@@ -111,31 +109,10 @@ int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
                     fg_dtype_name(in[0].dtype), fgi_opname(node));
   int n_fixed;
   switch (node->op) {
-  case FG_OP_APPLY_SGD: {
-    /* all_reduce = 1: the gradient is all-reduced first (mean, weighted as
-     * all_reduce's; weighted reads inputs 3 and 4, 4 and 5 with the
-     * product). grad_product = 1: the
-     * gradient is given as the product a^T b of input 1 (a) and input 3
-     * (b), never made as a tensor (fg_data_parallel's fused update of a
-     * matmul's weight; check_product). */
-    int ar, gp;
-    if (fgi_attr_flag(node, "all_reduce", &ar, status) ||
-        fgi_attr_flag(node, "grad_product", &gp, status))
-      return -1;
-    n_fixed = gp ? 4 : 3;
-    if ((gp ? check_product(node, in, status) : like_var(node, in, 1, "grad", status)) ||
-        scalar(node, in, 2, "lr", 0, status))
-      return -1;
-    if (ar && fgi_check_collective(node, in, 1, n_fixed, status)) return -1;
-    if (!ar && (fg_attrs_find(&node->attrs, "mean") || fg_attrs_find(&node->attrs, "weighted")))
-      return fgi_fail(node, status, "attributes 'mean' and 'weighted' need all_reduce = 1");
-    /* A GPU plan refuses all_reduce = 1, so it never meets the product. */
-    if (gp && !ar)
-      return fgi_fail(node, status,
-                      "grad_product = 1 needs all_reduce = 1 (the fused update of "
-                      "fg_data_parallel)");
+  case FG_OP_APPLY_SGD:
+    n_fixed = 3;
+    if (like_var(node, in, 1, "grad", status) || scalar(node, in, 2, "lr", 0, status)) return -1;
     break;
-  }
   case FG_OP_APPLY_MOMENTUM:
     n_fixed = 4;
     if (like_var(node, in, 1, "buf", status) || like_var(node, in, 2, "grad", status) ||
@@ -158,6 +135,26 @@ int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
   return 0;
 }
 
+/* all_reduce_apply_sgd(var, grad, lr, [rows, sums,] ctrl...; mean,
+ * weighted) and sufficient_factor_apply_sgd(var, a, lr, b, [rows, sums,]
+ * ctrl...; mean, weighted): the gradient (or its factors) reduced over the
+ * ranks, then var -= lr * it. Rows and sums follow the fixed inputs. */
+int fgi_infer_collective_sgd(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
+                             fg_status *status) {
+  if (!fg_dtype_is_float(in[0].dtype))
+    return fgi_fail(node, status, "input 0 (var) dtype %s is not allowed; %s needs f32 or f64",
+                    fg_dtype_name(in[0].dtype), fgi_opname(node));
+  const int factors = node->op == FG_OP_SUFFICIENT_FACTOR_APPLY_SGD, n_fixed = factors ? 4 : 3;
+  if ((factors ? check_product(node, in, status) : like_var(node, in, 1, "grad", status)) ||
+      scalar(node, in, 2, "lr", 0, status) || fgi_check_collective(node, in, 1, n_fixed, status))
+    return -1;
+  for (int i = n_fixed; i < node->n_inputs; i++)
+    if (!fgi_dtype_valid(in[i].dtype))
+      return fgi_fail(node, status, "input %d (control) has invalid dtype %d", i, (int)in[i].dtype);
+  out[0] = in[0];
+  return 0;
+}
+
 /* Per element: sgd 2 (mul, sub); momentum 4 (2 for buf, 2 for var; 6 with
  * Nesterov); adam 14 (m 3, v 4, two bias corrections, sqrt, add, div, mul,
  * sub) plus 2 with weight decay and 2 with an L2 term. Rough counts, as for
@@ -167,7 +164,9 @@ int64_t fgi_flops_apply(const fg_node *node, const fg_tinfo *in, const fg_tinfo 
   int64_t e = fgi_elements(&in[0]), per;
   if (e < 0) return -1;
   switch (node->op) {
-  case FG_OP_APPLY_SGD: per = 2; break;
+  case FG_OP_APPLY_SGD:
+  case FG_OP_ALL_REDUCE_APPLY_SGD:
+  case FG_OP_SUFFICIENT_FACTOR_APPLY_SGD: per = 2; break;
   case FG_OP_APPLY_MOMENTUM: per = fg_attr_int_or(node, "nesterov", 0) ? 6 : 4; break;
   default:
     per = 14 + (fg_attr_float_or(node, "weight_decay", 0.0) > 0 ? 2 : 0) +

@@ -28,6 +28,7 @@
 #define INPL  FG_OPF_INPLACE
 #define DIFF  FG_OPF_DIFFERENTIABLE
 #define STATE FG_OPF_STATEFUL
+#define COLL  FG_OPF_COLLECTIVE
 #define KEYIN FG_OPF_KERNEL_KEY_INPUT
 #define VIEW  FG_OPF_VIEW
 
@@ -79,16 +80,6 @@ static const fg_attr_def a_reduce[] = {
     A_END};
 static const fg_attr_def a_expand_dims[] = {
     {"axes", FG_ATTR_INTS, NULL, "positions of the new size-1 dims in the output", FG_NO_PARAM},
-    A_END};
-static const fg_attr_def a_sgd[] = {
-    {"all_reduce", FG_ATTR_INT, "0", "1: all-reduce the gradient first, in one collective",
-     FG_PARAM(FLAG, sgd.all_reduce)},
-    {"grad_product", FG_ATTR_INT, "0", "1: the gradient is a^T b of inputs 1 and 3, never made",
-     FG_PARAM(FLAG, sgd.grad_product)},
-    {"mean", FG_ATTR_INT, "1", "with all_reduce: the mean over ranks, not the sum",
-     FG_PARAM(FLAG, sgd.reduce.mean)},
-    {"weighted", FG_ATTR_INT, "0", "with all_reduce: weighted by rows (inputs rows, sums)",
-     FG_PARAM(FLAG, sgd.reduce.weighted)},
     A_END};
 static const fg_attr_def a_momentum[] = {
     {"momentum", FG_ATTR_FLOAT, NULL, "buf = momentum * buf + grad",
@@ -231,7 +222,7 @@ const fg_op_def fg_op_table[] = {
     /* The optimizer updates write their variable inputs in place (bits of
      * mutable_inputs); inputs past the fixed ones are control inputs. */
     [FG_OP_APPLY_SGD] = {"apply_sgd", 3, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply, 0x1u,
-                         "var, grad, lr, ctrl...", a_sgd, NULL, "var -= lr * grad"},
+                         "var, grad, lr, ctrl...", NULL, NULL, "var -= lr * grad"},
     [FG_OP_APPLY_MOMENTUM] = {"apply_momentum", 4, -1, 1, STATE, fgi_infer_apply, fgi_flops_apply,
                               0x3u, "var, buf, grad, lr, ctrl...", a_momentum, NULL,
                               "torch.optim.SGD with momentum"},
@@ -241,13 +232,23 @@ const fg_op_def fg_op_table[] = {
     /* Data parallelism (graph/infer_dist.c). all_reduce is stateful: it
      * synchronises with other ranks, so no rank may prune it alone. Neither
      * is differentiable: they are inserted after the gradients exist. */
-    [FG_OP_ALL_REDUCE] = {"all_reduce", 1, -1, 1, STATE | INPL, fgi_infer_all_reduce, NULL, 0,
-                          "x, [rows, sums,] ctrl...", a_all_reduce, NULL,
+    [FG_OP_ALL_REDUCE] = {"all_reduce", 1, -1, 1, STATE | INPL | COLL, fgi_infer_all_reduce, NULL,
+                          0, "x, [rows, sums,] ctrl...", a_all_reduce, NULL,
                           "x summed (or averaged) over the device's communicator"},
     [FG_OP_SHARD] = {"shard", 1, 1, 1, 0, fgi_infer_shard, NULL, 0, "x", a_shard, NULL,
                      "this replica's rows of x (axis 0)"},
     [FG_OP_AFTER] = {"after", 1, -1, 1, VIEW, fgi_infer_after, NULL, 0, "x, ctrl...", NULL, NULL,
                      "x, once every ctrl input is computed"},
+    /* The fused updates of fg_data_parallel (graph/infer_optim.c): updates
+     * (var in place) and collectives at once. */
+    [FG_OP_ALL_REDUCE_APPLY_SGD] = {"all_reduce_apply_sgd", 3, -1, 1, STATE | COLL,
+                                    fgi_infer_collective_sgd, fgi_flops_apply, 0x1u,
+                                    "var, grad, lr, [rows, sums,] ctrl...", a_all_reduce, NULL,
+                                    "var -= lr * all_reduce(grad), one collective"},
+    [FG_OP_SUFFICIENT_FACTOR_APPLY_SGD] =
+        {"sufficient_factor_apply_sgd", 4, -1, 1, STATE | COLL, fgi_infer_collective_sgd,
+         fgi_flops_apply, 0x1u, "var, a, lr, b, [rows, sums,] ctrl...", a_all_reduce, NULL,
+         "var -= lr * all_reduce(a^T b), the gradient's factors never multiplied out"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

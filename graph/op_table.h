@@ -11,7 +11,13 @@
  *   type; inputs past the fixed ones only order the update after them.
  * - all_reduce reduces over the communicator the executor gives the node's
  *   device; a group of one is the identity. Its ctrl inputs only order
- *   collectives the same on every rank.
+ *   collectives the same on every rank. all_reduce_apply_sgd and
+ *   sufficient_factor_apply_sgd are fg_data_parallel's fused updates: one
+ *   collective that reduces the gradient and updates every rank's variable;
+ *   the second takes the gradient as its factors a^T b, never made where
+ *   the transport lets every rank read the others' (sufficient factor
+ *   broadcasting, Xie et al. 2016). They and all_reduce are collectives
+ *   (FG_OPF_COLLECTIVE).
  * - after(x, ctrl...) is x's bytes once every ctrl input is computed: an
  *   ordering edge, as TF's control dependencies.
  */
@@ -86,7 +92,9 @@
   X(APPLY_ADAM, "apply_adam")                                                                      \
   X(ALL_REDUCE, "all_reduce")                                                                      \
   X(SHARD, "shard")                                                                                \
-  X(AFTER, "after")
+  X(AFTER, "after")                                                                                \
+  X(ALL_REDUCE_APPLY_SGD, "all_reduce_apply_sgd")                                                  \
+  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,
@@ -102,7 +110,8 @@ enum {
   FG_OPF_DIFFERENTIABLE = 1u << 3,   /* has (or must have) a gradient */
   FG_OPF_STATEFUL = 1u << 4,         /* reads or writes session state; never pruned as pure */
   FG_OPF_KERNEL_KEY_INPUT = 1u << 5, /* kernel is looked up by input 0's dtype, not output 0's */
-  FG_OPF_VIEW = 1u << 6              /* output is input 0's bytes (reshape) */
+  FG_OPF_VIEW = 1u << 6,             /* output is input 0's bytes (reshape) */
+  FG_OPF_COLLECTIVE = 1u << 7        /* calls the communicator (all_reduce and the fused updates) */
 };
 
 /* Infers output tinfos from input tinfos and attrs; on error sets status
@@ -166,11 +175,10 @@ typedef struct fg_op_def {
 
 extern const fg_op_def fg_op_table[];
 
-/* 1 for the nodes that call the communicator: all_reduce, and apply_sgd
- * with all_reduce = 1. The executor pairs, chains and places them alike. */
+/* 1 for the nodes that call the communicator (ops flagged
+ * FG_OPF_COLLECTIVE). The executor pairs, chains and places them alike. */
 static inline int fg_node_is_collective(const fg_node *n) {
-  return n->op == FG_OP_ALL_REDUCE ||
-         (n->op == FG_OP_APPLY_SGD && fg_attr_int_or(n, "all_reduce", 0) != 0);
+  return (fg_op_table[n->op].flags & FG_OPF_COLLECTIVE) != 0;
 }
 
 /* Op id by name, or -1. */

@@ -50,7 +50,7 @@ typedef struct fg_kctx {
   size_t err_size;
   const fg_kparallel *par; /* NULL: single-threaded */
   const fg_kcuda *cuda;    /* set for CUDA kernels only */
-  void *comm;              /* fg_comm * (dist/comm.h) for collective ops, else NULL */
+  void *comm;              /* fg_comm * (kernels/collective.h) for collective ops, else NULL */
   /* On failure a kernel may store the code that says why (a collective
    * whose peer missed its deadline: FG_DEADLINE_EXCEEDED); left alone, the
    * executor reports FG_INVALID_ARGUMENT. NULL: nowhere to store it. */

@@ -201,6 +201,7 @@ struct Writer {
       out += ",\n      \"device\": ";
       str(n->device());
     }
+    if (n->made_by_gradients()) out += ",\n      \"made_by_gradients\": true";
     out += "\n    }";
   }
 

@@ -160,6 +160,7 @@ struct Builder {
       fg_status_set(st, FG_INTERNAL, "%s: fg_op failed without an error", label(i).c_str());
       return -1;
     }
+    if (n->made_by_gradients()) g.get()->nodes[o.node].flags |= FG_NODE_MADE_BY_GRADIENTS;
     gid[(size_t)i] = o.node;
     return check_outputs(i, o.node);
   }

@@ -139,7 +139,8 @@ int serialize(const fg_graph *g, FlatBufferBuilder *fbb, fg_status *st) {
       outs.push_back(tensor_info(fbb, n->outputs[j]));
     auto outs_vec = fbb->CreateVector(outs);
     auto device = n->device ? fbb->CreateString(n->device) : 0;
-    nodes.push_back(fb::CreateNode(*fbb, name, op, inputs, attrs_vec, outs_vec, device));
+    nodes.push_back(fb::CreateNode(*fbb, name, op, inputs, attrs_vec, outs_vec, device,
+                                   (n->flags & FG_NODE_MADE_BY_GRADIENTS) != 0));
     if (n->op == FG_OP_PLACEHOLDER) placeholders.push_back(fbb->CreateString(n->name));
   }
   auto nodes_vec = fbb->CreateVector(nodes);

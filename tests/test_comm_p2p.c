@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm_inproc.h"
+#include "dist/comm/comm_inproc.h"
 #include "fgtest.h"
 #include "test_comm_util.h"
 

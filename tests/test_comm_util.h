@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm.h"
+#include "dist/comm/comm.h"
 
 static inline double comm_now_s(void) {
   struct timespec t;

@@ -71,9 +71,13 @@ FG_TEST(cuda_cublas_loaded_on_first_use, "") {
 
 /* ---- registry (runs everywhere) --------------------------------------------- */
 
-/* Executor-level ops (dist) have no kernel on any device. */
+/* Executor-level ops (dist) have no kernel on any device; the fused
+ * updates reduce over host-memory communicators and have no CUDA kernel by
+ * design (a GPU plan refuses them, or runs a group of one's
+ * all_reduce_apply_sgd as apply_sgd). */
 static int exempt(const char *op) {
-  return !strcmp(op, "send") || !strcmp(op, "recv") || !strcmp(op, "all_reduce");
+  return !strcmp(op, "send") || !strcmp(op, "recv") || !strcmp(op, "all_reduce") ||
+         !strcmp(op, "all_reduce_apply_sgd") || !strcmp(op, "sufficient_factor_apply_sgd");
 }
 
 /* Every (op, dtype) of the CPU registry has a CUDA kernel, and every op in

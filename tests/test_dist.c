@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm_inproc.h"
+#include "dist/comm/comm_inproc.h"
 #include "executor/cuda_backend.h"
 #include "fgtest.h"
 #include "graph/graph_internal.h"

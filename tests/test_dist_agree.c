@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm_inproc.h"
+#include "dist/comm/comm_inproc.h"
 #include "fgtest.h"
 #include "graph/graph_internal.h"
 #include "test_dist_util.h"

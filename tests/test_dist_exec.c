@@ -13,8 +13,8 @@
 #include <time.h>
 
 #include "alloc_count.h"
-#include "dist/comm_inproc.h"
-#include "dist/exec.h"
+#include "dist/comm/comm_inproc.h"
+#include "executor/dist/exec.h"
 #include "fgtest.h"
 #include "test_dist_util.h"
 #include "test_threads_util.h"
@@ -176,7 +176,7 @@ FG_TEST(dist_exec_lanes_persist_and_runs_do_not_allocate, "dist") {
   fg_status_free(st);
 }
 
-/* apply_sgd with all_reduce = 1 over the in-process group (two devices),
+/* all_reduce_apply_sgd over the in-process group (two devices),
  * which has no fused form: the node all-reduces a copy of its 1 MiB
  * gradient in a buffer the communicator keeps, so cached runs allocate
  * nothing (they allocated 2 MiB a run before). v = 1, g0 = 1, g1 = 3, lr

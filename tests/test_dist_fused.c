@@ -1,5 +1,5 @@
-/* Fused updates (fg_data_parallel_options.fused_update; apply_sgd with
- * all_reduce = 1) in one process (label dist): the rewrite, a group of one,
+/* Fused updates (fg_data_parallel_options.fused_update; the op
+ * all_reduce_apply_sgd) in one process (label dist): the rewrite, a group of one,
  * two ranks of the in-process communicator (which all-reduce a copy of the
  * gradient, then update), values worked out by hand, and the attributes'
  * refusals. The MPI runs, where the update goes in place over shared
@@ -26,15 +26,13 @@ static fg_graph *rewrite(const fg_graph *g, int replicas, int fused) {
   return dist_rewrite_fused(g, replicas, fused);
 }
 
-/* Nodes of op `op`, and of them those with all_reduce = 1. */
+/* Nodes of op `op`; *fused = the fused updates (all_reduce_apply_sgd). */
 static int count_op(const fg_graph *g, const char *op, int *fused) {
   int n = 0;
   *fused = 0;
   for (int i = 0; i < fg_graph_num_nodes(g); i++) {
-    if (strcmp(fg_node_op(g, i), op) != 0) continue;
-    int64_t v = 0;
-    n++;
-    *fused += fg_node_attr_int(g, i, "all_reduce", &v) == 0 && v == 1;
+    n += strcmp(fg_node_op(g, i), op) == 0;
+    *fused += strcmp(fg_node_op(g, i), "all_reduce_apply_sgd") == 0;
   }
   return n;
 }
@@ -52,17 +50,13 @@ FG_TEST(dist_fused_update_rewrite, "dist") {
   int f = 0, ar_plain = count_op(plain, "all_reduce", &f),
       ar_fused = count_op(fused, "all_reduce", &f);
   FG_CHECK_INT(ar_fused, ar_plain - 1);
-  FG_CHECK_INT(count_op(fused, "apply_sgd", &f), 4);
+  FG_CHECK_INT(count_op(fused, "apply_sgd", &f), 3);
   FG_CHECK_INT(f, 1);
   FG_CHECK_INT(count_op(plain, "apply_sgd", &f), 4);
   FG_CHECK_INT(f, 0);
   int u = -1;
-  for (int i = 0; i < fg_graph_num_nodes(fused) && u < 0; i++) {
-    int64_t v = 0;
-    if (strcmp(fg_node_op(fused, i), "apply_sgd") == 0 &&
-        fg_node_attr_int(fused, i, "all_reduce", &v) == 0 && v == 1)
-      u = i;
-  }
+  for (int i = 0; i < fg_graph_num_nodes(fused) && u < 0; i++)
+    if (strcmp(fg_node_op(fused, i), "all_reduce_apply_sgd") == 0) u = i;
   FG_REQUIRE(u >= 0);
   int64_t mean = 0, weighted = 0;
   FG_CHECK(fg_node_attr_int(fused, u, "mean", &mean) == 0 && mean == 1);
@@ -83,7 +77,7 @@ FG_TEST(dist_fused_update_rewrite, "dist") {
 
   fg_graph *back = dist_save_load(fused, st);
   FG_REQUIRE(back);
-  FG_CHECK_INT(count_op(back, "apply_sgd", &f), 4);
+  FG_CHECK_INT(count_op(back, "apply_sgd", &f), 3);
   FG_CHECK_INT(f, 1);
   fg_graph_free(back);
   fg_graph_free(mom);
@@ -164,10 +158,11 @@ FG_TEST(dist_fused_apply_sgd_by_hand, "dist") {
   }
 }
 
-/* Bad attributes and inputs of apply_sgd's all_reduce form, refused when
- * the node is built, naming it. */
-static void check_sgd_refused(const char *const *names, const int64_t *vals, int n_attrs, int n_in,
-                              fg_dtype rows_dt, const char *want) {
+/* Bad attributes and inputs of all_reduce_apply_sgd (and the attributes
+ * plain apply_sgd does not have), refused when the node is built, naming
+ * it. */
+static void check_sgd_refused(const char *op, const char *const *names, const int64_t *vals,
+                              int n_attrs, int n_in, fg_dtype rows_dt, const char *want) {
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_new();
   int64_t three = 3, two = 2;
@@ -178,7 +173,7 @@ static void check_sgd_refused(const char *const *names, const int64_t *vals, int
   fg_attrs *a = fg_attrs_new();
   for (int i = 0; i < n_attrs; i++)
     fg_attrs_set_int(a, names[i], vals[i]);
-  dist_check_update_refused(g, in, n_in, a, want);
+  dist_check_update_refused(g, op, in, n_in, a, want);
   fg_attrs_free(a);
   fg_tensor_free(vt);
   fg_tensor_free(sums);
@@ -187,14 +182,20 @@ static void check_sgd_refused(const char *const *names, const int64_t *vals, int
 }
 
 FG_TEST(dist_fused_apply_sgd_bad_attributes, "dist,badinput") {
-  const char *ar[] = {"all_reduce", "weighted", "mean"};
-  const int64_t two[] = {2}, one_w[] = {1, 1}, mean2[] = {1, 0, 3}, no_ar[] = {0, 1};
-  check_sgd_refused(ar, two, 1, 3, FG_F64, "attribute 'all_reduce' = 2 must be 0 or 1");
-  check_sgd_refused(ar, one_w, 2, 3, FG_F64, "weighted = 1 needs 5 inputs");
-  check_sgd_refused(ar, one_w, 2, 5, FG_F32,
+  const char *ar[] = {"weighted", "mean"}, *old[] = {"all_reduce", "weighted"};
+  const int64_t two[] = {2}, one[] = {1}, mean2[] = {0, 3}, old_ar[] = {1, 0};
+  const char *fused = "all_reduce_apply_sgd";
+  check_sgd_refused(fused, ar, two, 1, 3, FG_F64, "attribute 'weighted' = 2 must be 0 or 1");
+  check_sgd_refused(fused, ar, one, 1, 3, FG_F64, "weighted = 1 needs 5 inputs");
+  check_sgd_refused(fused, ar, one, 1, 5, FG_F32,
                     "input 3 (rows) must be an f64 scalar and input 4 an f64 [2], got f32 []");
-  check_sgd_refused(ar, mean2, 3, 3, FG_F64, "attribute 'mean' = 3 must be 0 or 1");
-  check_sgd_refused(ar, no_ar, 2, 3, FG_F64, "'mean' and 'weighted' need all_reduce = 1");
+  check_sgd_refused(fused, ar, mean2, 2, 3, FG_F64, "attribute 'mean' = 3 must be 0 or 1");
+  /* Plain apply_sgd has no attributes: the old all_reduce = 1 form and a
+   * lone weighted are refused as any undeclared attribute is. */
+  check_sgd_refused("apply_sgd", old, old_ar, 2, 3, FG_F64,
+                    "unknown attribute 'all_reduce'; apply_sgd accepts: none");
+  check_sgd_refused("apply_sgd", ar, one, 1, 3, FG_F64,
+                    "unknown attribute 'weighted'; apply_sgd accepts: none");
 }
 
 /* Micro-batches then data parallelism, as `flowgraph train --dist mpi
@@ -218,8 +219,8 @@ FG_TEST(dist_fused_update_after_micro_batches, "dist") {
 }
 
 /* Collectives keep node order on every rank whatever a run fetches. By
- * hand: X0 = all_reduce(x = 1000; sum), then F = apply_sgd(v = 1, g = 10,
- * lr 0.5; all_reduce = 1, sum). Rank 0 also fetches P = v + X0, a reader
+ * hand: X0 = all_reduce(x = 1000; sum), then F = all_reduce_apply_sgd(v =
+ * 1, g = 10, lr 0.5; sum). Rank 0 also fetches P = v + X0, a reader
  * of v that waits for X0 (so F, which writes v, must follow it there);
  * rank 1 does not. Both must pair X0 with X0: X0 = 2000, v = 1 - 0.5 * 20
  * = -9. (F used to move ahead of X0 on rank 1 only, pairing rank 0's X0
@@ -268,9 +269,8 @@ FG_TEST(dist_fused_update_keeps_collective_order_across_fetches, "dist") {
   fg_output x0 = fg_op(g, "all_reduce", "X0", &x, 1, sum);
   fg_set_name(g, fg_add(g, v, x0), "P");
   fg_attrs_set_int(a, "mean", 0);
-  fg_attrs_set_int(a, "all_reduce", 1);
   fg_output in[3] = {v, fg_constant(g, "g", gt), fg_scalar(g, FG_F64, 0.5)};
-  fg_op(g, "apply_sgd", "F", in, 3, a);
+  fg_op(g, "all_reduce_apply_sgd", "F", in, 3, a);
   FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
   fg_comm *h[2];
   FG_REQUIRE(fg_comm_inproc_group(2, 10, h, st) == 0);

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm_inproc.h"
+#include "dist/comm/comm_inproc.h"
 #include "fgtest.h"
 #include "test_dist_util.h"
 
@@ -402,7 +402,7 @@ FG_TEST(dist_hybrid_failed_step_aborts_every_process, "dist,badinput") {
 }
 
 /* A run refused before it starts in one process (x of the wrong dtype):
- * the ranks' agreement to start it (dist/exec.h fg_dist_run_agree) tells
+ * the ranks' agreement to start it (executor/dist/exec.h fg_dist_run_agree) tells
  * its replica group and then, in a second round, every stage group, so
  * all processes stop at once, told why, instead of waiting in the run's
  * transfers and all_reduce until the 20 s deadline. With one replica

@@ -1,5 +1,5 @@
-/* Fused updates that take a weight gradient's factors (apply_sgd with
- * grad_product = 1: var -= lr * mean over ranks of a^T b, the gradient
+/* Fused updates that take a weight gradient's factors
+ * (sufficient_factor_apply_sgd: var -= lr * mean over ranks of a^T b, the gradient
  * never made; fg_data_parallel's fused_update on a hidden layer's weight)
  * in one process (label dist): the rewrite, a group of one, two ranks of
  * the in-process communicator (which make the product, all-reduce it and
@@ -17,19 +17,18 @@
 
 enum { STEPS = 3, BATCH = 32 };
 
-/* The apply_sgd nodes with attribute `attr` = 1; *last = the last one. */
-static int count_attr(const fg_graph *g, const char *attr, int *last) {
+/* The nodes of op `op`; *last = the last one. */
+static int count_op(const fg_graph *g, const char *op, int *last) {
   int n = 0;
-  for (int i = 0; i < fg_graph_num_nodes(g); i++) {
-    int64_t v = 0;
-    if (strcmp(fg_node_op(g, i), "apply_sgd") == 0 && fg_node_attr_int(g, i, attr, &v) == 0 &&
-        v == 1) {
+  for (int i = 0; i < fg_graph_num_nodes(g); i++)
+    if (strcmp(fg_node_op(g, i), op) == 0) {
       n++;
       *last = i;
     }
-  }
   return n;
 }
+
+static const char *const sf_op = "sufficient_factor_apply_sgd";
 
 /* dense2/w's update takes relu1 (a) as input 1 and dense2's delta (b,
  * [?, 1024]) as input 3, the rows and sums as 4 and 5; dense1/w's (a
@@ -42,9 +41,9 @@ FG_TEST(dist_product_rewrite, "dist") {
            *fused = dist_rewrite_fused(g, 1, 1);
   FG_REQUIRE(plain && fused);
   int u = -1;
-  FG_CHECK_INT(count_attr(plain, "grad_product", &u), 0);
-  FG_CHECK_INT(count_attr(fused, "all_reduce", &u), 1);
-  FG_CHECK_INT(count_attr(fused, "grad_product", &u), 1);
+  FG_CHECK_INT(count_op(plain, sf_op, &u), 0);
+  FG_CHECK_INT(count_op(fused, "all_reduce_apply_sgd", &u), 0);
+  FG_CHECK_INT(count_op(fused, sf_op, &u), 1);
   FG_REQUIRE(u >= 0);
   FG_CHECK_STR(fg_node_name(fused, fg_node_input(fused, u, 0).node), "dense2/w");
   FG_CHECK_STR(fg_node_op(fused, fg_node_input(fused, u, 1).node), "relu");
@@ -57,7 +56,7 @@ FG_TEST(dist_product_rewrite, "dist") {
 
   fg_graph *back = dist_save_load(fused, st);
   FG_REQUIRE(back);
-  FG_CHECK_INT(count_attr(back, "grad_product", &u), 1);
+  FG_CHECK_INT(count_op(back, sf_op, &u), 1);
   fg_graph_free(back);
   fg_graph_free(fused);
   fg_graph_free(plain);
@@ -125,7 +124,7 @@ FG_TEST(dist_product_two_ranks_in_process, "dist") {
   fg_graph_free(g);
 }
 
-/* apply_sgd(v, a, lr, b; all_reduce = 1, grad_product = 1, mean) on cpu:r
+/* sufficient_factor_apply_sgd(v, a, lr, b; mean) on cpu:r
  * with variable "v<r>", constants a and b. */
 static fg_output product_on(fg_graph *g, int r, const fg_tensor *vt, const fg_tensor *at,
                             const fg_tensor *bt, int mean, const char *name) {
@@ -135,12 +134,10 @@ static fg_output product_on(fg_graph *g, int r, const fg_tensor *vt, const fg_te
   snprintf(an, sizeof an, "a%d", r);
   snprintf(bn, sizeof bn, "b%d", r);
   fg_attrs *attrs = fg_attrs_new();
-  fg_attrs_set_int(attrs, "all_reduce", 1);
-  fg_attrs_set_int(attrs, "grad_product", 1);
   fg_attrs_set_int(attrs, "mean", mean);
   fg_output in[4] = {fg_variable(g, vn, vt), fg_constant(g, an, at), fg_scalar(g, FG_F64, 0.5),
                      fg_constant(g, bn, bt)};
-  fg_output u = fg_op(g, "apply_sgd", name, in, 4, attrs);
+  fg_output u = fg_op(g, sf_op, name, in, 4, attrs);
   for (int k = 0; k < 4; k++)
     fg_set_device(g, in[k], dev);
   fg_set_device(g, u, dev);
@@ -183,10 +180,11 @@ FG_TEST(dist_product_apply_sgd_by_hand, "dist") {
   }
 }
 
-/* grad_product's bad inputs, refused when the node is built, naming it:
- * without all_reduce, a missing b, a's columns or b's not var's, another
- * dtype, rows that differ. */
-static void check_product_refused(int all_reduce, int n_in, const int64_t *ad, fg_dtype b_dt,
+/* sufficient_factor_apply_sgd's bad inputs, refused when the node is
+ * built, naming it: a missing b, a's columns or b's not var's, another
+ * dtype, rows that differ; and apply_sgd with the old grad_product
+ * attribute (`op` "apply_sgd"). */
+static void check_product_refused(const char *op, int n_in, const int64_t *ad, fg_dtype b_dt,
                                   const int64_t *bd, const char *want) {
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_new();
@@ -196,9 +194,8 @@ static void check_product_refused(int all_reduce, int n_in, const int64_t *ad, f
   fg_output in[4] = {fg_variable(g, "v", vt), fg_constant(g, "a", at), fg_scalar(g, FG_F32, 0.1),
                      fg_constant(g, "b", bt)};
   fg_attrs *a = fg_attrs_new();
-  fg_attrs_set_int(a, "all_reduce", all_reduce);
-  fg_attrs_set_int(a, "grad_product", 1);
-  dist_check_update_refused(g, in, n_in, a, want);
+  if (strcmp(op, "apply_sgd") == 0) fg_attrs_set_int(a, "grad_product", 1);
+  dist_check_update_refused(g, op, in, n_in, a, want);
   fg_attrs_free(a);
   fg_tensor_free(vt);
   fg_tensor_free(at);
@@ -210,14 +207,15 @@ static void check_product_refused(int all_reduce, int n_in, const int64_t *ad, f
 FG_TEST(dist_product_apply_sgd_bad_inputs, "dist,badinput") {
   const int64_t a_ok[2] = {4, 2}, b_ok[2] = {4, 3}, a_cols[2] = {4, 3}, b_cols[2] = {4, 2},
                 b_rows[2] = {5, 3};
-  check_product_refused(0, 4, a_ok, FG_F32, b_ok, "grad_product = 1 needs all_reduce = 1");
-  check_product_refused(1, 3, a_ok, FG_F32, b_ok, "grad_product = 1 needs 4 inputs");
-  check_product_refused(1, 4, a_cols, FG_F32, b_ok,
+  check_product_refused("apply_sgd", 4, a_ok, FG_F32, b_ok,
+                        "unknown attribute 'grad_product'; apply_sgd accepts: none");
+  check_product_refused(sf_op, 3, a_ok, FG_F32, b_ok, "takes at least 4 inputs, got 3");
+  check_product_refused(sf_op, 4, a_cols, FG_F32, b_ok,
                         "input 1 (a) [4,3] and input 3 (b) [4,3] must have input 0's (var) shape "
                         "[2,3]");
-  check_product_refused(1, 4, a_ok, FG_F32, b_cols, "input 3 (b) [4,2]");
-  check_product_refused(1, 4, a_ok, FG_F32, b_rows, "input 3 (b) [5,3]");
-  check_product_refused(1, 4, a_ok, FG_F64, b_ok, "input 3 (b) f64");
+  check_product_refused(sf_op, 4, a_ok, FG_F32, b_cols, "input 3 (b) [4,2]");
+  check_product_refused(sf_op, 4, a_ok, FG_F32, b_rows, "input 3 (b) [5,3]");
+  check_product_refused(sf_op, 4, a_ok, FG_F64, b_ok, "input 3 (b) f64");
 }
 
 /* Rows known only when fed: a [?, 2] and b [?, 3] fed 4 and 5 rows. The
@@ -233,9 +231,7 @@ FG_TEST(dist_product_rows_that_differ_at_run_time_refused, "dist,badinput") {
   fg_output in[4] = {fg_variable(g, "v", vt), fg_placeholder(g, "a", FG_F64, 2, ad),
                      fg_scalar(g, FG_F64, 0.5), fg_placeholder(g, "b", FG_F64, 2, bd)};
   fg_attrs *attrs = fg_attrs_new();
-  fg_attrs_set_int(attrs, "all_reduce", 1);
-  fg_attrs_set_int(attrs, "grad_product", 1);
-  fg_op(g, "apply_sgd", "upd", in, 4, attrs);
+  fg_op(g, sf_op, "upd", in, 4, attrs);
   FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
   fg_session *s = fg_session_new(g, NULL, st);
   FG_REQUIRE(s);

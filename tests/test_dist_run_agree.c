@@ -1,4 +1,4 @@
-/* The ranks agree to start every run that holds collectives (dist/exec.h
+/* The ranks agree to start every run that holds collectives (executor/dist/exec.h
  * fg_dist_run_agree; label dist): a run refused before it starts on one
  * rank (its feed's dtype or shape, its plan, check_numerics) stops the
  * peers at once, told why, instead of leaving them in the run's first
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm_inproc.h"
+#include "dist/comm/comm_inproc.h"
 #include "fgtest.h"
 #include "graph/graph_internal.h"
 #include "graph/op_table.h"

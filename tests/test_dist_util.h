@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm_inproc.h"
+#include "dist/comm/comm_inproc.h"
 #include "fgtest.h"
 
 static inline uint64_t dist_rng(uint64_t *s) {
@@ -129,7 +129,7 @@ static inline fg_graph *dist_wide_mlp(fg_dtype dt, int in, int hid, fg_optimizer
 
 /* digits x [?, 64] -> dense 64x128 -> relu -> dense 128x1024 (1 MiB of
  * f64: its update fuses, and its gradient is relu1^T delta2, so it takes
- * the factors: grad_product) -> relu -> dense 1024x10, SGD at lr 0.05.
+ * the factors: sufficient_factor_apply_sgd) -> relu -> dense 1024x10, SGD at lr 0.05.
  * dense1's weight is 64 KiB: a bucket's. */
 static inline fg_graph *dist_deep_mlp(void) {
   static const int widths[4] = {64, 128, 1024, 10};
@@ -162,12 +162,14 @@ static inline fg_graph *dist_rewrite_fused(const fg_graph *g, int replicas, int 
   return dg;
 }
 
-/* apply_sgd "upd" of inputs in[0 .. n_in) and attributes `a` must be
- * refused when it is built, naming it, with `want` in the message. */
-static inline void dist_check_update_refused(fg_graph *g, const fg_output *in, int n_in,
-                                             const fg_attrs *a, const char *want) {
+/* Update "upd" of op `op` (apply_sgd, all_reduce_apply_sgd,
+ * sufficient_factor_apply_sgd) of inputs in[0 .. n_in) and attributes `a`
+ * must be refused when it is built, naming it, with `want` in the
+ * message. */
+static inline void dist_check_update_refused(fg_graph *g, const char *op, const fg_output *in,
+                                             int n_in, const fg_attrs *a, const char *want) {
   fg_status *st = fg_status_new();
-  FG_CHECK(fg_op(g, "apply_sgd", "upd", in, n_in, a).node < 0);
+  FG_CHECK(fg_op(g, op, "upd", in, n_in, a).node < 0);
   FG_CHECK(fg_graph_status(g, st) != FG_OK);
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "'upd'");
   FG_CHECK_STR_CONTAINS(fg_status_message(st), want);
@@ -175,7 +177,7 @@ static inline void dist_check_update_refused(fg_graph *g, const fg_output *in, i
 }
 
 /* On cpu:r: variable "v<r>" of value vt, constant "g<r>" of value gt, and
- * `name` = apply_sgd(v, g, lr; all_reduce = 1, mean): the fused updates
+ * `name` = all_reduce_apply_sgd(v, g, lr; mean): the fused updates
  * built by hand, one per device of a two-device graph. */
 static inline fg_output dist_fused_sgd_on(fg_graph *g, int r, const fg_tensor *vt,
                                           const fg_tensor *gt, fg_dtype lr_dt, double lr, int mean,
@@ -185,10 +187,9 @@ static inline fg_output dist_fused_sgd_on(fg_graph *g, int r, const fg_tensor *v
   snprintf(vn, sizeof vn, "v%d", r);
   snprintf(gn, sizeof gn, "g%d", r);
   fg_attrs *a = fg_attrs_new();
-  fg_attrs_set_int(a, "all_reduce", 1);
   fg_attrs_set_int(a, "mean", mean);
   fg_output in[3] = {fg_variable(g, vn, vt), fg_constant(g, gn, gt), fg_scalar(g, lr_dt, lr)};
-  fg_output u = fg_op(g, "apply_sgd", name, in, 3, a);
+  fg_output u = fg_op(g, "all_reduce_apply_sgd", name, in, 3, a);
   for (int k = 0; k < 3; k++)
     fg_set_device(g, in[k], dev);
   fg_set_device(g, u, dev);

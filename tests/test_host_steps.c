@@ -1,5 +1,5 @@
 /* Host steps: a session on cuda:N whose graph places nodes on cpu:N runs
- * those nodes on the host inside the GPU's plan (dist/session_dist.c
+ * those nodes on the host inside the GPU's plan (executor/dist/session_dist.c
  * host_steps, executor/cuda/staging.c fgc_run_staged). These cases need no
  * GPU: they check which nodes the dist layer marks for the host, what it
  * refuses, and that a GPU plan gives exactly those steps the CPU kernel.
@@ -11,8 +11,8 @@
  * nothing here starts the CUDA driver. */
 #include <string.h>
 
-#include "dist/comm_inproc.h"
-#include "dist/exec.h"
+#include "dist/comm/comm_inproc.h"
+#include "executor/dist/exec.h"
 #include "executor/plan.h"
 #include "fgtest.h"
 #include "graph/graph_internal.h"

@@ -8,7 +8,9 @@
 
 FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
-  FG_CHECK_INT(FG_OP_COUNT, 62); /* 59 + all_reduce, shard, after (dist) */
+  /* 59 + all_reduce, shard, after, all_reduce_apply_sgd,
+   * sufficient_factor_apply_sgd (dist) */
+  FG_CHECK_INT(FG_OP_COUNT, 64);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -54,8 +56,19 @@ FG_TEST(op_table_flags, "") {
   int n_diff = 0;
   for (int i = 0; i < FG_OP_COUNT; i++)
     n_diff += (fg_op_table[i].flags & FG_OPF_DIFFERENTIABLE) != 0;
-  /* all_reduce, shard and after are not differentiable */
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 21);
+  /* all_reduce, shard, after and the fused updates are not differentiable */
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 23);
+  /* The collectives are flagged as such, and only they. */
+  const char *coll[] = {"all_reduce", "all_reduce_apply_sgd", "sufficient_factor_apply_sgd"};
+  int n_coll = 0;
+  for (int i = 0; i < 3; i++) {
+    if (!(flags_of(coll[i]) & FG_OPF_COLLECTIVE)) FG_FAIL_AT("%s not a collective", coll[i]);
+    if (flags_of(coll[i]) & FG_OPF_DIFFERENTIABLE) FG_FAIL_AT("%s is differentiable", coll[i]);
+  }
+  for (int i = 0; i < FG_OP_COUNT; i++)
+    n_coll += (fg_op_table[i].flags & FG_OPF_COLLECTIVE) != 0;
+  FG_CHECK_INT(n_coll, 3);
+  FG_CHECK(!(flags_of("apply_sgd") & FG_OPF_COLLECTIVE));
   const char *ew[] = {"add",           "sub",        "mul",       "div",     "pow",
                       "maximum",       "minimum",    "equal",     "greater", "less",
                       "select",        "neg",        "exp",       "relu",    "identity",

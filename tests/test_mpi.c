@@ -1,4 +1,4 @@
-/* The MPI communicator (dist/comm_mpi.c) under real mpirun runs on
+/* The MPI communicator (dist/comm/comm_mpi.c) under real mpirun runs on
  * localhost (label dist), through the helper program tests/mpi/
  * mpi_comm_check.c: collectives against plain-loop references, a killed and
  * a stuck rank (a deadline error, no hang), and the graph-hash check. */
@@ -187,7 +187,7 @@ FG_TEST(mpi_dp_fused_update_np4_two_hosts, "dist") {
   check_dp_fused(4, "64", 0, "FG_TEST_HOSTS=0,0,1,1", 0, 1e-5);
 }
 /* A hidden layer's weight: its update takes the gradient's factors
- * (grad_product), read in place from every rank's arena, so 2 fused
+ * (sufficient_factor_apply_sgd), read in place from every rank's arena, so 2 fused
  * updates x 3 steps go in place, without the gradient ever made. */
 FG_TEST(mpi_dp_fused_product_np2, "dist") { check_dp_fused_model(2, "64", 0, NULL, 6, 1e-5, 1); }
 FG_TEST(mpi_dp_fused_product_np3_f64, "dist") {
@@ -206,7 +206,7 @@ FG_TEST(mpi_dp_fused_product_np4_two_hosts, "dist") {
 }
 
 /* A session run refused before it starts on some ranks (tests/mpi/
- * mpi_refused.c, timeout 30 s; dist/exec.h fg_dist_run_agree). `env` as
+ * mpi_refused.c, timeout 30 s; executor/dist/exec.h fg_dist_run_agree). `env` as
  * check_collectives'. */
 static void check_refused(const char *mode, int np, const char *env) {
   MPI_REQUIRED();
@@ -276,7 +276,7 @@ FG_TEST(mpi_run_refused_without_collectives_keeps_group, "dist,badinput") {
   check_refused("nocoll", 2, NULL);
 }
 
-/* One host: all_reduce goes through one shared segment (dist/shm_reduce.c). */
+/* One host: all_reduce goes through one shared segment (dist/comm/shm_reduce.c). */
 FG_TEST(mpi_collectives_np2, "dist") { check_collectives(2, NULL, NULL); }
 FG_TEST(mpi_collectives_np4, "dist") { check_collectives(4, NULL, NULL); }
 /* 4 KiB slots: the 10007- and 200003-element buffers cross 10 to 391

@@ -1,4 +1,4 @@
-/* The NCCL communicator (dist/comm_nccl.c), label gpu: single-process
+/* The NCCL communicator (dist/comm/comm_nccl.c), label gpu: single-process
  * cases that need at most one GPU. Each skips with a visible reason in a
  * build without NCCL, and the GPU cases also on a machine without a GPU
  * (which FG_REQUIRE_GPU=1 in the environment turns into a failure).
@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist/comm_inproc.h"
-#include "dist/comm_nccl.h"
+#include "dist/comm/comm_inproc.h"
+#include "dist/comm/comm_nccl.h"
 #include "fgtest.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/flowgraph.h"

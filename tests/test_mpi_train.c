@@ -6,7 +6,7 @@
  * ranks with different model files are refused. */
 #include "mpi/mpi_lin.h"
 #include "mpi/netns_hosts.h"
-#include "dist/comm_nccl.h"
+#include "dist/comm/comm_nccl.h"
 #include "executor/cuda_backend.h"
 #include "flowgraph/dist.h"
 
@@ -105,7 +105,7 @@ static void check_matches_comm(int np, int shuffle, const char *batch, const cha
   /* The in-process replicas sum in the same rank order with the same
    * kernels: the same bits as the MPI ranks (on the CPU). */
   /* On one host the CPU ranks' gradients go through one shared segment
-   * (dist/shm_reduce.c); rank 0 alone says so. */
+   * (dist/comm/shm_reduce.c); rank 0 alone says so. */
   if (!device) FG_CHECK_INT(count_substr(res->out, grads_line("--dist mpi: ")), 1);
   if (!shuffle && !device) {
     float wi[2], bi[1];

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/exec.h"
+#include "executor/dist/exec.h"
 #include "executor/backend.h"
 #include "executor/plan_stages.h"
 #include "fgtest.h"
@@ -343,9 +343,10 @@ static const fg_backend *row_named(const char *name, int host) {
 
 /* The rows: a CPU plan's nodes are the CPU's; a GPU plan's are CUDA's but
  * for its host nodes (CPU kernels, step->host). CUDA's all_reduce is the
- * CPU kernel, which the CUDA executor stages. apply_sgd's fused forms are
- * refused by the CUDA row: with a communicator attached (all_reduce = 1),
- * and always with grad_product = 1. */
+ * CPU kernel, which the CUDA executor stages. The fused updates have no
+ * CUDA kernel: the CUDA row refuses sufficient_factor_apply_sgd always, and
+ * all_reduce_apply_sgd when a communicator is attached; without one (a
+ * group of one) it runs the plain apply_sgd kernel. */
 FG_TEST(plan_stages_backend_rows, "executor,dist") {
   fg_graph *g = fg_graph_new();
   int64_t vd[2] = {2, 3}, ad[2] = {4, 2}, bd[2] = {4, 3};
@@ -356,15 +357,11 @@ FG_TEST(plan_stages_backend_rows, "executor,dist") {
   memset(fg_tensor_data(bt), 0, fg_tensor_num_bytes(bt));
   fg_output v = fg_variable(g, "v", vt), gr = fg_placeholder(g, "g", FG_F32, 2, vd);
   fg_output lr = fg_scalar(g, FG_F32, 0.1);
-  fg_attrs *fused = fg_attrs_new();
-  fg_attrs_set_int(fused, "all_reduce", 1);
   fg_output in3[3] = {v, gr, lr};
-  fg_output upd = fg_op(g, "apply_sgd", "upd", in3, 3, fused);
-  fg_attrs_set_int(fused, "grad_product", 1);
+  fg_output upd = fg_op(g, "all_reduce_apply_sgd", "upd", in3, 3, NULL);
   fg_output in4[4] = {v, fg_constant(g, "a", at), lr, fg_constant(g, "b", bt)};
-  fg_output prod = fg_op(g, "apply_sgd", "prod", in4, 4, fused);
+  fg_output prod = fg_op(g, "sufficient_factor_apply_sgd", "prod", in4, 4, NULL);
   fg_output ar = fg_set_name(g, fg_op(g, "all_reduce", NULL, &gr, 1, NULL), "ar");
-  fg_attrs_free(fused);
   fg_tensor_free(vt), fg_tensor_free(at), fg_tensor_free(bt);
   fg_status *st = fg_status_new();
   FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
@@ -397,10 +394,10 @@ FG_TEST(plan_stages_backend_rows, "executor,dist") {
    * CUDA apply_sgd. */
   why[0] = '\0';
   FG_CHECK_INT(cuda->supports(&qu, why, sizeof why), fg_cuda_kernel("apply_sgd", FG_F32) != NULL);
+  FG_CHECK(cuda->kernel(&qu) == fg_cuda_kernel("apply_sgd", FG_F32));
   FG_CHECK_STR(why, "");
-  why[0] = '\0';
   FG_CHECK_INT(cuda->supports(&qp, why, sizeof why), 0);
-  FG_CHECK_STR_CONTAINS(why, "node 'prod' (apply_sgd with grad_product = 1) runs on the CPU only");
+  FG_CHECK(cuda->kernel(&qp) == NULL);
   /* A communicator on one of the devices. */
   int node_dev[16] = {0};
   fg_comm *comms[2] = {NULL, (fg_comm *)&node_dev[0]}; /* never called: only present */
@@ -410,10 +407,8 @@ FG_TEST(plan_stages_backend_rows, "executor,dist") {
   dx.node_dev = node_dev;
   dx.comm = comms;
   req.dist = &dx;
-  why[0] = '\0';
   FG_CHECK_INT(cuda->supports(&qu, why, sizeof why), 0);
-  FG_CHECK_STR_CONTAINS(why, "node 'upd' (apply_sgd with all_reduce = 1) reduces over a "
-                             "communicator on the CPU only");
+  FG_CHECK(cuda->kernel(&qu) == NULL);
   /* The CPU row runs both forms. */
   req.cuda = 0;
   why[0] = '\0';

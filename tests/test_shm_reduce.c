@@ -1,4 +1,4 @@
-/* The shared-memory all_reduce (dist/shm_reduce.c) that MPI ranks on one
+/* The shared-memory all_reduce (dist/comm/shm_reduce.c) that MPI ranks on one
  * host use (label dist). Threads stand in for the processes: each attaches
  * the segment itself, so each has its own mapping of it, as a process
  * would. Expected values come from test_comm_util.h's plain loop over every
@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist/shm_arena.h"
-#include "dist/shm_reduce.h"
+#include "dist/comm/shm_arena.h"
+#include "dist/comm/shm_reduce.h"
 #include "fgtest.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "test_comm_util.h"
@@ -594,10 +594,10 @@ FG_TEST(shm_slot_sizes, "dist") {
   FG_CHECK_INT((long long)fg_shm_chunk_bytes((size_t)1 << 40), 1073741824);
 }
 
-/* ---- the pieces of the path across hosts (dist/comm_mpi.c) ------------ */
+/* ---- the pieces of the path across hosts (dist/comm/comm_mpi.c) ------------ */
 
 /* Slice p of n over count elements, written out here (the first count % n
- * slices get one more) rather than taken from dist/rank_sum.h; a rank from
+ * slices get one more) rather than taken from dist/comm/rank_sum.h; a rank from
  * n on (not an owner) has none. */
 static void slice_of(int64_t count, int n, int p, int64_t *start, int64_t *len) {
   int64_t q = count / n, extra = count % n;

@@ -8,7 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "dist/exec.h"
+#include "executor/dist/exec.h"
 #include "executor/cuda_backend.h"
 #include "executor/streams.h"
 #include "kernels/cuda/cuda_kernels.h"

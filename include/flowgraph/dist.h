@@ -282,8 +282,8 @@ typedef struct fg_data_parallel_options {
   int loss_reduction;
   /* 1: each SGD update whose gradient gets an all_reduce of its own
    * (FG_DP_FUSE_MAX_BYTES or more) and is read by nothing else becomes
-   * one node that reduces the gradient and updates the variable (apply_sgd
-   * with all_reduce = 1). Over the MPI communicator on one host it sums
+   * one node that reduces the gradient and updates the variable (the op
+   * all_reduce_apply_sgd). Over the MPI communicator on one host it sums
    * each rank's slice of the gradients where they lie and writes the
    * updated slice into every rank's variable (ZeRO's sharded update):
    * about half the memory traffic of an all_reduce followed by a full
@@ -291,13 +291,12 @@ typedef struct fg_data_parallel_options {
    * gradient, then updates: the same results, a little slower. The same
    * bits as without it, except for a weight whose gradient is a matmul's
    * a^T b of tensors the plan makes (a hidden layer's: its input and its
-   * delta; not a fed batch): that update takes a and b (grad_product =
-   * 1), and over shared memory each rank computes its slice of the update
-   * over every rank's rows in one GEMM, the gradient never made. Those
-   * bits differ by rounding, and are the same on every rank. Only with
-   * replicas = 1 (one replica per process, `flowgraph train --dist mpi`'s
-   * form) on a graph that names at most one device and no rank:R/ ones;
-   * other graphs are rewritten as with 0. CPU sessions only: a GPU
+   * delta; not a fed batch): that update takes a and b (the op
+   * sufficient_factor_apply_sgd, after sufficient factor broadcasting), and over shared memory each
+   * rank computes its slice of the update over every rank's rows in one GEMM, the gradient never
+   * made. Those bits differ by rounding, and are the same on every rank. Only with replicas = 1
+   * (one replica per process, `flowgraph train --dist mpi`'s form) on a graph that names at most
+   * one device and no rank:R/ ones; other graphs are rewritten as with 0. CPU sessions only: a GPU
    * session refuses the fused node. 0 (default): all_reduce nodes, then
    * the updates. */
   int fused_update;

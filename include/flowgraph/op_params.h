@@ -81,19 +81,12 @@ typedef struct fg_adam_params {
   double beta1, beta2, epsilon, weight_decay, l2;
 } fg_adam_params;
 
-/* all_reduce and the fused updates that reduce a gradient: mean divides
+/* all_reduce, all_reduce_apply_sgd and sufficient_factor_apply_sgd: mean divides
  * the sum by the group size (or by the total rows when weighted); weighted
  * scales each rank's value by its rows first. Both 0 or 1. */
 typedef struct fg_all_reduce_params {
   int mean, weighted;
 } fg_all_reduce_params;
-
-/* apply_sgd: all_reduce = 1 reduces the gradient first (as `reduce` says);
- * grad_product = 1 takes the gradient as a^T b of inputs 1 and 3. */
-typedef struct fg_sgd_params {
-  int all_reduce, grad_product;
-  fg_all_reduce_params reduce;
-} fg_sgd_params;
 
 /* shard: rows [index * B / count, (index + 1) * B / count) of input 0. */
 typedef struct fg_shard_params {
@@ -114,7 +107,6 @@ typedef union fg_op_params {
   fg_elu_params elu;
   fg_fill_params fill;
   fg_one_hot_params one_hot;
-  fg_sgd_params sgd;
   fg_momentum_params momentum;
   fg_adam_params adam;
   fg_all_reduce_params all_reduce; /* and the updates that reduce a gradient */

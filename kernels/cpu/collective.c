@@ -1,13 +1,12 @@
 /* Kernels of the data-parallel ops: all_reduce (calls the communicator the
  * executor passes in ctx->comm; without one it is a group of one, the
- * identity), apply_sgd's all_reduce = 1 form, and shard (one replica's rows
- * of a batch). */
+ * identity), the fused updates all_reduce_apply_sgd and
+ * sufficient_factor_apply_sgd, and shard (one replica's rows of a batch). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm.h"
 #include "flowgraph/dist.h"
 #include "kernels/collective.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -91,8 +90,6 @@ int fgk_all_reduce(const fg_kctx *ctx) {
   fg_comm *c = ctx->comm;
   int size = c ? c->size : 1, plain = 1, mean = ctx->p->all_reduce.mean;
   double w = 1, total = 1;
-  /* p->keepdims carries the node's "mean" attribute, p->depth its
-   * "weighted" one (executor/plan.c). */
   if (ctx->p->all_reduce.weighted && size > 1 && weights(ctx, 1, size, &plain, &w, &total) != 0)
     return -1;
   if (!plain) {
@@ -128,8 +125,9 @@ static void sgd_range(void *arg, int64_t i0, int64_t i1) {
   fgk_sgd_to(J->dt, dst, 1, dst[0], (const char *)J->g + at, i1 - i0, J->lr);
 }
 
-/* grad_product: in[1] (a) [rows, m] and in[3] (b) [rows, n] for var [m,
- * n], the gradient a^T b; 0 with *rows set, else the kernel's failure. */
+/* sufficient_factor_apply_sgd: in[1] (a) [rows, m] and in[3] (b) [rows,
+ * n] for var [m, n], the gradient a^T b; 0 with *rows set, else the
+ * kernel's failure. */
 static int product_dims(const fg_kctx *ctx, int64_t *rows) {
   const fg_kbuf *v = &ctx->in[0], *a = &ctx->in[1], *b = &ctx->in[3];
   const fg_dtype dt = v->dtype;
@@ -137,37 +135,36 @@ static int product_dims(const fg_kctx *ctx, int64_t *rows) {
       b->dtype != dt || a->dims[0] != b->dims[0] || a->dims[1] != v->dims[0] ||
       b->dims[1] != v->dims[1])
     return fgk_fail(ctx,
-                    "grad_product: input 1 (a) %s [%lld, %lld] and input 3 (b) %s [%lld, %lld] "
+                    "input 1 (a) %s [%lld, %lld] and input 3 (b) %s [%lld, %lld] "
                     "must be [rows, m] and [rows, n] for input 0 (var) %s [%lld, %lld]",
                     fg_dtype_name(a->dtype), (long long)a->dims[0], (long long)a->dims[1],
                     fg_dtype_name(b->dtype), (long long)b->dims[0], (long long)b->dims[1],
                     fg_dtype_name(dt), (long long)v->dims[0], (long long)v->dims[1]);
   *rows = a->dims[0];
   if (*rows > INT32_MAX || v->dims[0] > INT32_MAX || v->dims[1] > INT32_MAX)
-    return fgk_fail(ctx, "grad_product: [%lld, %lld] x [%lld, %lld] exceeds the GEMM's index type",
+    return fgk_fail(ctx, "the product [%lld, %lld] x [%lld, %lld] exceeds the GEMM's index type",
                     (long long)*rows, (long long)v->dims[0], (long long)*rows,
                     (long long)v->dims[1]);
   return 0;
 }
 
-/* apply_sgd with all_reduce = 1: var -= lr * (the mean, weighted mean or
- * sum over ranks of) the gradient, in[1], or with grad_product the
- * product a^T b of in[1] and in[3], which is made only where the
- * communicator cannot fuse it. */
-int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr) {
-  const int prod = ctx->p->sgd.grad_product;
+/* var -= lr * (the mean, weighted mean or sum over ranks of) the
+ * gradient: in[1] (all_reduce_apply_sgd), or (prod,
+ * sufficient_factor_apply_sgd) the product a^T b of in[1] and in[3],
+ * which is made only where the communicator cannot fuse it. */
+static int collective_sgd(const fg_kctx *ctx, double lr, int prod) {
   const fg_kbuf *v = &ctx->in[0], *g = &ctx->in[1], *b = prod ? &ctx->in[3] : NULL;
   const int64_t n = fgk_numel(v), m = v->rank == 2 ? v->dims[0] : 0,
                 cols = v->rank == 2 ? v->dims[1] : 0;
   const fg_dtype dt = v->dtype;
   fg_comm *c = ctx->comm;
-  int size = c ? c->size : 1, plain = 1, mean = ctx->p->sgd.reduce.mean;
+  int size = c ? c->size : 1, plain = 1, mean = ctx->p->all_reduce.mean;
   double w = 1, total = 1;
   int64_t rows = 0;
   void *kc = (void *)ctx;
   if (prod && product_dims(ctx, &rows) != 0) return -1;
   /* Rows and sums follow the gradient: inputs 3 and 4, or 4 and 5. */
-  if (ctx->p->sgd.reduce.weighted && size > 1 &&
+  if (ctx->p->all_reduce.weighted && size > 1 &&
       weights(ctx, prod ? 4 : 3, size, &plain, &w, &total) != 0)
     return -1;
   sgd_job job = {dt, v->data, g->data, lr};
@@ -214,6 +211,25 @@ int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr) {
   fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP, sgd_range, &job);
   return 0;
 }
+
+/* The checks of apply_sgd's kernel (kernels/cpu/optim.c) for the fixed
+ * inputs, then collective_sgd; the variable is the output. */
+static int fused_sgd(const fg_kctx *ctx, int prod) {
+  double lr;
+  const fg_dtype dt = ctx->in[0].dtype;
+  if (fgk_check(ctx, prod ? 4 : 3, 1) != 0) return -1;
+  if (dt != FG_F32 && dt != FG_F64)
+    return fgk_fail(ctx, "input 0 (var) is %s; f32 or f64 only", fg_dtype_name(dt));
+  /* With the factors, in[1] is not the gradient (product_dims checks it). */
+  if (fgk_optim_check(ctx, dt, prod ? 1 : 2) != 0 || fgk_scalar_in(ctx, 2, "lr", &lr) != 0 ||
+      collective_sgd(ctx, lr, prod) != 0)
+    return -1;
+  fgk_optim_publish(ctx, elem_size(dt));
+  return 0;
+}
+
+int fgk_all_reduce_apply_sgd(const fg_kctx *ctx) { return fused_sgd(ctx, 0); }
+int fgk_sufficient_factor_apply_sgd(const fg_kctx *ctx) { return fused_sgd(ctx, 1); }
 
 int fgk_shard(const fg_kctx *ctx) {
   if (fgk_check(ctx, 1, 1)) return -1;

@@ -86,15 +86,22 @@
   FGK_FLOAT(X, "apply_adam", fgk_apply_adam)                                                       \
   /* collective.c */                                                                               \
   FGK_ANY(X, "all_reduce", fgk_all_reduce)                                                         \
-  FGK_ANY(X, "shard", fgk_shard)
+  FGK_ANY(X, "shard", fgk_shard)                                                                   \
+  X("all_reduce_apply_sgd", FG_F32, fgk_all_reduce_apply_sgd)                                      \
+  X("all_reduce_apply_sgd", FG_F64, fgk_all_reduce_apply_sgd)                                      \
+  X("sufficient_factor_apply_sgd", FG_F32, fgk_sufficient_factor_apply_sgd)                        \
+  X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)
 #undef FGK_DECLARE
 
-/* apply_sgd with all_reduce = 1 (collective.c): var -= lr * the gradient
- * all-reduced over ctx->comm, after optim.c checked the inputs. */
-int fgk_all_reduce_sgd(const fg_kctx *ctx, double lr);
+/* optim.c, shared with the fused updates of collective.c: input i, a
+ * rank-0 numeric scalar, as a double (0, or the kernel's failure); and the
+ * copy of the updated variable into out[0] when a direct caller passed an
+ * output buffer other than the variable. */
+int fgk_scalar_in(const fg_kctx *ctx, int i, const char *what, double *v);
+void fgk_optim_publish(const fg_kctx *ctx, size_t es);
 
 /* libxsmm's GEMM for one matmul tile (kernels/cpu/xsmm/xsmm_gemm.c; without
  * libxsmm, kernels/cpu/xsmm/xsmm_none.c declines every tile): row-major
@@ -109,7 +116,7 @@ int fgk_xsmm_gemm_f64(int ta, int tb, int64_t m, int64_t n, int64_t k, const dou
 /* c = alpha * a^T b + beta * c, beta 0 or 1 (row-major; a [k, lda] read
  * in its first m columns, b [k, ldb], c [m, ldc]), f32 or f64, in row
  * tiles over ctx's threads (a const fg_kctx *, or NULL: inline); the dims must fit BLAS's
- * index type. The communicator's fg_gemm_tn_fn (dist/comm.h). */
+ * index type. The communicator's fg_gemm_tn_fn (kernels/collective.h). */
 void fgk_gemm_tn(void *ctx, fg_dtype dt, int64_t m, int64_t n, int64_t k, double alpha,
                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
                  int64_t ldc);

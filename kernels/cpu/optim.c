@@ -15,7 +15,7 @@
 #include "kernels/sgd.h"
 
 /* A rank-0 numeric input as a double. */
-static int scalar_in(const fg_kctx *ctx, int i, const char *what, double *v) {
+int fgk_scalar_in(const fg_kctx *ctx, int i, const char *what, double *v) {
   const fg_kbuf *b = &ctx->in[i];
   if (b->rank != 0) return fgk_fail(ctx, "input %d (%s) has rank %d, expected 0", i, what, b->rank);
   switch (b->dtype) {
@@ -45,7 +45,7 @@ int fgk_optim_check(const fg_kctx *ctx, fg_dtype dt, int n) {
 }
 
 /* For direct callers that pass an output buffer other than the variable. */
-static void publish(const fg_kctx *ctx, size_t es) {
+void fgk_optim_publish(const fg_kctx *ctx, size_t es) {
   if (ctx->out[0].data != ctx->in[0].data && fgk_numel(&ctx->out[0]) > 0)
     memcpy(ctx->out[0].data, ctx->in[0].data, (size_t)fgk_numel(&ctx->out[0]) * es);
 }
@@ -69,22 +69,12 @@ typedef struct opt_job {
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr;                                                                                     \
-    /* grad_product: in[1] is not the gradient but a factor of it (fgk_all_reduce_sgd checks it).  \
-     */                                                                                            \
-    if (fgk_check(ctx, 3, 1) != 0 ||                                                               \
-        fgk_optim_check(ctx, DT, ctx->p->sgd.grad_product ? 1 : 2) != 0 ||                         \
-        scalar_in(ctx, 2, "lr", &lr) != 0)                                                         \
+    if (fgk_check(ctx, 3, 1) != 0 || fgk_optim_check(ctx, DT, 2) != 0 ||                           \
+        fgk_scalar_in(ctx, 2, "lr", &lr) != 0)                                                     \
       return -1;                                                                                   \
-    /* all_reduce = 1: the gradient is all-reduced first, in one collective                        \
-     * (kernels/cpu/collective.c). */                                                              \
-    if (ctx->p->sgd.all_reduce) {                                                                  \
-      if (fgk_all_reduce_sgd(ctx, lr) != 0) return -1;                                             \
-      publish(ctx, sizeof(T));                                                                     \
-      return 0;                                                                                    \
-    }                                                                                              \
     opt_job J = {.var = ctx->in[0].data, .g = ctx->in[1].data, .lr = lr};                          \
     fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
-    publish(ctx, sizeof(T));                                                                       \
+    fgk_optim_publish(ctx, sizeof(T));                                                             \
     return 0;                                                                                      \
   }
 FGK_SGD(fgk_apply_sgd_f32, float, FG_F32)
@@ -108,7 +98,7 @@ FGK_SGD(fgk_apply_sgd_f64, double, FG_F64)
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr;                                                                                     \
     if (fgk_check(ctx, 4, 1) != 0 || fgk_optim_check(ctx, DT, 3) != 0 ||                           \
-        scalar_in(ctx, 3, "lr", &lr) != 0)                                                         \
+        fgk_scalar_in(ctx, 3, "lr", &lr) != 0)                                                     \
       return -1;                                                                                   \
     opt_job J = {.var = ctx->in[0].data,                                                           \
                  .buf = ctx->in[1].data,                                                           \
@@ -117,7 +107,7 @@ FGK_SGD(fgk_apply_sgd_f64, double, FG_F64)
                  .mom = ctx->p->momentum.momentum,                                                 \
                  .nesterov = ctx->p->momentum.nesterov};                                           \
     fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
-    publish(ctx, sizeof(T));                                                                       \
+    fgk_optim_publish(ctx, sizeof(T));                                                             \
     return 0;                                                                                      \
   }
 FGK_MOMENTUM(fgk_apply_momentum_f32, float, FG_F32)
@@ -156,7 +146,7 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
   int fn(const fg_kctx *ctx) {                                                                     \
     double lr, t;                                                                                  \
     if (fgk_check(ctx, 6, 1) != 0 || fgk_optim_check(ctx, DT, 4) != 0 ||                           \
-        scalar_in(ctx, 4, "lr", &lr) != 0 || scalar_in(ctx, 5, "step", &t) != 0)                   \
+        fgk_scalar_in(ctx, 4, "lr", &lr) != 0 || fgk_scalar_in(ctx, 5, "step", &t) != 0)           \
       return -1;                                                                                   \
     if (!(t >= 1))                                                                                 \
       return fgk_fail(ctx,                                                                         \
@@ -181,7 +171,7 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
                  .decay = p->weight_decay > 0,                                                     \
                  .l2 = p->l2};                                                                     \
     fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
-    publish(ctx, sizeof(T));                                                                       \
+    fgk_optim_publish(ctx, sizeof(T));                                                             \
     return 0;                                                                                      \
   }
 FGK_ADAM(fgk_apply_adam_f32, float, FG_F32, sqrtf)

@@ -1,4 +1,4 @@
-/* A program test_mpi.c starts under mpirun to exercise dist/comm_mpi.c.
+/* A program test_mpi.c starts under mpirun to exercise dist/comm/comm_mpi.c.
  *
  *   mpi_comm_check collectives TIMEOUT   all_reduce / all_gather / broadcast
  *   mpi_comm_check kill K TIMEOUT        rank 1 dies (SIGKILL) before all_reduce K
@@ -39,8 +39,8 @@
 #include <mpi.h>
 
 #include "../test_comm_util.h"
-#include "dist/comm_mpi.h"
-#include "dist/shm_arena.h"
+#include "dist/comm/comm_mpi.h"
+#include "dist/comm/shm_arena.h"
 
 /* FG_TEST_HOSTS="0,0,1,1": rank r pretends to be on host list[r]
  * (FG_MPI_HOST), so one machine tries the path across hosts (shared
@@ -74,7 +74,7 @@ static void pretend_hosts(fg_comm *c) {
 /* The reference for the path the communicator took: across hosts, each
  * host's sum first (reduce_expected_hosts), else rank order. Across hosts
  * a buffer that fits one message round (at most 4088 bytes, and n copies
- * at most 16 KiB: dist/comm_mpi.c) is summed in rank order too. */
+ * at most 16 KiB: dist/comm/comm_mpi.c) is summed in rank order too. */
 static void expected(fg_comm *c, fg_dtype dt, void *want, int64_t count, int mean) {
   const size_t bytes = (size_t)count * fg_dtype_size(dt);
   const int one_round = count > 0 && bytes <= 4088 && bytes * (size_t)c->size <= 16384;
@@ -99,7 +99,7 @@ static int collectives(fg_comm *c, fg_status *st) {
   int bad = 0, checks = 0;
   double t0 = comm_now_s();
   /* Pass 1 on the heap; pass 2 in arenas the other ranks can map
-   * (dist/shm_arena.h), where a session's plan puts its buffers: read in
+   * (dist/comm/shm_arena.h), where a session's plan puts its buffers: read in
    * place over shared memory. */
   for (int pass = 0; pass < 2; pass++)
     for (size_t d = 0; d < 4; d++) {

@@ -15,15 +15,16 @@
  * same start. Rank 0 also trains the unrewritten graph on the whole batch
  * (one process). `deep` adds a layer: dense 1024 -> relu -> dense 512 (a
  * 2 MB weight whose gradient is the product of a hidden activation and the
- * layer's delta, so its fused update takes the factors: grad_product,
- * dist/comm.h all_reduce_sgd_product) -> relu -> dense 10; the fused run
+ * layer's delta, so its fused update takes the factors:
+ * sufficient_factor_apply_sgd,
+ * kernels/collective.h all_reduce_sgd_product) -> relu -> dense 10; the fused run
  * then differs from the unfused one by rounding. Every rank prints:
  *   rank R: fused nodes N0 N1, fused in place K0 K1
  *                                          (the rewrites' fused updates,
  *                                           and the communicator's fused
  *                                           collectives in place after
  *                                           each run: fg_comm_mpi_fused_count)
- *   rank R: products P0 P1                 (of those, grad_product = 1)
+ *   rank R: products P0 P1                 (of those, sufficient_factor_apply_sgd)
  *   rank R: fused equals unfused: yes|no (VAR[i] ...)
  *   rank R: max rel diff fused vs unfused X
  *   rank R: checksum 0x...                 (the fused run's variables)
@@ -36,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm_mpi.h"
+#include "dist/comm/comm_mpi.h"
 #include "flowgraph/flowgraph.h"
 
 enum { IN = 300, HID = 1024, MID = 512, OUT = 10, STEPS = 3 };
@@ -139,14 +140,13 @@ static fg_graph *rewrite(const fg_graph *g, int fused, fg_status *st) {
   return fg_data_parallel(g, 1, bi, 2, &o, st);
 }
 
-/* apply_sgd nodes with attribute `attr` = 1 (all_reduce, grad_product). */
-static int fused_nodes(const fg_graph *g, const char *attr) {
-  int n = 0;
-  for (int i = 0; i < fg_graph_num_nodes(g); i++) {
-    int64_t v = 0;
-    n += strcmp(fg_node_op(g, i), "apply_sgd") == 0 && fg_node_attr_int(g, i, attr, &v) == 0 &&
-         v == 1;
-  }
+/* The fused updates: all_reduce_apply_sgd and sufficient_factor_apply_sgd
+ * nodes ("all"), or the latter only ("products"). */
+static int fused_nodes(const fg_graph *g, const char *which) {
+  int n = 0, all = strcmp(which, "all") == 0;
+  for (int i = 0; i < fg_graph_num_nodes(g); i++)
+    n += (all && strcmp(fg_node_op(g, i), "all_reduce_apply_sgd") == 0) ||
+         strcmp(fg_node_op(g, i), "sufficient_factor_apply_sgd") == 0;
   return n;
 }
 
@@ -183,11 +183,11 @@ int main(int argc, char **argv) {
     in_place[f] = fg_comm_mpi_fused_count(c);
   }
   if (!g) return fail(rank, st);
-  printf("rank %d: fused nodes %d %d, fused in place %llu %llu\n", rank,
-         fused_nodes(dg[0], "all_reduce"), fused_nodes(dg[1], "all_reduce"),
-         (unsigned long long)in_place[0], (unsigned long long)in_place[1]);
-  printf("rank %d: products %d %d\n", rank, fused_nodes(dg[0], "grad_product"),
-         fused_nodes(dg[1], "grad_product"));
+  printf("rank %d: fused nodes %d %d, fused in place %llu %llu\n", rank, fused_nodes(dg[0], "all"),
+         fused_nodes(dg[1], "all"), (unsigned long long)in_place[0],
+         (unsigned long long)in_place[1]);
+  printf("rank %d: products %d %d\n", rank, fused_nodes(dg[0], "products"),
+         fused_nodes(dg[1], "products"));
   fg_session *one = rank == 0 ? train(g, dt, 0, batch, NULL, st) : NULL;
   if (rank == 0 && !one) return fail(rank, st);
   int same = 1, wrong = 0;

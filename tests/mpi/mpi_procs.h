@@ -70,7 +70,7 @@ static inline double cpu_seconds(pid_t pid) {
 }
 
 /* Whether process `pid` has mapped an all_reduce shared-memory segment
- * ("/dev/shm/fg-mpi-...", dist/comm_mpi.c): ranks map it at their first
+ * ("/dev/shm/fg-mpi-...", dist/comm/comm_mpi.c): ranks map it at their first
  * all_reduce, after joining the group and agreeing on the graph. */
 static inline int maps_segment(pid_t pid) {
   char path[64], line[512];

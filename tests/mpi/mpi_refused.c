@@ -1,5 +1,5 @@
 /* A program test_mpi.c starts under mpirun: a session run refused before
- * it starts on some ranks (dist/exec.h fg_dist_run_agree), over
+ * it starts on some ranks (executor/dist/exec.h fg_dist_run_agree), over
  * fg_data_parallel's replicas = 1 rewrite of a small softmax regression
  * (every training run all-reduces), communicator timeout 30 s.
  *
@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm_mpi.h"
+#include "dist/comm/comm_mpi.h"
 #include "flowgraph/flowgraph.h"
 
 enum { IN = 8, OUT = 4, ROWS = 6 };

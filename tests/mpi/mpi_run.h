@@ -18,7 +18,7 @@
 extern char **environ;
 
 #include "../fgtest.h"
-#include "dist/shm_reduce.h"
+#include "dist/comm/shm_reduce.h"
 
 #ifndef FG_MPIEXEC
 #define FG_MPIEXEC ""

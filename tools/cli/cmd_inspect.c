@@ -185,12 +185,11 @@ static void print_placement(const fg_graph *g, const fg_partition *part, const f
   }
   int nd = fg_partition_num_devices(part), nt = fg_partition_num_transfers(part), n_ar = 0;
   char dev[32], dev2[32];
-  int n_fused = 0; /* apply_sgd with all_reduce = 1 */
+  int n_fused = 0; /* all_reduce_apply_sgd and sufficient_factor_apply_sgd */
   for (int id = 0; id < fg_graph_num_nodes(g); id++) {
-    int64_t v = 0;
     n_ar += strcmp(fg_node_op(g, id), "all_reduce") == 0;
-    n_fused += strcmp(fg_node_op(g, id), "apply_sgd") == 0 &&
-               fg_node_attr_int(g, id, "all_reduce", &v) == 0 && v == 1;
+    n_fused += strcmp(fg_node_op(g, id), "all_reduce_apply_sgd") == 0 ||
+               strcmp(fg_node_op(g, id), "sufficient_factor_apply_sgd") == 0;
   }
   printf("devices (%d):", nd);
   for (int d = 0; d < nd; d++)
@@ -206,7 +205,8 @@ static void print_placement(const fg_graph *g, const fg_partition *part, const f
            fg_device_str(fg_partition_device(part, t->dst_device), dev2, sizeof dev2), bytes);
   }
   if (n_ar > 0) printf("all_reduce nodes: %d\n", n_ar);
-  if (n_fused > 0) printf("apply_sgd nodes with all_reduce = 1 (fused updates): %d\n", n_fused);
+  if (n_fused > 0)
+    printf("fused updates (all_reduce_apply_sgd, sufficient_factor_apply_sgd): %d\n", n_fused);
 }
 
 static void inspect_graph(const fg_graph *g, const char *path) {

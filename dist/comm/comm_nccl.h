@@ -1,4 +1,4 @@
-/* The NCCL communicator (dist/comm.h over NCCL) for cuda:N replicas.
+/* The NCCL communicator (kernels/collective.h over NCCL) for cuda:N replicas.
  *
  * Buffers passed to its collectives are device memory on the handle's GPU;
  * every call is synchronous (it returns once the result is in the buffer),
@@ -22,7 +22,7 @@
 #ifndef FG_DIST_COMM_NCCL_H
 #define FG_DIST_COMM_NCCL_H
 
-#include "dist/comm.h"
+#include "dist/comm/comm.h"
 
 /* 1 when this build has the NCCL communicator. Its ops include gpu (the
  * handle's device: fg_comm_gpu) and all_reduce_scaled (NCCL's

@@ -1,4 +1,4 @@
-/* The in-process communicator (dist/comm.h): ranks are threads sharing
+/* The in-process communicator (kernels/collective.h): ranks are threads sharing
  * memory. A collective is a generation of the group: every rank publishes
  * its buffer pointer and waits at a barrier; then each rank reduces its own
  * 1/n slice of the elements, summing the ranks' values in rank order
@@ -20,8 +20,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm_inproc.h"
-#include "dist/rank_sum.h"
+#include "dist/comm/comm_inproc.h"
+#include "dist/comm/rank_sum.h"
 #include "flowgraph/dist.h"
 
 typedef struct group {

@@ -1,6 +1,6 @@
 /* The rank-order sum every host-memory communicator uses (internal), and
  * the slices ranks sum, so the
- * MPI message path, the MPI shared-memory path (dist/shm_reduce.c) and the
+ * MPI message path, the MPI shared-memory path (dist/comm/shm_reduce.c) and the
  * in-process group give the same bits for the same data. */
 #ifndef FG_DIST_RANK_SUM_H
 #define FG_DIST_RANK_SUM_H

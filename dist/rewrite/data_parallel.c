@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/rewrite/dp_internal.h"
 #include "flowgraph/dist.h"
 #include "graph/builders_internal.h"
-#include "dist/rewrite.h"
 #include "graph/op_table.h"
 
 void fg_data_parallel_options_init(fg_data_parallel_options *opts) {
@@ -16,96 +16,6 @@ void fg_data_parallel_options_init(fg_data_parallel_options *opts) {
   memset(opts, 0, sizeof *opts);
   opts->bucket_bytes = FG_DEFAULT_BUCKET_BYTES;
   opts->device_type = "cpu";
-}
-
-typedef struct grad {
-  fg_output src; /* in the original graph */
-  size_t bytes;
-  int64_t elems;
-  fg_dtype dtype;
-  int bucket;
-  int rank; /* cross-process graphs: the rank computing it; else -1 */
-  int dev;  /* its device in the partition of the original graph */
-} grad;
-
-/* Per-node marks of the original graph (dp.mark). */
-enum {
-  IN_GRADIENTS = 1, /* named "gradients*": made by fg_gradients */
-  DERIVES = 2,      /* depends on some node made by fg_gradients */
-  ON_PATH = 4       /* between fg_gradients and an update (clipping, weight
-                       decay): its copies read the reduced gradients */
-};
-
-typedef struct dp {
-  const fg_graph *g;
-  fg_graph *ng;
-  int n; /* replicas */
-  const fg_data_parallel_options *o;
-  const char *const *batch;
-  int n_batch;
-  char *mark; /* per node of g */
-  int *map;   /* [r * n_nodes + node]: new node id, -1 = not yet */
-  grad *grads;
-  int n_grads;
-  int n_buckets;
-  int *bucket_end;  /* per bucket: one past its last grad */
-  int emitted;      /* buckets emitted so far (in order) */
-  int n_reduces;    /* all_reduce nodes per replica so far (their names) */
-  int *vc_off, *vc; /* variables' consumers (index_var_consumers) */
-  /* Per node of g: 1 when the training step runs it (the train target
-   * depends on it). A graph may hold readers of a variable that the step
-   * never runs: fg_micro_batch keeps the full-batch forward pass for
-   * evaluation. */
-  char *in_step;
-  fg_output *red;  /* [r * n_grads + j]: the reduced gradient in the new graph */
-  fg_output *prev; /* per replica: the previous bucket's all_reduce */
-  /* Shards may differ in rows (uneven batches), so each bucket is the
-   * row-weighted mean: per replica its rows (f64 scalar) and the all-reduced
-   * [sum of rows, sum of rows^2] that every bucket's all_reduce reads. No
-   * batch inputs: .node = -1, plain mean. */
-  fg_output *rows, *stats;
-  /* A model split across processes (devices rank:R/...), one replica per
-   * process group: the partition of `g`, and each rank's bucket chain
-   * (prev is indexed by rank then, not by replica). place() puts the
-   * nodes it is given on cur_dev while that is set: a bucket on its rank's
-   * device, the row counts with their batch input. */
-  fg_partition *part;
-  int n_chains;
-  int chain;
-  /* replicas = 1 over several devices of this process (no rank:R/): the
-   * one device, as `g` names it, that every collective goes on (a process
-   * communicator serves one device's all_reduce nodes,
-   * dist/session_dist.c); NULL otherwise (reduce_device). */
-  const char *one_dev;
-  const char *cur_dev;
-  char cur_dev_buf[48];
-  /* fused_update: per gradient, the apply_sgd node of g that reduces it
-   * itself (all_reduce = 1), else -1; NULL when not asked (find_fused). */
-  int *fused;
-  /* ... and of those, the matmul node of g (a^T b) whose product that
-   * update takes instead of the gradient (grad_product = 1), else -1. */
-  int *product;
-} dp;
-
-static int *mapped(dp *d, int r, int node) { return &d->map[(size_t)r * d->g->n_nodes + node]; }
-
-static int grad_index(const dp *d, fg_output o) {
-  for (int j = 0; j < d->n_grads; j++)
-    if (d->grads[j].src.node == o.node && d->grads[j].src.index == o.index) return j;
-  return -1;
-}
-
-/* Index into d->grads of the reduced gradient that input k of node i
- * reads, or -1 when it reads the replica's own tensor: an update's gradient
- * input and the inputs of the nodes between fg_gradients and the updates
- * read the all-reduced gradients; every other consumer (the forward pass,
- * the backward pass itself) keeps the replica's own. */
-static int reduced_input(const dp *d, int i, int k) {
-  const fg_node *nd = &d->g->nodes[i];
-  fg_output src = nd->inputs[k];
-  if (!(d->mark[src.node] & IN_GRADIENTS)) return -1;
-  if (!(d->mark[i] & ON_PATH) && k != fg_update_grad_input(nd->op)) return -1;
-  return grad_index(d, src);
 }
 
 static void place(dp *d, fg_output o, int r) {
@@ -491,25 +401,25 @@ static int emit_waiting(dp *d, char *done, const char *const *batch, int n_batch
 }
 
 /* Update nd (apply_sgd) of replica r as the collective that also reduces
- * its gradient: apply_sgd with all_reduce = 1, the bucket's mean and
- * weights, in[1] the replica's own gradient (emit_bucket), in[0 .. n_in)
- * its mapped inputs (var, grad, lr, control inputs); the rows and sums of
- * a weighted mean go in as inputs 3 and 4, and it joins the chain of
- * collectives (reduce_one). An update that takes its gradient's factors
- * (d->product[j]) gets a as input 1 and b as input 3, the rows and sums
- * after them. in[] has room for 4 more. */
+ * its gradient: all_reduce_apply_sgd with the bucket's mean and weights,
+ * in[1] the replica's own gradient (emit_bucket), in[0 .. n_in) its mapped
+ * inputs (var, grad, lr, control inputs); the rows and sums of a weighted
+ * mean go in as inputs 3 and 4, and it joins the chain of collectives
+ * (reduce_one). An update that takes its gradient's factors
+ * (d->product[j]) is sufficient_factor_apply_sgd: a as input 1 and b as
+ * input 3, the rows and sums after them. in[] has room for 4 more. */
 static fg_output emit_fused(dp *d, int r, int j, const fg_node *nd, const char *name, fg_output *in,
                             int n_in) {
+  (void)nd; /* plain apply_sgd has no attributes to carry over */
   fg_attrs *a = fg_attrs_new();
-  fg_attrs_copy(a, &nd->attrs);
-  fg_attrs_set_int(a, "all_reduce", 1);
   fg_attrs_set_int(a, "mean", d->o->loss_reduction == FG_DP_LOSS_MEAN);
+  const char *op = "all_reduce_apply_sgd";
   int at = 3; /* where the weighted mean's inputs go */
   if (d->product[j] >= 0) {
     /* The gradient a^T b as its factors: a in place of the gradient, b
      * after lr (graph/infer_optim.c). */
     const fg_node *mm = &d->g->nodes[d->product[j]];
-    fg_attrs_set_int(a, "grad_product", 1);
+    op = "sufficient_factor_apply_sgd";
     memmove(&in[4], &in[3], (size_t)(n_in > 3 ? n_in - 3 : 0) * sizeof *in);
     in[1] = (fg_output){*mapped(d, r, mm->inputs[0].node), mm->inputs[0].index};
     in[3] = (fg_output){*mapped(d, r, mm->inputs[1].node), mm->inputs[1].index};
@@ -524,7 +434,7 @@ static fg_output emit_fused(dp *d, int r, int j, const fg_node *nd, const char *
     n_in += 2;
   }
   if (d->prev[r].node >= 0) in[n_in++] = d->prev[r];
-  fg_output o = fg_op(d->ng, "apply_sgd", name, in, n_in, a);
+  fg_output o = fg_op(d->ng, op, name, in, n_in, a);
   fg_attrs_free(a);
   d->prev[r] = o;
   return o;
@@ -590,6 +500,7 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
                            : replica_name(d, r, nd->name, buf, sizeof buf);
     fg_output o = fuse >= 0 ? emit_fused(d, r, fuse, nd, name, in, n_in)
                             : fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
+    if (o.node >= 0) d->ng->nodes[o.node].flags |= nd->flags;
     if (d->n > 1 && o.node >= 0) rename_colocate(d, r, o.node);
     if (d->n > 1)
       place(d, o, r);
@@ -602,283 +513,56 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
   return 1;
 }
 
-static int fail(fg_status *st, fg_code code, const char *fmt, const char *a, const char *b) {
-  fg_status_set(st, code, fmt, a, b);
-  return -1;
-}
-
-/* Adds gradient `src` (an output of fg_gradients) that update u needs,
- * kept sorted by producer id: the backward pass makes them in node order,
- * so this is the order they become ready. A gradient read by several
- * consumers (a clip's norm and its scaling) is added, so reduced, once. */
-static int add_grad(dp *d, fg_output src, int u, fg_status *st) {
+/* Emits every node of d->g in node order, except that an update waits for
+ * its bucket, then (replicas > 1) the full-batch loss and the target that
+ * groups every replica's update. 0, or -1 with st set (FG_INTERNAL when
+ * some node could never be emitted). */
+static int emit_all(dp *d, char *done, fg_output loss, int target, const char *target_name,
+                    fg_status *st) {
   const fg_graph *g = d->g;
-  if (grad_index(d, src) >= 0) return 0;
-  const fg_tinfo *ti = fg_graph_tinfo(g, src);
-  grad gr = {src, 0, 0, ti ? ti->dtype : FG_F32, 0, -1, 0};
-  if (d->part) {
-    gr.dev = fg_partition_node_device(d->part, src.node);
-    gr.rank = fg_partition_device(d->part, gr.dev).rank;
+  const int n = g->n_nodes;
+  /* Node order, except that an update waits for its bucket; whatever
+   * waits is retried after every emission, so the new graph stays in
+   * topological order, and after every bucket (emit_waiting). */
+  int n_done = 0, progress = 1;
+  if (d->n_batch > 0 && d->o->loss_reduction == FG_DP_LOSS_MEAN) {
+    /* The first batch input and its row counts come first: every bucket
+     * reads them. (A summed loss needs no counts: its gradients add.) */
+    int ph = fg_graph_find(g, d->batch[0]);
+    try_emit(d, ph, d->batch, d->n_batch);
+    done[ph] = 1;
+    n_done++;
+    emit_row_stats(d, ph);
   }
-  if (!ti || fg_tinfo_bytes(ti, &gr.bytes) != 0 || fg_shape_elements(ti->rank, ti->dims, &gr.elems))
-    return fail(st, FG_INVALID_ARGUMENT,
-                "fg_data_parallel: gradient '%s' of update '%s' has an unknown shape",
-                g->nodes[src.node].name, g->nodes[u].name);
-  int j = d->n_grads++;
-  while (j > 0 && d->grads[j - 1].src.node > src.node) {
-    d->grads[j] = d->grads[j - 1];
-    j--;
-  }
-  d->grads[j] = gr;
-  return 0;
-}
-
-static int is_batch(const dp *d, const fg_node *nd) {
-  if (nd->op != FG_OP_PLACEHOLDER) return 0;
-  for (int b = 0; b < d->n_batch; b++)
-    if (strcmp(d->batch[b], nd->name) == 0) return 1;
-  return 0;
-}
-
-/* Walks back from update u's gradient input through the nodes outside
- * fg_gradients (gradient clipping; Adam's L2 term in graphs made before
- * apply_adam took it as its attribute l2) to the outputs of
- * fg_gradients, which are the gradients to all-reduce, and marks the nodes
- * passed ON_PATH. As with PyTorch DDP + clip_grad_norm_, those nodes then
- * compute on the reduced (mean) gradients, identically on every replica,
- * so the variables stay equal. `stack` holds n_nodes ints; nodes marked by
- * an earlier update's walk are not walked again. */
-static int walk_update(dp *d, int u, int *stack, fg_status *st) {
-  const fg_graph *g = d->g;
-  fg_output start = g->nodes[u].inputs[fg_update_grad_input(g->nodes[u].op)];
-  if (!(d->mark[start.node] & DERIVES))
-    return fail(st, FG_UNIMPLEMENTED,
-                "fg_data_parallel: the gradient of update '%s' comes from '%s', which does not "
-                "derive from any output of fg_gradients: there is no gradient to all-reduce",
-                g->nodes[u].name, g->nodes[start.node].name);
-  if (d->mark[start.node] & IN_GRADIENTS) return add_grad(d, start, u, st);
-  int top = 0;
-  if (!(d->mark[start.node] & ON_PATH)) {
-    d->mark[start.node] |= ON_PATH;
-    stack[top++] = start.node;
-  }
-  while (top > 0) {
-    const fg_node *nd = &g->nodes[stack[--top]];
-    /* A batch input reaches each replica as a different shard: what the
-     * update computes from it would differ between replicas. */
-    if (is_batch(d, nd))
-      return fail(st, FG_UNIMPLEMENTED,
-                  "fg_data_parallel: the gradient of update '%s' depends on batch input '%s' "
-                  "outside fg_gradients: replicas would update their variables differently",
-                  g->nodes[u].name, nd->name);
-    for (int k = 0; k < nd->n_inputs; k++) {
-      fg_output in = nd->inputs[k];
-      if (d->mark[in.node] & IN_GRADIENTS) {
-        if (add_grad(d, in, u, st) != 0) return -1;
-      } else if (!(d->mark[in.node] & ON_PATH)) {
-        d->mark[in.node] |= ON_PATH;
-        stack[top++] = in.node;
-      }
+  while (n_done < n && progress && !fg_graph_failed(d->ng)) {
+    progress = 0;
+    for (int i = 0; i < n && !fg_graph_failed(d->ng); i++) {
+      if (done[i] || var_conflict(d, i, done) || !try_emit(d, i, d->batch, d->n_batch)) continue;
+      done[i] = 1;
+      n_done++;
+      progress = 1;
+      int before = d->emitted;
+      emit_ready_buckets(d);
+      if (d->emitted != before) n_done += emit_waiting(d, done, d->batch, d->n_batch);
     }
   }
-  return 0;
-}
-
-/* The gradients the updates consume, in the order they become ready, cut
- * into buckets. */
-static int collect_grads(dp *d, fg_status *st) {
-  const fg_graph *g = d->g;
-  size_t n_out = 1;
-  for (int i = 0; i < g->n_nodes; i++)
-    n_out += g->nodes[i].n_outputs > 0 ? (size_t)g->nodes[i].n_outputs : 1;
-  d->grads = calloc(n_out, sizeof *d->grads);
-  d->mark = calloc((size_t)g->n_nodes + 1, 1);
-  int *stack = malloc(((size_t)g->n_nodes + 1) * sizeof *stack);
-  if (!d->grads || !d->mark || !stack) {
-    free(stack);
-    return fail(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory%s%s", "", "");
-  }
-  /* Node ids are topological, so one forward sweep finds what derives
-   * from fg_gradients. */
-  for (int i = 0; i < g->n_nodes; i++) {
-    const fg_node *nd = &g->nodes[i];
-    if (strncmp(nd->name, "gradients", 9) == 0) d->mark[i] |= IN_GRADIENTS | DERIVES;
-    for (int k = 0; k < nd->n_inputs && !(d->mark[i] & DERIVES); k++)
-      d->mark[i] |= d->mark[nd->inputs[k].node] & DERIVES;
-  }
-  for (int i = 0; i < g->n_nodes; i++) {
-    int gi = fg_update_grad_input(g->nodes[i].op);
-    if (gi < 0 || gi >= g->nodes[i].n_inputs) continue;
-    if (walk_update(d, i, stack, st) != 0) {
-      free(stack);
-      return -1;
-    }
-  }
-  free(stack);
-  if (d->n_grads == 0)
-    return fail(st, FG_INVALID_ARGUMENT,
-                "fg_data_parallel: the graph has no optimizer update (apply_*)%s%s; build it with "
-                "fg_minimize first",
-                "", "");
-  d->bucket_end = malloc((size_t)d->n_grads * sizeof *d->bucket_end);
-  if (!d->bucket_end)
-    return fail(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory%s%s", "", "");
-  int64_t cap = d->o->bucket_bytes > 0 ? d->o->bucket_bytes : FG_DEFAULT_BUCKET_BYTES;
-  size_t fill = 0;
-  for (int j = 0; j < d->n_grads; j++) {
-    /* Across processes a bucket holds one rank's gradients: each rank
-     * reduces its own with the ranks of the same stage. */
-    int start = j == 0 || d->grads[j].dtype != d->grads[j - 1].dtype ||
-                d->grads[j].rank != d->grads[j - 1].rank ||
-                fill + d->grads[j].bytes > (uint64_t)cap;
-    if (start && j > 0) d->bucket_end[d->n_buckets++] = j;
-    if (start) fill = 0;
-    fill += d->grads[j].bytes;
-  }
-  d->bucket_end[d->n_buckets++] = d->n_grads;
-  return 0;
-}
-
-/* find_fused's updates whose gradient is a matmul's a^T b (a [rows, m], b
- * [rows, n], both 2-D, f32 or f64: a weight's gradient in a dense layer)
- * that nothing else reads: d->product[j] = that matmul. Such an update
- * takes a and b instead (grad_product = 1), and the gradient is never made
- * where the communicator can fuse it: rows x (m + n) elements cross
- * between ranks instead of m x n (dist/comm.h, all_reduce_sgd_product).
- * -1 on OOM. */
-static int find_products(dp *d) {
-  const fg_graph *g = d->g;
-  d->product = malloc((size_t)d->n_grads * sizeof *d->product);
-  if (!d->product) return -1;
-  for (int j = 0; j < d->n_grads; j++) {
-    d->product[j] = -1;
-    const fg_output src = d->grads[j].src;
-    const fg_node *mm = &g->nodes[src.node];
-    if (d->fused[j] < 0 || mm->op != FG_OP_MATMUL || src.index != 0 || mm->n_inputs != 2 ||
-        fg_attr_int_or(mm, "transpose_a", 0) != 1 || fg_attr_int_or(mm, "transpose_b", 0) != 0)
-      continue;
-    /* A fed tensor lies outside the plan's arenas, where the other ranks
-     * cannot read it: a first layer's weight keeps the made gradient
-     * (the kernel would fall back to making it anyway, then all-reduce a
-     * copy, slower than the fused update of the made gradient). */
-    if (g->nodes[mm->inputs[0].node].op == FG_OP_PLACEHOLDER ||
-        g->nodes[mm->inputs[1].node].op == FG_OP_PLACEHOLDER)
-      continue;
-    const fg_tinfo *ta = fg_graph_tinfo(g, mm->inputs[0]), *tb = fg_graph_tinfo(g, mm->inputs[1]);
-    if (!ta || !tb || ta->rank != 2 || tb->rank != 2 || ta->dtype != d->grads[j].dtype ||
-        tb->dtype != d->grads[j].dtype)
-      continue;
-    int readers = 0;
-    for (int i = src.node + 1; i < g->n_nodes && readers < 2; i++)
-      for (int k = 0; k < g->nodes[i].n_inputs; k++)
-        readers += g->nodes[i].inputs[k].node == src.node;
-    if (readers == 1) d->product[j] = src.node;
-  }
-  return 0;
-}
-
-/* fused_update: d->fused[j] = the apply_sgd update that all-reduces
- * gradient j itself, for each gradient large enough for an all_reduce of
- * its own (FG_DP_FUSE_MAX_BYTES) whose reduced value nothing but that
- * update's gradient input reads (no clipping, no other optimizer); -1 for
- * the others. Only for one replica per process on one device (replicas =
- * 1, no rank:R/ devices, no device to pin collectives to): there the
- * update and its collective share the process communicator, which over
- * one host's shared memory updates every rank's variable at once
- * (dist/shm_reduce.h). -1 on OOM. */
-static int find_fused(dp *d) {
-  if (!d->o->fused_update || d->n != 1 || d->part || d->one_dev) return 0;
-  d->fused = malloc((size_t)d->n_grads * sizeof *d->fused);
-  int *uses = calloc((size_t)d->n_grads + 1, sizeof *uses);
-  if (!d->fused || !uses) {
-    free(uses);
+  if (!fg_graph_failed(d->ng) && n_done < n) {
+    fg_status_set(st, FG_INTERNAL, "fg_data_parallel: %d nodes could not be placed in order",
+                  n - n_done);
     return -1;
   }
-  for (int j = 0; j < d->n_grads; j++)
-    d->fused[j] = -1;
-  const fg_graph *g = d->g;
-  for (int i = 0; i < g->n_nodes; i++)
-    for (int k = 0; k < g->nodes[i].n_inputs; k++) {
-      int j = reduced_input(d, i, k);
-      if (j < 0) continue;
-      /* The first use names its update; a second use rules it out. */
-      uses[j]++;
-      if (g->nodes[i].op == FG_OP_APPLY_SGD && k == 1) d->fused[j] = i;
+  if (d->n > 1 && !fg_graph_failed(d->ng)) {
+    /* The full-batch loss and one target for every replica's update. */
+    emit_loss(d, loss);
+    fg_output *ts = malloc((size_t)d->n * sizeof *ts);
+    if (ts) {
+      for (int r = 0; r < d->n; r++)
+        ts[r] = (fg_output){*mapped(d, r, target), 0};
+      fg_op(d->ng, "group", target_name, ts, d->n, NULL);
+      free(ts);
     }
-  for (int j = 0; j < d->n_grads; j++)
-    if (uses[j] != 1 || d->grads[j].bytes < FG_DP_FUSE_MAX_BYTES ||
-        (d->grads[j].dtype != FG_F32 && d->grads[j].dtype != FG_F64))
-      d->fused[j] = -1;
-  free(uses);
-  return find_products(d);
-}
-
-/* One replica of a model placed on several devices of this process
- * (model parallelism, with a process communicator for data parallelism
- * across processes): left to the placer, the inserted collectives would
- * follow their gradients onto several devices, which the session refuses.
- * They all go on one device the graph itself names: that of the first
- * placed node reading batch input `ph` (where the batch lives), else of
- * the first placed node. NULL, and nothing placed, when the graph names
- * fewer than two devices (the names are compared, not resolved: an
- * unplaced graph, or one placed on its session's device, keeps the
- * placer's choice). */
-static const char *reduce_device(const fg_graph *g, int ph) {
-  const char *first = NULL;
-  int several = 0;
-  for (int id = 0; id < g->n_nodes && !several; id++) {
-    const char *dev = g->nodes[id].device;
-    if (!dev) continue;
-    if (!first) first = dev;
-    several = strcmp(dev, first) != 0;
   }
-  if (!several) return NULL;
-  for (int id = 0; ph >= 0 && id < g->n_nodes; id++) {
-    const fg_node *nd = &g->nodes[id];
-    for (int k = 0; nd->device && k < nd->n_inputs; k++)
-      if (nd->inputs[k].node == ph) return nd->device;
-  }
-  return first;
-}
-
-/* 1 with st naming the first bad argument of fg_data_parallel and its
- * value, else 0. */
-static int bad_args(const fg_graph *g, int replicas, const char *const *batch_inputs,
-                    int n_batch_inputs, const fg_data_parallel_options *o, fg_status *st) {
-  const char *who = "fg_data_parallel";
-  const int cuda = o->device_type && strcmp(o->device_type, "cuda") == 0;
-  /* Replica r runs on first_device + r. */
-  const long long last = (long long)o->first_device + replicas - 1;
-  if (!g)
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: graph is NULL", who);
-  else if (replicas < 1 || replicas > FG_MAX_CPU_DEVICES)
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: replicas %d must be 1 to %d", who, replicas,
-                  FG_MAX_CPU_DEVICES);
-  else if (n_batch_inputs < 0)
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: n_batch_inputs %d must be >= 0", who,
-                  n_batch_inputs);
-  else if (n_batch_inputs > 0 && !batch_inputs)
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: batch_inputs is NULL but n_batch_inputs is %d", who,
-                  n_batch_inputs);
-  else if (o->bucket_bytes < 0)
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: bucket_bytes %lld must be >= 0", who,
-                  (long long)o->bucket_bytes);
-  else if (o->first_device < 0)
-    fg_status_set(st, FG_INVALID_ARGUMENT, "%s: first_device %d must be >= 0", who,
-                  o->first_device);
-  else if (replicas > 1 && !cuda && last >= FG_MAX_CPU_DEVICES)
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "%s: first_device %d with %d replicas would place the last on cpu:%lld; CPU "
-                  "devices are cpu:0 to cpu:%d",
-                  who, o->first_device, replicas, last, FG_MAX_CPU_DEVICES - 1);
-  else if (replicas > 1 && cuda && last > INT_MAX)
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "%s: first_device %d with %d replicas would place the last on cuda:%lld, past "
-                  "the largest device index",
-                  who, o->first_device, replicas, last);
-  else
-    return 0;
-  return 1;
+  return 0;
 }
 
 fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *batch_inputs,
@@ -887,33 +571,8 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
   fg_data_parallel_options o;
   fg_data_parallel_options_init(&o);
   if (opts) o = *opts;
-  if (bad_args(g, replicas, batch_inputs, n_batch_inputs, &o, st)) return NULL;
-  if (fg_graph_status(g, st) != FG_OK) return NULL;
-  if (o.loss_reduction != FG_DP_LOSS_MEAN && o.loss_reduction != FG_DP_LOSS_SUM) {
-    fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "fg_data_parallel: loss_reduction %d must be FG_DP_LOSS_MEAN (0) or "
-                  "FG_DP_LOSS_SUM (1)",
-                  o.loss_reduction);
-    return NULL;
-  }
-  if (o.device_type && strcmp(o.device_type, "cpu") != 0 && strcmp(o.device_type, "cuda") != 0) {
-    fail(st, FG_INVALID_ARGUMENT,
-         "fg_data_parallel: device_type '%s' must be \"cpu\" or \"cuda\"%s", o.device_type, "");
-    return NULL;
-  }
-  /* A model split across processes is replicated by running the whole
-   * group of processes several times (replicas = 1 here: each process
-   * group is one replica); copies of every stage inside one graph would
-   * need per-copy ranks, which no device name can say. */
-  for (int id = 0; id < g->n_nodes && replicas > 1; id++)
-    if (g->nodes[id].device && strncmp(g->nodes[id].device, "rank:", 5) == 0) {
-      fail(st, FG_UNIMPLEMENTED,
-           "fg_data_parallel: node '%s' is placed on '%s' (model parallelism across "
-           "processes): such a model is replicated one process group per replica, with "
-           "replicas = 1 (flowgraph train --dist mpi on a multiple of its ranks)",
-           g->nodes[id].name, g->nodes[id].device);
-      return NULL;
-    }
+  if (fg_dp_bad_args(g, replicas, batch_inputs, n_batch_inputs, &o, st)) return NULL;
+  if (fg_graph_status(g, st) != FG_OK || fg_dp_bad_graph(g, replicas, &o, st)) return NULL;
   if (fg_rewrite_batch_inputs(g, "fg_data_parallel", batch_inputs, n_batch_inputs, st) == -1)
     return NULL;
   fg_output loss;
@@ -941,7 +600,7 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
       d.n_chains = fg_partition_num_ranks(d.part);
     }
   if (replicas == 1 && !d.part)
-    d.one_dev = reduce_device(g, n_batch_inputs > 0 ? fg_graph_find(g, batch_inputs[0]) : -1);
+    d.one_dev = fg_dp_reduce_device(g, n_batch_inputs > 0 ? fg_graph_find(g, batch_inputs[0]) : -1);
   d.map = malloc((size_t)replicas * (size_t)n * sizeof *d.map + 1);
   d.prev = malloc((size_t)d.n_chains * sizeof *d.prev);
   d.rows = malloc((size_t)replicas * sizeof *d.rows);
@@ -958,7 +617,7 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
     d.rows[r] = d.stats[r] = FG_NO_OUTPUT;
   for (int c = 0; c < d.n_chains; c++)
     d.prev[c] = FG_NO_OUTPUT;
-  if (collect_grads(&d, st) != 0) goto out;
+  if (fg_dp_collect_grads(&d, st) != 0) goto out;
   d.in_step = calloc((size_t)n + 1, 1);
   if (!d.in_step || index_var_consumers(&d) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
@@ -970,55 +629,14 @@ fg_graph *fg_data_parallel(const fg_graph *g, int replicas, const char *const *b
     for (int k = 0; d.in_step[i] && k < g->nodes[i].n_inputs; k++)
       d.in_step[g->nodes[i].inputs[k].node] = 1;
   d.red = malloc((size_t)replicas * (size_t)d.n_grads * sizeof *d.red);
-  if (!d.red || find_fused(&d) != 0) {
+  if (!d.red || fg_dp_find_fused(&d) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
     goto out;
   }
   for (size_t i = 0; i < (size_t)replicas * (size_t)d.n_grads; i++)
     d.red[i] = FG_NO_OUTPUT;
 
-  /* Node order, except that an update waits for its bucket; whatever
-   * waits is retried after every emission, so the new graph stays in
-   * topological order, and after every bucket (emit_waiting). */
-  int n_done = 0, progress = 1;
-  if (n_batch_inputs > 0 && o.loss_reduction == FG_DP_LOSS_MEAN) {
-    /* The first batch input and its row counts come first: every bucket
-     * reads them. (A summed loss needs no counts: its gradients add.) */
-    int ph = fg_graph_find(g, batch_inputs[0]);
-    try_emit(&d, ph, batch_inputs, n_batch_inputs);
-    done[ph] = 1;
-    n_done++;
-    emit_row_stats(&d, ph);
-  }
-  while (n_done < n && progress && !fg_graph_failed(d.ng)) {
-    progress = 0;
-    for (int i = 0; i < n && !fg_graph_failed(d.ng); i++) {
-      if (done[i] || var_conflict(&d, i, done) || !try_emit(&d, i, batch_inputs, n_batch_inputs))
-        continue;
-      done[i] = 1;
-      n_done++;
-      progress = 1;
-      int before = d.emitted;
-      emit_ready_buckets(&d);
-      if (d.emitted != before) n_done += emit_waiting(&d, done, batch_inputs, n_batch_inputs);
-    }
-  }
-  if (!fg_graph_failed(d.ng) && n_done < n) {
-    fg_status_set(st, FG_INTERNAL, "fg_data_parallel: %d nodes could not be placed in order",
-                  n - n_done);
-    goto out;
-  }
-  if (replicas > 1 && !fg_graph_failed(d.ng)) {
-    /* The full-batch loss and one target for every replica's update. */
-    emit_loss(&d, loss);
-    fg_output *ts = malloc((size_t)replicas * sizeof *ts);
-    if (ts) {
-      for (int r = 0; r < replicas; r++)
-        ts[r] = (fg_output){*mapped(&d, r, target), 0};
-      fg_op(d.ng, "group", target_name, ts, replicas, NULL);
-      free(ts);
-    }
-  }
+  if (emit_all(&d, done, loss, target, target_name, st) != 0) goto out;
   for (int i = 0; i < g->n_outputs && !fg_graph_failed(d.ng); i++)
     fg_graph_add_output(d.ng, (fg_output){*mapped(&d, 0, g->outputs[i].node), g->outputs[i].index});
   fg_rewrite_metadata(d.ng, g, "data_parallel_replicas", replicas);

@@ -1,6 +1,6 @@
 /* Host memory that other processes of this host can map (internal): the
  * arenas of sessions whose all_reduce goes through shared memory
- * (dist/shm_reduce.c), so a rank reads the other ranks' gradient buffers
+ * (dist/comm/shm_reduce.c), so a rank reads the other ranks' gradient buffers
  * where they are instead of copying them through a segment first.
  *
  * Why: the copy through the segment's slots moved each gradient byte about

@@ -1,17 +1,22 @@
 /* Pieces shared by the training-graph rewrites of dist/ (internal):
  * fg_data_parallel (data_parallel.c) and fg_micro_batch (micro_batch.c). */
-#ifndef FG_DIST_REWRITE_H
-#define FG_DIST_REWRITE_H
+#ifndef FG_DIST_REWRITE_REWRITE_H
+#define FG_DIST_REWRITE_REWRITE_H
 
 #include <stdio.h>
 
 #include "graph/graph_internal.h"
 #include "graph/op_table.h"
 
-/* Input index of the gradient in an optimizer update, -1 for other ops. */
+/* Input index of the gradient in an optimizer update, -1 for other ops.
+ * The fused updates count as updates (input 1: the gradient, or its factor
+ * a), so that a rewrite of an already rewritten graph finds them and
+ * refuses what it cannot combine. */
 static inline int fg_update_grad_input(int op) {
   switch (op) {
-  case FG_OP_APPLY_SGD: return 1;
+  case FG_OP_APPLY_SGD:
+  case FG_OP_ALL_REDUCE_APPLY_SGD:
+  case FG_OP_SUFFICIENT_FACTOR_APPLY_SGD: return 1;
   case FG_OP_APPLY_MOMENTUM: return 2;
   case FG_OP_APPLY_ADAM: return 3;
   default: return -1;

@@ -1,6 +1,6 @@
-/* dist/shm_arena.h: arenas in memfds, a registry of this process's ones. */
+/* dist/comm/shm_arena.h: arenas in memfds, a registry of this process's ones. */
 #define _GNU_SOURCE /* memfd_create */
-#include "dist/shm_arena.h"
+#include "dist/comm/shm_arena.h"
 
 #include <fcntl.h>
 #include <pthread.h>

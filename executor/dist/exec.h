@@ -11,10 +11,11 @@
  * communicator is in use, one more lane per device for its collectives, so
  * a gradient bucket's all_reduce overlaps the rest of the backward pass
  * (PyTorch DDP's overlap) instead of stalling the device's compute. */
-#ifndef FG_DIST_EXEC_H
-#define FG_DIST_EXEC_H
+#ifndef FG_EXECUTOR_DIST_EXEC_H
+#define FG_EXECUTOR_DIST_EXEC_H
 
-#include "dist/comm.h"
+#include "dist/comm/comm.h"
+#include "dist/rewrite/partition.h"
 #include "executor/threadpool.h"
 #include "flowgraph/dist.h"
 #include "graph/graph_internal.h"
@@ -98,7 +99,7 @@ int fg_dist_run_dag(const fg_dist_exec *dx, int n, const int *n_preds, const int
                     const int *succ, const int *step_lane, int (*fn)(void *, int, int), void *ctx);
 
 /* A step failed (`why`): aborts every communicator the run uses (each
- * device's and the cross-process one; dist/comm.h `abort`), so that
+ * device's and the cross-process one; kernels/collective.h `abort`), so that
  * neither this process's other lanes nor the other ranks wait out a
  * collective's or a transfer's timeout. */
 void fg_dist_abort(const fg_dist_exec *dx, const char *why);
@@ -163,7 +164,7 @@ int fg_dist_session_agreed(const fg_dist_session *ds);
  * and both hashes otherwise, the same on every rank. 0 or -1. */
 int fg_dist_session_agree(fg_dist_session *ds, const fg_graph *g, fg_tensor *const *vars,
                           int n_vars, fg_status *st);
-/* The ranks agree to start a run (dist/run_agree.c): a run that holds
+/* The ranks agree to start a run (executor/dist/run_agree.c): a run that holds
  * collectives, or any run of a graph split across processes (its
  * transfers and fetches pair by number), first exchanges one word per
  * rank, "ready, with this key" or "refused", so a rank whose run is refused
@@ -193,26 +194,5 @@ int fg_dist_run_agree(fg_dist_session *ds, int rounds, const uint64_t key[2], in
 /* Whether the session's graph uses only one device, and that device is a
  * GPU (the CUDA executor's case). */
 int fg_dist_session_num_devices(const fg_dist_session *ds);
-
-const int *fg_partition_node_devices(const fg_partition *p);
-
-/* Whether input k of `nd` is there for ordering only (group, the control
- * inputs of updates and all_reduce): its edge between devices carries no
- * bytes, so the partition counts none and the plan copies nothing. A
- * weighted all_reduce reads inputs 1 and 2 (rows and their sums), a
- * weighted apply_sgd with all_reduce = 1 inputs 3 and 4: data,
- * which a stage of a data-parallel model split across processes receives
- * from the stage that counted the rows. */
-static inline int fg_dist_control_input(const fg_node *nd, int k) {
-  switch (nd->op) {
-  case FG_OP_GROUP: return 1;
-  case FG_OP_ALL_REDUCE: return k >= (fg_attr_int_or(nd, "weighted", 0) ? 3 : 1);
-  case FG_OP_APPLY_SGD:
-    return k >= (fg_attr_int_or(nd, "all_reduce", 0) && fg_attr_int_or(nd, "weighted", 0) ? 5 : 3);
-  case FG_OP_APPLY_MOMENTUM: return k >= 4;
-  case FG_OP_APPLY_ADAM: return k >= 6;
-  default: return 0;
-  }
-}
 
 #endif

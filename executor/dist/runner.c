@@ -1,4 +1,4 @@
-/* Running one plan across lanes (dist/exec.h): persistent threads, one per
+/* Running one plan across lanes (executor/dist/exec.h): persistent threads, one per
  * lane but the first (the calling thread's), each taking its own ready
  * steps in order. The threads and the scratch arrays live as long as the
  * session's dist state, so a run creates no thread and, once a plan of its
@@ -8,8 +8,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "dist/comm_inproc.h"
-#include "dist/exec.h"
+#include "dist/comm/comm_inproc.h"
+#include "executor/dist/exec.h"
 
 struct fg_dist_runner {
   int n_lanes;

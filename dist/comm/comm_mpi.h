@@ -1,4 +1,4 @@
-/* The MPI communicator (dist/comm.h over Open MPI), for data parallelism
+/* The MPI communicator (kernels/collective.h over Open MPI), for data parallelism
  * across processes: `mpirun -np N flowgraph train ... --dist mpi`.
  *
  * Collectives are nonblocking MPI calls polled against a deadline, so a
@@ -27,7 +27,7 @@
 #ifndef FG_DIST_COMM_MPI_H
 #define FG_DIST_COMM_MPI_H
 
-#include "dist/comm.h"
+#include "dist/comm/comm.h"
 
 /* 1 when this build has the MPI communicator. */
 int fg_mpi_built(void);
@@ -54,7 +54,7 @@ fg_comm *fg_comm_mpi_new(double timeout_s, fg_status *st);
 fg_comm *fg_comm_mpi_split(fg_comm *parent, int color, int key, fg_status *st);
 
 /* How c's all_reduce moves data: "shared memory" when every rank is on one
- * host (dist/shm_reduce.h; decided by the first all_reduce, on every rank
+ * host (dist/comm/shm_reduce.h; decided by the first all_reduce, on every rank
  * alike); "shared memory within each of H hosts (L ranks each), MPI
  * messages across" (or "(L to M ranks), MPI messages across among the
  * first L of each") when the ranks are on several hosts, more than one on
@@ -72,7 +72,7 @@ const char *fg_comm_mpi_reduce_path(const fg_comm *c);
 /* 1 when c's all_reduce may go through shared memory (an MPI communicator
  * of several ranks, FG_MPI_SHM not 0 here, and not already found to take
  * messages): a session then puts its host arenas where the peers can map
- * them (dist/shm_arena.h), so the reduction reads their buffers in place.
+ * them (dist/comm/shm_arena.h), so the reduction reads their buffers in place.
  * FG_MPI_SHM_ARENA=0 keeps ordinary memory (the copy through the
  * segment's slots, for comparison). */
 int fg_comm_mpi_shares_arenas(const fg_comm *c);
@@ -95,7 +95,7 @@ uint64_t fg_comm_mpi_fused_count(const fg_comm *c);
 uint64_t fg_comm_mpi_message_bytes(const fg_comm *c);
 
 /* fg_comm_check_same_u64 (the graph-hash check, over any communicator) is in
- * dist/comm.h. */
+ * kernels/collective.h. */
 
 /* FNV-1a over bytes, chained through `h` (start with FG_HASH_SEED), for the
  * graph hash of the check above. */

@@ -4,9 +4,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dist/comm.h"
-#include "dist/comm_mpi.h"
-#include "dist/shm_arena.h"
+#include "dist/comm/comm.h"
+#include "dist/comm/comm_mpi.h"
+#include "dist/comm/shm_arena.h"
 #include "flowgraph/comm.h"
 
 void fg_comm_free(fg_comm *c) {

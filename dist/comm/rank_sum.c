@@ -1,7 +1,7 @@
-/* dist/rank_sum.h. Blocked through a small accumulator, so each element's
+/* dist/comm/rank_sum.h. Blocked through a small accumulator, so each element's
  * sum is formed in exactly the order the in-process communicator uses, and
  * so dst may alias a source. */
-#include "dist/rank_sum.h"
+#include "dist/comm/rank_sum.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* All-reduce through POSIX shared memory among processes of one host
  * (internal; the MPI communicator's path when all its ranks share a host,
- * and within each host when they are on several, dist/comm_mpi.c).
+ * and within each host when they are on several, dist/comm/comm_mpi.c).
  *
  * Why: over Open MPI's shared-memory transport a large all_reduce between
  * two processes reaches a small fraction of memcpy's bandwidth, through
@@ -20,7 +20,7 @@
  * chunks; per chunk:
  *   1. copy in the slices the other ranks sum (every slice but its own);
  *   2. barrier;
- *   3. sum its slice in rank order 0 + 1 + ... + n-1 (dist/rank_sum.h, the
+ *   3. sum its slice in rank order 0 + 1 + ... + n-1 (dist/comm/rank_sum.h, the
  *      same bits as the other communicators) into its own slot;
  *   4. barrier;
  *   5. copy every rank's summed slice out into the buffer.
@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dist/comm.h"
+#include "dist/comm/comm.h"
 #include "flowgraph/status.h"
 #include "flowgraph/types.h"
 
@@ -82,7 +82,7 @@ void fg_shm_reduce_free(fg_shm_reduce *s); /* accepts NULL; local, not a collect
  * both; the group stays usable), FG_DEADLINE_EXCEEDED naming the
  * ranks that did not arrive, or the stop hook's status. After a deadline
  * or a stop the group is out of step: the caller must not use it again. */
-/* Where every rank's buffer may lie in an arena (dist/shm_arena.h), with
+/* Where every rank's buffer may lie in an arena (dist/comm/shm_arena.h), with
  * `on` the same on every rank: then a collective over more than the small
  * path's bytes first publishes where its buffer is, and when every
  * rank's is in an arena that every rank could map, each rank sums its
@@ -105,7 +105,7 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
 
 /* var -= lr * (the rank-order sum of every rank's grad, or its mean), on
  * every rank's var, in one collective (the MPI communicator's
- * all_reduce_sgd, dist/comm.h): when in-place reads are on and every
+ * all_reduce_sgd, kernels/collective.h): when in-place reads are on and every
  * rank's grad and var lie in arenas every rank can map, each rank sums
  * its slice of the gradients straight from the ranks' buffers, a block at
  * a time, and stores the updated slice into every rank's var (ZeRO's
@@ -127,7 +127,7 @@ int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t
                           const fg_shm_wait *w, fg_status *st);
 
 /* fg_shm_all_reduce_sgd of the gradient a^T b (the communicator's
- * all_reduce_sgd_product, dist/comm.h), never made: var [m, n], and on
+ * all_reduce_sgd_product, kernels/collective.h), never made: var [m, n], and on
  * each rank a [rows, m], b [rows, n] (rows may differ between ranks). The
  * gradient has m x n elements where its factors have rows x (m + n): with
  * 128 rows and 2048 x 2048 weights, 16 times fewer. After the first
@@ -147,11 +147,11 @@ int fg_shm_all_reduce_sgd_product(fg_shm_reduce *s, void *var, const void *a, co
                                   double lr, fg_gemm_tn_fn gemm, void *gemm_arg, const char *desc,
                                   const fg_shm_wait *w, fg_status *st);
 
-/* The pieces of the MPI communicator's path across hosts (dist/comm_mpi.c:
+/* The pieces of the MPI communicator's path across hosts (dist/comm/comm_mpi.c:
  * shared memory within each host, messages between them). */
 
 /* The buffer cut into `owners` slices (0: n), slice p owned by rank p
- * (fg_rank_slice(count, owners, p), dist/rank_sum.h); ranks from owners
+ * (fg_rank_slice(count, owners, p), dist/comm/rank_sum.h); ranks from owners
  * on own none. Owners outside 0 .. n are refused before any barrier. */
 
 /* fg_shm_all_reduce's sum (or mean) of each owner p's slice p into rank

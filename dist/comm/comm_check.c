@@ -1,10 +1,11 @@
 /* The graph-hash check over any communicator (ranks that disagree on the
- * graph are refused before the first collective): the ranks compare one hash (see dist/comm.h).
+ * graph are refused before the first collective): the ranks compare one hash (see
+ * kernels/collective.h).
  * Kept apart from the communicators so that a session checking its peers
  * does not pull MPI or NCCL into binaries that use neither. */
 #include <stdlib.h>
 
-#include "dist/comm.h"
+#include "dist/comm/comm.h"
 
 int fg_comm_check_same_u64(fg_comm *c, uint64_t value, const char *what, fg_status *st) {
   return fg_comm_check_same(c, value, what,

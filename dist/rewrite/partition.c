@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/exec.h"
+#include "dist/rewrite/partition.h"
 #include "flowgraph/dist.h"
 #include "graph/op_table.h"
 

@@ -1,4 +1,4 @@
-/* The NCCL communicator; see dist/comm_nccl.h for the contract.
+/* The NCCL communicator; see dist/comm/comm_nccl.h for the contract.
  *
  * Why nonblocking mode (ncclConfig_t.blocking = 0): a blocking
  * ncclCommInitRank or a collective whose peer died waits forever inside
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm_nccl.h"
+#include "dist/comm/comm_nccl.h"
 
 #ifndef FG_HAVE_NCCL
 

@@ -1,4 +1,4 @@
-/* A session's dist state (dist/exec.h): the partition of its graph, a pool
+/* A session's dist state (executor/dist/exec.h): the partition of its graph, a pool
  * per device when there are several, and the communicators of the
  * all_reduce nodes. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/comm_inproc.h"
-#include "dist/comm_mpi.h"
-#include "dist/exec.h"
-#include "dist/shm_arena.h"
+#include "dist/comm/comm_inproc.h"
+#include "dist/comm/comm_mpi.h"
+#include "executor/dist/exec.h"
+#include "dist/comm/shm_arena.h"
 #include "graph/op_table.h"
 
 struct fg_dist_session {
@@ -361,11 +361,108 @@ static int host_steps(const fg_graph *g, fg_dist_session *nw, fg_status *st) {
   return 0;
 }
 
+/* The rest of build, once the communicators are chosen: this process's
+ * devices (all, or those of its rank in a cross-process graph), their
+ * thread pools, and the runner's lanes. 0, or -1 with st set. */
+static int start_devices(fg_dist_session *nw, const fg_session_options *o, int nd, int ranks,
+                         int n_ar_dev, fg_status *st) {
+  int threads = o->num_threads;
+  /* A cross-process graph: this process runs its rank's devices and
+   * exchanges tensors with the others through the process communicator. */
+  nw->exec.my_rank = -1;
+  nw->local_index = malloc((size_t)nd * sizeof *nw->local_index);
+  if (!nw->local_index) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+    return -1;
+  }
+  if (ranks > 0) {
+    nw->dev_rank = malloc((size_t)nd * sizeof *nw->dev_rank);
+    if (!nw->dev_rank) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+      return -1;
+    }
+    for (int d = 0; d < nd; d++)
+      nw->dev_rank[d] = fg_partition_device(nw->part, d).rank;
+    nw->exec.dev_rank = nw->dev_rank;
+    nw->exec.my_rank = nw->process ? nw->process->rank : -2;
+    nw->exec.p2p = nw->process;
+    if (nw->process && ranks > nw->process->size) {
+      char dev[48];
+      for (int d = 0; d < nd; d++)
+        if (nw->dev_rank[d] >= nw->process->size) {
+          fg_device_str(fg_partition_device(nw->part, d), dev, sizeof dev);
+          break;
+        }
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "session: the graph places nodes on device '%s' but the process "
+                    "communicator has %d rank%s (0 to %d); start at least %d processes",
+                    dev, nw->process->size, nw->process->size == 1 ? "" : "s",
+                    nw->process->size - 1, ranks);
+      return -1;
+    }
+    nw->use_exec = 1;
+  }
+  /* This process's devices: all, unless another rank runs some (without a
+   * communicator yet every device counts; runs are refused until one is
+   * attached, which rebuilds this state). */
+  int n_local = 0;
+  for (int d = 0; d < nd; d++)
+    nw->local_index[d] =
+        nw->exec.my_rank < 0 || nw->dev_rank[d] == nw->exec.my_rank ? n_local++ : -1;
+  /* A rank that runs no device still receives the fetches: one lane set. */
+  nw->exec.n_local = n_local ? n_local : 1;
+  nw->exec.local_index = nw->local_index;
+  if (nd > 1) {
+    nw->use_exec = 1;
+    nw->pools = calloc((size_t)nd, sizeof *nw->pools);
+    if (!nw->pools) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
+      return -1;
+    }
+    /* The session's threads are shared by the devices this process runs. */
+    int per = n_local && threads / n_local > 1 ? threads / n_local : 1;
+    for (int d = 0; d < nd; d++) {
+      if (nw->local_index[d] < 0) continue;
+      nw->pools[d] = fg_pool_new(per);
+      if (!nw->pools[d]) {
+        fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: cannot start %d threads for device %d",
+                      per, d);
+        return -1;
+      }
+      if (per > 1) nw->exec.par[d] = (fg_kparallel){nw->pools[d], fg_pool_parallel_for_fn};
+    }
+  }
+  if (nw->use_exec) {
+    /* Collectives (and receives from other processes, which must never
+     * stall a device's compute) get lanes of their own. */
+    int own = o->collective_lanes > 0;
+    if (o->collective_lanes == 0) {
+      int avail = 0, online = 0;
+      machine_cores(&avail, &online);
+      const fg_comm *pc = nw->data ? nw->data : nw->process;
+      own = fg_dist_auto_own_lanes(threads > n_local ? threads : n_local,
+                                   fg_comm_mpi_host_procs(pc), avail, online);
+    }
+    nw->exec.comm_lanes = ((nw->process || n_ar_dev > 1) && own) || nw->exec.my_rank >= 0;
+    /* An all_reduce over shared memory reads the other ranks' buffers in
+     * place when they are in arenas it can map. */
+    int shares = 0;
+    for (int d = 0; d < nd && !shares; d++)
+      shares = nw->exec.comm[d] && fg_comm_mpi_shares_arenas(nw->exec.comm[d]);
+    if (shares) {
+      nw->exec.arena_alloc = fg_shm_arena_alloc_host;
+      nw->exec.arena_free = fg_shm_arena_free;
+    }
+    nw->exec.runner = fg_dist_runner_new(fg_dist_num_lanes(&nw->exec), st);
+    if (!nw->exec.runner) return -1;
+  }
+  return 0;
+}
+
 /* Builds a complete new state into `nw` (zeroed, process comm set). */
 static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_options *o,
                  fg_status *st) {
   const char *default_device = o->device;
-  int threads = o->num_threads;
   nw->part = fg_partition_new(g, default_device, st);
   if (!nw->part) return -1;
   int nd = fg_partition_num_devices(nw->part);
@@ -463,96 +560,7 @@ static int build(const fg_graph *g, fg_dist_session *nw, const fg_session_option
   if (rc == 0) rc = check_device_memory(g, nw, has_ar, ranks, st);
   free(has_ar);
   if (rc != 0) return -1;
-  /* A cross-process graph: this process runs its rank's devices and
-   * exchanges tensors with the others through the process communicator. */
-  nw->exec.my_rank = -1;
-  nw->local_index = malloc((size_t)nd * sizeof *nw->local_index);
-  if (!nw->local_index) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
-    return -1;
-  }
-  if (ranks > 0) {
-    nw->dev_rank = malloc((size_t)nd * sizeof *nw->dev_rank);
-    if (!nw->dev_rank) {
-      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
-      return -1;
-    }
-    for (int d = 0; d < nd; d++)
-      nw->dev_rank[d] = fg_partition_device(nw->part, d).rank;
-    nw->exec.dev_rank = nw->dev_rank;
-    nw->exec.my_rank = nw->process ? nw->process->rank : -2;
-    nw->exec.p2p = nw->process;
-    if (nw->process && ranks > nw->process->size) {
-      char dev[48];
-      for (int d = 0; d < nd; d++)
-        if (nw->dev_rank[d] >= nw->process->size) {
-          fg_device_str(fg_partition_device(nw->part, d), dev, sizeof dev);
-          break;
-        }
-      fg_status_set(st, FG_INVALID_ARGUMENT,
-                    "session: the graph places nodes on device '%s' but the process "
-                    "communicator has %d rank%s (0 to %d); start at least %d processes",
-                    dev, nw->process->size, nw->process->size == 1 ? "" : "s",
-                    nw->process->size - 1, ranks);
-      return -1;
-    }
-    nw->use_exec = 1;
-  }
-  /* This process's devices: all, unless another rank runs some (without a
-   * communicator yet every device counts; runs are refused until one is
-   * attached, which rebuilds this state). */
-  int n_local = 0;
-  for (int d = 0; d < nd; d++)
-    nw->local_index[d] =
-        nw->exec.my_rank < 0 || nw->dev_rank[d] == nw->exec.my_rank ? n_local++ : -1;
-  /* A rank that runs no device still receives the fetches: one lane set. */
-  nw->exec.n_local = n_local ? n_local : 1;
-  nw->exec.local_index = nw->local_index;
-  if (nd > 1) {
-    nw->use_exec = 1;
-    nw->pools = calloc((size_t)nd, sizeof *nw->pools);
-    if (!nw->pools) {
-      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory");
-      return -1;
-    }
-    /* The session's threads are shared by the devices this process runs. */
-    int per = n_local && threads / n_local > 1 ? threads / n_local : 1;
-    for (int d = 0; d < nd; d++) {
-      if (nw->local_index[d] < 0) continue;
-      nw->pools[d] = fg_pool_new(per);
-      if (!nw->pools[d]) {
-        fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: cannot start %d threads for device %d",
-                      per, d);
-        return -1;
-      }
-      if (per > 1) nw->exec.par[d] = (fg_kparallel){nw->pools[d], fg_pool_parallel_for_fn};
-    }
-  }
-  if (nw->use_exec) {
-    /* Collectives (and receives from other processes, which must never
-     * stall a device's compute) get lanes of their own. */
-    int own = o->collective_lanes > 0;
-    if (o->collective_lanes == 0) {
-      int avail = 0, online = 0;
-      machine_cores(&avail, &online);
-      const fg_comm *pc = nw->data ? nw->data : nw->process;
-      own = fg_dist_auto_own_lanes(threads > n_local ? threads : n_local,
-                                   fg_comm_mpi_host_procs(pc), avail, online);
-    }
-    nw->exec.comm_lanes = ((nw->process || n_ar_dev > 1) && own) || nw->exec.my_rank >= 0;
-    /* An all_reduce over shared memory reads the other ranks' buffers in
-     * place when they are in arenas it can map. */
-    int shares = 0;
-    for (int d = 0; d < nd && !shares; d++)
-      shares = nw->exec.comm[d] && fg_comm_mpi_shares_arenas(nw->exec.comm[d]);
-    if (shares) {
-      nw->exec.arena_alloc = fg_shm_arena_alloc_host;
-      nw->exec.arena_free = fg_shm_arena_free;
-    }
-    nw->exec.runner = fg_dist_runner_new(fg_dist_num_lanes(&nw->exec), st);
-    if (!nw->exec.runner) return -1;
-  }
-  return 0;
+  return start_devices(nw, o, nd, ranks, n_ar_dev, st);
 }
 
 int fg_dist_session_sync(const fg_graph *g, fg_dist_session **ds, const fg_session_options *o,

@@ -22,8 +22,8 @@
 
 #include "flowgraph/dist.h"
 #include "graph/builders_internal.h"
-#include "dist/exec.h"
-#include "dist/rewrite.h"
+#include "dist/rewrite/partition.h"
+#include "dist/rewrite/rewrite.h"
 #include "graph/op_table.h"
 
 /* Per-node marks of the original graph. */
@@ -117,7 +117,7 @@ static int is_batch(const mb *d, const fg_node *nd) {
 
 /* Marks, in one forward sweep (node ids are topological), then one walk
  * back from every update's gradient input to the outputs of fg_gradients
- * (nodes named "gradients*"), marking the nodes between ON_PATH: as
+ * (nodes flagged FG_NODE_MADE_BY_GRADIENTS), marking the nodes between ON_PATH: as
  * PyTorch's clip_grad_norm_ after accumulating micro-batches, they compute
  * once, on the full batch's gradients. */
 static int mark_nodes(mb *d, fg_status *st) {
@@ -153,7 +153,7 @@ static int mark_nodes(mb *d, fg_status *st) {
     while (top > 0) {
       int i = stack[--top];
       const fg_node *nd = &g->nodes[i];
-      if (strncmp(nd->name, "gradients", 9) == 0) {
+      if (nd->flags & FG_NODE_MADE_BY_GRADIENTS) {
         d->mark[i] |= GRAD_SRC;
         continue;
       }
@@ -205,14 +205,15 @@ static int mark_nodes(mb *d, fg_status *st) {
  * right after k's copies: sum_k g_k * share_k (a summed loss: sum_k g_k),
  * in k order as combine() does, so the bits are the same, and so that k's
  * gradients are folded in (and their buffers free) before k + W starts
- * where the micro-batches in flight are bounded. Named under "gradients/"
- * so that fg_data_parallel, applied after this rewrite (hybrid runs),
- * all-reduces the combined gradient once per step rather than every
- * micro-batch's. */
+ * where the micro-batches in flight are bounded. Flagged
+ * FG_NODE_MADE_BY_GRADIENTS (and named under "gradients/") so that
+ * fg_data_parallel, applied after this rewrite (hybrid runs), all-reduces
+ * the combined gradient once per step rather than every micro-batch's. */
 static fg_output after_gate(mb *d, fg_output x, int gate, const char *name);
 
 static void fold_gradients(mb *d, int k) {
   const fg_graph *g = d->g;
+  int first = d->ng->n_nodes;
   for (int i = 0; i < g->n_nodes && !fg_graph_failed(d->ng); i++) {
     int n_out = g->nodes[i].n_outputs > 0 ? g->nodes[i].n_outputs : 1;
     for (int idx = 0; idx < n_out; idx++) {
@@ -233,6 +234,9 @@ static void fold_gradients(mb *d, int k) {
       fg_graph_set_scope(d->ng, NULL);
     }
   }
+  /* The combined gradients are gradients as fg_gradients' own are. */
+  for (int i = first; i < d->ng->n_nodes; i++)
+    d->ng->nodes[i].flags |= FG_NODE_MADE_BY_GRADIENTS;
 }
 
 /* The micro-batches' gradient output `src` combined (fold_gradients made
@@ -279,6 +283,7 @@ static fg_output copy_node(mb *d, int i, const fg_output *in, int n_in, const ch
   const fg_node *nd = &d->g->nodes[i];
   fg_output o = fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
   if (o.node < 0) return o;
+  d->ng->nodes[o.node].flags |= nd->flags;
   if (nd->device) fg_set_device(d->ng, o, nd->device);
   /* The colocation attribute names a node of `g`; in micro-batch k it
    * must name that node's copy in k when the node is copied per batch. */
@@ -424,7 +429,7 @@ static void emit(mb *d, int i, int pass, int k) {
 /* Node ids are topological, and each pass reads only what earlier passes
  * (or earlier ids of its own) made. Micro-batch 0's nodes all come before
  * micro-batch 1's: the executor runs the earliest ready step of the plan
- * first (dist/runner.c), so a stage finishes micro-batch 0 and passes it
+ * first (executor/dist/runner.c), so a stage finishes micro-batch 0 and passes it
  * on before it starts micro-batch 1, and takes up 0's backward pass as
  * soon as it arrives (GPipe's pipeline, in the 1F1B order of PipeDream's
  * flush schedule). */

@@ -1,6 +1,6 @@
-/* dist/shm_reduce.h: all-reduce through one POSIX shared-memory segment. */
+/* dist/comm/shm_reduce.h: all-reduce through one POSIX shared-memory segment. */
 #define _GNU_SOURCE /* posix_fallocate, shm_open on older glibc */
-#include "dist/shm_reduce.h"
+#include "dist/comm/shm_reduce.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist/poll_pause.h"
-#include "dist/rank_sum.h"
-#include "dist/shm_arena.h"
+#include "dist/comm/poll_pause.h"
+#include "dist/comm/rank_sum.h"
+#include "dist/comm/shm_arena.h"
 #include "kernels/sgd.h"
 
 #define LINE      64

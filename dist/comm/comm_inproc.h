@@ -3,7 +3,7 @@
 #ifndef FG_DIST_COMM_INPROC_H
 #define FG_DIST_COMM_INPROC_H
 
-#include "dist/comm.h"
+#include "dist/comm/comm.h"
 
 /* A group of `size` ranks (1 .. FG_MAX_CPU_DEVICES): fills handles[0..size)
  * with one fg_comm per rank. Each handle is freed with its ops->free; the

@@ -1,4 +1,4 @@
-/* The ranks agree to start a run (dist/exec.h fg_dist_run_agree).
+/* The ranks agree to start a run (executor/dist/exec.h fg_dist_run_agree).
  *
  * Why: a run refused on one rank before it starts (a feed of the wrong
  * dtype or shape there only) used to leave its peers waiting in that run's
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/exec.h"
+#include "executor/dist/exec.h"
 #include "executor/plan.h"
 #include "graph/op_table.h"
 
