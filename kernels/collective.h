@@ -132,7 +132,7 @@ static inline void fg_comm_free_base(fg_comm *c) {
 
 /* At least `bytes` of host memory owned by c, for the collective that
  * runs on c now (one at a time per handle, as collectives are ordered):
- * where an update with all_reduce = 1 reduces a copy of its gradient
+ * where a fused update (all_reduce_apply_sgd) reduces a copy of its gradient
  * (kernels/cpu/collective.c). Grown when asked for more and kept, so a
  * cached plan allocates nothing after its first run. NULL when out of
  * memory. */

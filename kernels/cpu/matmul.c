@@ -233,8 +233,8 @@ FGK_MM_TILES(mm_tiles_f64, double, cblas_dgemm, fgk_xsmm_gemm_f64)
 FGK_MATMUL_BLAS(fgk_matmul_f32, float, FG_F32, mm_tiles_f32)
 FGK_MATMUL_BLAS(fgk_matmul_f64, double, FG_F64, mm_tiles_f64)
 
-/* The transposed-a product of a weight gradient (apply_sgd's grad_product
- * form, kernels/cpu/collective.c, and the communicator's fused update
+/* The transposed-a product of a weight gradient (sufficient_factor_apply_sgd's
+ * kernel, kernels/cpu/collective.c, and the communicator's fused update
  * through it): c = alpha * a^T b + beta * c in tiles of MM_RB rows of c
  * over the executor's threads (ctx, NULL: inline), each tile one GEMM
  * over all k rows, so the bits do not depend on the thread count. */
