@@ -68,9 +68,14 @@ FG_TEST(cuda_cublas_loaded_on_first_use, "") {
 
 /* ---- registry (runs everywhere) --------------------------------------------- */
 
-/* Executor-level ops (dist) have no kernel on any device. */
+/* Executor-level ops (dist) have no kernel on any device, and the
+ * collectives (FG_OPF_COLLECTIVE: all_reduce, staged through the host, and
+ * the fused updates all_reduce_apply_sgd and sufficient_factor_apply_sgd,
+ * whose communicators reduce host memory) none on the GPU. */
 static int exempt(const char *op) {
-  return !strcmp(op, "send") || !strcmp(op, "recv") || !strcmp(op, "all_reduce");
+  const int id = fg_op_lookup(op);
+  return !strcmp(op, "send") || !strcmp(op, "recv") ||
+         (id >= 0 && (fg_op_table[id].flags & FG_OPF_COLLECTIVE));
 }
 
 /* Every (op, dtype) of the CPU registry has a CUDA kernel, and every op in
