@@ -42,7 +42,7 @@ typedef struct fg_comm_ops {
    * mean when `mean` is 1. The summation order is fixed (rank 0 + rank 1 +
    * ...), so every rank gets the same bits and runs repeat bitwise. */
   int (*all_reduce)(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean, fg_status *st);
-  /* out[r] = value of rank r, for all n ranks (graph-hash check, M2). */
+  /* out[r] = value of rank r, for all n ranks (the ranks compare graph hashes). */
   int (*all_gather_u64)(fg_comm *c, uint64_t value, uint64_t *out, fg_status *st);
   /* Copies `bytes` of rank `root`'s buf to every rank. */
   int (*broadcast)(fg_comm *c, void *buf, int64_t bytes, int root, fg_status *st);
