@@ -24,20 +24,28 @@
 
 typedef struct fg_comm fg_comm;
 
-/* c[m x n] = alpha * a^T b + beta * c, beta 0 or 1, row-major: a [k
- * rows, lda apart] (its first m columns), b [k rows, ldb apart], c [m
- * rows, ldc apart]; f32 or f64 as `dtype`. The kernels' GEMM (kernels/cpu), passed to the
- * communicator so that it runs on the executor's threads (`arg`). */
-typedef void (*fg_gemm_tn_fn)(void *arg, fg_dtype dtype, int64_t m, int64_t n, int64_t k,
-                              double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
-                              double beta, void *c, int64_t ldc);
+/* The caller's arithmetic on one block of this rank's slice of an
+ * all-reduce over peer buffers (fg_comm_ops.all_reduce_apply): `sum` holds
+ * the block's rank-order sum (or mean) of every rank's source, dst[p] the
+ * block's place in rank p's destination (n of them), own = dst[this
+ * rank]; the caller writes the result into every dst[p]. */
+typedef void (*fg_comm_block_fn)(void *arg, fg_dtype dtype, void *const *dst, int n,
+                                 const void *own, const void *sum, int64_t len);
+/* The caller's arithmetic on this rank's rows of a destination [m, n]
+ * from every rank's factors (fg_comm_ops.gather_factors): ga [total, ml]
+ * holds every rank's rows of a's columns of this slice, gb [total, n]
+ * every rank's b, both in rank order; `own` is this rank's destination
+ * at the slice's first row (ml rows, n apart), which the caller updates;
+ * the communicator then copies it into every other rank's destination. */
+typedef void (*fg_comm_factors_fn)(void *arg, fg_dtype dtype, int64_t ml, int64_t n, int64_t total,
+                                   const void *ga, const void *gb, void *own, int nranks);
 
 typedef struct fg_comm_ops {
   /* In place over `count` elements of `buf` on every rank: the sum, or the
    * mean when `mean` is 1. The summation order is fixed (rank 0 + rank 1 +
    * ...), so every rank gets the same bits and runs repeat bitwise. */
   int (*all_reduce)(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean, fg_status *st);
-  /* out[r] = value of rank r, for all n ranks (graph-hash check, M2). */
+  /* out[r] = value of rank r, for all n ranks (the ranks compare graph hashes). */
   int (*all_gather_u64)(fg_comm *c, uint64_t value, uint64_t *out, fg_status *st);
   /* Copies `bytes` of rank `root`'s buf to every rank. */
   int (*broadcast)(fg_comm *c, void *buf, int64_t bytes, int root, fg_status *st);
@@ -76,32 +84,38 @@ typedef struct fg_comm_ops {
    * through fg_comm_all_reduce_scaled. */
   int (*all_reduce_scaled)(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, double scale,
                            fg_status *st);
-  /* var -= lr * (the sum, or the mean when `mean` is 1, over ranks of
-   * grad), in one collective that updates every rank's var, with the bits
-   * all_reduce and then apply_sgd give (f32 or f64, the same count on
-   * every rank; the ranks' vars must hold the same values, as data
-   * parallelism keeps them). 0 when done; 1 when this call cannot be
-   * fused here (nothing changed, the same answer on every rank: the
-   * caller all-reduces a copy of grad and updates var itself); -1 with st
-   * set. NULL: never fused. */
-  int (*all_reduce_sgd)(fg_comm *c, void *var, const void *grad, int64_t count, fg_dtype dtype,
-                        int mean, double lr, fg_status *st);
-  /* all_reduce_sgd of the gradient a^T b, never made: var [m, n], and on
-   * each rank a [rows, m] and b [rows, n] (rows may differ between ranks).
-   * var -= lr * (the sum over ranks of a^T b, or its mean over ranks when
-   * `mean` is 1). A matmul's weight gradient has rows x (m + n) elements
-   * where the gradient has m x n, so over one host's shared memory each
-   * rank reads the others' factors and computes its slice of var's rows
-   * over every rank's rows at once (gemm, called with gemm_arg), then
-   * stores it into every rank's var. The bits differ from all_reduce_sgd
-   * of the made gradient by rounding (one product over all rows instead
-   * of a sum of products), and are the same on every rank. 0 done, 1 not
-   * here (the same answer on every rank; nothing changed: the caller makes
-   * the gradient, all-reduces it and updates), -1 with st set. NULL:
-   * never. */
-  int (*all_reduce_sgd_product)(fg_comm *c, void *var, const void *a, const void *b, int64_t rows,
-                                int64_t m, int64_t n, fg_dtype dtype, int mean, double lr,
-                                fg_gemm_tn_fn gemm, void *gemm_arg, fg_status *st);
+  /* Peer buffers, where a transport has them (one host's shared memory,
+   * with every rank's buffers in arenas the others map): an all-reduce
+   * whose result the caller computes into every rank's destination. Every
+   * rank passes its `src` and `dst` (count f32 or f64 elements, the same
+   * count everywhere) and `agree`, a value every rank must pass alike
+   * (else FG_INVALID_ARGUMENT on every rank, naming `agree_what` and both
+   * values). After a barrier (every rank's earlier reads of its dst are
+   * done) the communicator reduces this rank's slice of the sources in
+   * rank order, block by block, and calls fn(arg, ...) on each block with
+   * the addresses of that block in every rank's dst; a last barrier ends
+   * the writes. Each rank moves its slice once, where all_reduce and then
+   * a local update would move every byte on every rank (ZeRO's sharded
+   * update, with the all-gather folded into the caller's stores). 0 when
+   * done; 1 when the transport cannot here (nothing moved, the same
+   * answer on every rank: the caller all-reduces and computes itself); -1
+   * with st set. NULL: never. */
+  int (*all_reduce_apply)(fg_comm *c, void *dst, const void *src, int64_t count, fg_dtype dtype,
+                          int mean, double agree, const char *agree_what, fg_comm_block_fn fn,
+                          void *arg, fg_status *st);
+  /* Peer buffers for two factors: on each rank a [rows, m] and b [rows,
+   * n] (rows may differ between ranks) and dst [m, n]. The communicator
+   * gathers, for this rank's slice of dst's rows, every rank's rows of
+   * that slice of a's columns and every rank's b into buffers it keeps,
+   * calls fn with them (once, when the slice and the rows are not empty),
+   * and copies the slice fn computed into every other rank's dst. A
+   * matmul's weight gradient a^T b has m x n elements where its factors
+   * have rows x (m + n): the factors move instead of the product. Barriers,
+   * agree and returns as all_reduce_apply; ranks whose m or n differ get
+   * FG_INVALID_ARGUMENT naming both. NULL: never. */
+  int (*gather_factors)(fg_comm *c, void *dst, const void *a, const void *b, int64_t rows,
+                        int64_t m, int64_t n, fg_dtype dtype, double agree, const char *agree_what,
+                        fg_comm_factors_fn fn, void *arg, fg_status *st);
 } fg_comm_ops;
 
 struct fg_comm {

@@ -1,6 +1,6 @@
 /* The SGD step, var - lr * g, shared by apply_sgd (kernels/cpu/optim.c) and
- * the collectives that fuse it with their all_reduce (kernels/cpu/
- * collective.c, dist/comm/shm_reduce.c), so a fused update gives the bits the
+ * the fused updates (kernels/cpu/collective.c, also as the block callback
+ * of the communicators' all_reduce_apply), so a fused update gives the bits the
  * all_reduce and apply_sgd nodes would. The arithmetic is in the
  * variable's dtype with lr converted once, as torch.optim.SGD does with a
  * Python-float lr. */

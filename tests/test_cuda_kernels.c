@@ -71,13 +71,14 @@ FG_TEST(cuda_cublas_loaded_on_first_use, "") {
 
 /* ---- registry (runs everywhere) --------------------------------------------- */
 
-/* Executor-level ops (dist) have no kernel on any device; the fused
- * updates reduce over host-memory communicators and have no CUDA kernel by
- * design (a GPU plan refuses them, or runs a group of one's
- * all_reduce_apply_sgd as apply_sgd). */
+/* Executor-level ops (dist) have no kernel on any device, and the
+ * collectives (FG_OPF_COLLECTIVE: all_reduce, staged through the host, and
+ * the fused updates all_reduce_apply_sgd and sufficient_factor_apply_sgd,
+ * whose communicators reduce host memory) none on the GPU. */
 static int exempt(const char *op) {
-  return !strcmp(op, "send") || !strcmp(op, "recv") || !strcmp(op, "all_reduce") ||
-         !strcmp(op, "all_reduce_apply_sgd") || !strcmp(op, "sufficient_factor_apply_sgd");
+  const int id = fg_op_lookup(op);
+  return !strcmp(op, "send") || !strcmp(op, "recv") ||
+         (id >= 0 && (fg_op_table[id].flags & FG_OPF_COLLECTIVE));
 }
 
 /* Every (op, dtype) of the CPU registry has a CUDA kernel, and every op in

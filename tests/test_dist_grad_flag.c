@@ -22,8 +22,10 @@ static const double LR = 0.1;
 
 /* x [?,3], y [?,1] -> loss = mean((x w - y)^2); dw from fg_gradients;
  * train = apply_sgd(w, dw * gradients_mask, lr) where "gradients_mask" is
- * the user's constant. `mask_only`: the update takes gradients_mask itself
- * as its gradient (no output of fg_gradients on its path). */
+ * the user's constant. `mask_only` 1: the update takes gradients_mask
+ * itself as its gradient (no output of fg_gradients on its path); 2: the
+ * update takes dw * gradients_scale, the user's node reduce_mean(x), which
+ * depends on the batch. */
 static fg_graph *masked_graph(int mask_only) {
   fg_graph *g = fg_graph_new();
   fg_status *st = fg_status_new();
@@ -40,7 +42,10 @@ static fg_graph *masked_graph(int mask_only) {
   fg_output loss = fg_set_name(g, fg_reduce_mean(g, fg_mul(g, d, d), NULL, 0, 0), "loss");
   fg_output dw;
   FG_CHECK_INT(fg_gradients(g, &loss, 1, &w, 1, NULL, &dw, st), 0);
-  fg_output grad = mask_only ? mask : fg_set_name(g, fg_mul(g, dw, mask), "masked");
+  fg_output scale = fg_set_name(g, fg_reduce_mean(g, x, NULL, 0, 0), "gradients_scale");
+  fg_output grad = mask_only == 1   ? mask
+                   : mask_only == 2 ? fg_set_name(g, fg_mul(g, dw, scale), "masked")
+                                    : fg_set_name(g, fg_mul(g, dw, mask), "masked");
   fg_output in[3] = {w, grad, fg_scalar(g, FG_F64, LR)};
   fg_op(g, "apply_sgd", "train", in, 3, NULL);
   fg_graph_set_metadata(g, "loss", "loss");
@@ -99,6 +104,16 @@ static int ends_with(const char *s, const char *tail) {
   return a >= b && strcmp(s + a - b, tail) == 0;
 }
 
+/* 1 when node id of g or one of its ancestors is named "...<tail>". */
+static int reaches(const fg_graph *g, int id, const char *tail, char *seen) {
+  if (seen[id]) return 0;
+  seen[id] = 1;
+  if (ends_with(fg_node_name(g, id), tail)) return 1;
+  for (int k = 0; k < fg_node_num_inputs(g, id); k++)
+    if (reaches(g, fg_node_input(g, id, k).node, tail, seen)) return 1;
+  return 0;
+}
+
 /* fg_gradients flags exactly the nodes it appended. */
 FG_TEST(grad_flag_set_on_backward_nodes_only, "autodiff") {
   fg_graph *g = masked_graph(0);
@@ -119,9 +134,10 @@ FG_TEST(grad_flag_set_on_backward_nodes_only, "autodiff") {
   fg_graph_free(g);
 }
 
-/* No all_reduce reads a replica's copy of gradients_mask: only dw (and the
- * rows of the weighted mean) are reduced, and both replicas train as the
- * full batch on one device. */
+/* No all_reduce reads a replica's copy of gradients_mask, even through the
+ * bucket's reshape and concat: only dw (and the rows of the weighted mean)
+ * are reduced; each replica's `masked` reads its own copy of the mask;
+ * both replicas train as the full batch on one device. */
 FG_TEST(grad_flag_dp_user_gradients_mask_not_reduced, "dist") {
   fg_graph *g = masked_graph(0);
   fg_status *st = fg_status_new();
@@ -133,13 +149,21 @@ FG_TEST(grad_flag_dp_user_gradients_mask_not_reduced, "dist") {
   for (int i = 0; i < fg_graph_num_nodes(dg); i++) {
     if (strcmp(fg_node_op(dg, i), "all_reduce") != 0) continue;
     reduces++;
-    for (int k = 0; k < fg_node_num_inputs(dg, i); k++) {
-      const char *src = fg_node_name(dg, fg_node_input(dg, i, k).node);
-      if (ends_with(src, "gradients_mask"))
-        FG_FAIL_AT("all_reduce '%s' reads '%s'", fg_node_name(dg, i), src);
-    }
+    char *seen = calloc((size_t)fg_graph_num_nodes(dg), 1);
+    FG_REQUIRE(seen);
+    if (reaches(dg, i, "gradients_mask", seen))
+      FG_FAIL_AT("all_reduce '%s' reduces gradients_mask", fg_node_name(dg, i));
+    free(seen);
   }
   FG_CHECK(reduces >= 2); /* one per replica at least */
+  for (int r = 0; r < 2; r++) {
+    char name[64], mask[64];
+    snprintf(name, sizeof name, "replica_%d/masked", r);
+    snprintf(mask, sizeof mask, "replica_%d/gradients_mask", r);
+    int m = fg_graph_find(dg, name);
+    FG_REQUIRE(m >= 0);
+    FG_CHECK_STR(fg_node_name(dg, fg_node_input(dg, m, 1).node), mask);
+  }
   step_and_check(g);
   step_and_check(dg);
   fg_graph_free(dg);
@@ -183,6 +207,25 @@ FG_TEST(grad_flag_micro_batch_user_gradients_mask_not_combined, "dist") {
   }
   FG_CHECK(combined >= 1); /* dw is combined */
   step_and_check(mg);
+  fg_graph_free(mg);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* A user's node named gradients_scale that depends on the batch (x) sits
+ * between fg_gradients and the update: it is not a gradient, so its
+ * per-micro-batch values cannot be combined, and fg_micro_batch refuses,
+ * naming the update and the batch input. (Taken for a gradient by name,
+ * it was combined over the micro-batches as if it were one.) */
+FG_TEST(grad_flag_micro_batch_user_gradients_scale_refused, "dist,badinput") {
+  fg_graph *g = masked_graph(2);
+  fg_status *st = fg_status_new();
+  const char *batch[2] = {"x", "y"};
+  fg_graph *mg = fg_micro_batch(g, 2, batch, 2, FG_DP_LOSS_MEAN, st);
+  FG_CHECK(mg == NULL);
+  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                        "the gradient of update 'train' depends on batch input 'x'");
   fg_graph_free(mg);
   fg_graph_free(g);
   fg_status_free(st);

@@ -15,6 +15,7 @@
 #include "dist/comm/shm_reduce.h"
 #include "fgtest.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/sgd.h"
 #include "test_comm_util.h"
 
 enum { MAX_RANKS = 4 };
@@ -549,7 +550,7 @@ FG_TEST(shm_bad_setup_refused, "dist,badinput") {
   FG_CHECK(fg_shm_reduce_attach(name, 0, 2, 8192, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
   /* Per rank a 64-byte header, two 64-byte lines of arena references
-   * (buffers, and the variables of fg_shm_all_reduce_sgd) and 2 slots:
+   * (buffers, and the variables of fg_shm_all_reduce_apply) and 2 slots:
    * 2 x (192 + 2 x 4096) = 16768 bytes; rank 0 expects
    * 2 x (192 + 2 x 8192) = 33152. */
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "has 16768 bytes, rank 0 expected 33152 (2 ranks, "
@@ -792,12 +793,34 @@ FG_TEST(shm_reduce_scatter_sums_own_slice_only, "dist") {
     run_and_check(n, scatter_sweep, 3 * 2 * 4 * 6 * 2 * 2);
 }
 
-/* ---- fg_shm_all_reduce_sgd ------------------------------------------------ */
+/* ---- fg_shm_all_reduce_apply with the SGD update (the fused update) ----- */
+
+/* The kernel's callbacks (kernels/cpu/collective.c does the same): the
+ * SGD step of a reduced block into every rank's variable, and a slice's
+ * GEMM from every rank's factors. */
+typedef struct sgd_arg {
+  double lr;
+  int mean;
+} sgd_arg;
+
+static void sgd_block(void *arg, fg_dtype dt, void *const *dst, int n, const void *own,
+                      const void *sum, int64_t len) {
+  fgk_sgd_to(dt, dst, n, own, sum, len, ((const sgd_arg *)arg)->lr);
+}
+
+static void sgd_factors(void *arg, fg_dtype dt, int64_t ml, int64_t n, int64_t total,
+                        const void *ga, const void *gb, void *own, int nranks) {
+  const sgd_arg *p = arg;
+  fgk_gemm_tn(NULL, dt, ml, n, total, p->mean ? -p->lr / nranks : -p->lr, ga, ml, gb, n, 1.0, own,
+              n);
+}
 
 static int reduce_sgd(rank_run *r, fg_shm_reduce *s, void *var, const void *grad, int64_t count,
                       fg_dtype dt, int mean, double lr, fg_status *st) {
   fg_shm_wait w = {r->timeout, NULL, NULL};
-  return fg_shm_all_reduce_sgd(s, var, grad, count, dt, mean, lr, "all_reduce (test)", &w, st);
+  sgd_arg a = {lr, mean};
+  return fg_shm_all_reduce_apply(s, var, grad, count, dt, mean, lr, "learning rate", sgd_block, &a,
+                                 "all_reduce (test)", &w, st);
 }
 
 /* The same starting variable on every rank, as data parallelism keeps it. */
@@ -923,14 +946,15 @@ static int sgd_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
 
 FG_TEST(shm_all_reduce_sgd_refusals, "dist,badinput") { run_and_check(3, sgd_refusals, 5); }
 
-/* ---- fg_shm_all_reduce_sgd_product --------------------------------------- */
+/* ---- fg_shm_gather_factors with the SGD update (the product form) ------- */
 
 static int reduce_product(rank_run *r, fg_shm_reduce *s, void *var, const void *a, const void *b,
                           int64_t rows, int64_t m, int64_t n, fg_dtype dt, int mean, double lr,
                           fg_status *st) {
   fg_shm_wait w = {r->timeout, NULL, NULL};
-  return fg_shm_all_reduce_sgd_product(s, var, a, b, rows, m, n, dt, mean, lr, fgk_gemm_tn, NULL,
-                                       "all_reduce (test)", &w, st);
+  sgd_arg p = {lr, mean};
+  return fg_shm_gather_factors(s, var, a, b, rows, m, n, dt, lr, "learning rate", sgd_factors, &p,
+                               "all_reduce (test)", &w, st);
 }
 
 /* Rank p's factors: rows_of(p) rows, a [rows, m] and b [rows, n]. */
@@ -1070,8 +1094,9 @@ static int product_refusals(rank_run *r, fg_shm_reduce *s, fg_status *st) {
   r->checks++;
   if (rc != 1 || memcmp(v, orig, 4 * count) != 0) r->wrong++;
   /* Bad arguments, before any wait (this rank alone). */
-  rc = fg_shm_all_reduce_sgd_product(s, v, a, b, rows, m, n, FG_I32, 1, 0.1, fgk_gemm_tn, NULL, "t",
-                                     NULL, st);
+  sgd_arg p = {0.1, 1};
+  rc = fg_shm_gather_factors(s, v, a, b, rows, m, n, FG_I32, 0.1, "learning rate", sgd_factors, &p,
+                             "t", NULL, st);
   r->checks++;
   if (rc != -1 || !strstr(fg_status_message(st), "of i32 (f32 or f64)")) r->wrong++;
   rc = reduce_product(r, s, v, a, b, rows, m, n, FG_F32, 1, 0.1, st);

@@ -12,8 +12,8 @@
 #include "flowgraph/status.h"
 #include "kernels/collective.h"
 
-/* The graph-hash check over any communicator (dist/comm/comm_check.c): every rank passes its hash
- * of `what` (e.g. "graph"); 0 when all agree, else -1 with
+/* The ranks' agreement over any communicator (dist/comm/comm_check.c): every
+ * rank passes its hash of `what` (e.g. "graph"); 0 when all agree, else -1 with
  * FG_INVALID_ARGUMENT naming the ranks and both hashes ("rank 0 has graph
  * hash 0x..., rank 1 has 0x... (hint)"), the same on every rank. */
 int fg_comm_check_same(fg_comm *c, uint64_t value, const char *what, const char *hint,

@@ -404,10 +404,10 @@ static void mpi_abort(fg_comm *c, const char *why) {
 }
 
 /* Host memory, no scaled reduction: gpu and all_reduce_scaled are NULL;
- * the fused update over one host's shared memory. */
+ * peer buffers over one host's shared memory. */
 const fg_comm_ops fgm_mpi_ops = {.all_reduce = fgm_mpi_all_reduce,
-                                 .all_reduce_sgd = fgm_mpi_all_reduce_sgd,
-                                 .all_reduce_sgd_product = fgm_mpi_all_reduce_sgd_product,
+                                 .all_reduce_apply = fgm_mpi_all_reduce_apply,
+                                 .gather_factors = fgm_mpi_gather_factors,
                                  .all_gather_u64 = fgm_mpi_all_gather_u64,
                                  .broadcast = fgm_mpi_broadcast,
                                  .send = fgm_mpi_send,

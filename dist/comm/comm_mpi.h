@@ -85,7 +85,8 @@ int fg_comm_mpi_host_procs(const fg_comm *c);
 /* All_reduces of c that read the ranks' buffers in place so far
  * (fg_shm_reduce_set_in_place); 0 for other communicators. */
 uint64_t fg_comm_mpi_in_place_count(const fg_comm *c);
-/* Of those, the fused updates (all_reduce_sgd, fg_shm_all_reduce_sgd). */
+/* Of those, the peer-buffer collectives (all_reduce_apply, gather_factors:
+ * the fused updates). */
 uint64_t fg_comm_mpi_fused_count(const fg_comm *c);
 /* Bytes of all_reduce data this rank has sent as MPI messages so far (not
  * the counts that go with them); 0 for other communicators. What crosses

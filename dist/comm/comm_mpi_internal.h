@@ -124,11 +124,12 @@ int fgm_hier_all_reduce(mpi_comm *m, unsigned char *b, int64_t count, fg_dtype d
 int fgm_mpi_all_gather_u64(fg_comm *c, uint64_t value, uint64_t *out, fg_status *st);
 int fgm_mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int mean,
                        fg_status *st);
-int fgm_mpi_all_reduce_sgd(fg_comm *c, void *var, const void *grad, int64_t count, fg_dtype dtype,
-                           int mean, double lr, fg_status *st);
-int fgm_mpi_all_reduce_sgd_product(fg_comm *c, void *var, const void *a, const void *b,
-                                   int64_t rows, int64_t m, int64_t n, fg_dtype dtype, int mean,
-                                   double lr, fg_gemm_tn_fn gemm, void *gemm_arg, fg_status *st);
+int fgm_mpi_all_reduce_apply(fg_comm *c, void *dst, const void *src, int64_t count, fg_dtype dtype,
+                             int mean, double agree, const char *what, fg_comm_block_fn fn,
+                             void *arg, fg_status *st);
+int fgm_mpi_gather_factors(fg_comm *c, void *dst, const void *a, const void *b, int64_t rows,
+                           int64_t m, int64_t n, fg_dtype dtype, double agree, const char *what,
+                           fg_comm_factors_fn fn, void *arg, fg_status *st);
 int fgm_mpi_broadcast(fg_comm *c, void *buf, int64_t bytes, int root, fg_status *st);
 int fgm_mpi_recv(fg_comm *c, void *buf, int64_t bytes, int peer, int tag, fg_status *st);
 int fgm_mpi_send(fg_comm *c, const void *buf, int64_t bytes, int peer, int tag, fg_status *st);

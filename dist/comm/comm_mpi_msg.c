@@ -321,24 +321,26 @@ int fgm_mpi_all_reduce(fg_comm *c, void *buf, int64_t count, fg_dtype dtype, int
   return rc;
 }
 
-/* The fused update's arguments: grad, or (product) the gradient a^T b
- * with `a` in grad. */
-typedef struct fused_args {
-  int product;
-  void *var;
-  const void *grad, *b;
+/* The peer-buffer collectives' arguments: all_reduce_apply's, or
+ * (factors) gather_factors'. */
+typedef struct peer_args {
+  int factors;
+  void *dst;
+  const void *src, *b;
   int64_t count, rows, m, n;
   fg_dtype dtype;
   int mean;
-  double lr;
-  fg_gemm_tn_fn gemm;
-  void *gemm_arg;
-} fused_args;
+  double agree;
+  const char *what;
+  fg_comm_block_fn block;
+  fg_comm_factors_fn product;
+  void *arg;
+} peer_args;
 
-/* Fused only over one host's shared memory (fg_shm_all_reduce_sgd, or
- * fg_shm_all_reduce_sgd_product); 1 elsewhere (ranks on several hosts, or
- * without the segment), the same on every rank. */
-static int mpi_fused(fg_comm *c, const fused_args *f, fg_status *st) {
+/* Only over one host's shared memory (fg_shm_all_reduce_apply,
+ * fg_shm_gather_factors); 1 elsewhere (ranks on several hosts, or without
+ * the segment), the same on every rank. */
+static int mpi_peers(fg_comm *c, const peer_args *f, fg_status *st) {
   mpi_comm *m = (mpi_comm *)c;
   pthread_mutex_lock(&m->mu);
   if (fgm_check_usable(m, "all_reduce", st) != 0 || (!m->shm_tried && fgm_shm_setup(m, st) != 0)) {
@@ -350,11 +352,11 @@ static int mpi_fused(fg_comm *c, const fused_args *f, fg_status *st) {
     char desc[160];
     snprintf(desc, sizeof desc, "all_reduce (collective #%llu)", (unsigned long long)m->seq);
     fg_shm_wait w = {m->base.timeout_s, fgm_shm_stop, m};
-    rc = f->product ? fg_shm_all_reduce_sgd_product(m->shm, f->var, f->grad, f->b, f->rows, f->m,
-                                                    f->n, f->dtype, f->mean, f->lr, f->gemm,
-                                                    f->gemm_arg, desc, &w, st)
-                    : fg_shm_all_reduce_sgd(m->shm, f->var, f->grad, f->count, f->dtype, f->mean,
-                                            f->lr, desc, &w, st);
+    rc = f->factors
+             ? fg_shm_gather_factors(m->shm, f->dst, f->src, f->b, f->rows, f->m, f->n, f->dtype,
+                                     f->agree, f->what, f->product, f->arg, desc, &w, st)
+             : fg_shm_all_reduce_apply(m->shm, f->dst, f->src, f->count, f->dtype, f->mean,
+                                       f->agree, f->what, f->block, f->arg, desc, &w, st);
     if (rc < 0 && fg_status_code(st) != FG_INVALID_ARGUMENT) fgm_set_broken(m);
     if (rc != 1) m->seq++; /* else the caller's all_reduce counts it */
   }
@@ -363,28 +365,37 @@ static int mpi_fused(fg_comm *c, const fused_args *f, fg_status *st) {
   return rc;
 }
 
-int fgm_mpi_all_reduce_sgd(fg_comm *c, void *var, const void *grad, int64_t count, fg_dtype dtype,
-                           int mean, double lr, fg_status *st) {
-  fused_args f = {.var = var, .grad = grad, .count = count, .dtype = dtype, .mean = mean, .lr = lr};
-  return mpi_fused(c, &f, st);
+int fgm_mpi_all_reduce_apply(fg_comm *c, void *dst, const void *src, int64_t count, fg_dtype dtype,
+                             int mean, double agree, const char *what, fg_comm_block_fn fn,
+                             void *arg, fg_status *st) {
+  peer_args f = {.dst = dst,
+                 .src = src,
+                 .count = count,
+                 .dtype = dtype,
+                 .mean = mean,
+                 .agree = agree,
+                 .what = what,
+                 .block = fn,
+                 .arg = arg};
+  return mpi_peers(c, &f, st);
 }
 
-int fgm_mpi_all_reduce_sgd_product(fg_comm *c, void *var, const void *a, const void *b,
-                                   int64_t rows, int64_t m, int64_t n, fg_dtype dtype, int mean,
-                                   double lr, fg_gemm_tn_fn gemm, void *gemm_arg, fg_status *st) {
-  fused_args f = {.product = 1,
-                  .var = var,
-                  .grad = a,
-                  .b = b,
-                  .rows = rows,
-                  .m = m,
-                  .n = n,
-                  .dtype = dtype,
-                  .mean = mean,
-                  .lr = lr,
-                  .gemm = gemm,
-                  .gemm_arg = gemm_arg};
-  return mpi_fused(c, &f, st);
+int fgm_mpi_gather_factors(fg_comm *c, void *dst, const void *a, const void *b, int64_t rows,
+                           int64_t m, int64_t n, fg_dtype dtype, double agree, const char *what,
+                           fg_comm_factors_fn fn, void *arg, fg_status *st) {
+  peer_args f = {.factors = 1,
+                 .dst = dst,
+                 .src = a,
+                 .b = b,
+                 .rows = rows,
+                 .m = m,
+                 .n = n,
+                 .dtype = dtype,
+                 .agree = agree,
+                 .what = what,
+                 .product = fn,
+                 .arg = arg};
+  return mpi_peers(c, &f, st);
 }
 
 int fgm_mpi_all_gather_u64(fg_comm *c, uint64_t value, uint64_t *out, fg_status *st) {

@@ -334,7 +334,8 @@ static int nccl_all_reduce_scaled(fg_comm *c, void *buf, int64_t count, fg_dtype
   return reduce(c, buf, count, dtype, 0, 1, scale, st);
 }
 
-/* No fused update: all_reduce_sgd is NULL (GPU plans refuse the node). */
+/* No peer buffers: all_reduce_apply and gather_factors are NULL (the fused
+ * updates have no CUDA kernel). */
 static const fg_comm_ops nccl_ops = {.all_reduce = nccl_all_reduce,
                                      .all_gather_u64 = nccl_all_gather_u64,
                                      .broadcast = nccl_broadcast,

@@ -19,7 +19,6 @@
 #include "dist/comm/poll_pause.h"
 #include "dist/comm/rank_sum.h"
 #include "dist/comm/shm_arena.h"
-#include "kernels/sgd.h"
 
 #define LINE      64
 #define MIN_CHUNK ((size_t)4096)
@@ -52,9 +51,9 @@ typedef struct shm_header {
   /* By parity, as count: 1 when this rank mapped every other rank's
    * buffer (in_place). */
   int32_t mapped[2];
-  /* By parity, as count: fg_shm_all_reduce_sgd's learning rate, which
+  /* By parity, as count: fg_shm_all_reduce_apply's agreement value, which
    * every rank's must equal (each writes its slice into all variables). */
-  double lr[2];
+  double agree[2];
 } shm_header;
 _Static_assert(sizeof(shm_header) == LINE, "one header per cache line");
 
@@ -68,7 +67,7 @@ _Static_assert(sizeof(shm_refs) == LINE, "one line of arena references");
 
 /* Another rank's arena mapped here, kept for the next collectives (a
  * session's plan keeps its arena). Three per rank: its variables' arena
- * (fg_shm_all_reduce_sgd) and plans' arenas (a plan rebuilt for new
+ * (fg_shm_all_reduce_apply) and plans' arenas (a plan rebuilt for new
  * shapes gets a new one, and the least recently used mapping goes). The
  * cost: up to three arenas a peer freed stay mapped here, their pages
  * resident, until a newer one evicts them or the group is freed. */
@@ -93,11 +92,11 @@ struct fg_shm_reduce {
   peer_map *maps;  /* [r * MAPS_PER_PEER + k] */
   uint64_t calls;  /* collectives so far */
   uint64_t in_place;
-  uint64_t fused;   /* of in_place: fg_shm_all_reduce_sgd */
+  uint64_t fused;   /* of in_place: fg_shm_all_reduce_apply */
   int try_in_place; /* fg_shm_reduce_set_in_place */
   int *names;       /* fg_shm_reduce_name_ranks: how errors name rank p */
   int names_of;     /* ... of how many */
-  void *gather;     /* fg_shm_all_reduce_sgd_product's factors, kept */
+  void *gather;     /* fg_shm_gather_factors's factors, kept */
   size_t gather_bytes;
 };
 
@@ -113,7 +112,7 @@ size_t fg_shm_chunk_bytes(size_t requested) {
 }
 
 /* Per rank: the header, the line of its buffers' references, a second
- * line for the variables of fg_shm_all_reduce_sgd, and two slots. */
+ * line for the variables of fg_shm_all_reduce_apply, and two slots. */
 static size_t per_rank_bytes(size_t chunk) {
   return sizeof(shm_header) + 2 * sizeof(shm_refs) + 2 * chunk;
 }
@@ -161,7 +160,7 @@ fg_shm_reduce *fg_shm_reduce_attach(const char *name, int rank, int n, size_t ch
   if (bad_args(name, rank, n, st)) return NULL;
   fg_shm_reduce *s = calloc(1, sizeof *s);
   if (s) {
-    /* n pointers each, and n more for fg_shm_all_reduce_sgd's blocks */
+    /* n pointers each, and n more for fg_shm_all_reduce_apply's blocks */
     s->src = calloc(2 * (size_t)n, sizeof *s->src);
     s->dst = calloc(2 * (size_t)n, sizeof *s->dst);
     s->maps = calloc((size_t)n * MAPS_PER_PEER, sizeof *s->maps);
@@ -221,7 +220,7 @@ static shm_header *header(const fg_shm_reduce *s, int r) {
   return (shm_header *)(s->base + (size_t)r * s->per_rank);
 }
 
-/* Line k (0: the buffer, 1: fg_shm_all_reduce_sgd's variable) of rank
+/* Line k (0: the buffer, 1: fg_shm_all_reduce_apply's variable) of rank
  * r's references. */
 static shm_refs *refs_k(const fg_shm_reduce *s, int r, int k) {
   return (shm_refs *)(s->base + (size_t)r * s->per_rank + sizeof(shm_header) +
@@ -649,18 +648,20 @@ int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype
   return shm_reduce(s, buf, count, dtype, mean, 0, desc, w, st);
 }
 
-/* Every rank's learning rate (by parity) must equal this one's: a fused
- * update writes each rank's slice into every rank's variable. */
-static int check_lr(const fg_shm_reduce *s, int par, double lr, const char *desc, fg_status *st) {
+/* Every rank's agreement value (by parity; a fused update's learning rate)
+ * must equal this one's: each rank writes its slice into every rank's
+ * buffer. `what` names the value in the message. */
+static int check_agree(const fg_shm_reduce *s, int par, double agree, const char *what,
+                       const char *desc, fg_status *st) {
   for (int p = 0; p < s->n; p++) {
-    const double other = header(s, p)->lr[par];
-    if (other == lr || (other != other && lr != lr)) continue;
+    const double other = header(s, p)->agree[par];
+    if (other == agree || (other != other && agree != agree)) continue;
     fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "%s on rank %d of %d: rank %d has learning rate %.17g, rank %d has %.17g; a "
-                  "fused update writes each rank's slice into every rank's variable, so every "
-                  "rank must use the same",
-                  desc, name_of(s, s->rank), names_of(s), name_of(s, s->rank), lr, name_of(s, p),
-                  other);
+                  "%s on rank %d of %d: rank %d has %s %.17g, rank %d has %.17g; the result "
+                  "of each rank's slice goes into every rank's buffer, so every rank must use "
+                  "the same",
+                  desc, name_of(s, s->rank), names_of(s), name_of(s, s->rank),
+                  what ? what : "agreement value", agree, name_of(s, p), other);
     return -1;
   }
   return 0;
@@ -672,28 +673,31 @@ static int check_lr(const fg_shm_reduce *s, int par, double lr, const char *desc
  * own reads of its var, so from now on each may write the others'), and
  * the count and lr checks, alike on every rank. */
 static int fused_begin(fg_shm_reduce *s, void *var, int64_t count, fg_dtype dtype, size_t es,
-                       double lr, const char *desc, const fg_shm_wait *w, fg_status *st) {
+                       double lr, const char *what, const char *desc, const fg_shm_wait *w,
+                       fg_status *st) {
   const int par = (int)(s->rounds & 1), me = s->rank;
   header(s, me)->count[par] = count;
   header(s, me)->dtype[par] = (int32_t)dtype;
-  header(s, me)->lr[par] = lr;
+  header(s, me)->agree[par] = lr;
   fg_shm_arena_ref ref;
   fg_shm_arena_find(var, (size_t)count * es, &ref);
   refs_k(s, me, 1)->ref[par] = ref;
   if (barrier(s, desc, w, st) != 0) return -1;
   s->rounds++; /* one round: the next collective takes the other pair */
-  return check_counts(s, par, count, dtype, desc, st) != 0 || check_lr(s, par, lr, desc, st) != 0
+  return check_counts(s, par, count, dtype, desc, st) != 0 ||
+                 check_agree(s, par, lr, what, desc, st) != 0
              ? -1
              : 0;
 }
 
-int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t count,
-                          fg_dtype dtype, int mean, double lr, const char *desc,
-                          const fg_shm_wait *w, fg_status *st) {
+int fg_shm_all_reduce_apply(fg_shm_reduce *s, void *var, const void *grad, int64_t count,
+                            fg_dtype dtype, int mean, double lr, const char *what,
+                            fg_comm_block_fn fn, void *arg, const char *desc, const fg_shm_wait *w,
+                            fg_status *st) {
   const size_t es = dtype == FG_F32 ? 4 : dtype == FG_F64 ? 8 : 0;
-  if (!s || es == 0 || count < 0 || (count > 0 && (!var || !grad))) {
+  if (!s || es == 0 || !fn || count < 0 || (count > 0 && (!var || !grad))) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "shared-memory all_reduce_sgd: %s over %lld elements of %s (f32 or f64)",
+                  "shared-memory all_reduce_apply: %s over %lld elements of %s (f32 or f64)",
                   s ? "a group" : "no group", (long long)count, fg_dtype_name(dtype));
     return -1;
   }
@@ -707,7 +711,7 @@ int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t
   fg_shm_arena_ref ref;
   fg_shm_arena_find(grad, (size_t)count * es, &ref);
   refs_k(s, me, 0)->ref[par] = ref;
-  if (fused_begin(s, var, count, dtype, es, lr, desc, w, st) != 0) return -1;
+  if (fused_begin(s, var, count, dtype, es, lr, what, desc, w, st) != 0) return -1;
   unsigned char *bufs[2] = {(unsigned char *)grad, var};
   void **out[2] = {s->src, s->dst};
   int mapped = map_peers_k(s, bufs, out, 2, par, count, es, desc, w, st);
@@ -730,7 +734,7 @@ int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t
       dst[p] = (unsigned char *)s->dst[p] + at;
     }
     fg_rank_sum(dtype, sum, src, n, len, mean);
-    fgk_sgd_to(dtype, dst, n, own + at, sum, len, lr);
+    fn(arg, dtype, dst, n, own + at, sum, len);
   }
   /* No rank reads or writes a variable again until every slice is in. */
   if (barrier(s, desc, w, st) != 0) return -1;
@@ -745,7 +749,7 @@ int fg_shm_reduce_scatter(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype d
   return shm_reduce(s, buf, count, dtype, mean, owners ? owners : s->n, desc, w, st);
 }
 
-/* What a rank puts in its slot for fg_shm_all_reduce_sgd_product before
+/* What a rank puts in its slot for fg_shm_gather_factors before
  * the first barrier (a slot is rewritten two rounds later, past the next
  * round's barrier): its rows, var's shape, and where its factors lie. */
 typedef struct product_refs {
@@ -753,16 +757,16 @@ typedef struct product_refs {
   fg_shm_arena_ref a, b;
 } product_refs;
 
-int fg_shm_all_reduce_sgd_product(fg_shm_reduce *s, void *var, const void *a, const void *b,
-                                  int64_t rows, int64_t m, int64_t n, fg_dtype dtype, int mean,
-                                  double lr, fg_gemm_tn_fn gemm, void *gemm_arg, const char *desc,
-                                  const fg_shm_wait *w, fg_status *st) {
+int fg_shm_gather_factors(fg_shm_reduce *s, void *var, const void *a, const void *b, int64_t rows,
+                          int64_t m, int64_t n, fg_dtype dtype, double lr, const char *what,
+                          fg_comm_factors_fn fn, void *arg, const char *desc, const fg_shm_wait *w,
+                          fg_status *st) {
   const size_t es = dtype == FG_F32 ? 4 : dtype == FG_F64 ? 8 : 0;
-  if (!s || es == 0 || !gemm || rows < 0 || m < 0 || n < 0 || (n > 0 && m > INT64_MAX / n) ||
+  if (!s || es == 0 || !fn || rows < 0 || m < 0 || n < 0 || (n > 0 && m > INT64_MAX / n) ||
       (m * n > 0 && !var) || (rows * m > 0 && !a) || (rows * n > 0 && !b) ||
       s->chunk < sizeof(product_refs)) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
-                  "shared-memory all_reduce_sgd_product: %s, a [%lld, %lld] and b [%lld, %lld] "
+                  "shared-memory gather_factors: %s, a [%lld, %lld] and b [%lld, %lld] "
                   "of %s (f32 or f64)",
                   s ? "a group" : "no group", (long long)rows, (long long)m, (long long)rows,
                   (long long)n, fg_dtype_name(dtype));
@@ -781,7 +785,7 @@ int fg_shm_all_reduce_sgd_product(fg_shm_reduce *s, void *var, const void *a, co
   mine->n = n;
   fg_shm_arena_find(a, (size_t)(rows * m) * es, &mine->a);
   fg_shm_arena_find(b, (size_t)(rows * n) * es, &mine->b);
-  if (fused_begin(s, var, count, dtype, es, lr, desc, w, st) != 0) return -1;
+  if (fused_begin(s, var, count, dtype, es, lr, what, desc, w, st) != 0) return -1;
   /* The shapes first, over every rank, then the arenas: if any two ranks
    * differ, every rank differs from some rank, so all fail alike. */
   for (int p = 0; p < nr; p++) {
@@ -852,8 +856,7 @@ int fg_shm_all_reduce_sgd_product(fg_shm_reduce *s, void *var, const void *a, co
   }
   unsigned char *own = (unsigned char *)s->dst[me] + (size_t)(ms * n) * es;
   /* No rows anywhere: the gradient is 0 and var stays. */
-  if (ml > 0 && total > 0)
-    gemm(gemm_arg, dtype, ml, n, total, mean ? -lr / nr : -lr, ga, ml, gb, n, 1.0, own, n);
+  if (ml > 0 && total > 0) fn(arg, dtype, ml, n, total, ga, gb, own, nr);
   for (int p = 0; p < nr; p++)
     if (p != me && ml > 0)
       memcpy((unsigned char *)s->dst[p] + (size_t)(ms * n) * es, own, (size_t)(ml * n) * es);

@@ -96,56 +96,50 @@ void fg_shm_reduce_set_in_place(fg_shm_reduce *s, int on);
 int fg_shm_reduce_name_ranks(fg_shm_reduce *s, const int *names, int of);
 
 /* Collectives that went in place so far, and of those the fused updates
- * (fg_shm_all_reduce_sgd). */
+ * (fg_shm_all_reduce_apply, fg_shm_gather_factors). */
 uint64_t fg_shm_reduce_in_place_count(const fg_shm_reduce *s);
 uint64_t fg_shm_reduce_fused_count(const fg_shm_reduce *s);
 
 int fg_shm_all_reduce(fg_shm_reduce *s, void *buf, int64_t count, fg_dtype dtype, int mean,
                       const char *desc, const fg_shm_wait *w, fg_status *st);
 
-/* var -= lr * (the rank-order sum of every rank's grad, or its mean), on
- * every rank's var, in one collective (the MPI communicator's
- * all_reduce_sgd, kernels/collective.h): when in-place reads are on and every
- * rank's grad and var lie in arenas every rank can map, each rank sums
- * its slice of the gradients straight from the ranks' buffers, a block at
- * a time, and stores the updated slice into every rank's var (ZeRO's
- * sharded update, with the gather folded into the stores): each rank
- * reads its slice of the gradients and of its own var and writes that
- * slice of every var, where all_reduce and then apply_sgd read and wrote
- * every byte of both on every rank. The bits are those of
- * fg_shm_all_reduce (mean) and then apply_sgd (kernels/sgd.h). Three
- * barriers: the first orders every rank's earlier reads of its var before
- * any write (and is followed by the count and lr checks), the second
- * agrees that every buffer is mapped, the last ends the writes. f32 or
- * f64; the ranks' vars must hold the same values and their lr must be
- * equal (else FG_INVALID_ARGUMENT on every rank, naming both). 0
- * when done; 1 when it does not apply (in-place reads off, count 0, the
- * small path's sizes, or a buffer not in a mappable arena: the same on
- * every rank, nothing written); -1 with st set, as fg_shm_all_reduce. */
-int fg_shm_all_reduce_sgd(fg_shm_reduce *s, void *var, const void *grad, int64_t count,
-                          fg_dtype dtype, int mean, double lr, const char *desc,
-                          const fg_shm_wait *w, fg_status *st);
+/* The communicator's all_reduce_apply (kernels/collective.h) over this
+ * segment: when in-place reads are on and every rank's src (`grad`) and
+ * dst (`var`) lie in arenas every rank can map, each rank sums its slice
+ * of the sources straight from the ranks' buffers, a block at a time into
+ * L1, and hands each block to fn with the block's addresses in every
+ * rank's dst: each rank reads its slice of the sources and writes that
+ * slice of every dst through fn, where all_reduce and then a local update
+ * read and wrote every byte on every rank. The sums are those of
+ * fg_shm_all_reduce (sum or mean). Three barriers: the first orders every
+ * rank's earlier reads of its dst before any write (and is followed by the
+ * count and `lr` checks: every rank must pass the same value, which
+ * messages call `what`), the second agrees that every buffer is mapped,
+ * the last ends the writes. f32 or f64 (else FG_INVALID_ARGUMENT on every
+ * rank, naming both). 0 when done; 1 when it does not apply (in-place
+ * reads off, count 0, the small path's sizes, or a buffer not in a
+ * mappable arena: the same on every rank, nothing written); -1 with st
+ * set, as fg_shm_all_reduce. */
+int fg_shm_all_reduce_apply(fg_shm_reduce *s, void *var, const void *grad, int64_t count,
+                            fg_dtype dtype, int mean, double lr, const char *what,
+                            fg_comm_block_fn fn, void *arg, const char *desc, const fg_shm_wait *w,
+                            fg_status *st);
 
-/* fg_shm_all_reduce_sgd of the gradient a^T b (the communicator's
- * all_reduce_sgd_product, kernels/collective.h), never made: var [m, n], and on
- * each rank a [rows, m], b [rows, n] (rows may differ between ranks). The
- * gradient has m x n elements where its factors have rows x (m + n): with
- * 128 rows and 2048 x 2048 weights, 16 times fewer. After the first
- * barrier (every rank's reads of its var are done; the counts, m and n,
- * and lr are checked) and the second (every buffer mapped), each rank
- * gathers every rank's rows of its slice of a's columns and of b into a
- * buffer it keeps, computes its slice of var's rows over all the ranks'
- * rows in one product, var_slice += alpha * a^T b (alpha = -lr, or -lr /
- * ranks for the mean; `gemm`, with `gemm_arg`), and copies the slice into
- * every other rank's var; a third barrier ends the writes. The bits are
- * the same on every rank, and differ from fg_shm_all_reduce_sgd of the
- * made gradient by rounding. Returns as fg_shm_all_reduce_sgd (1 also
- * when the gather buffer cannot be allocated on some rank); ranks whose
- * m or n differ (the same m x n) get FG_INVALID_ARGUMENT naming both. */
-int fg_shm_all_reduce_sgd_product(fg_shm_reduce *s, void *var, const void *a, const void *b,
-                                  int64_t rows, int64_t m, int64_t n, fg_dtype dtype, int mean,
-                                  double lr, fg_gemm_tn_fn gemm, void *gemm_arg, const char *desc,
-                                  const fg_shm_wait *w, fg_status *st);
+/* The communicator's gather_factors (kernels/collective.h) over this
+ * segment: var [m, n], and on each rank a [rows, m], b [rows, n] (rows
+ * may differ between ranks). After the first barrier (every rank's reads
+ * of its var are done; the counts, m and n, and lr are checked) and the
+ * second (every buffer mapped), each rank gathers every rank's rows of its
+ * slice of a's columns and of b into a buffer it keeps, calls fn on them
+ * with its slice of var's rows, and copies the slice into every other
+ * rank's var; a third barrier ends the writes. Returns as
+ * fg_shm_all_reduce_apply (1 also when the gather buffer cannot be
+ * allocated on some rank); ranks whose m or n differ (the same m x n) get
+ * FG_INVALID_ARGUMENT naming both. */
+int fg_shm_gather_factors(fg_shm_reduce *s, void *var, const void *a, const void *b, int64_t rows,
+                          int64_t m, int64_t n, fg_dtype dtype, double lr, const char *what,
+                          fg_comm_factors_fn fn, void *arg, const char *desc, const fg_shm_wait *w,
+                          fg_status *st);
 
 /* The pieces of the MPI communicator's path across hosts (dist/comm/comm_mpi.c:
  * shared memory within each host, messages between them). */

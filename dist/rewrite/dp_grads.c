@@ -155,7 +155,7 @@ int fg_dp_collect_grads(dp *d, fg_status *st) {
  * that nothing else reads: d->product[j] = that matmul. Such an update
  * takes a and b instead (sufficient_factor_apply_sgd), and the gradient is never made
  * where the communicator can fuse it: rows x (m + n) elements cross
- * between ranks instead of m x n (kernels/collective.h, all_reduce_sgd_product).
+ * between ranks instead of m x n (kernels/collective.h, gather_factors).
  * -1 on OOM. */
 static int find_products(dp *d) {
   const fg_graph *g = d->g;

@@ -148,6 +148,30 @@ static int product_dims(const fg_kctx *ctx, int64_t *rows) {
   return 0;
 }
 
+/* The arithmetic the peer-buffer collectives call back (kernels/
+ * collective.h): the SGD update of one reduced block, written into every
+ * rank's variable (the bits of apply_sgd, kernels/sgd.h); and a slice of
+ * the variable's rows updated from every rank's factors in one GEMM,
+ * var_slice += -lr (/ ranks for the mean) * a^T b, on the executor's
+ * threads. */
+typedef struct peer_sgd {
+  void *kctx;
+  double lr;
+  int mean;
+} peer_sgd;
+
+static void sgd_block(void *arg, fg_dtype dtype, void *const *dst, int n, const void *own,
+                      const void *sum, int64_t len) {
+  fgk_sgd_to(dtype, dst, n, own, sum, len, ((const peer_sgd *)arg)->lr);
+}
+
+static void sgd_factors(void *arg, fg_dtype dtype, int64_t ml, int64_t n, int64_t total,
+                        const void *ga, const void *gb, void *own, int nranks) {
+  const peer_sgd *p = arg;
+  fgk_gemm_tn(p->kctx, dtype, ml, n, total, p->mean ? -p->lr / nranks : -p->lr, ga, ml, gb, n, 1.0,
+              own, n);
+}
+
 /* var -= lr * (the mean, weighted mean or sum over ranks of) the
  * gradient: in[1] (all_reduce_apply_sgd), or (prod,
  * sufficient_factor_apply_sgd) the product a^T b of in[1] and in[3],
@@ -179,14 +203,19 @@ static int collective_sgd(const fg_kctx *ctx, double lr, int prod) {
   }
   fg_status *st = fg_comm_kernel_status(c);
   if (!st) return fgk_fail(ctx, "all_reduce: out of memory");
-  /* Even shards: one collective that reduces and updates together (the
-   * MPI communicator over shared memory). */
+  /* Even shards, where the communicator exposes the ranks' buffers (MPI
+   * over one host's shared memory): each rank reduces its slice of the
+   * gradients (or gathers its slice's factors) straight from the others'
+   * buffers and this kernel writes the updated slice into every rank's
+   * variable; the ranks' learning rates must agree. */
   int rc = 1;
-  if (plain && prod && c->ops->all_reduce_sgd_product)
-    rc = c->ops->all_reduce_sgd_product(c, v->data, g->data, b->data, rows, m, cols, dt, mean, lr,
-                                        fgk_gemm_tn, kc, st);
-  else if (plain && !prod && c->ops->all_reduce_sgd)
-    rc = c->ops->all_reduce_sgd(c, v->data, g->data, n, dt, mean, lr, st);
+  peer_sgd ps = {kc, lr, mean};
+  if (plain && prod && c->ops->gather_factors)
+    rc = c->ops->gather_factors(c, v->data, g->data, b->data, rows, m, cols, dt, lr,
+                                "learning rate", sgd_factors, &ps, st);
+  else if (plain && !prod && c->ops->all_reduce_apply)
+    rc = c->ops->all_reduce_apply(c, v->data, g->data, n, dt, mean, lr, "learning rate", sgd_block,
+                                  &ps, st);
   if (rc < 0) return comm_fail(ctx, st);
   if (rc == 0) return 0;
   /* Otherwise all_reduce a copy (the gradient is an input, not this

@@ -116,7 +116,7 @@ int fgk_xsmm_gemm_f64(int ta, int tb, int64_t m, int64_t n, int64_t k, const dou
 /* c = alpha * a^T b + beta * c, beta 0 or 1 (row-major; a [k, lda] read
  * in its first m columns, b [k, ldb], c [m, ldc]), f32 or f64, in row
  * tiles over ctx's threads (a const fg_kctx *, or NULL: inline); the dims must fit BLAS's
- * index type. The communicator's fg_gemm_tn_fn (kernels/collective.h). */
+ * index type. The sufficient-factor update's GEMM (kernels/cpu/collective.c). */
 void fgk_gemm_tn(void *ctx, fg_dtype dt, int64_t m, int64_t n, int64_t k, double alpha,
                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
                  int64_t ldc);

@@ -17,7 +17,7 @@
  * 2 MB weight whose gradient is the product of a hidden activation and the
  * layer's delta, so its fused update takes the factors:
  * sufficient_factor_apply_sgd,
- * kernels/collective.h all_reduce_sgd_product) -> relu -> dense 10; the fused run
+ * kernels/collective.h gather_factors) -> relu -> dense 10; the fused run
  * then differs from the unfused one by rounding. Every rank prints:
  *   rank R: fused nodes N0 N1, fused in place K0 K1
  *                                          (the rewrites' fused updates,
