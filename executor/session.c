@@ -296,7 +296,7 @@ static int64_t clock_ns(void) {
  * slower way. One arena for all: a process keeps at most 64. */
 static void home_vars(fg_session *s) {
   const fg_dist_exec *dx = s->dist ? fg_dist_session_exec(s->dist) : NULL;
-  if (s->vars_homed || s->cuda || !dx || dx->arena_alloc != fg_shm_arena_alloc_host) return;
+  if (s->vars_homed || s->cuda || !dx || !dx->shared_arenas) return;
   s->vars_homed = 1;
   size_t total = 0;
   for (int id = 0; id < s->n_vars_cap; id++)

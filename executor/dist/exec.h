@@ -52,6 +52,10 @@ typedef struct fg_dist_exec {
    * all_reduce reads the other ranks' buffers in place. */
   void *(*arena_alloc)(size_t bytes);
   void (*arena_free)(void *p);
+  /* 1 when those arenas are shared with the other ranks of the host: the
+   * session then moves its variables into one too (executor/session.c), so
+   * fused updates write every rank's copy where it lies. */
+  int shared_arenas;
 } fg_dist_exec;
 
 enum { FG_LANE_COMPUTE, FG_LANE_COMM, FG_LANE_SEND };

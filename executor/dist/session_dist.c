@@ -56,7 +56,7 @@ static void free_parts(fg_dist_session *ds) {
   ds->pools = NULL;
   ds->owned = NULL;
   fg_dist_runner_free(ds->exec.runner);
-  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL, NULL, 0, -1, NULL, NULL, 0, NULL, NULL, NULL};
+  ds->exec = (fg_dist_exec){0, NULL, NULL, NULL, NULL, 0, -1, NULL, NULL, 0, NULL, NULL, NULL, 0};
   ds->part = NULL;
   ds->use_exec = 0;
 }
@@ -452,6 +452,7 @@ static int start_devices(fg_dist_session *nw, const fg_session_options *o, int n
     if (shares) {
       nw->exec.arena_alloc = fg_shm_arena_alloc_host;
       nw->exec.arena_free = fg_shm_arena_free;
+      nw->exec.shared_arenas = 1;
     }
     nw->exec.runner = fg_dist_runner_new(fg_dist_num_lanes(&nw->exec), st);
     if (!nw->exec.runner) return -1;
