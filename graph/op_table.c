@@ -1,7 +1,7 @@
 /* The op table: one row per op, indexed by its FG_OP_* id. Rows are placed
  * with designated initializers, so their order cannot drift from FG_OPS; a
  * duplicate row warns (-Woverride-init), the row count is checked below and
- * a missing row (NULL name) fails the op-table test in tests/test_infer.c.
+ * a missing row (NULL name) fails the op-table test in tests/graph/test_infer.c.
  *
  * Flag choices worth knowing:
  * - variable is a leaf: gradients are taken with respect to it, but it has

@@ -1,7 +1,9 @@
-/* Shared by tests/test_cli*.c: runs FG_CLI_PATH with stdout and stderr
- * captured to files, checks exit statuses and the one-line error contract,
- * and builds the models (with a plain-C forward pass for reference values).
- * Every helper is static inline so each test file uses what it needs. */
+/* Shared by tests/tools/test_cli*.c and the CLI cases of tests/executor/ and
+ * tests/dist/ (so it sits at the tests/ root): runs FG_CLI_PATH with stdout
+ * and stderr captured to files, checks exit statuses and the one-line error
+ * contract, and builds the models (with a plain-C forward pass for reference
+ * values). Every helper is static inline so each test file uses what it
+ * needs. */
 #ifndef FG_TEST_CLI_HARNESS_H
 #define FG_TEST_CLI_HARNESS_H
 

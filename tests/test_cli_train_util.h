@@ -1,6 +1,7 @@
-/* Shared by tests/test_cli_train*.c: small models for `flowgraph grad` and
- * `flowgraph train`, their data, plain-C references (gradients by hand, SGD
- * in double) and parsers for train's epoch lines. Builds on
+/* Shared by tests/tools/test_cli_train*.c and the MPI training tests in
+ * tests/dist/ (so it sits at the tests/ root): small models for `flowgraph
+ * grad` and `flowgraph train`, their data, plain-C references (gradients by
+ * hand, SGD in double) and parsers for train's epoch lines. Builds on
  * test_cli_harness.h (running the binary, temp dirs, .npy helpers). */
 #ifndef FG_TEST_CLI_TRAIN_UTIL_H
 #define FG_TEST_CLI_TRAIN_UTIL_H

@@ -1,7 +1,8 @@
-/* Helpers for the shape-inference tests (tests/test_infer*.c): build
- * through the public API, then check shapes, dtypes and the sticky error.
- * Expected shapes are worked out by hand from NumPy's broadcasting and
- * TensorFlow's shape rules, and written into each case. */
+/* Helpers for the shape-inference tests (tests/graph/test_infer*.c;
+ * tests/autodiff/test_grad_ops_fwd_util.h builds on them, so they sit at the
+ * tests/ root): build through the public API, then check shapes, dtypes and
+ * the sticky error. Expected shapes are worked out by hand from NumPy's
+ * broadcasting and TensorFlow's shape rules, and written into each case. */
 #ifndef FG_TEST_INFER_UTIL_H
 #define FG_TEST_INFER_UTIL_H
 

@@ -84,7 +84,7 @@ case $cmd in
     # to take over 100 s while another test's ranks spun. Nothing runs in
     # the namespaces any more. The job is in its own session before this
     # returns (setsid runs in the foreground and only starts it): callers
-    # kill their child's process group once it exits (tests/mpi/mpi_run.h
+    # kill their child's process group once it exits (tests/dist/mpi/mpi_run.h
     # run_limited), and a job started with `setsid ... &` dies when that
     # kill comes before its setsid (40 of 40 times with the kill at once;
     # under a full suite's load, now and then: both names stayed).

@@ -7,7 +7,7 @@
  * feed shapes). A session notices when its graph changed (fg_graph_version)
  * and re-validates before the next run; existing variables keep their values.
  *
- * Threads and lifetime (tested in tests/test_threads.c, under TSan):
+ * Threads and lifetime (tested in tests/executor/test_threads.c, under TSan):
  * - Building or editing a graph (fg_op and every helper that adds nodes,
  *   fg_set_name, fg_graph_add_output, fg_graph_set_metadata, fg_gradients,
  *   fg_minimize) is not thread-safe: one thread at a time, and no session on

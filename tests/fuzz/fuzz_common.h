@@ -1,5 +1,5 @@
 /* Shared by the libFuzzer harnesses (fuzz_load.c, fuzz_api.c) and by the
- * ctest replay of tests/fuzz/regressions/ (tests/test_fuzz_regressions.c),
+ * ctest replay of tests/fuzz/regressions/ (tests/schema/test_fuzz_regressions.c),
  * so a regression file is replayed through exactly the code that found it.
  *
  * The contract the harnesses check: every call either succeeds or fails with

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the .npy fixtures under tests/data/npy/ read by tests/test_npy.c.
+"""Writes the .npy fixtures under tests/data/npy/ read by tests/schema/test_npy.c.
 
 Run with /usr/bin/python3 (it has NumPy): /usr/bin/python3 tests/gen/gen_npy_fixtures.py
 The values are simple closed forms (aranges, listed constants) so that the C

@@ -1,4 +1,4 @@
-"""Shared by the torch reference scripts (tests/test_grad_torch.c runs them).
+"""Shared by the torch reference scripts (tests/autodiff/test_grad_torch.c runs them).
 
 Usage of every script: python3 -B SCRIPT DIR [ARGS...]. The C test writes the
 inputs as DIR/<name>.npy; the script rebuilds the same computation in torch,

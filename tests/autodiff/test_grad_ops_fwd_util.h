@@ -1,5 +1,5 @@
 /* Helpers for the forward tests of the ops gradients and optimizers are
- * built from (tests/test_grad_ops_fwd*.c): tensors from double arrays in
+ * built from (tests/autodiff/test_grad_ops_fwd*.c): tensors from double arrays in
  * any dtype, one-shot session runs, and value checks with a dtype's
  * tolerance. */
 #ifndef FG_TEST_GRAD_OPS_FWD_UTIL_H

@@ -714,7 +714,7 @@ FG_TEST(mpi_train_model_parallel_np2_in_flight_1, "dist") {
   check_model_parallel_in_flight(2, "8", "4", "1");
 }
 /* The 2-stage model with one stage on each of two hosts in network
- * namespaces (tools/netns_hosts.sh, tests/test_mpi_hosts.c): the
+ * namespaces (tools/netns_hosts.sh, tests/dist/test_mpi_hosts.c): the
  * activations and their gradients cross as MPI messages over TCP, and the
  * trained bits are still one process's; then in 4 micro-batches. */
 static void check_model_parallel_on_two_hosts(const char *micro) {

@@ -1,5 +1,5 @@
 /* The MPI communicator (dist/comm/comm_mpi.c) under real mpirun runs on
- * localhost (label dist), through the helper program tests/mpi/
+ * localhost (label dist), through the helper program tests/dist/mpi/
  * mpi_comm_check.c: collectives against plain-loop references, a killed and
  * a stuck rank (a deadline error, no hang), and the graph-hash check. */
 #include "mpi/mpi_run.h"
@@ -114,7 +114,7 @@ static void check_collectives(int np, const char *env, const char *path) {
 }
 
 /* Data parallelism with fused updates (fg_data_parallel_options.
- * fused_update) through the helper tests/mpi/mpi_dp_fused.c: each rank
+ * fused_update) through the helper tests/dist/mpi/mpi_dp_fused.c: each rank
  * trains its shard 3 steps with and without them. Every rank's variables
  * must equal the unfused run's bit for bit and the other ranks' (one
  * checksum), and rank 0's must match one process on the whole batch
@@ -205,7 +205,7 @@ FG_TEST(mpi_dp_fused_product_np4_two_hosts, "dist") {
   check_dp_fused_model(4, "64", 0, "FG_TEST_HOSTS=0,0,1,1", 0, 1e-5, 1);
 }
 
-/* A session run refused before it starts on some ranks (tests/mpi/
+/* A session run refused before it starts on some ranks (tests/dist/mpi/
  * mpi_refused.c, timeout 30 s; executor/dist/exec.h fg_dist_run_agree). `env` as
  * check_collectives'. */
 static void check_refused(const char *mode, int np, const char *env) {

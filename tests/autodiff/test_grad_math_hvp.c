@@ -3,7 +3,7 @@
  *
  * The finite-difference cases build, inside the checked function, the
  * gradient G(x) = d/dx [ sum(f(x)^2) / 2 ] = f(x) * f'(x) and let
- * tests/grad_check.h differentiate G again (a Hessian-vector product
+ * tests/autodiff/grad_check.h differentiate G again (a Hessian-vector product
  * against its random weights). Squaring f makes the inner dy depend on x,
  * so both the dy path and the x path of each gradient are exercised. */
 #include <flowgraph/flowgraph.h>

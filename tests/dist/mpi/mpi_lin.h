@@ -1,11 +1,11 @@
-/* Shared by tests/test_mpi_train.c and tests/test_mpi_hosts.c: the linear
+/* Shared by tests/dist/test_mpi_train.c and tests/dist/test_mpi_hosts.c: the linear
  * regression model of test_cli_train_util.h trained by `mpirun ... flowgraph
  * train --dist mpi`, and its comparison with one process and with SGD by
  * hand. */
 #ifndef FG_TEST_MPI_LIN_H
 #define FG_TEST_MPI_LIN_H
 
-#include "../test_cli_train_util.h"
+#include "test_cli_train_util.h"
 #include "mpi_run.h"
 
 #define LR 0.1

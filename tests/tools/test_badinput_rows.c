@@ -1,9 +1,10 @@
 /* Bad inputs that had no test named after them: bad .npy feeds (end to end
  * through `flowgraph run`) and gradients with no path and of integer
- * tensors. Malformed files are in test_badfiles.c, bad API calls in
- * test_api_bad.c, threads and graph edits in test_threads.c, NaN and Inf in
- * test_numerics.c. Every expected message names the feed, both
- * shapes/dtypes and the file. */
+ * tensors. Malformed files are in tests/schema/test_badfiles.c, bad API
+ * calls in tests/graph/test_api_bad.c, threads and graph edits in
+ * tests/executor/test_threads.c, NaN and Inf in
+ * tests/executor/test_numerics.c. Every expected message names the feed,
+ * both shapes/dtypes and the file. */
 #include "flowgraph/autodiff.h"
 #include "test_cli_harness.h"
 

@@ -1,4 +1,4 @@
-/* Shared by tests/test_mpi_train.c and tests/test_mpi_hosts.c: finding an
+/* Shared by tests/dist/test_mpi_train.c and tests/dist/test_mpi_hosts.c: finding an
  * mpirun's ranks among this machine's processes (by a mark in their
  * environment) and watching them through /proc. */
 #ifndef FG_TEST_MPI_PROCS_H

@@ -637,7 +637,7 @@ FG_TEST(dist_data_parallel_bad_arguments, "dist,badinput") {
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "train_target");
   fg_graph_free(plain);
   /* Gradient clipping: accepted (the raw gradients are all-reduced and
-   * every replica clips the mean; tests/test_dist_clip.c checks values). */
+   * every replica clips the mean; tests/dist/test_dist_clip.c checks values). */
   fg_graph *gc = fg_graph_new();
   int64_t d1[1] = {2};
   double v0[2] = {1, 2};

@@ -1,7 +1,7 @@
 /* Gradients of the elementwise math ops and cast (autodiff/grad_math.c).
  *
  * Smooth cases are checked against central finite differences in f64
- * (tests/grad_check.h), including the broadcasting shapes [2,3]+[3],
+ * (tests/autodiff/grad_check.h), including the broadcasting shapes [2,3]+[3],
  * [2,1]+[1,3], rank-0+[2,3] and [4,1,3]+[2,3]. Inputs of ops with kinks
  * (relu, abs, maximum, ...) are chosen well away from the kink. Behaviour at
  * the kinks and ties, where finite differences say nothing, is checked

@@ -1,4 +1,4 @@
-/* Helpers shared by tests/test_io*.c and tests/test_badfiles*.c: scratch
+/* Helpers shared by tests/schema/test_io*.c and tests/schema/test_badfiles*.c: scratch
  * folders and whole-file I/O. */
 #ifndef FG_TEST_IO_UTIL_H
 #define FG_TEST_IO_UTIL_H

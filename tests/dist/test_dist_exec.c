@@ -388,7 +388,7 @@ FG_TEST(dist_exec_auto_own_lanes_rule, "dist") {
 }
 
 /* ---- cross-process graphs, with an in-process communicator as the
- * "processes" (the MPI runs are in tests/test_mpi_model.c) ---------------- */
+ * "processes" (the MPI runs are in tests/dist/test_mpi_train.c) ----------- */
 
 #define XP_STEPS 5
 

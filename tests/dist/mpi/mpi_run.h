@@ -1,4 +1,4 @@
-/* Shared by tests/test_mpi*.c: starting programs under mpirun on
+/* Shared by tests/dist/test_mpi*.c: starting programs under mpirun on
  * localhost with a wall-clock limit that kills the whole process group, so
  * a hang is a failure, never a stuck ctest. Open MPI refuses root unless two
  * environment variables allow it; they are set for the child only. */
@@ -17,7 +17,7 @@
 
 extern char **environ;
 
-#include "../fgtest.h"
+#include "fgtest.h"
 #include "dist/comm/shm_reduce.h"
 
 #ifndef FG_MPIEXEC
@@ -103,7 +103,7 @@ static inline void run_limited(char *const argv[], double limit, run_result *res
        * runs, also with binaries older than the change that exposed it.
        * Our allocations are never held only in TLS. */
       "LSAN_OPTIONS=suppressions=" FG_SOURCE_DIR
-      "/tests/mpi/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0:use_tls=0"};
+      "/tests/dist/mpi/lsan_openmpi.supp:print_suppressions=0:fast_unwind_on_malloc=0:use_tls=0"};
   const size_t n_extra = sizeof extra_env / sizeof *extra_env;
   size_t n_env = 0;
   while (environ[n_env])
@@ -176,7 +176,7 @@ static inline void mpi_append_file(run_result *res, const char *path) {
 /* mpirun --oversubscribe -np N [extra] PROGRAM args...
  * `where`: NULL runs FG_MPIEXEC on this machine; else the words that start
  * mpirun elsewhere, e.g. on two hosts of tools/netns_hosts.sh
- * (tests/mpi/netns_hosts.h), which stand in for FG_MPIEXEC.
+ * (tests/dist/mpi/netns_hosts.h), which stand in for FG_MPIEXEC.
  * The ranks' stdout and stderr reach mpirun's output interleaved (down to
  * single characters when several ranks fail at once), so each rank also
  * writes its own files (--output-filename). With that option Open MPI 4.1
