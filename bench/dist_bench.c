@@ -337,7 +337,7 @@ static int pipe_bench(fg_comm *c, int micro, int batch, fg_status *st) {
   return 0;
 }
 
-/* Threads of this process named "fg-lane" (dist/runner.c): with one
+/* Threads of this process named "fg-lane" (executor/dist/runner.c): with one
  * device, 1 when its collectives have a lane of their own, else 0. */
 static int lane_threads(void) {
   DIR *d = opendir("/proc/self/task");
@@ -361,7 +361,7 @@ static int lane_threads(void) {
  * ranks), 3 an own lane, 4 the default with fused updates (fused_update). */
 /* `dp BUCKET small`: a step so small (a 1024-16-1000 MLP, 32 rows) that
  * what every data-parallel step pays besides its compute shows: the
- * ranks' agreement to start the run (dist/run_agree.c), the all_reduce's
+ * ranks' agreement to start the run (executor/dist/run_agree.c), the all_reduce's
  * latency, the lanes' hand-offs. Printed in microseconds per step. */
 static fg_graph *build_mlp_small(fg_status *st) {
   static const int widths[3] = {1024, 16, 1000};

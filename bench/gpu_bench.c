@@ -272,7 +272,7 @@ done:
 
 /* gpu_host_steps: the small MLP's training step on cuda:0 with its first
  * layer (forward, backward and update) placed on cpu:0, so a GPU session
- * runs those nodes on the host (dist/session_dist.c host_steps), against
+ * runs those nodes on the host (executor/dist/session_dist.c host_steps), against
  * the same graph all on the GPU (all_gpu_median_s). What the placement
  * costs: the staging copies and the CPU kernels in the step. */
 static int gpu_host_steps(const bench_opts *bo, fg_status *st) {

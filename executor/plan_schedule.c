@@ -77,7 +77,7 @@ static int build_edges(const fg_graph *g, fg_plan *plan, fg_edges *E) {
 /* Each rank's sends, and its receives, in tag order (plan_xfer.h); each
  * device's collectives in step (node id) order: a collective pairs the
  * k-th call of every member, so each device must make its calls in the
- * order the graph pairs them (dist/session_dist.c check_pairs), not in
+ * order the graph pairs them (executor/dist/session_dist.c check_pairs), not in
  * whatever order its inputs become ready. */
 static int chain_edges(fg_plan_builder *b) {
   fg_plan *plan = b->plan;
@@ -127,7 +127,7 @@ static int pool_dag(fg_plan *plan, const fg_edges *E, fg_status *st) {
   return 0;
 }
 
-/* Sessions with a dist state: each step's lane (dist/exec.h), by kind:
+/* Sessions with a dist state: each step's lane (executor/dist/exec.h), by kind:
  * sends, collectives and receives from other processes, compute. */
 static void assign_lanes(fg_plan_builder *b) {
   fg_plan *plan = b->plan;

@@ -271,7 +271,7 @@ int trace_add_rank_runs(trace_writer *t, const fg_run_metadata *const *mds, cons
   return check_written(t, st);
 }
 
-/* Track names of rank r's lanes (dist/exec.h: compute, collectives and
+/* Track names of rank r's lanes (executor/dist/exec.h: compute, collectives and
  * sends per local device, in device order), then its process's name. */
 static void write_rank_names(trace_writer *t, int r) {
   FILE *f = t->out.f;
