@@ -8,6 +8,7 @@
 
 #include "fgtest.h"
 #include "flowgraph/flowgraph.h"
+#include "graph/op_table.h"
 #include "kernels/kernel.h"
 
 typedef struct ew_case {
@@ -328,6 +329,33 @@ FG_TEST(ew_clip_bad_attributes_refused, "badinput") {
   fg_attrs_free(at);
   FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
   FG_CHECK(strstr(fg_status_message(st), "node 'c2' (clip)") != NULL);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* A node's attributes become the kernel's parameters: softplus without
+ * attributes gets torch's defaults (beta 1, threshold 20), and clip its two
+ * bounds. */
+FG_TEST(ew_params_from_attributes, "") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const int64_t d[1] = {3};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 1, d);
+  fg_output sp = fg_op(g, "softplus", "sp", &x, 1, NULL);
+  fg_output sp2 = fg_softplus(g, x, 0.5, 7);
+  fg_output cl = fg_clip(g, x, -0.25, 6);
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  const int ids[3] = {sp.node, sp2.node, cl.node};
+  fg_op_params p[3];
+  for (int k = 0; k < 3; k++) {
+    const fg_node *n = fg_graph_node(g, ids[k]);
+    fg_tinfo in[1] = {*fg_graph_tinfo(g, n->inputs[0])};
+    memset(&p[k], 0xab, sizeof p[k]);
+    FG_REQUIRE(fg_op_parse_params(n, in, &p[k], st) == 0);
+  }
+  FG_CHECK(p[0].softplus.beta == 1 && p[0].softplus.threshold == 20);
+  FG_CHECK(p[1].softplus.beta == 0.5 && p[1].softplus.threshold == 7);
+  FG_CHECK(p[2].clip.min == -0.25 && p[2].clip.max == 6);
   fg_graph_free(g);
   fg_status_free(st);
 }
