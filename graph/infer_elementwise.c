@@ -95,7 +95,8 @@ int fgi_infer_clip(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_st
       fgi_attr_float(node, "max", NAN, &hi, status))
     return -1;
   if (isnan(lo) || isnan(hi))
-    return fgi_fail(node, status, "clip needs both attributes min and max");
+    return fgi_fail(node, status, "attribute '%s' is missing; clip needs both min and max",
+                    isnan(lo) ? "min" : "max");
   if (lo > hi) return fgi_fail(node, status, "min = %g is greater than max = %g", lo, hi);
   return fgi_infer_unary(node, in, out, status);
 }

@@ -328,7 +328,8 @@ FG_TEST(ew_clip_bad_attributes_refused, "badinput") {
   FG_CHECK_INT(fg_op(g, "clip", "c2", &x, 1, at).node, -1);
   fg_attrs_free(at);
   FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
-  FG_CHECK(strstr(fg_status_message(st), "node 'c2' (clip)") != NULL);
+  FG_CHECK_STR(fg_status_message(st),
+               "node 'c2' (clip): attribute 'max' is missing; clip needs both min and max");
   fg_graph_free(g);
   fg_status_free(st);
 }
