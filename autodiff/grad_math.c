@@ -182,6 +182,87 @@ static int grad_elu(fg_grad_ctx *ctx) {
   return done(ctx);
 }
 
+/* softplus: dy where beta x > threshold, else dy * sigmoid(beta x)
+ * (torch's softplus_backward: z / (z + 1) with z = e^(beta x)). */
+static int grad_softplus(fg_grad_ctx *ctx) {
+  fg_graph *g = ctx->g;
+  const fg_node *n = fg_graph_node(g, ctx->node);
+  double beta = fg_attr_float_or(n, "beta", 1.0), thr = fg_attr_float_or(n, "threshold", 20.0);
+  fg_output x = fg_grad_input(ctx, 0), dy = ctx->dy[0];
+  if (ctx->wants[0]) {
+    fg_output bx = fg_mul(g, x, sc(g, dy, beta));
+    ctx->dx[0] =
+        fg_select(g, fg_greater(g, bx, sc(g, dy, thr)), dy, fg_mul(g, dy, fg_sigmoid(g, bx)));
+  }
+  return done(ctx);
+}
+
+/* selu: dy * scale where x > 0, else dy * scale * alpha * e^x (torch: the
+ * exponential side at 0). */
+#define FG_SELU_ALPHA 1.6732632423543772848170429916717
+#define FG_SELU_SCALE 1.0507009873554804934193349852946
+UNARY_GRAD(grad_selu,
+           fg_select(g, fg_greater(g, x, sc(g, dy, 0)), fg_mul(g, dy, sc(g, dy, FG_SELU_SCALE)),
+                     fg_mul(g, dy,
+                            fg_mul(g, sc(g, dy, FG_SELU_ALPHA *FG_SELU_SCALE), fg_exp(g, x)))))
+
+/* silu: dy * s * (1 + x (1 - s)) with s = sigmoid(x). */
+static int grad_silu(fg_grad_ctx *ctx) {
+  fg_graph *g = ctx->g;
+  fg_output x = fg_grad_input(ctx, 0), dy = ctx->dy[0];
+  if (!ctx->wants[0]) return 0;
+  fg_output s = fg_sigmoid(g, x), one = sc(g, dy, 1);
+  ctx->dx[0] = fg_mul(g, dy, fg_mul(g, s, fg_add(g, one, fg_mul(g, x, fg_sub(g, one, s)))));
+  return done(ctx);
+}
+
+/* hard_sigmoid: dy / 6 for -3 < x < 3, else 0 (torch: 0 at both kinks). */
+UNARY_GRAD(grad_hard_sigmoid, fg_select(g, fg_greater(g, x, sc(g, dy, -3)),
+                                        fg_select(g, fg_less(g, x, sc(g, dy, 3)),
+                                                  fg_mul(g, dy, sc(g, dy, 1.0 / 6)), sc(g, dy, 0)),
+                                        sc(g, dy, 0)))
+
+/* hard_swish: 0 for x < -3, dy (x / 3 + 1/2) for -3 <= x <= 3, dy above
+ * (torch's hardswish_backward: -1/2 at x = -3 and 3/2 at x = 3). */
+UNARY_GRAD(grad_hard_swish, fg_select(g, fg_less(g, x, sc(g, dy, -3)), sc(g, dy, 0),
+                                      fg_select(g, fg_greater(g, x, sc(g, dy, 3)), dy,
+                                                fg_mul(g, dy,
+                                                       fg_add(g, fg_mul(g, x, sc(g, dy, 1.0 / 3)),
+                                                              sc(g, dy, 0.5))))))
+
+/* mish: dy (t + x s (1 - t^2)) with t = tanh(softplus(x)), s = sigmoid(x). */
+static int grad_mish(fg_grad_ctx *ctx) {
+  fg_graph *g = ctx->g;
+  fg_output x = fg_grad_input(ctx, 0), dy = ctx->dy[0];
+  if (!ctx->wants[0]) return 0;
+  fg_output t = fg_tanh(g, fg_softplus(g, x, 1.0, 20.0)), s = fg_sigmoid(g, x);
+  fg_output dt = fg_sub(g, sc(g, dy, 1), fg_mul(g, t, t));
+  ctx->dx[0] = fg_mul(g, dy, fg_add(g, t, fg_mul(g, x, fg_mul(g, s, dt))));
+  return done(ctx);
+}
+
+/* reciprocal: -dy y^2 */
+UNARY_GRAD(grad_reciprocal, fg_neg(g, fg_mul(g, dy, fg_mul(g, y, y))))
+
+/* sign, floor, ceil, round are piecewise constant: zeros, as PyTorch gives
+ * (not dy * 0, which would turn an infinite dy into NaN). */
+UNARY_GRAD(grad_zero, fg_zeros_like(g, dy))
+
+/* clip: dy where min <= x <= max, else 0 (torch's clamp_backward: both
+ * bounds pass dy, and a NaN x gets 0). */
+static int grad_clip(fg_grad_ctx *ctx) {
+  fg_graph *g = ctx->g;
+  const fg_node *n = fg_graph_node(g, ctx->node);
+  double lo = fg_attr_float_or(n, "min", 0.0), hi = fg_attr_float_or(n, "max", 0.0);
+  fg_output x = fg_grad_input(ctx, 0), dy = ctx->dy[0];
+  if (!ctx->wants[0]) return 0;
+  fg_output zero = sc(g, dy, 0);
+  fg_output in = fg_select(g, fg_equal(g, x, x), dy, zero);
+  in = fg_select(g, fg_greater(g, x, sc(g, dy, hi)), zero, in);
+  ctx->dx[0] = fg_select(g, fg_less(g, x, sc(g, dy, lo)), zero, in);
+  return done(ctx);
+}
+
 /* Exact gelu, y = x Phi(x): dy/dx = Phi(x) + x phi(x), with
  * Phi(x) = (1 + erf(x / sqrt 2)) / 2 and phi(x) = exp(-x^2 / 2) / sqrt(2 pi). */
 #define FG_SQRT1_2      0.70710678118654752440
@@ -334,6 +415,18 @@ const fg_grad_reg fg_grads_math[] = {
     {FG_OP_RELU, grad_relu},
     {FG_OP_LEAKY_RELU, grad_leaky_relu},
     {FG_OP_ELU, grad_elu},
+    {FG_OP_SOFTPLUS, grad_softplus},
+    {FG_OP_SELU, grad_selu},
+    {FG_OP_SILU, grad_silu},
+    {FG_OP_HARD_SIGMOID, grad_hard_sigmoid},
+    {FG_OP_HARD_SWISH, grad_hard_swish},
+    {FG_OP_MISH, grad_mish},
+    {FG_OP_SIGN, grad_zero},
+    {FG_OP_RECIPROCAL, grad_reciprocal},
+    {FG_OP_FLOOR, grad_zero},
+    {FG_OP_CEIL, grad_zero},
+    {FG_OP_ROUND, grad_zero},
+    {FG_OP_CLIP, grad_clip},
     {FG_OP_GELU, grad_gelu},
     {FG_OP_ERF, grad_erf},
     {FG_OP_IDENTITY, grad_identity},

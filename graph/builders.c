@@ -296,6 +296,32 @@ fg_output fg_elu(fg_graph *g, fg_output x, double alpha) {
   return finish(g, "elu", NULL, &x, 1, &b);
 }
 
+fg_output fg_softplus(fg_graph *g, fg_output x, double beta, double threshold) {
+  if (skip(g)) return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_float(&b, "beta", beta);
+  ab_float(&b, "threshold", threshold);
+  return finish(g, "softplus", NULL, &x, 1, &b);
+}
+fg_output fg_selu(fg_graph *g, fg_output x) { return unary(g, "selu", x); }
+fg_output fg_silu(fg_graph *g, fg_output x) { return unary(g, "silu", x); }
+fg_output fg_hard_sigmoid(fg_graph *g, fg_output x) { return unary(g, "hard_sigmoid", x); }
+fg_output fg_hard_swish(fg_graph *g, fg_output x) { return unary(g, "hard_swish", x); }
+fg_output fg_mish(fg_graph *g, fg_output x) { return unary(g, "mish", x); }
+fg_output fg_sign(fg_graph *g, fg_output x) { return unary(g, "sign", x); }
+fg_output fg_reciprocal(fg_graph *g, fg_output x) { return unary(g, "reciprocal", x); }
+fg_output fg_floor(fg_graph *g, fg_output x) { return unary(g, "floor", x); }
+fg_output fg_ceil(fg_graph *g, fg_output x) { return unary(g, "ceil", x); }
+fg_output fg_round(fg_graph *g, fg_output x) { return unary(g, "round", x); }
+
+fg_output fg_clip(fg_graph *g, fg_output x, double min, double max) {
+  if (skip(g)) return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_float(&b, "min", min);
+  ab_float(&b, "max", max);
+  return finish(g, "clip", NULL, &x, 1, &b);
+}
+
 /* ---- reductions --------------------------------------------------------- */
 
 static fg_output reduce(fg_graph *g, const char *op, fg_output x, const int64_t *axes, int n_axes,

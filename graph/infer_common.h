@@ -89,6 +89,7 @@ FGI_DECL_INFER(fgi_infer_fill)
 FGI_DECL_INFER(fgi_infer_binary) /* arithmetic, pow and comparisons, by node->op */
 FGI_DECL_INFER(fgi_infer_select)
 FGI_DECL_INFER(fgi_infer_unary) /* float, numeric or any dtype, by node->op */
+FGI_DECL_INFER(fgi_infer_clip)  /* unary, and min <= max */
 FGI_DECL_INFER(fgi_infer_cast)
 FGI_DECL_FLOPS(fgi_flops_elementwise)
 /* infer_linalg.c */

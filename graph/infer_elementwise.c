@@ -2,6 +2,8 @@
  * (NumPy broadcasting), select, unary math and cast. There is no implicit
  * type promotion: both operands of a binary op must have the same dtype, as
  * in TensorFlow, so a mismatch is reported rather than silently widened. */
+#include <math.h>
+
 #include "graph/infer_common.h"
 
 int fgi_infer_binary(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
@@ -52,7 +54,8 @@ static int unary_class(int op) {
   switch (op) {
   case FG_OP_NEG:
   case FG_OP_ABS:
-  case FG_OP_RELU: return NUMERIC;
+  case FG_OP_RELU:
+  case FG_OP_SIGN: return NUMERIC;
   case FG_OP_IDENTITY:
   case FG_OP_STOP_GRADIENT:
   case FG_OP_ZEROS_LIKE:
@@ -82,6 +85,20 @@ int fgi_infer_unary(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
   }
   out[0] = in[0];
   return 0;
+}
+
+/* torch.clamp with min > max returns max everywhere; a bound pair the wrong
+ * way round is almost always a bug, so it is refused when the node is made. */
+int fgi_infer_clip(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
+  double lo, hi;
+  if (fgi_attr_float(node, "min", NAN, &lo, status) ||
+      fgi_attr_float(node, "max", NAN, &hi, status))
+    return -1;
+  if (isnan(lo) || isnan(hi))
+    return fgi_fail(node, status, "attribute '%s' is missing; clip needs both min and max",
+                    isnan(lo) ? "min" : "max");
+  if (lo > hi) return fgi_fail(node, status, "min = %g is greater than max = %g", lo, hi);
+  return fgi_infer_unary(node, in, out, status);
 }
 
 int fgi_infer_cast(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {

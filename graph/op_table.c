@@ -73,6 +73,15 @@ static const fg_attr_def a_leaky_relu[] = {
     {"alpha", FG_ATTR_FLOAT, "0.01", "slope for x < 0", FG_PARAM(F64, leaky_relu.alpha)}, A_END};
 static const fg_attr_def a_elu[] = {
     {"alpha", FG_ATTR_FLOAT, "1", "scale of the negative part", FG_PARAM(F64, elu.alpha)}, A_END};
+static const fg_attr_def a_softplus[] = {
+    {"beta", FG_ATTR_FLOAT, "1", "log1p(e^(beta x)) / beta", FG_PARAM(F64, softplus.beta)},
+    {"threshold", FG_ATTR_FLOAT, "20", "x where beta x > threshold",
+     FG_PARAM(F64, softplus.threshold)},
+    A_END};
+static const fg_attr_def a_clip[] = {
+    {"min", FG_ATTR_FLOAT, NULL, "lower bound", FG_PARAM(F64, clip.min)},
+    {"max", FG_ATTR_FLOAT, NULL, "upper bound, >= min", FG_PARAM(F64, clip.max)},
+    A_END};
 static const fg_attr_def a_reduce[] = {
     {"axes", FG_ATTR_INTS, "all", "axes to reduce, negative from the end; empty = all",
      FG_NO_PARAM},
@@ -175,6 +184,21 @@ const fg_op_def fg_op_table[] = {
                           "x > 0 ? x : alpha * x"},
     [FG_OP_ELU] = {"elu", 1, 1, 1, EW | INPL | DIFF, fgi_infer_unary, fgi_flops_elementwise, 0, "x",
                    a_elu, NULL, "x > 0 ? x : alpha * (e^x - 1)"},
+    [FG_OP_SOFTPLUS] = {"softplus", 1, 1, 1, EW | INPL | DIFF, fgi_infer_unary,
+                        fgi_flops_elementwise, 0, "x", a_softplus, NULL,
+                        "beta x > threshold ? x : log1p(e^(beta x)) / beta"},
+    UNARY(SELU, "selu", EW | INPL | DIFF, "scale * elu(x, alpha), torch's fixed alpha and scale"),
+    UNARY(SILU, "silu", EW | INPL | DIFF, "x * sigmoid(x) (swish)"),
+    UNARY(HARD_SIGMOID, "hard_sigmoid", EW | INPL | DIFF, "min(max(x + 3, 0), 6) / 6"),
+    UNARY(HARD_SWISH, "hard_swish", EW | INPL | DIFF, "x * min(max(x + 3, 0), 6) / 6"),
+    UNARY(MISH, "mish", EW | INPL | DIFF, "x * tanh(log1p(e^x))"),
+    UNARY(SIGN, "sign", EW | INPL | DIFF, "-1, 0 or 1 (0 for NaN); zero gradient"),
+    UNARY(RECIPROCAL, "reciprocal", EW | INPL | DIFF, "1 / x"),
+    UNARY(FLOOR, "floor", EW | INPL | DIFF, "largest integer <= x; zero gradient"),
+    UNARY(CEIL, "ceil", EW | INPL | DIFF, "smallest integer >= x; zero gradient"),
+    UNARY(ROUND, "round", EW | INPL | DIFF, "nearest integer, halves to even; zero gradient"),
+    [FG_OP_CLIP] = {"clip", 1, 1, 1, EW | INPL | DIFF, fgi_infer_clip, fgi_flops_elementwise, 0,
+                    "x", a_clip, NULL, "min(max(x, min), max), NaN kept (torch.clamp)"},
     UNARY(GELU, "gelu", EW | INPL | DIFF, "x * Phi(x), the exact (erf) form"),
     UNARY(IDENTITY, "identity", EW | INPL | DIFF, "x"),
     UNARY(STOP_GRADIENT, "stop_gradient", EW | INPL, "x, with no gradient flowing back"),

@@ -65,6 +65,18 @@
   X(RELU, "relu")                                                                                  \
   X(LEAKY_RELU, "leaky_relu")                                                                      \
   X(ELU, "elu")                                                                                    \
+  X(SOFTPLUS, "softplus")                                                                          \
+  X(SELU, "selu")                                                                                  \
+  X(SILU, "silu")                                                                                  \
+  X(HARD_SIGMOID, "hard_sigmoid")                                                                  \
+  X(HARD_SWISH, "hard_swish")                                                                      \
+  X(MISH, "mish")                                                                                  \
+  X(SIGN, "sign")                                                                                  \
+  X(RECIPROCAL, "reciprocal")                                                                      \
+  X(FLOOR, "floor")                                                                                \
+  X(CEIL, "ceil")                                                                                  \
+  X(ROUND, "round")                                                                                \
+  X(CLIP, "clip")                                                                                  \
   X(GELU, "gelu")                                                                                  \
   X(IDENTITY, "identity")                                                                          \
   X(STOP_GRADIENT, "stop_gradient")                                                                \

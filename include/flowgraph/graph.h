@@ -140,6 +140,26 @@ FG_API fg_output fg_relu(fg_graph *g, fg_output x);
 FG_API fg_output fg_leaky_relu(fg_graph *g, fg_output x, double alpha);
 /* x > 0 ? x : alpha * (e^x - 1), as torch.nn.ELU (alpha 1 there). */
 FG_API fg_output fg_elu(fg_graph *g, fg_output x, double alpha);
+/* PyTorch's activations (torch.nn.functional), same formulas and defaults:
+ * softplus: beta x > threshold ? x : log1p(e^(beta x)) / beta (torch:
+ * beta 1, threshold 20); selu with torch's fixed alpha and scale; silu
+ * x sigmoid(x); hard_sigmoid relu6(x + 3) / 6; hard_swish x hard_sigmoid(x);
+ * mish x tanh(softplus(x)). */
+FG_API fg_output fg_softplus(fg_graph *g, fg_output x, double beta, double threshold);
+FG_API fg_output fg_selu(fg_graph *g, fg_output x);
+FG_API fg_output fg_silu(fg_graph *g, fg_output x);
+FG_API fg_output fg_hard_sigmoid(fg_graph *g, fg_output x);
+FG_API fg_output fg_hard_swish(fg_graph *g, fg_output x);
+FG_API fg_output fg_mish(fg_graph *g, fg_output x);
+/* -1, 0 or 1 (f32, f64, i32, i64; NaN gives 0); zero gradient. */
+FG_API fg_output fg_sign(fg_graph *g, fg_output x);
+FG_API fg_output fg_reciprocal(fg_graph *g, fg_output x);
+/* floor, ceil and round (halves to even, as torch.round): zero gradient. */
+FG_API fg_output fg_floor(fg_graph *g, fg_output x);
+FG_API fg_output fg_ceil(fg_graph *g, fg_output x);
+FG_API fg_output fg_round(fg_graph *g, fg_output x);
+/* min(max(x, min), max), NaN kept (torch.clamp); min > max is refused. */
+FG_API fg_output fg_clip(fg_graph *g, fg_output x, double min, double max);
 /* The exact (erf) form, as PyTorch's default. */
 FG_API fg_output fg_gelu(fg_graph *g, fg_output x);
 FG_API fg_output fg_identity(fg_graph *g, fg_output x);

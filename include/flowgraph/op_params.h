@@ -59,6 +59,16 @@ typedef struct fg_elu_params {
   double alpha;
 } fg_elu_params;
 
+/* softplus (torch.nn.Softplus): beta x > threshold ? x : log1p(e^(beta x)) / beta. */
+typedef struct fg_softplus_params {
+  double beta, threshold;
+} fg_softplus_params;
+
+/* clip (torch.clamp with both bounds): min(max(x, min), max); min <= max. */
+typedef struct fg_clip_params {
+  double min, max;
+} fg_clip_params;
+
 /* fill: every element's value (converted to the output dtype). */
 typedef struct fg_fill_params {
   double value;
@@ -105,6 +115,8 @@ typedef union fg_op_params {
   fg_slice_params slice; /* slice and slice_grad */
   fg_leaky_relu_params leaky_relu;
   fg_elu_params elu;
+  fg_softplus_params softplus;
+  fg_clip_params clip;
   fg_fill_params fill;
   fg_one_hot_params one_hot;
   fg_momentum_params momentum;

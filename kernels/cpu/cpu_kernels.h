@@ -29,6 +29,18 @@
   FGK_NUM(X, "relu", fgk_relu)                                                                     \
   FGK_FLOAT(X, "leaky_relu", fgk_leaky_relu)                                                       \
   FGK_FLOAT(X, "elu", fgk_elu)                                                                     \
+  FGK_FLOAT(X, "softplus", fgk_softplus)                                                           \
+  FGK_FLOAT(X, "selu", fgk_selu)                                                                   \
+  FGK_FLOAT(X, "silu", fgk_silu)                                                                   \
+  FGK_FLOAT(X, "hard_sigmoid", fgk_hard_sigmoid)                                                   \
+  FGK_FLOAT(X, "hard_swish", fgk_hard_swish)                                                       \
+  FGK_FLOAT(X, "mish", fgk_mish)                                                                   \
+  FGK_NUM(X, "sign", fgk_sign)                                                                     \
+  FGK_FLOAT(X, "reciprocal", fgk_reciprocal)                                                       \
+  FGK_FLOAT(X, "floor", fgk_floor)                                                                 \
+  FGK_FLOAT(X, "ceil", fgk_ceil)                                                                   \
+  FGK_FLOAT(X, "round", fgk_round)                                                                 \
+  FGK_FLOAT(X, "clip", fgk_clip)                                                                   \
   FGK_FLOAT(X, "gelu", fgk_gelu)                                                                   \
   /* binary.c */                                                                                   \
   FGK_NUM(X, "add", fgk_add)                                                                       \

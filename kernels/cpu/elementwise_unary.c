@@ -100,3 +100,69 @@ FGK_UNARY(fgk_elu_f64, double, FG_F64, MATH, x > 0 ? x : p->elu.alpha * expm1(x)
 /* The exact erf form, PyTorch's default (approximate='none'). */
 FGK_UNARY(fgk_gelu_f32, float, FG_F32, MATH, 0.5f * x * (1.0f + erff(x * (float)FGK_SQRT1_2)))
 FGK_UNARY(fgk_gelu_f64, double, FG_F64, MATH, 0.5 * x * (1.0 + erf(x * FGK_SQRT1_2)))
+
+/* ---- the activations and rounding ops CNN ports need (torch's formulas) ---- */
+
+/* torch.nn.SELU's fixed constants. */
+#define FGK_SELU_ALPHA 1.6732632423543772848170429916717
+#define FGK_SELU_SCALE 1.0507009873554804934193349852946
+
+/* min(max(t, 0), 6) written with comparisons so that NaN stays NaN, as
+ * std::min/std::max do in torch's hardsigmoid and hardswish. */
+static inline float relu6_f32(float t) {
+  t = t < 0 ? 0.0f : t;
+  return t > 6 ? 6.0f : t;
+}
+static inline double relu6_f64(double t) {
+  t = t < 0 ? 0.0 : t;
+  return t > 6 ? 6.0 : t;
+}
+
+/* Past the threshold softplus is x itself, so exp never overflows there. */
+FGK_UNARY(fgk_softplus_f32, float, FG_F32, MATH,
+          x *(float)p->softplus.beta > (float)p->softplus.threshold
+              ? x
+              : log1pf(expf(x * (float)p->softplus.beta)) / (float)p->softplus.beta)
+FGK_UNARY(fgk_softplus_f64, double, FG_F64, MATH,
+          x * p->softplus.beta > p->softplus.threshold
+              ? x
+              : log1p(exp(x * p->softplus.beta)) / p->softplus.beta)
+FGK_UNARY(fgk_selu_f32, float, FG_F32, MATH,
+          x > 0 ? (float)FGK_SELU_SCALE * x : (float)(FGK_SELU_ALPHA * FGK_SELU_SCALE) * expm1f(x))
+FGK_UNARY(fgk_selu_f64, double, FG_F64, MATH,
+          x > 0 ? FGK_SELU_SCALE * x : (FGK_SELU_ALPHA * FGK_SELU_SCALE) * expm1(x))
+/* x / (1 + e^-x): for very negative x, e^-x = inf gives -0, not NaN. */
+FGK_UNARY(fgk_silu_f32, float, FG_F32, MATH, x / (1.0f + expf(-x)))
+FGK_UNARY(fgk_silu_f64, double, FG_F64, MATH, x / (1.0 + exp(-x)))
+FGK_UNARY(fgk_hard_sigmoid_f32, float, FG_F32, CHEAP, relu6_f32(x + 3.0f) / 6.0f)
+FGK_UNARY(fgk_hard_sigmoid_f64, double, FG_F64, CHEAP, relu6_f64(x + 3.0) / 6.0)
+FGK_UNARY(fgk_hard_swish_f32, float, FG_F32, CHEAP, x *relu6_f32(x + 3.0f) / 6.0f)
+FGK_UNARY(fgk_hard_swish_f64, double, FG_F64, CHEAP, x *relu6_f64(x + 3.0) / 6.0)
+/* torch's mish has no threshold: e^x = inf for large x gives tanh(inf) = 1. */
+FGK_UNARY(fgk_mish_f32, float, FG_F32, MATH, x *tanhf(log1pf(expf(x))))
+FGK_UNARY(fgk_mish_f64, double, FG_F64, MATH, x *tanh(log1p(exp(x))))
+/* (0 < x) - (x < 0): sign(NaN) = 0 and sign(-0) = +0, as torch.sign. */
+FGK_UNARY(fgk_sign_f32, float, FG_F32, CHEAP, (float)((0 < x) - (x < 0)))
+FGK_UNARY(fgk_sign_f64, double, FG_F64, CHEAP, (double)((0 < x) - (x < 0)))
+FGK_UNARY(fgk_sign_i32, int32_t, FG_I32, CHEAP, (int32_t)((0 < x) - (x < 0)))
+FGK_UNARY(fgk_sign_i64, int64_t, FG_I64, CHEAP, (int64_t)((0 < x) - (x < 0)))
+FGK_UNARY(fgk_reciprocal_f32, float, FG_F32, CHEAP, 1.0f / x)
+FGK_UNARY(fgk_reciprocal_f64, double, FG_F64, CHEAP, 1.0 / x)
+FGK_UNARY(fgk_floor_f32, float, FG_F32, CHEAP, floorf(x))
+FGK_UNARY(fgk_floor_f64, double, FG_F64, CHEAP, floor(x))
+FGK_UNARY(fgk_ceil_f32, float, FG_F32, CHEAP, ceilf(x))
+FGK_UNARY(fgk_ceil_f64, double, FG_F64, CHEAP, ceil(x))
+/* nearbyint in the default rounding mode rounds halves to even (torch.round). */
+FGK_UNARY(fgk_round_f32, float, FG_F32, CHEAP, nearbyintf(x))
+FGK_UNARY(fgk_round_f64, double, FG_F64, CHEAP, nearbyint(x))
+/* NaN stays NaN (torch.clamp); min <= max is checked when the node is made. */
+FGK_UNARY(fgk_clip_f32, float, FG_F32, CHEAP,
+          x != x ? x
+                 : (x < (float)p->clip.min   ? (float)p->clip.min
+                    : x > (float)p->clip.max ? (float)p->clip.max
+                                             : x))
+FGK_UNARY(fgk_clip_f64, double, FG_F64, CHEAP,
+          x != x ? x
+                 : (x < p->clip.min   ? p->clip.min
+                    : x > p->clip.max ? p->clip.max
+                                      : x))

@@ -33,6 +33,18 @@ extern "C" {
   FGK_NUM(X, "relu", fgc_relu)                                                                     \
   FGK_FLOAT(X, "leaky_relu", fgc_leaky_relu)                                                       \
   FGK_FLOAT(X, "elu", fgc_elu)                                                                     \
+  FGK_FLOAT(X, "softplus", fgc_softplus)                                                           \
+  FGK_FLOAT(X, "selu", fgc_selu)                                                                   \
+  FGK_FLOAT(X, "silu", fgc_silu)                                                                   \
+  FGK_FLOAT(X, "hard_sigmoid", fgc_hard_sigmoid)                                                   \
+  FGK_FLOAT(X, "hard_swish", fgc_hard_swish)                                                       \
+  FGK_FLOAT(X, "mish", fgc_mish)                                                                   \
+  FGK_NUM(X, "sign", fgc_sign)                                                                     \
+  FGK_FLOAT(X, "reciprocal", fgc_reciprocal)                                                       \
+  FGK_FLOAT(X, "floor", fgc_floor)                                                                 \
+  FGK_FLOAT(X, "ceil", fgc_ceil)                                                                   \
+  FGK_FLOAT(X, "round", fgc_round)                                                                 \
+  FGK_FLOAT(X, "clip", fgc_clip)                                                                   \
   FGK_FLOAT(X, "gelu", fgc_gelu)                                                                   \
   FGK_FLOAT(X, "erf", fgc_erf)                                                                     \
   FGK_NUM(X, "add", fgc_add)                                                                       \

@@ -221,9 +221,62 @@ template <typename T> struct ErfF {
   __device__ T operator()(T x) const { return m_erf(x); }
 };
 
-#define FGC_UNARY(fn, T, DT, FUNCTOR, INIT)                                                        \
+/* The activations and rounding ops CNN ports need, as the CPU kernels. */
+template <typename T> struct SoftplusF {
+  T beta, threshold;
+  __device__ T operator()(T x) const {
+    return x * beta > threshold ? x : log1p(m_exp(x * beta)) / beta;
+  }
+};
+template <typename T> struct SeluF {
+  __device__ T operator()(T x) const {
+    return x > 0 ? (T)1.0507009873554804934193349852946 * x
+                 : (T)(1.6732632423543772848170429916717 * 1.0507009873554804934193349852946) *
+                       expm1(x);
+  }
+};
+template <typename T> struct SiluF {
+  __device__ T operator()(T x) const { return x / ((T)1 + m_exp(-x)); }
+};
+/* min(max(t, 0), 6) that keeps NaN. */
+template <typename T> __device__ __forceinline__ T relu6(T t) {
+  t = t < 0 ? (T)0 : t;
+  return t > 6 ? (T)6 : t;
+}
+template <typename T> struct HardSigmoidF {
+  __device__ T operator()(T x) const { return relu6(x + (T)3) / (T)6; }
+};
+template <typename T> struct HardSwishF {
+  __device__ T operator()(T x) const { return x * relu6(x + (T)3) / (T)6; }
+};
+template <typename T> struct MishF {
+  __device__ T operator()(T x) const { return x * m_tanh(log1p(m_exp(x))); }
+};
+template <typename T> struct SignF {
+  __device__ T operator()(T x) const { return (T)((0 < x) - (x < 0)); }
+};
+template <typename T> struct ReciprocalF {
+  __device__ T operator()(T x) const { return (T)1 / x; }
+};
+template <typename T> struct FloorF {
+  __device__ T operator()(T x) const { return floor(x); }
+};
+template <typename T> struct CeilF {
+  __device__ T operator()(T x) const { return ceil(x); }
+};
+/* rint rounds halves to even (torch.round). */
+template <typename T> struct RoundF {
+  __device__ T operator()(T x) const { return rint(x); }
+};
+template <typename T> struct ClipF {
+  T lo, hi;
+  __device__ T operator()(T x) const { return x != x ? x : (x < lo ? lo : (x > hi ? hi : x)); }
+};
+
+/* INIT is variadic: a functor with two parameters is set with a braced list. */
+#define FGC_UNARY(fn, T, DT, FUNCTOR, ...)                                                         \
   static int fn##_go(const fg_kctx *ctx, const void *x, void *y, int64_t n) {                      \
-    FUNCTOR f INIT;                                                                                \
+    FUNCTOR f __VA_ARGS__;                                                                         \
     return map1<T, T>(ctx, x, y, n, f, #fn);                                                       \
   }                                                                                                \
   int fn(const fg_kctx *ctx) { return unary<T>(ctx, DT, fn##_go); }
@@ -251,6 +304,23 @@ FGC_UNARY(fgc_leaky_relu_f32, float, FG_F32, LeakyF<float>, = {(float)ctx->p->le
 FGC_UNARY(fgc_leaky_relu_f64, double, FG_F64, LeakyF<double>, = {ctx->p->leaky_relu.alpha})
 FGC_UNARY(fgc_elu_f32, float, FG_F32, EluF<float>, = {(float)ctx->p->elu.alpha})
 FGC_UNARY(fgc_elu_f64, double, FG_F64, EluF<double>, = {ctx->p->elu.alpha})
+FGC_UNARY(fgc_softplus_f32, float, FG_F32, SoftplusF<float>,
+          = {(float)ctx->p->softplus.beta, (float)ctx->p->softplus.threshold})
+FGC_UNARY(fgc_softplus_f64, double, FG_F64, SoftplusF<double>,
+          = {ctx->p->softplus.beta, ctx->p->softplus.threshold})
+FGC_UNARY_FLOAT(fgc_selu, SeluF)
+FGC_UNARY_FLOAT(fgc_silu, SiluF)
+FGC_UNARY_FLOAT(fgc_hard_sigmoid, HardSigmoidF)
+FGC_UNARY_FLOAT(fgc_hard_swish, HardSwishF)
+FGC_UNARY_FLOAT(fgc_mish, MishF)
+FGC_UNARY_NUM(fgc_sign, SignF)
+FGC_UNARY_FLOAT(fgc_reciprocal, ReciprocalF)
+FGC_UNARY_FLOAT(fgc_floor, FloorF)
+FGC_UNARY_FLOAT(fgc_ceil, CeilF)
+FGC_UNARY_FLOAT(fgc_round, RoundF)
+FGC_UNARY(fgc_clip_f32, float, FG_F32, ClipF<float>,
+          = {(float)ctx->p->clip.min, (float)ctx->p->clip.max})
+FGC_UNARY(fgc_clip_f64, double, FG_F64, ClipF<double>, = {ctx->p->clip.min, ctx->p->clip.max})
 
 /* ---- binary ---------------------------------------------------------------- */
 

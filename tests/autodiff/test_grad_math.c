@@ -6,6 +6,8 @@
  * (relu, abs, maximum, ...) are chosen well away from the kink. Behaviour at
  * the kinks and ties, where finite differences say nothing, is checked
  * against values worked out by hand (PyTorch's conventions). */
+#include <math.h>
+
 #include <flowgraph/flowgraph.h>
 
 #include "autodiff/grad.h"
@@ -295,6 +297,11 @@ static fg_output leaky_02(fg_graph *g, fg_output x) { return fg_leaky_relu(g, x,
 static fg_output elu_05(fg_graph *g, fg_output x) { return fg_elu(g, x, 0.5); }
 static fg_output erf_(fg_graph *g, fg_output x) { return fg_op(g, "erf", NULL, &x, 1, NULL); }
 static fg_output cast_f64(fg_graph *g, fg_output x) { return fg_cast(g, x, FG_F64); }
+static fg_output softplus_2_3(fg_graph *g, fg_output x) { return fg_softplus(g, x, 2, 3); }
+static fg_output softplus_2_1(fg_graph *g, fg_output x) { return fg_softplus(g, x, 2, 1); }
+static fg_output clip_m05_1(fg_graph *g, fg_output x) { return fg_clip(g, x, -0.5, 1); }
+static fg_output clip_0_2(fg_graph *g, fg_output x) { return fg_clip(g, x, 0, 2); }
+static fg_output clip_1_1(fg_graph *g, fg_output x) { return fg_clip(g, x, 1, 1); }
 
 /* Values at least 0.1 from 0 (the kink of relu, abs and leaky_relu). */
 static const double kink_x[6] = {-1.3, -0.2, 0.15, 0.7, -0.6, 2.1};
@@ -316,6 +323,27 @@ FG_TEST(grad_erf, "") { FG_CHECK_GRAD(check_un(erf_, IN(-2, 2, 2, 2, 3), 42)); }
 FG_TEST(grad_identity, "") { FG_CHECK_GRAD(check_un(fg_identity, IN(0, 0, 2, 2, 3), 43)); }
 FG_TEST(grad_cast_f64_to_f64, "") { FG_CHECK_GRAD(check_un(cast_f64, IN(0, 0, 2, 2, 3), 44)); }
 
+/* The ops added for CNN ports. Fixed inputs stay at least 0.1 from every
+ * kink: softplus(beta 2, threshold 3) switches at x = 1.5, the hard ops at
+ * +-3, clip(-0.5, 1) at its bounds, floor/ceil/round at integers and halves. */
+static const double hard_x[6] = {-4.1, -2.2, 0.3, 1.7, 2.6, 3.8};
+static const double sp_x[6] = {-2, -0.3, 0.4, 1.2, 2.5, 4};
+static const double recip_x[6] = {-2, -0.5, 0.4, 1.5, -1.1, 3};
+FG_TEST(grad_softplus, "") { FG_CHECK_GRAD(check_un(softplus_2_3, IND(sp_x, 2, 2, 3), 46)); }
+FG_TEST(grad_selu, "") { FG_CHECK_GRAD(check_un(fg_selu, IND(kink_x, 2, 2, 3), 47)); }
+FG_TEST(grad_silu, "") { FG_CHECK_GRAD(check_un(fg_silu, IN(-4, 4, 2, 2, 3), 48)); }
+FG_TEST(grad_hard_sigmoid, "") {
+  FG_CHECK_GRAD(check_un(fg_hard_sigmoid, IND(hard_x, 2, 2, 3), 49));
+}
+FG_TEST(grad_hard_swish, "") { FG_CHECK_GRAD(check_un(fg_hard_swish, IND(hard_x, 2, 2, 3), 50)); }
+FG_TEST(grad_mish, "") { FG_CHECK_GRAD(check_un(fg_mish, IN(-3, 3, 2, 2, 3), 51)); }
+FG_TEST(grad_reciprocal, "") { FG_CHECK_GRAD(check_un(fg_reciprocal, IND(recip_x, 2, 2, 3), 52)); }
+FG_TEST(grad_clip, "") { FG_CHECK_GRAD(check_un(clip_m05_1, IND(kink_x, 2, 2, 3), 53)); }
+FG_TEST(grad_sign_is_zero, "") { FG_CHECK_GRAD(check_un(fg_sign, IND(kink_x, 2, 2, 3), 54)); }
+FG_TEST(grad_floor_is_zero, "") { FG_CHECK_GRAD(check_un(fg_floor, IND(kink_x, 2, 2, 3), 55)); }
+FG_TEST(grad_ceil_is_zero, "") { FG_CHECK_GRAD(check_un(fg_ceil, IND(kink_x, 2, 2, 3), 56)); }
+FG_TEST(grad_round_is_zero, "") { FG_CHECK_GRAD(check_un(fg_round, IND(kink_x, 2, 2, 3), 57)); }
+
 /* At the kink, x = 0: relu' = 0, abs' = 0, leaky_relu' = alpha (PyTorch:
  * x > 0 ? dy : alpha dy), elu' = alpha e^0 = alpha (PyTorch's
  * elu_backward for x <= 0); at x = -1 elu' = 0.5 e^-1. x = [-1, 0, 2]. */
@@ -330,6 +358,45 @@ FG_TEST(grad_kinks_at_zero_by_hand, "") {
     fg_tensor *out = NULL;
     FG_REQUIRE(grad_of_sum(g, fs[k](g, x), &x, 1, &out) == 0);
     check_values(out, want[k], 3);
+    fg_tensor_free(out);
+    fg_graph_free(g);
+  }
+}
+
+/* The new ops at their kinks, PyTorch's choices (checked with torch 1.13's
+ * autograd): hard_sigmoid' = 0 at x = +-3 and 1/6 inside; hard_swish' =
+ * x/3 + 1/2 on [-3, 3], so -1/2 at -3 and 3/2 at 3; selu' = alpha scale
+ * e^x for x <= 0 (alpha scale = 1.7580993408473766 at 0), scale above;
+ * silu'(0) = 1/2; mish'(0) = tanh(log 2) = 0.6; softplus(beta 2,
+ * threshold 1) at beta x = threshold still takes sigmoid(1); clip passes dy
+ * on both bounds and gives 0 for NaN; the rounding ops and sign give 0. */
+FG_TEST(grad_new_kinks_by_hand, "") {
+  struct {
+    un_fn f;
+    double x[3], want[3];
+  } cases[] = {
+      {fg_hard_sigmoid, {-3, 0, 3}, {0, 1.0 / 6, 0}},
+      {fg_hard_swish, {-3, 0, 3}, {-0.5, 0.5, 1.5}},
+      {fg_selu, {-1, 0, 2}, {0.646768603034814, 1.7580993408473766, 1.0507009873554805}},
+      {fg_silu, {0, -1, 1}, {0.5, 0.07232948812851325, 0.9276705118714868}},
+      {fg_mish, {0, -1, 40}, {0.6, 0.059216755877395014, 1}},
+      {softplus_2_1, {0.5, 0, 3}, {0.7310585786300049, 0.5, 1}},
+      {clip_0_2, {0, 2, 2.5}, {1, 1, 0}},
+      {clip_0_2, {NAN, -1, 1}, {0, 0, 1}},
+      {clip_1_1, {1, 0, 1.5}, {1, 0, 0}},
+      {fg_reciprocal, {-1, 0.5, 2}, {-1, -4, -0.25}},
+      {fg_sign, {-1, 0, 2}, {0, 0, 0}},
+      {fg_floor, {-1, 0, 2.5}, {0, 0, 0}},
+      {fg_ceil, {-1, 0, 2.5}, {0, 0, 0}},
+      {fg_round, {-0.5, 0.5, 2.5}, {0, 0, 0}},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    fg_graph *g = fg_graph_new();
+    int64_t d = 3;
+    fg_output x = const_f64(g, "x", 1, &d, cases[k].x);
+    fg_tensor *out = NULL;
+    FG_REQUIRE(grad_of_sum(g, cases[k].f(g, x), &x, 1, &out) == 0);
+    check_values(out, cases[k].want, 3);
     fg_tensor_free(out);
     fg_graph_free(g);
   }
@@ -419,13 +486,16 @@ FG_TEST(grad_math_registry, "") {
     FG_CHECK_INT(seen[r->op]++, 0);
     FG_CHECK(fg_grad_lookup(r->op) == r->fn);
   }
-  FG_CHECK_INT(n, 26);
+  FG_CHECK_INT(n, 38);
   int family[] = {
-      FG_OP_ADD,         FG_OP_SUB,       FG_OP_MUL,  FG_OP_DIV,      FG_OP_POW,  FG_OP_MAXIMUM,
-      FG_OP_MINIMUM,     FG_OP_SELECT,    FG_OP_NEG,  FG_OP_EXP,      FG_OP_LOG,  FG_OP_SQRT,
-      FG_OP_RSQRT,       FG_OP_ABS,       FG_OP_TANH, FG_OP_SIGMOID,  FG_OP_RELU, FG_OP_LEAKY_RELU,
-      FG_OP_ELU,         FG_OP_GELU,      FG_OP_ERF,  FG_OP_IDENTITY, FG_OP_CAST, FG_OP_REDUCE_SUM,
-      FG_OP_REDUCE_MEAN, FG_OP_REDUCE_MAX};
+      FG_OP_ADD,        FG_OP_SUB,         FG_OP_MUL,          FG_OP_DIV,        FG_OP_POW,
+      FG_OP_MAXIMUM,    FG_OP_MINIMUM,     FG_OP_SELECT,       FG_OP_NEG,        FG_OP_EXP,
+      FG_OP_LOG,        FG_OP_SQRT,        FG_OP_RSQRT,        FG_OP_ABS,        FG_OP_TANH,
+      FG_OP_SIGMOID,    FG_OP_RELU,        FG_OP_LEAKY_RELU,   FG_OP_ELU,        FG_OP_SOFTPLUS,
+      FG_OP_SELU,       FG_OP_SILU,        FG_OP_HARD_SIGMOID, FG_OP_HARD_SWISH, FG_OP_MISH,
+      FG_OP_SIGN,       FG_OP_RECIPROCAL,  FG_OP_FLOOR,        FG_OP_CEIL,       FG_OP_ROUND,
+      FG_OP_CLIP,       FG_OP_GELU,        FG_OP_ERF,          FG_OP_IDENTITY,   FG_OP_CAST,
+      FG_OP_REDUCE_SUM, FG_OP_REDUCE_MEAN, FG_OP_REDUCE_MAX};
   for (size_t i = 0; i < sizeof family / sizeof family[0]; i++)
     FG_CHECK(seen[family[i]] == 1);
 }

@@ -8,9 +8,9 @@
 
 FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
-  /* 59 + all_reduce, shard, after, all_reduce_apply_sgd,
+  /* 71 + all_reduce, shard, after, all_reduce_apply_sgd,
    * sufficient_factor_apply_sgd (dist) */
-  FG_CHECK_INT(FG_OP_COUNT, 64);
+  FG_CHECK_INT(FG_OP_COUNT, 76);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -365,9 +365,11 @@ FG_TEST(select_errors, "badinput") {
 /* ---- unary and cast ----------------------------------------------------- */
 
 FG_TEST(unary_float_ops, "badinput") {
-  const char *ops[] = {"exp",     "log",  "sqrt",       "rsqrt", "tanh",
-                       "sigmoid", "gelu", "leaky_relu", "elu"};
-  for (int k = 0; k < 9; k++) {
+  const char *ops[] = {"exp",        "log",   "sqrt",         "rsqrt",      "tanh",
+                       "sigmoid",    "gelu",  "leaky_relu",   "elu",        "softplus",
+                       "selu",       "silu",  "hard_sigmoid", "hard_swish", "mish",
+                       "reciprocal", "floor", "ceil",         "round"};
+  for (int k = 0; k < 19; k++) {
     fg_graph *g = fg_graph_new();
     fg_output x = ph(g, FG_F64, 2, DIMS(U, 5));
     EXPECT_TINFO(g, fg_op(g, ops[k], NULL, &x, 1, NULL), FG_F64, 2, U, 5);

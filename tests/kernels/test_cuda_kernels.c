@@ -500,9 +500,15 @@ static double rt(fg_dtype dt) { return dt == FG_F32 ? 2e-6 : 1e-13; }
 
 static void unary_all(const char *op, const fg_dtype *dts, int n_dt, int kind) {
   fg_op_params p = P0();
-  if (strcmp(op, "elu") == 0)
+  if (strcmp(op, "elu") == 0) {
     p.elu.alpha = 0.7;
-  else
+  } else if (strcmp(op, "softplus") == 0) {
+    p.softplus.beta = 1.5; /* threshold 2: both sides of the switch at x = 4/3 */
+    p.softplus.threshold = 2;
+  } else if (strcmp(op, "clip") == 0) {
+    p.clip.min = -0.5;
+    p.clip.max = 0.25;
+  } else
     p.leaky_relu.alpha = 0.1;
   for (int d = 0; d < n_dt; d++)
     for (int s = 0; s < N_SIZES; s++) {
@@ -530,8 +536,22 @@ FG_TEST(cuda_unary_vs_cpu, "gpu") {
   unary_all("elu", FLT2, 2, K_ANY);
   unary_all("gelu", FLT2, 2, K_ANY);
   unary_all("erf", FLT2, 2, K_ANY);
+  unary_all("softplus", FLT2, 2, K_ANY);
+  unary_all("selu", FLT2, 2, K_ANY);
+  unary_all("silu", FLT2, 2, K_ANY);
+  unary_all("hard_sigmoid", FLT2, 2, K_ANY);
+  unary_all("hard_swish", FLT2, 2, K_ANY);
+  unary_all("mish", FLT2, 2, K_ANY);
+  unary_all("sign", NUM4, 4, K_ANY);
+  unary_all("reciprocal", FLT2, 2, K_POS);
+  unary_all("floor", FLT2, 2, K_ANY);
+  unary_all("ceil", FLT2, 2, K_ANY);
+  unary_all("round", FLT2, 2, K_ANY);
+  unary_all("clip", FLT2, 2, K_ANY);
   /* NaN, infinities, large magnitudes */
-  static const char *const fl[] = {"neg", "abs", "relu", "exp", "tanh", "sigmoid", "gelu", "erf"};
+  static const char *const fl[] = {"neg",   "abs",  "relu",  "exp",          "tanh",      "sigmoid",
+                                   "gelu",  "erf",  "selu",  "silu",         "mish",      "sign",
+                                   "floor", "ceil", "round", "hard_sigmoid", "hard_swish"};
   for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++)
     for (int d = 0; d < 2; d++) {
       const tin in = T1(FLT2[d], 99, K_SPECIAL);
