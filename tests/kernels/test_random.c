@@ -14,6 +14,7 @@
 
 #include "fgtest.h"
 #include "flowgraph/graph.h"
+#include "flowgraph/io.h"
 #include "flowgraph/session.h"
 #include "flowgraph/status.h"
 #include "flowgraph/tensor.h"
@@ -285,6 +286,28 @@ FG_TEST(random_same_bits_any_threads, "") {
   }
 }
 
+/* A graph saved and loaded (.fgb in memory) draws the same values: the
+ * stream comes from the saved name, the seed from the saved attribute. */
+FG_TEST(random_same_values_after_save_and_load, "") {
+  fg_graph *g = fg_graph_new();
+  const int64_t d[2] = {33, 5};
+  fg_set_name(g, fg_truncated_normal(g, FG_F64, 2, d, 0.5, 2.0, 1234), "init_w");
+  FG_REQUIRE(fg_graph_status(g, NULL) == FG_OK);
+  void *bytes = NULL;
+  size_t size = 0;
+  FG_REQUIRE(fg_graph_save_memory(g, &bytes, &size, NULL) == 0);
+  fg_graph *back = fg_graph_load_memory(bytes, size, NULL);
+  FG_REQUIRE(back != NULL);
+  fg_tensor *a = run_node(g, "init_w", 1), *b = run_node(back, "init_w", 2);
+  FG_REQUIRE(a && b);
+  FG_CHECK(memcmp(fg_tensor_data(a), fg_tensor_data(b), 33 * 5 * sizeof(double)) == 0);
+  fg_tensor_free(a);
+  fg_tensor_free(b);
+  free(bytes);
+  fg_graph_free(back);
+  fg_graph_free(g);
+}
+
 /* ---- bad input -------------------------------------------------------------------- */
 
 /* Builds node "bad" of op with the attributes set by `set` and expects
@@ -397,5 +420,37 @@ FG_TEST(cuda_random_vs_cpu, "gpu") {
         free(got);
       }
   cudaStreamDestroy(stream);
+#endif
+}
+
+/* A whole session on the GPU ("cuda:0") fetches what a CPU session does:
+ * the uniforms bit for bit. */
+FG_TEST(cuda_random_session_matches_cpu, "gpu") {
+#ifndef FG_HAVE_CUDA
+  FG_SKIP_NO_GPU("this build has no CUDA backend");
+#else
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  fg_graph *g = fg_graph_new();
+  const int64_t d[2] = {257, 9};
+  fg_set_name(g, fg_random_uniform(g, FG_F32, 2, d, -3.0, 3.0, 77), "u");
+  FG_REQUIRE(fg_graph_status(g, NULL) == FG_OK);
+  fg_tensor *cpu = run_node(g, "u", 2);
+  fg_status *st = fg_status_new();
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.device = "cuda:0";
+  fg_session *s = fg_session_new(g, &o, st);
+  const char *fetch = "u";
+  fg_tensor *gpu = NULL;
+  if (!s || fg_session_run(s, NULL, 0, &fetch, 1, &gpu, NULL, 0, st) != 0)
+    FG_FAIL_AT("cuda session: %s", fg_status_message(st));
+  FG_REQUIRE(cpu && gpu);
+  FG_CHECK(memcmp(fg_tensor_data(cpu), fg_tensor_data(gpu), 257 * 9 * sizeof(float)) == 0);
+  fg_tensor_free(cpu);
+  fg_tensor_free(gpu);
+  fg_session_free(s);
+  fg_status_free(st);
+  fg_graph_free(g);
 #endif
 }
