@@ -137,7 +137,9 @@ FG_PHILOX_FN void fg_philox_box_muller(double u1, double u2, double *z0, double 
  * truncated_normal from blocks i with draws 0, 1, 2, ... The functions
  * write a whole block; the kernels keep the elements that exist. */
 
-/* random_uniform: low + (high - low) * u, u in [0, 1), in double. */
+/* random_uniform: low + (high - low) * u, u in [0, 1), in double, then
+ * rounded to the output type; that rounding may give `high` itself when
+ * the range is not exactly representable (as with TF's and torch's). */
 FG_PHILOX_FN void fg_rand_uniform_f32(uint64_t seed, uint32_t stream, uint64_t block, double low,
                                       double high, float out[4]) {
   const fg_philox4 w = fg_philox_block(seed, stream, 0, block);
