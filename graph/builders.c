@@ -169,6 +169,34 @@ fg_output fg_fill(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, do
   return finish(g, "fill", NULL, NULL, 0, &b);
 }
 
+static fg_output random_op(fg_graph *g, const char *op, fg_dtype dtype, int rank,
+                           const int64_t *dims, const char *a, double va, const char *b, double vb,
+                           int64_t seed) {
+  if (skip(g) || bad_dims(g, op, NULL, "dims", rank, dims)) return FG_NO_OUTPUT;
+  attrs_b ab = ab_new();
+  ab_int(&ab, "dtype", dtype);
+  ab_ints(&ab, "shape", dims, rank);
+  ab_int(&ab, "seed", seed);
+  ab_float(&ab, a, va);
+  ab_float(&ab, b, vb);
+  return finish(g, op, NULL, NULL, 0, &ab);
+}
+
+fg_output fg_random_uniform(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, double low,
+                            double high, int64_t seed) {
+  return random_op(g, "random_uniform", dtype, rank, dims, "low", low, "high", high, seed);
+}
+
+fg_output fg_random_normal(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, double mean,
+                           double stddev, int64_t seed) {
+  return random_op(g, "random_normal", dtype, rank, dims, "mean", mean, "stddev", stddev, seed);
+}
+
+fg_output fg_truncated_normal(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims,
+                              double mean, double stddev, int64_t seed) {
+  return random_op(g, "truncated_normal", dtype, rank, dims, "mean", mean, "stddev", stddev, seed);
+}
+
 /* ---- linear algebra and shaping ----------------------------------------- */
 
 fg_output fg_matmul(fg_graph *g, fg_output a, fg_output b_, int transpose_a, int transpose_b) {

@@ -85,6 +85,8 @@ int64_t fgi_mul_sat(int64_t a, int64_t b);
 FGI_DECL_INFER(fgi_infer_placeholder)
 FGI_DECL_INFER(fgi_infer_constant) /* also variable */
 FGI_DECL_INFER(fgi_infer_fill)
+/* random_uniform, random_normal, truncated_normal (infer_sources.c) */
+FGI_DECL_INFER(fgi_infer_random)
 /* infer_elementwise.c */
 FGI_DECL_INFER(fgi_infer_binary) /* arithmetic, pow and comparisons, by node->op */
 FGI_DECL_INFER(fgi_infer_select)
@@ -129,6 +131,7 @@ FGI_DECL_PARSE(fgi_parse_slice)  /* also slice_grad */
 FGI_DECL_PARSE(fgi_parse_reduce) /* infer_reduce.c */
 FGI_DECL_PARSE(fgi_parse_argmax)
 FGI_DECL_PARSE(fgi_parse_softmax) /* infer_nn.c; also log_softmax */
+FGI_DECL_PARSE(fgi_parse_random)  /* infer_sources.c */
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

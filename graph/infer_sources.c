@@ -77,3 +77,54 @@ int fgi_infer_fill(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_st
   out[0].dtype = dt;
   return fgi_check_bytes(node, &out[0], status);
 }
+
+/* random_uniform, random_normal, truncated_normal: a fill's dtype and
+ * shape (f32 or f64 only: the values are drawn as floats), plus their
+ * distribution's parameters, refused here so a file meets the builders'
+ * rules. */
+int fgi_infer_random(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
+  (void)in;
+  fg_dtype dt;
+  int64_t seed, stream;
+  if (fgi_attr_dtype(node, "dtype", &dt, status)) return -1;
+  if (dt != FG_F32 && dt != FG_F64)
+    return fgi_fail(node, status, "attribute 'dtype' = %s; random values are f32 or f64",
+                    fg_dtype_name(dt));
+  if (shape_attr(node, 0, &out[0], status)) return -1;
+  if (fgi_attr_int(node, "seed", 0, 0, &seed, status)) return -1;
+  if (fgi_attr_int(node, "stream", 0, -1, &stream, status)) return -1;
+  if (stream < -1 || stream > (int64_t)UINT32_MAX)
+    return fgi_fail(node, status, "attribute 'stream' = %lld is outside [0, 2^32) and not -1",
+                    (long long)stream);
+  if (node->op == FG_OP_RANDOM_UNIFORM) {
+    double lo, hi;
+    if (fgi_attr_float(node, "low", 0.0, &lo, status)) return -1;
+    if (fgi_attr_float(node, "high", 1.0, &hi, status)) return -1;
+    if (!(lo < hi))
+      return fgi_fail(node, status, "attribute 'low' = %g must be below 'high' = %g", lo, hi);
+  } else {
+    double mean, sd;
+    if (fgi_attr_float(node, "mean", 0.0, &mean, status)) return -1;
+    if (fgi_attr_float(node, "stddev", 1.0, &sd, status)) return -1;
+    if (!(sd > 0)) return fgi_fail(node, status, "attribute 'stddev' = %g must be > 0", sd);
+  }
+  out[0].dtype = dt;
+  return fgi_check_bytes(node, &out[0], status);
+}
+
+/* The stream: the attribute, or for -1 the 32-bit FNV-1a hash of the
+ * node's name (names are unique in a graph and saved with it, so a loaded
+ * graph draws what the built one drew). */
+int fgi_parse_random(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *status) {
+  (void)in;
+  int64_t stream;
+  if (fgi_attr_int(node, "stream", 0, -1, &stream, status)) return -1;
+  if (stream == -1) {
+    uint32_t h = 2166136261u;
+    for (const char *c = node->name ? node->name : ""; *c; c++)
+      h = (h ^ (uint8_t)*c) * 16777619u;
+    stream = h;
+  }
+  p->random.stream = stream;
+  return 0;
+}

@@ -31,6 +31,7 @@
 #define COLL  FG_OPF_COLLECTIVE
 #define KEYIN FG_OPF_KERNEL_KEY_INPUT
 #define VIEW  FG_OPF_VIEW
+#define RAND  FG_OPF_RANDOM
 
 /* ---- attributes, per op (see fg_attr_def) -------------------------------- */
 #define A_END                                                                                      \
@@ -46,6 +47,22 @@ static const fg_attr_def a_fill[] = {
     {"dtype", FG_ATTR_INT, NULL, "element type", FG_NO_PARAM},
     {"shape", FG_ATTR_INTS, NULL, "dims", FG_NO_PARAM},
     {"value", FG_ATTR_FLOAT, "0", "every element's value", FG_PARAM(F64, fill.value)},
+    A_END};
+static const fg_attr_def a_random_uniform[] = {
+    {"dtype", FG_ATTR_INT, NULL, "element type, f32 or f64", FG_NO_PARAM},
+    {"shape", FG_ATTR_INTS, NULL, "dims, all known", FG_NO_PARAM},
+    {"seed", FG_ATTR_INT, "0", "the Philox key", FG_PARAM(I64, random.seed)},
+    {"stream", FG_ATTR_INT, "-1", "[0, 2^32), or -1: a hash of the node's name", FG_NO_PARAM},
+    {"low", FG_ATTR_FLOAT, "0", "smallest value", FG_PARAM(F64, random.low)},
+    {"high", FG_ATTR_FLOAT, "1", "bound above, > low, excluded", FG_PARAM(F64, random.high)},
+    A_END};
+static const fg_attr_def a_random_normal[] = {
+    {"dtype", FG_ATTR_INT, NULL, "element type, f32 or f64", FG_NO_PARAM},
+    {"shape", FG_ATTR_INTS, NULL, "dims, all known", FG_NO_PARAM},
+    {"seed", FG_ATTR_INT, "0", "the Philox key", FG_PARAM(I64, random.seed)},
+    {"stream", FG_ATTR_INT, "-1", "[0, 2^32), or -1: a hash of the node's name", FG_NO_PARAM},
+    {"mean", FG_ATTR_FLOAT, "0", "the mean", FG_PARAM(F64, random.mean)},
+    {"stddev", FG_ATTR_FLOAT, "1", "standard deviation, > 0", FG_PARAM(F64, random.stddev)},
     A_END};
 static const fg_attr_def a_matmul[] = {
     {"transpose_a", FG_ATTR_INT, "0", "1: use a's last two dims swapped",
@@ -142,6 +159,15 @@ const fg_op_def fg_op_table[] = {
                         NULL, "persistent state, starting at value; updated in place"},
     [FG_OP_FILL] = {"fill", 0, 0, 1, 0, fgi_infer_fill, NULL, 0, "", a_fill, NULL,
                     "a tensor of one value"},
+    [FG_OP_RANDOM_UNIFORM] = {"random_uniform", 0, 0, 1, RAND, fgi_infer_random, NULL, 0, "",
+                              a_random_uniform, fgi_parse_random,
+                              "uniform in [low, high), Philox4x32-10 keyed by seed and stream"},
+    [FG_OP_RANDOM_NORMAL] = {"random_normal", 0, 0, 1, RAND, fgi_infer_random, NULL, 0, "",
+                             a_random_normal, fgi_parse_random,
+                             "normal(mean, stddev), Box-Muller on Philox4x32-10"},
+    [FG_OP_TRUNCATED_NORMAL] = {"truncated_normal", 0, 0, 1, RAND, fgi_infer_random, NULL, 0, "",
+                                a_random_normal, fgi_parse_random,
+                                "normal(mean, stddev), values beyond 2 stddev redrawn"},
     [FG_OP_MATMUL] = {"matmul", 2, 2, 1, DIFF, fgi_infer_matmul, fgi_flops_matmul, 0, "a, b",
                       a_matmul, NULL, "a @ b, batched over leading dims"},
     [FG_OP_RESHAPE] = {"reshape", 1, 1, 1, VIEW | DIFF, fgi_infer_reshape, NULL, 0, "x", a_shape,

@@ -35,6 +35,9 @@
   X(CONSTANT, "constant")                                                                          \
   X(VARIABLE, "variable")                                                                          \
   X(FILL, "fill")                                                                                  \
+  X(RANDOM_UNIFORM, "random_uniform")                                                              \
+  X(RANDOM_NORMAL, "random_normal")                                                                \
+  X(TRUNCATED_NORMAL, "truncated_normal")                                                          \
   X(MATMUL, "matmul")                                                                              \
   X(RESHAPE, "reshape")                                                                            \
   X(TRANSPOSE, "transpose")                                                                        \
@@ -123,7 +126,11 @@ enum {
   FG_OPF_STATEFUL = 1u << 4,         /* reads or writes session state; never pruned as pure */
   FG_OPF_KERNEL_KEY_INPUT = 1u << 5, /* kernel is looked up by input 0's dtype, not output 0's */
   FG_OPF_VIEW = 1u << 6,             /* output is input 0's bytes (reshape) */
-  FG_OPF_COLLECTIVE = 1u << 7        /* calls the communicator (all_reduce and the fused updates) */
+  FG_OPF_COLLECTIVE = 1u << 7,       /* calls the communicator (all_reduce and the fused updates) */
+  /* Draws random values (random_uniform, ...): deterministic, but two such
+   * nodes with equal attributes draw different values (their streams come
+   * from their names), so a common-subexpression pass must not merge them. */
+  FG_OPF_RANDOM = 1u << 8
 };
 
 /* Infers output tinfos from input tinfos and attrs; on error sets status

@@ -94,6 +94,20 @@ FG_API fg_output fg_scalar(fg_graph *g, fg_dtype dtype, double value);
  * copy of `initial`. */
 FG_API fg_output fg_variable(fg_graph *g, const char *name, const fg_tensor *initial);
 FG_API fg_output fg_fill(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, double value);
+/* Seeded random tensors (f32 or f64, every dim known). Element i depends
+ * only on (seed, the node's stream, i): the same values for any thread
+ * count and on the GPU. The stream is a hash of the node's name (attribute
+ * "stream" -1), so nodes named differently draw differently with one seed;
+ * renaming a node changes its values. Uniform in [low, high), low < high. */
+FG_API fg_output fg_random_uniform(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims,
+                                   double low, double high, int64_t seed);
+/* Normal with the given mean and stddev > 0 (Box-Muller). */
+FG_API fg_output fg_random_normal(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims,
+                                  double mean, double stddev, int64_t seed);
+/* As fg_random_normal, with values beyond 2 stddev of the mean redrawn
+ * (TensorFlow's truncated_normal). */
+FG_API fg_output fg_truncated_normal(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims,
+                                     double mean, double stddev, int64_t seed);
 
 /* ---- linear algebra and shaping ----------------------------------------- */
 /* Batched over leading dimensions (which broadcast); 1-D operands are not

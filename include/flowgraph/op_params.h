@@ -74,6 +74,18 @@ typedef struct fg_fill_params {
   double value;
 } fg_fill_params;
 
+/* random_uniform (low, high), random_normal and truncated_normal (mean,
+ * stddev): element i is a function of (seed, stream, i) only, through
+ * Philox4x32-10 (kernels/philox.h). stream is the attribute, or when it is
+ * -1 (the default) a 32-bit FNV-1a hash of the node's name, so that nodes
+ * with one seed draw different values. */
+typedef struct fg_random_params {
+  int64_t seed;
+  int64_t stream; /* [0, 2^32) once parsed */
+  double low, high;
+  double mean, stddev;
+} fg_random_params;
+
 /* one_hot: the number of classes. */
 typedef struct fg_one_hot_params {
   int64_t depth;
@@ -118,6 +130,7 @@ typedef union fg_op_params {
   fg_softplus_params softplus;
   fg_clip_params clip;
   fg_fill_params fill;
+  fg_random_params random; /* random_uniform, random_normal, truncated_normal */
   fg_one_hot_params one_hot;
   fg_momentum_params momentum;
   fg_adam_params adam;

@@ -73,6 +73,10 @@
   FGK_FLOAT(X, "softmax", fgk_softmax)                                                             \
   FGK_FLOAT(X, "log_softmax", fgk_log_softmax)                                                     \
   FGK_FLOAT(X, "softmax_cross_entropy", fgk_softmax_xent)                                          \
+  /* random.c */                                                                                   \
+  FGK_FLOAT(X, "random_uniform", fgk_random_uniform)                                               \
+  FGK_FLOAT(X, "random_normal", fgk_random_normal)                                                 \
+  FGK_FLOAT(X, "truncated_normal", fgk_truncated_normal)                                           \
   /* misc.c */                                                                                     \
   FGK_ALL(X, "fill", fgk_fill)                                                                     \
   FGK_ANY(X, "identity", fgk_copy)                                                                 \

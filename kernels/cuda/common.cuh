@@ -60,6 +60,10 @@ extern "C" {
   FGK_ANY(X, "select", fgc_select)                                                                 \
   FGK_ALL(X, "cast", fgc_cast)                                                                     \
   FGK_ALL(X, "fill", fgc_fill)                                                                     \
+  /* random.cu */                                                                                  \
+  FGK_FLOAT(X, "random_uniform", fgc_random_uniform)                                               \
+  FGK_FLOAT(X, "random_normal", fgc_random_normal)                                                 \
+  FGK_FLOAT(X, "truncated_normal", fgc_truncated_normal)                                           \
   FGK_ALL(X, "zeros_like", fgc_zeros_like)                                                         \
   FGK_ALL(X, "ones_like", fgc_ones_like)                                                           \
   FGK_ANY(X, "reshape", fgc_copy)                                                                  \

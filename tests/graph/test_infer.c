@@ -9,8 +9,9 @@
 FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
   /* 71 + all_reduce, shard, after, all_reduce_apply_sgd,
-   * sufficient_factor_apply_sgd (dist) */
-  FG_CHECK_INT(FG_OP_COUNT, 76);
+   * sufficient_factor_apply_sgd (dist) + random_uniform, random_normal,
+   * truncated_normal */
+  FG_CHECK_INT(FG_OP_COUNT, 79);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -56,8 +57,15 @@ FG_TEST(op_table_flags, "") {
   int n_diff = 0;
   for (int i = 0; i < FG_OP_COUNT; i++)
     n_diff += (fg_op_table[i].flags & FG_OPF_DIFFERENTIABLE) != 0;
-  /* all_reduce, shard, after and the fused updates are not differentiable */
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 23);
+  /* all_reduce, shard, after, the fused updates and the random ops are
+   * not differentiable */
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 26);
+  const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};
+  for (int i = 0; i < 3; i++) {
+    if (!(flags_of(rnd[i]) & FG_OPF_RANDOM)) FG_FAIL_AT("%s not flagged random", rnd[i]);
+    if (flags_of(rnd[i]) & (FG_OPF_DIFFERENTIABLE | FG_OPF_SOURCE))
+      FG_FAIL_AT("%s is differentiable or a source", rnd[i]);
+  }
   /* The collectives are flagged as such, and only they. */
   const char *coll[] = {"all_reduce", "all_reduce_apply_sgd", "sufficient_factor_apply_sgd"};
   int n_coll = 0;
