@@ -310,26 +310,25 @@ fg_output fg_stop_gradient(fg_graph *g, fg_output x) { return unary(g, "stop_gra
 fg_output fg_zeros_like(fg_graph *g, fg_output x) { return unary(g, "zeros_like", x); }
 fg_output fg_ones_like(fg_graph *g, fg_output x) { return unary(g, "ones_like", x); }
 
+/* A one-input op with float attributes a0 = v0 and, when a1 is not NULL,
+ * a1 = v1. */
+static fg_output with_floats(fg_graph *g, const char *op, fg_output x, const char *a0, double v0,
+                             const char *a1, double v1) {
+  if (skip(g)) return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_float(&b, a0, v0);
+  if (a1) ab_float(&b, a1, v1);
+  return finish(g, op, NULL, &x, 1, &b);
+}
+
 fg_output fg_leaky_relu(fg_graph *g, fg_output x, double alpha) {
-  if (skip(g)) return FG_NO_OUTPUT;
-  attrs_b b = ab_new();
-  ab_float(&b, "alpha", alpha);
-  return finish(g, "leaky_relu", NULL, &x, 1, &b);
+  return with_floats(g, "leaky_relu", x, "alpha", alpha, NULL, 0);
 }
-
 fg_output fg_elu(fg_graph *g, fg_output x, double alpha) {
-  if (skip(g)) return FG_NO_OUTPUT;
-  attrs_b b = ab_new();
-  ab_float(&b, "alpha", alpha);
-  return finish(g, "elu", NULL, &x, 1, &b);
+  return with_floats(g, "elu", x, "alpha", alpha, NULL, 0);
 }
-
 fg_output fg_softplus(fg_graph *g, fg_output x, double beta, double threshold) {
-  if (skip(g)) return FG_NO_OUTPUT;
-  attrs_b b = ab_new();
-  ab_float(&b, "beta", beta);
-  ab_float(&b, "threshold", threshold);
-  return finish(g, "softplus", NULL, &x, 1, &b);
+  return with_floats(g, "softplus", x, "beta", beta, "threshold", threshold);
 }
 fg_output fg_selu(fg_graph *g, fg_output x) { return unary(g, "selu", x); }
 fg_output fg_silu(fg_graph *g, fg_output x) { return unary(g, "silu", x); }
@@ -343,11 +342,7 @@ fg_output fg_ceil(fg_graph *g, fg_output x) { return unary(g, "ceil", x); }
 fg_output fg_round(fg_graph *g, fg_output x) { return unary(g, "round", x); }
 
 fg_output fg_clip(fg_graph *g, fg_output x, double min, double max) {
-  if (skip(g)) return FG_NO_OUTPUT;
-  attrs_b b = ab_new();
-  ab_float(&b, "min", min);
-  ab_float(&b, "max", max);
-  return finish(g, "clip", NULL, &x, 1, &b);
+  return with_floats(g, "clip", x, "min", min, "max", max);
 }
 
 /* ---- reductions --------------------------------------------------------- */
