@@ -34,11 +34,35 @@ fg_output fg_grad_input(const fg_grad_ctx *ctx, int i);
 /* Output i of the forward node. */
 fg_output fg_grad_output(const fg_grad_ctx *ctx, int i);
 
+/* What a reduce node did, read once (the node array may move later). */
+typedef struct fg_grad_reduce_info {
+  fg_output x, y;
+  int rank; /* of x */
+  int keepdims;
+  int all;    /* every axis reduced */
+  int n_axes; /* reduced axes, sorted, non-negative */
+  int64_t axes[FG_MAX_RANK];
+  int64_t count; /* reduced elements per output, -1 unknown */
+} fg_grad_reduce_info;
+/* Reads the reduce node's input, output, axes and keepdims: 0, or -1
+ * after fg_graph_fail(). */
+int fg_grad_reduce_read(fg_grad_ctx *ctx, fg_grad_reduce_info *r);
+/* dy in the keepdims layout, so that it broadcasts against x. */
+fg_output fg_grad_reduce_keep(fg_graph *g, const fg_grad_reduce_info *r, fg_output dy);
+/* The reductions' gradients differ only in the rule mapping dy to dx;
+ * fg_grad_reduce reads the node and applies one (autodiff/grad_math.c). */
+typedef fg_output (*fg_grad_reduce_rule)(fg_graph *g, const fg_grad_reduce_info *r, fg_output dy);
+int fg_grad_reduce(fg_grad_ctx *ctx, fg_grad_reduce_rule rule);
+/* reduce_max's and reduce_min's rule: dy shared equally among the tied
+ * extremes (x == y), 0 elsewhere. */
+fg_output fg_grad_extreme_rule(fg_graph *g, const fg_grad_reduce_info *r, fg_output dy);
+
 /* Per-family registration tables, each ending with {-1, NULL}. */
 typedef struct fg_grad_reg {
   int op;
   fg_grad_fn fn;
 } fg_grad_reg;
-extern const fg_grad_reg fg_grads_math[];  /* autodiff/grad_math.c */
-extern const fg_grad_reg fg_grads_shape[]; /* autodiff/grad_shape.c */
+extern const fg_grad_reg fg_grads_math[];    /* autodiff/grad_math.c */
+extern const fg_grad_reg fg_grads_shape[];   /* autodiff/grad_shape.c */
+extern const fg_grad_reg fg_grads_reduce2[]; /* autodiff/grad_reduce2.c */
 #endif

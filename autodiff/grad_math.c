@@ -292,18 +292,7 @@ static int grad_cast(fg_grad_ctx *ctx) {
 
 /* ---- reductions --------------------------------------------------------- */
 
-/* What a reduce node did, read once (the node array may move later). */
-typedef struct reduce_info {
-  fg_output x, y;
-  int rank; /* of x */
-  int keepdims;
-  int all;    /* every axis reduced */
-  int n_axes; /* reduced axes, sorted, non-negative */
-  int64_t axes[FG_MAX_RANK];
-  int64_t count; /* reduced elements per output, -1 unknown */
-} reduce_info;
-
-static int reduce_read(fg_grad_ctx *ctx, reduce_info *r) {
+int fg_grad_reduce_read(fg_grad_ctx *ctx, fg_grad_reduce_info *r) {
   fg_graph *g = ctx->g;
   const fg_node *n = fg_graph_node(g, ctx->node);
   r->x = fg_grad_input(ctx, 0);
@@ -347,48 +336,46 @@ static int reduce_read(fg_grad_ctx *ctx, reduce_info *r) {
 
 /* dy in the keepdims layout, so it broadcasts against x. A scalar dy from a
  * full reduction already broadcasts. */
-static fg_output reduce_keep(fg_graph *g, const reduce_info *r, fg_output dy) {
+fg_output fg_grad_reduce_keep(fg_graph *g, const fg_grad_reduce_info *r, fg_output dy) {
   if (r->keepdims || r->all || r->n_axes == 0) return dy;
   return fg_expand_dims(g, dy, r->axes, r->n_axes);
 }
 
-/* The reductions' gradients differ only in the rule mapping dy to dx. */
-typedef fg_output (*reduce_rule)(fg_graph *g, const reduce_info *r, fg_output dy);
-
-static int grad_reduce(fg_grad_ctx *ctx, reduce_rule rule) {
-  reduce_info r;
+int fg_grad_reduce(fg_grad_ctx *ctx, fg_grad_reduce_rule rule) {
+  fg_grad_reduce_info r;
   if (!ctx->wants[0]) return 0;
-  if (reduce_read(ctx, &r) != 0) return -1;
+  if (fg_grad_reduce_read(ctx, &r) != 0) return -1;
   ctx->dx[0] = rule(ctx->g, &r, ctx->dy[0]);
   return done(ctx);
 }
 
-static fg_output reduce_sum_rule(fg_graph *g, const reduce_info *r, fg_output dy) {
-  return fg_broadcast_like(g, reduce_keep(g, r, dy), r->x);
+static fg_output reduce_sum_rule(fg_graph *g, const fg_grad_reduce_info *r, fg_output dy) {
+  return fg_broadcast_like(g, fg_grad_reduce_keep(g, r, dy), r->x);
 }
 
 /* The divisor is a constant when the reduced dims are known; otherwise (the
  * unknown batch) numel(x) / numel(y) at run time. */
-static fg_output reduce_mean_rule(fg_graph *g, const reduce_info *r, fg_output dy) {
+static fg_output reduce_mean_rule(fg_graph *g, const fg_grad_reduce_info *r, fg_output dy) {
   fg_dtype dt = dtype_of(g, dy);
   fg_output count = r->count >= 0 ? fg_scalar(g, dt, r->count > 0 ? (double)r->count : 1.0)
                                   : fg_div(g, fg_numel(g, r->x, dt), fg_numel(g, r->y, dt));
-  return fg_broadcast_like(g, reduce_keep(g, r, fg_div(g, dy, count)), r->x);
+  return fg_broadcast_like(g, fg_grad_reduce_keep(g, r, fg_div(g, dy, count)), r->x);
 }
 
-/* dx = dy / (number of maxima) at every maximum, 0 elsewhere. The mask is a
+/* dx = dy / (number of maxima) at every maximum, 0 elsewhere (reduce_max;
+ * reduce_min alike, at every minimum). The mask is a
  * cast of a comparison, so it is a constant for a second derivative. */
-static fg_output reduce_max_rule(fg_graph *g, const reduce_info *r, fg_output dy) {
+fg_output fg_grad_extreme_rule(fg_graph *g, const fg_grad_reduce_info *r, fg_output dy) {
   fg_dtype dt = dtype_of(g, dy);
-  fg_output mask = fg_cast(g, fg_equal(g, r->x, reduce_keep(g, r, r->y)), dt);
+  fg_output mask = fg_cast(g, fg_equal(g, r->x, fg_grad_reduce_keep(g, r, r->y)), dt);
   /* With nothing reduced (a rank-0 x) every element is its own maximum. */
   fg_output ties = r->n_axes ? fg_reduce_sum(g, mask, r->axes, r->n_axes, 1) : mask;
-  return fg_mul(g, mask, fg_div(g, reduce_keep(g, r, dy), ties));
+  return fg_mul(g, mask, fg_div(g, fg_grad_reduce_keep(g, r, dy), ties));
 }
 
-static int grad_reduce_sum(fg_grad_ctx *ctx) { return grad_reduce(ctx, reduce_sum_rule); }
-static int grad_reduce_mean(fg_grad_ctx *ctx) { return grad_reduce(ctx, reduce_mean_rule); }
-static int grad_reduce_max(fg_grad_ctx *ctx) { return grad_reduce(ctx, reduce_max_rule); }
+static int grad_reduce_sum(fg_grad_ctx *ctx) { return fg_grad_reduce(ctx, reduce_sum_rule); }
+static int grad_reduce_mean(fg_grad_ctx *ctx) { return fg_grad_reduce(ctx, reduce_mean_rule); }
+static int grad_reduce_max(fg_grad_ctx *ctx) { return fg_grad_reduce(ctx, fg_grad_extreme_rule); }
 
 /* ---- registry ----------------------------------------------------------- */
 

@@ -370,6 +370,46 @@ fg_output fg_argmax(fg_graph *g, fg_output x, int axis) {
   return with_int(g, "argmax", x, "axis", axis);
 }
 
+fg_output fg_reduce_min(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
+  return reduce(g, "reduce_min", x, axes, n_axes, keepdims);
+}
+fg_output fg_reduce_prod(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
+  return reduce(g, "reduce_prod", x, axes, n_axes, keepdims);
+}
+fg_output fg_argmin(fg_graph *g, fg_output x, int axis) {
+  return with_int(g, "argmin", x, "axis", axis);
+}
+fg_output fg_logsumexp(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
+  return reduce(g, "logsumexp", x, axes, n_axes, keepdims);
+}
+
+fg_output fg_cumsum(fg_graph *g, fg_output x, int axis, int exclusive, int reverse) {
+  if (skip(g)) return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_int(&b, "axis", axis);
+  ab_int(&b, "exclusive", exclusive != 0);
+  ab_int(&b, "reverse", reverse != 0);
+  return finish(g, "cumsum", NULL, &x, 1, &b);
+}
+
+fg_output fg_topk(fg_graph *g, fg_output x, int64_t k, int axis, int largest, int sorted) {
+  if (skip(g)) return FG_NO_OUTPUT;
+  attrs_b b = ab_new();
+  ab_int(&b, "k", k);
+  ab_int(&b, "axis", axis);
+  ab_int(&b, "largest", largest != 0);
+  ab_int(&b, "sorted", sorted != 0);
+  return finish(g, "topk", NULL, &x, 1, &b);
+}
+
+fg_output fg_topk_grad(fg_graph *g, fg_output dy, fg_output indices, fg_output like, int axis) {
+  if (skip(g)) return FG_NO_OUTPUT;
+  fg_output in[3] = {dy, indices, like};
+  attrs_b b = ab_new();
+  ab_int(&b, "axis", axis);
+  return finish(g, "topk_grad", NULL, in, 3, &b);
+}
+
 /* ---- softmax family and state ------------------------------------------- */
 
 fg_output fg_softmax(fg_graph *g, fg_output x, int axis) {

@@ -21,6 +21,9 @@ fg_output fg_slice_grad(fg_graph *g, fg_output dy, fg_output like, int rank, con
                         const int64_t *size);
 /* like: the gather's params. */
 fg_output fg_gather_grad(fg_graph *g, fg_output dy, fg_output indices, fg_output like);
+/* topk's gradient: zeros of like's shape (the topk's x) with dy added at
+ * indices along axis (the topk's, negative from the end). */
+fg_output fg_topk_grad(fg_graph *g, fg_output dy, fg_output indices, fg_output like, int axis);
 /* n may be 0 (inputs may then be NULL). */
 fg_output fg_group(fg_graph *g, const fg_output *inputs, int n);
 

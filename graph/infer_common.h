@@ -114,6 +114,13 @@ FGI_DECL_INFER(fgi_infer_assign)
 FGI_DECL_FLOPS(fgi_flops_softmax)
 FGI_DECL_FLOPS(fgi_flops_softmax_cross_entropy)
 
+/* infer_reduce2.c */
+FGI_DECL_INFER(fgi_infer_logsumexp)
+FGI_DECL_INFER(fgi_infer_cumsum)
+FGI_DECL_INFER(fgi_infer_topk)
+FGI_DECL_INFER(fgi_infer_topk_grad)
+FGI_DECL_FLOPS(fgi_flops_logsumexp)
+
 /* infer_dist.c */
 FGI_DECL_INFER(fgi_infer_all_reduce)
 FGI_DECL_INFER(fgi_infer_shard)
@@ -132,6 +139,9 @@ FGI_DECL_PARSE(fgi_parse_reduce) /* infer_reduce.c */
 FGI_DECL_PARSE(fgi_parse_argmax)
 FGI_DECL_PARSE(fgi_parse_softmax) /* infer_nn.c; also log_softmax */
 FGI_DECL_PARSE(fgi_parse_random)  /* infer_sources.c */
+FGI_DECL_PARSE(fgi_parse_cumsum)  /* infer_reduce2.c */
+FGI_DECL_PARSE(fgi_parse_topk)
+FGI_DECL_PARSE(fgi_parse_topk_grad)
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

@@ -56,9 +56,9 @@ int fgi_infer_argmax(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_
   int axis;
   if (!fgi_is_numeric(in[0].dtype))
     return fgi_fail(node, status,
-                    "input 0 dtype %s is not allowed; argmax needs f32, f64, i32 "
+                    "input 0 dtype %s is not allowed; %s needs f32, f64, i32 "
                     "or i64",
-                    fg_dtype_name(in[0].dtype));
+                    fg_dtype_name(in[0].dtype), fgi_opname(node));
   if (fgi_attr_int(node, "axis", 1, 0, &axis_attr, status)) return -1;
   if (fgi_axis(node, "axis", axis_attr, &in[0], &axis, status)) return -1;
   int k = 0;

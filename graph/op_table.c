@@ -130,6 +130,23 @@ static const fg_attr_def a_shard[] = {
     {"index", FG_ATTR_INT, NULL, "this replica, [0, count)", FG_PARAM(I64, shard.index)},
     {"count", FG_ATTR_INT, NULL, "replicas", FG_PARAM(I64, shard.count)},
     A_END};
+static const fg_attr_def a_cumsum[] = {
+    {"axis", FG_ATTR_INT, NULL, "the axis, negative from the end", FG_NO_PARAM},
+    {"exclusive", FG_ATTR_INT, "0", "1: leave x[i] itself out of out[i]",
+     FG_PARAM(FLAG, cumsum.exclusive)},
+    {"reverse", FG_ATTR_INT, "0", "1: sum from the end of the axis",
+     FG_PARAM(FLAG, cumsum.reverse)},
+    A_END};
+static const fg_attr_def a_topk[] = {
+    {"k", FG_ATTR_INT, NULL, "how many, in [0, x's dim at axis]", FG_PARAM(I64, topk.k)},
+    {"axis", FG_ATTR_INT, "-1", "the axis, negative from the end", FG_NO_PARAM},
+    {"largest", FG_ATTR_INT, "1", "0: the k smallest", FG_PARAM(FLAG, topk.largest)},
+    {"sorted", FG_ATTR_INT, "1", "accepted for torch and ONNX; values always come best first",
+     FG_PARAM(FLAG, topk.sorted)},
+    A_END};
+static const fg_attr_def a_topk_grad[] = {
+    {"axis", FG_ATTR_INT, NULL, "the forward topk's axis, negative from the end", FG_NO_PARAM},
+    A_END};
 const fg_attr_def fg_common_attrs[] = {
     {FG_COLOCATE_ATTR, FG_ATTR_STRING, "none", "a node whose device this one takes", FG_NO_PARAM},
     A_END};
@@ -299,6 +316,25 @@ const fg_op_def fg_op_table[] = {
         {"sufficient_factor_apply_sgd", 4, -1, 1, STATE | COLL, fgi_infer_collective_sgd,
          fgi_flops_apply, 0x1u, "var, a, lr, b, [rows, sums,] ctrl...", a_all_reduce, NULL,
          "var -= lr * all_reduce(a^T b), the gradient's factors never multiplied out"},
+    /* More reductions (graph/infer_reduce2.c). argmin, like argmax, gives
+     * i64 whatever its input (KEYIN). topk has two outputs, the values and
+     * their i64 indices; only the values carry a gradient (topk_grad). */
+    [FG_OP_REDUCE_MIN] = {"reduce_min", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce, 0, "x",
+                          a_reduce, fgi_parse_reduce, "minimum over axes"},
+    [FG_OP_REDUCE_PROD] = {"reduce_prod", 1, 1, 1, DIFF, fgi_infer_reduce, fgi_flops_reduce, 0, "x",
+                           a_reduce, fgi_parse_reduce, "product over axes"},
+    [FG_OP_ARGMIN] = {"argmin", 1, 1, 1, KEYIN, fgi_infer_argmax, fgi_flops_reduce, 0, "x", a_axis,
+                      fgi_parse_argmax, "i64 index of the first minimum along axis"},
+    [FG_OP_LOGSUMEXP] = {"logsumexp", 1, 1, 1, DIFF, fgi_infer_logsumexp, fgi_flops_logsumexp, 0,
+                         "x", a_reduce, fgi_parse_reduce,
+                         "log(sum(exp(x))) over axes, shifted by the maximum"},
+    [FG_OP_CUMSUM] = {"cumsum", 1, 1, 1, DIFF, fgi_infer_cumsum, fgi_flops_reduce, 0, "x", a_cumsum,
+                      fgi_parse_cumsum, "running sum along axis (ONNX CumSum)"},
+    [FG_OP_TOPK] = {"topk", 1, 1, 2, DIFF, fgi_infer_topk, NULL, 0, "x", a_topk, fgi_parse_topk,
+                    "the k largest (or smallest) along axis and their i64 indices"},
+    [FG_OP_TOPK_GRAD] = {"topk_grad", 3, 3, 1, DIFF, fgi_infer_topk_grad, NULL, 0,
+                         "dy, indices, like", a_topk_grad, fgi_parse_topk_grad,
+                         "zeros of like's shape with dy added at indices along axis"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -109,7 +109,14 @@
   X(SHARD, "shard")                                                                                \
   X(AFTER, "after")                                                                                \
   X(ALL_REDUCE_APPLY_SGD, "all_reduce_apply_sgd")                                                  \
-  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")
+  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")                                    \
+  X(REDUCE_MIN, "reduce_min")                                                                      \
+  X(REDUCE_PROD, "reduce_prod")                                                                    \
+  X(ARGMIN, "argmin")                                                                              \
+  X(LOGSUMEXP, "logsumexp")                                                                        \
+  X(CUMSUM, "cumsum")                                                                              \
+  X(TOPK, "topk")                                                                                  \
+  X(TOPK_GRAD, "topk_grad")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

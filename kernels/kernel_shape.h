@@ -139,6 +139,17 @@ int fgk_slice_check(const fg_kctx *ctx, int64_t *base, int64_t *st);
 /* slice_grad (grad_ops.c): dy is the block at p->begin of the output;
  * *base is its first element's offset, st[] the output's C-order strides. */
 int fgk_slice_grad_check(const fg_kctx *ctx, int64_t *base, int64_t *st);
+/* cumsum (reduce2.c): one dtype dt in and out, of one shape, and
+ * p->cumsum.axis in range; outer, A (the axis's dim) and inner. */
+int fgk_cumsum_check(const fg_kctx *ctx, fg_dtype dt, int64_t *outer, int64_t *A, int64_t *inner);
+/* topk (reduce2.c): x and values of dtype dt, i64 indices, the outputs x's
+ * shape with p->topk.k at p->topk.axis; outer, A and inner of x. */
+int fgk_topk_check(const fg_kctx *ctx, fg_dtype dt, int64_t *outer, int64_t *A, int64_t *inner);
+/* topk_grad (reduce2.c): dy (dt) and i64 indices of one shape, like's but
+ * for K <= A at p->topk.axis, the output dt in like's shape. The index
+ * values are not checked here. */
+int fgk_topk_grad_check(const fg_kctx *ctx, fg_dtype dt, int64_t *outer, int64_t *A, int64_t *K,
+                        int64_t *inner);
 
 #ifdef __cplusplus
 }

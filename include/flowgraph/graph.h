@@ -190,6 +190,26 @@ FG_API fg_output fg_reduce_max(fg_graph *g, fg_output x, const int64_t *axes, in
                                int keepdims);
 /* i64 indices of the first maximum along `axis` (removed from the shape). */
 FG_API fg_output fg_argmax(fg_graph *g, fg_output x, int axis);
+/* Minimum and product over `axes`, as fg_reduce_max (the min of nothing is
+ * +inf or the type's maximum, the product of nothing 1). */
+FG_API fg_output fg_reduce_min(fg_graph *g, fg_output x, const int64_t *axes, int n_axes,
+                               int keepdims);
+FG_API fg_output fg_reduce_prod(fg_graph *g, fg_output x, const int64_t *axes, int n_axes,
+                                int keepdims);
+/* i64 indices of the first minimum along `axis` (removed from the shape). */
+FG_API fg_output fg_argmin(fg_graph *g, fg_output x, int axis);
+/* log(sum(exp(x))) over `axes` (torch.logsumexp), computed shifted by the
+ * maximum so that large inputs do not overflow; f32 and f64. */
+FG_API fg_output fg_logsumexp(fg_graph *g, fg_output x, const int64_t *axes, int n_axes,
+                              int keepdims);
+/* Running sum along `axis` (ONNX CumSum): exclusive leaves x[i] out of
+ * out[i]; reverse sums from the end of the axis. */
+FG_API fg_output fg_cumsum(fg_graph *g, fg_output x, int axis, int exclusive, int reverse);
+/* The k largest (smallest when largest is 0) along `axis` (torch.topk),
+ * best first, ties to the lower index: output 0 the values, fg_output_at(o,
+ * 1) their i64 indices. 0 <= k <= x's dim at axis. sorted is accepted for
+ * torch's signature; the values always come sorted. */
+FG_API fg_output fg_topk(fg_graph *g, fg_output x, int64_t k, int axis, int largest, int sorted);
 
 /* ---- softmax family ----------------------------------------------------- */
 FG_API fg_output fg_softmax(fg_graph *g, fg_output x, int axis);

@@ -24,12 +24,14 @@ typedef struct fg_matmul_params {
   int transpose_a, transpose_b;
 } fg_matmul_params;
 
-/* concat, softmax, log_softmax, argmax: axis, in [0, rank) of input 0. */
+/* concat, softmax, log_softmax, argmax, argmin: axis, in [0, rank) of
+ * input 0. */
 typedef struct fg_axis_params {
   int axis;
 } fg_axis_params;
 
-/* reduce_sum, reduce_mean, reduce_max: axes sorted, unique and in
+/* reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod and
+ * logsumexp: axes sorted, unique and in
  * [0, rank); n_axes == rank when the attribute is absent or empty (every
  * axis). keepdims 0 or 1. */
 typedef struct fg_reduce_params {
@@ -115,14 +117,31 @@ typedef struct fg_shard_params {
   int64_t index, count;
 } fg_shard_params;
 
+/* cumsum (ONNX CumSum): out[i] = the sum of x[j] along axis for j <= i
+ * (j < i when exclusive; j >= i, or j > i, when reverse). axis in
+ * [0, rank); exclusive and reverse 0 or 1. */
+typedef struct fg_cumsum_params {
+  int axis, exclusive, reverse;
+} fg_cumsum_params;
+
+/* topk (torch.topk) and topk_grad: the k largest (smallest when largest is
+ * 0) along axis, in [0, rank) of x; 0 <= k <= that dim. Ties go to the
+ * lower index. The values always come out best first, whatever sorted
+ * says (an unsorted order is any order). */
+typedef struct fg_topk_params {
+  int64_t k;
+  int axis, largest, sorted;
+} fg_topk_params;
+
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
 typedef union fg_op_params {
   fg_matmul_params matmul;
   fg_axis_params concat;
-  fg_axis_params softmax; /* softmax and log_softmax */
-  fg_axis_params argmax;
-  fg_reduce_params reduce; /* reduce_sum, reduce_mean, reduce_max */
+  fg_axis_params softmax;  /* softmax and log_softmax */
+  fg_axis_params argmax;   /* argmax and argmin */
+  fg_reduce_params reduce; /* reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod,
+                              logsumexp */
   fg_transpose_params transpose;
   fg_slice_params slice; /* slice and slice_grad */
   fg_leaky_relu_params leaky_relu;
@@ -136,6 +155,8 @@ typedef union fg_op_params {
   fg_adam_params adam;
   fg_all_reduce_params all_reduce; /* and the updates that reduce a gradient */
   fg_shard_params shard;
+  fg_cumsum_params cumsum;
+  fg_topk_params topk; /* topk and topk_grad */
 } fg_op_params;
 
 #ifdef __cplusplus

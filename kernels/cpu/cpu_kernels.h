@@ -106,7 +106,16 @@
   X("all_reduce_apply_sgd", FG_F32, fgk_all_reduce_apply_sgd)                                      \
   X("all_reduce_apply_sgd", FG_F64, fgk_all_reduce_apply_sgd)                                      \
   X("sufficient_factor_apply_sgd", FG_F32, fgk_sufficient_factor_apply_sgd)                        \
-  X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)
+  X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)                        \
+  /* reduce.c */                                                                                   \
+  FGK_NUM(X, "reduce_min", fgk_reduce_min)                                                         \
+  FGK_NUM(X, "reduce_prod", fgk_reduce_prod)                                                       \
+  FGK_NUM(X, "argmin", fgk_argmin)                                                                 \
+  /* reduce2.c */                                                                                  \
+  FGK_FLOAT(X, "logsumexp", fgk_logsumexp)                                                         \
+  FGK_NUM(X, "cumsum", fgk_cumsum)                                                                 \
+  FGK_NUM(X, "topk", fgk_topk)                                                                     \
+  FGK_FLOAT(X, "topk_grad", fgk_topk_grad)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)
@@ -276,6 +285,31 @@ static inline float fgk_expf(float x) {
   s1.u = (h + 127u) << 23;
   s2.u = (un - h + 127u) << 23;
   return (y * s1.f) * s2.f;
+}
+
+/* Row-major walks over a reduction's coalesced dims (reduce.c, reduce2.c). */
+/* Advances counters over dims[0..n) and the matching offset. */
+static inline void fgk_walk_next(int n, const int64_t *dims, const int64_t *str, int64_t *cnt,
+                                 int64_t *off) {
+  for (int d = n - 1; d >= 0; d--) {
+    *off += str[d];
+    if (++cnt[d] < dims[d]) return;
+    *off -= str[d] * dims[d];
+    cnt[d] = 0;
+  }
+}
+
+/* Counters and input offset of element r of a row-major walk over
+ * dims[0..n) (one division per dim: for a chunk's start only). */
+static inline int64_t fgk_walk_seek(int n, const int64_t *dims, const int64_t *str, int64_t r,
+                                    int64_t *cnt) {
+  int64_t off = 0;
+  for (int d = n - 1; d >= 0; d--) {
+    cnt[d] = r % dims[d];
+    r /= dims[d];
+    off += cnt[d] * str[d];
+  }
+  return off;
 }
 
 /* Lowers *x to v when v is smaller (first failing index across chunks). */

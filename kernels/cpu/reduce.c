@@ -1,4 +1,5 @@
-/* Reductions (reduce_sum, reduce_mean, reduce_max over p->axes) and argmax.
+/* Reductions (reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod
+ * over p->axes), argmax and argmin.
  *
  * Determinism: every output element is a left fold over its reduced
  * elements in row-major order, starting from the identity, in runs of
@@ -96,30 +97,6 @@ int fgk_red_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_red_plan *pl) {
   return 1;
 }
 
-/* Advances counters over dims[0..n) and the matching offset. */
-static inline void red_next(int n, const int64_t *dims, const int64_t *str, int64_t *cnt,
-                            int64_t *off) {
-  for (int d = n - 1; d >= 0; d--) {
-    *off += str[d];
-    if (++cnt[d] < dims[d]) return;
-    *off -= str[d] * dims[d];
-    cnt[d] = 0;
-  }
-}
-
-/* Counters and input offset of element r of a row-major walk over
- * dims[0..n) (one division per dim: for a chunk's start only). */
-static inline int64_t red_seek(int n, const int64_t *dims, const int64_t *str, int64_t r,
-                               int64_t *cnt) {
-  int64_t off = 0;
-  for (int d = n - 1; d >= 0; d--) {
-    cnt[d] = r % dims[d];
-    r /= dims[d];
-    off += cnt[d] * str[d];
-  }
-  return off;
-}
-
 /* One call, shared by its parallel chunks. A "group" is one output when
  * the innermost group is reduced (inner == 1), else up to RED_CHUNK
  * neighbouring outputs of one outer position, folded together. */
@@ -181,7 +158,7 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
       const int nrows = nr > 0 ? nr - 1 : 0;                                                       \
       const int64_t len = nr > 0 ? pl->red_dims[nr - 1] : 1;                                       \
       int64_t col = r0 % len;                                                                      \
-      int64_t roff = red_seek(nrows, pl->red_dims, pl->red_str, r0 / len, rcnt);                   \
+      int64_t roff = fgk_walk_seek(nrows, pl->red_dims, pl->red_str, r0 / len, rcnt);              \
       for (int64_t r = r0; r < r1;) {                                                              \
         const int64_t seg = len - col < r1 - r ? len - col : r1 - r;                               \
         const T *src = ibase + roff + col;                                                         \
@@ -189,15 +166,15 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
           COMBINE(acc[0], src[j]);                                                                 \
         r += seg;                                                                                  \
         col = 0;                                                                                   \
-        red_next(nrows, pl->red_dims, pl->red_str, rcnt, &roff);                                   \
+        fgk_walk_next(nrows, pl->red_dims, pl->red_str, rcnt, &roff);                              \
       }                                                                                            \
     } else {                                                                                       \
-      int64_t roff = red_seek(nr, pl->red_dims, pl->red_str, r0, rcnt);                            \
+      int64_t roff = fgk_walk_seek(nr, pl->red_dims, pl->red_str, r0, rcnt);                       \
       for (int64_t r = r0; r < r1; r++) {                                                          \
         const T *src = ibase + roff;                                                               \
         for (int64_t j = 0; j < nc; j++)                                                           \
           COMBINE(acc[j], src[j]);                                                                 \
-        red_next(nr, pl->red_dims, pl->red_str, rcnt, &roff);                                      \
+        fgk_walk_next(nr, pl->red_dims, pl->red_str, rcnt, &roff);                                 \
       }                                                                                            \
     }                                                                                              \
   }                                                                                                \
@@ -210,7 +187,7 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
     T *out = (T *)J->out;                                                                          \
     int64_t ocnt[FG_MAX_RANK] = {0};                                                               \
     int64_t op = g0 / J->n_cc, cc = g0 % J->n_cc;                                                  \
-    int64_t obase = red_seek(pl->n_outer, pl->outer_dims, pl->outer_str, op, ocnt);                \
+    int64_t obase = fgk_walk_seek(pl->n_outer, pl->outer_dims, pl->outer_str, op, ocnt);           \
     ACC tot[RED_CHUNK], part[RED_CHUNK];                                                           \
     for (int64_t g = g0; g < g1; g++) {                                                            \
       const int64_t c0 = cc * RED_CHUNK;                                                           \
@@ -231,7 +208,7 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
       if (++cc == J->n_cc) {                                                                       \
         cc = 0;                                                                                    \
         op++;                                                                                      \
-        red_next(pl->n_outer, pl->outer_dims, pl->outer_str, ocnt, &obase);                        \
+        fgk_walk_next(pl->n_outer, pl->outer_dims, pl->outer_str, ocnt, &obase);                   \
       }                                                                                            \
     }                                                                                              \
   }                                                                                                \
@@ -243,7 +220,7 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
       const int64_t op = g / J->n_cc, c0 = (g % J->n_cc) * RED_CHUNK;                              \
       const int64_t nc = pl->inner - c0 < RED_CHUNK ? pl->inner - c0 : RED_CHUNK;                  \
       int64_t ocnt[FG_MAX_RANK];                                                                   \
-      const int64_t obase = red_seek(pl->n_outer, pl->outer_dims, pl->outer_str, op, ocnt);        \
+      const int64_t obase = fgk_walk_seek(pl->n_outer, pl->outer_dims, pl->outer_str, op, ocnt);   \
       const int64_t r0 = k * RED_SPLIT;                                                            \
       const int64_t r1 = pl->count - r0 > RED_SPLIT ? r0 + RED_SPLIT : pl->count;                  \
       ACC *dst = (ACC *)J->parts + i * J->width;                                                   \
@@ -306,6 +283,12 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
   do {                                                                                             \
     if ((x) > (acc) || (x) != (x)) (acc) = (x);                                                    \
   } while (0)
+#define RMIN(acc, x)                                                                               \
+  do {                                                                                             \
+    if ((x) < (acc) || (x) != (x)) (acc) = (x);                                                    \
+  } while (0)
+#define PROD(acc, x)  ((acc) *= (x))
+#define UPROD(acc, x) ((acc) *= (uint64_t)(x))
 #define AS_F32(acc)   ((float)(acc))
 #define AS_SELF(acc)  (acc)
 #define AS_I32(acc)   ((int32_t)(uint32_t)(acc))
@@ -331,10 +314,23 @@ FGK_REDUCE(fgk_reduce_max_f32, float, FG_F32, float, -INFINITY, RMAX, AS_SELF)
 FGK_REDUCE(fgk_reduce_max_f64, double, FG_F64, double, -INFINITY, RMAX, AS_SELF)
 FGK_REDUCE(fgk_reduce_max_i32, int32_t, FG_I32, int32_t, INT32_MIN, RMAX, AS_SELF)
 FGK_REDUCE(fgk_reduce_max_i64, int64_t, FG_I64, int64_t, INT64_MIN, RMAX, AS_SELF)
+/* The min of an empty set is +inf, or the type's maximum. */
+FGK_REDUCE(fgk_reduce_min_f32, float, FG_F32, float, INFINITY, RMIN, AS_SELF)
+FGK_REDUCE(fgk_reduce_min_f64, double, FG_F64, double, INFINITY, RMIN, AS_SELF)
+FGK_REDUCE(fgk_reduce_min_i32, int32_t, FG_I32, int32_t, INT32_MAX, RMIN, AS_SELF)
+FGK_REDUCE(fgk_reduce_min_i64, int64_t, FG_I64, int64_t, INT64_MAX, RMIN, AS_SELF)
+/* Products as torch.prod: f32 in double, integers in uint64 wrapping (the
+ * low bits are the i32 product, as torch's int64 accumulation truncated);
+ * the empty product is 1. */
+FGK_REDUCE(fgk_reduce_prod_f32, float, FG_F32, double, 1.0, PROD, AS_F32)
+FGK_REDUCE(fgk_reduce_prod_f64, double, FG_F64, double, 1.0, PROD, AS_SELF)
+FGK_REDUCE(fgk_reduce_prod_i32, int32_t, FG_I32, uint64_t, 1, UPROD, AS_I32)
+FGK_REDUCE(fgk_reduce_prod_i64, int64_t, FG_I64, uint64_t, 1, UPROD, AS_I64)
 
-/* argmax along p->axis: i64 output, the input without that dim. The first
- * index of the maximum wins; a NaN counts as the maximum (the first NaN),
- * as in np.argmax. Keyed by the input dtype. */
+/* argmax (argmin) along p->axis: i64 output, the input without that dim.
+ * The first index of the maximum (minimum) wins; a NaN counts as the
+ * extreme (the first NaN), as in np.argmax and np.argmin. Keyed by the
+ * input dtype. BETTER(v, best) says v replaces the best so far. */
 typedef struct argmax_job {
   const void *x;
   int64_t *o;
@@ -342,7 +338,7 @@ typedef struct argmax_job {
 } argmax_job;
 
 /* Over groups of up to RED_CHUNK neighbouring outputs, each independent. */
-#define FGK_ARGMAX(fn, T, DT)                                                                      \
+#define FGK_ARGMAX(fn, T, DT, BETTER, NAME)                                                        \
   static void fn##_groups(void *arg, int64_t g0, int64_t g1) {                                     \
     const argmax_job *J = (const argmax_job *)arg;                                                 \
     const int64_t A = J->A, inner = J->inner;                                                      \
@@ -360,7 +356,7 @@ typedef struct argmax_job {
         const T *row = base + a * inner + c0;                                                      \
         for (int64_t j = 0; j < nc; j++) {                                                         \
           const T v = row[j];                                                                      \
-          if (v > best[j] || (v != v && best[j] == best[j])) {                                     \
+          if (BETTER(v, best[j])) {                                                                \
             best[j] = v;                                                                           \
             idx[j] = a;                                                                            \
           }                                                                                        \
@@ -374,7 +370,7 @@ typedef struct argmax_job {
     if (in->dtype != DT || out->dtype != FG_I64)                                                   \
       return fgk_fail(ctx, "expected a %s input and an i64 output, got %s and %s",                 \
                       fg_dtype_name(DT), fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));     \
-    const int axis = ctx->p->argmax.axis;                                                          \
+    const int axis = ctx->p->argmax.axis; /* argmax and argmin */                                  \
     if (axis < 0 || axis >= in->rank)                                                              \
       return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);                     \
     int64_t outer = 1, inner = 1;                                                                  \
@@ -387,14 +383,20 @@ typedef struct argmax_job {
       return fgk_fail(ctx, "output has %lld elements, expected %lld", (long long)fgk_numel(out),   \
                       (long long)(outer * inner));                                                 \
     if (outer * inner == 0) return 0;                                                              \
-    if (A == 0) return fgk_fail(ctx, "argmax over axis %d, which has size 0", axis);               \
+    if (A == 0) return fgk_fail(ctx, NAME " over axis %d, which has size 0", axis);                \
     argmax_job J = {in->data, (int64_t *)out->data, A, inner, (inner - 1) / RED_CHUNK + 1};        \
     const int64_t per = A * (inner < RED_CHUNK ? inner : RED_CHUNK);                               \
     fgk_parallel_for(ctx, outer *J.n_cc, per >= RED_GRAIN ? 1 : RED_GRAIN / per, fn##_groups, &J); \
     return 0;                                                                                      \
   }
 
-FGK_ARGMAX(fgk_argmax_f32, float, FG_F32)
-FGK_ARGMAX(fgk_argmax_f64, double, FG_F64)
-FGK_ARGMAX(fgk_argmax_i32, int32_t, FG_I32)
-FGK_ARGMAX(fgk_argmax_i64, int64_t, FG_I64)
+#define AM_GT(v, best) ((v) > (best) || ((v) != (v) && (best) == (best)))
+#define AM_LT(v, best) ((v) < (best) || ((v) != (v) && (best) == (best)))
+FGK_ARGMAX(fgk_argmax_f32, float, FG_F32, AM_GT, "argmax")
+FGK_ARGMAX(fgk_argmax_f64, double, FG_F64, AM_GT, "argmax")
+FGK_ARGMAX(fgk_argmax_i32, int32_t, FG_I32, AM_GT, "argmax")
+FGK_ARGMAX(fgk_argmax_i64, int64_t, FG_I64, AM_GT, "argmax")
+FGK_ARGMAX(fgk_argmin_f32, float, FG_F32, AM_LT, "argmin")
+FGK_ARGMAX(fgk_argmin_f64, double, FG_F64, AM_LT, "argmin")
+FGK_ARGMAX(fgk_argmin_i32, int32_t, FG_I32, AM_LT, "argmin")
+FGK_ARGMAX(fgk_argmin_i64, int64_t, FG_I64, AM_LT, "argmin")

@@ -100,7 +100,16 @@ extern "C" {
   /* optim.cu */                                                                                   \
   FGK_FLOAT(X, "apply_sgd", fgc_apply_sgd)                                                         \
   FGK_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
-  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)
+  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)                                                       \
+  /* reduce.cu */                                                                                  \
+  FGK_NUM(X, "reduce_min", fgc_reduce_min)                                                         \
+  FGK_NUM(X, "reduce_prod", fgc_reduce_prod)                                                       \
+  FGK_NUM(X, "argmin", fgc_argmin)                                                                 \
+  /* reduce2.cu */                                                                                 \
+  FGK_FLOAT(X, "logsumexp", fgc_logsumexp)                                                         \
+  FGK_NUM(X, "cumsum", fgc_cumsum)                                                                 \
+  FGK_NUM(X, "topk", fgc_topk)                                                                     \
+  FGK_FLOAT(X, "topk_grad", fgc_topk_grad)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);

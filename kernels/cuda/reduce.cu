@@ -1,4 +1,5 @@
-/* Reductions (reduce_sum, reduce_mean, reduce_max, sum_to) and argmax on
+/* Reductions (reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod,
+ * sum_to), argmax and argmin on
  * the GPU, deterministic: no atomics, and how the work is cut depends on
  * the shape alone, never on the device, so a result is bitwise the same
  * from run to run (it may differ from the CPU's in the last bits: the
@@ -113,6 +114,31 @@ template <> __device__ float MaxOp<float>::init() { return -INFINITY; }
 template <> __device__ double MaxOp<double>::init() { return -INFINITY; }
 template <> __device__ int32_t MaxOp<int32_t>::init() { return INT32_MIN; }
 template <> __device__ int64_t MaxOp<int64_t>::init() { return INT64_MIN; }
+
+/* reduce_min: MaxOp's fold with the comparison turned round. */
+template <typename T> struct MinOp {
+  __device__ static T init();
+  __device__ static T combine(T a, T x) { return (x < a || x != x) ? x : a; }
+  __device__ static T lift(T x) { return x; }
+  __device__ static T finish(T a, int64_t) { return a; }
+};
+template <> __device__ float MinOp<float>::init() { return INFINITY; }
+template <> __device__ double MinOp<double>::init() { return INFINITY; }
+template <> __device__ int32_t MinOp<int32_t>::init() { return INT32_MAX; }
+template <> __device__ int64_t MinOp<int64_t>::init() { return INT64_MAX; }
+/* reduce_prod: floats in double, integers in uint64 wrapping (as the CPU). */
+template <typename T> struct ProdFOp {
+  __device__ static double init() { return 1.0; }
+  __device__ static double combine(double a, double x) { return a * x; }
+  __device__ static double lift(T x) { return (double)x; }
+  __device__ static T finish(double a, int64_t) { return (T)a; }
+};
+template <typename T> struct ProdIOp {
+  __device__ static uint64_t init() { return 1; }
+  __device__ static uint64_t combine(uint64_t a, uint64_t x) { return a * x; }
+  __device__ static uint64_t lift(T x) { return (uint64_t)(int64_t)x; }
+  __device__ static T finish(uint64_t a, int64_t) { return (T)a; }
+};
 
 /* inner == 1: block b folds output g = b / S, chunk s = b % S. */
 template <typename T, typename ACC, class Op>
@@ -339,6 +365,37 @@ int fgc_reduce_max_i64(const fg_kctx *ctx) {
                                                   "reduce_max i64");
 }
 
+/* The min of nothing is +inf for floats, the type's maximum for integers;
+ * the product of nothing is 1. */
+#define F32_INF 0x7f800000ull
+#define F64_INF 0x7ff0000000000000ull
+int fgc_reduce_min_f32(const fg_kctx *ctx) {
+  return reduce<float, float, MinOp<float>>(ctx, FG_F32, F32_INF, "reduce_min f32");
+}
+int fgc_reduce_min_f64(const fg_kctx *ctx) {
+  return reduce<double, double, MinOp<double>>(ctx, FG_F64, F64_INF, "reduce_min f64");
+}
+int fgc_reduce_min_i32(const fg_kctx *ctx) {
+  return reduce<int32_t, int32_t, MinOp<int32_t>>(ctx, FG_I32, 0x7fffffffull, "reduce_min i32");
+}
+int fgc_reduce_min_i64(const fg_kctx *ctx) {
+  return reduce<int64_t, int64_t, MinOp<int64_t>>(ctx, FG_I64, 0x7fffffffffffffffull,
+                                                  "reduce_min i64");
+}
+int fgc_reduce_prod_f32(const fg_kctx *ctx) {
+  return reduce<float, double, ProdFOp<float>>(ctx, FG_F32, 0x3f800000ull, "reduce_prod f32");
+}
+int fgc_reduce_prod_f64(const fg_kctx *ctx) {
+  return reduce<double, double, ProdFOp<double>>(ctx, FG_F64, 0x3ff0000000000000ull,
+                                                 "reduce_prod f64");
+}
+int fgc_reduce_prod_i32(const fg_kctx *ctx) {
+  return reduce<int32_t, uint64_t, ProdIOp<int32_t>>(ctx, FG_I32, 1, "reduce_prod i32");
+}
+int fgc_reduce_prod_i64(const fg_kctx *ctx) {
+  return reduce<int64_t, uint64_t, ProdIOp<int64_t>>(ctx, FG_I64, 1, "reduce_prod i64");
+}
+
 /* ---- sum_to ------------------------------------------------------------- */
 
 /* reduce_sum over x's extra leading dims and the dims where the output has
@@ -355,16 +412,18 @@ int fgc_sum_to_i64(const fg_kctx *ctx) { return sum_to(ctx, fgc_reduce_sum_i64);
 
 /* ---- argmax --------------------------------------------------------------- */
 
-/* (x, i) beats (y, j): the first NaN, else the first maximum (np.argmax). */
-template <typename T> __device__ __forceinline__ bool am_better(T x, int64_t i, T y, int64_t j) {
+/* (x, i) beats (y, j): the first NaN, else the first maximum (np.argmax),
+ * or with IS_MIN the first minimum (np.argmin). */
+template <typename T, bool IS_MIN>
+__device__ __forceinline__ bool am_better(T x, int64_t i, T y, int64_t j) {
   const bool xn = x != x, yn = y != y;
   if (xn || yn) return xn && (!yn || i < j);
-  if (x != y) return x > y;
+  if (x != y) return IS_MIN ? x < y : x > y;
   return i < j;
 }
 
 /* One thread per output (outer, column), scanning the axis in order. */
-template <typename T>
+template <typename T, bool IS_MIN>
 __global__ void argmax_thread_kernel(const T *x, int64_t *o, int64_t n_out, int64_t A,
                                      int64_t inner) {
   FGC_GRID_STRIDE(t, n_out) {
@@ -374,7 +433,7 @@ __global__ void argmax_thread_kernel(const T *x, int64_t *o, int64_t n_out, int6
     int64_t bi = 0;
     for (int64_t a = 1; a < A; a++) {
       const T v = base[a * inner];
-      if (am_better(v, a, best, bi)) {
+      if (am_better<T, IS_MIN>(v, a, best, bi)) {
         best = v;
         bi = a;
       }
@@ -385,7 +444,7 @@ __global__ void argmax_thread_kernel(const T *x, int64_t *o, int64_t n_out, int6
 
 /* inner == 1 and long rows: a block per row, threads striding over it,
  * then a fixed tree that keeps the lower index on ties. */
-template <typename T>
+template <typename T, bool IS_MIN>
 __global__ void argmax_block_kernel(const T *x, int64_t *o, int64_t rows, int64_t A) {
   __shared__ T sv[FGC_THREADS];
   __shared__ int64_t si[FGC_THREADS];
@@ -395,7 +454,7 @@ __global__ void argmax_block_kernel(const T *x, int64_t *o, int64_t rows, int64_
     int64_t bi = 0;
     for (int64_t a = threadIdx.x; a < A; a += blockDim.x) {
       const T v = base[a];
-      if (a == (int64_t)threadIdx.x || am_better(v, a, best, bi)) {
+      if (a == (int64_t)threadIdx.x || am_better<T, IS_MIN>(v, a, best, bi)) {
         best = v;
         bi = a;
       }
@@ -407,8 +466,9 @@ __global__ void argmax_block_kernel(const T *x, int64_t *o, int64_t rows, int64_
     for (int w = blockDim.x / 2; w > 0; w >>= 1) {
       if ((int)threadIdx.x < w) {
         const int k = threadIdx.x + w;
-        if (si[k] != INT64_MAX && (si[threadIdx.x] == INT64_MAX ||
-                                   am_better(sv[k], si[k], sv[threadIdx.x], si[threadIdx.x]))) {
+        if (si[k] != INT64_MAX &&
+            (si[threadIdx.x] == INT64_MAX ||
+             am_better<T, IS_MIN>(sv[k], si[k], sv[threadIdx.x], si[threadIdx.x]))) {
           sv[threadIdx.x] = sv[k];
           si[threadIdx.x] = si[k];
         }
@@ -420,13 +480,14 @@ __global__ void argmax_block_kernel(const T *x, int64_t *o, int64_t rows, int64_
   }
 }
 
-template <typename T> static int argmax(const fg_kctx *ctx, fg_dtype dt) {
+template <typename T, bool IS_MIN> static int argmax(const fg_kctx *ctx, fg_dtype dt) {
+  const char *name = IS_MIN ? "argmin" : "argmax";
   if (fgc_check(ctx, 1, 1) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
   if (in->dtype != dt || out->dtype != FG_I64)
     return fgk_fail(ctx, "expected a %s input and an i64 output, got %s and %s", fg_dtype_name(dt),
                     fg_dtype_name(in->dtype), fg_dtype_name(out->dtype));
-  const int axis = ctx->p->argmax.axis;
+  const int axis = ctx->p->argmax.axis; /* argmax and argmin */
   if (axis < 0 || axis >= in->rank)
     return fgk_fail(ctx, "axis %d is out of range [0, %d)", axis, in->rank);
   int64_t outer, inner;
@@ -436,20 +497,24 @@ template <typename T> static int argmax(const fg_kctx *ctx, fg_dtype dt) {
     return fgk_fail(ctx, "output has %lld elements, expected %lld", (long long)fgk_numel(out),
                     (long long)(outer * inner));
   if (outer * inner == 0) return 0;
-  if (A == 0) return fgk_fail(ctx, "argmax over axis %d, which has size 0", axis);
+  if (A == 0) return fgk_fail(ctx, "%s over axis %d, which has size 0", name, axis);
   const T *x = (const T *)in->data;
   int64_t *o = (int64_t *)out->data;
   cudaStream_t s = fgc_stream(ctx);
   if (inner == 1 && A > 256) {
     const unsigned blocks = (unsigned)(outer < 65536 ? outer : 65536);
-    argmax_block_kernel<T><<<blocks, FGC_THREADS, 0, s>>>(x, o, outer, A);
+    argmax_block_kernel<T, IS_MIN><<<blocks, FGC_THREADS, 0, s>>>(x, o, outer, A);
   } else {
-    argmax_thread_kernel<T><<<fgc_blocks(outer * inner, FGC_THREADS), FGC_THREADS, 0, s>>>(
+    argmax_thread_kernel<T, IS_MIN><<<fgc_blocks(outer * inner, FGC_THREADS), FGC_THREADS, 0, s>>>(
         x, o, outer * inner, A, inner);
   }
-  return fgc_launched(ctx, "argmax kernel");
+  return fgc_launched(ctx, IS_MIN ? "argmin kernel" : "argmax kernel");
 }
-int fgc_argmax_f32(const fg_kctx *ctx) { return argmax<float>(ctx, FG_F32); }
-int fgc_argmax_f64(const fg_kctx *ctx) { return argmax<double>(ctx, FG_F64); }
-int fgc_argmax_i32(const fg_kctx *ctx) { return argmax<int32_t>(ctx, FG_I32); }
-int fgc_argmax_i64(const fg_kctx *ctx) { return argmax<int64_t>(ctx, FG_I64); }
+int fgc_argmax_f32(const fg_kctx *ctx) { return argmax<float, false>(ctx, FG_F32); }
+int fgc_argmax_f64(const fg_kctx *ctx) { return argmax<double, false>(ctx, FG_F64); }
+int fgc_argmax_i32(const fg_kctx *ctx) { return argmax<int32_t, false>(ctx, FG_I32); }
+int fgc_argmax_i64(const fg_kctx *ctx) { return argmax<int64_t, false>(ctx, FG_I64); }
+int fgc_argmin_f32(const fg_kctx *ctx) { return argmax<float, true>(ctx, FG_F32); }
+int fgc_argmin_f64(const fg_kctx *ctx) { return argmax<double, true>(ctx, FG_F64); }
+int fgc_argmin_i32(const fg_kctx *ctx) { return argmax<int32_t, true>(ctx, FG_I32); }
+int fgc_argmin_i64(const fg_kctx *ctx) { return argmax<int64_t, true>(ctx, FG_I64); }

@@ -10,8 +10,9 @@ FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
   /* 71 + all_reduce, shard, after, all_reduce_apply_sgd,
    * sufficient_factor_apply_sgd (dist) + random_uniform, random_normal,
-   * truncated_normal */
-  FG_CHECK_INT(FG_OP_COUNT, 79);
+   * truncated_normal + reduce_min, reduce_prod, argmin, logsumexp, cumsum, topk,
+   * topk_grad */
+  FG_CHECK_INT(FG_OP_COUNT, 86);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -19,7 +20,7 @@ FG_TEST(op_table_rows_match_names, "") {
     if (strcmp(d->name, fg_op_name(i)) != 0)
       FG_FAIL_AT("row %d: %s vs %s", i, d->name, fg_op_name(i));
     FG_CHECK(d->infer != NULL);
-    FG_CHECK_INT(d->n_outputs, 1);
+    FG_CHECK_INT(d->n_outputs, i == FG_OP_TOPK ? 2 : 1); /* topk: values and indices */
     FG_CHECK_INT(fg_op_lookup(d->name), i);
     FG_CHECK(d->max_inputs == -1 || d->max_inputs >= d->min_inputs);
   }
@@ -44,22 +45,22 @@ FG_TEST(op_table_flags, "") {
   FG_CHECK(flags_of("assign") & FG_OPF_STATEFUL);
   FG_CHECK(!(flags_of("add") & FG_OPF_STATEFUL));
   FG_CHECK(flags_of("reshape") & FG_OPF_VIEW);
-  const char *keyin[] = {"equal", "greater", "less", "argmax"};
-  for (int i = 0; i < 4; i++)
+  const char *keyin[] = {"equal", "greater", "less", "argmax", "argmin"};
+  for (int i = 0; i < 5; i++)
     FG_CHECK(flags_of(keyin[i]) & FG_OPF_KERNEL_KEY_INPUT);
   FG_CHECK(!(flags_of("add") & FG_OPF_KERNEL_KEY_INPUT));
   const char *nondiff[] = {"placeholder", "constant", "variable", "fill",          "argmax",
                            "equal",       "greater",  "less",     "stop_gradient", "zeros_like",
-                           "ones_like",   "one_hot",  "assign",   "after"};
-  for (int i = 0; i < 14; i++)
+                           "ones_like",   "one_hot",  "assign",   "after",         "argmin"};
+  for (int i = 0; i < 15; i++)
     if (flags_of(nondiff[i]) & FG_OPF_DIFFERENTIABLE)
       FG_FAIL_AT("%s is differentiable", nondiff[i]);
   int n_diff = 0;
   for (int i = 0; i < FG_OP_COUNT; i++)
     n_diff += (fg_op_table[i].flags & FG_OPF_DIFFERENTIABLE) != 0;
   /* all_reduce, shard, after, the fused updates and the random ops are
-   * not differentiable */
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 26);
+   * not differentiable, nor is argmin */
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 27);
   const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};
   for (int i = 0; i < 3; i++) {
     if (!(flags_of(rnd[i]) & FG_OPF_RANDOM)) FG_FAIL_AT("%s not flagged random", rnd[i]);
