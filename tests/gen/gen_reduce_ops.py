@@ -7,7 +7,8 @@ Run with /usr/bin/python3 (it has PyTorch):
 
 Forward cases: reduce_min (torch.amin), reduce_prod (torch.prod), argmin,
 logsumexp, cumsum (exclusive and reverse as ONNX CumSum, built from
-torch.cumsum and flips) and topk (torch.topk on the CPU), on odd shapes,
+torch.cumsum and flips) and topk (torch.topk's values; indices in
+torch.sort(stable=True)'s order, see below), on odd shapes,
 several axes, keepdims, ties, zeros, NaN and large magnitudes. Float cases
 are computed by torch in the case's dtype from the same inputs (float32
 cases from the inputs rounded to float32).
@@ -89,8 +90,19 @@ def add(name, op, dt, x, **a):
     elif op == "cumsum":
         y = cumsum_ref(xt, a["axis"], a.get("exclusive", 0), a.get("reverse", 0))
     elif op == "topk":
-        y, idx = torch.topk(xt, a["k"], dim=a.get("axis", -1), largest=bool(a.get("largest", 1)),
-                            sorted=True)
+        # torch.topk's order among equal values is its partial sort's (all
+        # 7s give indices 5, 4, 3, ...), not specified; flowgraph puts the
+        # lower index first, which is torch.sort(stable=True)'s order. The
+        # values are torch.topk's; the indices are the stable sort's, and
+        # equal torch.topk's wherever there is no tie.
+        ax, k, lg = a.get("axis", -1), a["k"], bool(a.get("largest", 1))
+        y, tidx = torch.topk(xt, k, dim=ax, largest=lg, sorted=True)
+        sv, si = torch.sort(xt, dim=ax, descending=lg, stable=True)
+        sv, idx = sv.narrow(ax, 0, k), si.narrow(ax, 0, k)
+        assert torch.equal(torch.nan_to_num(sv.double(), 1e300), torch.nan_to_num(y.double(), 1e300))
+        assert all(i == j for i, j, v in zip(tidx.flatten().tolist(), idx.flatten().tolist(),
+                                             y.flatten().tolist())
+                   if (xt == v).sum() <= 1) or name.startswith("topk_nan")
     cases.append((name, op, dt, x, a, y, idx))
 
 

@@ -1,0 +1,397 @@
+/* reduce_min, reduce_prod, argmin, logsumexp, cumsum and topk through the
+ * graph API (builder, inference, parameters, CPU kernel) against PyTorch
+ * (tests/kernels/reduce_ops_ref.h), their gradients by finite differences
+ * in f64 and, for reduce_prod at zeros, against torch.autograd; the
+ * refusals of bad attributes; a .fgb round trip; and, where a GPU is lent,
+ * a cuda:0 session against the CPU's. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../autodiff/grad_check.h"
+#include "fgtest.h"
+#include "flowgraph/flowgraph.h"
+#include "kernels/kernel.h"
+
+#ifdef FG_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+typedef struct red_case {
+  const char *name, *op;
+  fg_dtype dt;
+  int rank;
+  int64_t dims[4];
+  int n_axes;
+  int64_t axes[4];
+  int keepdims, axis, exclusive, reverse;
+  int64_t k;
+  int largest;
+  int y_rank;
+  int64_t y_dims[4];
+  const double *x, *y; /* y: unused for argmin */
+  const int64_t *idx;  /* argmin's output, topk's indices */
+} red_case;
+
+#include "reduce_ops_ref.h"
+
+#define FG_CHECK_M(cond, ...)                                                                      \
+  do {                                                                                             \
+    if (!(cond)) FG_FAIL_AT(__VA_ARGS__);                                                          \
+  } while (0)
+
+static int64_t numel(int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++)
+    n *= dims[i];
+  return n;
+}
+
+static void put(void *data, fg_dtype dt, int64_t i, double v) {
+  switch (dt) {
+  case FG_F32: ((float *)data)[i] = (float)v; break;
+  case FG_F64: ((double *)data)[i] = v; break;
+  case FG_I32: ((int32_t *)data)[i] = (int32_t)v; break;
+  default: ((int64_t *)data)[i] = (int64_t)v; break;
+  }
+}
+
+static double get(const void *data, fg_dtype dt, int64_t i) {
+  switch (dt) {
+  case FG_F32: return ((const float *)data)[i];
+  case FG_F64: return ((const double *)data)[i];
+  case FG_I32: return ((const int32_t *)data)[i];
+  default: return (double)((const int64_t *)data)[i];
+  }
+}
+
+static fg_tensor *tensor_of(fg_dtype dt, int rank, const int64_t *dims, const double *v) {
+  fg_tensor *t = fg_tensor_new(dt, rank, dims, NULL);
+  if (t)
+    for (int64_t i = 0; i < numel(rank, dims); i++)
+      put(fg_tensor_data(t), dt, i, v[i]);
+  return t;
+}
+
+/* The case's op on x through its public builder. */
+static fg_output build_case(fg_graph *g, const red_case *c, fg_output x) {
+  const int64_t *axes = c->n_axes ? c->axes : NULL;
+  if (!strcmp(c->op, "reduce_min")) return fg_reduce_min(g, x, axes, c->n_axes, c->keepdims);
+  if (!strcmp(c->op, "reduce_prod")) return fg_reduce_prod(g, x, axes, c->n_axes, c->keepdims);
+  if (!strcmp(c->op, "logsumexp")) return fg_logsumexp(g, x, axes, c->n_axes, c->keepdims);
+  if (!strcmp(c->op, "argmin")) return fg_argmin(g, x, c->axis);
+  if (!strcmp(c->op, "cumsum")) return fg_cumsum(g, x, c->axis, c->exclusive, c->reverse);
+  return fg_topk(g, x, c->k, c->axis, c->largest, 1);
+}
+
+/* NaN stays NaN, infinities and zeros match exactly, others within rel. */
+static void check_value(const char *name, int64_t i, double got, double want, double rel) {
+  if (isnan(want))
+    FG_CHECK_M(isnan(got), "%s [%lld]: got %.17g, want NaN", name, (long long)i, got);
+  else if (isinf(want) || want == 0)
+    FG_CHECK_M(got == want, "%s [%lld]: got %.17g, want %.17g", name, (long long)i, got, want);
+  else
+    FG_CHECK_M(fabs(got - want) <= rel * fabs(want), "%s [%lld]: got %.17g, want %.17g", name,
+               (long long)i, got, want);
+}
+
+static void check_shape(const char *name, const fg_tensor *t, int rank, const int64_t *dims) {
+  FG_CHECK_M(fg_tensor_rank(t) == rank, "%s: rank %d, want %d", name, fg_tensor_rank(t), rank);
+  for (int d = 0; d < rank && d < fg_tensor_rank(t); d++)
+    FG_CHECK_M(fg_tensor_dim(t, d) == dims[d], "%s: dim %d is %lld, want %lld", name, d,
+               (long long)fg_tensor_dim(t, d), (long long)dims[d]);
+}
+
+/* Runs `fetches` of g in a new session on `device` (NULL: the CPU). */
+static int run_graph(fg_graph *g, const char *device, const char **fetches, int n,
+                     fg_tensor **out) {
+  fg_status *st = fg_status_new();
+  fg_session_options o;
+  fg_session_options_init(&o);
+  if (device) o.device = device;
+  fg_session *s = fg_session_new(g, &o, st);
+  int rc = s ? fg_session_run(s, NULL, 0, fetches, n, out, NULL, 0, st) : -1;
+  if (rc != 0) fprintf(stderr, "run: %s\n", fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return rc;
+}
+
+static void run_case(const red_case *c) {
+  fg_graph *g = fg_graph_new();
+  fg_tensor *xt = tensor_of(c->dt, c->rank, c->dims, c->x);
+  FG_REQUIRE(xt);
+  fg_output y = build_case(g, c, fg_constant(g, "x", xt));
+  fg_tensor_free(xt);
+  fg_set_name(g, y, "y");
+  fg_status *st = fg_status_new();
+  if (fg_graph_status(g, st) != FG_OK) FG_FAIL_AT("%s: %s", c->name, fg_status_message(st));
+  fg_status_free(st);
+  const int is_topk = !strcmp(c->op, "topk"), is_argmin = !strcmp(c->op, "argmin");
+  const char *fetch[2] = {"y", "y:1"};
+  fg_tensor *out[2] = {NULL, NULL};
+  FG_REQUIRE(run_graph(g, NULL, fetch, is_topk ? 2 : 1, out) == 0);
+  const int64_t n = numel(c->y_rank, c->y_dims);
+  const double rel = c->dt == FG_F32 ? 1e-6 : 1e-13;
+  check_shape(c->name, out[0], c->y_rank, c->y_dims);
+  if (is_argmin) {
+    FG_CHECK_INT(fg_tensor_dtype(out[0]), FG_I64);
+    for (int64_t i = 0; i < n; i++)
+      FG_CHECK_M(((int64_t *)fg_tensor_data(out[0]))[i] == c->idx[i],
+                 "%s [%lld]: index %lld, "
+                 "want %lld",
+                 c->name, (long long)i, (long long)((int64_t *)fg_tensor_data(out[0]))[i],
+                 (long long)c->idx[i]);
+  } else {
+    FG_CHECK_INT(fg_tensor_dtype(out[0]), c->dt);
+    for (int64_t i = 0; i < n; i++)
+      check_value(c->name, i, get(fg_tensor_data(out[0]), c->dt, i), c->y[i], rel);
+  }
+  if (is_topk) {
+    check_shape(c->name, out[1], c->y_rank, c->y_dims);
+    FG_CHECK_INT(fg_tensor_dtype(out[1]), FG_I64);
+    for (int64_t i = 0; i < n; i++)
+      FG_CHECK_M(((int64_t *)fg_tensor_data(out[1]))[i] == c->idx[i],
+                 "%s [%lld]: index %lld, "
+                 "want %lld",
+                 c->name, (long long)i, (long long)((int64_t *)fg_tensor_data(out[1]))[i],
+                 (long long)c->idx[i]);
+  }
+  fg_tensor_free(out[0]);
+  fg_tensor_free(out[1]);
+  fg_graph_free(g);
+}
+
+static void run_op(const char *op) {
+  int seen = 0;
+  for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
+    if (!strcmp(CASES[i].op, op)) {
+      run_case(&CASES[i]);
+      seen++;
+    }
+  FG_CHECK_M(seen >= 5, "%d cases for %s", seen, op);
+}
+
+FG_TEST(reduce_min_vs_torch, "") { run_op("reduce_min"); }
+FG_TEST(reduce_prod_vs_torch, "") { run_op("reduce_prod"); }
+FG_TEST(argmin_vs_torch, "") { run_op("argmin"); }
+FG_TEST(logsumexp_vs_torch, "") { run_op("logsumexp"); }
+FG_TEST(cumsum_vs_torch, "") { run_op("cumsum"); }
+FG_TEST(topk_vs_torch, "") { run_op("topk"); }
+
+/* By hand: the min of nothing is +inf (the type's maximum for integers),
+ * the product of nothing 1, the logsumexp of nothing -inf; topk with k = 0
+ * gives empty outputs. */
+FG_TEST(reduce_ops_empty_sets, "") {
+  fg_graph *g = fg_graph_new();
+  const int64_t d[2] = {3, 0};
+  fg_tensor *e = fg_tensor_new(FG_F64, 2, d, NULL), *ei = fg_tensor_new(FG_I32, 2, d, NULL);
+  FG_REQUIRE(e && ei);
+  fg_output x = fg_constant(g, "x", e), xi = fg_constant(g, "xi", ei);
+  const int64_t ax[1] = {1};
+  fg_set_name(g, fg_reduce_min(g, x, ax, 1, 0), "mn");
+  fg_set_name(g, fg_reduce_min(g, xi, ax, 1, 0), "mni");
+  fg_set_name(g, fg_reduce_prod(g, x, ax, 1, 0), "pr");
+  fg_set_name(g, fg_logsumexp(g, x, ax, 1, 0), "lse");
+  fg_set_name(g, fg_topk(g, x, 0, 1, 1, 1), "tk");
+  fg_set_name(g, fg_cumsum(g, x, 1, 1, 0), "cs");
+  const char *f[6] = {"mn", "mni", "pr", "lse", "tk", "cs"};
+  fg_tensor *o[6] = {0};
+  FG_REQUIRE(run_graph(g, NULL, f, 6, o) == 0);
+  for (int i = 0; i < 3; i++) {
+    FG_CHECK(((double *)fg_tensor_data(o[0]))[i] == INFINITY);
+    FG_CHECK_INT(((int32_t *)fg_tensor_data(o[1]))[i], INT32_MAX);
+    FG_CHECK(((double *)fg_tensor_data(o[2]))[i] == 1.0);
+    FG_CHECK(((double *)fg_tensor_data(o[3]))[i] == -INFINITY);
+  }
+  FG_CHECK_INT(fg_tensor_num_elements(o[4]), 0);
+  FG_CHECK_INT(fg_tensor_num_elements(o[5]), 0);
+  for (int i = 0; i < 6; i++)
+    fg_tensor_free(o[i]);
+  fg_tensor_free(e);
+  fg_tensor_free(ei);
+  fg_graph_free(g);
+}
+
+/* Integer overflow wraps as in two's complement (torch's int64
+ * accumulation, truncated): 65536 * 65536 is 2^32, 0 in i32; 2^31 - 1 + 1
+ * running sums to INT32_MIN. */
+FG_TEST(reduce_ops_integer_wrap, "") {
+  fg_graph *g = fg_graph_new();
+  const int64_t d[1] = {2};
+  const double p[2] = {65536, 65536}, s[2] = {2147483647.0, 1};
+  fg_tensor *pt = tensor_of(FG_I32, 1, d, p), *stt = tensor_of(FG_I32, 1, d, s);
+  fg_set_name(g, fg_reduce_prod(g, fg_constant(g, "p", pt), NULL, 0, 0), "pr");
+  fg_set_name(g, fg_cumsum(g, fg_constant(g, "s", stt), 0, 0, 0), "cs");
+  const char *f[2] = {"pr", "cs"};
+  fg_tensor *o[2] = {0};
+  FG_REQUIRE(run_graph(g, NULL, f, 2, o) == 0);
+  FG_CHECK_INT(((int32_t *)fg_tensor_data(o[0]))[0], 0);
+  FG_CHECK_INT(((int32_t *)fg_tensor_data(o[1]))[0], INT32_MAX);
+  FG_CHECK_INT(((int32_t *)fg_tensor_data(o[1]))[1], INT32_MIN);
+  fg_tensor_free(o[0]);
+  fg_tensor_free(o[1]);
+  fg_tensor_free(pt);
+  fg_tensor_free(stt);
+  fg_graph_free(g);
+}
+
+/* ---- gradients ------------------------------------------------------------- */
+
+typedef struct gcase {
+  const char *op;
+  int n_axes;
+  int64_t axes[3];
+  int keepdims, axis, exclusive, reverse;
+  int64_t k;
+  int largest;
+} gcase;
+
+static fg_output build_grad(fg_graph *g, const fg_output *xs, void *ctx) {
+  const gcase *c = (const gcase *)ctx;
+  red_case r;
+  memset(&r, 0, sizeof r);
+  r.op = c->op;
+  r.n_axes = c->n_axes;
+  memcpy(r.axes, c->axes, sizeof c->axes);
+  r.keepdims = c->keepdims;
+  r.axis = c->axis;
+  r.exclusive = c->exclusive;
+  r.reverse = c->reverse;
+  r.k = c->k;
+  r.largest = c->largest;
+  return build_case(g, &r, xs[0]);
+}
+
+static double grad_err(gcase c, int rank, const int64_t *dims, double lo, double hi,
+                       uint64_t seed) {
+  fgt_input in = {FG_F64, rank, {0}, NULL, lo, hi};
+  memcpy(in.dims, dims, (size_t)rank * sizeof *dims);
+  return fgt_grad_check(build_grad, &c, &in, 1, seed);
+}
+
+/* Random inputs are distinct with probability 1, so no ties. */
+FG_TEST(grad_reduce_min_fd, "") {
+  const int64_t d[3] = {3, 4, 5};
+  FG_CHECK_GRAD(grad_err((gcase){"reduce_min", 1, {1}, 0, 0, 0, 0, 0, 0}, 3, d, 0, 0, 1));
+  FG_CHECK_GRAD(grad_err((gcase){"reduce_min", 2, {0, 2}, 1, 0, 0, 0, 0, 0}, 3, d, 0, 0, 2));
+  FG_CHECK_GRAD(grad_err((gcase){"reduce_min", 0, {0}, 0, 0, 0, 0, 0, 0}, 3, d, 0, 0, 3));
+}
+
+/* Ties share the gradient equally, as reduce_max's: min of {2, 1, 1} gives
+ * dx = {0, 0.5, 0.5} dy. */
+FG_TEST(grad_reduce_min_ties_split, "") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const int64_t d[1] = {3};
+  const double v[3] = {2, 1, 1};
+  fg_tensor *xt = tensor_of(FG_F64, 1, d, v);
+  fg_output x = fg_constant(g, "x", xt);
+  fg_output y = fg_mul(g, fg_reduce_min(g, x, NULL, 0, 0), fg_scalar(g, FG_F64, 3));
+  fg_output dx;
+  FG_REQUIRE(fg_gradients(g, &y, 1, &x, 1, NULL, &dx, st) == 0);
+  fg_set_name(g, dx, "dx");
+  const char *f = "dx";
+  fg_tensor *o = NULL;
+  FG_REQUIRE(run_graph(g, NULL, &f, 1, &o) == 0);
+  const double *gx = fg_tensor_data(o);
+  FG_CHECK(gx[0] == 0 && gx[1] == 1.5 && gx[2] == 1.5);
+  fg_tensor_free(o);
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* Inputs in [0.5, 1.5]: away from zero, where prod / x is the gradient. */
+FG_TEST(grad_reduce_prod_fd, "") {
+  const int64_t d[3] = {3, 4, 2};
+  FG_CHECK_GRAD(grad_err((gcase){"reduce_prod", 1, {1}, 0, 0, 0, 0, 0, 0}, 3, d, 0.5, 1.5, 4));
+  FG_CHECK_GRAD(grad_err((gcase){"reduce_prod", 2, {0, 2}, 1, 0, 0, 0, 0, 0}, 3, d, -1.5, -0.5, 5));
+  FG_CHECK_GRAD(grad_err((gcase){"reduce_prod", 0, {0}, 0, 0, 0, 0, 0, 0}, 3, d, 0.5, 1.5, 6));
+}
+
+/* At exact zeros the gradient is torch's (reduce_ops_ref.h): one zero in a
+ * row gets the product of the others, two zeros give 0 everywhere. */
+FG_TEST(grad_reduce_prod_zeros_vs_torch, "") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const int64_t d[2] = {3, 4}, dw[1] = {3}, ax[1] = {1};
+  fg_tensor *xt = tensor_of(FG_F64, 2, d, PROD_GRAD_X), *wt = tensor_of(FG_F64, 1, dw, PROD_GRAD_W);
+  fg_output x = fg_constant(g, "x", xt);
+  fg_output y = fg_reduce_sum(g, fg_mul(g, fg_reduce_prod(g, x, ax, 1, 0), fg_constant(g, "w", wt)),
+                              NULL, 0, 0);
+  fg_output dx;
+  FG_REQUIRE(fg_gradients(g, &y, 1, &x, 1, NULL, &dx, st) == 0);
+  fg_set_name(g, dx, "dx");
+  const char *f = "dx";
+  fg_tensor *o = NULL;
+  FG_REQUIRE(run_graph(g, NULL, &f, 1, &o) == 0);
+  for (int i = 0; i < 12; i++)
+    check_value("prod grad", i, ((double *)fg_tensor_data(o))[i], PROD_GRAD_DX[i], 1e-14);
+  fg_tensor_free(o);
+  fg_tensor_free(xt);
+  fg_tensor_free(wt);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+FG_TEST(grad_logsumexp_fd, "") {
+  const int64_t d[3] = {3, 4, 5};
+  FG_CHECK_GRAD(grad_err((gcase){"logsumexp", 1, {1}, 0, 0, 0, 0, 0, 0}, 3, d, -3, 3, 7));
+  FG_CHECK_GRAD(grad_err((gcase){"logsumexp", 2, {0, 2}, 1, 0, 0, 0, 0, 0}, 3, d, -3, 3, 8));
+  FG_CHECK_GRAD(grad_err((gcase){"logsumexp", 2, {-1, 0}, 0, 0, 0, 0, 0, 0}, 3, d, -3, 3, 9));
+  FG_CHECK_GRAD(grad_err((gcase){"logsumexp", 0, {0}, 0, 0, 0, 0, 0, 0}, 3, d, 20, 30, 10));
+}
+
+FG_TEST(grad_cumsum_fd, "") {
+  const int64_t d[3] = {3, 5, 2};
+  for (int ex = 0; ex < 2; ex++)
+    for (int rv = 0; rv < 2; rv++) {
+      FG_CHECK_GRAD(grad_err((gcase){"cumsum", 0, {0}, 0, 1, ex, rv, 0, 0}, 3, d, 0, 0, 11));
+      FG_CHECK_GRAD(grad_err((gcase){"cumsum", 0, {0}, 0, -1, ex, rv, 0, 0}, 3, d, 0, 0, 12));
+    }
+}
+
+FG_TEST(grad_topk_fd, "") {
+  const int64_t d[3] = {4, 6, 3};
+  FG_CHECK_GRAD(grad_err((gcase){"topk", 0, {0}, 0, 1, 0, 0, 3, 1}, 3, d, 0, 0, 13));
+  FG_CHECK_GRAD(grad_err((gcase){"topk", 0, {0}, 0, 0, 0, 0, 2, 0}, 3, d, 0, 0, 14));
+  FG_CHECK_GRAD(grad_err((gcase){"topk", 0, {0}, 0, -1, 0, 0, 3, 1}, 3, d, 0, 0, 15));
+}
+
+/* topk's indices carry no gradient: with L = sum(values) + sum(indices),
+ * dL/dx is 1 at the two largest of each row and 0 elsewhere. A second
+ * derivative through topk is refused by name, not silently zero. */
+FG_TEST(grad_topk_indices_and_second_order, "") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const int64_t d[2] = {2, 5};
+  const double v[10] = {0.5, 3, -1, 2, 2.5, 9, 8, 7, -6, 10};
+  fg_tensor *xt = tensor_of(FG_F64, 2, d, v);
+  fg_output x = fg_constant(g, "x", xt);
+  fg_output t = fg_topk(g, x, 2, 1, 1, 1);
+  fg_output both = fg_add(g, fg_reduce_sum(g, t, NULL, 0, 0),
+                          fg_cast(g, fg_reduce_sum(g, fg_output_at(t, 1), NULL, 0, 0), FG_F64));
+  fg_output dx;
+  FG_REQUIRE(fg_gradients(g, &both, 1, &x, 1, NULL, &dx, st) == 0);
+  fg_set_name(g, dx, "dx");
+  const char *f = "dx";
+  fg_tensor *o = NULL;
+  FG_REQUIRE(run_graph(g, NULL, &f, 1, &o) == 0);
+  const double want[10] = {0, 1, 0, 0, 1, 1, 0, 0, 0, 1};
+  for (int i = 0; i < 10; i++)
+    FG_CHECK_M(((double *)fg_tensor_data(o))[i] == want[i], "dx[%d] = %g", i,
+               ((double *)fg_tensor_data(o))[i]);
+  fg_tensor_free(o);
+  /* L2 = sum(values^2): dL2/dx = topk_grad(2 values), whose gradient in
+   * its dy is not available. */
+  fg_output sq = fg_reduce_sum(g, fg_mul(g, t, t), NULL, 0, 0), d1, d2;
+  FG_REQUIRE(fg_gradients(g, &sq, 1, &x, 1, NULL, &d1, st) == 0);
+  fg_output s2 = fg_reduce_sum(g, fg_mul(g, d1, d1), NULL, 0, 0);
+  FG_CHECK(fg_gradients(g, &s2, 1, &x, 1, NULL, &d2, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "(topk_grad): no gradient");
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
