@@ -102,19 +102,26 @@ static void check_shape(const char *name, const fg_tensor *t, int rank, const in
                (long long)fg_tensor_dim(t, d), (long long)dims[d]);
 }
 
-/* Runs `fetches` of g in a new session on `device` (NULL: the CPU). */
-static int run_graph(fg_graph *g, const char *device, const char **fetches, int n,
-                     fg_tensor **out) {
-  fg_status *st = fg_status_new();
+/* Runs `fetches` of g in a new session on `device` (NULL: the CPU) with
+ * n_feeds feeds; st (may be NULL) receives the error. */
+static int run_feeds(fg_graph *g, const char *device, const fg_feed *feeds, int n_feeds,
+                     const char **fetches, int n, fg_tensor **out, fg_status *st) {
+  fg_status *own = st ? NULL : fg_status_new();
+  if (!st) st = own;
   fg_session_options o;
   fg_session_options_init(&o);
   if (device) o.device = device;
   fg_session *s = fg_session_new(g, &o, st);
-  int rc = s ? fg_session_run(s, NULL, 0, fetches, n, out, NULL, 0, st) : -1;
-  if (rc != 0) fprintf(stderr, "run: %s\n", fg_status_message(st));
+  int rc = s ? fg_session_run(s, feeds, n_feeds, fetches, n, out, NULL, 0, st) : -1;
+  if (rc != 0 && own) fprintf(stderr, "run: %s\n", fg_status_message(st));
   fg_session_free(s);
-  fg_status_free(st);
+  fg_status_free(own);
   return rc;
+}
+
+static int run_graph(fg_graph *g, const char *device, const char **fetches, int n,
+                     fg_tensor **out) {
+  return run_feeds(g, device, NULL, 0, fetches, n, out, NULL);
 }
 
 static void run_case(const red_case *c) {
@@ -394,4 +401,279 @@ FG_TEST(grad_topk_indices_and_second_order, "") {
   fg_tensor_free(xt);
   fg_graph_free(g);
   fg_status_free(st);
+}
+
+/* ---- refusals ---------------------------------------------------------------- */
+
+/* fg_op(op, "bad", x, attrs) fails with FG_INVALID_GRAPH and exactly `want`. */
+static void refused(fg_dtype dt, int rank, const int64_t *dims, const char *op, fg_attrs *at,
+                    const char *want) {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  fg_output x = fg_placeholder(g, "x", dt, rank, dims);
+  FG_CHECK_M(fg_op(g, op, "bad", &x, 1, at).node == -1, "%s was built", want);
+  FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
+  FG_CHECK_STR(fg_status_message(st), want);
+  fg_attrs_free(at);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+static fg_attrs *ints2(const char *a, int64_t va, const char *b, int64_t vb) {
+  fg_attrs *at = fg_attrs_new();
+  fg_attrs_set_int(at, a, va);
+  if (b) fg_attrs_set_int(at, b, vb);
+  return at;
+}
+
+FG_TEST(topk_bad_attributes_refused, "badinput") {
+  const int64_t d[2] = {3, 7};
+  refused(FG_F32, 2, d, "topk", ints2("k", 8, NULL, 0),
+          "node 'bad' (topk): k = 8 is larger than input 0's dim 1 (7) of shape [3,7]; it has "
+          "only 7 values to choose from");
+  refused(FG_F32, 2, d, "topk", ints2("k", 4, "axis", 0),
+          "node 'bad' (topk): k = 4 is larger than input 0's dim 0 (3) of shape [3,7]; it has "
+          "only 3 values to choose from");
+  refused(FG_F32, 2, d, "topk", ints2("k", -1, NULL, 0), "node 'bad' (topk): k = -1 is negative");
+  refused(FG_F64, 2, d, "topk", ints2("k", 1, "axis", 2),
+          "node 'bad' (topk): axis 2 is out of range [-2, 2) for input 0 shape [3,7]");
+  refused(FG_F64, 2, d, "topk", ints2("k", 1, "largest", 2),
+          "node 'bad' (topk): attribute 'largest' = 2 must be 0 or 1");
+  refused(FG_F64, 0, d, "topk", ints2("k", 1, NULL, 0),
+          "node 'bad' (topk): input 0 is a scalar; topk needs an axis to choose along");
+  refused(FG_BOOL, 2, d, "topk", ints2("k", 1, NULL, 0),
+          "node 'bad' (topk): input 0 dtype bool is not allowed; topk needs f32, f64, i32 or i64");
+  refused(FG_F64, 2, d, "topk", NULL, "node 'bad' (topk): missing attribute 'k' (int)");
+  /* The builder refuses too. */
+  fg_graph *g = fg_graph_new();
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, d);
+  FG_CHECK_INT(fg_topk(g, x, 9, -1, 1, 1).node, -1);
+  fg_status *st = fg_status_new();
+  FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "(topk): k = 9 is larger than input 0's dim 1 (7)");
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+/* A batch dim unknown when the graph is built is checked against k when
+ * the graph runs with the fed shape: refused naming the node and values. */
+FG_TEST(topk_k_above_fed_dim_refused, "badinput") {
+  fg_graph *g = fg_graph_new();
+  const int64_t d[2] = {-1, 4}, fd[2] = {2, 4};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, d);
+  fg_set_name(g, fg_topk(g, x, 3, 0, 1, 1), "tk");
+  fg_status *st = fg_status_new();
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  const double v[8] = {0};
+  fg_tensor *xt = tensor_of(FG_F32, 2, fd, v);
+  fg_feed f = {"x", xt};
+  const char *fetch = "tk";
+  fg_tensor *o = NULL;
+  FG_CHECK(run_feeds(g, NULL, &f, 1, &fetch, 1, &o, st) != 0);
+  FG_CHECK(o == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "node 'tk' (topk): k = 3 is larger than input 0's "
+                                               "dim 0 (2) of shape [2,4]");
+  fg_tensor_free(xt);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+FG_TEST(cumsum_bad_attributes_refused, "badinput") {
+  const int64_t d[2] = {3, 7};
+  refused(FG_F32, 2, d, "cumsum", ints2("axis", 2, NULL, 0),
+          "node 'bad' (cumsum): axis 2 is out of range [-2, 2) for input 0 shape [3,7]");
+  refused(FG_F32, 2, d, "cumsum", ints2("axis", -3, NULL, 0),
+          "node 'bad' (cumsum): axis -3 is out of range [-2, 2) for input 0 shape [3,7]");
+  refused(FG_F32, 2, d, "cumsum", ints2("axis", 0, "exclusive", 3),
+          "node 'bad' (cumsum): attribute 'exclusive' = 3 must be 0 or 1");
+  refused(FG_F32, 2, d, "cumsum", ints2("axis", 0, "reverse", -1),
+          "node 'bad' (cumsum): attribute 'reverse' = -1 must be 0 or 1");
+  refused(FG_F32, 0, d, "cumsum", ints2("axis", 0, NULL, 0),
+          "node 'bad' (cumsum): input 0 is a scalar; cumsum needs an axis to run along");
+  refused(FG_BOOL, 2, d, "cumsum", ints2("axis", 0, NULL, 0),
+          "node 'bad' (cumsum): input 0 dtype bool is not allowed; cumsum needs f32, f64, i32 or "
+          "i64");
+  refused(FG_F32, 2, d, "cumsum", NULL, "node 'bad' (cumsum): missing attribute 'axis' (int)");
+}
+
+static fg_attrs *axes_attr(int n, const int64_t *axes) {
+  fg_attrs *at = fg_attrs_new();
+  fg_attrs_set_ints(at, "axes", axes, n);
+  return at;
+}
+
+FG_TEST(reduce_ops_bad_attributes_refused, "badinput") {
+  const int64_t d[3] = {2, 3, 4}, out_of_range[1] = {3}, twice[2] = {1, -2};
+  refused(FG_F32, 3, d, "reduce_min", axes_attr(1, out_of_range),
+          "node 'bad' (reduce_min): axes[0] = 3 is out of range [-3, 3) for input 0 shape "
+          "[2,3,4]");
+  refused(FG_F64, 3, d, "reduce_prod", axes_attr(2, twice),
+          "node 'bad' (reduce_prod): axes [1,-2] name dim 1 twice");
+  refused(FG_BOOL, 3, d, "reduce_prod", NULL,
+          "node 'bad' (reduce_prod): input 0 dtype bool is not allowed; reduce_prod needs f32, "
+          "f64, i32 or i64");
+  refused(FG_I32, 3, d, "logsumexp", NULL,
+          "node 'bad' (logsumexp): input 0 dtype i32 is not allowed; logsumexp needs f32 or f64");
+  refused(FG_F32, 3, d, "logsumexp", axes_attr(1, out_of_range),
+          "node 'bad' (logsumexp): axes[0] = 3 is out of range [-3, 3) for input 0 shape "
+          "[2,3,4]");
+  fg_attrs *k2 = axes_attr(1, twice);
+  fg_attrs_set_int(k2, "keepdims", 2);
+  refused(FG_F32, 3, d, "reduce_min", k2,
+          "node 'bad' (reduce_min): attribute 'keepdims' = 2 must be 0 or 1");
+  refused(FG_F32, 3, d, "argmin", ints2("axis", 3, NULL, 0),
+          "node 'bad' (argmin): axis 3 is out of range [-3, 3) for input 0 shape [2,3,4]");
+  refused(FG_BOOL, 3, d, "argmin", ints2("axis", 0, NULL, 0),
+          "node 'bad' (argmin): input 0 dtype bool is not allowed; argmin needs f32, f64, i32 or "
+          "i64");
+}
+
+/* topk_grad refuses mismatched shapes when built, and its kernel an index
+ * outside [0, like's dim) (indices not from a topk), naming it. */
+FG_TEST(topk_grad_bad_inputs_refused, "badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const int64_t dd[2] = {2, 3}, di[2] = {2, 4}, dl[2] = {2, 5};
+  fg_output in[3] = {fg_placeholder(g, "dy", FG_F32, 2, dd), fg_placeholder(g, "i", FG_I64, 2, di),
+                     fg_placeholder(g, "like", FG_F32, 2, dl)};
+  FG_CHECK_INT(fg_op(g, "topk_grad", "tg", in, 3, ints2("axis", 1, NULL, 0)).node, -1);
+  FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
+  FG_CHECK_STR(fg_status_message(st),
+               "node 'tg' (topk_grad): dy [2,3] and indices [2,4] must match like [2,5] except "
+               "along axis 1, where they may be shorter");
+  fg_graph_free(g);
+  float dy[2] = {1, 2}, out[5];
+  int64_t idx[2] = {0, 7};
+  fg_kbuf b[3], o;
+  memset(b, 0, sizeof b);
+  memset(&o, 0, sizeof o);
+  b[0] = (fg_kbuf){FG_F32, 1, {2}, dy};
+  b[1] = (fg_kbuf){FG_I64, 1, {2}, idx};
+  b[2] = (fg_kbuf){FG_F32, 1, {5}, out};
+  o = (fg_kbuf){FG_F32, 1, {5}, out};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  char err[200] = "";
+  fg_kctx ctx = {b, 3, &o, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL};
+  FG_CHECK_INT(fg_cpu_kernel("topk_grad", FG_F32)(&ctx), -1);
+  FG_CHECK_STR(err, "indices[1] = 7 is out of range [0, 5)");
+  idx[1] = 3;
+  FG_CHECK_INT(fg_cpu_kernel("topk_grad", FG_F32)(&ctx), 0);
+  const float want[5] = {1, 0, 0, 2, 0};
+  for (int i = 0; i < 5; i++)
+    FG_CHECK(out[i] == want[i]);
+  fg_status_free(st);
+}
+
+/* ---- a graph of all six, saved and loaded, and on the GPU ------------------- */
+
+/* y = the six ops on x [4, 6] (placeholder "x") plus topk's and the others'
+ * gradients of one loss: the fetch names in *names. */
+static int build_all(fg_graph *g, fg_dtype dt, const char **names) {
+  const int64_t d[2] = {4, 6}, a1[1] = {1}, a0[1] = {0};
+  fg_output x = fg_placeholder(g, "x", dt, 2, d);
+  fg_output o[9];
+  o[0] = fg_reduce_min(g, x, a1, 1, 0);
+  o[1] = fg_reduce_prod(g, x, a0, 1, 1);
+  o[2] = fg_argmin(g, x, -1);
+  o[3] = fg_logsumexp(g, x, a1, 1, 1);
+  o[4] = fg_cumsum(g, x, 1, 1, 1);
+  o[5] = fg_topk(g, x, 3, 1, 0, 1);
+  fg_output loss = fg_add(
+      g,
+      fg_add(g, fg_reduce_sum(g, fg_mul(g, o[5], o[5]), NULL, 0, 0),
+             fg_reduce_sum(g, fg_mul(g, o[4], o[4]), NULL, 0, 0)),
+      fg_add(g, fg_add(g, fg_reduce_sum(g, o[0], NULL, 0, 0), fg_reduce_sum(g, o[1], NULL, 0, 0)),
+             fg_reduce_sum(g, fg_mul(g, o[3], o[3]), NULL, 0, 0)));
+  fg_output dx;
+  fg_status *st = fg_status_new();
+  int rc = fg_gradients(g, &loss, 1, &x, 1, NULL, &dx, st);
+  fg_status_free(st);
+  if (rc != 0) return -1;
+  o[6] = dx;
+  static const char *const nm[8] = {"mn", "pr", "am", "lse", "cs", "tk", "dx", "tk:1"};
+  for (int i = 0; i < 7; i++) {
+    fg_set_name(g, o[i], nm[i]);
+    names[i] = nm[i];
+  }
+  names[7] = nm[7];
+  return fg_graph_status(g, NULL) == FG_OK ? 0 : -1;
+}
+
+static fg_tensor *random_x(fg_dtype dt, uint64_t seed) {
+  const int64_t d[2] = {4, 6};
+  double v[24];
+  for (int i = 0; i < 24; i++)
+    v[i] = 0.25 + 1.5 * fgt_uniform(&seed); /* away from zero, no ties */
+  return tensor_of(dt, 2, d, v);
+}
+
+static void check_same(const fg_tensor *a, const fg_tensor *b, double rel, const char *what) {
+  FG_REQUIRE(a && b);
+  FG_CHECK_M(fg_tensor_dtype(a) == fg_tensor_dtype(b) &&
+                 fg_tensor_num_elements(a) == fg_tensor_num_elements(b),
+             "%s: dtype or size differs", what);
+  for (int64_t i = 0; i < fg_tensor_num_elements(a); i++) {
+    const double x = get(fg_tensor_data(a), fg_tensor_dtype(a), i),
+                 y = get(fg_tensor_data(b), fg_tensor_dtype(b), i);
+    FG_CHECK_M(fabs(x - y) <= rel * fmax(fabs(x), 1e-30), "%s [%lld]: %.17g vs %.17g", what,
+               (long long)i, x, y);
+  }
+}
+
+/* Saved to .fgb and loaded back, the graph computes the same bits. */
+FG_TEST(reduce_ops_fgb_round_trip, "") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const char *names[8];
+  FG_REQUIRE(build_all(g, FG_F64, names) == 0);
+  void *buf = NULL;
+  size_t size = 0;
+  FG_REQUIRE(fg_graph_save_memory(g, &buf, &size, st) == 0);
+  fg_graph *h = fg_graph_load_memory(buf, size, st);
+  free(buf);
+  FG_REQUIRE(h);
+  fg_tensor *xt = random_x(FG_F64, 5);
+  fg_feed f = {"x", xt};
+  fg_tensor *a[8] = {0}, *b[8] = {0};
+  FG_REQUIRE(run_feeds(g, NULL, &f, 1, names, 8, a, NULL) == 0);
+  FG_REQUIRE(run_feeds(h, NULL, &f, 1, names, 8, b, NULL) == 0);
+  for (int i = 0; i < 8; i++) {
+    check_same(a[i], b[i], 0, names[i]);
+    fg_tensor_free(a[i]);
+    fg_tensor_free(b[i]);
+  }
+  fg_tensor_free(xt);
+  fg_graph_free(h);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* A cuda:0 session (every op, gradients included, on the GPU kernels)
+ * fetches what a CPU session does, on random inputs. */
+FG_TEST(cuda_reduce_ops_vs_cpu, "gpu") {
+#ifndef FG_HAVE_CUDA
+  FG_SKIP_NO_GPU("this build has no CUDA backend");
+#else
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  const fg_dtype dts[2] = {FG_F32, FG_F64};
+  for (int t = 0; t < 2; t++) {
+    fg_graph *g = fg_graph_new();
+    const char *names[8];
+    FG_REQUIRE(build_all(g, dts[t], names) == 0);
+    fg_tensor *xt = random_x(dts[t], 17 + (uint64_t)t);
+    fg_feed f = {"x", xt};
+    fg_tensor *a[8] = {0}, *b[8] = {0};
+    FG_REQUIRE(run_feeds(g, NULL, &f, 1, names, 8, a, NULL) == 0);
+    FG_REQUIRE(run_feeds(g, "cuda:0", &f, 1, names, 8, b, NULL) == 0);
+    for (int i = 0; i < 8; i++) {
+      check_same(a[i], b[i], dts[t] == FG_F32 ? 1e-5 : 1e-12, names[i]);
+      fg_tensor_free(a[i]);
+      fg_tensor_free(b[i]);
+    }
+    fg_tensor_free(xt);
+    fg_graph_free(g);
+  }
+#endif
 }
