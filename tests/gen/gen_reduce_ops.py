@@ -4,6 +4,7 @@ tests/kernels/test_reduce_ops.c.
 
 Run with /usr/bin/python3 (it has PyTorch):
     /usr/bin/python3 tests/gen/gen_reduce_ops.py > tests/kernels/reduce_ops_ref.h
+    clang-format -i tests/kernels/reduce_ops_ref.h
 
 Forward cases: reduce_min (torch.amin), reduce_prod (torch.prod), argmin,
 logsumexp, cumsum (exclusive and reverse as ONNX CumSum, built from
@@ -171,8 +172,8 @@ add("topk_k1_i64", "topk", "i64", rand([3, 5], 1e6, ints=True), k=1)
 add("topk_nan_largest", "topk", "f64", torch.tensor([[1.0, NAN, 3.0, NAN, -1.0]]), k=3)
 add("topk_nan_smallest", "topk", "f64", torch.tensor([[1.0, NAN, 3.0, 1.0, -1.0]]), k=5, largest=0)
 
-print("/* Made by `/usr/bin/python3 tests/gen/gen_reduce_ops.py` (torch %s); do not edit. */"
-      % torch.__version__)
+print("/* Made by `/usr/bin/python3 tests/gen/gen_reduce_ops.py` (torch %s), then clang-format;"
+      " do not edit. */" % torch.__version__)
 print("#ifndef FG_REDUCE_OPS_REF_H\n#define FG_REDUCE_OPS_REF_H\n")
 for i, (name, op, dt, x, a, y, idx) in enumerate(cases):
     xs = x.to(DT[dt]).double().flatten().tolist()
