@@ -105,8 +105,8 @@ extern "C" {
   FGK_NUM(X, "reduce_min", fgc_reduce_min)                                                         \
   FGK_NUM(X, "reduce_prod", fgc_reduce_prod)                                                       \
   FGK_NUM(X, "argmin", fgc_argmin)                                                                 \
-  /* reduce2.cu */                                                                                 \
   FGK_FLOAT(X, "logsumexp", fgc_logsumexp)                                                         \
+  /* reduce2.cu */                                                                                 \
   FGK_NUM(X, "cumsum", fgc_cumsum)                                                                 \
   FGK_NUM(X, "topk", fgc_topk)                                                                     \
   FGK_FLOAT(X, "topk_grad", fgc_topk_grad)

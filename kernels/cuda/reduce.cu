@@ -1,5 +1,5 @@
 /* Reductions (reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod,
- * sum_to), argmax and argmin on
+ * sum_to, logsumexp), argmax and argmin on
  * the GPU, deterministic: no atomics, and how the work is cut depends on
  * the shape alone, never on the device, so a result is bitwise the same
  * from run to run (it may differ from the CPU's in the last bits: the
@@ -395,6 +395,42 @@ int fgc_reduce_prod_i32(const fg_kctx *ctx) {
 int fgc_reduce_prod_i64(const fg_kctx *ctx) {
   return reduce<int64_t, uint64_t, ProdIOp<int64_t>>(ctx, FG_I64, 1, "reduce_prod i64");
 }
+
+/* ---- logsumexp ----------------------------------------------------------- */
+
+/* m + log(sum(exp(x - m))), m the maximum or 0 where it is infinite (as
+ * kernels/cpu/reduce2.c): one thread per output, two passes in the CPU's
+ * order, so the results are the CPU's but for exp and log's last bits. */
+template <typename T> __global__ void logsumexp_kernel(const T *in, T *out, fgk_red_plan pl) {
+  const int64_t n = pl.outer_total * pl.inner;
+  FGC_GRID_STRIDE(t, n) {
+    const int64_t op = t / pl.inner, c = t - op * pl.inner;
+    const T *base = in + seek(pl.n_outer, pl.outer_dims, pl.outer_str, op) + c;
+    double m = -INFINITY, s = 0;
+    for (int64_t r = 0; r < pl.count; r++) {
+      const double v = (double)base[seek(pl.n_red, pl.red_dims, pl.red_str, r)];
+      if (v > m) m = v;
+    }
+    const double shift = isinf(m) ? 0.0 : m;
+    for (int64_t r = 0; r < pl.count; r++)
+      s += exp((double)base[seek(pl.n_red, pl.red_dims, pl.red_str, r)] - shift);
+    out[t] = (T)(shift + log(s));
+  }
+}
+
+template <typename T> static int logsumexp(const fg_kctx *ctx, fg_dtype dt, uint64_t ninf_bits) {
+  red_plan pl;
+  const int rc = red_plan_init(ctx, dt, &pl);
+  if (rc < 0) return -1;
+  const int64_t n = fgk_numel(&ctx->out[0]);
+  if (rc == 0) return fgc_fill_bits(ctx, ctx->out[0].data, n, sizeof(T), ninf_bits);
+  logsumexp_kernel<T><<<fgc_blocks(n, FGC_THREADS), FGC_THREADS, 0, fgc_stream(ctx)>>>(
+      (const T *)ctx->in[0].data, (T *)ctx->out[0].data, pl);
+  return fgc_launched(ctx, "logsumexp kernel");
+}
+/* The logsumexp of nothing is -inf. */
+int fgc_logsumexp_f32(const fg_kctx *ctx) { return logsumexp<float>(ctx, FG_F32, F32_NEGINF); }
+int fgc_logsumexp_f64(const fg_kctx *ctx) { return logsumexp<double>(ctx, FG_F64, F64_NEGINF); }
 
 /* ---- sum_to ------------------------------------------------------------- */
 

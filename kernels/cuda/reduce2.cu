@@ -1,63 +1,13 @@
-/* logsumexp, cumsum, topk and topk_grad on the GPU: one thread per output
- * element (logsumexp), per line along the axis (cumsum, topk, topk_grad),
- * each walking its elements in the CPU kernel's order, so the results are
- * the CPU's (kernels/cpu/reduce2.c) but for exp and log's last bits. Simple
- * rather than fast: these ops are small parts of the graphs that use them.
- * Shapes are checked by the CPU code (kernels/kernel_shape.h), so both
- * backends refuse the same calls with the same text. */
+/* cumsum, topk and topk_grad on the GPU (logsumexp is in reduce.cu, beside
+ * the reduction walks it shares): one thread per line along the axis, each
+ * walking its elements in the CPU kernel's order, so the results are the
+ * CPU's (kernels/cpu/reduce2.c). Simple rather than fast: these ops are
+ * small parts of the graphs that use them. Shapes are checked by the CPU code
+ * (kernels/kernel_shape.h), so both backends refuse the same calls with the same text. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
-
-/* ---- logsumexp ----------------------------------------------------------- */
-
-/* Offset of element r of a row-major walk over dims[0..n). */
-__device__ __forceinline__ int64_t r2_offset(int n, const int64_t *dims, const int64_t *str,
-                                             int64_t r) {
-  int64_t off = 0;
-  for (int d = n - 1; d >= 0; d--) {
-    const int64_t q = r / dims[d];
-    off += (r - q * dims[d]) * str[d];
-    r = q;
-  }
-  return off;
-}
-
-/* m + log(sum(exp(x - m))), m the maximum or 0 where it is infinite. */
-template <typename T> __global__ void logsumexp_kernel(const T *in, T *out, fgk_red_plan pl) {
-  const int64_t n = pl.outer_total * pl.inner;
-  FGC_GRID_STRIDE(t, n) {
-    const int64_t op = t / pl.inner, c = t - op * pl.inner;
-    const T *base = in + r2_offset(pl.n_outer, pl.outer_dims, pl.outer_str, op) + c;
-    double m = -INFINITY, s = 0;
-    for (int64_t r = 0; r < pl.count; r++) {
-      const double v = (double)base[r2_offset(pl.n_red, pl.red_dims, pl.red_str, r)];
-      if (v > m) m = v;
-    }
-    const double shift = isinf(m) ? 0.0 : m;
-    for (int64_t r = 0; r < pl.count; r++)
-      s += exp((double)base[r2_offset(pl.n_red, pl.red_dims, pl.red_str, r)] - shift);
-    out[t] = (T)(shift + log(s));
-  }
-}
-
-template <typename T> static int logsumexp(const fg_kctx *ctx, fg_dtype dt, uint64_t ninf_bits) {
-  if (fgc_check(ctx, 1, 1) != 0) return -1;
-  fgk_red_plan pl;
-  memset(&pl, 0, sizeof pl);
-  const int rc = fgk_red_plan_init(ctx, dt, &pl);
-  if (rc < 0) return -1;
-  const int64_t n = fgk_numel(&ctx->out[0]);
-  if (rc == 0) return fgc_fill_bits(ctx, ctx->out[0].data, n, sizeof(T), ninf_bits);
-  logsumexp_kernel<T><<<fgc_blocks(n, FGC_THREADS), FGC_THREADS, 0, fgc_stream(ctx)>>>(
-      (const T *)ctx->in[0].data, (T *)ctx->out[0].data, pl);
-  return fgc_launched(ctx, "logsumexp kernel");
-}
-int fgc_logsumexp_f32(const fg_kctx *ctx) { return logsumexp<float>(ctx, FG_F32, 0xff800000ull); }
-int fgc_logsumexp_f64(const fg_kctx *ctx) {
-  return logsumexp<double>(ctx, FG_F64, 0xfff0000000000000ull);
-}
 
 /* ---- cumsum -------------------------------------------------------------- */
 
