@@ -1,6 +1,6 @@
 /* reduce_min, reduce_prod, argmin, logsumexp, cumsum and topk through the
  * graph API (builder, inference, parameters, CPU kernel) against PyTorch
- * (tests/kernels/reduce_ops_ref.h), their gradients by finite differences
+ * (tests/data/reduce_ops_ref.h), their gradients by finite differences
  * in f64 and, for reduce_prod at zeros, against torch.autograd; the
  * refusals of bad attributes; a .fgb round trip; and, where a GPU is lent,
  * a cuda:0 session against the CPU's. */
@@ -33,7 +33,7 @@ typedef struct red_case {
   const int64_t *idx;  /* argmin's output, topk's indices */
 } red_case;
 
-#include "reduce_ops_ref.h"
+#include "data/reduce_ops_ref.h"
 
 #define FG_CHECK_M(cond, ...)                                                                      \
   do {                                                                                             \
@@ -326,7 +326,7 @@ FG_TEST(grad_reduce_prod_fd, "") {
   FG_CHECK_GRAD(grad_err((gcase){"reduce_prod", 0, {0}, 0, 0, 0, 0, 0, 0}, 3, d, 0.5, 1.5, 6));
 }
 
-/* At exact zeros the gradient is torch's (reduce_ops_ref.h): one zero in a
+/* At exact zeros the gradient is torch's (tests/data/reduce_ops_ref.h): one zero in a
  * row gets the product of the others, two zeros give 0 everywhere. */
 FG_TEST(grad_reduce_prod_zeros_vs_torch, "") {
   fg_status *st = fg_status_new();
