@@ -32,7 +32,9 @@ FG_API void fg_gradients_options_init(fg_gradients_options *opts);
  * reduced back to their shape; an unknown batch dimension is fine.
  *
  * Not differentiable: integer and bool tensors, stop_gradient, argmax,
- * comparisons, one_hot. Asking for the gradient of such an x, or of an
+ * argmin, topk's indices, comparisons, one_hot; topk's gradient has no
+ * gradient of its own (a second derivative through topk is refused).
+ * Asking for the gradient of such an x, or of an
  * integer y, gives FG_INVALID_ARGUMENT naming it. An op on the path that has
  * no gradient gives FG_UNIMPLEMENTED naming the op and the node.
  * Returns 0, or -1 with status set (and the graph's sticky error set). */

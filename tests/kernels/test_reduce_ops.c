@@ -240,6 +240,58 @@ FG_TEST(reduce_ops_integer_wrap, "") {
   fg_graph_free(g);
 }
 
+/* Shapes past the kernels' column chunks (300 > 256 columns) and long rows
+ * (topk's heap with k = 37 of 1000), against plain loops and a sort:
+ * integer-valued data, so every sum is exact whatever the order. */
+static int by_value_desc(const void *a, const void *b) {
+  const double *x = a, *y = b; /* [value, index]: larger first, then lower index */
+  if (x[0] != y[0]) return x[0] < y[0] ? 1 : -1;
+  return x[1] < y[1] ? -1 : 1;
+}
+
+FG_TEST(cumsum_topk_large_shapes_vs_loops, "") {
+  enum { R = 2, A = 3, C = 300, L = 1000, K = 37 };
+  static double x[R * A * C], w[3 * L], want[R * A * C], pairs[L][2];
+  uint64_t seed = 99;
+  for (int i = 0; i < R * A * C; i++)
+    x[i] = floor(fgt_uniform(&seed) * 200) - 100;
+  for (int i = 0; i < 3 * L; i++)
+    w[i] = floor(fgt_uniform(&seed) * 50); /* many ties */
+  const int64_t dx[3] = {R, A, C}, dw[2] = {3, L};
+  fg_graph *g = fg_graph_new();
+  fg_tensor *xt = tensor_of(FG_F64, 3, dx, x), *wt = tensor_of(FG_F64, 2, dw, w);
+  fg_set_name(g, fg_cumsum(g, fg_constant(g, "x", xt), 1, 1, 1), "cs");
+  fg_set_name(g, fg_topk(g, fg_constant(g, "w", wt), K, 1, 1, 1), "tk");
+  const char *f[3] = {"cs", "tk", "tk:1"};
+  fg_tensor *o[3] = {0};
+  FG_REQUIRE(run_graph(g, NULL, f, 3, o) == 0);
+  for (int r = 0; r < R; r++) /* exclusive, reverse, along axis 1 */
+    for (int c = 0; c < C; c++) {
+      double acc = 0;
+      for (int a = A - 1; a >= 0; a--) {
+        want[(r * A + a) * C + c] = acc;
+        acc += x[(r * A + a) * C + c];
+      }
+    }
+  for (int i = 0; i < R * A * C; i++)
+    FG_CHECK_M(((double *)fg_tensor_data(o[0]))[i] == want[i], "cs[%d]", i);
+  for (int r = 0; r < 3; r++) {
+    for (int i = 0; i < L; i++)
+      pairs[i][0] = w[r * L + i], pairs[i][1] = i;
+    qsort(pairs, L, sizeof pairs[0], by_value_desc);
+    for (int j = 0; j < K; j++) {
+      FG_CHECK_M(((double *)fg_tensor_data(o[1]))[r * K + j] == pairs[j][0], "tk[%d][%d]", r, j);
+      FG_CHECK_M(((int64_t *)fg_tensor_data(o[2]))[r * K + j] == (int64_t)pairs[j][1],
+                 "tk:1[%d][%d]", r, j);
+    }
+  }
+  for (int i = 0; i < 3; i++)
+    fg_tensor_free(o[i]);
+  fg_tensor_free(xt);
+  fg_tensor_free(wt);
+  fg_graph_free(g);
+}
+
 /* ---- gradients ------------------------------------------------------------- */
 
 typedef struct gcase {
