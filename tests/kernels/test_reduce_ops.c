@@ -589,7 +589,9 @@ FG_TEST(topk_grad_bad_inputs_refused, "badinput") {
   const int64_t dd[2] = {2, 3}, di[2] = {2, 4}, dl[2] = {2, 5};
   fg_output in[3] = {fg_placeholder(g, "dy", FG_F32, 2, dd), fg_placeholder(g, "i", FG_I64, 2, di),
                      fg_placeholder(g, "like", FG_F32, 2, dl)};
-  FG_CHECK_INT(fg_op(g, "topk_grad", "tg", in, 3, ints2("axis", 1, NULL, 0)).node, -1);
+  fg_attrs *at = ints2("axis", 1, NULL, 0);
+  FG_CHECK_INT(fg_op(g, "topk_grad", "tg", in, 3, at).node, -1);
+  fg_attrs_free(at);
   FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
   FG_CHECK_STR(fg_status_message(st),
                "node 'tg' (topk_grad): dy [2,3] and indices [2,4] must match like [2,5] except "
