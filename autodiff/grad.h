@@ -41,4 +41,6 @@ typedef struct fg_grad_reg {
 } fg_grad_reg;
 extern const fg_grad_reg fg_grads_math[];  /* autodiff/grad_math.c */
 extern const fg_grad_reg fg_grads_shape[]; /* autodiff/grad_shape.c */
+/* autodiff/grad_shape_ops.c */
+extern const fg_grad_reg fg_grads_shape_ops[];
 #endif

@@ -115,6 +115,22 @@ typedef struct fg_shard_params {
   int64_t index, count;
 } fg_shard_params;
 
+/* pad and pad_grad (ONNX Pad): begin[d] and end[d] elements added before
+ * and after dim d, all >= 0; mode FG_PAD_CONSTANT fills with value (converted
+ * to the dtype), FG_PAD_REFLECT mirrors without repeating the edge (needs
+ * begin[d], end[d] < dim d), FG_PAD_EDGE repeats the edge element. */
+enum { FG_PAD_CONSTANT = 0, FG_PAD_REFLECT = 1, FG_PAD_EDGE = 2 };
+typedef struct fg_pad_params {
+  int64_t begin[FG_MAX_RANK], end[FG_MAX_RANK];
+  int mode;
+  double value;
+} fg_pad_params;
+
+/* tile and tile_grad (ONNX Tile): copies of x along each dim, >= 0. */
+typedef struct fg_tile_params {
+  int64_t repeats[FG_MAX_RANK];
+} fg_tile_params;
+
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
 typedef union fg_op_params {
@@ -136,6 +152,10 @@ typedef union fg_op_params {
   fg_adam_params adam;
   fg_all_reduce_params all_reduce; /* and the updates that reduce a gradient */
   fg_shard_params shard;
+  fg_pad_params pad;    /* pad and pad_grad */
+  fg_tile_params tile;  /* tile and tile_grad */
+  fg_axis_params split; /* axis in [0, rank); the outputs' dims give the sizes */
+  fg_axis_params stack; /* axis in [0, rank of the output) */
 } fg_op_params;
 
 #ifdef __cplusplus

@@ -106,7 +106,17 @@
   X("all_reduce_apply_sgd", FG_F32, fgk_all_reduce_apply_sgd)                                      \
   X("all_reduce_apply_sgd", FG_F64, fgk_all_reduce_apply_sgd)                                      \
   X("sufficient_factor_apply_sgd", FG_F32, fgk_sufficient_factor_apply_sgd)                        \
-  X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)
+  X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)                        \
+  /* shape_copy.c; flatten and squeeze only relabel the bytes */                                   \
+  FGK_ANY(X, "pad", fgk_pad)                                                                       \
+  FGK_NUM(X, "pad_grad", fgk_pad_grad)                                                             \
+  FGK_ANY(X, "flatten", fgk_copy)                                                                  \
+  FGK_ANY(X, "squeeze", fgk_copy)                                                                  \
+  FGK_ANY(X, "expand", fgk_broadcast_like)                                                         \
+  FGK_ANY(X, "tile", fgk_tile)                                                                     \
+  FGK_NUM(X, "tile_grad", fgk_tile_grad)                                                           \
+  FGK_ANY(X, "split", fgk_split)                                                                   \
+  FGK_ANY(X, "stack", fgk_stack)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)

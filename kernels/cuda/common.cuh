@@ -100,7 +100,17 @@ extern "C" {
   /* optim.cu */                                                                                   \
   FGK_FLOAT(X, "apply_sgd", fgc_apply_sgd)                                                         \
   FGK_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
-  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)
+  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)                                                       \
+  /* shape_copy.cu; flatten and squeeze only relabel the bytes */                                  \
+  FGK_ANY(X, "pad", fgc_pad)                                                                       \
+  FGK_NUM(X, "pad_grad", fgc_pad_grad)                                                             \
+  FGK_ANY(X, "flatten", fgc_copy)                                                                  \
+  FGK_ANY(X, "squeeze", fgc_copy)                                                                  \
+  FGK_ANY(X, "expand", fgc_broadcast_like)                                                         \
+  FGK_ANY(X, "tile", fgc_tile)                                                                     \
+  FGK_NUM(X, "tile_grad", fgc_tile_grad)                                                           \
+  FGK_ANY(X, "split", fgc_split)                                                                   \
+  FGK_ANY(X, "stack", fgc_stack)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);

@@ -10,8 +10,9 @@ FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
   /* 71 + all_reduce, shard, after, all_reduce_apply_sgd,
    * sufficient_factor_apply_sgd (dist) + random_uniform, random_normal,
-   * truncated_normal */
-  FG_CHECK_INT(FG_OP_COUNT, 79);
+   * truncated_normal + pad, pad_grad, flatten, squeeze, expand, tile, tile_grad, split,
+   * stack */
+  FG_CHECK_INT(FG_OP_COUNT, 88);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -19,7 +20,15 @@ FG_TEST(op_table_rows_match_names, "") {
     if (strcmp(d->name, fg_op_name(i)) != 0)
       FG_FAIL_AT("row %d: %s vs %s", i, d->name, fg_op_name(i));
     FG_CHECK(d->infer != NULL);
-    FG_CHECK_INT(d->n_outputs, 1);
+    /* split's count comes from its attributes (count_outputs); every
+     * other op has one output. */
+    if (i == FG_OP_SPLIT) {
+      FG_CHECK_INT(d->n_outputs, -1);
+      FG_CHECK(d->count_outputs != NULL);
+    } else {
+      FG_CHECK_INT(d->n_outputs, 1);
+      FG_CHECK(d->count_outputs == NULL);
+    }
     FG_CHECK_INT(fg_op_lookup(d->name), i);
     FG_CHECK(d->max_inputs == -1 || d->max_inputs >= d->min_inputs);
   }
