@@ -137,6 +137,10 @@ static const fg_attr_def a_pad[] = {
     {"mode", FG_ATTR_STRING, "constant", "constant, reflect (pads < dim) or edge", FG_NO_PARAM},
     {"value", FG_ATTR_FLOAT, "0", "the fill of constant mode", FG_PARAM(F64, pad.value)},
     A_END};
+static const fg_attr_def a_pad_grad[] = {
+    {"pads", FG_ATTR_INTS, NULL, "the forward pad's", FG_NO_PARAM},
+    {"mode", FG_ATTR_STRING, "constant", "the forward pad's", FG_NO_PARAM},
+    A_END};
 static const fg_attr_def a_flatten[] = {{"axis", FG_ATTR_INT, "1",
                                          "in [-rank, rank]: [prod(dims[:axis]), prod(dims[axis:])]",
                                          FG_NO_PARAM},
@@ -336,8 +340,9 @@ const fg_op_def fg_op_table[] = {
      * add dy's elements back onto like's shape. */
     [FG_OP_PAD] = {"pad", 1, 1, 1, DIFF, fgi_infer_pad, NULL, 0, "x", a_pad, fgi_parse_pad,
                    "x with pads added before and after each dim"},
-    [FG_OP_PAD_GRAD] = {"pad_grad", 2, 2, 1, DIFF, fgi_infer_pad_grad, NULL, 0, "dy, like", a_pad,
-                        fgi_parse_pad, "the sum of dy's elements onto the x of pad(x) = dy"},
+    [FG_OP_PAD_GRAD] = {"pad_grad", 2, 2, 1, DIFF, fgi_infer_pad_grad, NULL, 0, "dy, like",
+                        a_pad_grad, fgi_parse_pad,
+                        "the sum of dy's elements onto the x of pad(x) = dy"},
     [FG_OP_FLATTEN] = {"flatten", 1, 1, 1, VIEW | DIFF, fgi_infer_flatten, NULL, 0, "x", a_flatten,
                        NULL, "x as 2-D [prod(dims[:axis]), prod(dims[axis:])] (ONNX)"},
     [FG_OP_SQUEEZE] = {"squeeze", 1, 1, 1, VIEW | DIFF, fgi_infer_squeeze, NULL, 0, "x", a_squeeze,

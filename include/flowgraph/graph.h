@@ -303,6 +303,7 @@ typedef struct fg_op_info {
   const char *inputs;         /* "var, grad, lr, ctrl..." */
   const char *doc;            /* one line */
   int min_inputs, max_inputs; /* max -1: any number */
+  /* -1: set by each node's attributes (split) */
   int n_outputs;
   int n_attrs;    /* the op's own; attributes every op takes are listed apart */
   unsigned flags; /* FG_OP_INFO_* */

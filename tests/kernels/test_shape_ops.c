@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fgtest.h"
 #include "flowgraph/flowgraph.h"
@@ -464,6 +465,50 @@ FG_TEST(shape_ops_fgb_round_trip, "") {
   fg_tensor_free(in);
   fg_graph_free(h);
   free(bytes);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+/* The JSON form goes through the binary loader: the same graph comes back,
+ * and a split whose attributes give another output count than the file
+ * declares is refused, naming the node and both counts. */
+FG_TEST(shape_ops_json_round_trip, "badinput") {
+  fg_graph *g = fg_graph_new();
+  fg_output x = fg_placeholder(g, "x0", FG_F32, 1, (int64_t[]){6}), p[3];
+  FG_REQUIRE(fg_split(g, x, 0, NULL, 3, p) == 0);
+  fg_set_name(g, p[0], "sp");
+  fg_status *st = fg_status_new();
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/fg_test_shape_ops_%d.json", (int)getpid());
+  FG_REQUIRE(fg_graph_save_json(g, path, st) == 0);
+  fg_graph *h = fg_graph_load_json(path, st);
+  if (!h) FG_FAIL_AT("load: %s", fg_status_message(st));
+  FG_REQUIRE(h != NULL);
+  int64_t d[FG_MAX_RANK];
+  FG_CHECK_INT(fg_output_shape(h, fg_graph_find_output(h, "sp:2"), d), 1);
+  FG_CHECK_INT(d[0], 2);
+  fg_graph_free(h);
+  /* num_outputs 3 -> 2 in the text; the file still declares 3 outputs */
+  FILE *f = fopen(path, "rb");
+  FG_REQUIRE(f != NULL);
+  char text[8192];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  char *at = strstr(text, "\"num_outputs\"");
+  at = at ? strstr(at, "\"v\": 3") : NULL;
+  FG_REQUIRE(at != NULL);
+  at[5] = '2';
+  f = fopen(path, "wb");
+  FG_REQUIRE(f != NULL);
+  fwrite(text, 1, n, f);
+  fclose(f);
+  h = fg_graph_load_json(path, st);
+  FG_CHECK(h == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "'sp'");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "declares 3 output(s), the node has 2");
+  fg_graph_free(h);
+  remove(path);
   fg_status_free(st);
   fg_graph_free(g);
 }
