@@ -409,6 +409,41 @@ FG_TEST(split_stack_refusals, "badinput") {
   fg_graph_free(g);
 }
 
+/* pad_grad and tile_grad (made by fg_gradients, or through fg_op) check dy
+ * against like; pads that overflow a dim and a stack of two dtypes are
+ * refused too. */
+FG_TEST(gradient_ops_and_overflow_refusals, "badinput") {
+  const char *ops[2] = {"pad_grad", "tile_grad"};
+  const char *want[2] = {"input 0 (dy) shape [3,5] is not the pad of input 1 (like) shape [3,4] "
+                         "at dim 1",
+                         "input 0 (dy) shape [3,5] is not the tile of input 1 (like) shape [3,4] "
+                         "at dim 1"};
+  for (int k = 0; k < 2; k++) {
+    fg_output x;
+    fg_graph *g = graph_x(&x);
+    fg_output dy = fg_placeholder(g, "dy", FG_F32, 2, (int64_t[]){3, 5});
+    fg_attrs *a = fg_attrs_new();
+    if (k)
+      fg_attrs_set_ints(a, "repeats", (int64_t[]){1, 1}, 2);
+    else
+      fg_attrs_set_ints(a, "pads", (int64_t[]){0, 0, 0, 0}, 4);
+    fg_op(g, ops[k], "gr", (fg_output[]){dy, x}, 2, a);
+    fg_attrs_free(a);
+    check_refused(g, "'gr'", want[k]);
+    fg_graph_free(g);
+  }
+  fg_output x;
+  fg_graph *g = graph_x(&x);
+  fg_pad(g, x, (int64_t[]){0, INT64_MAX - 2, 0, 0}, "constant", 0);
+  check_refused(g, "'pad_", "dim 1 (4) plus pads 9223372036854775805 and 0 overflows");
+  fg_graph_free(g);
+  g = graph_x(&x);
+  fg_output y = fg_placeholder(g, "x1", FG_F64, 2, (int64_t[]){3, 4});
+  fg_stack(g, (fg_output[]){x, y}, 2, 0);
+  check_refused(g, "'stack_", "input 1 dtype f64 does not match input 0 dtype f32");
+  fg_graph_free(g);
+}
+
 /* ---- .fgb ----------------------------------------------------------------- */
 
 /* A graph with every new op (split's three outputs all used) saved and
