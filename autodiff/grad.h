@@ -62,7 +62,8 @@ typedef struct fg_grad_reg {
   int op;
   fg_grad_fn fn;
 } fg_grad_reg;
-extern const fg_grad_reg fg_grads_math[];    /* autodiff/grad_math.c */
-extern const fg_grad_reg fg_grads_shape[];   /* autodiff/grad_shape.c */
-extern const fg_grad_reg fg_grads_reduce2[]; /* autodiff/grad_reduce2.c */
+extern const fg_grad_reg fg_grads_math[];      /* autodiff/grad_math.c */
+extern const fg_grad_reg fg_grads_shape[];     /* autodiff/grad_shape.c */
+extern const fg_grad_reg fg_grads_reduce2[];   /* autodiff/grad_reduce2.c */
+extern const fg_grad_reg fg_grads_shape_ops[]; /* autodiff/grad_shape_ops.c */
 #endif

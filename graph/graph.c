@@ -240,6 +240,21 @@ static int check_attrs(fg_graph *g, int opid, const char *name, const fg_attrs *
   return rc;
 }
 
+/* Most ops have a fixed output count; split's comes from its attributes. */
+static int count_outputs(fg_graph *g, int opid, const char *name, const fg_attrs *attrs) {
+  if (fg_op_table[opid].n_outputs >= 0) return fg_op_table[opid].n_outputs;
+  fg_status *st = fg_status_new();
+  int n = st ? fg_op_output_count(opid, name, attrs, st) : -1;
+  if (n < 0) {
+    if (st)
+      fg_graph_fail(g, fg_status_code(st), "%s", fg_status_message(st));
+    else
+      fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "node '%s': out of memory", name);
+  }
+  fg_status_free(st);
+  return n;
+}
+
 fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *inputs,
                 int n_inputs, const fg_attrs *attrs) {
   if (!g || fg_graph_failed(g)) return FG_NO_OUTPUT;
@@ -283,6 +298,8 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
     return FG_NO_OUTPUT;
   }
   if (check_attrs(g, opid, name, attrs) != 0) return FG_NO_OUTPUT;
+  int n_out = count_outputs(g, opid, name, attrs);
+  if (n_out < 0) return FG_NO_OUTPUT;
   for (int i = 0; i < n_inputs; i++) {
     const fg_node *src = fg_graph_node(g, inputs[i].node);
     if (!src) {
@@ -326,8 +343,8 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
   node.device = NULL; /* unplaced: the placer (dist/rewrite/partition.c) decides */
   node.n_inputs = n_inputs;
   node.inputs = malloc((size_t)(n_inputs ? n_inputs : 1) * sizeof *node.inputs);
-  node.n_outputs = def->n_outputs;
-  node.outputs = calloc((size_t)def->n_outputs + 1, sizeof *node.outputs);
+  node.n_outputs = n_out;
+  node.outputs = calloc((size_t)n_out + 1, sizeof *node.outputs);
   fg_tinfo in_stack[8], *in = n_inputs <= 8 ? in_stack : malloc((size_t)n_inputs * sizeof *in);
   if (!node.name || !node.inputs || !node.outputs || !in ||
       fg_attrs_copy(&node.attrs, attrs) != 0 || index_reserve(g, g->n_nodes + 1) != 0) {

@@ -22,6 +22,7 @@
 
 #include "graph/infer_common.h"
 #include "graph/infer_grad.h"
+#include "graph/infer_shape_ops.h"
 
 #define SRC   FG_OPF_SOURCE
 #define EW    FG_OPF_ELEMENTWISE
@@ -146,6 +147,38 @@ static const fg_attr_def a_topk[] = {
     A_END};
 static const fg_attr_def a_topk_grad[] = {
     {"axis", FG_ATTR_INT, NULL, "the forward topk's axis, negative from the end", FG_NO_PARAM},
+static const fg_attr_def a_pad[] = {
+    {"pads", FG_ATTR_INTS, NULL, "2 * rank, >= 0: every dim's begin, then every dim's end (ONNX)",
+     FG_NO_PARAM},
+    {"mode", FG_ATTR_STRING, "constant", "constant, reflect (pads < dim) or edge", FG_NO_PARAM},
+    {"value", FG_ATTR_FLOAT, "0", "the fill of constant mode", FG_PARAM(F64, pad.value)},
+    A_END};
+static const fg_attr_def a_pad_grad[] = {
+    {"pads", FG_ATTR_INTS, NULL, "the forward pad's", FG_NO_PARAM},
+    {"mode", FG_ATTR_STRING, "constant", "the forward pad's", FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_flatten[] = {{"axis", FG_ATTR_INT, "1",
+                                         "in [-rank, rank]: [prod(dims[:axis]), prod(dims[axis:])]",
+                                         FG_NO_PARAM},
+                                        A_END};
+static const fg_attr_def a_squeeze[] = {{"axes", FG_ATTR_INTS, "all",
+                                         "dims of size 1 to drop; empty: every dim of size 1",
+                                         FG_NO_PARAM},
+                                        A_END};
+static const fg_attr_def a_expand[] = {
+    {"shape", FG_ATTR_INTS, NULL, "broadcast with x's dims both ways (ONNX Expand)", FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_tile[] = {
+    {"repeats", FG_ATTR_INTS, NULL, "copies along each dim, one per dim, >= 0", FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_split[] = {
+    {"axis", FG_ATTR_INT, "0", "the axis, negative from the end", FG_NO_PARAM},
+    {"sizes", FG_ATTR_INTS, "none", "each output's length along axis; or num_outputs", FG_NO_PARAM},
+    {"num_outputs", FG_ATTR_INT, "none", "parts of ceil(dim / n), the last what is left",
+     FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_stack[] = {
+    {"axis", FG_ATTR_INT, "0", "the new axis in the output, [-rank - 1, rank]", FG_NO_PARAM},
     A_END};
 const fg_attr_def fg_common_attrs[] = {
     {FG_COLOCATE_ATTR, FG_ATTR_STRING, "none", "a node whose device this one takes", FG_NO_PARAM},
@@ -335,6 +368,31 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_TOPK_GRAD] = {"topk_grad", 3, 3, 1, DIFF, fgi_infer_topk_grad, NULL, 0,
                          "dy, indices, like", a_topk_grad, fgi_parse_topk_grad,
                          "zeros of like's shape with dy added at indices along axis"},
+    /* Shape ops of CNNs and ONNX models (graph/infer_shape_ops.c, which says
+     * where ONNX's meaning was chosen over PyTorch's). flatten and squeeze
+     * only relabel x's bytes (VIEW); unsqueeze is expand_dims. split's output
+     * count comes from its attributes (n_outputs -1). pad_grad and tile_grad
+     * add dy's elements back onto like's shape. */
+    [FG_OP_PAD] = {"pad", 1, 1, 1, DIFF, fgi_infer_pad, NULL, 0, "x", a_pad, fgi_parse_pad,
+                   "x with pads added before and after each dim"},
+    [FG_OP_PAD_GRAD] = {"pad_grad", 2, 2, 1, DIFF, fgi_infer_pad_grad, NULL, 0, "dy, like",
+                        a_pad_grad, fgi_parse_pad,
+                        "the sum of dy's elements onto the x of pad(x) = dy"},
+    [FG_OP_FLATTEN] = {"flatten", 1, 1, 1, VIEW | DIFF, fgi_infer_flatten, NULL, 0, "x", a_flatten,
+                       NULL, "x as 2-D [prod(dims[:axis]), prod(dims[axis:])] (ONNX)"},
+    [FG_OP_SQUEEZE] = {"squeeze", 1, 1, 1, VIEW | DIFF, fgi_infer_squeeze, NULL, 0, "x", a_squeeze,
+                       NULL, "x without the size-1 dims at axes"},
+    [FG_OP_EXPAND] = {"expand", 1, 1, 1, DIFF, fgi_infer_expand, NULL, 0, "x", a_expand, NULL,
+                      "x broadcast to shape (ONNX Expand)"},
+    [FG_OP_TILE] = {"tile", 1, 1, 1, DIFF, fgi_infer_tile, NULL, 0, "x", a_tile, fgi_parse_tile,
+                    "x repeated along each dim"},
+    [FG_OP_TILE_GRAD] = {"tile_grad", 2, 2, 1, DIFF, fgi_infer_tile_grad, NULL, 0, "dy, like",
+                         a_tile, fgi_parse_tile, "the sum of dy's tiles, in like's shape"},
+    [FG_OP_SPLIT] = {"split", 1, 1, -1, DIFF, fgi_infer_split, NULL, 0, "x", a_split,
+                     fgi_parse_split, "consecutive parts of x along axis, one per output",
+                     fgi_count_split},
+    [FG_OP_STACK] = {"stack", 1, -1, 1, DIFF, fgi_infer_stack, NULL, 0, "x...", a_stack,
+                     fgi_parse_stack, "inputs of one shape joined along a new axis"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,
@@ -449,6 +507,16 @@ int fg_op_parse_params(const fg_node *node, const fg_tinfo *in, fg_op_params *p,
   for (const fg_attr_def *a = def->attrs; a && a->name; a++)
     if (a->kind != FG_PARAM_NONE && parse_scalar(node, a, p, st) != 0) return -1;
   return def->parse ? def->parse(node, in, p, st) : 0;
+}
+
+int fg_op_output_count(int op, const char *name, const struct fg_attrs *attrs, fg_status *st) {
+  const fg_op_def *d = &fg_op_table[op];
+  if (d->n_outputs >= 0) return d->n_outputs;
+  if (!d->count_outputs) {
+    fg_status_set(st, FG_INTERNAL, "node '%s' (%s): the op has no output count", name, d->name);
+    return -1;
+  }
+  return d->count_outputs(name, attrs, st);
 }
 
 int fg_op_find(const char *name) { return fg_op_lookup(name); }

@@ -116,7 +116,16 @@
   X(LOGSUMEXP, "logsumexp")                                                                        \
   X(CUMSUM, "cumsum")                                                                              \
   X(TOPK, "topk")                                                                                  \
-  X(TOPK_GRAD, "topk_grad")
+  X(TOPK_GRAD, "topk_grad")                                                                        \
+  X(PAD, "pad")                                                                                    \
+  X(PAD_GRAD, "pad_grad")                                                                          \
+  X(FLATTEN, "flatten")                                                                            \
+  X(SQUEEZE, "squeeze")                                                                            \
+  X(EXPAND, "expand")                                                                              \
+  X(TILE, "tile")                                                                                  \
+  X(TILE_GRAD, "tile_grad")                                                                        \
+  X(SPLIT, "split")                                                                                \
+  X(STACK, "stack")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,
@@ -197,6 +206,9 @@ typedef struct fg_op_def {
   const fg_attr_def *attrs; /* NULL-name terminated; NULL: none */
   fg_parse_fn parse;        /* NULL: the kernels read no parameters */
   const char *doc;          /* one line, for `flowgraph ops` */
+  /* Where n_outputs is -1 (split): the node's output count from its
+   * attributes, or -1 with status set naming the node. */
+  int (*count_outputs)(const char *name, const struct fg_attrs *attrs, fg_status *st);
 } fg_op_def;
 
 extern const fg_op_def fg_op_table[];
@@ -206,6 +218,12 @@ extern const fg_op_def fg_op_table[];
 static inline int fg_node_is_collective(const fg_node *n) {
   return (fg_op_table[n->op].flags & FG_OPF_COLLECTIVE) != 0;
 }
+
+/* The output count of a node `name` of op `op` with `attrs`: the row's
+ * n_outputs, or for ops whose count depends on an attribute (n_outputs
+ * -1), the row's count_outputs. -1 with FG_INVALID_GRAPH naming the node
+ * when the attributes give no valid count. */
+int fg_op_output_count(int op, const char *name, const struct fg_attrs *attrs, fg_status *st);
 
 /* Op id by name, or -1. */
 int fg_op_lookup(const char *name);

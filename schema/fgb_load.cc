@@ -109,6 +109,11 @@ struct Builder {
     const fg_node *gn = fg_graph_node(g.get(), id);
     auto outs = node(i)->outputs();
     if (!gn || !outs) return 0;
+    if (gn->n_outputs != (int)outs->size()) {
+      fg_status_set(st, FG_INVALID_GRAPH, "%s: the file declares %d output(s), the node has %d",
+                    label(i).c_str(), (int)outs->size(), gn->n_outputs);
+      return -1;
+    }
     for (int j = 0; j < gn->n_outputs && j < (int)outs->size(); j++) {
       const fb::TensorInfo *ti = outs->Get((flatbuffers::uoffset_t)j);
       fg_tinfo want = {};

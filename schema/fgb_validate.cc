@@ -59,8 +59,10 @@ struct Validator {
         return fail(FG_INVALID_GRAPH, "node name '" + esc(n->name()) + "' is used twice (nodes " +
                                           std::to_string(ins.first->second) + " and " +
                                           std::to_string(i) + ")");
+      /* An op whose output count comes from its attributes (split) is
+       * checked when the node is built (fgb_load.cc compares the counts). */
       int want = fg_op_table[op].n_outputs;
-      if (n->outputs() && n->outputs()->size() != (flatbuffers::uoffset_t)want)
+      if (want >= 0 && n->outputs() && n->outputs()->size() != (flatbuffers::uoffset_t)want)
         return fail(FG_INVALID_GRAPH, label(i) + ": the file declares " +
                                           std::to_string(n->outputs()->size()) +
                                           " output(s), the op has " + std::to_string(want));
@@ -182,6 +184,12 @@ struct Validator {
       return fail(FG_INVALID_GRAPH, who() + " refers to node " + std::to_string(r->node()) +
                                         ", but the file has " + std::to_string(n_nodes) + " nodes");
     int have = fg_op_table[plan->op[r->node()]].n_outputs;
+    /* Split: the count the file declares; without one, building the node
+     * checks the reference against the count its attributes give. */
+    if (have < 0) {
+      auto outs = node(r->node())->outputs();
+      have = outs ? (int)outs->size() : INT32_MAX;
+    }
     if (r->index() < 0 || r->index() >= have)
       return fail(FG_INVALID_GRAPH, who() + " refers to output " + std::to_string(r->index()) +
                                         " of " + label(r->node()) + ", which has " +

@@ -218,6 +218,32 @@ FG_API fg_output fg_log_softmax(fg_graph *g, fg_output x, int axis);
  * -log_softmax(logits)[n, labels[n]]; a scalar. */
 FG_API fg_output fg_softmax_cross_entropy(fg_graph *g, fg_output logits, fg_output labels);
 
+/* ---- shape ops of CNNs and ONNX models ---------------------------------- *
+ * Attributes mean what ONNX says where PyTorch differs. pads: 2 * rank
+ * entries, >= 0, every dim's begin then every dim's end (ONNX; not
+ * torch.nn.functional.pad's last-dim-first pairs); mode "constant" (fill
+ * with value), "reflect" (mirror without the edge; each pad below its dim)
+ * or "edge" (torch's "replicate"). flatten: [prod(dims[:axis]),
+ * prod(dims[axis:])], axis in [-rank, rank]. squeeze: drops the size-1 dims
+ * at axes (n_axes 0: every size-1 dim, all dims known); unsqueeze inserts
+ * size-1 dims at axes, positions in the output. expand: x broadcast with
+ * dims both ways (ONNX Expand: a 1 in dims keeps x's dim). tile: repeats,
+ * one per dim. split: sizes[n] along axis, or with sizes NULL n parts of
+ * ceil(dim / n), the last taking what is left (ONNX num_outputs); writes
+ * n outputs to outs and returns 0, or -1 (the graph's error says why).
+ * stack: n inputs of one shape along a new axis in [-rank - 1, rank]. For
+ * where(cond, a, b), use fg_select. */
+FG_API fg_output fg_pad(fg_graph *g, fg_output x, const int64_t *pads, const char *mode,
+                        double value);
+FG_API fg_output fg_flatten(fg_graph *g, fg_output x, int axis);
+FG_API fg_output fg_squeeze(fg_graph *g, fg_output x, const int64_t *axes, int n_axes);
+FG_API fg_output fg_unsqueeze(fg_graph *g, fg_output x, const int64_t *axes, int n_axes);
+FG_API fg_output fg_expand(fg_graph *g, fg_output x, int rank, const int64_t *dims);
+FG_API fg_output fg_tile(fg_graph *g, fg_output x, const int64_t *repeats, int n);
+FG_API int fg_split(fg_graph *g, fg_output x, int axis, const int64_t *sizes, int n,
+                    fg_output *outs);
+FG_API fg_output fg_stack(fg_graph *g, const fg_output *xs, int n, int axis);
+
 /* ---- state -------------------------------------------------------------- */
 /* Writes `value` into `variable` (the output of fg_variable) when run; its
  * output is the new value. */
@@ -297,6 +323,7 @@ typedef struct fg_op_info {
   const char *inputs;         /* "var, grad, lr, ctrl..." */
   const char *doc;            /* one line */
   int min_inputs, max_inputs; /* max -1: any number */
+  /* -1: set by each node's attributes (split) */
   int n_outputs;
   int n_attrs;    /* the op's own; attributes every op takes are listed apart */
   unsigned flags; /* FG_OP_INFO_* */

@@ -132,6 +132,21 @@ typedef struct fg_topk_params {
   int64_t k;
   int axis, largest, sorted;
 } fg_topk_params;
+/* pad and pad_grad (ONNX Pad): begin[d] and end[d] elements added before
+ * and after dim d, all >= 0; mode FG_PAD_CONSTANT fills with value (converted
+ * to the dtype), FG_PAD_REFLECT mirrors without repeating the edge (needs
+ * begin[d], end[d] < dim d), FG_PAD_EDGE repeats the edge element. */
+enum { FG_PAD_CONSTANT = 0, FG_PAD_REFLECT = 1, FG_PAD_EDGE = 2 };
+typedef struct fg_pad_params {
+  int64_t begin[FG_MAX_RANK], end[FG_MAX_RANK];
+  int mode;
+  double value;
+} fg_pad_params;
+
+/* tile and tile_grad (ONNX Tile): copies of x along each dim, >= 0. */
+typedef struct fg_tile_params {
+  int64_t repeats[FG_MAX_RANK];
+} fg_tile_params;
 
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
@@ -157,6 +172,10 @@ typedef union fg_op_params {
   fg_shard_params shard;
   fg_cumsum_params cumsum;
   fg_topk_params topk; /* topk and topk_grad */
+  fg_pad_params pad;    /* pad and pad_grad */
+  fg_tile_params tile;  /* tile and tile_grad */
+  fg_axis_params split; /* axis in [0, rank); the outputs' dims give the sizes */
+  fg_axis_params stack; /* axis in [0, rank of the output) */
 } fg_op_params;
 
 #ifdef __cplusplus

@@ -115,7 +115,17 @@
   FGK_FLOAT(X, "logsumexp", fgk_logsumexp)                                                         \
   FGK_NUM(X, "cumsum", fgk_cumsum)                                                                 \
   FGK_NUM(X, "topk", fgk_topk)                                                                     \
-  FGK_FLOAT(X, "topk_grad", fgk_topk_grad)
+  FGK_FLOAT(X, "topk_grad", fgk_topk_grad)                                                         \
+  /* shape_copy.c; flatten and squeeze only relabel the bytes */                                   \
+  FGK_ANY(X, "pad", fgk_pad)                                                                       \
+  FGK_NUM(X, "pad_grad", fgk_pad_grad)                                                             \
+  FGK_ANY(X, "flatten", fgk_copy)                                                                  \
+  FGK_ANY(X, "squeeze", fgk_copy)                                                                  \
+  FGK_ANY(X, "expand", fgk_broadcast_like)                                                         \
+  FGK_ANY(X, "tile", fgk_tile)                                                                     \
+  FGK_NUM(X, "tile_grad", fgk_tile_grad)                                                           \
+  FGK_ANY(X, "split", fgk_split)                                                                   \
+  FGK_ANY(X, "stack", fgk_stack)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)

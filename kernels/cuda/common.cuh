@@ -109,7 +109,17 @@ extern "C" {
   /* reduce2.cu */                                                                                 \
   FGK_NUM(X, "cumsum", fgc_cumsum)                                                                 \
   FGK_NUM(X, "topk", fgc_topk)                                                                     \
-  FGK_FLOAT(X, "topk_grad", fgc_topk_grad)
+  FGK_FLOAT(X, "topk_grad", fgc_topk_grad)                                                         \
+  /* shape_copy.cu; flatten and squeeze only relabel the bytes */                                  \
+  FGK_ANY(X, "pad", fgc_pad)                                                                       \
+  FGK_NUM(X, "pad_grad", fgc_pad_grad)                                                             \
+  FGK_ANY(X, "flatten", fgc_copy)                                                                  \
+  FGK_ANY(X, "squeeze", fgc_copy)                                                                  \
+  FGK_ANY(X, "expand", fgc_broadcast_like)                                                         \
+  FGK_ANY(X, "tile", fgc_tile)                                                                     \
+  FGK_NUM(X, "tile_grad", fgc_tile_grad)                                                           \
+  FGK_ANY(X, "split", fgc_split)                                                                   \
+  FGK_ANY(X, "stack", fgc_stack)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);

@@ -11,8 +11,9 @@ FG_TEST(op_table_rows_match_names, "") {
   /* 71 + all_reduce, shard, after, all_reduce_apply_sgd,
    * sufficient_factor_apply_sgd (dist) + random_uniform, random_normal,
    * truncated_normal + reduce_min, reduce_prod, argmin, logsumexp, cumsum, topk,
-   * topk_grad */
-  FG_CHECK_INT(FG_OP_COUNT, 86);
+   * topk_grad + pad, pad_grad, flatten, squeeze, expand, tile, tile_grad, split,
+   * stack */
+  FG_CHECK_INT(FG_OP_COUNT, 95);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -20,7 +21,15 @@ FG_TEST(op_table_rows_match_names, "") {
     if (strcmp(d->name, fg_op_name(i)) != 0)
       FG_FAIL_AT("row %d: %s vs %s", i, d->name, fg_op_name(i));
     FG_CHECK(d->infer != NULL);
-    FG_CHECK_INT(d->n_outputs, i == FG_OP_TOPK ? 2 : 1); /* topk: values and indices */
+    /* split's count comes from its attributes (count_outputs); topk has
+     * values and indices; every other op has one output. */
+    if (i == FG_OP_SPLIT) {
+      FG_CHECK_INT(d->n_outputs, -1);
+      FG_CHECK(d->count_outputs != NULL);
+    } else {
+      FG_CHECK_INT(d->n_outputs, i == FG_OP_TOPK ? 2 : 1);
+      FG_CHECK(d->count_outputs == NULL);
+    }
     FG_CHECK_INT(fg_op_lookup(d->name), i);
     FG_CHECK(d->max_inputs == -1 || d->max_inputs >= d->min_inputs);
   }
