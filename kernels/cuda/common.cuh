@@ -100,7 +100,17 @@ extern "C" {
   /* optim.cu */                                                                                   \
   FGK_FLOAT(X, "apply_sgd", fgc_apply_sgd)                                                         \
   FGK_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
-  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)
+  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)                                                       \
+  /* pool.cu */                                                                                    \
+  FGK_FLOAT(X, "max_pool2d", fgc_max_pool2d)                                                       \
+  FGK_FLOAT(X, "avg_pool2d", fgc_avg_pool2d)                                                       \
+  FGK_FLOAT(X, "global_avg_pool", fgc_global_avg_pool)                                             \
+  FGK_FLOAT(X, "global_max_pool", fgc_global_max_pool)                                             \
+  FGK_FLOAT(X, "adaptive_avg_pool2d", fgc_adaptive_avg_pool2d)                                     \
+  FGK_FLOAT(X, "max_pool2d_grad", fgc_max_pool2d_grad)                                             \
+  FGK_FLOAT(X, "avg_pool2d_grad", fgc_avg_pool2d_grad)                                             \
+  FGK_FLOAT(X, "adaptive_avg_pool2d_grad", fgc_adaptive_avg_pool2d_grad)                           \
+  FGK_FLOAT(X, "global_max_pool_grad", fgc_global_max_pool_grad)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
