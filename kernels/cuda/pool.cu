@@ -110,7 +110,8 @@ __global__ void avg_bwd_kernel(fgk_pool_geom g, const T *dy, T *dx, int64_t n) {
 }
 
 /* The first and last adaptive windows along a dim that hold input i. */
-__device__ void adaptive_span(int64_t i, int64_t size, int64_t n_out, int64_t *o0, int64_t *o1) {
+static __device__ void adaptive_span(int64_t i, int64_t size, int64_t n_out, int64_t *o0,
+                                     int64_t *o1) {
   int64_t lo = (i * n_out) / size, b, e;
   while (lo > 0) {
     fgk_adaptive_window(lo - 1, size, n_out, &b, &e);
