@@ -16,8 +16,13 @@ static int registry_ready;
 static void registry_fill(void) {
   /* Families, each owned by its own file; the last entry wins, and a
    * test checks that no op is registered twice. */
-  const fg_grad_reg *tables[] = {fg_grads_math, fg_grads_shape, fg_grads_reduce2,
-                                 fg_grads_shape_ops};
+  const fg_grad_reg *tables[] = {
+      fg_grads_math,      /* */
+      fg_grads_shape,     /* */
+      fg_grads_reduce2,   /* */
+      fg_grads_shape_ops, /* */
+      fg_grads_pool,      /* */
+  };
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
     for (const fg_grad_reg *r = tables[t]; r->op >= 0; r++)
       if (r->op < FG_OP_COUNT) registry[r->op] = r->fn;

@@ -126,6 +126,10 @@ FGI_DECL_INFER(fgi_infer_all_reduce)
 FGI_DECL_INFER(fgi_infer_shard)
 /* infer_optim.c: all_reduce_apply_sgd, sufficient_factor_apply_sgd */
 FGI_DECL_INFER(fgi_infer_collective_sgd)
+/* infer_pool.c: the pools (x) and their gradients (dy, x) */
+FGI_DECL_INFER(fgi_infer_pool)
+FGI_DECL_INFER(fgi_infer_pool_grad)
+FGI_DECL_FLOPS(fgi_flops_pool)
 
 /* ---- parse hooks (fg_parse_fn), beside each op's inference -------------- */
 #define FGI_DECL_PARSE(fn)                                                                         \
@@ -142,6 +146,7 @@ FGI_DECL_PARSE(fgi_parse_random)  /* infer_sources.c */
 FGI_DECL_PARSE(fgi_parse_cumsum)  /* infer_reduce2.c */
 FGI_DECL_PARSE(fgi_parse_topk)
 FGI_DECL_PARSE(fgi_parse_topk_grad)
+FGI_DECL_PARSE(fgi_parse_pool2d)  /* infer_pool.c: max/avg_pool2d and their gradients */
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

@@ -180,6 +180,26 @@ static const fg_attr_def a_split[] = {
 static const fg_attr_def a_stack[] = {
     {"axis", FG_ATTR_INT, "0", "the new axis in the output, [-rank - 1, rank]", FG_NO_PARAM},
     A_END};
+/* Pooling (graph/infer_pool.c): as torch.nn.functional, NCHW. */
+static const fg_attr_def a_max_pool2d[] = {
+    {"kernel", FG_ATTR_INTS, NULL, "window (kh, kw), >= 1", FG_NO_PARAM},
+    {"strides", FG_ATTR_INTS, "kernel", "(sh, sw), >= 1", FG_NO_PARAM},
+    {"pads", FG_ATTR_INTS, "0,0,0,0", "top, left, bottom, right; each <= kernel/2", FG_NO_PARAM},
+    {"dilations", FG_ATTR_INTS, "1,1", "(dh, dw), >= 1", FG_NO_PARAM},
+    {"ceil_mode", FG_ATTR_INT, "0", "1: round the output size up (windows start in the input)",
+     FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_avg_pool2d[] = {
+    {"kernel", FG_ATTR_INTS, NULL, "window (kh, kw), >= 1", FG_NO_PARAM},
+    {"strides", FG_ATTR_INTS, "kernel", "(sh, sw), >= 1", FG_NO_PARAM},
+    {"pads", FG_ATTR_INTS, "0,0,0,0", "top, left, bottom, right; each <= kernel/2", FG_NO_PARAM},
+    {"ceil_mode", FG_ATTR_INT, "0", "1: round the output size up (windows start in the input)",
+     FG_NO_PARAM},
+    {"count_include_pad", FG_ATTR_INT, "1", "1: divide by the window incl. padding (torch)",
+     FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_adaptive_pool[] = {
+    {"output_size", FG_ATTR_INTS, NULL, "(oh, ow), >= 1", FG_NO_PARAM}, A_END};
 const fg_attr_def fg_common_attrs[] = {
     {FG_COLOCATE_ATTR, FG_ATTR_STRING, "none", "a node whose device this one takes", FG_NO_PARAM},
     A_END};
@@ -393,6 +413,33 @@ const fg_op_def fg_op_table[] = {
                      fgi_count_split},
     [FG_OP_STACK] = {"stack", 1, -1, 1, DIFF, fgi_infer_stack, NULL, 0, "x...", a_stack,
                      fgi_parse_stack, "inputs of one shape joined along a new axis"},
+    /* Pooling over NCHW planes (graph/infer_pool.c). The gradients take x
+     * for its shape (and max_pool2d_grad for its values: the argmax is
+     * recomputed, the first maximum in window order taking the gradient,
+     * as torch's CPU kernel). */
+    [FG_OP_MAX_POOL2D] = {"max_pool2d", 1, 1, 1, DIFF, fgi_infer_pool, fgi_flops_pool, 0, "x",
+                          a_max_pool2d, fgi_parse_pool2d, "maximum over each window (NaN wins)"},
+    [FG_OP_AVG_POOL2D] = {"avg_pool2d", 1, 1, 1, DIFF, fgi_infer_pool, fgi_flops_pool, 0, "x",
+                          a_avg_pool2d, fgi_parse_pool2d, "mean over each window"},
+    [FG_OP_GLOBAL_AVG_POOL] = {"global_avg_pool", 1, 1, 1, DIFF, fgi_infer_pool, fgi_flops_pool, 0,
+                               "x", NULL, NULL, "[N, C, 1, 1]: the mean of each plane"},
+    [FG_OP_GLOBAL_MAX_POOL] = {"global_max_pool", 1, 1, 1, DIFF, fgi_infer_pool, fgi_flops_pool, 0,
+                               "x", NULL, NULL, "[N, C, 1, 1]: the maximum of each plane"},
+    [FG_OP_ADAPTIVE_AVG_POOL2D] = {"adaptive_avg_pool2d", 1, 1, 1, DIFF, fgi_infer_pool,
+                                   fgi_flops_pool, 0, "x", a_adaptive_pool, NULL,
+                                   "mean over rows [i*H/OH, ceil((i+1)*H/OH)) and columns alike"},
+    [FG_OP_MAX_POOL2D_GRAD] = {"max_pool2d_grad", 2, 2, 1, DIFF, fgi_infer_pool_grad, NULL, 0,
+                               "dy, x", a_max_pool2d, fgi_parse_pool2d,
+                               "dy added at each window's first maximum in x"},
+    [FG_OP_AVG_POOL2D_GRAD] = {"avg_pool2d_grad", 2, 2, 1, DIFF, fgi_infer_pool_grad, NULL, 0,
+                               "dy, x", a_avg_pool2d, fgi_parse_pool2d,
+                               "dy spread over each window, divided as avg_pool2d"},
+    [FG_OP_ADAPTIVE_AVG_POOL2D_GRAD] = {"adaptive_avg_pool2d_grad", 2, 2, 1, DIFF,
+                                        fgi_infer_pool_grad, NULL, 0, "dy, x", NULL, NULL,
+                                        "dy spread over adaptive windows; dy's H, W give OH, OW"},
+    [FG_OP_GLOBAL_MAX_POOL_GRAD] = {"global_max_pool_grad", 2, 2, 1, DIFF, fgi_infer_pool_grad,
+                                    NULL, 0, "dy, x", NULL, NULL,
+                                    "dy at each plane's first maximum in x"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

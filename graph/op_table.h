@@ -125,7 +125,16 @@
   X(TILE, "tile")                                                                                  \
   X(TILE_GRAD, "tile_grad")                                                                        \
   X(SPLIT, "split")                                                                                \
-  X(STACK, "stack")
+  X(STACK, "stack")                                                                                \
+  X(MAX_POOL2D, "max_pool2d")                                                                      \
+  X(AVG_POOL2D, "avg_pool2d")                                                                      \
+  X(GLOBAL_AVG_POOL, "global_avg_pool")                                                            \
+  X(GLOBAL_MAX_POOL, "global_max_pool")                                                            \
+  X(ADAPTIVE_AVG_POOL2D, "adaptive_avg_pool2d")                                                    \
+  X(MAX_POOL2D_GRAD, "max_pool2d_grad")                                                            \
+  X(AVG_POOL2D_GRAD, "avg_pool2d_grad")                                                            \
+  X(ADAPTIVE_AVG_POOL2D_GRAD, "adaptive_avg_pool2d_grad")                                          \
+  X(GLOBAL_MAX_POOL_GRAD, "global_max_pool_grad")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

@@ -243,6 +243,34 @@ FG_API fg_output fg_tile(fg_graph *g, fg_output x, const int64_t *repeats, int n
 FG_API int fg_split(fg_graph *g, fg_output x, int axis, const int64_t *sizes, int n,
                     fg_output *outs);
 FG_API fg_output fg_stack(fg_graph *g, const fg_output *xs, int n, int axis);
+/* ---- pooling (NCHW, torch.nn.functional's semantics) ---------------------- */
+/* Window options. kernel (kh, kw) >= 1; strides 0 means the kernel (torch's
+ * default); pads are top, left, bottom, right, each <= kernel/2 of its dim;
+ * dilations 0 means 1 (max_pool2d only; avg_pool2d refuses any other
+ * than 0 or 1); ceil_mode 1 rounds the output size up, keeping windows that
+ * start in the input or its top/left padding. count_include_pad (avg_pool2d
+ * only) is used as given: 1 (torch's default) divides by the window clipped
+ * to the padded input, 0 by its elements inside the input. Zero-initialise
+ * the struct and set what you need. */
+typedef struct fg_pool2d_opts {
+  int64_t kernel[2];
+  int64_t strides[2];
+  int64_t pads[4];
+  int64_t dilations[2];
+  int ceil_mode;
+  int count_include_pad;
+} fg_pool2d_opts; /* strides 0: = kernel; dilations 0: 1 */
+/* x [N, C, H, W] f32/f64. Ties take the first maximum (the gradient goes
+ * there); NaN propagates. */
+FG_API fg_output fg_max_pool2d(fg_graph *g, fg_output x, const fg_pool2d_opts *o);
+/* note: count_include_pad is used as given; torch's default is 1 */
+FG_API fg_output fg_avg_pool2d(fg_graph *g, fg_output x, const fg_pool2d_opts *o);
+/* [N, C, 1, 1]: each plane's mean / maximum. */
+FG_API fg_output fg_global_avg_pool(fg_graph *g, fg_output x);
+FG_API fg_output fg_global_max_pool(fg_graph *g, fg_output x);
+/* [N, C, out_h, out_w]: output i averages rows [floor(i H / out_h),
+ * ceil((i + 1) H / out_h)), columns alike (torch's adaptive_avg_pool2d). */
+FG_API fg_output fg_adaptive_avg_pool2d(fg_graph *g, fg_output x, int64_t out_h, int64_t out_w);
 
 /* ---- state -------------------------------------------------------------- */
 /* Writes `value` into `variable` (the output of fg_variable) when run; its

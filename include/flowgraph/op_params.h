@@ -147,6 +147,22 @@ typedef struct fg_pad_params {
 typedef struct fg_tile_params {
   int64_t repeats[FG_MAX_RANK];
 } fg_tile_params;
+/* max_pool2d, avg_pool2d and their gradients (NCHW, as
+ * torch.nn.functional): kernel (kh, kw) >= 1; strides (sh, sw) >= 1
+ * (attribute absent: the kernel); pads (top, left, bottom, right), each
+ * in [0, kernel/2] of its dimension; dilations (dh, dw) >= 1 (avg_pool2d:
+ * always 1); ceil_mode 0/1 rounds the output size up, keeping only windows
+ * that start inside the input or its top/left padding; count_include_pad
+ * (avg_pool2d only) 1 divides by the window's size clipped to the padded
+ * input, 0 by its element count inside the input. */
+typedef struct fg_pool2d_params {
+  int64_t kernel[2];
+  int64_t strides[2];
+  int64_t pads[4];
+  int64_t dilations[2];
+  int ceil_mode;
+  int count_include_pad;
+} fg_pool2d_params;
 
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
@@ -176,6 +192,7 @@ typedef union fg_op_params {
   fg_tile_params tile;  /* tile and tile_grad */
   fg_axis_params split; /* axis in [0, rank); the outputs' dims give the sizes */
   fg_axis_params stack; /* axis in [0, rank of the output) */
+  fg_pool2d_params pool2d; /* max_pool2d, avg_pool2d and their gradients */
 } fg_op_params;
 
 #ifdef __cplusplus

@@ -125,7 +125,17 @@
   FGK_ANY(X, "tile", fgk_tile)                                                                     \
   FGK_NUM(X, "tile_grad", fgk_tile_grad)                                                           \
   FGK_ANY(X, "split", fgk_split)                                                                   \
-  FGK_ANY(X, "stack", fgk_stack)
+  FGK_ANY(X, "stack", fgk_stack)                                                                   \
+  /* pool.c */                                                                                     \
+  FGK_FLOAT(X, "max_pool2d", fgk_max_pool2d)                                                       \
+  FGK_FLOAT(X, "avg_pool2d", fgk_avg_pool2d)                                                       \
+  FGK_FLOAT(X, "global_avg_pool", fgk_global_avg_pool)                                             \
+  FGK_FLOAT(X, "global_max_pool", fgk_global_max_pool)                                             \
+  FGK_FLOAT(X, "adaptive_avg_pool2d", fgk_adaptive_avg_pool2d)                                     \
+  FGK_FLOAT(X, "max_pool2d_grad", fgk_max_pool2d_grad)                                             \
+  FGK_FLOAT(X, "avg_pool2d_grad", fgk_avg_pool2d_grad)                                             \
+  FGK_FLOAT(X, "adaptive_avg_pool2d_grad", fgk_adaptive_avg_pool2d_grad)                           \
+  FGK_FLOAT(X, "global_max_pool_grad", fgk_global_max_pool_grad)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)

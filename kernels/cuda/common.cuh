@@ -119,7 +119,17 @@ extern "C" {
   FGK_ANY(X, "tile", fgc_tile)                                                                     \
   FGK_NUM(X, "tile_grad", fgc_tile_grad)                                                           \
   FGK_ANY(X, "split", fgc_split)                                                                   \
-  FGK_ANY(X, "stack", fgc_stack)
+  FGK_ANY(X, "stack", fgc_stack)                                                                   \
+  /* pool.cu */                                                                                    \
+  FGK_FLOAT(X, "max_pool2d", fgc_max_pool2d)                                                       \
+  FGK_FLOAT(X, "avg_pool2d", fgc_avg_pool2d)                                                       \
+  FGK_FLOAT(X, "global_avg_pool", fgc_global_avg_pool)                                             \
+  FGK_FLOAT(X, "global_max_pool", fgc_global_max_pool)                                             \
+  FGK_FLOAT(X, "adaptive_avg_pool2d", fgc_adaptive_avg_pool2d)                                     \
+  FGK_FLOAT(X, "max_pool2d_grad", fgc_max_pool2d_grad)                                             \
+  FGK_FLOAT(X, "avg_pool2d_grad", fgc_avg_pool2d_grad)                                             \
+  FGK_FLOAT(X, "adaptive_avg_pool2d_grad", fgc_adaptive_avg_pool2d_grad)                           \
+  FGK_FLOAT(X, "global_max_pool_grad", fgc_global_max_pool_grad)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);

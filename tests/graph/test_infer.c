@@ -12,8 +12,9 @@ FG_TEST(op_table_rows_match_names, "") {
    * sufficient_factor_apply_sgd (dist) + random_uniform, random_normal,
    * truncated_normal + reduce_min, reduce_prod, argmin, logsumexp, cumsum, topk,
    * topk_grad + pad, pad_grad, flatten, squeeze, expand, tile, tile_grad, split,
-   * stack */
-  FG_CHECK_INT(FG_OP_COUNT, 95);
+   * stack + the pools (max_pool2d, avg_pool2d, global_avg_pool, global_max_pool,
+   * adaptive_avg_pool2d) and their four gradients */
+  FG_CHECK_INT(FG_OP_COUNT, 104);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);

@@ -1,0 +1,169 @@
+/* The per-plane pooling loops for one element type, included by
+ * kernels/cpu/pool.c once per type with PT (float or double) and PS(name)
+ * (name##_f32 or name##_f64) defined. Each function handles one [H, W]
+ * plane; the caller splits the N * C planes over threads, so results do
+ * not depend on the thread count. No include guard on purpose. */
+
+/* y[o] = the window maximum, taps in window order (row by row); a tap
+ * replaces the maximum when larger or NaN, so NaN propagates and, among
+ * equal values, the first tap's value stays (torch's CPU rule). Taps are
+ * looped outside the outputs so the inner loop runs along an output row
+ * with a fixed input stride, which the compiler vectorises. */
+static void PS(max_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    PT *yr = y + oh * g->OW;
+    for (int64_t ow = 0; ow < g->OW; ow++)
+      yr[ow] = (PT)-INFINITY;
+    const int64_t h0 = oh * g->sh - g->pt;
+    for (int64_t i = 0; i < g->kh; i++) {
+      const int64_t ih = h0 + i * g->dh;
+      if (ih < 0 || ih >= g->H) continue;
+      const PT *xr = x + ih * g->W;
+      for (int64_t j = 0; j < g->kw; j++) {
+        const int64_t off = j * g->dw - g->pl;
+        int64_t o0, o1;
+        fgk_pool_tap_range(off, g->sw, g->W, g->OW, &o0, &o1);
+        if (o0 >= o1) continue;
+        /* xs[ow * s] is the tap of output ow; o0 keeps xs inside the row. */
+        const PT *xs = xr + (o0 * g->sw + off);
+        PT *ys = yr + o0;
+        const int64_t n = o1 - o0;
+        if (g->sw == 1) {
+          for (int64_t k = 0; k < n; k++) {
+            const PT v = xs[k], m = ys[k];
+            ys[k] = (v > m || v != v) ? v : m;
+          }
+        } else if (g->sw == 2) {
+          for (int64_t k = 0; k < n; k++) {
+            const PT v = xs[2 * k], m = ys[k];
+            ys[k] = (v > m || v != v) ? v : m;
+          }
+        } else {
+          const int64_t s = g->sw;
+          for (int64_t k = 0; k < n; k++) {
+            const PT v = xs[k * s], m = ys[k];
+            ys[k] = (v > m || v != v) ? v : m;
+          }
+        }
+      }
+    }
+  }
+}
+
+/* The flat plane index of output (oh, ow)'s maximum by the forward's rule,
+ * or -1 when the window holds no input element. */
+static int64_t PS(max_argmax)(const fgk_pool_geom *g, const PT *x, int64_t oh, int64_t ow) {
+  const int64_t h0 = oh * g->sh - g->pt, w0 = ow * g->sw - g->pl;
+  int64_t best = -1;
+  PT m = (PT)-INFINITY;
+  for (int64_t i = 0; i < g->kh; i++) {
+    const int64_t ih = h0 + i * g->dh;
+    if (ih < 0 || ih >= g->H) continue;
+    for (int64_t j = 0; j < g->kw; j++) {
+      const int64_t iw = w0 + j * g->dw;
+      if (iw < 0 || iw >= g->W) continue;
+      const PT v = x[ih * g->W + iw];
+      /* The first valid tap seeds the index even at -inf, as torch does. */
+      if (best < 0 || v > m || v != v) {
+        best = ih * g->W + iw;
+        m = v;
+      }
+    }
+  }
+  return best;
+}
+
+/* dx = 0, then dy[o] added at each window's argmax. */
+static void PS(max_bwd_plane)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx) {
+  for (int64_t e = 0; e < g->H * g->W; e++)
+    dx[e] = 0;
+  for (int64_t oh = 0; oh < g->OH; oh++)
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      const int64_t a = PS(max_argmax)(g, x, oh, ow);
+      if (a >= 0) dx[a] += dy[oh * g->OW + ow];
+    }
+}
+
+/* Sums accumulate in double, then divide once. A zero divisor (no window
+ * element in the input, which the attribute rules exclude) gives 0. */
+static void PS(avg_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
+  for (int64_t oh = 0; oh < g->OH; oh++)
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      int64_t h0, h1, w0, w1;
+      const int64_t div = fgk_avg_divisor(g, oh, ow, &h0, &h1, &w0, &w1);
+      double s = 0;
+      for (int64_t ih = h0; ih < h1; ih++)
+        for (int64_t iw = w0; iw < w1; iw++)
+          s += x[ih * g->W + iw];
+      y[oh * g->OW + ow] = div > 0 ? (PT)(s / (double)div) : (PT)0;
+    }
+}
+
+static void PS(avg_bwd_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
+  for (int64_t e = 0; e < g->H * g->W; e++)
+    dx[e] = 0;
+  for (int64_t oh = 0; oh < g->OH; oh++)
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      int64_t h0, h1, w0, w1;
+      const int64_t div = fgk_avg_divisor(g, oh, ow, &h0, &h1, &w0, &w1);
+      if (div <= 0) continue;
+      const PT v = (PT)(dy[oh * g->OW + ow] / (double)div);
+      for (int64_t ih = h0; ih < h1; ih++)
+        for (int64_t iw = w0; iw < w1; iw++)
+          dx[ih * g->W + iw] += v;
+    }
+}
+
+/* Also global_avg_pool (OH = OW = 1: one window, the plane). */
+static void PS(adaptive_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    int64_t h0, h1;
+    fgk_adaptive_window(oh, g->H, g->OH, &h0, &h1);
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      int64_t w0, w1;
+      fgk_adaptive_window(ow, g->W, g->OW, &w0, &w1);
+      double s = 0;
+      for (int64_t ih = h0; ih < h1; ih++)
+        for (int64_t iw = w0; iw < w1; iw++)
+          s += x[ih * g->W + iw];
+      y[oh * g->OW + ow] = (PT)(s / (double)((h1 - h0) * (w1 - w0)));
+    }
+  }
+}
+
+static void PS(adaptive_bwd_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
+  for (int64_t e = 0; e < g->H * g->W; e++)
+    dx[e] = 0;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    int64_t h0, h1;
+    fgk_adaptive_window(oh, g->H, g->OH, &h0, &h1);
+    for (int64_t ow = 0; ow < g->OW; ow++) {
+      int64_t w0, w1;
+      fgk_adaptive_window(ow, g->W, g->OW, &w0, &w1);
+      const PT v = (PT)(dy[oh * g->OW + ow] / (double)((h1 - h0) * (w1 - w0)));
+      for (int64_t ih = h0; ih < h1; ih++)
+        for (int64_t iw = w0; iw < w1; iw++)
+          dx[ih * g->W + iw] += v;
+    }
+  }
+}
+
+/* Planes [p0, p1) of one call, by kind. */
+static void PS(pool_planes)(const pool_job *j, int64_t p0, int64_t p1) {
+  const fgk_pool_geom *g = &j->g;
+  const int64_t xs = g->H * g->W, ys = g->OH * g->OW;
+  const PT *a = j->a;
+  const PT *b = j->b;
+  PT *o = j->out;
+  for (int64_t p = p0; p < p1; p++) {
+    switch (j->kind) {
+    case POOL_MAX: PS(max_fwd_plane)(g, a + p * xs, o + p * ys); break;
+    case POOL_AVG: PS(avg_fwd_plane)(g, a + p * xs, o + p * ys); break;
+    case POOL_ADAPTIVE: PS(adaptive_fwd_plane)(g, a + p * xs, o + p * ys); break;
+    /* gradients: a = dy (the output plane's size), b = x */
+    case POOL_MAX_GRAD: PS(max_bwd_plane)(g, a + p * ys, b + p * xs, o + p * xs); break;
+    case POOL_AVG_GRAD: PS(avg_bwd_plane)(g, a + p * ys, o + p * xs); break;
+    case POOL_ADAPTIVE_GRAD: PS(adaptive_bwd_plane)(g, a + p * ys, o + p * xs); break;
+    }
+  }
+}

@@ -1,0 +1,578 @@
+/* The pooling ops: forward and gradient against PyTorch (tests/data/
+ * pool_fixtures.h, from tests/gen/gen_pool.py) in f64 and f32, through the
+ * graph API and fg_gradients; f64 finite-difference checks; refusals of bad
+ * attributes and shapes, naming the node and the value; a .fgb round trip;
+ * thread-count independence; and (gpu label) the CUDA kernels against the
+ * CPU's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../autodiff/grad_check.h"
+#include "../data/pool_fixtures.h"
+#include "autodiff/grad.h"
+#include "fgtest.h"
+#include "flowgraph/flowgraph.h"
+#include "graph/op_table.h"
+#include "kernels/kernel.h"
+
+#define N_CASES ((int)(sizeof pool_cases / sizeof pool_cases[0]))
+
+static fg_pool2d_opts opts_of(const pool_case *c) {
+  fg_pool2d_opts o;
+  memset(&o, 0, sizeof o);
+  memcpy(o.kernel, c->kernel, sizeof o.kernel);
+  memcpy(o.strides, c->strides, sizeof o.strides);
+  memcpy(o.pads, c->pads, sizeof o.pads);
+  memcpy(o.dilations, c->dilations, sizeof o.dilations);
+  o.ceil_mode = c->ceil_mode;
+  o.count_include_pad = c->count_include_pad;
+  return o;
+}
+
+/* The case's op applied to x with the public builders. */
+static fg_output build_case(fg_graph *g, const pool_case *c, fg_output x) {
+  fg_pool2d_opts o = opts_of(c);
+  if (!strcmp(c->op, "max_pool2d")) return fg_max_pool2d(g, x, &o);
+  if (!strcmp(c->op, "avg_pool2d")) return fg_avg_pool2d(g, x, &o);
+  if (!strcmp(c->op, "adaptive_avg_pool2d"))
+    return fg_adaptive_avg_pool2d(g, x, c->out[0], c->out[1]);
+  if (!strcmp(c->op, "global_avg_pool")) return fg_global_avg_pool(g, x);
+  return fg_global_max_pool(g, x);
+}
+
+static int64_t numel4(const int64_t *d) { return d[0] * d[1] * d[2] * d[3]; }
+
+static fg_tensor *tensor_from(fg_dtype dt, const int64_t *dims, const double *v) {
+  fg_tensor *t = fg_tensor_new(dt, 4, dims, NULL);
+  if (!t) return NULL;
+  const int64_t n = numel4(dims);
+  for (int64_t i = 0; i < n; i++) {
+    if (dt == FG_F32)
+      ((float *)fg_tensor_data(t))[i] = (float)v[i];
+    else
+      ((double *)fg_tensor_data(t))[i] = v[i];
+  }
+  return t;
+}
+
+static double elem(const fg_tensor *t, int64_t i) {
+  return fg_tensor_dtype(t) == FG_F32 ? ((const float *)fg_tensor_data(t))[i]
+                                      : ((const double *)fg_tensor_data(t))[i];
+}
+
+/* Graph: x placeholder, y = pool(x), dx = gradient of y with seed dy
+ * (a constant); names "x", "y", "dx". */
+static fg_graph *case_graph(const pool_case *c, fg_dtype dt) {
+  fg_graph *g = fg_graph_new();
+  fg_output x = fg_placeholder(g, "x", dt, 4, c->dims);
+  fg_output y = build_case(g, c, x);
+  fg_set_name(g, y, "y");
+  const int64_t yd[4] = {c->dims[0], c->dims[1], c->out[0], c->out[1]};
+  fg_tensor *dyt = tensor_from(dt, yd, c->dy);
+  fg_output dy = fg_constant(g, "dy", dyt);
+  fg_tensor_free(dyt);
+  fg_output dx;
+  fg_status *st = fg_status_new();
+  if (fg_gradients(g, &y, 1, &x, 1, &dy, &dx, st) == 0) fg_set_name(g, dx, "dx");
+  fg_status_free(st);
+  return g;
+}
+
+/* Runs y and dx for the case's x with `threads` threads; 0 or -1. */
+static int run_case(fg_graph *g, const pool_case *c, fg_dtype dt, int threads, const char *device,
+                    fg_tensor **y, fg_tensor **dx) {
+  fg_status *st = fg_status_new();
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = threads;
+  if (device) so.device = device;
+  fg_session *s = fg_session_new(g, &so, st);
+  fg_tensor *xt = tensor_from(dt, c->dims, c->x);
+  fg_feed feed = {"x", xt};
+  const char *fetch[2] = {"y", "dx"};
+  fg_tensor *out[2] = {NULL, NULL};
+  int rc = s ? fg_session_run(s, &feed, 1, fetch, 2, out, NULL, 0, st) : -1;
+  if (rc) fprintf(stderr, "run_case %s: %s\n", c->op, fg_status_message(st));
+  *y = out[0];
+  *dx = out[1];
+  fg_tensor_free(xt);
+  fg_session_free(s);
+  fg_status_free(st);
+  return rc;
+}
+
+/* Largest |got - want| / (|want| + 1) over n elements. */
+static double max_err(const fg_tensor *got, const double *want, int64_t n) {
+  double e = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double d = fabs(elem(got, i) - want[i]) / (fabs(want[i]) + 1);
+    if (!(d <= e)) e = d; /* NaN counts as an error */
+  }
+  return e;
+}
+
+static void check_against_torch(fg_dtype dt, double tol) {
+  for (int k = 0; k < N_CASES; k++) {
+    const pool_case *c = &pool_cases[k];
+    fg_graph *g = case_graph(c, dt);
+    FG_REQUIRE(fg_graph_status(g, NULL) == FG_OK);
+    fg_tensor *y = NULL, *dx = NULL;
+    FG_REQUIRE(run_case(g, c, dt, 1, NULL, &y, &dx) == 0);
+    const int64_t yd[4] = {c->dims[0], c->dims[1], c->out[0], c->out[1]};
+    FG_CHECK_INT(fg_tensor_num_elements(y), numel4(yd));
+    FG_CHECK_INT(fg_tensor_num_elements(dx), numel4(c->dims));
+    const double ey = max_err(y, c->y, numel4(yd)), ed = max_err(dx, c->dx, numel4(c->dims));
+    if (!(ey <= tol) || !(ed <= tol))
+      FG_FAIL_AT("case %d (%s) %s: forward error %g, gradient error %g", k, c->op,
+                 fg_dtype_name(dt), ey, ed);
+    fg_tensor_free(y);
+    fg_tensor_free(dx);
+    fg_graph_free(g);
+  }
+}
+
+FG_TEST(pool_vs_torch_f64, "") { check_against_torch(FG_F64, 1e-12); }
+/* f32: sums of at most a dozen values, each exact in f32. */
+FG_TEST(pool_vs_torch_f32, "") { check_against_torch(FG_F32, 2e-6); }
+
+/* The fixtures cover what they claim: ceil_mode changing the size,
+ * asymmetric pads, dilation 2, both count_include_pad values, ties. */
+FG_TEST(pool_fixture_coverage, "") {
+  int ceil = 0, asym = 0, dil = 0, cip0 = 0, cip1 = 0, adapt_odd = 0;
+  for (int k = 0; k < N_CASES; k++) {
+    const pool_case *c = &pool_cases[k];
+    ceil += c->ceil_mode;
+    asym += c->pads[0] != c->pads[2] || c->pads[1] != c->pads[3];
+    dil += c->dilations[0] == 2 || c->dilations[1] == 2;
+    if (!strcmp(c->op, "avg_pool2d")) {
+      cip1 += c->count_include_pad;
+      cip0 += !c->count_include_pad;
+    }
+    adapt_odd += !strcmp(c->op, "adaptive_avg_pool2d") && (c->dims[2] % c->out[0] != 0);
+    FG_CHECK(c->dims[1] % 8 != 0);
+  }
+  FG_CHECK(ceil >= 3 && asym >= 3 && dil >= 3 && cip0 >= 3 && cip1 >= 3 && adapt_odd >= 2);
+}
+
+/* Ties: a window of equal maxima sends the whole gradient to its first
+ * element (by hand: one 2x2 window over [[1, 1], [1, 1]]). */
+FG_TEST(pool_max_tie_first_wins, "") {
+  fg_graph *g = fg_graph_new();
+  const int64_t d[4] = {1, 1, 2, 3};
+  fg_output x = fg_placeholder(g, "x", FG_F64, 4, d);
+  fg_pool2d_opts o = {{2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 0, 0};
+  fg_output y = fg_max_pool2d(g, x, &o);
+  fg_output dx;
+  FG_REQUIRE(fg_gradients(g, &y, 1, &x, 1, NULL, &dx, NULL) == 0);
+  fg_set_name(g, dx, "dx");
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  const double xv[6] = {1, 1, 3, 1, 1, 3};
+  fg_tensor *xt = fg_tensor_new(FG_F64, 4, d, st);
+  memcpy(fg_tensor_data(xt), xv, sizeof xv);
+  fg_feed f = {"x", xt};
+  const char *fetch = "dx";
+  fg_tensor *out = NULL;
+  FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+  /* windows: cols 0-1 -> max 1 first at (0,0); cols 1-2 -> 3 first at (0,2) */
+  const double want[6] = {1, 0, 1, 0, 0, 0};
+  for (int i = 0; i < 6; i++)
+    FG_CHECK_NEAR(elem(out, i), want[i], 0);
+  fg_tensor_free(out);
+  fg_tensor_free(xt);
+  fg_session_free(s);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+/* NaN in a window wins the maximum, as in torch. */
+FG_TEST(pool_max_nan_propagates, "") {
+  fg_graph *g = fg_graph_new();
+  const int64_t d[4] = {1, 1, 1, 4};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, d);
+  fg_pool2d_opts o = {{1, 2}, {0, 0}, {0, 0, 0, 0}, {0, 0}, 0, 0};
+  fg_set_name(g, fg_max_pool2d(g, x, &o), "y");
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  const float xv[4] = {NAN, 5, 2, 1};
+  fg_tensor *xt = fg_tensor_new(FG_F32, 4, d, st);
+  memcpy(fg_tensor_data(xt), xv, sizeof xv);
+  fg_feed f = {"x", xt};
+  const char *fetch = "y";
+  fg_tensor *out = NULL;
+  FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+  FG_CHECK(isnan(elem(out, 0)));
+  FG_CHECK_NEAR(elem(out, 1), 2, 0);
+  fg_tensor_free(out);
+  fg_tensor_free(xt);
+  fg_session_free(s);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+/* The same results, bit for bit, with 1 and 4 threads on a tensor big
+ * enough to be split (64 planes of 40x40). */
+FG_TEST(pool_threads_bitwise, "") {
+  static double xv[2 * 32 * 40 * 40];
+  uint64_t r = 5;
+  for (size_t i = 0; i < sizeof xv / sizeof xv[0]; i++)
+    xv[i] = fgt_uniform(&r) - 0.5;
+  pool_case c = {"max_pool2d",
+                 {2, 32, 40, 40},
+                 {3, 3},
+                 {2, 2},
+                 {1, 1, 1, 1},
+                 {1, 1},
+                 0,
+                 1,
+                 {20, 20},
+                 xv,
+                 NULL,
+                 NULL,
+                 NULL};
+  static double dyv[2 * 32 * 20 * 20];
+  for (size_t i = 0; i < sizeof dyv / sizeof dyv[0]; i++)
+    dyv[i] = fgt_uniform(&r);
+  c.dy = dyv;
+  const char *ops[2] = {"max_pool2d", "avg_pool2d"};
+  for (int k = 0; k < 2; k++) {
+    c.op = ops[k];
+    fg_graph *g = case_graph(&c, FG_F32);
+    fg_tensor *y1, *d1, *y4, *d4;
+    FG_REQUIRE(run_case(g, &c, FG_F32, 1, NULL, &y1, &d1) == 0);
+    FG_REQUIRE(run_case(g, &c, FG_F32, 4, NULL, &y4, &d4) == 0);
+    FG_CHECK(memcmp(fg_tensor_data(y1), fg_tensor_data(y4), fg_tensor_num_bytes(y1)) == 0);
+    FG_CHECK(memcmp(fg_tensor_data(d1), fg_tensor_data(d4), fg_tensor_num_bytes(d1)) == 0);
+    fg_tensor_free(y1), fg_tensor_free(d1), fg_tensor_free(y4), fg_tensor_free(d4);
+    fg_graph_free(g);
+  }
+}
+
+/* ---- finite differences (f64) -------------------------------------------- */
+
+static fg_output fd_build(fg_graph *g, const fg_output *xs, void *ctx) {
+  return build_case(g, ctx, xs[0]);
+}
+
+/* Every fixture case, on random inputs (no ties, so max is smooth there). */
+FG_TEST(pool_grad_check_f64, "") {
+  for (int k = 0; k < N_CASES; k++) {
+    pool_case c = pool_cases[k];
+    fgt_input in = {FG_F64, 4, {c.dims[0], c.dims[1], c.dims[2], c.dims[3]}, NULL, -2, 2};
+    const double e = fgt_grad_check(fd_build, &c, &in, 1, 100 + (uint64_t)k);
+    if (!(e >= 0 && e < 1e-6)) FG_FAIL_AT("case %d (%s): gradient error %g", k, c.op, e);
+  }
+}
+
+/* Second order through the average gradients: d/d(dy) of avg_pool2d_grad
+ * is avg_pool2d, of adaptive_avg_pool2d_grad adaptive_avg_pool2d. */
+static fg_output build_avg_grad(fg_graph *g, const fg_output *xs, void *ctx) {
+  const pool_case *c = ctx;
+  fg_output y = build_case(g, c, xs[0]);
+  fg_output dx;
+  if (fg_gradients(g, &y, 1, &xs[0], 1, &xs[1], &dx, NULL) != 0) return FG_NO_OUTPUT;
+  return dx;
+}
+
+FG_TEST(pool_avg_grad_of_grad_f64, "") {
+  const int idx[3] = {9, 15, 17}; /* avg ceil_mode cip 0, adaptive, global avg */
+  for (int k = 0; k < 3; k++) {
+    pool_case c = pool_cases[idx[k]];
+    fgt_input in[2] = {{FG_F64, 4, {c.dims[0], c.dims[1], c.dims[2], c.dims[3]}, NULL, -1, 1},
+                       {FG_F64, 4, {c.dims[0], c.dims[1], c.out[0], c.out[1]}, NULL, -1, 1}};
+    const double e = fgt_grad_check(build_avg_grad, &c, in, 2, 7 + (uint64_t)k);
+    if (!(e >= 0 && e < 1e-6)) FG_FAIL_AT("case %d (%s): gradient error %g", idx[k], c.op, e);
+  }
+}
+
+/* The max gradient's own derivative is refused, naming the node. */
+FG_TEST(pool_max_grad_of_grad_refused, "badinput") {
+  fg_graph *g = fg_graph_new();
+  const int64_t d[4] = {1, 2, 4, 4};
+  fg_output x = fg_placeholder(g, "x", FG_F64, 4, d);
+  fg_pool2d_opts o = {{2, 2}, {0, 0}, {0, 0, 0, 0}, {0, 0}, 0, 0};
+  fg_output y = fg_max_pool2d(g, x, &o);
+  fg_output dy = fg_placeholder(g, "dy", FG_F64, 4, (int64_t[]){1, 2, 2, 2});
+  fg_output dx, ddy;
+  FG_REQUIRE(fg_gradients(g, &y, 1, &x, 1, &dy, &dx, NULL) == 0);
+  fg_status *st = fg_status_new();
+  FG_CHECK(fg_gradients(g, &dx, 1, &dy, 1, NULL, &ddy, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_UNIMPLEMENTED);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "max_pool2d_grad");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "second derivative");
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+/* ---- refusals ------------------------------------------------------------ */
+
+/* Builds op(x) on a named node through fg_op with the given attributes and
+ * checks the failure's code and that the message holds each needle. */
+static void expect_refused(const char *op, const int64_t *xdims, int xrank, fg_dtype dt,
+                           const char *k1, const int64_t *v1, int n1, const char *k2,
+                           const int64_t *v2, int n2, const char *needle1, const char *needle2) {
+  fg_graph *g = fg_graph_new();
+  fg_output x = fg_placeholder(g, "x", dt, xrank, xdims);
+  fg_attrs *a = fg_attrs_new();
+  if (k1) n1 < 0 ? fg_attrs_set_int(a, k1, v1[0]) : fg_attrs_set_ints(a, k1, v1, n1);
+  if (k2) n2 < 0 ? fg_attrs_set_int(a, k2, v2[0]) : fg_attrs_set_ints(a, k2, v2, n2);
+  fg_output y = fg_op(g, op, "pool_node", &x, 1, a);
+  fg_attrs_free(a);
+  fg_status *st = fg_status_new();
+  FG_CHECK(y.node < 0);
+  FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "node 'pool_node'");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), needle1);
+  if (needle2) FG_CHECK_STR_CONTAINS(fg_status_message(st), needle2);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+static const int64_t X4[4] = {1, 3, 6, 6};
+
+FG_TEST(pool_refuses_rank, "badinput") {
+  const int64_t k[2] = {2, 2}, d3[3] = {3, 6, 6};
+  expect_refused("max_pool2d", d3, 3, FG_F32, "kernel", k, 2, NULL, NULL, 0, "rank 3", NULL);
+  expect_refused("global_avg_pool", d3, 3, FG_F32, NULL, NULL, 0, NULL, NULL, 0, "rank 3", NULL);
+  const int64_t os[2] = {2, 2};
+  expect_refused("adaptive_avg_pool2d", d3, 3, FG_F64, "output_size", os, 2, NULL, NULL, 0,
+                 "rank 3", NULL);
+}
+
+FG_TEST(pool_refuses_dtype, "badinput") {
+  const int64_t k[2] = {2, 2};
+  expect_refused("avg_pool2d", X4, 4, FG_I32, "kernel", k, 2, NULL, NULL, 0, "i32", NULL);
+}
+
+FG_TEST(pool_refuses_kernel, "badinput") {
+  const int64_t k0[2] = {0, 2}, kn[2] = {2, -3}, k1[1] = {2};
+  expect_refused("max_pool2d", X4, 4, FG_F32, "kernel", k0, 2, NULL, NULL, 0, "'kernel'", "is 0");
+  expect_refused("avg_pool2d", X4, 4, FG_F32, "kernel", kn, 2, NULL, NULL, 0, "'kernel'", "-3");
+  expect_refused("max_pool2d", X4, 4, FG_F32, "kernel", k1, 1, NULL, NULL, 0, "'kernel'",
+                 "needs 2");
+  expect_refused("max_pool2d", X4, 4, FG_F32, NULL, NULL, 0, NULL, NULL, 0, "kernel", "missing");
+}
+
+FG_TEST(pool_refuses_stride_zero, "badinput") {
+  const int64_t k[2] = {2, 2}, s[2] = {1, 0};
+  expect_refused("max_pool2d", X4, 4, FG_F32, "kernel", k, 2, "strides", s, 2, "'strides'", "is 0");
+  expect_refused("avg_pool2d", X4, 4, FG_F64, "kernel", k, 2, "strides", s, 2, "'strides'", "is 0");
+}
+
+FG_TEST(pool_refuses_dilation_zero, "badinput") {
+  const int64_t k[2] = {2, 2}, dl[2] = {0, 1};
+  expect_refused("max_pool2d", X4, 4, FG_F32, "kernel", k, 2, "dilations", dl, 2, "'dilations'",
+                 "is 0");
+}
+
+FG_TEST(pool_refuses_negative_pad, "badinput") {
+  const int64_t k[2] = {3, 3}, p[4] = {0, -1, 0, 0};
+  expect_refused("max_pool2d", X4, 4, FG_F32, "kernel", k, 2, "pads", p, 4, "'pads'", "-1");
+  expect_refused("avg_pool2d", X4, 4, FG_F32, "kernel", k, 2, "pads", p, 4, "'pads'", "-1");
+}
+
+FG_TEST(pool_refuses_pad_over_half_kernel, "badinput") {
+  const int64_t k[2] = {3, 4}, p[4] = {0, 0, 0, 3}, q[4] = {2, 0, 0, 0};
+  expect_refused("max_pool2d", X4, 4, FG_F32, "kernel", k, 2, "pads", p, 4, "right pad 3",
+                 "width 4");
+  expect_refused("avg_pool2d", X4, 4, FG_F32, "kernel", k, 2, "pads", q, 4, "top pad 2",
+                 "height 3");
+}
+
+FG_TEST(pool_refuses_kernel_larger_than_padded_input, "badinput") {
+  const int64_t k[2] = {9, 2}, p[4] = {1, 0, 1, 0};
+  expect_refused("max_pool2d", X4, 4, FG_F32, "kernel", k, 2, "pads", p, 4, "kernel height 9",
+                 "padded input height 8");
+  const int64_t k2[2] = {3, 3}, dl[2] = {1, 4};
+  expect_refused("max_pool2d", X4, 4, FG_F32, "kernel", k2, 2, "dilations", dl, 2,
+                 "dilated by 4 to 9", "padded input width 6");
+}
+
+FG_TEST(pool_refuses_output_not_positive, "badinput") {
+  const int64_t d[4] = {1, 2, 0, 5}, os[2] = {2, 2};
+  expect_refused("global_max_pool", d, 4, FG_F32, NULL, NULL, 0, NULL, NULL, 0, "height is 0",
+                 NULL);
+  expect_refused("adaptive_avg_pool2d", d, 4, FG_F32, "output_size", os, 2, NULL, NULL, 0,
+                 "height is 0", NULL);
+  const int64_t zero[2] = {0, 2};
+  expect_refused("adaptive_avg_pool2d", X4, 4, FG_F32, "output_size", zero, 2, NULL, NULL, 0,
+                 "'output_size'", "is 0");
+  /* an empty padded input: the 1-wide window does not fit in 0 rows */
+  const int64_t k[2] = {1, 1};
+  expect_refused("max_pool2d", d, 4, FG_F32, "kernel", k, 2, NULL, NULL, 0, "kernel height 1",
+                 "padded input height 0");
+}
+
+FG_TEST(pool_refuses_bad_flags, "badinput") {
+  const int64_t k[2] = {2, 2}, two[1] = {2};
+  expect_refused("avg_pool2d", X4, 4, FG_F32, "kernel", k, 2, "count_include_pad", two, -1,
+                 "'count_include_pad' = 2", NULL);
+  expect_refused("max_pool2d", X4, 4, FG_F32, "kernel", k, 2, "ceil_mode", two, -1,
+                 "'ceil_mode' = 2", NULL);
+}
+
+/* The gradient ops check dy against x's pooled shape. */
+FG_TEST(pool_grad_refuses_wrong_dy, "badinput") {
+  fg_graph *g = fg_graph_new();
+  fg_output in[2] = {fg_placeholder(g, "dy", FG_F32, 4, (int64_t[]){1, 3, 4, 3}),
+                     fg_placeholder(g, "x", FG_F32, 4, X4)};
+  fg_attrs *a = fg_attrs_new();
+  fg_attrs_set_ints(a, "kernel", (int64_t[]){2, 2}, 2);
+  fg_output r = fg_op(g, "max_pool2d_grad", "mpg", in, 2, a);
+  fg_attrs_free(a);
+  fg_status *st = fg_status_new();
+  FG_CHECK(r.node < 0);
+  FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "node 'mpg'");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "[1,3,4,3]");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "[1,3,3,3]");
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+/* Builder-level refusals: NULL options, dilation on avg_pool2d. */
+FG_TEST(pool_builders_refuse, "badinput") {
+  fg_graph *g = fg_graph_new();
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, X4);
+  FG_CHECK(fg_max_pool2d(g, x, NULL).node < 0);
+  fg_status *st = fg_status_new();
+  FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "max_pool2d");
+  fg_graph_free(g);
+  g = fg_graph_new();
+  x = fg_placeholder(g, "x", FG_F32, 4, X4);
+  fg_pool2d_opts o = {{2, 2}, {0, 0}, {0, 0, 0, 0}, {2, 1}, 0, 1};
+  FG_CHECK(fg_avg_pool2d(g, x, &o).node < 0);
+  FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "dilations [2,1]");
+  fg_status_free(st);
+  fg_graph_free(g);
+  /* a failed graph makes every builder a no-op */
+  FG_CHECK(fg_global_avg_pool(NULL, x).node < 0);
+}
+
+/* ---- shapes, .fgb, registry ------------------------------------------------ */
+
+/* An unknown batch stays unknown; spatial sizes follow torch's formula. */
+FG_TEST(pool_infer_unknown_batch, "") {
+  fg_graph *g = fg_graph_new();
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, (int64_t[]){-1, 3, 112, 112});
+  fg_pool2d_opts o = {{3, 3}, {2, 2}, {1, 1, 1, 1}, {0, 0}, 0, 0};
+  fg_output y = fg_max_pool2d(g, x, &o);
+  const fg_tinfo *t = fg_graph_tinfo(g, y);
+  FG_REQUIRE(t && t->rank == 4);
+  FG_CHECK_INT(t->dims[0], -1);
+  FG_CHECK_INT(t->dims[2], 56);
+  FG_CHECK_INT(t->dims[3], 56);
+  fg_graph_free(g);
+}
+
+/* Saved and loaded, the graph computes the same y and dx. */
+FG_TEST(pool_fgb_round_trip, "") {
+  char dir[256];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_pool"));
+  char path[300];
+  snprintf(path, sizeof path, "%s/pool.fgb", dir);
+  const int cases[5] = {1, 5, 12, 16, 18};
+  for (int k = 0; k < 5; k++) {
+    const pool_case *c = &pool_cases[cases[k]];
+    fg_graph *g = case_graph(c, FG_F64);
+    fg_status *st = fg_status_new();
+    FG_REQUIRE(fg_graph_save(g, path, st) == 0);
+    fg_graph *h = fg_graph_load(path, st);
+    if (!h) FG_FAIL_AT("load: %s", fg_status_message(st));
+    FG_REQUIRE(h);
+    fg_tensor *y1, *d1, *y2, *d2;
+    FG_REQUIRE(run_case(g, c, FG_F64, 1, NULL, &y1, &d1) == 0);
+    FG_REQUIRE(run_case(h, c, FG_F64, 1, NULL, &y2, &d2) == 0);
+    FG_CHECK(memcmp(fg_tensor_data(y1), fg_tensor_data(y2), fg_tensor_num_bytes(y1)) == 0);
+    FG_CHECK(memcmp(fg_tensor_data(d1), fg_tensor_data(d2), fg_tensor_num_bytes(d1)) == 0);
+    FG_CHECK(max_err(y2, c->y, fg_tensor_num_elements(y2)) < 1e-12);
+    fg_tensor_free(y1), fg_tensor_free(d1), fg_tensor_free(y2), fg_tensor_free(d2);
+    fg_graph_free(h);
+    fg_graph_free(g);
+    fg_status_free(st);
+  }
+  fgt_rmtree(dir);
+}
+
+/* The pool family's gradients: each differentiable, once, and what the
+ * registry hands out; no other family registers them. */
+FG_TEST(pool_grad_registry, "") {
+  int n = 0;
+  for (const fg_grad_reg *r = fg_grads_pool; r->op >= 0; r++, n++) {
+    FG_CHECK(fg_op_table[r->op].flags & FG_OPF_DIFFERENTIABLE);
+    FG_CHECK(fg_grad_lookup(r->op) == r->fn);
+    for (const fg_grad_reg *m = fg_grads_math; m->op >= 0; m++)
+      FG_CHECK(m->op != r->op);
+    for (const fg_grad_reg *m = fg_grads_shape; m->op >= 0; m++)
+      FG_CHECK(m->op != r->op);
+  }
+  FG_CHECK_INT(n, 9);
+  const char *ops[9] = {
+      "max_pool2d",          "avg_pool2d",      "global_avg_pool", "global_max_pool",
+      "adaptive_avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad", "adaptive_avg_pool2d_grad",
+      "global_max_pool_grad"};
+  for (int i = 0; i < 9; i++) {
+    const int op = fg_op_lookup(ops[i]);
+    FG_CHECK(op >= 0);
+    FG_CHECK(fg_cpu_kernel(ops[i], FG_F32) != NULL && fg_cpu_kernel(ops[i], FG_F64) != NULL);
+  }
+}
+
+/* ---- the GPU against the CPU ----------------------------------------------- */
+
+/* Every fixture case, forward and gradient, in a cuda:0 session against a
+ * CPU session on the same random f32 input. */
+FG_TEST(cuda_pool_vs_cpu, "gpu") {
+  if (fg_cuda_device_count() < 1) FG_SKIP_NO_GPU("no CUDA device or no CUDA backend");
+  for (int k = 0; k < N_CASES; k++) {
+    pool_case c = pool_cases[k];
+    fg_graph *g = case_graph(&c, FG_F32);
+    fg_tensor *y1, *d1, *y2, *d2;
+    FG_REQUIRE(run_case(g, &c, FG_F32, 1, NULL, &y1, &d1) == 0);
+    FG_REQUIRE(run_case(g, &c, FG_F32, 1, "cuda:0", &y2, &d2) == 0);
+    const int64_t ny = fg_tensor_num_elements(y1), nd = fg_tensor_num_elements(d1);
+    for (int64_t i = 0; i < ny; i++)
+      if (!(fabs(elem(y1, i) - elem(y2, i)) <= 1e-6 * (fabs(elem(y1, i)) + 1)))
+        FG_FAIL_AT("case %d y[%lld]: cpu %g gpu %g", k, (long long)i, elem(y1, i), elem(y2, i));
+    for (int64_t i = 0; i < nd; i++)
+      if (!(fabs(elem(d1, i) - elem(d2, i)) <= 1e-6 * (fabs(elem(d1, i)) + 1)))
+        FG_FAIL_AT("case %d dx[%lld]: cpu %g gpu %g", k, (long long)i, elem(d1, i), elem(d2, i));
+    fg_tensor_free(y1), fg_tensor_free(d1), fg_tensor_free(y2), fg_tensor_free(d2);
+    fg_graph_free(g);
+  }
+}
+
+/* A larger random input (many thread blocks; ResNet's 3x3/s2 stem pool). */
+FG_TEST(cuda_pool_large_vs_cpu, "gpu") {
+  if (fg_cuda_device_count() < 1) FG_SKIP_NO_GPU("no CUDA device or no CUDA backend");
+  static double xv[2 * 13 * 57 * 57], dyv[2 * 13 * 29 * 29];
+  uint64_t r = 9;
+  for (size_t i = 0; i < sizeof xv / sizeof xv[0]; i++)
+    xv[i] = fgt_uniform(&r) - 0.5;
+  for (size_t i = 0; i < sizeof dyv / sizeof dyv[0]; i++)
+    dyv[i] = fgt_uniform(&r) - 0.5;
+  const char *ops[2] = {"max_pool2d", "avg_pool2d"};
+  for (int k = 0; k < 2; k++) {
+    pool_case c = {ops[k], {2, 13, 57, 57}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0,
+                   0,      {29, 29},        xv,     NULL,   dyv,          NULL};
+    fg_graph *g = case_graph(&c, FG_F32);
+    fg_tensor *y1, *d1, *y2, *d2;
+    FG_REQUIRE(run_case(g, &c, FG_F32, 2, NULL, &y1, &d1) == 0);
+    FG_REQUIRE(run_case(g, &c, FG_F32, 1, "cuda:0", &y2, &d2) == 0);
+    int bad = 0;
+    for (int64_t i = 0; i < fg_tensor_num_elements(d1); i++)
+      bad += !(fabs(elem(d1, i) - elem(d2, i)) <= 1e-6 * (fabs(elem(d1, i)) + 1));
+    for (int64_t i = 0; i < fg_tensor_num_elements(y1); i++)
+      bad += !(fabs(elem(y1, i) - elem(y2, i)) <= 1e-6 * (fabs(elem(y1, i)) + 1));
+    if (bad) FG_FAIL_AT("%s: %d mismatches", ops[k], bad);
+    fg_tensor_free(y1), fg_tensor_free(d1), fg_tensor_free(y2), fg_tensor_free(d2);
+    fg_graph_free(g);
+  }
+}
