@@ -109,7 +109,15 @@
   X(SHARD, "shard")                                                                                \
   X(AFTER, "after")                                                                                \
   X(ALL_REDUCE_APPLY_SGD, "all_reduce_apply_sgd")                                                  \
-  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")
+  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")                                  \
+  X(BATCH_NORM, "batch_norm")                                                                      \
+  X(BATCH_NORM_UPDATE_STATS, "batch_norm_update_stats")                                            \
+  X(BATCH_NORM_GRAD, "batch_norm_grad")                                                            \
+  X(LAYER_NORM, "layer_norm")                                                                      \
+  X(LAYER_NORM_GRAD, "layer_norm_grad")                                                            \
+  X(GROUP_NORM, "group_norm")                                                                      \
+  X(GROUP_NORM_GRAD, "group_norm_grad")                                                            \
+  X(INSTANCE_NORM, "instance_norm")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

@@ -115,6 +115,15 @@ typedef struct fg_shard_params {
   int64_t index, count;
 } fg_shard_params;
 
+/* batch_norm, layer_norm, group_norm, instance_norm, their *_grad ops and
+ * batch_norm_update_stats (torch.nn.functional's semantics). */
+typedef struct fg_norm_params {
+  double epsilon;          /* epsilon: y = (x - mean) / sqrt(var + epsilon); > 0 */
+  double momentum;         /* momentum (update_stats): r = (1 - m) r + m batch; [0, 1] */
+  int64_t num_groups;      /* num_groups (group_norm); instance_norm: C, one group a channel */
+  int64_t normalized_rank; /* normalized_rank (layer_norm): the last k axes, 1 <= k <= rank */
+} fg_norm_params;
+
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
 typedef union fg_op_params {
@@ -136,6 +145,7 @@ typedef union fg_op_params {
   fg_adam_params adam;
   fg_all_reduce_params all_reduce; /* and the updates that reduce a gradient */
   fg_shard_params shard;
+  fg_norm_params norm; /* the normalization ops and their gradients */
 } fg_op_params;
 
 #ifdef __cplusplus

@@ -106,7 +106,16 @@
   X("all_reduce_apply_sgd", FG_F32, fgk_all_reduce_apply_sgd)                                      \
   X("all_reduce_apply_sgd", FG_F64, fgk_all_reduce_apply_sgd)                                      \
   X("sufficient_factor_apply_sgd", FG_F32, fgk_sufficient_factor_apply_sgd)                        \
-  X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)
+  X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)                        \
+  /* norm.c; instance_norm is group_norm with C groups (its parse hook) */                        \
+  FGK_FLOAT(X, "batch_norm", fgk_batch_norm)                                                       \
+  FGK_FLOAT(X, "batch_norm_update_stats", fgk_batch_norm_update_stats)                             \
+  FGK_FLOAT(X, "batch_norm_grad", fgk_batch_norm_grad)                                             \
+  FGK_FLOAT(X, "layer_norm", fgk_layer_norm)                                                       \
+  FGK_FLOAT(X, "layer_norm_grad", fgk_layer_norm_grad)                                             \
+  FGK_FLOAT(X, "group_norm", fgk_group_norm)                                                       \
+  FGK_FLOAT(X, "group_norm_grad", fgk_group_norm_grad)                                             \
+  FGK_FLOAT(X, "instance_norm", fgk_group_norm)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)

@@ -100,7 +100,16 @@ extern "C" {
   /* optim.cu */                                                                                   \
   FGK_FLOAT(X, "apply_sgd", fgc_apply_sgd)                                                         \
   FGK_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
-  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)
+  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)                                                       \
+  /* norm.cu; instance_norm is group_norm with C groups */                                         \
+  FGK_FLOAT(X, "batch_norm", fgc_batch_norm)                                                       \
+  FGK_FLOAT(X, "batch_norm_update_stats", fgc_batch_norm_update_stats)                             \
+  FGK_FLOAT(X, "batch_norm_grad", fgc_batch_norm_grad)                                             \
+  FGK_FLOAT(X, "layer_norm", fgc_layer_norm)                                                       \
+  FGK_FLOAT(X, "layer_norm_grad", fgc_layer_norm_grad)                                             \
+  FGK_FLOAT(X, "group_norm", fgc_group_norm)                                                       \
+  FGK_FLOAT(X, "group_norm_grad", fgc_group_norm_grad)                                             \
+  FGK_FLOAT(X, "instance_norm", fgc_group_norm)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
