@@ -96,12 +96,8 @@ static int grad_of_grad(fg_grad_ctx *ctx) {
 }
 
 const fg_grad_reg fg_grads_norm[] = {
-    {FG_OP_BATCH_NORM, grad_batch_norm},
-    {FG_OP_LAYER_NORM, grad_row_norm},
-    {FG_OP_GROUP_NORM, grad_row_norm},
-    {FG_OP_INSTANCE_NORM, grad_row_norm},
-    {FG_OP_BATCH_NORM_GRAD, grad_of_grad},
-    {FG_OP_LAYER_NORM_GRAD, grad_of_grad},
-    {FG_OP_GROUP_NORM_GRAD, grad_of_grad},
-    {-1, NULL},
+    {FG_OP_BATCH_NORM, grad_batch_norm},   {FG_OP_LAYER_NORM, grad_row_norm},
+    {FG_OP_GROUP_NORM, grad_row_norm},     {FG_OP_INSTANCE_NORM, grad_row_norm},
+    {FG_OP_BATCH_NORM_GRAD, grad_of_grad}, {FG_OP_LAYER_NORM_GRAD, grad_of_grad},
+    {FG_OP_GROUP_NORM_GRAD, grad_of_grad}, {-1, NULL},
 };

@@ -93,8 +93,7 @@ fg_output fg_layer_norm(fg_graph *g, fg_output x, fg_output scale, fg_output shi
   shift = param_or_fill(g, "fg_layer_norm", "shift", shift, x, from, 0.0);
   if (fg_graph_failed(g)) return FG_NO_OUTPUT;
   fg_output in[3] = {x, scale, shift};
-  return with_attrs(g, "layer_norm", in, 3, "normalized_rank", normalized_rank, "epsilon",
-                    epsilon);
+  return with_attrs(g, "layer_norm", in, 3, "normalized_rank", normalized_rank, "epsilon", epsilon);
 }
 
 /* group_norm and instance_norm: scale and shift [C]. */

@@ -141,8 +141,8 @@ FGI_DECL_PARSE(fgi_parse_concat)
 FGI_DECL_PARSE(fgi_parse_slice)  /* also slice_grad */
 FGI_DECL_PARSE(fgi_parse_reduce) /* infer_reduce.c */
 FGI_DECL_PARSE(fgi_parse_argmax)
-FGI_DECL_PARSE(fgi_parse_softmax) /* infer_nn.c; also log_softmax */
-FGI_DECL_PARSE(fgi_parse_random)  /* infer_sources.c */
+FGI_DECL_PARSE(fgi_parse_softmax)       /* infer_nn.c; also log_softmax */
+FGI_DECL_PARSE(fgi_parse_random)        /* infer_sources.c */
 FGI_DECL_PARSE(fgi_parse_instance_norm) /* infer_norm.c: num_groups = C */
 #undef FGI_DECL_PARSE
 

@@ -8,14 +8,14 @@
  * time. */
 #include "graph/infer_common.h"
 
-static const char *const bn_names[] = {"x", "scale", "shift", "running_mean", "running_var",
-                                       "training"};
+static const char *const bn_names[] = {"x",           "scale",   "shift", "running_mean",
+                                       "running_var", "training"};
 
 static int need_float(const fg_node *node, const fg_tinfo *in, int i, const char *what,
                       fg_status *st) {
   if (fg_dtype_is_float(in[i].dtype)) return 0;
-  return fgi_fail(node, st, "input %d (%s) dtype %s is not allowed; it must be f32 or f64", i,
-                  what, fg_dtype_name(in[i].dtype));
+  return fgi_fail(node, st, "input %d (%s) dtype %s is not allowed; it must be f32 or f64", i, what,
+                  fg_dtype_name(in[i].dtype));
 }
 
 /* Input i (`what`) is x's dtype and rank 1 of length c (c < 0: unknown). */
@@ -29,9 +29,8 @@ static int need_vec(const fg_node *node, const fg_tinfo *in, int i, const char *
     return fgi_fail(node, st, "input %d (%s) shape %s has rank %d; it must be [C] = [%lld]", i,
                     what, fgi_shape(&in[i], s), in[i].rank, (long long)c);
   if (c >= 0 && in[i].dims[0] >= 0 && in[i].dims[0] != c)
-    return fgi_fail(node, st,
-                    "input %d (%s) has length %lld, but x has C = %lld channels (axis 1)", i, what,
-                    (long long)in[i].dims[0], (long long)c);
+    return fgi_fail(node, st, "input %d (%s) has length %lld, but x has C = %lld channels (axis 1)",
+                    i, what, (long long)in[i].dims[0], (long long)c);
   return 0;
 }
 
@@ -42,7 +41,8 @@ static int need_nc(const fg_node *node, const fg_tinfo *x, fg_status *st) {
     return fgi_fail(node, st, "input 0 (x) dtype %s is not allowed; it must be f32 or f64",
                     fg_dtype_name(x->dtype));
   if (x->rank < 2)
-    return fgi_fail(node, st, "input 0 (x) shape %s has rank %d; it must be [N, C, ...] (rank >= 2)",
+    return fgi_fail(node, st,
+                    "input 0 (x) shape %s has rank %d; it must be [N, C, ...] (rank >= 2)",
                     fgi_shape(x, s), x->rank);
   return 0;
 }
@@ -187,8 +187,7 @@ int fgi_infer_layer_norm_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo 
                               fg_status *status) {
   int k;
   fg_tinfo two[4] = {in[1], in[1], in[2], in[2]};
-  if (dy_like_x(node, in, status) || layer_norm_common(node, &in[1], two, 2, &k, status))
-    return -1;
+  if (dy_like_x(node, in, status) || layer_norm_common(node, &in[1], two, 2, &k, status)) return -1;
   out[0] = in[1];
   out[1] = in[2];
   out[2] = in[2];
@@ -203,7 +202,8 @@ static int groups_of(const fg_node *node, const fg_tinfo *x, int64_t *g, fg_stat
     return 0;
   }
   if (fgi_attr_int(node, "num_groups", 1, 0, g, st)) return -1;
-  if (*g < 1) return fgi_fail(node, st, "attribute 'num_groups' = %lld must be >= 1", (long long)*g);
+  if (*g < 1)
+    return fgi_fail(node, st, "attribute 'num_groups' = %lld must be >= 1", (long long)*g);
   if (c >= 0 && c % *g != 0)
     return fgi_fail(node, st, "attribute 'num_groups' = %lld does not divide C = %lld channels",
                     (long long)*g, (long long)c);

@@ -133,19 +133,19 @@ static const fg_attr_def a_shard[] = {
 static const fg_attr_def a_norm_eps[] = {
     {"epsilon", FG_ATTR_FLOAT, "1e-05", "added to the variance, > 0", FG_PARAM(F64, norm.epsilon)},
     A_END};
-static const fg_attr_def a_bn_update[] = {
-    {"momentum", FG_ATTR_FLOAT, "0.1", "running = (1 - momentum) running + momentum batch",
-     FG_PARAM(F64, norm.momentum)},
-    A_END};
+static const fg_attr_def a_bn_update[] = {{"momentum", FG_ATTR_FLOAT, "0.1",
+                                           "running = (1 - momentum) running + momentum batch",
+                                           FG_PARAM(F64, norm.momentum)},
+                                          A_END};
 static const fg_attr_def a_layer_norm[] = {
     {"normalized_rank", FG_ATTR_INT, "1", "statistics over the last k axes, 1 <= k <= rank",
      FG_PARAM(I64, norm.normalized_rank)},
     {"epsilon", FG_ATTR_FLOAT, "1e-05", "added to the variance, > 0", FG_PARAM(F64, norm.epsilon)},
     A_END};
-static const fg_attr_def a_layer_norm_grad[] = {
-    {"normalized_rank", FG_ATTR_INT, "1", "the forward's normalized_rank",
-     FG_PARAM(I64, norm.normalized_rank)},
-    A_END};
+static const fg_attr_def a_layer_norm_grad[] = {{"normalized_rank", FG_ATTR_INT, "1",
+                                                 "the forward's normalized_rank",
+                                                 FG_PARAM(I64, norm.normalized_rank)},
+                                                A_END};
 static const fg_attr_def a_group_norm[] = {
     {"num_groups", FG_ATTR_INT, NULL, "groups of channels, dividing C",
      FG_PARAM(I64, norm.num_groups)},

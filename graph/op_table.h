@@ -109,7 +109,7 @@
   X(SHARD, "shard")                                                                                \
   X(AFTER, "after")                                                                                \
   X(ALL_REDUCE_APPLY_SGD, "all_reduce_apply_sgd")                                                  \
-  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")                                  \
+  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")                                    \
   X(BATCH_NORM, "batch_norm")                                                                      \
   X(BATCH_NORM_UPDATE_STATS, "batch_norm_update_stats")                                            \
   X(BATCH_NORM_GRAD, "batch_norm_grad")                                                            \

@@ -146,8 +146,15 @@ int fgk_slice_grad_check(const fg_kctx *ctx, int64_t *base, int64_t *st);
  * op's inputs and outputs (dtype dt, element counts) for op `op` (a
  * FGK_NORM_* value) and fills g. The training flag is read by the caller
  * (it may live on the device). */
-enum { FGK_NORM_BN, FGK_NORM_BN_GRAD, FGK_NORM_LAYER, FGK_NORM_LAYER_GRAD, FGK_NORM_GROUP,
-       FGK_NORM_GROUP_GRAD, FGK_NORM_BN_UPDATE };
+enum {
+  FGK_NORM_BN,
+  FGK_NORM_BN_GRAD,
+  FGK_NORM_LAYER,
+  FGK_NORM_LAYER_GRAD,
+  FGK_NORM_GROUP,
+  FGK_NORM_GROUP_GRAD,
+  FGK_NORM_BN_UPDATE
+};
 typedef struct fgk_norm_geom {
   int64_t N, G, Cg, S;
 } fgk_norm_geom;

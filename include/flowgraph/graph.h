@@ -229,7 +229,8 @@ FG_API fg_output fg_batch_norm(fg_graph *g, fg_output x, fg_output scale, fg_out
 /* Normalises over x's last normalized_rank dims (torch's layer_norm with
  * normalized_shape = those dims); scale and shift have those dims. */
 FG_API fg_output fg_layer_norm(fg_graph *g, fg_output x, fg_output scale, fg_output shift,
-                               int normalized_rank, double epsilon); /* scale/shift .node = -1: none */
+                               int normalized_rank,
+                               double epsilon); /* scale/shift .node = -1: none */
 /* Per sample over num_groups groups of C / num_groups channels (and the
  * spatial dims); scale and shift per channel, [C]. */
 FG_API fg_output fg_group_norm(fg_graph *g, fg_output x, fg_output scale, fg_output shift,

@@ -107,7 +107,7 @@
   X("all_reduce_apply_sgd", FG_F64, fgk_all_reduce_apply_sgd)                                      \
   X("sufficient_factor_apply_sgd", FG_F32, fgk_sufficient_factor_apply_sgd)                        \
   X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)                        \
-  /* norm.c; instance_norm is group_norm with C groups (its parse hook) */                        \
+  /* norm.c; instance_norm is group_norm with C groups (its parse hook) */                         \
   FGK_FLOAT(X, "batch_norm", fgk_batch_norm)                                                       \
   FGK_FLOAT(X, "batch_norm_update_stats", fgk_batch_norm_update_stats)                             \
   FGK_FLOAT(X, "batch_norm_grad", fgk_batch_norm_grad)                                             \

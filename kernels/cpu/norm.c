@@ -106,7 +106,8 @@ int fgk_norm_check(const fg_kctx *ctx, int op, fg_dtype dt, fgk_norm_geom *g) {
   if (need(ctx, x, "input", grad, dt, total)) return -1;
   if (grad) {
     /* dy, x, scale, mean, inv_std [, training] -> dx, dscale, dshift */
-    if (need(ctx, &ctx->in[0], "input", 0, dt, total) || need(ctx, &ctx->in[2], "input", 2, dt, P) ||
+    if (need(ctx, &ctx->in[0], "input", 0, dt, total) ||
+        need(ctx, &ctx->in[2], "input", 2, dt, P) ||
         need(ctx, &ctx->in[3], "input", 3, dt, stats) ||
         need(ctx, &ctx->in[4], "input", 4, dt, stats) ||
         (bn && need(ctx, &ctx->in[5], "input", 5, FG_BOOL, 1)) ||
@@ -140,10 +141,20 @@ static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
   if (training && g.N * g.S < 2)
     return fgk_fail(ctx, "training needs more than 1 value per channel, got %lld (N %lld x %lld)",
                     (long long)(g.N * g.S), (long long)g.N, (long long)g.S);
-  bn_job J = {.x = ctx->in[0].data, .scale = ctx->in[1].data, .shift = ctx->in[2].data,
-              .rm = ctx->in[3].data, .rv = ctx->in[4].data, .y = ctx->out[0].data,
-              .mean = ctx->out[1].data, .inv = ctx->out[2].data, .var = ctx->out[3].data,
-              .N = g.N, .C = g.Cg, .S = g.S, .eps = ctx->p->norm.epsilon, .training = training};
+  bn_job J = {.x = ctx->in[0].data,
+              .scale = ctx->in[1].data,
+              .shift = ctx->in[2].data,
+              .rm = ctx->in[3].data,
+              .rv = ctx->in[4].data,
+              .y = ctx->out[0].data,
+              .mean = ctx->out[1].data,
+              .inv = ctx->out[2].data,
+              .var = ctx->out[3].data,
+              .N = g.N,
+              .C = g.Cg,
+              .S = g.S,
+              .eps = ctx->p->norm.epsilon,
+              .training = training};
   fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
                    dt == FG_F32 ? bn_fwd_range_f32 : bn_fwd_range_f64, &J);
   return 0;
@@ -152,10 +163,17 @@ static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
 static int batch_norm_grad(const fg_kctx *ctx, fg_dtype dt) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, FGK_NORM_BN_GRAD, dt, &g) != 0) return -1;
-  bn_job J = {.dy = ctx->in[0].data, .x = ctx->in[1].data, .scale = ctx->in[2].data,
-              .mean = (void *)ctx->in[3].data, .inv = (void *)ctx->in[4].data,
-              .y = ctx->out[0].data, .dscale = ctx->out[1].data, .dshift = ctx->out[2].data,
-              .N = g.N, .C = g.Cg, .S = g.S,
+  bn_job J = {.dy = ctx->in[0].data,
+              .x = ctx->in[1].data,
+              .scale = ctx->in[2].data,
+              .mean = (void *)ctx->in[3].data,
+              .inv = (void *)ctx->in[4].data,
+              .y = ctx->out[0].data,
+              .dscale = ctx->out[1].data,
+              .dshift = ctx->out[2].data,
+              .N = g.N,
+              .C = g.Cg,
+              .S = g.S,
               .training = *(const uint8_t *)ctx->in[5].data != 0};
   fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
                    dt == FG_F32 ? bn_grad_range_f32 : bn_grad_range_f64, &J);
@@ -180,9 +198,17 @@ static int bn_update(const fg_kctx *ctx, fg_dtype dt) {
 static int row_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
-  row_job J = {.x = ctx->in[0].data, .scale = ctx->in[1].data, .shift = ctx->in[2].data,
-               .y = ctx->out[0].data, .mean = ctx->out[1].data, .inv = ctx->out[2].data,
-               .N = g.N, .G = g.G, .Cg = g.Cg, .S = g.S, .eps = ctx->p->norm.epsilon};
+  row_job J = {.x = ctx->in[0].data,
+               .scale = ctx->in[1].data,
+               .shift = ctx->in[2].data,
+               .y = ctx->out[0].data,
+               .mean = ctx->out[1].data,
+               .inv = ctx->out[2].data,
+               .N = g.N,
+               .G = g.G,
+               .Cg = g.Cg,
+               .S = g.S,
+               .eps = ctx->p->norm.epsilon};
   fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S),
                    dt == FG_F32 ? row_fwd_range_f32 : row_fwd_range_f64, &J);
   return 0;
@@ -191,14 +217,22 @@ static int row_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
 static int row_norm_grad(const fg_kctx *ctx, int op, fg_dtype dt) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
-  row_job J = {.dy = ctx->in[0].data, .x = ctx->in[1].data, .scale = ctx->in[2].data,
-               .mean = (void *)ctx->in[3].data, .inv = (void *)ctx->in[4].data,
-               .y = ctx->out[0].data, .dscale = ctx->out[1].data, .dshift = ctx->out[2].data,
-               .N = g.N, .G = g.G, .Cg = g.Cg, .S = g.S};
+  row_job J = {.dy = ctx->in[0].data,
+               .x = ctx->in[1].data,
+               .scale = ctx->in[2].data,
+               .mean = (void *)ctx->in[3].data,
+               .inv = (void *)ctx->in[4].data,
+               .y = ctx->out[0].data,
+               .dscale = ctx->out[1].data,
+               .dshift = ctx->out[2].data,
+               .N = g.N,
+               .G = g.G,
+               .Cg = g.Cg,
+               .S = g.S};
   fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S),
                    dt == FG_F32 ? row_dx_range_f32 : row_dx_range_f64, &J);
-  fgk_parallel_for(ctx, g.G * g.Cg, grain_for(g.N * g.S) > NORM_PBLOCK ? grain_for(g.N * g.S)
-                                                                          : NORM_PBLOCK,
+  fgk_parallel_for(ctx, g.G * g.Cg,
+                   grain_for(g.N * g.S) > NORM_PBLOCK ? grain_for(g.N * g.S) : NORM_PBLOCK,
                    dt == FG_F32 ? row_dparam_range_f32 : row_dparam_range_f64, &J);
   return 0;
 }
@@ -206,13 +240,13 @@ static int row_norm_grad(const fg_kctx *ctx, int op, fg_dtype dt) {
 #define NORM_ENTRY(name, call)                                                                     \
   int name##_f32(const fg_kctx *ctx) { return call(FG_F32); }                                      \
   int name##_f64(const fg_kctx *ctx) { return call(FG_F64); }
-#define BN_CALL(dt)       batch_norm(ctx, dt)
-#define BN_GRAD_CALL(dt)  batch_norm_grad(ctx, dt)
-#define BN_UPD_CALL(dt)   bn_update(ctx, dt)
-#define LN_CALL(dt)       row_norm(ctx, FGK_NORM_LAYER, dt)
-#define LN_GRAD_CALL(dt)  row_norm_grad(ctx, FGK_NORM_LAYER_GRAD, dt)
-#define GN_CALL(dt)       row_norm(ctx, FGK_NORM_GROUP, dt)
-#define GN_GRAD_CALL(dt)  row_norm_grad(ctx, FGK_NORM_GROUP_GRAD, dt)
+#define BN_CALL(dt)      batch_norm(ctx, dt)
+#define BN_GRAD_CALL(dt) batch_norm_grad(ctx, dt)
+#define BN_UPD_CALL(dt)  bn_update(ctx, dt)
+#define LN_CALL(dt)      row_norm(ctx, FGK_NORM_LAYER, dt)
+#define LN_GRAD_CALL(dt) row_norm_grad(ctx, FGK_NORM_LAYER_GRAD, dt)
+#define GN_CALL(dt)      row_norm(ctx, FGK_NORM_GROUP, dt)
+#define GN_GRAD_CALL(dt) row_norm_grad(ctx, FGK_NORM_GROUP_GRAD, dt)
 NORM_ENTRY(fgk_batch_norm, BN_CALL)
 NORM_ENTRY(fgk_batch_norm_grad, BN_GRAD_CALL)
 NORM_ENTRY(fgk_batch_norm_update_stats, BN_UPD_CALL)

@@ -32,9 +32,9 @@ __device__ __forceinline__ int64_t bn_at(int64_t i, int64_t c, int64_t C, int64_
 }
 
 template <typename T>
-__global__ void bn_fwd_kernel(const T *x, const T *scale, const T *shift, const T *rm,
-                              const T *rv, const uint8_t *training, T *y, T *mean_o, T *inv_o,
-                              T *var_o, int64_t N, int64_t C, int64_t S, double eps) {
+__global__ void bn_fwd_kernel(const T *x, const T *scale, const T *shift, const T *rm, const T *rv,
+                              const uint8_t *training, T *y, T *mean_o, T *inv_o, T *var_o,
+                              int64_t N, int64_t C, int64_t S, double eps) {
   __shared__ double sh[FGC_THREADS];
   const int tr = *training != 0;
   const int64_t M = N * S;
@@ -103,8 +103,8 @@ __global__ void bn_grad_kernel(const T *dy, const T *x, const T *scale, const T 
 }
 
 template <typename T>
-__global__ void bn_update_kernel(T *rm, T *rv, const T *mean, const T *var,
-                                 const uint8_t *training, int64_t C, double m) {
+__global__ void bn_update_kernel(T *rm, T *rv, const T *mean, const T *var, const uint8_t *training,
+                                 int64_t C, double m) {
   if (*training == 0) return;
   FGC_GRID_STRIDE(c, C) {
     rm[c] = (T)((1 - m) * (double)rm[c] + m * (double)mean[c]);
@@ -217,8 +217,7 @@ template <typename T> static int batch_norm_grad(const fg_kctx *ctx, fg_dtype dt
 
 template <typename T> static int bn_update(const fg_kctx *ctx, fg_dtype dt) {
   fgk_norm_geom g;
-  if (fgc_check(ctx, 5, 1) != 0 || fgk_norm_check(ctx, FGK_NORM_BN_UPDATE, dt, &g) != 0)
-    return -1;
+  if (fgc_check(ctx, 5, 1) != 0 || fgk_norm_check(ctx, FGK_NORM_BN_UPDATE, dt, &g) != 0) return -1;
   const double m = ctx->p->norm.momentum;
   if (!(m >= 0 && m <= 1)) return fgk_fail(ctx, "momentum %g is outside [0, 1]", m);
   const int64_t C = g.Cg;
@@ -250,8 +249,8 @@ template <typename T> static int row_norm_grad(const fg_kctx *ctx, int op, fg_dt
   const fg_kbuf *in = ctx->in, *out = ctx->out;
   if (R > 0 && g.Cg * g.S > 0) {
     row_dx_kernel<T><<<grid_of(R), FGC_THREADS, 0, fgc_stream(ctx)>>>(
-        (const T *)in[0].data, (const T *)in[1].data, (const T *)in[2].data,
-        (const T *)in[3].data, (const T *)in[4].data, (T *)out[0].data, R, g.G, g.Cg, g.S);
+        (const T *)in[0].data, (const T *)in[1].data, (const T *)in[2].data, (const T *)in[3].data,
+        (const T *)in[4].data, (T *)out[0].data, R, g.G, g.Cg, g.S);
     if (fgc_launched(ctx, "row norm dx kernel") != 0) return -1;
   }
   if (P == 0) return 0;
@@ -268,9 +267,7 @@ int fgc_batch_norm_grad_f64(const fg_kctx *ctx) { return batch_norm_grad<double>
 int fgc_batch_norm_update_stats_f32(const fg_kctx *ctx) { return bn_update<float>(ctx, FG_F32); }
 int fgc_batch_norm_update_stats_f64(const fg_kctx *ctx) { return bn_update<double>(ctx, FG_F64); }
 int fgc_layer_norm_f32(const fg_kctx *ctx) { return row_norm<float>(ctx, FGK_NORM_LAYER, FG_F32); }
-int fgc_layer_norm_f64(const fg_kctx *ctx) {
-  return row_norm<double>(ctx, FGK_NORM_LAYER, FG_F64);
-}
+int fgc_layer_norm_f64(const fg_kctx *ctx) { return row_norm<double>(ctx, FGK_NORM_LAYER, FG_F64); }
 int fgc_layer_norm_grad_f32(const fg_kctx *ctx) {
   return row_norm_grad<float>(ctx, FGK_NORM_LAYER_GRAD, FG_F32);
 }
@@ -278,9 +275,7 @@ int fgc_layer_norm_grad_f64(const fg_kctx *ctx) {
   return row_norm_grad<double>(ctx, FGK_NORM_LAYER_GRAD, FG_F64);
 }
 int fgc_group_norm_f32(const fg_kctx *ctx) { return row_norm<float>(ctx, FGK_NORM_GROUP, FG_F32); }
-int fgc_group_norm_f64(const fg_kctx *ctx) {
-  return row_norm<double>(ctx, FGK_NORM_GROUP, FG_F64);
-}
+int fgc_group_norm_f64(const fg_kctx *ctx) { return row_norm<double>(ctx, FGK_NORM_GROUP, FG_F64); }
 int fgc_group_norm_grad_f32(const fg_kctx *ctx) {
   return row_norm_grad<float>(ctx, FGK_NORM_GROUP_GRAD, FG_F32);
 }
