@@ -10,7 +10,8 @@ FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
   /* 71 + all_reduce, shard, after, all_reduce_apply_sgd,
    * sufficient_factor_apply_sgd (dist) + random_uniform, random_normal,
-   * truncated_normal */
+   * truncated_normal + batch_norm, batch_norm_update_stats, batch_norm_grad,
+   * layer_norm, layer_norm_grad, group_norm, group_norm_grad, instance_norm */
   FG_CHECK_INT(FG_OP_COUNT, 87);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
@@ -19,7 +20,15 @@ FG_TEST(op_table_rows_match_names, "") {
     if (strcmp(d->name, fg_op_name(i)) != 0)
       FG_FAIL_AT("row %d: %s vs %s", i, d->name, fg_op_name(i));
     FG_CHECK(d->infer != NULL);
-    FG_CHECK_INT(d->n_outputs, 1);
+    /* One output, but for the normalization ops: y and its statistics
+     * (batch_norm: mean, inv_std, var; the others: mean, inv_std), and the
+     * gradients' dx, dscale, dshift. */
+    const char *norms[] = {"batch_norm", "batch_norm_grad", "layer_norm",   "layer_norm_grad",
+                           "group_norm", "group_norm_grad", "instance_norm"};
+    int norm = 0;
+    for (int k = 0; k < 7; k++)
+      norm |= !strcmp(d->name, norms[k]);
+    FG_CHECK_INT(d->n_outputs, !norm ? 1 : !strcmp(d->name, "batch_norm") ? 4 : 3);
     FG_CHECK_INT(fg_op_lookup(d->name), i);
     FG_CHECK(d->max_inputs == -1 || d->max_inputs >= d->min_inputs);
   }

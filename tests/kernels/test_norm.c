@@ -13,6 +13,7 @@
 
 #include "data/norm_refs.h"
 #include "fgtest.h"
+#include "flowgraph/dist.h"
 #include "flowgraph/flowgraph.h"
 
 #ifdef FG_HAVE_CUDA
@@ -318,6 +319,54 @@ FG_TEST(batch_norm_update_by_hand_and_noop_in_inference, "") {
   fg_tensor_free(off);
   fg_tensor_free(on);
   fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* Under fg_data_parallel each replica normalises with its own shard's
+ * statistics and updates its own copy of the running statistics (per
+ * replica, as PyTorch DDP without SyncBatchNorm): replica 0 from rows 0-2,
+ * replica 1 from rows 3-5 (by hand: means 2 and 5, unbiased variances 1
+ * and 1 in channel 0; means 4 and 10, variances 4 and 4 in channel 1; with
+ * momentum 0.5 from 0 and 1). */
+FG_TEST(batch_norm_data_parallel_per_replica_stats, "dist") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const int64_t dims[2] = {FG_DIM_UNKNOWN, 2}, fed[2] = {6, 2};
+  const double xv[12] = {1, 2, 2, 4, 3, 6, 4, 8, 5, 10, 6, 12}, z[2] = {0, 0}, o[2] = {1, 1};
+  fg_output x = fg_placeholder(g, "x", FG_F64, 2, dims);
+  fg_output w = variable(g, "w", FG_F64, 2, o), b = variable(g, "b", FG_F64, 2, z);
+  fg_output rm = variable(g, "rm", FG_F64, 2, z), rv = variable(g, "rv", FG_F64, 2, o);
+  fg_tensor *on = flag(1);
+  fg_output y = fg_batch_norm(g, x, w, b, rm, rv, fg_constant(g, "training", on), 0.5, 1e-5);
+  fg_output loss = fg_reduce_mean(g, fg_mul(g, y, y), NULL, 0, 0);
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  FG_REQUIRE(fg_minimize(g, loss, NULL, 0, &cfg, st).node >= 0);
+  const char *batch[1] = {"x"};
+  fg_graph *dp = fg_data_parallel(g, 2, batch, 1, NULL, st);
+  if (!dp) FG_FAIL_AT("fg_data_parallel: %s", fg_status_message(st));
+  fg_session *s = dp ? fg_session_new(dp, NULL, st) : NULL;
+  if (s) {
+    fg_tensor *xt = tens(FG_F64, 2, fed, xv);
+    fg_feed f = {"x", xt};
+    const char *target = fg_graph_metadata(dp, "train_target");
+    if (fg_session_run(s, &f, 1, NULL, 0, NULL, &target, 1, st) != 0)
+      FG_FAIL_AT("step: %s", fg_status_message(st));
+    const char *names[4] = {"rm", "rv", "replica_1/rm", "replica_1/rv"};
+    const double want[4][2] = {{1, 2}, {1, 2.5}, {2.5, 5}, {1, 2.5}};
+    for (int i = 0; i < 4; i++) {
+      fg_tensor *t = fg_session_variable(s, names[i], st);
+      close_to(t, want[i], 2, 1e-12, names[i]);
+      fg_tensor_free(t);
+    }
+    fg_tensor_free(xt);
+  } else {
+    FG_FAIL_AT("session: %s", fg_status_message(st));
+  }
+  fg_session_free(s);
+  fg_graph_free(dp);
+  fg_tensor_free(on);
   fg_graph_free(g);
   fg_status_free(st);
 }

@@ -29,8 +29,8 @@ static int build_bn_model(const char *path) {
   fg_tensor *on = fg_tensor_new(FG_BOOL, 0, NULL, st);
   *(uint8_t *)fg_tensor_data(on) = 1;
   fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output y = fg_batch_norm(g, x, v[0], v[1], v[2], v[3], fg_constant(g, "training", on), 0.1,
-                              1e-5);
+  fg_output y =
+      fg_batch_norm(g, x, v[0], v[1], v[2], v[3], fg_constant(g, "training", on), 0.1, 1e-5);
   fg_output d = fg_sub(g, y, fg_scalar(g, FG_F32, 0.5));
   fg_set_name(g, fg_reduce_mean(g, fg_mul(g, d, d), NULL, 0, 0), "loss");
   fg_optimizer_config cfg;
@@ -54,8 +54,8 @@ FG_TEST(cli_train_updates_batch_norm_running_stats, "") {
   char xi[600];
   snprintf(xi, sizeof xi, "x=%s", tpath("x.npy"));
   cli_result r;
-  FG_REQUIRE(cli(&r, "train", tpath("bn.fgb"), "-i", xi, "--batch", "10", "--epochs", "2",
-                 "--save", tpath("trained.fgb"), NULL) == 0);
+  FG_REQUIRE(cli(&r, "train", tpath("bn.fgb"), "-i", xi, "--batch", "10", "--epochs", "2", "--save",
+                 tpath("trained.fgb"), NULL) == 0);
   CHECK_OK(r);
   float rm[3], rv[3];
   FG_REQUIRE(saved_variable(tpath("trained.fgb"), "rm", rm, 3) == 3);
