@@ -401,7 +401,34 @@ FG_TEST(batch_norm_training_single_value_refused, "badinput") {
 
 /* ---- one saved graph, both modes ------------------------------------------------ */
 
-FG_TEST(batch_norm_fgb_round_trip_serves_both_modes, "") {
+/* Runs the loaded graph `h` in both modes against torch's y. */
+static void both_modes(fg_graph *h, const char *how) {
+  fg_status *st = fg_status_new();
+  const int64_t dims[4] = {2, 3, 7, 5};
+  fg_session *s = fg_session_new(h, NULL, st);
+  if (!s) FG_FAIL_AT("%s: %s", how, fg_status_message(st));
+  const double *xs[2] = {bn_x0, bn_x1}, *ys[2] = {bn_train_y, bn_eval_y};
+  for (int mode = 1; s && mode >= 0; mode--) {
+    /* The training run does not reach the update node (not fetched), so
+     * the inference run still sees bn_rm3. */
+    fg_tensor *xt = tens(FG_F64, 4, dims, xs[1 - mode]), *t = flag(mode), *out = NULL;
+    fg_feed f[2] = {{"x", xt}, {"training", t}};
+    const char *fetch = "y";
+    char what[96];
+    snprintf(what, sizeof what, "%s, %s y", how, mode ? "training" : "inference");
+    if (fg_session_run(s, f, 2, &fetch, 1, &out, NULL, 0, st) != 0)
+      FG_FAIL_AT("%s: %s", what, fg_status_message(st));
+    else
+      close_to(out, ys[1 - mode], 210, 1e-11, what);
+    fg_tensor_free(out);
+    fg_tensor_free(xt);
+    fg_tensor_free(t);
+  }
+  fg_session_free(s);
+  fg_status_free(st);
+}
+
+FG_TEST(batch_norm_fgb_and_json_round_trip_serve_both_modes, "") {
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_new();
   const int64_t dims[4] = {2, 3, 7, 5};
@@ -411,32 +438,26 @@ FG_TEST(batch_norm_fgb_round_trip_serves_both_modes, "") {
   fg_output rm = variable(g, "rm", FG_F64, 3, bn_rm3), rv = variable(g, "rv", FG_F64, 3, bn_rv3);
   fg_set_name(g, fg_batch_norm(g, x, w, b, rm, rv, tr, 0.1, 1e-5), "y");
   fg_set_name(g, fg_layer_norm(g, x, FG_NO_OUTPUT, FG_NO_OUTPUT, 3, 1e-5), "ln");
+  fg_set_name(g, fg_group_norm(g, x, w, b, 3, 1e-5), "gn");
+  fg_set_name(g, fg_instance_norm(g, x, w, b, 1e-5), "in");
   void *bytes = NULL;
   size_t size = 0;
   FG_REQUIRE(fg_graph_save_memory(g, &bytes, &size, st) == 0);
   fg_graph *h = fg_graph_load_memory(bytes, size, st);
   free(bytes);
   FG_REQUIRE(h != NULL);
-  fg_session *s = fg_session_new(h, NULL, st);
-  FG_REQUIRE(s != NULL);
-  const double *xs[2] = {bn_x0, bn_x1}, *ys[2] = {bn_train_y, bn_eval_y};
-  for (int mode = 1; mode >= 0; mode--) {
-    /* The training run does not reach the update node (not fetched), so
-     * the inference run still sees bn_rm3. */
-    fg_tensor *xt = tens(FG_F64, 4, dims, xs[1 - mode]), *t = flag(mode), *out = NULL;
-    fg_feed f[2] = {{"x", xt}, {"training", t}};
-    const char *fetch = "y";
-    if (fg_session_run(s, f, 2, &fetch, 1, &out, NULL, 0, st) != 0)
-      FG_FAIL_AT("mode %d: %s", mode, fg_status_message(st));
-    else
-      close_to(out, ys[1 - mode], 210, 1e-11,
-               mode ? "loaded graph, training y" : "loaded graph, inference y");
-    fg_tensor_free(out);
-    fg_tensor_free(xt);
-    fg_tensor_free(t);
-  }
-  fg_session_free(s);
+  FG_CHECK_INT(fg_graph_num_nodes(h), fg_graph_num_nodes(g));
+  both_modes(h, ".fgb");
   fg_graph_free(h);
+  char dir[256], path[300];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_norm") != NULL);
+  snprintf(path, sizeof path, "%s/bn.json", dir);
+  FG_REQUIRE(fg_graph_save_json(g, path, st) == 0);
+  h = fg_graph_load_json(path, st);
+  if (!h) FG_FAIL_AT("json: %s", fg_status_message(st));
+  if (h) both_modes(h, "json");
+  fg_graph_free(h);
+  fgt_rmtree(dir);
   fg_graph_free(g);
   fg_status_free(st);
 }
