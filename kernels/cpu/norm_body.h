@@ -144,29 +144,54 @@ static void NF(row_dx_range)(void *arg, int64_t r0, int64_t r1) {
 }
 
 /* dscale[a] = sum(dy xhat), dshift[a] = sum(dy) over the N rows that use
- * parameter a, in blocks of NORM_PBLOCK parameters (each sum in a fixed
- * order: n, then s). */
-static void NF(row_dparam_range)(void *arg, int64_t a0, int64_t a1) {
-  const row_job *J = (const row_job *)arg;
+ * parameter a, for parameters [b0, b1): per parameter, its S contiguous
+ * elements in each of those rows, n ascending. */
+static void NF(dparam_block)(const row_job *J, int64_t b0, int64_t b1, double *ds, double *db) {
   const int64_t N = J->N, G = J->G, Cg = J->Cg, S = J->S, L = Cg * S;
   const NT *x = (const NT *)J->x, *dy = (const NT *)J->dy;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t ai = b0; ai < b1; ai++) {
+      const int64_t r = n * G + ai / Cg, o = r * L + (ai % Cg) * S;
+      const double mean = (double)((const NT *)J->mean)[r];
+      const double inv = (double)((const NT *)J->inv)[r];
+      double s = 0, t = 0;
+      for (int64_t k = 0; k < S; k++) {
+        const double g = (double)dy[o + k];
+        t += g;
+        s += g * ((double)x[o + k] - mean) * inv;
+      }
+      ds[ai - b0] += s;
+      db[ai - b0] += t;
+    }
+}
+
+/* layer_norm's case of the above (G = S = 1): parameter a is column a of
+ * every row; the same sums in the same order, without a division per
+ * element. */
+static void NF(dparam_cols)(const row_job *J, int64_t b0, int64_t b1, double *ds, double *db) {
+  const int64_t L = J->Cg;
+  for (int64_t n = 0; n < J->N; n++) {
+    const NT *xr = (const NT *)J->x + n * L, *dyr = (const NT *)J->dy + n * L;
+    const double mean = (double)((const NT *)J->mean)[n];
+    const double inv = (double)((const NT *)J->inv)[n];
+    for (int64_t ai = b0; ai < b1; ai++) {
+      const double g = (double)dyr[ai];
+      db[ai - b0] += g;
+      ds[ai - b0] += g * ((double)xr[ai] - mean) * inv;
+    }
+  }
+}
+
+/* dscale and dshift in blocks of NORM_PBLOCK parameters. */
+static void NF(row_dparam_range)(void *arg, int64_t a0, int64_t a1) {
+  const row_job *J = (const row_job *)arg;
   for (int64_t b0 = a0; b0 < a1; b0 += NORM_PBLOCK) {
     const int64_t b1 = a1 - b0 < NORM_PBLOCK ? a1 : b0 + NORM_PBLOCK;
     double ds[NORM_PBLOCK] = {0}, db[NORM_PBLOCK] = {0};
-    for (int64_t n = 0; n < N; n++)
-      for (int64_t ai = b0; ai < b1; ai++) {
-        const int64_t r = n * G + ai / Cg, o = r * L + (ai % Cg) * S;
-        const double mean = (double)((const NT *)J->mean)[r];
-        const double inv = (double)((const NT *)J->inv)[r];
-        double s = 0, t = 0;
-        for (int64_t k = 0; k < S; k++) {
-          const double g = (double)dy[o + k];
-          t += g;
-          s += g * ((double)x[o + k] - mean) * inv;
-        }
-        ds[ai - b0] += s;
-        db[ai - b0] += t;
-      }
+    if (J->G == 1 && J->S == 1)
+      NF(dparam_cols)(J, b0, b1, ds, db);
+    else
+      NF(dparam_block)(J, b0, b1, ds, db);
     for (int64_t ai = b0; ai < b1; ai++) {
       ((NT *)J->dscale)[ai] = (NT)ds[ai - b0];
       ((NT *)J->dshift)[ai] = (NT)db[ai - b0];
