@@ -18,19 +18,24 @@ static int need_float(const fg_node *node, const fg_tinfo *in, int i, const char
                   fg_dtype_name(in[i].dtype));
 }
 
-/* Input i (`what`) is x's dtype and rank 1 of length c (c < 0: unknown). */
+/* Input i (`what`) has input 0's dtype and is rank 1 of length c (c < 0:
+ * unknown), the channels of x (axis 1) or, where input 0 is not x
+ * (batch_norm_update_stats), input 0's length. */
 static int need_vec(const fg_node *node, const fg_tinfo *in, int i, const char *what, int64_t c,
                     fg_status *st) {
   char s[FGI_STR];
+  const int of_x = node->op != FG_OP_BATCH_NORM_UPDATE_STATS;
   if (in[i].dtype != in[0].dtype)
-    return fgi_fail(node, st, "input %d (%s) dtype %s differs from input 0 (x) dtype %s", i, what,
-                    fg_dtype_name(in[i].dtype), fg_dtype_name(in[0].dtype));
+    return fgi_fail(node, st, "input %d (%s) dtype %s differs from input 0 (%s) dtype %s", i, what,
+                    fg_dtype_name(in[i].dtype), of_x ? "x" : "running_mean",
+                    fg_dtype_name(in[0].dtype));
   if (in[i].rank != 1)
     return fgi_fail(node, st, "input %d (%s) shape %s has rank %d; it must be [C] = [%lld]", i,
                     what, fgi_shape(&in[i], s), in[i].rank, (long long)c);
   if (c >= 0 && in[i].dims[0] >= 0 && in[i].dims[0] != c)
-    return fgi_fail(node, st, "input %d (%s) has length %lld, but x has C = %lld channels (axis 1)",
-                    i, what, (long long)in[i].dims[0], (long long)c);
+    return fgi_fail(node, st, "input %d (%s) has length %lld, but %s %lld", i, what,
+                    (long long)in[i].dims[0], of_x ? "x has C =" : "input 0 (running_mean) has",
+                    (long long)c);
   return 0;
 }
 
@@ -99,20 +104,26 @@ int fgi_infer_batch_norm_update(const fg_node *node, const fg_tinfo *in, fg_tinf
   return 0;
 }
 
-/* dy, x, scale, mean, inv_std, training -> dx, dscale, dshift. */
-int fgi_infer_batch_norm_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
-                              fg_status *status) {
-  static const char *const names[] = {"dy", "x", "scale", "mean", "inv_std"};
+/* Input 0 (dy) is x's dtype and shape (x is input 1). */
+static int dy_like_x(const fg_node *node, const fg_tinfo *in, fg_status *st) {
   char s1[FGI_STR], s2[FGI_STR];
-  if (need_nc(node, &in[1], status)) return -1;
-  if (fgi_same_dtype(node, in, 0, 1, status)) return -1;
+  if (fgi_same_dtype(node, in, 0, 1, st)) return -1;
   int same = in[0].rank == in[1].rank;
   for (int d = 0; same && d < in[0].rank; d++)
     same = in[0].dims[d] < 0 || in[1].dims[d] < 0 || in[0].dims[d] == in[1].dims[d];
   if (!same)
-    return fgi_fail(node, status, "input 0 (dy) shape %s differs from input 1 (x) shape %s",
+    return fgi_fail(node, st, "input 0 (dy) shape %s differs from input 1 (x) shape %s",
                     fgi_shape(&in[0], s1), fgi_shape(&in[1], s2));
+  return 0;
+}
+
+/* dy, x, scale, mean, inv_std, training -> dx, dscale, dshift. */
+int fgi_infer_batch_norm_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
+                              fg_status *status) {
+  static const char *const names[] = {"dy", "x", "scale", "mean", "inv_std"};
+  if (need_nc(node, &in[1], status) || dy_like_x(node, in, status)) return -1;
   const int64_t c = in[1].dims[1];
+  /* need_vec compares dtypes with input 0, dy, which is x's. */
   for (int i = 2; i <= 4; i++)
     if (need_vec(node, in, i, names[i], c, status)) return -1;
   if (need_training(node, in, 5, status)) return -1;
@@ -169,19 +180,6 @@ int fgi_infer_layer_norm(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
   return 0;
 }
 
-/* Input 0 (dy) is x's dtype and shape (x is input 1). */
-static int dy_like_x(const fg_node *node, const fg_tinfo *in, fg_status *st) {
-  char s1[FGI_STR], s2[FGI_STR];
-  if (fgi_same_dtype(node, in, 0, 1, st)) return -1;
-  int same = in[0].rank == in[1].rank;
-  for (int d = 0; same && d < in[0].rank; d++)
-    same = in[0].dims[d] < 0 || in[1].dims[d] < 0 || in[0].dims[d] == in[1].dims[d];
-  if (!same)
-    return fgi_fail(node, st, "input 0 (dy) shape %s differs from input 1 (x) shape %s",
-                    fgi_shape(&in[0], s1), fgi_shape(&in[1], s2));
-  return 0;
-}
-
 /* dy, x, scale, mean, inv_std: scale stands in for the shift check too. */
 int fgi_infer_layer_norm_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
                               fg_status *status) {
@@ -234,8 +232,7 @@ int fgi_infer_group_norm_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo 
   if (need_nc(node, &in[1], status) || dy_like_x(node, in, status) ||
       groups_of(node, &in[1], &g, status))
     return -1;
-  fg_tinfo xs[3] = {in[1], in[2], in[2]};
-  if (need_vec(node, xs, 1, "scale", in[1].dims[1], status)) return -1;
+  if (need_vec(node, in, 2, "scale", in[1].dims[1], status)) return -1;
   out[0] = in[1];
   out[1] = in[2];
   out[2] = in[2];

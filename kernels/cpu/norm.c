@@ -95,8 +95,10 @@ int fgk_norm_check(const fg_kctx *ctx, int op, fg_dtype dt, fgk_norm_geom *g) {
     g->Cg = C;
     for (int i = 0; i < 4; i++)
       if (need(ctx, &ctx->in[i], "input", i, dt, C)) return -1;
-    return need(ctx, &ctx->in[4], "input", 4, FG_BOOL, 1) ||
-           need(ctx, &ctx->out[0], "output", 0, dt, C);
+    if (need(ctx, &ctx->in[4], "input", 4, FG_BOOL, 1) ||
+        need(ctx, &ctx->out[0], "output", 0, dt, C))
+      return -1;
+    return 0;
   }
   const int grad = op == FGK_NORM_BN_GRAD || op == FGK_NORM_LAYER_GRAD || op == FGK_NORM_GROUP_GRAD;
   const int bn = op == FGK_NORM_BN || op == FGK_NORM_BN_GRAD;

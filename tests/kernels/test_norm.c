@@ -609,6 +609,27 @@ FG_TEST(group_instance_layer_norm_bad_inputs_refused, "badinput") {
   refused(g, "layer_norm", "attribute 'epsilon' = 0 must be > 0");
 }
 
+/* The update op made directly: its statistics must match the running
+ * ones, and running_mean must be a variable (it is written in place). */
+FG_TEST(batch_norm_update_stats_bad_inputs_refused, "badinput") {
+  const double v[3] = {0, 0, 0};
+  fg_graph *g = fg_graph_new();
+  fg_tensor *on = flag(1), *two = tens(FG_F32, 1, (const int64_t[]){2}, v);
+  fg_output in[5] = {variable(g, "rm", FG_F32, 3, v), variable(g, "rv", FG_F32, 3, v),
+                     fg_constant(g, "m", two), variable(g, "var", FG_F32, 3, v),
+                     fg_constant(g, "tr", on)};
+  fg_op(g, "batch_norm_update_stats", "up", in, 5, NULL);
+  refused(g, "'up' (batch_norm_update_stats)",
+          "input 2 (mean) has length 2, but input 0 (running_mean) has 3");
+  g = fg_graph_new();
+  fg_output c3 = fg_identity(g, variable(g, "v3", FG_F32, 3, v));
+  fg_output in2[5] = {c3, c3, c3, c3, fg_constant(g, "tr", on)};
+  fg_op(g, "batch_norm_update_stats", "up", in2, 5, NULL);
+  refused(g, "up", "input 0 must be a variable");
+  fg_tensor_free(on);
+  fg_tensor_free(two);
+}
+
 /* A gradient reaching the saved statistics, or a second derivative, is
  * refused rather than silently zero. */
 FG_TEST(norm_gradient_limits_refused, "badinput") {
