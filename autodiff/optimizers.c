@@ -57,7 +57,55 @@ static fg_output scalar_variable(fg_graph *g, const char *base, double value, fg
   return v;
 }
 
-/* Every float variable the loss depends on, in node order. */
+/* 1 when variable node `id` is a running statistic: written in place by a
+ * batch_norm_update_stats node, or read as batch_norm's running_mean or
+ * running_var. Those are buffers, not parameters (PyTorch's
+ * register_buffer): no optimizer update, no weight decay. */
+static int is_running_stat(const fg_graph *g, int id) {
+  for (int k = id + 1; k < g->n_nodes; k++) {
+    const fg_node *n = &g->nodes[k];
+    if (n->op == FG_OP_BATCH_NORM_UPDATE_STATS && n->n_inputs >= 2 &&
+        (n->inputs[0].node == id || n->inputs[1].node == id))
+      return 1;
+    if (n->op == FG_OP_BATCH_NORM && n->n_inputs >= 5 &&
+        (n->inputs[3].node == id || n->inputs[4].node == id))
+      return 1;
+  }
+  return 0;
+}
+
+/* The running-statistics updates that belong to the step (TensorFlow's
+ * UPDATE_OPS): every batch_norm_update_stats node whose statistics input
+ * (a batch_norm's output) the loss depends on, appended to *ups (room for
+ * *n more made here). They already wait for their batch_norm, which read
+ * the running statistics before; nothing else of the step reads them. */
+static int add_stat_updates(const fg_graph *g, fg_output loss, fg_output **ups, int *n) {
+  char *need = calloc((size_t)g->n_nodes + 1, 1);
+  if (!need) return -1;
+  need[loss.node] = 1;
+  for (int id = loss.node; id >= 0; id--)
+    if (need[id])
+      for (int k = 0; k < g->nodes[id].n_inputs; k++)
+        need[g->nodes[id].inputs[k].node] = 1;
+  int rc = 0;
+  for (int id = 0; id < g->n_nodes && rc == 0; id++) {
+    const fg_node *nd = &g->nodes[id];
+    if (nd->op != FG_OP_BATCH_NORM_UPDATE_STATS || nd->n_inputs < 3 || !need[nd->inputs[2].node])
+      continue;
+    fg_output *grown = realloc(*ups, ((size_t)*n + 2) * sizeof **ups);
+    if (!grown) {
+      rc = -1;
+      break;
+    }
+    *ups = grown;
+    (*ups)[(*n)++] = (fg_output){id, 0};
+  }
+  free(need);
+  return rc;
+}
+
+/* Every float variable the loss depends on, in node order, except the
+ * running statistics of batch norms. */
 static int collect_variables(const fg_graph *g, fg_output loss, fg_output **out) {
   char *need = calloc((size_t)g->n_nodes + 1, 1);
   int n = 0;
@@ -73,7 +121,7 @@ static int collect_variables(const fg_graph *g, fg_output loss, fg_output **out)
         need[g->nodes[id].inputs[k].node] = 1;
   for (int id = 0; id < g->n_nodes; id++)
     if (need[id] && g->nodes[id].op == FG_OP_VARIABLE &&
-        fg_dtype_is_float(g->nodes[id].outputs[0].dtype))
+        fg_dtype_is_float(g->nodes[id].outputs[0].dtype) && !is_running_stat(g, id))
       (*out)[n++] = (fg_output){id, 0};
   free(need);
   return n;
@@ -339,7 +387,14 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
   for (int i = 0; i < nv; i++)
     updates[i] = update(g, cfg, vs[i], grads[i], ctrl[i], step, st);
   free(ctrl);
-  fg_output group = fg_op(g, "group", NULL, updates, nv, NULL);
+  int n_up = nv;
+  if (add_stat_updates(g, loss, &updates, &n_up) != 0) {
+    fg_graph_set_scope(g, saved);
+    free(saved);
+    fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_minimize: out of memory");
+    goto done;
+  }
+  fg_output group = fg_op(g, "group", NULL, updates, n_up, NULL);
   char tname[80];
   snprintf(tname, sizeof tname, "%.*s", (int)strlen(scope) - 1, scope); /* "train" */
   target = fg_set_name(g, group, tname);

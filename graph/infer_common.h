@@ -131,6 +131,17 @@ FGI_DECL_INFER(fgi_infer_pool)
 FGI_DECL_INFER(fgi_infer_pool_grad)
 FGI_DECL_FLOPS(fgi_flops_pool)
 
+/* infer_norm.c: batch_norm and its update and gradient; layer_norm,
+ * group_norm and instance_norm (one infer for the latter two) and their
+ * gradients */
+FGI_DECL_INFER(fgi_infer_batch_norm)
+FGI_DECL_INFER(fgi_infer_batch_norm_update)
+FGI_DECL_INFER(fgi_infer_batch_norm_grad)
+FGI_DECL_INFER(fgi_infer_layer_norm)
+FGI_DECL_INFER(fgi_infer_layer_norm_grad)
+FGI_DECL_INFER(fgi_infer_group_norm)
+FGI_DECL_INFER(fgi_infer_group_norm_grad)
+FGI_DECL_FLOPS(fgi_flops_norm)
 /* ---- parse hooks (fg_parse_fn), beside each op's inference -------------- */
 #define FGI_DECL_PARSE(fn)                                                                         \
   int fn(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *status);
@@ -147,6 +158,7 @@ FGI_DECL_PARSE(fgi_parse_cumsum)  /* infer_reduce2.c */
 FGI_DECL_PARSE(fgi_parse_topk)
 FGI_DECL_PARSE(fgi_parse_topk_grad)
 FGI_DECL_PARSE(fgi_parse_pool2d)  /* infer_pool.c: max/avg_pool2d and their gradients */
+FGI_DECL_PARSE(fgi_parse_instance_norm) /* infer_norm.c: num_groups = C */
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

@@ -200,6 +200,30 @@ static const fg_attr_def a_avg_pool2d[] = {
     A_END};
 static const fg_attr_def a_adaptive_pool[] = {
     {"output_size", FG_ATTR_INTS, NULL, "(oh, ow), >= 1", FG_NO_PARAM}, A_END};
+static const fg_attr_def a_norm_eps[] = {
+    {"epsilon", FG_ATTR_FLOAT, "1e-05", "added to the variance, > 0", FG_PARAM(F64, norm.epsilon)},
+    A_END};
+static const fg_attr_def a_bn_update[] = {{"momentum", FG_ATTR_FLOAT, "0.1",
+                                           "running = (1 - momentum) running + momentum batch",
+                                           FG_PARAM(F64, norm.momentum)},
+                                          A_END};
+static const fg_attr_def a_layer_norm[] = {
+    {"normalized_rank", FG_ATTR_INT, "1", "statistics over the last k axes, 1 <= k <= rank",
+     FG_PARAM(I64, norm.normalized_rank)},
+    {"epsilon", FG_ATTR_FLOAT, "1e-05", "added to the variance, > 0", FG_PARAM(F64, norm.epsilon)},
+    A_END};
+static const fg_attr_def a_layer_norm_grad[] = {{"normalized_rank", FG_ATTR_INT, "1",
+                                                 "the forward's normalized_rank",
+                                                 FG_PARAM(I64, norm.normalized_rank)},
+                                                A_END};
+static const fg_attr_def a_group_norm[] = {
+    {"num_groups", FG_ATTR_INT, NULL, "groups of channels, dividing C",
+     FG_PARAM(I64, norm.num_groups)},
+    {"epsilon", FG_ATTR_FLOAT, "1e-05", "added to the variance, > 0", FG_PARAM(F64, norm.epsilon)},
+    A_END};
+static const fg_attr_def a_group_norm_grad[] = {
+    {"num_groups", FG_ATTR_INT, NULL, "the forward's num_groups", FG_PARAM(I64, norm.num_groups)},
+    A_END};
 const fg_attr_def fg_common_attrs[] = {
     {FG_COLOCATE_ATTR, FG_ATTR_STRING, "none", "a node whose device this one takes", FG_NO_PARAM},
     A_END};
@@ -440,6 +464,47 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_GLOBAL_MAX_POOL_GRAD] = {"global_max_pool_grad", 2, 2, 1, DIFF, fgi_infer_pool_grad,
                                     NULL, 0, "dy, x", NULL, NULL,
                                     "dy at each plane's first maximum in x"},
+    /* Normalization (graph/infer_norm.c, kernels/cpu/norm.c). Outputs past
+     * y are what the gradient and the running-statistics update read: the
+     * mean and 1 / sqrt(var + epsilon) that normalised x, and for
+     * batch_norm the batch's unbiased variance (running_var in inference).
+     * They carry no gradient. batch_norm's mode is its bool input, so one
+     * saved graph serves training and inference; its running statistics
+     * change only through batch_norm_update_stats (in place, mutable
+     * inputs 0 and 1), which fg_batch_norm makes and fg_minimize runs. The
+     * *_grad ops are differentiable only in name: their own gradient
+     * refuses (FG_UNIMPLEMENTED) rather than pass a silent zero. */
+    [FG_OP_BATCH_NORM] = {"batch_norm", 6, 6, 4, DIFF, fgi_infer_batch_norm, fgi_flops_norm, 0,
+                          "x, scale, shift, running_mean, running_var, training", a_norm_eps, NULL,
+                          "per channel (axis 1): (x - mean) / sqrt(var + epsilon) * scale + shift; "
+                          "outputs y, mean, inv_std, var"},
+    [FG_OP_BATCH_NORM_UPDATE_STATS] = {"batch_norm_update_stats", 5, 5, 1, STATE,
+                                       fgi_infer_batch_norm_update, NULL, 0x3u,
+                                       "running_mean, running_var, mean, var, training",
+                                       a_bn_update, NULL,
+                                       "when training: running = (1 - momentum) running + "
+                                       "momentum batch, in place; else nothing"},
+    [FG_OP_BATCH_NORM_GRAD] = {"batch_norm_grad", 6, 6, 3, DIFF, fgi_infer_batch_norm_grad,
+                               fgi_flops_norm, 0, "dy, x, scale, mean, inv_std, training", NULL,
+                               NULL, "batch_norm's dx, dscale, dshift"},
+    [FG_OP_LAYER_NORM] = {"layer_norm", 3, 3, 3, DIFF, fgi_infer_layer_norm, fgi_flops_norm, 0,
+                          "x, scale, shift", a_layer_norm, NULL,
+                          "normalised over the last normalized_rank axes; outputs y, mean, "
+                          "inv_std"},
+    [FG_OP_LAYER_NORM_GRAD] = {"layer_norm_grad", 5, 5, 3, DIFF, fgi_infer_layer_norm_grad,
+                               fgi_flops_norm, 0, "dy, x, scale, mean, inv_std", a_layer_norm_grad,
+                               NULL, "layer_norm's dx, dscale, dshift"},
+    [FG_OP_GROUP_NORM] = {"group_norm", 3, 3, 3, DIFF, fgi_infer_group_norm, fgi_flops_norm, 0,
+                          "x, scale, shift", a_group_norm, NULL,
+                          "normalised per sample and group of C / num_groups channels; outputs "
+                          "y, mean, inv_std"},
+    [FG_OP_GROUP_NORM_GRAD] = {"group_norm_grad", 5, 5, 3, DIFF, fgi_infer_group_norm_grad,
+                               fgi_flops_norm, 0, "dy, x, scale, mean, inv_std", a_group_norm_grad,
+                               NULL, "group_norm's (and instance_norm's) dx, dscale, dshift"},
+    [FG_OP_INSTANCE_NORM] = {"instance_norm", 3, 3, 3, DIFF, fgi_infer_group_norm, fgi_flops_norm,
+                             0, "x, scale, shift", a_norm_eps, fgi_parse_instance_norm,
+                             "normalised per sample and channel (group_norm with C groups); "
+                             "outputs y, mean, inv_std"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -134,7 +134,15 @@
   X(MAX_POOL2D_GRAD, "max_pool2d_grad")                                                            \
   X(AVG_POOL2D_GRAD, "avg_pool2d_grad")                                                            \
   X(ADAPTIVE_AVG_POOL2D_GRAD, "adaptive_avg_pool2d_grad")                                          \
-  X(GLOBAL_MAX_POOL_GRAD, "global_max_pool_grad")
+  X(GLOBAL_MAX_POOL_GRAD, "global_max_pool_grad")                                                  \
+  X(BATCH_NORM, "batch_norm")                                                                      \
+  X(BATCH_NORM_UPDATE_STATS, "batch_norm_update_stats")                                            \
+  X(BATCH_NORM_GRAD, "batch_norm_grad")                                                            \
+  X(LAYER_NORM, "layer_norm")                                                                      \
+  X(LAYER_NORM_GRAD, "layer_norm_grad")                                                            \
+  X(GROUP_NORM, "group_norm")                                                                      \
+  X(GROUP_NORM_GRAD, "group_norm_grad")                                                            \
+  X(INSTANCE_NORM, "instance_norm")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

@@ -151,6 +151,26 @@ int fgk_topk_check(const fg_kctx *ctx, fg_dtype dt, int64_t *outer, int64_t *A, 
 int fgk_topk_grad_check(const fg_kctx *ctx, fg_dtype dt, int64_t *outer, int64_t *A, int64_t *K,
                         int64_t *inner);
 
+/* The normalization ops (kernels/cpu/norm.c): x seen as [N, G, Cg, S]
+ * (batch_norm: G = 1, Cg = C; layer_norm: N rows of Cg = the normalised
+ * size, G = S = 1; group_norm: Cg = C / G). fgk_norm_check checks the
+ * op's inputs and outputs (dtype dt, element counts) for op `op` (a
+ * FGK_NORM_* value) and fills g. The training flag is read by the caller
+ * (it may live on the device). */
+enum {
+  FGK_NORM_BN,
+  FGK_NORM_BN_GRAD,
+  FGK_NORM_LAYER,
+  FGK_NORM_LAYER_GRAD,
+  FGK_NORM_GROUP,
+  FGK_NORM_GROUP_GRAD,
+  FGK_NORM_BN_UPDATE
+};
+typedef struct fgk_norm_geom {
+  int64_t N, G, Cg, S;
+} fgk_norm_geom;
+int fgk_norm_check(const fg_kctx *ctx, int op, fg_dtype dt, fgk_norm_geom *g);
+
 #ifdef __cplusplus
 }
 #endif

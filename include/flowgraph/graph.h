@@ -277,6 +277,44 @@ FG_API fg_output fg_adaptive_avg_pool2d(fg_graph *g, fg_output x, int64_t out_h,
  * output is the new value. */
 FG_API fg_output fg_assign(fg_graph *g, fg_output variable, fg_output value);
 
+/* ---- normalization (torch.nn.functional semantics) ----------------------- */
+/* x is [N, C, ...]; scale, shift, running_mean and running_var are [C] of
+ * x's dtype; scale or shift .node = -1: none (ones or zeros of [C], so C
+ * must be known). training is a bool scalar tensor (a constant, a
+ * placeholder, or the graph-wide training flag), so one saved graph serves
+ * both modes: true normalises with the batch's statistics (biased
+ * variance), false with the running ones. Returns y. Outputs 1..3 of y's
+ * node are the mean and 1 / sqrt(var + epsilon) that normalised x and the
+ * batch's unbiased variance (fg_output_at), for the gradient and the
+ * update; they carry no gradient.
+ * running_mean and running_var must be variables: fg_batch_norm also makes
+ * their update node (op batch_norm_update_stats, inputs running_mean,
+ * running_var, then y's outputs 1 and 3, then training), which in training
+ * mode writes running = (1 - momentum) running + momentum batch (unbiased
+ * variance, as PyTorch) in place and otherwise does nothing. fg_minimize
+ * runs every such node whose batch_norm the loss depends on as part of its
+ * train target (TensorFlow's UPDATE_OPS); a graph run without fg_minimize
+ * must fetch the node itself to update the statistics. momentum is in
+ * [0, 1] (PyTorch's cumulative momentum=None is not offered); epsilon > 0.
+ * The gradient flows to x, scale and shift. */
+FG_API fg_output fg_batch_norm(fg_graph *g, fg_output x, fg_output scale, fg_output shift,
+                               fg_output running_mean, fg_output running_var, fg_output training,
+                               double momentum, double epsilon);
+/* Normalises over x's last normalized_rank dims (torch's layer_norm with
+ * normalized_shape = those dims); scale and shift have those dims. */
+FG_API fg_output fg_layer_norm(fg_graph *g, fg_output x, fg_output scale, fg_output shift,
+                               int normalized_rank,
+                               double epsilon); /* scale/shift .node = -1: none */
+/* Per sample over num_groups groups of C / num_groups channels (and the
+ * spatial dims); scale and shift per channel, [C]. */
+FG_API fg_output fg_group_norm(fg_graph *g, fg_output x, fg_output scale, fg_output shift,
+                               int64_t num_groups, double epsilon);
+/* Per sample and channel (group_norm with C groups; C must be known);
+ * always the input's statistics (torch's use_input_stats=True, no
+ * running statistics). scale and shift [C], optional. */
+FG_API fg_output fg_instance_norm(fg_graph *g, fg_output x, fg_output scale, fg_output shift,
+                                  double epsilon);
+
 /* ---- graph inputs, outputs, metadata ------------------------------------ */
 /* Marks `o` as a named graph output (what `flowgraph run` fetches by default). */
 FG_API int fg_graph_add_output(fg_graph *g, fg_output o);

@@ -163,6 +163,14 @@ typedef struct fg_pool2d_params {
   int ceil_mode;
   int count_include_pad;
 } fg_pool2d_params;
+/* batch_norm, layer_norm, group_norm, instance_norm, their *_grad ops and
+ * batch_norm_update_stats (torch.nn.functional's semantics). */
+typedef struct fg_norm_params {
+  double epsilon;          /* epsilon: y = (x - mean) / sqrt(var + epsilon); > 0 */
+  double momentum;         /* momentum (update_stats): r = (1 - m) r + m batch; [0, 1] */
+  int64_t num_groups;      /* num_groups (group_norm); instance_norm: C, one group a channel */
+  int64_t normalized_rank; /* normalized_rank (layer_norm): the last k axes, 1 <= k <= rank */
+} fg_norm_params;
 
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
@@ -193,6 +201,7 @@ typedef union fg_op_params {
   fg_axis_params split; /* axis in [0, rank); the outputs' dims give the sizes */
   fg_axis_params stack; /* axis in [0, rank of the output) */
   fg_pool2d_params pool2d; /* max_pool2d, avg_pool2d and their gradients */
+  fg_norm_params norm; /* the normalization ops and their gradients */
 } fg_op_params;
 
 #ifdef __cplusplus

@@ -135,7 +135,16 @@
   FGK_FLOAT(X, "max_pool2d_grad", fgk_max_pool2d_grad)                                             \
   FGK_FLOAT(X, "avg_pool2d_grad", fgk_avg_pool2d_grad)                                             \
   FGK_FLOAT(X, "adaptive_avg_pool2d_grad", fgk_adaptive_avg_pool2d_grad)                           \
-  FGK_FLOAT(X, "global_max_pool_grad", fgk_global_max_pool_grad)
+  FGK_FLOAT(X, "global_max_pool_grad", fgk_global_max_pool_grad)                                   \
+  /* norm.c; instance_norm is group_norm with C groups (its parse hook) */                         \
+  FGK_FLOAT(X, "batch_norm", fgk_batch_norm)                                                       \
+  FGK_FLOAT(X, "batch_norm_update_stats", fgk_batch_norm_update_stats)                             \
+  FGK_FLOAT(X, "batch_norm_grad", fgk_batch_norm_grad)                                             \
+  FGK_FLOAT(X, "layer_norm", fgk_layer_norm)                                                       \
+  FGK_FLOAT(X, "layer_norm_grad", fgk_layer_norm_grad)                                             \
+  FGK_FLOAT(X, "group_norm", fgk_group_norm)                                                       \
+  FGK_FLOAT(X, "group_norm_grad", fgk_group_norm_grad)                                             \
+  FGK_FLOAT(X, "instance_norm", fgk_group_norm)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)

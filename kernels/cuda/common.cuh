@@ -129,7 +129,16 @@ extern "C" {
   FGK_FLOAT(X, "max_pool2d_grad", fgc_max_pool2d_grad)                                             \
   FGK_FLOAT(X, "avg_pool2d_grad", fgc_avg_pool2d_grad)                                             \
   FGK_FLOAT(X, "adaptive_avg_pool2d_grad", fgc_adaptive_avg_pool2d_grad)                           \
-  FGK_FLOAT(X, "global_max_pool_grad", fgc_global_max_pool_grad)
+  FGK_FLOAT(X, "global_max_pool_grad", fgc_global_max_pool_grad)                                   \
+  /* norm.cu; instance_norm is group_norm with C groups */                                         \
+  FGK_FLOAT(X, "batch_norm", fgc_batch_norm)                                                       \
+  FGK_FLOAT(X, "batch_norm_update_stats", fgc_batch_norm_update_stats)                             \
+  FGK_FLOAT(X, "batch_norm_grad", fgc_batch_norm_grad)                                             \
+  FGK_FLOAT(X, "layer_norm", fgc_layer_norm)                                                       \
+  FGK_FLOAT(X, "layer_norm_grad", fgc_layer_norm_grad)                                             \
+  FGK_FLOAT(X, "group_norm", fgc_group_norm)                                                       \
+  FGK_FLOAT(X, "group_norm_grad", fgc_group_norm_grad)                                             \
+  FGK_FLOAT(X, "instance_norm", fgc_group_norm)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);

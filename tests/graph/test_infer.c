@@ -13,8 +13,10 @@ FG_TEST(op_table_rows_match_names, "") {
    * truncated_normal + reduce_min, reduce_prod, argmin, logsumexp, cumsum, topk,
    * topk_grad + pad, pad_grad, flatten, squeeze, expand, tile, tile_grad, split,
    * stack + the pools (max_pool2d, avg_pool2d, global_avg_pool, global_max_pool,
-   * adaptive_avg_pool2d) and their four gradients */
-  FG_CHECK_INT(FG_OP_COUNT, 104);
+   * adaptive_avg_pool2d) and their four gradients + batch_norm,
+   * batch_norm_update_stats, batch_norm_grad, layer_norm, layer_norm_grad,
+   * group_norm, group_norm_grad, instance_norm */
+  FG_CHECK_INT(FG_OP_COUNT, 112);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -23,12 +25,22 @@ FG_TEST(op_table_rows_match_names, "") {
       FG_FAIL_AT("row %d: %s vs %s", i, d->name, fg_op_name(i));
     FG_CHECK(d->infer != NULL);
     /* split's count comes from its attributes (count_outputs); topk has
-     * values and indices; every other op has one output. */
+     * values and indices; the normalization ops y and its statistics
+     * (batch_norm: mean, inv_std, var; the others: mean, inv_std), and the
+     * gradients' dx, dscale, dshift; every other op has one output. */
+    const char *norms[] = {"batch_norm", "batch_norm_grad", "layer_norm",   "layer_norm_grad",
+                           "group_norm", "group_norm_grad", "instance_norm"};
+    int norm = 0;
+    for (int k = 0; k < 7; k++)
+      norm |= !strcmp(d->name, norms[k]);
     if (i == FG_OP_SPLIT) {
       FG_CHECK_INT(d->n_outputs, -1);
       FG_CHECK(d->count_outputs != NULL);
     } else {
-      FG_CHECK_INT(d->n_outputs, i == FG_OP_TOPK ? 2 : 1);
+      FG_CHECK_INT(d->n_outputs, i == FG_OP_TOPK ? 2
+                                 : !norm         ? 1
+                                 : !strcmp(d->name, "batch_norm") ? 4
+                                                                  : 3);
       FG_CHECK(d->count_outputs == NULL);
     }
     FG_CHECK_INT(fg_op_lookup(d->name), i);
@@ -68,8 +80,8 @@ FG_TEST(op_table_flags, "") {
   int n_diff = 0;
   for (int i = 0; i < FG_OP_COUNT; i++)
     n_diff += (fg_op_table[i].flags & FG_OPF_DIFFERENTIABLE) != 0;
-  /* all_reduce, shard, after, the fused updates and the random ops are
-   * not differentiable, nor is argmin */
+  /* all_reduce, shard, after, the fused updates, the random ops,
+   * batch_norm_update_stats and argmin are not differentiable */
   FG_CHECK_INT(n_diff, FG_OP_COUNT - 27);
   const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};
   for (int i = 0; i < 3; i++) {

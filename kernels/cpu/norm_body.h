@@ -1,0 +1,214 @@
+/* The normalization kernels for one element type, included by norm.c once
+ * per type with NT (float or double) and NSUF (f32 or f64) defined. Sums
+ * accumulate in double; the statistics take two passes (the mean, then the
+ * squared deviations), so a large mean does not cancel the variance. */
+#define NCAT2(a, b) a##_##b
+#define NCAT(a, b)  NCAT2(a, b)
+#define NF(name)    NCAT(name, NSUF)
+
+/* batch_norm: channel c of sample n is the S elements at (n C + c) S. */
+static void NF(bn_fwd_range)(void *arg, int64_t c0, int64_t c1) {
+  const bn_job *J = (const bn_job *)arg;
+  const NT *x = (const NT *)J->x;
+  NT *y = (NT *)J->y;
+  const int64_t N = J->N, C = J->C, S = J->S, M = N * S;
+  for (int64_t c = c0; c < c1; c++) {
+    double mean, inv, var_out;
+    if (J->training) {
+      double s = 0, q = 0;
+      for (int64_t n = 0; n < N; n++) {
+        const NT *xc = x + (n * C + c) * S;
+        for (int64_t k = 0; k < S; k++)
+          s += (double)xc[k];
+      }
+      mean = s / (double)M;
+      for (int64_t n = 0; n < N; n++) {
+        const NT *xc = x + (n * C + c) * S;
+        for (int64_t k = 0; k < S; k++) {
+          const double d = (double)xc[k] - mean;
+          q += d * d;
+        }
+      }
+      inv = 1.0 / sqrt(q / (double)M + J->eps);
+      var_out = q / (double)(M - 1); /* unbiased, for the running variance */
+    } else {
+      mean = (double)((const NT *)J->rm)[c];
+      var_out = (double)((const NT *)J->rv)[c];
+      inv = 1.0 / sqrt(var_out + J->eps);
+    }
+    const double a = (double)((const NT *)J->scale)[c] * inv;
+    const double b = (double)((const NT *)J->shift)[c] - mean * a;
+    for (int64_t n = 0; n < N; n++) {
+      const NT *xc = x + (n * C + c) * S;
+      NT *yc = y + (n * C + c) * S;
+      for (int64_t k = 0; k < S; k++)
+        yc[k] = (NT)((double)xc[k] * a + b);
+    }
+    ((NT *)J->mean)[c] = (NT)mean;
+    ((NT *)J->inv)[c] = (NT)inv;
+    ((NT *)J->var)[c] = (NT)var_out;
+  }
+}
+
+/* dx = scale inv (dy - sum(dy) / M - xhat sum(dy xhat) / M) in training,
+ * scale inv dy in inference (the running statistics are constants). */
+static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
+  const bn_job *J = (const bn_job *)arg;
+  const NT *x = (const NT *)J->x, *dy = (const NT *)J->dy;
+  NT *dx = (NT *)J->y;
+  const int64_t N = J->N, C = J->C, S = J->S, M = N * S;
+  for (int64_t c = c0; c < c1; c++) {
+    const double mean = (double)((const NT *)J->mean)[c], inv = (double)((const NT *)J->inv)[c];
+    double sdy = 0, sdyx = 0;
+    for (int64_t n = 0; n < N; n++) {
+      const int64_t o = (n * C + c) * S;
+      for (int64_t k = 0; k < S; k++) {
+        const double g = (double)dy[o + k];
+        sdy += g;
+        sdyx += g * ((double)x[o + k] - mean) * inv;
+      }
+    }
+    const double a = (double)((const NT *)J->scale)[c] * inv;
+    const double m1 = J->training ? sdy / (double)M : 0, m2 = J->training ? sdyx / (double)M : 0;
+    for (int64_t n = 0; n < N; n++) {
+      const int64_t o = (n * C + c) * S;
+      for (int64_t k = 0; k < S; k++) {
+        const double xh = ((double)x[o + k] - mean) * inv;
+        dx[o + k] = (NT)(a * ((double)dy[o + k] - m1 - xh * m2));
+      }
+    }
+    ((NT *)J->dscale)[c] = (NT)sdyx;
+    ((NT *)J->dshift)[c] = (NT)sdy;
+  }
+}
+
+/* Row norm: row r (of N G) is Cg S contiguous elements; element (cg, s) of
+ * row r takes scale and shift at (r % G) Cg + cg. */
+static void NF(row_fwd_range)(void *arg, int64_t r0, int64_t r1) {
+  const row_job *J = (const row_job *)arg;
+  const int64_t G = J->G, Cg = J->Cg, S = J->S, L = Cg * S;
+  for (int64_t r = r0; r < r1; r++) {
+    const NT *xr = (const NT *)J->x + r * L;
+    NT *yr = (NT *)J->y + r * L;
+    double s = 0, q = 0;
+    for (int64_t j = 0; j < L; j++)
+      s += (double)xr[j];
+    const double mean = s / (double)L;
+    for (int64_t j = 0; j < L; j++) {
+      const double d = (double)xr[j] - mean;
+      q += d * d;
+    }
+    const double inv = 1.0 / sqrt(q / (double)L + J->eps);
+    for (int64_t cg = 0; cg < Cg; cg++) {
+      const int64_t ai = (r % G) * Cg + cg;
+      const double a = (double)((const NT *)J->scale)[ai] * inv;
+      const double b = (double)((const NT *)J->shift)[ai] - mean * a;
+      for (int64_t k = 0; k < S; k++)
+        yr[cg * S + k] = (NT)((double)xr[cg * S + k] * a + b);
+    }
+    ((NT *)J->mean)[r] = (NT)mean;
+    ((NT *)J->inv)[r] = (NT)inv;
+  }
+}
+
+/* dx = inv (g - mean(g) - xhat mean(g xhat)) with g = dy scale, per row. */
+static void NF(row_dx_range)(void *arg, int64_t r0, int64_t r1) {
+  const row_job *J = (const row_job *)arg;
+  const int64_t G = J->G, Cg = J->Cg, S = J->S, L = Cg * S;
+  const NT *scale = (const NT *)J->scale;
+  for (int64_t r = r0; r < r1; r++) {
+    const NT *xr = (const NT *)J->x + r * L, *dyr = (const NT *)J->dy + r * L;
+    NT *dxr = (NT *)J->y + r * L;
+    const double mean = (double)((const NT *)J->mean)[r], inv = (double)((const NT *)J->inv)[r];
+    double s1 = 0, s2 = 0;
+    for (int64_t cg = 0; cg < Cg; cg++) {
+      const double sc = (double)scale[(r % G) * Cg + cg];
+      for (int64_t k = 0; k < S; k++) {
+        const int64_t j = cg * S + k;
+        const double g = (double)dyr[j] * sc;
+        s1 += g;
+        s2 += g * ((double)xr[j] - mean) * inv;
+      }
+    }
+    s1 /= (double)L;
+    s2 /= (double)L;
+    for (int64_t cg = 0; cg < Cg; cg++) {
+      const double sc = (double)scale[(r % G) * Cg + cg];
+      for (int64_t k = 0; k < S; k++) {
+        const int64_t j = cg * S + k;
+        const double xh = ((double)xr[j] - mean) * inv;
+        dxr[j] = (NT)(inv * ((double)dyr[j] * sc - s1 - xh * s2));
+      }
+    }
+  }
+}
+
+/* dscale[a] = sum(dy xhat), dshift[a] = sum(dy) over the N rows that use
+ * parameter a, for parameters [b0, b1): per parameter, its S contiguous
+ * elements in each of those rows, n ascending. */
+static void NF(dparam_block)(const row_job *J, int64_t b0, int64_t b1, double *ds, double *db) {
+  const int64_t N = J->N, G = J->G, Cg = J->Cg, S = J->S, L = Cg * S;
+  const NT *x = (const NT *)J->x, *dy = (const NT *)J->dy;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t ai = b0; ai < b1; ai++) {
+      const int64_t r = n * G + ai / Cg, o = r * L + (ai % Cg) * S;
+      const double mean = (double)((const NT *)J->mean)[r];
+      const double inv = (double)((const NT *)J->inv)[r];
+      double s = 0, t = 0;
+      for (int64_t k = 0; k < S; k++) {
+        const double g = (double)dy[o + k];
+        t += g;
+        s += g * ((double)x[o + k] - mean) * inv;
+      }
+      ds[ai - b0] += s;
+      db[ai - b0] += t;
+    }
+}
+
+/* layer_norm's case of the above (G = S = 1): parameter a is column a of
+ * every row; the same sums in the same order, without a division per
+ * element. */
+static void NF(dparam_cols)(const row_job *J, int64_t b0, int64_t b1, double *ds, double *db) {
+  const int64_t L = J->Cg;
+  for (int64_t n = 0; n < J->N; n++) {
+    const NT *xr = (const NT *)J->x + n * L, *dyr = (const NT *)J->dy + n * L;
+    const double mean = (double)((const NT *)J->mean)[n];
+    const double inv = (double)((const NT *)J->inv)[n];
+    for (int64_t ai = b0; ai < b1; ai++) {
+      const double g = (double)dyr[ai];
+      db[ai - b0] += g;
+      ds[ai - b0] += g * ((double)xr[ai] - mean) * inv;
+    }
+  }
+}
+
+/* dscale and dshift in blocks of NORM_PBLOCK parameters. */
+static void NF(row_dparam_range)(void *arg, int64_t a0, int64_t a1) {
+  const row_job *J = (const row_job *)arg;
+  for (int64_t b0 = a0; b0 < a1; b0 += NORM_PBLOCK) {
+    const int64_t b1 = a1 - b0 < NORM_PBLOCK ? a1 : b0 + NORM_PBLOCK;
+    double ds[NORM_PBLOCK] = {0}, db[NORM_PBLOCK] = {0};
+    if (J->G == 1 && J->S == 1)
+      NF(dparam_cols)(J, b0, b1, ds, db);
+    else
+      NF(dparam_block)(J, b0, b1, ds, db);
+    for (int64_t ai = b0; ai < b1; ai++) {
+      ((NT *)J->dscale)[ai] = (NT)ds[ai - b0];
+      ((NT *)J->dshift)[ai] = (NT)db[ai - b0];
+    }
+  }
+}
+
+static void NF(bn_update)(const fg_kctx *ctx, double m) {
+  NT *rm = (NT *)ctx->in[0].data, *rv = (NT *)ctx->in[1].data;
+  const NT *mean = (const NT *)ctx->in[2].data, *var = (const NT *)ctx->in[3].data;
+  const int64_t C = fgk_numel(&ctx->in[0]);
+  for (int64_t c = 0; c < C; c++) {
+    rm[c] = (NT)((1 - m) * (double)rm[c] + m * (double)mean[c]);
+    rv[c] = (NT)((1 - m) * (double)rv[c] + m * (double)var[c]);
+  }
+}
+
+#undef NF
+#undef NCAT
+#undef NCAT2
