@@ -39,6 +39,7 @@ typedef struct fg_grad_reg {
   int op;
   fg_grad_fn fn;
 } fg_grad_reg;
-extern const fg_grad_reg fg_grads_math[];  /* autodiff/grad_math.c */
-extern const fg_grad_reg fg_grads_shape[]; /* autodiff/grad_shape.c */
+extern const fg_grad_reg fg_grads_math[];    /* autodiff/grad_math.c */
+extern const fg_grad_reg fg_grads_shape[];   /* autodiff/grad_shape.c */
+extern const fg_grad_reg fg_grads_dropout[]; /* autodiff/grad_dropout.c */
 #endif

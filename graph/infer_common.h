@@ -132,6 +132,11 @@ FGI_DECL_PARSE(fgi_parse_reduce) /* infer_reduce.c */
 FGI_DECL_PARSE(fgi_parse_argmax)
 FGI_DECL_PARSE(fgi_parse_softmax) /* infer_nn.c; also log_softmax */
 FGI_DECL_PARSE(fgi_parse_random)  /* infer_sources.c */
+/* infer_dropout.c: training_flag, dropout, dropout_grad, variable */
+FGI_DECL_INFER(fgi_infer_training_flag)
+FGI_DECL_INFER(fgi_infer_dropout) /* also dropout_grad */
+FGI_DECL_INFER(fgi_infer_variable)
+FGI_DECL_PARSE(fgi_parse_dropout)
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

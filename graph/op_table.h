@@ -109,7 +109,10 @@
   X(SHARD, "shard")                                                                                \
   X(AFTER, "after")                                                                                \
   X(ALL_REDUCE_APPLY_SGD, "all_reduce_apply_sgd")                                                  \
-  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")
+  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")                                    \
+  X(TRAINING_FLAG, "training_flag")                                                                \
+  X(DROPOUT, "dropout")                                                                            \
+  X(DROPOUT_GRAD, "dropout_grad")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,
@@ -198,6 +201,20 @@ extern const fg_op_def fg_op_table[];
  * FG_OPF_COLLECTIVE). The executor pairs, chains and places them alike. */
 static inline int fg_node_is_collective(const fg_node *n) {
   return (fg_op_table[n->op].flags & FG_OPF_COLLECTIVE) != 0;
+}
+
+/* An optimizer update: a run that applies one is a training step (the
+ * value of an unfed training_flag, and the step count dropout masks are
+ * keyed by; see fg_training in flowgraph/graph.h). */
+static inline int fg_op_is_update(int op) {
+  return op == FG_OP_APPLY_SGD || op == FG_OP_APPLY_MOMENTUM || op == FG_OP_APPLY_ADAM ||
+         op == FG_OP_ALL_REDUCE_APPLY_SGD || op == FG_OP_SUFFICIENT_FACTOR_APPLY_SGD;
+}
+/* Reads the run's mode or training-step count from fg_kctx (rng_step,
+ * run_training): a CUDA Graph would freeze them, so a plan with one is
+ * never captured. */
+static inline int fg_op_reads_run_state(int op) {
+  return op == FG_OP_TRAINING_FLAG || op == FG_OP_DROPOUT || op == FG_OP_DROPOUT_GRAD;
 }
 
 /* Op id by name, or -1. */

@@ -106,7 +106,11 @@
   X("all_reduce_apply_sgd", FG_F32, fgk_all_reduce_apply_sgd)                                      \
   X("all_reduce_apply_sgd", FG_F64, fgk_all_reduce_apply_sgd)                                      \
   X("sufficient_factor_apply_sgd", FG_F32, fgk_sufficient_factor_apply_sgd)                        \
-  X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)
+  X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)                        \
+  /* dropout.c; training_flag writes a bool, other keys so every op has f32/f64 */                 \
+  FGK_ANY(X, "training_flag", fgk_training_flag)                                                   \
+  FGK_FLOAT(X, "dropout", fgk_dropout)                                                             \
+  FGK_FLOAT(X, "dropout_grad", fgk_dropout_grad)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)

@@ -100,7 +100,11 @@ extern "C" {
   /* optim.cu */                                                                                   \
   FGK_FLOAT(X, "apply_sgd", fgc_apply_sgd)                                                         \
   FGK_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
-  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)
+  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)                                                       \
+  /* dropout.cu */                                                                                 \
+  FGK_ANY(X, "training_flag", fgc_training_flag)                                                   \
+  FGK_FLOAT(X, "dropout", fgc_dropout)                                                             \
+  FGK_FLOAT(X, "dropout_grad", fgc_dropout_grad)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
