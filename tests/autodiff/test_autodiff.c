@@ -38,10 +38,13 @@ FG_TEST(grad_registry_covers_every_differentiable_op, "") {
     if ((f & FG_OPF_DIFFERENTIABLE) && !(f & FG_OPF_SOURCE) && !fg_grad_lookup(op))
       FG_FAIL_AT("op '%s' is differentiable but has no gradient", fg_op_table[op].name);
   }
-  /* No op is registered by both families. */
-  for (const fg_grad_reg *a = fg_grads_math; a->op >= 0; a++)
-    for (const fg_grad_reg *b = fg_grads_shape; b->op >= 0; b++)
-      if (a->op == b->op) FG_FAIL_AT("op '%s' registered twice", fg_op_table[a->op].name);
+  /* No op is registered by two families. */
+  const fg_grad_reg *fams[] = {fg_grads_math, fg_grads_shape, fg_grads_dropout};
+  for (int i = 0; i < 3; i++)
+    for (int j = i + 1; j < 3; j++)
+      for (const fg_grad_reg *a = fams[i]; a->op >= 0; a++)
+        for (const fg_grad_reg *b = fams[j]; b->op >= 0; b++)
+          if (a->op == b->op) FG_FAIL_AT("op '%s' registered twice", fg_op_table[a->op].name);
 }
 
 FG_TEST(grad_names_use_gradients_scope_and_sum_consumers, "") {

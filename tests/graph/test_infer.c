@@ -10,8 +10,8 @@ FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
   /* 71 + all_reduce, shard, after, all_reduce_apply_sgd,
    * sufficient_factor_apply_sgd (dist) + random_uniform, random_normal,
-   * truncated_normal */
-  FG_CHECK_INT(FG_OP_COUNT, 79);
+   * truncated_normal + training_flag, dropout, dropout_grad */
+  FG_CHECK_INT(FG_OP_COUNT, 82);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -57,9 +57,9 @@ FG_TEST(op_table_flags, "") {
   int n_diff = 0;
   for (int i = 0; i < FG_OP_COUNT; i++)
     n_diff += (fg_op_table[i].flags & FG_OPF_DIFFERENTIABLE) != 0;
-  /* all_reduce, shard, after, the fused updates and the random ops are
-   * not differentiable */
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 26);
+  /* all_reduce, shard, after, the fused updates, the random ops and the
+   * training flag are not differentiable */
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 27);
   const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};
   for (int i = 0; i < 3; i++) {
     if (!(flags_of(rnd[i]) & FG_OPF_RANDOM)) FG_FAIL_AT("%s not flagged random", rnd[i]);
