@@ -134,6 +134,16 @@ typedef struct fg_plan {
   int use_lanes;
 
   struct fg_plan *next; /* the session's cache list */
+
+  /* Training mode (fg_training in flowgraph/graph.h). train_step: the plan
+   * applies an optimizer update, so an unfed training flag is true;
+   * run_state: some step reads the fields below (never captured into a
+   * CUDA Graph, which would freeze them). The session sets the rest before
+   * each run; the run loops copy them into every kernel's fg_kctx. */
+  int train_step, run_state;
+  uint64_t rng_step;
+  uint32_t rng_replica;
+  int run_training;
 } fg_plan;
 
 /* What a plan is built for. Feed ids are node ids of placeholders. */

@@ -11,6 +11,7 @@
 #include "dist/comm/shm_arena.h"
 #include "executor/cuda_backend.h"
 #include "executor/plan.h"
+#include "executor/var_init.h"
 #include "flowgraph/io.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
@@ -33,7 +34,13 @@ struct fg_session {
    * while some variable is outside it. */
   void *var_arena;
   int vars_homed;
+  /* Runs whose training flag was true (fg_training in flowgraph/graph.h):
+   * the step dropout masks are keyed by; saved as the graph's metadata
+   * TRAIN_STEPS_KEY by fg_session_save. */
+  uint64_t train_steps;
 };
+
+#define TRAIN_STEPS_KEY "training_steps"
 
 void fg_session_options_init(fg_session_options *opts) {
   if (opts) memset(opts, 0, sizeof *opts);
@@ -107,7 +114,10 @@ static int sync_graph(fg_session *s, fg_status *st) {
     const fg_node *node = &s->g->nodes[id];
     if (node->op != FG_OP_VARIABLE || s->vars[id]) continue;
     const fg_attr *v = fg_attrs_find(&node->attrs, "value");
-    s->vars[id] = v && v->t ? fg_tensor_clone(v->t, st) : NULL;
+    /* No value: the initialiser's draw (fg_variable_init), made once. */
+    s->vars[id] = v && v->t                                   ? fg_tensor_clone(v->t, st)
+                  : fg_attrs_find(&node->attrs, "init") && !v ? fg_var_init_tensor(node, st)
+                                                              : NULL;
     s->vars_homed = 0;
     if (!s->vars[id]) {
       if (fg_status_code(st) == FG_OK)
@@ -178,6 +188,9 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
     fg_session_free(s);
     return NULL;
   }
+  /* A saved session's training steps: masks continue where it stopped. */
+  const char *steps = fg_graph_metadata(g, TRAIN_STEPS_KEY);
+  if (steps) s->train_steps = strtoull(steps, NULL, 10);
   fg_status_clear(st);
   return s;
 }
@@ -214,11 +227,15 @@ static int check_feed(const fg_node *ph, const fg_tensor *t, fg_status *st) {
 }
 
 /* Resolves names and checks arguments into a plan request. */
+/* A feed of the training flag (fg_training) is no placeholder feed: it
+ * sets the run's mode (*training), a bool scalar. */
 static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
                    int n_fetches, const char *const *targets, int n_targets, fg_plan_request *req,
                    int *feed_nodes, fg_output *fetch_outs, int *target_nodes,
-                   const fg_tensor **feed_tensors, fg_status *st) {
+                   const fg_tensor **feed_tensors, const fg_tensor **training, fg_status *st) {
   const fg_graph *g = s->g;
+  int nf = 0; /* placeholder feeds */
+  *training = NULL;
   for (int i = 0; i < n_feeds; i++) {
     if (!feeds[i].name) {
       fg_status_set(st, FG_INVALID_ARGUMENT, "feed %d: name is NULL", i);
@@ -229,19 +246,37 @@ static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char 
       fg_status_set(st, FG_NOT_FOUND, "feed '%s': no node of that name", feeds[i].name);
       return -1;
     }
+    if (g->nodes[id].op == FG_OP_TRAINING_FLAG) {
+      const fg_tensor *t = feeds[i].tensor;
+      if (*training) {
+        fg_status_set(st, FG_INVALID_ARGUMENT, "feed '%s' is given twice", feeds[i].name);
+        return -1;
+      }
+      if (!t || t->dtype != FG_BOOL || t->rank != 0) {
+        char b[FG_SHAPE_STR_MAX];
+        fg_status_set(st, FG_INVALID_ARGUMENT,
+                      "feed '%s' (training_flag): expected bool [], given %s %s", feeds[i].name,
+                      t ? fg_dtype_name(t->dtype) : "NULL",
+                      t ? dims_str(t, b, sizeof b) : "tensor");
+        return -1;
+      }
+      *training = t;
+      continue;
+    }
     if (g->nodes[id].op != FG_OP_PLACEHOLDER) {
       fg_status_set(st, FG_NOT_FOUND, "feed '%s': node '%s' is a %s, not a placeholder",
                     feeds[i].name, feeds[i].name, fg_op_table[g->nodes[id].op].name);
       return -1;
     }
-    for (int j = 0; j < i; j++)
+    for (int j = 0; j < nf; j++)
       if (feed_nodes[j] == id) {
         fg_status_set(st, FG_INVALID_ARGUMENT, "feed '%s' is given twice", feeds[i].name);
         return -1;
       }
-    feed_nodes[i] = id;
-    feed_tensors[i] = feeds[i].tensor;
+    feed_nodes[nf] = id;
+    feed_tensors[nf++] = feeds[i].tensor;
   }
+  n_feeds = nf;
   for (int i = 0; i < n_fetches; i++) {
     if (!fetches[i]) {
       fg_status_set(st, FG_INVALID_ARGUMENT, "fetch %d: name is NULL", i);
@@ -353,6 +388,11 @@ static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *pla
     fg_plan_free(plan);
     return NULL;
   }
+  for (int si = 0; si < plan->n_steps; si++) {
+    int op = s->g->nodes[plan->steps[si].node].op;
+    plan->train_step |= fg_op_is_update(op);
+    plan->run_state |= fg_op_reads_run_state(op);
+  }
   if (plan_ns) *plan_ns = clock_ns() - t0;
   plan->next = s->plans;
   s->plans = plan;
@@ -437,17 +477,19 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_run: out of memory");
     goto done;
   }
+  const fg_tensor *training = NULL;
   if (resolve(s, feeds, n_feeds, fetches, n_fetches, targets, n_targets, &req, feed_nodes,
-              fetch_outs, target_nodes, feed_tensors, st) != 0)
+              fetch_outs, target_nodes, feed_tensors, &training, st) != 0)
     goto done;
   /* From here a refusal may be this rank's alone (its feeds' values, its
    * plan): it still takes part in the ranks' agreement to start the run,
    * so its peers stop at once (fg_dist_run_agree). */
   int refused = 0;
-  for (int i = 0; i < n_feeds && !refused; i++) {
+  for (int i = 0; i < req.n_feeds && !refused; i++) {
     refused = !feed_tensors[i];
     if (refused)
-      fg_status_set(st, FG_INVALID_ARGUMENT, "feed %d ('%s'): tensor is NULL", i, feeds[i].name);
+      fg_status_set(st, FG_INVALID_ARGUMENT, "feed %d ('%s'): tensor is NULL", i,
+                    s->g->nodes[feed_nodes[i]].name);
     else
       refused = check_feed(&s->g->nodes[feed_nodes[i]], feed_tensors[i], st) != 0;
   }
@@ -477,6 +519,11 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   int64_t t0 = md ? clock_ns() : 0;
   if (agree_ns) agree_ns = t0 - agree_ns;
   plan->timings_t0 = 0;
+  /* The run's mode: fed, or whether it applies an update; its step. */
+  fg_comm *replicas = fg_dist_session_replica_comm(s->dist);
+  plan->run_training = training ? *(const uint8_t *)training->data != 0 : plan->train_step;
+  plan->rng_step = s->train_steps;
+  plan->rng_replica = replicas ? (uint32_t)replicas->rank : 0;
   fg_dist_session_before_run(s->dist);
   int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, s->g, plan, &req, md != NULL, st)
                        : fg_plan_run(s->g, plan, &req, s->pool, md != NULL, st);
@@ -490,6 +537,7 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
     }
   }
   if (run_rc != 0) goto done;
+  if (plan->run_training) s->train_steps++;
 
   for (int i = 0; i < n_fetches; i++) {
     const fg_kbuf *b = &plan->slots[plan->fetch_slots[i]];
@@ -587,6 +635,25 @@ fg_tensor *fg_session_variable(fg_session *s, const char *name, fg_status *st) {
   return t;
 }
 
+/* The graph's TRAIN_STEPS_KEY back to `kept` (NULL: absent) after a save
+ * wrote the session's count there: the graph is unchanged by a save. */
+static void restore_steps(fg_graph *g, const char *kept) {
+  if (kept) {
+    /* On out of memory the saved count stays: harmless, it only seeds masks. */
+    (void)fg_graph_set_metadata(g, TRAIN_STEPS_KEY, kept);
+    return;
+  }
+  for (int i = 0; i < g->n_meta; i++)
+    if (strcmp(g->meta_keys[i], TRAIN_STEPS_KEY) == 0) {
+      free(g->meta_keys[i]);
+      free(g->meta_vals[i]);
+      g->meta_keys[i] = g->meta_keys[g->n_meta - 1];
+      g->meta_vals[i] = g->meta_vals[g->n_meta - 1];
+      g->n_meta--;
+      return;
+    }
+}
+
 int fg_session_save(fg_session *s, const char *path, fg_status *st) {
   if (!s || !path) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_save: %s is NULL", s ? "path" : "session");
@@ -607,17 +674,52 @@ int fg_session_save(fg_session *s, const char *path, fg_status *st) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_save: out of memory");
     rc = -1;
   }
+  /* A variable made with an initialiser has no "value": one is added for
+   * the save (lent[id] == the session's own tensor marks it) and removed
+   * after, so the file resumes from the trained values. */
   for (int id = 0; rc == 0 && id < g->n_nodes; id++) {
-    fg_attr *v = (fg_attr *)fg_attrs_find(&g->nodes[id].attrs, "value");
-    if (g->nodes[id].op != FG_OP_VARIABLE || !v || v->type != FG_ATTR_TENSOR) continue;
-    lent[id] = v->t;
+    fg_attrs *attrs = &g->nodes[id].attrs;
+    fg_attr *v = (fg_attr *)fg_attrs_find(attrs, "value");
+    if (g->nodes[id].op != FG_OP_VARIABLE || !s->vars[id]) continue;
+    if (!v) {
+      if (fg_attrs_set_int(attrs, "value", 0) != 0) {
+        fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_save: out of memory");
+        rc = -1;
+        break;
+      }
+      v = &attrs->items[attrs->n - 1]; /* a new attribute goes last */
+      v->type = FG_ATTR_TENSOR;
+      v->t = NULL;
+    } else if (v->type != FG_ATTR_TENSOR) {
+      continue;
+    }
+    lent[id] = v->t ? v->t : s->vars[id];
     v->t = s->vars[id];
   }
+  /* The training steps, so a resumed session's masks continue. */
+  const char *old_steps = fg_graph_metadata(g, TRAIN_STEPS_KEY);
+  char *kept = old_steps ? fg_strdup(old_steps) : NULL;
+  char steps[32];
+  snprintf(steps, sizeof steps, "%llu", (unsigned long long)s->train_steps);
+  if (rc == 0 && ((old_steps && !kept) || fg_graph_set_metadata(g, TRAIN_STEPS_KEY, steps) != 0)) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_save: out of memory");
+    rc = -1;
+  }
   if (rc == 0) rc = fg_graph_save(g, path, st);
+  restore_steps(g, kept);
+  free(kept);
   for (int id = 0; lent && id < g->n_nodes; id++) {
     if (!lent[id]) continue;
-    fg_attr *v = (fg_attr *)fg_attrs_find(&g->nodes[id].attrs, "value");
-    v->t = lent[id];
+    fg_attrs *attrs = &g->nodes[id].attrs;
+    fg_attr *v = (fg_attr *)fg_attrs_find(attrs, "value");
+    if (lent[id] != s->vars[id]) {
+      v->t = lent[id];
+      continue;
+    }
+    /* Added above, so the last: dropped without freeing the lent tensor. */
+    v->t = NULL;
+    free(v->name);
+    attrs->n--;
   }
   free(lent);
   atomic_flag_clear(&s->busy);
@@ -655,13 +757,14 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
   int *target_nodes = malloc(((size_t)n_targets + 1) * sizeof *target_nodes);
   fg_plan_request req;
   fg_plan *plan = NULL;
+  const fg_tensor *training = NULL;
   if (!feed_nodes || !feed_tensors || !fetch_outs || !target_nodes) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_plan_info: out of memory");
     goto done;
   }
   if (sync_graph(s, st) != 0 ||
       resolve(s, feeds, n_feeds, fetches, n_fetches, targets, n_targets, &req, feed_nodes,
-              fetch_outs, target_nodes, feed_tensors, st) != 0 ||
+              fetch_outs, target_nodes, feed_tensors, &training, st) != 0 ||
       !(plan = get_plan(s, &req, NULL, st)))
     goto done;
   info = calloc(1, sizeof *info);

@@ -65,6 +65,33 @@ static const fg_attr_def a_random_normal[] = {
     {"mean", FG_ATTR_FLOAT, "0", "the mean", FG_PARAM(F64, random.mean)},
     {"stddev", FG_ATTR_FLOAT, "1", "standard deviation, > 0", FG_PARAM(F64, random.stddev)},
     A_END};
+/* A variable starts at `value`, or when it has none at what its initialiser
+ * draws when a session is made (graph/init.c): the kind and its numbers are
+ * attributes, so a saved graph holds no initial bytes. */
+static const fg_attr_def a_variable[] = {
+    {"value", FG_ATTR_TENSOR, "none", "the initial value; absent: init", FG_NO_PARAM},
+    {"dtype", FG_ATTR_INT, "none", "element type, without value", FG_NO_PARAM},
+    {"shape", FG_ATTR_INTS, "none", "dims, without value", FG_NO_PARAM},
+    {"init", FG_ATTR_INT, "none",
+     "fg_init_kind: zeros=0 ones=1 constant=2 uniform=3 normal=4 kaiming_uniform=5 "
+     "kaiming_normal=6 xavier_uniform=7 xavier_normal=8",
+     FG_NO_PARAM},
+    {"init_a", FG_ATTR_FLOAT, "0", "constant; uniform low; normal mean; kaiming slope; xavier gain",
+     FG_NO_PARAM},
+    {"init_b", FG_ATTR_FLOAT, "0", "uniform high; normal stddev", FG_NO_PARAM},
+    {"init_fan_out", FG_ATTR_INT, "0", "kaiming: 1 scales by fan_out, 0 by fan_in", FG_NO_PARAM},
+    {"seed", FG_ATTR_INT, "0", "the initialiser's Philox key", FG_NO_PARAM},
+    {"stream", FG_ATTR_INT, "-1", "the Philox stream, or -1: a hash of the node's name",
+     FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_dropout[] = {
+    {"p", FG_ATTR_FLOAT, "0.5", "probability of zeroing an element, [0, 1)",
+     FG_PARAM(F64, dropout.p)},
+    {"seed", FG_ATTR_INT, "0", "the Philox key", FG_PARAM(I64, dropout.seed)},
+    {"stream", FG_ATTR_INT, "-1", "[0, 2^32), or -1: a hash of the node's name", FG_NO_PARAM},
+    {"replica", FG_ATTR_INT, "0", "data-parallel replica, [0, 2^16): its own masks",
+     FG_PARAM(I64, dropout.replica)},
+    A_END};
 static const fg_attr_def a_matmul[] = {
     {"transpose_a", FG_ATTR_INT, "0", "1: use a's last two dims swapped",
      FG_PARAM(FLAG, matmul.transpose_a)},
@@ -249,8 +276,9 @@ const fg_op_def fg_op_table[] = {
                            a_placeholder, NULL, "a value fed at run time"},
     [FG_OP_CONSTANT] = {"constant", 0, 0, 1, SRC, fgi_infer_constant, NULL, 0, "", a_value, NULL,
                         "a value stored in the graph"},
-    [FG_OP_VARIABLE] = {"variable", 0, 0, 1, SRC | STATE, fgi_infer_constant, NULL, 0, "", a_value,
-                        NULL, "persistent state, starting at value; updated in place"},
+    [FG_OP_VARIABLE] = {"variable", 0, 0, 1, SRC | STATE, fgi_infer_variable, NULL, 0, "",
+                        a_variable, NULL,
+                        "persistent state, starting at value or init; updated in place"},
     [FG_OP_FILL] = {"fill", 0, 0, 1, 0, fgi_infer_fill, NULL, 0, "", a_fill, NULL,
                     "a tensor of one value"},
     [FG_OP_RANDOM_UNIFORM] = {"random_uniform", 0, 0, 1, RAND, fgi_infer_random, NULL, 0, "",
@@ -505,6 +533,18 @@ const fg_op_def fg_op_table[] = {
                              0, "x, scale, shift", a_norm_eps, fgi_parse_instance_norm,
                              "normalised per sample and channel (group_norm with C groups); "
                              "outputs y, mean, inv_std"},
+    /* Training mode and dropout (graph/infer_dropout.c). training_flag has
+     * a kernel that writes the run's mode (fg_kctx.run_training), so it is
+     * no source; stateful so that nothing merges or folds it. */
+    [FG_OP_TRAINING_FLAG] = {"training_flag", 0, 0, 1, STATE, fgi_infer_training_flag, NULL, 0, "",
+                             NULL, NULL,
+                             "bool scalar: fed, or true in a run that applies an optimizer update"},
+    [FG_OP_DROPOUT] = {"dropout", 2, 2, 1, RAND | DIFF, fgi_infer_dropout, fgi_flops_elementwise, 0,
+                       "x, training", a_dropout, fgi_parse_dropout,
+                       "training ? x * mask / (1 - p) : x, mask keyed by seed, stream and step"},
+    [FG_OP_DROPOUT_GRAD] = {"dropout_grad", 2, 2, 1, RAND | DIFF, fgi_infer_dropout,
+                            fgi_flops_elementwise, 0, "dy, training", a_dropout, fgi_parse_dropout,
+                            "dropout's gradient: dy through the forward's mask, recomputed"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -142,7 +142,10 @@
   X(LAYER_NORM_GRAD, "layer_norm_grad")                                                            \
   X(GROUP_NORM, "group_norm")                                                                      \
   X(GROUP_NORM_GRAD, "group_norm_grad")                                                            \
-  X(INSTANCE_NORM, "instance_norm")
+  X(INSTANCE_NORM, "instance_norm")                                                                \
+  X(TRAINING_FLAG, "training_flag")                                                                \
+  X(DROPOUT, "dropout")                                                                            \
+  X(DROPOUT_GRAD, "dropout_grad")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,
@@ -241,6 +244,19 @@ static inline int fg_node_is_collective(const fg_node *n) {
  * -1), the row's count_outputs. -1 with FG_INVALID_GRAPH naming the node
  * when the attributes give no valid count. */
 int fg_op_output_count(int op, const char *name, const struct fg_attrs *attrs, fg_status *st);
+/* An optimizer update: a run that applies one is a training step (the
+ * value of an unfed training_flag, and the step count dropout masks are
+ * keyed by; see fg_training in flowgraph/graph.h). */
+static inline int fg_op_is_update(int op) {
+  return op == FG_OP_APPLY_SGD || op == FG_OP_APPLY_MOMENTUM || op == FG_OP_APPLY_ADAM ||
+         op == FG_OP_ALL_REDUCE_APPLY_SGD || op == FG_OP_SUFFICIENT_FACTOR_APPLY_SGD;
+}
+/* Reads the run's mode or training-step count from fg_kctx (rng_step,
+ * run_training): a CUDA Graph would freeze them, so a plan with one is
+ * never captured. */
+static inline int fg_op_reads_run_state(int op) {
+  return op == FG_OP_TRAINING_FLAG || op == FG_OP_DROPOUT || op == FG_OP_DROPOUT_GRAD;
+}
 
 /* Op id by name, or -1. */
 int fg_op_lookup(const char *name);

@@ -55,6 +55,14 @@ typedef struct fg_kctx {
    * whose peer missed its deadline: FG_DEADLINE_EXCEEDED); left alone, the
    * executor reports FG_INVALID_ARGUMENT. NULL: nowhere to store it. */
   fg_code *code;
+  /* The run's training step and mode (fg_training in flowgraph/graph.h):
+   * rng_step counts the session's earlier training runs, rng_replica is
+   * the process's data-parallel replica (0 without one), run_training 1
+   * when the run's training flag is true. Read by dropout and the training
+   * flag only; zero where a caller does not set them. */
+  uint64_t rng_step;
+  uint32_t rng_replica;
+  int run_training;
 } fg_kctx;
 
 /* Returns 0, or -1 after writing ctx->err (for example a gather index out of

@@ -201,4 +201,33 @@ FG_PHILOX_FN double fg_rand_trunc_z(uint64_t seed, uint32_t stream, uint64_t i, 
   return 0.0;
 }
 
+/* ---- dropout's mask -------------------------------------------------------
+ * Element i keeps (mask 1) when word i % 4 of the block for
+ *   key = seed, ctr = (i / 4, step, stream, FG_DROPOUT_TAG | replica)
+ * is at least `thr` = ceil(p 2^32) (fg_dropout_threshold): probability
+ * 1 - p within 2^-32. The top bit of the last word keeps these counters
+ * apart from the random ops' (whose last word, the draw, is below 16);
+ * replica packs the process's replica rank (bits 16..30) over the node's
+ * own (bits 0..15). The step's low 32 bits are used: masks repeat after
+ * 2^32 training steps. A block serves 4 elements whatever the dtype, so
+ * f32 and f64 draw the same mask. */
+#define FG_DROPOUT_TAG 0x80000000u
+FG_PHILOX_FN uint64_t fg_dropout_threshold(double p) {
+  return (uint64_t)ceil(p * 4294967296.0); /* exact: p times a power of two */
+}
+FG_PHILOX_FN uint32_t fg_dropout_replica(uint32_t process_replica, uint32_t node_replica) {
+  return ((process_replica & 0x7FFFu) << 16) | (node_replica & 0xFFFFu);
+}
+/* The 4 keep bits (bit k: element 4 block + k) of one block. */
+FG_PHILOX_FN unsigned fg_dropout_keep4(uint64_t seed, uint32_t stream, uint64_t step,
+                                       uint32_t replica, uint64_t block, uint64_t thr) {
+  const fg_philox4 w =
+      fg_philox4x32_10((uint32_t)block, (uint32_t)step, stream, FG_DROPOUT_TAG | replica,
+                       (uint32_t)seed, (uint32_t)(seed >> 32));
+  unsigned bits = 0;
+  for (int k = 0; k < 4; k++)
+    bits |= (unsigned)((uint64_t)w.v[k] >= thr) << k;
+  return bits;
+}
+
 #endif

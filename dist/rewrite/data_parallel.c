@@ -9,6 +9,7 @@
 #include "dist/rewrite/dp_internal.h"
 #include "flowgraph/dist.h"
 #include "graph/builders_internal.h"
+#include "graph/init.h"
 #include "graph/op_table.h"
 
 void fg_data_parallel_options_init(fg_data_parallel_options *opts) {
@@ -498,8 +499,14 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
     const char *name = r == 0 && nd->op == FG_OP_VARIABLE
                            ? nd->name
                            : replica_name(d, r, nd->name, buf, sizeof buf);
-    fg_output o = fuse >= 0 ? emit_fused(d, r, fuse, nd, name, in, n_in)
-                            : fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
+    /* Dropout's copies draw masks of their own (graph/init.h). */
+    fg_attrs *own = NULL;
+    if (d->n > 1 && fg_replica_attrs(nd, r, &own) < 0)
+      fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
+    fg_output o =
+        fuse >= 0 ? emit_fused(d, r, fuse, nd, name, in, n_in)
+                  : fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, own ? own : &nd->attrs);
+    fg_attrs_free(own);
     if (o.node >= 0) d->ng->nodes[o.node].flags |= nd->flags;
     if (d->n > 1 && o.node >= 0) rename_colocate(d, r, o.node);
     if (d->n > 1)

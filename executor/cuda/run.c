@@ -133,10 +133,23 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
     }
     char err[512];
     err[0] = '\0';
-    fg_kctx ctx = {step->in,    step->n_in,    &plan->slots[step->out_slots[0]],
-                   step->n_out, &step->params, err,
-                   sizeof err,  NULL,          &cp->kc[si],
-                   NULL,        NULL};
+    fg_kctx ctx = {step->in,
+                   step->n_in,
+                   &plan->slots[step->out_slots[0]],
+                   step->n_out,
+                   &step->params,
+                   err,
+                   sizeof err,
+                   NULL,
+                   &cp->kc[si],
+                   NULL,
+                   NULL,
+                   0,
+                   0,
+                   0};
+    ctx.rng_step = plan->rng_step;
+    ctx.rng_replica = plan->rng_replica;
+    ctx.run_training = plan->run_training;
     if (step->fn(&ctx) != 0) {
       (void)cudaGetLastError();
       return fgc_node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device,
@@ -245,8 +258,10 @@ int fg_cuda_plan_run(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, const fg_
       goto done;
     }
   }
-  /* check_numerics waits after every node: never captured. */
-  const int graphs = c->use_graphs && !req->check_numerics;
+  /* check_numerics waits after every node: never captured; nor a plan
+   * whose kernels read the run's training step or mode, which a captured
+   * launch would freeze. */
+  const int graphs = c->use_graphs && !req->check_numerics && !plan->run_state;
   if (!timings && cp->graph_state == 0 && graphs && cp->runs >= 2) {
     cp->graph_state = capture(c, g, plan, cp) ? 1 : -1;
   }

@@ -109,6 +109,96 @@ FG_API fg_output fg_random_normal(fg_graph *g, fg_dtype dtype, int rank, const i
 FG_API fg_output fg_truncated_normal(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims,
                                      double mean, double stddev, int64_t seed);
 
+/* ---- initialisers -------------------------------------------------------
+ * A variable made by fg_variable_init holds no initial bytes in the graph:
+ * its initialiser is attributes of the node ("init", "init_a", "init_b",
+ * "init_fan_out", "seed", "stream", "dtype", "shape"), drawn once when a
+ * session is made (and for variables added to the graph later, when the
+ * session first sees them). A saved .fgb or JSON keeps the attributes, not
+ * values, so its size does not grow with the variable's. fg_session_save
+ * writes the current values too ("value"); a variable that has a value
+ * starts at it, so a checkpoint resumes with the trained weights.
+ *
+ * The values are torch.nn.init's formulas on flowgraph's generator: element
+ * i is element i of fg_random_uniform / fg_random_normal with the same seed
+ * and stream (Philox4x32-10, kernels/philox.h; stream: the "stream"
+ * attribute, which fg_variable_init sets to the 32-bit FNV-1a hash of the
+ * node's name as given, so data-parallel copies of the variable, renamed
+ * "replica_r/...", start equal). The same seed gives the same bits on any
+ * machine, thread count and device; torch's own generator differs, so the
+ * values match torch in distribution, not bit for bit.
+ *
+ * Fans as torch.nn.init._calculate_fan_in_and_fan_out: rank >= 2 (rank 1 is
+ * refused, as torch refuses it); conv weight [O, I, kh, kw]: fan_in = I kh kw,
+ * fan_out = O kh kw; linear weight [out, in]: fan_in = in, fan_out = out. */
+typedef enum fg_init_kind {
+  FG_INIT_ZEROS,
+  FG_INIT_ONES,
+  FG_INIT_CONSTANT,
+  FG_INIT_UNIFORM,
+  FG_INIT_NORMAL,
+  FG_INIT_KAIMING_UNIFORM, /* bound = gain sqrt(3 / fan), gain = sqrt(2 / (1 + a^2)) */
+  FG_INIT_KAIMING_NORMAL,  /* std = gain / sqrt(fan) */
+  FG_INIT_XAVIER_UNIFORM,  /* bound = gain sqrt(6 / (fan_in + fan_out)) */
+  FG_INIT_XAVIER_NORMAL    /* std = gain sqrt(2 / (fan_in + fan_out)) */
+} fg_init_kind;
+typedef struct fg_init {
+  fg_init_kind kind;
+  /* constant: a; uniform: [a, b); normal: mean a, std b > 0; kaiming:
+   * negative slope a (leaky_relu's gain; 0 = relu); xavier: the gain a
+   * (0 means 1, torch's default; fg_init_gain gives calculate_gain's). */
+  double a, b;
+  int fan_out; /* kaiming: 1 for mode='fan_out', 0 for 'fan_in' */
+  int64_t seed;
+} fg_init;
+/* A variable of `dtype` (f32 or f64 for the kinds that draw; any for zeros,
+ * ones and constant) and shape `dims`, initialised by `init`. A bad kind,
+ * shape or number fails the graph naming the node and the value. */
+FG_API fg_output fg_variable_init(fg_graph *g, const char *name, fg_dtype dtype, int rank,
+                                  const int64_t *dims, const fg_init *init);
+/* torch.nn.init._calculate_fan_in_and_fan_out: 0, or -1 when rank < 2. */
+FG_API int fg_init_fans(int rank, const int64_t *dims, int64_t *fan_in, int64_t *fan_out);
+/* torch.nn.init.calculate_gain: "linear", "conv1d".."conv_transpose3d",
+ * "sigmoid" 1; "tanh" 5/3; "relu" sqrt(2); "leaky_relu" sqrt(2 / (1 +
+ * param^2)); "selu" 3/4. NaN for any other name. */
+FG_API double fg_init_gain(const char *nonlinearity, double param);
+
+/* ---- training mode and dropout -------------------------------------------
+ * One graph serves training and inference: ops that behave differently
+ * (dropout, batch norm) take the graph's training flag as a bool input.
+ * fg_training returns it: a node named "training" (op training_flag, made
+ * on the first call, found by name after; a node of that name of another
+ * op fails the graph). Its value in a run:
+ * - fed (fg_session_run with a feed named "training", a bool scalar):
+ *   the fed value;
+ * - else true in a run that applies an optimizer update (apply_sgd,
+ *   apply_momentum, apply_adam and the data-parallel fused updates: the
+ *   train op fg_minimize makes, and so `flowgraph train`), and false in
+ *   every other run (a fetch of the loss or the predictions,
+ *   `flowgraph run`, `--eval` in train).
+ * A plan is per (feeds, fetches, targets), so the mode of an unfed run is
+ * fixed at plan time; fed, it is read per run.
+ *
+ * Training steps: a session counts the runs whose training value was true
+ * (successful ones): run k (from 0) draws dropout masks keyed by step k.
+ * fg_session_save writes the count in the graph's metadata
+ * ("training_steps"), and a session made on a loaded file starts from it,
+ * so a resumed training draws the masks it would have drawn uninterrupted.
+ * Sessions on one graph in memory count separately. */
+FG_API fg_output fg_training(fg_graph *g);
+/* training ? x * mask / (1 - p) : x, for x f32 or f64 and training a bool
+ * scalar (normally fg_training(g)); p in [0, 1), refused otherwise naming
+ * the node and p. mask[i] = 1 with probability 1 - p, from Philox4x32-10
+ * keyed by (seed, stream, training step, replica) (kernels/philox.h,
+ * fg_dropout_keep4): the same mask for any thread count and on the GPU,
+ * a new one each training step, and one per data-parallel replica
+ * (fg_data_parallel gives each replica's copy its own "replica"; with one
+ * process per replica, the process's replica rank is folded in). The
+ * stream is a hash of the node's name (attribute "stream" -1; fixed when
+ * gradients are taken, so the gradient's mask is the forward's). The
+ * kept elements are x * (1 / (1 - p)), the factor rounded to x's type. */
+FG_API fg_output fg_dropout(fg_graph *g, fg_output x, fg_output training, double p, int64_t seed);
+
 /* ---- linear algebra and shaping ----------------------------------------- */
 /* Batched over leading dimensions (which broadcast); 1-D operands are not
  * promoted: both need rank >= 2. */

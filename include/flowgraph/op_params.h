@@ -88,6 +88,17 @@ typedef struct fg_random_params {
   double mean, stddev;
 } fg_random_params;
 
+/* dropout and dropout_grad: p in [0, 1); stream as the random ops'
+ * (resolved, [0, 2^32)); replica in [0, 2^16) tells data-parallel copies
+ * of one node apart. The mask is keyed by these and the run's training
+ * step (fg_kctx.rng_step): kernels/philox.h, fg_dropout_keep4. */
+typedef struct fg_dropout_params {
+  double p;
+  int64_t seed;
+  int64_t stream;
+  int64_t replica;
+} fg_dropout_params;
+
 /* one_hot: the number of classes. */
 typedef struct fg_one_hot_params {
   int64_t depth;
@@ -202,6 +213,7 @@ typedef union fg_op_params {
   fg_axis_params stack; /* axis in [0, rank of the output) */
   fg_pool2d_params pool2d; /* max_pool2d, avg_pool2d and their gradients */
   fg_norm_params norm; /* the normalization ops and their gradients */
+  fg_dropout_params dropout; /* dropout, dropout_grad */
 } fg_op_params;
 
 #ifdef __cplusplus

@@ -144,7 +144,11 @@
   FGK_FLOAT(X, "layer_norm_grad", fgk_layer_norm_grad)                                             \
   FGK_FLOAT(X, "group_norm", fgk_group_norm)                                                       \
   FGK_FLOAT(X, "group_norm_grad", fgk_group_norm_grad)                                             \
-  FGK_FLOAT(X, "instance_norm", fgk_group_norm)
+  FGK_FLOAT(X, "instance_norm", fgk_group_norm)                                                    \
+  /* dropout.c; training_flag writes a bool, other keys so every op has f32/f64 */                 \
+  FGK_ANY(X, "training_flag", fgk_training_flag)                                                   \
+  FGK_FLOAT(X, "dropout", fgk_dropout)                                                             \
+  FGK_FLOAT(X, "dropout_grad", fgk_dropout_grad)
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)

@@ -138,7 +138,11 @@ extern "C" {
   FGK_FLOAT(X, "layer_norm_grad", fgc_layer_norm_grad)                                             \
   FGK_FLOAT(X, "group_norm", fgc_group_norm)                                                       \
   FGK_FLOAT(X, "group_norm_grad", fgc_group_norm_grad)                                             \
-  FGK_FLOAT(X, "instance_norm", fgc_group_norm)
+  FGK_FLOAT(X, "instance_norm", fgc_group_norm)                                                    \
+  /* dropout.cu */                                                                                 \
+  FGK_ANY(X, "training_flag", fgc_training_flag)                                                   \
+  FGK_FLOAT(X, "dropout", fgc_dropout)                                                             \
+  FGK_FLOAT(X, "dropout_grad", fgc_dropout_grad)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);

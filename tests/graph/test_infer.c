@@ -15,8 +15,9 @@ FG_TEST(op_table_rows_match_names, "") {
    * stack + the pools (max_pool2d, avg_pool2d, global_avg_pool, global_max_pool,
    * adaptive_avg_pool2d) and their four gradients + batch_norm,
    * batch_norm_update_stats, batch_norm_grad, layer_norm, layer_norm_grad,
-   * group_norm, group_norm_grad, instance_norm */
-  FG_CHECK_INT(FG_OP_COUNT, 112);
+   * group_norm, group_norm_grad, instance_norm + training_flag, dropout,
+   * dropout_grad */
+  FG_CHECK_INT(FG_OP_COUNT, 115);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -81,7 +82,8 @@ FG_TEST(op_table_flags, "") {
   for (int i = 0; i < FG_OP_COUNT; i++)
     n_diff += (fg_op_table[i].flags & FG_OPF_DIFFERENTIABLE) != 0;
   /* all_reduce, shard, after, the fused updates, the random ops,
-   * batch_norm_update_stats and argmin are not differentiable */
+   * batch_norm_update_stats, argmin and the training flag are not
+   * differentiable */
   FG_CHECK_INT(n_diff, FG_OP_COUNT - 27);
   const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};
   for (int i = 0; i < 3; i++) {

@@ -600,3 +600,55 @@ FG_TEST(cli_run_bad_files, "badinput") {
   if (n == 0) FG_SKIP("no .fgb files in %s yet", BAD_DIR);
   printf("checked %d bad files\n", n);
 }
+
+/* ---- training mode ------------------------------------------------------------- */
+
+/* `flowgraph run` on a graph with dropout is inference (the identity)
+ * unless the training flag is fed: -i training=t.npy with a bool scalar
+ * (true) drops elements and scales the rest by 1 / (1 - p) = 2. */
+FG_TEST(cli_run_dropout_inference_unless_training_fed, "") {
+  FG_REQUIRE(make_tmpdir());
+  fg_graph *g = fg_graph_new();
+  const int64_t d[2] = {8, 16};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, d);
+  fg_set_name(g, fg_dropout(g, x, fg_training(g), 0.5, 9), "y");
+  fg_status *st = fg_status_new();
+  FG_REQUIRE(fg_graph_save(g, tpath("drop.fgb"), st) == 0);
+  float xv[128];
+  for (int i = 0; i < 128; i++)
+    xv[i] = 1.0f + (float)i;
+  FG_REQUIRE(write_npy_f32(tpath("x.npy"), 2, d, xv) == 0);
+  fg_tensor *t = fg_tensor_new(FG_BOOL, 0, NULL, st);
+  *(uint8_t *)fg_tensor_data(t) = 1;
+  FG_REQUIRE(fg_npy_write(tpath("t.npy"), t, st) == 0);
+  char in[600], tin[600], out[600];
+  snprintf(in, sizeof in, "x=%s", tpath("x.npy"));
+  snprintf(tin, sizeof tin, "training=%s", tpath("t.npy"));
+  snprintf(out, sizeof out, "y=%s", tpath("y.npy"));
+  cli_result r;
+  FG_REQUIRE(cli(&r, "run", tpath("drop.fgb"), "-i", in, "-o", out, NULL) == 0);
+  CHECK_OK(r);
+  result_free(&r);
+  fg_tensor *y = read_npy(tpath("y.npy"));
+  FG_REQUIRE(y != NULL);
+  FG_CHECK(memcmp(fg_tensor_data(y), xv, sizeof xv) == 0);
+  fg_tensor_free(y);
+  FG_REQUIRE(cli(&r, "run", tpath("drop.fgb"), "-i", in, "-i", tin, "-o", out, NULL) == 0);
+  CHECK_OK(r);
+  result_free(&r);
+  y = read_npy(tpath("y.npy"));
+  FG_REQUIRE(y != NULL);
+  int zeros = 0, bad = 0;
+  for (int i = 0; i < 128; i++) {
+    const float v = ((const float *)fg_tensor_data(y))[i];
+    zeros += v == 0.0f;
+    bad += v != 0.0f && v != 2.0f * xv[i];
+  }
+  FG_CHECK_INT(bad, 0);
+  FG_CHECK(zeros > 32 && zeros < 96);
+  fg_tensor_free(y);
+  fg_tensor_free(t);
+  fg_status_free(st);
+  fg_graph_free(g);
+  fgt_rmtree(tmpdir);
+}

@@ -70,7 +70,10 @@ int run_feeds_prepare(const fg_graph *g, const run_args *a, const char *const *f
       fg_status_set(st, FG_NOT_FOUND, "feed '%s': %s has no node of that name", name, a->model);
       return -1;
     }
-    if (!is_placeholder(g, id)) {
+    /* The training flag (fg_training) may be fed too: -i training=t.npy
+     * with a bool scalar runs the graph in training mode. */
+    const char *op = fg_node_op(g, id);
+    if (!is_placeholder(g, id) && !(op && strcmp(op, "training_flag") == 0)) {
       fg_status_set(st, FG_NOT_FOUND, "feed '%s': node '%s' is a %s, not a placeholder", name, name,
                     fg_node_op(g, id) ? fg_node_op(g, id) : "?");
       return -1;
