@@ -41,4 +41,5 @@ typedef struct fg_grad_reg {
 } fg_grad_reg;
 extern const fg_grad_reg fg_grads_math[];  /* autodiff/grad_math.c */
 extern const fg_grad_reg fg_grads_shape[]; /* autodiff/grad_shape.c */
+extern const fg_grad_reg fg_grads_conv[];  /* autodiff/grad_conv.c */
 #endif

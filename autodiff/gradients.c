@@ -14,10 +14,10 @@ static fg_grad_fn registry[FG_OP_COUNT];
 static int registry_ready;
 
 static void registry_fill(void) {
-  /* Two families, each owned by its own file; the last entry wins, and a
+  /* Families, each owned by its own file; the last entry wins, and a
    * test checks that no op is registered twice. */
-  const fg_grad_reg *tables[2] = {fg_grads_math, fg_grads_shape};
-  for (int t = 0; t < 2; t++)
+  const fg_grad_reg *tables[] = {fg_grads_math, fg_grads_shape, fg_grads_conv};
+  for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
     for (const fg_grad_reg *r = tables[t]; r->op >= 0; r++)
       if (r->op < FG_OP_COUNT) registry[r->op] = r->fn;
   registry_ready = 1;

@@ -147,9 +147,10 @@ static int run_step(void *vctx, int si, int worker) {
   char err[512];
   err[0] = '\0';
   fg_code code = FG_INVALID_ARGUMENT;
-  fg_kctx ctx = {step->in, step->n_in, &plan->slots[step->out_slots[0]], step->n_out, &step->params,
-                 err,      sizeof err, rc->par.pool ? &rc->par : NULL,   NULL,        NULL,
-                 &code};
+  fg_kctx ctx = {
+      step->in, step->n_in,  &plan->slots[step->out_slots[0]], step->n_out, &step->params,
+      err,      sizeof err,  rc->par.pool ? &rc->par : NULL,   NULL,        NULL,
+      &code,    step->kstate};
   if (rc->dist) {
     /* The step's device decides its pool share and its communicator. */
     int d = plan->step_dev ? plan->step_dev[si] : 0;

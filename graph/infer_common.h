@@ -120,6 +120,10 @@ FGI_DECL_INFER(fgi_infer_shard)
 /* infer_optim.c: all_reduce_apply_sgd, sufficient_factor_apply_sgd */
 FGI_DECL_INFER(fgi_infer_collective_sgd)
 
+/* infer_conv.c: conv2d, conv2d_grad_input, conv2d_grad_weight, conv_transpose2d */
+FGI_DECL_INFER(fgi_infer_conv)
+FGI_DECL_FLOPS(fgi_flops_conv)
+
 /* ---- parse hooks (fg_parse_fn), beside each op's inference -------------- */
 #define FGI_DECL_PARSE(fn)                                                                         \
   int fn(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *status);
@@ -132,6 +136,7 @@ FGI_DECL_PARSE(fgi_parse_reduce) /* infer_reduce.c */
 FGI_DECL_PARSE(fgi_parse_argmax)
 FGI_DECL_PARSE(fgi_parse_softmax) /* infer_nn.c; also log_softmax */
 FGI_DECL_PARSE(fgi_parse_random)  /* infer_sources.c */
+FGI_DECL_PARSE(fgi_parse_conv)    /* infer_conv.c; all four conv ops */
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

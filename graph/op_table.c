@@ -130,6 +130,24 @@ static const fg_attr_def a_shard[] = {
     {"index", FG_ATTR_INT, NULL, "this replica, [0, count)", FG_PARAM(I64, shard.index)},
     {"count", FG_ATTR_INT, NULL, "replicas", FG_PARAM(I64, shard.count)},
     A_END};
+/* conv2d and its gradients; conv_transpose2d adds output_padding. */
+#define A_CONV_COMMON                                                                              \
+  {"strides", FG_ATTR_INTS, "1,1", "(height, width), >= 1", FG_NO_PARAM},                          \
+      {"pads", FG_ATTR_INTS, "0,0,0,0", "top, left, bottom, right, >= 0", FG_NO_PARAM},            \
+      {"dilations", FG_ATTR_INTS, "1,1", "(height, width), >= 1", FG_NO_PARAM}, {                  \
+    "groups", FG_ATTR_INT, "1", "channel groups, dividing both channel counts", FG_NO_PARAM        \
+  }
+static const fg_attr_def a_conv[] = {
+    A_CONV_COMMON,
+    {"auto_pad", FG_ATTR_STRING, "explicit",
+     "explicit (pads), or same: total pad dilation*(k-1), the odd one bottom/right (stride 1)",
+     FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_conv_transpose[] = {
+    A_CONV_COMMON,
+    {"output_padding", FG_ATTR_INTS, "0,0", "rows and columns added at the bottom/right, < stride",
+     FG_NO_PARAM},
+    A_END};
 const fg_attr_def fg_common_attrs[] = {
     {FG_COLOCATE_ATTR, FG_ATTR_STRING, "none", "a node whose device this one takes", FG_NO_PARAM},
     A_END};
@@ -299,6 +317,19 @@ const fg_op_def fg_op_table[] = {
         {"sufficient_factor_apply_sgd", 4, -1, 1, STATE | COLL, fgi_infer_collective_sgd,
          fgi_flops_apply, 0x1u, "var, a, lr, b, [rows, sums,] ctrl...", a_all_reduce, NULL,
          "var -= lr * all_reduce(a^T b), the gradient's factors never multiplied out"},
+    /* Convolution (graph/infer_conv.c). The gradient ops take the shape
+     * they produce from an input (like: the forward x or w), as slice_grad. */
+    [FG_OP_CONV2D] = {"conv2d", 2, 3, 1, DIFF, fgi_infer_conv, fgi_flops_conv, 0, "x, w, [b]",
+                      a_conv, fgi_parse_conv, "2-D convolution, NCHW; w [O, C/groups, kH, kW]"},
+    [FG_OP_CONV2D_GRAD_INPUT] = {"conv2d_grad_input", 3, 3, 1, DIFF, fgi_infer_conv, fgi_flops_conv,
+                                 0, "dy, w, like", a_conv, fgi_parse_conv,
+                                 "conv2d's gradient for x (shaped like like)"},
+    [FG_OP_CONV2D_GRAD_WEIGHT] = {"conv2d_grad_weight", 3, 3, 1, DIFF, fgi_infer_conv,
+                                  fgi_flops_conv, 0, "x, dy, like", a_conv, fgi_parse_conv,
+                                  "conv2d's gradient for w (shaped like like)"},
+    [FG_OP_CONV_TRANSPOSE2D] = {"conv_transpose2d", 2, 3, 1, DIFF, fgi_infer_conv, fgi_flops_conv,
+                                0, "x, w, [b]", a_conv_transpose, fgi_parse_conv,
+                                "transposed 2-D convolution, NCHW; w [C, O/groups, kH, kW]"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

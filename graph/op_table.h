@@ -109,7 +109,11 @@
   X(SHARD, "shard")                                                                                \
   X(AFTER, "after")                                                                                \
   X(ALL_REDUCE_APPLY_SGD, "all_reduce_apply_sgd")                                                  \
-  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")
+  X(SUFFICIENT_FACTOR_APPLY_SGD, "sufficient_factor_apply_sgd")                                    \
+  X(CONV2D, "conv2d")                                                                              \
+  X(CONV2D_GRAD_INPUT, "conv2d_grad_input")                                                        \
+  X(CONV2D_GRAD_WEIGHT, "conv2d_grad_weight")                                                      \
+  X(CONV_TRANSPOSE2D, "conv_transpose2d")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

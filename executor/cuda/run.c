@@ -136,7 +136,7 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
     fg_kctx ctx = {step->in,    step->n_in,    &plan->slots[step->out_slots[0]],
                    step->n_out, &step->params, err,
                    sizeof err,  NULL,          &cp->kc[si],
-                   NULL,        NULL};
+                   NULL,        NULL,          NULL};
     if (step->fn(&ctx) != 0) {
       (void)cudaGetLastError();
       return fgc_node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device,

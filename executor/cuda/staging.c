@@ -203,7 +203,7 @@ int fgc_run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
   const fg_kparallel *par = step->host ? cp->host_par : NULL;
   fg_code code = FG_INVALID_ARGUMENT;
   fg_kctx ctx = {hin,        step->n_in, hout, step->n_out, &step->params, err,
-                 sizeof err, par,        NULL, comm,        &code};
+                 sizeof err, par,        NULL, comm,        &code,         step->kstate};
   /* A collective's failure keeps its code (a peer's deadline stays one). */
   if (step->fn(&ctx) != 0)
     return fgc_node_fail(st, code, g, plan, si, c->device, err[0] ? err : "kernel failed");

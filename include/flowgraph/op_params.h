@@ -115,6 +115,17 @@ typedef struct fg_shard_params {
   int64_t index, count;
 } fg_shard_params;
 
+/* conv2d, conv2d_grad_input, conv2d_grad_weight and conv_transpose2d (NCHW,
+ * as torch.nn.functional), checked and resolved at plan time: auto_pad
+ * 'same' has become pads. */
+typedef struct fg_conv_params {
+  int64_t stride[2];         /* strides (height, width), >= 1 */
+  int64_t dilation[2];       /* dilations, >= 1 */
+  int64_t pad[4];            /* pads: top, left, bottom, right, >= 0 */
+  int64_t groups;            /* groups, >= 1, dividing both channel counts */
+  int64_t output_padding[2]; /* conv_transpose2d's output_padding, < stride; 0 otherwise */
+} fg_conv_params;
+
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
 typedef union fg_op_params {
@@ -136,6 +147,7 @@ typedef union fg_op_params {
   fg_adam_params adam;
   fg_all_reduce_params all_reduce; /* and the updates that reduce a gradient */
   fg_shard_params shard;
+  fg_conv_params conv; /* conv2d, its gradients and conv_transpose2d */
 } fg_op_params;
 
 #ifdef __cplusplus
