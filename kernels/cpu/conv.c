@@ -264,9 +264,10 @@ static int dnnl_fail(const fg_kctx *ctx, const char *what, dnnl_status_t r) {
   } while (0)
 
 /* The convolution descriptor of G in `m`'s direction (fwd for the hint). */
-static dnnl_status_t conv_desc(const conv_geo *G, int fwd, conv_mode m, dnnl_convolution_desc_t *d,
-                               dnnl_memory_desc_t *mx, dnnl_memory_desc_t *mw,
-                               dnnl_memory_desc_t *my, dnnl_memory_desc_t *mb) {
+static dnnl_status_t conv_desc(const conv_geo *G, int fwd, int bias, conv_mode m,
+                               dnnl_convolution_desc_t *d, dnnl_memory_desc_t *mx,
+                               dnnl_memory_desc_t *mw, dnnl_memory_desc_t *my,
+                               dnnl_memory_desc_t *mb) {
   const fg_conv_params *p = G->p;
   dnnl_dims_t xd = {G->n, G->c, G->h, G->w}, yd = {G->n, G->o, G->oh, G->ow}, bd = {G->o};
   dnnl_dims_t wd = {G->o, G->cg, G->kh, G->kw}, gwd = {G->g, G->og, G->cg, G->kh, G->kw};
@@ -282,8 +283,8 @@ static dnnl_status_t conv_desc(const conv_geo *G, int fwd, conv_mode m, dnnl_con
   if (r != dnnl_success) return r;
   if (fwd)
     return dnnl_dilated_convolution_forward_desc_init(
-        d, dnnl_forward_training, dnnl_convolution_direct, mx, mw, m == CONV_FWD ? mb : NULL, my,
-        strides, dil, pl, pr);
+        d, dnnl_forward_training, dnnl_convolution_direct, mx, mw,
+        m == CONV_FWD && bias ? mb : NULL, my, strides, dil, pl, pr);
   if (m == CONV_BWD_WEIGHTS)
     return dnnl_dilated_convolution_backward_weights_desc_init(d, dnnl_convolution_direct, mx, mw,
                                                                NULL, my, strides, dil, pl, pr);
@@ -310,10 +311,10 @@ static int conv_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **sta
   DNNL_TRY(dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags), "stream");
   DNNL_TRY(dnnl_primitive_attr_create(&attr), "attributes");
   DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad");
-  DNNL_TRY(conv_desc(&G, 1, m, &fd, &mx, &mw, &my, &mb), "convolution descriptor");
+  DNNL_TRY(conv_desc(&G, 1, b.bias != NULL, m, &fd, &mx, &mw, &my, &mb), "convolution descriptor");
   DNNL_TRY(dnnl_primitive_desc_create(&fwd_pd, &fd, attr, s->engine, NULL), "forward primitive");
   if (m != CONV_FWD) {
-    DNNL_TRY(conv_desc(&G, 0, m, &bd, &mx, &mw, &my, &mb), "backward descriptor");
+    DNNL_TRY(conv_desc(&G, 0, 0, m, &bd, &mx, &mw, &my, &mb), "backward descriptor");
     DNNL_TRY(dnnl_primitive_desc_create(&pd, &bd, attr, s->engine, fwd_pd), "backward primitive");
   }
   const_dnnl_primitive_desc_t use = pd ? pd : fwd_pd;
