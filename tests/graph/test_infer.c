@@ -10,8 +10,9 @@ FG_TEST(op_table_rows_match_names, "") {
   FG_CHECK_INT(fg_num_ops(), FG_OP_COUNT);
   /* 71 + all_reduce, shard, after, all_reduce_apply_sgd,
    * sufficient_factor_apply_sgd (dist) + random_uniform, random_normal,
-   * truncated_normal */
-  FG_CHECK_INT(FG_OP_COUNT, 79);
+   * truncated_normal + conv2d, conv2d_grad_input, conv2d_grad_weight,
+   * conv_transpose2d */
+  FG_CHECK_INT(FG_OP_COUNT, 83);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
