@@ -223,25 +223,50 @@ static int conv_ref(const fg_kctx *ctx, conv_mode m) {
 #include <dnnl.h>
 #include <omp.h>
 
+/* One tensor of the primitive: `user` is bound to the executor's plain
+ * NCHW / (g)oihw buffer each call; when the primitive chose another
+ * layout (oneDNN's blocked formats, which its fastest kernels need),
+ * `inner` holds the tensor in that layout in a buffer made at prepare
+ * time, and `reorder` converts between the two (before the convolution for
+ * an input, after it for the output). */
+typedef struct conv_port {
+  dnnl_memory_t user, inner;
+  void *buf;
+  dnnl_primitive_t reorder;
+  dnnl_memory_t rscratch; /* the reorder's scratchpad, NULL when it needs none */
+  void *rscratch_buf;
+  int out;
+} conv_port;
+
 typedef struct conv_state {
   conv_mode mode;
   int threads;
   dnnl_engine_t engine;
   dnnl_stream_t stream;
   dnnl_primitive_t prim;
-  /* Bound per call: x, w, y and bias memories (NULL where unused). */
-  dnnl_memory_t mx, mw, my, mb, scratch;
+  conv_port port[3]; /* x, w, y */
+  dnnl_memory_t mb, scratch;
   void *scratch_buf;
   dnnl_exec_arg_t args[6];
   int n_args;
 } conv_state;
 
+static void port_release(conv_port *p) {
+  if (p->user) dnnl_memory_destroy(p->user);
+  if (p->inner) dnnl_memory_destroy(p->inner);
+  if (p->reorder) dnnl_primitive_destroy(p->reorder);
+  if (p->rscratch) dnnl_memory_destroy(p->rscratch);
+  free(p->buf);
+  free(p->rscratch_buf);
+}
+
 void fgk_conv_release(void *state) {
   conv_state *s = state;
   if (!s) return;
-  dnnl_memory_t mems[5] = {s->mx, s->mw, s->my, s->mb, s->scratch};
-  for (int i = 0; i < 5; i++)
-    if (mems[i]) dnnl_memory_destroy(mems[i]);
+  for (int i = 0; i < 3; i++)
+    port_release(&s->port[i]);
+  if (s->mb) dnnl_memory_destroy(s->mb);
+  if (s->scratch) dnnl_memory_destroy(s->scratch);
   if (s->prim) dnnl_primitive_destroy(s->prim);
   if (s->stream) dnnl_stream_destroy(s->stream);
   if (s->engine) dnnl_engine_destroy(s->engine);
@@ -263,33 +288,85 @@ static int dnnl_fail(const fg_kctx *ctx, const char *what, dnnl_status_t r) {
     }                                                                                              \
   } while (0)
 
-/* The convolution descriptor of G in `m`'s direction (fwd for the hint). */
+/* A 64-byte aligned buffer of `bytes` and a memory of `md` over it. */
+static int owned_memory(const fg_kctx *ctx, const dnnl_memory_desc_t *md, dnnl_engine_t eng,
+                        void **buf, dnnl_memory_t *mem) {
+  size_t bytes = dnnl_memory_desc_get_size(md);
+  if (posix_memalign(buf, 64, bytes ? bytes : 64) != 0) {
+    *buf = NULL;
+    snprintf(ctx->err, ctx->err_size, "out of memory (%zu bytes of oneDNN buffers)", bytes);
+    return -1;
+  }
+  dnnl_status_t r = dnnl_memory_create(mem, md, eng, *buf);
+  return r == dnnl_success ? 0 : dnnl_fail(ctx, "memory", r);
+}
+
+/* Port i: plain layout `plain`, the primitive's layout `chosen`. */
+static int port_init(const fg_kctx *ctx, conv_state *s, conv_port *p, int out,
+                     const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen) {
+  int rc = 0;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t rpd = NULL;
+  p->out = out;
+  DNNL_TRY(dnnl_memory_create(&p->user, plain, s->engine, DNNL_MEMORY_NONE), "memory");
+  if (dnnl_memory_desc_equal(plain, chosen)) return 0;
+  if (owned_memory(ctx, chosen, s->engine, &p->buf, &p->inner) != 0) return -1;
+  DNNL_TRY(dnnl_primitive_attr_create(&attr), "attributes");
+  DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad");
+  DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, out ? chosen : plain, s->engine,
+                                              out ? plain : chosen, s->engine, attr),
+           "reorder");
+  DNNL_TRY(dnnl_primitive_create(&p->reorder, rpd), "reorder primitive");
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
+  if (smd && dnnl_memory_desc_get_size(smd) > 0 &&
+      owned_memory(ctx, smd, s->engine, &p->rscratch_buf, &p->rscratch) != 0)
+    rc = -1;
+done:
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return rc;
+}
+
+/* The convolution descriptor of G in `m`'s direction (fwd: the forward one,
+ * also the backward passes' hint), layouts left to oneDNN (tag any). */
 static dnnl_status_t conv_desc(const conv_geo *G, int fwd, int bias, conv_mode m,
-                               dnnl_convolution_desc_t *d, dnnl_memory_desc_t *mx,
-                               dnnl_memory_desc_t *mw, dnnl_memory_desc_t *my,
-                               dnnl_memory_desc_t *mb) {
+                               dnnl_convolution_desc_t *d) {
   const fg_conv_params *p = G->p;
   dnnl_dims_t xd = {G->n, G->c, G->h, G->w}, yd = {G->n, G->o, G->oh, G->ow}, bd = {G->o};
   dnnl_dims_t wd = {G->o, G->cg, G->kh, G->kw}, gwd = {G->g, G->og, G->cg, G->kh, G->kw};
   dnnl_dims_t strides = {p->stride[0], p->stride[1]};
   dnnl_dims_t dil = {p->dilation[0] - 1, p->dilation[1] - 1};
   dnnl_dims_t pl = {p->pad[0], p->pad[1]}, pr = {p->pad[2], p->pad[3]};
-  dnnl_status_t r = dnnl_memory_desc_init_by_tag(mx, 4, xd, dnnl_f32, dnnl_nchw);
-  if (r == dnnl_success) r = dnnl_memory_desc_init_by_tag(my, 4, yd, dnnl_f32, dnnl_nchw);
+  dnnl_memory_desc_t mx, mw, my, mb;
+  dnnl_status_t r = dnnl_memory_desc_init_by_tag(&mx, 4, xd, dnnl_f32, dnnl_format_tag_any);
   if (r == dnnl_success)
-    r = G->g == 1 ? dnnl_memory_desc_init_by_tag(mw, 4, wd, dnnl_f32, dnnl_oihw)
-                  : dnnl_memory_desc_init_by_tag(mw, 5, gwd, dnnl_f32, dnnl_goihw);
-  if (r == dnnl_success) r = dnnl_memory_desc_init_by_tag(mb, 1, bd, dnnl_f32, dnnl_a);
+    r = dnnl_memory_desc_init_by_tag(&my, 4, yd, dnnl_f32, dnnl_format_tag_any);
+  if (r == dnnl_success)
+    r = G->g == 1 ? dnnl_memory_desc_init_by_tag(&mw, 4, wd, dnnl_f32, dnnl_format_tag_any)
+                  : dnnl_memory_desc_init_by_tag(&mw, 5, gwd, dnnl_f32, dnnl_format_tag_any);
+  if (r == dnnl_success) r = dnnl_memory_desc_init_by_tag(&mb, 1, bd, dnnl_f32, dnnl_a);
   if (r != dnnl_success) return r;
   if (fwd)
     return dnnl_dilated_convolution_forward_desc_init(
-        d, dnnl_forward_training, dnnl_convolution_direct, mx, mw,
-        m == CONV_FWD && bias ? mb : NULL, my, strides, dil, pl, pr);
+        d, dnnl_forward_training, dnnl_convolution_direct, &mx, &mw,
+        m == CONV_FWD && bias ? &mb : NULL, &my, strides, dil, pl, pr);
   if (m == CONV_BWD_WEIGHTS)
-    return dnnl_dilated_convolution_backward_weights_desc_init(d, dnnl_convolution_direct, mx, mw,
-                                                               NULL, my, strides, dil, pl, pr);
-  return dnnl_dilated_convolution_backward_data_desc_init(d, dnnl_convolution_direct, mx, mw, my,
+    return dnnl_dilated_convolution_backward_weights_desc_init(d, dnnl_convolution_direct, &mx, &mw,
+                                                               NULL, &my, strides, dil, pl, pr);
+  return dnnl_dilated_convolution_backward_data_desc_init(d, dnnl_convolution_direct, &mx, &mw, &my,
                                                           strides, dil, pl, pr);
+}
+
+/* The plain layouts of x, w (grouped: goihw) and y. */
+static dnnl_status_t plain_mds(const conv_geo *G, dnnl_memory_desc_t *md) {
+  dnnl_dims_t xd = {G->n, G->c, G->h, G->w}, yd = {G->n, G->o, G->oh, G->ow};
+  dnnl_dims_t wd = {G->o, G->cg, G->kh, G->kw}, gwd = {G->g, G->og, G->cg, G->kh, G->kw};
+  dnnl_status_t r = dnnl_memory_desc_init_by_tag(&md[0], 4, xd, dnnl_f32, dnnl_nchw);
+  if (r == dnnl_success)
+    r = G->g == 1 ? dnnl_memory_desc_init_by_tag(&md[1], 4, wd, dnnl_f32, dnnl_oihw)
+                  : dnnl_memory_desc_init_by_tag(&md[1], 5, gwd, dnnl_f32, dnnl_goihw);
+  if (r == dnnl_success) r = dnnl_memory_desc_init_by_tag(&md[2], 4, yd, dnnl_f32, dnnl_nchw);
+  return r;
 }
 
 static int conv_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **state) {
@@ -304,43 +381,57 @@ static int conv_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **sta
     return -1;
   }
   s->mode = m;
-  s->threads = threads < 1 ? 1 : threads;
+  /* oneDNN sizes a primitive's OpenMP team when it makes it, from the
+   * calling thread's OpenMP thread count: set it to what a run gives this
+   * step. The weight gradient gets one: oneDNN splits its sum over the
+   * batch between threads, so its bits would depend on the thread count,
+   * which sessions promise they do not. */
+  s->threads = m == CONV_BWD_WEIGHTS || threads < 1 ? 1 : threads;
+  omp_set_num_threads(s->threads);
   dnnl_convolution_desc_t fd, bd;
-  dnnl_memory_desc_t mx, mw, my, mb;
+  dnnl_memory_desc_t plain[3], mb;
   DNNL_TRY(dnnl_engine_create(&s->engine, dnnl_cpu, 0), "engine");
   DNNL_TRY(dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags), "stream");
   DNNL_TRY(dnnl_primitive_attr_create(&attr), "attributes");
   DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad");
-  DNNL_TRY(conv_desc(&G, 1, b.bias != NULL, m, &fd, &mx, &mw, &my, &mb), "convolution descriptor");
+  DNNL_TRY(conv_desc(&G, 1, b.bias != NULL, m, &fd), "convolution descriptor");
   DNNL_TRY(dnnl_primitive_desc_create(&fwd_pd, &fd, attr, s->engine, NULL), "forward primitive");
   if (m != CONV_FWD) {
-    DNNL_TRY(conv_desc(&G, 0, 0, m, &bd, &mx, &mw, &my, &mb), "backward descriptor");
+    DNNL_TRY(conv_desc(&G, 0, 0, m, &bd), "backward descriptor");
     DNNL_TRY(dnnl_primitive_desc_create(&pd, &bd, attr, s->engine, fwd_pd), "backward primitive");
   }
   const_dnnl_primitive_desc_t use = pd ? pd : fwd_pd;
   DNNL_TRY(dnnl_primitive_create(&s->prim, use), "primitive");
-  DNNL_TRY(dnnl_memory_create(&s->mx, &mx, s->engine, DNNL_MEMORY_NONE), "memory");
-  DNNL_TRY(dnnl_memory_create(&s->mw, &mw, s->engine, DNNL_MEMORY_NONE), "memory");
-  DNNL_TRY(dnnl_memory_create(&s->my, &my, s->engine, DNNL_MEMORY_NONE), "memory");
-  int src = m == CONV_FWD || m == CONV_BWD_WEIGHTS;
-  s->args[s->n_args++] = (dnnl_exec_arg_t){src ? DNNL_ARG_SRC : DNNL_ARG_DIFF_SRC, s->mx};
-  s->args[s->n_args++] =
-      (dnnl_exec_arg_t){m == CONV_BWD_WEIGHTS ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS, s->mw};
-  s->args[s->n_args++] = (dnnl_exec_arg_t){m == CONV_FWD ? DNNL_ARG_DST : DNNL_ARG_DIFF_DST, s->my};
-  if (m == CONV_FWD && b.bias) {
+  DNNL_TRY(plain_mds(&G, plain), "memory descriptors");
+  /* x, w, y: their argument in this direction, and whether it is written. */
+  int fwd = m == CONV_FWD, bwd_w = m == CONV_BWD_WEIGHTS;
+  const int arg[3] = {fwd || bwd_w ? DNNL_ARG_SRC : DNNL_ARG_DIFF_SRC,
+                      bwd_w ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS,
+                      fwd ? DNNL_ARG_DST : DNNL_ARG_DIFF_DST};
+  const int out[3] = {!fwd && !bwd_w, bwd_w, fwd};
+  for (int i = 0; i < 3; i++) {
+    const dnnl_memory_desc_t *chosen =
+        dnnl_primitive_desc_query_md(use, dnnl_query_exec_arg_md, arg[i]);
+    if (!chosen || port_init(ctx, s, &s->port[i], out[i], &plain[i], chosen) != 0) {
+      if (!chosen) snprintf(ctx->err, ctx->err_size, "oneDNN: no layout for argument %d", arg[i]);
+      rc = -1;
+      goto done;
+    }
+    conv_port *p = &s->port[i];
+    s->args[s->n_args++] = (dnnl_exec_arg_t){arg[i], p->inner ? p->inner : p->user};
+  }
+  if (fwd && b.bias) {
+    dnnl_dims_t bd1 = {G.o};
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&mb, 1, bd1, dnnl_f32, dnnl_a), "bias descriptor");
     DNNL_TRY(dnnl_memory_create(&s->mb, &mb, s->engine, DNNL_MEMORY_NONE), "memory");
     s->args[s->n_args++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, s->mb};
   }
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(use, dnnl_query_scratchpad_md, 0);
-  size_t sbytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
-  if (sbytes > 0) {
-    if (posix_memalign(&s->scratch_buf, 64, sbytes) != 0) {
-      s->scratch_buf = NULL;
-      snprintf(ctx->err, ctx->err_size, "out of memory (oneDNN scratchpad of %zu bytes)", sbytes);
+  if (smd && dnnl_memory_desc_get_size(smd) > 0) {
+    if (owned_memory(ctx, smd, s->engine, &s->scratch_buf, &s->scratch) != 0) {
       rc = -1;
       goto done;
     }
-    DNNL_TRY(dnnl_memory_create(&s->scratch, smd, s->engine, s->scratch_buf), "scratchpad memory");
     s->args[s->n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, s->scratch};
   }
 done:
@@ -355,18 +446,32 @@ done:
   return 0;
 }
 
+/* Converts port p between its plain buffer and its inner layout. */
+static dnnl_status_t port_reorder(conv_state *s, conv_port *p) {
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, p->out ? p->inner : p->user},
+                             {DNNL_ARG_TO, p->out ? p->user : p->inner},
+                             {DNNL_ARG_SCRATCHPAD, p->rscratch}};
+  return dnnl_primitive_execute(p->reorder, s->stream, p->rscratch ? 3 : 2, args);
+}
+
 static int conv_exec(const fg_kctx *ctx, conv_state *s) {
   conv_bufs b = bufs_of(ctx, s->mode);
   int rc = 0;
-  DNNL_TRY(dnnl_memory_set_data_handle(s->mx, b.x->data), "binding x");
-  DNNL_TRY(dnnl_memory_set_data_handle(s->mw, b.w->data), "binding w");
-  DNNL_TRY(dnnl_memory_set_data_handle(s->my, b.y->data), "binding y");
+  void *data[3] = {b.x->data, b.w->data, b.y->data};
+  for (int i = 0; i < 3; i++)
+    DNNL_TRY(dnnl_memory_set_data_handle(s->port[i].user, data[i]), "binding a buffer");
   if (s->mb) DNNL_TRY(dnnl_memory_set_data_handle(s->mb, b.bias->data), "binding the bias");
   /* The executor's pool already runs this step on one of its threads;
-   * oneDNN's OpenMP team for this call gets the session's threads, or one
-   * when the plan runs on one thread. */
-  omp_set_num_threads(ctx->par ? s->threads : 1);
+   * oneDNN's OpenMP team for this call has the size the primitive was
+   * made for (conv_prepare). */
+  omp_set_num_threads(s->threads);
+  for (int i = 0; i < 3; i++)
+    if (s->port[i].reorder && !s->port[i].out)
+      DNNL_TRY(port_reorder(s, &s->port[i]), "reordering an input");
   DNNL_TRY(dnnl_primitive_execute(s->prim, s->stream, s->n_args, s->args), "execute");
+  for (int i = 0; i < 3; i++)
+    if (s->port[i].reorder && s->port[i].out)
+      DNNL_TRY(port_reorder(s, &s->port[i]), "reordering the output");
   DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");
   if (s->mode == CONV_TRANSPOSE && b.bias) {
     conv_geo G = geo_of(ctx, &b);

@@ -525,6 +525,56 @@ FG_TEST(conv_plan_runs_twice_with_same_bits, "") {
   fg_status_free(st);
 }
 
+/* Sessions promise the same bits for any thread count: oneDNN's team
+ * follows the session's threads, and its kernels must not split a sum
+ * differently with more of them. The layer is large enough (about 10^8
+ * FLOPs per pass) that a 2-thread session runs it on 2 threads. */
+FG_TEST(conv_same_bits_for_1_2_and_4_threads, "") {
+  int64_t xd[4] = {8, 16, 24, 24}, wd[4] = {32, 16, 3, 3}, bl = 32;
+  fg_graph *g = fg_graph_new();
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd), w = fg_placeholder(g, "w", FG_F32, 4, wd);
+  fg_output b = fg_placeholder(g, "b", FG_F32, 1, &bl);
+  fg_conv2d_opts o = {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1, 0, {0, 0}};
+  fg_output y = fg_conv2d(g, x, w, b, &o);
+  fg_set_name(g, y, "y");
+  fg_output loss = fg_reduce_sum(g, fg_mul(g, y, y), NULL, 0, 0);
+  fg_output wrt[3] = {x, w, b}, d[3];
+  fg_status *st = fg_status_new();
+  FG_REQUIRE(fg_gradients(g, &loss, 1, wrt, 3, NULL, d, st) == 0);
+  static const char *const names[4] = {"y", "dx", "dw", "db"};
+  for (int i = 0; i < 3; i++)
+    fg_set_name(g, fg_identity(g, d[i]), names[i + 1]);
+  fg_tensor *t[3] = {fg_tensor_new(FG_F32, 4, xd, st), fg_tensor_new(FG_F32, 4, wd, st),
+                     fg_tensor_new(FG_F32, 1, &bl, st)};
+  uint64_t rng = 7;
+  for (int k = 0; k < 3; k++)
+    for (int64_t i = 0; i < fg_tensor_num_elements(t[k]); i++)
+      ((float *)fg_tensor_data(t[k]))[i] = (float)(fgt_uniform(&rng) - 0.5);
+  fg_feed feeds[3] = {{"x", t[0]}, {"w", t[1]}, {"b", t[2]}};
+  fg_tensor *out[3][4] = {{0}};
+  for (int th = 0; th < 3; th++) {
+    fg_session_options so;
+    fg_session_options_init(&so);
+    so.num_threads = 1 << th;
+    fg_session *s = fg_session_new(g, &so, st);
+    FG_REQUIRE(s);
+    if (fg_session_run(s, feeds, 3, (const char **)names, 4, out[th], NULL, 0, st) != 0)
+      FG_FAIL_AT("run: %s", fg_status_message(st));
+    fg_session_free(s);
+  }
+  for (int i = 0; i < 4; i++) {
+    for (int th = 1; th < 3; th++)
+      if (!same_bits(out[0][i], out[th][i]))
+        FG_FAIL_AT("%s differs between 1 and %d threads", names[i], 1 << th);
+    for (int th = 0; th < 3; th++)
+      fg_tensor_free(out[th][i]);
+  }
+  for (int k = 0; k < 3; k++)
+    fg_tensor_free(t[k]);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
 /* The oneDNN primitives and scratchpads are made when the plan is built:
  * a cached run costs only the fetched tensor (struct and buffer), as for
  * every other op. (Allocations inside libdnnl.so are not counted here.) */
