@@ -100,7 +100,12 @@ extern "C" {
   /* optim.cu */                                                                                   \
   FGK_FLOAT(X, "apply_sgd", fgc_apply_sgd)                                                         \
   FGK_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
-  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)
+  FGK_FLOAT(X, "apply_adam", fgc_apply_adam)                                                       \
+  /* conv.cu (cuDNN) */                                                                            \
+  FGK_FLOAT(X, "conv2d", fgc_conv2d)                                                               \
+  FGK_FLOAT(X, "conv2d_grad_input", fgc_conv2d_grad_input)                                         \
+  FGK_FLOAT(X, "conv2d_grad_weight", fgc_conv2d_grad_weight)                                       \
+  FGK_FLOAT(X, "conv_transpose2d", fgc_conv_transpose2d)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);

@@ -18,6 +18,10 @@
 #include "flowgraph/io.h"
 #include "kernels/kernel.h"
 
+#ifdef FG_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 static fg_conv2d_opts opts_of(const conv_case *c) {
   fg_conv2d_opts o;
   memset(&o, 0, sizeof o);
@@ -84,12 +88,14 @@ static fg_graph *case_graph(const conv_case *c, fg_dtype dt) {
 }
 
 /* Runs the case on `threads` threads; its four results checked to tol. */
-static void check_case(const conv_case *c, fg_dtype dt, int threads, double tol) {
+static void check_case(const conv_case *c, fg_dtype dt, int threads, double tol,
+                       const char *device) {
   fg_status *st = fg_status_new();
   fg_graph *g = case_graph(c, dt);
   fg_session_options so;
   fg_session_options_init(&so);
   so.num_threads = threads;
+  so.device = device;
   fg_session *s = fg_session_new(g, &so, st);
   if (!s) FG_FAIL_AT("case %s: %s", c->name, fg_status_message(st));
   FG_REQUIRE(s);
@@ -108,8 +114,9 @@ static void check_case(const conv_case *c, fg_dtype dt, int threads, double tol)
     int64_t at;
     double e = max_err(out[i], want[i], n[i], &at);
     if (!(e <= tol))
-      FG_FAIL_AT("case %s (%s, %d threads): %s differs from PyTorch by %g at %lld (tol %g)",
-                 c->name, fg_dtype_name(dt), threads, fetch[i], e, (long long)at, tol);
+      FG_FAIL_AT("case %s (%s, %s, %d threads): %s differs from PyTorch by %g at %lld (tol %g)",
+                 c->name, fg_dtype_name(dt), device ? device : "cpu", threads, fetch[i], e,
+                 (long long)at, tol);
   }
   for (int i = 0; i < 4; i++)
     fg_tensor_free(out[i]);
@@ -125,18 +132,34 @@ static void check_case(const conv_case *c, fg_dtype dt, int threads, double tol)
 
 FG_TEST(conv_torch_f32, "") {
   for (int i = 0; i < N_CASES; i++)
-    check_case(&conv_cases[i], FG_F32, 1, 2e-5);
+    check_case(&conv_cases[i], FG_F32, 1, 2e-5, NULL);
 }
 
 FG_TEST(conv_torch_f32_two_threads, "") {
   for (int i = 0; i < N_CASES; i++)
-    check_case(&conv_cases[i], FG_F32, 2, 2e-5);
+    check_case(&conv_cases[i], FG_F32, 2, 2e-5, NULL);
 }
 
 FG_TEST(conv_torch_f64, "") {
   for (int i = 0; i < N_CASES; i++)
-    check_case(&conv_cases[i], FG_F64, 1, 1e-12);
-  check_case(&conv_cases[1], FG_F64, 2, 1e-12);
+    check_case(&conv_cases[i], FG_F64, 1, 1e-12, NULL);
+  check_case(&conv_cases[1], FG_F64, 2, 1e-12, NULL);
+}
+
+/* The cuDNN kernels (kernels/cuda/conv.cu) through a cuda:0 session: every
+ * case's forward and gradients against the same PyTorch values the CPU
+ * meets (f32 without TF32, f64), asymmetric pads included. */
+FG_TEST(conv_cuda_matches_torch, "gpu") {
+#ifndef FG_HAVE_CUDA
+  FG_SKIP_NO_GPU("this build has no CUDA backend");
+#else
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  for (int i = 0; i < N_CASES; i++) {
+    check_case(&conv_cases[i], FG_F32, 1, 1e-4, "cuda:0");
+    check_case(&conv_cases[i], FG_F64, 1, 1e-11, "cuda:0");
+  }
+#endif
 }
 
 /* ---- finite differences (f64) -------------------------------------------- */
@@ -529,13 +552,17 @@ FG_TEST(conv_plan_runs_twice_with_same_bits, "") {
  * follows the session's threads, and its kernels must not split a sum
  * differently with more of them. The layer is large enough (about 10^8
  * FLOPs per pass) that a 2-thread session runs it on 2 threads. */
-FG_TEST(conv_same_bits_for_1_2_and_4_threads, "") {
-  int64_t xd[4] = {8, 16, 24, 24}, wd[4] = {32, 16, 3, 3}, bl = 32;
+/* One random layer x [8, 16, 24, 24] * w [32, 16/groups, 3, 3] + b with its
+ * gradients (of sum(y^2)), run by n sessions (threads, device); results
+ * of sessions 1.. compared with session 0's: bitwise (tol 0) or within
+ * tol. */
+static void random_layer(const fg_conv2d_opts *o, int n, const int *threads,
+                         const char *const *devices, double tol) {
+  int64_t xd[4] = {8, 16, 24, 24}, wd[4] = {32, 16 / (o->groups ? o->groups : 1), 3, 3}, bl = 32;
   fg_graph *g = fg_graph_new();
   fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd), w = fg_placeholder(g, "w", FG_F32, 4, wd);
   fg_output b = fg_placeholder(g, "b", FG_F32, 1, &bl);
-  fg_conv2d_opts o = {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1, 0, {0, 0}};
-  fg_output y = fg_conv2d(g, x, w, b, &o);
+  fg_output y = fg_conv2d(g, x, w, b, o);
   fg_set_name(g, y, "y");
   fg_output loss = fg_reduce_sum(g, fg_mul(g, y, y), NULL, 0, 0);
   fg_output wrt[3] = {x, w, b}, d[3];
@@ -551,28 +578,71 @@ FG_TEST(conv_same_bits_for_1_2_and_4_threads, "") {
     for (int64_t i = 0; i < fg_tensor_num_elements(t[k]); i++)
       ((float *)fg_tensor_data(t[k]))[i] = (float)(fgt_uniform(&rng) - 0.5);
   fg_feed feeds[3] = {{"x", t[0]}, {"w", t[1]}, {"b", t[2]}};
-  fg_tensor *out[3][4] = {{0}};
-  for (int th = 0; th < 3; th++) {
+  fg_tensor *out[4][4] = {{0}};
+  for (int k = 0; k < n && k < 4; k++) {
     fg_session_options so;
     fg_session_options_init(&so);
-    so.num_threads = 1 << th;
+    so.num_threads = threads[k];
+    so.device = devices ? devices[k] : NULL;
     fg_session *s = fg_session_new(g, &so, st);
-    FG_REQUIRE(s);
-    if (fg_session_run(s, feeds, 3, (const char **)names, 4, out[th], NULL, 0, st) != 0)
-      FG_FAIL_AT("run: %s", fg_status_message(st));
+    if (!s) FG_FAIL_AT("session %d: %s", k, fg_status_message(st));
+    if (s && fg_session_run(s, feeds, 3, (const char **)names, 4, out[k], NULL, 0, st) != 0)
+      FG_FAIL_AT("run %d: %s", k, fg_status_message(st));
     fg_session_free(s);
   }
   for (int i = 0; i < 4; i++) {
-    for (int th = 1; th < 3; th++)
-      if (!same_bits(out[0][i], out[th][i]))
-        FG_FAIL_AT("%s differs between 1 and %d threads", names[i], 1 << th);
-    for (int th = 0; th < 3; th++)
-      fg_tensor_free(out[th][i]);
+    for (int k = 1; k < n && k < 4 && out[0][i] && out[k][i]; k++) {
+      const char *dev = devices && devices[k] ? devices[k] : "cpu";
+      if (tol == 0 && !same_bits(out[0][i], out[k][i]))
+        FG_FAIL_AT("%s differs between 1 thread and %d (%s)", names[i], threads[k], dev);
+      const int64_t m = fg_tensor_num_elements(out[0][i]);
+      double *want = malloc((size_t)m * sizeof *want);
+      for (int64_t e = 0; want && e < m; e++)
+        want[e] = ((const float *)fg_tensor_data(out[0][i]))[e];
+      int64_t at;
+      double err = want ? max_err(out[k][i], want, m, &at) : INFINITY;
+      if (tol > 0 && !(err <= tol))
+        FG_FAIL_AT("%s on %s differs from the CPU by %g at %lld", names[i], dev, err,
+                   (long long)at);
+      free(want);
+    }
+    for (int k = 0; k < n && k < 4; k++)
+      fg_tensor_free(out[k][i]);
   }
   for (int k = 0; k < 3; k++)
     fg_tensor_free(t[k]);
   fg_graph_free(g);
   fg_status_free(st);
+}
+
+/* Sessions promise the same bits for any thread count: oneDNN's team
+ * follows the session's threads, and its kernels must not split a sum
+ * differently with more of them. The layer is large enough (about 10^8
+ * FLOPs per pass) that a 2-thread session runs it on 2 threads. */
+FG_TEST(conv_same_bits_for_1_2_and_4_threads, "") {
+  fg_conv2d_opts o = {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1, 0, {0, 0}};
+  const int threads[3] = {1, 2, 4};
+  random_layer(&o, 3, threads, NULL, 0);
+  fg_conv2d_opts s2 = {{2, 2}, {1, 0, 2, 1}, {1, 1}, 2, 0, {0, 0}};
+  random_layer(&s2, 3, threads, NULL, 0);
+}
+
+/* The CUDA kernels against the CPU kernels on random inputs: a plain layer,
+ * and one with stride 2, groups 2 and asymmetric pads (cuDNN's padded copy
+ * of x in the scratch). */
+FG_TEST(conv_cuda_matches_cpu_random, "gpu") {
+#ifndef FG_HAVE_CUDA
+  FG_SKIP_NO_GPU("this build has no CUDA backend");
+#else
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  const int threads[2] = {1, 1};
+  const char *const devices[2] = {NULL, "cuda:0"};
+  fg_conv2d_opts o = {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1, 0, {0, 0}};
+  random_layer(&o, 2, threads, devices, 1e-4);
+  fg_conv2d_opts s2 = {{2, 2}, {1, 0, 2, 1}, {1, 1}, 2, 0, {0, 0}};
+  random_layer(&s2, 2, threads, devices, 1e-4);
+#endif
 }
 
 /* The oneDNN primitives and scratchpads are made when the plan is built:
