@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "flowgraph/graph.h"
+#include "graph/builders_internal.h"
 #include "graph/graph_internal.h"
 
 /* opts' fields into attributes, zero fields left to the op's defaults;
@@ -68,4 +69,37 @@ fg_output fg_conv2d(fg_graph *g, fg_output x, fg_output w, fg_output bias,
 fg_output fg_conv_transpose2d(fg_graph *g, fg_output x, fg_output w, fg_output bias,
                               const fg_conv2d_opts *opts) {
   return conv(g, "conv_transpose2d", x, w, bias, opts);
+}
+
+fg_output fg_conv1d(fg_graph *g, fg_output x, fg_output w, fg_output bias,
+                    const fg_conv1d_opts *opts) {
+  if (!g || fg_graph_failed(g)) return FG_NO_OUTPUT;
+  static const fg_conv1d_opts defaults;
+  if (!opts) opts = &defaults;
+  int64_t dims[FG_MAX_RANK];
+  const int64_t axis = 2;
+  int rx = fg_output_shape(g, x, dims), rw = fg_output_shape(g, w, dims);
+  if (rx != 3 || rw != 3) {
+    fg_graph_fail(
+        g, FG_INVALID_ARGUMENT,
+        "conv1d: x has rank %d and w rank %d, expected 3 ([N, C, L] and [O, C/groups, k])", rx, rw);
+    return FG_NO_OUTPUT;
+  }
+  fg_conv2d_opts o2 = {{1, opts->stride},   {0, opts->pads[0], 0, opts->pads[1]},
+                       {1, opts->dilation}, opts->groups,
+                       opts->same,          {0, 0}};
+  fg_output y =
+      fg_conv2d(g, fg_expand_dims(g, x, &axis, 1), fg_expand_dims(g, w, &axis, 1), bias, &o2);
+  if (fg_output_shape(g, y, dims) != 4) return FG_NO_OUTPUT;
+  int64_t out[3] = {dims[0], dims[1], dims[3]};
+  int unknown = 0;
+  for (int i = 0; i < 3; i++)
+    unknown += out[i] < 0;
+  if (unknown > 1) {
+    fg_graph_fail(g, FG_UNIMPLEMENTED,
+                  "conv1d: the output has %d unknown dims; a reshape back to rank 3 infers one",
+                  unknown);
+    return FG_NO_OUTPUT;
+  }
+  return fg_reshape(g, y, 3, out);
 }

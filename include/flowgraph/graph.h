@@ -221,6 +221,20 @@ FG_API fg_output fg_conv2d(fg_graph *g, fg_output x, fg_output w, fg_output bias
  * output_padding + 1. `same` is refused. */
 FG_API fg_output fg_conv_transpose2d(fg_graph *g, fg_output x, fg_output w, fg_output bias,
                                      const fg_conv2d_opts *opts);
+/* torch.nn.functional.conv1d, built as conv2d with a height of 1 (x and w
+ * get a size-1 axis 2, the output loses it): x [N, C, L],
+ * w [O, C/groups, k], bias [O] or none; output [N, O, OL]. Zero fields
+ * mean the defaults, as for conv2d; pads are (left, right). At most one
+ * of the output's dims may be unknown when it is built (the batch). */
+typedef struct fg_conv1d_opts {
+  int64_t stride;
+  int64_t pads[2];
+  int64_t dilation;
+  int64_t groups;
+  int same;
+} fg_conv1d_opts;
+FG_API fg_output fg_conv1d(fg_graph *g, fg_output x, fg_output w, fg_output bias,
+                           const fg_conv1d_opts *opts);
 
 /* ---- state -------------------------------------------------------------- */
 /* Writes `value` into `variable` (the output of fg_variable) when run; its

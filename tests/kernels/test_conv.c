@@ -232,6 +232,86 @@ FG_TEST(conv_fd_grad_weight_second_order, "") {
   FG_CHECK_GRAD(fgt_grad_check(build_fd, &s, in, 3, 6));
 }
 
+/* conv1d (conv2d with a height of 1): values by hand, then gradients. */
+static fg_tensor *run_conv1d(const fg_conv1d_opts *o, const double *xv, int64_t l, const double *wv,
+                             int64_t k, double bias, int64_t *ol) {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[3] = {-1, 1, l}, wd[3] = {1, 1, k}, bd = 1;
+  fg_output x = fg_placeholder(g, "x", FG_F64, 3, xd);
+  fg_tensor *wt = tensor_of(FG_F64, 3, wd, wv), *bt = tensor_of(FG_F64, 1, &bd, &bias);
+  fg_output y = fg_conv1d(g, x, fg_constant(g, "w", wt), fg_constant(g, "b", bt), o);
+  fg_set_name(g, y, "y");
+  int64_t yd[4];
+  *ol = fg_output_shape(g, y, yd) == 3 ? yd[2] : -1;
+  fg_tensor_free(wt);
+  fg_tensor_free(bt);
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(g, NULL, st);
+  int64_t fx[3] = {1, 1, l};
+  fg_tensor *xt = tensor_of(FG_F64, 3, fx, xv), *out = NULL;
+  fg_feed feed = {"x", xt};
+  const char *fetch = "y";
+  if (!s || fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) != 0)
+    FG_FAIL_AT("conv1d: %s", fg_status_message(st));
+  fg_tensor_free(xt);
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+  return out;
+}
+
+FG_TEST(conv1d_values, "") {
+  const double x[5] = {1, 2, 3, 4, 5}, diff[2] = {1, -1}, pair[2] = {1, 1};
+  int64_t ol;
+  /* stride 2, pads (1, 0): [0 1 2 3 4 5] read at 0, 2, 4: x[i] - x[i+1]. */
+  fg_conv1d_opts a = {2, {1, 0}, 0, 0, 0};
+  fg_tensor *y = run_conv1d(&a, x, 5, diff, 2, 0.5, &ol);
+  FG_REQUIRE(y && ol == 3);
+  const double want_a[3] = {-0.5, -0.5, -0.5};
+  for (int i = 0; i < 3; i++)
+    FG_CHECK_NEAR(((double *)fg_tensor_data(y))[i], want_a[i], 1e-15);
+  fg_tensor_free(y);
+  /* dilation 2: x[i] + x[i + 2]. */
+  fg_conv1d_opts b = {0, {0, 0}, 2, 0, 0};
+  y = run_conv1d(&b, x, 5, pair, 2, 0, &ol);
+  FG_REQUIRE(y && ol == 3);
+  const double want_b[3] = {4, 6, 8};
+  for (int i = 0; i < 3; i++)
+    FG_CHECK_NEAR(((double *)fg_tensor_data(y))[i], want_b[i], 1e-15);
+  fg_tensor_free(y);
+  /* 'same' with an even kernel: the odd pad on the right, x[i] - x[i+1]
+   * with x[5] = 0. */
+  fg_conv1d_opts c = {0, {0, 0}, 0, 0, 1};
+  y = run_conv1d(&c, x, 5, diff, 2, 0, &ol);
+  FG_REQUIRE(y && ol == 5);
+  const double want_c[5] = {-1, -1, -1, -1, 5};
+  for (int i = 0; i < 5; i++)
+    FG_CHECK_NEAR(((double *)fg_tensor_data(y))[i], want_c[i], 1e-15);
+  fg_tensor_free(y);
+  /* rank 4 is refused by name */
+  fg_graph *g = fg_graph_new();
+  int64_t d4[4] = {1, 1, 5, 5}, d3[3] = {1, 1, 2};
+  fg_conv1d(g, fg_placeholder(g, "x", FG_F64, 4, d4), fg_placeholder(g, "w", FG_F64, 3, d3),
+            FG_NO_OUTPUT, NULL);
+  fg_status *st = fg_status_new();
+  FG_CHECK(fg_graph_status(g, st) == FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "conv1d: x has rank 4 and w rank 3, expected 3");
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+static fg_output build_conv1d(fg_graph *g, const fg_output *xs, void *vctx) {
+  return fg_conv1d(g, xs[0], xs[1], xs[2], vctx);
+}
+
+FG_TEST(conv1d_fd_gradients, "") {
+  fg_conv1d_opts o = {2, {2, 1}, 2, 2, 0};
+  fgt_input in[3] = {{FG_F64, 3, {2, 4, 9}, NULL, 0, 0},
+                     {FG_F64, 3, {6, 2, 3}, NULL, 0, 0},
+                     {FG_F64, 1, {6}, NULL, 0, 0}};
+  FG_CHECK_GRAD(fgt_grad_check(build_conv1d, &o, in, 3, 9));
+}
+
 /* ---- refusals -------------------------------------------------------------- */
 
 typedef struct bad_spec {
