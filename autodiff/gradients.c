@@ -24,6 +24,7 @@ static void registry_fill(void) {
       fg_grads_pool,      /* */
       fg_grads_norm,      /* */
       fg_grads_dropout,   /* */
+      fg_grads_conv,      /* */
   };
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
     for (const fg_grad_reg *r = tables[t]; r->op >= 0; r++)

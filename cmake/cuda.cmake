@@ -91,6 +91,16 @@ if(_fg_nvcc)
   # (its static initialisers cost every process ~0.35 s at start). Hidden
   # symbols there, so libflowgraph.so does not export cuBLAS's names.
   set(FG_CUDA_LIBS CUDA::cudart ${CMAKE_DL_LIBS})
+  # cuDNN (kernels/cuda/conv.cu), from the toolkit's folder: the convolution
+  # kernels need it, so a CUDA build does too.
+  find_library(FG_CUDNN_LIBRARY NAMES cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  find_path(FG_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  if(NOT FG_CUDNN_LIBRARY OR NOT FG_CUDNN_INCLUDE_DIR)
+    message(FATAL_ERROR "CUDA backend: cuDNN (libcudnn, cudnn.h) not found beside the toolkit; "
+                        "install it or configure with -DFG_CUDA=OFF")
+  endif()
+  list(APPEND FG_CUDA_LIBS ${FG_CUDNN_LIBRARY})
+  include_directories(${FG_CUDNN_INCLUDE_DIR})
   set_source_files_properties(${CMAKE_SOURCE_DIR}/kernels/cuda/cublas_lazy.cu PROPERTIES
     COMPILE_OPTIONS "-Xcompiler=-fvisibility=hidden"
     COMPILE_DEFINITIONS "FG_CUBLAS_DIR=\"${CUDAToolkit_LIBRARY_DIR}\"")

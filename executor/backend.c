@@ -18,6 +18,10 @@ static fg_kernel_fn cpu_kernel(const fg_backend_query *q) {
   return fg_cpu_kernel(q->def->name, q->key);
 }
 
+static const fg_kprep *cpu_prep(const fg_backend_query *q) {
+  return fg_cpu_kernel_prep(q->def->name, q->key);
+}
+
 static int cpu_supports(const fg_backend_query *q, char *why, size_t why_size) {
   (void)why, (void)why_size;
   return cpu_kernel(q) != NULL;
@@ -26,7 +30,8 @@ static int cpu_supports(const fg_backend_query *q, char *why, size_t why_size) {
 /* A CPU plan: every step. */
 static int cpu_runs(const fg_backend_query *q) { return !q->req->cuda; }
 
-const fg_backend fg_backend_cpu = {"CPU", "the CPU", 0, cpu_runs, cpu_supports, cpu_kernel};
+const fg_backend fg_backend_cpu = {"CPU",        "the CPU",  0,       cpu_runs,
+                                   cpu_supports, cpu_kernel, cpu_prep};
 
 /* Host steps: in a GPU plan, the nodes placed on a CPU device
  * (fg_plan_request.host_nodes) run their CPU kernel on host copies of
@@ -35,4 +40,5 @@ static int host_runs(const fg_backend_query *q) {
   return q->req->cuda && q->req->host_nodes && q->req->host_nodes[q->id];
 }
 
-const fg_backend fg_backend_host = {"CPU", "the host", 1, host_runs, cpu_supports, cpu_kernel};
+const fg_backend fg_backend_host = {"CPU",        "the host", 1,       host_runs,
+                                    cpu_supports, cpu_kernel, cpu_prep};

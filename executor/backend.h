@@ -34,6 +34,9 @@ typedef struct fg_backend {
   int (*supports)(const fg_backend_query *q, char *why, size_t why_size);
   /* The kernel (non-NULL when supports said 1). */
   fg_kernel_fn (*kernel)(const fg_backend_query *q);
+  /* The kernel's plan-time hook (kernels/kernel.h), or NULL: none, or a
+   * backend without hooks. */
+  const fg_kprep *(*prep)(const fg_backend_query *q);
 } fg_backend;
 
 /* The rows, NULL-terminated: cpu, cuda, host. */

@@ -38,5 +38,5 @@ static int cuda_supports(const fg_backend_query *q, char *why, size_t why_size) 
   return cuda_kernel(q) != NULL;
 }
 
-const fg_backend fg_backend_cuda = {"CUDA",    "the session's GPU", 0,
-                                    cuda_runs, cuda_supports,       cuda_kernel};
+const fg_backend fg_backend_cuda = {"CUDA",        "the session's GPU", 0,   cuda_runs,
+                                    cuda_supports, cuda_kernel,         NULL};

@@ -72,6 +72,7 @@ void fg_plan_free(fg_plan *plan) {
     free(plan->steps[i].in_slots);
     free(plan->steps[i].out_slots);
     free(plan->steps[i].in);
+    if (plan->steps[i].krelease) plan->steps[i].krelease(plan->steps[i].kstate);
   }
   free(plan->steps);
   free(plan->key);

@@ -38,6 +38,10 @@ typedef struct fg_step {
    * kernel, and the CUDA backend runs it on host copies of its inputs
    * (fg_plan_request.host_nodes). */
   int host;
+  /* The kernel's plan-time state (fg_kprep) and what frees it with the
+   * plan; NULL for kernels without a prepare hook. */
+  void *kstate;
+  fg_krelease_fn krelease;
 } fg_step;
 
 enum {

@@ -1,6 +1,7 @@
 /* The select stage of plan building (plan_stages.h): each step's backend
  * and kernel, from the backend table (backend.h). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "executor/backend.h"
 #include "executor/plan_stages.h"
@@ -36,6 +37,49 @@ static int refuse(const fg_backend_query *q, const fg_backend *be, const char *w
   return -1;
 }
 
+/* Runs the kernel's prepare hook on the step's shapes (no data yet) and
+ * keeps its state with the step, freed with the plan. */
+static int prepare(fg_plan *plan, fg_step *step, const fg_kprep *kp, const fg_backend_query *q,
+                   fg_status *st) {
+  fg_kbuf in_stack[8];
+  fg_kbuf *in = step->n_in <= 8 ? in_stack : malloc((size_t)step->n_in * sizeof *in);
+  fg_kbuf out_stack[4];
+  fg_kbuf *out = step->n_out <= 4 ? out_stack : malloc((size_t)step->n_out * sizeof *out);
+  if (!in || !out) {
+    if (in != in_stack) free(in);
+    if (out != out_stack) free(out);
+    return fg_plan_oom(st, "kernel state");
+  }
+  for (int i = 0; i < step->n_in; i++) {
+    in[i] = plan->slots[step->in_slots[i]];
+    in[i].data = NULL;
+  }
+  for (int o = 0; o < step->n_out; o++) {
+    out[o] = plan->slots[step->out_slots[o]];
+    out[o].data = NULL;
+  }
+  char err[512];
+  err[0] = '\0';
+  fg_code code = FG_INVALID_ARGUMENT;
+  fg_kctx ctx = {in,         step->n_in, out,  step->n_out, &step->params, err,
+                 sizeof err, NULL,       NULL, NULL,        &code,         NULL};
+  /* The threads a run gives the kernel (the infer stage has summed the
+   * plan's FLOPs, which decide it). */
+  int threads = fg_plan_threads(plan);
+  void *state = NULL;
+  int rc = kp->prepare(&ctx, threads, &state);
+  if (in != in_stack) free(in);
+  if (out != out_stack) free(out);
+  if (rc != 0) {
+    fg_status_set(st, code, "node '%s' (%s): preparing its kernel: %s", q->node->name, q->def->name,
+                  err[0] ? err : "failed");
+    return -1;
+  }
+  step->kstate = state;
+  step->krelease = kp->release;
+  return 0;
+}
+
 int fg_plan_select(fg_plan_builder *b, fg_status *st) {
   fg_plan *plan = b->plan;
   for (int si = 0; si < plan->n_steps; si++) {
@@ -50,6 +94,8 @@ int fg_plan_select(fg_plan_builder *b, fg_status *st) {
     if (!be || !be->supports(&q, why, sizeof why)) return refuse(&q, be, why, st);
     step->fn = be->kernel(&q);
     step->host = be->host;
+    const fg_kprep *kp = be->prep ? be->prep(&q) : NULL;
+    if (kp && prepare(plan, step, kp, &q, st) != 0) return -1;
   }
   return 0;
 }

@@ -158,6 +158,7 @@ static int run_step(void *vctx, int si, int worker) {
                  NULL,
                  NULL,
                  &code,
+                 step->kstate,
                  0,
                  0,
                  0};

@@ -142,6 +142,10 @@ FGI_DECL_INFER(fgi_infer_layer_norm_grad)
 FGI_DECL_INFER(fgi_infer_group_norm)
 FGI_DECL_INFER(fgi_infer_group_norm_grad)
 FGI_DECL_FLOPS(fgi_flops_norm)
+/* infer_conv.c: conv2d, conv2d_grad_input, conv2d_grad_weight, conv_transpose2d */
+FGI_DECL_INFER(fgi_infer_conv)
+FGI_DECL_FLOPS(fgi_flops_conv)
+
 /* ---- parse hooks (fg_parse_fn), beside each op's inference -------------- */
 #define FGI_DECL_PARSE(fn)                                                                         \
   int fn(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *status);
@@ -164,6 +168,7 @@ FGI_DECL_INFER(fgi_infer_training_flag)
 FGI_DECL_INFER(fgi_infer_dropout) /* also dropout_grad */
 FGI_DECL_INFER(fgi_infer_variable)
 FGI_DECL_PARSE(fgi_parse_dropout)
+FGI_DECL_PARSE(fgi_parse_conv)    /* infer_conv.c; all four conv ops */
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

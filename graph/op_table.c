@@ -251,6 +251,24 @@ static const fg_attr_def a_group_norm[] = {
 static const fg_attr_def a_group_norm_grad[] = {
     {"num_groups", FG_ATTR_INT, NULL, "the forward's num_groups", FG_PARAM(I64, norm.num_groups)},
     A_END};
+/* conv2d and its gradients; conv_transpose2d adds output_padding. */
+#define A_CONV_COMMON                                                                              \
+  {"strides", FG_ATTR_INTS, "1,1", "(height, width), >= 1", FG_NO_PARAM},                          \
+      {"pads", FG_ATTR_INTS, "0,0,0,0", "top, left, bottom, right, >= 0", FG_NO_PARAM},            \
+      {"dilations", FG_ATTR_INTS, "1,1", "(height, width), >= 1", FG_NO_PARAM}, {                  \
+    "groups", FG_ATTR_INT, "1", "channel groups, dividing both channel counts", FG_NO_PARAM        \
+  }
+static const fg_attr_def a_conv[] = {
+    A_CONV_COMMON,
+    {"auto_pad", FG_ATTR_STRING, "explicit",
+     "explicit (pads), or same: total pad dilation*(k-1), the odd one bottom/right (stride 1)",
+     FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_conv_transpose[] = {
+    A_CONV_COMMON,
+    {"output_padding", FG_ATTR_INTS, "0,0", "rows and columns added at the bottom/right, < stride",
+     FG_NO_PARAM},
+    A_END};
 const fg_attr_def fg_common_attrs[] = {
     {FG_COLOCATE_ATTR, FG_ATTR_STRING, "none", "a node whose device this one takes", FG_NO_PARAM},
     A_END};
@@ -545,6 +563,19 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_DROPOUT_GRAD] = {"dropout_grad", 2, 2, 1, RAND | DIFF, fgi_infer_dropout,
                             fgi_flops_elementwise, 0, "dy, training", a_dropout, fgi_parse_dropout,
                             "dropout's gradient: dy through the forward's mask, recomputed"},
+    /* Convolution (graph/infer_conv.c). The gradient ops take the shape
+     * they produce from an input (like: the forward x or w), as slice_grad. */
+    [FG_OP_CONV2D] = {"conv2d", 2, 3, 1, DIFF, fgi_infer_conv, fgi_flops_conv, 0, "x, w, [b]",
+                      a_conv, fgi_parse_conv, "2-D convolution, NCHW; w [O, C/groups, kH, kW]"},
+    [FG_OP_CONV2D_GRAD_INPUT] = {"conv2d_grad_input", 3, 3, 1, DIFF, fgi_infer_conv, fgi_flops_conv,
+                                 0, "dy, w, like", a_conv, fgi_parse_conv,
+                                 "conv2d's gradient for x (shaped like like)"},
+    [FG_OP_CONV2D_GRAD_WEIGHT] = {"conv2d_grad_weight", 3, 3, 1, DIFF, fgi_infer_conv,
+                                  fgi_flops_conv, 0, "x, dy, like", a_conv, fgi_parse_conv,
+                                  "conv2d's gradient for w (shaped like like)"},
+    [FG_OP_CONV_TRANSPOSE2D] = {"conv_transpose2d", 2, 3, 1, DIFF, fgi_infer_conv, fgi_flops_conv,
+                                0, "x, w, [b]", a_conv_transpose, fgi_parse_conv,
+                                "transposed 2-D convolution, NCHW; w [C, O/groups, kH, kW]"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -145,7 +145,11 @@
   X(INSTANCE_NORM, "instance_norm")                                                                \
   X(TRAINING_FLAG, "training_flag")                                                                \
   X(DROPOUT, "dropout")                                                                            \
-  X(DROPOUT_GRAD, "dropout_grad")
+  X(DROPOUT_GRAD, "dropout_grad")                                                                  \
+  X(CONV2D, "conv2d")                                                                              \
+  X(CONV2D_GRAD_INPUT, "conv2d_grad_input")                                                        \
+  X(CONV2D_GRAD_WEIGHT, "conv2d_grad_weight")                                                      \
+  X(CONV_TRANSPOSE2D, "conv_transpose2d")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

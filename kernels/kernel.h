@@ -55,6 +55,10 @@ typedef struct fg_kctx {
    * whose peer missed its deadline: FG_DEADLINE_EXCEEDED); left alone, the
    * executor reports FG_INVALID_ARGUMENT. NULL: nowhere to store it. */
   fg_code *code;
+  /* What the kernel's prepare hook (fg_kprep below) made for this step, or
+   * NULL. Kernels with a hook must also run with NULL (constant folding,
+   * direct calls): they then make what they need for this call alone. */
+  void *state;
   /* The run's training step and mode (fg_training in flowgraph/graph.h):
    * rng_step counts the session's earlier training runs, rng_replica is
    * the process's data-parallel replica (0 without one), run_training 1
@@ -81,6 +85,29 @@ typedef struct fg_kernel_reg {
   fg_kernel_fn fn;
 } fg_kernel_reg;
 const fg_kernel_reg *fg_cpu_kernel_registry(void);
+
+/* Plan-time kernel state. A kernel that would otherwise build something
+ * per call from the shapes and parameters alone (oneDNN primitives, their
+ * scratchpads) registers a prepare hook beside it. The executor calls
+ * prepare once when it builds a plan, with ctx's inputs and outputs shaped
+ * but holding no data (data NULL), ctx->p parsed, ctx->par NULL and
+ * ctx->state NULL; `threads` is the most threads a run of the plan gives
+ * the kernel. On success (0) *state is handed to every call of the kernel
+ * for that step (ctx->state) and passed to release when the plan is freed;
+ * on failure (-1) prepare writes ctx->err and the plan is not built. A
+ * plan runs one call at a time, so a kernel may write its state during a
+ * call (binding buffers) but must keep it valid for the next. */
+typedef int (*fg_kprepare_fn)(const fg_kctx *ctx, int threads, void **state);
+typedef void (*fg_krelease_fn)(void *state);
+typedef struct fg_kprep {
+  const char *op;
+  fg_dtype dtype;
+  fg_kprepare_fn prepare;
+  fg_krelease_fn release; /* accepts NULL */
+} fg_kprep;
+/* The prepare hook of CPU kernel (op name, dtype), or NULL when it has
+ * none (most kernels are pure functions). */
+const fg_kprep *fg_cpu_kernel_prep(const char *op, fg_dtype dtype);
 
 /* The CUDA kernel for (op name, dtype), same keys as fg_cpu_kernel; NULL when
  * none is registered or the build has no CUDA backend (FG_CUDA=OFF). */

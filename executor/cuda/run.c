@@ -144,6 +144,7 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
                    &cp->kc[si],
                    NULL,
                    NULL,
+                   NULL,
                    0,
                    0,
                    0};

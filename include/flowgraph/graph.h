@@ -361,6 +361,43 @@ FG_API fg_output fg_global_max_pool(fg_graph *g, fg_output x);
 /* [N, C, out_h, out_w]: output i averages rows [floor(i H / out_h),
  * ceil((i + 1) H / out_h)), columns alike (torch's adaptive_avg_pool2d). */
 FG_API fg_output fg_adaptive_avg_pool2d(fg_graph *g, fg_output x, int64_t out_h, int64_t out_w);
+/* ---- convolution (NCHW, as torch.nn.functional) -------------------------- */
+/* Zero fields mean the defaults: strides 1, dilations 1, groups 1, pads 0
+ * (top, left, bottom, right). same = 1: PyTorch's padding='same' (strides
+ * must be 1; total pad dilation * (k - 1), the odd one at the bottom/right;
+ * pads must then be 0). output_padding: conv_transpose2d only (< stride). */
+typedef struct fg_conv2d_opts {
+  int64_t strides[2];
+  int64_t pads[4];
+  int64_t dilations[2];
+  int64_t groups;
+  int same;
+  int64_t output_padding[2];
+} fg_conv2d_opts;
+/* x [N, C, H, W], w [O, C/groups, kH, kW], bias [O] or .node = -1 (none);
+ * opts NULL: the defaults. Output [N, O, OH, OW]. f32 and f64. */
+FG_API fg_output fg_conv2d(fg_graph *g, fg_output x, fg_output w, fg_output bias,
+                           const fg_conv2d_opts *opts);
+/* torch.nn.functional.conv_transpose2d: x [N, C_in, H, W],
+ * w [C_in, C_out/groups, kH, kW], bias [C_out] or none; output height
+ * (H - 1) stride - pad_top - pad_bottom + dilation (kH - 1) +
+ * output_padding + 1. `same` is refused. */
+FG_API fg_output fg_conv_transpose2d(fg_graph *g, fg_output x, fg_output w, fg_output bias,
+                                     const fg_conv2d_opts *opts);
+/* torch.nn.functional.conv1d, built as conv2d with a height of 1 (x and w
+ * get a size-1 axis 2, the output loses it): x [N, C, L],
+ * w [O, C/groups, k], bias [O] or none; output [N, O, OL]. Zero fields
+ * mean the defaults, as for conv2d; pads are (left, right). At most one
+ * of the output's dims may be unknown when it is built (the batch). */
+typedef struct fg_conv1d_opts {
+  int64_t stride;
+  int64_t pads[2];
+  int64_t dilation;
+  int64_t groups;
+  int same;
+} fg_conv1d_opts;
+FG_API fg_output fg_conv1d(fg_graph *g, fg_output x, fg_output w, fg_output bias,
+                           const fg_conv1d_opts *opts);
 
 /* ---- state -------------------------------------------------------------- */
 /* Writes `value` into `variable` (the output of fg_variable) when run; its

@@ -182,6 +182,16 @@ typedef struct fg_norm_params {
   int64_t num_groups;      /* num_groups (group_norm); instance_norm: C, one group a channel */
   int64_t normalized_rank; /* normalized_rank (layer_norm): the last k axes, 1 <= k <= rank */
 } fg_norm_params;
+/* conv2d, conv2d_grad_input, conv2d_grad_weight and conv_transpose2d (NCHW,
+ * as torch.nn.functional), checked and resolved at plan time: auto_pad
+ * 'same' has become pads. */
+typedef struct fg_conv_params {
+  int64_t stride[2];         /* strides (height, width), >= 1 */
+  int64_t dilation[2];       /* dilations, >= 1 */
+  int64_t pad[4];            /* pads: top, left, bottom, right, >= 0 */
+  int64_t groups;            /* groups, >= 1, dividing both channel counts */
+  int64_t output_padding[2]; /* conv_transpose2d's output_padding, < stride; 0 otherwise */
+} fg_conv_params;
 
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
@@ -214,6 +224,7 @@ typedef union fg_op_params {
   fg_pool2d_params pool2d; /* max_pool2d, avg_pool2d and their gradients */
   fg_norm_params norm; /* the normalization ops and their gradients */
   fg_dropout_params dropout; /* dropout, dropout_grad */
+  fg_conv_params conv; /* conv2d, its gradients and conv_transpose2d */
 } fg_op_params;
 
 #ifdef __cplusplus

@@ -148,7 +148,26 @@
   /* dropout.c; training_flag writes a bool, other keys so every op has f32/f64 */                 \
   FGK_ANY(X, "training_flag", fgk_training_flag)                                                   \
   FGK_FLOAT(X, "dropout", fgk_dropout)                                                             \
-  FGK_FLOAT(X, "dropout_grad", fgk_dropout_grad)
+  FGK_FLOAT(X, "dropout_grad", fgk_dropout_grad)                                                   \
+  /* conv.c: oneDNN in f32 (prepare hooks in FGK_PREPS), direct loops in f64 */                    \
+  FGK_FLOAT(X, "conv2d", fgk_conv2d)                                                               \
+  FGK_FLOAT(X, "conv2d_grad_input", fgk_conv2d_grad_input)                                         \
+  FGK_FLOAT(X, "conv2d_grad_weight", fgk_conv2d_grad_weight)                                       \
+  FGK_FLOAT(X, "conv_transpose2d", fgk_conv_transpose2d)
+
+/* X(op name, dtype key, prepare, release): the kernels with plan-time
+ * state (kernels/kernel.h, fg_kprep). */
+#define FGK_PREPS(X)                                                                               \
+  X("conv2d", FG_F32, fgk_conv2d_prepare, fgk_conv_release)                                        \
+  X("conv2d_grad_input", FG_F32, fgk_conv2d_grad_input_prepare, fgk_conv_release)                  \
+  X("conv2d_grad_weight", FG_F32, fgk_conv2d_grad_weight_prepare, fgk_conv_release)                \
+  X("conv_transpose2d", FG_F32, fgk_conv_transpose2d_prepare, fgk_conv_release)
+
+#define FGK_DECLARE_PREP(op, dt, prep, rel)                                                        \
+  int prep(const fg_kctx *ctx, int threads, void **state);                                         \
+  void rel(void *state);
+FGK_PREPS(FGK_DECLARE_PREP)
+#undef FGK_DECLARE_PREP
 
 #define FGK_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
 FGK_KERNELS(FGK_DECLARE)

@@ -18,3 +18,15 @@ fg_kernel_fn fg_cpu_kernel(const char *op, fg_dtype dtype) {
     if (r->dtype == dtype && strcmp(r->op, op) == 0) return r->fn;
   return NULL;
 }
+
+#define FGK_PREP_ROW(op, dt, prep, rel) {op, dt, prep, rel},
+static const fg_kprep fgk_prep_rows[] = {
+    FGK_PREPS(FGK_PREP_ROW){NULL, FG_DTYPE_INVALID, NULL, NULL}};
+#undef FGK_PREP_ROW
+
+const fg_kprep *fg_cpu_kernel_prep(const char *op, fg_dtype dtype) {
+  if (!op) return NULL;
+  for (const fg_kprep *r = fgk_prep_rows; r->op; r++)
+    if (r->dtype == dtype && strcmp(r->op, op) == 0) return r;
+  return NULL;
+}

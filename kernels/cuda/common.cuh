@@ -142,7 +142,12 @@ extern "C" {
   /* dropout.cu */                                                                                 \
   FGK_ANY(X, "training_flag", fgc_training_flag)                                                   \
   FGK_FLOAT(X, "dropout", fgc_dropout)                                                             \
-  FGK_FLOAT(X, "dropout_grad", fgc_dropout_grad)
+  FGK_FLOAT(X, "dropout_grad", fgc_dropout_grad)                                                   \
+  /* conv.cu (cuDNN) */                                                                            \
+  FGK_FLOAT(X, "conv2d", fgc_conv2d)                                                               \
+  FGK_FLOAT(X, "conv2d_grad_input", fgc_conv2d_grad_input)                                         \
+  FGK_FLOAT(X, "conv2d_grad_weight", fgc_conv2d_grad_weight)                                       \
+  FGK_FLOAT(X, "conv_transpose2d", fgc_conv_transpose2d)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);

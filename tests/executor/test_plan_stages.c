@@ -256,14 +256,14 @@ static int test_supports(const fg_backend_query *q, char *why, size_t why_size) 
   (void)why, (void)why_size;
   return test_kernel(q) != NULL;
 }
-static const fg_backend test_backend = {"TEST",    "the test device", 0,
-                                        test_runs, test_supports,     test_kernel};
+static const fg_backend test_backend = {"TEST",        "the test device", 0,   test_runs,
+                                        test_supports, test_kernel,       NULL};
 static int none_runs(const fg_backend_query *q) {
   (void)q;
   return 0;
 }
-static const fg_backend none_backend = {"NONE",    "nowhere",     0,
-                                        none_runs, test_supports, test_kernel};
+static const fg_backend none_backend = {"NONE",        "nowhere",   0,   none_runs,
+                                        test_supports, test_kernel, NULL};
 
 /* Resolve, infer and select on s with the given table (NULL: the real
  * one); the select stage's result (-2, a failed case, when an earlier

@@ -16,8 +16,9 @@ FG_TEST(op_table_rows_match_names, "") {
    * adaptive_avg_pool2d) and their four gradients + batch_norm,
    * batch_norm_update_stats, batch_norm_grad, layer_norm, layer_norm_grad,
    * group_norm, group_norm_grad, instance_norm + training_flag, dropout,
-   * dropout_grad */
-  FG_CHECK_INT(FG_OP_COUNT, 115);
+   * dropout_grad + conv2d, conv2d_grad_input, conv2d_grad_weight,
+   * conv_transpose2d */
+  FG_CHECK_INT(FG_OP_COUNT, 119);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);

@@ -1,0 +1,302 @@
+/* Convolution on the GPU through cuDNN: conv2d (forward), conv2d_grad_input
+ * and conv_transpose2d (backward data), conv2d_grad_weight (backward
+ * filter), f32 and f64, NCHW, with the roles of kernels/cpu/conv.c (one
+ * forward convolution x * w -> y read in four directions).
+ *
+ * The algorithm is cuDNN's heuristic choice (cudnnGet*Algorithm_v7): the
+ * first one it ranks that succeeds and whose workspace fits the stream's
+ * scratch (fg_kcuda.scratch), so nothing is allocated per call; when none
+ * fits, the kernel fails naming the bytes the best one needs. TF32 follows
+ * fg_kcuda.allow_tf32.
+ *
+ * cuDNN pads symmetrically. Asymmetric pads (explicit, or 'same' with an
+ * even kernel) run on a zero-padded copy of x in the scratch (forward,
+ * weight gradient), or compute the padded x's gradient there and crop it
+ * (backward data).
+ *
+ * cuDNN handles are per device, made on first use and kept for the
+ * process; a mutex serialises binding one to the call's stream and
+ * enqueueing. The descriptors are made per call (host only, no device
+ * memory). */
+#include <cudnn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "kernels/cuda/common.cuh"
+
+enum { M_FWD, M_BWD_DATA, M_BWD_WEIGHTS, M_TRANSPOSE };
+
+namespace {
+
+struct geo {
+  int n, c, h, w, o, kh, kw, oh, ow, g;
+  int ph, pw;          /* symmetric pads given to cuDNN */
+  int hp, wp;          /* x's height and width as cuDNN sees them (padded when asymmetric) */
+  int top, left, asym; /* asymmetric: where x sits in its padded copy */
+  const fg_conv_params *p;
+};
+
+struct bufs {
+  fg_kbuf *x, *w, *y;
+  const fg_kbuf *bias;
+};
+
+pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
+cudnnHandle_t handles[64];
+
+bufs bufs_of(const fg_kctx *ctx, int m) {
+  fg_kbuf *in = (fg_kbuf *)ctx->in, *out = ctx->out;
+  const fg_kbuf *b = ctx->n_in > 2 ? &in[2] : NULL;
+  switch (m) {
+  case M_FWD: return bufs{&in[0], &in[1], out, b};
+  case M_BWD_DATA: return bufs{out, &in[1], &in[0], NULL};
+  case M_BWD_WEIGHTS: return bufs{&in[0], out, &in[1], NULL};
+  default: return bufs{out, &in[1], &in[0], b};
+  }
+}
+
+geo geo_of(const fg_kctx *ctx, const bufs &b) {
+  geo G;
+  G.p = &ctx->p->conv;
+  G.n = (int)b.x->dims[0], G.c = (int)b.x->dims[1], G.h = (int)b.x->dims[2],
+  G.w = (int)b.x->dims[3];
+  G.o = (int)b.y->dims[1], G.oh = (int)b.y->dims[2], G.ow = (int)b.y->dims[3];
+  G.kh = (int)b.w->dims[2], G.kw = (int)b.w->dims[3];
+  G.g = (int)G.p->groups;
+  const int64_t *pad = G.p->pad;
+  G.asym = pad[0] != pad[2] || pad[1] != pad[3];
+  G.top = G.asym ? (int)pad[0] : 0, G.left = G.asym ? (int)pad[1] : 0;
+  G.ph = G.asym ? 0 : (int)pad[0], G.pw = G.asym ? 0 : (int)pad[1];
+  G.hp = G.asym ? (int)(G.h + pad[0] + pad[2]) : G.h;
+  G.wp = G.asym ? (int)(G.w + pad[1] + pad[3]) : G.w;
+  return G;
+}
+
+/* dst [n, c, hp, wp] = src [n, c, h, w] placed at (top, left), zeros
+ * around it; or (crop) dst [n, c, h, w] = that window of src. */
+template <typename T>
+__global__ void pad_kernel(T *dst, const T *src, int64_t planes, int h, int w, int hp, int wp,
+                           int top, int left, int crop) {
+  const int64_t total = planes * (crop ? (int64_t)h * w : (int64_t)hp * wp);
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    if (crop) {
+      const int64_t pl = i / ((int64_t)h * w), r = i % ((int64_t)h * w);
+      const int y = (int)(r / w), x = (int)(r % w);
+      dst[i] = src[(pl * hp + y + top) * wp + x + left];
+    } else {
+      const int64_t pl = i / ((int64_t)hp * wp), r = i % ((int64_t)hp * wp);
+      const int y = (int)(r / wp) - top, x = (int)(r % wp) - left;
+      dst[i] = y >= 0 && y < h && x >= 0 && x < w ? src[(pl * h + y) * w + x] : (T)0;
+    }
+  }
+}
+
+struct descs {
+  cudnnTensorDescriptor_t x, y, b;
+  cudnnFilterDescriptor_t w;
+  cudnnConvolutionDescriptor_t conv;
+};
+
+void descs_free(descs &d) {
+  if (d.x) cudnnDestroyTensorDescriptor(d.x);
+  if (d.y) cudnnDestroyTensorDescriptor(d.y);
+  if (d.b) cudnnDestroyTensorDescriptor(d.b);
+  if (d.w) cudnnDestroyFilterDescriptor(d.w);
+  if (d.conv) cudnnDestroyConvolutionDescriptor(d.conv);
+}
+
+cudnnStatus_t descs_init(descs &d, const geo &G, cudnnDataType_t dt, int allow_tf32) {
+  cudnnStatus_t s = cudnnCreateTensorDescriptor(&d.x);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateTensorDescriptor(&d.y);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateTensorDescriptor(&d.b);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateFilterDescriptor(&d.w);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnCreateConvolutionDescriptor(&d.conv);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, dt, G.n, G.c, G.hp, G.wp);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, dt, G.n, G.o, G.oh, G.ow);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnSetFilter4dDescriptor(d.w, dt, CUDNN_TENSOR_NCHW, G.o, G.c / G.g, G.kh, G.kw);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnSetConvolution2dDescriptor(d.conv, G.ph, G.pw, (int)G.p->stride[0],
+                                        (int)G.p->stride[1], (int)G.p->dilation[0],
+                                        (int)G.p->dilation[1], CUDNN_CROSS_CORRELATION, dt);
+  if (s == CUDNN_STATUS_SUCCESS) s = cudnnSetConvolutionGroupCount(d.conv, G.g);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = cudnnSetConvolutionMathType(
+        d.conv, dt == CUDNN_DATA_FLOAT && allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+  return s;
+}
+
+int cudnn_fail(const fg_kctx *ctx, const char *what, cudnnStatus_t s) {
+  return fgk_fail(ctx, "cuDNN: %s: %s", what, cudnnGetErrorString(s));
+}
+
+/* The device's handle, made once; the caller holds handle_lock. */
+cudnnHandle_t handle_for_device(const fg_kctx *ctx) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    fgk_fail(ctx, "cuDNN: no current CUDA device");
+    return NULL;
+  }
+  if (!handles[dev]) {
+    cudnnStatus_t s = cudnnCreate(&handles[dev]);
+    if (s != CUDNN_STATUS_SUCCESS) {
+      handles[dev] = NULL;
+      cudnn_fail(ctx, "creating a handle", s);
+      return NULL;
+    }
+  }
+  return handles[dev];
+}
+
+size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* The heuristics' first algorithm that succeeds within `room` bytes of
+ * workspace; -1 (after failing ctx) when none fits. */
+template <typename Perf>
+int pick(const fg_kctx *ctx, const Perf *perf, int n, size_t room, size_t *ws) {
+  size_t need = 0;
+  for (int i = 0; i < n; i++) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (perf[i].memory <= room) {
+      *ws = perf[i].memory;
+      return i;
+    }
+    if (!need) need = perf[i].memory;
+  }
+  if (!need) return fgk_fail(ctx, "cuDNN: no algorithm for this convolution");
+  return fgk_fail(ctx, "cuDNN: the convolution needs %zu bytes of CUDA scratch, the stream has %zu",
+                  need, room);
+}
+
+template <typename T>
+int run_conv(const fg_kctx *ctx, int m, cudnnHandle_t h, const descs &d, void *xp, void *ws_base,
+             size_t room) {
+  const bufs b = bufs_of(ctx, m);
+  const T one = 1, zero = 0;
+  cudnnStatus_t s;
+  size_t ws = 0;
+  if (m == M_FWD) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int n = 0;
+    s = cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
+                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf);
+    if (s != CUDNN_STATUS_SUCCESS) return cudnn_fail(ctx, "forward heuristics", s);
+    const int k = pick(ctx, perf, n, room, &ws);
+    if (k < 0) return -1;
+    s = cudnnConvolutionForward(h, &one, d.x, xp, d.w, b.w->data, d.conv, perf[k].algo, ws_base, ws,
+                                &zero, d.y, b.y->data);
+    if (s == CUDNN_STATUS_SUCCESS && b.bias)
+      s = cudnnAddTensor(h, &one, d.b, b.bias->data, &one, d.y, b.y->data);
+    return s == CUDNN_STATUS_SUCCESS ? 0 : cudnn_fail(ctx, "forward", s);
+  }
+  if (m == M_BWD_WEIGHTS) {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int n = 0;
+    s = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf);
+    if (s != CUDNN_STATUS_SUCCESS) return cudnn_fail(ctx, "backward filter heuristics", s);
+    const int k = pick(ctx, perf, n, room, &ws);
+    if (k < 0) return -1;
+    s = cudnnConvolutionBackwardFilter(h, &one, d.x, xp, d.y, b.y->data, d.conv, perf[k].algo,
+                                       ws_base, ws, &zero, d.w, b.w->data);
+    return s == CUDNN_STATUS_SUCCESS ? 0 : cudnn_fail(ctx, "backward filter", s);
+  }
+  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  int n = 0;
+  s = cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x,
+                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf);
+  if (s != CUDNN_STATUS_SUCCESS) return cudnn_fail(ctx, "backward data heuristics", s);
+  const int k = pick(ctx, perf, n, room, &ws);
+  if (k < 0) return -1;
+  s = cudnnConvolutionBackwardData(h, &one, d.w, b.w->data, d.y, b.y->data, d.conv, perf[k].algo,
+                                   ws_base, ws, &zero, d.x, xp);
+  return s == CUDNN_STATUS_SUCCESS ? 0 : cudnn_fail(ctx, "backward data", s);
+}
+
+template <typename T> int conv(const fg_kctx *ctx, int m) {
+  if (!ctx->cuda) return fgk_fail(ctx, "called without a CUDA context");
+  const bufs b = bufs_of(ctx, m);
+  const geo G = geo_of(ctx, b);
+  int64_t ex = fgk_numel(b.x), ey = fgk_numel(b.y);
+  if (ex == 0 || ey == 0) {
+    /* Nothing to convolve: zeros (plus the bias, which cuDNN adds below
+     * only when there is a convolution; empty tensors are rare enough to
+     * refuse the bias case). */
+    if (b.bias && fgk_numel(ctx->out) > 0)
+      return fgk_fail(ctx, "an empty input with a bias is not supported on the GPU");
+    return fgc_fill_bits(ctx, ctx->out->data, fgk_numel(ctx->out), sizeof(T), 0);
+  }
+  const cudnnDataType_t dt = sizeof(T) == 8 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  /* The scratch: x's padded copy first (asymmetric pads), then the
+   * workspace. */
+  const size_t pad_bytes = G.asym ? align256((size_t)G.n * G.c * G.hp * G.wp * sizeof(T)) : 0;
+  const size_t have = ctx->cuda->scratch ? ctx->cuda->scratch_bytes : 0;
+  if (pad_bytes > have)
+    return fgk_fail(ctx,
+                    "asymmetric pads need %zu bytes of CUDA scratch for a padded copy of x, the "
+                    "stream has %zu",
+                    pad_bytes, have);
+  char *scratch = (char *)ctx->cuda->scratch;
+  void *xp = G.asym ? (void *)scratch : b.x->data;
+  const int64_t planes = (int64_t)G.n * G.c;
+  cudaStream_t st = fgc_stream(ctx);
+  if (G.asym && m != M_BWD_DATA && m != M_TRANSPOSE) {
+    const int64_t total = planes * G.hp * G.wp;
+    pad_kernel<T><<<fgc_blocks(total, FGC_THREADS), FGC_THREADS, 0, st>>>(
+        (T *)xp, (const T *)b.x->data, planes, G.h, G.w, G.hp, G.wp, G.top, G.left, 0);
+    if (fgc_launched(ctx, "padding x") != 0) return -1;
+  }
+  descs d = {};
+  cudnnStatus_t s = descs_init(d, G, dt, ctx->cuda->allow_tf32);
+  if (s == CUDNN_STATUS_SUCCESS && (b.bias))
+    s = cudnnSetTensor4dDescriptor(d.b, CUDNN_TENSOR_NCHW, dt, 1, (int)b.bias->dims[0], 1, 1);
+  if (s != CUDNN_STATUS_SUCCESS) {
+    descs_free(d);
+    return cudnn_fail(ctx, "descriptors", s);
+  }
+  pthread_mutex_lock(&handle_lock);
+  cudnnHandle_t h = handle_for_device(ctx);
+  int rc = -1;
+  if (h) {
+    s = cudnnSetStream(h, st);
+    if (s != CUDNN_STATUS_SUCCESS)
+      rc = cudnn_fail(ctx, "binding the stream", s);
+    else
+      rc = run_conv<T>(ctx, m, h, d, xp, scratch + pad_bytes, have - pad_bytes);
+    if (rc == 0 && m == M_TRANSPOSE && b.bias) {
+      /* conv_transpose2d's bias, on its output (x's role). */
+      cudnnTensorDescriptor_t xd = NULL;
+      const T one = 1;
+      s = cudnnCreateTensorDescriptor(&xd);
+      if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, dt, G.n, G.c, G.hp, G.wp);
+      if (s == CUDNN_STATUS_SUCCESS) s = cudnnAddTensor(h, &one, d.b, b.bias->data, &one, xd, xp);
+      if (xd) cudnnDestroyTensorDescriptor(xd);
+      if (s != CUDNN_STATUS_SUCCESS) rc = cudnn_fail(ctx, "adding the bias", s);
+    }
+  }
+  pthread_mutex_unlock(&handle_lock);
+  descs_free(d);
+  if (rc != 0) return -1;
+  if (G.asym && (m == M_BWD_DATA || m == M_TRANSPOSE)) {
+    const int64_t total = planes * G.h * G.w;
+    pad_kernel<T><<<fgc_blocks(total, FGC_THREADS), FGC_THREADS, 0, st>>>(
+        (T *)b.x->data, (const T *)xp, planes, G.h, G.w, G.hp, G.wp, G.top, G.left, 1);
+    return fgc_launched(ctx, "cropping dx");
+  }
+  return 0;
+}
+
+} // namespace
+
+#define FGC_CONV(name, mode)                                                                       \
+  int name##_f32(const fg_kctx *ctx) { return conv<float>(ctx, mode); }                            \
+  int name##_f64(const fg_kctx *ctx) { return conv<double>(ctx, mode); }
+
+FGC_CONV(fgc_conv2d, M_FWD)
+FGC_CONV(fgc_conv2d_grad_input, M_BWD_DATA)
+FGC_CONV(fgc_conv2d_grad_weight, M_BWD_WEIGHTS)
+FGC_CONV(fgc_conv_transpose2d, M_TRANSPOSE)
