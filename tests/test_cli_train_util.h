@@ -261,24 +261,28 @@ static inline int saved_variable(const char *path, const char *name, float *out,
 
 #define DIGITS_DATA    FG_SOURCE_DIR "/examples/digits/data"
 #define DIGITS_BUILDER FG_BUILD_DIR "/examples/example_digits_build_mlp"
+#define DIGITS_CNN_BUILDER FG_BUILD_DIR "/examples/example_digits_build_cnn"
 
-/* Runs the example's builder, writing the model to `out`; its exit status. */
-static inline int run_builder(const char *out) {
-  const char *argv[] = {DIGITS_BUILDER, out, NULL};
+/* Runs an example's builder, writing the model to `out`; its exit status. */
+static inline int run_builder_at(const char *builder, const char *out) {
+  const char *argv[] = {builder, out, NULL};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   pid_t pid;
-  int rc = posix_spawn(&pid, DIGITS_BUILDER, &fa, NULL, (char *const *)argv, environ);
+  int rc = posix_spawn(&pid, builder, &fa, NULL, (char *const *)argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
-    fprintf(stderr, "posix_spawn %s: %s\n", DIGITS_BUILDER, strerror(rc));
+    fprintf(stderr, "posix_spawn %s: %s\n", builder, strerror(rc));
     return -1;
   }
   int status = 0;
   if (waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+/* The MLP's builder (build_mlp.c). */
+static inline int run_builder(const char *out) { return run_builder_at(DIGITS_BUILDER, out); }
 
 /* ---- reading train's output ----------------------------------------------------- */
 

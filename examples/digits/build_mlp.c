@@ -1,11 +1,8 @@
 /* Builds the digits classifier with its training step and saves it:
  *
  *   x [?, 64] f32 -> dense(128) -> relu -> dense(64) -> relu -> dense(10) = logits
- *   y [?] i32 (labels 0..9)
- *   loss      = softmax_cross_entropy(logits, y)          (mean over the batch)
- *   accuracy  = mean(cast(argmax(logits, 1) == cast(y, i64), f32))
- *   probs     = softmax(logits), prediction = argmax(logits, 1)  (graph outputs)
- *   train     = fg_minimize(loss, Adam, learning rate 2e-3)
+ *   y [?] i32 (labels 0..9), and the loss, accuracy, outputs and Adam step
+ *   (learning rate 2e-3) of digits_head.h
  *
  * Running "train" once is one Adam step on the batch fed to x and y;
  * `flowgraph train` does that over minibatches (see examples/digits/README.md).
@@ -22,6 +19,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "digits_head.h"
 
 #define INIT_SEED     1
 #define LEARNING_RATE 2e-3
@@ -81,40 +80,15 @@ int main(int argc, char **argv) {
     return 1;
   }
   uint64_t rng = INIT_SEED;
-  int64_t xd[2] = {FG_DIM_UNKNOWN, 64}, yd[1] = {FG_DIM_UNKNOWN};
+  int64_t xd[2] = {FG_DIM_UNKNOWN, 64};
   fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
   fg_output h1 = fg_set_name(g, fg_relu(g, dense(g, x, 64, 128, "dense1", 1, &rng, st)), "hidden1");
   fg_output h2 =
       fg_set_name(g, fg_relu(g, dense(g, h1, 128, 64, "dense2", 1, &rng, st)), "hidden2");
-  fg_output logits = fg_set_name(g, dense(g, h2, 64, 10, "dense3", 0, &rng, st), "logits");
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, y), "loss");
-  fg_output pred = fg_set_name(g, fg_argmax(g, logits, 1), "prediction");
-  fg_output correct = fg_equal(g, pred, fg_cast(g, y, FG_I64));
-  fg_set_name(g, fg_reduce_mean(g, fg_cast(g, correct, FG_F32), NULL, 0, 0), "accuracy");
-  fg_output probs = fg_set_name(g, fg_softmax(g, logits, 1), "probs");
-  fg_graph_add_output(g, probs);
-  fg_graph_add_output(g, pred);
-
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_ADAM);
-  cfg.learning_rate = LEARNING_RATE;
-  fg_output train = fg_minimize(g, loss, NULL, 0, &cfg, st);
-  if (train.node >= 0) fg_set_name(g, train, "train");
-  /* fg_minimize recorded the target under its automatic name. */
-  fg_graph_set_metadata(g, "train_target", "train");
-  fg_graph_set_metadata(g, "loss", "loss");
-  fg_graph_set_metadata(g, "description",
-                        "64-128-64-10 MLP for the 8x8 digits, with an Adam training step 'train'");
-
-  int rc = 0;
-  /* fg_minimize reports through st; only then is the graph's own state asked. */
-  if (train.node < 0 || fg_graph_status(g, st) != FG_OK || fg_graph_save(g, out, st) != 0) {
-    fprintf(stderr, "build_mlp: %s: %s\n", fg_code_name(fg_status_code(st)), fg_status_message(st));
-    rc = 1;
-  } else {
-    printf("wrote %s (%d nodes)\n", out, fg_graph_num_nodes(g));
-  }
+  fg_output logits = dense(g, h2, 64, 10, "dense3", 0, &rng, st);
+  int rc = digits_finish(g, logits, LEARNING_RATE,
+                         "64-128-64-10 MLP for the 8x8 digits, with an Adam training step 'train'",
+                         "build_mlp", out, st);
   fg_graph_free(g);
   fg_status_free(st);
   return rc;
