@@ -174,6 +174,7 @@ static const fg_attr_def a_topk[] = {
     A_END};
 static const fg_attr_def a_topk_grad[] = {
     {"axis", FG_ATTR_INT, NULL, "the forward topk's axis, negative from the end", FG_NO_PARAM},
+    A_END};
 static const fg_attr_def a_pad[] = {
     {"pads", FG_ATTR_INTS, NULL, "2 * rank, >= 0: every dim's begin, then every dim's end (ONNX)",
      FG_NO_PARAM},

@@ -2,6 +2,8 @@
  * demo`) end to end: built with initialisers, so the file carries no weight
  * bytes; trained by `flowgraph train` to at least 0.97 test accuracy; and
  * its training step planned within 1.05x of the lower bound on the arena. */
+#include <flowgraph/flowgraph.h>
+
 #include "test_cli_train_util.h"
 
 #define CNN_EPOCHS "20"
