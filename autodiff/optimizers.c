@@ -28,20 +28,16 @@ static void unique_name(const fg_graph *g, const char *base, char *buf, size_t s
     snprintf(buf, size, "%s_%d", base, k);
 }
 
-/* A zero-filled variable shaped like variable `like`, named <like>/<what>. */
-static fg_output state_variable(fg_graph *g, fg_output like, const char *what, fg_status *st) {
+/* A zero-filled variable shaped like variable `like`, named <like>/<what>.
+ * Its zeros come from an initialiser, not stored bytes, so the optimizer's
+ * state adds no bytes per element to a saved graph. */
+static fg_output state_variable(fg_graph *g, fg_output like, const char *what) {
   const fg_tinfo *t = fg_graph_tinfo(g, like);
-  fg_tensor *zeros = fg_tensor_new(t->dtype, t->rank, t->dims, st);
-  if (!zeros) {
-    fg_graph_fail(g, fg_status_code(st), "fg_minimize: %s", fg_status_message(st));
-    return FG_NO_OUTPUT;
-  }
   char base[4200], name[4300];
   snprintf(base, sizeof base, "%s/%s", g->nodes[like.node].name, what);
   unique_name(g, base, name, sizeof name);
-  fg_output v = fg_variable(g, name, zeros);
-  fg_tensor_free(zeros);
-  return v;
+  const fg_init zeros = {FG_INIT_ZEROS, 0, 0, 0, 0};
+  return fg_variable_init(g, name, t->dtype, t->rank, t->dims, &zeros);
 }
 
 static fg_output scalar_variable(fg_graph *g, const char *base, double value, fg_status *st) {
@@ -258,7 +254,7 @@ static fg_output update(fg_graph *g, const fg_optimizer_config *c, fg_output var
     fg_output in[4] = {var, grad, lr, ctrl};
     out = fg_op(g, "apply_sgd", NULL, in, ctrl.node >= 0 ? 4 : 3, a);
   } else if (c->kind == FG_OPTIMIZER_MOMENTUM) {
-    fg_output buf = state_variable(g, var, "momentum", st);
+    fg_output buf = state_variable(g, var, "momentum");
     fg_attrs_set_float(a, "momentum", c->momentum);
     fg_attrs_set_int(a, "nesterov", c->nesterov ? 1 : 0);
     fg_output in[5] = {var, buf, grad, lr, ctrl};
@@ -274,8 +270,8 @@ static fg_output update(fg_graph *g, const fg_optimizer_config *c, fg_output var
       fg_attrs_set_float(a, "l2", wd);
       wd = 0;
     }
-    fg_output m = state_variable(g, var, "adam_m", st);
-    fg_output v = state_variable(g, var, "adam_v", st);
+    fg_output m = state_variable(g, var, "adam_m");
+    fg_output v = state_variable(g, var, "adam_v");
     fg_attrs_set_float(a, "beta1", c->beta1);
     fg_attrs_set_float(a, "beta2", c->beta2);
     fg_attrs_set_float(a, "epsilon", c->epsilon);

@@ -100,8 +100,7 @@ static int report(const cnn_case *c, const cnn_model *m, fg_session *s, const fe
   if (!info) return fail("plan info", st);
   qsort(times, (size_t)runs, sizeof *times, cmp_double);
   double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
-  double flops =
-      c->train ? 3.0 * m->forward_flops - m->stem_flops : m->forward_flops;
+  double flops = c->train ? 3.0 * m->forward_flops - m->stem_flops : m->forward_flops;
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("FG %s median_s=%.6g min_s=%.6g runs=%d threads=%d arena_bytes=%zu "

@@ -24,7 +24,7 @@ typedef struct cnn_model {
   fg_output loss;  /* training graphs: softmax cross-entropy over "y" */
   fg_output train; /* training graphs: the optimizer's step, named "train" */
   fg_output logits;
-  int n_params; /* trainable variables */
+  int n_params;      /* trainable variables */
   int64_t n_weights; /* their elements */
   /* FLOPs of the forward pass's convolutions and matmuls (2 per
    * multiply-add; batch norm, pooling and activations not counted), and of

@@ -61,7 +61,9 @@ static int prepare(fg_plan *plan, fg_step *step, const fg_kprep *kp, const fg_ba
   char err[512];
   err[0] = '\0';
   fg_code code = FG_INVALID_ARGUMENT;
-  fg_kctx ctx = {in, step->n_in, out, step->n_out, &step->params, err, sizeof err, NULL, NULL, NULL, &code, NULL, 0, 0, 0};
+  fg_kctx ctx = {in,    step->n_in, out,  step->n_out, &step->params,
+                 err,   sizeof err, NULL, NULL,        NULL,
+                 &code, NULL,       0,    0,           0};
   /* The threads a run gives the kernel (the infer stage has summed the
    * plan's FLOPs, which decide it). */
   int threads = fg_plan_threads(plan);

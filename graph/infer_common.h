@@ -161,14 +161,14 @@ FGI_DECL_PARSE(fgi_parse_random)  /* infer_sources.c */
 FGI_DECL_PARSE(fgi_parse_cumsum)  /* infer_reduce2.c */
 FGI_DECL_PARSE(fgi_parse_topk)
 FGI_DECL_PARSE(fgi_parse_topk_grad)
-FGI_DECL_PARSE(fgi_parse_pool2d)  /* infer_pool.c: max/avg_pool2d and their gradients */
+FGI_DECL_PARSE(fgi_parse_pool2d)        /* infer_pool.c: max/avg_pool2d and their gradients */
 FGI_DECL_PARSE(fgi_parse_instance_norm) /* infer_norm.c: num_groups = C */
 /* infer_dropout.c: training_flag, dropout, dropout_grad, variable */
 FGI_DECL_INFER(fgi_infer_training_flag)
 FGI_DECL_INFER(fgi_infer_dropout) /* also dropout_grad */
 FGI_DECL_INFER(fgi_infer_variable)
 FGI_DECL_PARSE(fgi_parse_dropout)
-FGI_DECL_PARSE(fgi_parse_conv)    /* infer_conv.c; all four conv ops */
+FGI_DECL_PARSE(fgi_parse_conv) /* infer_conv.c; all four conv ops */
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

@@ -259,8 +259,8 @@ static inline int saved_variable(const char *path, const char *name, float *out,
 
 /* ---- the digits classifier (examples/digits) ------------------------------------ */
 
-#define DIGITS_DATA    FG_SOURCE_DIR "/examples/digits/data"
-#define DIGITS_BUILDER FG_BUILD_DIR "/examples/example_digits_build_mlp"
+#define DIGITS_DATA        FG_SOURCE_DIR "/examples/digits/data"
+#define DIGITS_BUILDER     FG_BUILD_DIR "/examples/example_digits_build_mlp"
 #define DIGITS_CNN_BUILDER FG_BUILD_DIR "/examples/example_digits_build_cnn"
 
 /* Runs an example's builder, writing the model to `out`; its exit status. */

@@ -61,8 +61,9 @@ int main(int argc, char **argv) {
   h = conv_relu(g, h, 16, 32, "conv2", 2);
   h = fg_reshape(g, fg_global_avg_pool(g, h), 2, flat);
   int64_t wd[2] = {32, 10}, bd[1] = {10};
-  fg_output logits = fg_add(g, fg_matmul(g, h, var(g, "dense/w", 2, wd, FG_INIT_XAVIER_UNIFORM, 3), 0, 0),
-                            var(g, "dense/b", 1, bd, FG_INIT_ZEROS, 0));
+  fg_output logits =
+      fg_add(g, fg_matmul(g, h, var(g, "dense/w", 2, wd, FG_INIT_XAVIER_UNIFORM, 3), 0, 0),
+             var(g, "dense/b", 1, bd, FG_INIT_ZEROS, 0));
   int rc = digits_finish(g, logits, LEARNING_RATE,
                          "conv-pool-conv-global-pool CNN for the 8x8 digits, with an Adam "
                          "training step 'train'",

@@ -41,8 +41,7 @@ static int digits_finish(fg_graph *g, fg_output logits, double lr, const char *d
 
   /* fg_minimize reports through st; only then is the graph's own state asked. */
   if (train.node < 0 || fg_graph_status(g, st) != FG_OK || fg_graph_save(g, out, st) != 0) {
-    fprintf(stderr, "%s: %s: %s\n", prog, fg_code_name(fg_status_code(st)),
-            fg_status_message(st));
+    fprintf(stderr, "%s: %s: %s\n", prog, fg_code_name(fg_status_code(st)), fg_status_message(st));
     return 1;
   }
   printf("wrote %s (%d nodes)\n", out, fg_graph_num_nodes(g));

@@ -216,15 +216,15 @@ typedef union fg_op_params {
   fg_all_reduce_params all_reduce; /* and the updates that reduce a gradient */
   fg_shard_params shard;
   fg_cumsum_params cumsum;
-  fg_topk_params topk; /* topk and topk_grad */
-  fg_pad_params pad;    /* pad and pad_grad */
-  fg_tile_params tile;  /* tile and tile_grad */
-  fg_axis_params split; /* axis in [0, rank); the outputs' dims give the sizes */
-  fg_axis_params stack; /* axis in [0, rank of the output) */
-  fg_pool2d_params pool2d; /* max_pool2d, avg_pool2d and their gradients */
-  fg_norm_params norm; /* the normalization ops and their gradients */
+  fg_topk_params topk;       /* topk and topk_grad */
+  fg_pad_params pad;         /* pad and pad_grad */
+  fg_tile_params tile;       /* tile and tile_grad */
+  fg_axis_params split;      /* axis in [0, rank); the outputs' dims give the sizes */
+  fg_axis_params stack;      /* axis in [0, rank of the output) */
+  fg_pool2d_params pool2d;   /* max_pool2d, avg_pool2d and their gradients */
+  fg_norm_params norm;       /* the normalization ops and their gradients */
   fg_dropout_params dropout; /* dropout, dropout_grad */
-  fg_conv_params conv; /* conv2d, its gradients and conv_transpose2d */
+  fg_conv_params conv;       /* conv2d, its gradients and conv_transpose2d */
 } fg_op_params;
 
 #ifdef __cplusplus

@@ -39,9 +39,8 @@ FG_TEST(grad_registry_covers_every_differentiable_op, "") {
       FG_FAIL_AT("op '%s' is differentiable but has no gradient", fg_op_table[op].name);
   }
   /* No op is registered by two families. */
-  const fg_grad_reg *fams[] = {fg_grads_math,      fg_grads_shape, fg_grads_reduce2,
-                               fg_grads_shape_ops, fg_grads_pool,  fg_grads_norm,
-                               fg_grads_dropout, fg_grads_conv};
+  const fg_grad_reg *fams[] = {fg_grads_math, fg_grads_shape, fg_grads_reduce2, fg_grads_shape_ops,
+                               fg_grads_pool, fg_grads_norm,  fg_grads_dropout, fg_grads_conv};
   const int n_fams = (int)(sizeof fams / sizeof fams[0]);
   for (int i = 0; i < n_fams; i++)
     for (int j = i + 1; j < n_fams; j++)

@@ -39,8 +39,8 @@ FG_TEST(op_table_rows_match_names, "") {
       FG_CHECK_INT(d->n_outputs, -1);
       FG_CHECK(d->count_outputs != NULL);
     } else {
-      FG_CHECK_INT(d->n_outputs, i == FG_OP_TOPK ? 2
-                                 : !norm         ? 1
+      FG_CHECK_INT(d->n_outputs, i == FG_OP_TOPK                  ? 2
+                                 : !norm                          ? 1
                                  : !strcmp(d->name, "batch_norm") ? 4
                                                                   : 3);
       FG_CHECK(d->count_outputs == NULL);
@@ -85,7 +85,7 @@ FG_TEST(op_table_flags, "") {
   /* all_reduce, shard, after, the fused updates, the random ops,
    * batch_norm_update_stats, argmin and the training flag are not
    * differentiable */
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 27);
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 29);
   const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};
   for (int i = 0; i < 3; i++) {
     if (!(flags_of(rnd[i]) & FG_OPF_RANDOM)) FG_FAIL_AT("%s not flagged random", rnd[i]);

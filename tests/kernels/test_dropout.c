@@ -541,7 +541,8 @@ FG_TEST(cuda_dropout_vs_cpu, "gpu") {
           fg_kbuf in[2] = {{dt, 1, {n}, dx}, {FG_BOOL, 0, {0}, dt_flag}};
           fg_kbuf out = {dt, 1, {n}, dy};
           fg_kcuda kc = {stream, NULL, NULL, 0, NULL, 0};
-          fg_kctx ctx = {in, 2, &out, 1, &p, err, sizeof err, NULL, &kc, NULL, NULL, NULL, 12345, 3, 0};
+          fg_kctx ctx = {in,  2,    &out, 1,    &p,    err, sizeof err, NULL,
+                         &kc, NULL, NULL, NULL, 12345, 3,   0};
           fg_kernel_fn fn = fg_cuda_kernel(ops[o], dt);
           FG_REQUIRE(fn != NULL);
           if (fn(&ctx) != 0) FG_FAIL_AT("%s: %s", ops[o], err);

@@ -87,7 +87,8 @@ static void run_fixture(int index) {
   out.data = dup_bytes(NULL, out_bytes);
   if (out.data) memset(out.data, 0xA5, out_bytes);
   char err[256] = "";
-  fg_kctx ctx = {in, c->n_in, &out, 1, &c->p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
+  fg_kctx ctx = {in,   c->n_in, &out, 1,    &c->p, err, sizeof err, NULL,
+                 NULL, NULL,    NULL, NULL, 0,     0,   0};
   const int rc = fn(&ctx);
   FG_CHECK_INT(rc, c->rc);
   if (rc != 0 && c->rc == 0) fprintf(stderr, "  error: %s\n", err);
