@@ -75,7 +75,7 @@ static double elem(const fg_tensor *t, int64_t i) {
 static int build_ref(fg_graph *g, const shape_ref *c, fg_output *outs) {
   fg_output xs[8];
   for (int k = 0; k < c->n_in; k++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "x%d", k);
     xs[k] = fg_placeholder(g, name, (fg_dtype)c->dtype, c->rank, c->dims);
   }
@@ -97,7 +97,7 @@ static int build_ref(fg_graph *g, const shape_ref *c, fg_output *outs) {
 static int run_graph(fg_graph *g, const char *device, fg_tensor **feeds, int n_feeds,
                      const char **fetch, int n_fetch, fg_tensor **out, fg_status *st) {
   fg_feed f[8];
-  char names[8][8];
+  char names[8][16];
   for (int k = 0; k < n_feeds; k++) {
     snprintf(names[k], sizeof names[k], "x%d", k);
     f[k] = (fg_feed){names[k], feeds[k]};
