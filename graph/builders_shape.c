@@ -4,7 +4,6 @@
  * calls fg_op(); shape inference checks the values, so a graph loaded from
  * a file meets the same rules. unsqueeze is the existing expand_dims op:
  * both insert size-1 dims at positions counted in the output. */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "graph/graph_internal.h"

@@ -116,21 +116,24 @@ int fgk_stack_check(const fg_kctx *ctx) {
 
 /* ---- the walk over big's elements in C order -------------------------------- */
 
-/* Calls ROW once per row of big's last dim with `base` (the small offset of
- * the row's mapped outer dims, or -1 when one of them falls in pad's
- * fill), `bo` (the row's offset in big) and `len`. Rank 0 is one row of one
- * element mapped to itself. */
-#define WALK_ROWS(big, small, m, ROW)                                                              \
+/* Calls ROW once per row r0 <= r < r1 of big's last dim with `base` (the
+ * small offset of the row's mapped outer dims, or -1 when one of them falls
+ * in pad's fill), `bo` (the row's offset in big) and `len`. Rank 0 is one
+ * row of one element mapped to itself. */
+#define WALK_ROWS(big, small, m, r0, r1, ROW)                                                      \
   do {                                                                                             \
     const int R_ = (big)->rank;                                                                    \
-    int64_t sst_[FG_MAX_RANK], idx_[FG_MAX_RANK] = {0}, rows_ = 1, acc_ = 1;                       \
+    int64_t sst_[FG_MAX_RANK], idx_[FG_MAX_RANK] = {0}, acc_ = 1, rest_ = (r0);                    \
     for (int d_ = R_ - 1; d_ >= 0; d_--) {                                                         \
       sst_[d_] = acc_;                                                                             \
       acc_ *= (small)->dims[d_];                                                                   \
-      if (d_ < R_ - 1) rows_ *= (big)->dims[d_];                                                   \
+      if (d_ < R_ - 1) {                                                                           \
+        idx_[d_] = rest_ % (big)->dims[d_];                                                        \
+        rest_ /= (big)->dims[d_];                                                                  \
+      }                                                                                            \
     }                                                                                              \
     const int64_t len = R_ ? (big)->dims[R_ - 1] : 1;                                              \
-    for (int64_t r_ = 0; r_ < rows_; r_++) {                                                       \
+    for (int64_t r_ = (r0); r_ < (r1); r_++) {                                                     \
       int64_t base = 0;                                                                            \
       for (int d_ = 0; d_ < R_ - 1 && base >= 0; d_++) {                                           \
         const int64_t s_ = fgk_map_index((m)[d_], idx_[d_]);                                       \
@@ -143,32 +146,59 @@ int fgk_stack_check(const fg_kctx *ctx) {
     }                                                                                              \
   } while (0)
 
-/* big[o] = small[map(o)], or the fill bits. */
-#define GATHER(T)                                                                                  \
-  do {                                                                                             \
+/* Rows of big's last dim (1 for rank 0). */
+static int64_t rows_of(const fg_kbuf *big) {
+  int64_t rows = 1;
+  for (int d = 0; d < big->rank - 1; d++)
+    rows *= big->dims[d];
+  return rows;
+}
+
+/* pad and tile: big[o] = small[map(o)], or the fill; rows in parallel
+ * (each row is written by one chunk, so any cut gives the same bytes). */
+typedef struct gather_job {
+  const fg_kbuf *small;
+  fg_kbuf *big;
+  const fgk_dim_map *m;
+  uint64_t fill_bits;
+} gather_job;
+
+#define GATHER_RANGE(T, name)                                                                      \
+  static void name(void *arg, int64_t r0, int64_t r1) {                                            \
+    const gather_job *J = arg;                                                                     \
+    const fg_kbuf *small = J->small, *big = J->big;                                                \
+    const fgk_dim_map *m = J->m;                                                                   \
+    const int R = big->rank;                                                                       \
     const T *s = (const T *)small->data;                                                           \
     T *b = (T *)big->data;                                                                         \
     T fill;                                                                                        \
-    memcpy(&fill, &fill_bits, sizeof fill);                                                        \
+    memcpy(&fill, &J->fill_bits, sizeof fill);                                                     \
     const fgk_dim_map last = R ? m[R - 1] : (fgk_dim_map){FGK_MAP_TILE, 0, 1};                     \
-    WALK_ROWS(big, small, m, {                                                                     \
+    WALK_ROWS(big, small, m, r0, r1, {                                                             \
       for (int64_t j = 0; j < len; j++) {                                                          \
         const int64_t i = base < 0 ? -1 : fgk_map_index(last, j);                                  \
         b[bo + j] = i < 0 ? fill : s[base + i];                                                    \
       }                                                                                            \
     });                                                                                            \
-  } while (0)
+  }
+GATHER_RANGE(uint8_t, gather_1)
+GATHER_RANGE(uint32_t, gather_4)
+GATHER_RANGE(uint64_t, gather_8)
 
 static int gather(const fg_kctx *ctx, const fg_kbuf *small, fg_kbuf *big, const fgk_dim_map *m,
                   uint64_t fill_bits) {
-  const int R = big->rank;
   if (fgk_numel(big) == 0) return 0;
+  gather_job J = {small, big, m, fill_bits};
+  fg_krange_fn range;
   switch (fg_dtype_size(big->dtype)) {
-  case 1: GATHER(uint8_t); break;
-  case 4: GATHER(uint32_t); break;
-  case 8: GATHER(uint64_t); break;
+  case 1: range = gather_1; break;
+  case 4: range = gather_4; break;
+  case 8: range = gather_8; break;
   default: return fgk_fail(ctx, "unsupported dtype %s", fg_dtype_name(big->dtype));
   }
+  const int64_t len = big->rank ? big->dims[big->rank - 1] : 1;
+  const int64_t grain = len >= FGK_GRAIN_CHEAP ? 1 : FGK_GRAIN_CHEAP / len;
+  fgk_parallel_for(ctx, rows_of(big), grain, range, &J);
   return 0;
 }
 
@@ -179,7 +209,7 @@ static int gather(const fg_kctx *ctx, const fg_kbuf *small, fg_kbuf *big, const 
     const T *b = (const T *)big->data;                                                             \
     memset(s, 0, (size_t)fgk_numel(small) * sizeof(T));                                            \
     const fgk_dim_map last = R ? m[R - 1] : (fgk_dim_map){FGK_MAP_TILE, 0, 1};                     \
-    WALK_ROWS(big, small, m, {                                                                     \
+    WALK_ROWS(big, small, m, 0, rows_of(big), {                                                    \
       if (base >= 0)                                                                               \
         for (int64_t j = 0; j < len; j++) {                                                        \
           const int64_t i = fgk_map_index(last, j);                                                \

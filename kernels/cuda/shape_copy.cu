@@ -62,15 +62,14 @@ __device__ __forceinline__ int64_t preimage_count(const fgk_dim_map &m, int64_t 
   }
 }
 
-__device__ __forceinline__ int64_t preimage(const fgk_dim_map &m, int64_t i, int64_t O, int64_t k) {
+__device__ __forceinline__ int64_t preimage(const fgk_dim_map &m, int64_t i, int64_t k) {
   switch (m.kind) {
   case FGK_MAP_TILE: return i + k * m.n;
   case FG_PAD_EDGE: return (i == 0 ? 0 : i + m.begin) + k;
   case FG_PAD_REFLECT: {
-    const int64_t end = O - m.n - m.begin;
+    /* In order: the mirror in the pad before (when there is one), i
+     * itself, the mirror in the pad after (preimage_count says whether). */
     const int before = i >= 1 && i <= m.begin;
-    const int after = i <= m.n - 2 && i >= m.n - 1 - end;
-    (void)after;
     if (before && k == 0) return m.begin - i;
     if (k == before) return i + m.begin;
     return m.begin + 2 * (m.n - 1) - i;
@@ -96,7 +95,7 @@ __global__ void map_sum_kernel(const T *big, T *small, int64_t n, map_args a) {
     for (int64_t t = 0; t < total; t++) {
       int64_t off = 0;
       for (int d = 0; d < a.rank; d++)
-        off = off * a.big[d] + preimage(a.m[d], idx[d], a.big[d], k[d]);
+        off = off * a.big[d] + preimage(a.m[d], idx[d], k[d]);
       acc = (U)(acc + (U)big[off]);
       for (int d = a.rank - 1; d >= 0 && ++k[d] == cnt[d]; d--)
         k[d] = 0;

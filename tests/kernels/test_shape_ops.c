@@ -75,7 +75,7 @@ static double elem(const fg_tensor *t, int64_t i) {
 static int build_ref(fg_graph *g, const shape_ref *c, fg_output *outs) {
   fg_output xs[8];
   for (int k = 0; k < c->n_in; k++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "x%d", k);
     xs[k] = fg_placeholder(g, name, (fg_dtype)c->dtype, c->rank, c->dims);
   }
@@ -97,7 +97,7 @@ static int build_ref(fg_graph *g, const shape_ref *c, fg_output *outs) {
 static int run_graph(fg_graph *g, const char *device, fg_tensor **feeds, int n_feeds,
                      const char **fetch, int n_fetch, fg_tensor **out, fg_status *st) {
   fg_feed f[8];
-  char names[8][8];
+  char names[8][16];
   for (int k = 0; k < n_feeds; k++) {
     snprintf(names[k], sizeof names[k], "x%d", k);
     f[k] = (fg_feed){names[k], feeds[k]};
@@ -242,6 +242,46 @@ FG_TEST(shape_ops_unknown_batch, "") {
     fg_tensor_free(out[k]);
   fg_status_free(st);
   fg_graph_free(g);
+}
+
+/* pad and tile split their rows over the session's threads: 4 threads
+ * give 1 thread's bytes, and spot values are reflect's and tile's. */
+FG_TEST(pad_tile_threads_agree, "") {
+  const int64_t dims[3] = {64, 3, 301};
+  fg_tensor *in = ref_tensor(FG_F32, 3, dims, 0), *out[2][2] = {{0}};
+  for (int t = 0; t < 2; t++) {
+    fg_graph *g = fg_graph_new();
+    fg_output x = fg_placeholder(g, "x0", FG_F32, 3, dims);
+    fg_set_name(g, fg_pad(g, x, (int64_t[]){5, 2, 7, 6, 1, 9}, "reflect", 0), "p");
+    fg_set_name(g, fg_tile(g, x, (int64_t[]){2, 1, 3}, 3), "t");
+    fg_feed f = {"x0", in};
+    const char *fetch[2] = {"p", "t"};
+    fg_session_options o;
+    fg_session_options_init(&o);
+    o.num_threads = t ? 4 : 1;
+    fg_status *st = fg_status_new();
+    fg_session *s = fg_session_new(g, &o, st);
+    if (!s || fg_session_run(s, &f, 1, fetch, 2, out[t], NULL, 0, st) != 0)
+      FG_FAIL_AT("run: %s", fg_status_message(st));
+    fg_session_free(s);
+    fg_status_free(st);
+    fg_graph_free(g);
+  }
+  for (int k = 0; k < 2; k++) {
+    FG_REQUIRE(out[0][k] && out[1][k]);
+    FG_CHECK(fg_tensor_num_bytes(out[0][k]) == fg_tensor_num_bytes(out[1][k]));
+    FG_CHECK(!memcmp(fg_tensor_data(out[0][k]), fg_tensor_data(out[1][k]),
+                     fg_tensor_num_bytes(out[0][k])));
+  }
+  /* p is [75, 6, 317]; p[0, 0, 0] is x[5, 2, 7] (mirrored); p[74, 5, 316]
+   * is x[64 - 1 - 6, 3 - 1 - 1, 301 - 1 - 9] (mirrored in the end pads) */
+  FG_CHECK(elem(out[0][0], 0) == ref_value((5 * 3 + 2) * 301 + 7, 0));
+  FG_CHECK(elem(out[0][0], 75 * 6 * 317 - 1) == ref_value((57 * 3 + 1) * 301 + 291, 0));
+  /* t is [128, 3, 903]; t[100, 1, 700] is x[100 % 64, 1, 700 % 301] = x[36, 1, 98] */
+  FG_CHECK(elem(out[0][1], (100 * 3 + 1) * 903 + 700) == ref_value((36 * 3 + 1) * 301 + 98, 0));
+  for (int t = 0; t < 2; t++)
+    fg_tensor_free(out[t][0]), fg_tensor_free(out[t][1]);
+  fg_tensor_free(in);
 }
 
 /* ---- refusals ---------------------------------------------------------------- */
