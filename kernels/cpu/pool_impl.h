@@ -138,23 +138,41 @@ static void PS(max_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
 #undef POOL_TAKE_V
 
 /* The flat plane index of output (oh, ow)'s maximum by the forward's rule,
- * or -1 when the window holds no input element. */
+ * or -1 when the window holds no input element. The taps inside the
+ * plane are found first, so the scan has no bounds tests, and the choice
+ * is a select rather than a branch (on real data the comparison is close
+ * to a coin toss, and a mispredicted branch per tap costs more than the
+ * whole tap). */
 static int64_t PS(max_argmax)(const fgk_pool_geom *g, const PT *x, int64_t oh, int64_t ow) {
   const int64_t h0 = oh * g->sh - g->pt, w0 = ow * g->sw - g->pl;
-  int64_t best = -1;
-  PT m = (PT)-INFINITY;
-  for (int64_t i = 0; i < g->kh; i++) {
-    const int64_t ih = h0 + i * g->dh;
-    if (ih < 0 || ih >= g->H) continue;
-    for (int64_t j = 0; j < g->kw; j++) {
-      const int64_t iw = w0 + j * g->dw;
-      if (iw < 0 || iw >= g->W) continue;
-      const PT v = x[ih * g->W + iw];
-      /* The first valid tap seeds the index even at -inf, as torch does. */
-      if (best < 0 || v > m || v != v) {
-        best = ih * g->W + iw;
-        m = v;
-      }
+  int64_t i0 = 0, i1 = g->kh, j0 = 0, j1 = g->kw;
+  while (i0 < i1 && h0 + i0 * g->dh < 0)
+    i0++;
+  while (i1 > i0 && h0 + (i1 - 1) * g->dh >= g->H)
+    i1--;
+  while (j0 < j1 && w0 + j0 * g->dw < 0)
+    j0++;
+  while (j1 > j0 && w0 + (j1 - 1) * g->dw >= g->W)
+    j1--;
+  if (i0 >= i1 || j0 >= j1) return -1;
+  /* The first tap seeds the index even at -inf, as torch's does. */
+  int64_t best = (h0 + i0 * g->dh) * g->W + w0 + j0 * g->dw;
+  PT m = x[best];
+  /* Once a NaN has taken the index only a later NaN may (torch compares
+   * against the NaN it holds); m itself stays a number (MAXSS), so the
+   * NaN state is the integer `seen`. The index moves by masks. */
+  int seen = m != m;
+  for (int64_t i = i0; i < i1; i++) {
+    const int64_t row = (h0 + i * g->dh) * g->W + w0;
+    for (int64_t j = j0; j < j1; j++) {
+      const int64_t idx = row + j * g->dw;
+      const PT v = x[idx];
+      const int nn = v != v;
+      const int take = ((v > m) & !seen) | nn;
+      const int64_t mask = -(int64_t)take;
+      best ^= (best ^ idx) & mask;
+      m = v > m ? v : m;
+      seen |= nn;
     }
   }
   return best;

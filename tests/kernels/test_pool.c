@@ -215,6 +215,40 @@ FG_TEST(pool_max_nan_propagates, "") {
   fg_graph_free(g);
 }
 
+/* The gradient follows torch's index rule with NaN: a NaN takes the
+ * index, a later larger number does not, a later NaN does (by hand:
+ * windows [1, NaN, 5] and [NaN, 2, NaN] of a 1x3 kernel, stride 3). */
+FG_TEST(pool_max_grad_nan_index, "") {
+  for (int dt = 0; dt < 2; dt++) {
+    const fg_dtype t = dt ? FG_F64 : FG_F32;
+    fg_graph *g = fg_graph_new();
+    const int64_t d[4] = {1, 1, 1, 6};
+    fg_output x = fg_placeholder(g, "x", t, 4, d);
+    fg_pool2d_opts o = {{1, 3}, {0, 0}, {0, 0, 0, 0}, {0, 0}, 0, 0};
+    fg_output y = fg_max_pool2d(g, x, &o);
+    fg_output dx;
+    FG_REQUIRE(fg_gradients(g, &y, 1, &x, 1, NULL, &dx, NULL) == 0);
+    fg_set_name(g, dx, "dx");
+    fg_status *st = fg_status_new();
+    fg_session *s = fg_session_new(g, NULL, st);
+    FG_REQUIRE(s);
+    const double xv[6] = {1, NAN, 5, NAN, 2, NAN};
+    fg_tensor *xt = tensor_from(t, d, xv);
+    fg_feed f = {"x", xt};
+    const char *fetch = "dx";
+    fg_tensor *out = NULL;
+    FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+    const double want[6] = {0, 1, 0, 0, 0, 1};
+    for (int i = 0; i < 6; i++)
+      FG_CHECK_NEAR(elem(out, i), want[i], 0);
+    fg_tensor_free(out);
+    fg_tensor_free(xt);
+    fg_session_free(s);
+    fg_status_free(st);
+    fg_graph_free(g);
+  }
+}
+
 /* NaN through every path of the forward (the fused 3x3/s2 rows, the
  * row passes of 3x3/s1 and 2x2/s2, the edge taps): an output is NaN
  * exactly when its window holds a NaN, else the maximum of its window,
