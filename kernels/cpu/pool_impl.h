@@ -4,70 +4,175 @@
  * plane; the caller splits the N * C planes over threads, so results do
  * not depend on the thread count. No include guard on purpose. */
 
+/* One tap into a running maximum: m = v when v is larger or NaN. */
+#define POOL_TAKE(m, v) ((v) > (m) || (v) != (v) ? (v) : (m))
+/* The same split in two for the vector loops: `v > m ? v : m` is one
+ * MAXPS (ties keep m, the earlier tap; NaN v leaves m), and NaN is
+ * collected apart in `nan`, giving NaN once stored (a stored NaN m then
+ * stays, as no v is larger). */
+#define POOL_TAKE_V(m, nan, x)                                                                     \
+  do {                                                                                             \
+    const PT v_ = (x);                                                                             \
+    m = v_ > m ? v_ : m;                                                                           \
+    nan |= v_ != v_;                                                                               \
+  } while (0)
+
+/* Taps j of one input row xr into output row yr, for outputs
+ * [o0, o1) only (those where every tap of the row lies inside it): all kw
+ * taps of an output in one pass, in tap order, so the running maximum
+ * stays in a register. Stride 1 and 2 with 2 or 3 taps (the common pools)
+ * get fixed-count loops the compiler vectorises. */
+static void PS(max_row_inner)(const fgk_pool_geom *g, const PT *restrict xr, PT *restrict yr,
+                              int64_t o0, int64_t o1) {
+  const int64_t s = g->sw, dw = g->dw, kw = g->kw, n = o1 - o0;
+  const PT *restrict xs = xr + (o0 * s - g->pl); /* tap 0 of output o0, inside the row */
+  PT *restrict ys = yr + o0;
+  if (dw == 1 && s == 2 && kw == 3) {
+    for (int64_t k = 0; k < n; k++) {
+      PT m = ys[k];
+      int nan = 0;
+      POOL_TAKE_V(m, nan, xs[2 * k]);
+      POOL_TAKE_V(m, nan, xs[2 * k + 1]);
+      POOL_TAKE_V(m, nan, xs[2 * k + 2]);
+      ys[k] = nan ? (PT)NAN : m;
+    }
+  } else if (dw == 1 && s == 2 && kw == 2) {
+    for (int64_t k = 0; k < n; k++) {
+      PT m = ys[k];
+      int nan = 0;
+      POOL_TAKE_V(m, nan, xs[2 * k]);
+      POOL_TAKE_V(m, nan, xs[2 * k + 1]);
+      ys[k] = nan ? (PT)NAN : m;
+    }
+  } else if (dw == 1 && s == 1 && kw == 3) {
+    for (int64_t k = 0; k < n; k++) {
+      PT m = ys[k];
+      int nan = 0;
+      POOL_TAKE_V(m, nan, xs[k]);
+      POOL_TAKE_V(m, nan, xs[k + 1]);
+      POOL_TAKE_V(m, nan, xs[k + 2]);
+      ys[k] = nan ? (PT)NAN : m;
+    }
+  } else {
+    for (int64_t k = 0; k < n; k++) {
+      PT m = ys[k];
+      for (int64_t j = 0; j < kw; j++)
+        m = POOL_TAKE(m, xs[k * s + j * dw]);
+      ys[k] = m;
+    }
+  }
+}
+
+/* max_row_inner for three consecutive rows of a 3x3, stride-2 window at
+ * once (x0: the first row); y holds -inf before. */
+static void PS(max_3x3s2_inner)(const fgk_pool_geom *g, const PT *x0, PT *restrict yr, int64_t o0,
+                                int64_t o1) {
+  const int64_t n = o1 - o0, W = g->W;
+  const PT *restrict a = x0 + (o0 * 2 - g->pl);
+  const PT *restrict b = a + W;
+  const PT *restrict c = b + W;
+  PT *restrict ys = yr + o0;
+  for (int64_t k = 0; k < n; k++) {
+    PT m = ys[k];
+    int nan = 0;
+    POOL_TAKE_V(m, nan, a[2 * k]);
+    POOL_TAKE_V(m, nan, a[2 * k + 1]);
+    POOL_TAKE_V(m, nan, a[2 * k + 2]);
+    POOL_TAKE_V(m, nan, b[2 * k]);
+    POOL_TAKE_V(m, nan, b[2 * k + 1]);
+    POOL_TAKE_V(m, nan, b[2 * k + 2]);
+    POOL_TAKE_V(m, nan, c[2 * k]);
+    POOL_TAKE_V(m, nan, c[2 * k + 1]);
+    POOL_TAKE_V(m, nan, c[2 * k + 2]);
+    ys[k] = nan ? (PT)NAN : m;
+  }
+}
+
 /* y[o] = the window maximum, taps in window order (row by row); a tap
  * replaces the maximum when larger or NaN, so NaN propagates and, among
- * equal values, the first tap's value stays (torch's CPU rule). Taps are
- * looped outside the outputs so the inner loop runs along an output row
- * with a fixed input stride, which the compiler vectorises. */
+ * equal values, the first tap's value stays (torch's CPU rule). Input rows
+ * are looped outside the outputs so the inner loops run along an output
+ * row. Outputs whose window is cut by the left or right edge take their
+ * taps one pass per tap, still in tap order. */
 static void PS(max_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
+  /* The outputs where every tap of a row is inside it: [lo, hi). */
+  int64_t lo = 0, hi = g->OW;
+  for (int64_t j = 0; j < g->kw; j++) {
+    int64_t o0, o1;
+    fgk_pool_tap_range(j * g->dw - g->pl, g->sw, g->W, g->OW, &o0, &o1);
+    if (o0 > lo) lo = o0;
+    if (o1 < hi) hi = o1;
+  }
+  if (hi < lo) hi = lo;
   for (int64_t oh = 0; oh < g->OH; oh++) {
     PT *yr = y + oh * g->OW;
     for (int64_t ow = 0; ow < g->OW; ow++)
       yr[ow] = (PT)-INFINITY;
     const int64_t h0 = oh * g->sh - g->pt;
+    /* ResNet's 3x3/s2 with all three rows inside: the nine taps of an
+     * output in one pass, row by row, so y is written once. */
+    const int fused = g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 && g->sw == 2 &&
+                      h0 >= 0 && h0 + 2 < g->H && lo < hi;
+    if (fused) PS(max_3x3s2_inner)(g, x + h0 * g->W, yr, lo, hi);
     for (int64_t i = 0; i < g->kh; i++) {
       const int64_t ih = h0 + i * g->dh;
       if (ih < 0 || ih >= g->H) continue;
       const PT *xr = x + ih * g->W;
+      if (lo < hi && !fused) PS(max_row_inner)(g, xr, yr, lo, hi);
+      /* the edge outputs, outside [lo, hi), tap by tap */
       for (int64_t j = 0; j < g->kw; j++) {
         const int64_t off = j * g->dw - g->pl;
         int64_t o0, o1;
         fgk_pool_tap_range(off, g->sw, g->W, g->OW, &o0, &o1);
-        if (o0 >= o1) continue;
-        /* xs[ow * s] is the tap of output ow; o0 keeps xs inside the row. */
-        const PT *xs = xr + (o0 * g->sw + off);
-        PT *ys = yr + o0;
-        const int64_t n = o1 - o0;
-        if (g->sw == 1) {
-          for (int64_t k = 0; k < n; k++) {
-            const PT v = xs[k], m = ys[k];
-            ys[k] = (v > m || v != v) ? v : m;
-          }
-        } else if (g->sw == 2) {
-          for (int64_t k = 0; k < n; k++) {
-            const PT v = xs[2 * k], m = ys[k];
-            ys[k] = (v > m || v != v) ? v : m;
-          }
-        } else {
-          const int64_t s = g->sw;
-          for (int64_t k = 0; k < n; k++) {
-            const PT v = xs[k * s], m = ys[k];
-            ys[k] = (v > m || v != v) ? v : m;
-          }
+        for (int64_t ow = o0; ow < o1; ow++) {
+          if (ow == lo && lo < hi) ow = hi;
+          if (ow >= o1) break;
+          const PT v = xr[ow * g->sw + off];
+          yr[ow] = POOL_TAKE(yr[ow], v);
         }
       }
     }
   }
 }
+#undef POOL_TAKE
+#undef POOL_TAKE_V
 
 /* The flat plane index of output (oh, ow)'s maximum by the forward's rule,
- * or -1 when the window holds no input element. */
+ * or -1 when the window holds no input element. The taps inside the
+ * plane are found first, so the scan has no bounds tests, and the choice
+ * is a select rather than a branch (on real data the comparison is close
+ * to a coin toss, and a mispredicted branch per tap costs more than the
+ * whole tap). */
 static int64_t PS(max_argmax)(const fgk_pool_geom *g, const PT *x, int64_t oh, int64_t ow) {
   const int64_t h0 = oh * g->sh - g->pt, w0 = ow * g->sw - g->pl;
-  int64_t best = -1;
-  PT m = (PT)-INFINITY;
-  for (int64_t i = 0; i < g->kh; i++) {
-    const int64_t ih = h0 + i * g->dh;
-    if (ih < 0 || ih >= g->H) continue;
-    for (int64_t j = 0; j < g->kw; j++) {
-      const int64_t iw = w0 + j * g->dw;
-      if (iw < 0 || iw >= g->W) continue;
-      const PT v = x[ih * g->W + iw];
-      /* The first valid tap seeds the index even at -inf, as torch does. */
-      if (best < 0 || v > m || v != v) {
-        best = ih * g->W + iw;
-        m = v;
-      }
+  int64_t i0 = 0, i1 = g->kh, j0 = 0, j1 = g->kw;
+  while (i0 < i1 && h0 + i0 * g->dh < 0)
+    i0++;
+  while (i1 > i0 && h0 + (i1 - 1) * g->dh >= g->H)
+    i1--;
+  while (j0 < j1 && w0 + j0 * g->dw < 0)
+    j0++;
+  while (j1 > j0 && w0 + (j1 - 1) * g->dw >= g->W)
+    j1--;
+  if (i0 >= i1 || j0 >= j1) return -1;
+  /* The first tap seeds the index even at -inf, as torch's does. */
+  int64_t best = (h0 + i0 * g->dh) * g->W + w0 + j0 * g->dw;
+  PT m = x[best];
+  /* Once a NaN has taken the index only a later NaN may (torch compares
+   * against the NaN it holds); m itself stays a number (MAXSS), so the
+   * NaN state is the integer `seen`. The index moves by masks. */
+  int seen = m != m;
+  for (int64_t i = i0; i < i1; i++) {
+    const int64_t row = (h0 + i * g->dh) * g->W + w0;
+    for (int64_t j = j0; j < j1; j++) {
+      const int64_t idx = row + j * g->dw;
+      const PT v = x[idx];
+      const int nn = v != v;
+      const int take = ((v > m) & !seen) | nn;
+      const int64_t mask = -(int64_t)take;
+      best ^= (best ^ idx) & mask;
+      m = v > m ? v : m;
+      seen |= nn;
     }
   }
   return best;

@@ -215,6 +215,97 @@ FG_TEST(pool_max_nan_propagates, "") {
   fg_graph_free(g);
 }
 
+/* The gradient follows torch's index rule with NaN: a NaN takes the
+ * index, a later larger number does not, a later NaN does (by hand:
+ * windows [1, NaN, 5] and [NaN, 2, NaN] of a 1x3 kernel, stride 3). */
+FG_TEST(pool_max_grad_nan_index, "") {
+  for (int dt = 0; dt < 2; dt++) {
+    const fg_dtype t = dt ? FG_F64 : FG_F32;
+    fg_graph *g = fg_graph_new();
+    const int64_t d[4] = {1, 1, 1, 6};
+    fg_output x = fg_placeholder(g, "x", t, 4, d);
+    fg_pool2d_opts o = {{1, 3}, {0, 0}, {0, 0, 0, 0}, {0, 0}, 0, 0};
+    fg_output y = fg_max_pool2d(g, x, &o);
+    fg_output dx;
+    FG_REQUIRE(fg_gradients(g, &y, 1, &x, 1, NULL, &dx, NULL) == 0);
+    fg_set_name(g, dx, "dx");
+    fg_status *st = fg_status_new();
+    fg_session *s = fg_session_new(g, NULL, st);
+    FG_REQUIRE(s);
+    const double xv[6] = {1, NAN, 5, NAN, 2, NAN};
+    fg_tensor *xt = tensor_from(t, d, xv);
+    fg_feed f = {"x", xt};
+    const char *fetch = "dx";
+    fg_tensor *out = NULL;
+    FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+    const double want[6] = {0, 1, 0, 0, 0, 1};
+    for (int i = 0; i < 6; i++)
+      FG_CHECK_NEAR(elem(out, i), want[i], 0);
+    fg_tensor_free(out);
+    fg_tensor_free(xt);
+    fg_session_free(s);
+    fg_status_free(st);
+    fg_graph_free(g);
+  }
+}
+
+/* NaN through every path of the forward (the fused 3x3/s2 rows, the
+ * row passes of 3x3/s1 and 2x2/s2, the edge taps): an output is NaN
+ * exactly when its window holds a NaN, else the maximum of its window,
+ * computed here by plain loops. */
+FG_TEST(pool_max_nan_every_path, "") {
+  const int64_t d[4] = {1, 2, 9, 9};
+  static const int64_t geo[4][4] = {{3, 2, 1, 1}, {3, 1, 1, 1}, {2, 2, 0, 0}, {3, 3, 1, 1}};
+  for (int gi = 0; gi < 4; gi++)
+    for (int dt = 0; dt < 2; dt++) {
+      const int64_t k = geo[gi][0], s = geo[gi][1], p = geo[gi][2];
+      const int64_t oh = (9 + 2 * p - k) / s + 1;
+      double xv[162];
+      uint64_t r = 11 + (uint64_t)gi;
+      for (int i = 0; i < 162; i++)
+        xv[i] = fgt_uniform(&r) - 0.5;
+      xv[4 * 9 + 4] = NAN;      /* plane 0, centre */
+      xv[81 + 0] = NAN;         /* plane 1, a corner (edge taps) */
+      xv[81 + 8 * 9 + 5] = NAN; /* plane 1, bottom row */
+      const fg_dtype t = dt ? FG_F64 : FG_F32;
+      fg_graph *g = fg_graph_new();
+      fg_output x = fg_placeholder(g, "x", t, 4, d);
+      fg_pool2d_opts o = {{k, k}, {s, s}, {p, p, p, p}, {0, 0}, 0, 0};
+      fg_set_name(g, fg_max_pool2d(g, x, &o), "y");
+      fg_status *st = fg_status_new();
+      fg_session *ss = fg_session_new(g, NULL, st);
+      FG_REQUIRE(ss);
+      fg_tensor *xt = tensor_from(t, d, xv);
+      fg_feed f = {"x", xt};
+      const char *fetch = "y";
+      fg_tensor *out = NULL;
+      FG_REQUIRE(fg_session_run(ss, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+      for (int64_t pl = 0; pl < 2; pl++)
+        for (int64_t a = 0; a < oh; a++)
+          for (int64_t b = 0; b < oh; b++) {
+            double m = -INFINITY;
+            int nan = 0;
+            for (int64_t i = a * s - p; i < a * s - p + k; i++)
+              for (int64_t j = b * s - p; j < b * s - p + k; j++) {
+                if (i < 0 || j < 0 || i >= 9 || j >= 9) continue;
+                const double v = dt ? xv[pl * 81 + i * 9 + j] : (float)xv[pl * 81 + i * 9 + j];
+                nan |= isnan(v);
+                if (v > m) m = v;
+              }
+            const double got = elem(out, (pl * oh + a) * oh + b);
+            if (nan ? !isnan(got) : got != m)
+              FG_FAIL_AT("geometry %d %s plane %lld out (%lld,%lld): %g, want %s%g", gi,
+                         fg_dtype_name(t), (long long)pl, (long long)a, (long long)b, got,
+                         nan ? "NaN " : "", m);
+          }
+      fg_tensor_free(out);
+      fg_tensor_free(xt);
+      fg_session_free(ss);
+      fg_status_free(st);
+      fg_graph_free(g);
+    }
+}
+
 /* The same results, bit for bit, with 1 and 4 threads on a tensor big
  * enough to be split (64 planes of 40x40). */
 FG_TEST(pool_threads_bitwise, "") {
