@@ -281,6 +281,30 @@ FG_TEST(batch_norm_minimize_updates_running_stats_3_steps, "") {
   three_steps(FG_F32);
 }
 
+/* Naming a running statistic among fg_minimize's variables is refused:
+ * its update node already writes it. */
+FG_TEST(batch_norm_minimize_refuses_running_stat_as_variable, "badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const int64_t dims[2] = {4, 3};
+  const double z[3] = {0, 0, 0}, o[3] = {1, 1, 1};
+  fg_output x = fg_placeholder(g, "x", FG_F64, 2, dims);
+  fg_output w = variable(g, "w", FG_F64, 3, o);
+  fg_output rm = variable(g, "rm", FG_F64, 3, z), rv = variable(g, "rv", FG_F64, 3, o);
+  fg_tensor *on = flag(1);
+  fg_output y = fg_batch_norm(g, x, w, FG_NO_OUTPUT, rm, rv, fg_constant(g, "tr", on), 0.1, 1e-5);
+  fg_output loss = fg_reduce_sum(g, fg_mul(g, y, y), NULL, 0, 0);
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  fg_output vars[2] = {w, rv};
+  FG_CHECK(fg_minimize(g, loss, vars, 2, &cfg, st).node < 0);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "vars[1] (rv) is a batch_norm running statistic");
+  fg_tensor_free(on);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
 /* The update node itself: nothing in inference mode; PyTorch's rule with
  * the unbiased variance (by hand: batch {1, 2, 3, 6} has mean 3 and
  * unbiased variance 14/3) in training mode. */
