@@ -682,24 +682,24 @@ FG_TEST(norm_gradient_limits_refused, "badinput") {
 
 /* ---- CUDA against the CPU ---------------------------------------------------- */
 
-#ifdef FG_HAVE_CUDA
 #define N_ALL 9
 /* Every norm forward, the gradients of their weighted sum and a batch_norm
  * update (then the running statistics), from a session on `device` (NULL:
- * the CPU), on seeded random f32 inputs. 0, or -1 (reported). */
-static int run_all(const char *device, fg_tensor **out) {
+ * the CPU) with `threads` threads, on seeded random f32 inputs. 0, or -1
+ * (reported). */
+static int run_all(const char *device, int threads, fg_tensor **out) {
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_new();
-  const int64_t d[4] = {3, 6, 9, 7}, c = 6, n = 3 * 6 * 9 * 7;
+  const int64_t d[4] = {4, 16, 16, 15}, c = 16, n = 4 * 16 * 16 * 15;
   double *xv = malloc((size_t)n * sizeof *xv), *wv = malloc((size_t)n * sizeof *wv);
-  double pv[6], qv[6], rv[6];
+  double pv[16], qv[16], rv[16];
   uint64_t r = 12345;
   for (int64_t i = 0; i < n; i++) {
     r = r * 6364136223846793005ull + 1442695040888963407ull;
     xv[i] = (double)(r >> 11) / 9007199254740992.0 * 4 - 1.5;
     wv[i] = 0.5 + (double)(i % 7) / 7;
   }
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 16; i++)
     pv[i] = 0.5 + 0.1 * i, qv[i] = 0.2 * i - 0.4, rv[i] = 1 + 0.3 * i;
   fg_tensor *xt = tens(FG_F32, 4, d, xv), *wt = tens(FG_F32, 4, d, wv), *on = flag(1);
   fg_output x = fg_variable(g, "x", xt);
@@ -707,7 +707,7 @@ static int run_all(const char *device, fg_tensor **out) {
   fg_output rm = variable(g, "rm", FG_F32, c, qv), rvar = variable(g, "rv", FG_F32, c, rv);
   fg_output ys[4] = {fg_batch_norm(g, x, w, b, rm, rvar, fg_constant(g, "tr", on), 0.1, 1e-5),
                      fg_layer_norm(g, x, FG_NO_OUTPUT, FG_NO_OUTPUT, 2, 1e-5),
-                     fg_group_norm(g, x, w, b, 3, 1e-5), fg_instance_norm(g, x, w, b, 1e-5)};
+                     fg_group_norm(g, x, w, b, 4, 1e-5), fg_instance_norm(g, x, w, b, 1e-5)};
   fg_output wc = fg_constant(g, "wc", wt), loss = fg_scalar(g, FG_F32, 0);
   char names[N_ALL][8];
   const char *fetch[7];
@@ -730,6 +730,7 @@ static int run_all(const char *device, fg_tensor **out) {
   fg_session_options o;
   fg_session_options_init(&o);
   if (device) o.device = device;
+  o.num_threads = threads;
   fg_session *s = rc == 0 ? fg_session_new(g, &o, st) : NULL;
   if (!s || fg_session_run(s, NULL, 0, fetch, 7, out, &target, 1, st) != 0) {
     FG_FAIL_AT("%s: %s", device ? device : "cpu", fg_status_message(st));
@@ -748,7 +749,23 @@ static int run_all(const char *device, fg_tensor **out) {
   fg_status_free(st);
   return rc;
 }
-#endif
+
+/* The kernels split channels and rows over the pool in fixed chunks and
+ * sum each in one thread: 1 and 4 threads give the same bits. */
+FG_TEST(norm_same_bits_for_1_and_4_threads, "") {
+  fg_tensor *one[N_ALL] = {0}, *four[N_ALL] = {0};
+  if (run_all(NULL, 1, one) == 0 && run_all(NULL, 4, four) == 0)
+    for (int i = 0; i < N_ALL; i++) {
+      FG_REQUIRE(one[i] && four[i]);
+      FG_CHECK_INT(fg_tensor_num_bytes(one[i]), fg_tensor_num_bytes(four[i]));
+      if (memcmp(fg_tensor_data(one[i]), fg_tensor_data(four[i]), fg_tensor_num_bytes(one[i])))
+        FG_FAIL_AT("fetch %d differs between 1 and 4 threads", i);
+    }
+  for (int i = 0; i < N_ALL; i++) {
+    fg_tensor_free(one[i]);
+    fg_tensor_free(four[i]);
+  }
+}
 
 FG_TEST(cuda_norm_matches_cpu, "gpu") {
 #ifndef FG_HAVE_CUDA
@@ -757,7 +774,7 @@ FG_TEST(cuda_norm_matches_cpu, "gpu") {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
   fg_tensor *cpu[N_ALL] = {0}, *gpu[N_ALL] = {0};
-  if (run_all(NULL, cpu) == 0 && run_all("cuda:0", gpu) == 0) {
+  if (run_all(NULL, 0, cpu) == 0 && run_all("cuda:0", 0, gpu) == 0) {
     for (int i = 0; i < N_ALL; i++) {
       FG_REQUIRE(cpu[i] && gpu[i]);
       const int64_t n = fg_tensor_num_elements(cpu[i]);
