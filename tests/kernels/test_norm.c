@@ -613,6 +613,10 @@ FG_TEST(group_instance_layer_norm_bad_inputs_refused, "badinput") {
   fg_instance_norm(g, x, variable(g, "s", FG_F32, c6, v), variable(g, "t", FG_F32, c6, v), 1e-5);
   refused(g, "instance_norm", "shape [6] has rank 1");
   g = fg_graph_new();
+  x = fg_placeholder(g, "x", FG_F32, 1, x1);
+  fg_instance_norm(g, x, FG_NO_OUTPUT, FG_NO_OUTPUT, 1e-5);
+  refused(g, "fg_instance_norm", "x has rank 1; it must be [N, C, ...]");
+  g = fg_graph_new();
   x = fg_placeholder(g, "x", FG_F32, 4, x4);
   fg_instance_norm(g, x, FG_NO_OUTPUT, FG_NO_OUTPUT, -1);
   refused(g, "instance_norm", "attribute 'epsilon' = -1 must be > 0");
