@@ -340,6 +340,14 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
                     vn ? vn->name : "no such node");
       goto done;
     }
+    /* Its update node writes it in place too: two writers in one step. */
+    if (n_vars > 0 && is_running_stat(g, vs[i].node)) {
+      fg_graph_fail(g, FG_INVALID_ARGUMENT,
+                    "fg_minimize: vars[%d] (%s) is a batch_norm running statistic, which its "
+                    "update node sets; it cannot also be trained",
+                    i, vn->name);
+      goto done;
+    }
   }
   char *saved = fg_strdup(fg_graph_scope(g));
   char scope[64];

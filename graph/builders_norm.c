@@ -7,8 +7,8 @@
 #include "graph/builders_internal.h"
 #include "graph/graph_internal.h"
 
-/* `o`, or a fill of `value` shaped like the last `rank` dims of x (from
- * `from` on), which must be known. */
+/* `o`, or a fill of `value` shaped like x's dims from `from` on, which
+ * must be known. */
 static fg_output param_or_fill(fg_graph *g, const char *op, const char *what, fg_output o,
                                fg_output x, int from, double value) {
   if (o.node >= 0) return o;
@@ -51,7 +51,14 @@ static fg_output with_attrs(fg_graph *g, const char *op, const fg_output *in, in
 static int fill_channels(fg_graph *g, const char *api, fg_output x, fg_output *scale,
                          fg_output *shift) {
   const fg_tinfo *t = fg_graph_tinfo(g, x);
-  if ((scale->node >= 0 && shift->node >= 0) || !t || t->rank < 2) return 0;
+  if ((scale->node >= 0 && shift->node >= 0) || !t) return 0; /* the op reports a bad x */
+  if (t->rank < 2) {
+    fg_graph_fail(g, FG_INVALID_ARGUMENT,
+                  "%s: x has rank %d; it must be [N, C, ...] (rank >= 2) for a default scale "
+                  "or shift of [C]",
+                  api, t->rank);
+    return -1;
+  }
   if (t->dims[1] < 0) {
     fg_graph_fail(g, FG_INVALID_ARGUMENT,
                   "%s: no scale or shift given, and x's C (dim 1) is unknown", api);

@@ -79,8 +79,9 @@ FG_API void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind
  * a group of them), so it can run, and free its gradient, while earlier
  * layers' gradients are still being computed. The target also runs every
  * running-statistics update (fg_batch_norm's batch_norm_update_stats node)
- * whose batch_norm `loss` depends on, and with vars NULL the running
- * statistics are not among the variables trained. The graph's metadata
+ * whose batch_norm `loss` depends on; with vars NULL the running
+ * statistics are not among the variables trained, and naming one in vars
+ * is refused (FG_INVALID_ARGUMENT). The graph's metadata
  * records "loss" and "train_target" for `flowgraph train`. */
 FG_API fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_vars,
                              const fg_optimizer_config *cfg, fg_status *status);

@@ -16,6 +16,8 @@
 
 /* Parameters summed together per chunk in the row norms' dscale/dshift. */
 #define NORM_PBLOCK 64
+/* Partial sums per reduction (norm_body.h). */
+#define NORM_LANES 8
 
 typedef struct bn_job {
   const void *x, *dy, *scale, *shift, *rm, *rv;

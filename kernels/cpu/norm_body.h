@@ -6,6 +6,66 @@
 #define NCAT(a, b)  NCAT2(a, b)
 #define NF(name)    NCAT(name, NSUF)
 
+/* The sums below run in NORM_LANES double partials, added up in a fixed
+ * order, so the compiler may vectorise them and a result still depends on
+ * the data alone (not on the thread count). */
+
+/* sum of x[0..n) */
+static double NF(lsum)(const NT *x, int64_t n) {
+  double l[NORM_LANES] = {0}, t = 0, s = 0;
+  int64_t j = 0;
+  for (; j + NORM_LANES <= n; j += NORM_LANES)
+    for (int k = 0; k < NORM_LANES; k++)
+      l[k] += (double)x[j + k];
+  for (; j < n; j++)
+    t += (double)x[j];
+  for (int k = 0; k < NORM_LANES; k++)
+    s += l[k];
+  return s + t;
+}
+
+/* sum of (x[j] - m)^2 over [0, n) */
+static double NF(lsqdev)(const NT *x, int64_t n, double m) {
+  double l[NORM_LANES] = {0}, t = 0, s = 0;
+  int64_t j = 0;
+  for (; j + NORM_LANES <= n; j += NORM_LANES)
+    for (int k = 0; k < NORM_LANES; k++) {
+      const double d = (double)x[j + k] - m;
+      l[k] += d * d;
+    }
+  for (; j < n; j++) {
+    const double d = (double)x[j] - m;
+    t += d * d;
+  }
+  for (int k = 0; k < NORM_LANES; k++)
+    s += l[k];
+  return s + t;
+}
+
+/* *s1 += sum of g[j], *s2 += sum of g[j] (x[j] - m) over [0, n), where
+ * g[j] = dy[j] sc[j] (sc NULL: dy[j]). */
+static void NF(ldot)(const NT *dy, const NT *x, const NT *sc, int64_t n, double m, double *s1,
+                     double *s2) {
+  double a[NORM_LANES] = {0}, b[NORM_LANES] = {0}, ta = 0, tb = 0;
+  int64_t j = 0;
+  for (; j + NORM_LANES <= n; j += NORM_LANES)
+    for (int k = 0; k < NORM_LANES; k++) {
+      const double g = (double)dy[j + k] * (sc ? (double)sc[j + k] : 1.0);
+      a[k] += g;
+      b[k] += g * ((double)x[j + k] - m);
+    }
+  for (; j < n; j++) {
+    const double g = (double)dy[j] * (sc ? (double)sc[j] : 1.0);
+    ta += g;
+    tb += g * ((double)x[j] - m);
+  }
+  double sa = 0, sb = 0;
+  for (int k = 0; k < NORM_LANES; k++)
+    sa += a[k], sb += b[k];
+  *s1 += sa + ta;
+  *s2 += sb + tb;
+}
+
 /* batch_norm: channel c of sample n is the S elements at (n C + c) S. */
 static void NF(bn_fwd_range)(void *arg, int64_t c0, int64_t c1) {
   const bn_job *J = (const bn_job *)arg;
@@ -16,19 +76,11 @@ static void NF(bn_fwd_range)(void *arg, int64_t c0, int64_t c1) {
     double mean, inv, var_out;
     if (J->training) {
       double s = 0, q = 0;
-      for (int64_t n = 0; n < N; n++) {
-        const NT *xc = x + (n * C + c) * S;
-        for (int64_t k = 0; k < S; k++)
-          s += (double)xc[k];
-      }
+      for (int64_t n = 0; n < N; n++)
+        s += NF(lsum)(x + (n * C + c) * S, S);
       mean = s / (double)M;
-      for (int64_t n = 0; n < N; n++) {
-        const NT *xc = x + (n * C + c) * S;
-        for (int64_t k = 0; k < S; k++) {
-          const double d = (double)xc[k] - mean;
-          q += d * d;
-        }
-      }
+      for (int64_t n = 0; n < N; n++)
+        q += NF(lsqdev)(x + (n * C + c) * S, S, mean);
       inv = 1.0 / sqrt(q / (double)M + J->eps);
       var_out = q / (double)(M - 1); /* unbiased, for the running variance */
     } else {
@@ -60,14 +112,9 @@ static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
   for (int64_t c = c0; c < c1; c++) {
     const double mean = (double)((const NT *)J->mean)[c], inv = (double)((const NT *)J->inv)[c];
     double sdy = 0, sdyx = 0;
-    for (int64_t n = 0; n < N; n++) {
-      const int64_t o = (n * C + c) * S;
-      for (int64_t k = 0; k < S; k++) {
-        const double g = (double)dy[o + k];
-        sdy += g;
-        sdyx += g * ((double)x[o + k] - mean) * inv;
-      }
-    }
+    for (int64_t n = 0; n < N; n++)
+      NF(ldot)(dy + (n * C + c) * S, x + (n * C + c) * S, NULL, S, mean, &sdy, &sdyx);
+    sdyx *= inv; /* sum(dy xhat) */
     const double a = (double)((const NT *)J->scale)[c] * inv;
     const double m1 = J->training ? sdy / (double)M : 0, m2 = J->training ? sdyx / (double)M : 0;
     for (int64_t n = 0; n < N; n++) {
@@ -90,15 +137,8 @@ static void NF(row_fwd_range)(void *arg, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; r++) {
     const NT *xr = (const NT *)J->x + r * L;
     NT *yr = (NT *)J->y + r * L;
-    double s = 0, q = 0;
-    for (int64_t j = 0; j < L; j++)
-      s += (double)xr[j];
-    const double mean = s / (double)L;
-    for (int64_t j = 0; j < L; j++) {
-      const double d = (double)xr[j] - mean;
-      q += d * d;
-    }
-    const double inv = 1.0 / sqrt(q / (double)L + J->eps);
+    const double mean = NF(lsum)(xr, L) / (double)L;
+    const double inv = 1.0 / sqrt(NF(lsqdev)(xr, L, mean) / (double)L + J->eps);
     for (int64_t cg = 0; cg < Cg; cg++) {
       const int64_t ai = (r % G) * Cg + cg;
       const double a = (double)((const NT *)J->scale)[ai] * inv;
@@ -121,17 +161,19 @@ static void NF(row_dx_range)(void *arg, int64_t r0, int64_t r1) {
     NT *dxr = (NT *)J->y + r * L;
     const double mean = (double)((const NT *)J->mean)[r], inv = (double)((const NT *)J->inv)[r];
     double s1 = 0, s2 = 0;
-    for (int64_t cg = 0; cg < Cg; cg++) {
-      const double sc = (double)scale[(r % G) * Cg + cg];
-      for (int64_t k = 0; k < S; k++) {
-        const int64_t j = cg * S + k;
-        const double g = (double)dyr[j] * sc;
-        s1 += g;
-        s2 += g * ((double)xr[j] - mean) * inv;
+    if (S == 1) { /* layer_norm: a scale per element */
+      NF(ldot)(dyr, xr, scale + (r % G) * Cg, L, mean, &s1, &s2);
+    } else {
+      for (int64_t cg = 0; cg < Cg; cg++) {
+        const double sc = (double)scale[(r % G) * Cg + cg];
+        double t1 = 0, t2 = 0;
+        NF(ldot)(dyr + cg * S, xr + cg * S, NULL, S, mean, &t1, &t2);
+        s1 += t1 * sc;
+        s2 += t2 * sc;
       }
     }
     s1 /= (double)L;
-    s2 /= (double)L;
+    s2 *= inv / (double)L;
     for (int64_t cg = 0; cg < Cg; cg++) {
       const double sc = (double)scale[(r % G) * Cg + cg];
       for (int64_t k = 0; k < S; k++) {
@@ -155,12 +197,8 @@ static void NF(dparam_block)(const row_job *J, int64_t b0, int64_t b1, double *d
       const double mean = (double)((const NT *)J->mean)[r];
       const double inv = (double)((const NT *)J->inv)[r];
       double s = 0, t = 0;
-      for (int64_t k = 0; k < S; k++) {
-        const double g = (double)dy[o + k];
-        t += g;
-        s += g * ((double)x[o + k] - mean) * inv;
-      }
-      ds[ai - b0] += s;
+      NF(ldot)(dy + o, x + o, NULL, S, mean, &t, &s);
+      ds[ai - b0] += s * inv;
       db[ai - b0] += t;
     }
 }

@@ -281,6 +281,30 @@ FG_TEST(batch_norm_minimize_updates_running_stats_3_steps, "") {
   three_steps(FG_F32);
 }
 
+/* Naming a running statistic among fg_minimize's variables is refused:
+ * its update node already writes it. */
+FG_TEST(batch_norm_minimize_refuses_running_stat_as_variable, "badinput") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const int64_t dims[2] = {4, 3};
+  const double z[3] = {0, 0, 0}, o[3] = {1, 1, 1};
+  fg_output x = fg_placeholder(g, "x", FG_F64, 2, dims);
+  fg_output w = variable(g, "w", FG_F64, 3, o);
+  fg_output rm = variable(g, "rm", FG_F64, 3, z), rv = variable(g, "rv", FG_F64, 3, o);
+  fg_tensor *on = flag(1);
+  fg_output y = fg_batch_norm(g, x, w, FG_NO_OUTPUT, rm, rv, fg_constant(g, "tr", on), 0.1, 1e-5);
+  fg_output loss = fg_reduce_sum(g, fg_mul(g, y, y), NULL, 0, 0);
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  fg_output vars[2] = {w, rv};
+  FG_CHECK(fg_minimize(g, loss, vars, 2, &cfg, st).node < 0);
+  FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "vars[1] (rv) is a batch_norm running statistic");
+  fg_tensor_free(on);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
 /* The update node itself: nothing in inference mode; PyTorch's rule with
  * the unbiased variance (by hand: batch {1, 2, 3, 6} has mean 3 and
  * unbiased variance 14/3) in training mode. */
@@ -589,6 +613,10 @@ FG_TEST(group_instance_layer_norm_bad_inputs_refused, "badinput") {
   fg_instance_norm(g, x, variable(g, "s", FG_F32, c6, v), variable(g, "t", FG_F32, c6, v), 1e-5);
   refused(g, "instance_norm", "shape [6] has rank 1");
   g = fg_graph_new();
+  x = fg_placeholder(g, "x", FG_F32, 1, x1);
+  fg_instance_norm(g, x, FG_NO_OUTPUT, FG_NO_OUTPUT, 1e-5);
+  refused(g, "fg_instance_norm", "x has rank 1; it must be [N, C, ...]");
+  g = fg_graph_new();
   x = fg_placeholder(g, "x", FG_F32, 4, x4);
   fg_instance_norm(g, x, FG_NO_OUTPUT, FG_NO_OUTPUT, -1);
   refused(g, "instance_norm", "attribute 'epsilon' = -1 must be > 0");
@@ -658,24 +686,24 @@ FG_TEST(norm_gradient_limits_refused, "badinput") {
 
 /* ---- CUDA against the CPU ---------------------------------------------------- */
 
-#ifdef FG_HAVE_CUDA
 #define N_ALL 9
 /* Every norm forward, the gradients of their weighted sum and a batch_norm
  * update (then the running statistics), from a session on `device` (NULL:
- * the CPU), on seeded random f32 inputs. 0, or -1 (reported). */
-static int run_all(const char *device, fg_tensor **out) {
+ * the CPU) with `threads` threads, on seeded random f32 inputs. 0, or -1
+ * (reported). */
+static int run_all(const char *device, int threads, fg_tensor **out) {
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_new();
-  const int64_t d[4] = {3, 6, 9, 7}, c = 6, n = 3 * 6 * 9 * 7;
+  const int64_t d[4] = {4, 16, 16, 15}, c = 16, n = 4 * 16 * 16 * 15;
   double *xv = malloc((size_t)n * sizeof *xv), *wv = malloc((size_t)n * sizeof *wv);
-  double pv[6], qv[6], rv[6];
+  double pv[16], qv[16], rv[16];
   uint64_t r = 12345;
   for (int64_t i = 0; i < n; i++) {
     r = r * 6364136223846793005ull + 1442695040888963407ull;
     xv[i] = (double)(r >> 11) / 9007199254740992.0 * 4 - 1.5;
     wv[i] = 0.5 + (double)(i % 7) / 7;
   }
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 16; i++)
     pv[i] = 0.5 + 0.1 * i, qv[i] = 0.2 * i - 0.4, rv[i] = 1 + 0.3 * i;
   fg_tensor *xt = tens(FG_F32, 4, d, xv), *wt = tens(FG_F32, 4, d, wv), *on = flag(1);
   fg_output x = fg_variable(g, "x", xt);
@@ -683,7 +711,7 @@ static int run_all(const char *device, fg_tensor **out) {
   fg_output rm = variable(g, "rm", FG_F32, c, qv), rvar = variable(g, "rv", FG_F32, c, rv);
   fg_output ys[4] = {fg_batch_norm(g, x, w, b, rm, rvar, fg_constant(g, "tr", on), 0.1, 1e-5),
                      fg_layer_norm(g, x, FG_NO_OUTPUT, FG_NO_OUTPUT, 2, 1e-5),
-                     fg_group_norm(g, x, w, b, 3, 1e-5), fg_instance_norm(g, x, w, b, 1e-5)};
+                     fg_group_norm(g, x, w, b, 4, 1e-5), fg_instance_norm(g, x, w, b, 1e-5)};
   fg_output wc = fg_constant(g, "wc", wt), loss = fg_scalar(g, FG_F32, 0);
   char names[N_ALL][8];
   const char *fetch[7];
@@ -706,6 +734,7 @@ static int run_all(const char *device, fg_tensor **out) {
   fg_session_options o;
   fg_session_options_init(&o);
   if (device) o.device = device;
+  o.num_threads = threads;
   fg_session *s = rc == 0 ? fg_session_new(g, &o, st) : NULL;
   if (!s || fg_session_run(s, NULL, 0, fetch, 7, out, &target, 1, st) != 0) {
     FG_FAIL_AT("%s: %s", device ? device : "cpu", fg_status_message(st));
@@ -724,7 +753,23 @@ static int run_all(const char *device, fg_tensor **out) {
   fg_status_free(st);
   return rc;
 }
-#endif
+
+/* The kernels split channels and rows over the pool in fixed chunks and
+ * sum each in one thread: 1 and 4 threads give the same bits. */
+FG_TEST(norm_same_bits_for_1_and_4_threads, "") {
+  fg_tensor *one[N_ALL] = {0}, *four[N_ALL] = {0};
+  if (run_all(NULL, 1, one) == 0 && run_all(NULL, 4, four) == 0)
+    for (int i = 0; i < N_ALL; i++) {
+      FG_REQUIRE(one[i] && four[i]);
+      FG_CHECK_INT(fg_tensor_num_bytes(one[i]), fg_tensor_num_bytes(four[i]));
+      if (memcmp(fg_tensor_data(one[i]), fg_tensor_data(four[i]), fg_tensor_num_bytes(one[i])))
+        FG_FAIL_AT("fetch %d differs between 1 and 4 threads", i);
+    }
+  for (int i = 0; i < N_ALL; i++) {
+    fg_tensor_free(one[i]);
+    fg_tensor_free(four[i]);
+  }
+}
 
 FG_TEST(cuda_norm_matches_cpu, "gpu") {
 #ifndef FG_HAVE_CUDA
@@ -733,7 +778,7 @@ FG_TEST(cuda_norm_matches_cpu, "gpu") {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
   fg_tensor *cpu[N_ALL] = {0}, *gpu[N_ALL] = {0};
-  if (run_all(NULL, cpu) == 0 && run_all("cuda:0", gpu) == 0) {
+  if (run_all(NULL, 0, cpu) == 0 && run_all("cuda:0", 0, gpu) == 0) {
     for (int i = 0; i < N_ALL; i++) {
       FG_REQUIRE(cpu[i] && gpu[i]);
       const int64_t n = fg_tensor_num_elements(cpu[i]);
