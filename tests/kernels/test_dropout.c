@@ -360,7 +360,6 @@ FG_TEST(training_flag_default_and_saved_steps, "") {
   FG_REQUIRE(fg_session_save(s, path, st) == 0);
   FG_CHECK(fg_graph_metadata(g, "training_steps") == NULL); /* the graph is unchanged */
   fg_graph *back = fg_graph_load(path, st);
-  fgt_rmtree(dir);
   FG_REQUIRE(back != NULL);
   FG_REQUIRE(fg_graph_metadata(back, "training_steps") != NULL);
   FG_CHECK_STR_CONTAINS(fg_graph_metadata(back, "training_steps"), "3");
@@ -376,6 +375,14 @@ FG_TEST(training_flag_default_and_saved_steps, "") {
     bad += (((const float *)fg_tensor_data(h))[i] != 0) !=
            ref_keep(0.5, 3, fg_name_stream("h"), 3, 0, i);
   FG_CHECK_INT(bad, 0);
+  /* Saving again: the file counts 4, the loaded graph still says 3. */
+  FG_REQUIRE(fg_session_save(r, path, st) == 0);
+  FG_CHECK(strcmp(fg_graph_metadata(back, "training_steps"), "3") == 0);
+  fg_graph *again = fg_graph_load(path, st);
+  FG_REQUIRE(again != NULL);
+  FG_CHECK(strcmp(fg_graph_metadata(again, "training_steps"), "4") == 0);
+  fg_graph_free(again);
+  fgt_rmtree(dir);
   fg_tensor_free(h), fg_tensor_free(tr), fg_tensor_free(x);
   fg_session_free(r);
   fg_session_free(s);
@@ -405,6 +412,18 @@ FG_TEST(dropout_data_parallel_replicas_draw_their_own_masks, "") {
     FG_CHECK_INT(fg_attr_int_or(n, "replica", -1), r);
     FG_CHECK(fg_attr_int_or(n, "stream", -1) == (int64_t)fg_name_stream("h"));
   }
+  /* Each replica's gradient recomputes that replica's mask. */
+  int n_grad = 0;
+  for (int id = 0; id < fg_graph_num_nodes(dp); id++) {
+    const fg_node *n = fg_graph_node(dp, id);
+    int r = -1;
+    if (n->op != FG_OP_DROPOUT_GRAD) continue;
+    n_grad++;
+    FG_CHECK(sscanf(n->name, "replica_%d/", &r) == 1);
+    FG_CHECK_INT(fg_attr_int_or(n, "replica", -1), r);
+    FG_CHECK(fg_attr_int_or(n, "stream", -1) == (int64_t)fg_name_stream("h"));
+  }
+  FG_CHECK_INT(n_grad, 2);
   const char *dpt = fg_graph_metadata(dp, "train_target");
   fg_session *s = session(dp, 1);
   if (!s || !dpt) FG_FAIL_AT("session on the data-parallel graph: %s", fg_status_message(st));
