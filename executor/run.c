@@ -158,12 +158,9 @@ static int run_step(void *vctx, int si, int worker) {
                  NULL,
                  NULL,
                  &code,
-                 0,
-                 0,
-                 0};
-  ctx.rng_step = plan->rng_step;
-  ctx.rng_replica = plan->rng_replica;
-  ctx.run_training = plan->run_training;
+                 plan->rng_step,
+                 plan->rng_replica,
+                 plan->run_training};
   if (rc->dist) {
     /* The step's device decides its pool share and its communicator. */
     int d = plan->step_dev ? plan->step_dev[si] : 0;

@@ -144,12 +144,9 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
                    &cp->kc[si],
                    NULL,
                    NULL,
-                   0,
-                   0,
-                   0};
-    ctx.rng_step = plan->rng_step;
-    ctx.rng_replica = plan->rng_replica;
-    ctx.run_training = plan->run_training;
+                   plan->rng_step,
+                   plan->rng_replica,
+                   plan->run_training};
     if (step->fn(&ctx) != 0) {
       (void)cudaGetLastError();
       return fgc_node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device,
