@@ -73,10 +73,11 @@ fg_output fg_variable_init(fg_graph *g, const char *name, fg_dtype dtype, int ra
   return o;
 }
 
-int fg_replica_attrs(const fg_node *node, int r, fg_attrs **out) {
+int fg_replica_attrs(const fg_node *node, int index, int count, fg_attrs **out) {
   *out = NULL;
   if (!fg_op_attr(node->op, "replica")) return 0;
   fg_attrs *a = fg_attrs_new();
+  const int64_t r = fg_attr_int_or(node, "replica", 0) * count + index;
   int bad = !a || fg_attrs_copy(a, &node->attrs) != 0 || fg_attrs_set_int(a, "replica", r) != 0;
   if (!bad && fg_attr_int_or(node, "stream", -1) == -1)
     bad = fg_attrs_set_int(a, "stream", fg_name_stream(node->name)) != 0;

@@ -136,7 +136,14 @@ int fg_init_read(const fg_node *n, fg_init_spec *s, fg_status *st) {
   switch (s->kind) {
   case FG_INIT_ZEROS: s->fill = 0; break;
   case FG_INIT_ONES: s->fill = 1; break;
-  case FG_INIT_CONSTANT: s->fill = s->a; break;
+  case FG_INIT_CONSTANT:
+    s->fill = s->a;
+    /* Converting a double an integer type cannot hold is undefined in C. */
+    if ((s->dtype == FG_I32 && !(s->a == floor(s->a) && fabs(s->a) <= 2147483647.0)) ||
+        (s->dtype == FG_I64 && !(s->a == floor(s->a) && fabs(s->a) <= 9007199254740992.0)))
+      return fgi_fail(n, st, "init constant: value (init_a) = %g is not an integer %s holds", s->a,
+                      fg_dtype_name(s->dtype));
+    break;
   case FG_INIT_UNIFORM:
     if (!(s->a < s->b))
       return fgi_fail(n, st, "init uniform: low (init_a) = %g must be below high (init_b) = %g",

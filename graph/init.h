@@ -14,11 +14,15 @@
  * op, dropout or initialiser whose "stream" attribute is -1. */
 uint32_t fg_name_stream(const char *name);
 
-/* Replica r's copy of a node whose op has a "replica" attribute (dropout,
- * dropout_grad): its attributes with "replica" = r and a stream of -1 fixed
- * to the hash of the original's name (the copy is renamed). 1 when *out
- * (new, the caller frees it) was made, 0 for other ops, -1 out of memory. */
-int fg_replica_attrs(const fg_node *node, int r, fg_attrs **out);
+/* Copy `index` of `count` of a node whose op has a "replica" attribute
+ * (dropout, dropout_grad), made by a rewrite (fg_data_parallel's replicas,
+ * fg_micro_batch's micro-batches): its attributes with "replica" = the
+ * original's * count + index, so every copy, through both rewrites, draws
+ * its own mask (past 2^16 inference refuses the value, naming the copy),
+ * and a stream of -1 fixed to the hash of the original's name (the copy is
+ * renamed). 1 when *out (new, the caller frees it) was made, 0 for other
+ * ops, -1 out of memory. */
+int fg_replica_attrs(const fg_node *node, int index, int count, fg_attrs **out);
 
 /* A variable node's initialiser, read from its attributes. */
 typedef struct fg_init_spec {

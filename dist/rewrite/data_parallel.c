@@ -501,7 +501,7 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
                            : replica_name(d, r, nd->name, buf, sizeof buf);
     /* Dropout's copies draw masks of their own (graph/init.h). */
     fg_attrs *own = NULL;
-    if (d->n > 1 && fg_replica_attrs(nd, r, &own) < 0)
+    if (d->n > 1 && fg_replica_attrs(nd, r, d->n, &own) < 0)
       fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
     fg_output o =
         fuse >= 0 ? emit_fused(d, r, fuse, nd, name, in, n_in)

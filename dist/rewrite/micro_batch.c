@@ -24,6 +24,7 @@
 #include "graph/builders_internal.h"
 #include "dist/rewrite/partition.h"
 #include "dist/rewrite/rewrite.h"
+#include "graph/init.h"
 #include "graph/op_table.h"
 
 /* Per-node marks of the original graph. */
@@ -281,7 +282,12 @@ static fg_output single_input(mb *d, int i, int k) {
 /* A copy of node i with inputs `in`, named `name`, on i's device. */
 static fg_output copy_node(mb *d, int i, const fg_output *in, int n_in, const char *name, int k) {
   const fg_node *nd = &d->g->nodes[i];
-  fg_output o = fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, &nd->attrs);
+  /* Each micro-batch's dropout draws its own mask (graph/init.h). */
+  fg_attrs *own = NULL;
+  if (k >= 0 && d->m > 1 && fg_replica_attrs(nd, k, d->m, &own) < 0)
+    fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_micro_batch: out of memory");
+  fg_output o = fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, own ? own : &nd->attrs);
+  fg_attrs_free(own);
   if (o.node < 0) return o;
   d->ng->nodes[o.node].flags |= nd->flags;
   if (nd->device) fg_set_device(d->ng, o, nd->device);

@@ -192,8 +192,9 @@ FG_API fg_output fg_training(fg_graph *g);
  * keyed by (seed, stream, training step, replica) (kernels/philox.h,
  * fg_dropout_keep4): the same mask for any thread count and on the GPU,
  * a new one each training step, and one per data-parallel replica
- * (fg_data_parallel gives each replica's copy its own "replica"; with one
- * process per replica, the process's replica rank is folded in). The
+ * (fg_data_parallel gives each replica's copy its own "replica", and
+ * fg_micro_batch each micro-batch's; with one process per replica, the
+ * process's replica rank is folded in). The
  * stream is a hash of the node's name (attribute "stream" -1; fixed when
  * gradients are taken, so the gradient's mask is the forward's). The
  * kept elements are x * (1 / (1 - p)), the factor rounded to x's type. */

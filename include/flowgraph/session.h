@@ -137,7 +137,9 @@ FG_API fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, f
 FG_API void fg_session_free(fg_session *s);
 
 typedef struct fg_feed {
-  const char *name; /* a placeholder's name */
+  /* A placeholder's name, or "training" (the training flag, fg_training in
+   * flowgraph/graph.h: a bool scalar that sets the run's mode). */
+  const char *name;
   const fg_tensor *tensor;
 } fg_feed;
 

@@ -311,6 +311,9 @@ FG_TEST(init_bad_inputs, "badinput") {
              "> 0");
   expect_bad(FG_F32, 2, neg, (fg_init){FG_INIT_ZEROS, 0, 0, 0, 0}, "[4,-5]",
              "negative dimension -5");
+  expect_bad(FG_I32, 2, d2, (fg_init){FG_INIT_CONSTANT, 2.5, 0, 0, 0}, "value (init_a) = 2.5",
+             "integer i32");
+  expect_bad(FG_I32, 2, d2, (fg_init){FG_INIT_CONSTANT, 3e9, 0, 0, 0}, "= 3e+09", "integer i32");
   /* A NULL init is the caller's error. */
   fg_graph *g = fg_graph_new();
   fg_status *st = fg_status_new();

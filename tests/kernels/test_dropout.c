@@ -360,7 +360,6 @@ FG_TEST(training_flag_default_and_saved_steps, "") {
   FG_REQUIRE(fg_session_save(s, path, st) == 0);
   FG_CHECK(fg_graph_metadata(g, "training_steps") == NULL); /* the graph is unchanged */
   fg_graph *back = fg_graph_load(path, st);
-  fgt_rmtree(dir);
   FG_REQUIRE(back != NULL);
   FG_REQUIRE(fg_graph_metadata(back, "training_steps") != NULL);
   FG_CHECK_STR_CONTAINS(fg_graph_metadata(back, "training_steps"), "3");
@@ -376,6 +375,14 @@ FG_TEST(training_flag_default_and_saved_steps, "") {
     bad += (((const float *)fg_tensor_data(h))[i] != 0) !=
            ref_keep(0.5, 3, fg_name_stream("h"), 3, 0, i);
   FG_CHECK_INT(bad, 0);
+  /* Saving again: the file counts 4, the loaded graph still says 3. */
+  FG_REQUIRE(fg_session_save(r, path, st) == 0);
+  FG_CHECK(strcmp(fg_graph_metadata(back, "training_steps"), "3") == 0);
+  fg_graph *again = fg_graph_load(path, st);
+  FG_REQUIRE(again != NULL);
+  FG_CHECK(strcmp(fg_graph_metadata(again, "training_steps"), "4") == 0);
+  fg_graph_free(again);
+  fgt_rmtree(dir);
   fg_tensor_free(h), fg_tensor_free(tr), fg_tensor_free(x);
   fg_session_free(r);
   fg_session_free(s);
@@ -405,6 +412,18 @@ FG_TEST(dropout_data_parallel_replicas_draw_their_own_masks, "") {
     FG_CHECK_INT(fg_attr_int_or(n, "replica", -1), r);
     FG_CHECK(fg_attr_int_or(n, "stream", -1) == (int64_t)fg_name_stream("h"));
   }
+  /* Each replica's gradient recomputes that replica's mask. */
+  int n_grad = 0;
+  for (int id = 0; id < fg_graph_num_nodes(dp); id++) {
+    const fg_node *n = fg_graph_node(dp, id);
+    int r = -1;
+    if (n->op != FG_OP_DROPOUT_GRAD) continue;
+    n_grad++;
+    FG_CHECK(sscanf(n->name, "replica_%d/", &r) == 1);
+    FG_CHECK_INT(fg_attr_int_or(n, "replica", -1), r);
+    FG_CHECK(fg_attr_int_or(n, "stream", -1) == (int64_t)fg_name_stream("h"));
+  }
+  FG_CHECK_INT(n_grad, 2);
   const char *dpt = fg_graph_metadata(dp, "train_target");
   fg_session *s = session(dp, 1);
   if (!s || !dpt) FG_FAIL_AT("session on the data-parallel graph: %s", fg_status_message(st));
@@ -424,6 +443,61 @@ FG_TEST(dropout_data_parallel_replicas_draw_their_own_masks, "") {
   fg_tensor_free(out[0]), fg_tensor_free(out[1]), fg_tensor_free(x);
   fg_session_free(s);
   fg_graph_free(dp);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+/* fg_micro_batch with 2 micro-batches: each micro-batch's dropout and its
+ * gradient carry replica k, so their masks differ; fg_data_parallel on top
+ * numbers the copies micro-batch * 2 + replica. */
+FG_TEST(dropout_micro_batches_draw_their_own_masks, "") {
+  const char *target;
+  fg_graph *g = train_graph(&target);
+  fg_status *st = fg_status_new();
+  const char *batch = "x";
+  fg_graph *mb = fg_micro_batch(g, 2, &batch, 1, FG_DP_LOSS_MEAN, st);
+  if (!mb) FG_FAIL_AT("fg_micro_batch: %s", fg_status_message(st));
+  FG_REQUIRE(mb != NULL);
+  int n_copies = 0;
+  for (int id = 0; id < fg_graph_num_nodes(mb); id++) {
+    const fg_node *n = fg_graph_node(mb, id);
+    int k = -1;
+    /* The whole-batch originals stay too, under their own names. */
+    if ((n->op != FG_OP_DROPOUT && n->op != FG_OP_DROPOUT_GRAD) ||
+        sscanf(n->name, "micro_batch_%d/", &k) != 1)
+      continue;
+    n_copies++;
+    FG_CHECK_INT(fg_attr_int_or(n, "replica", -1), k);
+  }
+  FG_CHECK_INT(n_copies, 4);
+  fg_session *s = session(mb, 1);
+  const char *t = fg_graph_metadata(mb, "train_target");
+  FG_REQUIRE(s && t);
+  fg_tensor *x = xrows(), *out[2] = {NULL, NULL};
+  fg_feed feed = {"x", x};
+  const char *fetch[2] = {"micro_batch_0/h", "micro_batch_1/h"};
+  FG_REQUIRE(fg_session_run(s, &feed, 1, fetch, 2, out, &t, 1, st) == 0);
+  int bad = 0;
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 10; i++)
+      bad += (((const float *)fg_tensor_data(out[k]))[i] != 0) !=
+             ref_keep(0.5, 3, fg_name_stream("h"), 0, (uint32_t)k, i);
+  FG_CHECK_INT(bad, 0);
+  fg_graph *dp = fg_data_parallel(mb, 2, &batch, 1, NULL, st);
+  if (!dp) FG_FAIL_AT("fg_data_parallel: %s", fg_status_message(st));
+  FG_REQUIRE(dp != NULL);
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 2; k++) {
+      char name[64];
+      snprintf(name, sizeof name, "replica_%d/micro_batch_%d/h", r, k);
+      const int id = fg_graph_find(dp, name);
+      FG_REQUIRE(id >= 0);
+      FG_CHECK_INT(fg_attr_int_or(fg_graph_node(dp, id), "replica", -1), k * 2 + r);
+    }
+  fg_tensor_free(out[0]), fg_tensor_free(out[1]), fg_tensor_free(x);
+  fg_session_free(s);
+  fg_graph_free(dp);
+  fg_graph_free(mb);
   fg_graph_free(g);
   fg_status_free(st);
 }

@@ -457,3 +457,57 @@ FG_TEST(cli_train_micro_batches_bad_args, "dist,badinput") {
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
+
+/* ---- dropout and initialisers ------------------------------------------------------- */
+
+/* `flowgraph train` on a model with dropout and an initialised weight:
+ * every step is a training run (the flag is true without a feed), so the
+ * saved file counts 8 training steps (16 rows, batch 4, 2 epochs), holds
+ * the trained weight and keeps its initialiser's attributes. */
+FG_TEST(cli_train_dropout_counts_training_steps, "") {
+  FG_REQUIRE(make_tmpdir());
+  fg_graph *g = fg_graph_new();
+  const int64_t dx[2] = {-1, 4}, dy[2] = {-1, 1}, dw[2] = {4, 1};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, dx);
+  fg_output y = fg_placeholder(g, "y", FG_F32, 2, dy);
+  const fg_init xi = {FG_INIT_XAVIER_UNIFORM, 0, 0, 0, 4};
+  fg_output w = fg_variable_init(g, "w", FG_F32, 2, dw, &xi);
+  fg_output pred = fg_matmul(g, fg_dropout(g, x, fg_training(g), 0.5, 1), w, 0, 0);
+  fg_output err = fg_sub(g, pred, y);
+  fg_output loss = fg_set_name(g, fg_reduce_mean(g, fg_mul(g, err, err), NULL, 0, 0), "loss");
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
+  fg_status *st = fg_status_new();
+  fg_minimize(g, loss, NULL, 0, &cfg, st);
+  FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
+  FG_REQUIRE(fg_graph_save(g, tpath("d.fgb"), st) == 0);
+  float xv[64], yv[16];
+  for (int i = 0; i < 64; i++)
+    xv[i] = (float)(i % 7) * 0.25f - 0.5f;
+  for (int i = 0; i < 16; i++)
+    yv[i] = (float)(i % 3);
+  const int64_t nx[2] = {16, 4}, ny[2] = {16, 1};
+  FG_REQUIRE(write_npy_f32(tpath("x.npy"), 2, nx, xv) == 0);
+  FG_REQUIRE(write_npy_f32(tpath("y.npy"), 2, ny, yv) == 0);
+  char xi_[600], yi_[600];
+  snprintf(xi_, sizeof xi_, "x=%s", tpath("x.npy"));
+  snprintf(yi_, sizeof yi_, "y=%s", tpath("y.npy"));
+  cli_result r;
+  FG_REQUIRE(cli(&r, "train", tpath("d.fgb"), "-i", xi_, "-i", yi_, "--batch", "4", "--epochs", "2",
+                 "--save", tpath("t.fgb"), NULL) == 0);
+  CHECK_OK(r);
+  result_free(&r);
+  fg_graph *t = fg_graph_load(tpath("t.fgb"), st);
+  FG_REQUIRE(t != NULL);
+  FG_REQUIRE(fg_graph_metadata(t, "training_steps") != NULL);
+  FG_CHECK(strcmp(fg_graph_metadata(t, "training_steps"), "8") == 0);
+  const fg_tensor *v = NULL;
+  const int id = fg_graph_find(t, "w");
+  FG_CHECK(fg_node_attr_tensor(t, id, "value", &v) == 0 && v != NULL);
+  int64_t kind = -1;
+  FG_CHECK(fg_node_attr_int(t, id, "init", &kind) == 0 && kind == FG_INIT_XAVIER_UNIFORM);
+  fg_graph_free(t);
+  fg_graph_free(g);
+  fg_status_free(st);
+  fgt_rmtree(tmpdir);
+}

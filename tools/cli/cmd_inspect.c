@@ -153,14 +153,24 @@ static void print_parameters(const fg_graph *g) {
   for (int id = 0; id < n; id++) {
     const char *op = fg_node_op(g, id);
     const fg_tensor *t = NULL;
-    if (!op || (strcmp(op, "variable") != 0 && strcmp(op, "constant") != 0) ||
-        fg_node_attr_tensor(g, id, "value", &t) != 0 || !t)
-      continue;
+    if (!op || (strcmp(op, "variable") != 0 && strcmp(op, "constant") != 0)) continue;
+    /* A variable made with an initialiser (fg_variable_init) has no value
+     * in the file: its dtype and shape count. */
+    int64_t elems = -1, dims[FG_MAX_RANK];
+    if (fg_node_attr_tensor(g, id, "value", &t) == 0 && t) {
+      elems = fg_tensor_num_elements(t);
+    } else if (op[0] == 'v') {
+      int rank = fg_output_shape(g, (fg_output){id, 0}, dims);
+      elems = rank >= 0 ? 1 : -1;
+      for (int d = 0; d < rank; d++)
+        elems *= dims[d];
+    }
+    if (elems < 0) continue;
     int k = kind ? kind[id] : VAR_PARAM;
     param_sum *p[2] = {op[0] == 'v' ? &vars[k] : &consts, k == VAR_PARAM ? &all : &state};
     for (int j = 0; j < 2; j++) {
-      p[j]->elems += fg_tensor_num_elements(t);
-      p[j]->bytes += fg_tensor_num_bytes(t);
+      p[j]->elems += elems;
+      p[j]->bytes += (uint64_t)elems * fg_dtype_size(fg_output_dtype(g, (fg_output){id, 0}));
       p[j]->tensors++;
     }
   }
