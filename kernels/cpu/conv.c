@@ -373,6 +373,9 @@ static int conv_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **sta
   conv_bufs b = bufs_of(ctx, m);
   conv_geo G = geo_of(ctx, &b);
   int rc = 0;
+  *state = NULL;
+  /* An empty x or y has nothing to convolve (the kernels' empty()). */
+  if (fgk_numel(b.x) == 0 || fgk_numel(b.y) == 0) return 0;
   dnnl_primitive_attr_t attr = NULL;
   dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
   conv_state *s = calloc(1, sizeof *s);

@@ -788,6 +788,52 @@ FG_TEST(conv_fgb_round_trip, "") {
   fg_status_free(st);
 }
 
+/* An empty batch: a plan is made (nothing for oneDNN to prepare) and the
+ * outputs are empty, or zeros for the weight gradient and the bias's
+ * gradient. */
+FG_TEST(conv_empty_batch, "") {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[4] = {-1, 3, 5, 5}, wd[4] = {4, 3, 3, 3}, bl = 4;
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd), w = fg_placeholder(g, "w", FG_F32, 4, wd);
+  fg_output b = fg_placeholder(g, "b", FG_F32, 1, &bl);
+  fg_output y = fg_conv2d(g, x, w, b, NULL);
+  fg_set_name(g, y, "y");
+  fg_output loss = fg_reduce_sum(g, y, NULL, 0, 0);
+  fg_output wrt[2] = {w, b}, d[2];
+  fg_status *st = fg_status_new();
+  FG_REQUIRE(fg_gradients(g, &loss, 1, wrt, 2, NULL, d, st) == 0);
+  fg_set_name(g, fg_identity(g, d[0]), "dw");
+  fg_set_name(g, fg_identity(g, d[1]), "db");
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  int64_t x0[4] = {0, 3, 5, 5};
+  fg_tensor *xt = fg_tensor_new(FG_F32, 4, x0, st), *wt = fg_tensor_new(FG_F32, 4, wd, st);
+  fg_tensor *bt = fg_tensor_new(FG_F32, 1, &bl, st);
+  for (int64_t i = 0; i < 108; i++)
+    ((float *)fg_tensor_data(wt))[i] = 1;
+  for (int64_t i = 0; i < 4; i++)
+    ((float *)fg_tensor_data(bt))[i] = 1;
+  fg_feed feeds[3] = {{"x", xt}, {"w", wt}, {"b", bt}};
+  const char *fetch[3] = {"y", "dw", "db"};
+  fg_tensor *out[3] = {0};
+  if (fg_session_run(s, feeds, 3, fetch, 3, out, NULL, 0, st) != 0)
+    FG_FAIL_AT("run: %s", fg_status_message(st));
+  FG_REQUIRE(out[0] && out[1] && out[2]);
+  FG_CHECK_INT(fg_tensor_num_elements(out[0]), 0);
+  for (int64_t i = 0; i < 108; i++)
+    FG_CHECK(((const float *)fg_tensor_data(out[1]))[i] == 0.0f);
+  for (int64_t i = 0; i < 4; i++)
+    FG_CHECK(((const float *)fg_tensor_data(out[2]))[i] == 0.0f);
+  for (int i = 0; i < 3; i++)
+    fg_tensor_free(out[i]);
+  fg_tensor_free(xt);
+  fg_tensor_free(wt);
+  fg_tensor_free(bt);
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
 /* A direct kernel call has no plan-time state: the f32 kernel makes its
  * primitive for the call and frees it; the result matches the f64 loops. */
 FG_TEST(conv_kernel_without_state, "") {
