@@ -7,13 +7,21 @@
  * w's gradient (backward weights), and conv_transpose2d is backward data
  * with its input in y's place (plus its bias).
  *
- * f32 runs on oneDNN (built with FG_HAVE_DNNL): the prepare hook makes the
- * primitive for the plan's exact shapes, with plain NCHW / (g)oihw memory,
- * and a scratchpad of its own (oneDNN's user scratchpad mode), so a run
- * binds the buffers and executes: nothing is created or allocated. Debian
- * builds oneDNN on OpenMP; each call sets the calling thread's OpenMP
- * thread count to the session's threads (1 when the executor runs the plan
- * on one thread), so oneDNN's team never outnumbers the session.
+ * f32 runs on oneDNN (built with FG_HAVE_DNNL). The prepare hook makes the
+ * primitive for the plan's exact shapes with the layouts oneDNN prefers
+ * (blocked, for its fastest kernels), the reorders between those and the
+ * executor's plain NCHW / (g)oihw buffers, the blocked buffers and the
+ * scratchpads (oneDNN's user scratchpad mode), so a run binds the buffers,
+ * reorders and executes: nothing is created or allocated. The blocked
+ * copies live outside the plan's arena, one set per step.
+ *
+ * Threads: Debian builds oneDNN on OpenMP, and a primitive's team size is
+ * fixed when it is made, from the calling thread's OpenMP thread count.
+ * Prepare sets that to the threads a run gives the step (the session's, or
+ * 1 for a plan the executor runs on one thread), so the team never
+ * outnumbers the session; the weight gradient gets 1, because oneDNN
+ * splits its sum over the batch between threads and the bits would depend
+ * on the thread count.
  *
  * f64 (for gradient checks; oneDNN has no f64) and f32 without oneDNN run
  * direct loops, parallel over disjoint outputs in a fixed order, so the bits
@@ -373,6 +381,9 @@ static int conv_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **sta
   conv_bufs b = bufs_of(ctx, m);
   conv_geo G = geo_of(ctx, &b);
   int rc = 0;
+  *state = NULL;
+  /* An empty x or y has nothing to convolve (the kernels' empty()). */
+  if (fgk_numel(b.x) == 0 || fgk_numel(b.y) == 0) return 0;
   dnnl_primitive_attr_t attr = NULL;
   dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
   conv_state *s = calloc(1, sizeof *s);

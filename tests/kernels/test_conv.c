@@ -312,6 +312,33 @@ FG_TEST(conv1d_fd_gradients, "") {
   FG_CHECK_GRAD(fgt_grad_check(build_conv1d, &o, in, 3, 9));
 }
 
+/* FLOPs: 2 N O OH OW (C/groups) kH kW for the forward convolution, and the
+ * same count for each of its gradients and for the transposed one. */
+FG_TEST(conv_flops, "") {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[4] = {2, 6, 9, 8}, wd[4] = {4, 3, 3, 2}, td[4] = {6, 5, 3, 2};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd), w = fg_placeholder(g, "w", FG_F32, 4, wd);
+  fg_conv2d_opts o = {{2, 1}, {1, 0, 1, 1}, {1, 2}, 2, 0, {0, 0}};
+  fg_output y = fg_conv2d(g, x, w, FG_NO_OUTPUT, &o);
+  /* OH = (9 + 2 - 3) / 2 + 1 = 5, OW = (8 + 1 - 3) / 1 + 1 = 7. */
+  int64_t yd[4];
+  FG_REQUIRE(fg_output_shape(g, y, yd) == 4);
+  FG_CHECK(yd[0] == 2 && yd[1] == 4 && yd[2] == 5 && yd[3] == 7);
+  FG_CHECK_INT(fg_node_flops(g, y.node), 2 * 2 * 4 * 5 * 7 * 3 * 3 * 2);
+  fg_output wrt[2] = {x, w}, d[2];
+  fg_status *st = fg_status_new();
+  FG_REQUIRE(fg_gradients(g, &y, 1, wrt, 2, NULL, d, st) == 0);
+  FG_CHECK_INT(fg_node_flops(g, d[0].node), 2 * 2 * 4 * 5 * 7 * 3 * 3 * 2);
+  FG_CHECK_INT(fg_node_flops(g, d[1].node), 2 * 2 * 4 * 5 * 7 * 3 * 3 * 2);
+  /* conv_transpose2d: x [2, 6, 9, 8] * w [6, 5, 3, 2] with groups 2:
+   * 2 * (N C_in H W) * (C_out/groups) kH kW. */
+  fg_output t = fg_conv_transpose2d(g, x, fg_placeholder(g, "t", FG_F32, 4, td), FG_NO_OUTPUT, &o);
+  FG_REQUIRE(t.node >= 0);
+  FG_CHECK_INT(fg_node_flops(g, t.node), 2 * (2 * 6 * 9 * 8) * 5 * 3 * 2);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
 /* ---- refusals -------------------------------------------------------------- */
 
 typedef struct bad_spec {
@@ -785,6 +812,52 @@ FG_TEST(conv_fgb_round_trip, "") {
   fg_session_free(s2);
   fg_graph_free(g);
   fg_graph_free(h);
+  fg_status_free(st);
+}
+
+/* An empty batch: a plan is made (nothing for oneDNN to prepare) and the
+ * outputs are empty, or zeros for the weight gradient and the bias's
+ * gradient. */
+FG_TEST(conv_empty_batch, "") {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[4] = {-1, 3, 5, 5}, wd[4] = {4, 3, 3, 3}, bl = 4;
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd), w = fg_placeholder(g, "w", FG_F32, 4, wd);
+  fg_output b = fg_placeholder(g, "b", FG_F32, 1, &bl);
+  fg_output y = fg_conv2d(g, x, w, b, NULL);
+  fg_set_name(g, y, "y");
+  fg_output loss = fg_reduce_sum(g, y, NULL, 0, 0);
+  fg_output wrt[2] = {w, b}, d[2];
+  fg_status *st = fg_status_new();
+  FG_REQUIRE(fg_gradients(g, &loss, 1, wrt, 2, NULL, d, st) == 0);
+  fg_set_name(g, fg_identity(g, d[0]), "dw");
+  fg_set_name(g, fg_identity(g, d[1]), "db");
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  int64_t x0[4] = {0, 3, 5, 5};
+  fg_tensor *xt = fg_tensor_new(FG_F32, 4, x0, st), *wt = fg_tensor_new(FG_F32, 4, wd, st);
+  fg_tensor *bt = fg_tensor_new(FG_F32, 1, &bl, st);
+  for (int64_t i = 0; i < 108; i++)
+    ((float *)fg_tensor_data(wt))[i] = 1;
+  for (int64_t i = 0; i < 4; i++)
+    ((float *)fg_tensor_data(bt))[i] = 1;
+  fg_feed feeds[3] = {{"x", xt}, {"w", wt}, {"b", bt}};
+  const char *fetch[3] = {"y", "dw", "db"};
+  fg_tensor *out[3] = {0};
+  if (fg_session_run(s, feeds, 3, fetch, 3, out, NULL, 0, st) != 0)
+    FG_FAIL_AT("run: %s", fg_status_message(st));
+  FG_REQUIRE(out[0] && out[1] && out[2]);
+  FG_CHECK_INT(fg_tensor_num_elements(out[0]), 0);
+  for (int64_t i = 0; i < 108; i++)
+    FG_CHECK(((const float *)fg_tensor_data(out[1]))[i] == 0.0f);
+  for (int64_t i = 0; i < 4; i++)
+    FG_CHECK(((const float *)fg_tensor_data(out[2]))[i] == 0.0f);
+  for (int i = 0; i < 3; i++)
+    fg_tensor_free(out[i]);
+  fg_tensor_free(xt);
+  fg_tensor_free(wt);
+  fg_tensor_free(bt);
+  fg_session_free(s);
+  fg_graph_free(g);
   fg_status_free(st);
 }
 
