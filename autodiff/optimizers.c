@@ -241,7 +241,7 @@ done:
 }
 
 static fg_output update(fg_graph *g, const fg_optimizer_config *c, fg_output var, fg_output grad,
-                        fg_output ctrl, fg_output step, fg_status *st) {
+                        fg_output ctrl, fg_output step) {
   fg_dtype dt = fg_output_dtype(g, var);
   fg_output lr = fg_scalar(g, dt, c->learning_rate);
   fg_attrs *a = fg_attrs_new();
@@ -389,7 +389,7 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
     goto done;
   }
   for (int i = 0; i < nv; i++)
-    updates[i] = update(g, cfg, vs[i], grads[i], ctrl[i], step, st);
+    updates[i] = update(g, cfg, vs[i], grads[i], ctrl[i], step);
   free(ctrl);
   int n_up = nv;
   if (add_stat_updates(g, loss, &updates, &n_up) != 0) {

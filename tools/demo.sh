@@ -39,4 +39,4 @@ train_and_check() {
 
 train_and_check mlp "MLP (64-128-64-10, Adam)" 15 0.96
 echo
-train_and_check cnn "CNN (conv-pool-conv-global pool-dense, Adam)" 20 0.97
+train_and_check cnn "CNN (conv-pool-conv-global pool-dense, Adam)" 30 0.97
