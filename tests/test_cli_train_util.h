@@ -281,6 +281,20 @@ static inline int run_builder_at(const char *builder, const char *out) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* `flowgraph run MODEL --fetch accuracy` on the digits' test set: the
+ * accuracy it prints, or -1 when the run fails. */
+static inline double digits_accuracy(const char *model) {
+  cli_result r;
+  double acc[1] = {-1};
+  if (cli(&r, "run", model, "-i", "x=" DIGITS_DATA "/test_x.npy", "-i",
+          "y=" DIGITS_DATA "/test_y.npy", "--fetch", "accuracy", NULL) != 0)
+    return -1;
+  CHECK_OK(r);
+  FG_CHECK_INT(parse_printed(r.out, "accuracy", acc, 1), 1);
+  result_free(&r);
+  return acc[0];
+}
+
 /* The MLP's builder (build_mlp.c). */
 static inline int run_builder(const char *out) { return run_builder_at(DIGITS_BUILDER, out); }
 

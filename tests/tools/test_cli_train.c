@@ -325,23 +325,11 @@ FG_TEST(cli_train_renamed_target_and_loss, "") {
 
 /* ---- the digits classifier (the main job of `make demo`) ------------------------- */
 
-static double fetch_accuracy(const char *model) {
-  cli_result r;
-  double acc[1] = {-1};
-  if (cli(&r, "run", model, "-i", "x=" DIGITS_DATA "/test_x.npy", "-i",
-          "y=" DIGITS_DATA "/test_y.npy", "--fetch", "accuracy", NULL) != 0)
-    return -1;
-  CHECK_OK(r);
-  FG_CHECK_INT(parse_printed(r.out, "accuracy", acc, 1), 1);
-  result_free(&r);
-  return acc[0];
-}
-
 /* The demo's settings (tools/demo.sh): batch 64, 15 epochs, --shuffle 1. */
 FG_TEST(train_digits_reaches_096, "") {
   FG_REQUIRE(make_tmpdir());
   FG_REQUIRE(run_builder(tpath("digits.fgb")) == 0);
-  double before = fetch_accuracy(tpath("digits.fgb"));
+  double before = digits_accuracy(tpath("digits.fgb"));
   FG_CHECK(before >= 0 && before < 0.5); /* untrained: about chance */
   cli_result r;
   FG_REQUIRE(cli(&r, "train", tpath("digits.fgb"), "-i", "x=" DIGITS_DATA "/train_x.npy", "-i",
@@ -355,7 +343,7 @@ FG_TEST(train_digits_reaches_096, "") {
   printf("digits: loss %.4f -> %.4f, test accuracy %.4f\n", loss[0], loss[14], acc[14]);
   FG_CHECK(loss[14] < loss[0]);
   FG_CHECK(loss[14] < 0.2);
-  double after = fetch_accuracy(tpath("trained.fgb"));
+  double after = digits_accuracy(tpath("trained.fgb"));
   FG_CHECK(after >= 0.96);
   /* The saved file holds the trained variables: same accuracy as the last
    * epoch's eval. */

@@ -10,18 +10,6 @@
 /* conv1 16x1x3x3 + 16, conv2 32x16x3x3 + 32, dense 32x10 + 10, in f32. */
 #define CNN_WEIGHT_BYTES ((16 * 9 + 16 + 32 * 16 * 9 + 32 + 32 * 10 + 10) * 4)
 
-static double cnn_accuracy(const char *model) {
-  cli_result r;
-  double acc[1] = {-1};
-  if (cli(&r, "run", model, "-i", "x=" DIGITS_DATA "/test_x.npy", "-i",
-          "y=" DIGITS_DATA "/test_y.npy", "--fetch", "accuracy", NULL) != 0)
-    return -1;
-  CHECK_OK(r);
-  FG_CHECK_INT(parse_printed(r.out, "accuracy", acc, 1), 1);
-  result_free(&r);
-  return acc[0];
-}
-
 static long file_size(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return -1;
@@ -78,7 +66,7 @@ FG_TEST(cnn_file_carries_no_weights, "") {
 FG_TEST(train_digits_cnn_reaches_097, "") {
   FG_REQUIRE(make_tmpdir());
   FG_REQUIRE(run_builder_at(DIGITS_CNN_BUILDER, tpath("cnn.fgb")) == 0);
-  double before = cnn_accuracy(tpath("cnn.fgb"));
+  double before = digits_accuracy(tpath("cnn.fgb"));
   FG_CHECK(before >= 0 && before < 0.5); /* untrained: about chance */
   cli_result r;
   FG_REQUIRE(cli(&r, "train", tpath("cnn.fgb"), "-i", "x=" DIGITS_DATA "/train_x.npy", "-i",
@@ -93,7 +81,7 @@ FG_TEST(train_digits_cnn_reaches_097, "") {
   printf("digits cnn: loss %.4f -> %.4f, test accuracy %.4f\n", loss[0], loss[epochs - 1],
          acc[epochs - 1]);
   FG_CHECK(loss[epochs - 1] < loss[0]);
-  double after = cnn_accuracy(tpath("trained.fgb"));
+  double after = digits_accuracy(tpath("trained.fgb"));
   FG_CHECK(after >= 0.97);
   FG_CHECK_NEAR(after, acc[epochs - 1], 1e-5);
   result_free(&r);
