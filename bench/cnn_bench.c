@@ -1,7 +1,7 @@
 /* The CNN benchmark driver: builds one network of bench/cnn_models.h and
  * times it.
  *
- *   fg_bench_cnn CASE [--runs N] [--warmup N] [--threads N]
+ *   fg_bench_cnn CASE [--runs N] [--warmup N] [--threads N] [--save OUT.fgb]
  *
  * CASE is cnn_small_train (LeNet-5, batch 64, SGD), resnet18_cifar_train
  * (ResNet-18 on 3x32x32, batch 32, SGD with momentum, batch norm in
@@ -15,7 +15,8 @@
  *
  * arena_bytes is the plan's arena and lower_bound_bytes the peak of live
  * intermediate bytes over its schedule (fg_plan_info). gflops counts the
- * convolutions and matmuls only (cnn_models.h says which). */
+ * convolutions and matmuls only (cnn_models.h says which). --save writes
+ * the case's graph, for `flowgraph plan` and `flowgraph profile`. */
 #include <flowgraph/flowgraph.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,11 +112,16 @@ static int report(const cnn_case *c, const cnn_model *m, fg_session *s, const fe
   return 0;
 }
 
-static int run_case(const cnn_case *c, int runs, int warmup, int threads, fg_status *st) {
+static int run_case(const cnn_case *c, int runs, int warmup, int threads, const char *save,
+                    fg_status *st) {
   cnn_model m = {0};
   int rc = c->resnet ? cnn_resnet18(c->batch, c->side, c->classes, c->cifar, c->train, &m, st)
                      : cnn_lenet(c->batch, &m, st);
   if (rc != 0) return fail("building the network", st);
+  if (save && fg_graph_save(m.g, save, st) != 0) {
+    fg_graph_free(m.g);
+    return fail("saving", st);
+  }
   feeds fd = {0};
   fg_session_options o;
   fg_session_options_init(&o);
@@ -147,7 +153,8 @@ done:
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: fg_bench_cnn CASE [--runs N] [--warmup N] [--threads N]\nCASE:");
+  fprintf(stderr, "usage: fg_bench_cnn CASE [--runs N] [--warmup N] [--threads N] "
+                  "[--save OUT.fgb]\nCASE:");
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
     fprintf(stderr, " %s", CASES[i].name);
   fprintf(stderr, "\n");
@@ -157,7 +164,12 @@ static int usage(void) {
 int main(int argc, char **argv) {
   if (argc < 2) return usage();
   int runs = -1, warmup = -1, threads = 0;
+  const char *save = NULL;
   for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--save") && i + 1 < argc) {
+      save = argv[++i];
+      continue;
+    }
     int *dst = !strcmp(argv[i], "--runs")      ? &runs
                : !strcmp(argv[i], "--warmup")  ? &warmup
                : !strcmp(argv[i], "--threads") ? &threads
@@ -171,7 +183,8 @@ int main(int argc, char **argv) {
     const cnn_case *c = &CASES[i];
     if (strcmp(argv[1], c->name)) continue;
     fg_status *st = fg_status_new();
-    int rc = run_case(c, runs > 0 ? runs : c->runs, warmup >= 0 ? warmup : c->warmup, threads, st);
+    int rc =
+        run_case(c, runs > 0 ? runs : c->runs, warmup >= 0 ? warmup : c->warmup, threads, save, st);
     fg_status_free(st);
     return rc;
   }

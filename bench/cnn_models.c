@@ -172,12 +172,13 @@ static fg_output basic_block(net *n, const char *name, fg_output x, int64_t *sid
   return fg_relu(n->g, fg_add(n->g, h, skip));
 }
 
-int cnn_resnet18(int64_t batch, int side, int classes, int cifar, int train, cnn_model *m,
+int cnn_resnet18(int64_t batch, int image, int classes, int cifar, int train, cnn_model *m,
                  fg_status *st) {
   net n = {.g = fg_graph_new(), .seed = 1, .batch = batch};
   if (!n.g) return -1;
+  int64_t side = image;
   n.training = fg_training(n.g);
-  int64_t xd[4] = {batch, 3, side, side};
+  int64_t xd[4] = {batch, 3, image, image};
   fg_output h = fg_placeholder(n.g, "x", FG_F32, 4, xd);
   if (cifar) {
     h = conv(&n, "conv1", h, &side, 3, 64, 3, 1, 1, 0);

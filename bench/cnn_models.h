@@ -37,12 +37,12 @@ typedef struct cnn_model {
  * SGD step (learning rate 0.01). 0, or -1 with status set. */
 int cnn_lenet(int64_t batch, cnn_model *m, fg_status *st);
 
-/* ResNet-18 with `classes` outputs on "x" [batch, 3, side, side]; cifar: the
+/* ResNet-18 with `classes` outputs on "x" [batch, 3, image, image]; cifar: the
  * 3x3 stem without max pool. train: batch norm in training mode (the graph's
  * fg_training node fed true) and an SGD step with momentum 0.9 (learning
  * rate 0.01); else inference only (fetch "logits", batch norm on the
  * running statistics). 0, or -1 with status set. */
-int cnn_resnet18(int64_t batch, int side, int classes, int cifar, int train, cnn_model *m,
+int cnn_resnet18(int64_t batch, int image, int classes, int cifar, int train, cnn_model *m,
                  fg_status *st);
 
 #endif
