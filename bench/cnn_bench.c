@@ -6,7 +6,9 @@
  * CASE is cnn_small_train (LeNet-5, batch 64, SGD), resnet18_cifar_train
  * (ResNet-18 on 3x32x32, batch 32, SGD with momentum, batch norm in
  * training mode), resnet18_infer_b1 or resnet18_infer_b8 (ResNet-18 on
- * 3x224x224, batch norm on the running statistics). One case per process,
+ * 3x224x224, batch norm on the running statistics), or
+ * gpu_resnet18_cifar_train (the CIFAR step on cuda:0; "FG <case> skipped:
+ * no GPU" where there is none). One case per process,
  * so that the peak resident memory it prints is that case's alone. It
  * prints one line that bench/compare_torch_cnn.py parses:
  *
@@ -31,13 +33,17 @@ typedef struct cnn_case {
   int64_t batch;
   int resnet, side, classes, cifar, train;
   int runs, warmup;
+  const char *device; /* NULL: the CPU */
 } cnn_case;
 
 static const cnn_case CASES[] = {
-    {"cnn_small_train", 64, 0, 28, 10, 0, 1, 200, 20},
-    {"resnet18_cifar_train", 32, 1, 32, 10, 1, 1, 8, 2},
-    {"resnet18_infer_b1", 1, 1, 224, 1000, 0, 0, 20, 3},
-    {"resnet18_infer_b8", 8, 1, 224, 1000, 0, 0, 6, 2},
+    {"cnn_small_train", 64, 0, 28, 10, 0, 1, 200, 20, NULL},
+    {"resnet18_cifar_train", 32, 1, 32, 10, 1, 1, 8, 2, NULL},
+    {"resnet18_infer_b1", 1, 1, 224, 1000, 0, 0, 20, 3, NULL},
+    {"resnet18_infer_b8", 8, 1, 224, 1000, 0, 0, 6, 2, NULL},
+    /* bench/compare_torch_gpu.py: TF32 off on both sides, as the session's
+     * default; the batch in page-locked memory, as torch's pin_memory(). */
+    {"gpu_resnet18_cifar_train", 32, 1, 32, 10, 1, 1, 30, 5, "cuda:0"},
 };
 
 static int cmp_double(const void *a, const void *b) {
@@ -62,8 +68,11 @@ typedef struct feeds {
 static int make_feeds(const cnn_case *c, feeds *fd, fg_status *st) {
   uint64_t rng = 11;
   int64_t xd[4] = {c->batch, c->resnet ? 3 : 1, c->side, c->side};
-  fd->x = random_f32(4, xd, 1.0, &rng, st);
+  fd->x = c->device ? fg_tensor_new_pinned(FG_F32, 4, xd, st) : fg_tensor_new(FG_F32, 4, xd, st);
   if (!fd->x) return -1;
+  float *x = fg_tensor_data(fd->x);
+  for (int64_t i = 0; i < fg_tensor_num_elements(fd->x); i++)
+    x[i] = uniform(&rng, 1.0);
   fd->f[fd->n++] = (fg_feed){"x", fd->x};
   if (c->train) {
     int64_t yd[1] = {c->batch};
@@ -126,6 +135,12 @@ static int run_case(const cnn_case *c, int runs, int warmup, int threads, const 
   fg_session_options o;
   fg_session_options_init(&o);
   o.num_threads = threads;
+  o.device = c->device;
+  if (c->device && fg_cuda_device_count() < 1) {
+    printf("FG %s skipped: no GPU\n", c->name);
+    fg_graph_free(m.g);
+    return 0;
+  }
   fg_session *s = make_feeds(c, &fd, st) == 0 ? fg_session_new(m.g, &o, st) : NULL;
   double *times = calloc((size_t)runs, sizeof *times);
   rc = 1;
