@@ -19,20 +19,15 @@
 /* Partial sums per reduction (norm_body.h). */
 #define NORM_LANES 8
 
-typedef struct bn_job {
+/* One job type for every norm: batch_norm uses C = Cg channels (G = 1),
+ * the row norms N * G rows of Cg * S values. */
+typedef struct norm_job {
   const void *x, *dy, *scale, *shift, *rm, *rv;
   void *y, *mean, *inv, *var, *dscale, *dshift; /* grad: y is dx; mean, inv are inputs */
-  int64_t N, C, S;
-  double eps;
-  int training;
-} bn_job;
-
-typedef struct row_job {
-  const void *x, *dy, *scale, *shift;
-  void *y, *mean, *inv, *dscale, *dshift; /* grad: y is dx */
   int64_t N, G, Cg, S;
   double eps;
-} row_job;
+  int training;
+} norm_job;
 
 #define NT   float
 #define NSUF f32
@@ -138,6 +133,37 @@ static int64_t grain_for(int64_t per_item) {
 
 /* ---- the kernels ------------------------------------------------------------ */
 
+/* The fields every forward job shares: x, scale, shift -> y, mean, inv. */
+static norm_job fwd_job(const fg_kctx *ctx, const fgk_norm_geom *g) {
+  return (norm_job){.x = ctx->in[0].data,
+                    .scale = ctx->in[1].data,
+                    .shift = ctx->in[2].data,
+                    .y = ctx->out[0].data,
+                    .mean = ctx->out[1].data,
+                    .inv = ctx->out[2].data,
+                    .N = g->N,
+                    .G = g->G,
+                    .Cg = g->Cg,
+                    .S = g->S,
+                    .eps = ctx->p->norm.epsilon};
+}
+
+/* Every gradient job: dy, x, scale, mean, inv -> dx, dscale, dshift. */
+static norm_job grad_job(const fg_kctx *ctx, const fgk_norm_geom *g) {
+  return (norm_job){.dy = ctx->in[0].data,
+                    .x = ctx->in[1].data,
+                    .scale = ctx->in[2].data,
+                    .mean = (void *)ctx->in[3].data,
+                    .inv = (void *)ctx->in[4].data,
+                    .y = ctx->out[0].data,
+                    .dscale = ctx->out[1].data,
+                    .dshift = ctx->out[2].data,
+                    .N = g->N,
+                    .G = g->G,
+                    .Cg = g->Cg,
+                    .S = g->S};
+}
+
 static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, FGK_NORM_BN, dt, &g) != 0) return -1;
@@ -145,20 +171,11 @@ static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
   if (training && g.N * g.S < 2)
     return fgk_fail(ctx, "training needs more than 1 value per channel, got %lld (N %lld x %lld)",
                     (long long)(g.N * g.S), (long long)g.N, (long long)g.S);
-  bn_job J = {.x = ctx->in[0].data,
-              .scale = ctx->in[1].data,
-              .shift = ctx->in[2].data,
-              .rm = ctx->in[3].data,
-              .rv = ctx->in[4].data,
-              .y = ctx->out[0].data,
-              .mean = ctx->out[1].data,
-              .inv = ctx->out[2].data,
-              .var = ctx->out[3].data,
-              .N = g.N,
-              .C = g.Cg,
-              .S = g.S,
-              .eps = ctx->p->norm.epsilon,
-              .training = training};
+  norm_job J = fwd_job(ctx, &g);
+  J.rm = ctx->in[3].data;
+  J.rv = ctx->in[4].data;
+  J.var = ctx->out[3].data;
+  J.training = training;
   fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
                    dt == FG_F32 ? bn_fwd_range_f32 : bn_fwd_range_f64, &J);
   return 0;
@@ -167,18 +184,8 @@ static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
 static int batch_norm_grad(const fg_kctx *ctx, fg_dtype dt) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, FGK_NORM_BN_GRAD, dt, &g) != 0) return -1;
-  bn_job J = {.dy = ctx->in[0].data,
-              .x = ctx->in[1].data,
-              .scale = ctx->in[2].data,
-              .mean = (void *)ctx->in[3].data,
-              .inv = (void *)ctx->in[4].data,
-              .y = ctx->out[0].data,
-              .dscale = ctx->out[1].data,
-              .dshift = ctx->out[2].data,
-              .N = g.N,
-              .C = g.Cg,
-              .S = g.S,
-              .training = *(const uint8_t *)ctx->in[5].data != 0};
+  norm_job J = grad_job(ctx, &g);
+  J.training = *(const uint8_t *)ctx->in[5].data != 0;
   fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
                    dt == FG_F32 ? bn_grad_range_f32 : bn_grad_range_f64, &J);
   return 0;
@@ -202,17 +209,7 @@ static int bn_update(const fg_kctx *ctx, fg_dtype dt) {
 static int row_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
-  row_job J = {.x = ctx->in[0].data,
-               .scale = ctx->in[1].data,
-               .shift = ctx->in[2].data,
-               .y = ctx->out[0].data,
-               .mean = ctx->out[1].data,
-               .inv = ctx->out[2].data,
-               .N = g.N,
-               .G = g.G,
-               .Cg = g.Cg,
-               .S = g.S,
-               .eps = ctx->p->norm.epsilon};
+  norm_job J = fwd_job(ctx, &g);
   fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S),
                    dt == FG_F32 ? row_fwd_range_f32 : row_fwd_range_f64, &J);
   return 0;
@@ -221,18 +218,7 @@ static int row_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
 static int row_norm_grad(const fg_kctx *ctx, int op, fg_dtype dt) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
-  row_job J = {.dy = ctx->in[0].data,
-               .x = ctx->in[1].data,
-               .scale = ctx->in[2].data,
-               .mean = (void *)ctx->in[3].data,
-               .inv = (void *)ctx->in[4].data,
-               .y = ctx->out[0].data,
-               .dscale = ctx->out[1].data,
-               .dshift = ctx->out[2].data,
-               .N = g.N,
-               .G = g.G,
-               .Cg = g.Cg,
-               .S = g.S};
+  norm_job J = grad_job(ctx, &g);
   fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S),
                    dt == FG_F32 ? row_dx_range_f32 : row_dx_range_f64, &J);
   fgk_parallel_for(ctx, g.G * g.Cg,
