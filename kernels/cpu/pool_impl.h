@@ -17,6 +17,20 @@
     nan |= v_ != v_;                                                                               \
   } while (0)
 
+/* Taps 0 .. KW-1 at stride S of output k from row r into (m, nan); both
+ * constants, so the compiler unrolls the taps and vectorises over k. */
+#define POOL_TAKE_ROW(m, nan, r, S, KW)                                                            \
+  for (int64_t j_ = 0; j_ < (KW); j_++)                                                            \
+  POOL_TAKE_V(m, nan, (r)[(S)*k + j_])
+/* Outputs k of [0, n) from xs into ys, KW taps at stride S (dilation 1). */
+#define POOL_ROW_FIXED(S, KW)                                                                      \
+  for (int64_t k = 0; k < n; k++) {                                                                \
+    PT m = ys[k];                                                                                  \
+    int nan = 0;                                                                                   \
+    POOL_TAKE_ROW(m, nan, xs, S, KW);                                                              \
+    ys[k] = nan ? (PT)NAN : m;                                                                     \
+  }
+
 /* Taps j of one input row xr into output row yr, for outputs
  * [o0, o1) only (those where every tap of the row lies inside it): all kw
  * taps of an output in one pass, in tap order, so the running maximum
@@ -28,31 +42,11 @@ static void PS(max_row_inner)(const fgk_pool_geom *g, const PT *restrict xr, PT 
   const PT *restrict xs = xr + (o0 * s - g->pl); /* tap 0 of output o0, inside the row */
   PT *restrict ys = yr + o0;
   if (dw == 1 && s == 2 && kw == 3) {
-    for (int64_t k = 0; k < n; k++) {
-      PT m = ys[k];
-      int nan = 0;
-      POOL_TAKE_V(m, nan, xs[2 * k]);
-      POOL_TAKE_V(m, nan, xs[2 * k + 1]);
-      POOL_TAKE_V(m, nan, xs[2 * k + 2]);
-      ys[k] = nan ? (PT)NAN : m;
-    }
+    POOL_ROW_FIXED(2, 3)
   } else if (dw == 1 && s == 2 && kw == 2) {
-    for (int64_t k = 0; k < n; k++) {
-      PT m = ys[k];
-      int nan = 0;
-      POOL_TAKE_V(m, nan, xs[2 * k]);
-      POOL_TAKE_V(m, nan, xs[2 * k + 1]);
-      ys[k] = nan ? (PT)NAN : m;
-    }
+    POOL_ROW_FIXED(2, 2)
   } else if (dw == 1 && s == 1 && kw == 3) {
-    for (int64_t k = 0; k < n; k++) {
-      PT m = ys[k];
-      int nan = 0;
-      POOL_TAKE_V(m, nan, xs[k]);
-      POOL_TAKE_V(m, nan, xs[k + 1]);
-      POOL_TAKE_V(m, nan, xs[k + 2]);
-      ys[k] = nan ? (PT)NAN : m;
-    }
+    POOL_ROW_FIXED(1, 3)
   } else {
     for (int64_t k = 0; k < n; k++) {
       PT m = ys[k];
@@ -75,15 +69,9 @@ static void PS(max_3x3s2_inner)(const fgk_pool_geom *g, const PT *x0, PT *restri
   for (int64_t k = 0; k < n; k++) {
     PT m = ys[k];
     int nan = 0;
-    POOL_TAKE_V(m, nan, a[2 * k]);
-    POOL_TAKE_V(m, nan, a[2 * k + 1]);
-    POOL_TAKE_V(m, nan, a[2 * k + 2]);
-    POOL_TAKE_V(m, nan, b[2 * k]);
-    POOL_TAKE_V(m, nan, b[2 * k + 1]);
-    POOL_TAKE_V(m, nan, b[2 * k + 2]);
-    POOL_TAKE_V(m, nan, c[2 * k]);
-    POOL_TAKE_V(m, nan, c[2 * k + 1]);
-    POOL_TAKE_V(m, nan, c[2 * k + 2]);
+    POOL_TAKE_ROW(m, nan, a, 2, 3);
+    POOL_TAKE_ROW(m, nan, b, 2, 3);
+    POOL_TAKE_ROW(m, nan, c, 2, 3);
     ys[k] = nan ? (PT)NAN : m;
   }
 }
