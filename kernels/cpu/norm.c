@@ -133,35 +133,27 @@ static int64_t grain_for(int64_t per_item) {
 
 /* ---- the kernels ------------------------------------------------------------ */
 
-/* The fields every forward job shares: x, scale, shift -> y, mean, inv. */
-static norm_job fwd_job(const fg_kctx *ctx, const fgk_norm_geom *g) {
-  return (norm_job){.x = ctx->in[0].data,
-                    .scale = ctx->in[1].data,
-                    .shift = ctx->in[2].data,
-                    .y = ctx->out[0].data,
-                    .mean = ctx->out[1].data,
-                    .inv = ctx->out[2].data,
-                    .N = g->N,
-                    .G = g->G,
-                    .Cg = g->Cg,
-                    .S = g->S,
-                    .eps = ctx->p->norm.epsilon};
-}
-
-/* Every gradient job: dy, x, scale, mean, inv -> dx, dscale, dshift. */
-static norm_job grad_job(const fg_kctx *ctx, const fgk_norm_geom *g) {
-  return (norm_job){.dy = ctx->in[0].data,
-                    .x = ctx->in[1].data,
-                    .scale = ctx->in[2].data,
-                    .mean = (void *)ctx->in[3].data,
-                    .inv = (void *)ctx->in[4].data,
-                    .y = ctx->out[0].data,
-                    .dscale = ctx->out[1].data,
-                    .dshift = ctx->out[2].data,
-                    .N = g->N,
-                    .G = g->G,
-                    .Cg = g->Cg,
-                    .S = g->S};
+/* The fields every job of its direction shares. Forward: x, scale, shift
+ * -> y, mean, inv; gradient: dy, x, scale, mean, inv -> dx (in y), dscale,
+ * dshift. */
+static norm_job job_of(const fg_kctx *ctx, const fgk_norm_geom *g, int grad) {
+  norm_job J = {.y = ctx->out[0].data, .N = g->N, .G = g->G, .Cg = g->Cg, .S = g->S};
+  const fg_kbuf *in = ctx->in + grad; /* x, scale: inputs 0, 1 forward, 1, 2 backward */
+  J.x = in[0].data;
+  J.scale = in[1].data;
+  if (grad) {
+    J.dy = ctx->in[0].data;
+    J.mean = (void *)ctx->in[3].data;
+    J.inv = (void *)ctx->in[4].data;
+    J.dscale = ctx->out[1].data;
+    J.dshift = ctx->out[2].data;
+  } else {
+    J.shift = ctx->in[2].data;
+    J.mean = ctx->out[1].data;
+    J.inv = ctx->out[2].data;
+    J.eps = ctx->p->norm.epsilon;
+  }
+  return J;
 }
 
 static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
@@ -171,7 +163,7 @@ static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
   if (training && g.N * g.S < 2)
     return fgk_fail(ctx, "training needs more than 1 value per channel, got %lld (N %lld x %lld)",
                     (long long)(g.N * g.S), (long long)g.N, (long long)g.S);
-  norm_job J = fwd_job(ctx, &g);
+  norm_job J = job_of(ctx, &g, 0);
   J.rm = ctx->in[3].data;
   J.rv = ctx->in[4].data;
   J.var = ctx->out[3].data;
@@ -184,7 +176,7 @@ static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
 static int batch_norm_grad(const fg_kctx *ctx, fg_dtype dt) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, FGK_NORM_BN_GRAD, dt, &g) != 0) return -1;
-  norm_job J = grad_job(ctx, &g);
+  norm_job J = job_of(ctx, &g, 1);
   J.training = *(const uint8_t *)ctx->in[5].data != 0;
   fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
                    dt == FG_F32 ? bn_grad_range_f32 : bn_grad_range_f64, &J);
@@ -209,7 +201,7 @@ static int bn_update(const fg_kctx *ctx, fg_dtype dt) {
 static int row_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
-  norm_job J = fwd_job(ctx, &g);
+  norm_job J = job_of(ctx, &g, 0);
   fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S),
                    dt == FG_F32 ? row_fwd_range_f32 : row_fwd_range_f64, &J);
   return 0;
@@ -218,7 +210,7 @@ static int row_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
 static int row_norm_grad(const fg_kctx *ctx, int op, fg_dtype dt) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
-  norm_job J = grad_job(ctx, &g);
+  norm_job J = job_of(ctx, &g, 1);
   fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S),
                    dt == FG_F32 ? row_dx_range_f32 : row_dx_range_f64, &J);
   fgk_parallel_for(ctx, g.G * g.Cg,
