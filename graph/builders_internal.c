@@ -62,11 +62,16 @@ fg_output fg_expand_dims(fg_graph *g, fg_output x, const int64_t *axes, int n_ax
   return fg_build_finish(g, "expand_dims", &x, 1, a, bad);
 }
 
-fg_output fg_numel(fg_graph *g, fg_output x, fg_dtype dtype) {
+fg_output fg_build_int(fg_graph *g, const char *op, const fg_output *in, int n, const char *attr,
+                       int64_t v) {
   if (skip(g)) return FG_NO_OUTPUT;
   fg_attrs *a = fg_attrs_new();
-  int bad = !a || fg_attrs_set_int(a, "dtype", dtype) != 0;
-  return fg_build_finish(g, "numel", &x, 1, a, bad);
+  int bad = !a || fg_attrs_set_int(a, attr, v) != 0;
+  return fg_build_finish(g, op, in, n, a, bad);
+}
+
+fg_output fg_numel(fg_graph *g, fg_output x, fg_dtype dtype) {
+  return fg_build_int(g, "numel", &x, 1, "dtype", dtype);
 }
 
 fg_output fg_slice_grad(fg_graph *g, fg_output dy, fg_output like, int rank, const int64_t *begin,

@@ -49,10 +49,7 @@ fg_output fg_pad(fg_graph *g, fg_output x, const int64_t *pads, const char *mode
 }
 
 fg_output fg_flatten(fg_graph *g, fg_output x, int axis) {
-  if (skip(g)) return FG_NO_OUTPUT;
-  fg_attrs *a = fg_attrs_new();
-  int bad = !a || fg_attrs_set_int(a, "axis", axis) != 0;
-  return fg_build_finish(g, "flatten", &x, 1, a, bad);
+  return fg_build_int(g, "flatten", &x, 1, "axis", axis);
 }
 
 fg_output fg_squeeze(fg_graph *g, fg_output x, const int64_t *axes, int n_axes) {
@@ -90,7 +87,5 @@ int fg_split(fg_graph *g, fg_output x, int axis, const int64_t *sizes, int n, fg
 
 fg_output fg_stack(fg_graph *g, const fg_output *xs, int n, int axis) {
   if (skip(g) || bad_list(g, "stack", "xs", n, xs)) return FG_NO_OUTPUT;
-  fg_attrs *a = fg_attrs_new();
-  int bad = !a || fg_attrs_set_int(a, "axis", axis) != 0;
-  return fg_build_finish(g, "stack", xs, n, a, bad);
+  return fg_build_int(g, "stack", xs, n, "axis", axis);
 }
