@@ -207,38 +207,39 @@ static void PS(avg_bwd_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
     }
 }
 
+/* Runs the statements for each adaptive window, output (oh, ow) reading
+ * input rows [h0, h1) and columns [w0, w1). */
+#define POOL_ADAPTIVE_WINDOWS(g, ...)                                                              \
+  for (int64_t oh = 0; oh < (g)->OH; oh++) {                                                       \
+    int64_t h0, h1;                                                                                \
+    fgk_adaptive_window(oh, (g)->H, (g)->OH, &h0, &h1);                                            \
+    for (int64_t ow = 0; ow < (g)->OW; ow++) {                                                     \
+      int64_t w0, w1;                                                                              \
+      fgk_adaptive_window(ow, (g)->W, (g)->OW, &w0, &w1);                                          \
+      __VA_ARGS__                                                                                  \
+    }                                                                                              \
+  }
+
 /* Also global_avg_pool (OH = OW = 1: one window, the plane). */
 static void PS(adaptive_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
-  for (int64_t oh = 0; oh < g->OH; oh++) {
-    int64_t h0, h1;
-    fgk_adaptive_window(oh, g->H, g->OH, &h0, &h1);
-    for (int64_t ow = 0; ow < g->OW; ow++) {
-      int64_t w0, w1;
-      fgk_adaptive_window(ow, g->W, g->OW, &w0, &w1);
-      double s = 0;
-      for (int64_t ih = h0; ih < h1; ih++)
-        for (int64_t iw = w0; iw < w1; iw++)
-          s += x[ih * g->W + iw];
-      y[oh * g->OW + ow] = (PT)(s / (double)((h1 - h0) * (w1 - w0)));
-    }
-  }
+  POOL_ADAPTIVE_WINDOWS(g, {
+    double s = 0;
+    for (int64_t ih = h0; ih < h1; ih++)
+      for (int64_t iw = w0; iw < w1; iw++)
+        s += x[ih * g->W + iw];
+    y[oh * g->OW + ow] = (PT)(s / (double)((h1 - h0) * (w1 - w0)));
+  })
 }
 
 static void PS(adaptive_bwd_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
   for (int64_t e = 0; e < g->H * g->W; e++)
     dx[e] = 0;
-  for (int64_t oh = 0; oh < g->OH; oh++) {
-    int64_t h0, h1;
-    fgk_adaptive_window(oh, g->H, g->OH, &h0, &h1);
-    for (int64_t ow = 0; ow < g->OW; ow++) {
-      int64_t w0, w1;
-      fgk_adaptive_window(ow, g->W, g->OW, &w0, &w1);
-      const PT v = (PT)(dy[oh * g->OW + ow] / (double)((h1 - h0) * (w1 - w0)));
-      for (int64_t ih = h0; ih < h1; ih++)
-        for (int64_t iw = w0; iw < w1; iw++)
-          dx[ih * g->W + iw] += v;
-    }
-  }
+  POOL_ADAPTIVE_WINDOWS(g, {
+    const PT v = (PT)(dy[oh * g->OW + ow] / (double)((h1 - h0) * (w1 - w0)));
+    for (int64_t ih = h0; ih < h1; ih++)
+      for (int64_t iw = w0; iw < w1; iw++)
+        dx[ih * g->W + iw] += v;
+  })
 }
 
 /* Planes [p0, p1) of one call, by kind. */
