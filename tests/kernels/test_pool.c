@@ -140,6 +140,20 @@ FG_TEST(pool_fixture_coverage, "") {
   FG_CHECK(ceil >= 3 && asym >= 3 && dil >= 3 && cip0 >= 3 && cip1 >= 3 && adapt_odd >= 2);
 }
 
+/* One run of g feeding xt as placeholder "x": the tensor named `fetch`
+ * (the caller frees it), or NULL after reporting the failure. */
+static fg_tensor *run_x(fg_graph *g, fg_tensor *xt, const char *fetch) {
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(g, NULL, st);
+  fg_feed f = {"x", xt};
+  fg_tensor *out = NULL;
+  if (!s || fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) != 0)
+    FG_FAIL_AT("running the pool graph: %s", fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return out;
+}
+
 /* Ties: a window of equal maxima sends the whole gradient to its first
  * element (by hand: one 2x2 window over [[1, 1], [1, 1]]). */
 FG_TEST(pool_max_tie_first_wins, "") {
@@ -151,24 +165,17 @@ FG_TEST(pool_max_tie_first_wins, "") {
   fg_output dx;
   FG_REQUIRE(fg_gradients(g, &y, 1, &x, 1, NULL, &dx, NULL) == 0);
   fg_set_name(g, dx, "dx");
-  fg_status *st = fg_status_new();
-  fg_session *s = fg_session_new(g, NULL, st);
-  FG_REQUIRE(s);
   const double xv[6] = {1, 1, 3, 1, 1, 3};
-  fg_tensor *xt = fg_tensor_new(FG_F64, 4, d, st);
+  fg_tensor *xt = fg_tensor_new(FG_F64, 4, d, NULL);
   memcpy(fg_tensor_data(xt), xv, sizeof xv);
-  fg_feed f = {"x", xt};
-  const char *fetch = "dx";
-  fg_tensor *out = NULL;
-  FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+  fg_tensor *out = run_x(g, xt, "dx");
+  FG_REQUIRE(out);
   /* windows: cols 0-1 -> max 1 first at (0,0); cols 1-2 -> 3 first at (0,2) */
   const double want[6] = {1, 0, 1, 0, 0, 0};
   for (int i = 0; i < 6; i++)
     FG_CHECK_NEAR(tensor_elem(out, i), want[i], 0);
   fg_tensor_free(out);
   fg_tensor_free(xt);
-  fg_session_free(s);
-  fg_status_free(st);
   fg_graph_free(g);
 }
 
@@ -179,22 +186,15 @@ FG_TEST(pool_max_nan_propagates, "") {
   fg_output x = fg_placeholder(g, "x", FG_F32, 4, d);
   fg_pool2d_opts o = {{1, 2}, {0, 0}, {0, 0, 0, 0}, {0, 0}, 0, 0};
   fg_set_name(g, fg_max_pool2d(g, x, &o), "y");
-  fg_status *st = fg_status_new();
-  fg_session *s = fg_session_new(g, NULL, st);
-  FG_REQUIRE(s);
   const float xv[4] = {NAN, 5, 2, 1};
-  fg_tensor *xt = fg_tensor_new(FG_F32, 4, d, st);
+  fg_tensor *xt = fg_tensor_new(FG_F32, 4, d, NULL);
   memcpy(fg_tensor_data(xt), xv, sizeof xv);
-  fg_feed f = {"x", xt};
-  const char *fetch = "y";
-  fg_tensor *out = NULL;
-  FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+  fg_tensor *out = run_x(g, xt, "y");
+  FG_REQUIRE(out);
   FG_CHECK(isnan(tensor_elem(out, 0)));
   FG_CHECK_NEAR(tensor_elem(out, 1), 2, 0);
   fg_tensor_free(out);
   fg_tensor_free(xt);
-  fg_session_free(s);
-  fg_status_free(st);
   fg_graph_free(g);
 }
 
@@ -212,22 +212,15 @@ FG_TEST(pool_max_grad_nan_index, "") {
     fg_output dx;
     FG_REQUIRE(fg_gradients(g, &y, 1, &x, 1, NULL, &dx, NULL) == 0);
     fg_set_name(g, dx, "dx");
-    fg_status *st = fg_status_new();
-    fg_session *s = fg_session_new(g, NULL, st);
-    FG_REQUIRE(s);
     const double xv[6] = {1, NAN, 5, NAN, 2, NAN};
     fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
-    fg_feed f = {"x", xt};
-    const char *fetch = "dx";
-    fg_tensor *out = NULL;
-    FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+    fg_tensor *out = run_x(g, xt, "dx");
+    FG_REQUIRE(out);
     const double want[6] = {0, 1, 0, 0, 0, 1};
     for (int i = 0; i < 6; i++)
       FG_CHECK_NEAR(tensor_elem(out, i), want[i], 0);
     fg_tensor_free(out);
     fg_tensor_free(xt);
-    fg_session_free(s);
-    fg_status_free(st);
     fg_graph_free(g);
   }
 }
@@ -255,14 +248,9 @@ FG_TEST(pool_max_nan_every_path, "") {
       fg_output x = fg_placeholder(g, "x", t, 4, d);
       fg_pool2d_opts o = {{k, k}, {s, s}, {p, p, p, p}, {0, 0}, 0, 0};
       fg_set_name(g, fg_max_pool2d(g, x, &o), "y");
-      fg_status *st = fg_status_new();
-      fg_session *ss = fg_session_new(g, NULL, st);
-      FG_REQUIRE(ss);
       fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
-      fg_feed f = {"x", xt};
-      const char *fetch = "y";
-      fg_tensor *out = NULL;
-      FG_REQUIRE(fg_session_run(ss, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+      fg_tensor *out = run_x(g, xt, "y");
+      FG_REQUIRE(out);
       for (int64_t pl = 0; pl < 2; pl++)
         for (int64_t a = 0; a < oh; a++)
           for (int64_t b = 0; b < oh; b++) {
@@ -283,8 +271,6 @@ FG_TEST(pool_max_nan_every_path, "") {
           }
       fg_tensor_free(out);
       fg_tensor_free(xt);
-      fg_session_free(ss);
-      fg_status_free(st);
       fg_graph_free(g);
     }
 }
