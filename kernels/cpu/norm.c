@@ -198,24 +198,21 @@ static int bn_update(const fg_kctx *ctx, fg_dtype dt) {
   return 0;
 }
 
+/* layer, group and instance norm, and their gradients: dx per row, then
+ * dscale and dshift per parameter. */
 static int row_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
+  const int grad = op == FGK_NORM_LAYER_GRAD || op == FGK_NORM_GROUP_GRAD;
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
-  norm_job J = job_of(ctx, &g, 0);
-  fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S),
-                   dt == FG_F32 ? row_fwd_range_f32 : row_fwd_range_f64, &J);
-  return 0;
-}
-
-static int row_norm_grad(const fg_kctx *ctx, int op, fg_dtype dt) {
-  fgk_norm_geom g;
-  if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
-  norm_job J = job_of(ctx, &g, 1);
-  fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S),
-                   dt == FG_F32 ? row_dx_range_f32 : row_dx_range_f64, &J);
-  fgk_parallel_for(ctx, g.G * g.Cg,
-                   grain_for(g.N * g.S) > NORM_PBLOCK ? grain_for(g.N * g.S) : NORM_PBLOCK,
-                   dt == FG_F32 ? row_dparam_range_f32 : row_dparam_range_f64, &J);
+  norm_job J = job_of(ctx, &g, grad);
+  const int f32 = dt == FG_F32;
+  const fg_krange_fn rows = grad ? (f32 ? row_dx_range_f32 : row_dx_range_f64)
+                                 : (f32 ? row_fwd_range_f32 : row_fwd_range_f64);
+  fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S), rows, &J);
+  if (grad)
+    fgk_parallel_for(ctx, g.G * g.Cg,
+                     grain_for(g.N * g.S) > NORM_PBLOCK ? grain_for(g.N * g.S) : NORM_PBLOCK,
+                     f32 ? row_dparam_range_f32 : row_dparam_range_f64, &J);
   return 0;
 }
 
@@ -226,9 +223,9 @@ static int row_norm_grad(const fg_kctx *ctx, int op, fg_dtype dt) {
 #define BN_GRAD_CALL(dt) batch_norm_grad(ctx, dt)
 #define BN_UPD_CALL(dt)  bn_update(ctx, dt)
 #define LN_CALL(dt)      row_norm(ctx, FGK_NORM_LAYER, dt)
-#define LN_GRAD_CALL(dt) row_norm_grad(ctx, FGK_NORM_LAYER_GRAD, dt)
+#define LN_GRAD_CALL(dt) row_norm(ctx, FGK_NORM_LAYER_GRAD, dt)
 #define GN_CALL(dt)      row_norm(ctx, FGK_NORM_GROUP, dt)
-#define GN_GRAD_CALL(dt) row_norm_grad(ctx, FGK_NORM_GROUP_GRAD, dt)
+#define GN_GRAD_CALL(dt) row_norm(ctx, FGK_NORM_GROUP_GRAD, dt)
 NORM_ENTRY(fgk_batch_norm, BN_CALL)
 NORM_ENTRY(fgk_batch_norm_grad, BN_GRAD_CALL)
 NORM_ENTRY(fgk_batch_norm_update_stats, BN_UPD_CALL)
