@@ -15,26 +15,7 @@
  * node array. NULL when out of memory (the graph then fails). */
 static fg_attrs *geometry(const fg_grad_ctx *ctx) {
   static const char *const names[] = {"strides", "pads", "dilations", "groups", "auto_pad"};
-  const fg_node *n = &ctx->g->nodes[ctx->node];
-  fg_attrs *a = fg_attrs_new();
-  int bad = !a;
-  for (int i = 0; !bad && i < 5; i++) {
-    const fg_attr *v = fg_attrs_find(&n->attrs, names[i]);
-    if (!v) continue;
-    if (v->type == FG_ATTR_INTS)
-      bad = fg_attrs_set_ints(a, names[i], v->ints, v->n) != 0;
-    else if (v->type == FG_ATTR_INT)
-      bad = fg_attrs_set_int(a, names[i], v->i) != 0;
-    else if (v->type == FG_ATTR_STRING)
-      bad = fg_attrs_set_string(a, names[i], v->s) != 0;
-  }
-  if (bad) {
-    fg_attrs_free(a);
-    fg_graph_fail(ctx->g, FG_RESOURCE_EXHAUSTED, "gradient of node '%s': out of memory",
-                  ctx->g->nodes[ctx->node].name);
-    return NULL;
-  }
-  return a;
+  return fg_grad_copy_attrs(ctx, names, 5);
 }
 
 static fg_output op3(fg_graph *g, const char *op, fg_output a, fg_output b, fg_output c,
