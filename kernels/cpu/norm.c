@@ -156,30 +156,27 @@ static norm_job job_of(const fg_kctx *ctx, const fgk_norm_geom *g, int grad) {
   return J;
 }
 
-static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
+/* batch_norm (statistics per channel) and its gradient, per channel. */
+static int batch_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
+  const int grad = op == FGK_NORM_BN_GRAD;
   fgk_norm_geom g;
-  if (fgk_norm_check(ctx, FGK_NORM_BN, dt, &g) != 0) return -1;
+  if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
   const int training = *(const uint8_t *)ctx->in[5].data != 0;
-  if (training && g.N * g.S < 2)
+  if (!grad && training && g.N * g.S < 2)
     return fgk_fail(ctx, "training needs more than 1 value per channel, got %lld (N %lld x %lld)",
                     (long long)(g.N * g.S), (long long)g.N, (long long)g.S);
-  norm_job J = job_of(ctx, &g, 0);
-  J.rm = ctx->in[3].data;
-  J.rv = ctx->in[4].data;
-  J.var = ctx->out[3].data;
+  norm_job J = job_of(ctx, &g, grad);
   J.training = training;
+  if (!grad) {
+    J.rm = ctx->in[3].data;
+    J.rv = ctx->in[4].data;
+    J.var = ctx->out[3].data;
+  }
+  const int f32 = dt == FG_F32;
   fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
-                   dt == FG_F32 ? bn_fwd_range_f32 : bn_fwd_range_f64, &J);
-  return 0;
-}
-
-static int batch_norm_grad(const fg_kctx *ctx, fg_dtype dt) {
-  fgk_norm_geom g;
-  if (fgk_norm_check(ctx, FGK_NORM_BN_GRAD, dt, &g) != 0) return -1;
-  norm_job J = job_of(ctx, &g, 1);
-  J.training = *(const uint8_t *)ctx->in[5].data != 0;
-  fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
-                   dt == FG_F32 ? bn_grad_range_f32 : bn_grad_range_f64, &J);
+                   grad ? (f32 ? bn_grad_range_f32 : bn_grad_range_f64)
+                        : (f32 ? bn_fwd_range_f32 : bn_fwd_range_f64),
+                   &J);
   return 0;
 }
 
@@ -219,8 +216,8 @@ static int row_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
 #define NORM_ENTRY(name, call)                                                                     \
   int name##_f32(const fg_kctx *ctx) { return call(FG_F32); }                                      \
   int name##_f64(const fg_kctx *ctx) { return call(FG_F64); }
-#define BN_CALL(dt)      batch_norm(ctx, dt)
-#define BN_GRAD_CALL(dt) batch_norm_grad(ctx, dt)
+#define BN_CALL(dt)      batch_norm(ctx, FGK_NORM_BN, dt)
+#define BN_GRAD_CALL(dt) batch_norm(ctx, FGK_NORM_BN_GRAD, dt)
 #define BN_UPD_CALL(dt)  bn_update(ctx, dt)
 #define LN_CALL(dt)      row_norm(ctx, FGK_NORM_LAYER, dt)
 #define LN_GRAD_CALL(dt) row_norm(ctx, FGK_NORM_LAYER_GRAD, dt)
