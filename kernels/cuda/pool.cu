@@ -165,12 +165,8 @@ enum { G_NONE, G_MAX, G_AVG, G_ADAPTIVE, G_GLOBAL_MAX };
  * global: the global max, whose window is the plane. */
 template <typename T>
 static int run_pool(const fg_kctx *ctx, fg_dtype dt, int kind, int grad, int global) {
-  if (fgc_check(ctx, grad ? 2 : 1, 1) != 0 || fgk_same_dtypes(ctx, grad ? 2 : 1) != 0) return -1;
-  if (ctx->out[0].dtype != dt)
-    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(ctx->out[0].dtype),
-                    fg_dtype_name(dt));
-  const fg_kbuf *x = grad ? &ctx->in[1] : &ctx->in[0];
-  const fg_kbuf *y = grad ? &ctx->in[0] : &ctx->out[0];
+  const fg_kbuf *x, *y;
+  if (fgc_check(ctx, grad ? 2 : 1, 1) != 0 || fgk_pool_bufs(ctx, dt, grad, &x, &y) != 0) return -1;
   const int windowed = (kind == K_MAX || kind == K_AVG) && !global;
   fgk_pool_geom g;
   memset(&g, 0, sizeof g);
