@@ -153,8 +153,7 @@ FG_TEST(conv_cuda_matches_torch, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   for (int i = 0; i < N_CASES; i++) {
     check_case(&conv_cases[i], FG_F32, 1, 1e-4, "cuda:0");
     check_case(&conv_cases[i], FG_F64, 1, 1e-11, "cuda:0");
@@ -617,8 +616,7 @@ FG_TEST(conv_cuda_matches_cpu_random, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   const int threads[2] = {1, 1};
   const char *const devices[2] = {NULL, "cuda:0"};
   fg_conv2d_opts o = {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1, 0, {0, 0}};

@@ -728,8 +728,7 @@ FG_TEST(cuda_norm_matches_cpu, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   fg_tensor *cpu[N_ALL] = {0}, *gpu[N_ALL] = {0};
   if (run_all(NULL, 0, cpu) == 0 && run_all("cuda:0", 0, gpu) == 0) {
     for (int i = 0; i < N_ALL; i++) {

@@ -579,8 +579,7 @@ FG_TEST(cuda_shape_ops_match_cpu, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   fg_graph *g = all_ops_graph();
   fg_output x = fg_graph_find_output(g, "x0");
   fg_output ys[5], dx;
