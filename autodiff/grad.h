@@ -33,6 +33,11 @@ fg_output fg_grad_sum_to(fg_graph *g, fg_output x, fg_output like);
 fg_output fg_grad_input(const fg_grad_ctx *ctx, int i);
 /* Output i of the forward node. */
 fg_output fg_grad_output(const fg_grad_ctx *ctx, int i);
+/* A fresh set holding the forward node's attributes among names[0..n)
+ * (those present; int, ints, float or string), to be taken before any node
+ * is appended (appending may move the node array). NULL after failing the
+ * graph when out of memory. */
+fg_attrs *fg_grad_copy_attrs(const fg_grad_ctx *ctx, const char *const *names, int n);
 
 /* What a reduce node did, read once (the node array may move later). */
 typedef struct fg_grad_reduce_info {

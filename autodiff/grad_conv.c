@@ -15,26 +15,7 @@
  * node array. NULL when out of memory (the graph then fails). */
 static fg_attrs *geometry(const fg_grad_ctx *ctx) {
   static const char *const names[] = {"strides", "pads", "dilations", "groups", "auto_pad"};
-  const fg_node *n = &ctx->g->nodes[ctx->node];
-  fg_attrs *a = fg_attrs_new();
-  int bad = !a;
-  for (int i = 0; !bad && i < 5; i++) {
-    const fg_attr *v = fg_attrs_find(&n->attrs, names[i]);
-    if (!v) continue;
-    if (v->type == FG_ATTR_INTS)
-      bad = fg_attrs_set_ints(a, names[i], v->ints, v->n) != 0;
-    else if (v->type == FG_ATTR_INT)
-      bad = fg_attrs_set_int(a, names[i], v->i) != 0;
-    else if (v->type == FG_ATTR_STRING)
-      bad = fg_attrs_set_string(a, names[i], v->s) != 0;
-  }
-  if (bad) {
-    fg_attrs_free(a);
-    fg_graph_fail(ctx->g, FG_RESOURCE_EXHAUSTED, "gradient of node '%s': out of memory",
-                  ctx->g->nodes[ctx->node].name);
-    return NULL;
-  }
-  return a;
+  return fg_grad_copy_attrs(ctx, names, 5);
 }
 
 static fg_output op3(fg_graph *g, const char *op, fg_output a, fg_output b, fg_output c,
@@ -54,48 +35,60 @@ static fg_output bias_grad(fg_graph *g, fg_output dy) {
   return fg_reduce_sum(g, dy, axes, 3, 0);
 }
 
+/* A gradient rule: dx[i] = op[i](arg[i][0], arg[i][1] [, arg[i][2]]) for
+ * the wanted inputs i of 0 and 1, each argument the node's input 0 (IN0),
+ * input 1 (IN1), its output's gradient (DY) or absent (NONE); with `bias`,
+ * an input 2 gets db. */
+enum { IN0, IN1, DY, NONE };
+typedef struct conv_rule {
+  const char *op[2];
+  int arg[2][3];
+  int bias;
+} conv_rule;
+
+static int apply_rule(fg_grad_ctx *ctx, const conv_rule *r) {
+  fg_attrs *a = geometry(ctx);
+  if (!a) return -1;
+  fg_graph *g = ctx->g;
+  const fg_output v[4] = {fg_grad_input(ctx, 0), fg_grad_input(ctx, 1), ctx->dy[0], FG_NO_OUTPUT};
+  for (int i = 0; i < 2; i++)
+    if (ctx->wants[i])
+      ctx->dx[i] = op3(g, r->op[i], v[r->arg[i][0]], v[r->arg[i][1]], v[r->arg[i][2]], a);
+  if (r->bias && g->nodes[ctx->node].n_inputs > 2 && ctx->wants[2])
+    ctx->dx[2] = bias_grad(g, ctx->dy[0]);
+  return finish(ctx, a);
+}
+
+/* y = conv2d(x, w [, b]): dx = conv2d_grad_input(dy, w, like x),
+ * dw = conv2d_grad_weight(x, dy, like w). */
 static int grad_conv2d(fg_grad_ctx *ctx) {
-  fg_attrs *a = geometry(ctx);
-  if (!a) return -1;
-  fg_graph *g = ctx->g;
-  fg_output x = fg_grad_input(ctx, 0), w = fg_grad_input(ctx, 1), dy = ctx->dy[0];
-  if (ctx->wants[0]) ctx->dx[0] = op3(g, "conv2d_grad_input", dy, w, x, a);
-  if (ctx->wants[1]) ctx->dx[1] = op3(g, "conv2d_grad_weight", x, dy, w, a);
-  if (g->nodes[ctx->node].n_inputs > 2 && ctx->wants[2]) ctx->dx[2] = bias_grad(g, dy);
-  return finish(ctx, a);
+  static const conv_rule r = {
+      {"conv2d_grad_input", "conv2d_grad_weight"}, {{DY, IN1, IN0}, {IN0, DY, IN1}}, 1};
+  return apply_rule(ctx, &r);
 }
 
+/* y = conv_transpose2d(x, w [, b]): dx = conv2d(dy, w),
+ * dw = conv2d_grad_weight(dy, x, like w). */
 static int grad_conv_transpose2d(fg_grad_ctx *ctx) {
-  fg_attrs *a = geometry(ctx);
-  if (!a) return -1;
-  fg_graph *g = ctx->g;
-  fg_output x = fg_grad_input(ctx, 0), w = fg_grad_input(ctx, 1), dy = ctx->dy[0];
-  if (ctx->wants[0]) ctx->dx[0] = op3(g, "conv2d", dy, w, FG_NO_OUTPUT, a);
-  if (ctx->wants[1]) ctx->dx[1] = op3(g, "conv2d_grad_weight", dy, x, w, a);
-  if (g->nodes[ctx->node].n_inputs > 2 && ctx->wants[2]) ctx->dx[2] = bias_grad(g, dy);
-  return finish(ctx, a);
+  static const conv_rule r = {
+      {"conv2d", "conv2d_grad_weight"}, {{DY, IN1, NONE}, {DY, IN0, IN1}}, 1};
+  return apply_rule(ctx, &r);
 }
 
-/* dx = conv2d_grad_input(dy, w): linear in dy (adjoint conv2d) and in w. */
+/* dx = conv2d_grad_input(dy, w): linear in dy (adjoint conv2d) and in w:
+ * d(dy) = conv2d(gx, w), dw = conv2d_grad_weight(gx, dy, like w). */
 static int grad_conv2d_grad_input(fg_grad_ctx *ctx) {
-  fg_attrs *a = geometry(ctx);
-  if (!a) return -1;
-  fg_graph *g = ctx->g;
-  fg_output dy = fg_grad_input(ctx, 0), w = fg_grad_input(ctx, 1), gx = ctx->dy[0];
-  if (ctx->wants[0]) ctx->dx[0] = op3(g, "conv2d", gx, w, FG_NO_OUTPUT, a);
-  if (ctx->wants[1]) ctx->dx[1] = op3(g, "conv2d_grad_weight", gx, dy, w, a);
-  return finish(ctx, a);
+  static const conv_rule r = {
+      {"conv2d", "conv2d_grad_weight"}, {{DY, IN1, NONE}, {DY, IN0, IN1}}, 0};
+  return apply_rule(ctx, &r);
 }
 
-/* dw = conv2d_grad_weight(x, dy): linear in x and in dy. */
+/* dw = conv2d_grad_weight(x, dy): linear in x and in dy:
+ * dx = conv2d_grad_input(dy, gw, like x), d(dy) = conv2d(x, gw). */
 static int grad_conv2d_grad_weight(fg_grad_ctx *ctx) {
-  fg_attrs *a = geometry(ctx);
-  if (!a) return -1;
-  fg_graph *g = ctx->g;
-  fg_output x = fg_grad_input(ctx, 0), dy = fg_grad_input(ctx, 1), gw = ctx->dy[0];
-  if (ctx->wants[0]) ctx->dx[0] = op3(g, "conv2d_grad_input", dy, gw, x, a);
-  if (ctx->wants[1]) ctx->dx[1] = op3(g, "conv2d", x, gw, FG_NO_OUTPUT, a);
-  return finish(ctx, a);
+  static const conv_rule r = {
+      {"conv2d_grad_input", "conv2d"}, {{IN1, DY, IN0}, {IN0, DY, NONE}}, 0};
+  return apply_rule(ctx, &r);
 }
 
 const fg_grad_reg fg_grads_conv[] = {

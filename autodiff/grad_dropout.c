@@ -23,21 +23,9 @@ static int grad_dropout(fg_grad_ctx *ctx) {
   }
   if (!ctx->wants[0]) return 0;
   /* The key and p, not the forward's annotations (its placement). */
-  fg_attrs *a = fg_attrs_new();
-  int bad = !a;
   static const char *const keys[] = {"p", "seed", "stream", "replica"};
-  for (int k = 0; k < 4 && !bad; k++) {
-    const fg_attr *v = fg_attrs_find(&n->attrs, keys[k]);
-    if (v)
-      bad = v->type == FG_ATTR_FLOAT ? fg_attrs_set_float(a, keys[k], v->f)
-                                     : fg_attrs_set_int(a, keys[k], v->i);
-  }
-  if (bad) {
-    fg_attrs_free(a);
-    fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "node '%s' (%s): out of memory", n->name,
-                  fg_op_table[n->op].name);
-    return -1;
-  }
+  fg_attrs *a = fg_grad_copy_attrs(ctx, keys, 4);
+  if (!a) return -1;
   fg_output in[2] = {ctx->dy[0], fg_grad_input(ctx, 1)};
   ctx->dx[0] = fg_op(g, "dropout_grad", NULL, in, 2, a);
   fg_attrs_free(a);

@@ -19,24 +19,7 @@ static int done(const fg_grad_ctx *ctx) { return fg_graph_failed(ctx->g) ? -1 : 
 static fg_attrs *window_copy(const fg_grad_ctx *ctx) {
   static const char *const names[] = {"kernel",    "strides",   "pads",
                                       "dilations", "ceil_mode", "count_include_pad"};
-  const fg_node *n = fwd(ctx);
-  fg_attrs *a = fg_attrs_new();
-  int bad = a == NULL;
-  for (size_t k = 0; !bad && k < sizeof names / sizeof names[0]; k++) {
-    const fg_attr *v = fg_attrs_find(&n->attrs, names[k]);
-    if (!v) continue;
-    if (v->type == FG_ATTR_INTS)
-      bad = fg_attrs_set_ints(a, names[k], v->ints, v->n) != 0;
-    else if (v->type == FG_ATTR_INT)
-      bad = fg_attrs_set_int(a, names[k], v->i) != 0;
-  }
-  if (bad) {
-    fg_attrs_free(a);
-    fg_graph_fail(ctx->g, FG_RESOURCE_EXHAUSTED, "node '%s' (%s): out of memory in its gradient",
-                  n->name, fg_op_table[n->op].name);
-    return NULL;
-  }
-  return a;
+  return fg_grad_copy_attrs(ctx, names, 6);
 }
 
 /* dx = op(dy, x), with the forward's window when `window`. */

@@ -46,29 +46,20 @@ static fg_output with_fwd_attrs(fg_grad_ctx *ctx, const char *op, const char *li
   return o;
 }
 
-/* pad: dy's elements added back onto x (pad_grad); pad_grad: its adjoint,
- * pad with the fill 0. Neither has a gradient for `like`. */
-static int grad_pad(fg_grad_ctx *ctx) {
+/* dx = op(dy [, like x]) with the forward's `attr`: pad's gradient adds
+ * dy's elements back onto x (pad_grad), pad_grad's is its adjoint, pad
+ * with the fill 0; tile and tile_grad alike. No gradient for `like`. */
+static int grad_mapped(fg_grad_ctx *ctx, const char *op, const char *attr, int like) {
   if (ctx->wants[0])
-    ctx->dx[0] = with_fwd_attrs(ctx, "pad_grad", "pads", ctx->dy[0], fg_grad_input(ctx, 0));
+    ctx->dx[0] =
+        with_fwd_attrs(ctx, op, attr, ctx->dy[0], like ? fg_grad_input(ctx, 0) : FG_NO_OUTPUT);
   return done(ctx);
 }
 
-static int grad_pad_grad(fg_grad_ctx *ctx) {
-  if (ctx->wants[0]) ctx->dx[0] = with_fwd_attrs(ctx, "pad", "pads", ctx->dy[0], FG_NO_OUTPUT);
-  return done(ctx);
-}
-
-static int grad_tile(fg_grad_ctx *ctx) {
-  if (ctx->wants[0])
-    ctx->dx[0] = with_fwd_attrs(ctx, "tile_grad", "repeats", ctx->dy[0], fg_grad_input(ctx, 0));
-  return done(ctx);
-}
-
-static int grad_tile_grad(fg_grad_ctx *ctx) {
-  if (ctx->wants[0]) ctx->dx[0] = with_fwd_attrs(ctx, "tile", "repeats", ctx->dy[0], FG_NO_OUTPUT);
-  return done(ctx);
-}
+static int grad_pad(fg_grad_ctx *ctx) { return grad_mapped(ctx, "pad_grad", "pads", 1); }
+static int grad_pad_grad(fg_grad_ctx *ctx) { return grad_mapped(ctx, "pad", "pads", 0); }
+static int grad_tile(fg_grad_ctx *ctx) { return grad_mapped(ctx, "tile_grad", "repeats", 1); }
+static int grad_tile_grad(fg_grad_ctx *ctx) { return grad_mapped(ctx, "tile", "repeats", 0); }
 
 /* flatten, squeeze: dy in x's runtime shape. */
 static int grad_reshape(fg_grad_ctx *ctx) {

@@ -54,6 +54,29 @@ fg_output fg_grad_output(const fg_grad_ctx *ctx, int i) {
   return (n && i >= 0 && i < n->n_outputs) ? (fg_output){ctx->node, i} : FG_NO_OUTPUT;
 }
 
+fg_attrs *fg_grad_copy_attrs(const fg_grad_ctx *ctx, const char *const *names, int n) {
+  const fg_node *node = &ctx->g->nodes[ctx->node];
+  fg_attrs *a = fg_attrs_new();
+  int bad = !a;
+  for (int k = 0; !bad && k < n; k++) {
+    const fg_attr *v = fg_attrs_find(&node->attrs, names[k]);
+    if (!v) continue;
+    if (v->type == FG_ATTR_INTS)
+      bad = fg_attrs_set_ints(a, names[k], v->ints, v->n) != 0;
+    else if (v->type == FG_ATTR_INT)
+      bad = fg_attrs_set_int(a, names[k], v->i) != 0;
+    else if (v->type == FG_ATTR_FLOAT)
+      bad = fg_attrs_set_float(a, names[k], v->f) != 0;
+    else if (v->type == FG_ATTR_STRING)
+      bad = fg_attrs_set_string(a, names[k], v->s) != 0;
+  }
+  if (!bad) return a;
+  fg_attrs_free(a);
+  fg_graph_fail(ctx->g, FG_RESOURCE_EXHAUSTED, "node '%s' (%s): out of memory in its gradient",
+                node->name, fg_op_table[node->op].name);
+  return NULL;
+}
+
 static int fully_known_equal(const fg_tinfo *a, const fg_tinfo *b) {
   if (a->rank != b->rank) return 0;
   for (int d = 0; d < a->rank; d++)

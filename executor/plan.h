@@ -203,6 +203,25 @@ static inline int fg_plan_threads(const fg_plan *plan) {
   return plan->flops < FG_PARALLEL_MIN_FLOPS || plan->threads < 1 ? 1 : plan->threads;
 }
 
+/* The fg_kctx that runs plan step `step`, reading `in` and writing `out`:
+ * its parameters, the error buffer (emptied here) and the run's training
+ * step and mode. par, cuda, comm, code and state stay NULL for the caller
+ * to set where it has them. */
+static inline fg_kctx fg_plan_step_kctx(const fg_plan *plan, const fg_step *step, const fg_kbuf *in,
+                                        fg_kbuf *out, char *err, size_t err_size) {
+  err[0] = '\0';
+  return (fg_kctx){.in = in,
+                   .n_in = step->n_in,
+                   .out = out,
+                   .n_out = step->n_out,
+                   .p = &step->params,
+                   .err = err,
+                   .err_size = err_size,
+                   .rng_step = plan->rng_step,
+                   .rng_replica = plan->rng_replica,
+                   .run_training = plan->run_training};
+}
+
 /* check_numerics: fails with FG_INVALID_ARGUMENT naming the
  * first fed tensor that holds NaN or Inf ("feed 'x' (placeholder): holds 1
  * NaN and 0 Inf (check_numerics)"), before anything runs. The session

@@ -145,26 +145,12 @@ static int run_step(void *vctx, int si, int worker) {
   for (int i = 0; i < step->n_in; i++)
     step->in[i] = plan->slots[step->in_slots[i]];
   char err[512];
-  err[0] = '\0';
   fg_code code = FG_INVALID_ARGUMENT;
-  fg_kctx ctx = {step->in,
-                 step->n_in,
-                 &plan->slots[step->out_slots[0]],
-                 step->n_out,
-                 &step->params,
-                 err,
-                 sizeof err,
-                 rc->par.pool ? &rc->par : NULL,
-                 NULL,
-                 NULL,
-                 &code,
-                 step->kstate,
-                 0,
-                 0,
-                 0};
-  ctx.rng_step = plan->rng_step;
-  ctx.rng_replica = plan->rng_replica;
-  ctx.run_training = plan->run_training;
+  fg_kctx ctx =
+      fg_plan_step_kctx(plan, step, step->in, &plan->slots[step->out_slots[0]], err, sizeof err);
+  ctx.par = rc->par.pool ? &rc->par : NULL;
+  ctx.code = &code;
+  ctx.state = step->kstate;
   if (rc->dist) {
     /* The step's device decides its pool share and its communicator. */
     int d = plan->step_dev ? plan->step_dev[si] : 0;

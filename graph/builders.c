@@ -356,31 +356,23 @@ static fg_output reduce(fg_graph *g, const char *op, fg_output x, const int64_t 
   return finish(g, op, NULL, &x, 1, &b);
 }
 
-fg_output fg_reduce_sum(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
-  return reduce(g, "reduce_sum", x, axes, n_axes, keepdims);
-}
-fg_output fg_reduce_mean(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
-  return reduce(g, "reduce_mean", x, axes, n_axes, keepdims);
-}
-fg_output fg_reduce_max(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
-  return reduce(g, "reduce_max", x, axes, n_axes, keepdims);
-}
+/* fg_reduce_sum, ..., fg_logsumexp (flowgraph/graph.h): one signature. */
+#define REDUCE_BUILDER(op)                                                                         \
+  fg_output fg_##op(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {     \
+    return reduce(g, #op, x, axes, n_axes, keepdims);                                              \
+  }
+REDUCE_BUILDER(reduce_sum)
+REDUCE_BUILDER(reduce_mean)
+REDUCE_BUILDER(reduce_max)
+REDUCE_BUILDER(reduce_min)
+REDUCE_BUILDER(reduce_prod)
+REDUCE_BUILDER(logsumexp)
 
 fg_output fg_argmax(fg_graph *g, fg_output x, int axis) {
   return with_int(g, "argmax", x, "axis", axis);
 }
-
-fg_output fg_reduce_min(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
-  return reduce(g, "reduce_min", x, axes, n_axes, keepdims);
-}
-fg_output fg_reduce_prod(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
-  return reduce(g, "reduce_prod", x, axes, n_axes, keepdims);
-}
 fg_output fg_argmin(fg_graph *g, fg_output x, int axis) {
   return with_int(g, "argmin", x, "axis", axis);
-}
-fg_output fg_logsumexp(fg_graph *g, fg_output x, const int64_t *axes, int n_axes, int keepdims) {
-  return reduce(g, "logsumexp", x, axes, n_axes, keepdims);
 }
 
 fg_output fg_cumsum(fg_graph *g, fg_output x, int axis, int exclusive, int reverse) {

@@ -8,8 +8,8 @@
 #include "graph/graph_internal.h"
 
 /* opts' fields into attributes, zero fields left to the op's defaults;
- * -1 after failing the graph. */
-static int conv_attrs(fg_graph *g, const char *op, const fg_conv2d_opts *o, fg_attrs *a) {
+ * nonzero when out of memory. */
+static int conv_attrs(const fg_conv2d_opts *o, fg_attrs *a) {
   int bad = 0;
   if (o->strides[0] || o->strides[1]) {
     int64_t v[2] = {o->strides[0] ? o->strides[0] : 1, o->strides[1] ? o->strides[1] : 1};
@@ -25,8 +25,7 @@ static int conv_attrs(fg_graph *g, const char *op, const fg_conv2d_opts *o, fg_a
   if (o->same) bad |= fg_attrs_set_string(a, "auto_pad", "same");
   if (o->output_padding[0] || o->output_padding[1])
     bad |= fg_attrs_set_ints(a, "output_padding", o->output_padding, 2);
-  if (bad) fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "%s: out of memory building attributes", op);
-  return bad ? -1 : 0;
+  return bad;
 }
 
 static fg_output conv(fg_graph *g, const char *op, fg_output x, fg_output w, fg_output bias,
@@ -48,17 +47,8 @@ static fg_output conv(fg_graph *g, const char *op, fg_output x, fg_output w, fg_
     return FG_NO_OUTPUT;
   }
   fg_attrs *a = fg_attrs_new();
-  if (!a) {
-    fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "%s: out of memory building attributes", op);
-    return FG_NO_OUTPUT;
-  }
-  fg_output out = FG_NO_OUTPUT;
-  if (conv_attrs(g, op, opts, a) == 0) {
-    fg_output in[3] = {x, w, bias};
-    out = fg_op(g, op, NULL, in, bias.node < 0 ? 2 : 3, a);
-  }
-  fg_attrs_free(a);
-  return out;
+  fg_output in[3] = {x, w, bias};
+  return fg_build_finish(g, op, in, bias.node < 0 ? 2 : 3, a, !a || conv_attrs(opts, a) != 0);
 }
 
 fg_output fg_conv2d(fg_graph *g, fg_output x, fg_output w, fg_output bias,

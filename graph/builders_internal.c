@@ -7,10 +7,8 @@
 
 static int skip(fg_graph *g) { return !g || fg_graph_failed(g); }
 
-/* fg_op with optional attributes; an attribute allocation failure is
- * reported once here instead of after every setter. */
-static fg_output finish(fg_graph *g, const char *op, const fg_output *in, int n, fg_attrs *a,
-                        int bad) {
+fg_output fg_build_finish(fg_graph *g, const char *op, const fg_output *in, int n, fg_attrs *a,
+                          int bad) {
   fg_output o;
   if (bad) {
     fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "%s: out of memory building attributes", op);
@@ -61,14 +59,19 @@ fg_output fg_expand_dims(fg_graph *g, fg_output x, const int64_t *axes, int n_ax
   }
   fg_attrs *a = fg_attrs_new();
   int bad = !a || fg_attrs_set_ints(a, "axes", axes, n_axes) != 0;
-  return finish(g, "expand_dims", &x, 1, a, bad);
+  return fg_build_finish(g, "expand_dims", &x, 1, a, bad);
+}
+
+fg_output fg_build_int(fg_graph *g, const char *op, const fg_output *in, int n, const char *attr,
+                       int64_t v) {
+  if (skip(g)) return FG_NO_OUTPUT;
+  fg_attrs *a = fg_attrs_new();
+  int bad = !a || fg_attrs_set_int(a, attr, v) != 0;
+  return fg_build_finish(g, op, in, n, a, bad);
 }
 
 fg_output fg_numel(fg_graph *g, fg_output x, fg_dtype dtype) {
-  if (skip(g)) return FG_NO_OUTPUT;
-  fg_attrs *a = fg_attrs_new();
-  int bad = !a || fg_attrs_set_int(a, "dtype", dtype) != 0;
-  return finish(g, "numel", &x, 1, a, bad);
+  return fg_build_int(g, "numel", &x, 1, "dtype", dtype);
 }
 
 fg_output fg_slice_grad(fg_graph *g, fg_output dy, fg_output like, int rank, const int64_t *begin,
@@ -83,7 +86,7 @@ fg_output fg_slice_grad(fg_graph *g, fg_output dy, fg_output like, int rank, con
   fg_attrs *a = fg_attrs_new();
   int bad = !a || fg_attrs_set_ints(a, "begin", begin, rank) != 0 ||
             fg_attrs_set_ints(a, "size", size, rank) != 0;
-  return finish(g, "slice_grad", in, 2, a, bad);
+  return fg_build_finish(g, "slice_grad", in, 2, a, bad);
 }
 
 /* fixed inputs followed by the control inputs, in one array. */
@@ -105,7 +108,7 @@ static fg_output apply(fg_graph *g, const char *op, const fg_output *fixed_in, i
     in[i] = fixed_in[i];
   for (int i = 0; i < n_ctrl; i++)
     in[n_fixed + i] = ctrl[i];
-  fg_output o = finish(g, op, in, n_fixed + n_ctrl, a, bad);
+  fg_output o = fg_build_finish(g, op, in, n_fixed + n_ctrl, a, bad);
   free(in);
   return o;
 }

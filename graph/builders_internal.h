@@ -8,6 +8,15 @@
 
 #include "flowgraph/graph.h"
 
+/* fg_op with optional attributes a (NULL for none), which it frees; bad:
+ * an attribute setter failed, reported once here as out of memory instead
+ * of after every setter. */
+fg_output fg_build_finish(fg_graph *g, const char *op, const fg_output *in, int n, fg_attrs *a,
+                          int bad);
+/* fg_op with one int attribute; nothing when g is NULL or failed. */
+fg_output fg_build_int(fg_graph *g, const char *op, const fg_output *in, int n, const char *attr,
+                       int64_t v);
+
 fg_output fg_erf(fg_graph *g, fg_output x);
 /* Size-1 dims at `axes`, positions in the output (negative from its end). */
 fg_output fg_expand_dims(fg_graph *g, fg_output x, const int64_t *axes, int n_axes);

@@ -6,6 +6,7 @@
  * both insert size-1 dims at positions counted in the output. */
 #include <stdio.h>
 
+#include "graph/builders_internal.h"
 #include "graph/graph_internal.h"
 
 static int skip(fg_graph *g) { return !g || fg_graph_failed(g); }
@@ -21,26 +22,13 @@ static int bad_list(fg_graph *g, const char *op, const char *what, int n, const 
   return (n < 0 || (n > 0 && !p)) ? refuse(g, op, what, n, p) : 0;
 }
 
-static fg_output finish(fg_graph *g, const char *op, const fg_output *in, int n, fg_attrs *a,
-                        int bad) {
-  fg_output o;
-  if (bad) {
-    fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "%s: out of memory building attributes", op);
-    o = FG_NO_OUTPUT;
-  } else {
-    o = fg_op(g, op, NULL, in, n, a);
-  }
-  fg_attrs_free(a);
-  return o;
-}
-
 /* One input, one ints attribute. */
 static fg_output with_ints(fg_graph *g, const char *op, fg_output x, const char *attr,
                            const int64_t *v, int n) {
   if (skip(g) || bad_list(g, op, attr, n, v)) return FG_NO_OUTPUT;
   fg_attrs *a = fg_attrs_new();
   int bad = !a || fg_attrs_set_ints(a, attr, v, n) != 0;
-  return finish(g, op, &x, 1, a, bad);
+  return fg_build_finish(g, op, &x, 1, a, bad);
 }
 
 fg_output fg_pad(fg_graph *g, fg_output x, const int64_t *pads, const char *mode, double value) {
@@ -57,14 +45,11 @@ fg_output fg_pad(fg_graph *g, fg_output x, const int64_t *pads, const char *mode
   int bad = !a || fg_attrs_set_ints(a, "pads", pads, 2 * rank) != 0 ||
             fg_attrs_set_string(a, "mode", mode ? mode : "constant") != 0 ||
             fg_attrs_set_float(a, "value", value) != 0;
-  return finish(g, "pad", &x, 1, a, bad);
+  return fg_build_finish(g, "pad", &x, 1, a, bad);
 }
 
 fg_output fg_flatten(fg_graph *g, fg_output x, int axis) {
-  if (skip(g)) return FG_NO_OUTPUT;
-  fg_attrs *a = fg_attrs_new();
-  int bad = !a || fg_attrs_set_int(a, "axis", axis) != 0;
-  return finish(g, "flatten", &x, 1, a, bad);
+  return fg_build_int(g, "flatten", &x, 1, "axis", axis);
 }
 
 fg_output fg_squeeze(fg_graph *g, fg_output x, const int64_t *axes, int n_axes) {
@@ -93,7 +78,7 @@ int fg_split(fg_graph *g, fg_output x, int axis, const int64_t *sizes, int n, fg
   int bad = !a || fg_attrs_set_int(a, "axis", axis) != 0 ||
             (sizes ? fg_attrs_set_ints(a, "sizes", sizes, n)
                    : fg_attrs_set_int(a, "num_outputs", n)) != 0;
-  fg_output o = finish(g, "split", &x, 1, a, bad);
+  fg_output o = fg_build_finish(g, "split", &x, 1, a, bad);
   if (o.node < 0) return -1;
   for (int i = 0; i < n; i++)
     outs[i] = (fg_output){o.node, i};
@@ -102,7 +87,5 @@ int fg_split(fg_graph *g, fg_output x, int axis, const int64_t *sizes, int n, fg
 
 fg_output fg_stack(fg_graph *g, const fg_output *xs, int n, int axis) {
   if (skip(g) || bad_list(g, "stack", "xs", n, xs)) return FG_NO_OUTPUT;
-  fg_attrs *a = fg_attrs_new();
-  int bad = !a || fg_attrs_set_int(a, "axis", axis) != 0;
-  return finish(g, "stack", xs, n, a, bad);
+  return fg_build_int(g, "stack", xs, n, "axis", axis);
 }

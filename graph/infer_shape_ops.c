@@ -98,29 +98,38 @@ int fgi_infer_pad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_sta
   return fgi_check_bytes(node, &out[0], status);
 }
 
+/* pad_grad and tile_grad: dy must have like's rank and, where both are
+ * known, the dims of `big` (like padded or tiled, -1 where unknown); the
+ * result is like's shape in dy's dtype. what: "pad" or "tile". */
+static int grad_like(const fg_node *node, const fg_tinfo *dy, const fg_tinfo *like,
+                     const int64_t *big, const char *what, fg_tinfo *out, fg_status *status) {
+  char s1[FGI_STR], s2[FGI_STR];
+  if (dy->rank != like->rank)
+    return fgi_fail(node, status, "input 0 (dy) shape %s has rank %d, input 1 (like) shape %s %d",
+                    fgi_shape(dy, s1), dy->rank, fgi_shape(like, s2), like->rank);
+  for (int d = 0; d < like->rank; d++)
+    if (big[d] >= 0 && dy->dims[d] >= 0 && dy->dims[d] != big[d])
+      return fgi_fail(node, status,
+                      "input 0 (dy) shape %s is not the %s of input 1 (like) shape %s at dim %d",
+                      fgi_shape(dy, s1), what, fgi_shape(like, s2), d);
+  out[0] = *like;
+  out[0].dtype = dy->dtype;
+  return fgi_check_bytes(node, &out[0], status);
+}
+
 /* pad_grad(dy, like): like's shape; dy must be the pad of like. */
 int fgi_infer_pad_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   const int64_t *pads;
   int mode;
-  char s1[FGI_STR], s2[FGI_STR];
   const fg_tinfo *dy = &in[0], *like = &in[1];
   if (numeric_input(node, in, 0, "dy", status) || valid_dtype(node, in, 1, "like", status))
     return -1;
   if (pad_attrs(node, like, "input 1 (like)", &pads, &mode, status)) return -1;
   const int r = like->rank;
-  if (dy->rank != r)
-    return fgi_fail(node, status, "input 0 (dy) shape %s has rank %d, input 1 (like) shape %s %d",
-                    fgi_shape(dy, s1), dy->rank, fgi_shape(like, s2), r);
-  for (int d = 0; d < r; d++) {
-    if (like->dims[d] < 0 || dy->dims[d] < 0) continue;
-    if (dy->dims[d] != like->dims[d] + pads[d] + pads[d + r])
-      return fgi_fail(node, status,
-                      "input 0 (dy) shape %s is not the pad of input 1 (like) shape %s at dim %d",
-                      fgi_shape(dy, s1), fgi_shape(like, s2), d);
-  }
-  out[0] = *like;
-  out[0].dtype = dy->dtype;
-  return fgi_check_bytes(node, &out[0], status);
+  int64_t big[FG_MAX_RANK];
+  for (int d = 0; d < r; d++)
+    big[d] = like->dims[d] < 0 ? FG_DIM_UNKNOWN : like->dims[d] + pads[d] + pads[d + r];
+  return grad_like(node, dy, like, big, "pad", out, status);
 }
 
 /* pad: input 0's shape; pad_grad: input 1's (like). */
@@ -275,24 +284,14 @@ int fgi_infer_tile(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_st
 
 int fgi_infer_tile_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   const int64_t *reps;
-  char s1[FGI_STR], s2[FGI_STR];
   const fg_tinfo *dy = &in[0], *like = &in[1];
   if (numeric_input(node, in, 0, "dy", status) || valid_dtype(node, in, 1, "like", status))
     return -1;
   if (tile_attrs(node, like, "input 1 (like)", &reps, status)) return -1;
-  if (dy->rank != like->rank)
-    return fgi_fail(node, status, "input 0 (dy) shape %s has rank %d, input 1 (like) shape %s %d",
-                    fgi_shape(dy, s1), dy->rank, fgi_shape(like, s2), like->rank);
-  for (int d = 0; d < like->rank; d++) {
-    const int64_t want = tiled_dim(like->dims[d], reps[d]);
-    if (want >= 0 && dy->dims[d] >= 0 && dy->dims[d] != want)
-      return fgi_fail(node, status,
-                      "input 0 (dy) shape %s is not the tile of input 1 (like) shape %s at dim %d",
-                      fgi_shape(dy, s1), fgi_shape(like, s2), d);
-  }
-  out[0] = *like;
-  out[0].dtype = dy->dtype;
-  return fgi_check_bytes(node, &out[0], status);
+  int64_t big[FG_MAX_RANK];
+  for (int d = 0; d < like->rank; d++)
+    big[d] = tiled_dim(like->dims[d], reps[d]);
+  return grad_like(node, dy, like, big, "tile", out, status);
 }
 
 int fgi_parse_tile(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {

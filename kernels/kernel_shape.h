@@ -26,6 +26,57 @@ extern "C" {
 #define FGK_ANY(X, op, fn)                                                                         \
   X(op, FG_F32, fn) X(op, FG_F64, fn) X(op, FG_I32, fn) X(op, FG_I64, fn) X(op, FG_BOOL, fn)
 
+/* The kernels that the CPU (fgk_ prefix, kernels/cpu/) and CUDA (fgc_,
+ * kernels/cuda/) registries list alike: P##_name is that backend's kernel. */
+#define FGK_SHARED_KERNELS(X, P)                                                                   \
+  /* reduce.c(u) */                                                                                \
+  FGK_NUM(X, "reduce_min", P##_reduce_min)                                                         \
+  FGK_NUM(X, "reduce_prod", P##_reduce_prod)                                                       \
+  FGK_NUM(X, "argmin", P##_argmin)                                                                 \
+  /* reduce2.c(u) */                                                                               \
+  FGK_FLOAT(X, "logsumexp", P##_logsumexp)                                                         \
+  FGK_NUM(X, "cumsum", P##_cumsum)                                                                 \
+  FGK_NUM(X, "topk", P##_topk)                                                                     \
+  FGK_FLOAT(X, "topk_grad", P##_topk_grad)                                                         \
+  /* shape_copy.c(u); flatten and squeeze only relabel the bytes */                                \
+  FGK_ANY(X, "pad", P##_pad)                                                                       \
+  FGK_NUM(X, "pad_grad", P##_pad_grad)                                                             \
+  FGK_ANY(X, "flatten", P##_copy)                                                                  \
+  FGK_ANY(X, "squeeze", P##_copy)                                                                  \
+  FGK_ANY(X, "expand", P##_broadcast_like)                                                         \
+  FGK_ANY(X, "tile", P##_tile)                                                                     \
+  FGK_NUM(X, "tile_grad", P##_tile_grad)                                                           \
+  FGK_ANY(X, "split", P##_split)                                                                   \
+  FGK_ANY(X, "stack", P##_stack)                                                                   \
+  /* pool.c(u) */                                                                                  \
+  FGK_FLOAT(X, "max_pool2d", P##_max_pool2d)                                                       \
+  FGK_FLOAT(X, "avg_pool2d", P##_avg_pool2d)                                                       \
+  FGK_FLOAT(X, "global_avg_pool", P##_global_avg_pool)                                             \
+  FGK_FLOAT(X, "global_max_pool", P##_global_max_pool)                                             \
+  FGK_FLOAT(X, "adaptive_avg_pool2d", P##_adaptive_avg_pool2d)                                     \
+  FGK_FLOAT(X, "max_pool2d_grad", P##_max_pool2d_grad)                                             \
+  FGK_FLOAT(X, "avg_pool2d_grad", P##_avg_pool2d_grad)                                             \
+  FGK_FLOAT(X, "adaptive_avg_pool2d_grad", P##_adaptive_avg_pool2d_grad)                           \
+  FGK_FLOAT(X, "global_max_pool_grad", P##_global_max_pool_grad)                                   \
+  /* norm.c(u); instance_norm is group_norm with C groups (its parse hook) */                      \
+  FGK_FLOAT(X, "batch_norm", P##_batch_norm)                                                       \
+  FGK_FLOAT(X, "batch_norm_update_stats", P##_batch_norm_update_stats)                             \
+  FGK_FLOAT(X, "batch_norm_grad", P##_batch_norm_grad)                                             \
+  FGK_FLOAT(X, "layer_norm", P##_layer_norm)                                                       \
+  FGK_FLOAT(X, "layer_norm_grad", P##_layer_norm_grad)                                             \
+  FGK_FLOAT(X, "group_norm", P##_group_norm)                                                       \
+  FGK_FLOAT(X, "group_norm_grad", P##_group_norm_grad)                                             \
+  FGK_FLOAT(X, "instance_norm", P##_group_norm)                                                    \
+  /* dropout.c(u); training_flag writes a bool, other keys so every op has f32/f64 */              \
+  FGK_ANY(X, "training_flag", P##_training_flag)                                                   \
+  FGK_FLOAT(X, "dropout", P##_dropout)                                                             \
+  FGK_FLOAT(X, "dropout_grad", P##_dropout_grad)                                                   \
+  /* conv.c(u) */                                                                                  \
+  FGK_FLOAT(X, "conv2d", P##_conv2d)                                                               \
+  FGK_FLOAT(X, "conv2d_grad_input", P##_conv2d_grad_input)                                         \
+  FGK_FLOAT(X, "conv2d_grad_weight", P##_conv2d_grad_weight)                                       \
+  FGK_FLOAT(X, "conv_transpose2d", P##_conv_transpose2d)
+
 /* Writes a printf-style message to ctx->err (when there is room) and
  * returns -1, so a kernel can `return fgk_fail(ctx, ...)`. (common.c) */
 int fgk_fail(const fg_kctx *ctx, const char *fmt, ...)

@@ -42,6 +42,16 @@ extern "C"
     fgk_pool_geom_init(const fg_kctx *ctx, const fg_kbuf *x, const fg_kbuf *y,
                        const fg_pool2d_params *p, fgk_pool_geom *g);
 
+/* A pooling call's buffers, after the backend's count check: the dtypes
+ * agree (fgk_same_dtypes over its 1 or 2 inputs) and out[0] is dt; x is
+ * in[0] and y out[0], or for a gradient (grad != 0) x is in[1] and y is
+ * dy, in[0]. 0, or -1 (ctx->err). */
+#ifdef __cplusplus
+extern "C"
+#endif
+    int
+    fgk_pool_bufs(const fg_kctx *ctx, fg_dtype dt, int grad, const fg_kbuf **x, const fg_kbuf **y);
+
 /* For one tap of the window (offset off = k * d - pad_begin along a dim):
  * the outputs o in [*o0, *o1) are those whose tap o * s + off lies in
  * [0, size). */

@@ -48,6 +48,13 @@ static inline FGK_HD int64_t fgk_map_index(fgk_dim_map m, int64_t o) {
 int fgk_pad_maps(const fg_kctx *ctx, const fg_kbuf *small, const fg_kbuf *big, fgk_dim_map *m);
 /* The same for tile (or tile_grad) from ctx->p->tile. */
 int fgk_tile_maps(const fg_kctx *ctx, const fg_kbuf *small, const fg_kbuf *big, fgk_dim_map *m);
+typedef int (*fgk_maps_fn)(const fg_kctx *ctx, const fg_kbuf *small, const fg_kbuf *big,
+                           fgk_dim_map *m);
+/* pad and tile (grad 0: in[0] is small, out[0] big) and their gradients
+ * (grad 1: in[0] is the big dy, in[1] only gives the shape, out[0] is
+ * small): the outputs' dtype check, then `maps` (fgk_pad_maps or
+ * fgk_tile_maps). After the backend's count check. 0 or -1 (ctx->err). */
+int fgk_map_op_maps(const fg_kctx *ctx, fgk_maps_fn maps, int grad, fgk_dim_map *m);
 /* pad's value in dtype dt, as the bits of one element (low bytes). */
 uint64_t fgk_pad_value_bits(fg_dtype dt, double value);
 /* split: every output has input 0's dtype and dims except along

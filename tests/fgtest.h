@@ -138,6 +138,15 @@ int fgt_require_gpu(void);
     FG_SKIP(__VA_ARGS__);                                                                          \
   } while (0)
 
+/* In a GPU case built with CUDA (the file includes <cuda_runtime_api.h>):
+ * FG_SKIP_NO_GPU unless the runtime counts at least one device. */
+#define FG_SKIP_NO_CUDA_DEVICE()                                                                   \
+  do {                                                                                             \
+    int fgt_ndev = 0;                                                                              \
+    if (cudaGetDeviceCount(&fgt_ndev) != cudaSuccess || fgt_ndev == 0)                             \
+      FG_SKIP_NO_GPU("no CUDA device");                                                            \
+  } while (0)
+
 /* The result of a Python cross-check (fgt_python): exit 0 passes; a
  * missing interpreter, the one reason such a check may not run, marks the
  * case skipped (visibly, and without returning, so its other checks still

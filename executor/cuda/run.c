@@ -132,25 +132,9 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
       continue;
     }
     char err[512];
-    err[0] = '\0';
-    fg_kctx ctx = {step->in,
-                   step->n_in,
-                   &plan->slots[step->out_slots[0]],
-                   step->n_out,
-                   &step->params,
-                   err,
-                   sizeof err,
-                   NULL,
-                   &cp->kc[si],
-                   NULL,
-                   NULL,
-                   NULL,
-                   0,
-                   0,
-                   0};
-    ctx.rng_step = plan->rng_step;
-    ctx.rng_replica = plan->rng_replica;
-    ctx.run_training = plan->run_training;
+    fg_kctx ctx =
+        fg_plan_step_kctx(plan, step, step->in, &plan->slots[step->out_slots[0]], err, sizeof err);
+    ctx.cuda = &cp->kc[si];
     if (step->fn(&ctx) != 0) {
       (void)cudaGetLastError();
       return fgc_node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device,

@@ -199,15 +199,13 @@ int fgc_run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
                          "failed)",
                          e);
   char err[512];
-  err[0] = '\0';
   const fg_kparallel *par = step->host ? cp->host_par : NULL;
   fg_code code = FG_INVALID_ARGUMENT;
-  fg_kctx ctx = {hin,   step->n_in,   hout, step->n_out, &step->params,
-                 err,   sizeof err,   par,  NULL,        comm,
-                 &code, step->kstate, 0,    0,           0};
-  ctx.rng_step = plan->rng_step;
-  ctx.rng_replica = plan->rng_replica;
-  ctx.run_training = plan->run_training;
+  fg_kctx ctx = fg_plan_step_kctx(plan, step, hin, hout, err, sizeof err);
+  ctx.par = par;
+  ctx.comm = comm;
+  ctx.code = &code;
+  ctx.state = step->kstate;
   /* A collective's failure keeps its code (a peer's deadline stays one). */
   if (step->fn(&ctx) != 0)
     return fgc_node_fail(st, code, g, plan, si, c->device, err[0] ? err : "kernel failed");

@@ -335,22 +335,15 @@ FG_API int fg_split(fg_graph *g, fg_output x, int axis, const int64_t *sizes, in
                     fg_output *outs);
 FG_API fg_output fg_stack(fg_graph *g, const fg_output *xs, int n, int axis);
 /* ---- pooling (NCHW, torch.nn.functional's semantics) ---------------------- */
-/* Window options. kernel (kh, kw) >= 1; strides 0 means the kernel (torch's
- * default); pads are top, left, bottom, right, each <= kernel/2 of its dim;
- * dilations 0 means 1 (max_pool2d only; avg_pool2d refuses any other
- * than 0 or 1); ceil_mode 1 rounds the output size up, keeping windows that
- * start in the input or its top/left padding. count_include_pad (avg_pool2d
- * only) is used as given: 1 (torch's default) divides by the window clipped
- * to the padded input, 0 by its elements inside the input. Zero-initialise
- * the struct and set what you need. */
-typedef struct fg_pool2d_opts {
-  int64_t kernel[2];
-  int64_t strides[2];
-  int64_t pads[4];
-  int64_t dilations[2];
-  int ceil_mode;
-  int count_include_pad;
-} fg_pool2d_opts; /* strides 0: = kernel; dilations 0: 1 */
+/* Window options, fg_pool2d_opts (flowgraph/types.h). kernel (kh, kw) >= 1;
+ * strides 0 means the kernel (torch's default); pads are top, left, bottom,
+ * right, each <= kernel/2 of its dim; dilations 0 means 1 (max_pool2d only;
+ * avg_pool2d refuses any other than 0 or 1); ceil_mode 1 rounds the output
+ * size up, keeping windows that start in the input or its top/left
+ * padding. count_include_pad (avg_pool2d only) is used as given: 1 (torch's
+ * default) divides by the window clipped to the padded input, 0 by its
+ * elements inside the input. Zero-initialise the struct and set what you
+ * need. */
 /* x [N, C, H, W] f32/f64. Ties take the first maximum (the gradient goes
  * there); NaN propagates. */
 FG_API fg_output fg_max_pool2d(fg_graph *g, fg_output x, const fg_pool2d_opts *o);

@@ -166,14 +166,7 @@ typedef struct fg_tile_params {
  * that start inside the input or its top/left padding; count_include_pad
  * (avg_pool2d only) 1 divides by the window's size clipped to the padded
  * input, 0 by its element count inside the input. */
-typedef struct fg_pool2d_params {
-  int64_t kernel[2];
-  int64_t strides[2];
-  int64_t pads[4];
-  int64_t dilations[2];
-  int ceil_mode;
-  int count_include_pad;
-} fg_pool2d_params;
+typedef fg_pool2d_opts fg_pool2d_params; /* flowgraph/types.h, here normalised */
 /* batch_norm, layer_norm, group_norm, instance_norm, their *_grad ops and
  * batch_norm_update_stats (torch.nn.functional's semantics). */
 typedef struct fg_norm_params {

@@ -36,6 +36,20 @@ FG_API fg_dtype fg_dtype_from_name(const char *name);
 /* 1 for f32/f64. */
 FG_API int fg_dtype_is_float(fg_dtype dtype);
 
+/* A 2-D pooling window over NCHW planes: kernel (kh, kw), strides (sh,
+ * sw), pads (top, left, bottom, right), dilations (dh, dw), ceil_mode and
+ * count_include_pad. Builders take it as fg_pool2d_opts (flowgraph/graph.h:
+ * zero fields mean defaults), kernels as fg_pool2d_params
+ * (flowgraph/op_params.h: normalised values). */
+typedef struct fg_pool2d_opts {
+  int64_t kernel[2];
+  int64_t strides[2];
+  int64_t pads[4];
+  int64_t dilations[2];
+  int ceil_mode;
+  int count_include_pad;
+} fg_pool2d_opts;
+
 #ifdef __cplusplus
 }
 #endif

@@ -88,6 +88,18 @@ static inline int64_t tap(int64_t o, int64_t k, int64_t s, int64_t d, int64_t pa
   return i >= 0 && i < len ? i : -1;
 }
 
+/* Runs STMT for every kernel tap (kh, kw) of output (oh, ow) that reads
+ * input (ih, iw) inside the image, skipping the padding. */
+#define CONV_TAPS(STMT)                                                                            \
+  for (int64_t kh = 0; kh < G->kh; kh++) {                                                         \
+    int64_t ih = tap(oh, kh, p->stride[0], p->dilation[0], p->pad[0], G->h);                       \
+    if (ih < 0) continue;                                                                          \
+    for (int64_t kw = 0; kw < G->kw; kw++) {                                                       \
+      int64_t iw = tap(ow, kw, p->stride[1], p->dilation[1], p->pad[1], G->w);                     \
+      if (iw >= 0) STMT;                                                                           \
+    }                                                                                              \
+  }
+
 #define REF_LOOPS(T)                                                                               \
   /* y rows [begin, end) of n * o: each output element once. */                                    \
   static void ref_fwd_##T(void *arg, int64_t begin, int64_t end) {                                 \
@@ -105,14 +117,7 @@ static inline int64_t tap(int64_t o, int64_t k, int64_t s, int64_t d, int64_t pa
           for (int64_t c = 0; c < G->cg; c++) {                                                    \
             const T *xc = x + ((n * G->c) + gi * G->cg + c) * G->h * G->w;                         \
             const T *wc = w + (oc * G->cg + c) * G->kh * G->kw;                                    \
-            for (int64_t kh = 0; kh < G->kh; kh++) {                                               \
-              int64_t ih = tap(oh, kh, p->stride[0], p->dilation[0], p->pad[0], G->h);             \
-              if (ih < 0) continue;                                                                \
-              for (int64_t kw = 0; kw < G->kw; kw++) {                                             \
-                int64_t iw = tap(ow, kw, p->stride[1], p->dilation[1], p->pad[1], G->w);           \
-                if (iw >= 0) acc += xc[ih * G->w + iw] * wc[kh * G->kw + kw];                      \
-              }                                                                                    \
-            }                                                                                      \
+            CONV_TAPS(acc += xc[ih * G->w + iw] * wc[kh * G->kw + kw]);                            \
           }                                                                                        \
           yr[oh * G->ow + ow] = acc;                                                               \
         }                                                                                          \
@@ -137,14 +142,7 @@ static inline int64_t tap(int64_t o, int64_t k, int64_t s, int64_t d, int64_t pa
             for (int64_t c = 0; c < G->cg; c++) {                                                  \
               const T *wc = w + (oc * G->cg + c) * G->kh * G->kw;                                  \
               T *dxc = dxg + c * G->h * G->w;                                                      \
-              for (int64_t kh = 0; kh < G->kh; kh++) {                                             \
-                int64_t ih = tap(oh, kh, p->stride[0], p->dilation[0], p->pad[0], G->h);           \
-                if (ih < 0) continue;                                                              \
-                for (int64_t kw = 0; kw < G->kw; kw++) {                                           \
-                  int64_t iw = tap(ow, kw, p->stride[1], p->dilation[1], p->pad[1], G->w);         \
-                  if (iw >= 0) dxc[ih * G->w + iw] += v * wc[kh * G->kw + kw];                     \
-                }                                                                                  \
-              }                                                                                    \
+              CONV_TAPS(dxc[ih * G->w + iw] += v * wc[kh * G->kw + kw]);                           \
             }                                                                                      \
           }                                                                                        \
     }                                                                                              \
@@ -167,14 +165,7 @@ static inline int64_t tap(int64_t o, int64_t k, int64_t s, int64_t d, int64_t pa
             for (int64_t c = 0; c < G->cg; c++) {                                                  \
               const T *xc = x + ((n * G->c) + gi * G->cg + c) * G->h * G->w;                       \
               T *dwc = dw + (oc * G->cg + c) * G->kh * G->kw;                                      \
-              for (int64_t kh = 0; kh < G->kh; kh++) {                                             \
-                int64_t ih = tap(oh, kh, p->stride[0], p->dilation[0], p->pad[0], G->h);           \
-                if (ih < 0) continue;                                                              \
-                for (int64_t kw = 0; kw < G->kw; kw++) {                                           \
-                  int64_t iw = tap(ow, kw, p->stride[1], p->dilation[1], p->pad[1], G->w);         \
-                  if (iw >= 0) dwc[kh * G->kw + kw] += v * xc[ih * G->w + iw];                     \
-                }                                                                                  \
-              }                                                                                    \
+              CONV_TAPS(dwc[kh * G->kw + kw] += v * xc[ih * G->w + iw]);                           \
             }                                                                                      \
           }                                                                                        \
     }                                                                                              \

@@ -107,53 +107,9 @@
   X("all_reduce_apply_sgd", FG_F64, fgk_all_reduce_apply_sgd)                                      \
   X("sufficient_factor_apply_sgd", FG_F32, fgk_sufficient_factor_apply_sgd)                        \
   X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)                        \
-  /* reduce.c */                                                                                   \
-  FGK_NUM(X, "reduce_min", fgk_reduce_min)                                                         \
-  FGK_NUM(X, "reduce_prod", fgk_reduce_prod)                                                       \
-  FGK_NUM(X, "argmin", fgk_argmin)                                                                 \
-  /* reduce2.c */                                                                                  \
-  FGK_FLOAT(X, "logsumexp", fgk_logsumexp)                                                         \
-  FGK_NUM(X, "cumsum", fgk_cumsum)                                                                 \
-  FGK_NUM(X, "topk", fgk_topk)                                                                     \
-  FGK_FLOAT(X, "topk_grad", fgk_topk_grad)                                                         \
-  /* shape_copy.c; flatten and squeeze only relabel the bytes */                                   \
-  FGK_ANY(X, "pad", fgk_pad)                                                                       \
-  FGK_NUM(X, "pad_grad", fgk_pad_grad)                                                             \
-  FGK_ANY(X, "flatten", fgk_copy)                                                                  \
-  FGK_ANY(X, "squeeze", fgk_copy)                                                                  \
-  FGK_ANY(X, "expand", fgk_broadcast_like)                                                         \
-  FGK_ANY(X, "tile", fgk_tile)                                                                     \
-  FGK_NUM(X, "tile_grad", fgk_tile_grad)                                                           \
-  FGK_ANY(X, "split", fgk_split)                                                                   \
-  FGK_ANY(X, "stack", fgk_stack)                                                                   \
-  /* pool.c */                                                                                     \
-  FGK_FLOAT(X, "max_pool2d", fgk_max_pool2d)                                                       \
-  FGK_FLOAT(X, "avg_pool2d", fgk_avg_pool2d)                                                       \
-  FGK_FLOAT(X, "global_avg_pool", fgk_global_avg_pool)                                             \
-  FGK_FLOAT(X, "global_max_pool", fgk_global_max_pool)                                             \
-  FGK_FLOAT(X, "adaptive_avg_pool2d", fgk_adaptive_avg_pool2d)                                     \
-  FGK_FLOAT(X, "max_pool2d_grad", fgk_max_pool2d_grad)                                             \
-  FGK_FLOAT(X, "avg_pool2d_grad", fgk_avg_pool2d_grad)                                             \
-  FGK_FLOAT(X, "adaptive_avg_pool2d_grad", fgk_adaptive_avg_pool2d_grad)                           \
-  FGK_FLOAT(X, "global_max_pool_grad", fgk_global_max_pool_grad)                                   \
-  /* norm.c; instance_norm is group_norm with C groups (its parse hook) */                         \
-  FGK_FLOAT(X, "batch_norm", fgk_batch_norm)                                                       \
-  FGK_FLOAT(X, "batch_norm_update_stats", fgk_batch_norm_update_stats)                             \
-  FGK_FLOAT(X, "batch_norm_grad", fgk_batch_norm_grad)                                             \
-  FGK_FLOAT(X, "layer_norm", fgk_layer_norm)                                                       \
-  FGK_FLOAT(X, "layer_norm_grad", fgk_layer_norm_grad)                                             \
-  FGK_FLOAT(X, "group_norm", fgk_group_norm)                                                       \
-  FGK_FLOAT(X, "group_norm_grad", fgk_group_norm_grad)                                             \
-  FGK_FLOAT(X, "instance_norm", fgk_group_norm)                                                    \
-  /* dropout.c; training_flag writes a bool, other keys so every op has f32/f64 */                 \
-  FGK_ANY(X, "training_flag", fgk_training_flag)                                                   \
-  FGK_FLOAT(X, "dropout", fgk_dropout)                                                             \
-  FGK_FLOAT(X, "dropout_grad", fgk_dropout_grad)                                                   \
-  /* conv.c: oneDNN in f32 (prepare hooks in FGK_PREPS), direct loops in f64 */                    \
-  FGK_FLOAT(X, "conv2d", fgk_conv2d)                                                               \
-  FGK_FLOAT(X, "conv2d_grad_input", fgk_conv2d_grad_input)                                         \
-  FGK_FLOAT(X, "conv2d_grad_weight", fgk_conv2d_grad_weight)                                       \
-  FGK_FLOAT(X, "conv_transpose2d", fgk_conv_transpose2d)
+  /* reduce.c, reduce2.c, shape_copy.c, pool.c, norm.c, dropout.c, conv.c (oneDNN in f32,          \
+   * prepare hooks in FGK_PREPS; direct loops in f64) */                                           \
+  FGK_SHARED_KERNELS(X, fgk)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */

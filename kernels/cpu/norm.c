@@ -19,20 +19,15 @@
 /* Partial sums per reduction (norm_body.h). */
 #define NORM_LANES 8
 
-typedef struct bn_job {
+/* One job type for every norm: batch_norm uses C = Cg channels (G = 1),
+ * the row norms N * G rows of Cg * S values. */
+typedef struct norm_job {
   const void *x, *dy, *scale, *shift, *rm, *rv;
   void *y, *mean, *inv, *var, *dscale, *dshift; /* grad: y is dx; mean, inv are inputs */
-  int64_t N, C, S;
-  double eps;
-  int training;
-} bn_job;
-
-typedef struct row_job {
-  const void *x, *dy, *scale, *shift;
-  void *y, *mean, *inv, *dscale, *dshift; /* grad: y is dx */
   int64_t N, G, Cg, S;
   double eps;
-} row_job;
+  int training;
+} norm_job;
 
 #define NT   float
 #define NSUF f32
@@ -138,49 +133,50 @@ static int64_t grain_for(int64_t per_item) {
 
 /* ---- the kernels ------------------------------------------------------------ */
 
-static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
-  fgk_norm_geom g;
-  if (fgk_norm_check(ctx, FGK_NORM_BN, dt, &g) != 0) return -1;
-  const int training = *(const uint8_t *)ctx->in[5].data != 0;
-  if (training && g.N * g.S < 2)
-    return fgk_fail(ctx, "training needs more than 1 value per channel, got %lld (N %lld x %lld)",
-                    (long long)(g.N * g.S), (long long)g.N, (long long)g.S);
-  bn_job J = {.x = ctx->in[0].data,
-              .scale = ctx->in[1].data,
-              .shift = ctx->in[2].data,
-              .rm = ctx->in[3].data,
-              .rv = ctx->in[4].data,
-              .y = ctx->out[0].data,
-              .mean = ctx->out[1].data,
-              .inv = ctx->out[2].data,
-              .var = ctx->out[3].data,
-              .N = g.N,
-              .C = g.Cg,
-              .S = g.S,
-              .eps = ctx->p->norm.epsilon,
-              .training = training};
-  fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
-                   dt == FG_F32 ? bn_fwd_range_f32 : bn_fwd_range_f64, &J);
-  return 0;
+/* The fields every job of its direction shares. Forward: x, scale, shift
+ * -> y, mean, inv; gradient: dy, x, scale, mean, inv -> dx (in y), dscale,
+ * dshift. */
+static norm_job job_of(const fg_kctx *ctx, const fgk_norm_geom *g, int grad) {
+  norm_job J = {.y = ctx->out[0].data, .N = g->N, .G = g->G, .Cg = g->Cg, .S = g->S};
+  const fg_kbuf *in = ctx->in + grad; /* x, scale: inputs 0, 1 forward, 1, 2 backward */
+  J.x = in[0].data;
+  J.scale = in[1].data;
+  if (grad) {
+    J.dy = ctx->in[0].data;
+    J.mean = (void *)ctx->in[3].data;
+    J.inv = (void *)ctx->in[4].data;
+    J.dscale = ctx->out[1].data;
+    J.dshift = ctx->out[2].data;
+  } else {
+    J.shift = ctx->in[2].data;
+    J.mean = ctx->out[1].data;
+    J.inv = ctx->out[2].data;
+    J.eps = ctx->p->norm.epsilon;
+  }
+  return J;
 }
 
-static int batch_norm_grad(const fg_kctx *ctx, fg_dtype dt) {
+/* batch_norm (statistics per channel) and its gradient, per channel. */
+static int batch_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
+  const int grad = op == FGK_NORM_BN_GRAD;
   fgk_norm_geom g;
-  if (fgk_norm_check(ctx, FGK_NORM_BN_GRAD, dt, &g) != 0) return -1;
-  bn_job J = {.dy = ctx->in[0].data,
-              .x = ctx->in[1].data,
-              .scale = ctx->in[2].data,
-              .mean = (void *)ctx->in[3].data,
-              .inv = (void *)ctx->in[4].data,
-              .y = ctx->out[0].data,
-              .dscale = ctx->out[1].data,
-              .dshift = ctx->out[2].data,
-              .N = g.N,
-              .C = g.Cg,
-              .S = g.S,
-              .training = *(const uint8_t *)ctx->in[5].data != 0};
+  if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
+  const int training = *(const uint8_t *)ctx->in[5].data != 0;
+  if (!grad && training && g.N * g.S < 2)
+    return fgk_fail(ctx, "training needs more than 1 value per channel, got %lld (N %lld x %lld)",
+                    (long long)(g.N * g.S), (long long)g.N, (long long)g.S);
+  norm_job J = job_of(ctx, &g, grad);
+  J.training = training;
+  if (!grad) {
+    J.rm = ctx->in[3].data;
+    J.rv = ctx->in[4].data;
+    J.var = ctx->out[3].data;
+  }
+  const int f32 = dt == FG_F32;
   fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
-                   dt == FG_F32 ? bn_grad_range_f32 : bn_grad_range_f64, &J);
+                   grad ? (f32 ? bn_grad_range_f32 : bn_grad_range_f64)
+                        : (f32 ? bn_fwd_range_f32 : bn_fwd_range_f64),
+                   &J);
   return 0;
 }
 
@@ -199,58 +195,34 @@ static int bn_update(const fg_kctx *ctx, fg_dtype dt) {
   return 0;
 }
 
+/* layer, group and instance norm, and their gradients: dx per row, then
+ * dscale and dshift per parameter. */
 static int row_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
+  const int grad = op == FGK_NORM_LAYER_GRAD || op == FGK_NORM_GROUP_GRAD;
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
-  row_job J = {.x = ctx->in[0].data,
-               .scale = ctx->in[1].data,
-               .shift = ctx->in[2].data,
-               .y = ctx->out[0].data,
-               .mean = ctx->out[1].data,
-               .inv = ctx->out[2].data,
-               .N = g.N,
-               .G = g.G,
-               .Cg = g.Cg,
-               .S = g.S,
-               .eps = ctx->p->norm.epsilon};
-  fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S),
-                   dt == FG_F32 ? row_fwd_range_f32 : row_fwd_range_f64, &J);
-  return 0;
-}
-
-static int row_norm_grad(const fg_kctx *ctx, int op, fg_dtype dt) {
-  fgk_norm_geom g;
-  if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
-  row_job J = {.dy = ctx->in[0].data,
-               .x = ctx->in[1].data,
-               .scale = ctx->in[2].data,
-               .mean = (void *)ctx->in[3].data,
-               .inv = (void *)ctx->in[4].data,
-               .y = ctx->out[0].data,
-               .dscale = ctx->out[1].data,
-               .dshift = ctx->out[2].data,
-               .N = g.N,
-               .G = g.G,
-               .Cg = g.Cg,
-               .S = g.S};
-  fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S),
-                   dt == FG_F32 ? row_dx_range_f32 : row_dx_range_f64, &J);
-  fgk_parallel_for(ctx, g.G * g.Cg,
-                   grain_for(g.N * g.S) > NORM_PBLOCK ? grain_for(g.N * g.S) : NORM_PBLOCK,
-                   dt == FG_F32 ? row_dparam_range_f32 : row_dparam_range_f64, &J);
+  norm_job J = job_of(ctx, &g, grad);
+  const int f32 = dt == FG_F32;
+  const fg_krange_fn rows = grad ? (f32 ? row_dx_range_f32 : row_dx_range_f64)
+                                 : (f32 ? row_fwd_range_f32 : row_fwd_range_f64);
+  fgk_parallel_for(ctx, g.N * g.G, grain_for(g.Cg * g.S), rows, &J);
+  if (grad)
+    fgk_parallel_for(ctx, g.G * g.Cg,
+                     grain_for(g.N * g.S) > NORM_PBLOCK ? grain_for(g.N * g.S) : NORM_PBLOCK,
+                     f32 ? row_dparam_range_f32 : row_dparam_range_f64, &J);
   return 0;
 }
 
 #define NORM_ENTRY(name, call)                                                                     \
   int name##_f32(const fg_kctx *ctx) { return call(FG_F32); }                                      \
   int name##_f64(const fg_kctx *ctx) { return call(FG_F64); }
-#define BN_CALL(dt)      batch_norm(ctx, dt)
-#define BN_GRAD_CALL(dt) batch_norm_grad(ctx, dt)
+#define BN_CALL(dt)      batch_norm(ctx, FGK_NORM_BN, dt)
+#define BN_GRAD_CALL(dt) batch_norm(ctx, FGK_NORM_BN_GRAD, dt)
 #define BN_UPD_CALL(dt)  bn_update(ctx, dt)
 #define LN_CALL(dt)      row_norm(ctx, FGK_NORM_LAYER, dt)
-#define LN_GRAD_CALL(dt) row_norm_grad(ctx, FGK_NORM_LAYER_GRAD, dt)
+#define LN_GRAD_CALL(dt) row_norm(ctx, FGK_NORM_LAYER_GRAD, dt)
 #define GN_CALL(dt)      row_norm(ctx, FGK_NORM_GROUP, dt)
-#define GN_GRAD_CALL(dt) row_norm_grad(ctx, FGK_NORM_GROUP_GRAD, dt)
+#define GN_GRAD_CALL(dt) row_norm(ctx, FGK_NORM_GROUP_GRAD, dt)
 NORM_ENTRY(fgk_batch_norm, BN_CALL)
 NORM_ENTRY(fgk_batch_norm_grad, BN_GRAD_CALL)
 NORM_ENTRY(fgk_batch_norm_update_stats, BN_UPD_CALL)

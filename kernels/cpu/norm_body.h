@@ -68,10 +68,10 @@ static void NF(ldot)(const NT *dy, const NT *x, const NT *sc, int64_t n, double 
 
 /* batch_norm: channel c of sample n is the S elements at (n C + c) S. */
 static void NF(bn_fwd_range)(void *arg, int64_t c0, int64_t c1) {
-  const bn_job *J = (const bn_job *)arg;
+  const norm_job *J = (const norm_job *)arg;
   const NT *x = (const NT *)J->x;
   NT *y = (NT *)J->y;
-  const int64_t N = J->N, C = J->C, S = J->S, M = N * S;
+  const int64_t N = J->N, C = J->Cg, S = J->S, M = N * S;
   for (int64_t c = c0; c < c1; c++) {
     double mean, inv, var_out;
     if (J->training) {
@@ -105,10 +105,10 @@ static void NF(bn_fwd_range)(void *arg, int64_t c0, int64_t c1) {
 /* dx = scale inv (dy - sum(dy) / M - xhat sum(dy xhat) / M) in training,
  * scale inv dy in inference (the running statistics are constants). */
 static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
-  const bn_job *J = (const bn_job *)arg;
+  const norm_job *J = (const norm_job *)arg;
   const NT *x = (const NT *)J->x, *dy = (const NT *)J->dy;
   NT *dx = (NT *)J->y;
-  const int64_t N = J->N, C = J->C, S = J->S, M = N * S;
+  const int64_t N = J->N, C = J->Cg, S = J->S, M = N * S;
   for (int64_t c = c0; c < c1; c++) {
     const double mean = (double)((const NT *)J->mean)[c], inv = (double)((const NT *)J->inv)[c];
     double sdy = 0, sdyx = 0;
@@ -132,7 +132,7 @@ static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
 /* Row norm: row r (of N G) is Cg S contiguous elements; element (cg, s) of
  * row r takes scale and shift at (r % G) Cg + cg. */
 static void NF(row_fwd_range)(void *arg, int64_t r0, int64_t r1) {
-  const row_job *J = (const row_job *)arg;
+  const norm_job *J = (const norm_job *)arg;
   const int64_t G = J->G, Cg = J->Cg, S = J->S, L = Cg * S;
   for (int64_t r = r0; r < r1; r++) {
     const NT *xr = (const NT *)J->x + r * L;
@@ -153,7 +153,7 @@ static void NF(row_fwd_range)(void *arg, int64_t r0, int64_t r1) {
 
 /* dx = inv (g - mean(g) - xhat mean(g xhat)) with g = dy scale, per row. */
 static void NF(row_dx_range)(void *arg, int64_t r0, int64_t r1) {
-  const row_job *J = (const row_job *)arg;
+  const norm_job *J = (const norm_job *)arg;
   const int64_t G = J->G, Cg = J->Cg, S = J->S, L = Cg * S;
   const NT *scale = (const NT *)J->scale;
   for (int64_t r = r0; r < r1; r++) {
@@ -188,7 +188,7 @@ static void NF(row_dx_range)(void *arg, int64_t r0, int64_t r1) {
 /* dscale[a] = sum(dy xhat), dshift[a] = sum(dy) over the N rows that use
  * parameter a, for parameters [b0, b1): per parameter, its S contiguous
  * elements in each of those rows, n ascending. */
-static void NF(dparam_block)(const row_job *J, int64_t b0, int64_t b1, double *ds, double *db) {
+static void NF(dparam_block)(const norm_job *J, int64_t b0, int64_t b1, double *ds, double *db) {
   const int64_t N = J->N, G = J->G, Cg = J->Cg, S = J->S, L = Cg * S;
   const NT *x = (const NT *)J->x, *dy = (const NT *)J->dy;
   for (int64_t n = 0; n < N; n++)
@@ -206,7 +206,7 @@ static void NF(dparam_block)(const row_job *J, int64_t b0, int64_t b1, double *d
 /* layer_norm's case of the above (G = S = 1): parameter a is column a of
  * every row; the same sums in the same order, without a division per
  * element. */
-static void NF(dparam_cols)(const row_job *J, int64_t b0, int64_t b1, double *ds, double *db) {
+static void NF(dparam_cols)(const norm_job *J, int64_t b0, int64_t b1, double *ds, double *db) {
   const int64_t L = J->Cg;
   for (int64_t n = 0; n < J->N; n++) {
     const NT *xr = (const NT *)J->x + n * L, *dyr = (const NT *)J->dy + n * L;
@@ -222,7 +222,7 @@ static void NF(dparam_cols)(const row_job *J, int64_t b0, int64_t b1, double *ds
 
 /* dscale and dshift in blocks of NORM_PBLOCK parameters. */
 static void NF(row_dparam_range)(void *arg, int64_t a0, int64_t a1) {
-  const row_job *J = (const row_job *)arg;
+  const norm_job *J = (const norm_job *)arg;
   for (int64_t b0 = a0; b0 < a1; b0 += NORM_PBLOCK) {
     const int64_t b1 = a1 - b0 < NORM_PBLOCK ? a1 : b0 + NORM_PBLOCK;
     double ds[NORM_PBLOCK] = {0}, db[NORM_PBLOCK] = {0};

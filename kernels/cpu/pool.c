@@ -71,6 +71,16 @@ int fgk_pool_geom_init(const fg_kctx *ctx, const fg_kbuf *x, const fg_kbuf *y,
   return 0;
 }
 
+int fgk_pool_bufs(const fg_kctx *ctx, fg_dtype dt, int grad, const fg_kbuf **x, const fg_kbuf **y) {
+  if (fgk_same_dtypes(ctx, grad ? 2 : 1) != 0) return -1;
+  if (ctx->out[0].dtype != dt)
+    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(ctx->out[0].dtype),
+                    fg_dtype_name(dt));
+  *x = grad ? &ctx->in[1] : &ctx->in[0];
+  *y = grad ? &ctx->in[0] : &ctx->out[0];
+  return 0;
+}
+
 static void pool_range_f32(void *arg, int64_t p0, int64_t p1) { pool_planes_f32(arg, p0, p1); }
 static void pool_range_f64(void *arg, int64_t p0, int64_t p1) { pool_planes_f64(arg, p0, p1); }
 
@@ -78,12 +88,8 @@ static void pool_range_f64(void *arg, int64_t p0, int64_t p1) { pool_planes_f64(
  * `global` marks the global max, whose window is the plane. */
 static int run_pool(const fg_kctx *ctx, fg_dtype dt, int kind, int global) {
   const int grad = kind >= POOL_MAX_GRAD;
-  if (fgk_check(ctx, grad ? 2 : 1, 1) != 0 || fgk_same_dtypes(ctx, grad ? 2 : 1) != 0) return -1;
-  if (ctx->out[0].dtype != dt)
-    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(ctx->out[0].dtype),
-                    fg_dtype_name(dt));
-  const fg_kbuf *x = grad ? &ctx->in[1] : &ctx->in[0];
-  const fg_kbuf *y = grad ? &ctx->in[0] : &ctx->out[0];
+  const fg_kbuf *x, *y;
+  if (fgk_check(ctx, grad ? 2 : 1, 1) != 0 || fgk_pool_bufs(ctx, dt, grad, &x, &y) != 0) return -1;
   pool_job j;
   const int windowed =
       (kind == POOL_MAX || kind == POOL_AVG || kind == POOL_MAX_GRAD || kind == POOL_AVG_GRAD) &&

@@ -17,6 +17,20 @@
     nan |= v_ != v_;                                                                               \
   } while (0)
 
+/* Taps 0 .. KW-1 at stride S of output k from row r into (m, nan); both
+ * constants, so the compiler unrolls the taps and vectorises over k. */
+#define POOL_TAKE_ROW(m, nan, r, S, KW)                                                            \
+  for (int64_t j_ = 0; j_ < (KW); j_++)                                                            \
+  POOL_TAKE_V(m, nan, (r)[(S)*k + j_])
+/* Outputs k of [0, n) from xs into ys, KW taps at stride S (dilation 1). */
+#define POOL_ROW_FIXED(S, KW)                                                                      \
+  for (int64_t k = 0; k < n; k++) {                                                                \
+    PT m = ys[k];                                                                                  \
+    int nan = 0;                                                                                   \
+    POOL_TAKE_ROW(m, nan, xs, S, KW);                                                              \
+    ys[k] = nan ? (PT)NAN : m;                                                                     \
+  }
+
 /* Taps j of one input row xr into output row yr, for outputs
  * [o0, o1) only (those where every tap of the row lies inside it): all kw
  * taps of an output in one pass, in tap order, so the running maximum
@@ -28,31 +42,11 @@ static void PS(max_row_inner)(const fgk_pool_geom *g, const PT *restrict xr, PT 
   const PT *restrict xs = xr + (o0 * s - g->pl); /* tap 0 of output o0, inside the row */
   PT *restrict ys = yr + o0;
   if (dw == 1 && s == 2 && kw == 3) {
-    for (int64_t k = 0; k < n; k++) {
-      PT m = ys[k];
-      int nan = 0;
-      POOL_TAKE_V(m, nan, xs[2 * k]);
-      POOL_TAKE_V(m, nan, xs[2 * k + 1]);
-      POOL_TAKE_V(m, nan, xs[2 * k + 2]);
-      ys[k] = nan ? (PT)NAN : m;
-    }
+    POOL_ROW_FIXED(2, 3)
   } else if (dw == 1 && s == 2 && kw == 2) {
-    for (int64_t k = 0; k < n; k++) {
-      PT m = ys[k];
-      int nan = 0;
-      POOL_TAKE_V(m, nan, xs[2 * k]);
-      POOL_TAKE_V(m, nan, xs[2 * k + 1]);
-      ys[k] = nan ? (PT)NAN : m;
-    }
+    POOL_ROW_FIXED(2, 2)
   } else if (dw == 1 && s == 1 && kw == 3) {
-    for (int64_t k = 0; k < n; k++) {
-      PT m = ys[k];
-      int nan = 0;
-      POOL_TAKE_V(m, nan, xs[k]);
-      POOL_TAKE_V(m, nan, xs[k + 1]);
-      POOL_TAKE_V(m, nan, xs[k + 2]);
-      ys[k] = nan ? (PT)NAN : m;
-    }
+    POOL_ROW_FIXED(1, 3)
   } else {
     for (int64_t k = 0; k < n; k++) {
       PT m = ys[k];
@@ -75,15 +69,9 @@ static void PS(max_3x3s2_inner)(const fgk_pool_geom *g, const PT *x0, PT *restri
   for (int64_t k = 0; k < n; k++) {
     PT m = ys[k];
     int nan = 0;
-    POOL_TAKE_V(m, nan, a[2 * k]);
-    POOL_TAKE_V(m, nan, a[2 * k + 1]);
-    POOL_TAKE_V(m, nan, a[2 * k + 2]);
-    POOL_TAKE_V(m, nan, b[2 * k]);
-    POOL_TAKE_V(m, nan, b[2 * k + 1]);
-    POOL_TAKE_V(m, nan, b[2 * k + 2]);
-    POOL_TAKE_V(m, nan, c[2 * k]);
-    POOL_TAKE_V(m, nan, c[2 * k + 1]);
-    POOL_TAKE_V(m, nan, c[2 * k + 2]);
+    POOL_TAKE_ROW(m, nan, a, 2, 3);
+    POOL_TAKE_ROW(m, nan, b, 2, 3);
+    POOL_TAKE_ROW(m, nan, c, 2, 3);
     ys[k] = nan ? (PT)NAN : m;
   }
 }
@@ -219,38 +207,39 @@ static void PS(avg_bwd_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
     }
 }
 
+/* Runs the statements for each adaptive window, output (oh, ow) reading
+ * input rows [h0, h1) and columns [w0, w1). */
+#define POOL_ADAPTIVE_WINDOWS(g, ...)                                                              \
+  for (int64_t oh = 0; oh < (g)->OH; oh++) {                                                       \
+    int64_t h0, h1;                                                                                \
+    fgk_adaptive_window(oh, (g)->H, (g)->OH, &h0, &h1);                                            \
+    for (int64_t ow = 0; ow < (g)->OW; ow++) {                                                     \
+      int64_t w0, w1;                                                                              \
+      fgk_adaptive_window(ow, (g)->W, (g)->OW, &w0, &w1);                                          \
+      __VA_ARGS__                                                                                  \
+    }                                                                                              \
+  }
+
 /* Also global_avg_pool (OH = OW = 1: one window, the plane). */
 static void PS(adaptive_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
-  for (int64_t oh = 0; oh < g->OH; oh++) {
-    int64_t h0, h1;
-    fgk_adaptive_window(oh, g->H, g->OH, &h0, &h1);
-    for (int64_t ow = 0; ow < g->OW; ow++) {
-      int64_t w0, w1;
-      fgk_adaptive_window(ow, g->W, g->OW, &w0, &w1);
-      double s = 0;
-      for (int64_t ih = h0; ih < h1; ih++)
-        for (int64_t iw = w0; iw < w1; iw++)
-          s += x[ih * g->W + iw];
-      y[oh * g->OW + ow] = (PT)(s / (double)((h1 - h0) * (w1 - w0)));
-    }
-  }
+  POOL_ADAPTIVE_WINDOWS(g, {
+    double s = 0;
+    for (int64_t ih = h0; ih < h1; ih++)
+      for (int64_t iw = w0; iw < w1; iw++)
+        s += x[ih * g->W + iw];
+    y[oh * g->OW + ow] = (PT)(s / (double)((h1 - h0) * (w1 - w0)));
+  })
 }
 
 static void PS(adaptive_bwd_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
   for (int64_t e = 0; e < g->H * g->W; e++)
     dx[e] = 0;
-  for (int64_t oh = 0; oh < g->OH; oh++) {
-    int64_t h0, h1;
-    fgk_adaptive_window(oh, g->H, g->OH, &h0, &h1);
-    for (int64_t ow = 0; ow < g->OW; ow++) {
-      int64_t w0, w1;
-      fgk_adaptive_window(ow, g->W, g->OW, &w0, &w1);
-      const PT v = (PT)(dy[oh * g->OW + ow] / (double)((h1 - h0) * (w1 - w0)));
-      for (int64_t ih = h0; ih < h1; ih++)
-        for (int64_t iw = w0; iw < w1; iw++)
-          dx[ih * g->W + iw] += v;
-    }
-  }
+  POOL_ADAPTIVE_WINDOWS(g, {
+    const PT v = (PT)(dy[oh * g->OW + ow] / (double)((h1 - h0) * (w1 - w0)));
+    for (int64_t ih = h0; ih < h1; ih++)
+      for (int64_t iw = w0; iw < w1; iw++)
+        dx[ih * g->W + iw] += v;
+  })
 }
 
 /* Planes [p0, p1) of one call, by kind. */

@@ -236,52 +236,41 @@ static int scatter_add(const fg_kctx *ctx, fg_kbuf *small, const fg_kbuf *big,
   return 0;
 }
 
+int fgk_map_op_maps(const fg_kctx *ctx, fgk_maps_fn maps, int grad, fgk_dim_map *m) {
+  if (fgk_same_dtypes(ctx, 1) != 0) return -1;
+  return grad ? maps(ctx, &ctx->out[0], &ctx->in[0], m) : maps(ctx, &ctx->in[0], &ctx->out[0], m);
+}
+
 /* ---- the kernels -------------------------------------------------------------- */
 
 int fgk_pad(const fg_kctx *ctx) {
   fgk_dim_map m[FG_MAX_RANK];
-  if (fgk_check(ctx, 1, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 ||
-      fgk_pad_maps(ctx, &ctx->in[0], &ctx->out[0], m) != 0)
-    return -1;
+  if (fgk_check(ctx, 1, 1) != 0 || fgk_map_op_maps(ctx, fgk_pad_maps, 0, m) != 0) return -1;
   return gather(ctx, &ctx->in[0], &ctx->out[0], m,
                 fgk_pad_value_bits(ctx->out[0].dtype, ctx->p->pad.value));
 }
 
 int fgk_tile(const fg_kctx *ctx) {
   fgk_dim_map m[FG_MAX_RANK];
-  if (fgk_check(ctx, 1, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 ||
-      fgk_tile_maps(ctx, &ctx->in[0], &ctx->out[0], m) != 0)
-    return -1;
+  if (fgk_check(ctx, 1, 1) != 0 || fgk_map_op_maps(ctx, fgk_tile_maps, 0, m) != 0) return -1;
   return gather(ctx, &ctx->in[0], &ctx->out[0], m, 0);
 }
 
-/* in[0] is dy (big), in[1] only gives the shape (like). */
-static int pad_grad(const fg_kctx *ctx, fg_dtype dt) {
+/* pad_grad and tile_grad: dy's elements summed into their source. */
+static int map_grad(const fg_kctx *ctx, fgk_maps_fn maps) {
   fgk_dim_map m[FG_MAX_RANK];
-  (void)dt;
-  if (fgk_check(ctx, 2, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 ||
-      fgk_pad_maps(ctx, &ctx->out[0], &ctx->in[0], m) != 0)
-    return -1;
+  if (fgk_check(ctx, 2, 1) != 0 || fgk_map_op_maps(ctx, maps, 1, m) != 0) return -1;
   return scatter_add(ctx, &ctx->out[0], &ctx->in[0], m);
 }
 
-static int tile_grad(const fg_kctx *ctx, fg_dtype dt) {
-  fgk_dim_map m[FG_MAX_RANK];
-  (void)dt;
-  if (fgk_check(ctx, 2, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 ||
-      fgk_tile_maps(ctx, &ctx->out[0], &ctx->in[0], m) != 0)
-    return -1;
-  return scatter_add(ctx, &ctx->out[0], &ctx->in[0], m);
-}
-
-int fgk_pad_grad_f32(const fg_kctx *ctx) { return pad_grad(ctx, FG_F32); }
-int fgk_pad_grad_f64(const fg_kctx *ctx) { return pad_grad(ctx, FG_F64); }
-int fgk_pad_grad_i32(const fg_kctx *ctx) { return pad_grad(ctx, FG_I32); }
-int fgk_pad_grad_i64(const fg_kctx *ctx) { return pad_grad(ctx, FG_I64); }
-int fgk_tile_grad_f32(const fg_kctx *ctx) { return tile_grad(ctx, FG_F32); }
-int fgk_tile_grad_f64(const fg_kctx *ctx) { return tile_grad(ctx, FG_F64); }
-int fgk_tile_grad_i32(const fg_kctx *ctx) { return tile_grad(ctx, FG_I32); }
-int fgk_tile_grad_i64(const fg_kctx *ctx) { return tile_grad(ctx, FG_I64); }
+int fgk_pad_grad_f32(const fg_kctx *ctx) { return map_grad(ctx, fgk_pad_maps); }
+int fgk_pad_grad_f64(const fg_kctx *ctx) { return map_grad(ctx, fgk_pad_maps); }
+int fgk_pad_grad_i32(const fg_kctx *ctx) { return map_grad(ctx, fgk_pad_maps); }
+int fgk_pad_grad_i64(const fg_kctx *ctx) { return map_grad(ctx, fgk_pad_maps); }
+int fgk_tile_grad_f32(const fg_kctx *ctx) { return map_grad(ctx, fgk_tile_maps); }
+int fgk_tile_grad_f64(const fg_kctx *ctx) { return map_grad(ctx, fgk_tile_maps); }
+int fgk_tile_grad_i32(const fg_kctx *ctx) { return map_grad(ctx, fgk_tile_maps); }
+int fgk_tile_grad_i64(const fg_kctx *ctx) { return map_grad(ctx, fgk_tile_maps); }
 
 /* Output k takes its rows of each outer block of the input in turn. */
 int fgk_split(const fg_kctx *ctx) {

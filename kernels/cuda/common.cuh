@@ -101,53 +101,8 @@ extern "C" {
   FGK_FLOAT(X, "apply_sgd", fgc_apply_sgd)                                                         \
   FGK_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
   FGK_FLOAT(X, "apply_adam", fgc_apply_adam)                                                       \
-  /* reduce.cu */                                                                                  \
-  FGK_NUM(X, "reduce_min", fgc_reduce_min)                                                         \
-  FGK_NUM(X, "reduce_prod", fgc_reduce_prod)                                                       \
-  FGK_NUM(X, "argmin", fgc_argmin)                                                                 \
-  FGK_FLOAT(X, "logsumexp", fgc_logsumexp)                                                         \
-  /* reduce2.cu */                                                                                 \
-  FGK_NUM(X, "cumsum", fgc_cumsum)                                                                 \
-  FGK_NUM(X, "topk", fgc_topk)                                                                     \
-  FGK_FLOAT(X, "topk_grad", fgc_topk_grad)                                                         \
-  /* shape_copy.cu; flatten and squeeze only relabel the bytes */                                  \
-  FGK_ANY(X, "pad", fgc_pad)                                                                       \
-  FGK_NUM(X, "pad_grad", fgc_pad_grad)                                                             \
-  FGK_ANY(X, "flatten", fgc_copy)                                                                  \
-  FGK_ANY(X, "squeeze", fgc_copy)                                                                  \
-  FGK_ANY(X, "expand", fgc_broadcast_like)                                                         \
-  FGK_ANY(X, "tile", fgc_tile)                                                                     \
-  FGK_NUM(X, "tile_grad", fgc_tile_grad)                                                           \
-  FGK_ANY(X, "split", fgc_split)                                                                   \
-  FGK_ANY(X, "stack", fgc_stack)                                                                   \
-  /* pool.cu */                                                                                    \
-  FGK_FLOAT(X, "max_pool2d", fgc_max_pool2d)                                                       \
-  FGK_FLOAT(X, "avg_pool2d", fgc_avg_pool2d)                                                       \
-  FGK_FLOAT(X, "global_avg_pool", fgc_global_avg_pool)                                             \
-  FGK_FLOAT(X, "global_max_pool", fgc_global_max_pool)                                             \
-  FGK_FLOAT(X, "adaptive_avg_pool2d", fgc_adaptive_avg_pool2d)                                     \
-  FGK_FLOAT(X, "max_pool2d_grad", fgc_max_pool2d_grad)                                             \
-  FGK_FLOAT(X, "avg_pool2d_grad", fgc_avg_pool2d_grad)                                             \
-  FGK_FLOAT(X, "adaptive_avg_pool2d_grad", fgc_adaptive_avg_pool2d_grad)                           \
-  FGK_FLOAT(X, "global_max_pool_grad", fgc_global_max_pool_grad)                                   \
-  /* norm.cu; instance_norm is group_norm with C groups */                                         \
-  FGK_FLOAT(X, "batch_norm", fgc_batch_norm)                                                       \
-  FGK_FLOAT(X, "batch_norm_update_stats", fgc_batch_norm_update_stats)                             \
-  FGK_FLOAT(X, "batch_norm_grad", fgc_batch_norm_grad)                                             \
-  FGK_FLOAT(X, "layer_norm", fgc_layer_norm)                                                       \
-  FGK_FLOAT(X, "layer_norm_grad", fgc_layer_norm_grad)                                             \
-  FGK_FLOAT(X, "group_norm", fgc_group_norm)                                                       \
-  FGK_FLOAT(X, "group_norm_grad", fgc_group_norm_grad)                                             \
-  FGK_FLOAT(X, "instance_norm", fgc_group_norm)                                                    \
-  /* dropout.cu */                                                                                 \
-  FGK_ANY(X, "training_flag", fgc_training_flag)                                                   \
-  FGK_FLOAT(X, "dropout", fgc_dropout)                                                             \
-  FGK_FLOAT(X, "dropout_grad", fgc_dropout_grad)                                                   \
-  /* conv.cu (cuDNN) */                                                                            \
-  FGK_FLOAT(X, "conv2d", fgc_conv2d)                                                               \
-  FGK_FLOAT(X, "conv2d_grad_input", fgc_conv2d_grad_input)                                         \
-  FGK_FLOAT(X, "conv2d_grad_weight", fgc_conv2d_grad_weight)                                       \
-  FGK_FLOAT(X, "conv_transpose2d", fgc_conv_transpose2d)
+  /* reduce.cu, reduce2.cu, shape_copy.cu, pool.cu, norm.cu, dropout.cu, conv.cu (cuDNN) */        \
+  FGK_SHARED_KERNELS(X, fgc)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);

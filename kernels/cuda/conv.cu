@@ -78,8 +78,7 @@ template <typename T>
 __global__ void pad_kernel(T *dst, const T *src, int64_t planes, int h, int w, int hp, int wp,
                            int top, int left, int crop) {
   const int64_t total = planes * (crop ? (int64_t)h * w : (int64_t)hp * wp);
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
+  FGC_GRID_STRIDE(i, total) {
     if (crop) {
       const int64_t pl = i / ((int64_t)h * w), r = i % ((int64_t)h * w);
       const int y = (int)(r / w), x = (int)(r % w);
@@ -153,10 +152,29 @@ cudnnHandle_t handle_for_device(const fg_kctx *ctx) {
 
 size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
-/* The heuristics' first algorithm that succeeds within `room` bytes of
+/* cuDNN's heuristics for each direction, told apart by the Perf type. */
+cudnnStatus_t heuristics(cudnnHandle_t h, const descs &d, cudnnConvolutionFwdAlgoPerf_t *perf,
+                         int cap, int *n) {
+  return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, cap, n, perf);
+}
+cudnnStatus_t heuristics(cudnnHandle_t h, const descs &d, cudnnConvolutionBwdFilterAlgoPerf_t *perf,
+                         int cap, int *n) {
+  return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, cap, n, perf);
+}
+cudnnStatus_t heuristics(cudnnHandle_t h, const descs &d, cudnnConvolutionBwdDataAlgoPerf_t *perf,
+                         int cap, int *n) {
+  return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, cap, n, perf);
+}
+
+/* Fills perf with the heuristics' algorithms (`what` names them in a
+ * failure) and returns the first that succeeds within `room` bytes of
  * workspace; -1 (after failing ctx) when none fits. */
-template <typename Perf>
-int pick(const fg_kctx *ctx, const Perf *perf, int n, size_t room, size_t *ws) {
+template <typename Perf, int N>
+int pick(const fg_kctx *ctx, cudnnHandle_t h, const descs &d, Perf (&perf)[N], const char *what,
+         size_t room, size_t *ws) {
+  int n = 0;
+  cudnnStatus_t s = heuristics(h, d, perf, N, &n);
+  if (s != CUDNN_STATUS_SUCCESS) return cudnn_fail(ctx, what, s);
   size_t need = 0;
   for (int i = 0; i < n; i++) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
@@ -180,11 +198,7 @@ int run_conv(const fg_kctx *ctx, int m, cudnnHandle_t h, const descs &d, void *x
   size_t ws = 0;
   if (m == M_FWD) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int n = 0;
-    s = cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
-                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf);
-    if (s != CUDNN_STATUS_SUCCESS) return cudnn_fail(ctx, "forward heuristics", s);
-    const int k = pick(ctx, perf, n, room, &ws);
+    const int k = pick(ctx, h, d, perf, "forward heuristics", room, &ws);
     if (k < 0) return -1;
     s = cudnnConvolutionForward(h, &one, d.x, xp, d.w, b.w->data, d.conv, perf[k].algo, ws_base, ws,
                                 &zero, d.y, b.y->data);
@@ -194,22 +208,14 @@ int run_conv(const fg_kctx *ctx, int m, cudnnHandle_t h, const descs &d, void *x
   }
   if (m == M_BWD_WEIGHTS) {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int n = 0;
-    s = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        h, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf);
-    if (s != CUDNN_STATUS_SUCCESS) return cudnn_fail(ctx, "backward filter heuristics", s);
-    const int k = pick(ctx, perf, n, room, &ws);
+    const int k = pick(ctx, h, d, perf, "backward filter heuristics", room, &ws);
     if (k < 0) return -1;
     s = cudnnConvolutionBackwardFilter(h, &one, d.x, xp, d.y, b.y->data, d.conv, perf[k].algo,
                                        ws_base, ws, &zero, d.w, b.w->data);
     return s == CUDNN_STATUS_SUCCESS ? 0 : cudnn_fail(ctx, "backward filter", s);
   }
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  int n = 0;
-  s = cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x,
-                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf);
-  if (s != CUDNN_STATUS_SUCCESS) return cudnn_fail(ctx, "backward data heuristics", s);
-  const int k = pick(ctx, perf, n, room, &ws);
+  const int k = pick(ctx, h, d, perf, "backward data heuristics", room, &ws);
   if (k < 0) return -1;
   s = cudnnConvolutionBackwardData(h, &one, d.w, b.w->data, d.y, b.y->data, d.conv, perf[k].algo,
                                    ws_base, ws, &zero, d.x, xp);

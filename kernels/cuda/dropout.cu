@@ -26,8 +26,7 @@ template <typename T>
 __global__ void dropout_kernel(const T *x, T *y, const unsigned char *training, int64_t n,
                                int64_t blocks, fg_dropout_key k, T scale) {
   const int train = *training != 0;
-  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < blocks;
-       b += (int64_t)gridDim.x * blockDim.x) {
+  FGC_GRID_STRIDE(b, blocks) {
     const int64_t e0 = b * 4, cnt = n - e0 < 4 ? n - e0 : 4;
     unsigned bits = 0xFu;
     if (train) bits = fg_dropout_keep4(k.seed, k.stream, k.step, k.replica, (uint64_t)b, k.thr);

@@ -38,8 +38,7 @@ __device__ int64_t max_argmax(const fgk_pool_geom &g, const T *x, int64_t oh, in
 
 template <typename T>
 __global__ void pool_fwd_kernel(fgk_pool_geom g, int kind, const T *x, T *y, int64_t n) {
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
-       e += (int64_t)gridDim.x * blockDim.x) {
+  FGC_GRID_STRIDE(e, n) {
     const int64_t ow = e % g.OW, oh = (e / g.OW) % g.OH, p = e / (g.OW * g.OH);
     const T *xp = x + p * g.H * g.W;
     if (kind == K_MAX) {
@@ -78,8 +77,7 @@ __global__ void pool_fwd_kernel(fgk_pool_geom g, int kind, const T *x, T *y, int
 
 template <typename T>
 __global__ void max_bwd_kernel(fgk_pool_geom g, const T *dy, const T *x, T *dx, int64_t n) {
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
-       e += (int64_t)gridDim.x * blockDim.x) {
+  FGC_GRID_STRIDE(e, n) {
     const int64_t iw = e % g.W, ih = (e / g.W) % g.H, p = e / (g.W * g.H);
     const T *xp = x + p * g.H * g.W;
     const T *dyp = dy + p * g.OH * g.OW;
@@ -95,8 +93,7 @@ __global__ void max_bwd_kernel(fgk_pool_geom g, const T *dy, const T *x, T *dx, 
 
 template <typename T>
 __global__ void avg_bwd_kernel(fgk_pool_geom g, const T *dy, T *dx, int64_t n) {
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
-       e += (int64_t)gridDim.x * blockDim.x) {
+  FGC_GRID_STRIDE(e, n) {
     const int64_t iw = e % g.W, ih = (e / g.W) % g.H, p = e / (g.W * g.H);
     const T *dyp = dy + p * g.OH * g.OW;
     double s = 0;
@@ -130,8 +127,7 @@ static __device__ void adaptive_span(int64_t i, int64_t size, int64_t n_out, int
 
 template <typename T>
 __global__ void adaptive_bwd_kernel(fgk_pool_geom g, const T *dy, T *dx, int64_t n) {
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
-       e += (int64_t)gridDim.x * blockDim.x) {
+  FGC_GRID_STRIDE(e, n) {
     const int64_t iw = e % g.W, ih = (e / g.W) % g.H, p = e / (g.W * g.H);
     const T *dyp = dy + p * g.OH * g.OW;
     int64_t oh0, oh1, ow0, ow1;
@@ -156,8 +152,7 @@ __global__ void adaptive_bwd_kernel(fgk_pool_geom g, const T *dy, T *dx, int64_t
 /* One thread per plane; dx was zeroed. */
 template <typename T>
 __global__ void global_max_bwd_kernel(fgk_pool_geom g, const T *dy, const T *x, T *dx) {
-  for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < g.planes;
-       p += (int64_t)gridDim.x * blockDim.x) {
+  FGC_GRID_STRIDE(p, g.planes) {
     T m;
     const int64_t a = max_argmax(g, x + p * g.H * g.W, 0, 0, &m);
     if (a >= 0) dx[p * g.H * g.W + a] = dy[p];
@@ -170,12 +165,8 @@ enum { G_NONE, G_MAX, G_AVG, G_ADAPTIVE, G_GLOBAL_MAX };
  * global: the global max, whose window is the plane. */
 template <typename T>
 static int run_pool(const fg_kctx *ctx, fg_dtype dt, int kind, int grad, int global) {
-  if (fgc_check(ctx, grad ? 2 : 1, 1) != 0 || fgk_same_dtypes(ctx, grad ? 2 : 1) != 0) return -1;
-  if (ctx->out[0].dtype != dt)
-    return fgk_fail(ctx, "output is %s, expected %s", fg_dtype_name(ctx->out[0].dtype),
-                    fg_dtype_name(dt));
-  const fg_kbuf *x = grad ? &ctx->in[1] : &ctx->in[0];
-  const fg_kbuf *y = grad ? &ctx->in[0] : &ctx->out[0];
+  const fg_kbuf *x, *y;
+  if (fgc_check(ctx, grad ? 2 : 1, 1) != 0 || fgk_pool_bufs(ctx, dt, grad, &x, &y) != 0) return -1;
   const int windowed = (kind == K_MAX || kind == K_AVG) && !global;
   fgk_pool_geom g;
   memset(&g, 0, sizeof g);

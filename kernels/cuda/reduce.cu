@@ -350,38 +350,28 @@ int fgc_reduce_mean_i32(const fg_kctx *ctx) {
 int fgc_reduce_mean_i64(const fg_kctx *ctx) {
   return reduce<int64_t, uint64_t, MeanIOp<int64_t>>(ctx, FG_I64, 0, "reduce_mean i64");
 }
-/* The max of nothing is -inf for floats, the type's minimum for integers. */
-int fgc_reduce_max_f32(const fg_kctx *ctx) {
-  return reduce<float, float, MaxOp<float>>(ctx, FG_F32, F32_NEGINF, "reduce_max f32");
-}
-int fgc_reduce_max_f64(const fg_kctx *ctx) {
-  return reduce<double, double, MaxOp<double>>(ctx, FG_F64, F64_NEGINF, "reduce_max f64");
-}
-int fgc_reduce_max_i32(const fg_kctx *ctx) {
-  return reduce<int32_t, int32_t, MaxOp<int32_t>>(ctx, FG_I32, 0x80000000ull, "reduce_max i32");
-}
-int fgc_reduce_max_i64(const fg_kctx *ctx) {
-  return reduce<int64_t, int64_t, MaxOp<int64_t>>(ctx, FG_I64, 0x8000000000000000ull,
-                                                  "reduce_max i64");
-}
-
-/* The min of nothing is +inf for floats, the type's maximum for integers;
- * the product of nothing is 1. */
+/* reduce_max and reduce_min keep the accumulator in x's type; `id`s are
+ * the result of reducing nothing, as bit patterns of each dtype. */
+#define EXTREME_ENTRIES(op, Op, f32_id, f64_id, i32_id, i64_id)                                    \
+  int fgc_##op##_f32(const fg_kctx *ctx) {                                                         \
+    return reduce<float, float, Op<float>>(ctx, FG_F32, f32_id, #op " f32");                       \
+  }                                                                                                \
+  int fgc_##op##_f64(const fg_kctx *ctx) {                                                         \
+    return reduce<double, double, Op<double>>(ctx, FG_F64, f64_id, #op " f64");                    \
+  }                                                                                                \
+  int fgc_##op##_i32(const fg_kctx *ctx) {                                                         \
+    return reduce<int32_t, int32_t, Op<int32_t>>(ctx, FG_I32, i32_id, #op " i32");                 \
+  }                                                                                                \
+  int fgc_##op##_i64(const fg_kctx *ctx) {                                                         \
+    return reduce<int64_t, int64_t, Op<int64_t>>(ctx, FG_I64, i64_id, #op " i64");                 \
+  }
+/* The max of nothing is -inf for floats, the type's minimum for integers;
+ * the min of nothing +inf for floats, the type's maximum for integers. */
 #define F32_INF 0x7f800000ull
 #define F64_INF 0x7ff0000000000000ull
-int fgc_reduce_min_f32(const fg_kctx *ctx) {
-  return reduce<float, float, MinOp<float>>(ctx, FG_F32, F32_INF, "reduce_min f32");
-}
-int fgc_reduce_min_f64(const fg_kctx *ctx) {
-  return reduce<double, double, MinOp<double>>(ctx, FG_F64, F64_INF, "reduce_min f64");
-}
-int fgc_reduce_min_i32(const fg_kctx *ctx) {
-  return reduce<int32_t, int32_t, MinOp<int32_t>>(ctx, FG_I32, 0x7fffffffull, "reduce_min i32");
-}
-int fgc_reduce_min_i64(const fg_kctx *ctx) {
-  return reduce<int64_t, int64_t, MinOp<int64_t>>(ctx, FG_I64, 0x7fffffffffffffffull,
-                                                  "reduce_min i64");
-}
+EXTREME_ENTRIES(reduce_max, MaxOp, F32_NEGINF, F64_NEGINF, 0x80000000ull, 0x8000000000000000ull)
+EXTREME_ENTRIES(reduce_min, MinOp, F32_INF, F64_INF, 0x7fffffffull, 0x7fffffffffffffffull)
+/* The product of nothing is 1. */
 int fgc_reduce_prod_f32(const fg_kctx *ctx) {
   return reduce<float, double, ProdFOp<float>>(ctx, FG_F32, 0x3f800000ull, "reduce_prod f32");
 }

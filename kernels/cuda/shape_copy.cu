@@ -142,46 +142,37 @@ template <typename T, typename U> static int map_sum(const fg_kctx *ctx, const f
 
 int fgc_pad(const fg_kctx *ctx) {
   fgk_dim_map m[FG_MAX_RANK];
-  if (fgc_check(ctx, 1, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 ||
-      fgk_pad_maps(ctx, &ctx->in[0], &ctx->out[0], m) != 0)
-    return -1;
+  if (fgc_check(ctx, 1, 1) != 0 || fgk_map_op_maps(ctx, fgk_pad_maps, 0, m) != 0) return -1;
   return gather(ctx, &ctx->in[0], &ctx->out[0], m,
                 fgk_pad_value_bits(ctx->out[0].dtype, ctx->p->pad.value));
 }
 
 int fgc_tile(const fg_kctx *ctx) {
   fgk_dim_map m[FG_MAX_RANK];
-  if (fgc_check(ctx, 1, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 ||
-      fgk_tile_maps(ctx, &ctx->in[0], &ctx->out[0], m) != 0)
-    return -1;
+  if (fgc_check(ctx, 1, 1) != 0 || fgk_map_op_maps(ctx, fgk_tile_maps, 0, m) != 0) return -1;
   return gather(ctx, &ctx->in[0], &ctx->out[0], m, 0);
 }
 
-/* Integers add in their unsigned type, so overflow wraps as on the CPU. */
-template <typename T, typename U> static int pad_grad(const fg_kctx *ctx) {
+/* pad_grad and tile_grad. Integers add in their unsigned type, so overflow
+ * wraps as on the CPU. */
+template <typename T, typename U> static int map_grad(const fg_kctx *ctx, fgk_maps_fn maps) {
   fgk_dim_map m[FG_MAX_RANK];
-  if (fgc_check(ctx, 2, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 ||
-      fgk_pad_maps(ctx, &ctx->out[0], &ctx->in[0], m) != 0)
-    return -1;
+  if (fgc_check(ctx, 2, 1) != 0 || fgk_map_op_maps(ctx, maps, 1, m) != 0) return -1;
   return map_sum<T, U>(ctx, m);
 }
 
-template <typename T, typename U> static int tile_grad(const fg_kctx *ctx) {
-  fgk_dim_map m[FG_MAX_RANK];
-  if (fgc_check(ctx, 2, 1) != 0 || fgk_same_dtypes(ctx, 1) != 0 ||
-      fgk_tile_maps(ctx, &ctx->out[0], &ctx->in[0], m) != 0)
-    return -1;
-  return map_sum<T, U>(ctx, m);
+int fgc_pad_grad_f32(const fg_kctx *ctx) { return map_grad<float, float>(ctx, fgk_pad_maps); }
+int fgc_pad_grad_f64(const fg_kctx *ctx) { return map_grad<double, double>(ctx, fgk_pad_maps); }
+int fgc_pad_grad_i32(const fg_kctx *ctx) { return map_grad<int32_t, uint32_t>(ctx, fgk_pad_maps); }
+int fgc_pad_grad_i64(const fg_kctx *ctx) { return map_grad<int64_t, uint64_t>(ctx, fgk_pad_maps); }
+int fgc_tile_grad_f32(const fg_kctx *ctx) { return map_grad<float, float>(ctx, fgk_tile_maps); }
+int fgc_tile_grad_f64(const fg_kctx *ctx) { return map_grad<double, double>(ctx, fgk_tile_maps); }
+int fgc_tile_grad_i32(const fg_kctx *ctx) {
+  return map_grad<int32_t, uint32_t>(ctx, fgk_tile_maps);
 }
-
-int fgc_pad_grad_f32(const fg_kctx *ctx) { return pad_grad<float, float>(ctx); }
-int fgc_pad_grad_f64(const fg_kctx *ctx) { return pad_grad<double, double>(ctx); }
-int fgc_pad_grad_i32(const fg_kctx *ctx) { return pad_grad<int32_t, uint32_t>(ctx); }
-int fgc_pad_grad_i64(const fg_kctx *ctx) { return pad_grad<int64_t, uint64_t>(ctx); }
-int fgc_tile_grad_f32(const fg_kctx *ctx) { return tile_grad<float, float>(ctx); }
-int fgc_tile_grad_f64(const fg_kctx *ctx) { return tile_grad<double, double>(ctx); }
-int fgc_tile_grad_i32(const fg_kctx *ctx) { return tile_grad<int32_t, uint32_t>(ctx); }
-int fgc_tile_grad_i64(const fg_kctx *ctx) { return tile_grad<int64_t, uint64_t>(ctx); }
+int fgc_tile_grad_i64(const fg_kctx *ctx) {
+  return map_grad<int64_t, uint64_t>(ctx, fgk_tile_maps);
+}
 
 /* ---- split and stack: row copies --------------------------------------- */
 

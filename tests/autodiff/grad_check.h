@@ -165,6 +165,48 @@ done:
   return result;
 }
 
+/* Second order: fgt_build_second builds dF/dx (the first n_float inputs'
+ * gradients, flattened and concatenated) for F = sum(f(x)^2 * c), c a
+ * fixed non-uniform constant; fgt_grad_check then differentiates that
+ * gradient again. The square makes the second derivative depend on x even
+ * where f is linear. */
+typedef struct fgt_second_ctx {
+  fgt_build_fn f;
+  void *ctx;
+  int n_float; /* leading f64 inputs to differentiate */
+} fgt_second_ctx;
+
+static inline fg_output fgt_build_second(fg_graph *g, const fg_output *x, void *vctx) {
+  const fgt_second_ctx *c = vctx;
+  fg_output y = c->f(g, x, c->ctx);
+  int64_t d[FG_MAX_RANK];
+  int r = fg_output_shape(g, y, d);
+  if (r < 0) return FG_NO_OUTPUT;
+  fg_status *st = fg_status_new();
+  fg_tensor *ct = fg_tensor_new(FG_F64, r, d, st);
+  fg_output out = FG_NO_OUTPUT;
+  if (ct) {
+    double *p = fg_tensor_data(ct);
+    for (int64_t k = 0; k < fg_tensor_num_elements(ct); k++)
+      p[k] = 0.25 + 0.125 * (double)(k % 7);
+    fg_output f =
+        fg_reduce_sum(g, fg_mul(g, fg_mul(g, y, y), fg_constant(g, NULL, ct)), NULL, 0, 0);
+    fg_output dx[16];
+    if (fg_gradients(g, &f, 1, x, c->n_float, NULL, dx, st) == 0) {
+      /* Sum of all first-order gradients, flattened, so every input's
+       * second-order path is checked at once. */
+      out = fg_reshape(g, dx[0], 1, (int64_t[]){-1});
+      for (int i = 1; i < c->n_float; i++)
+        out = fg_concat(g, (fg_output[]){out, fg_reshape(g, dx[i], 1, (int64_t[]){-1})}, 2, 0);
+    } else {
+      fprintf(stderr, "fgt_build_second: %s\n", fg_status_message(st));
+    }
+  }
+  fg_tensor_free(ct);
+  fg_status_free(st);
+  return out;
+}
+
 /* Typical use inside an FG_TEST:
  *   double err = fgt_grad_check(build, NULL, ins, 2, 1);
  *   FG_CHECK(err >= 0 && err < 1e-6);                                        */

@@ -306,103 +306,63 @@ FG_TEST(grad_gather_grad, "") {
 
 /* ---- second order: differentiate a gradient graph ------------------------ */
 
-/* Returns dF/dx0 for F = sum(f(x)^2 * c), c a fixed non-uniform constant;
- * fgt_grad_check then differentiates that gradient again. The square makes
- * the second derivative depend on x even where f is linear. */
-typedef struct second_ctx {
-  fgt_build_fn f;
-  void *ctx;
-  int n_float; /* leading f64 inputs to differentiate */
-} second_ctx;
-
-static fg_output build_second(fg_graph *g, const fg_output *x, void *vctx) {
-  const second_ctx *c = vctx;
-  fg_output y = c->f(g, x, c->ctx);
-  int64_t d[FG_MAX_RANK];
-  int r = fg_output_shape(g, y, d);
-  if (r < 0) return FG_NO_OUTPUT;
-  fg_status *st = fg_status_new();
-  fg_tensor *ct = fg_tensor_new(FG_F64, r, d, st);
-  fg_output out = FG_NO_OUTPUT;
-  if (ct) {
-    double *p = fg_tensor_data(ct);
-    for (int64_t k = 0; k < fg_tensor_num_elements(ct); k++)
-      p[k] = 0.25 + 0.125 * (double)(k % 7);
-    fg_output f =
-        fg_reduce_sum(g, fg_mul(g, fg_mul(g, y, y), fg_constant(g, NULL, ct)), NULL, 0, 0);
-    fg_output dx[16];
-    if (fg_gradients(g, &f, 1, x, c->n_float, NULL, dx, st) == 0) {
-      /* Sum of all first-order gradients, flattened, so every input's
-       * second-order path is checked at once. */
-      out = fg_reshape(g, dx[0], 1, (int64_t[]){-1});
-      for (int i = 1; i < c->n_float; i++)
-        out = fg_concat(g, (fg_output[]){out, fg_reshape(g, dx[i], 1, (int64_t[]){-1})}, 2, 0);
-    } else {
-      fprintf(stderr, "build_second: %s\n", fg_status_message(st));
-    }
-  }
-  fg_tensor_free(ct);
-  fg_status_free(st);
-  return out;
-}
-
 FG_TEST(grad_2nd_matmul_broadcast, "") {
   mm_ctx m = {0, 1};
-  second_ctx c = {build_matmul, &m, 2};
+  fgt_second_ctx c = {build_matmul, &m, 2};
   fgt_input in[2] = {IN(4, 2, 1, 3, 4), IN(3, 2, 5, 4)};
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c, in, 2, 100));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c, in, 2, 100));
 }
 
 FG_TEST(grad_2nd_reshape_transpose, "") {
-  second_ctx c1 = {build_reshape, NULL, 1}, c2 = {build_transpose, NULL, 1};
+  fgt_second_ctx c1 = {build_reshape, NULL, 1}, c2 = {build_transpose, NULL, 1};
   fgt_input in[1] = {IN(3, 2, 3, 4)};
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c1, in, 1, 101));
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c2, in, 1, 102));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c1, in, 1, 101));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c2, in, 1, 102));
 }
 
 FG_TEST(grad_2nd_concat_slice, "") {
   int axis = 1;
-  second_ctx c1 = {build_concat, &axis, 3}, c2 = {build_slice, NULL, 1};
+  fgt_second_ctx c1 = {build_concat, &axis, 3}, c2 = {build_slice, NULL, 1};
   fgt_input in1[3] = {IN(2, 2, 1), IN(2, 2, 3), IN(2, 2, 2)};
   fgt_input in2[1] = {IN(3, 4, 5, 3)};
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c1, in1, 3, 103));
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c2, in2, 1, 104));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c1, in1, 3, 103));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c2, in2, 1, 104));
 }
 
 FG_TEST(grad_2nd_gather, "") {
   static const int64_t idx[6] = {4, 0, 4, 2, 4, 0};
-  second_ctx c = {build_gather, NULL, 1};
+  fgt_second_ctx c = {build_gather, NULL, 1};
   fgt_input in[2] = {IN(2, 5, 3), {.dtype = FG_I64, .rank = 1, .dims = {6}, .data = idx}};
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c, in, 2, 105));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c, in, 2, 105));
 }
 
 FG_TEST(grad_2nd_softmax_family, "") {
   int axis = -1;
-  second_ctx c1 = {build_softmax, &axis, 1}, c2 = {build_log_softmax, &axis, 1};
+  fgt_second_ctx c1 = {build_softmax, &axis, 1}, c2 = {build_log_softmax, &axis, 1};
   fgt_input in[1] = {IN(2, 3, 4)};
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c1, in, 1, 106));
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c2, in, 1, 107));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c1, in, 1, 106));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c2, in, 1, 107));
 }
 
 FG_TEST(grad_2nd_softmax_cross_entropy, "") {
   static const int32_t labels[4] = {2, 0, 1, 2};
-  second_ctx c = {build_sce, NULL, 1};
+  fgt_second_ctx c = {build_sce, NULL, 1};
   fgt_input in[2] = {IN(2, 4, 3), {.dtype = FG_I32, .rank = 1, .dims = {4}, .data = labels}};
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c, in, 2, 108));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c, in, 2, 108));
 }
 
 FG_TEST(grad_2nd_support_ops, "") {
   static const int64_t idx[6] = {4, 0, 4, 2, 4, 0};
   int64_t to_2d[3] = {2, 3, 1};
-  second_ctx cs[5] = {{build_expand_dims, NULL, 1},
-                      {build_reshape_like, NULL, 1},
-                      {build_broadcast_like, NULL, 1},
-                      {build_sum_to, to_2d, 1},
-                      {build_slice_grad, NULL, 1}};
+  fgt_second_ctx cs[5] = {{build_expand_dims, NULL, 1},
+                          {build_reshape_like, NULL, 1},
+                          {build_broadcast_like, NULL, 1},
+                          {build_sum_to, to_2d, 1},
+                          {build_slice_grad, NULL, 1}};
   fgt_input ins[5][1] = {{IN(2, 3, 4)}, {IN(2, 3, 4)}, {IN(1, 4)}, {IN(3, 2, 3, 4)}, {IN(2, 2, 3)}};
   for (int i = 0; i < 5; i++)
-    FG_CHECK_GRAD(fgt_grad_check(build_second, &cs[i], ins[i], 1, 110 + (uint64_t)i));
-  second_ctx cg = {build_gather_grad, NULL, 1};
+    FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &cs[i], ins[i], 1, 110 + (uint64_t)i));
+  fgt_second_ctx cg = {build_gather_grad, NULL, 1};
   fgt_input ing[2] = {IN(2, 6, 3), {.dtype = FG_I64, .rank = 1, .dims = {6}, .data = idx}};
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &cg, ing, 2, 115));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &cg, ing, 2, 115));
 }

@@ -139,47 +139,17 @@ FG_TEST(grad_stack, "") {
 
 /* ---- second order: the gradients of pad_grad and tile_grad ------------------ */
 
-/* dF/dx for F = sum(f(x)^2 * c); fgt_grad_check differentiates it again. */
-typedef struct second_ctx {
-  fgt_build_fn f;
-  void *ctx;
-} second_ctx;
-
-static fg_output build_second(fg_graph *g, const fg_output *x, void *vctx) {
-  const second_ctx *c = vctx;
-  fg_output y = c->f(g, x, c->ctx);
-  int64_t d[FG_MAX_RANK];
-  int r = fg_output_shape(g, y, d);
-  if (r < 0) return FG_NO_OUTPUT;
-  fg_status *st = fg_status_new();
-  fg_tensor *ct = fg_tensor_new(FG_F64, r, d, st);
-  fg_output out = FG_NO_OUTPUT;
-  if (ct) {
-    double *p = fg_tensor_data(ct);
-    for (int64_t k = 0; k < fg_tensor_num_elements(ct); k++)
-      p[k] = 0.25 + 0.125 * (double)(k % 7);
-    fg_output f =
-        fg_reduce_sum(g, fg_mul(g, fg_mul(g, y, y), fg_constant(g, NULL, ct)), NULL, 0, 0);
-    if (fg_gradients(g, &f, 1, x, 1, NULL, &out, st) != 0) {
-      fprintf(stderr, "build_second: %s\n", fg_status_message(st));
-      out = FG_NO_OUTPUT;
-    }
-  }
-  fg_tensor_free(ct);
-  fg_status_free(st);
-  return out;
-}
-
 FG_TEST(grad_2nd_pad_tile, "") {
   pad_ctx reflect = {"reflect", {0}}, edge = {"edge", {0}};
   memcpy(reflect.pads, PADS3, sizeof PADS3);
   memcpy(edge.pads, PADS3, sizeof PADS3);
   int64_t reps[4] = {3, 2, 1, 3};
-  second_ctx c1 = {build_pad, &reflect}, c2 = {build_pad, &edge}, c3 = {build_tile, reps};
+  fgt_second_ctx c1 = {build_pad, &reflect, 1}, c2 = {build_pad, &edge, 1},
+                 c3 = {build_tile, reps, 1};
   fgt_input in[1] = {IN(3, 3, 4, 5)}, in3[1] = {IN(3, 2, 3, 5)};
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c1, in, 1, 20));
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c2, in, 1, 21));
-  FG_CHECK_GRAD(fgt_grad_check(build_second, &c3, in3, 1, 22));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c1, in, 1, 20));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c2, in, 1, 21));
+  FG_CHECK_GRAD(fgt_grad_check(fgt_build_second, &c3, in3, 1, 22));
 }
 
 /* ---- registry ------------------------------------------------------------------- */

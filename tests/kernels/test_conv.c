@@ -153,8 +153,7 @@ FG_TEST(conv_cuda_matches_torch, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   for (int i = 0; i < N_CASES; i++) {
     check_case(&conv_cases[i], FG_F32, 1, 1e-4, "cuda:0");
     check_case(&conv_cases[i], FG_F64, 1, 1e-11, "cuda:0");
@@ -374,180 +373,56 @@ static void expect_refusal(const bad_spec *b) {
   fg_status_free(st);
   fg_graph_free(g);
 }
+/* expect_refusal of a bad_spec given as its fields, in order. */
+#define REFUSE(...) expect_refusal(&(bad_spec){__VA_ARGS__})
 
 FG_TEST(conv_refuses_kernel_larger_than_padded_input, "badinput") {
-  bad_spec b = {"conv2d",
-                4,
-                4,
-                {1, 3, 4, 9},
-                {2, 3, 3, 3},
-                -1,
-                "dilations",
-                {2, 1},
-                2,
-                "kernel height 3 (dilation 2: extent 5) is larger than input 0 (x)'s padded "
-                "height 4"};
-  expect_refusal(&b);
-  bad_spec p = {"conv2d",        4, 4, {1, 3, 4, 3}, {2, 3, 3, 5}, -1, "pads", {0, 1, 0, 0}, 4,
-                "kernel width 5"};
-  expect_refusal(&p);
+  REFUSE("conv2d", 4, 4, {1, 3, 4, 9}, {2, 3, 3, 3}, -1, "dilations", {2, 1}, 2,
+         "kernel height 3 (dilation 2: extent 5) is larger than input 0 (x)'s padded "
+         "height 4");
+  REFUSE("conv2d", 4, 4, {1, 3, 4, 3}, {2, 3, 3, 5}, -1, "pads", {0, 1, 0, 0}, 4, "kernel width 5");
 }
 
 FG_TEST(conv_refuses_groups_not_dividing, "badinput") {
-  bad_spec c = {"conv2d",
-                4,
-                4,
-                {1, 6, 5, 5},
-                {4, 2, 3, 3},
-                -1,
-                "groups",
-                {4},
-                0,
-                "groups 4 does not divide input 0 (x)'s 6 channels"};
-  expect_refusal(&c);
-  bad_spec o = {"conv2d",
-                4,
-                4,
-                {1, 6, 5, 5},
-                {4, 2, 3, 3},
-                -1,
-                "groups",
-                {3},
-                0,
-                "groups 3 does not divide input 1 (w)'s 4 output channels"};
-  expect_refusal(&o);
-  bad_spec t = {"conv_transpose2d",
-                4,
-                4,
-                {1, 6, 5, 5},
-                {6, 2, 3, 3},
-                -1,
-                "groups",
-                {4},
-                0,
-                "groups 4 does not divide input 0 (x)'s 6 channels"};
-  expect_refusal(&t);
+  REFUSE("conv2d", 4, 4, {1, 6, 5, 5}, {4, 2, 3, 3}, -1, "groups", {4}, 0,
+         "groups 4 does not divide input 0 (x)'s 6 channels");
+  REFUSE("conv2d", 4, 4, {1, 6, 5, 5}, {4, 2, 3, 3}, -1, "groups", {3}, 0,
+         "groups 3 does not divide input 1 (w)'s 4 output channels");
+  REFUSE("conv_transpose2d", 4, 4, {1, 6, 5, 5}, {6, 2, 3, 3}, -1, "groups", {4}, 0,
+         "groups 4 does not divide input 0 (x)'s 6 channels");
 }
 
 FG_TEST(conv_refuses_negative_pad_and_zero_stride_dilation, "badinput") {
-  bad_spec p = {"conv2d",
-                4,
-                4,
-                {1, 3, 5, 5},
-                {2, 3, 3, 3},
-                -1,
-                "pads",
-                {0, -1, 0, 0},
-                4,
-                "pads[1] = -1 must be >= 0"};
-  expect_refusal(&p);
-  bad_spec s = {"conv2d",
-                4,
-                4,
-                {1, 3, 5, 5},
-                {2, 3, 3, 3},
-                -1,
-                "strides",
-                {1, 0},
-                2,
-                "strides[1] = 0 must be >= 1"};
-  expect_refusal(&s);
-  bad_spec d = {"conv_transpose2d",
-                4,
-                4,
-                {1, 3, 5, 5},
-                {3, 3, 3, 3},
-                -1,
-                "dilations",
-                {0, 1},
-                2,
-                "dilations[0] = 0 must be >= 1"};
-  expect_refusal(&d);
-  bad_spec g = {"conv2d",
-                4,
-                4,
-                {1, 3, 5, 5},
-                {2, 3, 3, 3},
-                -1,
-                "groups",
-                {0},
-                0,
-                "'groups' = 0 must be in [1,"};
-  expect_refusal(&g);
-  bad_spec n = {"conv2d",
-                4,
-                4,
-                {1, 3, 5, 5},
-                {2, 3, 3, 3},
-                -1,
-                "strides",
-                {1, 2, 3},
-                3,
-                "has 3 entries, expected 2"};
-  expect_refusal(&n);
+  REFUSE("conv2d", 4, 4, {1, 3, 5, 5}, {2, 3, 3, 3}, -1, "pads", {0, -1, 0, 0}, 4,
+         "pads[1] = -1 must be >= 0");
+  REFUSE("conv2d", 4, 4, {1, 3, 5, 5}, {2, 3, 3, 3}, -1, "strides", {1, 0}, 2,
+         "strides[1] = 0 must be >= 1");
+  REFUSE("conv_transpose2d", 4, 4, {1, 3, 5, 5}, {3, 3, 3, 3}, -1, "dilations", {0, 1}, 2,
+         "dilations[0] = 0 must be >= 1");
+  REFUSE("conv2d", 4, 4, {1, 3, 5, 5}, {2, 3, 3, 3}, -1, "groups", {0}, 0,
+         "'groups' = 0 must be in [1,");
+  REFUSE("conv2d", 4, 4, {1, 3, 5, 5}, {2, 3, 3, 3}, -1, "strides", {1, 2, 3}, 3,
+         "has 3 entries, expected 2");
 }
 
 FG_TEST(conv_refuses_channels_bias_rank, "badinput") {
-  bad_spec c = {"conv2d",
-                4,
-                4,
-                {1, 8, 5, 5},
-                {4, 3, 3, 3},
-                -1,
-                "groups",
-                {2},
-                0,
-                "has 3 channels per group, expected C/groups = 8/2 = 4"};
-  expect_refusal(&c);
-  bad_spec b = {"conv2d",
-                4,
-                4,
-                {1, 3, 5, 5},
-                {4, 3, 3, 3},
-                5,
-                NULL,
-                {0},
-                0,
-                "input 2 (b) has 5 entries, expected the 4 output channels"};
-  expect_refusal(&b);
-  bad_spec r = {"conv2d", 3,    4,   {1, 3, 5}, {4, 3, 3, 3},
-                -1,       NULL, {0}, 0,         "input 0 (x) shape [1,3,5] has rank 3, expected 4"};
-  expect_refusal(&r);
-  bad_spec rw = {"conv2d",  4,
-                 3,         {1, 3, 5, 5},
-                 {4, 3, 3}, -1,
-                 NULL,      {0},
-                 0,         "input 1 (w) shape [4,3,3] has rank 3, expected 4"};
-  expect_refusal(&rw);
-  bad_spec tb = {"conv_transpose2d",
-                 4,
-                 4,
-                 {1, 4, 5, 5},
-                 {4, 3, 3, 3},
-                 4,
-                 "groups",
-                 {2},
-                 0,
-                 "input 2 (b) has 4 entries, expected the 6 output channels"};
-  expect_refusal(&tb);
+  REFUSE("conv2d", 4, 4, {1, 8, 5, 5}, {4, 3, 3, 3}, -1, "groups", {2}, 0,
+         "has 3 channels per group, expected C/groups = 8/2 = 4");
+  REFUSE("conv2d", 4, 4, {1, 3, 5, 5}, {4, 3, 3, 3}, 5, NULL, {0}, 0,
+         "input 2 (b) has 5 entries, expected the 4 output channels");
+  REFUSE("conv2d", 3, 4, {1, 3, 5}, {4, 3, 3, 3}, -1, NULL, {0}, 0,
+         "input 0 (x) shape [1,3,5] has rank 3, expected 4");
+  REFUSE("conv2d", 4, 3, {1, 3, 5, 5}, {4, 3, 3}, -1, NULL, {0}, 0,
+         "input 1 (w) shape [4,3,3] has rank 3, expected 4");
+  REFUSE("conv_transpose2d", 4, 4, {1, 4, 5, 5}, {4, 3, 3, 3}, 4, "groups", {2}, 0,
+         "input 2 (b) has 4 entries, expected the 6 output channels");
 }
 
 FG_TEST(conv_refuses_bad_same_and_output_padding, "badinput") {
-  bad_spec op = {"conv_transpose2d",
-                 4,
-                 4,
-                 {1, 3, 5, 5},
-                 {3, 3, 3, 3},
-                 -1,
-                 "output_padding",
-                 {2, 0},
-                 2,
-                 "'output_padding'[0] = 2 must be smaller than the stride 1"};
-  expect_refusal(&op);
-  bad_spec small = {
-      "conv_transpose2d",    4, 4, {1, 3, 1, 5}, {3, 3, 1, 1}, -1, "pads", {1, 0, 1, 0}, 4,
-      "output height -1 < 1"};
-  expect_refusal(&small);
+  REFUSE("conv_transpose2d", 4, 4, {1, 3, 5, 5}, {3, 3, 3, 3}, -1, "output_padding", {2, 0}, 2,
+         "'output_padding'[0] = 2 must be smaller than the stride 1");
+  REFUSE("conv_transpose2d", 4, 4, {1, 3, 1, 5}, {3, 3, 1, 1}, -1, "pads", {1, 0, 1, 0}, 4,
+         "output height -1 < 1");
   /* auto_pad is a string attribute: set it through the generic API. */
   fg_graph *g = fg_graph_new();
   int64_t xd[4] = {1, 3, 5, 5}, wd[4] = {2, 3, 3, 3};
@@ -741,8 +616,7 @@ FG_TEST(conv_cuda_matches_cpu_random, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   const int threads[2] = {1, 1};
   const char *const devices[2] = {NULL, "cuda:0"};
   fg_conv2d_opts o = {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1, 0, {0, 0}};

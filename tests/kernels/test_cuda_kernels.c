@@ -226,16 +226,6 @@ static uint64_t rng(void) {
 }
 static double urand(void) { return (double)(rng() >> 11) / 9007199254740992.0; }
 
-static void put(void *data, fg_dtype dt, int64_t i, double v) {
-  switch (dt) {
-  case FG_F32: ((float *)data)[i] = (float)v; break;
-  case FG_F64: ((double *)data)[i] = v; break;
-  case FG_I32: ((int32_t *)data)[i] = (int32_t)v; break;
-  case FG_I64: ((int64_t *)data)[i] = (int64_t)v; break;
-  default: ((uint8_t *)data)[i] = v != 0; break;
-  }
-}
-
 FGT_HARNESS static void fill_random(void *data, const tin *t) {
   const int64_t n = numel_of(t->rank, t->dims);
   const int is_int = t->dt == FG_I32 || t->dt == FG_I64;
@@ -258,11 +248,11 @@ FGT_HARNESS static void fill_random(void *data, const tin *t) {
     if (t->dt == FG_I64 && t->kind == K_SPECIAL && i % 5 == 0)
       ((int64_t *)data)[i] = (int64_t)(rng() >> 1) * (i % 2 ? 1 : -1);
     else if (is_int && (v != v || v > 1e18 || v < -1e18))
-      put(data, t->dt, i, 0);
+      elem_store(data, t->dt, i, 0);
     else if (t->dt == FG_I32 && (v > 2e9 || v < -2e9))
-      put(data, t->dt, i, v > 0 ? 2147483647.0 : -2147483648.0);
+      elem_store(data, t->dt, i, v > 0 ? 2147483647.0 : -2147483648.0);
     else
-      put(data, t->dt, i, v);
+      elem_store(data, t->dt, i, v);
   }
 }
 

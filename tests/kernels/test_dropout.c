@@ -580,8 +580,7 @@ FG_TEST(cuda_dropout_vs_cpu, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   cudaStream_t stream;
   FG_REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
   const int64_t sizes[4] = {1, 7, 4099, 1000003};
@@ -638,8 +637,7 @@ FG_TEST(cuda_dropout_session_matches_cpu, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   const int64_t rows = 64, cols = 129, n = rows * cols;
   fg_graph *g = drop_graph(rows, cols, 0.5);
   fg_tensor *x = ones(rows, cols);

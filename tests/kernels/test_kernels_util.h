@@ -1,10 +1,11 @@
-/* Helpers shared by the kernel tests: a seeded random stream and reading an
- * element of any dtype as a double. */
+/* Helpers shared by the kernel tests: a seeded random stream, reading and
+ * writing an element of any dtype as a double, and tensors from doubles. */
 #ifndef FG_TEST_KERNELS_UTIL_H
 #define FG_TEST_KERNELS_UTIL_H
 
 #include <stdint.h>
 
+#include "flowgraph/tensor.h"
 #include "flowgraph/types.h"
 
 static inline uint64_t rng_next(uint64_t *s) { /* splitmix64 */
@@ -28,6 +29,34 @@ static inline double elem_as_double(const void *data, fg_dtype dt, int64_t i) {
   case FG_I64: return (double)((const int64_t *)data)[i];
   default: return ((const uint8_t *)data)[i];
   }
+}
+
+/* Stores v as element i of a buffer of dtype dt (converted; bool: v != 0). */
+static inline void elem_store(void *data, fg_dtype dt, int64_t i, double v) {
+  switch (dt) {
+  case FG_F32: ((float *)data)[i] = (float)v; break;
+  case FG_F64: ((double *)data)[i] = v; break;
+  case FG_I32: ((int32_t *)data)[i] = (int32_t)v; break;
+  case FG_I64: ((int64_t *)data)[i] = (int64_t)v; break;
+  default: ((uint8_t *)data)[i] = v != 0; break;
+  }
+}
+
+/* A new tensor of dtype dt holding v's values, converted; NULL when out of
+ * memory. */
+static inline fg_tensor *tensor_of_doubles(fg_dtype dt, int rank, const int64_t *dims,
+                                           const double *v) {
+  fg_tensor *t = fg_tensor_new(dt, rank, dims, NULL);
+  if (!t) return NULL;
+  const int64_t n = fg_tensor_num_elements(t);
+  for (int64_t i = 0; i < n; i++)
+    elem_store(fg_tensor_data(t), dt, i, v[i]);
+  return t;
+}
+
+/* Element i of t as a double. */
+static inline double tensor_elem(const fg_tensor *t, int64_t i) {
+  return elem_as_double(fg_tensor_data(t), fg_tensor_dtype(t), i);
 }
 
 #endif

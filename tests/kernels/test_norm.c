@@ -13,6 +13,7 @@
 
 #include "data/norm_refs.h"
 #include "fgtest.h"
+#include "test_kernels_util.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/flowgraph.h"
 
@@ -22,28 +23,10 @@
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static fg_tensor *tens(fg_dtype dt, int rank, const int64_t *dims, const double *v) {
-  fg_tensor *t = fg_tensor_new(dt, rank, dims, NULL);
-  if (!t) return NULL;
-  const int64_t n = fg_tensor_num_elements(t);
-  for (int64_t i = 0; i < n; i++) {
-    if (dt == FG_F32)
-      ((float *)fg_tensor_data(t))[i] = (float)v[i];
-    else
-      ((double *)fg_tensor_data(t))[i] = v[i];
-  }
-  return t;
-}
-
 static fg_tensor *flag(int on) {
   fg_tensor *t = fg_tensor_new(FG_BOOL, 0, NULL, NULL);
   if (t) *(uint8_t *)fg_tensor_data(t) = (uint8_t)on;
   return t;
-}
-
-static double at(const fg_tensor *t, int64_t i) {
-  return fg_tensor_dtype(t) == FG_F32 ? ((const float *)fg_tensor_data(t))[i]
-                                      : ((const double *)fg_tensor_data(t))[i];
 }
 
 /* Counts (and reports the first few) elements off by more than
@@ -61,13 +44,13 @@ static int close_to(const fg_tensor *t, const double *ref, int64_t n, double tol
   }
   int bad = 0;
   for (int64_t i = 0; i < n; i++)
-    if (!(fabs(at(t, i) - ref[i]) <= tol * (fabs(ref[i]) + 1)) && bad++ < 4)
-      FG_FAIL_AT("%s[%lld] = %.17g, torch %.17g", what, (long long)i, at(t, i), ref[i]);
+    if (!(fabs(tensor_elem(t, i) - ref[i]) <= tol * (fabs(ref[i]) + 1)) && bad++ < 4)
+      FG_FAIL_AT("%s[%lld] = %.17g, torch %.17g", what, (long long)i, tensor_elem(t, i), ref[i]);
   return bad;
 }
 
 static fg_output variable(fg_graph *g, const char *name, fg_dtype dt, int64_t n, const double *v) {
-  fg_tensor *t = tens(dt, 1, &n, v);
+  fg_tensor *t = tensor_of_doubles(dt, 1, &n, v);
   fg_output o = fg_variable(g, name, t);
   fg_tensor_free(t);
   return o;
@@ -126,7 +109,7 @@ static void check_case(const nref *c, fg_dtype dt) {
   }
   fg_tensor *trt = flag(c->training);
   fg_output tr = fg_constant(g, "training", trt);
-  fg_tensor *dyt = tens(dt, c->rank, c->dims, c->dy);
+  fg_tensor *dyt = tensor_of_doubles(dt, c->rank, c->dims, c->dy);
   fg_output y = build(g, c, dt, x, w, b, tr);
   fg_set_name(g, y, "y");
   fg_output loss = fg_reduce_sum(g, fg_mul(g, y, fg_constant(g, "dy", dyt)), NULL, 0, 0);
@@ -139,9 +122,9 @@ static void check_case(const nref *c, fg_dtype dt) {
   const char *names[4] = {"y", "dx", "dw", "db"};
   for (int i = 0; i < nw; i++)
     fg_set_name(g, fg_identity(g, d[i]), names[i + 1]);
-  fg_tensor *xt = tens(dt, c->rank, c->dims, c->x);
-  fg_tensor *wt = c->prank ? tens(dt, c->prank, c->pdims, c->w) : NULL;
-  fg_tensor *bt = c->prank ? tens(dt, c->prank, c->pdims, c->b) : NULL;
+  fg_tensor *xt = tensor_of_doubles(dt, c->rank, c->dims, c->x);
+  fg_tensor *wt = c->prank ? tensor_of_doubles(dt, c->prank, c->pdims, c->w) : NULL;
+  fg_tensor *bt = c->prank ? tensor_of_doubles(dt, c->prank, c->pdims, c->b) : NULL;
   fg_feed feeds[3] = {{"x", xt}, {"w", wt}, {"b", bt}};
   fg_tensor *out[4] = {0};
   fg_session *s = fg_session_new(g, NULL, st);
@@ -235,7 +218,7 @@ static void three_steps(fg_dtype dt) {
   fg_output x = fg_placeholder(g, "x", dt, 4, dims);
   fg_output w = variable(g, "w", dt, 3, bn_w0), b = variable(g, "b", dt, 3, bn_b0);
   fg_output rm = variable(g, "rm", dt, 3, bn_rm0), rv = variable(g, "rv", dt, 3, bn_rv0);
-  fg_tensor *on = flag(1), *dyt = tens(dt, 4, dims, bn_dy);
+  fg_tensor *on = flag(1), *dyt = tensor_of_doubles(dt, 4, dims, bn_dy);
   fg_output y = fg_batch_norm(g, x, w, b, rm, rv, fg_constant(g, "training", on), 0.1, 1e-5);
   fg_output loss = fg_reduce_sum(g, fg_mul(g, y, fg_constant(g, "dy", dyt)), NULL, 0, 0);
   fg_optimizer_config cfg;
@@ -254,7 +237,7 @@ static void three_steps(fg_dtype dt) {
   const double *xs[3] = {bn_x0, bn_x1, bn_x2};
   const char *target = fg_node_name(g, train.node);
   for (int k = 0; k < 3; k++) {
-    fg_tensor *xt = tens(dt, 4, dims, xs[k]);
+    fg_tensor *xt = tensor_of_doubles(dt, 4, dims, xs[k]);
     fg_feed f = {"x", xt};
     if (fg_session_run(s, &f, 1, NULL, 0, NULL, &target, 1, st) != 0)
       FG_FAIL_AT("step %d: %s", k, fg_status_message(st));
@@ -324,19 +307,19 @@ FG_TEST(batch_norm_update_by_hand_and_noop_in_inference, "") {
   const char *target = fg_node_name(g, up);
   fg_session *s = fg_session_new(g, NULL, st);
   FG_REQUIRE(s != NULL);
-  fg_tensor *xt = tens(FG_F64, 2, dims, xv), *off = flag(0), *on = flag(1);
+  fg_tensor *xt = tensor_of_doubles(FG_F64, 2, dims, xv), *off = flag(0), *on = flag(1);
   fg_feed f[2] = {{"x", xt}, {"training", off}};
   FG_CHECK(fg_session_run(s, f, 2, NULL, 0, NULL, &target, 1, st) == 0);
   fg_tensor *a = fg_session_variable(s, "rm", st), *v = fg_session_variable(s, "rv", st);
-  FG_CHECK(a && at(a, 0) == 0.5 && v && at(v, 0) == 2);
+  FG_CHECK(a && tensor_elem(a, 0) == 0.5 && v && tensor_elem(v, 0) == 2);
   fg_tensor_free(a);
   fg_tensor_free(v);
   f[1].tensor = on;
   FG_CHECK(fg_session_run(s, f, 2, NULL, 0, NULL, &target, 1, st) == 0);
   a = fg_session_variable(s, "rm", st);
   v = fg_session_variable(s, "rv", st);
-  FG_CHECK_NEAR(at(a, 0), 0.75 * 0.5 + 0.25 * 3, 1e-15);
-  FG_CHECK_NEAR(at(v, 0), 0.75 * 2 + 0.25 * 14.0 / 3, 1e-15);
+  FG_CHECK_NEAR(tensor_elem(a, 0), 0.75 * 0.5 + 0.25 * 3, 1e-15);
+  FG_CHECK_NEAR(tensor_elem(v, 0), 0.75 * 2 + 0.25 * 14.0 / 3, 1e-15);
   fg_tensor_free(a);
   fg_tensor_free(v);
   fg_tensor_free(xt);
@@ -372,7 +355,7 @@ FG_TEST(batch_norm_data_parallel_per_replica_stats, "dist") {
   if (!dp) FG_FAIL_AT("fg_data_parallel: %s", fg_status_message(st));
   fg_session *s = dp ? fg_session_new(dp, NULL, st) : NULL;
   if (s) {
-    fg_tensor *xt = tens(FG_F64, 2, fed, xv);
+    fg_tensor *xt = tensor_of_doubles(FG_F64, 2, fed, xv);
     fg_feed f = {"x", xt};
     const char *target = fg_graph_metadata(dp, "train_target");
     if (fg_session_run(s, &f, 1, NULL, 0, NULL, &target, 1, st) != 0)
@@ -410,7 +393,7 @@ FG_TEST(batch_norm_training_single_value_refused, "badinput") {
   fg_set_name(g, y, "bn");
   fg_session *s = fg_session_new(g, NULL, st);
   FG_REQUIRE(s != NULL);
-  fg_tensor *xt = tens(FG_F64, 2, dims, one3), *out = NULL;
+  fg_tensor *xt = tensor_of_doubles(FG_F64, 2, dims, one3), *out = NULL;
   fg_feed f = {"x", xt};
   const char *fetch = "bn";
   FG_CHECK(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) != 0);
@@ -435,7 +418,7 @@ static void both_modes(fg_graph *h, const char *how) {
   for (int mode = 1; s && mode >= 0; mode--) {
     /* The training run does not reach the update node (not fetched), so
      * the inference run still sees bn_rm3. */
-    fg_tensor *xt = tens(FG_F64, 4, dims, xs[1 - mode]), *t = flag(mode), *out = NULL;
+    fg_tensor *xt = tensor_of_doubles(FG_F64, 4, dims, xs[1 - mode]), *t = flag(mode), *out = NULL;
     fg_feed f[2] = {{"x", xt}, {"training", t}};
     const char *fetch = "y";
     char what[96];
@@ -525,61 +508,30 @@ static void bad_batch_norm(const bad_bn *c) {
   refused(g, "batch_norm", c->want);
 }
 
+/* A bad_bn row as a call, so each case takes a line or two. */
+#define BN_CASE(...)                                                                               \
+  { __VA_ARGS__ }
+
 FG_TEST(batch_norm_bad_inputs_refused, "badinput") {
   const bad_bn cases[] = {
-      {{4, 3, 5},
-       3,
-       {4, 3, 3, 3},
-       FG_BOOL,
-       0,
-       0.1,
-       1e-5,
-       "input 1 (scale) has length 4, but x has C = 3"},
-      {{4, 3, 5},
-       3,
-       {3, 2, 3, 3},
-       FG_BOOL,
-       0,
-       0.1,
-       1e-5,
-       "input 2 (shift) has length 2, but x has C = 3"},
-      {{4, 3, 5},
-       3,
-       {3, 3, 5, 3},
-       FG_BOOL,
-       0,
-       0.1,
-       1e-5,
-       "input 3 (running_mean) has length 5, but x has C = 3"},
-      {{4, 3, 5},
-       3,
-       {3, 3, 3, 1},
-       FG_BOOL,
-       0,
-       0.1,
-       1e-5,
-       "input 4 (running_var) has length 1, but x has C = 3"},
-      {{6}, 1, {3, 3, 3, 3}, FG_BOOL, 0, 0.1, 1e-5, "shape [6] has rank 1"},
-      {{4, 3}, 2, {3, 3, 3, 3}, FG_BOOL, 0, 0.1, 0, "attribute 'epsilon' = 0 must be > 0"},
-      {{4, 3}, 2, {3, 3, 3, 3}, FG_BOOL, 0, 0.1, -1e-3, "'epsilon' = -0.001 must be > 0"},
-      {{4, 3}, 2, {3, 3, 3, 3}, FG_BOOL, 0, 1.5, 1e-5, "'momentum' = 1.5 must be in [0, 1]"},
-      {{4, 3}, 2, {3, 3, 3, 3}, FG_BOOL, 0, -0.1, 1e-5, "'momentum' = -0.1 must be in [0, 1]"},
-      {{4, 3},
-       2,
-       {3, 3, 3, 3},
-       FG_F32,
-       0,
-       0.1,
-       1e-5,
-       "input 5 (training) is f32 []; it must be a bool scalar"},
-      {{4, 3},
-       2,
-       {3, 3, 3, 3},
-       FG_BOOL,
-       1,
-       0.1,
-       1e-5,
-       "input 5 (training) is bool [2]; it must be a bool scalar"},
+      BN_CASE({4, 3, 5}, 3, {4, 3, 3, 3}, FG_BOOL, 0, 0.1, 1e-5,
+              "input 1 (scale) has length 4, but x has C = 3"),
+      BN_CASE({4, 3, 5}, 3, {3, 2, 3, 3}, FG_BOOL, 0, 0.1, 1e-5,
+              "input 2 (shift) has length 2, but x has C = 3"),
+      BN_CASE({4, 3, 5}, 3, {3, 3, 5, 3}, FG_BOOL, 0, 0.1, 1e-5,
+              "input 3 (running_mean) has length 5, but x has C = 3"),
+      BN_CASE({4, 3, 5}, 3, {3, 3, 3, 1}, FG_BOOL, 0, 0.1, 1e-5,
+              "input 4 (running_var) has length 1, but x has C = 3"),
+      BN_CASE({6}, 1, {3, 3, 3, 3}, FG_BOOL, 0, 0.1, 1e-5, "shape [6] has rank 1"),
+      BN_CASE({4, 3}, 2, {3, 3, 3, 3}, FG_BOOL, 0, 0.1, 0, "attribute 'epsilon' = 0 must be > 0"),
+      BN_CASE({4, 3}, 2, {3, 3, 3, 3}, FG_BOOL, 0, 0.1, -1e-3, "'epsilon' = -0.001 must be > 0"),
+      BN_CASE({4, 3}, 2, {3, 3, 3, 3}, FG_BOOL, 0, 1.5, 1e-5, "'momentum' = 1.5 must be in [0, 1]"),
+      BN_CASE({4, 3}, 2, {3, 3, 3, 3}, FG_BOOL, 0, -0.1, 1e-5,
+              "'momentum' = -0.1 must be in [0, 1]"),
+      BN_CASE({4, 3}, 2, {3, 3, 3, 3}, FG_F32, 0, 0.1, 1e-5,
+              "input 5 (training) is f32 []; it must be a bool scalar"),
+      BN_CASE({4, 3}, 2, {3, 3, 3, 3}, FG_BOOL, 1, 0.1, 1e-5,
+              "input 5 (training) is bool [2]; it must be a bool scalar"),
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     bad_batch_norm(&cases[i]);
@@ -626,7 +578,7 @@ FG_TEST(group_instance_layer_norm_bad_inputs_refused, "badinput") {
   refused(g, "fg_layer_norm", "normalized_rank = 5 must be in [1, 4]");
   g = fg_graph_new();
   x = fg_placeholder(g, "x", FG_F32, 4, x4);
-  fg_tensor *pt = tens(FG_F32, 2, p2, v);
+  fg_tensor *pt = tensor_of_doubles(FG_F32, 2, p2, v);
   fg_output p = fg_constant(g, "p", pt);
   fg_tensor_free(pt);
   fg_layer_norm(g, x, p, p, 2, 1e-5);
@@ -642,7 +594,7 @@ FG_TEST(group_instance_layer_norm_bad_inputs_refused, "badinput") {
 FG_TEST(batch_norm_update_stats_bad_inputs_refused, "badinput") {
   const double v[3] = {0, 0, 0};
   fg_graph *g = fg_graph_new();
-  fg_tensor *on = flag(1), *two = tens(FG_F32, 1, (const int64_t[]){2}, v);
+  fg_tensor *on = flag(1), *two = tensor_of_doubles(FG_F32, 1, (const int64_t[]){2}, v);
   fg_output in[5] = {variable(g, "rm", FG_F32, 3, v), variable(g, "rv", FG_F32, 3, v),
                      fg_constant(g, "m", two), variable(g, "var", FG_F32, 3, v),
                      fg_constant(g, "tr", on)};
@@ -705,7 +657,8 @@ static int run_all(const char *device, int threads, fg_tensor **out) {
   }
   for (int i = 0; i < 16; i++)
     pv[i] = 0.5 + 0.1 * i, qv[i] = 0.2 * i - 0.4, rv[i] = 1 + 0.3 * i;
-  fg_tensor *xt = tens(FG_F32, 4, d, xv), *wt = tens(FG_F32, 4, d, wv), *on = flag(1);
+  fg_tensor *xt = tensor_of_doubles(FG_F32, 4, d, xv), *wt = tensor_of_doubles(FG_F32, 4, d, wv),
+            *on = flag(1);
   fg_output x = fg_variable(g, "x", xt);
   fg_output w = variable(g, "w", FG_F32, c, pv), b = variable(g, "b", FG_F32, c, qv);
   fg_output rm = variable(g, "rm", FG_F32, c, qv), rvar = variable(g, "rv", FG_F32, c, rv);
@@ -775,8 +728,7 @@ FG_TEST(cuda_norm_matches_cpu, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   fg_tensor *cpu[N_ALL] = {0}, *gpu[N_ALL] = {0};
   if (run_all(NULL, 0, cpu) == 0 && run_all("cuda:0", 0, gpu) == 0) {
     for (int i = 0; i < N_ALL; i++) {
@@ -784,7 +736,7 @@ FG_TEST(cuda_norm_matches_cpu, "gpu") {
       const int64_t n = fg_tensor_num_elements(cpu[i]);
       double *ref = malloc((size_t)n * sizeof *ref);
       for (int64_t k = 0; k < n; k++)
-        ref[k] = at(cpu[i], k);
+        ref[k] = tensor_elem(cpu[i], k);
       char what[32];
       snprintf(what, sizeof what, "cuda vs cpu, fetch %d", i);
       close_to(gpu[i], ref, n, 1e-5, what);

@@ -14,6 +14,7 @@
 #include "../data/pool_fixtures.h"
 #include "autodiff/grad.h"
 #include "fgtest.h"
+#include "test_kernels_util.h"
 #include "flowgraph/flowgraph.h"
 #include "graph/op_table.h"
 #include "kernels/kernel.h"
@@ -45,24 +46,6 @@ static fg_output build_case(fg_graph *g, const pool_case *c, fg_output x) {
 
 static int64_t numel4(const int64_t *d) { return d[0] * d[1] * d[2] * d[3]; }
 
-static fg_tensor *tensor_from(fg_dtype dt, const int64_t *dims, const double *v) {
-  fg_tensor *t = fg_tensor_new(dt, 4, dims, NULL);
-  if (!t) return NULL;
-  const int64_t n = numel4(dims);
-  for (int64_t i = 0; i < n; i++) {
-    if (dt == FG_F32)
-      ((float *)fg_tensor_data(t))[i] = (float)v[i];
-    else
-      ((double *)fg_tensor_data(t))[i] = v[i];
-  }
-  return t;
-}
-
-static double elem(const fg_tensor *t, int64_t i) {
-  return fg_tensor_dtype(t) == FG_F32 ? ((const float *)fg_tensor_data(t))[i]
-                                      : ((const double *)fg_tensor_data(t))[i];
-}
-
 /* Graph: x placeholder, y = pool(x), dx = gradient of y with seed dy
  * (a constant); names "x", "y", "dx". */
 static fg_graph *case_graph(const pool_case *c, fg_dtype dt) {
@@ -71,7 +54,7 @@ static fg_graph *case_graph(const pool_case *c, fg_dtype dt) {
   fg_output y = build_case(g, c, x);
   fg_set_name(g, y, "y");
   const int64_t yd[4] = {c->dims[0], c->dims[1], c->out[0], c->out[1]};
-  fg_tensor *dyt = tensor_from(dt, yd, c->dy);
+  fg_tensor *dyt = tensor_of_doubles(dt, 4, yd, c->dy);
   fg_output dy = fg_constant(g, "dy", dyt);
   fg_tensor_free(dyt);
   fg_output dx;
@@ -90,7 +73,7 @@ static int run_case(fg_graph *g, const pool_case *c, fg_dtype dt, int threads, c
   so.num_threads = threads;
   if (device) so.device = device;
   fg_session *s = fg_session_new(g, &so, st);
-  fg_tensor *xt = tensor_from(dt, c->dims, c->x);
+  fg_tensor *xt = tensor_of_doubles(dt, 4, c->dims, c->x);
   fg_feed feed = {"x", xt};
   const char *fetch[2] = {"y", "dx"};
   fg_tensor *out[2] = {NULL, NULL};
@@ -108,7 +91,7 @@ static int run_case(fg_graph *g, const pool_case *c, fg_dtype dt, int threads, c
 static double max_err(const fg_tensor *got, const double *want, int64_t n) {
   double e = 0;
   for (int64_t i = 0; i < n; i++) {
-    const double d = fabs(elem(got, i) - want[i]) / (fabs(want[i]) + 1);
+    const double d = fabs(tensor_elem(got, i) - want[i]) / (fabs(want[i]) + 1);
     if (!(d <= e)) e = d; /* NaN counts as an error */
   }
   return e;
@@ -157,6 +140,20 @@ FG_TEST(pool_fixture_coverage, "") {
   FG_CHECK(ceil >= 3 && asym >= 3 && dil >= 3 && cip0 >= 3 && cip1 >= 3 && adapt_odd >= 2);
 }
 
+/* One run of g feeding xt as placeholder "x": the tensor named `fetch`
+ * (the caller frees it), or NULL after reporting the failure. */
+static fg_tensor *run_x(fg_graph *g, fg_tensor *xt, const char *fetch) {
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(g, NULL, st);
+  fg_feed f = {"x", xt};
+  fg_tensor *out = NULL;
+  if (!s || fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) != 0)
+    FG_FAIL_AT("running the pool graph: %s", fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return out;
+}
+
 /* Ties: a window of equal maxima sends the whole gradient to its first
  * element (by hand: one 2x2 window over [[1, 1], [1, 1]]). */
 FG_TEST(pool_max_tie_first_wins, "") {
@@ -168,24 +165,17 @@ FG_TEST(pool_max_tie_first_wins, "") {
   fg_output dx;
   FG_REQUIRE(fg_gradients(g, &y, 1, &x, 1, NULL, &dx, NULL) == 0);
   fg_set_name(g, dx, "dx");
-  fg_status *st = fg_status_new();
-  fg_session *s = fg_session_new(g, NULL, st);
-  FG_REQUIRE(s);
   const double xv[6] = {1, 1, 3, 1, 1, 3};
-  fg_tensor *xt = fg_tensor_new(FG_F64, 4, d, st);
+  fg_tensor *xt = fg_tensor_new(FG_F64, 4, d, NULL);
   memcpy(fg_tensor_data(xt), xv, sizeof xv);
-  fg_feed f = {"x", xt};
-  const char *fetch = "dx";
-  fg_tensor *out = NULL;
-  FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+  fg_tensor *out = run_x(g, xt, "dx");
+  FG_REQUIRE(out);
   /* windows: cols 0-1 -> max 1 first at (0,0); cols 1-2 -> 3 first at (0,2) */
   const double want[6] = {1, 0, 1, 0, 0, 0};
   for (int i = 0; i < 6; i++)
-    FG_CHECK_NEAR(elem(out, i), want[i], 0);
+    FG_CHECK_NEAR(tensor_elem(out, i), want[i], 0);
   fg_tensor_free(out);
   fg_tensor_free(xt);
-  fg_session_free(s);
-  fg_status_free(st);
   fg_graph_free(g);
 }
 
@@ -196,22 +186,15 @@ FG_TEST(pool_max_nan_propagates, "") {
   fg_output x = fg_placeholder(g, "x", FG_F32, 4, d);
   fg_pool2d_opts o = {{1, 2}, {0, 0}, {0, 0, 0, 0}, {0, 0}, 0, 0};
   fg_set_name(g, fg_max_pool2d(g, x, &o), "y");
-  fg_status *st = fg_status_new();
-  fg_session *s = fg_session_new(g, NULL, st);
-  FG_REQUIRE(s);
   const float xv[4] = {NAN, 5, 2, 1};
-  fg_tensor *xt = fg_tensor_new(FG_F32, 4, d, st);
+  fg_tensor *xt = fg_tensor_new(FG_F32, 4, d, NULL);
   memcpy(fg_tensor_data(xt), xv, sizeof xv);
-  fg_feed f = {"x", xt};
-  const char *fetch = "y";
-  fg_tensor *out = NULL;
-  FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
-  FG_CHECK(isnan(elem(out, 0)));
-  FG_CHECK_NEAR(elem(out, 1), 2, 0);
+  fg_tensor *out = run_x(g, xt, "y");
+  FG_REQUIRE(out);
+  FG_CHECK(isnan(tensor_elem(out, 0)));
+  FG_CHECK_NEAR(tensor_elem(out, 1), 2, 0);
   fg_tensor_free(out);
   fg_tensor_free(xt);
-  fg_session_free(s);
-  fg_status_free(st);
   fg_graph_free(g);
 }
 
@@ -229,22 +212,15 @@ FG_TEST(pool_max_grad_nan_index, "") {
     fg_output dx;
     FG_REQUIRE(fg_gradients(g, &y, 1, &x, 1, NULL, &dx, NULL) == 0);
     fg_set_name(g, dx, "dx");
-    fg_status *st = fg_status_new();
-    fg_session *s = fg_session_new(g, NULL, st);
-    FG_REQUIRE(s);
     const double xv[6] = {1, NAN, 5, NAN, 2, NAN};
-    fg_tensor *xt = tensor_from(t, d, xv);
-    fg_feed f = {"x", xt};
-    const char *fetch = "dx";
-    fg_tensor *out = NULL;
-    FG_REQUIRE(fg_session_run(s, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+    fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
+    fg_tensor *out = run_x(g, xt, "dx");
+    FG_REQUIRE(out);
     const double want[6] = {0, 1, 0, 0, 0, 1};
     for (int i = 0; i < 6; i++)
-      FG_CHECK_NEAR(elem(out, i), want[i], 0);
+      FG_CHECK_NEAR(tensor_elem(out, i), want[i], 0);
     fg_tensor_free(out);
     fg_tensor_free(xt);
-    fg_session_free(s);
-    fg_status_free(st);
     fg_graph_free(g);
   }
 }
@@ -272,14 +248,9 @@ FG_TEST(pool_max_nan_every_path, "") {
       fg_output x = fg_placeholder(g, "x", t, 4, d);
       fg_pool2d_opts o = {{k, k}, {s, s}, {p, p, p, p}, {0, 0}, 0, 0};
       fg_set_name(g, fg_max_pool2d(g, x, &o), "y");
-      fg_status *st = fg_status_new();
-      fg_session *ss = fg_session_new(g, NULL, st);
-      FG_REQUIRE(ss);
-      fg_tensor *xt = tensor_from(t, d, xv);
-      fg_feed f = {"x", xt};
-      const char *fetch = "y";
-      fg_tensor *out = NULL;
-      FG_REQUIRE(fg_session_run(ss, &f, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+      fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
+      fg_tensor *out = run_x(g, xt, "y");
+      FG_REQUIRE(out);
       for (int64_t pl = 0; pl < 2; pl++)
         for (int64_t a = 0; a < oh; a++)
           for (int64_t b = 0; b < oh; b++) {
@@ -292,7 +263,7 @@ FG_TEST(pool_max_nan_every_path, "") {
                 nan |= isnan(v);
                 if (v > m) m = v;
               }
-            const double got = elem(out, (pl * oh + a) * oh + b);
+            const double got = tensor_elem(out, (pl * oh + a) * oh + b);
             if (nan ? !isnan(got) : got != m)
               FG_FAIL_AT("geometry %d %s plane %lld out (%lld,%lld): %g, want %s%g", gi,
                          fg_dtype_name(t), (long long)pl, (long long)a, (long long)b, got,
@@ -300,8 +271,6 @@ FG_TEST(pool_max_nan_every_path, "") {
           }
       fg_tensor_free(out);
       fg_tensor_free(xt);
-      fg_session_free(ss);
-      fg_status_free(st);
       fg_graph_free(g);
     }
 }
@@ -630,11 +599,13 @@ FG_TEST(cuda_pool_vs_cpu, "gpu") {
     FG_REQUIRE(run_case(g, &c, FG_F32, 1, "cuda:0", &y2, &d2) == 0);
     const int64_t ny = fg_tensor_num_elements(y1), nd = fg_tensor_num_elements(d1);
     for (int64_t i = 0; i < ny; i++)
-      if (!(fabs(elem(y1, i) - elem(y2, i)) <= 1e-6 * (fabs(elem(y1, i)) + 1)))
-        FG_FAIL_AT("case %d y[%lld]: cpu %g gpu %g", k, (long long)i, elem(y1, i), elem(y2, i));
+      if (!(fabs(tensor_elem(y1, i) - tensor_elem(y2, i)) <= 1e-6 * (fabs(tensor_elem(y1, i)) + 1)))
+        FG_FAIL_AT("case %d y[%lld]: cpu %g gpu %g", k, (long long)i, tensor_elem(y1, i),
+                   tensor_elem(y2, i));
     for (int64_t i = 0; i < nd; i++)
-      if (!(fabs(elem(d1, i) - elem(d2, i)) <= 1e-6 * (fabs(elem(d1, i)) + 1)))
-        FG_FAIL_AT("case %d dx[%lld]: cpu %g gpu %g", k, (long long)i, elem(d1, i), elem(d2, i));
+      if (!(fabs(tensor_elem(d1, i) - tensor_elem(d2, i)) <= 1e-6 * (fabs(tensor_elem(d1, i)) + 1)))
+        FG_FAIL_AT("case %d dx[%lld]: cpu %g gpu %g", k, (long long)i, tensor_elem(d1, i),
+                   tensor_elem(d2, i));
     fg_tensor_free(y1), fg_tensor_free(d1), fg_tensor_free(y2), fg_tensor_free(d2);
     fg_graph_free(g);
   }
@@ -659,9 +630,11 @@ FG_TEST(cuda_pool_large_vs_cpu, "gpu") {
     FG_REQUIRE(run_case(g, &c, FG_F32, 1, "cuda:0", &y2, &d2) == 0);
     int bad = 0;
     for (int64_t i = 0; i < fg_tensor_num_elements(d1); i++)
-      bad += !(fabs(elem(d1, i) - elem(d2, i)) <= 1e-6 * (fabs(elem(d1, i)) + 1));
+      bad +=
+          !(fabs(tensor_elem(d1, i) - tensor_elem(d2, i)) <= 1e-6 * (fabs(tensor_elem(d1, i)) + 1));
     for (int64_t i = 0; i < fg_tensor_num_elements(y1); i++)
-      bad += !(fabs(elem(y1, i) - elem(y2, i)) <= 1e-6 * (fabs(elem(y1, i)) + 1));
+      bad +=
+          !(fabs(tensor_elem(y1, i) - tensor_elem(y2, i)) <= 1e-6 * (fabs(tensor_elem(y1, i)) + 1));
     if (bad) FG_FAIL_AT("%s: %d mismatches", ops[k], bad);
     fg_tensor_free(y1), fg_tensor_free(d1), fg_tensor_free(y2), fg_tensor_free(d2);
     fg_graph_free(g);

@@ -710,8 +710,7 @@ FG_TEST(cuda_reduce_ops_vs_cpu, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   const fg_dtype dts[2] = {FG_F32, FG_F64};
   for (int t = 0; t < 2; t++) {
     fg_graph *g = fg_graph_new();

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fgtest.h"
+#include "test_kernels_util.h"
 #include "flowgraph/flowgraph.h"
 #include "graph/op_table.h"
 
@@ -42,33 +43,13 @@ static double ref_value(int64_t i, int k) { return (double)(((i + 100 * k) * 7) 
 static fg_tensor *ref_tensor(fg_dtype dt, int rank, const int64_t *dims, int k) {
   fg_tensor *t = fg_tensor_new(dt, rank, dims, NULL);
   if (!t) return NULL;
-  void *p = fg_tensor_data(t);
-  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++) {
-    double v = ref_value(i, k);
-    switch (dt) {
-    case FG_F32: ((float *)p)[i] = (float)v; break;
-    case FG_F64: ((double *)p)[i] = v; break;
-    case FG_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case FG_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-    default: ((uint8_t *)p)[i] = v != 0; break;
-    }
-  }
+  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
+    elem_store(fg_tensor_data(t), dt, i, ref_value(i, k));
   return t;
 }
 
 static void tensor_dims(const fg_tensor *t, int64_t *d) {
   memcpy(d, fg_tensor_dims(t), (size_t)fg_tensor_rank(t) * sizeof *d);
-}
-
-static double elem(const fg_tensor *t, int64_t i) {
-  const void *p = fg_tensor_data(t);
-  switch (fg_tensor_dtype(t)) {
-  case FG_F32: return ((const float *)p)[i];
-  case FG_F64: return ((const double *)p)[i];
-  case FG_I32: return ((const int32_t *)p)[i];
-  case FG_I64: return (double)((const int64_t *)p)[i];
-  default: return ((const uint8_t *)p)[i];
-  }
 }
 
 /* Builds the case's node on placeholders x0..; its outputs in outs. */
@@ -144,9 +125,9 @@ static void check_ref(const shape_ref *c) {
     for (int k = 0; k < c->n_out; k++) {
       FG_CHECK_INT(fg_tensor_dtype(got[k]), c->dtype);
       for (int64_t i = 0; i < fg_tensor_num_elements(got[k]); i++, at++)
-        if (elem(got[k], i) != c->y[at])
+        if (tensor_elem(got[k], i) != c->y[at])
           FG_FAIL_AT("%s: output %d element %lld is %g, NumPy's %g", c->name, k, (long long)i,
-                     elem(got[k], i), c->y[at]);
+                     tensor_elem(got[k], i), c->y[at]);
     }
   }
   for (int k = 0; k < 8; k++)
@@ -205,7 +186,7 @@ FG_TEST(flatten_squeeze_unsqueeze_shapes, "") {
   const char *fetch = "y";
   FG_REQUIRE(run_graph(g, NULL, &in, 1, &fetch, 1, &out, st) == 0);
   for (int64_t i = 0; i < 6; i++)
-    FG_CHECK(elem(out, i) == ref_value(i, 0));
+    FG_CHECK(tensor_elem(out, i) == ref_value(i, 0));
   fg_tensor_free(in);
   fg_tensor_free(out);
   fg_status_free(st);
@@ -236,7 +217,7 @@ FG_TEST(shape_ops_unknown_batch, "") {
   tensor_dims(out[2], d);
   FG_CHECK_INT(d[0], 2);
   for (int64_t i = 0; i < 12; i++)
-    FG_CHECK(elem(out[2], i) == ref_value(18 + i, 0));
+    FG_CHECK(tensor_elem(out[2], i) == ref_value(18 + i, 0));
   fg_tensor_free(in);
   for (int k = 0; k < 3; k++)
     fg_tensor_free(out[k]);
@@ -275,10 +256,11 @@ FG_TEST(pad_tile_threads_agree, "") {
   }
   /* p is [75, 6, 317]; p[0, 0, 0] is x[5, 2, 7] (mirrored); p[74, 5, 316]
    * is x[64 - 1 - 6, 3 - 1 - 1, 301 - 1 - 9] (mirrored in the end pads) */
-  FG_CHECK(elem(out[0][0], 0) == ref_value((5 * 3 + 2) * 301 + 7, 0));
-  FG_CHECK(elem(out[0][0], 75 * 6 * 317 - 1) == ref_value((57 * 3 + 1) * 301 + 291, 0));
+  FG_CHECK(tensor_elem(out[0][0], 0) == ref_value((5 * 3 + 2) * 301 + 7, 0));
+  FG_CHECK(tensor_elem(out[0][0], 75 * 6 * 317 - 1) == ref_value((57 * 3 + 1) * 301 + 291, 0));
   /* t is [128, 3, 903]; t[100, 1, 700] is x[100 % 64, 1, 700 % 301] = x[36, 1, 98] */
-  FG_CHECK(elem(out[0][1], (100 * 3 + 1) * 903 + 700) == ref_value((36 * 3 + 1) * 301 + 98, 0));
+  FG_CHECK(tensor_elem(out[0][1], (100 * 3 + 1) * 903 + 700) ==
+           ref_value((36 * 3 + 1) * 301 + 98, 0));
   for (int t = 0; t < 2; t++)
     fg_tensor_free(out[t][0]), fg_tensor_free(out[t][1]);
   fg_tensor_free(in);
@@ -527,8 +509,8 @@ FG_TEST(shape_ops_fgb_round_trip, "") {
     FG_CHECK(memcmp(fg_tensor_data(y0[k]), fg_tensor_data(y1[k]), fg_tensor_num_bytes(y0[k])) == 0);
   }
   /* b's corner is the fill; a's first row reflects x's second along dim 1 */
-  FG_CHECK(elem(y0[1], 0) == -0.5);
-  FG_CHECK(elem(y0[0], 0) == ref_value(4 + 2, 0));
+  FG_CHECK(tensor_elem(y0[1], 0) == -0.5);
+  FG_CHECK(tensor_elem(y0[0], 0) == ref_value(4 + 2, 0));
   int64_t d[FG_MAX_RANK];
   FG_CHECK_INT(fg_tensor_rank(y0[3]), 4);
   tensor_dims(y0[3], d);
@@ -597,8 +579,7 @@ FG_TEST(cuda_shape_ops_match_cpu, "gpu") {
 #ifndef FG_HAVE_CUDA
   FG_SKIP_NO_GPU("this build has no CUDA backend");
 #else
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) FG_SKIP_NO_GPU("no CUDA device");
+  FG_SKIP_NO_CUDA_DEVICE();
   fg_graph *g = all_ops_graph();
   fg_output x = fg_graph_find_output(g, "x0");
   fg_output ys[5], dx;
