@@ -153,7 +153,10 @@
   FGK_FLOAT(X, "conv2d", fgk_conv2d)                                                               \
   FGK_FLOAT(X, "conv2d_grad_input", fgk_conv2d_grad_input)                                         \
   FGK_FLOAT(X, "conv2d_grad_weight", fgk_conv2d_grad_weight)                                       \
-  FGK_FLOAT(X, "conv_transpose2d", fgk_conv_transpose2d)
+  FGK_FLOAT(X, "conv_transpose2d", fgk_conv_transpose2d)                                           \
+  /* norm_sync.c: batch_norm's statistics over the device's communicator */                        \
+  FGK_FLOAT(X, "sync_batch_norm", fgk_sync_batch_norm)                                             \
+  FGK_FLOAT(X, "sync_batch_norm_grad", fgk_sync_batch_norm_grad)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/norm_sync.h"
 
 /* Parameters summed together per chunk in the row norms' dscale/dshift. */
 #define NORM_PBLOCK 64
@@ -25,6 +26,11 @@ typedef struct bn_job {
   int64_t N, C, S;
   double eps;
   int training;
+  /* sync_batch_norm (kernels/cpu/norm_sync.c): the statistics of every
+   * replica, [mean | inv_std | var] per channel (gs) or the gradient's
+   * [sum dy / M | sum dy xhat / M] (gd); part receives the local sums. */
+  const double *gs, *gd;
+  double *part;
 } bn_job;
 
 typedef struct row_job {
@@ -138,11 +144,11 @@ static int64_t grain_for(int64_t per_item) {
 
 /* ---- the kernels ------------------------------------------------------------ */
 
-static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
+int fgk_bn_forward(const fg_kctx *ctx, fg_dtype dt, const double *gs) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, FGK_NORM_BN, dt, &g) != 0) return -1;
   const int training = *(const uint8_t *)ctx->in[5].data != 0;
-  if (training && g.N * g.S < 2)
+  if (!gs && training && g.N * g.S < 2)
     return fgk_fail(ctx, "training needs more than 1 value per channel, got %lld (N %lld x %lld)",
                     (long long)(g.N * g.S), (long long)g.N, (long long)g.S);
   bn_job J = {.x = ctx->in[0].data,
@@ -158,13 +164,30 @@ static int batch_norm(const fg_kctx *ctx, fg_dtype dt) {
               .C = g.Cg,
               .S = g.S,
               .eps = ctx->p->norm.epsilon,
-              .training = training};
+              .training = training,
+              .gs = gs};
   fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
                    dt == FG_F32 ? bn_fwd_range_f32 : bn_fwd_range_f64, &J);
   return 0;
 }
 
-static int batch_norm_grad(const fg_kctx *ctx, fg_dtype dt) {
+void fgk_bn_partials(const fg_kctx *ctx, fg_dtype dt, int grad, const fgk_norm_geom *g,
+                     const double *gm, double *part) {
+  const int x = grad ? 1 : 0;
+  bn_job J = {.x = ctx->in[x].data,
+              .dy = grad ? ctx->in[0].data : NULL,
+              .mean = grad ? (void *)ctx->in[3].data : NULL,
+              .inv = grad ? (void *)ctx->in[4].data : NULL,
+              .N = g->N,
+              .C = g->Cg,
+              .S = g->S,
+              .gs = gm,
+              .part = part};
+  fgk_parallel_for(ctx, g->Cg, grain_for(g->N * g->S),
+                   dt == FG_F32 ? bn_part_range_f32 : bn_part_range_f64, &J);
+}
+
+int fgk_bn_backward(const fg_kctx *ctx, fg_dtype dt, const double *gd) {
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, FGK_NORM_BN_GRAD, dt, &g) != 0) return -1;
   bn_job J = {.dy = ctx->in[0].data,
@@ -178,7 +201,8 @@ static int batch_norm_grad(const fg_kctx *ctx, fg_dtype dt) {
               .N = g.N,
               .C = g.Cg,
               .S = g.S,
-              .training = *(const uint8_t *)ctx->in[5].data != 0};
+              .training = *(const uint8_t *)ctx->in[5].data != 0,
+              .gd = gd};
   fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
                    dt == FG_F32 ? bn_grad_range_f32 : bn_grad_range_f64, &J);
   return 0;
@@ -244,8 +268,8 @@ static int row_norm_grad(const fg_kctx *ctx, int op, fg_dtype dt) {
 #define NORM_ENTRY(name, call)                                                                     \
   int name##_f32(const fg_kctx *ctx) { return call(FG_F32); }                                      \
   int name##_f64(const fg_kctx *ctx) { return call(FG_F64); }
-#define BN_CALL(dt)      batch_norm(ctx, dt)
-#define BN_GRAD_CALL(dt) batch_norm_grad(ctx, dt)
+#define BN_CALL(dt)      fgk_bn_forward(ctx, dt, NULL)
+#define BN_GRAD_CALL(dt) fgk_bn_backward(ctx, dt, NULL)
 #define BN_UPD_CALL(dt)  bn_update(ctx, dt)
 #define LN_CALL(dt)      row_norm(ctx, FGK_NORM_LAYER, dt)
 #define LN_GRAD_CALL(dt) row_norm_grad(ctx, FGK_NORM_LAYER_GRAD, dt)
