@@ -437,3 +437,71 @@ FG_TEST(sync_bn_group_of_one_single_value_refused, "badinput") {
   fg_graph_free(g);
   fg_status_free(st);
 }
+
+/* Two sync_batch_norm nodes on cpu:0 and cpu:1 (one collective), each fed
+ * its own training flag: ranks that disagree on the mode would issue
+ * different collectives, so both fail at once, naming the input, instead
+ * of waiting for each other. Agreeing flags run. */
+FG_TEST(sync_bn_replicas_disagreeing_on_mode_fail, "dist,badinput") {
+  fg_graph *g = fg_graph_new();
+  const int64_t xd[2] = {4, 2}, cd[1] = {2};
+  const double xv[8] = {1, 2, 3, 4, 5, 6, 7, 9}, one[2] = {1, 1}, zero[2] = {0, 0};
+  for (int r = 0; r < 2; r++) {
+    char dev[16], name[16];
+    snprintf(dev, sizeof dev, "cpu:%d", r);
+    fg_output in[6];
+    snprintf(name, sizeof name, "x%d", r);
+    in[0] = fg_placeholder(g, name, FG_F64, 2, xd);
+    const double *v[4] = {one, zero, zero, one};
+    for (int p = 0; p < 4; p++) {
+      fg_tensor *t = dist_tensor(FG_F64, 1, cd, v[p], 2);
+      in[1 + p] = fg_constant(g, NULL, t);
+      fg_tensor_free(t);
+    }
+    snprintf(name, sizeof name, "tr%d", r);
+    in[5] = fg_placeholder(g, name, FG_BOOL, 0, NULL);
+    snprintf(name, sizeof name, "n%d", r);
+    fg_output y = fg_op(g, "sync_batch_norm", name, in, 6, NULL);
+    for (int p = 0; p < 6; p++)
+      fg_set_device(g, in[p], dev);
+    fg_set_device(g, y, dev);
+  }
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(g, NULL, st);
+  if (!s) FG_FAIL_AT("session: %s", fg_status_message(st));
+  FG_REQUIRE(s);
+  for (int mode = 0; mode < 3; mode++) {
+    /* mode 0: both train; 1: both infer; 2: they differ */
+    fg_tensor *xt = dist_tensor(FG_F64, 2, xd, xv, 8), *f[2];
+    for (int r = 0; r < 2; r++) {
+      f[r] = fg_tensor_new(FG_BOOL, 0, NULL, NULL);
+      *(uint8_t *)fg_tensor_data(f[r]) = (uint8_t)(mode == 0 || (mode == 2 && r == 0));
+    }
+    fg_feed feeds[4] = {{"x0", xt}, {"x1", xt}, {"tr0", f[0]}, {"tr1", f[1]}};
+    const char *fetch[2] = {"n0", "n1"};
+    fg_tensor *out[2] = {NULL, NULL};
+    const int rc = fg_session_run(s, feeds, 4, fetch, 2, out, NULL, 0, st);
+    if (mode < 2) {
+      if (rc) FG_FAIL_AT("mode %d: %s", mode, fg_status_message(st));
+      /* Both replicas see the same x: the statistics are those of 8 rows
+       * made of the 4 twice, channel 0 {1, 3, 5, 7} (mean 4, biased
+       * variance 5); in inference the running statistics (0, 1). */
+      for (int r = 0; rc == 0 && r < 2; r++) {
+        const double want = mode == 0 ? (1 - 4) / sqrt(5 + 1e-5) : 1 / sqrt(1 + 1e-5);
+        FG_CHECK_NEAR(at(out[r], 0), want, 1e-14);
+      }
+    } else {
+      FG_CHECK(rc != 0);
+      FG_CHECK_STR_CONTAINS(fg_status_message(st), "input 'training' differs between the replicas");
+      FG_CHECK_STR_CONTAINS(fg_status_message(st), "1 of 2 in training mode");
+    }
+    fg_tensor_free(out[0]);
+    fg_tensor_free(out[1]);
+    fg_tensor_free(xt);
+    fg_tensor_free(f[0]);
+    fg_tensor_free(f[1]);
+  }
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
