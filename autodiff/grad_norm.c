@@ -55,7 +55,8 @@ static int grad_batch_norm(fg_grad_ctx *ctx) {
                      fg_grad_output(ctx, 1),
                      fg_grad_output(ctx, 2),
                      fg_grad_input(ctx, 5)};
-  return finish(ctx, "batch_norm_grad", in, 6, NULL);
+  const int sync = fg_graph_node(ctx->g, ctx->node)->op == FG_OP_SYNC_BATCH_NORM;
+  return finish(ctx, sync ? "sync_batch_norm_grad" : "batch_norm_grad", in, 6, NULL);
 }
 
 /* layer_norm_grad takes normalized_rank, group_norm_grad num_groups (C
@@ -96,8 +97,9 @@ static int grad_of_grad(fg_grad_ctx *ctx) {
 }
 
 const fg_grad_reg fg_grads_norm[] = {
-    {FG_OP_BATCH_NORM, grad_batch_norm},   {FG_OP_LAYER_NORM, grad_row_norm},
-    {FG_OP_GROUP_NORM, grad_row_norm},     {FG_OP_INSTANCE_NORM, grad_row_norm},
-    {FG_OP_BATCH_NORM_GRAD, grad_of_grad}, {FG_OP_LAYER_NORM_GRAD, grad_of_grad},
-    {FG_OP_GROUP_NORM_GRAD, grad_of_grad}, {-1, NULL},
+    {FG_OP_BATCH_NORM, grad_batch_norm},        {FG_OP_LAYER_NORM, grad_row_norm},
+    {FG_OP_GROUP_NORM, grad_row_norm},          {FG_OP_INSTANCE_NORM, grad_row_norm},
+    {FG_OP_BATCH_NORM_GRAD, grad_of_grad},      {FG_OP_LAYER_NORM_GRAD, grad_of_grad},
+    {FG_OP_GROUP_NORM_GRAD, grad_of_grad},      {FG_OP_SYNC_BATCH_NORM, grad_batch_norm},
+    {FG_OP_SYNC_BATCH_NORM_GRAD, grad_of_grad}, {-1, NULL},
 };

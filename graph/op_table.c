@@ -252,6 +252,11 @@ static const fg_attr_def a_group_norm[] = {
 static const fg_attr_def a_group_norm_grad[] = {
     {"num_groups", FG_ATTR_INT, NULL, "the forward's num_groups", FG_PARAM(I64, norm.num_groups)},
     A_END};
+static const fg_attr_def a_sync_bn_grad[] = {
+    {"weighted", FG_ATTR_INT, "0",
+     "1: each replica's dy is of a mean over its own rows (fg_data_parallel's weighted mean)",
+     FG_PARAM(FLAG, norm.weighted)},
+    A_END};
 /* conv2d and its gradients; conv_transpose2d adds output_padding. */
 #define A_CONV_COMMON                                                                              \
   {"strides", FG_ATTR_INTS, "1,1", "(height, width), >= 1", FG_NO_PARAM},                          \
@@ -577,6 +582,22 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_CONV_TRANSPOSE2D] = {"conv_transpose2d", 2, 3, 1, DIFF, fgi_infer_conv, fgi_flops_conv,
                                 0, "x, w, [b]", a_conv_transpose, fgi_parse_conv,
                                 "transposed 2-D convolution, NCHW; w [C, O/groups, kH, kW]"},
+    /* batch_norm with statistics over every replica of the communicator the
+     * executor gives the node's device (torch.nn.SyncBatchNorm): collectives,
+     * so every rank runs them in node order (kernels/cpu/norm_sync.c). A
+     * group of one is batch_norm. fg_data_parallel's sync_batch_norm option
+     * makes them from batch_norm and batch_norm_grad. */
+    [FG_OP_SYNC_BATCH_NORM] = {"sync_batch_norm", 6, 6, 4, DIFF | COLL, fgi_infer_batch_norm,
+                               fgi_flops_norm, 0,
+                               "x, scale, shift, running_mean, running_var, training", a_norm_eps,
+                               NULL,
+                               "batch_norm with the mean and variance of every replica's x "
+                               "(all-reduced sums); outputs y, mean, inv_std, var"},
+    [FG_OP_SYNC_BATCH_NORM_GRAD] = {"sync_batch_norm_grad", 6, 6, 3, DIFF | COLL,
+                                    fgi_infer_batch_norm_grad, fgi_flops_norm, 0,
+                                    "dy, x, scale, mean, inv_std, training", a_sync_bn_grad, NULL,
+                                    "sync_batch_norm's dx (all-reduced sums of dy and dy xhat), "
+                                    "and this replica's dscale, dshift"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

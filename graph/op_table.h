@@ -149,7 +149,9 @@
   X(CONV2D, "conv2d")                                                                              \
   X(CONV2D_GRAD_INPUT, "conv2d_grad_input")                                                        \
   X(CONV2D_GRAD_WEIGHT, "conv2d_grad_weight")                                                      \
-  X(CONV_TRANSPOSE2D, "conv_transpose2d")
+  X(CONV_TRANSPOSE2D, "conv_transpose2d")                                                          \
+  X(SYNC_BATCH_NORM, "sync_batch_norm")                                                            \
+  X(SYNC_BATCH_NORM_GRAD, "sync_batch_norm_grad")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

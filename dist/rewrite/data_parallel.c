@@ -503,9 +503,9 @@ static int try_emit(dp *d, int i, const char *const *batch, int n_batch) {
     fg_attrs *own = NULL;
     if (d->n > 1 && fg_replica_attrs(nd, r, d->n, &own) < 0)
       fg_graph_fail(d->ng, FG_RESOURCE_EXHAUSTED, "fg_data_parallel: out of memory");
-    fg_output o =
-        fuse >= 0 ? emit_fused(d, r, fuse, nd, name, in, n_in)
-                  : fg_op(d->ng, fg_op_table[nd->op].name, name, in, n_in, own ? own : &nd->attrs);
+    const char *op = fg_dp_op_name(d, nd, &own);
+    fg_output o = fuse >= 0 ? emit_fused(d, r, fuse, nd, name, in, n_in)
+                            : fg_op(d->ng, op, name, in, n_in, own ? own : &nd->attrs);
     fg_attrs_free(own);
     if (o.node >= 0) d->ng->nodes[o.node].flags |= nd->flags;
     if (d->n > 1 && o.node >= 0) rename_colocate(d, r, o.node);

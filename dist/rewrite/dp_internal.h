@@ -114,6 +114,11 @@ int fg_dp_fail(fg_status *st, fg_code code, const char *fmt, const char *a, cons
 int fg_dp_collect_grads(dp *d, fg_status *st);
 /* fused_update: d->fused and d->product (see dp). 0, or -1 on OOM. */
 int fg_dp_find_fused(dp *d);
+/* The op node nd's copies are made as: its own, or with the
+ * sync_batch_norm option the sync_* form of batch_norm and its gradient,
+ * with *own (when NULL) set to new attributes where the gradient needs
+ * some (dist/rewrite/dp_sync_bn.c). */
+const char *fg_dp_op_name(const dp *d, const fg_node *nd, fg_attrs **own);
 /* The device the replicas = 1 rewrite puts its collectives on, or NULL. */
 const char *fg_dp_reduce_device(const fg_graph *g, int ph);
 /* 1 with st naming the first bad argument of fg_data_parallel and its

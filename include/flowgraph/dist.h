@@ -300,6 +300,15 @@ typedef struct fg_data_parallel_options {
    * session refuses the fused node. 0 (default): all_reduce nodes, then
    * the updates. */
   int fused_update;
+  /* 1: batch norm's statistics are those of the whole batch, all-reduced
+   * over the replicas each step (torch.nn.SyncBatchNorm): every batch_norm
+   * node and its gradient are copied as sync_batch_norm and
+   * sync_batch_norm_grad, collectives of the replicas' communicator. The
+   * outputs, running statistics and gradients are the full batch's, for
+   * uneven shards too (where the buckets take the weighted mean; with a
+   * summed loss, where they add). 0 (default): each replica's own, as
+   * PyTorch DDP. The ops have CPU kernels only (as the fused updates). */
+  int sync_batch_norm;
 } fg_data_parallel_options;
 
 FG_API void fg_data_parallel_options_init(fg_data_parallel_options *opts);

@@ -174,6 +174,7 @@ typedef struct fg_norm_params {
   double momentum;         /* momentum (update_stats): r = (1 - m) r + m batch; [0, 1] */
   int64_t num_groups;      /* num_groups (group_norm); instance_norm: C, one group a channel */
   int64_t normalized_rank; /* normalized_rank (layer_norm): the last k axes, 1 <= k <= rank */
+  int weighted; /* weighted (sync_batch_norm_grad): dy is of a row-mean loss per replica */
 } fg_norm_params;
 /* conv2d, conv2d_grad_input, conv2d_grad_weight and conv_transpose2d (NCHW,
  * as torch.nn.functional), checked and resolved at plan time: auto_pad

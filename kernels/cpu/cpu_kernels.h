@@ -103,6 +103,9 @@
   /* collective.c */                                                                               \
   FGK_ANY(X, "all_reduce", fgk_all_reduce)                                                         \
   FGK_ANY(X, "shard", fgk_shard)                                                                   \
+  /* norm_sync.c: batch_norm's statistics over the device's communicator */                        \
+  FGK_FLOAT(X, "sync_batch_norm", fgk_sync_batch_norm)                                             \
+  FGK_FLOAT(X, "sync_batch_norm_grad", fgk_sync_batch_norm_grad)                                   \
   X("all_reduce_apply_sgd", FG_F32, fgk_all_reduce_apply_sgd)                                      \
   X("all_reduce_apply_sgd", FG_F64, fgk_all_reduce_apply_sgd)                                      \
   X("sufficient_factor_apply_sgd", FG_F32, fgk_sufficient_factor_apply_sgd)                        \

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/norm_sync.h"
 
 /* Parameters summed together per chunk in the row norms' dscale/dshift. */
 #define NORM_PBLOCK 64
@@ -27,6 +28,11 @@ typedef struct norm_job {
   int64_t N, G, Cg, S;
   double eps;
   int training;
+  /* sync_batch_norm (kernels/cpu/norm_sync.c): the statistics of every
+   * replica, [mean | inv_std | var] per channel (gs) or the gradient's
+   * [sum dy / M | sum dy xhat / M] (gd); part receives the local sums. */
+  const double *gs, *gd;
+  double *part;
 } norm_job;
 
 #define NT   float
@@ -156,17 +162,19 @@ static norm_job job_of(const fg_kctx *ctx, const fgk_norm_geom *g, int grad) {
   return J;
 }
 
-/* batch_norm (statistics per channel) and its gradient, per channel. */
-static int batch_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
+/* batch_norm (statistics per channel) and its gradient, per channel;
+ * `every`: sync_batch_norm's statistics of every replica, or NULL. */
+static int batch_norm(const fg_kctx *ctx, int op, fg_dtype dt, const double *every) {
   const int grad = op == FGK_NORM_BN_GRAD;
   fgk_norm_geom g;
   if (fgk_norm_check(ctx, op, dt, &g) != 0) return -1;
   const int training = *(const uint8_t *)ctx->in[5].data != 0;
-  if (!grad && training && g.N * g.S < 2)
+  if (!grad && !every && training && g.N * g.S < 2)
     return fgk_fail(ctx, "training needs more than 1 value per channel, got %lld (N %lld x %lld)",
                     (long long)(g.N * g.S), (long long)g.N, (long long)g.S);
   norm_job J = job_of(ctx, &g, grad);
   J.training = training;
+  *(grad ? &J.gd : &J.gs) = every;
   if (!grad) {
     J.rm = ctx->in[3].data;
     J.rv = ctx->in[4].data;
@@ -178,6 +186,21 @@ static int batch_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
                         : (f32 ? bn_fwd_range_f32 : bn_fwd_range_f64),
                    &J);
   return 0;
+}
+
+int fgk_bn_forward(const fg_kctx *ctx, fg_dtype dt, const double *gs) {
+  return batch_norm(ctx, FGK_NORM_BN, dt, gs);
+}
+int fgk_bn_backward(const fg_kctx *ctx, fg_dtype dt, const double *gd) {
+  return batch_norm(ctx, FGK_NORM_BN_GRAD, dt, gd);
+}
+void fgk_bn_partials(const fg_kctx *ctx, fg_dtype dt, int grad, const fgk_norm_geom *g,
+                     const double *gm, double *part) {
+  norm_job J = job_of(ctx, g, grad);
+  if (!grad) J.gs = gm;
+  J.part = part;
+  fgk_parallel_for(ctx, g->Cg, grain_for(g->N * g->S),
+                   dt == FG_F32 ? bn_part_range_f32 : bn_part_range_f64, &J);
 }
 
 static int bn_update(const fg_kctx *ctx, fg_dtype dt) {
@@ -216,8 +239,8 @@ static int row_norm(const fg_kctx *ctx, int op, fg_dtype dt) {
 #define NORM_ENTRY(name, call)                                                                     \
   int name##_f32(const fg_kctx *ctx) { return call(FG_F32); }                                      \
   int name##_f64(const fg_kctx *ctx) { return call(FG_F64); }
-#define BN_CALL(dt)      batch_norm(ctx, FGK_NORM_BN, dt)
-#define BN_GRAD_CALL(dt) batch_norm(ctx, FGK_NORM_BN_GRAD, dt)
+#define BN_CALL(dt)      batch_norm(ctx, FGK_NORM_BN, dt, NULL)
+#define BN_GRAD_CALL(dt) batch_norm(ctx, FGK_NORM_BN_GRAD, dt, NULL)
 #define BN_UPD_CALL(dt)  bn_update(ctx, dt)
 #define LN_CALL(dt)      row_norm(ctx, FGK_NORM_LAYER, dt)
 #define LN_GRAD_CALL(dt) row_norm(ctx, FGK_NORM_LAYER_GRAD, dt)

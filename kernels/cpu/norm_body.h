@@ -74,7 +74,11 @@ static void NF(bn_fwd_range)(void *arg, int64_t c0, int64_t c1) {
   const int64_t N = J->N, C = J->Cg, S = J->S, M = N * S;
   for (int64_t c = c0; c < c1; c++) {
     double mean, inv, var_out;
-    if (J->training) {
+    if (J->gs) { /* sync_batch_norm: every replica's statistics */
+      mean = J->gs[c];
+      inv = J->gs[C + c];
+      var_out = J->gs[2 * C + c];
+    } else if (J->training) {
       double s = 0, q = 0;
       for (int64_t n = 0; n < N; n++)
         s += NF(lsum)(x + (n * C + c) * S, S);
@@ -112,11 +116,15 @@ static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
   for (int64_t c = c0; c < c1; c++) {
     const double mean = (double)((const NT *)J->mean)[c], inv = (double)((const NT *)J->inv)[c];
     double sdy = 0, sdyx = 0;
-    for (int64_t n = 0; n < N; n++)
+    for (int64_t n = 0; !J->gd && n < N; n++)
       NF(ldot)(dy + (n * C + c) * S, x + (n * C + c) * S, NULL, S, mean, &sdy, &sdyx);
     sdyx *= inv; /* sum(dy xhat) */
     const double a = (double)((const NT *)J->scale)[c] * inv;
-    const double m1 = J->training ? sdy / (double)M : 0, m2 = J->training ? sdyx / (double)M : 0;
+    double m1 = J->training ? sdy / (double)M : 0, m2 = J->training ? sdyx / (double)M : 0;
+    if (J->gd) { /* sync_batch_norm_grad: every replica's means; dscale, dshift are set */
+      m1 = J->gd[c];
+      m2 = J->gd[C + c];
+    }
     for (int64_t n = 0; n < N; n++) {
       const int64_t o = (n * C + c) * S;
       for (int64_t k = 0; k < S; k++) {
@@ -124,8 +132,31 @@ static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
         dx[o + k] = (NT)(a * ((double)dy[o + k] - m1 - xh * m2));
       }
     }
+    if (J->gd) continue;
     ((NT *)J->dscale)[c] = (NT)sdyx;
     ((NT *)J->dshift)[c] = (NT)sdy;
+  }
+}
+
+/* sync_batch_norm's local sums per channel, in batch_norm's order: part[c]
+ * = sum x (gs NULL) or sum (x - gs[c])^2; with dy (the gradient), part[c]
+ * = sum dy and part[C + c] = sum dy xhat. */
+static void NF(bn_part_range)(void *arg, int64_t c0, int64_t c1) {
+  const norm_job *J = (const norm_job *)arg;
+  const NT *x = (const NT *)J->x, *dy = (const NT *)J->dy;
+  const int64_t N = J->N, C = J->Cg, S = J->S;
+  for (int64_t c = c0; c < c1; c++) {
+    double s = 0, t = 0;
+    const double m = dy ? (double)((const NT *)J->mean)[c] : J->gs ? J->gs[c] : 0;
+    for (int64_t n = 0; n < N; n++) {
+      const NT *xc = x + (n * C + c) * S;
+      if (dy)
+        NF(ldot)(dy + (n * C + c) * S, xc, NULL, S, m, &s, &t);
+      else
+        s += J->gs ? NF(lsqdev)(xc, S, m) : NF(lsum)(xc, S);
+    }
+    J->part[c] = s;
+    if (dy) J->part[C + c] = t * (double)((const NT *)J->inv)[c];
   }
 }
 

@@ -17,8 +17,8 @@ FG_TEST(op_table_rows_match_names, "") {
    * batch_norm_update_stats, batch_norm_grad, layer_norm, layer_norm_grad,
    * group_norm, group_norm_grad, instance_norm + training_flag, dropout,
    * dropout_grad + conv2d, conv2d_grad_input, conv2d_grad_weight,
-   * conv_transpose2d */
-  FG_CHECK_INT(FG_OP_COUNT, 119);
+   * conv_transpose2d + sync_batch_norm, sync_batch_norm_grad */
+  FG_CHECK_INT(FG_OP_COUNT, 121);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -30,19 +30,21 @@ FG_TEST(op_table_rows_match_names, "") {
      * values and indices; the normalization ops y and its statistics
      * (batch_norm: mean, inv_std, var; the others: mean, inv_std), and the
      * gradients' dx, dscale, dshift; every other op has one output. */
-    const char *norms[] = {"batch_norm", "batch_norm_grad", "layer_norm",   "layer_norm_grad",
-                           "group_norm", "group_norm_grad", "instance_norm"};
+    const char *norms[] = {"batch_norm",      "batch_norm_grad",      "layer_norm",
+                           "layer_norm_grad", "group_norm",           "group_norm_grad",
+                           "instance_norm",   "sync_batch_norm_grad", "sync_batch_norm"};
     int norm = 0;
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < 9; k++)
       norm |= !strcmp(d->name, norms[k]);
     if (i == FG_OP_SPLIT) {
       FG_CHECK_INT(d->n_outputs, -1);
       FG_CHECK(d->count_outputs != NULL);
     } else {
-      FG_CHECK_INT(d->n_outputs, i == FG_OP_TOPK                  ? 2
-                                 : !norm                          ? 1
-                                 : !strcmp(d->name, "batch_norm") ? 4
-                                                                  : 3);
+      FG_CHECK_INT(d->n_outputs,
+                   i == FG_OP_TOPK                                                         ? 2
+                   : !norm                                                                 ? 1
+                   : !strcmp(d->name, "batch_norm") || !strcmp(d->name, "sync_batch_norm") ? 4
+                                                                                           : 3);
       FG_CHECK(d->count_outputs == NULL);
     }
     FG_CHECK_INT(fg_op_lookup(d->name), i);
@@ -99,9 +101,16 @@ FG_TEST(op_table_flags, "") {
     if (!(flags_of(coll[i]) & FG_OPF_COLLECTIVE)) FG_FAIL_AT("%s not a collective", coll[i]);
     if (flags_of(coll[i]) & FG_OPF_DIFFERENTIABLE) FG_FAIL_AT("%s is differentiable", coll[i]);
   }
+  /* sync_batch_norm and its gradient call the communicator too, and are
+   * differentiable (they replace batch_norm). */
+  const char *sync[] = {"sync_batch_norm", "sync_batch_norm_grad"};
+  for (int i = 0; i < 2; i++)
+    if ((flags_of(sync[i]) & (FG_OPF_COLLECTIVE | FG_OPF_DIFFERENTIABLE)) !=
+        (FG_OPF_COLLECTIVE | FG_OPF_DIFFERENTIABLE))
+      FG_FAIL_AT("%s not a differentiable collective", sync[i]);
   for (int i = 0; i < FG_OP_COUNT; i++)
     n_coll += (fg_op_table[i].flags & FG_OPF_COLLECTIVE) != 0;
-  FG_CHECK_INT(n_coll, 3);
+  FG_CHECK_INT(n_coll, 5);
   FG_CHECK(!(flags_of("apply_sgd") & FG_OPF_COLLECTIVE));
   const char *ew[] = {"add",           "sub",        "mul",       "div",     "pow",
                       "maximum",       "minimum",    "equal",     "greater", "less",
