@@ -237,12 +237,9 @@ typedef struct conv_port {
   int out;
 } conv_port;
 
-typedef struct conv_split conv_split;
-
 typedef struct conv_state {
   conv_mode mode;
   int threads;
-  conv_split *split; /* the weight gradient in batch chunks (conv_split), else NULL */
   dnnl_engine_t engine;
   dnnl_stream_t stream;
   dnnl_primitive_t prim;
@@ -262,12 +259,9 @@ static void port_release(conv_port *p) {
   free(p->rscratch_buf);
 }
 
-static void split_release(conv_split *sp);
-
 void fgk_conv_release(void *state) {
   conv_state *s = state;
   if (!s) return;
-  split_release(s->split);
   for (int i = 0; i < 3; i++)
     port_release(&s->port[i]);
   if (s->mb) dnnl_memory_destroy(s->mb);
@@ -374,7 +368,7 @@ static dnnl_status_t plain_mds(const conv_geo *G, dnnl_memory_desc_t *md) {
   return r;
 }
 
-static int conv_prepare_one(const fg_kctx *ctx, conv_mode m, int threads, void **state) {
+static int conv_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **state) {
   conv_bufs b = bufs_of(ctx, m);
   conv_geo G = geo_of(ctx, &b);
   int rc = 0;
@@ -393,8 +387,7 @@ static int conv_prepare_one(const fg_kctx *ctx, conv_mode m, int threads, void *
    * calling thread's OpenMP thread count: set it to what a run gives this
    * step. The weight gradient gets one: oneDNN splits its sum over the
    * batch between threads, so its bits would depend on the thread count,
-   * which sessions promise they do not (conv_split runs it in parallel
-   * another way). */
+   * which sessions promise they do not. */
   s->threads = m == CONV_BWD_WEIGHTS || threads < 1 ? 1 : threads;
   omp_set_num_threads(s->threads);
   dnnl_convolution_desc_t fd, bd;
@@ -463,126 +456,25 @@ static dnnl_status_t port_reorder(conv_state *s, conv_port *p) {
   return dnnl_primitive_execute(p->reorder, s->stream, p->rscratch ? 3 : 2, args);
 }
 
-/* Runs s's primitive on the plain buffers data[] (x, w, y), reordering
- * into and out of its layouts. */
-static dnnl_status_t run_ports(conv_state *s, void *const data[3]) {
-  dnnl_status_t r = dnnl_success;
-  for (int i = 0; i < 3 && r == dnnl_success; i++)
-    r = dnnl_memory_set_data_handle(s->port[i].user, data[i]);
-  /* The executor's pool already runs this step on one of its threads;
-   * oneDNN's OpenMP team for this call has the size the primitive was
-   * made for (conv_prepare_one). */
-  omp_set_num_threads(s->threads);
-  for (int i = 0; i < 3 && r == dnnl_success; i++)
-    if (s->port[i].reorder && !s->port[i].out) r = port_reorder(s, &s->port[i]);
-  if (r == dnnl_success) r = dnnl_primitive_execute(s->prim, s->stream, s->n_args, s->args);
-  for (int i = 0; i < 3 && r == dnnl_success; i++)
-    if (s->port[i].reorder && s->port[i].out) r = port_reorder(s, &s->port[i]);
-  return r == dnnl_success ? dnnl_stream_wait(s->stream) : r;
-}
-
-/* ---- the weight gradient in batch chunks ----------------------------------
- * The weight gradient sums over the batch, and oneDNN splits that sum
- * between its threads, so with more than one its bits would depend on the
- * thread count. Instead the batch is cut into CONV_SPLIT chunks (fewer for
- * a smaller batch), a number that depends on the batch alone; each chunk
- * is a single-threaded primitive, the chunks run in parallel on the
- * executor's threads, and their gradients are added in chunk order. */
-#define CONV_SPLIT 4
-
-struct conv_split {
-  int k;
-  int64_t first[CONV_SPLIT + 1]; /* chunk i: rows [first[i], first[i + 1]) */
-  conv_state *sub[CONV_SPLIT];
-  float *part[CONV_SPLIT]; /* chunk i's gradient (i > 0: chunk 0 writes the output) */
-  int64_t wlen;
-  const float *x, *dy;
-  float *dw;
-  int64_t xrow, yrow; /* elements per batch row of x and dy */
-  dnnl_status_t r[CONV_SPLIT];
-};
-
-static void split_release(conv_split *sp) {
-  if (!sp) return;
-  for (int i = 0; i < CONV_SPLIT; i++) {
-    fgk_conv_release(sp->sub[i]);
-    free(sp->part[i]);
-  }
-  free(sp);
-}
-
-static int split_prepare(const fg_kctx *ctx, void **state) {
-  conv_bufs b = bufs_of(ctx, CONV_BWD_WEIGHTS);
-  conv_state *s = calloc(1, sizeof *s);
-  conv_split *sp = s ? calloc(1, sizeof *sp) : NULL;
-  if (!sp) {
-    free(s);
-    snprintf(ctx->err, ctx->err_size, "out of memory (convolution state)");
-    return -1;
-  }
-  s->mode = CONV_BWD_WEIGHTS, s->split = sp;
-  const int64_t n = b.x->dims[0];
-  sp->k = n < CONV_SPLIT ? (int)n : CONV_SPLIT;
-  sp->wlen = fgk_numel(b.w);
-  for (int i = 0; i <= sp->k; i++)
-    sp->first[i] = n * i / sp->k;
-  for (int i = 0; i < sp->k; i++) {
-    fg_kbuf in[3], out = *ctx->out;
-    memcpy(in, ctx->in, (size_t)(ctx->n_in < 3 ? ctx->n_in : 3) * sizeof in[0]);
-    in[0].dims[0] = in[1].dims[0] = sp->first[i + 1] - sp->first[i];
-    fg_kctx c = *ctx;
-    c.in = in, c.out = &out;
-    int rc = conv_prepare_one(&c, CONV_BWD_WEIGHTS, 1, (void **)&sp->sub[i]);
-    if (rc == 0 && i > 0 && !(sp->part[i] = malloc((size_t)sp->wlen * sizeof(float)))) {
-      snprintf(ctx->err, ctx->err_size, "out of memory (%lld weight gradient elements)",
-               (long long)sp->wlen);
-      rc = -1;
-    }
-    if (rc != 0) {
-      fgk_conv_release(s);
-      return -1;
-    }
-  }
-  *state = s;
-  return 0;
-}
-
-static void split_range(void *arg, int64_t i0, int64_t i1) {
-  conv_split *sp = arg;
-  for (int64_t i = i0; i < i1; i++) {
-    void *data[3] = {(void *)(sp->x + sp->first[i] * sp->xrow), i ? sp->part[i] : sp->dw,
-                     (void *)(sp->dy + sp->first[i] * sp->yrow)};
-    sp->r[i] = run_ports(sp->sub[i], data);
-  }
-}
-
-static int split_exec(const fg_kctx *ctx, conv_split *sp) {
-  conv_bufs b = bufs_of(ctx, CONV_BWD_WEIGHTS);
-  sp->x = b.x->data, sp->dy = b.y->data, sp->dw = b.w->data;
-  sp->xrow = fgk_numel(b.x) / b.x->dims[0], sp->yrow = fgk_numel(b.y) / b.y->dims[0];
-  fgk_parallel_for(ctx, sp->k, 1, split_range, sp);
-  for (int i = 0; i < sp->k; i++)
-    if (sp->r[i] != dnnl_success) return dnnl_fail(ctx, "weight gradient chunk", sp->r[i]);
-  for (int i = 1; i < sp->k; i++)
-    for (int64_t e = 0; e < sp->wlen; e++)
-      sp->dw[e] += sp->part[i][e];
-  return 0;
-}
-
-static int conv_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **state) {
-  conv_bufs b = bufs_of(ctx, m);
-  if (m == CONV_BWD_WEIGHTS && b.x->dims[0] >= 2 && fgk_numel(b.y) > 0)
-    return split_prepare(ctx, state);
-  return conv_prepare_one(ctx, m, threads, state);
-}
-
 static int conv_exec(const fg_kctx *ctx, conv_state *s) {
-  if (s->split) return split_exec(ctx, s->split);
   conv_bufs b = bufs_of(ctx, s->mode);
   int rc = 0;
   void *data[3] = {b.x->data, b.w->data, b.y->data};
+  for (int i = 0; i < 3; i++)
+    DNNL_TRY(dnnl_memory_set_data_handle(s->port[i].user, data[i]), "binding a buffer");
   if (s->mb) DNNL_TRY(dnnl_memory_set_data_handle(s->mb, b.bias->data), "binding the bias");
-  DNNL_TRY(run_ports(s, data), "convolution");
+  /* The executor's pool already runs this step on one of its threads;
+   * oneDNN's OpenMP team for this call has the size the primitive was
+   * made for (conv_prepare). */
+  omp_set_num_threads(s->threads);
+  for (int i = 0; i < 3; i++)
+    if (s->port[i].reorder && !s->port[i].out)
+      DNNL_TRY(port_reorder(s, &s->port[i]), "reordering an input");
+  DNNL_TRY(dnnl_primitive_execute(s->prim, s->stream, s->n_args, s->args), "execute");
+  for (int i = 0; i < 3; i++)
+    if (s->port[i].reorder && s->port[i].out)
+      DNNL_TRY(port_reorder(s, &s->port[i]), "reordering the output");
+  DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");
   if (s->mode == CONV_TRANSPOSE && b.bias) {
     conv_geo G = geo_of(ctx, &b);
     add_bias_float(&G, b.bias->data, b.x->data);
