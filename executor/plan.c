@@ -165,3 +165,12 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   }
   return plan;
 }
+
+void fg_plan_mark_run_modes(fg_plan *plan, const fg_graph *g) {
+  for (int si = 0; si < plan->n_steps; si++) {
+    int op = g->nodes[plan->steps[si].node].op;
+    plan->train_step |= fg_op_is_update(op);
+    plan->writes_vars |= fg_op_table[op].mutable_inputs != 0 || op == FG_OP_ASSIGN;
+    plan->run_state |= fg_op_reads_run_state(op);
+  }
+}

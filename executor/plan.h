@@ -42,6 +42,7 @@ typedef struct fg_step {
    * plan; NULL for kernels without a prepare hook. */
   void *kstate;
   fg_krelease_fn krelease;
+  unsigned fixed_inputs; /* fg_kctx.fixed_inputs: inputs from variable or constant slots */
 } fg_step;
 
 enum {
@@ -145,6 +146,10 @@ typedef struct fg_plan {
    * CUDA Graph, which would freeze them). The session sets the rest before
    * each run; the run loops copy them into every kernel's fg_kctx. */
   int train_step, run_state;
+  /* writes_vars: some step may write a variable (an update, assign); the
+   * session then counts the run in var_version, which kernels see. */
+  int writes_vars;
+  uint64_t var_version;
   uint64_t rng_step;
   uint32_t rng_replica;
   int run_training;
@@ -219,8 +224,13 @@ static inline fg_kctx fg_plan_step_kctx(const fg_plan *plan, const fg_step *step
                    .err_size = err_size,
                    .rng_step = plan->rng_step,
                    .rng_replica = plan->rng_replica,
-                   .run_training = plan->run_training};
+                   .run_training = plan->run_training,
+                   .fixed_inputs = step->fixed_inputs,
+                   .var_version = plan->var_version};
 }
+
+/* Sets plan's train_step, run_state and writes_vars from its steps' ops. */
+void fg_plan_mark_run_modes(fg_plan *plan, const fg_graph *g);
 
 /* check_numerics: fails with FG_INVALID_ARGUMENT naming the
  * first fed tensor that holds NaN or Inf ("feed 'x' (placeholder): holds 1

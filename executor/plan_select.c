@@ -53,6 +53,9 @@ static int prepare(fg_plan *plan, fg_step *step, const fg_kprep *kp, const fg_ba
   for (int i = 0; i < step->n_in; i++) {
     in[i] = plan->slots[step->in_slots[i]];
     in[i].data = NULL;
+    int kind = plan->slot_kind[step->in_slots[i]];
+    if (i < 32 && (kind == FG_SLOT_VARIABLE || kind == FG_SLOT_CONSTANT))
+      step->fixed_inputs |= 1u << i;
   }
   for (int o = 0; o < step->n_out; o++) {
     out[o] = plan->slots[step->out_slots[o]];
@@ -61,9 +64,23 @@ static int prepare(fg_plan *plan, fg_step *step, const fg_kprep *kp, const fg_ba
   char err[512];
   err[0] = '\0';
   fg_code code = FG_INVALID_ARGUMENT;
-  fg_kctx ctx = {in,    step->n_in, out,  step->n_out, &step->params,
-                 err,   sizeof err, NULL, NULL,        NULL,
-                 &code, NULL,       0,    0,           0};
+  fg_kctx ctx = {in,
+                 step->n_in,
+                 out,
+                 step->n_out,
+                 &step->params,
+                 err,
+                 sizeof err,
+                 NULL,
+                 NULL,
+                 NULL,
+                 &code,
+                 NULL,
+                 0,
+                 0,
+                 0,
+                 step->fixed_inputs,
+                 0};
   /* The threads a run gives the kernel (the infer stage has summed the
    * plan's FLOPs, which decide it). */
   int threads = fg_plan_threads(plan);

@@ -38,6 +38,7 @@ struct fg_session {
    * the step dropout masks are keyed by; saved as the graph's metadata
    * TRAIN_STEPS_KEY by fg_session_save. */
   uint64_t train_steps;
+  uint64_t var_version; /* runs that may have written variables (fg_kctx.var_version) */
 };
 
 #define TRAIN_STEPS_KEY "training_steps"
@@ -388,11 +389,7 @@ static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *pla
     fg_plan_free(plan);
     return NULL;
   }
-  for (int si = 0; si < plan->n_steps; si++) {
-    int op = s->g->nodes[plan->steps[si].node].op;
-    plan->train_step |= fg_op_is_update(op);
-    plan->run_state |= fg_op_reads_run_state(op);
-  }
+  fg_plan_mark_run_modes(plan, s->g);
   if (plan_ns) *plan_ns = clock_ns() - t0;
   plan->next = s->plans;
   s->plans = plan;
@@ -523,6 +520,7 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   fg_comm *replicas = fg_dist_session_replica_comm(s->dist);
   plan->run_training = training ? *(const uint8_t *)training->data != 0 : plan->train_step;
   plan->rng_step = s->train_steps;
+  plan->var_version = s->var_version;
   plan->rng_replica = replicas ? (uint32_t)replicas->rank : 0;
   fg_dist_session_before_run(s->dist);
   int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, s->g, plan, &req, md != NULL, st)
@@ -536,6 +534,7 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
       goto done;
     }
   }
+  if (plan->writes_vars) s->var_version++; /* also after a failure: it may have written some */
   if (run_rc != 0) goto done;
   if (plan->run_training) s->train_steps++;
 

@@ -67,6 +67,12 @@ typedef struct fg_kctx {
   uint64_t rng_step;
   uint32_t rng_replica;
   int run_training;
+  /* Bit i set: input i is a variable's or a constant's bytes, which
+   * change between runs only when var_version does (the session counts
+   * the runs that may write variables). A kernel may keep what it derived
+   * from such an input (a weight in another layout) while both hold. */
+  unsigned fixed_inputs;
+  uint64_t var_version;
 } fg_kctx;
 
 /* Returns 0, or -1 after writing ctx->err (for example a gather index out of

@@ -240,6 +240,12 @@ typedef struct conv_port {
 typedef struct conv_state {
   conv_mode mode;
   int threads;
+  /* The weight is a variable or constant input (fg_kctx.fixed_inputs):
+   * its reordered copy is kept while the session's var_version and the
+   * weight's buffer stay the same (w_valid: it holds one). */
+  int w_fixed, w_valid;
+  uint64_t w_version;
+  const void *w_data;
   dnnl_engine_t engine;
   dnnl_stream_t stream;
   dnnl_primitive_t prim;
@@ -389,6 +395,7 @@ static int conv_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **sta
    * batch between threads, so its bits would depend on the thread count,
    * which sessions promise they do not. */
   s->threads = m == CONV_BWD_WEIGHTS || threads < 1 ? 1 : threads;
+  s->w_fixed = m != CONV_BWD_WEIGHTS && (ctx->fixed_inputs >> 1 & 1u);
   omp_set_num_threads(s->threads);
   dnnl_convolution_desc_t fd, bd;
   dnnl_memory_desc_t plain[3], mb;
@@ -467,14 +474,21 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
    * oneDNN's OpenMP team for this call has the size the primitive was
    * made for (conv_prepare). */
   omp_set_num_threads(s->threads);
+  /* A variable's weight in the primitive's layout is still current when no
+   * run may have written a variable since it was reordered (inference
+   * reuses it; a training step's update makes the next run reorder). */
+  const int w_kept =
+      s->w_fixed && s->w_valid && s->w_version == ctx->var_version && s->w_data == data[1];
+  s->w_valid = 0;
   for (int i = 0; i < 3; i++)
-    if (s->port[i].reorder && !s->port[i].out)
+    if (s->port[i].reorder && !s->port[i].out && !(i == 1 && w_kept))
       DNNL_TRY(port_reorder(s, &s->port[i]), "reordering an input");
   DNNL_TRY(dnnl_primitive_execute(s->prim, s->stream, s->n_args, s->args), "execute");
   for (int i = 0; i < 3; i++)
     if (s->port[i].reorder && s->port[i].out)
       DNNL_TRY(port_reorder(s, &s->port[i]), "reordering the output");
   DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");
+  s->w_valid = s->w_fixed, s->w_version = ctx->var_version, s->w_data = data[1];
   if (s->mode == CONV_TRANSPOSE && b.bias) {
     conv_geo G = geo_of(ctx, &b);
     add_bias_float(&G, b.bias->data, b.x->data);

@@ -755,7 +755,7 @@ FG_TEST(conv_kernel_without_state, "") {
   fg_conv_params cp = {{2, 2}, {1, 1}, {1, 0, 2, 1}, 1, {0, 0}};
   p.conv = cp;
   char err[256] = "";
-  fg_kctx ctx = {in, 3, &out, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
+  fg_kctx ctx = {in, 3, &out, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
   fg_kernel_fn fn = fg_cpu_kernel("conv2d", FG_F32);
   FG_REQUIRE(fn);
   FG_REQUIRE(fn(&ctx) == 0);
@@ -763,4 +763,47 @@ FG_TEST(conv_kernel_without_state, "") {
     FG_CHECK_NEAR(yf[i], c->yv[i], 2e-5);
   FG_CHECK(fg_cpu_kernel_prep("conv2d", FG_F32) != NULL);
   FG_CHECK(fg_cpu_kernel_prep("add", FG_F32) == NULL);
+}
+
+/* The weight of a variable keeps its reordered copy between inference runs,
+ * and a run that writes the variable makes the next run use the new
+ * values: x all ones [1, 2, 4, 4], w [3, 2, 3, 3] all ones then all twos
+ * (assigned by a target run), no padding: every output is 2 * 9 = 18 sums
+ * of x * w, so 18 then 36, and 36 again on a third run. */
+FG_TEST(conv_variable_weight_follows_assign, "") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  int64_t xd[4] = {1, 2, 4, 4}, wd[4] = {3, 2, 3, 3};
+  double ones[54], twos[54];
+  for (int i = 0; i < 54; i++)
+    ones[i] = 1, twos[i] = 2;
+  fg_tensor *w0 = tensor_of(FG_F32, 4, wd, ones), *w1 = tensor_of(FG_F32, 4, wd, twos);
+  fg_tensor *x = tensor_of(FG_F32, 4, xd, ones);
+  FG_REQUIRE(w0 && w1 && x);
+  fg_output w = fg_variable(g, "w", w0);
+  fg_output y = fg_conv2d(g, fg_placeholder(g, "x", FG_F32, 4, xd), w, (fg_output){-1, 0}, NULL);
+  fg_set_name(g, y, "y");
+  fg_set_name(g, fg_assign(g, w, fg_constant(g, "w1", w1)), "set_w");
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s);
+  fg_feed feed = {"x", x};
+  const char *fetch = "y", *target = "set_w";
+  const float want[3] = {18, 36, 36};
+  for (int r = 0; r < 3; r++) {
+    if (r == 1) FG_REQUIRE(fg_session_run(s, NULL, 0, NULL, 0, NULL, &target, 1, st) == 0);
+    fg_tensor *out = NULL;
+    FG_REQUIRE(fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) == 0);
+    const float *v = fg_tensor_data(out);
+    FG_CHECK_INT(fg_tensor_num_elements(out), 3 * 2 * 2);
+    for (int64_t i = 0; i < fg_tensor_num_elements(out); i++)
+      if (v[i] != want[r])
+        FG_FAIL_AT("run %d: y[%lld] = %g, want %g", r, (long long)i, v[i], want[r]);
+    fg_tensor_free(out);
+  }
+  fg_session_free(s);
+  fg_tensor_free(w0);
+  fg_tensor_free(w1);
+  fg_tensor_free(x);
+  fg_graph_free(g);
+  fg_status_free(st);
 }

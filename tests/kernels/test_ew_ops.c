@@ -192,7 +192,7 @@ static void run_case(const ew_case *c, fg_dtype dt) {
   }
   fg_kbuf in = dt == FG_F64 ? kb1(dt, c->n, x64) : kb1(dt, c->n, x32);
   fg_kbuf out = dt == FG_F64 ? kb1(dt, c->n, y64) : kb1(dt, c->n, y32);
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
+  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
   FG_REQUIRE(fn(&ctx) == 0);
   for (int i = 0; i < c->n; i++) {
     if (dt == FG_F64)
@@ -235,7 +235,7 @@ FG_TEST(ew_selu_near_zero_by_hand, "") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   fg_kbuf in = kb1(FG_F64, 1, &x), out = kb1(FG_F64, 1, &y);
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
+  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
   FG_REQUIRE(fg_cpu_kernel("selu", FG_F64)(&ctx) == 0);
   FG_CHECK_NEAR(y, -1.7580993399683269e-9, 1e-24);
 }
@@ -248,10 +248,10 @@ FG_TEST(ew_sign_integers, "") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   fg_kbuf in = kb1(FG_I32, 5, x32), out = kb1(FG_I32, 5, y32);
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
+  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
   FG_REQUIRE(fg_cpu_kernel("sign", FG_I32)(&ctx) == 0);
   fg_kbuf in64 = kb1(FG_I64, 5, x64), out64 = kb1(FG_I64, 5, y64);
-  fg_kctx c64 = {&in64, 1, &out64, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
+  fg_kctx c64 = {&in64, 1, &out64, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
   FG_REQUIRE(fg_cpu_kernel("sign", FG_I64)(&c64) == 0);
   for (int i = 0; i < 5; i++) {
     FG_CHECK_INT(y32[i], want[i]);

@@ -35,7 +35,7 @@ static void run_bitwise(const char *op, fg_dtype key, const fg_kbuf *in, int n_i
   fg_kernel_fn fn = fg_cpu_kernel(op, key);
   FG_REQUIRE(fn != NULL);
   char err[256] = "";
-  fg_kctx ctx = {in, n_in, out, 1, p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
+  fg_kctx ctx = {in, n_in, out, 1, p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
   FG_CHECK_INT(fn(&ctx), 0);
   fg_kbuf o2 = *out;
   o2.data = malloc(nbytes(out) > 0 ? nbytes(out) : 1);
@@ -45,7 +45,8 @@ static void run_bitwise(const char *op, fg_dtype key, const fg_kbuf *in, int n_i
     FG_REQUIRE(pool != NULL);
     const fg_kparallel par = {pool, fg_pool_parallel_for_fn};
     memset(o2.data, 0xA5, nbytes(out));
-    fg_kctx c2 = {in, n_in, &o2, 1, p, err, sizeof err, &par, NULL, NULL, NULL, NULL, 0, 0, 0};
+    fg_kctx c2 = {in,   n_in, &o2,  1, p, err, sizeof err, &par, NULL,
+                  NULL, NULL, NULL, 0, 0, 0,   0,          0};
     FG_CHECK_INT(fn(&c2), 0);
     if (memcmp(o2.data, out->data, nbytes(out)) != 0)
       fprintf(stderr, "  %s: %d threads differ from par == NULL\n", op, threads[t]);
