@@ -53,9 +53,6 @@ static int prepare(fg_plan *plan, fg_step *step, const fg_kprep *kp, const fg_ba
   for (int i = 0; i < step->n_in; i++) {
     in[i] = plan->slots[step->in_slots[i]];
     in[i].data = NULL;
-    int kind = plan->slot_kind[step->in_slots[i]];
-    if (i < 32 && (kind == FG_SLOT_VARIABLE || kind == FG_SLOT_CONSTANT))
-      step->fixed_inputs |= 1u << i;
   }
   for (int o = 0; o < step->n_out; o++) {
     out[o] = plan->slots[step->out_slots[o]];
@@ -112,6 +109,10 @@ int fg_plan_select(fg_plan_builder *b, fg_status *st) {
     if (!be || !be->supports(&q, why, sizeof why)) return refuse(&q, be, why, st);
     step->fn = be->kernel(&q);
     step->host = be->host;
+    for (int i = 0; i < step->n_in && i < 32; i++) {
+      int kind = plan->slot_kind[step->in_slots[i]];
+      if (kind == FG_SLOT_VARIABLE || kind == FG_SLOT_CONSTANT) step->fixed_inputs |= 1u << i;
+    }
     const fg_kprep *kp = be->prep ? be->prep(&q) : NULL;
     if (kp && prepare(plan, step, kp, &q, st) != 0) return -1;
   }
