@@ -5,7 +5,7 @@
 # openssh-client. iproute2's `ip netns` makes the two hosts of the tests
 # across hosts (tools/netns_hosts.sh).
 set -eu
-PKGS="cmake make gcc g++ pkg-config libopenblas-dev libxsmm-dev libdnnl-dev flatbuffers-compiler libflatbuffers-dev python3-numpy python3-torch clang libclang-rt-14-dev openmpi-bin libopenmpi-dev openssh-client iproute2"
+PKGS="cmake make gcc g++ pkg-config libopenblas-dev libxsmm-dev libdnnl-dev flatbuffers-compiler libflatbuffers-dev python3-numpy python3-torch python3-torchvision python3-onnx libprotobuf-c-dev protobuf-c-compiler clang libclang-rt-14-dev openmpi-bin libopenmpi-dev openssh-client iproute2"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -49,6 +49,7 @@
 #include "flowgraph/export.h"
 #include "flowgraph/graph.h"
 #include "flowgraph/io.h"
+#include "flowgraph/onnx.h"
 #include "flowgraph/profile.h"
 #include "flowgraph/session.h"
 #include "flowgraph/status.h"
