@@ -1,0 +1,461 @@
+/* f32 convolutions on oneDNN (Debian's libdnnl, C API).
+ *
+ * The prepare hook makes the primitives for the plan's exact shapes with
+ * the layouts oneDNN prefers (blocked, for its fastest kernels), the
+ * reorders between those and the executor's plain NCHW / (g)oihw buffers,
+ * the blocked buffers and the scratchpads (oneDNN's user scratchpad mode),
+ * so a run binds the buffers, reorders and executes: nothing is created or
+ * allocated. The blocked copies live outside the plan's arena, one set per
+ * step.
+ *
+ * Threads. Debian builds oneDNN on OpenMP, and a primitive's team size is
+ * fixed when it is made. An OpenMP team beside the executor's pool
+ * oversubscribes the cores whenever the pool runs another step at the same
+ * time (the input and weight gradients of one layer are independent), and
+ * oneDNN's weight gradient splits its sum over the batch by thread, so its
+ * bits would depend on the thread count. So the batch is cut into parts
+ * fixed by the shape and the machine alone: the largest divisor of N that
+ * is at most the machine's cores. Each part is a one-thread primitive over
+ * its rows, and the parts run as chunks of the executor's parallel_for,
+ * which never oversubscribes. Rows of x and y are independent in the
+ * forward and data-gradient directions; the weight gradient sums the
+ * parts' partial gradients in part order. Either way the bits do not
+ * depend on the thread count. A batch that cannot be cut (N = 1, or one
+ * core) runs as one primitive whose team is the threads a run gives the
+ * step, except the weight gradient, which then gets one thread. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/cpu/conv_impl.h"
+
+#ifdef FG_HAVE_DNNL
+#include <dnnl.h>
+#include <omp.h>
+
+/* One tensor of a primitive: `user` is bound to the executor's plain
+ * buffer each call; when the primitive chose another layout, `inner` holds
+ * the tensor in that layout in a buffer made at prepare time, and
+ * `reorder` converts between the two (before the convolution for an input,
+ * after it for an output). */
+typedef struct conv_port {
+  dnnl_memory_t user, inner;
+  void *buf;
+  dnnl_primitive_t reorder;
+  dnnl_memory_t rscratch; /* the reorder's scratchpad, NULL when it needs none */
+  void *rscratch_buf;
+  int out;
+} conv_port;
+
+/* One part of the batch: rows [n0, n0 + n) of x and y. */
+typedef struct conv_part {
+  int64_t n0;
+  dnnl_stream_t stream;
+  dnnl_primitive_t prim;
+  conv_port x, y;
+  /* The weight gradient of parts after the first: this part's partial sum,
+   * in the primitive's layout (the first writes the shared port's). */
+  dnnl_memory_t dw;
+  void *dw_buf;
+  dnnl_memory_t mb, scratch;
+  void *scratch_buf;
+  dnnl_exec_arg_t args[6];
+  int n_args;
+  dnnl_status_t status; /* of this part's last run */
+  const char *failed;   /* what failed, for the message */
+} conv_part;
+
+typedef struct conv_state {
+  conv_mode mode;
+  int threads; /* each primitive's OpenMP team */
+  int n_parts;
+  /* The weight is a variable or constant input (fg_kctx.fixed_inputs):
+   * its reordered copy is kept while the session's var_version and the
+   * weight's buffer stay the same (w_valid: it holds one). */
+  int w_fixed, w_valid;
+  uint64_t w_version;
+  const void *w_data;
+  size_t x_row, y_row; /* bytes per batch row of x and y */
+  size_t w_bytes;      /* of the weight in the primitives' layout */
+  dnnl_engine_t engine;
+  dnnl_stream_t stream; /* the weight's reorders, outside the parts */
+  conv_port w;          /* shared by the parts */
+  conv_part part[];
+} conv_state;
+
+static void port_release(conv_port *p) {
+  if (p->user) dnnl_memory_destroy(p->user);
+  if (p->inner) dnnl_memory_destroy(p->inner);
+  if (p->reorder) dnnl_primitive_destroy(p->reorder);
+  if (p->rscratch) dnnl_memory_destroy(p->rscratch);
+  free(p->buf);
+  free(p->rscratch_buf);
+}
+
+static void part_release(conv_part *q) {
+  port_release(&q->x);
+  port_release(&q->y);
+  if (q->dw) dnnl_memory_destroy(q->dw);
+  if (q->mb) dnnl_memory_destroy(q->mb);
+  if (q->scratch) dnnl_memory_destroy(q->scratch);
+  if (q->prim) dnnl_primitive_destroy(q->prim);
+  if (q->stream) dnnl_stream_destroy(q->stream);
+  free(q->dw_buf);
+  free(q->scratch_buf);
+}
+
+void fgk_conv_release(void *state) {
+  conv_state *s = state;
+  if (!s) return;
+  for (int i = 0; i < s->n_parts; i++)
+    part_release(&s->part[i]);
+  port_release(&s->w);
+  if (s->stream) dnnl_stream_destroy(s->stream);
+  if (s->engine) dnnl_engine_destroy(s->engine);
+  free(s);
+}
+
+static int dnnl_fail(const fg_kctx *ctx, const char *what, dnnl_status_t r) {
+  if (ctx->err) snprintf(ctx->err, ctx->err_size, "oneDNN: %s failed (status %d)", what, (int)r);
+  return -1;
+}
+
+#define DNNL_TRY(call, what)                                                                       \
+  do {                                                                                             \
+    dnnl_status_t r_ = (call);                                                                     \
+    if (r_ != dnnl_success) {                                                                      \
+      rc = dnnl_fail(ctx, what, r_);                                                               \
+      goto done;                                                                                   \
+    }                                                                                              \
+  } while (0)
+
+/* A 64-byte aligned buffer of `md`'s size and a memory of `md` over it. */
+static int owned_memory(const fg_kctx *ctx, const dnnl_memory_desc_t *md, dnnl_engine_t eng,
+                        void **buf, dnnl_memory_t *mem) {
+  size_t bytes = dnnl_memory_desc_get_size(md);
+  if (posix_memalign(buf, 64, bytes ? bytes : 64) != 0) {
+    *buf = NULL;
+    snprintf(ctx->err, ctx->err_size, "out of memory (%zu bytes of oneDNN buffers)", bytes);
+    return -1;
+  }
+  dnnl_status_t r = dnnl_memory_create(mem, md, eng, *buf);
+  return r == dnnl_success ? 0 : dnnl_fail(ctx, "memory", r);
+}
+
+/* A port with plain layout `plain` and the primitive's layout `chosen`. */
+static int port_init(const fg_kctx *ctx, dnnl_engine_t eng, conv_port *p, int out,
+                     const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen) {
+  int rc = 0;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t rpd = NULL;
+  p->out = out;
+  DNNL_TRY(dnnl_memory_create(&p->user, plain, eng, DNNL_MEMORY_NONE), "memory");
+  if (dnnl_memory_desc_equal(plain, chosen)) return 0;
+  if (owned_memory(ctx, chosen, eng, &p->buf, &p->inner) != 0) return -1;
+  DNNL_TRY(dnnl_primitive_attr_create(&attr), "attributes");
+  DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad");
+  DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, out ? chosen : plain, eng, out ? plain : chosen,
+                                              eng, attr),
+           "reorder");
+  DNNL_TRY(dnnl_primitive_create(&p->reorder, rpd), "reorder primitive");
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
+  if (smd && dnnl_memory_desc_get_size(smd) > 0 &&
+      owned_memory(ctx, smd, eng, &p->rscratch_buf, &p->rscratch) != 0)
+    rc = -1;
+done:
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return rc;
+}
+
+/* The convolution descriptor of G in `m`'s direction (fwd: the forward one,
+ * also the backward passes' hint), layouts left to oneDNN (tag any). */
+static dnnl_status_t conv_desc(const conv_geo *G, int fwd, int bias, conv_mode m,
+                               dnnl_convolution_desc_t *d) {
+  const fg_conv_params *p = G->p;
+  dnnl_dims_t xd = {G->n, G->c, G->h, G->w}, yd = {G->n, G->o, G->oh, G->ow}, bd = {G->o};
+  dnnl_dims_t wd = {G->o, G->cg, G->kh, G->kw}, gwd = {G->g, G->og, G->cg, G->kh, G->kw};
+  dnnl_dims_t strides = {p->stride[0], p->stride[1]};
+  dnnl_dims_t dil = {p->dilation[0] - 1, p->dilation[1] - 1};
+  dnnl_dims_t pl = {p->pad[0], p->pad[1]}, pr = {p->pad[2], p->pad[3]};
+  dnnl_memory_desc_t mx, mw, my, mb;
+  dnnl_status_t r = dnnl_memory_desc_init_by_tag(&mx, 4, xd, dnnl_f32, dnnl_format_tag_any);
+  if (r == dnnl_success)
+    r = dnnl_memory_desc_init_by_tag(&my, 4, yd, dnnl_f32, dnnl_format_tag_any);
+  if (r == dnnl_success)
+    r = G->g == 1 ? dnnl_memory_desc_init_by_tag(&mw, 4, wd, dnnl_f32, dnnl_format_tag_any)
+                  : dnnl_memory_desc_init_by_tag(&mw, 5, gwd, dnnl_f32, dnnl_format_tag_any);
+  if (r == dnnl_success) r = dnnl_memory_desc_init_by_tag(&mb, 1, bd, dnnl_f32, dnnl_a);
+  if (r != dnnl_success) return r;
+  if (fwd)
+    return dnnl_dilated_convolution_forward_desc_init(
+        d, dnnl_forward_training, dnnl_convolution_direct, &mx, &mw,
+        m == CONV_FWD && bias ? &mb : NULL, &my, strides, dil, pl, pr);
+  if (m == CONV_BWD_WEIGHTS)
+    return dnnl_dilated_convolution_backward_weights_desc_init(d, dnnl_convolution_direct, &mx, &mw,
+                                                               NULL, &my, strides, dil, pl, pr);
+  return dnnl_dilated_convolution_backward_data_desc_init(d, dnnl_convolution_direct, &mx, &mw, &my,
+                                                          strides, dil, pl, pr);
+}
+
+/* The plain layouts of x, w (grouped: goihw) and y. */
+static dnnl_status_t plain_mds(const conv_geo *G, dnnl_memory_desc_t *md) {
+  dnnl_dims_t xd = {G->n, G->c, G->h, G->w}, yd = {G->n, G->o, G->oh, G->ow};
+  dnnl_dims_t wd = {G->o, G->cg, G->kh, G->kw}, gwd = {G->g, G->og, G->cg, G->kh, G->kw};
+  dnnl_status_t r = dnnl_memory_desc_init_by_tag(&md[0], 4, xd, dnnl_f32, dnnl_nchw);
+  if (r == dnnl_success)
+    r = G->g == 1 ? dnnl_memory_desc_init_by_tag(&md[1], 4, wd, dnnl_f32, dnnl_oihw)
+                  : dnnl_memory_desc_init_by_tag(&md[1], 5, gwd, dnnl_f32, dnnl_goihw);
+  if (r == dnnl_success) r = dnnl_memory_desc_init_by_tag(&md[2], 4, yd, dnnl_f32, dnnl_nchw);
+  return r;
+}
+
+/* The largest divisor of n that is at most the machine's cores: the
+ * number of parts, from the shape and the machine alone. */
+static int parts_for(int64_t n) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 1) cores = 1;
+  if (cores > 256) cores = 256;
+  for (long k = cores < n ? cores : (long)n; k > 1; k--)
+    if (n % k == 0) return (int)k;
+  return 1;
+}
+
+/* The argument numbers of x, w and y in this direction. */
+static void conv_args(conv_mode m, int arg[3]) {
+  int fwd = m == CONV_FWD, bwd_w = m == CONV_BWD_WEIGHTS;
+  arg[0] = fwd || bwd_w ? DNNL_ARG_SRC : DNNL_ARG_DIFF_SRC;
+  arg[1] = bwd_w ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS;
+  arg[2] = fwd ? DNNL_ARG_DST : DNNL_ARG_DIFF_DST;
+}
+
+/* Part q over the rows of Gp (Gp->n of them): its primitive, x and y ports,
+ * partial weight gradient, bias and scratchpad. The first part also makes
+ * the shared weight port. */
+static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv_geo *Gp, int bias,
+                     dnnl_primitive_attr_t attr) {
+  int rc = 0;
+  conv_mode m = s->mode;
+  dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
+  dnnl_convolution_desc_t fd, bd;
+  dnnl_memory_desc_t plain[3], mb;
+  DNNL_TRY(dnnl_stream_create(&q->stream, s->engine, dnnl_stream_default_flags), "stream");
+  DNNL_TRY(conv_desc(Gp, 1, bias, m, &fd), "convolution descriptor");
+  DNNL_TRY(dnnl_primitive_desc_create(&fwd_pd, &fd, attr, s->engine, NULL), "forward primitive");
+  if (m != CONV_FWD) {
+    DNNL_TRY(conv_desc(Gp, 0, 0, m, &bd), "backward descriptor");
+    DNNL_TRY(dnnl_primitive_desc_create(&pd, &bd, attr, s->engine, fwd_pd), "backward primitive");
+  }
+  const_dnnl_primitive_desc_t use = pd ? pd : fwd_pd;
+  DNNL_TRY(dnnl_primitive_create(&q->prim, use), "primitive");
+  DNNL_TRY(plain_mds(Gp, plain), "memory descriptors");
+  int arg[3];
+  conv_args(m, arg);
+  const dnnl_memory_desc_t *chosen[3];
+  for (int i = 0; i < 3; i++)
+    if (!(chosen[i] = dnnl_primitive_desc_query_md(use, dnnl_query_exec_arg_md, arg[i]))) {
+      snprintf(ctx->err, ctx->err_size, "oneDNN: no layout for argument %d", arg[i]);
+      rc = -1;
+      goto done;
+    }
+  const int fwd = m == CONV_FWD, bwd_w = m == CONV_BWD_WEIGHTS;
+  if (port_init(ctx, s->engine, &q->x, !fwd && !bwd_w, &plain[0], chosen[0]) != 0 ||
+      port_init(ctx, s->engine, &q->y, fwd, &plain[2], chosen[2]) != 0) {
+    rc = -1;
+    goto done;
+  }
+  dnnl_memory_t wmem;
+  if (q == s->part) {
+    if (port_init(ctx, s->engine, &s->w, bwd_w, &plain[1], chosen[1]) != 0) {
+      rc = -1;
+      goto done;
+    }
+    s->w_bytes = dnnl_memory_desc_get_size(chosen[1]);
+    wmem = s->w.inner ? s->w.inner : s->w.user;
+  } else {
+    /* Every part has the same shape, so the same weight layout. */
+    if (bwd_w && owned_memory(ctx, chosen[1], s->engine, &q->dw_buf, &q->dw) != 0) {
+      rc = -1;
+      goto done;
+    }
+    wmem = bwd_w ? q->dw : s->w.inner ? s->w.inner : s->w.user;
+  }
+  q->args[q->n_args++] = (dnnl_exec_arg_t){arg[0], q->x.inner ? q->x.inner : q->x.user};
+  q->args[q->n_args++] = (dnnl_exec_arg_t){arg[1], wmem};
+  q->args[q->n_args++] = (dnnl_exec_arg_t){arg[2], q->y.inner ? q->y.inner : q->y.user};
+  if (fwd && bias) {
+    dnnl_dims_t bd1 = {Gp->o};
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&mb, 1, bd1, dnnl_f32, dnnl_a), "bias descriptor");
+    DNNL_TRY(dnnl_memory_create(&q->mb, &mb, s->engine, DNNL_MEMORY_NONE), "memory");
+    q->args[q->n_args++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, q->mb};
+  }
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(use, dnnl_query_scratchpad_md, 0);
+  if (smd && dnnl_memory_desc_get_size(smd) > 0) {
+    if (owned_memory(ctx, smd, s->engine, &q->scratch_buf, &q->scratch) != 0) {
+      rc = -1;
+      goto done;
+    }
+    q->args[q->n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, q->scratch};
+  }
+done:
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (fwd_pd) dnnl_primitive_desc_destroy(fwd_pd);
+  return rc;
+}
+
+int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **state) {
+  conv_bufs b = conv_bufs_of(ctx, m);
+  conv_geo G = conv_geo_of(ctx, &b);
+  *state = NULL;
+  /* An empty x or y has nothing to convolve (conv.c's empty()). */
+  if (fgk_numel(b.x) == 0 || fgk_numel(b.y) == 0) return 0;
+  const int n_parts = parts_for(G.n);
+  conv_state *s = calloc(1, sizeof *s + (size_t)n_parts * sizeof s->part[0]);
+  if (!s) {
+    snprintf(ctx->err, ctx->err_size, "out of memory (convolution state)");
+    return -1;
+  }
+  s->mode = m;
+  s->n_parts = n_parts;
+  /* A primitive's OpenMP team is sized when it is made, from the calling
+   * thread's OpenMP thread count (see the top of this file). */
+  s->threads = n_parts > 1 || m == CONV_BWD_WEIGHTS || threads < 1 ? 1 : threads;
+  s->w_fixed = m != CONV_BWD_WEIGHTS && (ctx->fixed_inputs >> 1 & 1u);
+  s->x_row = (size_t)(G.c * G.h * G.w) * sizeof(float);
+  s->y_row = (size_t)(G.o * G.oh * G.ow) * sizeof(float);
+  omp_set_num_threads(s->threads);
+  int rc = 0;
+  dnnl_primitive_attr_t attr = NULL;
+  conv_geo Gp = G;
+  Gp.n = G.n / n_parts;
+  DNNL_TRY(dnnl_engine_create(&s->engine, dnnl_cpu, 0), "engine");
+  DNNL_TRY(dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags), "stream");
+  DNNL_TRY(dnnl_primitive_attr_create(&attr), "attributes");
+  DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad");
+  for (int i = 0; i < n_parts && rc == 0; i++) {
+    s->part[i].n0 = i * Gp.n;
+    rc = part_init(ctx, s, &s->part[i], &Gp, b.bias != NULL, attr);
+  }
+done:
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (rc != 0) {
+    fgk_conv_release(s);
+    return -1;
+  }
+  *state = s;
+  return 0;
+}
+
+/* Converts port p between its plain buffer and its inner layout. */
+static dnnl_status_t port_reorder(dnnl_stream_t stream, conv_port *p) {
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, p->out ? p->inner : p->user},
+                             {DNNL_ARG_TO, p->out ? p->user : p->inner},
+                             {DNNL_ARG_SCRATCHPAD, p->rscratch}};
+  return dnnl_primitive_execute(p->reorder, stream, p->rscratch ? 3 : 2, args);
+}
+
+/* Runs part q: its inputs' reorders, the primitive, its output's reorder. */
+static void part_run(conv_state *s, conv_part *q) {
+  omp_set_num_threads(s->threads);
+  conv_port *ports[2] = {&q->x, &q->y};
+  dnnl_status_t r = dnnl_success;
+  q->failed = "reordering an input";
+  for (int i = 0; i < 2 && r == dnnl_success; i++)
+    if (ports[i]->reorder && !ports[i]->out) r = port_reorder(q->stream, ports[i]);
+  if (r == dnnl_success) {
+    q->failed = "execute";
+    r = dnnl_primitive_execute(q->prim, q->stream, q->n_args, q->args);
+  }
+  for (int i = 0; i < 2 && r == dnnl_success; i++)
+    if (ports[i]->reorder && ports[i]->out) {
+      q->failed = "reordering the output";
+      r = port_reorder(q->stream, ports[i]);
+    }
+  if (r == dnnl_success) {
+    q->failed = "stream wait";
+    r = dnnl_stream_wait(q->stream);
+  }
+  q->status = r;
+}
+
+static void parts_range(void *arg, int64_t begin, int64_t end) {
+  conv_state *s = arg;
+  for (int64_t i = begin; i < end; i++)
+    part_run(s, &s->part[i]);
+}
+
+/* Adds the later parts' partial weight gradients into the first's, in part
+ * order for every element (floats [begin, end)). */
+static void sum_range(void *arg, int64_t begin, int64_t end) {
+  conv_state *s = arg;
+  float *acc = s->w.inner ? s->w.buf : NULL;
+  if (!acc) dnnl_memory_get_data_handle(s->w.user, (void **)&acc);
+  for (int i = 1; i < s->n_parts; i++) {
+    const float *d = s->part[i].dw_buf;
+    for (int64_t e = begin; e < end; e++)
+      acc[e] += d[e];
+  }
+}
+
+/* Binds every memory to this call's buffers (before any part runs: a
+ * memory's handle is not set while another thread may read it). */
+static int bind(const fg_kctx *ctx, conv_state *s, const conv_bufs *b) {
+  int rc = 0;
+  DNNL_TRY(dnnl_memory_set_data_handle(s->w.user, b->w->data), "binding a buffer");
+  for (int i = 0; i < s->n_parts; i++) {
+    conv_part *q = &s->part[i];
+    char *x = (char *)b->x->data + (size_t)q->n0 * s->x_row;
+    char *y = (char *)b->y->data + (size_t)q->n0 * s->y_row;
+    DNNL_TRY(dnnl_memory_set_data_handle(q->x.user, x), "binding a buffer");
+    DNNL_TRY(dnnl_memory_set_data_handle(q->y.user, y), "binding a buffer");
+    if (q->mb) DNNL_TRY(dnnl_memory_set_data_handle(q->mb, b->bias->data), "binding the bias");
+  }
+done:
+  return rc;
+}
+
+static int conv_exec(const fg_kctx *ctx, conv_state *s) {
+  conv_bufs b = conv_bufs_of(ctx, s->mode);
+  int rc = bind(ctx, s, &b);
+  if (rc != 0) return rc;
+  omp_set_num_threads(s->threads);
+  /* A variable's weight in the primitives' layout is still current when no
+   * run may have written a variable since it was reordered (inference
+   * reuses it; a training step's update makes the next run reorder). */
+  const int w_kept =
+      s->w_fixed && s->w_valid && s->w_version == ctx->var_version && s->w_data == b.w->data;
+  s->w_valid = 0;
+  if (s->w.reorder && !s->w.out && !w_kept)
+    DNNL_TRY(port_reorder(s->stream, &s->w), "reordering the weight");
+  DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");
+  fgk_parallel_for(ctx, s->n_parts, 1, parts_range, s);
+  for (int i = 0; i < s->n_parts; i++)
+    if (s->part[i].status != dnnl_success)
+      return dnnl_fail(ctx, s->part[i].failed, s->part[i].status);
+  if (s->mode == CONV_BWD_WEIGHTS) {
+    if (s->n_parts > 1)
+      fgk_parallel_for(ctx, (int64_t)(s->w_bytes / sizeof(float)), FGK_GRAIN_CHEAP, sum_range, s);
+    if (s->w.reorder) DNNL_TRY(port_reorder(s->stream, &s->w), "reordering the output");
+    DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");
+  }
+  s->w_valid = s->w_fixed, s->w_version = ctx->var_version, s->w_data = b.w->data;
+  if (s->mode == CONV_TRANSPOSE && b.bias) {
+    conv_geo G = conv_geo_of(ctx, &b);
+    fgk_conv_add_bias_f32(&G, b.bias->data, b.x->data);
+  }
+done:
+  return rc;
+}
+
+int fgk_conv_dnnl(const fg_kctx *ctx, conv_mode m) {
+  if (ctx->state) return conv_exec(ctx, ctx->state);
+  /* No plan-time state (constant folding, a direct call): make it for
+   * this call alone. */
+  void *s = NULL;
+  if (fgk_conv_dnnl_prepare(ctx, m, 1, &s) != 0) return -1;
+  int rc = conv_exec(ctx, s);
+  fgk_conv_release(s);
+  return rc;
+}
+#endif /* FG_HAVE_DNNL */
