@@ -92,13 +92,16 @@ static void NF(bn_fwd_range)(void *arg, int64_t c0, int64_t c1) {
       var_out = (double)((const NT *)J->rv)[c];
       inv = 1.0 / sqrt(var_out + J->eps);
     }
+    /* The sums are in double; the element pass in NT, so it vectorises
+     * at NT's width (y = x a + b is one rounding from the exact value
+     * either way, a and b rounded to NT). */
     const double a = (double)((const NT *)J->scale)[c] * inv;
-    const double b = (double)((const NT *)J->shift)[c] - mean * a;
+    const NT at = (NT)a, bt = (NT)((double)((const NT *)J->shift)[c] - mean * a);
     for (int64_t n = 0; n < N; n++) {
       const NT *xc = x + (n * C + c) * S;
       NT *yc = y + (n * C + c) * S;
       for (int64_t k = 0; k < S; k++)
-        yc[k] = (NT)((double)xc[k] * a + b);
+        yc[k] = xc[k] * at + bt;
     }
     ((NT *)J->mean)[c] = (NT)mean;
     ((NT *)J->inv)[c] = (NT)inv;
@@ -125,12 +128,14 @@ static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
       m1 = J->gd[c];
       m2 = J->gd[C + c];
     }
+    /* dx = a dy - a m1 - a inv m2 (x - mean), the element pass in NT (see
+     * bn_fwd_range); x - mean stays a difference, so a large mean does not
+     * cancel. */
+    const NT k_dy = (NT)a, k_x = (NT)(-a * inv * m2), k_0 = (NT)(-a * m1), mt = (NT)mean;
     for (int64_t n = 0; n < N; n++) {
       const int64_t o = (n * C + c) * S;
-      for (int64_t k = 0; k < S; k++) {
-        const double xh = ((double)x[o + k] - mean) * inv;
-        dx[o + k] = (NT)(a * ((double)dy[o + k] - m1 - xh * m2));
-      }
+      for (int64_t k = 0; k < S; k++)
+        dx[o + k] = k_dy * dy[o + k] + k_x * (x[o + k] - mt) + k_0;
     }
     if (J->gd) continue;
     ((NT *)J->dscale)[c] = (NT)sdyx;
