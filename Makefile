@@ -69,9 +69,10 @@ demo: build
 # Only the library and the driver are built; the comparison takes a few minutes.
 bench: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
-	cmake --build $(BUILD) -j $(JOBS) --target fg_bench fg_bench_gpu fg_bench_cnn
+	cmake --build $(BUILD) -j $(JOBS) --target fg_bench fg_bench_gpu fg_bench_cnn fg_bench_onnx
 	/usr/bin/python3 bench/compare_torch.py --driver $(BUILD)/bench/fg_bench
 	/usr/bin/python3 bench/compare_torch_cnn.py --driver $(BUILD)/bench/fg_bench_cnn
+	/usr/bin/python3 bench/compare_torch_onnx.py --driver $(BUILD)/bench/fg_bench_onnx
 	/usr/bin/python3 bench/compare_torch_gpu.py --driver $(BUILD)/bench/fg_bench_gpu
 	./bench/dist_bench.sh $(BUILD)
 

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""Times imported ONNX models in flowgraph against the same models in PyTorch.
+
+    /usr/bin/python3 bench/compare_torch_onnx.py [--driver build/bench/fg_bench_onnx]
+                                                [--rounds 3] [--cases a,b,...]
+
+The models are exported once by PyTorch 1.13 (torch.onnx.export, opset 17, a
+dynamic batch axis) into build/bench/onnx/: torchvision's resnet18 and
+mobilenet_v2 (weights=None, seed 0, eval mode) and a TransformerEncoder (2
+layers, d_model 64, 4 heads, GELU, batch_first, sequence 128). Each round
+runs, per case, the flowgraph driver on the file and then this script with
+--torch CASE, each as its own process, alternating which goes first.
+PyTorch's side rebuilds the same model from the same seed (so the same
+weights) and times inference under torch.no_grad() twice: eager, and
+torch.jit.trace + torch.jit.freeze. Each framework's time is the median
+over the rounds of its per-round medians.
+
+Prints per case
+
+    RATIO <case> eager <torch_eager / flowgraph>  jit <torch_jit / flowgraph>  [target >= 1.0]
+
+the import time, the arena against its lower bound and both processes'
+peak RSS, and a Markdown table for docs/performance.md.
+"""
+import os
+import resource
+import statistics
+import subprocess
+import sys
+
+import torch_common
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DEFAULT_DRIVER = os.path.join(ROOT, "build", "bench", "fg_bench_onnx")
+MODEL_DIR = os.path.join(ROOT, "build", "bench", "onnx")
+
+# case: (model, batch, warm-up, timed runs)
+CASES = {
+    "onnx_resnet18_b1": ("resnet18", 1, 3, 20),
+    "onnx_resnet18_b8": ("resnet18", 8, 2, 8),
+    "onnx_mobilenet_v2_b1": ("mobilenet_v2", 1, 3, 20),
+    "onnx_mobilenet_v2_b8": ("mobilenet_v2", 8, 2, 8),
+    "onnx_transformer_b8": ("transformer", 8, 3, 20),
+}
+TARGET = 1.0
+SEQ, D_MODEL = 128, 64
+
+
+def build(model):
+    """The model (eval mode) and an input shape with batch 1, from seed 0."""
+    import torch
+    import torchvision
+    torch.manual_seed(0)
+    if model == "transformer":
+        layer = torch.nn.TransformerEncoderLayer(D_MODEL, 4, dim_feedforward=128,
+                                                 activation="gelu", batch_first=True)
+        return torch.nn.TransformerEncoder(layer, 2).eval(), (1, SEQ, D_MODEL)
+    m = getattr(torchvision.models, model)(weights=None)
+    return m.eval(), (1, 3, 224, 224)
+
+
+def export(model):
+    """build/bench/onnx/<model>.onnx, exported once."""
+    import torch
+    path = os.path.join(MODEL_DIR, model + ".onnx")
+    if os.path.exists(path):
+        return path
+    os.makedirs(MODEL_DIR, exist_ok=True)
+    m, shape = build(model)
+    x = torch.rand(*shape) * 2 - 1
+    tmp = path + ".tmp"
+    torch.onnx.export(m, (x,), tmp, opset_version=17, input_names=["input"],
+                      output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    os.replace(tmp, path)
+    return path
+
+
+def torch_main(case):
+    import torch
+    torch.set_num_threads(os.cpu_count())
+    model, batch, warmup, runs = CASES[case]
+    m, shape = build(model)
+    x = torch.rand(batch, *shape[1:]) * 2 - 1
+    with torch.no_grad():
+        eager = torch_common.timed(lambda: m(x), warmup, runs)
+        try:
+            frozen = torch.jit.freeze(torch.jit.trace(m, (x,)))
+            jit = torch_common.timed(lambda: frozen(x), warmup, runs)
+        except Exception as e:  # some models do not trace; say so, do not fail
+            print("TORCH_JIT_FAILED %s %s" % (case, str(e).splitlines()[0]), file=sys.stderr)
+            jit = float("nan")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print("TORCH %s eager_s=%.6g jit_s=%.6g maxrss_kb=%d" % (case, eager, jit, rss))
+
+
+def run_torch(case):
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch", case],
+                         capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if parts[:2] == ["TORCH", case]:
+            return dict(p.split("=", 1) for p in parts[2:])
+    sys.exit("compare_torch_onnx: PyTorch's %s failed (%d):\n%s%s" %
+             (case, out.returncode, out.stdout, out.stderr))
+
+
+def run_fg(driver, case):
+    model, batch, warmup, runs = CASES[case]
+    cmd = [driver, case, export(model), "--batch", str(batch), "--warmup", str(warmup),
+           "--runs", str(runs)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if parts[:2] == ["FG", case]:
+            return dict(p.split("=", 1) for p in parts[2:])
+    sys.exit("compare_torch_onnx: %s failed (%d):\n%s%s" %
+             (" ".join(cmd), out.returncode, out.stdout, out.stderr))
+
+
+def mib(v, unit):
+    return float(v) * unit / 2 ** 20
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--torch":
+        return torch_main(sys.argv[2])
+    args = torch_common.parse_args(__doc__, "compare_torch_onnx", DEFAULT_DRIVER, list(CASES))
+    for c in args.cases:
+        export(CASES[c][0])
+    fg = {c: [] for c in args.cases}
+    th = {c: [] for c in args.cases}
+    for r in range(args.rounds):
+        for c in args.cases:
+            pair = [lambda: fg[c].append(run_fg(args.driver, c)),
+                    lambda: th[c].append(run_torch(c))]
+            for f in (pair if r % 2 == 0 else pair[::-1]):
+                f()
+    rows = []
+    for c in args.cases:
+        tf = statistics.median(float(d["median_s"]) for d in fg[c])
+        te = statistics.median(float(d["eager_s"]) for d in th[c])
+        tj = statistics.median(float(d["jit_s"]) for d in th[c])
+        last, lt = fg[c][-1], th[c][-1]
+        re_, rj = te / tf, tj / tf
+        met = "met" if re_ >= TARGET and not (rj < TARGET) else "missed"
+        print("RATIO %s eager %.3f jit %.3f  [target >= %.1f: %s]  flowgraph %.4g s, "
+              "torch eager %.4g s, jit %.4g s" % (c, re_, rj, TARGET, met, tf, te, tj))
+        arena, bound = mib(last["arena_bytes"], 1), mib(last["lower_bound_bytes"], 1)
+        print("MEMORY %s import %.3f s, arena %.1f MiB, lower bound %.1f MiB (%.3fx), "
+              "peak RSS flowgraph %.0f MiB, torch %.0f MiB" %
+              (c, float(last["import_s"]), arena, bound, arena / bound if bound else 0,
+               mib(last["maxrss_kb"], 1024), mib(lt["maxrss_kb"], 1024)))
+        rows.append("| %s | %.4g | %.4g | %.4g | %.2fx | %.2fx | %.3f | %.1f / %.1f MiB |"
+                    " %.0f / %.0f MiB |" %
+                    (c, tf * 1e3, te * 1e3, tj * 1e3, re_, rj, float(last["import_s"]),
+                     arena, bound, mib(last["maxrss_kb"], 1024), mib(lt["maxrss_kb"], 1024)))
+    print()
+    print("| case | flowgraph ms | eager ms | jit ms | vs eager | vs jit | import s |"
+          " arena / bound | peak RSS fg / torch |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
