@@ -81,6 +81,8 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
       a->quiet = 1;
     } else if (cli_dist_opt(cmd, argc, argv, &i, &a->dist_mpi, &a->dist_timeout, &rc)) {
+    } else if (strcmp(arg, "--dist-sync-bn") == 0) {
+      a->dist_sync_bn = 1;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-bucket", &v)) != 0) {
       rc = cli_int_opt(cmd, "--dist-bucket", r, v, 1, INT64_MAX, &a->dist_bucket);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--micro-batches", &v)) != 0) {
@@ -112,8 +114,9 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   if (!have_epochs) return cli_usage(cmd, "missing --epochs N");
   if (a->n_eval_inputs > 0 && a->n_evals == 0)
     return cli_usage(cmd, "--eval-input needs --eval NAME (what to compute on it)");
-  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_comm_given))
-    return cli_usage(cmd, "--dist-timeout, --dist-bucket and --dist-comm need --dist mpi");
+  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_comm_given || a->dist_sync_bn))
+    return cli_usage(
+        cmd, "--dist-timeout, --dist-bucket, --dist-comm and --dist-sync-bn need --dist mpi");
   /* The loss form matters wherever a batch is cut: across ranks, or into
    * micro-batches. */
   if (a->in_flight && a->micro < 2) return cli_usage(cmd, "--in-flight needs --micro-batches");
@@ -346,6 +349,7 @@ static fg_graph *rewrite_for_dp(const train_args *a, const fg_graph *g, fg_statu
   cli_dist_dp_options(cli_session_limits.device, &o);
   if (a->dist_bucket) o.bucket_bytes = a->dist_bucket;
   o.loss_reduction = a->dist_loss_sum ? FG_DP_LOSS_SUM : FG_DP_LOSS_MEAN;
+  o.sync_batch_norm = a->dist_sync_bn;
   fg_graph *dp = fg_data_parallel(g, 1, names, a->n_inputs, &o, st);
   free(names);
   return dp;
@@ -363,9 +367,10 @@ static int dist_setup(train_args *a, fg_graph **g, train_comms *c, fg_status *st
    * ranks choosing different communicators (or only some resolving
    * cuda:local, a collective) would wait for each other: part of the
    * graph hash. */
-  int64_t shape[6] = {a->dist_bucket, a->dist_loss_sum,
+  int64_t shape[7] = {a->dist_bucket, a->dist_loss_sum,
                       a->dist_comm,   cli_dist_is_local_gpu(cli_session_limits.device),
-                      a->micro,       a->in_flight};
+                      a->micro,       a->in_flight,
+                      a->dist_sync_bn};
   /* So are what the step runs and fetches: --target, --loss and the
    * --eval runs (with their inputs) add runs or collectives that a rank
    * without them would pair with its next training step. */
@@ -764,7 +769,8 @@ const cli_command cli_train_command = {
     "[--shuffle SEED] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
     "[--eval-input NAME=FILE.npy ...] [--threads N] [--device NAME] [--quiet] [--check-numerics] "
     "[--max-memory BYTES] [--dist mpi [--dist-timeout SECONDS] [--dist-bucket BYTES] "
-    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl]] [--micro-batches M [--in-flight K|all]]",
+    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl] [--dist-sync-bn]] [--micro-batches M "
+    "[--in-flight K|all]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   training data for placeholder NAME; every -i is\n"
     "                              cut into batches along axis 0, so all need the\n"
@@ -827,6 +833,10 @@ const cli_command cli_train_command = {
     "                              through host memory; auto (default) takes NCCL\n"
     "                              where this build has it and no two ranks share\n"
     "                              a GPU. cpu:N devices always use MPI\n"
+    "  --dist-sync-bn              batch norm takes the statistics of the whole\n"
+    "                              batch, all-reduced over the ranks each step\n"
+    "                              (torch.nn.SyncBatchNorm); default: each rank's\n"
+    "                              own shard's, as PyTorch DDP (CPU devices)\n"
     "  --micro-batches M           cut every step's batch (each replica's shard)\n"
     "                              into M micro-batches (1..1024), GPipe style:\n"
     "                              forward and backward run per micro-batch, the\n"

@@ -24,6 +24,7 @@ typedef struct train_args {
   int64_t dist_timeout, dist_bucket;
   int dist_loss_sum; /* --dist-loss sum: the loss sums over rows */
   int dist_comm;     /* --dist-comm: CLI_DIST_COMM_AUTO, _MPI or _NCCL */
+  int dist_sync_bn;  /* --dist-sync-bn: fg_data_parallel's sync_batch_norm */
   /* --dist mpi on a cross-process graph (devices "rank:R/..."): model
    * parallelism; every rank feeds whole batches and runs its own nodes. */
   int model_parallel;
