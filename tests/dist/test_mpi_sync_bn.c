@@ -100,3 +100,19 @@ FG_TEST(mpi_train_sync_bn_np2_matches_single, "dist") { check_sync_bn("8"); }
 /* 7 rows per batch: shards of 4 and 3 (and 3 and 2 for the last batch of
  * 5), whose statistics are weighted by rows. */
 FG_TEST(mpi_train_sync_bn_np2_uneven_matches_single, "dist") { check_sync_bn("7"); }
+
+/* Without --dist mpi there are no ranks to synchronise with: a usage error
+ * (exit 2) that says so. */
+FG_TEST(train_sync_bn_without_dist_refused, "badinput") {
+  FG_REQUIRE(setup_linreg() == 0);
+  FG_REQUIRE(build_bn_model(tpath("bn.fgb")) == 0);
+  char xi[700], yi[700], m[700];
+  lin_inputs(xi, yi);
+  snprintf(m, sizeof m, "%s", tpath("bn.fgb"));
+  cli_result r;
+  cli(&r, "train", m, "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1", "--dist-sync-bn", NULL);
+  FG_CHECK_INT(r.code, 2);
+  FG_CHECK_STR_CONTAINS(r.err, "--dist-sync-bn needs --dist mpi");
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}

@@ -114,9 +114,10 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   if (!have_epochs) return cli_usage(cmd, "missing --epochs N");
   if (a->n_eval_inputs > 0 && a->n_evals == 0)
     return cli_usage(cmd, "--eval-input needs --eval NAME (what to compute on it)");
-  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_comm_given || a->dist_sync_bn))
-    return cli_usage(
-        cmd, "--dist-timeout, --dist-bucket, --dist-comm and --dist-sync-bn need --dist mpi");
+  if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_comm_given))
+    return cli_usage(cmd, "--dist-timeout, --dist-bucket and --dist-comm need --dist mpi");
+  if (!a->dist_mpi && a->dist_sync_bn)
+    return cli_usage(cmd, "--dist-sync-bn needs --dist mpi (batch norm over every rank's rows)");
   /* The loss form matters wherever a batch is cut: across ranks, or into
    * micro-batches. */
   if (a->in_flight && a->micro < 2) return cli_usage(cmd, "--in-flight needs --micro-batches");
