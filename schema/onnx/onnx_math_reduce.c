@@ -123,7 +123,7 @@ static fg_output build_reduce(fg_graph *g, red_kind k, fg_output x, fg_dtype dt,
 
 static int map_reduce(fgx_ctx *c, const fgx_node *n, red_kind k) {
   fg_dtype dt;
-  int rank, na, noop;
+  int rank, na = 0, noop = 0;
   int64_t dims[FGX_MAX_DIMS], axes[FGX_MAX_DIMS], keep;
   if (fgx_input_info(c, n, 0, &dt, &rank, dims) != 0) return -1;
   const int axes_input = k == R_SUM && fgx_opset(c) >= 13;
