@@ -118,6 +118,10 @@ def binary_cases():
         b = np.array([2, 2, -4, -4], dtype=dt)
         case("div_%s_trunc" % tag, [node("Div", ["a", "b"])], [("a", a), ("b", b)],
              [("y", trunc_div(a, b))])
+    # a dynamic batch on the left, a row on the right: fed with 2 and 5 rows
+    a2, a5, b = f32(2, 3), f32(5, 3), f32(3)
+    case("mul_batch_row", [node("Mul", ["a", "w"])], [("a", a2)], [("y", a2 * b)], batch=True,
+         inits=[("w", b)], feeds=[("b5", [("a", a5)], [("y", a5 * b)])])
     # opset 7 form (the first with broadcasting)
     a, b = f32(2, 3), f32(3)
     case("add_opset7", [node("Add", ["a", "b"])], [("a", a), ("b", b)], [("y", a + b)], opset=7)
@@ -348,6 +352,17 @@ def reduce_cases():
          [("y", np.array(np.max(xl)))], opset=13)
     case("reducemin_i32", [attr_reduce("ReduceMin", xi, [-1], 1, 13)], [("x", xi)],
          [("y", np.min(xi, axis=-1, keepdims=True))], opset=13)
+    # integer mean and L2: computed, then truncated toward zero to the input type
+    xm = np.array([[-7, 2, 0], [5, 6, -4]], np.int32)
+    case("reducemean_i32", [attr_reduce("ReduceMean", xm, [1], 0, 13)], [("x", xm)],
+         [("y", np.mean(xm, axis=1).astype(np.int32))], opset=13)
+    case("reducel2_i32", [attr_reduce("ReduceL2", xm, [0], 1, 13)], [("x", xm)],
+         [("y", np.sqrt(np.sum(xm * xm, axis=0, keepdims=True)).astype(np.int32))], opset=13)
+    # a dynamic batch: the same model fed with 2 and 5 rows
+    xb2, xb5 = f32(2, 3, 4), f32(5, 3, 4)
+    case("reducemean_batch", [attr_reduce("ReduceMean", xb2, [-1], 0, 13)], [("x", xb2)],
+         [("y", np.mean(xb2, axis=-1))], opset=13, batch=True,
+         feeds=[("b5", [("x", xb5)], [("y", np.mean(xb5, axis=-1))])])
     xd = f64(2, 5)
     case("reducel2_f64", [attr_reduce("ReduceL2", xd, [1], 0, 13)], [("x", xd)],
          [("y", np.sqrt(np.sum(xd * xd, axis=1)))], opset=13)
