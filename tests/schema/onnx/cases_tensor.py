@@ -46,9 +46,9 @@ def save(name, nodes, inputs, outputs, opset, inits=(), sym=(), feeds=None):
     m.ir_version = 7
     onnx.save(m, os.path.join(OUT, name + ".onnx"))
     for n, a in (feeds or inputs):
-        np.save(os.path.join(OUT, "%s.in.%s.npy" % (name, n)), a)
+        np.save(os.path.join(OUT, "%s.in.%s.npy" % (name, n)), np.array(a, order="C"))
     for k, (_, a) in enumerate(outputs):
-        np.save(os.path.join(OUT, "%s.out.%d.npy" % (name, k)), np.asarray(a))
+        np.save(os.path.join(OUT, "%s.out.%d.npy" % (name, k)), np.array(a, order="C"))
 
 
 def both(name, op, data, extra_inits, want, opset, attrs=None, extra_inputs=(), outs=("y",)):
@@ -325,7 +325,7 @@ bad("bad_squeeze_axis", [helper.make_node("Squeeze", ["x", "a"], ["y"])], [("x",
     inits=[("a", i64([2]))])
 bad("bad_squeeze_not_one", [helper.make_node("Squeeze", ["x"], ["y"], axes=[1])], [("x", x)],
     ["y"], 11)
-bad("bad_unsqueeze_twice", [helper.make_node("Unsqueeze", ["x"], ["y"], axes=[0, -3])],
+bad("bad_unsqueeze_twice", [helper.make_node("Unsqueeze", ["x"], ["y"], axes=[0, -4])],
     [("x", x)], ["y"], 11)
 bad("bad_transpose_perm", [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 0])], [("x", x)],
     ["y"], 13)
