@@ -145,7 +145,15 @@
   ARG_CASES(X, argmin)                                                                             \
   X(fold_known)                                                                                    \
   X(fold_batch)                                                                                    \
-  X(fold_batch_b5)
+  X(fold_batch_b5)                                                                                 \
+  X(fold_reshape)                                                                                  \
+  X(fold_reshape_b5)                                                                               \
+  X(reducemean_i32)                                                                                \
+  X(reducel2_i32)                                                                                  \
+  X(reducemean_batch)                                                                              \
+  X(reducemean_batch_b5)                                                                           \
+  X(mul_batch_row)                                                                                 \
+  X(mul_batch_row_b5)
 
 /* Every reduction with default axes (all), one axis with keepdims 1, a
  * negative axis with keepdims 0, two axes, and two with one negative. */
@@ -202,6 +210,20 @@ FG_TEST(onnx_math_fold_batch_leaves_no_ops, "onnx") {
   const char *dir = onnx_cases(SCRIPT);
   if (!dir) return;
   FG_CHECK_INT(count_ops(dir, "fold_batch", ARITH, 12), 0);
+}
+
+/* Shape -> Gather -> Mul/Div/Add -> Unsqueeze -> Concat -> Reshape on a
+ * dynamic batch: the arithmetic folds (B * 4 / 2 carried as a
+ * batch-dependent entry), leaving a reshape and no arithmetic; the cases
+ * fold_reshape and fold_reshape_b5 check the values at batch 2 and 5. */
+FG_TEST(onnx_math_fold_reshape_leaves_no_ops, "onnx") {
+  const char *dir = onnx_cases(SCRIPT);
+  if (!dir) return;
+  FG_CHECK_INT(count_ops(dir, "fold_reshape", ARITH, 12), 0);
+  static const char *const shaping[] = {"gather", "concat", "expand_dims", "shape"};
+  FG_CHECK_INT(count_ops(dir, "fold_reshape", shaping, 4), 0);
+  static const char *const reshape[] = {"reshape"};
+  FG_CHECK_INT(count_ops(dir, "fold_reshape", reshape, 1), 1);
 }
 
 /* ---- refused models --------------------------------------------------------- */

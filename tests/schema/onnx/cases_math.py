@@ -449,6 +449,27 @@ def fold_cases():
     case("fold_batch", nodes, [("x", x2)], outs, batch=True, check=True,
          inits=[("k", k), ("zero", np.array(0, np.int64))],
          feeds=[("b5", [("x", x5)], outs)])
+    # The exporters' shape arithmetic feeding a Reshape: Shape -> Gather ->
+    # Mul/Div (on B) and Add (on 3) -> Unsqueeze -> Concat -> Reshape. The
+    # shape is [2B, 6]: Reshape makes its batch entry -1, so x [B, 3, 4]
+    # becomes [2B, 6] for any B.
+    nodes = [
+        node("Shape", ["x"], ["s"]),
+        node("Gather", ["s", "i0"], ["b"], axis=0),        # B
+        node("Gather", ["s", "i1"], ["c"], axis=0),        # 3
+        node("Mul", ["b", "four"], ["b4"]),                # 4B
+        node("Div", ["b4", "two"], ["b2"]),                # 2B
+        node("Add", ["c", "three"], ["c6"]),               # 6
+        node("Unsqueeze", ["b2", "ax0"], ["u0"]),
+        node("Unsqueeze", ["c6", "ax0"], ["u1"]),
+        node("Concat", ["u0", "u1"], ["shape"], axis=0),   # [2B, 6]
+        node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    scalars = [("i0", np.array(0, np.int64)), ("i1", np.array(1, np.int64)),
+               ("four", np.array(4, np.int64)), ("two", np.array(2, np.int64)),
+               ("three", np.array(3, np.int64)), ("ax0", np.array([0], np.int64))]
+    case("fold_reshape", nodes, [("x", x2)], [("y", x2.reshape(4, 6))], batch=True,
+         inits=scalars, feeds=[("b5", [("x", x5)], [("y", x5.reshape(10, 6))])])
     # B + 1 has no known form, and the graph has no value for B: refused,
     # naming the node.
     nodes = [node("Shape", ["x"], ["s"]), node("Add", ["s", "one"], ["y"], name="plus_one")]
