@@ -148,6 +148,8 @@
   X(fold_batch_b5)                                                                                 \
   X(fold_reshape)                                                                                  \
   X(fold_reshape_b5)                                                                               \
+  X(fold_reduce)                                                                                   \
+  X(fold_reduce_b5)                                                                                \
   X(reducemean_i32)                                                                                \
   X(reducel2_i32)                                                                                  \
   X(reducemean_batch)                                                                              \
@@ -224,6 +226,15 @@ FG_TEST(onnx_math_fold_reshape_leaves_no_ops, "onnx") {
   FG_CHECK_INT(count_ops(dir, "fold_reshape", shaping, 4), 0);
   static const char *const reshape[] = {"reshape"};
   FG_CHECK_INT(count_ops(dir, "fold_reshape", reshape, 1), 1);
+}
+
+/* ReduceProd, ReduceMin and ReduceSum of a Shape's entries (12B over B
+ * included) fold: no reduction is left in the graph. */
+FG_TEST(onnx_math_fold_reduce_leaves_no_ops, "onnx") {
+  const char *dir = onnx_cases(SCRIPT);
+  if (!dir) return;
+  static const char *const red[] = {"reduce_prod", "reduce_min", "reduce_sum", "div"};
+  FG_CHECK_INT(count_ops(dir, "fold_reduce", red, 4), 0);
 }
 
 /* ---- refused models --------------------------------------------------------- */
