@@ -237,6 +237,19 @@ FG_TEST(onnx_math_fold_reduce_leaves_no_ops, "onnx") {
   FG_CHECK_INT(count_ops(dir, "fold_reduce", red, 4), 0);
 }
 
+/* Clip with known float bounds (ReLU6 as torch exports it) is flowgraph's
+ * one clip node; a one-sided bound is a maximum alone. */
+FG_TEST(onnx_math_clip_known_bounds_one_node, "onnx") {
+  const char *dir = onnx_cases(SCRIPT);
+  if (!dir) return;
+  static const char *const clip[] = {"clip"}, *const minmax[] = {"maximum", "minimum"};
+  FG_CHECK_INT(count_ops(dir, "clip_in_both", clip, 1), 1);
+  FG_CHECK_INT(count_ops(dir, "clip_in_both", minmax, 2), 0);
+  FG_CHECK_INT(count_ops(dir, "clip_attr_both", clip, 1), 1);
+  FG_CHECK_INT(count_ops(dir, "clip_in_min", minmax, 2), 1);
+  FG_CHECK_INT(count_ops(dir, "clip_in_min", clip, 1), 0);
+}
+
 /* ---- refused models --------------------------------------------------------- */
 
 /* Loading case `name` fails with `code` and a message holding every
