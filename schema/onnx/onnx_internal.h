@@ -15,11 +15,12 @@ enum { FGX_FROM_INITIALIZER = -2, FGX_FROM_INPUT = -1 /* >= 0: the node's index 
 
 /* One ONNX tensor name. Until it is bound, out.node is -1 and known.t NULL. */
 typedef struct fgx_value {
-  const char *name;              /* points into the decoded model */
-  int producer;                  /* FGX_FROM_* or a node index */
-  int used;                      /* read by a node or listed as a graph output */
-  int initializer;               /* a float initializer may become a variable */
-  const Onnx__TensorProto *init; /* the initializer, converted on first use */
+  const char *name;                 /* points into the decoded model */
+  int producer;                     /* FGX_FROM_* or a node index */
+  int used;                         /* read by a node or listed as a graph output */
+  int initializer;                  /* a float initializer may become a variable */
+  const Onnx__TensorProto *init;    /* the initializer, converted on first use */
+  const Onnx__ValueInfoProto *info; /* value_info or graph output: dtype, shape */
   fg_output out;
   fgx_known known;
 } fgx_value;
