@@ -131,6 +131,10 @@ static int check_inputs_outputs(fgx_ctx *c) {
       return fgx_fail_model(c, FG_INVALID_GRAPH, "initializer[%zu] has no name", i);
     if (fgx_value_index(c, t->name) >= 0)
       return fgx_fail_model(c, FG_INVALID_GRAPH, "initializer '%s' is listed twice", t->name);
+    /* Every initializer is checked, used or not; its data is read on use. */
+    char where[300];
+    snprintf(where, sizeof where, "initializer '%.200s'", t->name);
+    if (fgx_tensor_check(c, NULL, t, where) < 0) return -1;
     int v = fgx_value_add(c, t->name, FGX_FROM_INITIALIZER);
     if (v < 0) return -1;
     c->vals[v].init = t;
@@ -208,6 +212,12 @@ static int check_nodes(fgx_ctx *c) {
                               "graph output '%s' is listed twice (outputs %zu and %zu)", name, i,
                               j);
     c->vals[v].used = 1;
+    c->vals[v].info = gp->output[j];
+  }
+  /* value_info naming no tensor says nothing about this graph: ignored. */
+  for (size_t j = 0; j < gp->n_value_info; j++) {
+    int v = gp->value_info[j]->name ? fgx_value_index(c, gp->value_info[j]->name) : -1;
+    if (v >= 0 && !c->vals[v].info) c->vals[v].info = gp->value_info[j];
   }
   return 0;
 }
@@ -318,6 +328,56 @@ static int name_nodes(fgx_ctx *c, const fgx_node *n, int k, int first) {
   return 0;
 }
 
+/* Output o of node n against what the file's value_info (or graph output)
+ * declares: the dtype, the rank and every dimension known on both sides.
+ * A difference is a wrong file or a wrong mapping; either way the import
+ * must not go on with a graph that computes something else. */
+static int check_declared(fgx_ctx *c, const fgx_node *n, size_t o, const fgx_value *x) {
+  const Onnx__TypeProto *tp = x->info ? x->info->type : NULL;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return 0;
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  fg_dtype dt;
+  int rank;
+  int64_t dims[FG_MAX_RANK];
+  if (x->known.t) {
+    dt = fg_tensor_dtype(x->known.t);
+    rank = fg_tensor_rank(x->known.t);
+    memcpy(dims, fg_tensor_dims(x->known.t), (size_t)rank * sizeof *dims);
+  } else {
+    dt = fg_output_dtype(c->g, x->out);
+    rank = fg_output_shape(c->g, x->out, dims);
+  }
+  if (tt->has_elem_type && tt->elem_type != 0 && fgx_dtype_from_onnx(tt->elem_type) != dt)
+    return fgx_fail(c, n, FG_INVALID_GRAPH,
+                    "output %zu '%s' is %s here, but the model declares %s (value_info)", o,
+                    x->name, fg_dtype_name(dt), fgx_onnx_dtype_name(tt->elem_type));
+  if (!tt->shape || rank < 0) return 0;
+  int same = (size_t)rank == tt->shape->n_dim;
+  for (int i = 0; same && i < rank; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+        dims[i] != FG_DIM_UNKNOWN && d->dim_value != dims[i])
+      same = 0;
+  }
+  if (same) return 0;
+  char got[160] = "", want[160] = "";
+  for (int i = 0; i < rank; i++)
+    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "",
+             (long long)dims[i]);
+  for (size_t i = 0; i < tt->shape->n_dim; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+      snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? "," : "",
+               (long long)d->dim_value);
+    else
+      snprintf(want + strlen(want), sizeof want - strlen(want), "%s?", i ? "," : "");
+  }
+  return fgx_fail(c, n, FG_INVALID_GRAPH,
+                  "output %zu '%s' has shape [%s] here, but the model declares [%s] "
+                  "(value_info; -1 is the unknown batch)",
+                  o, x->name, got, want);
+}
+
 /* The graph's sticky error after a mapper, as this node's error. */
 static int graph_error(fgx_ctx *c, const fgx_node *n) {
   fg_status *gs = fg_status_new();
@@ -343,6 +403,7 @@ static int map_nodes(fgx_ctx *c) {
         return fgx_fail(c, n, FG_UNIMPLEMENTED,
                         "output %zu '%s' is used, but flowgraph's mapping of %s does not make it",
                         o, x->name, n->op_type);
+      if ((x->out.node >= 0 || x->known.t) && check_declared(c, n, o, x) != 0) return -1;
     }
     if (name_nodes(c, n, (int)k, first) != 0) return -1;
   }

@@ -187,6 +187,21 @@ FG_TEST(onnx_core_errors, "onnx") {
   onnx_expect_error(d, "err_constant_sparse", FG_UNSUPPORTED, "'value_string'");
 }
 
+/* What value_info and the graph outputs declare is checked against what
+ * the nodes compute (dtype, rank, every dim known on both sides). */
+FG_TEST(onnx_core_declared_types_checked, "onnx") {
+  const char *d = CORE();
+  onnx_expect_error(d, "err_declared_shape", FG_INVALID_GRAPH,
+                    "ONNX node 'ident' (Identity): output 0 'y' has shape [2,3] here, but the "
+                    "model declares [3,2]");
+  onnx_expect_error(d, "err_declared_dtype", FG_INVALID_GRAPH,
+                    "ONNX node 'caster' (Cast): output 0 'y' is i64 here, but the model declares "
+                    "float32 (ONNX TensorProto.FLOAT)");
+  onnx_expect_error(d, "err_declared_value_info", FG_INVALID_GRAPH,
+                    "ONNX node 'first' (Identity): output 0 'a' has shape [2,3] here, but the "
+                    "model declares [2,4]");
+}
+
 /* Every op with no mapping is listed at once, with node, domain and opset. */
 FG_TEST(onnx_core_unmapped_listed, "onnx") {
   const char *d = CORE();

@@ -204,3 +204,15 @@ save("err_dropout_training", [node("Constant", [], ["t"], value=numpy_helper.fro
      [vi("y", F, [2])], {}, [])
 save("err_constant_sparse", [node("Constant", [], ["y"], "sp", value_string="hi")], [],
      [vi("y", TensorProto.STRING, [])], {}, [], check=False)
+# value_info (here on the graph outputs and an intermediate) that disagrees
+# with what the node computes.
+save("err_declared_shape", [node("Identity", ["x"], ["y"], "ident")], [vi("x", F, [2, 3])],
+     [vi("y", F, [3, 2])], {}, [], check=False)
+save("err_declared_dtype", [node("Cast", ["x"], ["y"], "caster", to=I64)], [vi("x", F, [2])],
+     [vi("y", F, [2])], {}, [], check=False)
+g_vi = helper.make_graph([node("Identity", ["x"], ["a"], "first"),
+                          node("Identity", ["a"], ["y"], "second")], "vi",
+                         [vi("x", F, [2, 3])], [vi("y", F, [2, 3])],
+                         value_info=[vi("a", F, [2, 4])])
+onnx.save(helper.make_model(g_vi, opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(OUT, "err_declared_value_info.onnx"))
