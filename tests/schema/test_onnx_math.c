@@ -61,6 +61,8 @@
   X(pow_i64_base)                                                                                  \
   X(pow_i32_f32_exponent)                                                                          \
   X(pow_f64_f32_exponent)                                                                          \
+  X(pow_square)                                                                                    \
+  X(pow_square_i64_exponent)                                                                       \
   X(sqrt_f32)                                                                                      \
   X(sqrt_f64)                                                                                      \
   X(reciprocal_f32)                                                                                \
@@ -248,6 +250,17 @@ FG_TEST(onnx_math_clip_known_bounds_one_node, "onnx") {
   FG_CHECK_INT(count_ops(dir, "clip_attr_both", clip, 1), 1);
   FG_CHECK_INT(count_ops(dir, "clip_in_min", minmax, 2), 1);
   FG_CHECK_INT(count_ops(dir, "clip_in_min", clip, 1), 0);
+}
+
+/* Pow with a known exponent 2 is a mul; other exponents stay pow. */
+FG_TEST(onnx_math_pow_square_is_mul, "onnx") {
+  const char *dir = onnx_cases(SCRIPT);
+  if (!dir) return;
+  static const char *const pow[] = {"pow"}, *const mul[] = {"mul"};
+  FG_CHECK_INT(count_ops(dir, "pow_square", pow, 1), 0);
+  FG_CHECK_INT(count_ops(dir, "pow_square", mul, 1), 1);
+  FG_CHECK_INT(count_ops(dir, "pow_square_i64_exponent", mul, 1), 1);
+  FG_CHECK_INT(count_ops(dir, "pow_f32_row", pow, 1), 1);
 }
 
 /* ---- refused models --------------------------------------------------------- */

@@ -131,6 +131,14 @@ def pow_cases():
     x, y = f32(2, 3, lo=0.5, hi=2.0), f32(3)
     case("pow_f32_row", [node("Pow", ["x", "e"])], [("x", x), ("e", y)],
          [("y", np.power(x, y).astype(np.float32))], opset=7)
+    # a known exponent 2 (layer norms): becomes x * x
+    xs = f32(3, 4, lo=-3.0, hi=3.0)
+    case("pow_square", [node("Pow", ["x", "two"])], [("x", xs)],
+         [("y", np.power(xs, np.float32(2)).astype(np.float32))],
+         inits=[("two", np.array(2.0, np.float32))], opset=13)
+    case("pow_square_i64_exponent", [node("Pow", ["x", "two"])], [("x", xs.astype(np.float64))],
+         [("y", np.power(xs.astype(np.float64), 2))], inits=[("two", np.array([2], np.int64))],
+         opset=15)
     # opset 12+: the exponent's type may differ; the output has the base's.
     e = np.array([0, 1, 2, 3], dtype=np.int64)
     x = f32(2, 4, lo=-2.0, hi=2.0)
