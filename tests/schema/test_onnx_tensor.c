@@ -138,6 +138,9 @@
 #define TENSOR_BAD(X)                                                                              \
   X(bad_concat_no_axis, FG_INVALID_GRAPH, "axis is required")                                      \
   X(bad_expand, FG_INVALID_GRAPH, "does not broadcast")                                            \
+  X(bad_expand_to_batch, FG_UNIMPLEMENTED, "to the batch size")                                    \
+  X(bad_reshape_two_batch, FG_UNIMPLEMENTED, "two entries that depend on the batch size")          \
+  X(bad_slice_batch_from_end, FG_UNIMPLEMENTED, "depends on the batch size")                       \
   X(bad_gather_axis, FG_INVALID_GRAPH, "axis")                                                     \
   X(bad_gather_index, FG_INVALID_GRAPH, "out of range")                                            \
   X(bad_pad_mode, FG_INVALID_GRAPH, "mode 'wrap'")                                                 \

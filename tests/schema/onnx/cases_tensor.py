@@ -62,8 +62,9 @@ def both(name, op, data, extra_inits, want, opset, attrs=None, extra_inputs=(), 
     save(name + "_k", [node], [], outputs, opset, inits=[("x", data)] + list(extra_inits))
 
 
-def bad(name, nodes, inputs, outputs, opset, inits=()):
-    gin = [helper.make_tensor_value_info(n, ELEM[a.dtype], list(a.shape)) for n, a in inputs]
+def bad(name, nodes, inputs, outputs, opset, inits=(), sym=()):
+    gin = [helper.make_tensor_value_info(n, ELEM[a.dtype], ["N"] * (n in sym) + list(a.shape)[
+        (n in sym):]) for n, a in inputs]
     gout = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
     inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in inits]
     g = helper.make_graph(nodes, name, gin, gout, initializer=inits)
@@ -344,3 +345,19 @@ bad("bad_expand", [helper.make_node("Expand", ["x", "s"], ["y"])], [("x", x)], [
     inits=[("s", i64([4, 3]))])
 bad("bad_tile_repeats", [helper.make_node("Tile", ["x", "r"], ["y"])], [("x", x)], ["y"], 13,
     inits=[("r", i64([2]))])
+# What depends on the batch size where flowgraph cannot follow it: a second
+# batch entry in a shape, Expand growing a dim of 1 to the batch, a slice
+# of the batch dim from its end.
+xs = f32(2, 3)
+bad("bad_reshape_two_batch", [
+    helper.make_node("Shape", ["x"], ["sh"]),
+    helper.make_node("Slice", ["sh", "s0", "s1"], ["n1"]),
+    helper.make_node("Concat", ["n1", "n1", "k3"], ["shape"], axis=0),
+    helper.make_node("Reshape", ["x", "shape"], ["y"])], [("x", xs)], ["y"], 13,
+    inits=[("s0", i64([0])), ("s1", i64([1])), ("k3", i64([3]))], sym=("x",))
+bad("bad_expand_to_batch", [
+    helper.make_node("Shape", ["x"], ["sh"]),
+    helper.make_node("Expand", ["w", "sh"], ["y"])], [("x", xs), ("w", f32(1, 3))], ["y"], 13,
+    sym=("x",))
+bad("bad_slice_batch_from_end", [helper.make_node("Slice", ["x", "a", "b"], ["y"])], [("x", xs)],
+    ["y"], 13, inits=[("a", i64([-1])), ("b", i64([I64_MAX]))], sym=("x",))
