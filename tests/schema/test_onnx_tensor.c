@@ -19,10 +19,34 @@
   X(concat_m1)                                                                                     \
   X(concat_m1_k)                                                                                   \
   X(concat_mixed)                                                                                  \
+  X(dyn_concat_b2)                                                                                 \
+  X(dyn_concat_b3)                                                                                 \
+  X(dyn_expand_b2)                                                                                 \
+  X(dyn_expand_b3)                                                                                 \
   X(dyn_flatten_b1)                                                                                \
   X(dyn_flatten_b3)                                                                                \
+  X(dyn_flatten_op_b2)                                                                             \
+  X(dyn_flatten_op_b3)                                                                             \
+  X(dyn_gather_axis1_b2)                                                                           \
+  X(dyn_gather_axis1_b3)                                                                           \
+  X(dyn_one_hot_b2)                                                                                \
+  X(dyn_one_hot_b3)                                                                                \
+  X(dyn_pad_crop_b2)                                                                               \
+  X(dyn_pad_crop_b3)                                                                               \
   X(dyn_reshape_b2)                                                                                \
   X(dyn_reshape_b5)                                                                                \
+  X(dyn_slice_step_b2)                                                                             \
+  X(dyn_slice_step_b3)                                                                             \
+  X(dyn_split_axis1_b2)                                                                            \
+  X(dyn_split_axis1_b3)                                                                            \
+  X(dyn_squeeze_b2)                                                                                \
+  X(dyn_squeeze_b3)                                                                                \
+  X(dyn_tile_b2)                                                                                   \
+  X(dyn_tile_b3)                                                                                   \
+  X(dyn_transpose_b2)                                                                              \
+  X(dyn_transpose_b3)                                                                              \
+  X(dyn_unsqueeze_b2)                                                                              \
+  X(dyn_unsqueeze_b3)                                                                              \
   X(expand_basic)                                                                                  \
   X(expand_basic_k)                                                                                \
   X(expand_keep)                                                                                   \

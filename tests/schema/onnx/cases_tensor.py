@@ -314,6 +314,42 @@ for b in (3, 1):
          inits=[("s0", i64([0])), ("s1", i64([1])), ("m1", i64([-1])), ("gi", i64([-3, 1])),
                 ("k4", i64([4])), ("big", i64([I64_MAX]))])
 
+# The ops on data whose leading dim is the symbolic batch, at two batch
+# sizes each (the op runs as a flowgraph node with an unknown dim).
+def dyn(name, op, shape, inits, ref, opset=13, attrs=None, outs=("y",), data=None):
+    node = helper.make_node(op, ["x"] + [n for n, _ in inits], list(outs), **(attrs or {}))
+    for b in (2, 3):
+        xb = data(b) if data else f32(b, *shape)
+        wants = ref(xb)
+        wants = wants if isinstance(wants, list) else [wants]
+        save("%s_b%d" % (name, b), [node], [("x", xb)], list(zip(outs, wants)), opset,
+             inits=inits, sym=("x",))
+
+
+dyn("dyn_squeeze", "Squeeze", (1, 4), [("a", i64([1]))], lambda v: np.squeeze(v, 1))
+dyn("dyn_unsqueeze", "Unsqueeze", (4,), [("a", i64([1, -1]))], lambda v: ref_unsqueeze(v, [1, -1]))
+dyn("dyn_transpose", "Transpose", (5, 3), [], lambda v: np.transpose(v, (2, 0, 1)),
+    attrs={"perm": [2, 0, 1]})
+dyn("dyn_gather_axis1", "Gather", (5, 3), [("i", i64([[2, -5], [4, 4]]))],
+    lambda v: np.take(v, [[2, -5], [4, 4]], axis=1), attrs={"axis": 1})
+dyn("dyn_split_axis1", "Split", (6,), [("s", i64([4, 2]))], lambda v: np.split(v, [4], axis=1),
+    attrs={"axis": 1}, outs=("y0", "y1"))
+dyn("dyn_slice_step", "Slice", (7, 2), [("st", i64([-1])), ("en", i64([I64_MIN])),
+                                        ("ax", i64([1])), ("sp", i64([-3]))],
+    lambda v: v[:, -1::-3])
+dyn("dyn_pad_crop", "Pad", (4,), [("p", i64([0, -1, 0, 2]))], lambda v: ref_pad(v, [0, -1, 0, 2]))
+dyn("dyn_tile", "Tile", (2,), [("r", i64([1, 3]))], lambda v: np.tile(v, (1, 3)))
+dyn("dyn_flatten_op", "Flatten", (2, 3), [], lambda v: ref_flatten(v, 1))
+dyn("dyn_expand", "Expand", (1, 4), [("s", i64([3, 1]))], lambda v: v * np.ones((3, 1), np.float32))
+dyn("dyn_one_hot", "OneHot", (3,), [("d", i64(5)), ("v", np.array([0, 1], np.int64))],
+    lambda v: ref_one_hot(v, 5, np.array([0, 1], np.int64), 1), opset=11, attrs={"axis": 1},
+    data=lambda b: rng.integers(-5, 6, (b, 3)).astype(np.int64))
+concat_node = helper.make_node("Concat", ["x", "c"], ["y"], axis=1)
+for b in (2, 3):
+    xb, cb = f32(b, 2), f32(b, 3)
+    save("dyn_concat_b%d" % b, [concat_node], [("x", xb), ("c", cb)],
+         [("y", np.concatenate([xb, cb], 1))], 13, sym=("x", "c"))
+
 # ---- bad models ------------------------------------------------------------
 x = f32(2, 3)
 bad("bad_reshape_two_neg", [helper.make_node("Reshape", ["x", "s"], ["y"])], [("x", x)], ["y"], 13,
