@@ -88,8 +88,8 @@ static int reshape_resolve(fgx_ctx *c, const fgx_node *n, const fgt_info *x, con
       per_batch *= x->dims[d];
   }
   for (int i = 0; i < s->n; i++)
-    if (i != batch_at && i != infer_at) rest *= out[i];
-  if (unknown != 1 || rest == 0 || per_batch % rest != 0)
+    if (i != batch_at && i != infer_at) rest = fgt_mul(rest, out[i]);
+  if (unknown != 1 || rest <= 0 || per_batch % rest != 0)
     return fgx_fail(c, n, FG_UNIMPLEMENTED,
                     "shape %s for input 0 shape %s holds a -1 beside an entry that depends on "
                     "the batch size, and the -1 does not follow from the known dims",
@@ -125,9 +125,9 @@ static int map_reshape(fgx_ctx *c, const fgx_node *n) {
   if (k && batch_at < 0) {
     int64_t known = 1;
     for (int i = 0; i < s.n; i++)
-      if (i != infer_at) known *= out[i];
-    if (infer_at >= 0) out[infer_at] = known ? count / known : 0;
-    if (fgt_elems(s.n, out) != count)
+      if (i != infer_at) known = fgt_mul(known, out[i]);
+    if (infer_at >= 0) out[infer_at] = known > 0 ? count / known : -1;
+    if (known < 0 || fgt_elems(s.n, out) != count)
       return fgx_fail(
           c, n, FG_INVALID_GRAPH, "cannot reshape input 0 shape %s (%lld elements) into shape %s",
           fgt_dims_str(x.rank, x.dims, b1, STR), (long long)count, fgt_ivec_str(&s, b2, STR));
@@ -409,6 +409,8 @@ static int map_split(fgx_ctx *c, const fgx_node *n) {
       if (sv[i] < 0)
         return fgx_fail(c, n, FG_INVALID_GRAPH, "split size %d is negative (%lld)", i,
                         (long long)sv[i]);
+      if (sv[i] > INT64_MAX - sum)
+        return fgx_fail(c, n, FG_INVALID_GRAPH, "split sizes add up past 2^63");
       sizes[i] = sv[i];
       sum += sv[i];
     }
@@ -554,7 +556,7 @@ static int map_gather(fgx_ctx *c, const fgx_node *n) {
     int64_t *v = known_indices(c, n, ik, dim, axis);
     if (!v) return -1;
     int64_t rest = fgt_elems(x.rank, x.dims);
-    rest = rest < 0 || dim <= 0 ? -1 : rest / dim * m;
+    rest = rest < 0 || dim <= 0 ? -1 : fgt_mul(rest / dim, m);
     const fgx_known *k = fgt_foldable(c, n, 0, rest);
     int rc;
     if (k) {

@@ -177,6 +177,11 @@
   X(bad_squeeze_not_one, FG_INVALID_GRAPH, "not 1")                                                \
   X(bad_tile_repeats, FG_INVALID_GRAPH, "repeats")                                                 \
   X(bad_transpose_perm, FG_INVALID_GRAPH, "not a permutation")                                     \
+  X(bad_pad_huge, FG_INVALID_GRAPH, "out of range")                                                \
+  X(bad_tile_overflow, FG_INVALID_GRAPH, "overflows")                                              \
+  X(bad_split_overflow, FG_INVALID_GRAPH, "past 2^63")                                             \
+  X(bad_slice_step_min, FG_INVALID_GRAPH, "steps[0] is -9223372036854775808")                      \
+  X(bad_one_hot_depth, FG_UNIMPLEMENTED, "flowgraph takes up to")                                  \
   X(bad_unsqueeze_twice, FG_INVALID_GRAPH, "twice")
 
 static const char *cases_dir(void) {

@@ -397,3 +397,15 @@ bad("bad_expand_to_batch", [
     sym=("x",))
 bad("bad_slice_batch_from_end", [helper.make_node("Slice", ["x", "a", "b"], ["y"])], [("x", xs)],
     ["y"], 13, inits=[("a", i64([-1])), ("b", i64([I64_MAX]))], sym=("x",))
+# Values a file may hold that would overflow 64-bit arithmetic.
+bad("bad_pad_huge", [helper.make_node("Pad", ["x", "p"], ["y"])], [("x", xs)], ["y"], 13,
+    inits=[("p", i64([I64_MIN, 0, 0, 0]))])
+bad("bad_tile_overflow", [helper.make_node("Tile", ["x", "r"], ["y"])], [("x", xs)], ["y"], 13,
+    inits=[("r", i64([1, I64_MAX]))])
+bad("bad_split_overflow", [helper.make_node("Split", ["x", "s"], ["y", "z"], axis=1)], [("x", xs)],
+    ["y", "z"], 13, inits=[("s", i64([I64_MAX, I64_MAX]))])
+bad("bad_slice_step_min", [helper.make_node("Slice", ["x", "a", "b", "c", "d"], ["y"])],
+    [("x", xs)], ["y"], 13,
+    inits=[("a", i64([0])), ("b", i64([1])), ("c", i64([0])), ("d", i64([I64_MIN]))])
+bad("bad_one_hot_depth", [helper.make_node("OneHot", ["i", "d", "v"], ["y"])],
+    [("i", i64([1, 2]))], ["y"], 11, inits=[("d", i64(10**12)), ("v", f32(2))])
