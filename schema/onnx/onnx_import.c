@@ -131,6 +131,10 @@ static int check_inputs_outputs(fgx_ctx *c) {
       return fgx_fail_model(c, FG_INVALID_GRAPH, "initializer[%zu] has no name", i);
     if (fgx_value_index(c, t->name) >= 0)
       return fgx_fail_model(c, FG_INVALID_GRAPH, "initializer '%s' is listed twice", t->name);
+    /* Every initializer is checked, used or not; its data is read on use. */
+    char where[300];
+    snprintf(where, sizeof where, "initializer '%.200s'", t->name);
+    if (fgx_tensor_check(c, NULL, t, where) < 0) return -1;
     int v = fgx_value_add(c, t->name, FGX_FROM_INITIALIZER);
     if (v < 0) return -1;
     c->vals[v].init = t;

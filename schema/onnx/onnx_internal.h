@@ -56,8 +56,9 @@ int fgx_value_index(const fgx_ctx *c, const char *name); /* -1 when absent */
 /* Adds a name (pointing into the model); its index, or -1 when out of memory. */
 int fgx_value_add(fgx_ctx *c, const char *name, int producer);
 void fgx_values_free(fgx_ctx *c);
-/* Converts value v's initializer on first use; -1 after fgx_fail. */
-int fgx_value_ready(fgx_ctx *c, int v);
+/* Converts value v's initializer on first use; -1 after fgx_fail (who:
+ * the node reading it, for errors, or NULL). */
+int fgx_value_ready(fgx_ctx *c, int v, const fgx_node *who);
 /* Memory freed with the import; NULL (after fgx_fail) when out of memory. */
 void *fgx_alloc(fgx_ctx *c, size_t size);
 char *fgx_strdup(fgx_ctx *c, const char *s, size_t len);
@@ -86,6 +87,10 @@ const char *fgx_onnx_dtype_name(int32_t t);
 /* Checks and converts; `where` names the tensor in errors ("initializer
  * 'w'", "attribute 'value'"), n the node (NULL: the model). NULL after
  * fgx_fail. */
+/* The same checks without reading the data: the element count, or -1
+ * after fgx_fail. */
+int64_t fgx_tensor_check(fgx_ctx *c, const fgx_node *n, const Onnx__TensorProto *tp,
+                         const char *where);
 fg_tensor *fgx_tensor_from_proto(fgx_ctx *c, const fgx_node *n, const Onnx__TensorProto *tp,
                                  const char *where);
 

@@ -207,12 +207,12 @@ int fgx_has_output(const fgx_node *n, int i) {
   return i >= 0 && (size_t)i < n->n_output && n->output[i] && n->output[i][0];
 }
 
-int fgx_value_ready(fgx_ctx *c, int v) {
+int fgx_value_ready(fgx_ctx *c, int v, const fgx_node *who) {
   fgx_value *x = &c->vals[v];
   if (x->init && !x->known.t && x->out.node < 0) {
     char where[256];
     snprintf(where, sizeof where, "initializer '%.200s'", x->name);
-    x->known.t = fgx_tensor_from_proto(c, NULL, x->init, where);
+    x->known.t = fgx_tensor_from_proto(c, who, x->init, where);
     if (!x->known.t) return -1;
   }
   return 0;
@@ -226,7 +226,7 @@ static int input_value(fgx_ctx *c, const fgx_node *n, int i) {
   int v = fgx_value_index(c, n->input[i]);
   if (v < 0) /* the structure check before mapping makes this unreachable */
     return fgx_fail(c, n, FG_INVALID_GRAPH, "input %d '%s' names no tensor", i, n->input[i]);
-  if (fgx_value_ready(c, v) != 0) return -1;
+  if (fgx_value_ready(c, v, n) != 0) return -1;
   fgx_value *x = &c->vals[v];
   if (!x->known.t && x->out.node < 0)
     return fgx_fail(c, n, FG_INVALID_GRAPH,
@@ -246,7 +246,7 @@ static int has_sym(const fgx_known *k) {
 fg_output fgx_materialize(fgx_ctx *c, int v, const fgx_node *who) {
   fgx_value *x = &c->vals[v];
   if (x->out.node >= 0) return x->out;
-  if (fgx_value_ready(c, v) != 0) return FG_NO_OUTPUT;
+  if (fgx_value_ready(c, v, who) != 0) return FG_NO_OUTPUT;
   if (!x->known.t) {
     fgx_fail(c, who, FG_INVALID_GRAPH, "'%s' has no value", x->name);
     return FG_NO_OUTPUT;
