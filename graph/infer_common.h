@@ -169,6 +169,8 @@ FGI_DECL_INFER(fgi_infer_dropout) /* also dropout_grad */
 FGI_DECL_INFER(fgi_infer_variable)
 FGI_DECL_PARSE(fgi_parse_dropout)
 FGI_DECL_PARSE(fgi_parse_conv) /* infer_conv.c; all four conv ops */
+/* infer_logical.c: logical_not, logical_and, logical_or */
+FGI_DECL_INFER(fgi_infer_logical)
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

@@ -598,6 +598,16 @@ const fg_op_def fg_op_table[] = {
                                     "dy, x, scale, mean, inv_std, training", a_sync_bn_grad, NULL,
                                     "sync_batch_norm's dx (all-reduced sums of dy and dy xhat), "
                                     "and this replica's dscale, dshift"},
+    /* Logic on bool (graph/infer_logical.c), for ONNX's Not, And, Or and
+     * Xor: bool in, bool out, so no gradient flows through them. */
+    [FG_OP_LOGICAL_NOT] = {"logical_not", 1, 1, 1, EW | INPL, fgi_infer_logical,
+                           fgi_flops_elementwise, 0, "x", NULL, NULL, "!x, bool"},
+    [FG_OP_LOGICAL_AND] = {"logical_and", 2, 2, 1, EW | INPL, fgi_infer_logical,
+                           fgi_flops_elementwise, 0, "a, b", NULL, NULL,
+                           "a && b, bool, broadcasting"},
+    [FG_OP_LOGICAL_OR] = {"logical_or", 2, 2, 1, EW | INPL, fgi_infer_logical,
+                          fgi_flops_elementwise, 0, "a, b", NULL, NULL,
+                          "a || b, bool, broadcasting"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

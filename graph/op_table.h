@@ -151,7 +151,10 @@
   X(CONV2D_GRAD_WEIGHT, "conv2d_grad_weight")                                                      \
   X(CONV_TRANSPOSE2D, "conv_transpose2d")                                                          \
   X(SYNC_BATCH_NORM, "sync_batch_norm")                                                            \
-  X(SYNC_BATCH_NORM_GRAD, "sync_batch_norm_grad")
+  X(SYNC_BATCH_NORM_GRAD, "sync_batch_norm_grad")                                                  \
+  X(LOGICAL_NOT, "logical_not")                                                                    \
+  X(LOGICAL_AND, "logical_and")                                                                    \
+  X(LOGICAL_OR, "logical_or")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

@@ -178,6 +178,8 @@ int fgk_cast_check(const fg_kctx *ctx, fg_dtype dt);    /* shape_ops.c; dt: outp
 int fgk_one_hot_check(const fg_kctx *ctx, fg_dtype dt); /* shape_ops.c; dt: output */
 int fgk_gather_check(const fg_kctx *ctx);               /* shape_ops.c */
 int fgk_select_check(const fg_kctx *ctx);               /* binary.c */
+/* logical.c: inputs 0..n_in-1 and the output bool. */
+int fgk_logical_check(const fg_kctx *ctx, int n_in);
 /* Inputs 0..n-1 (var, state, grad) and the output: the variable's dtype dt
  * and element count. (optim.c) */
 int fgk_optim_check(const fg_kctx *ctx, fg_dtype dt, int n);

@@ -231,6 +231,11 @@ FG_API fg_output fg_greater(fg_graph *g, fg_output a, fg_output b);
 FG_API fg_output fg_less(fg_graph *g, fg_output a, fg_output b);
 /* cond ? a : b, all three broadcast. */
 FG_API fg_output fg_select(fg_graph *g, fg_output cond, fg_output a, fg_output b);
+/* Logic on bool operands, bool out (a number is refused: compare it first);
+ * the binary ones broadcast. Not differentiable. */
+FG_API fg_output fg_logical_not(fg_graph *g, fg_output x);
+FG_API fg_output fg_logical_and(fg_graph *g, fg_output a, fg_output b);
+FG_API fg_output fg_logical_or(fg_graph *g, fg_output a, fg_output b);
 
 /* ---- unary -------------------------------------------------------------- */
 FG_API fg_output fg_neg(fg_graph *g, fg_output x);

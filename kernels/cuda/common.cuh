@@ -102,7 +102,11 @@ extern "C" {
   FGK_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
   FGK_FLOAT(X, "apply_adam", fgc_apply_adam)                                                       \
   /* reduce.cu, reduce2.cu, shape_copy.cu, pool.cu, norm.cu, dropout.cu, conv.cu (cuDNN) */        \
-  FGK_SHARED_KERNELS(X, fgc)
+  FGK_SHARED_KERNELS(X, fgc)                                                                       \
+  /* logical.cu */                                                                                 \
+  FGK_ANY(X, "logical_not", fgc_logical_not)                                                       \
+  FGK_ANY(X, "logical_and", fgc_logical_and)                                                       \
+  FGK_ANY(X, "logical_or", fgc_logical_or)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);

@@ -1,0 +1,208 @@
+/* The ONNX shape and tensor op mappers (schema/onnx/onnx_map_tensor*.c):
+ * each case of tests/schema/onnx/cases_tensor.py imported, run and compared
+ * with NumPy's answer written from the ONNX operator documentation. These
+ * ops move elements without arithmetic, so the comparison is exact. Cases
+ * ending in "_k" have their data as an initializer: the importer folds the
+ * op at import, and the output must be the same. dyn_* cases have a
+ * symbolic batch dimension and run at two batch sizes. */
+#include "fgtest.h"
+#include "flowgraph/onnx.h"
+#include "onnx_test_util.h"
+
+#define SCRIPT "cases_tensor.py"
+
+/* Every case that must import and match. */
+#define TENSOR_CASES(X)                                                                            \
+  X(concat_1)                                                                                      \
+  X(concat_1_k)                                                                                    \
+  X(concat_empty_k)                                                                                \
+  X(concat_m1)                                                                                     \
+  X(concat_m1_k)                                                                                   \
+  X(concat_mixed)                                                                                  \
+  X(dyn_concat_b2)                                                                                 \
+  X(dyn_concat_b3)                                                                                 \
+  X(dyn_expand_b2)                                                                                 \
+  X(dyn_expand_b3)                                                                                 \
+  X(dyn_flatten_b1)                                                                                \
+  X(dyn_flatten_b3)                                                                                \
+  X(dyn_flatten_op_b2)                                                                             \
+  X(dyn_flatten_op_b3)                                                                             \
+  X(dyn_gather_axis1_b2)                                                                           \
+  X(dyn_gather_axis1_b3)                                                                           \
+  X(dyn_one_hot_b2)                                                                                \
+  X(dyn_one_hot_b3)                                                                                \
+  X(dyn_pad_crop_b2)                                                                               \
+  X(dyn_pad_crop_b3)                                                                               \
+  X(dyn_reshape_b2)                                                                                \
+  X(dyn_reshape_b5)                                                                                \
+  X(dyn_slice_step_b2)                                                                             \
+  X(dyn_slice_step_b3)                                                                             \
+  X(dyn_split_axis1_b2)                                                                            \
+  X(dyn_split_axis1_b3)                                                                            \
+  X(dyn_squeeze_b2)                                                                                \
+  X(dyn_squeeze_b3)                                                                                \
+  X(dyn_tile_b2)                                                                                   \
+  X(dyn_tile_b3)                                                                                   \
+  X(dyn_transpose_b2)                                                                              \
+  X(dyn_transpose_b3)                                                                              \
+  X(dyn_unsqueeze_b2)                                                                              \
+  X(dyn_unsqueeze_b3)                                                                              \
+  X(expand_basic)                                                                                  \
+  X(expand_basic_k)                                                                                \
+  X(expand_keep)                                                                                   \
+  X(expand_keep_k)                                                                                 \
+  X(expand_ones)                                                                                   \
+  X(expand_ones_k)                                                                                 \
+  X(expand_rank_up)                                                                                \
+  X(expand_rank_up_k)                                                                              \
+  X(flatten_0)                                                                                     \
+  X(flatten_0_k)                                                                                   \
+  X(flatten_1)                                                                                     \
+  X(flatten_1_k)                                                                                   \
+  X(flatten_3)                                                                                     \
+  X(flatten_3_k)                                                                                   \
+  X(flatten_4)                                                                                     \
+  X(flatten_4_k)                                                                                   \
+  X(flatten_default)                                                                               \
+  X(flatten_default_k)                                                                             \
+  X(flatten_m1)                                                                                    \
+  X(flatten_m1_k)                                                                                  \
+  X(flatten_m3)                                                                                    \
+  X(flatten_m3_k)                                                                                  \
+  X(gather_axis0)                                                                                  \
+  X(gather_axis0_k)                                                                                \
+  X(gather_axis1)                                                                                  \
+  X(gather_axis1_k)                                                                                \
+  X(gather_neg_axis)                                                                               \
+  X(gather_neg_axis_k)                                                                             \
+  X(gather_neg_idx)                                                                                \
+  X(gather_neg_idx_k)                                                                              \
+  X(gather_runtime_i32)                                                                            \
+  X(gather_runtime_idx)                                                                            \
+  X(gather_scalar)                                                                                 \
+  X(gather_scalar_axis2)                                                                           \
+  X(gather_scalar_axis2_k)                                                                         \
+  X(gather_scalar_k)                                                                               \
+  X(one_hot_0)                                                                                     \
+  X(one_hot_1)                                                                                     \
+  X(one_hot_float_idx)                                                                             \
+  X(one_hot_m1)                                                                                    \
+  X(pad_attr)                                                                                      \
+  X(pad_attr_k)                                                                                    \
+  X(pad_constant)                                                                                  \
+  X(pad_constant_k)                                                                                \
+  X(pad_default)                                                                                   \
+  X(pad_default_k)                                                                                 \
+  X(pad_edge)                                                                                      \
+  X(pad_edge_k)                                                                                    \
+  X(pad_negative)                                                                                  \
+  X(pad_negative_k)                                                                                \
+  X(pad_reflect)                                                                                   \
+  X(pad_reflect_k)                                                                                 \
+  X(reshape)                                                                                       \
+  X(reshape_allowzero)                                                                             \
+  X(reshape_allowzero0)                                                                            \
+  X(reshape_allowzero0_k)                                                                          \
+  X(reshape_allowzero_k)                                                                           \
+  X(reshape_k)                                                                                     \
+  X(reshape_neg)                                                                                   \
+  X(reshape_neg_k)                                                                                 \
+  X(reshape_zero)                                                                                  \
+  X(reshape_zero_k)                                                                                \
+  X(reshape_zero_mid)                                                                              \
+  X(reshape_zero_mid_k)                                                                            \
+  X(slice_attr)                                                                                    \
+  X(slice_attr_k)                                                                                  \
+  X(slice_basic)                                                                                   \
+  X(slice_basic_k)                                                                                 \
+  X(slice_clamp)                                                                                   \
+  X(slice_clamp_k)                                                                                 \
+  X(slice_empty)                                                                                   \
+  X(slice_empty_k)                                                                                 \
+  X(slice_neg)                                                                                     \
+  X(slice_neg_k)                                                                                   \
+  X(slice_rev)                                                                                     \
+  X(slice_rev_k)                                                                                   \
+  X(slice_rev_step)                                                                                \
+  X(slice_rev_step_k)                                                                              \
+  X(slice_step2)                                                                                   \
+  X(slice_step2_k)                                                                                 \
+  X(split_attr)                                                                                    \
+  X(split_attr_k)                                                                                  \
+  X(split_equal)                                                                                   \
+  X(split_equal_k)                                                                                 \
+  X(split_input)                                                                                   \
+  X(split_input_k)                                                                                 \
+  X(split_neg_axis)                                                                                \
+  X(split_neg_axis_k)                                                                              \
+  X(squeeze_all)                                                                                   \
+  X(squeeze_all_k)                                                                                 \
+  X(squeeze_attr)                                                                                  \
+  X(squeeze_attr_k)                                                                                \
+  X(squeeze_input)                                                                                 \
+  X(squeeze_input_k)                                                                               \
+  X(tile)                                                                                          \
+  X(tile_k)                                                                                        \
+  X(tile_zero)                                                                                     \
+  X(tile_zero_k)                                                                                   \
+  X(transpose_default)                                                                             \
+  X(transpose_default_k)                                                                           \
+  X(transpose_i64)                                                                                 \
+  X(transpose_i64_k)                                                                               \
+  X(transpose_perm)                                                                                \
+  X(transpose_perm_k)                                                                              \
+  X(unsqueeze_attr)                                                                                \
+  X(unsqueeze_attr_k)                                                                              \
+  X(unsqueeze_input)                                                                               \
+  X(unsqueeze_input_k)                                                                             \
+  X(unsqueeze_scalar)                                                                              \
+  X(unsqueeze_scalar_k)
+
+/* Models that must be refused: the name, the code, a piece of the message. */
+#define TENSOR_BAD(X)                                                                              \
+  X(bad_concat_no_axis, FG_INVALID_GRAPH, "axis is required")                                      \
+  X(bad_expand, FG_INVALID_GRAPH, "does not broadcast")                                            \
+  X(bad_expand_to_batch, FG_UNIMPLEMENTED, "to the batch size")                                    \
+  X(bad_reshape_two_batch, FG_UNIMPLEMENTED, "two entries that depend on the batch size")          \
+  X(bad_slice_batch_from_end, FG_UNIMPLEMENTED, "depends on the batch size")                       \
+  X(bad_gather_axis, FG_INVALID_GRAPH, "axis")                                                     \
+  X(bad_gather_index, FG_INVALID_GRAPH, "out of range")                                            \
+  X(bad_pad_mode, FG_INVALID_GRAPH, "mode 'wrap'")                                                 \
+  X(bad_reshape_count, FG_INVALID_GRAPH, "cannot reshape")                                         \
+  X(bad_reshape_runtime_shape, FG_UNIMPLEMENTED, "computed at run time")                           \
+  X(bad_reshape_two_neg, FG_INVALID_GRAPH, "two -1")                                               \
+  X(bad_slice_step0, FG_INVALID_GRAPH, "steps[0] is 0")                                            \
+  X(bad_split_sizes, FG_INVALID_GRAPH, "add up to 2")                                              \
+  X(bad_squeeze_axis, FG_INVALID_GRAPH, "axes")                                                    \
+  X(bad_squeeze_not_one, FG_INVALID_GRAPH, "not 1")                                                \
+  X(bad_tile_repeats, FG_INVALID_GRAPH, "repeats")                                                 \
+  X(bad_transpose_perm, FG_INVALID_GRAPH, "not a permutation")                                     \
+  X(bad_pad_huge, FG_INVALID_GRAPH, "out of range")                                                \
+  X(bad_tile_overflow, FG_INVALID_GRAPH, "overflows")                                              \
+  X(bad_split_overflow, FG_INVALID_GRAPH, "past 2^63")                                             \
+  X(bad_slice_step_min, FG_INVALID_GRAPH, "steps[0] is -9223372036854775808")                      \
+  X(bad_one_hot_depth, FG_UNIMPLEMENTED, "flowgraph takes up to")                                  \
+  X(bad_unsqueeze_twice, FG_INVALID_GRAPH, "twice")
+
+static const char *cases_dir(void) {
+  if (!fg_onnx_available()) return NULL;
+  return onnx_cases(SCRIPT);
+}
+
+#define CHECK_CASE(name)                                                                           \
+  FG_TEST(onnx_tensor_##name, "onnx") {                                                            \
+    if (!fg_onnx_available()) FG_SKIP("built without ONNX");                                       \
+    const char *dir = cases_dir();                                                                 \
+    FG_REQUIRE(dir != NULL);                                                                       \
+    onnx_check_case(dir, #name, NULL, 0, 0);                                                       \
+  }
+TENSOR_CASES(CHECK_CASE)
+
+#define CHECK_BAD(name, code, needle)                                                              \
+  FG_TEST(onnx_tensor_##name, "onnx badinput") {                                                   \
+    if (!fg_onnx_available()) FG_SKIP("built without ONNX");                                       \
+    const char *dir = cases_dir();                                                                 \
+    FG_REQUIRE(dir != NULL);                                                                       \
+    onnx_expect_error(dir, #name, code, needle);                                                   \
+  }
+TENSOR_BAD(CHECK_BAD)
