@@ -148,7 +148,7 @@ static int stash_dtype(fgx_ctx *c, const fgx_node *n, fg_dtype *u) {
 int nnx_map_layer_norm(fgx_ctx *c, const fgx_node *n) {
   int64_t axis, xd[FGX_MAX_DIMS];
   double eps;
-  fg_dtype t, u;
+  fg_dtype t, u = FG_F32;
   int rank;
   if (fgx_attr_int(c, n, "axis", -1, &axis) < 0 ||
       fgx_attr_float(c, n, "epsilon", 1e-5, &eps) < 0 || stash_dtype(c, n, &u) < 0 ||

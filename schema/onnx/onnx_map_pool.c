@@ -12,10 +12,11 @@
  *   no input element.
  * - flowgraph's pools take pads up to half the kernel (PyTorch's limit).
  *   Larger pads, which ONNX allows, pad the input explicitly first: with
- *   -inf for MaxPool, with zeros for AveragePool, whose count_include_pad=0
+ *   the dtype's lowest finite value for MaxPool (flowgraph's pad takes
+ *   finite values only), with zeros for AveragePool, whose count_include_pad=0
  *   then divides the window sums of x by those of ones padded alike.
  * - MaxPool's Indices output is refused; storage_order only concerns it. */
-#include <math.h>
+#include <float.h>
 #include <string.h>
 
 #include "flowgraph/graph.h"
@@ -129,7 +130,10 @@ static fg_output pool_padded(fgx_ctx *c, fg_output x, int is_max, fg_pool2d_opts
   fg_graph *g = fgx_graph(c);
   const int64_t pads[8] = {0, 0, o->pads[0], o->pads[1], 0, 0, o->pads[2], o->pads[3]};
   memset(o->pads, 0, sizeof o->pads);
-  if (is_max) return fg_max_pool2d(g, fg_pad(g, x, pads, "constant", -INFINITY), o);
+  if (is_max) {
+    const double lowest = fg_output_dtype(g, x) == FG_F64 ? -DBL_MAX : -FLT_MAX;
+    return fg_max_pool2d(g, fg_pad(g, x, pads, "constant", lowest), o);
+  }
   fg_output sum = fg_avg_pool2d(g, fg_pad(g, x, pads, "constant", 0.0), o);
   if (o->count_include_pad) return sum;
   fg_output ones = fg_pad(g, fg_ones_like(g, x), pads, "constant", 0.0);
