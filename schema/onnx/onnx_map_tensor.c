@@ -88,8 +88,8 @@ static int reshape_resolve(fgx_ctx *c, const fgx_node *n, const fgt_info *x, con
       per_batch *= x->dims[d];
   }
   for (int i = 0; i < s->n; i++)
-    if (i != batch_at && i != infer_at) rest *= out[i];
-  if (unknown != 1 || rest == 0 || per_batch % rest != 0)
+    if (i != batch_at && i != infer_at) rest = fgt_mul(rest, out[i]);
+  if (unknown != 1 || rest <= 0 || per_batch % rest != 0)
     return fgx_fail(c, n, FG_UNIMPLEMENTED,
                     "shape %s for input 0 shape %s holds a -1 beside an entry that depends on "
                     "the batch size, and the -1 does not follow from the known dims",
@@ -125,9 +125,9 @@ static int map_reshape(fgx_ctx *c, const fgx_node *n) {
   if (k && batch_at < 0) {
     int64_t known = 1;
     for (int i = 0; i < s.n; i++)
-      if (i != infer_at) known *= out[i];
-    if (infer_at >= 0) out[infer_at] = known ? count / known : 0;
-    if (fgt_elems(s.n, out) != count)
+      if (i != infer_at) known = fgt_mul(known, out[i]);
+    if (infer_at >= 0) out[infer_at] = known > 0 ? count / known : -1;
+    if (known < 0 || fgt_elems(s.n, out) != count)
       return fgx_fail(
           c, n, FG_INVALID_GRAPH, "cannot reshape input 0 shape %s (%lld elements) into shape %s",
           fgt_dims_str(x.rank, x.dims, b1, STR), (long long)count, fgt_ivec_str(&s, b2, STR));
@@ -409,6 +409,8 @@ static int map_split(fgx_ctx *c, const fgx_node *n) {
       if (sv[i] < 0)
         return fgx_fail(c, n, FG_INVALID_GRAPH, "split size %d is negative (%lld)", i,
                         (long long)sv[i]);
+      if (sv[i] > INT64_MAX - sum)
+        return fgx_fail(c, n, FG_INVALID_GRAPH, "split sizes add up past 2^63");
       sizes[i] = sv[i];
       sum += sv[i];
     }
@@ -528,6 +530,25 @@ static int gather_fold(fgx_ctx *c, const fgx_node *n, const fgx_known *k, int ax
   return rc;
 }
 
+/* Gather of graph value xo at known indices v. Consecutive ascending
+ * indices (x[:, 0], a class token, a window) with at most one index dim
+ * are a slice along the axis (and a squeeze for a scalar index), which
+ * copies only what is picked; others gather. */
+static fg_output gather_known(fgx_ctx *c, fg_output xo, const fgt_info *x, int axis,
+                              const int64_t *v, int64_t m, int q, const int64_t *idims) {
+  int run = q <= 1 && m >= 1;
+  for (int64_t i = 1; run && i < m; i++)
+    run = v[i] == v[0] + i;
+  if (!run) return fgt_gather_axis(c, xo, x->rank, axis, fgt_const_i64(c, q, idims, v), q);
+  int64_t begin[FG_MAX_RANK], size[FG_MAX_RANK], ax = axis;
+  for (int d = 0; d < x->rank; d++) {
+    begin[d] = d == axis ? v[0] : 0;
+    size[d] = d == axis ? m : -1;
+  }
+  fg_output y = fg_slice(fgx_graph(c), xo, x->rank, begin, size);
+  return q == 0 ? fg_squeeze(fgx_graph(c), y, &ax, 1) : y;
+}
+
 static int map_gather(fgx_ctx *c, const fgx_node *n) {
   fgt_info x, ix;
   int64_t axis;
@@ -554,16 +575,16 @@ static int map_gather(fgx_ctx *c, const fgx_node *n) {
     int64_t *v = known_indices(c, n, ik, dim, axis);
     if (!v) return -1;
     int64_t rest = fgt_elems(x.rank, x.dims);
-    rest = rest < 0 || dim <= 0 ? -1 : rest / dim * m;
+    rest = rest < 0 || dim <= 0 ? -1 : fgt_mul(rest / dim, m);
     const fgx_known *k = fgt_foldable(c, n, 0, rest);
     int rc;
     if (k) {
       rc = gather_fold(c, n, k, (int)axis, v, m, ix.rank, ix.dims);
     } else {
       fg_output xo = fgx_input(c, n, 0);
-      fg_output io = fgt_const_i64(c, ix.rank, ix.dims, v);
-      rc = xo.node < 0 ? -1
-                       : fgt_bind(c, n, 0, fgt_gather_axis(c, xo, x.rank, (int)axis, io, ix.rank));
+      rc = xo.node < 0
+               ? -1
+               : fgt_bind(c, n, 0, gather_known(c, xo, &x, (int)axis, v, m, ix.rank, ix.dims));
     }
     free(v);
     return rc;

@@ -5,7 +5,10 @@
 
 #include "onnx_map_tensor_fold.h"
 
-#define STR 160
+#define STR     160
+#define PAD_MAX (INT64_C(1) << 48)
+/* The largest OneHot depth: its range becomes a constant. */
+#define DEPTH_MAX (1 << 24)
 
 /* ---- Slice ---------------------------------------------------------------- */
 
@@ -49,11 +52,11 @@ static void slice_clamp(int64_t dim, int64_t s, int64_t e, int64_t step, slice_a
   if (step > 0) {
     s = s < 0 ? 0 : s > dim ? dim : s;
     e = e < 0 ? 0 : e > dim ? dim : e;
-    o->len = e > s ? (e - s + step - 1) / step : 0;
+    o->len = e > s ? 1 + (e - s - 1) / step : 0;
   } else {
     s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
     e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-    o->len = s > e ? (s - e - step - 1) / -step : 0;
+    o->len = s > e ? 1 + (s - e - 1) / -step : 0;
   }
   o->start = s;
   o->step = step;
@@ -72,7 +75,8 @@ static int slice_plan(fgx_ctx *c, const fgx_node *n, const fgt_info *x, slice_ax
     if (fgx_axis(c, n, "axes", ax ? ax[i] : i, x->rank, &a)) return -1;
     if (named[a]) return fgx_fail(c, n, FG_INVALID_GRAPH, "axes name dim %lld twice", (long long)a);
     named[a] = 1;
-    if (step == 0) return fgx_fail(c, n, FG_INVALID_GRAPH, "steps[%lld] is 0", (long long)i);
+    if (step == 0 || step == INT64_MIN)
+      return fgx_fail(c, n, FG_INVALID_GRAPH, "steps[%lld] is %lld", (long long)i, (long long)step);
     int64_t dim = x->dims[a];
     if (dim >= 0) {
       slice_clamp(dim, st[i], en[i], step, &sa[a]);
@@ -222,7 +226,10 @@ int fgt_map_tile(fgx_ctx *c, const fgx_node *n) {
     if (rep[d] < 0)
       return fgx_fail(c, n, FG_INVALID_GRAPH, "input 1 (repeats) entry %d is negative (%lld)", d,
                       (long long)rep[d]);
-    od[d] = x.dims[d] < 0 ? -1 : x.dims[d] * rep[d];
+    od[d] = x.dims[d] < 0 ? -1 : fgt_mul(x.dims[d], rep[d]);
+    if (x.dims[d] >= 0 && od[d] < 0)
+      return fgx_fail(c, n, FG_INVALID_GRAPH, "repeats entry %d (%lld) overflows dim %d", d,
+                      (long long)rep[d], d);
   }
   int64_t total = fgt_elems(x.rank, od);
   const fgx_known *k = fgt_foldable(c, n, 0, total);
@@ -284,6 +291,10 @@ int fgt_map_pad(fgx_ctx *c, const fgx_node *n) {
                     (long long)len, fgt_dims_str(x.rank, x.dims, b1, STR));
   for (int d = 0; d < x.rank; d++) {
     int64_t pb = pads[d], pe = pads[d + x.rank];
+    /* Far beyond any tensor, and keeps the sums below from overflowing. */
+    if (pb < -PAD_MAX || pb > PAD_MAX || pe < -PAD_MAX || pe > PAD_MAX)
+      return fgx_fail(c, n, FG_INVALID_GRAPH, "pads for dim %d (%lld, %lld) are out of range", d,
+                      (long long)pb, (long long)pe);
     grow[d] = pb > 0 ? pb : 0;
     grow[d + x.rank] = pe > 0 ? pe : 0;
     begin[d] = pb < 0 ? -pb : 0;
@@ -340,9 +351,11 @@ int fgt_map_one_hot(fgx_ctx *c, const fgx_node *n) {
                     ix.rank + 1, FG_MAX_RANK);
   if (fgx_axis(c, n, "axis", axis, ix.rank + 1, &a)) return -1;
   if (fgt_read_scalar(c, n, 1, "depth", &depthf)) return -1;
-  if (!(depthf >= 1 && depthf <= 1e9))
-    return fgx_fail(c, n, FG_INVALID_GRAPH, "input 1 (depth) is %g; it must be in [1, 1e9]",
-                    depthf);
+  if (!(depthf >= 1))
+    return fgx_fail(c, n, FG_INVALID_GRAPH, "input 1 (depth) is %g; it must be >= 1", depthf);
+  if (depthf > DEPTH_MAX)
+    return fgx_fail(c, n, FG_UNIMPLEMENTED, "input 1 (depth) is %g; flowgraph takes up to %d",
+                    depthf, DEPTH_MAX);
   int64_t depth = (int64_t)depthf;
   const fgx_known *vk = fgx_input_known(c, n, 2);
   if (!vk)

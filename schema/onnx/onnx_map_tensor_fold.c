@@ -11,6 +11,11 @@ int fgt_info_of(fgx_ctx *c, const fgx_node *n, int i, fgt_info *f) {
   return fgx_input_info(c, n, i, &f->dtype, &f->rank, f->dims);
 }
 
+int64_t fgt_mul(int64_t a, int64_t b) {
+  if (a < 0 || b < 0 || (b != 0 && a > INT64_MAX / b)) return -1;
+  return a * b;
+}
+
 int64_t fgt_elems(int rank, const int64_t *dims) {
   int64_t e = 1;
   for (int d = 0; d < rank; d++) {

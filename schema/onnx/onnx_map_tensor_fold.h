@@ -55,6 +55,9 @@ fg_output fgt_const_i64(fgx_ctx *c, int rank, const int64_t *dims, const int64_t
  * `out_elems` small enough (or batch-dependent, which can only fold);
  * NULL otherwise. out_elems < 0: unknown, never folds unless sym. */
 const fgx_known *fgt_foldable(fgx_ctx *c, const fgx_node *n, int i, int64_t out_elems);
+/* a * b for a, b >= 0, or -1 when either is negative or it passes
+ * INT64_MAX (values from a file may be anything). */
+int64_t fgt_mul(int64_t a, int64_t b);
 /* Product of dims, or -1 when one is unknown or it passes INT64_MAX. */
 int64_t fgt_elems(int rank, const int64_t *dims);
 

@@ -19,10 +19,34 @@
   X(concat_m1)                                                                                     \
   X(concat_m1_k)                                                                                   \
   X(concat_mixed)                                                                                  \
+  X(dyn_concat_b2)                                                                                 \
+  X(dyn_concat_b3)                                                                                 \
+  X(dyn_expand_b2)                                                                                 \
+  X(dyn_expand_b3)                                                                                 \
   X(dyn_flatten_b1)                                                                                \
   X(dyn_flatten_b3)                                                                                \
+  X(dyn_flatten_op_b2)                                                                             \
+  X(dyn_flatten_op_b3)                                                                             \
+  X(dyn_gather_axis1_b2)                                                                           \
+  X(dyn_gather_axis1_b3)                                                                           \
+  X(dyn_one_hot_b2)                                                                                \
+  X(dyn_one_hot_b3)                                                                                \
+  X(dyn_pad_crop_b2)                                                                               \
+  X(dyn_pad_crop_b3)                                                                               \
   X(dyn_reshape_b2)                                                                                \
   X(dyn_reshape_b5)                                                                                \
+  X(dyn_slice_step_b2)                                                                             \
+  X(dyn_slice_step_b3)                                                                             \
+  X(dyn_split_axis1_b2)                                                                            \
+  X(dyn_split_axis1_b3)                                                                            \
+  X(dyn_squeeze_b2)                                                                                \
+  X(dyn_squeeze_b3)                                                                                \
+  X(dyn_tile_b2)                                                                                   \
+  X(dyn_tile_b3)                                                                                   \
+  X(dyn_transpose_b2)                                                                              \
+  X(dyn_transpose_b3)                                                                              \
+  X(dyn_unsqueeze_b2)                                                                              \
+  X(dyn_unsqueeze_b3)                                                                              \
   X(expand_basic)                                                                                  \
   X(expand_basic_k)                                                                                \
   X(expand_keep)                                                                                   \
@@ -55,6 +79,12 @@
   X(gather_neg_idx_k)                                                                              \
   X(gather_runtime_i32)                                                                            \
   X(gather_runtime_idx)                                                                            \
+  X(gather_run)                                                                                    \
+  X(gather_run_k)                                                                                  \
+  X(gather_run_neg)                                                                                \
+  X(gather_run_neg_k)                                                                              \
+  X(dyn_gather_token_b2)                                                                           \
+  X(dyn_gather_token_b3)                                                                           \
   X(gather_scalar)                                                                                 \
   X(gather_scalar_axis2)                                                                           \
   X(gather_scalar_axis2_k)                                                                         \
@@ -138,6 +168,9 @@
 #define TENSOR_BAD(X)                                                                              \
   X(bad_concat_no_axis, FG_INVALID_GRAPH, "axis is required")                                      \
   X(bad_expand, FG_INVALID_GRAPH, "does not broadcast")                                            \
+  X(bad_expand_to_batch, FG_UNIMPLEMENTED, "to the batch size")                                    \
+  X(bad_reshape_two_batch, FG_UNIMPLEMENTED, "two entries that depend on the batch size")          \
+  X(bad_slice_batch_from_end, FG_UNIMPLEMENTED, "depends on the batch size")                       \
   X(bad_gather_axis, FG_INVALID_GRAPH, "axis")                                                     \
   X(bad_gather_index, FG_INVALID_GRAPH, "out of range")                                            \
   X(bad_pad_mode, FG_INVALID_GRAPH, "mode 'wrap'")                                                 \
@@ -150,6 +183,11 @@
   X(bad_squeeze_not_one, FG_INVALID_GRAPH, "not 1")                                                \
   X(bad_tile_repeats, FG_INVALID_GRAPH, "repeats")                                                 \
   X(bad_transpose_perm, FG_INVALID_GRAPH, "not a permutation")                                     \
+  X(bad_pad_huge, FG_INVALID_GRAPH, "out of range")                                                \
+  X(bad_tile_overflow, FG_INVALID_GRAPH, "overflows")                                              \
+  X(bad_split_overflow, FG_INVALID_GRAPH, "past 2^63")                                             \
+  X(bad_slice_step_min, FG_INVALID_GRAPH, "steps[0] is -9223372036854775808")                      \
+  X(bad_one_hot_depth, FG_UNIMPLEMENTED, "flowgraph takes up to")                                  \
   X(bad_unsqueeze_twice, FG_INVALID_GRAPH, "twice")
 
 static const char *cases_dir(void) {

@@ -62,8 +62,9 @@ def both(name, op, data, extra_inits, want, opset, attrs=None, extra_inputs=(), 
     save(name + "_k", [node], [], outputs, opset, inits=[("x", data)] + list(extra_inits))
 
 
-def bad(name, nodes, inputs, outputs, opset, inits=()):
-    gin = [helper.make_tensor_value_info(n, ELEM[a.dtype], list(a.shape)) for n, a in inputs]
+def bad(name, nodes, inputs, outputs, opset, inits=(), sym=()):
+    gin = [helper.make_tensor_value_info(n, ELEM[a.dtype], ["N"] * (n in sym) + list(a.shape)[
+        (n in sym):]) for n, a in inputs]
     gout = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
     inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in inits]
     g = helper.make_graph(nodes, name, gin, gout, initializer=inits)
@@ -226,7 +227,8 @@ for nm, (st, en, ax, sp) in sl_cases.items():
 x = f32(4, 5, 3)
 gi = [("gather_axis0", i64([3, 0, 3]), 0), ("gather_axis1", i64([[4, 0], [1, 1]]), 1),
       ("gather_neg_idx", i64([-1, -5, 2]), 1), ("gather_neg_axis", i64([2, 0]), -1),
-      ("gather_scalar", i64(2), 0), ("gather_scalar_axis2", i64(-1), 2)]
+      ("gather_scalar", i64(2), 0), ("gather_scalar_axis2", i64(-1), 2),
+      ("gather_run", i64([1, 2, 3]), 1), ("gather_run_neg", i64([-2, -1]), -1)]
 for nm, idx, ax in gi:
     both(nm, "Gather", x, [("i", idx)], np.take(x, idx, axis=ax), 13, attrs={"axis": ax})
 # run-time indices (a graph input), negative ones included
@@ -313,6 +315,43 @@ for b in (3, 1):
          inits=[("s0", i64([0])), ("s1", i64([1])), ("m1", i64([-1])), ("gi", i64([-3, 1])),
                 ("k4", i64([4])), ("big", i64([I64_MAX]))])
 
+# The ops on data whose leading dim is the symbolic batch, at two batch
+# sizes each (the op runs as a flowgraph node with an unknown dim).
+def dyn(name, op, shape, inits, ref, opset=13, attrs=None, outs=("y",), data=None):
+    node = helper.make_node(op, ["x"] + [n for n, _ in inits], list(outs), **(attrs or {}))
+    for b in (2, 3):
+        xb = data(b) if data else f32(b, *shape)
+        wants = ref(xb)
+        wants = wants if isinstance(wants, list) else [wants]
+        save("%s_b%d" % (name, b), [node], [("x", xb)], list(zip(outs, wants)), opset,
+             inits=inits, sym=("x",))
+
+
+dyn("dyn_squeeze", "Squeeze", (1, 4), [("a", i64([1]))], lambda v: np.squeeze(v, 1))
+dyn("dyn_unsqueeze", "Unsqueeze", (4,), [("a", i64([1, -1]))], lambda v: ref_unsqueeze(v, [1, -1]))
+dyn("dyn_transpose", "Transpose", (5, 3), [], lambda v: np.transpose(v, (2, 0, 1)),
+    attrs={"perm": [2, 0, 1]})
+dyn("dyn_gather_axis1", "Gather", (5, 3), [("i", i64([[2, -5], [4, 4]]))],
+    lambda v: np.take(v, [[2, -5], [4, 4]], axis=1), attrs={"axis": 1})
+dyn("dyn_gather_token", "Gather", (5, 3), [("i", i64(0))], lambda v: v[:, 0], attrs={"axis": 1})
+dyn("dyn_split_axis1", "Split", (6,), [("s", i64([4, 2]))], lambda v: np.split(v, [4], axis=1),
+    attrs={"axis": 1}, outs=("y0", "y1"))
+dyn("dyn_slice_step", "Slice", (7, 2), [("st", i64([-1])), ("en", i64([I64_MIN])),
+                                        ("ax", i64([1])), ("sp", i64([-3]))],
+    lambda v: v[:, -1::-3])
+dyn("dyn_pad_crop", "Pad", (4,), [("p", i64([0, -1, 0, 2]))], lambda v: ref_pad(v, [0, -1, 0, 2]))
+dyn("dyn_tile", "Tile", (2,), [("r", i64([1, 3]))], lambda v: np.tile(v, (1, 3)))
+dyn("dyn_flatten_op", "Flatten", (2, 3), [], lambda v: ref_flatten(v, 1))
+dyn("dyn_expand", "Expand", (1, 4), [("s", i64([3, 1]))], lambda v: v * np.ones((3, 1), np.float32))
+dyn("dyn_one_hot", "OneHot", (3,), [("d", i64(5)), ("v", np.array([0, 1], np.int64))],
+    lambda v: ref_one_hot(v, 5, np.array([0, 1], np.int64), 1), opset=11, attrs={"axis": 1},
+    data=lambda b: rng.integers(-5, 6, (b, 3)).astype(np.int64))
+concat_node = helper.make_node("Concat", ["x", "c"], ["y"], axis=1)
+for b in (2, 3):
+    xb, cb = f32(b, 2), f32(b, 3)
+    save("dyn_concat_b%d" % b, [concat_node], [("x", xb), ("c", cb)],
+         [("y", np.concatenate([xb, cb], 1))], 13, sym=("x", "c"))
+
 # ---- bad models ------------------------------------------------------------
 x = f32(2, 3)
 bad("bad_reshape_two_neg", [helper.make_node("Reshape", ["x", "s"], ["y"])], [("x", x)], ["y"], 13,
@@ -344,3 +383,31 @@ bad("bad_expand", [helper.make_node("Expand", ["x", "s"], ["y"])], [("x", x)], [
     inits=[("s", i64([4, 3]))])
 bad("bad_tile_repeats", [helper.make_node("Tile", ["x", "r"], ["y"])], [("x", x)], ["y"], 13,
     inits=[("r", i64([2]))])
+# What depends on the batch size where flowgraph cannot follow it: a second
+# batch entry in a shape, Expand growing a dim of 1 to the batch, a slice
+# of the batch dim from its end.
+xs = f32(2, 3)
+bad("bad_reshape_two_batch", [
+    helper.make_node("Shape", ["x"], ["sh"]),
+    helper.make_node("Slice", ["sh", "s0", "s1"], ["n1"]),
+    helper.make_node("Concat", ["n1", "n1", "k3"], ["shape"], axis=0),
+    helper.make_node("Reshape", ["x", "shape"], ["y"])], [("x", xs)], ["y"], 13,
+    inits=[("s0", i64([0])), ("s1", i64([1])), ("k3", i64([3]))], sym=("x",))
+bad("bad_expand_to_batch", [
+    helper.make_node("Shape", ["x"], ["sh"]),
+    helper.make_node("Expand", ["w", "sh"], ["y"])], [("x", xs), ("w", f32(1, 3))], ["y"], 13,
+    sym=("x",))
+bad("bad_slice_batch_from_end", [helper.make_node("Slice", ["x", "a", "b"], ["y"])], [("x", xs)],
+    ["y"], 13, inits=[("a", i64([-1])), ("b", i64([I64_MAX]))], sym=("x",))
+# Values a file may hold that would overflow 64-bit arithmetic.
+bad("bad_pad_huge", [helper.make_node("Pad", ["x", "p"], ["y"])], [("x", xs)], ["y"], 13,
+    inits=[("p", i64([I64_MIN, 0, 0, 0]))])
+bad("bad_tile_overflow", [helper.make_node("Tile", ["x", "r"], ["y"])], [("x", xs)], ["y"], 13,
+    inits=[("r", i64([1, I64_MAX]))])
+bad("bad_split_overflow", [helper.make_node("Split", ["x", "s"], ["y", "z"], axis=1)], [("x", xs)],
+    ["y", "z"], 13, inits=[("s", i64([I64_MAX, I64_MAX]))])
+bad("bad_slice_step_min", [helper.make_node("Slice", ["x", "a", "b", "c", "d"], ["y"])],
+    [("x", xs)], ["y"], 13,
+    inits=[("a", i64([0])), ("b", i64([1])), ("c", i64([0])), ("d", i64([I64_MIN]))])
+bad("bad_one_hot_depth", [helper.make_node("OneHot", ["i", "d", "v"], ["y"])],
+    [("i", i64([1, 2]))], ["y"], 11, inits=[("d", i64(10**12)), ("v", f32(2))])

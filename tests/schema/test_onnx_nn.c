@@ -1,0 +1,213 @@
+/* The neural-network op mappers (schema/onnx/onnx_map_nn.c, _conv.c,
+ * _pool.c, _norm.c) against ONNX models that tests/schema/onnx/cases_nn.py
+ * builds with onnx.helper, with expected values from PyTorch or from NumPy
+ * reference code written from the ONNX operator documentation.
+ *
+ * Tolerances: float32 cases 1e-5 relative plus 1e-5 absolute (sums of up
+ * to a few dozen products, ordered differently than PyTorch's or NumPy's,
+ * and transcendental functions within a few ulp of each other); float64
+ * cases 1e-12 and 1e-12. ln_f64_stash1 computes in float32 as its
+ * stash_type says, so it gets the float32 bound.
+ *
+ * The bad_* cases are models the import must refuse with the given code
+ * and a message naming the attribute, input or value at fault. */
+#include "fgtest.h"
+#include "onnx_test_util.h"
+
+#define F32_RTOL 1e-5
+#define F32_ATOL 1e-5
+#define F64_RTOL 1e-12
+#define F64_ATOL 1e-12
+
+#define CASES() (fg_onnx_available() ? onnx_cases("cases_nn.py") : NULL)
+#define NEED_ONNX()                                                                                \
+  do {                                                                                             \
+    if (!fg_onnx_available()) FG_SKIP("this build has no ONNX support");                           \
+  } while (0)
+
+#define CASE32(name)                                                                               \
+  FG_TEST(name, "onnx") {                                                                          \
+    NEED_ONNX();                                                                                   \
+    onnx_check_case(CASES(), #name, NULL, F32_RTOL, F32_ATOL);                                     \
+  }
+#define CASE64(name)                                                                               \
+  FG_TEST(name, "onnx") {                                                                          \
+    NEED_ONNX();                                                                                   \
+    onnx_check_case(CASES(), #name, NULL, F64_RTOL, F64_ATOL);                                     \
+  }
+#define BAD(name, code, needle)                                                                    \
+  FG_TEST(name, "onnx,badinput") {                                                                 \
+    NEED_ONNX();                                                                                   \
+    const char *d = CASES();                                                                       \
+    if (d) onnx_expect_error(d, #name, code, needle);                                              \
+  }
+
+/* ---- Conv ------------------------------------------------------------------ */
+CASE32(conv1d)
+CASE32(conv1d_same_upper)
+CASE32(conv2d_basic)
+CASE32(conv2d_depthwise)
+CASE32(conv2d_dynbatch)
+CASE64(conv2d_f64)
+CASE32(conv2d_group)
+CASE32(conv2d_kernel_shape)
+CASE32(conv2d_opset7)
+CASE32(conv2d_pads_strides_dil)
+CASE32(conv2d_same_lower)
+CASE32(conv2d_same_lower_dil)
+CASE32(conv2d_same_upper)
+CASE32(conv2d_same_upper_dil)
+CASE32(conv2d_valid)
+BAD(bad_conv_3d, FG_UNIMPLEMENTED, "3-D convolution")
+BAD(bad_conv_auto_pad, FG_INVALID_GRAPH, "'auto_pad' = 'SAME'")
+BAD(bad_conv_group, FG_INVALID_GRAPH, "'group' = 2")
+BAD(bad_conv_kernel_shape, FG_INVALID_GRAPH, "'kernel_shape' = [2, 2] disagrees")
+BAD(bad_conv_weight_rank, FG_INVALID_GRAPH, "input 1 (W) shape [4, 3, 3]")
+
+/* ---- ConvTranspose --------------------------------------------------------- */
+CASE32(convt1d)
+CASE32(convt2d_basic)
+CASE32(convt2d_group_dil)
+CASE32(convt2d_output_shape)
+CASE32(convt2d_same_lower)
+CASE32(convt2d_same_upper)
+CASE32(convt2d_strides_pads_outpad)
+BAD(bad_convt_channels, FG_INVALID_GRAPH, "input channels")
+BAD(bad_convt_output_padding, FG_UNIMPLEMENTED, "'output_padding' 2")
+
+/* ---- pools ----------------------------------------------------------------- */
+CASE32(avgpool1d)
+CASE32(avgpool2d_basic)
+CASE32(avgpool2d_big_pads_cip0)
+CASE32(avgpool2d_big_pads_cip1)
+CASE32(avgpool2d_ceil)
+CASE32(avgpool2d_count_include_pad)
+CASE32(avgpool2d_same_lower)
+CASE32(avgpool2d_same_upper)
+CASE32(globalavgpool)
+CASE32(globalavgpool_3d)
+CASE32(globalmaxpool)
+CASE32(globalmaxpool_1d)
+CASE32(maxpool1d)
+CASE32(maxpool2d_basic)
+CASE32(maxpool2d_big_pads)
+CASE32(maxpool2d_ceil)
+CASE32(maxpool2d_ceil_pads)
+CASE32(maxpool2d_default_strides)
+CASE32(maxpool2d_pads_dil)
+CASE32(maxpool2d_same_lower)
+CASE32(maxpool2d_same_upper)
+CASE32(maxpool2d_storage_order)
+CASE32(maxpool2d_valid)
+BAD(bad_avgpool_auto_pad, FG_INVALID_GRAPH, "auto_pad")
+BAD(bad_maxpool_3d, FG_UNIMPLEMENTED, "3-D pooling")
+BAD(bad_maxpool_ceil_mode, FG_INVALID_GRAPH, "'ceil_mode' = 2")
+BAD(bad_maxpool_indices, FG_UNIMPLEMENTED, "Indices")
+BAD(bad_maxpool_no_kernel, FG_INVALID_GRAPH, "'kernel_shape' is required")
+
+/* ---- normalizations -------------------------------------------------------- */
+CASE32(bn_opset14_training_mode0)
+CASE32(bn_opset15)
+CASE32(bn_opset7_spatial0)
+CASE32(bn_opset7_spatial1)
+CASE32(bn_opset9_2d)
+CASE32(bn_training_mode1)
+CASE32(instancenorm)
+CASE32(instancenorm_1d)
+CASE32(ln_axis1_stats)
+CASE32(ln_broadcast_scale)
+CASE32(ln_f64_stash1)
+CASE64(ln_f64_stash11)
+CASE32(ln_last)
+CASE32(ln_negative_axis_no_bias)
+BAD(bad_bn_opset9_training_outputs, FG_UNIMPLEMENTED, "training-mode BatchNormalization")
+BAD(bad_bn_training_mode, FG_INVALID_GRAPH, "training_mode")
+BAD(bad_ln_axis, FG_INVALID_GRAPH, "axis")
+BAD(bad_ln_stash_type, FG_UNIMPLEMENTED, "'stash_type' = 10")
+
+/* ---- Gemm and MatMul ------------------------------------------------------- */
+CASE32(gemm_beta0)
+CASE32(gemm_c_column)
+CASE32(gemm_c_scalar)
+CASE32(gemm_default)
+CASE64(gemm_f64)
+CASE32(gemm_no_c)
+CASE32(gemm_trans_alpha_beta_bcast)
+CASE32(matmul_1d_2d)
+CASE32(matmul_1d_both)
+CASE32(matmul_1d_left)
+CASE32(matmul_1d_right)
+CASE32(matmul_2d)
+CASE32(matmul_batched)
+CASE32(matmul_broadcast)
+CASE32(matmul_dynbatch_weight)
+CASE32(matmul_rank_mixed)
+BAD(bad_gemm_c, FG_INVALID_GRAPH, "input 2 (C) shape [4, 5]")
+BAD(bad_gemm_int, FG_UNIMPLEMENTED, "f32 and f64 only")
+BAD(bad_gemm_rank, FG_INVALID_GRAPH, "not 2-D")
+
+/* ---- activations ----------------------------------------------------------- */
+CASE32(elu_alpha)
+CASE32(elu_default)
+CASE32(erf)
+CASE32(gelu)
+CASE32(gelu_tanh)
+CASE32(hardsigmoid_alpha_beta)
+CASE32(hardsigmoid_default)
+CASE32(hardsigmoid_torch)
+CASE32(hardswish)
+CASE32(leakyrelu_alpha)
+CASE32(leakyrelu_default)
+CASE32(prelu_channel)
+CASE32(prelu_full)
+CASE32(prelu_input_slope)
+CASE32(prelu_scalar)
+CASE32(relu)
+CASE32(selu_alpha_gamma)
+CASE32(selu_default)
+CASE32(sigmoid)
+CASE64(sigmoid_f64)
+CASE32(softplus)
+CASE64(softplus_f64)
+CASE32(tanh)
+BAD(bad_gelu_approximate, FG_INVALID_GRAPH, "'approximate' = 'fast'")
+BAD(bad_prelu_slope, FG_INVALID_GRAPH, "input 1 (slope) shape [3]")
+
+/* ---- softmax family -------------------------------------------------------- */
+CASE32(logsoftmax_opset11_0)
+CASE32(logsoftmax_opset11_2)
+CASE32(logsoftmax_opset11_default)
+CASE32(logsoftmax_opset11_m2)
+CASE32(logsoftmax_opset13_1)
+CASE32(logsoftmax_opset13_default)
+CASE32(logsoftmax_opset13_m3)
+CASE32(softmax_opset11_0)
+CASE32(softmax_opset11_2)
+CASE32(softmax_opset11_default)
+CASE32(softmax_opset11_m2)
+CASE32(softmax_opset13_1)
+CASE32(softmax_opset13_default)
+CASE32(softmax_opset13_m3)
+CASE32(softmax_opset7)
+BAD(bad_softmax_axis, FG_INVALID_GRAPH, "axis")
+
+/* ---- losses ---------------------------------------------------------------- */
+CASE32(nll_mean)
+CASE32(nll_mean_ignore)
+CASE32(nll_mean_weights)
+CASE32(nll_mean_weights_ignore_kdim)
+CASE32(nll_none)
+CASE32(nll_none_kdim_ignore_negative)
+CASE32(nll_sum)
+CASE32(nll_sum_weights_kdim)
+CASE32(sce_log_prob)
+CASE32(sce_mean)
+CASE32(sce_mean_ignore)
+CASE32(sce_mean_weights)
+CASE32(sce_mean_weights_ignore_kdim)
+CASE32(sce_none)
+CASE32(sce_none_kdim_ignore_negative)
+CASE32(sce_sum)
+CASE32(sce_sum_weights_kdim)
+BAD(bad_loss_labels, FG_INVALID_GRAPH, "input 1 (labels)")
+BAD(bad_loss_reduction, FG_INVALID_GRAPH, "'reduction' = 'avg'")
