@@ -60,7 +60,7 @@ static long long domain_opset(const fgx_ctx *c, const char *domain) {
 }
 
 static fgx_map_fn find_mapper(const char *type) {
-  const fgx_op *tables[] = {fgx_ops_core, fgx_ops_nn, fgx_ops_math, fgx_ops_tensor};
+  const fgx_op *tables[] = {fgx_ops_core, fgx_ops_nn, fgx_ops_math, fgx_ops_tensor, fgx_ops_rnn};
   for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
     for (const fgx_op *op = tables[t]; op->type; op++)
       if (strcmp(op->type, type) == 0) return op->map;

@@ -59,6 +59,7 @@ extern const fgx_op fgx_ops_core[];   /* onnx_map_core.c: Constant, Identity, Sh
 extern const fgx_op fgx_ops_nn[];     /* onnx_map_nn.c: Conv, pools, norms, Gemm, activations */
 extern const fgx_op fgx_ops_math[];   /* onnx_map_math.c: element-wise, reductions, logic */
 extern const fgx_op fgx_ops_tensor[]; /* onnx_map_tensor.c: Reshape, Concat, Slice, Gather, ... */
+extern const fgx_op fgx_ops_rnn[];    /* onnx_map_rnn.c: LSTM, GRU (unrolled) */
 
 /* ---- the import -------------------------------------------------------- */
 
