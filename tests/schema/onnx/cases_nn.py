@@ -141,10 +141,11 @@ def conv_cases():
              {"x": x}, [("y", conv_ref(x, w, b, 2, p, 1, 1))], {"w": w, "b": b})
         # stride 1: the pads do not depend on the input size, so a dynamic
         # batch is fine (and here the spatial size is known anyway)
-        p = same_pads([7, 8], [3, 2], [1, 1], [1, 2], up)
+        # extents 5 and 2: total pads 4 and 1, the odd one placed by the mode
+        p = same_pads([7, 8], [3, 2], [1, 1], [2, 1], up)
         case("conv2d_%s_dil" % mode.lower(),
-             [n("Conv", ["x", "w"], auto_pad=mode, dilations=[1, 2])], {"x": x},
-             [("y", conv_ref(x, w2, None, 1, p, [1, 2], 1))], {"w": w2})
+             [n("Conv", ["x", "w"], auto_pad=mode, dilations=[2, 1])], {"x": x},
+             [("y", conv_ref(x, w2, None, 1, p, [2, 1], 1))], {"w": w2})
     case("conv2d_valid", [n("Conv", ["x", "w"], auto_pad="VALID", strides=[1, 2])], {"x": x},
          [("y", conv_ref(x, w, None, [1, 2], [0] * 4, 1, 1))], {"w": w})
     case("conv2d_kernel_shape", [n("Conv", ["x", "w"], kernel_shape=[3, 2])], {"x": x},
@@ -286,13 +287,15 @@ def pool_cases():
                                    ceil_mode=1)],
          {"x": x}, [("y", P([2, 3], [2, 3], p, [1, 1], 1, True, 0))])
     for mode, up in (("SAME_UPPER", True), ("SAME_LOWER", False)):
-        p = same_pads([9, 8], [3, 2], [2, 3], [1, 1], up)
+        # total pads 1 and 1: odd, so the mode decides the side
+        p = same_pads([9, 8], [2, 3], [2, 3], [1, 1], up)
+        assert p in ([0, 0, 1, 1], [1, 1, 0, 0])
         case("maxpool2d_" + mode.lower(),
-             [n("MaxPool", ["x"], kernel_shape=[3, 2], strides=[2, 3], auto_pad=mode)], {"x": x},
-             [("y", P([3, 2], [2, 3], p, [1, 1], 0, True, 0))])
+             [n("MaxPool", ["x"], kernel_shape=[2, 3], strides=[2, 3], auto_pad=mode)], {"x": x},
+             [("y", P([2, 3], [2, 3], p, [1, 1], 0, True, 0))])
         case("avgpool2d_" + mode.lower(),
-             [n("AveragePool", ["x"], kernel_shape=[3, 2], strides=[2, 3], auto_pad=mode)],
-             {"x": x}, [("y", P([3, 2], [2, 3], p, [1, 1], 0, False, 0))])
+             [n("AveragePool", ["x"], kernel_shape=[2, 3], strides=[2, 3], auto_pad=mode)],
+             {"x": x}, [("y", P([2, 3], [2, 3], p, [1, 1], 0, False, 0))])
     case("maxpool2d_valid", [n("MaxPool", ["x"], kernel_shape=[3, 3], auto_pad="VALID",
                                strides=[2, 1])],
          {"x": x}, [("y", P([3, 3], [2, 1], [0] * 4, [1, 1], 0, True, 0))])
