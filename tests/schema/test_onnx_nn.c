@@ -297,3 +297,41 @@ done:
 
 FG_TEST(grad_cnn, "onnx") { check_grads("grad_cnn"); }
 FG_TEST(grad_mlp, "onnx") { check_grads("grad_mlp"); }
+
+/* A label outside [0, C) that is not ignore_index is bad input at run time:
+ * the run fails naming it, it does not read out of bounds. */
+FG_TEST(loss_label_out_of_range, "onnx,badinput") {
+  NEED_ONNX();
+  const char *dir = CASES();
+  if (!dir) return;
+  char path[1024];
+  fg_status *st = fg_status_new();
+  snprintf(path, sizeof path, "%s/nll_mean_ignore.onnx", dir);
+  fg_graph *g = fg_onnx_load(path, NULL, st);
+  FG_REQUIRE(g != NULL);
+  snprintf(path, sizeof path, "%s/nll_mean_ignore.in.x.npy", dir);
+  fg_tensor *x = fg_npy_read(path, st);
+  FG_REQUIRE(x != NULL);
+  const int64_t n = fg_tensor_dim(x, 0);
+  fg_tensor *lab = fg_tensor_new(FG_I64, 1, &n, st);
+  FG_REQUIRE(lab != NULL);
+  int64_t *l = fg_tensor_data(lab);
+  for (int64_t i = 0; i < n; i++)
+    l[i] = i == 2 ? 5 : 1; /* C is 5: class 5 does not exist; 1 is ignored */
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s != NULL);
+  fg_feed feeds[2] = {{"x", x}, {"lab", lab}};
+  fg_output o = fg_graph_output(g, 0);
+  char fetch[300];
+  snprintf(fetch, sizeof fetch, "%s:%d", fg_node_name(g, o.node), o.index);
+  const char *f = fetch;
+  fg_tensor *out = NULL;
+  FG_CHECK(fg_session_run(s, feeds, 2, &f, 1, &out, NULL, 0, st) != 0);
+  FG_CHECK(out == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "= 5 is out of range");
+  fg_session_free(s);
+  fg_tensor_free(x);
+  fg_tensor_free(lab);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
