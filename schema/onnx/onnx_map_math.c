@@ -182,6 +182,27 @@ BINARY_MAPPER(map_greater_or_equal, greater_or_equal, -1)
 BINARY_MAPPER(map_less_or_equal, less_or_equal, -1)
 BINARY_MAPPER(map_xor, xor_of, -1)
 
+/* 1 when input i is known at import, holds one element equal to v, and
+ * has no more dims than input `like` (so it does not change the output's
+ * shape). */
+static int known_scalar_is(fgx_ctx *c, const fgx_node *n, int i, int like, double v) {
+  const fgx_known *k = fgx_input_known(c, n, i);
+  fg_dtype dt;
+  int rank;
+  int64_t dims[FGX_MAX_DIMS];
+  if (!k || fg_tensor_num_elements(k->t) != 1 || fgx_input_info(c, n, like, &dt, &rank, dims))
+    return 0;
+  if (fg_tensor_rank(k->t) > rank) return 0;
+  const void *p = fg_tensor_data(k->t);
+  switch (fg_tensor_dtype(k->t)) {
+  case FG_F32: return *(const float *)p == v;
+  case FG_F64: return *(const double *)p == v;
+  case FG_I32: return *(const int32_t *)p == v;
+  case FG_I64: return !k->sym && (double)*(const int64_t *)p == v;
+  default: return 0;
+  }
+}
+
 static int map_pow(fgx_ctx *c, const fgx_node *n) {
   static const int both[2] = {0, 1};
   fg_dtype db, de;
@@ -194,6 +215,13 @@ static int map_pow(fgx_ctx *c, const fgx_node *n) {
   if (de != FG_F32 && de != FG_F64 && !is_int(de))
     return fgx_fail(c, n, FG_UNIMPLEMENTED, "input 1 (Y) has dtype %s; Pow needs a number",
                     fg_dtype_name(de));
+  if (!is_int(db) && known_scalar_is(c, n, 1, 0, 2.0)) {
+    /* x ** 2 (layer norms as exporters write them) is x * x: a cheaper
+     * kernel, the same correctly rounded square, a simpler gradient. */
+    fg_output x = fgx_input(c, n, 0);
+    if (x.node < 0) return -1;
+    return onnx_math_finish(c, n, fg_mul(fgx_graph(c), x, x));
+  }
   fg_output in[2];
   if (inputs(c, n, 2, in) != 0) return -1;
   fg_graph *g = fgx_graph(c);

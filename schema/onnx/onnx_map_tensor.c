@@ -530,6 +530,25 @@ static int gather_fold(fgx_ctx *c, const fgx_node *n, const fgx_known *k, int ax
   return rc;
 }
 
+/* Gather of graph value xo at known indices v. Consecutive ascending
+ * indices (x[:, 0], a class token, a window) with at most one index dim
+ * are a slice along the axis (and a squeeze for a scalar index), which
+ * copies only what is picked; others gather. */
+static fg_output gather_known(fgx_ctx *c, fg_output xo, const fgt_info *x, int axis,
+                              const int64_t *v, int64_t m, int q, const int64_t *idims) {
+  int run = q <= 1 && m >= 1;
+  for (int64_t i = 1; run && i < m; i++)
+    run = v[i] == v[0] + i;
+  if (!run) return fgt_gather_axis(c, xo, x->rank, axis, fgt_const_i64(c, q, idims, v), q);
+  int64_t begin[FG_MAX_RANK], size[FG_MAX_RANK], ax = axis;
+  for (int d = 0; d < x->rank; d++) {
+    begin[d] = d == axis ? v[0] : 0;
+    size[d] = d == axis ? m : -1;
+  }
+  fg_output y = fg_slice(fgx_graph(c), xo, x->rank, begin, size);
+  return q == 0 ? fg_squeeze(fgx_graph(c), y, &ax, 1) : y;
+}
+
 static int map_gather(fgx_ctx *c, const fgx_node *n) {
   fgt_info x, ix;
   int64_t axis;
@@ -563,9 +582,9 @@ static int map_gather(fgx_ctx *c, const fgx_node *n) {
       rc = gather_fold(c, n, k, (int)axis, v, m, ix.rank, ix.dims);
     } else {
       fg_output xo = fgx_input(c, n, 0);
-      fg_output io = fgt_const_i64(c, ix.rank, ix.dims, v);
-      rc = xo.node < 0 ? -1
-                       : fgt_bind(c, n, 0, fgt_gather_axis(c, xo, x.rank, (int)axis, io, ix.rank));
+      rc = xo.node < 0
+               ? -1
+               : fgt_bind(c, n, 0, gather_known(c, xo, &x, (int)axis, v, m, ix.rank, ix.dims));
     }
     free(v);
     return rc;

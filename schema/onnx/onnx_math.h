@@ -36,6 +36,12 @@ typedef enum onnx_fold_op {
  * integer division by zero). */
 int onnx_math_fold(fgx_ctx *c, const fgx_node *n, onnx_fold_op op);
 
+/* The reduction `op` (ONNX_FOLD_ADD: ReduceSum, MUL: ReduceProd, MAX,
+ * MIN) of input 0 over axes[0..n_axes) (non-negative; none: every axis)
+ * when the input is a known integer value; returns as onnx_math_fold. */
+int onnx_math_fold_reduce(fgx_ctx *c, const fgx_node *n, onnx_fold_op op, const int64_t *axes,
+                          int n_axes, int keepdims);
+
 /* ---- reductions (onnx_math_reduce.c) ------------------------------------- */
 
 int onnx_map_reduce_sum(fgx_ctx *c, const fgx_node *n);

@@ -20,6 +20,9 @@
  *   the order); different s are decided by the signs of v and w when they
  *   differ (B v has v's sign), and otherwise have no form.
  * - Not, Where: elements are picked, each keeping its flag.
+ * - ReduceSum, ReduceProd, ReduceMax, ReduceMin: the rules of Add, Mul,
+ *   Max and Min applied along the reduced axes (ReduceProd of a Shape with
+ *   one batch entry is (product, 1)).
  * When any element has no form the node is not folded: it becomes graph
  * ops, and fgx_input refuses the batch-dependent input, naming the node,
  * since the graph holds no value it could be computed from. */
@@ -243,6 +246,71 @@ int onnx_math_fold(fgx_ctx *c, const fgx_node *n, onnx_fold_op op) {
                     "integer division by zero at output element %lld (both inputs are known "
                     "at import)",
                     (long long)bad);
+  }
+  return fgx_set_output_known(c, n, 0, t, sym) != 0 ? -1 : 1;
+}
+
+/* ---- reductions ------------------------------------------------------------ */
+
+int onnx_math_fold_reduce(fgx_ctx *c, const fgx_node *n, onnx_fold_op op, const int64_t *axes,
+                          int n_axes, int keepdims) {
+  const fgx_known *k = fgx_input_known(c, n, 0);
+  if (!k) return 0;
+  const fg_dtype dt = fg_tensor_dtype(k->t);
+  const int rank = fg_tensor_rank(k->t);
+  const int64_t count = fg_tensor_num_elements(k->t);
+  if ((dt != FG_I32 && dt != FG_I64) || count == 0 || count > FOLD_MAX_ELEMENTS) return 0;
+  int red[FG_MAX_RANK] = {0}, orank = 0;
+  int64_t odims[FG_MAX_RANK], ostride[FG_MAX_RANK], st = 1;
+  for (int d = 0; d < rank; d++)
+    red[d] = n_axes == 0;
+  for (int i = 0; i < n_axes; i++)
+    red[axes[i]] = 1;
+  /* The output index of an input element: its kept coordinates, in C
+   * order over the kept dims (a reduced dim contributes nothing). */
+  for (int d = rank - 1; d >= 0; d--) {
+    ostride[d] = red[d] ? 0 : st;
+    st *= red[d] ? 1 : fg_tensor_dim(k->t, d);
+  }
+  for (int d = 0; d < rank; d++)
+    if (!red[d] || keepdims) odims[orank++] = red[d] ? 1 : fg_tensor_dim(k->t, d);
+  fg_tensor *t = fg_tensor_new(dt, orank, odims, NULL);
+  elem *acc = calloc((size_t)st, sizeof *acc);
+  uint8_t *sym = calloc((size_t)st, 1), *seen = calloc((size_t)st, 1);
+  int rc = OK, any = 0;
+  if (!t || !acc || !sym || !seen) {
+    rc = -1;
+  } else {
+    for (int64_t e = 0; e < count && rc == OK; e++) {
+      int64_t o = 0, rem = e;
+      for (int d = rank - 1; d >= 0; d--) {
+        o += (rem % fg_tensor_dim(k->t, d)) * ostride[d];
+        rem /= fg_tensor_dim(k->t, d);
+      }
+      const elem x = read_elem(k, e);
+      if (!seen[o]) {
+        acc[o] = x;
+        seen[o] = 1;
+      } else {
+        rc = fold_elem(op, acc[o], x, x, dt, &acc[o]);
+      }
+    }
+    for (int64_t o = 0; o < st && rc == OK; o++) {
+      write_elem(t, o, acc[o].v);
+      sym[o] = (uint8_t)acc[o].s;
+      any |= acc[o].s;
+    }
+  }
+  free(acc);
+  free(seen);
+  if (rc != OK || !any) {
+    free(sym);
+    sym = NULL;
+  }
+  if (rc != OK) {
+    fg_tensor_free(t);
+    return rc < 0 ? fgx_fail(c, n, FG_RESOURCE_EXHAUSTED, "out of memory folding a known value")
+                  : 0;
   }
   return fgx_set_output_known(c, n, 0, t, sym) != 0 ? -1 : 1;
 }

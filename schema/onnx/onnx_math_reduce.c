@@ -135,6 +135,15 @@ static int map_reduce(fgx_ctx *c, const fgx_node *n, red_kind k) {
   if (!is_float(dt) && dt != FG_I32 && dt != FG_I64)
     return fgx_fail(c, n, FG_UNIMPLEMENTED, "input 0 has dtype %s; reductions need a number",
                     fg_dtype_name(dt));
+  /* Known integers (a Shape's entries, say) reduce at import. */
+  static const int fold_of[] = {[R_SUM] = ONNX_FOLD_ADD + 1,
+                                [R_PROD] = ONNX_FOLD_MUL + 1,
+                                [R_MAX] = ONNX_FOLD_MAX + 1,
+                                [R_MIN] = ONNX_FOLD_MIN + 1};
+  if (!noop && (size_t)k < sizeof fold_of / sizeof fold_of[0] && fold_of[k]) {
+    int r = onnx_math_fold_reduce(c, n, (onnx_fold_op)(fold_of[k] - 1), axes, na, (int)keep);
+    if (r != 0) return r < 0 ? -1 : 0;
+  }
   fg_output x = fgx_input(c, n, 0);
   if (x.node < 0) return -1;
   fg_graph *g = fgx_graph(c);

@@ -61,6 +61,8 @@
   X(pow_i64_base)                                                                                  \
   X(pow_i32_f32_exponent)                                                                          \
   X(pow_f64_f32_exponent)                                                                          \
+  X(pow_square)                                                                                    \
+  X(pow_square_i64_exponent)                                                                       \
   X(sqrt_f32)                                                                                      \
   X(sqrt_f64)                                                                                      \
   X(reciprocal_f32)                                                                                \
@@ -148,6 +150,8 @@
   X(fold_batch_b5)                                                                                 \
   X(fold_reshape)                                                                                  \
   X(fold_reshape_b5)                                                                               \
+  X(fold_reduce)                                                                                   \
+  X(fold_reduce_b5)                                                                                \
   X(reducemean_i32)                                                                                \
   X(reducel2_i32)                                                                                  \
   X(reducemean_batch)                                                                              \
@@ -224,6 +228,39 @@ FG_TEST(onnx_math_fold_reshape_leaves_no_ops, "onnx") {
   FG_CHECK_INT(count_ops(dir, "fold_reshape", shaping, 4), 0);
   static const char *const reshape[] = {"reshape"};
   FG_CHECK_INT(count_ops(dir, "fold_reshape", reshape, 1), 1);
+}
+
+/* ReduceProd, ReduceMin and ReduceSum of a Shape's entries (12B over B
+ * included) fold: no reduction is left in the graph. */
+FG_TEST(onnx_math_fold_reduce_leaves_no_ops, "onnx") {
+  const char *dir = onnx_cases(SCRIPT);
+  if (!dir) return;
+  static const char *const red[] = {"reduce_prod", "reduce_min", "reduce_sum", "div"};
+  FG_CHECK_INT(count_ops(dir, "fold_reduce", red, 4), 0);
+}
+
+/* Clip with known float bounds (ReLU6 as torch exports it) is flowgraph's
+ * one clip node; a one-sided bound is a maximum alone. */
+FG_TEST(onnx_math_clip_known_bounds_one_node, "onnx") {
+  const char *dir = onnx_cases(SCRIPT);
+  if (!dir) return;
+  static const char *const clip[] = {"clip"}, *const minmax[] = {"maximum", "minimum"};
+  FG_CHECK_INT(count_ops(dir, "clip_in_both", clip, 1), 1);
+  FG_CHECK_INT(count_ops(dir, "clip_in_both", minmax, 2), 0);
+  FG_CHECK_INT(count_ops(dir, "clip_attr_both", clip, 1), 1);
+  FG_CHECK_INT(count_ops(dir, "clip_in_min", minmax, 2), 1);
+  FG_CHECK_INT(count_ops(dir, "clip_in_min", clip, 1), 0);
+}
+
+/* Pow with a known exponent 2 is a mul; other exponents stay pow. */
+FG_TEST(onnx_math_pow_square_is_mul, "onnx") {
+  const char *dir = onnx_cases(SCRIPT);
+  if (!dir) return;
+  static const char *const pow[] = {"pow"}, *const mul[] = {"mul"};
+  FG_CHECK_INT(count_ops(dir, "pow_square", pow, 1), 0);
+  FG_CHECK_INT(count_ops(dir, "pow_square", mul, 1), 1);
+  FG_CHECK_INT(count_ops(dir, "pow_square_i64_exponent", mul, 1), 1);
+  FG_CHECK_INT(count_ops(dir, "pow_f32_row", pow, 1), 1);
 }
 
 /* ---- refused models --------------------------------------------------------- */

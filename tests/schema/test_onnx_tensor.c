@@ -79,6 +79,12 @@
   X(gather_neg_idx_k)                                                                              \
   X(gather_runtime_i32)                                                                            \
   X(gather_runtime_idx)                                                                            \
+  X(gather_run)                                                                                    \
+  X(gather_run_k)                                                                                  \
+  X(gather_run_neg)                                                                                \
+  X(gather_run_neg_k)                                                                              \
+  X(dyn_gather_token_b2)                                                                           \
+  X(dyn_gather_token_b3)                                                                           \
   X(gather_scalar)                                                                                 \
   X(gather_scalar_axis2)                                                                           \
   X(gather_scalar_axis2_k)                                                                         \

@@ -131,6 +131,14 @@ def pow_cases():
     x, y = f32(2, 3, lo=0.5, hi=2.0), f32(3)
     case("pow_f32_row", [node("Pow", ["x", "e"])], [("x", x), ("e", y)],
          [("y", np.power(x, y).astype(np.float32))], opset=7)
+    # a known exponent 2 (layer norms): becomes x * x
+    xs = f32(3, 4, lo=-3.0, hi=3.0)
+    case("pow_square", [node("Pow", ["x", "two"])], [("x", xs)],
+         [("y", np.power(xs, np.float32(2)).astype(np.float32))],
+         inits=[("two", np.array(2.0, np.float32))], opset=13)
+    case("pow_square_i64_exponent", [node("Pow", ["x", "two"])], [("x", xs.astype(np.float64))],
+         [("y", np.power(xs.astype(np.float64), 2))], inits=[("two", np.array([2], np.int64))],
+         opset=15)
     # opset 12+: the exponent's type may differ; the output has the base's.
     e = np.array([0, 1, 2, 3], dtype=np.int64)
     x = f32(2, 4, lo=-2.0, hi=2.0)
@@ -470,6 +478,27 @@ def fold_cases():
                ("three", np.array(3, np.int64)), ("ax0", np.array([0], np.int64))]
     case("fold_reshape", nodes, [("x", x2)], [("y", x2.reshape(4, 6))], batch=True,
          inits=scalars, feeds=[("b5", [("x", x5)], [("y", x5.reshape(10, 6))])])
+    # Reductions of a Shape: ReduceProd of [3, 4] (12) joins B in a
+    # Reshape's shape; ReduceProd of [B, 3, 4] is 12B, which over B is 12.
+    nodes = [
+        node("Shape", ["x"], ["s"]),
+        node("Gather", ["s", "i12"], ["g"], axis=0),        # [3, 4]
+        node("Gather", ["s", "i0"], ["b"], axis=0),         # [B]
+        node("ReduceProd", ["g"], ["p"], keepdims=1),       # [12]
+        node("Concat", ["b", "p"], ["shape"], axis=0),      # [B, 12]
+        node("Reshape", ["x", "shape"], ["y"]),
+        node("ReduceProd", ["s"], ["all"], keepdims=0),     # 12B
+        node("Gather", ["s", "zero"], ["bs"], axis=0),      # B
+        node("Div", ["all", "bs"], ["per"]),                # 12
+        node("ReduceMin", ["g"], ["mn"], axes=[0], keepdims=0),   # 3
+        node("ReduceSum", ["g", "ax0"], ["sm"]),            # [7]
+    ]
+    inits = [("i12", np.array([1, 2], np.int64)), ("i0", np.array([0], np.int64)),
+             ("zero", np.array(0, np.int64)), ("ax0", np.array([0], np.int64))]
+    tail = [("per", np.array(12, np.int64)), ("mn", np.array(3, np.int64)),
+            ("sm", np.array([7], np.int64))]
+    case("fold_reduce", nodes, [("x", x2)], [("y", x2.reshape(2, 12))] + tail, batch=True,
+         inits=inits, feeds=[("b5", [("x", x5)], [("y", x5.reshape(5, 12))] + tail)])
     # B + 1 has no known form, and the graph has no value for B: refused,
     # naming the node.
     nodes = [node("Shape", ["x"], ["s"]), node("Add", ["s", "one"], ["y"], name="plus_one")]

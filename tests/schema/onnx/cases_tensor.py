@@ -227,7 +227,8 @@ for nm, (st, en, ax, sp) in sl_cases.items():
 x = f32(4, 5, 3)
 gi = [("gather_axis0", i64([3, 0, 3]), 0), ("gather_axis1", i64([[4, 0], [1, 1]]), 1),
       ("gather_neg_idx", i64([-1, -5, 2]), 1), ("gather_neg_axis", i64([2, 0]), -1),
-      ("gather_scalar", i64(2), 0), ("gather_scalar_axis2", i64(-1), 2)]
+      ("gather_scalar", i64(2), 0), ("gather_scalar_axis2", i64(-1), 2),
+      ("gather_run", i64([1, 2, 3]), 1), ("gather_run_neg", i64([-2, -1]), -1)]
 for nm, idx, ax in gi:
     both(nm, "Gather", x, [("i", idx)], np.take(x, idx, axis=ax), 13, attrs={"axis": ax})
 # run-time indices (a graph input), negative ones included
@@ -332,6 +333,7 @@ dyn("dyn_transpose", "Transpose", (5, 3), [], lambda v: np.transpose(v, (2, 0, 1
     attrs={"perm": [2, 0, 1]})
 dyn("dyn_gather_axis1", "Gather", (5, 3), [("i", i64([[2, -5], [4, 4]]))],
     lambda v: np.take(v, [[2, -5], [4, 4]], axis=1), attrs={"axis": 1})
+dyn("dyn_gather_token", "Gather", (5, 3), [("i", i64(0))], lambda v: v[:, 0], attrs={"axis": 1})
 dyn("dyn_split_axis1", "Split", (6,), [("s", i64([4, 2]))], lambda v: np.split(v, [4], axis=1),
     attrs={"axis": 1}, outs=("y0", "y1"))
 dyn("dyn_slice_step", "Slice", (7, 2), [("st", i64([-1])), ("en", i64([I64_MIN])),
