@@ -129,6 +129,7 @@ CASE32(ln_negative_axis_no_bias)
 BAD(bad_bn_opset9_training_outputs, FG_UNIMPLEMENTED, "training-mode BatchNormalization")
 BAD(bad_bn_training_mode, FG_INVALID_GRAPH, "training_mode")
 BAD(bad_ln_axis, FG_INVALID_GRAPH, "axis")
+BAD(bad_ln_axis_rank, FG_UNIMPLEMENTED, "normalises over no axis")
 BAD(bad_ln_stash_type, FG_UNIMPLEMENTED, "'stash_type' = 10")
 
 /* ---- Gemm and MatMul ------------------------------------------------------- */

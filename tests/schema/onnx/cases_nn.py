@@ -430,7 +430,9 @@ def norm_cases():
          [("y", y32 * s64 + b64)], {"s": s64, "b": b64}, opset=17)
     bad("bad_ln_stash_type", [n("LayerNormalization", ["x", "s"], stash_type=10)], {"x": x3},
         {"s": sc}, opset=17)
-    bad("bad_ln_axis", [n("LayerNormalization", ["x", "s"], axis=3)], {"x": x3}, {"s": sc},
+    bad("bad_ln_axis", [n("LayerNormalization", ["x", "s"], axis=-4)], {"x": x3}, {"s": sc},
+        opset=17)
+    bad("bad_ln_axis_rank", [n("LayerNormalization", ["x", "s"], axis=3)], {"x": x3}, {"s": sc},
         opset=17)
 
     si, bi = rand(3), rand(3)
