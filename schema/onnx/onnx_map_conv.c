@@ -88,7 +88,7 @@ static int conv_attrs(fgx_ctx *c, const fgx_node *n, conv_geo *geo, const int64_
 }
 
 /* Conv's SAME and VALID pads. ONNX forbids pads beside them; files that
- * hold both anyway get auto_pad's, as ONNX Runtime does. */
+ * hold both anyway get auto_pad's, and their pads are ignored. */
 static int conv_auto_pads(fgx_ctx *c, const fgx_node *n, conv_geo *geo) {
   if (geo->auto_pad == NNX_PAD_NOTSET) return 0;
   for (int k = 0; k < geo->ns; k++) {
