@@ -18,6 +18,7 @@ typedef struct fgx_value {
   const char *name;                 /* points into the decoded model */
   int producer;                     /* FGX_FROM_* or a node index */
   int used;                         /* read by a node or listed as a graph output */
+  int output_index;                 /* 1 + its index among the graph outputs, or 0 */
   int initializer;                  /* a float initializer may become a variable */
   const Onnx__TensorProto *init;    /* the initializer, converted on first use */
   const Onnx__ValueInfoProto *info; /* value_info or graph output: dtype, shape */
@@ -45,6 +46,14 @@ struct fgx_ctx {
    * after a mapper must keep (placeholders, materialised known values). */
   unsigned char *fixed;
   int fixed_cap;
+
+  /* fgx_unique_name's next suffix per base name, so a file repeating one
+   * name n times costs n lookups, not n^2. */
+  struct fgx_suffix {
+    const char *base; /* importer-owned */
+    long next;
+  } * suffix;
+  size_t suffix_cap, n_suffix;
 
   /* Memory the importer hands out for the import's length (attribute
    * strings, int64 copies of int32 inputs, node labels). */

@@ -60,7 +60,7 @@ static int conv_shapes(fgx_ctx *c, const fgx_node *n, conv_geo *geo, int64_t *xd
  * dilations, pads, group and auto_pad. */
 static int conv_attrs(fgx_ctx *c, const fgx_node *n, conv_geo *geo, const int64_t *wd, int rank) {
   int64_t ks[2];
-  int has_ks, has_pads;
+  int has_ks;
   char b1[256], b2[256];
   const int ns = geo->ns;
   if (nnx_ints(c, n, "kernel_shape", ns, 1, 0, ks, &has_ks) < 0) return -1;
@@ -77,7 +77,7 @@ static int conv_attrs(fgx_ctx *c, const fgx_node *n, conv_geo *geo, const int64_
   }
   if (nnx_ints(c, n, "strides", ns, 1, 1, geo->strides, NULL) < 0 ||
       nnx_ints(c, n, "dilations", ns, 1, 1, geo->dilations, NULL) < 0 ||
-      nnx_ints(c, n, "pads", 2 * ns, 0, 0, geo->pads, &has_pads) < 0 ||
+      nnx_ints(c, n, "pads", 2 * ns, 0, 0, geo->pads, NULL) < 0 ||
       nnx_auto_pad(c, n, &geo->auto_pad) < 0)
     return -1;
   if (fgx_attr_int(c, n, "group", 1, &geo->group) < 0) return -1;
@@ -87,7 +87,8 @@ static int conv_attrs(fgx_ctx *c, const fgx_node *n, conv_geo *geo, const int64_
   return 0;
 }
 
-/* Conv's SAME and VALID pads (auto_pad overrides any pads given). */
+/* Conv's SAME and VALID pads. ONNX forbids pads beside them; files that
+ * hold both anyway get auto_pad's, and their pads are ignored. */
 static int conv_auto_pads(fgx_ctx *c, const fgx_node *n, conv_geo *geo) {
   if (geo->auto_pad == NNX_PAD_NOTSET) return 0;
   for (int k = 0; k < geo->ns; k++) {

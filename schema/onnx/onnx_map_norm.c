@@ -152,9 +152,14 @@ int nnx_map_layer_norm(fgx_ctx *c, const fgx_node *n) {
   int rank;
   if (fgx_attr_int(c, n, "axis", -1, &axis) < 0 ||
       fgx_attr_float(c, n, "epsilon", 1e-5, &eps) < 0 || stash_dtype(c, n, &u) < 0 ||
-      fgx_input_info(c, n, 0, &t, &rank, xd) < 0 ||
-      fgx_axis(c, n, "attribute 'axis'", axis, rank, &axis) < 0)
+      fgx_input_info(c, n, 0, &t, &rank, xd) < 0)
     return -1;
+  /* ONNX allows axis = rank: normalising over no axis at all. */
+  if (axis == rank)
+    return fgx_fail(c, n, FG_UNIMPLEMENTED,
+                    "attribute 'axis' = %lld (X's rank) normalises over no axis; not supported",
+                    (long long)axis);
+  if (fgx_axis(c, n, "attribute 'axis'", axis, rank, &axis) < 0) return -1;
   const int has_b = fgx_has_input(n, 2);
   int fused = t == u;
   int tail;

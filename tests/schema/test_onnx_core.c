@@ -44,6 +44,8 @@ CASE(range_i64)
 CASE(range_f32)
 CASE(range_i32)
 CASE(range_empty)
+CASE(range_i64_big)
+CASE(names_many)
 CASE(dropout13)
 CASE(dropout7)
 CASE(dropout12_plain)
@@ -115,6 +117,16 @@ FG_TEST(onnx_core_node_names, "onnx") {
   FG_CHECK_INT(fg_graph_num_outputs(g), 2);
   FG_CHECK_STR(fg_node_name(g, fg_graph_output(g, 0).node), "y");
   FG_CHECK_STR(fg_node_name(g, fg_graph_output(g, 1).node), "b");
+  fg_graph_free(g);
+  g = load_case("names_many", NULL);
+  FG_REQUIRE(g);
+  const char *want[] = {"same", "same_2", "same_3", "same_4", "same_5", "y"};
+  for (int i = 0; i < 6; i++) {
+    int id = fg_graph_find(g, want[i]);
+    FG_CHECK(id >= 0);
+    if (id >= 0) FG_CHECK_STR(fg_node_op(g, id), "identity");
+  }
+  FG_CHECK_INT(fg_graph_num_nodes(g), 7); /* with the placeholder */
   fg_graph_free(g);
   /* ':' is flowgraph's node:index separator: names carry '_' instead. */
   g = load_case("colon_names", NULL);

@@ -10,14 +10,20 @@
  * stash_type says, so it gets the float32 bound.
  *
  * The bad_* cases are models the import must refuse with the given code
- * and a message naming the attribute, input or value at fault. */
+ * and a message naming the attribute, input or value at fault. The grad_*
+ * cases import small loss models with trainable weights and compare the
+ * gradients through the mappers with PyTorch's autograd (1e-4 relative
+ * plus 1e-6 absolute: float32 backward passes summed in another order). */
 #include "fgtest.h"
+#include "flowgraph/autodiff.h"
 #include "onnx_test_util.h"
 
-#define F32_RTOL 1e-5
-#define F32_ATOL 1e-5
-#define F64_RTOL 1e-12
-#define F64_ATOL 1e-12
+#define F32_RTOL  1e-5
+#define F32_ATOL  1e-5
+#define F64_RTOL  1e-12
+#define F64_ATOL  1e-12
+#define GRAD_RTOL 1e-4
+#define GRAD_ATOL 1e-6
 
 #define CASES() (fg_onnx_available() ? onnx_cases("cases_nn.py") : NULL)
 #define NEED_ONNX()                                                                                \
@@ -123,6 +129,7 @@ CASE32(ln_negative_axis_no_bias)
 BAD(bad_bn_opset9_training_outputs, FG_UNIMPLEMENTED, "training-mode BatchNormalization")
 BAD(bad_bn_training_mode, FG_INVALID_GRAPH, "training_mode")
 BAD(bad_ln_axis, FG_INVALID_GRAPH, "axis")
+BAD(bad_ln_axis_rank, FG_UNIMPLEMENTED, "normalises over no axis")
 BAD(bad_ln_stash_type, FG_UNIMPLEMENTED, "'stash_type' = 10")
 
 /* ---- Gemm and MatMul ------------------------------------------------------- */
@@ -211,3 +218,121 @@ CASE32(sce_sum)
 CASE32(sce_sum_weights_kdim)
 BAD(bad_loss_labels, FG_INVALID_GRAPH, "input 1 (labels)")
 BAD(bad_loss_reduction, FG_INVALID_GRAPH, "'reduction' = 'avg'")
+
+/* ---- gradients through the mappers ------------------------------------------ */
+
+/* Imports NAME with trainable weights, checks the loss, takes its gradient
+ * for every initializer k that has a NAME.grad.<k>.npy (PyTorch's autograd
+ * on the same computation) and compares. The inputs are x and lab. */
+static void check_grads(const char *name) {
+  NEED_ONNX();
+  const char *dir = CASES();
+  if (!dir) return;
+  fg_onnx_options opts;
+  fg_onnx_options_init(&opts);
+  opts.trainable = 1;
+  onnx_check_case(dir, name, &opts, F32_RTOL, F32_ATOL);
+  enum { MAXV = 16 };
+  char path[1024], vars[MAXV][128], fetch[MAXV][300];
+  const char *fetches[MAXV];
+  fg_tensor *want[MAXV] = {0}, *got[MAXV] = {0}, *x = NULL, *lab = NULL;
+  fg_output xs[MAXV], dxs[MAXV];
+  int nv = 0;
+  fg_status *st = fg_status_new();
+  snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+  fg_graph *g = fg_onnx_load(path, &opts, st);
+  fg_session *s = NULL;
+  FG_REQUIRE(g != NULL);
+  char prefix[256];
+  snprintf(prefix, sizeof prefix, "%s.grad.", name);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d)) && nv < MAXV) {
+    size_t len = strlen(e->d_name), pl = strlen(prefix);
+    if (len <= pl + 4 || strncmp(e->d_name, prefix, pl) != 0) continue;
+    snprintf(vars[nv], sizeof vars[nv], "%.*s", (int)(len - pl - 4), e->d_name + pl);
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    want[nv] = fg_npy_read(path, st);
+    xs[nv] = fg_graph_find_output(g, vars[nv]);
+    FG_REQUIRE(want[nv] != NULL);
+    FG_REQUIRE(xs[nv].node >= 0);
+    FG_CHECK_STR(fg_node_op(g, xs[nv].node), "variable");
+    nv++;
+  }
+  if (d) closedir(d);
+  FG_REQUIRE(nv >= 5);
+  fg_output loss = fg_graph_output(g, 0);
+  if (fg_gradients(g, &loss, 1, xs, nv, NULL, dxs, st) != 0) {
+    FG_FAIL_AT("%s: gradients: %s", name, fg_status_message(st));
+    goto done;
+  }
+  for (int k = 0; k < nv; k++) {
+    snprintf(fetch[k], sizeof fetch[k], "%s:%d", fg_node_name(g, dxs[k].node), dxs[k].index);
+    fetches[k] = fetch[k];
+  }
+  snprintf(path, sizeof path, "%s/%s.in.x.npy", dir, name);
+  x = fg_npy_read(path, st);
+  snprintf(path, sizeof path, "%s/%s.in.lab.npy", dir, name);
+  lab = fg_npy_read(path, st);
+  FG_REQUIRE(x && lab);
+  s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s != NULL);
+  fg_feed feeds[2] = {{"x", x}, {"lab", lab}};
+  if (fg_session_run(s, feeds, 2, fetches, nv, got, NULL, 0, st) != 0) {
+    FG_FAIL_AT("%s: run: %s", name, fg_status_message(st));
+    goto done;
+  }
+  for (int k = 0; k < nv; k++)
+    onnx_compare(vars[k], 0, got[k], want[k], GRAD_RTOL, GRAD_ATOL);
+done:
+  for (int k = 0; k < nv; k++) {
+    fg_tensor_free(want[k]);
+    fg_tensor_free(got[k]);
+  }
+  fg_tensor_free(x);
+  fg_tensor_free(lab);
+  fg_session_free(s);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
+FG_TEST(grad_cnn, "onnx") { check_grads("grad_cnn"); }
+FG_TEST(grad_mlp, "onnx") { check_grads("grad_mlp"); }
+
+/* A label outside [0, C) that is not ignore_index is bad input at run time:
+ * the run fails naming it, it does not read out of bounds. */
+FG_TEST(loss_label_out_of_range, "onnx,badinput") {
+  NEED_ONNX();
+  const char *dir = CASES();
+  if (!dir) return;
+  char path[1024];
+  fg_status *st = fg_status_new();
+  snprintf(path, sizeof path, "%s/nll_mean_ignore.onnx", dir);
+  fg_graph *g = fg_onnx_load(path, NULL, st);
+  FG_REQUIRE(g != NULL);
+  snprintf(path, sizeof path, "%s/nll_mean_ignore.in.x.npy", dir);
+  fg_tensor *x = fg_npy_read(path, st);
+  FG_REQUIRE(x != NULL);
+  const int64_t n = fg_tensor_dim(x, 0);
+  fg_tensor *lab = fg_tensor_new(FG_I64, 1, &n, st);
+  FG_REQUIRE(lab != NULL);
+  int64_t *l = fg_tensor_data(lab);
+  for (int64_t i = 0; i < n; i++)
+    l[i] = i == 2 ? 5 : 1; /* C is 5: class 5 does not exist; 1 is ignored */
+  fg_session *s = fg_session_new(g, NULL, st);
+  FG_REQUIRE(s != NULL);
+  fg_feed feeds[2] = {{"x", x}, {"lab", lab}};
+  fg_output o = fg_graph_output(g, 0);
+  char fetch[300];
+  snprintf(fetch, sizeof fetch, "%s:%d", fg_node_name(g, o.node), o.index);
+  const char *f = fetch;
+  fg_tensor *out = NULL;
+  FG_CHECK(fg_session_run(s, feeds, 2, &f, 1, &out, NULL, 0, st) != 0);
+  FG_CHECK(out == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "= 5 is out of range");
+  fg_session_free(s);
+  fg_tensor_free(x);
+  fg_tensor_free(lab);
+  fg_graph_free(g);
+  fg_status_free(st);
+}

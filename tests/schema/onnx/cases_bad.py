@@ -159,8 +159,8 @@ np.save(os.path.join(OUT, "ext_subdir.out.0.npy"), ext)
 external("ext_dotdot", "../weights.bin")
 external("ext_dotdot_inner", "sub/../../weights.bin")
 external("ext_absolute", "/etc/passwd")
-# A link inside the folder that leads out of it (to this script).
-os.symlink(os.path.abspath(__file__), os.path.join(OUT, "escape.bin"))
+# A link inside the folder that leads out of it (to the folder above).
+os.symlink(os.path.dirname(os.path.abspath(OUT)), os.path.join(OUT, "escape.bin"))
 external("ext_symlink", "escape.bin")
 external("ext_missing", "nothere.bin")
 external("ext_length", "weights.bin", offset=16, length=20)

@@ -141,10 +141,11 @@ def conv_cases():
              {"x": x}, [("y", conv_ref(x, w, b, 2, p, 1, 1))], {"w": w, "b": b})
         # stride 1: the pads do not depend on the input size, so a dynamic
         # batch is fine (and here the spatial size is known anyway)
-        p = same_pads([7, 8], [3, 2], [1, 1], [1, 2], up)
+        # extents 5 and 2: total pads 4 and 1, the odd one placed by the mode
+        p = same_pads([7, 8], [3, 2], [1, 1], [2, 1], up)
         case("conv2d_%s_dil" % mode.lower(),
-             [n("Conv", ["x", "w"], auto_pad=mode, dilations=[1, 2])], {"x": x},
-             [("y", conv_ref(x, w2, None, 1, p, [1, 2], 1))], {"w": w2})
+             [n("Conv", ["x", "w"], auto_pad=mode, dilations=[2, 1])], {"x": x},
+             [("y", conv_ref(x, w2, None, 1, p, [2, 1], 1))], {"w": w2})
     case("conv2d_valid", [n("Conv", ["x", "w"], auto_pad="VALID", strides=[1, 2])], {"x": x},
          [("y", conv_ref(x, w, None, [1, 2], [0] * 4, 1, 1))], {"w": w})
     case("conv2d_kernel_shape", [n("Conv", ["x", "w"], kernel_shape=[3, 2])], {"x": x},
@@ -286,13 +287,15 @@ def pool_cases():
                                    ceil_mode=1)],
          {"x": x}, [("y", P([2, 3], [2, 3], p, [1, 1], 1, True, 0))])
     for mode, up in (("SAME_UPPER", True), ("SAME_LOWER", False)):
-        p = same_pads([9, 8], [3, 2], [2, 3], [1, 1], up)
+        # total pads 1 and 1: odd, so the mode decides the side
+        p = same_pads([9, 8], [2, 3], [2, 3], [1, 1], up)
+        assert p in ([0, 0, 1, 1], [1, 1, 0, 0])
         case("maxpool2d_" + mode.lower(),
-             [n("MaxPool", ["x"], kernel_shape=[3, 2], strides=[2, 3], auto_pad=mode)], {"x": x},
-             [("y", P([3, 2], [2, 3], p, [1, 1], 0, True, 0))])
+             [n("MaxPool", ["x"], kernel_shape=[2, 3], strides=[2, 3], auto_pad=mode)], {"x": x},
+             [("y", P([2, 3], [2, 3], p, [1, 1], 0, True, 0))])
         case("avgpool2d_" + mode.lower(),
-             [n("AveragePool", ["x"], kernel_shape=[3, 2], strides=[2, 3], auto_pad=mode)],
-             {"x": x}, [("y", P([3, 2], [2, 3], p, [1, 1], 0, False, 0))])
+             [n("AveragePool", ["x"], kernel_shape=[2, 3], strides=[2, 3], auto_pad=mode)],
+             {"x": x}, [("y", P([2, 3], [2, 3], p, [1, 1], 0, False, 0))])
     case("maxpool2d_valid", [n("MaxPool", ["x"], kernel_shape=[3, 3], auto_pad="VALID",
                                strides=[2, 1])],
          {"x": x}, [("y", P([3, 3], [2, 1], [0] * 4, [1, 1], 0, True, 0))])
@@ -427,7 +430,9 @@ def norm_cases():
          [("y", y32 * s64 + b64)], {"s": s64, "b": b64}, opset=17)
     bad("bad_ln_stash_type", [n("LayerNormalization", ["x", "s"], stash_type=10)], {"x": x3},
         {"s": sc}, opset=17)
-    bad("bad_ln_axis", [n("LayerNormalization", ["x", "s"], axis=3)], {"x": x3}, {"s": sc},
+    bad("bad_ln_axis", [n("LayerNormalization", ["x", "s"], axis=-4)], {"x": x3}, {"s": sc},
+        opset=17)
+    bad("bad_ln_axis_rank", [n("LayerNormalization", ["x", "s"], axis=3)], {"x": x3}, {"s": sc},
         opset=17)
 
     si, bi = rand(3), rand(3)
@@ -504,11 +509,11 @@ def act_cases():
          np.clip(f32(0.3) * x + 0.25, 0, 1), 7),
         ("hardswish", n("HardSwish", ["x"]), x * np.clip(x / 6 + 0.5, 0, 1), 14),
         ("tanh", n("Tanh", ["x"]), np.tanh(x), 13),
-        ("softplus", n("Softplus", ["x"]), np.log1p(np.exp(x.astype(np.float64))).astype(np.float32), 7),
+        ("softplus", n("Softplus", ["x"]), np.logaddexp(0, x.astype(np.float64)), 7),
         ("erf", n("Erf", ["x"]), torch.erf(t(x)).numpy(), 13),
         ("gelu", n("Gelu", ["x"]), F.gelu(t(x)).numpy(), 17),
-        ("gelu_tanh", n("Gelu", ["x"], approximate="tanh"), F.gelu(t(x), approximate="tanh").numpy(),
-         17),
+        ("gelu_tanh", n("Gelu", ["x"], approximate="tanh"),
+         F.gelu(t(x), approximate="tanh").numpy(), 17),
     ]
     for name, node, want, opset in one:
         case(name, [node], {"x": x}, [("y", want.astype(np.float32))], opset=opset,
@@ -610,6 +615,80 @@ def loss_cases():
         {"x": x, "lab": lab.astype(np.float32)})
 
 
+# ---- gradients through the mappers (imported with trainable weights) ---------------
+
+def grad_case(name, nodes, inputs, inits, fn, wrt, opset=13):
+    """A loss model whose initializers the C test imports as variables: it
+    checks the loss (output 0) and, per initializer k in wrt,
+    NAME.grad.<k>.npy, the gradient of the loss that PyTorch's autograd
+    gives through fn(inputs, params) (the same computation written with
+    torch.nn.functional)."""
+    params = {k: t(v).clone().requires_grad_(k in wrt) for k, v in inits.items()}
+    loss = fn({k: t(v) for k, v in inputs.items()}, params)
+    loss.backward()
+    case(name, nodes, inputs, [("loss", loss.detach().numpy())], inits, opset=opset)
+    for k in wrt:
+        np.save(os.path.join(OUT, "%s.grad.%s.npy" % (name, k)), params[k].grad.numpy())
+
+
+def grad_cases():
+    # Conv -> BatchNormalization (inference) -> PRelu -> MaxPool -> AveragePool
+    # (count_include_pad 0, pads) -> GlobalAveragePool -> Flatten -> Gemm ->
+    # SoftmaxCrossEntropyLoss with class weights
+    x = rand(2, 3, 8, 8)
+    lab = np.array([1, 4], dtype=np.int64)
+    w = {"cw": rand(4, 3, 3, 3) * 0.3, "cb": rand(4), "bs": rand(4), "bb": rand(4),
+         "bm": rand(4) * 0.1, "bv": RNG.uniform(0.5, 1.5, 4).astype(np.float32),
+         "sl": rand(4, 1, 1) * 0.2, "gw": rand(5, 4), "gb": rand(5),
+         "cls": RNG.uniform(0.5, 2.0, 5).astype(np.float32)}
+    nodes = [n("Conv", ["x", "cw", "cb"], ["c"], pads=[1, 0, 1, 2], strides=[1, 2]),
+             n("BatchNormalization", ["c", "bs", "bb", "bm", "bv"], ["bn"]),
+             n("PRelu", ["bn", "sl"], ["p"]),
+             n("MaxPool", ["p"], ["mp"], kernel_shape=[2, 2], strides=[2, 1]),
+             n("AveragePool", ["mp"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("GlobalAveragePool", ["ap"], ["gp"]), n("Flatten", ["gp"], ["f"]),
+             n("Gemm", ["f", "gw", "gb"], ["logits"], transB=1, alpha=0.7),
+             n("SoftmaxCrossEntropyLoss", ["logits", "lab", "cls"], ["loss"])]
+
+    def cnn(i, q):
+        c = F.conv2d(F.pad(i["x"], [0, 2, 1, 1]), q["cw"], q["cb"], stride=[1, 2])
+        bn = F.batch_norm(c, q["bm"], q["bv"], q["bs"], q["bb"], training=False, eps=EPS)
+        p = torch.where(bn < 0, bn * q["sl"], bn)
+        mp = F.max_pool2d(p, 2, [2, 1])
+        ap = F.avg_pool2d(mp, 3, 1, 1, count_include_pad=False)
+        f = ap.mean(dim=(2, 3))
+        logits = 0.7 * f @ q["gw"].T + q["gb"]
+        return F.cross_entropy(logits, i["lab"], weight=q["cls"])
+
+    grad_case("grad_cnn", nodes, {"x": x, "lab": lab}, w, cnn,
+              ("cw", "cb", "bs", "bb", "sl", "gw", "gb"))
+
+    # Gemm -> LayerNormalization -> HardSigmoid (composed) -> Selu (composed)
+    # -> MatMul -> LogSoftmax (opset 11, coerced) -> NegativeLogLikelihoodLoss
+    # with an ignored label; and ConvTranspose on the side, summed in
+    x = rand(4, 6)
+    lab = np.array([0, 2, -1, 1], dtype=np.int64)
+    w = {"w1": rand(6, 8) * 0.5, "b1": rand(8), "ls": rand(8), "lb": rand(8), "w2": rand(8, 3)}
+    nodes = [n("Gemm", ["x", "w1", "b1"], ["h"]),
+             n("LayerNormalization", ["h", "ls", "lb"], ["ln"]),
+             n("HardSigmoid", ["ln"], ["hs"], alpha=0.3, beta=0.4),
+             n("Selu", ["hs"], ["se"], alpha=1.5, gamma=1.2),
+             n("MatMul", ["se", "w2"], ["z"]),
+             n("LogSoftmax", ["z"], ["lp"]),
+             n("NegativeLogLikelihoodLoss", ["lp", "lab"], ["loss"], ignore_index=-1)]
+
+    def mlp(i, q):
+        h = i["x"] @ q["w1"] + q["b1"]
+        ln = F.layer_norm(h, [8], q["ls"], q["lb"], eps=EPS)
+        hs = torch.clamp(float(np.float32(0.3)) * ln + float(np.float32(0.4)), 0, 1)
+        se = 1.2 * torch.where(hs > 0, hs, 1.5 * torch.expm1(hs))
+        lp = F.log_softmax(se @ q["w2"], 1)
+        return F.nll_loss(lp, i["lab"], ignore_index=-1)
+
+    grad_case("grad_mlp", nodes, {"x": x, "lab": lab}, w, mlp, ("w1", "b1", "ls", "lb", "w2"),
+              opset=17)
+
+
 os.makedirs(OUT, exist_ok=True)
 torch.manual_seed(0)
 conv_cases()
@@ -620,3 +699,4 @@ gemm_cases()
 act_cases()
 softmax_cases()
 loss_cases()
+grad_cases()

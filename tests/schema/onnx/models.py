@@ -12,9 +12,10 @@ weights=None: random initialisation, nothing downloaded) at opsets 13 and
   with inputs of batch 1 and of batch 3.
 Each model gets OUT_DIR/NAME.onnx and, per input set k (0, and 1 for the
 dynamic ones), NAME.<k>.in.input.npy and NAME.<k>.out.0.npy: a random
-224x224 image batch and PyTorch's output on it. The batch-norm statistics
-are randomised too (the freshly built ones are 0 and 1), so that the folding
-of batch norm into the convolutions carries real numbers. Writes
+224x224 image batch (225x225 for squeezenet1_1) and PyTorch's output on
+it. The batch-norm statistics are randomised too (the freshly built ones
+are 0 and 1), so that the folding of batch norm into the convolutions
+carries real numbers. Writes
 OUT_DIR/complete last: its presence says every file is there.
 """
 import os
@@ -52,7 +53,10 @@ def main():
     for name in MODELS:
         model = build(name)
         g = torch.Generator().manual_seed(2)
-        inputs = [torch.randn(b, 3, 224, 224, generator=g) for b in (1, 3)]
+        # squeezenet's max pools use ceil_mode: at 225 pixels each of them
+        # keeps a partial last window (at 224 every division is exact)
+        size = 225 if name == "squeezenet1_1" else 224
+        inputs = [torch.randn(b, 3, size, size, generator=g) for b in (1, 3)]
         with torch.no_grad():
             outputs = [model(x) for x in inputs]
         for opset in OPSETS:
