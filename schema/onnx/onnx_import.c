@@ -316,6 +316,7 @@ static int make_inputs(fgx_ctx *c) {
     }
     if (fgx_mark_fixed(c, o.node) != 0) return -1;
     c->vals[v].out = o;
+    if (rank > 0 && dims[0] == FG_DIM_UNKNOWN && c->batch_src.node < 0) c->batch_src = o;
   }
   return 0;
 }
@@ -549,6 +550,7 @@ static fg_graph *load_bytes(const uint8_t *data, size_t size, const fg_onnx_opti
   c.model = model;
   c.st = st;
   c.node = -1;
+  c.batch_src = FG_NO_OUTPUT;
   c.trainable = opts ? opts->trainable : 0;
   c.base_dir = base_dir;
   c.g = fg_graph_new();

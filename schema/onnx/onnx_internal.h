@@ -36,6 +36,9 @@ struct fgx_ctx {
   int trainable;
   const char *base_dir; /* NULL: external data refused */
   int node;             /* the node being mapped, or -1 */
+  /* A graph input whose leading dimension is the unknown batch size (node
+   * -1: none), from which fgx_batch_ones builds batch-sized values. */
+  fg_output batch_src;
 
   fgx_value *vals;
   int n_vals, cap_vals;

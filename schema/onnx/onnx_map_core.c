@@ -230,9 +230,64 @@ static int map_shape(fgx_ctx *c, const fgx_node *n) {
 
 /* ---- ConstantOfShape and Range -------------------------------------------- */
 
+/* ConstantOfShape of a shape with one batch-dependent entry (exporters'
+ * zero initial states of recurrent layers, [1, batch, hidden]): no tensor
+ * can hold it at import, so it is a fill with 1 in the batch's place,
+ * broadcast against ones of [batch] taken from the graph input that carries
+ * the batch (c->batch_src). */
+static int batch_fill(fgx_ctx *c, const fgx_node *n, const fgx_known *k, fg_dtype dt, double fill) {
+  const int64_t rank = fg_tensor_num_elements(k->t), *v = fg_tensor_data(k->t);
+  int at = -1;
+  int64_t dims[FG_MAX_RANK], ones_dims[FG_MAX_RANK];
+  if (rank > FG_MAX_RANK)
+    return fgx_fail(c, n, FG_UNSUPPORTED, "shape of %lld dims is above flowgraph's %d",
+                    (long long)rank, FG_MAX_RANK);
+  for (int i = 0; i < rank; i++) {
+    dims[i] = k->sym[i] ? 1 : v[i], ones_dims[i] = 1;
+    if (!k->sym[i]) continue;
+    if (at >= 0 || v[i] != 1)
+      return fgx_fail(c, n, FG_UNIMPLEMENTED,
+                      "input 0 (shape) has dimension %d = %lld x the batch size; only one "
+                      "dimension equal to the batch size is supported",
+                      i, (long long)v[i]);
+    at = i, ones_dims[i] = -1;
+  }
+  fg_graph *g = fgx_graph(c);
+  fg_output src = c->batch_src;
+  if (src.node < 0 || dt == FG_BOOL)
+    return fgx_fail(c, n, FG_UNIMPLEMENTED,
+                    src.node < 0 ? "input 0 (shape) depends on the batch size, which no graph "
+                                   "input carries"
+                                 : "a bool ConstantOfShape of a batch-dependent shape is not "
+                                   "supported");
+  int64_t src_dims[FG_MAX_RANK], begin[FG_MAX_RANK] = {0}, size[FG_MAX_RANK];
+  int src_rank = fg_output_shape(g, src, src_dims);
+  for (int i = 0; i < src_rank; i++)
+    size[i] = i == 0 ? -1 : 1;
+  fg_output col = fg_reshape(g, fg_slice(g, src, src_rank, begin, size), (int)rank, ones_dims);
+  fg_output ones = fg_cast(g, fg_ones_like(g, col), dt);
+  return fgx_set_output(c, n, 0, fg_mul(g, fg_fill(g, dt, (int)rank, dims, fill), ones));
+}
+
 static int map_constant_of_shape(fgx_ctx *c, const fgx_node *n) {
   const int64_t *shape;
   int64_t rank;
+  const fgx_known *k = fgx_input_known(c, n, 0);
+  int batch_dependent = 0;
+  for (int64_t i = 0; k && k->sym && i < fg_tensor_num_elements(k->t); i++)
+    batch_dependent |= k->sym[i];
+  if (batch_dependent) {
+    fg_tensor *value = NULL;
+    if (fgx_attr_tensor(c, n, "value", &value) < 0) return -1;
+    fg_dtype dt = value ? fg_tensor_dtype(value) : FG_F32;
+    double fill = value && fg_tensor_num_elements(value) == 1 ? get_elem(value, 0) : 0;
+    int64_t got = value ? fg_tensor_num_elements(value) : 1;
+    fg_tensor_free(value);
+    if (got != 1)
+      return fgx_fail(c, n, FG_INVALID_GRAPH, "attribute 'value' has %lld elements, expected 1",
+                      (long long)got);
+    return batch_fill(c, n, k, dt, fill);
+  }
   if (fgx_input_ints(c, n, 0, &shape, &rank) != 0) return -1;
   if (rank > FG_MAX_RANK)
     return fgx_fail(c, n, FG_UNSUPPORTED, "shape of %lld dims is above flowgraph's %d",
