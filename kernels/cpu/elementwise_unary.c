@@ -155,14 +155,16 @@ FGK_UNARY(fgk_ceil_f64, double, FG_F64, CHEAP, ceil(x))
 /* nearbyint in the default rounding mode rounds halves to even (torch.round). */
 FGK_UNARY(fgk_round_f32, float, FG_F32, CHEAP, nearbyintf(x))
 FGK_UNARY(fgk_round_f64, double, FG_F64, CHEAP, nearbyint(x))
-/* NaN stays NaN (torch.clamp); min <= max is checked when the node is made. */
-FGK_UNARY(fgk_clip_f32, float, FG_F32, CHEAP,
-          x != x ? x
-                 : (x < (float)p->clip.min   ? (float)p->clip.min
-                    : x > (float)p->clip.max ? (float)p->clip.max
-                                             : x))
-FGK_UNARY(fgk_clip_f64, double, FG_F64, CHEAP,
-          x != x ? x
-                 : (x < p->clip.min   ? p->clip.min
-                    : x > p->clip.max ? p->clip.max
-                                      : x))
+/* NaN stays NaN (torch.clamp): both comparisons are false for it, so it
+ * passes through; min <= max is checked when the node is made. Written
+ * without branches so the loop vectorises (max then min). */
+static inline float clip_f32(float x, float lo, float hi) {
+  x = x < lo ? lo : x;
+  return x > hi ? hi : x;
+}
+static inline double clip_f64(double x, double lo, double hi) {
+  x = x < lo ? lo : x;
+  return x > hi ? hi : x;
+}
+FGK_UNARY(fgk_clip_f32, float, FG_F32, CHEAP, clip_f32(x, (float)p->clip.min, (float)p->clip.max))
+FGK_UNARY(fgk_clip_f64, double, FG_F64, CHEAP, clip_f64(x, p->clip.min, p->clip.max))

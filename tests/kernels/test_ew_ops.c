@@ -226,6 +226,31 @@ FG_TEST(ew_ceil_vs_torch, "") { run_op("ceil"); }
 FG_TEST(ew_round_vs_torch, "") { run_op("round"); }
 FG_TEST(ew_clip_vs_torch, "") { run_op("clip"); }
 
+/* clip by hand at the edges: NaN passes through (torch.clamp), infinities
+ * and values outside [-1, 2] take the bound, values inside stay, in f32
+ * and f64 (the kernels compare without branches). */
+FG_TEST(ew_clip_nan_and_bounds_by_hand, "") {
+  const double xs[6] = {NAN, -INFINITY, -3, 0.5, 7, INFINITY}, want[6] = {NAN, -1, -1, 0.5, 2, 2};
+  float xf[6], yf[6];
+  double yd[6];
+  for (int i = 0; i < 6; i++)
+    xf[i] = (float)xs[i];
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  p.clip.min = -1, p.clip.max = 2;
+  fg_kbuf inf_ = kb1(FG_F32, 6, xf), outf = kb1(FG_F32, 6, yf);
+  fg_kbuf ind = kb1(FG_F64, 6, (void *)xs), outd = kb1(FG_F64, 6, yd);
+  fg_kctx cf = {&inf_, 1, &outf, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx cd = {&ind, 1, &outd, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  FG_REQUIRE(fg_cpu_kernel("clip", FG_F32)(&cf) == 0);
+  FG_REQUIRE(fg_cpu_kernel("clip", FG_F64)(&cd) == 0);
+  FG_CHECK(isnan(yf[0]) && isnan(yd[0]));
+  for (int i = 1; i < 6; i++) {
+    FG_CHECK(yf[i] == (float)want[i]);
+    FG_CHECK(yd[i] == want[i]);
+  }
+}
+
 /* selu near 0 by hand: torch 1.13 computes e^x - 1, which loses digits
  * there; expm1 keeps them. alpha scale (e^x - 1) with e^x - 1 = x + x^2/2
  * + x^3/6 for x = -1e-9: alpha scale = 1.7580993408473766, and
