@@ -33,6 +33,7 @@ extern const cli_command cli_convert_command;
 extern const cli_command cli_grad_command;
 extern const cli_command cli_train_command;
 extern const cli_command cli_ops_command;
+extern const cli_command cli_export_command;
 
 /* ---- errors (util.c) ---------------------------------------------------- */
 
