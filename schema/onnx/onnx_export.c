@@ -461,30 +461,56 @@ static void msg_add(char *buf, size_t size, const char *fmt, ...) {
   if (n < 0 || (size_t)n >= size - len) strcpy(buf + size - 4, "...");
 }
 
-/* Refuses training-only nodes and ops without a writer, every one named
- * in one message. */
+/* Names the training-only nodes a fetch needs: the updates, assigns and
+ * inputs first (they say what the fetch is), then the gradient nodes, at
+ * most 8 in all. */
+static void list_training(fgo_ctx *c, const int *reach, int f, const char *fetch, char *buf,
+                          size_t size) {
+  int n = 0, shown = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int id = 0; id < fg_graph_num_nodes(c->g); id++) {
+      if (reach[id] != f + 1 || !training_only(c->g, id)) continue;
+      int grad = (fg_graph_node(c->g, id)->flags & FG_NODE_MADE_BY_GRADIENTS) != 0;
+      if (grad != pass) continue;
+      n++;
+      if (shown < 8)
+        msg_add(buf, size, "%s'%s' (%s)", shown++ ? ", " : "", fg_node_name(c->g, id),
+                fg_node_op(c->g, id));
+    }
+  char head[600];
+  snprintf(head, sizeof head, "fetch '%s' needs %d training-only node%s: ", fetch, n,
+           n == 1 ? "" : "s");
+  size_t hl = strlen(head), bl = strlen(buf);
+  if (hl + bl + 1 < size) {
+    memmove(buf + hl, buf, bl + 1);
+    memcpy(buf, head, hl);
+  }
+  if (n > shown) msg_add(buf, size, " and %d more", n - shown);
+}
+
+/* Refuses training-only nodes (per fetch) and ops without a writer (every
+ * one named in one message). */
 static int check_reached(fgo_ctx *c, const int *reach, const char *const *fetch_names) {
-  char train[1536] = "", unimpl[1536] = "";
-  int n_train = 0, n_unimpl = 0;
+  char unimpl[1536] = "";
+  int n_unimpl = 0;
   for (int id = 0; id < fg_graph_num_nodes(c->g); id++) {
     if (!reach[id]) continue;
     const char *op = fg_node_op(c->g, id);
     if (training_only(c->g, id)) {
-      msg_add(train, sizeof train, "%snode '%s' (%s), needed by fetch '%s'", n_train ? "; " : "",
-              fg_node_name(c->g, id), op, fetch_names[reach[id] - 1]);
-      n_train++;
-    } else if (strcmp(op, "placeholder") != 0 && strcmp(op, "constant") != 0 &&
-               strcmp(op, "variable") != 0 && !writer_of(op)) {
+      char msg[1200] = "";
+      list_training(c, reach, reach[id] - 1, fetch_names[reach[id] - 1], msg, sizeof msg);
+      return fgo_fail(c, FG_INVALID_ARGUMENT,
+                      "ONNX export: an inference model has no training-only nodes (gradients, "
+                      "optimizer updates and their state, the training flag, labels): %s",
+                      msg);
+    }
+    if (strcmp(op, "placeholder") != 0 && strcmp(op, "constant") != 0 &&
+        strcmp(op, "variable") != 0 && !writer_of(op)) {
       msg_add(unimpl, sizeof unimpl, "%snode '%s' (%s)", n_unimpl ? ", " : "",
               fg_node_name(c->g, id), op);
       n_unimpl++;
     }
   }
-  if (n_train)
-    return fgo_fail(c, FG_INVALID_ARGUMENT,
-                    "ONNX export: an inference model cannot hold training-only nodes (gradients, "
-                    "optimizer updates and state, the training flag, labels): %s",
-                    train);
   if (n_unimpl)
     return fgo_fail(c, FG_UNIMPLEMENTED, "ONNX export: %d node%s with no ONNX writer: %s", n_unimpl,
                     n_unimpl == 1 ? "" : "s", unimpl);
