@@ -33,6 +33,7 @@ extern const cli_command cli_convert_command;
 extern const cli_command cli_grad_command;
 extern const cli_command cli_train_command;
 extern const cli_command cli_ops_command;
+extern const cli_command cli_import_command;
 extern const cli_command cli_export_command;
 
 /* ---- errors (util.c) ---------------------------------------------------- */
@@ -159,8 +160,14 @@ uint64_t cli_splitmix64(uint64_t *state);
 
 /* ---- models, tensors and sessions (model.c) ----------------------------- */
 
-/* Loads MODEL.fgb, or its JSON form when the path ends in ".json". */
+/* Loads an ONNX model (recognised by its first bytes, or a ".onnx"
+ * extension), MODEL.fgb, or its JSON form when the path ends in ".json". */
 fg_graph *cli_load_model(const char *path, fg_status *st);
+/* 1 when cli_load_model reads `path` as ONNX. */
+int cli_is_onnx(const char *path);
+/* --trainable (import, grad, train): an ONNX model's floating-point
+ * initializers load as variables (fg_onnx_options.trainable). */
+extern int cli_onnx_trainable;
 /* Saves as JSON when the path ends in ".json", else as .fgb. */
 int cli_save_model(const fg_graph *g, const char *path, fg_status *st);
 /* "node" for output 0, "node:index" otherwise ("?" for a missing node). */

@@ -64,6 +64,9 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
       if (rc == CLI_OK) rc = add_wrt_list(cmd, a, &cap, list);
     } else if ((r = cli_opt_value(argc, argv, &i, "-o", "--output", &v)) != 0) {
       rc = cli_value_opt(cmd, arg, "a path OUT.fgb", r, v, "-o", &a->out);
+    } else if (strcmp(arg, "--trainable") == 0) {
+      cli_onnx_trainable = 1;
+      rc = CLI_OK;
     } else {
       rc = cli_model_arg(cmd, arg, &a->model);
     }
@@ -184,19 +187,21 @@ static int grad_main(int argc, char **argv) {
 
 const cli_command cli_grad_command = {
     "grad", "Add the gradients of a loss to a model.",
-    "flowgraph grad MODEL.fgb --loss NAME --wrt NAME[,NAME...] -o OUT.fgb",
+    "flowgraph grad MODEL.fgb --loss NAME --wrt NAME[,NAME...] -o OUT.fgb [--trainable]",
     "options:\n"
     "  --loss NAME          the float tensor to differentiate (\"node\" or \"node:index\");\n"
     "                       a non-scalar loss is summed (its gradient seed is ones)\n"
     "  --wrt NAME[,NAME]    float tensors to differentiate with respect to; may be\n"
     "                       repeated\n"
     "  -o, --output OUT     where to write the model with its backward graph (.fgb,\n"
-    "                       or .json for the JSON form)\n\n"
+    "                       or .json for the JSON form)\n"
+    "  --trainable          an ONNX MODEL's floating-point initializers load as\n"
+    "                       variables (else constants), so --wrt can name them\n\n"
     "The backward nodes are named under \"gradients/\". Each gradient also gets an\n"
     "identity node named \"grad/NODE\" (\"grad/NODE_I\" for output I > 0 of NODE),\n"
     "marked as a graph output, so it can be fetched:\n"
     "  flowgraph run OUT.fgb -i x=X.npy --fetch grad/W\n"
-    "A tensor the loss does not depend on gets a zero gradient. MODEL may be .fgb or\n"
-    ".json. OUT is written to a temporary file and renamed, so a failure leaves\n"
+    "A tensor the loss does not depend on gets a zero gradient. MODEL may be .fgb,\n"
+    ".json or ONNX. OUT is written to a temporary file and renamed, so a failure leaves\n"
     "none.\n",
     grad_main};

@@ -354,5 +354,7 @@ const cli_command cli_inspect_command = {
     "FLOPs over the nodes whose shapes are known. The table keeps lines within\n"
     "120 columns where names allow: a long input list shows its first inputs and\n"
     "\"+N more\", and when every node has the same device it is printed once,\n"
-    "above the table, instead of a column. A .json model is read in its JSON form.\n",
+    "above the table, instead of a column. A .json model is read in its JSON form,\n"
+    "an ONNX model (recognised by its first bytes) is imported as 'flowgraph\n"
+    "import' would.\n",
     inspect_main};

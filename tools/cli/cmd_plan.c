@@ -212,7 +212,7 @@ void plan_session_options(const plan_args *a, fg_session_options *opts) {
 int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_failed) {
   memset(m, 0, sizeof *m);
   const char *model = a->run.model;
-  m->graph = cli_has_ext(model, ".json") ? fg_graph_load_json(model, st) : fg_graph_load(model, st);
+  m->graph = cli_load_model(model, st);
   if (!m->graph) {
     *load_failed = 1;
     return -1;

@@ -80,6 +80,8 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
                          &cli_session_limits.device);
     } else if (strcmp(arg, "--quiet") == 0 || strcmp(arg, "-q") == 0) {
       a->quiet = 1;
+    } else if (strcmp(arg, "--trainable") == 0) {
+      cli_onnx_trainable = 1;
     } else if (cli_dist_opt(cmd, argc, argv, &i, &a->dist_mpi, &a->dist_timeout, &rc)) {
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-bucket", &v)) != 0) {
       rc = cli_int_opt(cmd, "--dist-bucket", r, v, 1, INT64_MAX, &a->dist_bucket);
@@ -762,7 +764,8 @@ const cli_command cli_train_command = {
     "train", "Train a model: run its training step over minibatches.",
     "flowgraph train MODEL.fgb [--target NAME] -i NAME=FILE.npy ... --batch N --epochs N "
     "[--shuffle SEED] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
-    "[--eval-input NAME=FILE.npy ...] [--threads N] [--device NAME] [--quiet] [--check-numerics] "
+    "[--eval-input NAME=FILE.npy ...] [--threads N] [--device NAME] [--quiet] [--trainable] "
+    "[--check-numerics] "
     "[--max-memory BYTES] [--dist mpi [--dist-timeout SECONDS] [--dist-bucket BYTES] "
     "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl]] [--micro-batches M [--in-flight K|all]]",
     "options:\n"
@@ -798,6 +801,8 @@ const cli_command cli_train_command = {
     "                              cuda:local gives each rank cuda:L mod GPUs, L its\n"
     "                              position among the ranks of its host\n"
     "  -q, --quiet                 print nothing but errors\n"
+    "  --trainable                 an ONNX MODEL's floating-point initializers load\n"
+    "                              as variables (else constants)\n"
     "  --check-numerics            after every node, fail on the first NaN or Inf,\n"
     "                              naming the node, its op and the count\n"
     "  --max-memory BYTES          refuse a plan needing more bytes (arena plus\n"
@@ -841,7 +846,7 @@ const cli_command cli_train_command = {
     "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
     "mean of the batch losses weighted by batch size and T the epoch's time with\n"
     "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"
-    "may be .fgb or .json. An error in a step names the epoch, the step and, when\n"
+    "may be .fgb, .json or ONNX. An error in a step names the epoch, the step and, when\n"
     "one row causes it (found by running the loss on parts of the batch), that\n"
     "row's index in the -i files.\n",
     train_main};

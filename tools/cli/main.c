@@ -8,9 +8,9 @@
 #include "plan.h"
 
 static const cli_command *const commands[] = {
-    &cli_inspect_command, &cli_run_command,   &cli_convert_command,
-    &cli_grad_command,    &cli_train_command, &cli_plan_command,
-    &cli_profile_command, &cli_ops_command,   &cli_export_command};
+    &cli_inspect_command, &cli_run_command,   &cli_convert_command, &cli_grad_command,
+    &cli_train_command,   &cli_plan_command,  &cli_profile_command, &cli_ops_command,
+    &cli_import_command,  &cli_export_command};
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static const cli_command *find_command(const char *name) {
@@ -21,7 +21,8 @@ static const cli_command *find_command(const char *name) {
 
 static void print_main_help(void) {
   printf("usage: flowgraph COMMAND [ARGS]\n\n"
-         "flowgraph runs, inspects and trains static dataflow graphs stored as .fgb files.\n\n"
+         "flowgraph runs, inspects and trains static dataflow graphs stored as .fgb files\n"
+         "(or their JSON form); every command that reads a model also reads ONNX.\n\n"
          "commands:\n");
   for (size_t i = 0; i < N_COMMANDS; i++)
     printf("  %-10s %s\n", commands[i]->name, commands[i]->summary);

@@ -10,8 +10,30 @@
 
 #include "cli.h"
 #include "flowgraph/io.h"
+#include "flowgraph/onnx.h"
+
+int cli_onnx_trainable;
+
+int cli_is_onnx(const char *path) {
+  unsigned char head[64];
+  size_t n = 0;
+  FILE *f = fopen(path, "rb");
+  if (f) {
+    n = fread(head, 1, sizeof head, f);
+    fclose(f);
+  }
+  /* By content, so a model saved under any name works; the extension
+   * still routes a damaged .onnx file to the ONNX reader's error. */
+  return fg_onnx_sniff(head, n) || cli_has_ext(path, ".onnx");
+}
 
 fg_graph *cli_load_model(const char *path, fg_status *st) {
+  if (cli_is_onnx(path)) {
+    fg_onnx_options o;
+    fg_onnx_options_init(&o);
+    o.trainable = cli_onnx_trainable;
+    return fg_onnx_load(path, &o, st);
+  }
   return cli_has_ext(path, ".json") ? fg_graph_load_json(path, st) : fg_graph_load(path, st);
 }
 
