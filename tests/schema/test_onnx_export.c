@@ -74,7 +74,8 @@ static int values_differ(const fg_graph *a, const fg_graph *b, const char *var) 
   return memcmp(fg_tensor_data(ta), fg_tensor_data(tb), fg_tensor_num_bytes(ta)) != 0;
 }
 
-static void mlp_case(int opset, int adam) {
+/* rt: the round trip's tolerance, or -1 for none. */
+static void mlp_case(int opset, int adam, double rt) {
   FG_REQUIRE(ox_begin());
   fg_graph *g = build_mlp(adam);
   int64_t xd[2] = {6, 8};
@@ -90,7 +91,7 @@ static void mlp_case(int opset, int adam) {
   o.opset = opset;
   fg_status *st = fg_status_new();
   FG_CHECK(fg_onnx_save(trained, ox_path("mlp_default", ".onnx"), &o, st) == 0);
-  ox_check(trained, "mlp", feeds, 1, fetches, 2, opset, 1e-5, 1e-6);
+  ox_check(trained, "mlp", feeds, 1, fetches, 2, opset, 1e-5, 1e-6, rt);
   /* The default fetches wrote the same bytes as the explicit ones. */
   void *a = NULL, *b = NULL;
   size_t na = 0, nb = 0;
@@ -105,8 +106,9 @@ static void mlp_case(int opset, int adam) {
   ox_end();
 }
 
-FG_TEST(onnx_export_trained_mlp_adam, "") { mlp_case(0, 1); }
-FG_TEST(onnx_export_trained_mlp_sgd_opset13, "") { mlp_case(13, 0); }
+FG_TEST(onnx_export_trained_mlp_adam, "") { mlp_case(0, 1, -1); }
+FG_TEST(onnx_export_trained_mlp_sgd_opset13, "") { mlp_case(13, 0, -1); }
+FG_TEST(onnx_export_round_trip_trained_mlp, "") { mlp_case(0, 1, 1e-6); }
 
 /* x [?, 1, 8, 8] -> conv (asymmetric pads) -> batch_norm (training flag) ->
  * relu -> max_pool (pads, ceil_mode) -> conv (groups 2, dilation 2,
@@ -153,7 +155,7 @@ static fg_graph *build_cnn(void) {
   return g;
 }
 
-static void cnn_case(int opset) {
+static void cnn_case(int opset, double rt) {
   FG_REQUIRE(ox_begin());
   fg_graph *g = build_cnn();
   fg_status *st = fg_status_new();
@@ -165,25 +167,26 @@ static void cnn_case(int opset) {
   FG_REQUIRE(trained);
   FG_CHECK(values_differ(g, trained, "bn/mean")); /* the running stats moved */
   const char *fetches[2] = {"probs", "logits"};
-  ox_check(trained, "cnn", feeds, 1, fetches, 2, opset, 1e-4, 1e-6);
+  ox_check(trained, "cnn", feeds, 1, fetches, 2, opset, 1e-4, 1e-6, rt);
   /* The untrained graph: conv1/w only has an initialiser, drawn as a
    * session draws it. */
-  ox_check(g, "cnn_init", feeds, 1, fetches, 2, opset, 1e-4, 1e-6);
+  ox_check(g, "cnn_init", feeds, 1, fetches, 2, opset, 1e-4, 1e-6, rt);
   fg_status_free(st);
   fg_tensor_free(x), fg_tensor_free(y);
   fg_graph_free(trained), fg_graph_free(g);
   ox_end();
 }
 
-FG_TEST(onnx_export_trained_cnn, "") { cnn_case(0); }
-FG_TEST(onnx_export_trained_cnn_opset15, "") { cnn_case(15); }
+FG_TEST(onnx_export_trained_cnn, "") { cnn_case(0, -1); }
+FG_TEST(onnx_export_trained_cnn_opset15, "") { cnn_case(15, -1); }
+FG_TEST(onnx_export_round_trip_trained_cnn, "") { cnn_case(0, 1e-6); }
 
 /* ---- op writers ---------------------------------------------------------------- */
 
 #define NAMED(g, o, name) fg_set_name(g, o, name)
 
 /* Element-wise ops of x [2, 3, 4] in (-2, 2) and b [4]. */
-static void elementwise_case(int opset) {
+static void elementwise_case(int opset, double rt) {
   FG_REQUIRE(ox_begin());
   fg_graph *g = fg_graph_new();
   int64_t xd[3] = {2, 3, 4}, bd[1] = {4};
@@ -233,17 +236,18 @@ static void elementwise_case(int opset) {
   fg_tensor *xt = ox_random(3, xd, -2, 2, 31), *bt = ox_random(1, bd, -1, 1, 32);
   fg_feed feeds[2] = {{"x", xt}, {"b", bt}};
   ox_check(g, opset == 13 ? "ew13" : "ew17", feeds, 2, f, (int)(sizeof f / sizeof *f), opset, 2e-6,
-           2e-6);
+           2e-6, rt);
   fg_tensor_free(xt), fg_tensor_free(bt);
   fg_graph_free(g);
   ox_end();
 }
 
-FG_TEST(onnx_export_elementwise_opset13, "") { elementwise_case(13); }
-FG_TEST(onnx_export_elementwise_opset17, "") { elementwise_case(17); }
+FG_TEST(onnx_export_elementwise_opset13, "") { elementwise_case(13, -1); }
+FG_TEST(onnx_export_elementwise_opset17, "") { elementwise_case(17, -1); }
+FG_TEST(onnx_export_round_trip_elementwise, "") { elementwise_case(17, 2e-6); }
 
 /* Shaping and reductions of x [2, 3, 4]. */
-static void shape_case(int opset) {
+static void shape_case(int opset, double rt) {
   FG_REQUIRE(ox_begin());
   fg_graph *g = fg_graph_new();
   int64_t xd[3] = {2, 3, 4};
@@ -302,19 +306,20 @@ static void shape_case(int opset) {
   FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
   fg_status_free(st);
   ox_check(g, opset == 13 ? "shape13" : "shape17", feeds, 1, f, (int)(sizeof f / sizeof *f), opset,
-           2e-6, 2e-6);
+           2e-6, 2e-6, rt);
   fg_tensor_free(xt);
   fg_graph_free(g);
   ox_end();
 }
 
-FG_TEST(onnx_export_shape_and_reduce_opset13, "") { shape_case(13); }
-FG_TEST(onnx_export_shape_and_reduce_opset17, "") { shape_case(17); }
+FG_TEST(onnx_export_shape_and_reduce_opset13, "") { shape_case(13, -1); }
+FG_TEST(onnx_export_shape_and_reduce_opset17, "") { shape_case(17, -1); }
+FG_TEST(onnx_export_round_trip_shape_and_reduce, "") { shape_case(13, 2e-6); }
 
 /* layer norm (a decomposition before opset 17), group and instance norm,
  * conv_transpose2d, global max pool, even adaptive pooling, an untransposed
  * and a transposed matmul. */
-static void norm_case(int opset) {
+static void norm_case(int opset, double rt) {
   FG_REQUIRE(ox_begin());
   fg_graph *g = fg_graph_new();
   int64_t xd[4] = {FG_DIM_UNKNOWN, 4, 4, 4}, c4[1] = {4}, hw[2] = {4, 4};
@@ -348,14 +353,16 @@ static void norm_case(int opset) {
   int64_t feed_d[4] = {3, 4, 4, 4};
   fg_tensor *xt = ox_random(4, feed_d, -2, 2, 61);
   fg_feed feeds[1] = {{"x", xt}};
-  ox_check(g, opset == 13 ? "norm13" : "norm17", feeds, 1, f, 8, opset, 1e-5, 1e-5);
+  ox_check(g, opset == 13 ? "norm13" : "norm17", feeds, 1, f, 8, opset, 1e-5, 1e-5, rt);
   fg_tensor_free(xt);
   fg_graph_free(g);
   ox_end();
 }
 
-FG_TEST(onnx_export_norm_conv_transpose_pool_opset13, "") { norm_case(13); }
-FG_TEST(onnx_export_norm_conv_transpose_pool_opset17, "") { norm_case(17); }
+FG_TEST(onnx_export_norm_conv_transpose_pool_opset13, "") { norm_case(13, -1); }
+FG_TEST(onnx_export_norm_conv_transpose_pool_opset17, "") { norm_case(17, -1); }
+FG_TEST(onnx_export_round_trip_norm_conv_transpose_pool, "") { norm_case(13, 2e-6); }
+FG_TEST(onnx_export_round_trip_layer_norm_opset17, "") { norm_case(17, 2e-6); }
 
 /* ---- bad exports ------------------------------------------------------------------ */
 
