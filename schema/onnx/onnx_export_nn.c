@@ -23,6 +23,30 @@ static void ints_or(fgo_ctx *c, int id, const char *name, int64_t *v, int n, con
 
 /* ---- pooling ------------------------------------------------------------------ */
 
+/* With ceil_mode, flowgraph (as torch) drops a last window that would start
+ * in the bottom/right padding; ONNX's output size, ceil((in + pads -
+ * span) / stride) + 1, keeps it. Such a window changes the output's shape,
+ * so the export is refused where the two sizes differ. */
+static int ceil_mismatch(fgo_ctx *c, int id, const int64_t *k, const int64_t *s, const int64_t *p,
+                         const int64_t *dil) {
+  const fg_tinfo *in = in_info(c, id, 0), *out = fgo_info(c, (fg_output){id, 0});
+  if (!fgo_get_int(c, id, "ceil_mode", 0) || !in || !out || in->rank != 4 || out->rank != 4)
+    return 0;
+  for (int d = 0; d < 2; d++) {
+    int64_t size = in->dims[2 + d], span = (k[d] - 1) * dil[d] + 1;
+    if (size < 0 || out->dims[2 + d] < 0) continue;
+    int64_t room = size + p[d] + p[d + 2] - span;
+    int64_t onnx = (room + s[d] - 1) / s[d] + 1; /* room >= 0: inference checked it */
+    if (onnx != out->dims[2 + d])
+      return UNSUPPORTED(c, id,
+                         "with ceil_mode its output has %lld positions along dim %d where "
+                         "ONNX's ceil_mode gives %lld (a last window starting in the padding)",
+                         NODE_NAME(c, id), OP_NAME(c, id), (long long)out->dims[2 + d], 2 + d,
+                         (long long)onnx);
+  }
+  return 0;
+}
+
 /* MaxPool / AveragePool with every attribute written out: ONNX's default
  * strides are 1, flowgraph's the kernel. */
 static int pool(fgo_ctx *c, int id, const char *type, int is_max) {
@@ -37,6 +61,7 @@ static int pool(fgo_ctx *c, int id, const char *type, int is_max) {
     if (strides[d] <= 0) strides[d] = kernel[d];
     if (dil[d] <= 0) dil[d] = 1;
   }
+  if (ceil_mismatch(c, id, kernel, strides, pads, dil) != 0) return -1;
   Onnx__NodeProto *n = fgo_emit1(c, id, type, fgo_in(c, id, 0), fgo_out(c, id, 0));
   if (fgo_attr_ints(c, n, "kernel_shape", kernel, 2) != 0 ||
       fgo_attr_ints(c, n, "strides", strides, 2) != 0 ||
