@@ -345,7 +345,7 @@ static void norm_case(int opset, double rt) {
   int64_t xd[4] = {FG_DIM_UNKNOWN, 4, 4, 4}, c4[1] = {4}, hw[2] = {4, 4};
   int64_t wt[4] = {4, 3, 3, 3}, c3[1] = {3}, m[2] = {4, 5};
   fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd);
-  const char *f[] = {"ln", "gn", "in", "convt", "gmax", "adapt", "mm_t", "mm"};
+  const char *f[] = {"ln", "gn", "in", "convt", "gmax", "adapt", "mm_t", "mm", "sbn"};
   NAMED(g,
         fg_layer_norm(g, x, ox_var(g, "ln/s", 2, hw, 0.5, 1.5, 51),
                       ox_var(g, "ln/b", 2, hw, -0.5, 0.5, 52), 2, 1e-5),
@@ -370,10 +370,18 @@ static void norm_case(int opset, double rt) {
         fg_matmul(g, x, fg_transpose(g, ox_var(g, "mm/v", 2, m, -1, 1, 60), 2, (int64_t[]){1, 0}),
                   0, 1),
         f[7]);
+  /* sync_batch_norm in inference: batch_norm with the running statistics. */
+  fg_output sbn_in[6] = {x,
+                         ox_var(g, "sbn/s", 1, c4, 0.5, 1.5, 62),
+                         ox_var(g, "sbn/b", 1, c4, -0.5, 0.5, 63),
+                         ox_var(g, "sbn/m", 1, c4, -0.5, 0.5, 64),
+                         ox_var(g, "sbn/v", 1, c4, 0.5, 1.5, 65),
+                         fg_training(g)};
+  fg_op(g, "sync_batch_norm", "sbn", sbn_in, 6, NULL);
   int64_t feed_d[4] = {3, 4, 4, 4};
   fg_tensor *xt = ox_random(4, feed_d, -2, 2, 61);
   fg_feed feeds[1] = {{"x", xt}};
-  ox_check(g, opset == 13 ? "norm13" : "norm17", feeds, 1, f, 8, opset, 1e-5, 1e-5, rt);
+  ox_check(g, opset == 13 ? "norm13" : "norm17", feeds, 1, f, 9, opset, 1e-5, 1e-5, rt);
   fg_tensor_free(xt);
   fg_graph_free(g);
   ox_end();
