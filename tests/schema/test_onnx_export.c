@@ -392,6 +392,46 @@ FG_TEST(onnx_export_norm_conv_transpose_pool_opset17, "") { norm_case(17, -1); }
 FG_TEST(onnx_export_round_trip_norm_conv_transpose_pool, "") { norm_case(13, 2e-6); }
 FG_TEST(onnx_export_round_trip_layer_norm_opset17, "") { norm_case(17, 2e-6); }
 
+/* Fetches that are the sources themselves (a graph input, initializers)
+ * and an output fetched twice; a bool and an i64 input. */
+FG_TEST(onnx_export_fetches_sources, "") {
+  FG_REQUIRE(ox_begin());
+  fg_graph *g = fg_graph_new();
+  int64_t xd[3] = {FG_DIM_UNKNOWN, 2, 3}, wd[1] = {3}, md[2] = {FG_DIM_UNKNOWN, 3};
+  double wv[3] = {1, -2, 3.5}, cv[3] = {4, 5, 6};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 3, xd);
+  fg_tensor *wt = ox_tensor(FG_F32, 1, wd, wv);
+  fg_output w = fg_variable(g, "w", wt);
+  fg_tensor_free(wt);
+  fg_set_name(g, ox_const(g, FG_I64, 1, wd, cv), "c");
+  fg_set_name(g, fg_add(g, x, w), "y");
+  fg_output m = fg_placeholder(g, "mask", FG_BOOL, 2, md);
+  fg_output k = fg_placeholder(g, "k", FG_I64, 2, md);
+  fg_set_name(g, fg_select(g, m, fg_cast(g, k, FG_F32), fg_reduce_sum(g, x, (int64_t[]){1}, 1, 0)),
+              "picked");
+  const char *f[] = {"x", "w", "c", "y", "picked", "y"};
+  int64_t fd[3] = {2, 2, 3}, fm[2] = {2, 3};
+  double mv[6] = {1, 0, 0, 1, 1, 0}, kv[6] = {-3, 7, 9, 100, -1, 2};
+  fg_tensor *xt = ox_random(3, fd, -1, 1, 71), *mt = ox_tensor(FG_BOOL, 2, fm, mv),
+            *kt = ox_tensor(FG_I64, 2, fm, kv);
+  fg_feed feeds[3] = {{"x", xt}, {"mask", mt}, {"k", kt}};
+  /* The repeated fetch is written once: five outputs. */
+  ox_check(g, "sources", feeds, 3, f, 5, 0, 1e-6, 1e-6, -1);
+  void *data = NULL;
+  size_t size = 0;
+  fg_onnx_export_options o;
+  fg_onnx_export_options_init(&o);
+  o.fetches = f, o.n_fetches = 6;
+  fg_status *st = fg_status_new();
+  FG_CHECK(fg_onnx_save_memory(g, &data, &size, &o, st) == 0);
+  FG_CHECK(fg_onnx_sniff(data, size) || !fg_onnx_available());
+  free(data);
+  fg_status_free(st);
+  fg_tensor_free(xt), fg_tensor_free(mt), fg_tensor_free(kt);
+  fg_graph_free(g);
+  ox_end();
+}
+
 /* ---- bad exports ------------------------------------------------------------------ */
 
 FG_TEST(onnx_export_lists_every_op_without_writer, "") {
