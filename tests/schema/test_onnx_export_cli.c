@@ -78,6 +78,18 @@ static void trained_digits(int round_trip) {
     FG_REQUIRE(a && b);
     ox_compare("prediction via flowgraph run", a, b, 0, 0);
     fg_tensor_free(a), fg_tensor_free(b);
+    /* The imported model exports again, to a file that predicts the same. */
+    FG_REQUIRE(cli(&r, "export", tpath("digits.onnx"), "-o", tpath("again.onnx"), NULL) == 0);
+    CHECK_OK(r);
+    result_free(&r);
+    snprintf(o1, sizeof o1, "prediction=%s", tpath("p_again.npy"));
+    FG_REQUIRE(cli(&r, "run", tpath("again.onnx"), "-i", in, "-o", o1, NULL) == 0);
+    CHECK_OK(r);
+    result_free(&r);
+    a = fg_npy_read(tpath("p_again.npy"), st), b = fg_npy_read(tpath("p_fgb.npy"), st);
+    FG_REQUIRE(a && b);
+    ox_compare("prediction of the re-exported model", a, b, 0, 0);
+    fg_tensor_free(a), fg_tensor_free(b);
   }
   for (int k = 0; k < 2; k++)
     fg_tensor_free(outs[k]);

@@ -105,6 +105,7 @@ const cli_command cli_export_command = {
     "Variables are written as initializers holding their values in MODEL (a model\n"
     "saved by `flowgraph train` holds the trained values); placeholders become the\n"
     "model's inputs, an unknown batch dimension the symbolic dim \"batch\". batch_norm\n"
-    "and dropout are written in their inference form. MODEL may be .fgb or .json.\n"
+    "and dropout are written in their inference form. MODEL may be .fgb, .json or\n"
+    "ONNX (read by content, so an imported model can be written back).\n"
     "OUT is written to a temporary file and renamed, so a failure leaves none.\n",
     export_main};
