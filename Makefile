@@ -46,7 +46,8 @@ test: test-fast test-asan test-tsan fuzz-smoke
 
 # libFuzzer harnesses (tests/fuzz/): a clang build of the library with
 # coverage, ASan and UBSan. `make fuzz FUZZ_SECONDS=N` runs each harness N
-# seconds, one after the other; fuzz-smoke runs both for 60 s side by side.
+# seconds, one after the other; fuzz-smoke runs all three (load, api, onnx)
+# for 60 s side by side.
 # Either fails when a harness finds a crash (input in build-fuzz/fuzz-artifacts/).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 300
@@ -54,7 +55,7 @@ FUZZ_SECONDS ?= 300
 fuzz-build: deps
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DFG_FUZZ=ON -DFG_BUILD_TESTS=OFF -DFG_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
-	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_load fuzz_api fuzz_gen_seeds
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_load fuzz_api fuzz_onnx fuzz_gen_seeds
 	./tests/fuzz/seed_corpus.sh . $(FUZZ_BUILD)
 
 fuzz: fuzz-build

@@ -72,45 +72,71 @@ static fgx_map_fn node_mapper(const fgx_node *n) {
   return find_mapper(n->op_type);
 }
 
-/* Every node whose op has no mapper, grouped by (op type, domain), in one
- * FG_UNIMPLEMENTED error. */
+/* An unmapped node, for grouping by (op type, domain). */
+typedef struct unmapped {
+  const fgx_node *n;
+  size_t index;
+  int count; /* nodes of the group, on its first node */
+} unmapped;
+
+static int cmp_type(const void *a, const void *b) {
+  const unmapped *x = a, *y = b;
+  int r = strcmp(x->n->op_type, y->n->op_type);
+  if (!r) r = strcmp(str_or(x->n->domain, ""), str_or(y->n->domain, ""));
+  return r ? r : (x->index > y->index) - (x->index < y->index);
+}
+
+static int cmp_index(const void *a, const void *b) {
+  const unmapped *x = a, *y = b;
+  return (x->index > y->index) - (x->index < y->index);
+}
+
+/* Every node whose op has no mapper, grouped by (op type, domain) in the
+ * order of first appearance, in one FG_UNIMPLEMENTED error. Sorting keeps
+ * a file of many distinct unknown types from costing n^2. */
 static int check_mapped(fgx_ctx *c) {
   const Onnx__GraphProto *gp = c->graph;
+  size_t n_un = 0;
+  for (size_t k = 0; k < gp->n_node; k++)
+    n_un += node_mapper(gp->node[k]) == NULL;
+  if (!n_un) return 0;
+  unmapped *u = fgx_alloc(c, n_un * sizeof *u);
+  if (!u) return -1;
+  for (size_t k = 0, i = 0; k < gp->n_node; k++)
+    if (!node_mapper(gp->node[k])) u[i++] = (unmapped){gp->node[k], k, 0};
+  qsort(u, n_un, sizeof *u, cmp_type);
+  size_t types = 0;
+  for (size_t i = 0; i < n_un;) {
+    size_t j = i + 1;
+    while (j < n_un && strcmp(u[j].n->op_type, u[i].n->op_type) == 0 &&
+           strcmp(str_or(u[j].n->domain, ""), str_or(u[i].n->domain, "")) == 0)
+      j++;
+    u[types] = u[i];
+    u[types++].count = (int)(j - i);
+    i = j;
+  }
+  qsort(u, types, sizeof *u, cmp_index);
   char msg[960];
-  size_t len = 0;
-  int types = 0, shown = 0;
-  for (size_t k = 0; k < gp->n_node; k++) {
-    const fgx_node *n = gp->node[k];
-    if (node_mapper(n)) continue;
-    int seen = 0, count = 0;
-    for (size_t j = 0; j < gp->n_node && !seen; j++) {
-      const fgx_node *m = gp->node[j];
-      if (node_mapper(m) || strcmp(m->op_type, n->op_type) != 0 ||
-          strcmp(str_or(m->domain, ""), str_or(n->domain, "")) != 0)
-        continue;
-      if (j < k) seen = 1;
-      count++;
-    }
-    if (seen) continue;
-    types++;
+  size_t len = 0, shown = 0;
+  for (size_t t = 0; t < types; t++) {
+    const fgx_node *n = u[t].n;
     const char *domain = str_or(n->domain, "");
     long long opset = is_default_domain(domain) ? c->opset : domain_opset(c, domain);
     char one[400];
-    c->node = (int)k;
-    snprintf(one, sizeof one, "%s%.64s (domain '%.48s', opset %lld) at node '%.80s'%s",
-             types > 1 ? "; " : "", n->op_type, domain, opset, fgx_node_label(c, n),
-             count > 1 ? "" : "");
-    if (count > 1) snprintf(one + strlen(one), sizeof one - strlen(one), " and %d more", count - 1);
-    if (len + strlen(one) < sizeof msg - 40) {
-      memcpy(msg + len, one, strlen(one) + 1);
-      len += strlen(one);
-      shown++;
-    }
+    c->node = (int)u[t].index;
+    snprintf(one, sizeof one, "%s%.64s (domain '%.48s', opset %lld) at node '%.80s'", t ? "; " : "",
+             n->op_type, domain, opset, fgx_node_label(c, n));
+    if (u[t].count > 1)
+      snprintf(one + strlen(one), sizeof one - strlen(one), " and %d more", u[t].count - 1);
+    if (len + strlen(one) >= sizeof msg - 40) break;
+    memcpy(msg + len, one, strlen(one) + 1);
+    len += strlen(one);
+    shown++;
   }
   c->node = -1;
-  if (!types) return 0;
-  if (shown < types) snprintf(msg + len, sizeof msg - len, "; and %d more op types", types - shown);
-  return fgx_fail_model(c, FG_UNIMPLEMENTED, "%d ONNX op type%s with no mapping in flowgraph: %s",
+  if (shown < types)
+    snprintf(msg + len, sizeof msg - len, "; and %zu more op types", types - shown);
+  return fgx_fail_model(c, FG_UNIMPLEMENTED, "%zu ONNX op type%s with no mapping in flowgraph: %s",
                         types, types > 1 ? "s" : "", msg);
 }
 
@@ -131,6 +157,10 @@ static int check_inputs_outputs(fgx_ctx *c) {
       return fgx_fail_model(c, FG_INVALID_GRAPH, "initializer[%zu] has no name", i);
     if (fgx_value_index(c, t->name) >= 0)
       return fgx_fail_model(c, FG_INVALID_GRAPH, "initializer '%s' is listed twice", t->name);
+    /* Every initializer is checked, used or not; its data is read on use. */
+    char where[300];
+    snprintf(where, sizeof where, "initializer '%.200s'", t->name);
+    if (fgx_tensor_check(c, NULL, t, where) < 0) return -1;
     int v = fgx_value_add(c, t->name, FGX_FROM_INITIALIZER);
     if (v < 0) return -1;
     c->vals[v].init = t;
@@ -202,12 +232,18 @@ static int check_nodes(fgx_ctx *c) {
     if (v < 0)
       return fgx_fail_model(c, FG_INVALID_GRAPH, "graph output[%zu] '%s' names no tensor", j,
                             name ? name : "");
-    for (size_t i = 0; i < j; i++)
-      if (strcmp(gp->output[i]->name, name) == 0)
-        return fgx_fail_model(c, FG_INVALID_GRAPH,
-                              "graph output '%s' is listed twice (outputs %zu and %zu)", name, i,
-                              j);
+    if (c->vals[v].output_index > 0)
+      return fgx_fail_model(c, FG_INVALID_GRAPH,
+                            "graph output '%s' is listed twice (outputs %d and %zu)", name,
+                            c->vals[v].output_index - 1, j);
+    c->vals[v].output_index = (int)j + 1;
     c->vals[v].used = 1;
+    c->vals[v].info = gp->output[j];
+  }
+  /* value_info naming no tensor says nothing about this graph: ignored. */
+  for (size_t j = 0; j < gp->n_value_info; j++) {
+    int v = gp->value_info[j]->name ? fgx_value_index(c, gp->value_info[j]->name) : -1;
+    if (v >= 0 && !c->vals[v].info) c->vals[v].info = gp->value_info[j];
   }
   return 0;
 }
@@ -318,6 +354,56 @@ static int name_nodes(fgx_ctx *c, const fgx_node *n, int k, int first) {
   return 0;
 }
 
+/* Output o of node n against what the file's value_info (or graph output)
+ * declares: the dtype, the rank and every dimension known on both sides.
+ * A difference is a wrong file or a wrong mapping; either way the import
+ * must not go on with a graph that computes something else. */
+static int check_declared(fgx_ctx *c, const fgx_node *n, size_t o, const fgx_value *x) {
+  const Onnx__TypeProto *tp = x->info ? x->info->type : NULL;
+  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type) return 0;
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  fg_dtype dt;
+  int rank;
+  int64_t dims[FG_MAX_RANK];
+  if (x->known.t) {
+    dt = fg_tensor_dtype(x->known.t);
+    rank = fg_tensor_rank(x->known.t);
+    memcpy(dims, fg_tensor_dims(x->known.t), (size_t)rank * sizeof *dims);
+  } else {
+    dt = fg_output_dtype(c->g, x->out);
+    rank = fg_output_shape(c->g, x->out, dims);
+  }
+  if (tt->has_elem_type && tt->elem_type != 0 && fgx_dtype_from_onnx(tt->elem_type) != dt)
+    return fgx_fail(c, n, FG_INVALID_GRAPH,
+                    "output %zu '%s' is %s here, but the model declares %s (value_info)", o,
+                    x->name, fg_dtype_name(dt), fgx_onnx_dtype_name(tt->elem_type));
+  if (!tt->shape || rank < 0) return 0;
+  int same = (size_t)rank == tt->shape->n_dim;
+  for (int i = 0; same && i < rank; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+        dims[i] != FG_DIM_UNKNOWN && d->dim_value != dims[i])
+      same = 0;
+  }
+  if (same) return 0;
+  char got[160] = "", want[160] = "";
+  for (int i = 0; i < rank; i++)
+    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "",
+             (long long)dims[i]);
+  for (size_t i = 0; i < tt->shape->n_dim; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+      snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? "," : "",
+               (long long)d->dim_value);
+    else
+      snprintf(want + strlen(want), sizeof want - strlen(want), "%s?", i ? "," : "");
+  }
+  return fgx_fail(c, n, FG_INVALID_GRAPH,
+                  "output %zu '%s' has shape [%s] here, but the model declares [%s] "
+                  "(value_info; -1 is the unknown batch)",
+                  o, x->name, got, want);
+}
+
 /* The graph's sticky error after a mapper, as this node's error. */
 static int graph_error(fgx_ctx *c, const fgx_node *n) {
   fg_status *gs = fg_status_new();
@@ -343,6 +429,7 @@ static int map_nodes(fgx_ctx *c) {
         return fgx_fail(c, n, FG_UNIMPLEMENTED,
                         "output %zu '%s' is used, but flowgraph's mapping of %s does not make it",
                         o, x->name, n->op_type);
+      if ((x->out.node >= 0 || x->known.t) && check_declared(c, n, o, x) != 0) return -1;
     }
     if (name_nodes(c, n, (int)k, first) != 0) return -1;
   }

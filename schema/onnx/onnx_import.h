@@ -16,9 +16,9 @@
  * unknown batch size (the leading dimension of inputs with a symbolic
  * first dimension): where sym[i] is 1, element i stands for data[i] * batch.
  * Shape marks such entries; the mappers of the integer ops that shape
- * arithmetic uses carry them through (fgx_sym_* below) and Reshape turns
- * the one batch-dependent entry of its shape into -1. Such a value has no
- * constant form: fgx_input refuses it, naming the node.
+ * arithmetic uses carry them through (reading and writing fgx_known.sym)
+ * and Reshape turns the one batch-dependent entry of its shape into -1.
+ * Such a value has no constant form: fgx_input refuses it, naming the node.
  *
  * Every mapper returns 0, or -1 after fgx_fail. Errors name the ONNX node
  * (its name, or "#<index>" when it has none), its op type and the input,

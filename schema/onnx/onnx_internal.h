@@ -15,11 +15,13 @@ enum { FGX_FROM_INITIALIZER = -2, FGX_FROM_INPUT = -1 /* >= 0: the node's index 
 
 /* One ONNX tensor name. Until it is bound, out.node is -1 and known.t NULL. */
 typedef struct fgx_value {
-  const char *name;              /* points into the decoded model */
-  int producer;                  /* FGX_FROM_* or a node index */
-  int used;                      /* read by a node or listed as a graph output */
-  int initializer;               /* a float initializer may become a variable */
-  const Onnx__TensorProto *init; /* the initializer, converted on first use */
+  const char *name;                 /* points into the decoded model */
+  int producer;                     /* FGX_FROM_* or a node index */
+  int used;                         /* read by a node or listed as a graph output */
+  int output_index;                 /* 1 + its index among the graph outputs, or 0 */
+  int initializer;                  /* a float initializer may become a variable */
+  const Onnx__TensorProto *init;    /* the initializer, converted on first use */
+  const Onnx__ValueInfoProto *info; /* value_info or graph output: dtype, shape */
   fg_output out;
   fgx_known known;
 } fgx_value;
@@ -45,6 +47,14 @@ struct fgx_ctx {
   unsigned char *fixed;
   int fixed_cap;
 
+  /* fgx_unique_name's next suffix per base name, so a file repeating one
+   * name n times costs n lookups, not n^2. */
+  struct fgx_suffix {
+    const char *base; /* importer-owned */
+    long next;
+  } * suffix;
+  size_t suffix_cap, n_suffix;
+
   /* Memory the importer hands out for the import's length (attribute
    * strings, int64 copies of int32 inputs, node labels). */
   void **owned;
@@ -56,8 +66,9 @@ int fgx_value_index(const fgx_ctx *c, const char *name); /* -1 when absent */
 /* Adds a name (pointing into the model); its index, or -1 when out of memory. */
 int fgx_value_add(fgx_ctx *c, const char *name, int producer);
 void fgx_values_free(fgx_ctx *c);
-/* Converts value v's initializer on first use; -1 after fgx_fail. */
-int fgx_value_ready(fgx_ctx *c, int v);
+/* Converts value v's initializer on first use; -1 after fgx_fail (who:
+ * the node reading it, for errors, or NULL). */
+int fgx_value_ready(fgx_ctx *c, int v, const fgx_node *who);
 /* Memory freed with the import; NULL (after fgx_fail) when out of memory. */
 void *fgx_alloc(fgx_ctx *c, size_t size);
 char *fgx_strdup(fgx_ctx *c, const char *s, size_t len);
@@ -86,6 +97,10 @@ const char *fgx_onnx_dtype_name(int32_t t);
 /* Checks and converts; `where` names the tensor in errors ("initializer
  * 'w'", "attribute 'value'"), n the node (NULL: the model). NULL after
  * fgx_fail. */
+/* The same checks without reading the data: the element count, or -1
+ * after fgx_fail. */
+int64_t fgx_tensor_check(fgx_ctx *c, const fgx_node *n, const Onnx__TensorProto *tp,
+                         const char *where);
 fg_tensor *fgx_tensor_from_proto(fgx_ctx *c, const fgx_node *n, const Onnx__TensorProto *tp,
                                  const char *where);
 

@@ -311,9 +311,13 @@ static int map_range(fgx_ctx *c, const fgx_node *n) {
   if (!t) return -1;
   void *d = fg_tensor_data(t);
   for (int64_t i = 0; i < len; i++) {
-    if (dt == FG_I64)
-      ((int64_t *)d)[i] = ((const int64_t *)fg_tensor_data(k[0]->t))[0] +
-                          i * ((const int64_t *)fg_tensor_data(k[2]->t))[0];
+    /* Exact in int64: every element lies between start and limit, so the
+     * wrap-around of unsigned arithmetic never shows in the result. */
+    if (dt == FG_I64) {
+      uint64_t s0 = (uint64_t)((const int64_t *)fg_tensor_data(k[0]->t))[0];
+      uint64_t d0 = (uint64_t)((const int64_t *)fg_tensor_data(k[2]->t))[0];
+      ((int64_t *)d)[i] = (int64_t)(s0 + (uint64_t)i * d0);
+    }
     if (dt == FG_I32) ((int32_t *)d)[i] = (int32_t)(start + (double)i * delta);
     if (dt == FG_F32) ((float *)d)[i] = (float)(start + (double)i * delta);
     if (dt == FG_F64) ((double *)d)[i] = start + (double)i * delta;

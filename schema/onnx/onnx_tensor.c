@@ -276,37 +276,52 @@ static int64_t check_header(fgx_ctx *c, const fgx_node *n, const Onnx__TensorPro
   return count;
 }
 
-fg_tensor *fgx_tensor_from_proto(fgx_ctx *c, const fgx_node *n, const Onnx__TensorProto *tp,
-                                 const char *where) {
+int64_t fgx_tensor_check(fgx_ctx *c, const fgx_node *n, const Onnx__TensorProto *tp,
+                         const char *where) {
   fg_dtype dt = FG_DTYPE_INVALID;
   int64_t count = check_header(c, n, tp, where, &dt);
-  if (count < 0) return NULL;
+  if (count < 0) return -1;
   size_t elem = fg_dtype_size(dt), bytes = (size_t)count * elem;
   int external =
       tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
   const char *field = NULL, *stray = stray_field(tp);
   size_t typed = typed_count(tp, &field);
   if (stray) {
-    fgx_fail(c, n, FG_FORMAT_ERROR, "%s: holds %s, which a %s tensor does not use", where, stray,
+    fgx_fail(c, n, FG_FORMAT_ERROR, "%s: holds %s, which tensors of %s do not use", where, stray,
              fgx_onnx_dtype_name(tp->data_type));
-    return NULL;
+    return -1;
   }
   if ((external || tp->has_raw_data) && typed) {
     fgx_fail(c, n, FG_FORMAT_ERROR, "%s: holds both %s and %s", where, field,
              external ? "external data" : "raw_data");
-    return NULL;
+    return -1;
   }
   if (!external && tp->has_raw_data && tp->raw_data.len != bytes) {
     fgx_fail(c, n, FG_FORMAT_ERROR,
              "%s: raw_data has %zu bytes but its dims give %lld elements of %zu bytes (%zu)", where,
              tp->raw_data.len, (long long)count, elem, bytes);
-    return NULL;
+    return -1;
   }
   if (!external && !tp->has_raw_data && typed != (size_t)count) {
     fgx_fail(c, n, FG_FORMAT_ERROR, "%s: %s has %zu values but its dims give %lld elements", where,
              field, typed, (long long)count);
-    return NULL;
+    return -1;
   }
+  if (external) {
+    ext_ref r;
+    if (ext_parse(c, n, tp, where, &r) != 0) return -1;
+  }
+  return count;
+}
+
+fg_tensor *fgx_tensor_from_proto(fgx_ctx *c, const fgx_node *n, const Onnx__TensorProto *tp,
+                                 const char *where) {
+  int64_t count = fgx_tensor_check(c, n, tp, where);
+  if (count < 0) return NULL;
+  fg_dtype dt = fgx_dtype_from_onnx(tp->data_type);
+  size_t elem = fg_dtype_size(dt), bytes = (size_t)count * elem;
+  int external =
+      tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
   int64_t dims[FG_MAX_RANK];
   for (size_t i = 0; i < tp->n_dims; i++)
     dims[i] = tp->dims[i];

@@ -155,6 +155,7 @@ void fgx_values_free(fgx_ctx *c) {
   free(c->vals);
   free(c->index);
   free(c->fixed);
+  free(c->suffix);
   for (int i = 0; i < c->n_owned; i++)
     free(c->owned[i]);
   free(c->owned);
@@ -180,6 +181,35 @@ int fgx_is_fixed(const fgx_ctx *c, int node) {
   return node >= 0 && node < c->fixed_cap && c->fixed[node];
 }
 
+/* The suffix counter of `base`, added at 2 when absent; NULL when out of
+ * memory. */
+static long *suffix_slot(fgx_ctx *c, const char *base) {
+  if ((c->n_suffix + 1) * 2 > c->suffix_cap) {
+    size_t cap = c->suffix_cap ? c->suffix_cap * 2 : 64;
+    struct fgx_suffix *t = calloc(cap, sizeof *t);
+    if (!t) return NULL;
+    for (size_t i = 0; i < c->suffix_cap; i++) {
+      if (!c->suffix[i].base) continue;
+      size_t h = hash_name(c->suffix[i].base) & (cap - 1);
+      while (t[h].base)
+        h = (h + 1) & (cap - 1);
+      t[h] = c->suffix[i];
+    }
+    free(c->suffix);
+    c->suffix = t;
+    c->suffix_cap = cap;
+  }
+  size_t mask = c->suffix_cap - 1, h = hash_name(base) & mask;
+  while (c->suffix[h].base && strcmp(c->suffix[h].base, base) != 0)
+    h = (h + 1) & mask;
+  if (!c->suffix[h].base) {
+    c->suffix[h].base = base;
+    c->suffix[h].next = 2;
+    c->n_suffix++;
+  }
+  return &c->suffix[h].next;
+}
+
 const char *fgx_unique_name(fgx_ctx *c, const char *want) {
   size_t len = strlen(want);
   if (len > 3000) len = 3000; /* flowgraph's names stop at 4096 bytes */
@@ -188,10 +218,14 @@ const char *fgx_unique_name(fgx_ctx *c, const char *want) {
   for (char *p = base; *p; p++)
     if (*p == ':') *p = '_';
   if (fg_graph_find(c->g, base) < 0) return base;
+  long *next = suffix_slot(c, base);
   char *buf = fgx_alloc(c, strlen(base) + 24);
-  if (!buf) return NULL;
-  for (long k = 2;; k++) {
-    sprintf(buf, "%s_%ld", base, k);
+  if (!buf || !next) {
+    if (!next) fgx_fail_model(c, FG_RESOURCE_EXHAUSTED, "out of memory");
+    return NULL;
+  }
+  for (;; (*next)++) {
+    sprintf(buf, "%s_%ld", base, *next);
     if (fg_graph_find(c->g, buf) < 0) return buf;
   }
 }
@@ -207,12 +241,12 @@ int fgx_has_output(const fgx_node *n, int i) {
   return i >= 0 && (size_t)i < n->n_output && n->output[i] && n->output[i][0];
 }
 
-int fgx_value_ready(fgx_ctx *c, int v) {
+int fgx_value_ready(fgx_ctx *c, int v, const fgx_node *who) {
   fgx_value *x = &c->vals[v];
   if (x->init && !x->known.t && x->out.node < 0) {
     char where[256];
     snprintf(where, sizeof where, "initializer '%.200s'", x->name);
-    x->known.t = fgx_tensor_from_proto(c, NULL, x->init, where);
+    x->known.t = fgx_tensor_from_proto(c, who, x->init, where);
     if (!x->known.t) return -1;
   }
   return 0;
@@ -226,7 +260,7 @@ static int input_value(fgx_ctx *c, const fgx_node *n, int i) {
   int v = fgx_value_index(c, n->input[i]);
   if (v < 0) /* the structure check before mapping makes this unreachable */
     return fgx_fail(c, n, FG_INVALID_GRAPH, "input %d '%s' names no tensor", i, n->input[i]);
-  if (fgx_value_ready(c, v) != 0) return -1;
+  if (fgx_value_ready(c, v, n) != 0) return -1;
   fgx_value *x = &c->vals[v];
   if (!x->known.t && x->out.node < 0)
     return fgx_fail(c, n, FG_INVALID_GRAPH,
@@ -246,7 +280,7 @@ static int has_sym(const fgx_known *k) {
 fg_output fgx_materialize(fgx_ctx *c, int v, const fgx_node *who) {
   fgx_value *x = &c->vals[v];
   if (x->out.node >= 0) return x->out;
-  if (fgx_value_ready(c, v) != 0) return FG_NO_OUTPUT;
+  if (fgx_value_ready(c, v, who) != 0) return FG_NO_OUTPUT;
   if (!x->known.t) {
     fgx_fail(c, who, FG_INVALID_GRAPH, "'%s' has no value", x->name);
     return FG_NO_OUTPUT;

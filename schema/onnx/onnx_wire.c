@@ -55,7 +55,12 @@ static int bad(wire *w, const char *path, size_t at, const char *fmt, const char
                unsigned long long x, unsigned long long y) {
   char what[256];
   snprintf(what, sizeof what, fmt, a, x, y);
-  snprintf(w->msg, w->msg_size, "%s at byte %zu: %s", path, at, what);
+  /* A path through deeply nested messages keeps its two ends. */
+  size_t len = strlen(path);
+  if (len > 240)
+    snprintf(w->msg, w->msg_size, "%.100s...%s at byte %zu: %s", path, path + len - 100, at, what);
+  else
+    snprintf(w->msg, w->msg_size, "%s at byte %zu: %s", path, at, what);
   return -1;
 }
 

@@ -1,4 +1,4 @@
-/* Shared by the libFuzzer harnesses (fuzz_load.c, fuzz_api.c) and by the
+/* Shared by the libFuzzer harnesses (fuzz_load.c, fuzz_api.c, fuzz_onnx.c) and by the
  * ctest replay of tests/fuzz/regressions/ (tests/schema/test_fuzz_regressions.c),
  * so a regression file is replayed through exactly the code that found it.
  *
@@ -33,6 +33,7 @@
 
 int fgfuzz_load(const uint8_t *data, size_t size);
 int fgfuzz_api(const uint8_t *data, size_t size);
+int fgfuzz_onnx(const uint8_t *data, size_t size);
 
 /* How far inputs get, printed at exit when FGFUZZ_STATS is set (to judge
  * whether the fuzzers reach past validation). */

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs the libFuzzer harnesses built in BUILD_DIR/fuzz for SECONDS each.
 #   MODE=seq  one after the other (long runs on a shared machine)
-#   MODE=par  both at once (the smoke run of `make test`)
+#   MODE=par  all at once (the smoke run of `make test`)
 # Logs go to BUILD_DIR/fuzz-logs/<harness>.log, crashing inputs to
 # BUILD_DIR/fuzz-artifacts/. Exits 1 when any harness found a crash, leak,
 # timeout or out-of-memory, after printing each harness's final figures.
@@ -12,7 +12,10 @@ secs=$2
 mode=${3:-seq}
 shift 2
 [ $# -gt 0 ] && shift
-harnesses=${*:-fuzz_load fuzz_api}
+# fuzz_onnx exists in builds with ONNX (cmake/onnx.cmake).
+default="fuzz_load fuzz_api"
+[ -x "$bld/fuzz/fuzz_onnx" ] && default="$default fuzz_onnx"
+harnesses=${*:-$default}
 logs=$bld/fuzz-logs
 art=$bld/fuzz-artifacts
 mkdir -p "$logs" "$art"
@@ -21,6 +24,7 @@ run_one() {
   h=$1
   case $h in
   fuzz_load) corpus=$bld/corpus/load; maxlen=65536; dict=-dict=$(dirname "$0")/fgb.dict ;;
+  fuzz_onnx) corpus=$bld/corpus/onnx; maxlen=65536; dict=-dict=$(dirname "$0")/onnx.dict ;;
   *) corpus=$bld/corpus/api; maxlen=4096; dict= ;;
   esac
   mkdir -p "$corpus"

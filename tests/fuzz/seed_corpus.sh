@@ -46,3 +46,25 @@ for f in "$load"/gen_*.fgb; do
   [ -f "$f" ] && cp "$f" "$api/$(basename "$f")"
 done
 printf 'seeded: %s load inputs, %s api inputs\n' "$(ls "$load" | wc -l)" "$(ls "$api" | wc -l)"
+# The ONNX harness: the small models the ONNX tests' scripts write
+# (tests/schema/onnx/cases_*.py, run with python3-onnx when it is there).
+onnx=$bld/corpus/onnx
+mkdir -p "$onnx"
+py=/usr/bin/python3
+if [ -x "$py" ] && "$py" -c 'import onnx, numpy' 2>/dev/null; then
+  for s in "$src"/tests/schema/onnx/cases_*.py; do
+    [ -f "$s" ] || continue
+    stem=$(basename "$s" .py)
+    out=$bld/onnx-seeds/$stem
+    rm -rf "$out"
+    mkdir -p "$out"
+    "$py" "$s" "$out" >/dev/null 2>&1 || continue
+    find "$out" -name '*.onnx' -type f -size -64k | while read -r f; do
+      cp "$f" "$onnx/${stem}_$(basename "$f")"
+    done
+  done
+fi
+for f in "$src/tests/fuzz/regressions"/onnx_*; do
+  [ -f "$f" ] && cp "$f" "$onnx/regression_$(basename "$f")"
+done
+printf 'seeded: %s onnx inputs\n' "$(ls "$onnx" | wc -l)"

@@ -1,7 +1,8 @@
 /* Replays the fuzzers' regression inputs (tests/fuzz/regressions/) and the
  * hand-made bad files (tests/data/bad/) through the libFuzzer harnesses'
  * own entry points, built here with the normal compiler: every file goes
- * through both harnesses (the file loader and the API decision stream).
+ * through every harness (the file loader, the API decision stream and the
+ * ONNX importer).
  * A broken contract aborts (tests/fuzz/fuzz_common.h), which fails the case;
  * the ASan build of the suite adds the memory checks.
  */
@@ -12,6 +13,7 @@
 
 #include "fuzz/fuzz_api.c"
 #include "fuzz/fuzz_load.c"
+#include "fuzz/fuzz_onnx.c"
 
 static uint8_t *read_all(const char *path, size_t *size) {
   FILE *f = fopen(path, "rb");
@@ -31,7 +33,7 @@ static uint8_t *read_all(const char *path, size_t *size) {
   return buf;
 }
 
-/* Runs every regular file in `dir` through both harnesses; returns the count. */
+/* Runs every regular file in `dir` through every harness; returns the count. */
 static int replay_dir(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return -1;
@@ -46,6 +48,7 @@ static int replay_dir(const char *dir) {
     fprintf(stderr, "replay %s (%zu bytes)\n", e->d_name, size);
     fgfuzz_load(data, size);
     fgfuzz_api(data, size);
+    fgfuzz_onnx(data, size);
     free(data);
     count++;
   }

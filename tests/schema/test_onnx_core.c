@@ -44,6 +44,8 @@ CASE(range_i64)
 CASE(range_f32)
 CASE(range_i32)
 CASE(range_empty)
+CASE(range_i64_big)
+CASE(names_many)
 CASE(dropout13)
 CASE(dropout7)
 CASE(dropout12_plain)
@@ -116,6 +118,16 @@ FG_TEST(onnx_core_node_names, "onnx") {
   FG_CHECK_STR(fg_node_name(g, fg_graph_output(g, 0).node), "y");
   FG_CHECK_STR(fg_node_name(g, fg_graph_output(g, 1).node), "b");
   fg_graph_free(g);
+  g = load_case("names_many", NULL);
+  FG_REQUIRE(g);
+  const char *want[] = {"same", "same_2", "same_3", "same_4", "same_5", "y"};
+  for (int i = 0; i < 6; i++) {
+    int id = fg_graph_find(g, want[i]);
+    FG_CHECK(id >= 0);
+    if (id >= 0) FG_CHECK_STR(fg_node_op(g, id), "identity");
+  }
+  FG_CHECK_INT(fg_graph_num_nodes(g), 7); /* with the placeholder */
+  fg_graph_free(g);
   /* ':' is flowgraph's node:index separator: names carry '_' instead. */
   g = load_case("colon_names", NULL);
   FG_REQUIRE(g);
@@ -185,6 +197,21 @@ FG_TEST(onnx_core_errors, "onnx") {
   onnx_expect_error(d, "err_dropout_training", FG_UNIMPLEMENTED,
                     "ONNX node 'drop' (Dropout): training_mode is true");
   onnx_expect_error(d, "err_constant_sparse", FG_UNSUPPORTED, "'value_string'");
+}
+
+/* What value_info and the graph outputs declare is checked against what
+ * the nodes compute (dtype, rank, every dim known on both sides). */
+FG_TEST(onnx_core_declared_types_checked, "onnx") {
+  const char *d = CORE();
+  onnx_expect_error(d, "err_declared_shape", FG_INVALID_GRAPH,
+                    "ONNX node 'ident' (Identity): output 0 'y' has shape [2,3] here, but the "
+                    "model declares [3,2]");
+  onnx_expect_error(d, "err_declared_dtype", FG_INVALID_GRAPH,
+                    "ONNX node 'caster' (Cast): output 0 'y' is i64 here, but the model declares "
+                    "float32 (ONNX TensorProto.FLOAT)");
+  onnx_expect_error(d, "err_declared_value_info", FG_INVALID_GRAPH,
+                    "ONNX node 'first' (Identity): output 0 'a' has shape [2,3] here, but the "
+                    "model declares [2,4]");
 }
 
 /* Every op with no mapping is listed at once, with node, domain and opset. */

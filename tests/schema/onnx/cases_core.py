@@ -134,7 +134,9 @@ save("constant_of_shape_big",
 for name, dt, np_t, (a, b, d) in [("range_i64", I64, np.int64, (10, -3, -4)),
                                   ("range_f32", F, np.float32, (0.5, 2.0, 0.25)),
                                   ("range_i32", I32, np.int32, (1, 7, 2)),
-                                  ("range_empty", I64, np.int64, (5, 2, 1))]:
+                                  ("range_empty", I64, np.int64, (5, 2, 1)),
+                                  ("range_i64_big", I64, np.int64,
+                                   (-(1 << 62), 1 << 62, 1 << 61))]:
     consts = [node("Constant", [], [n_], value=numpy_helper.from_array(np.array(v, np_t)))
               for n_, v in (("a", a), ("b", b), ("d", d))]
     # The operator's definition, written out.
@@ -162,6 +164,11 @@ save("names", [node("Identity", ["x"], ["a"], "dup"), node("Identity", ["a"], ["
                node("Identity", ["b"], ["c"]), node("Identity", ["c"], ["y"], "last")],
      [vi("x", F, [2, 3])], [vi("y", F, [2, 3]), vi("b", F, [2, 3])], {"x": x}, [x, x],
      check=False)
+# One name five times: same, same_2, ..., same_5 (the last one then takes
+# its graph output's name).
+save("names_many", [node("Identity", ["x" if i == 0 else "t%d" % i], ["t%d" % (i + 1)], "same")
+                    for i in range(5)] + [node("Identity", ["t5"], ["y"], "end")],
+     [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], {"x": x}, [x], check=False)
 meta = helper.make_graph([node("Identity", ["x"], ["y"])], "g_name", [vi("x", F, [2, 3])],
                          [vi("y", F, [2, 3])], doc_string="graph docs")
 mm = helper.make_model(meta, opset_imports=[helper.make_opsetid("", 13)],
@@ -204,3 +211,15 @@ save("err_dropout_training", [node("Constant", [], ["t"], value=numpy_helper.fro
      [vi("y", F, [2])], {}, [])
 save("err_constant_sparse", [node("Constant", [], ["y"], "sp", value_string="hi")], [],
      [vi("y", TensorProto.STRING, [])], {}, [], check=False)
+# value_info (here on the graph outputs and an intermediate) that disagrees
+# with what the node computes.
+save("err_declared_shape", [node("Identity", ["x"], ["y"], "ident")], [vi("x", F, [2, 3])],
+     [vi("y", F, [3, 2])], {}, [], check=False)
+save("err_declared_dtype", [node("Cast", ["x"], ["y"], "caster", to=I64)], [vi("x", F, [2])],
+     [vi("y", F, [2])], {}, [], check=False)
+g_vi = helper.make_graph([node("Identity", ["x"], ["a"], "first"),
+                          node("Identity", ["a"], ["y"], "second")], "vi",
+                         [vi("x", F, [2, 3])], [vi("y", F, [2, 3])],
+                         value_info=[vi("a", F, [2, 4])])
+onnx.save(helper.make_model(g_vi, opset_imports=[helper.make_opsetid("", 13)]),
+          os.path.join(OUT, "err_declared_value_info.onnx"))

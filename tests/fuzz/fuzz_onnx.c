@@ -1,0 +1,64 @@
+/* libFuzzer harness 3: bytes -> fg_onnx_load_memory (an ONNX ModelProto;
+ * trainable or not by the input's last byte) -> save/reload round trip of
+ * the imported graph -> fg_session_new -> runs with seeded random feeds,
+ * fetching the graph outputs. fg_onnx_sniff sees every input too. External
+ * data has no folder to come from (base_dir NULL), so it must be refused
+ * cleanly. See fuzz_common.h for the contract and the caps. */
+#include "flowgraph/onnx.h"
+#include "fuzz_common.h"
+
+#define ONNX_NAME_MAX 512
+
+int fgfuzz_onnx(const uint8_t *data, size_t size) {
+  fg_status *st = fg_status_new();
+  if (!st) return 0;
+  fgfuzz_count_input();
+  (void)fg_onnx_sniff(data, size);
+  fg_onnx_options o;
+  fg_onnx_options_init(&o);
+  o.trainable = size > 0 && (data[size - 1] & 1);
+  fg_graph *g = fg_onnx_load_memory(data, size, &o, st);
+  if (!g) {
+    fgfuzz_expect_error(st, "fg_onnx_load_memory");
+    fg_status_free(st);
+    return 0;
+  }
+  if (fg_status_code(st) != FG_OK) fgfuzz_fail("the import returned a graph with an error", st);
+  if (fg_graph_status(g, st) != FG_OK) fgfuzz_fail("the imported graph has a sticky error", st);
+
+  /* An imported graph is an ordinary graph: it saves and loads again. */
+  void *buf = NULL;
+  size_t buf_size = 0;
+  if (fg_graph_save_memory(g, &buf, &buf_size, st) != 0) {
+    fgfuzz_expect_error(st, "fg_graph_save_memory");
+  } else {
+    fg_graph *g2 = fg_graph_load_memory(buf, buf_size, st);
+    if (!g2) fgfuzz_fail("a saved imported graph does not load again", st);
+    if (fg_graph_num_nodes(g2) != fg_graph_num_nodes(g))
+      fgfuzz_fail("the reloaded graph has another node count", st);
+    fg_graph_free(g2);
+  }
+  free(buf);
+
+  static char names[FGFUZZ_MAX_FETCH][ONNX_NAME_MAX];
+  const char *fetches[FGFUZZ_MAX_FETCH];
+  int n_fetches = 0;
+  for (int i = 0; i < fg_graph_num_outputs(g) && n_fetches < FGFUZZ_MAX_FETCH; i++) {
+    fg_output out = fg_graph_output(g, i);
+    const char *nm = fg_node_name(g, out.node);
+    if (!nm) fgfuzz_fail("a graph output has no node", st);
+    snprintf(names[n_fetches], ONNX_NAME_MAX, "%s:%d", nm, out.index);
+    fetches[n_fetches] = names[n_fetches];
+    n_fetches++;
+  }
+  if (n_fetches == 0) fgfuzz_fail("an imported graph without outputs", st);
+  fgfuzz_session_run(g, fetches, n_fetches, NULL, 0, fgfuzz_hash(data, size));
+  fg_graph_free(g);
+  fg_status_free(st);
+  return 0;
+}
+
+#ifndef FGFUZZ_NO_MAIN
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fgfuzz_onnx(data, size); }
+#endif
