@@ -74,7 +74,7 @@ FG_API int fg_onnx_available(void);
  * - the fetches are the graph's outputs, named "node" (output 0) or
  *   "node:index".
  * Errors: FG_INVALID_ARGUMENT (a fetch that does not exist; no fetches and
- * no marked outputs; an opset outside 13..17; a fetch that needs a
+ * no marked outputs; an opset outside 11..17; a fetch that needs a
  * training-only node: a gradient, an optimizer update or its state, assign,
  * group, the training flag read by anything but batch_norm or dropout, or a
  * placeholder named "labels"; each is named with the fetch),
@@ -82,7 +82,7 @@ FG_API int fg_onnx_available(void);
  * once), FG_IO_ERROR. The file is written to a temporary file and renamed,
  * as fg_graph_save. */
 typedef struct fg_onnx_export_options {
-  int opset; /* 0: 17; 13..17 */
+  int opset; /* 0: 17; 11..17 */
   /* "node" or "node:index"; NULL/0: the graph's marked outputs. */
   const char *const *fetches;
   int n_fetches;

@@ -23,7 +23,7 @@
 #include "schema/onnx/onnx_export.h"
 
 #define FGO_DEFAULT_OPSET 17
-#define FGO_MIN_OPSET     13
+#define FGO_MIN_OPSET     11
 #define FGO_MAX_OPSET     17
 #define FGO_IR_VERSION    8
 

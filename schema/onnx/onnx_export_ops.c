@@ -1,5 +1,5 @@
 /* The per-op writers of the ONNX exporter: each turns one flowgraph node
- * into the ONNX node(s) computing the same values at opsets 13..17, with
+ * into the ONNX node(s) computing the same values at opsets 11..17, with
  * the attributes' meaning carried over exactly. Where ONNX has no op of
  * that meaning (rsqrt, silu, gelu before opset 20, ...) the writer emits
  * the formula flowgraph's doc gives, from ONNX ops. */
@@ -68,12 +68,29 @@ BINARY_WRITER(w_add, "Add")
 BINARY_WRITER(w_sub, "Sub")
 BINARY_WRITER(w_mul, "Mul")
 BINARY_WRITER(w_div, "Div")
-BINARY_WRITER(w_pow, "Pow")
-BINARY_WRITER(w_maximum, "Max")
-BINARY_WRITER(w_minimum, "Min")
 BINARY_WRITER(w_equal, "Equal")
 BINARY_WRITER(w_greater, "Greater")
 BINARY_WRITER(w_less, "Less")
+
+/* Pow, Max, Min and Clip take integers from opset 12; at 11, float only. */
+static int ints_need_12(fgo_ctx *c, int id, const char *type) {
+  fg_dtype dt = in_dtype(c, id, 0);
+  if (fgo_opset(c) >= 12 || fg_dtype_is_float(dt)) return 0;
+  return UNSUPPORTED(c, id, "%s of %s needs opset 12 or later", NODE_NAME(c, id), OP_NAME(c, id),
+                     type, fg_dtype_name(dt));
+}
+
+static int w_pow(fgo_ctx *c, int id) {
+  return ints_need_12(c, id, "Pow") != 0 ? -1 : binary(c, id, "Pow");
+}
+
+static int w_maximum(fgo_ctx *c, int id) {
+  return ints_need_12(c, id, "Max") != 0 ? -1 : binary(c, id, "Max");
+}
+
+static int w_minimum(fgo_ctx *c, int id) {
+  return ints_need_12(c, id, "Min") != 0 ? -1 : binary(c, id, "Min");
+}
 
 /* Input 0 through `type` into a new tensor, whose name is returned. */
 static const char *step(fgo_ctx *c, int id, const char *type, const char *in) {
@@ -185,6 +202,7 @@ static int w_gelu(fgo_ctx *c, int id) {
 
 static int w_clip(fgo_ctx *c, int id) {
   fg_dtype dt = in_dtype(c, id, 0);
+  if (ints_need_12(c, id, "Clip") != 0) return -1;
   const char *in[3] = {fgo_in(c, id, 0),
                        fgo_const_scalar(c, id, "min", dt, fgo_get_float(c, id, "min", 0)),
                        fgo_const_scalar(c, id, "max", dt, fgo_get_float(c, id, "max", 0))};
@@ -263,13 +281,27 @@ static int with_ints_input(fgo_ctx *c, int id, const char *type, const char *att
 
 static int w_expand(fgo_ctx *c, int id) { return with_ints_input(c, id, "Expand", "shape"); }
 static int w_tile(fgo_ctx *c, int id) { return with_ints_input(c, id, "Tile", "repeats"); }
-static int w_expand_dims(fgo_ctx *c, int id) { return with_ints_input(c, id, "Unsqueeze", "axes"); }
+
+/* Unsqueeze / Squeeze of `in` at axes into out: the axes are an input from
+ * opset 13, an attribute before. */
+static int axes_op(fgo_ctx *c, int id, const char *type, const char *in, const int64_t *axes, int n,
+                   const char *out) {
+  if (fgo_opset(c) < 13) return fgo_attr_ints(c, fgo_emit1(c, id, type, in, out), "axes", axes, n);
+  const char *k = fgo_const_i64(c, id, "axes", axes, n);
+  return k ? binary_to(c, id, type, in, k, out) : -1;
+}
+
+static int w_expand_dims(fgo_ctx *c, int id) {
+  int64_t axes[FG_MAX_RANK];
+  int n = fgo_get_ints(c, id, "axes", axes, FG_MAX_RANK);
+  return axes_op(c, id, "Unsqueeze", fgo_in(c, id, 0), axes, n < 0 ? 0 : n, fgo_out(c, id, 0));
+}
 
 static int w_squeeze(fgo_ctx *c, int id) {
   int64_t axes[FG_MAX_RANK];
   int n = fgo_get_ints(c, id, "axes", axes, FG_MAX_RANK);
   if (n <= 0) return unary(c, id, "Squeeze"); /* every size-1 dim, as ONNX without axes */
-  return with_ints_input(c, id, "Squeeze", "axes");
+  return axes_op(c, id, "Squeeze", fgo_in(c, id, 0), axes, n, fgo_out(c, id, 0));
 }
 
 static int w_flatten(fgo_ctx *c, int id) {
@@ -302,16 +334,16 @@ static int w_stack(fgo_ctx *c, int id) {
   int n_in = fg_node_num_inputs(fgo_graph(c), id);
   int64_t axis = fgo_get_int(c, id, "axis", 0);
   if (axis < 0) axis += in_rank(c, id, 0) + 1;
-  const char *axes = fgo_const_i64(c, id, "axes", &axis, 1), *in[256];
+  const char *in[256];
   if (n_in > 256)
     return UNSUPPORTED(c, id, "%d inputs (the exporter writes at most 256)", NODE_NAME(c, id),
                        OP_NAME(c, id), n_in);
-  for (int i = 0; i < n_in && axes; i++) {
+  for (int i = 0; i < n_in; i++) {
     in[i] = fgo_tmp(c, id, "Unsqueeze");
-    if (!in[i] || binary_to(c, id, "Unsqueeze", fgo_in(c, id, i), axes, in[i]) != 0) return -1;
+    if (!in[i] || axes_op(c, id, "Unsqueeze", fgo_in(c, id, i), &axis, 1, in[i]) != 0) return -1;
   }
   const char *out = fgo_out(c, id, 0);
-  Onnx__NodeProto *n = axes ? fgo_emit(c, id, "Concat", in, n_in, &out, 1) : NULL;
+  Onnx__NodeProto *n = fgo_emit(c, id, "Concat", in, n_in, &out, 1);
   return fgo_attr_int(c, n, "axis", axis);
 }
 
@@ -383,16 +415,18 @@ static int w_split(fgo_ctx *c, int id) {
                          OP_NAME(c, id), k, (long long)axis);
     if (!(out[k] = fgo_out(c, id, k))) return -1;
   }
-  const char *in[2] = {fgo_in(c, id, 0), fgo_const_i64(c, id, "split", sizes, n_out)};
-  if (!in[1]) return -1;
-  Onnx__NodeProto *n = fgo_emit(c, id, "Split", in, 2, out, n_out);
+  /* The sizes are an input from opset 13, an attribute before. */
+  const char *in[2] = {fgo_in(c, id, 0), NULL};
+  if (fgo_opset(c) >= 13 && !(in[1] = fgo_const_i64(c, id, "split", sizes, n_out))) return -1;
+  Onnx__NodeProto *n = fgo_emit(c, id, "Split", in, in[1] ? 2 : 1, out, n_out);
+  if (!in[1] && fgo_attr_ints(c, n, "split", sizes, n_out) != 0) return -1;
   return fgo_attr_int(c, n, "axis", axis);
 }
 
 /* ---- reductions --------------------------------------------------------------- */
 
-/* ReduceSum takes its axes as an input from opset 13 (the others from 18);
- * no axes means every axis in both forms. */
+/* ReduceSum takes its axes as an input from opset 13 (the others from 18,
+ * so attributes here); no axes means every axis in both forms. */
 static int reduce(fgo_ctx *c, int id, const char *type, int axes_input) {
   int64_t axes[FG_MAX_RANK];
   int n = fgo_get_ints(c, id, "axes", axes, FG_MAX_RANK);
@@ -403,7 +437,9 @@ static int reduce(fgo_ctx *c, int id, const char *type, int axes_input) {
   return fgo_attr_int(c, node, "keepdims", fgo_get_int(c, id, "keepdims", 0));
 }
 
-static int w_reduce_sum(fgo_ctx *c, int id) { return reduce(c, id, "ReduceSum", 1); }
+static int w_reduce_sum(fgo_ctx *c, int id) {
+  return reduce(c, id, "ReduceSum", fgo_opset(c) >= 13);
+}
 static int w_reduce_mean(fgo_ctx *c, int id) { return reduce(c, id, "ReduceMean", 0); }
 static int w_reduce_max(fgo_ctx *c, int id) { return reduce(c, id, "ReduceMax", 0); }
 static int w_reduce_min(fgo_ctx *c, int id) { return reduce(c, id, "ReduceMin", 0); }
@@ -420,9 +456,34 @@ static int arg(fgo_ctx *c, int id, const char *type) {
 static int w_argmax(fgo_ctx *c, int id) { return arg(c, id, "ArgMax"); }
 static int w_argmin(fgo_ctx *c, int id) { return arg(c, id, "ArgMin"); }
 
+/* x with dims `axis` and the last swapped into out (NULL: a new tensor). */
+static const char *swap_to_last(fgo_ctx *c, int id, const char *x, int rank, int axis,
+                                const char *out) {
+  int64_t perm[FG_MAX_RANK];
+  for (int d = 0; d < rank; d++)
+    perm[d] = d;
+  perm[axis] = rank - 1, perm[rank - 1] = axis;
+  if (!out) out = fgo_tmp(c, id, "Transpose");
+  Onnx__NodeProto *n = out ? fgo_emit1(c, id, "Transpose", x, out) : NULL;
+  return fgo_attr_ints(c, n, "perm", perm, rank) == 0 ? out : NULL;
+}
+
+/* Softmax over one axis from opset 13; before, over the flattened dims from
+ * `axis` on, which is the same only for the last axis: another axis is
+ * swapped to the end and back. */
 static int softmax(fgo_ctx *c, int id, const char *type) {
-  Onnx__NodeProto *n = fgo_emit1(c, id, type, fgo_in(c, id, 0), fgo_out(c, id, 0));
-  return fgo_attr_int(c, n, "axis", fgo_get_int(c, id, "axis", -1));
+  int rank = in_rank(c, id, 0);
+  int64_t axis = fgo_get_int(c, id, "axis", -1);
+  if (axis < 0) axis += rank;
+  if (fgo_opset(c) >= 13 || axis == rank - 1) {
+    Onnx__NodeProto *n = fgo_emit1(c, id, type, fgo_in(c, id, 0), fgo_out(c, id, 0));
+    return fgo_attr_int(c, n, "axis", fgo_opset(c) >= 13 ? fgo_get_int(c, id, "axis", -1) : axis);
+  }
+  const char *t = swap_to_last(c, id, fgo_in(c, id, 0), rank, (int)axis, NULL);
+  const char *sm = t ? fgo_tmp(c, id, type) : NULL;
+  Onnx__NodeProto *n = sm ? fgo_emit1(c, id, type, t, sm) : NULL;
+  if (fgo_attr_int(c, n, "axis", rank - 1) != 0) return -1;
+  return swap_to_last(c, id, sm, rank, (int)axis, fgo_out(c, id, 0)) ? 0 : -1;
 }
 
 static int w_softmax(fgo_ctx *c, int id) { return softmax(c, id, "Softmax"); }
@@ -430,6 +491,9 @@ static int w_log_softmax(fgo_ctx *c, int id) { return softmax(c, id, "LogSoftmax
 
 /* The mean over rows of -log_softmax(logits)[n, labels[n]]. */
 static int w_softmax_cross_entropy(fgo_ctx *c, int id) {
+  if (fgo_opset(c) < 12)
+    return UNSUPPORTED(c, id, "SoftmaxCrossEntropyLoss needs opset 12 or later", NODE_NAME(c, id),
+                       OP_NAME(c, id));
   const char *in[2] = {fgo_in(c, id, 0), fgo_in(c, id, 1)}, *out = fgo_out(c, id, 0);
   Onnx__NodeProto *n = fgo_emit(c, id, "SoftmaxCrossEntropyLoss", in, 2, &out, 1);
   return fgo_attr_string(c, n, "reduction", "mean");

@@ -31,6 +31,15 @@ static inline const char *ox_path(const char *name, const char *suffix) {
   return b;
 }
 
+/* "<prefix><opset>" (a few rotating buffers). */
+static inline const char *ox_name(const char *prefix, int opset) {
+  static char bufs[4][64];
+  static int k;
+  char *b = bufs[k++ % 4];
+  snprintf(b, 64, "%s%d", prefix, opset);
+  return b;
+}
+
 /* The case's temp dir (made once per case). */
 static inline int ox_begin(void) { return fgt_mkdtemp(ox_dir, sizeof ox_dir, "fg_onnx_x") != NULL; }
 static inline void ox_end(void) { fgt_rmtree(ox_dir); }

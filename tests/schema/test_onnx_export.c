@@ -108,6 +108,7 @@ static void mlp_case(int opset, int adam, double rt) {
 
 FG_TEST(onnx_export_trained_mlp_adam, "") { mlp_case(0, 1, -1); }
 FG_TEST(onnx_export_trained_mlp_sgd_opset13, "") { mlp_case(13, 0, -1); }
+FG_TEST(onnx_export_trained_mlp_opset11, "") { mlp_case(11, 1, -1); }
 FG_TEST(onnx_export_round_trip_trained_mlp, "") { mlp_case(0, 1, 1e-6); }
 
 /* x [?, 1, 8, 8] -> conv (asymmetric pads) -> batch_norm (training flag) ->
@@ -179,6 +180,7 @@ static void cnn_case(int opset, double rt) {
 
 FG_TEST(onnx_export_trained_cnn, "") { cnn_case(0, -1); }
 FG_TEST(onnx_export_trained_cnn_opset15, "") { cnn_case(15, -1); }
+FG_TEST(onnx_export_trained_cnn_opset11, "") { cnn_case(11, -1); }
 FG_TEST(onnx_export_round_trip_trained_cnn, "") { cnn_case(0, 1e-6); }
 
 /* ---- op writers ---------------------------------------------------------------- */
@@ -235,13 +237,14 @@ static void elementwise_case(int opset, double rt) {
   NAMED(g, fg_sub(g, fg_scalar(g, FG_F32, 1), x), f[35]);
   fg_tensor *xt = ox_random(3, xd, -2, 2, 31), *bt = ox_random(1, bd, -1, 1, 32);
   fg_feed feeds[2] = {{"x", xt}, {"b", bt}};
-  ox_check(g, opset == 13 ? "ew13" : "ew17", feeds, 2, f, (int)(sizeof f / sizeof *f), opset, 2e-6,
-           2e-6, rt);
+  ox_check(g, ox_name("ew", opset), feeds, 2, f, (int)(sizeof f / sizeof *f), opset, 2e-6, 2e-6,
+           rt);
   fg_tensor_free(xt), fg_tensor_free(bt);
   fg_graph_free(g);
   ox_end();
 }
 
+FG_TEST(onnx_export_elementwise_opset11, "") { elementwise_case(11, -1); }
 FG_TEST(onnx_export_elementwise_opset13, "") { elementwise_case(13, -1); }
 FG_TEST(onnx_export_elementwise_opset17, "") { elementwise_case(17, -1); }
 FG_TEST(onnx_export_round_trip_elementwise, "") { elementwise_case(17, 2e-6); }
@@ -303,16 +306,19 @@ static void shape_case(int opset, double rt) {
   fg_status *st = fg_status_new();
   FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
   fg_status_free(st);
-  ox_check(g, opset == 13 ? "shape13" : "shape17", feeds, 1, f, (int)(sizeof f / sizeof *f), opset,
-           2e-6, 2e-6, rt);
+  ox_check(g, ox_name("shape", opset), feeds, 1, f, (int)(sizeof f / sizeof *f), opset, 2e-6, 2e-6,
+           rt);
   fg_tensor_free(xt);
   fg_graph_free(g);
   ox_end();
 }
 
+FG_TEST(onnx_export_shape_and_reduce_opset11, "") { shape_case(11, -1); }
 FG_TEST(onnx_export_shape_and_reduce_opset13, "") { shape_case(13, -1); }
 FG_TEST(onnx_export_shape_and_reduce_opset17, "") { shape_case(17, -1); }
 FG_TEST(onnx_export_round_trip_shape_and_reduce, "") { shape_case(13, 2e-6); }
+/* The attribute forms of opset 11 (axes, split) read back too. */
+FG_TEST(onnx_export_round_trip_shape_and_reduce_opset11, "") { shape_case(11, 2e-6); }
 
 /* cumsum (exclusive, reversed) and topk (the smallest, both outputs): the
  * importer maps neither CumSum nor TopK, so no round trip. */
@@ -381,12 +387,13 @@ static void norm_case(int opset, double rt) {
   int64_t feed_d[4] = {3, 4, 4, 4};
   fg_tensor *xt = ox_random(4, feed_d, -2, 2, 61);
   fg_feed feeds[1] = {{"x", xt}};
-  ox_check(g, opset == 13 ? "norm13" : "norm17", feeds, 1, f, 9, opset, 1e-5, 1e-5, rt);
+  ox_check(g, ox_name("norm", opset), feeds, 1, f, 9, opset, 1e-5, 1e-5, rt);
   fg_tensor_free(xt);
   fg_graph_free(g);
   ox_end();
 }
 
+FG_TEST(onnx_export_norm_conv_transpose_pool_opset11, "") { norm_case(11, -1); }
 FG_TEST(onnx_export_norm_conv_transpose_pool_opset13, "") { norm_case(13, -1); }
 FG_TEST(onnx_export_norm_conv_transpose_pool_opset17, "") { norm_case(17, -1); }
 FG_TEST(onnx_export_round_trip_norm_conv_transpose_pool, "") { norm_case(13, 2e-6); }
@@ -471,10 +478,19 @@ FG_TEST(onnx_export_refuses_bad_fetches_and_opsets, "") {
   ox_expect_error(g, nope, 1, 0, FG_INVALID_ARGUMENT, n1);
   const char *n1b[] = {"fetch 'probs:3' names no output", NULL};
   ox_expect_error(g, bad_index, 1, 0, FG_INVALID_ARGUMENT, n1b);
-  const char *n2[] = {"opset 12 is not supported", "13 to 17", NULL};
-  ox_expect_error(g, probs, 1, 12, FG_INVALID_ARGUMENT, n2);
+  const char *n2[] = {"opset 10 is not supported", "11 to 17", NULL};
+  ox_expect_error(g, probs, 1, 10, FG_INVALID_ARGUMENT, n2);
   const char *n3[] = {"opset 18 is not supported", NULL};
   ox_expect_error(g, probs, 1, 18, FG_INVALID_ARGUMENT, n3);
+  /* Forms opset 11 lacks: the loss op (12), integer Max (12). */
+  const char *loss[1] = {"loss"};
+  const char *n3b[] = {"node 'loss' (softmax_cross_entropy)", "needs opset 12", NULL};
+  ox_expect_error(g, loss, 1, 11, FG_UNIMPLEMENTED, n3b);
+  fg_output yi = fg_graph_find_output(g, "y");
+  NAMED(g, fg_maximum(g, yi, fg_scalar(g, FG_I32, 1)), "ymax");
+  const char *ymax[1] = {"ymax"};
+  const char *n3c[] = {"node 'ymax' (maximum): Max of i32 needs opset 12", NULL};
+  ox_expect_error(g, ymax, 1, 11, FG_UNIMPLEMENTED, n3c);
   /* The training step and what only it needs. */
   const char *train[1] = {"train"};
   const char *n4[] = {"fetch 'train' needs", "training-only node", "(apply_adam)", NULL};

@@ -42,7 +42,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
       if (rc == CLI_OK) rc = add_fetch(a, name);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--opset", &v)) != 0) {
       if (a->opset) return cli_usage(cmd, "--opset given twice");
-      rc = cli_int_opt(cmd, "--opset", r, v, 13, 17, &a->opset);
+      rc = cli_int_opt(cmd, "--opset", r, v, 11, 17, &a->opset);
     } else {
       rc = cli_model_arg(cmd, arg, &a->model);
     }
@@ -99,7 +99,7 @@ const cli_command cli_export_command = {
     "  -o, --output OUT.onnx  where to write the ONNX model\n"
     "  --fetch NAME           an output of the ONNX model (\"node\" or \"node:index\");\n"
     "                         may be repeated; default: the model's marked outputs\n"
-    "  --opset N              the ONNX opset to write, 13 to 17 (default 17)\n\n"
+    "  --opset N              the ONNX opset to write, 11 to 17 (default 17)\n\n"
     "Only what the outputs need is written: gradients, optimizer updates and their\n"
     "state are left out, and an output that needs one is an error naming it.\n"
     "Variables are written as initializers holding their values in MODEL (a model\n"

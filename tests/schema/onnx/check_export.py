@@ -11,7 +11,8 @@ Usage: check_export.py MODEL.onnx PREFIX [--opset N]
    of the graph it exported.
 
 The interpreter is written from the ONNX operator documentation (opsets
-13..17), in NumPy, with torch for the convolutions; nothing in it comes from
+11..17, with the forms that changed at 13: Softmax's axis, the axes and
+split inputs), in NumPy, with torch for the convolutions; nothing in it comes from
 flowgraph. An op it does not know fails the check: the exporter must only
 write ops listed here. onnx.reference does not exist in onnx 1.12 and
 onnxruntime is not installed, hence this interpreter.
@@ -93,6 +94,31 @@ def arg(fn):
 def softmax(x, axis):
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
+
+
+OPSET = [17]
+
+
+def softmax_op(ins, a, log=False):
+    x = ins[0]
+    if OPSET[0] >= 13:
+        r = softmax(x.astype(np.float64), a.get("axis", -1))
+    else:
+        # Softmax-11: x as 2-D [prod(dims[:axis]), prod(dims[axis:])], over the second
+        axis = a.get("axis", 1) % x.ndim
+        flat = x.reshape(int(np.prod(x.shape[:axis])), -1).astype(np.float64)
+        r = softmax(flat, 1).reshape(x.shape)
+    return [(np.log(r) if log else r).astype(x.dtype)]
+
+
+def axes_of(ins, a):
+    return tuple(int(v) for v in (ins[1] if len(ins) > 1 and ins[1] is not None else a["axes"]))
+
+
+def squeeze(ins, a):
+    if len(ins) < 2 and "axes" not in a:
+        return [np.squeeze(ins[0])]
+    return [np.squeeze(ins[0], axes_of(ins, a))]
 
 
 def window_out(size, k, s, d, pb, pe, ceil):
@@ -216,7 +242,7 @@ def pad(ins, a):
 
 def split(ins, a):
     axis = a.get("axis", 0)
-    sizes = np.cumsum(ins[1])[:-1]
+    sizes = np.cumsum(ins[1] if len(ins) > 1 else a["split"])[:-1]
     return list(np.split(ins[0], sizes, axis=axis))
 
 
@@ -305,8 +331,8 @@ OPS = {
     "Flatten": lambda ins, a: [ins[0].reshape(int(np.prod(ins[0].shape[:a.get("axis", 1) % (ins[0].ndim + 1)])), -1)],
     "Expand": lambda ins, a: [ins[0] * np.ones([int(d) for d in ins[1]], dtype=ins[0].dtype)],
     "Tile": lambda ins, a: [np.tile(ins[0], [int(r) for r in ins[1]])],
-    "Unsqueeze": lambda ins, a: [np.expand_dims(ins[0], tuple(int(v) for v in ins[1]))],
-    "Squeeze": lambda ins, a: [np.squeeze(ins[0], tuple(int(v) for v in ins[1])) if len(ins) > 1 else np.squeeze(ins[0])],
+    "Unsqueeze": lambda ins, a: [np.expand_dims(ins[0], axes_of(ins, a))],
+    "Squeeze": squeeze,
     "Concat": lambda ins, a: [np.concatenate(ins, axis=a["axis"])],
     "Slice": slice_op,
     "Gather": lambda ins, a: [np.take(ins[0], ins[1], axis=a.get("axis", 0))],
@@ -321,8 +347,8 @@ OPS = {
     "ReduceLogSumExp": reduce(logsumexp),
     "ArgMax": arg(np.argmax),
     "ArgMin": arg(np.argmin),
-    "Softmax": lambda ins, a: [softmax(ins[0], a.get("axis", -1))],
-    "LogSoftmax": lambda ins, a: [np.log(softmax(ins[0].astype(np.float64), a.get("axis", -1))).astype(ins[0].dtype)],
+    "Softmax": softmax_op,
+    "LogSoftmax": lambda ins, a: softmax_op(ins, a, log=True),
     "SoftmaxCrossEntropyLoss": sce,
     "CumSum": cumsum,
     "TopK": topk,
@@ -360,6 +386,7 @@ def main():
     assert model.ir_version == 8, model.ir_version
     versions = {o.domain: o.version for o in model.opset_import}
     assert versions.get("", versions.get("ai.onnx")) == opset, versions
+    OPSET[0] = opset
     feeds = {}
     for i in model.graph.input:
         feeds[i.name] = np.load("%s.in.%s.npy" % (prefix, i.name.replace("/", "_")))
