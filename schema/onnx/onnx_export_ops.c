@@ -169,23 +169,30 @@ static int w_mish(fgo_ctx *c, int id) {
   return x_times(c, id, chain, 2);
 }
 
-/* relu6(x + 3) / 6 = HardSigmoid with alpha 1/6, beta 1/2. */
+/* relu6(x + 3) / 6 as flowgraph computes it, with constants of x's dtype:
+ * HardSigmoid's alpha is a float attribute, so 1/6 would be rounded to f32
+ * (visible in f64) and x * alpha + beta rounds differently from the
+ * division. */
 static const char *hard_sigmoid(fgo_ctx *c, int id, const char *in, const char *out) {
-  Onnx__NodeProto *n = fgo_emit1(c, id, "HardSigmoid", in, out);
-  if (fgo_attr_float(c, n, "alpha", 1.0 / 6.0) != 0 || fgo_attr_float(c, n, "beta", 0.5) != 0)
+  fg_dtype dt = in_dtype(c, id, 0);
+  const char *p3 = with_scalar(c, id, "Add", in, 3, NULL);
+  const char *clip[3] = {p3, fgo_const_scalar(c, id, "zero", dt, 0),
+                         fgo_const_scalar(c, id, "six", dt, 6)};
+  const char *r6 = fgo_tmp(c, id, "Clip");
+  if (!clip[0] || !clip[1] || !clip[2] || !r6 || !fgo_emit(c, id, "Clip", clip, 3, &r6, 1))
     return NULL;
-  return out;
+  return with_scalar(c, id, "Div", r6, 6, out);
 }
 
 static int w_hard_sigmoid(fgo_ctx *c, int id) {
   return hard_sigmoid(c, id, fgo_in(c, id, 0), fgo_out(c, id, 0)) ? 0 : -1;
 }
 
-/* HardSwish is opset 14; before it, x * HardSigmoid(x). */
+/* HardSwish is opset 14; before it, x * hard_sigmoid(x). */
 static int w_hard_swish(fgo_ctx *c, int id) {
   if (fgo_opset(c) >= 14) return unary(c, id, "HardSwish");
-  const char *x = fgo_in(c, id, 0), *tmp = fgo_tmp(c, id, "HardSigmoid");
-  const char *hs = tmp ? hard_sigmoid(c, id, x, tmp) : NULL;
+  const char *x = fgo_in(c, id, 0);
+  const char *hs = hard_sigmoid(c, id, x, NULL);
   return hs ? binary_to(c, id, "Mul", x, hs, fgo_out(c, id, 0)) : -1;
 }
 

@@ -399,6 +399,35 @@ FG_TEST(onnx_export_norm_conv_transpose_pool_opset17, "") { norm_case(17, -1); }
 FG_TEST(onnx_export_round_trip_norm_conv_transpose_pool, "") { norm_case(13, 2e-6); }
 FG_TEST(onnx_export_round_trip_layer_norm_opset17, "") { norm_case(17, 2e-6); }
 
+/* f64 throughout: the helper constants of the decompositions (gelu,
+ * softplus with beta, layer norm before opset 17, clip) take x's dtype. */
+static void f64_case(int opset) {
+  FG_REQUIRE(ox_begin());
+  fg_graph *g = fg_graph_new();
+  int64_t xd[3] = {FG_DIM_UNKNOWN, 3, 4}, nd[1] = {4};
+  fg_output x = fg_cast(g, fg_placeholder(g, "x", FG_F32, 3, xd), FG_F64);
+  fg_tensor *sc = ox_tensor(FG_F64, 1, nd, (double[]){0.5, 1, 1.5, 2});
+  fg_output scale = fg_constant(g, "scale", sc);
+  fg_tensor_free(sc);
+  const char *f[] = {"gelu", "softplus", "ln", "clip", "hswish", "lsm"};
+  NAMED(g, fg_gelu(g, x), f[0]);
+  NAMED(g, fg_softplus(g, x, 3, 20), f[1]);
+  NAMED(g, fg_layer_norm(g, x, scale, FG_NO_OUTPUT, 1, 1e-6), f[2]);
+  NAMED(g, fg_clip(g, x, -0.25, 0.5), f[3]);
+  NAMED(g, fg_hard_swish(g, fg_mul(g, x, fg_scalar(g, FG_F64, 3))), f[4]);
+  NAMED(g, fg_log_softmax(g, x, 1), f[5]);
+  int64_t fd[3] = {2, 3, 4};
+  fg_tensor *xt = ox_random(3, fd, -2, 2, 81);
+  fg_feed feeds[1] = {{"x", xt}};
+  ox_check(g, ox_name("f64_", opset), feeds, 1, f, 6, opset, 1e-12, 1e-12, -1);
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+  ox_end();
+}
+
+FG_TEST(onnx_export_f64_opset11, "") { f64_case(11); }
+FG_TEST(onnx_export_f64_opset17, "") { f64_case(17); }
+
 /* Fetches that are the sources themselves (a graph input, initializers)
  * and an output fetched twice; a bool and an i64 input. */
 FG_TEST(onnx_export_fetches_sources, "") {
