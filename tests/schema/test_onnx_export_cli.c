@@ -177,3 +177,45 @@ FG_TEST(onnx_export_cli_errors, "") {
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
+
+/* Models made elsewhere go back out: torchvision's resnet18 and
+ * squeezenet1_1 as PyTorch exports them, imported by `flowgraph export`
+ * itself, written again, checked and evaluated by check_export.py against
+ * PyTorch's own outputs (rtol 1e-4). Needs the importer's op mappers. */
+FG_TEST(onnx_export_cli_reexport_torchvision, "") {
+  if (!ox_importer_maps_ops()) FG_SKIP("the importer's op mappers are not in this build");
+  FG_REQUIRE(make_tmpdir());
+  snprintf(ox_dir, sizeof ox_dir, "%s", tmpdir);
+  int rc = fgt_python("import runpy; runpy.run_path('" FG_SOURCE_DIR
+                      "/tests/schema/onnx/export_torchvision.py', run_name='__main__')",
+                      tmpdir, NULL);
+  FG_CHECK_PYTHON(rc);
+  static const char *const names[] = {"resnet18", "squeezenet1_1"};
+  for (int i = 0; rc == 0 && i < 2; i++) {
+    char model[600], back[600], in_from[600], in_to[600], want[600];
+    snprintf(model, sizeof model, "%s/%s.onnx", tmpdir, names[i]);
+    snprintf(back, sizeof back, "%s/%s_back.onnx", tmpdir, names[i]);
+    cli_result r;
+    FG_REQUIRE(cli(&r, "export", model, "-o", back, NULL) == 0);
+    CHECK_OK(r);
+    FG_CHECK_STR_CONTAINS(r.out, "outputs: logits");
+    result_free(&r);
+    /* check_export.py reads NAME_back.in.input.npy. */
+    snprintf(in_from, sizeof in_from, "%s/%s.in.input.npy", tmpdir, names[i]);
+    snprintf(in_to, sizeof in_to, "%s/%s_back.in.input.npy", tmpdir, names[i]);
+    FG_REQUIRE(rename(in_from, in_to) == 0);
+    char back_name[64];
+    snprintf(back_name, sizeof back_name, "%s_back", names[i]);
+    int prc = ox_python(back_name, 17);
+    FG_CHECK_PYTHON(prc);
+    if (prc != 0) continue;
+    fg_status *st = fg_status_new();
+    snprintf(want, sizeof want, "%s/%s.want.npy", tmpdir, names[i]);
+    fg_tensor *w = fg_npy_read(want, st), *got = fg_npy_read(ox_path(back_name, ".out.0.npy"), st);
+    FG_REQUIRE(w && got);
+    ox_compare(names[i], got, w, 1e-4, 1e-5);
+    fg_tensor_free(w), fg_tensor_free(got);
+    fg_status_free(st);
+  }
+  fgt_rmtree(tmpdir);
+}
