@@ -351,7 +351,7 @@ static void norm_case(int opset, double rt) {
   int64_t xd[4] = {FG_DIM_UNKNOWN, 4, 4, 4}, c4[1] = {4}, hw[2] = {4, 4};
   int64_t wt[4] = {4, 3, 3, 3}, c3[1] = {3}, m[2] = {4, 5};
   fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd);
-  const char *f[] = {"ln", "gn", "in", "convt", "gmax", "adapt", "mm_t", "mm", "sbn"};
+  const char *f[] = {"ln", "gn", "in", "convt", "gmax", "adapt", "mm_t", "mm", "sbn", "avgc"};
   NAMED(g,
         fg_layer_norm(g, x, ox_var(g, "ln/s", 2, hw, 0.5, 1.5, 51),
                       ox_var(g, "ln/b", 2, hw, -0.5, 0.5, 52), 2, 1e-5),
@@ -384,10 +384,19 @@ static void norm_case(int opset, double rt) {
                          ox_var(g, "sbn/v", 1, c4, 0.5, 1.5, 65),
                          fg_training(g)};
   fg_op(g, "sync_batch_norm", "sbn", sbn_in, 6, NULL);
+  /* ceil_mode with a last window past the padding: 3 windows of 3 rows
+   * from row -1 in 4 rows padded by 1, the last one divided by the 2 rows
+   * (times columns) inside the padded input. */
+  fg_pool2d_opts ac = {.kernel = {3, 3},
+                       .strides = {2, 2},
+                       .pads = {1, 1, 1, 1},
+                       .ceil_mode = 1,
+                       .count_include_pad = 1};
+  NAMED(g, fg_avg_pool2d(g, x, &ac), "avgc");
   int64_t feed_d[4] = {3, 4, 4, 4};
   fg_tensor *xt = ox_random(4, feed_d, -2, 2, 61);
   fg_feed feeds[1] = {{"x", xt}};
-  ox_check(g, ox_name("norm", opset), feeds, 1, f, 9, opset, 1e-5, 1e-5, rt);
+  ox_check(g, ox_name("norm", opset), feeds, 1, f, 10, opset, 1e-5, 1e-5, rt);
   fg_tensor_free(xt);
   fg_graph_free(g);
   ox_end();
