@@ -582,7 +582,14 @@ static int write_nodes(fgo_ctx *c, const int *reach, const unsigned *used) {
                         "ONNX export: node '%s' (%s): only its output 0 has an ONNX form, and "
                         "the fetches read another",
                         n->name, op);
-      if (writer_of(op)->write(c, id) != 0) return -1;
+      /* A writer that fails without saying why met attributes it cannot
+       * read (a graph that passed validation has none). */
+      if (writer_of(op)->write(c, id) != 0)
+        return c->failed ? -1
+                         : fgo_fail(c, FG_INVALID_GRAPH,
+                                    "ONNX export: node '%s' (%s): its attributes could not be "
+                                    "written",
+                                    n->name, op);
     }
   }
   return c->failed ? -1 : 0;
