@@ -202,6 +202,6 @@ const cli_command cli_grad_command = {
     "marked as a graph output, so it can be fetched:\n"
     "  flowgraph run OUT.fgb -i x=X.npy --fetch grad/W\n"
     "A tensor the loss does not depend on gets a zero gradient. MODEL may be .fgb,\n"
-    ".json or ONNX. OUT is written to a temporary file and renamed, so a failure leaves\n"
-    "none.\n",
+    ".json or ONNX. OUT is written to a temporary file and renamed, so a failure\n"
+    "leaves none.\n",
     grad_main};

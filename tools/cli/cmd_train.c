@@ -846,7 +846,7 @@ const cli_command cli_train_command = {
     "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
     "mean of the batch losses weighted by batch size and T the epoch's time with\n"
     "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"
-    "may be .fgb, .json or ONNX. An error in a step names the epoch, the step and, when\n"
-    "one row causes it (found by running the loss on parts of the batch), that\n"
-    "row's index in the -i files.\n",
+    "may be .fgb, .json or ONNX. An error in a step names the epoch, the step\n"
+    "and, when one row causes it (found by running the loss on parts of the\n"
+    "batch), that row's index in the -i files.\n",
     train_main};
