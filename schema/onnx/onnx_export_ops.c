@@ -64,6 +64,10 @@ UNARY_WRITER(w_ceil, "Ceil")
 UNARY_WRITER(w_round, "Round")
 UNARY_WRITER(w_erf, "Erf")
 UNARY_WRITER(w_identity, "Identity")
+/* The bool ops (logical_not/and/or): Not, And, Or, broadcasting alike. */
+UNARY_WRITER(w_logical_not, "Not")
+BINARY_WRITER(w_logical_and, "And")
+BINARY_WRITER(w_logical_or, "Or")
 BINARY_WRITER(w_add, "Add")
 BINARY_WRITER(w_sub, "Sub")
 BINARY_WRITER(w_mul, "Mul")
@@ -371,9 +375,12 @@ static int w_slice(fgo_ctx *c, int id) {
   return done(fgo_emit(c, id, "Slice", in, 4, &out, 1));
 }
 
+/* Rows of params (axis 0; an "axis" attribute, should gather get one, is
+ * carried over). */
 static int w_gather(fgo_ctx *c, int id) {
-  if (binary(c, id, "Gather") != 0) return -1;
-  return 0; /* axis 0, ONNX's default */
+  const char *in[2] = {fgo_in(c, id, 0), fgo_in(c, id, 1)}, *out = fgo_out(c, id, 0);
+  Onnx__NodeProto *n = fgo_emit(c, id, "Gather", in, 2, &out, 1);
+  return fgo_attr_int(c, n, "axis", fgo_get_int(c, id, "axis", 0));
 }
 
 /* OneHot(indices, depth, [off, on]) along a new last axis. */
@@ -604,6 +611,9 @@ const fgo_op fgo_ops[] = {
     {"gelu", w_gelu, 0},
     {"erf", w_erf, 0},
     {"identity", w_identity, 0},
+    {"logical_not", w_logical_not, 0},
+    {"logical_and", w_logical_and, 0},
+    {"logical_or", w_logical_or, 0},
     {"stop_gradient", w_identity, 0},
     {"zeros_like", w_zeros_like, 0},
     {"ones_like", w_ones_like, 0},

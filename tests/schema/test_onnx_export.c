@@ -437,6 +437,32 @@ static void f64_case(int opset) {
 FG_TEST(onnx_export_f64_opset11, "") { f64_case(11); }
 FG_TEST(onnx_export_f64_opset17, "") { f64_case(17); }
 
+/* logical_not/and/or (ops of the ONNX import's own branch: a build
+ * without them skips visibly) as Not, And, Or, broadcasting. */
+static void logical_case(double rt) {
+  if (fg_op_find("logical_and") < 0) FG_SKIP("the logical ops are not in this build");
+  FG_REQUIRE(ox_begin());
+  fg_graph *g = fg_graph_new();
+  int64_t xd[2] = {3, 4}, yd[1] = {4};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd), y = fg_placeholder(g, "y", FG_F32, 1, yd);
+  fg_output a = fg_greater(g, x, fg_scalar(g, FG_F32, 0)),
+            b = fg_less(g, y, fg_scalar(g, FG_F32, 0));
+  fg_output ab[2] = {a, b};
+  fg_op(g, "logical_not", "not", &a, 1, NULL);
+  fg_op(g, "logical_and", "and", ab, 2, NULL);
+  fg_op(g, "logical_or", "or", ab, 2, NULL);
+  const char *f[] = {"not", "and", "or"};
+  fg_tensor *xt = ox_random(2, xd, -1, 1, 91), *yt = ox_random(1, yd, -1, 1, 92);
+  fg_feed feeds[2] = {{"x", xt}, {"y", yt}};
+  ox_check(g, "logical", feeds, 2, f, 3, 0, 0, 0, rt);
+  fg_tensor_free(xt), fg_tensor_free(yt);
+  fg_graph_free(g);
+  ox_end();
+}
+
+FG_TEST(onnx_export_logical, "") { logical_case(-1); }
+FG_TEST(onnx_export_round_trip_logical, "") { logical_case(0); }
+
 /* Fetches that are the sources themselves (a graph input, initializers)
  * and an output fetched twice; a bool and an i64 input. */
 FG_TEST(onnx_export_fetches_sources, "") {
