@@ -58,6 +58,46 @@ FG_API int fg_onnx_sniff(const void *data, size_t size);
 /* 1 when this library was built with ONNX support, else 0. */
 FG_API int fg_onnx_available(void);
 
+/* ---- writing ONNX --------------------------------------------------------
+ * fg_onnx_save writes an inference graph for `fetches` as an ONNX
+ * ModelProto (ir_version 8, the default domain at `opset`):
+ * - only what the fetches need is written (walking back from them);
+ * - variables are frozen into initializers holding their value in the
+ *   graph (a file saved by fg_session_save holds the trained values; a
+ *   variable with only an initialiser gets the value a new session would
+ *   draw), constants become initializers;
+ * - placeholders become graph inputs (an unknown leading dim becomes the
+ *   symbolic dim "batch");
+ * - batch_norm and dropout take their inference form (running statistics;
+ *   dropout an Identity), whatever feeds their training input: the
+ *   training flag, or a constant false (a constant true is refused);
+ * - the fetches are the graph's outputs, named "node" (output 0) or
+ *   "node:index".
+ * Errors: FG_INVALID_ARGUMENT (a fetch that does not exist; no fetches and
+ * no marked outputs; an opset outside 11..17; a fetch that needs a
+ * training-only node: a gradient, an optimizer update or its state, assign,
+ * group, the training flag read by anything but batch_norm or dropout, or a
+ * placeholder named "labels"; each is named with the fetch),
+ * FG_UNIMPLEMENTED (ops with no ONNX writer: every such node is listed at
+ * once), FG_IO_ERROR. The file is written to a temporary file and renamed,
+ * as fg_graph_save. */
+typedef struct fg_onnx_export_options {
+  int opset; /* 0: 17; 11..17 */
+  /* "node" or "node:index"; NULL/0: the graph's marked outputs. */
+  const char *const *fetches;
+  int n_fetches;
+  /* The model's producer_version (NULL: the library's version). */
+  const char *producer_version;
+} fg_onnx_export_options;
+
+FG_API void fg_onnx_export_options_init(fg_onnx_export_options *o);
+/* o may be NULL (the defaults). */
+FG_API int fg_onnx_save(const fg_graph *g, const char *path, const fg_onnx_export_options *o,
+                        fg_status *status);
+/* Serialises into a new malloc'ed buffer (free with free()). */
+FG_API int fg_onnx_save_memory(const fg_graph *g, void **data, size_t *size,
+                               const fg_onnx_export_options *o, fg_status *status);
+
 #ifdef __cplusplus
 }
 #endif

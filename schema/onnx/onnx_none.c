@@ -32,3 +32,23 @@ int fg_onnx_sniff(const void *data, size_t size) {
 }
 
 int fg_onnx_available(void) { return 0; }
+
+void fg_onnx_export_options_init(fg_onnx_export_options *o) {
+  if (o) memset(o, 0, sizeof *o);
+}
+
+int fg_onnx_save(const fg_graph *g, const char *path, const fg_onnx_export_options *o,
+                 fg_status *status) {
+  (void)g, (void)path, (void)o;
+  fg_status_set(status, FG_UNIMPLEMENTED, "%s", no_onnx);
+  return -1;
+}
+
+int fg_onnx_save_memory(const fg_graph *g, void **data, size_t *size,
+                        const fg_onnx_export_options *o, fg_status *status) {
+  (void)g, (void)o;
+  if (data) *data = NULL;
+  if (size) *size = 0;
+  fg_status_set(status, FG_UNIMPLEMENTED, "%s", no_onnx);
+  return -1;
+}

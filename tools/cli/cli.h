@@ -34,6 +34,7 @@ extern const cli_command cli_grad_command;
 extern const cli_command cli_train_command;
 extern const cli_command cli_ops_command;
 extern const cli_command cli_import_command;
+extern const cli_command cli_export_command;
 
 /* ---- errors (util.c) ---------------------------------------------------- */
 
