@@ -12,10 +12,7 @@ secs=$2
 mode=${3:-seq}
 shift 2
 [ $# -gt 0 ] && shift
-# fuzz_onnx exists in builds with ONNX (cmake/onnx.cmake).
-default="fuzz_load fuzz_api"
-[ -x "$bld/fuzz/fuzz_onnx" ] && default="$default fuzz_onnx"
-harnesses=${*:-$default}
+harnesses=${*:-fuzz_load fuzz_api fuzz_onnx}
 logs=$bld/fuzz-logs
 art=$bld/fuzz-artifacts
 mkdir -p "$logs" "$art"
