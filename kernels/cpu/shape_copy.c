@@ -41,7 +41,10 @@ int fgk_tile_maps(const fg_kctx *ctx, const fg_kbuf *small, const fg_kbuf *big, 
   if (same_rank(ctx, small, big) != 0) return -1;
   for (int d = 0; d < small->rank; d++) {
     const int64_t n = small->dims[d], r = ctx->p->tile.repeats[d];
-    if (r < 0 || big->dims[d] != n * r)
+    /* An empty tensor may carry a huge dim (shape inference saturates
+     * n * r when another dim is 0): the product is checked, not trusted. */
+    int64_t want;
+    if (r < 0 || __builtin_mul_overflow(n, r, &want) || big->dims[d] != want)
       return fgk_fail(ctx, "dim %d: %lld repeated %lld times is not %lld", d, (long long)n,
                       (long long)r, (long long)big->dims[d]);
     m[d] = (fgk_dim_map){FGK_MAP_TILE, 0, n > 0 ? n : 1};
