@@ -253,6 +253,20 @@ void fgk_gemm_tn(void *ctx, fg_dtype dt, int64_t m, int64_t n, int64_t k, double
  * alone and parallelise over those. */
 void fgk_parallel_for(const fg_kctx *ctx, int64_t n, int64_t grain, fg_krange_fn fn, void *arg);
 
+/* Hot loops are built once per instruction set and the widest the CPU has
+ * is picked when the library loads (GCC's function multiversioning, an
+ * ifunc): the library targets the baseline x86-64, where these loops run
+ * at a quarter of AVX-512's width. The clones compute the same operations
+ * in the same order (no fused multiply-adds: -std=c11 keeps
+ * -ffp-contract=off), so results do not depend on which one runs. Not in
+ * sanitizer builds, where the ifunc resolver runs before the runtime. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define FGK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FGK_CLONES
+#endif
+
 /* Grains, in elements per chunk: about 10-50 us of work, so a chunk's
  * hand-off (~1-5 us) stays small next to it. */
 #define FGK_GRAIN_CHEAP 16384 /* add, mul, relu, copies */

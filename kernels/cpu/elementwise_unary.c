@@ -34,7 +34,7 @@ typedef struct un_arg {
 /* GRAIN: elements per parallel chunk (FGK_GRAIN_CHEAP or _MATH). Chunks
  * are disjoint output ranges, so the split never changes a result. */
 #define FGK_UNARY(fn, T, DT, GRAIN, EXPR)                                                          \
-  static void fn##_range(void *arg, int64_t b, int64_t e) {                                        \
+  FGK_CLONES static void fn##_range(void *arg, int64_t b, int64_t e) {                             \
     const un_arg *a = (const un_arg *)arg;                                                         \
     const T *in = (const T *)a->in;                                                                \
     T *out = (T *)a->out;                                                                          \
@@ -67,7 +67,7 @@ FGK_UNARY(fgk_neg_f64, double, FG_F64, CHEAP, -x)
 FGK_UNARY(fgk_neg_i32, int32_t, FG_I32, CHEAP, neg_i32(x))
 FGK_UNARY(fgk_neg_i64, int64_t, FG_I64, CHEAP, neg_i64(x))
 
-FGK_UNARY(fgk_exp_f32, float, FG_F32, MATH, expf(x))
+FGK_UNARY(fgk_exp_f32, float, FG_F32, MATH, fgk_expf(x))
 FGK_UNARY(fgk_exp_f64, double, FG_F64, MATH, exp(x))
 FGK_UNARY(fgk_log_f32, float, FG_F32, MATH, logf(x))
 FGK_UNARY(fgk_log_f64, double, FG_F64, MATH, log(x))

@@ -48,7 +48,7 @@ SOFTMAX_ROW(softmax_row_f64, double, exp)
 
 /* The maximum of x[0..n), n >= 1; NaN elements are skipped (they make the
  * row's sum NaN, and so every output, as the strided path does). */
-static float row_max_f32(const float *x, int64_t n) {
+FGK_CLONES static float row_max_f32(const float *x, int64_t n) {
   float lane[XLANES];
   for (int k = 0; k < XLANES; k++)
     lane[k] = x[0];
@@ -66,7 +66,7 @@ static float row_max_f32(const float *x, int64_t n) {
 
 /* e[j] = exp(x[j] - m) for j < n, returning their sum in double: per-lane
  * partials folded in order, then the lanes added 0..XLANES-1. e may be x. */
-static double row_expsum_f32(const float *x, float *e, int64_t n, float m, int keep) {
+FGK_CLONES static double row_expsum_f32(const float *x, float *e, int64_t n, float m, int keep) {
   double lane[XLANES] = {0};
   float buf[XBLOCK];
   double tail = 0;
@@ -92,7 +92,7 @@ static void softmax_row_f64_contig(const double *x, double *y, int64_t n, int wa
   softmax_row_f64(x, y, n, 1, want_log);
 }
 
-static void softmax_row_f32_contig(const float *x, float *y, int64_t n, int want_log) {
+FGK_CLONES static void softmax_row_f32_contig(const float *x, float *y, int64_t n, int want_log) {
   const float m = row_max_f32(x, n);
   if (want_log) {
     const double lse = (double)m + log(row_expsum_f32(x, NULL, n, m, 0));

@@ -251,6 +251,37 @@ FG_TEST(ew_clip_nan_and_bounds_by_hand, "") {
   }
 }
 
+/* exp in f32 (a polynomial the compiler vectorises, not libm's expf):
+ * within 2 ulp of the double-precision exp over its range, and libm's
+ * answers at the edges: overflow to inf past log(FLT_MAX), 0 below the
+ * smallest denormal, exp(-inf) = 0, NaN stays NaN. */
+FG_TEST(ew_exp_f32_edges_and_ulps, "") {
+  enum { N = 2001 };
+  static float x[N + 7], y[N + 7];
+  for (int i = 0; i < N; i++)
+    x[i] = -87.0f + 175.0f * (float)i / (float)(N - 1); /* -87 .. 88 */
+  const float edge[7] = {INFINITY, -INFINITY, NAN, 89.0f, -110.0f, 88.72f, 0.0f};
+  memcpy(x + N, edge, sizeof edge);
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  fg_kbuf in = kb1(FG_F32, N + 7, x), out = kb1(FG_F32, N + 7, y);
+  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  FG_REQUIRE(fg_cpu_kernel("exp", FG_F32)(&ctx) == 0);
+  for (int i = 0; i < N; i++) {
+    const double want = exp((double)x[i]);
+    const double ulp = nextafterf((float)want, INFINITY) - (float)want;
+    if (!(fabs((double)y[i] - want) <= 2 * ulp))
+      FG_FAIL_AT("exp(%.9g) = %.9g, want %.9g (more than 2 ulp)", x[i], y[i], want);
+  }
+  FG_CHECK(isinf(y[N]) && y[N] > 0);
+  FG_CHECK(y[N + 1] == 0.0f);
+  FG_CHECK(isnan(y[N + 2]));
+  FG_CHECK(isinf(y[N + 3]) && y[N + 3] > 0);
+  FG_CHECK(y[N + 4] == 0.0f);
+  FG_CHECK(isfinite(y[N + 5]) && y[N + 5] > 3.3e38f);
+  FG_CHECK(y[N + 6] == 1.0f);
+}
+
 /* selu near 0 by hand: torch 1.13 computes e^x - 1, which loses digits
  * there; expm1 keeps them. alpha scale (e^x - 1) with e^x - 1 = x + x^2/2
  * + x^3/6 for x = -1e-9: alpha scale = 1.7580993408473766, and
