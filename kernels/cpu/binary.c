@@ -114,7 +114,7 @@ typedef struct bin_arg {
 /* Parallel over disjoint output ranges: each element is computed the same
  * way whatever the split. */
 #define FGK_BINARY(fn, TI, DTI, TO, DTO, OPF, CHECK)                                               \
-  FGK_CLONES static void fn##_range(void *arg, int64_t e0, int64_t e1) {                           \
+  static void fn##_range(void *arg, int64_t e0, int64_t e1) {                                      \
     bin_arg *A = (bin_arg *)arg;                                                                   \
     const TI *a = (const TI *)A->a;                                                                \
     const TI *b = (const TI *)A->b;                                                                \

@@ -258,8 +258,10 @@ void fgk_parallel_for(const fg_kctx *ctx, int64_t n, int64_t grain, fg_krange_fn
  * ifunc): the library targets the baseline x86-64, where these loops run
  * at a quarter of AVX-512's width. The clones compute the same operations
  * in the same order (no fused multiply-adds: -std=c11 keeps
- * -ffp-contract=off), so results do not depend on which one runs. Not in
- * sanitizer builds, where the ifunc resolver runs before the runtime. */
+ * -ffp-contract=off), so results do not depend on which one runs. Only
+ * compute-bound loops take it (softmax rows, unary math): memory-bound ones
+ * measured no faster, and layer norm's row pass slower. Not in sanitizer
+ * builds, where the ifunc resolver runs before the runtime. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define FGK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))

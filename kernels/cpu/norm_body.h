@@ -175,6 +175,18 @@ static void NF(row_fwd_range)(void *arg, int64_t r0, int64_t r1) {
     NT *yr = (NT *)J->y + r * L;
     const double mean = NF(lsum)(xr, L) / (double)L;
     const double inv = 1.0 / sqrt(NF(lsqdev)(xr, L, mean) / (double)L + J->eps);
+    ((NT *)J->mean)[r] = (NT)mean;
+    ((NT *)J->inv)[r] = (NT)inv;
+    if (S == 1) {
+      /* layer_norm over the last axes: scale and shift vary along the row,
+       * so the element pass runs along it, in NT (vectorised), with x -
+       * mean kept a difference (a large mean does not cancel). */
+      const NT *sc = (const NT *)J->scale + (r % G) * Cg, *sh = (const NT *)J->shift + (r % G) * Cg;
+      const NT mt = (NT)mean, it = (NT)inv;
+      for (int64_t cg = 0; cg < Cg; cg++)
+        yr[cg] = (xr[cg] - mt) * it * sc[cg] + sh[cg];
+      continue;
+    }
     for (int64_t cg = 0; cg < Cg; cg++) {
       const int64_t ai = (r % G) * Cg + cg;
       const double a = (double)((const NT *)J->scale)[ai] * inv;
@@ -182,8 +194,6 @@ static void NF(row_fwd_range)(void *arg, int64_t r0, int64_t r1) {
       for (int64_t k = 0; k < S; k++)
         yr[cg * S + k] = (NT)((double)xr[cg * S + k] * a + b);
     }
-    ((NT *)J->mean)[r] = (NT)mean;
-    ((NT *)J->inv)[r] = (NT)inv;
   }
 }
 
