@@ -98,7 +98,7 @@ FGK_UNARY(fgk_elu_f32, float, FG_F32, MATH, x > 0 ? x : (float)p->elu.alpha * ex
 FGK_UNARY(fgk_elu_f64, double, FG_F64, MATH, x > 0 ? x : p->elu.alpha * expm1(x))
 
 /* The exact erf form, PyTorch's default (approximate='none'). */
-FGK_UNARY(fgk_gelu_f32, float, FG_F32, MATH, 0.5f * x * (1.0f + erff(x * (float)FGK_SQRT1_2)))
+FGK_UNARY(fgk_gelu_f32, float, FG_F32, MATH, 0.5f * x * (1.0f + fgk_erff(x * (float)FGK_SQRT1_2)))
 FGK_UNARY(fgk_gelu_f64, double, FG_F64, MATH, 0.5 * x * (1.0 + erf(x * FGK_SQRT1_2)))
 
 /* ---- the activations and rounding ops CNN ports need (torch's formulas) ---- */

@@ -21,7 +21,7 @@ typedef struct erf_job {
 
 /* Element by element, read before write, so out may be in's buffer. */
 #define FGK_ERF(fn, T, DT, F)                                                                      \
-  static void fn##_range(void *arg, int64_t i0, int64_t i1) {                                      \
+  FGK_CLONES static void fn##_range(void *arg, int64_t i0, int64_t i1) {                           \
     const erf_job *J = (const erf_job *)arg;                                                       \
     const T *in = (const T *)J->in;                                                                \
     T *out = (T *)J->out;                                                                          \
@@ -41,7 +41,7 @@ typedef struct erf_job {
     fgk_parallel_for(ctx, n, FGK_GRAIN_MATH, fn##_range, &J);                                      \
     return 0;                                                                                      \
   }
-FGK_ERF(fgk_erf_f32, float, FG_F32, erff)
+FGK_ERF(fgk_erf_f32, float, FG_F32, fgk_erff)
 FGK_ERF(fgk_erf_f64, double, FG_F64, erf)
 
 /* ---- byte walks ----------------------------------------------------------- */
