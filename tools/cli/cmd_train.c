@@ -13,6 +13,7 @@
 
 #include "dist_cli.h"
 #include "flowgraph/comm.h"
+#include "flowgraph/autodiff.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 #include "run.h"
@@ -83,6 +84,17 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     } else if (strcmp(arg, "--trainable") == 0) {
       cli_onnx_trainable = 1;
     } else if (cli_dist_opt(cmd, argc, argv, &i, &a->dist_mpi, &a->dist_timeout, &rc)) {
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--optimizer", &v)) != 0) {
+      static const char *const kinds[4] = {"sgd", "momentum", "adam", "adamw"};
+      a->optimizer = 0;
+      for (int k = 0; k < 4 && r > 0; k++)
+        if (strcmp(v, kinds[k]) == 0) a->optimizer = k + 1; /* fg_optimizer_kind */
+      if (!a->optimizer) return cli_usage(cmd, "--optimizer needs sgd, momentum, adam or adamw");
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--lr", &v)) != 0) {
+      char *end = NULL;
+      a->lr = r > 0 ? strtod(v, &end) : 0;
+      if (r < 0 || !end || *end || !(a->lr > 0) || a->lr > 1e6)
+        return cli_usage(cmd, "--lr needs a learning rate in (0, 1e6]");
     } else if (strcmp(arg, "--dist-sync-bn") == 0) {
       a->dist_sync_bn = 1;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--dist-bucket", &v)) != 0) {
@@ -118,6 +130,10 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     return cli_usage(cmd, "--eval-input needs --eval NAME (what to compute on it)");
   if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_comm_given))
     return cli_usage(cmd, "--dist-timeout, --dist-bucket and --dist-comm need --dist mpi");
+  if (a->lr > 0 && !a->optimizer)
+    return cli_usage(cmd, "--lr needs --optimizer (it sets the step --optimizer builds)");
+  if (a->optimizer && !a->loss)
+    return cli_usage(cmd, "--optimizer needs --loss NAME (the scalar the step minimises)");
   if (!a->dist_mpi && a->dist_sync_bn)
     return cli_usage(cmd, "--dist-sync-bn needs --dist mpi (batch norm over every rank's rows)");
   /* The loss form matters wherever a batch is cut: across ranks, or into
@@ -655,6 +671,36 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
   return 0;
 }
 
+/* --optimizer: the training step a model without one gets, as a C
+ * program would build it (fg_minimize over every float variable the loss
+ * depends on: an ONNX model's weights when imported with --trainable). */
+static int build_step(const train_args *a, fg_graph *g, fg_status *st) {
+  if (fg_graph_metadata(g, "train_target")) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "%s already has a training step (metadata 'train_target'); --optimizer builds "
+                  "one for a model without",
+                  a->model);
+    return -1;
+  }
+  fg_output loss = fg_graph_find_output(g, a->loss);
+  if (loss.node < 0) {
+    fg_status_set(st, FG_NOT_FOUND, "loss '%s': %s has no node of that name", a->loss, a->model);
+    return -1;
+  }
+  fg_optimizer_config cfg;
+  fg_optimizer_config_init(&cfg, (fg_optimizer_kind)a->optimizer);
+  if (a->lr > 0) cfg.learning_rate = a->lr;
+  if (fg_minimize(g, loss, NULL, 0, &cfg, st).node >= 0) return 0;
+  if (cli_is_onnx(a->model) && !cli_onnx_trainable) {
+    char msg[512]; /* the status's message is this call's argument */
+    snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+    fg_status_set(st, fg_status_code(st),
+                  "%s (an ONNX model's weights are constants unless imported with --trainable)",
+                  msg);
+  }
+  return -1;
+}
+
 static int train_model(void *args, fg_status *st, const char **failed_load) {
   train_args *a = args;
   int rc = -1, n_fetch = 1 + a->n_evals;
@@ -668,6 +714,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   t.fetch = calloc((size_t)n_fetch, sizeof *t.fetch);
   t.outs = calloc((size_t)n_fetch, sizeof *t.outs);
   if (!t.fetch || !t.outs) goto oom;
+  if (a->optimizer && build_step(a, g, st) != 0) goto done;
   /* Before resolve_names: the default names point into the graph, which
    * the rewrite replaces. */
   if (rewrite_micro(a, &g, st) != 0) goto done;
@@ -773,7 +820,8 @@ const cli_command cli_train_command = {
     "[--eval-input NAME=FILE.npy ...] [--threads N] [--device NAME] [--quiet] [--trainable] "
     "[--check-numerics] "
     "[--max-memory BYTES] [--dist mpi [--dist-timeout SECONDS] [--dist-bucket BYTES] "
-    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl] [--dist-sync-bn]] [--micro-batches M "
+    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl] [--dist-sync-bn]] [--optimizer KIND [--lr "
+    "X]] [--micro-batches M "
     "[--in-flight K|all]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   training data for placeholder NAME; every -i is\n"
@@ -784,6 +832,13 @@ const cli_command cli_train_command = {
     "                              fg_minimize)\n"
     "  --loss NAME                 the scalar loss fetched at every step (default:\n"
     "                              metadata 'loss')\n"
+    "  --optimizer KIND            a model without a training step (an ONNX model\n"
+    "                              imported with --trainable) gets one: --loss\n"
+    "                              minimised by sgd, momentum, adam or adamw over\n"
+    "                              every float variable it depends on (fg_minimize,\n"
+    "                              torch.optim's defaults)\n"
+    "  --lr X                      the learning rate of that step (default 0.01 for\n"
+    "                              sgd and momentum, 0.001 for adam and adamw)\n"
     "  --batch N                   rows per step (1..10000000); the last, smaller\n"
     "                              batch of an epoch is kept, unless a placeholder\n"
     "                              fed by -i has a fixed leading dimension: then N\n"

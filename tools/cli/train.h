@@ -25,6 +25,10 @@ typedef struct train_args {
   int dist_loss_sum; /* --dist-loss sum: the loss sums over rows */
   int dist_comm;     /* --dist-comm: CLI_DIST_COMM_AUTO, _MPI or _NCCL */
   int dist_sync_bn;  /* --dist-sync-bn: fg_data_parallel's sync_batch_norm */
+  /* --optimizer sgd|momentum|adam|adamw (0: none) and --lr: build the
+   * training step with fg_minimize on a model that has none. */
+  int optimizer;
+  double lr; /* 0: the optimizer's default */
   /* --dist mpi on a cross-process graph (devices "rank:R/..."): model
    * parallelism; every rank feeds whole batches and runs its own nodes. */
   int model_parallel;
