@@ -12,6 +12,7 @@
 
 #include "graph/file_path.h"
 #include "schema/fgb_common.h"
+#include "schema/file_write.h"
 /* After fgb_common.h, which makes FlatBuffers' asserts throw. */
 #include "flatbuffers/util.h"
 
@@ -161,3 +162,8 @@ int write_file_atomic(const char *path, const void *data, size_t size, fg_status
 }
 
 } // namespace fgb
+
+extern "C" int fg_file_write_atomic(const char *path, const void *data, size_t size,
+                                    fg_status *st) {
+  return fgb::write_file_atomic(path, data, size, st);
+}

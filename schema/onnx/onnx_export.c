@@ -8,18 +8,16 @@
  * value the graph holds); every other node goes through its op's writer
  * (onnx_export_ops.c). All protobuf-c messages are allocated from one arena
  * that is freed after packing, so no message is freed field by field. */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "flowgraph/flowgraph.h"
 #include "flowgraph/io.h"
 #include "flowgraph/onnx.h"
 #include "flowgraph/session.h"
+#include "schema/file_write.h"
 #include "schema/onnx/onnx_export.h"
 
 #define FGO_DEFAULT_OPSET 17
@@ -763,17 +761,6 @@ int fg_onnx_save_memory(const fg_graph *g, void **data, size_t *size,
   return rc;
 }
 
-static int write_full(int fd, const void *data, size_t n) {
-  const char *p = data;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    p += w, n -= (size_t)w;
-  }
-  return 0;
-}
-
 int fg_onnx_save(const fg_graph *g, const char *path, const fg_onnx_export_options *o,
                  fg_status *status) {
   if (!path) {
@@ -783,38 +770,8 @@ int fg_onnx_save(const fg_graph *g, const char *path, const fg_onnx_export_optio
   void *data = NULL;
   size_t size = 0;
   if (fg_onnx_save_memory(g, &data, &size, o, status) != 0) return -1;
-  char *tmp = NULL, *target = NULL;
-  int rc = -1;
-  /* As fg_graph_save: a device or FIFO is written in place, a regular file
-   * beside itself and renamed, so no partial file is left. */
-  const int in_place = fg_path_write_in_place(path);
-  if (!in_place && !(target = fg_path_write_target(path))) {
-    fg_status_set(status, FG_RESOURCE_EXHAUSTED, "%s: out of memory", path);
-    goto out;
-  }
-  int fd = in_place ? open(path, O_WRONLY | O_TRUNC) : fg_path_open_temp(target, &tmp);
-  if (fd < 0) {
-    fg_status_set(status, FG_IO_ERROR, "%s: cannot %s: %s", path,
-                  in_place ? "open it for writing" : "create a temporary file beside it",
-                  strerror(errno));
-    goto out;
-  }
-  int werr = write_full(fd, data, size) != 0 ? errno : 0;
-  if (close(fd) != 0 && !werr) werr = errno;
-  if (werr) {
-    fg_status_set(status, FG_IO_ERROR, "%s: write failed: %s", path, strerror(werr));
-    if (tmp) unlink(tmp);
-    goto out;
-  }
-  if (tmp && rename(tmp, target) != 0) {
-    fg_status_set(status, FG_IO_ERROR, "%s: cannot rename the temporary file into place: %s", path,
-                  strerror(errno));
-    unlink(tmp);
-    goto out;
-  }
-  fg_status_clear(status);
-  rc = 0;
-out:
-  free(tmp), free(target), free(data);
+  /* As fg_graph_save: no partial file is left. */
+  int rc = fg_file_write_atomic(path, data, size, status);
+  free(data);
   return rc;
 }
