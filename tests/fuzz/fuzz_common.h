@@ -62,6 +62,25 @@ static inline void fgfuzz_expect_error(const fg_status *st, const char *call) {
   if (m == NULL || m[0] == '\0') fgfuzz_fail(call, st);
 }
 
+/* What the writer produces from a graph a harness got (`what`: loaded,
+ * imported) must load again, with the same node count. */
+static inline void fgfuzz_check_round_trip(const fg_graph *g, const char *what, fg_status *st) {
+  void *buf = NULL;
+  size_t buf_size = 0;
+  if (fg_graph_save_memory(g, &buf, &buf_size, st) != 0) {
+    fgfuzz_expect_error(st, "fg_graph_save_memory");
+  } else {
+    fg_graph *g2 = fg_graph_load_memory(buf, buf_size, st);
+    char msg[96];
+    snprintf(msg, sizeof msg, "a saved %s graph does not load again", what);
+    if (!g2) fgfuzz_fail(msg, st);
+    if (fg_graph_num_nodes(g2) != fg_graph_num_nodes(g))
+      fgfuzz_fail("the reloaded graph has another node count", st);
+    fg_graph_free(g2);
+  }
+  free(buf);
+}
+
 static inline uint64_t fgfuzz_splitmix(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -27,18 +27,7 @@ int fgfuzz_onnx(const uint8_t *data, size_t size) {
   if (fg_graph_status(g, st) != FG_OK) fgfuzz_fail("the imported graph has a sticky error", st);
 
   /* An imported graph is an ordinary graph: it saves and loads again. */
-  void *buf = NULL;
-  size_t buf_size = 0;
-  if (fg_graph_save_memory(g, &buf, &buf_size, st) != 0) {
-    fgfuzz_expect_error(st, "fg_graph_save_memory");
-  } else {
-    fg_graph *g2 = fg_graph_load_memory(buf, buf_size, st);
-    if (!g2) fgfuzz_fail("a saved imported graph does not load again", st);
-    if (fg_graph_num_nodes(g2) != fg_graph_num_nodes(g))
-      fgfuzz_fail("the reloaded graph has another node count", st);
-    fg_graph_free(g2);
-  }
-  free(buf);
+  fgfuzz_check_round_trip(g, "imported", st);
 
   static char names[FGFUZZ_MAX_FETCH][ONNX_NAME_MAX];
   const char *fetches[FGFUZZ_MAX_FETCH];
