@@ -26,10 +26,10 @@ processes' peak RSS), and a Markdown table for docs/performance.md.
 import os
 import resource
 import statistics
-import subprocess
 import sys
 
 import torch_common
+from torch_common import mib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DRIVER = os.path.join(os.path.dirname(HERE), "build", "bench", "fg_bench_cnn")
@@ -110,18 +110,7 @@ def torch_main(case):
 # ---- the comparison ----------------------------------------------------------
 
 def run_torch(case):
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch", case],
-                         capture_output=True, text=True)
-    for line in out.stdout.splitlines():
-        parts = line.split()
-        if parts[:2] == ["TORCH", case]:
-            return dict(p.split("=", 1) for p in parts[2:])
-    sys.exit("compare_torch_cnn: PyTorch's %s failed (%d):\n%s%s" %
-             (case, out.returncode, out.stdout, out.stderr))
-
-
-def mib(kb_or_bytes, unit):
-    return float(kb_or_bytes) * unit / 2 ** 20
+    return torch_common.run_torch_case("compare_torch_cnn", os.path.abspath(__file__), case)
 
 
 def main():

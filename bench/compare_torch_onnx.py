@@ -25,10 +25,10 @@ peak RSS, and a Markdown table for docs/performance.md.
 import os
 import resource
 import statistics
-import subprocess
 import sys
 
 import torch_common
+from torch_common import mib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -96,31 +96,14 @@ def torch_main(case):
 
 
 def run_torch(case):
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch", case],
-                         capture_output=True, text=True)
-    for line in out.stdout.splitlines():
-        parts = line.split()
-        if parts[:2] == ["TORCH", case]:
-            return dict(p.split("=", 1) for p in parts[2:])
-    sys.exit("compare_torch_onnx: PyTorch's %s failed (%d):\n%s%s" %
-             (case, out.returncode, out.stdout, out.stderr))
+    return torch_common.run_torch_case("compare_torch_onnx", os.path.abspath(__file__), case)
 
 
 def run_fg(driver, case):
     model, batch, warmup, runs = CASES[case]
     cmd = [driver, case, export(model), "--batch", str(batch), "--warmup", str(warmup),
            "--runs", str(runs)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    for line in out.stdout.splitlines():
-        parts = line.split()
-        if parts[:2] == ["FG", case]:
-            return dict(p.split("=", 1) for p in parts[2:])
-    sys.exit("compare_torch_onnx: %s failed (%d):\n%s%s" %
-             (" ".join(cmd), out.returncode, out.stdout, out.stderr))
-
-
-def mib(v, unit):
-    return float(v) * unit / 2 ** 20
+    return torch_common.keyed_line("compare_torch_onnx", cmd, "FG", case)
 
 
 def main():

@@ -71,3 +71,26 @@ def mlp_model_and_batch(batch, widths):
     x = torch.rand(batch, widths[0]) * 2 - 1
     y = torch.randint(0, widths[-1], (batch,))
     return model, x, y
+
+
+def keyed_line(prog, cmd, tag, case):
+    """Runs cmd and returns the key=value pairs of its first "<tag> <case>"
+    line; exits naming prog when there is none."""
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if parts[:2] == [tag, case]:
+            return dict(p.split("=", 1) for p in parts[2:] if "=" in p)
+    sys.exit("%s: %s failed (%d):\n%s%s" %
+             (prog, " ".join(cmd), out.returncode, out.stdout, out.stderr))
+
+
+def run_torch_case(prog, script, case):
+    """The TORCH line of `script --torch case`, run as its own process (so
+    its peak RSS is that case's alone)."""
+    return keyed_line(prog, [sys.executable, script, "--torch", case], "TORCH", case)
+
+
+def mib(v, unit):
+    """v units (1: bytes, 1024: KiB) in MiB."""
+    return float(v) * unit / 2 ** 20
