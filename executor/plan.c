@@ -153,6 +153,7 @@ fg_plan *fg_plan_build(const fg_graph *g, const fg_plan_request *req, fg_var_loo
   int rc = fg_plan_builder_init(&b, g, req, vars, vars_ctx, st);
   if (rc == 0) rc = fg_plan_resolve(&b, st);
   if (rc == 0) rc = fg_plan_infer(&b, st);
+  if (rc == 0) rc = fg_plan_layout(&b, st);
   if (rc == 0) rc = fg_plan_select(&b, st);
   if (rc == 0) rc = fg_plan_dependencies(&b, st);
   if (rc == 0) rc = fg_plan_memory(&b, st);

@@ -8,6 +8,8 @@
  *                 steps between devices and processes (plan_xfer.h);
  *   infer         (plan_infer.c)    every slot's concrete shape for the fed
  *                 shapes, size limits, the kernels' parameters and FLOPs;
+ *   layout        (plan_layout.c)   which intermediates stay in oneDNN's
+ *                 channel-blocked layout between convolutions (CPU plans);
  *   select        (plan_select.c)   each step's backend and kernel, asking the
  *                 backend table (backend.h);
  *   dependencies  (plan_schedule.c) the edges any schedule must keep: data,
@@ -64,6 +66,7 @@ void fg_plan_builder_free(fg_plan_builder *b);
 
 int fg_plan_resolve(fg_plan_builder *b, fg_status *st);
 int fg_plan_infer(fg_plan_builder *b, fg_status *st);
+int fg_plan_layout(fg_plan_builder *b, fg_status *st);
 int fg_plan_select(fg_plan_builder *b, fg_status *st);
 int fg_plan_dependencies(fg_plan_builder *b, fg_status *st);
 int fg_plan_memory(fg_plan_builder *b, fg_status *st);

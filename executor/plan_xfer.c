@@ -57,7 +57,7 @@ int fg_xfer_init(fg_xfer_state *x, const fg_graph *g, fg_plan *plan, const fg_pl
      * (an empty tensor). Ordering across processes comes from the data
      * that travels, not from control edges. */
     int e = x->empty_slot = x->next_slot++;
-    plan->slots[e] = (fg_kbuf){FG_F32, 1, {0}, NULL};
+    plan->slots[e] = (fg_kbuf){FG_F32, 1, {0}, NULL, 0};
     plan->slot_node[e] = 0;
     plan->slot_kind[e] = FG_SLOT_REMOTE;
     plan->slot_step[e] = plan->slot_shared[e] = plan->slot_offset[e] = plan->slot_last[e] = -1;

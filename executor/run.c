@@ -104,7 +104,7 @@ int fg_plan_check_feeds(const fg_graph *g, const fg_plan *plan, const fg_plan_re
     int slot = plan->feed_slots[i];
     if (slot < 0) continue;
     const fg_tensor *t = req->feed_tensors[i];
-    fg_kbuf b = {t->dtype, t->rank, {0}, t->data};
+    fg_kbuf b = {t->dtype, t->rank, {0}, t->data, 0};
     memcpy(b.dims, t->dims, sizeof b.dims);
     int64_t n_nan, n_inf;
     if (!count_nonfinite(&b, &n_nan, &n_inf)) continue;

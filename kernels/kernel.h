@@ -11,12 +11,28 @@
 #include "flowgraph/status.h"
 #include "flowgraph/types.h"
 
+/* How a buffer's elements are laid out. PLAIN is C order. NC16 is
+ * oneDNN's nChw16c for a rank-4 [N, C, H, W] with C a multiple of 16:
+ * element (n, c, h, w) sits at ((n (C / 16) + c / 16) H W + h W + w) 16 +
+ * c % 16, the same bytes as C order, channels innermost in blocks of 16, so
+ * the convolutions read and write it without converting. The planner
+ * (executor/plan_layout.c) hands NC16 only to the kernels that accept it
+ * (fgk_nc16_available()), and never for a tensor a caller sees. */
+enum { FGK_LAYOUT_PLAIN = 0, FGK_LAYOUT_NC16 = 1 };
+
 typedef struct fg_kbuf {
   fg_dtype dtype;
   int rank;
   int64_t dims[FG_MAX_RANK]; /* all known */
-  void *data;                /* C order */
+  void *data;                /* C order unless layout says otherwise */
+  int layout;                /* FGK_LAYOUT_*; 0, plain, wherever a caller does not set it */
 } fg_kbuf;
+
+/* 1 when the f32 CPU convolutions accept NC16 for their activations (x, y
+ * and their gradients): built with oneDNN. batch_norm, batch_norm_grad and
+ * the element-wise kernels accept it wherever all their same-shaped
+ * operands share it. */
+int fgk_nc16_available(void);
 
 /* Intra-op parallelism offered by the executor: parallel_for(pool, n, grain,
  * fn, arg) calls fn(arg, begin, end) over [0, n) in chunks of `grain`

@@ -168,12 +168,14 @@ static int conv_ref(const fg_kctx *ctx, conv_mode m) {
 }
 
 #ifdef FG_HAVE_DNNL
+int fgk_nc16_available(void) { return 1; }
 static int conv_f32(const fg_kctx *ctx, conv_mode m) { return fgk_conv_dnnl(ctx, m); }
 #define PREP(name, mode)                                                                           \
   int name(const fg_kctx *ctx, int threads, void **state) {                                        \
     return fgk_conv_dnnl_prepare(ctx, mode, threads, state);                                       \
   }
 #else
+int fgk_nc16_available(void) { return 0; }
 static int conv_f32(const fg_kctx *ctx, conv_mode m) { return conv_ref(ctx, m); }
 void fgk_conv_release(void *state) { (void)state; }
 /* Without oneDNN there is nothing to prepare. */

@@ -199,15 +199,22 @@ static dnnl_status_t conv_desc(const conv_geo *G, int fwd, int bias, conv_mode m
                                                           strides, dil, pl, pr);
 }
 
-/* The plain layouts of x, w (grouped: goihw) and y. */
-static dnnl_status_t plain_mds(const conv_geo *G, dnnl_memory_desc_t *md) {
+/* oneDNN's tag for an activation buffer of layout `layout` (FGK_LAYOUT_*). */
+static dnnl_format_tag_t act_tag(int layout) {
+  return layout == FGK_LAYOUT_NC16 ? dnnl_nChw16c : dnnl_nchw;
+}
+
+/* The executor's layouts of x, w (grouped: goihw) and y: C order, or NC16
+ * for an activation the planner keeps blocked (b's layouts). */
+static dnnl_status_t plain_mds(const conv_geo *G, const conv_bufs *b, dnnl_memory_desc_t *md) {
   dnnl_dims_t xd = {G->n, G->c, G->h, G->w}, yd = {G->n, G->o, G->oh, G->ow};
   dnnl_dims_t wd = {G->o, G->cg, G->kh, G->kw}, gwd = {G->g, G->og, G->cg, G->kh, G->kw};
-  dnnl_status_t r = dnnl_memory_desc_init_by_tag(&md[0], 4, xd, dnnl_f32, dnnl_nchw);
+  dnnl_status_t r = dnnl_memory_desc_init_by_tag(&md[0], 4, xd, dnnl_f32, act_tag(b->x->layout));
   if (r == dnnl_success)
     r = G->g == 1 ? dnnl_memory_desc_init_by_tag(&md[1], 4, wd, dnnl_f32, dnnl_oihw)
                   : dnnl_memory_desc_init_by_tag(&md[1], 5, gwd, dnnl_f32, dnnl_goihw);
-  if (r == dnnl_success) r = dnnl_memory_desc_init_by_tag(&md[2], 4, yd, dnnl_f32, dnnl_nchw);
+  if (r == dnnl_success)
+    r = dnnl_memory_desc_init_by_tag(&md[2], 4, yd, dnnl_f32, act_tag(b->y->layout));
   return r;
 }
 
@@ -233,8 +240,9 @@ static void conv_args(conv_mode m, int arg[3]) {
 /* Part q over the rows of Gp (Gp->n of them): its primitive, x and y ports,
  * partial weight gradient, bias and scratchpad. The first part also makes
  * the shared weight port. */
-static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv_geo *Gp, int bias,
-                     dnnl_primitive_attr_t attr) {
+static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv_geo *Gp,
+                     const conv_bufs *b, dnnl_primitive_attr_t attr) {
+  const int bias = b->bias != NULL;
   int rc = 0;
   conv_mode m = s->mode;
   dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
@@ -249,7 +257,7 @@ static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv
   }
   const_dnnl_primitive_desc_t use = pd ? pd : fwd_pd;
   DNNL_TRY(dnnl_primitive_create(&q->prim, use), "primitive");
-  DNNL_TRY(plain_mds(Gp, plain), "memory descriptors");
+  DNNL_TRY(plain_mds(Gp, b, plain), "memory descriptors");
   int arg[3];
   conv_args(m, arg);
   const dnnl_memory_desc_t *chosen[3];
@@ -335,7 +343,7 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **s
   DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad");
   for (int i = 0; i < n_parts && rc == 0; i++) {
     s->part[i].n0 = i * Gp.n;
-    rc = part_init(ctx, s, &s->part[i], &Gp, b.bias != NULL, attr);
+    rc = part_init(ctx, s, &s->part[i], &Gp, &b, attr);
   }
 done:
   if (attr) dnnl_primitive_attr_destroy(attr);

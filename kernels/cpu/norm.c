@@ -181,6 +181,17 @@ static int batch_norm(const fg_kctx *ctx, int op, fg_dtype dt, const double *eve
     J.var = ctx->out[3].data;
   }
   const int f32 = dt == FG_F32;
+  if (ctx->in[grad].layout == FGK_LAYOUT_NC16) {
+    /* The planner hands NC16 to every same-shaped operand at once, and only
+     * to a sync-free batch_norm (its statistics are per channel here). */
+    if (every || g.Cg % 16 != 0 || ctx->in[0].layout != ctx->out[0].layout)
+      return fgk_fail(ctx, "NC16 needs C %% 16 == 0 and every [N, C, H, W] operand in it");
+    fgk_parallel_for(ctx, g.Cg / 16, 1,
+                     grad ? (f32 ? bn_grad_nc16_range_f32 : bn_grad_nc16_range_f64)
+                          : (f32 ? bn_fwd_nc16_range_f32 : bn_fwd_nc16_range_f64),
+                     &J);
+    return 0;
+  }
   fgk_parallel_for(ctx, g.Cg, grain_for(g.N * g.S),
                    grad ? (f32 ? bn_grad_range_f32 : bn_grad_range_f64)
                         : (f32 ? bn_fwd_range_f32 : bn_fwd_range_f64),

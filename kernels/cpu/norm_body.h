@@ -143,6 +143,105 @@ static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
   }
 }
 
+/* batch_norm on NC16 (kernel.h): channel block b of sample n is the S x 16
+ * values at ((n CB + b) S) 16, lane l holding channel 16 b + l. Work runs
+ * per block of 16 channels, the lanes side by side (so the loops vectorise
+ * across channels); each channel's sums run over n, then the spatial
+ * positions, in one thread, as in bn_fwd_range. */
+#define NC16 16
+static void NF(bn_fwd_nc16_range)(void *arg, int64_t b0, int64_t b1) {
+  const norm_job *J = (const norm_job *)arg;
+  const int64_t N = J->N, CB = J->Cg / NC16, S = J->S, M = N * S, L = S * NC16;
+  const NT *x = (const NT *)J->x;
+  NT *y = (NT *)J->y;
+  for (int64_t b = b0; b < b1; b++) {
+    double mean[NC16], inv[NC16], var_out[NC16], s[NC16] = {0}, q[NC16] = {0};
+    if (J->training) {
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < L; k += NC16)
+          for (int l = 0; l < NC16; l++)
+            s[l] += (double)x[(n * CB + b) * L + k + l];
+      for (int l = 0; l < NC16; l++)
+        mean[l] = s[l] / (double)M;
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < L; k += NC16)
+          for (int l = 0; l < NC16; l++) {
+            const double d = (double)x[(n * CB + b) * L + k + l] - mean[l];
+            q[l] += d * d;
+          }
+      for (int l = 0; l < NC16; l++) {
+        inv[l] = 1.0 / sqrt(q[l] / (double)M + J->eps);
+        var_out[l] = q[l] / (double)(M - 1);
+      }
+    } else {
+      for (int l = 0; l < NC16; l++) {
+        mean[l] = (double)((const NT *)J->rm)[b * NC16 + l];
+        var_out[l] = (double)((const NT *)J->rv)[b * NC16 + l];
+        inv[l] = 1.0 / sqrt(var_out[l] + J->eps);
+      }
+    }
+    NT at[NC16], bt[NC16];
+    for (int l = 0; l < NC16; l++) {
+      const int64_t c = b * NC16 + l;
+      const double a = (double)((const NT *)J->scale)[c] * inv[l];
+      at[l] = (NT)a;
+      bt[l] = (NT)((double)((const NT *)J->shift)[c] - mean[l] * a);
+      ((NT *)J->mean)[c] = (NT)mean[l];
+      ((NT *)J->inv)[c] = (NT)inv[l];
+      ((NT *)J->var)[c] = (NT)var_out[l];
+    }
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < L; k += NC16)
+        for (int l = 0; l < NC16; l++) {
+          const int64_t o = (n * CB + b) * L + k + l;
+          y[o] = x[o] * at[l] + bt[l];
+        }
+  }
+}
+
+/* batch_norm_grad on NC16: bn_grad_range's formulas per block of 16
+ * channels. */
+static void NF(bn_grad_nc16_range)(void *arg, int64_t b0, int64_t b1) {
+  const norm_job *J = (const norm_job *)arg;
+  const int64_t N = J->N, CB = J->Cg / NC16, S = J->S, M = N * S, L = S * NC16;
+  const NT *x = (const NT *)J->x, *dy = (const NT *)J->dy;
+  NT *dx = (NT *)J->y;
+  for (int64_t b = b0; b < b1; b++) {
+    double mean[NC16], inv[NC16], sdy[NC16] = {0}, sdyx[NC16] = {0};
+    for (int l = 0; l < NC16; l++) {
+      mean[l] = (double)((const NT *)J->mean)[b * NC16 + l];
+      inv[l] = (double)((const NT *)J->inv)[b * NC16 + l];
+    }
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < L; k += NC16)
+        for (int l = 0; l < NC16; l++) {
+          const int64_t o = (n * CB + b) * L + k + l;
+          const double g = (double)dy[o];
+          sdy[l] += g;
+          sdyx[l] += g * ((double)x[o] - mean[l]);
+        }
+    NT k_dy[NC16], k_x[NC16], k_0[NC16], mt[NC16];
+    for (int l = 0; l < NC16; l++) {
+      const int64_t c = b * NC16 + l;
+      sdyx[l] *= inv[l];
+      const double a = (double)((const NT *)J->scale)[c] * inv[l];
+      const double m1 = J->training ? sdy[l] / (double)M : 0;
+      const double m2 = J->training ? sdyx[l] / (double)M : 0;
+      k_dy[l] = (NT)a, k_x[l] = (NT)(-a * inv[l] * m2), k_0[l] = (NT)(-a * m1);
+      mt[l] = (NT)mean[l];
+      ((NT *)J->dscale)[c] = (NT)sdyx[l];
+      ((NT *)J->dshift)[c] = (NT)sdy[l];
+    }
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < L; k += NC16)
+        for (int l = 0; l < NC16; l++) {
+          const int64_t o = (n * CB + b) * L + k + l;
+          dx[o] = k_dy[l] * dy[o] + k_x[l] * (x[o] - mt[l]) + k_0[l];
+        }
+  }
+}
+#undef NC16
+
 /* sync_batch_norm's local sums per channel, in batch_norm's order: part[c]
  * = sum x (gs NULL) or sum (x - gs[c])^2; with dy (the gradient), part[c]
  * = sum dy and part[C + c] = sum dy xhat. */

@@ -395,7 +395,7 @@ FG_TEST(apply_bad_inputs, "badinput") {
 /* ---- direct kernel calls ------------------------------------------------- */
 
 static fg_kbuf kbuf(fg_dtype dt, int rank, const int64_t *dims, void *data) {
-  fg_kbuf b = {dt, rank, {0}, data};
+  fg_kbuf b = {dt, rank, {0}, data, 0};
   for (int i = 0; i < rank; i++)
     b.dims[i] = dims[i];
   return b;

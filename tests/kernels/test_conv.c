@@ -748,8 +748,8 @@ FG_TEST(conv_kernel_without_state, "") {
   for (int i = 0; i < 5; i++)
     bf[i] = (float)c->bv[i];
   fg_kbuf in[3] = {
-      {FG_F32, 4, {1, 3, 9, 8}, xf}, {FG_F32, 4, {5, 3, 3, 2}, wf}, {FG_F32, 1, {5}, bf}};
-  fg_kbuf out = {FG_F32, 4, {1, 5, 5, 4}, yf};
+      {FG_F32, 4, {1, 3, 9, 8}, xf, 0}, {FG_F32, 4, {5, 3, 3, 2}, wf, 0}, {FG_F32, 1, {5}, bf, 0}};
+  fg_kbuf out = {FG_F32, 4, {1, 5, 5, 4}, yf, 0};
   fg_op_params p;
   memset(&p, 0, sizeof p);
   fg_conv_params cp = {{2, 2}, {1, 1}, {1, 0, 2, 1}, 1, {0, 0}};

@@ -172,7 +172,7 @@ FG_TEST(cuda_kernel_without_context, "") {
 #else
   float x[2] = {1, 2};
   const int64_t d[1] = {2};
-  fg_kbuf in = {FG_F32, 1, {0}, x}, out = {FG_F32, 1, {0}, x};
+  fg_kbuf in = {FG_F32, 1, {0}, x, 0}, out = {FG_F32, 1, {0}, x, 0};
   in.dims[0] = out.dims[0] = d[0];
   fg_op_params p;
   memset(&p, 0, sizeof p);
@@ -360,7 +360,7 @@ static int run_ext(const char *op, fg_dtype key, int n_in, const tin *ins, tin o
   }
   const int64_t n_out = numel_of(outspec.rank, outspec.dims);
   const size_t out_bytes = (size_t)n_out * dsize(outspec.dt);
-  fg_kbuf hout = {outspec.dt, outspec.rank, {0}, NULL}, dout;
+  fg_kbuf hout = {outspec.dt, outspec.rank, {0}, NULL, 0}, dout;
   memcpy(hout.dims, outspec.dims, sizeof hout.dims);
   dout = hout;
   void *dout_base = NULL;
@@ -889,7 +889,7 @@ FG_TEST(cuda_reduce_deterministic, "gpu") {
   FG_REQUIRE(cudaMalloc(&dx, sizeof(float) * (size_t)n) == cudaSuccess);
   FG_REQUIRE(cudaMalloc(&dy, sizeof(float)) == cudaSuccess);
   cudaMemcpy(dx, x, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice);
-  fg_kbuf in = {FG_F32, 1, {n}, dx}, out = {FG_F32, 0, {0}, dy};
+  fg_kbuf in = {FG_F32, 1, {n}, dx, 0}, out = {FG_F32, 0, {0}, dy, 0};
   fg_op_params p = P0();
   p.reduce.n_axes = 1;
   fg_kcuda kc = {G.stream, G.blas, G.scratch, FG_CUDA_SCRATCH_MIN, (int *)G.flag, 0};
@@ -1123,31 +1123,31 @@ FG_TEST(cuda_gather_bad_index_flags, "gpu,badinput") {
   float params[20] = {0};
   int32_t idx[5] = {0, 9, 2, 12, 1};
   int64_t idx64[5] = {0, 9, 2, -4, 1};
-  fg_kbuf in[2] = {{FG_F32, 2, {10, 2}, params}, {FG_I32, 1, {5}, idx}};
-  fg_kbuf out = {FG_F32, 2, {5, 2}, NULL};
+  fg_kbuf in[2] = {{FG_F32, 2, {10, 2}, params, 0}, {FG_I32, 1, {5}, idx, 0}};
+  fg_kbuf out = {FG_F32, 2, {5, 2}, NULL, 0};
   char msg[160];
   int rc;
   FG_CHECK_INT(flagged("gather", FG_F32, 2, in, out, NULL, msg, sizeof msg, &rc),
                FG_CUDA_ERR_INDEX);
   FG_CHECK_INT(rc, 0);
   FG_CHECK(strcmp(msg, "indices[3] = 12 is out of range [0, 10)") == 0);
-  in[1] = (fg_kbuf){FG_I64, 1, {5}, idx64};
+  in[1] = (fg_kbuf){FG_I64, 1, {5}, idx64, 0};
   flagged("gather", FG_F32, 2, in, out, NULL, msg, sizeof msg, &rc);
   FG_CHECK(strcmp(msg, "indices[3] = -4 is out of range [0, 10)") == 0);
   /* rows of zero elements: the indices are still checked */
-  fg_kbuf in0[2] = {{FG_F32, 2, {10, 0}, NULL}, {FG_I32, 1, {5}, idx}};
-  flagged("gather", FG_F32, 2, in0, (fg_kbuf){FG_F32, 2, {5, 0}, NULL}, NULL, msg, sizeof msg, &rc);
+  fg_kbuf in0[2] = {{FG_F32, 2, {10, 0}, NULL, 0}, {FG_I32, 1, {5}, idx, 0}};
+  flagged("gather", FG_F32, 2, in0, (fg_kbuf){FG_F32, 2, {5, 0}, NULL, 0}, NULL, msg, sizeof msg, &rc);
   FG_CHECK(strcmp(msg, "indices[3] = 12 is out of range [0, 10)") == 0);
   /* gather_grad and one_hot report the same way */
   float dy[10] = {0};
-  fg_kbuf gg[2] = {{FG_F32, 2, {5, 2}, dy}, {FG_I32, 1, {5}, idx}};
-  flagged("gather_grad", FG_F32, 2, gg, (fg_kbuf){FG_F32, 2, {10, 2}, NULL}, NULL, msg, sizeof msg,
+  fg_kbuf gg[2] = {{FG_F32, 2, {5, 2}, dy, 0}, {FG_I32, 1, {5}, idx, 0}};
+  flagged("gather_grad", FG_F32, 2, gg, (fg_kbuf){FG_F32, 2, {10, 2}, NULL, 0}, NULL, msg, sizeof msg,
           &rc);
   FG_CHECK(strcmp(msg, "indices[3] = 12 is out of range [0, 10)") == 0);
   fg_op_params p = P0();
   p.one_hot.depth = 10;
-  fg_kbuf oh = {FG_I32, 1, {5}, idx};
-  flagged("one_hot", FG_F32, 1, &oh, (fg_kbuf){FG_F32, 2, {5, 10}, NULL}, &p, msg, sizeof msg, &rc);
+  fg_kbuf oh = {FG_I32, 1, {5}, idx, 0};
+  flagged("one_hot", FG_F32, 1, &oh, (fg_kbuf){FG_F32, 2, {5, 10}, NULL, 0}, &p, msg, sizeof msg, &rc);
   FG_CHECK(strcmp(msg, "indices[3] = 12 is out of range [0, 10)") == 0);
   /* no flag to report into: a synchronous error, nothing launched (so
    * host buffers do) */
@@ -1169,34 +1169,34 @@ FG_TEST(cuda_other_bad_values_flag, "gpu,badinput") {
   /* a label outside [0, C) */
   float logits[12] = {0};
   int64_t labels[3] = {0, 4, 1};
-  fg_kbuf x[2] = {{FG_F32, 2, {3, 4}, logits}, {FG_I64, 1, {3}, labels}};
-  FG_CHECK_INT(flagged("softmax_cross_entropy", FG_F32, 2, x, (fg_kbuf){FG_F32, 0, {0}, NULL}, NULL,
+  fg_kbuf x[2] = {{FG_F32, 2, {3, 4}, logits, 0}, {FG_I64, 1, {3}, labels, 0}};
+  FG_CHECK_INT(flagged("softmax_cross_entropy", FG_F32, 2, x, (fg_kbuf){FG_F32, 0, {0}, NULL, 0}, NULL,
                        msg, sizeof msg, &rc),
                FG_CUDA_ERR_LABEL);
   FG_CHECK(strcmp(msg, "labels[1] = 4 is out of range [0, 4)") == 0);
   /* the same with a block per row (256 classes or more) */
   static float wide[3 * 300];
   int64_t wlabels[3] = {0, 299, -1};
-  fg_kbuf wx[2] = {{FG_F32, 2, {3, 300}, wide}, {FG_I64, 1, {3}, wlabels}};
-  FG_CHECK_INT(flagged("softmax_cross_entropy", FG_F32, 2, wx, (fg_kbuf){FG_F32, 0, {0}, NULL},
+  fg_kbuf wx[2] = {{FG_F32, 2, {3, 300}, wide, 0}, {FG_I64, 1, {3}, wlabels, 0}};
+  FG_CHECK_INT(flagged("softmax_cross_entropy", FG_F32, 2, wx, (fg_kbuf){FG_F32, 0, {0}, NULL, 0},
                        NULL, msg, sizeof msg, &rc),
                FG_CUDA_ERR_LABEL);
   FG_CHECK(strcmp(msg, "labels[2] = -1 is out of range [0, 300)") == 0);
   /* integer division by zero */
   int32_t a[4] = {1, 2, 3, 4}, b[4] = {1, 1, 0, 1};
-  fg_kbuf dv[2] = {{FG_I32, 1, {4}, a}, {FG_I32, 1, {4}, b}};
+  fg_kbuf dv[2] = {{FG_I32, 1, {4}, a, 0}, {FG_I32, 1, {4}, b, 0}};
   FG_CHECK_INT(
-      flagged("div", FG_I32, 2, dv, (fg_kbuf){FG_I32, 1, {4}, NULL}, NULL, msg, sizeof msg, &rc),
+      flagged("div", FG_I32, 2, dv, (fg_kbuf){FG_I32, 1, {4}, NULL, 0}, NULL, msg, sizeof msg, &rc),
       FG_CUDA_ERR_DIV_ZERO);
   FG_CHECK(strcmp(msg, "division by zero at output element 2") == 0);
   /* Adam's step below 1 */
   float var[3] = {1, 2, 3}, m[3] = {0}, v[3] = {0}, g[3] = {1, 1, 1}, lr = 0.1f, step = 0;
-  fg_kbuf ad[6] = {{FG_F32, 1, {3}, var}, {FG_F32, 1, {3}, m},   {FG_F32, 1, {3}, v},
-                   {FG_F32, 1, {3}, g},   {FG_F32, 0, {0}, &lr}, {FG_F32, 0, {0}, &step}};
+  fg_kbuf ad[6] = {{FG_F32, 1, {3}, var, 0}, {FG_F32, 1, {3}, m, 0},   {FG_F32, 1, {3}, v, 0},
+                   {FG_F32, 1, {3}, g, 0},   {FG_F32, 0, {0}, &lr, 0}, {FG_F32, 0, {0}, &step, 0}};
   fg_op_params p = P0();
   p.adam.beta1 = 0.9;
   p.adam.beta2 = 0.999;
-  FG_CHECK_INT(flagged("apply_adam", FG_F32, 6, ad, (fg_kbuf){FG_F32, 1, {3}, NULL}, &p, msg,
+  FG_CHECK_INT(flagged("apply_adam", FG_F32, 6, ad, (fg_kbuf){FG_F32, 1, {3}, NULL, 0}, &p, msg,
                        sizeof msg, &rc),
                FG_CUDA_ERR_ADAM_STEP);
   FG_CHECK_STR_CONTAINS(msg, "input 5 (step) = 0 must be >= 1");

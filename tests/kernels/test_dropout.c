@@ -59,8 +59,8 @@ static int ref_keep(double p, uint64_t seed, uint32_t stream, uint64_t step, uin
 static int run_kernel(const char *op, fg_dtype dt, int64_t n, const void *x, void *y, int training,
                       const fg_op_params *p, uint64_t step, uint32_t replica, char *err) {
   uint8_t t = (uint8_t)training;
-  fg_kbuf in[2] = {{dt, 1, {n}, (void *)x}, {FG_BOOL, 0, {0}, &t}};
-  fg_kbuf out = {dt, 1, {n}, y};
+  fg_kbuf in[2] = {{dt, 1, {n}, (void *)x, 0}, {FG_BOOL, 0, {0}, &t, 0}};
+  fg_kbuf out = {dt, 1, {n}, y, 0};
   fg_kctx ctx = {in, 2, &out, 1, p, err, 200, NULL, NULL, NULL, NULL, NULL, step, replica, 0, 0, 0};
   fg_kernel_fn fn = fg_cpu_kernel(op, dt);
   return fn ? fn(&ctx) : -2;
@@ -611,8 +611,8 @@ FG_TEST(cuda_dropout_vs_cpu, "gpu") {
                      cudaMalloc(&dt_flag, 1) == cudaSuccess);
           FG_REQUIRE(cudaMemcpy(dx, x, bytes, cudaMemcpyHostToDevice) == cudaSuccess);
           FG_REQUIRE(cudaMemcpy(dt_flag, &tv, 1, cudaMemcpyHostToDevice) == cudaSuccess);
-          fg_kbuf in[2] = {{dt, 1, {n}, dx}, {FG_BOOL, 0, {0}, dt_flag}};
-          fg_kbuf out = {dt, 1, {n}, dy};
+          fg_kbuf in[2] = {{dt, 1, {n}, dx, 0}, {FG_BOOL, 0, {0}, dt_flag, 0}};
+          fg_kbuf out = {dt, 1, {n}, dy, 0};
           fg_kcuda kc = {stream, NULL, NULL, 0, NULL, 0};
           fg_kctx ctx = {in,   2,    &out, 1,     &p, err, sizeof err, NULL, &kc,
                          NULL, NULL, NULL, 12345, 3,  0,   0,          0};

@@ -81,7 +81,7 @@ static void run_fixture(int index) {
     memcpy(in[k].dims, t->dims, sizeof in[k].dims);
     in[k].data = dup_bytes(t->data, (size_t)numel(t->rank, t->dims) * dt_size(t->dtype));
   }
-  fg_kbuf out = {c->out.dtype, c->out.rank, {0}, NULL};
+  fg_kbuf out = {c->out.dtype, c->out.rank, {0}, NULL, 0};
   memcpy(out.dims, c->out.dims, sizeof out.dims);
   const size_t out_bytes = (size_t)numel(out.rank, out.dims) * dt_size(out.dtype);
   out.data = dup_bytes(NULL, out_bytes);
@@ -172,7 +172,7 @@ FG_TEST(registry_integer_coverage, "") {
 /* ---- hand-written behaviour ------------------------------------------------ */
 
 static fg_kbuf kb(fg_dtype dt, int rank, const int64_t *dims, void *data) {
-  fg_kbuf b = {dt, rank, {0}, data};
+  fg_kbuf b = {dt, rank, {0}, data, 0};
   for (int i = 0; i < rank; i++)
     b.dims[i] = dims[i];
   return b;

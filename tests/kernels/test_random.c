@@ -68,7 +68,7 @@ static fg_op_params rparams(int64_t seed, int64_t stream, double a, double b) {
 
 /* Runs the CPU kernel of op for n elements of dt into out. */
 static int run_cpu(const char *op, fg_dtype dt, int64_t n, const fg_op_params *p, void *out) {
-  fg_kbuf o = {dt, 1, {n}, out};
+  fg_kbuf o = {dt, 1, {n}, out, 0};
   char err[160] = "";
   fg_kctx ctx = {NULL, 0, &o, 1, p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
   fg_kernel_fn fn = fg_cpu_kernel(op, dt);
@@ -395,7 +395,7 @@ FG_TEST(cuda_random_vs_cpu, "gpu") {
         void *want = malloc(bytes), *got = malloc(bytes), *dev = NULL;
         FG_REQUIRE(want && got && cudaMalloc(&dev, bytes) == cudaSuccess);
         FG_REQUIRE(run_cpu(ops[o], dt, n, &p, want) == 0);
-        fg_kbuf out = {dt, 1, {n}, dev};
+        fg_kbuf out = {dt, 1, {n}, dev, 0};
         char err[160] = "";
         fg_kcuda kc = {stream, NULL, NULL, 0, NULL, 0};
         fg_kctx ctx = {NULL, 0,    &out, 1, &p, err, sizeof err, NULL, &kc,

@@ -602,10 +602,10 @@ FG_TEST(topk_grad_bad_inputs_refused, "badinput") {
   fg_kbuf b[3], o;
   memset(b, 0, sizeof b);
   memset(&o, 0, sizeof o);
-  b[0] = (fg_kbuf){FG_F32, 1, {2}, dy};
-  b[1] = (fg_kbuf){FG_I64, 1, {2}, idx};
-  b[2] = (fg_kbuf){FG_F32, 1, {5}, out};
-  o = (fg_kbuf){FG_F32, 1, {5}, out};
+  b[0] = (fg_kbuf){FG_F32, 1, {2}, dy, 0};
+  b[1] = (fg_kbuf){FG_I64, 1, {2}, idx, 0};
+  b[2] = (fg_kbuf){FG_F32, 1, {5}, out, 0};
+  o = (fg_kbuf){FG_F32, 1, {5}, out, 0};
   fg_op_params p;
   memset(&p, 0, sizeof p);
   char err[200] = "";
