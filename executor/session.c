@@ -832,6 +832,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     t->first_step = plan->slot_step[k];
     t->last_step = plan->slot_last[k];
     t->shared_with = plan->slot_shared[k];
+    t->layout = b->layout == FGK_LAYOUT_NC16 ? "nChw16c" : "nchw";
   }
   info->arena_bytes = plan->arena_bytes;
   info->lower_bound_bytes = plan->lower_bound_bytes;

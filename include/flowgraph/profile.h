@@ -85,6 +85,12 @@ typedef struct fg_plan_tensor {
    * device. offset is then within that device's arena. A "recv" tensor is
    * a copy of `name`'s output received from another device. */
   int device;
+  /* How its elements lie in memory: "nchw" (C order, as every tensor a
+   * caller sees) or "nChw16c" (oneDNN's channel-blocked layout, which a CPU
+   * plan keeps between convolutions, batch norms and element-wise ops of a
+   * CNN so the convolutions need not convert; same bytes). Owned by the
+   * library. */
+  const char *layout;
 } fg_plan_tensor;
 
 typedef struct fg_plan_info {

@@ -458,6 +458,13 @@ static void print_request(const plan_model *m) {
 
 /* The steps and tensors tables of one plan. Another rank's tensors (kind
  * "remote") are in that rank's tables, not here. */
+/* "f32 [2,3]", with the layout after it when it is not C order. */
+static void tensor_type(const fg_plan_tensor *t, const char *shape, char *out, size_t n) {
+  const int plain = !t->layout || !strcmp(t->layout, "nchw");
+  snprintf(out, n, "%s %s%s%s", fg_dtype_name(t->dtype), shape, plain ? "" : " ",
+           plain ? "" : t->layout);
+}
+
 static void print_tables(const plan_model *m, const fg_plan_info *info) {
   const fg_graph *g = m->graph;
   printf("\nsteps:\n");
@@ -486,7 +493,7 @@ static void print_tables(const plan_model *m, const fg_plan_info *info) {
     if (is_remote(t)) continue;
     tensor_label(t, label, sizeof label);
     cli_shape_str(t->rank, t->dims, shape, sizeof shape);
-    snprintf(type, sizeof type, "%s %s", fg_dtype_name(t->dtype), shape);
+    tensor_type(t, shape, type, sizeof type);
     int lens[3] = {(int)strlen(label), (int)strlen(t->kind ? t->kind : "?"), (int)strlen(type)};
     for (int c = 0; c < 3; c++)
       if (lens[c] > w[c]) w[c] = lens[c];
@@ -498,7 +505,7 @@ static void print_tables(const plan_model *m, const fg_plan_info *info) {
     if (is_remote(t)) continue;
     tensor_label(t, label, sizeof label);
     cli_shape_str(t->rank, t->dims, shape, sizeof shape);
-    snprintf(type, sizeof type, "%s %s", fg_dtype_name(t->dtype), shape);
+    tensor_type(t, shape, type, sizeof type);
     step_str(t->first_step, first, sizeof first);
     step_str(t->last_step, last, sizeof last);
     snprintf(life, sizeof life, "%s..%s", first, last);
