@@ -1136,18 +1136,20 @@ FG_TEST(cuda_gather_bad_index_flags, "gpu,badinput") {
   FG_CHECK(strcmp(msg, "indices[3] = -4 is out of range [0, 10)") == 0);
   /* rows of zero elements: the indices are still checked */
   fg_kbuf in0[2] = {{FG_F32, 2, {10, 0}, NULL, 0}, {FG_I32, 1, {5}, idx, 0}};
-  flagged("gather", FG_F32, 2, in0, (fg_kbuf){FG_F32, 2, {5, 0}, NULL, 0}, NULL, msg, sizeof msg, &rc);
+  flagged("gather", FG_F32, 2, in0, (fg_kbuf){FG_F32, 2, {5, 0}, NULL, 0}, NULL, msg, sizeof msg,
+          &rc);
   FG_CHECK(strcmp(msg, "indices[3] = 12 is out of range [0, 10)") == 0);
   /* gather_grad and one_hot report the same way */
   float dy[10] = {0};
   fg_kbuf gg[2] = {{FG_F32, 2, {5, 2}, dy, 0}, {FG_I32, 1, {5}, idx, 0}};
-  flagged("gather_grad", FG_F32, 2, gg, (fg_kbuf){FG_F32, 2, {10, 2}, NULL, 0}, NULL, msg, sizeof msg,
-          &rc);
+  flagged("gather_grad", FG_F32, 2, gg, (fg_kbuf){FG_F32, 2, {10, 2}, NULL, 0}, NULL, msg,
+          sizeof msg, &rc);
   FG_CHECK(strcmp(msg, "indices[3] = 12 is out of range [0, 10)") == 0);
   fg_op_params p = P0();
   p.one_hot.depth = 10;
   fg_kbuf oh = {FG_I32, 1, {5}, idx, 0};
-  flagged("one_hot", FG_F32, 1, &oh, (fg_kbuf){FG_F32, 2, {5, 10}, NULL, 0}, &p, msg, sizeof msg, &rc);
+  flagged("one_hot", FG_F32, 1, &oh, (fg_kbuf){FG_F32, 2, {5, 10}, NULL, 0}, &p, msg, sizeof msg,
+          &rc);
   FG_CHECK(strcmp(msg, "indices[3] = 12 is out of range [0, 10)") == 0);
   /* no flag to report into: a synchronous error, nothing launched (so
    * host buffers do) */
@@ -1170,8 +1172,8 @@ FG_TEST(cuda_other_bad_values_flag, "gpu,badinput") {
   float logits[12] = {0};
   int64_t labels[3] = {0, 4, 1};
   fg_kbuf x[2] = {{FG_F32, 2, {3, 4}, logits, 0}, {FG_I64, 1, {3}, labels, 0}};
-  FG_CHECK_INT(flagged("softmax_cross_entropy", FG_F32, 2, x, (fg_kbuf){FG_F32, 0, {0}, NULL, 0}, NULL,
-                       msg, sizeof msg, &rc),
+  FG_CHECK_INT(flagged("softmax_cross_entropy", FG_F32, 2, x, (fg_kbuf){FG_F32, 0, {0}, NULL, 0},
+                       NULL, msg, sizeof msg, &rc),
                FG_CUDA_ERR_LABEL);
   FG_CHECK(strcmp(msg, "labels[1] = 4 is out of range [0, 4)") == 0);
   /* the same with a block per row (256 classes or more) */
