@@ -147,32 +147,81 @@ static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
  * values at ((n CB + b) S) 16, lane l holding channel 16 b + l. Work runs
  * per block of 16 channels, the lanes side by side (so the loops vectorise
  * across channels); each channel's sums run over n, then the spatial
- * positions, in one thread, as in bn_fwd_range. */
-#define NC16 16
+ * positions, in one thread. They add NC16_RUN positions at a time in NT,
+ * at the vector's full width, and each run's sum into double, so the error
+ * stays that of a few dozen additions in NT. */
+#define NC16     16
+#define NC16_RUN 32
+
+/* s[l] += sum over the S positions of xb[k 16 + l] - m[l]; with q, also
+ * q[l] += the sum of the squares (m: NULL for zero). */
+static void NF(nc16_sums)(const NT *xb, int64_t S, const NT *m, double *s, double *q) {
+  for (int64_t k0 = 0; k0 < S; k0 += NC16_RUN) {
+    const int64_t k1 = S - k0 < NC16_RUN ? S : k0 + NC16_RUN;
+    NT a[NC16] = {0}, b[NC16] = {0};
+    for (int64_t k = k0; k < k1; k++)
+      for (int l = 0; l < NC16; l++) {
+        const NT d = xb[k * NC16 + l] - (m ? m[l] : (NT)0);
+        a[l] += d;
+        b[l] += d * d;
+      }
+    for (int l = 0; l < NC16; l++) {
+      s[l] += (double)a[l];
+      if (q) q[l] += (double)b[l];
+    }
+  }
+}
+
+/* s[l] += sum of dy, t[l] += sum of dy (x - m[l]) over the S positions. */
+static void NF(nc16_dot)(const NT *dyb, const NT *xb, int64_t S, const NT *m, double *s,
+                         double *t) {
+  for (int64_t k0 = 0; k0 < S; k0 += NC16_RUN) {
+    const int64_t k1 = S - k0 < NC16_RUN ? S : k0 + NC16_RUN;
+    NT a[NC16] = {0}, b[NC16] = {0};
+    for (int64_t k = k0; k < k1; k++)
+      for (int l = 0; l < NC16; l++) {
+        const NT g = dyb[k * NC16 + l];
+        a[l] += g;
+        b[l] += g * (xb[k * NC16 + l] - m[l]);
+      }
+    for (int l = 0; l < NC16; l++)
+      s[l] += (double)a[l], t[l] += (double)b[l];
+  }
+}
+
+/* The batch's mean, 1 / sqrt(var + eps) and unbiased variance of block b.
+ * The squared deviations are taken from the mean rounded to NT, m', and
+ * corrected exactly: sum (x - m)^2 = sum (x - m')^2 - M (m - m')^2. */
+static void NF(nc16_stats)(const norm_job *J, int64_t b, double *mean, double *inv,
+                           double *var_out) {
+  const int64_t N = J->N, CB = J->Cg / NC16, S = J->S, M = N * S, L = S * NC16;
+  const NT *x = (const NT *)J->x;
+  double s[NC16] = {0}, q[NC16] = {0}, z[NC16] = {0};
+  NT mt[NC16];
+  for (int64_t n = 0; n < N; n++)
+    NF(nc16_sums)(x + (n * CB + b) * L, S, NULL, s, NULL);
+  for (int l = 0; l < NC16; l++)
+    mean[l] = s[l] / (double)M, mt[l] = (NT)mean[l];
+  for (int64_t n = 0; n < N; n++)
+    NF(nc16_sums)(x + (n * CB + b) * L, S, mt, z, q);
+  for (int l = 0; l < NC16; l++) {
+    const double e = mean[l] - (double)mt[l];
+    const double ss = q[l] - (double)M * e * e;
+    const double v = ss > 0 ? ss : 0;
+    inv[l] = 1.0 / sqrt(v / (double)M + J->eps);
+    var_out[l] = v / (double)(M - 1);
+  }
+}
+
 static void NF(bn_fwd_nc16_range)(void *arg, int64_t b0, int64_t b1) {
   const norm_job *J = (const norm_job *)arg;
-  const int64_t N = J->N, CB = J->Cg / NC16, S = J->S, M = N * S, L = S * NC16;
+  const int64_t N = J->N, CB = J->Cg / NC16, S = J->S, L = S * NC16;
   const NT *x = (const NT *)J->x;
   NT *y = (NT *)J->y;
   for (int64_t b = b0; b < b1; b++) {
-    double mean[NC16], inv[NC16], var_out[NC16], s[NC16] = {0}, q[NC16] = {0};
+    double mean[NC16], inv[NC16], var_out[NC16];
     if (J->training) {
-      for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < L; k += NC16)
-          for (int l = 0; l < NC16; l++)
-            s[l] += (double)x[(n * CB + b) * L + k + l];
-      for (int l = 0; l < NC16; l++)
-        mean[l] = s[l] / (double)M;
-      for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < L; k += NC16)
-          for (int l = 0; l < NC16; l++) {
-            const double d = (double)x[(n * CB + b) * L + k + l] - mean[l];
-            q[l] += d * d;
-          }
-      for (int l = 0; l < NC16; l++) {
-        inv[l] = 1.0 / sqrt(q[l] / (double)M + J->eps);
-        var_out[l] = q[l] / (double)(M - 1);
-      }
+      NF(nc16_stats)(J, b, mean, inv, var_out);
     } else {
       for (int l = 0; l < NC16; l++) {
         mean[l] = (double)((const NT *)J->rm)[b * NC16 + l];
@@ -207,20 +256,15 @@ static void NF(bn_grad_nc16_range)(void *arg, int64_t b0, int64_t b1) {
   const NT *x = (const NT *)J->x, *dy = (const NT *)J->dy;
   NT *dx = (NT *)J->y;
   for (int64_t b = b0; b < b1; b++) {
-    double mean[NC16], inv[NC16], sdy[NC16] = {0}, sdyx[NC16] = {0};
+    double inv[NC16], sdy[NC16] = {0}, sdyx[NC16] = {0};
+    NT mt[NC16];
     for (int l = 0; l < NC16; l++) {
-      mean[l] = (double)((const NT *)J->mean)[b * NC16 + l];
+      mt[l] = ((const NT *)J->mean)[b * NC16 + l];
       inv[l] = (double)((const NT *)J->inv)[b * NC16 + l];
     }
     for (int64_t n = 0; n < N; n++)
-      for (int64_t k = 0; k < L; k += NC16)
-        for (int l = 0; l < NC16; l++) {
-          const int64_t o = (n * CB + b) * L + k + l;
-          const double g = (double)dy[o];
-          sdy[l] += g;
-          sdyx[l] += g * ((double)x[o] - mean[l]);
-        }
-    NT k_dy[NC16], k_x[NC16], k_0[NC16], mt[NC16];
+      NF(nc16_dot)(dy + (n * CB + b) * L, x + (n * CB + b) * L, S, mt, sdy, sdyx);
+    NT k_dy[NC16], k_x[NC16], k_0[NC16];
     for (int l = 0; l < NC16; l++) {
       const int64_t c = b * NC16 + l;
       sdyx[l] *= inv[l];
@@ -228,7 +272,6 @@ static void NF(bn_grad_nc16_range)(void *arg, int64_t b0, int64_t b1) {
       const double m1 = J->training ? sdy[l] / (double)M : 0;
       const double m2 = J->training ? sdyx[l] / (double)M : 0;
       k_dy[l] = (NT)a, k_x[l] = (NT)(-a * inv[l] * m2), k_0[l] = (NT)(-a * m1);
-      mt[l] = (NT)mean[l];
       ((NT *)J->dscale)[c] = (NT)sdyx[l];
       ((NT *)J->dshift)[c] = (NT)sdy[l];
     }
@@ -241,6 +284,7 @@ static void NF(bn_grad_nc16_range)(void *arg, int64_t b0, int64_t b1) {
   }
 }
 #undef NC16
+#undef NC16_RUN
 
 /* sync_batch_norm's local sums per channel, in batch_norm's order: part[c]
  * = sum x (gs NULL) or sum (x - gs[c])^2; with dy (the gradient), part[c]
