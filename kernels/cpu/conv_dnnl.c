@@ -66,6 +66,17 @@ typedef struct conv_part {
   const char *failed;   /* what failed, for the message */
 } conv_part;
 
+/* One piece of the weight's reorder: output channels [o0, o0 + n) of the
+ * plain and the primitive's layouts (submemories of the whole), so the
+ * pieces convert side by side, one per thread. */
+#define CONV_W_PIECES 8
+typedef struct conv_wpiece {
+  dnnl_memory_t user, inner;
+  dnnl_primitive_t reorder;
+  dnnl_stream_t stream;
+  dnnl_status_t status;
+} conv_wpiece;
+
 typedef struct conv_state {
   conv_mode mode;
   int threads; /* each primitive's OpenMP team */
@@ -81,6 +92,8 @@ typedef struct conv_state {
   dnnl_engine_t engine;
   dnnl_stream_t stream; /* the weight's reorders, outside the parts */
   conv_port w;          /* shared by the parts */
+  int n_wpieces;        /* 0: w's reorder runs whole, on `stream` */
+  conv_wpiece wpiece[CONV_W_PIECES];
   conv_part part[];
 } conv_state;
 
@@ -105,11 +118,24 @@ static void part_release(conv_part *q) {
   free(q->scratch_buf);
 }
 
+static void wpieces_release(conv_state *s) {
+  for (int i = 0; i < s->n_wpieces; i++) {
+    conv_wpiece *k = &s->wpiece[i];
+    if (k->user) dnnl_memory_destroy(k->user);
+    if (k->inner) dnnl_memory_destroy(k->inner);
+    if (k->reorder) dnnl_primitive_destroy(k->reorder);
+    if (k->stream) dnnl_stream_destroy(k->stream);
+    memset(k, 0, sizeof *k);
+  }
+  s->n_wpieces = 0;
+}
+
 void fgk_conv_release(void *state) {
   conv_state *s = state;
   if (!s) return;
   for (int i = 0; i < s->n_parts; i++)
     part_release(&s->part[i]);
+  wpieces_release(s);
   port_release(&s->w);
   if (s->stream) dnnl_stream_destroy(s->stream);
   if (s->engine) dnnl_engine_destroy(s->engine);
@@ -312,6 +338,58 @@ done:
   return rc;
 }
 
+/* Piece i of the weight: output channels [o0, o0 + n) in the plain and the
+ * inner layouts, and the reorder between them. 0, or -1 when oneDNN does
+ * not take the piece (the caller then converts the weight whole). */
+static int wpiece_init(conv_state *s, conv_wpiece *k, const dnnl_memory_desc_t *plain,
+                       const dnnl_memory_desc_t *inner, int64_t o0, int64_t n) {
+  dnnl_dims_t dims = {n, plain->dims[1], plain->dims[2], plain->dims[3]}, off = {o0, 0, 0, 0};
+  dnnl_memory_desc_t pu, pi;
+  dnnl_primitive_desc_t rpd = NULL;
+  dnnl_primitive_attr_t attr = NULL;
+  int ok =
+      dnnl_memory_desc_init_submemory(&pu, plain, dims, off) == dnnl_success &&
+      dnnl_memory_desc_init_submemory(&pi, inner, dims, off) == dnnl_success &&
+      dnnl_primitive_attr_create(&attr) == dnnl_success &&
+      dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+      dnnl_reorder_primitive_desc_create(&rpd, s->w.out ? &pi : &pu, s->engine,
+                                         s->w.out ? &pu : &pi, s->engine, attr) == dnnl_success;
+  const dnnl_memory_desc_t *smd =
+      ok ? dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0) : NULL;
+  ok = ok && !(smd && dnnl_memory_desc_get_size(smd) > 0) &&
+       dnnl_primitive_create(&k->reorder, rpd) == dnnl_success &&
+       dnnl_memory_create(&k->user, &pu, s->engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&k->inner, &pi, s->engine, s->w.buf) == dnnl_success &&
+       dnnl_stream_create(&k->stream, s->engine, dnnl_stream_default_flags) == dnnl_success;
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return ok ? 0 : -1;
+}
+
+/* Cuts the weight's reorder into pieces of whole 16-channel blocks, one per
+ * part, so the threads convert it side by side (a training step converts
+ * every weight every run). Left whole (n_wpieces 0) for one part, grouped
+ * weights, or when a piece is refused. */
+static void wpieces_init(conv_state *s, const conv_geo *G) {
+  if (!s->w.reorder || s->n_parts < 2 || G->g != 1) return;
+  const int64_t blocks = G->o / 16;
+  const int p = s->n_parts < CONV_W_PIECES ? s->n_parts : CONV_W_PIECES;
+  if (blocks < p) return;
+  const dnnl_memory_desc_t *plain = NULL, *inner = NULL;
+  if (dnnl_memory_get_memory_desc(s->w.user, &plain) != dnnl_success ||
+      dnnl_memory_get_memory_desc(s->w.inner, &inner) != dnnl_success)
+    return;
+  for (int i = 0; i < p; i++) {
+    const int64_t o0 = 16 * (blocks * i / p);
+    const int64_t o1 = i == p - 1 ? G->o : 16 * (blocks * (i + 1) / p);
+    s->n_wpieces = i + 1;
+    if (wpiece_init(s, &s->wpiece[i], plain, inner, o0, o1 - o0) != 0) {
+      wpieces_release(s);
+      return;
+    }
+  }
+}
+
 int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **state) {
   conv_bufs b = conv_bufs_of(ctx, m);
   conv_geo G = conv_geo_of(ctx, &b);
@@ -345,6 +423,7 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **s
     s->part[i].n0 = i * Gp.n;
     rc = part_init(ctx, s, &s->part[i], &Gp, &b, attr);
   }
+  if (rc == 0) wpieces_init(s, &G);
 done:
   if (attr) dnnl_primitive_attr_destroy(attr);
   if (rc != 0) {
@@ -393,6 +472,34 @@ static void parts_range(void *arg, int64_t begin, int64_t end) {
     part_run(s, &s->part[i]);
 }
 
+static void wpieces_range(void *arg, int64_t begin, int64_t end) {
+  conv_state *s = arg;
+  omp_set_num_threads(1);
+  for (int64_t i = begin; i < end; i++) {
+    conv_wpiece *k = &s->wpiece[i];
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, s->w.out ? k->inner : k->user},
+                               {DNNL_ARG_TO, s->w.out ? k->user : k->inner}};
+    k->status = dnnl_primitive_execute(k->reorder, k->stream, 2, args);
+    if (k->status == dnnl_success) k->status = dnnl_stream_wait(k->stream);
+  }
+}
+
+/* Converts the weight between its plain buffer and the primitives' layout:
+ * in pieces over the threads where prepare cut it, else whole. */
+static int w_reorder(const fg_kctx *ctx, conv_state *s, const char *what) {
+  int rc = 0;
+  if (!s->n_wpieces) {
+    DNNL_TRY(port_reorder(s->stream, &s->w), what);
+    DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");
+    return 0;
+  }
+  fgk_parallel_for(ctx, s->n_wpieces, 1, wpieces_range, s);
+  for (int i = 0; i < s->n_wpieces; i++)
+    if (s->wpiece[i].status != dnnl_success) return dnnl_fail(ctx, what, s->wpiece[i].status);
+done:
+  return rc;
+}
+
 /* Adds the later parts' partial weight gradients into the first's, in part
  * order for every element (floats [begin, end)). */
 static void sum_range(void *arg, int64_t begin, int64_t end) {
@@ -411,6 +518,8 @@ static void sum_range(void *arg, int64_t begin, int64_t end) {
 static int bind(const fg_kctx *ctx, conv_state *s, const conv_bufs *b) {
   int rc = 0;
   DNNL_TRY(dnnl_memory_set_data_handle(s->w.user, b->w->data), "binding a buffer");
+  for (int i = 0; i < s->n_wpieces; i++)
+    DNNL_TRY(dnnl_memory_set_data_handle(s->wpiece[i].user, b->w->data), "binding a buffer");
   for (int i = 0; i < s->n_parts; i++) {
     conv_part *q = &s->part[i];
     char *x = (char *)b->x->data + (size_t)q->n0 * s->x_row;
@@ -434,9 +543,8 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
   const int w_kept =
       s->w_fixed && s->w_valid && s->w_version == ctx->var_version && s->w_data == b.w->data;
   s->w_valid = 0;
-  if (s->w.reorder && !s->w.out && !w_kept)
-    DNNL_TRY(port_reorder(s->stream, &s->w), "reordering the weight");
-  DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");
+  if (s->w.reorder && !s->w.out && !w_kept && w_reorder(ctx, s, "reordering the weight") != 0)
+    return -1;
   fgk_parallel_for(ctx, s->n_parts, 1, parts_range, s);
   for (int i = 0; i < s->n_parts; i++)
     if (s->part[i].status != dnnl_success)
@@ -444,16 +552,14 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
   if (s->mode == CONV_BWD_WEIGHTS) {
     if (s->n_parts > 1)
       fgk_parallel_for(ctx, (int64_t)(s->w_bytes / sizeof(float)), FGK_GRAIN_CHEAP, sum_range, s);
-    if (s->w.reorder) DNNL_TRY(port_reorder(s->stream, &s->w), "reordering the output");
-    DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");
+    if (s->w.reorder && w_reorder(ctx, s, "reordering the output") != 0) return -1;
   }
   s->w_valid = s->w_fixed, s->w_version = ctx->var_version, s->w_data = b.w->data;
   if (s->mode == CONV_TRANSPOSE && b.bias) {
     conv_geo G = conv_geo_of(ctx, &b);
     fgk_conv_add_bias_f32(&G, b.bias->data, b.x->data);
   }
-done:
-  return rc;
+  return 0;
 }
 
 int fgk_conv_dnnl(const fg_kctx *ctx, conv_mode m) {
