@@ -10,6 +10,7 @@
 #include "executor/dist/exec.h"
 #include "dist/comm/shm_arena.h"
 #include "executor/cuda_backend.h"
+#include "executor/passes/passes.h"
 #include "executor/plan.h"
 #include "executor/var_init.h"
 #include "flowgraph/io.h"
@@ -39,6 +40,10 @@ struct fg_session {
    * TRAIN_STEPS_KEY by fg_session_save. */
   uint64_t train_steps;
   uint64_t var_version; /* runs that may have written variables (fg_kctx.var_version) */
+  /* The optimized copy of the graph plans are built from (same node ids
+   * as g; executor/passes/passes.h), or NULL: plans use g itself. */
+  fg_pass_graph *opt;
+  char *passes; /* the session's copy of opts.passes */
 };
 
 #define TRAIN_STEPS_KEY "training_steps"
@@ -50,6 +55,19 @@ void fg_session_options_init(fg_session_options *opts) {
 static fg_tensor *var_lookup(void *ctx, int node) {
   fg_session *s = ctx;
   return node < s->n_vars_cap ? s->vars[node] : NULL;
+}
+
+/* The graph plans are built from and run on. */
+static const fg_graph *exec_graph(const fg_session *s) { return s->opt ? &s->opt->g : s->g; }
+
+/* The optimized copy for the graph's current version and placement. */
+static int run_passes(fg_session *s, fg_status *st) {
+  fg_pass_graph_free(s->opt);
+  const fg_dist_exec *dx = fg_dist_session_exec(s->dist);
+  fg_pass_options po = {s->opts.no_passes, s->passes};
+  s->opt = fg_passes_for_session(s->g, &po, dx ? dx->node_dev : NULL,
+                                 fg_dist_session_host_nodes(s->dist), st);
+  return s->opt || fg_status_code(st) == FG_OK ? 0 : -1;
 }
 
 static void drop_plans(fg_session *s) {
@@ -126,6 +144,7 @@ static int sync_graph(fg_session *s, fg_status *st) {
       return -1;
     }
   }
+  if (run_passes(s, st) != 0) return -1;
   s->version = fg_graph_version(s->g);
   return 0;
 }
@@ -165,6 +184,12 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
     return NULL;
   }
   if (check_max_nodes(g, o.max_nodes, st) != 0) return NULL;
+  if (o.passes && fg_pass_list_check(o.passes, st) != 0) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_new: passes: %s", msg);
+    return NULL;
+  }
   if (o.num_threads == 0) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o.num_threads = cores > 0 && cores <= FG_MAX_THREADS ? (int)cores : 1;
@@ -176,8 +201,11 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
   }
   s->g = g;
   s->opts = o;
+  s->passes = o.passes ? fg_strdup(o.passes) : NULL;
   s->pool = fg_pool_new(o.num_threads);
-  if (!s->pool) {
+  if (!s->pool || (o.passes && !s->passes)) {
+    fg_pool_free(s->pool);
+    free(s->passes);
     free(s);
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_new: cannot start %d threads",
                   o.num_threads);
@@ -206,6 +234,8 @@ void fg_session_free(fg_session *s) {
     fg_tensor_free(s->vars[i]);
   free(s->vars);
   fg_shm_arena_free(s->var_arena);
+  fg_pass_graph_free(s->opt);
+  free(s->passes);
   free(s);
 }
 
@@ -372,24 +402,25 @@ static void home_vars(fg_session *s) {
 /* Finds or builds the plan for a resolved request. */
 static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *plan_ns,
                          fg_status *st) {
+  const fg_graph *g = exec_graph(s);
   fg_plan *plan = s->plans;
-  while (plan && !fg_plan_matches(plan, s->g, req))
+  while (plan && !fg_plan_matches(plan, g, req))
     plan = plan->next;
   if (plan) return plan;
   int64_t t0 = clock_ns();
   home_vars(s);
-  plan = fg_plan_build(s->g, req, var_lookup, s, st);
+  plan = fg_plan_build(g, req, var_lookup, s, st);
   if (!plan) return NULL;
-  plan->run_rounds = fg_dist_run_key(s->dist, s->g, req, plan->run_key, st);
+  plan->run_rounds = fg_dist_run_key(s->dist, g, req, plan->run_key, st);
   if (plan->run_rounds < 0) {
     fg_plan_free(plan);
     return NULL;
   }
-  if (s->cuda && fg_cuda_plan_prepare(s->cuda, s->g, plan, s->vars, s->n_vars_cap, st) != 0) {
+  if (s->cuda && fg_cuda_plan_prepare(s->cuda, g, plan, s->vars, s->n_vars_cap, st) != 0) {
     fg_plan_free(plan);
     return NULL;
   }
-  fg_plan_mark_run_modes(plan, s->g);
+  fg_plan_mark_run_modes(plan, g);
   if (plan_ns) *plan_ns = clock_ns() - t0;
   plan->next = s->plans;
   s->plans = plan;
@@ -505,12 +536,13 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   }
   int64_t plan_ns = 0;
   fg_plan *plan = refused ? NULL : get_plan(s, &req, &plan_ns, st);
-  refused = refused || !plan || (req.check_numerics && fg_plan_check_feeds(s->g, plan, &req, st));
+  refused = refused || !plan ||
+            (req.check_numerics && fg_plan_check_feeds(exec_graph(s), plan, &req, st));
   int rounds = plan ? plan->run_rounds : 0;
   uint64_t key[2] = {plan ? plan->run_key[0] : 0, plan ? plan->run_key[1] : 0};
   /* Refused before it had a plan: the walk gives the key (st, which
    * holds why, is only written when the walk runs out of memory). */
-  if (!plan && (rounds = fg_dist_run_key(s->dist, s->g, &req, key, st)) < 0) goto done;
+  if (!plan && (rounds = fg_dist_run_key(s->dist, exec_graph(s), &req, key, st)) < 0) goto done;
   int64_t agree_ns = md && rounds ? clock_ns() : 0;
   if (fg_dist_run_agree(s->dist, rounds, key, refused, st) != 0) goto done;
   int64_t t0 = md ? clock_ns() : 0;
@@ -523,8 +555,8 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   plan->var_version = s->var_version;
   plan->rng_replica = replicas ? (uint32_t)replicas->rank : 0;
   fg_dist_session_before_run(s->dist);
-  int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, s->g, plan, &req, md != NULL, st)
-                       : fg_plan_run(s->g, plan, &req, s->pool, md != NULL, st);
+  int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, exec_graph(s), plan, &req, md != NULL, st)
+                       : fg_plan_run(exec_graph(s), plan, &req, s->pool, md != NULL, st);
   if (md) {
     *md = make_metadata(s, plan, clock_ns() - t0, plan_ns);
     if (*md) (*md)->start_ns = plan->timings_t0 ? plan->timings_t0 : t0;
@@ -721,6 +753,8 @@ int fg_session_save(fg_session *s, const char *path, fg_status *st) {
     attrs->n--;
   }
   free(lent);
+  /* The save may have moved attribute arrays the optimized copy borrows. */
+  fg_pass_graph_refresh(s->opt, g);
   atomic_flag_clear(&s->busy);
   return rc;
 }
@@ -880,6 +914,7 @@ static int set_comm(fg_session *s, fg_comm *comm, int data, const char *fn, fg_s
    * this process's steps, its size the fetches' transfers, and whether one
    * is attached the lanes the steps run on. */
   if (rc == 0) drop_plans(s);
+  if (rc == 0) rc = run_passes(s, st); /* the placement may have changed */
   atomic_flag_clear(&s->busy);
   if (rc == 0) fg_status_clear(st);
   return rc;
