@@ -2,8 +2,8 @@
  * op, attributes, inputs after earlier merges, output types, device and
  * flags) is merged into it, so the value is computed once. Never merged:
  * pinned nodes (stateful, collective, random, placeholders), variables,
- * and nodes that read variable state, whose value depends on where they
- * run among the variable's updates. Attributes compare bit for bit (0.0
+ * nodes that read what an update returns, and two reads of a variable
+ * with a write of it between them. Attributes compare bit for bit (0.0
  * and -0.0 differ), so the merged graph computes the same bits. */
 #include <stdlib.h>
 #include <string.h>
@@ -94,13 +94,42 @@ static uint64_t node_hash(const fg_node *n) {
   return fg_hash64(h, &attrs, sizeof attrs);
 }
 
-/* A node CSE may merge into an equal earlier one. */
+/* A node CSE may merge into an equal earlier one. Of variable state it may
+ * read variables themselves (see writes_between), not what an update
+ * returns. */
 static int mergeable(const fg_pass_ctx *ctx, int id) {
   const fg_node *n = &ctx->w->g.nodes[id];
   unsigned f = fg_op_table[n->op].flags;
   if (ctx->dead[id] || fg_pass_node_pinned(n)) return 0;
   if ((f & FG_OPF_SOURCE) && n->op != FG_OP_CONSTANT) return 0;
-  return !fg_pass_reads_state(&ctx->w->g, id);
+  for (int i = 0; i < n->n_inputs; i++) {
+    int op = ctx->w->g.nodes[n->inputs[i].node].op;
+    if (op != FG_OP_VARIABLE && (op == FG_OP_ASSIGN || fg_op_table[op].mutable_inputs)) return 0;
+  }
+  return 1;
+}
+
+/* 1 when a node between ids m and id writes variable v (assign, apply_*). */
+static int writes_var_between(const fg_graph *g, int v, int m, int id) {
+  for (int k = m + 1; k < id; k++) {
+    const fg_node *n = &g->nodes[k];
+    unsigned mut = n->op == FG_OP_ASSIGN ? 1u : fg_op_table[n->op].mutable_inputs;
+    for (int i = 0; i < n->n_inputs && i < 32; i++)
+      if ((mut >> i & 1u) && n->inputs[i].node == v) return 1;
+  }
+  return 0;
+}
+
+/* Node id reads every variable it reads with the value node m (earlier)
+ * reads: the plan orders a variable's reads and writes by node id, so the
+ * two read the same value unless a write lies between them. */
+static int same_variable_values(const fg_graph *g, int m, int id) {
+  const fg_node *n = &g->nodes[id];
+  for (int i = 0; i < n->n_inputs; i++) {
+    int v = n->inputs[i].node;
+    if (g->nodes[v].op == FG_OP_VARIABLE && writes_var_between(g, v, m, id)) return 0;
+  }
+  return 1;
 }
 
 /* An open-addressed table of node ids by hash; -1 is empty. */
@@ -136,7 +165,7 @@ int fg_pass_cse(fg_pass_ctx *ctx, fg_status *st) {
     fg_pass_resolve_inputs(ctx, id);
     if (!mergeable(ctx, id)) continue;
     int m = find_or_insert(&t, g, id, node_hash(&g->nodes[id]));
-    if (m >= 0 && fg_pass_can_replace(ctx, id, (fg_output){m, 0}))
+    if (m >= 0 && fg_pass_can_replace(ctx, id, (fg_output){m, 0}) && same_variable_values(g, m, id))
       rc = fg_pass_replace(ctx, id, (fg_output){m, -1}, "merged", NULL, st);
   }
   free(t.ids);

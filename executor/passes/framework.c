@@ -29,13 +29,6 @@ static int state_valued(const fg_graph *g, fg_output o) {
   return op == FG_OP_VARIABLE || op == FG_OP_ASSIGN || fg_op_table[op].mutable_inputs != 0;
 }
 
-int fg_pass_reads_state(const fg_graph *g, int id) {
-  const fg_node *n = &g->nodes[id];
-  for (int i = 0; i < n->n_inputs; i++)
-    if (state_valued(g, n->inputs[i])) return 1;
-  return 0;
-}
-
 int fg_pass_can_replace(const fg_pass_ctx *ctx, int id, fg_output by) {
   if (ctx->group && ctx->group[id] != ctx->group[by.node]) return 0;
   return !state_valued(&ctx->w->g, by);

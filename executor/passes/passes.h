@@ -96,10 +96,6 @@ int fg_pass_replace(fg_pass_ctx *ctx, int id, fg_output by, const char *action, 
 /* Records a change of node id ("into" NULL for removals). 0 or -1. */
 int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *into, const char *rule,
                    fg_status *st);
-/* 1 when some input of node id is variable state (a variable, or what an
- * update or assign returns): its value depends on where the node runs
- * among the variable's writes. */
-int fg_pass_reads_state(const fg_graph *g, int id);
 /* 1 for a node whose output is variable state or whose run has an effect
  * (stateful, collective), or that draws random values: passes leave such
  * nodes where they are. */
