@@ -200,6 +200,7 @@ int cli_session_opt(const cli_command *cmd, int argc, char **argv, int *i, int n
   const char *v = NULL;
   int r;
   *rc = CLI_OK;
+  if (cli_passes_opt(cmd, argc, argv, i, rc)) return 1;
   if (numerics && strcmp(argv[*i], "--check-numerics") == 0) {
     cli_session_limits.check_numerics = 1;
     return 1;
