@@ -727,8 +727,6 @@ int fg_session_save(fg_session *s, const char *path, fg_status *st) {
     attrs->n--;
   }
   free(lent);
-  /* The save may have moved attribute arrays the optimized copy borrows. */
-  fg_pass_graph_refresh(s->opt, g);
   atomic_flag_clear(&s->busy);
   return rc;
 }

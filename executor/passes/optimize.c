@@ -6,8 +6,10 @@
 #include "executor/passes/passes.h"
 #include "graph/op_table.h"
 
-/* The live nodes of w, in id order (still topological), into a new graph. */
-static fg_graph *compact(const fg_pass_graph *w, const unsigned char *dead, fg_status *st) {
+/* The live nodes of w, in id order (still topological), with the graph
+ * outputs and metadata of its source, into a new graph. */
+static fg_graph *compact(const fg_pass_graph *w, const fg_graph *src, const unsigned char *dead,
+                         fg_status *st) {
   const fg_graph *g = &w->g;
   fg_graph *out = fg_graph_new();
   int *map = malloc(((size_t)g->n_nodes + 1) * sizeof *map);
@@ -24,10 +26,10 @@ static fg_graph *compact(const fg_pass_graph *w, const unsigned char *dead, fg_s
     if (o.node >= 0) out->nodes[o.node].flags = n->flags;
     map[id] = o.node;
   }
-  for (int i = 0; out && map && i < g->n_outputs; i++)
-    fg_graph_add_output(out, (fg_output){map[g->outputs[i].node], g->outputs[i].index});
-  for (int i = 0; out && i < g->n_meta; i++)
-    fg_graph_set_metadata(out, g->meta_keys[i], g->meta_vals[i]);
+  for (int i = 0; out && map && i < src->n_outputs; i++)
+    fg_graph_add_output(out, (fg_output){map[src->outputs[i].node], src->outputs[i].index});
+  for (int i = 0; out && i < src->n_meta; i++)
+    fg_graph_set_metadata(out, src->meta_keys[i], src->meta_vals[i]);
   free(map);
   free(in);
   if (!out || !map || !in) {
@@ -84,7 +86,8 @@ fg_graph *fg_optimize(const fg_graph *g, const fg_pass_options *opts, const char
   } else if (resolve_fetches(g, fetches, n_fetches, outs, st) == 0 &&
              (w = fg_pass_graph_new(g, st)) != NULL) {
     fg_pass_mark_keep(g, outs, n_fetches, keep);
-    if (fg_pass_pipeline_run(w, opts, keep, NULL, dead, rep, st) == 0) out = compact(w, dead, st);
+    if (fg_pass_pipeline_run(w, opts, keep, NULL, dead, rep, st) == 0)
+      out = compact(w, g, dead, st);
   }
   fg_pass_graph_free(w);
   free(outs);

@@ -19,10 +19,12 @@
 #include "flowgraph/passes.h"
 #include "graph/graph_internal.h"
 
-/* The working copy: g.nodes is a new array whose names, devices and output
- * types are the source's (borrowed); every node owns its inputs array, and
- * its attributes are borrowed until a pass rewrites them (attrs_owned).
- * The source must outlive the copy and stay unchanged while it is used. */
+/* The working copy: g.nodes is a new array whose names, devices, output
+ * types and attribute values are the source's (borrowed); every node owns
+ * its inputs array and the array of its attributes, whose contents it
+ * deep-copies once a pass rewrites them (attrs_owned). The copy has no
+ * graph outputs or metadata. The source must outlive the copy, which is
+ * valid for the source's version it was made from. */
 typedef struct fg_pass_graph {
   fg_graph g;
   unsigned char *attrs_owned; /* per node */
@@ -31,9 +33,6 @@ typedef struct fg_pass_graph {
 fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st);
 /* Accepts NULL. Frees only what the copy owns. */
 void fg_pass_graph_free(fg_pass_graph *w);
-/* Re-borrows the source's attribute arrays (a save may have moved them:
- * fg_session_save lends values through the graph's attributes). */
-void fg_pass_graph_refresh(fg_pass_graph *w, const fg_graph *src);
 /* Node id's attributes, made the copy's own so a pass may edit them. 0 or
  * -1 (out of memory). */
 int fg_pass_graph_own_attrs(fg_pass_graph *w, int id);

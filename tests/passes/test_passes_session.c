@@ -239,3 +239,40 @@ FG_TEST(passes_session_save_then_run, "") {
   fg_status_free(st);
   fg_graph_free(g);
 }
+
+FG_TEST(passes_session_other_session_saves_shared_graph, "") {
+  /* Variables from an initialiser have no "value": a save adds one to
+   * each through the shared graph and drops it after, reallocating their
+   * attribute arrays; the other session's optimized copy must not care. */
+  fg_graph *g = fg_graph_new();
+  int64_t d[1] = {3};
+  fg_init init = {FG_INIT_UNIFORM, -1.0, 1.0, 0, 5};
+  fg_output v = fg_variable_init(g, "v", FG_F32, 1, d, &init);
+  fg_output x = fg_placeholder(g, "x", FG_F32, 1, d);
+  fg_set_name(g, fg_add(g, fg_mul(g, v, fg_scalar(g, FG_F32, 1.0)), x), "y");
+  fg_status *st = fg_status_new();
+  fg_session *a = fg_session_new(g, NULL, st), *b = fg_session_new(g, NULL, st);
+  FG_REQUIRE(a && b);
+  char path[] = "/tmp/fg_passes_sharedXXXXXX";
+  int fd = mkstemp(path);
+  FG_REQUIRE(fd >= 0);
+  close(fd);
+  FG_CHECK(fg_session_save(a, path, st) == 0);
+  unlink(path);
+  fg_tensor *xt = x3(1, 2, 3), *y = NULL, *vv = fg_session_variable(b, "v", st);
+  fg_feed f = {"x", xt};
+  const char *fetch = "y";
+  FG_REQUIRE(vv);
+  FG_REQUIRE(fg_session_run(b, &f, 1, &fetch, 1, &y, NULL, 0, st) == 0);
+  /* y = v*1 + x: v + x exactly. */
+  for (int i = 0; i < 3; i++)
+    FG_CHECK(((float *)fg_tensor_data(y))[i] ==
+             ((float *)fg_tensor_data(vv))[i] + ((float *)fg_tensor_data(xt))[i]);
+  fg_tensor_free(y);
+  fg_tensor_free(vv);
+  fg_tensor_free(xt);
+  fg_session_free(a);
+  fg_session_free(b);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
