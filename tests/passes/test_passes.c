@@ -30,6 +30,18 @@ static fg_output const_f32(fg_graph *g, const char *name, int rank, const int64_
   return o;
 }
 
+/* Compares `fetch` with the passes on and off on x23(), then frees g, the
+ * optimized o and the report r. */
+static int same_bits_then_free(fg_graph *g, fg_graph *o, fg_pass_report *r, const char *fetch) {
+  fg_tensor *xt = x23();
+  int same = same_bits_on_off(g, xt, fetch);
+  fg_tensor_free(xt);
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  fg_graph_free(g);
+  return same;
+}
+
 FG_TEST(passes_simplify_mul_by_ones, "") {
   fg_graph *g = fg_graph_new();
   int64_t d3[1] = {3};
@@ -51,12 +63,7 @@ FG_TEST(passes_simplify_mul_by_ones, "") {
   FG_CHECK_STR(c->rule, "x*1");
   FG_REQUIRE(find_change(r, "dce", "ones"));
   FG_CHECK_STR(find_change(r, "dce", "ones")->action, "removed");
-  fg_tensor *xt = x23();
-  FG_CHECK(same_bits_on_off(g, xt, "z"));
-  fg_tensor_free(xt);
-  fg_pass_report_free(r);
-  fg_graph_free(o);
-  fg_graph_free(g);
+  FG_CHECK(same_bits_then_free(g, o, r, "z"));
 }
 
 FG_TEST(passes_simplify_keeps_broadcasting_constant, "") {
@@ -158,12 +165,7 @@ FG_TEST(passes_simplify_pass_through_chain, "") {
   FG_CHECK_STR(find_change(r, "simplify", "n2")->into, "x");
   FG_CHECK_STR(find_change(r, "simplify", "c")->rule, "cast(x) to x's dtype");
   FG_CHECK(find_change(r, "dce", "n1") != NULL); /* orphaned by n2's rewrite */
-  fg_tensor *xt = x23();
-  FG_CHECK(same_bits_on_off(g, xt, "z"));
-  fg_tensor_free(xt);
-  fg_pass_report_free(r);
-  fg_graph_free(o);
-  fg_graph_free(g);
+  FG_CHECK(same_bits_then_free(g, o, r, "z"));
 }
 
 FG_TEST(passes_simplify_cast_to_other_dtype_kept, "") {
@@ -271,12 +273,7 @@ FG_TEST(passes_cse_merges_equal_nodes, "") {
   FG_CHECK_STR(find_change(r, "cse", "s2")->action, "merged");
   int y = fg_graph_find(o, "y");
   FG_CHECK_STR(fg_node_name(o, fg_node_input(o, y, 1).node), "s1");
-  fg_tensor *xt = x23();
-  FG_CHECK(same_bits_on_off(g, xt, "y"));
-  fg_tensor_free(xt);
-  fg_pass_report_free(r);
-  fg_graph_free(o);
-  fg_graph_free(g);
+  FG_CHECK(same_bits_then_free(g, o, r, "y"));
 }
 
 FG_TEST(passes_cse_needs_equal_attributes, "") {

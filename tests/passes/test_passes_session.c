@@ -165,11 +165,7 @@ static fg_graph *train_graph(const char **target) {
 /* The variables after `steps` training steps, with the passes on or off. */
 static void train(fg_graph *g, const char *target, int no_passes, int steps, fg_tensor **vars) {
   fg_status *st = fg_status_new();
-  fg_session_options o;
-  fg_session_options_init(&o);
-  o.num_threads = 2;
-  o.no_passes = no_passes;
-  fg_session *s = fg_session_new(g, &o, st);
+  fg_session *s = passes_session(g, 2, no_passes, st);
   int64_t xd[2] = {5, 4}, yd[1] = {5};
   fg_tensor *x = fg_tensor_new(FG_F32, 2, xd, NULL), *y = fg_tensor_new(FG_I32, 1, yd, NULL);
   for (int i = 0; i < 20; i++)

@@ -35,15 +35,20 @@ static inline fg_graph *optimize1(const fg_graph *g, const char *fetch, fg_pass_
   return o;
 }
 
+/* A session on g with `threads` threads, the passes on (no_passes 0) or off. */
+static inline fg_session *passes_session(fg_graph *g, int threads, int no_passes, fg_status *st) {
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.num_threads = threads;
+  o.no_passes = no_passes;
+  return fg_session_new(g, &o, st);
+}
+
 /* Runs `fetch` of g with one feed "x", passes on (no_passes 0) or off. */
 static inline fg_tensor *run_fetch(fg_graph *g, const fg_tensor *x, const char *fetch,
                                    int no_passes) {
   fg_status *st = fg_status_new();
-  fg_session_options o;
-  fg_session_options_init(&o);
-  o.num_threads = 1;
-  o.no_passes = no_passes;
-  fg_session *s = fg_session_new(g, &o, st);
+  fg_session *s = passes_session(g, 1, no_passes, st);
   fg_tensor *out = NULL;
   fg_feed feed = {"x", x};
   if (s && fg_session_run(s, &feed, x ? 1 : 0, &fetch, 1, &out, NULL, 0, st) != 0) out = NULL;

@@ -84,6 +84,9 @@ int cli_job_main(const cli_job *job, void *args, int argc, char **argv);
  * another option, -1 when the value is missing. */
 int cli_opt_value(int argc, char **argv, int *i, const char *short_name, const char *long_name,
                   const char **value);
+/* Appends `name` to the malloc'ed list *names of *n: CLI_OK, or the exit
+ * code of the out-of-memory error it printed. */
+int cli_append_name(const char ***names, int *n, const char *name);
 /* 1 when argv[i] is "--help" or "-h". */
 int cli_is_help(const char *arg);
 

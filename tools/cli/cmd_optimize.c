@@ -16,14 +16,6 @@ typedef struct optimize_args {
 
 static void free_args(void *args) { free(((optimize_args *)args)->fetch); }
 
-static int add_fetch(optimize_args *a, const char *name) {
-  const char **f = realloc(a->fetch, (size_t)(a->n_fetch + 1) * sizeof *f);
-  if (!f) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  a->fetch = f;
-  a->fetch[a->n_fetch++] = name;
-  return CLI_OK;
-}
-
 static int parse_args(int argc, char **argv, void *args, int *help) {
   const cli_command *cmd = &cli_optimize_command;
   optimize_args *a = args;
@@ -41,7 +33,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--fetch", &v)) != 0) {
       const char *name = NULL;
       rc = cli_value_opt(cmd, "--fetch", "a name (\"node\" or \"node:index\")", r, v, NULL, &name);
-      if (rc == CLI_OK) rc = add_fetch(a, name);
+      if (rc == CLI_OK) rc = cli_append_name(&a->fetch, &a->n_fetch, name);
     } else if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0) {
       a->quiet = 1;
       rc = CLI_OK;

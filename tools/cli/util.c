@@ -124,6 +124,14 @@ int cli_opt_value(int argc, char **argv, int *i, const char *short_name, const c
   return 0;
 }
 
+int cli_append_name(const char ***names, int *n, const char *name) {
+  const char **grown = realloc(*names, (size_t)(*n + 1) * sizeof *grown);
+  if (!grown) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  *names = grown;
+  (*names)[(*n)++] = name;
+  return CLI_OK;
+}
+
 void cli_free_pairs(cli_pair *p, int n) {
   for (int i = 0; p && i < n; i++)
     free(p[i].name);
