@@ -123,12 +123,19 @@ static fg_output unary_rule(const fg_graph *g, int id, const char **rule) {
     *rule = "neg(neg(x))";
     return g->nodes[x.node].op == FG_OP_NEG ? g->nodes[x.node].inputs[0] : none;
   case FG_OP_RESHAPE:
+  case FG_OP_RESHAPE_LIKE:
+  case FG_OP_FLATTEN:
+  case FG_OP_SQUEEZE:
   case FG_OP_EXPAND:
-    *rule = "a no-op reshape or expand";
+    /* Views and a broadcast whose output type is x's: x's elements as
+     * they are (one unknown dim is fixed by the element count). */
+    *rule = "a shape op that changes nothing";
     return same_type(tinfo(g, x), out) ? x : none;
   case FG_OP_BROADCAST_LIKE:
-    *rule = "broadcast_like to x's shape";
-    return fully_known(out) && same_type(tinfo(g, x), out) ? x : none;
+  case FG_OP_SUM_TO:
+    /* like's shape decides at run time: only when every dim is known. */
+    *rule = "a broadcast or sum to x's own shape";
+    return fully_known(out) && fully_known(tinfo(g, x)) && same_type(tinfo(g, x), out) ? x : none;
   default: return none;
   }
 }
@@ -196,7 +203,7 @@ static int simplify_node(fg_pass_ctx *ctx, int id, fg_status *st) {
                (n->op == FG_OP_RESHAPE && same_type(tinfo(g, n->inputs[0]), &n->outputs[0]));
     if (gone && fg_pass_can_replace(ctx, id, n->inputs[0]))
       return fg_pass_replace(ctx, id, n->inputs[0], "simplified",
-                             folded ? rule : "a no-op transpose or reshape", st);
+                             folded ? rule : "a shape op that changes nothing", st);
     return folded ? fg_pass_record(ctx, id, "simplified", n->name, rule, st) : 0;
   }
   fg_output by = binary_rule(g, id, &rule);

@@ -26,8 +26,10 @@
  *             dtype is x's; neg(neg(x)), identity, stop_gradient, cast to
  *             the same dtype, a transpose of a transpose (composed; the
  *             identity permutation removed), a reshape of a reshape, and
- *             expand, broadcast_like or reshape that change nothing. x+0.0
- *             with a float +0.0 is kept: it turns -0.0 into +0.0.
+ *             shape ops whose output type is x's (reshape, reshape_like,
+ *             flatten, squeeze, expand; broadcast_like and sum_to when
+ *             every dim is known). x+0.0 with a float +0.0 is kept: it
+ *             turns -0.0 into +0.0.
  *   cse       nodes with the same op, typed attributes, inputs, output
  *             types and device compute once.
  *   dce       nodes nothing needs are removed.

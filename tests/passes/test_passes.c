@@ -425,3 +425,51 @@ FG_TEST(passes_table_lists_the_passes, "") {
   for (int i = 0; i < 3; i++)
     FG_CHECK(fg_pass_default_on(i) && fg_pass_description(i)[0]);
 }
+
+FG_TEST(passes_simplify_shape_ops_that_change_nothing, "") {
+  fg_graph *g = fg_graph_new();
+  int64_t d13[2] = {1, 3};
+  fg_output x = placeholder23(g);
+  fg_output like = fg_set_name(g, fg_exp(g, x), "like"); /* [2,3] */
+  fg_output row = fg_placeholder(g, "row", FG_F32, 2, d13);
+  /* Each to x's own [2,3]: x. */
+  fg_output in2[2] = {x, like};
+  fg_output s = fg_set_name(g, fg_op(g, "sum_to", NULL, in2, 2, NULL), "s");
+  fg_output b = fg_set_name(g, fg_op(g, "broadcast_like", NULL, in2, 2, NULL), "b");
+  fg_output rl = fg_set_name(g, fg_op(g, "reshape_like", NULL, in2, 2, NULL), "rl");
+  fg_output fl = fg_set_name(g, fg_flatten(g, x, 1), "fl");
+  /* Not x: row broadcast up to [2,3]. */
+  fg_output in_row[2] = {row, like};
+  fg_output up = fg_set_name(g, fg_op(g, "broadcast_like", NULL, in_row, 2, NULL), "up");
+  fg_output t = fg_add(g, fg_add(g, s, b), fg_add(g, rl, fl));
+  fg_set_name(g, fg_add(g, t, up), "y");
+  fg_pass_report *r = NULL;
+  fg_graph *o = optimize1(g, "y", &r);
+  FG_REQUIRE(o);
+  const char *gone[4] = {"s", "b", "rl", "fl"};
+  for (int i = 0; i < 4; i++) {
+    FG_REQUIRE(find_change(r, "simplify", gone[i]));
+    FG_CHECK_STR(find_change(r, "simplify", gone[i])->into, "x");
+    FG_CHECK(fg_graph_find(o, gone[i]) < 0);
+  }
+  FG_CHECK(find_change(r, "simplify", "up") == NULL);
+  FG_CHECK(fg_graph_find(o, "up") >= 0);
+  /* y with the passes on and off, fed x and row: the same bits. */
+  float rv[3] = {0.5f, -0.0f, 4.0f};
+  fg_tensor *xt = x23(), *rt = fg_tensor_from_data(FG_F32, 2, d13, rv, sizeof rv, NULL), *y[2];
+  fg_feed feeds[2] = {{"x", xt}, {"row", rt}};
+  const char *fetch = "y";
+  for (int k = 0; k < 2; k++) {
+    fg_session *ss = passes_session(g, 1, k, NULL);
+    FG_REQUIRE(ss && fg_session_run(ss, feeds, 2, &fetch, 1, &y[k], NULL, 0, NULL) == 0);
+    fg_session_free(ss);
+  }
+  FG_CHECK(memcmp(fg_tensor_data(y[0]), fg_tensor_data(y[1]), 6 * sizeof(float)) == 0);
+  fg_tensor_free(y[0]);
+  fg_tensor_free(y[1]);
+  fg_tensor_free(xt);
+  fg_tensor_free(rt);
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  fg_graph_free(g);
+}
