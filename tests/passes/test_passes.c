@@ -3,6 +3,7 @@
  * the same bits with the passes on and off. Expectations by hand. */
 #include <math.h>
 
+#include "executor/passes/passes.h"
 #include "test_passes_util.h"
 
 /* x: f32 [2,3] holding -0.0, NaN, +inf and ordinary values. */
@@ -471,5 +472,40 @@ FG_TEST(passes_simplify_shape_ops_that_change_nothing, "") {
   fg_tensor_free(rt);
   fg_pass_report_free(r);
   fg_graph_free(o);
+  fg_graph_free(g);
+}
+
+/* The framework itself (executor/passes/passes.h): rewrites stay within a
+ * device group. Two equal exp(x), x*1: with both exps and x in one group
+ * cse merges and simplify rewires; with the second exp and the mul in
+ * another, neither may read across. */
+FG_TEST(passes_rewrites_stay_within_device_groups, "") {
+  fg_graph *g = fg_graph_new();
+  fg_output x = placeholder23(g);
+  fg_output a = fg_exp(g, x), b = fg_exp(g, x);
+  fg_output m = fg_mul(g, x, fg_scalar(g, FG_F32, 1.0));
+  fg_set_name(g, fg_add(g, fg_add(g, a, b), fg_neg(g, m)), "y");
+  int n = fg_graph_num_nodes(g);
+  int same[16] = {0}, split[16] = {0};
+  split[b.node] = split[m.node] = 1;
+  const int *groups[2] = {same, split};
+  int want_dead[2] = {1, 0};
+  for (int k = 0; k < 2; k++) {
+    fg_status *st = fg_status_new();
+    fg_pass_graph *w = fg_pass_graph_new(g, st);
+    FG_REQUIRE(w && n <= 16);
+    unsigned char keep[16], dead[16] = {0};
+    memset(keep, 1, sizeof keep);
+    FG_REQUIRE(fg_pass_pipeline_run(w, NULL, keep, groups[k], dead, NULL, st) == 0);
+    int y = fg_graph_find(g, "y"), add = w->g.nodes[y].inputs[0].node;
+    int neg = w->g.nodes[y].inputs[1].node;
+    /* add(a, b) reads a twice once merged; neg reads x once m is gone. */
+    FG_CHECK_INT(w->g.nodes[add].inputs[1].node == a.node, want_dead[k]);
+    FG_CHECK_INT(w->g.nodes[neg].inputs[0].node == x.node, want_dead[k]);
+    /* The user's graph is untouched either way. */
+    FG_CHECK_INT(fg_node_input(g, add, 1).node, b.node);
+    fg_pass_graph_free(w);
+    fg_status_free(st);
+  }
   fg_graph_free(g);
 }
