@@ -1,6 +1,5 @@
 /* Sessions: argument checks, feed/fetch resolution, variable storage, the
  * plan cache and graph-change detection. */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,36 +9,15 @@
 #include "executor/dist/exec.h"
 #include "dist/comm/shm_arena.h"
 #include "executor/cuda_backend.h"
+#include "executor/passes/passes.h"
 #include "executor/plan.h"
+#include "executor/session_internal.h"
 #include "executor/var_init.h"
 #include "flowgraph/io.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
 
 #define FG_MAX_THREADS 1024
-
-struct fg_session {
-  fg_graph *g;
-  uint64_t version; /* graph version the variables and plans were made for */
-  fg_session_options opts;
-  fg_tensor **vars;      /* per node id: the current value of a variable, else NULL */
-  int n_vars_cap;        /* entries in vars */
-  fg_plan *plans;        /* the cache */
-  fg_pool *pool;         /* opts.num_threads threads, made once */
-  fg_kparallel host_par; /* the pool's parallel_for, for a GPU plan's host steps */
-  atomic_flag busy;
-  fg_cuda_ctx *cuda;     /* GPU state when opts.device is "cuda:N", else NULL */
-  fg_dist_session *dist; /* placement, per-device pools, communicators (executor/dist/exec.h) */
-  /* home_vars: the arena the variables live in, or NULL; vars_homed is 0
-   * while some variable is outside it. */
-  void *var_arena;
-  int vars_homed;
-  /* Runs whose training flag was true (fg_training in flowgraph/graph.h):
-   * the step dropout masks are keyed by; saved as the graph's metadata
-   * TRAIN_STEPS_KEY by fg_session_save. */
-  uint64_t train_steps;
-  uint64_t var_version; /* runs that may have written variables (fg_kctx.var_version) */
-};
 
 #define TRAIN_STEPS_KEY "training_steps"
 
@@ -50,6 +28,19 @@ void fg_session_options_init(fg_session_options *opts) {
 static fg_tensor *var_lookup(void *ctx, int node) {
   fg_session *s = ctx;
   return node < s->n_vars_cap ? s->vars[node] : NULL;
+}
+
+/* The graph plans are built from and run on. */
+static const fg_graph *exec_graph(const fg_session *s) { return s->opt ? &s->opt->g : s->g; }
+
+/* The optimized copy for the graph's current version and placement. */
+static int run_passes(fg_session *s, fg_status *st) {
+  fg_pass_graph_free(s->opt);
+  const fg_dist_exec *dx = fg_dist_session_exec(s->dist);
+  fg_pass_options po = {s->opts.no_passes, s->passes};
+  s->opt = fg_passes_for_session(s->g, &po, dx ? dx->node_dev : NULL,
+                                 fg_dist_session_host_nodes(s->dist), st);
+  return s->opt || fg_status_code(st) == FG_OK ? 0 : -1;
 }
 
 static void drop_plans(fg_session *s) {
@@ -90,7 +81,7 @@ static int cuda_graph_changed(fg_session *s, fg_status *st) {
 
 /* Brings the session up to date with its graph: validates it and creates
  * storage for variables added since; existing variables keep their values. */
-static int sync_graph(fg_session *s, fg_status *st) {
+int fg_session_sync(fg_session *s, fg_status *st) {
   if (fg_graph_status(s->g, st) != FG_OK) return -1;
   if (s->vars && s->version == fg_graph_version(s->g)) return 0;
   if (check_max_nodes(s->g, s->opts.max_nodes, st) != 0) return -1;
@@ -126,6 +117,7 @@ static int sync_graph(fg_session *s, fg_status *st) {
       return -1;
     }
   }
+  if (run_passes(s, st) != 0) return -1;
   s->version = fg_graph_version(s->g);
   return 0;
 }
@@ -165,6 +157,12 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
     return NULL;
   }
   if (check_max_nodes(g, o.max_nodes, st) != 0) return NULL;
+  if (o.passes && fg_pass_list_check(o.passes, st) != 0) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", fg_status_message(st));
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_new: passes: %s", msg);
+    return NULL;
+  }
   if (o.num_threads == 0) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     o.num_threads = cores > 0 && cores <= FG_MAX_THREADS ? (int)cores : 1;
@@ -176,8 +174,11 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
   }
   s->g = g;
   s->opts = o;
+  s->passes = o.passes ? fg_strdup(o.passes) : NULL;
   s->pool = fg_pool_new(o.num_threads);
-  if (!s->pool) {
+  if (!s->pool || (o.passes && !s->passes)) {
+    fg_pool_free(s->pool);
+    free(s->passes);
     free(s);
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_new: cannot start %d threads",
                   o.num_threads);
@@ -185,7 +186,7 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
   }
   s->host_par = (fg_kparallel){s->pool, fg_pool_parallel_for_fn};
   atomic_flag_clear(&s->busy);
-  if (cuda_open(s, st) != 0 || sync_graph(s, st) != 0) {
+  if (cuda_open(s, st) != 0 || fg_session_sync(s, st) != 0) {
     fg_session_free(s);
     return NULL;
   }
@@ -206,6 +207,8 @@ void fg_session_free(fg_session *s) {
     fg_tensor_free(s->vars[i]);
   free(s->vars);
   fg_shm_arena_free(s->var_arena);
+  fg_pass_graph_free(s->opt);
+  free(s->passes);
   free(s);
 }
 
@@ -230,10 +233,11 @@ static int check_feed(const fg_node *ph, const fg_tensor *t, fg_status *st) {
 /* Resolves names and checks arguments into a plan request. */
 /* A feed of the training flag (fg_training) is no placeholder feed: it
  * sets the run's mode (*training), a bool scalar. */
-static int resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
-                   int n_fetches, const char *const *targets, int n_targets, fg_plan_request *req,
-                   int *feed_nodes, fg_output *fetch_outs, int *target_nodes,
-                   const fg_tensor **feed_tensors, const fg_tensor **training, fg_status *st) {
+int fg_session_resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
+                       int n_fetches, const char *const *targets, int n_targets,
+                       fg_plan_request *req, int *feed_nodes, fg_output *fetch_outs,
+                       int *target_nodes, const fg_tensor **feed_tensors,
+                       const fg_tensor **training, fg_status *st) {
   const fg_graph *g = s->g;
   int nf = 0; /* placeholder feeds */
   *training = NULL;
@@ -370,26 +374,27 @@ static void home_vars(fg_session *s) {
 }
 
 /* Finds or builds the plan for a resolved request. */
-static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *plan_ns,
-                         fg_status *st) {
+fg_plan *fg_session_plan_for(fg_session *s, const fg_plan_request *req, int64_t *plan_ns,
+                             fg_status *st) {
+  const fg_graph *g = exec_graph(s);
   fg_plan *plan = s->plans;
-  while (plan && !fg_plan_matches(plan, s->g, req))
+  while (plan && !fg_plan_matches(plan, g, req))
     plan = plan->next;
   if (plan) return plan;
   int64_t t0 = clock_ns();
   home_vars(s);
-  plan = fg_plan_build(s->g, req, var_lookup, s, st);
+  plan = fg_plan_build(g, req, var_lookup, s, st);
   if (!plan) return NULL;
-  plan->run_rounds = fg_dist_run_key(s->dist, s->g, req, plan->run_key, st);
+  plan->run_rounds = fg_dist_run_key(s->dist, g, req, plan->run_key, st);
   if (plan->run_rounds < 0) {
     fg_plan_free(plan);
     return NULL;
   }
-  if (s->cuda && fg_cuda_plan_prepare(s->cuda, s->g, plan, s->vars, s->n_vars_cap, st) != 0) {
+  if (s->cuda && fg_cuda_plan_prepare(s->cuda, g, plan, s->vars, s->n_vars_cap, st) != 0) {
     fg_plan_free(plan);
     return NULL;
   }
-  fg_plan_mark_run_modes(plan, s->g);
+  fg_plan_mark_run_modes(plan, g);
   if (plan_ns) *plan_ns = clock_ns() - t0;
   plan->next = s->plans;
   s->plans = plan;
@@ -398,7 +403,7 @@ static fg_plan *get_plan(fg_session *s, const fg_plan_request *req, int64_t *pla
 
 /* Step si's device as the partition numbers them: a multi-device plan's
  * own, a GPU session's host step's cpu:N (the rest its cuda:N), else 0. */
-static int step_device(const fg_session *s, const fg_plan *plan, int si) {
+int fg_session_step_device(const fg_session *s, const fg_plan *plan, int si) {
   return plan->step_dev ? plan->step_dev[si]
                         : fg_dist_session_step_device(s->dist, plan->steps[si].node);
 }
@@ -427,7 +432,7 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
     t->op = fg_step_is_recv(step)        ? "recv"
             : step->xfer == FG_XFER_SEND ? "send"
                                          : fg_op_table[n->op].name;
-    t->device = step_device(s, plan, si);
+    t->device = fg_session_step_device(s, plan, si);
     const fg_kbuf *b = &plan->slots[step->out_slots[0]];
     t->dtype = b->dtype;
     t->rank = b->rank;
@@ -454,7 +459,7 @@ void fg_run_metadata_free(fg_run_metadata *md) {
 static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const char *const *fetches,
                       int n_fetches, fg_tensor **outputs, const char *const *targets, int n_targets,
                       fg_run_metadata **md, fg_status *st) {
-  if (sync_graph(s, st) != 0) return -1;
+  if (fg_session_sync(s, st) != 0) return -1;
   /* Small requests (the common case) resolve into stack arrays, so running
    * a cached plan allocates nothing but the fetched tensors. */
   enum { SMALL = 16 };
@@ -475,8 +480,8 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
     goto done;
   }
   const fg_tensor *training = NULL;
-  if (resolve(s, feeds, n_feeds, fetches, n_fetches, targets, n_targets, &req, feed_nodes,
-              fetch_outs, target_nodes, feed_tensors, &training, st) != 0)
+  if (fg_session_resolve(s, feeds, n_feeds, fetches, n_fetches, targets, n_targets, &req,
+                         feed_nodes, fetch_outs, target_nodes, feed_tensors, &training, st) != 0)
     goto done;
   /* From here a refusal may be this rank's alone (its feeds' values, its
    * plan): it still takes part in the ranks' agreement to start the run,
@@ -504,13 +509,14 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
     if (refused) fg_status_set(st, own_code, "%s", own);
   }
   int64_t plan_ns = 0;
-  fg_plan *plan = refused ? NULL : get_plan(s, &req, &plan_ns, st);
-  refused = refused || !plan || (req.check_numerics && fg_plan_check_feeds(s->g, plan, &req, st));
+  fg_plan *plan = refused ? NULL : fg_session_plan_for(s, &req, &plan_ns, st);
+  refused = refused || !plan ||
+            (req.check_numerics && fg_plan_check_feeds(exec_graph(s), plan, &req, st));
   int rounds = plan ? plan->run_rounds : 0;
   uint64_t key[2] = {plan ? plan->run_key[0] : 0, plan ? plan->run_key[1] : 0};
   /* Refused before it had a plan: the walk gives the key (st, which
    * holds why, is only written when the walk runs out of memory). */
-  if (!plan && (rounds = fg_dist_run_key(s->dist, s->g, &req, key, st)) < 0) goto done;
+  if (!plan && (rounds = fg_dist_run_key(s->dist, exec_graph(s), &req, key, st)) < 0) goto done;
   int64_t agree_ns = md && rounds ? clock_ns() : 0;
   if (fg_dist_run_agree(s->dist, rounds, key, refused, st) != 0) goto done;
   int64_t t0 = md ? clock_ns() : 0;
@@ -523,8 +529,8 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   plan->var_version = s->var_version;
   plan->rng_replica = replicas ? (uint32_t)replicas->rank : 0;
   fg_dist_session_before_run(s->dist);
-  int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, s->g, plan, &req, md != NULL, st)
-                       : fg_plan_run(s->g, plan, &req, s->pool, md != NULL, st);
+  int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, exec_graph(s), plan, &req, md != NULL, st)
+                       : fg_plan_run(exec_graph(s), plan, &req, s->pool, md != NULL, st);
   if (md) {
     *md = make_metadata(s, plan, clock_ns() - t0, plan_ns);
     if (*md) (*md)->start_ns = plan->timings_t0 ? plan->timings_t0 : t0;
@@ -622,7 +628,7 @@ fg_tensor *fg_session_variable(fg_session *s, const char *name, fg_status *st) {
   }
   fg_tensor *t = NULL;
   int id = -1;
-  if (sync_graph(s, st) == 0) {
+  if (fg_session_sync(s, st) == 0) {
     id = fg_graph_find(s->g, name);
     if (id < 0 || s->g->nodes[id].op != FG_OP_VARIABLE) {
       fg_status_set(st, FG_NOT_FOUND, "variable '%s': no variable of that name", name);
@@ -662,7 +668,7 @@ int fg_session_save(fg_session *s, const char *path, fg_status *st) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_save: session is busy");
     return -1;
   }
-  int rc = sync_graph(s, st);
+  int rc = fg_session_sync(s, st);
   if (rc == 0 && s->cuda) rc = fg_cuda_vars_to_host(s->cuda, s->vars, s->n_vars_cap, -1, st);
   /* Lend the current values to the graph's "value" attributes for the
    * duration of the save, then give them back: no copy of the weights, and
@@ -725,139 +731,6 @@ int fg_session_save(fg_session *s, const char *path, fg_status *st) {
   return rc;
 }
 
-static const char *slot_kind_name(int kind) {
-  switch (kind) {
-  case FG_SLOT_FEED: return "feed";
-  case FG_SLOT_CONSTANT: return "constant";
-  case FG_SLOT_VARIABLE: return "variable";
-  case FG_SLOT_PINNED: return "fetch";
-  case FG_SLOT_REMOTE: return "remote";
-  default: return "arena";
-  }
-}
-
-fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_feeds,
-                                   const char *const *fetches, int n_fetches,
-                                   const char *const *targets, int n_targets, fg_status *st) {
-  if (!s || n_feeds < 0 || n_fetches < 0 || n_targets < 0 || (n_feeds && !feeds) ||
-      (n_fetches && !fetches) || (n_targets && !targets) || (n_fetches + n_targets == 0)) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_plan_info: %s",
-                  !s ? "session is NULL" : "bad feeds, fetches or targets");
-    return NULL;
-  }
-  if (atomic_flag_test_and_set(&s->busy)) {
-    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_session_plan_info: session is busy");
-    return NULL;
-  }
-  fg_plan_info *info = NULL;
-  int *feed_nodes = malloc(((size_t)n_feeds + 1) * sizeof *feed_nodes);
-  const fg_tensor **feed_tensors = malloc(((size_t)n_feeds + 1) * sizeof *feed_tensors);
-  fg_output *fetch_outs = malloc(((size_t)n_fetches + 1) * sizeof *fetch_outs);
-  int *target_nodes = malloc(((size_t)n_targets + 1) * sizeof *target_nodes);
-  fg_plan_request req;
-  fg_plan *plan = NULL;
-  const fg_tensor *training = NULL;
-  if (!feed_nodes || !feed_tensors || !fetch_outs || !target_nodes) {
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_plan_info: out of memory");
-    goto done;
-  }
-  if (sync_graph(s, st) != 0 ||
-      resolve(s, feeds, n_feeds, fetches, n_fetches, targets, n_targets, &req, feed_nodes,
-              fetch_outs, target_nodes, feed_tensors, &training, st) != 0 ||
-      !(plan = get_plan(s, &req, NULL, st)))
-    goto done;
-  info = calloc(1, sizeof *info);
-  if (info) {
-    info->step_nodes = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
-    info->step_devices = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
-    info->step_recv = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
-    info->step_send = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
-    /* Room for the partition's devices too (host steps). */
-    const fg_partition *pt = fg_dist_session_partition(s->dist);
-    info->device_arena_bytes = calloc(
-        (size_t)plan->n_dev + (size_t)(pt ? fg_partition_num_devices(pt) : 0) + 1, sizeof(size_t));
-    info->tensors = calloc((size_t)plan->n_slots + 1, sizeof *info->tensors);
-  }
-  if (!info || !info->step_nodes || !info->tensors || !info->step_devices || !info->step_recv ||
-      !info->step_send || !info->device_arena_bytes) {
-    fg_plan_info_free(info);
-    info = NULL;
-    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_plan_info: out of memory");
-    goto done;
-  }
-  info->n_steps = plan->n_steps;
-  /* A GPU session's host steps: the partition's devices, the one arena
-   * the GPU's, as the run metadata says. */
-  const int hosts = fg_dist_session_host_nodes(s->dist) != NULL;
-  const int arena_dev = fg_dist_session_arena_device(s->dist);
-  for (int si = 0; si < plan->n_steps; si++) {
-    info->step_nodes[si] = plan->steps[si].node;
-    info->step_devices[si] = step_device(s, plan, si);
-    info->step_recv[si] = fg_step_is_recv(&plan->steps[si]);
-    info->step_send[si] = plan->steps[si].xfer == FG_XFER_SEND;
-  }
-  info->n_devices = hosts         ? fg_partition_num_devices(fg_dist_session_partition(s->dist))
-                    : plan->n_dev ? plan->n_dev
-                                  : 1;
-  for (int d = 0; d < info->n_devices; d++)
-    info->device_arena_bytes[d] = plan->dev_bytes  ? plan->dev_bytes[d]
-                                  : d == arena_dev ? plan->arena_bytes
-                                                   : 0;
-  info->n_tensors = plan->n_slots;
-  for (int k = 0; k < plan->n_slots; k++) {
-    fg_plan_tensor *t = &info->tensors[k];
-    const fg_kbuf *b = &plan->slots[k];
-    int node = plan->slot_node[k];
-    t->node = node;
-    /* A recv tensor copies its step's input, a slot of `node`. */
-    int recv = plan->slot_step[k] >= 0 && fg_step_is_recv(&plan->steps[plan->slot_step[k]]);
-    int src = recv ? plan->steps[plan->slot_step[k]].in_slots[0] : k;
-    t->output = src - plan->slot_of_output[node];
-    /* The empty stand-in of a cross-process graph belongs to no output. */
-    if (plan->slot_of_output[node] < 0 || t->output >= s->g->nodes[node].n_outputs) t->output = -1;
-    t->name = s->g->nodes[node].name;
-    t->kind = recv ? "recv" : slot_kind_name(plan->slot_kind[k]);
-    /* slot_dev is filled for every plan (0 where one device plans), but
-     * only a plan with per-device arenas (dev_bytes) places by it; a GPU
-     * session's host-step plan keeps every tensor in the GPU's arena. */
-    t->device = plan->slot_kind[k] != FG_SLOT_ARENA ? -1
-                : plan->dev_bytes                   ? plan->slot_dev[k]
-                                                    : arena_dev;
-    t->dtype = b->dtype;
-    t->rank = b->rank;
-    t->bytes = fg_dtype_size(b->dtype);
-    for (int d = 0; d < b->rank; d++)
-      t->dims[d] = b->dims[d], t->bytes *= (size_t)b->dims[d];
-    t->offset = plan->slot_offset[k];
-    t->first_step = plan->slot_step[k];
-    t->last_step = plan->slot_last[k];
-    t->shared_with = plan->slot_shared[k];
-    t->layout = b->layout == FGK_LAYOUT_NC16 ? "nChw16c" : "nchw";
-  }
-  info->arena_bytes = plan->arena_bytes;
-  info->lower_bound_bytes = plan->lower_bound_bytes;
-  info->naive_bytes = plan->naive_bytes;
-  fg_status_clear(st);
-done:
-  free(feed_nodes);
-  free(feed_tensors);
-  free(fetch_outs);
-  free(target_nodes);
-  atomic_flag_clear(&s->busy);
-  return info;
-}
-
-void fg_plan_info_free(fg_plan_info *info) {
-  if (!info) return;
-  free(info->step_nodes);
-  free(info->step_devices);
-  free(info->step_recv);
-  free(info->step_send);
-  free(info->device_arena_bytes);
-  free(info->tensors);
-  free(info);
-}
-
 /* The opening of the calls that change or exchange the session's state
  * across processes: a NULL session is refused, and so is one in use by
  * another thread; otherwise the session is held (the caller clears busy). */
@@ -875,12 +748,13 @@ static int claim(fg_session *s, const char *fn, fg_status *st) {
 
 static int set_comm(fg_session *s, fg_comm *comm, int data, const char *fn, fg_status *st) {
   if (claim(s, fn, st) != 0) return -1;
-  int rc = sync_graph(s, st);
+  int rc = fg_session_sync(s, st);
   if (rc == 0) rc = fg_dist_session_set_comm(s->g, &s->dist, comm, data, &s->opts, st);
   /* Plans depend on the communicator: its rank decides which nodes are
    * this process's steps, its size the fetches' transfers, and whether one
    * is attached the lanes the steps run on. */
   if (rc == 0) drop_plans(s);
+  if (rc == 0) rc = run_passes(s, st); /* the placement may have changed */
   atomic_flag_clear(&s->busy);
   if (rc == 0) fg_status_clear(st);
   return rc;
@@ -899,7 +773,7 @@ int fg_session_set_data_comm(fg_session *s, fg_comm *comm, fg_status *st) {
 
 int fg_session_gather_variables(fg_session *s, int root, fg_status *st) {
   if (claim(s, "fg_session_gather_variables", st) != 0) return -1;
-  int rc = sync_graph(s, st);
+  int rc = fg_session_sync(s, st);
   const fg_dist_exec *dx = rc == 0 ? fg_dist_session_exec(s->dist) : NULL;
   if (rc == 0 && dx && dx->my_rank == -2) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
@@ -954,7 +828,7 @@ static int broadcast_agree(fg_session *s, fg_comm *c, int root, fg_status *st) {
 
 int fg_session_broadcast_variables(fg_session *s, int root, fg_status *st) {
   if (claim(s, "fg_session_broadcast_variables", st) != 0) return -1;
-  int rc = sync_graph(s, st);
+  int rc = fg_session_sync(s, st);
   fg_comm *c = rc == 0 ? fg_dist_session_replica_comm(s->dist) : NULL;
   if (c && (root < 0 || root >= c->size)) {
     /* The same on every rank that passes this root; a rank whose root

@@ -50,6 +50,7 @@
 #include "flowgraph/graph.h"
 #include "flowgraph/io.h"
 #include "flowgraph/onnx.h"
+#include "flowgraph/passes.h"
 #include "flowgraph/profile.h"
 #include "flowgraph/session.h"
 #include "flowgraph/status.h"

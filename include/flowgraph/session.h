@@ -121,6 +121,19 @@ typedef struct fg_session_options {
    * bitwise the same either way. Other values are refused by
    * fg_session_new. */
   int collective_lanes;
+
+  /* Graph optimization passes (flowgraph/passes.h), run on the session's
+   * own copy of the graph whenever it syncs with the graph; the graph
+   * itself is never changed, and every node can still be fetched by name.
+   * no_passes: 1 runs none; 0 (default) runs `passes`. passes: NULL
+   * (default) for the default pipeline, else a comma-separated list of
+   * pass names run in that order (the session keeps a copy); an unknown
+   * name is refused by fg_session_new with FG_INVALID_ARGUMENT naming it
+   * and the known passes. The environment variable FG_PASSES=off (or 0)
+   * turns the passes off for every session of the process. Results are
+   * bitwise the same either way. */
+  int no_passes;
+  const char *passes;
 } fg_session_options;
 
 /* Fills the defaults. */

@@ -35,6 +35,7 @@ extern const cli_command cli_train_command;
 extern const cli_command cli_ops_command;
 extern const cli_command cli_import_command;
 extern const cli_command cli_export_command;
+extern const cli_command cli_optimize_command;
 
 /* ---- errors (util.c) ---------------------------------------------------- */
 
@@ -83,6 +84,9 @@ int cli_job_main(const cli_job *job, void *args, int argc, char **argv);
  * another option, -1 when the value is missing. */
 int cli_opt_value(int argc, char **argv, int *i, const char *short_name, const char *long_name,
                   const char **value);
+/* Appends `name` to the malloc'ed list *names of *n: CLI_OK, or the exit
+ * code of the out-of-memory error it printed. */
+int cli_append_name(const char ***names, int *n, const char *name);
 /* 1 when argv[i] is "--help" or "-h". */
 int cli_is_help(const char *arg);
 
@@ -134,8 +138,26 @@ typedef struct cli_limits {
    * device that does not exist (cuda:0 without a GPU or without the CUDA
    * backend) fails at session creation with one line naming it. */
   const char *device;
+  /* --no-passes, --passes LIST: the session's optimization passes
+   * (flowgraph/passes.h); show_passes: plan prints what they did. */
+  int no_passes;
+  const char *passes;
+  int show_passes;
 } cli_limits;
 extern cli_limits cli_session_limits;
+/* --no-passes and --passes LIST (passes_cli.c), as cli_session_opt, which
+ * calls it; for plan a bare --passes (no list follows) asks for the
+ * report. */
+int cli_passes_opt(const cli_command *cmd, int argc, char **argv, int *i, int *rc);
+struct fg_pass_options;
+struct fg_pass_report;
+/* The pass options --passes and --no-passes gave. */
+void cli_pass_options(struct fg_pass_options *po);
+/* Prints per pass what it did: counts, then one line per change. */
+void cli_print_pass_report(const struct fg_pass_report *r, const struct fg_pass_options *po);
+/* What the passes do to g for these fetches (fg_optimize), printed. 0, or
+ * -1 with st set. */
+int cli_pass_report(const fg_graph *g, const char *const *fetches, int n_fetches, fg_status *st);
 /* An argument that matched no option: unknown when it starts with '-',
  * else the one MODEL.fgb. */
 int cli_model_arg(const cli_command *cmd, const char *arg, const char **model);

@@ -16,14 +16,6 @@ typedef struct export_args {
 
 static void free_args(void *args) { free(((export_args *)args)->fetch); }
 
-static int add_fetch(export_args *a, const char *name) {
-  const char **f = realloc(a->fetch, (size_t)(a->n_fetch + 1) * sizeof *f);
-  if (!f) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  a->fetch = f;
-  a->fetch[a->n_fetch++] = name;
-  return CLI_OK;
-}
-
 static int parse_args(int argc, char **argv, void *args, int *help) {
   const cli_command *cmd = &cli_export_command;
   export_args *a = args;
@@ -39,7 +31,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--fetch", &v)) != 0) {
       const char *name = NULL;
       rc = cli_value_opt(cmd, "--fetch", "a name (\"node\" or \"node:index\")", r, v, NULL, &name);
-      if (rc == CLI_OK) rc = add_fetch(a, name);
+      if (rc == CLI_OK) rc = cli_append_name(&a->fetch, &a->n_fetch, name);
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--opset", &v)) != 0) {
       if (a->opset) return cli_usage(cmd, "--opset given twice");
       rc = cli_int_opt(cmd, "--opset", r, v, 11, 17, &a->opset);

@@ -207,6 +207,8 @@ void plan_session_options(const plan_args *a, fg_session_options *opts) {
   if (a->run.threads_set) opts->num_threads = a->run.threads;
   opts->check_numerics = cli_session_limits.check_numerics;
   opts->max_memory_bytes = cli_session_limits.max_memory_bytes;
+  opts->no_passes = cli_session_limits.no_passes;
+  opts->passes = cli_session_limits.passes;
 }
 
 int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_failed) {
@@ -614,7 +616,21 @@ static int plan_ranks(const plan_args *a, plan_model *m, int ranks, fg_status *s
   return rc;
 }
 
+/* plan --passes: what the passes do for this plan's fetches and targets. */
+static int print_passes(const plan_model *m, fg_status *st) {
+  const char **names = calloc((size_t)(m->n_fetch + m->n_targets) + 1, sizeof *names);
+  if (!names) return oom(st);
+  for (int i = 0; i < m->n_fetch; i++)
+    names[i] = m->fetch[i];
+  for (int i = 0; i < m->n_targets; i++)
+    names[m->n_fetch + i] = m->targets[i];
+  int rc = cli_pass_report(m->graph, names, m->n_fetch + m->n_targets, st);
+  free(names);
+  return rc;
+}
+
 static int plan_body(const plan_args *a, plan_model *m, fg_status *st) {
+  if (cli_session_limits.show_passes && print_passes(m, st) != 0) return -1;
   int ranks = fg_partition_num_ranks(fg_session_partition(m->session));
   if (ranks > 0) return plan_ranks(a, m, ranks, st);
   fg_plan_info *info =
@@ -641,6 +657,7 @@ const cli_command cli_plan_command = {
     "plan", "Print a model's execution and memory plan.",
     "flowgraph plan MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] [--seed N] "
     "[--fetch NAME ...] [--target NAME ...] [--memory-svg OUT.svg] [--max-memory BYTES] "
+    "[--passes [LIST]|--no-passes] "
     "[--micro-batches M [--in-flight K|all]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
@@ -656,6 +673,12 @@ const cli_command cli_plan_command = {
     "  --max-memory BYTES          refuse a plan needing more bytes (arena plus\n"
     "                              fetched outputs; suffix K, M or G; default: the\n"
     "                              machine's memory)\n"
+    "  --passes [LIST]             print what the optimization passes do for this plan\n"
+    "                              (per pass: counts, then one line per removed, merged\n"
+    "                              or simplified node), before the plan; with LIST\n"
+    "                              (comma-separated: simplify, cse, dce) run those\n"
+    "  --no-passes                 plan without optimization passes (FG_PASSES=off\n"
+    "                              does so for every command)\n"
     "  --micro-batches M           plan the training step as 'train --micro-batches M'\n"
     "                              runs it (1..1024): every fed input whose first\n"
     "                              dimension is '?' cut into M micro-batches\n"

@@ -415,7 +415,8 @@ const cli_command cli_run_command = {
     "run", "Run a model on .npy inputs or random data.",
     "flowgraph run MODEL.fgb [-i NAME=FILE.npy ...] [-o NAME=OUT.npy ...] [--fetch NAME ...] "
     "[--target NAME ...] [--random-inputs] [--seed N] [--batch N] [--repeat N] [--threads N] "
-    "[--check-numerics] [--max-memory BYTES] [--device NAME] [--dist mpi [--dist-timeout S]]",
+    "[--check-numerics] [--max-memory BYTES] [--passes LIST|--no-passes] [--device NAME] "
+    "[--dist mpi [--dist-timeout S]]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  -o, --output NAME=OUT.npy   fetch NAME (\"node\" or \"node:index\") and write it\n"
@@ -437,6 +438,11 @@ const cli_command cli_run_command = {
     "  --max-memory BYTES          refuse a plan needing more bytes (arena plus\n"
     "                              fetched outputs; suffix K, M or G; default: the\n"
     "                              machine's memory)\n"
+    "  --passes LIST               the graph optimization passes to run, comma-separated,\n"
+    "                              in that order (default: simplify,cse,dce; see\n"
+    "                              'flowgraph help optimize'); results are the same bits\n"
+    "  --no-passes                 run no optimization pass (FG_PASSES=off does so for\n"
+    "                              every command)\n"
     "  --device NAME               run on NAME: cpu:0 (default) or cuda:N (a GPU build\n"
     "                              on a machine with a GPU); with --dist mpi,\n"
     "                              cuda:local gives each rank cuda:L mod GPUs, L its\n"

@@ -8,9 +8,9 @@
 #include "plan.h"
 
 static const cli_command *const commands[] = {
-    &cli_inspect_command, &cli_run_command,   &cli_convert_command, &cli_grad_command,
-    &cli_train_command,   &cli_plan_command,  &cli_profile_command, &cli_ops_command,
-    &cli_import_command,  &cli_export_command};
+    &cli_inspect_command, &cli_run_command,    &cli_convert_command, &cli_grad_command,
+    &cli_train_command,   &cli_plan_command,   &cli_profile_command, &cli_ops_command,
+    &cli_import_command,  &cli_export_command, &cli_optimize_command};
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static const cli_command *find_command(const char *name) {

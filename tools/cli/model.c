@@ -119,5 +119,7 @@ fg_session *cli_new_session(fg_graph *g, int threads_set, int threads, fg_status
   opts.check_numerics = cli_session_limits.check_numerics;
   opts.max_memory_bytes = cli_session_limits.max_memory_bytes;
   opts.device = cli_session_limits.device;
+  opts.no_passes = cli_session_limits.no_passes;
+  opts.passes = cli_session_limits.passes;
   return fg_session_new(g, &opts, st);
 }

@@ -124,6 +124,14 @@ int cli_opt_value(int argc, char **argv, int *i, const char *short_name, const c
   return 0;
 }
 
+int cli_append_name(const char ***names, int *n, const char *name) {
+  const char **grown = realloc(*names, (size_t)(*n + 1) * sizeof *grown);
+  if (!grown) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  *names = grown;
+  (*names)[(*n)++] = name;
+  return CLI_OK;
+}
+
 void cli_free_pairs(cli_pair *p, int n) {
   for (int i = 0; p && i < n; i++)
     free(p[i].name);
@@ -200,6 +208,7 @@ int cli_session_opt(const cli_command *cmd, int argc, char **argv, int *i, int n
   const char *v = NULL;
   int r;
   *rc = CLI_OK;
+  if (cli_passes_opt(cmd, argc, argv, i, rc)) return 1;
   if (numerics && strcmp(argv[*i], "--check-numerics") == 0) {
     cli_session_limits.check_numerics = 1;
     return 1;

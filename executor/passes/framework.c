@@ -1,0 +1,87 @@
+/* The helpers every pass uses: replacements, what must stay, what a pass
+ * may not touch, and recording changes (passes.h). */
+#include <stdio.h>
+
+#include "executor/passes/passes.h"
+#include "graph/op_table.h"
+
+fg_output fg_pass_resolve(const fg_pass_ctx *ctx, fg_output o) {
+  /* Replacements point at earlier nodes, so this ends. */
+  while (o.node >= 0 && ctx->fwd[o.node].node >= 0) {
+    fg_output f = ctx->fwd[o.node];
+    o = (fg_output){f.node, f.index < 0 ? o.index : f.index};
+  }
+  return o;
+}
+
+void fg_pass_resolve_inputs(fg_pass_ctx *ctx, int id) {
+  fg_node *n = &ctx->w->g.nodes[id];
+  for (int i = 0; i < n->n_inputs; i++)
+    n->inputs[i] = fg_pass_resolve(ctx, n->inputs[i]);
+}
+
+/* Variable state: a variable, or the output of an op that writes one (it
+ * aliases the variable). Such a value depends on when it is read: the plan
+ * orders each variable's reads and writes by node id, so a consumer that
+ * read it through another node must keep doing so. */
+static int state_valued(const fg_graph *g, fg_output o) {
+  int op = g->nodes[o.node].op;
+  return op == FG_OP_VARIABLE || op == FG_OP_ASSIGN || fg_op_table[op].mutable_inputs != 0;
+}
+
+int fg_pass_can_replace(const fg_pass_ctx *ctx, int id, fg_output by) {
+  if (ctx->group && ctx->group[id] != ctx->group[by.node]) return 0;
+  return !state_valued(&ctx->w->g, by);
+}
+
+int fg_pass_node_pinned(const fg_node *n) {
+  unsigned f = fg_op_table[n->op].flags;
+  return (f & (FG_OPF_STATEFUL | FG_OPF_COLLECTIVE | FG_OPF_RANDOM)) != 0 ||
+         n->op == FG_OP_PLACEHOLDER || fg_op_reads_run_state(n->op);
+}
+
+int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *into, const char *rule,
+                   fg_status *st) {
+  if (!ctx->report) return 0;
+  if (fg_pass_report_add(ctx->report, ctx->pass, action, ctx->w->g.nodes[id].name, into, rule) == 0)
+    return 0;
+  fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory (report)");
+  return -1;
+}
+
+int fg_pass_replace(fg_pass_ctx *ctx, int id, fg_output by, const char *action, const char *rule,
+                    fg_status *st) {
+  ctx->fwd[id] = by;
+  if (!ctx->keep[id]) ctx->dead[id] = 1;
+  const fg_node *b = &ctx->w->g.nodes[by.node];
+  char into[512];
+  if (by.index <= 0)
+    snprintf(into, sizeof into, "%s", b->name);
+  else
+    snprintf(into, sizeof into, "%s:%d", b->name, by.index);
+  return fg_pass_record(ctx, id, action, into, rule, st);
+}
+
+/* A node whose run has an effect or whose value is session state. */
+static int always_kept(const fg_node *n) {
+  return n->op == FG_OP_VARIABLE || n->op == FG_OP_PLACEHOLDER ||
+         (fg_op_table[n->op].flags & (FG_OPF_STATEFUL | FG_OPF_COLLECTIVE)) != 0;
+}
+
+void fg_pass_mark_keep(const fg_graph *g, const fg_output *fetches, int n_fetches,
+                       unsigned char *keep) {
+  for (int i = 0; i < n_fetches; i++)
+    keep[fetches[i].node] = 1;
+  for (int i = 0; i < g->n_outputs; i++)
+    keep[g->outputs[i].node] = 1;
+  if (n_fetches == 0 && g->n_outputs == 0) {
+    /* Neither: every sink is a result someone may want. */
+    for (int id = 0; id < g->n_nodes; id++)
+      keep[id] = 1;
+    for (int id = 0; id < g->n_nodes; id++)
+      for (int i = 0; i < g->nodes[id].n_inputs; i++)
+        keep[g->nodes[id].inputs[i].node] = 0;
+  }
+  for (int id = 0; id < g->n_nodes; id++)
+    keep[id] |= always_kept(&g->nodes[id]);
+}

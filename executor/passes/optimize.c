@@ -1,0 +1,103 @@
+/* fg_optimize (flowgraph/passes.h): the pipeline on a working copy, then
+ * the copy without its dead nodes as a new graph, rebuilt through fg_op
+ * so the result is checked like any graph a user builds. */
+#include <stdlib.h>
+
+#include "executor/passes/passes.h"
+#include "graph/op_table.h"
+
+/* The live nodes of w, in id order (still topological), with the graph
+ * outputs and metadata of its source, into a new graph. */
+static fg_graph *compact(const fg_pass_graph *w, const fg_graph *src, const unsigned char *dead,
+                         fg_status *st) {
+  const fg_graph *g = &w->g;
+  fg_graph *out = fg_graph_new();
+  int *map = malloc(((size_t)g->n_nodes + 1) * sizeof *map);
+  fg_output *in = malloc(((size_t)g->n_nodes + 1) * sizeof *in);
+  for (int id = 0; map && id < g->n_nodes; id++)
+    map[id] = -1;
+  for (int id = 0; out && map && in && id < g->n_nodes && !fg_graph_failed(out); id++) {
+    const fg_node *n = &g->nodes[id];
+    if (dead[id]) continue;
+    for (int i = 0; i < n->n_inputs; i++)
+      in[i] = (fg_output){map[n->inputs[i].node], n->inputs[i].index};
+    fg_output o = fg_op(out, fg_op_table[n->op].name, n->name, in, n->n_inputs, &n->attrs);
+    if (n->device) fg_set_device(out, o, n->device);
+    if (o.node >= 0) out->nodes[o.node].flags = n->flags;
+    map[id] = o.node;
+  }
+  for (int i = 0; out && map && i < src->n_outputs; i++)
+    fg_graph_add_output(out, (fg_output){map[src->outputs[i].node], src->outputs[i].index});
+  for (int i = 0; out && i < src->n_meta; i++)
+    fg_graph_set_metadata(out, src->meta_keys[i], src->meta_vals[i]);
+  free(map);
+  free(in);
+  if (!out || !map || !in) {
+    fg_graph_free(out);
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_optimize: out of memory");
+    return NULL;
+  }
+  if (fg_graph_status(out, st) != FG_OK) {
+    fg_graph_free(out);
+    return NULL;
+  }
+  return out;
+}
+
+static int resolve_fetches(const fg_graph *g, const char *const *fetches, int n, fg_output *outs,
+                           fg_status *st) {
+  for (int i = 0; i < n; i++) {
+    outs[i] = fetches[i] ? fg_graph_find_output(g, fetches[i]) : (fg_output){-1, -1};
+    if (outs[i].node < 0) {
+      fg_status_set(st, fetches[i] ? FG_NOT_FOUND : FG_INVALID_ARGUMENT,
+                    "fg_optimize: fetch '%s': no such node or output",
+                    fetches[i] ? fetches[i] : "(null)");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int check_args(const fg_graph *g, const char *const *fetches, int n_fetches, fg_status *st) {
+  if (!g) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_optimize: graph is NULL");
+    return -1;
+  }
+  if (n_fetches < 0 || (n_fetches > 0 && !fetches)) {
+    fg_status_set(st, FG_INVALID_ARGUMENT, "fg_optimize: %d fetches with fetches=%p", n_fetches,
+                  (const void *)fetches);
+    return -1;
+  }
+  return fg_graph_status(g, st) == FG_OK ? 0 : -1;
+}
+
+fg_graph *fg_optimize(const fg_graph *g, const fg_pass_options *opts, const char *const *fetches,
+                      int n_fetches, fg_pass_report **report, fg_status *st) {
+  if (report) *report = NULL;
+  if (check_args(g, fetches, n_fetches, st) != 0) return NULL;
+  size_t n = (size_t)g->n_nodes + 1;
+  fg_output *outs = malloc(((size_t)n_fetches + 1) * sizeof *outs);
+  unsigned char *keep = calloc(n, 1), *dead = calloc(n, 1);
+  fg_pass_report *rep = report ? calloc(1, sizeof *rep) : NULL;
+  fg_pass_graph *w = NULL;
+  fg_graph *out = NULL;
+  if (!outs || !keep || !dead || (report && !rep)) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_optimize: out of memory");
+  } else if (resolve_fetches(g, fetches, n_fetches, outs, st) == 0 &&
+             (w = fg_pass_graph_new(g, st)) != NULL) {
+    fg_pass_mark_keep(g, outs, n_fetches, keep);
+    if (fg_pass_pipeline_run(w, opts, keep, NULL, dead, rep, st) == 0)
+      out = compact(w, g, dead, st);
+  }
+  fg_pass_graph_free(w);
+  free(outs);
+  free(keep);
+  free(dead);
+  if (out && report) {
+    *report = rep;
+    rep = NULL;
+  }
+  fg_pass_report_free(rep);
+  if (out) fg_status_clear(st);
+  return out;
+}

@@ -1,0 +1,124 @@
+/* The pass framework (internal; the public side is flowgraph/passes.h).
+ *
+ * Passes rewrite a working copy of a graph (fg_pass_graph) that keeps the
+ * source's node ids, names, ops and output types, so everything a session
+ * indexes by node id (variables, placement, the plan cache's feeds and
+ * fetches) stays valid. A pass never deletes a node from the copy: it
+ * records that consumers of a node's outputs now read an equivalent output
+ * (fg_pass_replace), may rewrite a node in place (its inputs, its
+ * attributes, keeping its output types), and marks nodes dead. A session
+ * plans from the copy, whose pruning skips what nothing needs; fg_optimize
+ * compacts the copy into a new graph without the dead nodes.
+ *
+ * A new pass is one row in the table of pipeline.c and one function that
+ * reads and rewrites ctx->w->g; the framework applies its replacements to
+ * every consumer and records what it did. */
+#ifndef FG_PASSES_INTERNAL_H
+#define FG_PASSES_INTERNAL_H
+
+#include "flowgraph/passes.h"
+#include "graph/graph_internal.h"
+
+/* The working copy: g.nodes is a new array whose names, devices, output
+ * types and attribute values are the source's (borrowed); every node owns
+ * its inputs array and the array of its attributes, whose contents it
+ * deep-copies once a pass rewrites them (attrs_owned). The copy has no
+ * graph outputs or metadata. The source must outlive the copy, which is
+ * valid for the source's version it was made from. */
+typedef struct fg_pass_graph {
+  fg_graph g;
+  unsigned char *attrs_owned; /* per node */
+} fg_pass_graph;
+
+fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st);
+/* Accepts NULL. Frees only what the copy owns. */
+void fg_pass_graph_free(fg_pass_graph *w);
+/* Node id's attributes, made the copy's own so a pass may edit them. 0 or
+ * -1 (out of memory). */
+int fg_pass_graph_own_attrs(fg_pass_graph *w, int id);
+
+struct fg_pass_report {
+  fg_pass_change *items;
+  int n, cap;
+};
+
+typedef struct fg_pass_ctx {
+  fg_pass_graph *w;
+  /* Per node: the output standing for it once consumers are rewired
+   * (node -1: none; index -1: the same output index of that node). */
+  fg_output *fwd;
+  unsigned char *dead; /* per node: removed (no consumer reads it) */
+  unsigned char *keep; /* per node: must stay (fetched, output, variable, stateful) */
+  /* Per node the device group rewrites stay within (a consumer is only
+   * rewired to an output produced in the same group), or NULL: one group. */
+  const int *group;
+  fg_pass_report *report; /* NULL: nothing recorded */
+  const char *pass;       /* the running pass's name, for the report */
+} fg_pass_ctx;
+
+typedef struct fg_pass_def {
+  const char *name;
+  const char *doc;
+  int default_on;
+  int (*run)(fg_pass_ctx *ctx, fg_status *st);
+} fg_pass_def;
+
+/* The passes (pipeline.c); n_fg_passes rows. */
+extern const fg_pass_def fg_passes[];
+extern const int n_fg_passes;
+
+/* Runs the passes `opts` selects on `w`. `keep` marks the nodes that must
+ * stay (fg_pass_mark_keep); `group` may be NULL. 0, or -1 with the status
+ * set (an unknown pass, out of memory). The report may be NULL. */
+int fg_pass_pipeline_run(fg_pass_graph *w, const fg_pass_options *opts, unsigned char *keep,
+                         const int *group, unsigned char *dead, fg_pass_report *report,
+                         fg_status *st);
+/* Marks in keep[] (n_nodes bytes, zeroed) the nodes fetched, the graph's
+ * outputs, every node nothing consumes when there are neither, and always
+ * variables, placeholders and stateful nodes. */
+void fg_pass_mark_keep(const fg_graph *g, const fg_output *fetches, int n_fetches,
+                       unsigned char *keep);
+
+/* The framework's helpers for passes. */
+/* o with every replacement applied. */
+fg_output fg_pass_resolve(const fg_pass_ctx *ctx, fg_output o);
+/* Resolves node id's inputs in place. */
+void fg_pass_resolve_inputs(fg_pass_ctx *ctx, int id);
+/* 1 when consumers of node id may read `by` instead: same device group,
+ * and `by` is no value read from variable state (see passes.c). */
+int fg_pass_can_replace(const fg_pass_ctx *ctx, int id, fg_output by);
+/* Consumers of node id read `by` from now on (index -1: each output of
+ * by.node in place of the same output of id); id is dead unless kept.
+ * Records `action` (and `rule`). 0 or -1 (out of memory). */
+int fg_pass_replace(fg_pass_ctx *ctx, int id, fg_output by, const char *action, const char *rule,
+                    fg_status *st);
+/* Records a change of node id ("into" NULL for removals). 0 or -1. */
+int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *into, const char *rule,
+                   fg_status *st);
+/* 1 for a node whose output is variable state or whose run has an effect
+ * (stateful, collective), or that draws random values: passes leave such
+ * nodes where they are. */
+int fg_pass_node_pinned(const fg_node *n);
+
+/* The passes. */
+int fg_pass_dce(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_cse(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_simplify(fg_pass_ctx *ctx, fg_status *st);
+
+/* The report (report.c). */
+int fg_pass_report_add(fg_pass_report *r, const char *pass, const char *action, const char *node,
+                       const char *into, const char *rule);
+void fg_pass_report_clear(fg_pass_report *r);
+
+/* What a session runs (session_passes.c): the pipeline of `opts` on a
+ * copy of g, every node kept (a session may fetch any name), rewrites kept
+ * within each node_dev device and host_nodes side (either may be NULL).
+ * NULL with the status clear when `opts` or the environment turn the
+ * passes off. */
+fg_pass_graph *fg_passes_for_session(const fg_graph *g, const fg_pass_options *opts,
+                                     const int *node_dev, const unsigned char *host_nodes,
+                                     fg_status *st);
+/* 1 when FG_PASSES is "off" or "0". */
+int fg_passes_env_off(void);
+
+#endif

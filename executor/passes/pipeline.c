@@ -1,0 +1,100 @@
+/* The pass table and the pipeline that runs it (passes.h). Order matters:
+ * simplification exposes equal subexpressions (x*1 and x meet), and dead
+ * node elimination sweeps what both leave behind. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor/passes/passes.h"
+
+const fg_pass_def fg_passes[] = {
+    {"simplify",
+     "algebraic identities: x*1, x/1, x+-0, x-0, neg(neg(x)), identity, stop_gradient, same-dtype "
+     "cast, transpose and reshape chains, broadcasts that change nothing",
+     1, fg_pass_simplify},
+    {"cse", "common subexpressions: equal pure nodes on equal inputs compute once", 1, fg_pass_cse},
+    {"dce", "dead nodes: nodes no kept node needs are removed", 1, fg_pass_dce},
+};
+const int n_fg_passes = (int)(sizeof fg_passes / sizeof fg_passes[0]);
+
+int fg_pass_count(void) { return n_fg_passes; }
+const char *fg_pass_name(int i) { return i >= 0 && i < n_fg_passes ? fg_passes[i].name : NULL; }
+const char *fg_pass_description(int i) {
+  return i >= 0 && i < n_fg_passes ? fg_passes[i].doc : NULL;
+}
+int fg_pass_default_on(int i) { return i >= 0 && i < n_fg_passes && fg_passes[i].default_on; }
+
+static int pass_lookup(const char *name, size_t len) {
+  for (int i = 0; i < n_fg_passes; i++)
+    if (strlen(fg_passes[i].name) == len && strncmp(fg_passes[i].name, name, len) == 0) return i;
+  return -1;
+}
+
+static void unknown_pass(const char *name, size_t len, fg_status *st) {
+  char known[256] = "";
+  for (int i = 0; i < n_fg_passes; i++) {
+    if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
+    strncat(known, fg_passes[i].name, sizeof known - strlen(known) - 1);
+  }
+  fg_status_set(st, FG_INVALID_ARGUMENT, "unknown pass '%.*s' (known: %s)", (int)len, name, known);
+}
+
+/* The pass ids a list names, in its order, into *out (malloc'ed; the
+ * default pipeline for NULL). Returns the count, or -1 with the status. */
+static int select_passes(const char *list, int **out, fg_status *st) {
+  size_t cap = (list ? strlen(list) : 0) + (size_t)n_fg_passes + 1;
+  int *ids = malloc(cap * sizeof *ids), n = 0;
+  if (!ids) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory");
+    return -1;
+  }
+  for (int i = 0; !list && i < n_fg_passes; i++)
+    if (fg_passes[i].default_on) ids[n++] = i;
+  for (const char *p = list; p && *p;) {
+    p += strspn(p, " ,");
+    size_t len = strcspn(p, " ,");
+    if (len == 0) break;
+    int id = pass_lookup(p, len);
+    if (id < 0) {
+      unknown_pass(p, len, st);
+      free(ids);
+      return -1;
+    }
+    ids[n++] = id;
+    p += len;
+  }
+  *out = ids;
+  return n;
+}
+
+int fg_pass_list_check(const char *list, fg_status *st) {
+  int *ids = NULL;
+  int n = select_passes(list, &ids, st);
+  free(ids);
+  if (n < 0) return -1;
+  fg_status_clear(st);
+  return 0;
+}
+
+int fg_pass_pipeline_run(fg_pass_graph *w, const fg_pass_options *opts, unsigned char *keep,
+                         const int *group, unsigned char *dead, fg_pass_report *report,
+                         fg_status *st) {
+  int *ids = NULL;
+  int n = opts && opts->disable ? 0 : select_passes(opts ? opts->passes : NULL, &ids, st);
+  if (n < 0) return -1;
+  fg_pass_ctx ctx = {
+      w, malloc(((size_t)w->g.n_nodes + 1) * sizeof(fg_output)), dead, keep, group, report, NULL};
+  int rc = ctx.fwd ? 0 : -1;
+  if (rc) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory");
+  for (int id = 0; ctx.fwd && id < w->g.n_nodes; id++)
+    ctx.fwd[id] = (fg_output){-1, -1};
+  for (int k = 0; rc == 0 && k < n; k++) {
+    ctx.pass = fg_passes[ids[k]].name;
+    rc = fg_passes[ids[k]].run(&ctx, st);
+    /* Every consumer reads the replacements before the next pass looks. */
+    for (int id = 0; rc == 0 && id < w->g.n_nodes; id++)
+      fg_pass_resolve_inputs(&ctx, id);
+  }
+  free(ids);
+  free(ctx.fwd);
+  return rc;
+}

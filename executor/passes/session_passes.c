@@ -1,0 +1,45 @@
+/* The passes a session runs on its copy of the graph (passes.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor/passes/passes.h"
+
+int fg_passes_env_off(void) {
+  const char *e = getenv("FG_PASSES");
+  return e && (strcmp(e, "off") == 0 || strcmp(e, "0") == 0);
+}
+
+/* Rewrites stay within one device: per node its device, host steps of a
+ * GPU session apart. NULL (one group) when neither is given. */
+static int *device_groups(const fg_graph *g, const int *node_dev, const unsigned char *host) {
+  int *group = malloc(((size_t)g->n_nodes + 1) * sizeof *group);
+  for (int id = 0; group && id < g->n_nodes; id++)
+    group[id] = 2 * (node_dev ? node_dev[id] : 0) + (host ? host[id] : 0);
+  return group;
+}
+
+fg_pass_graph *fg_passes_for_session(const fg_graph *g, const fg_pass_options *opts,
+                                     const int *node_dev, const unsigned char *host,
+                                     fg_status *st) {
+  fg_status_clear(st);
+  if ((opts && opts->disable) || fg_passes_env_off()) return NULL;
+  size_t n = (size_t)g->n_nodes + 1;
+  int *group = node_dev || host ? device_groups(g, node_dev, host) : NULL;
+  /* Every node stays: a run may fetch any name, and each name must keep
+   * computing its value. What no run needs, the plan leaves out anyway. */
+  unsigned char *keep = malloc(n), *dead = calloc(n, 1);
+  int ok = keep && dead && (group || !(node_dev || host));
+  fg_pass_graph *w = ok ? fg_pass_graph_new(g, st) : NULL;
+  if (!ok) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory (passes)");
+  if (w) {
+    memset(keep, 1, n);
+    if (fg_pass_pipeline_run(w, opts, keep, group, dead, NULL, st) != 0) {
+      fg_pass_graph_free(w);
+      w = NULL;
+    }
+  }
+  free(keep);
+  free(dead);
+  free(group);
+  return w;
+}

@@ -1,0 +1,84 @@
+/* The passes' working copy of a graph (passes.h): cheap to make. It owns
+ * the arrays a graph may reallocate without a new version (each node's
+ * attribute array: fg_session_save adds and drops an attribute of every
+ * variable without one, through the shared graph) and the inputs the
+ * passes rewire; the strings, tensors and output types inside stay the
+ * source's, which change only with its version. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor/passes/passes.h"
+
+static int oom(fg_status *st) {
+  fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory (working copy of the graph)");
+  return -1;
+}
+
+static int copy_arrays(fg_node *dst, const fg_node *src) {
+  dst->inputs = malloc(((size_t)src->n_inputs + 1) * sizeof *dst->inputs);
+  dst->attrs.items = malloc(((size_t)src->attrs.n + 1) * sizeof *dst->attrs.items);
+  dst->attrs.cap = src->attrs.n;
+  if (!dst->inputs || !dst->attrs.items) return -1;
+  if (src->n_inputs) memcpy(dst->inputs, src->inputs, (size_t)src->n_inputs * sizeof *src->inputs);
+  if (src->attrs.n)
+    memcpy(dst->attrs.items, src->attrs.items, (size_t)src->attrs.n * sizeof *src->attrs.items);
+  return 0;
+}
+
+fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st) {
+  fg_pass_graph *w = calloc(1, sizeof *w);
+  size_t n = (size_t)src->n_nodes;
+  if (!w) return oom(st), NULL;
+  w->g = *src; /* the error and scope: borrowed */
+  /* Plans need neither, and save rewrites the metadata in place. */
+  w->g.outputs = NULL, w->g.n_outputs = w->g.cap_outputs = 0;
+  w->g.meta_keys = w->g.meta_vals = NULL, w->g.n_meta = w->g.cap_meta = 0;
+  w->g.nodes = calloc(n + 1, sizeof *w->g.nodes);
+  w->g.cap_nodes = src->n_nodes;
+  w->g.name_index = malloc(((size_t)src->name_cap + 1) * sizeof *w->g.name_index);
+  w->attrs_owned = calloc(n + 1, 1);
+  if (!w->g.nodes || !w->g.name_index || !w->attrs_owned) {
+    w->g.n_nodes = 0;
+    fg_pass_graph_free(w);
+    return oom(st), NULL;
+  }
+  if (src->name_cap)
+    memcpy(w->g.name_index, src->name_index, (size_t)src->name_cap * sizeof *src->name_index);
+  for (size_t i = 0; i < n; i++) {
+    w->g.nodes[i] = src->nodes[i];
+    w->g.nodes[i].inputs = NULL;
+    w->g.nodes[i].attrs.items = NULL;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (copy_arrays(&w->g.nodes[i], &src->nodes[i]) != 0) {
+      fg_pass_graph_free(w);
+      return oom(st), NULL;
+    }
+  return w;
+}
+
+void fg_pass_graph_free(fg_pass_graph *w) {
+  if (!w) return;
+  for (int i = 0; w->g.nodes && i < w->g.n_nodes; i++) {
+    free(w->g.nodes[i].inputs);
+    if (w->attrs_owned && w->attrs_owned[i])
+      fg_attrs_clear(&w->g.nodes[i].attrs);
+    else
+      free(w->g.nodes[i].attrs.items);
+  }
+  free(w->g.nodes);
+  free(w->g.name_index);
+  free(w->attrs_owned);
+  free(w);
+}
+
+int fg_pass_graph_own_attrs(fg_pass_graph *w, int id) {
+  if (w->attrs_owned[id]) return 0;
+  struct fg_attrs copy;
+  memset(&copy, 0, sizeof copy);
+  if (fg_attrs_copy(&copy, &w->g.nodes[id].attrs) != 0) return -1;
+  free(w->g.nodes[id].attrs.items);
+  w->g.nodes[id].attrs = copy;
+  w->attrs_owned[id] = 1;
+  return 0;
+}

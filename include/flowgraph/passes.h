@@ -1,0 +1,103 @@
+/* flowgraph: graph optimization passes.
+ *
+ * A pass rewrites a graph into one that computes the same values with less
+ * work. Sessions run the default pipeline (the passes on by default, in
+ * the order fg_pass_name lists them) on their own copy of the graph when
+ * they sync with it, after autodiff and the dist rewrites (which the user
+ * applies to the graph before making the session): the user's fg_graph is
+ * never changed. fg_session_options.no_passes and .passes (flowgraph/
+ * session.h) choose the passes; the environment variable FG_PASSES=off
+ * turns them off for every session of the process.
+ *
+ * What a pass may do (every pass keeps these):
+ * - Fetch names keep working: in a session every node keeps its name and
+ *   computes its value; only which equivalent node feeds a consumer
+ *   changes. fg_optimize keeps every node it is asked to fetch, every
+ *   marked graph output, variable, placeholder and stateful node.
+ * - Stateful nodes (variable updates, assign, batch_norm_update_stats,
+ *   collectives, the training flag) and random ones (random_*, dropout)
+ *   are never merged or removed while their effect is needed; a value
+ *   read from a variable is never moved past an update of it.
+ * - Results are bit for bit those of the graph without passes.
+ *
+ * The passes (fg_pass_name order is the default pipeline's):
+ *   simplify  x*1, x/1, x+(-0.0), x-(+0.0) (any zero for integers): x, when
+ *             the constant does not broadcast x to a larger shape and the
+ *             dtype is x's; neg(neg(x)), identity, stop_gradient, cast to
+ *             the same dtype, a transpose of a transpose (composed; the
+ *             identity permutation removed), a reshape of a reshape, and
+ *             shape ops whose output type is x's (reshape, reshape_like,
+ *             flatten, squeeze, expand; broadcast_like and sum_to when
+ *             every dim is known). x+0.0 with a float +0.0 is kept: it
+ *             turns -0.0 into +0.0.
+ *   cse       nodes with the same op, typed attributes, inputs, output
+ *             types and device compute once.
+ *   dce       nodes nothing needs are removed.
+ */
+#ifndef FLOWGRAPH_PASSES_H
+#define FLOWGRAPH_PASSES_H
+
+#include "flowgraph/graph.h"
+#include "flowgraph/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fg_pass_options {
+  /* 1: run no pass. 0 (default): run `passes`. */
+  int disable;
+  /* NULL (default): the default pipeline. Otherwise a comma-separated list
+   * of pass names, run in the order given ("" runs none). An unknown name
+   * is refused with FG_INVALID_ARGUMENT naming it and the known passes. */
+  const char *passes;
+} fg_pass_options;
+
+/* The passes, in default pipeline order: i from 0 to fg_pass_count() - 1.
+ * Names and descriptions are static strings; out of range gives NULL. */
+FG_API int fg_pass_count(void);
+FG_API const char *fg_pass_name(int i);
+FG_API const char *fg_pass_description(int i);
+/* 1 when the default pipeline runs pass i. */
+FG_API int fg_pass_default_on(int i);
+
+/* Checks a pass list as fg_pass_options.passes takes it: 0, or -1 with
+ * FG_INVALID_ARGUMENT ("unknown pass 'x' (known: simplify, cse, dce)"). */
+FG_API int fg_pass_list_check(const char *list, fg_status *status);
+
+/* One rewrite a pass made. Strings are owned by the report. */
+typedef struct fg_pass_change {
+  const char *pass;   /* "cse" */
+  const char *action; /* "removed", "merged" or "simplified" */
+  const char *node;   /* the node rewritten */
+  /* merged, simplified: the output that now stands for the node ("x",
+   * "x:1"), or the node itself where it was rewritten in place (a
+   * transpose of a transpose becomes one transpose); removed: NULL. */
+  const char *into;
+  const char *rule; /* simplified: the rule ("x*1", "neg(neg(x))"); else NULL */
+} fg_pass_change;
+
+typedef struct fg_pass_report fg_pass_report;
+/* The changes in the order they were made; NULL report: 0 and NULL. */
+FG_API int fg_pass_report_size(const fg_pass_report *r);
+FG_API const fg_pass_change *fg_pass_report_change(const fg_pass_report *r, int i);
+/* Accepts NULL. */
+FG_API void fg_pass_report_free(fg_pass_report *r);
+
+/* Runs the passes of `opts` (NULL: the default pipeline) on a copy of `g`
+ * and returns the optimized graph, new and owned by the caller (free with
+ * fg_graph_free); `g` is not changed. `fetches` ("node" or "node:index"),
+ * with the graph's marked outputs, say what must stay: without either,
+ * every node that nothing consumes does. Variables (with their values),
+ * placeholders and stateful nodes always stay. `report` (may be NULL)
+ * receives what each pass did, owned by the caller (fg_pass_report_free).
+ * On failure NULL, *report NULL and the status set: a graph in error, an
+ * unknown fetch (FG_NOT_FOUND), an unknown pass (FG_INVALID_ARGUMENT). */
+FG_API fg_graph *fg_optimize(const fg_graph *g, const fg_pass_options *opts,
+                             const char *const *fetches, int n_fetches, fg_pass_report **report,
+                             fg_status *status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,71 @@
+/* Shared helpers of the pass tests: counting nodes, optimizing with one
+ * fetch, and running a graph with the passes on and off. */
+#ifndef TEST_PASSES_UTIL_H
+#define TEST_PASSES_UTIL_H
+
+#include <string.h>
+
+#include <flowgraph/flowgraph.h>
+#include <flowgraph/passes.h>
+
+#include "fgtest.h"
+
+static inline int count_op(const fg_graph *g, const char *op) {
+  int n = 0;
+  for (int i = 0; i < fg_graph_num_nodes(g); i++)
+    n += strcmp(fg_node_op(g, i), op) == 0;
+  return n;
+}
+
+/* The change the report records for `node` by `pass`, or NULL. */
+static inline const fg_pass_change *find_change(const fg_pass_report *r, const char *pass,
+                                                const char *node) {
+  for (int i = 0; i < fg_pass_report_size(r); i++) {
+    const fg_pass_change *c = fg_pass_report_change(r, i);
+    if (strcmp(c->pass, pass) == 0 && strcmp(c->node, node) == 0) return c;
+  }
+  return NULL;
+}
+
+static inline fg_graph *optimize1(const fg_graph *g, const char *fetch, fg_pass_report **r) {
+  fg_status *st = fg_status_new();
+  fg_graph *o = fg_optimize(g, NULL, &fetch, 1, r, st);
+  if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
+  fg_status_free(st);
+  return o;
+}
+
+/* A session on g with `threads` threads, the passes on (no_passes 0) or off. */
+static inline fg_session *passes_session(fg_graph *g, int threads, int no_passes, fg_status *st) {
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.num_threads = threads;
+  o.no_passes = no_passes;
+  return fg_session_new(g, &o, st);
+}
+
+/* Runs `fetch` of g with one feed "x", passes on (no_passes 0) or off. */
+static inline fg_tensor *run_fetch(fg_graph *g, const fg_tensor *x, const char *fetch,
+                                   int no_passes) {
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 1, no_passes, st);
+  fg_tensor *out = NULL;
+  fg_feed feed = {"x", x};
+  if (s && fg_session_run(s, &feed, x ? 1 : 0, &fetch, 1, &out, NULL, 0, st) != 0) out = NULL;
+  if (!out) fprintf(stderr, "run '%s': %s\n", fetch, fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return out;
+}
+
+/* 1 when `fetch` gives the same bytes with the passes on and off. */
+static inline int same_bits_on_off(fg_graph *g, const fg_tensor *x, const char *fetch) {
+  fg_tensor *on = run_fetch(g, x, fetch, 0), *off = run_fetch(g, x, fetch, 1);
+  int same = on && off && fg_tensor_num_bytes(on) == fg_tensor_num_bytes(off) &&
+             memcmp(fg_tensor_data(on), fg_tensor_data(off), fg_tensor_num_bytes(on)) == 0;
+  fg_tensor_free(on);
+  fg_tensor_free(off);
+  return same;
+}
+
+#endif

@@ -1,0 +1,102 @@
+/* `flowgraph optimize MODEL -o OUT.fgb`: the model after the optimization
+ * passes (fg_optimize), saved, with what each pass did. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "flowgraph/passes.h"
+
+typedef struct optimize_args {
+  const char *model, *out;
+  const char **fetch; /* pointers into argv */
+  int n_fetch;
+  int quiet;
+} optimize_args;
+
+static void free_args(void *args) { free(((optimize_args *)args)->fetch); }
+
+static int parse_args(int argc, char **argv, void *args, int *help) {
+  const cli_command *cmd = &cli_optimize_command;
+  optimize_args *a = args;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *v = NULL;
+    int r, rc;
+    if (cli_is_help(arg)) {
+      *help = 1;
+      return CLI_OK;
+    }
+    if (cli_passes_opt(cmd, argc, argv, &i, &rc)) {
+      /* rc is set: CLI_OK or the usage error printed */
+    } else if ((r = cli_opt_value(argc, argv, &i, "-o", "--output", &v)) != 0) {
+      rc = cli_value_opt(cmd, arg, "a path OUT.fgb", r, v, "-o", &a->out);
+    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--fetch", &v)) != 0) {
+      const char *name = NULL;
+      rc = cli_value_opt(cmd, "--fetch", "a name (\"node\" or \"node:index\")", r, v, NULL, &name);
+      if (rc == CLI_OK) rc = cli_append_name(&a->fetch, &a->n_fetch, name);
+    } else if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0) {
+      a->quiet = 1;
+      rc = CLI_OK;
+    } else {
+      rc = cli_model_arg(cmd, arg, &a->model);
+    }
+    if (rc != CLI_OK) return rc;
+  }
+  if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
+  if (!a->out) return cli_usage(cmd, "missing -o OUT.fgb");
+  return cli_check_model_path(cmd, a->out);
+}
+
+static int optimize_model(void *args, fg_status *st, const char **failed_load) {
+  const optimize_args *a = args;
+  if (cli_check_writable(a->out, "-o", st) != 0) return -1;
+  fg_graph *g = cli_load_model(a->model, st);
+  if (!g) {
+    *failed_load = a->model;
+    return -1;
+  }
+  fg_pass_options po;
+  cli_pass_options(&po);
+  fg_pass_report *r = NULL;
+  fg_graph *o = fg_optimize(g, &po, a->fetch, a->n_fetch, &r, st);
+  int rc = o ? cli_save_model(o, a->out, st) : -1;
+  if (rc == 0 && !a->quiet) {
+    cli_print_pass_report(r, &po);
+    printf("wrote %s: %d nodes (was %d)\n", a->out, fg_graph_num_nodes(o), fg_graph_num_nodes(g));
+  }
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  fg_graph_free(g);
+  return rc;
+}
+
+static int optimize_main(int argc, char **argv) {
+  static const cli_job job = {&cli_optimize_command, parse_args, optimize_model, free_args, NULL};
+  optimize_args a;
+  memset(&a, 0, sizeof a);
+  return cli_job_main(&job, &a, argc, argv);
+}
+
+const cli_command cli_optimize_command = {
+    "optimize", "Save a model after the graph optimization passes.",
+    "flowgraph optimize MODEL -o OUT.fgb [--fetch NAME ...] [--passes LIST|--no-passes] [-q]",
+    "options:\n"
+    "  -o, --output OUT.fgb   where to write the optimized model (.fgb or .json)\n"
+    "  --fetch NAME           an output that must stay (\"node\" or \"node:index\"); may\n"
+    "                         be repeated; default: the model's marked outputs, else\n"
+    "                         every node nothing consumes\n"
+    "  --passes LIST          the passes to run, comma-separated, in that order\n"
+    "                         (default: simplify,cse,dce)\n"
+    "  --no-passes            run none (the model is saved as loaded)\n"
+    "  -q, --quiet            print nothing on success\n\n"
+    "Passes: simplify (x*1, x/1, x+-0, x-0, neg(neg(x)), identity, stop_gradient,\n"
+    "same-dtype cast, transpose and reshape chains, no-op broadcasts), cse (equal\n"
+    "pure nodes on equal inputs compute once), dce (nodes nothing kept needs go).\n"
+    "Variables (with their values), placeholders and stateful nodes always stay;\n"
+    "random and stateful nodes are never merged. The optimized model computes the\n"
+    "same bits. stop_gradient is removed: take gradients (grad, train) before\n"
+    "optimizing, not after. Sessions run the same passes by default (run, train,\n"
+    "plan and profile take --passes and --no-passes; FG_PASSES=off turns them off).\n"
+    "Output: per pass its counts and one line per change, then 'wrote OUT: N nodes\n"
+    "(was M)'. OUT is written to a temporary file and renamed.\n",
+    optimize_main};
