@@ -40,6 +40,13 @@ int fg_pass_node_pinned(const fg_node *n) {
          n->op == FG_OP_PLACEHOLDER || fg_op_reads_run_state(n->op);
 }
 
+const fg_tensor *fg_pass_const_value(const fg_graph *g, fg_output o) {
+  const fg_node *n = &g->nodes[o.node];
+  if (n->op != FG_OP_CONSTANT || o.index != 0) return NULL;
+  const fg_attr *v = fg_attrs_find(&n->attrs, "value");
+  return v && v->type == FG_ATTR_TENSOR ? v->t : NULL;
+}
+
 int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *into, const char *rule,
                    fg_status *st) {
   if (!ctx->report) return 0;

@@ -36,6 +36,13 @@ void fg_pass_graph_free(fg_pass_graph *w);
 /* Node id's attributes, made the copy's own so a pass may edit them. 0 or
  * -1 (out of memory). */
 int fg_pass_graph_own_attrs(fg_pass_graph *w, int id);
+/* Rewrites node id in place into a constant holding `value` (taken over,
+ * freed on failure too), with no inputs and its placement attribute kept;
+ * its name and output type stay, so `value` must have that type. 0 or -1
+ * (out of memory). */
+int fg_pass_graph_set_constant(fg_pass_graph *w, int id, fg_tensor *value);
+/* Node id's attributes replaced by a deep copy of src. 0 or -1. */
+int fg_pass_graph_set_attrs(fg_pass_graph *w, int id, const struct fg_attrs *src);
 
 struct fg_pass_report {
   fg_pass_change *items;
@@ -99,11 +106,15 @@ int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *int
  * (stateful, collective), or that draws random values: passes leave such
  * nodes where they are. */
 int fg_pass_node_pinned(const fg_node *n);
+/* The value of output o when it is a constant node's, else NULL. */
+const fg_tensor *fg_pass_const_value(const fg_graph *g, fg_output o);
 
 /* The passes. */
 int fg_pass_dce(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_cse(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_simplify(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_fold(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st);
 
 /* The report (report.c). */
 int fg_pass_report_add(fg_pass_report *r, const char *pass, const char *action, const char *node,

@@ -1,6 +1,9 @@
 /* The pass table and the pipeline that runs it (passes.h). Order matters:
- * simplification exposes equal subexpressions (x*1 and x meet), and dead
- * node elimination sweeps what both leave behind. */
+ * simplification exposes equal subexpressions (x*1 and x meet) and leaves
+ * fewer nodes to fold; folding runs before inference folding, so batch
+ * norm parameters computed from constants are constants by then, and both
+ * before CSE, which merges the equal constants folding makes; dead node
+ * elimination sweeps what all leave behind. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +14,14 @@ const fg_pass_def fg_passes[] = {
      "algebraic identities: x*1, x/1, x+-0, x-0, neg(neg(x)), identity, stop_gradient, same-dtype "
      "cast, transpose and reshape chains, broadcasts that change nothing",
      1, fg_pass_simplify},
+    {"fold",
+     "constant folding: nodes whose inputs are all constants become constants (CPU kernels; "
+     "outputs up to 64 MiB and 4x their inputs' bytes)",
+     1, fg_pass_fold},
+    {"fold_inference",
+     "inference folding: dropout with a constant false training input removed; batch_norm "
+     "(constant false training, constant parameters) folded into the conv2d before it",
+     1, fg_pass_fold_inference},
     {"cse", "common subexpressions: equal pure nodes on equal inputs compute once", 1, fg_pass_cse},
     {"dce", "dead nodes: nodes no kept node needs are removed", 1, fg_pass_dce},
 };

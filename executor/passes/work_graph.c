@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "executor/passes/passes.h"
+#include "graph/op_table.h"
 
 static int oom(fg_status *st) {
   fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory (working copy of the graph)");
@@ -80,5 +81,54 @@ int fg_pass_graph_own_attrs(fg_pass_graph *w, int id) {
   free(w->g.nodes[id].attrs.items);
   w->g.nodes[id].attrs = copy;
   w->attrs_owned[id] = 1;
+  return 0;
+}
+
+/* Node id's attributes emptied and made the copy's own. */
+static void drop_attrs(fg_pass_graph *w, int id) {
+  fg_node *n = &w->g.nodes[id];
+  if (w->attrs_owned[id])
+    fg_attrs_clear(&n->attrs);
+  else
+    free(n->attrs.items);
+  memset(&n->attrs, 0, sizeof n->attrs);
+  w->attrs_owned[id] = 1;
+}
+
+int fg_pass_graph_set_constant(fg_pass_graph *w, int id, fg_tensor *value) {
+  fg_node *n = &w->g.nodes[id];
+  /* A constant takes only its value and where it is placed. */
+  const fg_attr *co = fg_attrs_find(&n->attrs, FG_COLOCATE_ATTR);
+  char *colocate = co && co->type == FG_ATTR_STRING && co->s ? fg_strdup(co->s) : NULL;
+  fg_attr *items = calloc(2, sizeof *items);
+  char *name = fg_strdup("value");
+  if ((co && co->s && !colocate) || !items || !name) {
+    free(colocate), free(items), free(name);
+    fg_tensor_free(value);
+    return -1;
+  }
+  drop_attrs(w, id);
+  items[0] = (fg_attr){.name = name, .type = FG_ATTR_TENSOR, .t = value};
+  n->attrs.items = items;
+  n->attrs.n = n->attrs.cap = 1;
+  if (colocate && fg_attrs_set_string(&n->attrs, FG_COLOCATE_ATTR, colocate) != 0) {
+    free(colocate);
+    return -1;
+  }
+  free(colocate);
+  n->op = FG_OP_CONSTANT;
+  n->n_inputs = 0;
+  return 0;
+}
+
+int fg_pass_graph_set_attrs(fg_pass_graph *w, int id, const struct fg_attrs *src) {
+  struct fg_attrs copy;
+  memset(&copy, 0, sizeof copy);
+  if (fg_attrs_copy(&copy, src) != 0) {
+    fg_attrs_clear(&copy);
+    return -1;
+  }
+  drop_attrs(w, id);
+  w->g.nodes[id].attrs = copy;
   return 0;
 }

@@ -26,10 +26,10 @@ FG_TEST(cli_optimize_saves_the_optimized_graph, "") {
   cli_result r;
   FG_REQUIRE(cli(&r, "optimize", tpath("m.fgb"), "-o", tpath("o.fgb"), NULL) == 0);
   CHECK_OK(r);
-  FG_CHECK_STR_CONTAINS(r.out, "  simplify: 0 removed, 0 merged, 1 simplified\n"
+  FG_CHECK_STR_CONTAINS(r.out, "  simplify: 0 removed, 0 merged, 1 simplified, 0 folded\n"
                                "    simplified y -> x (x*1)\n");
-  FG_CHECK_STR_CONTAINS(r.out, "  cse: 0 removed, 1 merged, 0 simplified\n    merged b -> a\n");
-  FG_CHECK_STR_CONTAINS(r.out, "  dce: 2 removed, 0 merged, 0 simplified\n");
+  FG_CHECK_STR_CONTAINS(r.out, "  cse: 0 removed, 1 merged, 0 simplified, 0 folded\n    merged b -> a\n");
+  FG_CHECK_STR_CONTAINS(r.out, "  dce: 2 removed, 0 merged, 0 simplified, 0 folded\n");
   FG_CHECK_STR_CONTAINS(r.out, "    removed unused\n");
   FG_CHECK_STR_CONTAINS(r.out, "wrote ");
   FG_CHECK_STR_CONTAINS(r.out, ": 3 nodes (was 7)\n");
@@ -79,7 +79,7 @@ FG_TEST(cli_plan_passes_prints_what_they_did, "") {
   FG_REQUIRE(cli(&r, "plan", "--passes", "cse", tpath("m.fgb"), "--random-inputs", NULL) == 0);
   CHECK_OK(r);
   FG_CHECK(strncmp(r.out, "passes: cse\n", 12) == 0);
-  FG_CHECK_STR_CONTAINS(r.out, "  simplify: 0 removed, 0 merged, 0 simplified\n");
+  FG_CHECK_STR_CONTAINS(r.out, "  simplify: 0 removed, 0 merged, 0 simplified, 0 folded\n");
   FG_CHECK_STR_CONTAINS(r.out, ": 3 steps,"); /* mul, exp, add */
   result_free(&r);
   FG_REQUIRE(cli(&r, "plan", tpath("m.fgb"), "--random-inputs", "--no-passes", NULL) == 0);
@@ -132,7 +132,7 @@ FG_TEST(cli_unknown_pass_is_a_usage_error, "badinput") {
                    opt ? tpath("x.fgb") : "--passes", opt ? "--passes" : "cse,fuse_all",
                    opt ? "cse,fuse_all" : NULL, NULL) == 0);
     CHECK_USAGE_ERROR(r);
-    FG_CHECK_STR_CONTAINS(r.err, "unknown pass 'fuse_all' (known: simplify, cse, dce)");
+    FG_CHECK_STR_CONTAINS(r.err, "unknown pass 'fuse_all' (known: simplify, fold, fold_inference, cse, dce)");
     result_free(&r);
   }
   cli_result r;
