@@ -160,8 +160,12 @@ static int rewrite_bn(fg_pass_ctx *ctx, const bn_fold *f, fg_status *st) {
   n->n_inputs = 3;
   n->n_outputs = 1;
   n->op = FG_OP_CONV2D;
-  /* The conv is left without a consumer: dce removes it. */
-  return fg_pass_record(ctx, f->bn, "folded", n->name, "batch_norm(conv2d) into conv2d", st);
+  /* The conv is left without a consumer, and now reads W' and b': gone,
+   * so that nothing (CSE) takes it for the folded node. */
+  ctx->dead[f->conv] = 1;
+  if (fg_pass_record(ctx, f->bn, "folded", n->name, "batch_norm(conv2d) into conv2d", st) != 0)
+    return -1;
+  return fg_pass_record(ctx, f->conv, "removed", NULL, NULL, st);
 }
 
 int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st) {

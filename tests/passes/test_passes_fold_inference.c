@@ -1,0 +1,270 @@
+/* Inference folding (fold_inference): batch_norm folded into the conv2d
+ * before it (values by hand, a small CNN against the graph without passes
+ * within 1e-5 of its largest output), dropout in inference removed, and
+ * neither where the mode or the parameters may change. */
+#include <math.h>
+
+#include "test_passes_util.h"
+
+/* A reproducible value in [lo, hi) for element i of stream k. */
+static float value_at(int k, int i, float lo, float hi) {
+  double u = 0.5 + 0.5 * sin(12.9898 * (i + 1) + 78.233 * (k + 1));
+  return (float)(lo + (hi - lo) * u);
+}
+
+static fg_output const_f32(fg_graph *g, const char *name, int rank, const int64_t *dims, int k,
+                           float lo, float hi) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++)
+    n *= dims[i];
+  float *v = malloc((size_t)n * sizeof *v);
+  for (int64_t i = 0; i < n; i++)
+    v[i] = value_at(k, (int)i, lo, hi);
+  fg_tensor *t = fg_tensor_from_data(FG_F32, rank, dims, v, (size_t)n * sizeof *v, NULL);
+  fg_output o = fg_constant(g, name, t);
+  fg_tensor_free(t);
+  free(v);
+  return o;
+}
+
+static fg_output const_false(fg_graph *g) {
+  unsigned char f = 0;
+  fg_tensor *t = fg_tensor_from_data(FG_BOOL, 0, NULL, &f, 1, NULL);
+  fg_output o = fg_constant(g, "is_training", t);
+  fg_tensor_free(t);
+  return o;
+}
+
+/* batch_norm as an importer makes it: constant statistics, no update. */
+static fg_output bn(fg_graph *g, const char *name, fg_output x, const fg_output *p4,
+                    fg_output training) {
+  fg_output in[6] = {x, p4[0], p4[1], p4[2], p4[3], training};
+  return fg_op(g, "batch_norm", name, in, 6, NULL);
+}
+
+/* scale, shift, mean, var [c] constants named <prefix>_{g,b,m,v}. */
+static void bn_params(fg_graph *g, const char *prefix, int64_t c, int k, fg_output *p4) {
+  const char *suffix[4] = {"g", "b", "m", "v"};
+  const float lo[4] = {0.5f, -0.5f, -0.3f, 0.4f}, hi[4] = {1.5f, 0.5f, 0.3f, 1.6f};
+  for (int i = 0; i < 4; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "%s_%s", prefix, suffix[i]);
+    p4[i] = const_f32(g, name, 1, &c, k + i, lo[i], hi[i]);
+  }
+}
+
+/* Largest |a - b| over the largest |b|. */
+static double max_rel_diff(const fg_tensor *a, const fg_tensor *b) {
+  const float *x = fg_tensor_data(a), *y = fg_tensor_data(b);
+  int64_t n = fg_tensor_num_elements(b);
+  double d = 0, m = 0;
+  for (int64_t i = 0; i < n; i++) {
+    d = fmax(d, fabs((double)x[i] - y[i]));
+    m = fmax(m, fabs((double)y[i]));
+  }
+  return m > 0 ? d / m : d;
+}
+
+FG_TEST(passes_fold_bn_into_conv_by_hand, "") {
+  fg_graph *g = fg_graph_new();
+  int64_t dx[4] = {1, 1, 1, 2}, dw[4] = {1, 1, 1, 1}, d1[1] = {1};
+  float w = 2, sc = 3, sh = 1, mean = 0.5f, var = 3;
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, dx);
+  fg_tensor *t[5] = {fg_tensor_from_data(FG_F32, 4, dw, &w, 4, NULL),
+                     fg_tensor_from_data(FG_F32, 1, d1, &sc, 4, NULL),
+                     fg_tensor_from_data(FG_F32, 1, d1, &sh, 4, NULL),
+                     fg_tensor_from_data(FG_F32, 1, d1, &mean, 4, NULL),
+                     fg_tensor_from_data(FG_F32, 1, d1, &var, 4, NULL)};
+  const char *names[5] = {"w", "g", "b", "m", "v"};
+  fg_output c[5];
+  for (int i = 0; i < 5; i++) {
+    c[i] = fg_constant(g, names[i], t[i]);
+    fg_tensor_free(t[i]);
+  }
+  fg_output conv = fg_set_name(g, fg_conv2d(g, x, c[0], (fg_output){-1, 0}, NULL), "conv");
+  fg_set_name(g, fg_relu(g, bn(g, "bn", conv, c + 1, const_false(g))), "out");
+  fg_pass_report *r = NULL;
+  fg_graph *o = optimize1(g, "out", &r);
+  FG_REQUIRE(o);
+  /* x, w (now W'), b (now b'), bn (now a conv2d), out. */
+  FG_CHECK_INT(fg_graph_num_nodes(o), 5);
+  FG_CHECK_INT(count_op(o, "batch_norm"), 0);
+  int bn_id = fg_graph_find_output(o, "bn").node;
+  FG_CHECK_STR(fg_node_op(o, bn_id), "conv2d");
+  FG_CHECK_INT(fg_node_num_inputs(o, bn_id), 3);
+  const fg_tensor *w2 = NULL, *b2 = NULL;
+  FG_REQUIRE(fg_node_attr_tensor(o, fg_graph_find_output(o, "w").node, "value", &w2) == 0);
+  FG_REQUIRE(fg_node_attr_tensor(o, fg_graph_find_output(o, "b").node, "value", &b2) == 0);
+  /* s = 3 / sqrt(3 + 1e-5); W' = 2 s; b' = (0 - 0.5) s + 1, rounded once. */
+  double s = 3.0 / sqrt(3.0 + 1e-5);
+  FG_CHECK(((const float *)fg_tensor_data(w2))[0] == (float)(2.0 * s));
+  FG_CHECK(((const float *)fg_tensor_data(b2))[0] == (float)(-0.5 * s + 1.0));
+  FG_REQUIRE(find_change(r, "fold_inference", "bn"));
+  FG_CHECK_STR(find_change(r, "fold_inference", "bn")->rule, "batch_norm(conv2d) into conv2d");
+  /* out = relu((2 x - 0.5) / sqrt(3 + 1e-5) * 3 + 1) for x = 1, 2. */
+  float xv[2] = {1, 2};
+  fg_tensor *xt = fg_tensor_from_data(FG_F32, 4, dx, xv, sizeof xv, NULL);
+  fg_tensor *y = run_fetch(o, xt, "out", 0);
+  FG_REQUIRE(y);
+  for (int i = 0; i < 2; i++)
+    FG_CHECK_NEAR(((const float *)fg_tensor_data(y))[i], (2.0 * xv[i] - 0.5) * s + 1.0, 1e-5);
+  fg_tensor_free(y);
+  fg_tensor_free(xt);
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  fg_graph_free(g);
+}
+
+/* x [2,3,8,8] -> conv(W1, pad 1) -> bn1 -> relu -> conv(W2, stride 2, b2)
+ * -> bn2 -> relu -> dropout(false) -> global average pool "out": 21 nodes.
+ * training: the batch norms' and the dropout's mode input. */
+static fg_graph *cnn(int variables, int training_flag) {
+  fg_graph *g = fg_graph_new();
+  int64_t dx[4] = {2, 3, 8, 8}, dw1[4] = {8, 3, 3, 3}, dw2[4] = {8, 8, 3, 3}, d8[1] = {8};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, dx);
+  fg_output w1 = const_f32(g, "w1", 4, dw1, 1, -0.4f, 0.4f);
+  fg_conv2d_opts o1 = {.pads = {1, 1, 1, 1}}, o2 = {.strides = {2, 2}};
+  fg_output c1 = fg_set_name(g, fg_conv2d(g, x, w1, (fg_output){-1, 0}, &o1), "conv1");
+  fg_output p1[4], p2[4];
+  bn_params(g, "bn1", 8, 10, p1);
+  fg_output tr = training_flag ? fg_training(g) : const_false(g);
+  if (variables) {
+    fg_tensor *m = fg_tensor_new(FG_F32, 1, d8, NULL);
+    p1[2] = fg_variable(g, "bn1_mvar", m);
+    fg_tensor_free(m);
+  }
+  fg_output r1 = fg_relu(g, bn(g, "bn1", c1, p1, tr));
+  fg_output w2 = const_f32(g, "w2", 4, dw2, 2, -0.3f, 0.3f);
+  fg_output b2 = const_f32(g, "b2", 1, d8, 3, -0.2f, 0.2f);
+  fg_output c2 = fg_set_name(g, fg_conv2d(g, r1, w2, b2, &o2), "conv2");
+  bn_params(g, "bn2", 8, 20, p2);
+  fg_output r2 = fg_relu(g, bn(g, "bn2", c2, p2, tr));
+  fg_output d = fg_set_name(g, fg_dropout(g, r2, tr, 0.5, 1), "drop");
+  fg_set_name(g, fg_global_avg_pool(g, d), "out");
+  return g;
+}
+
+static fg_tensor *cnn_input(void) {
+  int64_t dx[4] = {2, 3, 8, 8};
+  float v[384];
+  for (int i = 0; i < 384; i++)
+    v[i] = value_at(0, i, -1, 1);
+  return fg_tensor_from_data(FG_F32, 4, dx, v, sizeof v, NULL);
+}
+
+FG_TEST(passes_fold_bn_cnn_against_passes_off, "") {
+  fg_graph *g = cnn(0, 0);
+  FG_CHECK_INT(fg_graph_num_nodes(g), 21);
+  fg_pass_report *r = NULL;
+  fg_graph *o = optimize1(g, "out", &r);
+  FG_REQUIRE(o);
+  /* x, w1, bn1_b, bn1 (conv), relu, w2, b2, bn2 (conv), relu, out. */
+  FG_CHECK_INT(fg_graph_num_nodes(o), 10);
+  FG_CHECK_INT(count_op(o, "batch_norm") + count_op(o, "dropout"), 0);
+  FG_CHECK_INT(count_op(o, "conv2d"), 2);
+  FG_CHECK(find_change(r, "fold_inference", "drop") != NULL);
+  FG_CHECK_STR(find_change(r, "fold_inference", "drop")->rule, "dropout in inference mode");
+  FG_CHECK(find_change(r, "fold_inference", "conv2") && find_change(r, "dce", "bn2_v"));
+  FG_CHECK_STR(find_change(r, "fold_inference", "conv2")->action, "removed");
+  fg_tensor *xt = cnn_input();
+  fg_tensor *ref = run_fetch(g, xt, "out", 1), *got = run_fetch(o, xt, "out", 0);
+  FG_REQUIRE(ref && got);
+  FG_CHECK_INT(fg_tensor_num_elements(got), 16);
+  double rel = max_rel_diff(got, ref);
+  FG_CHECK(rel <= 1e-5);
+  if (rel > 1e-5) fprintf(stderr, "max relative difference %g\n", rel);
+  /* A session keeps every node fetchable: its batch norms stay, and the
+   * removed dropout is x itself: the same bits as without passes. */
+  FG_CHECK(same_bits_on_off(g, xt, "out"));
+  fg_tensor_free(ref);
+  fg_tensor_free(got);
+  fg_tensor_free(xt);
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  fg_graph_free(g);
+}
+
+/* Optimizing `fetch` leaves n batch norms and d dropouts. */
+static int left_after(fg_graph *g, const char *fetch, int n, int d) {
+  fg_graph *o = optimize1(g, fetch, NULL);
+  int ok = o && count_op(o, "batch_norm") == n && count_op(o, "dropout") == d;
+  fg_graph_free(o);
+  return ok;
+}
+
+FG_TEST(passes_fold_bn_not_in_training_mode, "") {
+  /* The graph's training flag: the mode is known per run only. */
+  fg_graph *g = cnn(0, 1);
+  FG_CHECK(left_after(g, "out", 2, 1));
+  fg_tensor *xt = cnn_input();
+  FG_CHECK(same_bits_on_off(g, xt, "out"));
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+  /* A constant true: batch statistics. */
+  g = fg_graph_new();
+  int64_t dx[4] = {2, 2, 3, 3}, dw[4] = {2, 2, 1, 1};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, dx), p[4];
+  fg_output c = fg_conv2d(g, x, const_f32(g, "w", 4, dw, 1, -1, 1), (fg_output){-1, 0}, NULL);
+  bn_params(g, "bn", 2, 5, p);
+  fg_set_name(g, fg_relu(g, bn(g, "bn", c, p, fg_scalar(g, FG_BOOL, 1))), "out");
+  FG_CHECK(left_after(g, "out", 1, 0));
+  fg_graph_free(g);
+}
+
+FG_TEST(passes_fold_bn_not_with_variables_or_visible_nodes, "") {
+  /* bn1's running mean is a variable (a graph may update it): bn1 stays,
+   * bn2 folds. */
+  fg_graph *g = cnn(1, 0);
+  FG_CHECK(left_after(g, "out", 1, 0));
+  fg_graph_free(g);
+  /* A fetched conv must keep its value: its batch norm stays. */
+  g = cnn(0, 0);
+  const char *fetches[2] = {"out", "conv2"};
+  fg_status *st = fg_status_new();
+  fg_graph *o = fg_optimize(g, NULL, fetches, 2, NULL, st);
+  FG_REQUIRE(o);
+  FG_CHECK_INT(count_op(o, "batch_norm"), 1);
+  FG_CHECK_STR(fg_node_op(o, fg_graph_find_output(o, "bn2").node), "batch_norm");
+  FG_CHECK_STR(fg_node_op(o, fg_graph_find_output(o, "bn1").node), "conv2d");
+  fg_graph_free(o);
+  /* A batch norm whose mean output is read stays. */
+  fg_output m = fg_output_at((fg_output){fg_graph_find_output(g, "bn1").node, 0}, 1);
+  fg_set_name(g, fg_neg(g, m), "mean_read");
+  const char *f2[2] = {"out", "mean_read"};
+  o = fg_optimize(g, NULL, f2, 2, NULL, st);
+  FG_REQUIRE(o);
+
+  FG_CHECK_STR(fg_node_op(o, fg_graph_find_output(o, "bn1").node), "batch_norm");
+  FG_CHECK_STR(fg_node_op(o, fg_graph_find_output(o, "bn2").node), "conv2d");
+  fg_graph_free(o);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+FG_TEST(passes_fold_dropout_in_inference, "") {
+  fg_graph *g = fg_graph_new();
+  int64_t d[2] = {2, 3};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, d);
+  fg_output dr = fg_set_name(g, fg_dropout(g, x, const_false(g), 0.5, 3), "d");
+  fg_set_name(g, fg_relu(g, dr), "r");
+  fg_set_name(g, fg_relu(g, fg_set_name(g, fg_dropout(g, x, fg_training(g), 0.5, 3), "dt")),
+              "rt");
+  fg_pass_report *r = NULL;
+  fg_graph *o = optimize1(g, "r", &r);
+  FG_REQUIRE(o);
+  /* x, r, and the training flag (stateful nodes always stay). */
+  FG_CHECK_INT(fg_graph_num_nodes(o), 3);
+  int rid = fg_graph_find_output(o, "r").node;
+  FG_CHECK_STR(fg_node_name(o, fg_node_input(o, rid, 0).node), "x");
+  FG_REQUIRE(find_change(r, "fold_inference", "d"));
+  FG_CHECK_STR(find_change(r, "fold_inference", "d")->into, "x");
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  FG_CHECK(left_after(g, "rt", 0, 1)); /* the run's mode: stays */
+  float v[6] = {-1, 2, -3, 4, 0.5f, -0.25f};
+  fg_tensor *xt = fg_tensor_from_data(FG_F32, 2, d, v, sizeof v, NULL);
+  FG_CHECK(same_bits_on_off(g, xt, "r"));
+  FG_CHECK(same_bits_on_off(g, xt, "d"));
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+}
