@@ -1,0 +1,82 @@
+/* Inference folding on an imported ONNX model: Conv -> BatchNormalization
+ * (inference) -> PRelu -> pools -> Gemm -> SoftmaxCrossEntropyLoss
+ * (grad_cnn of tests/schema/onnx/cases_nn.py, whose expected loss is
+ * PyTorch's). Imported without trainable, its weights are constants, so
+ * fg_optimize folds the batch norm into the convolution; the optimized
+ * model must still give PyTorch's loss, and the model without passes'. */
+#include <math.h>
+
+#include "../schema/onnx_test_util.h"
+#include "test_passes_util.h"
+
+#define NEED_ONNX()                                                                                \
+  do {                                                                                             \
+    if (!fg_onnx_available()) FG_SKIP("this build has no ONNX support");                           \
+  } while (0)
+
+static fg_tensor *case_file(const char *dir, const char *file) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  fg_status *st = fg_status_new();
+  fg_tensor *t = fg_npy_read(path, st);
+  if (!t) fprintf(stderr, "%s: %s\n", path, fg_status_message(st));
+  fg_status_free(st);
+  return t;
+}
+
+/* The loss of g for the case's x and lab, passes on or off. */
+static fg_tensor *loss_of(fg_graph *g, const fg_tensor *x, const fg_tensor *lab, int no_passes) {
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 1, no_passes, st);
+  fg_output o = fg_graph_output(g, 0);
+  const char *fetch = fg_node_name(g, o.node);
+  fg_feed feeds[2] = {{"x", x}, {"lab", lab}};
+  fg_tensor *out = NULL;
+  if (s && fg_session_run(s, feeds, 2, &fetch, 1, &out, NULL, 0, st) != 0) out = NULL;
+  if (!out) fprintf(stderr, "run: %s\n", fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return out;
+}
+
+FG_TEST(passes_fold_onnx_conv_bn, "onnx") {
+  NEED_ONNX();
+  const char *dir = onnx_cases("cases_nn.py");
+  FG_REQUIRE(dir);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/grad_cnn.onnx", dir);
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_onnx_load(path, NULL, st);
+  FG_REQUIRE(g);
+  FG_CHECK_INT(count_op(g, "batch_norm"), 1);
+  fg_pass_report *r = NULL;
+  fg_graph *o = fg_optimize(g, NULL, NULL, 0, &r, st);
+  FG_REQUIRE(o);
+  FG_CHECK_INT(count_op(o, "batch_norm"), 0);
+  FG_CHECK_INT(count_op(o, "conv2d"), 1);
+  /* The batch norm, the conv and the scale, mean and variance go. */
+  FG_CHECK(fg_graph_num_nodes(o) <= fg_graph_num_nodes(g) - 5);
+  int folded = 0;
+  for (int i = 0; i < fg_pass_report_size(r); i++)
+    folded += strcmp(fg_pass_report_change(r, i)->rule ? fg_pass_report_change(r, i)->rule : "",
+                     "batch_norm(conv2d) into conv2d") == 0;
+  FG_CHECK_INT(folded, 1);
+  fg_tensor *x = case_file(dir, "grad_cnn.in.x.npy"), *lab = case_file(dir, "grad_cnn.in.lab.npy");
+  fg_tensor *want = case_file(dir, "grad_cnn.out.0.npy");
+  FG_REQUIRE(x && lab && want);
+  fg_tensor *got = loss_of(o, x, lab, 0), *off = loss_of(g, x, lab, 1);
+  FG_REQUIRE(got && off);
+  double w = onnx_elem(want, 0), a = onnx_elem(got, 0), b = onnx_elem(off, 0);
+  FG_CHECK(fabs(a - w) <= 1e-5 * fabs(w) + 1e-6);
+  FG_CHECK(fabs(a - b) <= 1e-5 * fabs(b));
+  fprintf(stderr, "loss: torch %.9g, folded %.9g, passes off %.9g\n", w, a, b);
+  fg_tensor_free(got);
+  fg_tensor_free(off);
+  fg_tensor_free(x);
+  fg_tensor_free(lab);
+  fg_tensor_free(want);
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
