@@ -24,8 +24,8 @@
 #include "graph/tensor_internal.h"
 #include "kernels/kernel.h"
 
-#define FOLD_MAX_BYTES ((size_t)64 << 20)
-#define FOLD_GROWTH 4
+#define FOLD_MAX_BYTES   ((size_t)64 << 20)
+#define FOLD_GROWTH      4
 #define FOLD_SMALL_BYTES 4096
 
 /* 1 when node id may be folded, judging by its op and output alone. */

@@ -72,8 +72,7 @@ static const fg_tensor *param(const fg_graph *g, fg_output o, fg_dtype dt, int64
 }
 
 static double at(const fg_tensor *t, int64_t i) {
-  return t->dtype == FG_F32 ? (double)((const float *)t->data)[i]
-                            : ((const double *)t->data)[i];
+  return t->dtype == FG_F32 ? (double)((const float *)t->data)[i] : ((const double *)t->data)[i];
 }
 
 static void put(fg_tensor *t, int64_t i, double v) {

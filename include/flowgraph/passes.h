@@ -18,7 +18,9 @@
  *   collectives, the training flag) and random ones (random_*, dropout)
  *   are never merged or removed while their effect is needed; a value
  *   read from a variable is never moved past an update of it.
- * - Results are bit for bit those of the graph without passes.
+ * - Results are bit for bit those of the graph without passes, but for
+ *   fold_inference's batch norm folding (fg_optimize only, see below), and
+ *   for a folded node placed on a GPU, which holds the CPU kernel's bits.
  *
  * The passes (fg_pass_name order is the default pipeline's):
  *   simplify  x*1, x/1, x+(-0.0), x-(+0.0) (any zero for integers): x, when
@@ -30,6 +32,25 @@
  *             flatten, squeeze, expand; broadcast_like and sum_to when
  *             every dim is known). x+0.0 with a float +0.0 is kept: it
  *             turns -0.0 into +0.0.
+ *   fold      a node whose inputs are all constants is evaluated once
+ *             with its CPU kernel and becomes a constant of its name
+ *             (chains fold whole). Not folded: stateful, collective and
+ *             random nodes, readers of run state, sources, nodes with
+ *             several outputs or no inputs, and outputs over 64 MiB or
+ *             over 4 times their inputs' bytes (4 KiB always fold).
+ *   fold_inference
+ *             dropout whose training input is a constant false is its
+ *             input. batch_norm whose training input is a constant false
+ *             and whose scale, shift, mean and variance are constants,
+ *             reading a conv2d with a constant weight (and bias), becomes
+ *             that conv2d with W' = W s and b' = (b - mean) s + shift,
+ *             s = scale / sqrt(var + epsilon), in double and rounded once
+ *             (not the same bits: within 1e-5 relative in the tests). It
+ *             rewrites the conv, its weight and a bias constant, so it
+ *             applies only where none of them, nor the batch norm's other
+ *             outputs, can be fetched: in fg_optimize, not in a session
+ *             (which keeps every name fetchable). A training flag known
+ *             per run (fg_training) and variables are never folded.
  *   cse       nodes with the same op, typed attributes, inputs, output
  *             types and device compute once.
  *   dce       nodes nothing needs are removed.
@@ -62,19 +83,23 @@ FG_API const char *fg_pass_description(int i);
 FG_API int fg_pass_default_on(int i);
 
 /* Checks a pass list as fg_pass_options.passes takes it: 0, or -1 with
- * FG_INVALID_ARGUMENT ("unknown pass 'x' (known: simplify, cse, dce)"). */
+ * FG_INVALID_ARGUMENT ("unknown pass 'x' (known: simplify, fold, ...)"). */
 FG_API int fg_pass_list_check(const char *list, fg_status *status);
 
 /* One rewrite a pass made. Strings are owned by the report. */
 typedef struct fg_pass_change {
   const char *pass;   /* "cse" */
-  const char *action; /* "removed", "merged" or "simplified" */
+  const char *action; /* "removed", "merged", "simplified" or "folded" */
   const char *node;   /* the node rewritten */
-  /* merged, simplified: the output that now stands for the node ("x",
-   * "x:1"), or the node itself where it was rewritten in place (a
-   * transpose of a transpose becomes one transpose); removed: NULL. */
+  /* merged, simplified, folded: the output that now stands for the node
+   * ("x", "x:1"), or the node itself where it was rewritten in place (a
+   * transpose of a transpose becomes one transpose; a folded constant; a
+   * batch norm become a conv2d); removed: NULL. */
   const char *into;
-  const char *rule; /* simplified: the rule ("x*1", "neg(neg(x))"); else NULL */
+  /* simplified, folded: the rule ("x*1", "neg(neg(x))", "dropout in
+   * inference mode", "batch_norm(conv2d) into conv2d"); else NULL (a
+   * constant folded) */
+  const char *rule;
 } fg_pass_change;
 
 typedef struct fg_pass_report fg_pass_report;

@@ -36,8 +36,8 @@ static fg_graph *chain_graph(void) {
   int64_t d[2] = {2, 2};
   float v1[4] = {1, 2, 3, 4}, v2[4] = {10, 20, 30, 40};
   fg_output x = fg_placeholder(g, "x", FG_F32, 2, d);
-  fg_output a = fg_set_name(g, fg_add(g, const_of(g, "c1", 2, d, v1), const_of(g, "c2", 2, d, v2)),
-                            "a");
+  fg_output a =
+      fg_set_name(g, fg_add(g, const_of(g, "c1", 2, d, v1), const_of(g, "c2", 2, d, v2)), "a");
   fg_output b = fg_set_name(g, fg_mul(g, a, fg_scalar(g, FG_F32, 2.0)), "b");
   fg_output e = fg_set_name(g, fg_neg(g, b), "e");
   fg_set_name(g, fg_add(g, x, e), "y");

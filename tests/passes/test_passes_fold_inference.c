@@ -247,8 +247,7 @@ FG_TEST(passes_fold_dropout_in_inference, "") {
   fg_output x = fg_placeholder(g, "x", FG_F32, 2, d);
   fg_output dr = fg_set_name(g, fg_dropout(g, x, const_false(g), 0.5, 3), "d");
   fg_set_name(g, fg_relu(g, dr), "r");
-  fg_set_name(g, fg_relu(g, fg_set_name(g, fg_dropout(g, x, fg_training(g), 0.5, 3), "dt")),
-              "rt");
+  fg_set_name(g, fg_relu(g, fg_set_name(g, fg_dropout(g, x, fg_training(g), 0.5, 3), "dt")), "rt");
   fg_pass_report *r = NULL;
   fg_graph *o = optimize1(g, "r", &r);
   FG_REQUIRE(o);

@@ -28,7 +28,8 @@ FG_TEST(cli_optimize_saves_the_optimized_graph, "") {
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "  simplify: 0 removed, 0 merged, 1 simplified, 0 folded\n"
                                "    simplified y -> x (x*1)\n");
-  FG_CHECK_STR_CONTAINS(r.out, "  cse: 0 removed, 1 merged, 0 simplified, 0 folded\n    merged b -> a\n");
+  FG_CHECK_STR_CONTAINS(r.out,
+                        "  cse: 0 removed, 1 merged, 0 simplified, 0 folded\n    merged b -> a\n");
   FG_CHECK_STR_CONTAINS(r.out, "  dce: 2 removed, 0 merged, 0 simplified, 0 folded\n");
   FG_CHECK_STR_CONTAINS(r.out, "    removed unused\n");
   FG_CHECK_STR_CONTAINS(r.out, "wrote ");
@@ -132,7 +133,8 @@ FG_TEST(cli_unknown_pass_is_a_usage_error, "badinput") {
                    opt ? tpath("x.fgb") : "--passes", opt ? "--passes" : "cse,fuse_all",
                    opt ? "cse,fuse_all" : NULL, NULL) == 0);
     CHECK_USAGE_ERROR(r);
-    FG_CHECK_STR_CONTAINS(r.err, "unknown pass 'fuse_all' (known: simplify, fold, fold_inference, cse, dce)");
+    FG_CHECK_STR_CONTAINS(
+        r.err, "unknown pass 'fuse_all' (known: simplify, fold, fold_inference, cse, dce)");
     result_free(&r);
   }
   cli_result r;
