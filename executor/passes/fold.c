@@ -10,12 +10,15 @@
  * readers of run state), sources, nodes with several outputs, nodes
  * without inputs (a fill would only grow the file), and nodes whose output
  * type is not fully known or which inference, parameter checks or the
- * kernel refuse (the run then reports the error as it would have).
+ * kernel refuse (the run then reports the error as it would have), and
+ * results holding a NaN or an infinity (a run with check_numerics names
+ * the node that made one, so it must run).
  *
  * The size cap: a folded output holds at most FOLD_MAX_BYTES, and at most
  * FOLD_GROWTH times the bytes of its inputs (FOLD_SMALL_BYTES always
  * fold), so a broadcast of a scalar to a large shape stays a node instead
  * of a large constant in the saved file. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +123,18 @@ static fg_tensor *evaluate(const fg_graph *g, int id, fg_status *st) {
   return t;
 }
 
+/* 1 when a float result holds a NaN or an infinity. */
+static int non_finite(const fg_tensor *t) {
+  int64_t n = fg_tensor_num_elements(t);
+  for (int64_t i = 0; i < n; i++) {
+    double v = t->dtype == FG_F32   ? (double)((const float *)t->data)[i]
+               : t->dtype == FG_F64 ? ((const double *)t->data)[i]
+                                    : 0.0;
+    if (!isfinite(v)) return 1;
+  }
+  return 0;
+}
+
 int fg_pass_fold(fg_pass_ctx *ctx, fg_status *st) {
   fg_graph *g = &ctx->w->g;
   for (int id = 0; id < g->n_nodes; id++) {
@@ -128,6 +143,12 @@ int fg_pass_fold(fg_pass_ctx *ctx, fg_status *st) {
     fg_tensor *t = evaluate(g, id, st);
     /* A node that does not fold keeps its error for the run to report. */
     fg_status_clear(st);
+    if (t && non_finite(t)) {
+      /* check_numerics names the node that makes a NaN or an infinity:
+       * it must still run. */
+      fg_tensor_free(t);
+      t = NULL;
+    }
     if (!t) continue;
     if (fg_pass_graph_set_constant(ctx->w, id, t) != 0) {
       fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fold: out of memory");

@@ -36,8 +36,10 @@
  *             with its CPU kernel and becomes a constant of its name
  *             (chains fold whole). Not folded: stateful, collective and
  *             random nodes, readers of run state, sources, nodes with
- *             several outputs or no inputs, and outputs over 64 MiB or
- *             over 4 times their inputs' bytes (4 KiB always fold).
+ *             several outputs or no inputs, results holding a NaN or an
+ *             infinity (check_numerics names the node that makes one),
+ *             and outputs over 64 MiB or over 4 times their inputs'
+ *             bytes (4 KiB always fold).
  *   fold_inference
  *             dropout whose training input is a constant false is its
  *             input. batch_norm whose training input is a constant false

@@ -206,3 +206,25 @@ FG_TEST(passes_fold_only_when_listed, "") {
   fg_status_free(st);
   fg_graph_free(g);
 }
+
+FG_TEST(passes_fold_not_nan_or_inf, "") {
+  fg_graph *g = fg_graph_new();
+  int64_t d[1] = {2};
+  float a[2] = {0, 1}, b[2] = {0, 4}, c[2] = {2, 4};
+  fg_output ca = const_of(g, "a", 1, d, a);
+  /* 0/0 and 1/4: a NaN, left to run (check_numerics names the node that
+   * makes one); 0/2 and 1/4 fold. */
+  fg_set_name(g, fg_div(g, ca, const_of(g, "b", 1, d, b)), "nan");
+  fg_set_name(g, fg_div(g, ca, const_of(g, "c", 1, d, c)), "fine");
+  const char *fetches[2] = {"nan", "fine"};
+  fg_status *st = fg_status_new();
+  fg_graph *o = fg_optimize(g, NULL, fetches, 2, NULL, st);
+  FG_REQUIRE(o);
+  FG_CHECK_STR(fg_node_op(o, fg_graph_find_output(o, "nan").node), "div");
+  const float *v = const_values(o, "fine");
+  FG_REQUIRE(v);
+  FG_CHECK(v[0] == 0.0f && v[1] == 0.25f);
+  fg_graph_free(o);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
