@@ -228,3 +228,27 @@ FG_TEST(passes_fold_not_nan_or_inf, "") {
   fg_status_free(st);
   fg_graph_free(g);
 }
+
+FG_TEST(passes_fold_shape_ops, "") {
+  fg_graph *g = fg_graph_new();
+  int64_t d23[2] = {2, 3}, d2[1] = {2}, perm[2] = {1, 0}, d6[1] = {6};
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[2] = {7, 8};
+  /* transpose [[1,2,3],[4,5,6]] -> [[1,4],[2,5],[3,6]], reshape to [6],
+   * concat with [7,8]: 1 4 2 5 3 6 7 8. */
+  fg_output t = fg_transpose(g, const_of(g, "a", 2, d23, a), 2, perm);
+  fg_output r = fg_reshape(g, t, 1, d6);
+  fg_output parts[2] = {r, const_of(g, "b", 1, d2, b)};
+  fg_output c = fg_set_name(g, fg_concat(g, parts, 2, 0), "c");
+  int64_t d8[1] = {8};
+  fg_set_name(g, fg_add(g, fg_placeholder(g, "x", FG_F32, 1, d8), c), "y");
+  fg_graph *o = optimize1(g, "y", NULL);
+  FG_REQUIRE(o);
+  FG_CHECK_INT(fg_graph_num_nodes(o), 3); /* x, c, y */
+  const float *v = const_values(o, "c");
+  FG_REQUIRE(v);
+  const float want[8] = {1, 4, 2, 5, 3, 6, 7, 8};
+  for (int i = 0; i < 8; i++)
+    FG_CHECK(v[i] == want[i]);
+  fg_graph_free(o);
+  fg_graph_free(g);
+}
