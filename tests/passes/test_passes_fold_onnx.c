@@ -80,3 +80,55 @@ FG_TEST(passes_fold_onnx_conv_bn, "onnx") {
   fg_graph_free(g);
   fg_status_free(st);
 }
+
+/* A conv -> batch_norm -> relu net exported by PyTorch with its batch
+ * norms kept (tests/passes/fold_torch_bn.py): both fold, and the
+ * optimized model gives PyTorch's output. */
+FG_TEST(passes_fold_torch_conv_bn, "onnx") {
+  NEED_ONNX();
+  char dir[600], path[700];
+  snprintf(dir, sizeof dir, "%s/fold_torch_bn.%ld", FG_BUILD_DIR, (long)getpid());
+  static const char code[] = "import runpy, sys\n"
+                             "sys.argv = [sys.argv[1], sys.argv[2]]\n"
+                             "runpy.run_path(sys.argv[0], run_name='__main__')\n";
+  int rc = fgt_python(code, FG_SOURCE_DIR "/tests/passes/fold_torch_bn.py", dir);
+  FG_CHECK_PYTHON(rc);
+  if (rc != 0) return;
+  fg_status *st = fg_status_new();
+  snprintf(path, sizeof path, "%s/conv_bn.onnx", dir);
+  fg_graph *g = fg_onnx_load(path, NULL, st);
+  FG_REQUIRE(g);
+  FG_CHECK_INT(count_op(g, "batch_norm"), 2);
+  fg_graph *o = fg_optimize(g, NULL, NULL, 0, NULL, st);
+  FG_REQUIRE(o);
+  FG_CHECK_INT(count_op(o, "batch_norm"), 0);
+  FG_CHECK_INT(count_op(o, "conv2d"), 2);
+  /* Each fold removes at least the conv, the scale, mean and variance. */
+  FG_CHECK(fg_graph_num_nodes(o) <= fg_graph_num_nodes(g) - 8);
+  fg_tensor *x = case_file(dir, "x.npy"), *want = case_file(dir, "y.npy");
+  FG_REQUIRE(x && want);
+  fg_status *st2 = fg_status_new();
+  fg_session *s = passes_session(o, 1, 0, st2);
+  FG_REQUIRE(s);
+  fg_feed feed = {"x", x};
+  const char *fetch = fg_node_name(o, fg_graph_output(o, 0).node);
+  fg_tensor *got = NULL;
+  FG_REQUIRE(fg_session_run(s, &feed, 1, &fetch, 1, &got, NULL, 0, st2) == 0);
+  FG_CHECK_INT(fg_tensor_num_elements(got), 10);
+  double md = 0, mx = 0;
+  for (int i = 0; i < 10; i++) {
+    md = fmax(md, fabs(onnx_elem(got, i) - onnx_elem(want, i)));
+    mx = fmax(mx, fabs(onnx_elem(want, i)));
+  }
+  FG_CHECK(md <= 1e-5 * mx);
+  fprintf(stderr, "largest difference to PyTorch %.3g of %.3g\n", md, mx);
+  fg_tensor_free(got);
+  fg_session_free(s);
+  fg_tensor_free(x);
+  fg_tensor_free(want);
+  fg_graph_free(o);
+  fg_graph_free(g);
+  fg_status_free(st2);
+  fg_status_free(st);
+  fgt_rmtree(dir);
+}
