@@ -5,14 +5,16 @@
  * flag (fg_training) is known only per run, so such a dropout stays.
  *
  * batch_norm(conv2d(x, W[, b]), scale, shift, mean, var, false) with
- * constant parameters is conv2d(x, W', b'), per output channel o:
+ * constant parameters is conv2d(x, W', b'), per output channel o (and
+ * batch_norm(matmul(x, W) [+ b]) over [N, F] is matmul(x, W') + b'):
  *   s = scale[o] / sqrt(var[o] + epsilon),
  *   W'[o] = W[o] * s,  b'[o] = (b[o] - mean[o]) * s + shift[o],
  * each computed in double and rounded once. That changes the rounding
  * (not bitwise; within 1e-5 relative in f32 in the tests). The batch_norm
- * node is rewritten in place into that conv2d, with W' in W's constant and
- * b' in the conv's bias constant (or the shift's), so node ids stay
- * topological and nothing is added. That rewrites the values of the conv,
+ * node is rewritten in place into that conv2d (or into the add of b'; or
+ * the matmul's own bias add stands for it), with W' in W's constant and
+ * b' in the bias constant (or the shift's), so node ids stay topological
+ * and nothing is added. That rewrites the values of the conv,
  * its weight and that constant under their own names, so it applies only
  * where nobody can fetch them: each has this one consumer and none is
  * kept, nor is the batch_norm (whose outputs 1..3 must have no consumer).
@@ -82,9 +84,16 @@ static void put(fg_tensor *t, int64_t i, double v) {
     ((double *)t->data)[i] = v;
 }
 
-/* The batch_norm's pieces: the conv, its weight, the constants. */
+/* What the batch_norm reads: conv2d(x, W[, b]), matmul(x, W), or
+ * matmul(x, W) + b. */
+typedef enum { BN_CONV, BN_MATMUL, BN_MATMUL_ADD } bn_kind;
+
+/* The batch_norm's pieces. W's element i scales with channel i / inner,
+ * or i % c where inner is 0 (a matmul's [K, c] weight). */
 typedef struct bn_fold {
-  int bn, conv, w_node, b_node;
+  bn_kind kind;
+  int bn, prod, add, w_node, b_node;
+  int64_t c, inner;
   const fg_tensor *w, *b, *scale, *shift, *mean, *var;
   double eps;
 } bn_fold;
@@ -94,77 +103,137 @@ static int private_node(const fg_pass_ctx *ctx, const uses *u, int id) {
   return !ctx->keep[id] && u->all[id] == 1;
 }
 
-/* Fills *f when batch_norm `bn` folds into the conv2d it reads. */
+/* A private constant weight of dtype dt and rank >= 1 at output o. */
+static const fg_tensor *weight(const fg_pass_ctx *ctx, const uses *u, fg_output o, fg_dtype dt) {
+  const fg_tensor *w = fg_pass_const_value(&ctx->w->g, o);
+  return w && w->dtype == dt && w->rank >= 1 && private_node(ctx, u, o.node) ? w : NULL;
+}
+
+/* Node id as the producer: a private conv2d or 2-D matmul with a constant
+ * weight (and bias); fills kind, prod, w, c, inner, b and b_node. */
+static int match_producer(const fg_pass_ctx *ctx, const uses *u, int id, bn_fold *f) {
+  const fg_node *p = &ctx->w->g.nodes[id];
+  fg_dtype dt = p->outputs[0].dtype;
+  if (!private_node(ctx, u, id) || (dt != FG_F32 && dt != FG_F64)) return 0;
+  f->prod = id, f->w_node = p->n_inputs > 1 ? p->inputs[1].node : -1;
+  f->w = p->n_inputs > 1 ? weight(ctx, u, p->inputs[1], dt) : NULL;
+  if (!f->w) return 0;
+  if (p->op == FG_OP_CONV2D) {
+    f->kind = BN_CONV, f->c = f->w->dims[0];
+    f->inner = f->c ? fg_tensor_num_elements(f->w) / f->c : 0;
+    f->b_node = p->n_inputs == 3 ? p->inputs[2].node : -1;
+    f->b = p->n_inputs == 3 ? param(&ctx->w->g, p->inputs[2], dt, f->c) : NULL;
+    return p->n_inputs == 2 || (f->b && private_node(ctx, u, f->b_node));
+  }
+  if (p->op != FG_OP_MATMUL || f->w->rank != 2 || p->outputs[0].rank != 2) return 0;
+  int tb = fg_attr_int_or(p, "transpose_b", 0) != 0;
+  f->kind = BN_MATMUL, f->c = f->w->dims[tb ? 0 : 1], f->inner = tb ? f->w->dims[1] : 0;
+  f->b = NULL, f->b_node = -1;
+  return 1;
+}
+
+/* x = matmul + b (either order) with b a private constant [c]. */
+static int match_bias_add(const fg_pass_ctx *ctx, const uses *u, int id, bn_fold *f) {
+  const fg_graph *g = &ctx->w->g;
+  const fg_node *a = &g->nodes[id];
+  if (a->op != FG_OP_ADD || a->n_inputs != 2 || !private_node(ctx, u, id)) return 0;
+  for (int k = 0; k < 2; k++) {
+    fg_output mm = a->inputs[k], b = a->inputs[1 - k];
+    if (g->nodes[mm.node].op != FG_OP_MATMUL || !match_producer(ctx, u, mm.node, f)) continue;
+    f->b = param(g, b, a->outputs[0].dtype, f->c);
+    f->b_node = b.node, f->kind = BN_MATMUL_ADD, f->add = id;
+    return f->b && private_node(ctx, u, b.node);
+  }
+  return 0;
+}
+
+/* Fills *f when batch_norm `bn` folds into what it reads. */
 static int match_bn(const fg_pass_ctx *ctx, const uses *u, int bn, bn_fold *f) {
   const fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[bn];
   if (n->n_inputs != 6 || ctx->keep[bn] || u->past0[bn] || !const_false(g, n->inputs[5])) return 0;
   fg_output x = n->inputs[0];
-  const fg_node *c = &g->nodes[x.node];
-  if (c->op != FG_OP_CONV2D || x.index != 0 || !private_node(ctx, u, x.node)) return 0;
-  fg_dtype dt = c->outputs[0].dtype;
-  f->bn = bn, f->conv = x.node, f->w_node = c->inputs[1].node;
-  f->w = fg_pass_const_value(g, c->inputs[1]);
-  if (!f->w || f->w->dtype != dt || (dt != FG_F32 && dt != FG_F64) || f->w->rank < 1 ||
-      !private_node(ctx, u, f->w_node))
-    return 0;
-  int64_t o = f->w->dims[0];
-  f->scale = param(g, n->inputs[1], dt, o), f->shift = param(g, n->inputs[2], dt, o);
-  f->mean = param(g, n->inputs[3], dt, o), f->var = param(g, n->inputs[4], dt, o);
-  f->b = c->n_inputs == 3 ? param(g, c->inputs[2], dt, o) : NULL;
-  /* b' goes where b was, or else into the shift (an earlier node). */
-  f->b_node = c->n_inputs == 3 ? c->inputs[2].node : n->inputs[2].node;
+  f->bn = bn, f->add = -1;
+  if (x.index != 0 || !fg_pass_can_replace(ctx, bn, x)) return 0;
+  if (!match_producer(ctx, u, x.node, f) && !match_bias_add(ctx, u, x.node, f)) return 0;
+  fg_dtype dt = f->w->dtype;
+  f->scale = param(g, n->inputs[1], dt, f->c), f->shift = param(g, n->inputs[2], dt, f->c);
+  f->mean = param(g, n->inputs[3], dt, f->c), f->var = param(g, n->inputs[4], dt, f->c);
   f->eps = fg_attr_float_or(n, "epsilon", 1e-5);
-  if (!f->scale || !f->shift || !f->mean || !f->var || (c->n_inputs == 3 && !f->b)) return 0;
-  return private_node(ctx, u, f->b_node) && fg_pass_can_replace(ctx, bn, x);
+  /* b' goes where b was, or else into the shift (an earlier node). */
+  if (f->b_node < 0) f->b_node = n->inputs[2].node;
+  return f->scale && f->shift && f->mean && f->var && private_node(ctx, u, f->b_node);
 }
 
 /* W' and b' (new tensors) from the matched pieces; -1 out of memory. */
 static int folded_values(const bn_fold *f, fg_tensor **w2, fg_tensor **b2) {
-  int64_t o = f->w->dims[0], per = o ? fg_tensor_num_elements(f->w) / o : 0;
+  int64_t c = f->c, n = fg_tensor_num_elements(f->w);
+  double *s = malloc(((size_t)c + 1) * sizeof *s);
   *w2 = fg_tensor_new(f->w->dtype, f->w->rank, f->w->dims, NULL);
-  *b2 = fg_tensor_new(f->w->dtype, 1, &o, NULL);
-  if (!*w2 || !*b2) return -1;
-  for (int64_t c = 0; c < o; c++) {
-    double s = at(f->scale, c) / sqrt(at(f->var, c) + f->eps);
-    for (int64_t k = 0; k < per; k++)
-      put(*w2, c * per + k, at(f->w, c * per + k) * s);
-    put(*b2, c, ((f->b ? at(f->b, c) : 0.0) - at(f->mean, c)) * s + at(f->shift, c));
+  *b2 = fg_tensor_new(f->w->dtype, 1, &c, NULL);
+  if (!s || !*w2 || !*b2) {
+    free(s);
+    return -1;
   }
+  for (int64_t k = 0; k < c; k++) {
+    s[k] = at(f->scale, k) / sqrt(at(f->var, k) + f->eps);
+    put(*b2, k, ((f->b ? at(f->b, k) : 0.0) - at(f->mean, k)) * s[k] + at(f->shift, k));
+  }
+  for (int64_t i = 0; i < n; i++)
+    put(*w2, i, at(f->w, i) * s[f->inner ? i / f->inner : i % c]);
+  free(s);
   return 0;
 }
 
-/* The batch_norm becomes conv2d(x, W', b') with the conv's attributes. */
-static int rewrite_bn(fg_pass_ctx *ctx, const bn_fold *f, fg_status *st) {
+/* W' and b' into their constants. -1 out of memory. */
+static int store_values(fg_pass_ctx *ctx, const bn_fold *f) {
   fg_tensor *w2 = NULL, *b2 = NULL;
-  fg_graph *g = &ctx->w->g;
-  int rc = folded_values(f, &w2, &b2);
-  if (rc != 0) {
+  if (folded_values(f, &w2, &b2) != 0) {
     fg_tensor_free(w2);
     fg_tensor_free(b2);
-  } else if ((rc = fg_pass_graph_set_constant(ctx->w, f->w_node, w2)) != 0) {
-    fg_tensor_free(b2); /* w2 is taken over, even on failure */
-  } else {
-    rc = fg_pass_graph_set_constant(ctx->w, f->b_node, b2);
+    return -1;
   }
-  if (rc == 0) rc = fg_pass_graph_set_attrs(ctx->w, f->bn, &g->nodes[f->conv].attrs);
+  if (fg_pass_graph_set_constant(ctx->w, f->w_node, w2) != 0) {
+    fg_tensor_free(b2); /* w2 is taken over, even on failure */
+    return -1;
+  }
+  return fg_pass_graph_set_constant(ctx->w, f->b_node, b2);
+}
+
+/* The batch_norm becomes conv2d(x, W', b') (the conv's attributes; the
+ * conv goes) or matmul + b'; or, where the matmul had its add, that add
+ * stands for it. */
+static int rewrite_bn(fg_pass_ctx *ctx, const bn_fold *f, fg_status *st) {
+  fg_graph *g = &ctx->w->g;
+  static const struct fg_attrs none;
+  int rc = store_values(ctx, f);
+  if (rc == 0 && f->kind != BN_MATMUL_ADD)
+    rc = fg_pass_graph_set_attrs(ctx->w, f->bn,
+                                 f->kind == BN_CONV ? &g->nodes[f->prod].attrs : &none);
   if (rc != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fold_inference: out of memory");
     return -1;
   }
   fg_node *n = &g->nodes[f->bn];
-  n->inputs[0] = g->nodes[f->conv].inputs[0];
+  if (f->kind == BN_MATMUL_ADD)
+    return fg_pass_replace(ctx, f->bn, (fg_output){f->add, 0}, "folded",
+                           "batch_norm(matmul + b) into matmul + b", st);
+  if (f->kind == BN_MATMUL) {
+    n->inputs[0] = (fg_output){f->prod, 0};
+    n->inputs[1] = (fg_output){f->b_node, 0};
+    n->n_inputs = 2, n->n_outputs = 1, n->op = FG_OP_ADD;
+    return fg_pass_record(ctx, f->bn, "folded", n->name, "batch_norm(matmul) into matmul + b", st);
+  }
+  n->inputs[0] = g->nodes[f->prod].inputs[0];
   n->inputs[1] = (fg_output){f->w_node, 0};
   n->inputs[2] = (fg_output){f->b_node, 0};
-  n->n_inputs = 3;
-  n->n_outputs = 1;
-  n->op = FG_OP_CONV2D;
+  n->n_inputs = 3, n->n_outputs = 1, n->op = FG_OP_CONV2D;
   /* The conv is left without a consumer, and now reads W' and b': gone,
    * so that nothing (CSE) takes it for the folded node. */
-  ctx->dead[f->conv] = 1;
+  ctx->dead[f->prod] = 1;
   if (fg_pass_record(ctx, f->bn, "folded", n->name, "batch_norm(conv2d) into conv2d", st) != 0)
     return -1;
-  return fg_pass_record(ctx, f->conv, "removed", NULL, NULL, st);
+  return fg_pass_record(ctx, f->prod, "removed", NULL, NULL, st);
 }
 
 int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st) {

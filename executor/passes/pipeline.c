@@ -20,7 +20,7 @@ const fg_pass_def fg_passes[] = {
      1, fg_pass_fold},
     {"fold_inference",
      "inference folding: dropout with a constant false training input removed; batch_norm "
-     "(constant false training, constant parameters) folded into the conv2d before it",
+     "(constant false training, constant parameters) folded into the conv2d or matmul before it",
      1, fg_pass_fold_inference},
     {"cse", "common subexpressions: equal pure nodes on equal inputs compute once", 1, fg_pass_cse},
     {"dce", "dead nodes: nodes no kept node needs are removed", 1, fg_pass_dce},

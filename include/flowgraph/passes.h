@@ -45,7 +45,8 @@
  *             input. batch_norm whose training input is a constant false
  *             and whose scale, shift, mean and variance are constants,
  *             reading a conv2d with a constant weight (and bias), becomes
- *             that conv2d with W' = W s and b' = (b - mean) s + shift,
+ *             that conv2d with W' = W s and b' = (b - mean) s + shift
+ *             (likewise a 2-D matmul by a constant, + a constant bias),
  *             s = scale / sqrt(var + epsilon), in double and rounded once
  *             (not the same bits: within 1e-5 relative in the tests). It
  *             rewrites the conv, its weight and a bias constant, so it

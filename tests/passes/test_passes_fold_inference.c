@@ -267,3 +267,56 @@ FG_TEST(passes_fold_dropout_in_inference, "") {
   fg_tensor_free(xt);
   fg_graph_free(g);
 }
+
+/* x [4,6] -> matmul(W) [+ b] -> batch_norm over the 5 features -> relu. */
+static fg_graph *linear_bn(int transpose_b, int bias) {
+  fg_graph *g = fg_graph_new();
+  int64_t dx[2] = {4, 6}, dw[2] = {6, 5}, dwt[2] = {5, 6}, d5[1] = {5};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, dx), p[4];
+  fg_output w = const_f32(g, "w", 2, transpose_b ? dwt : dw, 7, -0.5f, 0.5f);
+  fg_output y = fg_set_name(g, fg_matmul(g, x, w, 0, transpose_b), "mm");
+  if (bias) y = fg_set_name(g, fg_add(g, y, const_f32(g, "bias", 1, d5, 8, -0.2f, 0.2f)), "lin");
+  bn_params(g, "bn", 5, 30, p);
+  fg_set_name(g, fg_relu(g, bn(g, "bn", y, p, const_false(g))), "out");
+  return g;
+}
+
+static fg_tensor *linear_input(void) {
+  int64_t dx[2] = {4, 6};
+  float v[24];
+  for (int i = 0; i < 24; i++)
+    v[i] = value_at(1, i, -1, 1);
+  return fg_tensor_from_data(FG_F32, 2, dx, v, sizeof v, NULL);
+}
+
+FG_TEST(passes_fold_bn_into_linear, "") {
+  for (int k = 0; k < 3; k++) {
+    /* matmul + b; matmul with W transposed, no bias; matmul, no bias. */
+    int tb = k == 1, bias = k == 0;
+    fg_graph *g = linear_bn(tb, bias);
+    FG_CHECK_INT(fg_graph_num_nodes(g), (bias ? 12 : 10));
+    fg_pass_report *r = NULL;
+    fg_graph *o = optimize1(g, "out", &r);
+    FG_REQUIRE(o);
+    /* bias: x, w, bias, mm, lin (standing for bn), out; else x, w, bn_b
+     * (b'), mm, bn (now an add), out. */
+    FG_CHECK_INT(fg_graph_num_nodes(o), 6);
+    FG_CHECK_INT(count_op(o, "batch_norm"), 0);
+    FG_CHECK_INT(count_op(o, "add"), 1);
+    const fg_pass_change *c = find_change(r, "fold_inference", "bn");
+    FG_REQUIRE(c);
+    FG_CHECK_STR(c->rule, bias ? "batch_norm(matmul + b) into matmul + b"
+                               : "batch_norm(matmul) into matmul + b");
+    FG_CHECK_STR(c->into, bias ? "lin" : "bn");
+    fg_tensor *xt = linear_input();
+    fg_tensor *ref = run_fetch(g, xt, "out", 1), *got = run_fetch(o, xt, "out", 0);
+    FG_REQUIRE(ref && got);
+    FG_CHECK(max_rel_diff(got, ref) <= 1e-5);
+    fg_tensor_free(ref);
+    fg_tensor_free(got);
+    fg_tensor_free(xt);
+    fg_pass_report_free(r);
+    fg_graph_free(o);
+    fg_graph_free(g);
+  }
+}
