@@ -13,10 +13,12 @@
 #include "executor/streams.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-/* Per-stream device scratch for the kernels (reductions' partials) and the
- * cuBLAS workspace (set explicitly so graph capture never makes cuBLAS
- * allocate; 32 MiB is NVIDIA's recommendation for Hopper). */
-#define SCRATCH_BYTES        ((size_t)FG_CUDA_SCRATCH_MIN)
+/* Per-stream device scratch for the kernels (reductions' partials, cuDNN's
+ * convolution workspaces: with 1 MiB its heuristics' fast algorithms did
+ * not fit and ResNet-18's convolutions ran an order of magnitude slower on
+ * an H200) and the cuBLAS workspace (set explicitly so graph capture never
+ * makes cuBLAS allocate; 32 MiB is NVIDIA's recommendation for Hopper). */
+#define SCRATCH_BYTES        ((size_t)64 << 20)
 #define BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 #define DEV_ALIGN            256
 

@@ -21,6 +21,7 @@
 #include <cudnn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/cuda/common.cuh"
 
@@ -189,36 +190,134 @@ int pick(const fg_kctx *ctx, cudnnHandle_t h, const descs &d, Perf (&perf)[N], c
                   need, room);
 }
 
+/* The algorithms found so far, per direction, shape, type, math and
+ * workspace room (the caller holds handle_lock). A miss outside stream
+ * capture times cuDNN's candidates once on the call's own buffers
+ * (cudnnFind*AlgorithmEx: its outputs are this call's outputs, written
+ * again below) and keeps the fastest that fits; cuDNN's legacy heuristics
+ * ranked algorithms for these shapes on an H200 that ran ResNet-18's
+ * convolutions about ten times slower than the fastest. Under capture
+ * (a CUDA Graph) the heuristics' choice is used and not kept. */
+struct algo_key {
+  int m, dt, math, n, c, hp, wp, o, kh, kw, oh, ow, g, ph, pw, sh, sw, dh, dw;
+  size_t room;
+};
+struct algo_entry {
+  algo_key key;
+  int algo;
+  size_t ws;
+};
+algo_entry algo_cache[512];
+int n_algo_cache;
+
+algo_key key_of(int m, const geo &G, cudnnDataType_t dt, int math, size_t room) {
+  algo_key k;
+  memset(&k, 0, sizeof k);
+  k.m = m, k.dt = (int)dt, k.math = math, k.n = G.n, k.c = G.c, k.hp = G.hp, k.wp = G.wp;
+  k.o = G.o, k.kh = G.kh, k.kw = G.kw, k.oh = G.oh, k.ow = G.ow, k.g = G.g, k.ph = G.ph,
+  k.pw = G.pw;
+  k.sh = (int)G.p->stride[0], k.sw = (int)G.p->stride[1];
+  k.dh = (int)G.p->dilation[0], k.dw = (int)G.p->dilation[1], k.room = room;
+  return k;
+}
+
+const algo_entry *cached_algo(const algo_key &k) {
+  for (int i = 0; i < n_algo_cache; i++)
+    if (!memcmp(&algo_cache[i].key, &k, sizeof k)) return &algo_cache[i];
+  return NULL;
+}
+
+/* Times the candidates of direction m and returns the fastest that fits
+ * `room` (its index in perf), or -1 when the search fails or none fits. */
+template <typename Perf, int N>
+int search(cudnnHandle_t h, const descs &d, const bufs &b, int m, void *xp, void *ws_base,
+           size_t room, Perf (&perf)[N]) {
+  int n = 0;
+  cudnnStatus_t s;
+  if (m == M_FWD)
+    s = cudnnFindConvolutionForwardAlgorithmEx(h, d.x, xp, d.w, b.w->data, d.conv, d.y, b.y->data,
+                                               N, &n, (cudnnConvolutionFwdAlgoPerf_t *)perf,
+                                               ws_base, room);
+  else if (m == M_BWD_WEIGHTS)
+    s = cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        h, d.x, xp, d.y, b.y->data, d.conv, d.w, b.w->data, N, &n,
+        (cudnnConvolutionBwdFilterAlgoPerf_t *)perf, ws_base, room);
+  else
+    s = cudnnFindConvolutionBackwardDataAlgorithmEx(
+        h, d.w, b.w->data, d.y, b.y->data, d.conv, d.x, xp, N, &n,
+        (cudnnConvolutionBwdDataAlgoPerf_t *)perf, ws_base, room);
+  if (s != CUDNN_STATUS_SUCCESS) return -1;
+  for (int i = 0; i < n; i++)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= room) return i;
+  return -1;
+}
+
+/* The algorithm and workspace for this call: cached, searched, or the
+ * heuristics' (pick). 0, or -1 after failing ctx. */
+template <typename Perf, int N>
+int choose(const fg_kctx *ctx, cudnnHandle_t h, const descs &d, const geo &G, int m, void *xp,
+           void *ws_base, size_t room, const char *what, int *algo, size_t *ws) {
+  Perf perf[N];
+  cudnnDataType_t dt;
+  int pad[2], str[2], dil[2];
+  cudnnConvolutionMode_t mode;
+  if (cudnnGetConvolution2dDescriptor(d.conv, &pad[0], &pad[1], &str[0], &str[1], &dil[0], &dil[1],
+                                      &mode, &dt) != CUDNN_STATUS_SUCCESS)
+    dt = CUDNN_DATA_FLOAT;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  cudnnGetConvolutionMathType(d.conv, &math);
+  const algo_key key = key_of(m, G, dt, (int)math, room);
+  const algo_entry *e = cached_algo(key);
+  if (e) {
+    *algo = e->algo, *ws = e->ws;
+    return 0;
+  }
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(fgc_stream(ctx), &cap);
+  const bufs b = bufs_of(ctx, m);
+  int k = cap == cudaStreamCaptureStatusNone ? search(h, d, b, m, xp, ws_base, room, perf) : -1;
+  if (k < 0 && (k = pick(ctx, h, d, perf, what, room, ws)) < 0) return -1;
+  *algo = (int)perf[k].algo, *ws = perf[k].memory;
+  if (cap == cudaStreamCaptureStatusNone &&
+      n_algo_cache < (int)(sizeof algo_cache / sizeof *algo_cache))
+    algo_cache[n_algo_cache++] = algo_entry{key, *algo, *ws};
+  return 0;
+}
+
 template <typename T>
-int run_conv(const fg_kctx *ctx, int m, cudnnHandle_t h, const descs &d, void *xp, void *ws_base,
-             size_t room) {
+int run_conv(const fg_kctx *ctx, int m, cudnnHandle_t h, const descs &d, const geo &G, void *xp,
+             void *ws_base, size_t room) {
   const bufs b = bufs_of(ctx, m);
   const T one = 1, zero = 0;
   cudnnStatus_t s;
   size_t ws = 0;
+  int algo = 0;
   if (m == M_FWD) {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    const int k = pick(ctx, h, d, perf, "forward heuristics", room, &ws);
-    if (k < 0) return -1;
-    s = cudnnConvolutionForward(h, &one, d.x, xp, d.w, b.w->data, d.conv, perf[k].algo, ws_base, ws,
-                                &zero, d.y, b.y->data);
+    if (choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+            ctx, h, d, G, m, xp, ws_base, room, "forward heuristics", &algo, &ws) != 0)
+      return -1;
+    s = cudnnConvolutionForward(h, &one, d.x, xp, d.w, b.w->data, d.conv,
+                                (cudnnConvolutionFwdAlgo_t)algo, ws_base, ws, &zero, d.y,
+                                b.y->data);
     if (s == CUDNN_STATUS_SUCCESS && b.bias)
       s = cudnnAddTensor(h, &one, d.b, b.bias->data, &one, d.y, b.y->data);
     return s == CUDNN_STATUS_SUCCESS ? 0 : cudnn_fail(ctx, "forward", s);
   }
   if (m == M_BWD_WEIGHTS) {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    const int k = pick(ctx, h, d, perf, "backward filter heuristics", room, &ws);
-    if (k < 0) return -1;
-    s = cudnnConvolutionBackwardFilter(h, &one, d.x, xp, d.y, b.y->data, d.conv, perf[k].algo,
-                                       ws_base, ws, &zero, d.w, b.w->data);
+    if (choose<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+            ctx, h, d, G, m, xp, ws_base, room, "backward filter heuristics", &algo, &ws) != 0)
+      return -1;
+    s = cudnnConvolutionBackwardFilter(h, &one, d.x, xp, d.y, b.y->data, d.conv,
+                                       (cudnnConvolutionBwdFilterAlgo_t)algo, ws_base, ws, &zero,
+                                       d.w, b.w->data);
     return s == CUDNN_STATUS_SUCCESS ? 0 : cudnn_fail(ctx, "backward filter", s);
   }
-  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  const int k = pick(ctx, h, d, perf, "backward data heuristics", room, &ws);
-  if (k < 0) return -1;
-  s = cudnnConvolutionBackwardData(h, &one, d.w, b.w->data, d.y, b.y->data, d.conv, perf[k].algo,
-                                   ws_base, ws, &zero, d.x, xp);
+  if (choose<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+          ctx, h, d, G, m, xp, ws_base, room, "backward data heuristics", &algo, &ws) != 0)
+    return -1;
+  s = cudnnConvolutionBackwardData(h, &one, d.w, b.w->data, d.y, b.y->data, d.conv,
+                                   (cudnnConvolutionBwdDataAlgo_t)algo, ws_base, ws, &zero, d.x,
+                                   xp);
   return s == CUDNN_STATUS_SUCCESS ? 0 : cudnn_fail(ctx, "backward data", s);
 }
 
@@ -271,7 +370,7 @@ template <typename T> int conv(const fg_kctx *ctx, int m) {
     if (s != CUDNN_STATUS_SUCCESS)
       rc = cudnn_fail(ctx, "binding the stream", s);
     else
-      rc = run_conv<T>(ctx, m, h, d, xp, scratch + pad_bytes, have - pad_bytes);
+      rc = run_conv<T>(ctx, m, h, d, G, xp, scratch + pad_bytes, have - pad_bytes);
     if (rc == 0 && m == M_TRANSPOSE && b.bias) {
       /* conv_transpose2d's bias, on its output (x's role). */
       cudnnTensorDescriptor_t xd = NULL;
