@@ -38,6 +38,7 @@
 typedef struct mv_work {
   const fgk_mv_job *J;
   int64_t w, parts; /* chunk width (columns), chunks per product */
+  int64_t cap;      /* the widest span of columns one call runs */
 } mv_work;
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a - 1) / b + 1; }
@@ -103,35 +104,45 @@ MV_ROWS(mv_rows_f64, double)
 MV_DOTS(mv_dots_f32, float)
 MV_DOTS(mv_dots_f64, double)
 
-/* Items are (batch, column chunk). */
+/* Items are (batch, column chunk). The consecutive chunks of one batch in
+ * [i0, i1) run as one span of columns, cut at W->cap columns: on one thread
+ * (ctx->par NULL) rows of b are then read whole, which streams faster than
+ * a chunk's part of each row. */
 #define MV_ITEMS(name, T, ROWS, DOTS)                                                              \
   static void name(void *arg, int64_t i0, int64_t i1) {                                            \
     const mv_work *W = (const mv_work *)arg;                                                       \
     const fgk_mv_job *J = W->J;                                                                    \
-    for (int64_t it = i0; it < i1; it++) {                                                         \
-      const int64_t bi = it / W->parts, c0 = (it % W->parts) * W->w;                               \
-      const int64_t w = J->N - c0 < W->w ? J->N - c0 : W->w;                                       \
+    for (int64_t it = i0; it < i1;) {                                                              \
+      const int64_t bi = it / W->parts, p1 = i1 - bi * W->parts;                                   \
+      const int64_t c1 = p1 < W->parts ? p1 * W->w : J->N;                                         \
       int64_t ao = 0, bo = 0;                                                                      \
       if (J->pl) fgk_mm_seek(J->pl, bi, &ao, &bo);                                                 \
       const T *a = (const T *)J->a + ao, *b = (const T *)J->b + bo;                                \
-      T *o = (T *)J->o + bi * J->M * J->N + c0;                                                    \
-      if (J->tb)                                                                                   \
-        DOTS(a, b + c0 * J->K, o, J->M, J->K, J->N, w);                                            \
-      else                                                                                         \
-        ROWS(a, J->ta ? 1 : J->K, J->ta ? J->M : 1, b + c0, o, J->M, J->K, J->N, w);               \
+      T *o = (T *)J->o + bi * J->M * J->N;                                                         \
+      for (int64_t c0 = it % W->parts * W->w; c0 < c1; c0 += W->cap) {                             \
+        const int64_t w = c1 - c0 < W->cap ? c1 - c0 : W->cap;                                     \
+        if (J->tb)                                                                                 \
+          DOTS(a, b + c0 * J->K, o + c0, J->M, J->K, J->N, w);                                     \
+        else                                                                                       \
+          ROWS(a, J->ta ? 1 : J->K, J->ta ? J->M : 1, b + c0, o + c0, J->M, J->K, J->N, w);        \
+      }                                                                                            \
+      it = (bi + 1) * W->parts;                                                                    \
     }                                                                                              \
   }
 MV_ITEMS(mv_items_f32, float, mv_rows_f32, mv_dots_f32)
 MV_ITEMS(mv_items_f64, double, mv_rows_f64, mv_dots_f64)
 
 /* Chunk width from the shape alone: a multiple of 16 columns, at most
- * MV_ACC_BYTES of outputs, and at least MV_MIN_PARTS chunks of a large b. */
+ * MV_ACC_BYTES of outputs, and at least MV_MIN_PARTS chunks of a large b.
+ * A dot product keeps its sums in registers: its spans need no cap. */
 static void mv_chunks(const fgk_mv_job *J, size_t es, mv_work *W) {
-  int64_t parts = ceil_div(J->M * J->N * (int64_t)es, MV_ACC_BYTES);
+  const int64_t acc_cols = MV_ACC_BYTES / (J->M * (int64_t)es) / 16 * 16;
+  int64_t parts = ceil_div(J->N, acc_cols);
   if ((double)J->K * (double)J->N * (double)es >= MV_SPLIT_BYTES && parts < MV_MIN_PARTS)
     parts = MV_MIN_PARTS;
   W->w = ceil_div(ceil_div(J->N, parts), 16) * 16;
   W->parts = ceil_div(J->N, W->w);
+  W->cap = J->tb ? J->N : acc_cols > W->w ? acc_cols : W->w;
 }
 
 int fgk_matvec(const fg_kctx *ctx, fg_dtype dt, const fgk_mv_job *J) {

@@ -187,6 +187,7 @@ FG_TEST(matvec_bits_independent_of_threads, "") {
       {FG_F32, 2, 2, 2, {8, 512}, {1000, 512}, {8, 1000}, 0, 1},
       {FG_F64, 2, 2, 2, {300, 3}, {300, 900}, {3, 900}, 1, 0},
       {FG_F32, 3, 3, 3, {16, 1, 200}, {16, 200, 300}, {16, 1, 300}, 0, 0},
+      {FG_F32, 3, 3, 3, {2, 8, 64}, {2, 64, 1100}, {2, 8, 1100}, 0, 0}, /* chunks x batches */
   };
   fg_pool *pools[4] = {NULL, fg_pool_new(1), fg_pool_new(2), fg_pool_new(3)};
   FG_REQUIRE(pools[1] && pools[2] && pools[3]);
