@@ -72,18 +72,9 @@ static double ref(const mv_case *c, const void *a, const void *b, int64_t e, dou
   const int R = c->orank;
   const int64_t M = c->od[R - 2], N = c->od[R - 1];
   const int64_t K = c->ta ? c->ad[c->ar - 2] : c->ad[c->ar - 1];
-  int64_t bi = e / (M * N), ab = 0, bb = 0, as = 1, bs = 1;
   const int64_t i = (e / N) % M, j = e % N;
-  for (int d = R - 3; d >= 0; d--) { /* batch dims, broadcast where a or b has 1 */
-    const int64_t cd = bi % c->od[d];
-    bi /= c->od[d];
-    const int da = d - (R - c->ar), db = d - (R - c->br);
-    const int64_t na = da >= 0 ? c->ad[da] : 1, nb = db >= 0 ? c->bd[db] : 1;
-    ab += (na == 1 ? 0 : cd) * as;
-    bb += (nb == 1 ? 0 : cd) * bs;
-    as *= na;
-    bs *= nb;
-  }
+  int64_t ab, bb;
+  mm_batch_of(R, c->od, c->ar, c->ad, c->br, c->bd, e / (M * N), &ab, &bb);
   double s = 0;
   *mag = 0;
   for (int64_t k = 0; k < K; k++) {
