@@ -32,6 +32,8 @@
 /* Items (batches of a batched product) are handed out at least this many
  * multiply-adds at a time: tens of microseconds. */
 #define MV_MIN_MACS (1 << 16)
+#define MV_PASS     8
+
 /* Partial sums of a dot product: a vector register's worth or two. */
 #define MV_LANES 32
 
@@ -44,24 +46,31 @@ typedef struct mv_work {
 static int64_t ceil_div(int64_t a, int64_t b) { return (a - 1) / b + 1; }
 
 /* o[m][0..w) = sum_k a[m][k] * b[k][0..w) for m < M, with a[m][k] at
- * a[m * sam + k * sak] and rows of b (and of o) N apart. Four rows of b per
- * pass halve the loads and stores of o; the terms are still added one at a
- * time, k in order. */
+ * a[m * sam + k * sak] and rows of b (and of o) N apart. MV_PASS rows of b
+ * per pass over o cut its loads and stores, and keep that many streams of b
+ * in flight (8 read a thread's half of each row faster than 4 or 2 did);
+ * the terms are still added one at a time, k in order. */
 #define MV_ROWS(name, T)                                                                           \
   FGK_CLONES static void name(const T *a, int64_t sam, int64_t sak, const T *b, T *o, int64_t M,   \
                               int64_t K, int64_t N, int64_t w) {                                   \
     for (int64_t m = 0; m < M; m++)                                                                \
       memset(o + m * N, 0, (size_t)w * sizeof(T));                                                 \
     int64_t k = 0;                                                                                 \
-    for (; k + 4 <= K; k += 4) {                                                                   \
-      const T *restrict b0 = b + k * N, *restrict b1 = b0 + N;                                     \
-      const T *restrict b2 = b1 + N, *restrict b3 = b2 + N;                                        \
+    for (; k + MV_PASS <= K; k += MV_PASS) {                                                       \
+      const T *bp[MV_PASS];                                                                        \
+      for (int r = 0; r < MV_PASS; r++)                                                            \
+        bp[r] = b + (k + r) * N;                                                                   \
       for (int64_t m = 0; m < M; m++) {                                                            \
-        const T *am = a + m * sam + k * sak;                                                       \
-        const T a0 = am[0], a1 = am[sak], a2 = am[2 * sak], a3 = am[3 * sak];                      \
+        T av[MV_PASS];                                                                             \
+        for (int r = 0; r < MV_PASS; r++)                                                          \
+          av[r] = a[m * sam + (k + r) * sak];                                                      \
         T *restrict om = o + m * N;                                                                \
-        for (int64_t j = 0; j < w; j++)                                                            \
-          om[j] = om[j] + a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];                       \
+        for (int64_t j = 0; j < w; j++) {                                                          \
+          T s = om[j];                                                                             \
+          for (int r = 0; r < MV_PASS; r++)                                                        \
+            s = s + av[r] * bp[r][j];                                                              \
+          om[j] = s;                                                                               \
+        }                                                                                          \
       }                                                                                            \
     }                                                                                              \
     for (; k < K; k++) {                                                                           \
