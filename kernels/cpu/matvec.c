@@ -24,15 +24,17 @@
 /* The outputs a chunk accumulates stay in L1 while b streams by. */
 #define MV_ACC_BYTES (16 << 10)
 /* A b of this size or more is split over at least MV_MIN_PARTS chunks, so
- * both threads of a two-core machine take part and the dynamic hand-out
- * evens them out; smaller ones run as one item (a wake-up costs
- * microseconds). */
+ * both threads of a two-core machine take part; smaller ones run as one
+ * item (a wake-up costs microseconds). No more than that: a chunk reads
+ * only its part of each row of b, and 4 or 8 narrower chunks made the
+ * large MLP's batch-1 forward slower on 1 and on 2 threads. */
 #define MV_SPLIT_BYTES (256 << 10)
 #define MV_MIN_PARTS   2
 /* Items (batches of a batched product) are handed out at least this many
  * multiply-adds at a time: tens of microseconds. */
 #define MV_MIN_MACS (1 << 16)
-#define MV_PASS     8
+/* Rows of b added per pass over the outputs (see MV_ROWS). */
+#define MV_PASS 8
 
 /* Partial sums of a dot product: a vector register's worth or two. */
 #define MV_LANES 32
@@ -95,7 +97,7 @@ MV_ROWS(mv_rows_f64, double)
     for (int64_t n = 0; n < w; n++) {                                                              \
       const T *restrict bn = b + n * K;                                                            \
       T acc[FGK_MV_MAX_M][MV_LANES];                                                               \
-      memset(acc, 0, sizeof acc);                                                                  \
+      memset(acc, 0, (size_t)M * sizeof acc[0]);                                                   \
       for (int64_t k = 0; k < kb; k += MV_LANES)                                                   \
         for (int64_t m = 0; m < M; m++)                                                            \
           for (int l = 0; l < MV_LANES; l++)                                                       \
