@@ -583,13 +583,14 @@ READ_CLONES static float sum_floats(const float *p, int64_t n) {
 
 #define READ_MAX_BUFS 8
 
-/* Part `part` of `parts` of every buffer, summed into *sum. */
+/* The buffers one read sums. */
 typedef struct read_job {
   const float *bufs[READ_MAX_BUFS];
   int64_t lens[READ_MAX_BUFS];
   int n_bufs;
 } read_job;
 
+/* The sum of part `part` of `parts` of every buffer of j. */
 static double read_part(const read_job *j, int part, int parts) {
   double s = 0;
   for (int b = 0; b < j->n_bufs; b++) {
@@ -676,11 +677,11 @@ static int infer_rounds(fg_session **s, const fg_feed *feed, reader *rd, const r
                         int warmup, int runs, double **times, double *sink, fg_status *st) {
   const char *fetch = "logits";
   bench_run r[2] = {{s[0], feed, 1, &fetch, 1, NULL, 0}, {s[1], feed, 1, &fetch, 1, NULL, 0}};
-  for (int b = 0; b < 2 * runs; b += INFER_BLOCK) {
-    const int k = b / INFER_BLOCK % 2, i0 = b / INFER_BLOCK / 2 * INFER_BLOCK;
+  const int blocks = 2 * ((runs + INFER_BLOCK - 1) / INFER_BLOCK);
+  for (int b = 0; b < blocks; b++) {
+    const int k = b % 2, i0 = b / 2 * INFER_BLOCK;
     const int n = runs - i0 < INFER_BLOCK ? runs - i0 : INFER_BLOCK;
-    if (n <= 0) continue;
-    for (int i = 0; i < (b < 2 * INFER_BLOCK ? warmup : 0); i++) {
+    for (int i = 0; i < (b < 2 ? warmup : 0); i++) {
       if (time_runs(&r[k], 1, 0, NULL, st) != 0) return -1;
       timed_read(rd, &jobs[k], 1 + k, sink);
     }
