@@ -40,22 +40,14 @@ static inline fg_tensor *random_f32(int rank, const int64_t *dims, double bound,
   return t;
 }
 
-/* The MLP training graph: n_layers dense layers (matmul + bias, ReLU between
- * them) from placeholder "x" [batch, widths[0]], softmax cross-entropy
- * "loss" against i32 labels "y" [batch], one SGD step (learning rate 0.01)
- * whose target goes to *train. batch may be FG_DIM_UNKNOWN. Weights and
- * biases start uniform in +-1/sqrt(fan_in), as PyTorch's nn.Linear, from a
- * fixed seed. devices (NULL: none) places layer l's ops on devices[l], the
- * loss with the last layer (model parallelism). NULL on failure (status
- * set). */
-static inline fg_graph *mlp_graph_on(int64_t batch, int n_layers, const int *widths,
-                                     const char *const *devices, fg_output *train, fg_status *st) {
-  fg_graph *g = fg_graph_new();
-  if (!g) return NULL;
+/* The MLP's dense layers (matmul + bias, ReLU between them) on h, added to
+ * g: weights and biases "dense<l>/w" and "dense<l>/b" start uniform in
+ * +-1/sqrt(fan_in), as PyTorch's nn.Linear, from a fixed seed. devices
+ * (NULL: none) places layer l's ops on devices[l]. Returns the logits; a
+ * failure sticks on the graph. */
+static inline fg_output mlp_layers(fg_graph *g, fg_output h, int n_layers, const int *widths,
+                                   const char *const *devices, fg_status *st) {
   uint64_t rng = 42;
-  int64_t xd[2] = {batch, widths[0]}, yd[1] = {batch};
-  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output labels = fg_placeholder(g, "y", FG_I32, 1, yd);
   for (int l = 0; l < n_layers; l++) {
     int in = widths[l], out = widths[l + 1];
     int64_t wd[2] = {in, out}, bd[1] = {out};
@@ -75,6 +67,23 @@ static inline fg_graph *mlp_graph_on(int64_t batch, int n_layers, const int *wid
     fg_tensor_free(w);
     fg_tensor_free(b);
   }
+  return h;
+}
+
+/* The MLP training graph: mlp_layers from placeholder "x" [batch,
+ * widths[0]], softmax cross-entropy "loss" against i32 labels "y" [batch],
+ * one SGD step (learning rate 0.01) whose target goes to *train. batch may
+ * be FG_DIM_UNKNOWN. devices (NULL: none) places layer l's ops on
+ * devices[l], the loss with the last layer (model parallelism). NULL on
+ * failure (status set). */
+static inline fg_graph *mlp_graph_on(int64_t batch, int n_layers, const int *widths,
+                                     const char *const *devices, fg_output *train, fg_status *st) {
+  fg_graph *g = fg_graph_new();
+  if (!g) return NULL;
+  int64_t xd[2] = {batch, widths[0]}, yd[1] = {batch};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
+  fg_output labels = fg_placeholder(g, "y", FG_I32, 1, yd);
+  fg_output h = mlp_layers(g, x, n_layers, widths, devices, st);
   fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, labels), "loss");
   if (devices) fg_set_device(g, loss, devices[n_layers - 1]);
   fg_optimizer_config cfg;

@@ -17,7 +17,12 @@ Prints one line per case:
 
     RATIO <case> <torch_time / flowgraph_time>  [target >= T: target met|missed] ...
 
-and for mlp_large_train the achieved GFLOP/s of the training step as a
+and for mlp_large_infer_b1 (the large MLP's forward at batch 1) flowgraph's
+time over the time of a plain read of its weights, at 1 and at 2 threads
+(target <= 1.25: at batch 1 the forward is bound by reading the weights
+once), and PyTorch's time over flowgraph's at each thread count (PyTorch
+run with torch.set_num_threads(1) and (2), eager, under torch.no_grad()).
+For mlp_large_train the achieved GFLOP/s of the training step as a
 fraction of a plain 2048^3 cblas_sgemm on all cores (measured by the driver
 in the same process; FLOPs are those of the matmuls both frameworks run,
 see bench/fg_bench.c), and for wide_graph flowgraph's 1-thread time over its
@@ -51,7 +56,12 @@ TARGETS = {
     "mlp_medium_train": 1.1,
     "mlp_large_train": 1.0,
     "wide_graph": 1.8,
+    "mlp_large_infer_b1": 3.0,
 }
+# mlp_large_infer_b1: the forward's time / a plain read of its weights.
+READ_TARGET = 1.25
+INFER = "mlp_large_infer_b1"
+INFER_THREADS = (1, 2)
 GFLOPS_FRACTION_TARGET = 0.9
 CASES = list(TARGETS)
 
@@ -59,6 +69,7 @@ MLPS = {
     "mlp_small_train": (32, [64, 128, 128, 10]),
     "mlp_medium_train": (128, [784, 512, 512, 10]),
     "mlp_large_train": (256, [1024, 2048, 2048, 1000]),
+    INFER: (1, [1024, 2048, 2048, 1000]),
 }
 # Torch (warm-up, timed runs) per round; the driver has matching defaults.
 TORCH_RUNS = {
@@ -67,6 +78,7 @@ TORCH_RUNS = {
     "mlp_medium_train": (6, 60),
     "mlp_large_train": (2, 8),
     "wide_graph": (3, 30),
+    INFER: (20, 200),
 }
 WIDE = (8, 256, 512, 512)  # branches, M, K, N
 
@@ -116,7 +128,19 @@ def torch_wide():
     return step
 
 
+def torch_infer():
+    model, x, _ = torch_common.mlp_model_and_batch(*MLPS[INFER])
+
+    def step():
+        with torch.no_grad():
+            return model(x)
+
+    return step
+
+
 def torch_case(case):
+    if case == INFER:
+        return torch_infer()
     if case == "op_overhead":
         return torch_op_overhead()
     if case == "wide_graph":
@@ -175,27 +199,55 @@ def main():
     t_start = time.perf_counter()
     for case in cases:
         fg_rounds = []
-        torch_rounds = {t: [] for t in settings}
+        case_settings = list(INFER_THREADS) if case == INFER else settings
+        torch_rounds = {t: [] for t in case_settings}
         steps = {}
-        for t in settings:
+        for t in case_settings:
             torch.set_num_threads(t)
             steps[t] = torch_case(case)
         warmup, runs = TORCH_RUNS[case]
         for r in range(args.rounds):
             fg_rounds.append(run_driver(args.driver, case))
-            order = settings if r % 2 == 0 else settings[::-1]
+            order = case_settings if r % 2 == 0 else case_settings[::-1]
             for t in order:
                 torch.set_num_threads(t)
                 torch_rounds[t].append(timed(steps[t], warmup, runs))
         torch.set_num_threads(torch_default)
         results[case] = (fg_rounds, torch_rounds)
-        report(case, fg_rounds, torch_rounds, settings)
+        report(case, fg_rounds, torch_rounds, case_settings)
     print("total time: %.0f s; load average %.2f" % (time.perf_counter() - t_start,
                                                      os.getloadavg()[0]))
     markdown(results, settings)
 
 
+def infer_figures(fg_rounds, torch_rounds):
+    """Per thread count: (flowgraph, plain read, torch) medians over the rounds."""
+    out = {}
+    for t in INFER_THREADS:
+        fg_s = med([float(r[INFER]["t%d_s" % t]) for r in fg_rounds])
+        read_s = med([float(r[INFER]["read%d_s" % t]) for r in fg_rounds])
+        out[t] = (fg_s, read_s, med(torch_rounds[t]))
+    return out
+
+
+def report_infer(fg_rounds, torch_rounds):
+    for t, (fg_s, read_s, torch_s) in infer_figures(fg_rounds, torch_rounds).items():
+        over = fg_s / read_s
+        print("READ_RATIO %s threads=%d %.3f  [target <= %g: %s]  flowgraph %s, plain read of "
+              "the weights %s"
+              % (INFER, t, over, READ_TARGET, "target met" if over <= READ_TARGET else
+                 "target missed", fmt_time(fg_s), fmt_time(read_s)))
+        ratio = torch_s / fg_s
+        print("RATIO %s threads=%d %.3f  [target >= %g: %s]  flowgraph %s, torch %s"
+              % (INFER, t, ratio, TARGETS[INFER], verdict(ratio, TARGETS[INFER]), fmt_time(fg_s),
+                 fmt_time(torch_s)))
+
+
 def report(case, fg_rounds, torch_rounds, settings):
+    if case == INFER:
+        report_infer(fg_rounds, torch_rounds)
+        sys.stdout.flush()
+        return
     torch_med = {t: med(v) for t, v in torch_rounds.items()}
     best_t = min(settings, key=lambda t: torch_med[t])
     torch_s = torch_med[best_t]
@@ -254,6 +306,17 @@ def markdown(results, settings):
           "/".join(str(t) for t in settings))
     print("| --- | --- | --- | --- | --- | --- |")
     for case, (fg_rounds, torch_rounds) in results.items():
+        if case == INFER:
+            for t, (fg_s, read_s, torch_s) in infer_figures(fg_rounds, torch_rounds).items():
+                ratio, over = torch_s / fg_s, fg_s / read_s
+                print("| %s, %d thread%s | %s | %s (%d thread%s) | %.2f | >= %g | %s |"
+                      % (case, t, "" if t == 1 else "s", fmt_time(fg_s), fmt_time(torch_s), t,
+                         "" if t == 1 else "s", ratio, TARGETS[case],
+                         "met" if ratio >= TARGETS[case] else "missed"))
+                print("| %s, %d thread%s / plain read | %s | %s (read) | %.2f | <= %g | %s |"
+                      % (case, t, "" if t == 1 else "s", fmt_time(fg_s), fmt_time(read_s), over,
+                         READ_TARGET, "met" if over <= READ_TARGET else "missed"))
+            continue
         torch_s = min(med(v) for v in torch_rounds.values())
         target = TARGETS[case]
         if case == "wide_graph":

@@ -3,7 +3,7 @@
  *   fg_bench CASE [--runs N] [--warmup N] [--threads N]
  *
  * CASE is op_overhead, mlp_small_train, mlp_medium_train, mlp_large_train,
- * wide_graph, sgemm, all, or check_numerics (not part of all: it times
+ * wide_graph, mlp_large_infer_b1, sgemm, all, or check_numerics (not part of all: it times
  * mlp_medium_train with fg_session_options.check_numerics off and on,
  * interleaved, and prints the overhead ratio). Each case prints one
  * machine-readable line
@@ -13,7 +13,10 @@
  * which bench/compare_torch.py parses. Times are the median of N timed runs
  * after W untimed warm-up runs (the first run builds and caches the plan).
  * --threads sets fg_session_options.num_threads (0, the default, means one
- * per core); wide_graph ignores it and times 1 and 2 threads.
+ * per core); wide_graph and mlp_large_infer_b1 ignore it and time 1 and 2
+ * threads (mlp_large_infer_b1's median_s is its 1-thread forward; t1_s,
+ * t2_s, read1_s and read2_s are the forward and the plain read of its
+ * weights on 1 and 2 threads).
  *
  * FLOPs of a training step: a dense layer [M,K] x [K,N] costs 2*M*N*K in
  * the forward pass, 2*M*N*K for dW = X^T dY and 2*M*N*K for dX = dY W^T.
@@ -28,6 +31,7 @@
 #include <cblas.h>
 #include <flowgraph/flowgraph.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -544,12 +548,231 @@ done:
   return rc;
 }
 
+/* ---- mlp_large_infer_b1: the large MLP's forward at batch 1 ---------------- */
+
+/* At batch 1 each layer is a matrix-vector product that reads its weights
+ * once, so the floor is the time to read them: the case times the forward
+ * at 1 and 2 threads and, in the same rounds, a plain sum over the same
+ * weights on 1 and 2 threads. Each session holds its own copy of the
+ * weights, and each thread count's read sums a copy of its own (the values
+ * fetched from its session), so the forward and the read of a round each
+ * read 33 MB that the other does not touch: neither finds its data fresher
+ * in the caches than the other. */
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define READ_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define READ_CLONES
+#endif
+#define READ_LANES 64 /* four AVX-512 registers of partial sums */
+
+READ_CLONES static float sum_floats(const float *p, int64_t n) {
+  float lane[READ_LANES] = {0};
+  int64_t i = 0;
+  for (; i + READ_LANES <= n; i += READ_LANES)
+    for (int l = 0; l < READ_LANES; l++)
+      lane[l] += p[i + l];
+  float s = 0;
+  for (int l = 0; l < READ_LANES; l++)
+    s += lane[l];
+  for (; i < n; i++)
+    s += p[i];
+  return s;
+}
+
+#define READ_MAX_BUFS 8
+
+/* The buffers one read sums. */
+typedef struct read_job {
+  const float *bufs[READ_MAX_BUFS];
+  int64_t lens[READ_MAX_BUFS];
+  int n_bufs;
+} read_job;
+
+/* The sum of part `part` of `parts` of every buffer of j. */
+static double read_part(const read_job *j, int part, int parts) {
+  double s = 0;
+  for (int b = 0; b < j->n_bufs; b++) {
+    const int64_t i0 = j->lens[b] * part / parts, i1 = j->lens[b] * (part + 1) / parts;
+    s += sum_floats(j->bufs[b] + i0, i1 - i0);
+  }
+  return s;
+}
+
+/* A second thread for the 2-thread read, woken through a barrier as the
+ * session's pool wakes its workers (a futex), so both pay a wake-up. */
+typedef struct reader {
+  const read_job *job;
+  pthread_t th;
+  pthread_barrier_t start, end;
+  int stop;
+  double sum;
+} reader;
+
+static void *reader_main(void *arg) {
+  reader *r = arg;
+  for (;;) {
+    pthread_barrier_wait(&r->start);
+    if (r->stop) return NULL;
+    r->sum = read_part(r->job, 1, 2);
+    pthread_barrier_wait(&r->end);
+  }
+}
+
+/* One timed read of j on 1 or 2 threads; the sum goes into *sink so it is
+ * kept. */
+static double timed_read(reader *r, const read_job *j, int threads, double *sink) {
+  r->job = j;
+  const double t0 = now_s();
+  if (threads == 1) {
+    *sink += read_part(r->job, 0, 1);
+  } else {
+    pthread_barrier_wait(&r->start);
+    const double s = read_part(r->job, 0, 2);
+    pthread_barrier_wait(&r->end);
+    *sink += s + r->sum;
+  }
+  return now_s() - t0;
+}
+
+/* The session's weights and biases, fetched (copies of the same values). */
+static int infer_weights(fg_session *s, int n_layers, fg_tensor **t, read_job *j, fg_status *st) {
+  j->n_bufs = 0;
+  for (int l = 0; l < n_layers && 2 * l + 1 < READ_MAX_BUFS; l++)
+    for (int k = 0; k < 2; k++) {
+      char name[32];
+      snprintf(name, sizeof name, "dense%d/%c", l + 1, k ? 'b' : 'w');
+      if (!(t[j->n_bufs] = fg_session_variable(s, name, st))) return -1;
+      j->bufs[j->n_bufs] = fg_tensor_data(t[j->n_bufs]);
+      j->lens[j->n_bufs] = fg_tensor_num_elements(t[j->n_bufs]);
+      j->n_bufs++;
+    }
+  return 0;
+}
+
+/* The forward graph of m's layers at batch 1: "x" [1, widths[0]] to
+ * "logits". */
+static fg_graph *infer_graph(const mlp_shape *m, fg_status *st) {
+  fg_graph *g = fg_graph_new();
+  if (!g) return NULL;
+  int64_t xd[2] = {1, m->widths[0]};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
+  fg_set_name(g, mlp_layers(g, x, m->n_layers, m->widths, NULL, st), "logits");
+  if (fg_graph_status(g, st) != FG_OK) {
+    fg_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+#define INFER_BLOCK 25 /* rounds of one thread count before the other's */
+
+/* times[k] for k = forward on 1 thread, on 2, read on 1, on 2. A round
+ * times the forward and the read at one thread count, each over its own
+ * weights; blocks of rounds alternate between 1 and 2 threads, so drift in
+ * the machine's load hits all four alike while the data a round reads (two
+ * copies of the weights) stays what one thread count uses. */
+static int infer_rounds(fg_session **s, const fg_feed *feed, reader *rd, const read_job *jobs,
+                        int warmup, int runs, double **times, double *sink, fg_status *st) {
+  const char *fetch = "logits";
+  bench_run r[2] = {{s[0], feed, 1, &fetch, 1, NULL, 0}, {s[1], feed, 1, &fetch, 1, NULL, 0}};
+  const int blocks = 2 * ((runs + INFER_BLOCK - 1) / INFER_BLOCK);
+  for (int b = 0; b < blocks; b++) {
+    const int k = b % 2, i0 = b / 2 * INFER_BLOCK;
+    const int n = runs - i0 < INFER_BLOCK ? runs - i0 : INFER_BLOCK;
+    for (int i = 0; i < (b < 2 ? warmup : 0); i++) {
+      if (time_runs(&r[k], 1, 0, NULL, st) != 0) return -1;
+      timed_read(rd, &jobs[k], 1 + k, sink);
+    }
+    for (int i = i0; i < i0 + n; i++) {
+      if (time_runs(&r[k], 0, 1, &times[k][i], st) != 0) return -1;
+      times[2 + k][i] = timed_read(rd, &jobs[k], 1 + k, sink);
+    }
+  }
+  return 0;
+}
+
+static void infer_print(double **times, int runs, const read_job *j, double sink) {
+  double med[4];
+  for (int k = 0; k < 4; k++)
+    med[k] = median(times[k], runs);
+  double bytes = 0;
+  for (int b = 0; b < j->n_bufs; b++)
+    bytes += 4.0 * (double)j->lens[b];
+  char extra[384];
+  snprintf(extra, sizeof extra,
+           "t1_s=%.9g t2_s=%.9g read1_s=%.9g read2_s=%.9g over_read1=%.4f over_read2=%.4f "
+           "weight_bytes=%.0f read1_gbs=%.4g read2_gbs=%.4g checksum=%.6g",
+           med[0], med[1], med[2], med[3], med[0] / med[2], med[1] / med[3], bytes,
+           bytes / med[2] / 1e9, bytes / med[3] / 1e9, sink);
+  print_line("mlp_large_infer_b1", times[0], runs, 1, extra);
+}
+
+static int case_infer_b1(const bench_opts *bo, fg_status *st) {
+  const mlp_shape *m = &MLP_LARGE;
+  int runs = pick(bo->runs, 200), warmup = pick(bo->warmup, 20);
+  uint64_t rng = 11;
+  int64_t xd[2] = {1, m->widths[0]};
+  fg_graph *g = infer_graph(m, st);
+  fg_tensor *x = random_f32(2, xd, 1.0, &rng, st), *w[2][READ_MAX_BUFS] = {{NULL}};
+  double *times[4] = {NULL};
+  fg_session *s[2] = {NULL, NULL};
+  reader rd = {0};
+  read_job jobs[2];
+  int rc = 1, started = 0;
+  for (int k = 0; k < 4; k++)
+    times[k] = calloc((size_t)runs, sizeof(double));
+  if (!g || !x || !times[0] || !times[1] || !times[2] || !times[3]) {
+    rc = fail("mlp_large_infer_b1: setup", st);
+    goto done;
+  }
+  if (!(s[0] = open_session(g, 1, st)) || !(s[1] = open_session(g, 2, st)) ||
+      infer_weights(s[0], m->n_layers, w[0], &jobs[0], st) != 0 ||
+      infer_weights(s[1], m->n_layers, w[1], &jobs[1], st) != 0) {
+    rc = fail("mlp_large_infer_b1: session", st);
+    goto done;
+  }
+  pthread_barrier_init(&rd.start, NULL, 2);
+  pthread_barrier_init(&rd.end, NULL, 2);
+  if (pthread_create(&rd.th, NULL, reader_main, &rd) != 0) {
+    fprintf(stderr, "fg_bench: mlp_large_infer_b1: no thread\n");
+    goto done;
+  }
+  started = 1;
+  fg_feed feed = {"x", x};
+  double sink = 0;
+  if (infer_rounds(s, &feed, &rd, jobs, warmup, runs, times, &sink, st) != 0) {
+    rc = fail("mlp_large_infer_b1: run", st);
+    goto done;
+  }
+  infer_print(times, runs, &jobs[0], sink);
+  rc = 0;
+done:
+  if (started) {
+    rd.stop = 1;
+    pthread_barrier_wait(&rd.start);
+    pthread_join(rd.th, NULL);
+  }
+  for (int k = 0; k < READ_MAX_BUFS; k++) {
+    fg_tensor_free(w[0][k]);
+    fg_tensor_free(w[1][k]);
+  }
+  for (int k = 0; k < 4; k++)
+    free(times[k]);
+  fg_session_free(s[0]);
+  fg_session_free(s[1]);
+  fg_graph_free(g);
+  fg_tensor_free(x);
+  return rc;
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static int usage(void) {
   fprintf(stderr, "usage: fg_bench CASE [--runs N] [--warmup N] [--threads N]\n"
                   "CASE: op_overhead mlp_small_train mlp_medium_train mlp_large_train wide_graph\n"
-                  "      sgemm all check_numerics\n");
+                  "      mlp_large_infer_b1 sgemm all check_numerics\n");
   return 2;
 }
 
@@ -586,6 +809,7 @@ int main(int argc, char **argv) {
   CASE("mlp_medium_train", case_mlp(&MLP_MEDIUM, &bo, 0, st));
   CASE("mlp_large_train", case_mlp(&MLP_LARGE, &bo, 1, st));
   CASE("wide_graph", case_wide(&bo, st));
+  CASE("mlp_large_infer_b1", case_infer_b1(&bo, st));
 #undef CASE
   if (!strcmp(which, "check_numerics")) {
     known = 1;

@@ -5,13 +5,15 @@
  * transposed: a's batches then stack into one taller matrix). Large
  * products are cut into fixed tiles of the output, one GEMM each, spread
  * over ctx->par (see mm_tiles); a tile runs on libxsmm when
- * kernels/cpu/xsmm/xsmm_gemm.c takes it, else on OpenBLAS. */
+ * kernels/cpu/xsmm/xsmm_gemm.c takes it, else on OpenBLAS. Products of at
+ * most FGK_MV_MAX_M rows stream b instead (kernels/cpu/matvec.c). */
 #include <cblas.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/matvec.h"
 
 /* The plan is shared with kernels/cuda/matmul.cu (kernels/kernel_shape.h). */
 typedef fgk_mm_plan mm_plan;
@@ -154,7 +156,7 @@ static void mm_tiles(mm_job *J, int64_t batches) {
 
 /* a's and b's matrix offsets for output batch bi (decomposed, once per
  * item). */
-static void mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo) {
+void fgk_mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo) {
   *ao = *bo = 0;
   for (int d = pl->nb - 1; d >= 0; d--) {
     const int64_t c = bi % pl->bdims[d];
@@ -172,7 +174,7 @@ static void mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo) {
     for (int64_t it = i0; it < i1; it++) {                                                         \
       const int64_t bi = it / per_batch, rt = (it % per_batch) / J->n_ct, ct = it % J->n_ct;       \
       int64_t ao = 0, bo = 0;                                                                      \
-      if (J->pl) mm_seek(J->pl, bi, &ao, &bo);                                                     \
+      if (J->pl) fgk_mm_seek(J->pl, bi, &ao, &bo);                                                 \
       const int64_t r0 = rt * J->rb, c0 = ct * J->cb;                                              \
       const blasint m = (blasint)(J->M - r0 < J->rb ? J->M - r0 : J->rb);                          \
       const blasint n = (blasint)(J->N - c0 < J->cb ? J->N - c0 : J->cb);                          \
@@ -221,6 +223,9 @@ FGK_MM_TILES(mm_tiles_f64, double, cblas_dgemm, fgk_xsmm_gemm_f64)
     if (!fits_blasint(J.M) || !fits_blasint(J.N) || !fits_blasint(J.K))                            \
       return fgk_fail(ctx, "matrix dims %lld x %lld x %lld exceed the BLAS index type",            \
                       (long long)J.M, (long long)J.N, (long long)J.K);                             \
+    /* A few rows: stream b once (kernels/cpu/matvec.c) instead of packing it. */                  \
+    const fgk_mv_job mv = {J.pl, J.a, J.b, o, J.M, J.K, J.N, batches, J.ta, J.tb};                 \
+    if (fgk_matvec(ctx, DT, &mv)) return 0;                                                        \
     pthread_once(&blas_once, blas_single_thread);                                                  \
     mm_tiles(&J, batches);                                                                         \
     const double macs =                                                                            \
@@ -301,7 +306,7 @@ typedef struct mm_int_job {
     for (int64_t it = i0; it < i1; it++) {                                                         \
       const int64_t bi = it / M, i = it % M;                                                       \
       int64_t ao, bo;                                                                              \
-      mm_seek(pl, bi, &ao, &bo);                                                                   \
+      fgk_mm_seek(pl, bi, &ao, &bo);                                                               \
       const T *a = (const T *)J->a + ao, *b = (const T *)J->b + bo;                                \
       T *orow = (T *)J->o + bi * M * N + i * N;                                                    \
       for (int64_t j = 0; j < N; j++)                                                              \

@@ -59,4 +59,23 @@ static inline double tensor_elem(const fg_tensor *t, int64_t i) {
   return elem_as_double(fg_tensor_data(t), fg_tensor_dtype(t), i);
 }
 
+/* The matrix indices in a ([ar] dims ad) and b ([br] dims bd) of output
+ * batch bi of a matmul whose output has rank R and dims od: the batch dims
+ * right-aligned, a size-1 dim broadcast. */
+static inline void mm_batch_of(int R, const int64_t *od, int ar, const int64_t *ad, int br,
+                               const int64_t *bd, int64_t bi, int64_t *ab, int64_t *bb) {
+  int64_t as = 1, bs = 1;
+  *ab = *bb = 0;
+  for (int d = R - 3; d >= 0; d--) {
+    const int64_t c = bi % od[d];
+    bi /= od[d];
+    const int da = d - (R - ar), db = d - (R - br);
+    const int64_t na = da >= 0 ? ad[da] : 1, nb = db >= 0 ? bd[db] : 1;
+    *ab += (na == 1 ? 0 : c) * as;
+    *bb += (nb == 1 ? 0 : c) * bs;
+    as *= na;
+    bs *= nb;
+  }
+}
+
 #endif

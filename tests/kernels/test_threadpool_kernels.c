@@ -400,19 +400,9 @@ static double mm_ref(const kcall *k, int64_t flat) {
   const int R = o->rank;
   const int64_t M = o->dims[R - 2], N = o->dims[R - 1];
   const int64_t K = k->p.matmul.transpose_a ? a->dims[a->rank - 2] : a->dims[a->rank - 1];
-  int64_t bi = flat / (M * N);
   const int64_t i = (flat / N) % M, j = flat % N;
-  int64_t ab = 0, bb = 0, as = 1, bs = 1;
-  for (int d = R - 3; d >= 0; d--) {
-    const int64_t c = bi % o->dims[d];
-    bi /= o->dims[d];
-    const int da = d - (R - a->rank), db = d - (R - b->rank);
-    const int64_t na = da >= 0 ? a->dims[da] : 1, nb = db >= 0 ? b->dims[db] : 1;
-    ab += (na == 1 ? 0 : c) * as;
-    bb += (nb == 1 ? 0 : c) * bs;
-    as *= na;
-    bs *= nb;
-  }
+  int64_t ab, bb;
+  mm_batch_of(R, o->dims, a->rank, a->dims, b->rank, b->dims, flat / (M * N), &ab, &bb);
   const int f32 = a->dtype == FG_F32;
   double s = 0;
   for (int64_t kk = 0; kk < K; kk++) {

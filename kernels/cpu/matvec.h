@@ -1,0 +1,27 @@
+/* Products with few rows (kernels/cpu/matvec.c): out = op(a) @ op(b) for
+ * at most FGK_MV_MAX_M rows of a, the batch-1 inference case, where the
+ * product is bound by reading b once. matmul.c hands them over after its
+ * checks. */
+#ifndef FG_KERNELS_CPU_MATVEC_H
+#define FG_KERNELS_CPU_MATVEC_H
+
+#include "kernels/cpu/cpu_kernels.h"
+
+#define FGK_MV_MAX_M 8
+
+typedef struct fgk_mv_job {
+  const fgk_mm_plan *pl; /* NULL: one product (a's batches stacked into M) */
+  const void *a, *b;
+  void *o;
+  int64_t M, K, N, batches; /* per product; batches products, outputs one after another */
+  int ta, tb;
+} fgk_mv_job;
+
+/* Runs J (dtype dt) over ctx->par when it is a few-row product this path
+ * takes: 1 done, 0 not taken (the caller runs its GEMM). */
+int fgk_matvec(const fg_kctx *ctx, fg_dtype dt, const fgk_mv_job *J);
+
+/* a's and b's element offsets for output batch bi of pl. (matmul.c) */
+void fgk_mm_seek(const fgk_mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo);
+
+#endif
