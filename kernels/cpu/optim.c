@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/optim_job.h"
 #include "kernels/sgd.h"
 
 /* A rank-0 numeric input as a double. */
@@ -50,18 +51,9 @@ void fgk_optim_publish(const fg_kctx *ctx, size_t es) {
     memcpy(ctx->out[0].data, ctx->in[0].data, (size_t)fgk_numel(&ctx->out[0]) * es);
 }
 
-/* The tensors and scalars of one update, shared by its parallel chunks
- * (elementwise, so the split never changes a result). */
-typedef struct opt_job {
-  void *var, *buf, *m, *v;
-  const void *g;
-  double lr, mom, b1, b2, c1, c2, eps, step_size, bc2_sqrt, keep, l2;
-  int nesterov, decay;
-} opt_job;
-
 /* var -= lr * grad (kernels/sgd.h) */
 #define FGK_SGD(fn, T, DT)                                                                         \
-  static void fn##_range(void *arg, int64_t i0, int64_t i1) {                                      \
+  void fn##_range(void *arg, int64_t i0, int64_t i1) {                                             \
     const opt_job *J = (const opt_job *)arg;                                                       \
     T *var = (T *)J->var + i0;                                                                     \
     void *dst[1] = {var};                                                                          \
@@ -83,7 +75,7 @@ FGK_SGD(fgk_apply_sgd_f64, double, FG_F64)
 /* torch.optim.SGD (dampening 0): buf = mom*buf + grad;
  * var -= lr * (nesterov ? grad + mom*buf : buf). */
 #define FGK_MOMENTUM(fn, T, DT)                                                                    \
-  static void fn##_range(void *arg, int64_t i0, int64_t i1) {                                      \
+  void fn##_range(void *arg, int64_t i0, int64_t i1) {                                             \
     const opt_job *J = (const opt_job *)arg;                                                       \
     T *var = (T *)J->var, *buf = (T *)J->buf;                                                      \
     const T *g = (const T *)J->g;                                                                  \
@@ -121,7 +113,7 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
  *   var -= (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps)
  * which is lr * mhat / (sqrt(vhat) + eps) arranged as torch computes it. */
 #define FGK_ADAM(fn, T, DT, SQRT)                                                                  \
-  static void fn##_range(void *arg, int64_t i0, int64_t i1) {                                      \
+  void fn##_range(void *arg, int64_t i0, int64_t i1) {                                             \
     const opt_job *J = (const opt_job *)arg;                                                       \
     const T b1 = (T)J->b1, b2 = (T)J->b2, c1 = (T)J->c1, c2 = (T)J->c2, eps = (T)J->eps;           \
     const T step_size = (T)J->step_size, bc2_sqrt = (T)J->bc2_sqrt, keep = (T)J->keep;             \
@@ -153,23 +145,9 @@ FGK_MOMENTUM(fgk_apply_momentum_f64, double, FG_F64)
                       "input 5 (step) = %g must be >= 1 (the step count after "                    \
                       "incrementing)",                                                             \
                       t);                                                                          \
-    const fg_adam_params *p = &ctx->p->adam;                                                       \
-    const double bc1 = 1.0 - pow(p->beta1, t), bc2 = 1.0 - pow(p->beta2, t);                       \
-    /* The scalars round to T inside the chunks, exactly as before. */                             \
-    opt_job J = {.var = ctx->in[0].data,                                                           \
-                 .m = ctx->in[1].data,                                                             \
-                 .v = ctx->in[2].data,                                                             \
-                 .g = ctx->in[3].data,                                                             \
-                 .b1 = p->beta1,                                                                   \
-                 .b2 = p->beta2,                                                                   \
-                 .c1 = 1.0 - p->beta1,                                                             \
-                 .c2 = 1.0 - p->beta2,                                                             \
-                 .eps = p->epsilon,                                                                \
-                 .step_size = lr / bc1,                                                            \
-                 .bc2_sqrt = sqrt(bc2),                                                            \
-                 .keep = 1.0 - lr * p->weight_decay,                                               \
-                 .decay = p->weight_decay > 0,                                                     \
-                 .l2 = p->l2};                                                                     \
+    opt_job J = {                                                                                  \
+        .var = ctx->in[0].data, .m = ctx->in[1].data, .v = ctx->in[2].data, .g = ctx->in[3].data}; \
+    fgk_adam_scalars(&J, &ctx->p->adam, lr, t);                                                    \
     fgk_parallel_for(ctx, fgk_numel(&ctx->in[0]), FGK_GRAIN_CHEAP, fn##_range, &J);                \
     fgk_optim_publish(ctx, sizeof(T));                                                             \
     return 0;                                                                                      \

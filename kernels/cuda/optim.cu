@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cpu/optim_multi.h"
 
 __device__ __forceinline__ double read_scalar(const void *p, int dt) {
   switch (dt) {
@@ -240,3 +241,170 @@ template <typename T> static int adam(const fg_kctx *ctx, fg_dtype dt) {
 }
 int fgc_apply_adam_f32(const fg_kctx *ctx) { return adam<float>(ctx, FG_F32); }
 int fgc_apply_adam_f64(const fg_kctx *ctx) { return adam<double>(ctx, FG_F64); }
+
+/* ---- multi-tensor updates (kernels/cpu/optim_multi.h) --------------------
+ * One launch updates up to FGC_MULTI_MAX variables: their pointers and
+ * where each starts in the joint numbering of their elements travel as the
+ * kernel's argument (a table in the device's parameter memory, captured
+ * with the launch by a CUDA Graph), as torch's multi_tensor_apply does.
+ * Each block takes chunks of FGC_MULTI_CHUNK joint elements and runs every
+ * element with the single-variable kernels' own arithmetic. Longer lists
+ * take one launch per FGC_MULTI_MAX variables. */
+#define FGC_MULTI_MAX   32
+#define FGC_MULTI_CHUNK 4096
+
+template <typename T> struct MultiTable {
+  T *t[4][FGC_MULTI_MAX]; /* per list (var, state..., grad last) */
+  int64_t start[FGC_MULTI_MAX + 1];
+  int n;
+};
+
+template <typename T> __device__ __forceinline__ void sgd_elem(T &x, T gi, T a) { x -= a * gi; }
+
+/* Calls f(k, i) for every element i of variable k in joint chunk c. */
+template <typename T, typename F>
+__device__ __forceinline__ void multi_chunk(const MultiTable<T> &tb, int64_t c, F f) {
+  const int64_t c0 = c * FGC_MULTI_CHUNK, c1 = c0 + FGC_MULTI_CHUNK;
+  int k = 0;
+  while (k + 1 < tb.n && tb.start[k + 1] <= c0)
+    k++;
+  for (; k < tb.n && tb.start[k] < c1; k++) {
+    const int64_t a = c0 > tb.start[k] ? c0 : tb.start[k];
+    const int64_t b = c1 < tb.start[k + 1] ? c1 : tb.start[k + 1];
+    for (int64_t j = a + threadIdx.x; j < b; j += blockDim.x)
+      f(k, j - tb.start[k]);
+  }
+}
+
+template <typename T>
+__global__ void multi_sgd_kernel(MultiTable<T> tb, const void *lr_p, int lr_dt) {
+  __shared__ T a;
+  if (threadIdx.x == 0) a = (T)read_scalar(lr_p, lr_dt);
+  __syncthreads();
+  const int64_t chunks = (tb.start[tb.n] + FGC_MULTI_CHUNK - 1) / FGC_MULTI_CHUNK;
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x)
+    multi_chunk(tb, c, [&](int k, int64_t i) { sgd_elem(tb.t[0][k][i], tb.t[1][k][i], a); });
+}
+
+template <typename T>
+__global__ void multi_momentum_kernel(MultiTable<T> tb, const void *lr_p, int lr_dt, T mom,
+                                      int nesterov) {
+  __shared__ T a;
+  if (threadIdx.x == 0) a = (T)read_scalar(lr_p, lr_dt);
+  __syncthreads();
+  const int64_t chunks = (tb.start[tb.n] + FGC_MULTI_CHUNK - 1) / FGC_MULTI_CHUNK;
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x)
+    multi_chunk(tb, c, [&](int k, int64_t i) {
+      momentum_elem(tb.t[0][k][i], tb.t[1][k][i], tb.t[2][k][i], a, mom, nesterov);
+    });
+}
+
+template <typename T>
+__global__ void multi_adam_kernel(MultiTable<T> tb, const void *lr_p, int lr_dt, const void *step_p,
+                                  int step_dt, int step_input, double beta1, double beta2,
+                                  double epsilon, double wd, double l2, int *flag) {
+  __shared__ T step_size, bc2_sqrt, keep;
+  __shared__ int ok;
+  if (threadIdx.x == 0) {
+    const double lr = read_scalar(lr_p, lr_dt), t = read_scalar(step_p, step_dt);
+    ok = t >= 1; /* false for NaN too */
+    if (!ok && blockIdx.x == 0) fgc_raise(flag, FG_CUDA_ERR_ADAM_STEP, step_input, 0, 0, t);
+    step_size = (T)(lr / (1.0 - pow(beta1, t)));
+    bc2_sqrt = (T)sqrt(1.0 - pow(beta2, t));
+    keep = (T)(1.0 - lr * wd);
+  }
+  __syncthreads();
+  if (!ok) return;
+  const AdamC<T> cs = {step_size,        bc2_sqrt,   keep,  (T)beta1, (T)beta2, (T)(1.0 - beta1),
+                       (T)(1.0 - beta2), (T)epsilon, (T)l2, wd > 0,   l2 > 0};
+  const int64_t chunks = (tb.start[tb.n] + FGC_MULTI_CHUNK - 1) / FGC_MULTI_CHUNK;
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x)
+    multi_chunk(tb, c, [&](int k, int64_t i) {
+      adam_elem(tb.t[0][k][i], tb.t[1][k][i], tb.t[2][k][i], tb.t[3][k][i], cs);
+    });
+}
+
+/* The table of variables [k0, k0 + n) over `lists` input lists. */
+template <typename T>
+static MultiTable<T> multi_table(const fg_kctx *ctx, int lists, int k0, int n) {
+  MultiTable<T> tb;
+  memset(&tb, 0, sizeof tb);
+  const int total = ctx->n_out;
+  tb.n = n;
+  for (int k = 0; k < n; k++) {
+    for (int l = 0; l < lists; l++)
+      tb.t[l][k] = (T *)ctx->in[l * total + k0 + k].data;
+    tb.start[k + 1] = tb.start[k] + fgk_numel(&ctx->in[k0 + k]);
+  }
+  return tb;
+}
+
+/* How many variables the launch from k0 takes. */
+static int multi_count(int n, int k0) { return n - k0 < FGC_MULTI_MAX ? n - k0 : FGC_MULTI_MAX; }
+
+static unsigned multi_blocks(int64_t n) {
+  const int64_t chunks = (n + FGC_MULTI_CHUNK - 1) / FGC_MULTI_CHUNK;
+  return (unsigned)(chunks < 1 ? 1 : chunks < 65535 ? chunks : 65535);
+}
+
+/* Copies to separate output buffers, as the single-variable kernels do. */
+static int multi_publish(const fg_kctx *ctx, size_t es) {
+  for (int k = 0; k < ctx->n_out; k++)
+    if (ctx->out[k].data != ctx->in[k].data &&
+        fgc_copy_bytes(ctx, ctx->out[k].data, ctx->in[k].data,
+                       (size_t)fgk_numel(&ctx->out[k]) * es) != 0)
+      return -1;
+  return 0;
+}
+
+template <typename T> static int multi_sgd(const fg_kctx *ctx, fg_dtype dt) {
+  const int n = ctx->n_out, lr = 2 * n;
+  if (fgk_multi_optim_check(ctx, FGK_MULTI_SGD, dt) != 0 || scalar_in(ctx, lr, "lr") != 0)
+    return -1;
+  for (int k0 = 0; k0 < n; k0 += FGC_MULTI_MAX) {
+    const MultiTable<T> tb = multi_table<T>(ctx, 2, k0, multi_count(n, k0));
+    if (tb.start[tb.n] == 0) continue;
+    multi_sgd_kernel<T><<<multi_blocks(tb.start[tb.n]), FGC_THREADS, 0, fgc_stream(ctx)>>>(
+        tb, ctx->in[lr].data, ctx->in[lr].dtype);
+    if (fgc_launched(ctx, "multi_apply_sgd kernel") != 0) return -1;
+  }
+  return multi_publish(ctx, sizeof(T));
+}
+int fgc_multi_apply_sgd_f32(const fg_kctx *ctx) { return multi_sgd<float>(ctx, FG_F32); }
+int fgc_multi_apply_sgd_f64(const fg_kctx *ctx) { return multi_sgd<double>(ctx, FG_F64); }
+
+template <typename T> static int multi_momentum(const fg_kctx *ctx, fg_dtype dt) {
+  const int n = ctx->n_out, lr = 3 * n;
+  if (fgk_multi_optim_check(ctx, FGK_MULTI_MOMENTUM, dt) != 0 || scalar_in(ctx, lr, "lr") != 0)
+    return -1;
+  const T mom = (T)ctx->p->momentum.momentum;
+  for (int k0 = 0; k0 < n; k0 += FGC_MULTI_MAX) {
+    const MultiTable<T> tb = multi_table<T>(ctx, 3, k0, multi_count(n, k0));
+    if (tb.start[tb.n] == 0) continue;
+    multi_momentum_kernel<T><<<multi_blocks(tb.start[tb.n]), FGC_THREADS, 0, fgc_stream(ctx)>>>(
+        tb, ctx->in[lr].data, ctx->in[lr].dtype, mom, ctx->p->momentum.nesterov);
+    if (fgc_launched(ctx, "multi_apply_momentum kernel") != 0) return -1;
+  }
+  return multi_publish(ctx, sizeof(T));
+}
+int fgc_multi_apply_momentum_f32(const fg_kctx *ctx) { return multi_momentum<float>(ctx, FG_F32); }
+int fgc_multi_apply_momentum_f64(const fg_kctx *ctx) { return multi_momentum<double>(ctx, FG_F64); }
+
+template <typename T> static int multi_adam(const fg_kctx *ctx, fg_dtype dt) {
+  const int n = ctx->n_out, lr = 4 * n;
+  if (fgk_multi_optim_check(ctx, FGK_MULTI_ADAM, dt) != 0 || scalar_in(ctx, lr, "lr") != 0 ||
+      scalar_in(ctx, lr + 1, "step") != 0 || fgc_need_flag(ctx) != 0)
+    return -1;
+  const fg_adam_params *p = &ctx->p->adam;
+  /* Launched even for empty variables, so a bad step is still reported. */
+  for (int k0 = 0; k0 < n; k0 += FGC_MULTI_MAX) {
+    const MultiTable<T> tb = multi_table<T>(ctx, 4, k0, multi_count(n, k0));
+    multi_adam_kernel<T><<<multi_blocks(tb.start[tb.n]), FGC_THREADS, 0, fgc_stream(ctx)>>>(
+        tb, ctx->in[lr].data, ctx->in[lr].dtype, ctx->in[lr + 1].data, ctx->in[lr + 1].dtype,
+        lr + 1, p->beta1, p->beta2, p->epsilon, p->weight_decay, p->l2, ctx->cuda->error_flag);
+    if (fgc_launched(ctx, "multi_apply_adam kernel") != 0) return -1;
+  }
+  return multi_publish(ctx, sizeof(T));
+}
+int fgc_multi_apply_adam_f32(const fg_kctx *ctx) { return multi_adam<float>(ctx, FG_F32); }
+int fgc_multi_apply_adam_f64(const fg_kctx *ctx) { return multi_adam<double>(ctx, FG_F64); }

@@ -1,0 +1,175 @@
+/* Multi-tensor optimizer updates (kernels/cpu/optim_multi.h).
+ *
+ * The variables' elements are numbered one after another and cut into
+ * chunks by fgk_parallel_for, whatever the thread count; a chunk may span
+ * several tensors, and each tensor's part runs the single-tensor update's
+ * own loop (kernels/cpu/optim_job.h). Every element is independent, so the
+ * cut never changes a bit. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/optim_job.h"
+#include "kernels/cpu/optim_multi.h"
+
+/* What each input list holds, in the order the lists come. */
+enum { R_VAR, R_BUF, R_M, R_V, R_GRAD };
+static const char *const role_name[] = {"var", "buf", "m", "v", "grad"};
+
+typedef struct multi_rule {
+  const char *op;
+  int n_lists, n_scalars;
+  int roles[4];
+} multi_rule;
+
+static const multi_rule rule_sgd = {"multi_apply_sgd", 2, 1, {R_VAR, R_GRAD}};
+static const multi_rule rule_momentum = {"multi_apply_momentum", 3, 1, {R_VAR, R_BUF, R_GRAD}};
+static const multi_rule rule_adam = {"multi_apply_adam", 4, 2, {R_VAR, R_M, R_V, R_GRAD}};
+
+/* The whole update: per tensor its job and where its elements start in
+ * the joint numbering (start[n] is the total). */
+typedef struct multi_job {
+  int n;
+  int64_t *start;
+  opt_job *jobs;
+  fg_krange_fn fn;
+} multi_job;
+
+static void multi_range(void *arg, int64_t i0, int64_t i1) {
+  const multi_job *M = (const multi_job *)arg;
+  int lo = 0, hi = M->n - 1; /* the first tensor that ends after i0 */
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (M->start[mid + 1] <= i0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (int k = lo; k < M->n && M->start[k] < i1; k++) {
+    const int64_t a = (i0 > M->start[k] ? i0 : M->start[k]) - M->start[k];
+    const int64_t b = (i1 < M->start[k + 1] ? i1 : M->start[k + 1]) - M->start[k];
+    if (b > a) M->fn(&M->jobs[k], a, b);
+  }
+}
+
+/* The list lengths, and every entry against its variable (dtype and
+ * element count), naming the input that differs. */
+static int multi_check(const fg_kctx *ctx, const multi_rule *r, fg_dtype dt) {
+  const int n = ctx->n_out;
+  if (n < 1 || ctx->n_in != r->n_lists * n + r->n_scalars)
+    return fgk_fail(ctx,
+                    "%s takes %d lists of one tensor per output and %d scalar(s): %d outputs "
+                    "need %d inputs, got %d",
+                    r->op, r->n_lists, r->n_scalars, n, r->n_lists * (n > 0 ? n : 0) + r->n_scalars,
+                    ctx->n_in);
+  for (int k = 0; k < n; k++) {
+    const fg_kbuf *var = &ctx->in[k];
+    const int64_t count = fgk_numel(var);
+    if (var->dtype != dt)
+      return fgk_fail(ctx, "input %d (var %d) is %s, expected %s", k, k, fg_dtype_name(var->dtype),
+                      fg_dtype_name(dt));
+    if (ctx->out[k].dtype != dt || fgk_numel(&ctx->out[k]) != count)
+      return fgk_fail(ctx, "output %d is %s with %lld elements, var %d %s with %lld", k,
+                      fg_dtype_name(ctx->out[k].dtype), (long long)fgk_numel(&ctx->out[k]), k,
+                      fg_dtype_name(dt), (long long)count);
+    for (int l = 1; l < r->n_lists; l++) {
+      const int i = l * n + k;
+      const fg_kbuf *b = &ctx->in[i];
+      if (b->dtype != dt || fgk_numel(b) != count)
+        return fgk_fail(ctx, "input %d (%s %d) is %s with %lld elements, var %d %s with %lld", i,
+                        role_name[r->roles[l]], k, fg_dtype_name(b->dtype), (long long)fgk_numel(b),
+                        k, fg_dtype_name(dt), (long long)count);
+    }
+  }
+  return 0;
+}
+
+int fgk_multi_optim_check(const fg_kctx *ctx, int rule, fg_dtype dt) {
+  static const multi_rule *const rules[] = {&rule_sgd, &rule_momentum, &rule_adam};
+  return multi_check(ctx, rules[rule], dt);
+}
+
+static void set_tensor(opt_job *J, int role, void *data) {
+  switch (role) {
+  case R_VAR: J->var = data; break;
+  case R_BUF: J->buf = data; break;
+  case R_M: J->m = data; break;
+  case R_V: J->v = data; break;
+  default: J->g = data; break;
+  }
+}
+
+/* Checks, then runs fn over all tensors with the scalars of *proto. */
+static int multi_run(const fg_kctx *ctx, const multi_rule *r, size_t es, fg_krange_fn fn,
+                     const opt_job *proto) {
+  const int n = ctx->n_out;
+  multi_job M = {n, malloc(((size_t)n + 1) * sizeof(int64_t)), malloc((size_t)n * sizeof(opt_job)),
+                 fn};
+  if (!M.start || !M.jobs) {
+    free(M.start), free(M.jobs);
+    return fgk_fail(ctx, "%s: out of memory (%d tensors)", r->op, n);
+  }
+  M.start[0] = 0;
+  for (int k = 0; k < n; k++) {
+    M.jobs[k] = *proto;
+    for (int l = 0; l < r->n_lists; l++)
+      set_tensor(&M.jobs[k], r->roles[l], ctx->in[l * n + k].data);
+    M.start[k + 1] = M.start[k] + fgk_numel(&ctx->in[k]);
+  }
+  fgk_parallel_for(ctx, M.start[n], FGK_GRAIN_CHEAP, multi_range, &M);
+  for (int k = 0; k < n; k++)
+    if (ctx->out[k].data != ctx->in[k].data && fgk_numel(&ctx->out[k]) > 0)
+      memcpy(ctx->out[k].data, ctx->in[k].data, (size_t)fgk_numel(&ctx->out[k]) * es);
+  free(M.start);
+  free(M.jobs);
+  return 0;
+}
+
+/* The scalars follow the lists: lr, then Adam's step. */
+static int scalar_after(const fg_kctx *ctx, const multi_rule *r, int j, const char *what,
+                        double *v) {
+  return fgk_scalar_in(ctx, r->n_lists * ctx->n_out + j, what, v);
+}
+
+#define FGK_MULTI_SGD(fn, T, DT, RANGE)                                                            \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    double lr;                                                                                     \
+    if (multi_check(ctx, &rule_sgd, DT) != 0 || scalar_after(ctx, &rule_sgd, 0, "lr", &lr) != 0)   \
+      return -1;                                                                                   \
+    const opt_job J = {.lr = lr};                                                                  \
+    return multi_run(ctx, &rule_sgd, sizeof(T), RANGE, &J);                                        \
+  }
+FGK_MULTI_SGD(fgk_multi_apply_sgd_f32, float, FG_F32, fgk_apply_sgd_f32_range)
+FGK_MULTI_SGD(fgk_multi_apply_sgd_f64, double, FG_F64, fgk_apply_sgd_f64_range)
+
+#define FGK_MULTI_MOMENTUM(fn, T, DT, RANGE)                                                       \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    double lr;                                                                                     \
+    if (multi_check(ctx, &rule_momentum, DT) != 0 ||                                               \
+        scalar_after(ctx, &rule_momentum, 0, "lr", &lr) != 0)                                      \
+      return -1;                                                                                   \
+    const opt_job J = {                                                                            \
+        .lr = lr, .mom = ctx->p->momentum.momentum, .nesterov = ctx->p->momentum.nesterov};        \
+    return multi_run(ctx, &rule_momentum, sizeof(T), RANGE, &J);                                   \
+  }
+FGK_MULTI_MOMENTUM(fgk_multi_apply_momentum_f32, float, FG_F32, fgk_apply_momentum_f32_range)
+FGK_MULTI_MOMENTUM(fgk_multi_apply_momentum_f64, double, FG_F64, fgk_apply_momentum_f64_range)
+
+/* A step below 1 is refused before anything is written, as apply_adam. */
+#define FGK_MULTI_ADAM(fn, T, DT, RANGE)                                                           \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    double lr, t;                                                                                  \
+    if (multi_check(ctx, &rule_adam, DT) != 0 ||                                                   \
+        scalar_after(ctx, &rule_adam, 0, "lr", &lr) != 0 ||                                        \
+        scalar_after(ctx, &rule_adam, 1, "step", &t) != 0)                                         \
+      return -1;                                                                                   \
+    if (!(t >= 1))                                                                                 \
+      return fgk_fail(ctx,                                                                         \
+                      "input %d (step) = %g must be >= 1 (the step count after incrementing)",     \
+                      4 * ctx->n_out + 1, t);                                                      \
+    opt_job J = {0};                                                                               \
+    fgk_adam_scalars(&J, &ctx->p->adam, lr, t);                                                    \
+    return multi_run(ctx, &rule_adam, sizeof(T), RANGE, &J);                                       \
+  }
+FGK_MULTI_ADAM(fgk_multi_apply_adam_f32, float, FG_F32, fgk_apply_adam_f32_range)
+FGK_MULTI_ADAM(fgk_multi_apply_adam_f64, double, FG_F64, fgk_apply_adam_f64_range)
