@@ -357,54 +357,56 @@ static int multi_publish(const fg_kctx *ctx, size_t es) {
   return 0;
 }
 
-template <typename T> static int multi_sgd(const fg_kctx *ctx, fg_dtype dt) {
-  const int n = ctx->n_out, lr = 2 * n;
-  if (fgk_multi_optim_check(ctx, FGK_MULTI_SGD, dt) != 0 || scalar_in(ctx, lr, "lr") != 0)
+/* Checks the lists and scalars, then calls launch(table, blocks, lr) once
+ * per FGC_MULTI_MAX variables (rule + 2 lists: var, its state, grad). */
+template <typename T, typename L>
+static int multi_run(const fg_kctx *ctx, fg_dtype dt, int rule, const char *what, L launch) {
+  const int n = ctx->n_out, lists = rule + 2, lr = lists * n, adam = rule == FGK_MULTI_ADAM;
+  if (fgk_multi_optim_check(ctx, rule, dt) != 0 || scalar_in(ctx, lr, "lr") != 0 ||
+      (adam && (scalar_in(ctx, lr + 1, "step") != 0 || fgc_need_flag(ctx) != 0)))
     return -1;
   for (int k0 = 0; k0 < n; k0 += FGC_MULTI_MAX) {
-    const MultiTable<T> tb = multi_table<T>(ctx, 2, k0, multi_count(n, k0));
-    if (tb.start[tb.n] == 0) continue;
-    multi_sgd_kernel<T><<<multi_blocks(tb.start[tb.n]), FGC_THREADS, 0, fgc_stream(ctx)>>>(
-        tb, ctx->in[lr].data, ctx->in[lr].dtype);
-    if (fgc_launched(ctx, "multi_apply_sgd kernel") != 0) return -1;
+    const MultiTable<T> tb = multi_table<T>(ctx, lists, k0, multi_count(n, k0));
+    /* Adam launches even for empty variables, so a bad step is still reported. */
+    if (tb.start[tb.n] == 0 && !adam) continue;
+    launch(tb, multi_blocks(tb.start[tb.n]), &ctx->in[lr]);
+    if (fgc_launched(ctx, what) != 0) return -1;
   }
   return multi_publish(ctx, sizeof(T));
+}
+
+template <typename T> static int multi_sgd(const fg_kctx *ctx, fg_dtype dt) {
+  return multi_run<T>(ctx, dt, FGK_MULTI_SGD, "multi_apply_sgd kernel",
+                      [&](const MultiTable<T> &tb, unsigned blocks, const fg_kbuf *lr) {
+                        multi_sgd_kernel<T><<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(
+                            tb, lr->data, lr->dtype);
+                      });
 }
 int fgc_multi_apply_sgd_f32(const fg_kctx *ctx) { return multi_sgd<float>(ctx, FG_F32); }
 int fgc_multi_apply_sgd_f64(const fg_kctx *ctx) { return multi_sgd<double>(ctx, FG_F64); }
 
 template <typename T> static int multi_momentum(const fg_kctx *ctx, fg_dtype dt) {
-  const int n = ctx->n_out, lr = 3 * n;
-  if (fgk_multi_optim_check(ctx, FGK_MULTI_MOMENTUM, dt) != 0 || scalar_in(ctx, lr, "lr") != 0)
-    return -1;
   const T mom = (T)ctx->p->momentum.momentum;
-  for (int k0 = 0; k0 < n; k0 += FGC_MULTI_MAX) {
-    const MultiTable<T> tb = multi_table<T>(ctx, 3, k0, multi_count(n, k0));
-    if (tb.start[tb.n] == 0) continue;
-    multi_momentum_kernel<T><<<multi_blocks(tb.start[tb.n]), FGC_THREADS, 0, fgc_stream(ctx)>>>(
-        tb, ctx->in[lr].data, ctx->in[lr].dtype, mom, ctx->p->momentum.nesterov);
-    if (fgc_launched(ctx, "multi_apply_momentum kernel") != 0) return -1;
-  }
-  return multi_publish(ctx, sizeof(T));
+  const int nesterov = ctx->p->momentum.nesterov;
+  return multi_run<T>(ctx, dt, FGK_MULTI_MOMENTUM, "multi_apply_momentum kernel",
+                      [&](const MultiTable<T> &tb, unsigned blocks, const fg_kbuf *lr) {
+                        multi_momentum_kernel<T><<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(
+                            tb, lr->data, lr->dtype, mom, nesterov);
+                      });
 }
 int fgc_multi_apply_momentum_f32(const fg_kctx *ctx) { return multi_momentum<float>(ctx, FG_F32); }
 int fgc_multi_apply_momentum_f64(const fg_kctx *ctx) { return multi_momentum<double>(ctx, FG_F64); }
 
 template <typename T> static int multi_adam(const fg_kctx *ctx, fg_dtype dt) {
-  const int n = ctx->n_out, lr = 4 * n;
-  if (fgk_multi_optim_check(ctx, FGK_MULTI_ADAM, dt) != 0 || scalar_in(ctx, lr, "lr") != 0 ||
-      scalar_in(ctx, lr + 1, "step") != 0 || fgc_need_flag(ctx) != 0)
-    return -1;
   const fg_adam_params *p = &ctx->p->adam;
-  /* Launched even for empty variables, so a bad step is still reported. */
-  for (int k0 = 0; k0 < n; k0 += FGC_MULTI_MAX) {
-    const MultiTable<T> tb = multi_table<T>(ctx, 4, k0, multi_count(n, k0));
-    multi_adam_kernel<T><<<multi_blocks(tb.start[tb.n]), FGC_THREADS, 0, fgc_stream(ctx)>>>(
-        tb, ctx->in[lr].data, ctx->in[lr].dtype, ctx->in[lr + 1].data, ctx->in[lr + 1].dtype,
-        lr + 1, p->beta1, p->beta2, p->epsilon, p->weight_decay, p->l2, ctx->cuda->error_flag);
-    if (fgc_launched(ctx, "multi_apply_adam kernel") != 0) return -1;
-  }
-  return multi_publish(ctx, sizeof(T));
+  const int step_input = 4 * ctx->n_out + 1;
+  return multi_run<T>(ctx, dt, FGK_MULTI_ADAM, "multi_apply_adam kernel",
+                      [&](const MultiTable<T> &tb, unsigned blocks, const fg_kbuf *lr) {
+                        multi_adam_kernel<T><<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(
+                            tb, lr->data, lr->dtype, lr[1].data, lr[1].dtype, step_input,
+                            p->beta1, p->beta2, p->epsilon, p->weight_decay, p->l2,
+                            ctx->cuda->error_flag);
+                      });
 }
 int fgc_multi_apply_adam_f32(const fg_kctx *ctx) { return multi_adam<float>(ctx, FG_F32); }
 int fgc_multi_apply_adam_f64(const fg_kctx *ctx) { return multi_adam<double>(ctx, FG_F64); }
