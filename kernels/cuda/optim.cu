@@ -181,20 +181,32 @@ __device__ __forceinline__ void adam_elem(T &var, T &m, T &v, T gi, const AdamC<
   var = x - c.step_size * (mi / (o_sqrt(vi) / c.bc2_sqrt + c.eps));
 }
 
+/* Thread 0's part of an Adam launch: the step's scalars (into shared
+ * memory), and 0 for a step below 1, which block 0 reports as input
+ * step_input. */
+template <typename T>
+__device__ __forceinline__ int adam_scalars(const void *lr_p, int lr_dt, const void *step_p,
+                                            int step_dt, int step_input, double beta1,
+                                            double beta2, double wd, int *flag, T *step_size,
+                                            T *bc2_sqrt, T *keep) {
+  const double lr = read_scalar(lr_p, lr_dt), t = read_scalar(step_p, step_dt);
+  const int ok = t >= 1; /* false for NaN too */
+  if (!ok && blockIdx.x == 0) fgc_raise(flag, FG_CUDA_ERR_ADAM_STEP, step_input, 0, 0, t);
+  *step_size = (T)(lr / (1.0 - pow(beta1, t)));
+  *bc2_sqrt = (T)sqrt(1.0 - pow(beta2, t));
+  *keep = (T)(1.0 - lr * wd);
+  return ok;
+}
+
 template <typename T, int V>
 __global__ void adam_kernel(T *var, T *m, T *v, const T *g, int64_t n, const void *lr_p, int lr_dt,
                             const void *step_p, int step_dt, double beta1, double beta2,
                             double epsilon, double wd, double l2, int *flag) {
   __shared__ T step_size, bc2_sqrt, keep;
   __shared__ int ok;
-  if (threadIdx.x == 0) {
-    const double lr = read_scalar(lr_p, lr_dt), t = read_scalar(step_p, step_dt);
-    ok = t >= 1; /* false for NaN too */
-    if (!ok && blockIdx.x == 0) fgc_raise(flag, FG_CUDA_ERR_ADAM_STEP, 5, 0, 0, t);
-    step_size = (T)(lr / (1.0 - pow(beta1, t)));
-    bc2_sqrt = (T)sqrt(1.0 - pow(beta2, t));
-    keep = (T)(1.0 - lr * wd);
-  }
+  if (threadIdx.x == 0)
+    ok = adam_scalars(lr_p, lr_dt, step_p, step_dt, 5, beta1, beta2, wd, flag, &step_size,
+                      &bc2_sqrt, &keep);
   __syncthreads();
   if (!ok) return;
   const AdamC<T> c = {step_size,        bc2_sqrt,         keep,       (T)beta1, (T)beta2,
@@ -305,14 +317,9 @@ __global__ void multi_adam_kernel(MultiTable<T> tb, const void *lr_p, int lr_dt,
                                   double epsilon, double wd, double l2, int *flag) {
   __shared__ T step_size, bc2_sqrt, keep;
   __shared__ int ok;
-  if (threadIdx.x == 0) {
-    const double lr = read_scalar(lr_p, lr_dt), t = read_scalar(step_p, step_dt);
-    ok = t >= 1; /* false for NaN too */
-    if (!ok && blockIdx.x == 0) fgc_raise(flag, FG_CUDA_ERR_ADAM_STEP, step_input, 0, 0, t);
-    step_size = (T)(lr / (1.0 - pow(beta1, t)));
-    bc2_sqrt = (T)sqrt(1.0 - pow(beta2, t));
-    keep = (T)(1.0 - lr * wd);
-  }
+  if (threadIdx.x == 0)
+    ok = adam_scalars(lr_p, lr_dt, step_p, step_dt, step_input, beta1, beta2, wd, flag, &step_size,
+                      &bc2_sqrt, &keep);
   __syncthreads();
   if (!ok) return;
   const AdamC<T> cs = {step_size,        bc2_sqrt,   keep,  (T)beta1, (T)beta2, (T)(1.0 - beta1),
