@@ -272,9 +272,11 @@ def main():
         ratio = (graphed_s if case in CNN_CASES else eager_s) / fg_s
         if "gflops" in extra:
             print("GFLOPS %s flowgraph %s GFLOP/s" % (case, extra["gflops"]))
-        print("RATIO %s eager %.2f graphed %.2f  [target >= %.1f: target %s]  "
+        # The target's ratio decides "met"; both ratios print as named.
+        print("RATIO %s eager %.2f graphed %.2f  [target >= %.1f vs %s: target %s]  "
               "flowgraph %s, torch eager %s, torch graphed %s" %
-              (case, ratio, graphed_s / fg_s, target, "met" if ratio >= target else "missed",
+              (case, eager_s / fg_s, graphed_s / fg_s, target,
+               "graphed" if case in CNN_CASES else "eager", "met" if ratio >= target else "missed",
                fmt_time(fg_s), fmt_time(eager_s), fmt_time(graphed_s)))
         if pageable:
             print("PAGEABLE %s flowgraph %s with the batch in pageable memory "
