@@ -23,7 +23,7 @@ optimizer.zero_grad(set_to_none=True), loss.backward(), SGD(lr=0.01).
 Prints per case
 
     RATIO <case> eager <torch_eager / flowgraph> graphed <torch_graphed / flowgraph>
-          [target >= T: target met|missed]
+          [target >= T vs eager|graphed: target met|missed]
 
 (the target is against eager, as the issue states it, but for
 gpu_resnet18_cifar_train: against graphed; that case runs the CNN driver,
