@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "test_passes_util.h"
 
@@ -213,10 +212,9 @@ FG_TEST(passes_session_save_then_run, "") {
   fg_status *st = fg_status_new();
   fg_session *s = fg_session_new(g, NULL, st);
   FG_REQUIRE(s);
-  char path[] = "/tmp/fg_passes_saveXXXXXX";
-  int fd = mkstemp(path);
-  FG_REQUIRE(fd >= 0);
-  close(fd);
+  char dir[256], path[300];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_passes_save"));
+  snprintf(path, sizeof path, "%s/model.fgb", dir);
   FG_CHECK(fg_session_save(s, path, st) == 0);
   /* After the save lent values through the graph's attributes, the
    * session's optimized copy still runs. */
@@ -230,7 +228,7 @@ FG_TEST(passes_session_save_then_run, "") {
   fg_tensor_free(loss);
   fg_tensor_free(x);
   fg_tensor_free(y);
-  unlink(path);
+  fgt_rmtree(dir);
   fg_session_free(s);
   fg_status_free(st);
   fg_graph_free(g);
@@ -249,12 +247,11 @@ FG_TEST(passes_session_other_session_saves_shared_graph, "") {
   fg_status *st = fg_status_new();
   fg_session *a = fg_session_new(g, NULL, st), *b = fg_session_new(g, NULL, st);
   FG_REQUIRE(a && b);
-  char path[] = "/tmp/fg_passes_sharedXXXXXX";
-  int fd = mkstemp(path);
-  FG_REQUIRE(fd >= 0);
-  close(fd);
+  char dir[256], path[300];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_passes_shared"));
+  snprintf(path, sizeof path, "%s/model.fgb", dir);
   FG_CHECK(fg_session_save(a, path, st) == 0);
-  unlink(path);
+  fgt_rmtree(dir);
   fg_tensor *xt = x3(1, 2, 3), *y = NULL, *vv = fg_session_variable(b, "v", st);
   fg_feed f = {"x", xt};
   const char *fetch = "y";
