@@ -144,11 +144,8 @@ def main():
         rows.append("| %s | %.4g | %.4g | %.2fx (>= %.1f) | %s | %.1f / %.1f MiB | %.0f / %.0f MiB |"
                     % (c, tf * 1e3, tt * 1e3, ratio, TARGETS[c], last["gflops"], arena, bound,
                        mib(last["maxrss_kb"], 1024), mib(lt["maxrss_kb"], 1024)))
-    print()
-    print("| case | flowgraph ms | PyTorch ms | speed-up (target) | GFLOP/s | arena / bound |"
-          " peak RSS fg / torch |")
-    print("|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    torch_common.print_table(["case", "flowgraph ms", "PyTorch ms", "speed-up (target)",
+                              "GFLOP/s", "arena / bound", "peak RSS fg / torch"], rows)
 
 
 if __name__ == "__main__":

@@ -139,11 +139,8 @@ def main():
                     " %.0f / %.0f MiB |" %
                     (c, tf * 1e3, te * 1e3, tj * 1e3, re_, rj, float(last["import_s"]),
                      arena, bound, mib(last["maxrss_kb"], 1024), mib(lt["maxrss_kb"], 1024)))
-    print()
-    print("| case | flowgraph ms | eager ms | jit ms | vs eager | vs jit | import s |"
-          " arena / bound | peak RSS fg / torch |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    torch_common.print_table(["case", "flowgraph ms", "eager ms", "jit ms", "vs eager", "vs jit",
+                              "import s", "arena / bound", "peak RSS fg / torch"], rows)
 
 
 if __name__ == "__main__":

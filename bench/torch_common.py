@@ -91,6 +91,15 @@ def run_torch_case(prog, script, case):
     return keyed_line(prog, [sys.executable, script, "--torch", case], "TORCH", case)
 
 
+def print_table(columns, rows):
+    """A Markdown table after a blank line: the header of `columns`, then `rows`
+    (already formatted lines)."""
+    print()
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    print("\n".join(rows))
+
+
 def mib(v, unit):
     """v units (1: bytes, 1024: KiB) in MiB."""
     return float(v) * unit / 2 ** 20
