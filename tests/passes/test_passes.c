@@ -399,15 +399,16 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
   FG_CHECK(fg_optimize(g, &po, &fetch, 1, &r, st) == NULL);
   FG_CHECK(r == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
-  FG_CHECK_STR(fg_status_message(st),
-               "unknown pass 'fold_everything' (known: simplify, fold, fold_inference, cse, dce)");
+  FG_CHECK_STR(fg_status_message(st), "unknown pass 'fold_everything' (known: simplify, fold, "
+                                      "fold_inference, cse, xent_grad, dce)");
   fg_session_options so;
   fg_session_options_init(&so);
   so.passes = "dce, nope";
   FG_CHECK(fg_session_new(g, &so, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
-  FG_CHECK_STR_CONTAINS(fg_status_message(st),
-                        "unknown pass 'nope' (known: simplify, fold, fold_inference, cse, dce)");
+  FG_CHECK_STR_CONTAINS(
+      fg_status_message(st),
+      "unknown pass 'nope' (known: simplify, fold, fold_inference, cse, xent_grad, dce)");
   FG_CHECK(fg_pass_list_check("simplify,dce", st) == 0);
   const char *missing = "nothere";
   FG_CHECK(fg_optimize(g, NULL, &missing, 1, NULL, st) == NULL);
