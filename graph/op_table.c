@@ -608,6 +608,12 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_LOGICAL_OR] = {"logical_or", 2, 2, 1, EW | INPL, fgi_infer_logical,
                           fgi_flops_elementwise, 0, "a, b", NULL, NULL,
                           "a || b, bool, broadcasting"},
+    [FG_OP_SOFTMAX_CROSS_ENTROPY_GRAD] =
+        {"softmax_cross_entropy_grad", 3, 3, 1, 0,
+         fgi_infer_softmax_cross_entropy_grad, fgi_flops_softmax_cross_entropy, 0,
+         "logits, labels, dy", NULL, NULL,
+         "(softmax(logits) - one_hot(labels)) * dy / N: the "
+         "gradient of softmax_cross_entropy in one pass"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

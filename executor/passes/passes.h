@@ -41,6 +41,10 @@ int fg_pass_graph_own_attrs(fg_pass_graph *w, int id);
  * its name and output type stay, so `value` must have that type. 0 or -1
  * (out of memory). */
 int fg_pass_graph_set_constant(fg_pass_graph *w, int id, fg_tensor *value);
+/* Rewrites node id in place into `op` reading `inputs` (copied), with no
+ * attributes but its placement; its name and output types stay, so the
+ * new op must compute a value of those types. 0 or -1 (out of memory). */
+int fg_pass_graph_set_op(fg_pass_graph *w, int id, int op, const fg_output *inputs, int n_inputs);
 /* Node id's attributes replaced by a deep copy of src. 0 or -1. */
 int fg_pass_graph_set_attrs(fg_pass_graph *w, int id, const struct fg_attrs *src);
 
@@ -102,6 +106,9 @@ int fg_pass_replace(fg_pass_ctx *ctx, int id, fg_output by, const char *action, 
 /* Records a change of node id ("into" NULL for removals). 0 or -1. */
 int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *into, const char *rule,
                    fg_status *st);
+/* uses[id] (n_nodes ints, from the caller): how many input edges of live
+ * nodes read node id, after the replacements so far. */
+void fg_pass_count_uses(const fg_pass_ctx *ctx, int *uses);
 /* 1 for a node whose output is variable state or whose run has an effect
  * (stateful, collective), or that draws random values: passes leave such
  * nodes where they are. */
@@ -115,6 +122,7 @@ int fg_pass_cse(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_simplify(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fold(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_xent_grad(fg_pass_ctx *ctx, fg_status *st);
 
 /* The report (report.c). */
 int fg_pass_report_add(fg_pass_report *r, const char *pass, const char *action, const char *node,

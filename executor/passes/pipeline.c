@@ -23,6 +23,10 @@ const fg_pass_def fg_passes[] = {
      "(constant false training, constant parameters) folded into the conv2d or matmul before it",
      1, fg_pass_fold_inference},
     {"cse", "common subexpressions: equal pure nodes on equal inputs compute once", 1, fg_pass_cse},
+    {"xent_grad",
+     "softmax cross-entropy's gradient (softmax, one_hot, sub, numel, div, mul) as one "
+     "softmax_cross_entropy_grad node",
+     1, fg_pass_xent_grad},
     {"dce", "dead nodes: nodes no kept node needs are removed", 1, fg_pass_dce},
 };
 const int n_fg_passes = (int)(sizeof fg_passes / sizeof fg_passes[0]);

@@ -106,7 +106,9 @@ extern "C" {
   /* logical.cu */                                                                                 \
   FGK_ANY(X, "logical_not", fgc_logical_not)                                                       \
   FGK_ANY(X, "logical_and", fgc_logical_and)                                                       \
-  FGK_ANY(X, "logical_or", fgc_logical_or)
+  FGK_ANY(X, "logical_or", fgc_logical_or)                                                         \
+  /* softmax.cu */                                                                                 \
+  FGK_FLOAT(X, "softmax_cross_entropy_grad", fgc_softmax_xent_grad)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
