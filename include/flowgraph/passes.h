@@ -7,7 +7,10 @@
  * applies to the graph before making the session): the user's fg_graph is
  * never changed. fg_session_options.no_passes and .passes (flowgraph/
  * session.h) choose the passes; the environment variable FG_PASSES=off
- * turns them off for every session of the process.
+ * turns them off for every session of the process, and FG_PASSES=LIST (a
+ * pass list as fg_pass_options.passes takes it) runs that list in every
+ * session whose options name no list (an unknown name fails the session
+ * with the message of fg_pass_list_check).
  *
  * What a pass may do (every pass keeps these):
  * - Fetch names keep working: in a session every node keeps its name and

@@ -55,6 +55,25 @@ FG_TEST(passes_session_default_on_option_and_env_off, "") {
   o.passes = NULL;
   setenv("FG_PASSES", "off", 1);
   FG_CHECK_INT(plan_steps(g, &o, "out"), off);
+  /* A list in FG_PASSES runs in sessions that name none. */
+  setenv("FG_PASSES", "cse", 1);
+  FG_CHECK_INT(plan_steps(g, &o, "out"), off - 1);
+  o.passes = "dce";
+  FG_CHECK_INT(plan_steps(g, &o, "out"), off);
+  o.passes = NULL;
+  setenv("FG_PASSES", "cse,nope", 1);
+  fg_status *st = fg_status_new();
+  fg_session *bad = fg_session_new(g, &o, st);
+  fg_tensor *t = x3(0, 1, 2);
+  fg_feed feed = {"x", t};
+  const char *fetch = "out";
+  fg_tensor *res = NULL;
+  FG_CHECK(!bad || fg_session_run(bad, &feed, 1, &fetch, 1, &res, NULL, 0, st) != 0);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "unknown pass 'nope'");
+  fg_tensor_free(res);
+  fg_tensor_free(t);
+  fg_session_free(bad);
+  fg_status_free(st);
   unsetenv("FG_PASSES");
   FG_CHECK_INT(plan_steps(g, &o, "out"), on);
   fg_tensor *x = x3(-0.0f, NAN, 1.0f);
