@@ -56,10 +56,16 @@ static fg_tensor *labels(const int32_t *v) {
   return fg_tensor_from_data(FG_I32, 1, d, v, N * sizeof *v, NULL);
 }
 
-/* Runs "dx" with the passes on (no_passes 0) or off; status in st. */
-static fg_tensor *run_dx(fg_graph *g, fg_dtype dt, const int32_t *lab, int no_passes,
-                         fg_status *st) {
-  fg_session *s = passes_session(g, 2, no_passes, st);
+/* Runs "dx" on `device` (NULL: the CPU) with the passes on (no_passes 0)
+ * or off; status in st. */
+static fg_tensor *run_dx_on(fg_graph *g, const char *device, fg_dtype dt, const int32_t *lab,
+                            int no_passes, fg_status *st) {
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.num_threads = 2;
+  o.no_passes = no_passes;
+  o.device = device;
+  fg_session *s = fg_session_new(g, &o, st);
   fg_tensor *x = logits(dt), *l = labels(lab), *out = NULL;
   fg_feed f[2] = {{"x", x}, {"labels", l}};
   const char *fetch = "dx";
@@ -79,11 +85,15 @@ static double expected(int n, int c) {
   return (exp(LOGITS[n][c] - m) / s - (c == LABELS[n])) / N;
 }
 
-static void check_values_and_bits(fg_dtype dt, double tol) {
+/* On `device`: the fused gradient against the definition, and bit for bit
+ * the unfused nodes' (passes off) on the same device. */
+static void check_values_and_bits(const char *device, fg_dtype dt, double tol) {
   fg_graph *g = xent_graph(dt);
   FG_REQUIRE(g);
   fg_status *st = fg_status_new();
-  fg_tensor *on = run_dx(g, dt, LABELS, 0, st), *off = run_dx(g, dt, LABELS, 1, st);
+  fg_tensor *on = run_dx_on(g, device, dt, LABELS, 0, st);
+  fg_tensor *off = run_dx_on(g, device, dt, LABELS, 1, st);
+  if (!on || !off) FG_FAIL_AT("%s", fg_status_message(st));
   FG_REQUIRE(on && off);
   for (int i = 0; i < N * C; i++) {
     double v = dt == FG_F32 ? ((const float *)fg_tensor_data(on))[i]
@@ -117,8 +127,14 @@ FG_TEST(xent_grad_fuses_the_gradient, "") {
   fg_graph_free(g);
 }
 
-FG_TEST(xent_grad_values_and_bits_f32, "") { check_values_and_bits(FG_F32, 1e-7); }
-FG_TEST(xent_grad_values_and_bits_f64, "") { check_values_and_bits(FG_F64, 1e-15); }
+FG_TEST(xent_grad_values_and_bits_f32, "") { check_values_and_bits(NULL, FG_F32, 1e-7); }
+FG_TEST(xent_grad_values_and_bits_f64, "") { check_values_and_bits(NULL, FG_F64, 1e-15); }
+
+FG_TEST(xent_grad_cuda_values_and_bits, "gpu") {
+  if (fg_cuda_device_count() < 1) FG_SKIP_NO_GPU("no CUDA device");
+  check_values_and_bits("cuda:0", FG_F32, 1e-7);
+  check_values_and_bits("cuda:0", FG_F64, 1e-15);
+}
 
 /* The pattern built by hand; `twist` breaks it in one way. */
 static fg_graph *pattern(int twist) {
