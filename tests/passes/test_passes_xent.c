@@ -132,7 +132,7 @@ FG_TEST(xent_grad_values_and_bits_f64, "") { check_values_and_bits(NULL, FG_F64,
 
 FG_TEST(xent_grad_cuda_values_and_bits, "gpu") {
   if (fg_cuda_device_count() < 1) FG_SKIP_NO_GPU("no CUDA device");
-  check_values_and_bits("cuda:0", FG_F32, 1e-7);
+  check_values_and_bits("cuda:0", FG_F32, 5e-7); /* expf may differ from the CPU's by ulps */
   check_values_and_bits("cuda:0", FG_F64, 1e-15);
 }
 
