@@ -116,7 +116,9 @@
   /* logical.c: bool only, registered under every key (f32 and f64 for every op) */                \
   FGK_ANY(X, "logical_not", fgk_logical_not)                                                       \
   FGK_ANY(X, "logical_and", fgk_logical_and)                                                       \
-  FGK_ANY(X, "logical_or", fgk_logical_or)
+  FGK_ANY(X, "logical_or", fgk_logical_or)                                                         \
+  /* matmul.c: matmul with its bias and activation on each tile */                                 \
+  FGK_FLOAT(X, "fused_matmul", fgk_fused_matmul)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */

@@ -399,15 +399,17 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
   FG_CHECK(fg_optimize(g, &po, &fetch, 1, &r, st) == NULL);
   FG_CHECK(r == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
-  FG_CHECK_STR(fg_status_message(st),
-               "unknown pass 'fold_everything' (known: simplify, fold, fold_inference, cse, dce)");
+  FG_CHECK_STR(
+      fg_status_message(st),
+      "unknown pass 'fold_everything' (known: simplify, fold, fold_inference, cse, epilogue, dce)");
   fg_session_options so;
   fg_session_options_init(&so);
   so.passes = "dce, nope";
   FG_CHECK(fg_session_new(g, &so, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
-  FG_CHECK_STR_CONTAINS(fg_status_message(st),
-                        "unknown pass 'nope' (known: simplify, fold, fold_inference, cse, dce)");
+  FG_CHECK_STR_CONTAINS(
+      fg_status_message(st),
+      "unknown pass 'nope' (known: simplify, fold, fold_inference, cse, epilogue, dce)");
   FG_CHECK(fg_pass_list_check("simplify,dce", st) == 0);
   const char *missing = "nothere";
   FG_CHECK(fg_optimize(g, NULL, &missing, 1, NULL, st) == NULL);
@@ -420,14 +422,15 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
 }
 
 FG_TEST(passes_table_lists_the_passes, "") {
-  FG_CHECK_INT(fg_pass_count(), 5);
+  FG_CHECK_INT(fg_pass_count(), 6);
   FG_CHECK_STR(fg_pass_name(0), "simplify");
   FG_CHECK_STR(fg_pass_name(1), "fold");
   FG_CHECK_STR(fg_pass_name(2), "fold_inference");
   FG_CHECK_STR(fg_pass_name(3), "cse");
-  FG_CHECK_STR(fg_pass_name(4), "dce");
-  FG_CHECK(fg_pass_name(5) == NULL && fg_pass_description(-1) == NULL);
-  for (int i = 0; i < 5; i++)
+  FG_CHECK_STR(fg_pass_name(4), "epilogue");
+  FG_CHECK_STR(fg_pass_name(5), "dce");
+  FG_CHECK(fg_pass_name(6) == NULL && fg_pass_description(-1) == NULL);
+  for (int i = 0; i < 6; i++)
     FG_CHECK(fg_pass_default_on(i) && fg_pass_description(i)[0]);
 }
 
