@@ -11,7 +11,9 @@
  * that sum. The last node of the chain (the root) is rewritten in place
  * into fused_matmul(a, b, bias), so its name, id and output stay and its
  * consumers need no rewiring. The matmul and the add must have no
- * consumer but the next node of the chain, none of the three may be
+ * consumer but the next node of the chain (nodes that only wait for
+ * them, as an optimizer's update waits for the readers of its variable,
+ * wait for the root instead), none of the three may be
  * pinned, all lie in one device group, and a, b and bias must not be
  * variable state written between their first read and the root (the plan
  * orders a variable's reads and writes by node id, and the root reads
@@ -24,15 +26,17 @@
  * they stay, computing their own values only when a run fetches them, so
  * a session fuses regardless. The pass tells the two apart by keep[]
  * marking every node. */
+#include <limits.h>
 #include <stdlib.h>
 
 #include "executor/passes/passes.h"
 #include "graph/op_table.h"
 
 typedef struct epi_state {
-  int *uses;      /* per node: input edges of live nodes that read it */
-  char *absorbed; /* per node: already part of a fused chain */
-  int session;    /* every node kept: absorbed nodes stay, unneeded */
+  int *uses;       /* per node: data input edges of live nodes that read it */
+  int *ctrl_first; /* per node: the first live node that waits for it, or INT_MAX */
+  char *absorbed;  /* per node: already part of a fused chain */
+  int session;     /* every node kept: absorbed nodes stay, unneeded */
 } epi_state;
 
 typedef struct epi_chain {
@@ -40,17 +44,37 @@ typedef struct epi_chain {
   fg_output a, b, bias;
 } epi_chain;
 
+/* Input i of n only orders n after its producer: a group's inputs, and
+ * the control inputs past the fixed ones of after and of the updates
+ * (the optimizers order each variable's update after the nodes that read
+ * it this way). */
+static int ctrl_input(const fg_node *n, int i) {
+  const fg_op_def *d = &fg_op_table[n->op];
+  if (n->op == FG_OP_GROUP) return 1;
+  return d->max_inputs < 0 && i >= d->min_inputs &&
+         (n->op == FG_OP_AFTER || d->mutable_inputs != 0);
+}
+
 static int count_uses(const fg_pass_ctx *ctx, epi_state *s) {
   const fg_graph *g = &ctx->w->g;
-  s->uses = calloc((size_t)g->n_nodes + 1, sizeof *s->uses);
-  s->absorbed = calloc((size_t)g->n_nodes + 1, 1);
-  if (!s->uses || !s->absorbed) return -1;
+  size_t n = (size_t)g->n_nodes + 1;
+  s->uses = calloc(n, sizeof *s->uses);
+  s->ctrl_first = malloc(n * sizeof *s->ctrl_first);
+  s->absorbed = calloc(n, 1);
+  if (!s->uses || !s->ctrl_first || !s->absorbed) return -1;
   s->session = 1;
+  for (int id = 0; id < g->n_nodes; id++)
+    s->ctrl_first[id] = INT_MAX;
   for (int id = 0; id < g->n_nodes; id++) {
     s->session &= ctx->keep[id] != 0;
     if (ctx->dead[id]) continue;
-    for (int i = 0; i < g->nodes[id].n_inputs; i++)
-      s->uses[g->nodes[id].inputs[i].node]++;
+    for (int i = 0; i < g->nodes[id].n_inputs; i++) {
+      int p = g->nodes[id].inputs[i].node;
+      if (!ctrl_input(&g->nodes[id], i))
+        s->uses[p]++;
+      else if (id < s->ctrl_first[p])
+        s->ctrl_first[p] = id;
+    }
   }
   return 0;
 }
@@ -65,11 +89,13 @@ static int same_tinfo(const fg_tinfo *x, const fg_tinfo *y) {
 }
 
 /* Node id may be absorbed into a chain rooted at `root`: read once (by the
- * chain), live, unpinned, in root's group, and fetchable by nobody in
- * fg_optimize. */
+ * chain), waited for only by nodes after the root, live, unpinned, in
+ * root's group, and fetchable by nobody in fg_optimize. */
 static int absorbable(const fg_pass_ctx *ctx, const epi_state *s, int id, int root) {
   const fg_node *n = &ctx->w->g.nodes[id];
   if (ctx->dead[id] || s->absorbed[id] || s->uses[id] != 1 || fg_pass_node_pinned(n)) return 0;
+  /* Nodes that wait for it will wait for the root instead: after it. */
+  if (s->ctrl_first[id] <= root) return 0;
   if (!s->session && ctx->keep[id]) return 0;
   if (n->n_outputs != 1 || !is_float(n->outputs[0].dtype)) return 0;
   return !ctx->group || ctx->group[id] == ctx->group[root];
@@ -169,6 +195,17 @@ static int rewrite_root(fg_pass_ctx *ctx, const epi_chain *c) {
   return 0;
 }
 
+/* Nodes that waited for `part` wait for the root: it reads what part
+ * read (the optimizers order a variable's update after its readers). */
+static void rewire_waiters(fg_pass_ctx *ctx, int part, int root) {
+  fg_graph *g = &ctx->w->g;
+  for (int id = root + 1; id < g->n_nodes; id++) {
+    fg_node *n = &g->nodes[id];
+    for (int i = 0; !ctx->dead[id] && i < n->n_inputs; i++)
+      if (n->inputs[i].node == part && ctrl_input(n, i)) n->inputs[i] = (fg_output){root, 0};
+  }
+}
+
 static int fuse_chain(fg_pass_ctx *ctx, epi_state *s, const epi_chain *c, fg_status *st) {
   const fg_graph *g = &ctx->w->g;
   const char *rule = c->relu ? "matmul+add+relu" : "matmul+add";
@@ -181,6 +218,7 @@ static int fuse_chain(fg_pass_ctx *ctx, epi_state *s, const epi_chain *c, fg_sta
   for (int k = 0; k < 2; k++) {
     if (parts[k] == c->root) continue;
     s->absorbed[parts[k]] = 1;
+    if (s->ctrl_first[parts[k]] != INT_MAX) rewire_waiters(ctx, parts[k], c->root);
     /* Nothing reads it now; fg_optimize drops it, a session keeps it. */
     s->uses[parts[k]] = 0;
     if (!ctx->keep[parts[k]]) ctx->dead[parts[k]] = 1;
@@ -191,7 +229,7 @@ static int fuse_chain(fg_pass_ctx *ctx, epi_state *s, const epi_chain *c, fg_sta
 
 int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st) {
   const fg_graph *g = &ctx->w->g;
-  epi_state s = {NULL, NULL, 0};
+  epi_state s = {NULL, NULL, NULL, 0};
   for (int id = 0; id < g->n_nodes; id++)
     fg_pass_resolve_inputs(ctx, id);
   int rc = count_uses(ctx, &s);
@@ -205,6 +243,7 @@ int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st) {
       rc = fuse_chain(ctx, &s, &c, st);
   }
   free(s.uses);
+  free(s.ctrl_first);
   free(s.absorbed);
   return rc;
 }
