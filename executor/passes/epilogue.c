@@ -13,7 +13,8 @@
  * consumers need no rewiring. The matmul and the add must have no
  * consumer but the next node of the chain (nodes that only wait for
  * them, as an optimizer's update waits for the readers of its variable,
- * wait for the root instead), none of the three may be
+ * or read only their shape, as a gradient's sum_to with an unknown batch
+ * dim, read the root instead), none of the three may be
  * pinned, all lie in one device group, and a, b and bias must not be
  * variable state written between their first read and the root (the plan
  * orders a variable's reads and writes by node id, and the root reads
@@ -44,15 +45,28 @@ typedef struct epi_chain {
   fg_output a, b, bias;
 } epi_chain;
 
-/* Input i of n only orders n after its producer: a group's inputs, and
- * the control inputs past the fixed ones of after and of the updates
- * (the optimizers order each variable's update after the nodes that read
- * it this way). */
+/* Input i of n does not read its producer's values: it only orders n
+ * after it (a group's inputs, and the control inputs past the fixed ones
+ * of after and of the updates: the optimizers order each variable's
+ * update after the nodes that read it this way), or n reads only its
+ * shape and dtype (the like input of sum_to, broadcast_like and
+ * reshape_like, which gradients make with an unknown batch dim; zeros_like,
+ * ones_like, numel). Such an input may read the root instead: it has the
+ * type and run-time shape of the matmul and of the add. */
 static int ctrl_input(const fg_node *n, int i) {
   const fg_op_def *d = &fg_op_table[n->op];
-  if (n->op == FG_OP_GROUP) return 1;
-  return d->max_inputs < 0 && i >= d->min_inputs &&
-         (n->op == FG_OP_AFTER || d->mutable_inputs != 0);
+  switch (n->op) {
+  case FG_OP_GROUP: return 1;
+  case FG_OP_SUM_TO:
+  case FG_OP_BROADCAST_LIKE:
+  case FG_OP_RESHAPE_LIKE: return i == 1;
+  case FG_OP_ZEROS_LIKE:
+  case FG_OP_ONES_LIKE:
+  case FG_OP_NUMEL: return i == 0;
+  default:
+    return d->max_inputs < 0 && i >= d->min_inputs &&
+           (n->op == FG_OP_AFTER || d->mutable_inputs != 0);
+  }
 }
 
 static int count_uses(const fg_pass_ctx *ctx, epi_state *s) {
