@@ -15,6 +15,8 @@
  *   rows of a and b, in MV_LANES partial sums (lane l takes the k = l mod
  *   MV_LANES terms of the whole blocks, in order), folded lane 0 first,
  *   then the leftover terms.
+ * fused_matmul's epilogue (matvec.h) runs on each span of columns right
+ * after its sums, while the span's outputs are still in L1.
  * The hot loops are built per instruction set (FGK_CLONES): at 8 rows the
  * arithmetic, not the read of b, bounds them, and the baseline's SSE2 took
  * 1.3 to 1.8 times as long as AVX-512 there. Without fused multiply-adds
