@@ -440,7 +440,7 @@ const cli_command cli_run_command = {
     "                              machine's memory)\n"
     "  --passes LIST               the graph optimization passes to run, comma-separated,\n"
     "                              in that order (default: simplify,fold,fold_inference,\n"
-    "                              cse,dce; see\n"
+    "                              cse,epilogue,dce; see\n"
     "                              'flowgraph help optimize'); results are the same bits\n"
     "  --no-passes                 run no optimization pass (FG_PASSES=off does so for\n"
     "                              every command)\n"
