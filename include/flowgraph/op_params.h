@@ -202,11 +202,7 @@ typedef struct fg_conv_params {
  * style to the output shape; an input may be bool only where a select's
  * condition reads it. Comparisons give 1 or 0 and are read only by select
  * (a comparison is never the last instruction). */
-enum {
-  FG_FUSED_MAX_INPUTS = 16,
-  FG_FUSED_MAX_INSTRS = 32,
-  FG_FUSED_MAX_CONSTS = 32
-};
+enum { FG_FUSED_MAX_INPUTS = 16, FG_FUSED_MAX_INSTRS = 32, FG_FUSED_MAX_CONSTS = 32 };
 
 typedef enum fg_fused_opcode {
   /* binary */
