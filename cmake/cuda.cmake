@@ -101,7 +101,8 @@ if(_fg_nvcc)
   endif()
   list(APPEND FG_CUDA_LIBS ${FG_CUDNN_LIBRARY})
   include_directories(${FG_CUDNN_INCLUDE_DIR})
-  set_source_files_properties(${CMAKE_SOURCE_DIR}/kernels/cuda/cublas_lazy.cu PROPERTIES
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/kernels/cuda/cublas_lazy.cu
+    ${CMAKE_SOURCE_DIR}/kernels/cuda/cublaslt_lazy.cu PROPERTIES
     COMPILE_OPTIONS "-Xcompiler=-fvisibility=hidden"
     COMPILE_DEFINITIONS "FG_CUBLAS_DIR=\"${CUDAToolkit_LIBRARY_DIR}\"")
   message(STATUS "CUDA backend: on (${CMAKE_CUDA_COMPILER}, architectures ${CMAKE_CUDA_ARCHITECTURES})")

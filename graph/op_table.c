@@ -98,6 +98,13 @@ static const fg_attr_def a_matmul[] = {
     {"transpose_b", FG_ATTR_INT, "0", "1: use b's last two dims swapped",
      FG_PARAM(FLAG, matmul.transpose_b)},
     A_END};
+static const fg_attr_def a_fused_matmul[] = {
+    {"transpose_a", FG_ATTR_INT, "0", "1: use a's last two dims swapped",
+     FG_PARAM(FLAG, fused_matmul.transpose_a)},
+    {"transpose_b", FG_ATTR_INT, "0", "1: use b's last two dims swapped",
+     FG_PARAM(FLAG, fused_matmul.transpose_b)},
+    {"activation", FG_ATTR_STRING, "none", "applied last: \"none\" or \"relu\"", FG_NO_PARAM},
+    A_END};
 static const fg_attr_def a_shape[] = {
     {"shape", FG_ATTR_INTS, NULL, "the new dims; one may be -1 (inferred)", FG_NO_PARAM}, A_END};
 static const fg_attr_def a_perm[] = {
@@ -614,6 +621,14 @@ const fg_op_def fg_op_table[] = {
          "logits, labels, dy", NULL, NULL,
          "(softmax(logits) - one_hot(labels)) * dy / N: the "
          "gradient of softmax_cross_entropy in one pass"},
+    /* The epilogue pass's node (executor/passes/epilogue.c; graph/
+     * infer_fused_matmul.c): matmul, bias add and activation in one
+     * kernel. Made after autodiff, so it has no gradient. */
+    [FG_OP_FUSED_MATMUL] = {"fused_matmul", 3, 3, 1, 0, fgi_infer_fused_matmul,
+                            fgi_flops_fused_matmul, 0, "a, b, bias", a_fused_matmul,
+                            fgi_parse_fused_matmul,
+                            "act(a @ b + bias), bias [N] added to every row, as matmul then add "
+                            "then the activation"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -155,7 +155,8 @@
   X(LOGICAL_NOT, "logical_not")                                                                    \
   X(LOGICAL_AND, "logical_and")                                                                    \
   X(LOGICAL_OR, "logical_or")                                                                      \
-  X(SOFTMAX_CROSS_ENTROPY_GRAD, "softmax_cross_entropy_grad")
+  X(SOFTMAX_CROSS_ENTROPY_GRAD, "softmax_cross_entropy_grad")                                      \
+  X(FUSED_MATMUL, "fused_matmul")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

@@ -147,6 +147,10 @@ typedef struct fgk_mm_plan {
 } fgk_mm_plan;
 /* Checks the matmul's inputs (dtype dt) and fills pl. 0 or -1. */
 int fgk_mm_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl);
+/* The same with the transposes given (fused_matmul's), and fused_matmul's
+ * bias (input 2) checked: dtype dt, shape [N]. */
+int fgk_mm_plan_init_tr(const fg_kctx *ctx, fg_dtype dt, int ta, int tb, fgk_mm_plan *pl);
+int fgk_mm_check_bias(const fg_kctx *ctx, fg_dtype dt, const fgk_mm_plan *pl);
 
 /* A reduction over p->axes with the input dims coalesced into alternating
  * kept/reduced groups (size-1 dims dropped, neighbours of the same kind

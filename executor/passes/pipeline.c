@@ -2,7 +2,9 @@
  * simplification exposes equal subexpressions (x*1 and x meet) and leaves
  * fewer nodes to fold; folding runs before inference folding, so batch
  * norm parameters computed from constants are constants by then, and both
- * before CSE, which merges the equal constants folding makes; dead node
+ * before CSE, which merges the equal constants folding makes; epilogues
+ * fuse after CSE has merged equal products, and before element-wise
+ * fusion, which would otherwise take the bias add and relu; dead node
  * elimination sweeps what all leave behind. */
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,10 @@ const fg_pass_def fg_passes[] = {
      "softmax cross-entropy's gradient (softmax, one_hot, sub, numel, div, mul) as one "
      "softmax_cross_entropy_grad node",
      1, fg_pass_xent_grad},
+    {"epilogue",
+     "matmul epilogues: relu(matmul + bias) and matmul + bias (bias [N]) become one fused_matmul "
+     "that adds the bias and applies the relu on each tile of the product (same bits)",
+     1, fg_pass_epilogue},
     {"dce", "dead nodes: nodes no kept node needs are removed", 1, fg_pass_dce},
 };
 const int n_fg_passes = (int)(sizeof fg_passes / sizeof fg_passes[0]);

@@ -267,6 +267,17 @@ typedef struct fg_fused_params {
   double consts[FG_FUSED_MAX_CONSTS];
 } fg_fused_params;
 
+/* fused_matmul: the epilogue's activation, from its string attribute
+ * "activation" ("none" or "relu"). */
+typedef enum fg_activation { FG_ACTIVATION_NONE = 0, FG_ACTIVATION_RELU = 1 } fg_activation;
+
+/* fused_matmul: act(op(a) @ op(b) + bias). transpose_a, transpose_b (0 or
+ * 1) as matmul's; activation parsed from its name. */
+typedef struct fg_fused_matmul_params {
+  int transpose_a, transpose_b;
+  fg_activation activation;
+} fg_fused_matmul_params;
+
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
 typedef union fg_op_params {
@@ -300,6 +311,7 @@ typedef union fg_op_params {
   fg_dropout_params dropout; /* dropout, dropout_grad */
   fg_conv_params conv;       /* conv2d, its gradients and conv_transpose2d */
   fg_fused_params fused;     /* fused_elementwise */
+  fg_fused_matmul_params fused_matmul;
 } fg_op_params;
 
 #ifdef __cplusplus

@@ -59,6 +59,20 @@
  *             per run (fg_training) and variables are never folded.
  *   cse       nodes with the same op, typed attributes, inputs, output
  *             types and device compute once.
+ *   epilogue  relu(matmul(a, b) + bias) and matmul(a, b) + bias, bias of
+ *             shape [N] (the product's last dim, either operand order),
+ *             a rank-2 product or a batched one with a rank-2 b and a
+ *             not transposed: the last node becomes fused_matmul(a, b,
+ *             bias), whose kernel adds the bias and applies the relu to
+ *             each tile of the product while it is in cache (the same
+ *             bits). Only where the matmul and the add have no other
+ *             consumer, none is stateful, all share a device, and in
+ *             fg_optimize neither the matmul nor the add is kept; in a
+ *             session they stay, computed only when fetched. On a GPU
+ *             the f32 product runs through cuBLASLt with the bias and
+ *             relu in its epilogue, whose algorithm may sum in another
+ *             order than the unfused cuBLAS GEMM: within rounding there,
+ *             not bit for bit.
  *   dce       nodes nothing needs are removed.
  */
 #ifndef FLOWGRAPH_PASSES_H
@@ -95,16 +109,17 @@ FG_API int fg_pass_list_check(const char *list, fg_status *status);
 /* One rewrite a pass made. Strings are owned by the report. */
 typedef struct fg_pass_change {
   const char *pass;   /* "cse" */
-  const char *action; /* "removed", "merged", "simplified" or "folded" */
+  const char *action; /* "removed", "merged", "simplified", "folded" or "fused" */
   const char *node;   /* the node rewritten */
   /* merged, simplified, folded: the output that now stands for the node
    * ("x", "x:1"), or the node itself where it was rewritten in place (a
    * transpose of a transpose becomes one transpose; a folded constant; a
-   * batch norm become a conv2d); removed: NULL. */
+   * batch norm become a conv2d; fused: the node that now computes it,
+   * the fused_matmul); removed: NULL. */
   const char *into;
   /* simplified, folded: the rule ("x*1", "neg(neg(x))", "dropout in
-   * inference mode", "batch_norm(conv2d) into conv2d"); else NULL (a
-   * constant folded) */
+   * inference mode", "batch_norm(conv2d) into conv2d"), fused: what
+   * ("matmul+add+relu", "matmul+add"); else NULL (a constant folded) */
   const char *rule;
 } fg_pass_change;
 

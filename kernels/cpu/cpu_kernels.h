@@ -118,7 +118,9 @@
   FGK_ANY(X, "logical_and", fgk_logical_and)                                                       \
   FGK_ANY(X, "logical_or", fgk_logical_or)                                                         \
   /* softmax.c */                                                                                  \
-  FGK_FLOAT(X, "softmax_cross_entropy_grad", fgk_softmax_xent_grad)
+  FGK_FLOAT(X, "softmax_cross_entropy_grad", fgk_softmax_xent_grad)                                \
+  /* matmul.c: matmul with its bias and activation on each tile */                                 \
+  FGK_FLOAT(X, "fused_matmul", fgk_fused_matmul)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */

@@ -335,13 +335,21 @@ FG_TEST(dist_cli_profile_micro_batches, "dist") {
   FG_CHECK_STR_CONTAINS(r.out, "transfer bytes per run: 8288");
   const char *order = strstr(r.out, "Run order"), *top = strstr(r.out, "Top by time");
   FG_REQUIRE(order && top);
+  const char *env = getenv("FG_PASSES");
+  const int passes = !env || (strcmp(env, "off") != 0 && strcmp(env, "0") != 0);
   for (int k = 0; k < 4; k++) {
     char node[64];
     /* Each micro-batch's first layer on cpu:0 with its 2 rows, its loss on
-     * cpu:1, and its relu received there. */
+     * cpu:1, and its relu received there. With the passes on the first
+     * layer's matmul and bias add run inside its relu (a fused_matmul, the
+     * epilogue pass), which then shows [2,128] on cpu:0 and, received, on
+     * cpu:1. */
     snprintf(node, sizeof node, " micro_batch_%d/matmul_0 ", k);
+    FG_CHECK_INT(lines_with(order, top, node, " cpu:0 "), !passes);
+    FG_CHECK_INT(lines_with(order, top, node, " f32 [2,128]"), !passes);
+    snprintf(node, sizeof node, " micro_batch_%d/relu_2 ", k);
     FG_CHECK_INT(lines_with(order, top, node, " cpu:0 "), 1);
-    FG_CHECK_INT(lines_with(order, top, node, " f32 [2,128]"), 1);
+    FG_CHECK_INT(lines_with(order, top, node, " f32 [2,128]"), 2);
     snprintf(node, sizeof node, " micro_batch_%d/loss ", k);
     FG_CHECK_INT(lines_with(order, top, node, " cpu:1 "), 1);
     snprintf(node, sizeof node, " micro_batch_%d/relu_2 ", k);

@@ -322,12 +322,16 @@ static int needed_steps(const char *path, const char *target) {
 
 /* ---- plan ---------------------------------------------------------------------- */
 
+/* The plans and profiles of the model's own nodes, checked by hand, are
+ * taken with --no-passes; cli_plan_mlp_fused checks the default plan,
+ * where the epilogue pass has fused each matmul and its bias add (and
+ * relu). */
 FG_TEST(cli_plan_mlp, "") {
   FG_REQUIRE(setup_mlp() == 0);
   cli_result r;
   char in[600];
   snprintf(in, sizeof in, "x=%s", tpath("x.npy"));
-  FG_REQUIRE(cli(&r, "plan", tpath("mlp.fgb"), "-i", in, NULL) == 0);
+  FG_REQUIRE(cli(&r, "plan", tpath("mlp.fgb"), "-i", in, "--no-passes", NULL) == 0);
   CHECK_OK(r);
   long long v[3];
   FG_REQUIRE(last_three_keys(r.out, v) == 0);
@@ -373,6 +377,31 @@ FG_TEST(cli_plan_mlp, "") {
   fgt_rmtree(tmpdir);
 }
 
+/* The default plan of the same model: h = relu(x @ W1 + b1) and logits =
+ * h @ W2 + b2 are one fused_matmul each (the user's names and ops stay),
+ * so the arena holds h (24 bytes) and logits (16), one 64-byte block each,
+ * both live at step 1: 128 bytes. */
+FG_TEST(cli_plan_mlp_fused, "") {
+  FG_REQUIRE(setup_mlp() == 0);
+  cli_result r;
+  char in[600];
+  snprintf(in, sizeof in, "x=%s", tpath("x.npy"));
+  FG_REQUIRE(cli(&r, "plan", tpath("mlp.fgb"), "-i", in, NULL) == 0);
+  CHECK_OK(r);
+  FG_CHECK_STR_CONTAINS(r.out, ": 3 steps,");
+  FG_CHECK_STR_CONTAINS(r.out, "\n      0  h       relu\n      1  logits  add\n"
+                               "      2  probs   softmax\n");
+  trow t;
+  FG_CHECK(tensor_row(r.out, "mm1:0", &t) != 0 && tensor_row(r.out, "add1:0", &t) != 0);
+  FG_REQUIRE(tensor_row(r.out, "h:0", &t) == 0);
+  FG_CHECK_STR_EQ(t.life, "0..1");
+  FG_CHECK_INT(t.size, 24);
+  FG_CHECK_INT(key_value(r.out, "arena_bytes"), 128);
+  FG_CHECK_INT(key_value(r.out, "naive_bytes"), 128);
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
 FG_TEST(cli_plan_hand_checked_chain, "") {
   FG_REQUIRE(make_tmpdir());
   FG_REQUIRE(build_chain(tpath("chain.fgb")) == 0);
@@ -413,7 +442,7 @@ FG_TEST(cli_plan_fetch_subset_and_batch, "") {
   FG_REQUIRE(setup_mlp() == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "plan", tpath("mlp.fgb"), "--random-inputs", "--batch", "5", "--fetch", "h",
-                 NULL) == 0);
+                 "--no-passes", NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, ": 3 steps,");
   FG_CHECK_STR_CONTAINS(r.out, "fetches: h\n");
@@ -510,8 +539,8 @@ FG_TEST(cli_profile_tables, "") {
   cli_result r;
   char in[600];
   snprintf(in, sizeof in, "x=%s", tpath("x.npy"));
-  FG_REQUIRE(cli(&r, "profile", tpath("mlp.fgb"), "-i", in, "--runs", "4", "--warmup", "2", NULL) ==
-             0);
+  FG_REQUIRE(cli(&r, "profile", tpath("mlp.fgb"), "-i", in, "--runs", "4", "--warmup", "2",
+                 "--no-passes", NULL) == 0);
   CHECK_OK(r);
   char *order = section(r.out, "Run order"), *top = section(r.out, "Top by time");
   char *sum = section(r.out, "Summary by op type"), *tim = section(r.out, "Timings");
@@ -563,7 +592,7 @@ FG_TEST(cli_profile_trace, "") {
   FG_REQUIRE(setup_mlp() == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "profile", tpath("mlp.fgb"), "--random-inputs", "--batch", "2", "--runs", "3",
-                 "--threads", "2", "--trace", tpath("t.json"), NULL) == 0);
+                 "--threads", "2", "--trace", tpath("t.json"), "--no-passes", NULL) == 0);
   CHECK_OK(r);
   char *js = slurp(tpath("t.json"));
   FG_REQUIRE(js);
