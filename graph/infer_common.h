@@ -171,6 +171,10 @@ FGI_DECL_PARSE(fgi_parse_dropout)
 FGI_DECL_PARSE(fgi_parse_conv) /* infer_conv.c; all four conv ops */
 /* infer_logical.c: logical_not, logical_and, logical_or */
 FGI_DECL_INFER(fgi_infer_logical)
+/* infer_fused.c: fused_elementwise, from its program */
+FGI_DECL_INFER(fgi_infer_fused)
+FGI_DECL_PARSE(fgi_parse_fused)
+FGI_DECL_FLOPS(fgi_flops_fused)
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

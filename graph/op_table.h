@@ -154,7 +154,8 @@
   X(SYNC_BATCH_NORM_GRAD, "sync_batch_norm_grad")                                                  \
   X(LOGICAL_NOT, "logical_not")                                                                    \
   X(LOGICAL_AND, "logical_and")                                                                    \
-  X(LOGICAL_OR, "logical_or")
+  X(LOGICAL_OR, "logical_or")                                                                      \
+  X(FUSED_ELEMENTWISE, "fused_elementwise")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,
