@@ -120,8 +120,8 @@ static int parse_ref(parser *ps, fg_fused_ref *r) {
   if (s[0] == 'x' && v >= ps->n_inputs)
     return fail(ps, "argument '%.*s': the node has %d inputs", (int)(end - s), s, ps->n_inputs), -2;
   if (s[0] == 't' && v >= k)
-    return fail(ps, "argument '%.*s' refers to instruction %ld, not an earlier one",
-                (int)(end - s), s, v),
+    return fail(ps, "argument '%.*s' refers to instruction %ld, not an earlier one", (int)(end - s),
+                s, v),
            -2;
   *r = (fg_fused_ref){(uint8_t)(s[0] == 'x' ? FG_FUSED_INPUT : FG_FUSED_TEMP), (uint8_t)v};
   ps->s = end;
@@ -138,8 +138,7 @@ static int parse_const(parser *ps, fg_fused_ref *r) {
   while (c < p->n_consts && memcmp(&p->consts[c], &v, sizeof v) != 0)
     c++;
   if (c == p->n_consts) {
-    if (c == FG_FUSED_MAX_CONSTS)
-      return fail(ps, "more than %d constants", FG_FUSED_MAX_CONSTS);
+    if (c == FG_FUSED_MAX_CONSTS) return fail(ps, "more than %d constants", FG_FUSED_MAX_CONSTS);
     p->consts[p->n_consts++] = v;
   }
   *r = (fg_fused_ref){FG_FUSED_CONST, (uint8_t)c};
@@ -250,8 +249,9 @@ static int check_compares(parser *ps) {
       int sel_cond = p->ins[k].op == FG_FUSED_SELECT && a == 0;
       if (r.kind == FG_FUSED_TEMP && fg_fused_is_compare(p->ins[r.index].op) && !sel_cond) {
         ps->p->n_instrs = k;
-        return fail(ps, "argument %d reads comparison t%d; a comparison is read only as a "
-                        "select's condition",
+        return fail(ps,
+                    "argument %d reads comparison t%d; a comparison is read only as a "
+                    "select's condition",
                     a, r.index);
       }
     }
@@ -262,8 +262,7 @@ static int check_compares(parser *ps) {
   return 0;
 }
 
-int fg_fused_parse(const char *text, int n_inputs, fg_fused_params *p, char *err,
-                   size_t err_size) {
+int fg_fused_parse(const char *text, int n_inputs, fg_fused_params *p, char *err, size_t err_size) {
   memset(p, 0, sizeof *p);
   parser ps = {text ? text : "", n_inputs, p, err, err_size};
   if (n_inputs < 1 || n_inputs > FG_FUSED_MAX_INPUTS) {
@@ -355,10 +354,9 @@ int fg_fused_format(const fg_fused_params *p, char *buf, size_t size) {
     for (int a = 0; a < in->n_args; a++) {
       const fg_fused_ref r = in->arg[a];
       const char *sep = a ? ", " : "";
-      int rc = r.kind == FG_FUSED_CONST
-                   ? put(buf, size, &used, "%s%a", sep, p->consts[r.index])
-                   : put(buf, size, &used, "%s%c%d", sep, r.kind == FG_FUSED_INPUT ? 'x' : 't',
-                         r.index);
+      int rc = r.kind == FG_FUSED_CONST ? put(buf, size, &used, "%s%a", sep, p->consts[r.index])
+                                        : put(buf, size, &used, "%s%c%d", sep,
+                                              r.kind == FG_FUSED_INPUT ? 'x' : 't', r.index);
       if (rc) return -1;
     }
     for (int j = 0; j < 2 && infos[in->op].attr[j]; j++)

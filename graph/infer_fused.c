@@ -18,8 +18,7 @@ static int read_program(const fg_node *node, const fg_tinfo *in, fg_fused_params
   fg_dtype dts[FG_FUSED_MAX_INPUTS];
   for (int i = 0; i < node->n_inputs; i++)
     dts[i] = in[i].dtype;
-  if (fg_fused_check_dtypes(p, dts, dt, err, sizeof err) != 0)
-    return fgi_fail(node, st, "%s", err);
+  if (fg_fused_check_dtypes(p, dts, dt, err, sizeof err) != 0) return fgi_fail(node, st, "%s", err);
   return 0;
 }
 

@@ -2,8 +2,9 @@
  * simplification exposes equal subexpressions (x*1 and x meet) and leaves
  * fewer nodes to fold; folding runs before inference folding, so batch
  * norm parameters computed from constants are constants by then, and both
- * before CSE, which merges the equal constants folding makes; dead node
- * elimination sweeps what all leave behind. */
+ * before CSE, which merges the equal constants folding makes; fusion runs
+ * on what is left (fewer, merged nodes) and last before dead node
+ * elimination, which sweeps what all leave behind. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,10 @@ const fg_pass_def fg_passes[] = {
      "(constant false training, constant parameters) folded into the conv2d or matmul before it",
      1, fg_pass_fold_inference},
     {"cse", "common subexpressions: equal pure nodes on equal inputs compute once", 1, fg_pass_cse},
+    {"fuse",
+     "element-wise fusion: groups of float element-wise nodes of one shape become one "
+     "fused_elementwise node (one pass over memory, the same bits)",
+     1, fg_pass_fuse},
     {"dce", "dead nodes: nodes no kept node needs are removed", 1, fg_pass_dce},
 };
 const int n_fg_passes = (int)(sizeof fg_passes / sizeof fg_passes[0]);

@@ -56,6 +56,18 @@
  *             per run (fg_training) and variables are never folded.
  *   cse       nodes with the same op, typed attributes, inputs, output
  *             types and device compute once.
+ *   fuse      element-wise float nodes (add, sub, mul, div, maximum,
+ *             minimum, pow, the comparisons read by a select, select and
+ *             the unary math and activation ops) with one output shape and
+ *             dtype become one fused_elementwise node whose program
+ *             applies each node's own element function in node order (the
+ *             same bits), reading its outside inputs once. A node joins
+ *             its reader's group only when every reader of it is in the
+ *             group; one-element constants become program constants. The
+ *             group's last node is rewritten in place (action "fused",
+ *             into "fused_elementwise", rule its ops, "add+relu"); the
+ *             others are reported "absorbed" into it and stay fetchable
+ *             in a session; fg_optimize never absorbs a node it keeps.
  *   dce       nodes nothing needs are removed.
  */
 #ifndef FLOWGRAPH_PASSES_H
@@ -92,16 +104,17 @@ FG_API int fg_pass_list_check(const char *list, fg_status *status);
 /* One rewrite a pass made. Strings are owned by the report. */
 typedef struct fg_pass_change {
   const char *pass;   /* "cse" */
-  const char *action; /* "removed", "merged", "simplified" or "folded" */
+  const char *action; /* "removed", "merged", "simplified", "folded", "fused" or "absorbed" */
   const char *node;   /* the node rewritten */
   /* merged, simplified, folded: the output that now stands for the node
    * ("x", "x:1"), or the node itself where it was rewritten in place (a
    * transpose of a transpose becomes one transpose; a folded constant; a
-   * batch norm become a conv2d); removed: NULL. */
+   * batch norm become a conv2d); fused: "fused_elementwise"; absorbed: the
+   * fused node; removed: NULL. */
   const char *into;
   /* simplified, folded: the rule ("x*1", "neg(neg(x))", "dropout in
-   * inference mode", "batch_norm(conv2d) into conv2d"); else NULL (a
-   * constant folded) */
+   * inference mode", "batch_norm(conv2d) into conv2d"); fused: the ops of
+   * its program ("add+relu"); else NULL (a constant folded) */
   const char *rule;
 } fg_pass_change;
 

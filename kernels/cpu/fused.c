@@ -93,7 +93,7 @@ typedef struct operand {
     case FG_FUSED_LESS: LOOP2((T)LT); break;                                                       \
     case FG_FUSED_EQUAL: LOOP2((T)EQ); break;                                                      \
     case FG_FUSED_SELECT:                                                                          \
-      /* a (the condition) is 0/1 or any value: != 0 picks b, as select's                        \
+      /* a (the condition) is 0/1 or any value: != 0 picks b, as select's                          \
        * bool condition does. */                                                                   \
       if (A.s && B.s && C.s)                                                                       \
         for (int64_t j = 0; j < n; j++)                                                            \
@@ -135,7 +135,7 @@ typedef struct operand {
 
 /* Input k's elements [e0, e0 + n) of the output, broadcast, into buf. */
 #define FUSED_GATHER(sfx, T)                                                                       \
-  static void gather_##sfx(const fused_plan *P, int k, int64_t e0, int64_t n, T *buf) {           \
+  static void gather_##sfx(const fused_plan *P, int k, int64_t e0, int64_t n, T *buf) {            \
     const fgk_bcast bc = P->bc[k];                                                                 \
     const int64_t s = bc.strides[0][bc.rank - 1];                                                  \
     const void *data = P->in[k].data;                                                              \
@@ -177,11 +177,10 @@ typedef struct operand {
       operand ops[3];                                                                              \
       for (int a = 0; a < ins->n_args; a++) {                                                      \
         const fg_fused_ref r = ins->arg[a];                                                        \
-        ops[a] = r.kind == FG_FUSED_INPUT   ? in_ops[r.index]                                      \
-                 : r.kind == FG_FUSED_CONST ? (operand){&consts[r.index], 0}                       \
-                                            : (operand){slots + (size_t)P->slot[r.index] *         \
-                                                                    FUSED_BLOCK,                   \
-                                                        1};                                        \
+        ops[a] = r.kind == FG_FUSED_INPUT ? in_ops[r.index]                                        \
+                 : r.kind == FG_FUSED_CONST                                                        \
+                     ? (operand){&consts[r.index], 0}                                              \
+                     : (operand){slots + (size_t)P->slot[r.index] * FUSED_BLOCK, 1};               \
       }                                                                                            \
       T *d = i == p->n_instrs - 1 ? (T *)P->out->data + e0                                         \
                                   : slots + (size_t)P->slot[i] * FUSED_BLOCK;                      \
@@ -259,7 +258,7 @@ static int plan_inputs(const fg_kctx *ctx, fused_plan *P, fg_dtype dt) {
     const fgk_bcast *bc = &P->bc[k];
     if (fgk_numel(b) == 1) {
       P->kind[k] = IN_SCALAR;
-      P->scalar[k] = b->dtype == FG_BOOL   ? (double)(((const uint8_t *)b->data)[0] != 0)
+      P->scalar[k] = b->dtype == FG_BOOL  ? (double)(((const uint8_t *)b->data)[0] != 0)
                      : b->dtype == FG_F32 ? (double)((const float *)b->data)[0]
                                           : ((const double *)b->data)[0];
     } else if (b->dtype == dt && bc->rank == 1 && bc->strides[0][0] == 1) {
@@ -283,8 +282,8 @@ static int fused_impl(const fg_kctx *ctx, fg_dtype dt) {
                     fg_dtype_name(dt));
   const int64_t n = fgk_numel(&ctx->out[0]);
   if (n == 0) return 0;
-  fused_plan P = {.p = p, .in = ctx->in, .out = &ctx->out[0], .err = ctx->err,
-                  .err_size = ctx->err_size};
+  fused_plan P = {
+      .p = p, .in = ctx->in, .out = &ctx->out[0], .err = ctx->err, .err_size = ctx->err_size};
   if (plan_inputs(ctx, &P, dt) != 0) return -1;
   assign_slots(&P);
   if (P.err && P.err_size) P.err[0] = '\0';
