@@ -74,13 +74,16 @@ typedef struct operand {
 #define LT(x, y) ((x) < (y))
 #define EQ(x, y) ((x) == (y))
 
-/* One instruction over n elements of the block: d = op(args). */
-#define FUSED_INSTR(sfx, T)                                                                        \
-  FGK_CLONES static void instr_##sfx(const fg_fused_instr *in, const operand *ops, T *d,           \
-                                     int64_t n) {                                                  \
-    const operand A = ops[0], B = ops[in->n_args > 1 ? 1 : 0], C = ops[in->n_args > 2 ? 2 : 0];    \
+/* One instruction over n elements of the block: d = op(args). The binary
+ * and ternary ones are built like binary.c's loops (baseline ISA), the
+ * unary ones like elementwise_unary.c's (FGK_CLONES): where both operands
+ * of an addition are NaN, which one's payload and sign the hardware keeps
+ * depends on the operand order the compiler picks, so the fused loops
+ * mirror the loops of the ops' own kernels. */
+#define FUSED_BINARY(sfx, T)                                                                       \
+  static void binary_##sfx(const fg_fused_instr *in, const operand *ops, T *d, int64_t n) {        \
+    const operand A = ops[0], B = ops[1], C = ops[in->n_args > 2 ? 2 : 1];                         \
     const T *a = (const T *)A.p, *b = (const T *)B.p, *c = (const T *)C.p;                         \
-    const double p0 = in->attr[0], p1 = in->attr[1];                                               \
     switch (in->op) {                                                                              \
     case FG_FUSED_ADD: LOOP2(add_##sfx); break;                                                    \
     case FG_FUSED_SUB: LOOP2(sub_##sfx); break;                                                    \
@@ -108,6 +111,16 @@ typedef struct operand {
         for (int64_t j = 0; j < n; j++)                                                            \
           d[j] = a[j * A.s] != 0 ? b[j * B.s] : c[j * C.s];                                        \
       break;                                                                                       \
+    default: break;                                                                                \
+    }                                                                                              \
+  }
+#define FUSED_UNARY(sfx, T)                                                                        \
+  FGK_CLONES static void unary_##sfx(const fg_fused_instr *in, const operand *ops, T *d,           \
+                                     int64_t n) {                                                  \
+    const operand A = ops[0];                                                                      \
+    const T *a = (const T *)A.p;                                                                   \
+    const double p0 = in->attr[0], p1 = in->attr[1];                                               \
+    switch (in->op) {                                                                              \
     case FG_FUSED_NEG: LOOP1(neg_##sfx); break;                                                    \
     case FG_FUSED_EXP: LOOP1(exp_##sfx); break;                                                    \
     case FG_FUSED_LOG: LOOP1(log_##sfx); break;                                                    \
@@ -184,7 +197,10 @@ typedef struct operand {
       }                                                                                            \
       T *d = i == p->n_instrs - 1 ? (T *)P->out->data + e0                                         \
                                   : slots + (size_t)P->slot[i] * FUSED_BLOCK;                      \
-      instr_##sfx(ins, ops, d, n);                                                                 \
+      if (ins->n_args == 1)                                                                        \
+        unary_##sfx(ins, ops, d, n);                                                               \
+      else                                                                                         \
+        binary_##sfx(ins, ops, d, n);                                                              \
     }                                                                                              \
   }
 
@@ -209,8 +225,10 @@ typedef struct operand {
     free(bufs);                                                                                    \
   }
 
-FUSED_INSTR(f32, float)
-FUSED_INSTR(f64, double)
+FUSED_BINARY(f32, float)
+FUSED_BINARY(f64, double)
+FUSED_UNARY(f32, float)
+FUSED_UNARY(f64, double)
 FUSED_GATHER(f32, float)
 FUSED_GATHER(f64, double)
 FUSED_BLOCK_FN(f32, float)

@@ -35,6 +35,20 @@ static inline fg_graph *optimize1(const fg_graph *g, const char *fetch, fg_pass_
   return o;
 }
 
+/* The default pipeline without fuse, for tests of the other passes whose
+ * nodes fuse would take into fused_elementwise nodes. */
+#define NO_FUSE "simplify,fold,fold_inference,cse,dce"
+
+static inline fg_graph *optimize_passes(const fg_graph *g, const char *fetch, const char *passes,
+                                        fg_pass_report **r) {
+  fg_status *st = fg_status_new();
+  fg_pass_options po = {0, passes};
+  fg_graph *o = fg_optimize(g, &po, &fetch, 1, r, st);
+  if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
+  fg_status_free(st);
+  return o;
+}
+
 /* A session on g with `threads` threads, the passes on (no_passes 0) or off. */
 static inline fg_session *passes_session(fg_graph *g, int threads, int no_passes, fg_status *st) {
   fg_session_options o;
