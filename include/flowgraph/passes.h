@@ -19,8 +19,11 @@
  *   are never merged or removed while their effect is needed; a value
  *   read from a variable is never moved past an update of it.
  * - Results are bit for bit those of the graph without passes, but for
- *   fold_inference's batch norm folding (fg_optimize only, see below), and
- *   for a folded node placed on a GPU, which holds the CPU kernel's bits.
+ *   fold_inference's batch norm folding (fg_optimize only, see below), for
+ *   a folded node placed on a GPU, which holds the CPU kernel's bits, and
+ *   for the sign and payload of a NaN that a fused addition or
+ *   multiplication of two NaNs gives (which operand's NaN the hardware
+ *   keeps follows the compiler's operand order).
  *
  * The passes (fg_pass_name order is the default pipeline's):
  *   simplify  x*1, x/1, x+(-0.0), x-(+0.0) (any zero for integers): x, when
