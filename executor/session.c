@@ -43,11 +43,24 @@ static const char *op_label(const fg_graph *g, int id) {
   return fg_fused_label(a && a->type == FG_ATTR_STRING ? a->s : NULL, n->n_inputs);
 }
 
+/* The passes a session runs: its list, or the default pipeline; with
+ * check_numerics the default without fuse, so that the node named for a
+ * NaN or an infinity is the node that made it, not a fused node holding it. */
+static const char *pass_list(const fg_session *s, char *buf, size_t size) {
+  if (s->passes || !s->opts.check_numerics) return s->passes;
+  buf[0] = '\0';
+  for (int i = 0; i < fg_pass_count(); i++)
+    if (fg_pass_default_on(i) && strcmp(fg_pass_name(i), "fuse") != 0)
+      snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? "," : "", fg_pass_name(i));
+  return buf;
+}
+
 /* The optimized copy for the graph's current version and placement. */
 static int run_passes(fg_session *s, fg_status *st) {
   fg_pass_graph_free(s->opt);
   const fg_dist_exec *dx = fg_dist_session_exec(s->dist);
-  fg_pass_options po = {s->opts.no_passes, s->passes};
+  char list[256];
+  fg_pass_options po = {s->opts.no_passes, pass_list(s, list, sizeof list)};
   s->opt = fg_passes_for_session(s->g, &po, dx ? dx->node_dev : NULL,
                                  fg_dist_session_host_nodes(s->dist), st);
   return s->opt || fg_status_code(st) == FG_OK ? 0 : -1;

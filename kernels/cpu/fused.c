@@ -12,14 +12,15 @@
  * what the unfused nodes compute, so fused and unfused results are equal.
  * Elements are independent: neither the block size nor the split over
  * threads changes a result. */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/elementwise_scalar.h"
 
-/* Elements per block: 4 KiB of f64 per buffer. */
+/* Elements per block: at most 512 (4 KiB of f64 per buffer), fewer when a
+ * program needs many buffers, so that all of them fit FUSED_STACK bytes on
+ * the stack of the thread running the block (a run allocates nothing). */
 #define FUSED_BLOCK 512
+#define FUSED_STACK 65536
 
 /* How an input reaches the block. */
 enum { IN_DIRECT, IN_SCALAR, IN_GATHER };
@@ -33,8 +34,7 @@ typedef struct fused_plan {
   int slot[FG_FUSED_MAX_INSTRS]; /* instruction -> its result's buffer (the last: none) */
   int n_slots, n_gather;
   int gather_buf[FG_FUSED_MAX_INPUTS]; /* IN_GATHER input -> buffer */
-  char *err;
-  size_t err_size;
+  int64_t block;                       /* elements per block */
 } fused_plan;
 
 /* One operand of an instruction over a block: a pointer and a stride of 1
@@ -173,14 +173,14 @@ typedef struct operand {
                           const T *scalars) {                                                      \
     const fg_fused_params *p = P->p;                                                               \
     operand in_ops[FG_FUSED_MAX_INPUTS];                                                           \
-    T *slots = bufs + (size_t)P->n_gather * FUSED_BLOCK;                                           \
+    T *slots = bufs + (size_t)P->n_gather * P->block;                                              \
     for (int k = 0; k < p->n_inputs; k++) {                                                        \
       if (P->kind[k] == IN_DIRECT) {                                                               \
         in_ops[k] = (operand){(const T *)P->in[k].data + e0, 1};                                   \
       } else if (P->kind[k] == IN_SCALAR) {                                                        \
         in_ops[k] = (operand){&scalars[k], 0};                                                     \
       } else {                                                                                     \
-        T *buf = bufs + (size_t)P->gather_buf[k] * FUSED_BLOCK;                                    \
+        T *buf = bufs + (size_t)P->gather_buf[k] * P->block;                                       \
         gather_##sfx(P, k, e0, n, buf);                                                            \
         in_ops[k] = (operand){buf, 1};                                                             \
       }                                                                                            \
@@ -193,10 +193,10 @@ typedef struct operand {
         ops[a] = r.kind == FG_FUSED_INPUT ? in_ops[r.index]                                        \
                  : r.kind == FG_FUSED_CONST                                                        \
                      ? (operand){&consts[r.index], 0}                                              \
-                     : (operand){slots + (size_t)P->slot[r.index] * FUSED_BLOCK, 1};               \
+                     : (operand){slots + (size_t)P->slot[r.index] * P->block, 1};                  \
       }                                                                                            \
-      T *d = i == p->n_instrs - 1 ? (T *)P->out->data + e0                                         \
-                                  : slots + (size_t)P->slot[i] * FUSED_BLOCK;                      \
+      T *d =                                                                                       \
+          i == p->n_instrs - 1 ? (T *)P->out->data + e0 : slots + (size_t)P->slot[i] * P->block;   \
       if (ins->n_args == 1)                                                                        \
         unary_##sfx(ins, ops, d, n);                                                               \
       else                                                                                         \
@@ -214,15 +214,11 @@ typedef struct operand {
       consts[c] = (T)P->p->consts[c];                                                              \
     for (int k = 0; k < P->p->n_inputs; k++)                                                       \
       scalars[k] = (T)P->scalar[k];                                                                \
-    size_t nb = (size_t)(P->n_gather + P->n_slots) * FUSED_BLOCK;                                  \
-    T *bufs = malloc((nb ? nb : 1) * sizeof(T));                                                   \
-    if (!bufs) {                                                                                   \
-      snprintf(P->err, P->err_size, "out of memory for the block buffers");                        \
-      return;                                                                                      \
-    }                                                                                              \
-    for (int64_t e = e0; e < e1; e += FUSED_BLOCK)                                                 \
-      block_##sfx(P, e, e1 - e < FUSED_BLOCK ? e1 - e : FUSED_BLOCK, bufs, consts, scalars);       \
-    free(bufs);                                                                                    \
+    _Alignas(64) unsigned char stack[FUSED_STACK];                                                 \
+    T *bufs = (T *)(void *)stack;                                                                  \
+    const int64_t B = P->block;                                                                    \
+    for (int64_t e = e0; e < e1; e += B)                                                           \
+      block_##sfx(P, e, e1 - e < B ? e1 - e : B, bufs, consts, scalars);                           \
   }
 
 FUSED_BINARY(f32, float)
@@ -300,15 +296,15 @@ static int fused_impl(const fg_kctx *ctx, fg_dtype dt) {
                     fg_dtype_name(dt));
   const int64_t n = fgk_numel(&ctx->out[0]);
   if (n == 0) return 0;
-  fused_plan P = {
-      .p = p, .in = ctx->in, .out = &ctx->out[0], .err = ctx->err, .err_size = ctx->err_size};
+  fused_plan P = {.p = p, .in = ctx->in, .out = &ctx->out[0]};
   if (plan_inputs(ctx, &P, dt) != 0) return -1;
   assign_slots(&P);
-  if (P.err && P.err_size) P.err[0] = '\0';
+  const int n_bufs = P.n_gather + P.n_slots;
+  P.block = n_bufs ? FUSED_STACK / (int64_t)fg_dtype_size(dt) / n_bufs / 16 * 16 : FUSED_BLOCK;
+  if (P.block > FUSED_BLOCK) P.block = FUSED_BLOCK;
   /* A transcendental instruction costs as much as a memory pass. */
   int64_t grain = p->n_instrs > 2 ? FGK_GRAIN_MATH : FGK_GRAIN_CHEAP;
   fgk_parallel_for(ctx, n, grain, dt == FG_F32 ? range_f32 : range_f64, &P);
-  if (P.err && P.err_size && P.err[0]) return -1;
   return 0;
 }
 
