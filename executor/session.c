@@ -34,10 +34,8 @@ static fg_tensor *var_lookup(void *ctx, int node) {
 /* The graph plans are built from and run on. */
 static const fg_graph *exec_graph(const fg_session *s) { return s->opt ? &s->opt->g : s->g; }
 
-/* The op run metadata names for node id of the graph plans run: a fused
- * node with the ops its program holds ("fused_elementwise[add+relu]"). */
-static const char *op_label(const fg_graph *g, int id) {
-  const fg_node *n = &g->nodes[id];
+const char *fg_session_op_label(const fg_session *s, int id) {
+  const fg_node *n = &exec_graph(s)->nodes[id];
   if (n->op != FG_OP_FUSED_ELEMENTWISE) return fg_op_table[n->op].name;
   const fg_attr *a = fg_attrs_find(&n->attrs, "program");
   return fg_fused_label(a && a->type == FG_ATTR_STRING ? a->s : NULL, n->n_inputs);
@@ -454,7 +452,7 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
     t->name = n->name;
     t->op = fg_step_is_recv(step)        ? "recv"
             : step->xfer == FG_XFER_SEND ? "send"
-                                         : op_label(exec_graph(s), step->node);
+                                         : fg_session_op_label(s, step->node);
     t->device = fg_session_step_device(s, plan, si);
     const fg_kbuf *b = &plan->slots[step->out_slots[0]];
     t->dtype = b->dtype;

@@ -333,13 +333,17 @@ FG_TEST(cli_plan_mlp, "") {
   FG_REQUIRE(last_three_keys(r.out, v) == 0);
   FG_CHECK(v[0] <= v[2]);
   FG_CHECK(v[1] <= v[0]);
-  /* mm1 add1 h mm2 logits probs; the five sources are not steps. */
-  FG_CHECK_STR_CONTAINS(r.out, ": 6 steps,");
-  const char *order[6][2] = {{"mm1", "matmul"}, {"add1", "add"},   {"h", "relu"},
-                             {"mm2", "matmul"}, {"logits", "add"}, {"probs", "softmax"}};
+  /* mm1 h mm2 logits probs, the fuse pass having taken add1 into h; the
+   * five sources are not steps. */
+  FG_CHECK_STR_CONTAINS(r.out, ": 5 steps,");
+  const char *order[5][2] = {{"mm1", "matmul"},
+                             {"h", "fused_elementwise[add+relu]"},
+                             {"mm2", "matmul"},
+                             {"logits", "add"},
+                             {"probs", "softmax"}};
   const char *p = strstr(r.out, "\nsteps:");
   FG_REQUIRE(p);
-  for (int s = 0; s < 6; s++) {
+  for (int s = 0; s < 5; s++) {
     char line[128];
     snprintf(line, sizeof line, "\n  %5d  %s", s, order[s][0]);
     const char *q = strstr(p, line);
@@ -349,8 +353,9 @@ FG_TEST(cli_plan_mlp, "") {
     const char *op = strstr(q + 1, order[s][1]), *eol = strchr(q + 1, '\n');
     FG_CHECK(op != NULL && (eol == NULL || op < eol));
   }
-  /* Five intermediates of at most 24 bytes, one 64-byte block each. */
-  FG_CHECK_INT(v[2], 5 * 64);
+  /* Four intermediates of at most 24 bytes, one 64-byte block each (five
+   * with the passes off: add1 needs none fused). */
+  FG_CHECK_INT(v[2], 4 * 64);
   trow t;
   FG_REQUIRE(tensor_row(r.out, "x:0", &t) == 0);
   FG_CHECK_STR_EQ(t.kind, "feed");
@@ -368,7 +373,13 @@ FG_TEST(cli_plan_mlp, "") {
   FG_CHECK_STR_EQ(t.dtype, "f32");
   FG_CHECK_STR_EQ(t.shape, "[2,3]");
   FG_CHECK_INT(t.size, 24);
-  FG_CHECK_STR_EQ(t.life, "2..3");
+  FG_CHECK_STR_EQ(t.life, "1..2");
+  result_free(&r);
+  FG_REQUIRE(cli(&r, "plan", tpath("mlp.fgb"), "-i", in, "--no-passes", NULL) == 0);
+  CHECK_OK(r);
+  FG_REQUIRE(last_three_keys(r.out, v) == 0);
+  FG_CHECK_STR_CONTAINS(r.out, ": 6 steps,");
+  FG_CHECK_INT(v[2], 5 * 64);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
@@ -415,7 +426,7 @@ FG_TEST(cli_plan_fetch_subset_and_batch, "") {
   FG_REQUIRE(cli(&r, "plan", tpath("mlp.fgb"), "--random-inputs", "--batch", "5", "--fetch", "h",
                  NULL) == 0);
   CHECK_OK(r);
-  FG_CHECK_STR_CONTAINS(r.out, ": 3 steps,");
+  FG_CHECK_STR_CONTAINS(r.out, ": 2 steps,"); /* mm1, h (add1 fused into it) */
   FG_CHECK_STR_CONTAINS(r.out, "fetches: h\n");
   trow t;
   FG_REQUIRE(tensor_row(r.out, "mm1:0", &t) == 0);
@@ -424,8 +435,8 @@ FG_TEST(cli_plan_fetch_subset_and_batch, "") {
   FG_CHECK(tensor_row(r.out, "probs:0", &t) != 0); /* pruned */
   long long v[3];
   FG_REQUIRE(last_three_keys(r.out, v) == 0);
-  /* mm1 and add1 (60 bytes each) are the intermediates: 2 x 64. */
-  FG_CHECK_INT(v[2], 128);
+  /* mm1 (60 bytes) is the one intermediate, add1 being fused into h. */
+  FG_CHECK_INT(v[2], 64);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
@@ -445,7 +456,9 @@ FG_TEST(cli_plan_training_target_default, "") {
   int want = needed_steps(tpath("train.fgb"), target);
   FG_REQUIRE(want > 5);
   cli_result r;
-  FG_REQUIRE(cli(&r, "plan", tpath("train.fgb"), "--random-inputs", "--batch", "3", NULL) == 0);
+  /* Steps counted in the graph as built: with the passes off, one a node. */
+  FG_REQUIRE(cli(&r, "plan", tpath("train.fgb"), "--random-inputs", "--batch", "3", "--no-passes",
+                 NULL) == 0);
   CHECK_OK(r);
   char line[300];
   snprintf(line, sizeof line, "targets: %s\n", target);
@@ -459,7 +472,8 @@ FG_TEST(cli_plan_training_target_default, "") {
   result_free(&r);
 
   /* An explicit --fetch replaces the training default. */
-  FG_REQUIRE(cli(&r, "plan", tpath("train.fgb"), "--random-inputs", "--fetch", "loss", NULL) == 0);
+  FG_REQUIRE(cli(&r, "plan", tpath("train.fgb"), "--random-inputs", "--fetch", "loss",
+                 "--no-passes", NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "targets: (none)\n");
   snprintf(line, sizeof line, ": %d steps,", needed_steps(tpath("train.fgb"), "loss"));
@@ -468,7 +482,7 @@ FG_TEST(cli_plan_training_target_default, "") {
 
   /* profile runs the whole step: its op counts add up to the plan's steps. */
   FG_REQUIRE(cli(&r, "profile", tpath("train.fgb"), "--random-inputs", "--batch", "3", "--runs",
-                 "2", "--warmup", "0", NULL) == 0);
+                 "2", "--warmup", "0", "--no-passes", NULL) == 0);
   CHECK_OK(r);
   char *sum = section(r.out, "Summary by op type");
   FG_REQUIRE(sum);
@@ -513,17 +527,19 @@ FG_TEST(cli_profile_tables, "") {
   char *order = section(r.out, "Run order"), *top = section(r.out, "Top by time");
   char *sum = section(r.out, "Summary by op type"), *tim = section(r.out, "Timings");
   FG_REQUIRE(order && top && sum && tim);
-  FG_CHECK_INT(table_rows(order), 6);
-  FG_CHECK_INT(table_rows(top), 6);
+  /* add1 fused into h: the fused node shows the ops it holds. */
+  FG_CHECK_INT(table_rows(order), 5);
+  FG_CHECK_INT(table_rows(top), 5);
   FG_CHECK_INT(table_rows(sum), 4);
   FG_CHECK_INT(op_count(sum, "matmul"), 2);
-  FG_CHECK_INT(op_count(sum, "add"), 2);
-  FG_CHECK_INT(op_count(sum, "relu"), 1);
+  FG_CHECK_INT(op_count(sum, "add"), 1);
+  FG_CHECK_INT(op_count(sum, "fused_elementwise[add+relu]"), 1);
+  FG_CHECK_INT(op_count(sum, "relu"), -1);
   FG_CHECK_INT(op_count(sum, "softmax"), 1);
   /* Run order is plan order, with each node's output. */
-  const char *names[6] = {"mm1", "add1", "h", "mm2", "logits", "probs"};
+  const char *names[5] = {"mm1", "h", "mm2", "logits", "probs"};
   const char *prev = order;
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < 5; i++) {
     char key[64];
     snprintf(key, sizeof key, "\n  %5d  %s ", i, names[i]);
     const char *q = strstr(order, key);
@@ -565,7 +581,7 @@ FG_TEST(cli_profile_trace, "") {
   char *js = slurp(tpath("t.json"));
   FG_REQUIRE(js);
   FG_CHECK(json_valid(js));
-  FG_CHECK_INT(count_str(js, "\"ph\":\"X\""), 6 * 3);
+  FG_CHECK_INT(count_str(js, "\"ph\":\"X\""), 5 * 3); /* add1 fused into h */
   FG_CHECK_INT(count_str(js, "\"name\":\"mm1\""), 3);
   FG_CHECK_INT(count_str(js, "\"op\":\"matmul\""), 6);
   FG_CHECK_STR_CONTAINS(js, "\"displayTimeUnit\":\"ms\"");
@@ -591,10 +607,10 @@ FG_TEST(cli_profile_trace, "") {
   FG_CHECK(end_of[1] <= start_of[2] + 1e-3);
   int py = python_check("import json,sys; d=json.load(open(sys.argv[1])); "
                         "ev=[e for e in d['traceEvents'] if e['ph']=='X']; "
-                        "assert len(ev)==18, len(ev); "
+                        "assert len(ev)==15, len(ev); "
                         "assert all(e['pid']==1 and e['cat']=='op' and e['dur']>=0 for e in ev); "
                         "assert sorted(set(e['name'] for e in ev))=="
-                        "sorted(['mm1','add1','h','mm2','logits','probs'])",
+                        "sorted(['mm1','h','mm2','logits','probs'])",
                         tpath("t.json"));
   FG_CHECK_PYTHON(py);
   free(js);
@@ -608,7 +624,8 @@ FG_TEST(cli_profile_trace_escapes_names, "") {
   int64_t d[1] = {3};
   fg_output x = fg_placeholder(g, "x", FG_F32, 1, d);
   fg_output y = fg_set_name(g, fg_relu(g, x), "q\"b\\s\tt/\xc3\xa9<&>");
-  fg_graph_add_output(g, fg_neg(g, y)); /* so the odd name is an arena tensor */
+  /* so the odd name is an arena tensor (a reduce: no fusion takes it) */
+  fg_graph_add_output(g, fg_reduce_sum(g, y, NULL, 0, 0));
   FG_REQUIRE(save_and_free_graph(g, tpath("odd.fgb")) == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "profile", tpath("odd.fgb"), "--random-inputs", "--runs", "2", "--trace",
