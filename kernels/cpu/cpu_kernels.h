@@ -116,7 +116,7 @@
   /* logical.c: bool only, registered under every key (f32 and f64 for every op) */                \
   FGK_ANY(X, "logical_not", fgk_logical_not)                                                       \
   FGK_ANY(X, "logical_and", fgk_logical_and)                                                       \
-  FGK_ANY(X, "logical_or", fgk_logical_or)                                                        \
+  FGK_ANY(X, "logical_or", fgk_logical_or)                                                         \
   /* fused.c: the fuse pass's programs */                                                          \
   FGK_FLOAT(X, "fused_elementwise", fgk_fused_elementwise)
 

@@ -46,7 +46,8 @@ FG_TEST(cli_optimize_folds, "") {
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "  fold: 0 removed, 0 merged, 0 simplified, 1 folded, 0 fused\n"
                                "    folded k -> k\n");
-  FG_CHECK_STR_CONTAINS(r.out, "  fold_inference: 1 removed, 0 merged, 0 simplified, 2 folded, 0 fused\n");
+  FG_CHECK_STR_CONTAINS(r.out,
+                        "  fold_inference: 1 removed, 0 merged, 0 simplified, 2 folded, 0 fused\n");
   FG_CHECK_STR_CONTAINS(r.out, "    folded drop -> bn (dropout in inference mode)\n");
   FG_CHECK_STR_CONTAINS(r.out, "    folded bn -> bn (batch_norm(conv2d) into conv2d)\n");
   FG_CHECK_STR_CONTAINS(r.out, "    removed conv\n");
@@ -65,7 +66,8 @@ FG_TEST(cli_optimize_folds, "") {
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "passes: fold_inference\n");
   FG_CHECK_STR_CONTAINS(r.out, "  fold: 0 removed, 0 merged, 0 simplified, 0 folded, 0 fused\n");
-  FG_CHECK_STR_CONTAINS(r.out, "  fold_inference: 1 removed, 0 merged, 0 simplified, 2 folded, 0 fused\n");
+  FG_CHECK_STR_CONTAINS(r.out,
+                        "  fold_inference: 1 removed, 0 merged, 0 simplified, 2 folded, 0 fused\n");
   result_free(&r);
   fgt_rmtree(tmpdir);
 }

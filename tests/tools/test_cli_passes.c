@@ -29,8 +29,8 @@ FG_TEST(cli_optimize_saves_the_optimized_graph, "") {
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "  simplify: 0 removed, 0 merged, 1 simplified, 0 folded, 0 fused\n"
                                "    simplified y -> x (x*1)\n");
-  FG_CHECK_STR_CONTAINS(r.out,
-                        "  cse: 0 removed, 1 merged, 0 simplified, 0 folded, 0 fused\n    merged b -> a\n");
+  FG_CHECK_STR_CONTAINS(
+      r.out, "  cse: 0 removed, 1 merged, 0 simplified, 0 folded, 0 fused\n    merged b -> a\n");
   FG_CHECK_STR_CONTAINS(r.out, "  fuse: 0 removed, 0 merged, 0 simplified, 0 folded, 1 fused\n"
                                "    fused out -> fused_elementwise (exp+add)\n"
                                "    absorbed a -> out\n");
@@ -88,7 +88,8 @@ FG_TEST(cli_plan_passes_prints_what_they_did, "") {
   FG_REQUIRE(cli(&r, "plan", "--passes", "cse", tpath("m.fgb"), "--random-inputs", NULL) == 0);
   CHECK_OK(r);
   FG_CHECK(strncmp(r.out, "passes: cse\n", 12) == 0);
-  FG_CHECK_STR_CONTAINS(r.out, "  simplify: 0 removed, 0 merged, 0 simplified, 0 folded, 0 fused\n");
+  FG_CHECK_STR_CONTAINS(r.out,
+                        "  simplify: 0 removed, 0 merged, 0 simplified, 0 folded, 0 fused\n");
   FG_CHECK_STR_CONTAINS(r.out, ": 3 steps,"); /* mul, exp, add */
   result_free(&r);
   FG_REQUIRE(cli(&r, "plan", tpath("m.fgb"), "--random-inputs", "--no-passes", NULL) == 0);
