@@ -615,8 +615,10 @@ const fg_op_def fg_op_table[] = {
                           fgi_flops_elementwise, 0, "a, b", NULL, NULL,
                           "a || b, bool, broadcasting"},
     /* Element-wise fusion (graph/infer_fused.c): what the fuse pass makes of
-     * a group of element-wise nodes. No gradient: passes run after autodiff. */
-    [FG_OP_FUSED_ELEMENTWISE] = {"fused_elementwise", 1, FG_FUSED_MAX_INPUTS, 1, EW,
+     * a group of element-wise nodes. No gradient: passes run after autodiff.
+     * In place like the binary ops (when input 0 has the output's bytes):
+     * each block's inputs are read before its output is written. */
+    [FG_OP_FUSED_ELEMENTWISE] = {"fused_elementwise", 1, FG_FUSED_MAX_INPUTS, 1, EW | INPL,
                                  fgi_infer_fused, fgi_flops_fused, 0, "x...", a_fused,
                                  fgi_parse_fused,
                                  "element-wise ops run as one program per block of elements, "

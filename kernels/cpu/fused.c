@@ -7,6 +7,12 @@
  * few block buffers, reused once their last reader has run, so a fused
  * node reads each input once and writes its output once.
  *
+ * The output may share input 0's bytes (the op is flagged in place; the
+ * planner shares them only when input 0 has the output's shape, so it is
+ * read in place block by block): the last instruction, the only writer,
+ * runs after every read of the block's inputs but its own, which reads
+ * element j before writing it.
+ *
  * Bits: every instruction calls the element function of its op's own
  * kernel (elementwise_scalar.h) on values of the output's dtype, exactly
  * what the unfused nodes compute, so fused and unfused results are equal.

@@ -5,7 +5,7 @@
  * kernels split their work over threads. A session gives the same bits
  * with the passes on and off, at 1 and at 2 threads, for the last node and
  * an intermediate one (which a fused node may have absorbed); NaNs compare
- * equal whatever their sign and payload (see same_values). */
+ * equal whatever their sign and payload (same_values, test_passes_util.h). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -126,24 +126,6 @@ static fg_tensor *run(fg_graph *g, fg_tensor *const *in, const char *fetch, int 
   fg_session_free(sess);
   fg_status_free(st);
   return out;
-}
-
-/* Bit for bit, but that any two NaNs are equal: where both operands of an
- * addition or a multiplication are NaN, the hardware keeps the sign and
- * payload of the one the compiler made the first operand, which C leaves
- * open and the fused and the unfused loops need not share. */
-static int same_values(const fg_tensor *a, const fg_tensor *b) {
-  if (fg_tensor_num_bytes(a) != fg_tensor_num_bytes(b) || fg_tensor_dtype(a) != fg_tensor_dtype(b))
-    return 0;
-  int64_t n = fg_tensor_num_elements(a);
-  int f32 = fg_tensor_dtype(a) == FG_F32;
-  for (int64_t i = 0; i < n; i++) {
-    double x = f32 ? ((const float *)fg_tensor_data(a))[i] : ((const double *)fg_tensor_data(a))[i];
-    double y = f32 ? ((const float *)fg_tensor_data(b))[i] : ((const double *)fg_tensor_data(b))[i];
-    if (isnan(x) && isnan(y)) continue;
-    if (memcmp(&x, &y, sizeof x) != 0) return 0;
-  }
-  return 1;
 }
 
 /* 1 when the four runs of `fetch` (passes off/on, 1/2 threads) agree. */
