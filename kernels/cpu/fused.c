@@ -76,6 +76,26 @@ typedef struct operand {
       for (int64_t j = 0; j < n; j++)                                                              \
         d[j] = F(a[0], b[0]);                                                                      \
   } while (0)
+/* select blends the bits of its two values through a mask, with both
+ * loaded, as binary.c's select does: no branch, so the loop vectorises,
+ * and the result holds exactly the chosen value's bits. The buffers are
+ * read as unsigned integers of the element's size (may_alias). */
+#if defined(__GNUC__)
+typedef uint32_t fused_u32 __attribute__((may_alias));
+typedef uint64_t fused_u64 __attribute__((may_alias));
+#else
+typedef uint32_t fused_u32;
+typedef uint64_t fused_u64;
+#endif
+#define SEL_LOOP(U, sa, sb, sc)                                                                    \
+  do {                                                                                             \
+    const U *bu = (const U *)(const void *)b, *cu = (const U *)(const void *)c;                    \
+    U *du = (U *)(void *)d;                                                                        \
+    for (int64_t j = 0; j < n; j++) {                                                              \
+      const U m = (U)0 - (U)(a[j * (sa)] != 0);                                                    \
+      du[j] = (bu[j * (sb)] & m) | (cu[j * (sc)] & (U)~m);                                         \
+    }                                                                                              \
+  } while (0)
 #define GT(x, y) ((x) > (y))
 #define LT(x, y) ((x) < (y))
 #define EQ(x, y) ((x) == (y))
@@ -86,7 +106,7 @@ typedef struct operand {
  * of an addition are NaN, which one's payload and sign the hardware keeps
  * depends on the operand order the compiler picks, so the fused loops
  * mirror the loops of the ops' own kernels. */
-#define FUSED_BINARY(sfx, T)                                                                       \
+#define FUSED_BINARY(sfx, T, U)                                                                    \
   static void binary_##sfx(const fg_fused_instr *in, const operand *ops, T *d, int64_t n) {        \
     const operand A = ops[0], B = ops[1], C = ops[in->n_args > 2 ? 2 : 1];                         \
     const T *a = (const T *)A.p, *b = (const T *)B.p, *c = (const T *)C.p;                         \
@@ -105,17 +125,13 @@ typedef struct operand {
       /* a (the condition) is 0/1 or any value: != 0 picks b, as select's                          \
        * bool condition does. */                                                                   \
       if (A.s && B.s && C.s)                                                                       \
-        for (int64_t j = 0; j < n; j++)                                                            \
-          d[j] = a[j] != 0 ? b[j] : c[j];                                                          \
+        SEL_LOOP(U, 1, 1, 1);                                                                      \
       else if (A.s && B.s)                                                                         \
-        for (int64_t j = 0; j < n; j++)                                                            \
-          d[j] = a[j] != 0 ? b[j] : c[0];                                                          \
+        SEL_LOOP(U, 1, 1, 0);                                                                      \
       else if (A.s && C.s)                                                                         \
-        for (int64_t j = 0; j < n; j++)                                                            \
-          d[j] = a[j] != 0 ? b[0] : c[j];                                                          \
+        SEL_LOOP(U, 1, 0, 1);                                                                      \
       else                                                                                         \
-        for (int64_t j = 0; j < n; j++)                                                            \
-          d[j] = a[j * A.s] != 0 ? b[j * B.s] : c[j * C.s];                                        \
+        SEL_LOOP(U, A.s, B.s, C.s);                                                                \
       break;                                                                                       \
     default: break;                                                                                \
     }                                                                                              \
@@ -227,8 +243,8 @@ typedef struct operand {
       block_##sfx(P, e, e1 - e < B ? e1 - e : B, bufs, consts, scalars);                           \
   }
 
-FUSED_BINARY(f32, float)
-FUSED_BINARY(f64, double)
+FUSED_BINARY(f32, float, fused_u32)
+FUSED_BINARY(f64, double, fused_u64)
 FUSED_UNARY(f32, float)
 FUSED_UNARY(f64, double)
 FUSED_GATHER(f32, float)
