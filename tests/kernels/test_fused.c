@@ -318,6 +318,28 @@ FG_TEST(fused_output_in_input0_bytes, "") {
   FG_CHECK(memcmp(x, want, sizeof want) == 0);
 }
 
+/* Text to parameters and back: constants and attributes (defaults filled
+ * in) print as C99 hex floats, which parse back to the same doubles. */
+FG_TEST(fused_program_text_round_trip, "") {
+  fg_fused_params p, q;
+  char err[256] = "", text[512];
+  FG_REQUIRE(fg_fused_parse("leaky_relu(x0, alpha=0.01) ;add(t0,0.1); softplus(t1); "
+                            "select(x1, t2, -inf)",
+                            2, &p, err, sizeof err) == 0);
+  FG_CHECK_INT(p.n_instrs, 4);
+  FG_CHECK_INT(p.n_consts, 2);
+  FG_CHECK(fg_fused_format(&p, text, sizeof text) > 0);
+  FG_CHECK_STR(text, "leaky_relu(x0, alpha=0x1.47ae147ae147bp-7); add(t0, 0x1.999999999999ap-4); "
+                     "softplus(t1, beta=0x1p+0, threshold=0x1.4p+4); select(x1, t2, -inf)");
+  FG_REQUIRE(fg_fused_parse(text, 2, &q, err, sizeof err) == 0);
+  FG_CHECK(memcmp(&p, &q, sizeof p) == 0);
+  char ops[128];
+  fg_fused_ops_list(&p, ops, sizeof ops);
+  FG_CHECK_STR(ops, "leaky_relu+add+softplus+select");
+  /* Too small a buffer: -1, never a cut program. */
+  FG_CHECK_INT(fg_fused_format(&p, text, 20), -1);
+}
+
 /* ---- programs refused ------------------------------------------------------ */
 
 typedef struct bad_case {
