@@ -102,10 +102,11 @@ typedef uint64_t fused_u64;
 
 /* One instruction over n elements of the block: d = op(args). The binary
  * and ternary ones are built like binary.c's loops (baseline ISA), the
- * unary ones like elementwise_unary.c's (FGK_CLONES): where both operands
- * of an addition are NaN, which one's payload and sign the hardware keeps
- * depends on the operand order the compiler picks, so the fused loops
- * mirror the loops of the ops' own kernels. */
+ * unary ones like elementwise_unary.c's (FGK_CLONES), so each computes as
+ * the op's own kernel does. One thing C leaves open: where both operands
+ * of an addition or multiplication are NaN, the hardware keeps the one the
+ * compiler made the first operand, so that NaN's sign and payload may
+ * differ from the unfused kernel's (flowgraph/passes.h). */
 #define FUSED_BINARY(sfx, T, U)                                                                    \
   static void binary_##sfx(const fg_fused_instr *in, const operand *ops, T *d, int64_t n) {        \
     const operand A = ops[0], B = ops[1], C = ops[in->n_args > 2 ? 2 : 1];                         \
