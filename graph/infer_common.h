@@ -176,6 +176,10 @@ FGI_DECL_INFER(fgi_infer_logical)
 FGI_DECL_INFER(fgi_infer_fused_matmul)
 FGI_DECL_FLOPS(fgi_flops_fused_matmul)
 FGI_DECL_PARSE(fgi_parse_fused_matmul)
+/* infer_fused.c: fused_elementwise, from its program */
+FGI_DECL_INFER(fgi_infer_fused)
+FGI_DECL_PARSE(fgi_parse_fused)
+FGI_DECL_FLOPS(fgi_flops_fused)
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

@@ -282,6 +282,12 @@ static const fg_attr_def a_conv_transpose[] = {
     {"output_padding", FG_ATTR_INTS, "0,0", "rows and columns added at the bottom/right, < stride",
      FG_NO_PARAM},
     A_END};
+static const fg_attr_def a_fused[] = {
+    {"program", FG_ATTR_STRING, NULL,
+     "instructions `op(arg, ...)` separated by ';', args xI (input), tJ (earlier result) or a "
+     "number; the last one's result is the output (flowgraph/op_params.h)",
+     FG_NO_PARAM},
+    A_END};
 const fg_attr_def fg_common_attrs[] = {
     {FG_COLOCATE_ATTR, FG_ATTR_STRING, "none", "a node whose device this one takes", FG_NO_PARAM},
     A_END};
@@ -629,6 +635,15 @@ const fg_op_def fg_op_table[] = {
                             fgi_parse_fused_matmul,
                             "act(a @ b + bias), bias [N] added to every row, as matmul then add "
                             "then the activation"},
+    /* Element-wise fusion (graph/infer_fused.c): what the fuse pass makes of
+     * a group of element-wise nodes. No gradient: passes run after autodiff.
+     * In place like the binary ops (when input 0 has the output's bytes):
+     * each block's inputs are read before its output is written. */
+    [FG_OP_FUSED_ELEMENTWISE] = {"fused_elementwise", 1, FG_FUSED_MAX_INPUTS, 1, EW | INPL,
+                                 fgi_infer_fused, fgi_flops_fused, 0, "x...", a_fused,
+                                 fgi_parse_fused,
+                                 "element-wise ops run as one program per block of elements, "
+                                 "inputs broadcast"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -2,10 +2,12 @@
  * simplification exposes equal subexpressions (x*1 and x meet) and leaves
  * fewer nodes to fold; folding runs before inference folding, so batch
  * norm parameters computed from constants are constants by then, and both
- * before CSE, which merges the equal constants folding makes; epilogues
- * fuse after CSE has merged equal products, and before element-wise
- * fusion, which would otherwise take the bias add and relu; dead node
- * elimination sweeps what all leave behind. */
+ * before CSE, which merges the equal constants folding makes; the
+ * cross-entropy gradient and the matmul epilogues fuse after CSE has
+ * merged equal nodes, and before element-wise fusion, which would
+ * otherwise take their sub, mul, bias add and relu; element-wise fusion
+ * runs on what is left, last before dead node elimination, which sweeps
+ * what all leave behind. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +35,10 @@ const fg_pass_def fg_passes[] = {
      "matmul epilogues: relu(matmul + bias) and matmul + bias (bias [N]) become one fused_matmul "
      "that adds the bias and applies the relu on each tile of the product (same bits)",
      1, fg_pass_epilogue},
+    {"fuse",
+     "element-wise fusion: groups of float element-wise nodes of one shape become one "
+     "fused_elementwise node (one pass over memory, the same bits)",
+     1, fg_pass_fuse},
     {"dce", "dead nodes: nodes no kept node needs are removed", 1, fg_pass_dce},
 };
 const int n_fg_passes = (int)(sizeof fg_passes / sizeof fg_passes[0]);

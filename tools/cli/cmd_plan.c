@@ -478,17 +478,17 @@ static void print_tables(const plan_model *m, const fg_plan_info *info) {
   printf("\nsteps:\n");
   int wn = 4, wo = 2;
   for (int s = 0; s < info->n_steps; s++) {
-    const char *nm = fg_node_name(g, info->step_nodes[s]), *op = fg_node_op(g, info->step_nodes[s]);
+    const char *nm = fg_node_name(g, info->step_nodes[s]), *op = info->step_ops[s];
     if (nm && (int)strlen(nm) > wn) wn = (int)strlen(nm);
     if (op && (int)strlen(op) > wo) wo = (int)strlen(op);
   }
   printf("  %5s  %-*s  %s\n", "step", wn, "node", "op");
   for (int s = 0; s < info->n_steps; s++) {
     /* A transfer step carries its producer's tensor: name the transfer. */
-    const char *nm = fg_node_name(g, info->step_nodes[s]),
-               *op = info->step_recv[s]   ? "recv"
-                     : info->step_send[s] ? "send"
-                                          : fg_node_op(g, info->step_nodes[s]);
+    const char *nm = fg_node_name(g, info->step_nodes[s]), *op = info->step_recv[s] ? "recv"
+                                                                 : info->step_send[s]
+                                                                     ? "send"
+                                                                     : info->step_ops[s];
     printf("  %5d  %-*s  %s\n", s, wn, nm ? nm : "?", op ? op : "?");
   }
 
