@@ -14,6 +14,7 @@ extern "C" {
 #include "kernels/kernel.h"
 }
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fused.h"
 /* The shape checks and plans (broadcast, matmul, reduction, sum_to), the
  * error text and the dtype sets are the CPU kernels' own, defined once in
  * kernels/cpu/, so both backends accept the same shapes with the same
@@ -106,7 +107,22 @@ extern "C" {
   /* logical.cu */                                                                                 \
   FGK_ANY(X, "logical_not", fgc_logical_not)                                                       \
   FGK_ANY(X, "logical_and", fgc_logical_and)                                                       \
-  FGK_ANY(X, "logical_or", fgc_logical_or)
+  FGK_ANY(X, "logical_or", fgc_logical_or)                                                         \
+  /* fused.cu */                                                                                   \
+  FGC_FUSED_KERNELS(X)
+
+/* fused_elementwise (fused.cu, its kernel compiled with NVRTC at plan
+ * time) has a row once the op table has the op: the registry test refuses
+ * rows that name unknown ops. */
+#ifdef FG_HAVE_FUSED_OP
+#define FGC_FUSED_KERNELS(X) FGK_FLOAT(X, "fused_elementwise", fgc_fused)
+#define FGC_PREPS(X)                                                                               \
+  X("fused_elementwise", FG_F32, fgc_fused_prepare, fgc_fused_release)                             \
+  X("fused_elementwise", FG_F64, fgc_fused_prepare, fgc_fused_release)
+#else
+#define FGC_FUSED_KERNELS(X)
+#define FGC_PREPS(X)
+#endif
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
