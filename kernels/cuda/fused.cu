@@ -152,8 +152,8 @@ extern "C" int fgc_fused_prepare(const fg_kctx *ctx, int threads, void **state) 
   fgc_fused_layout lay;
   char *src = NULL;
   int arch = 0;
-  int rc = fgc_fused_plan(&ctx->p->fused, ctx->in, ctx->n_in, ctx->out, ctx->n_out, &lay,
-                          &s->args, ctx->err, ctx->err_size);
+  int rc = fgc_fused_plan(&ctx->p->fused, ctx->in, ctx->n_in, ctx->out, ctx->n_out, &lay, &s->args,
+                          ctx->err, ctx->err_size);
   if (rc == 0) rc = device_arch(ctx, &arch);
   if (rc == 0 && !(src = fgc_fused_source(&ctx->p->fused, &lay)))
     rc = fgk_fail(ctx, "out of memory for the fused kernel's source");

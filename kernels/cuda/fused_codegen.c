@@ -105,12 +105,12 @@ static int check_program(const fg_fused_params *p, int n_in, int *used, char *er
       return fail(err, n, "instruction %d has opcode %d, out of range [0, %d)", j, in->op,
                   FG_FUSED_OPCODE_COUNT);
     if (in->n_args != op_arity(in->op))
-      return fail(err, n, "instruction %d (%s) has %d arguments, expected %d", j,
-                  op_names[in->op], in->n_args, op_arity(in->op));
+      return fail(err, n, "instruction %d (%s) has %d arguments, expected %d", j, op_names[in->op],
+                  in->n_args, op_arity(in->op));
     for (int a = 0; a < in->n_args; a++) {
       const fg_fused_ref r = in->arg[a];
-      const int limit = r.kind == FG_FUSED_INPUT  ? n_in
-                        : r.kind == FG_FUSED_TEMP ? j
+      const int limit = r.kind == FG_FUSED_INPUT   ? n_in
+                        : r.kind == FG_FUSED_TEMP  ? j
                         : r.kind == FG_FUSED_CONST ? p->n_consts
                                                    : -1;
       if (limit < 0)
@@ -233,8 +233,7 @@ int fgc_fused_plan(const fg_fused_params *p, const fg_kbuf *in, int n_in, const 
   for (int k = 0; k < n_in; k++) {
     const fg_dtype dt = in[k].dtype;
     if (dt != FG_F32 && dt != FG_F64 && dt != FG_BOOL)
-      return fail(err, err_size, "input %d is %s, expected f32, f64 or bool", k,
-                  fg_dtype_name(dt));
+      return fail(err, err_size, "input %d is %s, expected f32, f64 or bool", k, fg_dtype_name(dt));
     if (in[k].layout != FGK_LAYOUT_PLAIN || out->layout != FGK_LAYOUT_PLAIN)
       return fail(err, err_size, "input %d or the output is not in C order", k);
     lay->in_dtype[k] = dt;
@@ -385,7 +384,10 @@ static const char prelude[] =
     "}\n";
 
 static void arg_text(const fg_fused_ref r, char *buf, size_t n) {
-  snprintf(buf, n, "%c%d", r.kind == FG_FUSED_INPUT ? 'x' : r.kind == FG_FUSED_TEMP ? 't' : 'c',
+  snprintf(buf, n, "%c%d",
+           r.kind == FG_FUSED_INPUT  ? 'x'
+           : r.kind == FG_FUSED_TEMP ? 't'
+                                     : 'c',
            r.index);
 }
 
@@ -470,7 +472,8 @@ static void emit_walk(sbuf *b, const fgc_fused_layout *lay) {
     put(b, "      {\n        const long long q = fg_div(r, a.dims[%d]), c = r - q * a.dims[%d];\n",
         d, d);
     for (int k = 0; k < lay->n_inputs; k++)
-      if (lay->kind[k] == FGC_FUSED_WALK) put(b, "        w%d += c * a.strides[%d][%d];\n", k, k, d);
+      if (lay->kind[k] == FGC_FUSED_WALK)
+        put(b, "        w%d += c * a.strides[%d][%d];\n", k, k, d);
     put(b, "        r = q;\n      }\n");
   }
   for (int k = 0; k < lay->n_inputs; k++)

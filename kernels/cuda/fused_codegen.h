@@ -39,7 +39,7 @@ typedef struct fgc_fused_layout {
   int n_inputs;
   fg_dtype in_dtype[FG_FUSED_MAX_INPUTS]; /* FG_F32, FG_F64 or FG_BOOL */
   int kind[FG_FUSED_MAX_INPUTS];          /* fgc_fused_kind */
-  int walk_rank; /* dims of the walk the WALK inputs share; 0 when none */
+  int walk_rank;                          /* dims of the walk the WALK inputs share; 0 when none */
 } fgc_fused_layout;
 
 /* The launch argument, passed by value; the generated source declares the
@@ -48,9 +48,9 @@ typedef struct fgc_fused_layout {
 typedef struct fgc_fused_args {
   void *out;
   const void *in[FG_FUSED_MAX_INPUTS];
-  long long n;                         /* output elements */
-  long long m[FG_FUSED_MAX_INPUTS];    /* SUFFIX: the input's elements; PREFIX: n / those */
-  long long dims[FG_MAX_RANK];         /* the walk's coalesced dims, outermost first */
+  long long n;                      /* output elements */
+  long long m[FG_FUSED_MAX_INPUTS]; /* SUFFIX: the input's elements; PREFIX: n / those */
+  long long dims[FG_MAX_RANK];      /* the walk's coalesced dims, outermost first */
   long long strides[FG_FUSED_MAX_INPUTS][FG_MAX_RANK]; /* WALK inputs' element strides */
 } fgc_fused_args;
 

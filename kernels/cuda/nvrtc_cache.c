@@ -85,16 +85,11 @@ static void load_api(void) {
   if (!lib) return;
   nvrtc_api a;
   memset(&a, 0, sizeof a);
-  if (!SYM("nvrtcVersion", version) ||
-      !SYM("nvrtcCreateProgram", create) ||
-      !SYM("nvrtcDestroyProgram", destroy) ||
-      !SYM("nvrtcCompileProgram", compile) ||
-      !SYM("nvrtcGetProgramLogSize", log_size) ||
-      !SYM("nvrtcGetProgramLog", log) ||
-      !SYM("nvrtcGetCUBINSize", cubin_size) ||
-      !SYM("nvrtcGetCUBIN", cubin) ||
-      !SYM("nvrtcGetPTXSize", ptx_size) ||
-      !SYM("nvrtcGetPTX", ptx) ||
+  if (!SYM("nvrtcVersion", version) || !SYM("nvrtcCreateProgram", create) ||
+      !SYM("nvrtcDestroyProgram", destroy) || !SYM("nvrtcCompileProgram", compile) ||
+      !SYM("nvrtcGetProgramLogSize", log_size) || !SYM("nvrtcGetProgramLog", log) ||
+      !SYM("nvrtcGetCUBINSize", cubin_size) || !SYM("nvrtcGetCUBIN", cubin) ||
+      !SYM("nvrtcGetPTXSize", ptx_size) || !SYM("nvrtcGetPTX", ptx) ||
       !SYM("nvrtcGetErrorString", error_string))
     return; /* the library stays mapped: harmless, and dlclose could race */
   if (a.version(&a.major, &a.minor) != 0) {
@@ -207,7 +202,8 @@ static void key_pair(const char *src, int arch, uint64_t *key, uint64_t *check) 
   char arch_opt[64], head[256];
   const char *opts[N_OPTIONS];
   options(arch, 1, arch_opt, sizeof arch_opt, opts);
-  int n = snprintf(head, sizeof head, "flowgraph nvrtc cubin 1; nvrtc %d.%d;", api.major, api.minor);
+  int n =
+      snprintf(head, sizeof head, "flowgraph nvrtc cubin 1; nvrtc %d.%d;", api.major, api.minor);
   for (int i = 0; i < N_OPTIONS && n > 0 && (size_t)n < sizeof head; i++)
     n += snprintf(head + n, sizeof head - (size_t)n, " %s", opts[i]);
   const size_t hl = strlen(head), sl = strlen(src);
@@ -259,8 +255,8 @@ static int make_dirs(const char *path) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
-#define MAGIC      "FGCUBIN1"
-#define MAX_IMAGE  ((uint64_t)256 << 20)
+#define MAGIC     "FGCUBIN1"
+#define MAX_IMAGE ((uint64_t)256 << 20)
 typedef struct file_head {
   char magic[8];
   uint64_t key, check, size, sum;

@@ -1,0 +1,584 @@
+/* The host side of the fused_elementwise CUDA kernel, on any machine (no
+ * GPU needed): the source generator (kernels/cuda/fused_codegen.h), NVRTC
+ * compiling what it generates for sm_90 (kernels/cuda/nvrtc_cache.h), and
+ * the disk cache of the CUBINs.
+ *
+ * The expected literals are the values' own hex forms (Python's
+ * float.hex() of the double and of its float32 rounding), the expected
+ * broadcast plans are worked out by hand from the shapes in the comments.
+ * NVRTC cases skip, saying why, where libnvrtc cannot be loaded. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fgtest.h"
+#include "fused_prog.h"
+#include "kernels/cuda/fused_codegen.h"
+#include "kernels/cuda/nvrtc_cache.h"
+
+#define D(...) ((const int64_t[]){__VA_ARGS__})
+
+/* Plans p over (ins, out) and generates its source; NULL (after a failed
+ * check) when either step fails. */
+static char *gen(const fg_fused_params *p, const fg_kbuf *ins, int n_in, fg_kbuf out,
+                 fgc_fused_layout *lay, fgc_fused_args *args) {
+  char err[512] = "";
+  if (fgc_fused_plan(p, ins, n_in, &out, 1, lay, args, err, sizeof err) != 0) {
+    FG_FAIL_AT("fgc_fused_plan: %s", err);
+    return NULL;
+  }
+  char *src = fgc_fused_source(p, lay);
+  if (!src) FG_FAIL_AT("fgc_fused_source returned NULL");
+  return src;
+}
+
+/* add(x0, x1); relu(t0) with x1 a bias row: [4, 8] + [8]. */
+FG_TEST(fused_codegen_bias_relu, "") {
+  fg_fused_params p;
+  fprog_init(&p, 2);
+  F1(&p, FG_FUSED_RELU, F2(&p, FG_FUSED_ADD, FX(0), FX(1)));
+  const fg_kbuf ins[2] = {fshape(FG_F32, 2, D(4, 8)), fshape(FG_F32, 1, D(8))};
+  fgc_fused_layout lay;
+  fgc_fused_args args;
+  char *src = gen(&p, ins, 2, fshape(FG_F32, 2, D(4, 8)), &lay, &args);
+  FG_REQUIRE(src);
+  FG_CHECK_INT(lay.kind[0], FGC_FUSED_FULL);
+  FG_CHECK_INT(lay.kind[1], FGC_FUSED_SUFFIX);
+  FG_CHECK_INT(args.n, 32);
+  FG_CHECK_INT(args.m[1], 8);
+  FG_CHECK_INT(lay.walk_rank, 0);
+  FG_CHECK_STR_CONTAINS(src, "typedef float T;");
+  FG_CHECK_STR_CONTAINS(src, "extern \"C\" __global__ void __launch_bounds__(256) fg_fused(");
+  FG_CHECK_STR_CONTAINS(src, "const float *const p0 = (const float *)a.in[0];");
+  FG_CHECK_STR_CONTAINS(src, "const T x0 = p0[i];");
+  FG_CHECK_STR_CONTAINS(src, "const T x1 = p1[i - fg_div(i, m1) * m1];");
+  FG_CHECK_STR_CONTAINS(src, "const T t0 = fg_add(x0, x1);");
+  FG_CHECK_STR_CONTAINS(src, "const T t1 = fg_relu(t0);");
+  FG_CHECK_STR_CONTAINS(src, "out[i] = t1;");
+  /* add is __fadd_rn: never contracted with a neighbouring multiply */
+  FG_CHECK_STR_CONTAINS(src, "return __fadd_rn(x, y);");
+  FG_CHECK_STR_CONTAINS(src, "x < 0 ? (T)0 : x"); /* relu keeps NaN */
+  FG_CHECK(strstr(src, "a.strides") == NULL);     /* no walk */
+  /* the same structure gives the same bytes: the text is the cache key */
+  char *again = fgc_fused_source(&p, &lay);
+  FG_REQUIRE(again);
+  FG_CHECK(strcmp(src, again) == 0);
+  free(again);
+  /* another batch size: the same text, other arguments */
+  const fg_kbuf ins2[2] = {fshape(FG_F32, 2, D(1000, 8)), fshape(FG_F32, 1, D(8))};
+  fgc_fused_layout lay2;
+  char *big = gen(&p, ins2, 2, fshape(FG_F32, 2, D(1000, 8)), &lay2, &args);
+  FG_REQUIRE(big);
+  FG_CHECK(strcmp(src, big) == 0);
+  FG_CHECK_INT(args.n, 8000);
+  free(big);
+  free(src);
+}
+
+/* Constants and attributes as exact hex literals, f32 and f64:
+ * mul(x0, 0.1); leaky_relu(t0, alpha=0.01); clip(t1, -0.5, 6). */
+FG_TEST(fused_codegen_hex_constants, "") {
+  fg_fused_params p;
+  fprog_init(&p, 1);
+  fg_fused_ref t = F2(&p, FG_FUSED_MUL, FX(0), FC(&p, 0.1));
+  t = F1A(&p, FG_FUSED_LEAKY_RELU, t, 0.01, 0);
+  F1A(&p, FG_FUSED_CLIP, t, -0.5, 6);
+  const fg_kbuf x32 = fshape(FG_F32, 1, D(5)), x64 = fshape(FG_F64, 1, D(5));
+  fgc_fused_layout lay;
+  fgc_fused_args args;
+  char *s32 = gen(&p, &x32, 1, x32, &lay, &args);
+  char *s64 = gen(&p, &x64, 1, x64, &lay, &args);
+  FG_REQUIRE(s32 && s64);
+  /* 0.1 rounded to float32 is 0x1.99999ap-4, as the f32 mul kernel sees it */
+  FG_CHECK_STR_CONTAINS(s32, "const T c0 = 0x1.99999ap-4f;");
+  FG_CHECK_STR_CONTAINS(s32, "const T t0 = fg_mul(x0, c0);");
+  FG_CHECK_STR_CONTAINS(s32, "fg_leaky_relu(t0, 0x1.47ae14p-7f)");
+  FG_CHECK_STR_CONTAINS(s32, "fg_clip(t1, (-0x1p-1f), 0x1.8p+2f)");
+  FG_CHECK_STR_CONTAINS(s32, "return __fmul_rn(x, y);");
+  FG_CHECK_STR_CONTAINS(s64, "typedef double T;");
+  FG_CHECK_STR_CONTAINS(s64, "const T c0 = 0x1.999999999999ap-4;");
+  FG_CHECK_STR_CONTAINS(s64, "fg_leaky_relu(t0, 0x1.47ae147ae147bp-7)");
+  FG_CHECK_STR_CONTAINS(s64, "fg_clip(t1, (-0x1p-1), 0x1.8p+2)");
+  FG_CHECK_STR_CONTAINS(s64, "return __dmul_rn(x, y);");
+  FG_CHECK(strstr(s64, "0x1.99999ap-4") == NULL);
+  free(s32);
+  free(s64);
+  /* Inf and NaN have no hex literal: their bit patterns */
+  fprog_init(&p, 1);
+  t = F2(&p, FG_FUSED_MINIMUM, FX(0), FC(&p, INFINITY));
+  F2(&p, FG_FUSED_MAXIMUM, t, FC(&p, -INFINITY));
+  s32 = gen(&p, &x32, 1, x32, &lay, &args);
+  s64 = gen(&p, &x64, 1, x64, &lay, &args);
+  FG_REQUIRE(s32 && s64);
+  FG_CHECK_STR_CONTAINS(s32, "const T c0 = __int_as_float(0x7f800000u);");
+  FG_CHECK_STR_CONTAINS(s32, "const T c1 = __int_as_float(0xff800000u);");
+  FG_CHECK_STR_CONTAINS(s64, "const T c0 = __longlong_as_double(0x7ff0000000000000ll);");
+  FG_CHECK_STR_CONTAINS(s64, "const T c1 = __longlong_as_double(0xfff0000000000000ll);");
+  /* NaN wins in maximum/minimum, as the unfused kernels */
+  FG_CHECK_STR_CONTAINS(s32, "(x > y || x != x) ? x : y");
+  FG_CHECK_STR_CONTAINS(s32, "(x < y || x != x) ? x : y");
+  free(s32);
+  free(s64);
+}
+
+/* select(x0, select(greater(x1, 0), x1, x2), 0) with x0 a bool column
+ * [4, 1], x1 [4, 5] and x2 a scalar []: PREFIX, FULL and SCALAR. */
+FG_TEST(fused_codegen_select_bool_scalar, "") {
+  fg_fused_params p;
+  fprog_init(&p, 3);
+  fg_fused_ref g = F2(&p, FG_FUSED_GREATER, FX(1), FC(&p, 0));
+  fg_fused_ref s = F3(&p, FG_FUSED_SELECT, g, FX(1), FX(2));
+  F3(&p, FG_FUSED_SELECT, FX(0), s, FC(&p, 0));
+  const fg_kbuf ins[3] = {fshape(FG_BOOL, 2, D(4, 1)), fshape(FG_F32, 2, D(4, 5)),
+                          fshape(FG_F32, 0, NULL)};
+  fgc_fused_layout lay;
+  fgc_fused_args args;
+  char *src = gen(&p, ins, 3, fshape(FG_F32, 2, D(4, 5)), &lay, &args);
+  FG_REQUIRE(src);
+  FG_CHECK_INT(lay.kind[0], FGC_FUSED_PREFIX);
+  FG_CHECK_INT(args.m[0], 5);
+  FG_CHECK_INT(lay.kind[1], FGC_FUSED_FULL);
+  FG_CHECK_INT(lay.kind[2], FGC_FUSED_SCALAR);
+  FG_CHECK_STR_CONTAINS(src, "const unsigned char *const p0 = (const unsigned char *)a.in[0];");
+  FG_CHECK_STR_CONTAINS(src, "const T x0 = (T)(p0[fg_div(i, m0)] != 0);");
+  FG_CHECK_STR_CONTAINS(src, "const T x2 = p2[0];"); /* before the loop */
+  FG_CHECK(strstr(src, "const T x2 = p2[0];") < strstr(src, "for (long long i"));
+  FG_CHECK_STR_CONTAINS(src, "const T t0 = (T)(x1 > c0);");
+  FG_CHECK_STR_CONTAINS(src, "const T t1 = t0 != (T)0 ? x1 : x2;");
+  FG_CHECK_STR_CONTAINS(src, "const T t2 = x0 != (T)0 ? t1 : c1;");
+  FG_CHECK_STR_CONTAINS(src, "const T c1 = 0x0p+0f;");
+  free(src);
+}
+
+/* The strided walk: x0 [2, 3, 1, 5] and x1 [4, 1] against [2, 3, 4, 5].
+ * x0's strides in the output's dims are (15, 5, 0, 1), x1's (0, 0, 1, 0):
+ * dims 0 and 1 merge for both (15 = 5 * 3, 0 = 0 * 3), the others do not,
+ * so the walk is dims (6, 4, 5), x0 strides (5, 0, 1), x1 (0, 1, 0). A
+ * size-1 output dim drops out: [2, 1, 3] <- [2, 1, 1] is PREFIX by 3. */
+FG_TEST(fused_codegen_walk, "") {
+  fg_fused_params p;
+  fprog_init(&p, 2);
+  F2(&p, FG_FUSED_SUB, FX(0), FX(1));
+  const fg_kbuf ins[2] = {fshape(FG_F64, 4, D(2, 3, 1, 5)), fshape(FG_F64, 2, D(4, 1))};
+  fgc_fused_layout lay;
+  fgc_fused_args args;
+  char *src = gen(&p, ins, 2, fshape(FG_F64, 4, D(2, 3, 4, 5)), &lay, &args);
+  FG_REQUIRE(src);
+  FG_CHECK_INT(lay.kind[0], FGC_FUSED_WALK);
+  FG_CHECK_INT(lay.kind[1], FGC_FUSED_WALK);
+  FG_CHECK_INT(lay.walk_rank, 3);
+  FG_CHECK_INT(args.dims[0], 6);
+  FG_CHECK_INT(args.dims[1], 4);
+  FG_CHECK_INT(args.dims[2], 5);
+  const long long s0[3] = {5, 0, 1}, s1[3] = {0, 1, 0};
+  for (int d = 0; d < 3; d++) {
+    FG_CHECK_INT(args.strides[0][d], s0[d]);
+    FG_CHECK_INT(args.strides[1][d], s1[d]);
+  }
+  FG_CHECK_STR_CONTAINS(src, "fg_div(r, a.dims[2])");
+  FG_CHECK_STR_CONTAINS(src, "fg_div(r, a.dims[1])");
+  FG_CHECK(strstr(src, "a.dims[3]") == NULL);
+  FG_CHECK_STR_CONTAINS(src, "w0 += c * a.strides[0][2];");
+  FG_CHECK_STR_CONTAINS(src, "w1 += c * a.strides[1][1];");
+  FG_CHECK_STR_CONTAINS(src, "w1 += r * a.strides[1][0];");
+  FG_CHECK_STR_CONTAINS(src, "const T x0 = p0[w0];");
+  FG_CHECK_STR_CONTAINS(src, "const T t0 = fg_sub(x0, x1);");
+  FG_CHECK_STR_CONTAINS(src, "return __dsub_rn(x, y);");
+  free(src);
+  /* one input along trailing dims, one scalar, one unused: no walk */
+  fprog_init(&p, 3);
+  F2(&p, FG_FUSED_DIV, FX(0), FX(1));
+  const fg_kbuf ins2[3] = {fshape(FG_F32, 3, D(2, 1, 1)), fshape(FG_F32, 1, D(1)),
+                           fshape(FG_F32, 1, D(3))};
+  src = gen(&p, ins2, 3, fshape(FG_F32, 3, D(2, 1, 3)), &lay, &args);
+  FG_REQUIRE(src);
+  FG_CHECK_INT(lay.kind[0], FGC_FUSED_PREFIX);
+  FG_CHECK_INT(args.m[0], 3);
+  FG_CHECK_INT(lay.kind[1], FGC_FUSED_SCALAR);
+  FG_CHECK_INT(lay.kind[2], FGC_FUSED_UNUSED);
+  FG_CHECK_INT(lay.walk_rank, 0);
+  FG_CHECK(strstr(src, "p2") == NULL);
+  FG_CHECK_STR_CONTAINS(src, "const T t0 = x0 / x1;");
+  free(src);
+  /* an f32 input in an f64 program is converted on load */
+  fprog_init(&p, 1);
+  F1(&p, FG_FUSED_EXP, FX(0));
+  const fg_kbuf x = fshape(FG_F32, 1, D(3));
+  src = gen(&p, &x, 1, fshape(FG_F64, 1, D(3)), &lay, &args);
+  FG_REQUIRE(src);
+  FG_CHECK_STR_CONTAINS(src, "const T x0 = (T)p0[i];");
+  FG_CHECK_STR_CONTAINS(src, "const T t0 = m_exp(x0);");
+  free(src);
+}
+
+/* Bad programs and mismatched buffers fail with a message, never crash. */
+FG_TEST(fused_codegen_bad_input, "badinput") {
+  fg_fused_params p;
+  fgc_fused_layout lay;
+  fgc_fused_args args;
+  char err[512];
+  const fg_kbuf x = fshape(FG_F32, 2, D(4, 5)), xs[3] = {x, x, x};
+#define EXPECT_FAIL(ins, n_in, out, n_out, msg)                                                    \
+  do {                                                                                             \
+    err[0] = '\0';                                                                                 \
+    FG_CHECK_INT(fgc_fused_plan(&p, ins, n_in, out, n_out, &lay, &args, err, sizeof err), -1);     \
+    FG_CHECK_STR_CONTAINS(err, msg);                                                               \
+  } while (0)
+  fprog_init(&p, 1);
+  fprog_op(&p, 200, 1, FX(0), FX(0), FX(0), 0, 0);
+  EXPECT_FAIL(xs, 1, &x, 1, "instruction 0 has opcode 200, out of range [0, 32)");
+  fprog_init(&p, 1);
+  F1(&p, FG_FUSED_ABS, FX(0));
+  fprog_op(&p, FG_FUSED_OPCODE_COUNT, 2, FT(0), FX(0), FX(0), 0, 0);
+  EXPECT_FAIL(xs, 1, &x, 1, "instruction 1 has opcode 32, out of range [0, 32)");
+  /* the program's inputs against the node's */
+  fprog_init(&p, 2);
+  F2(&p, FG_FUSED_ADD, FX(0), FX(1));
+  EXPECT_FAIL(xs, 3, &x, 1, "the program has 2 inputs, the node 3");
+  EXPECT_FAIL(xs, 1, &x, 1, "the program has 2 inputs, the node 1");
+  EXPECT_FAIL(xs, 2, &x, 2, "2 outputs, expected 1");
+  /* references */
+  fprog_init(&p, 1);
+  F2(&p, FG_FUSED_ADD, FX(0), FX(1));
+  EXPECT_FAIL(xs, 1, &x, 1,
+              "instruction 0 (add) argument 1 refers to input 1, out of range [0, 1)");
+  fprog_init(&p, 1);
+  F1(&p, FG_FUSED_NEG, FT(0));
+  EXPECT_FAIL(xs, 1, &x, 1, "instruction 0 (neg) argument 0 refers to temporary 0, out of range");
+  fprog_init(&p, 1);
+  F2(&p, FG_FUSED_MUL, FX(0), (fg_fused_ref){FG_FUSED_CONST, 3});
+  EXPECT_FAIL(xs, 1, &x, 1, "refers to constant 3, out of range [0, 0)");
+  fprog_init(&p, 1);
+  F1(&p, FG_FUSED_NEG, (fg_fused_ref){7, 0});
+  EXPECT_FAIL(xs, 1, &x, 1, "argument 0 has kind 7");
+  fprog_init(&p, 1);
+  fprog_op(&p, FG_FUSED_SELECT, 2, FX(0), FX(0), FX(0), 0, 0);
+  EXPECT_FAIL(xs, 1, &x, 1, "instruction 0 (select) has 2 arguments, expected 3");
+  fprog_init(&p, 1);
+  EXPECT_FAIL(xs, 1, &x, 1, "the program has 0 instructions, expected 1 to 32");
+  p.n_instrs = 33;
+  EXPECT_FAIL(xs, 1, &x, 1, "the program has 33 instructions");
+  fprog_init(&p, 1);
+  F1(&p, FG_FUSED_NEG, FX(0));
+  p.n_consts = -1;
+  EXPECT_FAIL(xs, 1, &x, 1, "the program has -1 constants");
+  /* shapes and dtypes */
+  fprog_init(&p, 2);
+  F2(&p, FG_FUSED_ADD, FX(0), FX(1));
+  const fg_kbuf bad_dims[2] = {x, fshape(FG_F32, 1, D(3))};
+  EXPECT_FAIL(bad_dims, 2, &x, 1, "input 1 of dims [3] does not broadcast to the output's [4, 5]");
+  const fg_kbuf too_high[2] = {x, fshape(FG_F32, 3, D(1, 4, 5))};
+  EXPECT_FAIL(too_high, 2, &x, 1, "input 1 has rank 3, above the output's [4, 5]");
+  const fg_kbuf ints[2] = {x, fshape(FG_I32, 2, D(4, 5))};
+  EXPECT_FAIL(ints, 2, &x, 1, "input 1 is i32, expected f32, f64 or bool");
+  const fg_kbuf out_i = fshape(FG_I64, 2, D(4, 5));
+  EXPECT_FAIL(xs, 2, &out_i, 1, "the output is i64, expected f32 or f64");
+  EXPECT_FAIL(NULL, 2, &x, 1, "without its program or buffers");
+#undef EXPECT_FAIL
+  FG_CHECK_STR(fgc_fused_op_name(FG_FUSED_LEAKY_RELU), "leaky_relu");
+  FG_CHECK_STR(fgc_fused_op_name(-1), "?");
+  FG_CHECK_STR(fgc_fused_op_name(FG_FUSED_OPCODE_COUNT), "?");
+}
+
+/* ---- NVRTC ------------------------------------------------------------------ */
+
+#define NVRTC_OR_SKIP()                                                                            \
+  do {                                                                                             \
+    char why_[512];                                                                                \
+    if (!fgc_nvrtc_available(why_, sizeof why_)) FG_SKIP("%s", why_);                              \
+  } while (0)
+
+/* Every opcode, over two programs (one would pass the 32-instruction
+ * limit): the binary ones, each comparison read by a select, and a select
+ * on a bool input (part 0); then every unary one (part 1). */
+static void every_op(fg_fused_params *p, int part) {
+  fprog_init(p, 5);
+  fg_fused_ref t = F2(p, FG_FUSED_ADD, FX(0), FX(1));
+  if (part == 0) {
+    for (int op = FG_FUSED_SUB; op < FG_FUSED_SELECT; op++) {
+      if (op == FG_FUSED_GREATER || op == FG_FUSED_LESS || op == FG_FUSED_EQUAL) {
+        fg_fused_ref c = F2(p, op, t, FX(2));
+        t = F3(p, FG_FUSED_SELECT, c, t, FX(3));
+      } else {
+        t = F2(p, op, t, op == FG_FUSED_POW ? FC(p, 0.5) : FX(3));
+      }
+    }
+    F3(p, FG_FUSED_SELECT, FX(4), t, FC(p, -2.5));
+  } else {
+    t = F3(p, FG_FUSED_SELECT, FX(4), t, FX(2));
+    for (int op = FG_FUSED_NEG; op < FG_FUSED_OPCODE_COUNT; op++)
+      t = F1A(p, op, t, op == FG_FUSED_CLIP ? -1 : 0.7, 3);
+  }
+}
+
+static fg_kbuf every_op_inputs(fg_kbuf *ins, fg_dtype dt) {
+  ins[0] = fshape(dt, 3, D(2, 3, 4));
+  ins[1] = fshape(dt, 1, D(4));         /* SUFFIX */
+  ins[2] = fshape(dt, 3, D(2, 1, 4));   /* WALK */
+  ins[3] = fshape(dt, 0, NULL);         /* SCALAR */
+  ins[4] = fshape(FG_BOOL, 2, D(3, 1)); /* WALK, bool */
+  return fshape(dt, 3, D(2, 3, 4));
+}
+
+/* The generated source is valid CUDA: it compiles for sm_90, to a CUBIN
+ * (an ELF file) and to PTX with the entry point, for f32 and f64. */
+FG_TEST(fused_nvrtc_compiles_every_op, "") {
+  NVRTC_OR_SKIP();
+  int major = 0, minor = 0;
+  FG_CHECK_INT(fgc_nvrtc_version(&major, &minor), 0);
+  FG_CHECK(major >= 12);
+  fg_fused_params p;
+  const fg_dtype dts[2] = {FG_F32, FG_F64};
+  for (int c = 0; c < 4; c++) {
+    const int d = c % 2;
+    every_op(&p, c / 2);
+    FG_CHECK_INT(p.n_instrs, c / 2 ? 23 : 14);
+    fg_kbuf ins[5];
+    const fg_kbuf out = every_op_inputs(ins, dts[d]);
+    fgc_fused_layout lay;
+    fgc_fused_args args;
+    char *src = gen(&p, ins, 5, out, &lay, &args);
+    FG_REQUIRE(src);
+    FG_CHECK_INT(lay.kind[2], FGC_FUSED_WALK);
+    FG_CHECK_INT(lay.kind[4], FGC_FUSED_WALK);
+    char err[4096];
+    void *img = NULL;
+    size_t n = 0;
+    const int rc = fgc_nvrtc_compile(src, 90, 1, &img, &n, err, sizeof err);
+    if (rc != 0) printf("%s\n--- source ---\n%s\n", err, src);
+    FG_CHECK_INT(rc, 0);
+    FG_CHECK(n > 1000 && img && memcmp(img, "\177ELF", 4) == 0);
+    free(img);
+    FG_CHECK_INT(fgc_nvrtc_compile(src, 90, 0, &img, &n, err, sizeof err), 0);
+    FG_REQUIRE(img);
+    FG_CHECK_STR_CONTAINS((const char *)img, ".entry fg_fused(");
+    FG_CHECK_STR_CONTAINS((const char *)img, ".target sm_90");
+    FG_CHECK_STR_CONTAINS((const char *)img, dts[d] == FG_F32 ? ".f32" : ".f64");
+    free(img);
+    free(src);
+  }
+}
+
+/* mul then add stay two roundings in the machine code, as two unfused
+ * kernels are: no fma.rn in the PTX. x1 + x2 * x3 would be an FMA in a
+ * plain CUDA expression (nvcc's default, and NVRTC's). */
+FG_TEST(fused_nvrtc_no_contraction_across_instructions, "") {
+  NVRTC_OR_SKIP();
+  fg_fused_params p;
+  fprog_init(&p, 3);
+  F2(&p, FG_FUSED_ADD, F2(&p, FG_FUSED_MUL, FX(0), FX(1)), FX(2));
+  const fg_dtype dts[2] = {FG_F32, FG_F64};
+  const char *fma[2] = {"fma.rn.f32", "fma.rn.f64"}, *mul[2] = {"mul.rn.f32", "mul.rn.f64"},
+             *add[2] = {"add.rn.f32", "add.rn.f64"};
+  for (int d = 0; d < 2; d++) {
+    const fg_kbuf x = fshape(dts[d], 1, D(7)), ins[3] = {x, x, x};
+    fgc_fused_layout lay;
+    fgc_fused_args args;
+    char *src = gen(&p, ins, 3, x, &lay, &args);
+    FG_REQUIRE(src);
+    char err[2048];
+    void *ptx = NULL;
+    size_t n = 0;
+    FG_CHECK_INT(fgc_nvrtc_compile(src, 90, 0, &ptx, &n, err, sizeof err), 0);
+    FG_REQUIRE(ptx);
+    FG_CHECK_STR_CONTAINS((const char *)ptx, mul[d]);
+    FG_CHECK_STR_CONTAINS((const char *)ptx, add[d]);
+    FG_CHECK(strstr((const char *)ptx, fma[d]) == NULL);
+    free(ptx);
+    free(src);
+  }
+  /* the control: the same arithmetic as one plain expression contracts */
+  const char *plain = "extern \"C\" __global__ void k(float *o, const float *a, const float *b,"
+                      " const float *c) { o[0] = a[0] * b[0] + c[0]; }";
+  char err[2048];
+  void *ptx = NULL;
+  size_t n = 0;
+  FG_CHECK_INT(fgc_nvrtc_compile(plain, 90, 0, &ptx, &n, err, sizeof err), 0);
+  FG_REQUIRE(ptx);
+  FG_CHECK_STR_CONTAINS((const char *)ptx, "fma.rn.f32");
+  free(ptx);
+}
+
+/* A source NVRTC rejects: -1 with its log, nothing allocated. */
+FG_TEST(fused_nvrtc_error_log, "badinput") {
+  NVRTC_OR_SKIP();
+  char err[2048] = "";
+  void *img = (void *)&err;
+  size_t n = 7;
+  FG_CHECK_INT(fgc_nvrtc_compile("this is not CUDA;", 90, 1, &img, &n, err, sizeof err), -1);
+  FG_CHECK(img == NULL && n == 0);
+  FG_CHECK_STR_CONTAINS(err, "NVRTC compilation for sm_90 failed");
+  FG_CHECK_STR_CONTAINS(err, "error");
+  FG_CHECK_INT(fgc_nvrtc_compile(NULL, 90, 1, &img, &n, err, sizeof err), -1);
+  FG_CHECK_INT(fgc_nvrtc_compile("", 3, 1, &img, &n, err, sizeof err), -1);
+  FG_CHECK_STR_CONTAINS(err, "architecture 3");
+}
+
+/* ---- the disk cache ---------------------------------------------------------- */
+
+static int file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (int)st.st_size : -1;
+}
+
+/* Overwrites byte `at` of path with its complement. */
+static void flip_byte(const char *path, long at) {
+  FILE *f = fopen(path, "r+b");
+  if (!f) return;
+  fseek(f, at, SEEK_SET);
+  const int c = fgetc(f);
+  fseek(f, at, SEEK_SET);
+  fputc(~c & 0xff, f);
+  fclose(f);
+}
+
+/* One cubin request; checks its origin and returns the image size. */
+static size_t cubin_from(const char *src, int want_origin, void **keep) {
+  void *img = NULL;
+  size_t n = 0;
+  int origin = -1;
+  char err[2048] = "";
+  const int rc = fgc_nvrtc_cubin(src, 90, &img, &n, &origin, err, sizeof err);
+  if (rc != 0) FG_FAIL_AT("fgc_nvrtc_cubin: %s", err);
+  if (origin != want_origin) FG_FAIL_AT("origin %d, expected %d", origin, want_origin);
+  if (img && memcmp(img, "\177ELF", 4) != 0) FG_FAIL_AT("the image is not an ELF file");
+  if (keep)
+    *keep = img;
+  else
+    free(img);
+  return n;
+}
+
+static char *small_source(double c) {
+  fg_fused_params p;
+  fprog_init(&p, 1);
+  F2(&p, FG_FUSED_MUL, FX(0), FC(&p, c));
+  const fg_kbuf x = fshape(FG_F32, 1, D(5));
+  fgc_fused_layout lay;
+  fgc_fused_args args;
+  return gen(&p, &x, 1, x, &lay, &args);
+}
+
+/* Written once, read back in place of a compile; a corrupt or truncated
+ * file is compiled again and replaced; a different source or architecture
+ * is another file. */
+FG_TEST(fused_nvrtc_disk_cache, "") {
+  NVRTC_OR_SKIP();
+  char dir[512], cache[600], file[700];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_nvrtc"));
+  FG_CHECK_INT(setenv("FG_CACHE_DIR", dir, 1), 0);
+  FG_CHECK_INT(fgc_nvrtc_cache_dir(cache, sizeof cache), 0);
+  char want[600];
+  snprintf(want, sizeof want, "%s/nvrtc", dir);
+  FG_CHECK_STR(cache, want);
+  char *src = small_source(3.0);
+  FG_REQUIRE(src);
+  const uint64_t key = fgc_nvrtc_key(src, 90);
+  FG_CHECK(key != 0);
+  FG_CHECK(key != fgc_nvrtc_key(src, 80));
+  fgc_nvrtc_cache_file(cache, key, file, sizeof file);
+  FG_CHECK_INT(file_size(file), -1);
+
+  const long c0 = fgc_nvrtc_compiles();
+  void *first = NULL, *second = NULL;
+  const size_t n = cubin_from(src, FGC_NVRTC_COMPILED, &first);
+  FG_CHECK_INT(fgc_nvrtc_compiles(), c0 + 1);
+  FG_CHECK(file_size(file) > (int)n); /* header + image */
+  FG_CHECK_INT(cubin_from(src, FGC_NVRTC_FROM_DISK, &second), n);
+  FG_CHECK_INT(fgc_nvrtc_compiles(), c0 + 1); /* no compile */
+  FG_CHECK(first && second && memcmp(first, second, n) == 0);
+  free(first);
+  free(second);
+  /* folder private to the user; no temporary file left behind */
+  struct stat st;
+  FG_CHECK(stat(cache, &st) == 0 && (st.st_mode & 077) == 0);
+  FG_CHECK_INT(fgt_count_entries(cache), 1);
+
+  /* a byte of the image flipped: the checksum catches it */
+  flip_byte(file, 100);
+  cubin_from(src, FGC_NVRTC_COMPILED, NULL);
+  FG_CHECK_INT(fgc_nvrtc_compiles(), c0 + 2);
+  cubin_from(src, FGC_NVRTC_FROM_DISK, NULL);
+  /* the header's key flipped */
+  flip_byte(file, 9);
+  cubin_from(src, FGC_NVRTC_COMPILED, NULL);
+  /* truncated, then three bytes of junk, then an empty file */
+  FG_CHECK_INT(truncate(file, 200), 0);
+  cubin_from(src, FGC_NVRTC_COMPILED, NULL);
+  FG_CHECK_INT(fgt_write_file(file, "abc", 3), 0);
+  cubin_from(src, FGC_NVRTC_COMPILED, NULL);
+  FG_CHECK_INT(truncate(file, 0), 0);
+  cubin_from(src, FGC_NVRTC_COMPILED, NULL);
+  cubin_from(src, FGC_NVRTC_FROM_DISK, NULL);
+  FG_CHECK_INT(fgc_nvrtc_compiles(), c0 + 6);
+
+  /* another source is another file */
+  char *other = small_source(4.0);
+  FG_REQUIRE(other);
+  FG_CHECK(fgc_nvrtc_key(other, 90) != key);
+  cubin_from(other, FGC_NVRTC_COMPILED, NULL);
+  cubin_from(other, FGC_NVRTC_FROM_DISK, NULL);
+  FG_CHECK_INT(fgt_count_entries(cache), 2);
+  free(other);
+  free(src);
+  unsetenv("FG_CACHE_DIR");
+  fgt_rmtree(dir);
+}
+
+/* A cache folder that cannot be made (under a regular file), and a cache
+ * turned off: still compiled, never stored, never a failure. */
+FG_TEST(fused_nvrtc_cache_unwritable, "") {
+  NVRTC_OR_SKIP();
+  char dir[512], blocker[600], cache[700];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_nvrtc"));
+  snprintf(blocker, sizeof blocker, "%s/a_file", dir);
+  FG_CHECK_INT(fgt_write_file(blocker, "x", 1), 0);
+  FG_CHECK_INT(setenv("FG_CACHE_DIR", blocker, 1), 0);
+  char *src = small_source(5.0);
+  FG_REQUIRE(src);
+  const long c0 = fgc_nvrtc_compiles();
+  cubin_from(src, FGC_NVRTC_NOT_STORED, NULL);
+  cubin_from(src, FGC_NVRTC_NOT_STORED, NULL);
+  FG_CHECK_INT(fgc_nvrtc_compiles(), c0 + 2);
+  /* FG_CACHE_DIR empty: no disk cache */
+  FG_CHECK_INT(setenv("FG_CACHE_DIR", "", 1), 0);
+  FG_CHECK_INT(fgc_nvrtc_cache_dir(cache, sizeof cache), -1);
+  cubin_from(src, FGC_NVRTC_NOT_STORED, NULL);
+  FG_CHECK_INT(fgc_nvrtc_compiles(), c0 + 3);
+  FG_CHECK_INT(fgt_count_entries(dir), 1); /* only the blocker */
+  free(src);
+  unsetenv("FG_CACHE_DIR");
+  fgt_rmtree(dir);
+}
+
+/* The folder the environment names: FG_CACHE_DIR, else XDG_CACHE_HOME,
+ * else HOME. No NVRTC needed. */
+FG_TEST(fused_nvrtc_cache_folder, "") {
+  char buf[600], *old_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+  char *old_xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
+  unsetenv("FG_CACHE_DIR");
+  setenv("XDG_CACHE_HOME", "/x/cache", 1);
+  setenv("HOME", "/home/u", 1);
+  FG_CHECK_INT(fgc_nvrtc_cache_dir(buf, sizeof buf), 0);
+  FG_CHECK_STR(buf, "/x/cache/flowgraph/nvrtc");
+  setenv("XDG_CACHE_HOME", "", 1);
+  FG_CHECK_INT(fgc_nvrtc_cache_dir(buf, sizeof buf), 0);
+  FG_CHECK_STR(buf, "/home/u/.cache/flowgraph/nvrtc");
+  unsetenv("XDG_CACHE_HOME");
+  unsetenv("HOME");
+  FG_CHECK_INT(fgc_nvrtc_cache_dir(buf, sizeof buf), -1);
+  setenv("FG_CACHE_DIR", "/c", 1);
+  FG_CHECK_INT(fgc_nvrtc_cache_dir(buf, sizeof buf), 0);
+  FG_CHECK_STR(buf, "/c/nvrtc");
+  FG_CHECK_INT(fgc_nvrtc_cache_dir(buf, 5), -1); /* does not fit */
+  fgc_nvrtc_cache_file("/c/nvrtc", 0x0123456789abcdefull, buf, sizeof buf);
+  FG_CHECK_STR(buf, "/c/nvrtc/0123456789abcdef.cubin");
+  unsetenv("FG_CACHE_DIR");
+  if (old_home) setenv("HOME", old_home, 1);
+  if (old_xdg) setenv("XDG_CACHE_HOME", old_xdg, 1);
+  free(old_home);
+  free(old_xdg);
+}
