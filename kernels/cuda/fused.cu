@@ -80,11 +80,12 @@ int get_kernel(const fg_kctx *ctx, const char *src, int arch, cudaKernel_t *fn) 
     cudaError_t e = load(cubin, &lib, fn);
     if (e != cudaSuccess && origin == FGC_NVRTC_FROM_DISK) {
       /* A cached file the driver refuses (its checksum held, so it was
-       * written so): compile afresh rather than fail. */
+       * written so): replace it with a fresh compile rather than fail. */
       (void)cudaGetLastError();
       free(cubin);
       cubin = NULL;
-      if (fgc_nvrtc_compile(src, arch, 1, &cubin, &size, ctx->err, ctx->err_size) == 0)
+      fgc_nvrtc_cache_drop(src, arch);
+      if (fgc_nvrtc_cubin(src, arch, &cubin, &size, &origin, ctx->err, ctx->err_size) == 0)
         e = load(cubin, &lib, fn);
     }
     if (cubin && e != cudaSuccess) {

@@ -332,6 +332,15 @@ static int store_file(const char *dir, const char *path, uint64_t key, uint64_t 
   return -1;
 }
 
+void fgc_nvrtc_cache_drop(const char *src, int arch) {
+  char dir[1024], path[1100];
+  if (!src || !fgc_nvrtc_available(NULL, 0) || fgc_nvrtc_cache_dir(dir, sizeof dir) != 0) return;
+  uint64_t key, check;
+  key_pair(src, arch, &key, &check);
+  fgc_nvrtc_cache_file(dir, key, path, sizeof path);
+  unlink(path);
+}
+
 int fgc_nvrtc_cubin(const char *src, int arch, void **image, size_t *size, int *origin, char *err,
                     size_t err_size) {
   *image = NULL;

@@ -54,6 +54,10 @@ enum {
 int fgc_nvrtc_cubin(const char *src, int arch, void **image, size_t *size, int *origin, char *err,
                     size_t err_size);
 
+/* Removes the disk cache's file of (src, arch), if any: one whose CUBIN
+ * the driver refused, so the next request compiles and stores it again. */
+void fgc_nvrtc_cache_drop(const char *src, int arch);
+
 /* The cache key of (src, arch): a 64-bit hash of the source, the
  * architecture, NVRTC's version and the compile options. 0 when NVRTC
  * cannot be loaded (its version is part of the key). */

@@ -20,15 +20,15 @@ extern "C" fg_kernel_fn fg_cuda_kernel(const char *op, fg_dtype dtype) {
   return NULL;
 }
 
-/* One empty row first: a build whose list is empty still has an array. */
+/* The prepare hooks (FGC_PREPS in common.cuh), NULL-terminated. */
 #define FGC_PREP_ROW(op, dt, prep, rel) {op, dt, prep, rel},
 static const fg_kprep fgc_prep_rows[] = {
-    {"", FG_DTYPE_INVALID, NULL, NULL}, FGC_PREPS(FGC_PREP_ROW){NULL, FG_DTYPE_INVALID, NULL, NULL}};
+    FGC_PREPS(FGC_PREP_ROW){NULL, FG_DTYPE_INVALID, NULL, NULL}};
 #undef FGC_PREP_ROW
 
 extern "C" const fg_kprep *fg_cuda_kernel_prep(const char *op, fg_dtype dtype) {
   if (!op) return NULL;
-  for (const fg_kprep *r = fgc_prep_rows + 1; r->op; r++)
+  for (const fg_kprep *r = fgc_prep_rows; r->op; r++)
     if (r->dtype == dtype && strcmp(r->op, op) == 0) return r;
   return NULL;
 }

@@ -514,6 +514,11 @@ FG_TEST(fused_nvrtc_disk_cache, "") {
   cubin_from(src, FGC_NVRTC_COMPILED, NULL);
   cubin_from(src, FGC_NVRTC_FROM_DISK, NULL);
   FG_CHECK_INT(fgc_nvrtc_compiles(), c0 + 6);
+  /* dropped (a CUBIN the driver refused): gone, then compiled again */
+  fgc_nvrtc_cache_drop(src, 90);
+  FG_CHECK_INT(file_size(file), -1);
+  cubin_from(src, FGC_NVRTC_COMPILED, NULL);
+  FG_CHECK_INT(fgc_nvrtc_compiles(), c0 + 7);
 
   /* another source is another file */
   char *other = small_source(4.0);

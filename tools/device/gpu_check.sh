@@ -45,7 +45,7 @@ for what in "$@"; do
   case $what in
   tests)
     (cd /work/main/build && ctest -j8 --timeout 300 --output-on-failure \
-      -R '^(test_cuda_kernels|test_cuda_session|test_host_steps|test_mpi_nccl|test_streams|test_dist|test_dist_exec|test_dist_ranks)\.' \
+      -R '^(test_cuda_kernels|test_cuda_session|test_fused_cuda|test_host_steps|test_mpi_nccl|test_streams|test_dist|test_dist_exec|test_dist_ranks)\.' \
       >"$OUT/ctest.log" 2>&1; echo "ctest rc $?" >>"$OUT/ctest.log")
     grep -E 'tests passed|Failed|\*\*\*|SKIP|rc ' "$OUT/ctest.log" | tail -40 ;;
   alltests)
