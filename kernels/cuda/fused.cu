@@ -38,6 +38,7 @@ pthread_mutex_t loaded_mu = PTHREAD_MUTEX_INITIALIZER;
  * arguments but the pointers, and the shapes they were planned for. */
 struct State {
   cudaKernel_t fn;
+  fgc_fused_layout lay;
   fgc_fused_args args;
   int n_in;
   fg_kbuf in[FG_FUSED_MAX_INPUTS]; /* dtype, rank, dims, layout; no data */
@@ -164,6 +165,7 @@ extern "C" int fgc_fused_prepare(const fg_kctx *ctx, int threads, void **state) 
     free(s);
     return -1;
   }
+  s->lay = lay;
   s->n_in = ctx->n_in;
   for (int k = 0; k < ctx->n_in; k++) {
     s->in[k] = ctx->in[k];
@@ -196,6 +198,7 @@ extern "C" int fgc_fused_elementwise(const fg_kctx *ctx) {
   a.out = ctx->out[0].data;
   for (int k = 0; k < s->n_in; k++)
     a.in[k] = ctx->in[k].data;
+  a.vec = fgc_fused_vec_ok(&s->lay, &a);
   int rc = 0;
   if (a.n > 0) {
     void *params[1] = {&a};

@@ -376,6 +376,8 @@ static const char prelude[] =
     "__device__ __forceinline__ T fg_sign(T x) { return (T)((0 < x) - (x < 0)); }\n"
     "/* rint rounds halves to even (torch.round) */\n"
     "__device__ __forceinline__ T fg_round(T x) { return rint(x); }\n"
+    "/* 4 elements as one aligned vector access */\n"
+    "template <typename U> struct __align__(4 * sizeof(U)) fg_v4 { U v[4]; };\n"
     "/* 32-bit division where it fits: several times cheaper than 64-bit */\n"
     "__device__ __forceinline__ long long fg_div(long long i, long long n) {\n"
     "  return (((unsigned long long)i | (unsigned long long)n) >> 32) == 0\n"
@@ -398,7 +400,7 @@ static void emit_instr(sbuf *b, int j, const fg_fused_instr *in, int f32) {
     arg_text(in->arg[k], a[k], sizeof a[k]);
   literal(l0, sizeof l0, in->attr[0], f32);
   literal(l1, sizeof l1, in->attr[1], f32);
-  put(b, "    const T t%d = ", j);
+  put(b, "  const T t%d = ", j);
   switch (in->op) {
   case FG_FUSED_ADD: put(b, "fg_add(%s, %s)", a[0], a[1]); break;
   case FG_FUSED_SUB: put(b, "fg_sub(%s, %s)", a[0], a[1]); break;
@@ -481,6 +483,80 @@ static void emit_walk(sbuf *b, const fgc_fused_layout *lay) {
   put(b, "    }\n");
 }
 
+/* The instructions as one function of the inputs the program reads (in
+ * input order), so the scalar and the 4-wide loops share them. */
+static void emit_body(sbuf *b, const fg_fused_params *p, const fgc_fused_layout *lay, int f32) {
+  put(b, "__device__ __forceinline__ T fg_body(");
+  int first = 1;
+  for (int k = 0; k < lay->n_inputs; k++)
+    if (lay->kind[k] != FGC_FUSED_UNUSED) {
+      put(b, "%sconst T x%d", first ? "" : ", ", k);
+      first = 0;
+    }
+  put(b, ") {\n");
+  char lit[64];
+  for (int c = 0; c < p->n_consts; c++) {
+    literal(lit, sizeof lit, p->consts[c], f32);
+    put(b, "  const T c%d = %s;\n", c, lit);
+  }
+  for (int j = 0; j < p->n_instrs; j++)
+    emit_instr(b, j, &p->ins[j], f32);
+  put(b, "  return t%d;\n}\n", p->n_instrs - 1);
+}
+
+/* fg_body's arguments; `vec`: element k of each 4-wide value v<k>. */
+static void emit_call(sbuf *b, const fgc_fused_layout *lay, int vec) {
+  put(b, "fg_body(");
+  int first = 1;
+  for (int k = 0; k < lay->n_inputs; k++) {
+    const int kind = lay->kind[k];
+    if (kind == FGC_FUSED_UNUSED) continue;
+    put(b, "%s", first ? "" : ", ");
+    first = 0;
+    if (!vec || kind == FGC_FUSED_SCALAR || kind == FGC_FUSED_PREFIX)
+      put(b, "x%d", k);
+    else if (lay->in_dtype[k] == FG_BOOL)
+      put(b, "(T)(v%d.v[k] != 0)", k);
+    else if (lay->in_dtype[k] != lay->out_dtype)
+      put(b, "(T)v%d.v[k]", k);
+    else
+      put(b, "v%d.v[k]", k);
+  }
+  put(b, ")");
+}
+
+/* The 4-wide loop (fgc_fused_vec_ok decides, per call, whether it runs):
+ * 4 consecutive outputs per step, each full or bias-row input one aligned
+ * vector load, a column input one load for all 4 (its rows are multiples
+ * of 4 long). Then the < 4 leftover outputs go to the scalar loop. */
+static void emit_vec_loop(sbuf *b, const fgc_fused_layout *lay) {
+  put(b, "  if (a.vec) {\n    for (long long j = start; j < a.n / 4; j += step) {\n"
+         "      const long long i = j * 4;\n");
+  for (int k = 0; k < lay->n_inputs; k++) {
+    const char *ct = ctype(lay->in_dtype[k]);
+    char idx[64], ld[128];
+    switch (lay->kind[k]) {
+    case FGC_FUSED_FULL:
+      put(b, "      const fg_v4<%s> v%d = *(const fg_v4<%s> *)(p%d + i);\n", ct, k, ct, k);
+      break;
+    case FGC_FUSED_SUFFIX:
+      put(b,
+          "      const fg_v4<%s> v%d = *(const fg_v4<%s> *)(p%d + (i - fg_div(i, m%d) * m%d));\n",
+          ct, k, ct, k, k, k);
+      break;
+    case FGC_FUSED_PREFIX:
+      snprintf(idx, sizeof idx, "fg_div(i, m%d)", k);
+      load_text(lay, k, idx, ld, sizeof ld);
+      put(b, "      const T x%d = %s;\n", k, ld);
+      break;
+    default: break;
+    }
+  }
+  put(b, "      fg_v4<T> r;\n#pragma unroll\n      for (int k = 0; k < 4; k++)\n        r.v[k] = ");
+  emit_call(b, lay, 1);
+  put(b, ";\n      *(fg_v4<T> *)(out + i) = r;\n    }\n    from = a.n / 4 * 4 + start;\n  }\n");
+}
+
 char *fgc_fused_source(const fg_fused_params *p, const fgc_fused_layout *lay) {
   sbuf b = {malloc(8192), 0, 8192, 0};
   if (!b.s) return NULL;
@@ -492,13 +568,15 @@ char *fgc_fused_source(const fg_fused_params *p, const fgc_fused_layout *lay) {
   put(&b, " */\ntypedef %s T;\n", f32 ? "float" : "double");
   put(&b,
       "struct fg_fused_args {\n  void *out;\n  const void *in[%d];\n  long long n;\n"
-      "  long long m[%d];\n  long long dims[%d];\n  long long strides[%d][%d];\n};\n",
+      "  long long m[%d];\n  long long dims[%d];\n  long long strides[%d][%d];\n"
+      "  long long vec;\n};\n",
       FG_FUSED_MAX_INPUTS, FG_FUSED_MAX_INPUTS, FG_MAX_RANK, FG_FUSED_MAX_INPUTS, FG_MAX_RANK);
   put(&b, "%s", prelude);
+  emit_body(&b, p, lay, f32);
   put(&b, "extern \"C\" __global__ void __launch_bounds__(256) %s(const fg_fused_args a) {\n",
       FGC_FUSED_ENTRY);
   put(&b, "  T *const out = (T *)a.out;\n");
-  char idx[64], ld[128], lit[64];
+  char idx[64], ld[128];
   for (int k = 0; k < lay->n_inputs; k++) {
     if (lay->kind[k] == FGC_FUSED_UNUSED) continue;
     const char *ct = ctype(lay->in_dtype[k]);
@@ -506,18 +584,17 @@ char *fgc_fused_source(const fg_fused_params *p, const fgc_fused_layout *lay) {
     if (lay->kind[k] == FGC_FUSED_SUFFIX || lay->kind[k] == FGC_FUSED_PREFIX)
       put(&b, "  const long long m%d = a.m[%d];\n", k, k);
   }
-  for (int c = 0; c < p->n_consts; c++) {
-    literal(lit, sizeof lit, p->consts[c], f32);
-    put(&b, "  const T c%d = %s;\n", c, lit);
-  }
-  /* Scalars: one load per thread, before the loop. */
+  /* Scalars: one load per thread, before the loops. */
   for (int k = 0; k < lay->n_inputs; k++)
     if (lay->kind[k] == FGC_FUSED_SCALAR) {
       load_text(lay, k, "0", ld, sizeof ld);
       put(&b, "  const T x%d = %s;\n", k, ld);
     }
-  put(&b, "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n;\n"
-          "       i += (long long)gridDim.x * blockDim.x) {\n");
+  put(&b, "  const long long start = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+          "  const long long step = (long long)gridDim.x * blockDim.x;\n"
+          "  long long from = start;\n");
+  if (lay->walk_rank == 0) emit_vec_loop(&b, lay);
+  put(&b, "  for (long long i = from; i < a.n; i += step) {\n");
   emit_walk(&b, lay);
   for (int k = 0; k < lay->n_inputs; k++) {
     if (lay->kind[k] == FGC_FUSED_UNUSED || lay->kind[k] == FGC_FUSED_SCALAR) continue;
@@ -525,12 +602,26 @@ char *fgc_fused_source(const fg_fused_params *p, const fgc_fused_layout *lay) {
     load_text(lay, k, idx, ld, sizeof ld);
     put(&b, "    const T x%d = %s;\n", k, ld);
   }
-  for (int j = 0; j < p->n_instrs; j++)
-    emit_instr(&b, j, &p->ins[j], f32);
-  put(&b, "    out[i] = t%d;\n  }\n}\n", p->n_instrs - 1);
+  put(&b, "    out[i] = ");
+  emit_call(&b, lay, 0);
+  put(&b, ";\n  }\n}\n");
   if (b.oom) {
     free(b.s);
     return NULL;
   }
   return b.s;
+}
+
+int fgc_fused_vec_ok(const fgc_fused_layout *lay, const fgc_fused_args *args) {
+  const size_t out_es = fg_dtype_size(lay->out_dtype);
+  if (lay->walk_rank != 0 || args->n < 4 || (uintptr_t)args->out % (4 * out_es) != 0) return 0;
+  for (int k = 0; k < lay->n_inputs; k++) {
+    const int kind = lay->kind[k];
+    const size_t es = fg_dtype_size(lay->in_dtype[k]);
+    if ((kind == FGC_FUSED_SUFFIX || kind == FGC_FUSED_PREFIX) && args->m[k] % 4 != 0) return 0;
+    if ((kind == FGC_FUSED_FULL || kind == FGC_FUSED_SUFFIX) &&
+        (uintptr_t)args->in[k] % (4 * es) != 0)
+      return 0;
+  }
+  return 1;
 }

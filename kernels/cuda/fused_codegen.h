@@ -52,6 +52,7 @@ typedef struct fgc_fused_args {
   long long m[FG_FUSED_MAX_INPUTS]; /* SUFFIX: the input's elements; PREFIX: n / those */
   long long dims[FG_MAX_RANK];      /* the walk's coalesced dims, outermost first */
   long long strides[FG_FUSED_MAX_INPUTS][FG_MAX_RANK]; /* WALK inputs' element strides */
+  long long vec; /* 1: the 4-wide loop runs (fgc_fused_vec_ok), set per call */
 } fgc_fused_args;
 
 /* The generated kernel's name (extern "C", so unmangled). */
@@ -73,6 +74,12 @@ int fgc_fused_plan(const fg_fused_params *p, const fg_kbuf *in, int n_in, const 
  * malloc (the caller frees it); NULL when out of memory. p and lay must
  * have passed fgc_fused_plan. The same inputs give the same bytes. */
 char *fgc_fused_source(const fg_fused_params *p, const fgc_fused_layout *lay);
+
+/* 1 when the kernel of lay may take its 4-wide loop for args (pointers
+ * set): no strided walk, the bias-row and column inputs' rows multiples of
+ * 4 elements, and the output and every full or bias-row input aligned to
+ * 4 elements. */
+int fgc_fused_vec_ok(const fgc_fused_layout *lay, const fgc_fused_args *args);
 
 /* The name of an opcode as the program text spells it ("add",
  * "leaky_relu"); "?" out of range. */

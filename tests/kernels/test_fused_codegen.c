@@ -57,7 +57,17 @@ FG_TEST(fused_codegen_bias_relu, "") {
   FG_CHECK_STR_CONTAINS(src, "const T x1 = p1[i - fg_div(i, m1) * m1];");
   FG_CHECK_STR_CONTAINS(src, "const T t0 = fg_add(x0, x1);");
   FG_CHECK_STR_CONTAINS(src, "const T t1 = fg_relu(t0);");
-  FG_CHECK_STR_CONTAINS(src, "out[i] = t1;");
+  FG_CHECK_STR_CONTAINS(src, "__device__ __forceinline__ T fg_body(const T x0, const T x1) {");
+  FG_CHECK_STR_CONTAINS(src, "return t1;");
+  FG_CHECK_STR_CONTAINS(src, "out[i] = fg_body(x0, x1);");
+  /* the 4-wide loop: a vector load per input, the bias row's at i % 8 */
+  FG_CHECK_STR_CONTAINS(src, "const fg_v4<float> v0 = *(const fg_v4<float> *)(p0 + i);");
+  FG_CHECK_STR_CONTAINS(src,
+                        "const fg_v4<float> v1 = *(const fg_v4<float> *)(p1 + (i - fg_div(i, m1) "
+                        "* m1));");
+  FG_CHECK_STR_CONTAINS(src, "r.v[k] = fg_body(v0.v[k], v1.v[k]);");
+  FG_CHECK_STR_CONTAINS(src, "*(fg_v4<T> *)(out + i) = r;");
+  FG_CHECK_STR_CONTAINS(src, "from = a.n / 4 * 4 + start;"); /* the < 4 left over */
   /* add is __fadd_rn: never contracted with a neighbouring multiply */
   FG_CHECK_STR_CONTAINS(src, "return __fadd_rn(x, y);");
   FG_CHECK_STR_CONTAINS(src, "x < 0 ? (T)0 : x"); /* relu keeps NaN */
@@ -181,6 +191,7 @@ FG_TEST(fused_codegen_walk, "") {
   FG_CHECK_STR_CONTAINS(src, "fg_div(r, a.dims[2])");
   FG_CHECK_STR_CONTAINS(src, "fg_div(r, a.dims[1])");
   FG_CHECK(strstr(src, "a.dims[3]") == NULL);
+  FG_CHECK(strstr(src, "a.vec") == NULL); /* no 4-wide loop with a walk */
   FG_CHECK_STR_CONTAINS(src, "w0 += c * a.strides[0][2];");
   FG_CHECK_STR_CONTAINS(src, "w1 += c * a.strides[1][1];");
   FG_CHECK_STR_CONTAINS(src, "w1 += r * a.strides[1][0];");
@@ -210,8 +221,55 @@ FG_TEST(fused_codegen_walk, "") {
   src = gen(&p, &x, 1, fshape(FG_F64, 1, D(3)), &lay, &args);
   FG_REQUIRE(src);
   FG_CHECK_STR_CONTAINS(src, "const T x0 = (T)p0[i];");
+  FG_CHECK_STR_CONTAINS(src, "r.v[k] = fg_body((T)v0.v[k]);");
   FG_CHECK_STR_CONTAINS(src, "const T t0 = m_exp(x0);");
   free(src);
+}
+
+/* When the 4-wide loop may run: per call, from the pointers' alignment
+ * and the broadcast rows' lengths. */
+FG_TEST(fused_codegen_vec_ok, "") {
+  fg_fused_params p;
+  fprog_init(&p, 3);
+  F3(&p, FG_FUSED_SELECT, FX(2), F2(&p, FG_FUSED_ADD, FX(0), FX(1)), FX(0));
+  fgc_fused_layout lay;
+  fgc_fused_args args;
+  char err[256];
+  /* [6, 8] + [8] (bias row), bool column [6, 1] */
+  const fg_kbuf ins[3] = {fshape(FG_F64, 2, D(6, 8)), fshape(FG_F64, 1, D(8)),
+                          fshape(FG_BOOL, 2, D(6, 1))};
+  const fg_kbuf out = fshape(FG_F64, 2, D(6, 8));
+  FG_REQUIRE(fgc_fused_plan(&p, ins, 3, &out, 1, &lay, &args, err, sizeof err) == 0);
+  FG_CHECK_INT(lay.kind[2], FGC_FUSED_PREFIX);
+  FG_CHECK_INT(args.m[2], 8);
+  args.out = (void *)(uintptr_t)0x10000;
+  args.in[0] = (const void *)(uintptr_t)0x20000;
+  args.in[1] = (const void *)(uintptr_t)0x30020; /* 32-byte aligned: 4 doubles */
+  args.in[2] = (const void *)(uintptr_t)0x40001; /* a column is read a value at a time */
+  FG_CHECK_INT(fgc_fused_vec_ok(&lay, &args), 1);
+  args.in[1] = (const void *)(uintptr_t)0x30010; /* 16: not 4 doubles */
+  FG_CHECK_INT(fgc_fused_vec_ok(&lay, &args), 0);
+  args.in[1] = (const void *)(uintptr_t)0x30020;
+  args.out = (void *)(uintptr_t)0x10008;
+  FG_CHECK_INT(fgc_fused_vec_ok(&lay, &args), 0);
+  args.out = (void *)(uintptr_t)0x10000;
+  args.m[1] = 6; /* a bias row of 6: groups of 4 would straddle its end */
+  FG_CHECK_INT(fgc_fused_vec_ok(&lay, &args), 0);
+  args.m[1] = 8;
+  args.m[2] = 10;
+  FG_CHECK_INT(fgc_fused_vec_ok(&lay, &args), 0);
+  args.m[2] = 8;
+  args.n = 3;
+  FG_CHECK_INT(fgc_fused_vec_ok(&lay, &args), 0);
+  /* a strided walk never takes it */
+  const fg_kbuf walk[3] = {fshape(FG_F64, 3, D(2, 1, 8)), fshape(FG_F64, 1, D(8)),
+                           fshape(FG_BOOL, 2, D(3, 1))};
+  const fg_kbuf out3 = fshape(FG_F64, 3, D(2, 3, 8));
+  FG_REQUIRE(fgc_fused_plan(&p, walk, 3, &out3, 1, &lay, &args, err, sizeof err) == 0);
+  FG_CHECK_INT(lay.kind[0], FGC_FUSED_WALK);
+  args.out = (void *)(uintptr_t)0x10000;
+  args.in[0] = args.in[1] = args.in[2] = (const void *)(uintptr_t)0x20000;
+  FG_CHECK_INT(fgc_fused_vec_ok(&lay, &args), 0);
 }
 
 /* Bad programs and mismatched buffers fail with a message, never crash. */

@@ -87,6 +87,7 @@ static struct {
   int ready;
   cudaStream_t stream;
   fg_cuda_error *flag;
+  int misalign;    /* dev_alloc: data one element past an aligned address */
   char cache[512]; /* FG_CACHE_DIR for this process: a scratch folder */
 } G;
 
@@ -134,11 +135,20 @@ static int64_t numel_of(const fg_kbuf *b) {
   return n;
 }
 
-/* A device buffer of b's shape (+16 bytes so 0-element ones are real). */
+/* Where G.misalign puts a buffer's data: one element past the aligned
+ * start, so the fused kernel takes its one-at-a-time loop. */
+static size_t shift_of(const fg_kbuf *b) { return G.misalign ? fg_dtype_size(b->dtype) : 0; }
+
+/* A device buffer of b's shape (+16 bytes: room for the shift, and
+ * 0-element ones are real). */
 static fg_kbuf dev_alloc(fg_kbuf b) {
-  b.data = NULL;
-  if (cudaMalloc(&b.data, bytes_of(&b) + 16) != cudaSuccess) b.data = NULL;
+  void *base = NULL;
+  b.data = cudaMalloc(&base, bytes_of(&b) + 16) == cudaSuccess ? (char *)base + shift_of(&b) : NULL;
   return b;
+}
+
+static void dev_free(const fg_kbuf *b) {
+  if (b->data) cudaFree((char *)b->data - shift_of(b));
 }
 
 static fg_kbuf to_dev(const fg_kbuf *h) {
@@ -334,7 +344,7 @@ static fg_kbuf run_unfused(const fg_fused_params *p, const fg_kbuf *din, fg_dtyp
                  fn ? err : "no kernel");
   }
   for (int c = 0; c < p->n_consts; c++)
-    cudaFree(consts[c].data);
+    dev_free(&consts[c]);
   return rc == 0 ? temps[p->n_instrs - 1] : fail;
 }
 
@@ -447,8 +457,9 @@ static int run_case(const fcase *c, fg_dtype dt) {
                 : (g != g && r != r) || fabs(g - r) <= c->ulps * ulp_of(r, f32) + c->abs_tol;
       if (same_bits(g, u) && same_bits(g, g2) && ok_ref) continue;
       if (shown++ < 5)
-        FG_FAIL_AT("%s %s [%lld]: fused %.17g (no state %.17g), unfused %.17g, reference %.17g",
-                   c->name, fg_dtype_name(dt), (long long)i, g, g2, u, r);
+        FG_FAIL_AT("%s %s%s [%lld]: fused %.17g (no state %.17g), unfused %.17g, reference %.17g",
+                   c->name, fg_dtype_name(dt), G.misalign ? " misaligned" : "", (long long)i, g, g2,
+                   u, r);
       bad++;
     }
     free(got);
@@ -457,19 +468,25 @@ static int run_case(const fcase *c, fg_dtype dt) {
   }
   fgc_fused_release(state);
   for (int j = 0; j < FG_FUSED_MAX_INSTRS; j++)
-    cudaFree(temps[j].data);
+    dev_free(&temps[j]);
   for (int k = 0; k < c->n_in; k++) {
     free(hin[k].data);
-    cudaFree(din[k].data);
+    dev_free(&din[k]);
   }
-  cudaFree(dout.data);
-  cudaFree(dout2.data);
+  dev_free(&dout);
+  dev_free(&dout2);
   return bad;
 }
 
+/* f32 and f64, each with aligned buffers (the 4-wide loop where the
+ * shapes allow it) and misaligned ones (one element at a time). */
 static void run_both(const fcase *c) {
-  run_case(c, FG_F32);
-  run_case(c, FG_F64);
+  for (int m = 0; m < 2; m++) {
+    G.misalign = m;
+    run_case(c, FG_F32);
+    run_case(c, FG_F64);
+  }
+  G.misalign = 0;
 }
 
 static void case_init(fcase *c, const char *name, int n_in, fg_kbuf out) {
@@ -558,6 +575,13 @@ FG_TEST(fused_cuda_exact_programs, "gpu") {
   c.in[0] = fshape(FG_F32, 0, NULL);
   F2(&c.p, FG_FUSED_ADD, FX(0), FC(&c.p, 1));
   run_both(&c);
+  /* the 4-wide loop with 1001 = 4 * 250 + 1 outputs: one left over */
+  case_init(&c, "tail", 2, fshape(FG_F32, 2, D(7, 143)));
+  c.in[0] = fshape(FG_F32, 2, D(7, 143));
+  c.in[1] = fshape(FG_F32, 0, NULL);
+  c.specials = 1;
+  F2(&c.p, FG_FUSED_MINIMUM, F2(&c.p, FG_FUSED_DIV, FX(0), FX(1)), FC(&c.p, 1.5));
+  run_both(&c);
   case_init(&c, "large", 2, fshape(FG_F32, 2, D(3001, 1024)));
   c.in[0] = fshape(FG_F32, 2, D(3001, 1024));
   c.in[1] = fshape(FG_F32, 2, D(3001, 1));
@@ -584,9 +608,9 @@ FG_TEST(fused_cuda_transcendental_programs, "gpu") {
   };
   for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
     fcase c;
-    case_init(&c, fgc_fused_op_name(ops[o].op), 3, fshape(FG_F32, 2, D(16, 33)));
-    c.in[0] = fshape(FG_F32, 2, D(16, 33));
-    c.in[1] = fshape(FG_F32, 1, D(33));
+    case_init(&c, fgc_fused_op_name(ops[o].op), 3, fshape(FG_F32, 2, D(16, 32)));
+    c.in[0] = fshape(FG_F32, 2, D(16, 32));
+    c.in[1] = fshape(FG_F32, 1, D(32));
     c.in[2] = fshape(FG_F32, 0, NULL);
     c.lo[0] = ops[o].lo;
     c.hi[0] = ops[o].hi;
@@ -601,10 +625,14 @@ FG_TEST(fused_cuda_transcendental_programs, "gpu") {
       t = F1A(&c.p, ops[o].op, t, ops[o].a0, ops[o].a1);
     F2(&c.p, FG_FUSED_MUL, t, FC(&c.p, 0.5));
     c.ulps = ops[o].ulps;
-    c.abs_tol = ops[o].abs32;
-    run_case(&c, FG_F32);
-    c.abs_tol = ops[o].abs32 > 0 ? 2e-15 : 0;
-    run_case(&c, FG_F64);
+    for (int m = 0; m < 2; m++) {
+      G.misalign = m;
+      c.abs_tol = ops[o].abs32;
+      run_case(&c, FG_F32);
+      c.abs_tol = ops[o].abs32 > 0 ? 2e-15 : 0;
+      run_case(&c, FG_F64);
+    }
+    G.misalign = 0;
   }
 #endif
 }
@@ -734,8 +762,8 @@ FG_TEST(fused_cuda_graph_capture, "gpu") {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   fgc_fused_release(state);
-  cudaFree(din[0].data);
-  cudaFree(din[1].data);
-  cudaFree(dout.data);
+  dev_free(&din[0]);
+  dev_free(&din[1]);
+  dev_free(&dout);
 #endif
 }
