@@ -645,3 +645,184 @@ FG_TEST(fused_nvrtc_cache_folder, "") {
   free(old_home);
   free(old_xdg);
 }
+
+/* ---- the generated kernel's index arithmetic, run on the CPU ----------------- */
+
+/* CUDA's names as plain C++, so the generated source compiles with the
+ * host's C++ compiler and runs each "thread" in a loop. */
+static const char emu_shim[] =
+    "#include <cmath>\n#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n"
+    "#include <cstring>\n#include <math.h>\n"
+    "#define __device__\n#define __forceinline__ inline\n#define __global__\n"
+    "#define __launch_bounds__(x)\n#define __align__(n) alignas(n)\n"
+    "struct u3 { unsigned x; };\nstatic u3 blockIdx, blockDim, gridDim, threadIdx;\n"
+    "static float __fadd_rn(float a, float b) { return a + b; }\n"
+    "static double __dadd_rn(double a, double b) { return a + b; }\n"
+    "static float __fsub_rn(float a, float b) { return a - b; }\n"
+    "static double __dsub_rn(double a, double b) { return a - b; }\n"
+    "static float __fmul_rn(float a, float b) { return a * b; }\n"
+    "static double __dmul_rn(double a, double b) { return a * b; }\n"
+    "static float __int_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }\n"
+    "static double __longlong_as_double(unsigned long long u) {\n"
+    "  double f; memcpy(&f, &u, 8); return f;\n}\n"
+    "using std::expm1; using std::log1p; using std::rint; using std::floor; using std::ceil;\n";
+
+/* Runs every thread of a 3-block grid, then checks out[i] against the sum
+ * of the inputs' broadcast elements times (k + 1) (the program's
+ * meaning); prints "ok" or the first mismatches. */
+static const char emu_main[] =
+    "static long long off(int k, long long i) {\n"
+    "  long long o = 0, st = 1;\n"
+    "  for (int d = OUT_RANK - 1; d >= 0; d--) {\n"
+    "    const long long c = i % OUT_DIMS[d];\n    i /= OUT_DIMS[d];\n"
+    "    const int j = d - (OUT_RANK - IN_RANK[k]);\n    if (j < 0) break;\n"
+    "    if (IN_DIMS[k][j] != 1) o += c * st;\n    st *= IN_DIMS[k][j];\n  }\n  return o;\n}\n"
+    "static int run(int vec, int shift) {\n"
+    "  fg_fused_args a;\n  memset(&a, 0, sizeof a);\n  set_args(a);\n"
+    "  static char bufs[16][1 << 17], ob[1 << 17];\n"
+    "  for (int k = 0; k < N_IN; k++) {\n"
+    "    char *p = (char *)(((uintptr_t)bufs[k] + 31) & ~(uintptr_t)31) + shift * IN_ES[k];\n"
+    "    for (long long j = 0; j < IN_N[k]; j++) {\n"
+    "      if (IN_ES[k] == 1) p[j] = (j * 7 + k) % 3 == 0;\n"
+    "      else ((T *)p)[j] = (T)(k * 1000 + j);\n    }\n    a.in[k] = p;\n  }\n"
+    "  T *out = (T *)(((uintptr_t)ob + 31) & ~(uintptr_t)31) + shift;\n"
+    "  for (long long i = 0; i < a.n; i++) out[i] = -12345;\n"
+    "  a.out = out;\n  a.vec = vec;\n  blockDim.x = 256;\n  gridDim.x = 3;\n"
+    "  for (unsigned b = 0; b < 3; b++)\n    for (unsigned t = 0; t < 256; t++) {\n"
+    "      blockIdx.x = b;\n      threadIdx.x = t;\n      fg_fused(a);\n    }\n"
+    "  int bad = 0;\n  for (long long i = 0; i < a.n; i++) {\n    double want = 0;\n"
+    "    for (int k = 0; k < N_IN; k++) {\n      const long long o = off(k, i);\n"
+    "      const double v = IN_ES[k] == 1 ? (double)(((const char *)a.in[k])[o] != 0)\n"
+    "                                     : (double)((const T *)a.in[k])[o];\n"
+    "      want += v * (k + 1);\n    }\n"
+    "    if ((T)want != out[i] && bad++ < 3)\n"
+    "      printf(\"vec %d shift %d: out[%lld] = %g, expected %g\\n\", vec, shift, i,\n"
+    "             (double)out[i], want);\n  }\n  return bad;\n}\n"
+    "int main() {\n  int bad = run(0, 0) + run(0, 1);\n  if (VEC_OK) bad += run(1, 0);\n"
+    "  printf(bad ? \"bad\\n\" : \"ok\\n\");\n  return 0;\n}\n";
+
+/* x0 + 2 x1 + 3 x2 + ... over the shapes given, compiled with the host's
+ * C++ compiler and run; 1 when it printed "ok". */
+static int emulate(const char *dir, const char *cxx, fg_dtype dt, const fg_kbuf *ins, int n_in,
+                   fg_kbuf out) {
+  fg_fused_params p;
+  fprog_init(&p, n_in);
+  fg_fused_ref t = F2(&p, FG_FUSED_ADD, FX(0), FC(&p, 0));
+  for (int k = 1; k < n_in; k++)
+    t = F2(&p, FG_FUSED_ADD, t, F2(&p, FG_FUSED_MUL, FX(k), FC(&p, k + 1)));
+  fgc_fused_layout lay;
+  fgc_fused_args args;
+  out.dtype = dt;
+  char *src = gen(&p, ins, n_in, out, &lay, &args);
+  if (!src) return 0;
+  /* the 4-wide loop where the kernel would take it with aligned buffers */
+  fgc_fused_args aligned = args;
+  aligned.out = (void *)(uintptr_t)4096;
+  for (int k = 0; k < n_in; k++)
+    aligned.in[k] = (const void *)(uintptr_t)4096;
+  char path[700], cmd[4096];
+  snprintf(path, sizeof path, "%s/emu.cpp", dir);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    free(src);
+    return 0;
+  }
+  fprintf(f, "%s%s\nstatic const int N_IN = %d, OUT_RANK = %d, VEC_OK = %d;\n", emu_shim, src, n_in,
+          out.rank, fgc_fused_vec_ok(&lay, &aligned));
+  fprintf(f, "static const long long OUT_DIMS[] = {");
+  for (int i = 0; i < out.rank; i++)
+    fprintf(f, "%lld, ", (long long)out.dims[i]);
+  fprintf(f, "0};\nstatic const int IN_RANK[] = {");
+  for (int k = 0; k < n_in; k++)
+    fprintf(f, "%d, ", ins[k].rank);
+  fprintf(f, "};\nstatic const int IN_ES[] = {");
+  for (int k = 0; k < n_in; k++)
+    fprintf(f, "%d, ", ins[k].dtype == FG_BOOL ? 1 : (int)fg_dtype_size(dt));
+  fprintf(f, "};\nstatic const long long IN_N[] = {");
+  for (int k = 0; k < n_in; k++) {
+    int64_t n = 1;
+    for (int i = 0; i < ins[k].rank; i++)
+      n *= ins[k].dims[i];
+    fprintf(f, "%lld, ", (long long)n);
+  }
+  fprintf(f, "};\nstatic const long long IN_DIMS[][8] = {");
+  for (int k = 0; k < n_in; k++) {
+    fprintf(f, "{");
+    for (int i = 0; i < ins[k].rank; i++)
+      fprintf(f, "%lld, ", (long long)ins[k].dims[i]);
+    fprintf(f, "0}, ");
+  }
+  fprintf(f, "};\nstatic void set_args(fg_fused_args &a) {\n  a.n = %lld;\n", args.n);
+  for (int k = 0; k < FG_FUSED_MAX_INPUTS; k++) {
+    fprintf(f, "  a.m[%d] = %lld;\n", k, args.m[k]);
+    for (int d = 0; d < FG_MAX_RANK; d++)
+      fprintf(f, "  a.strides[%d][%d] = %lld;\n", k, d, args.strides[k][d]);
+  }
+  for (int d = 0; d < FG_MAX_RANK; d++)
+    fprintf(f, "  a.dims[%d] = %lld;\n", d, args.dims[d]);
+  fprintf(f, "}\n%s", emu_main);
+  fclose(f);
+  free(src);
+  snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -w -o %s/emu %s 2>&1 && %s/emu > %s/emu.out", cxx,
+           dir, path, dir, dir);
+  if (system(cmd) != 0) {
+    FG_FAIL_AT("the emulation did not build or run: %s", cmd);
+    return 0;
+  }
+  snprintf(path, sizeof path, "%s/emu.out", dir);
+  char line[256] = "";
+  f = fopen(path, "r");
+  while (f && fgets(line, sizeof line, f))
+    if (strcmp(line, "ok\n") != 0) printf("%s", line);
+  if (f) fclose(f);
+  return strcmp(line, "ok\n") == 0;
+}
+
+/* The generated kernel compiled as host C++ with CUDA's names stubbed
+ * and every thread of a small grid run in turn, so its index arithmetic
+ * (same shape, scalar, bias row, column, strided walk, bool inputs, the
+ * 4-wide loop and its leftovers, aligned and not) is checked on any
+ * machine. Skips without a C++ compiler ($CXX, else c++). */
+FG_TEST(fused_codegen_host_emulation, "") {
+  const char *cxx = getenv("CXX") && getenv("CXX")[0] ? getenv("CXX") : "c++";
+  char probe[600];
+  snprintf(probe, sizeof probe, "%s --version > /dev/null 2>&1", cxx);
+  if (system(probe) != 0) FG_SKIP("no C++ compiler (%s) to build the emulation", cxx);
+  char dir[512];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_fused_emu"));
+  static const struct {
+    int n_in;
+    int rank[4];
+    int64_t dims[4][4];
+    int boolean[4];
+    int out_rank;
+    int64_t out[4];
+  } cases[] = {
+      /* FULL + SUFFIX (bias row of 40): 4-wide loop */
+      {2, {2, 1}, {{33, 40}, {40}}, {0, 0}, 2, {33, 40}},
+      /* FULL + SCALAR, 1001 = 4 * 250 + 1 outputs */
+      {2, {2, 0}, {{7, 143}, {0}}, {0, 0}, 2, {7, 143}},
+      /* FULL + SUFFIX + bool PREFIX (column of 8) + SCALAR */
+      {4, {2, 1, 2, 0}, {{300, 8}, {8}, {300, 1}, {0}}, {0, 0, 1, 0}, 2, {300, 8}},
+      /* a SUFFIX and a PREFIX of 3: rows not multiples of 4 */
+      {3, {3, 1, 1}, {{2, 1, 1}, {1}, {3}}, {0, 0, 0}, 3, {2, 1, 3}},
+      /* WALK x2 (one merged pair of dims) + SCALAR */
+      {3, {4, 2, 0}, {{2, 3, 1, 5}, {4, 1}, {0}}, {0, 0, 0}, 4, {2, 3, 4, 5}},
+      /* WALK with a bool input, FULL, SUFFIX: many grid-stride rounds */
+      {4, {3, 3, 2, 1}, {{40, 30, 7}, {40, 1, 7}, {30, 1}, {7}}, {0, 0, 1, 0}, 3, {40, 30, 7}},
+      /* empty and rank-0 outputs */
+      {2, {2, 1}, {{0, 5}, {5}}, {0, 0}, 2, {0, 5}},
+      {1, {0}, {{0}}, {0}, 0, {0}},
+  };
+  const fg_dtype dts[2] = {FG_F32, FG_F64};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int d = 0; d < 2; d++) {
+      fg_kbuf ins[4];
+      for (int k = 0; k < cases[c].n_in; k++)
+        ins[k] = fshape(cases[c].boolean[k] ? FG_BOOL : dts[d], cases[c].rank[k], cases[c].dims[k]);
+      const fg_kbuf out = fshape(dts[d], cases[c].out_rank, cases[c].out);
+      if (!emulate(dir, cxx, dts[d], ins, cases[c].n_in, out))
+        FG_FAIL_AT("case %zu %s: the emulated kernel disagrees", c, fg_dtype_name(dts[d]));
+    }
+  fgt_rmtree(dir);
+}
