@@ -452,9 +452,9 @@ static int run_case(const fcase *c, fg_dtype dt) {
       const double g = elem_as_double(got, dt, i), g2 = elem_as_double(got2, dt, i);
       const double u = elem_as_double(un, dt, i), r = ref_elem(&c->p, hin, &out, i);
       const int exact = c->ulps == 0 && c->abs_tol == 0;
-      const int ok_ref =
-          exact ? same_bits(g, r)
-                : (g != g && r != r) || fabs(g - r) <= c->ulps * ulp_of(r, f32) + c->abs_tol;
+      const int ok_ref = exact ? same_bits(g, r)
+                               : (g != g && r != r) || g == r ||
+                                     fabs(g - r) <= c->ulps * ulp_of(r, f32) + c->abs_tol;
       if (same_bits(g, u) && same_bits(g, g2) && ok_ref) continue;
       if (shown++ < 5)
         FG_FAIL_AT("%s %s%s [%lld]: fused %.17g (no state %.17g), unfused %.17g, reference %.17g",
@@ -591,8 +591,11 @@ FG_TEST(fused_cuda_exact_programs, "gpu") {
 }
 
 /* Each transcendental op after an exact one: bit for bit against the
- * unfused kernels, within a few ulp of the double reference (gelu's
- * 1 + erf cancels for negative x: an absolute bound there). */
+ * unfused kernels, within a few ulp of the double reference: 4 for one
+ * library call (CUDA's expf, logf, tanhf, erff are within 2), 6 where the
+ * op chains a call with an add and a division (sigmoid, silu, softplus),
+ * 8 for powf; gelu's 1 + erf cancels for negative x, so an absolute bound
+ * there. */
 FG_TEST(fused_cuda_transcendental_programs, "gpu") {
   GPU_OR_SKIP();
 #ifdef FG_HAVE_CUDA
@@ -601,10 +604,10 @@ FG_TEST(fused_cuda_transcendental_programs, "gpu") {
     double lo, hi, a0, a1, ulps, abs32;
   } ops[] = {
       {FG_FUSED_EXP, -3, 3, 0, 0, 4, 0},        {FG_FUSED_LOG, 0.05, 3, 0, 0, 4, 0},
-      {FG_FUSED_TANH, -3, 3, 0, 0, 4, 0},       {FG_FUSED_SIGMOID, -6, 6, 0, 0, 4, 0},
-      {FG_FUSED_SILU, -6, 6, 0, 0, 4, 0},       {FG_FUSED_GELU, -3, 3, 0, 0, 4, 4e-7},
+      {FG_FUSED_TANH, -3, 3, 0, 0, 4, 0},       {FG_FUSED_SIGMOID, -6, 6, 0, 0, 6, 0},
+      {FG_FUSED_SILU, -6, 6, 0, 0, 6, 0},       {FG_FUSED_GELU, -3, 3, 0, 0, 4, 4e-7},
       {FG_FUSED_ERF, -2, 2, 0, 0, 4, 0},        {FG_FUSED_ELU, -3, 3, 0.7, 0, 4, 0},
-      {FG_FUSED_SOFTPLUS, -3, 3, 1.5, 2, 4, 0}, {FG_FUSED_POW, 0.1, 2, 0, 0, 8, 0},
+      {FG_FUSED_SOFTPLUS, -3, 3, 1.5, 2, 6, 0}, {FG_FUSED_POW, 0.1, 2, 0, 0, 8, 0},
   };
   for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
     fcase c;
