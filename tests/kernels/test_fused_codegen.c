@@ -420,6 +420,43 @@ FG_TEST(fused_nvrtc_compiles_every_op, "") {
   }
 }
 
+/* A program that reads no input (constants only) and one that reads
+ * FG_FUSED_MAX_INPUTS inputs compile too. */
+FG_TEST(fused_nvrtc_compiles_input_counts, "") {
+  NVRTC_OR_SKIP();
+  fg_fused_params p;
+  fprog_init(&p, 0);
+  F1(&p, FG_FUSED_EXP, FC(&p, 1));
+  const fg_kbuf out = fshape(FG_F32, 1, D(9));
+  fgc_fused_layout lay;
+  fgc_fused_args args;
+  char *src = gen(&p, NULL, 0, out, &lay, &args);
+  FG_REQUIRE(src);
+  FG_CHECK_STR_CONTAINS(src, "fg_body() {");
+  char err[4096];
+  void *img = NULL;
+  size_t n = 0;
+  FG_CHECK_INT(fgc_nvrtc_compile(src, 90, 1, &img, &n, err, sizeof err), 0);
+  free(img);
+  free(src);
+  fg_kbuf ins[FG_FUSED_MAX_INPUTS];
+  fprog_init(&p, FG_FUSED_MAX_INPUTS);
+  fg_fused_ref t = FX(0);
+  for (int k = 0; k < FG_FUSED_MAX_INPUTS; k++) {
+    ins[k] = k % 3 == 0   ? fshape(FG_F64, 2, D(4, 9))
+             : k % 3 == 1 ? fshape(FG_F64, 1, D(9))
+                          : fshape(FG_F64, 2, D(4, 1));
+    if (k) t = F2(&p, FG_FUSED_ADD, t, FX(k));
+  }
+  src = gen(&p, ins, FG_FUSED_MAX_INPUTS, fshape(FG_F64, 2, D(4, 9)), &lay, &args);
+  FG_REQUIRE(src);
+  FG_CHECK_STR_CONTAINS(src, "const T x13 = p13[i - fg_div(i, m13) * m13];");
+  FG_CHECK_STR_CONTAINS(src, "const T x14 = p14[fg_div(i, m14)];");
+  FG_CHECK_INT(fgc_nvrtc_compile(src, 90, 1, &img, &n, err, sizeof err), 0);
+  free(img);
+  free(src);
+}
+
 /* mul then add stay two roundings in the machine code, as two unfused
  * kernels are: no fma.rn in the PTX. x1 + x2 * x3 would be an FMA in a
  * plain CUDA expression (nvcc's default, and NVRTC's). */
