@@ -8,6 +8,7 @@
  * broadcast plans are worked out by hand from the shapes in the comments.
  * NVRTC cases skip, saying why, where libnvrtc cannot be loaded. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -649,6 +650,57 @@ FG_TEST(fused_nvrtc_cache_unwritable, "") {
   cubin_from(src, FGC_NVRTC_NOT_STORED, NULL);
   FG_CHECK_INT(fgc_nvrtc_compiles(), c0 + 3);
   FG_CHECK_INT(fgt_count_entries(dir), 1); /* only the blocker */
+  free(src);
+  unsetenv("FG_CACHE_DIR");
+  fgt_rmtree(dir);
+}
+
+typedef struct cache_job {
+  const char *src;
+  int rc, elf;
+  size_t size;
+} cache_job;
+
+static void *cache_worker(void *arg) {
+  cache_job *j = arg;
+  void *img = NULL;
+  int origin = -1;
+  char err[1024];
+  j->rc = fgc_nvrtc_cubin(j->src, 90, &img, &j->size, &origin, err, sizeof err);
+  j->elf = img && memcmp(img, "\177ELF", 4) == 0;
+  free(img);
+  return NULL;
+}
+
+/* Threads asking for one kernel at once, on an empty cache: each gets a
+ * whole CUBIN, and the file left is one whole file (written under a
+ * temporary name, then renamed). */
+FG_TEST(fused_nvrtc_cache_concurrent, "") {
+  NVRTC_OR_SKIP();
+  char dir[512], cache[600], file[700];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_nvrtc"));
+  FG_CHECK_INT(setenv("FG_CACHE_DIR", dir, 1), 0);
+  char *src = small_source(6.0);
+  FG_REQUIRE(src);
+  enum { N = 4 };
+  pthread_t th[N];
+  cache_job jobs[N];
+  for (int i = 0; i < N; i++) {
+    jobs[i] = (cache_job){src, -1, 0, 0};
+    FG_REQUIRE(pthread_create(&th[i], NULL, cache_worker, &jobs[i]) == 0);
+  }
+  for (int i = 0; i < N; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < N; i++) {
+    FG_CHECK_INT(jobs[i].rc, 0);
+    FG_CHECK_INT(jobs[i].elf, 1);
+    FG_CHECK_INT(jobs[i].size, jobs[0].size);
+  }
+  FG_CHECK_INT(fgc_nvrtc_cache_dir(cache, sizeof cache), 0);
+  FG_CHECK_INT(fgt_count_entries(cache), 1); /* no temporary file left */
+  fgc_nvrtc_cache_file(cache, fgc_nvrtc_key(src, 90), file, sizeof file);
+  FG_CHECK_INT(file_size(file), (int)(jobs[0].size + 40));
+  cubin_from(src, FGC_NVRTC_FROM_DISK, NULL);
   free(src);
   unsetenv("FG_CACHE_DIR");
   fgt_rmtree(dir);
