@@ -16,7 +16,7 @@ mkdir -p "$OUT" /work
 mkdir -p /tmp/gpu && xz -dc .gpu/pack.tar.xz | tar xf - -C /tmp/gpu
 (cd /work/main && tar xf /tmp/gpu/build.tar)
 libdirs=/tmp/gpu/lib
-for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
+for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9 libnvrtc.so.13; do
   p=$(ldconfig -p | awk -v l=$l '$1==l {print $NF; exit}')
   [ -n "$p" ] || p=$(find /usr/local /opt /usr/lib -name "$l" 2>/dev/null | head -1)
   echo "lib $l -> ${p:-MISSING}"
