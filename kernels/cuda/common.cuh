@@ -14,6 +14,7 @@ extern "C" {
 #include "kernels/kernel.h"
 }
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fused.h"
 /* The shape checks and plans (broadcast, matmul, reduction, sum_to), the
  * error text and the dtype sets are the CPU kernels' own, defined once in
  * kernels/cpu/, so both backends accept the same shapes with the same
@@ -110,7 +111,15 @@ extern "C" {
   /* softmax.cu */                                                                                 \
   FGK_FLOAT(X, "softmax_cross_entropy_grad", fgc_softmax_xent_grad)                                \
   /* fused_matmul.cu: cuBLASLt with the bias and relu in its epilogue */                           \
-  FGK_FLOAT(X, "fused_matmul", fgc_fused_matmul)
+  FGK_FLOAT(X, "fused_matmul", fgc_fused_matmul)                                                   \
+  /* fused.cu: fused_elementwise, its kernel compiled with NVRTC at plan time */                   \
+  FGK_FLOAT(X, "fused_elementwise", fgc_fused)
+
+/* X(op name, dtype key, prepare, release): the CUDA kernels with plan-time
+ * state. */
+#define FGC_PREPS(X)                                                                               \
+  X("fused_elementwise", FG_F32, fgc_fused_prepare, fgc_fused_release)                             \
+  X("fused_elementwise", FG_F64, fgc_fused_prepare, fgc_fused_release)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
