@@ -180,8 +180,10 @@ int fgk_sum_to(const fg_kctx *ctx, fg_kernel_fn reduce);
 int fgk_concat_check(const fg_kctx *ctx);               /* shape_ops.c */
 int fgk_cast_check(const fg_kctx *ctx, fg_dtype dt);    /* shape_ops.c; dt: output */
 int fgk_one_hot_check(const fg_kctx *ctx, fg_dtype dt); /* shape_ops.c; dt: output */
-int fgk_gather_check(const fg_kctx *ctx);               /* shape_ops.c */
-int fgk_select_check(const fg_kctx *ctx);               /* binary.c */
+/* softmax_cross_entropy_grad's buffers: dtypes and shapes (softmax.c). */
+int fgk_xent_grad_check(const fg_kctx *ctx, fg_dtype dt);
+int fgk_gather_check(const fg_kctx *ctx); /* shape_ops.c */
+int fgk_select_check(const fg_kctx *ctx); /* binary.c */
 /* logical.c: inputs 0..n_in-1 and the output bool. */
 int fgk_logical_check(const fg_kctx *ctx, int n_in);
 /* Inputs 0..n-1 (var, state, grad) and the output: the variable's dtype dt

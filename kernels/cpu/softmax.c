@@ -288,8 +288,8 @@ typedef struct xent_grad_job {
     return 0;                                                                                      \
   }
 
-/* The buffers' dtypes and shapes, and every label, before any arithmetic. */
-static int xent_grad_check(const fg_kctx *ctx, fg_dtype dt) {
+/* The buffers' dtypes and shapes. Shared with kernels/cuda/softmax.cu. */
+int fgk_xent_grad_check(const fg_kctx *ctx, fg_dtype dt) {
   const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *dy = &ctx->in[2], *out = &ctx->out[0];
   if (lg->dtype != dt || dy->dtype != dt || out->dtype != dt)
     return fgk_fail(ctx, "expected %s logits, dy and output, got %s, %s and %s", fg_dtype_name(dt),
@@ -304,6 +304,13 @@ static int xent_grad_check(const fg_kctx *ctx, fg_dtype dt) {
   if (fgk_numel(out) != fgk_numel(lg))
     return fgk_fail(ctx, "output has %lld elements, logits %lld", (long long)fgk_numel(out),
                     (long long)fgk_numel(lg));
+  return 0;
+}
+
+/* The buffers, then every label, before any arithmetic. */
+static int xent_grad_check(const fg_kctx *ctx, fg_dtype dt) {
+  if (fgk_xent_grad_check(ctx, dt) != 0) return -1;
+  const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1];
   const int64_t N = lg->dims[0], C = lg->dims[1];
   for (int64_t n = 0; n < N; n++) {
     const int64_t l = label_at(lb, n);

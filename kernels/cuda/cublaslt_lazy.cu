@@ -8,11 +8,11 @@
  * cuBLAS's. When the library cannot be loaded every call returns
  * CUBLAS_STATUS_NOT_INITIALIZED and fg_cublaslt_load_error says why. */
 #include <cublasLt.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
 #include "kernels/cuda/cublas_lazy.h"
+#include "kernels/cuda/dl_lib.h"
 
 #define FG_STR2(x)         #x
 #define FG_STR(x)          FG_STR2(x)
@@ -38,23 +38,13 @@ pthread_once_t once = PTHREAD_ONCE_INIT;
 char why[512];
 
 template <typename F> bool sym(void *lib, const char *name, F &fp) {
-  fp = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fp)
-    snprintf(why, sizeof why, "cuBLASLt could not be loaded: %s has no %s", FG_CUBLASLT_SONAME,
-             name);
+  fp = reinterpret_cast<F>(fgc_dl_sym(lib, "cuBLASLt", FG_CUBLASLT_SONAME, name, why, sizeof why));
   return fp != nullptr;
 }
 
 void load() {
-  void *lib = dlopen(FG_CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
-#ifdef FG_CUBLAS_DIR
-  if (!lib) lib = dlopen(FG_CUBLAS_DIR "/" FG_CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
-#endif
-  if (!lib) {
-    const char *e = dlerror();
-    snprintf(why, sizeof why, "cuBLASLt could not be loaded: %s", e ? e : FG_CUBLASLT_SONAME);
-    return;
-  }
+  void *lib = fgc_dl_open("cuBLASLt", FG_CUBLASLT_SONAME, FGC_TOOLKIT_LIB_DIR, why, sizeof why);
+  if (!lib) return;
   Table n = {};
   if (sym(lib, "cublasLtCreate", n.create) && sym(lib, "cublasLtDestroy", n.destroy) &&
       sym(lib, "cublasLtMatmulDescCreate", n.desc_create) &&

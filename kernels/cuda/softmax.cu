@@ -309,21 +309,9 @@ __global__ void xent_grad_kernel(const T *x, const void *labels, int is64, const
  * (softmax(logits) - one_hot(labels)) * (dy / N). A label outside [0, C)
  * is recorded (FG_CUDA_ERR_LABEL). */
 template <typename T> static int xent_grad(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgc_check(ctx, 3, 1) != 0 || fgc_need_flag(ctx) != 0) return -1;
+  if (fgc_check(ctx, 3, 1) != 0 || fgc_need_flag(ctx) != 0 || fgk_xent_grad_check(ctx, dt) != 0)
+    return -1;
   const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *dy = &ctx->in[2], *out = &ctx->out[0];
-  if (lg->dtype != dt || dy->dtype != dt || out->dtype != dt)
-    return fgk_fail(ctx, "expected %s logits, dy and output, got %s, %s and %s", fg_dtype_name(dt),
-                    fg_dtype_name(lg->dtype), fg_dtype_name(dy->dtype), fg_dtype_name(out->dtype));
-  if (lb->dtype != FG_I32 && lb->dtype != FG_I64)
-    return fgk_fail(ctx, "labels must be i32 or i64, got %s", fg_dtype_name(lb->dtype));
-  if (lg->rank != 2 || lb->rank != 1 || lb->dims[0] != lg->dims[0])
-    return fgk_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d", lg->rank,
-                    lb->rank);
-  if (fgk_numel(dy) != 1 || fgk_numel(out) != fgk_numel(lg))
-    return fgk_fail(ctx,
-                    "dy must hold one element (has %lld) and the output the logits' %lld "
-                    "(has %lld)",
-                    (long long)fgk_numel(dy), (long long)fgk_numel(lg), (long long)fgk_numel(out));
   const int64_t N = lg->dims[0], C = lg->dims[1];
   if (N == 0 || C == 0) return 0;
   cudaStream_t s = fgc_stream(ctx);
