@@ -43,19 +43,10 @@ static const fm_case CASES[] = {
 };
 #define N_CASES (sizeof CASES / sizeof CASES[0])
 
-static int64_t count(int rank, const int64_t *d) {
-  int64_t n = 1;
-  for (int i = 0; i < rank; i++)
-    n *= d[i];
-  return n;
-}
-
-static size_t esize(fg_dtype dt) { return dt == FG_F64 ? 8 : 4; }
-
 /* Uniform in [-1, 1) with, when special, a NaN, infinities and -0.0 at a
  * few places (so sums, the bias add and the relu meet them). */
 static void *fill(fg_dtype dt, int64_t n, int special, uint64_t *s) {
-  void *p = malloc((size_t)(n > 0 ? n : 1) * esize(dt));
+  void *p = malloc((size_t)(n > 0 ? n : 1) * float_size(dt));
   static const double sp[] = {NAN, INFINITY, -INFINITY, -0.0};
   for (int64_t i = 0; p && i < n; i++)
     elem_store(p, dt, i, special && i % 97 == 5 ? sp[(i / 97) % 4] : rng_unit(s));
@@ -82,8 +73,8 @@ static void *run_fused(const fm_case *c, void *a, void *b, void *bias, int relu,
   const int64_t n = c->od[c->orank - 1];
   fg_kbuf in[3] = {buf(c->dt, c->ar, c->ad, a), buf(c->dt, c->br, c->bd, b),
                    buf(c->dt, 1, &n, bias)};
-  void *o = malloc((size_t)count(c->orank, c->od) * esize(c->dt) + 8);
-  memset(o, 0xA5, (size_t)count(c->orank, c->od) * esize(c->dt));
+  void *o = malloc((size_t)dims_count(c->orank, c->od) * float_size(c->dt) + 8);
+  memset(o, 0xA5, (size_t)dims_count(c->orank, c->od) * float_size(c->dt));
   fg_kbuf out = buf(c->dt, c->orank, c->od, o);
   fg_op_params p;
   memset(&p, 0, sizeof p);
@@ -95,9 +86,9 @@ static void *run_fused(const fm_case *c, void *a, void *b, void *bias, int relu,
 
 /* matmul, then add (of bias [N]), then relu, each its own kernel. */
 static void *run_unfused(const fm_case *c, void *a, void *b, void *bias, int relu, char *err) {
-  const int64_t n = c->od[c->orank - 1], total = count(c->orank, c->od);
-  void *mm = malloc((size_t)total * esize(c->dt) + 8),
-       *sum = malloc((size_t)total * esize(c->dt) + 8);
+  const int64_t n = c->od[c->orank - 1], total = dims_count(c->orank, c->od);
+  void *mm = malloc((size_t)total * float_size(c->dt) + 8),
+       *sum = malloc((size_t)total * float_size(c->dt) + 8);
   fg_kbuf in[2] = {buf(c->dt, c->ar, c->ad, a), buf(c->dt, c->br, c->bd, b)};
   fg_kbuf out = buf(c->dt, c->orank, c->od, mm);
   fg_op_params p;
@@ -125,7 +116,7 @@ static void *run_unfused(const fm_case *c, void *a, void *b, void *bias, int rel
  * NaN came out with the other sign). Every other value, -0.0 and the
  * infinities included, must match bit for bit, and a NaN must stay NaN. */
 static int64_t first_difference(fg_dtype dt, const void *got, const void *want, int64_t n) {
-  const size_t es = esize(dt);
+  const size_t es = float_size(dt);
   for (int64_t e = 0; e < n; e++) {
     const double g = elem_as_double(got, dt, e), w = elem_as_double(want, dt, e);
     if (isnan(g) && isnan(w)) continue;
@@ -142,9 +133,9 @@ FG_TEST(fused_matmul_bits_equal_matmul_add_relu, "") {
     for (int relu = 0; relu < 2; relu++)
       for (int special = 0; special < 2; special++) {
         const fm_case *c = &CASES[i];
-        const int64_t n = c->od[c->orank - 1], total = count(c->orank, c->od);
-        void *a = fill(c->dt, count(c->ar, c->ad), special, &seed);
-        void *b = fill(c->dt, count(c->br, c->bd), 0, &seed);
+        const int64_t n = c->od[c->orank - 1], total = dims_count(c->orank, c->od);
+        void *a = fill(c->dt, dims_count(c->ar, c->ad), special, &seed);
+        void *b = fill(c->dt, dims_count(c->br, c->bd), 0, &seed);
         void *bias = fill(c->dt, n, special, &seed);
         char err[256];
         int rc;
@@ -169,9 +160,9 @@ FG_TEST(fused_matmul_bits_independent_of_threads, "") {
   uint64_t seed = 9;
   for (size_t i = 0; i < N_CASES; i++) {
     const fm_case *c = &CASES[i];
-    const int64_t total = count(c->orank, c->od);
-    void *a = fill(c->dt, count(c->ar, c->ad), 0, &seed);
-    void *b = fill(c->dt, count(c->br, c->bd), 0, &seed);
+    const int64_t total = dims_count(c->orank, c->od);
+    void *a = fill(c->dt, dims_count(c->ar, c->ad), 0, &seed);
+    void *b = fill(c->dt, dims_count(c->br, c->bd), 0, &seed);
     void *bias = fill(c->dt, c->od[c->orank - 1], 0, &seed);
     char err[256];
     int rc;
@@ -181,7 +172,7 @@ FG_TEST(fused_matmul_bits_independent_of_threads, "") {
       const fg_kparallel par = {pools[t], fg_pool_parallel_for_fn};
       void *o = run_fused(c, a, b, bias, 1, &par, &rc, err);
       FG_CHECK_INT(rc, 0);
-      if (memcmp(o, o0, (size_t)total * esize(c->dt)) != 0)
+      if (memcmp(o, o0, (size_t)total * float_size(c->dt)) != 0)
         FG_FAIL_AT("case %zu: %d threads differ from par NULL", i, t);
       free(o);
     }
@@ -218,15 +209,15 @@ FG_TEST(fused_matmul_values_vs_double_loop, "") {
     for (int relu = 0; relu < 2; relu++) {
       const fm_case *c = &CASES[i];
       const int64_t K = c->ta ? c->ad[c->ar - 2] : c->ad[c->ar - 1];
-      void *a = fill(c->dt, count(c->ar, c->ad), 0, &seed);
-      void *b = fill(c->dt, count(c->br, c->bd), 0, &seed);
+      void *a = fill(c->dt, dims_count(c->ar, c->ad), 0, &seed);
+      void *b = fill(c->dt, dims_count(c->br, c->bd), 0, &seed);
       void *bias = fill(c->dt, c->od[c->orank - 1], 0, &seed);
       char err[256];
       int rc, bad = 0, negatives = 0;
       void *o = run_fused(c, a, b, bias, relu, NULL, &rc, err);
       FG_CHECK_INT(rc, 0);
       const double u = c->dt == FG_F64 ? 0x1p-53 : 0x1p-24;
-      for (int64_t e = 0, n = count(c->orank, c->od); rc == 0 && e < n; e++) {
+      for (int64_t e = 0, n = dims_count(c->orank, c->od); rc == 0 && e < n; e++) {
         double mag;
         const double want = ref(c, a, b, bias, relu, e, &mag), got = elem_as_double(o, c->dt, e);
         negatives += got < 0;
