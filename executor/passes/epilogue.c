@@ -25,8 +25,8 @@
  * add is not fused (it would be computed twice), and the others are
  * removed. A session keeps every node (any name may be fetched): there
  * they stay, computing their own values only when a run fetches them, so
- * a session fuses regardless. The pass tells the two apart by keep[]
- * marking every node. */
+ * a session fuses regardless. The pass tells the two apart by
+ * ctx->all_kept. */
 #include <limits.h>
 #include <stdlib.h>
 
@@ -37,7 +37,6 @@ typedef struct epi_state {
   int *uses;       /* per node: data input edges of live nodes that read it */
   int *ctrl_first; /* per node: the first live node that waits for it, or INT_MAX */
   char *absorbed;  /* per node: already part of a fused chain */
-  int session;     /* every node kept: absorbed nodes stay, unneeded */
 } epi_state;
 
 typedef struct epi_chain {
@@ -76,11 +75,9 @@ static int count_uses(const fg_pass_ctx *ctx, epi_state *s) {
   s->ctrl_first = malloc(n * sizeof *s->ctrl_first);
   s->absorbed = calloc(n, 1);
   if (!s->uses || !s->ctrl_first || !s->absorbed) return -1;
-  s->session = 1;
   for (int id = 0; id < g->n_nodes; id++)
     s->ctrl_first[id] = INT_MAX;
   for (int id = 0; id < g->n_nodes; id++) {
-    s->session &= ctx->keep[id] != 0;
     if (ctx->dead[id]) continue;
     for (int i = 0; i < g->nodes[id].n_inputs; i++) {
       int p = g->nodes[id].inputs[i].node;
@@ -95,13 +92,6 @@ static int count_uses(const fg_pass_ctx *ctx, epi_state *s) {
 
 static int is_float(fg_dtype dt) { return dt == FG_F32 || dt == FG_F64; }
 
-static int same_tinfo(const fg_tinfo *x, const fg_tinfo *y) {
-  if (x->dtype != y->dtype || x->rank != y->rank) return 0;
-  for (int d = 0; d < x->rank; d++)
-    if (x->dims[d] != y->dims[d]) return 0;
-  return 1;
-}
-
 /* Node id may be absorbed into a chain rooted at `root`: read once (by the
  * chain), waited for only by nodes after the root, live, unpinned, in
  * root's group, and fetchable by nobody in fg_optimize. */
@@ -110,7 +100,7 @@ static int absorbable(const fg_pass_ctx *ctx, const epi_state *s, int id, int ro
   if (ctx->dead[id] || s->absorbed[id] || s->uses[id] != 1 || fg_pass_node_pinned(n)) return 0;
   /* Nodes that wait for it will wait for the root instead: after it. */
   if (s->ctrl_first[id] <= root) return 0;
-  if (!s->session && ctx->keep[id]) return 0;
+  if (!ctx->all_kept && ctx->keep[id]) return 0;
   if (n->n_outputs != 1 || !is_float(n->outputs[0].dtype)) return 0;
   return !ctx->group || ctx->group[id] == ctx->group[root];
 }
@@ -140,7 +130,7 @@ static int match_add(const fg_pass_ctx *ctx, const epi_state *s, int add, epi_ch
     const fg_tinfo *tb = &g->nodes[bias.node].outputs[bias.index];
     int64_t nd = tm->dims[tm->rank - 1];
     if (tb->rank != 1 || tb->dtype != tm->dtype || nd < 0 || tb->dims[0] != nd ||
-        !same_tinfo(&n->outputs[0], tm))
+        !fg_pass_tinfo_equal(&n->outputs[0], tm))
       return 0;
     c->add = add, c->bias = bias;
     return 1;
@@ -243,7 +233,7 @@ static int fuse_chain(fg_pass_ctx *ctx, epi_state *s, const epi_chain *c, fg_sta
 
 int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st) {
   const fg_graph *g = &ctx->w->g;
-  epi_state s = {NULL, NULL, NULL, 0};
+  epi_state s = {NULL, NULL, NULL};
   for (int id = 0; id < g->n_nodes; id++)
     fg_pass_resolve_inputs(ctx, id);
   int rc = count_uses(ctx, &s);

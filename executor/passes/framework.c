@@ -49,6 +49,15 @@ int fg_pass_node_pinned(const fg_node *n) {
          n->op == FG_OP_PLACEHOLDER || fg_op_reads_run_state(n->op);
 }
 
+int fg_pass_tinfo_equal(const fg_tinfo *a, const fg_tinfo *b) {
+  return a->dtype == b->dtype && a->rank == b->rank &&
+         memcmp(a->dims, b->dims, (size_t)a->rank * sizeof *a->dims) == 0;
+}
+
+int fg_pass_str_equal(const char *a, const char *b) {
+  return (!a || !b) ? a == b : strcmp(a, b) == 0;
+}
+
 const fg_tensor *fg_pass_const_value(const fg_graph *g, fg_output o) {
   const fg_node *n = &g->nodes[o.node];
   if (n->op != FG_OP_CONSTANT || o.index != 0) return NULL;

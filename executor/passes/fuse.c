@@ -31,7 +31,6 @@ typedef struct fuse_state {
   int *cons_start, *cons;  /* consumers of each node (CSR), one entry per reading input */
   unsigned char *assigned; /* in a fused group already */
   unsigned char *member;   /* in the group being grown */
-  int all_kept;
 } fuse_state;
 
 typedef struct group {
@@ -42,15 +41,6 @@ typedef struct group {
 
 static const fg_tinfo *tinfo_of(const fg_graph *g, fg_output o) {
   return &g->nodes[o.node].outputs[o.index];
-}
-
-static int tinfo_equal(const fg_tinfo *a, const fg_tinfo *b) {
-  return a->dtype == b->dtype && a->rank == b->rank &&
-         memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]) == 0;
-}
-
-static int str_equal(const char *a, const char *b) {
-  return (!a || !b) ? a == b : strcmp(a, b) == 0;
 }
 
 static const char *colocate_of(const fg_node *n) {
@@ -135,18 +125,19 @@ static int may_join(const fuse_state *S, int c, int root) {
   const fg_pass_ctx *ctx = S->ctx;
   const fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[c], *r = &g->nodes[root];
-  if (!fusable(S, c) || S->member[c] || (!S->all_kept && ctx->keep[c])) return 0;
-  if ((ctx->group && ctx->group[c] != ctx->group[root]) || !str_equal(n->device, r->device) ||
-      !str_equal(colocate_of(n), colocate_of(r)))
+  if (!fusable(S, c) || S->member[c] || (!ctx->all_kept && ctx->keep[c])) return 0;
+  if ((ctx->group && ctx->group[c] != ctx->group[root]) ||
+      !fg_pass_str_equal(n->device, r->device) ||
+      !fg_pass_str_equal(colocate_of(n), colocate_of(r)))
     return 0;
   int compare = fg_fused_is_compare(fg_fused_opcode_of(n->op));
   if (compare) {
     fg_tinfo want = r->outputs[0];
     want.dtype = FG_BOOL;
-    if (!tinfo_equal(&n->outputs[0], &want) ||
+    if (!fg_pass_tinfo_equal(&n->outputs[0], &want) ||
         tinfo_of(g, n->inputs[0])->dtype != r->outputs[0].dtype)
       return 0;
-  } else if (!tinfo_equal(&n->outputs[0], &r->outputs[0])) {
+  } else if (!fg_pass_tinfo_equal(&n->outputs[0], &r->outputs[0])) {
     return 0;
   }
   return readers_in_group(S, c, compare) && reads_stay_valid(g, c, root);
@@ -330,7 +321,7 @@ static int same_output(const fg_node *root, const fg_output *ext, int n_ext,
     in[i] = *tinfo_of(g, ext[i]);
   fg_status *st = fg_status_new();
   int ok = st && fg_op_table[FG_OP_FUSED_ELEMENTWISE].infer(&tmp, in, &out, st) == 0 &&
-           tinfo_equal(&out, &root->outputs[0]);
+           fg_pass_tinfo_equal(&out, &root->outputs[0]);
   fg_status_free(st);
   return ok;
 }
@@ -379,11 +370,9 @@ static void fuse_state_free(fuse_state *S) {
 
 int fg_pass_fuse(fg_pass_ctx *ctx, fg_status *st) {
   const int n = ctx->w->g.n_nodes;
-  fuse_state S = {ctx, NULL, NULL, calloc((size_t)n + 1, 1), calloc((size_t)n + 1, 1), 1};
-  for (int id = 0; id < n; id++) {
+  fuse_state S = {ctx, NULL, NULL, calloc((size_t)n + 1, 1), calloc((size_t)n + 1, 1)};
+  for (int id = 0; id < n; id++)
     fg_pass_resolve_inputs(ctx, id);
-    S.all_kept &= ctx->keep[id] != 0;
-  }
   int rc = S.assigned && S.member && build_consumers(&S) == 0 ? 0 : -1;
   for (int id = n - 1; rc == 0 && id >= 0; id--) {
     if (!can_root(&S, id)) continue;

@@ -65,6 +65,10 @@ typedef struct fg_pass_ctx {
   const int *group;
   fg_pass_report *report; /* NULL: nothing recorded */
   const char *pass;       /* the running pass's name, for the report */
+  /* 1 when keep[] marks every node: a session, where any name may be
+   * fetched, so keep[] cannot tell which nodes a fusion may absorb (the
+   * plan computes an absorbed node only when a run fetches it). */
+  int all_kept;
 } fg_pass_ctx;
 
 typedef struct fg_pass_def {
@@ -113,6 +117,10 @@ void fg_pass_count_uses(const fg_pass_ctx *ctx, int *uses);
  * (stateful, collective), or that draws random values: passes leave such
  * nodes where they are. */
 int fg_pass_node_pinned(const fg_node *n);
+/* Same dtype, rank and dims. */
+int fg_pass_tinfo_equal(const fg_tinfo *a, const fg_tinfo *b);
+/* Equal strings, or both NULL. */
+int fg_pass_str_equal(const char *a, const char *b);
 /* The value of output o when it is a constant node's, else NULL. */
 const fg_tensor *fg_pass_const_value(const fg_graph *g, fg_output o);
 

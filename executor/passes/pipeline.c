@@ -109,11 +109,14 @@ int fg_pass_pipeline_run(fg_pass_graph *w, const fg_pass_options *opts, unsigned
   int n = opts && opts->disable ? 0 : select_passes(opts ? opts->passes : NULL, &ids, st);
   if (n < 0) return -1;
   fg_pass_ctx ctx = {
-      w, malloc(((size_t)w->g.n_nodes + 1) * sizeof(fg_output)), dead, keep, group, report, NULL};
+      w, malloc(((size_t)w->g.n_nodes + 1) * sizeof(fg_output)), dead, keep, group, report, NULL,
+      1};
   int rc = ctx.fwd ? 0 : -1;
   if (rc) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory");
-  for (int id = 0; ctx.fwd && id < w->g.n_nodes; id++)
+  for (int id = 0; ctx.fwd && id < w->g.n_nodes; id++) {
     ctx.fwd[id] = (fg_output){-1, -1};
+    ctx.all_kept &= keep[id] != 0;
+  }
   for (int k = 0; rc == 0 && k < n; k++) {
     ctx.pass = fg_passes[ids[k]].name;
     rc = fg_passes[ids[k]].run(&ctx, st);

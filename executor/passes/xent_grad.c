@@ -23,13 +23,6 @@ static const fg_node *producer(const fg_pass_ctx *ctx, fg_output o, int op) {
 
 static int same_output(fg_output a, fg_output b) { return a.node == b.node && a.index == b.index; }
 
-static int same_tinfo(const fg_tinfo *a, const fg_tinfo *b) {
-  if (a->dtype != b->dtype || a->rank != b->rank) return 0;
-  for (int d = 0; d < a->rank; d++)
-    if (a->dims[d] != b->dims[d]) return 0;
-  return 1;
-}
-
 static const fg_tinfo *tinfo(const fg_pass_ctx *ctx, fg_output o) {
   return &ctx->w->g.nodes[o.node].outputs[o.index];
 }
@@ -55,8 +48,8 @@ static int match(const fg_pass_ctx *ctx, const int *uses, int id, int a, int b, 
     return 0;
   const fg_tinfo *t = &mul->outputs[0], *lb = tinfo(ctx, oh->inputs[0]);
   const fg_tinfo *dy = tinfo(ctx, dv->inputs[0]);
-  if (!fg_dtype_is_float(t->dtype) || !same_tinfo(t, &sm->outputs[0]) ||
-      !same_tinfo(t, &oh->outputs[0]) || !same_tinfo(t, &sub->outputs[0]) ||
+  if (!fg_dtype_is_float(t->dtype) || !fg_pass_tinfo_equal(t, &sm->outputs[0]) ||
+      !fg_pass_tinfo_equal(t, &oh->outputs[0]) || !fg_pass_tinfo_equal(t, &sub->outputs[0]) ||
       nm->outputs[0].dtype != t->dtype || dy->dtype != t->dtype || dy->rank != 0 || lb->rank != 1 ||
       (lb->dtype != FG_I32 && lb->dtype != FG_I64) || t->dims[0] != lb->dims[0])
     return 0;
