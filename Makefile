@@ -74,6 +74,7 @@ bench: deps
 	/usr/bin/python3 bench/compare_torch.py --driver $(BUILD)/bench/fg_bench
 	/usr/bin/python3 bench/compare_torch_cnn.py --driver $(BUILD)/bench/fg_bench_cnn
 	/usr/bin/python3 bench/compare_torch_onnx.py --driver $(BUILD)/bench/fg_bench_onnx
+	/usr/bin/python3 bench/passes_ablation.py --build $(BUILD)
 	/usr/bin/python3 bench/compare_torch_gpu.py --driver $(BUILD)/bench/fg_bench_gpu
 	./bench/dist_bench.sh $(BUILD)
 

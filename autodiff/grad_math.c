@@ -148,8 +148,13 @@ UNARY_GRAD(grad_rsqrt, fg_mul(g, fg_mul(g, dy, sc(g, dy, -0.5)), fg_mul(g, y, fg
 UNARY_GRAD(grad_tanh, fg_mul(g, dy, fg_sub(g, sc(g, dy, 1), fg_mul(g, y, y))))
 /* sigmoid: dy y (1 - y) */
 UNARY_GRAD(grad_sigmoid, fg_mul(g, dy, fg_mul(g, y, fg_sub(g, sc(g, dy, 1), y))))
-/* relu: dy where x > 0, else 0 (0 at the kink, as PyTorch) */
-UNARY_GRAD(grad_relu, fg_select(g, fg_greater(g, x, sc(g, dy, 0)), dy, sc(g, dy, 0)))
+/* relu: dy where x > 0, else 0 (0 at the kink, as PyTorch). The mask
+ * reads relu's output y = (x < 0 ? 0 : x): y > 0 exactly where x > 0
+ * (x = -0.0 gives y = -0.0 and x = NaN gives NaN, neither > 0), so the
+ * mask is the same for every x, and the pre-activation x keeps relu as
+ * its only consumer, which lets the epilogue pass fuse it into the
+ * matmul that makes it. */
+UNARY_GRAD(grad_relu, fg_select(g, fg_greater(g, y, sc(g, dy, 0)), dy, sc(g, dy, 0)))
 /* abs: dy * sign(x), sign(0) = 0 */
 UNARY_GRAD(grad_abs,
            fg_select(g, fg_greater(g, x, sc(g, dy, 0)), dy,

@@ -23,10 +23,9 @@ optimizer.zero_grad(set_to_none=True), loss.backward(), SGD(lr=0.01).
 Prints per case
 
     RATIO <case> eager <torch_eager / flowgraph> graphed <torch_graphed / flowgraph>
-          [target >= T: target met|missed]
+          [target >= T vs eager|graphed: target met|missed]
 
-(the target is against eager, as the issue states it, but for
-gpu_resnet18_cifar_train: against graphed; that case runs the CNN driver,
+(every target is against graphed PyTorch; gpu_resnet18_cifar_train runs the CNN driver,
 build/bench/fg_bench_cnn, with ResNet-18 in the CIFAR form of
 compare_torch_cnn.py, TF32 off on both sides), and for the large MLP
 the achieved GFLOP/s as a fraction of a plain 8192^3 cublasSgemm measured by
@@ -46,12 +45,13 @@ import torch_common
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DRIVER = os.path.join(os.path.dirname(HERE), "build", "bench", "fg_bench_gpu")
 
+# Every case against CUDA-graphed PyTorch, as issue 35 states it.
 TARGETS = {
-    "gpu_op_overhead": 5.0,
-    "gpu_mlp_small_train": 3.0,
-    "gpu_mlp_large_train": 1.0,
-    "gpu_mlp_large_train_tf32": 1.0,
-    "gpu_resnet18_cifar_train": 1.0,  # against CUDA-graphed, as the issue states it
+    "gpu_op_overhead": 1.2,
+    "gpu_mlp_small_train": 1.2,
+    "gpu_mlp_large_train": 1.2,
+    "gpu_mlp_large_train_tf32": 1.2,
+    "gpu_resnet18_cifar_train": 1.2,
 }
 CASES = list(TARGETS)
 # Cases that bench/cnn_bench.c's driver runs (--cnn-driver), not fg_bench_gpu.
@@ -199,10 +199,10 @@ def torch_case(case, graphed):
 CNN_DRIVER = os.path.join(os.path.dirname(HERE), "build", "bench", "fg_bench_cnn")
 
 
-def run_driver(driver, case):
+def run_driver(driver, case, passes=True):
     if case in CNN_CASES:
         driver = CNN_DRIVER
-    return torch_common.run_driver("compare_torch_gpu", driver, case)[case]
+    return torch_common.run_driver("compare_torch_gpu", driver, case, passes)[case]
 
 
 def fmt_time(s):
@@ -255,7 +255,7 @@ def main():
                                              torch.version.cuda))
     for case in cases:
         warmup, runs = TORCH_RUNS[case]
-        fg, eager, graphed, pageable = [], [], [], []
+        fg, off, eager, graphed, pageable = [], [], [], [], []
         extra = {}
         steps = {False: torch_case(case, False), True: torch_case(case, True)}
         for r in range(args.rounds):
@@ -264,18 +264,24 @@ def main():
             if "pageable_median_s" in line:
                 pageable.append(float(line["pageable_median_s"]))
             extra = line
+            off.append(float(run_driver(args.driver, case, False)["median_s"]))
             order = [False, True] if r % 2 == 0 else [True, False]
             for gr in order:
                 (graphed if gr else eager).append(timed(steps[gr], warmup, runs))
         fg_s, eager_s, graphed_s = (statistics.median(v) for v in (fg, eager, graphed))
         target = TARGETS[case]
-        ratio = (graphed_s if case in CNN_CASES else eager_s) / fg_s
+        ratio = graphed_s / fg_s
         if "gflops" in extra:
             print("GFLOPS %s flowgraph %s GFLOP/s" % (case, extra["gflops"]))
-        print("RATIO %s eager %.2f graphed %.2f  [target >= %.1f: target %s]  "
+        # The target's ratio decides "met"; both ratios print as named.
+        print("RATIO %s eager %.2f graphed %.2f  [target >= %.1f vs %s: target %s]  "
               "flowgraph %s, torch eager %s, torch graphed %s" %
-              (case, ratio, graphed_s / fg_s, target, "met" if ratio >= target else "missed",
+              (case, eager_s / fg_s, graphed_s / fg_s, target,
+               "graphed", "met" if ratio >= target else "missed",
                fmt_time(fg_s), fmt_time(eager_s), fmt_time(graphed_s)))
+        off_s = statistics.median(off)
+        print("PASSES %s on %s, off %s, off/on %.3f" % (case, fmt_time(fg_s), fmt_time(off_s),
+                                                       off_s / fg_s))
         if pageable:
             print("PAGEABLE %s flowgraph %s with the batch in pageable memory "
                   "(the figure above: page-locked, as torch's pin_memory())" %

@@ -99,11 +99,11 @@ def run_torch(case):
     return torch_common.run_torch_case("compare_torch_onnx", os.path.abspath(__file__), case)
 
 
-def run_fg(driver, case):
+def run_fg(driver, case, passes=True):
     model, batch, warmup, runs = CASES[case]
     cmd = [driver, case, export(model), "--batch", str(batch), "--warmup", str(warmup),
            "--runs", str(runs)]
-    return torch_common.keyed_line("compare_torch_onnx", cmd, "FG", case)
+    return torch_common.keyed_line("compare_torch_onnx", cmd, "FG", case, passes)
 
 
 def main():
@@ -113,14 +113,16 @@ def main():
     for c in args.cases:
         export(CASES[c][0])
     fg = {c: [] for c in args.cases}
+    off = {c: [] for c in args.cases}  # the driver with the graph passes off
     th = {c: [] for c in args.cases}
     for r in range(args.rounds):
         for c in args.cases:
-            pair = [lambda: fg[c].append(run_fg(args.driver, c)),
+            trio = [lambda: fg[c].append(run_fg(args.driver, c)),
+                    lambda: off[c].append(run_fg(args.driver, c, False)),
                     lambda: th[c].append(run_torch(c))]
-            for f in (pair if r % 2 == 0 else pair[::-1]):
+            for f in (trio if r % 2 == 0 else trio[::-1]):
                 f()
-    rows = []
+    rows, passes_rows = [], []
     for c in args.cases:
         tf = statistics.median(float(d["median_s"]) for d in fg[c])
         te = statistics.median(float(d["eager_s"]) for d in th[c])
@@ -139,11 +141,10 @@ def main():
                     " %.0f / %.0f MiB |" %
                     (c, tf * 1e3, te * 1e3, tj * 1e3, re_, rj, float(last["import_s"]),
                      arena, bound, mib(last["maxrss_kb"], 1024), mib(lt["maxrss_kb"], 1024)))
-    print()
-    print("| case | flowgraph ms | eager ms | jit ms | vs eager | vs jit | import s |"
-          " arena / bound | peak RSS fg / torch |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+        torch_common.passes_figures(c, fg[c], off[c], passes_rows)
+    torch_common.print_table(["case", "flowgraph ms", "eager ms", "jit ms", "vs eager", "vs jit",
+                              "import s", "arena / bound", "peak RSS fg / torch"], rows)
+    torch_common.print_table(torch_common.PASSES_COLUMNS, passes_rows)
 
 
 if __name__ == "__main__":

@@ -379,14 +379,19 @@ static int case_mlp(const mlp_shape *m, const bench_opts *bo, int with_sgemm, fg
     rc = fail(m->name, st);
     goto done;
   }
+  const char *target = "train";
+  fg_plan_info *info = fg_session_plan_info(s, feeds, 2, NULL, 0, &target, 1, st);
+  size_t arena = info ? info->arena_bytes : 0;
+  fg_plan_info_free(info);
   /* The session's pool and arena go before the sgemm runs alone. */
   fg_session_free(s);
   s = NULL;
   double flops = mlp_flops(m, 0), flops_3x = mlp_flops(m, 1), med = median(times, runs);
   char extra[384];
   int len = snprintf(extra, sizeof extra,
-                     "flops=%.6g flops_3x=%.6g gflops=%.4g loss_first=%.6g loss_last=%.6g", flops,
-                     flops_3x, flops / med / 1e9, loss0, loss1);
+                     "flops=%.6g flops_3x=%.6g gflops=%.4g loss_first=%.6g loss_last=%.6g "
+                     "arena_bytes=%zu",
+                     flops, flops_3x, flops / med / 1e9, loss0, loss1, arena);
   double blas_s = mlp_blas_only_s(m, runs);
   if (blas_s > 0)
     len += snprintf(extra + len, sizeof extra - (size_t)len,

@@ -4,6 +4,7 @@ the PyTorch MLP. torch is imported inside the functions, so that
 compare_torch_gpu.py can still say "skipped: no GPU" where torch is missing.
 """
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -24,11 +25,21 @@ def parse_args(doc, prog, default_driver, cases):
     return args
 
 
-def run_driver(prog, driver, case):
+def passes_env(passes):
+    """This process's environment with flowgraph's graph passes on (the
+    default) or off (FG_PASSES=off)."""
+    env = dict(os.environ)
+    env.pop("FG_PASSES", None)
+    if not passes:
+        env["FG_PASSES"] = "off"
+    return env
+
+
+def run_driver(prog, driver, case, passes=True):
     """Runs `driver case` and returns its FG lines as {name: {key: value}}, None
     for a "skipped:" line; exits when the driver fails or prints no line for
-    `case`."""
-    out = subprocess.run([driver, case], capture_output=True, text=True)
+    `case`. passes=False runs it with the graph passes off (FG_PASSES=off)."""
+    out = subprocess.run([driver, case], capture_output=True, text=True, env=passes_env(passes))
     if out.returncode != 0:
         sys.exit("%s: %s %s failed (%d):\n%s%s" %
                  (prog, driver, case, out.returncode, out.stdout, out.stderr))
@@ -73,10 +84,11 @@ def mlp_model_and_batch(batch, widths):
     return model, x, y
 
 
-def keyed_line(prog, cmd, tag, case):
-    """Runs cmd and returns the key=value pairs of its first "<tag> <case>"
-    line; exits naming prog when there is none."""
-    out = subprocess.run(cmd, capture_output=True, text=True)
+def keyed_line(prog, cmd, tag, case, passes=True):
+    """Runs cmd (flowgraph's graph passes on or off) and returns the
+    key=value pairs of its first "<tag> <case>" line; exits naming prog when
+    there is none."""
+    out = subprocess.run(cmd, capture_output=True, text=True, env=passes_env(passes))
     for line in out.stdout.splitlines():
         parts = line.split()
         if parts[:2] == [tag, case]:
@@ -91,6 +103,32 @@ def run_torch_case(prog, script, case):
     return keyed_line(prog, [sys.executable, script, "--torch", case], "TORCH", case)
 
 
+def print_table(columns, rows):
+    """A Markdown table after a blank line: the header of `columns`, then `rows`
+    (already formatted lines)."""
+    print()
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    print("\n".join(rows))
+
+
 def mib(v, unit):
     """v units (1: bytes, 1024: KiB) in MiB."""
     return float(v) * unit / 2 ** 20
+
+
+def passes_figures(case, on, off, rows):
+    """Prints the PASSES line of `case` from the driver's FG fields with the
+    graph passes on and off (lists over the rounds; median_s, arena_bytes)
+    and adds its row of the passes table to `rows`; returns (on_s, off_s)."""
+    t_on = statistics.median(float(d["median_s"]) for d in on)
+    t_off = statistics.median(float(d["median_s"]) for d in off)
+    a_on, a_off = mib(on[-1]["arena_bytes"], 1), mib(off[-1]["arena_bytes"], 1)
+    print("PASSES %s on %.4g s, off %.4g s, off/on %.3f; arena %.1f MiB on, %.1f MiB off"
+          % (case, t_on, t_off, t_off / t_on, a_on, a_off))
+    rows.append("| %s | %.4g | %.4g | %.2f | %.1f MiB | %.1f MiB |"
+                % (case, t_on * 1e3, t_off * 1e3, t_off / t_on, a_on, a_off))
+    return t_on, t_off
+
+
+PASSES_COLUMNS = ["case", "passes on ms", "passes off ms", "off / on", "arena on", "arena off"]

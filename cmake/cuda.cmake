@@ -101,8 +101,33 @@ if(_fg_nvcc)
   endif()
   list(APPEND FG_CUDA_LIBS ${FG_CUDNN_LIBRARY})
   include_directories(${FG_CUDNN_INCLUDE_DIR})
-  set_source_files_properties(${CMAKE_SOURCE_DIR}/kernels/cuda/cublas_lazy.cu PROPERTIES
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/kernels/cuda/cublas_lazy.cu
+    ${CMAKE_SOURCE_DIR}/kernels/cuda/cublaslt_lazy.cu PROPERTIES
     COMPILE_OPTIONS "-Xcompiler=-fvisibility=hidden"
     COMPILE_DEFINITIONS "FG_CUBLAS_DIR=\"${CUDAToolkit_LIBRARY_DIR}\"")
   message(STATUS "CUDA backend: on (${CMAKE_CUDA_COMPILER}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
+endif()
+
+# NVRTC, for the fused element-wise GPU kernels (kernels/cuda/nvrtc_cache.c),
+# in every build: that file is plain C and loads libnvrtc with dlopen on
+# first use, so the generated kernels compile and their cache is tested on
+# machines without a GPU, and nothing links NVRTC. It looks for the soname
+# of the toolkit the build uses, then for the file found here.
+find_library(FG_NVRTC_LIBRARY NAMES nvrtc
+             HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/local/cuda/lib)
+set(_fg_nvrtc_defs)
+if(FG_NVRTC_LIBRARY)
+  list(APPEND _fg_nvrtc_defs "FG_NVRTC_PATH=\"${FG_NVRTC_LIBRARY}\"")
+endif()
+if(FG_HAVE_CUDA AND CUDAToolkit_VERSION_MAJOR)
+  list(APPEND _fg_nvrtc_defs "FG_NVRTC_SONAME=\"libnvrtc.so.${CUDAToolkit_VERSION_MAJOR}\"")
+endif()
+if(_fg_nvrtc_defs)
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/kernels/cuda/nvrtc_cache.c PROPERTIES
+    COMPILE_DEFINITIONS "${_fg_nvrtc_defs}")
+endif()
+if(FG_NVRTC_LIBRARY)
+  message(STATUS "NVRTC for fused GPU kernels: ${FG_NVRTC_LIBRARY} (loaded on first use)")
+else()
+  message(STATUS "NVRTC for fused GPU kernels: not found here; libnvrtc.so is looked for at run time")
 endif()

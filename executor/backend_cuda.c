@@ -32,11 +32,19 @@ static fg_kernel_fn cuda_kernel(const fg_backend_query *q) {
   return fg_cuda_kernel(q->def->name, q->key);
 }
 
+/* The plan-time hook of a CUDA kernel (fused_elementwise compiles its
+ * kernel there); none for the collectives cuda_kernel redirects. */
+static const fg_kprep *cuda_prep(const fg_backend_query *q) {
+  int op = q->node->op;
+  if (op == FG_OP_ALL_REDUCE || op == FG_OP_ALL_REDUCE_APPLY_SGD) return NULL;
+  return fg_cuda_kernel_prep(q->def->name, q->key);
+}
+
 static int cuda_supports(const fg_backend_query *q, char *why, size_t why_size) {
   (void)why;
   (void)why_size;
   return cuda_kernel(q) != NULL;
 }
 
-const fg_backend fg_backend_cuda = {"CUDA",        "the session's GPU", 0,   cuda_runs,
-                                    cuda_supports, cuda_kernel,         NULL};
+const fg_backend fg_backend_cuda = {"CUDA",        "the session's GPU", 0,        cuda_runs,
+                                    cuda_supports, cuda_kernel,         cuda_prep};

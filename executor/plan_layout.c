@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "executor/plan_stages.h"
+#include "kernels/kernel_shape.h"
 
 typedef struct layout_sets {
   int *parent;
@@ -57,13 +58,6 @@ static int conv_ports(int op, int ports[2]) {
   }
 }
 
-static int64_t kbuf_numel(const fg_kbuf *b) {
-  int64_t n = 1;
-  for (int d = 0; d < b->rank; d++)
-    n *= b->dims[d];
-  return n;
-}
-
 static int same_dims(const fg_kbuf *a, const fg_kbuf *b) {
   return a->rank == b->rank && !memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]);
 }
@@ -79,7 +73,7 @@ static void join_same_shape(layout_sets *L, const fg_plan *plan, const fg_step *
     const fg_kbuf *b = &plan->slots[port(step, i)];
     if (same_dims(b, main))
       join(L, port(step, i), main_slot);
-    else if (!per_channel && kbuf_numel(b) != 1)
+    else if (!per_channel && fgk_numel(b) != 1)
       refuse = 1;
   }
   if (refuse) L->bad[find(L->parent, main_slot)] = 1;
@@ -95,7 +89,7 @@ static void refuse_all(layout_sets *L, const fg_step *step) {
 static int eligible(const fg_plan_builder *b, int s) {
   const fg_kbuf *k = &b->plan->slots[s];
   return b->plan->slot_kind[s] == FG_SLOT_ARENA && !b->fetched[s] && k->rank == 4 &&
-         k->dims[1] > 0 && k->dims[1] % 16 == 0 && kbuf_numel(k) > 0;
+         k->dims[1] > 0 && k->dims[1] % 16 == 0 && fgk_numel(k) > 0;
 }
 
 /* Walks the steps: joins, refusals and the convolutions' ports. Marks are

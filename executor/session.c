@@ -14,6 +14,7 @@
 #include "executor/session_internal.h"
 #include "executor/var_init.h"
 #include "flowgraph/io.h"
+#include "graph/fused_program.h"
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
 
@@ -33,11 +34,31 @@ static fg_tensor *var_lookup(void *ctx, int node) {
 /* The graph plans are built from and run on. */
 static const fg_graph *exec_graph(const fg_session *s) { return s->opt ? &s->opt->g : s->g; }
 
+const char *fg_session_op_label(const fg_session *s, int id) {
+  const fg_node *n = &exec_graph(s)->nodes[id];
+  if (n->op != FG_OP_FUSED_ELEMENTWISE) return fg_op_table[n->op].name;
+  const fg_attr *a = fg_attrs_find(&n->attrs, "program");
+  return fg_fused_label(a && a->type == FG_ATTR_STRING ? a->s : NULL, n->n_inputs);
+}
+
+/* The passes a session runs: its list, or the default pipeline; with
+ * check_numerics the default without fuse, so that the node named for a
+ * NaN or an infinity is the node that made it, not a fused node holding it. */
+static const char *pass_list(const fg_session *s, char *buf, size_t size) {
+  if (s->passes || !s->opts.check_numerics) return s->passes;
+  buf[0] = '\0';
+  for (int i = 0; i < fg_pass_count(); i++)
+    if (fg_pass_default_on(i) && strcmp(fg_pass_name(i), "fuse") != 0)
+      snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", buf[0] ? "," : "", fg_pass_name(i));
+  return buf;
+}
+
 /* The optimized copy for the graph's current version and placement. */
 static int run_passes(fg_session *s, fg_status *st) {
   fg_pass_graph_free(s->opt);
   const fg_dist_exec *dx = fg_dist_session_exec(s->dist);
-  fg_pass_options po = {s->opts.no_passes, s->passes};
+  char list[256];
+  fg_pass_options po = {s->opts.no_passes, pass_list(s, list, sizeof list)};
   s->opt = fg_passes_for_session(s->g, &po, dx ? dx->node_dev : NULL,
                                  fg_dist_session_host_nodes(s->dist), st);
   return s->opt || fg_status_code(st) == FG_OK ? 0 : -1;
@@ -431,7 +452,7 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
     t->name = n->name;
     t->op = fg_step_is_recv(step)        ? "recv"
             : step->xfer == FG_XFER_SEND ? "send"
-                                         : fg_op_table[n->op].name;
+                                         : fg_session_op_label(s, step->node);
     t->device = fg_session_step_device(s, plan, si);
     const fg_kbuf *b = &plan->slots[step->out_slots[0]];
     t->dtype = b->dtype;

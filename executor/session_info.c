@@ -51,6 +51,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     info->step_devices = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
     info->step_recv = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
     info->step_send = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
+    info->step_ops = malloc(((size_t)plan->n_steps + 1) * sizeof(char *));
     /* Room for the partition's devices too (host steps). */
     const fg_partition *pt = fg_dist_session_partition(s->dist);
     info->device_arena_bytes = calloc(
@@ -58,7 +59,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     info->tensors = calloc((size_t)plan->n_slots + 1, sizeof *info->tensors);
   }
   if (!info || !info->step_nodes || !info->tensors || !info->step_devices || !info->step_recv ||
-      !info->step_send || !info->device_arena_bytes) {
+      !info->step_send || !info->step_ops || !info->device_arena_bytes) {
     fg_plan_info_free(info);
     info = NULL;
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_session_plan_info: out of memory");
@@ -74,6 +75,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     info->step_devices[si] = fg_session_step_device(s, plan, si);
     info->step_recv[si] = fg_step_is_recv(&plan->steps[si]);
     info->step_send[si] = plan->steps[si].xfer == FG_XFER_SEND;
+    info->step_ops[si] = fg_session_op_label(s, plan->steps[si].node);
   }
   info->n_devices = hosts         ? fg_partition_num_devices(fg_dist_session_partition(s->dist))
                     : plan->n_dev ? plan->n_dev
@@ -132,6 +134,7 @@ void fg_plan_info_free(fg_plan_info *info) {
   free(info->step_devices);
   free(info->step_recv);
   free(info->step_send);
+  free((void *)info->step_ops);
   free(info->device_arena_bytes);
   free(info->tensors);
   free(info);

@@ -38,6 +38,10 @@ struct fg_session {
   char *passes; /* the session's copy of opts.passes */
 };
 
+/* The op a plan step of node `node` runs, as run metadata and plan info
+ * name it: the op's name, or for a fused node the ops it holds
+ * ("fused_elementwise[add+relu]"; interned, valid for the process). */
+const char *fg_session_op_label(const fg_session *s, int node);
 /* Brings the session up to date with its graph: validates it, creates
  * storage for variables added since (existing ones keep their values) and
  * runs the optimization passes on a new copy. 0, or -1 with st set. */

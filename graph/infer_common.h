@@ -110,6 +110,7 @@ FGI_DECL_FLOPS(fgi_flops_reduce)
 /* infer_nn.c */
 FGI_DECL_INFER(fgi_infer_softmax) /* also log_softmax */
 FGI_DECL_INFER(fgi_infer_softmax_cross_entropy)
+FGI_DECL_INFER(fgi_infer_softmax_cross_entropy_grad)
 FGI_DECL_INFER(fgi_infer_assign)
 FGI_DECL_FLOPS(fgi_flops_softmax)
 FGI_DECL_FLOPS(fgi_flops_softmax_cross_entropy)
@@ -171,6 +172,14 @@ FGI_DECL_PARSE(fgi_parse_dropout)
 FGI_DECL_PARSE(fgi_parse_conv) /* infer_conv.c; all four conv ops */
 /* infer_logical.c: logical_not, logical_and, logical_or */
 FGI_DECL_INFER(fgi_infer_logical)
+/* infer_fused_matmul.c: fused_matmul */
+FGI_DECL_INFER(fgi_infer_fused_matmul)
+FGI_DECL_FLOPS(fgi_flops_fused_matmul)
+FGI_DECL_PARSE(fgi_parse_fused_matmul)
+/* infer_fused.c: fused_elementwise, from its program */
+FGI_DECL_INFER(fgi_infer_fused)
+FGI_DECL_PARSE(fgi_parse_fused)
+FGI_DECL_FLOPS(fgi_flops_fused)
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

@@ -44,6 +44,24 @@ int fgi_infer_softmax_cross_entropy(const fg_node *node, const fg_tinfo *in, fg_
   return 0;
 }
 
+/* softmax_cross_entropy_grad(logits, labels, dy): logits and labels as the
+ * loss takes them, dy a scalar of the logits' dtype; the result is shaped
+ * as the logits. */
+int fgi_infer_softmax_cross_entropy_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
+                                         fg_status *status) {
+  char s[FGI_STR];
+  if (fgi_infer_softmax_cross_entropy(node, in, out, status)) return -1;
+  const fg_tinfo *dy = &in[2];
+  if (dy->dtype != in[0].dtype)
+    return fgi_fail(node, status, "input 2 (dy) dtype %s differs from input 0 (logits) dtype %s",
+                    fg_dtype_name(dy->dtype), fg_dtype_name(in[0].dtype));
+  int64_t n = fgi_elements(dy);
+  if (dy->rank > 1 || (n >= 0 && n != 1))
+    return fgi_fail(node, status, "input 2 (dy) shape %s is not a scalar", fgi_shape(dy, s));
+  out[0] = in[0];
+  return 0;
+}
+
 /* The producer of input 0 being a variable is checked by fg_op, which sees
  * the graph; here only the value's dtype and shape must fit the variable. */
 int fgi_infer_assign(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {

@@ -98,6 +98,13 @@ static const fg_attr_def a_matmul[] = {
     {"transpose_b", FG_ATTR_INT, "0", "1: use b's last two dims swapped",
      FG_PARAM(FLAG, matmul.transpose_b)},
     A_END};
+static const fg_attr_def a_fused_matmul[] = {
+    {"transpose_a", FG_ATTR_INT, "0", "1: use a's last two dims swapped",
+     FG_PARAM(FLAG, fused_matmul.transpose_a)},
+    {"transpose_b", FG_ATTR_INT, "0", "1: use b's last two dims swapped",
+     FG_PARAM(FLAG, fused_matmul.transpose_b)},
+    {"activation", FG_ATTR_STRING, "none", "applied last: \"none\" or \"relu\"", FG_NO_PARAM},
+    A_END};
 static const fg_attr_def a_shape[] = {
     {"shape", FG_ATTR_INTS, NULL, "the new dims; one may be -1 (inferred)", FG_NO_PARAM}, A_END};
 static const fg_attr_def a_perm[] = {
@@ -273,6 +280,12 @@ static const fg_attr_def a_conv[] = {
 static const fg_attr_def a_conv_transpose[] = {
     A_CONV_COMMON,
     {"output_padding", FG_ATTR_INTS, "0,0", "rows and columns added at the bottom/right, < stride",
+     FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_fused[] = {
+    {"program", FG_ATTR_STRING, NULL,
+     "instructions `op(arg, ...)` separated by ';', args xI (input), tJ (earlier result) or a "
+     "number; the last one's result is the output (flowgraph/op_params.h)",
      FG_NO_PARAM},
     A_END};
 const fg_attr_def fg_common_attrs[] = {
@@ -608,6 +621,29 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_LOGICAL_OR] = {"logical_or", 2, 2, 1, EW | INPL, fgi_infer_logical,
                           fgi_flops_elementwise, 0, "a, b", NULL, NULL,
                           "a || b, bool, broadcasting"},
+    [FG_OP_SOFTMAX_CROSS_ENTROPY_GRAD] =
+        {"softmax_cross_entropy_grad", 3, 3, 1, 0,
+         fgi_infer_softmax_cross_entropy_grad, fgi_flops_softmax_cross_entropy, 0,
+         "logits, labels, dy", NULL, NULL,
+         "(softmax(logits) - one_hot(labels)) * dy / N: the "
+         "gradient of softmax_cross_entropy in one pass"},
+    /* The epilogue pass's node (executor/passes/epilogue.c; graph/
+     * infer_fused_matmul.c): matmul, bias add and activation in one
+     * kernel. Made after autodiff, so it has no gradient. */
+    [FG_OP_FUSED_MATMUL] = {"fused_matmul", 3, 3, 1, 0, fgi_infer_fused_matmul,
+                            fgi_flops_fused_matmul, 0, "a, b, bias", a_fused_matmul,
+                            fgi_parse_fused_matmul,
+                            "act(a @ b + bias), bias [N] added to every row, as matmul then add "
+                            "then the activation"},
+    /* Element-wise fusion (graph/infer_fused.c): what the fuse pass makes of
+     * a group of element-wise nodes. No gradient: passes run after autodiff.
+     * In place like the binary ops (when input 0 has the output's bytes):
+     * each block's inputs are read before its output is written. */
+    [FG_OP_FUSED_ELEMENTWISE] = {"fused_elementwise", 1, FG_FUSED_MAX_INPUTS, 1, EW | INPL,
+                                 fgi_infer_fused, fgi_flops_fused, 0, "x...", a_fused,
+                                 fgi_parse_fused,
+                                 "element-wise ops run as one program per block of elements, "
+                                 "inputs broadcast"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -154,7 +154,10 @@
   X(SYNC_BATCH_NORM_GRAD, "sync_batch_norm_grad")                                                  \
   X(LOGICAL_NOT, "logical_not")                                                                    \
   X(LOGICAL_AND, "logical_and")                                                                    \
-  X(LOGICAL_OR, "logical_or")
+  X(LOGICAL_OR, "logical_or")                                                                      \
+  X(SOFTMAX_CROSS_ENTROPY_GRAD, "softmax_cross_entropy_grad")                                      \
+  X(FUSED_MATMUL, "fused_matmul")                                                                  \
+  X(FUSED_ELEMENTWISE, "fused_elementwise")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

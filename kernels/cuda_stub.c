@@ -12,6 +12,12 @@ fg_kernel_fn fg_cuda_kernel(const char *op, fg_dtype dtype) {
   return NULL;
 }
 
+const fg_kprep *fg_cuda_kernel_prep(const char *op, fg_dtype dtype) {
+  (void)op;
+  (void)dtype;
+  return NULL;
+}
+
 const fg_kernel_reg *fg_cuda_kernel_registry(void) {
   static const fg_kernel_reg none[1] = {{NULL, FG_F32, NULL}};
   return none;

@@ -136,5 +136,8 @@ const fg_kprep *fg_cpu_kernel_prep(const char *op, fg_dtype dtype);
 fg_kernel_fn fg_cuda_kernel(const char *op, fg_dtype dtype);
 /* NULL-terminated rows; an empty list in a build without CUDA. */
 const fg_kernel_reg *fg_cuda_kernel_registry(void);
+/* The prepare hook of CUDA kernel (op name, dtype), or NULL (fused_elementwise
+ * compiles its kernel there); always NULL in a build without CUDA. */
+const fg_kprep *fg_cuda_kernel_prep(const char *op, fg_dtype dtype);
 
 #endif

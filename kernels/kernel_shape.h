@@ -147,6 +147,10 @@ typedef struct fgk_mm_plan {
 } fgk_mm_plan;
 /* Checks the matmul's inputs (dtype dt) and fills pl. 0 or -1. */
 int fgk_mm_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl);
+/* The same with the transposes given (fused_matmul's), and fused_matmul's
+ * bias (input 2) checked: dtype dt, shape [N]. */
+int fgk_mm_plan_init_tr(const fg_kctx *ctx, fg_dtype dt, int ta, int tb, fgk_mm_plan *pl);
+int fgk_mm_check_bias(const fg_kctx *ctx, fg_dtype dt, const fgk_mm_plan *pl);
 
 /* A reduction over p->axes with the input dims coalesced into alternating
  * kept/reduced groups (size-1 dims dropped, neighbours of the same kind
@@ -176,8 +180,10 @@ int fgk_sum_to(const fg_kctx *ctx, fg_kernel_fn reduce);
 int fgk_concat_check(const fg_kctx *ctx);               /* shape_ops.c */
 int fgk_cast_check(const fg_kctx *ctx, fg_dtype dt);    /* shape_ops.c; dt: output */
 int fgk_one_hot_check(const fg_kctx *ctx, fg_dtype dt); /* shape_ops.c; dt: output */
-int fgk_gather_check(const fg_kctx *ctx);               /* shape_ops.c */
-int fgk_select_check(const fg_kctx *ctx);               /* binary.c */
+/* softmax_cross_entropy_grad's buffers: dtypes and shapes (softmax.c). */
+int fgk_xent_grad_check(const fg_kctx *ctx, fg_dtype dt);
+int fgk_gather_check(const fg_kctx *ctx); /* shape_ops.c */
+int fgk_select_check(const fg_kctx *ctx); /* binary.c */
 /* logical.c: inputs 0..n_in-1 and the output bool. */
 int fgk_logical_check(const fg_kctx *ctx, int n_in);
 /* Inputs 0..n-1 (var, state, grad) and the output: the variable's dtype dt

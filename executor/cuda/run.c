@@ -135,6 +135,7 @@ static int enqueue(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
     fg_kctx ctx =
         fg_plan_step_kctx(plan, step, step->in, &plan->slots[step->out_slots[0]], err, sizeof err);
     ctx.cuda = &cp->kc[si];
+    ctx.state = step->kstate;
     if (step->fn(&ctx) != 0) {
       (void)cudaGetLastError();
       return fgc_node_fail(st, FG_INVALID_ARGUMENT, g, plan, si, c->device,

@@ -66,24 +66,15 @@ static int attrs_equal(const struct fg_attrs *a, const struct fg_attrs *b) {
   return 1;
 }
 
-static int str_equal(const char *a, const char *b) {
-  return (!a || !b) ? a == b : strcmp(a, b) == 0;
-}
-
-static int tinfo_equal(const fg_tinfo *a, const fg_tinfo *b) {
-  return a->dtype == b->dtype && a->rank == b->rank &&
-         memcmp(a->dims, b->dims, (size_t)a->rank * sizeof *a->dims) == 0;
-}
-
 static int nodes_equal(const fg_node *a, const fg_node *b) {
   if (a->op != b->op || a->n_inputs != b->n_inputs || a->n_outputs != b->n_outputs ||
-      a->flags != b->flags || !str_equal(a->device, b->device))
+      a->flags != b->flags || !fg_pass_str_equal(a->device, b->device))
     return 0;
   for (int i = 0; i < a->n_inputs; i++)
     if (a->inputs[i].node != b->inputs[i].node || a->inputs[i].index != b->inputs[i].index)
       return 0;
   for (int i = 0; i < a->n_outputs; i++)
-    if (!tinfo_equal(&a->outputs[i], &b->outputs[i])) return 0;
+    if (!fg_pass_tinfo_equal(&a->outputs[i], &b->outputs[i])) return 0;
   return attrs_equal(&a->attrs, &b->attrs);
 }
 

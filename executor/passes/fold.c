@@ -44,11 +44,6 @@ static int candidate(const fg_pass_ctx *ctx, int id) {
   return 1;
 }
 
-static int same_tinfo(const fg_tinfo *a, const fg_tinfo *b) {
-  return a->dtype == b->dtype && a->rank == b->rank &&
-         memcmp(a->dims, b->dims, (size_t)a->rank * sizeof *a->dims) == 0;
-}
-
 static fg_kbuf kbuf_of(fg_dtype dt, int rank, const int64_t *dims, void *data) {
   fg_kbuf k;
   memset(&k, 0, sizeof k);
@@ -114,7 +109,7 @@ static fg_tensor *evaluate(const fg_graph *g, int id, fg_status *st) {
   }
   fg_tinfo out;
   memset(&out, 0, sizeof out);
-  ok = ok && fg_infer(n, ti, &out, st) == 0 && same_tinfo(&out, &n->outputs[0]) &&
+  ok = ok && fg_infer(n, ti, &out, st) == 0 && fg_pass_tinfo_equal(&out, &n->outputs[0]) &&
        fg_tinfo_bytes(&out, &out_bytes) == 0 && out_bytes <= FOLD_MAX_BYTES &&
        (out_bytes <= FOLD_SMALL_BYTES || out_bytes / FOLD_GROWTH <= in_bytes);
   if (ok) t = run_kernel(n, in, ti, &out, st);

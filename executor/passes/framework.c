@@ -1,6 +1,7 @@
 /* The helpers every pass uses: replacements, what must stay, what a pass
  * may not touch, and recording changes (passes.h). */
 #include <stdio.h>
+#include <string.h>
 
 #include "executor/passes/passes.h"
 #include "graph/op_table.h"
@@ -12,6 +13,14 @@ fg_output fg_pass_resolve(const fg_pass_ctx *ctx, fg_output o) {
     o = (fg_output){f.node, f.index < 0 ? o.index : f.index};
   }
   return o;
+}
+
+void fg_pass_count_uses(const fg_pass_ctx *ctx, int *uses) {
+  const fg_graph *g = &ctx->w->g;
+  memset(uses, 0, (size_t)g->n_nodes * sizeof *uses);
+  for (int id = 0; id < g->n_nodes; id++)
+    for (int i = 0; !ctx->dead[id] && i < g->nodes[id].n_inputs; i++)
+      uses[fg_pass_resolve(ctx, g->nodes[id].inputs[i]).node]++;
 }
 
 void fg_pass_resolve_inputs(fg_pass_ctx *ctx, int id) {
@@ -38,6 +47,15 @@ int fg_pass_node_pinned(const fg_node *n) {
   unsigned f = fg_op_table[n->op].flags;
   return (f & (FG_OPF_STATEFUL | FG_OPF_COLLECTIVE | FG_OPF_RANDOM)) != 0 ||
          n->op == FG_OP_PLACEHOLDER || fg_op_reads_run_state(n->op);
+}
+
+int fg_pass_tinfo_equal(const fg_tinfo *a, const fg_tinfo *b) {
+  return a->dtype == b->dtype && a->rank == b->rank &&
+         memcmp(a->dims, b->dims, (size_t)a->rank * sizeof *a->dims) == 0;
+}
+
+int fg_pass_str_equal(const char *a, const char *b) {
+  return (!a || !b) ? a == b : strcmp(a, b) == 0;
 }
 
 const fg_tensor *fg_pass_const_value(const fg_graph *g, fg_output o) {

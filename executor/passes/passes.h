@@ -41,6 +41,10 @@ int fg_pass_graph_own_attrs(fg_pass_graph *w, int id);
  * its name and output type stay, so `value` must have that type. 0 or -1
  * (out of memory). */
 int fg_pass_graph_set_constant(fg_pass_graph *w, int id, fg_tensor *value);
+/* Rewrites node id in place into `op` reading `inputs` (copied), with no
+ * attributes but its placement; its name and output types stay, so the
+ * new op must compute a value of those types. 0 or -1 (out of memory). */
+int fg_pass_graph_set_op(fg_pass_graph *w, int id, int op, const fg_output *inputs, int n_inputs);
 /* Node id's attributes replaced by a deep copy of src. 0 or -1. */
 int fg_pass_graph_set_attrs(fg_pass_graph *w, int id, const struct fg_attrs *src);
 
@@ -61,6 +65,10 @@ typedef struct fg_pass_ctx {
   const int *group;
   fg_pass_report *report; /* NULL: nothing recorded */
   const char *pass;       /* the running pass's name, for the report */
+  /* 1 when keep[] marks every node: a session, where any name may be
+   * fetched, so keep[] cannot tell which nodes a fusion may absorb (the
+   * plan computes an absorbed node only when a run fetches it). */
+  int all_kept;
 } fg_pass_ctx;
 
 typedef struct fg_pass_def {
@@ -102,10 +110,17 @@ int fg_pass_replace(fg_pass_ctx *ctx, int id, fg_output by, const char *action, 
 /* Records a change of node id ("into" NULL for removals). 0 or -1. */
 int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *into, const char *rule,
                    fg_status *st);
+/* uses[id] (n_nodes ints, from the caller): how many input edges of live
+ * nodes read node id, after the replacements so far. */
+void fg_pass_count_uses(const fg_pass_ctx *ctx, int *uses);
 /* 1 for a node whose output is variable state or whose run has an effect
  * (stateful, collective), or that draws random values: passes leave such
  * nodes where they are. */
 int fg_pass_node_pinned(const fg_node *n);
+/* Same dtype, rank and dims. */
+int fg_pass_tinfo_equal(const fg_tinfo *a, const fg_tinfo *b);
+/* Equal strings, or both NULL. */
+int fg_pass_str_equal(const char *a, const char *b);
 /* The value of output o when it is a constant node's, else NULL. */
 const fg_tensor *fg_pass_const_value(const fg_graph *g, fg_output o);
 
@@ -115,6 +130,9 @@ int fg_pass_cse(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_simplify(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fold(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_xent_grad(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_fuse(fg_pass_ctx *ctx, fg_status *st);
 
 /* The report (report.c). */
 int fg_pass_report_add(fg_pass_report *r, const char *pass, const char *action, const char *node,

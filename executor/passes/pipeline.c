@@ -2,8 +2,12 @@
  * simplification exposes equal subexpressions (x*1 and x meet) and leaves
  * fewer nodes to fold; folding runs before inference folding, so batch
  * norm parameters computed from constants are constants by then, and both
- * before CSE, which merges the equal constants folding makes; dead node
- * elimination sweeps what all leave behind. */
+ * before CSE, which merges the equal constants folding makes; the
+ * cross-entropy gradient and the matmul epilogues fuse after CSE has
+ * merged equal nodes, and before element-wise fusion, which would
+ * otherwise take their sub, mul, bias add and relu; element-wise fusion
+ * runs on what is left, last before dead node elimination, which sweeps
+ * what all leave behind. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +27,18 @@ const fg_pass_def fg_passes[] = {
      "(constant false training, constant parameters) folded into the conv2d or matmul before it",
      1, fg_pass_fold_inference},
     {"cse", "common subexpressions: equal pure nodes on equal inputs compute once", 1, fg_pass_cse},
+    {"xent_grad",
+     "softmax cross-entropy's gradient (softmax, one_hot, sub, numel, div, mul) as one "
+     "softmax_cross_entropy_grad node",
+     1, fg_pass_xent_grad},
+    {"epilogue",
+     "matmul epilogues: relu(matmul + bias) and matmul + bias (bias [N]) become one fused_matmul "
+     "that adds the bias and applies the relu on each tile of the product (same bits)",
+     1, fg_pass_epilogue},
+    {"fuse",
+     "element-wise fusion: groups of float element-wise nodes of one shape become one "
+     "fused_elementwise node (one pass over memory, the same bits)",
+     1, fg_pass_fuse},
     {"dce", "dead nodes: nodes no kept node needs are removed", 1, fg_pass_dce},
 };
 const int n_fg_passes = (int)(sizeof fg_passes / sizeof fg_passes[0]);
@@ -93,11 +109,14 @@ int fg_pass_pipeline_run(fg_pass_graph *w, const fg_pass_options *opts, unsigned
   int n = opts && opts->disable ? 0 : select_passes(opts ? opts->passes : NULL, &ids, st);
   if (n < 0) return -1;
   fg_pass_ctx ctx = {
-      w, malloc(((size_t)w->g.n_nodes + 1) * sizeof(fg_output)), dead, keep, group, report, NULL};
+      w, malloc(((size_t)w->g.n_nodes + 1) * sizeof(fg_output)), dead, keep, group, report, NULL,
+      1};
   int rc = ctx.fwd ? 0 : -1;
   if (rc) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory");
-  for (int id = 0; ctx.fwd && id < w->g.n_nodes; id++)
+  for (int id = 0; ctx.fwd && id < w->g.n_nodes; id++) {
     ctx.fwd[id] = (fg_output){-1, -1};
+    ctx.all_kept &= keep[id] != 0;
+  }
   for (int k = 0; rc == 0 && k < n; k++) {
     ctx.pass = fg_passes[ids[k]].name;
     rc = fg_passes[ids[k]].run(&ctx, st);

@@ -9,6 +9,14 @@ int fg_passes_env_off(void) {
   return e && (strcmp(e, "off") == 0 || strcmp(e, "0") == 0);
 }
 
+/* FG_PASSES holding a pass list (not "off", "0", "on" or empty) replaces
+ * the default pipeline of sessions whose options name none: a whole
+ * program's runs with some passes only, for ablations. */
+static const char *env_list(void) {
+  const char *e = getenv("FG_PASSES");
+  return e && *e && strcmp(e, "on") != 0 && !fg_passes_env_off() ? e : NULL;
+}
+
 /* Rewrites stay within one device: per node its device, host steps of a
  * GPU session apart. NULL (one group) when neither is given. */
 static int *device_groups(const fg_graph *g, const int *node_dev, const unsigned char *host) {
@@ -33,6 +41,8 @@ fg_pass_graph *fg_passes_for_session(const fg_graph *g, const fg_pass_options *o
   if (!ok) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory (passes)");
   if (w) {
     memset(keep, 1, n);
+    fg_pass_options env = {0, env_list()};
+    if (env.passes && (!opts || !opts->passes)) opts = &env;
     if (fg_pass_pipeline_run(w, opts, keep, group, dead, NULL, st) != 0) {
       fg_pass_graph_free(w);
       w = NULL;

@@ -95,29 +95,58 @@ static void drop_attrs(fg_pass_graph *w, int id) {
   w->attrs_owned[id] = 1;
 }
 
-int fg_pass_graph_set_constant(fg_pass_graph *w, int id, fg_tensor *value) {
+/* Node id's attributes replaced by its placement attribute alone (none if
+ * it has none) and `extra` (may be NULL: a tensor attribute, taken over,
+ * freed on failure too). */
+static int keep_placement(fg_pass_graph *w, int id, fg_attr *extra) {
   fg_node *n = &w->g.nodes[id];
-  /* A constant takes only its value and where it is placed. */
   const fg_attr *co = fg_attrs_find(&n->attrs, FG_COLOCATE_ATTR);
   char *colocate = co && co->type == FG_ATTR_STRING && co->s ? fg_strdup(co->s) : NULL;
   fg_attr *items = calloc(2, sizeof *items);
-  char *name = fg_strdup("value");
-  if ((co && co->s && !colocate) || !items || !name) {
-    free(colocate), free(items), free(name);
-    fg_tensor_free(value);
+  if ((co && co->s && !colocate) || !items) {
+    free(colocate), free(items);
+    if (extra) free(extra->name), fg_tensor_free(extra->t); /* a constant's value */
     return -1;
   }
   drop_attrs(w, id);
-  items[0] = (fg_attr){.name = name, .type = FG_ATTR_TENSOR, .t = value};
   n->attrs.items = items;
-  n->attrs.n = n->attrs.cap = 1;
-  if (colocate && fg_attrs_set_string(&n->attrs, FG_COLOCATE_ATTR, colocate) != 0) {
-    free(colocate);
+  n->attrs.cap = 1;
+  if (extra) {
+    items[0] = *extra;
+    n->attrs.n = 1;
+  }
+  int rc = colocate ? fg_attrs_set_string(&n->attrs, FG_COLOCATE_ATTR, colocate) : 0;
+  free(colocate);
+  return rc;
+}
+
+int fg_pass_graph_set_constant(fg_pass_graph *w, int id, fg_tensor *value) {
+  fg_node *n = &w->g.nodes[id];
+  /* A constant takes only its value and where it is placed. */
+  char *name = fg_strdup("value");
+  if (!name) {
+    fg_tensor_free(value);
     return -1;
   }
-  free(colocate);
+  fg_attr v = {.name = name, .type = FG_ATTR_TENSOR, .t = value};
+  if (keep_placement(w, id, &v) != 0) return -1;
   n->op = FG_OP_CONSTANT;
   n->n_inputs = 0;
+  return 0;
+}
+
+int fg_pass_graph_set_op(fg_pass_graph *w, int id, int op, const fg_output *inputs, int n_inputs) {
+  fg_node *n = &w->g.nodes[id];
+  fg_output *in = malloc(((size_t)n_inputs + 1) * sizeof *in);
+  if (!in || keep_placement(w, id, NULL) != 0) {
+    free(in);
+    return -1;
+  }
+  memcpy(in, inputs, (size_t)n_inputs * sizeof *in);
+  free(n->inputs);
+  n->inputs = in;
+  n->n_inputs = n_inputs;
+  n->op = op;
   return 0;
 }
 

@@ -237,6 +237,14 @@ FG_API fg_output fg_logical_not(fg_graph *g, fg_output x);
 FG_API fg_output fg_logical_and(fg_graph *g, fg_output a, fg_output b);
 FG_API fg_output fg_logical_or(fg_graph *g, fg_output a, fg_output b);
 
+/* act(op(a) @ op(b) + bias) in one node: matmul's shapes and transposes,
+ * bias of shape [N] (the product's last dim) added to every row, then
+ * activation "none" or "relu" (NULL: none). The epilogue pass makes these
+ * from matmul -> add -> relu chains; the bits are those of the chain. Not
+ * differentiable. */
+FG_API fg_output fg_fused_matmul(fg_graph *g, fg_output a, fg_output b, fg_output bias,
+                                 int transpose_a, int transpose_b, const char *activation);
+
 /* ---- unary -------------------------------------------------------------- */
 FG_API fg_output fg_neg(fg_graph *g, fg_output x);
 FG_API fg_output fg_exp(fg_graph *g, fg_output x);

@@ -187,6 +187,97 @@ typedef struct fg_conv_params {
   int64_t output_padding[2]; /* conv_transpose2d's output_padding, < stride; 0 otherwise */
 } fg_conv_params;
 
+/* fused_elementwise: the program of its "program" attribute, parsed. The
+ * fusion pass writes the attribute; users rarely do. Syntax: instructions
+ * separated by ';', each `op(arg, ...)`, where an argument is `xI` (input
+ * I), `tJ` (the result of instruction J < this one) or a number (a scalar
+ * constant, strtod syntax; the pass writes C99 hex floats so the value is
+ * exact), and the op's own attributes follow as `name=number`
+ * (`leaky_relu(t0, alpha=0x1.47ae147ae147bp-7)`). The last instruction's
+ * result is the output. Example: "add(x0, x1); relu(t0)".
+ *
+ * Every value is computed in the output's dtype (f32 or f64), element by
+ * element, in exactly the arithmetic of the op's own kernel, so a fused
+ * node gives the bits of the nodes it replaces. Inputs broadcast NumPy
+ * style to the output shape; an input may be bool only where a select's
+ * condition reads it. Comparisons give 1 or 0 and are read only by select
+ * (a comparison is never the last instruction). */
+enum { FG_FUSED_MAX_INPUTS = 16, FG_FUSED_MAX_INSTRS = 32, FG_FUSED_MAX_CONSTS = 32 };
+
+typedef enum fg_fused_opcode {
+  /* binary */
+  FG_FUSED_ADD,
+  FG_FUSED_SUB,
+  FG_FUSED_MUL,
+  FG_FUSED_DIV,
+  FG_FUSED_MAXIMUM,
+  FG_FUSED_MINIMUM,
+  FG_FUSED_POW,
+  FG_FUSED_GREATER,
+  FG_FUSED_LESS,
+  FG_FUSED_EQUAL,
+  /* ternary: arg 0 != 0 ? arg 1 : arg 2 */
+  FG_FUSED_SELECT,
+  /* unary */
+  FG_FUSED_NEG,
+  FG_FUSED_EXP,
+  FG_FUSED_LOG,
+  FG_FUSED_SQRT,
+  FG_FUSED_RSQRT,
+  FG_FUSED_ABS,
+  FG_FUSED_TANH,
+  FG_FUSED_SIGMOID,
+  FG_FUSED_RELU,
+  FG_FUSED_LEAKY_RELU, /* attr[0] alpha */
+  FG_FUSED_ELU,        /* attr[0] alpha */
+  FG_FUSED_SOFTPLUS,   /* attr[0] beta, attr[1] threshold */
+  FG_FUSED_CLIP,       /* attr[0] min, attr[1] max */
+  FG_FUSED_SILU,
+  FG_FUSED_GELU,
+  FG_FUSED_ERF,
+  FG_FUSED_SIGN,
+  FG_FUSED_RECIPROCAL,
+  FG_FUSED_FLOOR,
+  FG_FUSED_CEIL,
+  FG_FUSED_ROUND,
+  FG_FUSED_OPCODE_COUNT
+} fg_fused_opcode;
+
+/* Where an argument comes from. */
+typedef enum fg_fused_ref_kind {
+  FG_FUSED_INPUT, /* index: the node's input */
+  FG_FUSED_TEMP,  /* index: an earlier instruction's result */
+  FG_FUSED_CONST  /* index: into consts */
+} fg_fused_ref_kind;
+
+typedef struct fg_fused_ref {
+  uint8_t kind, index;
+} fg_fused_ref;
+
+typedef struct fg_fused_instr {
+  uint8_t op;     /* fg_fused_opcode */
+  uint8_t n_args; /* 1, 2 or 3, as the opcode takes */
+  fg_fused_ref arg[3];
+  double attr[2]; /* the op's attributes, as in the comments above; 0 unused */
+} fg_fused_instr;
+
+typedef struct fg_fused_params {
+  int n_inputs, n_instrs, n_consts;
+  fg_fused_instr ins[FG_FUSED_MAX_INSTRS];
+  double consts[FG_FUSED_MAX_CONSTS];
+} fg_fused_params;
+
+/* fused_matmul: the epilogue's activation, from its string attribute
+ * "activation" ("none" or "relu"). */
+typedef enum fg_activation { FG_ACTIVATION_NONE = 0, FG_ACTIVATION_RELU = 1 } fg_activation;
+
+/* fused_matmul: act(op(a) @ op(b) + bias). transpose_a, transpose_b (0 or
+ * 1) as matmul's; activation parsed from its name. */
+typedef struct fg_fused_matmul_params {
+  int transpose_a, transpose_b;
+  fg_activation activation;
+} fg_fused_matmul_params;
+
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
 typedef union fg_op_params {
@@ -219,6 +310,8 @@ typedef union fg_op_params {
   fg_norm_params norm;       /* the normalization ops and their gradients */
   fg_dropout_params dropout; /* dropout, dropout_grad */
   fg_conv_params conv;       /* conv2d, its gradients and conv_transpose2d */
+  fg_fused_params fused;     /* fused_elementwise */
+  fg_fused_matmul_params fused_matmul;
 } fg_op_params;
 
 #ifdef __cplusplus

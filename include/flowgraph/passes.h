@@ -7,7 +7,10 @@
  * applies to the graph before making the session): the user's fg_graph is
  * never changed. fg_session_options.no_passes and .passes (flowgraph/
  * session.h) choose the passes; the environment variable FG_PASSES=off
- * turns them off for every session of the process.
+ * turns them off for every session of the process, and FG_PASSES=LIST (a
+ * pass list as fg_pass_options.passes takes it) runs that list in every
+ * session whose options name no list (an unknown name fails the session
+ * with the message of fg_pass_list_check).
  *
  * What a pass may do (every pass keeps these):
  * - Fetch names keep working: in a session every node keeps its name and
@@ -19,8 +22,11 @@
  *   are never merged or removed while their effect is needed; a value
  *   read from a variable is never moved past an update of it.
  * - Results are bit for bit those of the graph without passes, but for
- *   fold_inference's batch norm folding (fg_optimize only, see below), and
- *   for a folded node placed on a GPU, which holds the CPU kernel's bits.
+ *   fold_inference's batch norm folding (fg_optimize only, see below), for
+ *   a folded node placed on a GPU, which holds the CPU kernel's bits, and
+ *   for the sign and payload of a NaN that a fused addition or
+ *   multiplication of two NaNs gives (which operand's NaN the hardware
+ *   keeps follows the compiler's operand order).
  *
  * The passes (fg_pass_name order is the default pipeline's):
  *   simplify  x*1, x/1, x+(-0.0), x-(+0.0) (any zero for integers): x, when
@@ -56,6 +62,39 @@
  *             per run (fg_training) and variables are never folded.
  *   cse       nodes with the same op, typed attributes, inputs, output
  *             types and device compute once.
+ *   xent_grad the gradient autodiff builds for softmax_cross_entropy,
+ *             mul(sub(softmax(logits), one_hot(labels)), div(dy,
+ *             numel(labels))), becomes one softmax_cross_entropy_grad
+ *             node (the mul rewritten in place), whose kernel makes each
+ *             row's softmax and the result in one pass with the same
+ *             arithmetic (the same bits), where the sub and the div have
+ *             no other reader.
+ *   epilogue  relu(matmul(a, b) + bias) and matmul(a, b) + bias, bias of
+ *             shape [N] (the product's last dim, either operand order),
+ *             a rank-2 product or a batched one with a rank-2 b and a
+ *             not transposed: the last node becomes fused_matmul(a, b,
+ *             bias), whose kernel adds the bias and applies the relu to
+ *             each tile of the product while it is in cache (the same
+ *             bits). Only where the matmul and the add have no other
+ *             consumer, none is stateful, all share a device, and in
+ *             fg_optimize neither the matmul nor the add is kept; in a
+ *             session they stay, computed only when fetched. On a GPU
+ *             the f32 product runs through cuBLASLt with the bias and
+ *             relu in its epilogue, whose algorithm may sum in another
+ *             order than the unfused cuBLAS GEMM: within rounding there,
+ *             not bit for bit.
+ *   fuse      element-wise float nodes (add, sub, mul, div, maximum,
+ *             minimum, pow, the comparisons read by a select, select and
+ *             the unary math and activation ops) with one output shape and
+ *             dtype become one fused_elementwise node whose program
+ *             applies each node's own element function in node order (the
+ *             same bits), reading its outside inputs once. A node joins
+ *             its reader's group only when every reader of it is in the
+ *             group; one-element constants become program constants. The
+ *             group's last node is rewritten in place (action "fused",
+ *             into "fused_elementwise", rule its ops, "add+relu"); the
+ *             others are reported "absorbed" into it and stay fetchable
+ *             in a session; fg_optimize never absorbs a node it keeps.
  *   dce       nodes nothing needs are removed.
  */
 #ifndef FLOWGRAPH_PASSES_H
@@ -92,16 +131,18 @@ FG_API int fg_pass_list_check(const char *list, fg_status *status);
 /* One rewrite a pass made. Strings are owned by the report. */
 typedef struct fg_pass_change {
   const char *pass;   /* "cse" */
-  const char *action; /* "removed", "merged", "simplified" or "folded" */
+  const char *action; /* "removed", "merged", "simplified", "folded", "fused" or "absorbed" */
   const char *node;   /* the node rewritten */
   /* merged, simplified, folded: the output that now stands for the node
    * ("x", "x:1"), or the node itself where it was rewritten in place (a
    * transpose of a transpose becomes one transpose; a folded constant; a
-   * batch norm become a conv2d); removed: NULL. */
+   * batch norm become a conv2d); fused: the node itself (a fused_matmul,
+   * softmax_cross_entropy_grad) or "fused_elementwise"; absorbed: the
+   * fused node; removed: NULL. */
   const char *into;
   /* simplified, folded: the rule ("x*1", "neg(neg(x))", "dropout in
-   * inference mode", "batch_norm(conv2d) into conv2d"); else NULL (a
-   * constant folded) */
+   * inference mode", "batch_norm(conv2d) into conv2d"); fused: the ops
+   * ("matmul+add+relu", "add+relu"); else NULL (a constant folded) */
   const char *rule;
 } fg_pass_change;
 

@@ -113,6 +113,9 @@ typedef struct fg_plan_info {
    * its own arena; arena_bytes is their sum. */
   int n_devices;
   size_t *device_arena_bytes;
+  /* Per step: the op it runs, as fg_node_timing.op names it (a node the
+   * passes fused: "fused_elementwise[add+relu]"); static strings. */
+  const char **step_ops;
 } fg_plan_info;
 
 /* Builds (or reuses) the plan for these feeds, fetches and targets without

@@ -72,7 +72,8 @@ typedef struct fg_session_options {
    * On "cuda:N" the same, the message adding the device ("node 'lg' (log)
    * on cuda:0: produced ..."): the run waits for each node's counts, so
    * nothing after the first bad node runs, and such runs are never captured
-   * into a CUDA Graph (slow: a debugging mode). */
+   * into a CUDA Graph (slow: a debugging mode). The default pass pipeline
+   * then leaves element-wise fusion out, so each node is checked alone. */
   int check_numerics;
 
   /* Resource limits; 0 means no limit, negative values are refused. A plan

@@ -15,29 +15,19 @@
  *
  * Large outputs are split into ranges of output elements over ctx->par;
  * every element is computed alone, so the split never changes a result. */
-#include <math.h>
-
-#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/elementwise_scalar.h"
 
 /* ---- the element functions ---------------------------------------------- */
 #define ADD_I(T, U, x, y) ((T)((U)(x) + (U)(y)))
 #define SUB_I(T, U, x, y) ((T)((U)(x) - (U)(y)))
 #define MUL_I(T, U, x, y) ((T)((U)(x) * (U)(y)))
 
-static inline float add_f32(float x, float y) { return x + y; }
-static inline double add_f64(double x, double y) { return x + y; }
 static inline int32_t add_i32(int32_t x, int32_t y) { return ADD_I(int32_t, uint32_t, x, y); }
 static inline int64_t add_i64(int64_t x, int64_t y) { return ADD_I(int64_t, uint64_t, x, y); }
-static inline float sub_f32(float x, float y) { return x - y; }
-static inline double sub_f64(double x, double y) { return x - y; }
 static inline int32_t sub_i32(int32_t x, int32_t y) { return SUB_I(int32_t, uint32_t, x, y); }
 static inline int64_t sub_i64(int64_t x, int64_t y) { return SUB_I(int64_t, uint64_t, x, y); }
-static inline float mul_f32(float x, float y) { return x * y; }
-static inline double mul_f64(double x, double y) { return x * y; }
 static inline int32_t mul_i32(int32_t x, int32_t y) { return MUL_I(int32_t, uint32_t, x, y); }
 static inline int64_t mul_i64(int64_t x, int64_t y) { return MUL_I(int64_t, uint64_t, x, y); }
-static inline float div_f32(float x, float y) { return x / y; }
-static inline double div_f64(double x, double y) { return x / y; }
 /* Callers have rejected y == 0. */
 static inline int32_t div_i32(int32_t x, int32_t y) {
   return (x == INT32_MIN && y == -1) ? INT32_MIN : x / y;
@@ -45,14 +35,8 @@ static inline int32_t div_i32(int32_t x, int32_t y) {
 static inline int64_t div_i64(int64_t x, int64_t y) {
   return (x == INT64_MIN && y == -1) ? INT64_MIN : x / y;
 }
-static inline float pow_f32(float x, float y) { return powf(x, y); }
-static inline double pow_f64(double x, double y) { return pow(x, y); }
-static inline float max_f32(float x, float y) { return (x > y || x != x) ? x : y; }
-static inline double max_f64(double x, double y) { return (x > y || x != x) ? x : y; }
 static inline int32_t max_i32(int32_t x, int32_t y) { return x > y ? x : y; }
 static inline int64_t max_i64(int64_t x, int64_t y) { return x > y ? x : y; }
-static inline float min_f32(float x, float y) { return (x < y || x != x) ? x : y; }
-static inline double min_f64(double x, double y) { return (x < y || x != x) ? x : y; }
 static inline int32_t min_i32(int32_t x, int32_t y) { return x < y ? x : y; }
 static inline int64_t min_i64(int64_t x, int64_t y) { return x < y ? x : y; }
 

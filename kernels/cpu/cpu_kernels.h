@@ -116,7 +116,13 @@
   /* logical.c: bool only, registered under every key (f32 and f64 for every op) */                \
   FGK_ANY(X, "logical_not", fgk_logical_not)                                                       \
   FGK_ANY(X, "logical_and", fgk_logical_and)                                                       \
-  FGK_ANY(X, "logical_or", fgk_logical_or)
+  FGK_ANY(X, "logical_or", fgk_logical_or)                                                         \
+  /* softmax.c */                                                                                  \
+  FGK_FLOAT(X, "softmax_cross_entropy_grad", fgk_softmax_xent_grad)                                \
+  /* matmul.c: matmul with its bias and activation on each tile */                                 \
+  FGK_FLOAT(X, "fused_matmul", fgk_fused_matmul)                                                   \
+  /* fused.c: the fuse pass's programs */                                                          \
+  FGK_FLOAT(X, "fused_elementwise", fgk_fused_elementwise)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */

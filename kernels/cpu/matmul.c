@@ -6,7 +6,12 @@
  * products are cut into fixed tiles of the output, one GEMM each, spread
  * over ctx->par (see mm_tiles); a tile runs on libxsmm when
  * kernels/cpu/xsmm/xsmm_gemm.c takes it, else on OpenBLAS. Products of at
- * most FGK_MV_MAX_M rows stream b instead (kernels/cpu/matvec.c). */
+ * most FGK_MV_MAX_M rows stream b instead (kernels/cpu/matvec.c).
+ *
+ * fused_matmul runs the same code with an epilogue (matvec.h): each tile,
+ * once its GEMM is done and while it is in cache, gets the bias added and
+ * the activation applied, so the bits are those of matmul -> add -> relu
+ * and the output is written to memory once. */
 #include <cblas.h>
 #include <pthread.h>
 #include <string.h>
@@ -44,6 +49,11 @@ static int batch_strides(const fg_kctx *ctx, const fg_kbuf *x, int which, const 
 
 int fgk_mm_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl) {
   if (fgk_check(ctx, 2, 1) != 0) return -1;
+  return fgk_mm_plan_init_tr(ctx, dt, ctx->p->matmul.transpose_a, ctx->p->matmul.transpose_b, pl);
+}
+
+int fgk_mm_plan_init_tr(const fg_kctx *ctx, fg_dtype dt, int ta, int tb, fgk_mm_plan *pl) {
+  if (fgk_check(ctx, 2, 1) != 0) return -1;
   const fg_kbuf *a = &ctx->in[0], *b = &ctx->in[1], *o = &ctx->out[0];
   if (a->dtype != dt || b->dtype != dt || o->dtype != dt)
     return fgk_fail(ctx, "expected %s inputs and output, got %s, %s and %s", fg_dtype_name(dt),
@@ -54,8 +64,8 @@ int fgk_mm_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl) {
   if (a->rank > o->rank || b->rank > o->rank)
     return fgk_fail(ctx, "input ranks %d and %d exceed the output rank %d", a->rank, b->rank,
                     o->rank);
-  pl->ta = ctx->p->matmul.transpose_a != 0;
-  pl->tb = ctx->p->matmul.transpose_b != 0;
+  pl->ta = ta != 0;
+  pl->tb = tb != 0;
   const int64_t a0 = a->dims[a->rank - 2], a1 = a->dims[a->rank - 1];
   const int64_t b0 = b->dims[b->rank - 2], b1 = b->dims[b->rank - 1];
   pl->M = pl->ta ? a1 : a0;
@@ -77,6 +87,19 @@ int fgk_mm_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl) {
   }
   if (batch_strides(ctx, a, 0, pl, pl->a_bstride, &pl->a_batch) != 0) return -1;
   if (batch_strides(ctx, b, 1, pl, pl->b_bstride, &pl->b_batch) != 0) return -1;
+  return 0;
+}
+
+int fgk_mm_check_bias(const fg_kctx *ctx, fg_dtype dt, const fgk_mm_plan *pl) {
+  if (fgk_check(ctx, 3, 1) != 0) return -1;
+  const fg_kbuf *bias = &ctx->in[2];
+  if (bias->dtype != dt)
+    return fgk_fail(ctx, "input 2 (bias) is %s, expected %s", fg_dtype_name(bias->dtype),
+                    fg_dtype_name(dt));
+  if (bias->rank != 1 || bias->dims[0] != pl->N)
+    return fgk_fail(ctx,
+                    "input 2 (bias) must have shape [N] = [%lld], got rank %d with %lld elements",
+                    (long long)pl->N, bias->rank, (long long)fgk_numel(bias));
   return 0;
 }
 
@@ -128,6 +151,7 @@ typedef struct mm_job {
   int64_t M, K, N; /* per GEMM (M is stacked batches when batches == 1) */
   int64_t rb, cb, n_rt, n_ct;
   int ta, tb;
+  const fgk_mm_epilogue *epi; /* NULL: none */
 } mm_job;
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a - 1) / b + 1; }
@@ -166,8 +190,38 @@ void fgk_mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo) {
   }
 }
 
-/* Items are (batch, row tile, column tile), each one GEMM. */
-#define FGK_MM_TILES(name, T, GEMM, XSMM)                                                          \
+/* The epilogue on one tile (matvec.h). Plain adds and compares: no
+ * multiply for the compiler to contract, so every clone gives the add and
+ * relu kernels' bits. */
+#define FGK_MM_EPILOGUE(name, T)                                                                   \
+  FGK_CLONES static void name(T *o, int64_t ld, int64_t rows, const T *bias, int64_t cols,         \
+                              int relu) {                                                          \
+    for (int64_t i = 0; i < rows; i++) {                                                           \
+      T *restrict r = o + i * ld;                                                                  \
+      if (relu)                                                                                    \
+        for (int64_t j = 0; j < cols; j++) {                                                       \
+          const T v = r[j] + bias[j];                                                              \
+          r[j] = v < 0 ? (T)0 : v;                                                                 \
+        }                                                                                          \
+      else                                                                                         \
+        for (int64_t j = 0; j < cols; j++)                                                         \
+          r[j] = r[j] + bias[j];                                                                   \
+    }                                                                                              \
+  }
+FGK_MM_EPILOGUE(epilogue_f32, float)
+FGK_MM_EPILOGUE(epilogue_f64, double)
+
+void fgk_mm_epilogue_apply(fg_dtype dt, const fgk_mm_epilogue *e, void *o, int64_t ld, int64_t rows,
+                           int64_t c0, int64_t cols) {
+  if (dt == FG_F64)
+    epilogue_f64(o, ld, rows, (const double *)e->bias + c0, cols, e->relu);
+  else
+    epilogue_f32(o, ld, rows, (const float *)e->bias + c0, cols, e->relu);
+}
+
+/* Items are (batch, row tile, column tile), each one GEMM, then the
+ * epilogue (if any) on the tile while it is in cache. */
+#define FGK_MM_TILES(name, T, DT, GEMM, XSMM)                                                      \
   static void name(void *arg, int64_t i0, int64_t i1) {                                            \
     const mm_job *J = (const mm_job *)arg;                                                         \
     const int64_t per_batch = J->n_rt * J->n_ct;                                                   \
@@ -184,59 +238,88 @@ void fgk_mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo) {
       const T *b = (const T *)J->b + bo + (J->tb ? c0 * J->K : c0);                                \
       T *o = (T *)J->o + bi * J->M * J->N + r0 * J->N + c0;                                        \
       /* libxsmm first (kernels/cpu/xsmm/), OpenBLAS when it declines. */                          \
-      if (XSMM(J->ta, J->tb, m, n, k, a, lda, b, ldb, o, J->N) == 0) continue;                     \
-      GEMM(CblasRowMajor, J->ta ? CblasTrans : CblasNoTrans, J->tb ? CblasTrans : CblasNoTrans, m, \
-           n, k, 1, a, lda, b, ldb, 0, o, (blasint)J->N);                                          \
+      if (XSMM(J->ta, J->tb, m, n, k, a, lda, b, ldb, o, J->N) != 0)                               \
+        GEMM(CblasRowMajor, J->ta ? CblasTrans : CblasNoTrans, J->tb ? CblasTrans : CblasNoTrans,  \
+             m, n, k, 1, a, lda, b, ldb, 0, o, (blasint)J->N);                                     \
+      if (J->epi) fgk_mm_epilogue_apply(DT, J->epi, o, J->N, m, c0, n);                            \
     }                                                                                              \
   }
-FGK_MM_TILES(mm_tiles_f32, float, cblas_sgemm, fgk_xsmm_gemm_f32)
-FGK_MM_TILES(mm_tiles_f64, double, cblas_dgemm, fgk_xsmm_gemm_f64)
+FGK_MM_TILES(mm_tiles_f32, float, FG_F32, cblas_sgemm, fgk_xsmm_gemm_f32)
+FGK_MM_TILES(mm_tiles_f64, double, FG_F64, cblas_dgemm, fgk_xsmm_gemm_f64)
 
-#define FGK_MATMUL_BLAS(fn, T, DT, TILES)                                                          \
-  int fn(const fg_kctx *ctx) {                                                                     \
-    mm_plan pl;                                                                                    \
-    if (fgk_mm_plan_init(ctx, DT, &pl) != 0) return -1;                                            \
-    const int64_t total = fgk_numel(&ctx->out[0]);                                                 \
-    if (total == 0) return 0;                                                                      \
-    T *o = (T *)ctx->out[0].data;                                                                  \
-    /* K == 0 is an empty sum; BLAS would want lda >= 1 for matrices without data. */              \
-    if (pl.K == 0) {                                                                               \
-      memset(o, 0, (size_t)total * sizeof(T));                                                     \
-      return 0;                                                                                    \
-    }                                                                                              \
-    mm_job J = {.pl = &pl,                                                                         \
-                .a = ctx->in[0].data,                                                              \
-                .b = ctx->in[1].data,                                                              \
-                .o = o,                                                                            \
-                .M = pl.M,                                                                         \
-                .K = pl.K,                                                                         \
-                .N = pl.N,                                                                         \
-                .ta = pl.ta,                                                                       \
-                .tb = pl.tb};                                                                      \
-    int64_t batches = pl.batch;                                                                    \
-    /* b shared by every batch and a not transposed: a's batches stack into one taller matrix. */  \
-    if (!pl.ta && pl.b_batch == 1 && pl.a_batch == pl.batch) {                                     \
-      J.M *= pl.batch;                                                                             \
-      batches = 1;                                                                                 \
-      J.pl = NULL;                                                                                 \
-    }                                                                                              \
-    if (!fits_blasint(J.M) || !fits_blasint(J.N) || !fits_blasint(J.K))                            \
-      return fgk_fail(ctx, "matrix dims %lld x %lld x %lld exceed the BLAS index type",            \
-                      (long long)J.M, (long long)J.N, (long long)J.K);                             \
-    /* A few rows: stream b once (kernels/cpu/matvec.c) instead of packing it. */                  \
-    const fgk_mv_job mv = {J.pl, J.a, J.b, o, J.M, J.K, J.N, batches, J.ta, J.tb};                 \
-    if (fgk_matvec(ctx, DT, &mv)) return 0;                                                        \
-    pthread_once(&blas_once, blas_single_thread);                                                  \
-    mm_tiles(&J, batches);                                                                         \
-    const double macs =                                                                            \
-        (double)(J.rb < J.M ? J.rb : J.M) * (double)(J.cb < J.N ? J.cb : J.N) * (double)J.K;       \
-    const int64_t grain = macs >= MM_MIN_MACS ? 1 : (int64_t)(MM_MIN_MACS / macs);                 \
-    fgk_parallel_for(ctx, batches *J.n_rt *J.n_ct, grain, TILES, &J);                              \
-    return 0;                                                                                      \
+/* A float product (plan pl) into out[0], then the epilogue epi (NULL:
+ * none) on each tile: matmul's and fused_matmul's kernels. */
+static int mm_float(const fg_kctx *ctx, fg_dtype dt, const mm_plan *pl,
+                    const fgk_mm_epilogue *epi) {
+  const int64_t total = fgk_numel(&ctx->out[0]);
+  if (total == 0) return 0;
+  const size_t es = dt == FG_F64 ? sizeof(double) : sizeof(float);
+  void *o = ctx->out[0].data;
+  /* K == 0 is an empty sum; BLAS would want lda >= 1 for matrices without data. */
+  if (pl->K == 0) {
+    memset(o, 0, (size_t)total * es);
+    if (epi) fgk_mm_epilogue_apply(dt, epi, o, pl->N, total / pl->N, 0, pl->N);
+    return 0;
   }
+  mm_job J = {.pl = pl,
+              .a = ctx->in[0].data,
+              .b = ctx->in[1].data,
+              .o = o,
+              .M = pl->M,
+              .K = pl->K,
+              .N = pl->N,
+              .ta = pl->ta,
+              .tb = pl->tb,
+              .epi = epi};
+  int64_t batches = pl->batch;
+  /* b shared by every batch and a not transposed: a's batches stack into one taller matrix. */
+  if (!pl->ta && pl->b_batch == 1 && pl->a_batch == pl->batch) {
+    J.M *= pl->batch;
+    batches = 1;
+    J.pl = NULL;
+  }
+  if (!fits_blasint(J.M) || !fits_blasint(J.N) || !fits_blasint(J.K))
+    return fgk_fail(ctx, "matrix dims %lld x %lld x %lld exceed the BLAS index type",
+                    (long long)J.M, (long long)J.N, (long long)J.K);
+  /* A few rows: stream b once (kernels/cpu/matvec.c) instead of packing it. */
+  const fgk_mv_job mv = {J.pl, J.a, J.b, o, J.M, J.K, J.N, batches, J.ta, J.tb, epi};
+  if (fgk_matvec(ctx, dt, &mv)) return 0;
+  pthread_once(&blas_once, blas_single_thread);
+  mm_tiles(&J, batches);
+  const double macs =
+      (double)(J.rb < J.M ? J.rb : J.M) * (double)(J.cb < J.N ? J.cb : J.N) * (double)J.K;
+  const int64_t grain = macs >= MM_MIN_MACS ? 1 : (int64_t)(MM_MIN_MACS / macs);
+  fgk_parallel_for(ctx, batches * J.n_rt * J.n_ct, grain,
+                   dt == FG_F64 ? mm_tiles_f64 : mm_tiles_f32, &J);
+  return 0;
+}
 
-FGK_MATMUL_BLAS(fgk_matmul_f32, float, FG_F32, mm_tiles_f32)
-FGK_MATMUL_BLAS(fgk_matmul_f64, double, FG_F64, mm_tiles_f64)
+int fgk_matmul_f32(const fg_kctx *ctx) {
+  mm_plan pl;
+  return fgk_mm_plan_init(ctx, FG_F32, &pl) != 0 ? -1 : mm_float(ctx, FG_F32, &pl, NULL);
+}
+
+int fgk_matmul_f64(const fg_kctx *ctx) {
+  mm_plan pl;
+  return fgk_mm_plan_init(ctx, FG_F64, &pl) != 0 ? -1 : mm_float(ctx, FG_F64, &pl, NULL);
+}
+
+/* fused_matmul: the product with the bias and activation on each tile. */
+static int fused_matmul(const fg_kctx *ctx, fg_dtype dt) {
+  mm_plan pl;
+  if (fgk_check(ctx, 3, 1) != 0) return -1;
+  const fg_fused_matmul_params *p = &ctx->p->fused_matmul;
+  if (p->activation != FG_ACTIVATION_NONE && p->activation != FG_ACTIVATION_RELU)
+    return fgk_fail(ctx, "unknown activation %d", (int)p->activation);
+  if (fgk_mm_plan_init_tr(ctx, dt, p->transpose_a, p->transpose_b, &pl) != 0 ||
+      fgk_mm_check_bias(ctx, dt, &pl) != 0)
+    return -1;
+  const fgk_mm_epilogue epi = {ctx->in[2].data, p->activation == FG_ACTIVATION_RELU};
+  return mm_float(ctx, dt, &pl, &epi);
+}
+
+int fgk_fused_matmul_f32(const fg_kctx *ctx) { return fused_matmul(ctx, FG_F32); }
+int fgk_fused_matmul_f64(const fg_kctx *ctx) { return fused_matmul(ctx, FG_F64); }
 
 /* The transposed-a product of a weight gradient (sufficient_factor_apply_sgd's
  * kernel, kernels/cpu/collective.c, and the communicator's fused update

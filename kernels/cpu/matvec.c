@@ -15,6 +15,8 @@
  *   rows of a and b, in MV_LANES partial sums (lane l takes the k = l mod
  *   MV_LANES terms of the whole blocks, in order), folded lane 0 first,
  *   then the leftover terms.
+ * fused_matmul's epilogue (matvec.h) runs on each span of columns right
+ * after its sums, while the span's outputs are still in L1.
  * The hot loops are built per instruction set (FGK_CLONES): at 8 rows the
  * arithmetic, not the read of b, bounds them, and the baseline's SSE2 took
  * 1.3 to 1.8 times as long as AVX-512 there. Without fused multiply-adds
@@ -121,7 +123,7 @@ MV_DOTS(mv_dots_f64, double)
  * [i0, i1) run as one span of columns, cut at W->cap columns: on one thread
  * (ctx->par NULL) rows of b are then read whole, which streams faster than
  * a chunk's part of each row. */
-#define MV_ITEMS(name, T, ROWS, DOTS)                                                              \
+#define MV_ITEMS(name, T, DT, ROWS, DOTS)                                                          \
   static void name(void *arg, int64_t i0, int64_t i1) {                                            \
     const mv_work *W = (const mv_work *)arg;                                                       \
     const fgk_mv_job *J = W->J;                                                                    \
@@ -138,12 +140,14 @@ MV_DOTS(mv_dots_f64, double)
           DOTS(a, b + c0 * J->K, o + c0, J->M, J->K, J->N, w);                                     \
         else                                                                                       \
           ROWS(a, J->ta ? 1 : J->K, J->ta ? J->M : 1, b + c0, o + c0, J->M, J->K, J->N, w);        \
+        /* The span's outputs are still in L1. */                                                  \
+        if (J->epi) fgk_mm_epilogue_apply(DT, J->epi, o + c0, J->N, J->M, c0, w);                  \
       }                                                                                            \
       it = (bi + 1) * W->parts;                                                                    \
     }                                                                                              \
   }
-MV_ITEMS(mv_items_f32, float, mv_rows_f32, mv_dots_f32)
-MV_ITEMS(mv_items_f64, double, mv_rows_f64, mv_dots_f64)
+MV_ITEMS(mv_items_f32, float, FG_F32, mv_rows_f32, mv_dots_f32)
+MV_ITEMS(mv_items_f64, double, FG_F64, mv_rows_f64, mv_dots_f64)
 
 /* Chunk width from the shape alone: a multiple of 16 columns, at most
  * MV_ACC_BYTES of outputs, and at least MV_MIN_PARTS chunks of a large b.

@@ -9,12 +9,28 @@
 
 #define FGK_MV_MAX_M 8
 
+/* What a product does to each tile of its output once computed, while
+ * the tile is in cache (fused_matmul): o = o + bias[column], then ReLU
+ * (o < 0 ? 0 : o, the relu kernel's rule: NaN and -0.0 stay) when relu is
+ * set. Per element exactly the add and relu kernels' arithmetic, so the
+ * bits are those of matmul -> add -> relu. */
+typedef struct fgk_mm_epilogue {
+  const void *bias; /* [N], the product's dtype */
+  int relu;
+} fgk_mm_epilogue;
+
+/* Applies e to rows x cols outputs at o (rows ld apart), whose first
+ * column is column c0 of the product. (matmul.c) */
+void fgk_mm_epilogue_apply(fg_dtype dt, const fgk_mm_epilogue *e, void *o, int64_t ld, int64_t rows,
+                           int64_t c0, int64_t cols);
+
 typedef struct fgk_mv_job {
   const fgk_mm_plan *pl; /* NULL: one product (a's batches stacked into M) */
   const void *a, *b;
   void *o;
   int64_t M, K, N, batches; /* per product; batches products, outputs one after another */
   int ta, tb;
+  const fgk_mm_epilogue *epi; /* NULL: none */
 } fgk_mv_job;
 
 /* Runs J (dtype dt) over ctx->par when it is a few-row product this path

@@ -166,15 +166,71 @@ static int64_t PS(max_argmax)(const fgk_pool_geom *g, const PT *x, int64_t oh, i
   return best;
 }
 
-/* dx = 0, then dy[o] added at each window's argmax. */
+/* dx[argmax] += dy for the outputs [o0, o1) of output row oh, whose
+ * windows lie inside the plane: max_argmax's scan and rule without its
+ * edge trimming, for KH x KW taps at dilations DH, DW. The callers pass
+ * constants for the common windows, so the taps unroll. */
+static inline void PS(max_bwd_inside)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx,
+                                      int64_t oh, int64_t o0, int64_t o1, int64_t KH, int64_t KW,
+                                      int64_t DH, int64_t DW) {
+  const int64_t W = g->W, h0 = oh * g->sh - g->pt;
+  for (int64_t ow = o0; ow < o1; ow++) {
+    const int64_t w0 = ow * g->sw - g->pl;
+    int64_t best = h0 * W + w0;
+    PT m = x[best];
+    int seen = m != m;
+    for (int64_t i = 0; i < KH; i++)
+      for (int64_t j = 0; j < KW; j++) {
+        const int64_t idx = (h0 + i * DH) * W + w0 + j * DW;
+        const PT v = x[idx];
+        const int nn = v != v;
+        const int take = ((v > m) & !seen) | nn;
+        best ^= (best ^ idx) & -(int64_t)take;
+        m = v > m ? v : m;
+        seen |= nn;
+      }
+    dx[best] += dy[oh * g->OW + ow];
+  }
+}
+
+/* The outputs [*lo, *hi) along one axis whose window (k taps at dilation
+ * d, stride s, pad p) lies inside [0, n). */
+static inline void PS(inside_range)(int64_t n, int64_t k, int64_t s, int64_t d, int64_t p,
+                                    int64_t on, int64_t *lo, int64_t *hi) {
+  const int64_t last = n - 1 - (k - 1) * d + p; /* largest o * s allowed */
+  *lo = (p + s - 1) / s;
+  *hi = last < 0 ? 0 : last / s + 1;
+  if (*hi > on) *hi = on;
+  if (*lo > *hi) *lo = *hi;
+}
+
+/* dx = 0, then dy[o] added at each window's argmax, outputs in order (a
+ * dx element that several windows share sums them in that order). */
 static void PS(max_bwd_plane)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx) {
   for (int64_t e = 0; e < g->H * g->W; e++)
     dx[e] = 0;
-  for (int64_t oh = 0; oh < g->OH; oh++)
+  int64_t hlo, hhi, wlo, whi;
+  PS(inside_range)(g->H, g->kh, g->sh, g->dh, g->pt, g->OH, &hlo, &hhi);
+  PS(inside_range)(g->W, g->kw, g->sw, g->dw, g->pl, g->OW, &wlo, &whi);
+  const int d1 = g->dh == 1 && g->dw == 1;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    const int rows_in = oh >= hlo && oh < hhi;
+    const int64_t a0 = rows_in ? wlo : g->OW, a1 = rows_in ? whi : g->OW;
     for (int64_t ow = 0; ow < g->OW; ow++) {
+      if (ow == a0 && a0 < a1) {
+        if (d1 && g->kh == 2 && g->kw == 2)
+          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, 2, 2, 1, 1);
+        else if (d1 && g->kh == 3 && g->kw == 3)
+          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, 3, 3, 1, 1);
+        else
+          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, g->kh, g->kw, g->dh, g->dw);
+        ow = a1 - 1;
+        continue;
+      }
       const int64_t a = PS(max_argmax)(g, x, oh, ow);
       if (a >= 0) dx[a] += dy[oh * g->OW + ow];
     }
+  }
 }
 
 /* Sums accumulate in double, then divide once. A zero divisor (no window

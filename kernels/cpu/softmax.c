@@ -250,3 +250,76 @@ typedef struct xent_job {
 
 FGK_XENT(fgk_softmax_xent_f32, float, FG_F32, lse_f32)
 FGK_XENT(fgk_softmax_xent_f64, double, FG_F64, lse_f64)
+
+/* softmax_cross_entropy_grad(logits [N, C], labels [N], dy scalar) ->
+ * [N, C]: (softmax(row) - one_hot(label)) * (dy / N), one row at a time.
+ * The arithmetic is that of the nodes it stands for (the softmax row above,
+ * the subtraction of a 1 or 0, dy divided by N in the logits' dtype, then
+ * the product), so it gives their bits. */
+typedef struct xent_grad_job {
+  const void *x;
+  void *y;
+  const fg_kbuf *labels;
+  int64_t C;
+  double scale; /* holds a value of the kernel's type exactly */
+} xent_grad_job;
+
+#define FGK_XENT_GRAD(fn, T, DT, ROW)                                                              \
+  static void fn##_rows(void *arg, int64_t r0, int64_t r1) {                                       \
+    const xent_grad_job *J = (const xent_grad_job *)arg;                                           \
+    const int64_t C = J->C;                                                                        \
+    const T scale = (T)J->scale;                                                                   \
+    for (int64_t r = r0; r < r1; r++) {                                                            \
+      T *y = (T *)J->y + r * C;                                                                    \
+      ROW((const T *)J->x + r * C, y, C, 0);                                                       \
+      const int64_t l = label_at(J->labels, r);                                                    \
+      for (int64_t j = 0; j < C; j++)                                                              \
+        y[j] = (y[j] - (j == l ? (T)1 : (T)0)) * scale;                                            \
+    }                                                                                              \
+  }                                                                                                \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    if (fgk_check(ctx, 3, 1) != 0 || xent_grad_check(ctx, DT) != 0) return -1;                     \
+    const fg_kbuf *lg = &ctx->in[0];                                                               \
+    const int64_t N = lg->dims[0], C = lg->dims[1];                                                \
+    if (N == 0) return 0;                                                                          \
+    const T scale = *(const T *)ctx->in[2].data / (T)N;                                            \
+    xent_grad_job J = {lg->data, ctx->out[0].data, &ctx->in[1], C, (double)scale};                 \
+    fgk_parallel_for(ctx, N, C >= FGK_GRAIN_MATH ? 1 : FGK_GRAIN_MATH / C, fn##_rows, &J);         \
+    return 0;                                                                                      \
+  }
+
+/* The buffers' dtypes and shapes. Shared with kernels/cuda/softmax.cu. */
+int fgk_xent_grad_check(const fg_kctx *ctx, fg_dtype dt) {
+  const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *dy = &ctx->in[2], *out = &ctx->out[0];
+  if (lg->dtype != dt || dy->dtype != dt || out->dtype != dt)
+    return fgk_fail(ctx, "expected %s logits, dy and output, got %s, %s and %s", fg_dtype_name(dt),
+                    fg_dtype_name(lg->dtype), fg_dtype_name(dy->dtype), fg_dtype_name(out->dtype));
+  if (lb->dtype != FG_I32 && lb->dtype != FG_I64)
+    return fgk_fail(ctx, "labels must be i32 or i64, got %s", fg_dtype_name(lb->dtype));
+  if (lg->rank != 2 || lb->rank != 1 || lb->dims[0] != lg->dims[0])
+    return fgk_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d", lg->rank,
+                    lb->rank);
+  if (fgk_numel(dy) != 1)
+    return fgk_fail(ctx, "dy must hold one element, has %lld", (long long)fgk_numel(dy));
+  if (fgk_numel(out) != fgk_numel(lg))
+    return fgk_fail(ctx, "output has %lld elements, logits %lld", (long long)fgk_numel(out),
+                    (long long)fgk_numel(lg));
+  return 0;
+}
+
+/* The buffers, then every label, before any arithmetic. */
+static int xent_grad_check(const fg_kctx *ctx, fg_dtype dt) {
+  if (fgk_xent_grad_check(ctx, dt) != 0) return -1;
+  const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1];
+  const int64_t N = lg->dims[0], C = lg->dims[1];
+  for (int64_t n = 0; n < N; n++) {
+    const int64_t l = label_at(lb, n);
+    if (l < 0 || l >= C)
+      return fgk_fail(ctx, "labels[%lld] = %lld is out of range [0, %lld)", (long long)n,
+                      (long long)l, (long long)C);
+  }
+  return 0;
+}
+
+FGK_XENT_GRAD(fgk_softmax_xent_grad_f32, float, FG_F32, softmax_row_f32_contig)
+FGK_XENT_GRAD(fgk_softmax_xent_grad_f64, double, FG_F64, softmax_row_f64_contig)

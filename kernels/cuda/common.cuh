@@ -14,6 +14,7 @@ extern "C" {
 #include "kernels/kernel.h"
 }
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/fused.h"
 /* The shape checks and plans (broadcast, matmul, reduction, sum_to), the
  * error text and the dtype sets are the CPU kernels' own, defined once in
  * kernels/cpu/, so both backends accept the same shapes with the same
@@ -106,7 +107,19 @@ extern "C" {
   /* logical.cu */                                                                                 \
   FGK_ANY(X, "logical_not", fgc_logical_not)                                                       \
   FGK_ANY(X, "logical_and", fgc_logical_and)                                                       \
-  FGK_ANY(X, "logical_or", fgc_logical_or)
+  FGK_ANY(X, "logical_or", fgc_logical_or)                                                         \
+  /* softmax.cu */                                                                                 \
+  FGK_FLOAT(X, "softmax_cross_entropy_grad", fgc_softmax_xent_grad)                                \
+  /* fused_matmul.cu: cuBLASLt with the bias and relu in its epilogue */                           \
+  FGK_FLOAT(X, "fused_matmul", fgc_fused_matmul)                                                   \
+  /* fused.cu: fused_elementwise, its kernel compiled with NVRTC at plan time */                   \
+  FGK_FLOAT(X, "fused_elementwise", fgc_fused)
+
+/* X(op name, dtype key, prepare, release): the CUDA kernels with plan-time
+ * state. */
+#define FGC_PREPS(X)                                                                               \
+  X("fused_elementwise", FG_F32, fgc_fused_prepare, fgc_fused_release)                             \
+  X("fused_elementwise", FG_F64, fgc_fused_prepare, fgc_fused_release)
 
 /* Declares each function once (ANY rows repeat a name). */
 #define FGC_DECLARE(op, dt, fn) int fn(const fg_kctx *ctx);
@@ -186,6 +199,9 @@ static inline int fgc_walk4_ok(const fgc_walk *w, const void *const *ptr, const 
 int fgc_copy_bytes(const fg_kctx *ctx, void *dst, const void *src, size_t bytes);
 /* Fills n elements of es bytes (1, 4 or 8) with the bit pattern `bits`. */
 int fgc_fill_bits(const fg_kctx *ctx, void *dst, int64_t n, size_t es, uint64_t bits);
+/* A float product of plan pl (inputs 0 and 1 into out[0]) through cuBLAS,
+ * for matmul and fused_matmul. 0 or -1. (matmul.cu) */
+int fgc_mm_blas(const fg_kctx *ctx, const fgk_mm_plan &pl, fg_dtype dt);
 
 /* Element-size dispatch for the byte-moving kernels. */
 template <size_t ES> struct fgc_word;

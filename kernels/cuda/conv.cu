@@ -255,18 +255,12 @@ int search(cudnnHandle_t h, const descs &d, const bufs &b, int m, void *xp, void
 /* The algorithm and workspace for this call: cached, searched, or the
  * heuristics' (pick). 0, or -1 after failing ctx. */
 template <typename Perf, int N>
-int choose(const fg_kctx *ctx, cudnnHandle_t h, const descs &d, const geo &G, int m, void *xp,
-           void *ws_base, size_t room, const char *what, int *algo, size_t *ws) {
+int choose(const fg_kctx *ctx, cudnnHandle_t h, const descs &d, const geo &G, int m,
+           cudnnDataType_t dt, void *xp, void *ws_base, size_t room, const char *what, int *algo,
+           size_t *ws) {
   Perf perf[N];
-  cudnnDataType_t dt;
-  int pad[2], str[2], dil[2];
-  cudnnConvolutionMode_t mode;
-  if (cudnnGetConvolution2dDescriptor(d.conv, &pad[0], &pad[1], &str[0], &str[1], &dil[0], &dil[1],
-                                      &mode, &dt) != CUDNN_STATUS_SUCCESS)
-    dt = CUDNN_DATA_FLOAT;
-  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  cudnnGetConvolutionMathType(d.conv, &math);
-  const algo_key key = key_of(m, G, dt, (int)math, room);
+  const int math = dt == CUDNN_DATA_FLOAT && ctx->cuda->allow_tf32;
+  const algo_key key = key_of(m, G, dt, math, room);
   const algo_entry *e = cached_algo(key);
   if (e) {
     *algo = e->algo, *ws = e->ws;
@@ -291,10 +285,11 @@ int run_conv(const fg_kctx *ctx, int m, cudnnHandle_t h, const descs &d, const g
   const T one = 1, zero = 0;
   cudnnStatus_t s;
   size_t ws = 0;
+  const cudnnDataType_t dt = sizeof(T) == 8 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   int algo = 0;
   if (m == M_FWD) {
     if (choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
-            ctx, h, d, G, m, xp, ws_base, room, "forward heuristics", &algo, &ws) != 0)
+            ctx, h, d, G, m, dt, xp, ws_base, room, "forward heuristics", &algo, &ws) != 0)
       return -1;
     s = cudnnConvolutionForward(h, &one, d.x, xp, d.w, b.w->data, d.conv,
                                 (cudnnConvolutionFwdAlgo_t)algo, ws_base, ws, &zero, d.y,
@@ -305,7 +300,7 @@ int run_conv(const fg_kctx *ctx, int m, cudnnHandle_t h, const descs &d, const g
   }
   if (m == M_BWD_WEIGHTS) {
     if (choose<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-            ctx, h, d, G, m, xp, ws_base, room, "backward filter heuristics", &algo, &ws) != 0)
+            ctx, h, d, G, m, dt, xp, ws_base, room, "backward filter heuristics", &algo, &ws) != 0)
       return -1;
     s = cudnnConvolutionBackwardFilter(h, &one, d.x, xp, d.y, b.y->data, d.conv,
                                        (cudnnConvolutionBwdFilterAlgo_t)algo, ws_base, ws, &zero,
@@ -313,7 +308,7 @@ int run_conv(const fg_kctx *ctx, int m, cudnnHandle_t h, const descs &d, const g
     return s == CUDNN_STATUS_SUCCESS ? 0 : cudnn_fail(ctx, "backward filter", s);
   }
   if (choose<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-          ctx, h, d, G, m, xp, ws_base, room, "backward data heuristics", &algo, &ws) != 0)
+          ctx, h, d, G, m, dt, xp, ws_base, room, "backward data heuristics", &algo, &ws) != 0)
     return -1;
   s = cudnnConvolutionBackwardData(h, &one, d.w, b.w->data, d.y, b.y->data, d.conv,
                                    (cudnnConvolutionBwdDataAlgo_t)algo, ws_base, ws, &zero, d.x,

@@ -13,11 +13,11 @@
  * cublasGetStatusString says why, so creating a GPU session fails with that
  * message instead of the process failing to start. */
 #include <cublas_v2.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
 #include "kernels/cuda/cublas_lazy.h"
+#include "kernels/cuda/dl_lib.h"
 
 #define FG_STR2(x)       #x
 #define FG_STR(x)        FG_STR2(x)
@@ -53,22 +53,13 @@ pthread_once_t once = PTHREAD_ONCE_INIT;
 char why[512];
 
 template <typename F> bool sym(void *lib, const char *name, F &fp) {
-  fp = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fp)
-    snprintf(why, sizeof why, "cuBLAS could not be loaded: %s has no %s", FG_CUBLAS_SONAME, name);
+  fp = reinterpret_cast<F>(fgc_dl_sym(lib, "cuBLAS", FG_CUBLAS_SONAME, name, why, sizeof why));
   return fp != nullptr;
 }
 
 void load() {
-  void *lib = dlopen(FG_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
-#ifdef FG_CUBLAS_DIR
-  if (!lib) lib = dlopen(FG_CUBLAS_DIR "/" FG_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
-#endif
-  if (!lib) {
-    const char *e = dlerror();
-    snprintf(why, sizeof why, "cuBLAS could not be loaded: %s", e ? e : FG_CUBLAS_SONAME);
-    return;
-  }
+  void *lib = fgc_dl_open("cuBLAS", FG_CUBLAS_SONAME, FGC_TOOLKIT_LIB_DIR, why, sizeof why);
+  if (!lib) return;
   Table n = {};
   if (sym(lib, "cublasCreate_v2", n.create) && sym(lib, "cublasDestroy_v2", n.destroy) &&
       sym(lib, "cublasSetStream_v2", n.set_stream) &&

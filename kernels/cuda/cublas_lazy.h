@@ -13,6 +13,10 @@ extern "C" {
 int fg_cublas_available(void);
 /* Why it could not be loaded ("" when it was). */
 const char *fg_cublas_load_error(void);
+/* The same for libcublasLt (kernels/cuda/cublaslt_lazy.cu), which
+ * fused_matmul's epilogues use. */
+int fg_cublaslt_available(void);
+const char *fg_cublaslt_load_error(void);
 
 #ifdef __cplusplus
 }

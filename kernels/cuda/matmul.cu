@@ -47,7 +47,7 @@ static int blas_fail(const fg_kctx *ctx, const char *what, cublasStatus_t st) {
 }
 
 /* One float matmul through cuBLAS (row-major via the transpose identity). */
-static int mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
+int fgc_mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
   const int f64 = dt == FG_F64;
   const size_t es = f64 ? 8 : 4;
   cublasHandle_t h = (cublasHandle_t)ctx->cuda->blas;
@@ -121,7 +121,7 @@ template <typename T> static int matmul_float(const fg_kctx *ctx, fg_dtype dt) {
   if (total == 0) return 0;
   /* K == 0 is an empty sum. */
   if (pl.K == 0) return fgc_fill_bits(ctx, ctx->out[0].data, total, sizeof(T), 0);
-  return mm_blas(ctx, pl, dt);
+  return fgc_mm_blas(ctx, pl, dt);
 }
 int fgc_matmul_f32(const fg_kctx *ctx) { return matmul_float<float>(ctx, FG_F32); }
 int fgc_matmul_f64(const fg_kctx *ctx) { return matmul_float<double>(ctx, FG_F64); }

@@ -20,6 +20,19 @@ extern "C" fg_kernel_fn fg_cuda_kernel(const char *op, fg_dtype dtype) {
   return NULL;
 }
 
+/* The prepare hooks (FGC_PREPS in common.cuh), NULL-terminated. */
+#define FGC_PREP_ROW(op, dt, prep, rel) {op, dt, prep, rel},
+static const fg_kprep fgc_prep_rows[] = {
+    FGC_PREPS(FGC_PREP_ROW){NULL, FG_DTYPE_INVALID, NULL, NULL}};
+#undef FGC_PREP_ROW
+
+extern "C" const fg_kprep *fg_cuda_kernel_prep(const char *op, fg_dtype dtype) {
+  if (!op) return NULL;
+  for (const fg_kprep *r = fgc_prep_rows; r->op; r++)
+    if (r->dtype == dtype && strcmp(r->op, op) == 0) return r;
+  return NULL;
+}
+
 extern "C" int fg_cuda_error_message(const fg_cuda_error *e, char *buf, size_t n) {
   if (buf && n > 0) buf[0] = '\0';
   if (!e || e->code == FG_CUDA_ERR_NONE) return 0;
@@ -42,8 +55,13 @@ extern "C" int fg_cuda_error_message(const fg_cuda_error *e, char *buf, size_t n
 }
 
 extern "C" int fg_cuda_op_may_flag(const char *op) {
-  static const char *const ops[] = {"gather", "gather_grad", "one_hot", "softmax_cross_entropy",
-                                    "div",    "apply_adam"};
+  static const char *const ops[] = {"gather",
+                                    "gather_grad",
+                                    "one_hot",
+                                    "softmax_cross_entropy",
+                                    "div",
+                                    "apply_adam",
+                                    "softmax_cross_entropy_grad"};
   if (!op) return 0;
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     if (strcmp(ops[i], op) == 0) return 1;

@@ -273,3 +273,57 @@ template <typename T> static int xent(const fg_kctx *ctx, fg_dtype dt) {
 }
 int fgc_softmax_xent_f32(const fg_kctx *ctx) { return xent<float>(ctx, FG_F32); }
 int fgc_softmax_xent_f64(const fg_kctx *ctx) { return xent<double>(ctx, FG_F64); }
+
+/* ---- softmax_cross_entropy_grad --------------------------------------------- */
+
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
+/* Rows as softmax_rows_kernel; each element is (softmax - one_hot) * (dy /
+ * N), rounded step by step as the separate kernels round (the products
+ * are __*mul_rn so that no multiply-add contracts two roundings into one). */
+template <typename T, int TPR>
+__global__ void xent_grad_kernel(const T *x, const void *labels, int is64, const T *dy, T *y,
+                                 int64_t rows, int64_t A, int *flag) {
+  __shared__ T shm[FGC_THREADS / 32];
+  __shared__ double shd[FGC_THREADS / 32];
+  const int rpb = FGC_THREADS / TPR, lane = threadIdx.x % TPR, sub = threadIdx.x / TPR;
+  const T scale = dy[0] / (T)rows;
+  for (int64_t row0 = (int64_t)blockIdx.x * rpb; row0 < rows; row0 += (int64_t)gridDim.x * rpb) {
+    const int64_t row = row0 + sub;
+    if (TPR == 32 && row >= rows) continue;
+    const T *xr = x + row * A;
+    T *yr = y + row * A;
+    T m;
+    double s;
+    row_stats<T, TPR>(xr, A, lane, &m, &s, shm, shd);
+    const int64_t l = fgc_index_at(labels, is64, row);
+    if ((l < 0 || l >= A) && lane == 0) fgc_raise(flag, FG_CUDA_ERR_LABEL, row, l, A, 0);
+    const T inv = (T)(1.0 / s);
+    for (int64_t j = lane; j < A; j += TPR)
+      yr[j] = mul_rn(mul_rn(s_exp(xr[j] - m), inv) - (j == l ? (T)1 : (T)0), scale);
+  }
+}
+
+/* softmax_cross_entropy_grad(logits [N, C], labels [N], dy scalar) ->
+ * (softmax(logits) - one_hot(labels)) * (dy / N). A label outside [0, C)
+ * is recorded (FG_CUDA_ERR_LABEL). */
+template <typename T> static int xent_grad(const fg_kctx *ctx, fg_dtype dt) {
+  if (fgc_check(ctx, 3, 1) != 0 || fgc_need_flag(ctx) != 0 || fgk_xent_grad_check(ctx, dt) != 0)
+    return -1;
+  const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *dy = &ctx->in[2], *out = &ctx->out[0];
+  const int64_t N = lg->dims[0], C = lg->dims[1];
+  if (N == 0 || C == 0) return 0;
+  cudaStream_t s = fgc_stream(ctx);
+  const T *x = (const T *)lg->data;
+  const int is64 = lb->dtype == FG_I64;
+  if (C <= 1024 && !(C >= 256 && N < 2048))
+    xent_grad_kernel<T, 32><<<fgc_blocks(N, FGC_THREADS / 32), FGC_THREADS, 0, s>>>(
+        x, lb->data, is64, (const T *)dy->data, (T *)out->data, N, C, ctx->cuda->error_flag);
+  else
+    xent_grad_kernel<T, FGC_THREADS><<<fgc_blocks(N, 1), FGC_THREADS, 0, s>>>(
+        x, lb->data, is64, (const T *)dy->data, (T *)out->data, N, C, ctx->cuda->error_flag);
+  return fgc_launched(ctx, "softmax_cross_entropy_grad kernel");
+}
+int fgc_softmax_xent_grad_f32(const fg_kctx *ctx) { return xent_grad<float>(ctx, FG_F32); }
+int fgc_softmax_xent_grad_f64(const fg_kctx *ctx) { return xent_grad<double>(ctx, FG_F64); }

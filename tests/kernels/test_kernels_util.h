@@ -3,6 +3,7 @@
 #ifndef FG_TEST_KERNELS_UTIL_H
 #define FG_TEST_KERNELS_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "flowgraph/tensor.h"
@@ -14,6 +15,17 @@ static inline uint64_t rng_next(uint64_t *s) { /* splitmix64 */
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
+
+/* The element count of a shape of `rank` dims. */
+static inline int64_t dims_count(int rank, const int64_t *d) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++)
+    n *= d[i];
+  return n;
+}
+
+/* Bytes of one f32 or f64 element. */
+static inline size_t float_size(fg_dtype dt) { return dt == FG_F64 ? 8 : 4; }
 
 /* Uniform in [-1, 1). */
 static inline double rng_unit(uint64_t *s) {

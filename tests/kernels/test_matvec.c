@@ -25,18 +25,9 @@ typedef struct mv_case {
   int ta, tb;
 } mv_case;
 
-static int64_t count(int rank, const int64_t *d) {
-  int64_t n = 1;
-  for (int i = 0; i < rank; i++)
-    n *= d[i];
-  return n;
-}
-
-static size_t esize(fg_dtype dt) { return dt == FG_F64 ? 8 : 4; }
-
 /* Uniform in [-1, 1), or integers in [-4, 4] when ints. */
 static void *fill(fg_dtype dt, int64_t n, int ints, uint64_t *s) {
-  void *p = malloc((size_t)(n > 0 ? n : 1) * esize(dt));
+  void *p = malloc((size_t)(n > 0 ? n : 1) * float_size(dt));
   for (int64_t i = 0; p && i < n; i++) {
     const double u = rng_unit(s);
     elem_store(p, dt, i, ints ? floor(u * 4.5 + 0.5) : u);
@@ -54,9 +45,9 @@ static void *run_mm(const mv_case *c, const void *a, const void *b, const fg_kpa
   memcpy(in[0].dims, c->ad, sizeof c->ad);
   memcpy(in[1].dims, c->bd, sizeof c->bd);
   memcpy(out.dims, c->od, sizeof c->od);
-  const int64_t n = count(c->orank, c->od);
-  out.data = malloc((size_t)(n > 0 ? n : 1) * esize(c->dt));
-  memset(out.data, 0xA5, (size_t)n * esize(c->dt));
+  const int64_t n = dims_count(c->orank, c->od);
+  out.data = malloc((size_t)(n > 0 ? n : 1) * float_size(c->dt));
+  memset(out.data, 0xA5, (size_t)n * float_size(c->dt));
   fg_op_params p;
   memset(&p, 0, sizeof p);
   p.matmul.transpose_a = c->ta;
@@ -95,7 +86,7 @@ static int check_values(const char *label, const mv_case *c, const void *a, cons
   const int64_t K = c->ta ? c->ad[c->ar - 2] : c->ad[c->ar - 1];
   const double u = c->dt == FG_F64 ? 0x1p-53 : 0x1p-24;
   int bad = 0;
-  for (int64_t e = 0, n = count(c->orank, c->od); e < n; e++) {
+  for (int64_t e = 0, n = dims_count(c->orank, c->od); e < n; e++) {
     double mag;
     const double want = ref(c, a, b, e, &mag), got = elem_as_double(o, c->dt, e);
     const double tol = ints ? 0 : (double)(K + 2) * u * mag;
@@ -108,8 +99,8 @@ static int check_values(const char *label, const mv_case *c, const void *a, cons
 
 /* Runs c on fresh data (integer-valued or not) and checks every value. */
 static void check_case(const char *label, const mv_case *c, int ints, uint64_t *seed) {
-  void *a = fill(c->dt, count(c->ar, c->ad), ints, seed);
-  void *b = fill(c->dt, count(c->br, c->bd), ints, seed);
+  void *a = fill(c->dt, dims_count(c->ar, c->ad), ints, seed);
+  void *b = fill(c->dt, dims_count(c->br, c->bd), ints, seed);
   FG_REQUIRE(a && b);
   char err[256];
   int rc;
@@ -185,8 +176,8 @@ FG_TEST(matvec_bits_independent_of_threads, "") {
   uint64_t seed = 13;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const mv_case *c = &cases[i];
-    void *a = fill(c->dt, count(c->ar, c->ad), 0, &seed);
-    void *b = fill(c->dt, count(c->br, c->bd), 0, &seed);
+    void *a = fill(c->dt, dims_count(c->ar, c->ad), 0, &seed);
+    void *b = fill(c->dt, dims_count(c->br, c->bd), 0, &seed);
     FG_REQUIRE(a && b);
     char err[256];
     int rc;
@@ -197,7 +188,7 @@ FG_TEST(matvec_bits_independent_of_threads, "") {
       const fg_kparallel par = {pools[t], fg_pool_parallel_for_fn};
       void *o = run_mm(c, a, b, &par, &rc, err, sizeof err);
       FG_CHECK_INT(rc, 0);
-      if (memcmp(o, o0, (size_t)count(c->orank, c->od) * esize(c->dt)) != 0)
+      if (memcmp(o, o0, (size_t)dims_count(c->orank, c->od) * float_size(c->dt)) != 0)
         FG_FAIL_AT("case %zu: %d threads differ from par NULL", i, t);
       free(o);
     }

@@ -72,13 +72,6 @@ typedef struct nref {
   const double *x, *w, *b, *rm, *rv, *dy, *y, *dx, *dw, *db;
 } nref;
 
-static int64_t count(int rank, const int64_t *d) {
-  int64_t n = 1;
-  for (int i = 0; i < rank; i++)
-    n *= d[i];
-  return n;
-}
-
 static fg_output build(fg_graph *g, const nref *c, fg_dtype dt, fg_output x, fg_output w,
                        fg_output b, fg_output tr) {
   if (!strcmp(c->op, "batch_norm")) {
@@ -101,7 +94,7 @@ static fg_output build(fg_graph *g, const nref *c, fg_dtype dt, fg_output x, fg_
 static void check_case(const nref *c, fg_dtype dt) {
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_new();
-  const int64_t n = count(c->rank, c->dims), np = count(c->prank, c->pdims);
+  const int64_t n = dims_count(c->rank, c->dims), np = dims_count(c->prank, c->pdims);
   fg_output x = fg_placeholder(g, "x", dt, c->rank, c->dims), w = FG_NO_OUTPUT, b = FG_NO_OUTPUT;
   if (c->prank) {
     w = fg_placeholder(g, "w", dt, c->prank, c->pdims);

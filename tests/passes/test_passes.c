@@ -108,7 +108,8 @@ FG_TEST(passes_simplify_signed_zeros, "") {
   fg_tensor *xt = x23();
   for (int i = 0; i < 2; i++) {
     fg_pass_report *r = NULL;
-    fg_graph *o = optimize1(g, kept_n[i], &r);
+    /* Without fuse, which would make the op and neg one node. */
+    fg_graph *o = optimize_passes(g, kept_n[i], NO_FUSE, &r);
     FG_REQUIRE(o);
     FG_CHECK_INT(fg_graph_num_nodes(o), 4); /* x, the zero, the op, neg */
     FG_CHECK(find_change(r, "simplify", kept[i]) == NULL);
@@ -262,7 +263,8 @@ FG_TEST(passes_cse_merges_equal_nodes, "") {
   fg_output s2 = fg_set_name(g, fg_add(g, b, const_f32(g, "k2", 1, d3, 2.0f)), "s2");
   fg_set_name(g, fg_mul(g, s1, s2), "y");
   fg_pass_report *r = NULL;
-  fg_graph *o = optimize1(g, "y", &r);
+  /* Without fuse, which would take a and s1 into y. */
+  fg_graph *o = optimize_passes(g, "y", NO_FUSE, &r);
   FG_REQUIRE(o);
   /* x, a, k1, s1, y */
   FG_CHECK_INT(fg_graph_num_nodes(o), 5);
@@ -284,7 +286,8 @@ FG_TEST(passes_cse_needs_equal_attributes, "") {
   int64_t ax0 = 0, ax1 = 1;
   fg_output s0 = fg_reduce_sum(g, x, &ax0, 1, 1), s1 = fg_reduce_sum(g, x, &ax1, 1, 1);
   fg_set_name(g, fg_add(g, fg_add(g, a, b), fg_add(g, s0, s1)), "y");
-  fg_graph *o = optimize1(g, "y", NULL);
+  /* Without fuse, which would take both leaky_relus into y. */
+  fg_graph *o = optimize_passes(g, "y", NO_FUSE, NULL);
   FG_REQUIRE(o);
   FG_CHECK_INT(count_op(o, "leaky_relu"), 2);
   FG_CHECK_INT(count_op(o, "reduce_sum"), 2);
@@ -317,7 +320,8 @@ FG_TEST(passes_cse_never_merges_random_or_stateful, "") {
     sum = fg_add(g, sum, all[i]);
   fg_set_name(g, fg_add(g, sum, as), "y");
   fg_pass_report *r = NULL;
-  fg_graph *o = optimize1(g, "y", &r);
+  /* Without fuse, which would take the reads into the adds. */
+  fg_graph *o = optimize_passes(g, "y", NO_FUSE, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(count_op(o, "random_uniform"), 2);
   FG_CHECK_INT(count_op(o, "dropout"), 2);
@@ -399,15 +403,16 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
   FG_CHECK(fg_optimize(g, &po, &fetch, 1, &r, st) == NULL);
   FG_CHECK(r == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
-  FG_CHECK_STR(fg_status_message(st),
-               "unknown pass 'fold_everything' (known: simplify, fold, fold_inference, cse, dce)");
+  FG_CHECK_STR(fg_status_message(st), "unknown pass 'fold_everything' (known: simplify, fold, "
+                                      "fold_inference, cse, xent_grad, epilogue, fuse, dce)");
   fg_session_options so;
   fg_session_options_init(&so);
   so.passes = "dce, nope";
   FG_CHECK(fg_session_new(g, &so, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
   FG_CHECK_STR_CONTAINS(fg_status_message(st),
-                        "unknown pass 'nope' (known: simplify, fold, fold_inference, cse, dce)");
+                        "unknown pass 'nope' (known: simplify, fold, fold_inference, cse, "
+                        "xent_grad, epilogue, fuse, dce)");
   FG_CHECK(fg_pass_list_check("simplify,dce", st) == 0);
   const char *missing = "nothere";
   FG_CHECK(fg_optimize(g, NULL, &missing, 1, NULL, st) == NULL);
@@ -420,15 +425,15 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
 }
 
 FG_TEST(passes_table_lists_the_passes, "") {
-  FG_CHECK_INT(fg_pass_count(), 5);
-  FG_CHECK_STR(fg_pass_name(0), "simplify");
-  FG_CHECK_STR(fg_pass_name(1), "fold");
-  FG_CHECK_STR(fg_pass_name(2), "fold_inference");
-  FG_CHECK_STR(fg_pass_name(3), "cse");
-  FG_CHECK_STR(fg_pass_name(4), "dce");
-  FG_CHECK(fg_pass_name(5) == NULL && fg_pass_description(-1) == NULL);
-  for (int i = 0; i < 5; i++)
+  static const char *const names[] = {"simplify",  "fold",     "fold_inference", "cse",
+                                      "xent_grad", "epilogue", "fuse",           "dce"};
+  const int n = (int)(sizeof names / sizeof names[0]);
+  FG_CHECK_INT(fg_pass_count(), n);
+  for (int i = 0; i < n; i++) {
+    FG_CHECK_STR(fg_pass_name(i), names[i]);
     FG_CHECK(fg_pass_default_on(i) && fg_pass_description(i)[0]);
+  }
+  FG_CHECK(fg_pass_name(n) == NULL && fg_pass_description(-1) == NULL);
 }
 
 FG_TEST(passes_simplify_shape_ops_that_change_nothing, "") {
@@ -500,7 +505,9 @@ FG_TEST(passes_rewrites_stay_within_device_groups, "") {
     FG_REQUIRE(w && n <= 16);
     unsigned char keep[16], dead[16] = {0};
     memset(keep, 1, sizeof keep);
-    FG_REQUIRE(fg_pass_pipeline_run(w, NULL, keep, groups[k], dead, NULL, st) == 0);
+    /* cse and simplify alone: fuse would absorb the nodes looked at. */
+    fg_pass_options po = {0, NO_FUSE};
+    FG_REQUIRE(fg_pass_pipeline_run(w, &po, keep, groups[k], dead, NULL, st) == 0);
     int y = fg_graph_find(g, "y"), add = w->g.nodes[y].inputs[0].node;
     int neg = w->g.nodes[y].inputs[1].node;
     /* add(a, b) reads a twice once merged; neg reads x once m is gone. */

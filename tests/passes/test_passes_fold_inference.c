@@ -299,10 +299,17 @@ FG_TEST(passes_fold_bn_into_linear, "") {
     fg_graph *o = optimize1(g, "out", &r);
     FG_REQUIRE(o);
     /* bias: x, w, bias, mm, lin (standing for bn), out; else x, w, bn_b
-     * (b'), mm, bn (now an add), out. */
-    FG_CHECK_INT(fg_graph_num_nodes(o), 6);
+     * (b'), mm, bn (now an add), out; then the epilogue pass makes the
+     * matmul, its bias add and the relu one fused_matmul, out: x, w, the
+     * bias and out stay. */
+    FG_CHECK_INT(fg_graph_num_nodes(o), 4);
     FG_CHECK_INT(count_op(o, "batch_norm"), 0);
-    FG_CHECK_INT(count_op(o, "add"), 1);
+    FG_CHECK_INT(count_op(o, "add"), 0);
+    FG_CHECK_INT(count_op(o, "fused_matmul"), 1);
+    const fg_pass_change *e = find_change(r, "epilogue", bias ? "lin" : "bn");
+    FG_REQUIRE(e && find_change(r, "epilogue", "out") && find_change(r, "epilogue", "mm"));
+    FG_CHECK_STR(e->into, "out");
+    FG_CHECK_STR(e->rule, "matmul+add+relu");
     const fg_pass_change *c = find_change(r, "fold_inference", "bn");
     FG_REQUIRE(c);
     FG_CHECK_STR(c->rule, bias ? "batch_norm(matmul + b) into matmul + b"

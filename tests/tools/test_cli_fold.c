@@ -44,9 +44,10 @@ FG_TEST(cli_optimize_folds, "") {
   cli_result r;
   FG_REQUIRE(cli(&r, "optimize", tpath("m.fgb"), "-o", tpath("o.fgb"), NULL) == 0);
   CHECK_OK(r);
-  FG_CHECK_STR_CONTAINS(r.out, "  fold: 0 removed, 0 merged, 0 simplified, 1 folded\n"
+  FG_CHECK_STR_CONTAINS(r.out, "  fold: 0 removed, 0 merged, 0 simplified, 1 folded, 0 fused\n"
                                "    folded k -> k\n");
-  FG_CHECK_STR_CONTAINS(r.out, "  fold_inference: 1 removed, 0 merged, 0 simplified, 2 folded\n");
+  FG_CHECK_STR_CONTAINS(r.out,
+                        "  fold_inference: 1 removed, 0 merged, 0 simplified, 2 folded, 0 fused\n");
   FG_CHECK_STR_CONTAINS(r.out, "    folded drop -> bn (dropout in inference mode)\n");
   FG_CHECK_STR_CONTAINS(r.out, "    folded bn -> bn (batch_norm(conv2d) into conv2d)\n");
   FG_CHECK_STR_CONTAINS(r.out, "    removed conv\n");
@@ -64,8 +65,9 @@ FG_TEST(cli_optimize_folds, "") {
                  NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "passes: fold_inference\n");
-  FG_CHECK_STR_CONTAINS(r.out, "  fold: 0 removed, 0 merged, 0 simplified, 0 folded\n");
-  FG_CHECK_STR_CONTAINS(r.out, "  fold_inference: 1 removed, 0 merged, 0 simplified, 2 folded\n");
+  FG_CHECK_STR_CONTAINS(r.out, "  fold: 0 removed, 0 merged, 0 simplified, 0 folded, 0 fused\n");
+  FG_CHECK_STR_CONTAINS(r.out,
+                        "  fold_inference: 1 removed, 0 merged, 0 simplified, 2 folded, 0 fused\n");
   result_free(&r);
   fgt_rmtree(tmpdir);
 }

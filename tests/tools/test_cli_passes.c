@@ -5,8 +5,9 @@
 #include "test_cli_train_util.h"
 
 /* x [?,3]; y = x*1; a = exp(y), b = exp(y); out = a + b (marked output);
- * unused = tanh(x). The passes: y simplified to x, b merged into a, and
- * dce removes the constant 1 and unused: x, a, out remain. */
+ * unused = tanh(x). The passes: y simplified to x, b merged into a, a
+ * fused into out (exp(x); add(t0, t0)), and dce removes the constant 1, a
+ * and unused: x and out remain. */
 static int build_redundant(const char *path) {
   fg_graph *g = fg_graph_new();
   int64_t d[2] = {FG_DIM_UNKNOWN, 3};
@@ -26,24 +27,30 @@ FG_TEST(cli_optimize_saves_the_optimized_graph, "") {
   cli_result r;
   FG_REQUIRE(cli(&r, "optimize", tpath("m.fgb"), "-o", tpath("o.fgb"), NULL) == 0);
   CHECK_OK(r);
-  FG_CHECK_STR_CONTAINS(r.out, "  simplify: 0 removed, 0 merged, 1 simplified, 0 folded\n"
+  FG_CHECK_STR_CONTAINS(r.out, "  simplify: 0 removed, 0 merged, 1 simplified, 0 folded, 0 fused\n"
                                "    simplified y -> x (x*1)\n");
-  FG_CHECK_STR_CONTAINS(r.out,
-                        "  cse: 0 removed, 1 merged, 0 simplified, 0 folded\n    merged b -> a\n");
-  FG_CHECK_STR_CONTAINS(r.out, "  dce: 2 removed, 0 merged, 0 simplified, 0 folded\n");
+  FG_CHECK_STR_CONTAINS(
+      r.out, "  cse: 0 removed, 1 merged, 0 simplified, 0 folded, 0 fused\n    merged b -> a\n");
+  FG_CHECK_STR_CONTAINS(r.out, "  fuse: 0 removed, 0 merged, 0 simplified, 0 folded, 1 fused\n"
+                               "    fused out -> fused_elementwise (exp+add)\n"
+                               "    absorbed a -> out\n");
+  FG_CHECK_STR_CONTAINS(r.out, "  dce: 3 removed, 0 merged, 0 simplified, 0 folded, 0 fused\n");
   FG_CHECK_STR_CONTAINS(r.out, "    removed unused\n");
   FG_CHECK_STR_CONTAINS(r.out, "wrote ");
-  FG_CHECK_STR_CONTAINS(r.out, ": 3 nodes (was 7)\n");
+  FG_CHECK_STR_CONTAINS(r.out, ": 2 nodes (was 7)\n");
   result_free(&r);
   fg_status *st = fg_status_new();
   fg_graph *o = fg_graph_load(tpath("o.fgb"), st);
   FG_REQUIRE(o);
-  FG_CHECK_INT(fg_graph_num_nodes(o), 3);
+  FG_CHECK_INT(fg_graph_num_nodes(o), 2);
   int out = fg_graph_find(o, "out");
   FG_REQUIRE(out >= 0);
-  FG_CHECK_STR(fg_node_name(o, fg_node_input(o, out, 0).node), "a");
-  FG_CHECK_STR(fg_node_name(o, fg_node_input(o, out, 1).node), "a");
-  FG_CHECK_STR(fg_node_name(o, fg_node_input(o, fg_graph_find(o, "a"), 0).node), "x");
+  FG_CHECK_STR(fg_node_op(o, out), "fused_elementwise");
+  FG_CHECK_INT(fg_node_num_inputs(o, out), 1);
+  FG_CHECK_STR(fg_node_name(o, fg_node_input(o, out, 0).node), "x");
+  const char *prog = NULL;
+  FG_CHECK_INT(fg_node_attr_string(o, out, "program", &prog), 0);
+  FG_CHECK_STR(prog ? prog : "", "exp(x0); add(t0, t0)");
   FG_CHECK_INT(fg_graph_num_outputs(o), 1);
   fg_graph_free(o);
   /* --no-passes saves the graph as it was; --passes dce removes only unused. */
@@ -74,13 +81,15 @@ FG_TEST(cli_plan_passes_prints_what_they_did, "") {
   CHECK_OK(r);
   FG_CHECK(strncmp(r.out, "passes: default\n", 16) == 0);
   FG_CHECK_STR_CONTAINS(r.out, "    merged b -> a\n");
-  /* The plan itself: exp once, add: 2 steps. */
-  FG_CHECK_STR_CONTAINS(r.out, ": 2 steps,");
+  FG_CHECK_STR_CONTAINS(r.out, "    fused out -> fused_elementwise (exp+add)\n");
+  /* The plan itself: exp once, add, fused into one step. */
+  FG_CHECK_STR_CONTAINS(r.out, ": 1 steps,");
   result_free(&r);
   FG_REQUIRE(cli(&r, "plan", "--passes", "cse", tpath("m.fgb"), "--random-inputs", NULL) == 0);
   CHECK_OK(r);
   FG_CHECK(strncmp(r.out, "passes: cse\n", 12) == 0);
-  FG_CHECK_STR_CONTAINS(r.out, "  simplify: 0 removed, 0 merged, 0 simplified, 0 folded\n");
+  FG_CHECK_STR_CONTAINS(r.out,
+                        "  simplify: 0 removed, 0 merged, 0 simplified, 0 folded, 0 fused\n");
   FG_CHECK_STR_CONTAINS(r.out, ": 3 steps,"); /* mul, exp, add */
   result_free(&r);
   FG_REQUIRE(cli(&r, "plan", tpath("m.fgb"), "--random-inputs", "--no-passes", NULL) == 0);
@@ -133,8 +142,8 @@ FG_TEST(cli_unknown_pass_is_a_usage_error, "badinput") {
                    opt ? tpath("x.fgb") : "--passes", opt ? "--passes" : "cse,fuse_all",
                    opt ? "cse,fuse_all" : NULL, NULL) == 0);
     CHECK_USAGE_ERROR(r);
-    FG_CHECK_STR_CONTAINS(
-        r.err, "unknown pass 'fuse_all' (known: simplify, fold, fold_inference, cse, dce)");
+    FG_CHECK_STR_CONTAINS(r.err, "unknown pass 'fuse_all' (known: simplify, fold, fold_inference, "
+                                 "cse, xent_grad, epilogue, fuse, dce)");
     result_free(&r);
   }
   cli_result r;

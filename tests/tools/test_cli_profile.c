@@ -322,12 +322,16 @@ static int needed_steps(const char *path, const char *target) {
 
 /* ---- plan ---------------------------------------------------------------------- */
 
+/* The plans and profiles of the model's own nodes, checked by hand, are
+ * taken with --no-passes; cli_plan_mlp_fused checks the default plan,
+ * where the epilogue pass has fused each matmul and its bias add (and
+ * relu). */
 FG_TEST(cli_plan_mlp, "") {
   FG_REQUIRE(setup_mlp() == 0);
   cli_result r;
   char in[600];
   snprintf(in, sizeof in, "x=%s", tpath("x.npy"));
-  FG_REQUIRE(cli(&r, "plan", tpath("mlp.fgb"), "-i", in, NULL) == 0);
+  FG_REQUIRE(cli(&r, "plan", tpath("mlp.fgb"), "-i", in, "--no-passes", NULL) == 0);
   CHECK_OK(r);
   long long v[3];
   FG_REQUIRE(last_three_keys(r.out, v) == 0);
@@ -373,6 +377,32 @@ FG_TEST(cli_plan_mlp, "") {
   fgt_rmtree(tmpdir);
 }
 
+/* The default plan of the same model: h = relu(x @ W1 + b1) and logits =
+ * h @ W2 + b2 are one fused_matmul each (the user's names stay; the op
+ * column shows what runs),
+ * so the arena holds h (24 bytes) and logits (16), one 64-byte block each,
+ * both live at step 1: 128 bytes. */
+FG_TEST(cli_plan_mlp_fused, "") {
+  FG_REQUIRE(setup_mlp() == 0);
+  cli_result r;
+  char in[600];
+  snprintf(in, sizeof in, "x=%s", tpath("x.npy"));
+  FG_REQUIRE(cli(&r, "plan", tpath("mlp.fgb"), "-i", in, NULL) == 0);
+  CHECK_OK(r);
+  FG_CHECK_STR_CONTAINS(r.out, ": 3 steps,");
+  FG_CHECK_STR_CONTAINS(r.out, "\n      0  h       fused_matmul\n      1  logits  fused_matmul\n"
+                               "      2  probs   softmax\n");
+  trow t;
+  FG_CHECK(tensor_row(r.out, "mm1:0", &t) != 0 && tensor_row(r.out, "add1:0", &t) != 0);
+  FG_REQUIRE(tensor_row(r.out, "h:0", &t) == 0);
+  FG_CHECK_STR_EQ(t.life, "0..1");
+  FG_CHECK_INT(t.size, 24);
+  FG_CHECK_INT(key_value(r.out, "arena_bytes"), 128);
+  FG_CHECK_INT(key_value(r.out, "naive_bytes"), 128);
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
 FG_TEST(cli_plan_hand_checked_chain, "") {
   FG_REQUIRE(make_tmpdir());
   FG_REQUIRE(build_chain(tpath("chain.fgb")) == 0);
@@ -413,7 +443,7 @@ FG_TEST(cli_plan_fetch_subset_and_batch, "") {
   FG_REQUIRE(setup_mlp() == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "plan", tpath("mlp.fgb"), "--random-inputs", "--batch", "5", "--fetch", "h",
-                 NULL) == 0);
+                 "--no-passes", NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, ": 3 steps,");
   FG_CHECK_STR_CONTAINS(r.out, "fetches: h\n");
@@ -445,7 +475,9 @@ FG_TEST(cli_plan_training_target_default, "") {
   int want = needed_steps(tpath("train.fgb"), target);
   FG_REQUIRE(want > 5);
   cli_result r;
-  FG_REQUIRE(cli(&r, "plan", tpath("train.fgb"), "--random-inputs", "--batch", "3", NULL) == 0);
+  /* Without the passes, which fuse steps (the counts here are the graph's). */
+  FG_REQUIRE(cli(&r, "plan", tpath("train.fgb"), "--random-inputs", "--batch", "3", "--no-passes",
+                 NULL) == 0);
   CHECK_OK(r);
   char line[300];
   snprintf(line, sizeof line, "targets: %s\n", target);
@@ -459,7 +491,8 @@ FG_TEST(cli_plan_training_target_default, "") {
   result_free(&r);
 
   /* An explicit --fetch replaces the training default. */
-  FG_REQUIRE(cli(&r, "plan", tpath("train.fgb"), "--random-inputs", "--fetch", "loss", NULL) == 0);
+  FG_REQUIRE(cli(&r, "plan", tpath("train.fgb"), "--random-inputs", "--fetch", "loss",
+                 "--no-passes", NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "targets: (none)\n");
   snprintf(line, sizeof line, ": %d steps,", needed_steps(tpath("train.fgb"), "loss"));
@@ -468,7 +501,7 @@ FG_TEST(cli_plan_training_target_default, "") {
 
   /* profile runs the whole step: its op counts add up to the plan's steps. */
   FG_REQUIRE(cli(&r, "profile", tpath("train.fgb"), "--random-inputs", "--batch", "3", "--runs",
-                 "2", "--warmup", "0", NULL) == 0);
+                 "2", "--warmup", "0", "--no-passes", NULL) == 0);
   CHECK_OK(r);
   char *sum = section(r.out, "Summary by op type");
   FG_REQUIRE(sum);
@@ -507,8 +540,8 @@ FG_TEST(cli_profile_tables, "") {
   cli_result r;
   char in[600];
   snprintf(in, sizeof in, "x=%s", tpath("x.npy"));
-  FG_REQUIRE(cli(&r, "profile", tpath("mlp.fgb"), "-i", in, "--runs", "4", "--warmup", "2", NULL) ==
-             0);
+  FG_REQUIRE(cli(&r, "profile", tpath("mlp.fgb"), "-i", in, "--runs", "4", "--warmup", "2",
+                 "--no-passes", NULL) == 0);
   CHECK_OK(r);
   char *order = section(r.out, "Run order"), *top = section(r.out, "Top by time");
   char *sum = section(r.out, "Summary by op type"), *tim = section(r.out, "Timings");
@@ -560,7 +593,7 @@ FG_TEST(cli_profile_trace, "") {
   FG_REQUIRE(setup_mlp() == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "profile", tpath("mlp.fgb"), "--random-inputs", "--batch", "2", "--runs", "3",
-                 "--threads", "2", "--trace", tpath("t.json"), NULL) == 0);
+                 "--threads", "2", "--trace", tpath("t.json"), "--no-passes", NULL) == 0);
   CHECK_OK(r);
   char *js = slurp(tpath("t.json"));
   FG_REQUIRE(js);
@@ -608,7 +641,8 @@ FG_TEST(cli_profile_trace_escapes_names, "") {
   int64_t d[1] = {3};
   fg_output x = fg_placeholder(g, "x", FG_F32, 1, d);
   fg_output y = fg_set_name(g, fg_relu(g, x), "q\"b\\s\tt/\xc3\xa9<&>");
-  fg_graph_add_output(g, fg_neg(g, y)); /* so the odd name is an arena tensor */
+  /* so the odd name is an arena tensor (a reduce: no fusion takes it) */
+  fg_graph_add_output(g, fg_reduce_sum(g, y, NULL, 0, 0));
   FG_REQUIRE(save_and_free_graph(g, tpath("odd.fgb")) == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "profile", tpath("odd.fgb"), "--random-inputs", "--runs", "2", "--trace",

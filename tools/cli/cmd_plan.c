@@ -419,11 +419,17 @@ void plan_print_partition(const plan_model *m, const fg_plan_info *const *infos,
     const fg_transfer *t = fg_partition_transfer(p, i);
     const fg_plan_info *info = info_of(p, t->dst_device, infos, n_ranks);
     /* With a plan: only the transfers its steps use (a step on the
-     * receiving device reads the sent tensor). */
+     * receiving device reads the sent tensor, or a recv step there copies
+     * it: the plan's node may read it where the user's graph does not, a
+     * fused node in place of the op it absorbed). */
     int used = !info;
     for (int k = 0; info && !used && k < info->n_steps; k++) {
       int node = info->step_nodes[k];
-      if (info->step_devices[k] != t->dst_device || info->step_recv[k]) continue;
+      if (info->step_devices[k] != t->dst_device) continue;
+      if (info->step_recv[k]) {
+        used = node == t->src.node;
+        continue;
+      }
       for (int j = 0; j < fg_node_num_inputs(m->graph, node) && !used; j++) {
         fg_output in = fg_node_input(m->graph, node, j);
         used = in.node == t->src.node && in.index == t->src.index;
@@ -472,17 +478,17 @@ static void print_tables(const plan_model *m, const fg_plan_info *info) {
   printf("\nsteps:\n");
   int wn = 4, wo = 2;
   for (int s = 0; s < info->n_steps; s++) {
-    const char *nm = fg_node_name(g, info->step_nodes[s]), *op = fg_node_op(g, info->step_nodes[s]);
+    const char *nm = fg_node_name(g, info->step_nodes[s]), *op = info->step_ops[s];
     if (nm && (int)strlen(nm) > wn) wn = (int)strlen(nm);
     if (op && (int)strlen(op) > wo) wo = (int)strlen(op);
   }
   printf("  %5s  %-*s  %s\n", "step", wn, "node", "op");
   for (int s = 0; s < info->n_steps; s++) {
     /* A transfer step carries its producer's tensor: name the transfer. */
-    const char *nm = fg_node_name(g, info->step_nodes[s]),
-               *op = info->step_recv[s]   ? "recv"
-                     : info->step_send[s] ? "send"
-                                          : fg_node_op(g, info->step_nodes[s]);
+    const char *nm = fg_node_name(g, info->step_nodes[s]), *op = info->step_recv[s] ? "recv"
+                                                                 : info->step_send[s]
+                                                                     ? "send"
+                                                                     : info->step_ops[s];
     printf("  %5d  %-*s  %s\n", s, wn, nm ? nm : "?", op ? op : "?");
   }
 
@@ -677,7 +683,7 @@ const cli_command cli_plan_command = {
     "                              (per pass: counts, then one line per removed, merged,\n"
     "                              simplified or folded node), before the plan; with LIST\n"
     "                              (comma-separated: simplify, fold, fold_inference,\n"
-    "                              cse, dce) run those\n"
+    "                              cse, epilogue, dce) run those\n"
     "  --no-passes                 plan without optimization passes (FG_PASSES=off\n"
     "                              does so for every command)\n"
     "  --micro-batches M           plan the training step as 'train --micro-batches M'\n"

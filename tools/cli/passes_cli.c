@@ -63,9 +63,10 @@ void cli_print_pass_report(const fg_pass_report *r, const fg_pass_options *po) {
   printf("passes: %s\n", po->passes ? po->passes : "default");
   for (int p = 0; p < fg_pass_count(); p++) {
     const char *name = fg_pass_name(p);
-    printf("  %s: %d removed, %d merged, %d simplified, %d folded\n", name,
+    printf("  %s: %d removed, %d merged, %d simplified, %d folded, %d fused\n", name,
            count_pass(r, name, "removed"), count_pass(r, name, "merged"),
-           count_pass(r, name, "simplified"), count_pass(r, name, "folded"));
+           count_pass(r, name, "simplified"), count_pass(r, name, "folded"),
+           count_pass(r, name, "fused"));
     for (int i = 0; i < fg_pass_report_size(r); i++) {
       const fg_pass_change *c = fg_pass_report_change(r, i);
       if (strcmp(c->pass, name) != 0) continue;

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "flowgraph/dist.h"
+#include "flowgraph/passes.h"
 
 /* One line whatever the message holds: tests and scripts rely on it. The
  * line leaves in writes of up to 4096 bytes (PIPE_BUF, so each is atomic
@@ -80,8 +81,28 @@ int cli_usage(const cli_command *cmd, const char *fmt, ...) {
   return CLI_USAGE;
 }
 
+/* The passes --passes takes, from the library's table, so the help lists
+ * every pass there is. */
+static void print_passes(void) {
+  printf("\nGraph optimization passes (--passes), in default order:\n");
+  for (int i = 0; i < fg_pass_count(); i++) {
+    printf("  %-15s", fg_pass_name(i));
+    /* The description in words, lines of up to 78 columns under column 18. */
+    int col = 17;
+    for (const char *p = fg_pass_description(i); *p;) {
+      const size_t len = strcspn(p, " ");
+      if (col + 1 + (int)len > 78 && col > 17) printf("\n%17s", ""), col = 17;
+      printf(" %.*s", (int)len, p);
+      col += 1 + (int)len;
+      p += len + strspn(p + len, " ");
+    }
+    printf("%s\n", fg_pass_default_on(i) ? "" : " (off by default)");
+  }
+}
+
 void cli_print_help(const cli_command *cmd) {
   printf("usage: %s\n\n%s\n\n%s", cmd->synopsis, cmd->summary, cmd->help);
+  if (strstr(cmd->help, "--passes")) print_passes();
 }
 
 int cli_job_main(const cli_job *job, void *args, int argc, char **argv) {

@@ -16,7 +16,7 @@ mkdir -p "$OUT" /work
 mkdir -p /tmp/gpu && xz -dc .gpu/pack.tar.xz | tar xf - -C /tmp/gpu
 (cd /work/main && tar xf /tmp/gpu/build.tar)
 libdirs=/tmp/gpu/lib
-for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
+for l in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9 libnvrtc.so.13; do
   p=$(ldconfig -p | awk -v l=$l '$1==l {print $NF; exit}')
   [ -n "$p" ] || p=$(find /usr/local /opt /usr/lib -name "$l" 2>/dev/null | head -1)
   echo "lib $l -> ${p:-MISSING}"
@@ -45,7 +45,7 @@ for what in "$@"; do
   case $what in
   tests)
     (cd /work/main/build && ctest -j8 --timeout 300 --output-on-failure \
-      -R '^(test_cuda_kernels|test_cuda_session|test_host_steps|test_mpi_nccl|test_streams|test_dist|test_dist_exec|test_dist_ranks)\.' \
+      -R '^(test_cuda_kernels|test_cuda_session|test_fused_cuda|test_host_steps|test_mpi_nccl|test_streams|test_dist|test_dist_exec|test_dist_ranks)\.' \
       >"$OUT/ctest.log" 2>&1; echo "ctest rc $?" >>"$OUT/ctest.log")
     grep -E 'tests passed|Failed|\*\*\*|SKIP|rc ' "$OUT/ctest.log" | tail -40 ;;
   alltests)
