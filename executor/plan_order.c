@@ -25,10 +25,6 @@ static int movable(const fg_node *n) {
          !fg_node_is_collective(n);
 }
 
-static int writes_input(const fg_node *n, int k) {
-  return k < 32 && (fg_op_table[n->op].mutable_inputs >> k & 1u);
-}
-
 /* A growable list of ints: each variable's readers. */
 typedef struct ivec {
   int *v, n, cap;
@@ -85,7 +81,7 @@ static int wait_edges(const fg_graph *g, const char *needed, fg_edges *E) {
       const int v = var_idx[q];
       if (v < 0) continue;
       var_touch *t = &vt[v];
-      if (writes_input(nd, k)) {
+      if (fg_node_writes_input(nd, k)) {
         /* A writer that does not move goes out in node order, after every
          * access with a lower id: it waits on no counter. */
         if (mov && t->last_writer >= 0 && fg_edge_add(E, t->last_writer, id)) goto done;
@@ -153,14 +149,14 @@ static int defer_after_collectives(const fg_graph *g, const char *needed, int *o
     for (int q = 0; q < nd->n_inputs; q++) {
       const int p = nd->inputs[q].node, v = var_idx[p];
       if (late[p] || (!coll && fg_node_is_collective(&g->nodes[p]))) l = 1;
-      if (v >= 0 && (vl[v].writer || (writes_input(nd, q) && vl[v].readers))) l = 1;
+      if (v >= 0 && (vl[v].writer || (fg_node_writes_input(nd, q) && vl[v].readers))) l = 1;
     }
     late[order[i]] = l;
     if (coll) coll_late |= l;
     for (int q = 0; q < nd->n_inputs; q++) {
       const int v = var_idx[nd->inputs[q].node];
       if (v < 0) continue;
-      if (writes_input(nd, q))
+      if (fg_node_writes_input(nd, q))
         vl[v].writer = l, vl[v].readers = 0;
       else
         vl[v].readers |= l;

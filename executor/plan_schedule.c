@@ -44,11 +44,11 @@ static int build_edges(const fg_graph *g, fg_plan *plan, fg_edges *E) {
     if (!readers_since) return -1;
     for (int si = 0; si < plan->n_steps; si++) {
       const fg_step *st = &plan->steps[si];
-      unsigned mut = fg_op_table[g->nodes[st->node].op].mutable_inputs;
+      const fg_node *nd = &g->nodes[st->node];
       int reads = 0, writes = 0;
       for (int i = 0; i < st->n_in; i++)
         if (st->in_slots[i] == s) {
-          if (i < 32 && (mut >> i & 1u))
+          if (fg_node_writes_input(nd, i))
             writes = 1;
           else
             reads = 1;

@@ -317,9 +317,9 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
       return FG_NO_OUTPUT;
     }
   }
-  for (int i = 0; i < n_inputs && i < 32; i++) {
+  for (int i = 0; i < n_inputs; i++) {
     const fg_node *src = &g->nodes[inputs[i].node];
-    if ((def->mutable_inputs >> i & 1u) && src->op != FG_OP_VARIABLE) {
+    if (src->op != FG_OP_VARIABLE && fg_op_writes_input(opid, attrs, i)) {
       fg_graph_fail(g, FG_INVALID_GRAPH,
                     "node '%s' (%s): input %d must be a variable, got node '%s' (%s)", name,
                     def->name, i, src->name, fg_op_table[src->op].name);

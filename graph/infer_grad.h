@@ -24,6 +24,8 @@ FGI_DECL_FLOPS(fgi_flops_gather_grad)
 /* infer_optim.c */
 FGI_DECL_INFER(fgi_infer_apply) /* apply_sgd, apply_momentum, apply_adam, by node->op */
 FGI_DECL_FLOPS(fgi_flops_apply)
+FGI_DECL_INFER(fgi_infer_multi_apply) /* multi_apply_sgd, _momentum, _adam */
+FGI_DECL_FLOPS(fgi_flops_multi_apply)
 
 /* infer_linalg.c (beside slice, whose rules it shares) */
 FGI_DECL_INFER(fgi_infer_slice_grad)

@@ -9,25 +9,34 @@
  * has one (beta1 0.9, beta2 0.999, epsilon 1e-8, weight_decay 0); momentum
  * has no sensible default and is required. The parse hooks below give the
  * kernels the same values (fg_momentum_params, fg_adam_params). */
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/infer_common.h"
 #include "graph/infer_grad.h"
 
+/* Input i must have input ref's (a variable's) dtype and shape; `what`
+ * and `ref_what` name the two. */
+static int like_input(const fg_node *node, const fg_tinfo *in, int i, const char *what, int ref,
+                      const char *ref_what, fg_status *st) {
+  char s1[FGI_STR], s2[FGI_STR];
+  if (in[i].dtype != in[ref].dtype)
+    return fgi_fail(node, st, "input %d (%s) dtype %s does not match input %d (%s) dtype %s", i,
+                    what, fg_dtype_name(in[i].dtype), ref, ref_what, fg_dtype_name(in[ref].dtype));
+  int same = in[i].rank == in[ref].rank;
+  for (int d = 0; same && d < in[ref].rank; d++)
+    if (in[i].dims[d] >= 0 && in[ref].dims[d] >= 0 && in[i].dims[d] != in[ref].dims[d]) same = 0;
+  if (!same)
+    return fgi_fail(node, st, "input %d (%s) shape %s does not match input %d (%s) shape %s", i,
+                    what, fgi_shape(&in[i], s1), ref, ref_what, fgi_shape(&in[ref], s2));
+  return 0;
+}
+
 /* Input i must have input 0's (the variable's) dtype and shape. */
 static int like_var(const fg_node *node, const fg_tinfo *in, int i, const char *what,
                     fg_status *st) {
-  char s1[FGI_STR], s2[FGI_STR];
-  if (in[i].dtype != in[0].dtype)
-    return fgi_fail(node, st, "input %d (%s) dtype %s does not match input 0 (var) dtype %s", i,
-                    what, fg_dtype_name(in[i].dtype), fg_dtype_name(in[0].dtype));
-  int same = in[i].rank == in[0].rank;
-  for (int d = 0; same && d < in[0].rank; d++)
-    if (in[i].dims[d] >= 0 && in[0].dims[d] >= 0 && in[i].dims[d] != in[0].dims[d]) same = 0;
-  if (!same)
-    return fgi_fail(node, st, "input %d (%s) shape %s does not match input 0 (var) shape %s", i,
-                    what, fgi_shape(&in[i], s1), fgi_shape(&in[0], s2));
-  return 0;
+  return like_input(node, in, i, what, 0, "var", st);
 }
 
 /* Input i must be a rank-0 scalar of a float dtype (or any numeric dtype
@@ -103,6 +112,14 @@ static int check_adam(const fg_node *node, fg_status *st) {
   return 0;
 }
 
+/* Control inputs (from `from` on) may have any valid dtype. */
+static int control_inputs(const fg_node *node, const fg_tinfo *in, int from, fg_status *st) {
+  for (int i = from; i < node->n_inputs; i++)
+    if (!fgi_dtype_valid(in[i].dtype))
+      return fgi_fail(node, st, "input %d (control) has invalid dtype %d", i, (int)in[i].dtype);
+  return 0;
+}
+
 int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   if (!fg_dtype_is_float(in[0].dtype))
     return fgi_fail(node, status, "input 0 (var) dtype %s is not allowed; %s needs f32 or f64",
@@ -128,9 +145,54 @@ int fgi_infer_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
     break;
   default: return fgi_fail(node, status, "not an optimizer update");
   }
-  for (int i = n_fixed; i < node->n_inputs; i++)
-    if (!fgi_dtype_valid(in[i].dtype))
-      return fgi_fail(node, status, "input %d (control) has invalid dtype %d", i, (int)in[i].dtype);
+  if (control_inputs(node, in, n_fixed, status)) return -1;
+  out[0] = in[0];
+  return 0;
+}
+
+/* multi_apply_sgd, _momentum and _adam: attribute n, then lists of n
+ * tensors (var, the rule's state, grad), each entry k of a list like
+ * variable k (one float dtype for all), then the single update's scalars
+ * and control inputs. */
+int fgi_infer_multi_apply(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
+                          fg_status *status) {
+  static const char *const roles[3][4] = {
+      {"var", "grad"}, {"var", "buf", "grad"}, {"var", "m", "v", "grad"}};
+  const int rule = fg_op_table[node->op].mutable_lists - 1, lists = rule + 2;
+  const int adam = node->op == FG_OP_MULTI_APPLY_ADAM;
+  int64_t n;
+  if (fgi_attr_int(node, "n", 1, 0, &n, status)) return -1;
+  if (n < 1 || n > (INT32_MAX - 2) / lists)
+    return fgi_fail(node, status, "attribute 'n' = %lld must be >= 1", (long long)n);
+  const int fixed = lists * (int)n + 1 + adam;
+  if (node->n_inputs < fixed)
+    return fgi_fail(node, status,
+                    "n = %lld variables need %d inputs (%d lists of n, then %s), got %d",
+                    (long long)n, fixed, lists, adam ? "lr and step" : "lr", node->n_inputs);
+  char what[48], ref[32];
+  for (int k = 0; k < (int)n; k++) {
+    if (!fg_dtype_is_float(in[k].dtype) || in[k].dtype != in[0].dtype)
+      return fgi_fail(node, status, "input %d (var %d) dtype %s is not allowed; %s needs %s", k, k,
+                      fg_dtype_name(in[k].dtype), fgi_opname(node),
+                      k ? fg_dtype_name(in[0].dtype) : "f32 or f64");
+    snprintf(ref, sizeof ref, "var %d", k);
+    for (int l = 1; l < lists; l++) {
+      snprintf(what, sizeof what, "%s %d", roles[rule][l], k);
+      if (like_input(node, in, l * (int)n + k, what, k, ref, status)) return -1;
+    }
+  }
+  /* Two entries writing one variable would race in the kernel. */
+  const int n_mut = (lists - 1) * (int)n;
+  for (int i = 0; i < n_mut; i++)
+    for (int j = 0; j < i; j++)
+      if (node->inputs[i].node == node->inputs[j].node)
+        return fgi_fail(node, status,
+                        "inputs %d and %d are the same variable; each is written once", j, i);
+  if (scalar(node, in, fixed - 1 - adam, "lr", 0, status) ||
+      (adam && scalar(node, in, fixed - 1, "step", 1, status)) ||
+      (rule == 1 && check_momentum(node, status)) || (adam && check_adam(node, status)) ||
+      control_inputs(node, in, fixed, status))
+    return -1;
   out[0] = in[0];
   return 0;
 }
@@ -148,9 +210,7 @@ int fgi_infer_collective_sgd(const fg_node *node, const fg_tinfo *in, fg_tinfo *
   if ((factors ? check_product(node, in, status) : like_var(node, in, 1, "grad", status)) ||
       scalar(node, in, 2, "lr", 0, status) || fgi_check_collective(node, in, 1, n_fixed, status))
     return -1;
-  for (int i = n_fixed; i < node->n_inputs; i++)
-    if (!fgi_dtype_valid(in[i].dtype))
-      return fgi_fail(node, status, "input %d (control) has invalid dtype %d", i, (int)in[i].dtype);
+  if (control_inputs(node, in, n_fixed, status)) return -1;
   out[0] = in[0];
   return 0;
 }
@@ -159,19 +219,35 @@ int fgi_infer_collective_sgd(const fg_node *node, const fg_tinfo *in, fg_tinfo *
  * Nesterov); adam 14 (m 3, v 4, two bias corrections, sqrt, add, div, mul,
  * sub) plus 2 with weight decay and 2 with an L2 term. Rough counts, as for
  * the elementwise ops. */
-int64_t fgi_flops_apply(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out) {
-  (void)out;
-  int64_t e = fgi_elements(&in[0]), per;
-  if (e < 0) return -1;
+static int64_t flops_per_element(const fg_node *node) {
   switch (node->op) {
   case FG_OP_APPLY_SGD:
   case FG_OP_ALL_REDUCE_APPLY_SGD:
-  case FG_OP_SUFFICIENT_FACTOR_APPLY_SGD: per = 2; break;
-  case FG_OP_APPLY_MOMENTUM: per = fg_attr_int_or(node, "nesterov", 0) ? 6 : 4; break;
+  case FG_OP_SUFFICIENT_FACTOR_APPLY_SGD:
+  case FG_OP_MULTI_APPLY_SGD: return 2;
+  case FG_OP_APPLY_MOMENTUM:
+  case FG_OP_MULTI_APPLY_MOMENTUM: return fg_attr_int_or(node, "nesterov", 0) ? 6 : 4;
   default:
-    per = 14 + (fg_attr_float_or(node, "weight_decay", 0.0) > 0 ? 2 : 0) +
-          (fg_attr_float_or(node, "l2", 0.0) > 0 ? 2 : 0);
-    break;
+    return 14 + (fg_attr_float_or(node, "weight_decay", 0.0) > 0 ? 2 : 0) +
+           (fg_attr_float_or(node, "l2", 0.0) > 0 ? 2 : 0);
   }
-  return fgi_mul_sat(e, per);
+}
+
+int64_t fgi_flops_apply(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out) {
+  (void)out;
+  int64_t e = fgi_elements(&in[0]);
+  return e < 0 ? -1 : fgi_mul_sat(e, flops_per_element(node));
+}
+
+/* The sum over the n variables (inference has checked the lists). */
+int64_t fgi_flops_multi_apply(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out) {
+  (void)out;
+  const int64_t n = fg_attr_int_or(node, "n", 0);
+  int64_t e = 0;
+  for (int64_t k = 0; k < n && k < node->n_inputs; k++) {
+    const int64_t ek = fgi_elements(&in[k]);
+    if (ek < 0) return -1;
+    e += ek;
+  }
+  return fgi_mul_sat(e, flops_per_element(node));
 }

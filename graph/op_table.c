@@ -156,6 +156,35 @@ static const fg_attr_def a_adam[] = {
     {"l2", FG_ATTR_FLOAT, "0", "coupled decay (torch's Adam): grad += l2 * var",
      FG_PARAM(F64, adam.l2)},
     A_END};
+/* The multi-tensor updates: the list length, then their rule's attributes
+ * (a_momentum's and a_adam's, with the same defaults and meanings). */
+#define A_MULTI_N                                                                                  \
+  {                                                                                                \
+    "n", FG_ATTR_INT, NULL, "variables updated (the length of each input list), >= 1",             \
+        FG_PARAM(I64, multi_update.n)                                                              \
+  }
+static const fg_attr_def a_multi_sgd[] = {A_MULTI_N, A_END};
+static const fg_attr_def a_multi_momentum[] = {
+    A_MULTI_N,
+    {"momentum", FG_ATTR_FLOAT, NULL, "buf = momentum * buf + grad",
+     FG_PARAM(F64, multi_update.momentum.momentum)},
+    {"nesterov", FG_ATTR_INT, "0", "1: Nesterov momentum",
+     FG_PARAM(FLAG, multi_update.momentum.nesterov)},
+    A_END};
+static const fg_attr_def a_multi_adam[] = {
+    A_MULTI_N,
+    {"beta1", FG_ATTR_FLOAT, "0.9", "first moment decay, [0, 1)",
+     FG_PARAM(F64, multi_update.adam.beta1)},
+    {"beta2", FG_ATTR_FLOAT, "0.999", "second moment decay, [0, 1)",
+     FG_PARAM(F64, multi_update.adam.beta2)},
+    {"epsilon", FG_ATTR_FLOAT, "1e-08", "added to the denominator",
+     FG_PARAM(F64, multi_update.adam.epsilon)},
+    {"weight_decay", FG_ATTR_FLOAT, "0", "decoupled decay (AdamW): var *= 1 - lr * wd",
+     FG_PARAM(F64, multi_update.adam.weight_decay)},
+    {"l2", FG_ATTR_FLOAT, "0", "coupled decay (torch's Adam): grad += l2 * var",
+     FG_PARAM(F64, multi_update.adam.l2)},
+    A_END};
+#undef A_MULTI_N
 static const fg_attr_def a_all_reduce[] = {
     {"mean", FG_ATTR_INT, "1", "the mean over ranks, not the sum", FG_PARAM(FLAG, all_reduce.mean)},
     {"weighted", FG_ATTR_INT, "0", "weighted by rows (inputs rows, sums)",
@@ -644,6 +673,23 @@ const fg_op_def fg_op_table[] = {
                                  fgi_parse_fused,
                                  "element-wise ops run as one program per block of elements, "
                                  "inputs broadcast"},
+    /* Multi-tensor updates (graph/infer_optim.c): what the multi_update pass
+     * makes of a step's updates of one rule. Lists of n tensors (attribute
+     * n), the first mutable_lists of them written in place; output 0 is
+     * variable 0 (mutable_inputs bit 0). Inputs after the lists and the
+     * scalars are control inputs. */
+    [FG_OP_MULTI_APPLY_SGD] = {"multi_apply_sgd", 3, -1, 1, STATE, fgi_infer_multi_apply,
+                               fgi_flops_multi_apply, 0x1u, "var[n], grad[n], lr, ctrl...",
+                               a_multi_sgd, NULL, "apply_sgd of n variables in one kernel", NULL,
+                               1},
+    [FG_OP_MULTI_APPLY_MOMENTUM] = {"multi_apply_momentum", 4, -1, 1, STATE, fgi_infer_multi_apply,
+                                    fgi_flops_multi_apply, 0x1u,
+                                    "var[n], buf[n], grad[n], lr, ctrl...", a_multi_momentum, NULL,
+                                    "apply_momentum of n variables in one kernel", NULL, 2},
+    [FG_OP_MULTI_APPLY_ADAM] = {"multi_apply_adam", 6, -1, 1, STATE, fgi_infer_multi_apply,
+                                fgi_flops_multi_apply, 0x1u,
+                                "var[n], m[n], v[n], grad[n], lr, step, ctrl...", a_multi_adam,
+                                NULL, "apply_adam of n variables in one kernel", NULL, 3},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,
@@ -768,6 +814,14 @@ int fg_op_output_count(int op, const char *name, const struct fg_attrs *attrs, f
     return -1;
   }
   return d->count_outputs(name, attrs, st);
+}
+
+int fg_op_writes_input(int op, const struct fg_attrs *attrs, int k) {
+  const fg_op_def *d = &fg_op_table[op];
+  if (d->mutable_lists == 0) return k < 32 && (d->mutable_inputs >> k & 1u);
+  const fg_attr *a = attrs ? fg_attrs_find(attrs, "n") : NULL;
+  const int64_t n = a && a->type == FG_ATTR_INT ? a->i : 0;
+  return k >= 0 && n > 0 && k < (int64_t)d->mutable_lists * n;
 }
 
 int fg_op_find(const char *name) { return fg_op_lookup(name); }

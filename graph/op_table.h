@@ -25,6 +25,7 @@
 #define FG_OP_TABLE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "flowgraph/op_params.h"
 #include "graph/graph_internal.h"
@@ -157,7 +158,10 @@
   X(LOGICAL_OR, "logical_or")                                                                      \
   X(SOFTMAX_CROSS_ENTROPY_GRAD, "softmax_cross_entropy_grad")                                      \
   X(FUSED_MATMUL, "fused_matmul")                                                                  \
-  X(FUSED_ELEMENTWISE, "fused_elementwise")
+  X(FUSED_ELEMENTWISE, "fused_elementwise")                                                        \
+  X(MULTI_APPLY_SGD, "multi_apply_sgd")                                                            \
+  X(MULTI_APPLY_MOMENTUM, "multi_apply_momentum")                                                  \
+  X(MULTI_APPLY_ADAM, "multi_apply_adam")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,
@@ -241,6 +245,11 @@ typedef struct fg_op_def {
   /* Where n_outputs is -1 (split): the node's output count from its
    * attributes, or -1 with status set naming the node. */
   int (*count_outputs)(const char *name, const struct fg_attrs *attrs, fg_status *st);
+  /* Multi-tensor updates: inputs are lists of attribute n tensors each,
+   * and the first mutable_lists lists are written in place (in place of
+   * the mutable_inputs bits, which hold only bit 0: output 0 still
+   * aliases input 0). 0 for every other op. */
+  int mutable_lists;
 } fg_op_def;
 
 extern const fg_op_def fg_op_table[];
@@ -261,7 +270,26 @@ int fg_op_output_count(int op, const char *name, const struct fg_attrs *attrs, f
  * keyed by; see fg_training in flowgraph/graph.h). */
 static inline int fg_op_is_update(int op) {
   return op == FG_OP_APPLY_SGD || op == FG_OP_APPLY_MOMENTUM || op == FG_OP_APPLY_ADAM ||
-         op == FG_OP_ALL_REDUCE_APPLY_SGD || op == FG_OP_SUFFICIENT_FACTOR_APPLY_SGD;
+         op == FG_OP_ALL_REDUCE_APPLY_SGD || op == FG_OP_SUFFICIENT_FACTOR_APPLY_SGD ||
+         fg_op_table[op].mutable_lists > 0;
+}
+/* A multi-tensor update's data inputs: its lists of attribute n tensors,
+ * then lr (and Adam's step); the inputs after them are control inputs.
+ * INT_MAX for an n too large to count (inference refuses it). */
+static inline int fg_multi_update_inputs(const fg_node *n) {
+  const fg_op_def *d = &fg_op_table[n->op];
+  const int64_t len = fg_attr_int_or(n, "n", 0);
+  if (len < 0 || len > (INT32_MAX - 2) / (d->mutable_lists + 1)) return INT32_MAX;
+  return (d->mutable_lists + 1) * (int)len + (n->op == FG_OP_MULTI_APPLY_ADAM ? 2 : 1);
+}
+/* 1 when input k of a node of `op` with `attrs` must come straight from a
+ * variable and is written in place: a bit of mutable_inputs, or for the
+ * multi-tensor updates, an entry of one of its first mutable_lists lists. */
+int fg_op_writes_input(int op, const struct fg_attrs *attrs, int k);
+static inline int fg_node_writes_input(const fg_node *n, int k) {
+  const fg_op_def *d = &fg_op_table[n->op];
+  if (d->mutable_lists == 0) return k < 32 && (d->mutable_inputs >> k & 1u);
+  return fg_op_writes_input(n->op, &n->attrs, k);
 }
 /* Reads the run's mode or training-step count from fg_kctx (rng_step,
  * run_training): a CUDA Graph would freeze them, so a plan with one is

@@ -309,6 +309,18 @@ int fg_dp_bad_graph(const fg_graph *g, int replicas, const fg_data_parallel_opti
                "");
     return 1;
   }
+  /* Each replica's gradient is reduced before its variable's update; an
+   * update of several variables (the multi_update pass's) has no one
+   * gradient to reduce. Sessions run that pass after this rewrite. */
+  for (int id = 0; id < g->n_nodes; id++)
+    if (fg_op_table[g->nodes[id].op].mutable_lists) {
+      fg_dp_fail(st, FG_UNIMPLEMENTED,
+                 "fg_data_parallel: node '%s' (%s) updates several variables in one node; "
+                 "replicate the graph before optimizing it (flowgraph optimize --passes without "
+                 "multi_update)",
+                 g->nodes[id].name, fg_op_table[g->nodes[id].op].name);
+      return 1;
+    }
   /* A model split across processes is replicated by running the whole
    * group of processes several times (replicas = 1 here: each process
    * group is one replica); copies of every stage inside one graph would

@@ -142,9 +142,8 @@ static int place(const fg_graph *g, int64_t dflt, int64_t *code, fg_status *st) 
   /* Conflicts: a variable lives on one device with its updates. */
   for (int i = 0; i < n; i++) {
     const fg_node *nd = &g->nodes[i];
-    unsigned mut = fg_op_table[nd->op].mutable_inputs;
-    for (int k = 0; k < nd->n_inputs && k < 32; k++) {
-      if (!(mut & (1u << k))) continue;
+    for (int k = 0; k < nd->n_inputs; k++) {
+      if (!fg_node_writes_input(nd, k)) continue;
       int var = nd->inputs[k].node;
       if (code[var] == code[i]) continue;
       char a[32], b[32];

@@ -30,6 +30,9 @@ static inline int fg_dist_control_input(const fg_node *nd, int k) {
   case FG_OP_SUFFICIENT_FACTOR_APPLY_SGD: return k >= (fg_attr_int_or(nd, "weighted", 0) ? 6 : 4);
   case FG_OP_APPLY_MOMENTUM: return k >= 4;
   case FG_OP_APPLY_ADAM: return k >= 6;
+  case FG_OP_MULTI_APPLY_SGD:
+  case FG_OP_MULTI_APPLY_MOMENTUM:
+  case FG_OP_MULTI_APPLY_ADAM: return k >= fg_multi_update_inputs(nd);
   default: return 0;
   }
 }

@@ -220,7 +220,7 @@ int fgc_run_staged(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, cuda_plan *
   }
   for (int i = 0; step->host && i < step->n_in && e == cudaSuccess; i++) {
     size_t bytes = fgc_kbuf_bytes(&hin[i]);
-    if (i < 32 && (mut >> i & 1u) && bytes)
+    if (fg_node_writes_input(&g->nodes[step->node], i) && bytes)
       e = cudaMemcpyAsync(step->in[i].data, hin[i].data, bytes, cudaMemcpyHostToDevice, sk);
   }
   /* No wait for these copies: the step's part of the stage is its own,

@@ -107,9 +107,7 @@ static int mergeable(const fg_pass_ctx *ctx, int id) {
 static int writes_var_between(const fg_graph *g, int v, int m, int id) {
   for (int k = m + 1; k < id; k++) {
     const fg_node *n = &g->nodes[k];
-    unsigned mut = n->op == FG_OP_ASSIGN ? 1u : fg_op_table[n->op].mutable_inputs;
-    for (int i = 0; i < n->n_inputs && i < 32; i++)
-      if ((mut >> i & 1u) && n->inputs[i].node == v) return 1;
+    if (fg_pass_node_writes(n, v)) return 1;
   }
   return 0;
 }

@@ -63,6 +63,7 @@ static int ctrl_input(const fg_node *n, int i) {
   case FG_OP_ONES_LIKE:
   case FG_OP_NUMEL: return i == 0;
   default:
+    if (d->mutable_lists) return i >= fg_multi_update_inputs(n);
     return d->max_inputs < 0 && i >= d->min_inputs &&
            (n->op == FG_OP_AFTER || d->mutable_inputs != 0);
   }
@@ -142,9 +143,7 @@ static int match_add(const fg_pass_ctx *ctx, const epi_state *s, int add, epi_ch
 static int written_between(const fg_graph *g, int v, int from, int to) {
   for (int k = from + 1; k < to; k++) {
     const fg_node *n = &g->nodes[k];
-    unsigned mut = n->op == FG_OP_ASSIGN ? 1u : fg_op_table[n->op].mutable_inputs;
-    for (int i = 0; i < n->n_inputs && i < 32; i++)
-      if ((mut >> i & 1u) && n->inputs[i].node == v) return 1;
+    if (fg_pass_node_writes(n, v)) return 1;
   }
   return 0;
 }

@@ -43,6 +43,13 @@ int fg_pass_can_replace(const fg_pass_ctx *ctx, int id, fg_output by) {
   return !state_valued(&ctx->w->g, by);
 }
 
+int fg_pass_node_writes(const fg_node *n, int v) {
+  for (int i = 0; i < n->n_inputs; i++)
+    if (n->inputs[i].node == v && (n->op == FG_OP_ASSIGN ? i == 0 : fg_node_writes_input(n, i)))
+      return 1;
+  return 0;
+}
+
 int fg_pass_node_pinned(const fg_node *n) {
   unsigned f = fg_op_table[n->op].flags;
   return (f & (FG_OPF_STATEFUL | FG_OPF_COLLECTIVE | FG_OPF_RANDOM)) != 0 ||

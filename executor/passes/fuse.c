@@ -88,9 +88,7 @@ static int can_root(const fuse_state *S, int id) {
 static int var_written_between(const fg_graph *g, int v, int lo, int hi) {
   for (int k = lo + 1; k < hi; k++) {
     const fg_node *n = &g->nodes[k];
-    unsigned mut = n->op == FG_OP_ASSIGN ? 1u : fg_op_table[n->op].mutable_inputs;
-    for (int i = 0; i < n->n_inputs && i < 32; i++)
-      if ((mut >> i & 1u) && n->inputs[i].node == v) return 1;
+    if (fg_pass_node_writes(n, v)) return 1;
   }
   return 0;
 }

@@ -113,6 +113,8 @@ int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *int
 /* uses[id] (n_nodes ints, from the caller): how many input edges of live
  * nodes read node id, after the replacements so far. */
 void fg_pass_count_uses(const fg_pass_ctx *ctx, int *uses);
+/* 1 when node n writes variable node v in place (assign, the updates). */
+int fg_pass_node_writes(const fg_node *n, int v);
 /* 1 for a node whose output is variable state or whose run has an effect
  * (stateful, collective), or that draws random values: passes leave such
  * nodes where they are. */
@@ -133,6 +135,7 @@ int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_xent_grad(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fuse(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_multi_update(fg_pass_ctx *ctx, fg_status *st);
 
 /* The report (report.c). */
 int fg_pass_report_add(fg_pass_report *r, const char *pass, const char *action, const char *node,

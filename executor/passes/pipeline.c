@@ -39,6 +39,11 @@ const fg_pass_def fg_passes[] = {
      "element-wise fusion: groups of float element-wise nodes of one shape become one "
      "fused_elementwise node (one pass over memory, the same bits)",
      1, fg_pass_fuse},
+    {"multi_update",
+     "multi-tensor optimizer updates: a step's apply_sgd, apply_momentum or apply_adam nodes of "
+     "one dtype and hyper-parameters become one multi_apply_* node (one parallel loop on the CPU, "
+     "one launch per 32 variables on the GPU; the same bits)",
+     1, fg_pass_multi_update},
     {"dce", "dead nodes: nodes no kept node needs are removed", 1, fg_pass_dce},
 };
 const int n_fg_passes = (int)(sizeof fg_passes / sizeof fg_passes[0]);

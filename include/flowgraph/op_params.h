@@ -116,6 +116,14 @@ typedef struct fg_adam_params {
   double beta1, beta2, epsilon, weight_decay, l2;
 } fg_adam_params;
 
+/* multi_apply_sgd, multi_apply_momentum, multi_apply_adam: one update of
+ * n variables with one rule's hyper-parameters (the member of that rule). */
+typedef struct fg_multi_update_params {
+  int64_t n;
+  fg_momentum_params momentum;
+  fg_adam_params adam;
+} fg_multi_update_params;
+
 /* all_reduce, all_reduce_apply_sgd and sufficient_factor_apply_sgd: mean divides
  * the sum by the group size (or by the total rows when weighted); weighted
  * scales each rank's value by its rows first. Both 0 or 1. */
@@ -312,6 +320,7 @@ typedef union fg_op_params {
   fg_conv_params conv;       /* conv2d, its gradients and conv_transpose2d */
   fg_fused_params fused;     /* fused_elementwise */
   fg_fused_matmul_params fused_matmul;
+  fg_multi_update_params multi_update; /* multi_apply_sgd, _momentum, _adam */
 } fg_op_params;
 
 #ifdef __cplusplus

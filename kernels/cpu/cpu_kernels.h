@@ -122,7 +122,11 @@
   /* matmul.c: matmul with its bias and activation on each tile */                                 \
   FGK_FLOAT(X, "fused_matmul", fgk_fused_matmul)                                                   \
   /* fused.c: the fuse pass's programs */                                                          \
-  FGK_FLOAT(X, "fused_elementwise", fgk_fused_elementwise)
+  FGK_FLOAT(X, "fused_elementwise", fgk_fused_elementwise)                                         \
+  /* optim_multi.c: the multi-tensor updates */                                                    \
+  FGK_FLOAT(X, "multi_apply_sgd", fgk_multi_apply_sgd)                                             \
+  FGK_FLOAT(X, "multi_apply_momentum", fgk_multi_apply_momentum)                                   \
+  FGK_FLOAT(X, "multi_apply_adam", fgk_multi_apply_adam)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */

@@ -55,25 +55,26 @@ static void multi_range(void *arg, int64_t i0, int64_t i1) {
 /* The list lengths, and every entry against its variable (dtype and
  * element count), naming the input that differs. */
 static int multi_check(const fg_kctx *ctx, const multi_rule *r, fg_dtype dt) {
-  const int n = ctx->n_out;
-  if (n < 1 || ctx->n_in != r->n_lists * n + r->n_scalars)
+  const int64_t n = ctx->p->multi_update.n;
+  const int64_t need = r->n_lists * n + r->n_scalars;
+  if (n < 1 || ctx->n_in < need || ctx->n_out != 1)
     return fgk_fail(ctx,
-                    "%s takes %d lists of one tensor per output and %d scalar(s): %d outputs "
-                    "need %d inputs, got %d",
-                    r->op, r->n_lists, r->n_scalars, n, r->n_lists * (n > 0 ? n : 0) + r->n_scalars,
-                    ctx->n_in);
-  for (int k = 0; k < n; k++) {
+                    "%s takes %d lists of n tensors and %d scalar(s), one output: n = %lld needs "
+                    "%lld inputs, got %d inputs and %d outputs",
+                    r->op, r->n_lists, r->n_scalars, (long long)n, (long long)need, ctx->n_in,
+                    ctx->n_out);
+  if (ctx->out[0].dtype != dt || fgk_numel(&ctx->out[0]) != fgk_numel(&ctx->in[0]))
+    return fgk_fail(ctx, "output 0 is %s with %lld elements, var 0 %s with %lld",
+                    fg_dtype_name(ctx->out[0].dtype), (long long)fgk_numel(&ctx->out[0]),
+                    fg_dtype_name(dt), (long long)fgk_numel(&ctx->in[0]));
+  for (int k = 0; k < (int)n; k++) {
     const fg_kbuf *var = &ctx->in[k];
     const int64_t count = fgk_numel(var);
     if (var->dtype != dt)
       return fgk_fail(ctx, "input %d (var %d) is %s, expected %s", k, k, fg_dtype_name(var->dtype),
                       fg_dtype_name(dt));
-    if (ctx->out[k].dtype != dt || fgk_numel(&ctx->out[k]) != count)
-      return fgk_fail(ctx, "output %d is %s with %lld elements, var %d %s with %lld", k,
-                      fg_dtype_name(ctx->out[k].dtype), (long long)fgk_numel(&ctx->out[k]), k,
-                      fg_dtype_name(dt), (long long)count);
     for (int l = 1; l < r->n_lists; l++) {
-      const int i = l * n + k;
+      const int i = l * (int)n + k;
       const fg_kbuf *b = &ctx->in[i];
       if (b->dtype != dt || fgk_numel(b) != count)
         return fgk_fail(ctx, "input %d (%s %d) is %s with %lld elements, var %d %s with %lld", i,
@@ -102,7 +103,7 @@ static void set_tensor(opt_job *J, int role, void *data) {
 /* Checks, then runs fn over all tensors with the scalars of *proto. */
 static int multi_run(const fg_kctx *ctx, const multi_rule *r, size_t es, fg_krange_fn fn,
                      const opt_job *proto) {
-  const int n = ctx->n_out;
+  const int n = (int)ctx->p->multi_update.n;
   multi_job M = {n, malloc(((size_t)n + 1) * sizeof(int64_t)), malloc((size_t)n * sizeof(opt_job)),
                  fn};
   if (!M.start || !M.jobs) {
@@ -117,9 +118,9 @@ static int multi_run(const fg_kctx *ctx, const multi_rule *r, size_t es, fg_kran
     M.start[k + 1] = M.start[k] + fgk_numel(&ctx->in[k]);
   }
   fgk_parallel_for(ctx, M.start[n], FGK_GRAIN_CHEAP, multi_range, &M);
-  for (int k = 0; k < n; k++)
-    if (ctx->out[k].data != ctx->in[k].data && fgk_numel(&ctx->out[k]) > 0)
-      memcpy(ctx->out[k].data, ctx->in[k].data, (size_t)fgk_numel(&ctx->out[k]) * es);
+  /* Output 0 is variable 0 (a separate buffer receives a copy). */
+  if (ctx->out[0].data != ctx->in[0].data && fgk_numel(&ctx->out[0]) > 0)
+    memcpy(ctx->out[0].data, ctx->in[0].data, (size_t)fgk_numel(&ctx->out[0]) * es);
   free(M.start);
   free(M.jobs);
   return 0;
@@ -128,7 +129,7 @@ static int multi_run(const fg_kctx *ctx, const multi_rule *r, size_t es, fg_kran
 /* The scalars follow the lists: lr, then Adam's step. */
 static int scalar_after(const fg_kctx *ctx, const multi_rule *r, int j, const char *what,
                         double *v) {
-  return fgk_scalar_in(ctx, r->n_lists * ctx->n_out + j, what, v);
+  return fgk_scalar_in(ctx, r->n_lists * (int)ctx->p->multi_update.n + j, what, v);
 }
 
 #define FGK_MULTI_SGD(fn, T, DT, RANGE)                                                            \
@@ -148,8 +149,9 @@ FGK_MULTI_SGD(fgk_multi_apply_sgd_f64, double, FG_F64, fgk_apply_sgd_f64_range)
     if (multi_check(ctx, &rule_momentum, DT) != 0 ||                                               \
         scalar_after(ctx, &rule_momentum, 0, "lr", &lr) != 0)                                      \
       return -1;                                                                                   \
-    const opt_job J = {                                                                            \
-        .lr = lr, .mom = ctx->p->momentum.momentum, .nesterov = ctx->p->momentum.nesterov};        \
+    const opt_job J = {.lr = lr,                                                                   \
+                       .mom = ctx->p->multi_update.momentum.momentum,                              \
+                       .nesterov = ctx->p->multi_update.momentum.nesterov};                        \
     return multi_run(ctx, &rule_momentum, sizeof(T), RANGE, &J);                                   \
   }
 FGK_MULTI_MOMENTUM(fgk_multi_apply_momentum_f32, float, FG_F32, fgk_apply_momentum_f32_range)
@@ -166,9 +168,9 @@ FGK_MULTI_MOMENTUM(fgk_multi_apply_momentum_f64, double, FG_F64, fgk_apply_momen
     if (!(t >= 1))                                                                                 \
       return fgk_fail(ctx,                                                                         \
                       "input %d (step) = %g must be >= 1 (the step count after incrementing)",     \
-                      4 * ctx->n_out + 1, t);                                                      \
+                      4 * (int)ctx->p->multi_update.n + 1, t);                                     \
     opt_job J = {0};                                                                               \
-    fgk_adam_scalars(&J, &ctx->p->adam, lr, t);                                                    \
+    fgk_adam_scalars(&J, &ctx->p->multi_update.adam, lr, t);                                       \
     return multi_run(ctx, &rule_adam, sizeof(T), RANGE, &J);                                       \
   }
 FGK_MULTI_ADAM(fgk_multi_apply_adam_f32, float, FG_F32, fgk_apply_adam_f32_range)

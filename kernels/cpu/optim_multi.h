@@ -3,14 +3,15 @@
  * torch.optim's foreach implementations do, in one parallel loop over the
  * elements of all of them.
  *
- * For n variables (n = ctx->n_out) the inputs are lists of n tensors, one
- * list after another, then the scalars:
+ * For n variables (ctx->p->multi_update.n) the inputs are lists of n
+ * tensors, one list after another, then the scalars (and control inputs,
+ * which are not read):
  *   multi_apply_sgd:      var[n], grad[n], lr
- *   multi_apply_momentum: var[n], buf[n], grad[n], lr      (ctx->p->momentum)
- *   multi_apply_adam:     var[n], m[n], v[n], grad[n], lr, step (ctx->p->adam)
+ *   multi_apply_momentum: var[n], buf[n], grad[n], lr      (p->multi_update.momentum)
+ *   multi_apply_adam:     var[n], m[n], v[n], grad[n], lr, step (p->multi_update.adam)
  * Entry k of every list must have variable k's dtype and element count.
- * The state tensors are updated in place and output k is variable k (a
- * separate output buffer receives a copy). Each element gets exactly the
+ * The state tensors are updated in place and the one output is variable 0
+ * (a separate output buffer receives a copy). Each element gets exactly the
  * arithmetic of apply_sgd, apply_momentum and apply_adam
  * (kernels/cpu/optim.c), so the results are the same bits. */
 #ifndef FG_KERNELS_CPU_OPTIM_MULTI_H
@@ -24,7 +25,7 @@ extern "C" {
 
 /* The update rules, for fgk_multi_optim_check. */
 enum { FGK_MULTI_SGD, FGK_MULTI_MOMENTUM, FGK_MULTI_ADAM };
-/* The list lengths against the output count, and every list entry against
+/* The list lengths against the inputs, and every list entry against
  * its variable (dtype `dt`, element count); the error names the input.
  * Shared with the CUDA kernels (kernels/cuda/optim.cu). 0 or -1. */
 int fgk_multi_optim_check(const fg_kctx *ctx, int rule, fg_dtype dt);

@@ -14,6 +14,7 @@ extern "C" {
 #include "kernels/kernel.h"
 }
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cpu/optim_multi.h"
 #include "kernels/cuda/fused.h"
 /* The shape checks and plans (broadcast, matmul, reduction, sum_to), the
  * error text and the dtype sets are the CPU kernels' own, defined once in
@@ -113,7 +114,11 @@ extern "C" {
   /* fused_matmul.cu: cuBLASLt with the bias and relu in its epilogue */                           \
   FGK_FLOAT(X, "fused_matmul", fgc_fused_matmul)                                                   \
   /* fused.cu: fused_elementwise, its kernel compiled with NVRTC at plan time */                   \
-  FGK_FLOAT(X, "fused_elementwise", fgc_fused)
+  FGK_FLOAT(X, "fused_elementwise", fgc_fused)                                                     \
+  /* optim.cu: the multi-tensor updates */                                                         \
+  FGK_FLOAT(X, "multi_apply_sgd", fgc_multi_apply_sgd)                                             \
+  FGK_FLOAT(X, "multi_apply_momentum", fgc_multi_apply_momentum)                                   \
+  FGK_FLOAT(X, "multi_apply_adam", fgc_multi_apply_adam)
 
 /* X(op name, dtype key, prepare, release): the CUDA kernels with plan-time
  * state. */

@@ -185,10 +185,9 @@ __device__ __forceinline__ void adam_elem(T &var, T &m, T &v, T gi, const AdamC<
  * memory), and 0 for a step below 1, which block 0 reports as input
  * step_input. */
 template <typename T>
-__device__ __forceinline__ int adam_scalars(const void *lr_p, int lr_dt, const void *step_p,
-                                            int step_dt, int step_input, double beta1,
-                                            double beta2, double wd, int *flag, T *step_size,
-                                            T *bc2_sqrt, T *keep) {
+__device__ __forceinline__ int
+adam_scalars(const void *lr_p, int lr_dt, const void *step_p, int step_dt, int step_input,
+             double beta1, double beta2, double wd, int *flag, T *step_size, T *bc2_sqrt, T *keep) {
   const double lr = read_scalar(lr_p, lr_dt), t = read_scalar(step_p, step_dt);
   const int ok = t >= 1; /* false for NaN too */
   if (!ok && blockIdx.x == 0) fgc_raise(flag, FG_CUDA_ERR_ADAM_STEP, step_input, 0, 0, t);
@@ -209,9 +208,8 @@ __global__ void adam_kernel(T *var, T *m, T *v, const T *g, int64_t n, const voi
                       &bc2_sqrt, &keep);
   __syncthreads();
   if (!ok) return;
-  const AdamC<T> c = {step_size,        bc2_sqrt,         keep,       (T)beta1, (T)beta2,
-                      (T)(1.0 - beta1), (T)(1.0 - beta2), (T)epsilon, (T)l2,    wd > 0,
-                      l2 > 0};
+  const AdamC<T> c = {step_size,        bc2_sqrt,   keep,  (T)beta1, (T)beta2, (T)(1.0 - beta1),
+                      (T)(1.0 - beta2), (T)epsilon, (T)l2, wd > 0,   l2 > 0};
   typedef fgc_vec<T, V> VT;
   const int64_t nv = n / V;
   FGC_GRID_STRIDE(j, nv) {
@@ -336,7 +334,7 @@ template <typename T>
 static MultiTable<T> multi_table(const fg_kctx *ctx, int lists, int k0, int n) {
   MultiTable<T> tb;
   memset(&tb, 0, sizeof tb);
-  const int total = ctx->n_out;
+  const int total = (int)ctx->p->multi_update.n;
   tb.n = n;
   for (int k = 0; k < n; k++) {
     for (int l = 0; l < lists; l++)
@@ -354,22 +352,22 @@ static unsigned multi_blocks(int64_t n) {
   return (unsigned)(chunks < 1 ? 1 : chunks < 65535 ? chunks : 65535);
 }
 
-/* Copies to separate output buffers, as the single-variable kernels do. */
+/* Output 0 is variable 0: a separate output buffer receives a copy, as
+ * the single-variable kernels do. */
 static int multi_publish(const fg_kctx *ctx, size_t es) {
-  for (int k = 0; k < ctx->n_out; k++)
-    if (ctx->out[k].data != ctx->in[k].data &&
-        fgc_copy_bytes(ctx, ctx->out[k].data, ctx->in[k].data,
-                       (size_t)fgk_numel(&ctx->out[k]) * es) != 0)
-      return -1;
-  return 0;
+  if (ctx->out[0].data == ctx->in[0].data) return 0;
+  return fgc_copy_bytes(ctx, ctx->out[0].data, ctx->in[0].data,
+                        (size_t)fgk_numel(&ctx->out[0]) * es);
 }
 
 /* Checks the lists and scalars, then calls launch(table, blocks, lr) once
  * per FGC_MULTI_MAX variables (rule + 2 lists: var, its state, grad). */
 template <typename T, typename L>
 static int multi_run(const fg_kctx *ctx, fg_dtype dt, int rule, const char *what, L launch) {
-  const int n = ctx->n_out, lists = rule + 2, lr = lists * n, adam = rule == FGK_MULTI_ADAM;
-  if (fgk_multi_optim_check(ctx, rule, dt) != 0 || scalar_in(ctx, lr, "lr") != 0 ||
+  if (fgk_multi_optim_check(ctx, rule, dt) != 0) return -1;
+  const int n = (int)ctx->p->multi_update.n, lists = rule + 2, lr = lists * n;
+  const int adam = rule == FGK_MULTI_ADAM;
+  if (scalar_in(ctx, lr, "lr") != 0 ||
       (adam && (scalar_in(ctx, lr + 1, "step") != 0 || fgc_need_flag(ctx) != 0)))
     return -1;
   for (int k0 = 0; k0 < n; k0 += FGC_MULTI_MAX) {
@@ -385,16 +383,16 @@ static int multi_run(const fg_kctx *ctx, fg_dtype dt, int rule, const char *what
 template <typename T> static int multi_sgd(const fg_kctx *ctx, fg_dtype dt) {
   return multi_run<T>(ctx, dt, FGK_MULTI_SGD, "multi_apply_sgd kernel",
                       [&](const MultiTable<T> &tb, unsigned blocks, const fg_kbuf *lr) {
-                        multi_sgd_kernel<T><<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(
-                            tb, lr->data, lr->dtype);
+                        multi_sgd_kernel<T>
+                            <<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(tb, lr->data, lr->dtype);
                       });
 }
 int fgc_multi_apply_sgd_f32(const fg_kctx *ctx) { return multi_sgd<float>(ctx, FG_F32); }
 int fgc_multi_apply_sgd_f64(const fg_kctx *ctx) { return multi_sgd<double>(ctx, FG_F64); }
 
 template <typename T> static int multi_momentum(const fg_kctx *ctx, fg_dtype dt) {
-  const T mom = (T)ctx->p->momentum.momentum;
-  const int nesterov = ctx->p->momentum.nesterov;
+  const T mom = (T)ctx->p->multi_update.momentum.momentum;
+  const int nesterov = ctx->p->multi_update.momentum.nesterov;
   return multi_run<T>(ctx, dt, FGK_MULTI_MOMENTUM, "multi_apply_momentum kernel",
                       [&](const MultiTable<T> &tb, unsigned blocks, const fg_kbuf *lr) {
                         multi_momentum_kernel<T><<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(
@@ -405,14 +403,13 @@ int fgc_multi_apply_momentum_f32(const fg_kctx *ctx) { return multi_momentum<flo
 int fgc_multi_apply_momentum_f64(const fg_kctx *ctx) { return multi_momentum<double>(ctx, FG_F64); }
 
 template <typename T> static int multi_adam(const fg_kctx *ctx, fg_dtype dt) {
-  const fg_adam_params *p = &ctx->p->adam;
-  const int step_input = 4 * ctx->n_out + 1;
+  const fg_adam_params *p = &ctx->p->multi_update.adam;
+  const int step_input = 4 * (int)ctx->p->multi_update.n + 1;
   return multi_run<T>(ctx, dt, FGK_MULTI_ADAM, "multi_apply_adam kernel",
                       [&](const MultiTable<T> &tb, unsigned blocks, const fg_kbuf *lr) {
                         multi_adam_kernel<T><<<blocks, FGC_THREADS, 0, fgc_stream(ctx)>>>(
-                            tb, lr->data, lr->dtype, lr[1].data, lr[1].dtype, step_input,
-                            p->beta1, p->beta2, p->epsilon, p->weight_decay, p->l2,
-                            ctx->cuda->error_flag);
+                            tb, lr->data, lr->dtype, lr[1].data, lr[1].dtype, step_input, p->beta1,
+                            p->beta2, p->epsilon, p->weight_decay, p->l2, ctx->cuda->error_flag);
                       });
 }
 int fgc_multi_apply_adam_f32(const fg_kctx *ctx) { return multi_adam<float>(ctx, FG_F32); }

@@ -36,8 +36,9 @@ static void problem_init(problem *P, rule r, fg_dtype dt, uint64_t seed) {
   memset(P, 0, sizeof *P);
   P->r = r, P->dt = dt, P->es = dt == FG_F32 ? 4 : 8;
   P->lr = 0.03, P->step = 3;
-  P->p.momentum = (fg_momentum_params){0.9, r == MOMENTUM};
-  P->p.adam = (fg_adam_params){0.9, 0.999, 1e-8, 0.01, 0};
+  P->p.multi_update.n = NT;
+  P->p.multi_update.momentum = (fg_momentum_params){0.9, r == MOMENTUM};
+  P->p.multi_update.adam = (fg_adam_params){0.9, 0.999, 1e-8, 0.01, 0};
   for (int l = 0; l < n_lists[r]; l++)
     for (int k = 0; k < NT; k++) {
       fg_kbuf *b = &P->t[l][k];
@@ -83,11 +84,15 @@ static void run_single(problem *P, fg_kbuf t[MAXL][NT]) {
     if (P->r == ADAM) in[n++] = scalar(&P->step);
     fg_kbuf out = t[0][k];
     char err[256] = "";
+    fg_op_params single;
+    memset(&single, 0, sizeof single);
+    if (P->r == MOMENTUM) single.momentum = P->p.multi_update.momentum;
+    if (P->r == ADAM) single.adam = P->p.multi_update.adam;
     fg_kctx ctx = {.in = in,
                    .n_in = n,
                    .out = &out,
                    .n_out = 1,
-                   .p = &P->p,
+                   .p = &single,
                    .err = err,
                    .err_size = sizeof err};
     FG_CHECK_INT(fn(&ctx), 0);
@@ -103,23 +108,22 @@ static int multi_fn_run(const problem *P, const fg_kctx *ctx) {
   }
 }
 
-/* The multi-tensor kernel over all variables; outputs alias the
- * variables unless `outs` is given. Returns the kernel's code. */
+/* The multi-tensor kernel over all variables; its output aliases variable
+ * 0 unless `outs` is given. Returns the kernel's code. */
 static int run_multi(problem *P, fg_kbuf t[MAXL][NT], const fg_kparallel *par, fg_kbuf *outs,
                      char *err, size_t err_size) {
-  fg_kbuf in[MAXL * NT + 2], out[NT];
+  fg_kbuf in[MAXL * NT + 2], out[1];
   int n = 0;
   for (int l = 0; l < n_lists[P->r]; l++)
     for (int k = 0; k < NT; k++)
       in[n++] = t[l][k];
   in[n++] = scalar(&P->lr);
   if (P->r == ADAM) in[n++] = scalar(&P->step);
-  for (int k = 0; k < NT; k++)
-    out[k] = outs ? outs[k] : t[0][k];
+  out[0] = outs ? outs[0] : t[0][0];
   fg_kctx ctx = {.in = in,
                  .n_in = n,
                  .out = out,
-                 .n_out = NT,
+                 .n_out = 1,
                  .p = &P->p,
                  .err = err,
                  .err_size = err_size,
@@ -185,32 +189,34 @@ FG_TEST(multi_adam_matches_single_bitwise, "") {
 /* Values by hand, in f64 with exactly representable numbers: SGD
  * 1.5 - 0.5*0.25 = 1.375; momentum (0.5, plain) buf = 0.5*1 + 2 = 2.5,
  * var = 3 - 0.5*2.5 = 1.75; nesterov var = 3 - 0.5*(2 + 0.5*2.5) = 1.375.
- * A separate output buffer receives the variable's new value. */
+ * A separate output buffer receives variable 0's new value; a control
+ * input after the scalars is not read. */
 FG_TEST(multi_updates_by_hand, "") {
-  double v0 = 1.5, g0 = 0.25, v1 = -2, g1 = 4, lr = 0.5, o[2] = {0, 0};
-  fg_kbuf in[5] = {{.dtype = FG_F64, .rank = 0, .data = &v0},
+  double v0 = 1.5, g0 = 0.25, v1 = -2, g1 = 4, lr = 0.5, o = 0, ctrl = 0;
+  fg_kbuf in[6] = {{.dtype = FG_F64, .rank = 0, .data = &v0},
                    {.dtype = FG_F64, .rank = 1, .dims = {1}, .data = &v1},
                    {.dtype = FG_F64, .rank = 0, .data = &g0},
                    {.dtype = FG_F64, .rank = 1, .dims = {1}, .data = &g1},
-                   scalar(&lr)};
-  fg_kbuf out[2] = {{.dtype = FG_F64, .rank = 0, .data = &o[0]},
-                    {.dtype = FG_F64, .rank = 1, .dims = {1}, .data = &o[1]}};
+                   scalar(&lr),
+                   {.dtype = FG_F64, .rank = 1, .dims = {1}, .data = &ctrl}};
+  fg_kbuf out[1] = {{.dtype = FG_F64, .rank = 0, .data = &o}};
   fg_op_params p;
   memset(&p, 0, sizeof p);
+  p.multi_update.n = 2;
   char err[256] = "";
   fg_kctx ctx = {
-      .in = in, .n_in = 5, .out = out, .n_out = 2, .p = &p, .err = err, .err_size = sizeof err};
+      .in = in, .n_in = 6, .out = out, .n_out = 1, .p = &p, .err = err, .err_size = sizeof err};
   FG_CHECK_INT(fgk_multi_apply_sgd_f64(&ctx), 0);
-  FG_CHECK(v0 == 1.375 && v1 == -4 && o[0] == 1.375 && o[1] == -4);
+  FG_CHECK(v0 == 1.375 && v1 == -4 && o == 1.375 && ctrl == 0);
 
   for (int nesterov = 0; nesterov <= 1; nesterov++) {
     double var = 3, buf = 1, g = 2, var2 = 3, buf2 = 1, g2 = 2;
     fg_kbuf mi[7] = {scalar(&var), scalar(&var2), scalar(&buf), scalar(&buf2),
                      scalar(&g),   scalar(&g2),   scalar(&lr)};
-    fg_kbuf mo[2] = {mi[0], mi[1]};
-    p.momentum = (fg_momentum_params){0.5, nesterov};
+    fg_kbuf mo[1] = {mi[0]};
+    p.multi_update.momentum = (fg_momentum_params){0.5, nesterov};
     fg_kctx mc = {
-        .in = mi, .n_in = 7, .out = mo, .n_out = 2, .p = &p, .err = err, .err_size = sizeof err};
+        .in = mi, .n_in = 7, .out = mo, .n_out = 1, .p = &p, .err = err, .err_size = sizeof err};
     FG_CHECK_INT(fgk_multi_apply_momentum_f64(&mc), 0);
     FG_CHECK(buf == 2.5 && buf2 == 2.5);
     FG_CHECK(var == (nesterov ? 1.375 : 1.75) && var2 == var);
@@ -231,7 +237,8 @@ FG_TEST(multi_adam_first_step_by_hand, "") {
   fg_kbuf out[1] = {in[0]};
   fg_op_params p;
   memset(&p, 0, sizeof p);
-  p.adam = (fg_adam_params){0.9, 0.999, 0, 0, 0};
+  p.multi_update.n = 1;
+  p.multi_update.adam = (fg_adam_params){0.9, 0.999, 0, 0, 0};
   char err[256] = "";
   fg_kctx ctx = {
       .in = in, .n_in = 6, .out = out, .n_out = 1, .p = &p, .err = err, .err_size = sizeof err};
@@ -269,20 +276,21 @@ FG_TEST(multi_bad_inputs_named, "") {
   free_tensors(&P, t);
   problem_free(&P);
 
-  /* Lists of different lengths: 2 outputs, 2 vars but 1 gradient. */
+  /* Too few inputs for n: n = 2 needs 2 vars, 2 gradients and lr. */
   float a[2] = {1, 2}, b[2] = {3, 4}, ga[2] = {0};
   double lr = 0.1;
   fg_kbuf in[4] = {{.dtype = FG_F32, .rank = 1, .dims = {2}, .data = a},
                    {.dtype = FG_F32, .rank = 1, .dims = {2}, .data = b},
                    {.dtype = FG_F32, .rank = 1, .dims = {2}, .data = ga},
                    scalar(&lr)};
-  fg_kbuf out[2] = {in[0], in[1]};
+  fg_kbuf out[1] = {in[0]};
   fg_op_params p;
   memset(&p, 0, sizeof p);
+  p.multi_update.n = 2;
   fg_kctx ctx = {
-      .in = in, .n_in = 4, .out = out, .n_out = 2, .p = &p, .err = err, .err_size = sizeof err};
+      .in = in, .n_in = 4, .out = out, .n_out = 1, .p = &p, .err = err, .err_size = sizeof err};
   FG_CHECK_INT(fgk_multi_apply_sgd_f32(&ctx), -1);
-  FG_CHECK_STR_CONTAINS(err, "multi_apply_sgd takes 2 lists of one tensor per output and 1 "
-                             "scalar(s): 2 outputs need 5 inputs, got 4");
+  FG_CHECK_STR_CONTAINS(err, "multi_apply_sgd takes 2 lists of n tensors and 1 scalar(s), one "
+                             "output: n = 2 needs 5 inputs, got 4 inputs and 1 outputs");
   FG_CHECK(a[0] == 1 && b[1] == 4);
 }

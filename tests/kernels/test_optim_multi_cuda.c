@@ -77,6 +77,11 @@ static void check_rule(int rule, fg_dtype dt, fg_kcuda *kc, void *lr_d, void *st
   memset(&p, 0, sizeof p);
   p.momentum = (fg_momentum_params){0.9, 1};
   p.adam = (fg_adam_params){0.9, 0.999, 1e-8, 0.01, 0.001};
+  fg_op_params pm;
+  memset(&pm, 0, sizeof pm);
+  pm.multi_update.n = NV;
+  pm.multi_update.momentum = p.momentum;
+  pm.multi_update.adam = p.adam;
   dev_set a, b;
   upload((void *const(*)[NV])h, lists, es, &a);
   upload((void *const(*)[NV])h, lists, es, &b);
@@ -98,18 +103,17 @@ static void check_rule(int rule, fg_dtype dt, fg_kcuda *kc, void *lr_d, void *st
                  .cuda = kc};
     FG_CHECK_INT(one(&c), 0);
   }
-  fg_kbuf in[MAXL * NV + 2], out[NV];
+  fg_kbuf in[MAXL * NV + 2], out[1];
   for (int l = 0; l < lists; l++)
     for (int k = 0; k < NV; k++)
       in[l * NV + k] = dbuf(dt, size_of(k), b.d[l][k]);
   in[lists * NV] = sc[0], in[lists * NV + 1] = sc[1];
-  for (int k = 0; k < NV; k++)
-    out[k] = in[k];
+  out[0] = in[0];
   fg_kctx c = {.in = in,
                .n_in = lists * NV + 1 + (rule == 2),
                .out = out,
-               .n_out = NV,
-               .p = &p,
+               .n_out = 1,
+               .p = &pm,
                .err = err,
                .err_size = sizeof err,
                .cuda = kc};
