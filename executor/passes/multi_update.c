@@ -11,7 +11,10 @@
  * the multi node: its name and output (variable 0, updated) stay. Every
  * input of every member (its gradient, scalars and control inputs) must
  * therefore come before m0, which holds for fg_minimize's graphs: it makes
- * every update after every gradient. Each other member k is rewritten in
+ * every update after every gradient; but for the variables the updates
+ * write, which fg_minimize makes next to each update (momentum buffers,
+ * Adam's moments): a session plans sources first whatever their ids, and
+ * fg_optimize puts a variable read by an earlier node first. Each other member k is rewritten in
  * place into after(var_k, m0): a run that fetches it, or the group of
  * updates that is the train target, gets variable k as updated, once. A
  * run that fetches one member alone now runs the whole multi update.
@@ -129,8 +132,13 @@ static int can_join(const mu_state *S, int u) {
   const int64_t e = var_elems(g, u);
   if (!same_update(&g->nodes[m0], n) || e < 0 || S->elems + e > MAX_GROUP_ELEMS) return 0;
   if (ctx->group && ctx->group[u] != ctx->group[m0]) return 0;
-  for (int i = 0; i < n->n_inputs; i++)
-    if (n->inputs[i].node >= m0) return 0;
+  /* Variables are sources, which plans take first whatever their ids;
+   * fg_optimize's compaction moves them up (fg_optimize: the optimizers
+   * make each state variable just before its update). */
+  for (int i = 0; i < n->n_inputs; i++) {
+    const int q = n->inputs[i].node;
+    if (q >= m0 && !(i < r->state_lists && g->nodes[q].op == FG_OP_VARIABLE)) return 0;
+  }
   for (int l = 0; l < r->state_lists; l++) {
     const int v = n->inputs[l].node;
     if (touched_between(S, v, m0, u)) return 0;

@@ -6,33 +6,53 @@
 #include "executor/passes/passes.h"
 #include "graph/op_table.h"
 
-/* The live nodes of w, in id order (still topological), with the graph
- * outputs and metadata of its source, into a new graph. */
+/* Marks in early[] the live variables that a live node with a lower id
+ * reads (a multi-tensor update reads the state variables the optimizers
+ * made next to each single update): they go first. */
+static void mark_early(const fg_graph *g, const unsigned char *dead, unsigned char *early) {
+  for (int id = 0; id < g->n_nodes; id++)
+    for (int i = 0; !dead[id] && i < g->nodes[id].n_inputs; i++) {
+      const int q = g->nodes[id].inputs[i].node;
+      if (q > id && !dead[q] && g->nodes[q].op == FG_OP_VARIABLE) early[q] = 1;
+    }
+}
+
+/* Adds live node id of w to out (inputs through map). */
+static void emit(const fg_graph *g, int id, fg_graph *out, int *map, fg_output *in) {
+  const fg_node *n = &g->nodes[id];
+  for (int i = 0; i < n->n_inputs; i++)
+    in[i] = (fg_output){map[n->inputs[i].node], n->inputs[i].index};
+  fg_output o = fg_op(out, fg_op_table[n->op].name, n->name, in, n->n_inputs, &n->attrs);
+  if (n->device) fg_set_device(out, o, n->device);
+  if (o.node >= 0) out->nodes[o.node].flags = n->flags;
+  map[id] = o.node;
+}
+
+/* The live nodes of w, in id order (still topological) but for the early
+ * variables, which come first, with the graph outputs and metadata of its
+ * source, into a new graph. */
 static fg_graph *compact(const fg_pass_graph *w, const fg_graph *src, const unsigned char *dead,
                          fg_status *st) {
   const fg_graph *g = &w->g;
   fg_graph *out = fg_graph_new();
   int *map = malloc(((size_t)g->n_nodes + 1) * sizeof *map);
   fg_output *in = malloc(((size_t)g->n_nodes + 1) * sizeof *in);
+  unsigned char *early = calloc((size_t)g->n_nodes + 1, 1);
   for (int id = 0; map && id < g->n_nodes; id++)
     map[id] = -1;
-  for (int id = 0; out && map && in && id < g->n_nodes && !fg_graph_failed(out); id++) {
-    const fg_node *n = &g->nodes[id];
-    if (dead[id]) continue;
-    for (int i = 0; i < n->n_inputs; i++)
-      in[i] = (fg_output){map[n->inputs[i].node], n->inputs[i].index};
-    fg_output o = fg_op(out, fg_op_table[n->op].name, n->name, in, n->n_inputs, &n->attrs);
-    if (n->device) fg_set_device(out, o, n->device);
-    if (o.node >= 0) out->nodes[o.node].flags = n->flags;
-    map[id] = o.node;
-  }
+  if (early) mark_early(g, dead, early);
+  for (int pass = 0; pass < 2; pass++)
+    for (int id = 0; out && map && in && early && id < g->n_nodes && !fg_graph_failed(out); id++)
+      if (!dead[id] && early[id] == (pass == 0)) emit(g, id, out, map, in);
+  const int have_early = early != NULL;
+  free(early);
   for (int i = 0; out && map && i < src->n_outputs; i++)
     fg_graph_add_output(out, (fg_output){map[src->outputs[i].node], src->outputs[i].index});
   for (int i = 0; out && i < src->n_meta; i++)
     fg_graph_set_metadata(out, src->meta_keys[i], src->meta_vals[i]);
   free(map);
   free(in);
-  if (!out || !map || !in) {
+  if (!out || !map || !in || !have_early) {
     fg_graph_free(out);
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fg_optimize: out of memory");
     return NULL;
