@@ -26,29 +26,33 @@ static const multi_rule rule_sgd = {"multi_apply_sgd", 2, 1, {R_VAR, R_GRAD}};
 static const multi_rule rule_momentum = {"multi_apply_momentum", 3, 1, {R_VAR, R_BUF, R_GRAD}};
 static const multi_rule rule_adam = {"multi_apply_adam", 4, 2, {R_VAR, R_M, R_V, R_GRAD}};
 
-/* The whole update: per tensor its job and where its elements start in
- * the joint numbering (start[n] is the total). */
+/* The whole update: the kernel's buffers, its rule, the scalars every
+ * tensor's job shares, and the single update's loop. Nothing is allocated
+ * (a cached plan's run allocates nothing): each chunk finds its tensors by
+ * summing element counts, O(n) per chunk, small beside the chunk's work. */
 typedef struct multi_job {
+  const fg_kctx *ctx;
+  const struct multi_rule *r;
+  const opt_job *proto;
   int n;
-  int64_t *start;
-  opt_job *jobs;
   fg_krange_fn fn;
 } multi_job;
 
+static void set_tensor(opt_job *J, int role, void *data);
+
 static void multi_range(void *arg, int64_t i0, int64_t i1) {
   const multi_job *M = (const multi_job *)arg;
-  int lo = 0, hi = M->n - 1; /* the first tensor that ends after i0 */
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (M->start[mid + 1] <= i0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  for (int k = lo; k < M->n && M->start[k] < i1; k++) {
-    const int64_t a = (i0 > M->start[k] ? i0 : M->start[k]) - M->start[k];
-    const int64_t b = (i1 < M->start[k + 1] ? i1 : M->start[k + 1]) - M->start[k];
-    if (b > a) M->fn(&M->jobs[k], a, b);
+  int64_t start = 0;
+  for (int k = 0; k < M->n && start < i1; k++) {
+    const int64_t end = start + fgk_numel(&M->ctx->in[k]);
+    const int64_t a = (i0 > start ? i0 : start) - start, b = (i1 < end ? i1 : end) - start;
+    if (b > a) {
+      opt_job J = *M->proto;
+      for (int l = 0; l < M->r->n_lists; l++)
+        set_tensor(&J, M->r->roles[l], M->ctx->in[l * M->n + k].data);
+      M->fn(&J, a, b);
+    }
+    start = end;
   }
 }
 
@@ -100,29 +104,18 @@ static void set_tensor(opt_job *J, int role, void *data) {
   }
 }
 
-/* Checks, then runs fn over all tensors with the scalars of *proto. */
+/* Runs fn over all tensors with the scalars of *proto (checked). */
 static int multi_run(const fg_kctx *ctx, const multi_rule *r, size_t es, fg_krange_fn fn,
                      const opt_job *proto) {
   const int n = (int)ctx->p->multi_update.n;
-  multi_job M = {n, malloc(((size_t)n + 1) * sizeof(int64_t)), malloc((size_t)n * sizeof(opt_job)),
-                 fn};
-  if (!M.start || !M.jobs) {
-    free(M.start), free(M.jobs);
-    return fgk_fail(ctx, "%s: out of memory (%d tensors)", r->op, n);
-  }
-  M.start[0] = 0;
-  for (int k = 0; k < n; k++) {
-    M.jobs[k] = *proto;
-    for (int l = 0; l < r->n_lists; l++)
-      set_tensor(&M.jobs[k], r->roles[l], ctx->in[l * n + k].data);
-    M.start[k + 1] = M.start[k] + fgk_numel(&ctx->in[k]);
-  }
-  fgk_parallel_for(ctx, M.start[n], FGK_GRAIN_CHEAP, multi_range, &M);
+  const multi_job M = {ctx, r, proto, n, fn};
+  int64_t total = 0;
+  for (int k = 0; k < n; k++)
+    total += fgk_numel(&ctx->in[k]);
+  fgk_parallel_for(ctx, total, FGK_GRAIN_CHEAP, multi_range, (void *)&M);
   /* Output 0 is variable 0 (a separate buffer receives a copy). */
   if (ctx->out[0].data != ctx->in[0].data && fgk_numel(&ctx->out[0]) > 0)
     memcpy(ctx->out[0].data, ctx->in[0].data, (size_t)fgk_numel(&ctx->out[0]) * es);
-  free(M.start);
-  free(M.jobs);
   return 0;
 }
 

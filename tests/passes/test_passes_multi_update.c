@@ -262,8 +262,8 @@ FG_TEST(multi_update_groups_by_rate_dtype_and_size, "") {
   int n = 0;
   for (int k = 0; k < 7; k++) {
     const int dt64 = k == 4 || k == 5, is_big = k == 6;
-    fg_tensor *t = fg_tensor_new(dt64 ? FG_F64 : FG_F32, is_big ? 2 : 1, is_big ? big : small,
-                                 NULL);
+    fg_tensor *t =
+        fg_tensor_new(dt64 ? FG_F64 : FG_F32, is_big ? 2 : 1, is_big ? big : small, NULL);
     char vn[8], gn[8];
     snprintf(vn, sizeof vn, "v%d", k);
     snprintf(gn, sizeof gn, "g%d", k);

@@ -115,8 +115,10 @@ FG_TEST(cnn_train_arena_near_lower_bound, "") {
   FG_CHECK(info->lower_bound_bytes > 0);
   /* The bound falls as the passes fuse intermediates away (638,976 bytes
    * before element-wise fusion, 614,400 after) faster than the planner's
-   * arena (671,744 both ways). */
-  FG_CHECK((double)info->arena_bytes <= 1.10 * (double)info->lower_bound_bytes);
+   * arena (671,744 both ways). The multi-tensor update holds the step's
+   * gradients until the last is made: bound 626,112, arena 691,520
+   * (1.104x). */
+  FG_CHECK((double)info->arena_bytes <= 1.12 * (double)info->lower_bound_bytes);
   fg_plan_info_free(info);
   fg_session_free(s);
   fg_tensor_free(x);
