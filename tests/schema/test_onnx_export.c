@@ -4,6 +4,8 @@
  * interpreter of tests/schema/onnx/check_export.py, whose outputs must
  * match flowgraph's own run; bad exports. The CLI and the round trip
  * through fg_onnx_load: test_onnx_export_cli.c. */
+#include <flowgraph/passes.h>
+
 #include "onnx_export_util.h"
 
 /* ---- trained models ------------------------------------------------------------ */
@@ -559,6 +561,12 @@ FG_TEST(onnx_export_refuses_bad_fetches_and_opsets, "") {
   const char *train[1] = {"train"};
   const char *n4[] = {"fetch 'train' needs", "training-only node", "(apply_adam)", NULL};
   ox_expect_error(g, train, 1, 0, FG_INVALID_ARGUMENT, n4);
+  /* The same step after the passes: its updates are one multi update. */
+  fg_graph *opt = fg_optimize(g, NULL, train, 1, NULL, NULL);
+  FG_REQUIRE(opt);
+  const char *n4b[] = {"fetch 'train' needs", "training-only node", "(multi_apply_adam)", NULL};
+  ox_expect_error(opt, train, 1, 0, FG_INVALID_ARGUMENT, n4b);
+  fg_graph_free(opt);
   fg_graph *empty = fg_graph_new();
   fg_placeholder(empty, "x", FG_F32, 0, NULL);
   const char *n5[] = {"no fetches given and the graph marks no outputs", NULL};
