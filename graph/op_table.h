@@ -157,7 +157,9 @@
   X(LOGICAL_OR, "logical_or")                                                                      \
   X(SOFTMAX_CROSS_ENTROPY_GRAD, "softmax_cross_entropy_grad")                                      \
   X(FUSED_MATMUL, "fused_matmul")                                                                  \
-  X(FUSED_ELEMENTWISE, "fused_elementwise")
+  X(FUSED_ELEMENTWISE, "fused_elementwise")                                                        \
+  X(FUSED_CONV2D, "fused_conv2d")                                                                  \
+  X(FUSED_CONV2D_ADD, "fused_conv2d_add")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

@@ -22,7 +22,19 @@
  * parts' partial gradients in part order. Either way the bits do not
  * depend on the thread count. A batch that cannot be cut (N = 1, or one
  * core) runs as one primitive whose team is the threads a run gives the
- * step, except the weight gradient, which then gets one thread. */
+ * step, except the weight gradient, which then gets one thread.
+ *
+ * The fused ops (fused_conv2d, fused_conv2d_add) run conv2d's primitive,
+ * then their epilogue on each part's destination right after it, while
+ * it is warm: y + z, then relu, the same bits as conv2d -> add -> relu
+ * (tests/kernels/test_fused_conv.c checks them). Not oneDNN's post-ops:
+ * its sum post-op adds the old destination before the bias (the JIT
+ * kernels add the bias last), which rounds (acc + z) + b where the chain
+ * rounds (acc + b) + z, and its eltwise relu maps NaN to 0 in the JIT
+ * kernels and negative values to -0.0 in the GEMM ones, where the relu
+ * kernel keeps NaN and gives +0.0. z is read where it lies when it has
+ * the destination's layout (the planner gives it y's), else reordered
+ * into a buffer of that layout first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +72,12 @@ typedef struct conv_part {
   void *dw_buf;
   dnnl_memory_t mb, scratch;
   void *scratch_buf;
+  /* fused_conv2d_add: z's rows, read in place, or reordered (z_reorder)
+   * into z_buf in the destination's layout when that differs. */
+  dnnl_memory_t z_user, z_inner, z_rscratch;
+  dnnl_primitive_t z_reorder;
+  void *z_buf, *z_rscratch_buf;
+  size_t dst_bytes; /* of the destination, in the primitive's layout */
   dnnl_exec_arg_t args[6];
   int n_args;
   dnnl_status_t status; /* of this part's last run */
@@ -79,6 +97,8 @@ typedef struct conv_wpiece {
 
 typedef struct conv_state {
   conv_mode mode;
+  conv_epi epi;
+  int relu;
   int threads; /* each primitive's OpenMP team */
   int n_parts;
   /* The weight is a variable or constant input (fg_kctx.fixed_inputs):
@@ -114,6 +134,12 @@ static void part_release(conv_part *q) {
   if (q->scratch) dnnl_memory_destroy(q->scratch);
   if (q->prim) dnnl_primitive_destroy(q->prim);
   if (q->stream) dnnl_stream_destroy(q->stream);
+  if (q->z_user) dnnl_memory_destroy(q->z_user);
+  if (q->z_inner) dnnl_memory_destroy(q->z_inner);
+  free(q->z_buf);
+  if (q->z_rscratch) dnnl_memory_destroy(q->z_rscratch);
+  if (q->z_reorder) dnnl_primitive_destroy(q->z_reorder);
+  free(q->z_rscratch_buf);
   free(q->dw_buf);
   free(q->scratch_buf);
 }
@@ -169,29 +195,39 @@ static int owned_memory(const fg_kctx *ctx, const dnnl_memory_desc_t *md, dnnl_e
   return r == dnnl_success ? 0 : dnnl_fail(ctx, "memory", r);
 }
 
-/* A port with plain layout `plain` and the primitive's layout `chosen`. */
-static int port_init(const fg_kctx *ctx, dnnl_engine_t eng, conv_port *p, int out,
-                     const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen) {
+/* A reorder from `from` to `to`, and its scratchpad (NULL when it needs
+ * none) in a buffer of its own. */
+static int reorder_init(const fg_kctx *ctx, dnnl_engine_t eng, const dnnl_memory_desc_t *from,
+                        const dnnl_memory_desc_t *to, dnnl_primitive_t *reorder,
+                        dnnl_memory_t *scratch, void **scratch_buf) {
   int rc = 0;
   dnnl_primitive_attr_t attr = NULL;
   dnnl_primitive_desc_t rpd = NULL;
-  p->out = out;
-  DNNL_TRY(dnnl_memory_create(&p->user, plain, eng, DNNL_MEMORY_NONE), "memory");
-  if (dnnl_memory_desc_equal(plain, chosen)) return 0;
-  if (owned_memory(ctx, chosen, eng, &p->buf, &p->inner) != 0) return -1;
   DNNL_TRY(dnnl_primitive_attr_create(&attr), "attributes");
   DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad");
-  DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, out ? chosen : plain, eng, out ? plain : chosen,
-                                              eng, attr),
-           "reorder");
-  DNNL_TRY(dnnl_primitive_create(&p->reorder, rpd), "reorder primitive");
+  DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, attr), "reorder");
+  DNNL_TRY(dnnl_primitive_create(reorder, rpd), "reorder primitive");
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
   if (smd && dnnl_memory_desc_get_size(smd) > 0 &&
-      owned_memory(ctx, smd, eng, &p->rscratch_buf, &p->rscratch) != 0)
+      owned_memory(ctx, smd, eng, scratch_buf, scratch) != 0)
     rc = -1;
 done:
   if (rpd) dnnl_primitive_desc_destroy(rpd);
   if (attr) dnnl_primitive_attr_destroy(attr);
+  return rc;
+}
+
+/* A port with plain layout `plain` and the primitive's layout `chosen`. */
+static int port_init(const fg_kctx *ctx, dnnl_engine_t eng, conv_port *p, int out,
+                     const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen) {
+  int rc = 0;
+  p->out = out;
+  DNNL_TRY(dnnl_memory_create(&p->user, plain, eng, DNNL_MEMORY_NONE), "memory");
+  if (dnnl_memory_desc_equal(plain, chosen)) return 0;
+  if (owned_memory(ctx, chosen, eng, &p->buf, &p->inner) != 0) return -1;
+  return reorder_init(ctx, eng, out ? chosen : plain, out ? plain : chosen, &p->reorder,
+                      &p->rscratch, &p->rscratch_buf);
+done:
   return rc;
 }
 
@@ -263,6 +299,24 @@ static void conv_args(conv_mode m, int arg[3]) {
   arg[2] = fwd ? DNNL_ARG_DST : DNNL_ARG_DIFF_DST;
 }
 
+/* fused_conv2d_add's z for part q: its rows in z's layout (the planner
+ * gives z y's layout), and when the primitive's destination has another,
+ * a buffer in that one and the reorder into it. */
+static int zport_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv_geo *Gp,
+                      const conv_bufs *b, const dnnl_memory_desc_t *dst) {
+  int rc = 0;
+  dnnl_dims_t yd = {Gp->n, Gp->o, Gp->oh, Gp->ow};
+  dnnl_memory_desc_t zmd;
+  DNNL_TRY(dnnl_memory_desc_init_by_tag(&zmd, 4, yd, dnnl_f32, act_tag(b->z->layout)),
+           "z descriptor");
+  DNNL_TRY(dnnl_memory_create(&q->z_user, &zmd, s->engine, DNNL_MEMORY_NONE), "memory");
+  if (dnnl_memory_desc_equal(&zmd, dst)) return 0;
+  if (owned_memory(ctx, dst, s->engine, &q->z_buf, &q->z_inner) != 0) return -1;
+  return reorder_init(ctx, s->engine, &zmd, dst, &q->z_reorder, &q->z_rscratch, &q->z_rscratch_buf);
+done:
+  return rc;
+}
+
 /* Part q over the rows of Gp (Gp->n of them): its primitive, x and y ports,
  * partial weight gradient, bias and scratchpad. The first part also makes
  * the shared weight port. */
@@ -295,10 +349,12 @@ static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv
     }
   const int fwd = m == CONV_FWD, bwd_w = m == CONV_BWD_WEIGHTS;
   if (port_init(ctx, s->engine, &q->x, !fwd && !bwd_w, &plain[0], chosen[0]) != 0 ||
-      port_init(ctx, s->engine, &q->y, fwd, &plain[2], chosen[2]) != 0) {
+      port_init(ctx, s->engine, &q->y, fwd, &plain[2], chosen[2]) != 0 ||
+      (b->z && zport_init(ctx, s, q, Gp, b, chosen[2]) != 0)) {
     rc = -1;
     goto done;
   }
+  q->dst_bytes = dnnl_memory_desc_get_size(chosen[2]);
   dnnl_memory_t wmem;
   if (q == s->part) {
     if (port_init(ctx, s->engine, &s->w, bwd_w, &plain[1], chosen[1]) != 0) {
@@ -390,9 +446,14 @@ static void wpieces_init(conv_state *s, const conv_geo *G) {
   }
 }
 
-int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **state) {
-  conv_bufs b = conv_bufs_of(ctx, m);
-  conv_geo G = conv_geo_of(ctx, &b);
+/* The buffers of the op the state was made for. */
+static conv_bufs bufs_of(const fg_kctx *ctx, conv_mode m, conv_epi e) {
+  return e == CONV_PLAIN ? conv_bufs_of(ctx, m) : conv_bufs_fused(ctx, e);
+}
+
+int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threads, void **state) {
+  conv_bufs b = bufs_of(ctx, m, e);
+  conv_geo G = conv_geo_of(&b);
   *state = NULL;
   /* An empty x or y has nothing to convolve (conv.c's empty()). */
   if (fgk_numel(b.x) == 0 || fgk_numel(b.y) == 0) return 0;
@@ -403,6 +464,8 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **s
     return -1;
   }
   s->mode = m;
+  s->epi = e;
+  s->relu = b.relu;
   s->n_parts = n_parts;
   /* A primitive's OpenMP team is sized when it is made, from the calling
    * thread's OpenMP thread count (see the top of this file). */
@@ -442,7 +505,18 @@ static dnnl_status_t port_reorder(dnnl_stream_t stream, conv_port *p) {
   return dnnl_primitive_execute(p->reorder, stream, p->rscratch ? 3 : 2, args);
 }
 
-/* Runs part q: its inputs' reorders, the primitive, its output's reorder. */
+/* z's rows in the destination's layout, into *z (fused_conv2d_add). */
+static dnnl_status_t z_rows(conv_part *q, const void **z) {
+  if (!q->z_reorder) return dnnl_memory_get_data_handle(q->z_user, (void **)z);
+  dnnl_exec_arg_t args[3] = {
+      {DNNL_ARG_FROM, q->z_user}, {DNNL_ARG_TO, q->z_inner}, {DNNL_ARG_SCRATCHPAD, q->z_rscratch}};
+  *z = q->z_buf;
+  return dnnl_primitive_execute(q->z_reorder, q->stream, q->z_rscratch ? 3 : 2, args);
+}
+
+/* Runs part q: its inputs' reorders, the residual into the destination
+ * (fused_conv2d_add), the primitive, the relu (fused ops), its output's
+ * reorder. */
 static void part_run(conv_state *s, conv_part *q) {
   omp_set_num_threads(s->threads);
   conv_port *ports[2] = {&q->x, &q->y};
@@ -453,6 +527,20 @@ static void part_run(conv_state *s, conv_part *q) {
   if (r == dnnl_success) {
     q->failed = "execute";
     r = dnnl_primitive_execute(q->prim, q->stream, q->n_args, q->args);
+  }
+  const void *z = NULL;
+  if (r == dnnl_success && q->z_user) {
+    q->failed = "reordering the residual";
+    r = z_rows(q, &z);
+  }
+  if (r == dnnl_success && (z || s->relu)) {
+    /* The epilogue on what the primitive just wrote (see the top). */
+    void *dst = q->y.buf;
+    q->failed = "stream wait";
+    r = dnnl_stream_wait(q->stream);
+    if (r == dnnl_success && !dst) r = dnnl_memory_get_data_handle(q->y.user, &dst);
+    if (r == dnnl_success)
+      fgk_conv_epilogue_f32(dst, z, (int64_t)(q->dst_bytes / sizeof(float)), s->relu);
   }
   for (int i = 0; i < 2 && r == dnnl_success; i++)
     if (ports[i]->reorder && ports[i]->out) {
@@ -526,6 +614,10 @@ static int bind(const fg_kctx *ctx, conv_state *s, const conv_bufs *b) {
     char *y = (char *)b->y->data + (size_t)q->n0 * s->y_row;
     DNNL_TRY(dnnl_memory_set_data_handle(q->x.user, x), "binding a buffer");
     DNNL_TRY(dnnl_memory_set_data_handle(q->y.user, y), "binding a buffer");
+    if (q->z_user)
+      DNNL_TRY(
+          dnnl_memory_set_data_handle(q->z_user, (char *)b->z->data + (size_t)q->n0 * s->y_row),
+          "binding the residual");
     if (q->mb) DNNL_TRY(dnnl_memory_set_data_handle(q->mb, b->bias->data), "binding the bias");
   }
 done:
@@ -533,7 +625,7 @@ done:
 }
 
 static int conv_exec(const fg_kctx *ctx, conv_state *s) {
-  conv_bufs b = conv_bufs_of(ctx, s->mode);
+  conv_bufs b = bufs_of(ctx, s->mode, s->epi);
   int rc = bind(ctx, s, &b);
   if (rc != 0) return rc;
   omp_set_num_threads(s->threads);
@@ -556,18 +648,18 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
   }
   s->w_valid = s->w_fixed, s->w_version = ctx->var_version, s->w_data = b.w->data;
   if (s->mode == CONV_TRANSPOSE && b.bias) {
-    conv_geo G = conv_geo_of(ctx, &b);
+    conv_geo G = conv_geo_of(&b);
     fgk_conv_add_bias_f32(&G, b.bias->data, b.x->data);
   }
   return 0;
 }
 
-int fgk_conv_dnnl(const fg_kctx *ctx, conv_mode m) {
+int fgk_conv_dnnl(const fg_kctx *ctx, conv_mode m, conv_epi e) {
   if (ctx->state) return conv_exec(ctx, ctx->state);
   /* No plan-time state (constant folding, a direct call): make it for
    * this call alone. */
   void *s = NULL;
-  if (fgk_conv_dnnl_prepare(ctx, m, 1, &s) != 0) return -1;
+  if (fgk_conv_dnnl_prepare(ctx, m, e, 1, &s) != 0) return -1;
   int rc = conv_exec(ctx, s);
   fgk_conv_release(s);
   return rc;

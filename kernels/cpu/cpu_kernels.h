@@ -122,7 +122,10 @@
   /* matmul.c: matmul with its bias and activation on each tile */                                 \
   FGK_FLOAT(X, "fused_matmul", fgk_fused_matmul)                                                   \
   /* fused.c: the fuse pass's programs */                                                          \
-  FGK_FLOAT(X, "fused_elementwise", fgk_fused_elementwise)
+  FGK_FLOAT(X, "fused_elementwise", fgk_fused_elementwise)                                         \
+  /* conv.c: the conv_epilogue pass's convolutions (oneDNN in f32, as conv2d) */                   \
+  FGK_FLOAT(X, "fused_conv2d", fgk_fused_conv2d)                                                   \
+  FGK_FLOAT(X, "fused_conv2d_add", fgk_fused_conv2d_add)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */
@@ -130,7 +133,9 @@
   X("conv2d", FG_F32, fgk_conv2d_prepare, fgk_conv_release)                                        \
   X("conv2d_grad_input", FG_F32, fgk_conv2d_grad_input_prepare, fgk_conv_release)                  \
   X("conv2d_grad_weight", FG_F32, fgk_conv2d_grad_weight_prepare, fgk_conv_release)                \
-  X("conv_transpose2d", FG_F32, fgk_conv_transpose2d_prepare, fgk_conv_release)
+  X("conv_transpose2d", FG_F32, fgk_conv_transpose2d_prepare, fgk_conv_release)                    \
+  X("fused_conv2d", FG_F32, fgk_fused_conv2d_prepare, fgk_conv_release)                            \
+  X("fused_conv2d_add", FG_F32, fgk_fused_conv2d_add_prepare, fgk_conv_release)
 
 #define FGK_DECLARE_PREP(op, dt, prep, rel)                                                        \
   int prep(const fg_kctx *ctx, int threads, void **state);                                         \

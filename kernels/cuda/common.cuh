@@ -113,7 +113,10 @@ extern "C" {
   /* fused_matmul.cu: cuBLASLt with the bias and relu in its epilogue */                           \
   FGK_FLOAT(X, "fused_matmul", fgc_fused_matmul)                                                   \
   /* fused.cu: fused_elementwise, its kernel compiled with NVRTC at plan time */                   \
-  FGK_FLOAT(X, "fused_elementwise", fgc_fused)
+  FGK_FLOAT(X, "fused_elementwise", fgc_fused)                                                     \
+  /* conv.cu: the conv_epilogue pass's convolutions, cuDNN and one epilogue kernel */              \
+  FGK_FLOAT(X, "fused_conv2d", fgc_fused_conv2d)                                                   \
+  FGK_FLOAT(X, "fused_conv2d_add", fgc_fused_conv2d_add)
 
 /* X(op name, dtype key, prepare, release): the CUDA kernels with plan-time
  * state. */
