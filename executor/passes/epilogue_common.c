@@ -12,7 +12,8 @@
  * shape and dtype (the like input of sum_to, broadcast_like and
  * reshape_like, which gradients make with an unknown batch dim; zeros_like,
  * ones_like, numel). Such an input may read the root instead: it has the
- * type and run-time shape of the matmul and of the add. */
+ * type and run-time shape of the nodes a chain absorbs (a matmul or a
+ * conv2d, and an add). */
 static int ctrl_input(const fg_node *n, int i) {
   const fg_op_def *d = &fg_op_table[n->op];
   switch (n->op) {
@@ -51,7 +52,9 @@ static int count_uses(const fg_pass_ctx *ctx, fg_epi_state *s) {
   return 0;
 }
 
-int fg_epi_state_init(fg_pass_ctx *ctx, fg_epi_state *s, const char *pass, fg_status *st) {
+/* Resolves every node's inputs and counts the uses. 0, or -1 with the
+ * status set (out of memory; `pass` names the pass). */
+static int state_init(fg_pass_ctx *ctx, fg_epi_state *s, const char *pass, fg_status *st) {
   for (int id = 0; id < ctx->w->g.n_nodes; id++)
     fg_pass_resolve_inputs(ctx, id);
   s->uses = NULL, s->ctrl_first = NULL, s->absorbed = NULL;
@@ -60,7 +63,7 @@ int fg_epi_state_init(fg_pass_ctx *ctx, fg_epi_state *s, const char *pass, fg_st
   return -1;
 }
 
-void fg_epi_state_free(fg_epi_state *s) {
+static void state_free(fg_epi_state *s) {
   free(s->uses);
   free(s->ctrl_first);
   free(s->absorbed);
@@ -130,4 +133,15 @@ int fg_epi_absorb(fg_pass_ctx *ctx, fg_epi_state *s, const int *parts, int n_par
     if (fg_pass_record(ctx, parts[k], "fused", into, rule, st) != 0) return -1;
   }
   return fg_pass_record(ctx, root, "fused", into, rule, st);
+}
+
+int fg_epi_run(fg_pass_ctx *ctx, const char *pass, fg_epi_try_fn try_root, fg_status *st) {
+  const fg_graph *g = &ctx->w->g;
+  fg_epi_state s;
+  int rc = state_init(ctx, &s, pass, st);
+  for (int id = g->n_nodes - 1; rc == 0 && id >= 0; id--)
+    if (g->nodes[id].op == FG_OP_RELU || g->nodes[id].op == FG_OP_ADD)
+      rc = try_root(ctx, &s, id, st);
+  state_free(&s);
+  return rc;
 }

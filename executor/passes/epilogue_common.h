@@ -26,11 +26,6 @@ typedef struct fg_epi_state {
   char *absorbed;  /* per node: already part of a fused chain */
 } fg_epi_state;
 
-/* Resolves every node's inputs and counts the uses. 0, or -1 with the
- * status set (out of memory; `pass` names the pass). */
-int fg_epi_state_init(fg_pass_ctx *ctx, fg_epi_state *s, const char *pass, fg_status *st);
-void fg_epi_state_free(fg_epi_state *s);
-
 int fg_epi_is_float(fg_dtype dt);
 /* Node `root` may end a chain: live, not yet fused, unpinned, one float
  * output. */
@@ -44,5 +39,12 @@ int fg_epi_readable_at_root(const fg_graph *g, fg_output o, int from, int root);
  * fg_optimize) and everything is recorded under `rule`. 0 or -1. */
 int fg_epi_absorb(fg_pass_ctx *ctx, fg_epi_state *s, const int *parts, int n_parts, int root,
                   const char *rule, fg_status *st);
+
+/* Tries node `root` (a relu or an add) as the end of a chain and fuses
+ * it: 0 (fused or not), or -1 with the status set. */
+typedef int (*fg_epi_try_fn)(fg_pass_ctx *ctx, fg_epi_state *s, int root, fg_status *st);
+/* Runs `try_root` on every relu and add from the last node back, so a
+ * relu claims its add before the add is tried as a root of its own. */
+int fg_epi_run(fg_pass_ctx *ctx, const char *pass, fg_epi_try_fn try_root, fg_status *st);
 
 #endif

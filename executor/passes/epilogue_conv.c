@@ -146,18 +146,11 @@ static int fuse_chain(fg_pass_ctx *ctx, fg_epi_state *s, const conv_chain *c, fg
   return fg_epi_absorb(ctx, s, parts, 2, c->root, rules[c->add < 0][c->relu], st);
 }
 
+static int try_root(fg_pass_ctx *ctx, fg_epi_state *s, int root, fg_status *st) {
+  conv_chain c;
+  return match_chain(ctx, s, root, &c) ? fuse_chain(ctx, s, &c, st) : 0;
+}
+
 int fg_pass_conv_epilogue(fg_pass_ctx *ctx, fg_status *st) {
-  const fg_graph *g = &ctx->w->g;
-  fg_epi_state s;
-  int rc = fg_epi_state_init(ctx, &s, "conv_epilogue", st);
-  /* From the last node back, so a relu claims its add before the add is
-   * considered as a root of its own. */
-  for (int id = g->n_nodes - 1; rc == 0 && id >= 0; id--) {
-    conv_chain c;
-    int op = g->nodes[id].op;
-    if ((op == FG_OP_RELU || op == FG_OP_ADD) && match_chain(ctx, &s, id, &c))
-      rc = fuse_chain(ctx, &s, &c, st);
-  }
-  fg_epi_state_free(&s);
-  return rc;
+  return fg_epi_run(ctx, "conv_epilogue", try_root, st);
 }
