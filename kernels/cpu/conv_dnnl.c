@@ -25,16 +25,17 @@
  * step, except the weight gradient, which then gets one thread.
  *
  * The fused ops (fused_conv2d, fused_conv2d_add) run conv2d's primitive,
- * then their epilogue on each part's destination right after it, while
- * it is warm: y + z, then relu, the same bits as conv2d -> add -> relu
- * (tests/kernels/test_fused_conv.c checks them). Not oneDNN's post-ops:
- * its sum post-op adds the old destination before the bias (the JIT
- * kernels add the bias last), which rounds (acc + z) + b where the chain
- * rounds (acc + b) + z, and its eltwise relu maps NaN to 0 in the JIT
- * kernels and negative values to -0.0 in the GEMM ones, where the relu
- * kernel keeps NaN and gives +0.0. z is read where it lies when it has
- * the destination's layout (the planner gives it y's), else reordered
- * into a buffer of that layout first. */
+ * then their epilogue on each part's rows of y right after the part has
+ * written them, while they are warm: y + z, then relu, the same bits as
+ * conv2d -> add -> relu (tests/kernels/test_fused_conv.c checks them).
+ * z has y's layout (the planner joins the two), so element i of one is
+ * element i of the other. A batch that is not cut runs the epilogue over
+ * the run's threads after the primitive. Not oneDNN's post-ops: its sum
+ * post-op adds the old destination before the bias (the JIT kernels add
+ * the bias last), which rounds (acc + z) + b where the chain rounds
+ * (acc + b) + z, and its eltwise relu maps NaN to 0 in the JIT kernels
+ * and negative values to -0.0 in the GEMM ones, where the relu kernel
+ * keeps NaN and gives +0.0. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,12 +73,10 @@ typedef struct conv_part {
   void *dw_buf;
   dnnl_memory_t mb, scratch;
   void *scratch_buf;
-  /* fused_conv2d_add: z's rows, read in place, or reordered (z_reorder)
-   * into z_buf in the destination's layout when that differs. */
-  dnnl_memory_t z_user, z_inner, z_rscratch;
-  dnnl_primitive_t z_reorder;
-  void *z_buf, *z_rscratch_buf;
-  size_t dst_bytes; /* of the destination, in the primitive's layout */
+  /* The fused ops' epilogue: this part's rows of y and z (NULL: none),
+   * bound each call. */
+  float *y_rows;
+  const float *z_rows;
   dnnl_exec_arg_t args[6];
   int n_args;
   dnnl_status_t status; /* of this part's last run */
@@ -99,7 +98,8 @@ typedef struct conv_state {
   conv_mode mode;
   conv_epi epi;
   int relu;
-  int threads; /* each primitive's OpenMP team */
+  int64_t part_rows; /* batch rows per part */
+  int threads;       /* each primitive's OpenMP team */
   int n_parts;
   /* The weight is a variable or constant input (fg_kctx.fixed_inputs):
    * its reordered copy is kept while the session's var_version and the
@@ -134,12 +134,6 @@ static void part_release(conv_part *q) {
   if (q->scratch) dnnl_memory_destroy(q->scratch);
   if (q->prim) dnnl_primitive_destroy(q->prim);
   if (q->stream) dnnl_stream_destroy(q->stream);
-  if (q->z_user) dnnl_memory_destroy(q->z_user);
-  if (q->z_inner) dnnl_memory_destroy(q->z_inner);
-  free(q->z_buf);
-  if (q->z_rscratch) dnnl_memory_destroy(q->z_rscratch);
-  if (q->z_reorder) dnnl_primitive_destroy(q->z_reorder);
-  free(q->z_rscratch_buf);
   free(q->dw_buf);
   free(q->scratch_buf);
 }
@@ -299,24 +293,6 @@ static void conv_args(conv_mode m, int arg[3]) {
   arg[2] = fwd ? DNNL_ARG_DST : DNNL_ARG_DIFF_DST;
 }
 
-/* fused_conv2d_add's z for part q: its rows in z's layout (the planner
- * gives z y's layout), and when the primitive's destination has another,
- * a buffer in that one and the reorder into it. */
-static int zport_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv_geo *Gp,
-                      const conv_bufs *b, const dnnl_memory_desc_t *dst) {
-  int rc = 0;
-  dnnl_dims_t yd = {Gp->n, Gp->o, Gp->oh, Gp->ow};
-  dnnl_memory_desc_t zmd;
-  DNNL_TRY(dnnl_memory_desc_init_by_tag(&zmd, 4, yd, dnnl_f32, act_tag(b->z->layout)),
-           "z descriptor");
-  DNNL_TRY(dnnl_memory_create(&q->z_user, &zmd, s->engine, DNNL_MEMORY_NONE), "memory");
-  if (dnnl_memory_desc_equal(&zmd, dst)) return 0;
-  if (owned_memory(ctx, dst, s->engine, &q->z_buf, &q->z_inner) != 0) return -1;
-  return reorder_init(ctx, s->engine, &zmd, dst, &q->z_reorder, &q->z_rscratch, &q->z_rscratch_buf);
-done:
-  return rc;
-}
-
 /* Part q over the rows of Gp (Gp->n of them): its primitive, x and y ports,
  * partial weight gradient, bias and scratchpad. The first part also makes
  * the shared weight port. */
@@ -349,12 +325,10 @@ static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv
     }
   const int fwd = m == CONV_FWD, bwd_w = m == CONV_BWD_WEIGHTS;
   if (port_init(ctx, s->engine, &q->x, !fwd && !bwd_w, &plain[0], chosen[0]) != 0 ||
-      port_init(ctx, s->engine, &q->y, fwd, &plain[2], chosen[2]) != 0 ||
-      (b->z && zport_init(ctx, s, q, Gp, b, chosen[2]) != 0)) {
+      port_init(ctx, s->engine, &q->y, fwd, &plain[2], chosen[2]) != 0) {
     rc = -1;
     goto done;
   }
-  q->dst_bytes = dnnl_memory_desc_get_size(chosen[2]);
   dnnl_memory_t wmem;
   if (q == s->part) {
     if (port_init(ctx, s->engine, &s->w, bwd_w, &plain[1], chosen[1]) != 0) {
@@ -455,6 +429,13 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threa
   conv_bufs b = bufs_of(ctx, m, e);
   conv_geo G = conv_geo_of(&b);
   *state = NULL;
+  if (b.z && b.z->layout != b.y->layout) {
+    /* The epilogue reads z element for element beside y. */
+    snprintf(ctx->err, ctx->err_size,
+             "input 2 (z) is laid out as %d, the output as %d: they must match", b.z->layout,
+             b.y->layout);
+    return -1;
+  }
   /* An empty x or y has nothing to convolve (conv.c's empty()). */
   if (fgk_numel(b.x) == 0 || fgk_numel(b.y) == 0) return 0;
   const int n_parts = parts_for(G.n);
@@ -467,6 +448,7 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threa
   s->epi = e;
   s->relu = b.relu;
   s->n_parts = n_parts;
+  s->part_rows = G.n / n_parts;
   /* A primitive's OpenMP team is sized when it is made, from the calling
    * thread's OpenMP thread count (see the top of this file). */
   s->threads = n_parts > 1 || m == CONV_BWD_WEIGHTS || threads < 1 ? 1 : threads;
@@ -505,18 +487,14 @@ static dnnl_status_t port_reorder(dnnl_stream_t stream, conv_port *p) {
   return dnnl_primitive_execute(p->reorder, stream, p->rscratch ? 3 : 2, args);
 }
 
-/* z's rows in the destination's layout, into *z (fused_conv2d_add). */
-static dnnl_status_t z_rows(conv_part *q, const void **z) {
-  if (!q->z_reorder) return dnnl_memory_get_data_handle(q->z_user, (void **)z);
-  dnnl_exec_arg_t args[3] = {
-      {DNNL_ARG_FROM, q->z_user}, {DNNL_ARG_TO, q->z_inner}, {DNNL_ARG_SCRATCHPAD, q->z_rscratch}};
-  *z = q->z_buf;
-  return dnnl_primitive_execute(q->z_reorder, q->stream, q->z_rscratch ? 3 : 2, args);
+/* The fused ops' epilogue on elements [begin, end) of part q's rows. */
+static void part_epilogue(const conv_state *s, const conv_part *q, int64_t begin, int64_t end) {
+  fgk_conv_epilogue_f32(q->y_rows + begin, q->z_rows ? q->z_rows + begin : NULL, end - begin,
+                        s->relu);
 }
 
-/* Runs part q: its inputs' reorders, the residual into the destination
- * (fused_conv2d_add), the primitive, the relu (fused ops), its output's
- * reorder. */
+/* Runs part q: its inputs' reorders, the primitive, its output's
+ * reorder, and the fused ops' epilogue when the batch is cut. */
 static void part_run(conv_state *s, conv_part *q) {
   omp_set_num_threads(s->threads);
   conv_port *ports[2] = {&q->x, &q->y};
@@ -528,20 +506,6 @@ static void part_run(conv_state *s, conv_part *q) {
     q->failed = "execute";
     r = dnnl_primitive_execute(q->prim, q->stream, q->n_args, q->args);
   }
-  const void *z = NULL;
-  if (r == dnnl_success && q->z_user) {
-    q->failed = "reordering the residual";
-    r = z_rows(q, &z);
-  }
-  if (r == dnnl_success && (z || s->relu)) {
-    /* The epilogue on what the primitive just wrote (see the top). */
-    void *dst = q->y.buf;
-    q->failed = "stream wait";
-    r = dnnl_stream_wait(q->stream);
-    if (r == dnnl_success && !dst) r = dnnl_memory_get_data_handle(q->y.user, &dst);
-    if (r == dnnl_success)
-      fgk_conv_epilogue_f32(dst, z, (int64_t)(q->dst_bytes / sizeof(float)), s->relu);
-  }
   for (int i = 0; i < 2 && r == dnnl_success; i++)
     if (ports[i]->reorder && ports[i]->out) {
       q->failed = "reordering the output";
@@ -551,6 +515,8 @@ static void part_run(conv_state *s, conv_part *q) {
     q->failed = "stream wait";
     r = dnnl_stream_wait(q->stream);
   }
+  if (r == dnnl_success && s->epi != CONV_PLAIN && s->n_parts > 1)
+    part_epilogue(s, q, 0, (int64_t)(s->y_row / sizeof(float)) * s->part_rows);
   q->status = r;
 }
 
@@ -614,14 +580,18 @@ static int bind(const fg_kctx *ctx, conv_state *s, const conv_bufs *b) {
     char *y = (char *)b->y->data + (size_t)q->n0 * s->y_row;
     DNNL_TRY(dnnl_memory_set_data_handle(q->x.user, x), "binding a buffer");
     DNNL_TRY(dnnl_memory_set_data_handle(q->y.user, y), "binding a buffer");
-    if (q->z_user)
-      DNNL_TRY(
-          dnnl_memory_set_data_handle(q->z_user, (char *)b->z->data + (size_t)q->n0 * s->y_row),
-          "binding the residual");
+    q->y_rows = (float *)y;
+    q->z_rows = b->z ? (const float *)((const char *)b->z->data + (size_t)q->n0 * s->y_row) : NULL;
     if (q->mb) DNNL_TRY(dnnl_memory_set_data_handle(q->mb, b->bias->data), "binding the bias");
   }
 done:
   return rc;
+}
+
+/* The epilogue of a batch that is not cut, elements [begin, end) of y. */
+static void epilogue_range(void *arg, int64_t begin, int64_t end) {
+  const conv_state *s = arg;
+  part_epilogue(s, &s->part[0], begin, end);
 }
 
 static int conv_exec(const fg_kctx *ctx, conv_state *s) {
@@ -647,6 +617,8 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
     if (s->w.reorder && w_reorder(ctx, s, "reordering the output") != 0) return -1;
   }
   s->w_valid = s->w_fixed, s->w_version = ctx->var_version, s->w_data = b.w->data;
+  if (s->epi != CONV_PLAIN && s->n_parts == 1)
+    fgk_parallel_for(ctx, fgk_numel(b.y), FGK_GRAIN_CHEAP, epilogue_range, s);
   if (s->mode == CONV_TRANSPOSE && b.bias) {
     conv_geo G = conv_geo_of(&b);
     fgk_conv_add_bias_f32(&G, b.bias->data, b.x->data);

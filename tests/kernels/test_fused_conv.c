@@ -1,8 +1,9 @@
 /* fused_conv2d and fused_conv2d_add (graph/infer_fused_conv.c; CPU:
  * kernels/cpu/conv.c and conv_dnnl.c): the same bits as conv2d, add and
  * relu run one after another, through plans with 2 threads (oneDNN's
- * batch parts; a residual in C order reordered into the primitive's
- * blocked destination, and one in NC16 copied; groups, strides, 1x1, a
+ * batch cut into parts, each running the epilogue on its rows, and a
+ * batch that is not cut, whose epilogue runs over the threads after the
+ * primitive; y and z in C order and in NC16; groups, strides, 1x1, a
  * batch of 1), with NaN and -0.0 in the residual (the relu keeps NaN);
  * values against a double loop written here; the kernel called without
  * plan-time state; shape inference and FLOPs; and bad inputs: a bias of
