@@ -51,7 +51,9 @@ static int port(const fg_step *step, int i) {
  * kernel does not read it. */
 static int conv_ports(int op, int ports[2]) {
   switch (op) {
-  case FG_OP_CONV2D: ports[0] = 0, ports[1] = -1; return 2;
+  case FG_OP_CONV2D:
+  case FG_OP_FUSED_CONV2D:
+  case FG_OP_FUSED_CONV2D_ADD: ports[0] = 0, ports[1] = -1; return 2;
   case FG_OP_CONV2D_GRAD_INPUT: ports[0] = 0, ports[1] = -1; return 2;
   case FG_OP_CONV2D_GRAD_WEIGHT: ports[0] = 0, ports[1] = 1; return 2;
   default: return 0;
@@ -115,7 +117,13 @@ static void walk(fg_plan_builder *b, layout_sets *L) {
         L->bad[step->out_slots[0]] = 1;
       else
         L->bad[step->in_slots[1]] = 1;
-      if (step->n_in > 2 && op == FG_OP_CONV2D) L->bad[step->in_slots[2]] = 1;
+      /* fused_conv2d_add's residual is added element by element: it
+       * shares y's layout; its bias is input 3. */
+      const int bias = op == FG_OP_FUSED_CONV2D_ADD ? 3 : 2;
+      if (op == FG_OP_FUSED_CONV2D_ADD) join(L, step->in_slots[2], step->out_slots[0]);
+      const int fwd =
+          op == FG_OP_CONV2D || op == FG_OP_FUSED_CONV2D || op == FG_OP_FUSED_CONV2D_ADD;
+      if (fwd && step->n_in > bias) L->bad[step->in_slots[bias]] = 1;
     } else if (op == FG_OP_BATCH_NORM || op == FG_OP_BATCH_NORM_GRAD) {
       const int x = step->in_slots[op == FG_OP_BATCH_NORM_GRAD];
       join_same_shape(L, plan, step, &plan->slots[x], x, 1);

@@ -172,10 +172,17 @@ FGI_DECL_PARSE(fgi_parse_dropout)
 FGI_DECL_PARSE(fgi_parse_conv) /* infer_conv.c; all four conv ops */
 /* infer_logical.c: logical_not, logical_and, logical_or */
 FGI_DECL_INFER(fgi_infer_logical)
-/* infer_fused_matmul.c: fused_matmul */
+/* infer_fused_matmul.c: fused_matmul, and the activation attribute it
+ * shares with fused_conv2d: the fg_activation a node names (absent: none),
+ * or -1 after failing with a status that names the node and the value. */
+int fgi_activation(const fg_node *node, fg_status *st);
 FGI_DECL_INFER(fgi_infer_fused_matmul)
 FGI_DECL_FLOPS(fgi_flops_fused_matmul)
 FGI_DECL_PARSE(fgi_parse_fused_matmul)
+/* infer_fused_conv.c: fused_conv2d, fused_conv2d_add */
+FGI_DECL_INFER(fgi_infer_fused_conv)
+FGI_DECL_FLOPS(fgi_flops_fused_conv)
+FGI_DECL_PARSE(fgi_parse_fused_conv)
 /* infer_fused.c: fused_elementwise, from its program */
 FGI_DECL_INFER(fgi_infer_fused)
 FGI_DECL_PARSE(fgi_parse_fused)

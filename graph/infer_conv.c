@@ -159,15 +159,16 @@ static int conv_out_hw(const fg_node *node, const fg_tinfo *in, int xi, const ch
   return 0;
 }
 
-static int check_bias(const fg_node *node, const fg_tinfo *in, int64_t o, fg_status *st) {
+/* The bias, input i: [o] of x's dtype. */
+static int check_bias(const fg_node *node, const fg_tinfo *in, int i, int64_t o, fg_status *st) {
   char s[FGI_STR];
-  if (check_float(node, in, 2, "b", st)) return -1;
-  if (in[2].rank != 1)
-    return fgi_fail(node, st, "input 2 (b) shape %s has rank %d, expected 1 ([O])",
-                    fgi_shape(&in[2], s), in[2].rank);
-  if (o >= 0 && in[2].dims[0] >= 0 && in[2].dims[0] != o)
-    return fgi_fail(node, st, "input 2 (b) has %lld entries, expected the %lld output channels",
-                    (long long)in[2].dims[0], (long long)o);
+  if (check_float(node, in, i, "b", st)) return -1;
+  if (in[i].rank != 1)
+    return fgi_fail(node, st, "input %d (b) shape %s has rank %d, expected 1 ([O])", i,
+                    fgi_shape(&in[i], s), in[i].rank);
+  if (o >= 0 && in[i].dims[0] >= 0 && in[i].dims[0] != o)
+    return fgi_fail(node, st, "input %d (b) has %lld entries, expected the %lld output channels", i,
+                    (long long)in[i].dims[0], (long long)o);
   return 0;
 }
 
@@ -186,18 +187,26 @@ static int check_dy(const fg_node *node, const fg_tinfo *in, int yi, const int64
 
 static const char *const XL = "[N, C, H, W]", *const WL = "[O, C/groups, kH, kW]";
 
+/* conv2d, or a fused op computing conv2d first (graph/infer_fused_conv.c):
+ * x, w and the optional b at input bias_input. */
+static int forward_conv(int op, int *bias_input) {
+  *bias_input = op == FG_OP_FUSED_CONV2D_ADD ? 3 : 2;
+  return op == FG_OP_CONV2D || op == FG_OP_FUSED_CONV2D || op == FG_OP_FUSED_CONV2D_ADD;
+}
+
 /* conv2d, conv2d_grad_input, conv2d_grad_weight: x and w are inputs (one
  * of them as `like`), y is computed and is the output or dy. */
 static int infer_forward_family(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
                                 fg_status *st) {
-  int op = node->op;
+  int op = node->op, bi;
+  const int fwd = forward_conv(op, &bi);
   int xi = op == FG_OP_CONV2D_GRAD_INPUT ? 2 : 0, wi = op == FG_OP_CONV2D_GRAD_WEIGHT ? 2 : 1;
   const char *xname = xi == 2 ? "like" : "x", *wname = wi == 2 ? "like" : "w";
   int yi = op == FG_OP_CONV2D_GRAD_INPUT ? 0 : op == FG_OP_CONV2D_GRAD_WEIGHT ? 1 : -1;
   if (check_float(node, in, 0, op == FG_OP_CONV2D_GRAD_INPUT ? "dy" : "x", st) ||
       check_float(node, in, 1, op == FG_OP_CONV2D_GRAD_WEIGHT ? "dy" : "w", st))
     return -1;
-  if (op != FG_OP_CONV2D && check_float(node, in, 2, "like", st)) return -1;
+  if (!fwd && check_float(node, in, 2, "like", st)) return -1;
   if (check_rank4(node, in, xi, xname, XL, st) || check_rank4(node, in, wi, wname, WL, st))
     return -1;
   if (yi >= 0 && check_rank4(node, in, yi, "dy", "[N, O, OH, OW]", st)) return -1;
@@ -206,15 +215,14 @@ static int infer_forward_family(const fg_node *node, const fg_tinfo *in, fg_tinf
   if (conv_params(node, &in[wi], &p, &pads_known, st) ||
       check_channels(node, in, xi, xname, wi, wname, &p, st))
     return -1;
-  if (op == FG_OP_CONV2D && node->n_inputs > 2 && check_bias(node, in, in[wi].dims[0], st))
-    return -1;
+  if (fwd && node->n_inputs > bi && check_bias(node, in, bi, in[wi].dims[0], st)) return -1;
   int64_t y[4] = {in[xi].dims[0], in[wi].dims[0], -1, -1};
   if (conv_out_hw(node, in, xi, xname, wi, &p, pads_known, y + 2, st)) return -1;
   if (yi >= 0 && check_dy(node, in, yi, y, st)) return -1;
   out[0].dtype = in[0].dtype;
   out[0].rank = 4;
   /* The gradients have their like input's shape. */
-  const int64_t *dims = op == FG_OP_CONV2D ? y : in[2].dims;
+  const int64_t *dims = fwd ? y : in[2].dims;
   memcpy(out[0].dims, dims, 4 * sizeof *dims);
   return fgi_check_bytes(node, &out[0], st);
 }
@@ -242,7 +250,7 @@ static int infer_transpose(const fg_node *node, const fg_tinfo *in, fg_tinfo *ou
     if (in[1].dims[d] == 0)
       return fgi_fail(node, st, "input 1 (w) shape %s has an empty kernel", fgi_shape(&in[1], s));
   int64_t cout = in[1].dims[1] >= 0 ? in[1].dims[1] * g : -1;
-  if (node->n_inputs > 2 && check_bias(node, in, cout, st)) return -1;
+  if (node->n_inputs > 2 && check_bias(node, in, 2, cout, st)) return -1;
   out[0].dtype = in[0].dtype;
   out[0].rank = 4;
   out[0].dims[0] = in[0].dims[0];
@@ -281,7 +289,8 @@ int fgi_parse_conv(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_
  * of its group): 2 N O OH OW (C/groups) kH kW. The forward output is y
  * (conv2d), dy (the gradients) or x (conv_transpose2d). */
 int64_t fgi_flops_conv(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out) {
-  const fg_tinfo *y = node->op == FG_OP_CONV2D               ? &out[0]
+  int bi;
+  const fg_tinfo *y = forward_conv(node->op, &bi)            ? &out[0]
                       : node->op == FG_OP_CONV2D_GRAD_WEIGHT ? &in[1]
                                                              : &in[0];
   const fg_tinfo *w = node->op == FG_OP_CONV2D_GRAD_WEIGHT ? &out[0] : &in[1];

@@ -7,9 +7,7 @@
 
 #include "graph/infer_common.h"
 
-/* The activation a node names (absent: none), or -1 after failing with a
- * status that names the node and the value. */
-static int activation_of(const fg_node *node, fg_status *st) {
+int fgi_activation(const fg_node *node, fg_status *st) {
   const fg_attr *a = fg_attrs_find(&node->attrs, "activation");
   if (!a) return FG_ACTIVATION_NONE;
   if (a->type != FG_ATTR_STRING || !a->s)
@@ -23,7 +21,7 @@ static int activation_of(const fg_node *node, fg_status *st) {
 int fgi_infer_fused_matmul(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
                            fg_status *status) {
   char s1[FGI_STR], s2[FGI_STR];
-  if (activation_of(node, status) < 0) return -1;
+  if (fgi_activation(node, status) < 0) return -1;
   if (fgi_infer_matmul(node, in, out, status) != 0) return -1;
   const fg_tinfo *bias = &in[2];
   if (bias->dtype != in[0].dtype)
@@ -49,7 +47,7 @@ int64_t fgi_flops_fused_matmul(const fg_node *node, const fg_tinfo *in, const fg
 int fgi_parse_fused_matmul(const fg_node *node, const fg_tinfo *in, fg_op_params *p,
                            fg_status *st) {
   (void)in;
-  int act = activation_of(node, st);
+  int act = fgi_activation(node, st);
   if (act < 0) return -1;
   p->fused_matmul.activation = (fg_activation)act;
   return 0;

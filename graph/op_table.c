@@ -311,6 +311,14 @@ static const fg_attr_def a_conv_transpose[] = {
     {"output_padding", FG_ATTR_INTS, "0,0", "rows and columns added at the bottom/right, < stride",
      FG_NO_PARAM},
     A_END};
+/* fused_conv2d and fused_conv2d_add: conv2d's, and the activation. */
+static const fg_attr_def a_fused_conv[] = {
+    A_CONV_COMMON,
+    {"auto_pad", FG_ATTR_STRING, "explicit",
+     "explicit (pads), or same: total pad dilation*(k-1), the odd one bottom/right (stride 1)",
+     FG_NO_PARAM},
+    {"activation", FG_ATTR_STRING, "none", "applied last: \"none\" or \"relu\"", FG_NO_PARAM},
+    A_END};
 static const fg_attr_def a_fused[] = {
     {"program", FG_ATTR_STRING, NULL,
      "instructions `op(arg, ...)` separated by ';', args xI (input), tJ (earlier result) or a "
@@ -690,6 +698,17 @@ const fg_op_def fg_op_table[] = {
                                 fgi_flops_multi_apply, 0x1u,
                                 "var[n], m[n], v[n], grad[n], lr, step, ctrl...", a_multi_adam,
                                 NULL, "apply_adam of n variables in one kernel", NULL, 3},
+    /* The conv_epilogue pass's nodes (executor/passes/epilogue_conv.c;
+     * graph/infer_fused_conv.c): a convolution, its residual add and its
+     * activation in one kernel. Made after autodiff: no gradient. */
+    [FG_OP_FUSED_CONV2D] = {"fused_conv2d", 2, 3, 1, 0, fgi_infer_fused_conv, fgi_flops_fused_conv,
+                            0, "x, w, [b]", a_fused_conv, fgi_parse_fused_conv,
+                            "act(conv2d(x, w, b)), as conv2d then the activation"},
+    [FG_OP_FUSED_CONV2D_ADD] = {"fused_conv2d_add", 3, 4, 1, 0, fgi_infer_fused_conv,
+                                fgi_flops_fused_conv, 0, "x, w, z, [b]", a_fused_conv,
+                                fgi_parse_fused_conv,
+                                "act(conv2d(x, w, b) + z), z shaped like the convolution's output: "
+                                "conv2d, then add, then the activation"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

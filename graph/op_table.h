@@ -161,7 +161,9 @@
   X(FUSED_ELEMENTWISE, "fused_elementwise")                                                        \
   X(MULTI_APPLY_SGD, "multi_apply_sgd")                                                            \
   X(MULTI_APPLY_MOMENTUM, "multi_apply_momentum")                                                  \
-  X(MULTI_APPLY_ADAM, "multi_apply_adam")
+  X(MULTI_APPLY_ADAM, "multi_apply_adam")                                                          \
+  X(FUSED_CONV2D, "fused_conv2d")                                                                  \
+  X(FUSED_CONV2D_ADD, "fused_conv2d_add")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

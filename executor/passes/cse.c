@@ -103,15 +103,6 @@ static int mergeable(const fg_pass_ctx *ctx, int id) {
   return 1;
 }
 
-/* 1 when a node between ids m and id writes variable v (assign, apply_*). */
-static int writes_var_between(const fg_graph *g, int v, int m, int id) {
-  for (int k = m + 1; k < id; k++) {
-    const fg_node *n = &g->nodes[k];
-    if (fg_pass_node_writes(n, v)) return 1;
-  }
-  return 0;
-}
-
 /* Node id reads every variable it reads with the value node m (earlier)
  * reads: the plan orders a variable's reads and writes by node id, so the
  * two read the same value unless a write lies between them. */
@@ -119,7 +110,7 @@ static int same_variable_values(const fg_graph *g, int m, int id) {
   const fg_node *n = &g->nodes[id];
   for (int i = 0; i < n->n_inputs; i++) {
     int v = n->inputs[i].node;
-    if (g->nodes[v].op == FG_OP_VARIABLE && writes_var_between(g, v, m, id)) return 0;
+    if (g->nodes[v].op == FG_OP_VARIABLE && fg_pass_written_between(g, v, m, id)) return 0;
   }
   return 1;
 }

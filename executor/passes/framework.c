@@ -43,10 +43,17 @@ int fg_pass_can_replace(const fg_pass_ctx *ctx, int id, fg_output by) {
   return !state_valued(&ctx->w->g, by);
 }
 
-int fg_pass_node_writes(const fg_node *n, int v) {
+/* 1 when node n writes variable node v in place (assign, the updates). */
+static int node_writes(const fg_node *n, int v) {
   for (int i = 0; i < n->n_inputs; i++)
     if (n->inputs[i].node == v && (n->op == FG_OP_ASSIGN ? i == 0 : fg_node_writes_input(n, i)))
       return 1;
+  return 0;
+}
+
+int fg_pass_written_between(const fg_graph *g, int v, int lo, int hi) {
+  for (int k = lo + 1; k < hi; k++)
+    if (node_writes(&g->nodes[k], v)) return 1;
   return 0;
 }
 

@@ -84,15 +84,6 @@ static int can_root(const fuse_state *S, int id) {
          !fg_fused_is_compare(fg_fused_opcode_of(n->op));
 }
 
-/* 1 when a node between ids lo and hi writes variable v. */
-static int var_written_between(const fg_graph *g, int v, int lo, int hi) {
-  for (int k = lo + 1; k < hi; k++) {
-    const fg_node *n = &g->nodes[k];
-    if (fg_pass_node_writes(n, v)) return 1;
-  }
-  return 0;
-}
-
 /* The fused node reads c's inputs at the root's place in node order: a
  * variable must not be written in between, and what an update returns
  * (the variable's storage) is not moved at all. */
@@ -100,7 +91,7 @@ static int reads_stay_valid(const fg_graph *g, int c, int root) {
   const fg_node *n = &g->nodes[c];
   for (int i = 0; i < n->n_inputs; i++) {
     int op = g->nodes[n->inputs[i].node].op;
-    if (op == FG_OP_VARIABLE && var_written_between(g, n->inputs[i].node, c, root)) return 0;
+    if (op == FG_OP_VARIABLE && fg_pass_written_between(g, n->inputs[i].node, c, root)) return 0;
     if (op == FG_OP_ASSIGN || fg_op_table[op].mutable_inputs) return 0;
   }
   return 1;

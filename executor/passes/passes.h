@@ -113,8 +113,10 @@ int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *int
 /* uses[id] (n_nodes ints, from the caller): how many input edges of live
  * nodes read node id, after the replacements so far. */
 void fg_pass_count_uses(const fg_pass_ctx *ctx, int *uses);
-/* 1 when node n writes variable node v in place (assign, the updates). */
-int fg_pass_node_writes(const fg_node *n, int v);
+/* 1 when a node with an id in (lo, hi) writes variable node v: the plan
+ * orders a variable's reads and writes by node id, so a read may move
+ * past no such write. */
+int fg_pass_written_between(const fg_graph *g, int v, int lo, int hi);
 /* 1 for a node whose output is variable state or whose run has an effect
  * (stateful, collective), or that draws random values: passes leave such
  * nodes where they are. */
@@ -134,6 +136,7 @@ int fg_pass_fold(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_xent_grad(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_conv_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fuse(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_multi_update(fg_pass_ctx *ctx, fg_status *st);
 

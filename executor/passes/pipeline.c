@@ -3,11 +3,11 @@
  * fewer nodes to fold; folding runs before inference folding, so batch
  * norm parameters computed from constants are constants by then, and both
  * before CSE, which merges the equal constants folding makes; the
- * cross-entropy gradient and the matmul epilogues fuse after CSE has
- * merged equal nodes, and before element-wise fusion, which would
- * otherwise take their sub, mul, bias add and relu; element-wise fusion
- * runs on what is left, last before dead node elimination, which sweeps
- * what all leave behind. */
+ * cross-entropy gradient and the matmul and convolution epilogues fuse
+ * after CSE has merged equal nodes, and before element-wise fusion, which
+ * would otherwise take their sub, mul, bias add, residual add and relu;
+ * element-wise fusion runs on what is left, last before dead node
+ * elimination, which sweeps what all leave behind. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +35,11 @@ const fg_pass_def fg_passes[] = {
      "matmul epilogues: relu(matmul + bias) and matmul + bias (bias [N]) become one fused_matmul "
      "that adds the bias and applies the relu on each tile of the product (same bits)",
      1, fg_pass_epilogue},
+    {"conv_epilogue",
+     "convolution epilogues: relu(conv2d), conv2d + z and relu(conv2d + z) (z the output's shape) "
+     "become one fused_conv2d or fused_conv2d_add that adds z and applies the relu to the "
+     "convolution's output as it is produced (same bits)",
+     1, fg_pass_conv_epilogue},
     {"fuse",
      "element-wise fusion: groups of float element-wise nodes of one shape become one "
      "fused_elementwise node (one pass over memory, the same bits)",

@@ -286,6 +286,13 @@ typedef struct fg_fused_matmul_params {
   fg_activation activation;
 } fg_fused_matmul_params;
 
+/* fused_conv2d and fused_conv2d_add: conv2d's parameters and the
+ * activation applied last, parsed from its name as fused_matmul's. */
+typedef struct fg_fused_conv_params {
+  fg_conv_params conv;
+  fg_activation activation;
+} fg_fused_conv_params;
+
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
 typedef union fg_op_params {
@@ -321,6 +328,7 @@ typedef union fg_op_params {
   fg_fused_params fused;     /* fused_elementwise */
   fg_fused_matmul_params fused_matmul;
   fg_multi_update_params multi_update; /* multi_apply_sgd, _momentum, _adam */
+  fg_fused_conv_params fused_conv;     /* fused_conv2d, fused_conv2d_add */
 } fg_op_params;
 
 #ifdef __cplusplus

@@ -83,6 +83,16 @@
  *             relu in its epilogue, whose algorithm may sum in another
  *             order than the unfused cuBLAS GEMM: within rounding there,
  *             not bit for bit.
+ *   conv_epilogue
+ *             relu(conv2d(x, w, b)), conv2d(x, w, b) + z and
+ *             relu(conv2d(x, w, b) + z), z of the convolution's output
+ *             dtype and shape (either operand order; b optional): the
+ *             last node becomes fused_conv2d(x, w, [b]) or
+ *             fused_conv2d_add(x, w, z, [b]) (activation "relu" or
+ *             "none"), whose kernel adds z and applies the relu to each
+ *             part of the convolution's output right after it is
+ *             computed (the same bits, on the CPU and the GPU). Under
+ *             epilogue's conditions for the conv2d and the add.
  *   fuse      element-wise float nodes (add, sub, mul, div, maximum,
  *             minimum, pow, the comparisons read by a select, select and
  *             the unary math and activation ops) with one output shape and
@@ -142,7 +152,8 @@ typedef struct fg_pass_change {
   const char *into;
   /* simplified, folded: the rule ("x*1", "neg(neg(x))", "dropout in
    * inference mode", "batch_norm(conv2d) into conv2d"); fused: the ops
-   * ("matmul+add+relu", "add+relu"); else NULL (a constant folded) */
+   * ("matmul+add+relu", "conv2d+add+relu", "add+relu"); else NULL (a
+   * constant folded) */
   const char *rule;
 } fg_pass_change;
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kernels/cpu/conv_impl.h"
+#include "kernels/cpu/elementwise_scalar.h"
 
 /* ---- direct loops (f64; f32 without oneDNN) ------------------------------ */
 
@@ -143,9 +144,9 @@ static void par_for(const fg_kctx *ctx, int64_t n, fg_krange_fn fn, void *arg) {
     fn(arg, 0, n);
 }
 
-static int conv_ref(const fg_kctx *ctx, conv_mode m) {
-  conv_bufs b = conv_bufs_of(ctx, m);
-  conv_geo G = conv_geo_of(ctx, &b);
+static int conv_ref(const fg_kctx *ctx, conv_mode m, const conv_bufs *bufs) {
+  const conv_bufs b = *bufs;
+  conv_geo G = conv_geo_of(&b);
   int f64 = b.y->dtype == FG_F64;
   ref_job j = {&G, m, NULL, NULL, NULL, NULL};
   switch (m) {
@@ -169,17 +170,26 @@ static int conv_ref(const fg_kctx *ctx, conv_mode m) {
 
 #ifdef FG_HAVE_DNNL
 int fgk_nc16_available(void) { return 1; }
-static int conv_f32(const fg_kctx *ctx, conv_mode m) { return fgk_conv_dnnl(ctx, m); }
-#define PREP(name, mode)                                                                           \
+static int conv_f32(const fg_kctx *ctx, conv_mode m, conv_epi e, const conv_bufs *b) {
+  (void)b;
+  return fgk_conv_dnnl(ctx, m, e);
+}
+#define PREP(name, mode, epi)                                                                      \
   int name(const fg_kctx *ctx, int threads, void **state) {                                        \
-    return fgk_conv_dnnl_prepare(ctx, mode, threads, state);                                       \
+    return fgk_conv_dnnl_prepare(ctx, mode, epi, threads, state);                                  \
   }
 #else
 int fgk_nc16_available(void) { return 0; }
-static int conv_f32(const fg_kctx *ctx, conv_mode m) { return conv_ref(ctx, m); }
+/* Without oneDNN the fused ops' epilogue runs after the loops. */
+static int conv_f32(const fg_kctx *ctx, conv_mode m, conv_epi e, const conv_bufs *b) {
+  int rc = conv_ref(ctx, m, b);
+  if (rc == 0 && e != CONV_PLAIN)
+    fgk_conv_epilogue_f32(b->y->data, b->z ? b->z->data : NULL, fgk_numel(b->y), b->relu);
+  return rc;
+}
 void fgk_conv_release(void *state) { (void)state; }
 /* Without oneDNN there is nothing to prepare. */
-#define PREP(name, mode)                                                                           \
+#define PREP(name, mode, epi)                                                                      \
   int name(const fg_kctx *ctx, int threads, void **state) {                                        \
     (void)ctx, (void)threads;                                                                      \
     *state = NULL;                                                                                 \
@@ -187,15 +197,17 @@ void fgk_conv_release(void *state) { (void)state; }
   }
 #endif
 
-PREP(fgk_conv2d_prepare, CONV_FWD)
-PREP(fgk_conv2d_grad_input_prepare, CONV_BWD_DATA)
-PREP(fgk_conv2d_grad_weight_prepare, CONV_BWD_WEIGHTS)
-PREP(fgk_conv_transpose2d_prepare, CONV_TRANSPOSE)
+PREP(fgk_conv2d_prepare, CONV_FWD, CONV_PLAIN)
+PREP(fgk_conv2d_grad_input_prepare, CONV_BWD_DATA, CONV_PLAIN)
+PREP(fgk_conv2d_grad_weight_prepare, CONV_BWD_WEIGHTS, CONV_PLAIN)
+PREP(fgk_conv_transpose2d_prepare, CONV_TRANSPOSE, CONV_PLAIN)
+PREP(fgk_fused_conv2d_prepare, CONV_FWD, CONV_FUSED)
+PREP(fgk_fused_conv2d_add_prepare, CONV_FWD, CONV_FUSED_ADD)
 
 /* An empty x or y (N = 0, no channels) leaves nothing to convolve: the
  * output is zeros, plus the bias where the op has one. 1 when so. */
-static int empty(const fg_kctx *ctx, conv_mode m) {
-  conv_bufs b = conv_bufs_of(ctx, m);
+static int empty(const fg_kctx *ctx, conv_mode m, const conv_bufs *bufs) {
+  const conv_bufs b = *bufs;
   int64_t ex = 1, ey = 1;
   for (int d = 0; d < 4; d++)
     ex *= b.x->dims[d], ey *= b.y->dims[d];
@@ -219,10 +231,56 @@ static int empty(const fg_kctx *ctx, conv_mode m) {
 }
 
 #define CONV_KERNELS(name, mode)                                                                   \
-  int name##_f32(const fg_kctx *ctx) { return empty(ctx, mode) ? 0 : conv_f32(ctx, mode); }        \
-  int name##_f64(const fg_kctx *ctx) { return empty(ctx, mode) ? 0 : conv_ref(ctx, mode); }
+  int name##_f32(const fg_kctx *ctx) {                                                             \
+    conv_bufs b = conv_bufs_of(ctx, mode);                                                         \
+    return empty(ctx, mode, &b) ? 0 : conv_f32(ctx, mode, CONV_PLAIN, &b);                         \
+  }                                                                                                \
+  int name##_f64(const fg_kctx *ctx) {                                                             \
+    conv_bufs b = conv_bufs_of(ctx, mode);                                                         \
+    return empty(ctx, mode, &b) ? 0 : conv_ref(ctx, mode, &b);                                     \
+  }
 
 CONV_KERNELS(fgk_conv2d, CONV_FWD)
 CONV_KERNELS(fgk_conv2d_grad_input, CONV_BWD_DATA)
 CONV_KERNELS(fgk_conv2d_grad_weight, CONV_BWD_WEIGHTS)
 CONV_KERNELS(fgk_conv_transpose2d, CONV_TRANSPOSE)
+
+/* ---- fused_conv2d, fused_conv2d_add -------------------------------------- */
+
+void fgk_conv_epilogue_f32(float *y, const float *z, int64_t n, int relu) {
+  for (int64_t i = 0; z && i < n; i++)
+    y[i] = y[i] + z[i];
+  for (int64_t i = 0; relu && i < n; i++)
+    y[i] = relu_f32(y[i]);
+}
+
+static void epilogue_f64(double *y, const double *z, int64_t n, int relu) {
+  for (int64_t i = 0; z && i < n; i++)
+    y[i] = y[i] + z[i];
+  for (int64_t i = 0; relu && i < n; i++)
+    y[i] = relu_f64(y[i]);
+}
+
+/* The convolution exactly as conv2d computes it, then the epilogue in the
+ * chain's order (conv2d -> add -> relu): with oneDNN, the add is its sum
+ * post-op and the relu runs on each part's output right after it
+ * (conv_dnnl.c says why not oneDNN's relu); elsewhere both run after the
+ * loops. An empty x (no channels) leaves y the bias, then the epilogue. */
+static int fused_conv(const fg_kctx *ctx, conv_epi e) {
+  conv_bufs b = conv_bufs_fused(ctx, e);
+  const int f64 = b.y->dtype == FG_F64;
+  if (!empty(ctx, CONV_FWD, &b)) {
+    if (!f64) return conv_f32(ctx, CONV_FWD, e, &b); /* the epilogue included */
+    if (conv_ref(ctx, CONV_FWD, &b) != 0) return -1;
+  }
+  if (f64)
+    epilogue_f64(b.y->data, b.z ? b.z->data : NULL, fgk_numel(b.y), b.relu);
+  else
+    fgk_conv_epilogue_f32(b.y->data, b.z ? b.z->data : NULL, fgk_numel(b.y), b.relu);
+  return 0;
+}
+
+int fgk_fused_conv2d_f32(const fg_kctx *ctx) { return fused_conv(ctx, CONV_FUSED); }
+int fgk_fused_conv2d_f64(const fg_kctx *ctx) { return fused_conv(ctx, CONV_FUSED); }
+int fgk_fused_conv2d_add_f32(const fg_kctx *ctx) { return fused_conv(ctx, CONV_FUSED_ADD); }
+int fgk_fused_conv2d_add_f64(const fg_kctx *ctx) { return fused_conv(ctx, CONV_FUSED_ADD); }

@@ -22,7 +22,20 @@
  * parts' partial gradients in part order. Either way the bits do not
  * depend on the thread count. A batch that cannot be cut (N = 1, or one
  * core) runs as one primitive whose team is the threads a run gives the
- * step, except the weight gradient, which then gets one thread. */
+ * step, except the weight gradient, which then gets one thread.
+ *
+ * The fused ops (fused_conv2d, fused_conv2d_add) run conv2d's primitive,
+ * then their epilogue on each part's rows of y right after the part has
+ * written them, while they are warm: y + z, then relu, the same bits as
+ * conv2d -> add -> relu (tests/kernels/test_fused_conv.c checks them).
+ * z has y's layout (the planner joins the two), so element i of one is
+ * element i of the other. A batch that is not cut runs the epilogue over
+ * the run's threads after the primitive. Not oneDNN's post-ops: its sum
+ * post-op adds the old destination before the bias (the JIT kernels add
+ * the bias last), which rounds (acc + z) + b where the chain rounds
+ * (acc + b) + z, and its eltwise relu maps NaN to 0 in the JIT kernels
+ * and negative values to -0.0 in the GEMM ones, where the relu kernel
+ * keeps NaN and gives +0.0. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +73,10 @@ typedef struct conv_part {
   void *dw_buf;
   dnnl_memory_t mb, scratch;
   void *scratch_buf;
+  /* The fused ops' epilogue: this part's rows of y and z (NULL: none),
+   * bound each call. */
+  float *y_rows;
+  const float *z_rows;
   dnnl_exec_arg_t args[6];
   int n_args;
   dnnl_status_t status; /* of this part's last run */
@@ -79,7 +96,10 @@ typedef struct conv_wpiece {
 
 typedef struct conv_state {
   conv_mode mode;
-  int threads; /* each primitive's OpenMP team */
+  conv_epi epi;
+  int relu;
+  int64_t part_rows; /* batch rows per part */
+  int threads;       /* each primitive's OpenMP team */
   int n_parts;
   /* The weight is a variable or constant input (fg_kctx.fixed_inputs):
    * its reordered copy is kept while the session's var_version and the
@@ -169,29 +189,39 @@ static int owned_memory(const fg_kctx *ctx, const dnnl_memory_desc_t *md, dnnl_e
   return r == dnnl_success ? 0 : dnnl_fail(ctx, "memory", r);
 }
 
-/* A port with plain layout `plain` and the primitive's layout `chosen`. */
-static int port_init(const fg_kctx *ctx, dnnl_engine_t eng, conv_port *p, int out,
-                     const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen) {
+/* A reorder from `from` to `to`, and its scratchpad (NULL when it needs
+ * none) in a buffer of its own. */
+static int reorder_init(const fg_kctx *ctx, dnnl_engine_t eng, const dnnl_memory_desc_t *from,
+                        const dnnl_memory_desc_t *to, dnnl_primitive_t *reorder,
+                        dnnl_memory_t *scratch, void **scratch_buf) {
   int rc = 0;
   dnnl_primitive_attr_t attr = NULL;
   dnnl_primitive_desc_t rpd = NULL;
-  p->out = out;
-  DNNL_TRY(dnnl_memory_create(&p->user, plain, eng, DNNL_MEMORY_NONE), "memory");
-  if (dnnl_memory_desc_equal(plain, chosen)) return 0;
-  if (owned_memory(ctx, chosen, eng, &p->buf, &p->inner) != 0) return -1;
   DNNL_TRY(dnnl_primitive_attr_create(&attr), "attributes");
   DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad");
-  DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, out ? chosen : plain, eng, out ? plain : chosen,
-                                              eng, attr),
-           "reorder");
-  DNNL_TRY(dnnl_primitive_create(&p->reorder, rpd), "reorder primitive");
+  DNNL_TRY(dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, attr), "reorder");
+  DNNL_TRY(dnnl_primitive_create(reorder, rpd), "reorder primitive");
   const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
   if (smd && dnnl_memory_desc_get_size(smd) > 0 &&
-      owned_memory(ctx, smd, eng, &p->rscratch_buf, &p->rscratch) != 0)
+      owned_memory(ctx, smd, eng, scratch_buf, scratch) != 0)
     rc = -1;
 done:
   if (rpd) dnnl_primitive_desc_destroy(rpd);
   if (attr) dnnl_primitive_attr_destroy(attr);
+  return rc;
+}
+
+/* A port with plain layout `plain` and the primitive's layout `chosen`. */
+static int port_init(const fg_kctx *ctx, dnnl_engine_t eng, conv_port *p, int out,
+                     const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen) {
+  int rc = 0;
+  p->out = out;
+  DNNL_TRY(dnnl_memory_create(&p->user, plain, eng, DNNL_MEMORY_NONE), "memory");
+  if (dnnl_memory_desc_equal(plain, chosen)) return 0;
+  if (owned_memory(ctx, chosen, eng, &p->buf, &p->inner) != 0) return -1;
+  return reorder_init(ctx, eng, out ? chosen : plain, out ? plain : chosen, &p->reorder,
+                      &p->rscratch, &p->rscratch_buf);
+done:
   return rc;
 }
 
@@ -390,10 +420,22 @@ static void wpieces_init(conv_state *s, const conv_geo *G) {
   }
 }
 
-int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **state) {
-  conv_bufs b = conv_bufs_of(ctx, m);
-  conv_geo G = conv_geo_of(ctx, &b);
+/* The buffers of the op the state was made for. */
+static conv_bufs bufs_of(const fg_kctx *ctx, conv_mode m, conv_epi e) {
+  return e == CONV_PLAIN ? conv_bufs_of(ctx, m) : conv_bufs_fused(ctx, e);
+}
+
+int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threads, void **state) {
+  conv_bufs b = bufs_of(ctx, m, e);
+  conv_geo G = conv_geo_of(&b);
   *state = NULL;
+  if (b.z && b.z->layout != b.y->layout) {
+    /* The epilogue reads z element for element beside y. */
+    snprintf(ctx->err, ctx->err_size,
+             "input 2 (z) is laid out as %d, the output as %d: they must match", b.z->layout,
+             b.y->layout);
+    return -1;
+  }
   /* An empty x or y has nothing to convolve (conv.c's empty()). */
   if (fgk_numel(b.x) == 0 || fgk_numel(b.y) == 0) return 0;
   const int n_parts = parts_for(G.n);
@@ -403,7 +445,10 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **s
     return -1;
   }
   s->mode = m;
+  s->epi = e;
+  s->relu = b.relu;
   s->n_parts = n_parts;
+  s->part_rows = G.n / n_parts;
   /* A primitive's OpenMP team is sized when it is made, from the calling
    * thread's OpenMP thread count (see the top of this file). */
   s->threads = n_parts > 1 || m == CONV_BWD_WEIGHTS || threads < 1 ? 1 : threads;
@@ -442,7 +487,14 @@ static dnnl_status_t port_reorder(dnnl_stream_t stream, conv_port *p) {
   return dnnl_primitive_execute(p->reorder, stream, p->rscratch ? 3 : 2, args);
 }
 
-/* Runs part q: its inputs' reorders, the primitive, its output's reorder. */
+/* The fused ops' epilogue on elements [begin, end) of part q's rows. */
+static void part_epilogue(const conv_state *s, const conv_part *q, int64_t begin, int64_t end) {
+  fgk_conv_epilogue_f32(q->y_rows + begin, q->z_rows ? q->z_rows + begin : NULL, end - begin,
+                        s->relu);
+}
+
+/* Runs part q: its inputs' reorders, the primitive, its output's
+ * reorder, and the fused ops' epilogue when the batch is cut. */
 static void part_run(conv_state *s, conv_part *q) {
   omp_set_num_threads(s->threads);
   conv_port *ports[2] = {&q->x, &q->y};
@@ -463,6 +515,8 @@ static void part_run(conv_state *s, conv_part *q) {
     q->failed = "stream wait";
     r = dnnl_stream_wait(q->stream);
   }
+  if (r == dnnl_success && s->epi != CONV_PLAIN && s->n_parts > 1)
+    part_epilogue(s, q, 0, (int64_t)(s->y_row / sizeof(float)) * s->part_rows);
   q->status = r;
 }
 
@@ -526,14 +580,22 @@ static int bind(const fg_kctx *ctx, conv_state *s, const conv_bufs *b) {
     char *y = (char *)b->y->data + (size_t)q->n0 * s->y_row;
     DNNL_TRY(dnnl_memory_set_data_handle(q->x.user, x), "binding a buffer");
     DNNL_TRY(dnnl_memory_set_data_handle(q->y.user, y), "binding a buffer");
+    q->y_rows = (float *)y;
+    q->z_rows = b->z ? (const float *)((const char *)b->z->data + (size_t)q->n0 * s->y_row) : NULL;
     if (q->mb) DNNL_TRY(dnnl_memory_set_data_handle(q->mb, b->bias->data), "binding the bias");
   }
 done:
   return rc;
 }
 
+/* The epilogue of a batch that is not cut, elements [begin, end) of y. */
+static void epilogue_range(void *arg, int64_t begin, int64_t end) {
+  const conv_state *s = arg;
+  part_epilogue(s, &s->part[0], begin, end);
+}
+
 static int conv_exec(const fg_kctx *ctx, conv_state *s) {
-  conv_bufs b = conv_bufs_of(ctx, s->mode);
+  conv_bufs b = bufs_of(ctx, s->mode, s->epi);
   int rc = bind(ctx, s, &b);
   if (rc != 0) return rc;
   omp_set_num_threads(s->threads);
@@ -555,19 +617,21 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
     if (s->w.reorder && w_reorder(ctx, s, "reordering the output") != 0) return -1;
   }
   s->w_valid = s->w_fixed, s->w_version = ctx->var_version, s->w_data = b.w->data;
+  if (s->epi != CONV_PLAIN && s->n_parts == 1)
+    fgk_parallel_for(ctx, fgk_numel(b.y), FGK_GRAIN_CHEAP, epilogue_range, s);
   if (s->mode == CONV_TRANSPOSE && b.bias) {
-    conv_geo G = conv_geo_of(ctx, &b);
+    conv_geo G = conv_geo_of(&b);
     fgk_conv_add_bias_f32(&G, b.bias->data, b.x->data);
   }
   return 0;
 }
 
-int fgk_conv_dnnl(const fg_kctx *ctx, conv_mode m) {
+int fgk_conv_dnnl(const fg_kctx *ctx, conv_mode m, conv_epi e) {
   if (ctx->state) return conv_exec(ctx, ctx->state);
   /* No plan-time state (constant folding, a direct call): make it for
    * this call alone. */
   void *s = NULL;
-  if (fgk_conv_dnnl_prepare(ctx, m, 1, &s) != 0) return -1;
+  if (fgk_conv_dnnl_prepare(ctx, m, e, 1, &s) != 0) return -1;
   int rc = conv_exec(ctx, s);
   fgk_conv_release(s);
   return rc;

@@ -17,30 +17,57 @@ typedef struct conv_geo {
   const fg_conv_params *p;
 } conv_geo;
 
-/* The buffers of x, w, y and bias (NULL: none) for this mode. */
+/* The buffers of x, w, y and bias (NULL: none) for this mode, and the
+ * node's convolution parameters. The fused ops (forward only) add the
+ * epilogue: y = y + z where z is given, then relu where set. */
 typedef struct conv_bufs {
   fg_kbuf *x, *w, *y;
   const fg_kbuf *bias;
+  const fg_kbuf *z; /* fused_conv2d_add's residual */
+  int relu;
+  const fg_conv_params *p;
 } conv_bufs;
 
-static inline conv_bufs conv_bufs_of(const fg_kctx *ctx, conv_mode m) {
-  fg_kbuf *in = (fg_kbuf *)ctx->in, *out = ctx->out;
-  conv_bufs b = {NULL, NULL, NULL, NULL};
-  switch (m) {
-  case CONV_FWD: b = (conv_bufs){&in[0], &in[1], out, ctx->n_in > 2 ? &in[2] : NULL}; break;
-  case CONV_BWD_DATA: b = (conv_bufs){out, &in[1], &in[0], NULL}; break;
-  case CONV_BWD_WEIGHTS: b = (conv_bufs){&in[0], out, &in[1], NULL}; break;
-  case CONV_TRANSPOSE: b = (conv_bufs){out, &in[1], &in[0], ctx->n_in > 2 ? &in[2] : NULL}; break;
-  }
+/* Which op a forward convolution computes: conv2d, fused_conv2d or
+ * fused_conv2d_add (their inputs: x, w, [b]; x, w, [b]; x, w, z, [b]). */
+typedef enum conv_epi { CONV_PLAIN, CONV_FUSED, CONV_FUSED_ADD } conv_epi;
+
+static inline conv_bufs conv_bufs_fused(const fg_kctx *ctx, conv_epi e) {
+  fg_kbuf *in = (fg_kbuf *)ctx->in;
+  const int bi = e == CONV_FUSED_ADD ? 3 : 2;
+  conv_bufs b = {&in[0],
+                 &in[1],
+                 ctx->out,
+                 ctx->n_in > bi ? &in[bi] : NULL,
+                 e == CONV_FUSED_ADD ? &in[2] : NULL,
+                 ctx->p->fused_conv.activation == FG_ACTIVATION_RELU,
+                 &ctx->p->fused_conv.conv};
   return b;
 }
 
-static inline conv_geo conv_geo_of(const fg_kctx *ctx, const conv_bufs *b) {
+static inline conv_bufs conv_bufs_of(const fg_kctx *ctx, conv_mode m) {
+  fg_kbuf *in = (fg_kbuf *)ctx->in, *out = ctx->out;
+  conv_bufs b = {NULL, NULL, NULL, NULL, NULL, 0, NULL};
+  switch (m) {
+  case CONV_FWD:
+    b.x = &in[0], b.w = &in[1], b.y = out, b.bias = ctx->n_in > 2 ? &in[2] : NULL;
+    break;
+  case CONV_BWD_DATA: b.x = out, b.w = &in[1], b.y = &in[0]; break;
+  case CONV_BWD_WEIGHTS: b.x = &in[0], b.w = out, b.y = &in[1]; break;
+  case CONV_TRANSPOSE:
+    b.x = out, b.w = &in[1], b.y = &in[0], b.bias = ctx->n_in > 2 ? &in[2] : NULL;
+    break;
+  }
+  b.p = &ctx->p->conv;
+  return b;
+}
+
+static inline conv_geo conv_geo_of(const conv_bufs *b) {
   conv_geo G;
   G.n = b->x->dims[0], G.c = b->x->dims[1], G.h = b->x->dims[2], G.w = b->x->dims[3];
   G.o = b->y->dims[1], G.oh = b->y->dims[2], G.ow = b->y->dims[3];
   G.kh = b->w->dims[2], G.kw = b->w->dims[3];
-  G.p = &ctx->p->conv;
+  G.p = b->p;
   G.g = G.p->groups;
   G.cg = G.c / G.g, G.og = G.o / G.g;
   return G;
@@ -49,9 +76,13 @@ static inline conv_geo conv_geo_of(const fg_kctx *ctx, const conv_bufs *b) {
 /* conv_transpose2d's bias added to every (n, channel) plane of out. */
 void fgk_conv_add_bias_f32(const conv_geo *G, const void *bias, void *out);
 
+/* The fused ops' epilogue on n elements of y, in the chain's order and
+ * arithmetic: y = y + z (z NULL: none), then relu's y < 0 ? 0 : y. */
+void fgk_conv_epilogue_f32(float *y, const float *z, int64_t n, int relu);
+
 /* oneDNN (conv_dnnl.c, built with FG_HAVE_DNNL): the prepare hook and the
- * f32 kernel for mode m. */
-int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, int threads, void **state);
-int fgk_conv_dnnl(const fg_kctx *ctx, conv_mode m);
+ * f32 kernel for mode m; e (forward only) names the op. */
+int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threads, void **state);
+int fgk_conv_dnnl(const fg_kctx *ctx, conv_mode m, conv_epi e);
 
 #endif /* FG_KERNELS_CPU_CONV_IMPL_H */

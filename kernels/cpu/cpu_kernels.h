@@ -126,7 +126,10 @@
   /* optim_multi.c: the multi-tensor updates */                                                    \
   FGK_FLOAT(X, "multi_apply_sgd", fgk_multi_apply_sgd)                                             \
   FGK_FLOAT(X, "multi_apply_momentum", fgk_multi_apply_momentum)                                   \
-  FGK_FLOAT(X, "multi_apply_adam", fgk_multi_apply_adam)
+  FGK_FLOAT(X, "multi_apply_adam", fgk_multi_apply_adam)                                           \
+  /* conv.c: the conv_epilogue pass's convolutions (oneDNN in f32, as conv2d) */                   \
+  FGK_FLOAT(X, "fused_conv2d", fgk_fused_conv2d)                                                   \
+  FGK_FLOAT(X, "fused_conv2d_add", fgk_fused_conv2d_add)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */
@@ -134,7 +137,9 @@
   X("conv2d", FG_F32, fgk_conv2d_prepare, fgk_conv_release)                                        \
   X("conv2d_grad_input", FG_F32, fgk_conv2d_grad_input_prepare, fgk_conv_release)                  \
   X("conv2d_grad_weight", FG_F32, fgk_conv2d_grad_weight_prepare, fgk_conv_release)                \
-  X("conv_transpose2d", FG_F32, fgk_conv_transpose2d_prepare, fgk_conv_release)
+  X("conv_transpose2d", FG_F32, fgk_conv_transpose2d_prepare, fgk_conv_release)                    \
+  X("fused_conv2d", FG_F32, fgk_fused_conv2d_prepare, fgk_conv_release)                            \
+  X("fused_conv2d_add", FG_F32, fgk_fused_conv2d_add_prepare, fgk_conv_release)
 
 #define FGK_DECLARE_PREP(op, dt, prep, rel)                                                        \
   int prep(const fg_kctx *ctx, int threads, void **state);                                         \

@@ -118,7 +118,10 @@ extern "C" {
   /* optim.cu: the multi-tensor updates */                                                         \
   FGK_FLOAT(X, "multi_apply_sgd", fgc_multi_apply_sgd)                                             \
   FGK_FLOAT(X, "multi_apply_momentum", fgc_multi_apply_momentum)                                   \
-  FGK_FLOAT(X, "multi_apply_adam", fgc_multi_apply_adam)
+  FGK_FLOAT(X, "multi_apply_adam", fgc_multi_apply_adam)                                           \
+  /* conv.cu: the conv_epilogue pass's convolutions, cuDNN and one epilogue kernel */              \
+  FGK_FLOAT(X, "fused_conv2d", fgc_fused_conv2d)                                                   \
+  FGK_FLOAT(X, "fused_conv2d_add", fgc_fused_conv2d_add)
 
 /* X(op name, dtype key, prepare, release): the CUDA kernels with plan-time
  * state. */

@@ -17,7 +17,15 @@
  * cuDNN handles are per device, made on first use and kept for the
  * process; a mutex serialises binding one to the call's stream and
  * enqueueing. The descriptors are made per call (host only, no device
- * memory). */
+ * memory).
+ *
+ * fused_conv2d and fused_conv2d_add (the conv_epilogue pass's) run conv2d's
+ * forward exactly, bias included, then one kernel for the epilogue: y + z,
+ * then the relu kernel's x < 0 ? 0 : x, so the bits are those of conv2d ->
+ * add -> relu here. cudnnConvolutionBiasActivationForward would fuse
+ * further, but its relu is max(x, 0) (NaN becomes 0) and it restricts the
+ * algorithms (identity only with IMPLICIT_PRECOMP_GEMM), so the
+ * convolution's bits would depend on the activation. */
 #include <cudnn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,6 +34,9 @@
 #include "kernels/cuda/common.cuh"
 
 enum { M_FWD, M_BWD_DATA, M_BWD_WEIGHTS, M_TRANSPOSE };
+/* The op a forward convolution computes: conv2d, fused_conv2d (x, w, [b])
+ * or fused_conv2d_add (x, w, z, [b]). */
+enum { E_PLAIN, E_FUSED, E_FUSED_ADD };
 
 namespace {
 
@@ -40,25 +51,39 @@ struct geo {
 struct bufs {
   fg_kbuf *x, *w, *y;
   const fg_kbuf *bias;
+  const fg_kbuf *z; /* fused_conv2d_add's residual */
+  int relu;         /* the fused ops' activation */
+  const fg_conv_params *p;
 };
 
 pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
 cudnnHandle_t handles[64];
 
-bufs bufs_of(const fg_kctx *ctx, int m) {
+bufs bufs_of(const fg_kctx *ctx, int m, int e = E_PLAIN) {
   fg_kbuf *in = (fg_kbuf *)ctx->in, *out = ctx->out;
   const fg_kbuf *b = ctx->n_in > 2 ? &in[2] : NULL;
+  const fg_conv_params *p = &ctx->p->conv;
+  if (e != E_PLAIN) {
+    const int bi = e == E_FUSED_ADD ? 3 : 2;
+    return bufs{&in[0],
+                &in[1],
+                out,
+                ctx->n_in > bi ? &in[bi] : NULL,
+                e == E_FUSED_ADD ? &in[2] : NULL,
+                ctx->p->fused_conv.activation == FG_ACTIVATION_RELU,
+                &ctx->p->fused_conv.conv};
+  }
   switch (m) {
-  case M_FWD: return bufs{&in[0], &in[1], out, b};
-  case M_BWD_DATA: return bufs{out, &in[1], &in[0], NULL};
-  case M_BWD_WEIGHTS: return bufs{&in[0], out, &in[1], NULL};
-  default: return bufs{out, &in[1], &in[0], b};
+  case M_FWD: return bufs{&in[0], &in[1], out, b, NULL, 0, p};
+  case M_BWD_DATA: return bufs{out, &in[1], &in[0], NULL, NULL, 0, p};
+  case M_BWD_WEIGHTS: return bufs{&in[0], out, &in[1], NULL, NULL, 0, p};
+  default: return bufs{out, &in[1], &in[0], b, NULL, 0, p};
   }
 }
 
-geo geo_of(const fg_kctx *ctx, const bufs &b) {
+geo geo_of(const bufs &b) {
   geo G;
-  G.p = &ctx->p->conv;
+  G.p = b.p;
   G.n = (int)b.x->dims[0], G.c = (int)b.x->dims[1], G.h = (int)b.x->dims[2],
   G.w = (int)b.x->dims[3];
   G.o = (int)b.y->dims[1], G.oh = (int)b.y->dims[2], G.ow = (int)b.y->dims[3];
@@ -279,9 +304,8 @@ int choose(const fg_kctx *ctx, cudnnHandle_t h, const descs &d, const geo &G, in
 }
 
 template <typename T>
-int run_conv(const fg_kctx *ctx, int m, cudnnHandle_t h, const descs &d, const geo &G, void *xp,
-             void *ws_base, size_t room) {
-  const bufs b = bufs_of(ctx, m);
+int run_conv(const fg_kctx *ctx, int m, const bufs &b, cudnnHandle_t h, const descs &d,
+             const geo &G, void *xp, void *ws_base, size_t room) {
   const T one = 1, zero = 0;
   cudnnStatus_t s;
   size_t ws = 0;
@@ -316,10 +340,28 @@ int run_conv(const fg_kctx *ctx, int m, cudnnHandle_t h, const descs &d, const g
   return s == CUDNN_STATUS_SUCCESS ? 0 : cudnn_fail(ctx, "backward data", s);
 }
 
-template <typename T> int conv(const fg_kctx *ctx, int m) {
+/* The fused ops' epilogue over y's n elements: y + z (z may be NULL),
+ * then x < 0 ? 0 : x when relu is set, as the add and relu kernels. */
+template <typename T> __global__ void epilogue_kernel(T *y, const T *z, int64_t n, int relu) {
+  FGC_GRID_STRIDE(i, n) {
+    T v = y[i];
+    if (z) v = v + z[i];
+    y[i] = relu && v < (T)0 ? (T)0 : v;
+  }
+}
+
+template <typename T> int epilogue(const fg_kctx *ctx, const bufs &b) {
+  const int64_t n = fgk_numel(b.y);
+  if (n == 0 || (!b.z && !b.relu)) return 0;
+  epilogue_kernel<T><<<fgc_blocks(n, FGC_THREADS), FGC_THREADS, 0, fgc_stream(ctx)>>>(
+      (T *)b.y->data, b.z ? (const T *)b.z->data : NULL, n, b.relu);
+  return fgc_launched(ctx, "the fused convolution's epilogue");
+}
+
+template <typename T> int conv(const fg_kctx *ctx, int m, int e = E_PLAIN) {
   if (!ctx->cuda) return fgk_fail(ctx, "called without a CUDA context");
-  const bufs b = bufs_of(ctx, m);
-  const geo G = geo_of(ctx, b);
+  const bufs b = bufs_of(ctx, m, e);
+  const geo G = geo_of(b);
   int64_t ex = fgk_numel(b.x), ey = fgk_numel(b.y);
   if (ex == 0 || ey == 0) {
     /* Nothing to convolve: zeros (plus the bias, which cuDNN adds below
@@ -327,7 +369,8 @@ template <typename T> int conv(const fg_kctx *ctx, int m) {
      * refuse the bias case). */
     if (b.bias && fgk_numel(ctx->out) > 0)
       return fgk_fail(ctx, "an empty input with a bias is not supported on the GPU");
-    return fgc_fill_bits(ctx, ctx->out->data, fgk_numel(ctx->out), sizeof(T), 0);
+    if (fgc_fill_bits(ctx, ctx->out->data, fgk_numel(ctx->out), sizeof(T), 0) != 0) return -1;
+    return epilogue<T>(ctx, b);
   }
   const cudnnDataType_t dt = sizeof(T) == 8 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   /* The scratch: x's padded copy first (asymmetric pads), then the
@@ -365,7 +408,7 @@ template <typename T> int conv(const fg_kctx *ctx, int m) {
     if (s != CUDNN_STATUS_SUCCESS)
       rc = cudnn_fail(ctx, "binding the stream", s);
     else
-      rc = run_conv<T>(ctx, m, h, d, G, xp, scratch + pad_bytes, have - pad_bytes);
+      rc = run_conv<T>(ctx, m, b, h, d, G, xp, scratch + pad_bytes, have - pad_bytes);
     if (rc == 0 && m == M_TRANSPOSE && b.bias) {
       /* conv_transpose2d's bias, on its output (x's role). */
       cudnnTensorDescriptor_t xd = NULL;
@@ -387,7 +430,7 @@ template <typename T> int conv(const fg_kctx *ctx, int m) {
         (T *)b.x->data, (const T *)xp, planes, G.h, G.w, G.hp, G.wp, G.top, G.left, 1);
     return fgc_launched(ctx, "cropping dx");
   }
-  return 0;
+  return epilogue<T>(ctx, b);
 }
 
 } // namespace
@@ -400,3 +443,8 @@ FGC_CONV(fgc_conv2d, M_FWD)
 FGC_CONV(fgc_conv2d_grad_input, M_BWD_DATA)
 FGC_CONV(fgc_conv2d_grad_weight, M_BWD_WEIGHTS)
 FGC_CONV(fgc_conv_transpose2d, M_TRANSPOSE)
+
+int fgc_fused_conv2d_f32(const fg_kctx *ctx) { return conv<float>(ctx, M_FWD, E_FUSED); }
+int fgc_fused_conv2d_f64(const fg_kctx *ctx) { return conv<double>(ctx, M_FWD, E_FUSED); }
+int fgc_fused_conv2d_add_f32(const fg_kctx *ctx) { return conv<float>(ctx, M_FWD, E_FUSED_ADD); }
+int fgc_fused_conv2d_add_f64(const fg_kctx *ctx) { return conv<double>(ctx, M_FWD, E_FUSED_ADD); }

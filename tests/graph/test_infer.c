@@ -19,8 +19,9 @@ FG_TEST(op_table_rows_match_names, "") {
    * dropout_grad + conv2d, conv2d_grad_input, conv2d_grad_weight,
    * conv_transpose2d + sync_batch_norm, sync_batch_norm_grad + logical_not,
    * logical_and, logical_or, softmax_cross_entropy_grad, fused_matmul,
-   * fused_elementwise, multi_apply_sgd, multi_apply_momentum, multi_apply_adam */
-  FG_CHECK_INT(FG_OP_COUNT, 130);
+   * fused_elementwise, multi_apply_sgd, multi_apply_momentum, multi_apply_adam +
+   * fused_conv2d, fused_conv2d_add */
+  FG_CHECK_INT(FG_OP_COUNT, 132);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -88,10 +89,10 @@ FG_TEST(op_table_flags, "") {
     n_diff += (fg_op_table[i].flags & FG_OPF_DIFFERENTIABLE) != 0;
   /* all_reduce, shard, after, the fused updates, the random ops,
    * batch_norm_update_stats, argmin, the training flag, the logical ops,
-   * and the passes' fused_matmul, softmax_cross_entropy_grad and
-   * fused_elementwise and multi_apply_* (made after autodiff) are not
-   * differentiable */
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 38);
+   * and the passes' fused_matmul, softmax_cross_entropy_grad,
+   * fused_elementwise, multi_apply_*, fused_conv2d and fused_conv2d_add
+   * (made after autodiff) are not differentiable */
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 40);
   const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};
   for (int i = 0; i < 3; i++) {
     if (!(flags_of(rnd[i]) & FG_OPF_RANDOM)) FG_FAIL_AT("%s not flagged random", rnd[i]);

@@ -9,23 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "test_passes_util.h"
-
-static fg_tensor *f32_tensor(int rank, const int64_t *dims, float scale, int salt) {
-  fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, NULL);
-  float *p = fg_tensor_data(t);
-  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
-    p[i] = scale * sinf(0.37f * (float)(i + 1) + (float)salt);
-  return t;
-}
-
-static fg_output const_f32(fg_graph *g, const char *name, int rank, const int64_t *dims,
-                           float scale, int salt) {
-  fg_tensor *t = f32_tensor(rank, dims, scale, salt);
-  fg_output o = fg_constant(g, name, t);
-  fg_tensor_free(t);
-  return o;
-}
+#include "test_passes_epi_util.h"
 
 /* How the crafted dense layer varies. */
 typedef struct dense_opts {
@@ -71,15 +55,6 @@ static fg_tensor *dense_x(const fg_graph *g) {
   return t;
 }
 
-/* fg_optimize of g with these fetches; report in *r. */
-static fg_graph *optimize_n(const fg_graph *g, const char **fetch, int n, fg_pass_report **r) {
-  fg_status *st = fg_status_new();
-  fg_graph *o = fg_optimize(g, NULL, fetch, n, r, st);
-  if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
-  fg_status_free(st);
-  return o;
-}
-
 static int n_epilogue_changes(const fg_pass_report *r) {
   int n = 0;
   for (int i = 0; i < fg_pass_report_size(r); i++)
@@ -99,14 +74,7 @@ static int same_bits(fg_graph *a, fg_graph *b, const char *fetch) {
 
 static void check_fused(const fg_pass_report *r, const char *node, const char *into,
                         const char *rule) {
-  const fg_pass_change *c = find_change(r, "epilogue", node);
-  if (!c) {
-    FG_FAIL_AT("no epilogue change for %s", node);
-    return;
-  }
-  FG_CHECK_STR(c->action, "fused");
-  FG_CHECK_STR(c->into, into);
-  FG_CHECK_STR(c->rule, rule);
+  check_change(r, "epilogue", node, into, rule);
 }
 
 FG_TEST(epilogue_fuses_matmul_add_relu, "") {

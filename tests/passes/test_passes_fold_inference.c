@@ -84,7 +84,7 @@ FG_TEST(passes_fold_bn_into_conv_by_hand, "") {
   fg_output conv = fg_set_name(g, fg_conv2d(g, x, c[0], (fg_output){-1, 0}, NULL), "conv");
   fg_set_name(g, fg_relu(g, bn(g, "bn", conv, c + 1, const_false(g))), "out");
   fg_pass_report *r = NULL;
-  fg_graph *o = optimize1(g, "out", &r);
+  fg_graph *o = optimize_passes(g, "out", NO_CONV_EPILOGUE, &r);
   FG_REQUIRE(o);
   /* x, w (now W'), b (now b'), bn (now a conv2d), out. */
   FG_CHECK_INT(fg_graph_num_nodes(o), 5);
@@ -156,7 +156,7 @@ FG_TEST(passes_fold_bn_cnn_against_passes_off, "") {
   fg_graph *g = cnn(0, 0);
   FG_CHECK_INT(fg_graph_num_nodes(g), 21);
   fg_pass_report *r = NULL;
-  fg_graph *o = optimize1(g, "out", &r);
+  fg_graph *o = optimize_passes(g, "out", NO_CONV_EPILOGUE, &r);
   FG_REQUIRE(o);
   /* x, w1, bn1_b, bn1 (conv), relu, w2, b2, bn2 (conv), relu, out. */
   FG_CHECK_INT(fg_graph_num_nodes(o), 10);
@@ -221,7 +221,8 @@ FG_TEST(passes_fold_bn_not_with_variables_or_visible_nodes, "") {
   g = cnn(0, 0);
   const char *fetches[2] = {"out", "conv2"};
   fg_status *st = fg_status_new();
-  fg_graph *o = fg_optimize(g, NULL, fetches, 2, NULL, st);
+  fg_pass_options po = {0, NO_CONV_EPILOGUE};
+  fg_graph *o = fg_optimize(g, &po, fetches, 2, NULL, st);
   FG_REQUIRE(o);
   FG_CHECK_INT(count_op(o, "batch_norm"), 1);
   FG_CHECK_STR(fg_node_op(o, fg_graph_find_output(o, "bn2").node), "batch_norm");
@@ -231,7 +232,7 @@ FG_TEST(passes_fold_bn_not_with_variables_or_visible_nodes, "") {
   fg_output m = fg_output_at((fg_output){fg_graph_find_output(g, "bn1").node, 0}, 1);
   fg_set_name(g, fg_neg(g, m), "mean_read");
   const char *f2[2] = {"out", "mean_read"};
-  o = fg_optimize(g, NULL, f2, 2, NULL, st);
+  o = fg_optimize(g, &po, f2, 2, NULL, st);
   FG_REQUIRE(o);
 
   FG_CHECK_STR(fg_node_op(o, fg_graph_find_output(o, "bn1").node), "batch_norm");

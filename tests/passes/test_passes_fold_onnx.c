@@ -99,7 +99,8 @@ FG_TEST(passes_fold_torch_conv_bn, "onnx") {
   fg_graph *g = fg_onnx_load(path, NULL, st);
   FG_REQUIRE(g);
   FG_CHECK_INT(count_op(g, "batch_norm"), 2);
-  fg_graph *o = fg_optimize(g, NULL, NULL, 0, NULL, st);
+  fg_pass_options po = {0, NO_CONV_EPILOGUE};
+  fg_graph *o = fg_optimize(g, &po, NULL, 0, NULL, st);
   FG_REQUIRE(o);
   FG_CHECK_INT(count_op(o, "batch_norm"), 0);
   FG_CHECK_INT(count_op(o, "conv2d"), 2);
