@@ -427,6 +427,28 @@ FG_TEST(passes_fold_bn_session_by_hand, "") {
   FG_CHECK(((const float *)fg_tensor_data(got[3]))[0] == 0.5f);
   for (int i = 0; i < 4; i++)
     fg_tensor_free(got[i]);
+  /* One session, its plans alternating between the folded graph (out)
+   * and the graph as it is (bn's statistics): each keeps its values. */
+  fg_status *st = fg_status_new();
+  fg_session *ss = passes_session(g, 1, 0, st);
+  FG_REQUIRE(ss);
+  fg_feed feed = {"x", xt};
+  for (int round = 0; round < 2; round++)
+    for (int k = 0; k < 3; k++) {
+      const char *one = k == 1 ? "bn:2" : k == 0 ? "out" : "conv";
+      fg_tensor *t = NULL;
+      FG_REQUIRE(fg_session_run(ss, &feed, 1, &one, 1, &t, NULL, 0, st) == 0);
+      const float *v = fg_tensor_data(t);
+      for (int i = 0; k != 1 && i < 2; i++) {
+        double want = k == 0 ? (2.0 * xv[i] - 0.5) * s + 1.0 : 2.0 * xv[i];
+        FG_CHECK_NEAR(v[i], want, 1e-5 * want);
+      }
+      /* inv_std = 1 / sqrt(3 + 1e-5) */
+      if (k == 1) FG_CHECK_NEAR(v[0], 1.0 / sqrt(3.0 + 1e-5), 1e-7);
+      fg_tensor_free(t);
+    }
+  fg_session_free(ss);
+  fg_status_free(st);
   fg_tensor_free(xt);
   fg_graph_free(g);
 }
@@ -534,6 +556,17 @@ FG_TEST(passes_fold_bn_session_not_folded, "") {
   FG_CHECK_STR(step_op(pi, g, "bn1"), "conv2d");
   FG_CHECK_STR(step_op(pi, g, "bn2"), "batch_norm");
   fg_plan_info_free(pi);
+  fg_graph_free(g);
+  /* Two devices (the pool on cpu:1): placement is sized by the user's
+   * graph, so nothing is appended and both stay, the same bits. */
+  g = cnn(0, 0);
+  fg_set_device(g, fg_graph_find_output(g, "out"), "cpu:1");
+  pi = session_plan(g, xt, "out", 0);
+  FG_REQUIRE(pi);
+  FG_CHECK_INT(pi->n_devices, 2);
+  FG_CHECK_INT(count_steps(pi, "batch_norm"), 2);
+  fg_plan_info_free(pi);
+  FG_CHECK(same_bits_on_off(g, xt, "out"));
   fg_graph_free(g);
   fg_tensor_free(xt);
 }
