@@ -181,6 +181,8 @@ static int match_bn(const fg_pass_ctx *ctx, const uses *u, int bn, bn_fold *f) {
   f->bn = bn, f->add = -1;
   if (x.index != 0 || !fg_pass_can_replace(ctx, bn, x)) return 0;
   if (!match_producer(ctx, u, x.node, f) && !match_bias_add(ctx, u, x.node, f)) return 0;
+  /* The rewritten node reads the producer's input later, at its own id. */
+  if (!fg_pass_can_replace(ctx, bn, g->nodes[f->prod].inputs[0])) return 0;
   fg_dtype dt = f->w->dtype;
   f->scale = param(g, n->inputs[1], dt, f->c), f->shift = param(g, n->inputs[2], dt, f->c);
   f->mean = param(g, n->inputs[3], dt, f->c), f->var = param(g, n->inputs[4], dt, f->c);
