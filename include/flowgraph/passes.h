@@ -15,8 +15,10 @@
  * What a pass may do (every pass keeps these):
  * - Fetch names keep working: in a session every node keeps its name and
  *   computes its value; only which equivalent node feeds a consumer
- *   changes. fg_optimize keeps every node it is asked to fetch, every
- *   marked graph output, variable, placeholder and stateful node.
+ *   changes (and fold_inference may feed a folded batch norm constants
+ *   of the session's own, which no name fetches). fg_optimize keeps
+ *   every node it is asked to fetch, every marked graph output, variable,
+ *   placeholder and stateful node.
  * - Stateful nodes (variable updates, assign, batch_norm_update_stats,
  *   collectives, the training flag) and random ones (random_*, dropout)
  *   are never merged or removed while their effect is needed; a value
