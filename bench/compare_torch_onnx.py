@@ -7,7 +7,12 @@
 The models are exported once by PyTorch 1.13 (torch.onnx.export, opset 17, a
 dynamic batch axis) into build/bench/onnx/: torchvision's resnet18 and
 mobilenet_v2 (weights=None, seed 0, eval mode) and a TransformerEncoder (2
-layers, d_model 64, 4 heads, GELU, batch_first, sequence 128). Each round
+layers, d_model 64, 4 heads, GELU, batch_first, sequence 128). The exporter
+folds each eval-mode BatchNorm into its Conv itself; resnet18_bn is resnet18
+exported with them kept (TrainingMode.PRESERVE, no constant folding, the
+running statistics and affine parameters drawn from seed 0 as a trained
+model's, not 0 and 1), so that flowgraph folds them (the fold_inference
+pass; compare the PASSES line, the passes off). Each round
 runs, per case, the flowgraph driver on the file and then this script with
 --torch CASE, each as its own process, alternating which goes first.
 PyTorch's side rebuilds the same model from the same seed (so the same
@@ -39,6 +44,8 @@ MODEL_DIR = os.path.join(ROOT, "build", "bench", "onnx")
 CASES = {
     "onnx_resnet18_b1": ("resnet18", 1, 3, 20),
     "onnx_resnet18_b8": ("resnet18", 8, 2, 8),
+    "onnx_resnet18_bn_b1": ("resnet18_bn", 1, 3, 20),
+    "onnx_resnet18_bn_b8": ("resnet18_bn", 8, 2, 8),
     "onnx_mobilenet_v2_b1": ("mobilenet_v2", 1, 3, 20),
     "onnx_mobilenet_v2_b8": ("mobilenet_v2", 8, 2, 8),
     "onnx_transformer_b8": ("transformer", 8, 3, 20),
@@ -56,7 +63,15 @@ def build(model):
         layer = torch.nn.TransformerEncoderLayer(D_MODEL, 4, dim_feedforward=128,
                                                  activation="gelu", batch_first=True)
         return torch.nn.TransformerEncoder(layer, 2).eval(), (1, SEQ, D_MODEL)
-    m = getattr(torchvision.models, model)(weights=None)
+    kept = model.endswith("_bn")
+    m = getattr(torchvision.models, model[:-3] if kept else model)(weights=None)
+    with torch.no_grad():
+        for mod in m.modules():
+            if kept and isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.3, 0.3)
+                mod.running_var.uniform_(0.5, 1.5)
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.uniform_(-0.3, 0.3)
     return m.eval(), (1, 3, 224, 224)
 
 
@@ -70,9 +85,11 @@ def export(model):
     m, shape = build(model)
     x = torch.rand(*shape) * 2 - 1
     tmp = path + ".tmp"
+    kept = {"training": torch.onnx.TrainingMode.PRESERVE, "do_constant_folding": False}
     torch.onnx.export(m, (x,), tmp, opset_version=17, input_names=["input"],
                       output_names=["output"],
-                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+                      **(kept if model.endswith("_bn") else {}))
     os.replace(tmp, path)
     return path
 

@@ -50,7 +50,9 @@ static int close_collectives(const fg_graph *g, const fg_dist_exec *dx, char *ne
 }
 
 /* Marks what the fetches and targets need, walking inputs backwards. Node
- * ids are topological, so one descending sweep suffices. */
+ * ids are topological, so one descending sweep suffices (a session's
+ * copy may end with constants its passes appended, read by earlier nodes:
+ * they have no inputs to walk, and are bound before every step). */
 int fg_plan_mark_needed(const fg_graph *g, const fg_plan_request *req, char *needed) {
   for (int i = 0; i < req->n_fetches; i++)
     needed[req->fetches[i].node] = 1;

@@ -31,11 +31,15 @@ static fg_tensor *var_lookup(void *ctx, int node) {
   return node < s->n_vars_cap ? s->vars[node] : NULL;
 }
 
-/* The graph plans are built from and run on. */
-static const fg_graph *exec_graph(const fg_session *s) { return s->opt ? &s->opt->g : s->g; }
+const fg_graph *fg_session_plan_graph(const fg_session *s, const fg_plan_request *req) {
+  if (!s->opt) return s->g;
+  for (int i = 0; i < req->n_fetches; i++)
+    if (req->fetches[i].index >= s->opt->g.nodes[req->fetches[i].node].n_outputs) return s->g;
+  return &s->opt->g;
+}
 
-const char *fg_session_op_label(const fg_session *s, int id) {
-  const fg_node *n = &exec_graph(s)->nodes[id];
+const char *fg_session_op_label(const fg_graph *g, int id) {
+  const fg_node *n = &g->nodes[id];
   if (n->op != FG_OP_FUSED_ELEMENTWISE) return fg_op_table[n->op].name;
   const fg_attr *a = fg_attrs_find(&n->attrs, "program");
   return fg_fused_label(a && a->type == FG_ATTR_STRING ? a->s : NULL, n->n_inputs);
@@ -397,7 +401,7 @@ static void home_vars(fg_session *s) {
 /* Finds or builds the plan for a resolved request. */
 fg_plan *fg_session_plan_for(fg_session *s, const fg_plan_request *req, int64_t *plan_ns,
                              fg_status *st) {
-  const fg_graph *g = exec_graph(s);
+  const fg_graph *g = fg_session_plan_graph(s, req);
   fg_plan *plan = s->plans;
   while (plan && !fg_plan_matches(plan, g, req))
     plan = plan->next;
@@ -429,8 +433,8 @@ int fg_session_step_device(const fg_session *s, const fg_plan *plan, int si) {
                         : fg_dist_session_step_device(s->dist, plan->steps[si].node);
 }
 
-static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, int64_t run_ns,
-                                      int64_t plan_ns) {
+static fg_run_metadata *make_metadata(const fg_session *s, const fg_graph *g, const fg_plan *plan,
+                                      int64_t run_ns, int64_t plan_ns) {
   fg_run_metadata *md = calloc(1, sizeof *md);
   if (!md) return NULL;
   md->nodes = calloc((size_t)plan->n_steps + 1, sizeof *md->nodes);
@@ -445,14 +449,14 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_plan *plan, 
   md->n_nodes = 0;
   for (int si = 0; si < plan->n_steps; si++) {
     const fg_step *step = &plan->steps[si];
-    const fg_node *n = &s->g->nodes[step->node];
+    const fg_node *n = &g->nodes[step->node];
     fg_node_timing *t = &md->nodes[md->n_nodes++];
     *t = plan->timings[si];
     t->node = step->node;
     t->name = n->name;
     t->op = fg_step_is_recv(step)        ? "recv"
             : step->xfer == FG_XFER_SEND ? "send"
-                                         : fg_session_op_label(s, step->node);
+                                         : fg_session_op_label(g, step->node);
     t->device = fg_session_step_device(s, plan, si);
     const fg_kbuf *b = &plan->slots[step->out_slots[0]];
     t->dtype = b->dtype;
@@ -529,15 +533,15 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
       goto done;
     if (refused) fg_status_set(st, own_code, "%s", own);
   }
+  const fg_graph *pg = fg_session_plan_graph(s, &req);
   int64_t plan_ns = 0;
   fg_plan *plan = refused ? NULL : fg_session_plan_for(s, &req, &plan_ns, st);
-  refused = refused || !plan ||
-            (req.check_numerics && fg_plan_check_feeds(exec_graph(s), plan, &req, st));
+  refused = refused || !plan || (req.check_numerics && fg_plan_check_feeds(pg, plan, &req, st));
   int rounds = plan ? plan->run_rounds : 0;
   uint64_t key[2] = {plan ? plan->run_key[0] : 0, plan ? plan->run_key[1] : 0};
   /* Refused before it had a plan: the walk gives the key (st, which
    * holds why, is only written when the walk runs out of memory). */
-  if (!plan && (rounds = fg_dist_run_key(s->dist, exec_graph(s), &req, key, st)) < 0) goto done;
+  if (!plan && (rounds = fg_dist_run_key(s->dist, pg, &req, key, st)) < 0) goto done;
   int64_t agree_ns = md && rounds ? clock_ns() : 0;
   if (fg_dist_run_agree(s->dist, rounds, key, refused, st) != 0) goto done;
   int64_t t0 = md ? clock_ns() : 0;
@@ -550,10 +554,10 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
   plan->var_version = s->var_version;
   plan->rng_replica = replicas ? (uint32_t)replicas->rank : 0;
   fg_dist_session_before_run(s->dist);
-  int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, exec_graph(s), plan, &req, md != NULL, st)
-                       : fg_plan_run(exec_graph(s), plan, &req, s->pool, md != NULL, st);
+  int run_rc = s->cuda ? fg_cuda_plan_run(s->cuda, pg, plan, &req, md != NULL, st)
+                       : fg_plan_run(pg, plan, &req, s->pool, md != NULL, st);
   if (md) {
-    *md = make_metadata(s, plan, clock_ns() - t0, plan_ns);
+    *md = make_metadata(s, pg, plan, clock_ns() - t0, plan_ns);
     if (*md) (*md)->start_ns = plan->timings_t0 ? plan->timings_t0 : t0;
     if (*md) (*md)->agree_ns = agree_ns;
     if (!*md && run_rc == 0) {

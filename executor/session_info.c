@@ -1,6 +1,7 @@
 /* fg_session_plan_info (flowgraph/profile.h): the plan a run would use,
  * described without running it. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "executor/session_internal.h"
 
@@ -13,6 +14,20 @@ static const char *slot_kind_name(int kind) {
   case FG_SLOT_REMOTE: return "remote";
   default: return "arena";
   }
+}
+
+/* The tensors array of a plan's info, and after it room for the names of
+ * the constants the passes appended (node ids past the user's graph),
+ * which the session owns: the info keeps its names after the session is
+ * freed. *names: where those names go. */
+static fg_plan_tensor *tensors_block(const fg_session *s, const fg_plan *plan, char **names) {
+  const fg_graph *g = s->opt ? &s->opt->g : s->g;
+  size_t head = ((size_t)plan->n_slots + 1) * sizeof(fg_plan_tensor), bytes = 0;
+  for (int k = 0; k < plan->n_slots; k++)
+    if (plan->slot_node[k] >= s->g->n_nodes) bytes += strlen(g->nodes[plan->slot_node[k]].name) + 1;
+  fg_plan_tensor *t = calloc(1, head + bytes);
+  *names = t ? (char *)t + head : NULL;
+  return t;
 }
 
 fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_feeds,
@@ -29,6 +44,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     return NULL;
   }
   fg_plan_info *info = NULL;
+  char *names = NULL;
   int *feed_nodes = malloc(((size_t)n_feeds + 1) * sizeof *feed_nodes);
   const fg_tensor **feed_tensors = malloc(((size_t)n_feeds + 1) * sizeof *feed_tensors);
   fg_output *fetch_outs = malloc(((size_t)n_fetches + 1) * sizeof *fetch_outs);
@@ -45,6 +61,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
                          feed_nodes, fetch_outs, target_nodes, feed_tensors, &training, st) != 0 ||
       !(plan = fg_session_plan_for(s, &req, NULL, st)))
     goto done;
+  const fg_graph *pg = fg_session_plan_graph(s, &req);
   info = calloc(1, sizeof *info);
   if (info) {
     info->step_nodes = malloc(((size_t)plan->n_steps + 1) * sizeof(int));
@@ -56,7 +73,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     const fg_partition *pt = fg_dist_session_partition(s->dist);
     info->device_arena_bytes = calloc(
         (size_t)plan->n_dev + (size_t)(pt ? fg_partition_num_devices(pt) : 0) + 1, sizeof(size_t));
-    info->tensors = calloc((size_t)plan->n_slots + 1, sizeof *info->tensors);
+    info->tensors = tensors_block(s, plan, &names);
   }
   if (!info || !info->step_nodes || !info->tensors || !info->step_devices || !info->step_recv ||
       !info->step_send || !info->step_ops || !info->device_arena_bytes) {
@@ -75,7 +92,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     info->step_devices[si] = fg_session_step_device(s, plan, si);
     info->step_recv[si] = fg_step_is_recv(&plan->steps[si]);
     info->step_send[si] = plan->steps[si].xfer == FG_XFER_SEND;
-    info->step_ops[si] = fg_session_op_label(s, plan->steps[si].node);
+    info->step_ops[si] = fg_session_op_label(pg, plan->steps[si].node);
   }
   info->n_devices = hosts         ? fg_partition_num_devices(fg_dist_session_partition(s->dist))
                     : plan->n_dev ? plan->n_dev
@@ -95,8 +112,12 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     int src = recv ? plan->steps[plan->slot_step[k]].in_slots[0] : k;
     t->output = src - plan->slot_of_output[node];
     /* The empty stand-in of a cross-process graph belongs to no output. */
-    if (plan->slot_of_output[node] < 0 || t->output >= s->g->nodes[node].n_outputs) t->output = -1;
-    t->name = s->g->nodes[node].name;
+    if (plan->slot_of_output[node] < 0 || t->output >= pg->nodes[node].n_outputs) t->output = -1;
+    t->name = pg->nodes[node].name;
+    if (node >= s->g->n_nodes) { /* the session's, copied */
+      t->name = strcpy(names, t->name);
+      names += strlen(names) + 1;
+    }
     t->kind = recv ? "recv" : slot_kind_name(plan->slot_kind[k]);
     /* slot_dev is filled for every plan (0 where one device plans), but
      * only a plan with per-device arenas (dev_bytes) places by it; a GPU

@@ -32,16 +32,25 @@ struct fg_session {
    * TRAIN_STEPS_KEY by fg_session_save. */
   uint64_t train_steps;
   uint64_t var_version; /* runs that may have written variables (fg_kctx.var_version) */
-  /* The optimized copy of the graph plans are built from (same node ids
-   * as g; executor/passes/passes.h), or NULL: plans use g itself. */
+  /* The optimized copy of the graph plans are built from (the node ids
+   * of g, then any constants the passes appended; executor/passes/
+   * passes.h), or NULL: plans use g itself. See fg_session_plan_graph. */
   fg_pass_graph *opt;
   char *passes; /* the session's copy of opts.passes */
 };
 
-/* The op a plan step of node `node` runs, as run metadata and plan info
- * name it: the op's name, or for a fused node the ops it holds
- * ("fused_elementwise[add+relu]"; interned, valid for the process). */
-const char *fg_session_op_label(const fg_session *s, int node);
+/* The op a plan step of node `node` of the plan's graph g runs, as run
+ * metadata and plan info name it: the op's name, or for a fused node the
+ * ops it holds ("fused_elementwise[add+relu]"; interned, valid for the
+ * process). */
+const char *fg_session_op_label(const fg_graph *g, int node);
+/* The graph a request's plan is built from and runs on (a function of the
+ * request, so cached plans keep theirs): the optimized copy, whose node
+ * ids are the source's and past them the constants passes appended;
+ * but the source graph when a fetch names an output the copy's node no
+ * longer has (a batch norm's statistics, where fold_inference rewrote the
+ * batch norm into a one-output conv2d), as the source still computes it. */
+const fg_graph *fg_session_plan_graph(const fg_session *s, const fg_plan_request *req);
 /* Brings the session up to date with its graph: validates it, creates
  * storage for variables added since (existing ones keep their values) and
  * runs the optimization passes on a new copy. 0, or -1 with st set. */

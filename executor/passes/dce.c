@@ -12,7 +12,9 @@ int fg_pass_dce(fg_pass_ctx *ctx, fg_status *st) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "dce: out of memory");
     return -1;
   }
-  /* Node ids are topological: one descending sweep marks every ancestor. */
+  /* Node ids are topological: one descending sweep marks every ancestor
+   * (a constant a pass appended, read by an earlier node, has no inputs
+   * to mark). */
   for (int id = g->n_nodes - 1; id >= 0; id--) {
     if (!ctx->keep[id] && !live[id]) continue;
     live[id] = 1;

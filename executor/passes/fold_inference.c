@@ -18,9 +18,19 @@
  * its weight and that constant under their own names, so it applies only
  * where nobody can fetch them: each has this one consumer and none is
  * kept, nor is the batch_norm (whose outputs 1..3 must have no consumer).
- * fg_optimize keeps only what it is asked for; a session keeps every node
- * (any name may be fetched), so there batch norms are not folded. Neither
- * are variables (a graph may update them), nor batch norms in training. */
+ * That is fg_optimize, which keeps only what it is asked for.
+ *
+ * A session keeps every node (any name may be fetched), so there W' and b'
+ * are new constants "<bn>/folded_weight" and "<bn>/folded_bias" appended
+ * to the copy (fg_pass_add_constant; sessions on one device only), and
+ * the batch_norm becomes conv2d(x, W', b') with the conv's attributes, or
+ * fused_matmul(x, W', b') with the matmul's; the conv or matmul (and its
+ * add), W and b stay as they are, computed only when a run fetches them.
+ * The producer must have no other consumer (it would be computed twice),
+ * and no node may read the batch_norm's outputs 1..3: the rewritten node
+ * has one output, and a run that fetches one of them plans from the
+ * source graph (executor/session.c). Neither way folds variables (a graph
+ * may update them), nor batch norms in training. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -103,10 +113,23 @@ static int private_node(const fg_pass_ctx *ctx, const uses *u, int id) {
   return !ctx->keep[id] && u->all[id] == 1;
 }
 
-/* A private constant weight of dtype dt and rank >= 1 at output o. */
+/* A node the fold may read past: private where its value is rewritten in
+ * place; where the fold appends constants, one it leaves as it is, read
+ * only by its one user (else it would be computed twice). */
+static int sole_use(const fg_pass_ctx *ctx, const uses *u, int id) {
+  return ctx->w->may_append ? u->all[id] == 1 : private_node(ctx, u, id);
+}
+
+/* A constant the fold reads (W, b): private where it is rewritten in
+ * place, any constant where the fold appends new ones. */
+static int readable(const fg_pass_ctx *ctx, const uses *u, int id) {
+  return ctx->w->may_append || private_node(ctx, u, id);
+}
+
+/* A constant weight of dtype dt and rank >= 1 at output o, as readable. */
 static const fg_tensor *weight(const fg_pass_ctx *ctx, const uses *u, fg_output o, fg_dtype dt) {
   const fg_tensor *w = fg_pass_const_value(&ctx->w->g, o);
-  return w && w->dtype == dt && w->rank >= 1 && private_node(ctx, u, o.node) ? w : NULL;
+  return w && w->dtype == dt && w->rank >= 1 && readable(ctx, u, o.node) ? w : NULL;
 }
 
 /* Node id as the producer: a private conv2d or 2-D matmul with a constant
@@ -114,7 +137,7 @@ static const fg_tensor *weight(const fg_pass_ctx *ctx, const uses *u, fg_output 
 static int match_producer(const fg_pass_ctx *ctx, const uses *u, int id, bn_fold *f) {
   const fg_node *p = &ctx->w->g.nodes[id];
   fg_dtype dt = p->outputs[0].dtype;
-  if (!private_node(ctx, u, id) || (dt != FG_F32 && dt != FG_F64)) return 0;
+  if (!sole_use(ctx, u, id) || (dt != FG_F32 && dt != FG_F64)) return 0;
   f->prod = id, f->w_node = p->n_inputs > 1 ? p->inputs[1].node : -1;
   f->w = p->n_inputs > 1 ? weight(ctx, u, p->inputs[1], dt) : NULL;
   if (!f->w) return 0;
@@ -123,7 +146,7 @@ static int match_producer(const fg_pass_ctx *ctx, const uses *u, int id, bn_fold
     f->inner = f->c ? fg_tensor_num_elements(f->w) / f->c : 0;
     f->b_node = p->n_inputs == 3 ? p->inputs[2].node : -1;
     f->b = p->n_inputs == 3 ? param(&ctx->w->g, p->inputs[2], dt, f->c) : NULL;
-    return p->n_inputs == 2 || (f->b && private_node(ctx, u, f->b_node));
+    return p->n_inputs == 2 || (f->b && readable(ctx, u, f->b_node));
   }
   if (p->op != FG_OP_MATMUL || f->w->rank != 2 || p->outputs[0].rank != 2) return 0;
   int tb = fg_attr_int_or(p, "transpose_b", 0) != 0;
@@ -136,13 +159,13 @@ static int match_producer(const fg_pass_ctx *ctx, const uses *u, int id, bn_fold
 static int match_bias_add(const fg_pass_ctx *ctx, const uses *u, int id, bn_fold *f) {
   const fg_graph *g = &ctx->w->g;
   const fg_node *a = &g->nodes[id];
-  if (a->op != FG_OP_ADD || a->n_inputs != 2 || !private_node(ctx, u, id)) return 0;
+  if (a->op != FG_OP_ADD || a->n_inputs != 2 || !sole_use(ctx, u, id)) return 0;
   for (int k = 0; k < 2; k++) {
     fg_output mm = a->inputs[k], b = a->inputs[1 - k];
     if (g->nodes[mm.node].op != FG_OP_MATMUL || !match_producer(ctx, u, mm.node, f)) continue;
     f->b = param(g, b, a->outputs[0].dtype, f->c);
     f->b_node = b.node, f->kind = BN_MATMUL_ADD, f->add = id;
-    return f->b && private_node(ctx, u, b.node);
+    return f->b && readable(ctx, u, b.node);
   }
   return 0;
 }
@@ -151,18 +174,23 @@ static int match_bias_add(const fg_pass_ctx *ctx, const uses *u, int id, bn_fold
 static int match_bn(const fg_pass_ctx *ctx, const uses *u, int bn, bn_fold *f) {
   const fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[bn];
-  if (n->n_inputs != 6 || ctx->keep[bn] || u->past0[bn] || !const_false(g, n->inputs[5])) return 0;
+  int grow = ctx->w->may_append;
+  if (n->n_inputs != 6 || (ctx->keep[bn] && !grow) || u->past0[bn] || !const_false(g, n->inputs[5]))
+    return 0;
   fg_output x = n->inputs[0];
   f->bn = bn, f->add = -1;
   if (x.index != 0 || !fg_pass_can_replace(ctx, bn, x)) return 0;
   if (!match_producer(ctx, u, x.node, f) && !match_bias_add(ctx, u, x.node, f)) return 0;
+  /* The rewritten node reads the producer's input later, at its own id. */
+  if (!fg_pass_can_replace(ctx, bn, g->nodes[f->prod].inputs[0])) return 0;
   fg_dtype dt = f->w->dtype;
   f->scale = param(g, n->inputs[1], dt, f->c), f->shift = param(g, n->inputs[2], dt, f->c);
   f->mean = param(g, n->inputs[3], dt, f->c), f->var = param(g, n->inputs[4], dt, f->c);
   f->eps = fg_attr_float_or(n, "epsilon", 1e-5);
-  /* b' goes where b was, or else into the shift (an earlier node). */
-  if (f->b_node < 0) f->b_node = n->inputs[2].node;
-  return f->scale && f->shift && f->mean && f->var && private_node(ctx, u, f->b_node);
+  /* In place, b' goes where b was, or else into the shift (an earlier
+   * node). */
+  if (f->b_node < 0 && !grow) f->b_node = n->inputs[2].node;
+  return f->scale && f->shift && f->mean && f->var && (grow || private_node(ctx, u, f->b_node));
 }
 
 /* W' and b' (new tensors) from the matched pieces; -1 out of memory. */
@@ -236,6 +264,44 @@ static int rewrite_bn(fg_pass_ctx *ctx, const bn_fold *f, fg_status *st) {
   return fg_pass_record(ctx, f->prod, "removed", NULL, NULL, st);
 }
 
+/* The session's way: W' and b' as new constants, the batch_norm rewritten
+ * into conv2d or fused_matmul reading them, the rest untouched. */
+static int rewrite_bn_appending(fg_pass_ctx *ctx, const bn_fold *f, fg_status *st) {
+  fg_tensor *w2 = NULL, *b2 = NULL;
+  if (folded_values(f, &w2, &b2) != 0) {
+    fg_tensor_free(w2);
+    fg_tensor_free(b2);
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fold_inference: out of memory");
+    return -1;
+  }
+  int wid = fg_pass_add_constant(ctx, f->bn, "folded_weight", w2, st);
+  if (wid < 0) {
+    fg_tensor_free(b2); /* w2 is taken over, even on failure */
+    return -1;
+  }
+  int bid = fg_pass_add_constant(ctx, f->bn, "folded_bias", b2, st);
+  if (bid < 0) return -1;
+  /* Appending may have moved the nodes: pointers into them from here. */
+  fg_graph *g = &ctx->w->g;
+  const fg_node *p = &g->nodes[f->prod];
+  if (fg_pass_graph_set_attrs(ctx->w, f->bn, &p->attrs) != 0) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "fold_inference: out of memory");
+    return -1;
+  }
+  fg_node *n = &g->nodes[f->bn];
+  n->inputs[0] = p->inputs[0];
+  n->inputs[1] = (fg_output){wid, 0};
+  n->inputs[2] = (fg_output){bid, 0};
+  n->n_inputs = 3, n->n_outputs = 1;
+  n->op = f->kind == BN_CONV ? FG_OP_CONV2D : FG_OP_FUSED_MATMUL;
+  return fg_pass_record(ctx, f->bn, "folded", n->name,
+                        f->kind == BN_CONV ? "batch_norm(conv2d) into conv2d on new constants"
+                        : f->kind == BN_MATMUL
+                            ? "batch_norm(matmul) into fused_matmul on new constants"
+                            : "batch_norm(matmul + b) into fused_matmul on new constants",
+                        st);
+}
+
 int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st) {
   const fg_graph *g = &ctx->w->g;
   uses u = {NULL, NULL};
@@ -252,7 +318,7 @@ int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st) {
     bn_fold f;
     if (ctx->dead[id] || g->nodes[id].op != FG_OP_BATCH_NORM || !match_bn(ctx, &u, id, &f))
       continue;
-    rc = rewrite_bn(ctx, &f, st);
+    rc = ctx->w->may_append ? rewrite_bn_appending(ctx, &f, st) : rewrite_bn(ctx, &f, st);
   }
   free(u.all);
   free(u.past0);

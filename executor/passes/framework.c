@@ -1,6 +1,7 @@
 /* The helpers every pass uses: replacements, what must stay, what a pass
  * may not touch, and recording changes (passes.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "executor/passes/passes.h"
@@ -86,6 +87,39 @@ int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *int
     return 0;
   fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory (report)");
   return -1;
+}
+
+/* Room in fwd, dead and keep for one more node. 0 or -1. */
+static int reserve_ctx(fg_pass_ctx *ctx) {
+  if (ctx->w->g.n_nodes < ctx->cap) return 0;
+  int cap = ctx->cap + ctx->cap / 4 + 8;
+  fg_output *fwd = realloc(ctx->fwd, ((size_t)cap + 1) * sizeof *fwd);
+  if (fwd) ctx->fwd = fwd;
+  unsigned char *dead = realloc(ctx->dead, (size_t)cap + 1);
+  if (dead) ctx->dead = dead;
+  unsigned char *keep = realloc(ctx->keep, (size_t)cap + 1);
+  if (keep) ctx->keep = keep;
+  if (!fwd || !dead || !keep) return -1;
+  ctx->cap = cap;
+  return 0;
+}
+
+int fg_pass_add_constant(fg_pass_ctx *ctx, int node, const char *suffix, fg_tensor *value,
+                         fg_status *st) {
+  char name[512];
+  snprintf(name, sizeof name, "%s/%s", ctx->w->g.nodes[node].name, suffix);
+  int id = -1;
+  if (ctx->w->may_append && !ctx->group && reserve_ctx(ctx) == 0)
+    id = fg_pass_graph_append_constant(ctx->w, name, value, node);
+  else
+    fg_tensor_free(value);
+  if (id < 0) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory (constant '%s')", name);
+    return -1;
+  }
+  ctx->fwd[id] = (fg_output){-1, -1};
+  ctx->dead[id] = ctx->keep[id] = 0;
+  return id;
 }
 
 int fg_pass_replace(fg_pass_ctx *ctx, int id, fg_output by, const char *action, const char *rule,

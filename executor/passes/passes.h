@@ -28,6 +28,11 @@
 typedef struct fg_pass_graph {
   fg_graph g;
   unsigned char *attrs_owned; /* per node */
+  int n_src;                  /* the source's nodes; ids from here on are appended constants */
+  /* 1 where passes may append constants (fg_pass_add_constant): set by
+   * the session's pipeline when the plan is on one device, where nothing
+   * else indexes by node id an array sized by the source's node count. */
+  int may_append;
 } fg_pass_graph;
 
 fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st);
@@ -47,6 +52,11 @@ int fg_pass_graph_set_constant(fg_pass_graph *w, int id, fg_tensor *value);
 int fg_pass_graph_set_op(fg_pass_graph *w, int id, int op, const fg_output *inputs, int n_inputs);
 /* Node id's attributes replaced by a deep copy of src. 0 or -1. */
 int fg_pass_graph_set_attrs(fg_pass_graph *w, int id, const struct fg_attrs *src);
+/* Appends a constant node named `name` (copied) holding `value` (taken
+ * over, freed on failure too), placed as node `like` (its device and
+ * colocation). No source node reads it and the copy's name index does not
+ * know it. Its id (past every existing one), or -1 (out of memory). */
+int fg_pass_graph_append_constant(fg_pass_graph *w, const char *name, fg_tensor *value, int like);
 
 struct fg_pass_report {
   fg_pass_change *items;
@@ -60,6 +70,7 @@ typedef struct fg_pass_ctx {
   fg_output *fwd;
   unsigned char *dead; /* per node: removed (no consumer reads it) */
   unsigned char *keep; /* per node: must stay (fetched, output, variable, stateful) */
+  int cap;             /* entries fwd, dead and keep have room for (the pipeline's own) */
   /* Per node the device group rewrites stay within (a consumer is only
    * rewired to an output produced in the same group), or NULL: one group. */
   const int *group;
@@ -107,6 +118,14 @@ int fg_pass_can_replace(const fg_pass_ctx *ctx, int id, fg_output by);
  * Records `action` (and `rule`). 0 or -1 (out of memory). */
 int fg_pass_replace(fg_pass_ctx *ctx, int id, fg_output by, const char *action, const char *rule,
                     fg_status *st);
+/* Where ctx->w->may_append: a new constant "<node's name>/<suffix>"
+ * holding `value` (taken over, freed on failure too), placed as node
+ * `node` it serves, neither kept nor dead; its id past every source node,
+ * so a node it feeds reads a later id. Such a constant has no inputs, and
+ * plans bind every constant before any step, so node order still holds for
+ * every step. -1 with the status set (out of memory). */
+int fg_pass_add_constant(fg_pass_ctx *ctx, int node, const char *suffix, fg_tensor *value,
+                         fg_status *st);
 /* Records a change of node id ("into" NULL for removals). 0 or -1. */
 int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *into, const char *rule,
                    fg_status *st);

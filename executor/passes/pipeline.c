@@ -118,13 +118,23 @@ int fg_pass_pipeline_run(fg_pass_graph *w, const fg_pass_options *opts, unsigned
   int *ids = NULL;
   int n = opts && opts->disable ? 0 : select_passes(opts ? opts->passes : NULL, &ids, st);
   if (n < 0) return -1;
-  fg_pass_ctx ctx = {
-      w, malloc(((size_t)w->g.n_nodes + 1) * sizeof(fg_output)), dead, keep, group, report, NULL,
-      1};
-  int rc = ctx.fwd ? 0 : -1;
+  /* Its own keep and dead: a pass may append nodes (fg_pass_add_constant),
+   * and they grow with the graph; dead goes back for the source's nodes. */
+  const int n0 = w->g.n_nodes;
+  size_t n1 = (size_t)n0 + 1;
+  fg_pass_ctx ctx = {.w = w,
+                     .fwd = malloc(n1 * sizeof(fg_output)),
+                     .dead = malloc(n1),
+                     .keep = malloc(n1),
+                     .cap = n0,
+                     .group = group,
+                     .report = report,
+                     .all_kept = 1};
+  int rc = ctx.fwd && ctx.dead && ctx.keep ? 0 : -1;
   if (rc) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory");
-  for (int id = 0; ctx.fwd && id < w->g.n_nodes; id++) {
+  for (int id = 0; rc == 0 && id < n0; id++) {
     ctx.fwd[id] = (fg_output){-1, -1};
+    ctx.keep[id] = keep[id], ctx.dead[id] = dead[id];
     ctx.all_kept &= keep[id] != 0;
   }
   for (int k = 0; rc == 0 && k < n; k++) {
@@ -134,7 +144,10 @@ int fg_pass_pipeline_run(fg_pass_graph *w, const fg_pass_options *opts, unsigned
     for (int id = 0; rc == 0 && id < w->g.n_nodes; id++)
       fg_pass_resolve_inputs(&ctx, id);
   }
+  if (rc == 0) memcpy(dead, ctx.dead, (size_t)n0);
   free(ids);
   free(ctx.fwd);
+  free(ctx.dead);
+  free(ctx.keep);
   return rc;
 }

@@ -41,6 +41,11 @@ fg_pass_graph *fg_passes_for_session(const fg_graph *g, const fg_pass_options *o
   if (!ok) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory (passes)");
   if (w) {
     memset(keep, 1, n);
+    /* One device: passes may add constants (fold_inference's folded
+     * weights), since the plan binds constants by node id alone. With
+     * several devices or host steps, placement arrays sized by the
+     * source's node count index every planned node, so nothing is added. */
+    w->may_append = !group;
     fg_pass_options env = {0, env_list()};
     if (env.passes && (!opts || !opts->passes)) opts = &env;
     if (fg_pass_pipeline_run(w, opts, keep, group, dead, NULL, st) != 0) {

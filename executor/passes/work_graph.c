@@ -3,12 +3,14 @@
  * attribute array: fg_session_save adds and drops an attribute of every
  * variable without one, through the shared graph) and the inputs the
  * passes rewire; the strings, tensors and output types inside stay the
- * source's, which change only with its version. */
+ * source's, which change only with its version. Constants a pass appends
+ * (ids from n_src on) own everything. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "executor/passes/passes.h"
 #include "graph/op_table.h"
+#include "graph/tensor_internal.h"
 
 static int oom(fg_status *st) {
   fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory (working copy of the graph)");
@@ -36,6 +38,7 @@ fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st) {
   w->g.meta_keys = w->g.meta_vals = NULL, w->g.n_meta = w->g.cap_meta = 0;
   w->g.nodes = calloc(n + 1, sizeof *w->g.nodes);
   w->g.cap_nodes = src->n_nodes;
+  w->n_src = src->n_nodes;
   w->g.name_index = malloc(((size_t)src->name_cap + 1) * sizeof *w->g.name_index);
   w->attrs_owned = calloc(n + 1, 1);
   if (!w->g.nodes || !w->g.name_index || !w->attrs_owned) {
@@ -62,6 +65,11 @@ void fg_pass_graph_free(fg_pass_graph *w) {
   if (!w) return;
   for (int i = 0; w->g.nodes && i < w->g.n_nodes; i++) {
     free(w->g.nodes[i].inputs);
+    if (i >= w->n_src) {
+      free(w->g.nodes[i].name);
+      free(w->g.nodes[i].device);
+      free(w->g.nodes[i].outputs);
+    }
     if (w->attrs_owned && w->attrs_owned[i])
       fg_attrs_clear(&w->g.nodes[i].attrs);
     else
@@ -160,4 +168,51 @@ int fg_pass_graph_set_attrs(fg_pass_graph *w, int id, const struct fg_attrs *src
   drop_attrs(w, id);
   w->g.nodes[id].attrs = copy;
   return 0;
+}
+
+/* Room for one more node. 0 or -1. */
+static int reserve_node(fg_pass_graph *w) {
+  fg_graph *g = &w->g;
+  if (g->n_nodes < g->cap_nodes) return 0;
+  int cap = g->cap_nodes + g->cap_nodes / 4 + 8;
+  fg_node *nodes = realloc(g->nodes, ((size_t)cap + 1) * sizeof *nodes);
+  if (nodes) g->nodes = nodes;
+  unsigned char *owned = realloc(w->attrs_owned, (size_t)cap + 1);
+  if (owned) w->attrs_owned = owned;
+  if (!nodes || !owned) return -1;
+  g->cap_nodes = cap;
+  return 0;
+}
+
+int fg_pass_graph_append_constant(fg_pass_graph *w, const char *name, fg_tensor *value, int like) {
+  if (reserve_node(w) != 0) {
+    fg_tensor_free(value);
+    return -1;
+  }
+  int id = w->g.n_nodes;
+  const fg_node *l = &w->g.nodes[like];
+  fg_node *n = &w->g.nodes[id];
+  memset(n, 0, sizeof *n);
+  w->attrs_owned[id] = 1;
+  n->op = FG_OP_CONSTANT;
+  n->name = fg_strdup(name);
+  n->device = l->device ? fg_strdup(l->device) : NULL;
+  n->inputs = malloc(sizeof *n->inputs);
+  n->outputs = calloc(1, sizeof *n->outputs);
+  n->n_outputs = 1;
+  /* Counted in from here, so that freeing the copy frees what it holds. */
+  w->g.n_nodes++;
+  const fg_attr *co = fg_attrs_find(&l->attrs, FG_COLOCATE_ATTR);
+  if (!n->name || (l->device && !n->device) || !n->inputs || !n->outputs ||
+      (co && co->type == FG_ATTR_STRING && co->s &&
+       fg_attrs_set_string(&n->attrs, FG_COLOCATE_ATTR, co->s) != 0)) {
+    fg_tensor_free(value);
+    return -1;
+  }
+  n->outputs[0].dtype = value->dtype;
+  n->outputs[0].rank = value->rank;
+  for (int d = 0; d < value->rank; d++)
+    n->outputs[0].dims[d] = value->dims[d];
+  /* The value last: keep_placement keeps the colocation just set. */
+  return fg_pass_graph_set_constant(w, id, value) == 0 ? id : -1;
 }

@@ -15,14 +15,17 @@
  * What a pass may do (every pass keeps these):
  * - Fetch names keep working: in a session every node keeps its name and
  *   computes its value; only which equivalent node feeds a consumer
- *   changes. fg_optimize keeps every node it is asked to fetch, every
- *   marked graph output, variable, placeholder and stateful node.
+ *   changes (and fold_inference may feed a folded batch norm constants
+ *   of the session's own, which no name fetches). fg_optimize keeps
+ *   every node it is asked to fetch, every marked graph output, variable,
+ *   placeholder and stateful node.
  * - Stateful nodes (variable updates, assign, batch_norm_update_stats,
  *   collectives, the training flag) and random ones (random_*, dropout)
  *   are never merged or removed while their effect is needed; a value
  *   read from a variable is never moved past an update of it.
  * - Results are bit for bit those of the graph without passes, but for
- *   fold_inference's batch norm folding (fg_optimize only, see below), for
+ *   fold_inference's batch norm folding (and what reads a folded batch
+ *   norm, see below), for
  *   a folded node placed on a GPU, which holds the CPU kernel's bits, and
  *   for the sign and payload of a NaN that a fused addition or
  *   multiplication of two NaNs gives (which operand's NaN the hardware
@@ -54,12 +57,19 @@
  *             that conv2d with W' = W s and b' = (b - mean) s + shift
  *             (likewise a 2-D matmul by a constant, + a constant bias),
  *             s = scale / sqrt(var + epsilon), in double and rounded once
- *             (not the same bits: within 1e-5 relative in the tests). It
- *             rewrites the conv, its weight and a bias constant, so it
- *             applies only where none of them, nor the batch norm's other
- *             outputs, can be fetched: in fg_optimize, not in a session
- *             (which keeps every name fetchable). A training flag known
- *             per run (fg_training) and variables are never folded.
+ *             (not the same bits: within 1e-5 relative in the tests).
+ *             fg_optimize writes W' and b' into the conv's weight and a
+ *             bias constant, where none of them, nor the batch norm's
+ *             other outputs, is fetched. A session (every name
+ *             fetchable) on one device puts W' and b' in new constants
+ *             of its own ("<bn>/folded_weight", "<bn>/folded_bias"): the
+ *             batch norm becomes conv2d (or fused_matmul) on them, the
+ *             conv and its constants keep their values, computed when
+ *             fetched, and a run fetching the batch norm's statistics
+ *             (outputs 1..3) runs the graph without this fold; the conv
+ *             must have no other reader. A session over several devices
+ *             (or with host steps) folds none. A training flag known per
+ *             run (fg_training) and variables are never folded.
  *   cse       nodes with the same op, typed attributes, inputs, output
  *             types and device compute once.
  *   xent_grad the gradient autodiff builds for softmax_cross_entropy,

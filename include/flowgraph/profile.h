@@ -68,9 +68,11 @@ FG_API int fg_session_run_ex(fg_session *s, const fg_feed *feeds, int n_feeds,
                              fg_run_metadata **metadata, fg_status *status);
 
 typedef struct fg_plan_tensor {
-  int node;         /* producer node id */
-  int output;       /* output index */
-  const char *name; /* producer's name, owned by the graph */
+  int node;   /* producer node id */
+  int output; /* output index */
+  /* producer's name, owned by the graph (a constant the passes added, as
+   * a folded batch norm's "<bn>/folded_weight": by the info) */
+  const char *name;
   const char *kind; /* "arena", "feed", "constant", "variable", "fetch" */
   fg_dtype dtype;
   int rank;

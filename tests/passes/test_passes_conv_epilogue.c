@@ -341,7 +341,17 @@ FG_TEST(conv_epilogue_resnet_block_after_folding, "") {
     d = fmax(d, fabs((double)a - b)), m = fmax(m, fabs((double)a));
   }
   FG_CHECK(m > 0 && d <= 1e-5 * m);
-  FG_CHECK(same_bits_on_off(g, x, "out"));
+  /* A session folds the batch norm too (onto new constants), and fuses
+   * alike: within the folding's rounding of the unfused graph. */
+  fg_tensor *on = run_fetch(g, x, "out", 0);
+  FG_REQUIRE(on);
+  d = 0;
+  for (int64_t i = 0; i < fg_tensor_num_elements(want); i++) {
+    float a = ((float *)fg_tensor_data(want))[i], b = ((float *)fg_tensor_data(on))[i];
+    if (!isnan(a) || !isnan(b)) d = fmax(d, fabs((double)a - b));
+  }
+  FG_CHECK(d <= 1e-5 * m);
+  fg_tensor_free(on);
   fg_tensor_free(want), fg_tensor_free(got), fg_tensor_free(x);
   fg_pass_report_free(r);
   fg_graph_free(o);

@@ -1,7 +1,8 @@
 /* Inference folding (fold_inference): batch_norm folded into the conv2d
  * before it (values by hand, a small CNN against the graph without passes
  * within 1e-5 of its largest output), dropout in inference removed, and
- * neither where the mode or the parameters may change. */
+ * neither where the mode or the parameters may change; in fg_optimize and
+ * in sessions, where every name keeps its value. */
 #include <math.h>
 
 #include "test_passes_util.h"
@@ -173,9 +174,11 @@ FG_TEST(passes_fold_bn_cnn_against_passes_off, "") {
   double rel = max_rel_diff(got, ref);
   FG_CHECK(rel <= 1e-5);
   if (rel > 1e-5) fprintf(stderr, "max relative difference %g\n", rel);
-  /* A session keeps every node fetchable: its batch norms stay, and the
-   * removed dropout is x itself: the same bits as without passes. */
-  FG_CHECK(same_bits_on_off(g, xt, "out"));
+  /* A session folds too (on constants of its own): the same bound. */
+  fg_tensor *on = run_fetch(g, xt, "out", 0);
+  FG_REQUIRE(on);
+  FG_CHECK(max_rel_diff(on, ref) <= 1e-5);
+  fg_tensor_free(on);
   fg_tensor_free(ref);
   fg_tensor_free(got);
   fg_tensor_free(xt);
@@ -327,4 +330,335 @@ FG_TEST(passes_fold_bn_into_linear, "") {
     fg_graph_free(o);
     fg_graph_free(g);
   }
+}
+
+/* ---- Sessions: W' and b' are new constants, every name keeps its value */
+
+/* The plan of a one-thread session on g (passes on, or off) for `fetch`
+ * with x fed as "x"; NULL with the message printed. */
+/* The plan of a session with the passes but conv_epilogue (which would
+ * take the folded conv2d into a fused_conv2d with its relu), or none. */
+static fg_plan_info *session_plan(fg_graph *g, const fg_tensor *x, const char *fetch,
+                                  int no_passes) {
+  fg_status *st = fg_status_new();
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.num_threads = 1;
+  o.no_passes = no_passes;
+  o.passes = no_passes ? NULL : NO_CONV_EPILOGUE;
+  fg_session *s = fg_session_new(g, &o, st);
+  fg_feed feed = {"x", x};
+  fg_plan_info *pi = s ? fg_session_plan_info(s, &feed, 1, &fetch, 1, NULL, 0, st) : NULL;
+  if (!pi) fprintf(stderr, "plan '%s': %s\n", fetch, fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return pi;
+}
+
+/* The op of node `name`'s step in the plan, or "" when it has none. */
+static const char *step_op(const fg_plan_info *pi, const fg_graph *g, const char *name) {
+  int id = fg_graph_find_output(g, name).node;
+  for (int si = 0; id >= 0 && si < pi->n_steps; si++)
+    if (pi->step_nodes[si] == id && !pi->step_recv[si]) return pi->step_ops[si];
+  return "";
+}
+
+static int count_steps(const fg_plan_info *pi, const char *op) {
+  int n = 0;
+  for (int si = 0; si < pi->n_steps; si++)
+    n += strcmp(pi->step_ops[si], op) == 0;
+  return n;
+}
+
+/* The plan's constant tensor named `name`, or NULL. */
+static const fg_plan_tensor *plan_constant(const fg_plan_info *pi, const char *name) {
+  for (int k = 0; k < pi->n_tensors; k++)
+    if (strcmp(pi->tensors[k].name, name) == 0 && strcmp(pi->tensors[k].kind, "constant") == 0)
+      return &pi->tensors[k];
+  return NULL;
+}
+
+/* Fetches `names` of g in one run of a one-thread session, passes on or
+ * off, into out[]; 0 or -1 with the message printed. */
+static int run_fetches(fg_graph *g, const fg_tensor *x, const char **names, int n, int no_passes,
+                       fg_tensor **out) {
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 1, no_passes, st);
+  fg_feed feed = {"x", x};
+  int rc = s ? fg_session_run(s, &feed, 1, names, n, out, NULL, 0, st) : -1;
+  if (rc != 0) fprintf(stderr, "run: %s\n", fg_status_message(st));
+  fg_session_free(s);
+  fg_status_free(st);
+  return rc;
+}
+
+FG_TEST(passes_fold_bn_session_by_hand, "") {
+  /* The graph of passes_fold_bn_into_conv_by_hand, in a session. */
+  fg_graph *g = fg_graph_new();
+  int64_t dx[4] = {1, 1, 1, 2}, dw[4] = {1, 1, 1, 1}, d1[1] = {1};
+  float w = 2, sc = 3, sh = 1, mean = 0.5f, var = 3;
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, dx);
+  const float *vals[5] = {&w, &sc, &sh, &mean, &var};
+  const char *names[5] = {"w", "g", "b", "m", "v"};
+  fg_output c[5];
+  for (int i = 0; i < 5; i++) {
+    fg_tensor *t = fg_tensor_from_data(FG_F32, i ? 1 : 4, i ? d1 : dw, vals[i], 4, NULL);
+    c[i] = fg_constant(g, names[i], t);
+    fg_tensor_free(t);
+  }
+  fg_output conv = fg_set_name(g, fg_conv2d(g, x, c[0], (fg_output){-1, 0}, NULL), "conv");
+  fg_set_name(g, fg_relu(g, bn(g, "bn", conv, c + 1, const_false(g))), "out");
+  float xv[2] = {1, 2};
+  fg_tensor *xt = fg_tensor_from_data(FG_F32, 4, dx, xv, sizeof xv, NULL);
+  fg_plan_info *pi = session_plan(g, xt, "out", 0);
+  FG_REQUIRE(pi);
+  /* bn runs as a conv2d on its folded constants; the conv is not run. */
+  FG_CHECK_INT(pi->n_steps, 2);
+  FG_CHECK_STR(step_op(pi, g, "bn"), "conv2d");
+  FG_CHECK_STR(step_op(pi, g, "conv"), "");
+  FG_CHECK(plan_constant(pi, "bn/folded_weight") && plan_constant(pi, "bn/folded_bias"));
+  FG_CHECK(!plan_constant(pi, "w") && !plan_constant(pi, "m"));
+  fg_plan_info_free(pi);
+  /* s = 3 / sqrt(3 + 1e-5): out = relu((2 x - 0.5) s + 1), conv = 2 x,
+   * bn's mean output the running mean 0.5. */
+  double s = 3.0 / sqrt(3.0 + 1e-5);
+  const char *f[4] = {"out", "conv", "bn", "bn:1"};
+  fg_tensor *got[4] = {NULL, NULL, NULL, NULL};
+  FG_REQUIRE(run_fetches(g, xt, f, 4, 0, got) == 0);
+  for (int i = 0; i < 2; i++) {
+    double want = (2.0 * xv[i] - 0.5) * s + 1.0;
+    FG_CHECK_NEAR(((const float *)fg_tensor_data(got[0]))[i], want, 1e-5 * want);
+    FG_CHECK_NEAR(((const float *)fg_tensor_data(got[2]))[i], want, 1e-5 * want);
+    FG_CHECK(((const float *)fg_tensor_data(got[1]))[i] == 2.0f * xv[i]);
+  }
+  FG_CHECK_INT(fg_tensor_num_elements(got[3]), 1);
+  FG_CHECK(((const float *)fg_tensor_data(got[3]))[0] == 0.5f);
+  for (int i = 0; i < 4; i++)
+    fg_tensor_free(got[i]);
+  /* One session, its plans alternating between the folded graph (out)
+   * and the graph as it is (bn's statistics): each keeps its values. */
+  fg_status *st = fg_status_new();
+  fg_session *ss = passes_session(g, 1, 0, st);
+  FG_REQUIRE(ss);
+  fg_feed feed = {"x", xt};
+  for (int round = 0; round < 2; round++)
+    for (int k = 0; k < 3; k++) {
+      const char *one = k == 1 ? "bn:2" : k == 0 ? "out" : "conv";
+      fg_tensor *t = NULL;
+      FG_REQUIRE(fg_session_run(ss, &feed, 1, &one, 1, &t, NULL, 0, st) == 0);
+      const float *v = fg_tensor_data(t);
+      for (int i = 0; k != 1 && i < 2; i++) {
+        double want = k == 0 ? (2.0 * xv[i] - 0.5) * s + 1.0 : 2.0 * xv[i];
+        FG_CHECK_NEAR(v[i], want, 1e-5 * want);
+      }
+      /* inv_std = 1 / sqrt(3 + 1e-5) */
+      if (k == 1) FG_CHECK_NEAR(v[0], 1.0 / sqrt(3.0 + 1e-5), 1e-7);
+      fg_tensor_free(t);
+    }
+  /* batch_norm has outputs 0..3: a fifth is refused, not planned. */
+  const char *bad = "bn:4";
+  fg_tensor *none = NULL;
+  FG_CHECK(fg_session_run(ss, &feed, 1, &bad, 1, &none, NULL, 0, st) != 0);
+  FG_CHECK_INT(fg_status_code(st), FG_NOT_FOUND);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "fetch 'bn:4': no such node or output");
+  fg_session_free(ss);
+  fg_status_free(st);
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+}
+
+FG_TEST(passes_fold_bn_session_cnn, "") {
+  fg_graph *g = cnn(0, 0);
+  fg_tensor *xt = cnn_input();
+  fg_plan_info *pi = session_plan(g, xt, "out", 0), *off = session_plan(g, xt, "out", 1);
+  FG_REQUIRE(pi && off);
+  FG_CHECK_INT(count_steps(pi, "batch_norm") + count_steps(pi, "dropout"), 0);
+  FG_CHECK_INT(count_steps(off, "batch_norm"), 2);
+  FG_CHECK_INT(count_steps(off, "dropout"), 1);
+  FG_CHECK_STR(step_op(pi, g, "bn1"), "conv2d");
+  FG_CHECK_STR(step_op(pi, g, "bn2"), "conv2d");
+  FG_CHECK_STR(step_op(pi, g, "conv1"), "");
+  FG_CHECK_STR(step_op(pi, g, "conv2"), "");
+  /* Two convs, two relus and the pool (two relu, pool fused, perhaps):
+   * two steps fewer than conv, bn, relu twice, dropout, pool. */
+  FG_CHECK_INT(count_steps(pi, "conv2d"), 2);
+  FG_CHECK(pi->n_steps <= off->n_steps - 3);
+  const fg_plan_tensor *w1 = plan_constant(pi, "bn1/folded_weight");
+  const fg_plan_tensor *b2 = plan_constant(pi, "bn2/folded_bias");
+  FG_REQUIRE(w1 && b2);
+  FG_CHECK(w1->rank == 4 && w1->dims[0] == 8 && w1->dims[1] == 3 && w1->dims[3] == 3);
+  FG_CHECK(b2->rank == 1 && b2->dims[0] == 8);
+  fg_plan_info_free(pi);
+  fg_plan_info_free(off);
+  /* Within 1e-5 of the graph without passes: out, bn2, the dropout, and
+   * conv2, whose input comes from the folded bn1. conv1, which reads x,
+   * bit for bit, fetched with them or alone. */
+  const char *f[5] = {"out", "bn2", "conv1", "conv2", "drop"};
+  fg_tensor *on[5] = {NULL}, *ref[5] = {NULL};
+  FG_REQUIRE(run_fetches(g, xt, f, 5, 0, on) == 0 && run_fetches(g, xt, f, 5, 1, ref) == 0);
+  FG_CHECK(max_rel_diff(on[0], ref[0]) <= 1e-5);
+  FG_CHECK(max_rel_diff(on[1], ref[1]) <= 1e-5);
+  FG_CHECK(same_values(on[2], ref[2]));
+  FG_CHECK(max_rel_diff(on[3], ref[3]) <= 1e-5);
+  FG_CHECK(max_rel_diff(on[4], ref[4]) <= 1e-5);
+  FG_CHECK(!same_values(on[0], ref[0])); /* folded: rounded otherwise */
+  for (int i = 0; i < 5; i++) {
+    fg_tensor_free(on[i]);
+    fg_tensor_free(ref[i]);
+  }
+  FG_CHECK(same_bits_on_off(g, xt, "conv1"));
+  /* bn1's statistics (outputs 1..3) plan from the graph as it is. */
+  for (int k = 1; k <= 3; k++) {
+    char name[16];
+    snprintf(name, sizeof name, "bn1:%d", k);
+    FG_CHECK(same_bits_on_off(g, xt, name));
+  }
+  /* fg_optimize still folds in place, as before. */
+  fg_graph *o = optimize_passes(g, "out", NO_CONV_EPILOGUE, NULL);
+  FG_REQUIRE(o);
+  FG_CHECK_INT(fg_graph_num_nodes(o), 10);
+  fg_graph_free(o);
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+}
+
+FG_TEST(passes_fold_bn_session_not_folded, "") {
+  fg_tensor *xt = cnn_input();
+  /* bn1's running mean is a variable: bn1 stays, bn2 folds. */
+  fg_graph *g = cnn(1, 0);
+  fg_plan_info *pi = session_plan(g, xt, "out", 0);
+  FG_REQUIRE(pi);
+  FG_CHECK_STR(step_op(pi, g, "bn1"), "batch_norm");
+  FG_CHECK_STR(step_op(pi, g, "bn2"), "conv2d");
+  FG_CHECK_STR(step_op(pi, g, "conv1"), "conv2d");
+  fg_plan_info_free(pi);
+  fg_graph_free(g);
+  /* The graph's training flag: both stay, the same bits as without. */
+  g = cnn(0, 1);
+  pi = session_plan(g, xt, "out", 0);
+  FG_REQUIRE(pi);
+  FG_CHECK_INT(count_steps(pi, "batch_norm"), 2);
+  FG_CHECK_INT(count_steps(pi, "dropout"), 1);
+  fg_plan_info_free(pi);
+  FG_CHECK(same_bits_on_off(g, xt, "out"));
+  fg_graph_free(g);
+  /* A variable weight (a trainable import): conv2's batch norm stays. */
+  g = fg_graph_new();
+  int64_t dx[4] = {2, 3, 8, 8}, dw[4] = {4, 3, 3, 3};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, dx), p[4];
+  fg_tensor *wt = fg_tensor_new(FG_F32, 4, dw, NULL);
+  float *wv = fg_tensor_data(wt);
+  for (int i = 0; i < 108; i++)
+    wv[i] = value_at(4, i, -0.5f, 0.5f);
+  fg_output w = fg_variable(g, "w", wt);
+  fg_tensor_free(wt);
+  fg_output c = fg_set_name(g, fg_conv2d(g, x, w, (fg_output){-1, 0}, NULL), "conv");
+  bn_params(g, "bn", 4, 40, p);
+  fg_set_name(g, fg_relu(g, bn(g, "bn", c, p, const_false(g))), "out");
+  pi = session_plan(g, xt, "out", 0);
+  FG_REQUIRE(pi);
+  FG_CHECK_STR(step_op(pi, g, "bn"), "batch_norm");
+  FG_CHECK_STR(step_op(pi, g, "conv"), "conv2d");
+  fg_plan_info_free(pi);
+  FG_CHECK(same_bits_on_off(g, xt, "out"));
+  fg_graph_free(g);
+  /* A conv another node also reads would be computed twice: it stays. */
+  g = cnn(0, 0);
+  fg_set_name(g, fg_neg(g, fg_graph_find_output(g, "conv2")), "conv2_neg");
+  pi = session_plan(g, xt, "out", 0);
+  FG_REQUIRE(pi);
+  FG_CHECK_STR(step_op(pi, g, "bn1"), "conv2d");
+  FG_CHECK_STR(step_op(pi, g, "bn2"), "batch_norm");
+  fg_plan_info_free(pi);
+  fg_graph_free(g);
+  /* Two devices (the pool on cpu:1): placement is sized by the user's
+   * graph, so nothing is appended and both stay, the same bits. */
+  g = cnn(0, 0);
+  fg_set_device(g, fg_graph_find_output(g, "out"), "cpu:1");
+  pi = session_plan(g, xt, "out", 0);
+  FG_REQUIRE(pi);
+  FG_CHECK_INT(pi->n_devices, 2);
+  FG_CHECK_INT(count_steps(pi, "batch_norm"), 2);
+  fg_plan_info_free(pi);
+  FG_CHECK(same_bits_on_off(g, xt, "out"));
+  fg_graph_free(g);
+  fg_tensor_free(xt);
+}
+
+FG_TEST(passes_fold_bn_session_linear, "") {
+  for (int k = 0; k < 3; k++) {
+    /* matmul + b; matmul with W transposed, no bias; matmul, no bias. */
+    int tb = k == 1, bias = k == 0;
+    fg_graph *g = linear_bn(tb, bias);
+    fg_tensor *xt = linear_input();
+    fg_plan_info *pi = session_plan(g, xt, "out", 0);
+    FG_REQUIRE(pi);
+    FG_CHECK_STR(step_op(pi, g, "bn"), "fused_matmul");
+    FG_CHECK_STR(step_op(pi, g, "mm"), "");
+    FG_CHECK_INT(count_steps(pi, "batch_norm") + count_steps(pi, "matmul"), 0);
+    FG_CHECK(plan_constant(pi, "bn/folded_weight") && plan_constant(pi, "bn/folded_bias"));
+    fg_plan_info_free(pi);
+    const char *f[3] = {"out", "mm", bias ? "lin" : "mm"};
+    fg_tensor *on[3] = {NULL}, *ref[3] = {NULL};
+    FG_REQUIRE(run_fetches(g, xt, f, 3, 0, on) == 0 && run_fetches(g, xt, f, 3, 1, ref) == 0);
+    FG_CHECK(max_rel_diff(on[0], ref[0]) <= 1e-5);
+    FG_CHECK(same_values(on[1], ref[1]));
+    FG_CHECK(same_values(on[2], ref[2]));
+    for (int i = 0; i < 3; i++) {
+      fg_tensor_free(on[i]);
+      fg_tensor_free(ref[i]);
+    }
+    fg_tensor_free(xt);
+    fg_graph_free(g);
+  }
+}
+
+FG_TEST(passes_fold_dropout_in_session, "") {
+  fg_graph *g = fg_graph_new();
+  int64_t d[2] = {2, 3};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 2, d);
+  fg_output dr = fg_set_name(g, fg_dropout(g, x, const_false(g), 0.5, 3), "d");
+  fg_set_name(g, fg_relu(g, dr), "r");
+  fg_set_name(g, fg_relu(g, fg_set_name(g, fg_dropout(g, x, fg_training(g), 0.5, 3), "dt")), "rt");
+  float v[6] = {-1, 2, -3, 4, 0.5f, -0.25f};
+  fg_tensor *xt = fg_tensor_from_data(FG_F32, 2, d, v, sizeof v, NULL);
+  fg_plan_info *pi = session_plan(g, xt, "r", 0);
+  FG_REQUIRE(pi);
+  /* relu(x) alone: the dropout with a constant false mode is not run. */
+  FG_CHECK_INT(pi->n_steps, 1);
+  FG_CHECK_STR(step_op(pi, g, "r"), "relu");
+  fg_plan_info_free(pi);
+  pi = session_plan(g, xt, "rt", 0);
+  FG_REQUIRE(pi);
+  FG_CHECK_STR(step_op(pi, g, "dt"), "dropout");
+  fg_plan_info_free(pi);
+  fg_tensor *r = run_fetch(g, xt, "r", 0);
+  FG_REQUIRE(r);
+  for (int i = 0; i < 6; i++)
+    FG_CHECK(((const float *)fg_tensor_data(r))[i] == (v[i] > 0 ? v[i] : 0.0f));
+  fg_tensor_free(r);
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+}
+
+FG_TEST(passes_fold_bn_session_bad_params, "") {
+  /* A scale one element too long: refused with the node named, passes on
+   * or off, never folded past. */
+  fg_graph *g = fg_graph_new();
+  int64_t dx[4] = {1, 2, 3, 3}, dw[4] = {2, 2, 1, 1}, d3[1] = {3};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, dx), p[4];
+  fg_output c = fg_conv2d(g, x, const_f32(g, "w", 4, dw, 1, -1, 1), (fg_output){-1, 0}, NULL);
+  bn_params(g, "bn", 2, 5, p);
+  p[0] = const_f32(g, "bn_g3", 1, d3, 9, 0.5f, 1.5f);
+  fg_set_name(g, fg_relu(g, bn(g, "bn", c, p, const_false(g))), "out");
+  for (int no_passes = 0; no_passes < 2; no_passes++) {
+    fg_status *st = fg_status_new();
+    fg_session *s = passes_session(g, 1, no_passes, st);
+    FG_CHECK(s == NULL);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st),
+                          "node 'bn' (batch_norm): input 1 (scale) has length 3, but x has C = 2");
+    fg_session_free(s);
+    fg_status_free(st);
+  }
+  fg_graph_free(g);
 }

@@ -65,11 +65,17 @@ FG_TEST(passes_fold_onnx_conv_bn, "onnx") {
   fg_tensor *want = case_file(dir, "grad_cnn.out.0.npy");
   FG_REQUIRE(x && lab && want);
   fg_tensor *got = loss_of(o, x, lab, 0), *off = loss_of(g, x, lab, 1);
-  FG_REQUIRE(got && off);
+  /* A session on the imported graph folds too (on constants of its own). */
+  fg_tensor *sess = loss_of(g, x, lab, 0);
+  FG_REQUIRE(got && off && sess);
   double w = onnx_elem(want, 0), a = onnx_elem(got, 0), b = onnx_elem(off, 0);
+  double c = onnx_elem(sess, 0);
   FG_CHECK(fabs(a - w) <= 1e-5 * fabs(w) + 1e-6);
   FG_CHECK(fabs(a - b) <= 1e-5 * fabs(b));
-  fprintf(stderr, "loss: torch %.9g, folded %.9g, passes off %.9g\n", w, a, b);
+  FG_CHECK(fabs(c - w) <= 1e-5 * fabs(w) + 1e-6);
+  FG_CHECK(fabs(c - b) <= 1e-5 * fabs(b));
+  fprintf(stderr, "loss: torch %.9g, folded %.9g, session %.9g, passes off %.9g\n", w, a, c, b);
+  fg_tensor_free(sess);
   fg_tensor_free(got);
   fg_tensor_free(off);
   fg_tensor_free(x);
@@ -81,9 +87,43 @@ FG_TEST(passes_fold_onnx_conv_bn, "onnx") {
   fg_status_free(st);
 }
 
+/* The output of a one-thread session on g (passes on or off) for x fed
+ * as "x", and the number of batch_norm steps its plan runs (*n_bn). */
+static fg_tensor *session_output(fg_graph *g, fg_tensor *x, int no_passes, int *n_bn) {
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 1, no_passes, st);
+  fg_feed feed = {"x", x};
+  const char *fetch = fg_node_name(g, fg_graph_output(g, 0).node);
+  fg_tensor *got = NULL;
+  fg_plan_info *pi = s ? fg_session_plan_info(s, &feed, 1, &fetch, 1, NULL, 0, st) : NULL;
+  *n_bn = -1;
+  if (pi && fg_session_run(s, &feed, 1, &fetch, 1, &got, NULL, 0, st) == 0) {
+    *n_bn = 0;
+    for (int si = 0; si < pi->n_steps; si++)
+      *n_bn += strcmp(pi->step_ops[si], "batch_norm") == 0;
+  }
+  if (!got) fprintf(stderr, "run: %s\n", fg_status_message(st));
+  fg_plan_info_free(pi);
+  fg_session_free(s);
+  fg_status_free(st);
+  return got;
+}
+
+/* Largest |got - want| within 1e-5 of the largest |want| (10 values). */
+static int close_to_torch(const fg_tensor *got, const fg_tensor *want, const char *what) {
+  double md = 0, mx = 0;
+  for (int i = 0; i < 10; i++) {
+    md = fmax(md, fabs(onnx_elem(got, i) - onnx_elem(want, i)));
+    mx = fmax(mx, fabs(onnx_elem(want, i)));
+  }
+  fprintf(stderr, "%s: largest difference to PyTorch %.3g of %.3g\n", what, md, mx);
+  return md <= 1e-5 * mx;
+}
+
 /* A conv -> batch_norm -> relu net exported by PyTorch with its batch
- * norms kept (tests/passes/fold_torch_bn.py): both fold, and the
- * optimized model gives PyTorch's output. */
+ * norms kept (tests/passes/fold_torch_bn.py): both fold, in fg_optimize
+ * and in a session on the imported graph, and both give PyTorch's
+ * output. */
 FG_TEST(passes_fold_torch_conv_bn, "onnx") {
   NEED_ONNX();
   char dir[600], path[700];
@@ -116,13 +156,16 @@ FG_TEST(passes_fold_torch_conv_bn, "onnx") {
   fg_tensor *got = NULL;
   FG_REQUIRE(fg_session_run(s, &feed, 1, &fetch, 1, &got, NULL, 0, st2) == 0);
   FG_CHECK_INT(fg_tensor_num_elements(got), 10);
-  double md = 0, mx = 0;
-  for (int i = 0; i < 10; i++) {
-    md = fmax(md, fabs(onnx_elem(got, i) - onnx_elem(want, i)));
-    mx = fmax(mx, fabs(onnx_elem(want, i)));
-  }
-  FG_CHECK(md <= 1e-5 * mx);
-  fprintf(stderr, "largest difference to PyTorch %.3g of %.3g\n", md, mx);
+  FG_CHECK(close_to_torch(got, want, "fg_optimize"));
+  int n_on = -1, n_off = -1;
+  fg_tensor *on = session_output(g, x, 0, &n_on), *off = session_output(g, x, 1, &n_off);
+  FG_REQUIRE(on && off);
+  FG_CHECK_INT(n_on, 0);
+  FG_CHECK_INT(n_off, 2);
+  FG_CHECK(close_to_torch(on, want, "session"));
+  FG_CHECK(close_to_torch(off, want, "session without passes"));
+  fg_tensor_free(on);
+  fg_tensor_free(off);
   fg_tensor_free(got);
   fg_session_free(s);
   fg_tensor_free(x);

@@ -42,7 +42,7 @@ static inline fg_graph *optimize1(const fg_graph *g, const char *fetch, fg_pass_
 /* The default pipeline without conv_epilogue, for the folding tests that
  * look at the conv2d a batch norm becomes (conv_epilogue would take it
  * into the relu after it). */
-#define NO_CONV_EPILOGUE "simplify,fold,fold_inference,cse,xent_grad,epilogue,fuse,dce"
+#define NO_CONV_EPILOGUE "simplify,fold,fold_inference,cse,xent_grad,epilogue,fuse,multi_update,dce"
 
 static inline fg_graph *optimize_passes(const fg_graph *g, const char *fetch, const char *passes,
                                         fg_pass_report **r) {
