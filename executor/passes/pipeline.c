@@ -38,8 +38,9 @@ const fg_pass_def fg_passes[] = {
     {"conv_epilogue",
      "convolution epilogues: relu(conv2d), conv2d + z and relu(conv2d + z) (z the output's shape) "
      "become one fused_conv2d or fused_conv2d_add that adds z and applies the relu to the "
-     "convolution's output as it is produced (same bits)",
-     1, fg_pass_conv_epilogue},
+     "convolution's output as it is produced (same bits); off by default: it made ResNet-18's "
+     "batch-1 inference slower on two threads",
+     0, fg_pass_conv_epilogue},
     {"fuse",
      "element-wise fusion: groups of float element-wise nodes of one shape become one "
      "fused_elementwise node (one pass over memory, the same bits)",

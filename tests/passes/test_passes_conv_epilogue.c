@@ -92,6 +92,7 @@ static int is_attr(const fg_graph *g, const char *node, const char *name, const 
 /* relu(conv2d(x, w[, b]) + x), either operand order: one
  * fused_conv2d_add(x, w, x[, b]) named out, with conv2d's pads. */
 FG_TEST(conv_epilogue_fuses_conv_add_relu, "") {
+  test_pass_list = WITH_CONV_EPILOGUE;
   for (int k = 0; k < 4; k++) {
     block_opts d = {.bias = k & 1, .add = 1, .z_first = k >> 1, .relu = 1};
     fg_graph *g = block(&d);
@@ -129,6 +130,7 @@ FG_TEST(conv_epilogue_fuses_conv_add_relu, "") {
 /* relu(conv2d) becomes fused_conv2d (relu); conv2d + z without a relu
  * becomes fused_conv2d_add (none). */
 FG_TEST(conv_epilogue_fuses_conv_relu_and_conv_add, "") {
+  test_pass_list = WITH_CONV_EPILOGUE;
   block_opts d = {.bias = 1, .relu = 1};
   fg_graph *g = block(&d);
   fg_pass_report *r = NULL;
@@ -164,6 +166,7 @@ FG_TEST(conv_epilogue_fuses_conv_relu_and_conv_add, "") {
 /* A reader outside the chain: of the conv2d, nothing fuses; of the add,
  * the relu stays and conv2d + x becomes fused_conv2d_add. */
 FG_TEST(conv_epilogue_outside_consumer, "") {
+  test_pass_list = WITH_CONV_EPILOGUE;
   const char *fetch[2] = {"out", "side"};
   block_opts d = {.bias = 1, .add = 1, .relu = 1, .side_of_conv = 1};
   fg_graph *g = block(&d);
@@ -194,6 +197,7 @@ FG_TEST(conv_epilogue_outside_consumer, "") {
 /* fg_optimize keeps what it is asked for: a fetched conv2d is not fused;
  * a fetched add is the root of its own fusion and the relu stays. */
 FG_TEST(conv_epilogue_fetched_nodes_in_optimize, "") {
+  test_pass_list = WITH_CONV_EPILOGUE;
   block_opts d = {.bias = 1, .add = 1, .relu = 1};
   fg_graph *g = block(&d);
   const char *fetch_c[2] = {"out", "c"}, *fetch_s[2] = {"out", "s"};
@@ -218,6 +222,7 @@ FG_TEST(conv_epilogue_fetched_nodes_in_optimize, "") {
  * rounds differently), and a residual [1, C, 1, 1] the add broadcasts.
  * Without fuse, which would take the add and the relu. */
 FG_TEST(conv_epilogue_leaves_bias_node_and_broadcast, "") {
+  test_pass_list = WITH_CONV_EPILOGUE;
   const block_opts cases[2] = {{.bias_node = 1, .relu = 1}, {.add = 1, .z_bcast = 1, .relu = 1}};
   for (int k = 0; k < 2; k++) {
     fg_graph *g = block(&cases[k]);
@@ -238,6 +243,7 @@ FG_TEST(conv_epilogue_leaves_bias_node_and_broadcast, "") {
  * session running the write and out together gives the same bits with
  * the passes on and off. */
 FG_TEST(conv_epilogue_variable_written_between, "") {
+  test_pass_list = WITH_CONV_EPILOGUE;
   fg_graph *g = fg_graph_new();
   const int64_t xd[4] = {2, 4, 6, 6}, wd[4] = {4, 4, 3, 3};
   fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd);
@@ -316,6 +322,7 @@ static fg_graph *resnet_block(void) {
  * (folding rounds W s once), and a session (which folds nothing) gives
  * the same bits with the passes on and off. */
 FG_TEST(conv_epilogue_resnet_block_after_folding, "") {
+  test_pass_list = WITH_CONV_EPILOGUE;
   fg_graph *g = resnet_block();
   FG_REQUIRE(!fg_graph_status(g, NULL));
   fg_pass_report *r = NULL;
@@ -364,6 +371,7 @@ FG_TEST(conv_epilogue_resnet_block_after_folding, "") {
  * weights after 3 steps are the same bits with the passes on and off,
  * and fg_optimize of the step makes 2 fused_conv2d nodes. */
 FG_TEST(conv_epilogue_cnn_training_bit_identical, "") {
+  test_pass_list = WITH_CONV_EPILOGUE;
   fg_graph *g = fg_graph_new();
   const int64_t xd[4] = {4, 3, 6, 6}, yd[1] = {4}, w1d[4] = {16, 3, 3, 3}, w2d[4] = {16, 16, 3, 3};
   const int64_t bd[1] = {16}, fd[2] = {16 * 36, 3}, sh[2] = {4, 16 * 36};

@@ -29,7 +29,8 @@ static inline fg_output const_f32(fg_graph *g, const char *name, int rank, const
 static inline fg_graph *optimize_n(const fg_graph *g, const char **fetch, int n,
                                    fg_pass_report **r) {
   fg_status *st = fg_status_new();
-  fg_graph *o = fg_optimize(g, NULL, fetch, n, r, st);
+  fg_pass_options po = {0, test_pass_list};
+  fg_graph *o = fg_optimize(g, &po, fetch, n, r, st);
   if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
   fg_status_free(st);
   return o;

@@ -27,9 +27,14 @@ static inline const fg_pass_change *find_change(const fg_pass_report *r, const c
   return NULL;
 }
 
+/* The pass list the helpers here run with the passes on: NULL for the
+ * default pipeline; the tests of a pass that is off by default name it. */
+static const char *test_pass_list;
+
 static inline fg_graph *optimize1(const fg_graph *g, const char *fetch, fg_pass_report **r) {
   fg_status *st = fg_status_new();
-  fg_graph *o = fg_optimize(g, NULL, &fetch, 1, r, st);
+  fg_pass_options po = {0, test_pass_list};
+  fg_graph *o = fg_optimize(g, &po, &fetch, 1, r, st);
   if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
   fg_status_free(st);
   return o;
@@ -42,6 +47,9 @@ static inline fg_graph *optimize1(const fg_graph *g, const char *fetch, fg_pass_
 /* The default pipeline without conv_epilogue, for the folding tests that
  * look at the conv2d a batch norm becomes (conv_epilogue would take it
  * into the relu after it). */
+/* The default pipeline with conv_epilogue, which is off by default. */
+#define WITH_CONV_EPILOGUE                                                                         \
+  "simplify,fold,fold_inference,cse,xent_grad,epilogue,conv_epilogue,fuse,multi_update,dce"
 #define NO_CONV_EPILOGUE "simplify,fold,fold_inference,cse,xent_grad,epilogue,fuse,multi_update,dce"
 
 static inline fg_graph *optimize_passes(const fg_graph *g, const char *fetch, const char *passes,
@@ -60,6 +68,7 @@ static inline fg_session *passes_session(fg_graph *g, int threads, int no_passes
   fg_session_options_init(&o);
   o.num_threads = threads;
   o.no_passes = no_passes;
+  o.passes = no_passes ? NULL : test_pass_list;
   return fg_session_new(g, &o, st);
 }
 
