@@ -157,7 +157,9 @@
   X(LOGICAL_OR, "logical_or")                                                                      \
   X(SOFTMAX_CROSS_ENTROPY_GRAD, "softmax_cross_entropy_grad")                                      \
   X(FUSED_MATMUL, "fused_matmul")                                                                  \
-  X(FUSED_ELEMENTWISE, "fused_elementwise")
+  X(FUSED_ELEMENTWISE, "fused_elementwise")                                                        \
+  X(FUSED_MATMUL_RELU_GRAD, "fused_matmul_relu_grad")                                              \
+  X(MATMUL_BIAS_GRAD, "matmul_bias_grad")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

@@ -27,86 +27,26 @@
  * they stay, computing their own values only when a run fetches them, so
  * a session fuses regardless. The pass tells the two apart by
  * ctx->all_kept. */
-#include <limits.h>
 #include <stdlib.h>
 
-#include "executor/passes/passes.h"
+#include "executor/passes/epilogue_util.h"
 #include "graph/op_table.h"
-
-typedef struct epi_state {
-  int *uses;       /* per node: data input edges of live nodes that read it */
-  int *ctrl_first; /* per node: the first live node that waits for it, or INT_MAX */
-  char *absorbed;  /* per node: already part of a fused chain */
-} epi_state;
 
 typedef struct epi_chain {
   int root, add, mm, relu;
   fg_output a, b, bias;
 } epi_chain;
 
-/* Input i of n does not read its producer's values: it only orders n
- * after it (a group's inputs, and the control inputs past the fixed ones
- * of after and of the updates: the optimizers order each variable's
- * update after the nodes that read it this way), or n reads only its
- * shape and dtype (the like input of sum_to, broadcast_like and
- * reshape_like, which gradients make with an unknown batch dim; zeros_like,
- * ones_like, numel). Such an input may read the root instead: it has the
- * type and run-time shape of the matmul and of the add. */
-static int ctrl_input(const fg_node *n, int i) {
-  const fg_op_def *d = &fg_op_table[n->op];
-  switch (n->op) {
-  case FG_OP_GROUP: return 1;
-  case FG_OP_SUM_TO:
-  case FG_OP_BROADCAST_LIKE:
-  case FG_OP_RESHAPE_LIKE: return i == 1;
-  case FG_OP_ZEROS_LIKE:
-  case FG_OP_ONES_LIKE:
-  case FG_OP_NUMEL: return i == 0;
-  default:
-    return d->max_inputs < 0 && i >= d->min_inputs &&
-           (n->op == FG_OP_AFTER || d->mutable_inputs != 0);
-  }
-}
-
-static int count_uses(const fg_pass_ctx *ctx, epi_state *s) {
-  const fg_graph *g = &ctx->w->g;
-  size_t n = (size_t)g->n_nodes + 1;
-  s->uses = calloc(n, sizeof *s->uses);
-  s->ctrl_first = malloc(n * sizeof *s->ctrl_first);
-  s->absorbed = calloc(n, 1);
-  if (!s->uses || !s->ctrl_first || !s->absorbed) return -1;
-  for (int id = 0; id < g->n_nodes; id++)
-    s->ctrl_first[id] = INT_MAX;
-  for (int id = 0; id < g->n_nodes; id++) {
-    if (ctx->dead[id]) continue;
-    for (int i = 0; i < g->nodes[id].n_inputs; i++) {
-      int p = g->nodes[id].inputs[i].node;
-      if (!ctrl_input(&g->nodes[id], i))
-        s->uses[p]++;
-      else if (id < s->ctrl_first[p])
-        s->ctrl_first[p] = id;
-    }
-  }
-  return 0;
-}
-
 static int is_float(fg_dtype dt) { return dt == FG_F32 || dt == FG_F64; }
 
-/* Node id may be absorbed into a chain rooted at `root`: read once (by the
- * chain), waited for only by nodes after the root, live, unpinned, in
- * root's group, and fetchable by nobody in fg_optimize. */
-static int absorbable(const fg_pass_ctx *ctx, const epi_state *s, int id, int root) {
-  const fg_node *n = &ctx->w->g.nodes[id];
-  if (ctx->dead[id] || s->absorbed[id] || s->uses[id] != 1 || fg_pass_node_pinned(n)) return 0;
-  /* Nodes that wait for it will wait for the root instead: after it. */
-  if (s->ctrl_first[id] <= root) return 0;
-  if (!ctx->all_kept && ctx->keep[id]) return 0;
-  if (n->n_outputs != 1 || !is_float(n->outputs[0].dtype)) return 0;
-  return !ctx->group || ctx->group[id] == ctx->group[root];
+/* Node id may be absorbed into the chain rooted at `root`
+ * (epilogue_util.h), and makes floats. */
+static int absorbable(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int root) {
+  return fg_epi_absorbable(ctx, s, id, root) && is_float(ctx->w->g.nodes[id].outputs[0].dtype);
 }
 
 /* A matmul the fused kernel runs as one GEMM (see the top). */
-static int match_matmul(const fg_pass_ctx *ctx, const epi_state *s, int mm, epi_chain *c) {
+static int match_matmul(const fg_pass_ctx *ctx, const fg_epi_state *s, int mm, epi_chain *c) {
   const fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[mm];
   if (n->op != FG_OP_MATMUL || n->n_inputs != 2 || !absorbable(ctx, s, mm, c->root)) return 0;
@@ -119,7 +59,7 @@ static int match_matmul(const fg_pass_ctx *ctx, const epi_state *s, int mm, epi_
 
 /* add(matmul, bias) or add(bias, matmul) with bias [N] of the product's
  * dtype, and the sum the product's type (bias broadcast over the rows). */
-static int match_add(const fg_pass_ctx *ctx, const epi_state *s, int add, epi_chain *c) {
+static int match_add(const fg_pass_ctx *ctx, const fg_epi_state *s, int add, epi_chain *c) {
   const fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[add];
   if (n->op != FG_OP_ADD || n->n_inputs != 2) return 0;
@@ -138,27 +78,8 @@ static int match_add(const fg_pass_ctx *ctx, const epi_state *s, int add, epi_ch
   return 0;
 }
 
-/* 1 when a node with an id in (from, to) writes variable v. */
-static int written_between(const fg_graph *g, int v, int from, int to) {
-  for (int k = from + 1; k < to; k++) {
-    const fg_node *n = &g->nodes[k];
-    unsigned mut = n->op == FG_OP_ASSIGN ? 1u : fg_op_table[n->op].mutable_inputs;
-    for (int i = 0; i < n->n_inputs && i < 32; i++)
-      if ((mut >> i & 1u) && n->inputs[i].node == v) return 1;
-  }
-  return 0;
-}
-
-/* The fused node may read o (first read at node `from`) at the root: a
- * variable nobody writes in between, or no variable state at all. */
-static int readable_at_root(const fg_graph *g, fg_output o, int from, int root) {
-  int op = g->nodes[o.node].op;
-  if (op == FG_OP_VARIABLE) return !written_between(g, o.node, from, root);
-  return op != FG_OP_ASSIGN && fg_op_table[op].mutable_inputs == 0;
-}
-
 /* The chain whose last node is `root` (a relu or an add), into *c. */
-static int match_chain(const fg_pass_ctx *ctx, const epi_state *s, int root, epi_chain *c) {
+static int match_chain(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, epi_chain *c) {
   const fg_graph *g = &ctx->w->g;
   const fg_node *r = &g->nodes[root];
   c->root = root, c->relu = 0;
@@ -174,8 +95,9 @@ static int match_chain(const fg_pass_ctx *ctx, const epi_state *s, int root, epi
   } else if (r->op != FG_OP_ADD || !match_add(ctx, s, root, c)) {
     return 0;
   }
-  return readable_at_root(g, c->a, c->mm, root) && readable_at_root(g, c->b, c->mm, root) &&
-         readable_at_root(g, c->bias, c->add, root);
+  return fg_epi_readable_at_root(g, c->a, c->mm, root) &&
+         fg_epi_readable_at_root(g, c->b, c->mm, root) &&
+         fg_epi_readable_at_root(g, c->bias, c->add, root);
 }
 
 /* Root rewritten in place into fused_matmul(a, b, bias); -1 out of memory. */
@@ -199,45 +121,22 @@ static int rewrite_root(fg_pass_ctx *ctx, const epi_chain *c) {
   return 0;
 }
 
-/* Nodes that waited for `part` wait for the root: it reads what part
- * read (the optimizers order a variable's update after its readers). */
-static void rewire_waiters(fg_pass_ctx *ctx, int part, int root) {
-  fg_graph *g = &ctx->w->g;
-  for (int id = root + 1; id < g->n_nodes; id++) {
-    fg_node *n = &g->nodes[id];
-    for (int i = 0; !ctx->dead[id] && i < n->n_inputs; i++)
-      if (n->inputs[i].node == part && ctrl_input(n, i)) n->inputs[i] = (fg_output){root, 0};
-  }
-}
-
-static int fuse_chain(fg_pass_ctx *ctx, epi_state *s, const epi_chain *c, fg_status *st) {
-  const fg_graph *g = &ctx->w->g;
+static int fuse_chain(fg_pass_ctx *ctx, fg_epi_state *s, const epi_chain *c, fg_status *st) {
   const char *rule = c->relu ? "matmul+add+relu" : "matmul+add";
   if (rewrite_root(ctx, c) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "epilogue: out of memory");
     return -1;
   }
-  const char *into = g->nodes[c->root].name;
   int parts[2] = {c->mm, c->add};
-  for (int k = 0; k < 2; k++) {
-    if (parts[k] == c->root) continue;
-    s->absorbed[parts[k]] = 1;
-    if (s->ctrl_first[parts[k]] != INT_MAX) rewire_waiters(ctx, parts[k], c->root);
-    /* Nothing reads it now; fg_optimize drops it, a session keeps it. */
-    s->uses[parts[k]] = 0;
-    if (!ctx->keep[parts[k]]) ctx->dead[parts[k]] = 1;
-    if (fg_pass_record(ctx, parts[k], "fused", into, rule, st) != 0) return -1;
-  }
-  return fg_pass_record(ctx, c->root, "fused", into, rule, st);
+  for (int k = 0; k < 2; k++)
+    if (parts[k] != c->root && fg_epi_absorb(ctx, s, parts[k], c->root, rule, st) != 0) return -1;
+  return fg_pass_record(ctx, c->root, "fused", ctx->w->g.nodes[c->root].name, rule, st);
 }
 
 int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st) {
   const fg_graph *g = &ctx->w->g;
-  epi_state s = {NULL, NULL, NULL};
-  for (int id = 0; id < g->n_nodes; id++)
-    fg_pass_resolve_inputs(ctx, id);
-  int rc = count_uses(ctx, &s);
-  if (rc != 0) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "epilogue: out of memory");
+  fg_epi_state s = {NULL, NULL, NULL};
+  int rc = fg_epi_state_init(ctx, &s, "epilogue", st);
   /* From the last node back, so a relu claims its add before the add is
    * considered as a root of its own. */
   for (int id = g->n_nodes - 1; rc == 0 && id >= 0; id--) {
@@ -246,8 +145,6 @@ int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st) {
     if ((op == FG_OP_RELU || op == FG_OP_ADD) && match_chain(ctx, &s, id, &c))
       rc = fuse_chain(ctx, &s, &c, st);
   }
-  free(s.uses);
-  free(s.ctrl_first);
-  free(s.absorbed);
+  fg_epi_state_free(&s);
   return rc;
 }

@@ -132,6 +132,7 @@ int fg_pass_fold(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_xent_grad(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_grad_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fuse(fg_pass_ctx *ctx, fg_status *st);
 
 /* The report (report.c). */

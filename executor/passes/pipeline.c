@@ -3,9 +3,10 @@
  * fewer nodes to fold; folding runs before inference folding, so batch
  * norm parameters computed from constants are constants by then, and both
  * before CSE, which merges the equal constants folding makes; the
- * cross-entropy gradient and the matmul epilogues fuse after CSE has
- * merged equal nodes, and before element-wise fusion, which would
- * otherwise take their sub, mul, bias add and relu; element-wise fusion
+ * cross-entropy gradient and the matmul epilogues (forward, then the
+ * gradients') fuse after CSE has merged equal nodes, and before
+ * element-wise fusion, which would otherwise take their sub, mul, bias
+ * add, relu, and the relu gradient's greater and select; element-wise fusion
  * runs on what is left, last before dead node elimination, which sweeps
  * what all leave behind. */
 #include <stdlib.h>
@@ -35,6 +36,10 @@ const fg_pass_def fg_passes[] = {
      "matmul epilogues: relu(matmul + bias) and matmul + bias (bias [N]) become one fused_matmul "
      "that adds the bias and applies the relu on each tile of the product (same bits)",
      1, fg_pass_epilogue},
+    {"grad_epilogue",
+     "gradient epilogues: relu's gradient of a matmul's product, select(greater(y, 0), matmul, 0), "
+     "becomes one fused_matmul_relu_grad that masks each tile of the product (same bits)",
+     1, fg_pass_grad_epilogue},
     {"fuse",
      "element-wise fusion: groups of float element-wise nodes of one shape become one "
      "fused_elementwise node (one pass over memory, the same bits)",

@@ -122,7 +122,10 @@
   /* matmul.c: matmul with its bias and activation on each tile */                                 \
   FGK_FLOAT(X, "fused_matmul", fgk_fused_matmul)                                                   \
   /* fused.c: the fuse pass's programs */                                                          \
-  FGK_FLOAT(X, "fused_elementwise", fgk_fused_elementwise)
+  FGK_FLOAT(X, "fused_elementwise", fgk_fused_elementwise)                                         \
+  /* matmul.c and matmul_grad.c: the grad_epilogue pass's nodes */                                 \
+  FGK_FLOAT(X, "fused_matmul_relu_grad", fgk_fused_matmul_relu_grad)                               \
+  FGK_FLOAT(X, "matmul_bias_grad", fgk_matmul_bias_grad)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */

@@ -348,7 +348,7 @@ FG_TEST(fused_matmul_epilogue_rule_by_hand, "") {
         ((float *)bs)[i] = (float)bias[i];
       for (int i = 0; i < 8; i++)
         elem_store(o, dt, i, i % 4 < 3 ? x[i / 4 * 3 + i % 4] : 7.0);
-      const fgk_mm_epilogue e = {bs, r};
+      const fgk_mm_epilogue e = {bs, r, NULL, NULL};
       fgk_mm_epilogue_apply(dt, &e, o, 4, 2, 1, 3);
       for (int i = 0; i < 8; i++) {
         const double got = elem_as_double(o, dt, i);

@@ -404,7 +404,8 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
   FG_CHECK(r == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
   FG_CHECK_STR(fg_status_message(st), "unknown pass 'fold_everything' (known: simplify, fold, "
-                                      "fold_inference, cse, xent_grad, epilogue, fuse, dce)");
+                                      "fold_inference, cse, xent_grad, epilogue, "
+                                      "grad_epilogue, fuse, dce)");
   fg_session_options so;
   fg_session_options_init(&so);
   so.passes = "dce, nope";
@@ -412,7 +413,7 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
   FG_CHECK_STR_CONTAINS(fg_status_message(st),
                         "unknown pass 'nope' (known: simplify, fold, fold_inference, cse, "
-                        "xent_grad, epilogue, fuse, dce)");
+                        "xent_grad, epilogue, grad_epilogue, fuse, dce)");
   FG_CHECK(fg_pass_list_check("simplify,dce", st) == 0);
   const char *missing = "nothere";
   FG_CHECK(fg_optimize(g, NULL, &missing, 1, NULL, st) == NULL);
@@ -425,8 +426,9 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
 }
 
 FG_TEST(passes_table_lists_the_passes, "") {
-  static const char *const names[] = {"simplify",  "fold",     "fold_inference", "cse",
-                                      "xent_grad", "epilogue", "fuse",           "dce"};
+  static const char *const names[] = {"simplify",      "fold",      "fold_inference",
+                                      "cse",           "xent_grad", "epilogue",
+                                      "grad_epilogue", "fuse",      "dce"};
   const int n = (int)(sizeof names / sizeof names[0]);
   FG_CHECK_INT(fg_pass_count(), n);
   for (int i = 0; i < n; i++) {

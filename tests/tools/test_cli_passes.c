@@ -143,7 +143,7 @@ FG_TEST(cli_unknown_pass_is_a_usage_error, "badinput") {
                    opt ? "cse,fuse_all" : NULL, NULL) == 0);
     CHECK_USAGE_ERROR(r);
     FG_CHECK_STR_CONTAINS(r.err, "unknown pass 'fuse_all' (known: simplify, fold, fold_inference, "
-                                 "cse, xent_grad, epilogue, fuse, dce)");
+                                 "cse, xent_grad, epilogue, grad_epilogue, fuse, dce)");
     result_free(&r);
   }
   cli_result r;

@@ -1,0 +1,142 @@
+/* Gradient epilogues: relu's gradient of a matmul's product,
+ * select(greater(y, 0), matmul(a, b), 0), becomes one
+ * fused_matmul_relu_grad(a, b, y) node (graph/infer_matmul_grad.c) whose
+ * kernel masks each tile of the product while it is in cache: the bits
+ * are the chain's (the same products; then y > 0 compared as greater
+ * does, the product copied or the select's +0.0 written).
+ *
+ * In a training graph this is a layer's input gradient dX = dZ @ W^T
+ * feeding the relu gradient of the layer before (autodiff/grad_math.c
+ * makes relu's gradient from relu's output y). The chain: a matmul of
+ * floats (any transposes and batch dims: the kernel masks whatever tiles
+ * it computes); a greater(y, zero) with zero a constant of one element
+ * equal to 0 (either sign: y > -0.0 is y > 0) no larger in rank than y; a
+ * select(that, matmul, zero') whose zero' is a constant of one element
+ * with the bits of +0.0; y, the product and the select all of one type
+ * with every dim known (with an unknown dim, y and the product could
+ * differ at run time where the select would broadcast them). The select
+ * (the root) is rewritten in place, so its name, id and output stay.
+ *
+ * The legality rules are the epilogue pass's (epilogue_util.h): the
+ * matmul and the greater have no other consumer, none of the three is
+ * pinned, all lie in one device group, the matmul's inputs and y are not
+ * variable state written between their reads and the root, fg_optimize
+ * does not absorb a fetched node while a session (every node kept) does.
+ * Nothing may wait for the greater (its bool output could not stand for
+ * the root's float one). */
+#include <limits.h>
+#include <math.h>
+
+#include "executor/passes/epilogue_util.h"
+#include "graph/op_table.h"
+
+typedef struct grad_chain {
+  int root, mm, gt;
+  fg_output a, b, y;
+} grad_chain;
+
+static int is_float(fg_dtype dt) { return dt == FG_F32 || dt == FG_F64; }
+
+static int fully_known(const fg_tinfo *t) {
+  for (int i = 0; i < t->rank; i++)
+    if (t->dims[i] < 0) return 0;
+  return 1;
+}
+
+/* The value of o as a constant of one float element, into *v; 0 when o is
+ * no such constant. */
+static int one_float(const fg_graph *g, fg_output o, double *v) {
+  const fg_tensor *t = fg_pass_const_value(g, o);
+  if (!t || fg_tensor_num_elements(t) != 1) return 0;
+  if (fg_tensor_dtype(t) == FG_F32)
+    *v = *(const float *)fg_tensor_data(t);
+  else if (fg_tensor_dtype(t) == FG_F64)
+    *v = *(const double *)fg_tensor_data(t);
+  else
+    return 0;
+  return 1;
+}
+
+/* greater(y, zero) absorbable into the root, into c->gt and c->y. */
+static int match_greater(const fg_pass_ctx *ctx, const fg_epi_state *s, int gt, grad_chain *c) {
+  const fg_graph *g = &ctx->w->g;
+  const fg_node *n = &g->nodes[gt];
+  double z;
+  if (n->op != FG_OP_GREATER || n->n_inputs != 2 || !fg_epi_absorbable(ctx, s, gt, c->root) ||
+      s->ctrl_first[gt] != INT_MAX || !one_float(g, n->inputs[1], &z) || z != 0)
+    return 0;
+  const fg_tinfo *ty = &g->nodes[n->inputs[0].node].outputs[n->inputs[0].index];
+  const fg_tinfo *tz = &g->nodes[n->inputs[1].node].outputs[n->inputs[1].index];
+  if (tz->dtype != ty->dtype || tz->rank > ty->rank) return 0;
+  c->gt = gt, c->y = n->inputs[0];
+  return 1;
+}
+
+/* The chain whose last node is the select `root`, into *c. */
+static int match_chain(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, grad_chain *c) {
+  const fg_graph *g = &ctx->w->g;
+  const fg_node *r = &g->nodes[root];
+  c->root = root;
+  if (r->op != FG_OP_SELECT || r->n_inputs != 3 || ctx->dead[root] || s->absorbed[root] ||
+      fg_pass_node_pinned(r) || r->n_outputs != 1 || !is_float(r->outputs[0].dtype) ||
+      !fully_known(&r->outputs[0]))
+    return 0;
+  fg_output cond = r->inputs[0], x = r->inputs[1];
+  double z;
+  /* The select writes the constant's bits where the mask is false: the
+   * fused kernel writes +0.0. */
+  if (!one_float(g, r->inputs[2], &z) || z != 0 || signbit(z)) return 0;
+  if (cond.index != 0 || x.index != 0 || cond.node == x.node) return 0;
+  const fg_node *m = &g->nodes[x.node];
+  if (m->op != FG_OP_MATMUL || m->n_inputs != 2 || !fg_epi_absorbable(ctx, s, x.node, root) ||
+      !fg_pass_tinfo_equal(&m->outputs[0], &r->outputs[0]) || !match_greater(ctx, s, cond.node, c))
+    return 0;
+  const fg_tinfo *ty = &g->nodes[c->y.node].outputs[c->y.index];
+  if (!fg_pass_tinfo_equal(ty, &r->outputs[0])) return 0;
+  c->mm = x.node, c->a = m->inputs[0], c->b = m->inputs[1];
+  return fg_epi_readable_at_root(g, c->a, c->mm, root) &&
+         fg_epi_readable_at_root(g, c->b, c->mm, root) &&
+         fg_epi_readable_at_root(g, c->y, c->gt, root);
+}
+
+/* Root rewritten in place into fused_matmul_relu_grad(a, b, y); -1 out of
+ * memory. Its other attributes (placement) stay. */
+static int rewrite_root(fg_pass_ctx *ctx, const grad_chain *c) {
+  fg_graph *g = &ctx->w->g;
+  const fg_node *m = &g->nodes[c->mm];
+  int64_t ta = fg_attr_int_or(m, "transpose_a", 0) != 0,
+          tb = fg_attr_int_or(m, "transpose_b", 0) != 0;
+  fg_node *n = &g->nodes[c->root];
+  if (fg_pass_graph_own_attrs(ctx->w, c->root) != 0 ||
+      fg_attrs_set_int(&n->attrs, "transpose_a", ta) != 0 ||
+      fg_attrs_set_int(&n->attrs, "transpose_b", tb) != 0)
+    return -1;
+  n->inputs[0] = c->a, n->inputs[1] = c->b, n->inputs[2] = c->y;
+  n->op = FG_OP_FUSED_MATMUL_RELU_GRAD;
+  return 0;
+}
+
+static int fuse_chain(fg_pass_ctx *ctx, fg_epi_state *s, const grad_chain *c, fg_status *st) {
+  const char *rule = "matmul+relu_grad";
+  if (rewrite_root(ctx, c) != 0) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "grad_epilogue: out of memory");
+    return -1;
+  }
+  if (fg_epi_absorb(ctx, s, c->mm, c->root, rule, st) != 0 ||
+      fg_epi_absorb(ctx, s, c->gt, c->root, rule, st) != 0)
+    return -1;
+  return fg_pass_record(ctx, c->root, "fused", ctx->w->g.nodes[c->root].name, rule, st);
+}
+
+int fg_pass_grad_epilogue(fg_pass_ctx *ctx, fg_status *st) {
+  const fg_graph *g = &ctx->w->g;
+  fg_epi_state s = {NULL, NULL, NULL};
+  int rc = fg_epi_state_init(ctx, &s, "grad_epilogue", st);
+  for (int id = g->n_nodes - 1; rc == 0 && id >= 0; id--) {
+    grad_chain c;
+    if (g->nodes[id].op == FG_OP_SELECT && match_chain(ctx, &s, id, &c))
+      rc = fuse_chain(ctx, &s, &c, st);
+  }
+  fg_epi_state_free(&s);
+  return rc;
+}
