@@ -102,17 +102,11 @@ static int match_chain(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, 
 
 /* Root rewritten in place into fused_matmul(a, b, bias); -1 out of memory. */
 static int rewrite_root(fg_pass_ctx *ctx, const epi_chain *c) {
-  fg_graph *g = &ctx->w->g;
-  const fg_node *m = &g->nodes[c->mm];
-  int64_t ta = fg_attr_int_or(m, "transpose_a", 0) != 0,
-          tb = fg_attr_int_or(m, "transpose_b", 0) != 0;
-  fg_node *n = &g->nodes[c->root];
+  fg_node *n = &ctx->w->g.nodes[c->root];
   fg_output *in = realloc(n->inputs, 3 * sizeof *in);
   if (!in) return -1;
   n->inputs = in;
-  if (fg_pass_graph_own_attrs(ctx->w, c->root) != 0 ||
-      fg_attrs_set_int(&n->attrs, "transpose_a", ta) != 0 ||
-      fg_attrs_set_int(&n->attrs, "transpose_b", tb) != 0 ||
+  if (fg_epi_take_transposes(ctx, c->root, c->mm) != 0 ||
       fg_attrs_set_string(&n->attrs, "activation", c->relu ? "relu" : "none") != 0)
     return -1;
   in[0] = c->a, in[1] = c->b, in[2] = c->bias;

@@ -102,15 +102,8 @@ static int match_chain(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, 
 /* Root rewritten in place into fused_matmul_relu_grad(a, b, y); -1 out of
  * memory. Its other attributes (placement) stay. */
 static int rewrite_root(fg_pass_ctx *ctx, const grad_chain *c) {
-  fg_graph *g = &ctx->w->g;
-  const fg_node *m = &g->nodes[c->mm];
-  int64_t ta = fg_attr_int_or(m, "transpose_a", 0) != 0,
-          tb = fg_attr_int_or(m, "transpose_b", 0) != 0;
-  fg_node *n = &g->nodes[c->root];
-  if (fg_pass_graph_own_attrs(ctx->w, c->root) != 0 ||
-      fg_attrs_set_int(&n->attrs, "transpose_a", ta) != 0 ||
-      fg_attrs_set_int(&n->attrs, "transpose_b", tb) != 0)
-    return -1;
+  fg_node *n = &ctx->w->g.nodes[c->root];
+  if (fg_epi_take_transposes(ctx, c->root, c->mm) != 0) return -1;
   n->inputs[0] = c->a, n->inputs[1] = c->b, n->inputs[2] = c->y;
   n->op = FG_OP_FUSED_MATMUL_RELU_GRAD;
   return 0;

@@ -111,3 +111,15 @@ int fg_epi_absorb(fg_pass_ctx *ctx, fg_epi_state *s, int part, int root, const c
   if (!ctx->keep[part]) ctx->dead[part] = 1;
   return fg_pass_record(ctx, part, "fused", ctx->w->g.nodes[root].name, rule, st);
 }
+
+int fg_epi_take_transposes(fg_pass_ctx *ctx, int root, int mm) {
+  const fg_node *m = &ctx->w->g.nodes[mm];
+  int64_t ta = fg_attr_int_or(m, "transpose_a", 0) != 0,
+          tb = fg_attr_int_or(m, "transpose_b", 0) != 0;
+  fg_node *n = &ctx->w->g.nodes[root];
+  return fg_pass_graph_own_attrs(ctx->w, root) != 0 ||
+                 fg_attrs_set_int(&n->attrs, "transpose_a", ta) != 0 ||
+                 fg_attrs_set_int(&n->attrs, "transpose_b", tb) != 0
+             ? -1
+             : 0;
+}

@@ -34,6 +34,10 @@ int fg_epi_absorbable(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int
  * plan orders a variable's reads and writes by node id). */
 int fg_epi_readable_at_root(const fg_graph *g, fg_output o, int from, int root);
 
+/* The root's attributes made the copy's own, with transpose_a and
+ * transpose_b set to the matmul mm's. 0 or -1 (out of memory). */
+int fg_epi_take_transposes(fg_pass_ctx *ctx, int root, int mm);
+
 /* Marks `part` absorbed into `root`: the nodes that waited for it wait for
  * the root, nothing reads it, it is dead unless kept (a session keeps
  * it), and the report says it was fused into the root by `rule`. 0 or -1

@@ -31,22 +31,25 @@ int fgk_matmul_bias_grad_check(const fg_kctx *ctx, fg_dtype dt) {
   return 0;
 }
 
-static int matmul_bias_grad(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgk_matmul_bias_grad_check(ctx, dt) != 0) return -1;
+int fgk_matmul_bias_grad_split(const fg_kctx *ctx, fg_kernel_fn matmul, fg_kernel_fn sum_to) {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   p.matmul.transpose_a = 1;
   fg_kctx mm = *ctx;
   mm.n_out = 1;
   mm.p = &p;
-  if ((dt == FG_F64 ? fgk_matmul_f64 : fgk_matmul_f32)(&mm) != 0) return -1;
+  if (matmul(&mm) != 0) return -1;
   /* sum_to(dz, db): input dz, output db. */
   fg_kctx red = *ctx;
-  red.in = &ctx->in[1];
-  red.n_in = 1;
-  red.out = &ctx->out[1];
-  red.n_out = 1;
-  return (dt == FG_F64 ? fgk_sum_to_f64 : fgk_sum_to_f32)(&red);
+  red.in = &ctx->in[1], red.n_in = 1;
+  red.out = &ctx->out[1], red.n_out = 1;
+  return sum_to(&red);
+}
+
+static int matmul_bias_grad(const fg_kctx *ctx, fg_dtype dt) {
+  if (fgk_matmul_bias_grad_check(ctx, dt) != 0) return -1;
+  return dt == FG_F64 ? fgk_matmul_bias_grad_split(ctx, fgk_matmul_f64, fgk_sum_to_f64)
+                      : fgk_matmul_bias_grad_split(ctx, fgk_matmul_f32, fgk_sum_to_f32);
 }
 
 int fgk_matmul_bias_grad_f32(const fg_kctx *ctx) { return matmul_bias_grad(ctx, FG_F32); }

@@ -17,8 +17,6 @@
  * (db agrees with sum_to's within rounding). Everything else (f64, no
  * libcublasLt, a shape it declines) is matmul's product with transpose_a,
  * then sum_to's reduction. */
-#include <string.h>
-
 #include "kernels/cuda/common.cuh"
 
 /* o[i] = y[i] > 0 ? o[i] : 0 over total elements. */
@@ -53,17 +51,8 @@ static int matmul_bias_grad(const fg_kctx *ctx, fg_dtype dt) {
                                  ctx->in[1].data, ctx->out[1].data, ctx->out[0].data);
     if (rc <= 0) return rc;
   }
-  fg_op_params p;
-  memset(&p, 0, sizeof p);
-  p.matmul.transpose_a = 1;
-  fg_kctx mm = *ctx;
-  mm.n_out = 1;
-  mm.p = &p;
-  if ((dt == FG_F64 ? fgc_matmul_f64 : fgc_matmul_f32)(&mm) != 0) return -1;
-  fg_kctx red = *ctx;
-  red.in = &ctx->in[1], red.n_in = 1;
-  red.out = &ctx->out[1], red.n_out = 1;
-  return (dt == FG_F64 ? fgc_sum_to_f64 : fgc_sum_to_f32)(&red);
+  return dt == FG_F64 ? fgk_matmul_bias_grad_split(ctx, fgc_matmul_f64, fgc_sum_to_f64)
+                      : fgk_matmul_bias_grad_split(ctx, fgc_matmul_f32, fgc_sum_to_f32);
 }
 
 int fgc_matmul_bias_grad_f32(const fg_kctx *ctx) { return matmul_bias_grad(ctx, FG_F32); }
