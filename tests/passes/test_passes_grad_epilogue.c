@@ -1,0 +1,266 @@
+/* The grad_epilogue pass (executor/passes/epilogue_grad.c) on crafted
+ * graphs: relu's gradient of a product, select(greater(y, 0), matmul, 0),
+ * becomes one fused_matmul_relu_grad; what stays (another zero, another
+ * comparison, an outside consumer, a fetched node in fg_optimize, an
+ * unknown dim, a variable written between its read and the root); the
+ * bits with the passes on and off; a training step of a 4-layer MLP whose
+ * losses and weights are bit for bit those without passes while its
+ * input-gradient products are gone from the plan; and a run-time y of
+ * the wrong shape refused with the node's name. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "test_passes_util.h"
+
+/* sin-based values; every 7th is -0.0, +0.0, NaN or -inf in turn when
+ * special. */
+static fg_tensor *vals(int rank, const int64_t *dims, int salt, int special) {
+  fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, NULL);
+  float *p = fg_tensor_data(t);
+  static const float sp[4] = {-0.0f, 0.0f, NAN, -INFINITY};
+  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
+    p[i] = special && i % 7 == 3 ? sp[(i / 7) % 4] : sinf(0.41f * (float)(i + 1) + (float)salt);
+  return t;
+}
+
+/* How the crafted relu gradient varies. */
+typedef struct rg_opts {
+  int transpose_b; /* w is [6, 5] (dz @ w^T) instead of [5, 6] */
+  int else_neg;    /* the select's zero is -0.0 */
+  int cmp_one;     /* greater(y, 1) */
+  int cmp_less;    /* less(0, y): the same mask, another op */
+  int side_of_mm;  /* side = exp(mm) */
+  int side_of_gt;  /* side = logical_not(gt) */
+  int unknown;     /* dz and h [-1, ...] */
+  int y_variable;  /* y is a variable written after the greater */
+} rg_opts;
+
+/* dz [4, 5] (placeholder) -> mm = dz @ w -> out = select(greater(y, 0),
+ * mm, 0) with y = relu(h), h [4, 6] a placeholder. */
+static fg_graph *relu_grad_graph(const rg_opts *o) {
+  fg_graph *g = fg_graph_new();
+  const int64_t b = o->unknown ? -1 : 4;
+  const int64_t dzd[2] = {b, 5}, hd[2] = {b, 6}, wd[2] = {5, 6}, wtd[2] = {6, 5};
+  fg_output dz = fg_placeholder(g, "dz", FG_F32, 2, dzd);
+  fg_tensor *wt = vals(2, o->transpose_b ? wtd : wd, 1, 0);
+  fg_output w = fg_constant(g, "w", wt);
+  fg_tensor_free(wt);
+  fg_output y, h = fg_placeholder(g, "h", FG_F32, 2, hd); /* fed, unread with y_variable */
+  if (o->y_variable) {
+    const int64_t d4[2] = {4, 6};
+    fg_tensor *v0 = vals(2, d4, 5, 1);
+    y = fg_variable(g, "v", v0);
+    fg_tensor_free(v0);
+  } else {
+    y = fg_set_name(g, fg_relu(g, h), "y");
+  }
+  fg_output mm = fg_set_name(g, fg_matmul(g, dz, w, 0, o->transpose_b), "mm");
+  fg_output zero = fg_scalar(g, FG_F32, 0), one = fg_scalar(g, FG_F32, 1);
+  fg_output gt = fg_set_name(g,
+                             o->cmp_less  ? fg_less(g, zero, y)
+                             : o->cmp_one ? fg_greater(g, y, one)
+                                          : fg_greater(g, y, zero),
+                             "gt");
+  fg_output z2 = o->else_neg ? fg_scalar(g, FG_F32, -0.0) : zero;
+  for (int at = 1; at <= 2; at++) {
+    /* 1: written between the greater and the select; 2: after both. */
+    if (o->y_variable == at) {
+      const int64_t d4[2] = {4, 6};
+      fg_tensor *v1 = vals(2, d4, 6, 0);
+      fg_output c = fg_constant(g, "c", v1);
+      fg_tensor_free(v1);
+      fg_set_name(g, fg_assign(g, y, c), "write");
+    }
+    if (at == 1) fg_set_name(g, fg_select(g, gt, mm, z2), "out");
+  }
+  if (o->side_of_mm) fg_set_name(g, fg_exp(g, mm), "side");
+  if (o->side_of_gt) fg_set_name(g, fg_logical_not(g, gt), "side");
+  return g;
+}
+
+/* `fetches` of g (feeds dz and h, with NaN, infinities and signed zeros)
+ * with the passes on (no_passes 0) or off, each also running `target`
+ * (NULL: none); into out[]. 0 or -1. */
+static int run_rg(fg_graph *g, int no_passes, const char **fetches, int n, const char *target,
+                  fg_tensor **out) {
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 2, no_passes, st);
+  const int64_t dzd[2] = {4, 5}, hd[2] = {4, 6};
+  fg_tensor *dz = vals(2, dzd, 2, 1), *h = vals(2, hd, 3, 1);
+  fg_feed feeds[2] = {{"dz", dz}, {"h", h}};
+  int rc =
+      s ? fg_session_run(s, feeds, 2, fetches, n, out, target ? &target : NULL, target ? 1 : 0, st)
+        : -1;
+  if (rc != 0) fprintf(stderr, "run: %s\n", fg_status_message(st));
+  fg_tensor_free(dz), fg_tensor_free(h);
+  fg_session_free(s);
+  fg_status_free(st);
+  return rc;
+}
+
+/* 1 when fetch gives the same bytes with the passes on and off. */
+static int rg_same_on_off(fg_graph *g, const char *fetch) {
+  fg_tensor *on = NULL, *off = NULL;
+  int ok = run_rg(g, 0, &fetch, 1, NULL, &on) == 0 && run_rg(g, 1, &fetch, 1, NULL, &off) == 0 &&
+           fg_tensor_num_bytes(on) == fg_tensor_num_bytes(off) &&
+           memcmp(fg_tensor_data(on), fg_tensor_data(off), fg_tensor_num_bytes(on)) == 0;
+  fg_tensor_free(on), fg_tensor_free(off);
+  return ok;
+}
+
+static int n_changes(const fg_pass_report *r) {
+  int n = 0;
+  for (int i = 0; r && i < fg_pass_report_size(r); i++)
+    n += strcmp(fg_pass_report_change(r, i)->pass, "grad_epilogue") == 0;
+  return n;
+}
+
+static fg_graph *optimize_fetches(const fg_graph *g, const char **fetch, int n,
+                                  fg_pass_report **r) {
+  fg_status *st = fg_status_new();
+  fg_graph *o = fg_optimize(g, NULL, fetch, n, r, st);
+  if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
+  fg_status_free(st);
+  return o;
+}
+
+FG_TEST(grad_epilogue_fuses_relu_grad_of_a_product, "") {
+  for (int tb = 0; tb < 2; tb++) {
+    rg_opts o = {.transpose_b = tb};
+    fg_graph *g = relu_grad_graph(&o);
+    fg_pass_report *r = NULL;
+    fg_graph *opt = optimize1(g, "out", &r);
+    FG_REQUIRE(opt);
+    /* dz, w, h, y and out = fused_matmul_relu_grad(dz, w, y). */
+    FG_CHECK_INT(fg_graph_num_nodes(opt), 5);
+    FG_CHECK_INT(count_op(opt, "fused_matmul_relu_grad"), 1);
+    FG_CHECK_INT(count_op(opt, "matmul") + count_op(opt, "greater") + count_op(opt, "select"), 0);
+    FG_CHECK_INT(n_changes(r), 3);
+    const char *names[3] = {"mm", "gt", "out"};
+    for (int k = 0; k < 3; k++) {
+      const fg_pass_change *c = find_change(r, "grad_epilogue", names[k]);
+      FG_REQUIRE(c);
+      FG_CHECK_STR(c->action, "fused");
+      FG_CHECK_STR(c->into, "out");
+      FG_CHECK_STR(c->rule, "matmul+relu_grad");
+    }
+    int out = fg_graph_find(opt, "out");
+    int64_t t = -1;
+    FG_CHECK(fg_node_attr_int(opt, out, "transpose_b", &t) == 0 && t == tb);
+    FG_CHECK_STR(fg_node_name(opt, fg_node_input(opt, out, 0).node), "dz");
+    FG_CHECK_STR(fg_node_name(opt, fg_node_input(opt, out, 1).node), "w");
+    FG_CHECK_STR(fg_node_name(opt, fg_node_input(opt, out, 2).node), "y");
+    FG_CHECK(rg_same_on_off(g, "out"));
+    fg_pass_report_free(r);
+    fg_graph_free(opt);
+    fg_graph_free(g);
+  }
+}
+
+/* Chains that are not relu's gradient of a product, or whose nodes
+ * others read, stay as they are. */
+FG_TEST(grad_epilogue_leaves_other_chains, "") {
+  const rg_opts cases[5] = {
+      {.else_neg = 1}, {.cmp_one = 1}, {.cmp_less = 1}, {.side_of_mm = 1}, {.side_of_gt = 1}};
+  for (int k = 0; k < 5; k++) {
+    fg_graph *g = relu_grad_graph(&cases[k]);
+    const char *fetch[2] = {"out", "side"};
+    const int nf = cases[k].side_of_mm || cases[k].side_of_gt ? 2 : 1;
+    fg_pass_report *r = NULL;
+    fg_graph *opt = optimize_fetches(g, fetch, nf, &r);
+    FG_REQUIRE(opt);
+    if (n_changes(r) != 0) FG_FAIL_AT("case %d: %d grad_epilogue changes", k, n_changes(r));
+    FG_CHECK_INT(count_op(opt, "fused_matmul_relu_grad"), 0);
+    FG_CHECK_INT(count_op(opt, "matmul"), 1);
+    FG_CHECK(rg_same_on_off(g, "out"));
+    fg_pass_report_free(r);
+    fg_graph_free(opt);
+    fg_graph_free(g);
+  }
+}
+
+/* fg_optimize keeps what it is asked for: with the product fetched too,
+ * nothing fuses. A session keeps every node and fuses anyway: the plan of
+ * out alone runs the fused node, not the matmul. */
+FG_TEST(grad_epilogue_fetched_product, "") {
+  rg_opts o = {0};
+  fg_graph *g = relu_grad_graph(&o);
+  const char *fetch[2] = {"out", "mm"};
+  fg_pass_report *r = NULL;
+  fg_graph *opt = optimize_fetches(g, fetch, 2, &r);
+  FG_REQUIRE(opt);
+  FG_CHECK_INT(n_changes(r), 0);
+  FG_CHECK_INT(count_op(opt, "fused_matmul_relu_grad"), 0);
+  fg_pass_report_free(r);
+  fg_graph_free(opt);
+  fg_tensor *res[2] = {NULL, NULL}, *off[2] = {NULL, NULL};
+  FG_CHECK(run_rg(g, 0, fetch, 2, NULL, res) == 0 && run_rg(g, 1, fetch, 2, NULL, off) == 0);
+  for (int k = 0; k < 2; k++) {
+    FG_CHECK(same_values(res[k], off[k]));
+    fg_tensor_free(res[k]), fg_tensor_free(off[k]);
+  }
+  /* Steps are source node ids: out (the select, run as the fused node)
+   * stays, the matmul and the greater are gone. */
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 1, 0, st);
+  const int64_t dzd[2] = {4, 5}, hd[2] = {4, 6};
+  fg_tensor *dz = vals(2, dzd, 2, 1), *h = vals(2, hd, 3, 1);
+  fg_feed feeds[2] = {{"dz", dz}, {"h", h}};
+  fg_plan_info *pi = s ? fg_session_plan_info(s, feeds, 2, fetch, 1, NULL, 0, st) : NULL;
+  int outs = 0, parts = 0;
+  for (int i = 0; pi && i < pi->n_steps; i++) {
+    const char *name = fg_node_name(g, pi->step_nodes[i]);
+    outs += strcmp(name, "out") == 0;
+    parts += strcmp(name, "mm") == 0 || strcmp(name, "gt") == 0;
+  }
+  FG_CHECK(pi != NULL);
+  FG_CHECK_INT(outs, 1);
+  FG_CHECK_INT(parts, 0);
+  fg_plan_info_free(pi);
+  fg_tensor_free(dz), fg_tensor_free(h);
+  fg_session_free(s);
+  fg_status_free(st);
+  fg_graph_free(g);
+}
+
+/* An unknown batch dim: y and the product could differ at run time,
+ * where the select would broadcast them, so nothing fuses. */
+FG_TEST(grad_epilogue_unknown_dim_stays, "") {
+  rg_opts o = {.unknown = 1};
+  fg_graph *g = relu_grad_graph(&o);
+  fg_pass_report *r = NULL;
+  fg_graph *opt = optimize1(g, "out", &r);
+  FG_REQUIRE(opt);
+  FG_CHECK_INT(n_changes(r), 0);
+  FG_CHECK_INT(count_op(opt, "fused_matmul_relu_grad"), 0);
+  FG_CHECK_INT(count_op(opt, "matmul"), 1);
+  FG_CHECK(rg_same_on_off(g, "out"));
+  fg_pass_report_free(r);
+  fg_graph_free(opt);
+  fg_graph_free(g);
+}
+
+/* y is a variable written between the greater and the select: the fused
+ * node would read it at the select's place, after the write. Nothing
+ * fuses, and out still masks with v's value from before the write.
+ * Written after the select, it fuses. */
+FG_TEST(grad_epilogue_variable_written_between, "") {
+  for (int at = 1; at <= 2; at++) {
+    rg_opts o = {.y_variable = at};
+    fg_graph *g = relu_grad_graph(&o);
+    fg_pass_report *r = NULL;
+    fg_graph *opt = optimize1(g, "out", &r);
+    FG_REQUIRE(opt);
+    FG_CHECK_INT(n_changes(r), at == 1 ? 0 : 3);
+    fg_pass_report_free(r);
+    fg_graph_free(opt);
+    const char *fetch = "out";
+    fg_tensor *on = NULL, *off = NULL;
+    FG_CHECK(run_rg(g, 0, &fetch, 1, "write", &on) == 0);
+    FG_CHECK(run_rg(g, 1, &fetch, 1, "write", &off) == 0);
+    FG_CHECK(on && off && memcmp(fg_tensor_data(on), fg_tensor_data(off), 96) == 0);
+    fg_tensor_free(on), fg_tensor_free(off);
+    fg_graph_free(g);
+  }
+}
