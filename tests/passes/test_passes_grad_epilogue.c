@@ -264,3 +264,129 @@ FG_TEST(grad_epilogue_variable_written_between, "") {
     fg_graph_free(g);
   }
 }
+
+/* A 12-16-10-8-3 relu MLP, batch 8, mean softmax cross-entropy, SGD
+ * with momentum; each layer as nn.Linear (matmul + b). Its training step
+ * into *target. */
+static fg_graph *deep_mlp(const char **target) {
+  static const int64_t widths[5] = {12, 16, 10, 8, 3};
+  fg_graph *g = fg_graph_new();
+  const int64_t xd[2] = {8, 12}, yd[1] = {8};
+  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd), y = fg_placeholder(g, "y", FG_I32, 1, yd);
+  for (int l = 0; l < 4; l++) {
+    const int64_t wd[2] = {widths[l], widths[l + 1]};
+    fg_tensor *w = vals(2, wd, 20 + l, 0), *b = vals(1, &widths[l + 1], 30 + l, 0);
+    char name[8];
+    snprintf(name, sizeof name, "w%d", l);
+    fg_output wv = fg_variable(g, name, w);
+    name[0] = 'b';
+    h = fg_add(g, fg_matmul(g, h, wv, 0, 0), fg_variable(g, name, b));
+    h = l < 3 ? fg_relu(g, h) : h;
+    fg_tensor_free(w), fg_tensor_free(b);
+  }
+  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, y), "loss");
+  fg_optimizer_config c;
+  fg_optimizer_config_init(&c, FG_OPTIMIZER_MOMENTUM);
+  c.learning_rate = 0.05;
+  fg_output t = fg_minimize(g, loss, NULL, 0, &c, NULL);
+  *target = t.node >= 0 ? fg_node_name(g, t.node) : NULL;
+  return g;
+}
+
+/* 4 steps with the passes on (no_passes 0) or off: losses, the weights
+ * after them, and the plan's steps whose source op is `op`. */
+static int deep_train(fg_graph *g, const char *target, int no_passes, float *losses, fg_tensor **w,
+                      const char *op) {
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 2, no_passes, st);
+  const int64_t xd[2] = {8, 12}, yd[1] = {8};
+  fg_tensor *x = vals(2, xd, 9, 0), *y = fg_tensor_new(FG_I32, 1, yd, NULL);
+  for (int i = 0; i < 8; i++)
+    ((int32_t *)fg_tensor_data(y))[i] = (i * 5) % 3;
+  fg_feed feeds[2] = {{"x", x}, {"y", y}};
+  const char *fetch = "loss";
+  for (int i = 0; s && i < 4; i++) {
+    fg_tensor *l = NULL;
+    if (fg_session_run(s, feeds, 2, &fetch, 1, &l, &target, 1, st) != 0) break;
+    losses[i] = *(float *)fg_tensor_data(l);
+    fg_tensor_free(l);
+  }
+  const char *names[8] = {"w0", "b0", "w1", "b1", "w2", "b2", "w3", "b3"};
+  for (int i = 0; i < 8; i++)
+    w[i] = s ? fg_session_variable(s, names[i], st) : NULL;
+  fg_plan_info *pi = s ? fg_session_plan_info(s, feeds, 2, &fetch, 1, &target, 1, st) : NULL;
+  int n = pi ? 0 : -1;
+  for (int i = 0; pi && i < pi->n_steps; i++)
+    n += strcmp(fg_node_op(g, pi->step_nodes[i]), op) == 0;
+  fg_plan_info_free(pi);
+  fg_tensor_free(x), fg_tensor_free(y);
+  fg_session_free(s);
+  fg_status_free(st);
+  return n;
+}
+
+/* Losses and weights bit for bit with the passes on and off; with them on
+ * the 3 input gradients that feed a relu gradient are inside
+ * fused_matmul_relu_grad (the plan runs 3 fewer matmul and greater steps:
+ * the 4 weight gradients stay, the 4 forward products are fused_matmul),
+ * and fg_optimize of the step makes 3 such nodes. */
+FG_TEST(grad_epilogue_mlp_training_bit_identical, "") {
+  const char *target = NULL;
+  fg_graph *g = deep_mlp(&target);
+  FG_REQUIRE(g && target);
+  float on_l[4], off_l[4];
+  fg_tensor *on[8], *off[8];
+  FG_CHECK_INT(deep_train(g, target, 1, off_l, off, "matmul"), 4 + 4 + 3);
+  FG_CHECK_INT(deep_train(g, target, 0, on_l, on, "matmul"), 4);
+  FG_CHECK(memcmp(on_l, off_l, sizeof on_l) == 0);
+  FG_CHECK(on_l[3] < on_l[0]);
+  for (int i = 0; i < 8; i++) {
+    FG_REQUIRE(on[i] && off[i]);
+    FG_CHECK(memcmp(fg_tensor_data(on[i]), fg_tensor_data(off[i]), fg_tensor_num_bytes(on[i])) ==
+             0);
+    fg_tensor_free(on[i]), fg_tensor_free(off[i]), on[i] = off[i] = NULL;
+  }
+  /* The greater steps of the 3 relu gradients: run off, absorbed on. */
+  FG_CHECK_INT(deep_train(g, target, 1, off_l, off, "greater"), 3);
+  FG_CHECK_INT(deep_train(g, target, 0, on_l, on, "greater"), 0);
+  for (int i = 0; i < 8; i++)
+    fg_tensor_free(on[i]), fg_tensor_free(off[i]);
+  const char *fetch[2] = {"loss", target};
+  fg_pass_report *r = NULL;
+  fg_graph *o = optimize_fetches(g, fetch, 2, &r);
+  FG_REQUIRE(o);
+  FG_CHECK_INT(count_op(o, "fused_matmul_relu_grad"), 3);
+  FG_CHECK_INT(count_op(o, "select") + count_op(o, "greater"), 0);
+  FG_CHECK_INT(n_changes(r), 9);
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  fg_graph_free(g);
+}
+
+/* A fused_matmul_relu_grad built by hand whose y has an unknown dim that
+ * a run feeds with another size than the product's: refused with a
+ * status that names the node, input 2 and both shapes. */
+FG_TEST(fused_matmul_relu_grad_run_time_shape_mismatch, "badinput") {
+  fg_graph *g = fg_graph_new();
+  const int64_t ad[2] = {4, 6}, bd[2] = {6, 5}, yd[2] = {-1, 5}, yf[2] = {3, 5};
+  fg_output a = fg_placeholder(g, "a", FG_F32, 2, ad), b = fg_placeholder(g, "b", FG_F32, 2, bd);
+  fg_output y = fg_placeholder(g, "y", FG_F32, 2, yd);
+  fg_output in[3] = {a, b, y};
+  FG_REQUIRE(fg_op(g, "fused_matmul_relu_grad", "rg", in, 3, NULL).node >= 0);
+  fg_tensor *at = vals(2, ad, 1, 0), *bt = vals(2, bd, 2, 0), *yt = vals(2, yf, 3, 0);
+  fg_feed feeds[3] = {{"a", at}, {"b", bt}, {"y", yt}};
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 1, 0, st);
+  const char *fetch = "rg";
+  fg_tensor *out = NULL;
+  FG_REQUIRE(s);
+  FG_CHECK(fg_session_run(s, feeds, 3, &fetch, 1, &out, NULL, 0, st) != 0);
+  FG_CHECK(out == NULL);
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "'rg'");
+  FG_CHECK_STR_CONTAINS(fg_status_message(st), "input 2 (y) shape [3,5] must be the product's "
+                                               "shape [4,5]");
+  fg_session_free(s);
+  fg_status_free(st);
+  fg_tensor_free(at), fg_tensor_free(bt), fg_tensor_free(yt);
+  fg_graph_free(g);
+}
