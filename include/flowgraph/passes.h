@@ -83,6 +83,16 @@
  *             relu in its epilogue, whose algorithm may sum in another
  *             order than the unfused cuBLAS GEMM: within rounding there,
  *             not bit for bit.
+ *   grad_epilogue
+ *             relu's gradient of a product, select(greater(y, 0),
+ *             matmul(a, b), 0) with a one-element 0 (either sign) in the
+ *             comparison and +0.0 in the select, y, the product and the
+ *             select of one type with every dim known: the select becomes
+ *             fused_matmul_relu_grad(a, b, y), whose kernel masks each
+ *             tile of the product (the same bits; on a GPU the matmul's
+ *             cuBLAS product, then a mask kernel). The matmul and the
+ *             greater must have no other consumer, the epilogue's other
+ *             rules apply.
  *   fuse      element-wise float nodes (add, sub, mul, div, maximum,
  *             minimum, pow, the comparisons read by a select, select and
  *             the unary math and activation ops) with one output shape and
