@@ -23,7 +23,21 @@
  * variable state written between their reads and the root, fg_optimize
  * does not absorb a fetched node while a session (every node kept) does.
  * Nothing may wait for the greater (its bool output could not stand for
- * the root's float one). */
+ * the root's float one).
+ *
+ * The bias gradient: a dense layer's db = sum_to(dz, b) ([N] from a 2-D
+ * dz) and the later dw = matmul(a, dz, transpose_a) reading the same dz
+ * become one matmul_bias_grad(a, dz) with outputs dw and db: the matmul
+ * is rewritten in place (its output 0 stays dw) with a second output,
+ * and the sum_to's readers read that. On a GPU the kernel is one cuBLASLt
+ * call with the bias-gradient epilogue; on the CPU it runs the matmul and
+ * the sum_to kernels one after the other (the same bits), which costs
+ * what the two nodes cost, so the rewrite is made for every device rather
+ * than only for GPU groups (which the pass cannot tell apart: its groups
+ * say which nodes share a device, not what the device is). It needs every
+ * reader of the sum_to after the matmul (they then read a node before
+ * them), dz not written between the two, both in one group, and in
+ * fg_optimize the sum_to not kept (it would be computed twice). */
 #include <limits.h>
 #include <math.h>
 
@@ -121,6 +135,80 @@ static int fuse_chain(fg_pass_ctx *ctx, fg_epi_state *s, const grad_chain *c, fg
   return fg_pass_record(ctx, c->root, "fused", ctx->w->g.nodes[c->root].name, rule, st);
 }
 
+/* ---- the bias gradient ---------------------------------------------------- */
+
+/* The first live node after `after` whose inputs read node id, else
+ * INT_MAX; and whether one at or before `after` does (into *early). */
+static int first_reader(const fg_pass_ctx *ctx, int id, int after, int *early) {
+  const fg_graph *g = &ctx->w->g;
+  *early = 0;
+  for (int k = id + 1; k < g->n_nodes; k++)
+    for (int i = 0; !ctx->dead[k] && i < g->nodes[k].n_inputs; i++)
+      if (g->nodes[k].inputs[i].node == id) {
+        if (k <= after) *early = 1;
+        return k;
+      }
+  return INT_MAX;
+}
+
+/* The weight gradient matmul(a, dz, transpose_a) after the sum_to `st_id`
+ * that reads the same dz (a dense layer's db), or -1. */
+static int weight_grad_of(const fg_pass_ctx *ctx, const fg_epi_state *s, int st_id) {
+  const fg_graph *g = &ctx->w->g;
+  const fg_node *r = &g->nodes[st_id];
+  fg_output dz = r->inputs[0];
+  for (int m = st_id + 1; m < g->n_nodes; m++) {
+    const fg_node *n = &g->nodes[m];
+    if (n->op != FG_OP_MATMUL || n->n_inputs != 2 || ctx->dead[m] || s->absorbed[m] ||
+        n->inputs[1].node != dz.node || n->inputs[1].index != dz.index ||
+        fg_attr_int_or(n, "transpose_a", 0) == 0 || fg_attr_int_or(n, "transpose_b", 0) != 0)
+      continue;
+    const fg_tinfo *ta = &g->nodes[n->inputs[0].node].outputs[n->inputs[0].index];
+    if (ta->rank == 2 && n->outputs[0].rank == 2 && !fg_pass_node_pinned(n) &&
+        (!ctx->group || ctx->group[m] == ctx->group[st_id]))
+      return m;
+  }
+  return -1;
+}
+
+/* sum_to(dz, [N]) of a 2-D float dz and the later weight gradient
+ * matmul(a, dz, transpose_a) become one matmul_bias_grad(a, dz): the
+ * matmul rewritten in place with db as its second output, the sum_to's
+ * readers rewired to it. Only where every reader of the sum_to comes
+ * after the matmul, and in fg_optimize the sum_to is not kept. 1 fused,
+ * 0 not, -1 out of memory. */
+static int fuse_bias_grad(fg_pass_ctx *ctx, fg_epi_state *s, int st_id, fg_status *st) {
+  fg_graph *g = &ctx->w->g;
+  const fg_node *r = &g->nodes[st_id];
+  if (r->n_inputs != 2 || r->n_outputs != 1 || ctx->dead[st_id] || s->absorbed[st_id] ||
+      (!ctx->all_kept && ctx->keep[st_id]) || !is_float(r->outputs[0].dtype))
+    return 0;
+  const fg_tinfo *tz = &g->nodes[r->inputs[0].node].outputs[r->inputs[0].index];
+  const fg_tinfo *tb = &r->outputs[0];
+  if (tz->rank != 2 || tb->rank != 1 || tz->dtype != tb->dtype || tz->dims[1] < 0 ||
+      tb->dims[0] != tz->dims[1])
+    return 0;
+  int m = weight_grad_of(ctx, s, st_id), early = 0;
+  if (m < 0) return 0;
+  first_reader(ctx, st_id, m, &early);
+  if (early || !fg_epi_readable_at_root(g, g->nodes[m].inputs[1], st_id, m) ||
+      !fg_pass_can_replace(ctx, st_id, (fg_output){m, 1}))
+    return 0;
+  fg_tinfo outs[2] = {g->nodes[m].outputs[0], *tb};
+  fg_output in[2] = {g->nodes[m].inputs[0], g->nodes[m].inputs[1]};
+  if (fg_pass_graph_set_outputs(ctx->w, m, outs, 2) != 0 ||
+      fg_pass_graph_set_op(ctx->w, m, FG_OP_MATMUL_BIAS_GRAD, in, 2) != 0) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "grad_epilogue: out of memory");
+    return -1;
+  }
+  s->absorbed[st_id] = s->absorbed[m] = 1;
+  const char *rule = "matmul+sum_to";
+  if (fg_pass_replace(ctx, st_id, (fg_output){m, 1}, "fused", rule, st) != 0 ||
+      fg_pass_record(ctx, m, "fused", g->nodes[m].name, rule, st) != 0)
+    return -1;
+  return 1;
+}
+
 int fg_pass_grad_epilogue(fg_pass_ctx *ctx, fg_status *st) {
   const fg_graph *g = &ctx->w->g;
   fg_epi_state s = {NULL, NULL, NULL};
@@ -130,6 +218,8 @@ int fg_pass_grad_epilogue(fg_pass_ctx *ctx, fg_status *st) {
     if (g->nodes[id].op == FG_OP_SELECT && match_chain(ctx, &s, id, &c))
       rc = fuse_chain(ctx, &s, &c, st);
   }
+  for (int id = 0; rc >= 0 && id < g->n_nodes; id++)
+    if (g->nodes[id].op == FG_OP_SUM_TO) rc = fuse_bias_grad(ctx, &s, id, st);
   fg_epi_state_free(&s);
-  return rc;
+  return rc < 0 ? -1 : 0;
 }

@@ -27,7 +27,8 @@
  * valid for the source's version it was made from. */
 typedef struct fg_pass_graph {
   fg_graph g;
-  unsigned char *attrs_owned; /* per node */
+  unsigned char *attrs_owned;   /* per node */
+  unsigned char *outputs_owned; /* per node: its outputs array is the copy's */
 } fg_pass_graph;
 
 fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st);
@@ -47,6 +48,10 @@ int fg_pass_graph_set_constant(fg_pass_graph *w, int id, fg_tensor *value);
 int fg_pass_graph_set_op(fg_pass_graph *w, int id, int op, const fg_output *inputs, int n_inputs);
 /* Node id's attributes replaced by a deep copy of src. 0 or -1. */
 int fg_pass_graph_set_attrs(fg_pass_graph *w, int id, const struct fg_attrs *src);
+/* Node id's output types replaced by a copy of outputs[0..n): for a node
+ * rewritten into an op with more outputs, whose first ones keep their
+ * types (its consumers read them as before). 0 or -1 (out of memory). */
+int fg_pass_graph_set_outputs(fg_pass_graph *w, int id, const fg_tinfo *outputs, int n);
 
 struct fg_pass_report {
   fg_pass_change *items;

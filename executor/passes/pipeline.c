@@ -38,7 +38,9 @@ const fg_pass_def fg_passes[] = {
      1, fg_pass_epilogue},
     {"grad_epilogue",
      "gradient epilogues: relu's gradient of a matmul's product, select(greater(y, 0), matmul, 0), "
-     "becomes one fused_matmul_relu_grad that masks each tile of the product (same bits)",
+     "becomes one fused_matmul_relu_grad that masks each tile of the product; a dense layer's "
+     "weight and bias gradients, matmul(a, dz, transpose_a) and sum_to(dz, [N]), one "
+     "matmul_bias_grad (same bits on the CPU)",
      1, fg_pass_grad_epilogue},
     {"fuse",
      "element-wise fusion: groups of float element-wise nodes of one shape become one "

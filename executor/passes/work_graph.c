@@ -38,7 +38,8 @@ fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st) {
   w->g.cap_nodes = src->n_nodes;
   w->g.name_index = malloc(((size_t)src->name_cap + 1) * sizeof *w->g.name_index);
   w->attrs_owned = calloc(n + 1, 1);
-  if (!w->g.nodes || !w->g.name_index || !w->attrs_owned) {
+  w->outputs_owned = calloc(n + 1, 1);
+  if (!w->g.nodes || !w->g.name_index || !w->attrs_owned || !w->outputs_owned) {
     w->g.n_nodes = 0;
     fg_pass_graph_free(w);
     return oom(st), NULL;
@@ -66,10 +67,12 @@ void fg_pass_graph_free(fg_pass_graph *w) {
       fg_attrs_clear(&w->g.nodes[i].attrs);
     else
       free(w->g.nodes[i].attrs.items);
+    if (w->outputs_owned && w->outputs_owned[i]) free(w->g.nodes[i].outputs);
   }
   free(w->g.nodes);
   free(w->g.name_index);
   free(w->attrs_owned);
+  free(w->outputs_owned);
   free(w);
 }
 
@@ -159,5 +162,16 @@ int fg_pass_graph_set_attrs(fg_pass_graph *w, int id, const struct fg_attrs *src
   }
   drop_attrs(w, id);
   w->g.nodes[id].attrs = copy;
+  return 0;
+}
+
+int fg_pass_graph_set_outputs(fg_pass_graph *w, int id, const fg_tinfo *outputs, int n) {
+  fg_tinfo *o = malloc(((size_t)n + 1) * sizeof *o);
+  if (!o) return -1;
+  memcpy(o, outputs, (size_t)n * sizeof *o);
+  if (w->outputs_owned[id]) free(w->g.nodes[id].outputs);
+  w->g.nodes[id].outputs = o;
+  w->g.nodes[id].n_outputs = n;
+  w->outputs_owned[id] = 1;
   return 0;
 }

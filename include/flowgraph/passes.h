@@ -92,7 +92,12 @@
  *             tile of the product (the same bits; on a GPU the matmul's
  *             cuBLAS product, then a mask kernel). The matmul and the
  *             greater must have no other consumer, the epilogue's other
- *             rules apply.
+ *             rules apply. And a dense layer's db = sum_to(dz, [N]) with
+ *             the later dw = matmul(a, dz, transpose_a): the matmul
+ *             becomes matmul_bias_grad(a, dz) (outputs dw, db; the
+ *             sum_to's readers read db), one cuBLASLt call with the
+ *             bias-gradient epilogue on a GPU (within rounding), the two
+ *             kernels on the CPU (the same bits).
  *   fuse      element-wise float nodes (add, sub, mul, div, maximum,
  *             minimum, pow, the comparisons read by a select, select and
  *             the unary math and activation ops) with one output shape and

@@ -328,8 +328,9 @@ static int deep_train(fg_graph *g, const char *target, int no_passes, float *los
 /* Losses and weights bit for bit with the passes on and off; with them on
  * the 3 input gradients that feed a relu gradient are inside
  * fused_matmul_relu_grad (the plan runs 3 fewer matmul and greater steps:
- * the 4 weight gradients stay, the 4 forward products are fused_matmul),
- * and fg_optimize of the step makes 3 such nodes. */
+ * the 4 weight gradients stay, as matmul_bias_grad with their layer's
+ * bias gradient, and the 4 forward products are fused_matmul), and
+ * fg_optimize of the step makes 3 such nodes and 4 matmul_bias_grad. */
 FG_TEST(grad_epilogue_mlp_training_bit_identical, "") {
   const char *target = NULL;
   fg_graph *g = deep_mlp(&target);
@@ -357,7 +358,12 @@ FG_TEST(grad_epilogue_mlp_training_bit_identical, "") {
   FG_REQUIRE(o);
   FG_CHECK_INT(count_op(o, "fused_matmul_relu_grad"), 3);
   FG_CHECK_INT(count_op(o, "select") + count_op(o, "greater"), 0);
-  FG_CHECK_INT(n_changes(r), 9);
+  /* Each layer's dw and db: one matmul_bias_grad, no matmul or sum_to
+   * left (the forward products are fused_matmul). */
+  FG_CHECK_INT(count_op(o, "matmul_bias_grad"), 4);
+  FG_CHECK_INT(count_op(o, "matmul") + count_op(o, "sum_to"), 0);
+  /* 3 relu gradients of 3 nodes, 4 bias gradients of 2. */
+  FG_CHECK_INT(n_changes(r), 3 * 3 + 4 * 2);
   fg_pass_report_free(r);
   fg_graph_free(o);
   fg_graph_free(g);
@@ -389,4 +395,115 @@ FG_TEST(fused_matmul_relu_grad_run_time_shape_mismatch, "badinput") {
   fg_status_free(st);
   fg_tensor_free(at), fg_tensor_free(bt), fg_tensor_free(yt);
   fg_graph_free(g);
+}
+
+/* How the crafted bias gradient varies. */
+typedef struct bg_opts {
+  int fetch_db;     /* fg_optimize keeps db */
+  int early_reader; /* a reader of db before the matmul */
+  int no_transpose; /* dw = matmul(a^T as given, dz): a [6, 8], not transposed */
+  int dz_first;     /* dw = matmul(dz, a, transpose_a), as for a w used transposed */
+} bg_opts;
+
+/* db = sum_to(dz, b) and dw = matmul(a, dz, transpose_a), a [8, 6] and dz
+ * [8, 5] placeholders, b a [5] constant; "ndb" = neg(db) reads db after
+ * the matmul (and "early" = exp(db) before it when early_reader). */
+static fg_graph *bias_grad_graph(const bg_opts *o) {
+  fg_graph *g = fg_graph_new();
+  const int64_t ad[2] = {8, 6}, at[2] = {6, 8}, zd[2] = {8, 5}, bd[1] = {5};
+  fg_output a = fg_placeholder(g, "a", FG_F32, 2, o->no_transpose ? at : ad);
+  fg_output dz = fg_placeholder(g, "dz", FG_F32, 2, zd);
+  fg_tensor *bt = vals(1, bd, 4, 0);
+  fg_output b = fg_constant(g, "b", bt);
+  fg_tensor_free(bt);
+  fg_output db = fg_set_name(g, fg_op(g, "sum_to", "db", (fg_output[]){dz, b}, 2, NULL), "db");
+  if (o->early_reader) fg_set_name(g, fg_exp(g, db), "early");
+  if (o->dz_first)
+    fg_set_name(g, fg_matmul(g, dz, a, 1, 0), "dw");
+  else
+    fg_set_name(g, fg_matmul(g, a, dz, !o->no_transpose, 0), "dw");
+  fg_set_name(g, fg_neg(g, db), "ndb");
+  return g;
+}
+
+/* fetches of g fed a and dz (NaN, infinities and signed zeros in dz),
+ * passes on or off, into out[]. 0 or -1. */
+static int run_bg(fg_graph *g, const bg_opts *o, int no_passes, const char **fetch, int n,
+                  fg_tensor **out) {
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 2, no_passes, st);
+  const int64_t ad[2] = {o->no_transpose ? 6 : 8, o->no_transpose ? 8 : 6};
+  const int64_t zd[2] = {8, 5};
+  fg_tensor *a = vals(2, ad, 5, 0), *dz = vals(2, zd, 6, 1);
+  fg_feed feeds[2] = {{"a", a}, {"dz", dz}};
+  int rc = s ? fg_session_run(s, feeds, 2, fetch, n, out, NULL, 0, st) : -1;
+  if (rc != 0) fprintf(stderr, "run: %s\n", fg_status_message(st));
+  fg_tensor_free(a), fg_tensor_free(dz);
+  fg_session_free(s);
+  fg_status_free(st);
+  return rc;
+}
+
+FG_TEST(grad_epilogue_fuses_bias_grad_into_weight_grad, "") {
+  bg_opts o = {0};
+  fg_graph *g = bias_grad_graph(&o);
+  const char *fetch[2] = {"dw", "ndb"};
+  fg_pass_report *r = NULL;
+  fg_graph *opt = optimize_fetches(g, fetch, 2, &r);
+  FG_REQUIRE(opt);
+  FG_CHECK_INT(count_op(opt, "matmul_bias_grad"), 1);
+  FG_CHECK_INT(count_op(opt, "matmul") + count_op(opt, "sum_to"), 0);
+  FG_CHECK_INT(n_changes(r), 2);
+  const fg_pass_change *c = find_change(r, "grad_epilogue", "db");
+  FG_REQUIRE(c);
+  FG_CHECK_STR(c->action, "fused");
+  FG_CHECK_STR(c->into, "dw:1");
+  FG_CHECK_STR(c->rule, "matmul+sum_to");
+  c = find_change(r, "grad_epilogue", "dw");
+  FG_REQUIRE(c);
+  FG_CHECK_STR(c->into, "dw");
+  int ndb = fg_graph_find(opt, "ndb");
+  fg_output in = fg_node_input(opt, ndb, 0);
+  FG_CHECK_STR(fg_node_name(opt, in.node), "dw");
+  FG_CHECK_INT(in.index, 1);
+  /* The same bits as matmul and sum_to, passes on and off, in a session
+   * fetching both (and db itself, which a session keeps). */
+  const char *f3[3] = {"dw", "ndb", "db"};
+  fg_tensor *on[3] = {NULL, NULL, NULL}, *off[3] = {NULL, NULL, NULL};
+  FG_CHECK(run_bg(g, &o, 0, f3, 3, on) == 0 && run_bg(g, &o, 1, f3, 3, off) == 0);
+  for (int k = 0; k < 3; k++) {
+    FG_CHECK(same_values(on[k], off[k]));
+    fg_tensor_free(on[k]), fg_tensor_free(off[k]);
+  }
+  fg_pass_report_free(r);
+  fg_graph_free(opt);
+  fg_graph_free(g);
+}
+
+/* What stays: db kept by fg_optimize, a reader of db before the matmul,
+ * a product that is not a^T dz. */
+FG_TEST(grad_epilogue_bias_grad_leaves_others, "") {
+  const bg_opts cases[4] = {
+      {.fetch_db = 1}, {.early_reader = 1}, {.no_transpose = 1}, {.dz_first = 1}};
+  for (int k = 0; k < 4; k++) {
+    fg_graph *g = bias_grad_graph(&cases[k]);
+    const char *fetch[3] = {"dw", "ndb", cases[k].fetch_db ? "db" : "early"};
+    const int nf = cases[k].fetch_db || cases[k].early_reader ? 3 : 2;
+    fg_pass_report *r = NULL;
+    fg_graph *opt = optimize_fetches(g, fetch, nf, &r);
+    FG_REQUIRE(opt);
+    if (n_changes(r) != 0) FG_FAIL_AT("case %d: %d grad_epilogue changes", k, n_changes(r));
+    FG_CHECK_INT(count_op(opt, "matmul_bias_grad"), 0);
+    FG_CHECK_INT(count_op(opt, "matmul"), 1);
+    fg_tensor *on[3] = {NULL, NULL, NULL}, *off[3] = {NULL, NULL, NULL};
+    FG_CHECK(run_bg(g, &cases[k], 0, fetch, nf, on) == 0 &&
+             run_bg(g, &cases[k], 1, fetch, nf, off) == 0);
+    for (int i = 0; i < nf; i++) {
+      FG_CHECK(same_values(on[i], off[i]));
+      fg_tensor_free(on[i]), fg_tensor_free(off[i]);
+    }
+    fg_pass_report_free(r);
+    fg_graph_free(opt);
+    fg_graph_free(g);
+  }
 }
