@@ -137,18 +137,14 @@ static int fuse_chain(fg_pass_ctx *ctx, fg_epi_state *s, const grad_chain *c, fg
 
 /* ---- the bias gradient ---------------------------------------------------- */
 
-/* The first live node after `after` whose inputs read node id, else
- * INT_MAX; and whether one at or before `after` does (into *early). */
-static int first_reader(const fg_pass_ctx *ctx, int id, int after, int *early) {
+/* 1 when a live node with an id in (id, upto] reads node id (as data
+ * or waiting for it). */
+static int read_before(const fg_pass_ctx *ctx, int id, int upto) {
   const fg_graph *g = &ctx->w->g;
-  *early = 0;
-  for (int k = id + 1; k < g->n_nodes; k++)
+  for (int k = id + 1; k <= upto; k++)
     for (int i = 0; !ctx->dead[k] && i < g->nodes[k].n_inputs; i++)
-      if (g->nodes[k].inputs[i].node == id) {
-        if (k <= after) *early = 1;
-        return k;
-      }
-  return INT_MAX;
+      if (g->nodes[k].inputs[i].node == id) return 1;
+  return 0;
 }
 
 /* The weight gradient matmul(a, dz, transpose_a) after the sum_to `st_id`
@@ -188,10 +184,9 @@ static int fuse_bias_grad(fg_pass_ctx *ctx, fg_epi_state *s, int st_id, fg_statu
   if (tz->rank != 2 || tb->rank != 1 || tz->dtype != tb->dtype || tz->dims[1] < 0 ||
       tb->dims[0] != tz->dims[1])
     return 0;
-  int m = weight_grad_of(ctx, s, st_id), early = 0;
-  if (m < 0) return 0;
-  first_reader(ctx, st_id, m, &early);
-  if (early || !fg_epi_readable_at_root(g, g->nodes[m].inputs[1], st_id, m) ||
+  int m = weight_grad_of(ctx, s, st_id);
+  if (m < 0 || read_before(ctx, st_id, m) ||
+      !fg_epi_readable_at_root(g, g->nodes[m].inputs[1], st_id, m) ||
       !fg_pass_can_replace(ctx, st_id, (fg_output){m, 1}))
     return 0;
   fg_tinfo outs[2] = {g->nodes[m].outputs[0], *tb};
