@@ -415,6 +415,7 @@ static void *run_relu_grad_unfused(const fm_case *c, void *a, void *b, void *y, 
   double zero64 = 0;
   float zero32 = 0;
   void *zero = c->dt == FG_F64 ? (void *)&zero64 : (void *)&zero32;
+  static const int64_t scalar_dims[1] = {1}; /* rank 0: none read */
   fg_kbuf in[2] = {buf(c->dt, c->ar, c->ad, a), buf(c->dt, c->br, c->bd, b)};
   fg_kbuf prod = buf(c->dt, c->orank, c->od, mm);
   fg_op_params p;
@@ -422,11 +423,11 @@ static void *run_relu_grad_unfused(const fm_case *c, void *a, void *b, void *y, 
   p.matmul.transpose_a = c->ta, p.matmul.transpose_b = c->tb;
   int rc = run_kernel("matmul", c, in, 2, &prod, &p, NULL, err);
   memset(&p, 0, sizeof p);
-  fg_kbuf gt_in[2] = {buf(c->dt, c->orank, c->od, y), buf(c->dt, 0, NULL, zero)};
+  fg_kbuf gt_in[2] = {buf(c->dt, c->orank, c->od, y), buf(c->dt, 0, scalar_dims, zero)};
   fg_kbuf gt_out = buf(FG_BOOL, c->orank, c->od, mask);
   fg_kctx gctx = {gt_in, 2, &gt_out, 1, &p, err, 256, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
   rc = rc ? rc : fg_cpu_kernel("greater", c->dt)(&gctx);
-  fg_kbuf sel_in[3] = {gt_out, prod, buf(c->dt, 0, NULL, zero)};
+  fg_kbuf sel_in[3] = {gt_out, prod, buf(c->dt, 0, scalar_dims, zero)};
   fg_kbuf sel_out = buf(c->dt, c->orank, c->od, o);
   rc = rc ? rc : run_kernel("select", c, sel_in, 3, &sel_out, &p, NULL, err);
   free(mm), free(mask);
