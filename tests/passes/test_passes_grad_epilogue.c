@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "executor/cuda_backend.h"
 #include "test_passes_util.h"
 
 /* sin-based values; every 7th is -0.0, +0.0, NaN or -inf in turn when
@@ -278,12 +279,18 @@ static fg_graph *deep_mlp(const char **target) {
   return g;
 }
 
-/* 4 steps with the passes on (no_passes 0) or off: losses, the weights
- * after them, and the plan's steps whose source op is `op`. */
-static int deep_train(fg_graph *g, const char *target, int no_passes, float *losses, fg_tensor **w,
-                      const char *op) {
+/* 4 steps on `device` (NULL: the CPU) with the passes on (no_passes 0)
+ * or off: losses, the weights after them, and the plan's steps whose
+ * source op is `op`. */
+static int deep_train_on(fg_graph *g, const char *device, const char *target, int no_passes,
+                         float *losses, fg_tensor **w, const char *op) {
   fg_status *st = fg_status_new();
-  fg_session *s = passes_session(g, 2, no_passes, st);
+  fg_session_options so;
+  fg_session_options_init(&so);
+  so.num_threads = 2;
+  so.no_passes = no_passes;
+  so.device = device;
+  fg_session *s = fg_session_new(g, &so, st);
   const int64_t xd[2] = {8, 12}, yd[1] = {8};
   fg_tensor *x = vals(2, xd, 9, 0), *y = fg_tensor_new(FG_I32, 1, yd, NULL);
   for (int i = 0; i < 8; i++)
@@ -308,6 +315,11 @@ static int deep_train(fg_graph *g, const char *target, int no_passes, float *los
   fg_session_free(s);
   fg_status_free(st);
   return n;
+}
+
+static int deep_train(fg_graph *g, const char *target, int no_passes, float *losses, fg_tensor **w,
+                      const char *op) {
+  return deep_train_on(g, NULL, target, no_passes, losses, w, op);
 }
 
 /* Losses and weights bit for bit with the passes on and off; with them on
@@ -491,4 +503,39 @@ FG_TEST(grad_epilogue_bias_grad_leaves_others, "") {
     fg_graph_free(opt);
     fg_graph_free(g);
   }
+}
+
+/* The same step on a GPU ("cuda:0"): with the passes on it runs
+ * fused_matmul_relu_grad (cuBLAS and the mask kernel) and
+ * matmul_bias_grad (cuBLASLt's bias-gradient epilogue, or cuBLAS and
+ * sum_to), so losses and weights agree with the passes off within f32
+ * rounding, not bit for bit; and with the CPU's. Skips visibly without
+ * a CUDA build or a device (fails with FG_REQUIRE_GPU=1). */
+FG_TEST(gpu_grad_epilogue_mlp_training_close_to_unfused, "gpu") {
+  if (fg_cuda_device_count() < 1) FG_SKIP_NO_GPU("no CUDA build or no CUDA device");
+  const char *target = NULL;
+  fg_graph *g = deep_mlp(&target);
+  FG_REQUIRE(g && target);
+  float l[3][4];
+  fg_tensor *w[3][8];
+  FG_CHECK_INT(deep_train_on(g, "cuda:0", target, 0, l[0], w[0], "greater"), 0);
+  FG_CHECK(deep_train_on(g, "cuda:0", target, 1, l[1], w[1], "greater") >= 0);
+  FG_CHECK(deep_train_on(g, NULL, target, 1, l[2], w[2], "greater") >= 0);
+  for (int i = 0; i < 4; i++)
+    for (int k = 1; k < 3; k++)
+      FG_CHECK(fabsf(l[0][i] - l[k][i]) <= 1e-5f * (1 + fabsf(l[k][i])));
+  FG_CHECK(l[0][3] < l[0][0]);
+  for (int v = 0; v < 8; v++) {
+    double worst = w[0][v] && w[2][v] ? 0 : 1e30;
+    for (int64_t e = 0; worst < 1e30 && e < fg_tensor_num_elements(w[2][v]); e++) {
+      const float a = ((const float *)fg_tensor_data(w[0][v]))[e];
+      const float b = ((const float *)fg_tensor_data(w[2][v]))[e];
+      const double d = fabs((double)a - b) / (1 + fabs((double)b));
+      worst = d > worst ? d : worst;
+    }
+    if (!(worst <= 1e-5)) FG_FAIL_AT("variable %d: GPU and CPU differ by %g", v, worst);
+    for (int k = 0; k < 3; k++)
+      fg_tensor_free(w[k][v]);
+  }
+  fg_graph_free(g);
 }
