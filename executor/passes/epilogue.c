@@ -29,7 +29,7 @@
  * ctx->all_kept. */
 #include <stdlib.h>
 
-#include "executor/passes/epilogue_util.h"
+#include "executor/passes/epilogue_common.h"
 #include "graph/op_table.h"
 
 typedef struct epi_chain {
@@ -37,19 +37,12 @@ typedef struct epi_chain {
   fg_output a, b, bias;
 } epi_chain;
 
-static int is_float(fg_dtype dt) { return dt == FG_F32 || dt == FG_F64; }
-
-/* Node id may be absorbed into the chain rooted at `root`
- * (epilogue_util.h), and makes floats. */
-static int absorbable(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int root) {
-  return fg_epi_absorbable(ctx, s, id, root) && is_float(ctx->w->g.nodes[id].outputs[0].dtype);
-}
-
 /* A matmul the fused kernel runs as one GEMM (see the top). */
 static int match_matmul(const fg_pass_ctx *ctx, const fg_epi_state *s, int mm, epi_chain *c) {
   const fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[mm];
-  if (n->op != FG_OP_MATMUL || n->n_inputs != 2 || !absorbable(ctx, s, mm, c->root)) return 0;
+  if (n->op != FG_OP_MATMUL || n->n_inputs != 2 || !fg_epi_absorbable(ctx, s, mm, c->root))
+    return 0;
   const fg_tinfo *b = &g->nodes[n->inputs[1].node].outputs[n->inputs[1].index];
   int ta = fg_attr_int_or(n, "transpose_a", 0) != 0;
   if (n->outputs[0].rank != 2 && (b->rank != 2 || ta)) return 0;
@@ -83,12 +76,10 @@ static int match_chain(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, 
   const fg_graph *g = &ctx->w->g;
   const fg_node *r = &g->nodes[root];
   c->root = root, c->relu = 0;
-  if (ctx->dead[root] || s->absorbed[root] || fg_pass_node_pinned(r) || r->n_outputs != 1 ||
-      !is_float(r->outputs[0].dtype))
-    return 0;
+  if (!fg_epi_root_ok(ctx, s, root)) return 0;
   if (r->op == FG_OP_RELU) {
     fg_output x = r->inputs[0];
-    if (r->n_inputs != 1 || x.index != 0 || !absorbable(ctx, s, x.node, root) ||
+    if (r->n_inputs != 1 || x.index != 0 || !fg_epi_absorbable(ctx, s, x.node, root) ||
         !match_add(ctx, s, x.node, c))
       return 0;
     c->relu = 1;
@@ -102,11 +93,17 @@ static int match_chain(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, 
 
 /* Root rewritten in place into fused_matmul(a, b, bias); -1 out of memory. */
 static int rewrite_root(fg_pass_ctx *ctx, const epi_chain *c) {
-  fg_node *n = &ctx->w->g.nodes[c->root];
+  fg_graph *g = &ctx->w->g;
+  const fg_node *m = &g->nodes[c->mm];
+  int64_t ta = fg_attr_int_or(m, "transpose_a", 0) != 0,
+          tb = fg_attr_int_or(m, "transpose_b", 0) != 0;
+  fg_node *n = &g->nodes[c->root];
   fg_output *in = realloc(n->inputs, 3 * sizeof *in);
   if (!in) return -1;
   n->inputs = in;
-  if (fg_epi_take_transposes(ctx, c->root, c->mm) != 0 ||
+  if (fg_pass_graph_own_attrs(ctx->w, c->root) != 0 ||
+      fg_attrs_set_int(&n->attrs, "transpose_a", ta) != 0 ||
+      fg_attrs_set_int(&n->attrs, "transpose_b", tb) != 0 ||
       fg_attrs_set_string(&n->attrs, "activation", c->relu ? "relu" : "none") != 0)
     return -1;
   in[0] = c->a, in[1] = c->b, in[2] = c->bias;
@@ -116,29 +113,19 @@ static int rewrite_root(fg_pass_ctx *ctx, const epi_chain *c) {
 }
 
 static int fuse_chain(fg_pass_ctx *ctx, fg_epi_state *s, const epi_chain *c, fg_status *st) {
-  const char *rule = c->relu ? "matmul+add+relu" : "matmul+add";
   if (rewrite_root(ctx, c) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "epilogue: out of memory");
     return -1;
   }
-  int parts[2] = {c->mm, c->add};
-  for (int k = 0; k < 2; k++)
-    if (parts[k] != c->root && fg_epi_absorb(ctx, s, parts[k], c->root, rule, st) != 0) return -1;
-  return fg_pass_record(ctx, c->root, "fused", ctx->w->g.nodes[c->root].name, rule, st);
+  const int parts[2] = {c->mm, c->add};
+  return fg_epi_absorb(ctx, s, parts, 2, c->root, c->relu ? "matmul+add+relu" : "matmul+add", st);
+}
+
+static int try_root(fg_pass_ctx *ctx, fg_epi_state *s, int root, fg_status *st) {
+  epi_chain c;
+  return match_chain(ctx, s, root, &c) ? fuse_chain(ctx, s, &c, st) : 0;
 }
 
 int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st) {
-  const fg_graph *g = &ctx->w->g;
-  fg_epi_state s = {NULL, NULL, NULL};
-  int rc = fg_epi_state_init(ctx, &s, "epilogue", st);
-  /* From the last node back, so a relu claims its add before the add is
-   * considered as a root of its own. */
-  for (int id = g->n_nodes - 1; rc == 0 && id >= 0; id--) {
-    epi_chain c;
-    int op = g->nodes[id].op;
-    if ((op == FG_OP_RELU || op == FG_OP_ADD) && match_chain(ctx, &s, id, &c))
-      rc = fuse_chain(ctx, &s, &c, st);
-  }
-  fg_epi_state_free(&s);
-  return rc;
+  return fg_epi_run(ctx, "epilogue", try_root, st);
 }

@@ -17,7 +17,7 @@
  * differ at run time where the select would broadcast them). The select
  * (the root) is rewritten in place, so its name, id and output stay.
  *
- * The legality rules are the epilogue pass's (epilogue_util.h): the
+ * The legality rules are the epilogue pass's (epilogue_common.h): the
  * matmul and the greater have no other consumer, none of the three is
  * pinned, all lie in one device group, the matmul's inputs and y are not
  * variable state written between their reads and the root, fg_optimize
@@ -41,15 +41,13 @@
 #include <limits.h>
 #include <math.h>
 
-#include "executor/passes/epilogue_util.h"
+#include "executor/passes/epilogue_common.h"
 #include "graph/op_table.h"
 
 typedef struct grad_chain {
   int root, mm, gt;
   fg_output a, b, y;
 } grad_chain;
-
-static int is_float(fg_dtype dt) { return dt == FG_F32 || dt == FG_F64; }
 
 static int fully_known(const fg_tinfo *t) {
   for (int i = 0; i < t->rank; i++)
@@ -76,7 +74,7 @@ static int match_greater(const fg_pass_ctx *ctx, const fg_epi_state *s, int gt, 
   const fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[gt];
   double z;
-  if (n->op != FG_OP_GREATER || n->n_inputs != 2 || !fg_epi_absorbable(ctx, s, gt, c->root) ||
+  if (n->op != FG_OP_GREATER || n->n_inputs != 2 || !fg_epi_absorbable_any(ctx, s, gt, c->root) ||
       s->ctrl_first[gt] != INT_MAX || !one_float(g, n->inputs[1], &z) || z != 0)
     return 0;
   const fg_tinfo *ty = &g->nodes[n->inputs[0].node].outputs[n->inputs[0].index];
@@ -91,8 +89,7 @@ static int match_chain(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, 
   const fg_graph *g = &ctx->w->g;
   const fg_node *r = &g->nodes[root];
   c->root = root;
-  if (r->op != FG_OP_SELECT || r->n_inputs != 3 || ctx->dead[root] || s->absorbed[root] ||
-      fg_pass_node_pinned(r) || r->n_outputs != 1 || !is_float(r->outputs[0].dtype) ||
+  if (r->op != FG_OP_SELECT || r->n_inputs != 3 || !fg_epi_root_ok(ctx, s, root) ||
       !fully_known(&r->outputs[0]))
     return 0;
   fg_output cond = r->inputs[0], x = r->inputs[1];
@@ -113,26 +110,33 @@ static int match_chain(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, 
          fg_epi_readable_at_root(g, c->y, c->gt, root);
 }
 
-/* Root rewritten in place into fused_matmul_relu_grad(a, b, y); -1 out of
- * memory. Its other attributes (placement) stay. */
+/* Root rewritten in place into fused_matmul_relu_grad(a, b, y) with the
+ * matmul's transposes; its other attributes (placement) stay. -1 out of
+ * memory. */
 static int rewrite_root(fg_pass_ctx *ctx, const grad_chain *c) {
-  fg_node *n = &ctx->w->g.nodes[c->root];
-  if (fg_epi_take_transposes(ctx, c->root, c->mm) != 0) return -1;
+  fg_graph *g = &ctx->w->g;
+  const fg_node *m = &g->nodes[c->mm];
+  int64_t ta = fg_attr_int_or(m, "transpose_a", 0) != 0,
+          tb = fg_attr_int_or(m, "transpose_b", 0) != 0;
+  fg_node *n = &g->nodes[c->root];
+  if (fg_pass_graph_own_attrs(ctx->w, c->root) != 0 ||
+      fg_attrs_set_int(&n->attrs, "transpose_a", ta) != 0 ||
+      fg_attrs_set_int(&n->attrs, "transpose_b", tb) != 0)
+    return -1;
   n->inputs[0] = c->a, n->inputs[1] = c->b, n->inputs[2] = c->y;
   n->op = FG_OP_FUSED_MATMUL_RELU_GRAD;
   return 0;
 }
 
-static int fuse_chain(fg_pass_ctx *ctx, fg_epi_state *s, const grad_chain *c, fg_status *st) {
-  const char *rule = "matmul+relu_grad";
-  if (rewrite_root(ctx, c) != 0) {
+static int try_relu_grad(fg_pass_ctx *ctx, fg_epi_state *s, int root, fg_status *st) {
+  grad_chain c;
+  if (!match_chain(ctx, s, root, &c)) return 0;
+  if (rewrite_root(ctx, &c) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "grad_epilogue: out of memory");
     return -1;
   }
-  if (fg_epi_absorb(ctx, s, c->mm, c->root, rule, st) != 0 ||
-      fg_epi_absorb(ctx, s, c->gt, c->root, rule, st) != 0)
-    return -1;
-  return fg_pass_record(ctx, c->root, "fused", ctx->w->g.nodes[c->root].name, rule, st);
+  const int parts[2] = {c.mm, c.gt};
+  return fg_epi_absorb(ctx, s, parts, 2, root, "matmul+relu_grad", st);
 }
 
 /* ---- the bias gradient ---------------------------------------------------- */
@@ -171,13 +175,13 @@ static int weight_grad_of(const fg_pass_ctx *ctx, const fg_epi_state *s, int st_
  * matmul(a, dz, transpose_a) become one matmul_bias_grad(a, dz): the
  * matmul rewritten in place with db as its second output, the sum_to's
  * readers rewired to it. Only where every reader of the sum_to comes
- * after the matmul, and in fg_optimize the sum_to is not kept. 1 fused,
- * 0 not, -1 out of memory. */
-static int fuse_bias_grad(fg_pass_ctx *ctx, fg_epi_state *s, int st_id, fg_status *st) {
+ * after the matmul, and in fg_optimize the sum_to is not kept. 0 (fused
+ * or not), or -1 out of memory. */
+static int try_bias_grad(fg_pass_ctx *ctx, fg_epi_state *s, int st_id, fg_status *st) {
   fg_graph *g = &ctx->w->g;
   const fg_node *r = &g->nodes[st_id];
   if (r->n_inputs != 2 || r->n_outputs != 1 || ctx->dead[st_id] || s->absorbed[st_id] ||
-      (!ctx->all_kept && ctx->keep[st_id]) || !is_float(r->outputs[0].dtype))
+      (!ctx->all_kept && ctx->keep[st_id]) || !fg_epi_is_float(r->outputs[0].dtype))
     return 0;
   const fg_tinfo *tz = &g->nodes[r->inputs[0].node].outputs[r->inputs[0].index];
   const fg_tinfo *tb = &r->outputs[0];
@@ -198,23 +202,12 @@ static int fuse_bias_grad(fg_pass_ctx *ctx, fg_epi_state *s, int st_id, fg_statu
   }
   s->absorbed[st_id] = s->absorbed[m] = 1;
   const char *rule = "matmul+sum_to";
-  if (fg_pass_replace(ctx, st_id, (fg_output){m, 1}, "fused", rule, st) != 0 ||
-      fg_pass_record(ctx, m, "fused", g->nodes[m].name, rule, st) != 0)
-    return -1;
-  return 1;
+  if (fg_pass_replace(ctx, st_id, (fg_output){m, 1}, "fused", rule, st) != 0) return -1;
+  return fg_pass_record(ctx, m, "fused", g->nodes[m].name, rule, st);
 }
 
 int fg_pass_grad_epilogue(fg_pass_ctx *ctx, fg_status *st) {
-  const fg_graph *g = &ctx->w->g;
-  fg_epi_state s = {NULL, NULL, NULL};
-  int rc = fg_epi_state_init(ctx, &s, "grad_epilogue", st);
-  for (int id = g->n_nodes - 1; rc == 0 && id >= 0; id--) {
-    grad_chain c;
-    if (g->nodes[id].op == FG_OP_SELECT && match_chain(ctx, &s, id, &c))
-      rc = fuse_chain(ctx, &s, &c, st);
-  }
-  for (int id = 0; rc >= 0 && id < g->n_nodes; id++)
-    if (g->nodes[id].op == FG_OP_SUM_TO) rc = fuse_bias_grad(ctx, &s, id, st);
-  fg_epi_state_free(&s);
-  return rc < 0 ? -1 : 0;
+  static const int select_op[1] = {FG_OP_SELECT}, sum_to_op[1] = {FG_OP_SUM_TO};
+  if (fg_epi_run_ops(ctx, "grad_epilogue", select_op, 1, try_relu_grad, st) != 0) return -1;
+  return fg_epi_run_ops(ctx, "grad_epilogue", sum_to_op, 1, try_bias_grad, st);
 }
