@@ -187,6 +187,11 @@ FGI_DECL_PARSE(fgi_parse_fused_conv)
 FGI_DECL_INFER(fgi_infer_fused)
 FGI_DECL_PARSE(fgi_parse_fused)
 FGI_DECL_FLOPS(fgi_flops_fused)
+/* infer_matmul_grad.c: fused_matmul_relu_grad, matmul_bias_grad */
+FGI_DECL_INFER(fgi_infer_fused_matmul_relu_grad)
+FGI_DECL_FLOPS(fgi_flops_fused_matmul_relu_grad)
+FGI_DECL_INFER(fgi_infer_matmul_bias_grad)
+FGI_DECL_FLOPS(fgi_flops_matmul_bias_grad)
 #undef FGI_DECL_PARSE
 
 #undef FGI_DECL_INFER

@@ -709,6 +709,20 @@ const fg_op_def fg_op_table[] = {
                                 fgi_parse_fused_conv,
                                 "act(conv2d(x, w, b) + z), z shaped like the convolution's output: "
                                 "conv2d, then add, then the activation"},
+    /* The grad_epilogue pass's nodes (executor/passes/epilogue_grad.c;
+     * graph/infer_matmul_grad.c). Made after autodiff: no gradient. The
+     * relu gradient's transposes are matmul's, parsed into its member. */
+    [FG_OP_FUSED_MATMUL_RELU_GRAD] =
+        {"fused_matmul_relu_grad", 3, 3, 1, 0, fgi_infer_fused_matmul_relu_grad,
+         fgi_flops_fused_matmul_relu_grad, 0, "a, b, y", a_matmul, NULL,
+         "a @ b where y > 0, else 0 (y of the product's shape): "
+         "relu's gradient of a matmul's product, as "
+         "select(greater(y, 0), matmul, 0)"},
+    [FG_OP_MATMUL_BIAS_GRAD] = {"matmul_bias_grad", 2, 2, 2, 0, fgi_infer_matmul_bias_grad,
+                                fgi_flops_matmul_bias_grad, 0, "a, dz", NULL, NULL,
+                                "dw = a^T @ dz and db = the sum of dz's rows (a [R, K], dz [R, "
+                                "N]): a dense layer's weight and bias gradients, as "
+                                "matmul(a, dz, transpose_a) and sum_to(dz, [N])"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -163,7 +163,9 @@
   X(MULTI_APPLY_MOMENTUM, "multi_apply_momentum")                                                  \
   X(MULTI_APPLY_ADAM, "multi_apply_adam")                                                          \
   X(FUSED_CONV2D, "fused_conv2d")                                                                  \
-  X(FUSED_CONV2D_ADD, "fused_conv2d_add")
+  X(FUSED_CONV2D_ADD, "fused_conv2d_add")                                                          \
+  X(FUSED_MATMUL_RELU_GRAD, "fused_matmul_relu_grad")                                              \
+  X(MATMUL_BIAS_GRAD, "matmul_bias_grad")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

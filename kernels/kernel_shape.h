@@ -151,6 +151,16 @@ int fgk_mm_plan_init(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl);
  * bias (input 2) checked: dtype dt, shape [N]. */
 int fgk_mm_plan_init_tr(const fg_kctx *ctx, fg_dtype dt, int ta, int tb, fgk_mm_plan *pl);
 int fgk_mm_check_bias(const fg_kctx *ctx, fg_dtype dt, const fgk_mm_plan *pl);
+/* fused_matmul_relu_grad's y (input 2): dtype dt and the output's shape.
+ * 0 or -1. (kernels/cpu/matmul.c) */
+int fgk_mm_check_mask(const fg_kctx *ctx, fg_dtype dt);
+/* matmul_bias_grad's inputs and outputs (dtype dt). 0 or -1.
+ * (kernels/cpu/matmul_grad.c) */
+int fgk_matmul_bias_grad_check(const fg_kctx *ctx, fg_dtype dt);
+/* matmul_bias_grad as matmul's kernel (transpose_a) into output 0, then
+ * sum_to's into output 1: the CPU's kernel, and the GPU's where cuBLASLt
+ * does not take the product. 0 or -1. (kernels/cpu/matmul_grad.c) */
+int fgk_matmul_bias_grad_split(const fg_kctx *ctx, fg_kernel_fn matmul, fg_kernel_fn sum_to);
 
 /* A reduction over p->axes with the input dims coalesced into alternating
  * kept/reduced groups (size-1 dims dropped, neighbours of the same kind

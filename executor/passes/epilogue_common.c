@@ -81,14 +81,19 @@ int fg_epi_root_ok(const fg_pass_ctx *ctx, const fg_epi_state *s, int root) {
 /* Node id may be absorbed into a chain rooted at `root`: read once (by the
  * chain), waited for only by nodes after the root, live, unpinned, in
  * root's group, and fetchable by nobody in fg_optimize. */
-int fg_epi_absorbable(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int root) {
+int fg_epi_absorbable_any(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int root) {
   const fg_node *n = &ctx->w->g.nodes[id];
   if (ctx->dead[id] || s->absorbed[id] || s->uses[id] != 1 || fg_pass_node_pinned(n)) return 0;
   /* Nodes that wait for it will wait for the root instead: after it. */
   if (s->ctrl_first[id] <= root) return 0;
   if (!ctx->all_kept && ctx->keep[id]) return 0;
-  if (n->n_outputs != 1 || !fg_epi_is_float(n->outputs[0].dtype)) return 0;
+  if (n->n_outputs != 1) return 0;
   return !ctx->group || ctx->group[id] == ctx->group[root];
+}
+
+int fg_epi_absorbable(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int root) {
+  return fg_epi_absorbable_any(ctx, s, id, root) &&
+         fg_epi_is_float(ctx->w->g.nodes[id].outputs[0].dtype);
 }
 
 /* The fused node may read o (first read at node `from`) at the root: a
@@ -126,12 +131,21 @@ int fg_epi_absorb(fg_pass_ctx *ctx, fg_epi_state *s, const int *parts, int n_par
 }
 
 int fg_epi_run(fg_pass_ctx *ctx, const char *pass, fg_epi_try_fn try_root, fg_status *st) {
+  static const int ops[2] = {FG_OP_RELU, FG_OP_ADD};
+  return fg_epi_run_ops(ctx, pass, ops, 2, try_root, st);
+}
+
+int fg_epi_run_ops(fg_pass_ctx *ctx, const char *pass, const int *ops, int n_ops,
+                   fg_epi_try_fn try_root, fg_status *st) {
   const fg_graph *g = &ctx->w->g;
   fg_epi_state s;
   int rc = state_init(ctx, &s, pass, st);
   for (int id = g->n_nodes - 1; rc == 0 && id >= 0; id--)
-    if (g->nodes[id].op == FG_OP_RELU || g->nodes[id].op == FG_OP_ADD)
-      rc = try_root(ctx, &s, id, st);
+    for (int k = 0; k < n_ops; k++)
+      if (g->nodes[id].op == ops[k]) {
+        rc = try_root(ctx, &s, id, st);
+        break;
+      }
   state_free(&s);
   return rc;
 }

@@ -1,6 +1,8 @@
 /* What the epilogue passes share: epilogue.c (matmul, bias add, relu into
- * fused_matmul) and epilogue_conv.c (conv2d, residual add, relu into
- * fused_conv2d and fused_conv2d_add). Both rewrite a chain in place at its
+ * fused_matmul), epilogue_conv.c (conv2d, residual add, relu into
+ * fused_conv2d and fused_conv2d_add) and epilogue_grad.c (relu's gradient
+ * into fused_matmul_relu_grad, weight and bias gradients into
+ * matmul_bias_grad). All rewrite a chain in place at its
  * last node (the root) and absorb the nodes before it under the same
  * rules, stated here once:
  *
@@ -46,5 +48,14 @@ typedef int (*fg_epi_try_fn)(fg_pass_ctx *ctx, fg_epi_state *s, int root, fg_sta
 /* Runs `try_root` on every relu and add from the last node back, so a
  * relu claims its add before the add is tried as a root of its own. */
 int fg_epi_run(fg_pass_ctx *ctx, const char *pass, fg_epi_try_fn try_root, fg_status *st);
+
+/* For epilogue_grad.c. */
+/* fg_epi_absorbable whatever the node's output dtype: the relu gradient's
+ * comparison, whose bool output nobody reads once it is absorbed. */
+int fg_epi_absorbable_any(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int root);
+/* fg_epi_run over the nodes whose op is one of ops[0..n_ops), from the
+ * last node back. */
+int fg_epi_run_ops(fg_pass_ctx *ctx, const char *pass, const int *ops, int n_ops,
+                   fg_epi_try_fn try_root, fg_status *st);
 
 #endif

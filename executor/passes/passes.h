@@ -27,8 +27,9 @@
  * valid for the source's version it was made from. */
 typedef struct fg_pass_graph {
   fg_graph g;
-  unsigned char *attrs_owned; /* per node */
-  int n_src;                  /* the source's nodes; ids from here on are appended constants */
+  unsigned char *attrs_owned;   /* per node */
+  unsigned char *outputs_owned; /* per node: its outputs array is the copy's */
+  int n_src;                    /* the source's nodes; ids from here on are appended constants */
   /* 1 where passes may append constants (fg_pass_add_constant): set by
    * the session's pipeline when the plan is on one device, where nothing
    * else indexes by node id an array sized by the source's node count. */
@@ -57,6 +58,10 @@ int fg_pass_graph_set_attrs(fg_pass_graph *w, int id, const struct fg_attrs *src
  * colocation). No source node reads it and the copy's name index does not
  * know it. Its id (past every existing one), or -1 (out of memory). */
 int fg_pass_graph_append_constant(fg_pass_graph *w, const char *name, fg_tensor *value, int like);
+/* Node id's output types replaced by a copy of outputs[0..n): for a node
+ * rewritten into an op with more outputs, whose first ones keep their
+ * types (its consumers read them as before). 0 or -1 (out of memory). */
+int fg_pass_graph_set_outputs(fg_pass_graph *w, int id, const fg_tinfo *outputs, int n);
 
 struct fg_pass_report {
   fg_pass_change *items;
@@ -156,6 +161,7 @@ int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_xent_grad(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_conv_epilogue(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_grad_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fuse(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_multi_update(fg_pass_ctx *ctx, fg_status *st);
 

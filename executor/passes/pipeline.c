@@ -3,11 +3,13 @@
  * fewer nodes to fold; folding runs before inference folding, so batch
  * norm parameters computed from constants are constants by then, and both
  * before CSE, which merges the equal constants folding makes; the
- * cross-entropy gradient and the matmul and convolution epilogues fuse
- * after CSE has merged equal nodes, and before element-wise fusion, which
- * would otherwise take their sub, mul, bias add, residual add and relu;
- * element-wise fusion runs on what is left, last before dead node
- * elimination, which sweeps what all leave behind. */
+ * cross-entropy gradient and the matmul and convolution epilogues
+ * (forward, then the gradients') fuse after CSE has merged equal nodes,
+ * and before element-wise fusion, which would otherwise take their sub,
+ * mul, bias add, residual add, relu, and the relu gradient's greater and
+ * select; element-wise fusion runs on what is left, then the optimizer
+ * updates become multi-tensor ones, and dead node elimination sweeps what
+ * all leave behind. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +43,12 @@ const fg_pass_def fg_passes[] = {
      "convolution's output as it is produced (same bits); off by default: it made ResNet-18's "
      "batch-1 inference slower on two threads",
      0, fg_pass_conv_epilogue},
+    {"grad_epilogue",
+     "gradient epilogues: relu's gradient of a matmul's product, select(greater(y, 0), matmul, 0), "
+     "becomes one fused_matmul_relu_grad that masks each tile of the product; a dense layer's "
+     "weight and bias gradients, matmul(a, dz, transpose_a) and sum_to(dz, [N]), one "
+     "matmul_bias_grad (same bits on the CPU)",
+     1, fg_pass_grad_epilogue},
     {"fuse",
      "element-wise fusion: groups of float element-wise nodes of one shape become one "
      "fused_elementwise node (one pass over memory, the same bits)",

@@ -41,7 +41,8 @@ fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st) {
   w->n_src = src->n_nodes;
   w->g.name_index = malloc(((size_t)src->name_cap + 1) * sizeof *w->g.name_index);
   w->attrs_owned = calloc(n + 1, 1);
-  if (!w->g.nodes || !w->g.name_index || !w->attrs_owned) {
+  w->outputs_owned = calloc(n + 1, 1);
+  if (!w->g.nodes || !w->g.name_index || !w->attrs_owned || !w->outputs_owned) {
     w->g.n_nodes = 0;
     fg_pass_graph_free(w);
     return oom(st), NULL;
@@ -68,16 +69,18 @@ void fg_pass_graph_free(fg_pass_graph *w) {
     if (i >= w->n_src) {
       free(w->g.nodes[i].name);
       free(w->g.nodes[i].device);
-      free(w->g.nodes[i].outputs);
     }
     if (w->attrs_owned && w->attrs_owned[i])
       fg_attrs_clear(&w->g.nodes[i].attrs);
     else
       free(w->g.nodes[i].attrs.items);
+    /* An appended node's outputs are marked owned when it is made. */
+    if (w->outputs_owned && w->outputs_owned[i]) free(w->g.nodes[i].outputs);
   }
   free(w->g.nodes);
   free(w->g.name_index);
   free(w->attrs_owned);
+  free(w->outputs_owned);
   free(w);
 }
 
@@ -179,7 +182,9 @@ static int reserve_node(fg_pass_graph *w) {
   if (nodes) g->nodes = nodes;
   unsigned char *owned = realloc(w->attrs_owned, (size_t)cap + 1);
   if (owned) w->attrs_owned = owned;
-  if (!nodes || !owned) return -1;
+  unsigned char *outs = realloc(w->outputs_owned, (size_t)cap + 1);
+  if (outs) w->outputs_owned = outs;
+  if (!nodes || !owned || !outs) return -1;
   g->cap_nodes = cap;
   return 0;
 }
@@ -194,6 +199,7 @@ int fg_pass_graph_append_constant(fg_pass_graph *w, const char *name, fg_tensor 
   fg_node *n = &w->g.nodes[id];
   memset(n, 0, sizeof *n);
   w->attrs_owned[id] = 1;
+  w->outputs_owned[id] = 1; /* as everything an appended node holds */
   n->op = FG_OP_CONSTANT;
   n->name = fg_strdup(name);
   n->device = l->device ? fg_strdup(l->device) : NULL;
@@ -215,4 +221,15 @@ int fg_pass_graph_append_constant(fg_pass_graph *w, const char *name, fg_tensor 
     n->outputs[0].dims[d] = value->dims[d];
   /* The value last: keep_placement keeps the colocation just set. */
   return fg_pass_graph_set_constant(w, id, value) == 0 ? id : -1;
+}
+
+int fg_pass_graph_set_outputs(fg_pass_graph *w, int id, const fg_tinfo *outputs, int n) {
+  fg_tinfo *o = malloc(((size_t)n + 1) * sizeof *o);
+  if (!o) return -1;
+  memcpy(o, outputs, (size_t)n * sizeof *o);
+  if (w->outputs_owned[id]) free(w->g.nodes[id].outputs);
+  w->g.nodes[id].outputs = o;
+  w->g.nodes[id].n_outputs = n;
+  w->outputs_owned[id] = 1;
+  return 0;
 }

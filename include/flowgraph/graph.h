@@ -245,6 +245,19 @@ FG_API fg_output fg_logical_or(fg_graph *g, fg_output a, fg_output b);
 FG_API fg_output fg_fused_matmul(fg_graph *g, fg_output a, fg_output b, fg_output bias,
                                  int transpose_a, int transpose_b, const char *activation);
 
+/* relu's gradient of a product in one node: op(a) @ op(b) (matmul's
+ * shapes and transposes) where y > 0, else 0, with y of the product's
+ * shape and dtype (relu's output; NaN and -0.0 are not > 0). The
+ * grad_epilogue pass makes these from select(greater(y, 0), matmul, 0);
+ * the bits are those of the chain. Not differentiable. */
+FG_API fg_output fg_fused_matmul_relu_grad(fg_graph *g, fg_output a, fg_output b, fg_output y,
+                                           int transpose_a, int transpose_b);
+/* A dense layer's weight and bias gradients in one node: output 0 is
+ * a^T @ dz ([K, N]), output 1 the sum of dz's rows ([N]), for a [R, K]
+ * and dz [R, N]. Returns output 0; output 1 is {node, 1}. Not
+ * differentiable. */
+FG_API fg_output fg_matmul_bias_grad(fg_graph *g, fg_output a, fg_output dz);
+
 /* ---- unary -------------------------------------------------------------- */
 FG_API fg_output fg_neg(fg_graph *g, fg_output x);
 FG_API fg_output fg_exp(fg_graph *g, fg_output x);

@@ -296,7 +296,7 @@ typedef struct fg_fused_conv_params {
 /* Room for any op's parameters in one plan step; a kernel reads only the
  * member of its own op. */
 typedef union fg_op_params {
-  fg_matmul_params matmul;
+  fg_matmul_params matmul; /* matmul and fused_matmul_relu_grad */
   fg_axis_params concat;
   fg_axis_params softmax;  /* softmax and log_softmax */
   fg_axis_params argmax;   /* argmax and argmin */

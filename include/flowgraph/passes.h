@@ -103,6 +103,21 @@
  *             part of the convolution's output right after it is
  *             computed (the same bits, on the CPU and the GPU). Under
  *             epilogue's conditions for the conv2d and the add.
+ *   grad_epilogue
+ *             relu's gradient of a product, select(greater(y, 0),
+ *             matmul(a, b), 0) with a one-element 0 (either sign) in the
+ *             comparison and +0.0 in the select, y, the product and the
+ *             select of one type with every dim known: the select becomes
+ *             fused_matmul_relu_grad(a, b, y), whose kernel masks each
+ *             tile of the product (the same bits; on a GPU the matmul's
+ *             cuBLAS product, then a mask kernel). The matmul and the
+ *             greater must have no other consumer, the epilogue's other
+ *             rules apply. And a dense layer's db = sum_to(dz, [N]) with
+ *             the later dw = matmul(a, dz, transpose_a): the matmul
+ *             becomes matmul_bias_grad(a, dz) (outputs dw, db; the
+ *             sum_to's readers read db), one cuBLASLt call with the
+ *             bias-gradient epilogue on a GPU (within rounding), the two
+ *             kernels on the CPU (the same bits).
  *   fuse      element-wise float nodes (add, sub, mul, div, maximum,
  *             minimum, pow, the comparisons read by a select, select and
  *             the unary math and activation ops) with one output shape and

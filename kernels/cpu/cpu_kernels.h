@@ -129,7 +129,10 @@
   FGK_FLOAT(X, "multi_apply_adam", fgk_multi_apply_adam)                                           \
   /* conv.c: the conv_epilogue pass's convolutions (oneDNN in f32, as conv2d) */                   \
   FGK_FLOAT(X, "fused_conv2d", fgk_fused_conv2d)                                                   \
-  FGK_FLOAT(X, "fused_conv2d_add", fgk_fused_conv2d_add)
+  FGK_FLOAT(X, "fused_conv2d_add", fgk_fused_conv2d_add)                                           \
+  /* matmul.c and matmul_grad.c: the grad_epilogue pass's nodes */                                 \
+  FGK_FLOAT(X, "fused_matmul_relu_grad", fgk_fused_matmul_relu_grad)                               \
+  FGK_FLOAT(X, "matmul_bias_grad", fgk_matmul_bias_grad)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */

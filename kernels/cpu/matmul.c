@@ -11,7 +11,8 @@
  * fused_matmul runs the same code with an epilogue (matvec.h): each tile,
  * once its GEMM is done and while it is in cache, gets the bias added and
  * the activation applied, so the bits are those of matmul -> add -> relu
- * and the output is written to memory once. */
+ * and the output is written to memory once. fused_matmul_relu_grad's
+ * epilogue masks each tile with relu's output the same way. */
 #include <cblas.h>
 #include <pthread.h>
 #include <string.h>
@@ -211,8 +212,33 @@ void fgk_mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo) {
 FGK_MM_EPILOGUE(epilogue_f32, float)
 FGK_MM_EPILOGUE(epilogue_f64, double)
 
+/* The relu gradient's mask on one tile: the select kernel's copy of the
+ * product or of its +0.0 where greater(y, 0) is false, compared as the
+ * greater kernel does (in T). m is the mask at the tile's first element. */
+#define FGK_MM_MASK(name, T)                                                                       \
+  FGK_CLONES static void name(T *o, const T *m, int64_t ld, int64_t rows, int64_t cols) {          \
+    for (int64_t i = 0; i < rows; i++) {                                                           \
+      T *restrict r = o + i * ld;                                                                  \
+      const T *restrict y = m + i * ld;                                                            \
+      for (int64_t j = 0; j < cols; j++)                                                           \
+        r[j] = y[j] > 0 ? r[j] : (T)0;                                                             \
+    }                                                                                              \
+  }
+FGK_MM_MASK(mask_f32, float)
+FGK_MM_MASK(mask_f64, double)
+
 void fgk_mm_epilogue_apply(fg_dtype dt, const fgk_mm_epilogue *e, void *o, int64_t ld, int64_t rows,
                            int64_t c0, int64_t cols) {
+  if (e->mask) {
+    /* The mask has the output's layout: the tile's offset in the output
+     * is its offset in the mask. */
+    const char *m = (const char *)e->mask + ((const char *)o - (const char *)e->out);
+    if (dt == FG_F64)
+      mask_f64(o, (const double *)m, ld, rows, cols);
+    else
+      mask_f32(o, (const float *)m, ld, rows, cols);
+  }
+  if (!e->bias) return;
   if (dt == FG_F64)
     epilogue_f64(o, ld, rows, (const double *)e->bias + c0, cols, e->relu);
   else
@@ -314,12 +340,44 @@ static int fused_matmul(const fg_kctx *ctx, fg_dtype dt) {
   if (fgk_mm_plan_init_tr(ctx, dt, p->transpose_a, p->transpose_b, &pl) != 0 ||
       fgk_mm_check_bias(ctx, dt, &pl) != 0)
     return -1;
-  const fgk_mm_epilogue epi = {ctx->in[2].data, p->activation == FG_ACTIVATION_RELU};
+  const fgk_mm_epilogue epi = {ctx->in[2].data, p->activation == FG_ACTIVATION_RELU, NULL, NULL};
   return mm_float(ctx, dt, &pl, &epi);
 }
 
 int fgk_fused_matmul_f32(const fg_kctx *ctx) { return fused_matmul(ctx, FG_F32); }
 int fgk_fused_matmul_f64(const fg_kctx *ctx) { return fused_matmul(ctx, FG_F64); }
+
+int fgk_mm_check_mask(const fg_kctx *ctx, fg_dtype dt) {
+  if (fgk_check(ctx, 3, 1) != 0) return -1;
+  const fg_kbuf *y = &ctx->in[2], *o = &ctx->out[0];
+  int same = y->dtype == dt && y->rank == o->rank;
+  for (int i = 0; same && i < y->rank; i++)
+    same = y->dims[i] == o->dims[i];
+  if (!same)
+    return fgk_fail(ctx,
+                    "input 2 (y) is %s of rank %d with %lld elements; it must be %s of the "
+                    "product's shape (rank %d, %lld elements)",
+                    fg_dtype_name(y->dtype), y->rank, (long long)fgk_numel(y), fg_dtype_name(dt),
+                    o->rank, (long long)fgk_numel(o));
+  return 0;
+}
+
+/* fused_matmul_relu_grad: the product, masked by y > 0 on each tile. */
+static int fused_matmul_relu_grad(const fg_kctx *ctx, fg_dtype dt) {
+  mm_plan pl;
+  if (fgk_check(ctx, 3, 1) != 0 || fgk_mm_plan_init(ctx, dt, &pl) != 0 ||
+      fgk_mm_check_mask(ctx, dt) != 0)
+    return -1;
+  const fgk_mm_epilogue epi = {NULL, 0, ctx->in[2].data, ctx->out[0].data};
+  return mm_float(ctx, dt, &pl, &epi);
+}
+
+int fgk_fused_matmul_relu_grad_f32(const fg_kctx *ctx) {
+  return fused_matmul_relu_grad(ctx, FG_F32);
+}
+int fgk_fused_matmul_relu_grad_f64(const fg_kctx *ctx) {
+  return fused_matmul_relu_grad(ctx, FG_F64);
+}
 
 /* The transposed-a product of a weight gradient (sufficient_factor_apply_sgd's
  * kernel, kernels/cpu/collective.c, and the communicator's fused update

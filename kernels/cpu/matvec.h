@@ -15,8 +15,14 @@
  * set. Per element exactly the add and relu kernels' arithmetic, so the
  * bits are those of matmul -> add -> relu. */
 typedef struct fgk_mm_epilogue {
-  const void *bias; /* [N], the product's dtype */
+  const void *bias; /* [N], the product's dtype; NULL: none */
   int relu;
+  /* fused_matmul_relu_grad: o = mask > 0 ? o : 0 with mask (relu's
+   * output y) laid out as the output, which starts at out: each element
+   * keeps the product where select(greater(y, 0), product, 0) does, and
+   * the +0.0 of the select's zero elsewhere (NaN and -0.0 are not > 0).
+   * NULL: none. */
+  const void *mask, *out;
 } fgk_mm_epilogue;
 
 /* Applies e to rows x cols outputs at o (rows ld apart), whose first

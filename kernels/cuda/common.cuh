@@ -121,7 +121,10 @@ extern "C" {
   FGK_FLOAT(X, "multi_apply_adam", fgc_multi_apply_adam)                                           \
   /* conv.cu: the conv_epilogue pass's convolutions, cuDNN and one epilogue kernel */              \
   FGK_FLOAT(X, "fused_conv2d", fgc_fused_conv2d)                                                   \
-  FGK_FLOAT(X, "fused_conv2d_add", fgc_fused_conv2d_add)
+  FGK_FLOAT(X, "fused_conv2d_add", fgc_fused_conv2d_add)                                           \
+  /* matmul_grad.cu: the grad_epilogue pass's nodes */                                             \
+  FGK_FLOAT(X, "fused_matmul_relu_grad", fgc_fused_matmul_relu_grad)                               \
+  FGK_FLOAT(X, "matmul_bias_grad", fgc_matmul_bias_grad)
 
 /* X(op name, dtype key, prepare, release): the CUDA kernels with plan-time
  * state. */
@@ -210,6 +213,17 @@ int fgc_fill_bits(const fg_kctx *ctx, void *dst, int64_t n, size_t es, uint64_t 
 /* A float product of plan pl (inputs 0 and 1 into out[0]) through cuBLAS,
  * for matmul and fused_matmul. 0 or -1. (matmul.cu) */
 int fgc_mm_blas(const fg_kctx *ctx, const fgk_mm_plan &pl, fg_dtype dt);
+/* The cuBLASLt epilogues flowgraph uses (fgc_lt_matmul). */
+enum { FGC_LT_BIAS = 0, FGC_LT_RELU_BIAS = 1, FGC_LT_BGRADA = 2 };
+/* One f32 cuBLASLt product d = op(a) @ op(b) of row-major M x K and K x N
+ * (transposes ta, tb) with epilogue epi: FGC_LT_BIAS and FGC_LT_RELU_BIAS
+ * add bias [N] (then relu) to every row; FGC_LT_BGRADA stores into bias
+ * [N] bias[j] = the sum over k of op(b)[k][j] (cuBLASLt's A is our b, its
+ * rows D's columns: BGRADA reduces A over the GEMM's k). 0 done, 1 not
+ * taken (no cuBLASLt, no algorithm for the shape: nothing enqueued), -1
+ * failed. (fused_matmul.cu) */
+int fgc_lt_matmul(const fg_kctx *ctx, int64_t M, int64_t N, int64_t K, int ta, int tb, int epi,
+                  const void *a, const void *b, const void *bias, void *d);
 
 /* Element-size dispatch for the byte-moving kernels. */
 template <size_t ES> struct fgc_word;

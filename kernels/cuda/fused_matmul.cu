@@ -44,7 +44,7 @@ enum { LT_DEVICES = 64, LT_CACHE = 256 };
 
 /* What the heuristic's answer depends on. */
 struct LtKey {
-  int dev, ta, tb, relu, tf32;
+  int dev, ta, tb, epi, tf32; /* epi: an FGC_LT_* of common.cuh */
   int64_t m, n, k;
   unsigned align[4]; /* a, b, d and bias, in bytes up to 256 */
   size_t workspace;
@@ -101,7 +101,9 @@ bool make_descs(const LtKey &key, const void *bias, LtDescs *d) {
   const cublasComputeType_t compute = key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cublasOperation_t opa = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opb = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasLtEpilogue_t epi = key.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  const cublasLtEpilogue_t epi = key.epi == FGC_LT_RELU_BIAS ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                 : key.epi == FGC_LT_BGRADA  ? CUBLASLT_EPILOGUE_BGRADA
+                                                             : CUBLASLT_EPILOGUE_BIAS;
   const uint64_t m = (uint64_t)key.m, n = (uint64_t)key.n, k = (uint64_t)key.k;
   return cublasLtMatmulDescCreate(&d->op, compute, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
          cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) ==
@@ -158,6 +160,33 @@ bool find_algo(cublasLtHandle_t h, const LtKey &key, LtDescs *d, cublasLtMatmulA
 
 } // namespace
 
+int fgc_lt_matmul(const fg_kctx *ctx, int64_t M, int64_t N, int64_t K, int ta, int tb, int epi,
+                  const void *a, const void *b, const void *bias, void *d) {
+  int dev = 0;
+  if (!fg_cublaslt_available() || cudaGetDevice(&dev) != cudaSuccess) return 1;
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return 1;
+  cublasLtHandle_t h = handle_for(dev);
+  if (!h) return 1;
+  LtKey key;
+  memset(&key, 0, sizeof key); /* compared bytewise: no padding garbage */
+  key.dev = dev, key.ta = ta != 0, key.tb = tb != 0, key.epi = epi;
+  key.tf32 = ctx->cuda->allow_tf32 != 0;
+  key.m = N, key.n = M, key.k = K;
+  key.align[0] = align_of(a), key.align[1] = align_of(b);
+  key.align[2] = align_of(d), key.align[3] = align_of(bias);
+  key.workspace = ctx->cuda->scratch ? ctx->cuda->scratch_bytes : 0;
+  LtDescs ds;
+  cublasLtMatmulAlgo_t algo;
+  if (!make_descs(key, bias, &ds) || !find_algo(h, key, &ds, &algo)) return 1;
+  const float one = 1.0f, zero = 0.0f;
+  cublasStatus_t st = cublasLtMatmul(h, ds.op, &one, b, ds.a, a, ds.b, &zero, d, ds.d, d, ds.d,
+                                     &algo, ctx->cuda->scratch, key.workspace, fgc_stream(ctx));
+  /* Refused before anything was enqueued (an alignment the algorithm
+   * does not take): the cuBLAS path then, which reports its own errors. */
+  if (st != CUBLAS_STATUS_SUCCESS) return 1;
+  return fgc_launched(ctx, "cublasLtMatmul");
+}
+
 /* One cuBLASLt matmul with the epilogue: 0 done, 1 not taken (the caller
  * runs cuBLAS and the bias kernel), -1 failed. */
 static int lt_fused(const fg_kctx *ctx, const fgk_mm_plan &pl, int relu) {
@@ -166,30 +195,8 @@ static int lt_fused(const fg_kctx *ctx, const fgk_mm_plan &pl, int relu) {
     if (pl.ta || pl.b_batch != 1 || pl.a_batch != pl.batch) return 1;
     M *= pl.batch; /* a's batches stacked over the shared b */
   }
-  int dev = 0;
-  if (!fg_cublaslt_available() || cudaGetDevice(&dev) != cudaSuccess) return 1;
-  if (M > INT32_MAX || pl.N > INT32_MAX || pl.K > INT32_MAX) return 1;
-  cublasLtHandle_t h = handle_for(dev);
-  if (!h) return 1;
-  LtKey key;
-  memset(&key, 0, sizeof key); /* compared bytewise: no padding garbage */
-  key.dev = dev, key.ta = pl.ta, key.tb = pl.tb, key.relu = relu;
-  key.tf32 = ctx->cuda->allow_tf32 != 0;
-  key.m = pl.N, key.n = M, key.k = pl.K;
-  key.align[0] = align_of(ctx->in[0].data), key.align[1] = align_of(ctx->in[1].data);
-  key.align[2] = align_of(ctx->out[0].data), key.align[3] = align_of(ctx->in[2].data);
-  key.workspace = ctx->cuda->scratch ? ctx->cuda->scratch_bytes : 0;
-  LtDescs d;
-  cublasLtMatmulAlgo_t algo;
-  if (!make_descs(key, ctx->in[2].data, &d) || !find_algo(h, key, &d, &algo)) return 1;
-  const float one = 1.0f, zero = 0.0f;
-  cublasStatus_t st = cublasLtMatmul(h, d.op, &one, ctx->in[1].data, d.a, ctx->in[0].data, d.b,
-                                     &zero, ctx->out[0].data, d.d, ctx->out[0].data, d.d, &algo,
-                                     ctx->cuda->scratch, key.workspace, fgc_stream(ctx));
-  /* Refused before anything was enqueued (an alignment the algorithm
-   * does not take): the cuBLAS path then, which reports its own errors. */
-  if (st != CUBLAS_STATUS_SUCCESS) return 1;
-  return fgc_launched(ctx, "cublasLtMatmul");
+  return fgc_lt_matmul(ctx, M, pl.N, pl.K, pl.ta, pl.tb, relu ? FGC_LT_RELU_BIAS : FGC_LT_BIAS,
+                       ctx->in[0].data, ctx->in[1].data, ctx->in[2].data, ctx->out[0].data);
 }
 
 template <typename T> static int fused_matmul(const fg_kctx *ctx, fg_dtype dt) {

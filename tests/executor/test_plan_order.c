@@ -134,7 +134,7 @@ static fg_session *session_on(fg_graph *g, int threads, fg_status *st) {
   fg_session_options o;
   fg_session_options_init(&o);
   o.num_threads = threads;
-  o.passes = "simplify,fold,fold_inference,cse,xent_grad,epilogue,fuse,dce";
+  o.passes = "simplify,fold,fold_inference,cse,xent_grad,epilogue,grad_epilogue,fuse,dce";
   return fg_session_new(g, &o, st);
 }
 

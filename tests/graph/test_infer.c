@@ -20,8 +20,8 @@ FG_TEST(op_table_rows_match_names, "") {
    * conv_transpose2d + sync_batch_norm, sync_batch_norm_grad + logical_not,
    * logical_and, logical_or, softmax_cross_entropy_grad, fused_matmul,
    * fused_elementwise, multi_apply_sgd, multi_apply_momentum, multi_apply_adam +
-   * fused_conv2d, fused_conv2d_add */
-  FG_CHECK_INT(FG_OP_COUNT, 132);
+   * fused_conv2d, fused_conv2d_add + fused_matmul_relu_grad, matmul_bias_grad */
+  FG_CHECK_INT(FG_OP_COUNT, 134);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -44,7 +44,7 @@ FG_TEST(op_table_rows_match_names, "") {
       FG_CHECK(d->count_outputs != NULL);
     } else {
       FG_CHECK_INT(d->n_outputs,
-                   i == FG_OP_TOPK                                                         ? 2
+                   i == FG_OP_TOPK || i == FG_OP_MATMUL_BIAS_GRAD                          ? 2
                    : !norm                                                                 ? 1
                    : !strcmp(d->name, "batch_norm") || !strcmp(d->name, "sync_batch_norm") ? 4
                                                                                            : 3);
@@ -90,9 +90,10 @@ FG_TEST(op_table_flags, "") {
   /* all_reduce, shard, after, the fused updates, the random ops,
    * batch_norm_update_stats, argmin, the training flag, the logical ops,
    * and the passes' fused_matmul, softmax_cross_entropy_grad,
-   * fused_elementwise, multi_apply_*, fused_conv2d and fused_conv2d_add
-   * (made after autodiff) are not differentiable */
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 40);
+   * fused_elementwise, multi_apply_*, fused_conv2d, fused_conv2d_add,
+   * fused_matmul_relu_grad and matmul_bias_grad (made after autodiff) are
+   * not differentiable */
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 42);
   const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};
   for (int i = 0; i < 3; i++) {
     if (!(flags_of(rnd[i]) & FG_OPF_RANDOM)) FG_FAIL_AT("%s not flagged random", rnd[i]);

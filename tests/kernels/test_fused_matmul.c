@@ -5,7 +5,10 @@
  * thread pools of 1 to 3) and the few-row path, f32 and f64, every
  * transpose, stacked and per-batch products and K = 0; values against a
  * double loop; shape inference, FLOPs, the builder; and bad inputs: a bias
- * of the wrong length or dtype, an unknown activation name. */
+ * of the wrong length or dtype, an unknown activation name. The same for
+ * the gradient epilogues' kernels: fused_matmul_relu_grad against
+ * matmul -> greater -> select, matmul_bias_grad against matmul and
+ * sum_to, both against values computed here. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -348,7 +351,7 @@ FG_TEST(fused_matmul_epilogue_rule_by_hand, "") {
         ((float *)bs)[i] = (float)bias[i];
       for (int i = 0; i < 8; i++)
         elem_store(o, dt, i, i % 4 < 3 ? x[i / 4 * 3 + i % 4] : 7.0);
-      const fgk_mm_epilogue e = {bs, r};
+      const fgk_mm_epilogue e = {bs, r, NULL, NULL};
       fgk_mm_epilogue_apply(dt, &e, o, 4, 2, 1, 3);
       for (int i = 0; i < 8; i++) {
         const double got = elem_as_double(o, dt, i);
@@ -380,5 +383,287 @@ FG_TEST(fused_matmul_relu_keeps_nan, "") {
       bad += !isnan(o[3 * i]) || o[3 * i + 1] != 0.0f || o[3 * i + 2] != 2.0f;
     FG_CHECK_INT(bad, 0);
     free(a), free(o);
+  }
+}
+
+/* ---- fused_matmul_relu_grad and matmul_bias_grad ------------------------ */
+
+/* fused_matmul_relu_grad(a, b, y) of c (y of the output's shape) with
+ * the thread pool par, into a fresh buffer. */
+static void *run_relu_grad(const fm_case *c, void *a, void *b, void *y, const fg_kparallel *par,
+                           int *rc, char *err) {
+  const int64_t total = dims_count(c->orank, c->od);
+  fg_kbuf in[3] = {buf(c->dt, c->ar, c->ad, a), buf(c->dt, c->br, c->bd, b),
+                   buf(c->dt, c->orank, c->od, y)};
+  void *o = malloc((size_t)total * float_size(c->dt) + 8);
+  memset(o, 0xA5, (size_t)total * float_size(c->dt));
+  fg_kbuf out = buf(c->dt, c->orank, c->od, o);
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  p.matmul.transpose_a = c->ta, p.matmul.transpose_b = c->tb;
+  *rc = run_kernel("fused_matmul_relu_grad", c, in, 3, &out, &p, par, err);
+  return o;
+}
+
+/* relu's gradient as autodiff makes it: matmul, greater(y, 0), then
+ * select(mask, product, 0), each its own kernel. */
+static void *run_relu_grad_unfused(const fm_case *c, void *a, void *b, void *y, char *err) {
+  const int64_t total = dims_count(c->orank, c->od);
+  const size_t es = float_size(c->dt);
+  void *mm = malloc((size_t)total * es + 8), *o = malloc((size_t)total * es + 8);
+  unsigned char *mask = malloc((size_t)total + 8);
+  double zero64 = 0;
+  float zero32 = 0;
+  void *zero = c->dt == FG_F64 ? (void *)&zero64 : (void *)&zero32;
+  static const int64_t scalar_dims[1] = {1}; /* rank 0: none read */
+  fg_kbuf in[2] = {buf(c->dt, c->ar, c->ad, a), buf(c->dt, c->br, c->bd, b)};
+  fg_kbuf prod = buf(c->dt, c->orank, c->od, mm);
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  p.matmul.transpose_a = c->ta, p.matmul.transpose_b = c->tb;
+  int rc = run_kernel("matmul", c, in, 2, &prod, &p, NULL, err);
+  memset(&p, 0, sizeof p);
+  fg_kbuf gt_in[2] = {buf(c->dt, c->orank, c->od, y), buf(c->dt, 0, scalar_dims, zero)};
+  fg_kbuf gt_out = buf(FG_BOOL, c->orank, c->od, mask);
+  fg_kctx gctx = {gt_in, 2, &gt_out, 1, &p, err, 256, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  rc = rc ? rc : fg_cpu_kernel("greater", c->dt)(&gctx);
+  fg_kbuf sel_in[3] = {gt_out, prod, buf(c->dt, 0, scalar_dims, zero)};
+  fg_kbuf sel_out = buf(c->dt, c->orank, c->od, o);
+  rc = rc ? rc : run_kernel("select", c, sel_in, 3, &sel_out, &p, NULL, err);
+  free(mm), free(mask);
+  return rc ? (free(o), NULL) : o;
+}
+
+/* The fused kernel gives the bits of matmul -> greater -> select, with
+ * NaN, infinities, -0.0 and +0.0 in a and in y, on every path (few rows,
+ * GEMM tiles, stacked and per-batch products, K = 0) and thread count. */
+FG_TEST(fused_matmul_relu_grad_bits_equal_the_chain, "") {
+  fg_pool *pool = fg_pool_new(3);
+  FG_REQUIRE(pool);
+  const fg_kparallel par = {pool, fg_pool_parallel_for_fn};
+  uint64_t seed = 31;
+  for (size_t i = 0; i < N_CASES; i++)
+    for (int special = 0; special < 2; special++) {
+      const fm_case *c = &CASES[i];
+      const int64_t total = dims_count(c->orank, c->od);
+      void *a = fill(c->dt, dims_count(c->ar, c->ad), special, &seed);
+      void *b = fill(c->dt, dims_count(c->br, c->bd), 0, &seed);
+      void *y = fill(c->dt, total, 1, &seed);
+      for (int64_t e = 3; e < total; e += 101)
+        elem_store(y, c->dt, e, 0.0); /* +0.0 too: not > 0 */
+      char err[256];
+      int rc;
+      void *want = run_relu_grad_unfused(c, a, b, y, err);
+      FG_REQUIRE(want != NULL);
+      for (int t = 0; t < 2; t++) {
+        void *got = run_relu_grad(c, a, b, y, t ? &par : NULL, &rc, err);
+        FG_CHECK_INT(rc, 0);
+        if (rc == 0 && memcmp(got, want, (size_t)total * float_size(c->dt)) != 0)
+          FG_FAIL_AT("case %zu special %d threads %d: bits differ from matmul -> greater -> "
+                     "select",
+                     i, special, t ? 3 : 0);
+        free(got);
+      }
+      free(a), free(b), free(y), free(want);
+    }
+  fg_pool_free(pool);
+}
+
+/* Values known by hand: each row of a is 1 (K = 1) and b's row is [3, -2,
+ * NaN, 5], so every product row is [3, -2, NaN, 5]; y's rows alternate
+ * [1, 0, 2, -0.0] and [NaN, -1, 1, inf]: the outputs are [3, +0, NaN,
+ * +0] and [+0, +0, NaN, 5]. On the few-row path (2 rows) and the GEMM
+ * tiles (300 rows), f32 and f64. */
+FG_TEST(fused_matmul_relu_grad_values_by_hand, "") {
+  static const int64_t rows[2] = {2, 300};
+  const double brow[4] = {3, -2, NAN, 5};
+  const double yrow[2][4] = {{1, 0, 2, -0.0}, {NAN, -1, 1, INFINITY}};
+  const double want[2][4] = {{3, 0, NAN, 0}, {0, 0, NAN, 5}};
+  for (int d = 0; d < 2; d++)
+    for (int r = 0; r < 2; r++) {
+      const fg_dtype dt = d ? FG_F64 : FG_F32;
+      const fm_case c = {dt, 2, 2, 2, {rows[r], 1}, {1, 4}, {rows[r], 4}, 0, 0};
+      void *a = malloc((size_t)rows[r] * 8), *b = malloc(4 * 8), *y = malloc((size_t)rows[r] * 32);
+      for (int64_t i = 0; i < rows[r]; i++) {
+        elem_store(a, dt, i, 1.0);
+        for (int j = 0; j < 4; j++)
+          elem_store(y, dt, i * 4 + j, yrow[i % 2][j]);
+      }
+      for (int j = 0; j < 4; j++)
+        elem_store(b, dt, j, brow[j]);
+      char err[256];
+      int rc, bad = 0;
+      void *o = run_relu_grad(&c, a, b, y, NULL, &rc, err);
+      FG_CHECK_INT(rc, 0);
+      for (int64_t e = 0; rc == 0 && e < rows[r] * 4; e++) {
+        const double got = elem_as_double(o, dt, e), w = want[(e / 4) % 2][e % 4];
+        bad += isnan(w) ? !isnan(got) : got != w || signbit(got);
+      }
+      FG_CHECK_INT(bad, 0);
+      free(a), free(b), free(y), free(o);
+    }
+}
+
+/* matmul_bias_grad(a, dz) of a [R, K] and dz [R, N] into dw and db. */
+static int run_bias_grad(fg_dtype dt, int64_t R, int64_t K, int64_t N, void *a, void *dz, void *dw,
+                         void *db, char *err) {
+  const int64_t da[2] = {R, K}, dd[2] = {R, N}, dwd[2] = {K, N};
+  const fg_kbuf in[2] = {buf(dt, 2, da, a), buf(dt, 2, dd, dz)};
+  fg_kbuf out[2] = {buf(dt, 2, dwd, dw), buf(dt, 1, &N, db)};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  err[0] = 0;
+  fg_kctx ctx = {in, 2, out, 2, &p, err, 256, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  return fg_cpu_kernel("matmul_bias_grad", dt)(&ctx);
+}
+
+/* dw and db carry the bits of matmul(a, dz, transpose_a) and sum_to(dz,
+ * [N]) run as their own kernels, and values within rounding of a double
+ * loop, for few and many rows, f32 and f64, with NaN, infinities and -0.0
+ * in dz where special. */
+FG_TEST(matmul_bias_grad_bits_and_values, "") {
+  static const struct {
+    fg_dtype dt;
+    int64_t R, K, N;
+  } cases[] = {{FG_F32, 16, 12, 10},  {FG_F64, 5, 3, 7},     {FG_F32, 300, 130, 70},
+               {FG_F64, 257, 64, 33}, {FG_F32, 128, 784, 8}, {FG_F32, 0, 4, 3}};
+  uint64_t seed = 77;
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+    for (int special = 0; special < 2; special++) {
+      const fg_dtype dt = cases[k].dt;
+      const int64_t R = cases[k].R, K = cases[k].K, N = cases[k].N;
+      const size_t es = float_size(dt);
+      void *a = fill(dt, R * K, 0, &seed), *dz = fill(dt, R * N, special, &seed);
+      void *dw = malloc((size_t)(K * N) * es + 8), *db = malloc((size_t)N * es + 8);
+      void *dw0 = malloc((size_t)(K * N) * es + 8), *db0 = malloc((size_t)N * es + 8);
+      char err[256];
+      FG_CHECK_INT(run_bias_grad(dt, R, K, N, a, dz, dw, db, err), 0);
+      /* The unfused kernels. */
+      const int64_t da[2] = {R, K}, dd[2] = {R, N}, dwd[2] = {K, N};
+      const fm_case c = {dt, 2, 2, 2, {R, K}, {R, N}, {K, N}, 1, 0};
+      fg_kbuf in[2] = {buf(dt, 2, da, a), buf(dt, 2, dd, dz)};
+      fg_kbuf o = buf(dt, 2, dwd, dw0), ob = buf(dt, 1, &N, db0);
+      fg_op_params p;
+      memset(&p, 0, sizeof p);
+      p.matmul.transpose_a = 1;
+      FG_CHECK_INT(run_kernel("matmul", &c, in, 2, &o, &p, NULL, err), 0);
+      memset(&p, 0, sizeof p);
+      FG_CHECK_INT(run_kernel("sum_to", &c, &in[1], 1, &ob, &p, NULL, err), 0);
+      if (first_difference(dt, dw, dw0, K * N) >= 0 || first_difference(dt, db, db0, N) >= 0)
+        FG_FAIL_AT("case %zu special %d: bits differ from matmul and sum_to", k, special);
+      const double u = dt == FG_F64 ? 0x1p-53 : 0x1p-24;
+      int bad = 0;
+      for (int64_t j = 0; !special && j < N; j++) {
+        double s = 0, mag = 0;
+        for (int64_t r = 0; r < R; r++)
+          s += elem_as_double(dz, dt, r * N + j), mag += fabs(elem_as_double(dz, dt, r * N + j));
+        bad += !(fabs(elem_as_double(db, dt, j) - s) <= (double)(R + 2) * u * mag);
+        for (int64_t i = 0; i < K; i++) {
+          double t = 0, m = 0;
+          for (int64_t r = 0; r < R; r++) {
+            const double v = elem_as_double(a, dt, r * K + i) * elem_as_double(dz, dt, r * N + j);
+            t += v, m += fabs(v);
+          }
+          bad += !(fabs(elem_as_double(dw, dt, i * N + j) - t) <= (double)(R + 2) * u * m);
+        }
+      }
+      if (bad) FG_FAIL_AT("case %zu: %d values off the double loop", k, bad);
+      free(a), free(dz), free(dw), free(db), free(dw0), free(db0);
+    }
+}
+
+/* Kernel-level refusals name the input and the values. */
+FG_TEST(matmul_grad_kernels_bad_inputs, "badinput") {
+  float a[64] = {0}, b[64] = {0}, y[64] = {0}, o[64], o2[16];
+  char err[256];
+  const int64_t d45[2] = {4, 5}, d46[2] = {4, 6}, d65[2] = {6, 5}, d35[2] = {3, 5};
+  const fm_case c = {FG_F32, 2, 2, 2, {4, 6}, {6, 5}, {4, 5}, 0, 0};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  fg_kbuf in[3] = {buf(FG_F32, 2, d46, a), buf(FG_F32, 2, d65, b), buf(FG_F32, 2, d46, y)};
+  fg_kbuf out = buf(FG_F32, 2, d45, o);
+  FG_CHECK_INT(run_kernel("fused_matmul_relu_grad", &c, in, 3, &out, &p, NULL, err), -1);
+  FG_CHECK_STR_CONTAINS(err, "input 2 (y) is f32 of rank 2 with 24 elements; it must be f32 of "
+                             "the product's shape (rank 2, 20 elements)");
+  in[2] = buf(FG_F64, 2, d45, y);
+  FG_CHECK_INT(run_kernel("fused_matmul_relu_grad", &c, in, 3, &out, &p, NULL, err), -1);
+  FG_CHECK_STR_CONTAINS(err, "input 2 (y) is f64 of rank 2 with 20 elements");
+  FG_CHECK_INT(run_kernel("fused_matmul_relu_grad", &c, in, 2, &out, &p, NULL, err), -1);
+  FG_CHECK_STR_CONTAINS(err, "expected 3 inputs, got 2");
+  /* matmul_bias_grad: R differs; dz of another dtype; a db of 4. */
+  fg_kbuf bin[2] = {buf(FG_F32, 2, d46, a), buf(FG_F32, 2, d35, b)};
+  const int64_t n5 = 5, n4 = 4;
+  fg_kbuf bout[2] = {buf(FG_F32, 2, d65, o), buf(FG_F32, 1, &n5, o2)};
+  fg_kctx ctx = {bin, 2, bout, 2, &p, err, 256, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  FG_CHECK_INT(fg_cpu_kernel("matmul_bias_grad", FG_F32)(&ctx), -1);
+  FG_CHECK_STR_CONTAINS(err, "must be [R, K] and [R, N] with one R");
+  bin[1] = buf(FG_F64, 2, d45, b);
+  FG_CHECK_INT(fg_cpu_kernel("matmul_bias_grad", FG_F32)(&ctx), -1);
+  FG_CHECK_STR_CONTAINS(err, "expected f32 inputs and outputs, got a f32, dz f64, dw f32, db f32");
+  bin[1] = buf(FG_F32, 2, d45, b), bout[1] = buf(FG_F32, 1, &n4, o2);
+  FG_CHECK_INT(fg_cpu_kernel("matmul_bias_grad", FG_F32)(&ctx), -1);
+  FG_CHECK_STR_CONTAINS(err, "outputs must be dw [6, 5] and db [5]");
+  ctx.n_out = 1;
+  FG_CHECK_INT(fg_cpu_kernel("matmul_bias_grad", FG_F32)(&ctx), -1);
+  FG_CHECK_STR_CONTAINS(err, "expected 2 outputs, got 1");
+}
+
+/* The builders: shapes, FLOPs, and refusals that name the node, the
+ * input and the shapes. */
+FG_TEST(matmul_grad_builders_shapes_flops_and_refusals, "badinput") {
+  fg_graph *g = fg_graph_new();
+  const int64_t da[2] = {4, 6}, dw[2] = {5, 6}, dy[2] = {4, 5}, dz[2] = {4, 3};
+  fg_output a = fg_placeholder(g, "a", FG_F32, 2, da), w = fg_placeholder(g, "w", FG_F32, 2, dw);
+  fg_output y = fg_placeholder(g, "y", FG_F32, 2, dy), z = fg_placeholder(g, "z", FG_F32, 2, dz);
+  fg_output r = fg_fused_matmul_relu_grad(g, a, w, y, 0, 1); /* [4,6] @ [5,6]^T */
+  FG_REQUIRE(r.node >= 0);
+  const fg_tinfo *t = &g->nodes[r.node].outputs[0];
+  FG_CHECK(t->rank == 2 && t->dims[0] == 4 && t->dims[1] == 5 && t->dtype == FG_F32);
+  fg_tinfo in[3] = {g->nodes[a.node].outputs[0], g->nodes[w.node].outputs[0],
+                    g->nodes[y.node].outputs[0]};
+  /* 20 outputs of 6 multiply-adds, and a compare each. */
+  FG_CHECK_INT(fg_op_table[FG_OP_FUSED_MATMUL_RELU_GRAD].flops(&g->nodes[r.node], in, t),
+               2 * 20 * 6 + 20);
+  fg_output bg = fg_matmul_bias_grad(g, a, z); /* a [4, 6], dz [4, 3] */
+  FG_REQUIRE(bg.node >= 0);
+  const fg_node *n = &g->nodes[bg.node];
+  FG_CHECK_INT(n->n_outputs, 2);
+  FG_CHECK(n->outputs[0].rank == 2 && n->outputs[0].dims[0] == 6 && n->outputs[0].dims[1] == 3);
+  FG_CHECK(n->outputs[1].rank == 1 && n->outputs[1].dims[0] == 3);
+  fg_tinfo bin[2] = {g->nodes[a.node].outputs[0], g->nodes[z.node].outputs[0]};
+  FG_CHECK_INT(fg_op_table[FG_OP_MATMUL_BIAS_GRAD].flops(n, bin, n->outputs), 2 * 12 * 6 + 12);
+  fg_graph_free(g);
+  struct {
+    int op; /* 0: relu grad with y [4, 6]; 1: relu grad with y f64; 2, 3: bias grad */
+    const char *want;
+  } cases[] = {
+      {0, "node 'bad' (fused_matmul_relu_grad): input 2 (y) shape [4,6] must be the product's "
+          "shape [4,5]"},
+      {1, "node 'bad' (fused_matmul_relu_grad): input 2 (y) dtype f64 differs from input 0's "
+          "f32"},
+      {2, "node 'bad' (matmul_bias_grad): input 0 (a) shape [4,6] and input 1 (dz) shape [5,6] "
+          "must be [R, K] and [R, N]"},
+      {3, "node 'bad' (matmul_bias_grad): inputs 0 (a) and 1 (dz) must be f32 or f64 of one "
+          "dtype, got f32 and f64"},
+  };
+  for (int k = 0; k < 4; k++) {
+    g = fg_graph_new();
+    a = fg_placeholder(g, "a", FG_F32, 2, da), w = fg_placeholder(g, "w", FG_F32, 2, dw);
+    fg_output x = fg_placeholder(g, "x", k == 1 || k == 3 ? FG_F64 : FG_F32, 2,
+                                 k == 0   ? da
+                                 : k == 2 ? dw
+                                          : dy);
+    fg_output ins[3] = {a, k < 2 ? w : x, x};
+    fg_attrs *at = fg_attrs_new();
+    if (k < 2) fg_attrs_set_int(at, "transpose_b", 1);
+    fg_output o = fg_op(g, k < 2 ? "fused_matmul_relu_grad" : "matmul_bias_grad", "bad", ins,
+                        k < 2 ? 3 : 2, at);
+    fg_attrs_free(at);
+    FG_CHECK(o.node < 0);
+    fg_status *st = fg_status_new();
+    FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
+    FG_CHECK_STR_CONTAINS(fg_status_message(st), cases[k].want);
+    fg_status_free(st);
+    fg_graph_free(g);
   }
 }

@@ -49,8 +49,10 @@ static inline fg_graph *optimize1(const fg_graph *g, const char *fetch, fg_pass_
  * into the relu after it). */
 /* The default pipeline with conv_epilogue, which is off by default. */
 #define WITH_CONV_EPILOGUE                                                                         \
-  "simplify,fold,fold_inference,cse,xent_grad,epilogue,conv_epilogue,fuse,multi_update,dce"
-#define NO_CONV_EPILOGUE "simplify,fold,fold_inference,cse,xent_grad,epilogue,fuse,multi_update,dce"
+  "simplify,fold,fold_inference,cse,xent_grad,epilogue,conv_epilogue,grad_epilogue,fuse,multi_"    \
+  "update,dce"
+#define NO_CONV_EPILOGUE                                                                           \
+  "simplify,fold,fold_inference,cse,xent_grad,epilogue,grad_epilogue,fuse,multi_update,dce"
 
 static inline fg_graph *optimize_passes(const fg_graph *g, const char *fetch, const char *passes,
                                         fg_pass_report **r) {
