@@ -7,15 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "test_passes_util.h"
-
-static inline fg_tensor *f32_tensor(int rank, const int64_t *dims, float scale, int salt) {
-  fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, NULL);
-  float *p = fg_tensor_data(t);
-  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
-    p[i] = scale * sinf(0.37f * (float)(i + 1) + (float)salt);
-  return t;
-}
+#include "test_passes_mlp.h"
 
 static inline fg_output const_f32(fg_graph *g, const char *name, int rank, const int64_t *dims,
                                   float scale, int salt) {

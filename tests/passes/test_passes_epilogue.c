@@ -280,66 +280,25 @@ FG_TEST(epilogue_variable_written_between, "") {
   fg_graph_free(g);
 }
 
-/* A 12-10-8-3 MLP (dense layers matmul + b, relu between, as nn.Linear),
- * batch 16 or unknown (-1: the gradients then take the add's shape with
- * sum_to(dy, like = the matmul)), softmax cross-entropy, one SGD step per
- * run. */
-static fg_graph *mlp(int64_t batch, const char **target) {
-  fg_graph *g = fg_graph_new();
-  const int64_t xd[2] = {batch, 12}, yd[1] = {batch};
-  const int64_t widths[4] = {12, 10, 8, 3};
-  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
-  for (int l = 0; l < 3; l++) {
-    const int64_t wd[2] = {widths[l], widths[l + 1]}, bd[1] = {widths[l + 1]};
-    fg_tensor *w = f32_tensor(2, wd, 0.4f, l), *b = f32_tensor(1, bd, 0.1f, 10 + l);
-    char wn[8], bn[8];
-    snprintf(wn, sizeof wn, "w%d", l);
-    snprintf(bn, sizeof bn, "b%d", l);
-    h = fg_add(g, fg_matmul(g, h, fg_variable(g, wn, w), 0, 0), fg_variable(g, bn, b));
-    if (l < 2) h = fg_relu(g, h);
-    fg_tensor_free(w);
-    fg_tensor_free(b);
-  }
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, y), "loss");
-  fg_optimizer_config c;
-  fg_optimizer_config_init(&c, FG_OPTIMIZER_SGD);
-  c.learning_rate = 0.1;
-  fg_output t = fg_minimize(g, loss, NULL, 0, &c, NULL);
-  *target = t.node >= 0 ? fg_node_name(g, t.node) : NULL;
-  return g;
+/* A 12-10-8-3 MLP (test_passes_mlp.h), batch 16, known or unknown (-1:
+ * the gradients then take the add's shape with sum_to(dy, like = the
+ * matmul)), one SGD step per run. */
+static mlp_spec spec_of(int unknown) {
+  mlp_spec m = {3, {12, 10, 8, 3}, 16, unknown, 7, {0}};
+  fg_optimizer_config_init(&m.opt, FG_OPTIMIZER_SGD);
+  m.opt.learning_rate = 0.1;
+  return m;
 }
 
-/* `steps` training steps with the passes on (no_passes 0) or off: each
- * step's loss into losses, the variables after them into vars, and the
- * plan's count of steps that are matmul nodes of g. */
-static int mlp_train(fg_graph *g, const char *target, int no_passes, int steps, float *losses,
-                     fg_tensor **vars) {
-  fg_status *st = fg_status_new();
-  fg_session *s = passes_session(g, 2, no_passes, st);
-  const int64_t xd[2] = {16, 12}, yd[1] = {16};
-  fg_tensor *x = f32_tensor(2, xd, 1.5f, 7), *y = fg_tensor_new(FG_I32, 1, yd, NULL);
-  for (int i = 0; i < 16; i++)
-    ((int32_t *)fg_tensor_data(y))[i] = (i * 7) % 3;
-  fg_feed feeds[2] = {{"x", x}, {"y", y}};
-  const char *fetch = "loss";
-  for (int i = 0; s && i < steps; i++) {
-    fg_tensor *l = NULL;
-    if (fg_session_run(s, feeds, 2, &fetch, 1, &l, &target, 1, st) != 0) break;
-    losses[i] = *(float *)fg_tensor_data(l);
-    fg_tensor_free(l);
-  }
-  const char *names[6] = {"w0", "b0", "w1", "b1", "w2", "b2"};
-  for (int i = 0; i < 6; i++)
-    vars[i] = s ? fg_session_variable(s, names[i], st) : NULL;
-  fg_plan_info *pi = s ? fg_session_plan_info(s, feeds, 2, &fetch, 1, &target, 1, st) : NULL;
-  int matmuls = pi ? 0 : -1;
-  for (int i = 0; pi && i < pi->n_steps; i++)
-    matmuls += strcmp(fg_node_op(g, pi->step_nodes[i]), "matmul") == 0;
+/* 5 steps with the passes on (no_passes 0) or off on 2 threads: losses,
+ * variables, and the plan's steps that are matmul nodes of g. */
+static int mlp_train5(fg_graph *g, const mlp_spec *m, const char *target, int no_passes,
+                      float *losses, fg_tensor **vars) {
+  const mlp_run r = {NULL, 2, no_passes, 5};
+  fg_plan_info *pi = NULL;
+  mlp_train(g, m, target, &r, losses, vars, &pi);
+  int matmuls = mlp_count_source_op(pi, g, "matmul");
   fg_plan_info_free(pi);
-  fg_tensor_free(x), fg_tensor_free(y);
-  fg_session_free(s);
-  fg_status_free(st);
   return matmuls;
 }
 
@@ -348,23 +307,19 @@ static int mlp_train(fg_graph *g, const char *target, int no_passes, int steps, 
  * inside a fused_matmul; the weight gradients stay, and the 2 input
  * gradients too where grad_epilogue cannot take them: mm_on), and
  * fg_optimize of the step makes 3 fused_matmul nodes. */
-static void mlp_case(fg_graph *g, const char *target, int mm_on_want) {
+static void mlp_case(fg_graph *g, const mlp_spec *m, const char *target, int mm_on_want) {
   FG_REQUIRE(target);
   float loss_on[5], loss_off[5];
   fg_tensor *on[6], *off[6];
-  int mm_on = mlp_train(g, target, 0, 5, loss_on, on);
-  int mm_off = mlp_train(g, target, 1, 5, loss_off, off);
+  int mm_on = mlp_train5(g, m, target, 0, loss_on, on);
+  int mm_off = mlp_train5(g, m, target, 1, loss_off, off);
   /* Off: 3 forward products, 3 weight gradients, 2 input gradients. */
   FG_CHECK_INT(mm_off, 8);
   FG_CHECK_INT(mm_on, mm_on_want);
   FG_CHECK(memcmp(loss_on, loss_off, sizeof loss_on) == 0);
   FG_CHECK(loss_on[4] < loss_on[0]); /* it trains */
-  for (int i = 0; i < 6; i++) {
-    FG_REQUIRE(on[i] && off[i]);
-    FG_CHECK(memcmp(fg_tensor_data(on[i]), fg_tensor_data(off[i]), fg_tensor_num_bytes(on[i])) ==
-             0);
-    fg_tensor_free(on[i]), fg_tensor_free(off[i]);
-  }
+  FG_CHECK(mlp_same_tensors(on, off, 6));
+  mlp_free_tensors(on, 6), mlp_free_tensors(off, 6);
   const char *fetch[2] = {"loss", target};
   fg_pass_report *r = NULL;
   fg_graph *o = optimize_n(g, fetch, 2, &r);
@@ -378,11 +333,12 @@ static void mlp_case(fg_graph *g, const char *target, int mm_on_want) {
 FG_TEST(epilogue_mlp_training_bit_identical, "") {
   for (int unknown = 0; unknown < 2; unknown++) {
     const char *target = NULL;
-    fg_graph *g = mlp(unknown ? -1 : 16, &target);
+    const mlp_spec m = spec_of(unknown);
+    fg_graph *g = mlp_build(&m, &target);
     FG_REQUIRE(g && target);
     /* A known batch: grad_epilogue fuses the 2 input gradients into the
      * relu gradients after them; an unknown one puts a sum_to between. */
-    mlp_case(g, target, unknown ? 5 : 3);
+    mlp_case(g, &m, target, unknown ? 5 : 3);
     fg_graph_free(g);
   }
 }

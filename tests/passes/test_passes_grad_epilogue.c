@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "executor/cuda_backend.h"
-#include "test_passes_util.h"
+#include "test_passes_mlp.h"
 
 /* sin-based values; every 7th is -0.0, +0.0, NaN or -inf in turn when
  * special. */
@@ -251,75 +251,37 @@ FG_TEST(grad_epilogue_variable_written_between, "") {
   }
 }
 
-/* A 12-16-10-8-3 relu MLP, batch 8, mean softmax cross-entropy, SGD
- * with momentum; each layer as nn.Linear (matmul + b). Its training step
- * into *target. */
-static fg_graph *deep_mlp(const char **target) {
-  static const int64_t widths[5] = {12, 16, 10, 8, 3};
-  fg_graph *g = fg_graph_new();
-  const int64_t xd[2] = {8, 12}, yd[1] = {8};
-  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd), y = fg_placeholder(g, "y", FG_I32, 1, yd);
-  for (int l = 0; l < 4; l++) {
-    const int64_t wd[2] = {widths[l], widths[l + 1]};
-    fg_tensor *w = vals(2, wd, 20 + l, 0), *b = vals(1, &widths[l + 1], 30 + l, 0);
-    char name[8];
-    snprintf(name, sizeof name, "w%d", l);
-    fg_output wv = fg_variable(g, name, w);
-    name[0] = 'b';
-    h = fg_add(g, fg_matmul(g, h, wv, 0, 0), fg_variable(g, name, b));
-    h = l < 3 ? fg_relu(g, h) : h;
-    fg_tensor_free(w), fg_tensor_free(b);
-  }
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, y), "loss");
-  fg_optimizer_config c;
-  fg_optimizer_config_init(&c, FG_OPTIMIZER_MOMENTUM);
-  c.learning_rate = 0.05;
-  fg_output t = fg_minimize(g, loss, NULL, 0, &c, NULL);
-  *target = t.node >= 0 ? fg_node_name(g, t.node) : NULL;
-  return g;
+/* A 12-16-10-8-3 network (test_passes_mlp.h), batch 8, trained by SGD
+ * with momentum. */
+static mlp_spec deep_spec(void) {
+  mlp_spec m = {4, {12, 16, 10, 8, 3}, 8, 0, 5, {0}};
+  fg_optimizer_config_init(&m.opt, FG_OPTIMIZER_MOMENTUM);
+  m.opt.learning_rate = 0.05;
+  return m;
 }
 
-/* 4 steps on `device` (NULL: the CPU) with the passes on (no_passes 0)
- * or off: losses, the weights after them, and the plan's steps whose
- * source op is `op`. */
+/* 4 steps on `device` (NULL: the CPU), 2 threads, with the passes on
+ * (no_passes 0) or off: losses, the weights after them, and the plan's
+ * steps whose source op is `op`. */
 static int deep_train_on(fg_graph *g, const char *device, const char *target, int no_passes,
                          float *losses, fg_tensor **w, const char *op) {
-  fg_status *st = fg_status_new();
-  fg_session_options so;
-  fg_session_options_init(&so);
-  so.num_threads = 2;
-  so.no_passes = no_passes;
-  so.device = device;
-  fg_session *s = fg_session_new(g, &so, st);
-  const int64_t xd[2] = {8, 12}, yd[1] = {8};
-  fg_tensor *x = vals(2, xd, 9, 0), *y = fg_tensor_new(FG_I32, 1, yd, NULL);
-  for (int i = 0; i < 8; i++)
-    ((int32_t *)fg_tensor_data(y))[i] = (i * 5) % 3;
-  fg_feed feeds[2] = {{"x", x}, {"y", y}};
-  const char *fetch = "loss";
-  for (int i = 0; s && i < 4; i++) {
-    fg_tensor *l = NULL;
-    if (fg_session_run(s, feeds, 2, &fetch, 1, &l, &target, 1, st) != 0) break;
-    losses[i] = *(float *)fg_tensor_data(l);
-    fg_tensor_free(l);
-  }
-  const char *names[8] = {"w0", "b0", "w1", "b1", "w2", "b2", "w3", "b3"};
-  for (int i = 0; i < 8; i++)
-    w[i] = s ? fg_session_variable(s, names[i], st) : NULL;
-  fg_plan_info *pi = s ? fg_session_plan_info(s, feeds, 2, &fetch, 1, &target, 1, st) : NULL;
-  int n = pi ? 0 : -1;
-  for (int i = 0; pi && i < pi->n_steps; i++)
-    n += strcmp(fg_node_op(g, pi->step_nodes[i]), op) == 0;
+  const mlp_spec m = deep_spec();
+  const mlp_run r = {device, 2, no_passes, 4};
+  fg_plan_info *pi = NULL;
+  mlp_train(g, &m, target, &r, losses, w, &pi);
+  const int n = mlp_count_source_op(pi, g, op);
   fg_plan_info_free(pi);
-  fg_tensor_free(x), fg_tensor_free(y);
-  fg_session_free(s);
-  fg_status_free(st);
   return n;
 }
 
 static int deep_train(fg_graph *g, const char *target, int no_passes, float *losses, fg_tensor **w,
                       const char *op) {
   return deep_train_on(g, NULL, target, no_passes, losses, w, op);
+}
+
+static fg_graph *deep_mlp(const char **target) {
+  const mlp_spec m = deep_spec();
+  return mlp_build(&m, target);
 }
 
 /* Losses and weights bit for bit with the passes on and off; with them on
@@ -338,17 +300,12 @@ FG_TEST(grad_epilogue_mlp_training_bit_identical, "") {
   FG_CHECK_INT(deep_train(g, target, 0, on_l, on, "matmul"), 4);
   FG_CHECK(memcmp(on_l, off_l, sizeof on_l) == 0);
   FG_CHECK(on_l[3] < on_l[0]);
-  for (int i = 0; i < 8; i++) {
-    FG_REQUIRE(on[i] && off[i]);
-    FG_CHECK(memcmp(fg_tensor_data(on[i]), fg_tensor_data(off[i]), fg_tensor_num_bytes(on[i])) ==
-             0);
-    fg_tensor_free(on[i]), fg_tensor_free(off[i]), on[i] = off[i] = NULL;
-  }
+  FG_CHECK(mlp_same_tensors(on, off, 8));
+  mlp_free_tensors(on, 8), mlp_free_tensors(off, 8);
   /* The greater steps of the 3 relu gradients: run off, absorbed on. */
   FG_CHECK_INT(deep_train(g, target, 1, off_l, off, "greater"), 3);
   FG_CHECK_INT(deep_train(g, target, 0, on_l, on, "greater"), 0);
-  for (int i = 0; i < 8; i++)
-    fg_tensor_free(on[i]), fg_tensor_free(off[i]);
+  mlp_free_tensors(on, 8), mlp_free_tensors(off, 8);
   const char *fetch[2] = {"loss", target};
   fg_pass_report *r = NULL;
   fg_graph *o = optimize_fetches(g, fetch, 2, &r);

@@ -12,15 +12,7 @@
 #include <flowgraph/profile.h>
 
 #include "fgtest.h"
-#include "test_passes_util.h"
-
-static fg_tensor *f32_tensor(int rank, const int64_t *dims, float scale, int salt) {
-  fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, NULL);
-  float *p = fg_tensor_data(t);
-  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
-    p[i] = scale * sinf(0.37f * (float)(i + 1) + (float)salt);
-  return t;
-}
+#include "test_passes_mlp.h"
 
 /* A new f32 tensor of rank 1 holding values[0 .. n). */
 static fg_tensor *f32_vec(int64_t n, const float *values) {
@@ -29,94 +21,42 @@ static fg_tensor *f32_vec(int64_t n, const float *values) {
   return t;
 }
 
-/* A 12-10-8-3 MLP (matmul + b, relu between), softmax cross-entropy, one
- * step of `kind` per run. */
-static fg_graph *mlp(fg_optimizer_kind kind, int nesterov, const char **target) {
-  fg_graph *g = fg_graph_new();
-  const int64_t xd[2] = {16, 12}, yd[1] = {16};
-  const int64_t widths[4] = {12, 10, 8, 3};
-  fg_output h = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output y = fg_placeholder(g, "y", FG_I32, 1, yd);
-  for (int l = 0; l < 3; l++) {
-    const int64_t wd[2] = {widths[l], widths[l + 1]}, bd[1] = {widths[l + 1]};
-    fg_tensor *w = f32_tensor(2, wd, 0.4f, l), *b = f32_tensor(1, bd, 0.1f, 10 + l);
-    char wn[8], bn[8];
-    snprintf(wn, sizeof wn, "w%d", l);
-    snprintf(bn, sizeof bn, "b%d", l);
-    h = fg_add(g, fg_matmul(g, h, fg_variable(g, wn, w), 0, 0), fg_variable(g, bn, b));
-    if (l < 2) h = fg_relu(g, h);
-    fg_tensor_free(w);
-    fg_tensor_free(b);
-  }
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, h, y), "loss");
-  fg_optimizer_config c;
-  fg_optimizer_config_init(&c, kind);
-  c.learning_rate = 0.05;
-  c.nesterov = nesterov;
-  if (kind == FG_OPTIMIZER_ADAMW) c.weight_decay = 0.01;
-  fg_output t = fg_minimize(g, loss, NULL, 0, &c, NULL);
-  *target = t.node >= 0 ? fg_node_name(g, t.node) : NULL;
-  return g;
+/* A 12-10-8-3 network, batch 16, trained by `kind` at lr 0.05. */
+static mlp_spec spec_of(fg_optimizer_kind kind, int nesterov) {
+  mlp_spec m = {3, {12, 10, 8, 3}, 16, 0, 7, {0}};
+  fg_optimizer_config_init(&m.opt, kind);
+  m.opt.learning_rate = 0.05;
+  m.opt.nesterov = nesterov;
+  if (kind == FG_OPTIMIZER_ADAMW) m.opt.weight_decay = 0.01;
+  return m;
 }
 
 static const char *const var_names[6] = {"w0", "b0", "w1", "b1", "w2", "b2"};
-
-/* 4 steps with the passes on or off: the losses, the variables after
- * them, and how many plan steps run ops[0] and ops[1] (in counts). */
-static void train(fg_graph *g, const char *target, int no_passes, int threads, float *losses,
-                  fg_tensor **vars, const char *const ops[2], int counts[2]) {
-  fg_status *st = fg_status_new();
-  fg_session *s = passes_session(g, threads, no_passes, st);
-  const int64_t xd[2] = {16, 12}, yd[1] = {16};
-  fg_tensor *x = f32_tensor(2, xd, 1.5f, 7), *y = fg_tensor_new(FG_I32, 1, yd, NULL);
-  for (int i = 0; i < 16; i++)
-    ((int32_t *)fg_tensor_data(y))[i] = (i * 7) % 3;
-  fg_feed feeds[2] = {{"x", x}, {"y", y}};
-  const char *fetch = "loss";
-  for (int i = 0; s && i < 4; i++) {
-    fg_tensor *l = NULL;
-    if (fg_session_run(s, feeds, 2, &fetch, 1, &l, &target, 1, st) != 0) break;
-    losses[i] = *(float *)fg_tensor_data(l);
-    fg_tensor_free(l);
-  }
-  for (int i = 0; i < 6; i++)
-    vars[i] = s ? fg_session_variable(s, var_names[i], st) : NULL;
-  fg_plan_info *pi = s ? fg_session_plan_info(s, feeds, 2, &fetch, 1, &target, 1, st) : NULL;
-  counts[0] = counts[1] = pi ? 0 : -1;
-  for (int i = 0; pi && i < pi->n_steps; i++)
-    for (int k = 0; k < 2; k++)
-      counts[k] += strcmp(pi->step_ops[i], ops[k]) == 0;
-  if (!pi) fprintf(stderr, "train: %s\n", fg_status_message(st));
-  fg_plan_info_free(pi);
-  fg_tensor_free(x), fg_tensor_free(y);
-  fg_session_free(s);
-  fg_status_free(st);
-}
 
 /* Losses and all six variables bit for bit with the passes on and off,
  * over 4 steps, with 1 and 2 threads; on, the plan runs one multi update
  * of the six variables and no single update; off, six single updates. */
 static void rule_case(fg_optimizer_kind kind, int nesterov, const char *single, const char *multi) {
   const char *target = NULL;
-  fg_graph *g = mlp(kind, nesterov, &target);
+  const mlp_spec m = spec_of(kind, nesterov);
+  fg_graph *g = mlp_build(&m, &target);
   FG_REQUIRE(g && target);
   for (int threads = 1; threads <= 2; threads++) {
     float loss_on[4], loss_off[4];
     fg_tensor *on[6], *off[6];
-    const char *const ops[2] = {multi, single};
-    int c_on[2], c_off[2];
-    train(g, target, 0, threads, loss_on, on, ops, c_on);
-    train(g, target, 1, threads, loss_off, off, ops, c_off);
-    FG_CHECK(c_on[0] == 1 && c_on[1] == 0);
-    FG_CHECK(c_off[0] == 0 && c_off[1] == 6);
+    fg_plan_info *p_on = NULL, *p_off = NULL;
+    const mlp_run r_on = {NULL, threads, 0, 4}, r_off = {NULL, threads, 1, 4};
+    mlp_train(g, &m, target, &r_on, loss_on, on, &p_on);
+    mlp_train(g, &m, target, &r_off, loss_off, off, &p_off);
+    FG_CHECK(mlp_count_step_op(p_on, multi) == 1 && mlp_count_step_op(p_on, single) == 0);
+    FG_CHECK(mlp_count_step_op(p_off, multi) == 0 && mlp_count_step_op(p_off, single) == 6);
     FG_CHECK(memcmp(loss_on, loss_off, sizeof loss_on) == 0);
     FG_CHECK(loss_on[3] < loss_on[0]); /* it trains */
-    for (int i = 0; i < 6; i++) {
-      FG_REQUIRE(on[i] && off[i]);
-      if (memcmp(fg_tensor_data(on[i]), fg_tensor_data(off[i]), fg_tensor_num_bytes(on[i])) != 0)
+    for (int i = 0; i < 6; i++)
+      if (!mlp_same_tensors(on + i, off + i, 1))
         FG_FAIL_AT("%s: %s differs with the passes on (%d threads)", multi, var_names[i], threads);
-      fg_tensor_free(on[i]), fg_tensor_free(off[i]);
-    }
+    mlp_free_tensors(on, 6), mlp_free_tensors(off, 6);
+    fg_plan_info_free(p_on), fg_plan_info_free(p_off);
   }
   /* fg_optimize of the step: one multi node of n = 6 under the first
    * update's name, five after nodes standing for the others. */
@@ -331,7 +271,8 @@ FG_TEST(multi_update_op_bad_inputs, "badinput") {
  * are already one node is refused, with what to do instead. */
 FG_TEST(multi_update_refused_by_data_parallel, "badinput") {
   const char *target = NULL;
-  fg_graph *g = mlp(FG_OPTIMIZER_SGD, 0, &target);
+  const mlp_spec m = spec_of(FG_OPTIMIZER_SGD, 0);
+  fg_graph *g = mlp_build(&m, &target);
   FG_REQUIRE(g && target);
   fg_graph *o = optimize1(g, target, NULL);
   FG_REQUIRE(o);
