@@ -48,8 +48,8 @@ def pipeline(build):
     out = subprocess.run([os.path.join(build, "flowgraph"), "optimize", "--help"],
                          capture_output=True, text=True)
     lines = out.stdout.split("Graph optimization passes (--passes), in default order:\n")[-1]
-    names = [m.group(1) for m in re.finditer(r"^  (\S+) ", lines, re.M)]
-    names = [n for n in names if not re.search(r"^  %s .*\(off by default\)" % n, lines, re.M)]
+    entries = re.split(r"^(?=  \S)", lines, flags=re.M)
+    names = [e.split()[0] for e in entries if e.startswith("  ") and "(off by default)" not in e]
     if out.returncode != 0 or not names:
         sys.exit("passes_ablation: `flowgraph optimize --help` lists no pass:\n%s%s"
                  % (out.stdout, out.stderr))
