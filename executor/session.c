@@ -64,7 +64,7 @@ static int run_passes(fg_session *s, fg_status *st) {
   char list[256];
   fg_pass_options po = {s->opts.no_passes, pass_list(s, list, sizeof list)};
   s->opt = fg_passes_for_session(s->g, &po, dx ? dx->node_dev : NULL,
-                                 fg_dist_session_host_nodes(s->dist), st);
+                                 fg_dist_session_host_nodes(s->dist), s->cuda != NULL, st);
   return s->opt || fg_status_code(st) == FG_OK ? 0 : -1;
 }
 

@@ -34,6 +34,10 @@ typedef struct fg_pass_graph {
    * the session's pipeline when the plan is on one device, where nothing
    * else indexes by node id an array sized by the source's node count. */
   int may_append;
+  /* 1 when a GPU session runs the copy (passes that weigh launches
+   * against memory, as multi_update, decide by it); 0 on the CPU and in
+   * fg_optimize. */
+  int gpu;
 } fg_pass_graph;
 
 fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st);
@@ -172,11 +176,11 @@ void fg_pass_report_clear(fg_pass_report *r);
 
 /* What a session runs (session_passes.c): the pipeline of `opts` on a
  * copy of g, every node kept (a session may fetch any name), rewrites kept
- * within each node_dev device and host_nodes side (either may be NULL).
- * NULL with the status clear when `opts` or the environment turn the
- * passes off. */
+ * within each node_dev device and host_nodes side (either may be NULL);
+ * gpu: the session runs on a GPU. NULL with the status clear when `opts`
+ * or the environment turn the passes off. */
 fg_pass_graph *fg_passes_for_session(const fg_graph *g, const fg_pass_options *opts,
-                                     const int *node_dev, const unsigned char *host_nodes,
+                                     const int *node_dev, const unsigned char *host_nodes, int gpu,
                                      fg_status *st);
 /* 1 when FG_PASSES is "off" or "0". */
 int fg_passes_env_off(void);

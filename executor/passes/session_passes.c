@@ -27,7 +27,7 @@ static int *device_groups(const fg_graph *g, const int *node_dev, const unsigned
 }
 
 fg_pass_graph *fg_passes_for_session(const fg_graph *g, const fg_pass_options *opts,
-                                     const int *node_dev, const unsigned char *host,
+                                     const int *node_dev, const unsigned char *host, int gpu,
                                      fg_status *st) {
   fg_status_clear(st);
   if ((opts && opts->disable) || fg_passes_env_off()) return NULL;
@@ -46,6 +46,7 @@ fg_pass_graph *fg_passes_for_session(const fg_graph *g, const fg_pass_options *o
      * several devices or host steps, placement arrays sized by the
      * source's node count index every planned node, so nothing is added. */
     w->may_append = !group;
+    w->gpu = gpu;
     fg_pass_options env = {0, env_list()};
     if (env.passes && (!opts || !opts->passes)) opts = &env;
     if (fg_pass_pipeline_run(w, opts, keep, group, dead, NULL, st) != 0) {

@@ -191,8 +191,8 @@ FG_TEST(multi_update_keeps_reads_between, "") {
 }
 
 /* Groups split by learning rate and by dtype; a variable over the
- * group's 1M-element cap keeps its own update (it frees its gradient as
- * soon as it is applied). */
+ * group's cap (2^16 elements on the CPU) keeps its own update (it frees
+ * its gradient as soon as it is applied). */
 FG_TEST(multi_update_groups_by_rate_dtype_and_size, "") {
   fg_graph *g = fg_graph_new();
   const int64_t small[1] = {4}, big[2] = {1100, 1000};
