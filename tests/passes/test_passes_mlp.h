@@ -44,7 +44,7 @@ static inline fg_graph *mlp_build(const mlp_spec *m, const char **target) {
   for (int l = 0; l < m->n_layers; l++) {
     const int64_t wd[2] = {m->widths[l], m->widths[l + 1]}, bd[1] = {m->widths[l + 1]};
     fg_tensor *w = f32_tensor(2, wd, 0.4f, l), *b = f32_tensor(1, bd, 0.1f, 10 + l);
-    char wn[8], bn[8];
+    char wn[16], bn[16];
     snprintf(wn, sizeof wn, "w%d", l);
     snprintf(bn, sizeof bn, "b%d", l);
     h = fg_add(g, fg_matmul(g, h, fg_variable(g, wn, w), 0, 0), fg_variable(g, bn, b));
