@@ -204,7 +204,7 @@ FG_TEST(multi_update_groups_by_rate_dtype_and_size, "") {
     const int dt64 = k == 4 || k == 5, is_big = k == 6;
     fg_tensor *t =
         fg_tensor_new(dt64 ? FG_F64 : FG_F32, is_big ? 2 : 1, is_big ? big : small, NULL);
-    char vn[8], gn[8];
+    char vn[16], gn[16];
     snprintf(vn, sizeof vn, "v%d", k);
     snprintf(gn, sizeof gn, "g%d", k);
     fg_output v = fg_variable(g, vn, t), gr = fg_constant(g, gn, t);
