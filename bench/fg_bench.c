@@ -1,6 +1,9 @@
 /* Benchmark driver: builds each case with the public C API and times it.
  *
- *   fg_bench CASE [--runs N] [--warmup N] [--threads N]
+ *   fg_bench CASE [--runs N] [--warmup N] [--threads N] [--save OUT.fgb]
+ *
+ * --save writes the MLP cases' training graph (feeds x and y, target
+ * train), for `flowgraph profile`.
  *
  * CASE is op_overhead, mlp_small_train, mlp_medium_train, mlp_large_train,
  * wide_graph, mlp_large_infer_b1, sgemm, all, or check_numerics (not part of all: it times
@@ -41,9 +44,10 @@
 #include "bench_common.h"
 
 typedef struct bench_opts {
-  int runs;    /* -1: the case's default */
-  int warmup;  /* -1: the case's default */
-  int threads; /* fg_session_options.num_threads */
+  int runs;         /* -1: the case's default */
+  int warmup;       /* -1: the case's default */
+  int threads;      /* fg_session_options.num_threads */
+  const char *save; /* --save: the MLP cases write their training graph here */
 } bench_opts;
 
 static int cmp_double(const void *a, const void *b) {
@@ -360,6 +364,11 @@ static int case_mlp(const mlp_shape *m, const bench_opts *bo, int with_sgemm, fg
   int runs = pick(bo->runs, m->runs), warmup = pick(bo->warmup, m->warmup);
   fg_graph *g = build_mlp(m, st);
   if (!g) return fail(m->name, st);
+  /* For `flowgraph profile` (feeds x and y, target train). */
+  if (bo->save && fg_graph_save(g, bo->save, st) != 0) {
+    fg_graph_free(g);
+    return fail(m->name, st);
+  }
   fg_tensor *x = NULL, *y = NULL;
   mlp_batch(m, &x, &y, st);
   double *times = calloc((size_t)runs, sizeof *times);
@@ -775,7 +784,7 @@ done:
 /* ---- main ---------------------------------------------------------------- */
 
 static int usage(void) {
-  fprintf(stderr, "usage: fg_bench CASE [--runs N] [--warmup N] [--threads N]\n"
+  fprintf(stderr, "usage: fg_bench CASE [--runs N] [--warmup N] [--threads N] [--save OUT.fgb]\n"
                   "CASE: op_overhead mlp_small_train mlp_medium_train mlp_large_train wide_graph\n"
                   "      mlp_large_infer_b1 sgemm all check_numerics\n");
   return 2;
@@ -792,8 +801,12 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 int main(int argc, char **argv) {
   if (argc < 2) return usage();
   const char *which = argv[1];
-  bench_opts bo = {-1, -1, 0};
+  bench_opts bo = {-1, -1, 0, NULL};
   for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--save") && i + 1 < argc) {
+      bo.save = argv[++i];
+      continue;
+    }
     int *dst = !strcmp(argv[i], "--runs")      ? &bo.runs
                : !strcmp(argv[i], "--warmup")  ? &bo.warmup
                : !strcmp(argv[i], "--threads") ? &bo.threads
