@@ -20,8 +20,8 @@ static const char *slot_kind_name(int kind) {
  * the constants the passes appended (node ids past the user's graph),
  * which the session owns: the info keeps its names after the session is
  * freed. *names: where those names go. */
-static fg_plan_tensor *tensors_block(const fg_session *s, const fg_plan *plan, char **names) {
-  const fg_graph *g = s->opt ? &s->opt->g : s->g;
+static fg_plan_tensor *tensors_block(const fg_session *s, const fg_graph *g, const fg_plan *plan,
+                                     char **names) {
   size_t head = ((size_t)plan->n_slots + 1) * sizeof(fg_plan_tensor), bytes = 0;
   for (int k = 0; k < plan->n_slots; k++)
     if (plan->slot_node[k] >= s->g->n_nodes) bytes += strlen(g->nodes[plan->slot_node[k]].name) + 1;
@@ -73,7 +73,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
     const fg_partition *pt = fg_dist_session_partition(s->dist);
     info->device_arena_bytes = calloc(
         (size_t)plan->n_dev + (size_t)(pt ? fg_partition_num_devices(pt) : 0) + 1, sizeof(size_t));
-    info->tensors = tensors_block(s, plan, &names);
+    info->tensors = tensors_block(s, pg, plan, &names);
   }
   if (!info || !info->step_nodes || !info->tensors || !info->step_devices || !info->step_recv ||
       !info->step_send || !info->step_ops || !info->device_arena_bytes) {

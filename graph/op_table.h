@@ -291,8 +291,6 @@ static inline int fg_multi_update_inputs(const fg_node *n) {
  * multi-tensor updates, an entry of one of its first mutable_lists lists. */
 int fg_op_writes_input(int op, const struct fg_attrs *attrs, int k);
 static inline int fg_node_writes_input(const fg_node *n, int k) {
-  const fg_op_def *d = &fg_op_table[n->op];
-  if (d->mutable_lists == 0) return k < 32 && (d->mutable_inputs >> k & 1u);
   return fg_op_writes_input(n->op, &n->attrs, k);
 }
 /* Reads the run's mode or training-step count from fg_kctx (rng_step,

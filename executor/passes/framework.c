@@ -109,7 +109,7 @@ int fg_pass_add_constant(fg_pass_ctx *ctx, int node, const char *suffix, fg_tens
   char name[512];
   snprintf(name, sizeof name, "%s/%s", ctx->w->g.nodes[node].name, suffix);
   int id = -1;
-  if (ctx->w->may_append && !ctx->group && reserve_ctx(ctx) == 0)
+  if (ctx->w->may_append && reserve_ctx(ctx) == 0)
     id = fg_pass_graph_append_constant(ctx->w, name, value, node);
   else
     fg_tensor_free(value);
