@@ -1,6 +1,7 @@
 # The two commands of the README's Quick start, plus helpers.
-#   make demo   installs what is missing, builds, runs the main job
-#   make test   installs what is missing, builds, runs ctest, then again under
+#   make demo   installs what the demo needs when missing, builds the command
+#               and the digits examples, runs the main job
+#   make test   installs everything missing, builds, runs ctest, then again under
 #               ASan/UBSan (all tests) and ThreadSanitizer (executor, pool, kernels)
 #   make bench  builds bench/fg_bench and compares it with PyTorch (not part of test)
 JOBS ?= $(shell nproc)
@@ -8,17 +9,27 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps build test test-fast test-asan test-tsan demo install clean bench \
+.PHONY: all deps deps-demo build build-demo test test-fast test-asan test-tsan demo install clean bench \
         fuzz fuzz-build fuzz-smoke
 
 all: build
 
 deps:
-	@./tools/install_deps.sh
+	@./tools/install_deps.sh all
+
+deps-demo:
+	@./tools/install_deps.sh demo
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFG_BUILD_TESTS=ON
 	cmake --build $(BUILD) -j $(JOBS)
+
+# Only what tools/demo.sh runs: the command and the two digits builders
+# (ONNX and MPI are left out when their packages are missing).
+build-demo: deps-demo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFG_BUILD_TESTS=OFF
+	cmake --build $(BUILD) -j $(JOBS) --target flowgraph_cli example_digits_build_mlp \
+	  example_digits_build_cnn
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -64,7 +75,7 @@ fuzz: fuzz-build
 fuzz-smoke: fuzz-build
 	./tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) 60 par
 
-demo: build
+demo: build-demo
 	./tools/demo.sh $(BUILD)
 
 # Only the library and the driver are built; the comparison takes a few minutes.
