@@ -17,6 +17,15 @@
  *   then the leftover terms.
  * fused_matmul's epilogue (matvec.h) runs on each span of columns right
  * after its sums, while the span's outputs are still in L1.
+ *
+ * A large b not transposed, in a single product, is cut by rows instead
+ * (mv_ksplit): part p sums the terms of rows [K p / P, K (p + 1) / P) of b,
+ * k in order, part 0 into the outputs and the others into a buffer, then
+ * the outputs add the other parts in order, and the epilogue follows. A
+ * thread then streams whole rows of b, one contiguous run of memory, where
+ * a column chunk reads part of each row and skips the rest, which read
+ * slower on two threads. P comes from the shape alone, so the bits still do
+ * not depend on the thread count.
  * The hot loops are built per instruction set (FGK_CLONES): at 8 rows the
  * arithmetic, not the read of b, bounds them, and the baseline's SSE2 took
  * 1.3 to 1.8 times as long as AVX-512 there. Without fused multiply-adds
@@ -39,6 +48,10 @@
 #define MV_MIN_MACS (1 << 16)
 /* Rows of b added per pass over the outputs (see MV_ROWS). */
 #define MV_PASS 8
+
+/* Row parts of mv_ksplit, and the most bytes their partial outputs take. */
+#define MV_KPARTS       2
+#define MV_KSPLIT_BYTES (64 << 10)
 
 /* Partial sums of a dot product: a vector register's worth or two. */
 #define MV_LANES 32
@@ -162,11 +175,74 @@ static void mv_chunks(const fgk_mv_job *J, size_t es, mv_work *W) {
   W->cap = J->tb ? J->N : acc_cols > W->w ? acc_cols : W->w;
 }
 
+/* mv_ksplit's partial outputs: the calling thread's, written by the items
+ * of its parallel loop, which returns before the buffer is read. */
+static _Thread_local _Alignas(64) unsigned char mv_part_buf[MV_KSPLIT_BYTES];
+
+typedef struct mv_kwork {
+  const fgk_mv_job *J;
+  int64_t w, cparts; /* column chunk width and count (chunks keep outputs in L1) */
+  void *part;        /* outputs of row parts 1.., M x N each */
+} mv_kwork;
+
+/* Items are (row part, column chunk), row part major. */
+#define MV_KITEMS(name, T, ROWS)                                                                   \
+  static void name(void *arg, int64_t i0, int64_t i1) {                                            \
+    const mv_kwork *W = (const mv_kwork *)arg;                                                     \
+    const fgk_mv_job *J = W->J;                                                                    \
+    const int64_t sam = J->ta ? 1 : J->K, sak = J->ta ? J->M : 1;                                  \
+    for (int64_t it = i0; it < i1; it++) {                                                         \
+      const int64_t p = it / W->cparts, c0 = it % W->cparts * W->w;                                \
+      const int64_t w = J->N - c0 < W->w ? J->N - c0 : W->w;                                       \
+      const int64_t k0 = J->K * p / MV_KPARTS, k1 = J->K * (p + 1) / MV_KPARTS;                    \
+      T *o = p ? (T *)W->part + (p - 1) * J->M * J->N : (T *)J->o;                                 \
+      ROWS((const T *)J->a + k0 * sak, sam, sak, (const T *)J->b + k0 * J->N + c0, o + c0, J->M,   \
+           k1 - k0, J->N, w);                                                                      \
+    }                                                                                              \
+  }
+MV_KITEMS(mv_kitems_f32, float, mv_rows_f32)
+MV_KITEMS(mv_kitems_f64, double, mv_rows_f64)
+
+/* The outputs plus the other parts' sums, part 1 first. */
+#define MV_KSUM(name, T)                                                                           \
+  static void name(const fgk_mv_job *J, const void *part) {                                        \
+    T *restrict o = (T *)J->o;                                                                     \
+    const int64_t n = J->M * J->N;                                                                 \
+    for (int p = 1; p < MV_KPARTS; p++) {                                                          \
+      const T *restrict q = (const T *)part + (p - 1) * n;                                         \
+      for (int64_t i = 0; i < n; i++)                                                              \
+        o[i] = o[i] + q[i];                                                                        \
+    }                                                                                              \
+  }
+MV_KSUM(mv_ksum_f32, float)
+MV_KSUM(mv_ksum_f64, double)
+
+/* Runs J cut by rows of b when it qualifies (see the top): 1 done, else 0. */
+static int mv_ksplit(const fg_kctx *ctx, fg_dtype dt, const fgk_mv_job *J, size_t es) {
+  if (J->tb || J->batches != 1 || J->K < MV_KPARTS * MV_PASS) return 0;
+  if ((double)J->K * (double)J->N * (double)es < MV_SPLIT_BYTES) return 0;
+  if ((double)(MV_KPARTS - 1) * (double)J->M * (double)J->N * (double)es > MV_KSPLIT_BYTES)
+    return 0;
+  mv_kwork W = {.J = J, .part = mv_part_buf};
+  const int64_t acc_cols = MV_ACC_BYTES / (J->M * (int64_t)es) / 16 * 16;
+  W.cparts = ceil_div(J->N, acc_cols);
+  W.w = ceil_div(ceil_div(J->N, W.cparts), 16) * 16;
+  W.cparts = ceil_div(J->N, W.w);
+  fgk_parallel_for(ctx, MV_KPARTS * W.cparts, 1, dt == FG_F64 ? mv_kitems_f64 : mv_kitems_f32, &W);
+  if (dt == FG_F64)
+    mv_ksum_f64(J, W.part);
+  else
+    mv_ksum_f32(J, W.part);
+  if (J->epi) fgk_mm_epilogue_apply(dt, J->epi, J->o, J->N, J->M, 0, J->N);
+  return 1;
+}
+
 int fgk_matvec(const fg_kctx *ctx, fg_dtype dt, const fgk_mv_job *J) {
   /* A transposed a under a transposed b would need its rows gathered for
    * the dot products; that rare case keeps the GEMM. */
   if (J->M > FGK_MV_MAX_M || J->M < 1 || (J->ta && J->tb)) return 0;
   if (dt != FG_F32 && dt != FG_F64) return 0;
+  if (mv_ksplit(ctx, dt, J, dt == FG_F64 ? 8 : 4)) return 1;
   mv_work W = {.J = J};
   mv_chunks(J, dt == FG_F64 ? 8 : 4, &W);
   const double work = (double)J->M * (double)J->K * (double)W.w;
