@@ -9,12 +9,21 @@
  * Sleeping: every thread that may take work (the workers, and the caller of
  * fg_pool_run_dag while its DAG runs) has a slot with its own condition
  * variable. A thread with nothing to do pushes its slot on the idle stack
- * and waits until someone pops it and sets `woken`; there is no spinning at
- * all, because a futex wake costs a few microseconds while the kernels this
- * pool runs in parallel are sized (by their grains) to take tens of them.
- * Wakers wake only as many sleepers as there is claimable work not already
- * promised to a thread that is waking up (`n_waking`), so a chain of tasks
- * runs on one thread without waking anybody.
+ * and waits until someone pops it and sets `woken`. Wakers wake only as
+ * many sleepers as there is claimable work not already promised to a
+ * thread that is waking up (`n_waking`), so a chain of tasks runs on one
+ * thread without waking anybody.
+ *
+ * Spinning: before it sleeps, an idle thread watches `pub`, which every
+ * publication of work (and the end of a DAG) bumps, for up to SPIN_NS,
+ * unlocked; the caller of parallel_for likewise watches its job's
+ * `finished` before it waits on the job's condition variable. A wake-up
+ * through the futex took tens of microseconds on a virtual machine, paid
+ * at every parallel product of a step: a batch-1 forward is a chain of
+ * them, each a few hundred microseconds on two threads. A spinner is not on
+ * the idle stack, so nobody wakes it: it sees `pub` change and retries
+ * under the lock; after the spin it checks `pub` again under the lock
+ * before it sleeps, so no publication is missed.
  *
  * parallel_for: a job lives on its caller's stack and is linked into the
  * pool's job list while it has unclaimed chunks. Idle threads (workers, or
@@ -43,16 +52,19 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define FG_POOL_MAX_THREADS 1024
+/* How long an idle thread watches for work before it sleeps. */
+#define SPIN_NS 50000
 
 typedef struct pf_job {
   fg_range_fn fn;
   void *arg;
   int64_t n, grain, n_chunks;
-  int64_t next, done; /* chunks claimed and finished, under mu */
-  int finished;       /* under mu */
-  pthread_cond_t cv;  /* the caller sleeps here */
+  int64_t next, done;  /* chunks claimed and finished, under mu */
+  atomic_int finished; /* written under mu; read unlocked by the spinning caller */
+  pthread_cond_t cv;   /* the caller sleeps here */
   struct pf_job *prev, *nxt;
 } pf_job;
 
@@ -79,6 +91,7 @@ struct fg_pool {
   slot *slots; /* n_threads; slot 0 is the DAG caller */
   int *idle;   /* stack of sleeping slots */
   int n_idle, n_waking, shutdown;
+  atomic_uint pub; /* bumped (under mu) whenever there may be new work */
   pf_job *jobs, *jobs_tail;
   dag_run *dag;
   pthread_mutex_t mu;
@@ -152,9 +165,45 @@ static void sleep_idle(fg_pool *p, int id) {
   p->n_waking--;
 }
 
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* Spins up to SPIN_NS until *v differs from `seen`: 1 when it did. */
+static int spin_while_equal(atomic_uint *v, unsigned seen) {
+  const int64_t end = now_ns() + SPIN_NS;
+  for (;;) {
+    for (int i = 0; i < 64; i++) {
+      if (atomic_load_explicit(v, memory_order_acquire) != seen) return 1;
+      cpu_relax();
+    }
+    if (now_ns() >= end) return 0;
+  }
+}
+
+/* Nothing to take (called and returns with mu held): spins for new work,
+ * then sleeps unless some came. The caller retries take_work. */
+static void idle_wait(fg_pool *p, int id) {
+  const unsigned seen = atomic_load_explicit(&p->pub, memory_order_relaxed);
+  pthread_mutex_unlock(&p->mu);
+  const int changed = spin_while_equal(&p->pub, seen);
+  pthread_mutex_lock(&p->mu);
+  if (changed || atomic_load_explicit(&p->pub, memory_order_relaxed) != seen) return;
+  sleep_idle(p, id);
+}
+
 /* Wakes sleepers for the claimable work that neither the current thread
  * (`self` items) nor threads already waking up will take. */
 static void kick(fg_pool *p, int self) {
+  atomic_fetch_add_explicit(&p->pub, 1, memory_order_release);
   int64_t avail = -self - p->n_waking;
   if (p->dag && !p->dag->stop) avail += p->dag->heap_n;
   for (const pf_job *j = p->jobs; j && avail < p->n_idle; j = j->nxt)
@@ -190,7 +239,7 @@ static void run_chunk(fg_pool *p, pf_job *j) {
   j->fn(j->arg, begin, end);
   pthread_mutex_lock(&p->mu);
   if (++j->done == j->n_chunks) {
-    j->finished = 1;
+    atomic_store_explicit(&j->finished, 1, memory_order_release);
     pthread_cond_signal(&j->cv);
   }
 }
@@ -213,6 +262,7 @@ static void check_finished(fg_pool *p, dag_run *d) {
   if (d->done == d->n || d->stop || d->heap_n == 0) {
     if (d->done < d->n && !d->stop && d->err == 0) d->err = -1; /* a cycle */
     d->finished = 1;
+    atomic_fetch_add_explicit(&p->pub, 1, memory_order_release); /* a spinning caller */
     if (tls_pool != p || tls_slot != 0) wake_slot(p, 0);
   }
 }
@@ -286,7 +336,7 @@ static void *worker_main(void *arg) {
   tls_slot = id;
   pthread_mutex_lock(&p->mu);
   while (!p->shutdown)
-    if (!take_work(p, id)) sleep_idle(p, id);
+    if (!take_work(p, id)) idle_wait(p, id);
   pthread_mutex_unlock(&p->mu);
   return NULL;
 }
@@ -337,6 +387,7 @@ void fg_pool_free(fg_pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
   p->shutdown = 1;
+  atomic_fetch_add_explicit(&p->pub, 1, memory_order_release);
   while (p->n_idle > 0)
     wake_slot_at(p, p->n_idle - 1);
   pthread_mutex_unlock(&p->mu);
@@ -477,7 +528,7 @@ int fg_pool_run_dag(fg_pool *p, int n, const int *n_preds, const int *succ_off, 
     check_finished(p, &d); /* nothing ready at all: a cycle */
     kick(p, 1);
     while (!d.finished)
-      if (!take_work(p, 0)) sleep_idle(p, 0);
+      if (!take_work(p, 0)) idle_wait(p, 0);
     p->dag = NULL;
     pthread_mutex_unlock(&p->mu);
     rc = d.err;
@@ -513,7 +564,14 @@ void fg_pool_parallel_for(fg_pool *p, int64_t n, int64_t grain, fg_range_fn fn, 
   kick(p, 1);
   while (j.next < j.n_chunks)
     run_chunk(p, &j);
-  while (!j.finished)
+  if (!atomic_load_explicit(&j.finished, memory_order_relaxed)) {
+    pthread_mutex_unlock(&p->mu);
+    const int64_t end = now_ns() + SPIN_NS;
+    while (!atomic_load_explicit(&j.finished, memory_order_acquire) && now_ns() < end)
+      cpu_relax();
+    pthread_mutex_lock(&p->mu);
+  }
+  while (!atomic_load_explicit(&j.finished, memory_order_relaxed))
     pthread_cond_wait(&j.cv, &p->mu);
   pthread_mutex_unlock(&p->mu);
   pthread_cond_destroy(&j.cv);
