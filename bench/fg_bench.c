@@ -680,7 +680,8 @@ static fg_graph *infer_graph(const mlp_shape *m, fg_status *st) {
   return g;
 }
 
-#define INFER_BLOCK 25 /* rounds of one thread count before the other's */
+#define INFER_BLOCK  25     /* rounds of one thread count before the other's */
+#define INFER_GAP_NS 200000 /* between a forward and the read after it */
 
 /* times[k] for k = forward on 1 thread, on 2, read on 1, on 2. A round
  * times the forward and the read at one thread count, each over its own
@@ -701,6 +702,10 @@ static int infer_rounds(fg_session **s, const fg_feed *feed, reader *rd, const r
     }
     for (int i = i0; i < i0 + n; i++) {
       if (time_runs(&r[k], 0, 1, &times[k][i], st) != 0) return -1;
+      /* The session's idle threads spin a while for more work before they
+       * sleep (executor/threadpool.c); the read must not share a core with
+       * them. */
+      nanosleep(&(struct timespec){0, INFER_GAP_NS}, NULL);
       times[2 + k][i] = timed_read(rd, &jobs[k], 1 + k, sink);
     }
   }

@@ -15,8 +15,8 @@
  * thread without waking anybody.
  *
  * Spinning: before it sleeps, an idle thread watches `pub`, which every
- * publication of work (and the end of a DAG) bumps, for up to SPIN_NS,
- * unlocked; the caller of parallel_for likewise watches its job's
+ * publication of work for other threads (and the end of a DAG) bumps, for
+ * up to SPIN_NS, unlocked; the caller of parallel_for likewise watches its job's
  * `finished` before it waits on the job's condition variable. A wake-up
  * through the futex took tens of microseconds on a virtual machine, paid
  * at every parallel product of a step: a batch-1 forward is a chain of
@@ -203,11 +203,13 @@ static void idle_wait(fg_pool *p, int id) {
 /* Wakes sleepers for the claimable work that neither the current thread
  * (`self` items) nor threads already waking up will take. */
 static void kick(fg_pool *p, int self) {
-  atomic_fetch_add_explicit(&p->pub, 1, memory_order_release);
   int64_t avail = -self - p->n_waking;
   if (p->dag && !p->dag->stop) avail += p->dag->heap_n;
-  for (const pf_job *j = p->jobs; j && avail < p->n_idle; j = j->nxt)
+  for (const pf_job *j = p->jobs; j && (avail <= 0 || avail < p->n_idle); j = j->nxt)
     avail += j->n_chunks - j->next;
+  /* Spinners too: only for work nobody has claimed. A chain of small tasks
+   * then stays on its thread, with no spinner taking the lock at each. */
+  if (avail > 0) atomic_fetch_add_explicit(&p->pub, 1, memory_order_release);
   while (avail > 0 && p->n_idle > 0) {
     wake_slot_at(p, p->n_idle - 1); /* the most recent sleeper: warmest cache */
     avail--;
