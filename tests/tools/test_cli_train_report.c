@@ -81,18 +81,25 @@ static int csv_split(char *line, char **fields, int max) {
   return n;
 }
 
-/* 40 rows in batches of 16 (3 steps an epoch), 3 epochs, --eval mae on the
- * training set and --val on held-out rows: every figure against the
- * reference in double. */
-FG_TEST(cli_train_val_and_log_match_reference, "") {
+/* Trains lin.fgb for `epochs` epochs of batches of 16 with --eval mae
+ * (on the training set) and --val on the held-out rows (written to
+ * vx, vy), plus `opt` `path`. */
+static void train_lin_val(cli_result *r, const char *epochs, float (*vx)[2], float *vy,
+                          const char *opt, const char *path) {
   setup_lin();
-  float vx[VAL_ROWS][2], vy[VAL_ROWS];
   write_val(NULL, vx, vy);
+  FG_REQUIRE(cli(r, "train", tpath("lin.fgb"), "-i", feed("x", "x.npy"), "-i", feed("y", "y.npy"),
+                 "--batch", "16", "--epochs", epochs, "--eval", "mae", "--val", val_arg(), opt,
+                 tpath(path), NULL) == 0);
+  CHECK_OK(*r);
+}
+
+/* 40 rows in batches of 16 (3 steps an epoch), 3 epochs: every figure of
+ * the epoch lines and the log against the reference in double. */
+FG_TEST(cli_train_val_and_log_match_reference, "") {
+  float vx[VAL_ROWS][2], vy[VAL_ROWS];
   cli_result r;
-  FG_REQUIRE(cli(&r, "train", tpath("lin.fgb"), "-i", feed("x", "x.npy"), "-i", feed("y", "y.npy"),
-                 "--batch", "16", "--epochs", "3", "--eval", "mae", "--val", val_arg(), "--log",
-                 tpath("log.csv"), NULL) == 0);
-  CHECK_OK(r);
+  train_lin_val(&r, "3", vx, vy, "--log", "log.csv");
   FG_CHECK(strchr(r.out, '\r') == NULL);
   double losses[3], vloss[3], vmae[3], got[8];
   float x[LIN_ROWS][2], y[LIN_ROWS];
@@ -240,15 +247,6 @@ FG_TEST(cli_train_progress_on_a_terminal, "") {
 
 /* ---- --save-best and checkpoints ------------------------------------------------- */
 
-static void check_weights(const char *path, const linp *p) {
-  float w[2], b[1];
-  FG_CHECK_INT(saved_variable(path, "w", w, 2), 2);
-  FG_CHECK_INT(saved_variable(path, "b", b, 1), 1);
-  FG_CHECK_NEAR(w[0], p->w[0], 1e-5);
-  FG_CHECK_NEAR(w[1], p->w[1], 1e-5);
-  FG_CHECK_NEAR(b[0], p->b, 1e-5);
-}
-
 /* The held-out targets are what the weights after epoch 2 predict: the
  * validation loss is lowest there, and rises after, so the best model is
  * epoch 2's, not the last. */
@@ -273,9 +271,9 @@ FG_TEST(cli_train_save_best_keeps_best_epoch, "") {
   const char *e3 = strstr(r.out, "epoch 3/4  loss ");
   FG_REQUIRE(e3);
   FG_CHECK(strstr(e3, "(best)") == NULL);
-  check_weights(tpath("best.fgb"), &p2);
+  check_saved_linp(tpath("best.fgb"), &p2, 1e-5);
   linp p4 = ref_after(4, NULL);
-  check_weights(tpath("last.fgb"), &p4);
+  check_saved_linp(tpath("last.fgb"), &p4, 1e-5);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
@@ -302,12 +300,12 @@ FG_TEST(cli_train_checkpoints_keep_last, "") {
   FG_CHECK(exists(c3));
   FG_CHECK(exists(c4));
   linp p3 = ref_after(3, NULL), p4 = ref_after(4, NULL);
-  check_weights(c3, &p3);
-  check_weights(c4, &p4);
+  check_saved_linp(c3, &p3, 1e-5);
+  check_saved_linp(c4, &p4, 1e-5);
   FG_REQUIRE(cli(&r, "train", c3, "-i", feed("x", "x.npy"), "-i", feed("y", "y.npy"), "--batch",
                  "16", "--epochs", "1", "--save", tpath("resumed.fgb"), NULL) == 0);
   CHECK_OK(r);
-  check_weights(tpath("resumed.fgb"), &p4);
+  check_saved_linp(tpath("resumed.fgb"), &p4, 1e-5);
   result_free(&r);
 
   /* Every 2 epochs of 5, the default --keep (3): epochs 2 and 4. */
@@ -334,14 +332,9 @@ static int count_of(const char *s, const char *needle) {
 /* Four curves (loss, val_loss; mae, val_mae in the metrics panel): four
  * polylines, each point of each curve a circle, and XML that parses. */
 FG_TEST(cli_train_plot_svg, "") {
-  setup_lin();
   float vx[VAL_ROWS][2], vy[VAL_ROWS];
-  write_val(NULL, vx, vy);
   cli_result r;
-  FG_REQUIRE(cli(&r, "train", tpath("lin.fgb"), "-i", feed("x", "x.npy"), "-i", feed("y", "y.npy"),
-                 "--batch", "16", "--epochs", "5", "--eval", "mae", "--val", val_arg(), "--plot",
-                 tpath("c.svg"), NULL) == 0);
-  CHECK_OK(r);
+  train_lin_val(&r, "5", vx, vy, "--plot", "c.svg");
   result_free(&r);
   char *svg = slurp(tpath("c.svg"));
   FG_REQUIRE(svg);
