@@ -163,6 +163,15 @@ train_report *train_report_new(const fg_graph *g, const train_args *a, int64_t n
   r->n_evals = a->n_evals;
   find_lr(r);
   const train_report_args *ra = &a->rep;
+  /* Under model parallelism each rank holds its own variables until the
+   * final gather (a collective): rank 0 alone cannot save them midway. */
+  if (a->model_parallel && (ra->save_best || ra->checkpoint_every)) {
+    fg_status_set(st, FG_UNIMPLEMENTED,
+                  "--save-best and --checkpoint-every: the model places nodes on several ranks "
+                  "(model parallelism), whose variables only the end of training gathers; use "
+                  "--save");
+    goto fail;
+  }
   if (train_val_prepare(r, st) != 0) goto fail;
   r->n_cols = TR_COL_EVAL + r->n_evals + r->n_val_fetch + 3;
   r->eval_now = calloc((size_t)r->n_evals + 1, sizeof *r->eval_now);
