@@ -234,6 +234,19 @@ FG_TEST(cli_train_progress_on_a_terminal, "") {
     FG_CHECK_NEAR(got[e], losses[e], 1e-4);
   free(tty);
 
+  /* stdout on the terminal, stderr not (script(1) runs the line with sh):
+   * the epoch lines alone, no progress line. */
+  const char *no_err[] = {
+      "train", tpath("lin.fgb"), "-i", xi, "-i", yi, "--batch", "16", "--epochs",
+      "3",     "2>/dev/null",    NULL};
+  tty = run_on_pty(no_err, &status);
+  FG_REQUIRE(tty);
+  FG_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  FG_CHECK_STR_CONTAINS(tty, "epoch 3/3  loss ");
+  FG_CHECK(strstr(tty, "  step 1/3  ") == NULL);
+  FG_CHECK(strstr(tty, "\repoch") == NULL);
+  free(tty);
+
   /* --quiet: nothing at all, terminal or not. */
   const char *quiet[] = {"train", tpath("lin.fgb"), "-i", xi,   "-i", yi, "--batch",
                          "16",    "--epochs",       "3",  "-q", NULL};
