@@ -930,8 +930,7 @@ const cli_command cli_train_command = {
     "far and R the rows per second of its steps; \"(best)\" marks a validation\n"
     "loss that --save-best saved. When stderr is a terminal a progress line\n"
     "(step, loss so far, samples/s, ETA of the run) is redrawn there during\n"
-    "the epoch; -q turns both off. MODEL\n"
-    "may be .fgb, .json or ONNX. An error in a step names the epoch, the step\n"
-    "and, when one row causes it (found by running the loss on parts of the\n"
-    "batch), that row's index in the -i files.\n",
+    "the epoch; -q turns both off. MODEL may be .fgb, .json or ONNX. An error\n"
+    "in a step names the epoch, the step and, when one row causes it (found by\n"
+    "running the loss on parts of the batch), that row's index in the -i files.\n",
     train_main};
