@@ -99,10 +99,10 @@ static void draw_curve(FILE *f, const train_report *r, int col, int k, double lo
   xml_text(f, name, 200);
   fprintf(f, "</title>\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"",
           color);
-  for (int64_t i = 0; i < r->n_rows; i++) {
+  for (int64_t i = 0, n = 0; i < r->n_rows; i++) {
     double v = r->hist[i * r->n_cols + col];
     if (!isfinite(v)) continue;
-    fprintf(f, "%s%.2f,%.2f", i ? " " : "", x_of(r, r->hist[i * r->n_cols + TR_COL_EPOCH]),
+    fprintf(f, "%s%.2f,%.2f", n++ ? " " : "", x_of(r, r->hist[i * r->n_cols + TR_COL_EPOCH]),
             TOP + PLOT_H - (v - lo) / (hi - lo) * PLOT_H);
   }
   fputs("\"/>\n", f);

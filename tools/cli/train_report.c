@@ -297,8 +297,12 @@ static int write_log(train_report *r, fg_status *st) {
   for (int64_t i = 0; i < r->n_rows; i++) {
     const double *row = r->hist + i * r->n_cols;
     fprintf(o.f, "%" PRId64 ",%" PRId64, (int64_t)row[TR_COL_EPOCH], (int64_t)row[TR_COL_STEP]);
-    for (int c = TR_COL_LOSS; c < r->n_cols; c++)
-      isnan(row[c]) && c == r->n_cols - 2 ? fputc(',', o.f) : fprintf(o.f, ",%.9g", row[c]);
+    for (int c = TR_COL_LOSS; c < r->n_cols; c++) {
+      if (c == r->n_cols - 2 && isnan(row[c]))
+        fputc(',', o.f); /* no learning rate found */
+      else
+        fprintf(o.f, ",%.9g", row[c]);
+    }
     fputc('\n', o.f);
   }
   r->log_pending = 0;
