@@ -257,6 +257,16 @@ static inline int saved_variable(const char *path, const char *name, float *out,
   return n;
 }
 
+/* The w and b saved in `path` are `p`'s, within `tol`. */
+static inline void check_saved_linp(const char *path, const linp *p, double tol) {
+  float w[2], b[1];
+  FG_CHECK_INT(saved_variable(path, "w", w, 2), 2);
+  FG_CHECK_INT(saved_variable(path, "b", b, 1), 1);
+  FG_CHECK_NEAR(w[0], p->w[0], tol);
+  FG_CHECK_NEAR(w[1], p->w[1], tol);
+  FG_CHECK_NEAR(b[0], p->b, tol);
+}
+
 /* ---- the digits classifier (examples/digits) ------------------------------------ */
 
 #define DIGITS_DATA        FG_SOURCE_DIR "/examples/digits/data"

@@ -28,6 +28,7 @@ static void free_args(void *args) {
   cli_free_pairs(a->inputs, a->n_inputs);
   cli_free_pairs(a->eval_inputs, a->n_eval_inputs);
   free(a->evals);
+  train_report_free_args(&a->rep);
 }
 
 static int parse_args(int argc, char **argv, void *args, int *help) {
@@ -117,6 +118,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
         return cli_usage(cmd, "--dist-comm needs auto, mpi or nccl (the gradients' all_reduce)");
       dist_comm_given = 1;
     } else if (cli_session_opt(cmd, argc, argv, &i, 1, &rc)) {
+    } else if (train_report_opt(cmd, argc, argv, &i, a, &rc)) {
     } else {
       rc = cli_model_arg(cmd, arg, &a->model);
     }
@@ -144,6 +146,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
   if (!a->dist_mpi && cli_dist_is_local_gpu(cli_session_limits.device))
     return cli_usage(cmd,
                      "--device cuda:local needs --dist mpi (each rank takes a GPU of its host)");
+  if (train_report_check(cmd, a) != CLI_OK) return CLI_USAGE;
   return a->save ? cli_check_model_path(cmd, a->save) : CLI_OK;
 }
 
@@ -195,8 +198,7 @@ static int resolve_names(const fg_graph *g, train_args *a, fg_status *st) {
 }
 
 /* A fetched scalar as a double; -1 when the tensor is not one value. */
-static int scalar_value(const fg_tensor *t, const char *what, const char *name, double *v,
-                        fg_status *st) {
+int scalar_value(const fg_tensor *t, const char *what, const char *name, double *v, fg_status *st) {
   const void *d = fg_tensor_data(t);
   if (fg_tensor_num_elements(t) != 1 || !d) {
     char desc[300];
@@ -220,9 +222,9 @@ static int scalar_value(const fg_tensor *t, const char *what, const char *name, 
 /* Checks (through run_feeds.c) the feeds given by `inputs` for running
  * `fetch` and `target`, requiring every placeholder they need to be fed;
  * loads the files unless `prepare_only`. */
-static int prepare_feeds(const fg_graph *g, const train_args *a, cli_pair *inputs, int n_inputs,
-                         const char *const *fetch, int n_fetch, const char *target,
-                         const char *option, int prepare_only, run_feeds *f, fg_status *st) {
+int prepare_feeds(const fg_graph *g, const train_args *a, cli_pair *inputs, int n_inputs,
+                  const char *const *fetch, int n_fetch, const char *target, const char *option,
+                  int prepare_only, run_feeds *f, fg_status *st) {
   run_args ra;
   memset(&ra, 0, sizeof ra);
   ra.model = a->model;
@@ -251,7 +253,7 @@ static int prepare_feeds(const fg_graph *g, const train_args *a, cli_pair *input
 
 /* Writes the session's graph with the trained variables; the JSON form goes
  * through a temporary .fgb. */
-static int save_trained(fg_session *s, const char *path, fg_status *st) {
+int save_trained(fg_session *s, const char *path, fg_status *st) {
   if (!cli_has_ext(path, ".json")) return fg_session_save(s, path, st);
   size_t len = strlen(path) + 64;
   char *tmp = malloc(len);
@@ -481,6 +483,7 @@ typedef struct trainer {
   int64_t *perm;
   const char **fetch; /* loss, then the evals */
   train_comms c;      /* --dist mpi, else all NULL */
+  train_report *rep;  /* progress, validation, checkpoints, --log, --plot */
 } trainer;
 
 static void trainer_free(trainer *t, int n_fetch) {
@@ -502,6 +505,7 @@ static void trainer_free(trainer *t, int n_fetch) {
   fg_session_free(t->s);
   run_feeds_free(&t->train);
   run_feeds_free(&t->eval);
+  train_report_free(t->rep);
 }
 
 /* Runs the eval fetches on the eval feeds (or the whole training set) and
@@ -516,21 +520,11 @@ static int run_evals(trainer *t, const train_args *a, char *line, size_t size, f
     if (scalar_value(t->outs[1 + k], "eval", a->evals[k], &v, st) != 0) return -1;
     size_t used = strlen(line);
     snprintf(line + used, size - used, "  %s %.6g", a->evals[k], v);
+    train_report_eval(t->rep, k, v);
     fg_tensor_free(t->outs[1 + k]);
     t->outs[1 + k] = NULL;
   }
   return 0;
-}
-
-/* Whether a "\r" progress line is on the terminal, to be wiped before
- * the next full line or an error. */
-static int progress_shown;
-
-static void clear_progress(void) {
-  if (!progress_shown) return;
-  printf("\r%*s\r", 79, "");
-  fflush(stdout);
-  progress_shown = 0;
 }
 
 /* Whether the loss alone (no update) fails with `code` on the first `len`
@@ -595,15 +589,13 @@ static void locate_error(trainer *t, const train_args *a, int64_t e, int64_t s, 
 }
 
 static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_status *st) {
-  /* mpirun forwards output through a pty: no \r progress lines there. */
-  int tty = !a->quiet && !t->c.world && isatty(STDOUT_FILENO);
   /* drop_last: only whole batches (train_check_fixed_batch). */
   int64_t steps = a->drop_last ? n_rows / a->batch : (n_rows + a->batch - 1) / a->batch;
   int64_t epoch_rows = steps * a->batch < n_rows ? steps * a->batch : n_rows;
   uint64_t rng = a->seed;
   double first_loss = 0, last_loss = 0, t_start = cli_now_s();
   for (int64_t e = 1; e <= a->epochs; e++) {
-    double t0 = cli_now_s(), last_draw = 0, sum = 0;
+    double sum = 0;
     if (a->shuffle) train_shuffle(t->perm, n_rows, &rng);
     for (int64_t s = 0; s < steps; s++) {
       int64_t start = s * a->batch;
@@ -636,16 +628,7 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
         loss = a->dist_loss_sum ? wl : wl / (double)b;
       }
       sum += loss * (double)b;
-      double now = cli_now_s();
-      /* The \r progress line is for people watching a terminal only; logs
-       * and pipes get the epoch lines alone. */
-      if (tty && (now - last_draw > 0.1 || s + 1 == steps)) {
-        printf("\repoch %" PRId64 "/%" PRId64 "  step %" PRId64 "/%" PRId64 "  loss %.6g ", e,
-               a->epochs, s + 1, steps, sum / (double)(start + b));
-        fflush(stdout);
-        progress_shown = 1;
-        last_draw = now;
-      }
+      train_report_step(t->rep, e, s, start + b, sum / (double)(start + b));
     }
     double epoch_loss = sum / (double)epoch_rows;
     if (e == 1) first_loss = epoch_loss;
@@ -660,9 +643,7 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
                     a->epochs, msg);
       return -1;
     }
-    clear_progress();
-    if (!a->quiet) printf("%s  (%.2f s)\n", line, cli_now_s() - t0);
-    fflush(stdout);
+    if (train_report_epoch(t->rep, t->s, e, epoch_loss, line, st) != 0) return -1;
   }
   if (!a->quiet)
     printf("trained %" PRId64 " epoch%s of %" PRId64 " step%s in %.2f s: loss %.6g -> %.6g\n",
@@ -741,6 +722,9 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   if (t.c.world && dist_check_batches(a, t.c.world, n_rows, st) != 0) goto done;
   if (check_micro_rows(a, n_rows, st) != 0) goto done;
   if (a->save && cli_check_writable(a->save, "--save", st) != 0) goto done;
+  t.rep = train_report_new(g, a, n_rows, t.c.world != NULL,
+                           !t.c.world || fg_comm_rank(t.c.world) == 0, st);
+  if (!t.rep) goto done;
   int nf = t.train.n;
   t.bf = calloc((size_t)nf, sizeof *t.bf);
   t.feeds = calloc((size_t)nf, sizeof *t.feeds);
@@ -773,7 +757,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
     printf("placeholder '%s' takes batches of exactly %" PRId64 " rows: the last %" PRId64
            " rows of every epoch%s are left out\n",
            a->fixed_name, a->fixed_rows, n_rows % a->batch, a->shuffle ? " (shuffled)" : "");
-  if (train_epochs(&t, a, n_rows, st) != 0) goto done;
+  if (train_epochs(&t, a, n_rows, st) != 0 || train_report_finish(t.rep, st) != 0) goto done;
   /* Which path the gradients took, decided by the first all_reduce: one
    * shared segment when every rank is on this host, else MPI messages. */
   fg_comm *grads = a->model_parallel ? t.c.data : t.c.p2p;
@@ -807,7 +791,7 @@ done:
 static int train_main(int argc, char **argv) {
   /* The error line must not land at the end of a progress line. */
   static const cli_job job = {&cli_train_command, parse_args, train_model, free_args,
-                              clear_progress};
+                              train_report_clear};
   train_args a;
   memset(&a, 0, sizeof a);
   return cli_job_main(&job, &a, argc, argv);
@@ -823,7 +807,9 @@ const cli_command cli_train_command = {
     "[--dist-bucket BYTES] "
     "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl] [--dist-sync-bn]] [--optimizer KIND [--lr "
     "X]] [--micro-batches M "
-    "[--in-flight K|all]]",
+    "[--in-flight K|all]] "
+    "[--val NAME=FILE.npy[,NAME=FILE.npy...] [--save-best OUT]] [--checkpoint-every N "
+    "--checkpoint-dir DIR [--keep K]] [--log FILE.csv] [--plot FILE.svg]",
     "options:\n"
     "  -i, --input NAME=FILE.npy   training data for placeholder NAME; every -i is\n"
     "                              cut into batches along axis 0, so all need the\n"
@@ -914,11 +900,37 @@ const cli_command cli_train_command = {
     "  --in-flight K|all           with --micro-batches: at most K micro-batches\n"
     "                              in flight on a device (1..1024; default 2 per\n"
     "                              stage; the number of stages: least memory that\n"
-    "                              keeps the pipeline full), or all (no bound)\n\n"
-    "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  (T s)\", where L is the\n"
-    "mean of the batch losses weighted by batch size and T the epoch's time with\n"
-    "its evals. On a terminal a progress line is redrawn during the epoch. MODEL\n"
-    "may be .fgb, .json or ONNX. An error in a step names the epoch, the step\n"
-    "and, when one row causes it (found by running the loss on parts of the\n"
-    "batch), that row's index in the -i files.\n",
+    "                              keeps the pipeline full), or all (no bound)\n"
+    "  --val NAME=FILE.npy,...     held-out data (one NAME=FILE per placeholder the\n"
+    "                              loss needs, comma-separated or repeated), fed\n"
+    "                              whole after every epoch: prints val_LOSS (LOSS\n"
+    "                              the --loss name) and val_NAME for each --eval\n"
+    "                              NAME or, without --eval, for a scalar node\n"
+    "                              named accuracy\n"
+    "  --save-best OUT             with --val: write the model (as --save) after\n"
+    "                              every epoch whose validation loss is the lowest\n"
+    "                              so far\n"
+    "  --checkpoint-every N        every N epochs, write the model with its\n"
+    "                              variables and optimizer state (resumable: train\n"
+    "                              it again) to DIR/checkpoint-epoch-EEEEEE.fgb,\n"
+    "                              whole or not at all (temporary name, rename)\n"
+    "  --checkpoint-dir DIR        where they go (made when missing, one level)\n"
+    "  --keep K                    keep the last K checkpoints of this run (default\n"
+    "                              3); older ones it wrote are removed\n"
+    "  --log FILE.csv              one row per epoch: epoch, step (steps so far),\n"
+    "                              loss, the evals, the validation metrics,\n"
+    "                              samples_per_s, lr (the optimizer's rate),\n"
+    "                              seconds since the start; rewritten whole at\n"
+    "                              most once a second and at the end\n"
+    "  --plot FILE.svg             the loss and validation curves per epoch (a\n"
+    "                              second panel for the other metrics)\n\n"
+    "Per epoch it prints \"epoch E/N  loss L  [NAME V ...]  [val_NAME V ...]  (T s,\n"
+    "step S, R samples/s, ETA D)\", where L is the mean of the batch losses\n"
+    "weighted by batch size, T the epoch's time with its evals, S the steps so\n"
+    "far and R the rows per second of its steps; \"(best)\" marks a validation\n"
+    "loss that --save-best saved. When stderr is a terminal a progress line\n"
+    "(step, loss so far, samples/s, ETA of the run) is redrawn there during\n"
+    "the epoch; -q turns both off. MODEL may be .fgb, .json or ONNX. An error\n"
+    "in a step names the epoch, the step and, when one row causes it (found by\n"
+    "running the loss on parts of the batch), that row's index in the -i files.\n",
     train_main};

@@ -21,7 +21,7 @@
 /* Writes `s` as XML text: markup characters escaped, control characters and
  * invalid UTF-8 as '?' (XML forbids them), at most `max_chars` characters,
  * ending in "..." when cut. */
-static void xml_text(FILE *f, const char *s, int max_chars) {
+void xml_text(FILE *f, const char *s, int max_chars) {
   const unsigned char *p = (const unsigned char *)(s ? s : "");
   int total = 0;
   for (const unsigned char *q = p; *q; q++)
@@ -61,7 +61,7 @@ static void xml_text(FILE *f, const char *s, int max_chars) {
 }
 
 /* 1, 2 or 5 times a power of ten, at least range / target. */
-static uint64_t nice_step(uint64_t range, int target) {
+uint64_t nice_step(uint64_t range, int target) {
   uint64_t want = range / (uint64_t)target + (range % (uint64_t)target != 0);
   if (want < 1) want = 1;
   for (uint64_t p = 1;; p *= 10) {

@@ -3,8 +3,18 @@
 #ifndef FG_CLI_SVG_H
 #define FG_CLI_SVG_H
 
+#include <stdint.h>
+#include <stdio.h>
+
 #include "flowgraph/dist.h"
 #include "flowgraph/profile.h"
+
+/* Helpers shared with train_plot.c (the training curves). */
+/* Writes `s` as XML text: markup characters escaped, control characters and
+ * invalid UTF-8 as '?', at most `max_chars` characters ("..." when cut). */
+void xml_text(FILE *f, const char *s, int max_chars);
+/* 1, 2 or 5 times a power of ten, at least range / target: an axis step. */
+uint64_t nice_step(uint64_t range, int target);
 
 /* Writes a standalone SVG of `info` to `path` (temporary name, then
  * rename): steps across, arena offset down, one <rect> per arena tensor

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "run.h"
+#include "train_report.h"
 
 typedef struct train_args {
   const char *model, *target, *loss, *save;
@@ -45,6 +46,7 @@ typedef struct train_args {
   const char *fixed_name;
   int64_t fixed_rows;
   int drop_last;
+  train_report_args rep; /* --val, --save-best, checkpoints, --log, --plot */
 } train_args;
 
 /* One training feed: the whole .npy and a buffer for gathered rows. */
@@ -69,5 +71,17 @@ int train_check_fixed_batch(const fg_graph *g, train_args *a, const run_feeds *f
  * is NULL) of every training feed, through views[] (freed and replaced). */
 int train_make_batch(const run_feeds *f, batch_feed *bf, const int64_t *perm, int64_t start,
                      int64_t b, fg_feed *feeds, fg_tensor **views, fg_status *st);
+
+/* cmd_train.c, shared with train_val.c and train_report.c: */
+/* Checks the feeds `inputs` for running `fetch` and `target` (every
+ * placeholder they need fed; `option` names the flag in that message) and
+ * loads the files unless `prepare_only`. 0 or -1. */
+int prepare_feeds(const fg_graph *g, const train_args *a, cli_pair *inputs, int n_inputs,
+                  const char *const *fetch, int n_fetch, const char *target, const char *option,
+                  int prepare_only, run_feeds *f, fg_status *st);
+/* A fetched scalar as a double; -1 (st names `what` and `name`) when not. */
+int scalar_value(const fg_tensor *t, const char *what, const char *name, double *v, fg_status *st);
+/* The session's model with its trained variables, to `path` (.json too). */
+int save_trained(fg_session *s, const char *path, fg_status *st);
 
 #endif
