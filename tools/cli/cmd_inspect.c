@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "plan.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 
@@ -219,7 +220,10 @@ static void print_placement(const fg_graph *g, const fg_partition *part, const f
     printf("fused updates (all_reduce_apply_sgd, sufficient_factor_apply_sgd): %d\n", n_fused);
 }
 
-static void inspect_graph(const fg_graph *g, const char *path) {
+/* batch > 0 (--batch): FLOPs with the placeholders' unknown dimensions of
+ * that size (fg_graph_flops_at_batch, into flops_at); else NULL. */
+static void inspect_graph(const fg_graph *g, const char *path, int64_t batch,
+                          const int64_t *flops_at) {
   int n = fg_graph_num_nodes(g);
   char buf[2 * CELL], shape[CELL];
   printf("model: %s\n", path);
@@ -261,7 +265,7 @@ static void inspect_graph(const fg_graph *g, const char *path) {
   int flops_unknown = 0;
   for (int id = 0; id < n; id++) {
     const char *op = fg_node_op(g, id);
-    int64_t fl = fg_node_flops(g, id);
+    int64_t fl = flops_at ? flops_at[id] : fg_node_flops(g, id);
     if (fl >= 0) {
       if (flops_total <= INT64_MAX - fl) flops_total += fl;
     } else {
@@ -307,38 +311,63 @@ static void inspect_graph(const fg_graph *g, const char *path) {
   fg_status_free(pst);
 
   print_parameters(g);
+  char at[48] = "";
+  if (flops_at) snprintf(at, sizeof at, " at batch %" PRId64, batch);
   if (flops_unknown == 0)
-    printf("total flops: %" PRId64 "\n", flops_total);
+    printf("total flops: %" PRId64 "%s\n", flops_total, at);
   else
-    printf("total flops: %" PRId64 " over known shapes (%d node%s with unknown shapes)\n",
-           flops_total, flops_unknown, flops_unknown == 1 ? "" : "s");
+    printf("total flops: %" PRId64 "%s over known shapes (%d node%s with unknown shapes%s)\n",
+           flops_total, at, flops_unknown, flops_unknown == 1 ? "" : "s",
+           flops_at ? "" : "; --batch N sizes them");
+}
+
+/* Loads the model and prints it; with batch > 0 its FLOPs at that batch. */
+static int inspect_model(const char *model, int64_t batch) {
+  fg_status *st = fg_status_new();
+  if (!st) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  fg_graph *g = cli_load_model(model, st);
+  int rc = CLI_OK;
+  int64_t *flops = NULL;
+  if (!g) {
+    rc = cli_fail_load(st, model);
+  } else if (batch > 0) {
+    flops = malloc(((size_t)fg_graph_num_nodes(g) + 1) * sizeof *flops);
+    if (!flops)
+      rc = cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+    else if (cli_check_batch_dim(g, model, batch, st) != 0 ||
+             fg_graph_flops_at_batch(g, batch, flops, st) != 0)
+      rc = cli_fail_status(st);
+  }
+  if (rc == CLI_OK) inspect_graph(g, model, batch, flops);
+  free(flops);
+  fg_graph_free(g);
+  fg_status_free(st);
+  return rc;
 }
 
 static int inspect_main(int argc, char **argv) {
   const cli_command *cmd = &cli_inspect_command;
   const char *model = NULL;
+  int64_t batch = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
+    const char *a = argv[i], *v = NULL;
+    int r;
     if (cli_is_help(a)) {
       cli_print_help(cmd);
       return CLI_OK;
+    }
+    if ((r = cli_opt_value(argc, argv, &i, NULL, "--batch", &v)) != 0) {
+      /* The same range as plan's and profile's --batch. */
+      int rc = cli_int_opt(cmd, "--batch", r, v, 1, CLI_MAX_BATCH, &batch);
+      if (rc != CLI_OK) return rc;
+      continue;
     }
     if (a[0] == '-' && a[1] != '\0') return cli_usage(cmd, "unknown option '%s'", a);
     if (model) return cli_usage(cmd, "unexpected argument '%s'", a);
     model = a;
   }
   if (!model) return cli_usage(cmd, "missing MODEL.fgb");
-  fg_status *st = fg_status_new();
-  if (!st) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  fg_graph *g = cli_load_model(model, st);
-  int rc = CLI_OK;
-  if (!g)
-    rc = cli_fail_load(st, model);
-  else
-    inspect_graph(g, model);
-  fg_graph_free(g);
-  fg_status_free(st);
-  return rc;
+  return inspect_model(model, batch);
 }
 
 const cli_command cli_inspect_command = {
