@@ -372,7 +372,13 @@ static int inspect_main(int argc, char **argv) {
 
 const cli_command cli_inspect_command = {
     "inspect", "Show a model's inputs, outputs, nodes, parameters and FLOPs.",
-    "flowgraph inspect MODEL.fgb",
+    "flowgraph inspect MODEL.fgb [--batch N]",
+    "options:\n"
+    "  --batch N                   count FLOPs with the placeholders' unknown\n"
+    "                              dimensions ('?') of size N (1..1000000): the\n"
+    "                              shapes are inferred again from them, so the flops\n"
+    "                              column and the total cover every node (a model\n"
+    "                              without '?' refuses it)\n\n"
     "Prints the graph inputs (placeholders) and marked outputs with dtypes and\n"
     "shapes ('?' is a dimension known only when fed), the metadata, a node table\n"
     "(id, name, op, inputs as name:index, output dtype and shape, device, FLOPs;\n"
@@ -380,7 +386,8 @@ const cli_command cli_inspect_command = {
     "and bytes (variables = trainable, and constants), the optimizer state apart\n"
     "from them (momentum buffers, Adam m and v, step counters: the variables the\n"
     "update ops apply_* read besides the parameter they update) and the total\n"
-    "FLOPs over the nodes whose shapes are known. The table keeps lines within\n"
+    "FLOPs over the nodes whose shapes are known (all of them with --batch). The table keeps lines "
+    "within\n"
     "120 columns where names allow: a long input list shows its first inputs and\n"
     "\"+N more\", and when every node has the same device it is printed once,\n"
     "above the table, instead of a column. A .json model is read in its JSON form,\n"
