@@ -440,10 +440,26 @@ static size_t kbuf_bytes(const fg_kbuf *b) {
   return bytes;
 }
 
-/* Step si's inputs (their shapes into `shapes`, their bytes) and the bytes
- * its outputs add to the arena, for the profile. */
-static void step_traffic(const fg_plan *plan, int si, fg_node_timing *t, fg_tensor_shape *shapes) {
+/* Inputs a node reads: all but its control inputs, which only order it.
+ * The op table names them last ("x, ctrl..."); where optional or counted
+ * inputs come before them ("[rows, sums,]", "var[n]") they are all
+ * counted. */
+static int data_inputs(const fg_graph *g, const fg_step *step) {
+  const char *names = fg_op_table[g->nodes[step->node].op].inputs;
+  const char *ctrl = names ? strstr(names, "ctrl") : NULL;
+  if (step->xfer || !ctrl || strchr(names, '[')) return step->n_in;
+  int n = 0;
+  for (const char *p = names; p < ctrl; p++)
+    n += *p == ',';
+  return n < step->n_in ? n : step->n_in;
+}
+
+/* Step si's inputs (their shapes into `shapes`, the bytes of those it
+ * reads) and the bytes its outputs add to the arena, for the profile. */
+static void step_traffic(const fg_graph *g, const fg_plan *plan, int si, fg_node_timing *t,
+                         fg_tensor_shape *shapes) {
   const fg_step *step = &plan->steps[si];
+  int reads = data_inputs(g, step);
   t->flops = step->xfer ? 0 : step->flops;
   t->input_bytes = 0;
   t->arena_bytes = 0;
@@ -455,7 +471,7 @@ static void step_traffic(const fg_plan *plan, int si, fg_node_timing *t, fg_tens
     shapes[i].rank = b->rank;
     for (int d = 0; d < FG_MAX_RANK; d++)
       shapes[i].dims[d] = d < b->rank ? b->dims[d] : 0;
-    t->input_bytes += kbuf_bytes(b);
+    if (i < reads) t->input_bytes += kbuf_bytes(b);
   }
   for (int o = 0; o < step->n_out; o++) {
     int slot = step->out_slots[o];
@@ -504,7 +520,7 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_graph *g, co
     t->output_bytes = 0;
     for (int o = 0; o < step->n_out; o++)
       t->output_bytes += kbuf_bytes(&plan->slots[step->out_slots[o]]);
-    step_traffic(plan, si, t, md->input_shapes + used);
+    step_traffic(g, plan, si, t, md->input_shapes + used);
     used += (size_t)step->n_in;
   }
   return md;

@@ -40,7 +40,8 @@ typedef struct fg_node_timing {
   int device;
   /* The work and traffic of this step at this run's shapes: the op
    * table's FLOP estimate (what fg_node_flops counts; 0 for a transfer and
-   * for ops counted as free), the bytes of its inputs (read) and, of its
+   * for ops counted as free), the bytes of the inputs it reads (control
+   * inputs, which only order it, left out) and, of its
    * outputs (output_bytes, written), those placed in the arena: an output
    * that takes over an input's bytes in place, a fetched output and a
    * variable add none. */

@@ -434,11 +434,18 @@ FG_TEST(cli_profile_inference_by_default, "") {
   FG_CHECK_STR_CONTAINS(r.out, "softmax_cross_entropy");
   FG_CHECK_STR_CONTAINS(r.out, "apply_");
   result_free(&r);
-  /* JSON says the same. */
+  /* JSON says the same. The step's group node only orders its control
+   * inputs: it reads no bytes. */
   FG_REQUIRE(cli(&r, "profile", tpath("m.fgb"), "--random-inputs", "--runs", "1", "--train",
                  "--format", "json", NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "\"profiled\":\"training step\"");
+  char *grp = json_node(r.out, target);
+  FG_REQUIRE(grp);
+  FG_CHECK_STR_CONTAINS(grp, "\"op\":\"group\"");
+  FG_CHECK(json_num(grp, "bytes_read") == 0);
+  FG_CHECK_STR_CONTAINS(grp, "\"inputs\":[{");
+  free(grp);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }
