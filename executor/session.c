@@ -433,15 +433,69 @@ int fg_session_step_device(const fg_session *s, const fg_plan *plan, int si) {
                         : fg_dist_session_step_device(s->dist, plan->steps[si].node);
 }
 
+static size_t kbuf_bytes(const fg_kbuf *b) {
+  size_t bytes = fg_dtype_size(b->dtype);
+  for (int d = 0; d < b->rank; d++)
+    bytes *= (size_t)b->dims[d];
+  return bytes;
+}
+
+/* Inputs a node reads: all but its control inputs, which only order it.
+ * The op table names them last ("x, ctrl..."); where optional or counted
+ * inputs come before them ("[rows, sums,]", "var[n]") they are all
+ * counted. */
+static int data_inputs(const fg_graph *g, const fg_step *step) {
+  const char *names = fg_op_table[g->nodes[step->node].op].inputs;
+  const char *ctrl = names ? strstr(names, "ctrl") : NULL;
+  if (step->xfer || !ctrl || strchr(names, '[')) return step->n_in;
+  int n = 0;
+  for (const char *p = names; p < ctrl; p++)
+    n += *p == ',';
+  return n < step->n_in ? n : step->n_in;
+}
+
+/* Step si's inputs (their shapes into `shapes`, the bytes of those it
+ * reads) and the bytes its outputs add to the arena, for the profile. */
+static void step_traffic(const fg_graph *g, const fg_plan *plan, int si, fg_node_timing *t,
+                         fg_tensor_shape *shapes) {
+  const fg_step *step = &plan->steps[si];
+  int reads = data_inputs(g, step);
+  t->flops = step->xfer ? 0 : step->flops;
+  t->input_bytes = 0;
+  t->arena_bytes = 0;
+  t->n_inputs = step->n_in;
+  t->inputs = step->n_in > 0 ? shapes : NULL;
+  for (int i = 0; i < step->n_in; i++) {
+    const fg_kbuf *b = &plan->slots[step->in_slots[i]];
+    shapes[i].dtype = b->dtype;
+    shapes[i].rank = b->rank;
+    for (int d = 0; d < FG_MAX_RANK; d++)
+      shapes[i].dims[d] = d < b->rank ? b->dims[d] : 0;
+    if (i < reads) t->input_bytes += kbuf_bytes(b);
+  }
+  for (int o = 0; o < step->n_out; o++) {
+    int slot = step->out_slots[o];
+    if (plan->slot_kind[slot] == FG_SLOT_ARENA && plan->slot_shared[slot] < 0)
+      t->arena_bytes += kbuf_bytes(&plan->slots[slot]);
+  }
+}
+
 static fg_run_metadata *make_metadata(const fg_session *s, const fg_graph *g, const fg_plan *plan,
                                       int64_t run_ns, int64_t plan_ns) {
   fg_run_metadata *md = calloc(1, sizeof *md);
   if (!md) return NULL;
+  size_t n_in = 0;
+  for (int si = 0; si < plan->n_steps; si++)
+    n_in += (size_t)plan->steps[si].n_in;
   md->nodes = calloc((size_t)plan->n_steps + 1, sizeof *md->nodes);
-  if (!md->nodes) {
+  md->input_shapes = calloc(n_in + 1, sizeof *md->input_shapes);
+  if (!md->nodes || !md->input_shapes) {
+    free(md->nodes);
+    free(md->input_shapes);
     free(md);
     return NULL;
   }
+  size_t used = 0;
   md->run_ns = run_ns;
   md->plan_ns = plan_ns;
   md->threads = fg_pool_threads(s->pool);
@@ -464,19 +518,17 @@ static fg_run_metadata *make_metadata(const fg_session *s, const fg_graph *g, co
     for (int d = 0; d < FG_MAX_RANK; d++)
       t->dims[d] = d < b->rank ? b->dims[d] : 0;
     t->output_bytes = 0;
-    for (int o = 0; o < step->n_out; o++) {
-      const fg_kbuf *ob = &plan->slots[step->out_slots[o]];
-      size_t bytes = fg_dtype_size(ob->dtype);
-      for (int d = 0; d < ob->rank; d++)
-        bytes *= (size_t)ob->dims[d];
-      t->output_bytes += bytes;
-    }
+    for (int o = 0; o < step->n_out; o++)
+      t->output_bytes += kbuf_bytes(&plan->slots[step->out_slots[o]]);
+    step_traffic(g, plan, si, t, md->input_shapes + used);
+    used += (size_t)step->n_in;
   }
   return md;
 }
 
 void fg_run_metadata_free(fg_run_metadata *md) {
   if (!md) return;
+  free(md->input_shapes);
   free(md->nodes);
   free(md);
 }

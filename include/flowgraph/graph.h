@@ -501,6 +501,13 @@ FG_API int fg_output_shape(const fg_graph *g, fg_output o, int64_t *dims);
 /* Floating-point operations of one run of the node for its inferred shapes;
  * -1 when a dimension is unknown. */
 FG_API int64_t fg_node_flops(const fg_graph *g, int node);
+/* The FLOPs of every node (flops[fg_graph_num_nodes(g)], -1 where a
+ * dimension stays unknown) with the shapes inferred again from the
+ * placeholders, whose unknown dimensions ('?') are taken as `batch` (>= 1).
+ * 0, or -1 with status set (a shape the batch makes invalid names the
+ * node). */
+FG_API int fg_graph_flops_at_batch(const fg_graph *g, int64_t batch, int64_t *flops,
+                                   fg_status *status);
 /* Attributes of a node. */
 FG_API int fg_node_num_attrs(const fg_graph *g, int node);
 FG_API const char *fg_node_attr_name(const fg_graph *g, int node, int i);

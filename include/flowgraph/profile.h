@@ -15,6 +15,13 @@
 extern "C" {
 #endif
 
+/* A tensor's dtype and shape, as a run saw it. */
+typedef struct fg_tensor_shape {
+  fg_dtype dtype;
+  int rank;
+  int64_t dims[FG_MAX_RANK];
+} fg_tensor_shape;
+
 typedef struct fg_node_timing {
   int node;         /* graph node id */
   const char *name; /* owned by the graph */
@@ -31,6 +38,20 @@ typedef struct fg_node_timing {
    * "recv" is the receiving half of a transfer between devices: it copied
    * node `node`'s output into this device's memory. */
   int device;
+  /* The work and traffic of this step at this run's shapes: the op
+   * table's FLOP estimate (what fg_node_flops counts; 0 for a transfer and
+   * for ops counted as free), the bytes of the inputs it reads (control
+   * inputs, which only order it, left out) and, of its
+   * outputs (output_bytes, written), those placed in the arena: an output
+   * that takes over an input's bytes in place, a fetched output and a
+   * variable add none. */
+  int64_t flops;
+  size_t input_bytes;
+  size_t arena_bytes;
+  /* Its inputs' dtypes and shapes, n_inputs of them; owned by the
+   * metadata (NULL when n_inputs is 0). */
+  int n_inputs;
+  const fg_tensor_shape *inputs;
 } fg_node_timing;
 
 typedef struct fg_run_metadata {
@@ -50,6 +71,8 @@ typedef struct fg_run_metadata {
    * peer still busy with its last run shows here); 0 when the run took no
    * part. */
   int64_t agree_ns;
+  /* Storage of the nodes' `inputs`; fg_run_metadata_free frees it. */
+  fg_tensor_shape *input_shapes;
 } fg_run_metadata;
 
 FG_API void fg_run_metadata_free(fg_run_metadata *md); /* accepts NULL */

@@ -885,7 +885,7 @@ FG_TEST(mpi_profile_model_parallel_np2, "dist") {
   snprintf(tol, sizeof tol, "%.3f", (bound + 0.001) * 1000.0);
   py = fgt_python(
       "import json,sys; d=json.load(open(sys.argv[1])); tol=float(sys.argv[2]); "
-      "x=[e for e in d['traceEvents'] if e['ph']=='X']; "
+      "x=[e for e in d['traceEvents'] if e['ph']=='X' and e['cat']=='op']; "
       "rv=[e for e in x if e['args']['op']=='recv']; assert len(rv)>=6, len(rv); "
       "sd=[e for e in x if e['args']['op']=='send']; "
       "ok=[any(s['name']==r['name'] and s['pid']!=r['pid'] and "

@@ -598,7 +598,11 @@ FG_TEST(cli_profile_trace, "") {
   char *js = slurp(tpath("t.json"));
   FG_REQUIRE(js);
   FG_CHECK(json_valid(js));
-  FG_CHECK_INT(count_str(js, "\"ph\":\"X\""), 6 * 3);
+  /* One slice per node per run (category op), and one per run enclosing
+   * them (category run). */
+  FG_CHECK_INT(count_str(js, "\"cat\":\"op\",\"ph\":\"X\""), 6 * 3);
+  FG_CHECK_INT(count_str(js, "\"cat\":\"run\",\"ph\":\"X\""), 3);
+  FG_CHECK_INT(count_str(js, "\"ph\":\"X\""), 6 * 3 + 3);
   FG_CHECK_INT(count_str(js, "\"name\":\"mm1\""), 3);
   FG_CHECK_INT(count_str(js, "\"op\":\"matmul\""), 6);
   FG_CHECK_STR_CONTAINS(js, "\"displayTimeUnit\":\"ms\"");
@@ -623,9 +627,13 @@ FG_TEST(cli_profile_trace, "") {
   FG_CHECK(end_of[0] <= start_of[1] + 1e-3);
   FG_CHECK(end_of[1] <= start_of[2] + 1e-3);
   int py = python_check("import json,sys; d=json.load(open(sys.argv[1])); "
-                        "ev=[e for e in d['traceEvents'] if e['ph']=='X']; "
+                        "ev=[e for e in d['traceEvents'] if e['ph']=='X' and e['cat']=='op']; "
                         "assert len(ev)==18, len(ev); "
-                        "assert all(e['pid']==1 and e['cat']=='op' and e['dur']>=0 for e in ev); "
+                        "assert all(e['pid']==1 and e['dur']>=0 for e in ev); "
+                        "runs=[e for e in d['traceEvents'] if e['ph']=='X' and e['cat']=='run']; "
+                        "assert [e['name'] for e in runs]==['run 0','run 1','run 2'], runs; "
+                        "assert len(ev)+len(runs)==len([e for e in d['traceEvents'] "
+                        "if e['ph']=='X']); "
                         "assert sorted(set(e['name'] for e in ev))=="
                         "sorted(['mm1','add1','h','mm2','logits','probs'])",
                         tpath("t.json"));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "plan.h"
 #include "flowgraph/dist.h"
 #include "flowgraph/io.h"
 
@@ -219,7 +220,10 @@ static void print_placement(const fg_graph *g, const fg_partition *part, const f
     printf("fused updates (all_reduce_apply_sgd, sufficient_factor_apply_sgd): %d\n", n_fused);
 }
 
-static void inspect_graph(const fg_graph *g, const char *path) {
+/* batch > 0 (--batch): FLOPs with the placeholders' unknown dimensions of
+ * that size (fg_graph_flops_at_batch, into flops_at); else NULL. */
+static void inspect_graph(const fg_graph *g, const char *path, int64_t batch,
+                          const int64_t *flops_at) {
   int n = fg_graph_num_nodes(g);
   char buf[2 * CELL], shape[CELL];
   printf("model: %s\n", path);
@@ -261,7 +265,7 @@ static void inspect_graph(const fg_graph *g, const char *path) {
   int flops_unknown = 0;
   for (int id = 0; id < n; id++) {
     const char *op = fg_node_op(g, id);
-    int64_t fl = fg_node_flops(g, id);
+    int64_t fl = flops_at ? flops_at[id] : fg_node_flops(g, id);
     if (fl >= 0) {
       if (flops_total <= INT64_MAX - fl) flops_total += fl;
     } else {
@@ -307,43 +311,74 @@ static void inspect_graph(const fg_graph *g, const char *path) {
   fg_status_free(pst);
 
   print_parameters(g);
+  char at[48] = "";
+  if (flops_at) snprintf(at, sizeof at, " at batch %" PRId64, batch);
   if (flops_unknown == 0)
-    printf("total flops: %" PRId64 "\n", flops_total);
+    printf("total flops: %" PRId64 "%s\n", flops_total, at);
   else
-    printf("total flops: %" PRId64 " over known shapes (%d node%s with unknown shapes)\n",
-           flops_total, flops_unknown, flops_unknown == 1 ? "" : "s");
+    printf("total flops: %" PRId64 "%s over known shapes (%d node%s with unknown shapes%s)\n",
+           flops_total, at, flops_unknown, flops_unknown == 1 ? "" : "s",
+           flops_at ? "" : "; --batch N sizes them");
+}
+
+/* Loads the model and prints it; with batch > 0 its FLOPs at that batch. */
+static int inspect_model(const char *model, int64_t batch) {
+  fg_status *st = fg_status_new();
+  if (!st) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+  fg_graph *g = cli_load_model(model, st);
+  int rc = CLI_OK;
+  int64_t *flops = NULL;
+  if (!g) {
+    rc = cli_fail_load(st, model);
+  } else if (batch > 0) {
+    flops = malloc(((size_t)fg_graph_num_nodes(g) + 1) * sizeof *flops);
+    if (!flops)
+      rc = cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
+    else if (cli_check_batch_dim(g, model, batch, st) != 0 ||
+             fg_graph_flops_at_batch(g, batch, flops, st) != 0)
+      rc = cli_fail_status(st);
+  }
+  if (rc == CLI_OK) inspect_graph(g, model, batch, flops);
+  free(flops);
+  fg_graph_free(g);
+  fg_status_free(st);
+  return rc;
 }
 
 static int inspect_main(int argc, char **argv) {
   const cli_command *cmd = &cli_inspect_command;
   const char *model = NULL;
+  int64_t batch = 0;
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
+    const char *a = argv[i], *v = NULL;
+    int r;
     if (cli_is_help(a)) {
       cli_print_help(cmd);
       return CLI_OK;
+    }
+    if ((r = cli_opt_value(argc, argv, &i, NULL, "--batch", &v)) != 0) {
+      /* The same range as plan's and profile's --batch. */
+      int rc = cli_int_opt(cmd, "--batch", r, v, 1, CLI_MAX_BATCH, &batch);
+      if (rc != CLI_OK) return rc;
+      continue;
     }
     if (a[0] == '-' && a[1] != '\0') return cli_usage(cmd, "unknown option '%s'", a);
     if (model) return cli_usage(cmd, "unexpected argument '%s'", a);
     model = a;
   }
   if (!model) return cli_usage(cmd, "missing MODEL.fgb");
-  fg_status *st = fg_status_new();
-  if (!st) return cli_fail(FG_RESOURCE_EXHAUSTED, "out of memory");
-  fg_graph *g = cli_load_model(model, st);
-  int rc = CLI_OK;
-  if (!g)
-    rc = cli_fail_load(st, model);
-  else
-    inspect_graph(g, model);
-  fg_graph_free(g);
-  fg_status_free(st);
-  return rc;
+  return inspect_model(model, batch);
 }
 
 const cli_command cli_inspect_command = {
     "inspect", "Show a model's inputs, outputs, nodes, parameters and FLOPs.",
-    "flowgraph inspect MODEL.fgb",
+    "flowgraph inspect MODEL.fgb [--batch N]",
+    "options:\n"
+    "  --batch N                   count FLOPs with the placeholders' unknown\n"
+    "                              dimensions ('?') of size N (1..1000000): the\n"
+    "                              shapes are inferred again from them, so the flops\n"
+    "                              column and the total cover every node (a model\n"
+    "                              without '?' refuses it)\n\n"
     "Prints the graph inputs (placeholders) and marked outputs with dtypes and\n"
     "shapes ('?' is a dimension known only when fed), the metadata, a node table\n"
     "(id, name, op, inputs as name:index, output dtype and shape, device, FLOPs;\n"
@@ -351,7 +386,8 @@ const cli_command cli_inspect_command = {
     "and bytes (variables = trainable, and constants), the optimizer state apart\n"
     "from them (momentum buffers, Adam m and v, step counters: the variables the\n"
     "update ops apply_* read besides the parameter they update) and the total\n"
-    "FLOPs over the nodes whose shapes are known. The table keeps lines within\n"
+    "FLOPs over the nodes whose shapes are known (all of them with --batch). The table keeps lines "
+    "within\n"
     "120 columns where names allow: a long input list shows its first inputs and\n"
     "\"+N more\", and when every node has the same device it is printed once,\n"
     "above the table, instead of a column. A .json model is read in its JSON form,\n"

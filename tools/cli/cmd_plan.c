@@ -17,7 +17,7 @@
 #include "svg.h"
 #include "trace.h"
 
-#define MAX_BATCH 1000000
+#define MAX_BATCH CLI_MAX_BATCH
 #define MAX_RUNS  10000000
 
 double plan_now_ms(void) { return cli_now_s() * 1e3; }
@@ -52,6 +52,18 @@ static int parse_profile_opt(const cli_command *cmd, int argc, char **argv, int 
       a->run.threads = (int)x;
       a->run.threads_set = 1;
     }
+  } else if (strcmp(argv[*i], "--train") == 0) {
+    a->train = 1;
+  } else if ((r = cli_opt_value(argc, argv, i, NULL, "--format", &v)) != 0) {
+    const char *names[3] = {"text", "csv", "json"};
+    int k = 0;
+    while (r > 0 && k < 3 && strcmp(v, names[k]) != 0)
+      k++;
+    if (r < 0 || k == 3)
+      *rc = cli_usage(cmd, "--format needs text, csv or json%s%s%s", r > 0 ? " (got '" : "",
+                      r > 0 ? v : "", r > 0 ? "')" : "");
+    else
+      a->format = k; /* PROF_FORMAT_TEXT, _CSV, _JSON */
   } else if ((r = cli_opt_value(argc, argv, i, NULL, "--trace", &v)) != 0) {
     if (r < 0 || !*v)
       *rc = cli_usage(cmd, "--trace needs a path OUT.json");
@@ -79,6 +91,7 @@ int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, 
   a->micro = 1;
   a->runs = 10;
   a->warmup = 1;
+  a->profile = profile;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i], *v = NULL;
     int r, rc;
@@ -108,6 +121,7 @@ int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, 
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--batch", &v)) != 0) {
       if (r < 0 || cli_parse_i64(v, 1, MAX_BATCH, &ra->batch) != 0)
         return cli_usage(cmd, "--batch needs an integer from 1 to %d", MAX_BATCH);
+      a->batch_set = 1;
     } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--memory-svg", &v)) != 0) {
       if (r < 0 || !*v) return cli_usage(cmd, "--memory-svg needs a path OUT.svg");
       if (a->memory_svg) return cli_usage(cmd, "--memory-svg given twice");
@@ -143,18 +157,35 @@ static int oom(fg_status *st) {
 /* Fetches: --fetch; else, when neither --fetch nor --target is given and the
  * model records a training step (metadata "train_target", written by
  * fg_minimize), no fetch and that target, so a training graph is planned
- * whole; else the graph's outputs; else its last node. */
+ * whole (profile: only when the model marks no outputs, or with --train,
+ * which adds that target to any); else the graph's outputs; else its last
+ * node. */
 static int resolve(const plan_args *a, plan_model *m, fg_status *st) {
   const run_args *ra = &a->run;
   const fg_graph *g = m->graph;
   const char *train = fg_graph_metadata(g, "train_target");
-  m->targets = calloc((size_t)ra->n_targets + 1, sizeof *m->targets);
+  m->targets = calloc((size_t)ra->n_targets + 2, sizeof *m->targets);
   if (!m->targets) return oom(st);
   for (int i = 0; i < ra->n_targets; i++)
     m->targets[i] = ra->targets[i];
   m->n_targets = ra->n_targets;
   int count = ra->n_fetch;
-  if (count == 0 && ra->n_targets == 0 && train && *train) {
+  /* profile: a model with marked outputs is profiled as `run` runs it,
+   * its inference; --train asks for the training step. */
+  int inference = a->profile && !a->train && fg_graph_num_outputs(g) > 0;
+  if (a->train) {
+    if (!train || !*train) {
+      fg_status_set(st, FG_INVALID_ARGUMENT,
+                    "--train: %s records no training step (no 'train_target' metadata, which "
+                    "fg_minimize writes); profile it without --train",
+                    ra->model);
+      return -1;
+    }
+    int k = 0;
+    while (k < m->n_targets && strcmp(m->targets[k], train) != 0)
+      k++;
+    if (k == m->n_targets) m->targets[m->n_targets++] = train;
+  } else if (count == 0 && ra->n_targets == 0 && train && *train && !inference) {
     m->targets[0] = train;
     m->n_targets = 1;
   } else if (count == 0) {
@@ -211,6 +242,23 @@ void plan_session_options(const plan_args *a, fg_session_options *opts) {
   opts->passes = cli_session_limits.passes;
 }
 
+/* --batch N sizes the placeholders' unknown dimensions: a model without
+ * any has its batch fixed by its shapes, and the option would do nothing. */
+int cli_check_batch_dim(const fg_graph *g, const char *model, int64_t batch, fg_status *st) {
+  for (int id = 0; id < fg_graph_num_nodes(g); id++) {
+    int64_t dims[FG_MAX_RANK];
+    if (strcmp(fg_node_op(g, id), "placeholder") != 0) continue;
+    int rank = fg_output_shape(g, (fg_output){id, 0}, dims);
+    for (int d = 0; d < rank; d++)
+      if (dims[d] == FG_DIM_UNKNOWN) return 0;
+  }
+  fg_status_set(st, FG_INVALID_ARGUMENT,
+                "--batch %" PRId64 ": no placeholder of %s has an unknown dimension ('?'), so "
+                "its shapes fix the batch; leave --batch out",
+                batch, model);
+  return -1;
+}
+
 int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_failed) {
   memset(m, 0, sizeof *m);
   const char *model = a->run.model;
@@ -219,6 +267,7 @@ int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_
     *load_failed = 1;
     return -1;
   }
+  if (a->batch_set && cli_check_batch_dim(m->graph, model, a->run.batch, st) != 0) return -1;
   if (resolve(a, m, st) != 0) return -1;
   run_args ra = a->run;
   ra.targets = m->targets;
@@ -669,7 +718,9 @@ const cli_command cli_plan_command = {
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  --random-inputs             feed every needed placeholder not given by -i with\n"
     "                              seeded random data (as in 'flowgraph run')\n"
-    "  --batch N                   size of unknown dimensions for random inputs (default 1)\n"
+    "  --batch N                   size of the placeholders' unknown dimensions ('?')\n"
+    "                              for random inputs (1..1000000, default 1); a model\n"
+    "                              without any refuses it\n"
     "  --seed N                    random seed (default 0)\n"
     "  --fetch NAME                plan for fetching NAME (\"node\" or \"node:index\")\n"
     "  --target NAME               plan for running node NAME for its effect\n"

@@ -13,54 +13,9 @@
 #include "flowgraph/dist.h"
 #include "plan.h"
 #include "profile_dist.h"
+#include "profile_report.h"
 #include "svg.h"
 #include "trace.h"
-
-#define TOP_N      10
-#define NAME_W_MAX 48
-
-typedef struct node_stat {
-  int node;
-  int device, next; /* next: the row after this one with the same slot key */
-  const char *name, *op;
-  double total_ms; /* over the measured runs */
-  fg_dtype dtype;
-  int rank;
-  int64_t dims[FG_MAX_RANK];
-  size_t bytes;
-} node_stat;
-
-typedef struct op_stat {
-  const char *op;
-  int count;
-  double ms; /* avg per run, summed over the op's nodes */
-  size_t bytes;
-} op_stat;
-
-typedef struct profile_data {
-  node_stat *nodes; /* in plan order of the first measured run */
-  int n_nodes;
-  /* Per graph node and step kind (compute, recv, send; see slot_key): the
-   * first row of that key, or -1. A node computed on one device may also be
-   * sent from it and received on others: each is a row of its own. */
-  int *slot;
-  int n_graph_nodes;
-  double *run_ms;
-  int64_t n_runs;
-  double session_ms, plan_ms, first_run_ms, warmup_ms;
-  /* --dist: the timed runs' agreement to start (fg_run_metadata agree_ns) */
-  double agree_ms;
-  int threads;
-  size_t arena_bytes;
-  /* --dist mpi: each rank's clock minus rank 0's, and the round trip that
-   * bounds the error (prof_clock_offsets). */
-  int n_ranks;
-  int64_t *clock_off, *clock_rtt;
-} profile_data;
-
-/* Ping-pongs per rank for its clock offset: the shortest of 16 round trips
- * is a few microseconds on one host. */
-#define CLOCK_ROUNDS 16
 
 static int oom(fg_status *st) {
   fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
@@ -101,9 +56,19 @@ static int add_run(profile_data *p, const fg_run_metadata *md, fg_status *st) {
       ns[k].rank = t->rank < 0 ? 0 : t->rank > FG_MAX_RANK ? FG_MAX_RANK : t->rank;
       memcpy(ns[k].dims, t->dims, sizeof ns[k].dims);
       ns[k].bytes = t->output_bytes;
+      ns[k].in_bytes = t->input_bytes;
+      ns[k].arena_bytes = t->arena_bytes;
+      ns[k].flops = t->flops;
+      if (t->n_inputs > 0 && t->inputs) {
+        ns[k].inputs = malloc((size_t)t->n_inputs * sizeof *ns[k].inputs);
+        if (!ns[k].inputs) return oom(st);
+        memcpy(ns[k].inputs, t->inputs, (size_t)t->n_inputs * sizeof *ns[k].inputs);
+        ns[k].n_inputs = t->n_inputs;
+      }
     }
     int64_t d = t->end_ns - t->start_ns;
     p->nodes[k].total_ms += d > 0 ? (double)d / 1e6 : 0.0;
+    p->nodes[k].calls++;
   }
   return 0;
 }
@@ -167,178 +132,6 @@ done:
   return rc;
 }
 
-static double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
-
-static int name_width(const profile_data *p) {
-  int w = 4;
-  for (int i = 0; i < p->n_nodes; i++) {
-    int n = (int)strlen(p->nodes[i].name);
-    if (n > w) w = n;
-  }
-  return w > NAME_W_MAX ? NAME_W_MAX : w;
-}
-
-static int op_width(const profile_data *p) {
-  int w = 7;
-  for (int i = 0; i < p->n_nodes; i++) {
-    int n = (int)strlen(p->nodes[i].op);
-    if (n > w) w = n;
-  }
-  return w;
-}
-
-static void banner(const char *title) { printf("\n============ %s ============\n", title); }
-
-static int by_time_desc(const void *x, const void *y) {
-  const node_stat *a = *(const node_stat *const *)x, *b = *(const node_stat *const *)y;
-  if (a->total_ms != b->total_ms) return a->total_ms > b->total_ms ? -1 : 1;
-  return a < b ? -1 : a > b; /* plan order breaks ties */
-}
-
-static int op_by_time_desc(const void *x, const void *y) {
-  const op_stat *a = x, *b = y;
-  if (a->ms != b->ms) return a->ms > b->ms ? -1 : 1;
-  return strcmp(a->op, b->op);
-}
-
-/* With several devices a "device" column follows "op": a node's compute,
- * send and receive rows differ by op, and receives of one tensor on
- * several devices by device. */
-static void print_run_order(const profile_data *p, const fg_partition *part, double runs,
-                            double total) {
-  int wn = name_width(p), wo = op_width(p), nd = part ? fg_partition_num_devices(part) : 1;
-  int wd = 0;
-  char dev[48];
-  for (int i = 0; nd > 1 && i < p->n_nodes; i++) {
-    int l =
-        (int)strlen(fg_device_str(fg_partition_device(part, p->nodes[i].device), dev, sizeof dev));
-    if (l > wd) wd = l;
-  }
-  if (nd > 1 && wd < 6) wd = 6;
-  banner("Run order");
-  printf("  %5s  %-*s  %-*s  ", "step", wn, "node", wo, "op");
-  if (nd > 1) printf("%-*s  ", wd, "device");
-  printf("%10s  %7s  %s\n", "avg ms", "%", "output");
-  for (int i = 0; i < p->n_nodes; i++) {
-    const node_stat *n = &p->nodes[i];
-    char shape[256];
-    cli_shape_str(n->rank, n->dims, shape, sizeof shape);
-    double avg = n->total_ms / runs;
-    printf("  %5d  %-*s  %-*s  ", i, wn, n->name, wo, n->op);
-    if (nd > 1)
-      printf("%-*s  ", wd, fg_device_str(fg_partition_device(part, n->device), dev, sizeof dev));
-    printf("%10.4f  %6.2f%%  %s %s\n", avg, pct(avg, total), fg_dtype_name(n->dtype), shape);
-  }
-}
-
-static int print_top(const profile_data *p, double runs, double total) {
-  const node_stat **order = malloc(((size_t)p->n_nodes + 1) * sizeof *order);
-  if (!order) return -1;
-  for (int i = 0; i < p->n_nodes; i++)
-    order[i] = &p->nodes[i];
-  qsort(order, (size_t)p->n_nodes, sizeof *order, by_time_desc);
-  int wn = name_width(p), wo = op_width(p);
-  banner("Top by time");
-  printf("  %4s  %-*s  %-*s  %10s  %7s  %7s\n", "rank", wn, "node", wo, "op", "avg ms", "%",
-         "cdf %");
-  double cdf = 0;
-  for (int i = 0; i < p->n_nodes && i < TOP_N; i++) {
-    double avg = order[i]->total_ms / runs;
-    cdf += pct(avg, total);
-    printf("  %4d  %-*s  %-*s  %10.4f  %6.2f%%  %6.2f%%\n", i + 1, wn, order[i]->name, wo,
-           order[i]->op, avg, pct(avg, total), cdf);
-  }
-  free(order);
-  return 0;
-}
-
-static int print_by_op(const profile_data *p, double runs, double total) {
-  op_stat *ops = calloc((size_t)p->n_nodes + 1, sizeof *ops);
-  if (!ops) return -1;
-  int n_ops = 0;
-  for (int i = 0; i < p->n_nodes; i++) {
-    const node_stat *n = &p->nodes[i];
-    int k = 0;
-    while (k < n_ops && strcmp(ops[k].op, n->op) != 0)
-      k++;
-    if (k == n_ops) ops[n_ops++].op = n->op;
-    ops[k].count++;
-    ops[k].ms += n->total_ms / runs;
-    ops[k].bytes += n->bytes;
-  }
-  qsort(ops, (size_t)n_ops, sizeof *ops, op_by_time_desc);
-  int wo = op_width(p);
-  banner("Summary by op type");
-  printf("  %-*s  %5s  %10s  %7s  %7s  %12s\n", wo, "op", "count", "avg ms", "%", "cdf %",
-         "mem KB");
-  double cdf = 0;
-  for (int k = 0; k < n_ops; k++) {
-    cdf += pct(ops[k].ms, total);
-    printf("  %-*s  %5d  %10.4f  %6.2f%%  %6.2f%%  %12.3f\n", wo, ops[k].op, ops[k].count,
-           ops[k].ms, pct(ops[k].ms, total), cdf, (double)ops[k].bytes / 1024.0);
-  }
-  free(ops);
-  return 0;
-}
-
-static void print_timings(const plan_args *a, const profile_data *p) {
-  double mn = 0, mx = 0, sum = 0, sq = 0;
-  for (int64_t i = 0; i < p->n_runs; i++) {
-    double v = p->run_ms[i];
-    if (i == 0 || v < mn) mn = v;
-    if (i == 0 || v > mx) mx = v;
-    sum += v;
-  }
-  double avg = p->n_runs ? sum / (double)p->n_runs : 0;
-  for (int64_t i = 0; i < p->n_runs; i++)
-    sq += (p->run_ms[i] - avg) * (p->run_ms[i] - avg);
-  double sd = p->n_runs ? sqrt(sq / (double)p->n_runs) : 0;
-  banner("Timings (ms)");
-  printf("init: %.4f (session %.4f + first plan %.4f)\n", p->session_ms + p->plan_ms, p->session_ms,
-         p->plan_ms);
-  printf("first run: %.4f\n", p->first_run_ms);
-  if (a->warmup > 0)
-    printf("warmup: %" PRId64 " runs, avg %.4f\n", a->warmup, p->warmup_ms / (double)a->warmup);
-  printf("runs: %" PRId64 ", min %.4f, avg %.4f, max %.4f, std %.4f\n", p->n_runs, mn, avg, mx, sd);
-  if (p->agree_ms > 0)
-    printf("agreement to start a run: avg %.4f (the ranks' exchange before each run, waiting for "
-           "the slowest; not in the runs' times)\n",
-           p->agree_ms / (double)(p->n_runs ? p->n_runs : 1));
-}
-
-/* infos: the plan (infos[0]), or with n_ranks > 0 each rank's; only read
- * when the partition has several devices. */
-static int print_report(const plan_args *a, const plan_model *m, const profile_data *p,
-                        const fg_plan_info *const *infos, int n_ranks, fg_status *st) {
-  double runs = p->n_runs > 0 ? (double)p->n_runs : 1.0, total = 0;
-  for (int i = 0; i < p->n_nodes; i++)
-    total += p->nodes[i].total_ms / runs;
-  printf("profile of %s: %" PRId64 " runs after %" PRId64 " warmup, %d threads, arena %zu bytes\n",
-         a->run.model, p->n_runs, a->warmup, p->threads, p->arena_bytes);
-  printf("fetches:");
-  for (int i = 0; i < m->n_fetch; i++)
-    printf(" %s", m->fetch[i]);
-  printf("%s\ntargets:", m->n_fetch ? "" : " (none)");
-  for (int i = 0; i < m->n_targets; i++)
-    printf(" %s", m->targets[i]);
-  printf("%s\n", m->n_targets ? "" : " (none)");
-  plan_print_micro(a, m);
-  /* Several devices: their partitions and transfers; in the trace each
-   * device is one track, and its collectives another (a node's thread is its
-   * lane). */
-  if (fg_partition_num_devices(fg_session_partition(m->session)) > 1)
-    plan_print_partition(m, infos, n_ranks);
-  for (int r = 1; r < p->n_ranks; r++)
-    printf("clock of rank %d: %+.3f ms from rank 0's (within %.3f ms: half the shortest of %d "
-           "round trips)\n",
-           r, (double)p->clock_off[r] / 1e6, (double)p->clock_rtt[r] / 2e6, CLOCK_ROUNDS);
-  print_run_order(p, fg_session_partition(m->session), runs, total);
-  if (print_top(p, runs, total) != 0 || print_by_op(p, runs, total) != 0) return oom(st);
-  printf("\nnode time per run: %.4f ms over %d nodes\n", total, p->n_nodes);
-  print_timings(a, p);
-  return 0;
-}
-
 /* --device NAME (cpu:0 or cuda:N): taken out of argv before the common
  * parser sees it (plan and profile share that parser; only profile has the
  * option), then the session plan_model_open made on the CPU is replaced by
@@ -393,6 +186,37 @@ static int merge_ranks(fg_comm *c, const plan_model *m, prof_runs *all, profile_
   free(mds);
   free(md);
   return rc ? -1 : 0;
+}
+
+/* What the runs executed: the model's training step (its train_target
+ * among the targets), its inference (fetches only) or both kinds. */
+static const char *profiled_what(const plan_model *m) {
+  const char *train = fg_graph_metadata(m->graph, "train_target");
+  if (!train && m->loaded) train = fg_graph_metadata(m->loaded, "train_target");
+  for (int i = 0; train && i < m->n_targets; i++)
+    if (strcmp(m->targets[i], train) == 0) return "training step";
+  return m->n_targets == 0 ? "inference" : "fetches and targets";
+}
+
+/* Rows per run: --batch when it sized the random inputs, else the first
+ * dimension of the first fed input whose placeholder's is '?'; 0 when no
+ * input has a batch dimension. */
+static int64_t run_batch(const plan_model *m) {
+  for (int i = 0; i < m->feeds.n; i++)
+    if (plan_is_batch_input(m, i)) return fg_tensor_dim(m->feeds.feeds[i].tensor, 0);
+  return 0;
+}
+
+static int write_report(const plan_args *a, const plan_model *m, profile_data *p,
+                        const fg_plan_info *const *infos, int n_ranks, fg_status *st) {
+  p->what = profiled_what(m);
+  p->batch = run_batch(m);
+  p->peak_rss = prof_peak_rss_bytes();
+  if (p->n_runs > 0 && prof_latency_of(p->run_ms, p->n_runs, &p->lat) != 0) return oom(st);
+  int rc = a->format == PROF_FORMAT_CSV    ? prof_print_csv(a, m, p)
+           : a->format == PROF_FORMAT_JSON ? prof_print_json(a, m, p)
+                                           : prof_print_text(a, m, p, infos, n_ranks);
+  return rc != 0 ? oom(st) : 0;
 }
 
 static int open_device_session(const plan_args *a, plan_model *m, fg_status *st) {
@@ -739,9 +563,9 @@ static int profile_runs(const plan_args *a, plan_model *m, fg_comm *c, int repor
       goto done;
     svg_written = 1;
   }
-  if (print_report(a, m, &p, (const fg_plan_info *const *)infos, n_ranks, st) != 0) goto done;
-  if (a->trace) printf("wrote %s\n", a->trace);
-  if (a->memory_svg) printf("wrote %s\n", a->memory_svg);
+  if (write_report(a, m, &p, (const fg_plan_info *const *)infos, n_ranks, st) != 0) goto done;
+  if (a->trace && a->format == PROF_FORMAT_TEXT) printf("wrote %s\n", a->trace);
+  if (a->memory_svg && a->format == PROF_FORMAT_TEXT) printf("wrote %s\n", a->memory_svg);
   rc = 0;
 done:
   /* An output renamed into place before a later step failed: a failed
@@ -754,6 +578,8 @@ done:
   for (int r = 0; all && r < fg_comm_size(c); r++)
     prof_runs_free(&all[r]);
   free(all);
+  for (int i = 0; i < p.n_nodes; i++)
+    free(p.nodes[i].inputs);
   free(p.nodes);
   free(p.clock_off);
   free(p.clock_rtt);
@@ -804,6 +630,7 @@ const cli_command cli_profile_command = {
     "profile", "Time a model's nodes over repeated runs.",
     "flowgraph profile MODEL.fgb [-i NAME=FILE.npy ...] [--random-inputs] [--batch N] "
     "[--seed N] [--runs N] [--warmup N] [--threads N] [--fetch NAME ...] [--target NAME ...] "
+    "[--train] [--format text|csv|json] "
     "[--trace OUT.json] [--memory-svg OUT.svg] [--check-numerics] [--max-memory BYTES] "
     "[--passes LIST|--no-passes] "
     "[--device NAME] [--dist mpi [--dist-timeout SECONDS]] [--micro-batches M [--in-flight K|all]]",
@@ -811,17 +638,30 @@ const cli_command cli_profile_command = {
     "  -i, --input NAME=FILE.npy   feed placeholder NAME from a .npy file\n"
     "  --random-inputs             feed every needed placeholder not given by -i with\n"
     "                              seeded random data (as in 'flowgraph run')\n"
-    "  --batch N                   size of unknown dimensions for random inputs (default 1)\n"
+    "  --batch N                   size of the placeholders' unknown dimensions ('?')\n"
+    "                              for random inputs (1..1000000, default 1); a model\n"
+    "                              without any refuses it\n"
     "  --seed N                    random seed (default 0)\n"
     "  --runs N                    measured runs (default 10)\n"
     "  --warmup N                  runs before measuring (default 1)\n"
     "  --threads N                 worker threads (default: the session's, 0 = cores)\n"
     "  --fetch NAME                fetch NAME (\"node\" or \"node:index\")\n"
     "  --target NAME               also run node NAME for its effect\n"
+    "  --train                     profile the model's training step (its metadata\n"
+    "                              'train_target', which fg_minimize writes), besides\n"
+    "                              any --fetch; a model without one is refused\n"
+    "  --format text|csv|json      the report's form (default text). csv: the Run\n"
+    "                              order table (one row per node, a header row), one\n"
+    "                              blank line, then metric,value,unit rows (latency,\n"
+    "                              throughput, memory); json: one object with both,\n"
+    "                              the summary by op and every run's time (run_us).\n"
+    "                              Unknown figures are empty fields / null\n"
     "  --trace OUT.json            write a Chrome trace (open in Perfetto or\n"
     "                              chrome://tracing): one event per node per measured\n"
-    "                              run, runs one after another, with thread, op,\n"
-    "                              output shape, dtype and bytes\n"
+    "                              run (category op) with thread, op, output shape,\n"
+    "                              dtype and bytes, and one 'run N' event per run\n"
+    "                              (category run) enclosing them; runs one after\n"
+    "                              another\n"
     "  --memory-svg OUT.svg        draw the memory plan (see 'flowgraph plan')\n"
     "  --check-numerics            after every node, fail on the first NaN or Inf,\n"
     "                              naming the node, its op and the count\n"
@@ -864,17 +704,37 @@ const cli_command cli_profile_command = {
     "                              in flight on a device (1..1024; default 2 per\n"
     "                              stage; the number of stages: least memory that\n"
     "                              keeps the pipeline full), or all (no bound)\n\n"
-    "Fetches and targets default as in 'flowgraph plan' (a training model runs its\n"
-    "training step, so its variables change from run to run, as in training).\n\n"
+    "Fetches and targets: a model with marked outputs is profiled as 'flowgraph\n"
+    "run' runs it, fetching them (its inference); --train adds its training step.\n"
+    "A model without outputs defaults as in 'flowgraph plan' (a training model runs\n"
+    "its training step, so its variables change from run to run, as in training).\n"
+    "The report's second line says what was profiled: inference, training step, or\n"
+    "fetches and targets.\n\n"
     "Tables, like TFLite's benchmark_model: 'Run order' (each node in plan order:\n"
-    "avg ms per run, % of the node time, output dtype and shape; with several devices\n"
-    "also the device, and a node's sends and receives are rows of their own, op send\n"
-    "or recv), 'Top by time' (the 10 slowest nodes with cdf %), 'Summary by op type'\n"
-    "(node count, avg ms, %, cdf % and mem KB: the bytes the op's nodes output, in\n"
-    "KiB). Then, in ms: init (session creation + building the first plan), the\n"
-    "first run (plan excluded), the warmup average, and min/avg/max/std over the\n"
-    "measured runs. Node times are measured by the executor around each kernel; with\n"
-    "several threads they overlap, so their sum can exceed the run time.\n"
+    "avg µs per run, % of the node time, calls (times it ran over the measured\n"
+    "runs), flops per call (the op table's count at the run's shapes, as 'inspect'\n"
+    "prints: 2*M*N*K for a matmul), GFLOP/s (flops x calls / time), bytes read\n"
+    "(its inputs, control inputs left out) and written (its outputs), GB/s\n"
+    "((read + written) x calls / time), arena B (output bytes placed in the\n"
+    "arena: none for a fetched output, a variable, or an output written in place\n"
+    "over an input), output dtype and shape, and '<-' the inputs' dtypes and\n"
+    "shapes; with several devices also the device, and a node's sends and\n"
+    "receives are rows of their own, op send or recv), 'Top by time' (the 10 slowest nodes with "
+    "cdf % and GFLOP/s),\n"
+    "'Summary by op type' (node count, avg µs, %, cdf %, mem KB: the bytes the\n"
+    "op's nodes output, in KiB, flops per run and GFLOP/s); '-' where a figure\n"
+    "is unknown.\n"
+    "Then, in ms: init (session creation + building the first plan), the first run\n"
+    "(plan excluded), the warmup average, and min/avg/max/std over the measured\n"
+    "runs. 'Latency over runs' gives min, p50, p90, p99, max, mean and std in µs:\n"
+    "percentiles by the nearest-rank method (the p-th is the measured time at\n"
+    "rank ceil(p/100 x runs) in ascending order, so p99 of fewer than 100 runs is\n"
+    "the maximum), std the population standard deviation. 'Throughput and memory':\n"
+    "runs/s (runs over their summed wall time), samples/s (runs/s x the rows a\n"
+    "run feeds, the first dimension of the first fed input whose placeholder's is\n"
+    "'?'; '-' when none) and the process's peak resident memory (VmHWM).\n"
+    "Node times are measured by the executor around each kernel; with several\n"
+    "threads they overlap, so their sum can exceed the run time.\n"
     "Output files are written to temporary names and renamed, so a failure leaves\n"
     "none.\n",
     profile_main};

@@ -10,6 +10,9 @@
 #include "flowgraph/profile.h"
 #include "run.h"
 
+/* --batch N of inspect, plan and profile: 1 to CLI_MAX_BATCH. */
+#define CLI_MAX_BATCH 1000000
+
 extern const cli_command cli_plan_command;
 extern const cli_command cli_profile_command;
 
@@ -22,6 +25,10 @@ typedef struct plan_args {
   int64_t runs, warmup; /* profile only */
   int64_t micro;        /* --micro-batches M (1: off), both commands */
   int64_t in_flight;    /* --in-flight K (0: fg_micro_batch's default) */
+  int profile;          /* parsed for profile (else plan) */
+  int batch_set;        /* --batch given: a placeholder must have a '?' */
+  int train;            /* profile --train: the model's training step */
+  int format;           /* profile --format: PROF_FORMAT_* (profile_report.h) */
 } plan_args;
 
 /* Parses the arguments of `cmd`; `profile` enables --runs, --warmup,
@@ -63,6 +70,9 @@ void plan_session_options(const plan_args *a, fg_session_options *opts);
  * *load_failed tells a load error apart (its message may lack the path). */
 int plan_model_open(const plan_args *a, plan_model *m, fg_status *st, int *load_failed);
 void plan_model_close(plan_model *m);
+/* --batch N on a model none of whose placeholders has an unknown
+ * dimension: INVALID_ARGUMENT naming the model (inspect, plan, profile). */
+int cli_check_batch_dim(const fg_graph *g, const char *model, int64_t batch, fg_status *st);
 
 /* Parses args, opens the model and runs `body`; maps errors to exit codes.
  * The common frame of both commands. */

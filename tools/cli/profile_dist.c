@@ -15,6 +15,9 @@
 struct prof_rec {
   int64_t start_ns, end_ns, dims[FG_MAX_RANK];
   uint64_t output_bytes;
+  /* fg_node_timing's work and traffic (input shapes are not sent) */
+  int64_t flops;
+  uint64_t input_bytes, arena_bytes;
   int32_t node, thread, device, dtype, rank, kind;
 };
 
@@ -56,6 +59,9 @@ int prof_runs_add(prof_runs *r, const fg_run_metadata *md, fg_status *st) {
     p->end_ns = t->end_ns;
     memcpy(p->dims, t->dims, sizeof p->dims);
     p->output_bytes = t->output_bytes;
+    p->flops = t->flops;
+    p->input_bytes = t->input_bytes;
+    p->arena_bytes = t->arena_bytes;
     p->node = t->node;
     p->thread = t->thread;
     p->device = t->device;
@@ -146,6 +152,9 @@ int prof_runs_md(prof_runs *r, const fg_graph *g, int64_t j, fg_run_metadata *md
     t->rank = p->rank;
     memcpy(t->dims, p->dims, sizeof t->dims);
     t->output_bytes = (size_t)p->output_bytes;
+    t->flops = p->flops;
+    t->input_bytes = (size_t)p->input_bytes;
+    t->arena_bytes = (size_t)p->arena_bytes;
     t->device = p->device;
   }
   memset(md, 0, sizeof *md);

@@ -245,6 +245,15 @@ static int64_t write_run(trace_writer *t, const fg_run_metadata *md, int64_t run
             fg_dtype_name(n->dtype), n->output_bytes, run);
     t->n_events++;
   }
+  /* The run itself, on the main track: it encloses that track's nodes,
+   * and tells one run from the next. */
+  next_event(t);
+  fprintf(f, "{\"name\":\"run %" PRId64 "\",\"cat\":\"run\",\"ph\":\"X\",\"ts\":", run);
+  write_us(f, t->base_ns + shift);
+  fputs(",\"dur\":", f);
+  write_us(f, span);
+  fprintf(f, ",\"pid\":%d,\"tid\":0,\"args\":{\"run\":%" PRId64 "}}", pid, run);
+  t->n_events++;
   return shift + span;
 }
 

@@ -34,8 +34,10 @@ void out_remove(const char *path);
 void json_write_escaped(FILE *f, const char *s);
 
 /* Chrome trace ("Trace Event Format"), which Perfetto and chrome://tracing
- * open: one complete ("ph":"X") event per node per run, runs laid one after
- * another on the time axis, then thread_name metadata events. */
+ * open: one complete ("ph":"X") event per node per run (category "op"),
+ * and per run one "run N" event (category "run") on track 0 spanning it,
+ * runs laid one after another on the time axis, then thread_name metadata
+ * events. */
 typedef struct trace_writer trace_writer;
 
 trace_writer *trace_open(const char *path, const char *process_name, fg_status *st);
