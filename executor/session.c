@@ -314,7 +314,10 @@ int fg_session_resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const c
     }
     fetch_outs[i] = fg_graph_find_output(g, fetches[i]);
     if (fetch_outs[i].node < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "fetch '%s': no such node or output", fetches[i]);
+      char hint[600];
+      fg_graph_output_hint(g, fetches[i], hint, sizeof hint);
+      fg_status_set(st, FG_NOT_FOUND, "fetch '%s': no such node or output%s%s", fetches[i],
+                    hint[0] ? "; " : "", hint);
       return -1;
     }
   }

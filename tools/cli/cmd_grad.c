@@ -94,10 +94,7 @@ static int resolve(const fg_graph *g, const grad_args *a, fg_output *loss, fg_ou
                    fg_status *st) {
   char desc[300], name[1100];
   *loss = fg_graph_find_output(g, a->loss);
-  if (loss->node < 0) {
-    fg_status_set(st, FG_NOT_FOUND, "loss '%s': %s has no such node or output", a->loss, a->model);
-    return -1;
-  }
+  if (loss->node < 0) return cli_fail_missing_output(st, g, "loss", a->loss, a->model);
   if (!fg_dtype_is_float(fg_output_dtype(g, *loss))) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "loss '%s' is %s: only float tensors can be differentiated", a->loss,
@@ -106,11 +103,7 @@ static int resolve(const fg_graph *g, const grad_args *a, fg_output *loss, fg_ou
   }
   for (int i = 0; i < a->n_wrt; i++) {
     xs[i] = fg_graph_find_output(g, a->wrt[i]);
-    if (xs[i].node < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "--wrt '%s': %s has no such node or output", a->wrt[i],
-                    a->model);
-      return -1;
-    }
+    if (xs[i].node < 0) return cli_fail_missing_output(st, g, "--wrt", a->wrt[i], a->model);
     if (!fg_dtype_is_float(fg_output_dtype(g, xs[i]))) {
       fg_status_set(st, FG_INVALID_ARGUMENT, "--wrt '%s' is %s: only float tensors have gradients",
                     a->wrt[i], cli_describe_output(g, xs[i], desc, sizeof desc));

@@ -323,7 +323,7 @@ static int inspect_main(int argc, char **argv) {
       cli_print_help(cmd);
       return CLI_OK;
     }
-    if (a[0] == '-' && a[1] != '\0') return cli_usage(cmd, "unknown option '%s'", a);
+    if (a[0] == '-' && a[1] != '\0') return cli_unknown_option(cmd, a);
     if (model) return cli_usage(cmd, "unexpected argument '%s'", a);
     model = a;
   }

@@ -121,11 +121,8 @@ static int resolve_fetches(const fg_graph *g, const run_args *a, char ***names, 
       fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
       return -1;
     }
-    if (fg_graph_find_output(g, out[i]).node < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "fetch '%s': %s has no such node or output", out[i],
-                    a->model);
-      return -1;
-    }
+    if (fg_graph_find_output(g, out[i]).node < 0)
+      return cli_fail_missing_output(st, g, "fetch", out[i], a->model);
   }
   for (int i = 0; i < a->n_targets; i++)
     if (fg_graph_find(g, a->targets[i]) < 0) {
