@@ -200,7 +200,9 @@ uint64_t cli_splitmix64(uint64_t *state);
 /* ---- models, tensors and sessions (model.c) ----------------------------- */
 
 /* Loads an ONNX model (recognised by its first bytes, or a ".onnx"
- * extension), MODEL.fgb, or its JSON form when the path ends in ".json". */
+ * extension), MODEL.fgb, or its JSON form when the path ends in ".json".
+ * A .fgb named .json (recognised by its FlatBuffers identifier) or JSON
+ * named otherwise loads by its content, after a note on stderr. */
 fg_graph *cli_load_model(const char *path, fg_status *st);
 /* 1 when cli_load_model reads `path` as ONNX. */
 int cli_is_onnx(const char *path);

@@ -126,6 +126,22 @@ static int resolve(const fg_graph *g, const grad_args *a, fg_output *loss, fg_ou
   return 0;
 }
 
+/* A gradient that is zero because the path to the loss is cut (the
+ * gradient of an accuracy, through argmax) is a likely mistake, but not an
+ * error: a warning on stderr naming the node that stops it. */
+static void warn_blocked(const fg_graph *g, const grad_args *a, fg_output loss,
+                         const fg_output *xs) {
+  for (int i = 0; i < a->n_wrt; i++) {
+    int cut = -1;
+    if (fg_gradient_blocked(g, loss, xs[i], &cut) != 1) continue;
+    fprintf(stderr,
+            "flowgraph grad: warning: d %s / d %s is identically zero: no differentiable path "
+            "from '%s' to '%s'; node '%s' (%s) stops the gradient\n",
+            a->loss, a->wrt[i], a->wrt[i], a->loss, cut >= 0 ? fg_node_name(g, cut) : "?",
+            cut >= 0 ? fg_node_op(g, cut) : "?");
+  }
+}
+
 static int grad_model(void *args, fg_status *st, const char **failed_load) {
   const grad_args *a = args;
   int rc = -1;
@@ -144,6 +160,7 @@ static int grad_model(void *args, fg_status *st, const char **failed_load) {
   fg_output loss;
   if (resolve(g, a, &loss, xs, st) != 0) goto done;
   int before = fg_graph_num_nodes(g);
+  warn_blocked(g, a, loss, xs);
   if (fg_gradients(g, &loss, 1, xs, a->n_wrt, NULL, dxs, st) != 0) goto done;
   char name[1100];
   for (int i = 0; i < a->n_wrt; i++) {
