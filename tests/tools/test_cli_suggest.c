@@ -84,6 +84,16 @@ FG_TEST(cli_unknown_fetch_suggests, "badinput") {
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "fetch 'zzzzzz': ");
   FG_CHECK(strstr(r.err, "did you mean") == NULL);
   result_free(&r);
+  /* Feeds and targets. */
+  char bad_in[600];
+  snprintf(bad_in, sizeof bad_in, "xx=%s", tpath("x.npy"));
+  FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "-i", bad_in, NULL) == 0);
+  CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "feed 'xx': ");
+  FG_CHECK_STR_CONTAINS(r.err, "has no node of that name; did you mean 'x'?\n");
+  result_free(&r);
+  FG_REQUIRE(cli(&r, "run", tpath("mlp.fgb"), "-i", in, "--target", "prbos", NULL) == 0);
+  CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "has no node of that name; did you mean 'probs'?\n");
+  result_free(&r);
   FG_REQUIRE(cli(&r, "grad", tpath("c.fgb"), "--loss", "los", "--wrt", "W", "-o", tpath("g.fgb"),
                  NULL) == 0);
   CHECK_RUNTIME_ERROR(r, "NOT_FOUND", "loss 'los': ");
@@ -116,6 +126,14 @@ FG_TEST(library_hints_fetch_op_attribute, "badinput") {
   FG_CHECK(fg_session_run(s, NULL, 0, fetch, 1, out, NULL, 0, st) != 0);
   FG_CHECK_STR(fg_status_message(st),
                "fetch 'activatoin': no such node or output; did you mean 'activation'?");
+  int64_t two[2] = {2, 2};
+  fg_tensor *t = fg_tensor_new(FG_F32, 2, two, st);
+  FG_REQUIRE(t);
+  fg_feed feed = {"input", t};
+  const char *good[1] = {"activation"};
+  FG_CHECK(fg_session_run(s, &feed, 1, good, 1, out, NULL, 0, st) != 0);
+  FG_CHECK_STR(fg_status_message(st), "feed 'input': no node of that name; did you mean 'inputs'?");
+  fg_tensor_free(t);
   fg_session_free(s);
   FG_CHECK(fg_optimize(g, NULL, fetch, 1, NULL, st) == NULL);
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "did you mean 'activation'?");

@@ -126,8 +126,10 @@ static int resolve_fetches(const fg_graph *g, const run_args *a, char ***names, 
   }
   for (int i = 0; i < a->n_targets; i++)
     if (fg_graph_find(g, a->targets[i]) < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "target '%s': %s has no node of that name", a->targets[i],
-                    a->model);
+      char hint[600];
+      fg_graph_output_hint(g, a->targets[i], hint, sizeof hint);
+      fg_status_set(st, FG_NOT_FOUND, "target '%s': %s has no node of that name%s%s", a->targets[i],
+                    a->model, hint[0] ? "; " : "", hint);
       return -1;
     }
   return 0;

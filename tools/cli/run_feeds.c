@@ -67,7 +67,10 @@ int run_feeds_prepare(const fg_graph *g, const run_args *a, const char *const *f
     const char *name = a->inputs[i].name;
     int id = fg_graph_find(g, name);
     if (id < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "feed '%s': %s has no node of that name", name, a->model);
+      char hint[600];
+      fg_graph_output_hint(g, name, hint, sizeof hint);
+      fg_status_set(st, FG_NOT_FOUND, "feed '%s': %s has no node of that name%s%s", name, a->model,
+                    hint[0] ? "; " : "", hint);
       return -1;
     }
     /* The training flag (fg_training) may be fed too: -i training=t.npy
