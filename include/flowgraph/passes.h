@@ -214,7 +214,10 @@ FG_API fg_graph *fg_optimize(const fg_graph *g, const fg_pass_options *opts,
  * names a node left out (a training graph's "loss", "train_target"). A graph without variables
  * comes out as the subgraph the fetches read (all of it: a copy). Running
  * a fetch of the frozen graph gives the bits the source graph gives with
- * the same feeds. New graph, owned by the caller (fg_graph_free); `g` is
+ * the same feeds, but where a session's fold_inference pass now folds a
+ * batch_norm whose training input is a constant false and whose
+ * parameters were variables (now constants): within its rounding then. A
+ * batch norm reading the training flag (fg_training) is not folded. New graph, owned by the caller (fg_graph_free); `g` is
  * not changed. On failure NULL with the status set: a graph in error, an
  * unknown fetch (FG_NOT_FOUND, with fg_graph_output_hint's hint), no
  * fetches and no marked outputs, or a fetch that reads a node with an

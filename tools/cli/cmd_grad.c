@@ -160,7 +160,6 @@ static int grad_model(void *args, fg_status *st, const char **failed_load) {
   fg_output loss;
   if (resolve(g, a, &loss, xs, st) != 0) goto done;
   int before = fg_graph_num_nodes(g);
-  warn_blocked(g, a, loss, xs);
   if (fg_gradients(g, &loss, 1, xs, a->n_wrt, NULL, dxs, st) != 0) goto done;
   char name[1100];
   for (int i = 0; i < a->n_wrt; i++) {
@@ -172,6 +171,9 @@ static int grad_model(void *args, fg_status *st, const char **failed_load) {
   }
   if (fg_graph_status(g, st) != FG_OK) goto done;
   if (cli_save_model(g, a->out, st) != 0) goto done;
+  /* After the last thing that can fail: an error stays one line. The
+   * added nodes come after the loss, so the answer is the source graph's. */
+  warn_blocked(g, a, loss, xs);
   char desc[300];
   for (int i = 0; i < a->n_wrt; i++) {
     fg_output o = fg_graph_output(g, fg_graph_num_outputs(g) - a->n_wrt + i);
