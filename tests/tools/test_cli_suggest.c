@@ -22,7 +22,8 @@ FG_TEST(closest_name_by_edit_distance, "") {
   FG_CHECK_STR(fg_closest_name("transpose_x", words, n), "transpose_a");
   /* "acrcy" is 3 edits from accuracy: over the limit of 5 / 3 = 1. */
   FG_CHECK(fg_closest_name("acrcy", words, n) == NULL);
-  /* 8 characters allow 2 edits: "accurcay" is a swap and... 1 swap. */
+  /* 8 characters allow 8 / 3 = 2 edits: one swap, one deletion pass; three
+   * substitutions do not. */
   FG_CHECK_STR(fg_closest_name("accurcay", words, n), "accuracy");
   FG_CHECK_STR(fg_closest_name("accuray", words, n), "accuracy");
   FG_CHECK(fg_closest_name("axxurxcy", words, n) == NULL); /* 3 substitutions */
@@ -245,7 +246,6 @@ FG_TEST(cli_threads_range_is_a_usage_error, "badinput") {
 }
 
 static void copy_file(const char *from, const char *to) {
-  char *all = NULL;
   FILE *f = fopen(from, "rb"), *t = fopen(to, "wb");
   FG_REQUIRE(f && t);
   char buf[4096];
@@ -254,7 +254,6 @@ static void copy_file(const char *from, const char *to) {
     FG_REQUIRE(fwrite(buf, 1, n, t) == n);
   fclose(f);
   fclose(t);
-  free(all);
 }
 
 /* The same probs (the same bytes in the .npy) from a model loaded by its
