@@ -26,7 +26,9 @@ FG_TEST(closest_name_by_edit_distance, "") {
    * substitutions do not. */
   FG_CHECK_STR(fg_closest_name("accurcay", words, n), "accuracy");
   FG_CHECK_STR(fg_closest_name("accuray", words, n), "accuracy");
-  FG_CHECK(fg_closest_name("axxurxcy", words, n) == NULL); /* 3 substitutions */
+  FG_CHECK(fg_closest_name("axxurxcy", words, n) == NULL);       /* 3 substitutions */
+  FG_CHECK_STR(fg_closest_name("acurac", words, n), "accuracy"); /* 2 insertions, 6 / 3 = 2 */
+  FG_CHECK(fg_closest_name("acura", words, n) == NULL);          /* 3 insertions, 5 / 3 = 1 */
   FG_CHECK(fg_closest_name("x", words, n) == NULL);
   FG_CHECK(fg_closest_name("", words, n) == NULL);
   FG_CHECK(fg_closest_name(NULL, words, n) == NULL);
