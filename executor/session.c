@@ -273,7 +273,10 @@ int fg_session_resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const c
     }
     int id = fg_graph_find(g, feeds[i].name);
     if (id < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "feed '%s': no node of that name", feeds[i].name);
+      char hint[600];
+      fg_graph_output_hint(g, feeds[i].name, hint, sizeof hint);
+      fg_status_set(st, FG_NOT_FOUND, "feed '%s': no node of that name%s%s", feeds[i].name,
+                    hint[0] ? "; " : "", hint);
       return -1;
     }
     if (g->nodes[id].op == FG_OP_TRAINING_FLAG) {
@@ -314,7 +317,10 @@ int fg_session_resolve(fg_session *s, const fg_feed *feeds, int n_feeds, const c
     }
     fetch_outs[i] = fg_graph_find_output(g, fetches[i]);
     if (fetch_outs[i].node < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "fetch '%s': no such node or output", fetches[i]);
+      char hint[600];
+      fg_graph_output_hint(g, fetches[i], hint, sizeof hint);
+      fg_status_set(st, FG_NOT_FOUND, "fetch '%s': no such node or output%s%s", fetches[i],
+                    hint[0] ? "; " : "", hint);
       return -1;
     }
   }

@@ -9,6 +9,7 @@
 
 #include "graph/graph_internal.h"
 #include "graph/op_table.h"
+#include "graph/suggest.h"
 
 #define NAME_EMPTY   (-1)
 #define NAME_DELETED (-2)
@@ -265,7 +266,13 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
   int id = g->n_nodes;
   int opid = fg_op_lookup(op);
   if (opid < 0) {
-    fg_graph_fail(g, FG_UNIMPLEMENTED, "node '%s': unknown op '%s'", name ? name : "(unnamed)", op);
+    fg_suggest s;
+    fg_suggest_init(&s, op);
+    for (int i = 0; i < FG_OP_COUNT; i++)
+      fg_suggest_try(&s, fg_op_table[i].name);
+    char tail[300];
+    fg_graph_fail(g, FG_UNIMPLEMENTED, "node '%s': unknown op '%s'%s", name ? name : "(unnamed)",
+                  op, fg_suggest_tail(&s, tail, sizeof tail));
     return FG_NO_OUTPUT;
   }
   const fg_op_def *def = &fg_op_table[opid];

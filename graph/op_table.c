@@ -23,6 +23,7 @@
 #include "graph/infer_common.h"
 #include "graph/infer_grad.h"
 #include "graph/infer_shape_ops.h"
+#include "graph/suggest.h"
 
 #define SRC   FG_OPF_SOURCE
 #define EW    FG_OPF_ELEMENTWISE
@@ -784,8 +785,15 @@ int fg_op_check_attrs(int op, const char *name, const struct fg_attrs *attrs, fg
      * TensorFlow): kept and saved, read by no kernel. */
     if (!d && a->name[0] == '_') continue;
     if (!d) {
-      fg_status_set(st, FG_INVALID_GRAPH, "node '%s' (%s): unknown attribute '%s'; %s accepts: %s",
-                    name, opname, a->name, opname, accepted_list(op, list, sizeof list));
+      fg_suggest s;
+      fg_suggest_init(&s, a->name);
+      for (const fg_attr_def *c = fg_op_table[op].attrs; c && c->name; c++)
+        fg_suggest_try(&s, c->name);
+      char tail[300];
+      fg_status_set(st, FG_INVALID_GRAPH,
+                    "node '%s' (%s): unknown attribute '%s'%s; %s accepts: %s", name, opname,
+                    a->name, fg_suggest_tail(&s, tail, sizeof tail), opname,
+                    accepted_list(op, list, sizeof list));
       return -1;
     }
     /* A float attribute may be written as an int (lr = 1); nothing else

@@ -69,9 +69,11 @@ static int resolve_fetches(const fg_graph *g, const char *const *fetches, int n,
   for (int i = 0; i < n; i++) {
     outs[i] = fetches[i] ? fg_graph_find_output(g, fetches[i]) : (fg_output){-1, -1};
     if (outs[i].node < 0) {
+      char hint[600];
+      fg_graph_output_hint(g, fetches[i], hint, sizeof hint);
       fg_status_set(st, fetches[i] ? FG_NOT_FOUND : FG_INVALID_ARGUMENT,
-                    "fg_optimize: fetch '%s': no such node or output",
-                    fetches[i] ? fetches[i] : "(null)");
+                    "fg_optimize: fetch '%s': no such node or output%s%s",
+                    fetches[i] ? fetches[i] : "(null)", hint[0] ? "; " : "", hint);
       return -1;
     }
   }

@@ -44,6 +44,16 @@ FG_API int fg_gradients_ex(fg_graph *g, const fg_output *ys, int ny, const fg_ou
                            const fg_output *dys, fg_output *dxs, const fg_gradients_options *opts,
                            fg_status *status);
 
+/* Whether the gradient of y with respect to x is identically zero because
+ * every path from x to y is cut: 1 when x reaches y but no gradient flows
+ * back (each path passes a node whose op stops gradients, such as argmax,
+ * a comparison, stop_gradient or one_hot, or an integer or bool tensor),
+ * with *blocker (may be NULL) the first such node on a path to y; 0 when a
+ * gradient flows, or when y does not depend on x at all (*blocker -1;
+ * fg_gradients gives zeros then too); -1 for a missing graph or output.
+ * Follows fg_gradients' own rule, so 1 means its dx is all zeros. */
+FG_API int fg_gradient_blocked(const fg_graph *g, fg_output y, fg_output x, int *blocker);
+
 /* ---- optimizers --------------------------------------------------------- */
 
 typedef enum fg_optimizer_kind {

@@ -483,6 +483,22 @@ FG_API int fg_graph_num_nodes(const fg_graph *g);
 FG_API int fg_graph_find(const fg_graph *g, const char *name);
 /* Parses "name" or "name:index" into an output; node = -1 when absent. */
 FG_API fg_output fg_graph_find_output(const fg_graph *g, const char *name);
+/* Why fg_graph_find_output finds no `name`, as a hint for a message:
+ * "node 'probs' has one output (probs or probs:0)" for an index past a
+ * node's outputs, "did you mean 'accuracy'?" for a name close to a node's
+ * (fg_closest_name), else "". Writes at most size bytes (NUL included)
+ * and returns buf. */
+FG_API const char *fg_graph_output_hint(const fg_graph *g, const char *name, char *buf,
+                                        size_t size);
+/* The candidate closest to `name` by edit distance (optimal string
+ * alignment: insertions, deletions, substitutions and swaps of adjacent
+ * characters, ignoring case), when it is close enough to be a likely typo:
+ * at most max(1, length / 3) edits for a name of 2 or more characters,
+ * and fewer edits than the name has characters. Ties go to the earlier
+ * candidate; an exact match is returned as is. NULL when none is close,
+ * or for NULL arguments (NULL candidates are skipped). The pointer is one
+ * of `candidates`. */
+FG_API const char *fg_closest_name(const char *name, const char *const *candidates, int n);
 /* Strings are owned by the graph; NULL for a bad id. */
 FG_API const char *fg_node_name(const fg_graph *g, int node);
 FG_API const char *fg_node_op(const fg_graph *g, int node);

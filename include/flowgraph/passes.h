@@ -202,6 +202,31 @@ FG_API fg_graph *fg_optimize(const fg_graph *g, const fg_pass_options *opts,
                              const char *const *fetches, int n_fetches, fg_pass_report **report,
                              fg_status *status);
 
+/* The inference graph of `fetches` ("node" or "node:index"; n_fetches 0:
+ * the graph's marked outputs), as TensorFlow's
+ * convert_variables_to_constants makes it: only the nodes the fetches
+ * read, in the same order and with the same names, attributes and devices,
+ * where each variable becomes a constant holding its value (the trained
+ * value a saved graph holds; a variable with only an initialiser gets what
+ * a session would draw for it). Gradients, optimizer state and update ops
+ * that no fetch reads are left out; the fetches are the new graph's marked
+ * outputs; metadata is copied but for keys whose value names a node left
+ * out (a training graph's "loss", "train_target"). A graph without
+ * variables comes out as the subgraph the fetches read (all of it: a
+ * copy). Running a fetch of the frozen graph gives the bits the source
+ * graph gives with the same feeds, but where a session's fold_inference
+ * pass now folds a batch_norm whose training input is a constant false and
+ * whose parameters were variables (now constants): within its rounding
+ * then. A batch norm reading the training flag (fg_training) is not
+ * folded. New graph, owned by the caller (fg_graph_free); `g` is not
+ * changed. On failure NULL with the status set: a graph in error, an
+ * unknown fetch (FG_NOT_FOUND, with fg_graph_output_hint's hint), no
+ * fetches and no marked outputs, or a fetch that reads a node with an
+ * effect, such as an update op, assign, a collective or the group of a
+ * training step (FG_INVALID_ARGUMENT naming the fetch and the node). */
+FG_API fg_graph *fg_freeze(const fg_graph *g, const char *const *fetches, int n_fetches,
+                           fg_status *status);
+
 #ifdef __cplusplus
 }
 #endif

@@ -28,7 +28,8 @@ FG_TEST(op_attrs_misspelt_matmul_attribute_refused, "badinput") {
   fg_attrs_free(at);
   FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
   FG_CHECK_STR(fg_status_message(st),
-               "node 'mm' (matmul): unknown attribute 'transpose_bb'; matmul accepts: "
+               "node 'mm' (matmul): unknown attribute 'transpose_bb'; did you mean "
+               "'transpose_b'?; matmul accepts: "
                "transpose_a (int, default 0), transpose_b (int, default 0)");
   fg_graph_free(g);
   fg_status_free(st);
@@ -119,7 +120,8 @@ FG_TEST(op_attrs_misspelt_in_json_file_refused, "badinput") {
   remove(path);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_GRAPH);
   FG_CHECK_STR_CONTAINS(fg_status_message(st),
-                        "(reduce_sum): unknown attribute 'keepdim'; reduce_sum accepts: axes "
+                        "(reduce_sum): unknown attribute 'keepdim'; did you mean 'keepdims'?; "
+                        "reduce_sum accepts: axes "
                         "(ints, default all), keepdims (int, default 0)");
   fg_status_free(st);
 }

@@ -401,7 +401,8 @@ FG_TEST(ew_clip_bad_attributes_refused, "badinput") {
   fg_attrs_free(at);
   FG_CHECK_INT(fg_graph_status(g, st), FG_INVALID_GRAPH);
   FG_CHECK_STR(fg_status_message(st),
-               "node 'c' (clip): unknown attribute 'maxx'; clip accepts: min (float, required), "
+               "node 'c' (clip): unknown attribute 'maxx'; did you mean 'max'?; clip accepts: "
+               "min (float, required), "
                "max (float, required)");
   fg_graph_free(g);
   g = fg_graph_new();

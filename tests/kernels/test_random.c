@@ -357,7 +357,8 @@ FG_TEST(random_bad_inputs, "badinput") {
   expect_bad("random_uniform", base(FG_I32, 2, ok), "'dtype' = i32", "f32 or f64");
   a = base(FG_F32, 2, ok);
   fg_attrs_set_float(a, "stdev", 2.0);
-  expect_bad("random_normal", a, "unknown attribute 'stdev'", "stddev (float, default 1)");
+  expect_bad("random_normal", a, "unknown attribute 'stdev'; did you mean 'stddev'?",
+             "stddev (float, default 1)");
   a = base(FG_F32, 2, ok);
   fg_attrs_set_int(a, "stream", -2);
   expect_bad("random_normal", a, "'stream' = -2", "2^32");

@@ -241,8 +241,8 @@ FG_TEST(cli_train_bad_save_and_threads, "badinput") {
   CHECK_RUNTIME_ERROR(r, "IO_ERROR", "/nonexistent/dir");
   FG_CHECK_INT(strlen(r.out), 0); /* refused before training */
   result_free(&r);
-  TRAIN_FAILS("INVALID_ARGUMENT", "", m, "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1",
-              "--threads", "-1");
+  TRAIN_USAGE(m, "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1", "--threads", "-1", "--save",
+              tpath("t.fgb"));
   fgt_rmtree(tmpdir);
 }
 

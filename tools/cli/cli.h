@@ -36,6 +36,7 @@ extern const cli_command cli_ops_command;
 extern const cli_command cli_import_command;
 extern const cli_command cli_export_command;
 extern const cli_command cli_optimize_command;
+extern const cli_command cli_freeze_command;
 
 /* ---- errors (util.c) ---------------------------------------------------- */
 
@@ -123,7 +124,10 @@ int cli_in_flight_opt(const cli_command *cmd, int r, const char *v, int64_t *out
  * default), for train, plan and profile alike. */
 fg_graph *cli_micro_batch(const fg_graph *g, int64_t micro, int64_t in_flight,
                           const char *const *names, int n, int loss_reduction, fg_status *st);
-/* --threads N: only the syntax is checked here, the range is the session's. */
+/* --threads N: 0 (all cores) to CLI_MAX_THREADS, the session's own
+ * limit (fg_session_new checks it too, for C API users): a count out of
+ * range is a usage error, like any other bad number. */
+#define CLI_MAX_THREADS 1024
 int cli_threads_opt(const cli_command *cmd, int r, const char *v, int *threads, int *threads_set);
 /* --check-numerics (with `numerics`) and --max-memory BYTES (suffix K, M or
  * G: powers of 1024): returns 1 when argv[*i] is one of them, setting *rc to
@@ -161,6 +165,19 @@ int cli_pass_report(const fg_graph *g, const char *const *fetches, int n_fetches
 /* An argument that matched no option: unknown when it starts with '-',
  * else the one MODEL.fgb. */
 int cli_model_arg(const cli_command *cmd, const char *arg, const char **model);
+/* The longest option name cli_command_options reports, with its NUL. */
+#define CLI_OPT_LEN 48
+/* The options cmd's synopsis and help list ("-o", "--output", ...), each
+ * once: how many (at most max) were written to opts. */
+int cli_command_options(const cli_command *cmd, char opts[][CLI_OPT_LEN], int max);
+/* "unknown option 'ARG'", with "; did you mean '--x'?" when one of cmd's
+ * options (cli_command_options; NULL cmd: the top level's) is close: the
+ * usage error every command reports for an option it does not know. */
+int cli_unknown_option(const cli_command *cmd, const char *arg);
+/* FG_NOT_FOUND "WHAT 'NAME': MODEL has no such node or output", with
+ * fg_graph_output_hint's hint: -1. */
+int cli_fail_missing_output(fg_status *st, const fg_graph *g, const char *what, const char *name,
+                            const char *model);
 /* A model path whose format the extension tells (.fgb or .json). */
 int cli_check_model_path(const cli_command *cmd, const char *path);
 
@@ -183,7 +200,9 @@ uint64_t cli_splitmix64(uint64_t *state);
 /* ---- models, tensors and sessions (model.c) ----------------------------- */
 
 /* Loads an ONNX model (recognised by its first bytes, or a ".onnx"
- * extension), MODEL.fgb, or its JSON form when the path ends in ".json". */
+ * extension), MODEL.fgb, or its JSON form when the path ends in ".json".
+ * A .fgb named .json (recognised by its FlatBuffers identifier) or JSON
+ * named otherwise loads by its content, after a note on stderr. */
 fg_graph *cli_load_model(const char *path, fg_status *st);
 /* 1 when cli_load_model reads `path` as ONNX. */
 int cli_is_onnx(const char *path);

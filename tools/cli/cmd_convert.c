@@ -22,7 +22,7 @@ static int convert_main(int argc, char **argv) {
       }
       break;
     }
-    if (a[0] == '-' && a[1] != '\0') return cli_usage(cmd, "unknown option '%s'", a);
+    if (a[0] == '-' && a[1] != '\0') return cli_unknown_option(cmd, a);
     if (n_pos >= 2) return cli_usage(cmd, "unexpected argument '%s'", a);
     pos[n_pos++] = a;
   }

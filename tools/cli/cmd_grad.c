@@ -94,10 +94,7 @@ static int resolve(const fg_graph *g, const grad_args *a, fg_output *loss, fg_ou
                    fg_status *st) {
   char desc[300], name[1100];
   *loss = fg_graph_find_output(g, a->loss);
-  if (loss->node < 0) {
-    fg_status_set(st, FG_NOT_FOUND, "loss '%s': %s has no such node or output", a->loss, a->model);
-    return -1;
-  }
+  if (loss->node < 0) return cli_fail_missing_output(st, g, "loss", a->loss, a->model);
   if (!fg_dtype_is_float(fg_output_dtype(g, *loss))) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
                   "loss '%s' is %s: only float tensors can be differentiated", a->loss,
@@ -106,11 +103,7 @@ static int resolve(const fg_graph *g, const grad_args *a, fg_output *loss, fg_ou
   }
   for (int i = 0; i < a->n_wrt; i++) {
     xs[i] = fg_graph_find_output(g, a->wrt[i]);
-    if (xs[i].node < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "--wrt '%s': %s has no such node or output", a->wrt[i],
-                    a->model);
-      return -1;
-    }
+    if (xs[i].node < 0) return cli_fail_missing_output(st, g, "--wrt", a->wrt[i], a->model);
     if (!fg_dtype_is_float(fg_output_dtype(g, xs[i]))) {
       fg_status_set(st, FG_INVALID_ARGUMENT, "--wrt '%s' is %s: only float tensors have gradients",
                     a->wrt[i], cli_describe_output(g, xs[i], desc, sizeof desc));
@@ -131,6 +124,22 @@ static int resolve(const fg_graph *g, const grad_args *a, fg_output *loss, fg_ou
     }
   }
   return 0;
+}
+
+/* A gradient that is zero because the path to the loss is cut (the
+ * gradient of an accuracy, through argmax) is a likely mistake, but not an
+ * error: a warning on stderr naming the node that stops it. */
+static void warn_blocked(const fg_graph *g, const grad_args *a, fg_output loss,
+                         const fg_output *xs) {
+  for (int i = 0; i < a->n_wrt; i++) {
+    int cut = -1;
+    if (fg_gradient_blocked(g, loss, xs[i], &cut) != 1) continue;
+    fprintf(stderr,
+            "flowgraph grad: warning: d %s / d %s is identically zero: no differentiable path "
+            "from '%s' to '%s'; node '%s' (%s) stops the gradient\n",
+            a->loss, a->wrt[i], a->wrt[i], a->loss, cut >= 0 ? fg_node_name(g, cut) : "?",
+            cut >= 0 ? fg_node_op(g, cut) : "?");
+  }
 }
 
 static int grad_model(void *args, fg_status *st, const char **failed_load) {
@@ -162,6 +171,9 @@ static int grad_model(void *args, fg_status *st, const char **failed_load) {
   }
   if (fg_graph_status(g, st) != FG_OK) goto done;
   if (cli_save_model(g, a->out, st) != 0) goto done;
+  /* After the last thing that can fail: an error stays one line. The
+   * added nodes come after the loss, so the answer is the source graph's. */
+  warn_blocked(g, a, loss, xs);
   char desc[300];
   for (int i = 0; i < a->n_wrt; i++) {
     fg_output o = fg_graph_output(g, fg_graph_num_outputs(g) - a->n_wrt + i);

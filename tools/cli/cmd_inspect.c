@@ -362,7 +362,7 @@ static int inspect_main(int argc, char **argv) {
       if (rc != CLI_OK) return rc;
       continue;
     }
-    if (a[0] == '-' && a[1] != '\0') return cli_usage(cmd, "unknown option '%s'", a);
+    if (a[0] == '-' && a[1] != '\0') return cli_unknown_option(cmd, a);
     if (model) return cli_usage(cmd, "unexpected argument '%s'", a);
     model = a;
   }

@@ -74,6 +74,19 @@ static void print_markdown(int op) {
          info.flags & FG_OP_INFO_DIFFERENTIABLE ? "yes" : "no", info.doc);
 }
 
+/* "no op named 'relux'; did you mean 'relu'? (flowgraph ops lists them)" */
+static int unknown_op(const char *name) {
+  const char *names[1024];
+  int n = fg_num_ops() < 1024 ? fg_num_ops() : 1024;
+  for (int i = 0; i < n; i++)
+    names[i] = fg_op_name(i);
+  const char *best = fg_closest_name(name, names, n);
+  if (best)
+    return cli_fail(FG_NOT_FOUND, "no op named '%s'; did you mean '%s'? (flowgraph ops lists them)",
+                    name, best);
+  return cli_fail(FG_NOT_FOUND, "no op named '%s' (flowgraph ops lists them)", name);
+}
+
 static int ops_main(int argc, char **argv) {
   const cli_command *cmd = &cli_ops_command;
   int markdown = 0, first_op = argc;
@@ -91,13 +104,12 @@ static int ops_main(int argc, char **argv) {
       markdown = strcmp(f, "markdown") == 0;
       continue;
     }
-    if (a[0] == '-') return cli_usage(cmd, "unknown option '%s'", a);
+    if (a[0] == '-') return cli_unknown_option(cmd, a);
     first_op = i;
     break;
   }
   for (int i = first_op; i < argc; i++)
-    if (fg_op_find(argv[i]) < 0)
-      return cli_fail(FG_NOT_FOUND, "no op named '%s' (flowgraph ops lists them)", argv[i]);
+    if (fg_op_find(argv[i]) < 0) return unknown_op(argv[i]);
   if (markdown) print_markdown_header();
   int n = first_op < argc ? argc - first_op : fg_num_ops();
   for (int k = 0; k < n; k++) {

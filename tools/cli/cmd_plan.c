@@ -44,14 +44,7 @@ static int parse_profile_opt(const cli_command *cmd, int argc, char **argv, int 
     if (r < 0 || cli_parse_i64(v, 0, MAX_RUNS, &a->warmup) != 0)
       *rc = cli_usage(cmd, "--warmup needs an integer from 0 to %d", MAX_RUNS);
   } else if ((r = cli_opt_value(argc, argv, i, NULL, "--threads", &v)) != 0) {
-    int64_t x;
-    /* Range checks belong to the session; only the syntax is ours. */
-    if (r < 0 || cli_parse_i64(v, -2147483647 - 1, 2147483647, &x) != 0) {
-      *rc = cli_usage(cmd, "--threads needs an integer");
-    } else {
-      a->run.threads = (int)x;
-      a->run.threads_set = 1;
-    }
+    *rc = cli_threads_opt(cmd, r, v, &a->run.threads, &a->run.threads_set);
   } else if (strcmp(argv[*i], "--train") == 0) {
     a->train = 1;
   } else if ((r = cli_opt_value(argc, argv, i, NULL, "--format", &v)) != 0) {
@@ -135,7 +128,7 @@ int plan_parse_args(const cli_command *cmd, int profile, int argc, char **argv, 
     } else if (strcmp(arg, "--random-inputs") == 0) {
       ra->random_inputs = 1;
     } else if (arg[0] == '-' && arg[1] != '\0') {
-      return cli_usage(cmd, "unknown option '%s'", arg);
+      return cli_unknown_option(cmd, arg);
     } else if (ra->model) {
       return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);
     } else {
@@ -218,11 +211,8 @@ static int resolve(const plan_args *a, plan_model *m, fg_status *st) {
     }
     m->fetch[i] = strdup(buf);
     if (!m->fetch[i]) return oom(st);
-    if (fg_graph_find_output(g, m->fetch[i]).node < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "fetch '%s': %s has no such node or output", m->fetch[i],
-                    ra->model);
-      return -1;
-    }
+    if (fg_graph_find_output(g, m->fetch[i]).node < 0)
+      return cli_fail_missing_output(st, g, "fetch", m->fetch[i], ra->model);
   }
   for (int i = 0; i < m->n_targets; i++)
     if (fg_graph_find(g, m->targets[i]) < 0) {

@@ -121,16 +121,15 @@ static int resolve_fetches(const fg_graph *g, const run_args *a, char ***names, 
       fg_status_set(st, FG_RESOURCE_EXHAUSTED, "out of memory");
       return -1;
     }
-    if (fg_graph_find_output(g, out[i]).node < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "fetch '%s': %s has no such node or output", out[i],
-                    a->model);
-      return -1;
-    }
+    if (fg_graph_find_output(g, out[i]).node < 0)
+      return cli_fail_missing_output(st, g, "fetch", out[i], a->model);
   }
   for (int i = 0; i < a->n_targets; i++)
     if (fg_graph_find(g, a->targets[i]) < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "target '%s': %s has no node of that name", a->targets[i],
-                    a->model);
+      char hint[600];
+      fg_graph_output_hint(g, a->targets[i], hint, sizeof hint);
+      fg_status_set(st, FG_NOT_FOUND, "target '%s': %s has no node of that name%s%s", a->targets[i],
+                    a->model, hint[0] ? "; " : "", hint);
       return -1;
     }
   return 0;
@@ -424,8 +423,11 @@ const cli_command cli_run_command = {
     "  --target NAME               also run node NAME for its effect (e.g. an assign)\n"
     "  --random-inputs             feed every needed placeholder not given by -i with\n"
     "                              seeded random data: floats uniform in [-1, 1),\n"
-    "                              integers uniform in [0, 10), bools 0/1; unknown\n"
-    "                              dimensions become --batch\n"
+    "                              integers uniform in [0, 10) or in the smaller\n"
+    "                              range their readers accept (one_hot's depth,\n"
+    "                              gather's table rows, softmax_cross_entropy's\n"
+    "                              classes), bools 0/1; unknown dimensions become\n"
+    "                              --batch\n"
     "  --seed N                    random seed (default 0); values are drawn in node\n"
     "                              order from one splitmix64 stream\n"
     "  --batch N                   size of unknown dimensions for random inputs\n"

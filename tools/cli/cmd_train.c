@@ -176,11 +176,7 @@ static int resolve_names(const fg_graph *g, train_args *a, fg_status *st) {
     const char *name = i < 0 ? a->loss : a->evals[i];
     const char *what = i < 0 ? "loss" : "eval";
     fg_output o = fg_graph_find_output(g, name);
-    if (o.node < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "%s '%s': %s has no such node or output", what, name,
-                    a->model);
-      return -1;
-    }
+    if (o.node < 0) return cli_fail_missing_output(st, g, what, name, a->model);
     fg_dtype dt = fg_output_dtype(g, o);
     /* Only a known dimension other than 1 rules out a scalar here; an
      * unknown batch dimension is checked on the fetched value. */

@@ -8,15 +8,26 @@
 #include "plan.h"
 
 static const cli_command *const commands[] = {
-    &cli_inspect_command, &cli_run_command,    &cli_convert_command, &cli_grad_command,
-    &cli_train_command,   &cli_plan_command,   &cli_profile_command, &cli_ops_command,
-    &cli_import_command,  &cli_export_command, &cli_optimize_command};
+    &cli_inspect_command, &cli_run_command,    &cli_convert_command,  &cli_grad_command,
+    &cli_train_command,   &cli_plan_command,   &cli_profile_command,  &cli_ops_command,
+    &cli_import_command,  &cli_export_command, &cli_optimize_command, &cli_freeze_command};
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static const cli_command *find_command(const char *name) {
   for (size_t i = 0; i < N_COMMANDS; i++)
     if (strcmp(commands[i]->name, name) == 0) return commands[i];
   return NULL;
+}
+
+/* "unknown command 'trian'; did you mean 'train'?" */
+static int unknown_command(const char *name) {
+  const char *names[N_COMMANDS + 1];
+  for (size_t i = 0; i < N_COMMANDS; i++)
+    names[i] = commands[i]->name;
+  names[N_COMMANDS] = "help";
+  const char *best = fg_closest_name(name, names, (int)N_COMMANDS + 1);
+  if (best) return cli_usage(NULL, "unknown command '%s'; did you mean '%s'?", name, best);
+  return cli_usage(NULL, "unknown command '%s'", name);
 }
 
 static void print_main_help(void) {
@@ -54,13 +65,13 @@ static int dispatch(int argc, char **argv) {
     }
     if (argc > 3) return cli_usage(NULL, "help takes at most one command name");
     const cli_command *c = find_command(argv[2]);
-    if (!c) return cli_usage(NULL, "unknown command '%s'", argv[2]);
+    if (!c) return unknown_command(argv[2]);
     cli_print_help(c);
     return CLI_OK;
   }
-  if (first[0] == '-') return cli_usage(NULL, "unknown option '%s'", first);
+  if (first[0] == '-') return cli_unknown_option(NULL, first);
   const cli_command *c = find_command(first);
-  if (!c) return cli_usage(NULL, "unknown command '%s'", first);
+  if (!c) return unknown_command(first);
   return c->main(argc - 1, argv + 1);
 }
 

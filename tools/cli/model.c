@@ -27,6 +27,25 @@ int cli_is_onnx(const char *path) {
   return fg_onnx_sniff(head, n) || cli_has_ext(path, ".onnx");
 }
 
+/* What the first bytes of `path` say it is, whatever its name: 'b' for a
+ * .fgb (the FlatBuffers file identifier "FGB1" at bytes 4..7, which
+ * graph.fbs declares), 'j' for JSON (an object: '{' after any white
+ * space), 0 otherwise or unreadable. */
+static int sniff_model(const char *path) {
+  unsigned char head[64];
+  size_t n = 0;
+  FILE *f = fopen(path, "rb");
+  if (f) {
+    n = fread(head, 1, sizeof head, f);
+    fclose(f);
+  }
+  if (n >= 8 && memcmp(head + 4, "FGB1", 4) == 0) return 'b';
+  size_t i = 0;
+  while (i < n && strchr(" \t\r\n", head[i]))
+    i++;
+  return i < n && head[i] == '{' ? 'j' : 0;
+}
+
 fg_graph *cli_load_model(const char *path, fg_status *st) {
   if (cli_is_onnx(path)) {
     fg_onnx_options o;
@@ -34,7 +53,22 @@ fg_graph *cli_load_model(const char *path, fg_status *st) {
     o.trainable = cli_onnx_trainable;
     return fg_onnx_load(path, &o, st);
   }
-  return cli_has_ext(path, ".json") ? fg_graph_load_json(path, st) : fg_graph_load(path, st);
+  int json = cli_has_ext(path, ".json");
+  /* A file whose content contradicts its name loads by its content, with
+   * a note: a renamed model works, and the note says why. */
+  const int kind = sniff_model(path);
+  if (json && kind == 'b') {
+    fprintf(stderr,
+            "flowgraph: note: %s is a binary .fgb file (FlatBuffers identifier FGB1), not "
+            "JSON; loading it as .fgb\n",
+            path);
+    json = 0;
+  } else if (!json && kind == 'j') {
+    fprintf(stderr, "flowgraph: note: %s holds JSON, not a binary .fgb file; loading it as JSON\n",
+            path);
+    json = 1;
+  }
+  return json ? fg_graph_load_json(path, st) : fg_graph_load(path, st);
 }
 
 int cli_save_model(const fg_graph *g, const char *path, fg_status *st) {

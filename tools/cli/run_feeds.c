@@ -67,7 +67,10 @@ int run_feeds_prepare(const fg_graph *g, const run_args *a, const char *const *f
     const char *name = a->inputs[i].name;
     int id = fg_graph_find(g, name);
     if (id < 0) {
-      fg_status_set(st, FG_NOT_FOUND, "feed '%s': %s has no node of that name", name, a->model);
+      char hint[600];
+      fg_graph_output_hint(g, name, hint, sizeof hint);
+      fg_status_set(st, FG_NOT_FOUND, "feed '%s': %s has no node of that name%s%s", name, a->model,
+                    hint[0] ? "; " : "", hint);
       return -1;
     }
     /* The training flag (fg_training) may be fed too: -i training=t.npy
@@ -137,6 +140,59 @@ static int check_feed(const fg_graph *g, int id, const char *name, const char *p
   return 0;
 }
 
+/* Random integers are drawn from [0, 10) unless a consumer accepts fewer
+ * values: an index must lie below one_hot's depth, below the rows of the
+ * table gather reads (and gather_grad's like), and a label below the
+ * classes of softmax_cross_entropy (its logits' last dim). Values reach
+ * those consumers through ops that keep them (cast, reshape, ...). */
+#define RANDOM_INT_RANGE 10
+#define BOUND_DEPTH      8 /* pass-through ops followed from a placeholder */
+
+static int keeps_values(const char *op) {
+  static const char *const ops[] = {"cast",    "reshape", "identity",      "flatten",
+                                    "squeeze", "expand",  "stop_gradient", "reshape_like"};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (strcmp(op, ops[i]) == 0) return 1;
+  return 0;
+}
+
+/* dim d (negative: from the end) of output o, or -1 when unknown. */
+static int64_t known_dim(const fg_graph *g, fg_output o, int d) {
+  int64_t dims[FG_MAX_RANK];
+  int rank = fg_output_shape(g, o, dims);
+  if (rank <= 0) return -1;
+  if (d < 0) d += rank;
+  return d >= 0 && d < rank ? dims[d] : -1;
+}
+
+/* The values input k of node c accepts, [0, bound): the bound, or -1 when
+ * the op puts no bound on that input. */
+static int64_t consumer_bound(const fg_graph *g, int c, int k) {
+  const char *op = fg_node_op(g, c);
+  int64_t v = -1;
+  if (strcmp(op, "one_hot") == 0 && k == 0 && fg_node_attr_int(g, c, "depth", &v) == 0) return v;
+  if (strcmp(op, "gather") == 0 && k == 1) return known_dim(g, fg_node_input(g, c, 0), 0);
+  if (strcmp(op, "gather_grad") == 0 && k == 1) return known_dim(g, fg_node_input(g, c, 2), 0);
+  if ((strcmp(op, "softmax_cross_entropy") == 0 || strcmp(op, "softmax_cross_entropy_grad") == 0) &&
+      k == 1)
+    return known_dim(g, fg_node_input(g, c, 0), -1);
+  return -1;
+}
+
+/* The smallest bound the readers of node id's output put on its values
+ * (through pass-through ops), at most `bound`. */
+static int64_t readers_bound(const fg_graph *g, int id, int depth, int64_t bound) {
+  for (int c = id + 1; c < fg_graph_num_nodes(g); c++)
+    for (int k = 0; k < fg_node_num_inputs(g, c); k++) {
+      if (fg_node_input(g, c, k).node != id) continue;
+      int64_t b = consumer_bound(g, c, k);
+      if (b > 0 && b < bound) bound = b;
+      if (depth < BOUND_DEPTH && keeps_values(fg_node_op(g, c)))
+        bound = readers_bound(g, c, depth + 1, bound);
+    }
+  return bound;
+}
+
 static fg_tensor *random_feed(const fg_graph *g, int id, int64_t batch, uint64_t *rng,
                               fg_status *st) {
   fg_output o = {id, 0};
@@ -163,14 +219,16 @@ static fg_tensor *random_feed(const fg_graph *g, int id, int64_t batch, uint64_t
   if (!t) return NULL;
   int64_t n = fg_tensor_num_elements(t);
   void *d = fg_tensor_data(t);
+  const uint64_t range =
+      dt == FG_I32 || dt == FG_I64 ? (uint64_t)readers_bound(g, id, 0, RANDOM_INT_RANGE) : 10;
   for (int64_t i = 0; i < n && d; i++) {
     uint64_t r = cli_splitmix64(rng);
     switch (dt) {
     /* 24 (53) random bits so that the top of the range stays below 1. */
     case FG_F32: ((float *)d)[i] = (float)((double)(r >> 40) * 0x1p-23 - 1.0); break;
     case FG_F64: ((double *)d)[i] = (double)(r >> 11) * 0x1p-52 - 1.0; break;
-    case FG_I32: ((int32_t *)d)[i] = (int32_t)(r % 10); break;
-    case FG_I64: ((int64_t *)d)[i] = (int64_t)(r % 10); break;
+    case FG_I32: ((int32_t *)d)[i] = (int32_t)(r % range); break;
+    case FG_I64: ((int64_t *)d)[i] = (int64_t)(r % range); break;
     case FG_BOOL: ((unsigned char *)d)[i] = (unsigned char)(r & 1); break;
     default: break;
     }

@@ -216,8 +216,8 @@ fg_graph *cli_micro_batch(const fg_graph *g, int64_t micro, int64_t in_flight,
 
 int cli_threads_opt(const cli_command *cmd, int r, const char *v, int *threads, int *threads_set) {
   int64_t x;
-  if (r < 0 || cli_parse_i64(v, -2147483647 - 1, 2147483647, &x) != 0)
-    return cli_usage(cmd, "--threads needs an integer");
+  if (r < 0 || cli_parse_i64(v, 0, CLI_MAX_THREADS, &x) != 0)
+    return cli_usage(cmd, "--threads needs an integer from 0 (all cores) to %d", CLI_MAX_THREADS);
   *threads = (int)x;
   *threads_set = 1;
   return CLI_OK;
@@ -253,8 +253,76 @@ int cli_session_opt(const cli_command *cmd, int argc, char **argv, int *i, int n
   return 1;
 }
 
+/* The options of cmd as its synopsis and the option lines of its help
+ * (lines that start "  -") name them: "-o", "--output", ... Each is a
+ * '-' or "--" and a letter, then letters, digits and '-'. Returns how many
+ * (at most max) were written to opts. */
+int cli_command_options(const cli_command *cmd, char opts[][CLI_OPT_LEN], int max) {
+  int n = 0;
+  for (int part = 0; part < 2; part++) {
+    const char *p = part == 0 ? cmd->synopsis : cmd->help;
+    while (p && *p) {
+      const char *eol = strchr(p, '\n');
+      const char *end = eol ? eol : p + strlen(p);
+      /* The help's option lines only: prose mentions other commands'. */
+      const char *q = p;
+      if (part == 1) {
+        while (q < end && *q == ' ')
+          q++;
+        /* The option column ends at two spaces before the description. */
+        if (q - p < 2 || q >= end || *q != '-') q = end;
+      }
+      for (; q < end; q++) {
+        const int start = *q == '-' && (q == p || strchr(" [|,", q[-1]));
+        const char *s = q + (q[1] == '-' ? 2 : 1);
+        if (!start || !isalpha((unsigned char)*s)) {
+          if (part == 1 && q[0] == ' ' && q[1] == ' ') break;
+          continue;
+        }
+        while (isalnum((unsigned char)*s) || *s == '-')
+          s++;
+        const size_t len = (size_t)(s - q);
+        int dup = len >= CLI_OPT_LEN;
+        for (int k = 0; k < n && !dup; k++)
+          dup = strlen(opts[k]) == len && strncmp(opts[k], q, len) == 0;
+        if (!dup && n < max) {
+          memcpy(opts[n], q, len);
+          opts[n++][len] = '\0';
+        }
+        q = s - 1;
+      }
+      p = eol ? eol + 1 : end;
+    }
+  }
+  return n;
+}
+
+int cli_unknown_option(const cli_command *cmd, const char *arg) {
+  char opts[128][CLI_OPT_LEN];
+  const char *cand[128 + 2];
+  int n = cmd ? cli_command_options(cmd, opts, 128) : 0;
+  for (int i = 0; i < n; i++)
+    cand[i] = opts[i];
+  if (!cmd) cand[n++] = "--help", cand[n++] = "--version";
+  /* "--epoch=3" is the option "--epoch" with a value. */
+  char name[CLI_OPT_LEN * 2];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
+  const char *best = fg_closest_name(name, cand, n);
+  if (best) return cli_usage(cmd, "unknown option '%s'; did you mean '%s'?", arg, best);
+  return cli_usage(cmd, "unknown option '%s'", arg);
+}
+
+int cli_fail_missing_output(fg_status *st, const fg_graph *g, const char *what, const char *name,
+                            const char *model) {
+  char hint[600];
+  fg_graph_output_hint(g, name, hint, sizeof hint);
+  fg_status_set(st, FG_NOT_FOUND, "%s '%s': %s has no such node or output%s%s", what, name, model,
+                hint[0] ? "; " : "", hint);
+  return -1;
+}
+
 int cli_model_arg(const cli_command *cmd, const char *arg, const char **model) {
-  if (arg[0] == '-' && arg[1] != '\0') return cli_usage(cmd, "unknown option '%s'", arg);
+  if (arg[0] == '-' && arg[1] != '\0') return cli_unknown_option(cmd, arg);
   if (*model) return cli_usage(cmd, "unexpected argument '%s' (one MODEL.fgb only)", arg);
   *model = arg;
   return CLI_OK;
