@@ -62,7 +62,8 @@ static fg_output main_rate(fg_graph *g, const fg_lr_schedule *s, fg_output base,
     /* (1 + cos(pi t / T)) / 2 = cos(pi k / (2T))^2, k = the distance of t
      * mod 2T from 0 or 2T: in [0, T], so the angle is in [0, pi/2]. */
     const double two_t = 2.0 * (double)s->t_max;
-    fg_output r = fg_sub(g, tt, fg_mul(g, fg_floor(g, fg_div(g, tt, num(g, two_t))), num(g, two_t)));
+    fg_output r =
+        fg_sub(g, tt, fg_mul(g, fg_floor(g, fg_div(g, tt, num(g, two_t))), num(g, two_t)));
     fg_output k = fg_minimum(g, r, fg_sub(g, num(g, two_t), r));
     fg_output c = cos_quarter(g, fg_mul(g, k, num(g, LR_PI / two_t)));
     fg_output eta = num(g, s->eta_min);

@@ -16,7 +16,6 @@ int fg_lr_schedule_needs_step(const fg_lr_schedule *s);
 /* The scheduled rate, an f64 scalar, from `base` (the learning-rate
  * variable) and `step` (the counter after this step's increment, f64; only
  * read when fg_lr_schedule_needs_step). */
-fg_output fg_lr_schedule_rate(fg_graph *g, const fg_lr_schedule *s, fg_output base,
-                              fg_output step);
+fg_output fg_lr_schedule_rate(fg_graph *g, const fg_lr_schedule *s, fg_output base, fg_output step);
 
 #endif

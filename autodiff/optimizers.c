@@ -21,7 +21,7 @@ void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind) 
   cfg->epsilon = 1e-8;
   cfg->weight_decay = kind == FG_OPTIMIZER_ADAMW ? 0.01 : 0.0;
   cfg->schedule.kind = FG_LR_CONSTANT;
-  cfg->schedule.gamma = 0.1;           /* StepLR's default */
+  cfg->schedule.gamma = 0.1;                     /* StepLR's default */
   cfg->schedule.warmup_start_factor = 1.0 / 3.0; /* LinearLR's default */
 }
 

@@ -76,12 +76,12 @@ typedef enum fg_lr_schedule_kind {
 } fg_lr_schedule_kind;
 
 typedef struct fg_lr_schedule {
-  fg_lr_schedule_kind kind; /* default FG_LR_CONSTANT */
-  int64_t step_size;        /* FG_LR_STEP: steps per decay, >= 1 */
-  double gamma;             /* FG_LR_STEP: factor per decay, > 0; default 0.1 */
-  int64_t t_max;            /* FG_LR_COSINE: steps of a half period, >= 1 */
-  double eta_min;           /* FG_LR_COSINE: the lowest rate, >= 0; default 0 */
-  int64_t warmup_steps;     /* >= 0; default 0 (none) */
+  fg_lr_schedule_kind kind;   /* default FG_LR_CONSTANT */
+  int64_t step_size;          /* FG_LR_STEP: steps per decay, >= 1 */
+  double gamma;               /* FG_LR_STEP: factor per decay, > 0; default 0.1 */
+  int64_t t_max;              /* FG_LR_COSINE: steps of a half period, >= 1 */
+  double eta_min;             /* FG_LR_COSINE: the lowest rate, >= 0; default 0 */
+  int64_t warmup_steps;       /* >= 0; default 0 (none) */
   double warmup_start_factor; /* in (0, 1]; default 1/3 (LinearLR's) */
 } fg_lr_schedule;
 

@@ -52,8 +52,9 @@ static void chainable(const fg_lr_schedule *s, double base, int n, double *rates
         if ((e - 1 - s->t_max) % (2 * s->t_max) == 0)
           lr = lr + (base - m) * (1 - cos(LR_PI / T)) / 2;
         else
-          lr = (1 + cos(LR_PI * (double)e / T)) / (1 + cos(LR_PI * (double)(e - 1) / T)) * (lr - m) +
-               m;
+          lr =
+              (1 + cos(LR_PI * (double)e / T)) / (1 + cos(LR_PI * (double)(e - 1) / T)) * (lr - m) +
+              m;
       }
     }
     rates[t] = lr;
@@ -180,7 +181,7 @@ static fg_lr_schedule sched_default(void) {
 FG_TEST(lr_defaults_are_torchs, "") {
   fg_lr_schedule s = sched_default();
   FG_CHECK_INT(s.kind, FG_LR_CONSTANT);
-  FG_CHECK(s.gamma == 0.1);                    /* StepLR */
+  FG_CHECK(s.gamma == 0.1);                     /* StepLR */
   FG_CHECK(s.warmup_start_factor == 1.0 / 3.0); /* LinearLR */
   FG_CHECK(s.eta_min == 0 && s.warmup_steps == 0);
 }

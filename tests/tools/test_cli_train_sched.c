@@ -169,12 +169,12 @@ FG_TEST(cli_train_schedule_bad_options, "") {
   const char *o = "--optimizer", *sgd = "sgd";
   check_usage("--lr-schedule needs constant, step or cosine, got 'exponential'", o, sgd,
               "--lr-schedule", "exponential", NULL, NULL);
-  check_usage("--lr-schedule needs constant, step or cosine, got ''", o, sgd, "--lr-schedule",
-              NULL, NULL, NULL);
+  check_usage("--lr-schedule needs constant, step or cosine, got ''", o, sgd, "--lr-schedule", NULL,
+              NULL, NULL);
   check_usage("--warmup needs a number of steps from 0 to 2^50, got -3", o, sgd, "--warmup", "-3",
               NULL, NULL);
-  check_usage("--warmup needs a whole number of steps, got '2.5'", o, sgd, "--warmup", "2.5",
-              NULL, NULL);
+  check_usage("--warmup needs a whole number of steps, got '2.5'", o, sgd, "--warmup", "2.5", NULL,
+              NULL);
   check_usage("--lr-gamma needs a decay factor > 0, got '0'", o, sgd, "--lr-schedule", "step",
               "--lr-gamma", "0");
   check_usage("--lr-gamma needs a decay factor > 0, got '-0.5'", o, sgd, "--lr-schedule", "step",
@@ -216,7 +216,8 @@ FG_TEST(cli_train_schedule_bad_options, "") {
  * weights hold values (so only the dropout masks are random). */
 static int build_dropout_model(const char *path, int fixed) {
   fg_graph *g = fg_graph_new();
-  int64_t xd[2] = {FG_DIM_UNKNOWN, 4}, yd[2] = {FG_DIM_UNKNOWN, 1}, w1d[2] = {4, 8}, w2d[2] = {8, 1};
+  int64_t xd[2] = {FG_DIM_UNKNOWN, 4}, yd[2] = {FG_DIM_UNKNOWN, 1}, w1d[2] = {4, 8},
+          w2d[2] = {8, 1};
   float w1v[32], w2v[8];
   for (int i = 0; i < 32; i++)
     w1v[i] = (float)((i * 7) % 11 - 5) / 10.0f;

@@ -189,8 +189,11 @@ static void print_parameters(const fg_graph *g) {
   print_sum("  constants", &consts);
   if (state.tensors == 0) return;
   print_sum("optimizer state (kept by the update ops, not counted above)", &state);
-  static const char *const names[VAR_KINDS] = {NULL, "  momentum buffers", "  Adam m and v",
-                                               "  step counters", "  other update op inputs",
+  static const char *const names[VAR_KINDS] = {NULL,
+                                               "  momentum buffers",
+                                               "  Adam m and v",
+                                               "  step counters",
+                                               "  other update op inputs",
                                                "  learning rates"};
   for (int k = 1; k < VAR_KINDS; k++)
     if (vars[k].tensors > 0) print_sum(names[k], &vars[k]);

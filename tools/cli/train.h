@@ -37,7 +37,7 @@ typedef struct train_args {
   /* --optimizer sgd|momentum|adam|adamw (0: none) and --lr: build the
    * training step with fg_minimize on a model that has none. */
   int optimizer;
-  double lr; /* 0: the optimizer's default */
+  double lr;         /* 0: the optimizer's default */
   train_sched sched; /* --lr-schedule ..., --seed */
   /* --dist mpi on a cross-process graph (devices "rank:R/..."): model
    * parallelism; every rank feeds whole batches and runs its own nodes. */
@@ -69,8 +69,7 @@ typedef struct batch_feed {
  * checks them together after parsing (CLI_OK or a usage error);
  * train_sched_apply sets the config's schedule; train_sched_reseed applies
  * --seed to the model (0 or -1). */
-int train_sched_opt(const cli_command *cmd, int argc, char **argv, int *i, train_sched *t,
-                    int *rc);
+int train_sched_opt(const cli_command *cmd, int argc, char **argv, int *i, train_sched *t, int *rc);
 int train_sched_check(const cli_command *cmd, const train_sched *t, int optimizer);
 void train_sched_apply(const train_sched *t, fg_optimizer_config *cfg);
 int train_sched_reseed(const train_sched *t, fg_graph *g, fg_status *st);

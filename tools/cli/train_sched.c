@@ -42,8 +42,8 @@ int train_sched_opt(const cli_command *cmd, int argc, char **argv, int *i, train
     for (int j = 0; j < 3 && r > 0; j++)
       if (strcmp(v, kinds[j]) == 0) k = j; /* fg_lr_schedule_kind */
     if (k < 0)
-      *rc = cli_usage(cmd, "--lr-schedule needs constant, step or cosine, got '%s'",
-                      r < 0 ? "" : v);
+      *rc =
+          cli_usage(cmd, "--lr-schedule needs constant, step or cosine, got '%s'", r < 0 ? "" : v);
     s->kind = (fg_lr_schedule_kind)k;
     t->kind_set = 1;
   } else if ((r = cli_opt_value(argc, argv, i, NULL, "--lr-step-size", &v)) != 0) {
