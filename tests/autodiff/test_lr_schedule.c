@@ -12,6 +12,7 @@
 #include "fgtest.h"
 #include "flowgraph/autodiff.h"
 #include "flowgraph/io.h"
+#include "flowgraph/passes.h"
 #include "flowgraph/session.h"
 
 #define BASE_LR 0.2
@@ -253,15 +254,14 @@ FG_TEST(lr_warmup_then_cosine, "") {
   check_schedule(&s, 20, 0);
 }
 
-/* Every update of a step reads one rate node per dtype, made before the
- * gradients (so the multi_update pass can still group them). */
-FG_TEST(lr_one_rate_node_per_dtype, "") {
+/* Three f32 variables v0..v2 [3], loss = sum of their squares, trained
+ * by momentum SGD with a cosine schedule. */
+static fg_graph *three_vars(fg_status *st) {
   fg_optimizer_config cfg;
   fg_optimizer_config_init(&cfg, FG_OPTIMIZER_MOMENTUM);
   cfg.schedule.kind = FG_LR_COSINE;
   cfg.schedule.t_max = 3;
   fg_graph *g = fg_graph_new();
-  fg_status *st = fg_status_new();
   int64_t d[1] = {3};
   fg_init z = {FG_INIT_ONES, 0, 0, 0, 0};
   fg_output loss = fg_scalar(g, FG_F32, 0);
@@ -271,7 +271,26 @@ FG_TEST(lr_one_rate_node_per_dtype, "") {
     fg_output v = fg_variable_init(g, name, FG_F32, 1, d, &z);
     loss = fg_add(g, loss, fg_reduce_sum(g, fg_mul(g, v, v), NULL, 0, 0));
   }
-  FG_REQUIRE(fg_minimize(g, loss, NULL, 0, &cfg, st).node >= 0);
+  if (fg_minimize(g, loss, NULL, 0, &cfg, st).node < 0) {
+    fg_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+static int count_op(const fg_graph *g, const char *op) {
+  int n = 0;
+  for (int id = 0; id < fg_graph_num_nodes(g); id++)
+    n += strcmp(fg_node_op(g, id), op) == 0;
+  return n;
+}
+
+/* Every update of a step reads one rate node per dtype, made before the
+ * gradients, so the multi_update pass still groups them. */
+FG_TEST(lr_one_rate_node_per_dtype, "") {
+  fg_status *st = fg_status_new();
+  fg_graph *g = three_vars(st);
+  FG_REQUIRE(g);
   int lr_in = -1, n_updates = 0, first_grad = -1;
   for (int id = 0; id < fg_graph_num_nodes(g); id++) {
     const char *op = fg_node_op(g, id);
@@ -286,6 +305,12 @@ FG_TEST(lr_one_rate_node_per_dtype, "") {
   FG_CHECK_STR(fg_node_op(g, lr_in), "cast");
   FG_CHECK(lr_in < first_grad);
   FG_CHECK_STR(fg_graph_metadata(g, "train_step"), "train/step");
+  const char *fetch[1] = {"train"};
+  fg_graph *o = fg_optimize(g, NULL, fetch, 1, NULL, st);
+  FG_REQUIRE(o);
+  FG_CHECK_INT(count_op(o, "multi_apply_momentum"), 1);
+  FG_CHECK_INT(count_op(o, "apply_momentum"), 0);
+  fg_graph_free(o);
   fg_status_free(st);
   fg_graph_free(g);
 }
