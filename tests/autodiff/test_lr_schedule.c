@@ -1,6 +1,7 @@
 /* fg_minimize's learning-rate schedules: the rate each step reads against
- * torch.optim.lr_scheduler's closed forms (written out here) and against
- * its chainable forms (what stepping a torch scheduler returns: StepLR,
+ * torch.optim.lr_scheduler's closed forms (written out here), against the
+ * rates torch itself gave (tests/data/lr_schedule_torch.h, from tests/gen/gen_lr_schedule.py)
+ * and against its chainable forms (what stepping a torch scheduler returns: StepLR,
  * CosineAnnealingLR and LinearLR's get_lr, SequentialLR switching at the
  * milestone with the next scheduler's step(0)); SGD moving weights by
  * exactly the rate of each step; a saved and reloaded session continuing
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "data/lr_schedule_torch.h"
 #include "fgtest.h"
 #include "flowgraph/autodiff.h"
 #include "flowgraph/io.h"
@@ -133,7 +135,7 @@ static int step(model *m, const char *lr_name, double *lr, double w_before[2], f
 /* Runs n steps of the schedule and checks every rate and update. `exact`:
  * the closed form's bits (every schedule but cosine, whose cos is a series
  * in the graph: within 1e-15 relative). */
-static void check_schedule(const fg_lr_schedule *sched, int n, int exact) {
+static void check_schedule(const fg_lr_schedule *sched, int n, int exact, const double *torch) {
   fg_optimizer_config cfg;
   fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
   cfg.learning_rate = BASE_LR;
@@ -161,6 +163,7 @@ static void check_schedule(const fg_lr_schedule *sched, int n, int exact) {
       FG_CHECK_NEAR(lr, want, 1e-15 * BASE_LR);
     }
     FG_CHECK_NEAR(lr, chain[t], 1e-12 * BASE_LR);
+    if (torch) FG_CHECK_NEAR(lr, torch[t], 1e-12 * BASE_LR);
     /* SGD: w -= lr * grad, bit for bit, in each variable's type. */
     for (int k = 0; k < 2; k++) {
       if (wa[k] != wb[k] - lr * CW[k])
@@ -187,14 +190,14 @@ FG_TEST(lr_defaults_are_torchs, "") {
   FG_CHECK(s.eta_min == 0 && s.warmup_steps == 0);
 }
 
-FG_TEST(lr_constant, "") { check_schedule((fg_lr_schedule[]){sched_default()}, 5, 1); }
+FG_TEST(lr_constant, "") { check_schedule((fg_lr_schedule[]){sched_default()}, 5, 1, NULL); }
 
 FG_TEST(lr_step_decay, "") {
   fg_lr_schedule s = sched_default();
   s.kind = FG_LR_STEP;
   s.step_size = 3;
   s.gamma = 0.5;
-  check_schedule(&s, 12, 1);
+  check_schedule(&s, 12, 1, TORCH_STEP);
   /* By hand: 0.2 for t = 0..2, 0.1 for 3..5, 0.05 for 6..8. */
   FG_CHECK(closed_form(&s, BASE_LR, 2) == 0.2 && closed_form(&s, BASE_LR, 3) == 0.1);
   FG_CHECK(closed_form(&s, BASE_LR, 8) == 0.05);
@@ -204,7 +207,7 @@ FG_TEST(lr_step_decay_default_gamma, "") {
   fg_lr_schedule s = sched_default();
   s.kind = FG_LR_STEP;
   s.step_size = 2;
-  check_schedule(&s, 7, 1);
+  check_schedule(&s, 7, 1, TORCH_STEP_DEFAULT_GAMMA);
 }
 
 FG_TEST(lr_cosine, "") {
@@ -214,7 +217,7 @@ FG_TEST(lr_cosine, "") {
   s.eta_min = 0.01;
   /* Two and a half periods: down to eta_min at t = 5, up again to base at
    * 10 (the closed form's period), down at 15. */
-  check_schedule(&s, 24, 0);
+  check_schedule(&s, 24, 0, TORCH_COSINE);
   FG_CHECK_NEAR(closed_form(&s, BASE_LR, 5), 0.01, 1e-17);
   FG_CHECK_NEAR(closed_form(&s, BASE_LR, 10), 0.2, 1e-16);
 }
@@ -223,13 +226,13 @@ FG_TEST(lr_cosine_long, "") {
   fg_lr_schedule s = sched_default();
   s.kind = FG_LR_COSINE;
   s.t_max = 40;
-  check_schedule(&s, 60, 0);
+  check_schedule(&s, 60, 0, TORCH_COSINE_LONG);
 }
 
 FG_TEST(lr_warmup_then_constant, "") {
   fg_lr_schedule s = sched_default();
   s.warmup_steps = 4;
-  check_schedule(&s, 8, 1);
+  check_schedule(&s, 8, 1, TORCH_WARMUP_CONSTANT);
   /* By hand, f = 1/3: 0.2 * (1/3 + (2/3) t / 4) at t = 2 is 0.2 * 2/3. */
   FG_CHECK_NEAR(closed_form(&s, BASE_LR, 2), 0.2 * 2.0 / 3.0, 1e-16);
 }
@@ -241,7 +244,7 @@ FG_TEST(lr_warmup_then_step, "") {
   s.gamma = 0.25;
   s.warmup_steps = 3;
   s.warmup_start_factor = 0.5;
-  check_schedule(&s, 10, 1);
+  check_schedule(&s, 10, 1, TORCH_WARMUP_STEP);
 }
 
 FG_TEST(lr_warmup_then_cosine, "") {
@@ -251,7 +254,7 @@ FG_TEST(lr_warmup_then_cosine, "") {
   s.eta_min = 0.02;
   s.warmup_steps = 5;
   s.warmup_start_factor = 0.1;
-  check_schedule(&s, 20, 0);
+  check_schedule(&s, 20, 0, TORCH_WARMUP_COSINE);
 }
 
 /* Three f32 variables v0..v2 [3], loss = sum of their squares, trained
