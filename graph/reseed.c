@@ -46,8 +46,8 @@ int fg_graph_reseed(fg_graph *g, int64_t seed, fg_status *st) {
       fg_graph_status(g, st);
       return -1;
     }
-    changed = 1;
+    changed++;
   }
   if (changed) g->version++;
-  return 0;
+  return changed;
 }

@@ -206,8 +206,8 @@ FG_API fg_output fg_dropout(fg_graph *g, fg_output x, fg_output training, double
  * of `seed` and its own seed. So the same seed gives the same bits, another
  * seed other draws, and a dropout and its gradient keep one mask. Streams
  * (from names) are untouched. Fused nodes written by fg_optimize keep their
- * seeds. Call it before making a session on the graph. 0, or -1 with
- * status set. */
+ * seeds. Call it before making a session on the graph. Returns how many
+ * nodes it reseeded (0: the graph draws nothing), or -1 with status set. */
 FG_API int fg_graph_reseed(fg_graph *g, int64_t seed, fg_status *status);
 
 /* ---- linear algebra and shaping ----------------------------------------- */

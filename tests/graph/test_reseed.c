@@ -52,7 +52,7 @@ static int dropout_grad(const fg_graph *g) {
 static void draws(int64_t seed, double u[4], double k[4]) {
   fg_graph *g = build();
   fg_status *st = fg_status_new();
-  FG_REQUIRE(fg_graph_reseed(g, seed, st) == 0);
+  FG_REQUIRE(fg_graph_reseed(g, seed, st) == 4);
   fg_session *s = fg_session_new(g, NULL, st);
   FG_REQUIRE(s);
   const char *f[1] = {"u"};
@@ -78,7 +78,8 @@ FG_TEST(reseed_sets_the_drawing_nodes, "") {
   int64_t before = -1;
   FG_REQUIRE(fg_node_attr_int(g, gd, "seed", &before) == 0);
   FG_CHECK_INT(before, 9);
-  FG_REQUIRE(fg_graph_reseed(g, 42, st) == 0);
+  /* u, k, the dropout and its gradient. */
+  FG_REQUIRE(fg_graph_reseed(g, 42, st) == 4);
   const int64_t u = seed_of(g, "u"), k = seed_of(g, "k"), d = seed_of(g, "d");
   FG_CHECK(u >= 0 && u != 5);
   FG_CHECK(d >= 0 && d != 9);
@@ -92,15 +93,20 @@ FG_TEST(reseed_sets_the_drawing_nodes, "") {
   FG_CHECK_INT(seed_of(g, "x"), 0);
   /* Reseeding again with 42 from the original gives the same seeds. */
   fg_graph *h = build();
-  FG_REQUIRE(fg_graph_reseed(h, 42, st) == 0);
+  FG_REQUIRE(fg_graph_reseed(h, 42, st) == 4);
   FG_CHECK(seed_of(h, "u") == u && seed_of(h, "d") == d);
-  FG_REQUIRE(fg_graph_reseed(h, 43, st) == 0); /* from the reseeded ones now */
+  FG_REQUIRE(fg_graph_reseed(h, 43, st) == 4); /* from the reseeded ones now */
   fg_graph *e = build();
-  FG_REQUIRE(fg_graph_reseed(e, 43, st) == 0);
+  FG_REQUIRE(fg_graph_reseed(e, 43, st) == 4);
   FG_CHECK(seed_of(e, "u") != u && seed_of(e, "d") != d);
   fg_graph_free(e);
   fg_graph_free(h);
   fg_graph_free(g);
+  /* A graph that draws nothing: 0 nodes. */
+  fg_graph *none = fg_graph_new();
+  fg_set_name(none, fg_scalar(none, FG_F64, 1), "one");
+  FG_CHECK_INT(fg_graph_reseed(none, 42, st), 0);
+  fg_graph_free(none);
   FG_CHECK(fg_graph_reseed(NULL, 1, st) == -1);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
   fg_status_free(st);

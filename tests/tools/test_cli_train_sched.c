@@ -309,6 +309,29 @@ FG_TEST(cli_train_seed_same_bits_and_other_draws, "") {
   FG_CHECK_INT(same_variable(tpath("f1a.fgb"), tpath("f1b.fgb"), "w2", 8), 1);
   FG_CHECK_INT(same_variable(tpath("f1a.fgb"), tpath("f2.fgb"), "w2", 8), 0);
 
+  /* A model that draws nothing says so (the linear model: weights with
+   * values, no dropout), and trains as without --seed. */
+  FG_REQUIRE(build_lin_nostep(tpath("lin.fgb")) == 0);
+  FG_REQUIRE(write_linreg_data("x.npy", "y.npy", LIN_ROWS, LIN_ROWS) == 0);
+  char xi[600], yi[600];
+  data_args(xi, yi);
+  cli_result r;
+  FG_REQUIRE(cli(&r, "train", tpath("lin.fgb"), "--loss", "loss", "--optimizer", "sgd", "-i", xi,
+                 "-i", yi, "--batch", "8", "--epochs", "1", "--seed", "9", NULL) == 0);
+  CHECK_OK(r);
+  FG_CHECK_STR_CONTAINS(r.out, "note: --seed 9: ");
+  FG_CHECK_STR_CONTAINS(r.out, "lin.fgb draws nothing at random (no dropout, random op or "
+                               "initialiser of an untrained variable); the row order is "
+                               "--shuffle's\n");
+  result_free(&r);
+  snprintf(xi, sizeof xi, "x=%s", tpath("dx.npy"));
+  snprintf(yi, sizeof yi, "y=%s", tpath("dy.npy"));
+  FG_REQUIRE(cli(&r, "train", tpath("f.fgb"), "--loss", "loss", "--optimizer", "sgd", "-i", xi,
+                 "-i", yi, "--batch", "8", "--epochs", "1", "--seed", "9", NULL) == 0);
+  CHECK_OK(r);
+  FG_CHECK(strstr(r.out, "note: --seed") == NULL);
+  result_free(&r);
+
   /* The row order is --shuffle's: one --seed, two shuffles, other weights. */
   train_seeded(tpath("f.fgb"), tpath("sh4.fgb"), "--seed", "1", "--shuffle", "4");
   train_seeded(tpath("f.fgb"), tpath("sh5.fgb"), "--seed", "1", "--shuffle", "5");

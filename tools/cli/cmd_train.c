@@ -718,7 +718,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   t.outs = calloc((size_t)n_fetch, sizeof *t.outs);
   if (!t.fetch || !t.outs) goto oom;
   if (a->optimizer && build_step(a, g, st) != 0) goto done;
-  if (train_sched_reseed(&a->sched, g, st) != 0) goto done;
+  if (train_sched_reseed(&a->sched, a->model, a->quiet, g, st) != 0) goto done;
   /* Before resolve_names: the default names point into the graph, which
    * the rewrite replaces. */
   if (rewrite_micro(a, &g, st) != 0) goto done;

@@ -72,7 +72,8 @@ typedef struct batch_feed {
 int train_sched_opt(const cli_command *cmd, int argc, char **argv, int *i, train_sched *t, int *rc);
 int train_sched_check(const cli_command *cmd, const train_sched *t, int optimizer);
 void train_sched_apply(const train_sched *t, fg_optimizer_config *cfg);
-int train_sched_reseed(const train_sched *t, fg_graph *g, fg_status *st);
+int train_sched_reseed(const train_sched *t, const char *model, int quiet, fg_graph *g,
+                       fg_status *st);
 
 /* Documented in the help: one splitmix64 stream per run, seeded with SEED;
  * each epoch shuffles the identity permutation 0..n-1 with Fisher-Yates,

@@ -5,6 +5,7 @@
  * (fg_graph_reseed). All counts are training steps (batches), not epochs. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,15 @@ void train_sched_apply(const train_sched *t, fg_optimizer_config *cfg) {
   if (t->factor_set) c->warmup_start_factor = s->warmup_start_factor;
 }
 
-int train_sched_reseed(const train_sched *t, fg_graph *g, fg_status *st) {
-  return t->seed_set ? fg_graph_reseed(g, t->seed, st) : 0;
+int train_sched_reseed(const train_sched *t, const char *model, int quiet, fg_graph *g,
+                       fg_status *st) {
+  if (!t->seed_set) return 0;
+  int n = fg_graph_reseed(g, t->seed, st);
+  if (n < 0) return -1;
+  /* Said, so that nobody takes an unchanged result for a bad seed. */
+  if (n == 0 && !quiet)
+    printf("note: --seed %" PRId64 ": %s draws nothing at random (no dropout, random op or "
+           "initialiser of an untrained variable); the row order is --shuffle's\n",
+           t->seed, model);
+  return 0;
 }
