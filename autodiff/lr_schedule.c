@@ -75,7 +75,7 @@ static fg_output main_rate(fg_graph *g, const fg_lr_schedule *s, fg_output base,
 fg_output fg_lr_schedule_rate(fg_graph *g, const fg_lr_schedule *s, fg_output base,
                               fg_output step) {
   if (!fg_lr_schedule_needs_step(s)) return base;
-  fg_output t = fg_sub(g, step, num(g, 1.0)); /* steps done before this one */
+  fg_output t = step; /* steps done before this one */
   if (s->warmup_steps == 0) return main_rate(g, s, base, t);
   const double w = (double)s->warmup_steps, f = s->warmup_start_factor;
   fg_output warm =

@@ -14,8 +14,8 @@ const char *fg_lr_schedule_check(const fg_lr_schedule *s);
 int fg_lr_schedule_needs_step(const fg_lr_schedule *s);
 
 /* The scheduled rate, an f64 scalar, from `base` (the learning-rate
- * variable) and `step` (the counter after this step's increment, f64; only
- * read when fg_lr_schedule_needs_step). */
+ * variable) and `step` (the counter variable, f64: the steps done before
+ * this one; only read when fg_lr_schedule_needs_step). */
 fg_output fg_lr_schedule_rate(fg_graph *g, const fg_lr_schedule *s, fg_output base, fg_output step);
 
 #endif

@@ -335,7 +335,7 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
     if (vs) memcpy(vs, vars, (size_t)n_vars * sizeof *vs);
   }
   fg_output *grads = malloc(((size_t)nv + 1) * sizeof *grads);
-  fg_output *updates = malloc(((size_t)nv + 2) * sizeof *updates);
+  fg_output *updates = malloc(((size_t)nv + 3) * sizeof *updates);
   fg_output target = FG_NO_OUTPUT;
   if (!vs || !grads || !updates) {
     fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_minimize: out of memory");
@@ -372,24 +372,27 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
    * its increment would come after the last of them and hold every update
    * to the step's tail. */
   /* The learning rate goes there too, for the same reason: it is read by
-   * every update, and a schedule computes it from the counter. */
-  fg_output step = FG_NO_OUTPUT, lr = FG_NO_OUTPUT;
+   * every update. A schedule computes it from the counter as read before
+   * the increment (its nodes come before the assign: the plan runs a
+   * variable's reads and writes in node id order), so that fetching the
+   * rate in a run of its own (a log of it) reads the next step's rate and
+   * does not advance the counter. */
+  fg_output step = FG_NO_OUTPUT, lr = FG_NO_OUTPUT, counter = FG_NO_OUTPUT;
   char step_name[96] = "", lr_name[96];
+  const int adam = cfg->kind == FG_OPTIMIZER_ADAM || cfg->kind == FG_OPTIMIZER_ADAMW;
   fg_graph_set_scope(g, scope);
-  if (cfg->kind == FG_OPTIMIZER_ADAM || cfg->kind == FG_OPTIMIZER_ADAMW ||
-      fg_lr_schedule_needs_step(&cfg->schedule)) {
+  if (adam || fg_lr_schedule_needs_step(&cfg->schedule)) {
     char base[80];
     snprintf(base, sizeof base, "%sstep", scope);
-    fg_output counter = scalar_variable(g, base, 0.0, st);
+    counter = scalar_variable(g, base, 0.0, st);
     if (counter.node >= 0) snprintf(step_name, sizeof step_name, "%s", g->nodes[counter.node].name);
-    step = fg_assign(g, counter, fg_add(g, counter, fg_scalar(g, FG_F64, 1.0)));
   }
   {
     char base[80];
     snprintf(base, sizeof base, "%slearning_rate", scope);
     fg_output base_lr = scalar_variable(g, base, cfg->learning_rate, st);
     snprintf(lr_name, sizeof lr_name, "%s", base_lr.node >= 0 ? g->nodes[base_lr.node].name : "");
-    lr = fg_lr_schedule_rate(g, &cfg->schedule, base_lr, step);
+    lr = fg_lr_schedule_rate(g, &cfg->schedule, base_lr, counter);
     if (lr.node != base_lr.node) {
       snprintf(base, sizeof base, "%slr", scope);
       char name[96];
@@ -397,6 +400,10 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
       lr = fg_set_name(g, lr, name);
     }
   }
+  /* Adam reads the count after the increment (its bias correction's t);
+   * without Adam the increment is a member of the step's group. */
+  if (counter.node >= 0)
+    step = fg_assign(g, counter, fg_add(g, counter, fg_scalar(g, FG_F64, 1.0)));
   fg_output casts[FG_DTYPE_COUNT];
   for (int i = 0; i < FG_DTYPE_COUNT; i++)
     casts[i] = FG_NO_OUTPUT;
@@ -429,6 +436,7 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
                         lr_as(g, lr, fg_output_dtype(g, vs[i]), casts));
   free(ctrl);
   int n_up = nv;
+  if (step.node >= 0 && !adam) updates[n_up++] = step;
   if (add_stat_updates(g, loss, &updates, &n_up) != 0) {
     fg_graph_set_scope(g, saved);
     free(saved);

@@ -125,9 +125,10 @@ FG_API void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind
  * (fg_assign, in a run of its own) changes the rate of later steps without
  * rebuilding anything. With a schedule other than constant, a warm-up, or
  * Adam, an f64 counter variable "<scope>step" is incremented by each step
- * (Adam's bias correction reads it too); "<scope>lr" is computed from it,
- * so fetch the rate in the step's own run (a run fetching it alone
- * advances the counter too). The metadata records
+ * (Adam's bias correction reads it after the increment); "<scope>lr" is
+ * computed from it as read before the increment, so a run fetching the
+ * rate alone gets the next step's rate and changes nothing. The metadata
+ * records
  * "learning_rate" (the variable's name) and, when there is a counter,
  * "train_step" (its name). */
 FG_API fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_vars,

@@ -119,8 +119,7 @@ static int step(model *m, const char *lr_name, double *lr, double w_before[2], f
   memcpy(v_before, fg_tensor_data(out[2]), 2 * sizeof(float));
   fg_tensor_free(out[1]);
   fg_tensor_free(out[2]);
-  /* The rate is fetched in the step's own run: it reads the counter the
-   * step increments. */
+  /* The rate is fetched in the step's own run: the one the updates read. */
   if (fg_session_run(m->s, NULL, 0, fetch, 1, out, &target, 1, m->st) != 0) return -1;
   *lr = *(const double *)fg_tensor_data(out[0]);
   fg_tensor_free(out[0]);
@@ -345,6 +344,15 @@ FG_TEST(lr_schedule_resumes_after_save, "") {
   FG_REQUIRE(m.g);
   m.s = fg_session_new(m.g, NULL, m.st);
   FG_REQUIRE(m.s);
+  /* Fetched alone (as a log would), the rate is the next step's, and
+   * fetching it changes nothing. */
+  for (int k = 0; k < 2; k++) {
+    const char *f = "train/lr";
+    fg_tensor *r = NULL;
+    FG_REQUIRE(fg_session_run(m.s, NULL, 0, &f, 1, &r, NULL, 0, m.st) == 0);
+    FG_CHECK(*(const double *)fg_tensor_data(r) == 0.1);
+    fg_tensor_free(r);
+  }
   fg_tensor *c = fg_session_variable(m.s, "train/step", m.st);
   FG_REQUIRE(c);
   FG_CHECK(*(const double *)fg_tensor_data(c) == 5.0);
