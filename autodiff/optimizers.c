@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "autodiff/grad.h"
+#include "autodiff/lr_schedule.h"
 #include "flowgraph/autodiff.h"
 
 void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind) {
@@ -19,6 +20,9 @@ void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind) 
   cfg->beta2 = 0.999;
   cfg->epsilon = 1e-8;
   cfg->weight_decay = kind == FG_OPTIMIZER_ADAMW ? 0.01 : 0.0;
+  cfg->schedule.kind = FG_LR_CONSTANT;
+  cfg->schedule.gamma = 0.1;                     /* StepLR's default */
+  cfg->schedule.warmup_start_factor = 1.0 / 3.0; /* LinearLR's default */
 }
 
 /* A free node name: `base`, else base_1, base_2, ... */
@@ -139,6 +143,8 @@ static int check_config(fg_graph *g, const fg_optimizer_config *c) {
     bad = "weight_decay (must be >= 0)";
   else if (!(c->clip_global_norm >= 0))
     bad = "clip_global_norm (must be >= 0; 0 = off)";
+  else
+    bad = fg_lr_schedule_check(&c->schedule);
   if (bad) fg_graph_fail(g, FG_INVALID_ARGUMENT, "fg_minimize: bad optimizer config: %s", bad);
   return bad ? -1 : 0;
 }
@@ -240,10 +246,17 @@ done:
   return rc;
 }
 
+/* The rate in `dt`: the f64 rate itself, or its one cast to dt (made on
+ * first use, before the gradients, and kept in casts[dt]), so that every update of a dtype reads
+ * the same node and the multi_update pass can group them. */
+static fg_output lr_as(fg_graph *g, fg_output lr, fg_dtype dt, fg_output *casts) {
+  if (dt == FG_F64 || (int)dt <= 0 || (int)dt >= FG_DTYPE_COUNT) return lr;
+  if (casts[dt].node < 0) casts[dt] = fg_cast(g, lr, dt);
+  return casts[dt];
+}
+
 static fg_output update(fg_graph *g, const fg_optimizer_config *c, fg_output var, fg_output grad,
-                        fg_output ctrl, fg_output step) {
-  fg_dtype dt = fg_output_dtype(g, var);
-  fg_output lr = fg_scalar(g, dt, c->learning_rate);
+                        fg_output ctrl, fg_output step, fg_output lr) {
   fg_attrs *a = fg_attrs_new();
   fg_output out = FG_NO_OUTPUT;
   if (!a) {
@@ -322,7 +335,7 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
     if (vs) memcpy(vs, vars, (size_t)n_vars * sizeof *vs);
   }
   fg_output *grads = malloc(((size_t)nv + 1) * sizeof *grads);
-  fg_output *updates = malloc(((size_t)nv + 2) * sizeof *updates);
+  fg_output *updates = malloc(((size_t)nv + 3) * sizeof *updates);
   fg_output target = FG_NO_OUTPUT;
   if (!vs || !grads || !updates) {
     fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "fg_minimize: out of memory");
@@ -358,15 +371,45 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
    * does not wait for (executor/plan_order.h). Made after the gradients,
    * its increment would come after the last of them and hold every update
    * to the step's tail. */
-  fg_output step = FG_NO_OUTPUT;
-  if (cfg->kind == FG_OPTIMIZER_ADAM || cfg->kind == FG_OPTIMIZER_ADAMW) {
-    fg_graph_set_scope(g, scope);
+  /* The learning rate goes there too, for the same reason: it is read by
+   * every update. A schedule computes it from the counter as read before
+   * the increment (its nodes come before the assign: the plan runs a
+   * variable's reads and writes in node id order), so that fetching the
+   * rate in a run of its own (a log of it) reads the next step's rate and
+   * does not advance the counter. */
+  fg_output step = FG_NO_OUTPUT, lr = FG_NO_OUTPUT, counter = FG_NO_OUTPUT;
+  char step_name[96] = "", lr_name[96];
+  const int adam = cfg->kind == FG_OPTIMIZER_ADAM || cfg->kind == FG_OPTIMIZER_ADAMW;
+  fg_graph_set_scope(g, scope);
+  if (adam || fg_lr_schedule_needs_step(&cfg->schedule)) {
     char base[80];
     snprintf(base, sizeof base, "%sstep", scope);
-    fg_output counter = scalar_variable(g, base, 0.0, st);
-    step = fg_assign(g, counter, fg_add(g, counter, fg_scalar(g, FG_F64, 1.0)));
-    fg_graph_set_scope(g, saved);
+    counter = scalar_variable(g, base, 0.0, st);
+    if (counter.node >= 0) snprintf(step_name, sizeof step_name, "%s", g->nodes[counter.node].name);
   }
+  {
+    char base[80];
+    snprintf(base, sizeof base, "%slearning_rate", scope);
+    fg_output base_lr = scalar_variable(g, base, cfg->learning_rate, st);
+    snprintf(lr_name, sizeof lr_name, "%s", base_lr.node >= 0 ? g->nodes[base_lr.node].name : "");
+    lr = fg_lr_schedule_rate(g, &cfg->schedule, base_lr, counter);
+    if (lr.node != base_lr.node) {
+      snprintf(base, sizeof base, "%slr", scope);
+      char name[96];
+      unique_name(g, base, name, sizeof name);
+      lr = fg_set_name(g, lr, name);
+    }
+  }
+  /* Adam reads the count after the increment (its bias correction's t);
+   * without Adam the increment is a member of the step's group. */
+  if (counter.node >= 0)
+    step = fg_assign(g, counter, fg_add(g, counter, fg_scalar(g, FG_F64, 1.0)));
+  fg_output casts[FG_DTYPE_COUNT];
+  for (int i = 0; i < FG_DTYPE_COUNT; i++)
+    casts[i] = FG_NO_OUTPUT;
+  for (int i = 0; i < nv; i++) /* here, before the gradients, as the rate */
+    lr_as(g, lr, fg_output_dtype(g, vs[i]), casts);
+  fg_graph_set_scope(g, saved);
   if (fg_gradients(g, &loss, 1, vs, nv, NULL, grads, st) != 0) {
     free(saved);
     goto done;
@@ -389,9 +432,11 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
     goto done;
   }
   for (int i = 0; i < nv; i++)
-    updates[i] = update(g, cfg, vs[i], grads[i], ctrl[i], step);
+    updates[i] = update(g, cfg, vs[i], grads[i], ctrl[i], step,
+                        lr_as(g, lr, fg_output_dtype(g, vs[i]), casts));
   free(ctrl);
   int n_up = nv;
+  if (step.node >= 0 && !adam) updates[n_up++] = step;
   if (add_stat_updates(g, loss, &updates, &n_up) != 0) {
     fg_graph_set_scope(g, saved);
     free(saved);
@@ -410,6 +455,8 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
              loss.index);
     fg_graph_set_metadata(g, "loss", lname);
     fg_graph_set_metadata(g, "train_target", tname);
+    fg_graph_set_metadata(g, "learning_rate", lr_name);
+    if (step_name[0]) fg_graph_set_metadata(g, "train_step", step_name);
   }
 done:
   free(vs);

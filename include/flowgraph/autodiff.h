@@ -63,6 +63,38 @@ typedef enum fg_optimizer_kind {
   FG_OPTIMIZER_ADAMW = 4 /* Adam with decoupled weight decay */
 } fg_optimizer_kind;
 
+/* Learning-rate schedules, in training steps (runs of the step fg_minimize
+ * returns), with torch.optim.lr_scheduler's closed forms. t counts the steps
+ * done before the current one (0 for the first), base is the config's
+ * learning_rate:
+ * - FG_LR_CONSTANT: base;
+ * - FG_LR_STEP (StepLR): base * gamma^floor(t / step_size);
+ * - FG_LR_COSINE (CosineAnnealingLR):
+ *     eta_min + (base - eta_min) * (1 + cos(pi * t / t_max)) / 2,
+ *   periodic beyond t_max as torch's closed form (it rises again towards
+ *   base over the next t_max steps);
+ * - warm-up (warmup_steps W > 0, LinearLR with end_factor 1 followed by the
+ *   schedule above, as SequentialLR(milestones=[W]) runs them): for t < W,
+ *   base * (s + (1 - s) * t / W) with s = warmup_start_factor; from t = W
+ *   on, the schedule above at t - W (so it starts from base at step W).
+ * The rate is computed in the graph from a step counter variable, so a
+ * saved and reloaded graph (fg_session_save) continues the schedule. */
+typedef enum fg_lr_schedule_kind {
+  FG_LR_CONSTANT = 0,
+  FG_LR_STEP = 1,
+  FG_LR_COSINE = 2
+} fg_lr_schedule_kind;
+
+typedef struct fg_lr_schedule {
+  fg_lr_schedule_kind kind;   /* default FG_LR_CONSTANT */
+  int64_t step_size;          /* FG_LR_STEP: steps per decay, >= 1 */
+  double gamma;               /* FG_LR_STEP: factor per decay, > 0; default 0.1 */
+  int64_t t_max;              /* FG_LR_COSINE: steps of a half period, >= 1 */
+  double eta_min;             /* FG_LR_COSINE: the lowest rate, >= 0; default 0 */
+  int64_t warmup_steps;       /* >= 0; default 0 (none) */
+  double warmup_start_factor; /* in (0, 1]; default 1/3 (LinearLR's) */
+} fg_lr_schedule;
+
 /* Semantics and defaults follow PyTorch's torch.optim. */
 typedef struct fg_optimizer_config {
   fg_optimizer_kind kind;
@@ -77,6 +109,7 @@ typedef struct fg_optimizer_config {
                               "l2"), AdamW decays the variable */
   double clip_global_norm; /* 0: off; else gradients are scaled so their
                               global L2 norm is at most this */
+  fg_lr_schedule schedule; /* default: constant, no warm-up */
 } fg_optimizer_config;
 
 FG_API void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind kind);
@@ -92,7 +125,22 @@ FG_API void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind
  * whose batch_norm `loss` depends on; with vars NULL the running
  * statistics are not among the variables trained, and naming one in vars
  * is refused (FG_INVALID_ARGUMENT). The graph's metadata
- * records "loss" and "train_target" for `flowgraph train`. */
+ * records "loss" and "train_target" for `flowgraph train`.
+ *
+ * The learning rate is an f64 scalar variable, "<scope>learning_rate"
+ * (scope "train" for the first call, "train_1", ... after), holding the
+ * base rate; every update of the step reads one node computing the
+ * scheduled rate from it ("<scope>lr", cast once per variable dtype), so
+ * the updates still group (multi_update pass). Assigning the variable
+ * (fg_assign, in a run of its own) changes the rate of later steps without
+ * rebuilding anything. With a schedule other than constant, a warm-up, or
+ * Adam, an f64 counter variable "<scope>step" is incremented by each step
+ * (Adam's bias correction reads it after the increment); "<scope>lr" is
+ * computed from it as read before the increment, so a run fetching the
+ * rate alone gets the next step's rate and changes nothing. The metadata
+ * records
+ * "learning_rate" (the variable's name) and, when there is a counter,
+ * "train_step" (its name). */
 FG_API fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_vars,
                              const fg_optimizer_config *cfg, fg_status *status);
 

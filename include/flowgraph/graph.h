@@ -199,6 +199,16 @@ FG_API fg_output fg_training(fg_graph *g);
  * gradients are taken, so the gradient's mask is the forward's). The
  * kept elements are x * (1 / (1 - p)), the factor rounded to x's type. */
 FG_API fg_output fg_dropout(fg_graph *g, fg_output x, fg_output training, double p, int64_t seed);
+/* One seed for every random draw of the graph (torch.manual_seed's role):
+ * each node that draws (random_uniform, random_normal, truncated_normal,
+ * dropout and its gradient, and variables drawn by an initialiser rather
+ * than holding a value) gets a new "seed" attribute, a function (splitmix64)
+ * of `seed` and its own seed. So the same seed gives the same bits, another
+ * seed other draws, and a dropout and its gradient keep one mask. Streams
+ * (from names) are untouched. Fused nodes written by fg_optimize keep their
+ * seeds. Call it before making a session on the graph. Returns how many
+ * nodes it reseeded (0: the graph draws nothing), or -1 with status set. */
+FG_API int fg_graph_reseed(fg_graph *g, int64_t seed, fg_status *status);
 
 /* ---- linear algebra and shaping ----------------------------------------- */
 /* Batched over leading dimensions (which broadcast); 1-D operands are not

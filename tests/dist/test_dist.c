@@ -327,15 +327,17 @@ FG_TEST(dist_backward_colocates_with_forward, "dist") {
     if (t->dst_device == 1) to1 += strcmp(src, "relu_2") == 0;
     if (t->dst_device == 0) to0 += strncmp(src, "gradients/", 10) == 0;
   }
-  FG_CHECK_INT(data, 2);
+  /* The relu's output, its gradient and the step's learning rate (an f32
+   * scalar computed on cpu:0, read by the updates on cpu:1). */
+  FG_CHECK_INT(data, 3);
   FG_CHECK_INT(to1, 1);
   FG_CHECK_INT(to0, 1);
-  /* dense2/w's gradient (its update's input 2) is made on cpu:1. */
+  /* dense2/w's gradient (its update's input 1) is made on cpu:1. */
   int d2w = fg_graph_find(g, "dense2/w"), upd = -1;
   for (int i = 0; i < fg_graph_num_nodes(g); i++)
     if (!strcmp(fg_node_op(g, i), "apply_sgd") && fg_node_input(g, i, 0).node == d2w) upd = i;
   FG_REQUIRE(upd >= 0);
-  FG_CHECK_INT(fg_partition_node_device(p, fg_node_input(g, upd, 2).node), 1);
+  FG_CHECK_INT(fg_partition_node_device(p, fg_node_input(g, upd, 1).node), 1);
   fg_partition_free(p);
   fg_graph_free(g);
   /* In a 2-replica rewrite a backward node names the forward node of its

@@ -138,13 +138,16 @@ static double run_two(fg_graph *g0, fg_graph *g1, int broadcast_root, proc out[2
 
 static const double W_A[FEAT] = {0.5, -0.25, 0.125}, W_B[FEAT] = {0.3, 0.2, -0.1};
 
-/* Process 1 built its model with another learning rate: both processes'
- * first run fails, naming both hashes, before any all_reduce (no wait for
- * the timeout). The same graph on both runs. */
+/* Process 1's graph has a node more: both processes' first run fails,
+ * naming both hashes, before any all_reduce (no wait for the timeout).
+ * Built with another learning rate (the value of fg_minimize's rate
+ * variable, like a weight's), it fails the variables' check instead. The
+ * same graph on both runs. */
 FG_TEST(dist_processes_must_hold_the_same_graph, "dist,badinput") {
   make_data();
-  fg_graph *g0 = replica_model(0.1, W_A), *g1 = replica_model(0.2, W_A);
+  fg_graph *g0 = replica_model(0.1, W_A), *g1 = replica_model(0.1, W_A);
   FG_REQUIRE(g0 && g1);
+  fg_set_name(g1, fg_scalar(g1, FG_F64, 2), "k");
   proc p[2];
   double sec = run_two(g0, g1, -1, p);
   for (int r = 0; r < 2; r++) {
@@ -155,6 +158,15 @@ FG_TEST(dist_processes_must_hold_the_same_graph, "dist,badinput") {
     FG_CHECK_STR_CONTAINS(p[r].first_err, "every process must build or load the same graph");
   }
   FG_CHECK(sec < 5);
+  fg_graph_free(g1);
+  g1 = replica_model(0.2, W_A);
+  FG_REQUIRE(g1);
+  run_two(g0, g1, -1, p);
+  for (int r = 0; r < 2; r++) {
+    FG_CHECK(p[r].first_rc != 0);
+    FG_CHECK_INT(p[r].first_code, FG_INVALID_ARGUMENT);
+    FG_CHECK_STR_CONTAINS(p[r].first_err, "ranks disagree on the variables");
+  }
   fg_graph_free(g1);
   g1 = replica_model(0.1, W_A);
   run_two(g0, g1, -1, p);
@@ -352,7 +364,9 @@ FG_TEST(dist_graph_hash_covers_what_processes_share, "dist") {
   FG_CHECK(hash_of(0.1, W_B, NULL, "k", 2) == base);
   FG_CHECK(hash_of(0.1, W_A, "cpu:1", "k", 2) == base);
   FG_CHECK(hash_of(0.1, W_A, "cuda:3", "k", 2) == base);
-  FG_CHECK(hash_of(0.2, W_A, NULL, "k", 2) != base);
+  /* The learning rate is a variable's value (fg_minimize), which the
+   * variables' hash covers, as it covers w. */
+  FG_CHECK(hash_of(0.2, W_A, NULL, "k", 2) == base);
   FG_CHECK(hash_of(0.1, W_A, NULL, "k", 3) != base);
   FG_CHECK(hash_of(0.1, W_A, NULL, "k2", 2) != base);
   uint64_t r0 = hash_of(0.1, W_A, "rank:0/cpu:0", "k", 2);

@@ -100,12 +100,15 @@ FG_TEST(dist_cli_plan_and_profile_show_partitions, "dist") {
   FG_CHECK_STR_CONTAINS(r.out, "->cpu:1: cpu:0 -> cpu:1, 4096 bytes");
   FG_CHECK_STR_CONTAINS(r.out, "transfer bytes per run: 4096");
   result_free(&r);
-  /* A training step (the default target) adds only the gradient of that
-   * relu coming back: 2 x 4096 bytes. The backward pass runs where the
-   * forward pass did, so no weight gradient or labels cross. */
+  /* A training step (the default target) adds the gradient of that relu
+   * coming back: 2 x 4096 bytes, and the step's learning rate (one f32
+   * scalar, computed once from fg_minimize's rate variable) going to the
+   * updates on cpu:1: 8196. The backward pass runs where the forward pass
+   * did, so no weight gradient or labels cross. */
   FG_REQUIRE(cli(&r, "plan", tpath("mp.fgb"), "-i", xin, "-i", yin, NULL) == 0);
   CHECK_OK(r);
-  FG_CHECK_STR_CONTAINS(r.out, "transfer bytes per run: 8192");
+  FG_CHECK_STR_CONTAINS(r.out, "transfer bytes per run: 8196");
+  FG_CHECK_STR_CONTAINS(r.out, ":0->cpu:1: cpu:0 -> cpu:1, 4 bytes");
   result_free(&r);
   /* Each device has its own arena, offsets from its own 0: the drawing has
    * one plot per device, headed with the arena the plan prints for it. */
@@ -325,8 +328,9 @@ FG_TEST(dist_cli_train_runs_data_parallel_graph, "dist") {
  * layer 1's relu goes to cpu:1 (2 x 128 f32 = 1024 bytes), its gradient
  * comes back (1024) and the labels' shard goes over (2 i32 = 8): 4 x 2056
  * = 8224 bytes, and the 4 gradients' combination sends each micro-batch's
- * row weight as a 4-byte scalar: 8240 bytes per run (with the passes off
- * the weights go as 16 bytes each: 8288). */
+ * row weight as a 4-byte scalar, and the learning rate (an f32 scalar)
+ * goes to the updates on cpu:1: 8244 bytes per run (with the passes off
+ * the weights go as 16 bytes each: 8292). */
 FG_TEST(dist_cli_profile_micro_batches, "dist") {
   char xin[400], yin[400], trace[400];
   FG_REQUIRE(setup_split_model(xin, yin, trace) == 0);
@@ -342,7 +346,7 @@ FG_TEST(dist_cli_profile_micro_batches, "dist") {
   const char *env = getenv("FG_PASSES");
   const int passes = !env || (strcmp(env, "off") != 0 && strcmp(env, "0") != 0);
   FG_CHECK_STR_CONTAINS(r.out,
-                        passes ? "transfer bytes per run: 8240" : "transfer bytes per run: 8288");
+                        passes ? "transfer bytes per run: 8244" : "transfer bytes per run: 8292");
   const char *order = strstr(r.out, "Run order"), *top = strstr(r.out, "Top by time");
   FG_REQUIRE(order && top);
   for (int k = 0; k < 4; k++) {

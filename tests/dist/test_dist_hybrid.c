@@ -280,11 +280,13 @@ FG_TEST(dist_hybrid_replicas_broadcast_variables, "dist,badinput") {
   }
   free_args(args, 2 * HY_STAGES);
   hybrid_case_on(FG_F64, 2, 0, 1e-9, other);
-  /* Only replica 1's stage 1 runs another graph (the optimizer's learning
-   * rate): its replica group and its stage group see the difference;
-   * replica 0's stage 0 sees none in either of its groups, and fails
-   * through the second round, told by its replica's stage 1. */
-  fg_graph *g2 = NULL, *dg2 = split_rewrite(FG_F64, FG_OPTIMIZER_ADAM, 5e-3, 0, &g2, st);
+  /* Only replica 1's stage 1 runs another graph (one gradient bucket per
+   * gradient: other all_reduce nodes; a learning rate is a variable's
+   * value, which the variables' check covers): its replica group and its
+   * stage group see the difference; replica 0's stage 0 sees none in
+   * either of its groups, and fails through the second round, told by its
+   * replica's stage 1. */
+  fg_graph *g2 = NULL, *dg2 = split_rewrite(FG_F64, FG_OPTIMIZER_ADAM, 2e-3, 1, &g2, st);
   FG_REQUIRE(dg2);
   hy_graph[3] = dg2;
   run_hybrid_on(dg, NULL, 0, FG_F64, 2, 1, args);

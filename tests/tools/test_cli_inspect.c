@@ -30,9 +30,11 @@ FG_TEST(cli_inspect_optimizer_state_apart, "") {
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "  trainable (variables): 17226 (68904 bytes) in 6 tensors\n");
   FG_CHECK_STR_CONTAINS(r.out, "optimizer state (kept by the update ops, not counted above): "
-                               "34453 (137816 bytes) in 13 tensors\n");
+                               "34454 (137824 bytes) in 14 tensors\n");
   FG_CHECK_STR_CONTAINS(r.out, "  Adam m and v: 34452 (137808 bytes) in 12 tensors\n");
   FG_CHECK_STR_CONTAINS(r.out, "  step counters: 1 (8 bytes) in 1 tensor\n");
+  /* fg_minimize's base learning rate, an f64 variable. */
+  FG_CHECK_STR_CONTAINS(r.out, "  learning rates: 1 (8 bytes) in 1 tensor\n");
   FG_CHECK(strstr(r.out, "momentum buffers") == NULL);
   result_free(&r);
   fgt_rmtree(tmpdir);
@@ -63,7 +65,8 @@ static int build_lin_optimizer(const char *path, fg_optimizer_kind kind) {
 }
 
 /* w [2,1] and b [1]: 3 parameters (12 bytes) in 2 tensors. Momentum keeps
- * one buffer like each (3, 12 bytes, 2 tensors); SGD keeps nothing. */
+ * one buffer like each (3, 12 bytes, 2 tensors); SGD keeps no buffer. Both
+ * keep the learning rate (an f64 variable: 1, 8 bytes). */
 FG_TEST(cli_inspect_momentum_and_sgd_state, "") {
   FG_REQUIRE(make_tmpdir());
   FG_REQUIRE(build_lin_optimizer(tpath("mom.fgb"), FG_OPTIMIZER_MOMENTUM) == 0);
@@ -73,14 +76,17 @@ FG_TEST(cli_inspect_momentum_and_sgd_state, "") {
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "  trainable (variables): 3 (12 bytes) in 2 tensors\n");
   FG_CHECK_STR_CONTAINS(r.out, "optimizer state (kept by the update ops, not counted above): "
-                               "3 (12 bytes) in 2 tensors\n");
+                               "4 (20 bytes) in 3 tensors\n");
   FG_CHECK_STR_CONTAINS(r.out, "  momentum buffers: 3 (12 bytes) in 2 tensors\n");
   FG_CHECK(strstr(r.out, "step counters") == NULL);
   result_free(&r);
   FG_REQUIRE(cli(&r, "inspect", tpath("sgd.fgb"), NULL) == 0);
   CHECK_OK(r);
   FG_CHECK_STR_CONTAINS(r.out, "  trainable (variables): 3 (12 bytes) in 2 tensors\n");
-  FG_CHECK(strstr(r.out, "optimizer state") == NULL);
+  FG_CHECK_STR_CONTAINS(r.out, "optimizer state (kept by the update ops, not counted above): "
+                               "1 (8 bytes) in 1 tensor\n");
+  FG_CHECK_STR_CONTAINS(r.out, "  learning rates: 1 (8 bytes) in 1 tensor\n");
+  FG_CHECK(strstr(r.out, "momentum buffers") == NULL);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }

@@ -111,7 +111,7 @@ typedef struct param_sum {
 /* What a variable holds: a parameter the training step updates (or any
  * other variable), or optimizer state, which the update ops keep beside
  * the parameters and which is not part of the model. */
-enum { VAR_PARAM, VAR_MOMENTUM, VAR_ADAM, VAR_STEP, VAR_STATE, VAR_KINDS };
+enum { VAR_PARAM, VAR_MOMENTUM, VAR_ADAM, VAR_STEP, VAR_STATE, VAR_LR, VAR_KINDS };
 
 /* The optimizer state of every update op (an op named apply_*, as
  * fg_minimize makes them: input 0 is the parameter it updates): the
@@ -135,6 +135,15 @@ static void mark_optimizer_state(const fg_graph *g, unsigned char *kind) {
                   : strcmp(op, "apply_adam") == 0     ? VAR_ADAM
                                                       : VAR_STATE;
     }
+  }
+  /* fg_minimize's learning rate and step counter, which a schedule's nodes
+   * read (not the updates directly), are named in the metadata. */
+  static const char *const keys[2] = {"learning_rate", "train_step"};
+  for (int k = 0; k < 2; k++) {
+    const char *name = fg_graph_metadata(g, keys[k]);
+    int id = name ? fg_graph_find(g, name) : -1;
+    const char *op = id >= 0 ? fg_node_op(g, id) : NULL;
+    if (op && strcmp(op, "variable") == 0) kind[id] = k ? VAR_STEP : VAR_LR;
   }
 }
 
@@ -181,8 +190,12 @@ static void print_parameters(const fg_graph *g) {
   print_sum("  constants", &consts);
   if (state.tensors == 0) return;
   print_sum("optimizer state (kept by the update ops, not counted above)", &state);
-  static const char *const names[VAR_KINDS] = {NULL, "  momentum buffers", "  Adam m and v",
-                                               "  step counters", "  other update op inputs"};
+  static const char *const names[VAR_KINDS] = {NULL,
+                                               "  momentum buffers",
+                                               "  Adam m and v",
+                                               "  step counters",
+                                               "  other update op inputs",
+                                               "  learning rates"};
   for (int k = 1; k < VAR_KINDS; k++)
     if (vars[k].tensors > 0) print_sum(names[k], &vars[k]);
 }

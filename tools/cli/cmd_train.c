@@ -117,6 +117,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
       if (a->dist_comm < 0)
         return cli_usage(cmd, "--dist-comm needs auto, mpi or nccl (the gradients' all_reduce)");
       dist_comm_given = 1;
+    } else if (train_sched_opt(cmd, argc, argv, &i, &a->sched, &rc)) {
     } else if (cli_session_opt(cmd, argc, argv, &i, 1, &rc)) {
     } else if (train_report_opt(cmd, argc, argv, &i, a, &rc)) {
     } else {
@@ -136,6 +137,7 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     return cli_usage(cmd, "--lr needs --optimizer (it sets the step --optimizer builds)");
   if (a->optimizer && !a->loss)
     return cli_usage(cmd, "--optimizer needs --loss NAME (the scalar the step minimises)");
+  if (train_sched_check(cmd, &a->sched, a->optimizer) != CLI_OK) return CLI_USAGE;
   if (!a->dist_mpi && a->dist_sync_bn)
     return cli_usage(cmd, "--dist-sync-bn needs --dist mpi (batch norm over every rank's rows)");
   /* The loss form matters wherever a batch is cut: across ranks, or into
@@ -667,6 +669,7 @@ static int build_step(const train_args *a, fg_graph *g, fg_status *st) {
   fg_optimizer_config cfg;
   fg_optimizer_config_init(&cfg, (fg_optimizer_kind)a->optimizer);
   if (a->lr > 0) cfg.learning_rate = a->lr;
+  train_sched_apply(&a->sched, &cfg);
   if (fg_minimize(g, loss, NULL, 0, &cfg, st).node >= 0) return 0;
   if (cli_is_onnx(a->model) && !cli_onnx_trainable) {
     char msg[512]; /* the status's message is this call's argument */
@@ -692,6 +695,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   t.outs = calloc((size_t)n_fetch, sizeof *t.outs);
   if (!t.fetch || !t.outs) goto oom;
   if (a->optimizer && build_step(a, g, st) != 0) goto done;
+  if (train_sched_reseed(&a->sched, a->model, a->quiet, g, st) != 0) goto done;
   /* Before resolve_names: the default names point into the graph, which
    * the rewrite replaces. */
   if (rewrite_micro(a, &g, st) != 0) goto done;
@@ -796,13 +800,14 @@ static int train_main(int argc, char **argv) {
 const cli_command cli_train_command = {
     "train", "Train a model: run its training step over minibatches.",
     "flowgraph train MODEL.fgb [--target NAME] -i NAME=FILE.npy ... --batch N --epochs N "
-    "[--shuffle SEED] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
+    "[--shuffle SEED] [--seed N] [--save OUT.fgb] [--loss NAME] [--eval NAME ...] "
     "[--eval-input NAME=FILE.npy ...] [--threads N] [--device NAME] [--quiet] [--trainable] "
     "[--check-numerics] "
     "[--max-memory BYTES] [--passes LIST|--no-passes] [--dist mpi [--dist-timeout SECONDS] "
     "[--dist-bucket BYTES] "
     "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl] [--dist-sync-bn]] [--optimizer KIND [--lr "
-    "X]] [--micro-batches M "
+    "X] [--lr-schedule constant|step|cosine [--lr-step-size N] [--lr-gamma G] [--lr-t-max N] "
+    "[--lr-min X]] [--warmup N [--warmup-factor F]]] [--micro-batches M "
     "[--in-flight K|all]] "
     "[--val NAME=FILE.npy[,NAME=FILE.npy...] [--save-best OUT]] [--checkpoint-every N "
     "--checkpoint-dir DIR [--keep K]] [--log FILE.csv] [--plot FILE.svg]",
@@ -821,7 +826,24 @@ const cli_command cli_train_command = {
     "                              every float variable it depends on (fg_minimize,\n"
     "                              torch.optim's defaults)\n"
     "  --lr X                      the learning rate of that step (default 0.01 for\n"
-    "                              sgd and momentum, 0.001 for adam and adamw)\n"
+    "                              sgd and momentum, 0.001 for adam and adamw); a\n"
+    "                              variable of the saved model ('learning_rate')\n"
+    "  --lr-schedule KIND          how that step's rate changes, counted in steps\n"
+    "                              (batches) over every run of the model: constant\n"
+    "                              (default), step (StepLR: lr * G^floor(t / N)) or\n"
+    "                              cosine (CosineAnnealingLR's closed form); t, the\n"
+    "                              steps done, is a variable of the saved model, so\n"
+    "                              training a --save'd model again continues it\n"
+    "  --lr-step-size N            step: steps between decays (required)\n"
+    "  --lr-gamma G                step: the factor of each decay, > 0 (default 0.1)\n"
+    "  --lr-t-max N                cosine: steps from lr down to --lr-min (required);\n"
+    "                              periodic after, as torch's closed form\n"
+    "  --lr-min X                  cosine: the lowest rate, >= 0 (default 0)\n"
+    "  --warmup N                  first N steps: the rate rises linearly from F * lr\n"
+    "                              (LinearLR), then the schedule starts at its step 0\n"
+    "                              (SequentialLR with milestone N)\n"
+    "  --warmup-factor F           the warm-up's first factor, in (0, 1] (default\n"
+    "                              1/3, LinearLR's start_factor)\n"
     "  --batch N                   rows per step (1..10000000); the last, smaller\n"
     "                              batch of an epoch is kept, unless a placeholder\n"
     "                              fed by -i has a fixed leading dimension: then N\n"
@@ -834,6 +856,13 @@ const cli_command cli_train_command = {
     "                              epoch shuffles 0..rows-1 by Fisher-Yates, for i\n"
     "                              from rows-1 down to 1 swapping i and\n"
     "                              j = next() mod (i+1)\n"
+    "  --seed N                    reseed the model's random draws (dropout masks,\n"
+    "                              random ops, initialisers of variables not yet\n"
+    "                              trained) from N (fg_graph_reseed), so runs with\n"
+    "                              one N give the same bits and another N other\n"
+    "                              draws; the row order stays --shuffle's SEED\n"
+    "                              (default: the seeds saved in the model; a\n"
+    "                              model that draws nothing gets a note)\n"
     "  --eval NAME                 a scalar computed after every epoch (e.g. accuracy);\n"
     "                              may be repeated\n"
     "  --eval-input NAME=FILE.npy  data for the evals, fed whole (default: the\n"

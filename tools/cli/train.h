@@ -5,8 +5,17 @@
 
 #include <stdint.h>
 
+#include "flowgraph/autodiff.h"
 #include "run.h"
 #include "train_report.h"
+
+/* --lr-schedule and its options, and --seed (train_sched.c). */
+typedef struct train_sched {
+  fg_lr_schedule schedule; /* what was given; zero: fg_minimize's default */
+  int kind_set, warmup_set, factor_set, gamma_set, eta_min_set;
+  int seed_set;
+  int64_t seed;
+} train_sched;
 
 typedef struct train_args {
   const char *model, *target, *loss, *save;
@@ -29,7 +38,8 @@ typedef struct train_args {
   /* --optimizer sgd|momentum|adam|adamw (0: none) and --lr: build the
    * training step with fg_minimize on a model that has none. */
   int optimizer;
-  double lr; /* 0: the optimizer's default */
+  double lr;         /* 0: the optimizer's default */
+  train_sched sched; /* --lr-schedule ..., --seed */
   /* --dist mpi on a cross-process graph (devices "rank:R/..."): model
    * parallelism; every rank feeds whole batches and runs its own nodes. */
   int model_parallel;
@@ -55,6 +65,17 @@ typedef struct batch_feed {
   size_t row_bytes;
   unsigned char *rows; /* --shuffle only: batch rows gathered in order */
 } batch_feed;
+
+/* train_sched.c. train_sched_opt: 1 when argv[*i] is one of its options
+ * (*rc then CLI_OK or a usage error's exit code), else 0; train_sched_check
+ * checks them together after parsing (CLI_OK or a usage error);
+ * train_sched_apply sets the config's schedule; train_sched_reseed applies
+ * --seed to the model (0 or -1). */
+int train_sched_opt(const cli_command *cmd, int argc, char **argv, int *i, train_sched *t, int *rc);
+int train_sched_check(const cli_command *cmd, const train_sched *t, int optimizer);
+void train_sched_apply(const train_sched *t, fg_optimizer_config *cfg);
+int train_sched_reseed(const train_sched *t, const char *model, int quiet, fg_graph *g,
+                       fg_status *st);
 
 /* Documented in the help: one splitmix64 stream per run, seeded with SEED;
  * each epoch shuffles the identity permutation 0..n-1 with Fisher-Yates,
