@@ -10,6 +10,8 @@
  * by fg_optimize and by `flowgraph optimize`, exported; and refusals. */
 #include <flowgraph/passes.h>
 
+#include "graph/fused_program.h"
+#include "graph/op_table.h"
 #include "onnx_export_util.h"
 #include "test_cli_train_util.h"
 
@@ -249,6 +251,52 @@ FG_TEST(onnx_export_fused_elementwise_opset11, "") { fused_ew_case(11, FG_F32); 
 FG_TEST(onnx_export_fused_elementwise_opset13, "") { fused_ew_case(13, FG_F32); }
 FG_TEST(onnx_export_fused_elementwise_opset17, "") { fused_ew_case(17, FG_F32); }
 FG_TEST(onnx_export_fused_elementwise_f64_opset11, "") { fused_ew_case(11, FG_F64); }
+
+/* Every opcode a program runs, one fused node each, through check_export.py
+ * and the round trip: each has an ONNX form at the opset, with the op's
+ * default attributes (clip's bounds given). log, sqrt, rsqrt and pow's base read |x0| + 0.5; a
+ * comparison feeds a select (it cannot be the output); select's
+ * condition is relu(x1), a float (cast), 0 where x1 < 0. */
+static void every_opcode_case(int opset) {
+  FG_REQUIRE(ox_begin());
+  fg_graph *g = fg_graph_new();
+  int64_t xd[2] = {3, 4};
+  fg_output x[2] = {fg_placeholder(g, "x0", FG_F32, 2, xd), fg_placeholder(g, "x1", FG_F32, 2, xd)};
+  static char names[FG_FUSED_OPCODE_COUNT][48];
+  const char *fetches[FG_FUSED_OPCODE_COUNT];
+  for (int k = 0; k < FG_FUSED_OPCODE_COUNT; k++) {
+    const char *op = fg_op_table[fg_fused_graph_op(k)].name;
+    int positive =
+        k == FG_FUSED_LOG || k == FG_FUSED_SQRT || k == FG_FUSED_RSQRT || k == FG_FUSED_POW;
+    const char *a = positive ? "t1" : "x0";
+    char prog[160];
+    if (fg_fused_is_compare(k))
+      snprintf(prog, sizeof prog, "abs(x0); add(t0, 0.5); %s(%s, x1); select(t2, x0, x1)", op, a);
+    else if (fg_fused_arity(k) == 3)
+      snprintf(prog, sizeof prog, "abs(x0); add(t0, 0.5); relu(x1); %s(t2, %s, x0)", op, a);
+    else if (fg_fused_arity(k) == 2)
+      snprintf(prog, sizeof prog, "abs(x0); add(t0, 0.5); %s(%s, x1)", op, a);
+    else /* clip's bounds have no default */
+      snprintf(prog, sizeof prog, "abs(x0); add(t0, 0.5); %s(%s%s)", op, a,
+               k == FG_FUSED_CLIP ? ", min=-0.5, max=0.75" : "");
+    snprintf(names[k], sizeof names[k], "op_%s", op);
+    fetches[k] = names[k];
+    FG_CHECK(fused_ew(g, names[k], prog, x, 2).node >= 0);
+  }
+  fg_status *st = fg_status_new();
+  if (fg_graph_status(g, st) != FG_OK) FG_FAIL_AT("%s", fg_status_message(st));
+  fg_tensor *t0 = ox_random(2, xd, -2, 2, 101), *t1 = ox_random(2, xd, -1, 1, 102);
+  fg_feed feeds[2] = {{"x0", t0}, {"x1", t1}};
+  ox_check(g, ox_name("every", opset), feeds, 2, fetches, FG_FUSED_OPCODE_COUNT, opset, 2e-6, 2e-6,
+           2e-6);
+  fg_tensor_free(t0), fg_tensor_free(t1);
+  fg_status_free(st);
+  fg_graph_free(g);
+  ox_end();
+}
+
+FG_TEST(onnx_export_fused_every_opcode_opset11, "") { every_opcode_case(11); }
+FG_TEST(onnx_export_fused_every_opcode_opset17, "") { every_opcode_case(17); }
 
 /* ---- graphs made by the passes --------------------------------------------------------- */
 
