@@ -80,6 +80,30 @@ const char *fgo_const_vec(fgo_ctx *c, int id, const char *what, fg_dtype dtype, 
 /* The ONNX TensorProto data type of a flowgraph dtype (0 for none). */
 int fgo_onnx_dtype(fg_dtype dtype);
 
+/* An element-wise op written from tensor names rather than a node, so a
+ * plain node (onnx_export_ops.c) and an instruction of a fused_elementwise
+ * program (onnx_export_fused.c) share one writer per op. */
+typedef struct fgo_ew {
+  int id;            /* the flowgraph node the ONNX nodes are named after */
+  const char *in[3]; /* the op's inputs, in its order */
+  const char *out;   /* the result's name */
+  fg_dtype dtype;    /* x's dtype: the formulas' scalar constants take it */
+  double attr[2];    /* the op's attributes, in the fused program's order */
+  const char *who;   /* what a refusal names: "node 'n' (softplus)" */
+} fgo_ew;
+
+typedef int (*fgo_ew_writer)(fgo_ctx *c, const fgo_ew *e);
+/* The writer of element-wise op `op` ("softplus"), or NULL when it has
+ * none. */
+fgo_ew_writer fgo_ew_of(const char *op);
+
+/* matmul's MatMul (with a Transpose for transpose_a/b) of node id's inputs
+ * 0 and 1 into the tensor `out`. */
+int fgo_matmul_to(fgo_ctx *c, int id, const char *out);
+/* conv2d's Conv of node id's inputs 0 (x) and 1 (w), with the bias `b`
+ * (NULL: none), into the tensor `out`, with the node's conv attributes. */
+int fgo_conv2d_to(fgo_ctx *c, int id, const char *b, const char *out);
+
 /* Node attributes with defaults (the op table's defaults where absent). */
 static inline int64_t fgo_get_int(fgo_ctx *c, int id, const char *name, int64_t dflt) {
   int64_t v;

@@ -110,7 +110,10 @@ int fgo_w_adaptive_avg_pool2d(fgo_ctx *c, int id) {
 
 /* ---- convolution ------------------------------------------------------------------ */
 
-static int conv(fgo_ctx *c, int id, const char *type, int transpose) {
+/* Conv / ConvTranspose of inputs 0 (x) and 1 (w) and the bias b (NULL:
+ * none) into out. */
+static int conv(fgo_ctx *c, int id, const char *type, int transpose, const char *b,
+                const char *out) {
   static const int64_t zero4[4] = {0, 0, 0, 0}, one2[2] = {1, 1}, zero2[2] = {0, 0};
   const fg_tinfo *w = in_info(c, id, 1);
   if (!w || w->rank != 4 || w->dims[2] < 0 || w->dims[3] < 0)
@@ -133,10 +136,9 @@ static int conv(fgo_ctx *c, int id, const char *type, int transpose) {
   } else if (strcmp(auto_pad, "explicit") != 0) {
     return UNSUPPORTED(c, id, "auto_pad '%s'", NODE_NAME(c, id), OP_NAME(c, id), auto_pad);
   }
-  int n_in = fg_node_num_inputs(fgo_graph(c), id);
-  const char *in[3] = {fgo_in(c, id, 0), fgo_in(c, id, 1), n_in > 2 ? fgo_in(c, id, 2) : NULL};
-  const char *out = fgo_out(c, id, 0);
-  Onnx__NodeProto *n = fgo_emit(c, id, type, in, n_in > 2 ? 3 : 2, &out, 1);
+  const char *in[3] = {fgo_in(c, id, 0), fgo_in(c, id, 1), b};
+  if (!in[0] || !in[1] || !out) return -1;
+  Onnx__NodeProto *n = fgo_emit(c, id, type, in, b ? 3 : 2, &out, 1);
   if (fgo_attr_ints(c, n, "kernel_shape", kernel, 2) != 0 ||
       fgo_attr_ints(c, n, "strides", strides, 2) != 0 ||
       fgo_attr_ints(c, n, "pads", pads, 4) != 0 || fgo_attr_ints(c, n, "dilations", dil, 2) != 0 ||
@@ -145,8 +147,22 @@ static int conv(fgo_ctx *c, int id, const char *type, int transpose) {
   return transpose ? fgo_attr_ints(c, n, "output_padding", opad, 2) : 0;
 }
 
-int fgo_w_conv2d(fgo_ctx *c, int id) { return conv(c, id, "Conv", 0); }
-int fgo_w_conv_transpose2d(fgo_ctx *c, int id) { return conv(c, id, "ConvTranspose", 1); }
+/* The bias, input 2, where the node has one. */
+static const char *bias_in(fgo_ctx *c, int id) {
+  return fg_node_num_inputs(fgo_graph(c), id) > 2 ? fgo_in(c, id, 2) : NULL;
+}
+
+int fgo_conv2d_to(fgo_ctx *c, int id, const char *b, const char *out) {
+  return conv(c, id, "Conv", 0, b, out);
+}
+
+int fgo_w_conv2d(fgo_ctx *c, int id) {
+  return conv(c, id, "Conv", 0, bias_in(c, id), fgo_out(c, id, 0));
+}
+
+int fgo_w_conv_transpose2d(fgo_ctx *c, int id) {
+  return conv(c, id, "ConvTranspose", 1, bias_in(c, id), fgo_out(c, id, 0));
+}
 
 /* ---- training mode ---------------------------------------------------------------- */
 

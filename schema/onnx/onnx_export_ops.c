@@ -5,6 +5,7 @@
  * the formula flowgraph's doc gives, from ONNX ops. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "schema/onnx/onnx_export.h"
@@ -40,100 +41,106 @@ static int binary_to(fgo_ctx *c, int id, const char *type, const char *a, const 
   return done(fgo_emit(c, id, type, in, 2, &out, 1));
 }
 
-static int binary(fgo_ctx *c, int id, const char *type) {
-  return binary_to(c, id, type, fgo_in(c, id, 0), fgo_in(c, id, 1), fgo_out(c, id, 0));
-}
-
-#define UNARY_WRITER(fn, type)                                                                     \
-  static int fn(fgo_ctx *c, int id) { return unary(c, id, type); }
-#define BINARY_WRITER(fn, type)                                                                    \
-  static int fn(fgo_ctx *c, int id) { return binary(c, id, type); }
-
-UNARY_WRITER(w_neg, "Neg")
-UNARY_WRITER(w_exp, "Exp")
-UNARY_WRITER(w_log, "Log")
-UNARY_WRITER(w_sqrt, "Sqrt")
-UNARY_WRITER(w_abs, "Abs")
-UNARY_WRITER(w_tanh, "Tanh")
-UNARY_WRITER(w_sigmoid, "Sigmoid")
-UNARY_WRITER(w_relu, "Relu")
-UNARY_WRITER(w_sign, "Sign")
-UNARY_WRITER(w_reciprocal, "Reciprocal")
-UNARY_WRITER(w_floor, "Floor")
-UNARY_WRITER(w_ceil, "Ceil")
-UNARY_WRITER(w_round, "Round")
-UNARY_WRITER(w_erf, "Erf")
-UNARY_WRITER(w_identity, "Identity")
-/* The bool ops (logical_not/and/or): Not, And, Or, broadcasting alike. */
-UNARY_WRITER(w_logical_not, "Not")
-BINARY_WRITER(w_logical_and, "And")
-BINARY_WRITER(w_logical_or, "Or")
-BINARY_WRITER(w_add, "Add")
-BINARY_WRITER(w_sub, "Sub")
-BINARY_WRITER(w_mul, "Mul")
-BINARY_WRITER(w_div, "Div")
-BINARY_WRITER(w_equal, "Equal")
-BINARY_WRITER(w_greater, "Greater")
-BINARY_WRITER(w_less, "Less")
-
-/* Pow, Max, Min and Clip take integers from opset 12; at 11, float only. */
-static int ints_need_12(fgo_ctx *c, int id, const char *type) {
-  fg_dtype dt = in_dtype(c, id, 0);
-  if (fgo_opset(c) >= 12 || fg_dtype_is_float(dt)) return 0;
-  return UNSUPPORTED(c, id, "%s of %s needs opset 12 or later", NODE_NAME(c, id), OP_NAME(c, id),
-                     type, fg_dtype_name(dt));
-}
-
-static int w_pow(fgo_ctx *c, int id) {
-  return ints_need_12(c, id, "Pow") != 0 ? -1 : binary(c, id, "Pow");
-}
-
-static int w_maximum(fgo_ctx *c, int id) {
-  return ints_need_12(c, id, "Max") != 0 ? -1 : binary(c, id, "Max");
-}
-
-static int w_minimum(fgo_ctx *c, int id) {
-  return ints_need_12(c, id, "Min") != 0 ? -1 : binary(c, id, "Min");
-}
-
 /* Input 0 through `type` into a new tensor, whose name is returned. */
 static const char *step(fgo_ctx *c, int id, const char *type, const char *in) {
   const char *out = fgo_tmp(c, id, type);
   return out && fgo_emit1(c, id, type, in, out) ? out : NULL;
 }
 
-/* a `type` (x's dtype scalar v), into out (NULL: a new tensor); its name. */
-static const char *with_scalar(fgo_ctx *c, int id, const char *type, const char *a, double v,
-                               const char *out) {
-  const char *k = fgo_const_scalar(c, id, "k", in_dtype(c, id, 0), v);
-  if (!out) out = fgo_tmp(c, id, type);
-  return k && out && binary_to(c, id, type, a, k, out) == 0 ? out : NULL;
+/* The element-wise writers work from tensor names (fgo_ew), so that a
+ * plain node and an instruction of a fused_elementwise program
+ * (onnx_export_fused.c) are written by the same code. Their refusals name
+ * e->who. */
+#define EW_UNSUPPORTED(c, e, ...) fgo_fail(c, FG_UNIMPLEMENTED, "ONNX export: %s: " __VA_ARGS__)
+
+static int e_unary(fgo_ctx *c, const fgo_ew *e, const char *type) {
+  return done(fgo_emit1(c, e->id, type, e->in[0], e->out));
 }
 
-static int w_rsqrt(fgo_ctx *c, int id) {
-  const char *s = step(c, id, "Sqrt", fgo_in(c, id, 0));
-  return s ? done(fgo_emit1(c, id, "Reciprocal", s, fgo_out(c, id, 0))) : -1;
+static int e_binary(fgo_ctx *c, const fgo_ew *e, const char *type) {
+  return binary_to(c, e->id, type, e->in[0], e->in[1], e->out);
 }
 
-static int w_select(fgo_ctx *c, int id) {
-  const char *in[3] = {fgo_in(c, id, 0), fgo_in(c, id, 1), fgo_in(c, id, 2)};
-  const char *out = fgo_out(c, id, 0);
-  return done(fgo_emit(c, id, "Where", in, 3, &out, 1));
+#define UNARY_WRITER(fn, type)                                                                     \
+  static int fn(fgo_ctx *c, const fgo_ew *e) { return e_unary(c, e, type); }
+#define BINARY_WRITER(fn, type)                                                                    \
+  static int fn(fgo_ctx *c, const fgo_ew *e) { return e_binary(c, e, type); }
+
+UNARY_WRITER(e_neg, "Neg")
+UNARY_WRITER(e_exp, "Exp")
+UNARY_WRITER(e_log, "Log")
+UNARY_WRITER(e_sqrt, "Sqrt")
+UNARY_WRITER(e_abs, "Abs")
+UNARY_WRITER(e_tanh, "Tanh")
+UNARY_WRITER(e_sigmoid, "Sigmoid")
+UNARY_WRITER(e_relu, "Relu")
+UNARY_WRITER(e_sign, "Sign")
+UNARY_WRITER(e_reciprocal, "Reciprocal")
+UNARY_WRITER(e_floor, "Floor")
+UNARY_WRITER(e_ceil, "Ceil")
+UNARY_WRITER(e_round, "Round")
+UNARY_WRITER(e_erf, "Erf")
+UNARY_WRITER(e_identity, "Identity")
+/* The bool ops (logical_not/and/or): Not, And, Or, broadcasting alike. */
+UNARY_WRITER(e_logical_not, "Not")
+BINARY_WRITER(e_logical_and, "And")
+BINARY_WRITER(e_logical_or, "Or")
+BINARY_WRITER(e_add, "Add")
+BINARY_WRITER(e_sub, "Sub")
+BINARY_WRITER(e_mul, "Mul")
+BINARY_WRITER(e_div, "Div")
+BINARY_WRITER(e_equal, "Equal")
+BINARY_WRITER(e_greater, "Greater")
+BINARY_WRITER(e_less, "Less")
+
+/* Pow, Max, Min and Clip take integers from opset 12; at 11, float only. */
+static int ints_need_12(fgo_ctx *c, const fgo_ew *e, const char *type) {
+  if (fgo_opset(c) >= 12 || fg_dtype_is_float(e->dtype)) return 0;
+  return EW_UNSUPPORTED(c, e, "%s of %s needs opset 12 or later", e->who, type,
+                        fg_dtype_name(e->dtype));
 }
 
-static int w_leaky_relu(fgo_ctx *c, int id) {
-  Onnx__NodeProto *n = fgo_emit1(c, id, "LeakyRelu", fgo_in(c, id, 0), fgo_out(c, id, 0));
-  return fgo_attr_float(c, n, "alpha", fgo_get_float(c, id, "alpha", 0.01));
+static int e_pow(fgo_ctx *c, const fgo_ew *e) {
+  return ints_need_12(c, e, "Pow") != 0 ? -1 : e_binary(c, e, "Pow");
 }
 
-static int w_elu(fgo_ctx *c, int id) {
-  Onnx__NodeProto *n = fgo_emit1(c, id, "Elu", fgo_in(c, id, 0), fgo_out(c, id, 0));
-  return fgo_attr_float(c, n, "alpha", fgo_get_float(c, id, "alpha", 1.0));
+static int e_maximum(fgo_ctx *c, const fgo_ew *e) {
+  return ints_need_12(c, e, "Max") != 0 ? -1 : e_binary(c, e, "Max");
+}
+
+static int e_minimum(fgo_ctx *c, const fgo_ew *e) {
+  return ints_need_12(c, e, "Min") != 0 ? -1 : e_binary(c, e, "Min");
+}
+
+/* a `type` (a scalar v of e's dtype), into out (NULL: a new tensor); its
+ * name. */
+static const char *with_scalar(fgo_ctx *c, const fgo_ew *e, const char *type, const char *a,
+                               double v, const char *out) {
+  const char *k = fgo_const_scalar(c, e->id, "k", e->dtype, v);
+  if (!out) out = fgo_tmp(c, e->id, type);
+  return k && out && binary_to(c, e->id, type, a, k, out) == 0 ? out : NULL;
+}
+
+static int e_rsqrt(fgo_ctx *c, const fgo_ew *e) {
+  const char *s = step(c, e->id, "Sqrt", e->in[0]);
+  return s ? done(fgo_emit1(c, e->id, "Reciprocal", s, e->out)) : -1;
+}
+
+static int e_select(fgo_ctx *c, const fgo_ew *e) {
+  return done(fgo_emit(c, e->id, "Where", e->in, 3, &e->out, 1));
+}
+
+static int e_leaky_relu(fgo_ctx *c, const fgo_ew *e) {
+  return fgo_attr_float(c, fgo_emit1(c, e->id, "LeakyRelu", e->in[0], e->out), "alpha", e->attr[0]);
+}
+
+static int e_elu(fgo_ctx *c, const fgo_ew *e) {
+  return fgo_attr_float(c, fgo_emit1(c, e->id, "Elu", e->in[0], e->out), "alpha", e->attr[0]);
 }
 
 /* torch's constants (ONNX's defaults are the same numbers in float). */
-static int w_selu(fgo_ctx *c, int id) {
-  Onnx__NodeProto *n = fgo_emit1(c, id, "Selu", fgo_in(c, id, 0), fgo_out(c, id, 0));
+static int e_selu(fgo_ctx *c, const fgo_ew *e) {
+  Onnx__NodeProto *n = fgo_emit1(c, e->id, "Selu", e->in[0], e->out);
   if (fgo_attr_float(c, n, "alpha", 1.6732632423543772848170429916717) != 0) return -1;
   return fgo_attr_float(c, n, "gamma", 1.0507009873554804934193349852946);
 }
@@ -142,86 +149,166 @@ static int w_selu(fgo_ctx *c, int id) {
  * threshold flowgraph returns x itself, which Softplus misses by at most
  * e^-threshold / beta: below f32's resolution of x there for torch's 20,
  * so small thresholds, where the two differ visibly, are refused. */
-static int w_softplus(fgo_ctx *c, int id) {
-  double beta = fgo_get_float(c, id, "beta", 1), threshold = fgo_get_float(c, id, "threshold", 20);
+static int e_softplus(fgo_ctx *c, const fgo_ew *e) {
+  double beta = e->attr[0], threshold = e->attr[1];
   if (threshold < 15)
-    return UNSUPPORTED(c, id,
-                       "threshold %g: ONNX Softplus has no threshold, and below 15 "
-                       "its values differ from x's above it",
-                       NODE_NAME(c, id), OP_NAME(c, id), threshold);
-  if (beta == 1) return unary(c, id, "Softplus");
-  const char *bx = with_scalar(c, id, "Mul", fgo_in(c, id, 0), beta, NULL);
-  const char *sp = bx ? step(c, id, "Softplus", bx) : NULL;
-  return sp && with_scalar(c, id, "Div", sp, beta, fgo_out(c, id, 0)) ? 0 : -1;
+    return EW_UNSUPPORTED(c, e,
+                          "threshold %g: ONNX Softplus has no threshold, and below 15 "
+                          "its values differ from x's above it",
+                          e->who, threshold);
+  if (beta == 1) return e_unary(c, e, "Softplus");
+  const char *bx = with_scalar(c, e, "Mul", e->in[0], beta, NULL);
+  const char *sp = bx ? step(c, e->id, "Softplus", bx) : NULL;
+  return sp && with_scalar(c, e, "Div", sp, beta, e->out) ? 0 : -1;
 }
 
 /* x * f(x) with f a chain of unary ops. */
-static int x_times(fgo_ctx *c, int id, const char *const *chain, int n) {
-  const char *x = fgo_in(c, id, 0), *t = x;
+static int x_times(fgo_ctx *c, const fgo_ew *e, const char *const *chain, int n) {
+  const char *t = e->in[0];
   for (int i = 0; i < n && t; i++)
-    t = step(c, id, chain[i], t);
-  return t ? binary_to(c, id, "Mul", x, t, fgo_out(c, id, 0)) : -1;
+    t = step(c, e->id, chain[i], t);
+  return t ? binary_to(c, e->id, "Mul", e->in[0], t, e->out) : -1;
 }
 
-static int w_silu(fgo_ctx *c, int id) {
+static int e_silu(fgo_ctx *c, const fgo_ew *e) {
   static const char *const chain[] = {"Sigmoid"};
-  return x_times(c, id, chain, 1);
+  return x_times(c, e, chain, 1);
 }
 
-static int w_mish(fgo_ctx *c, int id) {
+static int e_mish(fgo_ctx *c, const fgo_ew *e) {
   static const char *const chain[] = {"Softplus", "Tanh"};
-  return x_times(c, id, chain, 2);
+  return x_times(c, e, chain, 2);
 }
 
 /* relu6(x + 3) / 6 as flowgraph computes it, with constants of x's dtype:
  * HardSigmoid's alpha is a float attribute, so 1/6 would be rounded to f32
  * (visible in f64) and x * alpha + beta rounds differently from the
  * division. */
-static const char *hard_sigmoid(fgo_ctx *c, int id, const char *in, const char *out) {
-  fg_dtype dt = in_dtype(c, id, 0);
-  const char *p3 = with_scalar(c, id, "Add", in, 3, NULL);
-  const char *clip[3] = {p3, fgo_const_scalar(c, id, "zero", dt, 0),
-                         fgo_const_scalar(c, id, "six", dt, 6)};
-  const char *r6 = fgo_tmp(c, id, "Clip");
-  if (!clip[0] || !clip[1] || !clip[2] || !r6 || !fgo_emit(c, id, "Clip", clip, 3, &r6, 1))
+static const char *hard_sigmoid(fgo_ctx *c, const fgo_ew *e, const char *out) {
+  const char *p3 = with_scalar(c, e, "Add", e->in[0], 3, NULL);
+  const char *clip[3] = {p3, fgo_const_scalar(c, e->id, "zero", e->dtype, 0),
+                         fgo_const_scalar(c, e->id, "six", e->dtype, 6)};
+  const char *r6 = fgo_tmp(c, e->id, "Clip");
+  if (!clip[0] || !clip[1] || !clip[2] || !r6 || !fgo_emit(c, e->id, "Clip", clip, 3, &r6, 1))
     return NULL;
-  return with_scalar(c, id, "Div", r6, 6, out);
+  return with_scalar(c, e, "Div", r6, 6, out);
 }
 
-static int w_hard_sigmoid(fgo_ctx *c, int id) {
-  return hard_sigmoid(c, id, fgo_in(c, id, 0), fgo_out(c, id, 0)) ? 0 : -1;
+static int e_hard_sigmoid(fgo_ctx *c, const fgo_ew *e) {
+  return hard_sigmoid(c, e, e->out) ? 0 : -1;
 }
 
 /* HardSwish is opset 14; before it, x * hard_sigmoid(x). */
-static int w_hard_swish(fgo_ctx *c, int id) {
-  if (fgo_opset(c) >= 14) return unary(c, id, "HardSwish");
-  const char *x = fgo_in(c, id, 0);
-  const char *hs = hard_sigmoid(c, id, x, NULL);
-  return hs ? binary_to(c, id, "Mul", x, hs, fgo_out(c, id, 0)) : -1;
+static int e_hard_swish(fgo_ctx *c, const fgo_ew *e) {
+  if (fgo_opset(c) >= 14) return e_unary(c, e, "HardSwish");
+  const char *hs = hard_sigmoid(c, e, NULL);
+  return hs ? binary_to(c, e->id, "Mul", e->in[0], hs, e->out) : -1;
 }
 
 /* The exact form: x * (1 + erf(x / sqrt(2))) / 2 (Gelu is opset 20). */
-static int w_gelu(fgo_ctx *c, int id) {
-  const char *x = fgo_in(c, id, 0);
-  const char *s = with_scalar(c, id, "Mul", x, 0.70710678118654752440, NULL);
-  const char *e = s ? step(c, id, "Erf", s) : NULL;
-  const char *p = e ? with_scalar(c, id, "Add", e, 1.0, NULL) : NULL;
-  const char *xp = fgo_tmp(c, id, "Mul");
-  if (!p || !xp || binary_to(c, id, "Mul", x, p, xp) != 0) return -1;
-  return with_scalar(c, id, "Mul", xp, 0.5, fgo_out(c, id, 0)) ? 0 : -1;
+static int e_gelu(fgo_ctx *c, const fgo_ew *e) {
+  const char *x = e->in[0];
+  const char *s = with_scalar(c, e, "Mul", x, 0.70710678118654752440, NULL);
+  const char *er = s ? step(c, e->id, "Erf", s) : NULL;
+  const char *p = er ? with_scalar(c, e, "Add", er, 1.0, NULL) : NULL;
+  const char *xp = fgo_tmp(c, e->id, "Mul");
+  if (!p || !xp || binary_to(c, e->id, "Mul", x, p, xp) != 0) return -1;
+  return with_scalar(c, e, "Mul", xp, 0.5, e->out) ? 0 : -1;
 }
 
-static int w_clip(fgo_ctx *c, int id) {
-  fg_dtype dt = in_dtype(c, id, 0);
-  if (ints_need_12(c, id, "Clip") != 0) return -1;
-  const char *in[3] = {fgo_in(c, id, 0),
-                       fgo_const_scalar(c, id, "min", dt, fgo_get_float(c, id, "min", 0)),
-                       fgo_const_scalar(c, id, "max", dt, fgo_get_float(c, id, "max", 0))};
-  const char *out = fgo_out(c, id, 0);
+static int e_clip(fgo_ctx *c, const fgo_ew *e) {
+  if (ints_need_12(c, e, "Clip") != 0) return -1;
+  const char *in[3] = {e->in[0], fgo_const_scalar(c, e->id, "min", e->dtype, e->attr[0]),
+                       fgo_const_scalar(c, e->id, "max", e->dtype, e->attr[1])};
   if (!in[1] || !in[2]) return -1;
-  return done(fgo_emit(c, id, "Clip", in, 3, &out, 1));
+  return done(fgo_emit(c, e->id, "Clip", in, 3, &e->out, 1));
 }
 
+/* The element-wise ops, with their attributes as fgo_ew.attr takes them
+ * (the order of the fused program's attributes) and the values a node
+ * without them has. */
+typedef struct ew_op {
+  const char *op;
+  fgo_ew_writer write;
+  const char *attr[2];
+  double dflt[2];
+} ew_op;
+
+/* An op without attributes. */
+#define EW(name, fn)                                                                               \
+  { .op = name, .write = fn }
+
+static const ew_op ew_ops[] = {
+    EW("add", e_add),
+    EW("sub", e_sub),
+    EW("mul", e_mul),
+    EW("div", e_div),
+    EW("pow", e_pow),
+    EW("maximum", e_maximum),
+    EW("minimum", e_minimum),
+    EW("equal", e_equal),
+    EW("greater", e_greater),
+    EW("less", e_less),
+    EW("select", e_select),
+    EW("neg", e_neg),
+    EW("exp", e_exp),
+    EW("log", e_log),
+    EW("sqrt", e_sqrt),
+    EW("rsqrt", e_rsqrt),
+    EW("abs", e_abs),
+    EW("tanh", e_tanh),
+    EW("sigmoid", e_sigmoid),
+    EW("relu", e_relu),
+    {"leaky_relu", e_leaky_relu, {"alpha", NULL}, {0.01, 0}},
+    {"elu", e_elu, {"alpha", NULL}, {1.0, 0}},
+    {"softplus", e_softplus, {"beta", "threshold"}, {1, 20}},
+    EW("selu", e_selu),
+    EW("silu", e_silu),
+    EW("hard_sigmoid", e_hard_sigmoid),
+    EW("hard_swish", e_hard_swish),
+    EW("mish", e_mish),
+    EW("sign", e_sign),
+    EW("reciprocal", e_reciprocal),
+    EW("floor", e_floor),
+    EW("ceil", e_ceil),
+    EW("round", e_round),
+    {"clip", e_clip, {"min", "max"}, {0, 0}},
+    EW("gelu", e_gelu),
+    EW("erf", e_erf),
+    EW("identity", e_identity),
+    EW("stop_gradient", e_identity),
+    EW("logical_not", e_logical_not),
+    EW("logical_and", e_logical_and),
+    EW("logical_or", e_logical_or),
+    {NULL, NULL, {NULL, NULL}, {0, 0}},
+};
+
+static const ew_op *ew_find(const char *op) {
+  for (const ew_op *o = ew_ops; op && o->op; o++)
+    if (strcmp(o->op, op) == 0) return o;
+  return NULL;
+}
+
+fgo_ew_writer fgo_ew_of(const char *op) {
+  const ew_op *o = ew_find(op);
+  return o ? o->write : NULL;
+}
+
+/* A plain element-wise node: its inputs, output, x's dtype (constants
+ * take it) and attributes (the defaults where absent). */
+static int w_ew(fgo_ctx *c, int id) {
+  const ew_op *o = ew_find(OP_NAME(c, id));
+  if (!o) return -1;
+  char who[400];
+  snprintf(who, sizeof who, "node '%s' (%s)", NODE_NAME(c, id), o->op);
+  fgo_ew e = {.id = id, .out = fgo_out(c, id, 0), .dtype = in_dtype(c, id, 0), .who = who};
+  int n_in = fg_node_num_inputs(fgo_graph(c), id);
+  for (int i = 0; i < n_in && i < 3; i++)
+    if (!(e.in[i] = fgo_in(c, id, i))) return -1;
+  for (int k = 0; k < 2; k++)
+    e.attr[k] = o->attr[k] ? fgo_get_float(c, id, o->attr[k], o->dflt[k]) : 0;
+  return e.out ? o->write(c, &e) : -1;
+}
 static int w_cast(fgo_ctx *c, int id) {
   Onnx__NodeProto *n = fgo_emit1(c, id, "Cast", fgo_in(c, id, 0), fgo_out(c, id, 0));
   return fgo_attr_int(c, n, "to", fgo_onnx_dtype((fg_dtype)fgo_get_int(c, id, "dtype", 0)));
@@ -260,11 +347,13 @@ static const char *swap_last(fgo_ctx *c, int id, int i) {
   return fgo_attr_ints(c, n, "perm", perm, rank) == 0 ? out : NULL;
 }
 
-static int w_matmul(fgo_ctx *c, int id) {
+int fgo_matmul_to(fgo_ctx *c, int id, const char *out) {
   const char *a = fgo_get_int(c, id, "transpose_a", 0) ? swap_last(c, id, 0) : fgo_in(c, id, 0);
   const char *b = fgo_get_int(c, id, "transpose_b", 0) ? swap_last(c, id, 1) : fgo_in(c, id, 1);
-  return a && b ? binary_to(c, id, "MatMul", a, b, fgo_out(c, id, 0)) : -1;
+  return a && b && out ? binary_to(c, id, "MatMul", a, b, out) : -1;
 }
+
+static int w_matmul(fgo_ctx *c, int id) { return fgo_matmul_to(c, id, fgo_out(c, id, 0)); }
 
 /* ONNX Reshape reads a 0 as "copy x's dim" unless allowzero (opset 14). */
 static int w_reshape(fgo_ctx *c, int id) {
@@ -564,6 +653,10 @@ int fgo_w_dropout(fgo_ctx *c, int id);
 int fgo_w_layer_norm(fgo_ctx *c, int id);
 int fgo_w_group_norm(fgo_ctx *c, int id);
 int fgo_w_instance_norm(fgo_ctx *c, int id);
+/* Writers of the passes' fused ops: onnx_export_fused.c. */
+int fgo_w_fused_matmul(fgo_ctx *c, int id);
+int fgo_w_fused_conv(fgo_ctx *c, int id);
+int fgo_w_fused_elementwise(fgo_ctx *c, int id);
 
 const fgo_op fgo_ops[] = {
     {"matmul", w_matmul, 0},
@@ -574,47 +667,47 @@ const fgo_op fgo_ops[] = {
     {"gather", w_gather, 0},
     {"one_hot", w_one_hot, 0},
     {"cast", w_cast, 0},
-    {"add", w_add, 0},
-    {"sub", w_sub, 0},
-    {"mul", w_mul, 0},
-    {"div", w_div, 0},
-    {"pow", w_pow, 0},
-    {"maximum", w_maximum, 0},
-    {"minimum", w_minimum, 0},
-    {"equal", w_equal, 0},
-    {"greater", w_greater, 0},
-    {"less", w_less, 0},
-    {"select", w_select, 0},
-    {"neg", w_neg, 0},
-    {"exp", w_exp, 0},
-    {"log", w_log, 0},
-    {"sqrt", w_sqrt, 0},
-    {"rsqrt", w_rsqrt, 0},
-    {"abs", w_abs, 0},
-    {"tanh", w_tanh, 0},
-    {"sigmoid", w_sigmoid, 0},
-    {"relu", w_relu, 0},
-    {"leaky_relu", w_leaky_relu, 0},
-    {"elu", w_elu, 0},
-    {"softplus", w_softplus, 0},
-    {"selu", w_selu, 0},
-    {"silu", w_silu, 0},
-    {"hard_sigmoid", w_hard_sigmoid, 0},
-    {"hard_swish", w_hard_swish, 0},
-    {"mish", w_mish, 0},
-    {"sign", w_sign, 0},
-    {"reciprocal", w_reciprocal, 0},
-    {"floor", w_floor, 0},
-    {"ceil", w_ceil, 0},
-    {"round", w_round, 0},
-    {"clip", w_clip, 0},
-    {"gelu", w_gelu, 0},
-    {"erf", w_erf, 0},
-    {"identity", w_identity, 0},
-    {"logical_not", w_logical_not, 0},
-    {"logical_and", w_logical_and, 0},
-    {"logical_or", w_logical_or, 0},
-    {"stop_gradient", w_identity, 0},
+    {"add", w_ew, 0},
+    {"sub", w_ew, 0},
+    {"mul", w_ew, 0},
+    {"div", w_ew, 0},
+    {"pow", w_ew, 0},
+    {"maximum", w_ew, 0},
+    {"minimum", w_ew, 0},
+    {"equal", w_ew, 0},
+    {"greater", w_ew, 0},
+    {"less", w_ew, 0},
+    {"select", w_ew, 0},
+    {"neg", w_ew, 0},
+    {"exp", w_ew, 0},
+    {"log", w_ew, 0},
+    {"sqrt", w_ew, 0},
+    {"rsqrt", w_ew, 0},
+    {"abs", w_ew, 0},
+    {"tanh", w_ew, 0},
+    {"sigmoid", w_ew, 0},
+    {"relu", w_ew, 0},
+    {"leaky_relu", w_ew, 0},
+    {"elu", w_ew, 0},
+    {"softplus", w_ew, 0},
+    {"selu", w_ew, 0},
+    {"silu", w_ew, 0},
+    {"hard_sigmoid", w_ew, 0},
+    {"hard_swish", w_ew, 0},
+    {"mish", w_ew, 0},
+    {"sign", w_ew, 0},
+    {"reciprocal", w_ew, 0},
+    {"floor", w_ew, 0},
+    {"ceil", w_ew, 0},
+    {"round", w_ew, 0},
+    {"clip", w_ew, 0},
+    {"gelu", w_ew, 0},
+    {"erf", w_ew, 0},
+    {"identity", w_ew, 0},
+    {"logical_not", w_ew, 0},
+    {"logical_and", w_ew, 0},
+    {"logical_or", w_ew, 0},
+    {"stop_gradient", w_ew, 0},
     {"zeros_like", w_zeros_like, 0},
     {"ones_like", w_ones_like, 0},
     {"fill", w_fill, 0},
@@ -658,4 +751,8 @@ const fgo_op fgo_ops[] = {
     {"layer_norm", fgo_w_layer_norm, 0},
     {"group_norm", fgo_w_group_norm, 0},
     {"instance_norm", fgo_w_instance_norm, 0},
+    {"fused_matmul", fgo_w_fused_matmul, 0},
+    {"fused_conv2d", fgo_w_fused_conv, 0},
+    {"fused_conv2d_add", fgo_w_fused_conv, 0},
+    {"fused_elementwise", fgo_w_fused_elementwise, 0},
     {NULL, NULL, 0}};
