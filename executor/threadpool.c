@@ -50,6 +50,7 @@
 #include "executor/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -177,15 +178,19 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Spins up to SPIN_NS until *v differs from `seen`: 1 when it did. */
+/* Spins up to SPIN_NS until *v differs from `seen`: 1 when it did. The
+ * spin yields the core between short bursts, so a thread that is ready to
+ * run there (an OpenMP team's thread in a oneDNN convolution, another
+ * process) runs instead: spinning only uses time nobody else wants. */
 static int spin_while_equal(atomic_uint *v, unsigned seen) {
   const int64_t end = now_ns() + SPIN_NS;
   for (;;) {
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < 16; i++) {
       if (atomic_load_explicit(v, memory_order_acquire) != seen) return 1;
       cpu_relax();
     }
     if (now_ns() >= end) return 0;
+    sched_yield();
   }
 }
 
@@ -569,8 +574,11 @@ void fg_pool_parallel_for(fg_pool *p, int64_t n, int64_t grain, fg_range_fn fn, 
   if (!atomic_load_explicit(&j.finished, memory_order_relaxed)) {
     pthread_mutex_unlock(&p->mu);
     const int64_t end = now_ns() + SPIN_NS;
-    while (!atomic_load_explicit(&j.finished, memory_order_acquire) && now_ns() < end)
-      cpu_relax();
+    for (int i = 0; !atomic_load_explicit(&j.finished, memory_order_acquire) && now_ns() < end; i++)
+      if (i % 16 == 15)
+        sched_yield();
+      else
+        cpu_relax();
     pthread_mutex_lock(&p->mu);
   }
   while (!atomic_load_explicit(&j.finished, memory_order_relaxed))
