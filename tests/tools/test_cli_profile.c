@@ -5,6 +5,7 @@
  * SVG, and bad arguments and output paths. Harness: test_cli_harness.h. */
 #include "flowgraph/autodiff.h"
 #include "test_cli_harness.h"
+#include "test_cli_profile_model.h"
 
 /* ---- helpers -------------------------------------------------------------------- */
 
@@ -261,33 +262,6 @@ static int build_chain(const char *path) {
   return save_and_free_graph(g, path);
 }
 
-/* x [?,4], labels [?] i32, logits = relu(x W1) W2 with 10 classes (so
- * random labels in [0, 10) are valid), SGD on the cross entropy. */
-static int build_train(const char *path) {
-  fg_graph *g = fg_graph_new();
-  int64_t xd[2] = {FG_DIM_UNKNOWN, 4}, ld[1] = {FG_DIM_UNKNOWN}, w1d[2] = {4, 3}, w2d[2] = {3, 10};
-  float w1[12], w2[30];
-  for (int i = 0; i < 12; i++)
-    w1[i] = (float)(i % 5 - 2) * 0.25f;
-  for (int i = 0; i < 30; i++)
-    w2[i] = (float)(i % 7 - 3) * 0.125f;
-  fg_tensor *tw1 = tensor_f32(2, w1d, w1), *tw2 = tensor_f32(2, w2d, w2);
-  fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output labels = fg_placeholder(g, "labels", FG_I32, 1, ld);
-  fg_output h = fg_relu(g, fg_matmul(g, x, fg_variable(g, "W1", tw1), 0, 0));
-  fg_output logits = fg_matmul(g, h, fg_variable(g, "W2", tw2), 0, 0);
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, labels), "loss");
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
-  fg_status *st = fg_status_new();
-  fg_output step = fg_minimize(g, loss, NULL, 0, &cfg, st);
-  if (step.node < 0) fprintf(stderr, "fg_minimize: %s\n", fg_status_message(st));
-  fg_status_free(st);
-  fg_tensor_free(tw1);
-  fg_tensor_free(tw2);
-  return save_and_free_graph(g, path);
-}
-
 /* Non-source nodes the target needs, walked on the saved graph. */
 static int needed_steps(const char *path, const char *target) {
   fg_status *st = fg_status_new();
@@ -462,7 +436,7 @@ FG_TEST(cli_plan_fetch_subset_and_batch, "") {
 
 FG_TEST(cli_plan_training_target_default, "") {
   FG_REQUIRE(make_tmpdir());
-  FG_REQUIRE(build_train(tpath("train.fgb")) == 0);
+  FG_REQUIRE(build_profile_train(tpath("train.fgb"), 0) == 0);
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_load(tpath("train.fgb"), st);
   fg_status_free(st);
@@ -782,7 +756,7 @@ FG_TEST(cli_profile_bad_output_paths, "badinput") {
   result_free(&r);
   /* A kernel error (a label out of range) happens after the trace was
    * opened: its temporary file goes too. */
-  FG_REQUIRE(build_train(tpath("train.fgb")) == 0);
+  FG_REQUIRE(build_profile_train(tpath("train.fgb"), 0) == 0);
   int64_t ld[1] = {2};
   int32_t labels[2] = {1, 99};
   fg_status *st = fg_status_new();

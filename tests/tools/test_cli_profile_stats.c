@@ -6,6 +6,7 @@
  * the CSV and JSON forms; the trace's run slices; inference by default and
  * --train; --batch on inspect, plan and profile, and their bad inputs. */
 #include "test_cli_train_util.h"
+#include "test_cli_profile_model.h"
 /* The statistics are plain C over libc: compiled in to test them alone. */
 #include "tools/cli/profile_stats.c"
 
@@ -88,35 +89,6 @@ static char *node_row(const char *out, const char *name) {
   memcpy(s, p, n);
   s[n] = '\0';
   return s;
-}
-
-/* x [?,4], labels [?] i32, logits = relu(x W1) W2 (10 classes), probs =
- * softmax(logits) marked as the output, SGD on the cross entropy: a model
- * with both an inference and a training step. */
-static int build_train_with_output(const char *path) {
-  fg_graph *g = fg_graph_new();
-  int64_t xd[2] = {FG_DIM_UNKNOWN, 4}, ld[1] = {FG_DIM_UNKNOWN}, w1d[2] = {4, 3}, w2d[2] = {3, 10};
-  float w1[12], w2[30];
-  for (int i = 0; i < 12; i++)
-    w1[i] = (float)(i % 5 - 2) * 0.25f;
-  for (int i = 0; i < 30; i++)
-    w2[i] = (float)(i % 7 - 3) * 0.125f;
-  fg_tensor *tw1 = tensor_f32(2, w1d, w1), *tw2 = tensor_f32(2, w2d, w2);
-  fg_output x = fg_placeholder(g, "x", FG_F32, 2, xd);
-  fg_output labels = fg_placeholder(g, "labels", FG_I32, 1, ld);
-  fg_output h = fg_relu(g, fg_matmul(g, x, fg_variable(g, "W1", tw1), 0, 0));
-  fg_output logits = fg_matmul(g, h, fg_variable(g, "W2", tw2), 0, 0);
-  fg_graph_add_output(g, fg_set_name(g, fg_softmax(g, logits, 1), "probs"));
-  fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, logits, labels), "loss");
-  fg_optimizer_config cfg;
-  fg_optimizer_config_init(&cfg, FG_OPTIMIZER_SGD);
-  fg_status *st = fg_status_new();
-  fg_output step = fg_minimize(g, loss, NULL, 0, &cfg, st);
-  if (step.node < 0) fprintf(stderr, "fg_minimize: %s\n", fg_status_message(st));
-  fg_status_free(st);
-  fg_tensor_free(tw1);
-  fg_tensor_free(tw2);
-  return save_and_free_graph(g, path);
 }
 
 /* ---- the statistics, by hand ------------------------------------------------------ */
@@ -404,7 +376,7 @@ FG_TEST(cli_profile_trace_run_slices, "") {
 
 FG_TEST(cli_profile_inference_by_default, "") {
   FG_REQUIRE(make_tmpdir());
-  FG_REQUIRE(build_train_with_output(tpath("m.fgb")) == 0);
+  FG_REQUIRE(build_profile_train(tpath("m.fgb"), 1) == 0);
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_load(tpath("m.fgb"), st);
   fg_status_free(st);

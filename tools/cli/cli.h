@@ -181,6 +181,26 @@ int cli_fail_missing_output(fg_status *st, const fg_graph *g, const char *what, 
 /* A model path whose format the extension tells (.fgb or .json). */
 int cli_check_model_path(const cli_command *cmd, const char *path);
 
+/* MODEL -o OUT [--fetch NAME ...] [-q]: what the commands that write a
+ * rewritten model share (optimize, freeze, export). */
+typedef struct cli_rewrite_args {
+  const char *model, *out;
+  const char **fetch; /* pointers into argv */
+  int n_fetch;
+  int quiet;
+} cli_rewrite_args;
+/* Takes argv[*i] when it is -o/--output (`out_form` words the value,
+ * "OUT.fgb"), --fetch, -q/--quiet (when `quiet`) or MODEL: CLI_OK or the
+ * usage error it printed. Every other option belongs to the caller, which
+ * matches it first. */
+int cli_rewrite_arg(const cli_command *cmd, int argc, char **argv, int *i, const char *out_form,
+                    int quiet, cli_rewrite_args *a);
+/* After the arguments: MODEL and -o were given (CLI_OK), else the usage
+ * error printed. */
+int cli_rewrite_given(const cli_command *cmd, const cli_rewrite_args *a, const char *out_form);
+/* cli_job's free_args for arguments that start with a cli_rewrite_args. */
+void cli_rewrite_free(void *args);
+
 /* ---- formatting and small utilities (util.c) ---------------------------- */
 
 /* Whole-string decimal integer in [min, max]; 0 on success, -1 otherwise. */

@@ -8,63 +8,53 @@
 #include "flowgraph/onnx.h"
 
 typedef struct export_args {
-  const char *model, *out;
-  const char **fetch; /* pointers into argv */
-  int n_fetch;
+  cli_rewrite_args w; /* first: cli_rewrite_free frees it */
   int64_t opset;
 } export_args;
-
-static void free_args(void *args) { free(((export_args *)args)->fetch); }
 
 static int parse_args(int argc, char **argv, void *args, int *help) {
   const cli_command *cmd = &cli_export_command;
   export_args *a = args;
   for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i], *v = NULL;
+    const char *v = NULL;
     int r, rc;
-    if (cli_is_help(arg)) {
+    if (cli_is_help(argv[i])) {
       *help = 1;
       return CLI_OK;
     }
-    if ((r = cli_opt_value(argc, argv, &i, "-o", "--output", &v)) != 0) {
-      rc = cli_value_opt(cmd, arg, "a path OUT.onnx", r, v, "-o", &a->out);
-    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--fetch", &v)) != 0) {
-      const char *name = NULL;
-      rc = cli_value_opt(cmd, "--fetch", "a name (\"node\" or \"node:index\")", r, v, NULL, &name);
-      if (rc == CLI_OK) rc = cli_append_name(&a->fetch, &a->n_fetch, name);
-    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--opset", &v)) != 0) {
+    if ((r = cli_opt_value(argc, argv, &i, NULL, "--opset", &v)) != 0) {
       if (a->opset) return cli_usage(cmd, "--opset given twice");
       rc = cli_int_opt(cmd, "--opset", r, v, 11, 17, &a->opset);
     } else {
-      rc = cli_model_arg(cmd, arg, &a->model);
+      rc = cli_rewrite_arg(cmd, argc, argv, &i, "OUT.onnx", 0, &a->w);
     }
     if (rc != CLI_OK) return rc;
   }
-  if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
-  if (!a->out) return cli_usage(cmd, "missing -o OUT.onnx");
-  if (!cli_has_ext(a->out, ".onnx"))
-    return cli_usage(cmd, "'%s' does not end in .onnx: export writes ONNX files only", a->out);
+  int rc = cli_rewrite_given(cmd, &a->w, "OUT.onnx");
+  if (rc != CLI_OK) return rc;
+  if (!cli_has_ext(a->w.out, ".onnx"))
+    return cli_usage(cmd, "'%s' does not end in .onnx: export writes ONNX files only", a->w.out);
   return CLI_OK;
 }
 
 static int export_model(void *args, fg_status *st, const char **failed_load) {
   const export_args *a = args;
-  fg_graph *g = cli_load_model(a->model, st);
+  fg_graph *g = cli_load_model(a->w.model, st);
   if (!g) {
-    *failed_load = a->model;
+    *failed_load = a->w.model;
     return -1;
   }
   fg_onnx_export_options o;
   fg_onnx_export_options_init(&o);
   o.opset = (int)a->opset;
-  o.fetches = a->fetch;
-  o.n_fetches = a->n_fetch;
-  int rc = fg_onnx_save(g, a->out, &o, st);
+  o.fetches = a->w.fetch;
+  o.n_fetches = a->w.n_fetch;
+  int rc = fg_onnx_save(g, a->w.out, &o, st);
   if (rc == 0) {
-    printf("wrote %s (opset %d, outputs:", a->out, o.opset ? o.opset : 17);
-    if (a->n_fetch)
-      for (int i = 0; i < a->n_fetch; i++)
-        printf(" %s", a->fetch[i]);
+    printf("wrote %s (opset %d, outputs:", a->w.out, o.opset ? o.opset : 17);
+    if (a->w.n_fetch)
+      for (int i = 0; i < a->w.n_fetch; i++)
+        printf(" %s", a->w.fetch[i]);
     else
       for (int i = 0; i < fg_graph_num_outputs(g); i++) {
         char name[600];
@@ -78,7 +68,8 @@ static int export_model(void *args, fg_status *st, const char **failed_load) {
 }
 
 static int export_main(int argc, char **argv) {
-  static const cli_job job = {&cli_export_command, parse_args, export_model, free_args, NULL};
+  static const cli_job job = {&cli_export_command, parse_args, export_model, cli_rewrite_free,
+                              NULL};
   export_args a;
   memset(&a, 0, sizeof a);
   return cli_job_main(&job, &a, argc, argv);

@@ -7,42 +7,21 @@
 #include "cli.h"
 #include "flowgraph/passes.h"
 
-typedef struct freeze_args {
-  const char *model, *out;
-  const char **fetch; /* pointers into argv */
-  int n_fetch;
-  int quiet;
-} freeze_args;
-
-static void free_args(void *args) { free(((freeze_args *)args)->fetch); }
+typedef cli_rewrite_args freeze_args;
 
 static int parse_args(int argc, char **argv, void *args, int *help) {
   const cli_command *cmd = &cli_freeze_command;
   freeze_args *a = args;
   for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i], *v = NULL;
-    int r, rc;
-    if (cli_is_help(arg)) {
+    if (cli_is_help(argv[i])) {
       *help = 1;
       return CLI_OK;
     }
-    if ((r = cli_opt_value(argc, argv, &i, "-o", "--output", &v)) != 0) {
-      rc = cli_value_opt(cmd, arg, "a path OUT.fgb", r, v, "-o", &a->out);
-    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--fetch", &v)) != 0) {
-      const char *name = NULL;
-      rc = cli_value_opt(cmd, "--fetch", "a name (\"node\" or \"node:index\")", r, v, NULL, &name);
-      if (rc == CLI_OK) rc = cli_append_name(&a->fetch, &a->n_fetch, name);
-    } else if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0) {
-      a->quiet = 1;
-      rc = CLI_OK;
-    } else {
-      rc = cli_model_arg(cmd, arg, &a->model);
-    }
+    const int rc = cli_rewrite_arg(cmd, argc, argv, &i, "OUT.fgb", 1, a);
     if (rc != CLI_OK) return rc;
   }
-  if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
-  if (!a->out) return cli_usage(cmd, "missing -o OUT.fgb");
-  return cli_check_model_path(cmd, a->out);
+  int rc = cli_rewrite_given(cmd, a, "OUT.fgb");
+  return rc != CLI_OK ? rc : cli_check_model_path(cmd, a->out);
 }
 
 /* Bytes of the variables' values the frozen graph's constants came from:
@@ -94,7 +73,8 @@ static int freeze_model(void *args, fg_status *st, const char **failed_load) {
 }
 
 static int freeze_main(int argc, char **argv) {
-  static const cli_job job = {&cli_freeze_command, parse_args, freeze_model, free_args, NULL};
+  static const cli_job job = {&cli_freeze_command, parse_args, freeze_model, cli_rewrite_free,
+                              NULL};
   freeze_args a;
   memset(&a, 0, sizeof a);
   return cli_job_main(&job, &a, argc, argv);

@@ -7,44 +7,23 @@
 #include "cli.h"
 #include "flowgraph/passes.h"
 
-typedef struct optimize_args {
-  const char *model, *out;
-  const char **fetch; /* pointers into argv */
-  int n_fetch;
-  int quiet;
-} optimize_args;
-
-static void free_args(void *args) { free(((optimize_args *)args)->fetch); }
+typedef cli_rewrite_args optimize_args;
 
 static int parse_args(int argc, char **argv, void *args, int *help) {
   const cli_command *cmd = &cli_optimize_command;
   optimize_args *a = args;
   for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i], *v = NULL;
-    int r, rc;
-    if (cli_is_help(arg)) {
+    int rc;
+    if (cli_is_help(argv[i])) {
       *help = 1;
       return CLI_OK;
     }
-    if (cli_passes_opt(cmd, argc, argv, &i, &rc)) {
-      /* rc is set: CLI_OK or the usage error printed */
-    } else if ((r = cli_opt_value(argc, argv, &i, "-o", "--output", &v)) != 0) {
-      rc = cli_value_opt(cmd, arg, "a path OUT.fgb", r, v, "-o", &a->out);
-    } else if ((r = cli_opt_value(argc, argv, &i, NULL, "--fetch", &v)) != 0) {
-      const char *name = NULL;
-      rc = cli_value_opt(cmd, "--fetch", "a name (\"node\" or \"node:index\")", r, v, NULL, &name);
-      if (rc == CLI_OK) rc = cli_append_name(&a->fetch, &a->n_fetch, name);
-    } else if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0) {
-      a->quiet = 1;
-      rc = CLI_OK;
-    } else {
-      rc = cli_model_arg(cmd, arg, &a->model);
-    }
+    if (!cli_passes_opt(cmd, argc, argv, &i, &rc))
+      rc = cli_rewrite_arg(cmd, argc, argv, &i, "OUT.fgb", 1, a);
     if (rc != CLI_OK) return rc;
   }
-  if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
-  if (!a->out) return cli_usage(cmd, "missing -o OUT.fgb");
-  return cli_check_model_path(cmd, a->out);
+  int rc = cli_rewrite_given(cmd, a, "OUT.fgb");
+  return rc != CLI_OK ? rc : cli_check_model_path(cmd, a->out);
 }
 
 static int optimize_model(void *args, fg_status *st, const char **failed_load) {
@@ -71,7 +50,8 @@ static int optimize_model(void *args, fg_status *st, const char **failed_load) {
 }
 
 static int optimize_main(int argc, char **argv) {
-  static const cli_job job = {&cli_optimize_command, parse_args, optimize_model, free_args, NULL};
+  static const cli_job job = {&cli_optimize_command, parse_args, optimize_model, cli_rewrite_free,
+                              NULL};
   optimize_args a;
   memset(&a, 0, sizeof a);
   return cli_job_main(&job, &a, argc, argv);

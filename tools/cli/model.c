@@ -14,14 +14,20 @@
 
 int cli_onnx_trainable;
 
-int cli_is_onnx(const char *path) {
-  unsigned char head[64];
+/* The first bytes of `path` into head[64]: how many (0 when unreadable). */
+static size_t read_head(const char *path, unsigned char head[64]) {
   size_t n = 0;
   FILE *f = fopen(path, "rb");
   if (f) {
-    n = fread(head, 1, sizeof head, f);
+    n = fread(head, 1, 64, f);
     fclose(f);
   }
+  return n;
+}
+
+int cli_is_onnx(const char *path) {
+  unsigned char head[64];
+  const size_t n = read_head(path, head);
   /* By content, so a model saved under any name works; the extension
    * still routes a damaged .onnx file to the ONNX reader's error. */
   return fg_onnx_sniff(head, n) || cli_has_ext(path, ".onnx");
@@ -33,12 +39,7 @@ int cli_is_onnx(const char *path) {
  * space), 0 otherwise or unreadable. */
 static int sniff_model(const char *path) {
   unsigned char head[64];
-  size_t n = 0;
-  FILE *f = fopen(path, "rb");
-  if (f) {
-    n = fread(head, 1, sizeof head, f);
-    fclose(f);
-  }
+  const size_t n = read_head(path, head);
   if (n >= 8 && memcmp(head + 4, "FGB1", 4) == 0) return 'b';
   size_t i = 0;
   while (i < n && strchr(" \t\r\n", head[i]))

@@ -333,6 +333,36 @@ int cli_check_model_path(const cli_command *cmd, const char *path) {
   return cli_usage(cmd, "cannot tell the format of '%s' (expected .fgb or .json)", path);
 }
 
+int cli_rewrite_arg(const cli_command *cmd, int argc, char **argv, int *i, const char *out_form,
+                    int quiet, cli_rewrite_args *a) {
+  const char *arg = argv[*i], *v = NULL;
+  int r;
+  if ((r = cli_opt_value(argc, argv, i, "-o", "--output", &v)) != 0) {
+    char need[64];
+    snprintf(need, sizeof need, "a path %s", out_form);
+    return cli_value_opt(cmd, arg, need, r, v, "-o", &a->out);
+  }
+  if ((r = cli_opt_value(argc, argv, i, NULL, "--fetch", &v)) != 0) {
+    const char *name = NULL;
+    int rc =
+        cli_value_opt(cmd, "--fetch", "a name (\"node\" or \"node:index\")", r, v, NULL, &name);
+    return rc == CLI_OK ? cli_append_name(&a->fetch, &a->n_fetch, name) : rc;
+  }
+  if (quiet && (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0)) {
+    a->quiet = 1;
+    return CLI_OK;
+  }
+  return cli_model_arg(cmd, arg, &a->model);
+}
+
+int cli_rewrite_given(const cli_command *cmd, const cli_rewrite_args *a, const char *out_form) {
+  if (!a->model) return cli_usage(cmd, "missing MODEL.fgb");
+  if (!a->out) return cli_usage(cmd, "missing -o %s", out_form);
+  return CLI_OK;
+}
+
+void cli_rewrite_free(void *args) { free(((cli_rewrite_args *)args)->fetch); }
+
 int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
   if (!s || !*s || isspace((unsigned char)*s)) return -1;
   errno = 0;
