@@ -166,3 +166,39 @@ FG_TEST(cli_help_option_tokens, "") {
   FG_CHECK(t.group[has(&t, "--no-out")] != t.group[has(&t, "-o")]);
   FG_CHECK(has(&t, "-q") < 0 && has(&t, "--else") < 0 && has(&t, "--deeper") < 0);
 }
+
+/* `flowgraph help TOPIC`: the main help lists the topics; each prints what
+ * it names; an unknown one is a usage error with the closest name. */
+FG_TEST(cli_help_topics, "") {
+  FG_REQUIRE(make_tmpdir());
+  cli_result top;
+  FG_REQUIRE(cli(&top, "--help", NULL) == 0);
+  CHECK_OK(top);
+  static const char *const topic[][3] = {
+      {"formats", "FGB1", "<f4 <f8 <i4 <i8"},
+      {"environment", "FG_PASSES=off|LIST", "FG_LIBXSMM=0"},
+      {"exit-status", "2  usage error", "\"flowgraph: CODE: message\""},
+      {"passes", "multi_update", "(off by default)"},
+  };
+  for (size_t i = 0; i < sizeof topic / sizeof topic[0]; i++) {
+    char line[64];
+    snprintf(line, sizeof line, "\n  %s ", topic[i][0]);
+    if (!strstr(top.out, line)) FG_FAIL_AT("flowgraph --help does not list topic %s", topic[i][0]);
+    cli_result r;
+    FG_REQUIRE(cli(&r, "help", topic[i][0], NULL) == 0);
+    CHECK_OK(r);
+    FG_CHECK_STR_CONTAINS(r.out, topic[i][1]);
+    FG_CHECK_STR_CONTAINS(r.out, topic[i][2]);
+    result_free(&r);
+  }
+  result_free(&top);
+  cli_result r;
+  FG_REQUIRE(cli(&r, "help", "formtas", NULL) == 0);
+  FG_CHECK_INT(r.code, 2);
+  FG_CHECK_STR_CONTAINS(r.err, "unknown command or help topic 'formtas'; did you mean 'formats'?");
+  result_free(&r);
+  FG_REQUIRE(cli(&r, "help", "formats", "passes", NULL) == 0);
+  FG_CHECK_INT(r.code, 2);
+  FG_CHECK_STR_CONTAINS(r.err, "help takes at most one command or topic name");
+  result_free(&r);
+}

@@ -218,7 +218,7 @@ FG_TEST(cli_unknown_op_attribute_option_command, "badinput") {
   result_free(&r);
   FG_REQUIRE(cli(&r, "help", "frezee", NULL) == 0);
   CHECK_USAGE_ERROR(r);
-  FG_CHECK_STR_CONTAINS(r.err, "unknown command 'frezee'; did you mean 'freeze'?\n");
+  FG_CHECK_STR_CONTAINS(r.err, "unknown command or help topic 'frezee'; did you mean 'freeze'?\n");
   result_free(&r);
   FG_REQUIRE(cli(&r, "xyzzy", NULL) == 0);
   CHECK_USAGE_ERROR(r);

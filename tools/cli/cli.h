@@ -59,6 +59,14 @@ int cli_usage(const cli_command *cmd, const char *fmt, ...)
 #endif
     ;
 void cli_print_help(const cli_command *cmd);
+/* The graph optimization passes, one paragraph each (util.c). */
+void cli_print_passes(void);
+/* `flowgraph help TOPIC` (help_topics.c): topics besides the commands. */
+int cli_help_topic_count(void);
+const char *cli_help_topic_name(int i);
+const char *cli_help_topic_summary(int i);
+/* Prints topic `name` and returns 1, or 0 when there is none. */
+int cli_print_help_topic(const char *name);
 
 /* ---- running a subcommand (util.c) -------------------------------------- */
 

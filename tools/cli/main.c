@@ -20,14 +20,19 @@ static const cli_command *find_command(const char *name) {
 }
 
 /* "unknown command 'trian'; did you mean 'train'?" */
-static int unknown_command(const char *name) {
-  const char *names[N_COMMANDS + 1];
+/* An unknown command (or, after `help`, topic), with the closest name. */
+static int unknown_command(const char *name, int topics_too) {
+  const char *names[N_COMMANDS + 1 + 16];
+  int n = 0;
   for (size_t i = 0; i < N_COMMANDS; i++)
-    names[i] = commands[i]->name;
-  names[N_COMMANDS] = "help";
-  const char *best = fg_closest_name(name, names, (int)N_COMMANDS + 1);
-  if (best) return cli_usage(NULL, "unknown command '%s'; did you mean '%s'?", name, best);
-  return cli_usage(NULL, "unknown command '%s'", name);
+    names[n++] = commands[i]->name;
+  names[n++] = "help";
+  for (int i = 0; topics_too && i < cli_help_topic_count() && i < 16; i++)
+    names[n++] = cli_help_topic_name(i);
+  const char *what = topics_too ? "command or help topic" : "command";
+  const char *best = fg_closest_name(name, names, n);
+  if (best) return cli_usage(NULL, "unknown %s '%s'; did you mean '%s'?", what, name, best);
+  return cli_usage(NULL, "unknown %s '%s'", what, name);
 }
 
 static void print_main_help(void) {
@@ -38,6 +43,9 @@ static void print_main_help(void) {
   for (size_t i = 0; i < N_COMMANDS; i++)
     printf("  %-10s %s\n", commands[i]->name, commands[i]->summary);
   printf("  %-10s %s\n", "help", "Show this help, or a command's help: flowgraph help COMMAND");
+  printf("\nhelp topics (flowgraph help TOPIC):\n");
+  for (int i = 0; i < cli_help_topic_count(); i++)
+    printf("  %-12s %s\n", cli_help_topic_name(i), cli_help_topic_summary(i));
   printf("\noptions:\n"
          "  -h, --help     show this help\n"
          "  --version      print the version\n\n"
@@ -63,15 +71,17 @@ static int dispatch(int argc, char **argv) {
       print_main_help();
       return CLI_OK;
     }
-    if (argc > 3) return cli_usage(NULL, "help takes at most one command name");
+    if (argc > 3) return cli_usage(NULL, "help takes at most one command or topic name");
     const cli_command *c = find_command(argv[2]);
-    if (!c) return unknown_command(argv[2]);
-    cli_print_help(c);
+    if (c)
+      cli_print_help(c);
+    else if (!cli_print_help_topic(argv[2]))
+      return unknown_command(argv[2], 1);
     return CLI_OK;
   }
   if (first[0] == '-') return cli_unknown_option(NULL, first);
   const cli_command *c = find_command(first);
-  if (!c) return unknown_command(first);
+  if (!c) return unknown_command(first, 0);
   return c->main(argc - 1, argv + 1);
 }
 

@@ -83,7 +83,7 @@ int cli_usage(const cli_command *cmd, const char *fmt, ...) {
 
 /* The passes --passes takes, from the library's table, so the help lists
  * every pass there is. */
-static void print_passes(void) {
+void cli_print_passes(void) {
   printf("\nGraph optimization passes (--passes), in default order:\n");
   for (int i = 0; i < fg_pass_count(); i++) {
     printf("  %-15s", fg_pass_name(i));
@@ -102,7 +102,7 @@ static void print_passes(void) {
 
 void cli_print_help(const cli_command *cmd) {
   printf("usage: %s\n\n%s\n\n%s", cmd->synopsis, cmd->summary, cmd->help);
-  if (strstr(cmd->help, "--passes")) print_passes();
+  if (strstr(cmd->help, "--passes")) cli_print_passes();
 }
 
 int cli_job_main(const cli_job *job, void *args, int argc, char **argv) {
