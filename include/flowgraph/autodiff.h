@@ -132,7 +132,8 @@ FG_API void fg_optimizer_config_init(fg_optimizer_config *cfg, fg_optimizer_kind
  * base rate; every update of the step reads one node computing the
  * scheduled rate from it ("<scope>lr", cast once per variable dtype), so
  * the updates still group (multi_update pass). Assigning the variable
- * (fg_assign, in a run of its own) changes the rate of later steps without
+ * (fg_assign, in a run of its own, or fg_variable_set_value before a
+ * session) changes the rate of later steps without
  * rebuilding anything. With a schedule other than constant, a warm-up, or
  * Adam, an f64 counter variable "<scope>step" is incremented by each step
  * (Adam's bias correction reads it after the increment); "<scope>lr" is

@@ -93,6 +93,12 @@ FG_API fg_output fg_scalar(fg_graph *g, fg_dtype dtype, double value);
 /* A persistent value; the session owns its current value, starting from a
  * copy of `initial`. */
 FG_API fg_output fg_variable(fg_graph *g, const char *name, const fg_tensor *initial);
+/* A new value for variable `name` of a built graph (copied), as
+ * TensorFlow's Variable.load: sessions made on g afterwards start from it,
+ * and a saved g keeps it. The dtype and shape must be the variable's. 0, or
+ * -1 with status set (no such node, not a variable, another dtype or shape). */
+FG_API int fg_variable_set_value(fg_graph *g, const char *name, const fg_tensor *value,
+                                 fg_status *status);
 FG_API fg_output fg_fill(fg_graph *g, fg_dtype dtype, int rank, const int64_t *dims, double value);
 /* Seeded random tensors (f32 or f64, every dim known). Element i depends
  * only on (seed, the node's stream, i): the same values for any thread

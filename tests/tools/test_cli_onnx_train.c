@@ -76,8 +76,8 @@ FG_TEST(cli_onnx_train_optimizer_refusals, "onnx,badinput") {
   result_free(&r);
   FG_REQUIRE(cli(&r, "train", model, "--trainable", "--loss", "loss", "--lr", "0.1", "-i", xi, "-i",
                  yi, "--batch", "8", "--epochs", "1", NULL) == 0);
-  CHECK_USAGE_ERROR(r);
-  FG_CHECK_STR_CONTAINS(r.err, "--lr needs --optimizer");
+  /* --lr alone sets a step's rate; this model has none to set. */
+  CHECK_RUNTIME_ERROR(r, "", "a model without a training step needs --optimizer to build one");
   result_free(&r);
   FG_REQUIRE(cli(&r, "train", model, "--trainable", "--optimizer", "rmsprop", "--loss", "loss",
                  "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1", NULL) == 0);

@@ -123,6 +123,56 @@ FG_TEST(cli_train_step_schedule_and_resume, "") {
   fgt_rmtree(tmpdir);
 }
 
+/* --lr without --optimizer on a model with a step: the saved rate
+ * variable takes the new value, and the steps after run at it (SGD in
+ * double: 0.2 for the first epoch, 0.05 for the second). */
+FG_TEST(cli_train_lr_sets_a_models_rate, "") {
+  FG_REQUIRE(make_tmpdir());
+  FG_REQUIRE(build_lin_nostep(tpath("m.fgb")) == 0);
+  FG_REQUIRE(write_linreg_data("x.npy", "y.npy", LIN_ROWS, LIN_ROWS) == 0);
+  char xi[600], yi[600];
+  data_args(xi, yi);
+  cli_result r;
+  FG_REQUIRE(cli(&r, "train", tpath("m.fgb"), "--loss", "loss", "--optimizer", "sgd", "--lr", "0.2",
+                 "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1", "--save", tpath("a.fgb"),
+                 NULL) == 0);
+  CHECK_OK(r);
+  result_free(&r);
+  FG_REQUIRE(cli(&r, "train", tpath("a.fgb"), "--lr", "0.05", "-i", xi, "-i", yi, "--batch", "8",
+                 "--epochs", "1", "--save", tpath("b.fgb"), NULL) == 0);
+  CHECK_OK(r);
+  result_free(&r);
+  const sched c = {0, 0, 0, 0, 0, 0, 1.0 / 3};
+  linp p = {{LIN_W0, LIN_W1}, LIN_B};
+  reference(&c, 0.2, 8, 1, 0, &p);
+  reference(&c, 0.05, 8, 1, 0, &p);
+  float w[2], b[1];
+  FG_REQUIRE(saved_variable(tpath("b.fgb"), "w", w, 2) == 2);
+  FG_REQUIRE(saved_variable(tpath("b.fgb"), "b", b, 1) == 1);
+  FG_CHECK_NEAR(w[0], p.w[0], 1e-5);
+  FG_CHECK_NEAR(w[1], p.w[1], 1e-5);
+  FG_CHECK_NEAR(b[0], p.b, 1e-5);
+  /* At 0.2 throughout the weights differ: the test can tell. */
+  linp q = {{LIN_W0, LIN_W1}, LIN_B};
+  reference(&c, 0.2, 8, 2, 0, &q);
+  FG_CHECK(fabs(q.w[0] - p.w[0]) + fabs(q.w[1] - p.w[1]) > 1e-4);
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_load(tpath("b.fgb"), st);
+  FG_REQUIRE(g);
+  const int id = fg_graph_find(g, fg_graph_metadata(g, "learning_rate"));
+  const fg_tensor *lr = NULL;
+  FG_REQUIRE(id >= 0 && fg_node_attr_tensor(g, id, "value", &lr) == 0 && lr);
+  FG_CHECK(*(const double *)fg_tensor_data(lr) == 0.05);
+  fg_graph_free(g);
+  fg_status_free(st);
+  /* A model without a step has no rate to set. */
+  FG_REQUIRE(cli(&r, "train", tpath("m.fgb"), "--loss", "loss", "--lr", "0.1", "-i", xi, "-i", yi,
+                 "--batch", "8", "--epochs", "1", NULL) == 0);
+  CHECK_RUNTIME_ERROR(r, "INVALID_ARGUMENT", "has no learning-rate variable");
+  result_free(&r);
+  fgt_rmtree(tmpdir);
+}
+
 FG_TEST(cli_train_cosine_with_warmup, "") {
   FG_REQUIRE(make_tmpdir());
   FG_REQUIRE(build_lin_nostep(tpath("m.fgb")) == 0);

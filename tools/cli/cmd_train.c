@@ -133,8 +133,6 @@ static int parse_args(int argc, char **argv, void *args, int *help) {
     return cli_usage(cmd, "--eval-input needs --eval NAME (what to compute on it)");
   if (!a->dist_mpi && (a->dist_timeout || a->dist_bucket || dist_comm_given))
     return cli_usage(cmd, "--dist-timeout, --dist-bucket and --dist-comm need --dist mpi");
-  if (a->lr > 0 && !a->optimizer)
-    return cli_usage(cmd, "--lr needs --optimizer (it sets the step --optimizer builds)");
   if (a->optimizer && !a->loss)
     return cli_usage(cmd, "--optimizer needs --loss NAME (the scalar the step minimises)");
   if (train_sched_check(cmd, &a->sched, a->optimizer) != CLI_OK) return CLI_USAGE;
@@ -653,6 +651,37 @@ static int train_epochs(trainer *t, const train_args *a, int64_t n_rows, fg_stat
 /* --optimizer: the training step a model without one gets, as a C
  * program would build it (fg_minimize over every float variable the loss
  * depends on: an ONNX model's weights when imported with --trainable). */
+/* --lr without --optimizer: the model's own step gets the rate, through
+ * the learning-rate variable fg_minimize names in the metadata. */
+static int set_rate(const train_args *a, fg_graph *g, fg_status *st) {
+  const char *name = fg_graph_metadata(g, "learning_rate");
+  const int id = name ? fg_graph_find(g, name) : -1;
+  if (id < 0) {
+    fg_status_set(st, FG_INVALID_ARGUMENT,
+                  "--lr %g: %s has no learning-rate variable (metadata 'learning_rate', which "
+                  "fg_minimize writes)%s",
+                  a->lr, a->model,
+                  fg_graph_metadata(g, "train_target")
+                      ? ""
+                      : "; a model without a training step needs --optimizer to build one");
+    return -1;
+  }
+  fg_tensor *t = fg_tensor_new(fg_output_dtype(g, (fg_output){id, 0}), 0, NULL, st);
+  if (!t) return -1;
+  if (fg_tensor_dtype(t) == FG_F64)
+    *(double *)fg_tensor_data(t) = a->lr;
+  else if (fg_tensor_dtype(t) == FG_F32)
+    *(float *)fg_tensor_data(t) = (float)a->lr;
+  int rc = fg_tensor_dtype(t) == FG_F64 || fg_tensor_dtype(t) == FG_F32
+               ? fg_variable_set_value(g, name, t, st)
+               : -1;
+  if (rc != 0 && fg_status_code(st) == FG_OK)
+    fg_status_set(st, FG_INVALID_ARGUMENT, "--lr: learning-rate variable '%s' is %s, not a float",
+                  name, fg_dtype_name(fg_tensor_dtype(t)));
+  fg_tensor_free(t);
+  return rc;
+}
+
 static int build_step(const train_args *a, fg_graph *g, fg_status *st) {
   if (fg_graph_metadata(g, "train_target")) {
     fg_status_set(st, FG_INVALID_ARGUMENT,
@@ -695,6 +724,7 @@ static int train_model(void *args, fg_status *st, const char **failed_load) {
   t.outs = calloc((size_t)n_fetch, sizeof *t.outs);
   if (!t.fetch || !t.outs) goto oom;
   if (a->optimizer && build_step(a, g, st) != 0) goto done;
+  if (!a->optimizer && a->lr > 0 && set_rate(a, g, st) != 0) goto done;
   if (train_sched_reseed(&a->sched, a->model, a->quiet, g, st) != 0) goto done;
   /* Before resolve_names: the default names point into the graph, which
    * the rewrite replaces. */
@@ -805,8 +835,9 @@ const cli_command cli_train_command = {
     "[--check-numerics] "
     "[--max-memory BYTES] [--passes LIST|--no-passes] [--dist mpi [--dist-timeout SECONDS] "
     "[--dist-bucket BYTES] "
-    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl] [--dist-sync-bn]] [--optimizer KIND [--lr "
-    "X] [--lr-schedule constant|step|cosine [--lr-step-size N] [--lr-gamma G] [--lr-t-max N] "
+    "[--dist-loss mean|sum] [--dist-comm auto|mpi|nccl] [--dist-sync-bn]] [--lr X] [--optimizer "
+    "KIND "
+    "[--lr-schedule constant|step|cosine [--lr-step-size N] [--lr-gamma G] [--lr-t-max N] "
     "[--lr-min X]] [--warmup N [--warmup-factor F]]] [--micro-batches M "
     "[--in-flight K|all]] "
     "[--val NAME=FILE.npy[,NAME=FILE.npy...] [--save-best OUT]] [--checkpoint-every N "
@@ -827,7 +858,8 @@ const cli_command cli_train_command = {
     "                              torch.optim's defaults)\n"
     "  --lr X                      the learning rate of that step (default 0.01 for\n"
     "                              sgd and momentum, 0.001 for adam and adamw); a\n"
-    "                              variable of the saved model ('learning_rate')\n"
+    "                              variable of the saved model ('learning_rate'),\n"
+    "                              so on a model with a step, --lr alone sets it\n"
     "  --lr-schedule KIND          how that step's rate changes, counted in steps\n"
     "                              (batches) over every run of the model: constant\n"
     "                              (default), step (StepLR: lr * G^floor(t / N)) or\n"
