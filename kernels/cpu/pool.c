@@ -21,6 +21,11 @@ typedef struct pool_job {
   void *out;
 } pool_job;
 
+/* Taps per window row whose output ranges max_fwd_plane keeps. */
+#define POOL_KEEP_TAPS 16
+/* Planes global_avg_planes sums side by side. */
+#define POOL_SIDE 8
+
 #define PT       float
 #define PS(name) name##_f32
 #include "kernels/cpu/pool_impl.h"

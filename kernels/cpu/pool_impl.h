@@ -82,12 +82,42 @@ static void PS(max_3x3s2_inner)(const fgk_pool_geom *g, const PT *x0, PT *restri
  * are looped outside the outputs so the inner loops run along an output
  * row. Outputs whose window is cut by the left or right edge take their
  * taps one pass per tap, still in tap order. */
+/* The 2 x 2, stride-2 window without padding (LeNet's, VGG's), every
+ * window inside the plane: the taps of an output in window order, by
+ * POOL_TAKE_V's rule, with no per-row set-up; small planes spent most of
+ * their time in the general loops' range arithmetic. */
+static void PS(max_2x2s2_plane)(const fgk_pool_geom *g, const PT *x, PT *restrict y) {
+  const int64_t W = g->W, OW = g->OW;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    const PT *restrict a = x + 2 * oh * W;
+    const PT *restrict b = a + W;
+    PT *restrict yr = y + oh * OW;
+    for (int64_t k = 0; k < OW; k++) {
+      PT m = (PT)-INFINITY;
+      int nan = 0;
+      POOL_TAKE_V(m, nan, a[2 * k]);
+      POOL_TAKE_V(m, nan, a[2 * k + 1]);
+      POOL_TAKE_V(m, nan, b[2 * k]);
+      POOL_TAKE_V(m, nan, b[2 * k + 1]);
+      yr[k] = nan ? (PT)NAN : m;
+    }
+  }
+}
+
 static void PS(max_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
-  /* The outputs where every tap of a row is inside it: [lo, hi). */
-  int64_t lo = 0, hi = g->OW;
+  if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 &&
+      g->pt == 0 && g->pl == 0 && 2 * g->OH <= g->H && 2 * g->OW <= g->W) {
+    PS(max_2x2s2_plane)(g, x, y);
+    return;
+  }
+  /* The outputs where every tap of a row is inside it: [lo, hi). Each
+   * tap's range is the same for every row: kept for the edge loops when
+   * the window is narrow (divisions cost more than a small plane's taps). */
+  int64_t lo = 0, hi = g->OW, r0[POOL_KEEP_TAPS], r1[POOL_KEEP_TAPS];
   for (int64_t j = 0; j < g->kw; j++) {
     int64_t o0, o1;
     fgk_pool_tap_range(j * g->dw - g->pl, g->sw, g->W, g->OW, &o0, &o1);
+    if (j < POOL_KEEP_TAPS) r0[j] = o0, r1[j] = o1;
     if (o0 > lo) lo = o0;
     if (o1 < hi) hi = o1;
   }
@@ -111,7 +141,12 @@ static void PS(max_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
       for (int64_t j = 0; j < g->kw; j++) {
         const int64_t off = j * g->dw - g->pl;
         int64_t o0, o1;
-        fgk_pool_tap_range(off, g->sw, g->W, g->OW, &o0, &o1);
+        if (j < POOL_KEEP_TAPS)
+          o0 = r0[j], o1 = r1[j];
+        else
+          fgk_pool_tap_range(off, g->sw, g->W, g->OW, &o0, &o1);
+        /* Only the edge outputs, outside [lo, hi), are left. */
+        if (lo < hi && o0 >= lo && o1 <= hi) continue;
         for (int64_t ow = o0; ow < o1; ow++) {
           if (ow == lo && lo < hi) ow = hi;
           if (ow >= o1) break;
@@ -276,6 +311,32 @@ static void PS(avg_bwd_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
     }                                                                                              \
   }
 
+/* global_avg_pool (adaptive to 1 x 1): each plane's sum in double over
+ * its elements in order, divided once, as adaptive_fwd_plane; POOL_SIDE
+ * planes at a time, so their sums (each a chain of dependent additions)
+ * advance side by side. */
+static void PS(global_avg_planes)(const fgk_pool_geom *g, const PT *x, PT *y, int64_t p0,
+                                  int64_t p1) {
+  const int64_t n = g->H * g->W;
+  const double div = (double)n;
+  int64_t p = p0;
+  for (; p + POOL_SIDE <= p1; p += POOL_SIDE) {
+    double s[POOL_SIDE] = {0};
+    const PT *xp = x + p * n;
+    for (int64_t e = 0; e < n; e++)
+      for (int k = 0; k < POOL_SIDE; k++)
+        s[k] += xp[k * n + e];
+    for (int k = 0; k < POOL_SIDE; k++)
+      y[p + k] = (PT)(s[k] / div);
+  }
+  for (; p < p1; p++) {
+    double s = 0;
+    for (int64_t e = 0; e < n; e++)
+      s += x[p * n + e];
+    y[p] = (PT)(s / div);
+  }
+}
+
 /* Also global_avg_pool (OH = OW = 1: one window, the plane). */
 static void PS(adaptive_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
   POOL_ADAPTIVE_WINDOWS(g, {
@@ -305,6 +366,10 @@ static void PS(pool_planes)(const pool_job *j, int64_t p0, int64_t p1) {
   const PT *a = j->a;
   const PT *b = j->b;
   PT *o = j->out;
+  if (j->kind == POOL_ADAPTIVE && g->OH == 1 && g->OW == 1 && xs > 0) {
+    PS(global_avg_planes)(g, a, o, p0, p1);
+    return;
+  }
   for (int64_t p = p0; p < p1; p++) {
     switch (j->kind) {
     case POOL_MAX: PS(max_fwd_plane)(g, a + p * xs, o + p * ys); break;

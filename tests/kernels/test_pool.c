@@ -179,6 +179,63 @@ FG_TEST(pool_max_tie_first_wins, "") {
   fg_graph_free(g);
 }
 
+/* The 2x2 stride-2 window's own loop (no padding): among equal maxima the
+ * first tap's value stays, so -0.0 before +0.0 gives -0.0 and +0.0 before
+ * -0.0 gives +0.0 (by hand); a trailing odd row and column are not read. */
+FG_TEST(pool_max_2x2s2_signed_zero_ties, "") {
+  fg_graph *g = fg_graph_new();
+  const int64_t d[4] = {1, 1, 3, 5};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, d);
+  fg_pool2d_opts o = {{2, 2}, {2, 2}, {0, 0, 0, 0}, {0, 0}, 0, 0};
+  fg_set_name(g, fg_max_pool2d(g, x, &o), "y");
+  /* windows: cols 0-1 {-0, +0, -1, -2} -> -0.0; cols 2-3 {+0, -0, -3, -0}
+   * -> +0.0; column 4 and row 2 (9s) lie outside every window. */
+  const double xv[15] = {-0.0, 0.0, 0.0, -0.0, 9, -1, -2, -3, -0.0, 9, 9, 9, 9, 9, 9};
+  fg_tensor *xt = tensor_of_doubles(FG_F32, 4, d, xv);
+  fg_tensor *out = run_x(g, xt, "y");
+  FG_REQUIRE(out);
+  FG_CHECK_INT((int)fg_tensor_num_elements(out), 2);
+  const float *y = fg_tensor_data(out);
+  FG_CHECK(y[0] == 0 && signbit(y[0]));
+  FG_CHECK(y[1] == 0 && !signbit(y[1]));
+  fg_tensor_free(out);
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+}
+
+/* global_avg_pool: each plane's sum in double, elements in order, divided
+ * once by the element count and rounded to the dtype: the same bits as that
+ * loop written here, on 21 planes (groups of planes summed side by side and
+ * a remainder), f32 and f64. */
+FG_TEST(pool_global_avg_bits_by_hand, "") {
+  const int64_t d[4] = {3, 7, 5, 3};
+  static double xv[3 * 7 * 5 * 3];
+  uint64_t r = 17;
+  for (size_t i = 0; i < sizeof xv / sizeof xv[0]; i++)
+    xv[i] = (fgt_uniform(&r) - 0.5) * 1e3;
+  for (int dt = 0; dt < 2; dt++) {
+    const fg_dtype t = dt ? FG_F64 : FG_F32;
+    fg_graph *g = fg_graph_new();
+    fg_output x = fg_placeholder(g, "x", t, 4, d);
+    fg_set_name(g, fg_global_avg_pool(g, x), "y");
+    fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
+    fg_tensor *out = run_x(g, xt, "y");
+    FG_REQUIRE(out);
+    for (int p = 0; p < 21; p++) {
+      double sum = 0;
+      for (int e = 0; e < 15; e++)
+        sum += dt ? xv[p * 15 + e] : (double)(float)xv[p * 15 + e];
+      const double want = dt ? sum / 15.0 : (double)(float)(sum / 15.0);
+      if (tensor_elem(out, p) != want)
+        FG_FAIL_AT("%s plane %d: %.17g, want %.17g", fg_dtype_name(t), p, tensor_elem(out, p),
+                   want);
+    }
+    fg_tensor_free(out);
+    fg_tensor_free(xt);
+    fg_graph_free(g);
+  }
+}
+
 /* NaN in a window wins the maximum, as in torch. */
 FG_TEST(pool_max_nan_propagates, "") {
   fg_graph *g = fg_graph_new();
