@@ -296,6 +296,65 @@ static fg_output update(fg_graph *g, const fg_optimizer_config *c, fg_output var
   return out;
 }
 
+/* Every vars[i] a variable; with `given` (the caller's list), none a batch
+ * norm's running statistic, which its own update node writes in place:
+ * two writers in one step. 0, or -1 with the graph failed. */
+static int check_vars(fg_graph *g, const fg_output *vs, int nv, int given) {
+  for (int i = 0; i < nv; i++) {
+    const fg_node *vn = fg_graph_node(g, vs[i].node);
+    if (!vn || vn->op != FG_OP_VARIABLE) {
+      fg_graph_fail(g, FG_INVALID_ARGUMENT, "fg_minimize: vars[%d] (%s) is not a variable", i,
+                    vn ? vn->name : "no such node");
+      return -1;
+    }
+    if (given && is_running_stat(g, vs[i].node)) {
+      fg_graph_fail(g, FG_INVALID_ARGUMENT,
+                    "fg_minimize: vars[%d] (%s) is a batch_norm running statistic, which its "
+                    "update node sets; it cannot also be trained",
+                    i, vn->name);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The step's learning rate, made in `scope` before the gradients: the
+ * base-rate variable (its name into lr_name) and, for Adam or a schedule
+ * that counts steps, the counter variable (*counter, its name into
+ * step_name), then the schedule's rate from them.
+ *
+ * Adam's step counter goes before the gradients in node order: every
+ * update reads it, and the plan moves an update up only past nodes it
+ * does not wait for (executor/plan_order.h). Made after the gradients,
+ * its increment would come after the last of them and hold every update
+ * to the step's tail. The learning rate goes there too, for the same
+ * reason: it is read by every update. A schedule computes it from the
+ * counter as read before the increment (its nodes come before the assign:
+ * the plan runs a variable's reads and writes in node id order), so that
+ * fetching the rate in a run of its own (a log of it) reads the next
+ * step's rate and does not advance the counter. */
+static fg_output make_rate(fg_graph *g, const fg_optimizer_config *cfg, const char *scope, int adam,
+                           fg_output *counter, char step_name[96], char lr_name[96],
+                           fg_status *st) {
+  char base[80];
+  if (adam || fg_lr_schedule_needs_step(&cfg->schedule)) {
+    snprintf(base, sizeof base, "%sstep", scope);
+    *counter = scalar_variable(g, base, 0.0, st);
+    if (counter->node >= 0) snprintf(step_name, 96, "%s", g->nodes[counter->node].name);
+  }
+  snprintf(base, sizeof base, "%slearning_rate", scope);
+  fg_output base_lr = scalar_variable(g, base, cfg->learning_rate, st);
+  snprintf(lr_name, 96, "%s", base_lr.node >= 0 ? g->nodes[base_lr.node].name : "");
+  fg_output lr = fg_lr_schedule_rate(g, &cfg->schedule, base_lr, *counter);
+  if (lr.node != base_lr.node) {
+    snprintf(base, sizeof base, "%slr", scope);
+    char name[96];
+    unique_name(g, base, name, sizeof name);
+    lr = fg_set_name(g, lr, name);
+  }
+  return lr;
+}
+
 fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_vars,
                       const fg_optimizer_config *cfg, fg_status *st) {
   if (!g || !cfg || n_vars < 0 || (n_vars > 0 && !vars)) {
@@ -346,60 +405,16 @@ fg_output fg_minimize(fg_graph *g, fg_output loss, const fg_output *vars, int n_
                   g->nodes[loss.node].name);
     goto done;
   }
-  for (int i = 0; i < nv; i++) {
-    const fg_node *vn = fg_graph_node(g, vs[i].node);
-    if (!vn || vn->op != FG_OP_VARIABLE) {
-      fg_graph_fail(g, FG_INVALID_ARGUMENT, "fg_minimize: vars[%d] (%s) is not a variable", i,
-                    vn ? vn->name : "no such node");
-      goto done;
-    }
-    /* Its update node writes it in place too: two writers in one step. */
-    if (n_vars > 0 && is_running_stat(g, vs[i].node)) {
-      fg_graph_fail(g, FG_INVALID_ARGUMENT,
-                    "fg_minimize: vars[%d] (%s) is a batch_norm running statistic, which its "
-                    "update node sets; it cannot also be trained",
-                    i, vn->name);
-      goto done;
-    }
-  }
+  if (check_vars(g, vs, nv, n_vars > 0) != 0) goto done;
   char *saved = fg_strdup(fg_graph_scope(g));
   char scope[64];
   unique_name(g, "train", scope, sizeof scope - 1);
   strcat(scope, "/");
-  /* Adam's step counter goes before the gradients in node order: every
-   * update reads it, and the plan moves an update up only past nodes it
-   * does not wait for (executor/plan_order.h). Made after the gradients,
-   * its increment would come after the last of them and hold every update
-   * to the step's tail. */
-  /* The learning rate goes there too, for the same reason: it is read by
-   * every update. A schedule computes it from the counter as read before
-   * the increment (its nodes come before the assign: the plan runs a
-   * variable's reads and writes in node id order), so that fetching the
-   * rate in a run of its own (a log of it) reads the next step's rate and
-   * does not advance the counter. */
-  fg_output step = FG_NO_OUTPUT, lr = FG_NO_OUTPUT, counter = FG_NO_OUTPUT;
-  char step_name[96] = "", lr_name[96];
+  fg_output counter = FG_NO_OUTPUT, step = FG_NO_OUTPUT;
+  char step_name[96] = "", lr_name[96] = "";
   const int adam = cfg->kind == FG_OPTIMIZER_ADAM || cfg->kind == FG_OPTIMIZER_ADAMW;
   fg_graph_set_scope(g, scope);
-  if (adam || fg_lr_schedule_needs_step(&cfg->schedule)) {
-    char base[80];
-    snprintf(base, sizeof base, "%sstep", scope);
-    counter = scalar_variable(g, base, 0.0, st);
-    if (counter.node >= 0) snprintf(step_name, sizeof step_name, "%s", g->nodes[counter.node].name);
-  }
-  {
-    char base[80];
-    snprintf(base, sizeof base, "%slearning_rate", scope);
-    fg_output base_lr = scalar_variable(g, base, cfg->learning_rate, st);
-    snprintf(lr_name, sizeof lr_name, "%s", base_lr.node >= 0 ? g->nodes[base_lr.node].name : "");
-    lr = fg_lr_schedule_rate(g, &cfg->schedule, base_lr, counter);
-    if (lr.node != base_lr.node) {
-      snprintf(base, sizeof base, "%slr", scope);
-      char name[96];
-      unique_name(g, base, name, sizeof name);
-      lr = fg_set_name(g, lr, name);
-    }
-  }
+  fg_output lr = make_rate(g, cfg, scope, adam, &counter, step_name, lr_name, st);
   /* Adam reads the count after the increment (its bias correction's t);
    * without Adam the increment is a member of the step's group. */
   if (counter.node >= 0)
