@@ -3,7 +3,6 @@
  * variable, another dtype or another shape are refused naming both. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "fgtest.h"
 #include "flowgraph/graph.h"
@@ -63,20 +62,16 @@ FG_TEST(variable_set_value_runs_and_saves, "") {
   ((float *)fg_tensor_data(v))[0] = 100;
   run_y(g, y);
   FG_CHECK(y[0] == -1.5f);
-  char path[] = "/tmp/fg_varvalue_XXXXXX";
-  const int fd = mkstemp(path);
-  FG_REQUIRE(fd >= 0);
-  close(fd);
-  char fgb[64];
-  snprintf(fgb, sizeof fgb, "%s.fgb", path);
+  char dir[256], fgb[320];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_varvalue"));
+  snprintf(fgb, sizeof fgb, "%s/g.fgb", dir);
   FG_REQUIRE(fg_graph_save(g, fgb, st) == 0);
   fg_graph *h = fg_graph_load(fgb, st);
   FG_REQUIRE(h);
   run_y(h, y);
   FG_CHECK(y[0] == -1.5f && y[1] == 20);
   fg_graph_free(h);
-  remove(fgb);
-  remove(path);
+  fgt_rmtree(dir);
   fg_tensor_free(v);
   fg_graph_free(g);
   fg_status_free(st);
