@@ -63,14 +63,19 @@ static void reference(const sched *s, double base, int batch, int epochs, int t0
     }
 }
 
-/* The saved w, b against p; the saved step counter against `steps`. */
-static void check_saved(const char *path, const linp *p, int steps) {
+/* The saved w, b against p. */
+static void check_weights(const char *path, const linp *p) {
   float w[2], b[1];
   FG_REQUIRE(saved_variable(path, "w", w, 2) == 2);
   FG_REQUIRE(saved_variable(path, "b", b, 1) == 1);
   FG_CHECK_NEAR(w[0], p->w[0], 1e-5);
   FG_CHECK_NEAR(w[1], p->w[1], 1e-5);
   FG_CHECK_NEAR(b[0], p->b, 1e-5);
+}
+
+/* check_weights, and the saved step counter against `steps`. */
+static void check_saved(const char *path, const linp *p, int steps) {
+  check_weights(path, p);
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_load(path, st);
   fg_session *s = g ? fg_session_new(g, NULL, st) : NULL;
@@ -88,16 +93,23 @@ static void data_args(char *xi, char *yi) {
   snprintf(yi, 600, "y=%s", tpath("y.npy"));
 }
 
+/* A temp dir holding m.fgb (build_lin_nostep) and the data, xi and yi the
+ * -i arguments for it: 0, or -1. */
+static int setup_lin(char *xi, char *yi) {
+  if (!make_tmpdir() || build_lin_nostep(tpath("m.fgb")) != 0 ||
+      write_linreg_data("x.npy", "y.npy", LIN_ROWS, LIN_ROWS) != 0)
+    return -1;
+  data_args(xi, yi);
+  return 0;
+}
+
 /* A weight far from the reference only after the schedule's changes would
  * show: 3 epochs of 5 steps cross several decays. The saved model, trained
  * 2 more epochs, continues the schedule at step 15 (the reference: 25
  * uninterrupted steps). */
 FG_TEST(cli_train_step_schedule_and_resume, "") {
-  FG_REQUIRE(make_tmpdir());
-  FG_REQUIRE(build_lin_nostep(tpath("m.fgb")) == 0);
-  FG_REQUIRE(write_linreg_data("x.npy", "y.npy", LIN_ROWS, LIN_ROWS) == 0);
   char xi[600], yi[600];
-  data_args(xi, yi);
+  FG_REQUIRE(setup_lin(xi, yi) == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "train", tpath("m.fgb"), "--loss", "loss", "--optimizer", "sgd", "--lr", "0.2",
                  "--lr-schedule", "step", "--lr-step-size", "4", "--lr-gamma", "0.5", "-i", xi,
@@ -127,11 +139,8 @@ FG_TEST(cli_train_step_schedule_and_resume, "") {
  * variable takes the new value, and the steps after run at it (SGD in
  * double: 0.2 for the first epoch, 0.05 for the second). */
 FG_TEST(cli_train_lr_sets_a_models_rate, "") {
-  FG_REQUIRE(make_tmpdir());
-  FG_REQUIRE(build_lin_nostep(tpath("m.fgb")) == 0);
-  FG_REQUIRE(write_linreg_data("x.npy", "y.npy", LIN_ROWS, LIN_ROWS) == 0);
   char xi[600], yi[600];
-  data_args(xi, yi);
+  FG_REQUIRE(setup_lin(xi, yi) == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "train", tpath("m.fgb"), "--loss", "loss", "--optimizer", "sgd", "--lr", "0.2",
                  "-i", xi, "-i", yi, "--batch", "8", "--epochs", "1", "--save", tpath("a.fgb"),
@@ -146,12 +155,7 @@ FG_TEST(cli_train_lr_sets_a_models_rate, "") {
   linp p = {{LIN_W0, LIN_W1}, LIN_B};
   reference(&c, 0.2, 8, 1, 0, &p);
   reference(&c, 0.05, 8, 1, 0, &p);
-  float w[2], b[1];
-  FG_REQUIRE(saved_variable(tpath("b.fgb"), "w", w, 2) == 2);
-  FG_REQUIRE(saved_variable(tpath("b.fgb"), "b", b, 1) == 1);
-  FG_CHECK_NEAR(w[0], p.w[0], 1e-5);
-  FG_CHECK_NEAR(w[1], p.w[1], 1e-5);
-  FG_CHECK_NEAR(b[0], p.b, 1e-5);
+  check_weights(tpath("b.fgb"), &p);
   /* At 0.2 throughout the weights differ: the test can tell. */
   linp q = {{LIN_W0, LIN_W1}, LIN_B};
   reference(&c, 0.2, 8, 2, 0, &q);
@@ -174,11 +178,8 @@ FG_TEST(cli_train_lr_sets_a_models_rate, "") {
 }
 
 FG_TEST(cli_train_cosine_with_warmup, "") {
-  FG_REQUIRE(make_tmpdir());
-  FG_REQUIRE(build_lin_nostep(tpath("m.fgb")) == 0);
-  FG_REQUIRE(write_linreg_data("x.npy", "y.npy", LIN_ROWS, LIN_ROWS) == 0);
   char xi[600], yi[600];
-  data_args(xi, yi);
+  FG_REQUIRE(setup_lin(xi, yi) == 0);
   cli_result r;
   FG_REQUIRE(cli(&r, "train", tpath("m.fgb"), "--loss", "loss", "--optimizer", "sgd", "--lr", "0.3",
                  "--lr-schedule", "cosine", "--lr-t-max", "6", "--lr-min", "0.01", "--warmup", "3",
