@@ -3,13 +3,14 @@
  * i32, logits = relu(x W1) W2 with 10 classes (so random labels in [0, 10)
  * are valid), SGD on the cross entropy. With `mark_probs`, softmax(logits)
  * is the marked output "probs": a model with both an inference and a
- * training step. */
+ * training step. The training target's name goes to target[256] (when not
+ * NULL). */
 #ifndef FG_TEST_CLI_PROFILE_MODEL_H
 #define FG_TEST_CLI_PROFILE_MODEL_H
 
 #include "flowgraph/autodiff.h"
 
-static int build_profile_train(const char *path, int mark_probs) {
+static int build_profile_train(const char *path, int mark_probs, char *target) {
   fg_graph *g = fg_graph_new();
   int64_t xd[2] = {FG_DIM_UNKNOWN, 4}, ld[1] = {FG_DIM_UNKNOWN}, w1d[2] = {4, 3}, w2d[2] = {3, 10};
   float w1[12], w2[30];
@@ -29,6 +30,7 @@ static int build_profile_train(const char *path, int mark_probs) {
   fg_status *st = fg_status_new();
   fg_output step = fg_minimize(g, loss, NULL, 0, &cfg, st);
   if (step.node < 0) fprintf(stderr, "fg_minimize: %s\n", fg_status_message(st));
+  if (target) snprintf(target, 256, "%s", step.node >= 0 ? fg_node_name(g, step.node) : "");
   fg_status_free(st);
   fg_tensor_free(tw1);
   fg_tensor_free(tw2);
