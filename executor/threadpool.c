@@ -63,9 +63,9 @@ typedef struct pf_job {
   fg_range_fn fn;
   void *arg;
   int64_t n, grain, n_chunks;
-  int64_t next, done;  /* chunks claimed and finished, under mu */
-  atomic_int finished; /* written under mu; read unlocked by the spinning caller */
-  pthread_cond_t cv;   /* the caller sleeps here */
+  int64_t next, done;   /* chunks claimed and finished, under mu */
+  atomic_uint finished; /* written under mu; read unlocked by the spinning caller */
+  pthread_cond_t cv;    /* the caller sleeps here */
   struct pf_job *prev, *nxt;
 } pf_job;
 
@@ -573,12 +573,7 @@ void fg_pool_parallel_for(fg_pool *p, int64_t n, int64_t grain, fg_range_fn fn, 
     run_chunk(p, &j);
   if (!atomic_load_explicit(&j.finished, memory_order_relaxed)) {
     pthread_mutex_unlock(&p->mu);
-    const int64_t end = now_ns() + SPIN_NS;
-    for (int i = 0; !atomic_load_explicit(&j.finished, memory_order_acquire) && now_ns() < end; i++)
-      if (i % 16 == 15)
-        sched_yield();
-      else
-        cpu_relax();
+    spin_while_equal(&j.finished, 0);
     pthread_mutex_lock(&p->mu);
   }
   while (!atomic_load_explicit(&j.finished, memory_order_relaxed))
