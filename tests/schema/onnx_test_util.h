@@ -8,17 +8,21 @@
  *
  * onnx_cases runs a script once into FG_BUILD_DIR/onnx_cases/<stem> and
  * keeps the result while the scripts are unchanged: ctest runs each case
- * in its own process, and the folder is shared by them (a new folder is
- * written beside it and renamed into place, so concurrent cases never see
- * a half-written one). */
+ * in its own process, and the folder is shared by them. A new folder is
+ * written beside it and renamed into place, so a reader never sees a
+ * half-written one, and the check and the replacement happen under a lock
+ * on <stem>.lock, so a process never moves away a current folder another
+ * has just put in place (and is reading). */
 #ifndef FG_TEST_ONNX_UTIL_H
 #define FG_TEST_ONNX_UTIL_H
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +71,43 @@ static inline int onnx_stamp_ok(const char *dir, unsigned long long stamp) {
   return ok;
 }
 
+/* Under onnx_cases' lock: writes the cases of script `spath` into `dir`
+ * unless it is current (stamp); `dir`, or NULL after FG_FAIL_AT. */
+static inline const char *onnx_cases_make(const char *dir, const char *spath,
+                                          unsigned long long stamp) {
+  if (onnx_stamp_ok(dir, stamp)) return dir;
+  char tmp[600], old[600];
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
+  fgt_rmtree(tmp);
+  static const char code[] = "import os, runpy, sys\n"
+                             "script, out = sys.argv[1], sys.argv[2]\n"
+                             "os.makedirs(out, exist_ok=True)\n"
+                             "sys.argv = [script, out]\n"
+                             "runpy.run_path(script, run_name='__main__')\n";
+  int rc = fgt_python(code, spath, tmp);
+  if (rc != 0) {
+    FG_FAIL_AT("onnx_cases: %s %s %s failed (%d)", FG_PYTHON, spath, tmp, rc);
+    fgt_rmtree(tmp);
+    return NULL;
+  }
+  char stamp_path[700];
+  snprintf(stamp_path, sizeof stamp_path, "%s/.stamp", tmp);
+  FILE *f = fopen(stamp_path, "w");
+  if (f) {
+    fprintf(f, "%llu\n", stamp);
+    fclose(f);
+  }
+  /* The stale folder (if any) moves away, the new one takes its name. */
+  snprintf(old, sizeof old, "%s.old.%ld", dir, (long)getpid());
+  if (rename(dir, old) == 0) fgt_rmtree(old);
+  if (rename(tmp, dir) != 0) {
+    FG_FAIL_AT("onnx_cases: could not put %s in place: %s", dir, strerror(errno));
+    fgt_rmtree(tmp);
+    return NULL;
+  }
+  return dir;
+}
+
 /* Runs FG_PYTHON FG_SOURCE_DIR/tests/schema/onnx/<script> <dir> once per
  * process (and not at all while an earlier run's folder is current); the
  * dir, or NULL after FG_FAIL_AT (the script failed). */
@@ -83,48 +124,22 @@ static inline const char *onnx_cases(const char *script) {
   snprintf(stem, sizeof stem, "%s", script);
   char *dot = strrchr(stem, '.');
   if (dot) *dot = '\0';
-  char dir[512], tmp[600], old[600], spath[600];
+  char dir[512], spath[600];
   snprintf(dir, sizeof dir, "%s/%s", ONNX_CASES_DIR, stem);
   snprintf(spath, sizeof spath, "%s/%s", ONNX_SCRIPT_DIR, script);
   unsigned long long stamp = onnx_scripts_stamp();
   mkdir(ONNX_CASES_DIR, 0777);
-  if (!onnx_stamp_ok(dir, stamp)) {
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
-    fgt_rmtree(tmp);
-    static const char code[] = "import os, runpy, sys\n"
-                               "script, out = sys.argv[1], sys.argv[2]\n"
-                               "os.makedirs(out, exist_ok=True)\n"
-                               "sys.argv = [script, out]\n"
-                               "runpy.run_path(script, run_name='__main__')\n";
-    int rc = fgt_python(code, spath, tmp);
-    if (rc != 0) {
-      FG_FAIL_AT("onnx_cases: %s %s %s failed (%d)", FG_PYTHON, spath, tmp, rc);
-      fgt_rmtree(tmp);
-      return NULL;
-    }
-    char stamp_path[700];
-    snprintf(stamp_path, sizeof stamp_path, "%s/.stamp", tmp);
-    FILE *f = fopen(stamp_path, "w");
-    if (f) {
-      fprintf(f, "%llu\n", stamp);
-      fclose(f);
-    }
-    /* Replace a stale folder; if another process won the race with a
-     * current one, use that. */
-    snprintf(old, sizeof old, "%s.old.%ld", dir, (long)getpid());
-    if (onnx_stamp_ok(dir, stamp)) {
-      fgt_rmtree(tmp);
-    } else if (rename(dir, old) == 0 || errno == ENOENT) {
-      fgt_rmtree(old);
-    }
-    if (access(tmp, F_OK) == 0 && rename(tmp, dir) != 0) {
-      fgt_rmtree(tmp);
-      if (!onnx_stamp_ok(dir, stamp)) {
-        FG_FAIL_AT("onnx_cases: could not put %s in place: %s", dir, strerror(errno));
-        return NULL;
-      }
-    }
+  char lock_path[600];
+  snprintf(lock_path, sizeof lock_path, "%s.lock", dir);
+  const int lock = open(lock_path, O_RDWR | O_CREAT, 0666);
+  if (lock < 0 || flock(lock, LOCK_EX) != 0) {
+    FG_FAIL_AT("onnx_cases: cannot lock %s: %s", lock_path, strerror(errno));
+    if (lock >= 0) close(lock);
+    return NULL;
   }
+  const char *made = onnx_cases_make(dir, spath, stamp);
+  close(lock); /* releases the lock */
+  if (!made) return NULL;
   snprintf(names[n], sizeof names[n], "%s", script);
   snprintf(dirs[n], sizeof dirs[n], "%s", dir);
   return dirs[n++];
