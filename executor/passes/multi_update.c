@@ -15,9 +15,10 @@
  * write, which fg_minimize makes next to each update (momentum buffers,
  * Adam's moments): a session plans sources first whatever their ids, and
  * fg_optimize puts a variable read by an earlier node first. Each other member k is rewritten in
- * place into after(var_k, m0): a run that fetches it, or the group of
- * updates that is the train target, gets variable k as updated, once. A
- * run that fetches one member alone now runs the whole multi update.
+ * place into after(var_k, m0): a run that fetches it gets variable k as
+ * updated, once, and a group that waited for it (the train target) waits
+ * for m0 instead. A run that fetches one member alone now runs the whole
+ * multi update.
  *
  * Moving member k's write from its own id up to m0 must not change what
  * any node reads: no node between m0 and member k may touch variable k or
@@ -191,6 +192,34 @@ static fg_output *multi_inputs(const mu_state *S, int *n_in) {
   return in;
 }
 
+/* A group that waits for member u (fg_minimize's train target) waits for
+ * m0 instead: both stand for the same multi update, and the group reads
+ * no bytes. Then nothing but a fetch needs u's after node, whose copy of
+ * variable k a run planned it for (an after of a variable's bytes is a
+ * copy: the variable outlives the arena) and the plan skips it. m0 is
+ * listed once. Only groups of m0's device group are rewired. */
+static void rewire_groups(fg_pass_ctx *ctx, int u, int m0) {
+  fg_graph *g = &ctx->w->g;
+  for (int c = u + 1; c < g->n_nodes; c++) {
+    fg_node *n = &g->nodes[c];
+    if (ctx->dead[c] || n->op != FG_OP_GROUP || (ctx->group && ctx->group[c] != ctx->group[m0]))
+      continue;
+    int has_m0 = 0, k = 0;
+    for (int i = 0; i < n->n_inputs; i++)
+      has_m0 |= n->inputs[i].node == m0;
+    for (int i = 0; i < n->n_inputs; i++) {
+      fg_output in = n->inputs[i];
+      if (in.node == u) {
+        if (has_m0) continue;
+        in = (fg_output){m0, 0};
+        has_m0 = 1;
+      }
+      n->inputs[k++] = in;
+    }
+    n->n_inputs = k;
+  }
+}
+
 /* Rewrites the open group: m0 into the multi node, the others into
  * after(var_k, m0). 0 or -1 (out of memory). */
 static int rewrite_group(mu_state *S, fg_status *st) {
@@ -214,6 +243,7 @@ static int rewrite_group(mu_state *S, fg_status *st) {
     const int u = S->members[k];
     const fg_output after_in[2] = {w->g.nodes[u].inputs[0], {m0, 0}};
     rc = fg_pass_graph_set_op(w, u, FG_OP_AFTER, after_in, 2);
+    if (rc == 0) rewire_groups(ctx, u, m0);
     if (rc == 0) rc = fg_pass_record(ctx, u, "absorbed", into, NULL, st);
   }
   if (rc != 0 && fg_status_code(st) == FG_OK)

@@ -49,6 +49,9 @@ static void rule_case(fg_optimizer_kind kind, int nesterov, const char *single, 
     mlp_train(g, &m, target, &r_on, loss_on, on, &p_on);
     mlp_train(g, &m, target, &r_off, loss_off, off, &p_off);
     FG_CHECK(mlp_count_step_op(p_on, multi) == 1 && mlp_count_step_op(p_on, single) == 0);
+    /* The train target waits for the multi node itself: no step copies
+     * an absorbed update's variable into the arena. */
+    FG_CHECK_INT(mlp_count_step_op(p_on, "after"), 0);
     FG_CHECK(mlp_count_step_op(p_off, multi) == 0 && mlp_count_step_op(p_off, single) == 6);
     FG_CHECK(memcmp(loss_on, loss_off, sizeof loss_on) == 0);
     FG_CHECK(loss_on[3] < loss_on[0]); /* it trains */
@@ -143,11 +146,25 @@ FG_TEST(multi_update_values_by_hand_and_fetches, "") {
   fg_tensor_free(got);
   fg_plan_info *pi = fg_session_plan_info(s, NULL, 0, &fetch, 1, &step, 1, st);
   FG_REQUIRE(pi);
-  int multi = 0, single = 0;
+  int multi = 0, single = 0, after = 0;
   for (int i = 0; i < pi->n_steps; i++)
     multi += strcmp(pi->step_ops[i], "multi_apply_sgd") == 0,
-        single += strcmp(pi->step_ops[i], "apply_sgd") == 0;
-  FG_CHECK(multi == 1 && single == 0);
+        single += strcmp(pi->step_ops[i], "apply_sgd") == 0,
+        after += strcmp(pi->step_ops[i], "after") == 0;
+  FG_CHECK(multi == 1 && single == 0 && after == 1); /* u1's value, fetched */
+  fg_plan_info_free(pi);
+  /* The step alone: the group waits for the multi node, and no step
+   * copies v1 for u1. */
+  pi = fg_session_plan_info(s, NULL, 0, NULL, 0, &step, 1, st);
+  FG_REQUIRE(pi);
+  after = multi = 0;
+  for (int i = 0; i < pi->n_steps; i++)
+    multi += strcmp(pi->step_ops[i], "multi_apply_sgd") == 0,
+        after += strcmp(pi->step_ops[i], "after") == 0;
+  FG_CHECK(multi == 1 && after == 0);
+  FG_CHECK(fg_session_run(s, NULL, 0, NULL, 0, NULL, &step, 1, st) == 0);
+  /* v0 = [-1, 3] - 0.5 * [4, -2] = [-3, 4]; v1 = 2.5 - 0.5 * 1 = 2. */
+  FG_CHECK(var_at(s, "v0", 0) == -3 && var_at(s, "v0", 1) == 4 && var_at(s, "v1", 0) == 2);
   fg_plan_info_free(pi);
   fg_session_free(s);
   fg_status_free(st);
