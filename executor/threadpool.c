@@ -58,6 +58,14 @@
 #define FG_POOL_MAX_THREADS 1024
 /* How long an idle thread watches for work before it sleeps. */
 #define SPIN_NS 50000
+/* A spin whose burst and yield took longer than PREEMPT_NS lost its core:
+ * the machine has more runnable threads than cores. A spinner then runs
+ * off its share of the scheduler's time while the thread it waits for
+ * waits for a core, where a sleeper is woken ahead of the others: a
+ * batch-1 ResNet-18 took 10 times as long beside two compilers. So the
+ * pool's threads sleep at once for CONTENDED_NS after that. */
+#define PREEMPT_NS   20000
+#define CONTENDED_NS 50000000
 
 typedef struct pf_job {
   fg_range_fn fn;
@@ -92,7 +100,8 @@ struct fg_pool {
   slot *slots; /* n_threads; slot 0 is the DAG caller */
   int *idle;   /* stack of sleeping slots */
   int n_idle, n_waking, shutdown;
-  atomic_uint pub; /* bumped (under mu) whenever there may be new work */
+  atomic_uint pub;               /* bumped (under mu) whenever there may be new work */
+  _Atomic int64_t no_spin_until; /* now_ns() before which nobody spins */
   pf_job *jobs, *jobs_tail;
   dag_run *dag;
   pthread_mutex_t mu;
@@ -181,16 +190,25 @@ static inline void cpu_relax(void) {
 /* Spins up to SPIN_NS until *v differs from `seen`: 1 when it did. The
  * spin yields the core between short bursts, so a thread that is ready to
  * run there (an OpenMP team's thread in a oneDNN convolution, another
- * process) runs instead: spinning only uses time nobody else wants. */
-static int spin_while_equal(atomic_uint *v, unsigned seen) {
-  const int64_t end = now_ns() + SPIN_NS;
+ * process) runs instead; when that took the core away (PREEMPT_NS), the
+ * pool stops spinning for a while. */
+static int spin_while_equal(fg_pool *p, atomic_uint *v, unsigned seen) {
+  int64_t t = now_ns();
+  if (t < atomic_load_explicit(&p->no_spin_until, memory_order_relaxed)) return 0;
+  const int64_t end = t + SPIN_NS;
   for (;;) {
     for (int i = 0; i < 16; i++) {
       if (atomic_load_explicit(v, memory_order_acquire) != seen) return 1;
       cpu_relax();
     }
-    if (now_ns() >= end) return 0;
     sched_yield();
+    const int64_t t2 = now_ns();
+    if (t2 - t > PREEMPT_NS) {
+      atomic_store_explicit(&p->no_spin_until, t2 + CONTENDED_NS, memory_order_relaxed);
+      return 0;
+    }
+    if (t2 >= end) return 0;
+    t = t2;
   }
 }
 
@@ -199,7 +217,7 @@ static int spin_while_equal(atomic_uint *v, unsigned seen) {
 static void idle_wait(fg_pool *p, int id) {
   const unsigned seen = atomic_load_explicit(&p->pub, memory_order_relaxed);
   pthread_mutex_unlock(&p->mu);
-  const int changed = spin_while_equal(&p->pub, seen);
+  const int changed = spin_while_equal(p, &p->pub, seen);
   pthread_mutex_lock(&p->mu);
   if (changed || atomic_load_explicit(&p->pub, memory_order_relaxed) != seen) return;
   sleep_idle(p, id);
@@ -573,7 +591,7 @@ void fg_pool_parallel_for(fg_pool *p, int64_t n, int64_t grain, fg_range_fn fn, 
     run_chunk(p, &j);
   if (!atomic_load_explicit(&j.finished, memory_order_relaxed)) {
     pthread_mutex_unlock(&p->mu);
-    spin_while_equal(&j.finished, 0);
+    spin_while_equal(p, &j.finished, 0);
     pthread_mutex_lock(&p->mu);
   }
   while (!atomic_load_explicit(&j.finished, memory_order_relaxed))
