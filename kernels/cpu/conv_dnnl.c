@@ -61,12 +61,18 @@ typedef struct conv_port {
   int out;
 } conv_port;
 
-/* One part of the batch: rows [n0, n0 + n) of x and y. */
+/* One part of the work: rows [n0, n0 + n) of x and y, or (channel parts)
+ * output channels [o0, o0 + o) of w, b and y for all of x. */
 typedef struct conv_part {
-  int64_t n0;
+  int64_t n0, o0;
   dnnl_stream_t stream;
   dnnl_primitive_t prim;
   conv_port x, y;
+  /* Channel parts: this part's slice of the weight (the batch parts share
+   * conv_state's); x_shared: its x is part 0's, converted once before the
+   * parts run. */
+  conv_port w;
+  int x_shared;
   /* The weight gradient of parts after the first: this part's partial sum,
    * in the primitive's layout (the first writes the shared port's). */
   dnnl_memory_t dw;
@@ -99,7 +105,13 @@ typedef struct conv_state {
   conv_epi epi;
   int relu;
   int64_t part_rows; /* batch rows per part */
-  int threads;       /* each primitive's OpenMP team */
+  /* Parts over output channels instead of the batch (see
+   * channel_parts_for); part_elems: y's elements per part. */
+  int channel_parts;
+  int64_t part_elems;
+  int w_todo;            /* channel parts: this run converts the weight slices */
+  size_t w_chan, y_chan; /* bytes per output channel of w and (batch 1) y */
+  int threads;           /* each primitive's OpenMP team */
   int n_parts;
   /* The weight is a variable or constant input (fg_kctx.fixed_inputs):
    * its reordered copy is kept while the session's var_version and the
@@ -129,6 +141,7 @@ static void port_release(conv_port *p) {
 static void part_release(conv_part *q) {
   port_release(&q->x);
   port_release(&q->y);
+  port_release(&q->w);
   if (q->dw) dnnl_memory_destroy(q->dw);
   if (q->mb) dnnl_memory_destroy(q->mb);
   if (q->scratch) dnnl_memory_destroy(q->scratch);
@@ -274,14 +287,33 @@ static dnnl_status_t plain_mds(const conv_geo *G, const conv_bufs *b, dnnl_memor
   return r;
 }
 
+static long machine_cores(void) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores < 1 ? 1 : cores > 256 ? 256 : cores;
+}
+
 /* The largest divisor of n that is at most the machine's cores: the
  * number of parts, from the shape and the machine alone. */
 static int parts_for(int64_t n) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores < 1) cores = 1;
-  if (cores > 256) cores = 256;
+  const long cores = machine_cores();
   for (long k = cores < n ? cores : (long)n; k > 1; k--)
     if (n % k == 0) return (int)k;
+  return 1;
+}
+
+/* A forward convolution of one image (batch-1 inference) cannot be cut by
+ * rows, and an OpenMP team beside the executor's pool was slow: its
+ * threads spin after each convolution while the pool's run the next step,
+ * and on a loaded machine one such step took several times as long. So
+ * its output channels are cut into parts instead, each of whole 16-channel
+ * blocks (its slices of w, b and y are then contiguous in C order and in
+ * NC16 alike): the largest count up to the machine's cores (at most 8)
+ * that divides them so. 1: not cut. */
+static int channel_parts_for(const conv_geo *G, conv_mode m) {
+  if (m != CONV_FWD || G->n != 1 || G->g != 1) return 1;
+  const long cores = machine_cores();
+  for (long k = cores < 8 ? cores : 8; k > 1; k--)
+    if (G->o % (16 * k) == 0) return (int)k;
   return 1;
 }
 
@@ -293,9 +325,19 @@ static void conv_args(conv_mode m, int arg[3]) {
   arg[2] = fwd ? DNNL_ARG_DST : DNNL_ARG_DIFF_DST;
 }
 
-/* Part q over the rows of Gp (Gp->n of them): its primitive, x and y ports,
- * partial weight gradient, bias and scratchpad. The first part also makes
- * the shared weight port. */
+/* Whether x in layout `chosen` is what part 0's primitive reads (its
+ * converted copy, or the executor's buffer itself). */
+static int same_x_as_first(const conv_state *s, const dnnl_memory_desc_t *chosen) {
+  const conv_port *x0 = &s->part[0].x;
+  const dnnl_memory_desc_t *md = NULL;
+  return dnnl_memory_get_memory_desc(x0->inner ? x0->inner : x0->user, &md) == dnnl_success &&
+         dnnl_memory_desc_equal(md, chosen);
+}
+
+/* Part q over the rows of Gp (Gp->n of them), or with channel parts over
+ * its Gp->o output channels: its primitive, x and y ports, partial weight
+ * gradient, bias and scratchpad. The first batch part also makes the
+ * shared weight port; each channel part makes its own. */
 static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv_geo *Gp,
                      const conv_bufs *b, dnnl_primitive_attr_t attr) {
   const int bias = b->bias != NULL;
@@ -324,13 +366,21 @@ static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv
       goto done;
     }
   const int fwd = m == CONV_FWD, bwd_w = m == CONV_BWD_WEIGHTS;
-  if (port_init(ctx, s->engine, &q->x, !fwd && !bwd_w, &plain[0], chosen[0]) != 0 ||
+  q->x_shared = s->channel_parts && q != s->part && same_x_as_first(s, chosen[0]);
+  if ((!q->x_shared && port_init(ctx, s->engine, &q->x, !fwd && !bwd_w, &plain[0], chosen[0])) ||
       port_init(ctx, s->engine, &q->y, fwd, &plain[2], chosen[2]) != 0) {
     rc = -1;
     goto done;
   }
+  const conv_port *xp = q->x_shared ? &s->part[0].x : &q->x;
   dnnl_memory_t wmem;
-  if (q == s->part) {
+  if (s->channel_parts) {
+    if (port_init(ctx, s->engine, &q->w, 0, &plain[1], chosen[1]) != 0) {
+      rc = -1;
+      goto done;
+    }
+    wmem = q->w.inner ? q->w.inner : q->w.user;
+  } else if (q == s->part) {
     if (port_init(ctx, s->engine, &s->w, bwd_w, &plain[1], chosen[1]) != 0) {
       rc = -1;
       goto done;
@@ -345,7 +395,7 @@ static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv
     }
     wmem = bwd_w ? q->dw : s->w.inner ? s->w.inner : s->w.user;
   }
-  q->args[q->n_args++] = (dnnl_exec_arg_t){arg[0], q->x.inner ? q->x.inner : q->x.user};
+  q->args[q->n_args++] = (dnnl_exec_arg_t){arg[0], xp->inner ? xp->inner : xp->user};
   q->args[q->n_args++] = (dnnl_exec_arg_t){arg[1], wmem};
   q->args[q->n_args++] = (dnnl_exec_arg_t){arg[2], q->y.inner ? q->y.inner : q->y.user};
   if (fwd && bias) {
@@ -438,7 +488,8 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threa
   }
   /* An empty x or y has nothing to convolve (conv.c's empty()). */
   if (fgk_numel(b.x) == 0 || fgk_numel(b.y) == 0) return 0;
-  const int n_parts = parts_for(G.n);
+  const int chan = parts_for(G.n) == 1 ? channel_parts_for(&G, m) : 1;
+  const int n_parts = chan > 1 ? chan : parts_for(G.n);
   conv_state *s = calloc(1, sizeof *s + (size_t)n_parts * sizeof s->part[0]);
   if (!s) {
     snprintf(ctx->err, ctx->err_size, "out of memory (convolution state)");
@@ -448,24 +499,30 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threa
   s->epi = e;
   s->relu = b.relu;
   s->n_parts = n_parts;
-  s->part_rows = G.n / n_parts;
+  s->channel_parts = chan > 1;
+  s->part_rows = s->channel_parts ? G.n : G.n / n_parts;
   /* A primitive's OpenMP team is sized when it is made, from the calling
    * thread's OpenMP thread count (see the top of this file). */
   s->threads = n_parts > 1 || m == CONV_BWD_WEIGHTS || threads < 1 ? 1 : threads;
   s->w_fixed = m != CONV_BWD_WEIGHTS && (ctx->fixed_inputs >> 1 & 1u);
   s->x_row = (size_t)(G.c * G.h * G.w) * sizeof(float);
   s->y_row = (size_t)(G.o * G.oh * G.ow) * sizeof(float);
+  s->w_chan = (size_t)(G.cg * G.kh * G.kw) * sizeof(float);
+  s->y_chan = (size_t)(G.oh * G.ow) * sizeof(float);
   omp_set_num_threads(s->threads);
   int rc = 0;
   dnnl_primitive_attr_t attr = NULL;
   conv_geo Gp = G;
-  Gp.n = G.n / n_parts;
+  Gp.n = s->part_rows;
+  if (s->channel_parts) Gp.o = Gp.og = G.o / n_parts;
+  s->part_elems = Gp.n * Gp.o * G.oh * G.ow;
   DNNL_TRY(dnnl_engine_create(&s->engine, dnnl_cpu, 0), "engine");
   DNNL_TRY(dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags), "stream");
   DNNL_TRY(dnnl_primitive_attr_create(&attr), "attributes");
   DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad");
   for (int i = 0; i < n_parts && rc == 0; i++) {
-    s->part[i].n0 = i * Gp.n;
+    s->part[i].n0 = s->channel_parts ? 0 : i * Gp.n;
+    s->part[i].o0 = s->channel_parts ? i * Gp.o : 0;
     rc = part_init(ctx, s, &s->part[i], &Gp, &b, attr);
   }
   if (rc == 0) wpieces_init(s, &G);
@@ -493,15 +550,19 @@ static void part_epilogue(const conv_state *s, const conv_part *q, int64_t begin
                         s->relu);
 }
 
-/* Runs part q: its inputs' reorders, the primitive, its output's
- * reorder, and the fused ops' epilogue when the batch is cut. */
+/* Runs part q: its inputs' reorders (channel parts: its weight slice's
+ * when this run converts the weight; part 0's x was converted before the
+ * parts started), the primitive, its output's reorder, and the fused ops'
+ * epilogue when the work is cut. */
 static void part_run(conv_state *s, conv_part *q) {
   omp_set_num_threads(s->threads);
   conv_port *ports[2] = {&q->x, &q->y};
   dnnl_status_t r = dnnl_success;
   q->failed = "reordering an input";
+  if (s->channel_parts && s->w_todo && q->w.reorder) r = port_reorder(q->stream, &q->w);
   for (int i = 0; i < 2 && r == dnnl_success; i++)
-    if (ports[i]->reorder && !ports[i]->out) r = port_reorder(q->stream, ports[i]);
+    if (ports[i]->reorder && !ports[i]->out && !(i == 0 && s->channel_parts && q == s->part))
+      r = port_reorder(q->stream, ports[i]);
   if (r == dnnl_success) {
     q->failed = "execute";
     r = dnnl_primitive_execute(q->prim, q->stream, q->n_args, q->args);
@@ -516,7 +577,7 @@ static void part_run(conv_state *s, conv_part *q) {
     r = dnnl_stream_wait(q->stream);
   }
   if (r == dnnl_success && s->epi != CONV_PLAIN && s->n_parts > 1)
-    part_epilogue(s, q, 0, (int64_t)(s->y_row / sizeof(float)) * s->part_rows);
+    part_epilogue(s, q, 0, s->part_elems);
   q->status = r;
 }
 
@@ -571,18 +632,26 @@ static void sum_range(void *arg, int64_t begin, int64_t end) {
  * memory's handle is not set while another thread may read it). */
 static int bind(const fg_kctx *ctx, conv_state *s, const conv_bufs *b) {
   int rc = 0;
-  DNNL_TRY(dnnl_memory_set_data_handle(s->w.user, b->w->data), "binding a buffer");
+  if (s->w.user) DNNL_TRY(dnnl_memory_set_data_handle(s->w.user, b->w->data), "binding a buffer");
   for (int i = 0; i < s->n_wpieces; i++)
     DNNL_TRY(dnnl_memory_set_data_handle(s->wpiece[i].user, b->w->data), "binding a buffer");
   for (int i = 0; i < s->n_parts; i++) {
     conv_part *q = &s->part[i];
+    /* A channel part's slices start o0 channels in (one image: whole
+     * 16-channel blocks, so the same offset in C order and in NC16). */
+    const size_t yo = (size_t)q->n0 * s->y_row + (size_t)q->o0 * s->y_chan;
     char *x = (char *)b->x->data + (size_t)q->n0 * s->x_row;
-    char *y = (char *)b->y->data + (size_t)q->n0 * s->y_row;
-    DNNL_TRY(dnnl_memory_set_data_handle(q->x.user, x), "binding a buffer");
+    char *y = (char *)b->y->data + yo;
+    if (q->x.user) DNNL_TRY(dnnl_memory_set_data_handle(q->x.user, x), "binding a buffer");
     DNNL_TRY(dnnl_memory_set_data_handle(q->y.user, y), "binding a buffer");
+    if (q->w.user)
+      DNNL_TRY(dnnl_memory_set_data_handle(q->w.user, (char *)b->w->data + q->o0 * s->w_chan),
+               "binding a buffer");
     q->y_rows = (float *)y;
-    q->z_rows = b->z ? (const float *)((const char *)b->z->data + (size_t)q->n0 * s->y_row) : NULL;
-    if (q->mb) DNNL_TRY(dnnl_memory_set_data_handle(q->mb, b->bias->data), "binding the bias");
+    q->z_rows = b->z ? (const float *)((const char *)b->z->data + yo) : NULL;
+    if (q->mb)
+      DNNL_TRY(dnnl_memory_set_data_handle(q->mb, (float *)b->bias->data + q->o0),
+               "binding the bias");
   }
 done:
   return rc;
@@ -605,6 +674,12 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
   const int w_kept =
       s->w_fixed && s->w_valid && s->w_version == ctx->var_version && s->w_data == b.w->data;
   s->w_valid = 0;
+  s->w_todo = !w_kept;
+  if (s->channel_parts && s->part[0].x.reorder) {
+    /* Every channel part reads all of x: converted once, first. */
+    DNNL_TRY(port_reorder(s->stream, &s->part[0].x), "reordering an input");
+    DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");
+  }
   if (s->w.reorder && !s->w.out && !w_kept && w_reorder(ctx, s, "reordering the weight") != 0)
     return -1;
   fgk_parallel_for(ctx, s->n_parts, 1, parts_range, s);
@@ -623,7 +698,8 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
     conv_geo G = conv_geo_of(&b);
     fgk_conv_add_bias_f32(&G, b.bias->data, b.x->data);
   }
-  return 0;
+done:
+  return rc;
 }
 
 int fgk_conv_dnnl(const fg_kctx *ctx, conv_mode m, conv_epi e) {

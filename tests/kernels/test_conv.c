@@ -538,9 +538,10 @@ FG_TEST(conv_plan_runs_twice_with_same_bits, "") {
  * gradients (of sum(y^2)), run by n sessions (threads, device); results
  * of sessions 1.. compared with session 0's: bitwise (tol 0) or within
  * tol. */
-static void random_layer(const fg_conv2d_opts *o, int n, const int *threads,
+static void random_layer(const fg_conv2d_opts *o, int64_t batch, int n, const int *threads,
                          const char *const *devices, double tol) {
-  int64_t xd[4] = {8, 16, 24, 24}, wd[4] = {32, 16 / (o->groups ? o->groups : 1), 3, 3}, bl = 32;
+  int64_t xd[4] = {batch, 16, 24, 24}, wd[4] = {32, 16 / (o->groups ? o->groups : 1), 3, 3};
+  int64_t bl = 32;
   fg_graph *g = fg_graph_new();
   fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd), w = fg_placeholder(g, "w", FG_F32, 4, wd);
   fg_output b = fg_placeholder(g, "b", FG_F32, 1, &bl);
@@ -604,9 +605,12 @@ static void random_layer(const fg_conv2d_opts *o, int n, const int *threads,
 FG_TEST(conv_same_bits_for_1_2_and_4_threads, "") {
   fg_conv2d_opts o = {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1, 0, {0, 0}};
   const int threads[3] = {1, 2, 4};
-  random_layer(&o, 3, threads, NULL, 0);
+  random_layer(&o, 8, 3, threads, NULL, 0);
   fg_conv2d_opts s2 = {{2, 2}, {1, 0, 2, 1}, {1, 1}, 2, 0, {0, 0}};
-  random_layer(&s2, 3, threads, NULL, 0);
+  random_layer(&s2, 8, 3, threads, NULL, 0);
+  /* One image: the forward convolution's output channels are cut into
+   * parts (16-channel blocks) by the machine's cores, never by threads. */
+  random_layer(&o, 1, 3, threads, NULL, 0);
 }
 
 /* The CUDA kernels against the CPU kernels on random inputs: a plain layer,
@@ -620,9 +624,9 @@ FG_TEST(conv_cuda_matches_cpu_random, "gpu") {
   const int threads[2] = {1, 1};
   const char *const devices[2] = {NULL, "cuda:0"};
   fg_conv2d_opts o = {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1, 0, {0, 0}};
-  random_layer(&o, 2, threads, devices, 1e-4);
+  random_layer(&o, 8, 2, threads, devices, 1e-4);
   fg_conv2d_opts s2 = {{2, 2}, {1, 0, 2, 1}, {1, 1}, 2, 0, {0, 0}};
-  random_layer(&s2, 2, threads, devices, 1e-4);
+  random_layer(&s2, 8, 2, threads, devices, 1e-4);
 #endif
 }
 

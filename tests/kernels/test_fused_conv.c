@@ -37,6 +37,13 @@ static const cc CASES[] = {
     {FG_F32, 1, 8, 6, 8, 1, 1, 0, 1, 0, 1, 0, 0, 0},   /* 1x1, batch 1, add only */
     {FG_F32, 5, 16, 7, 16, 3, 1, 1, 1, 1, 0, 1, 0, 1}, /* batch 5, relu, NC16 output */
     {FG_F32, 6, 16, 5, 32, 3, 1, 1, 1, 1, 1, 0, 1, 1}, /* NC16, add without relu */
+    /* Batch 1 with 32 or 64 output channels: cut into parts of output
+     * channels (whole 16-channel blocks) on a machine with 2 cores or
+     * more, each part's epilogue on its slice; x converted once for all
+     * parts (3 channels), or read in C order. */
+    {FG_F32, 1, 3, 9, 32, 3, 1, 1, 1, 1, 1, 1, 0, 0},  /* z fed, C order */
+    {FG_F32, 1, 16, 8, 64, 3, 2, 1, 1, 1, 1, 1, 1, 1}, /* z and y in NC16, stride 2 */
+    {FG_F32, 1, 16, 6, 64, 1, 1, 0, 1, 0, 0, 1, 0, 1}, /* 1x1, relu only, NC16 output */
     {FG_F64, 2, 3, 7, 4, 3, 1, 1, 1, 1, 1, 1, 0, 0},   /* f64: the direct loops */
     {FG_F64, 3, 4, 6, 6, 3, 2, 1, 2, 1, 0, 0, 0, 0},   /* f64, bias only ("none") */
 };
