@@ -20,9 +20,11 @@
  * which never oversubscribes. Rows of x and y are independent in the
  * forward and data-gradient directions; the weight gradient sums the
  * parts' partial gradients in part order. Either way the bits do not
- * depend on the thread count. A batch that cannot be cut (N = 1, or one
- * core) runs as one primitive whose team is the threads a run gives the
- * step, except the weight gradient, which then gets one thread.
+ * depend on the thread count. A forward convolution of one image is cut
+ * by output channels instead (channel_parts_for). Any other batch that
+ * cannot be cut (N = 1, or one core) runs as one primitive whose team is
+ * the threads a run gives the step, except the weight gradient, which then
+ * gets one thread.
  *
  * The fused ops (fused_conv2d, fused_conv2d_add) run conv2d's primitive,
  * then their epilogue on each part's rows of y right after the part has
