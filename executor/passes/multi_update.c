@@ -197,13 +197,13 @@ static fg_output *multi_inputs(const mu_state *S, int *n_in) {
  * no bytes. Then nothing but a fetch needs u's after node, whose copy of
  * variable k a run planned it for (an after of a variable's bytes is a
  * copy: the variable outlives the arena) and the plan skips it. m0 is
- * listed once. Only groups of m0's device group are rewired. */
+ * listed once. A group's inputs only order it and carry no bytes between
+ * devices, so a group of another device group is rewired too. */
 static void rewire_groups(fg_pass_ctx *ctx, int u, int m0) {
   fg_graph *g = &ctx->w->g;
   for (int c = u + 1; c < g->n_nodes; c++) {
     fg_node *n = &g->nodes[c];
-    if (ctx->dead[c] || n->op != FG_OP_GROUP || (ctx->group && ctx->group[c] != ctx->group[m0]))
-      continue;
+    if (ctx->dead[c] || n->op != FG_OP_GROUP) continue;
     int has_m0 = 0, k = 0;
     for (int i = 0; i < n->n_inputs; i++)
       has_m0 |= n->inputs[i].node == m0;
