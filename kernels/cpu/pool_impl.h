@@ -203,20 +203,19 @@ static int64_t PS(max_argmax)(const fgk_pool_geom *g, const PT *x, int64_t oh, i
 
 /* dx[argmax] += dy for the outputs [o0, o1) of output row oh, whose
  * windows lie inside the plane: max_argmax's scan and rule without its
- * edge trimming, for KH x KW taps at dilations DH, DW. The callers pass
- * constants for the common windows, so the taps unroll. */
-static inline void PS(max_bwd_inside)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx,
-                                      int64_t oh, int64_t o0, int64_t o1, int64_t KH, int64_t KW,
-                                      int64_t DH, int64_t DW) {
+ * edge trimming, for any window (the fixed windows go through
+ * max_bwd_codes below). */
+static void PS(max_bwd_inside)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx,
+                               int64_t oh, int64_t o0, int64_t o1) {
   const int64_t W = g->W, h0 = oh * g->sh - g->pt;
   for (int64_t ow = o0; ow < o1; ow++) {
     const int64_t w0 = ow * g->sw - g->pl;
     int64_t best = h0 * W + w0;
     PT m = x[best];
     int seen = m != m;
-    for (int64_t i = 0; i < KH; i++)
-      for (int64_t j = 0; j < KW; j++) {
-        const int64_t idx = (h0 + i * DH) * W + w0 + j * DW;
+    for (int64_t i = 0; i < g->kh; i++)
+      for (int64_t j = 0; j < g->kw; j++) {
+        const int64_t idx = (h0 + i * g->dh) * W + w0 + j * g->dw;
         const PT v = x[idx];
         const int nn = v != v;
         const int take = ((v > m) & !seen) | nn;
@@ -227,6 +226,117 @@ static inline void PS(max_bwd_inside)(const fgk_pool_geom *g, const PT *dy, cons
     dx[best] += dy[oh * g->OW + ow];
   }
 }
+
+/* Outputs max_bwd_codes finds the taps of per pass (a stack buffer). */
+#define POOL_CODES 256
+
+/* The argmax rule of max_argmax in a form the compiler vectorises (its
+ * integer `seen` mask costs branches there under the default trapping
+ * math): m turns NaN once a NaN is taken, so a later number is never
+ * larger and only a later NaN takes the index, as `seen` decides there.
+ * POOL_ARG_TAKE is 1 when tap v takes the index, and moves m. */
+#define POOL_ARG_TAKE(t, m, v)                                                                     \
+  do {                                                                                             \
+    const PT v_ = (v);                                                                             \
+    t = (v_ > m) | (v_ != v_);                                                                     \
+    m = t ? v_ : m;                                                                                \
+  } while (0)
+
+/* For n outputs k whose windows (KH x KW taps at stride S, dilation 1)
+ * start at r + S * k, rows W apart and all inside the plane: the window
+ * position (i * KW + j) of each one's argmax into code[k], the first tap
+ * seeding it. The constants unroll the taps and let the compiler
+ * vectorise over k; the position is a PI, the width of PT, so the selects
+ * stay one vector wide. */
+#define POOL_BWD_CODES(KH, KW, S)                                                                  \
+  for (int64_t k = 0; k < n; k++) {                                                                \
+    PT m = r[(S)*k];                                                                               \
+    PI best = 0, t;                                                                                \
+    for (int64_t i = 0; i < (KH); i++)                                                             \
+      for (int64_t j = 0; j < (KW); j++) {                                                         \
+        POOL_ARG_TAKE(t, m, r[i * W + (S)*k + j]);                                                 \
+        best = t ? (PI)(i * (KW) + j) : best;                                                      \
+      }                                                                                            \
+    code[k] = best;                                                                                \
+  }
+
+/* max_bwd_inside for the common windows with dilation 1: the argmax of
+ * up to POOL_CODES outputs at a time into codes (vectorised), then
+ * dx[argmax] += dy in output order, as max_bwd_inside adds them, so a dx
+ * element that overlapping windows share sums in the same order. Returns
+ * 0 when the window has no fixed-count loop here. */
+static int PS(max_bwd_codes)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx, int64_t oh,
+                             int64_t o0, int64_t o1) {
+  const int64_t W = g->W, kh = g->kh, kw = g->kw, s = g->sw;
+  if (g->dh != 1 || g->dw != 1 || kh != kw || (kh != 2 && kh != 3) || (s != 1 && s != 2)) return 0;
+  const int64_t h0 = oh * g->sh - g->pt;
+  int64_t off[9]; /* window position -> plane offset from the window's start */
+  for (int64_t i = 0; i < kh; i++)
+    for (int64_t j = 0; j < kw; j++)
+      off[i * kw + j] = i * W + j;
+  PI code[POOL_CODES];
+  const PT *gy = dy + oh * g->OW;
+  for (int64_t c0 = o0; c0 < o1; c0 += POOL_CODES) {
+    const int64_t n = o1 - c0 < POOL_CODES ? o1 - c0 : POOL_CODES;
+    const PT *restrict r = x + h0 * W + c0 * s - g->pl;
+    if (kh == 2 && s == 2)
+      POOL_BWD_CODES(2, 2, 2)
+    else if (kh == 2)
+      POOL_BWD_CODES(2, 2, 1)
+    else if (s == 2)
+      POOL_BWD_CODES(3, 3, 2)
+    else
+      POOL_BWD_CODES(3, 3, 1)
+    PT *d = dx + h0 * W + c0 * s - g->pl;
+    for (int64_t k = 0; k < n; k++)
+      d[k * s + off[code[k]]] += gy[c0 + k];
+  }
+  return 1;
+}
+#undef POOL_BWD_CODES
+
+/* The 2 x 2, stride-2 window without padding, every window inside the
+ * plane (max_fwd_plane's condition): windows do not overlap, so each dx
+ * element is written once, 0 + dy at the window's argmax (as max_bwd_plane
+ * computes it: 0 + -0.0 is +0.0) and 0 elsewhere, with no zeroing pass and
+ * no scatter; the argmax by max_argmax's rule over the taps in window
+ * order. Rows and columns past the last window get 0. */
+static void PS(max_bwd_2x2s2_plane)(const fgk_pool_geom *g, const PT *dy, const PT *x,
+                                    PT *restrict dx) {
+  const int64_t W = g->W, OW = g->OW;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    const PT *restrict a = x + 2 * oh * W;
+    const PT *restrict b = a + W;
+    PT *restrict da = dx + 2 * oh * W;
+    PT *restrict db = da + W;
+    const PT *restrict gy = dy + oh * OW;
+    for (int64_t k = 0; k < OW; k++) {
+      /* o0..o3: dx at the taps in window order; a tap that takes the
+       * index gets v and clears those before it (selects in PT, which
+       * the compiler vectorises where an index compare did not) */
+      const PT v = (PT)0 + gy[k], z = 0;
+      PT m = a[2 * k], o0 = v, o1, o2;
+      int t;
+      POOL_ARG_TAKE(t, m, a[2 * k + 1]);
+      o0 = t ? z : o0;
+      o1 = t ? v : z;
+      POOL_ARG_TAKE(t, m, b[2 * k]);
+      o0 = t ? z : o0;
+      o1 = t ? z : o1;
+      o2 = t ? v : z;
+      POOL_ARG_TAKE(t, m, b[2 * k + 1]);
+      da[2 * k] = t ? z : o0;
+      da[2 * k + 1] = t ? z : o1;
+      db[2 * k] = t ? z : o2;
+      db[2 * k + 1] = t ? v : z;
+    }
+    for (int64_t c = 2 * OW; c < W; c++)
+      da[c] = db[c] = 0;
+  }
+  for (int64_t e = 2 * g->OH * W; e < g->H * W; e++)
+    dx[e] = 0;
+}
+#undef POOL_ARG_TAKE
 
 /* The outputs [*lo, *hi) along one axis whose window (k taps at dilation
  * d, stride s, pad p) lies inside [0, n). */
@@ -242,23 +352,23 @@ static inline void PS(inside_range)(int64_t n, int64_t k, int64_t s, int64_t d, 
 /* dx = 0, then dy[o] added at each window's argmax, outputs in order (a
  * dx element that several windows share sums them in that order). */
 static void PS(max_bwd_plane)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx) {
+  if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 &&
+      g->pt == 0 && g->pl == 0 && 2 * g->OH <= g->H && 2 * g->OW <= g->W) {
+    PS(max_bwd_2x2s2_plane)(g, dy, x, dx);
+    return;
+  }
   for (int64_t e = 0; e < g->H * g->W; e++)
     dx[e] = 0;
   int64_t hlo, hhi, wlo, whi;
   PS(inside_range)(g->H, g->kh, g->sh, g->dh, g->pt, g->OH, &hlo, &hhi);
   PS(inside_range)(g->W, g->kw, g->sw, g->dw, g->pl, g->OW, &wlo, &whi);
-  const int d1 = g->dh == 1 && g->dw == 1;
   for (int64_t oh = 0; oh < g->OH; oh++) {
     const int rows_in = oh >= hlo && oh < hhi;
     const int64_t a0 = rows_in ? wlo : g->OW, a1 = rows_in ? whi : g->OW;
     for (int64_t ow = 0; ow < g->OW; ow++) {
       if (ow == a0 && a0 < a1) {
-        if (d1 && g->kh == 2 && g->kw == 2)
-          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, 2, 2, 1, 1);
-        else if (d1 && g->kh == 3 && g->kw == 3)
-          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, 3, 3, 1, 1);
-        else
-          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, g->kh, g->kw, g->dh, g->dw);
+        if (!PS(max_bwd_codes)(g, dy, x, dx, oh, a0, a1))
+          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1);
         ow = a1 - 1;
         continue;
       }
