@@ -295,43 +295,49 @@ static int PS(max_bwd_codes)(const fgk_pool_geom *g, const PT *dy, const PT *x, 
 }
 #undef POOL_BWD_CODES
 
+/* One output row of max_bwd_2x2s2_plane: n windows over input rows a
+ * and b into dx rows da and db. A function of its own so the pointers are
+ * restrict parameters: as locals the compiler still tested them for
+ * overlap on every row, which costs more than a 12-wide row's work. */
+static inline void PS(max_bwd_2x2s2_row)(const PT *restrict a, const PT *restrict b,
+                                         const PT *restrict gy, PT *restrict da, PT *restrict db,
+                                         int64_t n) {
+  for (int64_t k = 0; k < n; k++) {
+    /* o0..o2: dx at the first taps in window order; a tap that takes the
+     * index gets v and clears those before it (selects in PT, which the
+     * compiler vectorises where an index compare did not) */
+    const PT v = (PT)0 + gy[k], z = 0;
+    PT m = a[2 * k], o0 = v, o1, o2;
+    int t;
+    POOL_ARG_TAKE(t, m, a[2 * k + 1]);
+    o0 = t ? z : o0;
+    o1 = t ? v : z;
+    POOL_ARG_TAKE(t, m, b[2 * k]);
+    o0 = t ? z : o0;
+    o1 = t ? z : o1;
+    o2 = t ? v : z;
+    POOL_ARG_TAKE(t, m, b[2 * k + 1]);
+    da[2 * k] = t ? z : o0;
+    da[2 * k + 1] = t ? z : o1;
+    db[2 * k] = t ? z : o2;
+    db[2 * k + 1] = t ? v : z;
+  }
+}
+
 /* The 2 x 2, stride-2 window without padding, every window inside the
  * plane (max_fwd_plane's condition): windows do not overlap, so each dx
  * element is written once, 0 + dy at the window's argmax (as max_bwd_plane
  * computes it: 0 + -0.0 is +0.0) and 0 elsewhere, with no zeroing pass and
  * no scatter; the argmax by max_argmax's rule over the taps in window
  * order. Rows and columns past the last window get 0. */
-static void PS(max_bwd_2x2s2_plane)(const fgk_pool_geom *g, const PT *dy, const PT *x,
-                                    PT *restrict dx) {
+static void PS(max_bwd_2x2s2_plane)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx) {
   const int64_t W = g->W, OW = g->OW;
   for (int64_t oh = 0; oh < g->OH; oh++) {
-    const PT *restrict a = x + 2 * oh * W;
-    const PT *restrict b = a + W;
-    PT *restrict da = dx + 2 * oh * W;
-    PT *restrict db = da + W;
-    const PT *restrict gy = dy + oh * OW;
-    for (int64_t k = 0; k < OW; k++) {
-      /* o0..o3: dx at the taps in window order; a tap that takes the
-       * index gets v and clears those before it (selects in PT, which
-       * the compiler vectorises where an index compare did not) */
-      const PT v = (PT)0 + gy[k], z = 0;
-      PT m = a[2 * k], o0 = v, o1, o2;
-      int t;
-      POOL_ARG_TAKE(t, m, a[2 * k + 1]);
-      o0 = t ? z : o0;
-      o1 = t ? v : z;
-      POOL_ARG_TAKE(t, m, b[2 * k]);
-      o0 = t ? z : o0;
-      o1 = t ? z : o1;
-      o2 = t ? v : z;
-      POOL_ARG_TAKE(t, m, b[2 * k + 1]);
-      da[2 * k] = t ? z : o0;
-      da[2 * k + 1] = t ? z : o1;
-      db[2 * k] = t ? z : o2;
-      db[2 * k + 1] = t ? v : z;
-    }
+    PT *da = dx + 2 * oh * W;
+    const PT *a = x + 2 * oh * W;
+    PS(max_bwd_2x2s2_row)(a, a + W, dy + oh * OW, da, da + W, OW);
     for (int64_t c = 2 * OW; c < W; c++)
-      da[c] = db[c] = 0;
+      da[c] = da[W + c] = 0;
   }
   for (int64_t e = 2 * g->OH * W; e < g->H * W; e++)
     dx[e] = 0;
@@ -393,7 +399,38 @@ static void PS(avg_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
     }
 }
 
+/* avg_bwd_plane for the 2 x 2, stride-2 window without padding, every
+ * window inside the plane (max_fwd_plane's condition): the divisor is 4
+ * with or without count_include_pad, and windows do not overlap, so each
+ * dx element is written once with what the general loop leaves there,
+ * 0 + (PT)(dy / 4.0); rows and columns past the last window get 0 (the
+ * row loop apart, as max_bwd_2x2s2_row, for its restrict pointers). */
+static inline void PS(avg_bwd_2x2s2_row)(const PT *restrict gy, PT *restrict da, PT *restrict db,
+                                         int64_t n) {
+  for (int64_t k = 0; k < n; k++) {
+    const PT v = (PT)0 + (PT)(gy[k] / 4.0);
+    da[2 * k] = da[2 * k + 1] = db[2 * k] = db[2 * k + 1] = v;
+  }
+}
+
+static void PS(avg_bwd_2x2s2_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
+  const int64_t W = g->W, OW = g->OW;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    PT *da = dx + 2 * oh * W;
+    PS(avg_bwd_2x2s2_row)(dy + oh * OW, da, da + W, OW);
+    for (int64_t c = 2 * OW; c < W; c++)
+      da[c] = da[W + c] = 0;
+  }
+  for (int64_t e = 2 * g->OH * W; e < g->H * W; e++)
+    dx[e] = 0;
+}
+
 static void PS(avg_bwd_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
+  if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->pt == 0 && g->pl == 0 &&
+      2 * g->OH <= g->H && 2 * g->OW <= g->W) {
+    PS(avg_bwd_2x2s2_plane)(g, dy, dx);
+    return;
+  }
   for (int64_t e = 0; e < g->H * g->W; e++)
     dx[e] = 0;
   for (int64_t oh = 0; oh < g->OH; oh++)
@@ -478,6 +515,17 @@ static void PS(pool_planes)(const pool_job *j, int64_t p0, int64_t p1) {
   PT *o = j->out;
   if (j->kind == POOL_ADAPTIVE && g->OH == 1 && g->OW == 1 && xs > 0) {
     PS(global_avg_planes)(g, a, o, p0, p1);
+    return;
+  }
+  if (j->kind == POOL_ADAPTIVE_GRAD && g->OH == 1 && g->OW == 1) {
+    /* global_avg_pool's gradient: adaptive_bwd_plane's one window is the
+     * plane, so every element gets 0 + (PT)(dy / (H * W)), as there,
+     * without its per-window set-up (planes are often 4 x 4 or 7 x 7) */
+    for (int64_t p = p0; p < p1; p++) {
+      const PT v = (PT)0 + (PT)(a[p] / (double)xs);
+      for (int64_t e = 0; e < xs; e++)
+        o[p * xs + e] = v;
+    }
     return;
   }
   for (int64_t p = p0; p < p1; p++) {
