@@ -295,6 +295,18 @@ static int PS(max_bwd_codes)(const fgk_pool_geom *g, const PT *dy, const PT *x, 
 }
 #undef POOL_BWD_CODES
 
+/* dx columns [c0, W) of two rows W apart, past the last 2x2 window: 0.
+ * One column (an odd width) is two stores; as a loop the compiler called
+ * memset twice a row, which cost a third of a 24-wide plane's time. */
+static inline void PS(zero_cols)(PT *d, int64_t W, int64_t c0) {
+  if (c0 + 1 == W) {
+    d[c0] = d[W + c0] = 0;
+    return;
+  }
+  for (int64_t c = c0; c < W; c++)
+    d[c] = d[W + c] = 0;
+}
+
 /* One output row of max_bwd_2x2s2_plane: n windows over input rows a
  * and b into dx rows da and db. A function of its own so the pointers are
  * restrict parameters: as locals the compiler still tested them for
@@ -336,8 +348,7 @@ static void PS(max_bwd_2x2s2_plane)(const fgk_pool_geom *g, const PT *dy, const 
     PT *da = dx + 2 * oh * W;
     const PT *a = x + 2 * oh * W;
     PS(max_bwd_2x2s2_row)(a, a + W, dy + oh * OW, da, da + W, OW);
-    for (int64_t c = 2 * OW; c < W; c++)
-      da[c] = da[W + c] = 0;
+    PS(zero_cols)(da, W, 2 * OW);
   }
   for (int64_t e = 2 * g->OH * W; e < g->H * W; e++)
     dx[e] = 0;
@@ -418,8 +429,7 @@ static void PS(avg_bwd_2x2s2_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx
   for (int64_t oh = 0; oh < g->OH; oh++) {
     PT *da = dx + 2 * oh * W;
     PS(avg_bwd_2x2s2_row)(dy + oh * OW, da, da + W, OW);
-    for (int64_t c = 2 * OW; c < W; c++)
-      da[c] = da[W + c] = 0;
+    PS(zero_cols)(da, W, 2 * OW);
   }
   for (int64_t e = 2 * g->OH * W; e < g->H * W; e++)
     dx[e] = 0;
