@@ -256,12 +256,14 @@ FG_TEST(pool_grad_avg_2x2s2_by_hand, "") {
 /* ---- against the reference loops ----------------------------------------- */
 
 static const int64_t SHAPES[][4] = {
-    {2, 3, 7, 9},   /* odd rows and columns left out of 2x2/s2 windows */
-    {3, 5, 24, 24}, /* LeNet's first pool plane */
-    {8, 16, 8, 8},  /* LeNet's second, enough planes to split over threads */
-    {2, 3, 2, 2},   /* one window */
-    {1, 2, 1, 5},   /* no 2x2 window fits: dx is all 0 */
-    {1, 2, 5, 601}, /* rows longer than the argmax passes' 256 outputs */
+    {2, 3, 7, 9},    /* odd rows and columns left out of 2x2/s2 windows */
+    {3, 5, 24, 24},  /* LeNet's first pool plane */
+    {8, 16, 8, 8},   /* LeNet's second */
+    {16, 40, 8, 8},  /* enough 8x8 planes (640) to be split over threads */
+    {4, 16, 24, 24}, /* enough 24x24 planes (64) to be split over threads */
+    {2, 3, 2, 2},    /* one window */
+    {1, 2, 1, 5},    /* no 2x2 window fits: dx is all 0 */
+    {1, 2, 5, 601},  /* rows longer than the argmax passes' 256 outputs */
 };
 #define N_SHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 
@@ -376,7 +378,7 @@ FG_TEST(pool_grad_global_avg_vs_reference, "") {
  * windows are the unpadded ones. dx must have the same bits, on random
  * values with ties, for max and avg in f32 and f64. */
 FG_TEST(pool_grad_2x2s2_fast_equals_general, "") {
-  static const int64_t shapes[3][4] = {{3, 5, 24, 24}, {2, 3, 9, 7}, {8, 16, 8, 8}};
+  static const int64_t shapes[3][4] = {{3, 5, 24, 24}, {2, 3, 9, 7}, {16, 40, 8, 8}};
   uint64_t r = 41;
   for (int s = 0; s < 3; s++)
     for (int d = 0; d < 2; d++)
