@@ -246,16 +246,18 @@ static void PS(max_bwd_inside)(const fgk_pool_geom *g, const PT *dy, const PT *x
  * start at r + S * k, rows W apart and all inside the plane: the window
  * position (i * KW + j) of each one's argmax into code[k], the first tap
  * seeding it. The constants unroll the taps and let the compiler
- * vectorise over k; the position is a PI, the width of PT, so the selects
- * stay one vector wide. */
+ * vectorise over k. The position is a PC (pool.c): as wide as PT, so the
+ * selects stay one vector wide, and a double for f64, which has no vector
+ * conversion to a 64-bit integer before AVX-512 (the loop stayed scalar). */
 #define POOL_BWD_CODES(KH, KW, S)                                                                  \
   for (int64_t k = 0; k < n; k++) {                                                                \
     PT m = r[(S)*k];                                                                               \
-    PI best = 0, t;                                                                                \
+    PC best = 0;                                                                                   \
+    int t;                                                                                         \
     for (int64_t i = 0; i < (KH); i++)                                                             \
       for (int64_t j = 0; j < (KW); j++) {                                                         \
         POOL_ARG_TAKE(t, m, r[i * W + (S)*k + j]);                                                 \
-        best = t ? (PI)(i * (KW) + j) : best;                                                      \
+        best = t ? (PC)(i * (KW) + j) : best;                                                      \
       }                                                                                            \
     code[k] = best;                                                                                \
   }
@@ -274,7 +276,7 @@ static int PS(max_bwd_codes)(const fgk_pool_geom *g, const PT *dy, const PT *x, 
   for (int64_t i = 0; i < kh; i++)
     for (int64_t j = 0; j < kw; j++)
       off[i * kw + j] = i * W + j;
-  PI code[POOL_CODES];
+  PC code[POOL_CODES];
   const PT *gy = dy + oh * g->OW;
   for (int64_t c0 = o0; c0 < o1; c0 += POOL_CODES) {
     const int64_t n = o1 - c0 < POOL_CODES ? o1 - c0 : POOL_CODES;
@@ -289,7 +291,7 @@ static int PS(max_bwd_codes)(const fgk_pool_geom *g, const PT *dy, const PT *x, 
       POOL_BWD_CODES(3, 3, 1)
     PT *d = dx + h0 * W + c0 * s - g->pl;
     for (int64_t k = 0; k < n; k++)
-      d[k * s + off[code[k]]] += gy[c0 + k];
+      d[k * s + off[(int)code[k]]] += gy[c0 + k];
   }
   return 1;
 }
