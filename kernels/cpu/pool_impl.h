@@ -203,19 +203,21 @@ static int64_t PS(max_argmax)(const fgk_pool_geom *g, const PT *x, int64_t oh, i
 
 /* dx[argmax] += dy for the outputs [o0, o1) of output row oh, whose
  * windows lie inside the plane: max_argmax's scan and rule without its
- * edge trimming, for any window (the fixed windows go through
- * max_bwd_codes below). */
-static void PS(max_bwd_inside)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx,
-                               int64_t oh, int64_t o0, int64_t o1) {
+ * edge trimming, for KH x KW taps at dilations DH, DW. The callers pass
+ * constants for the common windows, so the taps unroll (those that
+ * max_bwd_codes below takes go there). */
+static inline void PS(max_bwd_inside)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx,
+                                      int64_t oh, int64_t o0, int64_t o1, int64_t KH, int64_t KW,
+                                      int64_t DH, int64_t DW) {
   const int64_t W = g->W, h0 = oh * g->sh - g->pt;
   for (int64_t ow = o0; ow < o1; ow++) {
     const int64_t w0 = ow * g->sw - g->pl;
     int64_t best = h0 * W + w0;
     PT m = x[best];
     int seen = m != m;
-    for (int64_t i = 0; i < g->kh; i++)
-      for (int64_t j = 0; j < g->kw; j++) {
-        const int64_t idx = (h0 + i * g->dh) * W + w0 + j * g->dw;
+    for (int64_t i = 0; i < KH; i++)
+      for (int64_t j = 0; j < KW; j++) {
+        const int64_t idx = (h0 + i * DH) * W + w0 + j * DW;
         const PT v = x[idx];
         const int nn = v != v;
         const int take = ((v > m) & !seen) | nn;
@@ -262,15 +264,20 @@ static void PS(max_bwd_inside)(const fgk_pool_geom *g, const PT *dy, const PT *x
     code[k] = best;                                                                                \
   }
 
-/* max_bwd_inside for the common windows with dilation 1: the argmax of
- * up to POOL_CODES outputs at a time into codes (vectorised), then
+/* 1 for the windows max_bwd_codes has fixed-count loops for: 2 x 2 or
+ * 3 x 3, dilation 1, stride 1 or 2 along the row. */
+static inline int PS(codes_window)(const fgk_pool_geom *g) {
+  return g->dh == 1 && g->dw == 1 && g->kh == g->kw && (g->kh == 2 || g->kh == 3) &&
+         (g->sw == 1 || g->sw == 2);
+}
+
+/* max_bwd_inside for codes_window's windows: the argmax of up to
+ * POOL_CODES outputs at a time into codes (vectorised), then
  * dx[argmax] += dy in output order, as max_bwd_inside adds them, so a dx
- * element that overlapping windows share sums in the same order. Returns
- * 0 when the window has no fixed-count loop here. */
-static int PS(max_bwd_codes)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx, int64_t oh,
-                             int64_t o0, int64_t o1) {
+ * element that overlapping windows share sums in the same order. */
+static void PS(max_bwd_codes)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx, int64_t oh,
+                              int64_t o0, int64_t o1) {
   const int64_t W = g->W, kh = g->kh, kw = g->kw, s = g->sw;
-  if (g->dh != 1 || g->dw != 1 || kh != kw || (kh != 2 && kh != 3) || (s != 1 && s != 2)) return 0;
   const int64_t h0 = oh * g->sh - g->pt;
   int64_t off[9]; /* window position -> plane offset from the window's start */
   for (int64_t i = 0; i < kh; i++)
@@ -293,7 +300,6 @@ static int PS(max_bwd_codes)(const fgk_pool_geom *g, const PT *dy, const PT *x, 
     for (int64_t k = 0; k < n; k++)
       d[k * s + off[(int)code[k]]] += gy[c0 + k];
   }
-  return 1;
 }
 #undef POOL_BWD_CODES
 
@@ -389,13 +395,20 @@ static void PS(max_bwd_plane)(const fgk_pool_geom *g, const PT *dy, const PT *x,
   int64_t hlo, hhi, wlo, whi;
   PS(inside_range)(g->H, g->kh, g->sh, g->dh, g->pt, g->OH, &hlo, &hhi);
   PS(inside_range)(g->W, g->kw, g->sw, g->dw, g->pl, g->OW, &wlo, &whi);
+  const int d1 = g->dh == 1 && g->dw == 1, codes = PS(codes_window)(g);
   for (int64_t oh = 0; oh < g->OH; oh++) {
     const int rows_in = oh >= hlo && oh < hhi;
     const int64_t a0 = rows_in ? wlo : g->OW, a1 = rows_in ? whi : g->OW;
     for (int64_t ow = 0; ow < g->OW; ow++) {
       if (ow == a0 && a0 < a1) {
-        if (!PS(max_bwd_codes)(g, dy, x, dx, oh, a0, a1))
-          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1);
+        if (codes)
+          PS(max_bwd_codes)(g, dy, x, dx, oh, a0, a1);
+        else if (d1 && g->kh == 2 && g->kw == 2)
+          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, 2, 2, 1, 1);
+        else if (d1 && g->kh == 3 && g->kw == 3)
+          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, 3, 3, 1, 1);
+        else
+          PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, g->kh, g->kw, g->dh, g->dw);
         ow = a1 - 1;
         continue;
       }
