@@ -274,6 +274,8 @@ static const geo MAX_GEOS[] = {
     {2, 2, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0}, /* 2x2/s1 argmax pass, overlapping */
     {3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0}, /* ResNet's stem: 3x3/s2 pass, edges */
     {3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, /* 3x3/s1 pass, overlapping by two */
+    {2, 2, 3, 3, 0, 0, 0, 0, 1, 1, 0, 0}, /* stride 3: the unrolled 2x2 inside loop */
+    {3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 0, 0}, /* stride 3: the unrolled 3x3 inside loop */
     {2, 3, 1, 2, 0, 1, 0, 1, 1, 1, 0, 0}, /* no fixed loop: the general inside loop */
     {3, 3, 2, 2, 1, 1, 1, 1, 2, 2, 0, 0}, /* dilated: the general inside loop */
 };
