@@ -26,15 +26,21 @@ typedef struct pool_job {
 /* Planes global_avg_planes sums side by side. */
 #define POOL_SIDE 8
 
+/* PC: the type max_pool2d_grad's vector argmax pass keeps window
+ * positions in (pool_impl.h, POOL_BWD_CODES). */
 #define PT       float
+#define PC       int32_t
 #define PS(name) name##_f32
 #include "kernels/cpu/pool_impl.h"
 #undef PT
+#undef PC
 #undef PS
 #define PT       double
+#define PC       double
 #define PS(name) name##_f64
 #include "kernels/cpu/pool_impl.h"
 #undef PT
+#undef PC
 #undef PS
 
 int fgk_pool_geom_init(const fg_kctx *ctx, const fg_kbuf *x, const fg_kbuf *y,

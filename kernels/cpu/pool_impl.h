@@ -204,7 +204,8 @@ static int64_t PS(max_argmax)(const fgk_pool_geom *g, const PT *x, int64_t oh, i
 /* dx[argmax] += dy for the outputs [o0, o1) of output row oh, whose
  * windows lie inside the plane: max_argmax's scan and rule without its
  * edge trimming, for KH x KW taps at dilations DH, DW. The callers pass
- * constants for the common windows, so the taps unroll. */
+ * constants for the common windows, so the taps unroll (those that
+ * max_bwd_codes below takes go there). */
 static inline void PS(max_bwd_inside)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx,
                                       int64_t oh, int64_t o0, int64_t o1, int64_t KH, int64_t KW,
                                       int64_t DH, int64_t DW) {
@@ -228,6 +229,149 @@ static inline void PS(max_bwd_inside)(const fgk_pool_geom *g, const PT *dy, cons
   }
 }
 
+/* Outputs max_bwd_codes finds the taps of per pass (a stack buffer). */
+#define POOL_CODES 256
+
+/* The argmax rule of max_argmax in a form the compiler vectorises (its
+ * integer `seen` mask costs branches there under the default trapping
+ * math): m turns NaN once a NaN is taken, so a later number is never
+ * larger and only a later NaN takes the index, as `seen` decides there.
+ * POOL_ARG_TAKE is 1 when tap v takes the index, and moves m. */
+#define POOL_ARG_TAKE(t, m, v)                                                                     \
+  do {                                                                                             \
+    const PT v_ = (v);                                                                             \
+    t = (v_ > m) | (v_ != v_);                                                                     \
+    m = t ? v_ : m;                                                                                \
+  } while (0)
+
+/* For n outputs k whose windows (KH x KW taps at stride S, dilation 1)
+ * start at r + S * k, rows W apart and all inside the plane: the window
+ * position (i * KW + j) of each one's argmax into code[k], the first tap
+ * seeding it. The constants unroll the taps and let the compiler
+ * vectorise over k. The position is a PC (pool.c): as wide as PT, so the
+ * selects stay one vector wide, and a double for f64, which has no vector
+ * conversion to a 64-bit integer before AVX-512 (the loop stayed scalar). */
+#define POOL_BWD_CODES(KH, KW, S)                                                                  \
+  for (int64_t k = 0; k < n; k++) {                                                                \
+    PT m = r[(S)*k];                                                                               \
+    PC best = 0;                                                                                   \
+    int t;                                                                                         \
+    for (int64_t i = 0; i < (KH); i++)                                                             \
+      for (int64_t j = 0; j < (KW); j++) {                                                         \
+        POOL_ARG_TAKE(t, m, r[i * W + (S)*k + j]);                                                 \
+        best = t ? (PC)(i * (KW) + j) : best;                                                      \
+      }                                                                                            \
+    code[k] = best;                                                                                \
+  }
+
+/* 1 for the windows max_bwd_codes has fixed-count loops for: 2 x 2 or
+ * 3 x 3, dilation 1, stride 1 or 2 along the row. */
+static inline int PS(codes_window)(const fgk_pool_geom *g) {
+  return g->dh == 1 && g->dw == 1 && g->kh == g->kw && (g->kh == 2 || g->kh == 3) &&
+         (g->sw == 1 || g->sw == 2);
+}
+
+/* max_bwd_inside for codes_window's windows: the argmax of up to
+ * POOL_CODES outputs at a time into codes (vectorised), then
+ * dx[argmax] += dy in output order, as max_bwd_inside adds them, so a dx
+ * element that overlapping windows share sums in the same order. */
+static void PS(max_bwd_codes)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx, int64_t oh,
+                              int64_t o0, int64_t o1) {
+  const int64_t W = g->W, kh = g->kh, kw = g->kw, s = g->sw;
+  const int64_t h0 = oh * g->sh - g->pt;
+  int64_t off[9]; /* window position -> plane offset from the window's start */
+  for (int64_t i = 0; i < kh; i++)
+    for (int64_t j = 0; j < kw; j++)
+      off[i * kw + j] = i * W + j;
+  PC code[POOL_CODES];
+  const PT *gy = dy + oh * g->OW;
+  for (int64_t c0 = o0; c0 < o1; c0 += POOL_CODES) {
+    const int64_t n = o1 - c0 < POOL_CODES ? o1 - c0 : POOL_CODES;
+    const PT *restrict r = x + h0 * W + c0 * s - g->pl;
+    if (kh == 2 && s == 2)
+      POOL_BWD_CODES(2, 2, 2)
+    else if (kh == 2)
+      POOL_BWD_CODES(2, 2, 1)
+    else if (s == 2)
+      POOL_BWD_CODES(3, 3, 2)
+    else
+      POOL_BWD_CODES(3, 3, 1)
+    PT *d = dx + h0 * W + c0 * s - g->pl;
+    for (int64_t k = 0; k < n; k++)
+      d[k * s + off[(int)code[k]]] += gy[c0 + k];
+  }
+}
+#undef POOL_BWD_CODES
+
+/* 1 for the 2 x 2, stride-2 window without padding whose windows all lie
+ * inside the plane (max_fwd_plane's condition), which the gradients' 2x2
+ * loops take; avg: avg_pool2d, whose windows have no dilation. */
+static inline int PS(grad_2x2s2)(const fgk_pool_geom *g, int avg) {
+  return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 &&
+         (avg || (g->dh == 1 && g->dw == 1)) && g->pt == 0 && g->pl == 0 && 2 * g->OH <= g->H &&
+         2 * g->OW <= g->W;
+}
+
+/* dx columns [c0, W) of two rows W apart, past the last 2x2 window: 0.
+ * One column (an odd width) is two stores; as a loop the compiler called
+ * memset twice a row, about a fifth of the time on 25 x 23 planes. */
+static inline void PS(zero_cols)(PT *d, int64_t W, int64_t c0) {
+  if (c0 + 1 == W) {
+    d[c0] = d[W + c0] = 0;
+    return;
+  }
+  for (int64_t c = c0; c < W; c++)
+    d[c] = d[W + c] = 0;
+}
+
+/* One output row of max_bwd_2x2s2_plane: n windows over input rows a
+ * and b into dx rows da and db. A function of its own so the pointers are
+ * restrict parameters, which the compiler honours (as restrict locals it
+ * still tested them for overlap on every row). */
+static inline void PS(max_bwd_2x2s2_row)(const PT *restrict a, const PT *restrict b,
+                                         const PT *restrict gy, PT *restrict da, PT *restrict db,
+                                         int64_t n) {
+  for (int64_t k = 0; k < n; k++) {
+    /* o0..o2: dx at the first taps in window order; a tap that takes the
+     * index gets v and clears those before it (selects in PT, which the
+     * compiler vectorises where an index compare did not) */
+    const PT v = (PT)0 + gy[k], z = 0;
+    PT m = a[2 * k], o0 = v, o1, o2;
+    int t;
+    POOL_ARG_TAKE(t, m, a[2 * k + 1]);
+    o0 = t ? z : o0;
+    o1 = t ? v : z;
+    POOL_ARG_TAKE(t, m, b[2 * k]);
+    o0 = t ? z : o0;
+    o1 = t ? z : o1;
+    o2 = t ? v : z;
+    POOL_ARG_TAKE(t, m, b[2 * k + 1]);
+    da[2 * k] = t ? z : o0;
+    da[2 * k + 1] = t ? z : o1;
+    db[2 * k] = t ? z : o2;
+    db[2 * k + 1] = t ? v : z;
+  }
+}
+
+/* The 2 x 2, stride-2 window without padding, every window inside the
+ * plane (max_fwd_plane's condition): windows do not overlap, so each dx
+ * element is written once, 0 + dy at the window's argmax (as max_bwd_plane
+ * computes it: 0 + -0.0 is +0.0) and 0 elsewhere, with no zeroing pass and
+ * no scatter; the argmax by max_argmax's rule over the taps in window
+ * order. Rows and columns past the last window get 0. */
+static void PS(max_bwd_2x2s2_plane)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx) {
+  const int64_t W = g->W, OW = g->OW;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    PT *da = dx + 2 * oh * W;
+    const PT *a = x + 2 * oh * W;
+    PS(max_bwd_2x2s2_row)(a, a + W, dy + oh * OW, da, da + W, OW);
+    PS(zero_cols)(da, W, 2 * OW);
+  }
+  for (int64_t e = 2 * g->OH * W; e < g->H * W; e++)
+    dx[e] = 0;
+}
+#undef POOL_ARG_TAKE
+
 /* The outputs [*lo, *hi) along one axis whose window (k taps at dilation
  * d, stride s, pad p) lies inside [0, n). */
 static inline void PS(inside_range)(int64_t n, int64_t k, int64_t s, int64_t d, int64_t p,
@@ -242,18 +386,24 @@ static inline void PS(inside_range)(int64_t n, int64_t k, int64_t s, int64_t d, 
 /* dx = 0, then dy[o] added at each window's argmax, outputs in order (a
  * dx element that several windows share sums them in that order). */
 static void PS(max_bwd_plane)(const fgk_pool_geom *g, const PT *dy, const PT *x, PT *dx) {
+  if (PS(grad_2x2s2)(g, 0)) {
+    PS(max_bwd_2x2s2_plane)(g, dy, x, dx);
+    return;
+  }
   for (int64_t e = 0; e < g->H * g->W; e++)
     dx[e] = 0;
   int64_t hlo, hhi, wlo, whi;
   PS(inside_range)(g->H, g->kh, g->sh, g->dh, g->pt, g->OH, &hlo, &hhi);
   PS(inside_range)(g->W, g->kw, g->sw, g->dw, g->pl, g->OW, &wlo, &whi);
-  const int d1 = g->dh == 1 && g->dw == 1;
+  const int d1 = g->dh == 1 && g->dw == 1, codes = PS(codes_window)(g);
   for (int64_t oh = 0; oh < g->OH; oh++) {
     const int rows_in = oh >= hlo && oh < hhi;
     const int64_t a0 = rows_in ? wlo : g->OW, a1 = rows_in ? whi : g->OW;
     for (int64_t ow = 0; ow < g->OW; ow++) {
       if (ow == a0 && a0 < a1) {
-        if (d1 && g->kh == 2 && g->kw == 2)
+        if (codes)
+          PS(max_bwd_codes)(g, dy, x, dx, oh, a0, a1);
+        else if (d1 && g->kh == 2 && g->kw == 2)
           PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, 2, 2, 1, 1);
         else if (d1 && g->kh == 3 && g->kw == 3)
           PS(max_bwd_inside)(g, dy, x, dx, oh, a0, a1, 3, 3, 1, 1);
@@ -283,7 +433,36 @@ static void PS(avg_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
     }
 }
 
+/* avg_bwd_plane for the 2 x 2, stride-2 window without padding, every
+ * window inside the plane (max_fwd_plane's condition): the divisor is 4
+ * with or without count_include_pad, and windows do not overlap, so each
+ * dx element is written once with what the general loop leaves there,
+ * 0 + (PT)(dy / 4.0); rows and columns past the last window get 0 (the
+ * row loop apart, as max_bwd_2x2s2_row, for its restrict pointers). */
+static inline void PS(avg_bwd_2x2s2_row)(const PT *restrict gy, PT *restrict da, PT *restrict db,
+                                         int64_t n) {
+  for (int64_t k = 0; k < n; k++) {
+    const PT v = (PT)0 + (PT)(gy[k] / 4.0);
+    da[2 * k] = da[2 * k + 1] = db[2 * k] = db[2 * k + 1] = v;
+  }
+}
+
+static void PS(avg_bwd_2x2s2_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
+  const int64_t W = g->W, OW = g->OW;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    PT *da = dx + 2 * oh * W;
+    PS(avg_bwd_2x2s2_row)(dy + oh * OW, da, da + W, OW);
+    PS(zero_cols)(da, W, 2 * OW);
+  }
+  for (int64_t e = 2 * g->OH * W; e < g->H * W; e++)
+    dx[e] = 0;
+}
+
 static void PS(avg_bwd_plane)(const fgk_pool_geom *g, const PT *dy, PT *dx) {
+  if (PS(grad_2x2s2)(g, 1)) {
+    PS(avg_bwd_2x2s2_plane)(g, dy, dx);
+    return;
+  }
   for (int64_t e = 0; e < g->H * g->W; e++)
     dx[e] = 0;
   for (int64_t oh = 0; oh < g->OH; oh++)
@@ -368,6 +547,32 @@ static void PS(pool_planes)(const pool_job *j, int64_t p0, int64_t p1) {
   PT *o = j->out;
   if (j->kind == POOL_ADAPTIVE && g->OH == 1 && g->OW == 1 && xs > 0) {
     PS(global_avg_planes)(g, a, o, p0, p1);
+    return;
+  }
+  if (j->kind == POOL_ADAPTIVE_GRAD && g->OH == 1 && g->OW == 1) {
+    /* global_avg_pool's gradient: adaptive_bwd_plane's one window is the
+     * plane, so every element gets 0 + (PT)(dy / (H * W)), as there,
+     * without its per-window set-up (planes are often 4 x 4 or 7 x 7) */
+    for (int64_t p = p0; p < p1; p++) {
+      const PT v = (PT)0 + (PT)(a[p] / (double)xs);
+      for (int64_t e = 0; e < xs; e++)
+        o[p * xs + e] = v;
+    }
+    return;
+  }
+  const int avg = j->kind == POOL_AVG_GRAD;
+  if ((avg || j->kind == POOL_MAX_GRAD) && 2 * g->OH == g->H && PS(grad_2x2s2)(g, avg)) {
+    /* Windows that tile the rows exactly: the chunk's planes stacked are
+     * one plane of (p1 - p0) * H rows, whose windows are the planes' in
+     * order (none spans two planes), so one call does them all, without
+     * a small plane's set-up each (LeNet's second pool: 8 x 8). */
+    fgk_pool_geom t = *g;
+    t.H = (p1 - p0) * g->H;
+    t.OH = (p1 - p0) * g->OH;
+    if (avg)
+      PS(avg_bwd_2x2s2_plane)(&t, a + p0 * ys, o + p0 * xs);
+    else
+      PS(max_bwd_2x2s2_plane)(&t, a + p0 * ys, b + p0 * xs, o + p0 * xs);
     return;
   }
   for (int64_t p = p0; p < p1; p++) {
