@@ -56,6 +56,14 @@ CASES = [
     ("global_avg_pool", (2, 5, 3, 7), None, None, None, None, 0, 0, (1, 1), False),
     ("global_max_pool", (2, 5, 3, 7), None, None, None, None, 0, 0, (1, 1), False),
     ("global_max_pool", (1, 3, 4, 5), None, None, None, None, 0, 0, (1, 1), True),
+    # The gradients' fast loops: 2x2 stride 2 without padding (odd sizes
+    # leave a row and a column no window covers), and 2x2 / 3x3 windows at
+    # stride 1 with ties.
+    ("max_pool2d", (2, 5, 8, 8), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), 0, 1, None, True),
+    ("max_pool2d", (2, 3, 9, 7), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), 0, 1, None, False),
+    ("max_pool2d", (1, 3, 7, 9), (2, 2), (1, 1), (0, 0, 0, 0), (1, 1), 0, 1, None, True),
+    ("max_pool2d", (1, 3, 7, 9), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 0, 1, None, True),
+    ("avg_pool2d", (2, 3, 9, 7), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), 0, 1, None, False),
 ]
 
 
