@@ -40,9 +40,8 @@ const fg_pass_def fg_passes[] = {
     {"conv_epilogue",
      "convolution epilogues: relu(conv2d), conv2d + z and relu(conv2d + z) (z the output's shape) "
      "become one fused_conv2d or fused_conv2d_add that adds z and applies the relu to the "
-     "convolution's output as it is produced (same bits); it made ResNet-18's batch-1 inference "
-     "slower on two threads",
-     0, fg_pass_conv_epilogue},
+     "convolution's output as it is produced (same bits)",
+     1, fg_pass_conv_epilogue},
     {"grad_epilogue",
      "gradient epilogues: relu's gradient of a matmul's product, select(greater(y, 0), matmul, 0), "
      "becomes one fused_matmul_relu_grad that masks each tile of the product; a dense layer's "

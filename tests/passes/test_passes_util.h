@@ -47,7 +47,7 @@ static inline fg_graph *optimize1(const fg_graph *g, const char *fetch, fg_pass_
 /* The default pipeline without conv_epilogue, for the folding tests that
  * look at the conv2d a batch norm becomes (conv_epilogue would take it
  * into the relu after it). */
-/* The default pipeline with conv_epilogue, which is off by default. */
+/* The default pipeline, named pass by pass. */
 #define WITH_CONV_EPILOGUE                                                                         \
   "simplify,fold,fold_inference,cse,xent_grad,epilogue,conv_epilogue,grad_epilogue,fuse,multi_"    \
   "update,dce"

@@ -341,8 +341,8 @@ static fg_graph *build_convnet(void) {
   return g;
 }
 
-/* fg_optimize with `passes` (NULL: the default pipeline; conv_epilogue is
- * off by default), then export: the fused ops are there, and the ONNX model
+/* fg_optimize with `passes` (NULL: the default pipeline), then export:
+ * the fused ops are there, and the ONNX model
  * computes what the unoptimized graph does, bit for bit after the round
  * trip. */
 static void optimized_case(fg_graph *(*build)(void), const char *name, const char *passes,

@@ -178,7 +178,7 @@ FG_TEST(cli_help_topics, "") {
       {"formats", "FGB1", "<f4 <f8 <i4 <i8"},
       {"environment", "FG_PASSES=off|LIST", "FG_LIBXSMM=0"},
       {"exit-status", "2  usage error", "\"flowgraph: CODE: message\""},
-      {"passes", "multi_update", "(off by default)"},
+      {"passes", "multi_update", "conv_epilogue"},
   };
   for (size_t i = 0; i < sizeof topic / sizeof topic[0]; i++) {
     char line[64];
