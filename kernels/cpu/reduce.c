@@ -382,7 +382,7 @@ typedef struct argmax_job {
     int any_nan = 0;                                                                               \
     for (int k = 0; k < AM_LANES; k++) {                                                           \
       m = lane[k] OP m ? lane[k] : m;                                                              \
-      any_nan |= nan[k] != nan[k] || lane[k] != lane[k];                                           \
+      any_nan |= nan[k] != nan[k];                                                                 \
     }                                                                                              \
     a = 0;                                                                                         \
     if (any_nan) {                                                                                 \
