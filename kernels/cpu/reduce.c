@@ -373,17 +373,18 @@ typedef struct argmax_job {
         lane[k] = v OP lane[k] ? v : lane[k];                                                      \
         nan[k] = v != v ? v : nan[k];                                                              \
       }                                                                                            \
-    for (; a < A; a++) {                                                                           \
-      const T v = row[a];                                                                          \
-      lane[0] = v OP lane[0] ? v : lane[0];                                                        \
-      nan[0] = v != v ? v : nan[0];                                                                \
+    for (int k = 0; a + k < A; k++) {                                                              \
+      const T v = row[a + k];                                                                      \
+      lane[k] = v OP lane[k] ? v : lane[k];                                                        \
+      nan[k] = v != v ? v : nan[k];                                                                \
     }                                                                                              \
-    T m = lane[0];                                                                                 \
+    for (int w = AM_LANES / 2; w > 0; w /= 2) /* halves: no long dependency chain */               \
+      for (int k = 0; k < w; k++)                                                                  \
+        lane[k] = lane[k + w] OP lane[k] ? lane[k + w] : lane[k];                                  \
+    const T m = lane[0];                                                                           \
     int any_nan = 0;                                                                               \
-    for (int k = 0; k < AM_LANES; k++) {                                                           \
-      m = lane[k] OP m ? lane[k] : m;                                                              \
+    for (int k = 0; k < AM_LANES; k++)                                                             \
       any_nan |= nan[k] != nan[k];                                                                 \
-    }                                                                                              \
     a = 0;                                                                                         \
     if (any_nan) {                                                                                 \
       while (row[a] == row[a])                                                                     \
