@@ -385,10 +385,11 @@ FGK_XENT(fgk_softmax_xent_f32, float, FG_F32, lse_rows_f32)
 FGK_XENT(fgk_softmax_xent_f64, double, FG_F64, lse_rows_f64)
 
 /* softmax_cross_entropy_grad(logits [N, C], labels [N], dy scalar) ->
- * [N, C]: (softmax(row) - one_hot(label)) * (dy / N), one row at a time.
- * The arithmetic is that of the nodes it stands for (the softmax row above,
- * the subtraction of a 1 or 0, dy divided by N in the logits' dtype, then
- * the product), so it gives their bits. */
+ * [N, C]: (softmax(row) - one_hot(label)) * (dy / N), a block of rows at a
+ * time (one row when they are long). The arithmetic is that of the nodes it
+ * stands for (the softmax rows above, the very function the softmax kernel
+ * runs, the subtraction of a 1 or 0, dy divided by N in the logits' dtype,
+ * then the product), so it gives their bits. */
 typedef struct xent_grad_job {
   const void *x;
   void *y;
