@@ -139,11 +139,17 @@ static int64_t rows_per_block(int64_t C) {
 
 /* For the nr <= rows_per_block(C) rows of x: m[k] the max of row k (a NaN
  * makes the row's sum NaN, as with row_max_f32), e[k * C + j] =
- * exp(x[k * C + j] - m[k]) and s[k] its row's sum in double. */
-static inline void rows_expsum_f32(const float *x, int64_t nr, int64_t C, float *m, float *e,
-                                   double *s) {
-  /* Four rows at a time: their max chains interleave. */
+ * exp(x[k * C + j] - m[k]) and s[k] its row's sum in double. Cloned
+ * rather than inline: inlined or not is GCC's choice, and a copy outside
+ * the callers' clones would be built for the baseline x86-64. */
+FGK_CLONES static void rows_expsum_f32(const float *restrict x, int64_t nr, int64_t C,
+                                       float *restrict m, float *restrict e, double *restrict s) {
+  /* Rows of MLANES or more by lanes; shorter ones four at a time, so
+   * that their max chains interleave. */
   int64_t k = 0;
+  if (C >= MLANES)
+    for (; k < nr; k++)
+      m[k] = row_max_f32(x + k * C, C);
   for (; k + 4 <= nr; k += 4) {
     const float *r = x + k * C;
     float m0 = r[0], m1 = r[C], m2 = r[2 * C], m3 = r[3 * C];
