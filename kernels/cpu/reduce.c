@@ -359,8 +359,9 @@ typedef struct argmax_job {
     }                                                                                              \
     return bi;                                                                                     \
   }                                                                                                \
-  /* A row of A >= AM_LANES elements. */                                                           \
-  static inline int64_t fn##_long(const T *row, int64_t A) {                                       \
+  /* A row of A >= AM_LANES elements; cloned, as an out-of-line copy of an inline function would   \
+   * be built for the baseline x86-64. */                                                          \
+  FGK_CLONES static int64_t fn##_long(const T *row, int64_t A) {                                   \
     T lane[AM_LANES], nan[AM_LANES]; /* nan[k]: a NaN seen in lane k, else 0 */                    \
     for (int k = 0; k < AM_LANES; k++) {                                                           \
       lane[k] = row[k];                                                                            \
