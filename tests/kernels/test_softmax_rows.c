@@ -78,7 +78,7 @@ static const int64_t NS[] = {1, 5, 130, 301};
 
 /* Logits [N, C] in [-8, 8) with rows that test the edges: a NaN (row 3),
  * -inf entries (row 1), large logits (row 2), ties (row 4), gaps down to
- * -200 (row 6), when the rows exist. */
+ * -200 (row 6), a single large logit (rows 5, 7, 8), when the rows exist. */
 static fg_kbuf logits(int64_t N, int64_t C, uint64_t *seed) {
   const int64_t d[2] = {N, C};
   fg_kbuf b = make_buf(FG_F32, 2, d);
@@ -92,6 +92,11 @@ static fg_kbuf logits(int64_t N, int64_t C, uint64_t *seed) {
     if (N > 6) x[6 * C + j] = (float)(-j * 200.0 / (double)C);
   }
   if (N > 3) x[3 * C + C / 2] = NAN;
+  /* One logit far above the rest, at the end, near the start and in the
+   * middle: a max that missed it would overflow the exp. */
+  if (N > 5) x[5 * C + C - 1] = 150;
+  if (N > 7) x[7 * C + 1 % C] = 150;
+  if (N > 8) x[8 * C + C / 2] = 150;
   return b;
 }
 
