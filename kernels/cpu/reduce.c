@@ -330,15 +330,118 @@ FGK_REDUCE(fgk_reduce_prod_i64, int64_t, FG_I64, uint64_t, 1, UPROD, AS_I64)
 /* argmax (argmin) along p->axis: i64 output, the input without that dim.
  * The first index of the maximum (minimum) wins; a NaN counts as the
  * extreme (the first NaN), as in np.argmax and np.argmin. Keyed by the
- * input dtype. BETTER(v, best) says v replaces the best so far. */
+ * input dtype. OP is > (argmax) or < (argmin); AM_BETTER(v, OP, best) says
+ * v replaces the best so far. */
+#define AM_BETTER(v, OP, best) ((v)OP(best) || ((v) != (v) && (best) == (best)))
 typedef struct argmax_job {
   const void *x;
   int64_t *o;
   int64_t A, inner, n_cc;
 } argmax_job;
 
-/* Over groups of up to RED_CHUNK neighbouring outputs, each independent. */
-#define FGK_ARGMAX(fn, T, DT, BETTER, NAME)                                                        \
+/* When the reduced axis is not the last (inner > 1), over groups of up to
+ * RED_CHUNK neighbouring outputs, each independent. When it is the last,
+ * over rows, each output one contiguous row, in passes that have no
+ * branches on the data: the row's extreme (exact, so in any order) and
+ * whether it holds a NaN, then the first index of the first NaN, or else of
+ * the extreme (-0 and +0 compare equal, so the first zero of either sign,
+ * as in a scan that keeps the first of equal values). Rows of AM_LANES
+ * elements or more take the extreme in AM_LANES lanes, and search blocks of
+ * that many, which vectorise. */
+#define AM_LANES 64 /* too many for GCC to unroll the lane loop, which it then vectorises */
+#define FGK_ARGMAX(fn, T, DT, OP, NAME)                                                            \
+  /* The first index of the row's first NaN if any_nan, else of m. */                              \
+  static inline int64_t fn##_find(const T *row, int64_t A, T m, int any_nan) {                     \
+    int64_t bi = 0;                                                                                \
+    for (int64_t a = A - 1; a >= 0; a--) {                                                         \
+      const T v = row[a];                                                                          \
+      bi = (any_nan ? v != v : v == m) ? a : bi;                                                   \
+    }                                                                                              \
+    return bi;                                                                                     \
+  }                                                                                                \
+  /* A row of A >= AM_LANES elements; cloned, as an out-of-line copy of an inline function would   \
+   * be built for the baseline x86-64. */                                                          \
+  FGK_CLONES static int64_t fn##_long(const T *row, int64_t A) {                                   \
+    T lane[AM_LANES], nan[AM_LANES]; /* nan[k]: a NaN seen in lane k, else 0 */                    \
+    for (int k = 0; k < AM_LANES; k++) {                                                           \
+      lane[k] = row[k];                                                                            \
+      nan[k] = 0;                                                                                  \
+    }                                                                                              \
+    int64_t a = 0;                                                                                 \
+    for (; a + AM_LANES <= A; a += AM_LANES)                                                       \
+      for (int k = 0; k < AM_LANES; k++) {                                                         \
+        const T v = row[a + k];                                                                    \
+        lane[k] = v OP lane[k] ? v : lane[k];                                                      \
+        nan[k] = v != v ? v : nan[k];                                                              \
+      }                                                                                            \
+    for (int k = 0; a + k < A; k++) {                                                              \
+      const T v = row[a + k];                                                                      \
+      lane[k] = v OP lane[k] ? v : lane[k];                                                        \
+      nan[k] = v != v ? v : nan[k];                                                                \
+    }                                                                                              \
+    for (int w = AM_LANES / 2; w > 0; w /= 2) /* halves: no long dependency chain */               \
+      for (int k = 0; k < w; k++)                                                                  \
+        lane[k] = lane[k + w] OP lane[k] ? lane[k + w] : lane[k];                                  \
+    const T m = lane[0];                                                                           \
+    int any_nan = 0;                                                                               \
+    for (int k = 0; k < AM_LANES; k++)                                                             \
+      any_nan |= nan[k] != nan[k];                                                                 \
+    a = 0;                                                                                         \
+    if (any_nan) {                                                                                 \
+      while (row[a] == row[a])                                                                     \
+        a++;                                                                                       \
+      return a;                                                                                    \
+    }                                                                                              \
+    for (; a + AM_LANES <= A; a += AM_LANES) {                                                     \
+      int hit = 0;                                                                                 \
+      for (int k = 0; k < AM_LANES; k++)                                                           \
+        hit |= row[a + k] == m;                                                                    \
+      if (hit) break;                                                                              \
+    }                                                                                              \
+    while (row[a] != m)                                                                            \
+      a++;                                                                                         \
+    return a;                                                                                      \
+  }                                                                                                \
+  /* Short rows four at a time: their extremes' dependency chains interleave. */                   \
+  FGK_CLONES static void fn##_rows(void *arg, int64_t r0, int64_t r1) {                            \
+    const argmax_job *J = (const argmax_job *)arg;                                                 \
+    const int64_t A = J->A;                                                                        \
+    const T *x = (const T *)J->x;                                                                  \
+    if (A >= AM_LANES) {                                                                           \
+      for (int64_t r = r0; r < r1; r++)                                                            \
+        J->o[r] = fn##_long(x + r * A, A);                                                         \
+      return;                                                                                      \
+    }                                                                                              \
+    int64_t r = r0;                                                                                \
+    for (; r + 4 <= r1; r += 4) {                                                                  \
+      const T *row = x + r * A;                                                                    \
+      T m[4];                                                                                      \
+      int any_nan[4];                                                                              \
+      for (int q = 0; q < 4; q++) {                                                                \
+        m[q] = row[q * A];                                                                         \
+        any_nan[q] = m[q] != m[q];                                                                 \
+      }                                                                                            \
+      for (int64_t a = 1; a < A; a++)                                                              \
+        for (int q = 0; q < 4; q++) {                                                              \
+          const T v = row[q * A + a];                                                              \
+          m[q] = v OP m[q] ? v : m[q];                                                             \
+          any_nan[q] |= v != v;                                                                    \
+        }                                                                                          \
+      for (int q = 0; q < 4; q++)                                                                  \
+        J->o[r + q] = fn##_find(row + q * A, A, m[q], any_nan[q]);                                 \
+    }                                                                                              \
+    for (; r < r1; r++) {                                                                          \
+      const T *row = x + r * A;                                                                    \
+      T m = row[0];                                                                                \
+      int any_nan = m != m;                                                                        \
+      for (int64_t a = 1; a < A; a++) {                                                            \
+        const T v = row[a];                                                                        \
+        m = v OP m ? v : m;                                                                        \
+        any_nan |= v != v;                                                                         \
+      }                                                                                            \
+      J->o[r] = fn##_find(row, A, m, any_nan);                                                     \
+    }                                                                                              \
+  }                                                                                                \
   static void fn##_groups(void *arg, int64_t g0, int64_t g1) {                                     \
     const argmax_job *J = (const argmax_job *)arg;                                                 \
     const int64_t A = J->A, inner = J->inner;                                                      \
@@ -356,7 +459,7 @@ typedef struct argmax_job {
         const T *row = base + a * inner + c0;                                                      \
         for (int64_t j = 0; j < nc; j++) {                                                         \
           const T v = row[j];                                                                      \
-          if (BETTER(v, best[j])) {                                                                \
+          if (AM_BETTER(v, OP, best[j])) {                                                         \
             best[j] = v;                                                                           \
             idx[j] = a;                                                                            \
           }                                                                                        \
@@ -385,18 +488,20 @@ typedef struct argmax_job {
     if (outer * inner == 0) return 0;                                                              \
     if (A == 0) return fgk_fail(ctx, NAME " over axis %d, which has size 0", axis);                \
     argmax_job J = {in->data, (int64_t *)out->data, A, inner, (inner - 1) / RED_CHUNK + 1};        \
+    if (inner == 1) {                                                                              \
+      fgk_parallel_for(ctx, outer, A >= RED_GRAIN ? 1 : RED_GRAIN / A, fn##_rows, &J);             \
+      return 0;                                                                                    \
+    }                                                                                              \
     const int64_t per = A * (inner < RED_CHUNK ? inner : RED_CHUNK);                               \
     fgk_parallel_for(ctx, outer *J.n_cc, per >= RED_GRAIN ? 1 : RED_GRAIN / per, fn##_groups, &J); \
     return 0;                                                                                      \
   }
 
-#define AM_GT(v, best) ((v) > (best) || ((v) != (v) && (best) == (best)))
-#define AM_LT(v, best) ((v) < (best) || ((v) != (v) && (best) == (best)))
-FGK_ARGMAX(fgk_argmax_f32, float, FG_F32, AM_GT, "argmax")
-FGK_ARGMAX(fgk_argmax_f64, double, FG_F64, AM_GT, "argmax")
-FGK_ARGMAX(fgk_argmax_i32, int32_t, FG_I32, AM_GT, "argmax")
-FGK_ARGMAX(fgk_argmax_i64, int64_t, FG_I64, AM_GT, "argmax")
-FGK_ARGMAX(fgk_argmin_f32, float, FG_F32, AM_LT, "argmin")
-FGK_ARGMAX(fgk_argmin_f64, double, FG_F64, AM_LT, "argmin")
-FGK_ARGMAX(fgk_argmin_i32, int32_t, FG_I32, AM_LT, "argmin")
-FGK_ARGMAX(fgk_argmin_i64, int64_t, FG_I64, AM_LT, "argmin")
+FGK_ARGMAX(fgk_argmax_f32, float, FG_F32, >, "argmax")
+FGK_ARGMAX(fgk_argmax_f64, double, FG_F64, >, "argmax")
+FGK_ARGMAX(fgk_argmax_i32, int32_t, FG_I32, >, "argmax")
+FGK_ARGMAX(fgk_argmax_i64, int64_t, FG_I64, >, "argmax")
+FGK_ARGMAX(fgk_argmin_f32, float, FG_F32, <, "argmin")
+FGK_ARGMAX(fgk_argmin_f64, double, FG_F64, <, "argmin")
+FGK_ARGMAX(fgk_argmin_i32, int32_t, FG_I32, <, "argmin")
+FGK_ARGMAX(fgk_argmin_i64, int64_t, FG_I64, <, "argmin")

@@ -5,7 +5,9 @@
  *
  * Contiguous f32 rows (the last axis, the common case) take a vectorisable
  * path: fgk_expf instead of libm, and the row sum in XLANES double
- * accumulators combined in a fixed order, so it depends on the row alone. */
+ * accumulators combined in a fixed order, so it depends on the row alone.
+ * Short rows go several per call (softmax_rows_f32_contig), with the same
+ * bits as one at a time. */
 #include <math.h>
 #include <string.h>
 
@@ -46,26 +48,52 @@ SOFTMAX_ROW(softmax_row_f64, double, exp)
 #define XLANES 8
 #define XBLOCK 256
 
+/* Lanes of the max: too many for GCC to unroll their loop, which it then
+ * vectorises (eight it unrolls into scalar code). The max is exact, so the
+ * lanes and the order they are combined in change nothing but the speed. */
+#define MLANES 64
+
 /* The maximum of x[0..n), n >= 1; NaN elements are skipped (they make the
  * row's sum NaN, and so every output, as the strided path does). */
 FGK_CLONES static float row_max_f32(const float *x, int64_t n) {
-  float lane[XLANES];
-  for (int k = 0; k < XLANES; k++)
+  float lane[MLANES];
+  for (int k = 0; k < MLANES; k++)
     lane[k] = x[0];
   int64_t j = 0;
-  for (; j + XLANES <= n; j += XLANES)
-    for (int k = 0; k < XLANES; k++)
+  for (; j + MLANES <= n; j += MLANES)
+    for (int k = 0; k < MLANES; k++)
       lane[k] = x[j + k] > lane[k] ? x[j + k] : lane[k];
-  float m = lane[0];
-  for (int k = 1; k < XLANES; k++)
-    m = lane[k] > m ? lane[k] : m;
-  for (; j < n; j++)
-    m = x[j] > m ? x[j] : m;
-  return m;
+  for (int k = 0; j + k < n; k++)
+    lane[k] = x[j + k] > lane[k] ? x[j + k] : lane[k];
+  for (int w = MLANES / 2; w > 0; w /= 2) /* halves: no long dependency chain */
+    for (int k = 0; k < w; k++)
+      lane[k] = lane[k + w] > lane[k] ? lane[k + w] : lane[k];
+  return lane[0];
+}
+
+/* Adds e[0..len) to the sum of a row: whole groups of XLANES into the
+ * lanes (element k of a group into lane k), the rest into *tail, in order. */
+static inline void lanes_add(const float *e, int64_t len, double *lane, double *tail) {
+  int64_t j = 0;
+  for (; j + XLANES <= len; j += XLANES)
+    for (int k = 0; k < XLANES; k++)
+      lane[k] += (double)e[j + k];
+  for (; j < len; j++)
+    *tail += (double)e[j];
+}
+
+/* The row's sum: the lanes added 0..XLANES-1, then the tail. */
+static inline double lanes_total(const double *lane, double tail) {
+  double sum = 0;
+  for (int k = 0; k < XLANES; k++)
+    sum += lane[k];
+  return sum + tail;
 }
 
 /* e[j] = exp(x[j] - m) for j < n, returning their sum in double: per-lane
- * partials folded in order, then the lanes added 0..XLANES-1. e may be x. */
+ * partials folded in order, then the lanes added 0..XLANES-1. e may be x.
+ * A row is summed in blocks of XBLOCK (a multiple of XLANES), so only the
+ * last block has a tail. */
 FGK_CLONES static double row_expsum_f32(const float *x, float *e, int64_t n, float m, int keep) {
   double lane[XLANES] = {0};
   float buf[XBLOCK];
@@ -74,22 +102,10 @@ FGK_CLONES static double row_expsum_f32(const float *x, float *e, int64_t n, flo
     const int64_t len = n - j0 < XBLOCK ? n - j0 : XBLOCK;
     for (int64_t j = 0; j < len; j++)
       buf[j] = fgk_expf(x[j0 + j] - m);
-    int64_t j = 0;
-    for (; j + XLANES <= len; j += XLANES)
-      for (int k = 0; k < XLANES; k++)
-        lane[k] += (double)buf[j + k];
-    for (; j < len; j++)
-      tail += (double)buf[j];
+    lanes_add(buf, len, lane, &tail);
     if (keep) memcpy(e + j0, buf, (size_t)len * sizeof *buf);
   }
-  double sum = 0;
-  for (int k = 0; k < XLANES; k++)
-    sum += lane[k];
-  return sum + tail;
-}
-
-static void softmax_row_f64_contig(const double *x, double *y, int64_t n, int want_log) {
-  softmax_row_f64(x, y, n, 1, want_log);
+  return lanes_total(lane, tail);
 }
 
 FGK_CLONES static void softmax_row_f32_contig(const float *x, float *y, int64_t n, int want_log) {
@@ -105,6 +121,105 @@ FGK_CLONES static void softmax_row_f32_contig(const float *x, float *y, int64_t 
   }
 }
 
+/* Short rows (C <= XBLOCK) go several at a time, up to SBLOCK elements
+ * and SROWS rows per block: each row's max, then exp(x - max) over the
+ * whole block in one flat loop (full vectors however short the rows), then
+ * each row's sum with lanes_add. A row of C <= XBLOCK is one block of
+ * row_expsum_f32, and the same floats are added in the same order, so each
+ * row gets the bits the one-row path gives it: they depend on the row
+ * alone, not on its neighbours in a block. */
+#define SBLOCK 1024
+#define SROWS  128
+
+/* Rows per block for rows of C elements: 1 when they take the one-row path. */
+static int64_t rows_per_block(int64_t C) {
+  if (C > XBLOCK) return 1;
+  return SBLOCK / C < SROWS ? SBLOCK / C : SROWS;
+}
+
+/* For the nr <= rows_per_block(C) rows of x: m[k] the max of row k (a NaN
+ * makes the row's sum NaN, as with row_max_f32), e[k * C + j] =
+ * exp(x[k * C + j] - m[k]) and s[k] its row's sum in double. Cloned
+ * rather than inline: inlined or not is GCC's choice, and a copy outside
+ * the callers' clones would be built for the baseline x86-64. */
+FGK_CLONES static void rows_expsum_f32(const float *restrict x, int64_t nr, int64_t C,
+                                       float *restrict m, float *restrict e, double *restrict s) {
+  /* Rows of MLANES or more by lanes; shorter ones four at a time, so
+   * that their max chains interleave. */
+  int64_t k = 0;
+  if (C >= MLANES)
+    for (; k < nr; k++)
+      m[k] = row_max_f32(x + k * C, C);
+  for (; k + 4 <= nr; k += 4) {
+    const float *r = x + k * C;
+    float m0 = r[0], m1 = r[C], m2 = r[2 * C], m3 = r[3 * C];
+    for (int64_t j = 1; j < C; j++) {
+      m0 = r[j] > m0 ? r[j] : m0;
+      m1 = r[C + j] > m1 ? r[C + j] : m1;
+      m2 = r[2 * C + j] > m2 ? r[2 * C + j] : m2;
+      m3 = r[3 * C + j] > m3 ? r[3 * C + j] : m3;
+    }
+    m[k] = m0;
+    m[k + 1] = m1;
+    m[k + 2] = m2;
+    m[k + 3] = m3;
+  }
+  for (; k < nr; k++) {
+    const float *r = x + k * C;
+    float mk = r[0];
+    for (int64_t j = 1; j < C; j++)
+      mk = r[j] > mk ? r[j] : mk;
+    m[k] = mk;
+  }
+  for (k = 0; k < nr; k++)
+    for (int64_t j = 0; j < C; j++)
+      e[k * C + j] = x[k * C + j] - m[k];
+  for (int64_t i = 0; i < nr * C; i++)
+    e[i] = fgk_expf(e[i]);
+  for (k = 0; k < nr; k++) {
+    double lane[XLANES] = {0}, tail = 0;
+    lanes_add(e + k * C, C, lane, &tail);
+    s[k] = lanes_total(lane, tail);
+  }
+}
+
+/* softmax (or log_softmax) of n contiguous rows of C elements; y may
+ * alias x. Every row as softmax_row_f32_contig computes it. */
+FGK_CLONES static void softmax_rows_f32_contig(const float *x, float *y, int64_t n, int64_t C,
+                                               int want_log) {
+  const int64_t per = rows_per_block(C);
+  if (per == 1) {
+    for (int64_t r = 0; r < n; r++)
+      softmax_row_f32_contig(x + r * C, y + r * C, C, want_log);
+    return;
+  }
+  float m[SROWS], e[SBLOCK];
+  double s[SROWS];
+  for (int64_t r0 = 0; r0 < n; r0 += per) {
+    const int64_t nr = n - r0 < per ? n - r0 : per;
+    const float *xb = x + r0 * C;
+    float *yb = y + r0 * C;
+    rows_expsum_f32(xb, nr, C, m, e, s);
+    for (int64_t k = 0; k < nr; k++) {
+      if (want_log) {
+        const double lse = (double)m[k] + log(s[k]);
+        for (int64_t j = 0; j < C; j++)
+          yb[k * C + j] = (float)((double)xb[k * C + j] - lse);
+      } else {
+        const float inv = (float)(1.0 / s[k]);
+        for (int64_t j = 0; j < C; j++)
+          yb[k * C + j] = e[k * C + j] * inv;
+      }
+    }
+  }
+}
+
+static void softmax_rows_f64_contig(const double *x, double *y, int64_t n, int64_t C,
+                                    int want_log) {
+  for (int64_t r = 0; r < n; r++)
+    softmax_row_f64(x + r * C, y + r * C, C, 1, want_log);
+}
+
 typedef struct softmax_job {
   const void *x;
   void *y;
@@ -112,13 +227,12 @@ typedef struct softmax_job {
 } softmax_job;
 
 /* Rows are independent: parallel over the flat row index (outer * inner). */
-#define FGK_SOFTMAX(fn, T, DT, ROW, WANT_LOG)                                                      \
+#define FGK_SOFTMAX(fn, T, DT, ROW, ROWS, WANT_LOG)                                                \
   static void fn##_rows(void *arg, int64_t r0, int64_t r1) {                                       \
     const softmax_job *J = (const softmax_job *)arg;                                               \
     const int64_t A = J->A, inner = J->inner;                                                      \
     if (inner == 1) {                                                                              \
-      for (int64_t r = r0; r < r1; r++)                                                            \
-        ROW##_contig((const T *)J->x + r * A, (T *)J->y + r * A, A, WANT_LOG);                     \
+      ROWS((const T *)J->x + r0 * A, (T *)J->y + r0 * A, r1 - r0, A, WANT_LOG);                    \
       return;                                                                                      \
     }                                                                                              \
     for (int64_t r = r0; r < r1; r++) {                                                            \
@@ -152,10 +266,10 @@ typedef struct softmax_job {
     return 0;                                                                                      \
   }
 
-FGK_SOFTMAX(fgk_softmax_f32, float, FG_F32, softmax_row_f32, 0)
-FGK_SOFTMAX(fgk_softmax_f64, double, FG_F64, softmax_row_f64, 0)
-FGK_SOFTMAX(fgk_log_softmax_f32, float, FG_F32, softmax_row_f32, 1)
-FGK_SOFTMAX(fgk_log_softmax_f64, double, FG_F64, softmax_row_f64, 1)
+FGK_SOFTMAX(fgk_softmax_f32, float, FG_F32, softmax_row_f32, softmax_rows_f32_contig, 0)
+FGK_SOFTMAX(fgk_softmax_f64, double, FG_F64, softmax_row_f64, softmax_rows_f64_contig, 0)
+FGK_SOFTMAX(fgk_log_softmax_f32, float, FG_F32, softmax_row_f32, softmax_rows_f32_contig, 1)
+FGK_SOFTMAX(fgk_log_softmax_f64, double, FG_F64, softmax_row_f64, softmax_rows_f64_contig, 1)
 
 /* Reads label n as int64 from an i32 or i64 buffer. */
 static inline int64_t label_at(const fg_kbuf *labels, int64_t n) {
@@ -186,6 +300,29 @@ static double lse_f32(const float *row, int64_t C) {
   return (double)m + log(row_expsum_f32(row, NULL, C, m, 0));
 }
 
+/* lse[k] for the n <= SROWS contiguous rows of x, C each. Short f32 rows
+ * go by blocks as in softmax_rows_f32_contig (the same bits as lse_f32). */
+static void lse_rows_f64(const double *x, int64_t n, int64_t C, double *lse) {
+  for (int64_t k = 0; k < n; k++)
+    lse[k] = lse_f64(x + k * C, C);
+}
+FGK_CLONES static void lse_rows_f32(const float *x, int64_t n, int64_t C, double *lse) {
+  const int64_t per = rows_per_block(C);
+  if (per == 1) {
+    for (int64_t k = 0; k < n; k++)
+      lse[k] = lse_f32(x + k * C, C);
+    return;
+  }
+  float m[SROWS], e[SBLOCK];
+  double s[SROWS];
+  for (int64_t r0 = 0; r0 < n; r0 += per) {
+    const int64_t nr = n - r0 < per ? n - r0 : per;
+    rows_expsum_f32(x + r0 * C, nr, C, m, e, s);
+    for (int64_t k = 0; k < nr; k++)
+      lse[r0 + k] = (double)m[k] + log(s[k]);
+  }
+}
+
 typedef struct xent_job {
   const void *x;
   const fg_kbuf *labels;
@@ -197,16 +334,18 @@ typedef struct xent_job {
  * mean over rows of logsumexp(row) - row[label], in double. N == 0 gives
  * NaN (the mean of nothing, as NumPy). Every label is checked before any
  * arithmetic. */
-#define FGK_XENT(fn, T, DT, LSE)                                                                   \
+#define FGK_XENT(fn, T, DT, LSE_ROWS)                                                              \
   static void fn##_chunks(void *arg, int64_t c0, int64_t c1) {                                     \
     const xent_job *J = (const xent_job *)arg;                                                     \
     const int64_t C = J->C;                                                                        \
     for (int64_t c = c0; c < c1; c++) {                                                            \
       const int64_t n0 = c * J->rows, n1 = J->N - n0 > J->rows ? n0 + J->rows : J->N;              \
-      double total = 0;                                                                            \
-      for (int64_t n = n0; n < n1; n++) {                                                          \
-        const T *row = (const T *)J->x + n * C;                                                    \
-        total += LSE(row, C) - (double)row[label_at(J->labels, n)];                                \
+      double total = 0, lse[SROWS];                                                                \
+      for (int64_t b0 = n0; b0 < n1; b0 += SROWS) {                                                \
+        const int64_t nb = n1 - b0 < SROWS ? n1 - b0 : SROWS;                                      \
+        LSE_ROWS((const T *)J->x + b0 * C, nb, C, lse);                                            \
+        for (int64_t n = b0; n < b0 + nb; n++)                                                     \
+          total += lse[n - b0] - (double)((const T *)J->x)[n * C + label_at(J->labels, n)];        \
       }                                                                                            \
       J->parts[c] = total;                                                                         \
     }                                                                                              \
@@ -248,14 +387,15 @@ typedef struct xent_job {
     return 0;                                                                                      \
   }
 
-FGK_XENT(fgk_softmax_xent_f32, float, FG_F32, lse_f32)
-FGK_XENT(fgk_softmax_xent_f64, double, FG_F64, lse_f64)
+FGK_XENT(fgk_softmax_xent_f32, float, FG_F32, lse_rows_f32)
+FGK_XENT(fgk_softmax_xent_f64, double, FG_F64, lse_rows_f64)
 
 /* softmax_cross_entropy_grad(logits [N, C], labels [N], dy scalar) ->
- * [N, C]: (softmax(row) - one_hot(label)) * (dy / N), one row at a time.
- * The arithmetic is that of the nodes it stands for (the softmax row above,
- * the subtraction of a 1 or 0, dy divided by N in the logits' dtype, then
- * the product), so it gives their bits. */
+ * [N, C]: (softmax(row) - one_hot(label)) * (dy / N), a block of rows at a
+ * time (one row when they are long). The arithmetic is that of the nodes it
+ * stands for (the softmax rows above, the very function the softmax kernel
+ * runs, the subtraction of a 1 or 0, dy divided by N in the logits' dtype,
+ * then the product), so it gives their bits. */
 typedef struct xent_grad_job {
   const void *x;
   void *y;
@@ -264,17 +404,21 @@ typedef struct xent_grad_job {
   double scale; /* holds a value of the kernel's type exactly */
 } xent_grad_job;
 
-#define FGK_XENT_GRAD(fn, T, DT, ROW)                                                              \
+#define FGK_XENT_GRAD(fn, T, DT, ROWS)                                                             \
   static void fn##_rows(void *arg, int64_t r0, int64_t r1) {                                       \
     const xent_grad_job *J = (const xent_grad_job *)arg;                                           \
     const int64_t C = J->C;                                                                        \
     const T scale = (T)J->scale;                                                                   \
-    for (int64_t r = r0; r < r1; r++) {                                                            \
-      T *y = (T *)J->y + r * C;                                                                    \
-      ROW((const T *)J->x + r * C, y, C, 0);                                                       \
-      const int64_t l = label_at(J->labels, r);                                                    \
-      for (int64_t j = 0; j < C; j++)                                                              \
-        y[j] = (y[j] - (j == l ? (T)1 : (T)0)) * scale;                                            \
+    const int64_t per = rows_per_block(C);                                                         \
+    for (int64_t b0 = r0; b0 < r1; b0 += per) {                                                    \
+      const int64_t nb = r1 - b0 < per ? r1 - b0 : per;                                            \
+      ROWS((const T *)J->x + b0 * C, (T *)J->y + b0 * C, nb, C, 0);                                \
+      for (int64_t r = b0; r < b0 + nb; r++) {                                                     \
+        T *y = (T *)J->y + r * C;                                                                  \
+        const int64_t l = label_at(J->labels, r);                                                  \
+        for (int64_t j = 0; j < C; j++)                                                            \
+          y[j] = (y[j] - (j == l ? (T)1 : (T)0)) * scale;                                          \
+      }                                                                                            \
     }                                                                                              \
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
@@ -321,5 +465,5 @@ static int xent_grad_check(const fg_kctx *ctx, fg_dtype dt) {
   return 0;
 }
 
-FGK_XENT_GRAD(fgk_softmax_xent_grad_f32, float, FG_F32, softmax_row_f32_contig)
-FGK_XENT_GRAD(fgk_softmax_xent_grad_f64, double, FG_F64, softmax_row_f64_contig)
+FGK_XENT_GRAD(fgk_softmax_xent_grad_f32, float, FG_F32, softmax_rows_f32_contig)
+FGK_XENT_GRAD(fgk_softmax_xent_grad_f64, double, FG_F64, softmax_rows_f64_contig)
