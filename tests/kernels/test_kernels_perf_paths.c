@@ -10,58 +10,16 @@
 #include "executor/threadpool.h"
 #include "fgtest.h"
 #include "kernels/kernel.h"
-#include "test_kernels_util.h"
+#include "test_kernels_par.h"
 
-static int64_t numel(const fg_kbuf *b) {
-  int64_t n = 1;
-  for (int i = 0; i < b->rank; i++)
-    n *= b->dims[i];
-  return n;
-}
-static size_t nbytes(const fg_kbuf *b) { return (size_t)numel(b) * fg_dtype_size(b->dtype); }
-
-static fg_kbuf make_buf(fg_dtype dt, int rank, const int64_t *dims) {
-  fg_kbuf b = {.dtype = dt, .rank = rank};
-  for (int i = 0; i < rank; i++)
-    b.dims[i] = dims[i];
-  b.data = calloc(nbytes(&b) > 0 ? nbytes(&b) : 1, 1);
-  return b;
-}
-
-/* Runs op with par NULL (into out) and with pools of 1, 2 and 4 threads;
- * every run must return 0 and write the same bytes. */
-static void run_bitwise(const char *op, fg_dtype key, const fg_kbuf *in, int n_in, fg_kbuf *out,
-                        const fg_op_params *p) {
-  fg_kernel_fn fn = fg_cpu_kernel(op, key);
-  FG_REQUIRE(fn != NULL);
-  char err[256] = "";
-  fg_kctx ctx = {in, n_in, out, 1, p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
-  FG_CHECK_INT(fn(&ctx), 0);
-  fg_kbuf o2 = *out;
-  o2.data = malloc(nbytes(out) > 0 ? nbytes(out) : 1);
-  const int threads[3] = {1, 2, 4};
-  for (int t = 0; t < 3; t++) {
-    fg_pool *pool = fg_pool_new(threads[t]);
-    FG_REQUIRE(pool != NULL);
-    const fg_kparallel par = {pool, fg_pool_parallel_for_fn};
-    memset(o2.data, 0xA5, nbytes(out));
-    fg_kctx c2 = {in,   n_in, &o2,  1, p, err, sizeof err, &par, NULL,
-                  NULL, NULL, NULL, 0, 0, 0,   0,          0};
-    FG_CHECK_INT(fn(&c2), 0);
-    if (memcmp(o2.data, out->data, nbytes(out)) != 0)
-      fprintf(stderr, "  %s: %d threads differ from par == NULL\n", op, threads[t]);
-    FG_CHECK(memcmp(o2.data, out->data, nbytes(out)) == 0);
-    fg_pool_free(pool);
-  }
-  free(o2.data);
-}
+static int64_t numel(const fg_kbuf *b) { return dims_count(b->rank, b->dims); }
 
 /* Logits [N, C] with C not a multiple of the lane count and above the
  * block size, plus rows that test the exp's edges: very negative gaps
  * (results underflow to subnormals and 0), -inf entries, large logits. */
 static fg_kbuf logits(int64_t N, int64_t C, uint64_t *seed) {
   const int64_t d[2] = {N, C};
-  fg_kbuf b = make_buf(FG_F32, 2, d);
+  fg_kbuf b = make_kbuf(FG_F32, 2, d);
   float *x = (float *)b.data;
   for (int64_t i = 0; i < N * C; i++)
     x[i] = (float)(rng_unit(seed) * 8);
@@ -85,7 +43,7 @@ static double ref_lse(const float *row, int64_t C) {
 FG_TEST(perf_softmax_f32_rows_match_reference, "") {
   uint64_t seed = 5;
   const int64_t N = 37, C = 1003, d[2] = {N, C};
-  fg_kbuf x = logits(N, C, &seed), y = make_buf(FG_F32, 2, d);
+  fg_kbuf x = logits(N, C, &seed), y = make_kbuf(FG_F32, 2, d);
   fg_op_params p = {.softmax = {.axis = 1}};
   for (int want_log = 0; want_log < 2; want_log++) {
     run_bitwise(want_log ? "log_softmax" : "softmax", FG_F32, &x, 1, &y, &p);
@@ -122,11 +80,11 @@ FG_TEST(perf_softmax_f32_rows_match_reference, "") {
 FG_TEST(perf_softmax_cross_entropy_f32_matches_reference, "") {
   uint64_t seed = 9;
   const int64_t N = 300, C = 1003, nd[1] = {N};
-  fg_kbuf in[2] = {logits(N, C, &seed), make_buf(FG_I32, 1, nd)};
+  fg_kbuf in[2] = {logits(N, C, &seed), make_kbuf(FG_I32, 1, nd)};
   for (int64_t n = 0; n < N; n++)
     ((int32_t *)in[1].data)[n] = (int32_t)((n * 131) % C);
   ((int32_t *)in[1].data)[2] = 0; /* a finite logit in the -inf row */
-  fg_kbuf out = make_buf(FG_F32, 0, NULL);
+  fg_kbuf out = make_kbuf(FG_F32, 0, NULL);
   fg_op_params p;
   memset(&p, 0, sizeof p);
   run_bitwise("softmax_cross_entropy", FG_F32, in, 2, &out, &p);
@@ -153,9 +111,9 @@ FG_TEST(perf_select_broadcast_scalars, "") {
     for (int shape = 0; shape < 8; shape++) {
       /* bit 0: x is one element; bit 1: y is one element; bit 2: cond is [C] */
       fg_kbuf in[3];
-      in[0] = shape & 4 ? make_buf(FG_BOOL, 1, cd) : make_buf(FG_BOOL, 2, od);
-      in[1] = shape & 1 ? make_buf(dt, 1, one) : make_buf(dt, 2, od);
-      in[2] = shape & 2 ? make_buf(dt, 0, NULL) : make_buf(dt, 2, od);
+      in[0] = shape & 4 ? make_kbuf(FG_BOOL, 1, cd) : make_kbuf(FG_BOOL, 2, od);
+      in[1] = shape & 1 ? make_kbuf(dt, 1, one) : make_kbuf(dt, 2, od);
+      in[2] = shape & 2 ? make_kbuf(dt, 0, NULL) : make_kbuf(dt, 2, od);
       for (int k = 0; k < 3; k++) {
         for (int64_t i = 0; i < numel(&in[k]); i++) {
           const double u = rng_unit(&seed);
@@ -167,7 +125,7 @@ FG_TEST(perf_select_broadcast_scalars, "") {
             ((double *)in[k].data)[i] = u;
         }
       }
-      fg_kbuf out = make_buf(dt, 2, od);
+      fg_kbuf out = make_kbuf(dt, 2, od);
       fg_op_params p;
       memset(&p, 0, sizeof p);
       run_bitwise("select", dt, in, 3, &out, &p);
@@ -192,23 +150,23 @@ FG_TEST(perf_select_broadcast_scalars, "") {
 FG_TEST(perf_sum_to_identity_and_axis0, "") {
   uint64_t seed = 17;
   const int64_t R = 256, C = 1000, d[2] = {R, C}, kd[3] = {R, 1, C}, cd[1] = {C};
-  fg_kbuf x = make_buf(FG_F32, 2, d);
+  fg_kbuf x = make_kbuf(FG_F32, 2, d);
   float *xv = (float *)x.data;
   for (int64_t i = 0; i < R * C; i++)
     xv[i] = (float)rng_unit(&seed);
   xv[7] = -0.0f;
-  fg_kbuf y = make_buf(FG_F32, 2, d);
+  fg_kbuf y = make_kbuf(FG_F32, 2, d);
   fg_op_params p;
   memset(&p, 0, sizeof p);
   run_bitwise("sum_to", FG_F32, &x, 1, &y, &p);
-  FG_CHECK(memcmp(x.data, y.data, nbytes(&x)) == 0);
+  FG_CHECK(memcmp(x.data, y.data, kbuf_nbytes(&x)) == 0);
   fg_kbuf x3 = x;
   x3.rank = 3;
   memcpy(x3.dims, kd, sizeof kd);
   fg_op_params pr = {.reduce = {.n_axes = 1, .axes = {1}}};
   run_bitwise("reduce_sum", FG_F32, &x3, 1, &y, &pr);
-  FG_CHECK(memcmp(x.data, y.data, nbytes(&x)) == 0);
-  fg_kbuf s = make_buf(FG_F32, 1, cd);
+  FG_CHECK(memcmp(x.data, y.data, kbuf_nbytes(&x)) == 0);
+  fg_kbuf s = make_kbuf(FG_F32, 1, cd);
   run_bitwise("sum_to", FG_F32, &x, 1, &s, &p);
   int ok = 1;
   for (int64_t j = 0; j < C; j++) {

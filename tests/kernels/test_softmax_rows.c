@@ -14,58 +14,7 @@
 #include "executor/threadpool.h"
 #include "fgtest.h"
 #include "kernels/kernel.h"
-#include "test_kernels_util.h"
-
-static size_t nbytes(const fg_kbuf *b) {
-  return (size_t)dims_count(b->rank, b->dims) * fg_dtype_size(b->dtype);
-}
-
-static fg_kbuf make_buf(fg_dtype dt, int rank, const int64_t *dims) {
-  fg_kbuf b = {.dtype = dt, .rank = rank};
-  for (int i = 0; i < rank; i++)
-    b.dims[i] = dims[i];
-  b.data = calloc(nbytes(&b) > 0 ? nbytes(&b) : 1, 1);
-  return b;
-}
-
-/* Runs op once with par NULL (into out); 0 or -1. */
-static int run_once(const char *op, fg_dtype key, const fg_kbuf *in, int n_in, fg_kbuf *out,
-                    const fg_op_params *p) {
-  fg_kernel_fn fn = fg_cpu_kernel(op, key);
-  if (!fn) return -99;
-  char err[256] = "";
-  fg_kctx ctx = {in, n_in, out, 1, p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
-  const int rc = fn(&ctx);
-  if (rc != 0) fprintf(stderr, "  %s: %s\n", op, err);
-  return rc;
-}
-
-/* Runs op with par NULL (into out) and with pools of 1, 2 and 4 threads;
- * every run must return 0 and write the same bytes. */
-static void run_bitwise(const char *op, fg_dtype key, const fg_kbuf *in, int n_in, fg_kbuf *out,
-                        const fg_op_params *p) {
-  FG_CHECK_INT(run_once(op, key, in, n_in, out, p), 0);
-  fg_kernel_fn fn = fg_cpu_kernel(op, key);
-  FG_REQUIRE(fn != NULL);
-  char err[256] = "";
-  fg_kbuf o2 = *out;
-  o2.data = malloc(nbytes(out) > 0 ? nbytes(out) : 1);
-  const int threads[3] = {1, 2, 4};
-  for (int t = 0; t < 3; t++) {
-    fg_pool *pool = fg_pool_new(threads[t]);
-    FG_REQUIRE(pool != NULL);
-    const fg_kparallel par = {pool, fg_pool_parallel_for_fn};
-    memset(o2.data, 0xA5, nbytes(out));
-    fg_kctx c2 = {in,   n_in, &o2,  1, p, err, sizeof err, &par, NULL,
-                  NULL, NULL, NULL, 0, 0, 0,   0,          0};
-    FG_CHECK_INT(fn(&c2), 0);
-    if (memcmp(o2.data, out->data, nbytes(out)) != 0)
-      fprintf(stderr, "  %s: %d threads differ from par == NULL\n", op, threads[t]);
-    FG_CHECK(memcmp(o2.data, out->data, nbytes(out)) == 0);
-    fg_pool_free(pool);
-  }
-  free(o2.data);
-}
+#include "test_kernels_par.h"
 
 /* Row lengths: single elements, around the 8 accumulator lanes, the
  * digits' 10 classes, around 64, and around the 256-element block beyond
@@ -81,7 +30,7 @@ static const int64_t NS[] = {1, 5, 130, 301};
  * -200 (row 6), a single large logit (rows 5, 7, 8), when the rows exist. */
 static fg_kbuf logits(int64_t N, int64_t C, uint64_t *seed) {
   const int64_t d[2] = {N, C};
-  fg_kbuf b = make_buf(FG_F32, 2, d);
+  fg_kbuf b = make_kbuf(FG_F32, 2, d);
   float *x = (float *)b.data;
   for (int64_t i = 0; i < N * C; i++)
     x[i] = (float)(rng_unit(seed) * 8);
@@ -156,11 +105,11 @@ static void check_softmax_values(const float *x, const float *y, int64_t N, int6
 static void check_rows_alone(const char *op, const fg_kbuf *x, const fg_kbuf *y,
                              const fg_op_params *p) {
   const int64_t N = x->dims[0], C = x->dims[1], d1[2] = {1, C};
-  fg_kbuf xi = make_buf(FG_F32, 2, d1), yi = make_buf(FG_F32, 2, d1);
+  fg_kbuf xi = make_kbuf(FG_F32, 2, d1), yi = make_kbuf(FG_F32, 2, d1);
   int same = 1;
   for (int64_t n = 0; n < N; n++) {
     memcpy(xi.data, (const float *)x->data + n * C, (size_t)C * sizeof(float));
-    FG_CHECK_INT(run_once(op, FG_F32, &xi, 1, &yi, p), 0);
+    FG_CHECK_INT(run_kernel(op, FG_F32, &xi, 1, &yi, p, NULL), 0);
     same = same && memcmp(yi.data, (const float *)y->data + n * C, (size_t)C * sizeof(float)) == 0;
   }
   FG_CHECK(same);
@@ -174,17 +123,17 @@ FG_TEST(softmax_rows_short_and_long_match_reference, "") {
   for (int ci = 0; ci < N_CS; ci++)
     for (int ni = 0; ni < N_NS; ni++) {
       const int64_t N = NS[ni], C = CS[ci], d[2] = {N, C};
-      fg_kbuf x = logits(N, C, &seed), y = make_buf(FG_F32, 2, d);
+      fg_kbuf x = logits(N, C, &seed), y = make_kbuf(FG_F32, 2, d);
       for (int want_log = 0; want_log < 2; want_log++) {
         const char *op = want_log ? "log_softmax" : "softmax";
         run_bitwise(op, FG_F32, &x, 1, &y, &p);
         check_softmax_values((const float *)x.data, (const float *)y.data, N, C, want_log);
         if (N == 130 || N == 5) check_rows_alone(op, &x, &y, &p);
         /* In place (y == x), as a memory plan may run it: the same bits. */
-        fg_kbuf xy = make_buf(FG_F32, 2, d);
-        memcpy(xy.data, x.data, nbytes(&x));
-        FG_CHECK_INT(run_once(op, FG_F32, &xy, 1, &xy, &p), 0);
-        FG_CHECK(memcmp(xy.data, y.data, nbytes(&y)) == 0);
+        fg_kbuf xy = make_kbuf(FG_F32, 2, d);
+        memcpy(xy.data, x.data, kbuf_nbytes(&x));
+        FG_CHECK_INT(run_kernel(op, FG_F32, &xy, 1, &xy, &p, NULL), 0);
+        FG_CHECK(memcmp(xy.data, y.data, kbuf_nbytes(&y)) == 0);
         free(xy.data);
       }
       free(x.data);
@@ -203,7 +152,7 @@ FG_TEST(softmax_rows_by_hand, "") {
                           {-INFINITY, -INFINITY, -INFINITY, -INFINITY},
                           {-100, 0, -100, -100}};
   const int64_t d[2] = {5, 4}, d1[2] = {7, 1};
-  fg_kbuf x = make_buf(FG_F32, 2, d), y = make_buf(FG_F32, 2, d);
+  fg_kbuf x = make_kbuf(FG_F32, 2, d), y = make_kbuf(FG_F32, 2, d);
   memcpy(x.data, xs, sizeof xs);
   fg_op_params p = {.softmax = {.axis = 1}};
   run_bitwise("softmax", FG_F32, &x, 1, &y, &p);
@@ -228,7 +177,7 @@ FG_TEST(softmax_rows_by_hand, "") {
   free(x.data);
   free(y.data);
   /* Rows of one element: softmax 1, log_softmax 0; NaN and inf give NaN. */
-  fg_kbuf x1 = make_buf(FG_F32, 2, d1), y1 = make_buf(FG_F32, 2, d1);
+  fg_kbuf x1 = make_kbuf(FG_F32, 2, d1), y1 = make_kbuf(FG_F32, 2, d1);
   const float v1[7] = {3, -1e30f, 0, NAN, INFINITY, 7, -2};
   memcpy(x1.data, v1, sizeof v1);
   for (int want_log = 0; want_log < 2; want_log++) {
@@ -252,13 +201,13 @@ FG_TEST(softmax_cross_entropy_rows_match_reference, "") {
   for (int ci = 0; ci < N_CS; ci++)
     for (int ni = 0; ni < N_NS; ni++) {
       const int64_t N = NS[ni], C = CS[ci], nd[1] = {N};
-      fg_kbuf in[2] = {logits(N, C, &seed), make_buf(FG_I32, 1, nd)};
+      fg_kbuf in[2] = {logits(N, C, &seed), make_kbuf(FG_I32, 1, nd)};
       float *xv = (float *)in[0].data;
       if (N > 3) xv[3 * C + C / 2] = 0.5f; /* the NaN row is checked below */
       for (int64_t n = 0; n < N; n++)
         ((int32_t *)in[1].data)[n] = (int32_t)((n * 7) % C);
       if (N > 1) ((int32_t *)in[1].data)[1] = 0; /* a finite logit in the -inf row */
-      fg_kbuf out = make_buf(FG_F32, 0, NULL);
+      fg_kbuf out = make_kbuf(FG_F32, 0, NULL);
       run_bitwise("softmax_cross_entropy", FG_F32, in, 2, &out, &p);
       double want = 0;
       for (int64_t n = 0; n < N; n++)
@@ -276,10 +225,10 @@ FG_TEST(softmax_cross_entropy_rows_match_reference, "") {
   /* By hand: rows [0, 0] and [ln 3, 0] with labels 0 and 1: the losses
    * log 2 and log 4 - 0 = log 4, mean 1.5 log 2. */
   const int64_t d[2] = {2, 2}, nd[1] = {2};
-  fg_kbuf in[2] = {make_buf(FG_F32, 2, d), make_buf(FG_I64, 1, nd)};
+  fg_kbuf in[2] = {make_kbuf(FG_F32, 2, d), make_kbuf(FG_I64, 1, nd)};
   ((float *)in[0].data)[2] = 1.0986122886681098f;
   ((int64_t *)in[1].data)[1] = 1;
-  fg_kbuf out = make_buf(FG_F32, 0, NULL);
+  fg_kbuf out = make_kbuf(FG_F32, 0, NULL);
   run_bitwise("softmax_cross_entropy", FG_F32, in, 2, &out, &p);
   FG_CHECK_NEAR(*(float *)out.data, 1.0397207708399179, 2e-7);
   free(in[0].data);
@@ -297,7 +246,7 @@ FG_TEST(softmax_cross_entropy_grad_rows_are_softmax_bits, "") {
     for (int ni = 0; ni < N_NS; ni++) {
       const int64_t N = NS[ni], C = CS[ci], d[2] = {N, C}, nd[1] = {N};
       const fg_dtype ldt = ni % 2 ? FG_I64 : FG_I32;
-      fg_kbuf in[3] = {logits(N, C, &seed), make_buf(ldt, 1, nd), make_buf(FG_F32, 0, NULL)};
+      fg_kbuf in[3] = {logits(N, C, &seed), make_kbuf(ldt, 1, nd), make_kbuf(FG_F32, 0, NULL)};
       for (int64_t n = 0; n < N; n++) {
         const int64_t l = (n * 5 + 1) % C;
         if (ldt == FG_I64)
@@ -307,9 +256,9 @@ FG_TEST(softmax_cross_entropy_grad_rows_are_softmax_bits, "") {
       }
       const float dy = 0.7f;
       *(float *)in[2].data = dy;
-      fg_kbuf g = make_buf(FG_F32, 2, d), s = make_buf(FG_F32, 2, d);
+      fg_kbuf g = make_kbuf(FG_F32, 2, d), s = make_kbuf(FG_F32, 2, d);
       run_bitwise("softmax_cross_entropy_grad", FG_F32, in, 3, &g, &p);
-      FG_CHECK_INT(run_once("softmax", FG_F32, &in[0], 1, &s, &p), 0);
+      FG_CHECK_INT(run_kernel("softmax", FG_F32, &in[0], 1, &s, &p, NULL), 0);
       const float scale = dy / (float)N;
       const float *xv = (const float *)in[0].data, *gv = (const float *)g.data,
                   *sv = (const float *)s.data;
@@ -377,7 +326,7 @@ FG_TEST(argmax_argmin_last_axis_rows_match_reference, "") {
         const fg_dtype dt = dts[di];
         const int is_float = dt == FG_F32 || dt == FG_F64;
         const int64_t A = As[ai], N = Ns[ni], d[2] = {N, A}, od[1] = {N};
-        fg_kbuf x = make_buf(dt, 2, d), o = make_buf(FG_I64, 1, od);
+        fg_kbuf x = make_kbuf(dt, 2, d), o = make_kbuf(FG_I64, 1, od);
         for (int64_t n = 0; n < N; n++) {
           for (int64_t a = 0; a < A; a++) /* few distinct values: many ties */
             elem_store(x.data, dt, n * A + a, floor(rng_unit(&seed) * 4));
@@ -435,7 +384,7 @@ FG_TEST(argmax_argmin_last_axis_by_hand, "") {
       {0.0f, -0.0f, -1, -1, 0}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}};
   const int64_t want_max[6] = {1, 0, 2, 2, 0, 0}, want_min[6] = {4, 0, 2, 0, 2, 0};
   const int64_t d[2] = {6, 5}, od[1] = {6};
-  fg_kbuf x = make_buf(FG_F32, 2, d), o = make_buf(FG_I64, 1, od);
+  fg_kbuf x = make_kbuf(FG_F32, 2, d), o = make_kbuf(FG_I64, 1, od);
   memcpy(x.data, xs, sizeof xs);
   fg_op_params p = {.argmax = {.axis = 1}};
   run_bitwise("argmax", FG_F32, &x, 1, &o, &p);
@@ -451,7 +400,7 @@ FG_TEST(argmax_argmin_last_axis_by_hand, "") {
    * and the min 0 at 0; then a NaN at 66 wins both; then -0 at 3 and +0 at
    * 0 and 35 tie for the min: index 0. */
   const int64_t d70[2] = {1, 70}, o1[1] = {1};
-  fg_kbuf l = make_buf(FG_F64, 2, d70), lo = make_buf(FG_I64, 1, o1);
+  fg_kbuf l = make_kbuf(FG_F64, 2, d70), lo = make_kbuf(FG_I64, 1, o1);
   double *lv = (double *)l.data;
   for (int a = 0; a < 70; a++)
     lv[a] = a % 35;
@@ -476,15 +425,15 @@ FG_TEST(argmax_argmin_last_axis_by_hand, "") {
 
   /* i64 extremes that a double cannot tell apart from their neighbours. */
   const int64_t d3[2] = {1, 3}, di[2] = {1, 80};
-  fg_kbuf w = make_buf(FG_I64, 2, d3);
+  fg_kbuf w = make_kbuf(FG_I64, 2, d3);
   int64_t *wv = (int64_t *)w.data;
   wv[0] = INT64_MAX - 1;
   wv[1] = INT64_MAX;
   wv[2] = INT64_MIN + 1;
-  lo = make_buf(FG_I64, 1, o1);
+  lo = make_kbuf(FG_I64, 1, o1);
   run_bitwise("argmax", FG_I64, &w, 1, &lo, &p);
   FG_CHECK_INT(((int64_t *)lo.data)[0], 1);
-  fg_kbuf wl = make_buf(FG_I64, 2, di);
+  fg_kbuf wl = make_kbuf(FG_I64, 2, di);
   int64_t *wlv = (int64_t *)wl.data;
   for (int a = 0; a < 80; a++)
     wlv[a] = INT64_MIN + 2 + a % 3;
