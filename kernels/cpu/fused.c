@@ -230,7 +230,7 @@ typedef uint64_t fused_u64;
 /* A thread's range of output elements, block by block, with its own
  * buffers (gathered inputs, then intermediates). */
 #define FUSED_RANGE(sfx, T)                                                                        \
-  static void range_##sfx(void *arg, int64_t e0, int64_t e1) {                                     \
+  FGK_HOT_ALIGN static void range_##sfx(void *arg, int64_t e0, int64_t e1) {                       \
     const fused_plan *P = (const fused_plan *)arg;                                                 \
     T consts[FG_FUSED_MAX_CONSTS], scalars[FG_FUSED_MAX_INPUTS];                                   \
     for (int c = 0; c < P->p->n_consts; c++)                                                       \
