@@ -111,7 +111,10 @@ typedef struct conv_state {
    * channel_parts_for); part_elems: y's elements per part. */
   int channel_parts;
   int64_t part_elems;
-  int w_todo;            /* channel parts: this run converts the weight slices */
+  /* This run converts the weight into the primitives' layout (its copy
+   * from the last run is not current): before the batch parts, or by each
+   * channel part for its slice. */
+  int w_convert;
   size_t w_chan, y_chan; /* bytes per output channel of w and (batch 1) y */
   int threads;           /* each primitive's OpenMP team */
   int n_parts;
@@ -490,8 +493,9 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threa
   }
   /* An empty x or y has nothing to convolve (conv.c's empty()). */
   if (fgk_numel(b.x) == 0 || fgk_numel(b.y) == 0) return 0;
-  const int chan = parts_for(G.n) == 1 ? channel_parts_for(&G, m) : 1;
-  const int n_parts = chan > 1 ? chan : parts_for(G.n);
+  const int batch_parts = parts_for(G.n);
+  const int chan = batch_parts == 1 ? channel_parts_for(&G, m) : 1;
+  const int n_parts = chan > 1 ? chan : batch_parts;
   conv_state *s = calloc(1, sizeof *s + (size_t)n_parts * sizeof s->part[0]);
   if (!s) {
     snprintf(ctx->err, ctx->err_size, "out of memory (convolution state)");
@@ -561,7 +565,7 @@ static void part_run(conv_state *s, conv_part *q) {
   conv_port *ports[2] = {&q->x, &q->y};
   dnnl_status_t r = dnnl_success;
   q->failed = "reordering an input";
-  if (s->channel_parts && s->w_todo && q->w.reorder) r = port_reorder(q->stream, &q->w);
+  if (s->w_convert && q->w.reorder) r = port_reorder(q->stream, &q->w);
   for (int i = 0; i < 2 && r == dnnl_success; i++)
     if (ports[i]->reorder && !ports[i]->out && !(i == 0 && s->channel_parts && q == s->part))
       r = port_reorder(q->stream, ports[i]);
@@ -676,13 +680,13 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
   const int w_kept =
       s->w_fixed && s->w_valid && s->w_version == ctx->var_version && s->w_data == b.w->data;
   s->w_valid = 0;
-  s->w_todo = !w_kept;
+  s->w_convert = !w_kept;
   if (s->channel_parts && s->part[0].x.reorder) {
     /* Every channel part reads all of x: converted once, first. */
     DNNL_TRY(port_reorder(s->stream, &s->part[0].x), "reordering an input");
     DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");
   }
-  if (s->w.reorder && !s->w.out && !w_kept && w_reorder(ctx, s, "reordering the weight") != 0)
+  if (s->w.reorder && !s->w.out && s->w_convert && w_reorder(ctx, s, "reordering the weight") != 0)
     return -1;
   fgk_parallel_for(ctx, s->n_parts, 1, parts_range, s);
   for (int i = 0; i < s->n_parts; i++)

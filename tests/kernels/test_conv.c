@@ -771,15 +771,18 @@ FG_TEST(conv_kernel_without_state, "") {
 
 /* The weight of a variable keeps its reordered copy between inference runs,
  * and a run that writes the variable makes the next run use the new
- * values: x all ones [1, 2, 4, 4], w [3, 2, 3, 3] all ones then all twos
- * (assigned by a target run), no padding: every output is 2 * 9 = 18 sums
- * of x * w, so 18 then 36, and 36 again on a third run. */
-FG_TEST(conv_variable_weight_follows_assign, "") {
+ * values: x all ones [1, c, 12, 12], w [o, c, 3, 3] all ones then all twos
+ * (assigned by a target run), no padding: every output is c * 9 sums of
+ * x * w, so 9c then 18c, and 18c again on a third run. With 32 output
+ * channels of 16 inputs the image's output channels are cut into parts
+ * (on 2 cores or more), each converting its slice of the weight to a
+ * blocked layout. */
+static void variable_weight_case(int64_t o, int64_t c) {
   fg_status *st = fg_status_new();
   fg_graph *g = fg_graph_new();
-  int64_t xd[4] = {1, 2, 4, 4}, wd[4] = {3, 2, 3, 3};
-  double ones[54], twos[54];
-  for (int i = 0; i < 54; i++)
+  int64_t xd[4] = {1, c, 12, 12}, wd[4] = {o, c, 3, 3};
+  double ones[32 * 16 * 9], twos[32 * 16 * 9];
+  for (int i = 0; i < 32 * 16 * 9; i++)
     ones[i] = 1, twos[i] = 2;
   fg_tensor *w0 = tensor_of(FG_F32, 4, wd, ones), *w1 = tensor_of(FG_F32, 4, wd, twos);
   fg_tensor *x = tensor_of(FG_F32, 4, xd, ones);
@@ -792,16 +795,17 @@ FG_TEST(conv_variable_weight_follows_assign, "") {
   FG_REQUIRE(s);
   fg_feed feed = {"x", x};
   const char *fetch = "y", *target = "set_w";
-  const float want[3] = {18, 36, 36};
+  const float want[3] = {9.0f * c, 18.0f * c, 18.0f * c};
   for (int r = 0; r < 3; r++) {
     if (r == 1) FG_REQUIRE(fg_session_run(s, NULL, 0, NULL, 0, NULL, &target, 1, st) == 0);
     fg_tensor *out = NULL;
     FG_REQUIRE(fg_session_run(s, &feed, 1, &fetch, 1, &out, NULL, 0, st) == 0);
     const float *v = fg_tensor_data(out);
-    FG_CHECK_INT(fg_tensor_num_elements(out), 3 * 2 * 2);
+    FG_CHECK_INT(fg_tensor_num_elements(out), o * 10 * 10);
     for (int64_t i = 0; i < fg_tensor_num_elements(out); i++)
       if (v[i] != want[r])
-        FG_FAIL_AT("run %d: y[%lld] = %g, want %g", r, (long long)i, v[i], want[r]);
+        FG_FAIL_AT("o %lld, run %d: y[%lld] = %g, want %g", (long long)o, r, (long long)i, v[i],
+                   want[r]);
     fg_tensor_free(out);
   }
   fg_session_free(s);
@@ -810,4 +814,9 @@ FG_TEST(conv_variable_weight_follows_assign, "") {
   fg_tensor_free(x);
   fg_graph_free(g);
   fg_status_free(st);
+}
+
+FG_TEST(conv_variable_weight_follows_assign, "") {
+  variable_weight_case(3, 2);
+  variable_weight_case(32, 16);
 }
