@@ -127,6 +127,9 @@ FGI_DECL_INFER(fgi_infer_all_reduce)
 FGI_DECL_INFER(fgi_infer_shard)
 /* infer_optim.c: all_reduce_apply_sgd, sufficient_factor_apply_sgd */
 FGI_DECL_INFER(fgi_infer_collective_sgd)
+/* infer_optim.c: matmul_apply_sgd */
+FGI_DECL_INFER(fgi_infer_matmul_apply_sgd)
+FGI_DECL_FLOPS(fgi_flops_matmul_apply_sgd)
 /* infer_pool.c: the pools (x) and their gradients (dy, x) */
 FGI_DECL_INFER(fgi_infer_pool)
 FGI_DECL_INFER(fgi_infer_pool_grad)

@@ -215,6 +215,29 @@ int fgi_infer_collective_sgd(const fg_node *node, const fg_tinfo *in, fg_tinfo *
   return 0;
 }
 
+/* matmul_apply_sgd(var, a, lr, b, ctrl...): var -= lr * a^T b, the
+ * gradient's product made in the update's GEMM (no communicator). */
+int fgi_infer_matmul_apply_sgd(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
+                               fg_status *status) {
+  if (!fg_dtype_is_float(in[0].dtype))
+    return fgi_fail(node, status, "input 0 (var) dtype %s is not allowed; %s needs f32 or f64",
+                    fg_dtype_name(in[0].dtype), fgi_opname(node));
+  if (check_product(node, in, status) || scalar(node, in, 2, "lr", 0, status) ||
+      control_inputs(node, in, 4, status))
+    return -1;
+  out[0] = in[0];
+  return 0;
+}
+
+/* The product's multiply-adds (2 R M N) and the update's 2 per element. */
+int64_t fgi_flops_matmul_apply_sgd(const fg_node *node, const fg_tinfo *in, const fg_tinfo *out) {
+  (void)node, (void)out;
+  const int64_t e = fgi_elements(&in[0]), rows = in[1].rank == 2 ? in[1].dims[0] : -1;
+  if (e < 0 || rows < 0) return -1;
+  const int64_t per = rows < INT64_MAX / 2 - 1 ? 2 * rows + 2 : INT64_MAX;
+  return fgi_mul_sat(e, per);
+}
+
 /* Per element: sgd 2 (mul, sub); momentum 4 (2 for buf, 2 for var; 6 with
  * Nesterov); adam 14 (m 3, v 4, two bias corrections, sqrt, add, div, mul,
  * sub) plus 2 with weight decay and 2 with an L2 term. Rough counts, as for

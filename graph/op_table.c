@@ -724,6 +724,15 @@ const fg_op_def fg_op_table[] = {
                                 "dw = a^T @ dz and db = the sum of dz's rows (a [R, K], dz [R, "
                                 "N]): a dense layer's weight and bias gradients, as "
                                 "matmul(a, dz, transpose_a) and sum_to(dz, [N])"},
+    /* The update_epilogue pass's node (executor/passes/epilogue_update.c;
+     * graph/infer_optim.c): apply_sgd of a weight gradient made in the
+     * product's GEMM. Inputs in sufficient_factor_apply_sgd's order. */
+    [FG_OP_MATMUL_APPLY_SGD] = {"matmul_apply_sgd", 4, -1, 1, STATE, fgi_infer_matmul_apply_sgd,
+                                fgi_flops_matmul_apply_sgd, 0x1u, "var, a, lr, b, ctrl...", NULL,
+                                NULL,
+                                "var -= lr * a^T @ b (a [R, M], b [R, N], var [M, N]): apply_sgd "
+                                "of the weight gradient matmul(a, b, transpose_a), added into var "
+                                "by the product's GEMM"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

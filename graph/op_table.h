@@ -165,7 +165,8 @@
   X(FUSED_CONV2D, "fused_conv2d")                                                                  \
   X(FUSED_CONV2D_ADD, "fused_conv2d_add")                                                          \
   X(FUSED_MATMUL_RELU_GRAD, "fused_matmul_relu_grad")                                              \
-  X(MATMUL_BIAS_GRAD, "matmul_bias_grad")
+  X(MATMUL_BIAS_GRAD, "matmul_bias_grad")                                                          \
+  X(MATMUL_APPLY_SGD, "matmul_apply_sgd")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,
@@ -275,7 +276,7 @@ int fg_op_output_count(int op, const char *name, const struct fg_attrs *attrs, f
 static inline int fg_op_is_update(int op) {
   return op == FG_OP_APPLY_SGD || op == FG_OP_APPLY_MOMENTUM || op == FG_OP_APPLY_ADAM ||
          op == FG_OP_ALL_REDUCE_APPLY_SGD || op == FG_OP_SUFFICIENT_FACTOR_APPLY_SGD ||
-         fg_op_table[op].mutable_lists > 0;
+         op == FG_OP_MATMUL_APPLY_SGD || fg_op_table[op].mutable_lists > 0;
 }
 /* A multi-tensor update's data inputs: its lists of attribute n tensors,
  * then lr (and Adam's step); the inputs after them are control inputs.

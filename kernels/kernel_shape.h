@@ -199,6 +199,11 @@ int fgk_logical_check(const fg_kctx *ctx, int n_in);
 /* Inputs 0..n-1 (var, state, grad) and the output: the variable's dtype dt
  * and element count. (optim.c) */
 int fgk_optim_check(const fg_kctx *ctx, fg_dtype dt, int n);
+/* The weight-gradient factors of sufficient_factor_apply_sgd and
+ * matmul_apply_sgd: in[1] (a) [rows, m] and in[3] (b) [rows, n] of var's
+ * dtype for var (in[0]) [m, n], the gradient a^T b; 0 with *rows set,
+ * else the kernel's failure. (optim.c) */
+int fgk_sgd_product_check(const fg_kctx *ctx, int64_t *rows);
 /* transpose (shape_ops.c): src[i] = the input's element stride along
  * output dim i. */
 int fgk_transpose_check(const fg_kctx *ctx, int64_t *src);

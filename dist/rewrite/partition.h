@@ -28,6 +28,7 @@ static inline int fg_dist_control_input(const fg_node *nd, int k) {
   case FG_OP_APPLY_SGD: return k >= 3;
   case FG_OP_ALL_REDUCE_APPLY_SGD: return k >= (fg_attr_int_or(nd, "weighted", 0) ? 5 : 3);
   case FG_OP_SUFFICIENT_FACTOR_APPLY_SGD: return k >= (fg_attr_int_or(nd, "weighted", 0) ? 6 : 4);
+  case FG_OP_MATMUL_APPLY_SGD: return k >= 4;
   case FG_OP_APPLY_MOMENTUM: return k >= 4;
   case FG_OP_APPLY_ADAM: return k >= 6;
   case FG_OP_MULTI_APPLY_SGD:

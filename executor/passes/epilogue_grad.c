@@ -159,9 +159,13 @@ static int weight_grad_of(const fg_pass_ctx *ctx, const fg_epi_state *s, int st_
   fg_output dz = r->inputs[0];
   for (int m = st_id + 1; m < g->n_nodes; m++) {
     const fg_node *n = &g->nodes[m];
+    /* In a session, a matmul nobody reads (absorbed by update_epilogue,
+     * or a gradient only fetched) runs only when a run fetches it: db
+     * must not make it run every time. */
     if (n->op != FG_OP_MATMUL || n->n_inputs != 2 || ctx->dead[m] || s->absorbed[m] ||
-        n->inputs[1].node != dz.node || n->inputs[1].index != dz.index ||
-        fg_attr_int_or(n, "transpose_a", 0) == 0 || fg_attr_int_or(n, "transpose_b", 0) != 0)
+        (ctx->all_kept && s->uses[m] == 0) || n->inputs[1].node != dz.node ||
+        n->inputs[1].index != dz.index || fg_attr_int_or(n, "transpose_a", 0) == 0 ||
+        fg_attr_int_or(n, "transpose_b", 0) != 0)
       continue;
     const fg_tinfo *ta = &g->nodes[n->inputs[0].node].outputs[n->inputs[0].index];
     if (ta->rank == 2 && n->outputs[0].rank == 2 && !fg_pass_node_pinned(n) &&

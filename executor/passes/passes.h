@@ -165,6 +165,7 @@ int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_xent_grad(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_conv_epilogue(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_update_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_grad_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fuse(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_multi_update(fg_pass_ctx *ctx, fg_status *st);

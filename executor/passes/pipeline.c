@@ -4,7 +4,9 @@
  * norm parameters computed from constants are constants by then, and both
  * before CSE, which merges the equal constants folding makes; the
  * cross-entropy gradient and the matmul and convolution epilogues
- * (forward, then the gradients') fuse after CSE has merged equal nodes,
+ * (forward, then the updates', then the gradients') fuse after CSE has
+ * merged equal nodes (the updates' before the gradients', which would
+ * pair the weight gradient with the bias gradient),
  * and before element-wise fusion, which would otherwise take their sub,
  * mul, bias add, residual add, relu, and the relu gradient's greater and
  * select; element-wise fusion runs on what is left, then the optimizer
@@ -42,6 +44,12 @@ const fg_pass_def fg_passes[] = {
      "become one fused_conv2d or fused_conv2d_add that adds z and applies the relu to the "
      "convolution's output as it is produced (same bits)",
      1, fg_pass_conv_epilogue},
+    {"update_epilogue",
+     "optimizer update epilogues: apply_sgd of a weight gradient matmul(a, dz, transpose_a) "
+     "becomes "
+     "one matmul_apply_sgd whose GEMM adds -lr * a^T dz into the variable (the gradient is never "
+     "stored; rounded in the GEMM, not bitwise)",
+     1, fg_pass_update_epilogue},
     {"grad_epilogue",
      "gradient epilogues: relu's gradient of a matmul's product, select(greater(y, 0), matmul, 0), "
      "becomes one fused_matmul_relu_grad that masks each tile of the product; a dense layer's "

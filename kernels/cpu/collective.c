@@ -125,29 +125,6 @@ static void sgd_range(void *arg, int64_t i0, int64_t i1) {
   fgk_sgd_to(J->dt, dst, 1, dst[0], (const char *)J->g + at, i1 - i0, J->lr);
 }
 
-/* sufficient_factor_apply_sgd: in[1] (a) [rows, m] and in[3] (b) [rows,
- * n] for var [m, n], the gradient a^T b; 0 with *rows set, else the
- * kernel's failure. */
-static int product_dims(const fg_kctx *ctx, int64_t *rows) {
-  const fg_kbuf *v = &ctx->in[0], *a = &ctx->in[1], *b = &ctx->in[3];
-  const fg_dtype dt = v->dtype;
-  if (ctx->n_in < 4 || v->rank != 2 || a->rank != 2 || b->rank != 2 || a->dtype != dt ||
-      b->dtype != dt || a->dims[0] != b->dims[0] || a->dims[1] != v->dims[0] ||
-      b->dims[1] != v->dims[1])
-    return fgk_fail(ctx,
-                    "input 1 (a) %s [%lld, %lld] and input 3 (b) %s [%lld, %lld] "
-                    "must be [rows, m] and [rows, n] for input 0 (var) %s [%lld, %lld]",
-                    fg_dtype_name(a->dtype), (long long)a->dims[0], (long long)a->dims[1],
-                    fg_dtype_name(b->dtype), (long long)b->dims[0], (long long)b->dims[1],
-                    fg_dtype_name(dt), (long long)v->dims[0], (long long)v->dims[1]);
-  *rows = a->dims[0];
-  if (*rows > INT32_MAX || v->dims[0] > INT32_MAX || v->dims[1] > INT32_MAX)
-    return fgk_fail(ctx, "the product [%lld, %lld] x [%lld, %lld] exceeds the GEMM's index type",
-                    (long long)*rows, (long long)v->dims[0], (long long)*rows,
-                    (long long)v->dims[1]);
-  return 0;
-}
-
 /* The arithmetic the peer-buffer collectives call back (kernels/
  * collective.h): the SGD update of one reduced block, written into every
  * rank's variable (the bits of apply_sgd, kernels/sgd.h); and a slice of
@@ -186,7 +163,7 @@ static int collective_sgd(const fg_kctx *ctx, double lr, int prod) {
   double w = 1, total = 1;
   int64_t rows = 0;
   void *kc = (void *)ctx;
-  if (prod && product_dims(ctx, &rows) != 0) return -1;
+  if (prod && fgk_sgd_product_check(ctx, &rows) != 0) return -1;
   /* Rows and sums follow the gradient: inputs 3 and 4, or 4 and 5. */
   if (ctx->p->all_reduce.weighted && size > 1 &&
       weights(ctx, prod ? 4 : 3, size, &plain, &w, &total) != 0)

@@ -132,7 +132,9 @@
   FGK_FLOAT(X, "fused_conv2d_add", fgk_fused_conv2d_add)                                           \
   /* matmul.c and matmul_grad.c: the grad_epilogue pass's nodes */                                 \
   FGK_FLOAT(X, "fused_matmul_relu_grad", fgk_fused_matmul_relu_grad)                               \
-  FGK_FLOAT(X, "matmul_bias_grad", fgk_matmul_bias_grad)
+  FGK_FLOAT(X, "matmul_bias_grad", fgk_matmul_bias_grad)                                           \
+  /* optim.c: the update_epilogue pass's update */                                                 \
+  FGK_FLOAT(X, "matmul_apply_sgd", fgk_matmul_apply_sgd)
 
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */
@@ -174,7 +176,8 @@ int fgk_xsmm_gemm_f64(int ta, int tb, int64_t m, int64_t n, int64_t k, const dou
 /* c = alpha * a^T b + beta * c, beta 0 or 1 (row-major; a [k, lda] read
  * in its first m columns, b [k, ldb], c [m, ldc]), f32 or f64, in row
  * tiles over ctx's threads (a const fg_kctx *, or NULL: inline); the dims must fit BLAS's
- * index type. The sufficient-factor update's GEMM (kernels/cpu/collective.c). */
+ * index type. The GEMM of the sufficient-factor update (kernels/cpu/collective.c)
+ * and of matmul_apply_sgd (optim.c). */
 void fgk_gemm_tn(void *ctx, fg_dtype dt, int64_t m, int64_t n, int64_t k, double alpha,
                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
                  int64_t ldc);

@@ -45,6 +45,26 @@ int fgk_optim_check(const fg_kctx *ctx, fg_dtype dt, int n) {
   return 0;
 }
 
+int fgk_sgd_product_check(const fg_kctx *ctx, int64_t *rows) {
+  const fg_kbuf *v = &ctx->in[0], *a = &ctx->in[1], *b = &ctx->in[3];
+  const fg_dtype dt = v->dtype;
+  if (ctx->n_in < 4 || v->rank != 2 || a->rank != 2 || b->rank != 2 || a->dtype != dt ||
+      b->dtype != dt || a->dims[0] != b->dims[0] || a->dims[1] != v->dims[0] ||
+      b->dims[1] != v->dims[1])
+    return fgk_fail(ctx,
+                    "input 1 (a) %s [%lld, %lld] and input 3 (b) %s [%lld, %lld] "
+                    "must be [rows, m] and [rows, n] for input 0 (var) %s [%lld, %lld]",
+                    fg_dtype_name(a->dtype), (long long)a->dims[0], (long long)a->dims[1],
+                    fg_dtype_name(b->dtype), (long long)b->dims[0], (long long)b->dims[1],
+                    fg_dtype_name(dt), (long long)v->dims[0], (long long)v->dims[1]);
+  *rows = a->dims[0];
+  if (*rows > INT32_MAX || v->dims[0] > INT32_MAX || v->dims[1] > INT32_MAX)
+    return fgk_fail(ctx, "the product [%lld, %lld] x [%lld, %lld] exceeds the GEMM's index type",
+                    (long long)*rows, (long long)v->dims[0], (long long)*rows,
+                    (long long)v->dims[1]);
+  return 0;
+}
+
 /* For direct callers that pass an output buffer other than the variable. */
 void fgk_optim_publish(const fg_kctx *ctx, size_t es) {
   if (ctx->out[0].data != ctx->in[0].data && fgk_numel(&ctx->out[0]) > 0)
@@ -71,6 +91,28 @@ void fgk_optim_publish(const fg_kctx *ctx, size_t es) {
   }
 FGK_SGD(fgk_apply_sgd_f32, float, FG_F32)
 FGK_SGD(fgk_apply_sgd_f64, double, FG_F64)
+
+/* matmul_apply_sgd: var -= lr * a^T b, the product added into var by its
+ * GEMM (alpha -lr, beta 1; kernels/cpu/matmul.c), so the gradient is
+ * never stored or read back. Each element is rounded where the GEMM
+ * rounds (var + (-lr) * sum, after the sum), not as apply_sgd of a stored
+ * gradient, var - lr * round(sum): the bits may differ from the unfused
+ * pair, within the rounding of the update's terms. */
+static int matmul_sgd(const fg_kctx *ctx, fg_dtype dt) {
+  double lr;
+  int64_t rows;
+  if (fgk_check(ctx, 4, 1) != 0 || fgk_optim_check(ctx, dt, 1) != 0 ||
+      fgk_scalar_in(ctx, 2, "lr", &lr) != 0 || fgk_sgd_product_check(ctx, &rows) != 0)
+    return -1;
+  const fg_kbuf *v = &ctx->in[0];
+  const int64_t m = v->dims[0], n = v->dims[1];
+  fgk_gemm_tn((void *)ctx, dt, m, n, rows, -lr, ctx->in[1].data, m, ctx->in[3].data, n, 1.0,
+              v->data, n);
+  fgk_optim_publish(ctx, dt == FG_F64 ? sizeof(double) : sizeof(float));
+  return 0;
+}
+int fgk_matmul_apply_sgd_f32(const fg_kctx *ctx) { return matmul_sgd(ctx, FG_F32); }
+int fgk_matmul_apply_sgd_f64(const fg_kctx *ctx) { return matmul_sgd(ctx, FG_F64); }
 
 /* torch.optim.SGD (dampening 0): buf = mom*buf + grad;
  * var -= lr * (nesterov ? grad + mom*buf : buf). */

@@ -124,7 +124,9 @@ extern "C" {
   FGK_FLOAT(X, "fused_conv2d_add", fgc_fused_conv2d_add)                                           \
   /* matmul_grad.cu: the grad_epilogue pass's nodes */                                             \
   FGK_FLOAT(X, "fused_matmul_relu_grad", fgc_fused_matmul_relu_grad)                               \
-  FGK_FLOAT(X, "matmul_bias_grad", fgc_matmul_bias_grad)
+  FGK_FLOAT(X, "matmul_bias_grad", fgc_matmul_bias_grad)                                           \
+  /* optim.cu: the update_epilogue pass's update */                                                \
+  FGK_FLOAT(X, "matmul_apply_sgd", fgc_matmul_apply_sgd)
 
 /* X(op name, dtype key, prepare, release): the CUDA kernels with plan-time
  * state. */

@@ -8,6 +8,7 @@
  * memory; nothing goes back to the host. An Adam step below 1 cannot fail
  * the call: it is recorded in the error flag (FG_CUDA_ERR_ADAM_STEP) and the
  * update is skipped, leaving var, m and v untouched, as on the CPU. */
+#include <cublas_v2.h>
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
@@ -95,6 +96,54 @@ template <typename T> static int sgd(const fg_kctx *ctx, fg_dtype dt) {
 }
 int fgc_apply_sgd_f32(const fg_kctx *ctx) { return sgd<float>(ctx, FG_F32); }
 int fgc_apply_sgd_f64(const fg_kctx *ctx) { return sgd<double>(ctx, FG_F64); }
+
+/* matmul_apply_sgd: var -= lr * a^T b as one cuBLAS GEMM that adds into
+ * var (alpha -lr, beta 1), the gradient never stored. lr stays on the
+ * device: a one-thread kernel writes alpha and beta into the stream's
+ * scratch and the GEMM reads them there (device pointer mode), so nothing
+ * waits for the host. Row-major var [m, n] = a^T b is column-major
+ * var^T = b^T a: b [R, n] read as (n x R) untransposed, a [R, m] as
+ * (m x R) transposed, as kernels/cuda/matmul.cu maps its products. */
+template <typename T> __global__ void sgd_gemm_scalars(T *ab, const void *lr_p, int lr_dt) {
+  ab[0] = -(T)read_scalar(lr_p, lr_dt);
+  ab[1] = (T)1;
+}
+
+template <typename T> static int matmul_sgd(const fg_kctx *ctx, fg_dtype dt) {
+  int64_t rows;
+  if (fgc_check(ctx, 4, 1) != 0 || fgk_optim_check(ctx, dt, 1) != 0 ||
+      scalar_in(ctx, 2, "lr") != 0 || fgk_sgd_product_check(ctx, &rows) != 0 ||
+      fgc_need_scratch(ctx, 2 * sizeof(T)) != 0)
+    return -1;
+  const int64_t m = ctx->in[0].dims[0], n = ctx->in[0].dims[1];
+  if (m == 0 || n == 0 || rows == 0) return publish(ctx, sizeof(T));
+  cublasHandle_t h = (cublasHandle_t)ctx->cuda->blas;
+  if (!h) return fgk_fail(ctx, "matmul_apply_sgd called without a cuBLAS handle");
+  T *ab = (T *)ctx->cuda->scratch;
+  sgd_gemm_scalars<T><<<1, 1, 0, fgc_stream(ctx)>>>(ab, ctx->in[2].data, ctx->in[2].dtype);
+  if (fgc_launched(ctx, "matmul_apply_sgd scalars kernel") != 0) return -1;
+  const int f64 = dt == FG_F64;
+  const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
+  const cublasComputeType_t compute =
+      f64 ? CUBLAS_COMPUTE_64F
+          : (ctx->cuda->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  cublasStatus_t st = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasSetMathMode(h, ctx->cuda->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                    : CUBLAS_DEFAULT_MATH);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)n, (int)m, (int)rows, ab, ctx->in[3].data,
+                      type, (int)n, ctx->in[1].data, type, (int)m, ab + 1, ctx->in[0].data, type,
+                      (int)n, compute, CUBLAS_GEMM_DEFAULT);
+  /* Host mode again for the handle's other users (matmul.cu sets it too). */
+  const cublasStatus_t back = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
+  if (st == CUBLAS_STATUS_SUCCESS) st = back;
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return fgk_fail(ctx, "matmul_apply_sgd: cublasGemmEx: %s", cublasGetStatusString(st));
+  return publish(ctx, sizeof(T));
+}
+int fgc_matmul_apply_sgd_f32(const fg_kctx *ctx) { return matmul_sgd<float>(ctx, FG_F32); }
+int fgc_matmul_apply_sgd_f64(const fg_kctx *ctx) { return matmul_sgd<double>(ctx, FG_F64); }
 
 /* torch.optim.SGD (dampening 0): buf = mom*buf + grad;
  * var -= lr * (nesterov ? grad + mom*buf : buf). */

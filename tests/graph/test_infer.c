@@ -20,8 +20,9 @@ FG_TEST(op_table_rows_match_names, "") {
    * conv_transpose2d + sync_batch_norm, sync_batch_norm_grad + logical_not,
    * logical_and, logical_or, softmax_cross_entropy_grad, fused_matmul,
    * fused_elementwise, multi_apply_sgd, multi_apply_momentum, multi_apply_adam +
-   * fused_conv2d, fused_conv2d_add + fused_matmul_relu_grad, matmul_bias_grad */
-  FG_CHECK_INT(FG_OP_COUNT, 134);
+   * fused_conv2d, fused_conv2d_add + fused_matmul_relu_grad, matmul_bias_grad +
+   * matmul_apply_sgd */
+  FG_CHECK_INT(FG_OP_COUNT, 135);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -91,9 +92,11 @@ FG_TEST(op_table_flags, "") {
    * batch_norm_update_stats, argmin, the training flag, the logical ops,
    * and the passes' fused_matmul, softmax_cross_entropy_grad,
    * fused_elementwise, multi_apply_*, fused_conv2d, fused_conv2d_add,
-   * fused_matmul_relu_grad and matmul_bias_grad (made after autodiff) are
-   * not differentiable */
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 42);
+   * fused_matmul_relu_grad, matmul_bias_grad and matmul_apply_sgd (made
+   * after autodiff) are not differentiable */
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 43);
+  FG_CHECK(!(flags_of("matmul_apply_sgd") & (FG_OPF_DIFFERENTIABLE | FG_OPF_COLLECTIVE)));
+  FG_CHECK(flags_of("matmul_apply_sgd") & FG_OPF_STATEFUL);
   const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};
   for (int i = 0; i < 3; i++) {
     if (!(flags_of(rnd[i]) & FG_OPF_RANDOM)) FG_FAIL_AT("%s not flagged random", rnd[i]);

@@ -49,10 +49,17 @@ static inline fg_graph *optimize1(const fg_graph *g, const char *fetch, fg_pass_
  * into the relu after it). */
 /* The default pipeline, named pass by pass. */
 #define WITH_CONV_EPILOGUE                                                                         \
+  "simplify,fold,fold_inference,cse,xent_grad,epilogue,conv_epilogue,update_epilogue,grad_"        \
+  "epilogue,fuse,multi_update,dce"
+#define NO_CONV_EPILOGUE                                                                           \
+  "simplify,fold,fold_inference,cse,xent_grad,epilogue,update_epilogue,grad_epilogue,fuse,multi_"  \
+  "update,dce"
+/* The default pipeline without update_epilogue, for the tests of passes
+ * that take the weight gradients and their SGD updates themselves
+ * (grad_epilogue's matmul_bias_grad, multi_update's multi_apply_sgd). */
+#define NO_UPDATE_EPILOGUE                                                                         \
   "simplify,fold,fold_inference,cse,xent_grad,epilogue,conv_epilogue,grad_epilogue,fuse,multi_"    \
   "update,dce"
-#define NO_CONV_EPILOGUE                                                                           \
-  "simplify,fold,fold_inference,cse,xent_grad,epilogue,grad_epilogue,fuse,multi_update,dce"
 
 static inline fg_graph *optimize_passes(const fg_graph *g, const char *fetch, const char *passes,
                                         fg_pass_report **r) {
