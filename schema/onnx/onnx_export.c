@@ -404,6 +404,7 @@ static int training_only(const fg_graph *g, int id) {
                                     "all_reduce",
                                     "all_reduce_apply_sgd",
                                     "sufficient_factor_apply_sgd",
+                                    "matmul_apply_sgd",
                                     "batch_norm_update_stats",
                                     "training_flag",
                                     "shard",

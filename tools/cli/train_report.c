@@ -110,7 +110,8 @@ static void find_lr(train_report *r) {
                     {"apply_momentum", 3},
                     {"apply_adam", 4},
                     {"all_reduce_apply_sgd", 2},
-                    {"sufficient_factor_apply_sgd", 2}};
+                    {"sufficient_factor_apply_sgd", 2},
+                    {"matmul_apply_sgd", 2}};
   int n = fg_graph_num_nodes(r->g);
   for (int id = 0; id < n; id++) {
     const char *op = fg_node_op(r->g, id);
