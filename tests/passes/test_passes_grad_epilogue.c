@@ -117,15 +117,6 @@ static int n_changes(const fg_pass_report *r) {
   return n;
 }
 
-static fg_graph *optimize_fetches(const fg_graph *g, const char **fetch, int n,
-                                  fg_pass_report **r) {
-  fg_status *st = fg_status_new();
-  fg_graph *o = fg_optimize(g, NULL, fetch, n, r, st);
-  if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
-  fg_status_free(st);
-  return o;
-}
-
 FG_TEST(grad_epilogue_fuses_relu_grad_of_a_product, "") {
   for (int tb = 0; tb < 2; tb++) {
     rg_opts o = {.transpose_b = tb};

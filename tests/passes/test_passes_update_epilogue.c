@@ -85,15 +85,6 @@ static fg_graph *update_graph(const up_opts *o) {
   return g;
 }
 
-static fg_graph *optimize_fetches(const fg_graph *g, const char **fetch, int n,
-                                  fg_pass_report **r) {
-  fg_status *st = fg_status_new();
-  fg_graph *o = fg_optimize(g, NULL, fetch, n, r, st);
-  if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
-  fg_status_free(st);
-  return o;
-}
-
 /* The device run_updates runs on (NULL: the CPU). */
 static const char *run_device;
 
@@ -269,6 +260,15 @@ static double rel_diff(const fg_tensor *x, const fg_tensor *y) {
   return m > 0 ? d / m : d;
 }
 
+/* The 96-256-256-10 MLP of the training cases, batch 64, SGD at 0.001 (its
+ * sin-valued weights make larger rates diverge), its step in *target. */
+static fg_graph *wide_mlp(mlp_spec *m, const char **target) {
+  *m = (mlp_spec){3, {96, 256, 256, 10}, 64, 0, 7, {0}};
+  fg_optimizer_config_init(&m->opt, FG_OPTIMIZER_SGD);
+  m->opt.learning_rate = 0.001;
+  return mlp_build(m, target);
+}
+
 /* A 96-256-256-10 MLP, batch 64, 5 SGD steps on 2 threads with the
  * passes on, on but for update_epilogue, and off: with them on the plan
  * updates each weight in its gradient's GEMM (3 matmul_apply_sgd, no
@@ -277,11 +277,9 @@ static double rel_diff(const fg_tensor *x, const fg_tensor *y) {
  * the pass); the losses and weights stay within 1e-6 of the unfused
  * step's (relative to each tensor's largest value). */
 FG_TEST(update_epilogue_mlp_training_close_and_smaller, "") {
-  mlp_spec m = {3, {96, 256, 256, 10}, 64, 0, 7, {0}};
-  fg_optimizer_config_init(&m.opt, FG_OPTIMIZER_SGD);
-  m.opt.learning_rate = 0.001;
+  mlp_spec m;
   const char *target = NULL;
-  fg_graph *g = mlp_build(&m, &target);
+  fg_graph *g = wide_mlp(&m, &target);
   FG_REQUIRE(g && target);
   float loss[3][5];
   fg_tensor *vars[3][6];
@@ -400,11 +398,9 @@ FG_TEST(gpu_update_epilogue_vs_reference_and_cpu, "gpu") {
     fg_tensor_free(w);
   }
   run_device = NULL;
-  mlp_spec m = {3, {96, 256, 256, 10}, 64, 0, 7, {0}};
-  fg_optimizer_config_init(&m.opt, FG_OPTIMIZER_SGD);
-  m.opt.learning_rate = 0.001;
+  mlp_spec m;
   const char *target = NULL;
-  fg_graph *g = mlp_build(&m, &target);
+  fg_graph *g = wide_mlp(&m, &target);
   FG_REQUIRE(g && target);
   float loss[2][5];
   fg_tensor *vars[2][6];

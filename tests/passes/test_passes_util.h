@@ -40,6 +40,17 @@ static inline fg_graph *optimize1(const fg_graph *g, const char *fetch, fg_pass_
   return o;
 }
 
+/* fg_optimize of g keeping the n fetches, with test_pass_list. */
+static inline fg_graph *optimize_fetches(const fg_graph *g, const char **fetch, int n,
+                                         fg_pass_report **r) {
+  fg_status *st = fg_status_new();
+  fg_pass_options po = {0, test_pass_list};
+  fg_graph *o = fg_optimize(g, &po, fetch, n, r, st);
+  if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
+  fg_status_free(st);
+  return o;
+}
+
 /* The default pipeline without fuse, for tests of the other passes whose
  * nodes fuse would take into fused_elementwise nodes. */
 #define NO_FUSE "simplify,fold,fold_inference,cse,dce"
