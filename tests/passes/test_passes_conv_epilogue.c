@@ -171,7 +171,7 @@ FG_TEST(conv_epilogue_outside_consumer, "") {
   block_opts d = {.bias = 1, .add = 1, .relu = 1, .side_of_conv = 1};
   fg_graph *g = block(&d);
   fg_pass_report *r = NULL;
-  fg_graph *o = optimize_n(g, fetch, 2, &r);
+  fg_graph *o = optimize_fetches(g, fetch, 2, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(n_changes(r), 0);
   FG_CHECK_INT(count_op(o, "conv2d"), 1);
@@ -181,7 +181,7 @@ FG_TEST(conv_epilogue_outside_consumer, "") {
 
   d.side_of_conv = 0, d.side_of_add = 1;
   g = block(&d);
-  o = optimize_n(g, fetch, 2, &r);
+  o = optimize_fetches(g, fetch, 2, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(n_changes(r), 2);
   check_fused(r, "s", "s", "conv2d+add");
@@ -202,12 +202,12 @@ FG_TEST(conv_epilogue_fetched_nodes_in_optimize, "") {
   fg_graph *g = block(&d);
   const char *fetch_c[2] = {"out", "c"}, *fetch_s[2] = {"out", "s"};
   fg_pass_report *r = NULL;
-  fg_graph *o = optimize_n(g, fetch_c, 2, &r);
+  fg_graph *o = optimize_fetches(g, fetch_c, 2, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(n_changes(r), 0);
   fg_pass_report_free(r);
   fg_graph_free(o);
-  o = optimize_n(g, fetch_s, 2, &r);
+  o = optimize_fetches(g, fetch_s, 2, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(n_changes(r), 2);
   check_fused(r, "s", "s", "conv2d+add");
@@ -258,7 +258,7 @@ FG_TEST(conv_epilogue_variable_written_between, "") {
   fg_tensor_free(v0);
   fg_pass_report *r = NULL;
   const char *fetch[1] = {"out"};
-  fg_graph *o = optimize_n(g, fetch, 1, &r);
+  fg_graph *o = optimize_fetches(g, fetch, 1, &r);
   FG_REQUIRE(o);
   check_fused(r, "s", "s", "conv2d+add");
   FG_CHECK(find_change(r, "conv_epilogue", "out") == NULL);
@@ -423,7 +423,7 @@ FG_TEST(conv_epilogue_cnn_training_bit_identical, "") {
   }
   const char *fetch[2] = {"loss", target};
   fg_pass_report *r = NULL;
-  fg_graph *o = optimize_n(g, fetch, 2, &r);
+  fg_graph *o = optimize_fetches(g, fetch, 2, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(count_op(o, "fused_conv2d"), 2);
   fg_pass_report_free(r);

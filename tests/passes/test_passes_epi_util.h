@@ -1,6 +1,6 @@
 /* What the epilogue pass tests (test_passes_epilogue.c,
- * test_passes_conv_epilogue.c) share: deterministic f32 data, fg_optimize
- * with several fetches, and the check of one fusion's report entry. */
+ * test_passes_conv_epilogue.c) share: deterministic f32 data and the check of one fusion's report
+ * entry. */
 #ifndef TEST_PASSES_EPI_UTIL_H
 #define TEST_PASSES_EPI_UTIL_H
 
@@ -14,17 +14,6 @@ static inline fg_output const_f32(fg_graph *g, const char *name, int rank, const
   fg_tensor *t = f32_tensor(rank, dims, scale, salt);
   fg_output o = fg_constant(g, name, t);
   fg_tensor_free(t);
-  return o;
-}
-
-/* fg_optimize of g with these fetches; report in *r. */
-static inline fg_graph *optimize_n(const fg_graph *g, const char **fetch, int n,
-                                   fg_pass_report **r) {
-  fg_status *st = fg_status_new();
-  fg_pass_options po = {0, test_pass_list};
-  fg_graph *o = fg_optimize(g, &po, fetch, n, r, st);
-  if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
-  fg_status_free(st);
   return o;
 }
 

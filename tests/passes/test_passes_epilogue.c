@@ -139,7 +139,7 @@ FG_TEST(epilogue_outside_consumer, "") {
   dense_opts d = {.relu = 1, .bias_rank = 1, .bias_n = 5, .side_of_mm = 1};
   fg_graph *g = dense(&d);
   fg_pass_report *r = NULL;
-  fg_graph *o = optimize_n(g, fetch, 2, &r);
+  fg_graph *o = optimize_fetches(g, fetch, 2, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(n_epilogue_changes(r), 0);
   FG_CHECK_INT(count_op(o, "fused_matmul"), 0);
@@ -150,7 +150,7 @@ FG_TEST(epilogue_outside_consumer, "") {
 
   d.side_of_mm = 0, d.side_of_lin = 1;
   g = dense(&d);
-  o = optimize_n(g, fetch, 2, &r);
+  o = optimize_fetches(g, fetch, 2, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(n_epilogue_changes(r), 2);
   check_fused(r, "lin", "lin", "matmul+add");
@@ -172,13 +172,13 @@ FG_TEST(epilogue_fetched_nodes_in_optimize, "") {
   fg_graph *g = dense(&d);
   const char *fetch_mm[2] = {"out", "mm"}, *fetch_lin[2] = {"out", "lin"};
   fg_pass_report *r = NULL;
-  fg_graph *o = optimize_n(g, fetch_mm, 2, &r);
+  fg_graph *o = optimize_fetches(g, fetch_mm, 2, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(n_epilogue_changes(r), 0);
   FG_CHECK_INT(count_op(o, "fused_matmul"), 0);
   fg_pass_report_free(r);
   fg_graph_free(o);
-  o = optimize_n(g, fetch_lin, 2, &r);
+  o = optimize_fetches(g, fetch_lin, 2, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(n_epilogue_changes(r), 2);
   check_fused(r, "lin", "lin", "matmul+add");
@@ -254,7 +254,7 @@ FG_TEST(epilogue_variable_written_between, "") {
   fg_tensor_free(b0);
   fg_pass_report *r = NULL;
   const char *fetch[1] = {"out"};
-  fg_graph *o = optimize_n(g, fetch, 1, &r);
+  fg_graph *o = optimize_fetches(g, fetch, 1, &r);
   FG_REQUIRE(o);
   check_fused(r, "lin", "lin", "matmul+add");
   FG_CHECK(find_change(r, "epilogue", "out") == NULL);
@@ -322,7 +322,7 @@ static void mlp_case(fg_graph *g, const mlp_spec *m, const char *target, int mm_
   mlp_free_tensors(on, 6), mlp_free_tensors(off, 6);
   const char *fetch[2] = {"loss", target};
   fg_pass_report *r = NULL;
-  fg_graph *o = optimize_n(g, fetch, 2, &r);
+  fg_graph *o = optimize_fetches(g, fetch, 2, &r);
   FG_REQUIRE(o);
   FG_CHECK_INT(count_op(o, "fused_matmul"), 3);
   FG_CHECK_INT(count_op(o, "relu"), 0);
