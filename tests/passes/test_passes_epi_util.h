@@ -1,6 +1,6 @@
 /* What the epilogue pass tests (test_passes_epilogue.c,
- * test_passes_conv_epilogue.c) share: deterministic f32 data and the check of one fusion's report
- * entry. */
+ * test_passes_conv_epilogue.c) share: deterministic f32 data and the
+ * check of one fusion's report entry. */
 #ifndef TEST_PASSES_EPI_UTIL_H
 #define TEST_PASSES_EPI_UTIL_H
 
