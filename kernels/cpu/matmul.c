@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/matvec.h"
+#include "kernels/cpu/sgemm.h"
 
 /* The plan is shared with kernels/cuda/matmul.cu (kernels/kernel_shape.h). */
 typedef fgk_mm_plan mm_plan;
@@ -127,6 +128,7 @@ static void blas_single_thread(void) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores > 2) mm_min_items = cores < 4096 ? cores : 4096;
   fgk_xsmm_start();
+  fgk_sgemm_start();
 }
 
 /* Tiles of C, from the shape and mm_min_items alone, so the GEMM calls (and
@@ -270,7 +272,7 @@ void fgk_mm_epilogue_apply(fg_dtype dt, const fgk_mm_epilogue *e, void *o, int64
       if (J->epi) fgk_mm_epilogue_apply(DT, J->epi, o, J->N, m, c0, n);                            \
     }                                                                                              \
   }
-FGK_MM_TILES(mm_tiles_f32, float, FG_F32, cblas_sgemm, fgk_xsmm_gemm_f32)
+FGK_MM_TILES(mm_tiles_f32, float, FG_F32, fgk_sgemm, fgk_xsmm_gemm_f32)
 FGK_MM_TILES(mm_tiles_f64, double, FG_F64, cblas_dgemm, fgk_xsmm_gemm_f64)
 
 /* A float product (plan pl) into out[0], then the epilogue epi (NULL:
@@ -401,9 +403,9 @@ static void tn_tiles(void *arg, int64_t t0, int64_t t1) {
                   J->alpha, (const double *)J->a + r0, (blasint)J->lda, J->b, (blasint)J->ldb,
                   J->beta, (double *)J->c + r0 * J->ldc, (blasint)J->ldc);
     else
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)J->n, (blasint)J->k,
-                  (float)J->alpha, (const float *)J->a + r0, (blasint)J->lda, J->b, (blasint)J->ldb,
-                  (float)J->beta, (float *)J->c + r0 * J->ldc, (blasint)J->ldc);
+      fgk_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)m, (blasint)J->n, (blasint)J->k,
+                (float)J->alpha, (const float *)J->a + r0, (blasint)J->lda, J->b, (blasint)J->ldb,
+                (float)J->beta, (float *)J->c + r0 * J->ldc, (blasint)J->ldc);
   }
 }
 
