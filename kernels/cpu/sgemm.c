@@ -38,10 +38,14 @@ void fgk_sgemm_start(void) {
   use_dnnl = !(e && strcmp(e, "openblas") == 0);
 }
 
+int fgk_sgemm_takes_dnnl(int64_t m, int64_t n, int64_t k) {
+  return use_dnnl && (double)m * (double)n * (double)k >= DNNL_MIN_MACS;
+}
+
 void fgk_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n,
                blasint k, float alpha, const float *a, blasint lda, const float *b, blasint ldb,
                float beta, float *c, blasint ldc) {
-  if (use_dnnl && order == CblasRowMajor && (double)m * n * k >= DNNL_MIN_MACS) {
+  if (order == CblasRowMajor && fgk_sgemm_takes_dnnl(m, n, k)) {
     const int prev = omp_get_max_threads();
     if (prev != 1) omp_set_num_threads(1);
     const dnnl_status_t st = dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N',
@@ -55,6 +59,11 @@ void fgk_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasin
 }
 #else
 void fgk_sgemm_start(void) {}
+
+int fgk_sgemm_takes_dnnl(int64_t m, int64_t n, int64_t k) {
+  (void)m, (void)n, (void)k;
+  return 0;
+}
 
 void fgk_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n,
                blasint k, float alpha, const float *a, blasint lda, const float *b, blasint ldb,
