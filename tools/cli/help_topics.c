@@ -28,7 +28,8 @@ static void print_formats(void) {
 static void print_environment(void) {
   printf("  FG_PASSES=off|LIST      the optimization passes every session runs\n"
          "                          (as --no-passes and --passes LIST)\n"
-         "  FG_LIBXSMM=0            matmul tiles on OpenBLAS only, never libxsmm\n"
+         "  FG_LIBXSMM=0            no matmul tile on libxsmm (OpenBLAS or oneDNN)\n"
+         "  FG_SGEMM=openblas       large f32 matmul tiles on OpenBLAS, not oneDNN\n"
          "  FG_CACHE_DIR=DIR        where compiled GPU kernels are cached (DIR/nvrtc;\n"
          "                          else $XDG_CACHE_HOME/flowgraph/nvrtc, else\n"
          "                          ~/.cache/flowgraph/nvrtc)\n"
