@@ -567,6 +567,15 @@ FG_TEST(onnx_export_refuses_bad_fetches_and_opsets, "") {
   const char *n4b[] = {"fetch 'train' needs", "training-only node", "(multi_apply_adam)", NULL};
   ox_expect_error(opt, train, 1, 0, FG_INVALID_ARGUMENT, n4b);
   fg_graph_free(opt);
+  /* With SGD the weights' updates are inside their gradients' GEMMs. */
+  fg_graph *sgd = build_mlp(0), *opt_sgd = NULL;
+  FG_REQUIRE(sgd);
+  opt_sgd = fg_optimize(sgd, NULL, train, 1, NULL, NULL);
+  FG_REQUIRE(opt_sgd);
+  const char *n4c[] = {"fetch 'train' needs", "training-only node", "(matmul_apply_sgd)", NULL};
+  ox_expect_error(opt_sgd, train, 1, 0, FG_INVALID_ARGUMENT, n4c);
+  fg_graph_free(opt_sgd);
+  fg_graph_free(sgd);
   fg_graph *empty = fg_graph_new();
   fg_placeholder(empty, "x", FG_F32, 0, NULL);
   const char *n5[] = {"no fetches given and the graph marks no outputs", NULL};
