@@ -144,17 +144,13 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
  * reduced elements.
  *
  * fn##_fold folds reduced elements [r0, r1) of the nc outputs whose input
- * starts at ibase into acc[0..nc). It is built for AVX-512 and AVX2
- * beside the baseline (FGK_CLONES): the outputs' accumulators are
- * independent, so their loop runs as vectors with each output's sum in its
- * own order (a bias gradient's column sums of a [32, 128] f32 matrix in
- * double: 0.93 to 0.5 us), and one output's run is summed in order. fn##_groups computes whole
- * groups; fn##_parts computes one (group, reduced chunk) partial each, for when the outputs are too
- * few to keep the threads busy. Both give every output the same value: partial 0, then partials 1,
- * 2, ... combined in order. */
+ * starts at ibase into acc[0..nc). fn##_groups computes whole groups;
+ * fn##_parts computes one (group, reduced chunk) partial each, for when the
+ * outputs are too few to keep the threads busy. Both give every output the
+ * same value: partial 0, then partials 1, 2, ... combined in order. */
 #define FGK_REDUCE(fn, T, DT, ACC, INIT, COMBINE, FINISH)                                          \
-  FGK_CLONES static void fn##_fold(const red_plan *pl, const T *ibase, ACC *acc, int64_t nc,       \
-                                   int64_t r0, int64_t r1) {                                       \
+  static void fn##_fold(const red_plan *pl, const T *ibase, ACC *acc, int64_t nc, int64_t r0,      \
+                        int64_t r1) {                                                              \
     const int nr = pl->n_red;                                                                      \
     int64_t rcnt[FG_MAX_RANK] = {0};                                                               \
     if (pl->inner == 1) {                                                                          \
