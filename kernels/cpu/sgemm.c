@@ -51,8 +51,8 @@ void fgk_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasin
     const dnnl_status_t st = dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N',
                                         m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (prev != 1) omp_set_num_threads(prev);
-    /* oneDNN refuses only arguments OpenBLAS would refuse too, or fails
-     * to allocate its packing buffers: OpenBLAS then does the tile. */
+    /* oneDNN checks its arguments and allocates its packing buffers
+     * before it writes c; where either fails, OpenBLAS does the tile. */
     if (st == dnnl_success) return;
   }
   cblas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
