@@ -173,7 +173,7 @@ static int collective_sgd(const fg_kctx *ctx, double lr, int prod) {
     /* A group of one: the mean of one gradient is itself (a product
      * goes into var in the GEMM). */
     if (prod)
-      fgk_gemm_tn(kc, dt, m, cols, rows, -lr, g->data, m, b->data, cols, 1.0, v->data, cols);
+      fgk_sgd_product_apply(ctx, lr, rows);
     else
       fgk_parallel_for(ctx, n, FGK_GRAIN_CHEAP, sgd_range, &job);
     return 0;

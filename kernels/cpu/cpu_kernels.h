@@ -162,6 +162,11 @@ FGK_KERNELS(FGK_DECLARE)
  * output buffer other than the variable. */
 int fgk_scalar_in(const fg_kctx *ctx, int i, const char *what, double *v);
 void fgk_optim_publish(const fg_kctx *ctx, size_t es);
+/* var (in[0], [m, n]) -= lr * a^T b of a (in[1]) and b (in[3]), `rows`
+ * rows each (fgk_sgd_product_check's), in one GEMM that adds into var:
+ * matmul_apply_sgd's update and sufficient_factor_apply_sgd's in a group
+ * of one. */
+void fgk_sgd_product_apply(const fg_kctx *ctx, double lr, int64_t rows);
 
 /* libxsmm's GEMM for one matmul tile (kernels/cpu/xsmm/xsmm_gemm.c; without
  * libxsmm, kernels/cpu/xsmm/xsmm_none.c declines every tile): row-major

@@ -92,6 +92,13 @@ void fgk_optim_publish(const fg_kctx *ctx, size_t es) {
 FGK_SGD(fgk_apply_sgd_f32, float, FG_F32)
 FGK_SGD(fgk_apply_sgd_f64, double, FG_F64)
 
+void fgk_sgd_product_apply(const fg_kctx *ctx, double lr, int64_t rows) {
+  const fg_kbuf *v = &ctx->in[0];
+  const int64_t m = v->dims[0], n = v->dims[1];
+  fgk_gemm_tn((void *)ctx, v->dtype, m, n, rows, -lr, ctx->in[1].data, m, ctx->in[3].data, n, 1.0,
+              v->data, n);
+}
+
 /* matmul_apply_sgd: var -= lr * a^T b, the product added into var by its
  * GEMM (alpha -lr, beta 1; kernels/cpu/matmul.c), so the gradient is
  * never stored or read back. Each element is rounded where the GEMM
@@ -104,10 +111,7 @@ static int matmul_sgd(const fg_kctx *ctx, fg_dtype dt) {
   if (fgk_check(ctx, 4, 1) != 0 || fgk_optim_check(ctx, dt, 1) != 0 ||
       fgk_scalar_in(ctx, 2, "lr", &lr) != 0 || fgk_sgd_product_check(ctx, &rows) != 0)
     return -1;
-  const fg_kbuf *v = &ctx->in[0];
-  const int64_t m = v->dims[0], n = v->dims[1];
-  fgk_gemm_tn((void *)ctx, dt, m, n, rows, -lr, ctx->in[1].data, m, ctx->in[3].data, n, 1.0,
-              v->data, n);
+  fgk_sgd_product_apply(ctx, lr, rows);
   fgk_optim_publish(ctx, dt == FG_F64 ? sizeof(double) : sizeof(float));
   return 0;
 }

@@ -5,6 +5,7 @@
 #ifndef FG_CUDA_COMMON_CUH
 #define FG_CUDA_COMMON_CUH
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -215,6 +216,12 @@ int fgc_fill_bits(const fg_kctx *ctx, void *dst, int64_t n, size_t es, uint64_t 
 /* A float product of plan pl (inputs 0 and 1 into out[0]) through cuBLAS,
  * for matmul and fused_matmul. 0 or -1. (matmul.cu) */
 int fgc_mm_blas(const fg_kctx *ctx, const fgk_mm_plan &pl, fg_dtype dt);
+/* ctx's cuBLAS handle h set up for a float GEMM of dt: pointer mode
+ * `mode`, the math mode of ctx's TF32 choice; the call's data and compute
+ * types into *type and *compute. 0, or the kernel's failure. (matmul.cu,
+ * for matmul and matmul_apply_sgd) */
+int fgc_blas_setup(const fg_kctx *ctx, cublasHandle_t h, fg_dtype dt, cublasPointerMode_t mode,
+                   cudaDataType_t *type, cublasComputeType_t *compute);
 /* The cuBLASLt epilogues flowgraph uses (fgc_lt_matmul). */
 enum { FGC_LT_BIAS = 0, FGC_LT_RELU_BIAS = 1, FGC_LT_BGRADA = 2 };
 /* One f32 cuBLASLt product d = op(a) @ op(b) of row-major M x K and K x N

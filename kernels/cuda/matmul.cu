@@ -46,6 +46,22 @@ static int blas_fail(const fg_kctx *ctx, const char *what, cublasStatus_t st) {
   return fgk_fail(ctx, "%s: %s", what, cublasGetStatusString(st));
 }
 
+int fgc_blas_setup(const fg_kctx *ctx, cublasHandle_t h, fg_dtype dt, cublasPointerMode_t mode,
+                   cudaDataType_t *type, cublasComputeType_t *compute) {
+  const int f64 = dt == FG_F64;
+  *type = f64 ? CUDA_R_64F : CUDA_R_32F;
+  *compute = f64 ? CUBLAS_COMPUTE_64F
+                 : (ctx->cuda->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  cublasStatus_t st = cublasSetPointerMode(h, mode);
+  if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasSetPointerMode", st);
+  /* The handle's math mode could also allow TF32 for f32; keep it in step
+   * with the compute type (host-side handle state, no device work). */
+  st = cublasSetMathMode(h,
+                         ctx->cuda->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasSetMathMode", st);
+  return 0;
+}
+
 /* One float matmul through cuBLAS (row-major via the transpose identity). */
 int fgc_mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
   const int f64 = dt == FG_F64;
@@ -54,21 +70,14 @@ int fgc_mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
   if (!h) return fgk_fail(ctx, "CUDA matmul called without a cuBLAS handle (ctx->cuda->blas)");
   const char *a = (const char *)ctx->in[0].data, *b = (const char *)ctx->in[1].data;
   char *o = (char *)ctx->out[0].data;
-  const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
-  const cublasComputeType_t compute =
-      f64 ? CUBLAS_COMPUTE_64F
-          : (ctx->cuda->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   const void *alpha = f64 ? (const void *)&one_d : (const void *)&one_f;
   const void *beta = f64 ? (const void *)&zero_d : (const void *)&zero_f;
-  cublasStatus_t st = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
-  if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasSetPointerMode", st);
-  /* The handle's math mode could also allow TF32 for f32; keep it in step
-   * with the compute type (host-side handle state, no device work). */
-  st = cublasSetMathMode(h,
-                         ctx->cuda->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
-  if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasSetMathMode", st);
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  if (fgc_blas_setup(ctx, h, dt, CUBLAS_POINTER_MODE_HOST, &type, &compute) != 0) return -1;
+  cublasStatus_t st;
 
   int64_t M = pl.M, batch = pl.batch;
   const int64_t N = pl.N, K = pl.K;

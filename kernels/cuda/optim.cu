@@ -122,19 +122,16 @@ template <typename T> static int matmul_sgd(const fg_kctx *ctx, fg_dtype dt) {
   T *ab = (T *)ctx->cuda->scratch;
   sgd_gemm_scalars<T><<<1, 1, 0, fgc_stream(ctx)>>>(ab, ctx->in[2].data, ctx->in[2].dtype);
   if (fgc_launched(ctx, "matmul_apply_sgd scalars kernel") != 0) return -1;
-  const int f64 = dt == FG_F64;
-  const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
-  const cublasComputeType_t compute =
-      f64 ? CUBLAS_COMPUTE_64F
-          : (ctx->cuda->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
-  cublasStatus_t st = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasSetMathMode(h, ctx->cuda->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                    : CUBLAS_DEFAULT_MATH);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)n, (int)m, (int)rows, ab, ctx->in[3].data,
-                      type, (int)n, ctx->in[1].data, type, (int)m, ab + 1, ctx->in[0].data, type,
-                      (int)n, compute, CUBLAS_GEMM_DEFAULT);
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+  if (fgc_blas_setup(ctx, h, dt, CUBLAS_POINTER_MODE_DEVICE, &type, &compute) != 0) {
+    (void)cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
+    return -1;
+  }
+  cublasStatus_t st =
+      cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, (int)n, (int)m, (int)rows, ab, ctx->in[3].data,
+                   type, (int)n, ctx->in[1].data, type, (int)m, ab + 1, ctx->in[0].data, type,
+                   (int)n, compute, CUBLAS_GEMM_DEFAULT);
   /* Host mode again for the handle's other users (matmul.cu sets it too). */
   const cublasStatus_t back = cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
   if (st == CUBLAS_STATUS_SUCCESS) st = back;
