@@ -302,6 +302,48 @@ FG_TEST(reduce_sum_f32_fixed_order, "") {
   free(x);
 }
 
+/* The f64 column sums and the f32 column means take the same row fold
+ * (an AVX-512 or AVX2 build of it where the CPU has one): each output is
+ * bitwise the plain row-order loop's. 300 columns: a 256-wide chunk and a
+ * 44-wide rest, neither a multiple of a vector. */
+FG_TEST(reduce_columns_f64_and_mean_fixed_order, "") {
+  enum { R = 45, C = 300 };
+  double *x = malloc(sizeof(double) * R * C), out[C];
+  float *xf = malloc(sizeof(float) * R * C), outf[C];
+  FG_REQUIRE(x != NULL && xf != NULL);
+  uint32_t s = 777;
+  for (int i = 0; i < R * C; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = ((double)(s >> 8) / (1 << 24) * 2.0 - 1.0) * 1e3 / (1 + i % 7);
+    xf[i] = (float)x[i];
+  }
+  const int64_t din[2] = {R, C}, dcol[1] = {C};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  p.reduce.n_axes = 1;
+  p.reduce.axes[0] = 0;
+  fg_kbuf in = kb(FG_F64, 2, din, x), o = kb(FG_F64, 1, dcol, out);
+  fg_kctx ctx = {&in, 1, &o, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  FG_REQUIRE(fg_cpu_kernel("reduce_sum", FG_F64)(&ctx) == 0);
+  fg_kbuf inf = kb(FG_F32, 2, din, xf), of = kb(FG_F32, 1, dcol, outf);
+  fg_kctx cf = {&inf, 1, &of, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  FG_REQUIRE(fg_cpu_kernel("reduce_mean", FG_F32)(&cf) == 0);
+  int bad = 0, badf = 0;
+  for (int j = 0; j < C; j++) {
+    double acc = 0, accf = 0;
+    for (int i = 0; i < R; i++) {
+      acc += x[i * C + j];
+      accf += xf[i * C + j];
+    }
+    bad += acc != out[j];
+    badf += (float)(accf / R) != outf[j];
+  }
+  FG_CHECK_INT(bad, 0);
+  FG_CHECK_INT(badf, 0);
+  free(x);
+  free(xf);
+}
+
 /* A failing kernel with no error buffer still fails cleanly. */
 FG_TEST(error_without_err_buffer, "badinput") {
   float params[4] = {1, 2, 3, 4};
