@@ -139,6 +139,9 @@ typedef struct fg_plan {
   int use_lanes;
 
   struct fg_plan *next; /* the session's cache list */
+  /* The graph the plan was built on and runs on (the session's optimized
+   * copy or its graph, fg_session_plan_graph); set by the session. */
+  const struct fg_graph *built_on;
 
   /* Training mode (fg_training in flowgraph/graph.h). train_step: the plan
    * applies an optimizer update, so an unfed training flag is true;

@@ -31,11 +31,34 @@ static fg_tensor *var_lookup(void *ctx, int node) {
   return node < s->n_vars_cap ? s->vars[node] : NULL;
 }
 
+/* 1 when the request needs some but not all of a multi-tensor update's
+ * member updates (on the source graph, where each is its own node), 0
+ * when none or all, -1 when out of memory. */
+static int needs_part_of_a_group(const fg_session *s, const fg_plan_request *req) {
+  const int *of = s->opt->multi_of, n = s->g->n_nodes;
+  if (!of) return 0;
+  char *needed = calloc((size_t)n + 1, 1);
+  /* Per group (by its first member's id): members needed, and not. */
+  int *in = calloc((size_t)n + 1, sizeof *in), *out = calloc((size_t)n + 1, sizeof *out), rc = -1;
+  if (needed && in && out && fg_plan_mark_needed(s->g, req, needed) == 0) {
+    for (int id = 0; id < n; id++)
+      if (of[id] >= 0) (needed[id] ? in : out)[of[id]]++;
+    rc = 0;
+    for (int id = 0; id < n && !rc; id++)
+      rc = in[id] > 0 && out[id] > 0;
+  }
+  free(needed);
+  free(in);
+  free(out);
+  return rc;
+}
+
 const fg_graph *fg_session_plan_graph(const fg_session *s, const fg_plan_request *req) {
   if (!s->opt) return s->g;
   for (int i = 0; i < req->n_fetches; i++)
     if (req->fetches[i].index >= s->opt->g.nodes[req->fetches[i].node].n_outputs) return s->g;
-  return &s->opt->g;
+  const int part = needs_part_of_a_group(s, req);
+  return part < 0 ? NULL : part ? s->g : &s->opt->g;
 }
 
 const char *fg_session_op_label(const fg_graph *g, int id) {
@@ -407,15 +430,20 @@ static void home_vars(fg_session *s) {
 /* Finds or builds the plan for a resolved request. */
 fg_plan *fg_session_plan_for(fg_session *s, const fg_plan_request *req, int64_t *plan_ns,
                              fg_status *st) {
-  const fg_graph *g = fg_session_plan_graph(s, req);
   fg_plan *plan = s->plans;
-  while (plan && !fg_plan_matches(plan, g, req))
+  while (plan && !fg_plan_matches(plan, plan->built_on, req))
     plan = plan->next;
   if (plan) return plan;
+  const fg_graph *g = fg_session_plan_graph(s, req);
+  if (!g) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory (plan graph)");
+    return NULL;
+  }
   int64_t t0 = clock_ns();
   home_vars(s);
   plan = fg_plan_build(g, req, var_lookup, s, st);
   if (!plan) return NULL;
+  plan->built_on = g;
   plan->run_rounds = fg_dist_run_key(s->dist, g, req, plan->run_key, st);
   if (plan->run_rounds < 0) {
     fg_plan_free(plan);
@@ -591,9 +619,10 @@ static int run_locked(fg_session *s, const fg_feed *feeds, int n_feeds, const ch
       goto done;
     if (refused) fg_status_set(st, own_code, "%s", own);
   }
-  const fg_graph *pg = fg_session_plan_graph(s, &req);
   int64_t plan_ns = 0;
   fg_plan *plan = refused ? NULL : fg_session_plan_for(s, &req, &plan_ns, st);
+  const fg_graph *pg = plan ? plan->built_on : fg_session_plan_graph(s, &req);
+  if (!pg) pg = s->g; /* out of memory: the run is refused, the key from the source */
   refused = refused || !plan || (req.check_numerics && fg_plan_check_feeds(pg, plan, &req, st));
   int rounds = plan ? plan->run_rounds : 0;
   uint64_t key[2] = {plan ? plan->run_key[0] : 0, plan ? plan->run_key[1] : 0};

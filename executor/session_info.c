@@ -61,7 +61,7 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
                          feed_nodes, fetch_outs, target_nodes, feed_tensors, &training, st) != 0 ||
       !(plan = fg_session_plan_for(s, &req, NULL, st)))
     goto done;
-  const fg_graph *pg = fg_session_plan_graph(s, &req);
+  const fg_graph *pg = plan->built_on;
   info = calloc(1, sizeof *info);
   if (info) {
     info->step_nodes = malloc(((size_t)plan->n_steps + 1) * sizeof(int));

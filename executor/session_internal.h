@@ -45,11 +45,14 @@ struct fg_session {
  * process). */
 const char *fg_session_op_label(const fg_graph *g, int node);
 /* The graph a request's plan is built from and runs on (a function of the
- * request, so cached plans keep theirs): the optimized copy, whose node
- * ids are the source's and past them the constants passes appended;
- * but the source graph when a fetch names an output the copy's node no
- * longer has (a batch norm's statistics, where fold_inference rewrote the
- * batch norm into a one-output conv2d), as the source still computes it. */
+ * request, decided when its plan is built; the plan keeps it in
+ * built_on): the optimized copy, whose node ids are the source's and past
+ * them the constants passes appended; but the source graph when a fetch
+ * names an output the copy's node no longer has (a batch norm's
+ * statistics, where fold_inference rewrote the batch norm into a
+ * one-output conv2d), as the source still computes it, or when the run
+ * needs some of a multi-tensor update's variables' updates but not all
+ * (the multi node would apply the others too). NULL when out of memory. */
 const fg_graph *fg_session_plan_graph(const fg_session *s, const fg_plan_request *req);
 /* Brings the session up to date with its graph: validates it, creates
  * storage for variables added since (existing ones keep their values) and

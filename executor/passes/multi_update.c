@@ -17,8 +17,9 @@
  * fg_optimize puts a variable read by an earlier node first. Each other member k is rewritten in
  * place into after(var_k, m0): a run that fetches it gets variable k as
  * updated, once, and a group that waited for it (the train target) waits
- * for m0 instead. A run that fetches one member alone now runs the whole
- * multi update.
+ * for m0 instead. The copy records each member's group (multi_of): a
+ * session plans a run that needs some of a group's updates but not all
+ * on its source graph, so that it updates those variables only.
  *
  * Moving member k's write from its own id up to m0 must not change what
  * any node reads: no node between m0 and member k may touch variable k or
@@ -220,12 +221,31 @@ static void rewire_groups(fg_pass_ctx *ctx, int u, int m0) {
   }
 }
 
+/* Records the open group's members in w->multi_of (made on first use).
+ * 0 or -1 (out of memory). */
+static int record_members(const mu_state *S) {
+  fg_pass_graph *w = S->ctx->w;
+  if (!w->multi_of) {
+    w->multi_of = malloc(((size_t)w->n_src + 1) * sizeof *w->multi_of);
+    if (!w->multi_of) return -1;
+    for (int id = 0; id < w->n_src; id++)
+      w->multi_of[id] = -1;
+  }
+  for (int k = 0; k < S->n_members; k++)
+    if (S->members[k] < w->n_src) w->multi_of[S->members[k]] = S->members[0];
+  return 0;
+}
+
 /* Rewrites the open group: m0 into the multi node, the others into
  * after(var_k, m0). 0 or -1 (out of memory). */
 static int rewrite_group(mu_state *S, fg_status *st) {
   fg_pass_ctx *ctx = S->ctx;
   fg_pass_graph *w = ctx->w;
   const int m0 = S->members[0];
+  if (record_members(S) != 0) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "multi_update: out of memory");
+    return -1;
+  }
   const rule_ops *r = rule_of(w->g.nodes[m0].op);
   struct fg_attrs a = {0};
   int n_in = 0, rc = -1;

@@ -38,6 +38,12 @@ typedef struct fg_pass_graph {
    * against memory, as multi_update, decide by it); 0 on the CPU and in
    * fg_optimize. */
   int gpu;
+  /* Per source node: the node holding its multi-tensor update (the
+   * multi_update pass's group, its first member's id) when it is one of a
+   * group's updates, else -1; NULL when the pass made no group. A run that
+   * needs some of a group's updates but not all cannot use the copy: the
+   * multi node would update the others too (fg_session_plan_graph). */
+  int *multi_of;
 } fg_pass_graph;
 
 fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st);

@@ -78,6 +78,7 @@ void fg_pass_graph_free(fg_pass_graph *w) {
     if (w->outputs_owned && w->outputs_owned[i]) free(w->g.nodes[i].outputs);
   }
   free(w->g.nodes);
+  free(w->multi_of);
   free(w->g.name_index);
   free(w->attrs_owned);
   free(w->outputs_owned);
