@@ -63,8 +63,16 @@
  * off its share of the scheduler's time while the thread it waits for
  * waits for a core, where a sleeper is woken ahead of the others: a
  * batch-1 ResNet-18 took 10 times as long beside two compilers. So the
- * pool's threads sleep at once for CONTENDED_NS after that. */
-#define PREEMPT_NS   20000
+ * pool's threads sleep at once for CONTENDED_NS after that.
+ *
+ * A core given to another runnable thread is gone for its time slice:
+ * beside two busy processes on the 2-core VM of docs/performance.md,
+ * 496 of 497 yields lost the core for over 500 us. Without them the
+ * spinner still saw gaps of 20 to 95 us, 200 to 300 a second (the
+ * hypervisor's timer ticks), 2 over 500 us in 2 s; at 20 us those put
+ * the pool to sleeping about every 50 ms, and the 2-thread batch-1
+ * forward took 0.73 to 0.90 ms instead of 0.65 to 0.66. */
+#define PREEMPT_NS   500000
 #define CONTENDED_NS 50000000
 
 typedef struct pf_job {
