@@ -1,4 +1,4 @@
-/* Data movement: reshape/identity copies, transpose, concat, slice, gather,
+/* Data movement: reshape/identity copies, transpose's checks, concat, slice, gather,
  * one_hot and cast. Apart from one_hot and cast these only move bytes, so
  * one function serves every dtype, switching on the element size. */
 #include <string.h>
@@ -52,7 +52,7 @@ static void contiguous_strides(const fg_kbuf *b, int64_t *st) {
   }
 }
 
-/* Shared with kernels/cuda/shape.cu. */
+/* Shared with kernels/cpu/transpose.c and kernels/cuda/shape.cu. */
 int fgk_transpose_check(const fg_kctx *ctx, int64_t *src) {
   if (fgk_same_dtypes(ctx, 1) != 0) return -1;
   const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
@@ -72,16 +72,6 @@ int fgk_transpose_check(const fg_kctx *ctx, int64_t *src) {
     src[i] = st[q];
   }
   return 0;
-}
-
-int fgk_transpose(const fg_kctx *ctx) {
-  int64_t full[1][FG_MAX_RANK];
-  if (fgk_check(ctx, 1, 1) != 0 || fgk_transpose_check(ctx, full[0]) != 0) return -1;
-  const fg_kbuf *in = &ctx->in[0], *out = &ctx->out[0];
-  if (fgk_numel(out) == 0) return 0;
-  fgk_bcast bc;
-  fgk_walk_init(&bc, 1, out->rank, out->dims, full);
-  return walk_copy(ctx, &bc, in->data, out->data);
 }
 
 /* Shared with kernels/cuda/shape.cu. */

@@ -180,3 +180,80 @@ FG_TEST(perf_sum_to_identity_and_axis0, "") {
   free(y.data);
   free(s.data);
 }
+
+/* out[i] for output flat index `flat` of transpose(perm): the input
+ * element at the permuted coordinates (a plain index loop). */
+static int64_t transposed_source(int rank, const int64_t *in_dims, const int *perm, int64_t flat) {
+  int64_t coord[FG_MAX_RANK], st[FG_MAX_RANK], s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    coord[i] = flat % in_dims[perm[i]];
+    flat /= in_dims[perm[i]];
+    st[i] = 0;
+  }
+  int64_t in_st[FG_MAX_RANK];
+  for (int i = rank - 1; i >= 0; i--) {
+    in_st[i] = s;
+    s *= in_dims[i];
+  }
+  int64_t off = 0;
+  for (int i = 0; i < rank; i++)
+    off += coord[i] * in_st[perm[i]];
+  (void)st;
+  return off;
+}
+
+/* Every permutation of rank-4 shapes holding size-1 dims, sizes that are
+ * not multiples of the 16-element tiles and dims of 16 and more (the
+ * tiled plane transposes, the row copies short and long), for 1-, 4- and
+ * 8-byte elements (bool, f32, f64): each output element is the input element the index
+ * loop names, and par == NULL and pools of 1, 2 and 4 threads write the
+ * same bytes. Plus attention's two layouts at their size. */
+FG_TEST(perf_transpose_matches_index_loop, "") {
+  static const int64_t shapes[][4] = {{3, 1, 37, 20}, {17, 33, 1, 5}, {2, 70, 3, 18}, {1, 1, 1, 1}};
+  static const int64_t attn[][4] = {{128, 32, 16, 1}, {8, 128, 8, 64}};
+  static const int attn_perm[][4] = {{1, 2, 0, 3}, {0, 2, 1, 3}};
+  const fg_dtype dts[3] = {FG_BOOL, FG_F32, FG_F64};
+  uint64_t seed = 42;
+  int bad = 0, cases = 0;
+  for (int sh = 0; sh < 6; sh++)
+    for (int pi = 0; pi < (sh < 4 ? 24 : 1); pi++) {
+      int perm[4] = {0, 1, 2, 3};
+      if (sh < 4) { /* the pi-th permutation (factorial number system) */
+        int pool[4] = {0, 1, 2, 3}, left = 4, code = pi;
+        for (int i = 0; i < 4; i++) {
+          const int f = left == 4 ? 6 : left == 3 ? 2 : 1, k = code / f;
+          code %= f;
+          perm[i] = pool[k];
+          for (int j = k; j < left - 1; j++)
+            pool[j] = pool[j + 1];
+          left--;
+        }
+      } else {
+        memcpy(perm, attn_perm[sh - 4], sizeof perm);
+      }
+      const int64_t *dims = sh < 4 ? shapes[sh] : attn[sh - 4];
+      for (int di = 0; di < 3; di++) {
+        fg_kbuf in = make_kbuf(dts[di], 4, dims);
+        int64_t od[4];
+        for (int i = 0; i < 4; i++)
+          od[i] = dims[perm[i]];
+        fg_kbuf out = make_kbuf(dts[di], 4, od);
+        const size_t es = fg_dtype_size(dts[di]);
+        unsigned char *x = (unsigned char *)in.data;
+        for (size_t b = 0; b < (size_t)numel(&in) * es; b++)
+          x[b] = (unsigned char)(rng_unit(&seed) * (es == 1 ? 2 : 256)); /* bools 0 or 1 */
+        fg_op_params p;
+        memset(&p, 0, sizeof p);
+        for (int i = 0; i < 4; i++)
+          p.transpose.perm[i] = perm[i];
+        run_bitwise("transpose", dts[di], &in, 1, &out, &p);
+        const unsigned char *y = (const unsigned char *)out.data;
+        for (int64_t f = 0; f < numel(&out); f++)
+          bad += memcmp(y + f * es, x + transposed_source(4, dims, perm, f) * es, es) != 0;
+        cases++;
+        free(in.data), free(out.data);
+      }
+    }
+  FG_CHECK_INT(cases, 3 * (4 * 24 + 2));
+  FG_CHECK_INT(bad, 0);
+}
