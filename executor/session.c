@@ -223,6 +223,7 @@ fg_session *fg_session_new(fg_graph *g, const fg_session_options *opts, fg_statu
   s->g = g;
   s->opts = o;
   s->passes = o.passes ? fg_strdup(o.passes) : NULL;
+  fg_cpu_kernels_start();
   s->pool = fg_pool_new(o.num_threads);
   if (!s->pool || (o.passes && !s->passes)) {
     fg_pool_free(s->pool);

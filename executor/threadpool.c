@@ -74,6 +74,13 @@
  * forward took 0.73 to 0.90 ms instead of 0.65 to 0.66. */
 #define PREEMPT_NS   500000
 #define CONTENDED_NS 50000000
+/* One loss alone is not contention: the machine's own housekeeping took
+ * the core for 0.7 ms about every 0.5 s here, and something 2 to 4 ms
+ * once as a process started, which made a 2-layer transformer's first
+ * 20 runs (50 ms) take 3.3 ms each instead of 2.1. Beside busy processes
+ * the next spin loses its core again at once, so a second loss within
+ * REPEAT_NS sends the pool to sleep. */
+#define REPEAT_NS 20000000
 
 typedef struct pf_job {
   fg_range_fn fn;
@@ -110,6 +117,7 @@ struct fg_pool {
   int n_idle, n_waking, shutdown;
   atomic_uint pub;               /* bumped (under mu) whenever there may be new work */
   _Atomic int64_t no_spin_until; /* now_ns() before which nobody spins */
+  _Atomic int64_t last_preempt;  /* now_ns() of the last spin that lost its core */
   pf_job *jobs, *jobs_tail;
   dag_run *dag;
   pthread_mutex_t mu;
@@ -212,7 +220,10 @@ static int spin_while_equal(fg_pool *p, atomic_uint *v, unsigned seen) {
     sched_yield();
     const int64_t t2 = now_ns();
     if (t2 - t > PREEMPT_NS) {
-      atomic_store_explicit(&p->no_spin_until, t2 + CONTENDED_NS, memory_order_relaxed);
+      /* A second loss within REPEAT_NS of the last: contended. */
+      const int64_t last = atomic_exchange_explicit(&p->last_preempt, t2, memory_order_relaxed);
+      if (t2 - last < REPEAT_NS)
+        atomic_store_explicit(&p->no_spin_until, t2 + CONTENDED_NS, memory_order_relaxed);
       return 0;
     }
     if (t2 >= end) return 0;

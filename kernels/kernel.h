@@ -99,6 +99,11 @@ typedef int (*fg_kernel_fn)(const fg_kctx *ctx);
  * The dtype key is output 0's dtype, or input 0's for ops flagged
  * FG_OPF_KERNEL_KEY_INPUT (comparisons, argmax). */
 fg_kernel_fn fg_cpu_kernel(const char *op, fg_dtype dtype);
+/* Once per process (later calls return at once): the CPU kernels'
+ * libraries set up, OpenBLAS single-threaded with its idle server threads
+ * stopped (kernels/cpu/matmul.c). Sessions call it when they are made;
+ * the first float matmul does if nothing did. */
+void fg_cpu_kernels_start(void);
 
 /* Registry rows, for the op-table test: NULL-terminated. */
 typedef struct fg_kernel_reg {

@@ -110,8 +110,20 @@ static int fits_blasint(int64_t x) { return (int64_t)(blasint)x == x; }
 /* Flowgraph owns the threads: OpenBLAS runs single-threaded inside each
  * tile, and the tiles go to the executor's pool, so two thread pools never
  * compete for the cores (and a process without a pool uses one core, as
- * its thread count says). Set once per process, on the first float matmul;
- * it also affects other OpenBLAS users in the process. */
+ * its thread count says). Set once per process, when the first session is
+ * made (fg_cpu_kernels_start) or on the first float matmul; it also
+ * affects other OpenBLAS users in the process.
+ *
+ * The threaded OpenBLAS starts its server threads when it is loaded, and
+ * each spins (yielding) for about 2^28 cycles before it sleeps: 0.1 s here,
+ * while the executor's pool spins for its own work. The pool then lost its
+ * core for 2 to 5 ms at a time, took that for another process and slept
+ * (executor/threadpool.c), and a 2-layer transformer's first 30 runs took
+ * 3.3 ms each instead of 2.1. Its threads are stopped here
+ * (blas_thread_shutdown_, which OpenBLAS's own fork handler calls; weak,
+ * as builds without threads lack it): single-threaded calls never wake
+ * them, and OpenBLAS starts them again if someone asks for threads. */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 /* The fewest tiles a large product is cut into: the machine's online cores
  * (at least 2), read once with blas_once. One tile per core keeps every
@@ -125,11 +137,14 @@ static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static int64_t mm_min_items = 2;
 static void blas_single_thread(void) {
   openblas_set_num_threads(1);
+  if (blas_thread_shutdown_) blas_thread_shutdown_();
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (cores > 2) mm_min_items = cores < 4096 ? cores : 4096;
   fgk_xsmm_start();
   fgk_sgemm_start();
 }
+
+void fg_cpu_kernels_start(void) { pthread_once(&blas_once, blas_single_thread); }
 
 /* Tiles of C, from the shape and mm_min_items alone, so the GEMM calls (and
  * so the results) are the same for any thread count and with ctx->par
