@@ -1,6 +1,9 @@
 /* End-to-end tests of sessions through the public API: feeds, fetches,
  * targets, variables, pruning, plan caching and graph edits. Reference
  * values are worked out by hand in the comments. */
+#include <cblas.h>
+#include <dirent.h>
+#include <string.h>
 #include <flowgraph/flowgraph.h>
 
 #include "fgtest.h"
@@ -340,4 +343,52 @@ FG_TEST(session_options_threads, "") {
   fg_tensor_free(xt);
   fg_graph_free(g);
   fg_status_free(st);
+}
+
+/* Threads of this process (/proc/self/task), or -1 where unreadable. */
+static int count_tasks(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* Making a session sets OpenBLAS to one thread and stops its server
+ * threads, which the threaded OpenBLAS starts at load and which spin for
+ * about 0.1 s (kernels/cpu/matmul.c): with a one-thread session (no pool
+ * workers) only this thread is left, and a product still computes
+ * [[1, 2], [3, 4]] [[5], [6]] = [[17], [39]]. */
+FG_TEST(session_stops_openblas_server_threads, "") {
+  const int before = count_tasks();
+  if (before < 0) FG_SKIP("no /proc/self/task");
+  fg_graph *g = fg_graph_new();
+  const int64_t da[2] = {2, 2}, db[2] = {2, 1};
+  const float av[4] = {1, 2, 3, 4}, bv[2] = {5, 6};
+  fg_tensor *ta = fg_tensor_new(FG_F32, 2, da, NULL), *tb = fg_tensor_new(FG_F32, 2, db, NULL);
+  FG_REQUIRE(ta && tb);
+  memcpy(fg_tensor_data(ta), av, sizeof av);
+  memcpy(fg_tensor_data(tb), bv, sizeof bv);
+  fg_output y = fg_matmul(g, fg_constant(g, "a", ta), fg_constant(g, "b", tb), 0, 0);
+  fg_set_name(g, y, "y");
+  fg_tensor_free(ta), fg_tensor_free(tb);
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.num_threads = 1;
+  fg_status *st = fg_status_new();
+  fg_session *s = fg_session_new(g, &o, st);
+  FG_REQUIRE(s);
+  FG_CHECK_INT(openblas_get_num_threads(), 1);
+  FG_CHECK_INT(count_tasks(), 1);
+  const char *fetch = "y";
+  fg_tensor *out = NULL;
+  FG_REQUIRE(fg_session_run(s, NULL, 0, &fetch, 1, &out, NULL, 0, st) == 0);
+  const float *v = fg_tensor_data(out);
+  FG_CHECK(v[0] == 17 && v[1] == 39);
+  fg_tensor_free(out);
+  fg_session_free(s);
+  fg_status_free(st);
+  fg_graph_free(g);
 }
