@@ -45,7 +45,11 @@ typedef struct fg_session_options {
    * "number of cores". Values above 1024 or below 0 are refused with
    * FG_INVALID_ARGUMENT. Results are bitwise identical for any value.
    * flowgraph sets OpenBLAS to one thread for the process (it splits
-   * matmuls itself), so the cores are never oversubscribed. */
+   * matmuls itself), so the cores are never oversubscribed: the first
+   * fg_session_new does, and stops OpenBLAS's idle server threads (which
+   * a threaded OpenBLAS restarts if a later call asks for threads). Make
+   * no multi-threaded OpenBLAS call from another thread while that first
+   * fg_session_new runs. */
   int num_threads;
 
   /* The device for nodes left unplaced: NULL or "cpu:0" (the default), or
