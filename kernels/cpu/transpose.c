@@ -144,7 +144,9 @@ int fgk_transpose(const fg_kctx *ctx) {
     if (d != J.p) J.od[J.n_od++] = d, n_outer *= J.dims[d];
   if (J.p >= 0) J.n_tiles = (J.dims[J.p] - 1) / TILE + 1;
   /* Per item: a row, or a tile's rows of whole planes' width. */
-  const int64_t per_item = J.dims[bc.rank - 1] * (J.p < 0 ? 1 : TILE);
+  const int64_t per_item = J.dims[bc.rank - 1] * (J.p < 0              ? 1
+                                                  : J.dims[J.p] < TILE ? J.dims[J.p]
+                                                                       : TILE);
   const int64_t grain = per_item >= TR_GRAIN ? 1 : TR_GRAIN / per_item;
   fgk_parallel_for(ctx, n_outer * J.n_tiles, grain, tr_range, &J);
   return 0;

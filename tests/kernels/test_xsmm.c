@@ -124,7 +124,9 @@ FG_TEST(xsmm_tiles_match_double_loop, "") {
 /* f64 tiles o = a b^T: with fewer rows than b's block (32 x 128 x 64: a
  * and the result copied transposed) and more (128 x 32 x 64: b copied),
  * written into a block of a wider output: within 1e-14 of the terms'
- * magnitude of a long double loop, the columns around untouched. */
+ * magnitude of a long double loop, the columns around untouched; and the
+ * same bits as the plain product a (b^T) with b^T copied by hand (each
+ * element the same chain of multiply-adds over k either way). */
 FG_TEST(xsmm_f64_transposed_b_both_ways, "") {
   if (!want_xsmm()) FG_SKIP("built without libxsmm or no AVX2: every tile goes to OpenBLAS");
   start_xsmm();
@@ -157,6 +159,18 @@ FG_TEST(xsmm_f64_transposed_b_both_ways, "") {
         bad += !(fabsl(o[i * ldo + j] - want) <= 1e-14L * (1 + mag));
       }
     FG_CHECK_INT(bad, 0);
+    double *bt = malloc(sizeof(double) * (size_t)n * k),
+           *o2 = malloc(sizeof(double) * (size_t)m * n);
+    FG_REQUIRE(bt && o2);
+    for (int j = 0; j < n; j++)
+      for (int kk = 0; kk < k; kk++)
+        bt[kk * n + j] = b[j * k + kk];
+    FG_CHECK_INT(fgk_xsmm_gemm_f64(0, 0, m, n, k, a, k, bt, n, o2, n), 0);
+    int differ = 0;
+    for (int i = 0; i < m; i++)
+      differ += memcmp(o + i * ldo + c0, o2 + i * n, sizeof(double) * (size_t)n) != 0;
+    FG_CHECK_INT(differ, 0);
+    free(bt), free(o2);
     free(a), free(b), free(o);
   }
 }

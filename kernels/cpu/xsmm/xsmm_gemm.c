@@ -105,7 +105,10 @@ void fgk_xsmm_start(void) {
     const libxsmm_blasint M = (libxsmm_blasint)m, N = (libxsmm_blasint)n, K = (libxsmm_blasint)k,  \
                           ldA = (libxsmm_blasint)ldm, ldB = (libxsmm_blasint)ldb, ldC = ldA;       \
     FN f = DISPATCH(M, N, K, &ldA, &ldB, &ldC, &alpha, &beta, &flags, &pf);                        \
-    if (!f) return -1;                                                                             \
+    if (!f) {                                                                                      \
+      __asm__ volatile("vzeroupper"); /* after the copy's wide stores */                           \
+      return -1;                                                                                   \
+    }                                                                                              \
     f(at, b, ot);                                                                                  \
     libxsmm_otrans(o, ot, sizeof(T), M, N, ldC, (libxsmm_blasint)ldo);                             \
     __asm__ volatile("vzeroupper");                                                                \
