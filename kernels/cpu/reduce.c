@@ -144,12 +144,11 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
  * reduced elements.
  *
  * fn##_fold folds reduced elements [r0, r1) of the nc outputs whose input
- * starts at ibase into acc[0..nc), one input row at a time with ROW
- * (below). fn##_groups computes whole groups;
+ * starts at ibase into acc[0..nc), by rows with ROWS (below). fn##_groups computes whole groups;
  * fn##_parts computes one (group, reduced chunk) partial each, for when the
  * outputs are too few to keep the threads busy. Both give every output the
  * same value: partial 0, then partials 1, 2, ... combined in order. */
-#define FGK_REDUCE(fn, T, DT, ACC, INIT, COMBINE, FINISH, ROW)                                     \
+#define FGK_REDUCE(fn, T, DT, ACC, INIT, COMBINE, FINISH, ROWS)                                    \
   static void fn##_fold(const red_plan *pl, const T *ibase, ACC *acc, int64_t nc, int64_t r0,      \
                         int64_t r1) {                                                              \
     const int nr = pl->n_red;                                                                      \
@@ -169,10 +168,12 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
         col = 0;                                                                                   \
         fgk_walk_next(nrows, pl->red_dims, pl->red_str, rcnt, &roff);                              \
       }                                                                                            \
+    } else if (nr == 1) { /* rows one stride apart: one call */                                    \
+      ROWS(COMBINE, acc, ibase + r0 * pl->red_str[0], pl->red_str[0], r1 - r0, nc);                \
     } else {                                                                                       \
       int64_t roff = fgk_walk_seek(nr, pl->red_dims, pl->red_str, r0, rcnt);                       \
       for (int64_t r = r0; r < r1; r++) {                                                          \
-        ROW(COMBINE, acc, ibase + roff, nc);                                                       \
+        ROWS(COMBINE, acc, ibase + roff, 0, 1, nc);                                                \
         fgk_walk_next(nr, pl->red_dims, pl->red_str, rcnt, &roff);                                 \
       }                                                                                            \
     }                                                                                              \
@@ -275,31 +276,48 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
     return 0;                                                                                      \
   }
 
-/* ROW(COMBINE, acc, src, nc) folds one input row src[0..nc) into nc
- * independent accumulators. */
-#define ROW_LOOP(COMBINE, acc, src, nc)                                                            \
+/* ROWS(COMBINE, acc, src, stride, n, nc) folds n input rows src[r *
+ * stride + 0 .. nc), in order, into nc independent accumulators. */
+#define ROWS_LOOP(COMBINE, acc, src, stride, n, nc)                                                \
   do {                                                                                             \
-    const __typeof__(*(src)) *row_ = (src);                                                        \
-    for (int64_t j_ = 0; j_ < (nc); j_++)                                                          \
-      COMBINE((acc)[j_], row_[j_]);                                                                \
+    for (int64_t r_ = 0; r_ < (n); r_++) {                                                         \
+      const __typeof__(*(src)) *row_ = (src) + r_ * (stride);                                      \
+      for (int64_t j_ = 0; j_ < (nc); j_++)                                                        \
+        COMBINE((acc)[j_], row_[j_]);                                                              \
+    }                                                                                              \
   } while (0)
-/* The floating sums' row (a bias gradient's column sums, sum_to's [B, N]
- * -> [N]) is built for AVX-512 and AVX2 beside the baseline (FGK_CLONES):
- * the same adds, each accumulator's in row order, so the same bits. A
- * [32, 128] f32 column sum took 1.3 us in mlp_small_train's profile with
- * the baseline's two doubles a vector. Only this leaf is cloned: the whole
- * fold built that way (no longer inlined into its callers) made
- * op_overhead's step about 15% slower. */
-FGK_CLONES static void row_sum_f32(double *restrict acc, const float *restrict src, int64_t nc) {
-  for (int64_t j = 0; j < nc; j++)
-    acc[j] += src[j];
-}
-FGK_CLONES static void row_sum_f64(double *restrict acc, const double *restrict src, int64_t nc) {
-  for (int64_t j = 0; j < nc; j++)
-    acc[j] += src[j];
-}
-#define ROW_SUM_F32(COMBINE, acc, src, nc) row_sum_f32(acc, src, nc)
-#define ROW_SUM_F64(COMBINE, acc, src, nc) row_sum_f64(acc, src, nc)
+/* The floating sums' rows (a bias gradient's column sums, sum_to's [B, N]
+ * -> [N]) are built for AVX-512 and AVX2 beside the baseline
+ * (FGK_CLONES), ROWS_BLOCK accumulators at a time held in registers over
+ * all the rows: the same adds, each accumulator's in row order, so the
+ * same bits. A [32, 128] f32 column sum took 1.3 us in mlp_small_train's
+ * profile with the baseline's two doubles a vector, 0.6 cloned a row at a
+ * time. Only this leaf is cloned: the whole fold built that way (no
+ * longer inlined into its callers) made op_overhead's step about 15%
+ * slower. */
+#define ROWS_BLOCK 32
+#define FGK_ROWS_SUM(name, T)                                                                      \
+  FGK_CLONES static void name(double *restrict acc, const T *restrict src, int64_t stride,         \
+                              int64_t n, int64_t nc) {                                             \
+    int64_t j = 0;                                                                                 \
+    for (; j + ROWS_BLOCK <= nc; j += ROWS_BLOCK) {                                                \
+      double a[ROWS_BLOCK];                                                                        \
+      for (int k = 0; k < ROWS_BLOCK; k++)                                                         \
+        a[k] = acc[j + k];                                                                         \
+      for (int64_t r = 0; r < n; r++)                                                              \
+        for (int k = 0; k < ROWS_BLOCK; k++)                                                       \
+          a[k] += src[r * stride + j + k];                                                         \
+      for (int k = 0; k < ROWS_BLOCK; k++)                                                         \
+        acc[j + k] = a[k];                                                                         \
+    }                                                                                              \
+    for (int64_t r = 0; r < n && j < nc; r++)                                                      \
+      for (int64_t k = j; k < nc; k++)                                                             \
+        acc[k] += src[r * stride + k];                                                             \
+  }
+FGK_ROWS_SUM(rows_sum_f32, float)
+FGK_ROWS_SUM(rows_sum_f64, double)
+#define ROWS_SUM_F32(COMBINE, acc, src, stride, n, nc) rows_sum_f32(acc, src, stride, n, nc)
+#define ROWS_SUM_F64(COMBINE, acc, src, stride, n, nc) rows_sum_f64(acc, src, stride, n, nc)
 
 #define SUM(acc, x)  ((acc) += (x))
 #define USUM(acc, x) ((acc) += (uint64_t)(x))
@@ -325,32 +343,32 @@ FGK_CLONES static void row_sum_f64(double *restrict acc, const double *restrict 
 #define MEAN_I32(acc) (count == 0 ? 0 : (int32_t)((int64_t)(acc) / count))
 #define MEAN_I64(acc) (count == 0 ? 0 : (int64_t)(acc) / count)
 
-FGK_REDUCE(fgk_reduce_sum_f32, float, FG_F32, double, 0.0, SUM, AS_F32, ROW_SUM_F32)
-FGK_REDUCE(fgk_reduce_sum_f64, double, FG_F64, double, 0.0, SUM, AS_SELF, ROW_SUM_F64)
-FGK_REDUCE(fgk_reduce_sum_i32, int32_t, FG_I32, uint64_t, 0, USUM, AS_I32, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_sum_i64, int64_t, FG_I64, uint64_t, 0, USUM, AS_I64, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_mean_f32, float, FG_F32, double, 0.0, SUM, MEAN_F32, ROW_SUM_F32)
-FGK_REDUCE(fgk_reduce_mean_f64, double, FG_F64, double, 0.0, SUM, MEAN_F64, ROW_SUM_F64)
-FGK_REDUCE(fgk_reduce_mean_i32, int32_t, FG_I32, uint64_t, 0, USUM, MEAN_I32, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_mean_i64, int64_t, FG_I64, uint64_t, 0, USUM, MEAN_I64, ROW_LOOP)
+FGK_REDUCE(fgk_reduce_sum_f32, float, FG_F32, double, 0.0, SUM, AS_F32, ROWS_SUM_F32)
+FGK_REDUCE(fgk_reduce_sum_f64, double, FG_F64, double, 0.0, SUM, AS_SELF, ROWS_SUM_F64)
+FGK_REDUCE(fgk_reduce_sum_i32, int32_t, FG_I32, uint64_t, 0, USUM, AS_I32, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_sum_i64, int64_t, FG_I64, uint64_t, 0, USUM, AS_I64, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_mean_f32, float, FG_F32, double, 0.0, SUM, MEAN_F32, ROWS_SUM_F32)
+FGK_REDUCE(fgk_reduce_mean_f64, double, FG_F64, double, 0.0, SUM, MEAN_F64, ROWS_SUM_F64)
+FGK_REDUCE(fgk_reduce_mean_i32, int32_t, FG_I32, uint64_t, 0, USUM, MEAN_I32, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_mean_i64, int64_t, FG_I64, uint64_t, 0, USUM, MEAN_I64, ROWS_LOOP)
 /* The max of an empty set is -inf for floats and the type's minimum for
  * integers (NumPy refuses it; a graph engine needs some value). */
-FGK_REDUCE(fgk_reduce_max_f32, float, FG_F32, float, -INFINITY, RMAX, AS_SELF, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_max_f64, double, FG_F64, double, -INFINITY, RMAX, AS_SELF, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_max_i32, int32_t, FG_I32, int32_t, INT32_MIN, RMAX, AS_SELF, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_max_i64, int64_t, FG_I64, int64_t, INT64_MIN, RMAX, AS_SELF, ROW_LOOP)
+FGK_REDUCE(fgk_reduce_max_f32, float, FG_F32, float, -INFINITY, RMAX, AS_SELF, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_max_f64, double, FG_F64, double, -INFINITY, RMAX, AS_SELF, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_max_i32, int32_t, FG_I32, int32_t, INT32_MIN, RMAX, AS_SELF, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_max_i64, int64_t, FG_I64, int64_t, INT64_MIN, RMAX, AS_SELF, ROWS_LOOP)
 /* The min of an empty set is +inf, or the type's maximum. */
-FGK_REDUCE(fgk_reduce_min_f32, float, FG_F32, float, INFINITY, RMIN, AS_SELF, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_min_f64, double, FG_F64, double, INFINITY, RMIN, AS_SELF, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_min_i32, int32_t, FG_I32, int32_t, INT32_MAX, RMIN, AS_SELF, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_min_i64, int64_t, FG_I64, int64_t, INT64_MAX, RMIN, AS_SELF, ROW_LOOP)
+FGK_REDUCE(fgk_reduce_min_f32, float, FG_F32, float, INFINITY, RMIN, AS_SELF, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_min_f64, double, FG_F64, double, INFINITY, RMIN, AS_SELF, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_min_i32, int32_t, FG_I32, int32_t, INT32_MAX, RMIN, AS_SELF, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_min_i64, int64_t, FG_I64, int64_t, INT64_MAX, RMIN, AS_SELF, ROWS_LOOP)
 /* Products as torch.prod: f32 in double, integers in uint64 wrapping (the
  * low bits are the i32 product, as torch's int64 accumulation truncated);
  * the empty product is 1. */
-FGK_REDUCE(fgk_reduce_prod_f32, float, FG_F32, double, 1.0, PROD, AS_F32, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_prod_f64, double, FG_F64, double, 1.0, PROD, AS_SELF, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_prod_i32, int32_t, FG_I32, uint64_t, 1, UPROD, AS_I32, ROW_LOOP)
-FGK_REDUCE(fgk_reduce_prod_i64, int64_t, FG_I64, uint64_t, 1, UPROD, AS_I64, ROW_LOOP)
+FGK_REDUCE(fgk_reduce_prod_f32, float, FG_F32, double, 1.0, PROD, AS_F32, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_prod_f64, double, FG_F64, double, 1.0, PROD, AS_SELF, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_prod_i32, int32_t, FG_I32, uint64_t, 1, UPROD, AS_I32, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_prod_i64, int64_t, FG_I64, uint64_t, 1, UPROD, AS_I64, ROWS_LOOP)
 
 /* argmax (argmin) along p->axis: i64 output, the input without that dim.
  * The first index of the maximum (minimum) wins; a NaN counts as the
