@@ -75,11 +75,12 @@
 #define PREEMPT_NS   500000
 #define CONTENDED_NS 50000000
 /* One loss alone is not contention: the machine's own housekeeping took
- * the core for 0.7 ms about every 0.5 s here, and something 2 to 4 ms
- * once as a process started, which made a 2-layer transformer's first
- * 20 runs (50 ms) take 3.3 ms each instead of 2.1. Beside busy processes
- * the next spin loses its core again at once, so a second loss within
- * REPEAT_NS sends the pool to sleep. */
+ * the core for 0.7 ms about every 0.5 s here, and each such loss sent the
+ * pool to sleep for 50 ms. Beside busy processes the next spin loses its
+ * core again at once, so a second loss within REPEAT_NS is what sends the
+ * pool to sleep. (A process's first 0.1 s had a cluster of 2 to 4 ms
+ * losses too: the threaded OpenBLAS's server threads spinning after
+ * load, which the first session now stops, kernels/cpu/matmul.c.) */
 #define REPEAT_NS 20000000
 
 typedef struct pf_job {
