@@ -455,7 +455,7 @@ static int mp_merge(const fg_mp_input *in, const mp_order *o, const size_t *asz,
 static size_t mp_search(const mp_conf *c, mp_buf *order, int nb, size_t arena, size_t lb,
                         size_t *off, size_t *trial, mp_buf *cand, mp_scratch *sc) {
   int tries = 0;
-  for (int improved = 1; improved && arena > lb && nb <= MP_SEARCH_MAX_BUFS;) {
+  for (int improved = 1; improved && arena > lb;) {
     improved = 0;
     for (int i = 1; i < nb && arena > lb && tries < MP_SEARCH_PLACEMENTS; i++, tries++) {
       cand[0] = order[i];
@@ -511,7 +511,7 @@ static size_t mp_pack(const mp_order *o, const fg_mp_tensor *ts, const mp_buf *b
       }
     }
     /* the search needs the cache too: each try is one more placement */
-    if (conf.bits && arena != SIZE_MAX)
+    if (conf.bits && arena != SIZE_MAX && nb <= MP_SEARCH_MAX_BUFS)
       arena = mp_search(&conf, best, nb, arena, lb, off, trial, order, &sc);
   }
   free(conf.bits);

@@ -327,7 +327,7 @@ static int mm_float(const fg_kctx *ctx, fg_dtype dt, const mm_plan *pl,
   /* A few rows: stream b once (kernels/cpu/matvec.c) instead of packing it. */
   const fgk_mv_job mv = {J.pl, J.a, J.b, o, J.M, J.K, J.N, batches, J.ta, J.tb, epi};
   if (fgk_matvec(ctx, dt, &mv)) return 0;
-  pthread_once(&blas_once, blas_single_thread);
+  fg_cpu_kernels_start();
   mm_tiles(&J, batches);
   const double macs =
       (double)(J.rb < J.M ? J.rb : J.M) * (double)(J.cb < J.N ? J.cb : J.N) * (double)J.K;
@@ -436,7 +436,7 @@ void fgk_gemm_tn(void *ctx, fg_dtype dt, int64_t m, int64_t n, int64_t k, double
       memset((unsigned char *)c + (size_t)(i * ldc) * es, 0, (size_t)n * es);
     return;
   }
-  pthread_once(&blas_once, blas_single_thread);
+  fg_cpu_kernels_start();
   tn_job J = {dt, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c};
   const int64_t tiles = ceil_div(m, MM_RB);
   const double macs = (double)(m < MM_RB ? m : MM_RB) * (double)n * (double)k;

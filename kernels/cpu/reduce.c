@@ -144,8 +144,9 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
  * reduced elements.
  *
  * fn##_fold folds reduced elements [r0, r1) of the nc outputs whose input
- * starts at ibase into acc[0..nc), by rows with ROWS (below). fn##_groups computes whole groups;
- * fn##_parts computes one (group, reduced chunk) partial each, for when the
+ * starts at ibase into acc[0..nc), by rows with ROWS (below).
+ * fn##_groups computes whole groups; fn##_parts computes one (group,
+ * reduced chunk) partial each, for when the
  * outputs are too few to keep the threads busy. Both give every output the
  * same value: partial 0, then partials 1, 2, ... combined in order. */
 #define FGK_REDUCE(fn, T, DT, ACC, INIT, COMBINE, FINISH, ROWS)                                    \

@@ -3,8 +3,6 @@
  * values are worked out by hand in the comments. */
 #include <cblas.h>
 #include <dirent.h>
-#include <stdio.h>
-#include <string.h>
 #include <flowgraph/flowgraph.h>
 
 #include "fgtest.h"
@@ -370,10 +368,8 @@ FG_TEST(session_stops_openblas_server_threads, "") {
   fg_graph *g = fg_graph_new();
   const int64_t da[2] = {2, 2}, db[2] = {2, 1};
   const float av[4] = {1, 2, 3, 4}, bv[2] = {5, 6};
-  fg_tensor *ta = fg_tensor_new(FG_F32, 2, da, NULL), *tb = fg_tensor_new(FG_F32, 2, db, NULL);
+  fg_tensor *ta = tensor_f32(2, da, av, 4), *tb = tensor_f32(2, db, bv, 2);
   FG_REQUIRE(ta && tb);
-  memcpy(fg_tensor_data(ta), av, sizeof av);
-  memcpy(fg_tensor_data(tb), bv, sizeof bv);
   fg_output y = fg_matmul(g, fg_constant(g, "a", ta), fg_constant(g, "b", tb), 0, 0);
   fg_set_name(g, y, "y");
   fg_tensor_free(ta), fg_tensor_free(tb);
