@@ -1,6 +1,7 @@
 /* Data movement: reshape/identity copies, transpose's checks (its kernel
- * is kernels/cpu/transpose.c), concat, slice, gather, one_hot and cast. Apart from one_hot and cast
- * these only move bytes, so one function serves every dtype, switching on the element size. */
+ * is kernels/cpu/transpose.c), concat, slice, gather, one_hot and cast.
+ * Apart from one_hot and cast these only move bytes, so one function
+ * serves every dtype, switching on the element size. */
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
