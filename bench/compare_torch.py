@@ -40,10 +40,11 @@ import statistics
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-
 import torch_common
+
+# Imported in main, after torch_common.parse_args has given this process
+# flowgraph's OpenBLAS kernels.
+torch = F = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DRIVER = os.path.join(os.path.dirname(HERE), "build", "bench", "fg_bench")
@@ -179,6 +180,9 @@ def fmt_time(seconds):
 
 def main():
     args = torch_common.parse_args(__doc__, "compare_torch", DEFAULT_DRIVER, CASES)
+    global torch, F
+    import torch
+    import torch.nn.functional as F
     cases = args.cases
     if not os.access(args.driver, os.X_OK):
         sys.exit("compare_torch: driver %s not found; run `make bench`" % args.driver)

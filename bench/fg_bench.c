@@ -6,9 +6,11 @@
  * train), for `flowgraph profile`.
  *
  * CASE is op_overhead, mlp_small_train, mlp_medium_train, mlp_large_train,
- * wide_graph, mlp_large_infer_b1, sgemm, all, or check_numerics (not part of all: it times
+ * wide_graph, mlp_large_infer_b1, sgemm, all, check_numerics (not part of all: it times
  * mlp_medium_train with fg_session_options.check_numerics off and on,
- * interleaved, and prints the overhead ratio). Each case prints one
+ * interleaved, and prints the overhead ratio), or blas_core (prints
+ * core=NAME, the OpenBLAS kernels flowgraph runs, which the comparison
+ * scripts give PyTorch's OpenBLAS too). Each case prints one
  * machine-readable line
  *
  *   FG <case> median_s=... min_s=... runs=N threads=T [extra key=value ...]
@@ -791,7 +793,7 @@ done:
 static int usage(void) {
   fprintf(stderr, "usage: fg_bench CASE [--runs N] [--warmup N] [--threads N] [--save OUT.fgb]\n"
                   "CASE: op_overhead mlp_small_train mlp_medium_train mlp_large_train wide_graph\n"
-                  "      mlp_large_infer_b1 sgemm all check_numerics\n");
+                  "      mlp_large_infer_b1 sgemm all check_numerics blas_core\n");
   return 2;
 }
 
@@ -837,6 +839,10 @@ int main(int argc, char **argv) {
   if (!strcmp(which, "check_numerics")) {
     known = 1;
     rc |= case_check_numerics(&bo, st);
+  }
+  if (!strcmp(which, "blas_core")) {
+    known = 1;
+    printf("FG blas_core core=%s\n", openblas_get_corename());
   }
   if (!strcmp(which, "sgemm")) {
     known = 1;

@@ -22,7 +22,28 @@ def parse_args(doc, prog, default_driver, cases):
     for c in args.cases:
         if c not in cases:
             sys.exit("%s: unknown case %r (known: %s)" % (prog, c, ", ".join(cases)))
+    same_blas_kernels(prog, args.driver)
     return args
+
+
+def same_blas_kernels(prog, driver):
+    """Gives this process (PyTorch) the OpenBLAS kernels flowgraph runs, before
+    torch is imported: where OpenBLAS falls back to kernels without AVX2 on a
+    CPU it does not know, flowgraph chooses better ones (kernels/cpu/blas_core.c)
+    and PyTorch, which calls the same OpenBLAS, would be timed on the
+    fallback. fg_bench, beside `driver`, says which; a user's own
+    OPENBLAS_CORETYPE stays."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return
+    fg_bench = os.path.join(os.path.dirname(driver), "fg_bench")
+    if not os.path.exists(fg_bench):
+        return
+    out = subprocess.run([fg_bench, "blas_core"], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if parts[:2] == ["FG", "blas_core"] and len(parts) > 2 and parts[2].startswith("core="):
+            os.environ["OPENBLAS_CORETYPE"] = parts[2][len("core="):]
+            print("%s: OpenBLAS kernels %s, flowgraph's, for both" % (prog, parts[2][5:]))
 
 
 def passes_env(passes):

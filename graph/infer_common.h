@@ -111,6 +111,8 @@ FGI_DECL_FLOPS(fgi_flops_reduce)
 FGI_DECL_INFER(fgi_infer_softmax) /* also log_softmax */
 FGI_DECL_INFER(fgi_infer_softmax_cross_entropy)
 FGI_DECL_INFER(fgi_infer_softmax_cross_entropy_grad)
+FGI_DECL_INFER(fgi_infer_softmax_cross_entropy_and_grad)
+FGI_DECL_FLOPS(fgi_flops_softmax_cross_entropy_and_grad)
 FGI_DECL_INFER(fgi_infer_assign)
 FGI_DECL_FLOPS(fgi_flops_softmax)
 FGI_DECL_FLOPS(fgi_flops_softmax_cross_entropy)

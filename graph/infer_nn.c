@@ -62,6 +62,15 @@ int fgi_infer_softmax_cross_entropy_grad(const fg_node *node, const fg_tinfo *in
   return 0;
 }
 
+/* softmax_cross_entropy_and_grad(logits, labels): output 0 the loss (a
+ * scalar), output 1 shaped as the logits. */
+int fgi_infer_softmax_cross_entropy_and_grad(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
+                                             fg_status *status) {
+  if (fgi_infer_softmax_cross_entropy(node, in, out, status)) return -1;
+  out[1] = in[0];
+  return 0;
+}
+
 /* The producer of input 0 being a variable is checked by fg_op, which sees
  * the graph; here only the value's dtype and shape must fit the variable. */
 int fgi_infer_assign(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
@@ -93,6 +102,13 @@ int64_t fgi_flops_softmax_cross_entropy(const fg_node *node, const fg_tinfo *in,
   (void)out;
   int64_t e = fgi_elements(&in[0]);
   return e < 0 ? -1 : fgi_mul_sat(e, 5);
+}
+
+/* The loss's work and the gradient's. */
+int64_t fgi_flops_softmax_cross_entropy_and_grad(const fg_node *node, const fg_tinfo *in,
+                                                 const fg_tinfo *out) {
+  int64_t f = fgi_flops_softmax_cross_entropy(node, in, out);
+  return f < 0 ? -1 : fgi_mul_sat(f, 2);
 }
 
 int fgi_parse_softmax(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {

@@ -733,6 +733,14 @@ const fg_op_def fg_op_table[] = {
                                 "var -= lr * a^T @ b (a [R, M], b [R, N], var [M, N]): apply_sgd "
                                 "of the weight gradient matmul(a, b, transpose_a), added into var "
                                 "by the product's GEMM"},
+    /* The xent_grad pass's node when the loss and its gradient are both in
+     * the plan (executor/passes/xent_grad.c; graph/infer_nn.c), as TF's
+     * SoftmaxCrossEntropyWithLogits: both outputs always. No gradient. */
+    [FG_OP_SOFTMAX_CROSS_ENTROPY_AND_GRAD] =
+        {"softmax_cross_entropy_and_grad", 2, 2, 2, 0, fgi_infer_softmax_cross_entropy_and_grad,
+         fgi_flops_softmax_cross_entropy_and_grad, 0, "logits, labels", NULL, NULL,
+         "loss = softmax_cross_entropy(logits, labels) and its gradient in the logits, "
+         "(softmax(logits) - one_hot(labels)) / N, in one pass"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -33,7 +33,8 @@ const fg_pass_def fg_passes[] = {
     {"cse", "common subexpressions: equal pure nodes on equal inputs compute once", 1, fg_pass_cse},
     {"xent_grad",
      "softmax cross-entropy's gradient (softmax, one_hot, sub, numel, div, mul) as one "
-     "softmax_cross_entropy_grad node",
+     "softmax_cross_entropy_grad node; with the loss in the graph and dy 1, loss and gradient "
+     "as one softmax_cross_entropy_and_grad node (same bits)",
      1, fg_pass_xent_grad},
     {"epilogue",
      "matmul epilogues: relu(matmul + bias) and matmul + bias (bias [N]) become one fused_matmul "

@@ -9,7 +9,16 @@
  * each row's softmax and the result in one pass with the same arithmetic
  * (bit for bit). The sub and the div must have the mul as their only
  * reader; the softmax, one_hot and numel may have others (they then still
- * run for them). */
+ * run for them).
+ *
+ * When the loss itself, softmax_cross_entropy(logits, labels), is in the
+ * graph too and the gradient's dy is 1 (ones_like of anything, as
+ * autodiff seeds a loss, or a constant 1), the loss node becomes
+ * softmax_cross_entropy_and_grad(logits, labels), whose output 1 the
+ * gradient's readers read: one node reads the logits once for both (the
+ * bits of the two). Like TF's SoftmaxCrossEntropyWithLogits it makes both
+ * outputs always, so a run fetching only the loss pays for the gradient
+ * too (an [N, C] write beside the loss's own read). */
 #include <stdlib.h>
 
 #include "executor/passes/passes.h"
@@ -64,6 +73,54 @@ static int match(const fg_pass_ctx *ctx, const int *uses, int id, int a, int b, 
   return 1;
 }
 
+/* 1 when o is 1 in every element: ones_like's output or a constant 1. */
+static int is_one(const fg_pass_ctx *ctx, fg_output o) {
+  if (producer(ctx, o, FG_OP_ONES_LIKE)) return 1;
+  const fg_tensor *t = fg_pass_const_value(&ctx->w->g, o);
+  if (!t || fg_tensor_num_elements(t) != 1) return 0;
+  const fg_dtype dt = fg_tensor_dtype(t);
+  const void *v = fg_tensor_data(t);
+  return dt == FG_F32 ? *(const float *)v == 1.0f : dt == FG_F64 && *(const double *)v == 1.0;
+}
+
+/* The live softmax_cross_entropy node before `grad` on its logits and
+ * labels, in its device group, or -1. */
+static int loss_of(const fg_pass_ctx *ctx, int grad) {
+  const fg_graph *g = &ctx->w->g;
+  const fg_node *gr = &g->nodes[grad];
+  for (int id = 0; id < grad; id++) {
+    const fg_node *n = &g->nodes[id];
+    if (!ctx->dead[id] && n->op == FG_OP_SOFTMAX_CROSS_ENTROPY && n->n_outputs == 1 &&
+        same_output(n->inputs[0], gr->inputs[0]) && same_output(n->inputs[1], gr->inputs[1]) &&
+        (!ctx->group || ctx->group[id] == ctx->group[grad]))
+      return id;
+  }
+  return -1;
+}
+
+/* softmax_cross_entropy_grad node `grad` with dy 1 and its loss become
+ * one softmax_cross_entropy_and_grad (the loss node in place). Not in
+ * fg_optimize when the gradient is kept (it would run twice). 0 or -1. */
+static int try_and_grad(fg_pass_ctx *ctx, int grad, fg_status *st) {
+  fg_graph *g = &ctx->w->g;
+  const fg_node *gr = &g->nodes[grad];
+  if (ctx->dead[grad] || gr->op != FG_OP_SOFTMAX_CROSS_ENTROPY_GRAD || gr->n_inputs != 3 ||
+      (!ctx->all_kept && ctx->keep[grad]) || !is_one(ctx, gr->inputs[2]))
+    return 0;
+  const int loss = loss_of(ctx, grad);
+  if (loss < 0 || !fg_pass_can_replace(ctx, grad, (fg_output){loss, 1})) return 0;
+  fg_tinfo outs[2] = {g->nodes[loss].outputs[0], gr->outputs[0]};
+  fg_output in[2] = {gr->inputs[0], gr->inputs[1]};
+  if (fg_pass_graph_set_outputs(ctx->w, loss, outs, 2) != 0 ||
+      fg_pass_graph_set_op(ctx->w, loss, FG_OP_SOFTMAX_CROSS_ENTROPY_AND_GRAD, in, 2) != 0) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory (xent_grad)");
+    return -1;
+  }
+  const char *rule = "softmax_cross_entropy+softmax_cross_entropy_grad";
+  if (fg_pass_replace(ctx, grad, (fg_output){loss, 1}, "fused", rule, st) != 0) return -1;
+  return fg_pass_record(ctx, loss, "fused", g->nodes[loss].name, rule, st);
+}
+
 int fg_pass_xent_grad(fg_pass_ctx *ctx, fg_status *st) {
   fg_graph *g = &ctx->w->g;
   int *uses = malloc(((size_t)g->n_nodes + 1) * sizeof *uses);
@@ -87,5 +144,7 @@ int fg_pass_xent_grad(fg_pass_ctx *ctx, fg_status *st) {
     rc = fg_pass_record(ctx, id, "fused", n->name, "softmax+one_hot+sub+numel+div+mul", st);
   }
   free(uses);
+  for (int id = 0; rc == 0 && id < g->n_nodes; id++)
+    rc = try_and_grad(ctx, id, st);
   return rc;
 }

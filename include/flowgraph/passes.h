@@ -78,7 +78,12 @@
  *             node (the mul rewritten in place), whose kernel makes each
  *             row's softmax and the result in one pass with the same
  *             arithmetic (the same bits), where the sub and the div have
- *             no other reader.
+ *             no other reader. When the loss softmax_cross_entropy(logits,
+ *             labels) is in the graph too and dy is 1 (ones_like, as
+ *             autodiff seeds a loss, or a constant 1), the loss node
+ *             becomes softmax_cross_entropy_and_grad(logits, labels),
+ *             outputs loss and gradient (same bits), read by the
+ *             gradient's readers; it makes both whenever it runs.
  *   epilogue  relu(matmul(a, b) + bias) and matmul(a, b) + bias, bias of
  *             shape [N] (the product's last dim, either operand order),
  *             a rank-2 product or a batched one with a rank-2 b and a

@@ -49,7 +49,10 @@ typedef struct fg_session_options {
    * fg_session_new does, and stops OpenBLAS's idle server threads (which
    * a threaded OpenBLAS restarts if a later call asks for threads). Make
    * no multi-threaded OpenBLAS call from another thread while that first
-   * fg_session_new runs. */
+   * fg_session_new runs. Where OpenBLAS fell back to kernels without AVX2
+   * on a CPU newer than it knows (Debian 12's on Emerald Rapids: Prescott's
+   * SSE3 kernels), loading flowgraph initialises it again with its best
+   * kernels for the CPU, unless OPENBLAS_CORETYPE is set (docs/design.md). */
   int num_threads;
 
   /* The device for nodes left unplaced: NULL or "cpu:0" (the default), or

@@ -119,6 +119,7 @@
   FGK_ANY(X, "logical_or", fgk_logical_or)                                                         \
   /* softmax.c */                                                                                  \
   FGK_FLOAT(X, "softmax_cross_entropy_grad", fgk_softmax_xent_grad)                                \
+  FGK_FLOAT(X, "softmax_cross_entropy_and_grad", fgk_softmax_xent_and_grad)                        \
   /* matmul.c: matmul with its bias and activation on each tile */                                 \
   FGK_FLOAT(X, "fused_matmul", fgk_fused_matmul)                                                   \
   /* fused.c: the fuse pass's programs */                                                          \
@@ -167,6 +168,17 @@ void fgk_optim_publish(const fg_kctx *ctx, size_t es);
  * matmul_apply_sgd's update and sufficient_factor_apply_sgd's in a group
  * of one. */
 void fgk_sgd_product_apply(const fg_kctx *ctx, double lr, int64_t rows);
+
+/* OpenBLAS's kernels for this CPU (kernels/cpu/blas_core.c): where
+ * OpenBLAS fell back to kernels without AVX2 on a CPU with AVX2 and FMA,
+ * it is initialised again with the best it has for the CPU. Once per
+ * process (at load, and from fg_cpu_kernels_start). */
+void fgk_blas_core_start(void);
+/* The OpenBLAS core type to force instead of `detected` (its name for the
+ * core it chose) on a CPU with AVX2 and FMA (avx2_fma) or AVX-512 F, BW,
+ * DQ and VL (avx512): "SkylakeX" or "Haswell" where `detected` has
+ * neither kind of kernel; NULL to keep it. */
+const char *fgk_blas_core_upgrade(const char *detected, int avx2_fma, int avx512);
 
 /* libxsmm's GEMM for one matmul tile (kernels/cpu/xsmm/xsmm_gemm.c; without
  * libxsmm, kernels/cpu/xsmm/xsmm_none.c declines every tile): row-major

@@ -136,6 +136,7 @@ static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
  * machines anyway). */
 static int64_t mm_min_items = 2;
 static void blas_single_thread(void) {
+  fgk_blas_core_start();
   openblas_set_num_threads(1);
   if (blas_thread_shutdown_) blas_thread_shutdown_();
   long cores = sysconf(_SC_NPROCESSORS_ONLN);

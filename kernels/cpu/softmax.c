@@ -330,6 +330,45 @@ typedef struct xent_job {
   double *parts;
 } xent_job;
 
+/* The logits, the labels and the loss output (dtype dt), then every
+ * label, before any arithmetic. */
+static int xent_check(const fg_kctx *ctx, fg_dtype dt) {
+  const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *out = &ctx->out[0];
+  if (lg->dtype != dt || out->dtype != dt)
+    return fgk_fail(ctx, "expected %s logits and output, got %s and %s", fg_dtype_name(dt),
+                    fg_dtype_name(lg->dtype), fg_dtype_name(out->dtype));
+  if (lb->dtype != FG_I32 && lb->dtype != FG_I64)
+    return fgk_fail(ctx, "labels must be i32 or i64, got %s", fg_dtype_name(lb->dtype));
+  if (lg->rank != 2 || lb->rank != 1 || lb->dims[0] != lg->dims[0])
+    return fgk_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d", lg->rank,
+                    lb->rank);
+  if (fgk_numel(out) != 1)
+    return fgk_fail(ctx, "output must hold one element, has %lld", (long long)fgk_numel(out));
+  const int64_t N = lg->dims[0], C = lg->dims[1];
+  for (int64_t n = 0; n < N; n++) {
+    const int64_t l = label_at(lb, n);
+    if (l < 0 || l >= C)
+      return fgk_fail(ctx, "labels[%lld] = %lld is out of range [0, %lld)", (long long)n,
+                      (long long)l, (long long)C);
+  }
+  return 0;
+}
+
+/* J->rows for N > 0 rows of C > 0; the number of chunks. */
+static int64_t xent_chunks(xent_job *J) {
+  J->rows = J->C >= XENT_CHUNK ? 1 : XENT_CHUNK / J->C;
+  if ((J->N - 1) / J->rows + 1 > XENT_PARTIALS) J->rows = (J->N - 1) / XENT_PARTIALS + 1;
+  return (J->N - 1) / J->rows + 1;
+}
+
+/* The chunks' sums added in chunk order, over N. */
+static double xent_mean(const double *parts, int64_t n_chunks, int64_t N) {
+  double total = 0;
+  for (int64_t c = 0; c < n_chunks; c++)
+    total += parts[c];
+  return total / (double)N;
+}
+
 /* softmax_cross_entropy(logits [N, C], labels [N] i32/i64) -> scalar:
  * mean over rows of logsumexp(row) - row[label], in double. N == 0 gives
  * NaN (the mean of nothing, as NumPy). Every label is checked before any
@@ -351,39 +390,18 @@ typedef struct xent_job {
     }                                                                                              \
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
-    if (fgk_check(ctx, 2, 1) != 0) return -1;                                                      \
-    const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *out = &ctx->out[0];                       \
-    if (lg->dtype != DT || out->dtype != DT)                                                       \
-      return fgk_fail(ctx, "expected %s logits and output, got %s and %s", fg_dtype_name(DT),      \
-                      fg_dtype_name(lg->dtype), fg_dtype_name(out->dtype));                        \
-    if (lb->dtype != FG_I32 && lb->dtype != FG_I64)                                                \
-      return fgk_fail(ctx, "labels must be i32 or i64, got %s", fg_dtype_name(lb->dtype));         \
-    if (lg->rank != 2 || lb->rank != 1 || lb->dims[0] != lg->dims[0])                              \
-      return fgk_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d", lg->rank, \
-                      lb->rank);                                                                   \
-    if (fgk_numel(out) != 1)                                                                       \
-      return fgk_fail(ctx, "output must hold one element, has %lld", (long long)fgk_numel(out));   \
-    const int64_t N = lg->dims[0], C = lg->dims[1];                                                \
-    for (int64_t n = 0; n < N; n++) {                                                              \
-      const int64_t l = label_at(lb, n);                                                           \
-      if (l < 0 || l >= C)                                                                         \
-        return fgk_fail(ctx, "labels[%lld] = %lld is out of range [0, %lld)", (long long)n,        \
-                        (long long)l, (long long)C);                                               \
-    }                                                                                              \
-    T *o = (T *)out->data;                                                                         \
-    if (N == 0) {                                                                                  \
+    if (fgk_check(ctx, 2, 1) != 0 || xent_check(ctx, DT) != 0) return -1;                          \
+    const fg_kbuf *lg = &ctx->in[0];                                                               \
+    T *o = (T *)ctx->out[0].data;                                                                  \
+    if (lg->dims[0] == 0) {                                                                        \
       o[0] = (T)NAN;                                                                               \
       return 0;                                                                                    \
     }                                                                                              \
     double parts[XENT_PARTIALS];                                                                   \
-    xent_job J = {lg->data, lb, N, C, C >= XENT_CHUNK ? 1 : XENT_CHUNK / C, parts};                \
-    if ((N - 1) / J.rows + 1 > XENT_PARTIALS) J.rows = (N - 1) / XENT_PARTIALS + 1;                \
-    const int64_t n_chunks = (N - 1) / J.rows + 1;                                                 \
+    xent_job J = {lg->data, &ctx->in[1], lg->dims[0], lg->dims[1], 0, parts};                      \
+    const int64_t n_chunks = xent_chunks(&J);                                                      \
     fgk_parallel_for(ctx, n_chunks, 1, fn##_chunks, &J);                                           \
-    double total = 0;                                                                              \
-    for (int64_t c = 0; c < n_chunks; c++)                                                         \
-      total += parts[c];                                                                           \
-    o[0] = (T)(total / (double)N);                                                                 \
+    o[0] = (T)xent_mean(parts, n_chunks, J.N);                                                     \
     return 0;                                                                                      \
   }
 
@@ -467,3 +485,48 @@ static int xent_grad_check(const fg_kctx *ctx, fg_dtype dt) {
 
 FGK_XENT_GRAD(fgk_softmax_xent_grad_f32, float, FG_F32, softmax_rows_f32_contig)
 FGK_XENT_GRAD(fgk_softmax_xent_grad_f64, double, FG_F64, softmax_rows_f64_contig)
+
+/* softmax_cross_entropy_and_grad(logits [N, C], labels [N]) -> loss, and
+ * (softmax(row) - one_hot(label)) / N: each chunk of the loss's rows makes
+ * its part of the loss and then its rows of the gradient while the logits
+ * are in cache. The very functions of the two kernels above run on the
+ * same chunks and rows, with dy = 1, so the bits are theirs. */
+typedef struct xent_both_job {
+  xent_job loss;
+  xent_grad_job grad;
+} xent_both_job;
+
+#define FGK_XENT_AND_GRAD(fn, T, DT, LOSS, GRAD)                                                   \
+  static void fn##_chunks(void *arg, int64_t c0, int64_t c1) {                                     \
+    xent_both_job *J = (xent_both_job *)arg;                                                       \
+    const int64_t rows = J->loss.rows, N = J->loss.N;                                              \
+    for (int64_t c = c0; c < c1; c++) {                                                            \
+      LOSS##_chunks(&J->loss, c, c + 1);                                                           \
+      GRAD##_rows(&J->grad, c *rows, N - c * rows > rows ? (c + 1) * rows : N);                    \
+    }                                                                                              \
+  }                                                                                                \
+  int fn(const fg_kctx *ctx) {                                                                     \
+    if (fgk_check(ctx, 2, 2) != 0 || xent_check(ctx, DT) != 0) return -1;                          \
+    const fg_kbuf *lg = &ctx->in[0], *dx = &ctx->out[1];                                           \
+    if (dx->dtype != DT || fgk_numel(dx) != fgk_numel(lg))                                         \
+      return fgk_fail(ctx, "output 1 must be %s with the logits' %lld elements, is %s with %lld",  \
+                      fg_dtype_name(DT), (long long)fgk_numel(lg), fg_dtype_name(dx->dtype),       \
+                      (long long)fgk_numel(dx));                                                   \
+    const int64_t N = lg->dims[0], C = lg->dims[1];                                                \
+    if (N == 0) {                                                                                  \
+      *(T *)ctx->out[0].data = (T)NAN;                                                             \
+      return 0;                                                                                    \
+    }                                                                                              \
+    double parts[XENT_PARTIALS];                                                                   \
+    xent_both_job J = {{lg->data, &ctx->in[1], N, C, 0, parts},                                    \
+                       {lg->data, dx->data, &ctx->in[1], C, (double)((T)1 / (T)N)}};               \
+    const int64_t n_chunks = xent_chunks(&J.loss);                                                 \
+    fgk_parallel_for(ctx, n_chunks, 1, fn##_chunks, &J);                                           \
+    *(T *)ctx->out[0].data = (T)xent_mean(parts, n_chunks, N);                                     \
+    return 0;                                                                                      \
+  }
+
+FGK_XENT_AND_GRAD(fgk_softmax_xent_and_grad_f32, float, FG_F32, fgk_softmax_xent_f32,
+                  fgk_softmax_xent_grad_f32)
+FGK_XENT_AND_GRAD(fgk_softmax_xent_and_grad_f64, double, FG_F64, fgk_softmax_xent_f64,
+                  fgk_softmax_xent_grad_f64)

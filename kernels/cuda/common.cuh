@@ -112,6 +112,7 @@ extern "C" {
   FGK_ANY(X, "logical_or", fgc_logical_or)                                                         \
   /* softmax.cu */                                                                                 \
   FGK_FLOAT(X, "softmax_cross_entropy_grad", fgc_softmax_xent_grad)                                \
+  FGK_FLOAT(X, "softmax_cross_entropy_and_grad", fgc_softmax_xent_and_grad)                        \
   /* fused_matmul.cu: cuBLASLt with the bias and relu in its epilogue */                           \
   FGK_FLOAT(X, "fused_matmul", fgc_fused_matmul)                                                   \
   /* fused.cu: fused_elementwise, its kernel compiled with NVRTC at plan time */                   \

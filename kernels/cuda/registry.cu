@@ -57,7 +57,8 @@ extern "C" int fg_cuda_error_message(const fg_cuda_error *e, char *buf, size_t n
 extern "C" int fg_cuda_op_may_flag(const char *op) {
   static const char *const ops[] = {
       "gather", "gather_grad", "one_hot",          "softmax_cross_entropy",
-      "div",    "apply_adam",  "multi_apply_adam", "softmax_cross_entropy_grad"};
+      "div",    "apply_adam",  "multi_apply_adam", "softmax_cross_entropy_grad",
+      "softmax_cross_entropy_and_grad"};
   if (!op) return 0;
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
     if (strcmp(ops[i], op) == 0) return 1;

@@ -288,7 +288,7 @@ __global__ void xent_grad_kernel(const T *x, const void *labels, int is64, const
   __shared__ T shm[FGC_THREADS / 32];
   __shared__ double shd[FGC_THREADS / 32];
   const int rpb = FGC_THREADS / TPR, lane = threadIdx.x % TPR, sub = threadIdx.x / TPR;
-  const T scale = dy[0] / (T)rows;
+  const T scale = (dy ? dy[0] : (T)1) / (T)rows; /* NULL: dy = 1 */
   for (int64_t row0 = (int64_t)blockIdx.x * rpb; row0 < rows; row0 += (int64_t)gridDim.x * rpb) {
     const int64_t row = row0 + sub;
     if (TPR == 32 && row >= rows) continue;
@@ -305,13 +305,11 @@ __global__ void xent_grad_kernel(const T *x, const void *labels, int is64, const
   }
 }
 
-/* softmax_cross_entropy_grad(logits [N, C], labels [N], dy scalar) ->
- * (softmax(logits) - one_hot(labels)) * (dy / N). A label outside [0, C)
- * is recorded (FG_CUDA_ERR_LABEL). */
-template <typename T> static int xent_grad(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgc_check(ctx, 3, 1) != 0 || fgc_need_flag(ctx) != 0 || fgk_xent_grad_check(ctx, dt) != 0)
-    return -1;
-  const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *dy = &ctx->in[2], *out = &ctx->out[0];
+/* (softmax(lg) - one_hot(lb)) * (dy / N) into out, dy on the device or
+ * NULL for 1. */
+template <typename T>
+static int launch_xent_grad(const fg_kctx *ctx, const fg_kbuf *lg, const fg_kbuf *lb, const T *dy,
+                            fg_kbuf *out) {
   const int64_t N = lg->dims[0], C = lg->dims[1];
   if (N == 0 || C == 0) return 0;
   cudaStream_t s = fgc_stream(ctx);
@@ -319,11 +317,40 @@ template <typename T> static int xent_grad(const fg_kctx *ctx, fg_dtype dt) {
   const int is64 = lb->dtype == FG_I64;
   if (C <= 1024 && !(C >= 256 && N < 2048))
     xent_grad_kernel<T, 32><<<fgc_blocks(N, FGC_THREADS / 32), FGC_THREADS, 0, s>>>(
-        x, lb->data, is64, (const T *)dy->data, (T *)out->data, N, C, ctx->cuda->error_flag);
+        x, lb->data, is64, dy, (T *)out->data, N, C, ctx->cuda->error_flag);
   else
     xent_grad_kernel<T, FGC_THREADS><<<fgc_blocks(N, 1), FGC_THREADS, 0, s>>>(
-        x, lb->data, is64, (const T *)dy->data, (T *)out->data, N, C, ctx->cuda->error_flag);
+        x, lb->data, is64, dy, (T *)out->data, N, C, ctx->cuda->error_flag);
   return fgc_launched(ctx, "softmax_cross_entropy_grad kernel");
+}
+
+/* softmax_cross_entropy_grad(logits [N, C], labels [N], dy scalar) ->
+ * (softmax(logits) - one_hot(labels)) * (dy / N). A label outside [0, C)
+ * is recorded (FG_CUDA_ERR_LABEL). */
+template <typename T> static int xent_grad(const fg_kctx *ctx, fg_dtype dt) {
+  if (fgc_check(ctx, 3, 1) != 0 || fgc_need_flag(ctx) != 0 || fgk_xent_grad_check(ctx, dt) != 0)
+    return -1;
+  return launch_xent_grad<T>(ctx, &ctx->in[0], &ctx->in[1], (const T *)ctx->in[2].data,
+                             &ctx->out[0]);
 }
 int fgc_softmax_xent_grad_f32(const fg_kctx *ctx) { return xent_grad<float>(ctx, FG_F32); }
 int fgc_softmax_xent_grad_f64(const fg_kctx *ctx) { return xent_grad<double>(ctx, FG_F64); }
+
+/* softmax_cross_entropy_and_grad(logits, labels) -> loss, (softmax(logits)
+ * - one_hot(labels)) / N: the loss kernels into output 0, then the
+ * gradient's kernel with dy = 1 into output 1 (the bits of the two nodes
+ * it stands for). */
+template <typename T> static int xent_and_grad(const fg_kctx *ctx, fg_dtype dt) {
+  if (fgc_check(ctx, 2, 2) != 0) return -1;
+  const fg_kbuf *lg = &ctx->in[0], *dx = &ctx->out[1];
+  if (dx->dtype != dt || fgk_numel(dx) != fgk_numel(lg))
+    return fgk_fail(ctx, "output 1 must be %s with the logits' %lld elements, is %s with %lld",
+                    fg_dtype_name(dt), (long long)fgk_numel(lg), fg_dtype_name(dx->dtype),
+                    (long long)fgk_numel(dx));
+  fg_kctx loss = *ctx;
+  loss.n_out = 1;
+  if (xent<T>(&loss, dt) != 0) return -1;
+  return launch_xent_grad<T>(ctx, lg, &ctx->in[1], NULL, &ctx->out[1]);
+}
+int fgc_softmax_xent_and_grad_f32(const fg_kctx *ctx) { return xent_and_grad<float>(ctx, FG_F32); }
+int fgc_softmax_xent_and_grad_f64(const fg_kctx *ctx) { return xent_and_grad<double>(ctx, FG_F64); }

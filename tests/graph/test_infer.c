@@ -21,8 +21,8 @@ FG_TEST(op_table_rows_match_names, "") {
    * logical_and, logical_or, softmax_cross_entropy_grad, fused_matmul,
    * fused_elementwise, multi_apply_sgd, multi_apply_momentum, multi_apply_adam +
    * fused_conv2d, fused_conv2d_add + fused_matmul_relu_grad, matmul_bias_grad +
-   * matmul_apply_sgd */
-  FG_CHECK_INT(FG_OP_COUNT, 135);
+   * matmul_apply_sgd + softmax_cross_entropy_and_grad */
+  FG_CHECK_INT(FG_OP_COUNT, 136);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -31,7 +31,9 @@ FG_TEST(op_table_rows_match_names, "") {
       FG_FAIL_AT("row %d: %s vs %s", i, d->name, fg_op_name(i));
     FG_CHECK(d->infer != NULL);
     /* split's count comes from its attributes (count_outputs); topk has
-     * values and indices; the normalization ops y and its statistics
+     * values and indices, matmul_bias_grad dw and db,
+     * softmax_cross_entropy_and_grad the loss and its gradient; the
+     * normalization ops y and its statistics
      * (batch_norm: mean, inv_std, var; the others: mean, inv_std), and the
      * gradients' dx, dscale, dshift; every other op has one output. */
     const char *norms[] = {"batch_norm",      "batch_norm_grad",      "layer_norm",
@@ -45,7 +47,9 @@ FG_TEST(op_table_rows_match_names, "") {
       FG_CHECK(d->count_outputs != NULL);
     } else {
       FG_CHECK_INT(d->n_outputs,
-                   i == FG_OP_TOPK || i == FG_OP_MATMUL_BIAS_GRAD                          ? 2
+                   i == FG_OP_TOPK || i == FG_OP_MATMUL_BIAS_GRAD ||
+                           i == FG_OP_SOFTMAX_CROSS_ENTROPY_AND_GRAD
+                       ? 2
                    : !norm                                                                 ? 1
                    : !strcmp(d->name, "batch_norm") || !strcmp(d->name, "sync_batch_norm") ? 4
                                                                                            : 3);
@@ -92,9 +96,10 @@ FG_TEST(op_table_flags, "") {
    * batch_norm_update_stats, argmin, the training flag, the logical ops,
    * and the passes' fused_matmul, softmax_cross_entropy_grad,
    * fused_elementwise, multi_apply_*, fused_conv2d, fused_conv2d_add,
-   * fused_matmul_relu_grad, matmul_bias_grad and matmul_apply_sgd (made
-   * after autodiff) are not differentiable */
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 43);
+   * fused_matmul_relu_grad, matmul_bias_grad, matmul_apply_sgd and
+   * softmax_cross_entropy_and_grad (made after autodiff) are not
+   * differentiable */
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 44);
   FG_CHECK(!(flags_of("matmul_apply_sgd") & (FG_OPF_DIFFERENTIABLE | FG_OPF_COLLECTIVE)));
   FG_CHECK(flags_of("matmul_apply_sgd") & FG_OPF_STATEFUL);
   const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};

@@ -286,6 +286,59 @@ FG_TEST(softmax_cross_entropy_grad_rows_are_softmax_bits, "") {
     }
 }
 
+/* Runs softmax_cross_entropy_and_grad (two outputs) with `par`; the
+ * kernel's return, its message into err. */
+static int run_and_grad(const fg_kbuf *in, fg_kbuf *out, const fg_kparallel *par, char *err,
+                        size_t size) {
+  fg_kernel_fn fn = fg_cpu_kernel("softmax_cross_entropy_and_grad", FG_F32);
+  if (!fn) return -99;
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  fg_kctx ctx = {in, 2, out, 2, &p, err, size, par, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  return fn(&ctx);
+}
+
+/* softmax_cross_entropy_and_grad gives the loss kernel's bits in output 0
+ * and the gradient kernel's with dy = 1 in output 1, on every shape above
+ * (several chunks of rows where rows are long, NaN and -inf rows), with
+ * par NULL and pools of 1, 2 and 4 threads; a wrong output 1 is refused. */
+FG_TEST(softmax_cross_entropy_and_grad_is_both_kernels_bits, "") {
+  uint64_t seed = 51;
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  for (int ci = 0; ci < N_CS; ci++)
+    for (int ni = 0; ni < N_NS; ni++) {
+      const int64_t N = NS[ni], C = CS[ci], d[2] = {N, C}, nd[1] = {N};
+      fg_kbuf in[3] = {logits(N, C, &seed), make_kbuf(FG_I32, 1, nd), make_kbuf(FG_F32, 0, NULL)};
+      for (int64_t n = 0; n < N; n++)
+        ((int32_t *)in[1].data)[n] = (int32_t)((n * 3 + 2) % C);
+      *(float *)in[2].data = 1.0f;
+      fg_kbuf loss = make_kbuf(FG_F32, 0, NULL), grad = make_kbuf(FG_F32, 2, d);
+      FG_CHECK_INT(run_kernel("softmax_cross_entropy", FG_F32, in, 2, &loss, &p, NULL), 0);
+      FG_CHECK_INT(run_kernel("softmax_cross_entropy_grad", FG_F32, in, 3, &grad, &p, NULL), 0);
+      fg_kbuf both[2] = {make_kbuf(FG_F32, 0, NULL), make_kbuf(FG_F32, 2, d)};
+      char err[256] = "";
+      for (int t = 0; t < 4; t++) {
+        fg_pool *pool = t ? fg_pool_new(t == 3 ? 4 : t) : NULL;
+        const fg_kparallel par = {pool, fg_pool_parallel_for_fn};
+        memset(both[1].data, 0xA5, kbuf_nbytes(&both[1]));
+        FG_CHECK_INT(run_and_grad(in, both, pool ? &par : NULL, err, sizeof err), 0);
+        FG_CHECK(memcmp(both[0].data, loss.data, sizeof(float)) == 0);
+        FG_CHECK(memcmp(both[1].data, grad.data, kbuf_nbytes(&grad)) == 0);
+        fg_pool_free(pool);
+      }
+      /* Output 1 one row short: refused, naming what it must be. */
+      fg_kbuf short_grad = both[1];
+      short_grad.dims[0] = N - 1;
+      fg_kbuf wrong[2] = {both[0], short_grad};
+      FG_CHECK(run_and_grad(in, wrong, NULL, err, sizeof err) != 0);
+      FG_CHECK_STR_CONTAINS(err, "output 1 must be f32 with the logits'");
+      for (int k = 0; k < 3; k++)
+        free(in[k].data);
+      free(loss.data), free(grad.data), free(both[0].data), free(both[1].data);
+    }
+}
+
 /* ---- argmax / argmin over the last axis ------------------------------------ */
 
 /* np.argmax (want_max) or np.argmin of a row read as doubles (exact for

@@ -173,8 +173,7 @@ static int64_t consumer_bound(const fg_graph *g, int c, int k) {
   if (strcmp(op, "one_hot") == 0 && k == 0 && fg_node_attr_int(g, c, "depth", &v) == 0) return v;
   if (strcmp(op, "gather") == 0 && k == 1) return known_dim(g, fg_node_input(g, c, 0), 0);
   if (strcmp(op, "gather_grad") == 0 && k == 1) return known_dim(g, fg_node_input(g, c, 2), 0);
-  if ((strcmp(op, "softmax_cross_entropy") == 0 || strcmp(op, "softmax_cross_entropy_grad") == 0) &&
-      k == 1)
+  if (strncmp(op, "softmax_cross_entropy", strlen("softmax_cross_entropy")) == 0 && k == 1)
     return known_dim(g, fg_node_input(g, c, 0), -1);
   return -1;
 }
