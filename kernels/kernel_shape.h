@@ -190,7 +190,9 @@ int fgk_sum_to(const fg_kctx *ctx, fg_kernel_fn reduce);
 int fgk_concat_check(const fg_kctx *ctx);               /* shape_ops.c */
 int fgk_cast_check(const fg_kctx *ctx, fg_dtype dt);    /* shape_ops.c; dt: output */
 int fgk_one_hot_check(const fg_kctx *ctx, fg_dtype dt); /* shape_ops.c; dt: output */
-/* softmax_cross_entropy_grad's buffers: dtypes and shapes (softmax.c). */
+/* softmax_cross_entropy's buffers (the loss: output 0), and
+ * softmax_cross_entropy_grad's: dtypes and shapes (softmax.c). */
+int fgk_xent_check(const fg_kctx *ctx, fg_dtype dt);
 int fgk_xent_grad_check(const fg_kctx *ctx, fg_dtype dt);
 int fgk_gather_check(const fg_kctx *ctx); /* shape_ops.c */
 int fgk_select_check(const fg_kctx *ctx); /* binary.c */

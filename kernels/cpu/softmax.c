@@ -330,9 +330,21 @@ typedef struct xent_job {
   double *parts;
 } xent_job;
 
-/* The logits, the labels and the loss output (dtype dt), then every
- * label, before any arithmetic. */
-static int xent_check(const fg_kctx *ctx, fg_dtype dt) {
+/* Every label in [0, C), or -1 naming the first that is not. */
+static int labels_in_range(const fg_kctx *ctx) {
+  const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1];
+  const int64_t N = lg->dims[0], C = lg->dims[1];
+  for (int64_t n = 0; n < N; n++) {
+    const int64_t l = label_at(lb, n);
+    if (l < 0 || l >= C)
+      return fgk_fail(ctx, "labels[%lld] = %lld is out of range [0, %lld)", (long long)n,
+                      (long long)l, (long long)C);
+  }
+  return 0;
+}
+
+/* The loss's buffers: dtypes and shapes. Shared with kernels/cuda/softmax.cu. */
+int fgk_xent_check(const fg_kctx *ctx, fg_dtype dt) {
   const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *out = &ctx->out[0];
   if (lg->dtype != dt || out->dtype != dt)
     return fgk_fail(ctx, "expected %s logits and output, got %s and %s", fg_dtype_name(dt),
@@ -344,14 +356,12 @@ static int xent_check(const fg_kctx *ctx, fg_dtype dt) {
                     lb->rank);
   if (fgk_numel(out) != 1)
     return fgk_fail(ctx, "output must hold one element, has %lld", (long long)fgk_numel(out));
-  const int64_t N = lg->dims[0], C = lg->dims[1];
-  for (int64_t n = 0; n < N; n++) {
-    const int64_t l = label_at(lb, n);
-    if (l < 0 || l >= C)
-      return fgk_fail(ctx, "labels[%lld] = %lld is out of range [0, %lld)", (long long)n,
-                      (long long)l, (long long)C);
-  }
   return 0;
+}
+
+/* The buffers, then every label, before any arithmetic. */
+static int xent_check(const fg_kctx *ctx, fg_dtype dt) {
+  return fgk_xent_check(ctx, dt) != 0 ? -1 : labels_in_range(ctx);
 }
 
 /* J->rows for N > 0 rows of C > 0; the number of chunks. */
@@ -471,16 +481,7 @@ int fgk_xent_grad_check(const fg_kctx *ctx, fg_dtype dt) {
 
 /* The buffers, then every label, before any arithmetic. */
 static int xent_grad_check(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgk_xent_grad_check(ctx, dt) != 0) return -1;
-  const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1];
-  const int64_t N = lg->dims[0], C = lg->dims[1];
-  for (int64_t n = 0; n < N; n++) {
-    const int64_t l = label_at(lb, n);
-    if (l < 0 || l >= C)
-      return fgk_fail(ctx, "labels[%lld] = %lld is out of range [0, %lld)", (long long)n,
-                      (long long)l, (long long)C);
-  }
-  return 0;
+  return fgk_xent_grad_check(ctx, dt) != 0 ? -1 : labels_in_range(ctx);
 }
 
 FGK_XENT_GRAD(fgk_softmax_xent_grad_f32, float, FG_F32, softmax_rows_f32_contig)

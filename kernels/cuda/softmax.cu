@@ -231,18 +231,9 @@ __global__ void xent_final_kernel(const double *parts, int64_t n_parts, int64_t 
  * of logsumexp(row) - row[label]; N == 0 gives NaN. A label outside [0, C)
  * is recorded (FG_CUDA_ERR_LABEL). */
 template <typename T> static int xent(const fg_kctx *ctx, fg_dtype dt) {
-  if (fgc_check(ctx, 2, 1) != 0 || fgc_need_flag(ctx) != 0) return -1;
+  if (fgc_check(ctx, 2, 1) != 0 || fgc_need_flag(ctx) != 0 || fgk_xent_check(ctx, dt) != 0)
+    return -1;
   const fg_kbuf *lg = &ctx->in[0], *lb = &ctx->in[1], *out = &ctx->out[0];
-  if (lg->dtype != dt || out->dtype != dt)
-    return fgk_fail(ctx, "expected %s logits and output, got %s and %s", fg_dtype_name(dt),
-                    fg_dtype_name(lg->dtype), fg_dtype_name(out->dtype));
-  if (lb->dtype != FG_I32 && lb->dtype != FG_I64)
-    return fgk_fail(ctx, "labels must be i32 or i64, got %s", fg_dtype_name(lb->dtype));
-  if (lg->rank != 2 || lb->rank != 1 || lb->dims[0] != lg->dims[0])
-    return fgk_fail(ctx, "expected logits [N, C] and labels [N], got ranks %d and %d", lg->rank,
-                    lb->rank);
-  if (fgk_numel(out) != 1)
-    return fgk_fail(ctx, "output must hold one element, has %lld", (long long)fgk_numel(out));
   const int64_t N = lg->dims[0], C = lg->dims[1];
   if (N == 0)
     return fgc_fill_bits(ctx, out->data, 1, sizeof(T),
