@@ -488,23 +488,70 @@ FGK_XENT_GRAD(fgk_softmax_xent_grad_f32, float, FG_F32, softmax_rows_f32_contig)
 FGK_XENT_GRAD(fgk_softmax_xent_grad_f64, double, FG_F64, softmax_rows_f64_contig)
 
 /* softmax_cross_entropy_and_grad(logits [N, C], labels [N]) -> loss, and
- * (softmax(row) - one_hot(label)) / N: each chunk of the loss's rows makes
- * its part of the loss and then its rows of the gradient while the logits
- * are in cache. The very functions of the two kernels above run on the
- * same chunks and rows, with dy = 1, so the bits are theirs. */
+ * (softmax(row) - one_hot(label)) / N, by the loss's chunks of rows: each
+ * chunk makes its part of the loss and its rows of the gradient. In f32
+ * each row's max, exp(x - max) and sum are made once for both (the very
+ * functions and blocks of rows of the two kernels above, so the same
+ * bits: the loss adds (double)max + log(sum) - x[label] row by row, the
+ * gradient is (e * (float)(1 / sum) - one_hot) * (1 / N)); in f64 the two
+ * kernels' own functions run on the chunk in turn, while it is in cache. */
 typedef struct xent_both_job {
   xent_job loss;
   xent_grad_job grad;
 } xent_both_job;
 
-#define FGK_XENT_AND_GRAD(fn, T, DT, LOSS, GRAD)                                                   \
+/* A row's gradient from its exps e and inverse sum, into y (may be e).
+ * The softmax value is a statement of its own, so that no compiler
+ * contracts it with the subtraction (as the two kernels' stores keep
+ * them apart). */
+static inline void xent_grad_row_f32(const float *e, float inv, int64_t C, int64_t l, float scale,
+                                     float *y) {
+  for (int64_t j = 0; j < C; j++) {
+    const float p = e[j] * inv;
+    y[j] = (p - (j == l ? 1.0f : 0.0f)) * scale;
+  }
+}
+
+FGK_CLONES static void xent_and_grad_chunk_f32(const xent_both_job *J, int64_t c) {
+  const int64_t C = J->loss.C, n0 = c * J->loss.rows;
+  const int64_t n1 = J->loss.N - n0 > J->loss.rows ? n0 + J->loss.rows : J->loss.N;
+  const float *x = (const float *)J->loss.x;
+  float *y = (float *)J->grad.y;
+  const float scale = (float)J->grad.scale;
+  const int64_t per = rows_per_block(C);
+  double total = 0;
+  float m[SROWS], e[SBLOCK];
+  double s[SROWS];
+  for (int64_t b0 = n0; b0 < n1; b0 += per) {
+    const int64_t nb = n1 - b0 < per ? n1 - b0 : per;
+    if (per == 1) {
+      /* A long row: its exps go to its gradient row, then scaled there. */
+      m[0] = row_max_f32(x + b0 * C, C);
+      s[0] = row_expsum_f32(x + b0 * C, y + b0 * C, C, m[0], 1);
+    } else {
+      rows_expsum_f32(x + b0 * C, nb, C, m, e, s);
+    }
+    for (int64_t k = 0; k < nb; k++) {
+      const int64_t r = b0 + k, l = label_at(J->loss.labels, r);
+      total += ((double)m[k] + log(s[k])) - (double)x[r * C + l];
+      xent_grad_row_f32(per == 1 ? y + r * C : e + k * C, (float)(1.0 / s[k]), C, l, scale,
+                        y + r * C);
+    }
+  }
+  J->loss.parts[c] = total;
+}
+
+static void xent_and_grad_chunk_f64(const xent_both_job *J, int64_t c) {
+  const int64_t rows = J->loss.rows, N = J->loss.N;
+  fgk_softmax_xent_f64_chunks((void *)&J->loss, c, c + 1);
+  fgk_softmax_xent_grad_f64_rows((void *)&J->grad, c * rows,
+                                 N - c * rows > rows ? (c + 1) * rows : N);
+}
+
+#define FGK_XENT_AND_GRAD(fn, T, DT, CHUNK)                                                        \
   static void fn##_chunks(void *arg, int64_t c0, int64_t c1) {                                     \
-    xent_both_job *J = (xent_both_job *)arg;                                                       \
-    const int64_t rows = J->loss.rows, N = J->loss.N;                                              \
-    for (int64_t c = c0; c < c1; c++) {                                                            \
-      LOSS##_chunks(&J->loss, c, c + 1);                                                           \
-      GRAD##_rows(&J->grad, c *rows, N - c * rows > rows ? (c + 1) * rows : N);                    \
-    }                                                                                              \
+    for (int64_t c = c0; c < c1; c++)                                                              \
+      CHUNK((const xent_both_job *)arg, c);                                                        \
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
     if (fgk_check(ctx, 2, 2) != 0 || xent_check(ctx, DT) != 0) return -1;                          \
@@ -527,7 +574,5 @@ typedef struct xent_both_job {
     return 0;                                                                                      \
   }
 
-FGK_XENT_AND_GRAD(fgk_softmax_xent_and_grad_f32, float, FG_F32, fgk_softmax_xent_f32,
-                  fgk_softmax_xent_grad_f32)
-FGK_XENT_AND_GRAD(fgk_softmax_xent_and_grad_f64, double, FG_F64, fgk_softmax_xent_f64,
-                  fgk_softmax_xent_grad_f64)
+FGK_XENT_AND_GRAD(fgk_softmax_xent_and_grad_f32, float, FG_F32, xent_and_grad_chunk_f32)
+FGK_XENT_AND_GRAD(fgk_softmax_xent_and_grad_f64, double, FG_F64, xent_and_grad_chunk_f64)
