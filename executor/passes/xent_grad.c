@@ -73,8 +73,14 @@ static int match(const fg_pass_ctx *ctx, const int *uses, int id, int a, int b, 
   return 1;
 }
 
-/* 1 when o is 1 in every element: ones_like's output or a constant 1. */
+/* 1 when o is one element equal to 1: ones_like's output or a constant,
+ * of a shape known to hold one element (dy of another size is an error
+ * the gradient's kernel reports at run time, which the fused node would
+ * not). */
 static int is_one(const fg_pass_ctx *ctx, fg_output o) {
+  const fg_tinfo *ti = tinfo(ctx, o);
+  for (int i = 0; i < ti->rank; i++)
+    if (ti->dims[i] != 1) return 0;
   if (producer(ctx, o, FG_OP_ONES_LIKE)) return 1;
   const fg_tensor *t = fg_pass_const_value(&ctx->w->g, o);
   if (!t || fg_tensor_num_elements(t) != 1) return 0;
@@ -109,6 +115,12 @@ static int try_and_grad(fg_pass_ctx *ctx, int grad, fg_status *st) {
     return 0;
   const int loss = loss_of(ctx, grad);
   if (loss < 0 || !fg_pass_can_replace(ctx, grad, (fg_output){loss, 1})) return 0;
+  /* The gradient is made at the loss now: a variable it reads must not
+   * be written in between. */
+  for (int i = 0; i < 2; i++)
+    if (g->nodes[gr->inputs[i].node].op == FG_OP_VARIABLE &&
+        fg_pass_written_between(g, gr->inputs[i].node, loss, grad))
+      return 0;
   fg_tinfo outs[2] = {g->nodes[loss].outputs[0], gr->outputs[0]};
   fg_output in[2] = {gr->inputs[0], gr->inputs[1]};
   if (fg_pass_graph_set_outputs(ctx->w, loss, outs, 2) != 0 ||

@@ -38,9 +38,9 @@ extern void gotoblas_dynamic_quit(void) __attribute__((weak));
 /* OpenBLAS's x86-64 core names whose kernels use neither AVX2 nor
  * AVX-512 (interface/dynamic.c's corename table). */
 static const char *const WEAK_CORES[] = {
-    "Unknown",   "Katmai", "Coppermine",  "Northwood", "Prescott",  "Banias",     "Atom",
-    "Core2",     "Penryn", "Dunnington",  "Nehalem",   "Athlon",    "Opteron",    "Opteron_SSE3",
-    "Barcelona", "Nano",   "Sandybridge", "Bobcat",    "Bulldozer", "Piledriver", "Steamroller"};
+    "Katmai", "Coppermine",  "Northwood", "Prescott",  "Banias",     "Atom",         "Core2",
+    "Penryn", "Dunnington",  "Nehalem",   "Athlon",    "Opteron",    "Opteron_SSE3", "Barcelona",
+    "Nano",   "Sandybridge", "Bobcat",    "Bulldozer", "Piledriver", "Steamroller"};
 
 const char *fgk_blas_core_upgrade(const char *detected, int avx2_fma, int avx512) {
   if (!detected) return NULL;
@@ -51,23 +51,34 @@ const char *fgk_blas_core_upgrade(const char *detected, int avx2_fma, int avx512
   return avx512 ? "SkylakeX" : avx2_fma ? "Haswell" : NULL;
 }
 
-static void fix_core(void) {
+/* 1 when decided (fixed or kept), 0 when OpenBLAS has not chosen yet
+ * ("Unknown": a static OpenBLAS whose constructor runs after this
+ * library's), to be asked again at the first session. */
+static int fix_core(void) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (getenv("OPENBLAS_CORETYPE") || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
+  if (getenv("OPENBLAS_CORETYPE") || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return 1;
+  const char *core = openblas_get_corename();
+  if (!core || strcasecmp(core, "Unknown") == 0) return 0;
   __builtin_cpu_init();
   const int avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  const char *want = fgk_blas_core_upgrade(openblas_get_corename(), avx2_fma, avx512);
-  if (!want || setenv("OPENBLAS_CORETYPE", want, 0) != 0) return;
+  const char *want = fgk_blas_core_upgrade(core, avx2_fma, avx512);
+  if (!want || setenv("OPENBLAS_CORETYPE", want, 0) != 0) return 1;
   gotoblas_dynamic_quit();
   gotoblas_dynamic_init();
   unsetenv("OPENBLAS_CORETYPE");
 #endif
+  return 1;
 }
 
-static pthread_once_t core_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t core_mu = PTHREAD_MUTEX_INITIALIZER;
+static int core_decided;
 
-void fgk_blas_core_start(void) { pthread_once(&core_once, fix_core); }
+void fgk_blas_core_start(void) {
+  pthread_mutex_lock(&core_mu);
+  if (!core_decided) core_decided = fix_core();
+  pthread_mutex_unlock(&core_mu);
+}
 
 __attribute__((constructor)) static void blas_core_at_load(void) { fgk_blas_core_start(); }

@@ -373,14 +373,21 @@ FG_TEST(xent_and_grad_cuda_values_and_bits, "gpu") {
   check_and_grad("cuda:0", FG_F64, 1e-15);
 }
 
-/* Only a gradient whose dy is 1: a loss scaled by 3 (dy = 3 reaches the
- * gradient) and a dy fed by the user (pattern's placeholder) stay apart;
- * so does a gradient of other logits than the loss's. */
+/* Only a gradient whose dy is one element equal to 1 and whose inputs
+ * hold the loss's values: a constant 3 for dy, a dy fed by the user, a
+ * gradient of other logits, ones_like of a vector of unknown length (at
+ * run time it may not be one element), and logits from a variable that
+ * an assign writes between the loss and the gradient all stay apart. */
 FG_TEST(xent_and_grad_only_with_dy_one_and_the_same_inputs, "") {
-  for (int twist = 0; twist < 3; twist++) {
+  for (int twist = 0; twist < 5; twist++) {
     fg_graph *g = fg_graph_new();
-    int64_t dx[2] = {N, C}, dl[1] = {N};
+    int64_t dx[2] = {N, C}, dl[1] = {N}, du[1] = {-1};
     fg_output x = fg_placeholder(g, "x", FG_F32, 2, dx);
+    if (twist == 4) {
+      fg_tensor *v0 = logits(FG_F32);
+      x = fg_variable(g, "v", v0);
+      fg_tensor_free(v0);
+    }
     fg_output lb = fg_placeholder(g, "labels", FG_I32, 1, dl);
     fg_output x2 = fg_exp(g, x);
     fg_output loss = fg_set_name(g, fg_softmax_cross_entropy(g, x, lb), "loss");
@@ -390,13 +397,19 @@ FG_TEST(xent_and_grad_only_with_dy_one_and_the_same_inputs, "") {
       *(float *)fg_tensor_data(three) = 3.0f;
       in[2] = fg_constant(g, "three", three);
       fg_tensor_free(three);
+    } else if (twist == 3) {
+      in[2] = fg_ones_like(g, fg_placeholder(g, "u", FG_F32, 1, du));
     } else {
       in[2] = twist == 1 ? fg_placeholder(g, "dy", FG_F32, 0, NULL) : fg_ones_like(g, loss);
     }
+    if (twist == 4) {
+      const fg_output av[2] = {x, fg_exp(g, x)};
+      fg_op(g, "assign", "write_v", av, 2, NULL);
+    }
     fg_output gr = fg_op(g, "softmax_cross_entropy_grad", "grad", in, 3, NULL);
     fg_set_name(g, fg_neg(g, gr), "after");
-    const char *fetch[2] = {"loss", "after"};
-    fg_graph *o = optimize_fetches(g, fetch, 2, NULL);
+    const char *fetch[3] = {"loss", "after", "write_v"};
+    fg_graph *o = optimize_fetches(g, fetch, twist == 4 ? 3 : 2, NULL);
     FG_REQUIRE(o);
     FG_CHECK_INT(count_op(o, "softmax_cross_entropy_and_grad"), 0);
     FG_CHECK_INT(count_op(o, "softmax_cross_entropy_grad"), 1);
