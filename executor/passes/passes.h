@@ -161,6 +161,9 @@ int fg_pass_tinfo_equal(const fg_tinfo *a, const fg_tinfo *b);
 int fg_pass_str_equal(const char *a, const char *b);
 /* The value of output o when it is a constant node's, else NULL. */
 const fg_tensor *fg_pass_const_value(const fg_graph *g, fg_output o);
+/* 1 when output o is a constant or a fill whose every element is 1
+ * (simplify.c's x*1 test). */
+int fg_pass_const_all_one(const fg_graph *g, fg_output o);
 
 /* The passes. */
 int fg_pass_dce(fg_pass_ctx *ctx, fg_status *st);

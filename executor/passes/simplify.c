@@ -52,6 +52,8 @@ static int const_all(const fg_graph *g, fg_output o, want_value want) {
   return 1;
 }
 
+int fg_pass_const_all_one(const fg_graph *g, fg_output o) { return const_all(g, o, ONE); }
+
 static const fg_tinfo *tinfo(const fg_graph *g, fg_output o) {
   return &g->nodes[o.node].outputs[o.index];
 }

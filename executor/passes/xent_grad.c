@@ -73,20 +73,15 @@ static int match(const fg_pass_ctx *ctx, const int *uses, int id, int a, int b, 
   return 1;
 }
 
-/* 1 when o is one element equal to 1: ones_like's output or a constant,
- * of a shape known to hold one element (dy of another size is an error
- * the gradient's kernel reports at run time, which the fused node would
- * not). */
+/* 1 when o is one element equal to 1: ones_like's output, or a constant
+ * or fill of 1s, of a shape known to hold one element (dy of another size
+ * is an error the gradient's kernel reports at run time, which the fused
+ * node would not). */
 static int is_one(const fg_pass_ctx *ctx, fg_output o) {
   const fg_tinfo *ti = tinfo(ctx, o);
   for (int i = 0; i < ti->rank; i++)
     if (ti->dims[i] != 1) return 0;
-  if (producer(ctx, o, FG_OP_ONES_LIKE)) return 1;
-  const fg_tensor *t = fg_pass_const_value(&ctx->w->g, o);
-  if (!t || fg_tensor_num_elements(t) != 1) return 0;
-  const fg_dtype dt = fg_tensor_dtype(t);
-  const void *v = fg_tensor_data(t);
-  return dt == FG_F32 ? *(const float *)v == 1.0f : dt == FG_F64 && *(const double *)v == 1.0;
+  return producer(ctx, o, FG_OP_ONES_LIKE) || fg_pass_const_all_one(&ctx->w->g, o);
 }
 
 /* The live softmax_cross_entropy node before `grad` on its logits and
