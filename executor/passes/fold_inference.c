@@ -22,7 +22,8 @@
  *
  * A session keeps every node (any name may be fetched), so there W' and b'
  * are new constants "<bn>/folded_weight" and "<bn>/folded_bias" appended
- * to the copy (fg_pass_add_constant; sessions on one device only), and
+ * to the copy (fg_pass_add_constant; placed on the batch_norm's device in
+ * a multi-device session; not in a GPU session with host steps), and
  * the batch_norm becomes conv2d(x, W', b') with the conv's attributes, or
  * fused_matmul(x, W', b') with the matmul's; the conv or matmul (and its
  * add), W and b stay as they are, computed only when a run fetches them.

@@ -89,7 +89,7 @@ int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *int
   return -1;
 }
 
-/* Room in fwd, dead and keep for one more node. 0 or -1. */
+/* Room in fwd, dead, keep and group for one more node. 0 or -1. */
 static int reserve_ctx(fg_pass_ctx *ctx) {
   if (ctx->w->g.n_nodes < ctx->cap) return 0;
   int cap = ctx->cap + ctx->cap / 4 + 8;
@@ -99,7 +99,9 @@ static int reserve_ctx(fg_pass_ctx *ctx) {
   if (dead) ctx->dead = dead;
   unsigned char *keep = realloc(ctx->keep, (size_t)cap + 1);
   if (keep) ctx->keep = keep;
-  if (!fwd || !dead || !keep) return -1;
+  int *group = ctx->group ? realloc(ctx->group, ((size_t)cap + 1) * sizeof *group) : NULL;
+  if (group) ctx->group = group;
+  if (!fwd || !dead || !keep || (ctx->group && !group)) return -1;
   ctx->cap = cap;
   return 0;
 }
@@ -119,6 +121,7 @@ int fg_pass_add_constant(fg_pass_ctx *ctx, int node, const char *suffix, fg_tens
   }
   ctx->fwd[id] = (fg_output){-1, -1};
   ctx->dead[id] = ctx->keep[id] = 0;
+  if (ctx->group) ctx->group[id] = ctx->group[node];
   return id;
 }
 

@@ -31,9 +31,14 @@ typedef struct fg_pass_graph {
   unsigned char *outputs_owned; /* per node: its outputs array is the copy's */
   int n_src;                    /* the source's nodes; ids from here on are appended constants */
   /* 1 where passes may append constants (fg_pass_add_constant): set by
-   * the session's pipeline when the plan is on one device, where nothing
-   * else indexes by node id an array sized by the source's node count. */
+   * the session's pipeline unless the session has host steps (whose
+   * per-node arrays are sized by the source's node count); a multi-device
+   * session places each appended constant on its node's device
+   * (fg_pass_graph_placed_as). */
   int may_append;
+  /* Per node id from n_src on: the source node an appended constant was
+   * placed as (its device); NULL until one is appended. */
+  int *placed_as;
   /* 1 when a GPU session runs the copy (passes that weigh launches
    * against memory, as multi_update, decide by it); 0 on the CPU and in
    * fg_optimize. */
@@ -47,6 +52,9 @@ typedef struct fg_pass_graph {
 } fg_pass_graph;
 
 fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st);
+/* The source node whose placement node id takes: itself for a source
+ * node, for an appended constant the node it was placed as. */
+int fg_pass_graph_placed_as(const fg_pass_graph *w, int id);
 /* Accepts NULL. Frees only what the copy owns. */
 void fg_pass_graph_free(fg_pass_graph *w);
 /* Node id's attributes, made the copy's own so a pass may edit them. 0 or
@@ -87,8 +95,9 @@ typedef struct fg_pass_ctx {
   unsigned char *keep; /* per node: must stay (fetched, output, variable, stateful) */
   int cap;             /* entries fwd, dead and keep have room for (the pipeline's own) */
   /* Per node the device group rewrites stay within (a consumer is only
-   * rewired to an output produced in the same group), or NULL: one group. */
-  const int *group;
+   * rewired to an output produced in the same group), or NULL: one group.
+   * The pipeline's own copy: an appended constant takes its node's. */
+  int *group;
   fg_pass_report *report; /* NULL: nothing recorded */
   const char *pass;       /* the running pass's name, for the report */
   /* 1 when keep[] marks every node: a session, where any name may be

@@ -144,10 +144,11 @@ int fg_pass_pipeline_run(fg_pass_graph *w, const fg_pass_options *opts, unsigned
                      .dead = malloc(n1),
                      .keep = malloc(n1),
                      .cap = n0,
-                     .group = group,
+                     .group = group ? malloc(n1 * sizeof(int)) : NULL,
                      .report = report,
                      .all_kept = 1};
-  int rc = ctx.fwd && ctx.dead && ctx.keep ? 0 : -1;
+  int rc = ctx.fwd && ctx.dead && ctx.keep && (!group || ctx.group) ? 0 : -1;
+  if (rc == 0 && group) memcpy(ctx.group, group, (size_t)n0 * sizeof *group);
   if (rc) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "passes: out of memory");
   for (int id = 0; rc == 0 && id < n0; id++) {
     ctx.fwd[id] = (fg_output){-1, -1};
@@ -166,5 +167,6 @@ int fg_pass_pipeline_run(fg_pass_graph *w, const fg_pass_options *opts, unsigned
   free(ctx.fwd);
   free(ctx.dead);
   free(ctx.keep);
+  free(ctx.group);
   return rc;
 }

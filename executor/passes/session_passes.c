@@ -41,11 +41,12 @@ fg_pass_graph *fg_passes_for_session(const fg_graph *g, const fg_pass_options *o
   if (!ok) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory (passes)");
   if (w) {
     memset(keep, 1, n);
-    /* One device: passes may add constants (fold_inference's folded
-     * weights), since the plan binds constants by node id alone. With
-     * several devices or host steps, placement arrays sized by the
-     * source's node count index every planned node, so nothing is added. */
-    w->may_append = !group;
+    /* Passes may add constants (fold_inference's folded weights): the
+     * plan binds constants by node id alone, and a multi-device plan
+     * places each on its node's device (fg_session_plan_for). A GPU
+     * session's host steps are marked in an array sized by the source's
+     * node count, so there nothing is added. */
+    w->may_append = !host;
     w->gpu = gpu;
     fg_pass_options env = {0, env_list()};
     if (env.passes && (!opts || !opts->passes)) opts = &env;

@@ -62,6 +62,10 @@ fg_pass_graph *fg_pass_graph_new(const fg_graph *src, fg_status *st) {
   return w;
 }
 
+int fg_pass_graph_placed_as(const fg_pass_graph *w, int id) {
+  return id < w->n_src ? id : w->placed_as[id];
+}
+
 void fg_pass_graph_free(fg_pass_graph *w) {
   if (!w) return;
   for (int i = 0; w->g.nodes && i < w->g.n_nodes; i++) {
@@ -79,6 +83,7 @@ void fg_pass_graph_free(fg_pass_graph *w) {
   }
   free(w->g.nodes);
   free(w->multi_of);
+  free(w->placed_as);
   free(w->g.name_index);
   free(w->attrs_owned);
   free(w->outputs_owned);
@@ -185,7 +190,9 @@ static int reserve_node(fg_pass_graph *w) {
   if (owned) w->attrs_owned = owned;
   unsigned char *outs = realloc(w->outputs_owned, (size_t)cap + 1);
   if (outs) w->outputs_owned = outs;
-  if (!nodes || !owned || !outs) return -1;
+  int *placed = realloc(w->placed_as, ((size_t)cap + 1) * sizeof *placed);
+  if (placed) w->placed_as = placed;
+  if (!nodes || !owned || !outs || !placed) return -1;
   g->cap_nodes = cap;
   return 0;
 }
@@ -199,6 +206,7 @@ int fg_pass_graph_append_constant(fg_pass_graph *w, const char *name, fg_tensor 
   const fg_node *l = &w->g.nodes[like];
   fg_node *n = &w->g.nodes[id];
   memset(n, 0, sizeof *n);
+  w->placed_as[id] = fg_pass_graph_placed_as(w, like);
   w->attrs_owned[id] = 1;
   w->outputs_owned[id] = 1; /* as everything an appended node holds */
   n->op = FG_OP_CONSTANT;

@@ -67,9 +67,11 @@
  *             conv and its constants keep their values, computed when
  *             fetched, and a run fetching the batch norm's statistics
  *             (outputs 1..3) runs the graph without this fold; the conv
- *             must have no other reader. A session over several devices
- *             (or with host steps) folds none. A training flag known per
- *             run (fg_training) and variables are never folded.
+ *             must have no other reader. Over several devices W' and b'
+ *             are placed on the batch norm's device, which the conv and
+ *             the value it reads must share; a GPU session with host
+ *             steps folds none. A training flag known per run
+ *             (fg_training) and variables are never folded.
  *   cse       nodes with the same op, typed attributes, inputs, output
  *             types and device compute once.
  *   xent_grad the gradient autodiff builds for softmax_cross_entropy,

@@ -571,18 +571,78 @@ FG_TEST(passes_fold_bn_session_not_folded, "") {
   FG_CHECK_STR(step_op(pi, g, "bn2"), "batch_norm");
   fg_plan_info_free(pi);
   fg_graph_free(g);
-  /* Two devices (the pool on cpu:1): placement is sized by the user's
-   * graph, so nothing is appended and both stay, the same bits. */
-  g = cnn(0, 0);
-  fg_set_device(g, fg_graph_find_output(g, "out"), "cpu:1");
-  pi = session_plan(g, xt, "out", 0);
+  fg_tensor_free(xt);
+}
+
+/* The device of node `name`'s step in the plan, or -1. */
+static int step_device(const fg_plan_info *pi, const fg_graph *g, const char *name) {
+  int id = fg_graph_find_output(g, name).node;
+  for (int si = 0; id >= 0 && si < pi->n_steps; si++)
+    if (pi->step_nodes[si] == id && !pi->step_recv[si]) return pi->step_devices[si];
+  return -1;
+}
+
+/* How many steps of the plan run for node id (a transfer copies it). */
+static int steps_of_node(const fg_plan_info *pi, int id) {
+  int n = 0;
+  for (int si = 0; si < pi->n_steps; si++)
+    n += pi->step_nodes[si] == id;
+  return n;
+}
+
+FG_TEST(passes_fold_bn_session_two_devices, "") {
+  /* The first conv and batch norm on cpu:0, from bn1's relu on cpu:1:
+   * each batch norm folds on its own device, its new constants placed
+   * there. */
+  fg_graph *g = cnn(0, 0);
+  const char *second[5] = {"conv2", "bn2", "drop", "out", "w2"};
+  for (int i = 0; i < 5; i++)
+    fg_set_device(g, fg_graph_find_output(g, second[i]), "cpu:1");
+  fg_set_device(g, fg_node_input(g, fg_graph_find_output(g, "conv2").node, 0), "cpu:1");
+  fg_tensor *xt = cnn_input();
+  fg_plan_info *pi = session_plan(g, xt, "out", 0);
   FG_REQUIRE(pi);
   FG_CHECK_INT(pi->n_devices, 2);
-  FG_CHECK_INT(count_steps(pi, "batch_norm"), 2);
+  FG_CHECK_INT(count_steps(pi, "batch_norm"), 0);
+  FG_CHECK_STR(step_op(pi, g, "bn1"), "conv2d");
+  FG_CHECK_STR(step_op(pi, g, "bn2"), "conv2d");
+  FG_CHECK_STR(step_op(pi, g, "conv2"), "");
+  const int d1 = step_device(pi, g, "bn1"), d2 = step_device(pi, g, "bn2");
+  FG_CHECK(d1 >= 0 && d2 >= 0 && d1 != d2);
+  const fg_plan_tensor *w1 = plan_constant(pi, "bn1/folded_weight");
+  const fg_plan_tensor *b1 = plan_constant(pi, "bn1/folded_bias");
+  const fg_plan_tensor *w2 = plan_constant(pi, "bn2/folded_weight");
+  const fg_plan_tensor *b2 = plan_constant(pi, "bn2/folded_bias");
+  FG_REQUIRE(w1 && b1 && w2 && b2);
+  /* Each is on its batch norm's device: no step copies it to another. */
+  FG_CHECK_INT(steps_of_node(pi, w1->node) + steps_of_node(pi, b1->node), 0);
+  FG_CHECK_INT(steps_of_node(pi, w2->node) + steps_of_node(pi, b2->node), 0);
+  FG_CHECK(w2->rank == 4 && w2->dims[0] == 8 && w2->dims[1] == 8);
   fg_plan_info_free(pi);
-  FG_CHECK(same_bits_on_off(g, xt, "out"));
-  fg_graph_free(g);
+  /* Within 1e-5 of the graph without passes (the one-device bound),
+   * rounded otherwise; conv1 (cpu:0, reads x) bit for bit. */
+  const char *f[4] = {"out", "bn2", "conv2", "conv1"};
+  fg_tensor *on[4] = {NULL}, *ref[4] = {NULL};
+  FG_REQUIRE(run_fetches(g, xt, f, 4, 0, on) == 0 && run_fetches(g, xt, f, 4, 1, ref) == 0);
+  for (int i = 0; i < 3; i++)
+    FG_CHECK(max_rel_diff(on[i], ref[i]) <= 1e-5);
+  FG_CHECK(!same_values(on[0], ref[0]));
+  FG_CHECK(same_values(on[3], ref[3]));
+  for (int i = 0; i < 4; i++) {
+    fg_tensor_free(on[i]);
+    fg_tensor_free(ref[i]);
+  }
+  /* A batch norm whose conv reads a value of the other device stays
+   * (rewrites stay within a device). */
+  fg_set_device(g, fg_node_input(g, fg_graph_find_output(g, "conv2").node, 0), "cpu:0");
+  pi = session_plan(g, xt, "out", 0);
+  FG_REQUIRE(pi);
+  FG_CHECK_STR(step_op(pi, g, "bn1"), "conv2d");
+  FG_CHECK_STR(step_op(pi, g, "bn2"), "batch_norm");
+  FG_CHECK(!plan_constant(pi, "bn2/folded_weight"));
+  fg_plan_info_free(pi);
   fg_tensor_free(xt);
+  fg_graph_free(g);
 }
 
 FG_TEST(passes_fold_bn_session_linear, "") {
