@@ -428,21 +428,6 @@ static void home_vars(fg_session *s) {
   s->var_arena = arena;
 }
 
-/* A multi-device plan of the optimized copy: the constants the passes
- * appended (fold_inference's folded weights) are placed on the device of
- * the node each was placed as. NULL when there are none (*failed: out of
- * memory). */
-static int *appended_node_dev(const fg_session *s, const fg_graph *g, const fg_dist_exec *dx,
-                              int *failed) {
-  *failed = 0;
-  if (!dx || !s->opt || g != &s->opt->g || g->n_nodes <= s->opt->n_src) return NULL;
-  int *nd = malloc(((size_t)g->n_nodes + 1) * sizeof *nd);
-  *failed = !nd;
-  for (int id = 0; nd && id < g->n_nodes; id++)
-    nd[id] = dx->node_dev[fg_pass_graph_placed_as(s->opt, id)];
-  return nd;
-}
-
 /* Finds or builds the plan for a resolved request. */
 fg_plan *fg_session_plan_for(fg_session *s, const fg_plan_request *req, int64_t *plan_ns,
                              fg_status *st) {
@@ -457,8 +442,12 @@ fg_plan *fg_session_plan_for(fg_session *s, const fg_plan_request *req, int64_t 
   }
   int64_t t0 = clock_ns();
   home_vars(s);
-  int failed;
-  int *nd = appended_node_dev(s, g, req->dist, &failed);
+  /* The optimized copy's appended constants (folded weights) on the
+   * devices of the nodes they serve. */
+  int failed = 0;
+  int *nd = req->dist && s->opt && g == &s->opt->g
+                ? fg_passes_node_devices(s->opt, req->dist->node_dev, &failed)
+                : NULL;
   fg_dist_exec ex;
   fg_plan_request with_nd;
   if (nd) {

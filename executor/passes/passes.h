@@ -201,6 +201,11 @@ void fg_pass_report_clear(fg_pass_report *r);
 fg_pass_graph *fg_passes_for_session(const fg_graph *g, const fg_pass_options *opts,
                                      const int *node_dev, const unsigned char *host_nodes, int gpu,
                                      fg_status *st);
+/* A multi-device plan of w: node_dev (the partition's, per source node)
+ * extended to w's appended constants, each on the device of the node it
+ * was placed as (fg_pass_graph_placed_as); the caller frees it. NULL when
+ * w appended nothing (node_dev serves) or out of memory (*failed set). */
+int *fg_passes_node_devices(const fg_pass_graph *w, const int *node_dev, int *failed);
 /* 1 when FG_PASSES is "off" or "0". */
 int fg_passes_env_off(void);
 

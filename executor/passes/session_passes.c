@@ -60,3 +60,13 @@ fg_pass_graph *fg_passes_for_session(const fg_graph *g, const fg_pass_options *o
   free(group);
   return w;
 }
+
+int *fg_passes_node_devices(const fg_pass_graph *w, const int *node_dev, int *failed) {
+  *failed = 0;
+  if (w->g.n_nodes <= w->n_src) return NULL;
+  int *nd = malloc(((size_t)w->g.n_nodes + 1) * sizeof *nd);
+  *failed = !nd;
+  for (int id = 0; nd && id < w->g.n_nodes; id++)
+    nd[id] = node_dev[fg_pass_graph_placed_as(w, id)];
+  return nd;
+}
