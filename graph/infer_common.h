@@ -181,6 +181,9 @@ FGI_DECL_INFER(fgi_infer_logical)
  * shares with fused_conv2d: the fg_activation a node names (absent: none),
  * or -1 after failing with a status that names the node and the value. */
 int fgi_activation(const fg_node *node, fg_status *st);
+/* infer_elementwise.c: clip's float attributes min and max, both present
+ * and min <= max; 0, or -1 with a status naming the node. */
+int fgi_clip_bounds(const fg_node *node, double *lo, double *hi, fg_status *status);
 FGI_DECL_INFER(fgi_infer_fused_matmul)
 FGI_DECL_FLOPS(fgi_flops_fused_matmul)
 FGI_DECL_PARSE(fgi_parse_fused_matmul)

@@ -89,15 +89,19 @@ int fgi_infer_unary(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_s
 
 /* torch.clamp with min > max returns max everywhere; a bound pair the wrong
  * way round is almost always a bug, so it is refused when the node is made. */
+int fgi_clip_bounds(const fg_node *node, double *lo, double *hi, fg_status *status) {
+  if (fgi_attr_float(node, "min", NAN, lo, status) || fgi_attr_float(node, "max", NAN, hi, status))
+    return -1;
+  if (isnan(*lo) || isnan(*hi))
+    return fgi_fail(node, status, "attribute '%s' is missing; clip needs both min and max",
+                    isnan(*lo) ? "min" : "max");
+  if (*lo > *hi) return fgi_fail(node, status, "min = %g is greater than max = %g", *lo, *hi);
+  return 0;
+}
+
 int fgi_infer_clip(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
   double lo, hi;
-  if (fgi_attr_float(node, "min", NAN, &lo, status) ||
-      fgi_attr_float(node, "max", NAN, &hi, status))
-    return -1;
-  if (isnan(lo) || isnan(hi))
-    return fgi_fail(node, status, "attribute '%s' is missing; clip needs both min and max",
-                    isnan(lo) ? "min" : "max");
-  if (lo > hi) return fgi_fail(node, status, "min = %g is greater than max = %g", lo, hi);
+  if (fgi_clip_bounds(node, &lo, &hi, status) != 0) return -1;
   return fgi_infer_unary(node, in, out, status);
 }
 

@@ -7,16 +7,37 @@
  * The convolution follows conv2d's rules (graph/infer_conv.c, the same
  * attributes and the same optional bias); z, the residual a ResNet block
  * adds, has the convolution's output dtype and shape; the activation is
- * a string attribute, "none" or "relu", as fused_matmul's. Two op names,
+ * a string attribute, "none" or "relu" as fused_matmul's, or "clip" with
+ * clip's float attributes min and max (MobileNet's relu6). Two op names,
  * not one with an optional z: an input's meaning never depends on how many
  * inputs there are beside it (input 2 of fused_conv2d is always the bias,
  * of fused_conv2d_add always the residual). */
+#include <math.h>
+#include <string.h>
+
 #include "graph/infer_common.h"
+
+/* The activation, and with clip its bounds (else -inf and inf); -1 with
+ * the status set. */
+static int conv_activation(const fg_node *node, double *lo, double *hi, fg_status *st) {
+  const fg_attr *a = fg_attrs_find(&node->attrs, "activation");
+  *lo = -INFINITY, *hi = INFINITY;
+  if (!a || a->type != FG_ATTR_STRING || !a->s) return fgi_activation(node, st);
+  if (strcmp(a->s, "clip") == 0)
+    return fgi_clip_bounds(node, lo, hi, st) != 0 ? -1 : FG_ACTIVATION_CLIP;
+  if (strcmp(a->s, "none") != 0 && strcmp(a->s, "relu") != 0)
+    return fgi_fail(node, st,
+                    "attribute 'activation' = '%s' is not an activation (\"none\", \"relu\" or "
+                    "\"clip\")",
+                    a->s);
+  return fgi_activation(node, st);
+}
 
 int fgi_infer_fused_conv(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
                          fg_status *status) {
   char s1[FGI_STR], s2[FGI_STR];
-  if (fgi_activation(node, status) < 0) return -1;
+  double lo, hi;
+  if (conv_activation(node, &lo, &hi, status) < 0) return -1;
   if (fgi_infer_conv(node, in, out, status) != 0) return -1;
   if (node->op != FG_OP_FUSED_CONV2D_ADD) return 0;
   const fg_tinfo *z = &in[2];
@@ -43,17 +64,19 @@ int64_t fgi_flops_fused_conv(const fg_node *node, const fg_tinfo *in, const fg_t
   if (f < 0 || e < 0) return f;
   const int add = node->op == FG_OP_FUSED_CONV2D_ADD;
   const fg_attr *a = fg_attrs_find(&node->attrs, "activation");
-  int64_t ops =
-      (node->n_inputs > 2 + add) + add + (a && a->type == FG_ATTR_STRING && a->s && a->s[0] == 'r');
+  const int act = a && a->type == FG_ATTR_STRING && a->s && strcmp(a->s, "none") != 0;
+  int64_t ops = (node->n_inputs > 2 + add) + add + act;
   int64_t extra = fgi_mul_sat(e, ops);
   return f > INT64_MAX - extra ? INT64_MAX : f + extra;
 }
 
 int fgi_parse_fused_conv(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
   fg_op_params conv;
-  int act = fgi_activation(node, st);
+  double lo, hi;
+  int act = conv_activation(node, &lo, &hi, st);
   if (act < 0 || fgi_parse_conv(node, in, &conv, st) != 0) return -1;
   p->fused_conv.conv = conv.conv;
   p->fused_conv.activation = (fg_activation)act;
+  p->fused_conv.clip_min = lo, p->fused_conv.clip_max = hi;
   return 0;
 }

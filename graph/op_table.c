@@ -318,7 +318,10 @@ static const fg_attr_def a_fused_conv[] = {
     {"auto_pad", FG_ATTR_STRING, "explicit",
      "explicit (pads), or same: total pad dilation*(k-1), the odd one bottom/right (stride 1)",
      FG_NO_PARAM},
-    {"activation", FG_ATTR_STRING, "none", "applied last: \"none\" or \"relu\"", FG_NO_PARAM},
+    {"activation", FG_ATTR_STRING, "none",
+     "applied last: \"none\", \"relu\" or \"clip\" (min(max(y, min), max), NaN kept)", FG_NO_PARAM},
+    {"min", FG_ATTR_FLOAT, NULL, "clip's lower bound (activation clip only)", FG_NO_PARAM},
+    {"max", FG_ATTR_FLOAT, NULL, "clip's upper bound, >= min (activation clip only)", FG_NO_PARAM},
     A_END};
 static const fg_attr_def a_fused[] = {
     {"program", FG_ATTR_STRING, NULL,

@@ -1,12 +1,16 @@
 /* Convolution epilogues: a conv2d followed by a residual add and a relu
- * becomes one node whose kernel applies them to the convolution's output
- * as it is produced (graph/infer_fused_conv.c; kernels/cpu/conv_dnnl.c,
- * kernels/cuda/conv.cu):
+ * (or a clip) becomes one node whose kernel applies them to the
+ * convolution's output as it is produced (graph/infer_fused_conv.c;
+ * kernels/cpu/conv_dnnl.c, kernels/cuda/conv.cu):
  *
  *   relu(conv2d(x, w[, b]))             -> fused_conv2d(x, w[, b]), relu
  *   relu(conv2d(x, w[, b]) + z)         -> fused_conv2d_add(x, w, z[, b]), relu
  *   conv2d(x, w[, b]) + z               -> fused_conv2d_add(x, w, z[, b]), none
+ *   clip(conv2d(x, w[, b]) [+ z])       -> the same with activation clip and
+ *                                          the clip's min and max
  *
+ * clip(0, 6) is MobileNet's relu6, which an imported model writes as Clip
+ * after each convolution its batch norm folded into.
  * These are what inference CNNs are made of once batch norm is folded into
  * the convolution before it (fold_inference): a ResNet block ends in
  * relu(conv + shortcut), the other convolutions in relu(conv). The bits
@@ -34,7 +38,7 @@
 #include "graph/op_table.h"
 
 typedef struct conv_chain {
-  int root, conv, add, relu; /* add: -1 when the relu reads the conv2d */
+  int root, conv, add, relu, clip; /* add: -1 when the activation reads the conv2d */
   fg_output z;
 } conv_chain;
 
@@ -78,13 +82,13 @@ static int match_add(const fg_pass_ctx *ctx, const fg_epi_state *s, int add, con
 static int match_chain(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, conv_chain *c) {
   const fg_graph *g = &ctx->w->g;
   const fg_node *r = &g->nodes[root];
-  c->root = root, c->relu = 0, c->add = -1;
+  c->root = root, c->relu = c->clip = 0, c->add = -1;
   if (!fg_epi_root_ok(ctx, s, root)) return 0;
-  if (r->op == FG_OP_RELU) {
+  if (r->op == FG_OP_RELU || r->op == FG_OP_CLIP) {
     fg_output x = r->inputs[0];
     if (r->n_inputs != 1 || x.index != 0 || !fg_epi_absorbable(ctx, s, x.node, root)) return 0;
     if (!match_add(ctx, s, x.node, c) && !match_conv(ctx, s, x.node, c)) return 0;
-    c->relu = 1;
+    c->relu = r->op == FG_OP_RELU, c->clip = r->op == FG_OP_CLIP;
   } else if (r->op != FG_OP_ADD || !match_add(ctx, s, root, c)) {
     return 0;
   }
@@ -94,7 +98,8 @@ static int match_chain(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, 
   return c->add < 0 || fg_epi_readable_at_root(g, c->z, c->add, root);
 }
 
-/* conv2d's attributes (those it has) onto the root's, and the activation. */
+/* conv2d's attributes (those it has) onto the root's, and the activation
+ * (a clip root keeps its own attributes, min and max). */
 static int set_attrs(fg_pass_ctx *ctx, const conv_chain *c) {
   static const char *const names[] = {"strides", "pads", "dilations", "groups", "auto_pad"};
   const fg_node *cv = &ctx->w->g.nodes[c->conv];
@@ -112,7 +117,7 @@ static int set_attrs(fg_pass_ctx *ctx, const conv_chain *c) {
       rc = fg_attrs_set_string(&n->attrs, a->name, a->s);
     if (rc != 0) return -1;
   }
-  return fg_attrs_set_string(&n->attrs, "activation", c->relu ? "relu" : "none");
+  return fg_attrs_set_string(&n->attrs, "activation", c->relu ? "relu" : c->clip ? "clip" : "none");
 }
 
 /* Root rewritten in place into fused_conv2d(x, w[, b]) or
@@ -136,14 +141,14 @@ static int rewrite_root(fg_pass_ctx *ctx, const conv_chain *c) {
 }
 
 static int fuse_chain(fg_pass_ctx *ctx, fg_epi_state *s, const conv_chain *c, fg_status *st) {
-  static const char *const rules[2][2] = {{"conv2d+add", "conv2d+add+relu"},
-                                          {"conv2d+relu", "conv2d+relu"}};
+  static const char *const rules[2][3] = {{"conv2d+add", "conv2d+add+relu", "conv2d+add+clip"},
+                                          {"conv2d+relu", "conv2d+relu", "conv2d+clip"}};
   if (rewrite_root(ctx, c) != 0) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "conv_epilogue: out of memory");
     return -1;
   }
   const int parts[2] = {c->conv, c->add < 0 ? c->root : c->add};
-  return fg_epi_absorb(ctx, s, parts, 2, c->root, rules[c->add < 0][c->relu], st);
+  return fg_epi_absorb(ctx, s, parts, 2, c->root, rules[c->add < 0][c->relu + 2 * c->clip], st);
 }
 
 static int try_root(fg_pass_ctx *ctx, fg_epi_state *s, int root, fg_status *st) {
@@ -152,5 +157,6 @@ static int try_root(fg_pass_ctx *ctx, fg_epi_state *s, int root, fg_status *st) 
 }
 
 int fg_pass_conv_epilogue(fg_pass_ctx *ctx, fg_status *st) {
-  return fg_epi_run(ctx, "conv_epilogue", try_root, st);
+  static const int roots[3] = {FG_OP_RELU, FG_OP_CLIP, FG_OP_ADD};
+  return fg_epi_run_ops(ctx, "conv_epilogue", roots, 3, try_root, st);
 }

@@ -41,9 +41,9 @@ const fg_pass_def fg_passes[] = {
      "that adds the bias and applies the relu on each tile of the product (same bits)",
      1, fg_pass_epilogue},
     {"conv_epilogue",
-     "convolution epilogues: relu(conv2d), conv2d + z and relu(conv2d + z) (z the output's shape) "
-     "become one fused_conv2d or fused_conv2d_add that adds z and applies the relu to the "
-     "convolution's output as it is produced (same bits)",
+     "convolution epilogues: relu(conv2d), conv2d + z and relu(conv2d + z) (z the output's shape), "
+     "and clip in relu's place, become one fused_conv2d or fused_conv2d_add that adds z and "
+     "applies the relu or clip to the convolution's output as it is produced (same bits)",
      1, fg_pass_conv_epilogue},
     {"update_epilogue",
      "optimizer update epilogues: apply_sgd of a weight gradient matmul(a, dz, transpose_a) "

@@ -275,9 +275,14 @@ typedef struct fg_fused_params {
   double consts[FG_FUSED_MAX_CONSTS];
 } fg_fused_params;
 
-/* fused_matmul: the epilogue's activation, from its string attribute
- * "activation" ("none" or "relu"). */
-typedef enum fg_activation { FG_ACTIVATION_NONE = 0, FG_ACTIVATION_RELU = 1 } fg_activation;
+/* The epilogue's activation, from the string attribute "activation":
+ * "none" or "relu" (fused_matmul, fused_conv2d), "clip" (fused_conv2d
+ * only: clip's min(max(x, min), max), its float attributes min and max). */
+typedef enum fg_activation {
+  FG_ACTIVATION_NONE = 0,
+  FG_ACTIVATION_RELU = 1,
+  FG_ACTIVATION_CLIP = 2
+} fg_activation;
 
 /* fused_matmul: act(op(a) @ op(b) + bias). transpose_a, transpose_b (0 or
  * 1) as matmul's; activation parsed from its name. */
@@ -287,10 +292,12 @@ typedef struct fg_fused_matmul_params {
 } fg_fused_matmul_params;
 
 /* fused_conv2d and fused_conv2d_add: conv2d's parameters and the
- * activation applied last, parsed from its name as fused_matmul's. */
+ * activation applied last, parsed from its name as fused_matmul's; with
+ * clip its bounds (min <= max). */
 typedef struct fg_fused_conv_params {
   fg_conv_params conv;
   fg_activation activation;
+  double clip_min, clip_max;
 } fg_fused_conv_params;
 
 /* Room for any op's parameters in one plan step; a kernel reads only the

@@ -108,7 +108,9 @@
  *             fused_conv2d_add(x, w, z, [b]) (activation "relu" or
  *             "none"), whose kernel adds z and applies the relu to each
  *             part of the convolution's output right after it is
- *             computed (the same bits, on the CPU and the GPU). Under
+ *             computed (the same bits, on the CPU and the GPU); a clip
+ *             in the relu's place (relu6, as imported MobileNets write
+ *             it) becomes activation "clip" with its min and max. Under
  *             epilogue's conditions for the conv2d and the add.
  *   grad_epilogue
  *             relu's gradient of a product, select(greater(y, 0),

@@ -184,7 +184,7 @@ int fgk_nc16_available(void) { return 0; }
 static int conv_f32(const fg_kctx *ctx, conv_mode m, conv_epi e, const conv_bufs *b) {
   int rc = conv_ref(ctx, m, b);
   if (rc == 0 && e != CONV_PLAIN)
-    fgk_conv_epilogue_f32(b->y->data, b->z ? b->z->data : NULL, fgk_numel(b->y), b->relu);
+    fgk_conv_epilogue_f32(b->y->data, b->z ? b->z->data : NULL, fgk_numel(b->y), &b->act);
   return rc;
 }
 void fgk_conv_release(void *state) { (void)state; }
@@ -247,18 +247,23 @@ CONV_KERNELS(fgk_conv_transpose2d, CONV_TRANSPOSE)
 
 /* ---- fused_conv2d, fused_conv2d_add -------------------------------------- */
 
-void fgk_conv_epilogue_f32(float *y, const float *z, int64_t n, int relu) {
+void fgk_conv_epilogue_f32(float *y, const float *z, int64_t n, const conv_act *a) {
+  const float lo = (float)a->lo, hi = (float)a->hi;
   for (int64_t i = 0; z && i < n; i++)
     y[i] = y[i] + z[i];
-  for (int64_t i = 0; relu && i < n; i++)
+  for (int64_t i = 0; a->relu && i < n; i++)
     y[i] = relu_f32(y[i]);
+  for (int64_t i = 0; a->clip && i < n; i++)
+    y[i] = clip_f32(y[i], lo, hi);
 }
 
-static void epilogue_f64(double *y, const double *z, int64_t n, int relu) {
+static void epilogue_f64(double *y, const double *z, int64_t n, const conv_act *a) {
   for (int64_t i = 0; z && i < n; i++)
     y[i] = y[i] + z[i];
-  for (int64_t i = 0; relu && i < n; i++)
+  for (int64_t i = 0; a->relu && i < n; i++)
     y[i] = relu_f64(y[i]);
+  for (int64_t i = 0; a->clip && i < n; i++)
+    y[i] = clip_f64(y[i], a->lo, a->hi);
 }
 
 /* The convolution exactly as conv2d computes it, then the epilogue in the
@@ -274,9 +279,9 @@ static int fused_conv(const fg_kctx *ctx, conv_epi e) {
     if (conv_ref(ctx, CONV_FWD, &b) != 0) return -1;
   }
   if (f64)
-    epilogue_f64(b.y->data, b.z ? b.z->data : NULL, fgk_numel(b.y), b.relu);
+    epilogue_f64(b.y->data, b.z ? b.z->data : NULL, fgk_numel(b.y), &b.act);
   else
-    fgk_conv_epilogue_f32(b.y->data, b.z ? b.z->data : NULL, fgk_numel(b.y), b.relu);
+    fgk_conv_epilogue_f32(b.y->data, b.z ? b.z->data : NULL, fgk_numel(b.y), &b.act);
   return 0;
 }
 

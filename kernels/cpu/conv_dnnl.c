@@ -105,7 +105,7 @@ typedef struct conv_wpiece {
 typedef struct conv_state {
   conv_mode mode;
   conv_epi epi;
-  int relu;
+  conv_act act;      /* the fused ops' activation */
   int64_t part_rows; /* batch rows per part */
   /* Parts over output channels instead of the batch (see
    * channel_parts_for); part_elems: y's elements per part. */
@@ -503,7 +503,7 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threa
   }
   s->mode = m;
   s->epi = e;
-  s->relu = b.relu;
+  s->act = b.act;
   s->n_parts = n_parts;
   s->channel_parts = chan > 1;
   s->part_rows = s->channel_parts ? G.n : G.n / n_parts;
@@ -553,7 +553,7 @@ static dnnl_status_t port_reorder(dnnl_stream_t stream, conv_port *p) {
 /* The fused ops' epilogue on elements [begin, end) of part q's rows. */
 static void part_epilogue(const conv_state *s, const conv_part *q, int64_t begin, int64_t end) {
   fgk_conv_epilogue_f32(q->y_rows + begin, q->z_rows ? q->z_rows + begin : NULL, end - begin,
-                        s->relu);
+                        &s->act);
 }
 
 /* Runs part q: its inputs' reorders (channel parts: its weight slice's

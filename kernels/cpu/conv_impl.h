@@ -17,14 +17,22 @@ typedef struct conv_geo {
   const fg_conv_params *p;
 } conv_geo;
 
+/* The fused ops' activation: relu's y < 0 ? 0 : y, or clip's
+ * min(max(y, lo), hi) as the clip kernel computes it (bounds rounded to
+ * the element type), or none. */
+typedef struct conv_act {
+  int relu, clip;
+  double lo, hi;
+} conv_act;
+
 /* The buffers of x, w, y and bias (NULL: none) for this mode, and the
  * node's convolution parameters. The fused ops (forward only) add the
- * epilogue: y = y + z where z is given, then relu where set. */
+ * epilogue: y = y + z where z is given, then the activation. */
 typedef struct conv_bufs {
   fg_kbuf *x, *w, *y;
   const fg_kbuf *bias;
   const fg_kbuf *z; /* fused_conv2d_add's residual */
-  int relu;
+  conv_act act;
   const fg_conv_params *p;
 } conv_bufs;
 
@@ -35,19 +43,22 @@ typedef enum conv_epi { CONV_PLAIN, CONV_FUSED, CONV_FUSED_ADD } conv_epi;
 static inline conv_bufs conv_bufs_fused(const fg_kctx *ctx, conv_epi e) {
   fg_kbuf *in = (fg_kbuf *)ctx->in;
   const int bi = e == CONV_FUSED_ADD ? 3 : 2;
+  const fg_fused_conv_params *fp = &ctx->p->fused_conv;
+  conv_act act = {fp->activation == FG_ACTIVATION_RELU, fp->activation == FG_ACTIVATION_CLIP,
+                  fp->clip_min, fp->clip_max};
   conv_bufs b = {&in[0],
                  &in[1],
                  ctx->out,
                  ctx->n_in > bi ? &in[bi] : NULL,
                  e == CONV_FUSED_ADD ? &in[2] : NULL,
-                 ctx->p->fused_conv.activation == FG_ACTIVATION_RELU,
-                 &ctx->p->fused_conv.conv};
+                 act,
+                 &fp->conv};
   return b;
 }
 
 static inline conv_bufs conv_bufs_of(const fg_kctx *ctx, conv_mode m) {
   fg_kbuf *in = (fg_kbuf *)ctx->in, *out = ctx->out;
-  conv_bufs b = {NULL, NULL, NULL, NULL, NULL, 0, NULL};
+  conv_bufs b = {NULL, NULL, NULL, NULL, NULL, {0, 0, 0, 0}, NULL};
   switch (m) {
   case CONV_FWD:
     b.x = &in[0], b.w = &in[1], b.y = out, b.bias = ctx->n_in > 2 ? &in[2] : NULL;
@@ -77,8 +88,8 @@ static inline conv_geo conv_geo_of(const conv_bufs *b) {
 void fgk_conv_add_bias_f32(const conv_geo *G, const void *bias, void *out);
 
 /* The fused ops' epilogue on n elements of y, in the chain's order and
- * arithmetic: y = y + z (z NULL: none), then relu's y < 0 ? 0 : y. */
-void fgk_conv_epilogue_f32(float *y, const float *z, int64_t n, int relu);
+ * arithmetic: y = y + z (z NULL: none), then the activation. */
+void fgk_conv_epilogue_f32(float *y, const float *z, int64_t n, const conv_act *a);
 
 /* oneDNN (conv_dnnl.c, built with FG_HAVE_DNNL): the prepare hook and the
  * f32 kernel for mode m; e (forward only) names the op. */

@@ -52,7 +52,9 @@ struct bufs {
   fg_kbuf *x, *w, *y;
   const fg_kbuf *bias;
   const fg_kbuf *z; /* fused_conv2d_add's residual */
-  int relu;         /* the fused ops' activation */
+  /* The fused ops' activation: relu, or clip to [lo, hi] */
+  int relu, clip;
+  double lo, hi;
   const fg_conv_params *p;
 };
 
@@ -65,19 +67,23 @@ bufs bufs_of(const fg_kctx *ctx, int m, int e = E_PLAIN) {
   const fg_conv_params *p = &ctx->p->conv;
   if (e != E_PLAIN) {
     const int bi = e == E_FUSED_ADD ? 3 : 2;
+    const fg_fused_conv_params *fp = &ctx->p->fused_conv;
     return bufs{&in[0],
                 &in[1],
                 out,
                 ctx->n_in > bi ? &in[bi] : NULL,
                 e == E_FUSED_ADD ? &in[2] : NULL,
-                ctx->p->fused_conv.activation == FG_ACTIVATION_RELU,
-                &ctx->p->fused_conv.conv};
+                fp->activation == FG_ACTIVATION_RELU,
+                fp->activation == FG_ACTIVATION_CLIP,
+                fp->clip_min,
+                fp->clip_max,
+                &fp->conv};
   }
   switch (m) {
-  case M_FWD: return bufs{&in[0], &in[1], out, b, NULL, 0, p};
-  case M_BWD_DATA: return bufs{out, &in[1], &in[0], NULL, NULL, 0, p};
-  case M_BWD_WEIGHTS: return bufs{&in[0], out, &in[1], NULL, NULL, 0, p};
-  default: return bufs{out, &in[1], &in[0], b, NULL, 0, p};
+  case M_FWD: return bufs{&in[0], &in[1], out, b, NULL, 0, 0, 0, 0, p};
+  case M_BWD_DATA: return bufs{out, &in[1], &in[0], NULL, NULL, 0, 0, 0, 0, p};
+  case M_BWD_WEIGHTS: return bufs{&in[0], out, &in[1], NULL, NULL, 0, 0, 0, 0, p};
+  default: return bufs{out, &in[1], &in[0], b, NULL, 0, 0, 0, 0, p};
   }
 }
 
@@ -341,20 +347,23 @@ int run_conv(const fg_kctx *ctx, int m, const bufs &b, cudnnHandle_t h, const de
 }
 
 /* The fused ops' epilogue over y's n elements: y + z (z may be NULL),
- * then x < 0 ? 0 : x when relu is set, as the add and relu kernels. */
-template <typename T> __global__ void epilogue_kernel(T *y, const T *z, int64_t n, int relu) {
+ * then x < 0 ? 0 : x when relu is set, or clip's NaN-keeping
+ * min(max(x, lo), hi) when clip is, as the add, relu and clip kernels. */
+template <typename T>
+__global__ void epilogue_kernel(T *y, const T *z, int64_t n, int relu, int clip, T lo, T hi) {
   FGC_GRID_STRIDE(i, n) {
     T v = y[i];
     if (z) v = v + z[i];
+    if (clip && v == v) v = v < lo ? lo : (v > hi ? hi : v);
     y[i] = relu && v < (T)0 ? (T)0 : v;
   }
 }
 
 template <typename T> int epilogue(const fg_kctx *ctx, const bufs &b) {
   const int64_t n = fgk_numel(b.y);
-  if (n == 0 || (!b.z && !b.relu)) return 0;
+  if (n == 0 || (!b.z && !b.relu && !b.clip)) return 0;
   epilogue_kernel<T><<<fgc_blocks(n, FGC_THREADS), FGC_THREADS, 0, fgc_stream(ctx)>>>(
-      (T *)b.y->data, b.z ? (const T *)b.z->data : NULL, n, b.relu);
+      (T *)b.y->data, b.z ? (const T *)b.z->data : NULL, n, b.relu, b.clip, (T)b.lo, (T)b.hi);
   return fgc_launched(ctx, "the fused convolution's epilogue");
 }
 

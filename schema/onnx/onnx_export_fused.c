@@ -16,13 +16,30 @@
 #define UNSUPPORTED(c, id, ...)                                                                    \
   fgo_fail(c, FG_UNIMPLEMENTED, "ONNX export: node '%s' (%s): " __VA_ARGS__)
 
-/* The "activation" attribute: 1 for relu, 0 for none, -1 (failed) else. */
-static int relu_of(fgo_ctx *c, int id) {
+enum { ACT_NONE, ACT_RELU, ACT_CLIP };
+
+/* The "activation" attribute: ACT_*, or -1 (failed). */
+static int act_of(fgo_ctx *c, int id) {
   const char *act = "none";
   fg_node_attr_string(fgo_graph(c), id, "activation", &act);
-  if (strcmp(act, "relu") == 0) return 1;
-  if (strcmp(act, "none") == 0) return 0;
+  if (strcmp(act, "relu") == 0) return ACT_RELU;
+  if (strcmp(act, "clip") == 0) return ACT_CLIP;
+  if (strcmp(act, "none") == 0) return ACT_NONE;
   return UNSUPPORTED(c, id, "activation '%s'", NODE_NAME(c, id), OP_NAME(c, id), act);
+}
+
+/* Clip(v, min, max) into the node's output, the bounds as constants of its
+ * dtype (Clip takes them as inputs from opset 11). */
+static int clip_to_out(fgo_ctx *c, int id, const char *v) {
+  double lo = 0, hi = 0;
+  const fg_graph *g = fgo_graph(c);
+  fg_node_attr_float(g, id, "min", &lo);
+  fg_node_attr_float(g, id, "max", &hi);
+  fg_dtype dt = g->nodes[id].outputs[0].dtype;
+  const char *in[3] = {v, fgo_const_scalar(c, id, "min", dt, lo),
+                       fgo_const_scalar(c, id, "max", dt, hi)};
+  const char *out = fgo_out(c, id, 0);
+  return in[1] && in[2] && out && fgo_emit(c, id, "Clip", in, 3, &out, 1) ? 0 : -1;
 }
 
 /* Where the value so far (`v`) goes next: the node's output when nothing
@@ -31,39 +48,41 @@ static const char *next_out(fgo_ctx *c, int id, int last, const char *what) {
   return last ? fgo_out(c, id, 0) : fgo_tmp(c, id, what);
 }
 
-/* Add(v, addend) then, with relu, Relu: the epilogue both fused ops end
- * with; v's addition first, as the kernels compute y + z and y + bias. */
-static int add_then_relu(fgo_ctx *c, int id, const char *v, const char *addend, int relu) {
+/* Add(v, addend) then the activation (Relu or Clip): the epilogue both
+ * fused ops end with; v's addition first, as the kernels compute y + z and
+ * y + bias. */
+static int add_then_act(fgo_ctx *c, int id, const char *v, const char *addend, int act) {
   if (addend) {
-    const char *in[2] = {v, addend}, *sum = next_out(c, id, !relu, "Add");
+    const char *in[2] = {v, addend}, *sum = next_out(c, id, act == ACT_NONE, "Add");
     if (!sum || !fgo_emit(c, id, "Add", in, 2, &sum, 1)) return -1;
     v = sum;
   }
-  if (!relu) return 0;
+  if (act == ACT_CLIP) return clip_to_out(c, id, v);
+  if (act == ACT_NONE) return 0;
   return fgo_emit1(c, id, "Relu", v, fgo_out(c, id, 0)) ? 0 : -1;
 }
 
 /* act(op(a) @ op(b) + bias): MatMul (matmul's writer), Add, Relu. */
 int fgo_w_fused_matmul(fgo_ctx *c, int id) {
-  int relu = relu_of(c, id);
-  if (relu < 0) return -1;
+  int act = act_of(c, id);
+  if (act < 0) return -1;
   const char *mm = fgo_tmp(c, id, "MatMul"), *bias = fgo_in(c, id, 2);
   if (!mm || !bias || fgo_matmul_to(c, id, mm) != 0) return -1;
-  return add_then_relu(c, id, mm, bias, relu);
+  return add_then_act(c, id, mm, bias, act);
 }
 
 /* act(conv2d(x, w, b) [+ z]): the bias inside the Conv, as conv2d adds it
- * (its sums start at b), then Add z, then Relu. fused_conv2d's inputs are
- * x, w, [b]; fused_conv2d_add's x, w, z, [b]. */
+ * (its sums start at b), then Add z, then Relu or Clip. fused_conv2d's
+ * inputs are x, w, [b]; fused_conv2d_add's x, w, z, [b]. */
 int fgo_w_fused_conv(fgo_ctx *c, int id) {
-  int relu = relu_of(c, id), n_in = fg_node_num_inputs(fgo_graph(c), id);
-  if (relu < 0) return -1;
+  int act = act_of(c, id), n_in = fg_node_num_inputs(fgo_graph(c), id);
+  if (act < 0) return -1;
   int has_z = strcmp(OP_NAME(c, id), "fused_conv2d_add") == 0, b_at = has_z ? 3 : 2;
   const char *z = has_z ? fgo_in(c, id, 2) : NULL;
   const char *b = n_in > b_at ? fgo_in(c, id, b_at) : NULL;
-  const char *y = next_out(c, id, !has_z && !relu, "Conv");
+  const char *y = next_out(c, id, !has_z && act == ACT_NONE, "Conv");
   if (!y || (has_z && !z) || fgo_conv2d_to(c, id, b, y) != 0) return -1;
-  return add_then_relu(c, id, y, z, relu);
+  return add_then_act(c, id, y, z, act);
 }
 
 /* ---- fused_elementwise ------------------------------------------------------ */

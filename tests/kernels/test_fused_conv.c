@@ -1,6 +1,6 @@
 /* fused_conv2d and fused_conv2d_add (graph/infer_fused_conv.c; CPU:
  * kernels/cpu/conv.c and conv_dnnl.c): the same bits as conv2d, add and
- * relu run one after another, through plans with 2 threads (oneDNN's
+ * relu (or clip) run one after another, through plans with 2 threads (oneDNN's
  * batch cut into parts, each running the epilogue on its rows, and a
  * batch that is not cut, whose epilogue runs over the threads after the
  * primitive; y and z in C order and in NC16; groups, strides, 1x1, a
@@ -25,7 +25,8 @@
 typedef struct cc {
   fg_dtype dt;
   int64_t n, c, h, o, k, stride, pad, groups;
-  int bias, add, relu;
+  int bias, add;
+  int relu;   /* the activation: 0 none, 1 relu, 2 clip(CLIP_LO, CLIP_HI) */
   int z_conv; /* z is conv2d(x, wz), an intermediate (NC16 when o % 16 == 0); else fed */
   int tail;   /* the result goes into a 1x1 conv2d "out": it is an intermediate too */
 } cc;
@@ -46,7 +47,14 @@ static const cc CASES[] = {
     {FG_F32, 1, 16, 6, 64, 1, 1, 0, 1, 0, 0, 1, 0, 1}, /* 1x1, relu only, NC16 output */
     {FG_F64, 2, 3, 7, 4, 3, 1, 1, 1, 1, 1, 1, 0, 0},   /* f64: the direct loops */
     {FG_F64, 3, 4, 6, 6, 3, 2, 1, 2, 1, 0, 0, 0, 0},   /* f64, bias only ("none") */
+    /* clip (relu6's form) in place of relu: the same cuts and layouts. */
+    {FG_F32, 4, 3, 9, 5, 3, 1, 1, 1, 1, 1, 2, 0, 0},   /* z fed (its NaN kept), C order */
+    {FG_F32, 5, 16, 7, 16, 3, 1, 1, 1, 1, 0, 2, 0, 1}, /* batch 5, clip only, NC16 output */
+    {FG_F32, 1, 16, 8, 64, 3, 2, 1, 1, 1, 1, 2, 1, 1}, /* channel parts, NC16 */
+    {FG_F64, 2, 3, 7, 4, 3, 1, 1, 1, 1, 1, 2, 0, 0},   /* f64: the direct loops */
 };
+#define CLIP_LO (-0.25)
+#define CLIP_HI 0.5
 #define N_CASES (sizeof CASES / sizeof CASES[0])
 
 static int64_t out_side(const cc *c) { return (c->h + 2 * c->pad - c->k) / c->stride + 1; }
@@ -101,13 +109,16 @@ static fg_graph *build(const cc *c, int fused, const char **fetch) {
     fg_attrs_set_ints(at, "strides", st, 2);
     fg_attrs_set_ints(at, "pads", pd, 4);
     fg_attrs_set_int(at, "groups", c->groups);
-    fg_attrs_set_string(at, "activation", c->relu ? "relu" : "none");
+    fg_attrs_set_string(at, "activation", c->relu == 2 ? "clip" : c->relu ? "relu" : "none");
+    if (c->relu == 2)
+      fg_attrs_set_float(at, "min", CLIP_LO), fg_attrs_set_float(at, "max", CLIP_HI);
     y = fg_op(g, c->add ? "fused_conv2d_add" : "fused_conv2d", "y", in, n, at);
     fg_attrs_free(at);
   } else {
     y = fg_set_name(g, fg_conv2d(g, x, w, b, &o), c->add || c->relu ? "y0" : "y");
     if (c->add) y = fg_set_name(g, fg_add(g, y, z), c->relu ? "s" : "y");
-    if (c->relu) y = fg_set_name(g, fg_relu(g, y), "y");
+    if (c->relu)
+      y = fg_set_name(g, c->relu == 2 ? fg_clip(g, y, CLIP_LO, CLIP_HI) : fg_relu(g, y), "y");
   }
   *fetch = "y";
   if (c->tail) {
@@ -199,6 +210,7 @@ static double ref_at(const cc *c, const fg_tensor *x, const fg_tensor *w, const 
       }
   if (b) acc += tensor_elem(b, oc), *mag += fabs(tensor_elem(b, oc));
   if (z) acc += tensor_elem(z, i), *mag += fabs(tensor_elem(z, i));
+  if (c->relu == 2) return acc < CLIP_LO ? CLIP_LO : acc > CLIP_HI ? CLIP_HI : acc;
   return c->relu && acc < 0 ? 0 : acc;
 }
 
@@ -297,19 +309,26 @@ FG_TEST(fused_conv_graph_bad_inputs, "badinput") {
   struct {
     const char *op, *act;
     int bias_len, z_w, z_f64;
+    int bounds; /* clip's attributes: 0 none, 1 max = 6 only, 2 min = 6 and max = 0 */
     const char *want;
   } cases[] = {
-      {"fused_conv2d_add", "relu", 7, 9, 0,
+      {"fused_conv2d_add", "relu", 7, 9, 0, 0,
        "node 'fc' (fused_conv2d_add): input 3 (b) has 7 entries, expected the 5 output channels"},
-      {"fused_conv2d", "none", 4, 9, 0,
+      {"fused_conv2d", "none", 4, 9, 0, 0,
        "node 'fc' (fused_conv2d): input 2 (b) has 4 entries, expected the 5 output channels"},
-      {"fused_conv2d_add", "relu", 5, 8, 0,
+      {"fused_conv2d_add", "relu", 5, 8, 0, 0,
        "node 'fc' (fused_conv2d_add): input 2 (z) shape [4,5,9,8] must be the convolution's "
        "output shape [4,5,9,9]"},
-      {"fused_conv2d_add", "none", 5, 9, 1,
+      {"fused_conv2d_add", "none", 5, 9, 1, 0,
        "node 'fc' (fused_conv2d_add): input 2 (z) dtype f64 differs from the convolution's f32"},
-      {"fused_conv2d_add", "gelu", 5, 9, 0,
+      {"fused_conv2d_add", "gelu", 5, 9, 0, 0,
        "node 'fc' (fused_conv2d_add): attribute 'activation' = 'gelu' is not an activation"},
+      {"fused_conv2d", "clip", 5, 9, 0, 1,
+       "node 'fc' (fused_conv2d): attribute 'min' is missing; clip needs both min and max"},
+      {"fused_conv2d", "clip", 5, 9, 0, 0,
+       "node 'fc' (fused_conv2d): attribute 'min' is missing; clip needs both min and max"},
+      {"fused_conv2d_add", "clip", 5, 9, 0, 2,
+       "node 'fc' (fused_conv2d_add): min = 6 is greater than max = 0"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     fg_graph *g = fg_graph_new();
@@ -323,6 +342,8 @@ FG_TEST(fused_conv_graph_bad_inputs, "badinput") {
     fg_attrs *at = fg_attrs_new();
     fg_attrs_set_ints(at, "pads", pads, 4);
     fg_attrs_set_string(at, "activation", cases[k].act);
+    if (cases[k].bounds) fg_attrs_set_float(at, "max", cases[k].bounds == 1 ? 6 : 0);
+    if (cases[k].bounds == 2) fg_attrs_set_float(at, "min", 6);
     fg_output y = fg_op(g, cases[k].op, "fc", in, add ? 4 : 3, at);
     fg_attrs_free(at);
     FG_CHECK(y.node < 0);

@@ -308,8 +308,10 @@ FG_TEST(fused_matmul_graph_bad_inputs, "badinput") {
       {"relu", 1, "node 'fm' (fused_matmul): input 2 (bias) shape [6] must be [N] = [5]"},
       {"none", 2, "node 'fm' (fused_matmul): input 2 (bias) shape [1,5] must be [N] = [5]"},
       {"relu", 3, "node 'fm' (fused_matmul): input 2 (bias) dtype f64 differs from input 0's f32"},
+      /* clip is fused_conv2d's activation only */
+      {"clip", 0, "node 'fm' (fused_matmul): attribute 'activation' = 'clip' is not an activation"},
   };
-  for (int k = 0; k < 4; k++) {
+  for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
     fg_graph *g = fg_graph_new();
     fg_output a = fg_placeholder(g, "a", FG_F32, 2, da), b = fg_placeholder(g, "b", FG_F32, 2, db);
     const int kind = cases[k].bias_kind;

@@ -12,12 +12,16 @@
 
 #include "test_passes_epi_util.h"
 
+#define CLIP_LO (-0.5)
+#define CLIP_HI 0.75
+
 /* How the crafted block varies. */
 typedef struct block_opts {
   int bias;         /* conv2d(x, w, b) */
   int add;          /* s = c + x (the identity shortcut) */
   int z_first;      /* add(x, c) */
   int relu;         /* out = relu(s or c) */
+  int clip;         /* out = clip(s or c, CLIP_LO, CLIP_HI) */
   int side_of_conv; /* side = exp(c) */
   int side_of_add;  /* side = exp(s) */
   int bias_node;    /* no residual: s = c + bias [C, 1, 1] */
@@ -45,6 +49,7 @@ static fg_graph *block(const block_opts *o) {
     s = fg_set_name(g, o->z_first ? fg_add(g, z, c) : fg_add(g, c, z), "s");
   }
   if (o->relu) fg_set_name(g, fg_relu(g, s), "out");
+  if (o->clip) fg_set_name(g, fg_clip(g, s, CLIP_LO, CLIP_HI), "out");
   if (o->side_of_conv) fg_set_name(g, fg_exp(g, c), "side");
   if (o->side_of_add) fg_set_name(g, fg_exp(g, s), "side");
   return g;
@@ -161,6 +166,54 @@ FG_TEST(conv_epilogue_fuses_conv_relu_and_conv_add, "") {
   fg_pass_report_free(r);
   fg_graph_free(o);
   fg_graph_free(g);
+}
+
+/* clip(conv2d + x) and clip(conv2d) (relu6's form, as imported models
+ * write it): fused_conv2d_add / fused_conv2d with activation clip and the
+ * clip's bounds; the bits of the chain, and each value the clip of the
+ * unfused sum computed here (NaN kept). */
+FG_TEST(conv_epilogue_fuses_conv_clip, "") {
+  test_pass_list = WITH_CONV_EPILOGUE;
+  for (int add = 0; add < 2; add++) {
+    block_opts d = {.bias = 1, .add = add, .clip = 1};
+    fg_graph *g = block(&d);
+    fg_pass_report *r = NULL;
+    fg_graph *o = optimize1(g, "out", &r);
+    FG_REQUIRE(o);
+    FG_CHECK_INT(fg_graph_num_nodes(o), 4);
+    FG_CHECK_INT(count_op(o, add ? "fused_conv2d_add" : "fused_conv2d"), 1);
+    FG_CHECK_INT(count_op(o, "conv2d") + count_op(o, "add") + count_op(o, "clip"), 0);
+    FG_CHECK_INT(n_changes(r), 2 + add);
+    const char *rule = add ? "conv2d+add+clip" : "conv2d+clip";
+    check_fused(r, "out", "out", rule);
+    check_fused(r, "c", "out", rule);
+    if (add) check_fused(r, "s", "out", rule);
+    FG_CHECK(is_attr(o, "out", "activation", "clip"));
+    double lo = 0, hi = 0;
+    const int out = fg_graph_find(o, "out");
+    FG_CHECK(fg_node_attr_float(o, out, "min", &lo) == 0 && lo == CLIP_LO);
+    FG_CHECK(fg_node_attr_float(o, out, "max", &hi) == 0 && hi == CLIP_HI);
+    FG_CHECK(same_bits(g, o, "out"));
+    fg_tensor *x = block_x(g);
+    FG_CHECK(same_bits_on_off(g, x, "out"));
+    fg_tensor *got = run_fetch(o, x, "out", 0), *sum = run_fetch(g, x, add ? "s" : "c", 1);
+    FG_REQUIRE(got && sum);
+    const float *gv = fg_tensor_data(got), *sv = fg_tensor_data(sum);
+    int64_t n = fg_tensor_num_elements(got), at_lo = 0, at_hi = 0, nan = 0, bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+      float want = sv[i] < (float)CLIP_LO   ? (float)CLIP_LO
+                   : sv[i] > (float)CLIP_HI ? (float)CLIP_HI
+                                            : sv[i];
+      at_lo += want == (float)CLIP_LO, at_hi += want == (float)CLIP_HI, nan += isnan(sv[i]);
+      bad += isnan(want) ? !isnan(gv[i]) : gv[i] != want;
+    }
+    FG_CHECK_INT(bad, 0);
+    FG_CHECK(at_lo > 0 && at_hi > 0 && nan > 0); /* both bounds and the NaN were met */
+    fg_tensor_free(got), fg_tensor_free(sum), fg_tensor_free(x);
+    fg_pass_report_free(r);
+    fg_graph_free(o);
+    fg_graph_free(g);
+  }
 }
 
 /* A reader outside the chain: of the conv2d, nothing fuses; of the add,

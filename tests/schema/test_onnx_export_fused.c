@@ -113,13 +113,16 @@ static fg_output fused_conv(fg_graph *g, const char *op, const fg_output *in, in
   else
     fg_attrs_set_ints(a, "pads", pads, 4);
   fg_attrs_set_string(a, "activation", act);
+  if (strcmp(act, "clip") == 0)
+    fg_attrs_set_float(a, "min", -0.25), fg_attrs_set_float(a, "max", 0.5);
   fg_output o = fg_op(g, op, NULL, in, n, a);
   fg_attrs_free(a);
   return o;
 }
 
 /* x [2, 2, 5, 5], w [3, 2, 3, 3], b [3], z [2, 3, 5, 5]: relu(conv + b),
- * relu(conv + b + z) and conv + z ('same', no bias). torch's conv in
+ * relu(conv + b + z), conv + z ('same', no bias), clip(conv + b, -0.25,
+ * 0.5) and clip(conv + b + z, -0.25, 0.5) (relu6's form). torch's conv in
  * check_export.py is the independent reference. */
 static void fused_conv_case(int opset) {
   FG_REQUIRE(ox_begin());
@@ -131,16 +134,20 @@ static void fused_conv_case(int opset) {
   named(g, fused_conv(g, "fused_conv2d", c1, 3, 0, "relu"), "c1");
   named(g, fused_conv(g, "fused_conv2d_add", c2, 4, 0, "relu"), "c2");
   named(g, fused_conv(g, "fused_conv2d_add", c3, 3, 1, "none"), "c3");
+  named(g, fused_conv(g, "fused_conv2d", c1, 3, 0, "clip"), "c4");
+  named(g, fused_conv(g, "fused_conv2d_add", c2, 4, 0, "clip"), "c5");
   fg_status *st = fg_status_new();
   FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
   char ops[512];
   FG_CHECK_STR(onnx_ops(g, "c1", opset, ops, sizeof ops), "Conv,Relu");
   FG_CHECK_STR(onnx_ops(g, "c2", opset, ops, sizeof ops), "Conv,Add,Relu");
   FG_CHECK_STR(onnx_ops(g, "c3", opset, ops, sizeof ops), "Conv,Add");
+  FG_CHECK_STR(onnx_ops(g, "c4", opset, ops, sizeof ops), "Conv,Clip");
+  FG_CHECK_STR(onnx_ops(g, "c5", opset, ops, sizeof ops), "Conv,Add,Clip");
   fg_tensor *xt = ox_random(4, xd, -1, 1, 43), *zt = ox_random(4, zd, -1, 1, 44);
   fg_feed feeds[2] = {{"x", xt}, {"z", zt}};
-  const char *fetches[3] = {"c1", "c2", "c3"};
-  ox_check(g, ox_name("fconv", opset), feeds, 2, fetches, 3, opset, 1e-5, 1e-6, 0);
+  const char *fetches[5] = {"c1", "c2", "c3", "c4", "c5"};
+  ox_check(g, ox_name("fconv", opset), feeds, 2, fetches, 5, opset, 1e-5, 1e-6, 0);
   fg_tensor_free(xt), fg_tensor_free(zt);
   fg_status_free(st);
   fg_graph_free(g);
