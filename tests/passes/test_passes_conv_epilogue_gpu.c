@@ -1,5 +1,5 @@
 /* fused_conv2d and fused_conv2d_add on a GPU ("cuda:0"; kernels/cuda/
- * conv.cu): conv2d -> add -> relu with the conv_epilogue pass on (one
+ * conv.cu): conv2d -> add -> relu (or clip) with the conv_epilogue pass on (one
  * fused node) against the same chain on the CPU with the passes off
  * (within rounding: cuDNN's algorithms sum in other orders), and against
  * the same chain on the GPU with the passes off (the same bits: the fused
@@ -23,7 +23,8 @@ typedef struct gcase {
   fg_dtype dt;
   int64_t n, c, h, o, k, stride, groups;
   int64_t pads[4];
-  int bias, add, relu;
+  int bias, add;
+  int relu; /* 0 none, 1 relu, 2 clip(-0.25, 0.5) (relu6's form) */
 } gcase;
 
 static fg_output constant(fg_graph *g, const char *name, fg_dtype dt, int rank, const int64_t *dims,
@@ -57,7 +58,7 @@ static fg_graph *chain(const gcase *c) {
   fg_output y = fg_conv2d(g, constant(g, "x", c->dt, 4, xd, 1), constant(g, "w", c->dt, 4, wd, 2),
                           c->bias ? constant(g, "b", c->dt, 1, bd, 3) : FG_NO_OUTPUT, &co);
   if (c->add) y = fg_add(g, y, constant(g, "z", c->dt, 4, zd, 4));
-  if (c->relu) y = fg_relu(g, y);
+  if (c->relu) y = c->relu == 2 ? fg_clip(g, y, -0.25, 0.5) : fg_relu(g, y);
   fg_set_name(g, y, "y");
   return g;
 }
@@ -95,6 +96,9 @@ FG_TEST(gpu_fused_conv_vs_cpu_chain, "gpu") {
       {FG_F32, 2, 3, 9, 5, 2, 1, 1, {0, 0, 1, 1}, 1, 1, 1}, /* asymmetric: a padded copy */
       {FG_F64, 2, 3, 8, 4, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1},
       {FG_F64, 2, 4, 6, 4, 3, 2, 1, {1, 1, 1, 1}, 1, 0, 0},
+      {FG_F32, 4, 8, 12, 16, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 2}, /* clip */
+      {FG_F32, 3, 4, 10, 6, 3, 2, 2, {1, 1, 1, 1}, 0, 0, 2},
+      {FG_F64, 2, 3, 8, 4, 3, 1, 1, {1, 1, 1, 1}, 1, 0, 2},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     const gcase *c = &cases[k];
