@@ -12,6 +12,7 @@
  * f64 (for gradient checks; oneDNN has no f64) and f32 without oneDNN run
  * direct loops, parallel over disjoint outputs in a fixed order, so the bits
  * do not depend on the thread count. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,14 +248,22 @@ CONV_KERNELS(fgk_conv_transpose2d, CONV_TRANSPOSE)
 
 /* ---- fused_conv2d, fused_conv2d_add -------------------------------------- */
 
+/* One pass over y (the add and the activation of an element together, as
+ * the chain computes them one after the other). relu runs as clip(0, inf):
+ * x < 0 ? 0 : x, then x > inf, never true, so relu's bits (NaN and -0.0
+ * kept). */
 void fgk_conv_epilogue_f32(float *y, const float *z, int64_t n, const conv_act *a) {
-  const float lo = (float)a->lo, hi = (float)a->hi;
-  for (int64_t i = 0; z && i < n; i++)
-    y[i] = y[i] + z[i];
-  for (int64_t i = 0; a->relu && i < n; i++)
-    y[i] = relu_f32(y[i]);
-  for (int64_t i = 0; a->clip && i < n; i++)
-    y[i] = clip_f32(y[i], lo, hi);
+  const float lo = a->clip ? (float)a->lo : 0.0f, hi = a->clip ? (float)a->hi : INFINITY;
+  if (z && (a->relu || a->clip)) {
+    for (int64_t i = 0; i < n; i++)
+      y[i] = clip_f32(y[i] + z[i], lo, hi);
+  } else if (z) {
+    for (int64_t i = 0; i < n; i++)
+      y[i] = y[i] + z[i];
+  } else if (a->relu || a->clip) {
+    for (int64_t i = 0; i < n; i++)
+      y[i] = clip_f32(y[i], lo, hi);
+  }
 }
 
 static void epilogue_f64(double *y, const double *z, int64_t n, const conv_act *a) {
