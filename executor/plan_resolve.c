@@ -24,6 +24,10 @@ static void mark_ancestors(const fg_graph *g, char *needed) {
  * devices until the deadline. So when any device needs its k-th, every
  * device runs its first k + 1, with what they need. Returns -1 on OOM. */
 static int close_collectives(const fg_graph *g, const fg_dist_exec *dx, char *needed) {
+  /* dx->node_dev is indexed for collectives only: a session's optimized
+   * copy may end with constants its passes appended, past the partition's
+   * nodes (fg_dist_run_key passes the partition's own array), and those
+   * are never collectives. */
   if (!dx || dx->n_dev < 2) return 0;
   int *count = calloc((size_t)dx->n_dev, sizeof *count);
   if (!count) return -1;

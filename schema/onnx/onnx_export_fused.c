@@ -28,14 +28,12 @@ static int act_of(fgo_ctx *c, int id) {
   return UNSUPPORTED(c, id, "activation '%s'", NODE_NAME(c, id), OP_NAME(c, id), act);
 }
 
-/* Clip(v, min, max) into the node's output, the bounds as constants of its
- * dtype (Clip takes them as inputs from opset 11). */
+/* Clip(v, min, max) into the node's output, the bounds (float or int
+ * attributes, as the kernels take them) as constants of its dtype (Clip
+ * takes them as inputs from opset 11). */
 static int clip_to_out(fgo_ctx *c, int id, const char *v) {
-  double lo = 0, hi = 0;
-  const fg_graph *g = fgo_graph(c);
-  fg_node_attr_float(g, id, "min", &lo);
-  fg_node_attr_float(g, id, "max", &hi);
-  fg_dtype dt = g->nodes[id].outputs[0].dtype;
+  const double lo = fgo_get_float(c, id, "min", 0), hi = fgo_get_float(c, id, "max", 0);
+  fg_dtype dt = fgo_graph(c)->nodes[id].outputs[0].dtype;
   const char *in[3] = {v, fgo_const_scalar(c, id, "min", dt, lo),
                        fgo_const_scalar(c, id, "max", dt, hi)};
   const char *out = fgo_out(c, id, 0);

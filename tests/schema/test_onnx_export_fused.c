@@ -115,6 +115,10 @@ static fg_output fused_conv(fg_graph *g, const char *op, const fg_output *in, in
   fg_attrs_set_string(a, "activation", act);
   if (strcmp(act, "clip") == 0)
     fg_attrs_set_float(a, "min", -0.25), fg_attrs_set_float(a, "max", 0.5);
+  /* Integer bounds, which a graph may hold for a float attribute. */
+  if (strcmp(act, "clip_int") == 0)
+    fg_attrs_set_string(a, "activation", "clip"), fg_attrs_set_int(a, "min", 0),
+        fg_attrs_set_int(a, "max", 1);
   fg_output o = fg_op(g, op, NULL, in, n, a);
   fg_attrs_free(a);
   return o;
@@ -122,7 +126,8 @@ static fg_output fused_conv(fg_graph *g, const char *op, const fg_output *in, in
 
 /* x [2, 2, 5, 5], w [3, 2, 3, 3], b [3], z [2, 3, 5, 5]: relu(conv + b),
  * relu(conv + b + z), conv + z ('same', no bias), clip(conv + b, -0.25,
- * 0.5) and clip(conv + b + z, -0.25, 0.5) (relu6's form). torch's conv in
+ * 0.5) and clip(conv + b + z, 0, 1) (relu6's form; its bounds given as
+ * ints). torch's conv in
  * check_export.py is the independent reference. */
 static void fused_conv_case(int opset) {
   FG_REQUIRE(ox_begin());
@@ -135,7 +140,7 @@ static void fused_conv_case(int opset) {
   named(g, fused_conv(g, "fused_conv2d_add", c2, 4, 0, "relu"), "c2");
   named(g, fused_conv(g, "fused_conv2d_add", c3, 3, 1, "none"), "c3");
   named(g, fused_conv(g, "fused_conv2d", c1, 3, 0, "clip"), "c4");
-  named(g, fused_conv(g, "fused_conv2d_add", c2, 4, 0, "clip"), "c5");
+  named(g, fused_conv(g, "fused_conv2d_add", c2, 4, 0, "clip_int"), "c5");
   fg_status *st = fg_status_new();
   FG_REQUIRE(fg_graph_status(g, st) == FG_OK);
   char ops[512];
