@@ -178,9 +178,10 @@ FGI_DECL_PARSE(fgi_parse_conv) /* infer_conv.c; all four conv ops */
 /* infer_logical.c: logical_not, logical_and, logical_or */
 FGI_DECL_INFER(fgi_infer_logical)
 /* infer_fused_matmul.c: fused_matmul, and the activation attribute it
- * shares with fused_conv2d: the fg_activation a node names (absent: none),
- * or -1 after failing with a status that names the node and the value. */
-int fgi_activation(const fg_node *node, fg_status *st);
+ * shares with fused_conv2d: the fg_activation a node names (absent: none;
+ * clip only where allow_clip, as fused_conv2d's), or -1 after failing with
+ * a status that names the node and the value. */
+int fgi_activation(const fg_node *node, int allow_clip, fg_status *st);
 /* infer_elementwise.c: clip's float attributes min and max, both present
  * and min <= max; 0, or -1 with a status naming the node. */
 int fgi_clip_bounds(const fg_node *node, double *lo, double *hi, fg_status *status);

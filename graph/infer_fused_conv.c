@@ -20,17 +20,9 @@
 /* The activation, and with clip its bounds (else -inf and inf); -1 with
  * the status set. */
 static int conv_activation(const fg_node *node, double *lo, double *hi, fg_status *st) {
-  const fg_attr *a = fg_attrs_find(&node->attrs, "activation");
   *lo = -INFINITY, *hi = INFINITY;
-  if (!a || a->type != FG_ATTR_STRING || !a->s) return fgi_activation(node, st);
-  if (strcmp(a->s, "clip") == 0)
-    return fgi_clip_bounds(node, lo, hi, st) != 0 ? -1 : FG_ACTIVATION_CLIP;
-  if (strcmp(a->s, "none") != 0 && strcmp(a->s, "relu") != 0)
-    return fgi_fail(node, st,
-                    "attribute 'activation' = '%s' is not an activation (\"none\", \"relu\" or "
-                    "\"clip\")",
-                    a->s);
-  return fgi_activation(node, st);
+  const int act = fgi_activation(node, 1, st);
+  return act == FG_ACTIVATION_CLIP && fgi_clip_bounds(node, lo, hi, st) != 0 ? -1 : act;
 }
 
 int fgi_infer_fused_conv(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,

@@ -7,21 +7,22 @@
 
 #include "graph/infer_common.h"
 
-int fgi_activation(const fg_node *node, fg_status *st) {
+int fgi_activation(const fg_node *node, int allow_clip, fg_status *st) {
+  const char *names = allow_clip ? "\"none\", \"relu\" or \"clip\"" : "\"none\" or \"relu\"";
   const fg_attr *a = fg_attrs_find(&node->attrs, "activation");
   if (!a) return FG_ACTIVATION_NONE;
   if (a->type != FG_ATTR_STRING || !a->s)
-    return fgi_fail(node, st, "attribute 'activation' must be a string (\"none\" or \"relu\")");
+    return fgi_fail(node, st, "attribute 'activation' must be a string (%s)", names);
   if (strcmp(a->s, "none") == 0) return FG_ACTIVATION_NONE;
   if (strcmp(a->s, "relu") == 0) return FG_ACTIVATION_RELU;
-  return fgi_fail(
-      node, st, "attribute 'activation' = '%s' is not an activation (\"none\" or \"relu\")", a->s);
+  if (allow_clip && strcmp(a->s, "clip") == 0) return FG_ACTIVATION_CLIP;
+  return fgi_fail(node, st, "attribute 'activation' = '%s' is not an activation (%s)", a->s, names);
 }
 
 int fgi_infer_fused_matmul(const fg_node *node, const fg_tinfo *in, fg_tinfo *out,
                            fg_status *status) {
   char s1[FGI_STR], s2[FGI_STR];
-  if (fgi_activation(node, status) < 0) return -1;
+  if (fgi_activation(node, 0, status) < 0) return -1;
   if (fgi_infer_matmul(node, in, out, status) != 0) return -1;
   const fg_tinfo *bias = &in[2];
   if (bias->dtype != in[0].dtype)
@@ -47,7 +48,7 @@ int64_t fgi_flops_fused_matmul(const fg_node *node, const fg_tinfo *in, const fg
 int fgi_parse_fused_matmul(const fg_node *node, const fg_tinfo *in, fg_op_params *p,
                            fg_status *st) {
   (void)in;
-  int act = fgi_activation(node, st);
+  int act = fgi_activation(node, 0, st);
   if (act < 0) return -1;
   p->fused_matmul.activation = (fg_activation)act;
   return 0;

@@ -254,30 +254,27 @@ CONV_KERNELS(fgk_conv_transpose2d, CONV_TRANSPOSE)
  * them, in cache. Built for the baseline only, MobileNetV2 at batch 8 ran
  * about 10% slower with its clips fused than with separate clip nodes
  * (whose kernel is cloned); cloned, a little faster (medians of 6
- * alternating runs each). relu runs as clip(0, inf): x < 0 ? 0 : x, then
- * x > inf, never true, so relu's bits (NaN and -0.0 kept). The add and the
- * comparisons round alike in every clone. */
+ * alternating runs each). The add and the comparisons round alike in
+ * every clone. */
 FGK_CLONES void fgk_conv_epilogue_f32(float *y, const float *z, int64_t n, const conv_act *a) {
-  const float lo = a->clip ? (float)a->lo : 0.0f, hi = a->clip ? (float)a->hi : INFINITY;
-  if (z && (a->relu || a->clip)) {
+  const float lo = (float)a->lo, hi = (float)a->hi;
+  if (z && a->on) {
     for (int64_t i = 0; i < n; i++)
       y[i] = clip_f32(y[i] + z[i], lo, hi);
   } else if (z) {
     for (int64_t i = 0; i < n; i++)
       y[i] = y[i] + z[i];
-  } else if (a->relu || a->clip) {
+  } else if (a->on) {
     for (int64_t i = 0; i < n; i++)
       y[i] = clip_f32(y[i], lo, hi);
   }
 }
 
 static void epilogue_f64(double *y, const double *z, int64_t n, const conv_act *a) {
-  for (int64_t i = 0; z && i < n; i++)
-    y[i] = y[i] + z[i];
-  for (int64_t i = 0; a->relu && i < n; i++)
-    y[i] = relu_f64(y[i]);
-  for (int64_t i = 0; a->clip && i < n; i++)
-    y[i] = clip_f64(y[i], a->lo, a->hi);
+  for (int64_t i = 0; i < n && (z || a->on); i++) {
+    const double v = z ? y[i] + z[i] : y[i];
+    y[i] = a->on ? clip_f64(v, a->lo, a->hi) : v;
+  }
 }
 
 /* The convolution exactly as conv2d computes it, then the epilogue in the

@@ -4,6 +4,8 @@
 #ifndef FG_KERNELS_CPU_CONV_IMPL_H
 #define FG_KERNELS_CPU_CONV_IMPL_H
 
+#include <math.h>
+
 #include "kernels/cpu/cpu_kernels.h"
 
 typedef enum conv_mode { CONV_FWD, CONV_BWD_DATA, CONV_BWD_WEIGHTS, CONV_TRANSPOSE } conv_mode;
@@ -17,11 +19,12 @@ typedef struct conv_geo {
   const fg_conv_params *p;
 } conv_geo;
 
-/* The fused ops' activation: relu's y < 0 ? 0 : y, or clip's
- * min(max(y, lo), hi) as the clip kernel computes it (bounds rounded to
- * the element type), or none. */
+/* The fused ops' activation when `on`: clip's y < lo ? lo : y, then
+ * y > hi ? hi : y, as the clip kernel computes it (bounds rounded to the
+ * element type). relu is clip(0, inf): y < 0 ? 0 : y, then y > inf, never
+ * true, so relu's bits (NaN and -0.0 kept). */
 typedef struct conv_act {
-  int relu, clip;
+  int on;
   double lo, hi;
 } conv_act;
 
@@ -44,8 +47,9 @@ static inline conv_bufs conv_bufs_fused(const fg_kctx *ctx, conv_epi e) {
   fg_kbuf *in = (fg_kbuf *)ctx->in;
   const int bi = e == CONV_FUSED_ADD ? 3 : 2;
   const fg_fused_conv_params *fp = &ctx->p->fused_conv;
-  conv_act act = {fp->activation == FG_ACTIVATION_RELU, fp->activation == FG_ACTIVATION_CLIP,
-                  fp->clip_min, fp->clip_max};
+  const int clip = fp->activation == FG_ACTIVATION_CLIP;
+  conv_act act = {fp->activation != FG_ACTIVATION_NONE, clip ? fp->clip_min : 0.0,
+                  clip ? fp->clip_max : INFINITY};
   conv_bufs b = {&in[0],
                  &in[1],
                  ctx->out,
@@ -58,7 +62,7 @@ static inline conv_bufs conv_bufs_fused(const fg_kctx *ctx, conv_epi e) {
 
 static inline conv_bufs conv_bufs_of(const fg_kctx *ctx, conv_mode m) {
   fg_kbuf *in = (fg_kbuf *)ctx->in, *out = ctx->out;
-  conv_bufs b = {NULL, NULL, NULL, NULL, NULL, {0, 0, 0, 0}, NULL};
+  conv_bufs b = {NULL, NULL, NULL, NULL, NULL, {0, 0, 0}, NULL};
   switch (m) {
   case CONV_FWD:
     b.x = &in[0], b.w = &in[1], b.y = out, b.bias = ctx->n_in > 2 ? &in[2] : NULL;
