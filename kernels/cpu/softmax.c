@@ -432,6 +432,17 @@ typedef struct xent_grad_job {
   double scale; /* holds a value of the kernel's type exactly */
 } xent_grad_job;
 
+/* A gradient row from its softmax values p (in y): (p - one_hot(l)) *
+ * scale, the subtraction of a 1 or 0 and then the product, as the nodes it
+ * stands for compute them. */
+#define XENT_ONEHOT_ROW(T)                                                                         \
+  static inline void xent_onehot_row_##T(T *y, int64_t C, int64_t l, T scale) {                    \
+    for (int64_t j = 0; j < C; j++)                                                                \
+      y[j] = (y[j] - (j == l ? (T)1 : (T)0)) * scale;                                              \
+  }
+XENT_ONEHOT_ROW(float)
+XENT_ONEHOT_ROW(double)
+
 #define FGK_XENT_GRAD(fn, T, DT, ROWS)                                                             \
   static void fn##_rows(void *arg, int64_t r0, int64_t r1) {                                       \
     const xent_grad_job *J = (const xent_grad_job *)arg;                                           \
@@ -441,12 +452,8 @@ typedef struct xent_grad_job {
     for (int64_t b0 = r0; b0 < r1; b0 += per) {                                                    \
       const int64_t nb = r1 - b0 < per ? r1 - b0 : per;                                            \
       ROWS((const T *)J->x + b0 * C, (T *)J->y + b0 * C, nb, C, 0);                                \
-      for (int64_t r = b0; r < b0 + nb; r++) {                                                     \
-        T *y = (T *)J->y + r * C;                                                                  \
-        const int64_t l = label_at(J->labels, r);                                                  \
-        for (int64_t j = 0; j < C; j++)                                                            \
-          y[j] = (y[j] - (j == l ? (T)1 : (T)0)) * scale;                                          \
-      }                                                                                            \
+      for (int64_t r = b0; r < b0 + nb; r++)                                                       \
+        xent_onehot_row_##T((T *)J->y + r * C, C, label_at(J->labels, r), scale);                  \
     }                                                                                              \
   }                                                                                                \
   int fn(const fg_kctx *ctx) {                                                                     \
@@ -500,16 +507,14 @@ typedef struct xent_both_job {
   xent_grad_job grad;
 } xent_both_job;
 
-/* A row's gradient from its exps e and inverse sum, into y (may be e).
- * The softmax value is a statement of its own, so that no compiler
- * contracts it with the subtraction (as the two kernels' stores keep
- * them apart). */
+/* A row's gradient from its exps e and inverse sum, into y (may be e):
+ * its softmax values, as the softmax kernel stores them, then the
+ * gradient kernel's one-hot step on them. */
 static inline void xent_grad_row_f32(const float *e, float inv, int64_t C, int64_t l, float scale,
                                      float *y) {
-  for (int64_t j = 0; j < C; j++) {
-    const float p = e[j] * inv;
-    y[j] = (p - (j == l ? 1.0f : 0.0f)) * scale;
-  }
+  for (int64_t j = 0; j < C; j++)
+    y[j] = e[j] * inv;
+  xent_onehot_row_float(y, C, l, scale);
 }
 
 FGK_CLONES static void xent_and_grad_chunk_f32(const xent_both_job *J, int64_t c) {
