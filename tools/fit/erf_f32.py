@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Fits the coefficients of fgk_erff (kernels/cpu/cpu_kernels.h).
+
+erf in f32 is computed in two pieces, each a polynomial evaluated in f32 by
+Horner's rule:
+  |x| < SPLIT:         erf(x) = x + x * P(x^2)   (P(0) ~ 2/sqrt(pi) - 1, so
+                       the leading term x is exact)
+  SPLIT <= |x| < CAP:  erf(x) = 1 - Q(|x| - MID)  (Q fits erfc)
+  |x| >= CAP:          1 (erfc(CAP) is below half an ulp of 1)
+
+Each polynomial is a near-minimax fit on Chebyshev nodes: weighted least
+squares with Lawson's reweighting, the error measured relative to erf(x)/x
+for P and absolutely for Q (erf is about 1 there). Run it with NumPy; it
+prints the C lines of both Horner chains.
+"""
+import math
+
+import numpy as np
+
+SPLIT, CAP, DEG_P, DEG_Q = 1.0, 3.85, 6, 13
+MID = round((SPLIT + CAP) / 2, 3)
+
+erf = np.vectorize(math.erf)
+erfc = np.vectorize(math.erfc)
+
+
+def nodes(lo, hi, n):
+    k = np.arange(n)
+    return (lo + hi) / 2 + (hi - lo) / 2 * np.cos((2 * k + 1) * np.pi / (2 * n))
+
+
+def lawson(v, f, scale, iters=60):
+    """Coefficients c minimising max |(v c - f) / scale| (approximately)."""
+    w = np.ones(len(f))
+    for _ in range(iters):
+        sw = np.sqrt(w)
+        c, *_ = np.linalg.lstsq(v * (sw / scale)[:, None], f * sw / scale, rcond=None)
+        w = w * np.abs(v @ c - f) / scale
+        w /= w.sum()
+    return c
+
+
+def horner(c, var, name):
+    lines = ["  float %s = %.9ef;" % (name, c[-1])]
+    for k in range(len(c) - 2, -1, -1):
+        sign = "-" if c[k] < 0 else "+"
+        lines.append("  %s = %s * %s %s %.9ef;" % (name, name, var, sign, abs(c[k])))
+    return "\n".join(lines)
+
+
+q = nodes(0.0, SPLIT * SPLIT, 3000)
+x = np.sqrt(q)
+p = lawson(np.vander(q, DEG_P + 1, increasing=True), erf(x) / x - 1, erf(x) / x)
+x = nodes(SPLIT, CAP, 3000)
+u = x - MID
+c = lawson(np.vander(u, DEG_Q + 1, increasing=True), erfc(x), np.ones_like(x))
+print("/* split %g, cap %g, mid %g */" % (SPLIT, CAP, MID))
+print(horner(p, "q", "p"))
+print(horner(c, "u", "c"))
