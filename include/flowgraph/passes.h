@@ -25,11 +25,12 @@
  *   read from a variable is never moved past an update of it.
  * - Results are bit for bit those of the graph without passes, but for
  *   fold_inference's batch norm folding (and what reads a folded batch
- *   norm, see below), for
- *   a folded node placed on a GPU, which holds the CPU kernel's bits, and
- *   for the sign and payload of a NaN that a fused addition or
- *   multiplication of two NaNs gives (which operand's NaN the hardware
- *   keeps follows the compiler's operand order).
+ *   norm, see below), update_epilogue's SGD updates (rounded in the GEMM),
+ *   the GPU's cuBLASLt epilogues (within rounding, see epilogue and
+ *   grad_epilogue), a folded node placed on a GPU, which holds the CPU
+ *   kernel's bits, and the sign and payload of a NaN that a fused
+ *   addition or multiplication of two NaNs gives (which operand's NaN the
+ *   hardware keeps follows the compiler's operand order).
  *
  * The passes (fg_pass_name order is the default pipeline's):
  *   simplify  x*1, x/1, x+(-0.0), x-(+0.0) (any zero for integers): x, when
@@ -112,6 +113,16 @@
  *             in the relu's place (relu6, as imported MobileNets write
  *             it) becomes activation "clip" with its min and max. Under
  *             epilogue's conditions for the conv2d and the add.
+ *   update_epilogue
+ *             apply_sgd(var, g, lr) whose gradient g is a dense layer's
+ *             weight gradient matmul(a, dz, transpose_a) (2-D, read by
+ *             nothing else) becomes matmul_apply_sgd(var, a, lr, dz): one
+ *             GEMM with alpha -lr and beta 1 into the variable, so g is
+ *             never written and read back. Not the same bits: the GEMM
+ *             adds -lr times its unrounded sums (within the rounding of
+ *             the update's terms). a and dz must not be the variable or
+ *             a view of it, nor written between the matmul and the
+ *             update.
  *   grad_epilogue
  *             relu's gradient of a product, select(greater(y, 0),
  *             matmul(a, b), 0) with a one-element 0 (either sign) in the
@@ -139,6 +150,16 @@
  *             into "fused_elementwise", rule its ops, "add+relu"); the
  *             others are reported "absorbed" into it and stay fetchable
  *             in a session; fg_optimize never absorbs a node it keeps.
+ *   multi_update
+ *             a step's apply_sgd, apply_momentum or apply_adam nodes of
+ *             one dtype and the same hyper-parameters become one
+ *             multi_apply_* node: one parallel loop on the CPU, one
+ *             launch per 32 variables on the GPU, each element with the
+ *             single update's arithmetic (the same bits). A group holds
+ *             at most 2^16 elements of variables on the CPU (2^20 on a
+ *             GPU): a multi update waits for all its gradients, holding
+ *             their buffers. The first member is rewritten in place; the
+ *             others become after(var, multi), which a run may fetch.
  *   dce       nodes nothing needs are removed.
  */
 #ifndef FLOWGRAPH_PASSES_H

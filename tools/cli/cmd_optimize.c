@@ -71,11 +71,11 @@ const cli_command cli_optimize_command = {
     "  -q, --quiet            print nothing on success\n\n"
     "Variables (with their values), placeholders and stateful nodes always stay;\n"
     "random and stateful nodes are never merged. The optimized model computes the\n"
-    "same bits (but for fold_inference's batch_norm folding). stop_gradient is removed: take\n"
-    "gradients (grad, train) before "
-    "optimizing, not after. Sessions run the same passes by default (run, train,\n"
-    "plan and profile take --passes and --no-passes; FG_PASSES=off turns them off,\n"
-    "FG_PASSES=LIST runs LIST).\n"
+    "same bits, but for fold_inference's batch_norm folding and update_epilogue's\n"
+    "SGD updates (rounded in the GEMM). stop_gradient is removed: take gradients\n"
+    "(grad, train) before optimizing, not after. Sessions run the same passes by\n"
+    "default (run, train, plan and profile take --passes and --no-passes;\n"
+    "FG_PASSES=off turns them off, FG_PASSES=LIST runs LIST).\n"
     "Output: per pass its counts and one line per change, then 'wrote OUT: N nodes\n"
     "(was M)'. OUT is written to a temporary file and renamed.\n",
     optimize_main};
