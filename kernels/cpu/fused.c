@@ -101,14 +101,19 @@ typedef uint64_t fused_u64;
 #define EQ(x, y) ((x) == (y))
 
 /* One instruction over n elements of the block: d = op(args). The binary
- * and ternary ones are built like binary.c's loops (baseline ISA), the
- * unary ones like elementwise_unary.c's (FGK_CLONES), so each computes as
- * the op's own kernel does. One thing C leaves open: where both operands
+ * and ternary ones compute as binary.c's loops, the unary ones as
+ * elementwise_unary.c's, so each computes as the op's own kernel does.
+ * Both are built per instruction set (FGK_CLONES): a block is in L1, so
+ * these loops are bound by arithmetic (a GELU's divide, at four lanes,
+ * took as long as its erf at sixteen), and an IEEE add, multiply or
+ * divide gives the same bits at any vector width, as binary.c built for
+ * the baseline does. One thing C leaves open: where both operands
  * of an addition or multiplication are NaN, the hardware keeps the one the
  * compiler made the first operand, so that NaN's sign and payload may
  * differ from the unfused kernel's (flowgraph/passes.h). */
 #define FUSED_BINARY(sfx, T, U)                                                                    \
-  static void binary_##sfx(const fg_fused_instr *in, const operand *ops, T *d, int64_t n) {        \
+  FGK_CLONES static void binary_##sfx(const fg_fused_instr *in, const operand *ops, T *d,          \
+                                      int64_t n) {                                                 \
     const operand A = ops[0], B = ops[1], C = ops[in->n_args > 2 ? 2 : 1];                         \
     const T *a = (const T *)A.p, *b = (const T *)B.p, *c = (const T *)C.p;                         \
     switch (in->op) {                                                                              \

@@ -11,7 +11,7 @@
  * the data alone (not on the thread count). */
 
 /* sum of x[0..n) */
-static double NF(lsum)(const NT *x, int64_t n) {
+FGK_INLINE double NF(lsum)(const NT *x, int64_t n) {
   double l[NORM_LANES] = {0}, t = 0, s = 0;
   int64_t j = 0;
   for (; j + NORM_LANES <= n; j += NORM_LANES)
@@ -25,7 +25,7 @@ static double NF(lsum)(const NT *x, int64_t n) {
 }
 
 /* sum of (x[j] - m)^2 over [0, n) */
-static double NF(lsqdev)(const NT *x, int64_t n, double m) {
+FGK_INLINE double NF(lsqdev)(const NT *x, int64_t n, double m) {
   double l[NORM_LANES] = {0}, t = 0, s = 0;
   int64_t j = 0;
   for (; j + NORM_LANES <= n; j += NORM_LANES)
@@ -155,7 +155,7 @@ static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
 
 /* s[l] += sum over the S positions of xb[k 16 + l] - m[l]; with q, also
  * q[l] += the sum of the squares (m: NULL for zero). */
-static void NF(nc16_sums)(const NT *xb, int64_t S, const NT *m, double *s, double *q) {
+FGK_INLINE void NF(nc16_sums)(const NT *xb, int64_t S, const NT *m, double *s, double *q) {
   for (int64_t k0 = 0; k0 < S; k0 += NC16_RUN) {
     const int64_t k1 = S - k0 < NC16_RUN ? S : k0 + NC16_RUN;
     NT a[NC16] = {0}, b[NC16] = {0};
@@ -192,8 +192,8 @@ static void NF(nc16_dot)(const NT *dyb, const NT *xb, int64_t S, const NT *m, do
 /* The batch's mean, 1 / sqrt(var + eps) and unbiased variance of block b.
  * The squared deviations are taken from the mean rounded to NT, m', and
  * corrected exactly: sum (x - m)^2 = sum (x - m')^2 - M (m - m')^2. */
-static void NF(nc16_stats)(const norm_job *J, int64_t b, double *mean, double *inv,
-                           double *var_out) {
+FGK_INLINE void NF(nc16_stats)(const norm_job *J, int64_t b, double *mean, double *inv,
+                               double *var_out) {
   const int64_t N = J->N, CB = J->Cg / NC16, S = J->S, M = N * S, L = S * NC16;
   const NT *x = (const NT *)J->x;
   double s[NC16] = {0}, q[NC16] = {0}, z[NC16] = {0};
@@ -213,7 +213,7 @@ static void NF(nc16_stats)(const norm_job *J, int64_t b, double *mean, double *i
   }
 }
 
-static void NF(bn_fwd_nc16_range)(void *arg, int64_t b0, int64_t b1) {
+FGK_CLONES static void NF(bn_fwd_nc16_range)(void *arg, int64_t b0, int64_t b1) {
   const norm_job *J = (const norm_job *)arg;
   const int64_t N = J->N, CB = J->Cg / NC16, S = J->S, L = S * NC16;
   const NT *x = (const NT *)J->x;
@@ -310,7 +310,7 @@ static void NF(bn_part_range)(void *arg, int64_t c0, int64_t c1) {
 
 /* Row norm: row r (of N G) is Cg S contiguous elements; element (cg, s) of
  * row r takes scale and shift at (r % G) Cg + cg. */
-static void NF(row_fwd_range)(void *arg, int64_t r0, int64_t r1) {
+FGK_CLONES static void NF(row_fwd_range)(void *arg, int64_t r0, int64_t r1) {
   const norm_job *J = (const norm_job *)arg;
   const int64_t G = J->G, Cg = J->Cg, S = J->S, L = Cg * S;
   for (int64_t r = r0; r < r1; r++) {
