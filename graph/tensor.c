@@ -69,11 +69,13 @@ static fg_tensor *make(fg_dtype dtype, int rank, const int64_t *dims, size_t byt
   return t;
 }
 
-/* A zero-filled tensor owning `data` (bytes of it, from fg_aligned_alloc
- * when owned is 1, fg_pinned_alloc when 2); NULL data, or no memory for the
- * struct, is out of memory (data is then freed). */
+/* A tensor owning `data` (bytes of it, from fg_aligned_alloc when owned is
+ * 1, fg_pinned_alloc when 2), zero-filled when `zero` (fg_tensor_from_data
+ * writes every byte itself: a run's fetched outputs are made this way, and
+ * zeroing them first was a second pass over each); NULL data, or no memory
+ * for the struct, is out of memory (data is then freed). */
 static fg_tensor *own(fg_dtype dtype, int rank, const int64_t *dims, size_t bytes, void *data,
-                      int owned, fg_status *st) {
+                      int owned, int zero, fg_status *st) {
   fg_tensor *t = data ? make(dtype, rank, dims, bytes) : NULL;
   if (!t) {
     if (owned == 2)
@@ -83,7 +85,7 @@ static fg_tensor *own(fg_dtype dtype, int rank, const int64_t *dims, size_t byte
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "tensor: cannot allocate %zu bytes", bytes);
     return NULL;
   }
-  memset(data, 0, bytes);
+  if (zero) memset(data, 0, bytes);
   t->data = data;
   t->owned = owned;
   fg_status_clear(st);
@@ -93,7 +95,7 @@ static fg_tensor *own(fg_dtype dtype, int rank, const int64_t *dims, size_t byte
 fg_tensor *fg_tensor_new(fg_dtype dtype, int rank, const int64_t *dims, fg_status *st) {
   size_t bytes;
   if (check_shape(dtype, rank, dims, &bytes, st) != 0) return NULL;
-  return own(dtype, rank, dims, bytes, fg_aligned_alloc(bytes), 1, st);
+  return own(dtype, rank, dims, bytes, fg_aligned_alloc(bytes), 1, 1, st);
 }
 
 fg_tensor *fg_tensor_new_pinned(fg_dtype dtype, int rank, const int64_t *dims, fg_status *st) {
@@ -101,7 +103,7 @@ fg_tensor *fg_tensor_new_pinned(fg_dtype dtype, int rank, const int64_t *dims, f
   if (check_shape(dtype, rank, dims, &bytes, st) != 0) return NULL;
   void *data = fg_pinned_alloc(bytes ? bytes : 1);
   if (!data) return fg_tensor_new(dtype, rank, dims, st); /* no GPU: an ordinary tensor */
-  return own(dtype, rank, dims, bytes, data, 2, st);
+  return own(dtype, rank, dims, bytes, data, 2, 1, st);
 }
 
 int fg_tensor_is_pinned(const fg_tensor *t) { return t && t->owned == 2; }
@@ -110,7 +112,7 @@ fg_tensor *fg_tensor_from_data(fg_dtype dtype, int rank, const int64_t *dims, co
                                size_t bytes, fg_status *st) {
   size_t need;
   if (check_data(dtype, rank, dims, data, bytes, &need, st) != 0) return NULL;
-  fg_tensor *t = fg_tensor_new(dtype, rank, dims, st);
+  fg_tensor *t = own(dtype, rank, dims, need, fg_aligned_alloc(need), 1, 0, st);
   if (t && need) memcpy(t->data, data, need);
   return t;
 }
