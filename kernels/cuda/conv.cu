@@ -230,7 +230,9 @@ int pick(const fg_kctx *ctx, cudnnHandle_t h, const descs &d, Perf (&perf)[N], c
  * convolutions about ten times slower than the fastest. Under capture
  * (a CUDA Graph) the heuristics' choice is used and not kept. */
 struct algo_key {
-  int m, dt, math, n, c, hp, wp, o, kh, kw, oh, ow, g, ph, pw, sh, sw, dh, dw;
+  /* dev: the choice and its workspace are the device's (two GPU models in
+   * one process rank algorithms differently). */
+  int dev, m, dt, math, n, c, hp, wp, o, kh, kw, oh, ow, g, ph, pw, sh, sw, dh, dw;
   size_t room;
 };
 struct algo_entry {
@@ -244,6 +246,10 @@ int n_algo_cache;
 algo_key key_of(int m, const geo &G, cudnnDataType_t dt, int math, size_t room) {
   algo_key k;
   memset(&k, 0, sizeof k);
+  if (cudaGetDevice(&k.dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    k.dev = -1;
+  }
   k.m = m, k.dt = (int)dt, k.math = math, k.n = G.n, k.c = G.c, k.hp = G.hp, k.wp = G.wp;
   k.o = G.o, k.kh = G.kh, k.kw = G.kw, k.oh = G.oh, k.ow = G.ow, k.g = G.g, k.ph = G.ph,
   k.pw = G.pw;

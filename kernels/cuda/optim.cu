@@ -410,7 +410,7 @@ static int multi_publish(const fg_kctx *ctx, size_t es) {
  * per FGC_MULTI_MAX variables (rule + 2 lists: var, its state, grad). */
 template <typename T, typename L>
 static int multi_run(const fg_kctx *ctx, fg_dtype dt, int rule, const char *what, L launch) {
-  if (fgk_multi_optim_check(ctx, rule, dt) != 0) return -1;
+  if (fgc_check(ctx, 0, 1) != 0 || fgk_multi_optim_check(ctx, rule, dt) != 0) return -1;
   const int n = (int)ctx->p->multi_update.n, lists = rule + 2, lr = lists * n;
   const int adam = rule == FGK_MULTI_ADAM;
   if (scalar_in(ctx, lr, "lr") != 0 ||

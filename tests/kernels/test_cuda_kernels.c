@@ -183,6 +183,26 @@ FG_TEST(cuda_kernel_without_context, "") {
   FG_CHECK_INT(fn(&ctx), -1);
   FG_CHECK_STR_CONTAINS(err, "without a CUDA context");
   FG_CHECK(x[0] == 1 && x[1] == 2);
+  /* the multi-tensor updates too (one variable: var, its state, grad, lr
+   * and Adam's step), before they read their lists */
+  static const char *const multi[3] = {"multi_apply_sgd", "multi_apply_momentum",
+                                       "multi_apply_adam"};
+  float one[1] = {0.5f};
+  fg_kbuf ins[6];
+  for (int i = 0; i < 6; i++)
+    ins[i] = in;
+  ins[5] = (fg_kbuf){FG_F32, 0, {0}, one, 0};
+  p.multi_update.n = 1;
+  for (int k = 0; k < 3; k++) {
+    err[0] = '\0';
+    fg_kctx mc = {ins,  6,    &out, 1, &p, err, sizeof err, NULL, NULL,
+                  NULL, NULL, NULL, 0, 0,  0,   0,          0};
+    fn = fg_cuda_kernel(multi[k], FG_F32);
+    FG_REQUIRE(fn != NULL);
+    FG_CHECK_INT(fn(&mc), -1);
+    FG_CHECK_STR_CONTAINS(err, "without a CUDA context");
+  }
+  FG_CHECK(x[0] == 1 && x[1] == 2);
 #endif
 }
 
