@@ -45,11 +45,16 @@ static inline float tanh_f32(float x) { return tanhf(x); }
 static inline double tanh_f64(double x) { return tanh(x); }
 
 /* Split at 0 so that exp never overflows: for large |x| the result
- * saturates to 0 or 1 instead of becoming inf/inf. */
+ * saturates to 0 or 1 instead of becoming inf/inf. In f32, e = exp(-|x|)
+ * by fgk_expf and the numerator (1 for x >= 0, else e) picked by a mask,
+ * so loops over it vectorise: with libm's expf and a branch, the SiLU
+ * (x * sigmoid(x)) of an imported EfficientNet-B0 took 71% of its time. */
 static inline float sigmoid_f32(float x) {
-  if (x >= 0) return 1.0f / (1.0f + expf(-x));
-  const float e = expf(x);
-  return e / (1.0f + e);
+  const float e = fgk_expf(-fabsf(x));
+  const fgk_f32bits one = {1.0f}, ev = {e};
+  const uint32_t pos = 0u - (uint32_t)(x >= 0);
+  const fgk_f32bits num = {.u = (one.u & pos) | (ev.u & ~pos)};
+  return num.f / (1.0f + e);
 }
 static inline double sigmoid_f64(double x) {
   if (x >= 0) return 1.0 / (1.0 + exp(-x));
@@ -73,8 +78,9 @@ static inline float softplus_f32(float x, double beta, double threshold) {
 static inline double softplus_f64(double x, double beta, double threshold) {
   return x * beta > threshold ? x : log1p(exp(x * beta)) / beta;
 }
-/* x / (1 + e^-x): for very negative x, e^-x = inf gives -0, not NaN. */
-static inline float silu_f32(float x) { return x / (1.0f + expf(-x)); }
+/* x / (1 + e^-x): for very negative x, e^-x = inf gives -0, not NaN
+ * (fgk_expf, so loops over it vectorise). */
+static inline float silu_f32(float x) { return x / (1.0f + fgk_expf(-x)); }
 static inline double silu_f64(double x) { return x / (1.0 + exp(-x)); }
 /* The exact erf form, PyTorch's default (approximate='none'). */
 static inline float gelu_f32(float x) {
