@@ -25,6 +25,8 @@ typedef struct pool_job {
 #define POOL_KEEP_TAPS 16
 /* Planes global_avg_planes sums side by side. */
 #define POOL_SIDE 8
+/* Outputs avg_row_inner sums at a time (double sums on the stack). */
+#define POOL_AVG_BLOCK 256
 
 /* PC: the type max_pool2d_grad's vector argmax pass keeps window
  * positions in (pool_impl.h, POOL_BWD_CODES). */

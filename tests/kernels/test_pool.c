@@ -332,6 +332,68 @@ FG_TEST(pool_max_nan_every_path, "") {
     }
 }
 
+/* avg_pool2d, bit for bit, against the definition computed here: the
+ * window's elements (clipped to the input) summed in double in window
+ * order, divided by the window's size (padded or clipped by
+ * count_include_pad) and rounded once. Geometries where the inside rows
+ * and columns take the vector loops (3x3 stride 1, Inception's; 3x3 and
+ * 2x3 stride 2; 5x5 stride 1; wide rows past a 256-output block) and
+ * edges on every side, in f32 and f64, with both divisor rules. */
+FG_TEST(pool_avg_bits_by_definition, "") {
+  static const int64_t geo[6][7] = {/* kh, kw, s, pad, H, W, ceil */
+                                    {3, 3, 1, 1, 9, 11, 0},  {3, 3, 2, 1, 9, 12, 1},
+                                    {2, 3, 2, 0, 8, 9, 0},   {5, 5, 1, 2, 7, 8, 0},
+                                    {3, 3, 1, 0, 4, 600, 0}, {1, 1, 1, 0, 3, 5, 0}};
+  for (int gi = 0; gi < 6; gi++)
+    for (int dt = 0; dt < 2; dt++)
+      for (int cip = 0; cip < 2; cip++) {
+        const int64_t *q = geo[gi];
+        const int64_t kh = q[0], kw = q[1], s = q[2], p = q[3], H = q[4], W = q[5];
+        const int64_t d[4] = {1, 2, H, W}, n = 2 * H * W;
+        double *xv = malloc((size_t)n * sizeof *xv);
+        FG_REQUIRE(xv);
+        uint64_t r = 17 + (uint64_t)gi;
+        for (int64_t i = 0; i < n; i++)
+          xv[i] = fgt_uniform(&r) * 8 - 4;
+        const fg_dtype t = dt ? FG_F64 : FG_F32;
+        fg_graph *g = fg_graph_new();
+        fg_output x = fg_placeholder(g, "x", t, 4, d);
+        fg_pool2d_opts o = {{kh, kw}, {s, s}, {p, p, p, p}, {0, 0}, (int)q[6], cip};
+        fg_set_name(g, fg_avg_pool2d(g, x, &o), "y");
+        fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
+        fg_tensor *out = run_x(g, xt, "y");
+        FG_REQUIRE(out);
+        const int64_t OH = fg_tensor_dim(out, 2), OW = fg_tensor_dim(out, 3);
+        for (int64_t pl = 0; pl < 2; pl++)
+          for (int64_t a = 0; a < OH; a++)
+            for (int64_t b = 0; b < OW; b++) {
+              /* window rows [a s - p, a s - p + kh) cut at H + p (ceil mode) */
+              const int64_t r0 = a * s - p, c0 = b * s - p;
+              const int64_t r1 = r0 + kh < H + p ? r0 + kh : H + p;
+              const int64_t c1 = c0 + kw < W + p ? c0 + kw : W + p;
+              double sum = 0;
+              int64_t inside = 0;
+              for (int64_t i = r0; i < r1; i++)
+                for (int64_t j = c0; j < c1; j++) {
+                  if (i < 0 || j < 0 || i >= H || j >= W) continue;
+                  sum += dt ? xv[pl * H * W + i * W + j] : (float)xv[pl * H * W + i * W + j];
+                  inside++;
+                }
+              const double div = cip ? (double)((r1 - r0) * (c1 - c0)) : (double)inside;
+              const double want = dt ? sum / div : (float)(sum / div);
+              const double got = tensor_elem(out, (pl * OH + a) * OW + b);
+              if (got != want)
+                FG_FAIL_AT("geometry %d %s cip %d plane %lld out (%lld,%lld): %.17g, want %.17g",
+                           gi, fg_dtype_name(t), cip, (long long)pl, (long long)a, (long long)b,
+                           got, want);
+            }
+        fg_tensor_free(out);
+        fg_tensor_free(xt);
+        fg_graph_free(g);
+        free(xv);
+      }
+}
+
 /* The same results, bit for bit, with 1 and 4 threads on a tensor big
  * enough to be split (64 planes of 40x40). */
 FG_TEST(pool_threads_bitwise, "") {
