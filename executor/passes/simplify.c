@@ -189,6 +189,55 @@ static int fold_reshapes(fg_pass_ctx *ctx, int id) {
   return 1;
 }
 
+/* The pads attribute of node n when it has k values, all >= 0 (absent:
+ * all 0, when dflt_zero), else NULL; *zero set for the absent case. */
+static const int64_t *pads_of(const fg_node *n, int k, int dflt_zero, const int64_t *zero) {
+  const fg_attr *p = fg_attrs_find(&n->attrs, "pads");
+  if (!p) return dflt_zero ? zero : NULL;
+  if (p->type != FG_ATTR_INTS || p->n != k) return NULL;
+  for (int i = 0; i < k; i++)
+    if (p->ints[i] < 0) return NULL;
+  return p->ints;
+}
+
+/* avg_pool2d(pad(x, zeros on H and W), no pads, floor mode) ->
+ * avg_pool2d(x, the pad's pads, count_include_pad 1), in place, as
+ * imported models write F.avg_pool2d(x, 3, 1, 1) (Pad, then AveragePool):
+ * the padded copy is gone. The same bits: every window lies in the padded
+ * input, so both divide by kh kw, and the pad's zeros added to a double
+ * sum that starts at +0 change nothing. Only pads within the op's limit
+ * (each <= kernel / 2). 1 when rewritten, 0 when not applicable, -1 out of
+ * memory. */
+static int fold_pad_into_avg_pool(fg_pass_ctx *ctx, int id) {
+  fg_graph *g = &ctx->w->g;
+  fg_node *n = &g->nodes[id];
+  const int inner = n->inputs[0].node;
+  const fg_node *pd = &g->nodes[inner];
+  static const int64_t zero[4] = {0, 0, 0, 0};
+  const fg_attr *mode = fg_attrs_find(&pd->attrs, "mode"), *k = fg_attrs_find(&n->attrs, "kernel");
+  const int64_t *pp = pd->op == FG_OP_PAD ? pads_of(pd, 8, 0, zero) : NULL;
+  const int64_t *own = pads_of(n, 4, 1, zero);
+  if (!pp || !own || !k || k->type != FG_ATTR_INTS || k->n != 2 || n->inputs[0].index != 0 ||
+      pd->outputs[0].rank != 4 ||
+      (mode && (mode->type != FG_ATTR_STRING || strcmp(mode->s, "constant"))) ||
+      fg_attr_float_or(pd, "value", 0) != 0 || fg_attr_int_or(n, "ceil_mode", 0) != 0 ||
+      !fg_pass_can_replace(ctx, id, pd->inputs[0]))
+    return 0;
+  for (int i = 0; i < 4; i++)
+    if (own[i] != 0) return 0;
+  /* pad's begins then ends over N, C, H, W; the pool's top, left, bottom, right */
+  const int64_t nw[4] = {pp[2], pp[3], pp[6], pp[7]};
+  if (pp[0] || pp[1] || pp[4] || pp[5] || nw[0] > k->ints[0] / 2 || nw[2] > k->ints[0] / 2 ||
+      nw[1] > k->ints[1] / 2 || nw[3] > k->ints[1] / 2)
+    return 0;
+  if (fg_pass_graph_own_attrs(ctx->w, id) != 0 ||
+      fg_attrs_set_ints(&n->attrs, "pads", nw, 4) != 0 ||
+      fg_attrs_set_int(&n->attrs, "count_include_pad", 1) != 0)
+    return -1;
+  n->inputs[0] = pd->inputs[0];
+  return 1;
+}
+
 static int simplify_node(fg_pass_ctx *ctx, int id, fg_status *st) {
   fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[id];
@@ -207,6 +256,14 @@ static int simplify_node(fg_pass_ctx *ctx, int id, fg_status *st) {
       return fg_pass_replace(ctx, id, n->inputs[0], "simplified",
                              folded ? rule : "a shape op that changes nothing", st);
     return folded ? fg_pass_record(ctx, id, "simplified", n->name, rule, st) : 0;
+  }
+  if (n->op == FG_OP_AVG_POOL2D) {
+    const int folded = fold_pad_into_avg_pool(ctx, id);
+    if (folded < 0) {
+      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "simplify: out of memory");
+      return -1;
+    }
+    return folded ? fg_pass_record(ctx, id, "simplified", n->name, "avg_pool2d(pad(x, 0))", st) : 0;
   }
   fg_output by = binary_rule(g, id, &rule);
   if (by.node < 0) by = unary_rule(g, id, &rule);

@@ -418,21 +418,23 @@ static void PS(max_bwd_plane)(const fgk_pool_geom *g, const PT *dy, const PT *x,
   }
 }
 
-/* The outputs [o0, o1) of one output row whose windows lie inside the
- * plane (x: the window's first row), whose divisor is kh kw with or
- * without count_include_pad: the taps in window order, row by row, into
- * double sums, a block of outputs at a time, so each output gets the
- * additions of avg_fwd_plane's loop in its order (the same bits) and the
- * loops run along the row (vectorised; an imported Inception-v3 spent 19%
- * of its time in the per-output loop). */
+/* The outputs [o0, o1) of output row oh whose window columns lie inside
+ * the plane and whose divisor is kh kw: windows inside the plane, or (with
+ * count_include_pad) inside the padded plane, cut by its top or bottom
+ * edge. The taps in window order, row by row (rows outside the plane
+ * skipped, as avg_fwd_plane's loop skips them), into double sums, a block
+ * of outputs at a time, so each output gets that loop's additions in its
+ * order (the same bits) and the loops run along the row (vectorised; an
+ * imported Inception-v3 spent 19% of its time in the per-output loop). */
 FGK_CLONES static void PS(avg_row_inner)(const fgk_pool_geom *g, const PT *x, PT *restrict yr,
-                                         int64_t o0, int64_t o1) {
+                                         int64_t oh, int64_t o0, int64_t o1) {
   double acc[POOL_AVG_BLOCK];
-  const int64_t sw = g->sw, W = g->W;
+  const int64_t sw = g->sw, W = g->W, r0 = oh * g->sh - g->pt;
+  const int64_t i0 = r0 < 0 ? -r0 : 0, i1 = r0 + g->kh > g->H ? g->H - r0 : g->kh;
   const double div = (double)(g->kh * g->kw);
-  if (g->kh == 3 && g->kw == 3 && sw == 1) {
+  if (g->kh == 3 && g->kw == 3 && sw == 1 && i0 == 0 && i1 == 3) {
     /* Inception's 3x3, stride 1: the nine taps of an output in registers */
-    const PT *restrict a = x + o0 - g->pl, *restrict b = a + W, *restrict c = b + W;
+    const PT *restrict a = x + r0 * W + o0 - g->pl, *restrict b = a + W, *restrict c = b + W;
     for (int64_t k = 0; k < o1 - o0; k++) {
       double t = 0;
       t += a[k], t += a[k + 1], t += a[k + 2];
@@ -446,9 +448,9 @@ FGK_CLONES static void PS(avg_row_inner)(const fgk_pool_geom *g, const PT *x, PT
     const int64_t n = o1 - c0 < POOL_AVG_BLOCK ? o1 - c0 : POOL_AVG_BLOCK;
     for (int64_t k = 0; k < n; k++)
       acc[k] = 0;
-    for (int64_t i = 0; i < g->kh; i++)
+    for (int64_t i = i0; i < i1; i++)
       for (int64_t j = 0; j < g->kw; j++) {
-        const PT *restrict xs = x + i * W + c0 * sw - g->pl + j;
+        const PT *restrict xs = x + (r0 + i) * W + c0 * sw - g->pl + j;
         if (sw == 1) /* the common case, whole vectors */
           for (int64_t k = 0; k < n; k++)
             acc[k] += xs[k];
@@ -471,8 +473,10 @@ static void PS(avg_fwd_plane)(const fgk_pool_geom *g, const PT *x, PT *y) {
   fgk_pool_tap_range(g->kw - 1 - g->pl, g->sw, g->W, g->OW, &unused, &hi);
   for (int64_t oh = 0; oh < g->OH; oh++) {
     const int64_t r0 = oh * g->sh - g->pt;
-    const int inner = r0 >= 0 && r0 + g->kh <= g->H && lo < hi;
-    if (inner) PS(avg_row_inner)(g, x + r0 * g->W, y + oh * g->OW, lo, hi);
+    const int inner =
+        lo < hi && ((r0 >= 0 && r0 + g->kh <= g->H) ||
+                    (g->count_include_pad && r0 >= -g->pt && r0 + g->kh <= g->H + g->pb));
+    if (inner) PS(avg_row_inner)(g, x, y + oh * g->OW, oh, lo, hi);
     for (int64_t ow = 0; ow < g->OW; ow++) {
       if (inner && ow == lo) ow = hi;
       if (ow >= g->OW) break;

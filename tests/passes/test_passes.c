@@ -526,3 +526,74 @@ FG_TEST(passes_rewrites_stay_within_device_groups, "") {
   }
   fg_graph_free(g);
 }
+
+/* avg_pool2d(pad(x, 0), no pads) -> avg_pool2d(x, the pad's pads,
+ * count_include_pad 1): the rewrite, its report and the same bits; a pad
+ * of another value, on the channels, wider than kernel / 2, or a pool in
+ * ceil mode or with pads of its own stays. */
+static fg_graph *pad_pool_graph(const int64_t *pads, double value, int ceil, int64_t own_pad) {
+  fg_graph *g = fg_graph_new();
+  const int64_t d[4] = {1, 2, 7, 9};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, d);
+  fg_output p = fg_set_name(g, fg_pad(g, x, pads, "constant", value), "p");
+  fg_pool2d_opts o = {{3, 3}, {1, 1}, {own_pad, own_pad, own_pad, own_pad}, {0, 0}, ceil, 0};
+  fg_set_name(g, fg_avg_pool2d(g, p, &o), "y");
+  return g;
+}
+
+FG_TEST(passes_simplify_pad_into_avg_pool, "") {
+  const int64_t hw[8] = {0, 0, 1, 0, 0, 0, 1, 1}; /* top 1, left 0, bottom 1, right 1 */
+  fg_graph *g = pad_pool_graph(hw, 0.0, 0, 0);
+  fg_pass_report *r = NULL;
+  fg_graph *o = optimize1(g, "y", &r);
+  FG_REQUIRE(o);
+  FG_CHECK_INT(count_op(o, "pad"), 0);
+  FG_CHECK_STR(find_change(r, "simplify", "y")->rule, "avg_pool2d(pad(x, 0))");
+  const int y = fg_graph_find(o, "y");
+  FG_REQUIRE(y >= 0);
+  FG_CHECK_STR(fg_node_name(o, fg_node_input(o, y, 0).node), "x");
+  const int64_t *pads = NULL;
+  int n = 0;
+  int64_t cip = 0;
+  FG_REQUIRE(fg_node_attr_ints(o, y, "pads", &pads, &n) == 0);
+  FG_CHECK_INT(n, 4);
+  FG_CHECK(pads[0] == 1 && pads[1] == 0 && pads[2] == 1 && pads[3] == 1);
+  FG_REQUIRE(fg_node_attr_int(o, y, "count_include_pad", &cip) == 0);
+  FG_CHECK_INT(cip, 1);
+  const int64_t d[4] = {1, 2, 7, 9};
+  float v[126];
+  for (int i = 0; i < 126; i++)
+    v[i] = (float)((i * 37) % 23) * 0.37f - 3.1f;
+  v[20] = -0.0f;
+  fg_tensor *xt = fg_tensor_from_data(FG_F32, 4, d, v, sizeof v, NULL);
+  /* the values by hand: output (0, 0, 0, 0) is the mean of the 3x3 window
+   * at rows -1..1, columns 0..2 of plane 0, padding counted */
+  fg_tensor *on = run_fetch(g, xt, "y", 0);
+  FG_REQUIRE(on);
+  double s = 0;
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 3; j++)
+      s += v[i * 9 + j];
+  FG_CHECK(((const float *)fg_tensor_data(on))[0] == (float)(s / 9));
+  FG_CHECK(same_bits_on_off(g, xt, "y"));
+  fg_tensor_free(on);
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  fg_graph_free(g);
+  /* what stays */
+  const int64_t chan[8] = {0, 1, 1, 1, 0, 0, 1, 1}, wide[8] = {0, 0, 2, 0, 0, 0, 0, 0};
+  fg_graph *keep[5] = {pad_pool_graph(hw, 1.0, 0, 0), pad_pool_graph(chan, 0.0, 0, 0),
+                       pad_pool_graph(wide, 0.0, 0, 0), pad_pool_graph(hw, 0.0, 1, 0),
+                       pad_pool_graph(hw, 0.0, 0, 1)};
+  for (int k = 0; k < 5; k++) {
+    o = optimize1(keep[k], "y", &r);
+    FG_REQUIRE(o);
+    FG_CHECK_INT(count_op(o, "pad"), 1);
+    FG_CHECK(!find_change(r, "simplify", "y"));
+    fg_pass_report_free(r);
+    fg_graph_free(o);
+    FG_CHECK(same_bits_on_off(keep[k], xt, "y"));
+    fg_graph_free(keep[k]);
+  }
+  fg_tensor_free(xt);
+}
