@@ -380,6 +380,24 @@ static inline float fgk_expf(float x) {
   return (y * s1.f) * s2.f;
 }
 
+/* p(v) = c[0] + c[1] v + ... + c[n-1] v^(n-1) by Horner's rule in f32
+ * (n a constant where it is used: the loop unrolls into the chain). */
+FGK_INLINE float fgk_horner(const float *c, int n, float v) {
+  float p = c[n - 1];
+  for (int i = n - 2; i >= 0; i--)
+    p = p * v + c[i];
+  return p;
+}
+
+/* fgk_erff's polynomials (tools/fit/erf_f32.py), lowest degree first. */
+static const float fgk_erf_p[7] = {1.283791657e-01f,  -3.761262582e-01f, 1.128358515e-01f,
+                                   -2.685381187e-02f, 5.188327560e-03f,  -8.010192522e-04f,
+                                   7.853857712e-05f};
+static const float fgk_erf_q[14] = {
+    6.047446562e-04f,  -3.151515516e-03f, 7.643694795e-03f,  -1.130659956e-02f, 1.115149126e-02f,
+    -7.426051485e-03f, 3.057799792e-03f,  -3.480359624e-04f, -4.843912104e-04f, 3.258643351e-04f,
+    -4.316581182e-05f, -3.256189917e-05f, 9.468621796e-06f,  5.272652000e-07f};
+
 /* erf(x) for f32 without a libm call, so loops over it vectorise. Two
  * polynomials in f32 by Horner's rule, fitted near-minimax by
  * tools/fit/erf_f32.py: |x| < 1, x + x P(x^2) (the leading term exact);
@@ -398,30 +416,9 @@ static inline float fgk_erff(float x) {
   const fgk_f32bits cap = {3.85f}, one = {1.0f};
   fgk_f32bits z;
   z.u = (a.u & ~big) | (cap.u & big);
-  const float q = z.f * z.f;
-  float p = 7.853857712e-05f;
-  p = p * q - 8.010192522e-04f;
-  p = p * q + 5.188327560e-03f;
-  p = p * q - 2.685381187e-02f;
-  p = p * q + 1.128358515e-01f;
-  p = p * q - 3.761262582e-01f;
-  p = p * q + 1.283791657e-01f;
+  const float p = fgk_horner(fgk_erf_p, 7, z.f * z.f);
   const fgk_f32bits lo = {z.f + z.f * p};
-  const float u = z.f - 2.425f;
-  float c = 5.272652000e-07f;
-  c = c * u + 9.468621796e-06f;
-  c = c * u - 3.256189917e-05f;
-  c = c * u - 4.316581182e-05f;
-  c = c * u + 3.258643351e-04f;
-  c = c * u - 4.843912104e-04f;
-  c = c * u - 3.480359624e-04f;
-  c = c * u + 3.057799792e-03f;
-  c = c * u - 7.426051485e-03f;
-  c = c * u + 1.115149126e-02f;
-  c = c * u - 1.130659956e-02f;
-  c = c * u + 7.643694795e-03f;
-  c = c * u - 3.151515516e-03f;
-  c = c * u + 6.047446562e-04f;
+  const float c = fgk_horner(fgk_erf_q, 14, z.f - 2.425f);
   fgk_f32bits hi = {1.0f - c};
   hi.u = (hi.u & ~big) | (one.u & big);
   r.u = ((lo.u & small) | (hi.u & ~small)) | sign;

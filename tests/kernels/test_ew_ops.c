@@ -282,6 +282,28 @@ FG_TEST(ew_exp_f32_edges_and_ulps, "") {
   FG_CHECK(y[N + 6] == 1.0f);
 }
 
+/* Runs op's f32 kernel over x[0..n) into y. */
+static int run_f32(const char *op, float *x, float *y, int n) {
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  fg_kbuf in = kb1(FG_F32, n, x), out = kb1(FG_F32, n, y);
+  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  return fg_cpu_kernel(op, FG_F32)(&ctx);
+}
+
+/* Fails for each y[i] more than `ulps` ulp (of the f32 nearest the
+ * reference; a subnormal step where that is 0) from ref(x[i]) in double. */
+static void check_ulps(const char *op, const float *x, const float *y, int n, double (*ref)(double),
+                       double ulps) {
+  for (int i = 0; i < n; i++) {
+    const double want = ref((double)x[i]);
+    double ulp = fabs(nextafterf((float)want, INFINITY) - (float)want);
+    if (ulp == 0) ulp = 1.4e-45;
+    if (!(fabs((double)y[i] - want) <= ulps * ulp))
+      FG_FAIL_AT("%s(%.9g) = %.9g, want %.9g (more than %g ulp)", op, x[i], y[i], want, ulps);
+  }
+}
+
 /* erf in f32 (two fitted polynomials, no libm, so it vectorises): within
  * 2 ulp of erf in double on a grid of 120001 points over [-6, 6], on
  * every 509th f32 from 0 to 4 (where the two pieces meet at 1 and erf
@@ -299,17 +321,8 @@ FG_TEST(ew_erf_f32_within_2_ulps, "") {
   }
   const float edge[E] = {1e-30f, -3e-8f, 1e-38f, -0.0f, INFINITY, -INFINITY, NAN};
   memcpy(x + N, edge, sizeof edge);
-  fg_op_params p;
-  memset(&p, 0, sizeof p);
-  fg_kbuf in = kb1(FG_F32, N + E, x), out = kb1(FG_F32, N + E, y);
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
-  FG_REQUIRE(fg_cpu_kernel("erf", FG_F32)(&ctx) == 0);
-  for (int i = 0; i < N + 3; i++) {
-    const double want = erf((double)x[i]);
-    const double ulp = fabs(nextafterf((float)want, INFINITY) - (float)want);
-    if (!(fabs((double)y[i] - want) <= 2 * ulp))
-      FG_FAIL_AT("erf(%.9g) = %.9g, want %.9g (more than 2 ulp)", x[i], y[i], want);
-  }
+  FG_REQUIRE(run_f32("erf", x, y, N + E) == 0);
+  check_ulps("erf", x, y, N + 3, erf, 2);
   FG_CHECK(y[N + 3] == 0.0f && signbit(y[N + 3]));
   FG_CHECK(y[N + 4] == 1.0f && y[N + 5] == -1.0f);
   FG_CHECK(isnan(y[N + 6]));
@@ -320,6 +333,8 @@ FG_TEST(ew_erf_f32_within_2_ulps, "") {
  * 97th f32 of either sign up to 128 (beyond, it is 0 or 1; the measured
  * worst is 2.28 ulp), and the edges: +-inf to 1 and 0, -0 to 0.5, NaN
  * stays NaN, -100 to a subnormal within a step of e^-100. */
+static double sigmoid_ref(double x) { return 1.0 / (1.0 + exp(-x)); }
+
 FG_TEST(ew_sigmoid_f32_within_3_ulps, "") {
   enum { W = 0x43000000 / 97 + 1, N = 2 * W, E = 5 };
   static float x[N + E], y[N + E];
@@ -330,18 +345,8 @@ FG_TEST(ew_sigmoid_f32_within_3_ulps, "") {
   }
   const float edge[E] = {INFINITY, -INFINITY, -0.0f, NAN, -100.0f};
   memcpy(x + N, edge, sizeof edge);
-  fg_op_params p;
-  memset(&p, 0, sizeof p);
-  fg_kbuf in = kb1(FG_F32, N + E, x), out = kb1(FG_F32, N + E, y);
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
-  FG_REQUIRE(fg_cpu_kernel("sigmoid", FG_F32)(&ctx) == 0);
-  for (int i = 0; i < N; i++) {
-    const double want = 1.0 / (1.0 + exp(-(double)x[i]));
-    double ulp = fabs(nextafterf((float)want, INFINITY) - (float)want);
-    if (ulp == 0) ulp = 1.4e-45;
-    if (!(fabs((double)y[i] - want) <= 3 * ulp))
-      FG_FAIL_AT("sigmoid(%.9g) = %.9g, want %.9g (more than 3 ulp)", x[i], y[i], want);
-  }
+  FG_REQUIRE(run_f32("sigmoid", x, y, N + E) == 0);
+  check_ulps("sigmoid", x, y, N, sigmoid_ref, 3);
   FG_CHECK(y[N] == 1.0f && y[N + 1] == 0.0f && y[N + 2] == 0.5f && isnan(y[N + 3]));
   /* e^-100 / (1 + e^-100) = 3.72e-44, within one subnormal step */
   FG_CHECK(fabs((double)y[N + 4] - exp(-100.0)) <= 1.5e-45);

@@ -11,7 +11,8 @@ Horner's rule:
 Each polynomial is a near-minimax fit on Chebyshev nodes: weighted least
 squares with Lawson's reweighting, the error measured relative to erf(x)/x
 for P and absolutely for Q (erf is about 1 there). Run it with NumPy; it
-prints the C lines of both Horner chains.
+prints both coefficient tables (lowest degree first) as the header has
+them.
 """
 import math
 
@@ -40,12 +41,9 @@ def lawson(v, f, scale, iters=60):
     return c
 
 
-def horner(c, var, name):
-    lines = ["  float %s = %.9ef;" % (name, c[-1])]
-    for k in range(len(c) - 2, -1, -1):
-        sign = "-" if c[k] < 0 else "+"
-        lines.append("  %s = %s * %s %s %.9ef;" % (name, name, var, sign, abs(c[k])))
-    return "\n".join(lines)
+def table(name, c):
+    return "static const float %s[%d] = {%s};" % (
+        name, len(c), ", ".join("%.9ef" % v for v in c))
 
 
 q = nodes(0.0, SPLIT * SPLIT, 3000)
@@ -55,5 +53,5 @@ x = nodes(SPLIT, CAP, 3000)
 u = x - MID
 c = lawson(np.vander(u, DEG_Q + 1, increasing=True), erfc(x), np.ones_like(x))
 print("/* split %g, cap %g, mid %g */" % (SPLIT, CAP, MID))
-print(horner(p, "q", "p"))
-print(horner(c, "u", "c"))
+print(table("fgk_erf_p", p))
+print(table("fgk_erf_q", c))
