@@ -20,7 +20,8 @@
 const fg_pass_def fg_passes[] = {
     {"simplify",
      "algebraic identities: x*1, x/1, x+-0, x-0, neg(neg(x)), identity, stop_gradient, same-dtype "
-     "cast, transpose and reshape chains, broadcasts that change nothing",
+     "cast, transpose and reshape chains, broadcasts that change nothing; a zero pad folded into "
+     "the avg_pool2d that reads it",
      1, fg_pass_simplify},
     {"fold",
      "constant folding: nodes whose inputs are all constants become constants (CPU kernels; "

@@ -41,7 +41,12 @@
  *             shape ops whose output type is x's (reshape, reshape_like,
  *             flatten, squeeze, expand; broadcast_like and sum_to when
  *             every dim is known). x+0.0 with a float +0.0 is kept: it
- *             turns -0.0 into +0.0.
+ *             turns -0.0 into +0.0. avg_pool2d(pad(x, 0)) (constant zero
+ *             pads on H and W only, each within kernel / 2; the pool
+ *             without pads of its own, in floor mode) is avg_pool2d(x)
+ *             with the pad's pads and count_include_pad 1: every window
+ *             lies in the padded input, so the divisor is the window's
+ *             size either way, and the zeros add nothing (same bits).
  *   fold      a node whose inputs are all constants is evaluated once
  *             with its CPU kernel and becomes a constant of its name
  *             (chains fold whole). Not folded: stateful, collective and
