@@ -27,6 +27,9 @@ typedef struct pool_job {
 #define POOL_SIDE 8
 /* Outputs avg_row_inner sums at a time (double sums on the stack). */
 #define POOL_AVG_BLOCK 256
+/* max_small_row: planes up to this wide, and its padded row's room. */
+#define POOL_SMALL_W   32
+#define POOL_SMALL_BUF 256
 
 /* PC: the type max_pool2d_grad's vector argmax pass keeps window
  * positions in (pool_impl.h, POOL_BWD_CODES). */

@@ -332,6 +332,64 @@ FG_TEST(pool_max_nan_every_path, "") {
     }
 }
 
+/* max_pool2d on small planes (the padded-row loop), bit for bit against
+ * the definition: taps in window order, a tap replaces the maximum when
+ * larger, NaN anywhere gives NaN. Values drawn from {-0.0, +0.0, -inf, 1,
+ * -1} so that ties between signed zeros and all -inf windows are common;
+ * f32 and f64, with padding, stride 2, ceil mode and dilation. */
+FG_TEST(pool_max_small_planes_bits_by_definition, "") {
+  static const int64_t geo[5][6] = {/* k, s, pad, dilation, H = W, ceil */
+                                    {3, 1, 1, 1, 7, 0},
+                                    {3, 2, 1, 1, 14, 1},
+                                    {2, 1, 0, 1, 5, 0},
+                                    {3, 1, 1, 2, 9, 0},
+                                    {5, 3, 2, 1, 11, 1}};
+  static const double pick[5] = {-0.0, 0.0, -INFINITY, 1.0, -1.0};
+  for (int gi = 0; gi < 5; gi++)
+    for (int dt = 0; dt < 2; dt++) {
+      const int64_t *q = geo[gi];
+      const int64_t k = q[0], s = q[1], p = q[2], dl = q[3], H = q[4];
+      const int64_t d[4] = {1, 3, H, H}, n = 3 * H * H;
+      double *xv = malloc((size_t)n * sizeof *xv);
+      FG_REQUIRE(xv);
+      uint64_t r = 3 + (uint64_t)gi;
+      for (int64_t i = 0; i < n; i++)
+        xv[i] = pick[(int)(fgt_uniform(&r) * 5) % 5];
+      xv[2 * H * H + H + 1] = NAN; /* plane 2 */
+      const fg_dtype t = dt ? FG_F64 : FG_F32;
+      fg_graph *g = fg_graph_new();
+      fg_output x = fg_placeholder(g, "x", t, 4, d);
+      fg_pool2d_opts o = {{k, k}, {s, s}, {p, p, p, p}, {dl, dl}, (int)q[5], 0};
+      fg_set_name(g, fg_max_pool2d(g, x, &o), "y");
+      fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
+      fg_tensor *out = run_x(g, xt, "y");
+      FG_REQUIRE(out);
+      const int64_t OH = fg_tensor_dim(out, 2), OW = fg_tensor_dim(out, 3);
+      for (int64_t pl = 0; pl < 3; pl++)
+        for (int64_t a = 0; a < OH; a++)
+          for (int64_t b = 0; b < OW; b++) {
+            double m = -INFINITY;
+            int nan = 0;
+            for (int64_t i = 0; i < k; i++)
+              for (int64_t j = 0; j < k; j++) {
+                const int64_t ih = a * s - p + i * dl, iw = b * s - p + j * dl;
+                if (ih < 0 || iw < 0 || ih >= H || iw >= H) continue;
+                const double v = xv[(pl * H + ih) * H + iw];
+                nan |= isnan(v);
+                if (v > m) m = v;
+              }
+            const double got = tensor_elem(out, (pl * OH + a) * OW + b);
+            if (nan ? !isnan(got) : memcmp(&got, &m, sizeof m) != 0)
+              FG_FAIL_AT("geometry %d %s plane %lld out (%lld,%lld): %g, want %g", gi,
+                         fg_dtype_name(t), (long long)pl, (long long)a, (long long)b, got, m);
+          }
+      fg_tensor_free(out);
+      fg_tensor_free(xt);
+      fg_graph_free(g);
+      free(xv);
+    }
+}
+
 /* avg_pool2d, bit for bit, against the definition computed here: the
  * window's elements (clipped to the input) summed in double in window
  * order, divided by the window's size (padded or clipped by
