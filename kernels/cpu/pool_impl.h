@@ -31,16 +31,12 @@
     ys[k] = nan ? (PT)NAN : m;                                                                     \
   }
 
-/* Taps j of one input row xr into output row yr, for outputs
- * [o0, o1) only (those where every tap of the row lies inside it): all kw
- * taps of an output in one pass, in tap order, so the running maximum
+/* The taps of n outputs from xs (output k's tap 0 at xs[k s]) into ys,
+ * all kw of an output in one pass, in tap order, so the running maximum
  * stays in a register. Stride 1 and 2 with 2 or 3 taps (the common pools)
  * get fixed-count loops the compiler vectorises. */
-static void PS(max_row_inner)(const fgk_pool_geom *g, const PT *restrict xr, PT *restrict yr,
-                              int64_t o0, int64_t o1) {
-  const int64_t s = g->sw, dw = g->dw, kw = g->kw, n = o1 - o0;
-  const PT *restrict xs = xr + (o0 * s - g->pl); /* tap 0 of output o0, inside the row */
-  PT *restrict ys = yr + o0;
+FGK_INLINE void PS(max_taps)(const PT *restrict xs, PT *restrict ys, int64_t n, int64_t s,
+                             int64_t kw, int64_t dw) {
   if (dw == 1 && s == 2 && kw == 3) {
     POOL_ROW_FIXED(2, 3)
   } else if (dw == 1 && s == 2 && kw == 2) {
@@ -55,6 +51,14 @@ static void PS(max_row_inner)(const fgk_pool_geom *g, const PT *restrict xr, PT 
       ys[k] = m;
     }
   }
+}
+
+/* Taps j of one input row xr into output row yr, for outputs [o0, o1)
+ * only (those where every tap of the row lies inside it). */
+static void PS(max_row_inner)(const fgk_pool_geom *g, const PT *restrict xr, PT *restrict yr,
+                              int64_t o0, int64_t o1) {
+  /* tap 0 of output o0, inside the row */
+  PS(max_taps)(xr + (o0 * g->sw - g->pl), yr + o0, o1 - o0, g->sw, g->kw, g->dw);
 }
 
 /* max_row_inner for three consecutive rows of a 3x3, stride-2 window at
@@ -125,22 +129,7 @@ FGK_CLONES static void PS(max_small_row)(const fgk_pool_geom *g, const PT *x, PT
       const int64_t iw = c - g->pl;
       buf[c] = iw >= 0 && iw < W ? x[ih * W + iw] : (PT)-INFINITY;
     }
-    const PT *restrict xs = buf;
-    PT *restrict ys = yr;
-    const int64_t n = OW;
-    if (dw == 1 && sw == 1 && kw == 3) {
-      POOL_ROW_FIXED(1, 3)
-    } else if (dw == 1 && sw == 2 && kw == 3) {
-      POOL_ROW_FIXED(2, 3)
-    } else {
-      for (int64_t k = 0; k < n; k++) {
-        PT m = ys[k];
-        int nan = 0;
-        for (int64_t j = 0; j < kw; j++)
-          POOL_TAKE_V(m, nan, xs[k * sw + j * dw]);
-        ys[k] = nan ? (PT)NAN : m;
-      }
-    }
+    PS(max_taps)(buf, yr, OW, sw, kw, dw);
   }
 }
 

@@ -332,6 +332,20 @@ FG_TEST(pool_max_nan_every_path, "") {
     }
 }
 
+/* max_pool2d (max 1) or avg_pool2d of x (xv as dtype t, dims d) by o,
+ * through a session; NULL on failure. */
+static fg_tensor *pool_of(int max, fg_dtype t, const int64_t *d, const double *xv,
+                          const fg_pool2d_opts *o) {
+  fg_graph *g = fg_graph_new();
+  fg_output x = fg_placeholder(g, "x", t, 4, d);
+  fg_set_name(g, max ? fg_max_pool2d(g, x, o) : fg_avg_pool2d(g, x, o), "y");
+  fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
+  fg_tensor *out = run_x(g, xt, "y");
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+  return out;
+}
+
 /* max_pool2d on small planes (the padded-row loop), bit for bit against
  * the definition: taps in window order, a tap replaces the maximum when
  * larger, NaN anywhere gives NaN. Values drawn from {-0.0, +0.0, -inf, 1,
@@ -357,12 +371,8 @@ FG_TEST(pool_max_small_planes_bits_by_definition, "") {
         xv[i] = pick[(int)(fgt_uniform(&r) * 5) % 5];
       xv[2 * H * H + H + 1] = NAN; /* plane 2 */
       const fg_dtype t = dt ? FG_F64 : FG_F32;
-      fg_graph *g = fg_graph_new();
-      fg_output x = fg_placeholder(g, "x", t, 4, d);
-      fg_pool2d_opts o = {{k, k}, {s, s}, {p, p, p, p}, {dl, dl}, (int)q[5], 0};
-      fg_set_name(g, fg_max_pool2d(g, x, &o), "y");
-      fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
-      fg_tensor *out = run_x(g, xt, "y");
+      const fg_pool2d_opts o = {{k, k}, {s, s}, {p, p, p, p}, {dl, dl}, (int)q[5], 0};
+      fg_tensor *out = pool_of(1, t, d, xv, &o);
       FG_REQUIRE(out);
       const int64_t OH = fg_tensor_dim(out, 2), OW = fg_tensor_dim(out, 3);
       for (int64_t pl = 0; pl < 3; pl++)
@@ -384,8 +394,6 @@ FG_TEST(pool_max_small_planes_bits_by_definition, "") {
                          fg_dtype_name(t), (long long)pl, (long long)a, (long long)b, got, m);
           }
       fg_tensor_free(out);
-      fg_tensor_free(xt);
-      fg_graph_free(g);
       free(xv);
     }
 }
@@ -414,12 +422,8 @@ FG_TEST(pool_avg_bits_by_definition, "") {
         for (int64_t i = 0; i < n; i++)
           xv[i] = fgt_uniform(&r) * 8 - 4;
         const fg_dtype t = dt ? FG_F64 : FG_F32;
-        fg_graph *g = fg_graph_new();
-        fg_output x = fg_placeholder(g, "x", t, 4, d);
-        fg_pool2d_opts o = {{kh, kw}, {s, s}, {p, p, p, p}, {0, 0}, (int)q[6], cip};
-        fg_set_name(g, fg_avg_pool2d(g, x, &o), "y");
-        fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
-        fg_tensor *out = run_x(g, xt, "y");
+        const fg_pool2d_opts o = {{kh, kw}, {s, s}, {p, p, p, p}, {0, 0}, (int)q[6], cip};
+        fg_tensor *out = pool_of(0, t, d, xv, &o);
         FG_REQUIRE(out);
         const int64_t OH = fg_tensor_dim(out, 2), OW = fg_tensor_dim(out, 3);
         for (int64_t pl = 0; pl < 2; pl++)
@@ -446,8 +450,6 @@ FG_TEST(pool_avg_bits_by_definition, "") {
                            got, want);
             }
         fg_tensor_free(out);
-        fg_tensor_free(xt);
-        fg_graph_free(g);
         free(xv);
       }
 }
