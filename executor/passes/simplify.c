@@ -189,15 +189,20 @@ static int fold_reshapes(fg_pass_ctx *ctx, int id) {
   return 1;
 }
 
-/* The pads attribute of node n when it has k values, all >= 0 (absent:
- * all 0, when dflt_zero), else NULL; *zero set for the absent case. */
-static const int64_t *pads_of(const fg_node *n, int k, int dflt_zero, const int64_t *zero) {
+/* Node n's k pads, all >= 0, or NULL (absent or malformed). */
+static const int64_t *pads_of(const fg_node *n, int k) {
   const fg_attr *p = fg_attrs_find(&n->attrs, "pads");
-  if (!p) return dflt_zero ? zero : NULL;
-  if (p->type != FG_ATTR_INTS || p->n != k) return NULL;
+  if (!p || p->type != FG_ATTR_INTS || p->n != k) return NULL;
   for (int i = 0; i < k; i++)
     if (p->ints[i] < 0) return NULL;
   return p->ints;
+}
+
+/* 1 when node n has no pads (the attribute absent, or all 0). */
+static int unpadded(const fg_node *n) {
+  if (!fg_attrs_find(&n->attrs, "pads")) return 1;
+  const int64_t *p = pads_of(n, 4);
+  return p && !p[0] && !p[1] && !p[2] && !p[3];
 }
 
 /* avg_pool2d(pad(x, zeros on H and W), no pads, floor mode) ->
@@ -213,18 +218,14 @@ static int fold_pad_into_avg_pool(fg_pass_ctx *ctx, int id) {
   fg_node *n = &g->nodes[id];
   const int inner = n->inputs[0].node;
   const fg_node *pd = &g->nodes[inner];
-  static const int64_t zero[4] = {0, 0, 0, 0};
   const fg_attr *mode = fg_attrs_find(&pd->attrs, "mode"), *k = fg_attrs_find(&n->attrs, "kernel");
-  const int64_t *pp = pd->op == FG_OP_PAD ? pads_of(pd, 8, 0, zero) : NULL;
-  const int64_t *own = pads_of(n, 4, 1, zero);
-  if (!pp || !own || !k || k->type != FG_ATTR_INTS || k->n != 2 || n->inputs[0].index != 0 ||
-      pd->outputs[0].rank != 4 ||
+  const int64_t *pp = pd->op == FG_OP_PAD ? pads_of(pd, 8) : NULL;
+  if (!pp || !unpadded(n) || !k || k->type != FG_ATTR_INTS || k->n != 2 ||
+      n->inputs[0].index != 0 || pd->outputs[0].rank != 4 ||
       (mode && (mode->type != FG_ATTR_STRING || strcmp(mode->s, "constant"))) ||
       fg_attr_float_or(pd, "value", 0) != 0 || fg_attr_int_or(n, "ceil_mode", 0) != 0 ||
       !fg_pass_can_replace(ctx, id, pd->inputs[0]))
     return 0;
-  for (int i = 0; i < 4; i++)
-    if (own[i] != 0) return 0;
   /* pad's begins then ends over N, C, H, W; the pool's top, left, bottom, right */
   const int64_t nw[4] = {pp[2], pp[3], pp[6], pp[7]};
   if (pp[0] || pp[1] || pp[4] || pp[5] || nw[0] > k->ints[0] / 2 || nw[2] > k->ints[0] / 2 ||
@@ -238,16 +239,18 @@ static int fold_pad_into_avg_pool(fg_pass_ctx *ctx, int id) {
   return 1;
 }
 
+static int oom(fg_status *st) {
+  fg_status_set(st, FG_RESOURCE_EXHAUSTED, "simplify: out of memory");
+  return -1;
+}
+
 static int simplify_node(fg_pass_ctx *ctx, int id, fg_status *st) {
   fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[id];
   const char *rule = NULL;
   if (n->op == FG_OP_TRANSPOSE || n->op == FG_OP_RESHAPE) {
     int folded = n->op == FG_OP_TRANSPOSE ? fold_transposes(ctx, id) : fold_reshapes(ctx, id);
-    if (folded < 0) {
-      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "simplify: out of memory");
-      return -1;
-    }
+    if (folded < 0) return oom(st);
     rule = n->op == FG_OP_TRANSPOSE ? "transpose(transpose(x))" : "reshape(reshape(x))";
     const int64_t *perm = n->op == FG_OP_TRANSPOSE ? perm_of(n) : NULL;
     int gone = (perm && is_identity_perm(perm, n->outputs[0].rank)) ||
@@ -259,10 +262,7 @@ static int simplify_node(fg_pass_ctx *ctx, int id, fg_status *st) {
   }
   if (n->op == FG_OP_AVG_POOL2D) {
     const int folded = fold_pad_into_avg_pool(ctx, id);
-    if (folded < 0) {
-      fg_status_set(st, FG_RESOURCE_EXHAUSTED, "simplify: out of memory");
-      return -1;
-    }
+    if (folded < 0) return oom(st);
     return folded ? fg_pass_record(ctx, id, "simplified", n->name, "avg_pool2d(pad(x, 0))", st) : 0;
   }
   fg_output by = binary_rule(g, id, &rule);

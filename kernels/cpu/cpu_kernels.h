@@ -351,18 +351,25 @@ typedef union fgk_f32bits {
   uint32_t u;
 } fgk_f32bits;
 
+/* All ones when c, else 0: a mask for fgk_pick. */
+static inline uint32_t fgk_mask(int c) { return 0u - (uint32_t)c; }
+
+/* m ? a : b for a mask m of fgk_mask, as a blend of bits: GCC (12) does
+ * not if-convert a float ?: whose result feeds arithmetic, which would
+ * keep the loops calling it scalar. */
+static inline float fgk_pick(uint32_t m, float a, float b) {
+  const fgk_f32bits x = {a}, y = {b};
+  const fgk_f32bits r = {.u = (x.u & m) | (y.u & ~m)};
+  return r.f;
+}
+
 static inline float fgk_expf(float x) {
-  /* The clamp is a bit blend on masks: GCC (12) does not if-convert a float
-   * ?: whose result feeds arithmetic, which would keep callers scalar. */
-  fgk_f32bits xc = {x};
-  const fgk_f32bits lo = {-104.0f}, hi = {88.8f};
-  const uint32_t ml = 0u - (uint32_t)(x < -104.0f), mh = 0u - (uint32_t)(x > 88.8f);
-  xc.u = (xc.u & ~ml) | (lo.u & ml);
-  xc.u = (xc.u & ~mh) | (hi.u & mh);
+  float xc = fgk_pick(fgk_mask(x < -104.0f), -104.0f, x);
+  xc = fgk_pick(fgk_mask(x > 88.8f), 88.8f, xc);
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-  const float t = xc.f * 1.44269504088896341f + magic;
+  const float t = xc * 1.44269504088896341f + magic;
   const float n = t - magic;
-  float r = xc.f - n * 0.693359375f;
+  float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -411,17 +418,12 @@ static inline float fgk_erff(float x) {
   fgk_f32bits a = {x}, r;
   const uint32_t sign = a.u & 0x80000000u;
   a.u &= 0x7fffffffu;
-  const uint32_t small = 0u - (uint32_t)(a.f < 1.0f);
-  const uint32_t big = 0u - (uint32_t)(a.f > 3.85f);
-  const fgk_f32bits cap = {3.85f}, one = {1.0f};
-  fgk_f32bits z;
-  z.u = (a.u & ~big) | (cap.u & big);
-  const float p = fgk_horner(fgk_erf_p, 7, z.f * z.f);
-  const fgk_f32bits lo = {z.f + z.f * p};
-  const float c = fgk_horner(fgk_erf_q, 14, z.f - 2.425f);
-  fgk_f32bits hi = {1.0f - c};
-  hi.u = (hi.u & ~big) | (one.u & big);
-  r.u = ((lo.u & small) | (hi.u & ~small)) | sign;
+  const uint32_t big = fgk_mask(a.f > 3.85f);
+  const float z = fgk_pick(big, 3.85f, a.f);
+  const float lo = z + z * fgk_horner(fgk_erf_p, 7, z * z);
+  const float hi = fgk_pick(big, 1.0f, 1.0f - fgk_horner(fgk_erf_q, 14, z - 2.425f));
+  r.f = fgk_pick(fgk_mask(a.f < 1.0f), lo, hi);
+  r.u |= sign;
   return r.f;
 }
 

@@ -332,25 +332,90 @@ FG_TEST(pool_max_nan_every_path, "") {
     }
 }
 
-/* max_pool2d (max 1) or avg_pool2d of x (xv as dtype t, dims d) by o,
- * through a session; NULL on failure. */
-static fg_tensor *pool_of(int max, fg_dtype t, const int64_t *d, const double *xv,
-                          const fg_pool2d_opts *o) {
+/* One pooling case for the bit-for-bit checks: P planes of H x W values
+ * xv (read as dtype t) and the op's attributes. */
+typedef struct pool_def {
+  int max;
+  fg_dtype t;
+  int64_t P, H, W;
+  const double *xv;
+  fg_pool2d_opts o;
+} pool_def;
+
+/* Element (pl, i, j) of x as the kernel sees it (rounded to f32 for f32). */
+static double x_at(const pool_def *c, int64_t pl, int64_t i, int64_t j) {
+  const double v = c->xv[(pl * c->H + i) * c->W + j];
+  return c->t == FG_F32 ? (double)(float)v : v;
+}
+
+/* max_pool2d of output (a, b) of plane pl by the definition: taps in
+ * window order, one replaces the maximum when larger; a NaN gives NaN. */
+static double max_ref(const pool_def *c, int64_t pl, int64_t a, int64_t b) {
+  const fg_pool2d_opts *o = &c->o;
+  double m = -INFINITY;
+  int nan = 0;
+  for (int64_t i = 0; i < o->kernel[0]; i++)
+    for (int64_t j = 0; j < o->kernel[1]; j++) {
+      const int64_t ih = a * o->strides[0] - o->pads[0] + i * o->dilations[0];
+      const int64_t iw = b * o->strides[1] - o->pads[1] + j * o->dilations[1];
+      if (ih < 0 || iw < 0 || ih >= c->H || iw >= c->W) continue;
+      const double v = x_at(c, pl, ih, iw);
+      nan |= isnan(v);
+      if (v > m) m = v;
+    }
+  return nan ? NAN : m;
+}
+
+/* avg_pool2d of output (a, b) by the definition: the window's elements
+ * (window rows [a s - p, a s - p + kh) cut at H + p in ceil mode, columns
+ * alike) summed in double in window order, divided by the window's size
+ * (padded or clipped by count_include_pad), rounded once. */
+static double avg_ref(const pool_def *c, int64_t pl, int64_t a, int64_t b) {
+  const fg_pool2d_opts *o = &c->o;
+  const int64_t r0 = a * o->strides[0] - o->pads[0], c0 = b * o->strides[1] - o->pads[1];
+  const int64_t r1 = r0 + o->kernel[0] < c->H + o->pads[2] ? r0 + o->kernel[0] : c->H + o->pads[2];
+  const int64_t c1 = c0 + o->kernel[1] < c->W + o->pads[3] ? c0 + o->kernel[1] : c->W + o->pads[3];
+  double sum = 0;
+  int64_t inside = 0;
+  for (int64_t i = r0; i < r1; i++)
+    for (int64_t j = c0; j < c1; j++) {
+      if (i < 0 || j < 0 || i >= c->H || j >= c->W) continue;
+      sum += x_at(c, pl, i, j);
+      inside++;
+    }
+  const double v = sum / (o->count_include_pad ? (double)((r1 - r0) * (c1 - c0)) : (double)inside);
+  return c->t == FG_F32 ? (double)(float)v : v;
+}
+
+/* Runs case c through a session and checks every output's bits against
+ * the definition (NaN against NaN); `label` names the case in failures. */
+static void check_pool_bits(const pool_def *c, const char *label) {
   fg_graph *g = fg_graph_new();
-  fg_output x = fg_placeholder(g, "x", t, 4, d);
-  fg_set_name(g, max ? fg_max_pool2d(g, x, o) : fg_avg_pool2d(g, x, o), "y");
-  fg_tensor *xt = tensor_of_doubles(t, 4, d, xv);
+  const int64_t d[4] = {1, c->P, c->H, c->W};
+  fg_output x = fg_placeholder(g, "x", c->t, 4, d);
+  fg_set_name(g, c->max ? fg_max_pool2d(g, x, &c->o) : fg_avg_pool2d(g, x, &c->o), "y");
+  fg_tensor *xt = tensor_of_doubles(c->t, 4, d, c->xv);
   fg_tensor *out = run_x(g, xt, "y");
   fg_tensor_free(xt);
   fg_graph_free(g);
-  return out;
+  FG_REQUIRE(out);
+  const int64_t OH = fg_tensor_dim(out, 2), OW = fg_tensor_dim(out, 3);
+  for (int64_t pl = 0; pl < c->P; pl++)
+    for (int64_t a = 0; a < OH; a++)
+      for (int64_t b = 0; b < OW; b++) {
+        const double want = c->max ? max_ref(c, pl, a, b) : avg_ref(c, pl, a, b);
+        const double got = tensor_elem(out, (pl * OH + a) * OW + b);
+        if (isnan(want) ? !isnan(got) : memcmp(&got, &want, sizeof got) != 0)
+          FG_FAIL_AT("%s %s plane %lld out (%lld,%lld): %.17g, want %.17g", label,
+                     fg_dtype_name(c->t), (long long)pl, (long long)a, (long long)b, got, want);
+      }
+  fg_tensor_free(out);
 }
 
 /* max_pool2d on small planes (the padded-row loop), bit for bit against
- * the definition: taps in window order, a tap replaces the maximum when
- * larger, NaN anywhere gives NaN. Values drawn from {-0.0, +0.0, -inf, 1,
- * -1} so that ties between signed zeros and all -inf windows are common;
- * f32 and f64, with padding, stride 2, ceil mode and dilation. */
+ * the definition. Values drawn from {-0.0, +0.0, -inf, 1, -1} so that ties
+ * between signed zeros and all -inf windows are common, and a NaN; f32
+ * and f64, with padding, stride 2, ceil mode and dilation. */
 FG_TEST(pool_max_small_planes_bits_by_definition, "") {
   static const int64_t geo[5][6] = {/* k, s, pad, dilation, H = W, ceil */
                                     {3, 1, 1, 1, 7, 0},
@@ -362,49 +427,31 @@ FG_TEST(pool_max_small_planes_bits_by_definition, "") {
   for (int gi = 0; gi < 5; gi++)
     for (int dt = 0; dt < 2; dt++) {
       const int64_t *q = geo[gi];
-      const int64_t k = q[0], s = q[1], p = q[2], dl = q[3], H = q[4];
-      const int64_t d[4] = {1, 3, H, H}, n = 3 * H * H;
+      const int64_t k = q[0], s = q[1], p = q[2], dl = q[3], H = q[4], n = 3 * H * H;
       double *xv = malloc((size_t)n * sizeof *xv);
       FG_REQUIRE(xv);
       uint64_t r = 3 + (uint64_t)gi;
       for (int64_t i = 0; i < n; i++)
         xv[i] = pick[(int)(fgt_uniform(&r) * 5) % 5];
       xv[2 * H * H + H + 1] = NAN; /* plane 2 */
-      const fg_dtype t = dt ? FG_F64 : FG_F32;
-      const fg_pool2d_opts o = {{k, k}, {s, s}, {p, p, p, p}, {dl, dl}, (int)q[5], 0};
-      fg_tensor *out = pool_of(1, t, d, xv, &o);
-      FG_REQUIRE(out);
-      const int64_t OH = fg_tensor_dim(out, 2), OW = fg_tensor_dim(out, 3);
-      for (int64_t pl = 0; pl < 3; pl++)
-        for (int64_t a = 0; a < OH; a++)
-          for (int64_t b = 0; b < OW; b++) {
-            double m = -INFINITY;
-            int nan = 0;
-            for (int64_t i = 0; i < k; i++)
-              for (int64_t j = 0; j < k; j++) {
-                const int64_t ih = a * s - p + i * dl, iw = b * s - p + j * dl;
-                if (ih < 0 || iw < 0 || ih >= H || iw >= H) continue;
-                const double v = xv[(pl * H + ih) * H + iw];
-                nan |= isnan(v);
-                if (v > m) m = v;
-              }
-            const double got = tensor_elem(out, (pl * OH + a) * OW + b);
-            if (nan ? !isnan(got) : memcmp(&got, &m, sizeof m) != 0)
-              FG_FAIL_AT("geometry %d %s plane %lld out (%lld,%lld): %g, want %g", gi,
-                         fg_dtype_name(t), (long long)pl, (long long)a, (long long)b, got, m);
-          }
-      fg_tensor_free(out);
+      const pool_def c = {1,
+                          dt ? FG_F64 : FG_F32,
+                          3,
+                          H,
+                          H,
+                          xv,
+                          {{k, k}, {s, s}, {p, p, p, p}, {dl, dl}, (int)q[5], 0}};
+      char label[32];
+      snprintf(label, sizeof label, "geometry %d", gi);
+      check_pool_bits(&c, label);
       free(xv);
     }
 }
 
-/* avg_pool2d, bit for bit, against the definition computed here: the
- * window's elements (clipped to the input) summed in double in window
- * order, divided by the window's size (padded or clipped by
- * count_include_pad) and rounded once. Geometries where the inside rows
- * and columns take the vector loops (3x3 stride 1, Inception's; 3x3 and
- * 2x3 stride 2; 5x5 stride 1; wide rows past a 256-output block) and
- * edges on every side, in f32 and f64, with both divisor rules. */
+/* avg_pool2d, bit for bit, against the definition. Geometries where the
+ * inside rows and columns take the vector loops (3x3 stride 1, Inception's;
+ * 3x3 and 2x3 stride 2; 5x5 stride 1; wide rows past a 256-output block)
+ * and edges on every side, in f32 and f64, with both divisor rules. */
 FG_TEST(pool_avg_bits_by_definition, "") {
   static const int64_t geo[6][7] = {/* kh, kw, s, pad, H, W, ceil */
                                     {3, 3, 1, 1, 9, 11, 0},  {3, 3, 2, 1, 9, 12, 1},
@@ -414,42 +461,22 @@ FG_TEST(pool_avg_bits_by_definition, "") {
     for (int dt = 0; dt < 2; dt++)
       for (int cip = 0; cip < 2; cip++) {
         const int64_t *q = geo[gi];
-        const int64_t kh = q[0], kw = q[1], s = q[2], p = q[3], H = q[4], W = q[5];
-        const int64_t d[4] = {1, 2, H, W}, n = 2 * H * W;
+        const int64_t kh = q[0], kw = q[1], s = q[2], p = q[3], H = q[4], W = q[5], n = 2 * H * W;
         double *xv = malloc((size_t)n * sizeof *xv);
         FG_REQUIRE(xv);
         uint64_t r = 17 + (uint64_t)gi;
         for (int64_t i = 0; i < n; i++)
           xv[i] = fgt_uniform(&r) * 8 - 4;
-        const fg_dtype t = dt ? FG_F64 : FG_F32;
-        const fg_pool2d_opts o = {{kh, kw}, {s, s}, {p, p, p, p}, {0, 0}, (int)q[6], cip};
-        fg_tensor *out = pool_of(0, t, d, xv, &o);
-        FG_REQUIRE(out);
-        const int64_t OH = fg_tensor_dim(out, 2), OW = fg_tensor_dim(out, 3);
-        for (int64_t pl = 0; pl < 2; pl++)
-          for (int64_t a = 0; a < OH; a++)
-            for (int64_t b = 0; b < OW; b++) {
-              /* window rows [a s - p, a s - p + kh) cut at H + p (ceil mode) */
-              const int64_t r0 = a * s - p, c0 = b * s - p;
-              const int64_t r1 = r0 + kh < H + p ? r0 + kh : H + p;
-              const int64_t c1 = c0 + kw < W + p ? c0 + kw : W + p;
-              double sum = 0;
-              int64_t inside = 0;
-              for (int64_t i = r0; i < r1; i++)
-                for (int64_t j = c0; j < c1; j++) {
-                  if (i < 0 || j < 0 || i >= H || j >= W) continue;
-                  sum += dt ? xv[pl * H * W + i * W + j] : (float)xv[pl * H * W + i * W + j];
-                  inside++;
-                }
-              const double div = cip ? (double)((r1 - r0) * (c1 - c0)) : (double)inside;
-              const double want = dt ? sum / div : (float)(sum / div);
-              const double got = tensor_elem(out, (pl * OH + a) * OW + b);
-              if (got != want)
-                FG_FAIL_AT("geometry %d %s cip %d plane %lld out (%lld,%lld): %.17g, want %.17g",
-                           gi, fg_dtype_name(t), cip, (long long)pl, (long long)a, (long long)b,
-                           got, want);
-            }
-        fg_tensor_free(out);
+        const pool_def c = {0,
+                            dt ? FG_F64 : FG_F32,
+                            2,
+                            H,
+                            W,
+                            xv,
+                            {{kh, kw}, {s, s}, {p, p, p, p}, {0, 0}, (int)q[6], cip}};
+        char label[32];
+        snprintf(label, sizeof label, "geometry %d cip %d", gi, cip);
+        check_pool_bits(&c, label);
         free(xv);
       }
 }
