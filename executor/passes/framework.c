@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "executor/passes/passes.h"
+#include "graph/fused_program.h"
 #include "graph/op_table.h"
 
 fg_output fg_pass_resolve(const fg_pass_ctx *ctx, fg_output o) {
@@ -78,6 +79,20 @@ const fg_tensor *fg_pass_const_value(const fg_graph *g, fg_output o) {
   if (n->op != FG_OP_CONSTANT || o.index != 0) return NULL;
   const fg_attr *v = fg_attrs_find(&n->attrs, "value");
   return v && v->type == FG_ATTR_TENSOR ? v->t : NULL;
+}
+
+int fg_pass_fused_attrs(const fg_node *like, const fg_fused_params *p, struct fg_attrs *a) {
+  char text[8192];
+  memset(a, 0, sizeof *a);
+  if (fg_fused_format(p, text, sizeof text) < 0) return 1;
+  const fg_attr *co = fg_attrs_find(&like->attrs, FG_COLOCATE_ATTR);
+  if (fg_attrs_set_string(a, "program", text) != 0 ||
+      (co && co->type == FG_ATTR_STRING && co->s &&
+       fg_attrs_set_string(a, FG_COLOCATE_ATTR, co->s) != 0)) {
+    fg_attrs_clear(a);
+    return -1;
+  }
+  return 0;
 }
 
 int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *into, const char *rule,

@@ -70,11 +70,31 @@ static int build_consumers(fuse_state *S) {
   return 0;
 }
 
-/* An element-wise node the pass may put in a group at all. */
+/* Node id's program into *p when it is a fused_elementwise node (one
+ * that fold_inference made, or that a saved graph holds): 1, else 0. */
+static int program_of(const fg_graph *g, int id, fg_fused_params *p) {
+  const fg_node *n = &g->nodes[id];
+  if (n->op != FG_OP_FUSED_ELEMENTWISE) return 0;
+  const fg_attr *a = fg_attrs_find(&n->attrs, "program");
+  char err[256];
+  return a && a->type == FG_ATTR_STRING &&
+         fg_fused_parse(a->s, n->n_inputs, p, err, sizeof err) == 0;
+}
+
+/* The instructions node id adds to a program. */
+static int instrs_of(const fg_graph *g, int id) {
+  fg_fused_params p;
+  return program_of(g, id, &p) ? p.n_instrs : 1;
+}
+
+/* An element-wise node the pass may put in a group at all: one op, or a
+ * fused node, whose program joins the group's. */
 static int fusable(const fuse_state *S, int id) {
   const fg_node *n = &S->ctx->w->g.nodes[id];
+  fg_fused_params p;
   return !S->ctx->dead[id] && !S->assigned[id] && n->n_outputs == 1 &&
-         fg_fused_opcode_of(n->op) >= 0 && !fg_pass_node_pinned(n);
+         (fg_fused_opcode_of(n->op) >= 0 || program_of(&S->ctx->w->g, id, &p)) &&
+         !fg_pass_node_pinned(n);
 }
 
 static int can_root(const fuse_state *S, int id) {
@@ -141,32 +161,42 @@ static int const_operand(const fg_graph *g, fg_output o, fg_dtype dt, double *v)
   return !isnan(*v);
 }
 
+/* v into the n constants of c unless there (bit for bit) or c holds cap:
+ * the new count. */
+static int add_const(double *c, int n, int cap, double v) {
+  int k = 0;
+  while (k < n && memcmp(&c[k], &v, sizeof v) != 0)
+    k++;
+  if (k == n && n < cap) c[n++] = v;
+  return n;
+}
+
 /* The outside inputs and constants the members read (each once), counted
- * into *n_ext and *n_const; ext may be NULL. */
+ * into *n_ext and *n_const, which stop one past the caps; ext may be NULL. */
 static void operands(const fuse_state *S, const group *G, fg_output *ext, int *n_ext,
                      double *consts, int *n_const) {
   const fg_graph *g = &S->ctx->w->g;
   fg_dtype dt = g->nodes[G->root].outputs[0].dtype;
-  fg_output seen[3 * FG_FUSED_MAX_INSTRS];
-  double cv[3 * FG_FUSED_MAX_INSTRS];
+  fg_output seen[FG_FUSED_MAX_INPUTS + 1];
+  double cv[FG_FUSED_MAX_CONSTS + 1];
   int ne = 0, nc = 0;
   for (int m = 0; m < G->n; m++) {
     const fg_node *n = &g->nodes[G->ids[m]];
+    fg_fused_params q;
+    for (int k = 0, c = program_of(g, G->ids[m], &q) ? q.n_consts : 0; k < c; k++)
+      nc = add_const(cv, nc, FG_FUSED_MAX_CONSTS + 1, q.consts[k]);
     for (int i = 0; i < n->n_inputs; i++) {
       fg_output o = n->inputs[i];
       double v;
       if (S->member[o.node]) continue;
       if (const_operand(g, o, dt, &v)) {
-        int k = 0;
-        while (k < nc && memcmp(&cv[k], &v, sizeof v) != 0)
-          k++;
-        if (k == nc) cv[nc++] = v;
+        nc = add_const(cv, nc, FG_FUSED_MAX_CONSTS + 1, v);
         continue;
       }
       int k = 0;
       while (k < ne && !(seen[k].node == o.node && seen[k].index == o.index))
         k++;
-      if (k == ne) seen[ne++] = o;
+      if (k == ne && ne <= FG_FUSED_MAX_INPUTS) seen[ne++] = o;
     }
   }
   if (ext) memcpy(ext, seen, (size_t)ne * sizeof *ext);
@@ -176,9 +206,12 @@ static void operands(const fuse_state *S, const group *G, fg_output *ext, int *n
 }
 
 static int within_caps(const fuse_state *S, const group *G) {
-  int ne, nc;
+  int ne, nc, ni = 0;
+  for (int m = 0; m < G->n; m++)
+    ni += instrs_of(&S->ctx->w->g, G->ids[m]);
+  if (ni > FG_FUSED_MAX_INSTRS) return 0;
   operands(S, G, NULL, &ne, NULL, &nc);
-  return G->n <= FG_FUSED_MAX_INSTRS && ne <= FG_FUSED_MAX_INPUTS && nc <= FG_FUSED_MAX_CONSTS;
+  return ne <= FG_FUSED_MAX_INPUTS && nc <= FG_FUSED_MAX_CONSTS;
 }
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
@@ -223,20 +256,24 @@ static void grow(fuse_state *S, group *G) {
   qsort(G->ids, (size_t)G->n, sizeof G->ids[0], cmp_int);
 }
 
-/* Instruction m's argument for the node's input o. */
-static fg_fused_ref ref_of(const fuse_state *S, const group *G, fg_output o, const fg_output *ext,
-                           int n_ext, fg_fused_params *p) {
+/* Program constant v (added unless there; the caps were checked). */
+static fg_fused_ref const_ref(fg_fused_params *p, double v) {
+  p->n_consts = add_const(p->consts, p->n_consts, FG_FUSED_MAX_CONSTS, v);
+  int k = 0;
+  while (k + 1 < p->n_consts && memcmp(&p->consts[k], &v, sizeof v) != 0)
+    k++;
+  return (fg_fused_ref){FG_FUSED_CONST, (uint8_t)k};
+}
+
+/* An instruction's argument for a member's input o; res[m]: the
+ * instruction whose result is member m's value. */
+static fg_fused_ref ref_of(const fuse_state *S, const group *G, const int *res, fg_output o,
+                           const fg_output *ext, int n_ext, fg_fused_params *p) {
   const fg_graph *g = &S->ctx->w->g;
   double v;
   for (int m = 0; m < G->n; m++)
-    if (G->ids[m] == o.node) return (fg_fused_ref){FG_FUSED_TEMP, (uint8_t)m};
-  if (const_operand(g, o, g->nodes[G->root].outputs[0].dtype, &v)) {
-    int k = 0;
-    while (k < p->n_consts && memcmp(&p->consts[k], &v, sizeof v) != 0)
-      k++;
-    if (k == p->n_consts) p->consts[p->n_consts++] = v;
-    return (fg_fused_ref){FG_FUSED_CONST, (uint8_t)k};
-  }
+    if (G->ids[m] == o.node) return (fg_fused_ref){FG_FUSED_TEMP, (uint8_t)res[m]};
+  if (const_operand(g, o, g->nodes[G->root].outputs[0].dtype, &v)) return const_ref(p, v);
   int k = 0;
   while (k < n_ext - 1 && !(ext[k].node == o.node && ext[k].index == o.index))
     k++;
@@ -265,35 +302,51 @@ static int instr_attrs(const fg_graph *g, int id, fg_fused_instr *in, fg_status 
   return 0;
 }
 
-/* The group as a program over its outside inputs ext. -1: a member's
- * attributes did not parse (the group is then left alone). */
+/* A fused member's program q into p from instruction p->n_instrs on, its
+ * inputs and temporaries renamed to the group's. */
+static void splice(const fuse_state *S, const group *G, const int *res, int id,
+                   const fg_fused_params *q, const fg_output *ext, int n_ext, fg_fused_params *p) {
+  const fg_node *n = &S->ctx->w->g.nodes[id];
+  const int base = p->n_instrs;
+  for (int j = 0; j < q->n_instrs; j++) {
+    fg_fused_instr *in = &p->ins[p->n_instrs++];
+    *in = q->ins[j];
+    for (int a = 0; a < in->n_args; a++) {
+      const fg_fused_ref r = q->ins[j].arg[a];
+      in->arg[a] = r.kind == FG_FUSED_INPUT ? ref_of(S, G, res, n->inputs[r.index], ext, n_ext, p)
+                   : r.kind == FG_FUSED_TEMP
+                       ? (fg_fused_ref){FG_FUSED_TEMP, (uint8_t)(base + r.index)}
+                       : const_ref(p, q->consts[r.index]);
+    }
+  }
+}
+
+/* The group as a program over its outside inputs ext: each member's
+ * instruction, or a fused member's whole program, in node order. -1: a
+ * member's attributes did not parse (the group is then left alone). */
 static int build_program(const fuse_state *S, const group *G, fg_output *ext, int *n_ext,
                          fg_fused_params *p, fg_status *st) {
   const fg_graph *g = &S->ctx->w->g;
-  int nc;
+  int nc, res[FG_FUSED_MAX_INSTRS];
   operands(S, G, ext, n_ext, NULL, &nc);
   memset(p, 0, sizeof *p);
   p->n_inputs = *n_ext;
-  p->n_instrs = G->n;
   for (int m = 0; m < G->n; m++) {
     const fg_node *n = &g->nodes[G->ids[m]];
-    fg_fused_instr *in = &p->ins[m];
-    in->op = (uint8_t)fg_fused_opcode_of(n->op);
-    in->n_args = (uint8_t)n->n_inputs;
-    for (int i = 0; i < n->n_inputs; i++)
-      in->arg[i] = ref_of(S, G, n->inputs[i], ext, *n_ext, p);
-    if (instr_attrs(g, G->ids[m], in, st) != 0) return -1;
+    fg_fused_params q;
+    if (program_of(g, G->ids[m], &q)) {
+      splice(S, G, res, G->ids[m], &q, ext, *n_ext, p);
+    } else {
+      fg_fused_instr *in = &p->ins[p->n_instrs++];
+      in->op = (uint8_t)fg_fused_opcode_of(n->op);
+      in->n_args = (uint8_t)n->n_inputs;
+      for (int i = 0; i < n->n_inputs; i++)
+        in->arg[i] = ref_of(S, G, res, n->inputs[i], ext, *n_ext, p);
+      if (instr_attrs(g, G->ids[m], in, st) != 0) return -1;
+    }
+    res[m] = p->n_instrs - 1;
   }
   return 0;
-}
-
-/* The attributes of the fused node: its program, and where the root was
- * colocated. */
-static int fused_attrs(const fg_node *root, const char *text, struct fg_attrs *a) {
-  memset(a, 0, sizeof *a);
-  const char *co = colocate_of(root);
-  if (fg_attrs_set_string(a, "program", text) != 0) return -1;
-  return co && fg_attrs_set_string(a, FG_COLOCATE_ATTR, co) != 0 ? -1 : 0;
 }
 
 /* 1 when the fused node infers the root's output type: constants of a
@@ -323,13 +376,14 @@ static int fuse_group(fuse_state *S, const group *G, fg_status *st) {
   fg_output ext[FG_FUSED_MAX_INPUTS * 3];
   int n_ext;
   fg_fused_params p;
-  char text[8192], ops[FG_FUSED_MAX_INSTRS * 24];
+  char ops[FG_FUSED_MAX_INSTRS * 24];
   fg_status *ignored = fg_status_new();
   int built = ignored && build_program(S, G, ext, &n_ext, &p, ignored) == 0;
   fg_status_free(ignored);
-  if (!built || n_ext < 1 || fg_fused_format(&p, text, sizeof text) < 0) return 0;
+  if (!built || n_ext < 1) return 0;
   struct fg_attrs a;
-  if (fused_attrs(root, text, &a) != 0) return fg_attrs_clear(&a), -1;
+  int rc = fg_pass_fused_attrs(root, &p, &a);
+  if (rc != 0) return rc < 0 ? -1 : 0;
   if (!same_output(root, ext, n_ext, &a, &w->g)) return fg_attrs_clear(&a), 0;
   fg_output *inputs = malloc(((size_t)n_ext + 1) * sizeof *inputs);
   if (!inputs || fg_pass_graph_set_attrs(w, G->root, &a) != 0) {

@@ -16,6 +16,7 @@
 #ifndef FG_PASSES_INTERNAL_H
 #define FG_PASSES_INTERNAL_H
 
+#include "flowgraph/op_params.h"
 #include "flowgraph/passes.h"
 #include "graph/graph_internal.h"
 
@@ -150,6 +151,10 @@ int fg_pass_replace(fg_pass_ctx *ctx, int id, fg_output by, const char *action, 
  * every step. -1 with the status set (out of memory). */
 int fg_pass_add_constant(fg_pass_ctx *ctx, int node, const char *suffix, fg_tensor *value,
                          fg_status *st);
+/* A fused_elementwise node's attributes into *a (zeroed first): program
+ * p as text, and like's colocation. 0; 1 when the text does not fit (*a
+ * empty); -1 out of memory (*a cleared). */
+int fg_pass_fused_attrs(const fg_node *like, const fg_fused_params *p, struct fg_attrs *a);
 /* Records a change of node id ("into" NULL for removals). 0 or -1. */
 int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *into, const char *rule,
                    fg_status *st);

@@ -29,7 +29,8 @@ const fg_pass_def fg_passes[] = {
      1, fg_pass_fold},
     {"fold_inference",
      "inference folding: dropout with a constant false training input removed; batch_norm "
-     "(constant false training, constant parameters) folded into the conv2d or matmul before it",
+     "(constant false training, constant parameters) folded into the conv2d or matmul before it, "
+     "or else made x * a + b per channel (the same bits), which fuse joins with what follows",
      1, fg_pass_fold_inference},
     {"cse", "common subexpressions: equal pure nodes on equal inputs compute once", 1, fg_pass_cse},
     {"xent_grad",
@@ -59,8 +60,8 @@ const fg_pass_def fg_passes[] = {
      "matmul_bias_grad (same bits on the CPU)",
      1, fg_pass_grad_epilogue},
     {"fuse",
-     "element-wise fusion: groups of float element-wise nodes of one shape become one "
-     "fused_elementwise node (one pass over memory, the same bits)",
+     "element-wise fusion: groups of float element-wise nodes (and fused_elementwise nodes) of one "
+     "shape become one fused_elementwise node (one pass over memory, the same bits)",
      1, fg_pass_fuse},
     {"multi_update",
      "multi-tensor optimizer updates: a step's apply_sgd, apply_momentum or apply_adam nodes of "

@@ -77,7 +77,18 @@
  *             are placed on the batch norm's device, which the conv and
  *             the value it reads must share; a GPU session with host
  *             steps folds none. A training flag known per run
- *             (fg_training) and variables are never folded.
+ *             (fg_training) and variables are never folded. Such a
+ *             batch_norm (constant parameters, constant false mode,
+ *             input of rank >= 2) that folds into nothing before it
+ *             (after a concat, an add, a pool) becomes fused_elementwise
+ *             mul(x, a) then add(., b) with a = scale / sqrt(var +
+ *             epsilon) and b = shift - mean * a as [C, 1, ..., 1]
+ *             constants, each rounded once from double: the CPU batch
+ *             norm kernel's own arithmetic, so the same bits, and fuse
+ *             joins it with what follows (a relu). fg_optimize writes a
+ *             and b into the scale and shift constants where nothing
+ *             else reads them; a session appends "<bn>/affine_scale" and
+ *             "<bn>/affine_shift".
  *   cse       nodes with the same op, typed attributes, inputs, output
  *             types and device compute once.
  *   xent_grad the gradient autodiff builds for softmax_cross_entropy,
@@ -150,7 +161,9 @@
  *             applies each node's own element function in node order (the
  *             same bits), reading its outside inputs once. A node joins
  *             its reader's group only when every reader of it is in the
- *             group; one-element constants become program constants. The
+ *             group; one-element constants become program constants. A
+ *             fused_elementwise node already in the graph joins as its
+ *             whole program (up to 32 instructions in all). The
  *             group's last node is rewritten in place (action "fused",
  *             into "fused_elementwise", rule its ops, "add+relu"); the
  *             others are reported "absorbed" into it and stay fetchable

@@ -220,7 +220,8 @@ FG_TEST(passes_fold_bn_not_with_variables_or_visible_nodes, "") {
   fg_graph *g = cnn(1, 0);
   FG_CHECK(left_after(g, "out", 1, 0));
   fg_graph_free(g);
-  /* A fetched conv must keep its value: its batch norm stays. */
+  /* A fetched conv must keep its value: its batch norm stays (on planes
+   * of 4 x 4, under the per-channel rewrite's 256 elements). */
   g = cnn(0, 0);
   const char *fetches[2] = {"out", "conv2"};
   fg_status *st = fg_status_new();
@@ -355,27 +356,11 @@ static fg_plan_info *session_plan(fg_graph *g, const fg_tensor *x, const char *f
   return pi;
 }
 
-/* The op of node `name`'s step in the plan, or "" when it has none. */
-static const char *step_op(const fg_plan_info *pi, const fg_graph *g, const char *name) {
-  int id = fg_graph_find_output(g, name).node;
-  for (int si = 0; id >= 0 && si < pi->n_steps; si++)
-    if (pi->step_nodes[si] == id && !pi->step_recv[si]) return pi->step_ops[si];
-  return "";
-}
-
 static int count_steps(const fg_plan_info *pi, const char *op) {
   int n = 0;
   for (int si = 0; si < pi->n_steps; si++)
     n += strcmp(pi->step_ops[si], op) == 0;
   return n;
-}
-
-/* The plan's constant tensor named `name`, or NULL. */
-static const fg_plan_tensor *plan_constant(const fg_plan_info *pi, const char *name) {
-  for (int k = 0; k < pi->n_tensors; k++)
-    if (strcmp(pi->tensors[k].name, name) == 0 && strcmp(pi->tensors[k].kind, "constant") == 0)
-      return &pi->tensors[k];
-  return NULL;
 }
 
 /* Fetches `names` of g in one run of a one-thread session, passes on or

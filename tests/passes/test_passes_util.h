@@ -140,4 +140,20 @@ static inline int same_bits_on_off(fg_graph *g, const fg_tensor *x, const char *
   return same;
 }
 
+/* The op of node `name`'s step in a plan ("" when it has none). */
+static inline const char *step_op(const fg_plan_info *pi, const fg_graph *g, const char *name) {
+  int id = fg_graph_find_output(g, name).node;
+  for (int si = 0; id >= 0 && si < pi->n_steps; si++)
+    if (pi->step_nodes[si] == id && !pi->step_recv[si]) return pi->step_ops[si];
+  return "";
+}
+
+/* The plan's constant tensor named `name`, or NULL. */
+static inline const fg_plan_tensor *plan_constant(const fg_plan_info *pi, const char *name) {
+  for (int k = 0; k < pi->n_tensors; k++)
+    if (strcmp(pi->tensors[k].name, name) == 0 && strcmp(pi->tensors[k].kind, "constant") == 0)
+      return &pi->tensors[k];
+  return NULL;
+}
+
 #endif
