@@ -85,7 +85,10 @@
  *             epsilon) and b = shift - mean * a as [C, 1, ..., 1]
  *             constants, each rounded once from double: the CPU batch
  *             norm kernel's own arithmetic, so the same bits, and fuse
- *             joins it with what follows (a relu). fg_optimize writes a
+ *             joins it with what follows (a relu). On the CPU only for
+ *             planes (the dims after C) of 1 element or at least 256:
+ *             on smaller ones the fused kernel is the slower. fg_optimize
+ *             writes a
  *             and b into the scale and shift constants where nothing
  *             else reads them; a session appends "<bn>/affine_scale" and
  *             "<bn>/affine_shift".
