@@ -3,6 +3,9 @@
  * fewer nodes to fold; folding runs before inference folding, so batch
  * norm parameters computed from constants are constants by then, and both
  * before CSE, which merges the equal constants folding makes; the
+ * activation patterns after CSE (so that x is one node on both sides of
+ * mul(x, sigmoid(x))) and before the epilogues and fusion, which would
+ * take their nodes apart; the
  * cross-entropy gradient and the matmul and convolution epilogues
  * (forward, then the updates', then the gradients') fuse after CSE has
  * merged equal nodes (the updates' before the gradients', which would
@@ -33,6 +36,11 @@ const fg_pass_def fg_passes[] = {
      "or else made x * a + b per channel (the same bits), which fuse joins with what follows",
      1, fg_pass_fold_inference},
     {"cse", "common subexpressions: equal pure nodes on equal inputs compute once", 1, fg_pass_cse},
+    {"activations",
+     "activation patterns: mul(x, sigmoid(x)) becomes silu(x), the exact GELU written out "
+     "(x * 0.5 * (1 + erf(x / sqrt(2)))) gelu(x); one op, one exp or erf per element (rounded "
+     "otherwise: within a few units in the last place, not bitwise)",
+     1, fg_pass_activations},
     {"xent_grad",
      "softmax cross-entropy's gradient (softmax, one_hot, sub, numel, div, mul) as one "
      "softmax_cross_entropy_grad node; with the loss in the graph and dy 1, loss and gradient "

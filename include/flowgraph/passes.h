@@ -25,7 +25,8 @@
  *   read from a variable is never moved past an update of it.
  * - Results are bit for bit those of the graph without passes, but for
  *   fold_inference's batch norm folding (and what reads a folded batch
- *   norm, see below), update_epilogue's SGD updates (rounded in the GEMM),
+ *   norm, see below), the activations pass's silu and gelu (a few units
+ *   in the last place), update_epilogue's SGD updates (rounded in the GEMM),
  *   the GPU's cuBLASLt epilogues (within rounding, see epilogue and
  *   grad_epilogue), a folded node placed on a GPU, which holds the CPU
  *   kernel's bits, and the sign and payload of a NaN that a fused
@@ -94,6 +95,20 @@
  *             "<bn>/affine_shift".
  *   cse       nodes with the same op, typed attributes, inputs, output
  *             types and device compute once.
+ *   activations
+ *             mul(x, sigmoid(x)) becomes silu(x), and the exact GELU as
+ *             exporters write it, mul(mul(x, add(erf(div(x, c)), 1)),
+ *             0.5) or mul(mul(x, 0.5), add(erf(div(x, c)), 1)) (either
+ *             operand order; c = sqrt(2) in the dtype, or mul by 1 /
+ *             sqrt(2) in div's place), becomes gelu(x): one op and one
+ *             exp or erf per element. Not bitwise: silu divides x by 1 +
+ *             exp(-x) where the pair rounds the sigmoid and then
+ *             multiplies; gelu multiplies by 1 / sqrt(2) where the
+ *             pattern divides (within 1e-6 relative in f32 and 1e-12 in
+ *             f64 in the tests; in f32 both forms give -0 for x below
+ *             about -5.5). The other nodes of the pattern must have no
+ *             other reader (so a training graph, whose gradient reads
+ *             the sigmoid, keeps it); the epilogue passes' rules hold.
  *   xent_grad the gradient autodiff builds for softmax_cross_entropy,
  *             mul(sub(softmax(logits), one_hot(labels)), div(dy,
  *             numel(labels))), becomes one softmax_cross_entropy_grad
