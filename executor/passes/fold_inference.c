@@ -332,13 +332,14 @@ static int rewrite_bn_appending(fg_pass_ctx *ctx, const bn_fold *f, fg_status *s
 
 /* On the CPU the fused kernel fills a block's a and b run by run, which
  * for small planes costs more than the batch norm kernel's per-channel
- * loop: BN + ReLU over [1, 1024, 7, 7] took 39-42 us fused against 28-31
- * us as two nodes, [1, 512, 14, 14] 49-54 against 38-40, [1, 512, 16, 16]
- * 60-72 against 57-61, [1, 256, 28, 28] 94-96 against 101-118,
- * [1, 128, 56, 56] 186-194 against 251-263, and [64, 1024] (plane 1) 18-19
- * against 285-302. So the CPU takes planes of 1 or of at least this many
- * elements (known); a GPU session (one kernel instead of two) any. */
-#define AFFINE_MIN_PLANE 256
+ * loop. BN + ReLU, fused against two nodes (1 thread, alternating):
+ * [1, 1024, 7, 7] 39-42 against 28-31 us, [1, 512, 14, 14] 49-54 against
+ * 38-40, [1, 512, 16, 16] 60-72 against 57-61, [1, 256, 28, 28] 94-96
+ * against 101-118, [1, 128, 56, 56] 186-194 against 251-263, and
+ * [64, 1024] (plane 1, where the batch norm kernel strides) 18-19 against
+ * 285-302. So the CPU takes planes of 1 element or of at least a block's
+ * 512 (known); a GPU session (one kernel instead of two) any. */
+#define AFFINE_MIN_PLANE 512
 
 /* batch_norm bn in inference over x of rank >= 2 with a known channel
  * count, its parameters constants [C] of x's dtype, and no reader of its

@@ -87,7 +87,7 @@
  *             constants, each rounded once from double: the CPU batch
  *             norm kernel's own arithmetic, so the same bits, and fuse
  *             joins it with what follows (a relu). On the CPU only for
- *             planes (the dims after C) of 1 element or at least 256:
+ *             planes (the dims after C) of 1 element or at least 512:
  *             on smaller ones the fused kernel is the slower. fg_optimize
  *             writes a
  *             and b into the scale and shift constants where nothing

@@ -123,7 +123,7 @@ static int check_output(const fg_graph *g, fg_graph *o, const fg_tensor *xt, int
 FG_TEST(passes_bn_affine_optimize_by_hand, "") {
   for (int k = 0; k < 2; k++) {
     fg_dtype dt = k ? FG_F64 : FG_F32;
-    int64_t dims[4] = {2, 3, 16, 16};
+    int64_t dims[4] = {2, 3, 16, 32};
     fg_graph *g = bn_graph(dt, 4, dims, 0);
     fg_pass_report *r = NULL;
     fg_graph *o = optimize1(g, "out", &r);
@@ -182,7 +182,7 @@ FG_TEST(passes_bn_affine_session_ranks, "") {
    * with planes smaller and larger than the fused kernel's blocks (512
    * elements: blocks then lie inside one channel, and a and b are read as
    * one value each). */
-  const int64_t shapes[4][4] = {{5, 4}, {2, 3, 256}, {2, 4, 16, 16}, {2, 3, 24, 24}};
+  const int64_t shapes[4][4] = {{5, 4}, {2, 3, 512}, {2, 4, 16, 32}, {2, 3, 24, 24}};
   const int ranks[4] = {2, 3, 4, 4};
   for (int k = 0; k < 8; k++) {
     fg_dtype dt = k % 2 ? FG_F64 : FG_F32;
@@ -211,7 +211,7 @@ FG_TEST(passes_bn_affine_session_ranks, "") {
 }
 
 FG_TEST(passes_bn_affine_not_rewritten, "") {
-  int64_t dims[4] = {2, 3, 16, 16};
+  int64_t dims[4] = {2, 3, 16, 32};
   fg_tensor *xt = filled(FG_F32, 4, dims, 7, -2, 2);
   /* The graph's training flag: the mode is known per run only. */
   fg_graph *g = bn_graph(FG_F32, 4, dims, 1);
@@ -268,9 +268,9 @@ FG_TEST(passes_bn_affine_not_rewritten, "") {
   FG_CHECK(same_bits_on_off(g, xt, "out_var"));
   fg_graph_free(g);
   fg_tensor_free(xt);
-  /* Planes of 2 to 255 elements stay batch norms on the CPU (slower
-   * fused); 1 and 256 are rewritten. */
-  const int64_t planes[4][2] = {{1, 1}, {1, 2}, {15, 17}, {16, 16}};
+  /* Planes of 2 to 511 elements stay batch norms on the CPU (slower
+   * fused); 1 and 512 are rewritten. */
+  const int64_t planes[4][2] = {{1, 1}, {1, 2}, {7, 73}, {16, 32}};
   for (int k = 0; k < 4; k++) {
     int64_t d4[4] = {2, 3, planes[k][0], planes[k][1]};
     g = bn_graph(FG_F32, 4, d4, 0);
