@@ -221,7 +221,7 @@ FG_TEST(passes_fold_bn_not_with_variables_or_visible_nodes, "") {
   FG_CHECK(left_after(g, "out", 1, 0));
   fg_graph_free(g);
   /* A fetched conv must keep its value: its batch norm stays (on planes
-   * of 4 x 4, under the per-channel rewrite's 256 elements). */
+   * of 4 x 4, under the per-channel rewrite's 512 elements). */
   g = cnn(0, 0);
   const char *fetches[2] = {"out", "conv2"};
   fg_status *st = fg_status_new();
