@@ -28,10 +28,6 @@
 #include "graph/op_table.h"
 #include "graph/tensor_internal.h"
 
-static const fg_tinfo *type_of(const fg_graph *g, fg_output o) {
-  return &g->nodes[o.node].outputs[o.index];
-}
-
 static int same_output(fg_output a, fg_output b) { return a.node == b.node && a.index == b.index; }
 
 /* o is a one-element constant of dtype dt equal to v rounded to dt. */
@@ -146,7 +142,7 @@ static int x_fits(const fg_graph *g, fg_output x, const int *parts, int n, int r
   int first = root;
   for (int k = 0; k < n; k++)
     first = parts[k] < first ? parts[k] : first;
-  return fg_pass_tinfo_equal(type_of(g, x), &g->nodes[root].outputs[0]) &&
+  return fg_pass_tinfo_equal(fg_pass_type_of(g, x), &g->nodes[root].outputs[0]) &&
          fg_epi_readable_at_root(g, x, first, root);
 }
 

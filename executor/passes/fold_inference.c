@@ -39,7 +39,6 @@
 
 #include "executor/passes/passes.h"
 #include "graph/op_table.h"
-#include "flowgraph/op_params.h"
 #include "graph/tensor_internal.h"
 
 /* A constant bool holding one false. */
@@ -320,7 +319,7 @@ static int rewrite_bn_appending(fg_pass_ctx *ctx, const bn_fold *f, fg_status *s
  * A batch_norm in inference that folds into no producer (after a concat,
  * an add or a pool: DenseNet's norm after each concat) computes, on the
  * CPU (kernels/cpu/norm_body.h), y = x * a + b per channel c, with
- *   a = (T)(scale[c] / sqrt(var[c] + epsilon)),
+ *   a = (T)(scale[c] * (1 / sqrt(var[c] + epsilon))),
  *   b = (T)(shift[c] - mean[c] * a'),  a' the unrounded a,
  * each computed in double and rounded once, and x * a + b two roundings.
  * It becomes fused_elementwise mul(x0, x1); add(t0, x2) over x and the
@@ -348,7 +347,7 @@ static int match_affine(const fg_pass_ctx *ctx, const uses *u, int bn, bn_fold *
   const fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[bn];
   if (!bn_rewritable(ctx, u, bn)) return 0;
-  const fg_tinfo *x = &g->nodes[n->inputs[0].node].outputs[n->inputs[0].index];
+  const fg_tinfo *x = fg_pass_type_of(g, n->inputs[0]);
   if ((x->dtype != FG_F32 && x->dtype != FG_F64) || x->rank < 2 || x->dims[1] <= 0) return 0;
   int64_t plane = 1;
   for (int d = 2; d < x->rank; d++)
@@ -413,8 +412,7 @@ static int rewrite_affine(fg_pass_ctx *ctx, const bn_fold *f, fg_status *st) {
   const fg_node *n = &ctx->w->g.nodes[f->bn];
   fg_output x = n->inputs[0];
   int ids[2];
-  if (affine_constants(ctx, f, ctx->w->g.nodes[x.node].outputs[x.index].rank, ids, st) != 0)
-    return -1;
+  if (affine_constants(ctx, f, fg_pass_type_of(&ctx->w->g, x)->rank, ids, st) != 0) return -1;
   fg_fused_params p = {.n_inputs = 3, .n_instrs = 2};
   p.ins[0] = (fg_fused_instr){
       .op = FG_FUSED_MUL, .n_args = 2, .arg = {{FG_FUSED_INPUT, 0}, {FG_FUSED_INPUT, 1}}};

@@ -31,6 +31,10 @@ typedef struct fuse_state {
   int *cons_start, *cons;  /* consumers of each node (CSR), one entry per reading input */
   unsigned char *assigned; /* in a fused group already */
   unsigned char *member;   /* in the group being grown */
+  /* Per node: the program of a fused_elementwise node the graph held when
+   * the pass began (fold_inference's, a saved graph's), parsed once; NULL
+   * for every other node. */
+  fg_fused_params **prog;
 } fuse_state;
 
 typedef struct group {
@@ -38,10 +42,6 @@ typedef struct group {
   int ids[FG_FUSED_MAX_INSTRS]; /* members, ascending after sort */
   int n;
 } group;
-
-static const fg_tinfo *tinfo_of(const fg_graph *g, fg_output o) {
-  return &g->nodes[o.node].outputs[o.index];
-}
 
 static const char *colocate_of(const fg_node *n) {
   const fg_attr *a = fg_attrs_find(&n->attrs, FG_COLOCATE_ATTR);
@@ -70,31 +70,38 @@ static int build_consumers(fuse_state *S) {
   return 0;
 }
 
-/* Node id's program into *p when it is a fused_elementwise node (one
- * that fold_inference made, or that a saved graph holds): 1, else 0. */
-static int program_of(const fg_graph *g, int id, fg_fused_params *p) {
-  const fg_node *n = &g->nodes[id];
-  if (n->op != FG_OP_FUSED_ELEMENTWISE) return 0;
-  const fg_attr *a = fg_attrs_find(&n->attrs, "program");
-  char err[256];
-  return a && a->type == FG_ATTR_STRING &&
-         fg_fused_parse(a->s, n->n_inputs, p, err, sizeof err) == 0;
+/* S->prog for the fused_elementwise nodes whose program parses. 0 or -1
+ * (out of memory). */
+static int parse_programs(fuse_state *S) {
+  const fg_graph *g = &S->ctx->w->g;
+  S->prog = calloc((size_t)g->n_nodes + 1, sizeof *S->prog);
+  if (!S->prog) return -1;
+  for (int id = 0; id < g->n_nodes; id++) {
+    const fg_node *n = &g->nodes[id];
+    const fg_attr *a = fg_attrs_find(&n->attrs, "program");
+    char err[256];
+    if (S->ctx->dead[id] || n->op != FG_OP_FUSED_ELEMENTWISE || !a || a->type != FG_ATTR_STRING)
+      continue;
+    if (!(S->prog[id] = malloc(sizeof **S->prog))) return -1;
+    if (fg_fused_parse(a->s, n->n_inputs, S->prog[id], err, sizeof err) != 0) {
+      free(S->prog[id]);
+      S->prog[id] = NULL;
+    }
+  }
+  return 0;
 }
 
 /* The instructions node id adds to a program. */
-static int instrs_of(const fg_graph *g, int id) {
-  fg_fused_params p;
-  return program_of(g, id, &p) ? p.n_instrs : 1;
+static int instrs_of(const fuse_state *S, int id) {
+  return S->prog[id] ? S->prog[id]->n_instrs : 1;
 }
 
 /* An element-wise node the pass may put in a group at all: one op, or a
  * fused node, whose program joins the group's. */
 static int fusable(const fuse_state *S, int id) {
   const fg_node *n = &S->ctx->w->g.nodes[id];
-  fg_fused_params p;
   return !S->ctx->dead[id] && !S->assigned[id] && n->n_outputs == 1 &&
-         (fg_fused_opcode_of(n->op) >= 0 || program_of(&S->ctx->w->g, id, &p)) &&
-         !fg_pass_node_pinned(n);
+         (fg_fused_opcode_of(n->op) >= 0 || S->prog[id]) && !fg_pass_node_pinned(n);
 }
 
 static int can_root(const fuse_state *S, int id) {
@@ -144,7 +151,7 @@ static int may_join(const fuse_state *S, int c, int root) {
     fg_tinfo want = r->outputs[0];
     want.dtype = FG_BOOL;
     if (!fg_pass_tinfo_equal(&n->outputs[0], &want) ||
-        tinfo_of(g, n->inputs[0])->dtype != r->outputs[0].dtype)
+        fg_pass_type_of(g, n->inputs[0])->dtype != r->outputs[0].dtype)
       return 0;
   } else if (!fg_pass_tinfo_equal(&n->outputs[0], &r->outputs[0])) {
     return 0;
@@ -182,9 +189,9 @@ static void operands(const fuse_state *S, const group *G, fg_output *ext, int *n
   int ne = 0, nc = 0;
   for (int m = 0; m < G->n; m++) {
     const fg_node *n = &g->nodes[G->ids[m]];
-    fg_fused_params q;
-    for (int k = 0, c = program_of(g, G->ids[m], &q) ? q.n_consts : 0; k < c; k++)
-      nc = add_const(cv, nc, FG_FUSED_MAX_CONSTS + 1, q.consts[k]);
+    const fg_fused_params *q = S->prog[G->ids[m]];
+    for (int k = 0; q && k < q->n_consts; k++)
+      nc = add_const(cv, nc, FG_FUSED_MAX_CONSTS + 1, q->consts[k]);
     for (int i = 0; i < n->n_inputs; i++) {
       fg_output o = n->inputs[i];
       double v;
@@ -208,7 +215,7 @@ static void operands(const fuse_state *S, const group *G, fg_output *ext, int *n
 static int within_caps(const fuse_state *S, const group *G) {
   int ne, nc, ni = 0;
   for (int m = 0; m < G->n; m++)
-    ni += instrs_of(&S->ctx->w->g, G->ids[m]);
+    ni += instrs_of(S, G->ids[m]);
   if (ni > FG_FUSED_MAX_INSTRS) return 0;
   operands(S, G, NULL, &ne, NULL, &nc);
   return ne <= FG_FUSED_MAX_INPUTS && nc <= FG_FUSED_MAX_CONSTS;
@@ -288,7 +295,7 @@ static int instr_attrs(const fg_graph *g, int id, fg_fused_instr *in, fg_status 
   fg_tinfo tin[3];
   fg_op_params prm;
   for (int i = 0; i < n->n_inputs && i < 3; i++)
-    tin[i] = *tinfo_of(g, n->inputs[i]);
+    tin[i] = *fg_pass_type_of(g, n->inputs[i]);
   if (fg_op_parse_params(n, tin, &prm, st) != 0) return -1;
   switch (in->op) {
   case FG_FUSED_LEAKY_RELU: in->attr[0] = prm.leaky_relu.alpha; break;
@@ -333,9 +340,8 @@ static int build_program(const fuse_state *S, const group *G, fg_output *ext, in
   p->n_inputs = *n_ext;
   for (int m = 0; m < G->n; m++) {
     const fg_node *n = &g->nodes[G->ids[m]];
-    fg_fused_params q;
-    if (program_of(g, G->ids[m], &q)) {
-      splice(S, G, res, G->ids[m], &q, ext, *n_ext, p);
+    if (S->prog[G->ids[m]]) {
+      splice(S, G, res, G->ids[m], S->prog[G->ids[m]], ext, *n_ext, p);
     } else {
       fg_fused_instr *in = &p->ins[p->n_instrs++];
       in->op = (uint8_t)fg_fused_opcode_of(n->op);
@@ -360,7 +366,7 @@ static int same_output(const fg_node *root, const fg_output *ext, int n_ext,
   tmp.n_inputs = n_ext;
   tmp.attrs = *a;
   for (int i = 0; i < n_ext; i++)
-    in[i] = *tinfo_of(g, ext[i]);
+    in[i] = *fg_pass_type_of(g, ext[i]);
   fg_status *st = fg_status_new();
   int ok = st && fg_op_table[FG_OP_FUSED_ELEMENTWISE].infer(&tmp, in, &out, st) == 0 &&
            fg_pass_tinfo_equal(&out, &root->outputs[0]);
@@ -409,14 +415,17 @@ static void fuse_state_free(fuse_state *S) {
   free(S->cons);
   free(S->assigned);
   free(S->member);
+  for (int id = 0; S->prog && id < S->ctx->w->g.n_nodes; id++)
+    free(S->prog[id]);
+  free(S->prog);
 }
 
 int fg_pass_fuse(fg_pass_ctx *ctx, fg_status *st) {
   const int n = ctx->w->g.n_nodes;
-  fuse_state S = {ctx, NULL, NULL, calloc((size_t)n + 1, 1), calloc((size_t)n + 1, 1)};
+  fuse_state S = {ctx, NULL, NULL, calloc((size_t)n + 1, 1), calloc((size_t)n + 1, 1), NULL};
   for (int id = 0; id < n; id++)
     fg_pass_resolve_inputs(ctx, id);
-  int rc = S.assigned && S.member && build_consumers(&S) == 0 ? 0 : -1;
+  int rc = S.assigned && S.member && build_consumers(&S) == 0 && parse_programs(&S) == 0 ? 0 : -1;
   for (int id = n - 1; rc == 0 && id >= 0; id--) {
     if (!can_root(&S, id)) continue;
     group G = {.root = id};

@@ -155,6 +155,10 @@ int fg_pass_add_constant(fg_pass_ctx *ctx, int node, const char *suffix, fg_tens
  * p as text, and like's colocation. 0; 1 when the text does not fit (*a
  * empty); -1 out of memory (*a cleared). */
 int fg_pass_fused_attrs(const fg_node *like, const fg_fused_params *p, struct fg_attrs *a);
+/* The type of output o. */
+static inline const fg_tinfo *fg_pass_type_of(const fg_graph *g, fg_output o) {
+  return &g->nodes[o.node].outputs[o.index];
+}
 /* Records a change of node id ("into" NULL for removals). 0 or -1. */
 int fg_pass_record(fg_pass_ctx *ctx, int id, const char *action, const char *into, const char *rule,
                    fg_status *st);

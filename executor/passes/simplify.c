@@ -54,13 +54,10 @@ static int const_all(const fg_graph *g, fg_output o, want_value want) {
 
 int fg_pass_const_all_one(const fg_graph *g, fg_output o) { return const_all(g, o, ONE); }
 
-static const fg_tinfo *tinfo(const fg_graph *g, fg_output o) {
-  return &g->nodes[o.node].outputs[o.index];
-}
-
 /* c broadcast against x gives x's shape, and the result has x's dtype. */
 static int keeps_x(const fg_graph *g, int id, fg_output x, fg_output c) {
-  const fg_tinfo *tx = tinfo(g, x), *tc = tinfo(g, c), *out = &g->nodes[id].outputs[0];
+  const fg_tinfo *tx = fg_pass_type_of(g, x), *tc = fg_pass_type_of(g, c),
+                 *out = &g->nodes[id].outputs[0];
   if (out->dtype != tx->dtype || tc->dtype != tx->dtype || tc->rank > tx->rank) return 0;
   for (int d = 0; d < tc->rank; d++) {
     int64_t cd = tc->dims[d], xd = tx->dims[tx->rank - tc->rank + d];
@@ -120,7 +117,7 @@ static fg_output unary_rule(const fg_graph *g, int id, const char **rule) {
   case FG_OP_STOP_GRADIENT: *rule = "stop_gradient(x)"; return x;
   case FG_OP_CAST:
     *rule = "cast(x) to x's dtype";
-    return tinfo(g, x)->dtype == out->dtype ? x : none;
+    return fg_pass_type_of(g, x)->dtype == out->dtype ? x : none;
   case FG_OP_NEG:
     *rule = "neg(neg(x))";
     return g->nodes[x.node].op == FG_OP_NEG ? g->nodes[x.node].inputs[0] : none;
@@ -132,12 +129,15 @@ static fg_output unary_rule(const fg_graph *g, int id, const char **rule) {
     /* Views and a broadcast whose output type is x's: x's elements as
      * they are (one unknown dim is fixed by the element count). */
     *rule = "a shape op that changes nothing";
-    return same_type(tinfo(g, x), out) ? x : none;
+    return same_type(fg_pass_type_of(g, x), out) ? x : none;
   case FG_OP_BROADCAST_LIKE:
   case FG_OP_SUM_TO:
     /* like's shape decides at run time: only when every dim is known. */
     *rule = "a broadcast or sum to x's own shape";
-    return fully_known(out) && fully_known(tinfo(g, x)) && same_type(tinfo(g, x), out) ? x : none;
+    return fully_known(out) && fully_known(fg_pass_type_of(g, x)) &&
+                   same_type(fg_pass_type_of(g, x), out)
+               ? x
+               : none;
   default: return none;
   }
 }
@@ -253,8 +253,9 @@ static int simplify_node(fg_pass_ctx *ctx, int id, fg_status *st) {
     if (folded < 0) return oom(st);
     rule = n->op == FG_OP_TRANSPOSE ? "transpose(transpose(x))" : "reshape(reshape(x))";
     const int64_t *perm = n->op == FG_OP_TRANSPOSE ? perm_of(n) : NULL;
-    int gone = (perm && is_identity_perm(perm, n->outputs[0].rank)) ||
-               (n->op == FG_OP_RESHAPE && same_type(tinfo(g, n->inputs[0]), &n->outputs[0]));
+    int gone =
+        (perm && is_identity_perm(perm, n->outputs[0].rank)) ||
+        (n->op == FG_OP_RESHAPE && same_type(fg_pass_type_of(g, n->inputs[0]), &n->outputs[0]));
     if (gone && fg_pass_can_replace(ctx, id, n->inputs[0]))
       return fg_pass_replace(ctx, id, n->inputs[0], "simplified",
                              folded ? rule : "a shape op that changes nothing", st);

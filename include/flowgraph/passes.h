@@ -82,8 +82,8 @@
  *             batch_norm (constant parameters, constant false mode,
  *             input of rank >= 2) that folds into nothing before it
  *             (after a concat, an add, a pool) becomes fused_elementwise
- *             mul(x, a) then add(., b) with a = scale / sqrt(var +
- *             epsilon) and b = shift - mean * a as [C, 1, ..., 1]
+ *             mul(x, a) then add(., b) with a = scale * (1 / sqrt(var
+ *             + epsilon)) and b = shift - mean * a as [C, 1, ..., 1]
  *             constants, each rounded once from double: the CPU batch
  *             norm kernel's own arithmetic, so the same bits, and fuse
  *             joins it with what follows (a relu). On the CPU only for

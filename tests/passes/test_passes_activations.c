@@ -117,48 +117,42 @@ static int rewritten_to(const fg_graph *o, const char *op) {
          strcmp(fg_node_name(o, fg_node_input(o, id, 0).node), "x") == 0;
 }
 
+/* g optimized is op(x), reported as `part` fused into "out" by `rule`,
+ * and both the optimized graph and a session on g are within `ulps` of f
+ * and of the pattern. */
+static int rewrites(fg_graph *g, fg_dtype dt, const char *op, const char *part, const char *rule,
+                    double (*f)(double), double ulps) {
+  fg_pass_report *r = NULL;
+  fg_graph *o = optimize1(g, "out", &r);
+  const fg_pass_change *c = find_change(r, "activations", part);
+  int ok = o && rewritten_to(o, op) && c && strcmp(c->into, "out") == 0 &&
+           strcmp(c->rule, rule) == 0 && check(g, o, dt, f, ulps) && check(g, g, dt, f, ulps);
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  return ok;
+}
+
 FG_TEST(passes_activations_silu, "") {
   for (int k = 0; k < 4; k++) {
     fg_dtype dt = k & 1 ? FG_F64 : FG_F32;
     fg_graph *g = silu_graph(dt, k >> 1);
-    fg_pass_report *r = NULL;
-    fg_graph *o = optimize1(g, "out", &r);
-    FG_REQUIRE(o);
-    FG_CHECK(rewritten_to(o, "silu"));
-    const fg_pass_change *c = find_change(r, "activations", "sig");
-    FG_REQUIRE(c);
-    FG_CHECK_STR(c->into, "out");
-    FG_CHECK_STR(c->rule, "mul(x, sigmoid(x)) into silu");
-    FG_CHECK(check(g, o, dt, silu_ref, 4));
-    /* A session: the mul's step is the silu, the sigmoid computed only
-     * when fetched (and then its own value). */
-    FG_CHECK(check(g, g, dt, silu_ref, 4));
+    FG_CHECK(rewrites(g, dt, "silu", "sig", "mul(x, sigmoid(x)) into silu", silu_ref, 4));
+    /* In a session the sigmoid is computed only when fetched, and then
+     * gives its own value. */
     fg_tensor *xt = input(dt);
     FG_CHECK(same_bits_on_off(g, xt, "sig"));
     fg_tensor_free(xt);
-    fg_pass_report_free(r);
-    fg_graph_free(o);
     fg_graph_free(g);
   }
 }
 
 FG_TEST(passes_activations_gelu_forms, "") {
-  const double s2 = sqrt(2.0);
   for (int k = 0; k < 16; k++) {
     fg_dtype dt = k & 1 ? FG_F64 : FG_F32;
     int form = (k >> 1) & 1, mul_inv = (k >> 2) & 1, swap = (k >> 3) & 1;
-    fg_graph *g = gelu_graph(dt, form, mul_inv, swap, s2, 1, 0.5);
-    fg_pass_report *r = NULL;
-    fg_graph *o = optimize1(g, "out", &r);
-    FG_REQUIRE(o);
-    FG_CHECK(rewritten_to(o, "gelu"));
-    const fg_pass_change *c = find_change(r, "activations", "e");
-    FG_REQUIRE(c);
-    FG_CHECK_STR(c->rule, "x * 0.5 * (1 + erf(x / sqrt(2))) into gelu");
-    FG_CHECK(check(g, o, dt, gelu_ref, 8));
-    FG_CHECK(check(g, g, dt, gelu_ref, 8));
-    fg_pass_report_free(r);
-    fg_graph_free(o);
+    fg_graph *g = gelu_graph(dt, form, mul_inv, swap, sqrt(2.0), 1, 0.5);
+    FG_CHECK(
+        rewrites(g, dt, "gelu", "e", "x * 0.5 * (1 + erf(x / sqrt(2))) into gelu", gelu_ref, 8));
     fg_graph_free(g);
   }
 }
@@ -204,10 +198,7 @@ FG_TEST(passes_activations_not_rewritten, "") {
   FG_CHECK_STR(fg_node_op(o, fg_graph_find_output(o, "sig").node), "sigmoid");
   FG_CHECK_STR(fg_node_op(o, fg_graph_find_output(o, "out").node), "silu");
   xt = input(FG_F32);
-  fg_tensor *a = run_fetch(o, xt, "sig", 0), *b = run_fetch(g, xt, "sig", 1);
-  FG_CHECK(same_values(a, b));
-  fg_tensor_free(a);
-  fg_tensor_free(b);
+  FG_CHECK(same_bits_as(o, g, xt, "sig"));
   fg_tensor_free(xt);
   fg_graph_free(o);
   /* The sigmoid read by another node too. */

@@ -138,14 +138,20 @@ static inline int same_values(const fg_tensor *a, const fg_tensor *b) {
   return 1;
 }
 
-/* 1 when `fetch` gives the same bytes with the passes on and off (NaNs
- * as same_values compares them). */
-static inline int same_bits_on_off(fg_graph *g, const fg_tensor *x, const char *fetch) {
-  fg_tensor *on = run_fetch(g, x, fetch, 0), *off = run_fetch(g, x, fetch, 1);
+/* 1 when `fetch` of on_g with the passes on gives the bytes of off_g
+ * with them off (NaNs as same_values compares them). */
+static inline int same_bits_as(fg_graph *on_g, fg_graph *off_g, const fg_tensor *x,
+                               const char *fetch) {
+  fg_tensor *on = run_fetch(on_g, x, fetch, 0), *off = run_fetch(off_g, x, fetch, 1);
   int same = same_values(on, off);
   fg_tensor_free(on);
   fg_tensor_free(off);
   return same;
+}
+
+/* The same for one graph: its passes change no bit of `fetch`. */
+static inline int same_bits_on_off(fg_graph *g, const fg_tensor *x, const char *fetch) {
+  return same_bits_as(g, g, x, fetch);
 }
 
 /* The op of node `name`'s step in a plan ("" when it has none). */
