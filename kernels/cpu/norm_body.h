@@ -44,8 +44,8 @@ FGK_INLINE double NF(lsqdev)(const NT *x, int64_t n, double m) {
 
 /* *s1 += sum of g[j], *s2 += sum of g[j] (x[j] - m) over [0, n), where
  * g[j] = dy[j] sc[j] (sc NULL: dy[j]). */
-static void NF(ldot)(const NT *dy, const NT *x, const NT *sc, int64_t n, double m, double *s1,
-                     double *s2) {
+FGK_INLINE void NF(ldot)(const NT *dy, const NT *x, const NT *sc, int64_t n, double m, double *s1,
+                         double *s2) {
   double a[NORM_LANES] = {0}, b[NORM_LANES] = {0}, ta = 0, tb = 0;
   int64_t j = 0;
   for (; j + NORM_LANES <= n; j += NORM_LANES)
@@ -66,82 +66,185 @@ static void NF(ldot)(const NT *dy, const NT *x, const NT *sc, int64_t n, double 
   *s2 += sb + tb;
 }
 
-/* batch_norm: channel c of sample n is the S elements at (n C + c) S. */
-static void NF(bn_fwd_range)(void *arg, int64_t c0, int64_t c1) {
-  const norm_job *J = (const norm_job *)arg;
-  const NT *x = (const NT *)J->x;
-  NT *y = (NT *)J->y;
-  const int64_t N = J->N, C = J->Cg, S = J->S, M = N * S;
-  for (int64_t c = c0; c < c1; c++) {
-    double mean, inv, var_out;
-    if (J->gs) { /* sync_batch_norm: every replica's statistics */
-      mean = J->gs[c];
-      inv = J->gs[C + c];
-      var_out = J->gs[2 * C + c];
-    } else if (J->training) {
-      double s = 0, q = 0;
-      for (int64_t n = 0; n < N; n++)
-        s += NF(lsum)(x + (n * C + c) * S, S);
-      mean = s / (double)M;
-      for (int64_t n = 0; n < N; n++)
-        q += NF(lsqdev)(x + (n * C + c) * S, S, mean);
-      inv = 1.0 / sqrt(q / (double)M + J->eps);
-      var_out = q / (double)(M - 1); /* unbiased, for the running variance */
+/* batch_norm: channel c of sample n is the S elements at (n C + c) S.
+ * Channels run in blocks, sample by sample: with a small plane
+ * (BatchNorm1d's [N, C] has S = 1) a block of one sample is one contiguous
+ * run, where a walk per channel would read one element per cache line. A
+ * block holds at most about BN_BLOCK_VALUES values, so the element pass
+ * finds what the sums read still in cache. Each channel's sums keep their
+ * order (n ascending, lsum or ldot within a plane), so the bits depend on
+ * neither the block nor the thread count. */
+#define BN_CBLOCK       64
+#define BN_BLOCK_VALUES 8192
+
+/* Channels per block for job J. */
+FGK_INLINE int64_t NF(bn_block_len)(const norm_job *J) {
+  const int64_t per = J->N * J->S, b = per > 0 ? BN_BLOCK_VALUES / per : BN_CBLOCK;
+  return b < 1 ? 1 : b > BN_CBLOCK ? BN_CBLOCK : b;
+}
+
+/* s[i] += the sum over channel c0 + i's values (m NULL) or over their
+ * squared deviations from m[i], for the channels [c0, c0 + B). */
+FGK_INLINE void NF(bn_block_sums)(const norm_job *J, int64_t c0, int64_t B, const double *m,
+                                  double *s) {
+  const int64_t C = J->Cg, S = J->S;
+  for (int64_t n = 0; n < J->N; n++) {
+    const NT *xn = (const NT *)J->x + (n * C + c0) * S;
+    if (S == 1 && m) {
+      for (int64_t i = 0; i < B; i++) {
+        const double d = (double)xn[i] - m[i];
+        s[i] += d * d;
+      }
+    } else if (S == 1) {
+      for (int64_t i = 0; i < B; i++)
+        s[i] += (double)xn[i];
     } else {
-      mean = (double)((const NT *)J->rm)[c];
-      var_out = (double)((const NT *)J->rv)[c];
-      inv = 1.0 / sqrt(var_out + J->eps);
+      for (int64_t i = 0; i < B; i++)
+        s[i] += m ? NF(lsqdev)(xn + i * S, S, m[i]) : NF(lsum)(xn + i * S, S);
     }
-    /* The sums are in double; the element pass in NT, so it vectorises
-     * at NT's width (y = x a + b is one rounding from the exact value
-     * either way, a and b rounded to NT). */
-    const double a = (double)((const NT *)J->scale)[c] * inv;
-    const NT at = (NT)a, bt = (NT)((double)((const NT *)J->shift)[c] - mean * a);
-    for (int64_t n = 0; n < N; n++) {
-      const NT *xc = x + (n * C + c) * S;
-      NT *yc = y + (n * C + c) * S;
+  }
+}
+
+/* The mean, 1 / sqrt(var + eps) and unbiased variance of channels [c0, c0
+ * + B): every replica's (sync_batch_norm), the batch's, or the running
+ * ones. */
+FGK_INLINE void NF(bn_block_stats)(const norm_job *J, int64_t c0, int64_t B, double *mean,
+                                   double *inv, double *var_out) {
+  const int64_t C = J->Cg, M = J->N * J->S;
+  if (J->gs) {
+    for (int64_t i = 0; i < B; i++) {
+      mean[i] = J->gs[c0 + i];
+      inv[i] = J->gs[C + c0 + i];
+      var_out[i] = J->gs[2 * C + c0 + i];
+    }
+  } else if (J->training) {
+    double s[BN_CBLOCK] = {0}, q[BN_CBLOCK] = {0};
+    NF(bn_block_sums)(J, c0, B, NULL, s);
+    for (int64_t i = 0; i < B; i++)
+      mean[i] = s[i] / (double)M;
+    NF(bn_block_sums)(J, c0, B, mean, q);
+    for (int64_t i = 0; i < B; i++) {
+      inv[i] = 1.0 / sqrt(q[i] / (double)M + J->eps);
+      var_out[i] = q[i] / (double)(M - 1); /* unbiased, for the running variance */
+    }
+  } else {
+    for (int64_t i = 0; i < B; i++) {
+      mean[i] = (double)((const NT *)J->rm)[c0 + i];
+      var_out[i] = (double)((const NT *)J->rv)[c0 + i];
+      inv[i] = 1.0 / sqrt(var_out[i] + J->eps);
+    }
+  }
+}
+
+FGK_INLINE void NF(bn_fwd_block)(const norm_job *J, int64_t c0, int64_t B) {
+  const int64_t C = J->Cg, S = J->S;
+  double mean[BN_CBLOCK], inv[BN_CBLOCK], var_out[BN_CBLOCK];
+  NF(bn_block_stats)(J, c0, B, mean, inv, var_out);
+  /* The sums are in double; the element pass in NT, so it vectorises at
+   * NT's width (y = x a + b is one rounding from the exact value either
+   * way, a and b rounded to NT). */
+  NT at[BN_CBLOCK], bt[BN_CBLOCK];
+  for (int64_t i = 0; i < B; i++) {
+    const int64_t c = c0 + i;
+    const double a = (double)((const NT *)J->scale)[c] * inv[i];
+    at[i] = (NT)a;
+    bt[i] = (NT)((double)((const NT *)J->shift)[c] - mean[i] * a);
+    ((NT *)J->mean)[c] = (NT)mean[i];
+    ((NT *)J->inv)[c] = (NT)inv[i];
+    ((NT *)J->var)[c] = (NT)var_out[i];
+  }
+  for (int64_t n = 0; n < J->N; n++) {
+    const NT *xn = (const NT *)J->x + (n * C + c0) * S;
+    NT *yn = (NT *)J->y + (n * C + c0) * S;
+    if (S == 1) {
+      for (int64_t i = 0; i < B; i++)
+        yn[i] = xn[i] * at[i] + bt[i];
+      continue;
+    }
+    for (int64_t i = 0; i < B; i++)
       for (int64_t k = 0; k < S; k++)
-        yc[k] = xc[k] * at + bt;
+        yn[i * S + k] = xn[i * S + k] * at[i] + bt[i];
+  }
+}
+
+FGK_CLONES static void NF(bn_fwd_range)(void *arg, int64_t c0, int64_t c1) {
+  const int64_t len = NF(bn_block_len)((const norm_job *)arg);
+  for (int64_t b = c0; b < c1; b += len)
+    NF(bn_fwd_block)((const norm_job *)arg, b, c1 - b < len ? c1 - b : len);
+}
+
+/* sdy[i] += sum of dy, sdyx[i] += sum of dy (x - mean[i]) over channel c0
+ * + i, for [c0, c0 + B). */
+FGK_INLINE void NF(bn_block_dot)(const norm_job *J, int64_t c0, int64_t B, const double *mean,
+                                 double *sdy, double *sdyx) {
+  const int64_t C = J->Cg, S = J->S;
+  for (int64_t n = 0; n < J->N; n++) {
+    const int64_t o = (n * C + c0) * S;
+    const NT *dyn = (const NT *)J->dy + o, *xn = (const NT *)J->x + o;
+    if (S == 1) {
+      for (int64_t i = 0; i < B; i++) {
+        const double g = (double)dyn[i];
+        sdy[i] += g;
+        sdyx[i] += g * ((double)xn[i] - mean[i]);
+      }
+      continue;
     }
-    ((NT *)J->mean)[c] = (NT)mean;
-    ((NT *)J->inv)[c] = (NT)inv;
-    ((NT *)J->var)[c] = (NT)var_out;
+    for (int64_t i = 0; i < B; i++)
+      NF(ldot)(dyn + i * S, xn + i * S, NULL, S, mean[i], &sdy[i], &sdyx[i]);
   }
 }
 
 /* dx = scale inv (dy - sum(dy) / M - xhat sum(dy xhat) / M) in training,
  * scale inv dy in inference (the running statistics are constants). */
-static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
-  const norm_job *J = (const norm_job *)arg;
-  const NT *x = (const NT *)J->x, *dy = (const NT *)J->dy;
-  NT *dx = (NT *)J->y;
-  const int64_t N = J->N, C = J->Cg, S = J->S, M = N * S;
-  for (int64_t c = c0; c < c1; c++) {
-    const double mean = (double)((const NT *)J->mean)[c], inv = (double)((const NT *)J->inv)[c];
-    double sdy = 0, sdyx = 0;
-    for (int64_t n = 0; !J->gd && n < N; n++)
-      NF(ldot)(dy + (n * C + c) * S, x + (n * C + c) * S, NULL, S, mean, &sdy, &sdyx);
-    sdyx *= inv; /* sum(dy xhat) */
-    const double a = (double)((const NT *)J->scale)[c] * inv;
-    double m1 = J->training ? sdy / (double)M : 0, m2 = J->training ? sdyx / (double)M : 0;
+FGK_INLINE void NF(bn_grad_block)(const norm_job *J, int64_t c0, int64_t B) {
+  const int64_t C = J->Cg, S = J->S, M = J->N * S;
+  double mean[BN_CBLOCK], inv[BN_CBLOCK], sdy[BN_CBLOCK] = {0}, sdyx[BN_CBLOCK] = {0};
+  for (int64_t i = 0; i < B; i++) {
+    mean[i] = (double)((const NT *)J->mean)[c0 + i];
+    inv[i] = (double)((const NT *)J->inv)[c0 + i];
+  }
+  if (!J->gd) NF(bn_block_dot)(J, c0, B, mean, sdy, sdyx);
+  /* dx = a dy - a m1 - a inv m2 (x - mean), the element pass in NT (see
+   * bn_fwd_block); x - mean stays a difference, so a large mean does not
+   * cancel. */
+  NT k_dy[BN_CBLOCK], k_x[BN_CBLOCK], k_0[BN_CBLOCK], mt[BN_CBLOCK];
+  for (int64_t i = 0; i < B; i++) {
+    const int64_t c = c0 + i;
+    sdyx[i] *= inv[i]; /* sum(dy xhat) */
+    const double a = (double)((const NT *)J->scale)[c] * inv[i];
+    double m1 = J->training ? sdy[i] / (double)M : 0, m2 = J->training ? sdyx[i] / (double)M : 0;
     if (J->gd) { /* sync_batch_norm_grad: every replica's means; dscale, dshift are set */
       m1 = J->gd[c];
       m2 = J->gd[C + c];
     }
-    /* dx = a dy - a m1 - a inv m2 (x - mean), the element pass in NT (see
-     * bn_fwd_range); x - mean stays a difference, so a large mean does not
-     * cancel. */
-    const NT k_dy = (NT)a, k_x = (NT)(-a * inv * m2), k_0 = (NT)(-a * m1), mt = (NT)mean;
-    for (int64_t n = 0; n < N; n++) {
-      const int64_t o = (n * C + c) * S;
-      for (int64_t k = 0; k < S; k++)
-        dx[o + k] = k_dy * dy[o + k] + k_x * (x[o + k] - mt) + k_0;
-    }
+    k_dy[i] = (NT)a, k_x[i] = (NT)(-a * inv[i] * m2), k_0[i] = (NT)(-a * m1);
+    mt[i] = (NT)mean[i];
     if (J->gd) continue;
-    ((NT *)J->dscale)[c] = (NT)sdyx;
-    ((NT *)J->dshift)[c] = (NT)sdy;
+    ((NT *)J->dscale)[c] = (NT)sdyx[i];
+    ((NT *)J->dshift)[c] = (NT)sdy[i];
+  }
+  for (int64_t n = 0; n < J->N; n++) {
+    const int64_t o = (n * C + c0) * S;
+    const NT *dyn = (const NT *)J->dy + o, *xn = (const NT *)J->x + o;
+    NT *dxn = (NT *)J->y + o;
+    if (S == 1) {
+      for (int64_t i = 0; i < B; i++)
+        dxn[i] = k_dy[i] * dyn[i] + k_x[i] * (xn[i] - mt[i]) + k_0[i];
+      continue;
+    }
+    for (int64_t i = 0; i < B; i++)
+      for (int64_t k = 0; k < S; k++)
+        dxn[i * S + k] = k_dy[i] * dyn[i * S + k] + k_x[i] * (xn[i * S + k] - mt[i]) + k_0[i];
   }
 }
+
+static void NF(bn_grad_range)(void *arg, int64_t c0, int64_t c1) {
+  const int64_t len = NF(bn_block_len)((const norm_job *)arg);
+  for (int64_t b = c0; b < c1; b += len)
+    NF(bn_grad_block)((const norm_job *)arg, b, c1 - b < len ? c1 - b : len);
+}
+#undef BN_CBLOCK
+#undef BN_BLOCK_VALUES
 
 /* batch_norm on NC16 (kernel.h): channel block b of sample n is the S x 16
  * values at ((n CB + b) S) 16, lane l holding channel 16 b + l. Work runs

@@ -4,8 +4,9 @@
  * forward values, gradients of L = sum(y * w) for x, scale and shift, in
  * f32 and f64; batch_norm in both modes, and the running statistics, weight
  * and bias after 3 SGD steps of fg_minimize; one saved (.fgb) graph with a
- * training placeholder serving both modes; the refusals of bad inputs; and,
- * where a GPU is present, a cuda:0 session against the CPU session. */
+ * training placeholder serving both modes; the refusals of bad inputs;
+ * batch_norm over many channels with small planes against its formulas;
+ * and, where a GPU is present, a cuda:0 session against the CPU session. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,7 +46,7 @@ static int close_to(const fg_tensor *t, const double *ref, int64_t n, double tol
   int bad = 0;
   for (int64_t i = 0; i < n; i++)
     if (!(fabs(tensor_elem(t, i) - ref[i]) <= tol * (fabs(ref[i]) + 1)) && bad++ < 4)
-      FG_FAIL_AT("%s[%lld] = %.17g, torch %.17g", what, (long long)i, tensor_elem(t, i), ref[i]);
+      FG_FAIL_AT("%s[%lld] = %.17g, want %.17g", what, (long long)i, tensor_elem(t, i), ref[i]);
   return bad;
 }
 
@@ -627,6 +628,137 @@ FG_TEST(norm_gradient_limits_refused, "badinput") {
   FG_CHECK_STR_CONTAINS(fg_status_message(st), "second derivatives");
   fg_graph_free(g);
   fg_status_free(st);
+}
+
+/* ---- batch_norm over many channels with small planes ------------------------- */
+
+/* The kernels read channels in blocks, sample by sample (BatchNorm1d's
+ * [N, C] is one row per sample). Shapes whose channels span several blocks
+ * and thread chunks, none a multiple of the other, checked against the
+ * textbook formulas in double on the same (rounded) inputs. */
+typedef struct bn_wide {
+  int rank;
+  int64_t dims[3];
+} bn_wide;
+
+#define BNW_OUT 7
+static const char *const bnw_names[BNW_OUT] = {"y", "mean", "inv", "var", "dx", "dw", "db"};
+
+/* Runs y = batch_norm(x) (outputs 0..3) and the gradients of sum(y * dy)
+ * for x, w and b with `threads` threads into out[BNW_OUT]; 0 or -1. */
+static int bn_wide_run(const bn_wide *c, fg_dtype dt, int training, int threads,
+                       const double *const *v, fg_tensor **out) {
+  fg_status *st = fg_status_new();
+  fg_graph *g = fg_graph_new();
+  const int64_t C = c->dims[1];
+  fg_tensor *xt = tensor_of_doubles(dt, c->rank, c->dims, v[0]);
+  fg_tensor *dyt = tensor_of_doubles(dt, c->rank, c->dims, v[5]), *trt = flag(training);
+  fg_output x = fg_variable(g, "x", xt), w = variable(g, "w", dt, C, v[1]);
+  fg_output b = variable(g, "b", dt, C, v[2]);
+  fg_output y = fg_batch_norm(g, x, w, b, variable(g, "rm", dt, C, v[3]),
+                              variable(g, "rv", dt, C, v[4]), fg_constant(g, "tr", trt), 0.1, 1e-5);
+  fg_output loss = fg_reduce_sum(g, fg_mul(g, y, fg_constant(g, "dy", dyt)), NULL, 0, 0);
+  fg_output wrt[3] = {x, w, b}, d[3];
+  int rc = fg_gradients(g, &loss, 1, wrt, 3, NULL, d, st);
+  for (int i = 0; rc == 0 && i < BNW_OUT; i++)
+    fg_set_name(g, fg_identity(g, i < 4 ? fg_output_at(y, i) : d[i - 4]), bnw_names[i]);
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.num_threads = threads;
+  fg_session *s = rc == 0 ? fg_session_new(g, &o, st) : NULL;
+  if (!s || fg_session_run(s, NULL, 0, bnw_names, BNW_OUT, out, NULL, 0, st) != 0) {
+    FG_FAIL_AT("batch_norm %lld channels: %s", (long long)C, fg_status_message(st));
+    rc = -1;
+  }
+  fg_session_free(s);
+  fg_tensor_free(xt);
+  fg_tensor_free(dyt);
+  fg_tensor_free(trt);
+  fg_graph_free(g);
+  fg_status_free(st);
+  return rc;
+}
+
+/* ref[BNW_OUT] from the inputs v (x, w, b, rm, rv, dy) rounded to dt. */
+static void bn_wide_ref(const bn_wide *c, fg_dtype dt, int training, double *const *v,
+                        double **ref) {
+  const int64_t N = c->dims[0], C = c->dims[1], S = c->rank == 3 ? c->dims[2] : 1, M = N * S;
+  const int64_t n = N * C * S;
+  for (int k = 0; k < 6; k++) /* the values the session sees */
+    for (int64_t i = 0; i < (k == 0 || k == 5 ? n : C); i++)
+      v[k][i] = dt == FG_F32 ? (double)(float)v[k][i] : v[k][i];
+  for (int64_t ch = 0; ch < C; ch++) {
+    double s = 0, q = 0, sdy = 0, sdyx = 0;
+    for (int64_t i = 0; i < M; i++)
+      s += v[0][(i / S * C + ch) * S + i % S];
+    const double bm = s / (double)M;
+    for (int64_t i = 0; i < M; i++)
+      q += pow(v[0][(i / S * C + ch) * S + i % S] - bm, 2);
+    const double mean = training ? bm : v[3][ch];
+    const double inv = 1 / sqrt((training ? q / (double)M : v[4][ch]) + 1e-5);
+    for (int64_t i = 0; i < M; i++) {
+      const int64_t e = (i / S * C + ch) * S + i % S;
+      sdy += v[5][e];
+      sdyx += v[5][e] * (v[0][e] - mean) * inv;
+    }
+    for (int64_t i = 0; i < M; i++) {
+      const int64_t e = (i / S * C + ch) * S + i % S;
+      const double xh = (v[0][e] - mean) * inv;
+      ref[0][e] = xh * v[1][ch] + v[2][ch];
+      ref[4][e] = training ? v[1][ch] * inv * (v[5][e] - sdy / (double)M - xh * sdyx / (double)M)
+                           : v[1][ch] * inv * v[5][e];
+    }
+    ref[1][ch] = mean;
+    ref[2][ch] = inv;
+    ref[3][ch] = training ? q / (double)(M - 1) : v[4][ch];
+    ref[5][ch] = sdyx;
+    ref[6][ch] = sdy;
+  }
+}
+
+static void bn_wide_check(const bn_wide *c, fg_dtype dt, int training) {
+  const int64_t C = c->dims[1], n = dims_count(c->rank, c->dims);
+  double *v[6], *ref[BNW_OUT];
+  uint64_t r = 7 + (uint64_t)C;
+  for (int k = 0; k < 6; k++) {
+    v[k] = malloc((size_t)(k == 0 || k == 5 ? n : C) * sizeof(double));
+    for (int64_t i = 0; i < (k == 0 || k == 5 ? n : C); i++) /* x around 3: a mean to remove */
+      v[k][i] = (k == 0 ? 3 : k == 4 ? 1.5 : 0) + rng_unit(&r) * (k == 4 ? 0.5 : 2);
+  }
+  for (int k = 0; k < BNW_OUT; k++)
+    ref[k] = malloc((size_t)(k == 0 || k == 4 ? n : C) * sizeof(double));
+  bn_wide_ref(c, dt, training, v, ref);
+  fg_tensor *one[BNW_OUT] = {0}, *two[BNW_OUT] = {0};
+  if (bn_wide_run(c, dt, training, 1, (const double *const *)v, one) == 0 &&
+      bn_wide_run(c, dt, training, 2, (const double *const *)v, two) == 0) {
+    char what[96];
+    for (int k = 0; k < BNW_OUT; k++) {
+      snprintf(what, sizeof what, "C %lld %s %s %s", (long long)C, fg_dtype_name(dt),
+               training ? "train" : "eval", bnw_names[k]);
+      const double tol = tol_of(dt) * (k >= 5 ? 10 : 1);
+      close_to(one[k], ref[k], k == 0 || k == 4 ? n : C, tol, what);
+      if (two[k] && fg_tensor_num_bytes(one[k]) == fg_tensor_num_bytes(two[k]) &&
+          memcmp(fg_tensor_data(one[k]), fg_tensor_data(two[k]), fg_tensor_num_bytes(two[k])))
+        FG_FAIL_AT("%s differs between 1 and 2 threads", what);
+    }
+  }
+  for (int k = 0; k < BNW_OUT; k++) {
+    fg_tensor_free(one[k]);
+    fg_tensor_free(two[k]);
+    free(ref[k]);
+  }
+  for (int k = 0; k < 6; k++)
+    free(v[k]);
+}
+
+FG_TEST(batch_norm_many_channels_small_planes_match_formula, "") {
+  /* [N, C]; a plane of 3; a plane of 50 (blocks of 54 channels) */
+  const bn_wide cases[] = {{2, {40, 150}}, {3, {40, 130, 3}}, {3, {3, 170, 50}}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    for (int training = 0; training < 2; training++) {
+      bn_wide_check(&cases[i], FG_F64, training);
+      bn_wide_check(&cases[i], FG_F32, training);
+    }
 }
 
 /* ---- CUDA against the CPU ---------------------------------------------------- */
