@@ -124,7 +124,7 @@ int fg_epi_absorb(fg_pass_ctx *ctx, fg_epi_state *s, const int *parts, int n_par
     if (s->ctrl_first[parts[k]] != INT_MAX) rewire_waiters(ctx, parts[k], root);
     /* Nothing reads it now; fg_optimize drops it, a session keeps it. */
     s->uses[parts[k]] = 0;
-    if (!ctx->keep[parts[k]]) ctx->dead[parts[k]] = 1;
+    fg_pass_retire(ctx, parts[k]);
     if (fg_pass_record(ctx, parts[k], "fused", into, rule, st) != 0) return -1;
   }
   return fg_pass_record(ctx, root, "fused", into, rule, st);

@@ -140,10 +140,14 @@ int fg_pass_add_constant(fg_pass_ctx *ctx, int node, const char *suffix, fg_tens
   return id;
 }
 
+void fg_pass_retire(fg_pass_ctx *ctx, int id) {
+  if (!ctx->keep[id] || ctx->all_kept) ctx->dead[id] = 1;
+}
+
 int fg_pass_replace(fg_pass_ctx *ctx, int id, fg_output by, const char *action, const char *rule,
                     fg_status *st) {
   ctx->fwd[id] = by;
-  if (!ctx->keep[id]) ctx->dead[id] = 1;
+  fg_pass_retire(ctx, id);
   const fg_node *b = &ctx->w->g.nodes[by.node];
   char into[512];
   if (by.index <= 0)

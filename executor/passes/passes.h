@@ -138,8 +138,14 @@ void fg_pass_resolve_inputs(fg_pass_ctx *ctx, int id);
 /* 1 when consumers of node id may read `by` instead: same device group,
  * and `by` is no value read from variable state (see passes.c). */
 int fg_pass_can_replace(const fg_pass_ctx *ctx, int id, fg_output by);
+/* Node id computes for no other node now (replaced, or absorbed into a
+ * fused node): dead to the passes that follow, so its reads no longer
+ * count as uses. fg_optimize keeps a kept node alive (it is fetched); a
+ * session keeps every node in the graph anyway and computes a retired
+ * one only when a run fetches it, so there it is dead to the passes. */
+void fg_pass_retire(fg_pass_ctx *ctx, int id);
 /* Consumers of node id read `by` from now on (index -1: each output of
- * by.node in place of the same output of id); id is dead unless kept.
+ * by.node in place of the same output of id); id is retired.
  * Records `action` (and `rule`). 0 or -1 (out of memory). */
 int fg_pass_replace(fg_pass_ctx *ctx, int id, fg_output by, const char *action, const char *rule,
                     fg_status *st);

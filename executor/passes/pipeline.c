@@ -172,7 +172,10 @@ int fg_pass_pipeline_run(fg_pass_graph *w, const fg_pass_options *opts, unsigned
     for (int id = 0; rc == 0 && id < w->g.n_nodes; id++)
       fg_pass_resolve_inputs(&ctx, id);
   }
-  if (rc == 0) memcpy(dead, ctx.dead, (size_t)n0);
+  /* A kept node stays, even retired (fg_pass_retire): dead to the passes
+   * only. */
+  for (int id = 0; rc == 0 && id < n0; id++)
+    dead[id] = ctx.dead[id] && !keep[id];
   free(ids);
   free(ctx.fwd);
   free(ctx.dead);

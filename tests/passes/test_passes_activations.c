@@ -247,3 +247,54 @@ FG_TEST(passes_activations_training_graph_unchanged, "") {
   fg_status_free(st);
   fg_graph_free(g);
 }
+
+/* The plan's op for "out" in a session on g, fed input(dt) ("" when none). */
+static const char *session_op(fg_graph *g, fg_dtype dt, char *buf, size_t size) {
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 1, 0, st);
+  fg_tensor *xt = input(dt);
+  fg_feed feed = {"x", xt};
+  const char *fetch = "out";
+  fg_plan_info *pi = s ? fg_session_plan_info(s, &feed, 1, &fetch, 1, NULL, 0, st) : NULL;
+  snprintf(buf, size, "%s", pi ? step_op(pi, g, "out") : fg_status_message(st));
+  fg_plan_info_free(pi);
+  fg_tensor_free(xt);
+  fg_session_free(s);
+  fg_status_free(st);
+  return buf;
+}
+
+static double silu_after_add(double x) { return 2.0 * silu_ref(x + 0.5); }
+static double gelu_after_add(double x) { return gelu_ref(x + 0.25); }
+
+/* A session keeps the nodes a rewrite replaced (a run may fetch them), but
+ * they read nothing for the rest of the plan: the add before silu(t) or
+ * gelu(t) joins them in one fused node although the pattern's own sigmoid,
+ * div and mul still read t, as in fg_optimize; the sigmoid fetched gives
+ * its own bits. */
+FG_TEST(passes_activations_session_fuses_their_input, "") {
+  for (int k = 0; k < 4; k++) {
+    const fg_dtype dt = k & 1 ? FG_F64 : FG_F32;
+    fg_graph *g = fg_graph_new();
+    int64_t d[1] = {N};
+    fg_output x = fg_placeholder(g, "x", dt, 1, d);
+    fg_output t = fg_set_name(g, op2(g, "add", x, fg_scalar(g, dt, k < 2 ? 0.5 : 0.25)), "t");
+    if (k < 2) {
+      fg_output s = fg_set_name(g, op1(g, "sigmoid", t), "sig");
+      fg_set_name(g, op2(g, "mul", op2(g, "mul", t, s), fg_scalar(g, dt, 2.0)), "out");
+    } else {
+      fg_output e = op1(g, "erf", op2(g, "div", t, fg_scalar(g, dt, sqrt(2.0))));
+      fg_output term = op2(g, "add", e, fg_scalar(g, dt, 1.0));
+      fg_set_name(g, op2(g, "mul", op2(g, "mul", t, term), fg_scalar(g, dt, 0.5)), "out");
+    }
+    char op[128];
+    FG_CHECK_STR(session_op(g, dt, op, sizeof op),
+                 k < 2 ? "fused_elementwise[add+silu+mul]" : "fused_elementwise[add+gelu]");
+    FG_CHECK(check(g, g, dt, k < 2 ? silu_after_add : gelu_after_add, 8));
+    fg_tensor *xt = input(dt);
+    if (k < 2) FG_CHECK(same_bits_on_off(g, xt, "sig"));
+    FG_CHECK(same_bits_on_off(g, xt, "t"));
+    fg_tensor_free(xt);
+    fg_graph_free(g);
+  }
+}
