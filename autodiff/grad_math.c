@@ -284,6 +284,25 @@ static int grad_gelu(fg_grad_ctx *ctx) {
   return done(ctx);
 }
 
+/* gelu_tanh, y = x s with s = sigmoid(2 u), u = c (x + k x^3), c =
+ * sqrt(2 / pi), k = 0.044715: dy/dx = s + 2 x s (1 - s) c (1 + 3 k x^2). */
+#define FG_GELU_C 0.79788456080286535588
+#define FG_GELU_K 0.044715
+static int grad_gelu_tanh(fg_grad_ctx *ctx) {
+  fg_graph *g = ctx->g;
+  fg_output x = fg_grad_input(ctx, 0), dy = ctx->dy[0];
+  if (!ctx->wants[0]) return 0;
+  fg_output x2 = fg_mul(g, x, x);
+  fg_output u = fg_mul(g, sc(g, dy, FG_GELU_C),
+                       fg_add(g, x, fg_mul(g, sc(g, dy, FG_GELU_K), fg_mul(g, x2, x))));
+  fg_output s = fg_sigmoid(g, fg_mul(g, sc(g, dy, 2), u));
+  fg_output du = fg_mul(g, sc(g, dy, 2 * FG_GELU_C),
+                        fg_add(g, sc(g, dy, 1), fg_mul(g, sc(g, dy, 3 * FG_GELU_K), x2)));
+  fg_output ds = fg_mul(g, fg_mul(g, s, fg_sub(g, sc(g, dy, 1), s)), du);
+  ctx->dx[0] = fg_mul(g, dy, fg_add(g, s, fg_mul(g, x, ds)));
+  return done(ctx);
+}
+
 /* cast: float to float passes dy back in the input's dtype; from an integer
  * or bool there is nothing to differentiate. */
 static int grad_cast(fg_grad_ctx *ctx) {
@@ -420,6 +439,7 @@ const fg_grad_reg fg_grads_math[] = {
     {FG_OP_ROUND, grad_zero},
     {FG_OP_CLIP, grad_clip},
     {FG_OP_GELU, grad_gelu},
+    {FG_OP_GELU_TANH, grad_gelu_tanh},
     {FG_OP_ERF, grad_erf},
     {FG_OP_IDENTITY, grad_identity},
     {FG_OP_CAST, grad_cast},

@@ -305,6 +305,7 @@ fg_output fg_tanh(fg_graph *g, fg_output x) { return unary(g, "tanh", x); }
 fg_output fg_sigmoid(fg_graph *g, fg_output x) { return unary(g, "sigmoid", x); }
 fg_output fg_relu(fg_graph *g, fg_output x) { return unary(g, "relu", x); }
 fg_output fg_gelu(fg_graph *g, fg_output x) { return unary(g, "gelu", x); }
+fg_output fg_gelu_tanh(fg_graph *g, fg_output x) { return unary(g, "gelu_tanh", x); }
 fg_output fg_identity(fg_graph *g, fg_output x) { return unary(g, "identity", x); }
 fg_output fg_stop_gradient(fg_graph *g, fg_output x) { return unary(g, "stop_gradient", x); }
 fg_output fg_zeros_like(fg_graph *g, fg_output x) { return unary(g, "zeros_like", x); }

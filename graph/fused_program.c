@@ -52,6 +52,7 @@ static const opcode_info infos[FG_FUSED_OPCODE_COUNT] = {
     [FG_FUSED_FLOOR] = {FG_OP_FLOOR, 1, {NULL, NULL}},
     [FG_FUSED_CEIL] = {FG_OP_CEIL, 1, {NULL, NULL}},
     [FG_FUSED_ROUND] = {FG_OP_ROUND, 1, {NULL, NULL}},
+    [FG_FUSED_GELU_TANH] = {FG_OP_GELU_TANH, 1, {NULL, NULL}},
 };
 
 int fg_fused_opcode_of(int op) {

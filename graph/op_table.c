@@ -426,6 +426,8 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_CLIP] = {"clip", 1, 1, 1, EW | INPL | DIFF, fgi_infer_clip, fgi_flops_elementwise, 0,
                     "x", a_clip, NULL, "min(max(x, min), max), NaN kept (torch.clamp)"},
     UNARY(GELU, "gelu", EW | INPL | DIFF, "x * Phi(x), the exact (erf) form"),
+    UNARY(GELU_TANH, "gelu_tanh", EW | INPL | DIFF,
+          "x * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2, the tanh approximation"),
     UNARY(IDENTITY, "identity", EW | INPL | DIFF, "x"),
     UNARY(STOP_GRADIENT, "stop_gradient", EW | INPL, "x, with no gradient flowing back"),
     UNARY(ZEROS_LIKE, "zeros_like", EW | INPL, "zeros of x's dtype and shape"),

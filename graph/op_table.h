@@ -82,6 +82,7 @@
   X(ROUND, "round")                                                                                \
   X(CLIP, "clip")                                                                                  \
   X(GELU, "gelu")                                                                                  \
+  X(GELU_TANH, "gelu_tanh")                                                                        \
   X(IDENTITY, "identity")                                                                          \
   X(STOP_GRADIENT, "stop_gradient")                                                                \
   X(ZEROS_LIKE, "zeros_like")                                                                      \

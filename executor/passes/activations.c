@@ -4,20 +4,26 @@
  *   mul(x, sigmoid(x))                          -> silu(x)
  *   mul(mul(x, add(erf(div(x, c)), 1)), 0.5)    -> gelu(x)
  *   mul(mul(x, 0.5), add(erf(div(x, c)), 1))    -> gelu(x)
+ *   the same with add(tanh(mul(add(x, mul(x^3, k)), t)), 1) in the erf
+ *   term's place                                -> gelu_tanh(x)
  *
  * (either operand order of each mul and add; c = sqrt(2) rounded to the
- * dtype, or mul by 1 / sqrt(2) in div's place). PyTorch exports SiLU
- * (EfficientNet, RegNet-Y's, YOLO's) as Sigmoid then Mul, and the exact
- * GELU before opset 20 (BERT, ViT, ConvNeXt) as Div, Erf, Add, Mul, Mul;
- * ONNX Runtime's GeluFusion and TensorFlow's remapper rewrite the same.
- * One op is one pass over memory with one exp or erf per element, where
- * the pattern is two or five (fused: one pass, but two or five loops over
- * each block).
+ * dtype, or mul by 1 / sqrt(2) in div's place; t = sqrt(2 / pi) and k =
+ * 0.044715 rounded to the dtype; x^3 as mul(mul(x, x), x), mul(x, mul(x,
+ * x)) or pow(x, 3)). PyTorch exports SiLU (EfficientNet, RegNet-Y's,
+ * YOLO's) as Sigmoid then Mul, the exact GELU before opset 20 (BERT, ViT,
+ * ConvNeXt) as Div, Erf, Add, Mul, Mul, and the tanh form (GPT-2's
+ * gelu_new) as nine nodes; ONNX Runtime's GeluFusion and FastGeluFusion
+ * and TensorFlow's remapper rewrite the same. One op is one pass over
+ * memory with one exp or erf per element, where the pattern is two, five
+ * or nine (fused: one pass, but as many loops over each block).
  *
  * Not bit for bit: silu computes x / (1 + exp(-x)) where the pair rounds
  * sigmoid(x) first and then multiplies; gelu multiplies x by 1 / sqrt(2)
- * where the pattern divides by sqrt(2). Both differ by a few units in the
- * last place (tests: within 1e-6 relative of the pattern in f32, 1e-12 in
+ * where the pattern divides by sqrt(2); gelu_tanh computes x / (1 +
+ * exp(-2u)), which keeps the digits the pattern's 1 + tanh(u) cancels for
+ * x << 0. They differ by a few units in the last place of the largest
+ * value (tests: within 1e-6 relative of the pattern in f32, 1e-12 in
  * f64). The chain is rewritten in place at its last mul (the root) under
  * epilogue_common.h's rules: every other node of it has no reader but the
  * next, is not kept in fg_optimize, shares the root's device group. */
@@ -98,9 +104,74 @@ static int match_erf_term(const fg_pass_ctx *ctx, const fg_epi_state *s, int roo
          split_const(g, a, b, dt, 1.0 / sqrt(2.0), x);
 }
 
-/* The two GELU forms at root: x into *x, the chain's nodes into parts. */
-static int match_gelu(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, fg_output *x,
-                      int *parts) {
+/* x^3 at o, as mul(mul(x, x), x) in either order or pow(x, 3): x into
+ * *x, its nodes into parts; their count, or 0. */
+static int match_cube(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, fg_output o,
+                      fg_output *x, int *parts) {
+  const fg_graph *g = &ctx->w->g;
+  const fg_dtype dt = g->nodes[root].outputs[0].dtype;
+  fg_output a, b, p, q;
+  if (o.index != 0) return 0;
+  parts[0] = o.node;
+  if (binary_part(ctx, s, o.node, root, FG_OP_POW, &a, &b))
+    return const_is(g, b, dt, 3.0) ? (*x = a, 1) : 0;
+  if (!binary_part(ctx, s, o.node, root, FG_OP_MUL, &a, &b)) return 0;
+  for (int k = 0; k < 2; k++) {
+    fg_output sq = k ? b : a, other = k ? a : b;
+    if (sq.index == 0 && binary_part(ctx, s, sq.node, root, FG_OP_MUL, &p, &q) &&
+        same_output(p, q) && same_output(p, other)) {
+      parts[1] = sq.node;
+      return *x = other, 2;
+    }
+  }
+  return 0;
+}
+
+/* add(tanh(mul(add(x, mul(x^3, k)), t)), 1) at node o: x into *x, its
+ * nodes into parts; their count (6 or 7), or 0. */
+static int match_tanh_term(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, fg_output o,
+                           fg_output *x, int *parts) {
+  const fg_graph *g = &ctx->w->g;
+  const fg_dtype dt = g->nodes[root].outputs[0].dtype;
+  fg_output a, b, th, m, sum, x3;
+  if (o.index != 0 || !binary_part(ctx, s, o.node, root, FG_OP_ADD, &a, &b) ||
+      !split_const(g, a, b, dt, 1.0, &th))
+    return 0;
+  const fg_node *tn = &g->nodes[th.node];
+  if (tn->op != FG_OP_TANH || th.index != 0 || !fg_epi_absorbable(ctx, s, th.node, root)) return 0;
+  m = tn->inputs[0];
+  parts[0] = o.node, parts[1] = th.node, parts[2] = m.node;
+  if (m.index != 0 || !binary_part(ctx, s, m.node, root, FG_OP_MUL, &a, &b) ||
+      !split_const(g, a, b, dt, 0.79788456080286535588 /* sqrt(2 / pi) */, &sum) ||
+      sum.index != 0 || !binary_part(ctx, s, sum.node, root, FG_OP_ADD, &a, &b))
+    return 0;
+  parts[3] = sum.node;
+  for (int k = 0; k < 2; k++) {
+    fg_output xs = k ? b : a, kx3 = k ? a : b, p, q;
+    if (kx3.index != 0 || !binary_part(ctx, s, kx3.node, root, FG_OP_MUL, &p, &q) ||
+        !split_const(g, p, q, dt, 0.044715, &x3))
+      continue;
+    parts[4] = kx3.node;
+    const int n = match_cube(ctx, s, root, x3, x, parts + 5);
+    if (n > 0 && same_output(*x, xs)) return 5 + n;
+  }
+  return 0;
+}
+
+/* A GELU term at o (add(erf(...), 1) or add(tanh(...), 1)): x into *x,
+ * its nodes into parts; their count, or 0. */
+typedef int (*term_fn)(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, fg_output o,
+                       fg_output *x, int *parts);
+
+static int erf_term(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, fg_output o,
+                    fg_output *x, int *parts) {
+  return match_erf_term(ctx, s, root, o, x, parts) ? 3 : 0;
+}
+
+/* The two GELU forms at root, with `term` the erf or the tanh one: x into
+ * *x, the chain's nodes into parts; their count, or 0. */
+static int match_gelu(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, term_fn term,
+                      fg_output *x, int *parts) {
   const fg_graph *g = &ctx->w->g;
   const fg_dtype dt = g->nodes[root].outputs[0].dtype;
   fg_output a, b, inner, u, v, x2;
@@ -110,18 +181,20 @@ static int match_gelu(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, f
   if (split_const(g, a, b, dt, 0.5, &inner) && inner.index == 0 &&
       binary_part(ctx, s, inner.node, root, FG_OP_MUL, &u, &v)) {
     parts[1] = inner.node;
-    for (int k = 0; k < 2; k++)
-      if (match_erf_term(ctx, s, root, k ? u : v, x, parts + 2) && same_output(*x, k ? v : u))
-        return 5;
+    for (int k = 0; k < 2; k++) {
+      const int n = term(ctx, s, root, k ? u : v, x, parts + 2);
+      if (n > 0 && same_output(*x, k ? v : u)) return 2 + n;
+    }
   }
   /* mul(mul(x, 0.5), term) */
   for (int k = 0; k < 2; k++) {
-    fg_output half = k ? b : a, term = k ? a : b;
+    fg_output half = k ? b : a;
     if (half.index != 0 || !binary_part(ctx, s, half.node, root, FG_OP_MUL, &u, &v) ||
         !split_const(g, u, v, dt, 0.5, &x2))
       continue;
     parts[1] = half.node;
-    if (match_erf_term(ctx, s, root, term, x, parts + 2) && same_output(*x, x2)) return 5;
+    const int n = term(ctx, s, root, k ? a : b, x, parts + 2);
+    if (n > 0 && same_output(*x, x2)) return 2 + n;
   }
   return 0;
 }
@@ -148,14 +221,18 @@ static int x_fits(const fg_graph *g, fg_output x, const int *parts, int n, int r
 
 static int try_root(fg_pass_ctx *ctx, fg_epi_state *s, int root, fg_status *st) {
   const fg_graph *g = &ctx->w->g;
-  int parts[5], n;
+  int parts[9], n;
   fg_output x;
   if (!fg_epi_root_ok(ctx, s, root)) return 0;
   if ((n = match_silu(ctx, s, root, &x, parts)) > 0 && x_fits(g, x, parts, n, root))
     return rewrite(ctx, s, root, FG_OP_SILU, x, parts, n, "mul(x, sigmoid(x)) into silu", st);
-  if ((n = match_gelu(ctx, s, root, &x, parts)) > 0 && x_fits(g, x, parts, n, root))
+  if ((n = match_gelu(ctx, s, root, erf_term, &x, parts)) > 0 && x_fits(g, x, parts, n, root))
     return rewrite(ctx, s, root, FG_OP_GELU, x, parts, n,
                    "x * 0.5 * (1 + erf(x / sqrt(2))) into gelu", st);
+  if ((n = match_gelu(ctx, s, root, match_tanh_term, &x, parts)) > 0 &&
+      x_fits(g, x, parts, n, root))
+    return rewrite(ctx, s, root, FG_OP_GELU_TANH, x, parts, n,
+                   "x * 0.5 * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) into gelu_tanh", st);
   return 0;
 }
 

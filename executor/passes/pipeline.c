@@ -38,7 +38,8 @@ const fg_pass_def fg_passes[] = {
     {"cse", "common subexpressions: equal pure nodes on equal inputs compute once", 1, fg_pass_cse},
     {"activations",
      "activation patterns: mul(x, sigmoid(x)) becomes silu(x), the exact GELU written out "
-     "(x * 0.5 * (1 + erf(x / sqrt(2)))) gelu(x); one op, one exp or erf per element (rounded "
+     "(x * 0.5 * (1 + erf(x / sqrt(2)))) gelu(x), its tanh form (x * 0.5 * (1 + tanh(sqrt(2 / "
+     "pi) (x + 0.044715 x^3)))) gelu_tanh(x); one op, one exp or erf per element (rounded "
      "otherwise: within a few units in the last place, not bitwise)",
      1, fg_pass_activations},
     {"xent_grad",

@@ -309,6 +309,10 @@ FG_API fg_output fg_round(fg_graph *g, fg_output x);
 FG_API fg_output fg_clip(fg_graph *g, fg_output x, double min, double max);
 /* The exact (erf) form, as PyTorch's default. */
 FG_API fg_output fg_gelu(fg_graph *g, fg_output x);
+/* The tanh approximation, x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2
+ * (PyTorch's approximate='tanh', ONNX Gelu's approximate="tanh", GPT-2's
+ * gelu_new). */
+FG_API fg_output fg_gelu_tanh(fg_graph *g, fg_output x);
 FG_API fg_output fg_identity(fg_graph *g, fg_output x);
 FG_API fg_output fg_stop_gradient(fg_graph *g, fg_output x);
 FG_API fg_output fg_zeros_like(fg_graph *g, fg_output x);

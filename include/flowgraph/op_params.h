@@ -248,6 +248,7 @@ typedef enum fg_fused_opcode {
   FG_FUSED_FLOOR,
   FG_FUSED_CEIL,
   FG_FUSED_ROUND,
+  FG_FUSED_GELU_TANH,
   FG_FUSED_OPCODE_COUNT
 } fg_fused_opcode;
 

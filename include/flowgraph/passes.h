@@ -25,7 +25,7 @@
  *   read from a variable is never moved past an update of it.
  * - Results are bit for bit those of the graph without passes, but for
  *   fold_inference's batch norm folding (and what reads a folded batch
- *   norm, see below), the activations pass's silu and gelu (a few units
+ *   norm, see below), the activations pass's silu, gelu and gelu_tanh (a few units
  *   in the last place), update_epilogue's SGD updates (rounded in the GEMM),
  *   the GPU's cuBLASLt epilogues (within rounding, see epilogue and
  *   grad_epilogue), a folded node placed on a GPU, which holds the CPU
@@ -100,15 +100,21 @@
  *             exporters write it, mul(mul(x, add(erf(div(x, c)), 1)),
  *             0.5) or mul(mul(x, 0.5), add(erf(div(x, c)), 1)) (either
  *             operand order; c = sqrt(2) in the dtype, or mul by 1 /
- *             sqrt(2) in div's place), becomes gelu(x): one op and one
- *             exp or erf per element. Not bitwise: silu divides x by 1 +
- *             exp(-x) where the pair rounds the sigmoid and then
- *             multiplies; gelu multiplies by 1 / sqrt(2) where the
- *             pattern divides (within 1e-6 relative in f32 and 1e-12 in
- *             f64 in the tests; in f32 both forms give -0 for x below
- *             about -5.5). The other nodes of the pattern must have no
- *             other reader (so a training graph, whose gradient reads
- *             the sigmoid, keeps it); the epilogue passes' rules hold.
+ *             sqrt(2) in div's place), becomes gelu(x), and its tanh
+ *             form, with add(tanh(mul(add(x, mul(x^3, k)), t)), 1) in
+ *             the erf term's place (t = sqrt(2 / pi), k = 0.044715 in
+ *             the dtype; x^3 as two muls or pow(x, 3)), gelu_tanh(x):
+ *             one op and one exp or erf per element. Not bitwise: silu
+ *             divides x by 1 + exp(-x) where the pair rounds the sigmoid
+ *             and then multiplies; gelu multiplies by 1 / sqrt(2) where
+ *             the pattern divides; gelu_tanh computes x / (1 +
+ *             exp(-2u)) where the pattern adds 1 + tanh(u) (within 1e-6
+ *             relative in f32 and 1e-12 in f64 in the tests; in f32 the
+ *             erf forms give -0 for x below about -5.5, the tanh pattern
+ *             below about -5.4, where gelu_tanh keeps the value). The
+ *             other nodes of the pattern must have no other reader (so
+ *             a training graph, whose gradient reads the sigmoid, keeps
+ *             it); the epilogue passes' rules hold.
  *   xent_grad the gradient autodiff builds for softmax_cross_entropy,
  *             mul(sub(softmax(logits), one_hot(labels)), div(dy,
  *             numel(labels))), becomes one softmax_cross_entropy_grad

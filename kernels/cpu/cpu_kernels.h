@@ -43,6 +43,7 @@
   FGK_FLOAT(X, "round", fgk_round)                                                                 \
   FGK_FLOAT(X, "clip", fgk_clip)                                                                   \
   FGK_FLOAT(X, "gelu", fgk_gelu)                                                                   \
+  FGK_FLOAT(X, "gelu_tanh", fgk_gelu_tanh)                                                         \
   /* binary.c */                                                                                   \
   FGK_NUM(X, "add", fgk_add)                                                                       \
   FGK_NUM(X, "sub", fgk_sub)                                                                       \

@@ -84,6 +84,21 @@ static inline float gelu_f32(float x) {
   return 0.5f * x * (1.0f + fgk_erff(x * (float)FGK_SQRT1_2));
 }
 static inline double gelu_f64(double x) { return 0.5 * x * (1.0 + erf(x * FGK_SQRT1_2)); }
+/* The tanh approximation as x sigmoid(2 u), u = sqrt(2 / pi) (x + 0.044715
+ * x^3): (1 + tanh(u)) / 2 is sigmoid(2 u), which keeps its digits where 1
+ * + tanh(u) would cancel (u << 0), and fgk_expf vectorises. For very
+ * negative x, e^(-2u) = inf gives -0; where x^3 overflows (|x| > 2e12 in
+ * f32) the limits x and -0 come out as well. */
+#define FGK_GELU_2C 1.5957691216057307117 /* 2 sqrt(2 / pi) */
+#define FGK_GELU_K  0.044715
+static inline float gelu_tanh_f32(float x) {
+  const float u2 = (float)FGK_GELU_2C * (x + (float)FGK_GELU_K * (x * x * x));
+  return x / (1.0f + fgk_expf(-u2));
+}
+static inline double gelu_tanh_f64(double x) {
+  const double u2 = FGK_GELU_2C * (x + FGK_GELU_K * (x * x * x));
+  return x / (1.0 + exp(-u2));
+}
 static inline float erf_f32(float x) { return fgk_erff(x); }
 static inline double erf_f64(double x) { return erf(x); }
 /* (0 < x) - (x < 0): sign(NaN) = 0 and sign(-0) = +0, as torch.sign. */

@@ -82,6 +82,8 @@ FGK_UNARY(fgk_elu_f64, double, FG_F64, MATH, elu_f64(x, p->elu.alpha))
 
 FGK_UNARY(fgk_gelu_f32, float, FG_F32, MATH, gelu_f32(x))
 FGK_UNARY(fgk_gelu_f64, double, FG_F64, MATH, gelu_f64(x))
+FGK_UNARY(fgk_gelu_tanh_f32, float, FG_F32, MATH, gelu_tanh_f32(x))
+FGK_UNARY(fgk_gelu_tanh_f64, double, FG_F64, MATH, gelu_tanh_f64(x))
 
 /* ---- the activations and rounding ops CNN ports need (torch's formulas) ---- */
 

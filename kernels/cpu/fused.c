@@ -166,6 +166,7 @@ typedef uint64_t fused_u64;
     case FG_FUSED_CLIP: LOOP1(clip_##sfx, (T)p0, (T)p1); break;                                    \
     case FG_FUSED_SILU: LOOP1(silu_##sfx); break;                                                  \
     case FG_FUSED_GELU: LOOP1(gelu_##sfx); break;                                                  \
+    case FG_FUSED_GELU_TANH: LOOP1(gelu_tanh_##sfx); break;                                        \
     case FG_FUSED_ERF: LOOP1(erf_##sfx); break;                                                    \
     case FG_FUSED_SIGN: LOOP1(sign_##sfx); break;                                                  \
     case FG_FUSED_RECIPROCAL: LOOP1(reciprocal_##sfx); break;                                      \

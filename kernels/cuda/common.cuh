@@ -49,6 +49,7 @@ extern "C" {
   FGK_FLOAT(X, "round", fgc_round)                                                                 \
   FGK_FLOAT(X, "clip", fgc_clip)                                                                   \
   FGK_FLOAT(X, "gelu", fgc_gelu)                                                                   \
+  FGK_FLOAT(X, "gelu_tanh", fgc_gelu_tanh)                                                         \
   FGK_FLOAT(X, "erf", fgc_erf)                                                                     \
   FGK_NUM(X, "add", fgc_add)                                                                       \
   FGK_NUM(X, "sub", fgc_sub)                                                                       \

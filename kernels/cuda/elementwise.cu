@@ -220,6 +220,20 @@ template <typename T> struct GeluF {
 template <typename T> struct ErfF {
   __device__ T operator()(T x) const { return m_erf(x); }
 };
+/* The tanh approximation as the CPU computes it, x sigmoid(2 u) with u =
+ * sqrt(2 / pi) (x + 0.044715 x^3), each product and sum rounded on its own
+ * (no contraction into a fused multiply-add), as in the fused kernels. */
+__device__ __forceinline__ float rn_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double rn_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float rn_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double rn_add(double a, double b) { return __dadd_rn(a, b); }
+template <typename T> struct GeluTanhF {
+  __device__ T operator()(T x) const {
+    const T x3 = rn_mul(rn_mul(x, x), x);
+    const T u2 = rn_mul((T)1.5957691216057307117, rn_add(x, rn_mul((T)0.044715, x3)));
+    return x / ((T)1 + m_exp(-u2));
+  }
+};
 
 /* The activations and rounding ops CNN ports need, as the CPU kernels. */
 template <typename T> struct SoftplusF {
@@ -299,6 +313,7 @@ FGC_UNARY_FLOAT(fgc_tanh, TanhF)
 FGC_UNARY_FLOAT(fgc_sigmoid, SigmoidF)
 FGC_UNARY_NUM(fgc_relu, ReluF)
 FGC_UNARY_FLOAT(fgc_gelu, GeluF)
+FGC_UNARY_FLOAT(fgc_gelu_tanh, GeluTanhF)
 FGC_UNARY_FLOAT(fgc_erf, ErfF)
 FGC_UNARY(fgc_leaky_relu_f32, float, FG_F32, LeakyF<float>, = {(float)ctx->p->leaky_relu.alpha})
 FGC_UNARY(fgc_leaky_relu_f64, double, FG_F64, LeakyF<double>, = {ctx->p->leaky_relu.alpha})

@@ -57,6 +57,7 @@ static const char *const op_names[FG_FUSED_OPCODE_COUNT] = {
     [FG_FUSED_FLOOR] = "floor",
     [FG_FUSED_CEIL] = "ceil",
     [FG_FUSED_ROUND] = "round",
+    [FG_FUSED_GELU_TANH] = "gelu_tanh",
 };
 
 const char *fgc_fused_op_name(int op) {
@@ -373,6 +374,12 @@ static const char prelude[] =
     "__device__ __forceinline__ T fg_gelu(T x) {\n"
     "  return (T)0.5 * x * ((T)1 + m_erf(x * (T)0.70710678118654752440));\n"
     "}\n"
+    "/* x sigmoid(2 u), u = sqrt(2 / pi) (x + 0.044715 x^3), as the CPU */\n"
+    "__device__ __forceinline__ T fg_gelu_tanh(T x) {\n"
+    "  const T u2 = fg_mul((T)1.5957691216057307117, fg_add(x, fg_mul((T)0.044715, "
+    "fg_mul(fg_mul(x, x), x))));\n"
+    "  return x / ((T)1 + m_exp(-u2));\n"
+    "}\n"
     "__device__ __forceinline__ T fg_sign(T x) { return (T)((0 < x) - (x < 0)); }\n"
     "/* rint rounds halves to even (torch.round) */\n"
     "__device__ __forceinline__ T fg_round(T x) { return rint(x); }\n"
@@ -434,6 +441,7 @@ static void emit_instr(sbuf *b, int j, const fg_fused_instr *in, int f32) {
   case FG_FUSED_FLOOR: put(b, "floor(%s)", a[0]); break;
   case FG_FUSED_CEIL: put(b, "ceil(%s)", a[0]); break;
   case FG_FUSED_ROUND: put(b, "fg_round(%s)", a[0]); break;
+  case FG_FUSED_GELU_TANH: put(b, "fg_gelu_tanh(%s)", a[0]); break;
   default: put(b, "/* opcode %d */ (T)0", in->op); break; /* fgc_fused_plan refused it */
   }
   put(b, ";\n");

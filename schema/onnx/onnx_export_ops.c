@@ -216,6 +216,25 @@ static int e_gelu(fgo_ctx *c, const fgo_ew *e) {
   return with_scalar(c, e, "Mul", xp, 0.5, e->out) ? 0 : -1;
 }
 
+/* The tanh form as flowgraph computes it, x / (1 + exp(-2 u)) with u =
+ * sqrt(2 / pi) (x + 0.044715 x^3) (Gelu's approximate="tanh" is opset 20):
+ * Mul(Mul(x, x), x), Mul k, Add x, Mul 2 sqrt(2 / pi), Neg, Exp, Add 1,
+ * Div. */
+static int e_gelu_tanh(fgo_ctx *c, const fgo_ew *e) {
+  const char *x = e->in[0], *x2 = fgo_tmp(c, e->id, "Mul"), *x3 = fgo_tmp(c, e->id, "Mul");
+  if (!x2 || !x3 || binary_to(c, e->id, "Mul", x, x, x2) != 0 ||
+      binary_to(c, e->id, "Mul", x2, x, x3) != 0)
+    return -1;
+  const char *kx3 = with_scalar(c, e, "Mul", x3, 0.044715, NULL);
+  const char *in = fgo_tmp(c, e->id, "Add");
+  if (!kx3 || !in || binary_to(c, e->id, "Add", x, kx3, in) != 0) return -1;
+  const char *u2 = with_scalar(c, e, "Mul", in, 1.5957691216057307117, NULL);
+  const char *n = u2 ? step(c, e->id, "Neg", u2) : NULL;
+  const char *ex = n ? step(c, e->id, "Exp", n) : NULL;
+  const char *d = ex ? with_scalar(c, e, "Add", ex, 1.0, NULL) : NULL;
+  return d ? binary_to(c, e->id, "Div", x, d, e->out) : -1;
+}
+
 static int e_clip(fgo_ctx *c, const fgo_ew *e) {
   if (ints_need_12(c, e, "Clip") != 0) return -1;
   const char *in[3] = {e->in[0], fgo_const_scalar(c, e->id, "min", e->dtype, e->attr[0]),
@@ -274,6 +293,7 @@ static const ew_op ew_ops[] = {
     EW("round", e_round),
     {"clip", e_clip, {"min", "max"}, {0, 0}},
     EW("gelu", e_gelu),
+    EW("gelu_tanh", e_gelu_tanh),
     EW("erf", e_erf),
     EW("identity", e_identity),
     EW("stop_gradient", e_identity),
@@ -702,6 +722,7 @@ const fgo_op fgo_ops[] = {
     {"round", w_ew, 0},
     {"clip", w_ew, 0},
     {"gelu", w_ew, 0},
+    {"gelu_tanh", w_ew, 0},
     {"erf", w_ew, 0},
     {"identity", w_ew, 0},
     {"logical_not", w_ew, 0},

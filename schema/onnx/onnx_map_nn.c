@@ -197,17 +197,9 @@ static int map_gelu(fgx_ctx *c, const fgx_node *n) {
   if (x.node < 0) return -1;
   fg_graph *g = fgx_graph(c);
   if (strcmp(approx, "none") == 0) return nnx_set(c, n, 0, fg_gelu(g, x));
-  if (strcmp(approx, "tanh") != 0)
-    return fgx_fail(c, n, FG_INVALID_GRAPH, "attribute 'approximate' = '%s' is not none or tanh",
-                    approx);
-  /* 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) */
-  fg_output x3 = fg_mul(g, fg_mul(g, x, x), x);
-  fg_output inner = fg_add(g, x, fg_mul(g, x3, nnx_scalar(c, dt, 0.044715)));
-  fg_output t =
-      fg_tanh(g, fg_mul(g, inner, nnx_scalar(c, dt, 0.79788456080286535588) /* sqrt(2 / pi) */));
-  fg_output y =
-      fg_mul(g, fg_mul(g, x, nnx_scalar(c, dt, 0.5)), fg_add(g, t, nnx_scalar(c, dt, 1.0)));
-  return nnx_set(c, n, 0, y);
+  if (strcmp(approx, "tanh") == 0) return nnx_set(c, n, 0, fg_gelu_tanh(g, x));
+  return fgx_fail(c, n, FG_INVALID_GRAPH, "attribute 'approximate' = '%s' is not none or tanh",
+                  approx);
 }
 
 /* slope broadcasts to X one way: right-aligned, each of its dims 1 or X's. */

@@ -319,6 +319,7 @@ FG_TEST(grad_relu, "") { FG_CHECK_GRAD(check_un(fg_relu, IND(kink_x, 2, 2, 3), 3
 FG_TEST(grad_leaky_relu, "") { FG_CHECK_GRAD(check_un(leaky_02, IND(kink_x, 2, 2, 3), 40)); }
 FG_TEST(grad_elu, "") { FG_CHECK_GRAD(check_un(elu_05, IND(kink_x, 2, 2, 3), 45)); }
 FG_TEST(grad_gelu, "") { FG_CHECK_GRAD(check_un(fg_gelu, IN(-3, 3, 3, 2, 2, 3), 41)); }
+FG_TEST(grad_gelu_tanh, "") { FG_CHECK_GRAD(check_un(fg_gelu_tanh, IN(-4, 4, 3, 2, 2, 3), 141)); }
 FG_TEST(grad_erf, "") { FG_CHECK_GRAD(check_un(erf_, IN(-2, 2, 2, 2, 3), 42)); }
 FG_TEST(grad_identity, "") { FG_CHECK_GRAD(check_un(fg_identity, IN(0, 0, 2, 2, 3), 43)); }
 FG_TEST(grad_cast_f64_to_f64, "") { FG_CHECK_GRAD(check_un(cast_f64, IN(0, 0, 2, 2, 3), 44)); }
@@ -486,7 +487,7 @@ FG_TEST(grad_math_registry, "") {
     FG_CHECK_INT(seen[r->op]++, 0);
     FG_CHECK(fg_grad_lookup(r->op) == r->fn);
   }
-  FG_CHECK_INT(n, 38);
+  FG_CHECK_INT(n, 39);
   int family[] = {
       FG_OP_ADD,        FG_OP_SUB,         FG_OP_MUL,          FG_OP_DIV,        FG_OP_POW,
       FG_OP_MAXIMUM,    FG_OP_MINIMUM,     FG_OP_SELECT,       FG_OP_NEG,        FG_OP_EXP,
@@ -495,7 +496,7 @@ FG_TEST(grad_math_registry, "") {
       FG_OP_SELU,       FG_OP_SILU,        FG_OP_HARD_SIGMOID, FG_OP_HARD_SWISH, FG_OP_MISH,
       FG_OP_SIGN,       FG_OP_RECIPROCAL,  FG_OP_FLOOR,        FG_OP_CEIL,       FG_OP_ROUND,
       FG_OP_CLIP,       FG_OP_GELU,        FG_OP_ERF,          FG_OP_IDENTITY,   FG_OP_CAST,
-      FG_OP_REDUCE_SUM, FG_OP_REDUCE_MEAN, FG_OP_REDUCE_MAX};
+      FG_OP_REDUCE_SUM, FG_OP_REDUCE_MEAN, FG_OP_REDUCE_MAX,   FG_OP_GELU_TANH};
   for (size_t i = 0; i < sizeof family / sizeof family[0]; i++)
     FG_CHECK(seen[family[i]] == 1);
 }

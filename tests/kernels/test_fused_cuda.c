@@ -59,7 +59,7 @@ FG_TEST(fused_cuda_bad_input, "badinput") {
   ctx.n_in = 2;
   p->ins[0].op = 77;
   FG_CHECK_INT(fgc_fused_prepare(&ctx, 1, &state), -1);
-  FG_CHECK_STR_CONTAINS(err, "instruction 0 has opcode 77, out of range [0, 32)");
+  FG_CHECK_STR_CONTAINS(err, "instruction 0 has opcode 77, out of range [0, 33)");
   /* the kernel without its CUDA context */
   float h[4] = {0};
   ins[0].data = ins[1].data = out.data = h;

@@ -1,6 +1,7 @@
-/* The activations pass: mul(x, sigmoid(x)) into silu(x) and the written
- * out exact GELU (both forms exporters write, either operand order, divide
- * by sqrt(2) or multiply by its inverse) into gelu(x): what is rewritten,
+/* The activations pass: mul(x, sigmoid(x)) into silu(x), the written out
+ * exact GELU (both forms exporters write, either operand order, divide by
+ * sqrt(2) or multiply by its inverse) into gelu(x) and the tanh form (x^3
+ * as two muls or a pow) into gelu_tanh(x): what is rewritten,
  * the values against the double formulas, the pattern against the op
  * within the issue's 1e-6 (f32) and 1e-12 (f64) relative bounds, and the
  * graphs that must stay as they are. */
@@ -162,7 +163,7 @@ FG_TEST(passes_activations_gelu_forms, "") {
 static int kept(fg_graph *g, const char **fetches, int n) {
   fg_pass_report *r = NULL;
   fg_graph *o = optimize_fetches(g, fetches, n, &r);
-  int ok = o && count_op(o, "silu") + count_op(o, "gelu") == 0;
+  int ok = o && count_op(o, "silu") + count_op(o, "gelu") + count_op(o, "gelu_tanh") == 0;
   for (int i = 0; ok && i < fg_pass_report_size(r); i++)
     ok = strcmp(fg_pass_report_change(r, i)->pass, "activations") != 0;
   fg_pass_report_free(r);
@@ -295,6 +296,101 @@ FG_TEST(passes_activations_session_fuses_their_input, "") {
     if (k < 2) FG_CHECK(same_bits_on_off(g, xt, "sig"));
     FG_CHECK(same_bits_on_off(g, xt, "t"));
     fg_tensor_free(xt);
+    fg_graph_free(g);
+  }
+}
+
+/* The tanh form, 0.5 x (1 + tanh(t (x + k x^3))). cube 0: mul(mul(x, x),
+ * x), 1: mul(x, mul(x, x)), 2: pow(x, e); form and swap as gelu_graph's;
+ * "th" names the tanh. */
+typedef struct tanh_form {
+  int form, cube, swap;
+  double t, k, e;
+} tanh_form;
+
+static fg_graph *gelu_tanh_graph(fg_dtype dt, const tanh_form *f) {
+  fg_graph *g = fg_graph_new();
+  int64_t d[1] = {N};
+  fg_output x = fg_placeholder(g, "x", dt, 1, d), x3;
+  if (f->cube == 2) {
+    x3 = op2(g, "pow", x, fg_scalar(g, dt, f->e));
+  } else {
+    fg_output sq = op2(g, "mul", x, x);
+    x3 = f->cube ? op2(g, "mul", x, sq) : op2(g, "mul", sq, x);
+  }
+  fg_output kx3 = f->swap ? op2(g, "mul", fg_scalar(g, dt, f->k), x3)
+                          : op2(g, "mul", x3, fg_scalar(g, dt, f->k));
+  fg_output in = f->swap ? op2(g, "add", kx3, x) : op2(g, "add", x, kx3);
+  fg_output m = f->swap ? op2(g, "mul", fg_scalar(g, dt, f->t), in)
+                        : op2(g, "mul", in, fg_scalar(g, dt, f->t));
+  fg_output th = fg_set_name(g, op1(g, "tanh", m), "th"), one = fg_scalar(g, dt, 1.0);
+  fg_output term = f->swap ? op2(g, "add", one, th) : op2(g, "add", th, one);
+  fg_output kh = fg_scalar(g, dt, 0.5), out;
+  if (f->form == 0) {
+    fg_output xt = f->swap ? op2(g, "mul", term, x) : op2(g, "mul", x, term);
+    out = f->swap ? op2(g, "mul", kh, xt) : op2(g, "mul", xt, kh);
+  } else {
+    fg_output h = f->swap ? op2(g, "mul", kh, x) : op2(g, "mul", x, kh);
+    out = f->swap ? op2(g, "mul", term, h) : op2(g, "mul", h, term);
+  }
+  fg_set_name(g, out, "out");
+  return g;
+}
+
+#define SQRT_2_PI 0.79788456080286535588 /* sqrt(2 / pi) */
+
+static double gelu_tanh_ref(double x) {
+  return 0.5 * x * (1.0 + tanh(SQRT_2_PI * (x + 0.044715 * x * x * x)));
+}
+
+/* Every form, cube, operand order and dtype: gelu_tanh, within 8 ulp of
+ * the double formula (of 1 below 1: the pattern's 1 + tanh(u) cancels
+ * for x << 0) and of the pattern by the issue's bounds. */
+FG_TEST(passes_activations_gelu_tanh_forms, "") {
+  for (int k = 0; k < 24; k++) {
+    const fg_dtype dt = k & 1 ? FG_F64 : FG_F32;
+    const tanh_form f = {(k >> 1) & 1, (k >> 2) % 3, k >= 12, SQRT_2_PI, 0.044715, 3};
+    fg_graph *g = gelu_tanh_graph(dt, &f);
+    if (!rewrites(g, dt, "gelu_tanh", "th",
+                  "x * 0.5 * (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) into gelu_tanh",
+                  gelu_tanh_ref, 8))
+      FG_FAIL_AT("form %d cube %d swap %d %s", f.form, f.cube, f.swap, fg_dtype_name(dt));
+    fg_graph_free(g);
+  }
+}
+
+/* Other constants, x^2, x cubed from another value, and a fetched tanh
+ * (fg_optimize keeps it) are left as written. */
+FG_TEST(passes_activations_gelu_tanh_not_rewritten, "") {
+  const char *out = "out";
+  const tanh_form bad[4] = {{0, 0, 0, 0.8, 0.044715, 3},
+                            {0, 0, 0, SQRT_2_PI, 0.044, 3},
+                            {1, 2, 0, SQRT_2_PI, 0.044715, 2},
+                            {1, 2, 1, SQRT_2_PI, 0.044715, 3.0000001}};
+  for (int k = 0; k < 4; k++) {
+    fg_graph *g = gelu_tanh_graph(FG_F64, &bad[k]);
+    FG_CHECK(kept(g, &out, 1));
+    fg_graph_free(g);
+  }
+  const tanh_form ok = {0, 0, 0, SQRT_2_PI, 0.044715, 3};
+  fg_graph *g = gelu_tanh_graph(FG_F32, &ok);
+  const char *two[2] = {"out", "th"};
+  FG_CHECK(kept(g, two, 2));
+  fg_graph_free(g);
+  /* Another value y in one place: x + k (y y) y, x + k (x y) x, x + k (y
+   * y) x, y + k (x x) x. */
+  const int y_at[4][4] = {{1, 1, 1, 0}, {0, 1, 0, 0}, {1, 1, 0, 0}, {0, 0, 0, 1}};
+  for (int k = 0; k < 4; k++) {
+    g = fg_graph_new();
+    int64_t d[1] = {N};
+    fg_output v[2] = {fg_placeholder(g, "x", FG_F32, 1, d), fg_placeholder(g, "y", FG_F32, 1, d)};
+    const int *w = y_at[k];
+    fg_output x3 = op2(g, "mul", op2(g, "mul", v[w[0]], v[w[1]]), v[w[2]]);
+    fg_output in = op2(g, "add", v[w[3]], op2(g, "mul", x3, fg_scalar(g, FG_F32, 0.044715)));
+    fg_output th = op1(g, "tanh", op2(g, "mul", in, fg_scalar(g, FG_F32, SQRT_2_PI)));
+    fg_output term = op2(g, "add", th, fg_scalar(g, FG_F32, 1));
+    fg_set_name(g, op2(g, "mul", op2(g, "mul", v[0], term), fg_scalar(g, FG_F32, 0.5)), "out");
+    if (!kept(g, &out, 1)) FG_FAIL_AT("case %d rewritten", k);
     fg_graph_free(g);
   }
 }

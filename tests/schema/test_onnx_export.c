@@ -196,11 +196,12 @@ static void elementwise_case(int opset, double rt) {
   int64_t xd[3] = {2, 3, 4}, bd[1] = {4};
   fg_output x = fg_placeholder(g, "x", FG_F32, 3, xd), b = fg_placeholder(g, "b", FG_F32, 1, bd);
   fg_output pos = fg_add(g, fg_abs(g, x), fg_scalar(g, FG_F32, 0.5));
-  const char *f[] = {
-      "leaky", "elu",   "selu", "softplus", "softplus_b", "silu",  "hsig",  "hswish",   "mish",
-      "gelu",  "rsqrt", "sign", "recip",    "floor",      "ceil",  "round", "clip",     "erf",
-      "tanh",  "sigm",  "exp",  "log",      "sqrt",       "neg",   "where", "max",      "min",
-      "pow",   "div",   "sub",  "less",     "cast",       "zeros", "ones",  "identity", "rsub"};
+  const char *f[] = {"leaky",  "elu",   "selu", "softplus", "softplus_b", "silu",  "hsig",
+                     "hswish", "mish",  "gelu", "rsqrt",    "sign",       "recip", "floor",
+                     "ceil",   "round", "clip", "erf",      "tanh",       "sigm",  "exp",
+                     "log",    "sqrt",  "neg",  "where",    "max",        "min",   "pow",
+                     "div",    "sub",   "less", "cast",     "zeros",      "ones",  "identity",
+                     "rsub",   "gelu_t"};
   NAMED(g, fg_leaky_relu(g, x, 0.2), f[0]);
   NAMED(g, fg_elu(g, x, 0.7), f[1]);
   NAMED(g, fg_selu(g, x), f[2]);
@@ -237,6 +238,7 @@ static void elementwise_case(int opset, double rt) {
   NAMED(g, fg_ones_like(g, b), f[33]);
   NAMED(g, fg_identity(g, fg_stop_gradient(g, x)), f[34]);
   NAMED(g, fg_sub(g, fg_scalar(g, FG_F32, 1), x), f[35]);
+  NAMED(g, fg_gelu_tanh(g, fg_mul(g, x, fg_scalar(g, FG_F32, 2))), f[36]);
   fg_tensor *xt = ox_random(3, xd, -2, 2, 31), *bt = ox_random(1, bd, -1, 1, 32);
   fg_feed feeds[2] = {{"x", xt}, {"b", bt}};
   ox_check(g, ox_name("ew", opset), feeds, 2, f, (int)(sizeof f / sizeof *f), opset, 2e-6, 2e-6,
@@ -420,17 +422,18 @@ static void f64_case(int opset) {
   fg_tensor *sc = ox_tensor(FG_F64, 1, nd, (double[]){0.5, 1, 1.5, 2});
   fg_output scale = fg_constant(g, "scale", sc);
   fg_tensor_free(sc);
-  const char *f[] = {"gelu", "softplus", "ln", "clip", "hswish", "lsm"};
+  const char *f[] = {"gelu", "softplus", "ln", "clip", "hswish", "lsm", "gelu_t"};
   NAMED(g, fg_gelu(g, x), f[0]);
   NAMED(g, fg_softplus(g, x, 3, 20), f[1]);
   NAMED(g, fg_layer_norm(g, x, scale, FG_NO_OUTPUT, 1, 1e-6), f[2]);
   NAMED(g, fg_clip(g, x, -0.25, 0.5), f[3]);
   NAMED(g, fg_hard_swish(g, fg_mul(g, x, fg_scalar(g, FG_F64, 3))), f[4]);
   NAMED(g, fg_log_softmax(g, x, 1), f[5]);
+  NAMED(g, fg_gelu_tanh(g, fg_mul(g, x, fg_scalar(g, FG_F64, 3))), f[6]);
   int64_t fd[3] = {2, 3, 4};
   fg_tensor *xt = ox_random(3, fd, -2, 2, 81);
   fg_feed feeds[1] = {{"x", xt}};
-  ox_check(g, ox_name("f64_", opset), feeds, 1, f, 6, opset, 1e-12, 1e-12, -1);
+  ox_check(g, ox_name("f64_", opset), feeds, 1, f, 7, opset, 1e-12, 1e-12, -1);
   fg_tensor_free(xt);
   fg_graph_free(g);
   ox_end();
