@@ -41,7 +41,7 @@ static inline float rsqrt_f32(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt_f64(double x) { return 1.0 / sqrt(x); }
 static inline float abs_f32(float x) { return fabsf(x); }
 static inline double abs_f64(double x) { return fabs(x); }
-static inline float tanh_f32(float x) { return tanhf(x); }
+static inline float tanh_f32(float x) { return fgk_tanhf(x); }
 static inline double tanh_f64(double x) { return tanh(x); }
 
 /* Split at 0 so that exp never overflows: for large |x| the result

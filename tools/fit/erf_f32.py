@@ -18,32 +18,13 @@ import math
 
 import numpy as np
 
+from fit_common import lawson, nodes, table
+
 SPLIT, CAP, DEG_P, DEG_Q = 1.0, 3.85, 6, 13
 MID = round((SPLIT + CAP) / 2, 3)
 
 erf = np.vectorize(math.erf)
 erfc = np.vectorize(math.erfc)
-
-
-def nodes(lo, hi, n):
-    k = np.arange(n)
-    return (lo + hi) / 2 + (hi - lo) / 2 * np.cos((2 * k + 1) * np.pi / (2 * n))
-
-
-def lawson(v, f, scale, iters=60):
-    """Coefficients c minimising max |(v c - f) / scale| (approximately)."""
-    w = np.ones(len(f))
-    for _ in range(iters):
-        sw = np.sqrt(w)
-        c, *_ = np.linalg.lstsq(v * (sw / scale)[:, None], f * sw / scale, rcond=None)
-        w = w * np.abs(v @ c - f) / scale
-        w /= w.sum()
-    return c
-
-
-def table(name, c):
-    return "static const float %s[%d] = {%s};" % (
-        name, len(c), ", ".join("%.9ef" % v for v in c))
 
 
 q = nodes(0.0, SPLIT * SPLIT, 3000)
