@@ -6,8 +6,11 @@
 
 The models are exported once by PyTorch 1.13 (torch.onnx.export, opset 17, a
 dynamic batch axis) into build/bench/onnx/: torchvision's resnet18 and
-mobilenet_v2 (weights=None, seed 0, eval mode) and a TransformerEncoder (2
-layers, d_model 64, 4 heads, GELU, batch_first, sequence 128). The exporter
+mobilenet_v2 (weights=None, seed 0, eval mode), a TransformerEncoder (2
+layers, d_model 64, 4 heads, GELU, batch_first, sequence 128) and GPT-2's
+MLP block (gpt_mlp: x + Linear(1024, 256)(GELU tanh(Linear(256, 1024)(
+LayerNorm(x))))) on sequences of 128, whose tanh GELU PyTorch exports as
+nine nodes (the activations pass makes them gelu_tanh). The exporter
 folds each eval-mode BatchNorm into its Conv itself; resnet18_bn is resnet18
 exported with them kept (TrainingMode.PRESERVE, no constant folding, the
 running statistics and affine parameters drawn from seed 0 as a trained
@@ -49,9 +52,28 @@ CASES = {
     "onnx_mobilenet_v2_b1": ("mobilenet_v2", 1, 3, 20),
     "onnx_mobilenet_v2_b8": ("mobilenet_v2", 8, 2, 8),
     "onnx_transformer_b8": ("transformer", 8, 3, 20),
+    "onnx_gpt_mlp_b8": ("gpt_mlp", 8, 3, 20),
 }
 TARGET = 1.0
-SEQ, D_MODEL = 128, 64
+SEQ, D_MODEL, D_GPT = 128, 64, 256
+
+
+def gpt_mlp():
+    """GPT-2's MLP block with its pre-norm and residual, width D_GPT."""
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(D_GPT)
+            self.fc = torch.nn.Linear(D_GPT, 4 * D_GPT)
+            self.proj = torch.nn.Linear(4 * D_GPT, D_GPT)
+
+        def forward(self, x):
+            h = torch.nn.functional.gelu(self.fc(self.ln(x)), approximate="tanh")
+            return x + self.proj(h)
+
+    return Block()
 
 
 def build(model):
@@ -59,6 +81,8 @@ def build(model):
     import torch
     import torchvision
     torch.manual_seed(0)
+    if model == "gpt_mlp":
+        return gpt_mlp().eval(), (1, SEQ, D_GPT)
     if model == "transformer":
         layer = torch.nn.TransformerEncoderLayer(D_MODEL, 4, dim_feedforward=128,
                                                  activation="gelu", batch_first=True)
