@@ -83,8 +83,8 @@ static int match_silu(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, f
   return 0;
 }
 
-/* add(erf(x / sqrt(2)), 1) at node o: x into *x, its nodes into parts
- * (3). */
+/* add(erf(x / sqrt(2)), 1) at node o: x into *x, its nodes into parts;
+ * their count (3), or 0. */
 static int match_erf_term(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, fg_output o,
                           fg_output *x, int *parts) {
   const fg_graph *g = &ctx->w->g;
@@ -97,11 +97,13 @@ static int match_erf_term(const fg_pass_ctx *ctx, const fg_epi_state *s, int roo
   if (erf->op != FG_OP_ERF || e.index != 0 || !fg_epi_absorbable(ctx, s, e.node, root)) return 0;
   q = erf->inputs[0];
   parts[0] = o.node, parts[1] = e.node, parts[2] = q.node;
-  if (q.index == 0 && binary_part(ctx, s, q.node, root, FG_OP_DIV, &a, &b) &&
-      const_is(g, b, dt, sqrt(2.0)))
-    return *x = a, 1;
-  return q.index == 0 && binary_part(ctx, s, q.node, root, FG_OP_MUL, &a, &b) &&
-         split_const(g, a, b, dt, 1.0 / sqrt(2.0), x);
+  if (q.index != 0) return 0;
+  if (binary_part(ctx, s, q.node, root, FG_OP_DIV, &a, &b) && const_is(g, b, dt, sqrt(2.0)))
+    return *x = a, 3;
+  if (binary_part(ctx, s, q.node, root, FG_OP_MUL, &a, &b) &&
+      split_const(g, a, b, dt, 1.0 / sqrt(2.0), x))
+    return 3;
+  return 0;
 }
 
 /* x^3 at o, as mul(mul(x, x), x) in either order or pow(x, 3): x into
@@ -158,15 +160,9 @@ static int match_tanh_term(const fg_pass_ctx *ctx, const fg_epi_state *s, int ro
   return 0;
 }
 
-/* A GELU term at o (add(erf(...), 1) or add(tanh(...), 1)): x into *x,
- * its nodes into parts; their count, or 0. */
+/* A GELU term matcher: match_erf_term or match_tanh_term. */
 typedef int (*term_fn)(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, fg_output o,
                        fg_output *x, int *parts);
-
-static int erf_term(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, fg_output o,
-                    fg_output *x, int *parts) {
-  return match_erf_term(ctx, s, root, o, x, parts) ? 3 : 0;
-}
 
 /* The two GELU forms at root, with `term` the erf or the tanh one: x into
  * *x, the chain's nodes into parts; their count, or 0. */
@@ -226,7 +222,7 @@ static int try_root(fg_pass_ctx *ctx, fg_epi_state *s, int root, fg_status *st) 
   if (!fg_epi_root_ok(ctx, s, root)) return 0;
   if ((n = match_silu(ctx, s, root, &x, parts)) > 0 && x_fits(g, x, parts, n, root))
     return rewrite(ctx, s, root, FG_OP_SILU, x, parts, n, "mul(x, sigmoid(x)) into silu", st);
-  if ((n = match_gelu(ctx, s, root, erf_term, &x, parts)) > 0 && x_fits(g, x, parts, n, root))
+  if ((n = match_gelu(ctx, s, root, match_erf_term, &x, parts)) > 0 && x_fits(g, x, parts, n, root))
     return rewrite(ctx, s, root, FG_OP_GELU, x, parts, n,
                    "x * 0.5 * (1 + erf(x / sqrt(2))) into gelu", st);
   if ((n = match_gelu(ctx, s, root, match_tanh_term, &x, parts)) > 0 &&
