@@ -547,6 +547,7 @@ FG_TEST(cuda_unary_vs_cpu, "gpu") {
   unary_all("leaky_relu", FLT2, 2, K_ANY);
   unary_all("elu", FLT2, 2, K_ANY);
   unary_all("gelu", FLT2, 2, K_ANY);
+  unary_all("gelu_tanh", FLT2, 2, K_ANY);
   unary_all("erf", FLT2, 2, K_ANY);
   unary_all("softplus", FLT2, 2, K_ANY);
   unary_all("selu", FLT2, 2, K_ANY);
@@ -561,9 +562,10 @@ FG_TEST(cuda_unary_vs_cpu, "gpu") {
   unary_all("round", FLT2, 2, K_ANY);
   unary_all("clip", FLT2, 2, K_ANY);
   /* NaN, infinities, large magnitudes */
-  static const char *const fl[] = {"neg",   "abs",  "relu",  "exp",          "tanh",      "sigmoid",
-                                   "gelu",  "erf",  "selu",  "silu",         "mish",      "sign",
-                                   "floor", "ceil", "round", "hard_sigmoid", "hard_swish"};
+  static const char *const fl[] = {"neg",          "abs",        "relu",     "exp",  "tanh",
+                                   "sigmoid",      "gelu",       "erf",      "selu", "silu",
+                                   "mish",         "sign",       "floor",    "ceil", "round",
+                                   "hard_sigmoid", "hard_swish", "gelu_tanh"};
   for (size_t i = 0; i < sizeof fl / sizeof fl[0]; i++)
     for (int d = 0; d < 2; d++) {
       const tin in = T1(FLT2[d], 99, K_SPECIAL);
