@@ -457,6 +457,44 @@ static inline float fgk_tanhf(float x) {
   return r.f;
 }
 
+/* fgk_logf's polynomial (tools/fit/log_f32.py), lowest degree first. */
+static const float fgk_log_p[8] = {3.333333171e-01f,  -2.500082106e-01f, 2.000122667e-01f,
+                                   -1.662335648e-01f, 1.420176247e-01f,  -1.316019505e-01f,
+                                   1.276155036e-01f,  -7.634429911e-02f};
+
+/* log in f32 without a branch, so loops over it vectorise: x = m 2^e with
+ * m in [sqrt(1/2), sqrt(2)) and f = m - 1, log x = e ln 2 + f - f^2 / 2 +
+ * f^3 P(f), with ln 2 in two parts (fgk_expf's) so that e ln 2 keeps its
+ * digits; a subnormal x is scaled by 2^23 first. 0 gives -inf, inf
+ * itself, a negative x or NaN NaN. Within 1 ulp of log over every
+ * positive float (tests/kernels/test_ew_ops.c checks a scan). */
+static inline float fgk_logf(float x) {
+  const uint32_t tiny = fgk_mask(x < 1.17549435e-38f);
+  fgk_f32bits a = {fgk_pick(tiny, x * 8388608.0f, x)}, m;
+  int32_t e = (int32_t)((a.u >> 23) & 0xffu) - 127 - (int32_t)(tiny & 23u);
+  m.u = (a.u & 0x007fffffu) | 0x3f800000u;
+  const uint32_t big = fgk_mask(m.f > 1.41421356f);
+  m.f = fgk_pick(big, 0.5f * m.f, m.f);
+  e += (int32_t)(big & 1u);
+  const float f = m.f - 1.0f, z = f * f, ef = (float)e;
+  float y = f * z * fgk_horner(fgk_log_p, 8, f);
+  y = fmaf(ef, -2.12194440e-4f, y);
+  y = fmaf(-0.5f, z, y);
+  float r = fmaf(ef, 0.693359375f, f + y);
+  r = fgk_pick(fgk_mask(x == 0.0f), -INFINITY, r);
+  r = fgk_pick(fgk_mask(x == INFINITY), INFINITY, r);
+  return fgk_pick(fgk_mask(x < 0.0f || x != x), NAN, r);
+}
+
+/* log(1 + z) by fgk_logf: log(u) z / (u - 1) with u = 1 + z rounded,
+ * which cancels u's rounding (Goldberg's form); z itself where u rounds to
+ * 1, inf for inf. */
+static inline float fgk_log1pf(float z) {
+  const float u = 1.0f + z, d = u - 1.0f;
+  const float r = fgk_logf(u) * (z / d);
+  return fgk_pick(fgk_mask(d == 0.0f || z == INFINITY), z, r);
+}
+
 /* Row-major walks over a reduction's coalesced dims (reduce.c, reduce2.c). */
 /* Advances counters over dims[0..n) and the matching offset. */
 static inline void fgk_walk_next(int n, const int64_t *dims, const int64_t *str, int64_t *cnt,

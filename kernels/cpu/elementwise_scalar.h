@@ -33,7 +33,7 @@ static inline float neg_f32(float x) { return -x; }
 static inline double neg_f64(double x) { return -x; }
 static inline float exp_f32(float x) { return fgk_expf(x); }
 static inline double exp_f64(double x) { return exp(x); }
-static inline float log_f32(float x) { return logf(x); }
+static inline float log_f32(float x) { return fgk_logf(x); }
 static inline double log_f64(double x) { return log(x); }
 static inline float sqrt_f32(float x) { return sqrtf(x); }
 static inline double sqrt_f64(double x) { return sqrt(x); }
@@ -68,9 +68,12 @@ static inline double leaky_relu_f64(double x, double alpha) { return x > 0 ? x :
 /* expm1 keeps the digits of e^x - 1 for x near 0, as torch's ELU does. */
 static inline float elu_f32(float x, double alpha) { return x > 0 ? x : (float)alpha * expm1f(x); }
 static inline double elu_f64(double x, double alpha) { return x > 0 ? x : alpha * expm1(x); }
-/* Past the threshold softplus is x itself, so exp never overflows there. */
+/* Past the threshold softplus is x itself, so exp never overflows there.
+ * In f32 both sides are computed and one picked by a mask (fgk_expf,
+ * fgk_log1pf), so loops over it vectorise. */
 static inline float softplus_f32(float x, double beta, double threshold) {
-  return x * (float)beta > (float)threshold ? x : log1pf(expf(x * (float)beta)) / (float)beta;
+  const float b = (float)beta, s = fgk_log1pf(fgk_expf(x * b)) / b;
+  return fgk_pick(fgk_mask(x * b > (float)threshold), x, s);
 }
 static inline double softplus_f64(double x, double beta, double threshold) {
   return x * beta > threshold ? x : log1p(exp(x * beta)) / beta;

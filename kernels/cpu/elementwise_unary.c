@@ -116,8 +116,9 @@ FGK_UNARY(fgk_hard_sigmoid_f32, float, FG_F32, CHEAP, relu6_f32(x + 3.0f) / 6.0f
 FGK_UNARY(fgk_hard_sigmoid_f64, double, FG_F64, CHEAP, relu6_f64(x + 3.0) / 6.0)
 FGK_UNARY(fgk_hard_swish_f32, float, FG_F32, CHEAP, x *relu6_f32(x + 3.0f) / 6.0f)
 FGK_UNARY(fgk_hard_swish_f64, double, FG_F64, CHEAP, x *relu6_f64(x + 3.0) / 6.0)
-/* torch's mish has no threshold: e^x = inf for large x gives tanh(inf) = 1. */
-FGK_UNARY(fgk_mish_f32, float, FG_F32, MATH, x *tanhf(log1pf(expf(x))))
+/* torch's mish has no threshold: for large x, e^x (at most e^88.8 from
+ * fgk_expf) gives tanh(log1p(e^x)) = 1, so x. */
+FGK_UNARY(fgk_mish_f32, float, FG_F32, MATH, x *fgk_tanhf(fgk_log1pf(fgk_expf(x))))
 FGK_UNARY(fgk_mish_f64, double, FG_F64, MATH, x *tanh(log1p(exp(x))))
 FGK_UNARY(fgk_sign_f32, float, FG_F32, CHEAP, sign_f32(x))
 FGK_UNARY(fgk_sign_f64, double, FG_F64, CHEAP, sign_f64(x))
