@@ -20,8 +20,11 @@ static inline float mul_f32(float x, float y) { return x * y; }
 static inline double mul_f64(double x, double y) { return x * y; }
 static inline float div_f32(float x, float y) { return x / y; }
 static inline double div_f64(double x, double y) { return x / y; }
-static inline float pow_f32(float x, float y) { return powf(x, y); }
-static inline double pow_f64(double x, double y) { return pow(x, y); }
+/* A square is one multiplication (correctly rounded, as PyTorch's pow
+ * computes x ** 2), not a libm call: exported layer norms and L2 norms
+ * square with Pow(x, 2). */
+static inline float pow_f32(float x, float y) { return y == 2.0f ? x * x : powf(x, y); }
+static inline double pow_f64(double x, double y) { return y == 2.0 ? x * x : pow(x, y); }
 /* NaN propagates, as np.maximum/np.minimum. */
 static inline float max_f32(float x, float y) { return (x > y || x != x) ? x : y; }
 static inline double max_f64(double x, double y) { return (x > y || x != x) ? x : y; }

@@ -427,6 +427,52 @@ FG_TEST(ew_softplus_mish_f32_against_double, "") {
   }
 }
 
+/* pow with exponent 2 is the correctly rounded square (x * x in double
+ * is exact for an f32 x; for f64 the rounding error of the result,
+ * fma(x, x, -y), is within half an ulp of y), edges included (-0 gives +0,
+ * NaN stays NaN, 1e20 overflows to inf); other exponents beside it (3,
+ * 0.5, -1) are within 1 ulp of pow in double (NaN for a negative base
+ * to 0.5 as there). */
+FG_TEST(ew_pow_square_correctly_rounded, "") {
+  enum { G = 4001, E = 4, N = G + E };
+  static double x[N], ex[N], y[N];
+  static float xf[N], ef[N], yf[N];
+  const double edge[E] = {-0.0, NAN, 1e20, -3e-30};
+  for (int i = 0; i < N; i++) {
+    x[i] = i < G ? -7.3 + 14.6 * (double)i / (G - 1) + 1e-9 * i : edge[i - G];
+    ex[i] = i % 4 == 0 ? 3 : i % 4 == 1 ? 0.5 : i % 4 == 2 ? -1 : 2;
+    if (i >= G) ex[i] = 2;
+    xf[i] = (float)x[i], ef[i] = (float)ex[i];
+  }
+  fg_kbuf a = kb1(FG_F64, N, x), b = kb1(FG_F64, N, ex), o = kb1(FG_F64, N, y);
+  fg_kbuf af = kb1(FG_F32, N, xf), bf = kb1(FG_F32, N, ef), of = kb1(FG_F32, N, yf);
+  fg_kbuf in[2] = {a, b}, inf_[2] = {af, bf};
+  fg_op_params p;
+  memset(&p, 0, sizeof p);
+  fg_kctx c64 = {in, 2, &o, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx c32 = {inf_, 2, &of, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  FG_REQUIRE(fg_cpu_kernel("pow", FG_F64)(&c64) == 0 && fg_cpu_kernel("pow", FG_F32)(&c32) == 0);
+  for (int i = 0; i < N; i++) {
+    if (ex[i] != 2) {
+      const double w = pow((double)xf[i], (double)ef[i]);
+      if (!(isnan(w) && isnan(yf[i])) &&
+          !(fabs(yf[i] - w) <= fabs(nextafterf((float)w, INFINITY) - (float)w)))
+        FG_FAIL_AT("powf(%.9g, %g) = %.9g, want %.9g", xf[i], ef[i], yf[i], w);
+      continue;
+    }
+    const float sq = (float)((double)xf[i] * (double)xf[i]);
+    if (memcmp(&yf[i], &sq, sizeof sq) != 0 && !(isnan(yf[i]) && isnan(sq)))
+      FG_FAIL_AT("f32 %.9g^2 = %.9g, want %.9g", xf[i], yf[i], sq);
+    const double err = fma(x[i], x[i], -y[i]), half = 0.5 * (nextafter(y[i], INFINITY) - y[i]);
+    if (isfinite(y[i]) && !(fabs(err) <= half))
+      FG_FAIL_AT("f64 %.17g^2 = %.17g, off by %g", x[i], y[i], err);
+  }
+  FG_CHECK(yf[G] == 0.0f && !signbit(yf[G]) && isnan(yf[G + 1]) && yf[G + 2] == INFINITY);
+  FG_CHECK(y[G] == 0.0 && !signbit(y[G]) && isnan(y[G + 1]));
+  FG_CHECK(y[G + 2] > 0.9999e40 && y[G + 2] < 1.0001e40);
+  FG_CHECK(yf[G + 3] == 0.0f && y[G + 3] > 8.9e-60 && y[G + 3] < 9.1e-60);
+}
+
 /* selu near 0 by hand: torch 1.13 computes e^x - 1, which loses digits
  * there; expm1 keeps them. alpha scale (e^x - 1) with e^x - 1 = x + x^2/2
  * + x^3/6 for x = -1e-9: alpha scale = 1.7580993408473766, and
