@@ -90,6 +90,8 @@ FGK_INLINE void NF(bn_block_sums)(const norm_job *J, int64_t c0, int64_t B, cons
   const int64_t C = J->Cg, S = J->S;
   for (int64_t n = 0; n < J->N; n++) {
     const NT *xn = (const NT *)J->x + (n * C + c0) * S;
+    /* S == 1: lsum's and lsqdev's result for one value, in loops across
+     * the channels that vectorise. */
     if (S == 1 && m) {
       for (int64_t i = 0; i < B; i++) {
         const double d = (double)xn[i] - m[i];
@@ -181,7 +183,7 @@ FGK_INLINE void NF(bn_block_dot)(const norm_job *J, int64_t c0, int64_t B, const
   for (int64_t n = 0; n < J->N; n++) {
     const int64_t o = (n * C + c0) * S;
     const NT *dyn = (const NT *)J->dy + o, *xn = (const NT *)J->x + o;
-    if (S == 1) {
+    if (S == 1) { /* ldot's result for one value, vectorised across channels */
       for (int64_t i = 0; i < B; i++) {
         const double g = (double)dyn[i];
         sdy[i] += g;
