@@ -107,6 +107,58 @@ FGK_INLINE void NF(bn_block_sums)(const norm_job *J, int64_t c0, int64_t B, cons
   }
 }
 
+/* The running statistics of channels [c0, c0 + n): mean, 1 / sqrt(var +
+ * eps) and var. */
+FGK_INLINE void NF(bn_running)(const norm_job *J, int64_t c0, int64_t n, double *mean, double *inv,
+                               double *var_out) {
+  for (int64_t i = 0; i < n; i++) {
+    mean[i] = (double)((const NT *)J->rm)[c0 + i];
+    var_out[i] = (double)((const NT *)J->rv)[c0 + i];
+    inv[i] = 1.0 / sqrt(var_out[i] + J->eps);
+  }
+}
+
+/* y = x at + bt for channels [c0, c0 + n): at = scale inv and bt = shift -
+ * mean a, each rounded once to NT from double (y is then one rounding from
+ * the exact x a + b, and the element pass vectorises at NT's width); the
+ * statistics written out. Every layout takes them from here, so all give
+ * the same bits (fold_inference's x * a + b form computes the same). */
+FGK_INLINE void NF(bn_coeffs)(const norm_job *J, int64_t c0, int64_t n, const double *mean,
+                              const double *inv, const double *var_out, NT *at, NT *bt) {
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t c = c0 + i;
+    const double a = (double)((const NT *)J->scale)[c] * inv[i];
+    at[i] = (NT)a;
+    bt[i] = (NT)((double)((const NT *)J->shift)[c] - mean[i] * a);
+    ((NT *)J->mean)[c] = (NT)mean[i];
+    ((NT *)J->inv)[c] = (NT)inv[i];
+    ((NT *)J->var)[c] = (NT)var_out[i];
+  }
+}
+
+/* The gradient's constants of channels [c0, c0 + n), dx = k_dy dy + k_x
+ * (x - mean) + k_0 = a dy - a m1 - a inv m2 (x - mean) with a = scale inv,
+ * m1 = sum(dy) / M and m2 = sum(dy xhat) / M in training (0 in inference:
+ * the running statistics are constants; sync_batch_norm_grad: every
+ * replica's, from gd), in NT; x - mean stays a difference, so a large mean
+ * does not cancel. sdyx becomes sum(dy xhat); dscale and dshift are
+ * written (not for sync_batch_norm_grad, which sets them itself). */
+FGK_INLINE void NF(bn_grad_coeffs)(const norm_job *J, int64_t c0, int64_t n, const double *sdy,
+                                   double *sdyx, const double *inv, NT *k_dy, NT *k_x, NT *k_0) {
+  const int64_t C = J->Cg, M = J->N * J->S;
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t c = c0 + i;
+    sdyx[i] *= inv[i];
+    const double a = (double)((const NT *)J->scale)[c] * inv[i];
+    double m1 = J->training ? sdy[i] / (double)M : 0, m2 = J->training ? sdyx[i] / (double)M : 0;
+    if (J->gd) m1 = J->gd[c], m2 = J->gd[C + c];
+    k_dy[i] = (NT)a, k_x[i] = (NT)(-a * inv[i] * m2), k_0[i] = (NT)(-a * m1);
+    if (J->gd) continue;
+    ((NT *)J->dscale)[c] = (NT)sdyx[i];
+    ((NT *)J->dshift)[c] = (NT)sdy[i];
+  }
+}
+
 /* The mean, 1 / sqrt(var + eps) and unbiased variance of channels [c0, c0
  * + B): every replica's (sync_batch_norm), the batch's, or the running
  * ones. */
@@ -130,11 +182,7 @@ FGK_INLINE void NF(bn_block_stats)(const norm_job *J, int64_t c0, int64_t B, dou
       var_out[i] = q[i] / (double)(M - 1); /* unbiased, for the running variance */
     }
   } else {
-    for (int64_t i = 0; i < B; i++) {
-      mean[i] = (double)((const NT *)J->rm)[c0 + i];
-      var_out[i] = (double)((const NT *)J->rv)[c0 + i];
-      inv[i] = 1.0 / sqrt(var_out[i] + J->eps);
-    }
+    NF(bn_running)(J, c0, B, mean, inv, var_out);
   }
 }
 
@@ -142,19 +190,8 @@ FGK_INLINE void NF(bn_fwd_block)(const norm_job *J, int64_t c0, int64_t B) {
   const int64_t C = J->Cg, S = J->S;
   double mean[BN_CBLOCK], inv[BN_CBLOCK], var_out[BN_CBLOCK];
   NF(bn_block_stats)(J, c0, B, mean, inv, var_out);
-  /* The sums are in double; the element pass in NT, so it vectorises at
-   * NT's width (y = x a + b is one rounding from the exact value either
-   * way, a and b rounded to NT). */
   NT at[BN_CBLOCK], bt[BN_CBLOCK];
-  for (int64_t i = 0; i < B; i++) {
-    const int64_t c = c0 + i;
-    const double a = (double)((const NT *)J->scale)[c] * inv[i];
-    at[i] = (NT)a;
-    bt[i] = (NT)((double)((const NT *)J->shift)[c] - mean[i] * a);
-    ((NT *)J->mean)[c] = (NT)mean[i];
-    ((NT *)J->inv)[c] = (NT)inv[i];
-    ((NT *)J->var)[c] = (NT)var_out[i];
-  }
+  NF(bn_coeffs)(J, c0, B, mean, inv, var_out, at, bt);
   for (int64_t n = 0; n < J->N; n++) {
     const NT *xn = (const NT *)J->x + (n * C + c0) * S;
     NT *yn = (NT *)J->y + (n * C + c0) * S;
@@ -199,32 +236,17 @@ FGK_INLINE void NF(bn_block_dot)(const norm_job *J, int64_t c0, int64_t B, const
 /* dx = scale inv (dy - sum(dy) / M - xhat sum(dy xhat) / M) in training,
  * scale inv dy in inference (the running statistics are constants). */
 FGK_INLINE void NF(bn_grad_block)(const norm_job *J, int64_t c0, int64_t B) {
-  const int64_t C = J->Cg, S = J->S, M = J->N * S;
+  const int64_t C = J->Cg, S = J->S;
   double mean[BN_CBLOCK], inv[BN_CBLOCK], sdy[BN_CBLOCK] = {0}, sdyx[BN_CBLOCK] = {0};
   for (int64_t i = 0; i < B; i++) {
     mean[i] = (double)((const NT *)J->mean)[c0 + i];
     inv[i] = (double)((const NT *)J->inv)[c0 + i];
   }
   if (!J->gd) NF(bn_block_dot)(J, c0, B, mean, sdy, sdyx);
-  /* dx = a dy - a m1 - a inv m2 (x - mean), the element pass in NT (see
-   * bn_fwd_block); x - mean stays a difference, so a large mean does not
-   * cancel. */
   NT k_dy[BN_CBLOCK], k_x[BN_CBLOCK], k_0[BN_CBLOCK], mt[BN_CBLOCK];
-  for (int64_t i = 0; i < B; i++) {
-    const int64_t c = c0 + i;
-    sdyx[i] *= inv[i]; /* sum(dy xhat) */
-    const double a = (double)((const NT *)J->scale)[c] * inv[i];
-    double m1 = J->training ? sdy[i] / (double)M : 0, m2 = J->training ? sdyx[i] / (double)M : 0;
-    if (J->gd) { /* sync_batch_norm_grad: every replica's means; dscale, dshift are set */
-      m1 = J->gd[c];
-      m2 = J->gd[C + c];
-    }
-    k_dy[i] = (NT)a, k_x[i] = (NT)(-a * inv[i] * m2), k_0[i] = (NT)(-a * m1);
+  NF(bn_grad_coeffs)(J, c0, B, sdy, sdyx, inv, k_dy, k_x, k_0);
+  for (int64_t i = 0; i < B; i++)
     mt[i] = (NT)mean[i];
-    if (J->gd) continue;
-    ((NT *)J->dscale)[c] = (NT)sdyx[i];
-    ((NT *)J->dshift)[c] = (NT)sdy[i];
-  }
   for (int64_t n = 0; n < J->N; n++) {
     const int64_t o = (n * C + c0) * S;
     const NT *dyn = (const NT *)J->dy + o, *xn = (const NT *)J->x + o;
@@ -325,25 +347,12 @@ FGK_CLONES static void NF(bn_fwd_nc16_range)(void *arg, int64_t b0, int64_t b1) 
   NT *y = (NT *)J->y;
   for (int64_t b = b0; b < b1; b++) {
     double mean[NC16], inv[NC16], var_out[NC16];
-    if (J->training) {
+    if (J->training)
       NF(nc16_stats)(J, b, mean, inv, var_out);
-    } else {
-      for (int l = 0; l < NC16; l++) {
-        mean[l] = (double)((const NT *)J->rm)[b * NC16 + l];
-        var_out[l] = (double)((const NT *)J->rv)[b * NC16 + l];
-        inv[l] = 1.0 / sqrt(var_out[l] + J->eps);
-      }
-    }
+    else
+      NF(bn_running)(J, b * NC16, NC16, mean, inv, var_out);
     NT at[NC16], bt[NC16];
-    for (int l = 0; l < NC16; l++) {
-      const int64_t c = b * NC16 + l;
-      const double a = (double)((const NT *)J->scale)[c] * inv[l];
-      at[l] = (NT)a;
-      bt[l] = (NT)((double)((const NT *)J->shift)[c] - mean[l] * a);
-      ((NT *)J->mean)[c] = (NT)mean[l];
-      ((NT *)J->inv)[c] = (NT)inv[l];
-      ((NT *)J->var)[c] = (NT)var_out[l];
-    }
+    NF(bn_coeffs)(J, b * NC16, NC16, mean, inv, var_out, at, bt);
     for (int64_t n = 0; n < N; n++)
       for (int64_t k = 0; k < L; k += NC16)
         for (int l = 0; l < NC16; l++) {
@@ -357,7 +366,7 @@ FGK_CLONES static void NF(bn_fwd_nc16_range)(void *arg, int64_t b0, int64_t b1) 
  * channels. */
 static void NF(bn_grad_nc16_range)(void *arg, int64_t b0, int64_t b1) {
   const norm_job *J = (const norm_job *)arg;
-  const int64_t N = J->N, CB = J->Cg / NC16, S = J->S, M = N * S, L = S * NC16;
+  const int64_t N = J->N, CB = J->Cg / NC16, S = J->S, L = S * NC16;
   const NT *x = (const NT *)J->x, *dy = (const NT *)J->dy;
   NT *dx = (NT *)J->y;
   for (int64_t b = b0; b < b1; b++) {
@@ -370,16 +379,7 @@ static void NF(bn_grad_nc16_range)(void *arg, int64_t b0, int64_t b1) {
     for (int64_t n = 0; n < N; n++)
       NF(nc16_dot)(dy + (n * CB + b) * L, x + (n * CB + b) * L, S, mt, sdy, sdyx);
     NT k_dy[NC16], k_x[NC16], k_0[NC16];
-    for (int l = 0; l < NC16; l++) {
-      const int64_t c = b * NC16 + l;
-      sdyx[l] *= inv[l];
-      const double a = (double)((const NT *)J->scale)[c] * inv[l];
-      const double m1 = J->training ? sdy[l] / (double)M : 0;
-      const double m2 = J->training ? sdyx[l] / (double)M : 0;
-      k_dy[l] = (NT)a, k_x[l] = (NT)(-a * inv[l] * m2), k_0[l] = (NT)(-a * m1);
-      ((NT *)J->dscale)[c] = (NT)sdyx[l];
-      ((NT *)J->dshift)[c] = (NT)sdy[l];
-    }
+    NF(bn_grad_coeffs)(J, b * NC16, NC16, sdy, sdyx, inv, k_dy, k_x, k_0);
     for (int64_t n = 0; n < N; n++)
       for (int64_t k = 0; k < L; k += NC16)
         for (int l = 0; l < NC16; l++) {
