@@ -83,21 +83,31 @@ static int match_silu(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, f
   return 0;
 }
 
+/* add(op(q), 1) at node o, op erf or tanh (a GELU term's head): q into
+ * *q, the add and the op into parts[0..1], and q's node into parts[2]
+ * (the term's next part); 1 when it matches and q is an output 0. */
+static int one_plus(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, fg_output o, int op,
+                    fg_output *q, int *parts) {
+  const fg_graph *g = &ctx->w->g;
+  fg_output a, b, e;
+  if (o.index != 0 || !binary_part(ctx, s, o.node, root, FG_OP_ADD, &a, &b) ||
+      !split_const(g, a, b, g->nodes[root].outputs[0].dtype, 1.0, &e))
+    return 0;
+  const fg_node *n = &g->nodes[e.node];
+  if (n->op != op || e.index != 0 || !fg_epi_absorbable(ctx, s, e.node, root)) return 0;
+  *q = n->inputs[0];
+  parts[0] = o.node, parts[1] = e.node, parts[2] = q->node;
+  return q->index == 0;
+}
+
 /* add(erf(x / sqrt(2)), 1) at node o: x into *x, its nodes into parts;
  * their count (3), or 0. */
 static int match_erf_term(const fg_pass_ctx *ctx, const fg_epi_state *s, int root, fg_output o,
                           fg_output *x, int *parts) {
   const fg_graph *g = &ctx->w->g;
   const fg_dtype dt = g->nodes[root].outputs[0].dtype;
-  fg_output a, b, e, q;
-  if (o.index != 0 || !binary_part(ctx, s, o.node, root, FG_OP_ADD, &a, &b) ||
-      !split_const(g, a, b, dt, 1.0, &e))
-    return 0;
-  const fg_node *erf = &g->nodes[e.node];
-  if (erf->op != FG_OP_ERF || e.index != 0 || !fg_epi_absorbable(ctx, s, e.node, root)) return 0;
-  q = erf->inputs[0];
-  parts[0] = o.node, parts[1] = e.node, parts[2] = q.node;
-  if (q.index != 0) return 0;
+  fg_output a, b, q;
+  if (!one_plus(ctx, s, root, o, FG_OP_ERF, &q, parts)) return 0;
   if (binary_part(ctx, s, q.node, root, FG_OP_DIV, &a, &b) && const_is(g, b, dt, sqrt(2.0)))
     return *x = a, 3;
   if (binary_part(ctx, s, q.node, root, FG_OP_MUL, &a, &b) &&
@@ -135,15 +145,9 @@ static int match_tanh_term(const fg_pass_ctx *ctx, const fg_epi_state *s, int ro
                            fg_output *x, int *parts) {
   const fg_graph *g = &ctx->w->g;
   const fg_dtype dt = g->nodes[root].outputs[0].dtype;
-  fg_output a, b, th, m, sum, x3;
-  if (o.index != 0 || !binary_part(ctx, s, o.node, root, FG_OP_ADD, &a, &b) ||
-      !split_const(g, a, b, dt, 1.0, &th))
-    return 0;
-  const fg_node *tn = &g->nodes[th.node];
-  if (tn->op != FG_OP_TANH || th.index != 0 || !fg_epi_absorbable(ctx, s, th.node, root)) return 0;
-  m = tn->inputs[0];
-  parts[0] = o.node, parts[1] = th.node, parts[2] = m.node;
-  if (m.index != 0 || !binary_part(ctx, s, m.node, root, FG_OP_MUL, &a, &b) ||
+  fg_output a, b, m, sum, x3;
+  if (!one_plus(ctx, s, root, o, FG_OP_TANH, &m, parts) ||
+      !binary_part(ctx, s, m.node, root, FG_OP_MUL, &a, &b) ||
       !split_const(g, a, b, dt, 0.79788456080286535588 /* sqrt(2 / pi) */, &sum) ||
       sum.index != 0 || !binary_part(ctx, s, sum.node, root, FG_OP_ADD, &a, &b))
     return 0;

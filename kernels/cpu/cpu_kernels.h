@@ -370,14 +370,19 @@ static inline float fgk_pick(uint32_t m, float a, float b) {
   return r.f;
 }
 
+/* ln 2 as a short head (exact in n ln 2 for any exponent n of a float)
+ * and the rest: fgk_expf's reduction and fgk_logf's sum. */
+#define FGK_LN2_HI 0.693359375f
+#define FGK_LN2_LO (-2.12194440e-4f)
+
 static inline float fgk_expf(float x) {
   float xc = fgk_pick(fgk_mask(x < -104.0f), -104.0f, x);
   xc = fgk_pick(fgk_mask(x > 88.8f), 88.8f, xc);
   const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
   const float t = fmaf(xc, 1.44269504088896341f, magic);
   const float n = t - magic;
-  float r = fmaf(n, -0.693359375f, xc);
-  r = fmaf(n, 2.12194440e-4f, r);
+  float r = fmaf(n, -FGK_LN2_HI, xc);
+  r = fmaf(n, -FGK_LN2_LO, r);
   float p = 1.9875691500e-4f;
   p = fmaf(p, r, 1.3981999507e-3f);
   p = fmaf(p, r, 8.3334519073e-3f);
@@ -465,7 +470,7 @@ static const float fgk_log_p[8] = {3.333333171e-01f,  -2.500082106e-01f, 2.00012
 
 /* log in f32 without a branch, so loops over it vectorise: x = m 2^e with
  * m in [sqrt(1/2), sqrt(2)) and f = m - 1, log x = e ln 2 + f - f^2 / 2 +
- * f^3 P(f), with ln 2 in two parts (fgk_expf's) so that e ln 2 keeps its
+ * f^3 P(f), with ln 2 in two parts (FGK_LN2_*) so that e ln 2 keeps its
  * digits; a subnormal x is scaled by 2^23 first. 0 gives -inf, inf
  * itself, a negative x or NaN NaN. Within 1 ulp of log over every
  * positive float (tests/kernels/test_ew_ops.c checks a scan). */
@@ -479,9 +484,9 @@ static inline float fgk_logf(float x) {
   e += (int32_t)(big & 1u);
   const float f = m.f - 1.0f, z = f * f, ef = (float)e;
   float y = f * z * fgk_horner(fgk_log_p, 8, f);
-  y = fmaf(ef, -2.12194440e-4f, y);
+  y = fmaf(ef, FGK_LN2_LO, y);
   y = fmaf(-0.5f, z, y);
-  float r = fmaf(ef, 0.693359375f, f + y);
+  float r = fmaf(ef, FGK_LN2_HI, f + y);
   r = fgk_pick(fgk_mask(x == 0.0f), -INFINITY, r);
   r = fgk_pick(fgk_mask(x == INFINITY), INFINITY, r);
   return fgk_pick(fgk_mask(x < 0.0f || x != x), NAN, r);

@@ -305,6 +305,14 @@ __device__ __forceinline__ int64_t fgc_index_at(const void *p, int is64, int64_t
   return is64 ? ((const int64_t *)p)[i] : (int64_t)((const int32_t *)p)[i];
 }
 
+/* A product and a sum rounded on their own, never contracted into one
+ * multiply-add (nvcc contracts a * b + c by default): where the CPU's
+ * bits are the reference (the CPU builds with -ffp-contract=off). */
+__device__ __forceinline__ float fgc_mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double fgc_mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float fgc_add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double fgc_add_rn(double a, double b) { return __dadd_rn(a, b); }
+
 #define FGC_GRID_STRIDE(i, n)                                                                      \
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
        i += (int64_t)gridDim.x * blockDim.x)

@@ -19,9 +19,6 @@ int fgc_training_flag(const fg_kctx *ctx) {
   return fgc_launched(ctx, "training flag kernel");
 }
 
-__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-
 template <typename T>
 __global__ void dropout_kernel(const T *x, T *y, const unsigned char *training, int64_t n,
                                int64_t blocks, fg_dropout_key k, T scale) {
@@ -32,7 +29,7 @@ __global__ void dropout_kernel(const T *x, T *y, const unsigned char *training, 
     if (train) bits = fg_dropout_keep4(k.seed, k.stream, k.step, k.replica, (uint64_t)b, k.thr);
     for (int64_t e = 0; e < cnt; e++) {
       T v = x[e0 + e];
-      if (train) v = ((bits >> e) & 1u) ? mul_rn(v, scale) : (T)0;
+      if (train) v = ((bits >> e) & 1u) ? fgc_mul_rn(v, scale) : (T)0;
       y[e0 + e] = v;
     }
   }

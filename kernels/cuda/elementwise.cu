@@ -223,14 +223,10 @@ template <typename T> struct ErfF {
 /* The tanh approximation as the CPU computes it, x sigmoid(2 u) with u =
  * sqrt(2 / pi) (x + 0.044715 x^3), each product and sum rounded on its own
  * (no contraction into a fused multiply-add), as in the fused kernels. */
-__device__ __forceinline__ float rn_mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double rn_mul(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ float rn_add(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double rn_add(double a, double b) { return __dadd_rn(a, b); }
 template <typename T> struct GeluTanhF {
   __device__ T operator()(T x) const {
-    const T x3 = rn_mul(rn_mul(x, x), x);
-    const T u2 = rn_mul((T)1.5957691216057307117, rn_add(x, rn_mul((T)0.044715, x3)));
+    const T x3 = fgc_mul_rn(fgc_mul_rn(x, x), x);
+    const T u2 = fgc_mul_rn((T)1.5957691216057307117, fgc_add_rn(x, fgc_mul_rn((T)0.044715, x3)));
     return x / ((T)1 + m_exp(-u2));
   }
 };

@@ -267,12 +267,9 @@ int fgc_softmax_xent_f64(const fg_kctx *ctx) { return xent<double>(ctx, FG_F64);
 
 /* ---- softmax_cross_entropy_grad --------------------------------------------- */
 
-__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-
 /* Rows as softmax_rows_kernel; each element is (softmax - one_hot) * (dy /
  * N), rounded step by step as the separate kernels round (the products
- * are __*mul_rn so that no multiply-add contracts two roundings into one). */
+ * are fgc_mul_rn, so that no multiply-add contracts two roundings into one). */
 template <typename T, int TPR>
 __global__ void xent_grad_kernel(const T *x, const void *labels, int is64, const T *dy, T *y,
                                  int64_t rows, int64_t A, int *flag) {
@@ -292,7 +289,7 @@ __global__ void xent_grad_kernel(const T *x, const void *labels, int is64, const
     if ((l < 0 || l >= A) && lane == 0) fgc_raise(flag, FG_CUDA_ERR_LABEL, row, l, A, 0);
     const T inv = (T)(1.0 / s);
     for (int64_t j = lane; j < A; j += TPR)
-      yr[j] = mul_rn(mul_rn(s_exp(xr[j] - m), inv) - (j == l ? (T)1 : (T)0), scale);
+      yr[j] = fgc_mul_rn(fgc_mul_rn(s_exp(xr[j] - m), inv) - (j == l ? (T)1 : (T)0), scale);
   }
 }
 
