@@ -288,10 +288,7 @@ static int grad_gelu(fg_grad_ctx *ctx) {
  * sqrt(2 / pi), k = 0.044715: dy/dx = s + 2 x s (1 - s) c (1 + 3 k x^2). */
 #define FG_GELU_C 0.79788456080286535588
 #define FG_GELU_K 0.044715
-static int grad_gelu_tanh(fg_grad_ctx *ctx) {
-  fg_graph *g = ctx->g;
-  fg_output x = fg_grad_input(ctx, 0), dy = ctx->dy[0];
-  if (!ctx->wants[0]) return 0;
+static fg_output gelu_tanh_dx(fg_graph *g, fg_output x, fg_output dy) {
   fg_output x2 = fg_mul(g, x, x);
   fg_output u = fg_mul(g, sc(g, dy, FG_GELU_C),
                        fg_add(g, x, fg_mul(g, sc(g, dy, FG_GELU_K), fg_mul(g, x2, x))));
@@ -299,9 +296,9 @@ static int grad_gelu_tanh(fg_grad_ctx *ctx) {
   fg_output du = fg_mul(g, sc(g, dy, 2 * FG_GELU_C),
                         fg_add(g, sc(g, dy, 1), fg_mul(g, sc(g, dy, 3 * FG_GELU_K), x2)));
   fg_output ds = fg_mul(g, fg_mul(g, s, fg_sub(g, sc(g, dy, 1), s)), du);
-  ctx->dx[0] = fg_mul(g, dy, fg_add(g, s, fg_mul(g, x, ds)));
-  return done(ctx);
+  return fg_mul(g, dy, fg_add(g, s, fg_mul(g, x, ds)));
 }
+UNARY_GRAD(grad_gelu_tanh, gelu_tanh_dx(g, x, dy))
 
 /* cast: float to float passes dy back in the input's dtype; from an integer
  * or bool there is nothing to differentiate. */
