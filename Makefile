@@ -39,8 +39,14 @@ build-demo: deps-demo
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)
 
+# The sanitizer builds are Debug (assertions on) at -O1, the level the
+# sanitizers' authors advise: on the 2-core VM the ASan suite took 507 s at
+# -O0 and 405 s at -O1 (its build: 3 min 11 s at -O1).
+SAN_FLAGS = -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
+  -DFG_CUDA=OFF
+
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFG_SANITIZE=address,undefined -DFG_CUDA=OFF
+	cmake -S . -B $(ASAN_BUILD) $(SAN_FLAGS) -DFG_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(TEST_JOBS) -E '^install\.'
@@ -50,7 +56,7 @@ test-asan: deps
 # lanes of micro-batched pipelines (dist_micro), and the in-process ranks
 # of fused product updates (dist_product), under TSan.
 test-tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFG_SANITIZE=thread -DFG_CUDA=OFF
+	cmake -S . -B $(TSAN_BUILD) $(SAN_FLAGS) -DFG_SANITIZE=thread
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_threadpool_kernels \
 	  test_executor test_session test_kernels test_threads test_numerics test_dist test_dist_exec \
 	  test_dist_agree test_dist_hybrid test_shm_reduce test_dist_micro test_dist_run_agree \

@@ -71,7 +71,7 @@ static int grad_of_sum(fg_graph *g, fg_output y, const fg_output *xs, int n, fg_
   fg_status *st = fg_status_new();
   fg_output L = fg_reduce_sum(g, y, NULL, 0, 0);
   fg_output dx[4];
-  char names[4][16];
+  char names[4][24];
   const char *fetch[4];
   int rc = -1;
   fg_session *s = NULL;

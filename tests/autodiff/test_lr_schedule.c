@@ -268,7 +268,7 @@ static fg_graph *three_vars(fg_status *st) {
   fg_init z = {FG_INIT_ONES, 0, 0, 0, 0};
   fg_output loss = fg_scalar(g, FG_F32, 0);
   for (int i = 0; i < 3; i++) {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "v%d", i);
     fg_output v = fg_variable_init(g, name, FG_F32, 1, d, &z);
     loss = fg_add(g, loss, fg_reduce_sum(g, fg_mul(g, v, v), NULL, 0, 0));

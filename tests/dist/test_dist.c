@@ -1148,7 +1148,7 @@ FG_TEST(dist_weighted_all_reduce_bad_inputs, "dist,badinput") {
   fg_tensor *st_t = fg_tensor_from_data(FG_F64, 1, &two, sums, sizeof sums, st);
   const char *fetch[2] = {"ar0", "ar1"};
   for (int r = 0; r < 2; r++) {
-    char dev[8];
+    char dev[16];
     snprintf(dev, sizeof dev, "cpu:%d", r);
     fg_output in[3] = {fg_scalar(g, FG_F32, 1 + r), fg_scalar(g, FG_F64, 5),
                        fg_constant(g, r ? "sums1" : "sums0", st_t)};

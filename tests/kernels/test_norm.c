@@ -791,7 +791,7 @@ static int run_all(const char *device, int threads, fg_tensor **out) {
                      fg_layer_norm(g, x, FG_NO_OUTPUT, FG_NO_OUTPUT, 2, 1e-5),
                      fg_group_norm(g, x, w, b, 4, 1e-5), fg_instance_norm(g, x, w, b, 1e-5)};
   fg_output wc = fg_constant(g, "wc", wt), loss = fg_scalar(g, FG_F32, 0);
-  char names[N_ALL][8];
+  char names[N_ALL][16];
   const char *fetch[7];
   for (int i = 0; i < 4; i++) {
     loss = fg_add(g, loss, fg_reduce_sum(g, fg_mul(g, ys[i], wc), NULL, 0, 0));

@@ -474,7 +474,7 @@ FG_TEST(pool_avg_bits_by_definition, "") {
                             W,
                             xv,
                             {{kh, kw}, {s, s}, {p, p, p, p}, {0, 0}, (int)q[6], cip}};
-        char label[32];
+        char label[48];
         snprintf(label, sizeof label, "geometry %d cip %d", gi, cip);
         check_pool_bits(&c, label);
         free(xv);

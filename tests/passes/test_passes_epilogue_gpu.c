@@ -129,7 +129,7 @@ FG_TEST(gpu_epilogue_mlp_training_close_to_unfused, "gpu") {
     for (int l = 0; l < 3; l++) {
       const int64_t wd[2] = {widths[l], widths[l + 1]}, bd[1] = {widths[l + 1]};
       fg_tensor *w = tensor(FG_F32, 2, wd, l), *b = tensor(FG_F32, 1, bd, 7 + l);
-      char wn[8], bn[8];
+      char wn[16], bn[16];
       snprintf(wn, sizeof wn, "w%d", l), snprintf(bn, sizeof bn, "b%d", l);
       h = fg_add(g, fg_matmul(g, h, fg_variable(g, wn, w), 0, 0), fg_variable(g, bn, b));
       if (l < 2) h = fg_relu(g, h);

@@ -38,10 +38,11 @@ static inline int netns_hosts_script(const netns_hosts *h, const char *cmd, cons
 static inline int netns_hosts_up2(netns_hosts *h, int slots0, int slots1, char *why,
                                   size_t why_len) {
   memset(h, 0, sizeof *h);
-  snprintf(h->prefix, sizeof h->prefix, "fg%ld", (long)getpid() % 100000000L);
+  const long tag = (long)getpid() % 100000000L;
+  snprintf(h->prefix, sizeof h->prefix, "fg%ld", tag);
   snprintf(h->slots, sizeof h->slots, "%d,%d", slots0, slots1);
   for (int i = 0; i < 2; i++)
-    snprintf(h->host[i], sizeof h->host[i], "%sh%d", h->prefix, i);
+    snprintf(h->host[i], sizeof h->host[i], "fg%ldh%d", tag, i);
   if (geteuid() != 0) {
     snprintf(why, why_len, "not root (network namespaces need CAP_SYS_ADMIN)");
     return -1;
