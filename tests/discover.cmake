@@ -23,6 +23,13 @@ foreach(line ${lines})
   if(labels MATCHES "(^|,)gpu(,|$)")
     set(props "${props} RUN_SERIAL TRUE")
   endif()
+  # A case labelled slow (10 s or more under the sanitizers) starts before
+  # the others when ctest has no timings of its own yet (a fresh build):
+  # otherwise a long case late in the list runs on while the other cores
+  # idle at the end of the suite.
+  if(labels MATCHES "(^|,)slow(,|$)")
+    set(props "${props} COST 1000")
+  endif()
   if(NOT labels STREQUAL "-")
     string(REPLACE "," ";" labels "${labels}")
     set(props "${props} LABELS \"${labels}\"")

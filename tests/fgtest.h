@@ -9,7 +9,8 @@
  * case; `binary` with no argument runs them all. A case fails when any
  * check fails; checks print the file, line and both values. A case may call
  * FG_SKIP("why") to report a visible skip (exit code 77, which ctest's
- * SKIP_RETURN_CODE turns into "skipped").
+ * SKIP_RETURN_CODE turns into "skipped"). Label a case "slow" when it
+ * takes 10 s or more under the sanitizers: ctest then starts it first.
  */
 #ifndef FG_TEST_H
 #define FG_TEST_H

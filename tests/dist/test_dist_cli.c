@@ -431,7 +431,7 @@ static long long plan_arena(int micro) { return plan_arena_in_flight(micro, NULL
  * --micro-batches M` runs, so the memory of the pipeline shows: with 32
  * micro-batches of 8 rows the arenas (both devices) take less than with 8
  * of 32, as at most 4 are in flight per device (fg_micro_batch). */
-FG_TEST(dist_cli_plan_micro_batches_memory, "dist,badinput") {
+FG_TEST(dist_cli_plan_micro_batches_memory, "dist,badinput,slow") {
   char xin[400], yin[400], trace[400];
   FG_REQUIRE(setup_split_model(xin, yin, trace) == 0);
   long long m8 = plan_arena(8), m32 = plan_arena(32);

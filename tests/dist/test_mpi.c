@@ -307,11 +307,11 @@ FG_TEST(mpi_collectives_np4_two_hosts, "dist") {
 }
 /* Hosts interleaved (rank order is not host order), 4 KiB slots: the local
  * sums and gathers cross many chunks. */
-FG_TEST(mpi_collectives_np4_two_hosts_interleaved_small_slots, "dist") {
+FG_TEST(mpi_collectives_np4_two_hosts_interleaved_small_slots, "dist,slow") {
   check_collectives(4, "FG_TEST_HOSTS=0,1,0,1 FG_MPI_SHM_CHUNK=4096", ACROSS(2, 2));
 }
 /* Three hosts, arenas off: the local steps go through the slots. */
-FG_TEST(mpi_collectives_np6_three_hosts_arenas_off, "dist") {
+FG_TEST(mpi_collectives_np6_three_hosts_arenas_off, "dist,slow") {
   check_collectives(6, "FG_TEST_HOSTS=1,0,2,0,1,2 FG_MPI_SHM_ARENA=0", ACROSS(3, 2));
 }
 /* Hosts that hold different numbers of ranks: the smallest host's count
@@ -323,7 +323,7 @@ FG_TEST(mpi_collectives_np3_uneven_hosts, "dist") {
                     "among the first 1 of each");
 }
 /* 3 + 2 ranks, 4 KiB slots: the first 2 of each host own half each. */
-FG_TEST(mpi_collectives_np5_uneven_hosts_small_slots, "dist") {
+FG_TEST(mpi_collectives_np5_uneven_hosts_small_slots, "dist,slow") {
   check_collectives(5, "FG_TEST_HOSTS=0,0,1,0,1 FG_MPI_SHM_CHUNK=4096",
                     "shared memory within each of 2 hosts (2 to 3 ranks), MPI messages across "
                     "among the first 2 of each");

@@ -312,7 +312,7 @@ static void check_fault(fault_kind kind) {
 }
 
 /* A network partition: no peer dies, every message just stops. */
-FG_TEST(mpi_hosts_link_cut_gives_deadline, "dist,badinput") { check_fault(CUT_LINK); }
+FG_TEST(mpi_hosts_link_cut_gives_deadline, "dist,badinput,slow") { check_fault(CUT_LINK); }
 
 /* Rank 3 killed on the second host: its host-mate and the ranks across. */
 FG_TEST(mpi_hosts_killed_rank_gives_deadline, "dist,badinput") { check_fault(KILL_RANK3); }

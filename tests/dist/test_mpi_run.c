@@ -250,7 +250,7 @@ FG_TEST(mpi_run_data_parallel_np2, "dist") { check_run_data_parallel(2); }
 FG_TEST(mpi_run_data_parallel_np3, "dist") { check_run_data_parallel(3); }
 /* Ranks 0 and 1 on one host, 2 on another (tools/netns_hosts.sh): rank 2's
  * shard and fetches cross by MPI messages over TCP. */
-FG_TEST(mpi_run_data_parallel_np3_two_hosts, "dist") {
+FG_TEST(mpi_run_data_parallel_np3_two_hosts, "dist,slow") {
   MPI_REQUIRED();
   netns_hosts h;
   NETNS_HOSTS_REQUIRED(&h, 2);
@@ -279,7 +279,7 @@ static void check_dp_refused(int np, const char *const extra[], const char *want
   free(res);
 }
 
-FG_TEST(mpi_run_data_parallel_bad_inputs_refused, "dist,badinput") {
+FG_TEST(mpi_run_data_parallel_bad_inputs_refused, "dist,badinput,slow") {
   MPI_REQUIRED();
   /* A scalar over the batch, a batch-by-batch matrix. */
   FG_REQUIRE(setup_dp(DP_ROWS, DP_ROWS) == 0);

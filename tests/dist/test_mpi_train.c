@@ -743,7 +743,7 @@ FG_TEST(mpi_train_hybrid_np4_uneven, "dist") { check_model_parallel(4, "7"); }
  * batches of 7 (4 + 3 rows, the last 3 + 2). Each stage adds its replicas'
  * gradients, so epoch losses and saved w, b match one process on the full
  * batches (1e-5) and SGD on the summed loss by hand in double (1e-4). */
-FG_TEST(mpi_train_hybrid_np4_loss_sum_uneven, "dist") {
+FG_TEST(mpi_train_hybrid_np4_loss_sum_uneven, "dist,slow") {
   MPI_REQUIRED();
   FG_REQUIRE(setup_linreg() == 0);
   FG_REQUIRE(build_linreg_loss(tpath("lsum.fgb"), 0, LR_SUM, 1) == 0);
@@ -986,7 +986,7 @@ FG_TEST(mpi_profile_hybrid_np4, "dist") {
  * 10, so the transfers between its stages are 10 rows x 1 f32 (40 bytes)
  * each way, per micro-batch: 160 bytes; then the split model alone, then
  * too few rows for M. */
-FG_TEST(mpi_profile_micro_batches, "dist,badinput") {
+FG_TEST(mpi_profile_micro_batches, "dist,badinput,slow") {
   MPI_REQUIRED();
   FG_REQUIRE(setup_lin_mp() == 0);
   run_result *res = malloc(sizeof *res);

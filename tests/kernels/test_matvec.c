@@ -134,9 +134,9 @@ static void each_2d_case(void (*fn)(const char *, const mv_case *, int, uint64_t
         }
 }
 
-FG_TEST(matvec_exact_on_integers, "") { each_2d_case(check_case, 1); }
+FG_TEST(matvec_exact_on_integers, "slow") { each_2d_case(check_case, 1); }
 
-FG_TEST(matvec_within_rounding_of_double, "") { each_2d_case(check_case, 0); }
+FG_TEST(matvec_within_rounding_of_double, "slow") { each_2d_case(check_case, 0); }
 
 /* Batched products: per-batch b, a's batches stacked under a shared b,
  * broadcast batch dims with a transposed a, and a ninth row (the GEMM

@@ -152,7 +152,7 @@ static int count_fused(const fg_graph *g) {
   return n;
 }
 
-FG_TEST(fuse_random_dags_bit_identical_on_off_and_threads, "") {
+FG_TEST(fuse_random_dags_bit_identical_on_off_and_threads, "slow") {
   int64_t full[2] = {R, C}, col[2] = {R, 1}, row[1] = {C};
   int failures = 0, fused = 0;
   /* Without the activations pass, which rounds differently (a random

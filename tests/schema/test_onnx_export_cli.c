@@ -182,7 +182,7 @@ FG_TEST(onnx_export_cli_errors, "") {
  * squeezenet1_1 as PyTorch exports them, imported by `flowgraph export`
  * itself, written again, checked and evaluated by check_export.py against
  * PyTorch's own outputs (rtol 1e-4). Needs the importer's op mappers. */
-FG_TEST(onnx_export_cli_reexport_torchvision, "") {
+FG_TEST(onnx_export_cli_reexport_torchvision, "slow") {
   if (!ox_importer_maps_ops()) FG_SKIP("the importer's op mappers are not in this build");
   FG_REQUIRE(make_tmpdir());
   snprintf(ox_dir, sizeof ox_dir, "%s", tmpdir);

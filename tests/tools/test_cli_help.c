@@ -89,7 +89,7 @@ static void help_options(const char *help, opt_set *usage, opt_set *table) {
   }
 }
 
-FG_TEST(cli_help_matches_readme_synopsis, "") {
+FG_TEST(cli_help_matches_readme_synopsis, "slow") {
   FG_REQUIRE(make_tmpdir());
   char *readme = slurp(FG_SOURCE_DIR "/README.md");
   FG_REQUIRE(readme);

@@ -211,7 +211,7 @@ static void walk_subcommand(const subcmd *c) {
     }
 }
 
-FG_TEST(cli_walk_all_subcommands, "badinput") {
+FG_TEST(cli_walk_all_subcommands, "badinput,slow") {
   FG_REQUIRE(setup_walk() == 0);
   const subcmd cmds[] = {
       {"inspect", {"inspect", M, NULL}, {NULL}, {NULL}, {NULL}, {NULL}},
