@@ -21,10 +21,11 @@
  * forward and data-gradient directions; the weight gradient sums the
  * parts' partial gradients in part order. Either way the bits do not
  * depend on the thread count. A forward convolution of one image is cut
- * by output channels instead (channel_parts_for). Any other batch that
- * cannot be cut (N = 1, or one core) runs as one primitive whose team is
- * the threads a run gives the step, except the weight gradient, which then
- * gets one thread.
+ * by output channels instead, or by groups (channel_parts_for). Any other
+ * batch that cannot be cut (N = 1, or one core) runs as one primitive
+ * whose team is the threads a run gives the step, except the weight
+ * gradient and a forward convolution of one image, which then get one
+ * thread.
  *
  * The fused ops (fused_conv2d, fused_conv2d_add) run conv2d's primitive,
  * then their epilogue on each part's rows of y right after the part has
@@ -64,9 +65,10 @@ typedef struct conv_port {
 } conv_port;
 
 /* One part of the work: rows [n0, n0 + n) of x and y, or (channel parts)
- * output channels [o0, o0 + o) of w, b and y for all of x. */
+ * output channels [o0, o0 + o) of w, b and y, for all of x or (groups cut)
+ * its channels from c0; elems: its elements of y. */
 typedef struct conv_part {
-  int64_t n0, o0;
+  int64_t n0, o0, c0, elems;
   dnnl_stream_t stream;
   dnnl_primitive_t prim;
   conv_port x, y;
@@ -108,15 +110,16 @@ typedef struct conv_state {
   conv_act act;      /* the fused ops' activation */
   int64_t part_rows; /* batch rows per part */
   /* Parts over output channels instead of the batch (see
-   * channel_parts_for); part_elems: y's elements per part. */
-  int channel_parts;
-  int64_t part_elems;
+   * channel_parts_for); x_sliced: over groups, each part reading its own
+   * slice of x. */
+  int channel_parts, x_sliced;
   /* This run converts the weight into the primitives' layout (its copy
    * from the last run is not current): before the batch parts, or by each
    * channel part for its slice. */
   int w_convert;
-  size_t w_chan, y_chan; /* bytes per output channel of w and (batch 1) y */
-  int threads;           /* each primitive's OpenMP team */
+  size_t w_chan, x_chan,
+      y_chan;  /* bytes per output channel of w, per channel of x and y (batch 1) */
+  int threads; /* each primitive's OpenMP team */
   int n_parts;
   /* The weight is a variable or constant input (fg_kctx.fixed_inputs):
    * its reordered copy is kept while the session's var_version and the
@@ -306,20 +309,53 @@ static int parts_for(int64_t n) {
   return 1;
 }
 
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+
 /* A forward convolution of one image (batch-1 inference) cannot be cut by
  * rows, and an OpenMP team beside the executor's pool was slow: its
  * threads spin after each convolution while the pool's run the next step,
- * and on a loaded machine one such step took several times as long. So
- * its output channels are cut into parts instead, each of whole 16-channel
- * blocks (its slices of w, b and y are then contiguous in C order and in
- * NC16 alike): the largest count up to the machine's cores (at most 8)
- * that divides them so. 1: not cut. */
-static int channel_parts_for(const conv_geo *G, conv_mode m) {
-  if (m != CONV_FWD || G->n != 1 || G->g != 1) return 1;
-  const long cores = machine_cores();
-  for (long k = cores < 8 ? cores : 8; k > 1; k--)
-    if (G->o % (16 * k) == 0) return (int)k;
-  return 1;
+ * and on a loaded machine one such step took several times as long
+ * (ShuffleNet v2's 58-, 116- and 232-channel and depthwise convolutions
+ * took it from 7.6 ms on one thread to 16 on two). So its output channels
+ * are cut into parts instead, or its groups for a grouped convolution
+ * (each part then reads its own channels of x). A part holds whole units,
+ * which keep its slices of x, w, b and y contiguous in C order and in
+ * NC16 alike: 16 output channels, or the fewest whole groups whose input
+ * and output channels are both multiples of 16; the last unit may be short
+ * (NC16 is only used for multiples of 16 channels, kernel.h). Returns the
+ * number of parts, the most up to the machine's cores (at most 8) and the
+ * units (1: not cut); *unit gets the unit's output channels. Part i takes
+ * units [U i / k, U (i + 1) / k) of the U. */
+static int channel_parts_for(const conv_geo *G, conv_mode m, int64_t *unit) {
+  if (m != CONV_FWD || G->n != 1) return 1;
+  const int64_t ug = G->g == 1 ? 1
+                               : (16 / gcd64(16, G->cg)) * (16 / gcd64(16, G->og)) /
+                                     gcd64(16 / gcd64(16, G->cg), 16 / gcd64(16, G->og));
+  *unit = G->g == 1 ? 16 : ug * G->og;
+  const int64_t units = (G->o + *unit - 1) / *unit;
+  const long cores = machine_cores(), most = cores < 8 ? cores : 8;
+  return (int)(units < most ? units : most);
+}
+
+/* Channel part i of k (units of `unit` output channels): its geometry and
+ * where its slices start. */
+static void channel_part(const conv_geo *G, int i, int k, int64_t unit, conv_geo *Gp,
+                         conv_part *q) {
+  const int64_t units = (G->o + unit - 1) / unit;
+  const int64_t o0 = unit * (units * i / k), o1e = unit * (units * (i + 1) / k);
+  const int64_t o1 = o1e < G->o ? o1e : G->o;
+  *Gp = *G;
+  Gp->o = o1 - o0;
+  if (G->g == 1) {
+    Gp->og = Gp->o;
+  } else {
+    Gp->g = Gp->o / G->og;
+    Gp->c = Gp->g * G->cg;
+  }
+  q->n0 = 0;
+  q->o0 = o0;
+  q->c0 = G->g == 1 ? 0 : o0 / G->og * G->cg;
+  q->elems = Gp->o * G->oh * G->ow;
 }
 
 /* The argument numbers of x, w and y in this direction. */
@@ -371,7 +407,7 @@ static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv
       goto done;
     }
   const int fwd = m == CONV_FWD, bwd_w = m == CONV_BWD_WEIGHTS;
-  q->x_shared = s->channel_parts && q != s->part && same_x_as_first(s, chosen[0]);
+  q->x_shared = s->channel_parts && !s->x_sliced && q != s->part && same_x_as_first(s, chosen[0]);
   if ((!q->x_shared && port_init(ctx, s->engine, &q->x, !fwd && !bwd_w, &plain[0], chosen[0])) ||
       port_init(ctx, s->engine, &q->y, fwd, &plain[2], chosen[2]) != 0) {
     rc = -1;
@@ -494,7 +530,8 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threa
   /* An empty x or y has nothing to convolve (conv.c's empty()). */
   if (fgk_numel(b.x) == 0 || fgk_numel(b.y) == 0) return 0;
   const int batch_parts = parts_for(G.n);
-  const int chan = batch_parts == 1 ? channel_parts_for(&G, m) : 1;
+  int64_t unit = 0;
+  const int chan = batch_parts == 1 ? channel_parts_for(&G, m, &unit) : 1;
   const int n_parts = chan > 1 ? chan : batch_parts;
   conv_state *s = calloc(1, sizeof *s + (size_t)n_parts * sizeof s->part[0]);
   if (!s) {
@@ -506,30 +543,37 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threa
   s->act = b.act;
   s->n_parts = n_parts;
   s->channel_parts = chan > 1;
+  s->x_sliced = s->channel_parts && G.g > 1;
   s->part_rows = s->channel_parts ? G.n : G.n / n_parts;
   /* A primitive's OpenMP team is sized when it is made, from the calling
-   * thread's OpenMP thread count (see the top of this file). */
-  s->threads = n_parts > 1 || m == CONV_BWD_WEIGHTS || threads < 1 ? 1 : threads;
+   * thread's OpenMP thread count (see the top of this file); a forward
+   * convolution of one image that is not cut (under 2 units) is small. */
+  const int one = n_parts > 1 || m == CONV_BWD_WEIGHTS || (m == CONV_FWD && G.n == 1);
+  s->threads = one || threads < 1 ? 1 : threads;
   s->w_fixed = m != CONV_BWD_WEIGHTS && (ctx->fixed_inputs >> 1 & 1u);
   s->x_row = (size_t)(G.c * G.h * G.w) * sizeof(float);
   s->y_row = (size_t)(G.o * G.oh * G.ow) * sizeof(float);
   s->w_chan = (size_t)(G.cg * G.kh * G.kw) * sizeof(float);
+  s->x_chan = (size_t)(G.h * G.w) * sizeof(float);
   s->y_chan = (size_t)(G.oh * G.ow) * sizeof(float);
   omp_set_num_threads(s->threads);
   int rc = 0;
   dnnl_primitive_attr_t attr = NULL;
   conv_geo Gp = G;
   Gp.n = s->part_rows;
-  if (s->channel_parts) Gp.o = Gp.og = G.o / n_parts;
-  s->part_elems = Gp.n * Gp.o * G.oh * G.ow;
   DNNL_TRY(dnnl_engine_create(&s->engine, dnnl_cpu, 0), "engine");
   DNNL_TRY(dnnl_stream_create(&s->stream, s->engine, dnnl_stream_default_flags), "stream");
   DNNL_TRY(dnnl_primitive_attr_create(&attr), "attributes");
   DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad");
   for (int i = 0; i < n_parts && rc == 0; i++) {
-    s->part[i].n0 = s->channel_parts ? 0 : i * Gp.n;
-    s->part[i].o0 = s->channel_parts ? i * Gp.o : 0;
-    rc = part_init(ctx, s, &s->part[i], &Gp, &b, attr);
+    conv_part *q = &s->part[i];
+    if (s->channel_parts) {
+      channel_part(&G, i, n_parts, unit, &Gp, q);
+    } else {
+      q->n0 = i * Gp.n;
+      q->elems = Gp.n * G.o * G.oh * G.ow;
+    }
+    rc = part_init(ctx, s, q, &Gp, &b, attr);
   }
   if (rc == 0) wpieces_init(s, &G);
 done:
@@ -562,12 +606,13 @@ static void part_epilogue(const conv_state *s, const conv_part *q, int64_t begin
  * epilogue when the work is cut. */
 static void part_run(conv_state *s, conv_part *q) {
   omp_set_num_threads(s->threads);
+  const int x_first = s->channel_parts && !s->x_sliced; /* part 0's x is converted already */
   conv_port *ports[2] = {&q->x, &q->y};
   dnnl_status_t r = dnnl_success;
   q->failed = "reordering an input";
   if (s->w_convert && q->w.reorder) r = port_reorder(q->stream, &q->w);
   for (int i = 0; i < 2 && r == dnnl_success; i++)
-    if (ports[i]->reorder && !ports[i]->out && !(i == 0 && s->channel_parts && q == s->part))
+    if (ports[i]->reorder && !ports[i]->out && !(i == 0 && x_first && q == s->part))
       r = port_reorder(q->stream, ports[i]);
   if (r == dnnl_success) {
     q->failed = "execute";
@@ -582,8 +627,7 @@ static void part_run(conv_state *s, conv_part *q) {
     q->failed = "stream wait";
     r = dnnl_stream_wait(q->stream);
   }
-  if (r == dnnl_success && s->epi != CONV_PLAIN && s->n_parts > 1)
-    part_epilogue(s, q, 0, s->part_elems);
+  if (r == dnnl_success && s->epi != CONV_PLAIN && s->n_parts > 1) part_epilogue(s, q, 0, q->elems);
   q->status = r;
 }
 
@@ -646,7 +690,7 @@ static int bind(const fg_kctx *ctx, conv_state *s, const conv_bufs *b) {
     /* A channel part's slices start o0 channels in (one image: whole
      * 16-channel blocks, so the same offset in C order and in NC16). */
     const size_t yo = (size_t)q->n0 * s->y_row + (size_t)q->o0 * s->y_chan;
-    char *x = (char *)b->x->data + (size_t)q->n0 * s->x_row;
+    char *x = (char *)b->x->data + (size_t)q->n0 * s->x_row + (size_t)q->c0 * s->x_chan;
     char *y = (char *)b->y->data + yo;
     if (q->x.user) DNNL_TRY(dnnl_memory_set_data_handle(q->x.user, x), "binding a buffer");
     DNNL_TRY(dnnl_memory_set_data_handle(q->y.user, y), "binding a buffer");
@@ -681,7 +725,7 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
       s->w_fixed && s->w_valid && s->w_version == ctx->var_version && s->w_data == b.w->data;
   s->w_valid = 0;
   s->w_convert = !w_kept;
-  if (s->channel_parts && s->part[0].x.reorder) {
+  if (s->channel_parts && !s->x_sliced && s->part[0].x.reorder) {
     /* Every channel part reads all of x: converted once, first. */
     DNNL_TRY(port_reorder(s->stream, &s->part[0].x), "reordering an input");
     DNNL_TRY(dnnl_stream_wait(s->stream), "stream wait");

@@ -45,8 +45,13 @@ static const cc CASES[] = {
     {FG_F32, 1, 3, 9, 32, 3, 1, 1, 1, 1, 1, 1, 0, 0},  /* z fed, C order */
     {FG_F32, 1, 16, 8, 64, 3, 2, 1, 1, 1, 1, 1, 1, 1}, /* z and y in NC16, stride 2 */
     {FG_F32, 1, 16, 6, 64, 1, 1, 0, 1, 0, 0, 1, 0, 1}, /* 1x1, relu only, NC16 output */
-    {FG_F64, 2, 3, 7, 4, 3, 1, 1, 1, 1, 1, 1, 0, 0},   /* f64: the direct loops */
-    {FG_F64, 3, 4, 6, 6, 3, 2, 1, 2, 1, 0, 0, 0, 0},   /* f64, bias only ("none") */
+    /* Parts of unequal size (58 channels: 32 and 26 on 2 cores), and of
+     * groups (depthwise: each part reads its own channels of x). */
+    {FG_F32, 1, 16, 9, 58, 3, 1, 1, 1, 1, 1, 1, 0, 0},  /* z fed, C order */
+    {FG_F32, 1, 58, 9, 58, 3, 1, 1, 58, 1, 1, 1, 0, 0}, /* depthwise, z fed */
+    {FG_F32, 1, 64, 8, 64, 3, 1, 1, 64, 0, 0, 1, 0, 1}, /* depthwise, relu, NC16 output */
+    {FG_F64, 2, 3, 7, 4, 3, 1, 1, 1, 1, 1, 1, 0, 0},    /* f64: the direct loops */
+    {FG_F64, 3, 4, 6, 6, 3, 2, 1, 2, 1, 0, 0, 0, 0},    /* f64, bias only ("none") */
     /* clip (relu6's form) in place of relu: the same cuts and layouts. */
     {FG_F32, 4, 3, 9, 5, 3, 1, 1, 1, 1, 1, 2, 0, 0},   /* z fed (its NaN kept), C order */
     {FG_F32, 5, 16, 7, 16, 3, 1, 1, 1, 1, 0, 2, 0, 1}, /* batch 5, clip only, NC16 output */
