@@ -117,9 +117,9 @@ typedef struct conv_state {
    * from the last run is not current): before the batch parts, or by each
    * channel part for its slice. */
   int w_convert;
-  size_t w_chan, x_chan,
-      y_chan;  /* bytes per output channel of w, per channel of x and y (batch 1) */
-  int threads; /* each primitive's OpenMP team */
+  size_t w_chan;         /* bytes per output channel of w */
+  size_t x_chan, y_chan; /* bytes per channel of x and y (batch 1) */
+  int threads;           /* each primitive's OpenMP team */
   int n_parts;
   /* The weight is a variable or constant input (fg_kctx.fixed_inputs):
    * its reordered copy is kept while the session's var_version and the
@@ -328,10 +328,10 @@ static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
  * units [U i / k, U (i + 1) / k) of the U. */
 static int channel_parts_for(const conv_geo *G, conv_mode m, int64_t *unit) {
   if (m != CONV_FWD || G->n != 1) return 1;
-  const int64_t ug = G->g == 1 ? 1
-                               : (16 / gcd64(16, G->cg)) * (16 / gcd64(16, G->og)) /
-                                     gcd64(16 / gcd64(16, G->cg), 16 / gcd64(16, G->og));
-  *unit = G->g == 1 ? 16 : ug * G->og;
+  /* Groups for 16 channels of x and of y: powers of two, so the fewest
+   * groups for both is the larger. */
+  const int64_t gx = 16 / gcd64(16, G->cg), gy = 16 / gcd64(16, G->og);
+  *unit = G->g == 1 ? 16 : (gx > gy ? gx : gy) * G->og;
   const int64_t units = (G->o + *unit - 1) / *unit;
   const long cores = machine_cores(), most = cores < 8 ? cores : 8;
   return (int)(units < most ? units : most);
@@ -548,8 +548,8 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threa
   /* A primitive's OpenMP team is sized when it is made, from the calling
    * thread's OpenMP thread count (see the top of this file); a forward
    * convolution of one image that is not cut (under 2 units) is small. */
-  const int one = n_parts > 1 || m == CONV_BWD_WEIGHTS || (m == CONV_FWD && G.n == 1);
-  s->threads = one || threads < 1 ? 1 : threads;
+  const int single = n_parts > 1 || m == CONV_BWD_WEIGHTS || (m == CONV_FWD && G.n == 1);
+  s->threads = single || threads < 1 ? 1 : threads;
   s->w_fixed = m != CONV_BWD_WEIGHTS && (ctx->fixed_inputs >> 1 & 1u);
   s->x_row = (size_t)(G.c * G.h * G.w) * sizeof(float);
   s->y_row = (size_t)(G.o * G.oh * G.ow) * sizeof(float);
