@@ -392,9 +392,14 @@ static int map_dropout(fgx_ctx *c, const fgx_node *n) {
       if (!tm || fg_tensor_num_elements(tm->t) != 1)
         return fgx_fail(c, n, FG_UNIMPLEMENTED,
                         "input 2 'training_mode' must be a known scalar (inference only)");
-      if (get_elem(tm->t, 0) != 0)
+      /* Training with a ratio of 0 drops nothing and scales by 1/(1 - 0):
+       * the identity (torchvision's Swin exports its attention dropout so). */
+      const fgx_known *rk = fgx_has_input(n, 1) ? fgx_input_known(c, n, 1) : NULL;
+      const int no_drop = rk && fg_tensor_num_elements(rk->t) == 1 && get_elem(rk->t, 0) == 0;
+      if (get_elem(tm->t, 0) != 0 && !no_drop)
         return fgx_fail(c, n, FG_UNIMPLEMENTED,
-                        "training_mode is true; flowgraph imports Dropout for inference only");
+                        "training_mode is true with a ratio that is not a known 0; flowgraph "
+                        "imports Dropout for inference only");
     }
     if (fgx_has_input(n, 1) && !fgx_input_known(c, n, 1) && c->failed) return -1;
   } else {

@@ -370,11 +370,50 @@ static int map_clip(fgx_ctx *c, const fgx_node *n) {
   return onnx_math_finish(c, n, x);
 }
 
+/* Mod. flowgraph has no remainder op: Mod is folded when both inputs are
+ * integers known at import (the shape arithmetic exporters emit, such as
+ * Swin's padding to whole windows, pad = (w - H % w) % w), and refused
+ * naming why otherwise. */
+static int map_mod(fgx_ctx *c, const fgx_node *n) {
+  int64_t fmod;
+  fg_dtype dt;
+  int rank;
+  int64_t dims[FGX_MAX_DIMS];
+  static const int both[2] = {0, 1};
+  if (fgx_attr_int(c, n, "fmod", 0, &fmod) < 0 || fgx_input_info(c, n, 0, &dt, &rank, dims) != 0)
+    return -1;
+  if (fmod != 0 && fmod != 1)
+    return fgx_fail(c, n, FG_INVALID_GRAPH, "attribute 'fmod' is %lld; it must be 0 or 1",
+                    (long long)fmod);
+  if (!is_int(dt) && fmod == 0)
+    return fgx_fail(c, n, FG_INVALID_GRAPH,
+                    "Mod of %s needs fmod = 1 (the operator's rule for floating point)",
+                    fg_dtype_name(dt));
+  if (onnx_math_check_bcast(c, n, both, 2) != 0) return -1;
+  int r = onnx_math_fold(c, n, fmod ? ONNX_FOLD_FMOD : ONNX_FOLD_MOD);
+  if (r != 0) return r < 0 ? -1 : 0;
+  for (int i = 0; i < 2; i++)
+    if (!fgx_input_known(c, n, i))
+      return fgx_fail(c, n, FG_UNIMPLEMENTED,
+                      "input %d '%s' must be known at import (a constant or shape arithmetic on "
+                      "constants): flowgraph folds Mod but has no remainder op",
+                      i, n->input[i]);
+  if (!is_int(dt))
+    return fgx_fail(c, n, FG_UNIMPLEMENTED,
+                    "Mod of %s values is not folded (integers only): flowgraph has no remainder op",
+                    fg_dtype_name(dt));
+  return fgx_fail(c, n, FG_UNIMPLEMENTED,
+                  "the remainder cannot be folded (over 65536 elements, inputs of two integer "
+                  "types, or a value that depends on the unknown batch size): flowgraph has no "
+                  "remainder op");
+}
+
 const fgx_op fgx_ops_math[] = {
     {"Add", map_add},
     {"Sub", map_sub},
     {"Mul", map_mul},
     {"Div", map_div},
+    {"Mod", map_mod},
     {"Pow", map_pow},
     {"Sqrt", map_sqrt},
     {"Reciprocal", map_reciprocal},

@@ -599,11 +599,19 @@ static int map_gather(fgx_ctx *c, const fgx_node *n) {
 }
 
 const fgx_op fgx_ops_tensor[] = {
-    {"Reshape", map_reshape},     {"Flatten", map_flatten},
-    {"Transpose", map_transpose}, {"Squeeze", map_squeeze},
-    {"Unsqueeze", map_unsqueeze}, {"Concat", map_concat},
-    {"Split", map_split},         {"Gather", map_gather},
-    {"Slice", fgt_map_slice},     {"Expand", fgt_map_expand},
-    {"Tile", fgt_map_tile},       {"Pad", fgt_map_pad},
-    {"OneHot", fgt_map_one_hot},  {NULL, NULL},
+    {"Reshape", map_reshape},
+    {"Flatten", map_flatten},
+    {"Transpose", map_transpose},
+    {"Squeeze", map_squeeze},
+    {"Unsqueeze", map_unsqueeze},
+    {"Concat", map_concat},
+    {"Split", map_split},
+    {"Gather", map_gather},
+    {"Slice", fgt_map_slice},
+    {"Expand", fgt_map_expand},
+    {"Tile", fgt_map_tile},
+    {"Pad", fgt_map_pad},
+    {"OneHot", fgt_map_one_hot},
+    {"ScatterND", fgt_map_scatter_nd},
+    {NULL, NULL},
 };

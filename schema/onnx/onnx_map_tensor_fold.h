@@ -99,6 +99,8 @@ int fgt_map_expand(fgx_ctx *c, const fgx_node *n);
 int fgt_map_tile(fgx_ctx *c, const fgx_node *n);
 int fgt_map_pad(fgx_ctx *c, const fgx_node *n);
 int fgt_map_one_hot(fgx_ctx *c, const fgx_node *n);
+/* onnx_map_scatter.c: ScatterND, folded when its inputs are known. */
+int fgt_map_scatter_nd(fgx_ctx *c, const fgx_node *n);
 /* Gather along `axis` of x (rank r) with indices of rank q: flowgraph's
  * gather takes axis 0, so other axes transpose x first and the result
  * back. */

@@ -26,14 +26,16 @@ typedef enum onnx_fold_op {
   ONNX_FOLD_GREATER,
   ONNX_FOLD_LESS,
   ONNX_FOLD_NOT,
-  ONNX_FOLD_WHERE
+  ONNX_FOLD_WHERE,
+  ONNX_FOLD_MOD, /* Mod, fmod 0: the remainder takes the divisor's sign */
+  ONNX_FOLD_FMOD /* Mod, fmod 1: the dividend's (C's %) */
 } onnx_fold_op;
 
 /* Tries to compute the node's output 0 at import from its inputs (all of
  * them known, integer or bool). 1: bound as a known value; 0: not folded
  * (an input not known, a float, a result too large or one with no
  * representation), the caller builds graph ops; -1 after fgx_fail (an
- * integer division by zero). */
+ * integer division or remainder by zero). */
 int onnx_math_fold(fgx_ctx *c, const fgx_node *n, onnx_fold_op op);
 
 /* The reduction `op` (ONNX_FOLD_ADD: ReduceSum, MUL: ReduceProd, MAX,

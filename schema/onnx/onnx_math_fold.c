@@ -19,6 +19,10 @@
  * - Min, Max, Equal, Greater, Less: equal s compare v with w (B >= 1 keeps
  *   the order); different s are decided by the signs of v and w when they
  *   differ (B v has v's sign), and otherwise have no form.
+ * - Mod (either sign rule): (v, 0) % (w, 0) as integers; (v, 1) % (w, 1)
+ *   = (v % w, 1) (B factors out); (v, 1) % (w, 0) is 0 when w divides v
+ *   and has no form otherwise; (0, 0) % anything is 0. A known zero
+ *   divisor fails naming the node.
  * - Not, Where: elements are picked, each keeping its flag.
  * - ReduceSum, ReduceProd, ReduceMax, ReduceMin: the rules of Add, Mul,
  *   Max and Min applied along the reduced axes (ReduceProd of a Shape with
@@ -83,6 +87,23 @@ static int fold_div(elem a, elem b, fg_dtype dt, elem *r) {
   return OK;
 }
 
+/* a % b for b != 0, the sign of b's (floor) or a's (trunc) side; v % -1
+ * is 0 (INT64_MIN % -1 traps in C). */
+static int64_t rem64(int64_t a, int64_t b, int floor) {
+  const int64_t r = b == -1 ? 0 : a % b;
+  return floor && r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+
+static int fold_mod(elem a, elem b, int floor, elem *r) {
+  if (b.v == 0) return DIV_ZERO;
+  if (a.v == 0) return *r = (elem){0, 0}, OK;
+  if (a.s == 0 && b.s == 1) return NO_FORM;
+  if (a.s == 1 && b.s == 0 && rem64(a.v, b.v, 0) != 0) return NO_FORM;
+  r->v = a.s == 1 && b.s == 0 ? 0 : rem64(a.v, b.v, floor);
+  r->s = a.s == 1 && b.s == 1 && r->v != 0;
+  return OK;
+}
+
 static int fold_elem(onnx_fold_op op, elem a, elem b, elem cnd, fg_dtype dt, elem *r) {
   int o;
   r->s = 0;
@@ -101,6 +122,8 @@ static int fold_elem(onnx_fold_op op, elem a, elem b, elem cnd, fg_dtype dt, ele
     r->s = (a.s || b.s) && r->v != 0;
     return OK;
   case ONNX_FOLD_DIV: return fold_div(a, b, dt, r);
+  case ONNX_FOLD_MOD:
+  case ONNX_FOLD_FMOD: return fold_mod(a, b, op == ONNX_FOLD_MOD, r);
   case ONNX_FOLD_MIN:
   case ONNX_FOLD_MAX:
     if ((o = order(a, b)) == 2) return NO_FORM;
@@ -243,9 +266,8 @@ int onnx_math_fold(fgx_ctx *c, const fgx_node *n, onnx_fold_op op) {
   if (rc == DIV_ZERO) {
     fg_tensor_free(t);
     return fgx_fail(c, n, FG_INVALID_GRAPH,
-                    "integer division by zero at output element %lld (both inputs are known "
-                    "at import)",
-                    (long long)bad);
+                    "integer %s by zero at output element %lld (both inputs are known at import)",
+                    op == ONNX_FOLD_DIV ? "division" : "remainder", (long long)bad);
   }
   return fgx_set_output_known(c, n, 0, t, sym) != 0 ? -1 : 1;
 }

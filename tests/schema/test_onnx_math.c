@@ -146,6 +146,13 @@
   ARG_CASES(X, argmax)                                                                             \
   ARG_CASES(X, argmin)                                                                             \
   X(fold_known)                                                                                    \
+  X(mod_known_int64_f0)                                                                            \
+  X(mod_known_int32_f0)                                                                            \
+  X(mod_known_int64_f1)                                                                            \
+  X(mod_known_int32_f1)                                                                            \
+  X(mod_known_feeds_add)                                                                           \
+  X(mod_fold_batch)                                                                                \
+  X(mod_fold_batch_b5)                                                                             \
   X(fold_batch)                                                                                    \
   X(fold_batch_b5)                                                                                 \
   X(fold_reshape)                                                                                  \
@@ -334,6 +341,20 @@ FG_TEST(onnx_math_err_keepdims, "onnx,badinput") {
 FG_TEST(onnx_math_err_div_zero_known, "onnx,badinput") {
   const char *n[] = {"'div0'", "division by zero at output element 1", NULL};
   expect_error("err_div_zero_known", FG_INVALID_GRAPH, n);
+}
+
+/* Mod is folded at import or refused: flowgraph has no remainder op. */
+FG_TEST(onnx_math_err_mod, "onnx,badinput") {
+  const char *rt[] = {"'rt_mod'", "input 0 'a' must be known at import", "no remainder op", NULL};
+  expect_error("err_mod_runtime", FG_UNIMPLEMENTED, rt);
+  const char *zero[] = {"'mod0'", "remainder by zero at output element 1", NULL};
+  expect_error("err_mod_zero", FG_INVALID_GRAPH, zero);
+  const char *f0[] = {"'fmod0'", "Mod of f32 needs fmod = 1", NULL};
+  expect_error("err_mod_float_fmod0", FG_INVALID_GRAPH, f0);
+  const char *f2[] = {"'fmod2'", "attribute 'fmod' is 2", NULL};
+  expect_error("err_mod_fmod2", FG_INVALID_GRAPH, f2);
+  const char *b[] = {"'bmod'", "unknown batch size", NULL};
+  expect_error("err_mod_batch", FG_UNIMPLEMENTED, b);
 }
 
 /* Shape(x)[0] + 1 with a dynamic batch: B + 1 has no known form and the

@@ -1,10 +1,11 @@
 /* torchvision's resnet18, mobilenet_v2 and squeezenet1_1, exported to ONNX
  * by PyTorch 1.13 at opsets 13 and 17 with a fixed batch and with a
- * dynamic one (tests/schema/onnx/models.py), imported and run on random
- * images; every output must match PyTorch's.
+ * dynamic one, and swin_t at opset 17 with a fixed batch
+ * (tests/schema/onnx/models.py), imported and run on random images; every
+ * output must match PyTorch's.
  *
  * models.py writes its files once per build folder (FG_BUILD_DIR
- * "/onnx_cases/models", about 270 MB, some seconds of export) and marks
+ * "/onnx_cases/models", about 380 MB, some seconds of export) and marks
  * them complete; a later run reuses them unless the script is newer. The
  * cases run as separate processes, possibly at once: a lock file keeps a
  * second process from exporting while the first does.
@@ -196,3 +197,6 @@ FG_TEST(squeezenet1_1_op13_fixed, "onnx") { check_model("squeezenet1_1_op13_fixe
 FG_TEST(squeezenet1_1_op13_dyn, "onnx") { check_model("squeezenet1_1_op13_dyn", 2); }
 FG_TEST(squeezenet1_1_op17_fixed, "onnx") { check_model("squeezenet1_1_op17_fixed", 1); }
 FG_TEST(squeezenet1_1_op17_dyn, "onnx") { check_model("squeezenet1_1_op17_dyn", 2); }
+/* Its attention mask: Mod and ScatterND on shape values, folded at import;
+ * its attention dropout exported with training_mode true and ratio 0. */
+FG_TEST(swin_t_op17_fixed, "onnx,slow") { check_model("swin_t_op17_fixed", 1); }

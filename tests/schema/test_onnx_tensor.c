@@ -4,7 +4,8 @@
  * ops move elements without arithmetic, so the comparison is exact. Cases
  * ending in "_k" have their data as an initializer: the importer folds the
  * op at import, and the output must be the same. dyn_* cases have a
- * symbolic batch dimension and run at two batch sizes. */
+ * symbolic batch dimension and run at two batch sizes. ScatterND is only
+ * folded (flowgraph has no scatter op): its cases are all "_k". */
 #include "fgtest.h"
 #include "flowgraph/onnx.h"
 #include "onnx_test_util.h"
@@ -147,6 +148,13 @@
   X(squeeze_attr_k)                                                                                \
   X(squeeze_input)                                                                                 \
   X(squeeze_input_k)                                                                               \
+  X(scatter_nd_slices_k)                                                                           \
+  X(scatter_nd_elems_k)                                                                            \
+  X(scatter_nd_k2_k)                                                                               \
+  X(scatter_nd_mask_k)                                                                             \
+  X(scatter_nd_add_k)                                                                              \
+  X(scatter_nd_mul_k)                                                                              \
+  X(scatter_nd_feeds_add)                                                                          \
   X(tile)                                                                                          \
   X(tile_k)                                                                                        \
   X(tile_zero)                                                                                     \
@@ -188,7 +196,11 @@
   X(bad_split_overflow, FG_INVALID_GRAPH, "past 2^63")                                             \
   X(bad_slice_step_min, FG_INVALID_GRAPH, "steps[0] is -9223372036854775808")                      \
   X(bad_one_hot_depth, FG_UNIMPLEMENTED, "flowgraph takes up to")                                  \
-  X(bad_unsqueeze_twice, FG_INVALID_GRAPH, "twice")
+  X(bad_unsqueeze_twice, FG_INVALID_GRAPH, "twice")                                                \
+  X(bad_scatter_nd_runtime, FG_UNIMPLEMENTED, "input 0 'd' (data) must be known at import")        \
+  X(bad_scatter_nd_index, FG_INVALID_GRAPH, "tuple 1 has 3 at position 0, outside [-3, 3)")        \
+  X(bad_scatter_nd_updates, FG_INVALID_GRAPH, "updates [2, 3] must be")                            \
+  X(bad_scatter_nd_reduction, FG_INVALID_GRAPH, "'reduction' is 'xor'")
 
 static const char *cases_dir(void) {
   if (!fg_onnx_available()) return NULL;

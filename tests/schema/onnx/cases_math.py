@@ -506,6 +506,70 @@ def fold_cases():
          batch=True, inits=[("one", np.array(1, np.int64))])
 
 
+# ---- Mod (folded at import only) ---------------------------------------------
+
+def py_mod(a, b, fmod):
+    """Mod from the operator documentation, on Python's unbounded ints:
+    fmod 0 takes the divisor's sign (Python's %), fmod 1 the dividend's
+    (C's fmod: a - b * trunc(a / b))."""
+    if not fmod:
+        return a % b
+    q = abs(a) // abs(b)
+    return a - b * (q if (a < 0) == (b < 0) else -q)
+
+
+def mod_ref(a, b, fmod):
+    a2, b2 = np.broadcast_arrays(a, b)
+    out = [py_mod(int(x), int(y), fmod) for x, y in zip(a2.ravel(), b2.ravel())]
+    return np.array(out, a.dtype).reshape(a2.shape)
+
+
+def mod_cases():
+    i64min = np.iinfo(np.int64).min
+    a = np.array([7, -7, 7, -7, 0, 9, -9, i64min, 12], np.int64)
+    b = np.array([3, 3, -3, -3, 5, -1, 4, -1, 12], np.int64)
+    for fmod in (0, 1):
+        for dt in (np.int64, np.int32):
+            aa = a.astype(dt) if dt == np.int64 else np.array([7, -7, 7, -7, 0, 9, -9, -2**31, 12], dt)
+            bb = b.astype(dt)
+            case("mod_known_%s_f%d" % (np.dtype(dt).name, fmod),
+                 [node("Mod", ["a", "b"], fmod=fmod)], [], [("y", mod_ref(aa, bb, fmod))],
+                 inits=[("a", aa), ("b", bb)])
+    # Broadcast, and a folded remainder feeding a run-time Add.
+    a2 = ints(np.int64, 2, 3, lo=-20, hi=21)
+    b2 = np.array([4, -5, 6], np.int64)
+    xi = ints(np.int64, 2, 3)
+    case("mod_known_feeds_add", [node("Mod", ["a", "b"], ["m"]), node("Add", ["x", "m"])],
+         [("x", xi)], [("y", xi + mod_ref(a2, b2, 0))], inits=[("a", a2), ("b", b2)])
+    # A dynamic batch: Shape(x) is [B, 6, 4]; 4B % 2 and B % B are 0
+    # whatever B is, 6 % 4 and 4 % 3 are known; fed with batch 2 and 5.
+    x2, x5 = f32(2, 6, 4), f32(5, 6, 4)
+    nodes = [node("Shape", ["x"], ["s"]),
+             node("Mul", ["s", "k"], ["m"]),           # [4B, 6, 4]
+             node("Mod", ["m", "d"], ["r"]),           # [0, 2, 1]
+             node("Mod", ["s", "s"], ["z"], fmod=1)]   # [0, 0, 0]
+    outs = [("r", np.array([0, 2, 1], np.int64)), ("z", np.array([0, 0, 0], np.int64))]
+    case("mod_fold_batch", nodes, [("x", x2)], outs, batch=True,
+         inits=[("k", np.array([4, 1, 1], np.int64)), ("d", np.array([2, 4, 3], np.int64))],
+         feeds=[("b5", [("x", x5)], outs)])
+    # Refused: a run-time input, a zero divisor, floats with fmod 0, fmod 2,
+    # and B % 4 (no known form).
+    case("err_mod_runtime", [node("Mod", ["a", "b"], name="rt_mod")],
+         [("a", xi)], [("y", xi)], inits=[("b", b2)])
+    case("err_mod_zero", [node("Mod", ["a", "b"], name="mod0")], [],
+         [("y", np.zeros(2, np.int64))],
+         inits=[("a", np.array([4, 5], np.int64)), ("b", np.array([2, 0], np.int64))])
+    case("err_mod_float_fmod0", [node("Mod", ["a", "b"], name="fmod0")], [],
+         [("y", np.zeros(2, np.float32))],
+         inits=[("a", f32(2)), ("b", f32(2))], check=False)
+    case("err_mod_fmod2", [node("Mod", ["a", "b"], fmod=2, name="fmod2")], [],
+         [("y", np.zeros(2, np.int64))],
+         inits=[("a", np.array([4, 5], np.int64)), ("b", np.array([2, 3], np.int64))], check=False)
+    case("err_mod_batch", [node("Shape", ["x"], ["s"]), node("Mod", ["s", "d"], name="bmod")],
+         [("x", x2)], [("y", np.zeros(3, np.int64))], batch=True,
+         inits=[("d", np.array([4, 4, 4], np.int64))])
+
+
 # ---- refused models ----------------------------------------------------------
 
 def error_cases():
@@ -547,6 +611,7 @@ def main():
     reduce_cases()
     arg_cases()
     fold_cases()
+    mod_cases()
     error_cases()
 
 

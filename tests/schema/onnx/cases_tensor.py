@@ -411,3 +411,60 @@ bad("bad_slice_step_min", [helper.make_node("Slice", ["x", "a", "b", "c", "d"], 
     inits=[("a", i64([0])), ("b", i64([1])), ("c", i64([0])), ("d", i64([I64_MIN]))])
 bad("bad_one_hot_depth", [helper.make_node("OneHot", ["i", "d", "v"], ["y"])],
     [("i", i64([1, 2]))], ["y"], 11, inits=[("d", i64(10**12)), ("v", f32(2))])
+
+
+# ---- ScatterND (folded at import only) ----------------------------------------
+def ref_scatter_nd(data, indices, updates, reduction="none"):
+    """The operator documentation's reference: each k-tuple of indices
+    (negative counting from the end) picks a slice of data, replaced by
+    or combined with the matching slice of updates, tuples in order."""
+    out = np.copy(data)
+    for idx in np.ndindex(indices.shape[:-1]):
+        at = tuple(int(v) for v in indices[idx])
+        if reduction == "none":
+            out[at] = updates[idx]
+        elif reduction == "add":
+            out[at] = out[at] + updates[idx]
+        else:
+            out[at] = out[at] * updates[idx]
+    return out
+
+
+def scatter_case(name, data, indices, updates, opset=13, reduction=None):
+    attrs = {"reduction": reduction} if reduction else {}
+    node = helper.make_node("ScatterND", ["d", "i", "u"], ["y"], **attrs)
+    want = ref_scatter_nd(data, indices, updates, reduction or "none")
+    save(name, [node], [], [("y", want)], opset, inits=[("d", data), ("i", indices), ("u", updates)])
+
+
+# Slices (k = 1 of rank 3), single elements with negative indices, a
+# k = 2 tuple of rank 3, and Swin's mask: zeros written region by region.
+scatter_case("scatter_nd_slices_k", f32(4, 5, 3), i64([[1], [3]]), f32(2, 5, 3))
+scatter_case("scatter_nd_elems_k", i64(np.arange(12).reshape(3, 4)),
+             i64([[0, 1], [2, -1], [-3, 0]]), i64([100, 200, 300]))
+scatter_case("scatter_nd_k2_k", f32(3, 4, 2), i64([[[0, 3]], [[2, -2]]]), f32(2, 1, 2))
+mask = np.zeros((6, 6), np.float32)
+rows = np.array([[r, c] for r in range(4, 6) for c in range(0, 4)], np.int64).reshape(2, 4, 2)
+scatter_case("scatter_nd_mask_k", mask, rows, np.full((2, 4), 3.0, np.float32))
+# Opset 16's reductions, with a repeated tuple.
+rep = i64([[1], [1], [0]])
+scatter_case("scatter_nd_add_k", f32(3, 2), rep, f32(3, 2), 16, "add")
+scatter_case("scatter_nd_mul_k", np.array([[2, 3], [4, 5], [6, 7]], np.int32), rep,
+             np.array([[3, 3], [-1, 2], [5, 5]], np.int32), 16, "mul")
+# A folded ScatterND feeding a run-time Add.
+sd, si, su, sx = f32(3, 2), i64([[2], [0]]), f32(2, 2), f32(3, 2)
+save("scatter_nd_feeds_add", [helper.make_node("ScatterND", ["d", "i", "u"], ["s"]),
+                              helper.make_node("Add", ["x", "s"], ["y"])],
+     [("x", sx)], [("y", sx + ref_scatter_nd(sd, si, su))], 13,
+     inits=[("d", sd), ("i", si), ("u", su)])
+# Refused: data fed at run time, an index out of range, updates of the
+# wrong shape, an unknown reduction.
+bad("bad_scatter_nd_runtime", [helper.make_node("ScatterND", ["d", "i", "u"], ["y"], "rt_sc")],
+    [("d", sd)], ["y"], 13, inits=[("i", si), ("u", su)])
+bad("bad_scatter_nd_index", [helper.make_node("ScatterND", ["d", "i", "u"], ["y"])], [], ["y"],
+    13, inits=[("d", sd), ("i", i64([[0], [3]])), ("u", su)])
+bad("bad_scatter_nd_updates", [helper.make_node("ScatterND", ["d", "i", "u"], ["y"])], [], ["y"],
+    13, inits=[("d", sd), ("i", si), ("u", f32(2, 3))])
+bad("bad_scatter_nd_reduction", [helper.make_node("ScatterND", ["d", "i", "u"], ["y"],
+                                                  reduction="xor")], [], ["y"],
+    16, inits=[("d", sd), ("i", si), ("u", su)])
