@@ -13,6 +13,7 @@
  * indices.shape[:-1] + data.shape[k:], one slice per tuple; the output is
  * data with each tuple's slice replaced (reduction "none") or combined
  * with add or mul (opset 16), tuples in order. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,36 +45,21 @@ static void combine(fg_tensor *out, int64_t di, const fg_tensor *upd, int64_t ui
     return;
   }
   const int add = r == RED_ADD;
+  /* Unsigned integers: the wrap-around of two's complement. */
+#define COMBINE(T)                                                                                 \
+  do {                                                                                             \
+    T a, b;                                                                                        \
+    memcpy(&a, o, sizeof a), memcpy(&b, u, sizeof b);                                              \
+    a = add ? (T)(a + b) : (T)(a * b);                                                             \
+    memcpy(o, &a, sizeof a);                                                                       \
+  } while (0)
   switch (dt) {
-  case FG_F32: {
-    float a, b;
-    memcpy(&a, o, 4), memcpy(&b, u, 4);
-    a = add ? a + b : a * b;
-    memcpy(o, &a, 4);
-    break;
+  case FG_F32: COMBINE(float); break;
+  case FG_F64: COMBINE(double); break;
+  case FG_I32: COMBINE(uint32_t); break;
+  default: COMBINE(uint64_t); break; /* FG_I64 (bool is refused with a reduction) */
   }
-  case FG_F64: {
-    double a, b;
-    memcpy(&a, o, 8), memcpy(&b, u, 8);
-    a = add ? a + b : a * b;
-    memcpy(o, &a, 8);
-    break;
-  }
-  case FG_I32: {
-    uint32_t a, b;
-    memcpy(&a, o, 4), memcpy(&b, u, 4);
-    a = add ? a + b : a * b;
-    memcpy(o, &a, 4);
-    break;
-  }
-  default: { /* FG_I64 (bool is refused with a reduction) */
-    uint64_t a, b;
-    memcpy(&a, o, 8), memcpy(&b, u, 8);
-    a = add ? a + b : a * b;
-    memcpy(o, &a, 8);
-    break;
-  }
-  }
+#undef COMBINE
 }
 
 /* Shapes: indices [..., k] with k <= rank(data), updates
