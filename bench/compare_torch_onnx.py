@@ -5,8 +5,10 @@
                                                 [--rounds 3] [--cases a,b,...]
 
 The models are exported once by PyTorch 1.13 (torch.onnx.export, opset 17, a
-dynamic batch axis) into build/bench/onnx/: torchvision's resnet18 and
-mobilenet_v2 (weights=None, seed 0, eval mode), a TransformerEncoder (2
+dynamic batch axis) into build/bench/onnx/: torchvision's resnet18,
+mobilenet_v2 and shufflenet_v2_x1_0 (weights=None, seed 0, eval mode; the
+last with 58-, 116- and 232-channel and depthwise convolutions, which one
+image cuts into parts of output channels or groups), a TransformerEncoder (2
 layers, d_model 64, 4 heads, GELU, batch_first, sequence 128) and GPT-2's
 MLP block (gpt_mlp: x + Linear(1024, 256)(GELU tanh(Linear(256, 1024)(
 LayerNorm(x))))) on sequences of 128, whose tanh GELU PyTorch exports as
@@ -51,6 +53,7 @@ CASES = {
     "onnx_resnet18_bn_b8": ("resnet18_bn", 8, 2, 8),
     "onnx_mobilenet_v2_b1": ("mobilenet_v2", 1, 3, 20),
     "onnx_mobilenet_v2_b8": ("mobilenet_v2", 8, 2, 8),
+    "onnx_shufflenet_v2_b1": ("shufflenet_v2_x1_0", 1, 3, 20),
     "onnx_transformer_b8": ("transformer", 8, 3, 20),
     "onnx_gpt_mlp_b8": ("gpt_mlp", 8, 3, 20),
 }
