@@ -385,6 +385,8 @@ static int map_mod(fgx_ctx *c, const fgx_node *n) {
   if (fmod != 0 && fmod != 1)
     return fgx_fail(c, n, FG_INVALID_GRAPH, "attribute 'fmod' is %lld; it must be 0 or 1",
                     (long long)fmod);
+  if (dt == FG_BOOL)
+    return fgx_fail(c, n, FG_INVALID_GRAPH, "Mod is not defined on bool (numeric types only)");
   if (!is_int(dt) && fmod == 0)
     return fgx_fail(c, n, FG_INVALID_GRAPH,
                     "Mod of %s needs fmod = 1 (the operator's rule for floating point)",

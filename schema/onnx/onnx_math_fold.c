@@ -87,19 +87,19 @@ static int fold_div(elem a, elem b, fg_dtype dt, elem *r) {
   return OK;
 }
 
-/* a % b for b != 0, the sign of b's (floor) or a's (trunc) side; v % -1
- * is 0 (INT64_MIN % -1 traps in C). */
-static int64_t rem64(int64_t a, int64_t b, int floor) {
+/* a % b for b != 0 with the sign of b (floored) or of a (C's); v % -1 is
+ * 0 (INT64_MIN % -1 traps in C). */
+static int64_t rem64(int64_t a, int64_t b, int floored) {
   const int64_t r = b == -1 ? 0 : a % b;
-  return floor && r != 0 && (r < 0) != (b < 0) ? r + b : r;
+  return floored && r != 0 && (r < 0) != (b < 0) ? r + b : r;
 }
 
-static int fold_mod(elem a, elem b, int floor, elem *r) {
+static int fold_mod(elem a, elem b, int floored, elem *r) {
   if (b.v == 0) return DIV_ZERO;
   if (a.v == 0) return *r = (elem){0, 0}, OK;
   if (a.s == 0 && b.s == 1) return NO_FORM;
   if (a.s == 1 && b.s == 0 && rem64(a.v, b.v, 0) != 0) return NO_FORM;
-  r->v = a.s == 1 && b.s == 0 ? 0 : rem64(a.v, b.v, floor);
+  r->v = a.s == 1 && b.s == 0 ? 0 : rem64(a.v, b.v, floored);
   r->s = a.s == 1 && b.s == 1 && r->v != 0;
   return OK;
 }

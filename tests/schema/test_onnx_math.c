@@ -353,6 +353,8 @@ FG_TEST(onnx_math_err_mod, "onnx,badinput") {
   expect_error("err_mod_float_fmod0", FG_INVALID_GRAPH, f0);
   const char *f2[] = {"'fmod2'", "attribute 'fmod' is 2", NULL};
   expect_error("err_mod_fmod2", FG_INVALID_GRAPH, f2);
+  const char *bl[] = {"'bmod2'", "Mod is not defined on bool", NULL};
+  expect_error("err_mod_bool", FG_INVALID_GRAPH, bl);
   const char *b[] = {"'bmod'", "unknown batch size", NULL};
   expect_error("err_mod_batch", FG_UNIMPLEMENTED, b);
 }
