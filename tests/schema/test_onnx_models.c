@@ -185,10 +185,10 @@ done:
   fg_status_free(st);
 }
 
-FG_TEST(resnet18_op13_fixed, "onnx,slow") { check_model("resnet18_op13_fixed", 1); }
-FG_TEST(resnet18_op13_dyn, "onnx,slow") { check_model("resnet18_op13_dyn", 2); }
-FG_TEST(resnet18_op17_fixed, "onnx,slow") { check_model("resnet18_op17_fixed", 1); }
-FG_TEST(resnet18_op17_dyn, "onnx,slow") { check_model("resnet18_op17_dyn", 2); }
+FG_TEST(resnet18_op13_fixed, "onnx") { check_model("resnet18_op13_fixed", 1); }
+FG_TEST(resnet18_op13_dyn, "onnx") { check_model("resnet18_op13_dyn", 2); }
+FG_TEST(resnet18_op17_fixed, "onnx") { check_model("resnet18_op17_fixed", 1); }
+FG_TEST(resnet18_op17_dyn, "onnx") { check_model("resnet18_op17_dyn", 2); }
 FG_TEST(mobilenet_v2_op13_fixed, "onnx") { check_model("mobilenet_v2_op13_fixed", 1); }
 FG_TEST(mobilenet_v2_op13_dyn, "onnx") { check_model("mobilenet_v2_op13_dyn", 2); }
 FG_TEST(mobilenet_v2_op17_fixed, "onnx") { check_model("mobilenet_v2_op17_fixed", 1); }
