@@ -370,6 +370,7 @@ const fgx_op fgx_ops_nn[] = {
     {"InstanceNormalization", nnx_map_instance_norm},
     {"Gemm", map_gemm},
     {"MatMul", map_matmul},
+    {"Einsum", nnx_map_einsum},
     {"Relu", map_relu},
     {"LeakyRelu", map_leaky_relu},
     {"PRelu", map_prelu},

@@ -16,6 +16,8 @@
 /* Binds output i to o once the graph holds no error; a builder's error
  * (the graph's sticky status) becomes the import's, naming the node. */
 int nnx_set(fgx_ctx *c, const fgx_node *n, int i, fg_output o);
+/* onnx_map_einsum.c: Einsum of one or two operands. */
+int nnx_map_einsum(fgx_ctx *c, const fgx_node *n);
 /* -1 after fgx_fail when the graph holds an error (a builder refused). */
 int nnx_graph_ok(fgx_ctx *c, const fgx_node *n);
 

@@ -689,6 +689,59 @@ def grad_cases():
               opset=17)
 
 
+# ---- Einsum -------------------------------------------------------------------
+
+def einsum_cases():
+    """np.einsum is the reference (the operator documentation's semantics;
+    ONNX equations may hold spaces, NumPy's may not)."""
+    def ein(name, eq, shapes, dtype=np.float32, opset=12):
+        xs = {"x%d" % i: rand(*s, dtype=dtype) for i, s in enumerate(shapes)}
+        want = np.einsum(eq.replace(" ", ""), *[a.astype(np.float64) for a in xs.values()])
+        case(name, [n("Einsum", list(xs), equation=eq)], xs,
+             [("y", np.asarray(want).astype(dtype))], opset=opset)
+
+    ein("einsum_attn_scores", "bhid,bhjd->bhij", [(2, 3, 4, 5), (2, 3, 6, 5)])
+    ein("einsum_attn_values", "bhij,bhjd->bhid", [(2, 3, 4, 6), (2, 3, 6, 5)])
+    ein("einsum_maxvit", "B G H I D, B G H J D -> B G H I J", [(1, 2, 3, 4, 5), (1, 2, 3, 6, 5)])
+    ein("einsum_implicit_matmul", "ij,jk", [(3, 4), (4, 5)])
+    ein("einsum_outer", "i,j->ij", [(3,), (4,)])
+    ein("einsum_two_contracted", "abc,cbd->ad", [(2, 3, 4), (4, 3, 5)])
+    ein("einsum_sum_out", "ij,jk->i", [(3, 4), (4, 5)])
+    ein("einsum_dot", "i,i->", [(6,), (6,)])
+    ein("einsum_batch_permuted", "bij,bjk->kbi", [(2, 3, 4), (2, 4, 5)])
+    ein("einsum_a_transposed", "bki,bkj->bij", [(2, 4, 3), (2, 4, 5)])
+    ein("einsum_transpose", "ijk->kij", [(2, 3, 4)])
+    ein("einsum_reduce", "ijk->j", [(2, 3, 4)])
+    ein("einsum_f64", "bij,bjk->bik", [(2, 3, 4), (2, 4, 5)], dtype=np.float64)
+    # A symbolic batch: the first batch label, fed with 2 and with 3; the
+    # second equation reshapes [B, 2, 3, 5] to [B, 6, 5] and back.
+    for b in (2, 3):
+        for tag, eq, s0, s1 in (("", "bid,bjd->bij", (4, 5), (6, 5)),
+                                ("_grouped", "bijd,bkd->bijk", (2, 3, 5), (4, 5))):
+            xs = {"x0": rand(b, *s0), "x1": rand(b, *s1)}
+            case("einsum_dyn%s_b%d" % (tag, b), [n("Einsum", ["x0", "x1"], equation=eq)], xs,
+                 [("y", np.einsum(eq, xs["x0"], xs["x1"]))], opset=12, dyn=("x0", "x1"))
+    # Refused: an ellipsis, a diagonal, three operands, sizes that differ,
+    # an output label in no input, a term of the wrong rank, no equation,
+    # integers.
+    a, b, c = rand(2, 3), rand(3, 4), rand(4, 2)
+
+    def refused(name, eq, ins, **kw):
+        attrs = {"equation": eq} if eq is not None else {}
+        bad(name, [n("Einsum", list(ins), **attrs)], ins, opset=12, **kw)
+
+    refused("bad_einsum_ellipsis", "...j,jk->...k", {"a": a, "b": b})
+    refused("bad_einsum_diagonal", "ii->i", {"a": rand(3, 3)})
+    refused("bad_einsum_three", "ij,jk,kl->il", {"a": a, "b": b, "c": c})
+    refused("bad_einsum_sizes", "ij,jk->ik", {"a": a, "c": c})
+    refused("bad_einsum_out_label", "ij,jk->iz", {"a": a, "b": b})
+    refused("bad_einsum_rank", "ijk,jk->i", {"a": a, "b": b})
+    refused("bad_einsum_no_equation", None, {"a": a, "b": b})
+    refused("bad_einsum_int", "ij,jk->ik",
+            {"a": np.ones((2, 3), np.int64), "b": np.ones((3, 4), np.int64)},
+            out_dt=TensorProto.INT64)
+
+
 os.makedirs(OUT, exist_ok=True)
 torch.manual_seed(0)
 conv_cases()
@@ -700,3 +753,4 @@ act_cases()
 softmax_cases()
 loss_cases()
 grad_cases()
+einsum_cases()
