@@ -380,6 +380,8 @@ static int map_mod(fgx_ctx *c, const fgx_node *n) {
   int rank;
   int64_t dims[FGX_MAX_DIMS];
   static const int both[2] = {0, 1};
+  if (fgx_num_inputs(n) != 2)
+    return fgx_fail(c, n, FG_INVALID_GRAPH, "Mod takes 2 inputs, got %d", fgx_num_inputs(n));
   if (fgx_attr_int(c, n, "fmod", 0, &fmod) < 0 || fgx_input_info(c, n, 0, &dt, &rank, dims) != 0)
     return -1;
   if (fmod != 0 && fmod != 1)

@@ -355,6 +355,8 @@ FG_TEST(onnx_math_err_mod, "onnx,badinput") {
   expect_error("err_mod_fmod2", FG_INVALID_GRAPH, f2);
   const char *bl[] = {"'bmod2'", "Mod is not defined on bool", NULL};
   expect_error("err_mod_bool", FG_INVALID_GRAPH, bl);
+  const char *one[] = {"'mod1'", "Mod takes 2 inputs, got 1", NULL};
+  expect_error("err_mod_one_input", FG_INVALID_GRAPH, one);
   const char *b[] = {"'bmod'", "unknown batch size", NULL};
   expect_error("err_mod_batch", FG_UNIMPLEMENTED, b);
 }

@@ -568,6 +568,8 @@ def mod_cases():
     case("err_mod_bool", [node("Mod", ["a", "b"], name="bmod2")], [],
          [("y", np.zeros(2, np.bool_))],
          inits=[("a", np.array([True, False])), ("b", np.array([True, True]))], check=False)
+    case("err_mod_one_input", [node("Mod", ["a"], name="mod1")], [], [("y", np.zeros(2, np.int64))],
+         inits=[("a", np.array([4, 5], np.int64))], check=False)
     case("err_mod_batch", [node("Shape", ["x"], ["s"]), node("Mod", ["s", "d"], name="bmod")],
          [("x", x2)], [("y", np.zeros(3, np.int64))], batch=True,
          inits=[("d", np.array([4, 4, 4], np.int64))])
