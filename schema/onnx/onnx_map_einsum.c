@@ -22,8 +22,7 @@
 
 #include "schema/onnx/onnx_map_nn.h"
 
-#define EIN_MAX    2
-#define EIN_LABELS 52
+#define EIN_MAX 2
 
 typedef struct ein_term {
   int n;
@@ -147,10 +146,11 @@ static fg_output sum_out(fg_graph *g, fg_output x, ein_term *t, const ein_term *
 }
 
 /* The terms in the order [batch, free, contracted] (a) or [batch,
- * contracted, free] (b); the dims of batch, and M or N and K. */
+ * contracted, free] (b); how many batch, free (of a, of b) and contracted
+ * labels, and the free and contracted groups' sizes M, N and K. */
 typedef struct ein_plan {
   ein_term a, b, y; /* operand layouts, and the product's labels */
-  int nb;           /* batch labels */
+  int nb, fa, fb, nk;
   int64_t m, nn, kk;
 } ein_plan;
 
@@ -165,16 +165,19 @@ static void plan_of(const ein *e, const ein_term *ta, const ein_term *tb, ein_pl
     if (term_has(ta, e->out.l[j]) && !term_has(tb, e->out.l[j])) {
       p->a.l[p->a.n++] = p->y.l[p->y.n++] = e->out.l[j];
       p->m *= e->dim[(int)e->out.l[j]];
+      p->fa++;
     }
   for (int j = 0; j < ta->n; j++)
     if (term_has(tb, ta->l[j]) && !term_has(&e->out, ta->l[j])) {
       p->a.l[p->a.n++] = p->b.l[p->b.n++] = ta->l[j];
       p->kk *= e->dim[(int)ta->l[j]];
+      p->nk++;
     }
   for (int j = 0; j < e->out.n; j++)
     if (term_has(tb, e->out.l[j]) && !term_has(ta, e->out.l[j])) {
       p->b.l[p->b.n++] = p->y.l[p->y.n++] = e->out.l[j];
       p->nn *= e->dim[(int)e->out.l[j]];
+      p->fb++;
     }
 }
 
@@ -211,13 +214,6 @@ static void swap_groups(ein_term *t, int nb, int first) {
   *t = s;
 }
 
-static int free_count(const ein_term *t, const ein_term *other, int nb) {
-  int f = 0;
-  for (int j = nb; j < t->n; j++)
-    f += !term_has(other, t->l[j]);
-  return f;
-}
-
 static int map_two(fgx_ctx *c, const fgx_node *n, ein *e, fg_output a, fg_output b) {
   fg_graph *g = fgx_graph(c);
   a = sum_out(g, a, &e->in[0], &e->in[1], &e->out);
@@ -235,9 +231,8 @@ static int map_two(fgx_ctx *c, const fgx_node *n, ein *e, fg_output a, fg_output
     }
   /* A matmul transposes an operand whose layout is the other order. */
   ein_term at = p.a, bt = p.b;
-  const int fa = free_count(&p.a, &p.b, p.nb), fb = free_count(&p.b, &p.a, p.nb);
-  swap_groups(&at, p.nb, fa);
-  swap_groups(&bt, p.nb, p.b.n - p.nb - fb);
+  swap_groups(&at, p.nb, p.fa);
+  swap_groups(&bt, p.nb, p.nk);
   const int ta =
       memcmp(e->in[0].l, p.a.l, (size_t)p.a.n) && !memcmp(e->in[0].l, at.l, (size_t)at.n);
   const int tb =
@@ -253,7 +248,7 @@ static int map_two(fgx_ctx *c, const fgx_node *n, ein *e, fg_output a, fg_output
   for (int j = p.nb; j < p.y.n; j++)
     tail[nt++] = e->dim[(int)p.y.l[j]];
   const int r = shape_of(e, &p, tail, nt, d);
-  if (!(nt == 2 && fa == 1 && fb == 1)) y = fg_reshape(g, y, r, d);
+  if (!(p.fa == 1 && p.fb == 1)) y = fg_reshape(g, y, r, d);
   return nnx_set(c, n, 0, permute(g, y, &p.y, &e->out));
 }
 

@@ -39,22 +39,6 @@ static const pc CASES[] = {
 #define C0      16 /* x0's channels */
 #define TAIL    16
 
-static fg_tensor *rand_tensor(int rank, const int64_t *dims, uint64_t seed) {
-  fg_tensor *t = fg_tensor_new(FG_F32, rank, dims, NULL);
-  float *v = fg_tensor_data(t);
-  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
-    v[i] = (float)(rng_unit(&seed) / 2);
-  return t;
-}
-
-static fg_output constant(fg_graph *g, const char *name, int rank, const int64_t *dims,
-                          uint64_t seed) {
-  fg_tensor *t = rand_tensor(rank, dims, seed);
-  fg_output o = fg_constant(g, name, t);
-  fg_tensor_free(t);
-  return o;
-}
-
 static int64_t out_side(const pc *c) { return (c->side + 2 * (c->k / 2) - c->k) / c->stride + 1; }
 
 static fg_graph *build(const pc *c) {
@@ -66,11 +50,13 @@ static fg_graph *build(const pc *c) {
   const int64_t p = c->k / 2;
   fg_conv2d_opts o = {{c->stride, c->stride}, {p, p, p, p}, {1, 1}, c->groups, 0, {0, 0}};
   fg_output x0 = fg_placeholder(g, "x0", FG_F32, 4, xd);
-  fg_output h =
-      fg_set_name(g, fg_conv2d(g, x0, constant(g, "w1", 4, w1d, 1), FG_NO_OUTPUT, &one), "h");
-  fg_output b = c->bias ? constant(g, "b", 1, bd, 3) : FG_NO_OUTPUT;
-  fg_output y = fg_set_name(g, fg_conv2d(g, h, constant(g, "w", 4, wd, 2), b, &o), "y");
-  fg_set_name(g, fg_conv2d(g, y, constant(g, "w3", 4, w3d, 4), FG_NO_OUTPUT, &one), "out");
+  fg_output h = fg_set_name(
+      g, fg_conv2d(g, x0, rand_constant(g, "w1", FG_F32, 4, w1d, 1), FG_NO_OUTPUT, &one), "h");
+  fg_output b = c->bias ? rand_constant(g, "b", FG_F32, 1, bd, 3) : FG_NO_OUTPUT;
+  fg_output y =
+      fg_set_name(g, fg_conv2d(g, h, rand_constant(g, "w", FG_F32, 4, wd, 2), b, &o), "y");
+  fg_set_name(g, fg_conv2d(g, y, rand_constant(g, "w3", FG_F32, 4, w3d, 4), FG_NO_OUTPUT, &one),
+              "out");
   return g;
 }
 
@@ -131,8 +117,9 @@ FG_TEST(conv_one_image_parts_match_double_loop, "") {
     const int64_t xd[4] = {1, C0, c->side, c->side};
     const int64_t wd[4] = {c->o, c->c / c->groups, c->k, c->k}, bd[1] = {c->o};
     const int64_t w3d[4] = {TAIL, c->o, 1, 1};
-    fg_tensor *x0 = rand_tensor(4, xd, 5), *w = rand_tensor(4, wd, 2), *b = rand_tensor(1, bd, 3);
-    fg_tensor *w3 = rand_tensor(4, w3d, 4);
+    fg_tensor *x0 = rand_tensor(FG_F32, 4, xd, 5), *w = rand_tensor(FG_F32, 4, wd, 2),
+              *b = rand_tensor(FG_F32, 1, bd, 3);
+    fg_tensor *w3 = rand_tensor(FG_F32, 4, w3d, 4);
     const int threads[3] = {1, 2, 4};
     fg_tensor *out[3][3] = {{0}};
     for (int t = 0; t < 3; t++)

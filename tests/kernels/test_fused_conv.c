@@ -64,22 +64,6 @@ static const cc CASES[] = {
 
 static int64_t out_side(const cc *c) { return (c->h + 2 * c->pad - c->k) / c->stride + 1; }
 
-static fg_tensor *rand_tensor(fg_dtype dt, int rank, const int64_t *dims, uint64_t seed) {
-  fg_tensor *t = fg_tensor_new(dt, rank, dims, NULL);
-  uint64_t s = seed;
-  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
-    elem_store(fg_tensor_data(t), dt, i, rng_unit(&s));
-  return t;
-}
-
-static fg_output constant(fg_graph *g, const char *name, fg_dtype dt, int rank, const int64_t *dims,
-                          uint64_t seed) {
-  fg_tensor *t = rand_tensor(dt, rank, dims, seed);
-  fg_output o = fg_constant(g, name, t);
-  fg_tensor_free(t);
-  return o;
-}
-
 static fg_conv2d_opts opts_of(const cc *c) {
   fg_conv2d_opts o = {
       {c->stride, c->stride}, {c->pad, c->pad, c->pad, c->pad}, {1, 1}, c->groups, 0, {0, 0}};
@@ -94,14 +78,15 @@ static fg_graph *build(const cc *c, int fused, const char **fetch) {
   const int64_t xd[4] = {c->n, c->c, c->h, c->h}, wd[4] = {c->o, c->c / c->groups, c->k, c->k};
   const int64_t zd[4] = {c->n, c->o, side, side}, bd[1] = {c->o}, td[4] = {16, c->o, 1, 1};
   fg_output x = fg_placeholder(g, "x", c->dt, 4, xd);
-  fg_output w = constant(g, "w", c->dt, 4, wd, 11);
-  fg_output b = c->bias ? constant(g, "b", c->dt, 1, bd, 12) : FG_NO_OUTPUT;
+  fg_output w = rand_constant(g, "w", c->dt, 4, wd, 11);
+  fg_output b = c->bias ? rand_constant(g, "b", c->dt, 1, bd, 12) : FG_NO_OUTPUT;
   fg_conv2d_opts o = opts_of(c);
   fg_output z = FG_NO_OUTPUT;
   if (c->add)
     z = c->z_conv
-            ? fg_set_name(g, fg_conv2d(g, x, constant(g, "wz", c->dt, 4, wd, 13), FG_NO_OUTPUT, &o),
-                          "z")
+            ? fg_set_name(
+                  g, fg_conv2d(g, x, rand_constant(g, "wz", c->dt, 4, wd, 13), FG_NO_OUTPUT, &o),
+                  "z")
             : fg_placeholder(g, "z", c->dt, 4, zd);
   fg_output y;
   if (fused) {
@@ -128,7 +113,8 @@ static fg_graph *build(const cc *c, int fused, const char **fetch) {
   *fetch = "y";
   if (c->tail) {
     fg_conv2d_opts one = {{1, 1}, {0, 0, 0, 0}, {1, 1}, 1, 0, {0, 0}};
-    fg_set_name(g, fg_conv2d(g, y, constant(g, "wt", c->dt, 4, td, 14), FG_NO_OUTPUT, &one), "out");
+    fg_set_name(g, fg_conv2d(g, y, rand_constant(g, "wt", c->dt, 4, td, 14), FG_NO_OUTPUT, &one),
+                "out");
     *fetch = "out";
   }
   return g;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flowgraph/graph.h"
 #include "flowgraph/tensor.h"
 #include "flowgraph/types.h"
 
@@ -67,6 +68,24 @@ static inline fg_tensor *tensor_of_doubles(fg_dtype dt, int rank, const int64_t 
 }
 
 /* Element i of t as a double. */
+/* A tensor of dt (f32 or f64) of uniform values in [-1, 1) from `seed`. */
+static inline fg_tensor *rand_tensor(fg_dtype dt, int rank, const int64_t *dims, uint64_t seed) {
+  fg_tensor *t = fg_tensor_new(dt, rank, dims, NULL);
+  uint64_t s = seed;
+  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
+    elem_store(fg_tensor_data(t), dt, i, rng_unit(&s));
+  return t;
+}
+
+/* A constant node `name` of rand_tensor's values. */
+static inline fg_output rand_constant(fg_graph *g, const char *name, fg_dtype dt, int rank,
+                                      const int64_t *dims, uint64_t seed) {
+  fg_tensor *t = rand_tensor(dt, rank, dims, seed);
+  fg_output o = fg_constant(g, name, t);
+  fg_tensor_free(t);
+  return o;
+}
+
 static inline double tensor_elem(const fg_tensor *t, int64_t i) {
   return elem_as_double(fg_tensor_data(t), fg_tensor_dtype(t), i);
 }

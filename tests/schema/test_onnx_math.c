@@ -345,20 +345,23 @@ FG_TEST(onnx_math_err_div_zero_known, "onnx,badinput") {
 
 /* Mod is folded at import or refused: flowgraph has no remainder op. */
 FG_TEST(onnx_math_err_mod, "onnx,badinput") {
-  const char *rt[] = {"'rt_mod'", "input 0 'a' must be known at import", "no remainder op", NULL};
-  expect_error("err_mod_runtime", FG_UNIMPLEMENTED, rt);
-  const char *zero[] = {"'mod0'", "remainder by zero at output element 1", NULL};
-  expect_error("err_mod_zero", FG_INVALID_GRAPH, zero);
-  const char *f0[] = {"'fmod0'", "Mod of f32 needs fmod = 1", NULL};
-  expect_error("err_mod_float_fmod0", FG_INVALID_GRAPH, f0);
-  const char *f2[] = {"'fmod2'", "attribute 'fmod' is 2", NULL};
-  expect_error("err_mod_fmod2", FG_INVALID_GRAPH, f2);
-  const char *bl[] = {"'bmod2'", "Mod is not defined on bool", NULL};
-  expect_error("err_mod_bool", FG_INVALID_GRAPH, bl);
-  const char *one[] = {"'mod1'", "Mod takes 2 inputs, got 1", NULL};
-  expect_error("err_mod_one_input", FG_INVALID_GRAPH, one);
-  const char *b[] = {"'bmod'", "unknown batch size", NULL};
-  expect_error("err_mod_batch", FG_UNIMPLEMENTED, b);
+  static const struct {
+    const char *name;
+    fg_code code;
+    const char *needles[4];
+  } bad[] = {
+      {"err_mod_runtime",
+       FG_UNIMPLEMENTED,
+       {"'rt_mod'", "input 0 'a' must be known at import", "no remainder op", NULL}},
+      {"err_mod_zero", FG_INVALID_GRAPH, {"'mod0'", "remainder by zero at output element 1", NULL}},
+      {"err_mod_float_fmod0", FG_INVALID_GRAPH, {"'fmod0'", "Mod of f32 needs fmod = 1", NULL}},
+      {"err_mod_fmod2", FG_INVALID_GRAPH, {"'fmod2'", "attribute 'fmod' is 2", NULL}},
+      {"err_mod_bool", FG_INVALID_GRAPH, {"'bmod2'", "Mod is not defined on bool", NULL}},
+      {"err_mod_one_input", FG_INVALID_GRAPH, {"'mod1'", "Mod takes 2 inputs, got 1", NULL}},
+      {"err_mod_batch", FG_UNIMPLEMENTED, {"'bmod'", "unknown batch size", NULL}},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    expect_error(bad[i].name, bad[i].code, bad[i].needles);
 }
 
 /* Shape(x)[0] + 1 with a dynamic batch: B + 1 has no known form and the
