@@ -72,6 +72,7 @@ extern const fg_grad_reg fg_grads_shape[];     /* autodiff/grad_shape.c */
 extern const fg_grad_reg fg_grads_reduce2[];   /* autodiff/grad_reduce2.c */
 extern const fg_grad_reg fg_grads_shape_ops[]; /* autodiff/grad_shape_ops.c */
 extern const fg_grad_reg fg_grads_pool[];      /* autodiff/grad_pool.c */
+extern const fg_grad_reg fg_grads_resize[];    /* autodiff/grad_resize.c */
 extern const fg_grad_reg fg_grads_norm[];      /* autodiff/grad_norm.c */
 extern const fg_grad_reg fg_grads_dropout[];   /* autodiff/grad_dropout.c */
 extern const fg_grad_reg fg_grads_conv[];      /* autodiff/grad_conv.c */

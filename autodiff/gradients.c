@@ -22,6 +22,7 @@ static void registry_fill(void) {
       fg_grads_reduce2,   /* */
       fg_grads_shape_ops, /* */
       fg_grads_pool,      /* */
+      fg_grads_resize,    /* */
       fg_grads_norm,      /* */
       fg_grads_dropout,   /* */
       fg_grads_conv,      /* */
@@ -67,6 +68,8 @@ fg_attrs *fg_grad_copy_attrs(const fg_grad_ctx *ctx, const char *const *names, i
       bad = fg_attrs_set_int(a, names[k], v->i) != 0;
     else if (v->type == FG_ATTR_FLOAT)
       bad = fg_attrs_set_float(a, names[k], v->f) != 0;
+    else if (v->type == FG_ATTR_FLOATS)
+      bad = fg_attrs_set_floats(a, names[k], v->floats, v->n) != 0;
     else if (v->type == FG_ATTR_STRING)
       bad = fg_attrs_set_string(a, names[k], v->s) != 0;
   }

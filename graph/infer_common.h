@@ -136,6 +136,9 @@ FGI_DECL_FLOPS(fgi_flops_matmul_apply_sgd)
 FGI_DECL_INFER(fgi_infer_pool)
 FGI_DECL_INFER(fgi_infer_pool_grad)
 FGI_DECL_FLOPS(fgi_flops_pool)
+FGI_DECL_INFER(fgi_infer_resize)      /* infer_resize.c */
+FGI_DECL_INFER(fgi_infer_resize_grad) /* infer_resize.c */
+FGI_DECL_FLOPS(fgi_flops_resize)      /* infer_resize.c */
 
 /* infer_norm.c: batch_norm and its update and gradient; layer_norm,
  * group_norm and instance_norm (one infer for the latter two) and their
@@ -168,6 +171,7 @@ FGI_DECL_PARSE(fgi_parse_cumsum)  /* infer_reduce2.c */
 FGI_DECL_PARSE(fgi_parse_topk)
 FGI_DECL_PARSE(fgi_parse_topk_grad)
 FGI_DECL_PARSE(fgi_parse_pool2d)        /* infer_pool.c: max/avg_pool2d and their gradients */
+FGI_DECL_PARSE(fgi_parse_resize)        /* infer_resize.c: the resize ops and their gradients */
 FGI_DECL_PARSE(fgi_parse_instance_norm) /* infer_norm.c: num_groups = C */
 /* infer_dropout.c: training_flag, dropout, dropout_grad, variable */
 FGI_DECL_INFER(fgi_infer_training_flag)

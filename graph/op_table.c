@@ -265,6 +265,23 @@ static const fg_attr_def a_avg_pool2d[] = {
     A_END};
 static const fg_attr_def a_adaptive_pool[] = {
     {"output_size", FG_ATTR_INTS, NULL, "(oh, ow), >= 1", FG_NO_PARAM}, A_END};
+/* Resizing (graph/infer_resize.c): ONNX Resize's nearest and linear modes
+ * on the last two dims (flowgraph/types.h, fg_resize_opts). */
+#define RESIZE_ATTRS                                                                               \
+  {"sizes", FG_ATTR_INTS, NULL, "output (height, width), >= 1", FG_NO_PARAM},                      \
+      {"scales", FG_ATTR_FLOATS, "sizes / input",                                                  \
+       "coordinate scales (h, w), > 0 (ONNX's scales input)", FG_NO_PARAM},                        \
+  {                                                                                                \
+    "coordinate_transformation_mode", FG_ATTR_STRING, "half_pixel",                                \
+        "half_pixel, pytorch_half_pixel, asymmetric or align_corners (ONNX's)", FG_NO_PARAM        \
+  }
+static const fg_attr_def a_resize_nearest[] = {
+    RESIZE_ATTRS,
+    {"nearest_mode", FG_ATTR_STRING, "round_prefer_floor",
+     "round_prefer_floor, round_prefer_ceil, floor or ceil", FG_NO_PARAM},
+    A_END};
+static const fg_attr_def a_resize_linear[] = {RESIZE_ATTRS, A_END};
+#undef RESIZE_ATTRS
 static const fg_attr_def a_norm_eps[] = {
     {"epsilon", FG_ATTR_FLOAT, "1e-05", "added to the variance, > 0", FG_PARAM(F64, norm.epsilon)},
     A_END};
@@ -572,6 +589,21 @@ const fg_op_def fg_op_table[] = {
     [FG_OP_GLOBAL_MAX_POOL_GRAD] = {"global_max_pool_grad", 2, 2, 1, DIFF, fgi_infer_pool_grad,
                                     NULL, 0, "dy, x", NULL, NULL,
                                     "dy at each plane's first maximum in x"},
+    /* Resizing the last two dims (graph/infer_resize.c). The gradients
+     * take x for its shape only; each is linear in dy, with the forward op
+     * as its adjoint. */
+    [FG_OP_RESIZE_NEAREST] = {"resize_nearest", 1, 1, 1, DIFF, fgi_infer_resize, fgi_flops_resize,
+                              0, "x", a_resize_nearest, fgi_parse_resize,
+                              "each output takes its nearest input (ONNX Resize, nearest)"},
+    [FG_OP_RESIZE_LINEAR] = {"resize_linear", 1, 1, 1, DIFF, fgi_infer_resize, fgi_flops_resize, 0,
+                             "x", a_resize_linear, fgi_parse_resize,
+                             "bilinear blend of the 4 nearest inputs (ONNX Resize, linear)"},
+    [FG_OP_RESIZE_NEAREST_GRAD] = {"resize_nearest_grad", 2, 2, 1, DIFF, fgi_infer_resize_grad,
+                                   fgi_flops_resize, 0, "dy, x", a_resize_nearest, fgi_parse_resize,
+                                   "dy summed into the inputs each output took"},
+    [FG_OP_RESIZE_LINEAR_GRAD] = {"resize_linear_grad", 2, 2, 1, DIFF, fgi_infer_resize_grad,
+                                  fgi_flops_resize, 0, "dy, x", a_resize_linear, fgi_parse_resize,
+                                  "dy spread over the 4 inputs by the forward's weights"},
     /* Normalization (graph/infer_norm.c, kernels/cpu/norm.c). Outputs past
      * y are what the gradient and the running-statistics update read: the
      * mean and 1 / sqrt(var + epsilon) that normalised x, and for

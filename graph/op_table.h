@@ -137,6 +137,10 @@
   X(AVG_POOL2D_GRAD, "avg_pool2d_grad")                                                            \
   X(ADAPTIVE_AVG_POOL2D_GRAD, "adaptive_avg_pool2d_grad")                                          \
   X(GLOBAL_MAX_POOL_GRAD, "global_max_pool_grad")                                                  \
+  X(RESIZE_NEAREST, "resize_nearest")                                                              \
+  X(RESIZE_LINEAR, "resize_linear")                                                                \
+  X(RESIZE_NEAREST_GRAD, "resize_nearest_grad")                                                    \
+  X(RESIZE_LINEAR_GRAD, "resize_linear_grad")                                                      \
   X(BATCH_NORM, "batch_norm")                                                                      \
   X(BATCH_NORM_UPDATE_STATS, "batch_norm_update_stats")                                            \
   X(BATCH_NORM_GRAD, "batch_norm_grad")                                                            \

@@ -58,6 +58,11 @@ extern "C" {
   FGK_FLOAT(X, "avg_pool2d_grad", P##_avg_pool2d_grad)                                             \
   FGK_FLOAT(X, "adaptive_avg_pool2d_grad", P##_adaptive_avg_pool2d_grad)                           \
   FGK_FLOAT(X, "global_max_pool_grad", P##_global_max_pool_grad)                                   \
+  /* resize.c(u) */                                                                                \
+  FGK_FLOAT(X, "resize_nearest", P##_resize_nearest)                                               \
+  FGK_FLOAT(X, "resize_linear", P##_resize_linear)                                                 \
+  FGK_FLOAT(X, "resize_nearest_grad", P##_resize_nearest_grad)                                     \
+  FGK_FLOAT(X, "resize_linear_grad", P##_resize_linear_grad)                                       \
   /* norm.c(u); instance_norm is group_norm with C groups (its parse hook) */                      \
   FGK_FLOAT(X, "batch_norm", P##_batch_norm)                                                       \
   FGK_FLOAT(X, "batch_norm_update_stats", P##_batch_norm_update_stats)                             \

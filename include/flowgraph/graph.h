@@ -401,6 +401,13 @@ FG_API fg_output fg_global_max_pool(fg_graph *g, fg_output x);
 /* [N, C, out_h, out_w]: output i averages rows [floor(i H / out_h),
  * ceil((i + 1) H / out_h)), columns alike (torch's adaptive_avg_pool2d). */
 FG_API fg_output fg_adaptive_avg_pool2d(fg_graph *g, fg_output x, int64_t out_h, int64_t out_w);
+/* x (f32 or f64, rank >= 2) with its last two dims resized to o->sizes
+ * (flowgraph/types.h, fg_resize_opts): nearest neighbour, or bilinear.
+ * torch.nn.functional.interpolate(x, size, mode="nearest") is
+ * fg_resize_nearest with ASYMMETRIC and FLOOR; mode="bilinear" is
+ * fg_resize_linear with HALF_PIXEL (align_corners=False) or ALIGN_CORNERS. */
+FG_API fg_output fg_resize_nearest(fg_graph *g, fg_output x, const fg_resize_opts *o);
+FG_API fg_output fg_resize_linear(fg_graph *g, fg_output x, const fg_resize_opts *o);
 /* ---- convolution (NCHW, as torch.nn.functional) -------------------------- */
 /* Zero fields mean the defaults: strides 1, dilations 1, groups 1, pads 0
  * (top, left, bottom, right). same = 1: PyTorch's padding='same' (strides

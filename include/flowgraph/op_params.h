@@ -175,6 +175,18 @@ typedef struct fg_tile_params {
  * (avg_pool2d only) 1 divides by the window's size clipped to the padded
  * input, 0 by its element count inside the input. */
 typedef fg_pool2d_opts fg_pool2d_params; /* flowgraph/types.h, here normalised */
+
+/* resize_nearest, resize_linear and their gradients (flowgraph/types.h,
+ * fg_resize_opts): the output's height and width, the coordinate scales
+ * resolved (the sizes over the input's where the node gives none), the
+ * coordinate mode and the nearest mode (fg_resize_coord,
+ * fg_resize_nearest_mode; 0 for the linear ops). */
+typedef struct fg_resize_params {
+  int64_t sizes[2];
+  double scales[2];
+  int coord;
+  int nearest;
+} fg_resize_params;
 /* batch_norm, layer_norm, group_norm, instance_norm, their *_grad ops and
  * batch_norm_update_stats (torch.nn.functional's semantics). */
 typedef struct fg_norm_params {
@@ -330,6 +342,7 @@ typedef union fg_op_params {
   fg_axis_params split;      /* axis in [0, rank); the outputs' dims give the sizes */
   fg_axis_params stack;      /* axis in [0, rank of the output) */
   fg_pool2d_params pool2d;   /* max_pool2d, avg_pool2d and their gradients */
+  fg_resize_params resize;   /* resize_nearest, resize_linear and their gradients */
   fg_norm_params norm;       /* the normalization ops and their gradients */
   fg_dropout_params dropout; /* dropout, dropout_grad */
   fg_conv_params conv;       /* conv2d, its gradients and conv_transpose2d */

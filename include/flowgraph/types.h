@@ -50,6 +50,39 @@ typedef struct fg_pool2d_opts {
   int count_include_pad;
 } fg_pool2d_opts;
 
+/* Resizing the last two dims (height, width) of a tensor, as ONNX Resize
+ * (opsets 11 and 13) with mode "nearest" (fg_resize_nearest) or "linear"
+ * (fg_resize_linear, bilinear). Output (oh, ow) takes the input at source
+ * coordinate x(o) along each dim, from the coordinate mode (scale s, input
+ * length n, output length m):
+ * - HALF_PIXEL: (o + 0.5) / s - 0.5 (torch's align_corners=False);
+ * - PYTORCH_HALF_PIXEL: as HALF_PIXEL, but 0 when m is 1;
+ * - ASYMMETRIC: o / s (torch's mode "nearest");
+ * - ALIGN_CORNERS: o (n - 1) / (m - 1), 0 when m is 1.
+ * Linear blends the two neighbours of x clamped to [0, n - 1]; nearest
+ * rounds x by its nearest mode and clamps the index to [0, n - 1].
+ * scales: 0 means m / n (what ONNX uses when the model gives sizes). */
+typedef enum fg_resize_coord {
+  FG_RESIZE_HALF_PIXEL = 0,
+  FG_RESIZE_PYTORCH_HALF_PIXEL = 1,
+  FG_RESIZE_ASYMMETRIC = 2,
+  FG_RESIZE_ALIGN_CORNERS = 3
+} fg_resize_coord;
+
+typedef enum fg_resize_nearest_mode {
+  FG_NEAREST_ROUND_PREFER_FLOOR = 0, /* halves go down */
+  FG_NEAREST_ROUND_PREFER_CEIL = 1,  /* halves go up */
+  FG_NEAREST_FLOOR = 2,
+  FG_NEAREST_CEIL = 3
+} fg_resize_nearest_mode;
+
+typedef struct fg_resize_opts {
+  int64_t sizes[2];               /* output height and width, >= 1 */
+  double scales[2];               /* coordinate scales (h, w), > 0; 0: sizes / input */
+  fg_resize_coord coord;          /* default (0): HALF_PIXEL */
+  fg_resize_nearest_mode nearest; /* fg_resize_nearest only; default ROUND_PREFER_FLOOR */
+} fg_resize_opts;
+
 #ifdef __cplusplus
 }
 #endif

@@ -112,8 +112,8 @@
   X("all_reduce_apply_sgd", FG_F64, fgk_all_reduce_apply_sgd)                                      \
   X("sufficient_factor_apply_sgd", FG_F32, fgk_sufficient_factor_apply_sgd)                        \
   X("sufficient_factor_apply_sgd", FG_F64, fgk_sufficient_factor_apply_sgd)                        \
-  /* reduce.c, reduce2.c, shape_copy.c, pool.c, norm.c, dropout.c, conv.c (oneDNN in f32,          \
-   * prepare hooks in FGK_PREPS; direct loops in f64) */                                           \
+  /* reduce.c, reduce2.c, shape_copy.c, pool.c, resize.c, norm.c, dropout.c, conv.c (oneDNN        \
+   * in f32, prepare hooks in FGK_PREPS; direct loops in f64) */                                   \
   FGK_SHARED_KERNELS(X, fgk)                                                                       \
   /* logical.c: bool only, registered under every key (f32 and f64 for every op) */                \
   FGK_ANY(X, "logical_not", fgk_logical_not)                                                       \

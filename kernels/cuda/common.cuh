@@ -105,7 +105,7 @@ extern "C" {
   FGK_FLOAT(X, "apply_sgd", fgc_apply_sgd)                                                         \
   FGK_FLOAT(X, "apply_momentum", fgc_apply_momentum)                                               \
   FGK_FLOAT(X, "apply_adam", fgc_apply_adam)                                                       \
-  /* reduce.cu, reduce2.cu, shape_copy.cu, pool.cu, norm.cu, dropout.cu, conv.cu (cuDNN) */        \
+  /* reduce.cu, reduce2.cu, shape_copy.cu, pool.cu, resize.cu, norm.cu, dropout.cu, conv.cu */     \
   FGK_SHARED_KERNELS(X, fgc)                                                                       \
   /* logical.cu */                                                                                 \
   FGK_ANY(X, "logical_not", fgc_logical_not)                                                       \

@@ -365,6 +365,7 @@ const fgx_op fgx_ops_nn[] = {
     {"AveragePool", nnx_map_avg_pool},
     {"GlobalAveragePool", nnx_map_global_avg_pool},
     {"GlobalMaxPool", nnx_map_global_max_pool},
+    {"Resize", nnx_map_resize},
     {"BatchNormalization", nnx_map_batch_norm},
     {"LayerNormalization", nnx_map_layer_norm},
     {"InstanceNormalization", nnx_map_instance_norm},

@@ -50,6 +50,8 @@ int nnx_map_max_pool(fgx_ctx *c, const fgx_node *n);
 int nnx_map_avg_pool(fgx_ctx *c, const fgx_node *n);
 int nnx_map_global_avg_pool(fgx_ctx *c, const fgx_node *n);
 int nnx_map_global_max_pool(fgx_ctx *c, const fgx_node *n);
+/* onnx_map_resize.c: Resize (nearest and linear). */
+int nnx_map_resize(fgx_ctx *c, const fgx_node *n);
 int nnx_map_batch_norm(fgx_ctx *c, const fgx_node *n);
 int nnx_map_layer_norm(fgx_ctx *c, const fgx_node *n);
 int nnx_map_instance_norm(fgx_ctx *c, const fgx_node *n);

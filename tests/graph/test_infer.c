@@ -21,8 +21,9 @@ FG_TEST(op_table_rows_match_names, "") {
    * logical_and, logical_or, softmax_cross_entropy_grad, fused_matmul,
    * fused_elementwise, multi_apply_sgd, multi_apply_momentum, multi_apply_adam +
    * fused_conv2d, fused_conv2d_add + fused_matmul_relu_grad, matmul_bias_grad +
-   * matmul_apply_sgd + softmax_cross_entropy_and_grad + gelu_tanh */
-  FG_CHECK_INT(FG_OP_COUNT, 137);
+   * matmul_apply_sgd + softmax_cross_entropy_and_grad + gelu_tanh + resize_nearest,
+   * resize_linear and their gradients */
+  FG_CHECK_INT(FG_OP_COUNT, 141);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);

@@ -742,6 +742,114 @@ def einsum_cases():
             out_dt=TensorProto.INT64)
 
 
+# ---- Resize -----------------------------------------------------------------
+
+def resize_ref(x, sizes, scales, coord, mode, nearest="round_prefer_floor"):
+    """The operator documentation's Resize on the last two axes: along each,
+    output o reads source coordinate x(o) by the coordinate mode; nearest
+    rounds it by nearest_mode, linear blends floor(x) and floor(x) + 1 with
+    weights 1 - r and r, the edge value standing in beyond the input."""
+    def matrix(n, m, s):
+        a = np.zeros((m, n))
+        for o in range(m):
+            if coord == "asymmetric":
+                c = o / s
+            elif coord == "align_corners":
+                c = 0.0 if m == 1 else o * (n - 1) / (m - 1)
+            elif coord == "pytorch_half_pixel" and m == 1:
+                c = 0.0
+            else:
+                c = (o + 0.5) / s - 0.5
+            f = np.floor(c)
+            if mode == "nearest":
+                r = {"floor": f, "ceil": np.ceil(c),
+                     "round_prefer_ceil": f + 1 if c - f >= 0.5 else f}.get(
+                         nearest, f + 1 if c - f > 0.5 else f)
+                a[o, int(min(max(r, 0), n - 1))] = 1
+                continue
+            for i, w in ((f, 1 - (c - f)), (f + 1, c - f)):
+                a[o, int(min(max(i, 0), n - 1))] += w
+        return a
+    n_h, n_w = x.shape[-2:]
+    s = scales or (sizes[0] / n_h, sizes[1] / n_w)
+    return (matrix(n_h, sizes[0], s[0]) @ x.astype(np.float64) @
+            matrix(n_w, sizes[1], s[1]).T).astype(x.dtype)
+
+
+def resize_cases():
+    """F.interpolate where its semantics are ONNX's (nearest: asymmetric +
+    floor; nearest-exact: half_pixel + round_prefer_ceil; bilinear:
+    half_pixel or align_corners), resize_ref otherwise."""
+    x = rand(2, 3, 4, 5)
+    f32 = np.float32
+    empty = np.zeros((0,), f32)
+
+    def rs(name, attrs, xs, inits, want, opset=13, ins=("x", "roi", "scales", "sizes"), dyn=()):
+        case(name, [n("Resize", list(ins), **attrs)], xs, [("y", want)], inits, opset=opset,
+             dyn=dyn)
+
+    def interp(**kw):
+        return F.interpolate(t(x), **kw).numpy()
+
+    sc2 = np.array([1, 1, 2, 2], f32)
+    rs("resize_nearest_scales", {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                                 "nearest_mode": "floor"},
+       {"x": x}, {"roi": empty, "scales": sc2}, interp(scale_factor=2.0, mode="nearest"),
+       ins=("x", "roi", "scales"))
+    rs("resize_linear_sizes", {"mode": "linear"}, {"x": x},
+       {"roi": empty, "scales": empty, "sizes": np.array([2, 3, 7, 9], np.int64)},
+       interp(size=(7, 9), mode="bilinear", align_corners=False))
+    rs("resize_linear_align_corners_op11",
+       {"mode": "linear", "coordinate_transformation_mode": "align_corners"}, {"x": x},
+       {"roi": empty, "scales": np.array([1, 1, 1.5, 1.5], f32)},
+       interp(scale_factor=1.5, mode="bilinear", align_corners=True), opset=11,
+       ins=("x", "roi", "scales"))
+    rs("resize_nearest_exact", {"mode": "nearest", "nearest_mode": "round_prefer_ceil"}, {"x": x},
+       {"roi": empty, "scales": empty, "sizes": np.array([2, 3, 7, 9], np.int64)},
+       interp(size=(7, 9), mode="nearest-exact"))
+    rs("resize_nearest_default_shrink", {}, {"x": x},
+       {"roi": empty, "scales": empty, "sizes": np.array([2, 3, 3, 3], np.int64)},
+       resize_ref(x, (3, 3), None, "half_pixel", "nearest"))
+    rs("resize_linear_pytorch_half_pixel",
+       {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, {"x": x},
+       {"roi": empty, "scales": empty, "sizes": np.array([2, 3, 1, 7], np.int64)},
+       resize_ref(x, (1, 7), None, "pytorch_half_pixel", "linear"))
+    rs("resize_op10_nearest", {"mode": "nearest"}, {"x": x}, {"scales": sc2},
+       interp(scale_factor=2.0, mode="nearest"), opset=10, ins=("x", "scales"))
+    rs("resize_op10_linear", {"mode": "linear"}, {"x": x}, {"scales": sc2},
+       resize_ref(x, (8, 10), (2.0, 2.0), "asymmetric", "linear"), opset=10, ins=("x", "scales"))
+    # A symbolic batch: sizes from Shape, as exporters build them.
+    for b in (2, 3):
+        xb = rand(b, 3, 4, 5)
+        nodes = [n("Shape", ["x"], ["s"]),
+                 n("Slice", ["s", "st", "en"], ["nc"]),
+                 n("Concat", ["nc", "hw"], ["sizes"], axis=0),
+                 n("Resize", ["x", "roi", "scales", "sizes"], mode="linear")]
+        case("resize_dyn_b%d" % b, nodes, {"x": xb},
+             [("y", F.interpolate(t(xb), size=(6, 8), mode="bilinear",
+                                  align_corners=False).numpy())],
+             {"st": np.array([0], np.int64), "en": np.array([2], np.int64),
+              "hw": np.array([6, 8], np.int64), "roi": empty, "scales": empty}, dyn=("x",))
+    # Refused: cubic, a channel scale, tf_crop_and_resize, scales and sizes
+    # both, sizes not known at import, opset 10 nearest shrinking,
+    # exclude_outside.
+    roi_sc = {"roi": empty, "scales": sc2}
+    bad("bad_resize_cubic", [n("Resize", ["x", "roi", "scales"], mode="cubic")], {"x": x}, roi_sc)
+    bad("bad_resize_channels", [n("Resize", ["x", "roi", "scales"])], {"x": x},
+        {"roi": empty, "scales": np.array([1, 2, 2, 2], f32)})
+    bad("bad_resize_tf_crop", [n("Resize", ["x", "roi", "scales"],
+                                 coordinate_transformation_mode="tf_crop_and_resize")],
+        {"x": x}, roi_sc)
+    bad("bad_resize_both", [n("Resize", ["x", "roi", "scales", "sizes"])], {"x": x},
+        {"roi": empty, "scales": sc2, "sizes": np.array([2, 3, 8, 10], np.int64)})
+    bad("bad_resize_runtime_sizes", [n("Resize", ["x", "roi", "scales", "sizes"])],
+        {"x": x, "sizes": np.array([2, 3, 8, 10], np.int64)}, {"roi": empty, "scales": empty})
+    bad("bad_resize_op10_shrink", [n("Resize", ["x", "scales"], mode="nearest")], {"x": x},
+        {"scales": np.array([1, 1, 0.5, 0.5], f32)}, opset=10)
+    bad("bad_resize_exclude_outside", [n("Resize", ["x", "roi", "scales"], exclude_outside=1)],
+        {"x": x}, roi_sc)
+
+
 os.makedirs(OUT, exist_ok=True)
 torch.manual_seed(0)
 conv_cases()
@@ -754,3 +862,4 @@ softmax_cases()
 loss_cases()
 grad_cases()
 einsum_cases()
+resize_cases()
