@@ -830,6 +830,28 @@ def resize_cases():
                                   align_corners=False).numpy())],
              {"st": np.array([0], np.int64), "en": np.array([2], np.int64),
               "hw": np.array([6, 8], np.int64), "roi": empty, "scales": empty}, dyn=("x",))
+    # What torch.onnx.export writes for a segmentation head: the output
+    # size from the input's Shape (Gather, Unsqueeze, Concat into sizes),
+    # here with a symbolic batch, beside a nearest x2 upsampling.
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+
+        def forward(self, x):
+            z = torch.relu(self.conv(x))
+            return (F.interpolate(z, size=x.shape[-2:], mode="bilinear", align_corners=False) +
+                    F.interpolate(F.interpolate(z, scale_factor=2.0, mode="nearest"),
+                                  size=x.shape[-2:], mode="nearest"))
+    head = Head().eval()
+    for b in (2, 3):
+        name, xb = "resize_torch_head_b%d" % b, rand(b, 3, 8, 10)
+        torch.onnx.export(head, t(rand(2, 3, 8, 10)), os.path.join(OUT, name + ".onnx"),
+                          opset_version=13, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+        np.save(os.path.join(OUT, name + ".in.x.npy"), xb)
+        with torch.no_grad():
+            np.save(os.path.join(OUT, name + ".out.0.npy"), head(t(xb)).numpy())
     # Refused: cubic, a channel scale, tf_crop_and_resize, scales and sizes
     # both, sizes not known at import, opset 10 nearest shrinking,
     # exclude_outside.
