@@ -666,6 +666,7 @@ int fgo_w_avg_pool2d(fgo_ctx *c, int id);
 int fgo_w_global_avg_pool(fgo_ctx *c, int id);
 int fgo_w_global_max_pool(fgo_ctx *c, int id);
 int fgo_w_adaptive_avg_pool2d(fgo_ctx *c, int id);
+int fgo_w_resize(fgo_ctx *c, int id); /* onnx_export_resize.c */
 int fgo_w_conv2d(fgo_ctx *c, int id);
 int fgo_w_conv_transpose2d(fgo_ctx *c, int id);
 int fgo_w_batch_norm(fgo_ctx *c, int id);
@@ -762,6 +763,8 @@ const fgo_op fgo_ops[] = {
     {"global_avg_pool", fgo_w_global_avg_pool, 0},
     {"global_max_pool", fgo_w_global_max_pool, 0},
     {"adaptive_avg_pool2d", fgo_w_adaptive_avg_pool2d, 0},
+    {"resize_nearest", fgo_w_resize, 0},
+    {"resize_linear", fgo_w_resize, 0},
     {"conv2d", fgo_w_conv2d, 0},
     {"conv_transpose2d", fgo_w_conv_transpose2d, 0},
     /* The training input is read by the writer, not followed. */

@@ -412,6 +412,34 @@ FG_TEST(onnx_export_norm_conv_transpose_pool_opset17, "") { norm_case(17, -1); }
 FG_TEST(onnx_export_round_trip_norm_conv_transpose_pool, "") { norm_case(13, 2e-6); }
 FG_TEST(onnx_export_round_trip_layer_norm_opset17, "") { norm_case(17, 2e-6); }
 
+/* resize_linear with sizes on a symbolic batch (Resize's sizes from the
+ * input's Shape), resize_nearest with given scales (Resize's scales
+ * input), and a shrinking align_corners resize. */
+static void resize_case(int opset, double rt) {
+  FG_REQUIRE(ox_begin());
+  fg_graph *g = fg_graph_new();
+  int64_t xd[4] = {FG_DIM_UNKNOWN, 3, 5, 6};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd);
+  const char *f[] = {"up_lin", "up_near", "down_ac"};
+  fg_resize_opts lin = {{7, 9}, {0, 0}, FG_RESIZE_HALF_PIXEL, 0};
+  fg_resize_opts near = {{10, 12}, {2, 2}, FG_RESIZE_ASYMMETRIC, FG_NEAREST_FLOOR};
+  fg_resize_opts ac = {{3, 4}, {0, 0}, FG_RESIZE_ALIGN_CORNERS, 0};
+  NAMED(g, fg_resize_linear(g, x, &lin), f[0]);
+  NAMED(g, fg_resize_nearest(g, x, &near), f[1]);
+  NAMED(g, fg_resize_linear(g, x, &ac), f[2]);
+  int64_t feed_d[4] = {2, 3, 5, 6};
+  fg_tensor *xt = ox_random(4, feed_d, -2, 2, 71);
+  fg_feed feeds[1] = {{"x", xt}};
+  ox_check(g, ox_name("resize", opset), feeds, 1, f, 3, opset, 1e-5, 1e-5, rt);
+  fg_tensor_free(xt);
+  fg_graph_free(g);
+  ox_end();
+}
+
+FG_TEST(onnx_export_resize_opset11, "") { resize_case(11, -1); }
+FG_TEST(onnx_export_resize_opset17, "") { resize_case(17, -1); }
+FG_TEST(onnx_export_round_trip_resize, "") { resize_case(13, 0); }
+
 /* f64 throughout: the helper constants of the decompositions (gelu,
  * softplus with beta, layer norm before opset 17, clip) take x's dtype. */
 static void f64_case(int opset) {

@@ -287,6 +287,30 @@ def topk(ins, a):
     return [np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)]
 
 
+def resize(ins, a):
+    """Resize by F.interpolate, for the (mode, coordinate mode, nearest
+    mode) triples whose semantics it shares; the output size from sizes,
+    or from scales as floor(in * scale) with the scales driving the
+    coordinates."""
+    x, scales = ins[0], ins[2] if len(ins) > 2 else None
+    sizes = ins[3] if len(ins) > 3 else None
+    mode = s(a.get("mode", b"nearest"))
+    coord = s(a.get("coordinate_transformation_mode", b"half_pixel"))
+    key = (mode, coord, s(a.get("nearest_mode", b"round_prefer_floor")) if mode == "nearest" else "")
+    kw = {("nearest", "asymmetric", "floor"): dict(mode="nearest"),
+          ("nearest", "half_pixel", "round_prefer_ceil"): dict(mode="nearest-exact"),
+          ("linear", "half_pixel", ""): dict(mode="bilinear", align_corners=False),
+          ("linear", "align_corners", ""): dict(mode="bilinear", align_corners=True)}.get(key)
+    if kw is None or x.ndim != 4:
+        raise SystemExit("check_export: no reference for Resize %s on rank %d" % (key, x.ndim))
+    if sizes is not None and sizes.size:
+        kw["size"] = [int(v) for v in sizes[2:]]
+    else:
+        assert list(scales[:2]) == [1, 1], scales
+        kw.update(scale_factor=[float(v) for v in scales[2:]], recompute_scale_factor=False)
+    return [F.interpolate(torch.from_numpy(x), **kw).numpy()]
+
+
 OPS = {
     "Add": elementwise(lambda a, b: a + b),
     "Sub": elementwise(lambda a, b: a - b),
@@ -364,6 +388,7 @@ OPS = {
     "BatchNormalization": batch_norm,
     "LayerNormalization": layer_norm,
     "InstanceNormalization": instance_norm,
+    "Resize": resize,
 }
 
 
