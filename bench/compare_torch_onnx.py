@@ -8,7 +8,9 @@ The models are exported once by PyTorch 1.13 (torch.onnx.export, opset 17, a
 dynamic batch axis) into build/bench/onnx/: torchvision's resnet18,
 mobilenet_v2 and shufflenet_v2_x1_0 (weights=None, seed 0, eval mode; the
 last with 58-, 116- and 232-channel and depthwise convolutions, which one
-image cuts into parts of output channels or groups), a TransformerEncoder (2
+image cuts into parts of output channels or groups), the segmentation model
+lraspp_mobilenet_v3_large (its "out" map, 21 classes at 224x224, upsampled
+by two bilinear Resize nodes), a TransformerEncoder (2
 layers, d_model 64, 4 heads, GELU, batch_first, sequence 128) and GPT-2's
 MLP block (gpt_mlp: x + Linear(1024, 256)(GELU tanh(Linear(256, 1024)(
 LayerNorm(x))))) on sequences of 128, whose tanh GELU PyTorch exports as
@@ -54,6 +56,7 @@ CASES = {
     "onnx_mobilenet_v2_b1": ("mobilenet_v2", 1, 3, 20),
     "onnx_mobilenet_v2_b8": ("mobilenet_v2", 8, 2, 8),
     "onnx_shufflenet_v2_b1": ("shufflenet_v2_x1_0", 1, 3, 20),
+    "onnx_lraspp_b1": ("lraspp_mobilenet_v3_large", 1, 3, 20),
     "onnx_transformer_b8": ("transformer", 8, 3, 20),
     "onnx_gpt_mlp_b8": ("gpt_mlp", 8, 3, 20),
 }
@@ -90,6 +93,18 @@ def build(model):
         layer = torch.nn.TransformerEncoderLayer(D_MODEL, 4, dim_feedforward=128,
                                                  activation="gelu", batch_first=True)
         return torch.nn.TransformerEncoder(layer, 2).eval(), (1, SEQ, D_MODEL)
+    if model == "lraspp_mobilenet_v3_large":
+        seg = torchvision.models.segmentation.lraspp_mobilenet_v3_large(
+            weights=None, weights_backbone=None)
+
+        class Out(torch.nn.Module):  # the "out" entry of its dict
+            def __init__(self):
+                super().__init__()
+                self.m = seg
+
+            def forward(self, x):
+                return self.m(x)["out"]
+        return Out().eval(), (1, 3, 224, 224)
     kept = model.endswith("_bn")
     m = getattr(torchvision.models, model[:-3] if kept else model)(weights=None)
     with torch.no_grad():

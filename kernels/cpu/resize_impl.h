@@ -86,12 +86,13 @@ static void RS(resize_planes)(const resize_job *j, int64_t p0, int64_t p1) {
     const int64_t n = g->OW - c0 < RESIZE_TILE ? g->OW - c0 : RESIZE_TILE;
     RS(column_taps)(g, j->linear, c0, n, i0, i1, w1);
     for (int64_t p = p0; p < p1; p++) {
-      if (j->grad)
-        RS(backward_tile)
-        (g, j->linear, (const RT *)j->a + p * ys, (RT *)j->out + p * xs, c0, n, i0, i1, w1);
-      else
-        RS(forward_tile)
-        (g, j->linear, (const RT *)j->a + p * xs, (RT *)j->out + p * ys, c0, n, i0, i1, w1);
+      const RT *a = (const RT *)j->a + p * (j->grad ? ys : xs);
+      RT *o = (RT *)j->out + p * (j->grad ? xs : ys);
+      if (j->grad) {
+        RS(backward_tile)(g, j->linear, a, o, c0, n, i0, i1, w1);
+      } else {
+        RS(forward_tile)(g, j->linear, a, o, c0, n, i0, i1, w1);
+      }
     }
   }
 }
