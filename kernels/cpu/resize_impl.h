@@ -21,9 +21,31 @@ static void RS(column_taps)(const fgk_resize_geom *g, int linear, int64_t c0, in
   }
 }
 
+/* Input row `r` of x blended across the tile's columns (the horizontal
+ * half of the bilinear weights), kept in one of two row slots: rows[k]
+ * holds input row held[k]. The slot of row `keep` (the other row the
+ * output row needs) is not overwritten. When enlarging, consecutive output
+ * rows share their input rows, so each is blended once, and the vertical
+ * blend below runs over contiguous values; the bits are those of the
+ * formula written out per element. */
+static const RT *RS(blended_row)(const RT *x, int64_t W, int64_t r, int64_t keep, int64_t n,
+                                 const int64_t *i0, const int64_t *i1, const RT *w1,
+                                 RT rows[2][RESIZE_TILE], int64_t held[2]) {
+  if (held[0] == r) return rows[0];
+  if (held[1] == r) return rows[1];
+  const int k = held[0] == keep ? 1 : 0;
+  const RT *xr = x + r * W;
+  for (int64_t j = 0; j < n; j++)
+    rows[k][j] = ((RT)1 - w1[j]) * xr[i0[j]] + w1[j] * xr[i1[j]];
+  held[k] = r;
+  return rows[k];
+}
+
 /* One tile of one plane: x [H, W] into y [OH, OW] (columns c0 .. c0+n). */
 static void RS(forward_tile)(const fgk_resize_geom *g, int linear, const RT *x, RT *y, int64_t c0,
                              int64_t n, const int64_t *i0, const int64_t *i1, const RT *w1) {
+  RT rows[2][RESIZE_TILE];
+  int64_t held[2] = {-1, -1};
   for (int64_t oh = 0; oh < g->OH; oh++) {
     RT *yr = y + oh * g->OW + c0;
     if (!linear) {
@@ -38,11 +60,10 @@ static void RS(forward_tile)(const fgk_resize_geom *g, int linear, const RT *x, 
     double wh;
     fgk_resize_linear_taps(g->coord, oh, g->H, g->OH, g->scale_h, &h0, &h1, &wh);
     const RT b = (RT)wh, a = (RT)1 - b;
-    const RT *r0 = x + h0 * g->W, *r1 = x + h1 * g->W;
-    for (int64_t j = 0; j < n; j++) {
-      const RT v = (RT)1 - w1[j];
-      yr[j] = a * (v * r0[i0[j]] + w1[j] * r0[i1[j]]) + b * (v * r1[i0[j]] + w1[j] * r1[i1[j]]);
-    }
+    const RT *s0 = RS(blended_row)(x, g->W, h0, h1, n, i0, i1, w1, rows, held);
+    const RT *s1 = RS(blended_row)(x, g->W, h1, h0, n, i0, i1, w1, rows, held);
+    for (int64_t j = 0; j < n; j++)
+      yr[j] = a * s0[j] + b * s1[j];
   }
 }
 

@@ -11,6 +11,7 @@
 #include "../data/resize_fixtures.h"
 #include "fgtest.h"
 #include "flowgraph/flowgraph.h"
+#include "kernels/resize_geom.h"
 #include "test_kernels_util.h"
 
 static int64_t numel(const int64_t *d, int rank) {
@@ -174,6 +175,44 @@ FG_TEST(resize_threads_bitwise, "") {
       fg_tensor_free(y2), fg_tensor_free(d2);
     }
     fg_tensor_free(y1), fg_tensor_free(d1), fg_graph_free(g);
+  }
+}
+
+/* f32 bilinear output bit for bit against the formula written out per
+ * element with the shared taps: a (v x[h0][w0] + w x[h0][w1]) +
+ * b (v x[h1][w0] + w x[h1][w1]). The kernel blends each input row once
+ * and reuses it across output rows; that must not change a bit (the
+ * growing, shrinking, align_corners and two-tile cases). */
+FG_TEST(resize_linear_bits_by_formula, "") {
+  const int cases[4] = {8, 9, 10, 15};
+  for (int i = 0; i < 4; i++) {
+    const resize_case *c = &resize_cases[cases[i]];
+    fg_graph *g = case_graph(c, FG_F32);
+    fg_tensor *y, *dx;
+    FG_REQUIRE(run_case(g, c, FG_F32, 2, NULL, &y, &dx) == 0);
+    const int r = c->rank;
+    const int64_t H = c->dims[r - 2], W = c->dims[r - 1], OH = c->sizes[0], OW = c->sizes[1];
+    const int64_t planes = numel(c->dims, r) / (H * W);
+    const double sh = c->scales[0] > 0 ? c->scales[0] : (double)OH / H;
+    const double sw = c->scales[1] > 0 ? c->scales[1] : (double)OW / W;
+    const float *yv = fg_tensor_data(y);
+    int64_t bad = 0;
+    for (int64_t p = 0; p < planes; p++)
+      for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t ow = 0; ow < OW; ow++) {
+          int64_t h0, h1, w0, w1;
+          double dh, dw;
+          fgk_resize_linear_taps(c->coord, oh, H, OH, sh, &h0, &h1, &dh);
+          fgk_resize_linear_taps(c->coord, ow, W, OW, sw, &w0, &w1, &dw);
+          const float b = (float)dh, a = 1.0f - b, w = (float)dw, v = 1.0f - w;
+          const double *xp = c->x + p * H * W;
+          const float x00 = (float)xp[h0 * W + w0], x01 = (float)xp[h0 * W + w1];
+          const float x10 = (float)xp[h1 * W + w0], x11 = (float)xp[h1 * W + w1];
+          const float want = a * (v * x00 + w * x01) + b * (v * x10 + w * x11);
+          bad += memcmp(&want, &yv[(p * OH + oh) * OW + ow], sizeof want) != 0;
+        }
+    if (bad) FG_FAIL_AT("case %d: %lld outputs differ from the formula", cases[i], (long long)bad);
+    fg_tensor_free(y), fg_tensor_free(dx), fg_graph_free(g);
   }
 }
 
