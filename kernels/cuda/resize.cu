@@ -51,6 +51,17 @@ static __device__ void axis_span(const fgk_resize_geom &g, int linear, int64_t i
   *o1 = first_above(g, linear, 0, i, n, m, s);
 }
 
+/* dx element e's plane (returned), row *ih and column *iw, and the
+ * outputs [*oh0, *oh1) x [*ow0, *ow1) with a tap on it. */
+static __device__ int64_t dx_span(const fgk_resize_geom &g, int linear, int64_t e, int64_t *ih,
+                                  int64_t *iw, int64_t *oh0, int64_t *oh1, int64_t *ow0,
+                                  int64_t *ow1) {
+  *iw = e % g.W, *ih = (e / g.W) % g.H;
+  axis_span(g, linear, *ih, g.H, g.OH, g.scale_h, oh0, oh1);
+  axis_span(g, linear, *iw, g.W, g.OW, g.scale_w, ow0, ow1);
+  return e / (g.W * g.H);
+}
+
 template <typename T>
 __global__ void nearest_fwd_kernel(fgk_resize_geom g, const T *x, T *y, int64_t n) {
   FGC_GRID_STRIDE(e, n) {
@@ -84,11 +95,8 @@ __global__ void linear_fwd_kernel(fgk_resize_geom g, const T *x, T *y, int64_t n
 template <typename T>
 __global__ void nearest_bwd_kernel(fgk_resize_geom g, const T *dy, T *dx, int64_t n) {
   FGC_GRID_STRIDE(e, n) {
-    const int64_t iw = e % g.W, ih = (e / g.W) % g.H, p = e / (g.W * g.H);
-    const T *dyp = dy + p * g.OH * g.OW;
-    int64_t oh0, oh1, ow0, ow1;
-    axis_span(g, 0, ih, g.H, g.OH, g.scale_h, &oh0, &oh1);
-    axis_span(g, 0, iw, g.W, g.OW, g.scale_w, &ow0, &ow1);
+    int64_t ih, iw, oh0, oh1, ow0, ow1;
+    const T *dyp = dy + dx_span(g, 0, e, &ih, &iw, &oh0, &oh1, &ow0, &ow1) * g.OH * g.OW;
     double s = 0;
     for (int64_t oh = oh0; oh < oh1; oh++)
       for (int64_t ow = ow0; ow < ow1; ow++)
@@ -118,11 +126,8 @@ __device__ double add_taps(double s, double d, int64_t ih, int64_t iw, const int
 template <typename T>
 __global__ void linear_bwd_kernel(fgk_resize_geom g, const T *dy, T *dx, int64_t n) {
   FGC_GRID_STRIDE(e, n) {
-    const int64_t iw = e % g.W, ih = (e / g.W) % g.H, p = e / (g.W * g.H);
-    const T *dyp = dy + p * g.OH * g.OW;
-    int64_t oh0, oh1, ow0, ow1;
-    axis_span(g, 1, ih, g.H, g.OH, g.scale_h, &oh0, &oh1);
-    axis_span(g, 1, iw, g.W, g.OW, g.scale_w, &ow0, &ow1);
+    int64_t ih, iw, oh0, oh1, ow0, ow1;
+    const T *dyp = dy + dx_span(g, 1, e, &ih, &iw, &oh0, &oh1, &ow0, &ow1) * g.OH * g.OW;
     double s = 0;
     for (int64_t oh = oh0; oh < oh1; oh++) {
       int64_t hs[2], ws[2];
