@@ -563,6 +563,8 @@ static fg_graph *load_bytes(const uint8_t *data, size_t size, const fg_onnx_opti
     fg_status_clear(st);
   }
   fgx_values_free(&c);
+  fg_batch_shapes_free(&c.at_batch[0]);
+  fg_batch_shapes_free(&c.at_batch[1]);
   onnx__model_proto__free_unpacked(model, NULL);
   return c.g;
 }

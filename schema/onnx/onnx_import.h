@@ -97,6 +97,14 @@ int fgx_input_ints(fgx_ctx *c, const fgx_node *n, int i, const int64_t **v, int6
 #define FGX_MAX_DIMS 8
 int fgx_input_info(fgx_ctx *c, const fgx_node *n, int i, fg_dtype *dtype, int *rank, int64_t *dims);
 
+/* How unknown dimension d of present input i depends on the batch size B:
+ * *k with the dimension k x B, k >= 1 (Shape reports it so). Found by
+ * inferring the graph's shapes at B = 2 and B = 4; where that inference
+ * fails (a shape rule that holds only for some batch sizes), *k is 1, the
+ * batch itself. -1 after fgx_fail when the dimension is known, or when it
+ * is not a multiple of B (naming the node, the input and both sizes). */
+int fgx_input_batch_multiple(fgx_ctx *c, const fgx_node *n, int i, int d, int64_t *k);
+
 /* ---- attributes ---------------------------------------------------------
  * Each returns 1 when the attribute is present, 0 when absent (the output
  * gets the default), -1 after fgx_fail when present with another type. */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "flowgraph/onnx.h"
+#include "graph/batch_shapes.h"
 #include "schema/onnx/onnx_import.h"
 
 /* Who defines a tensor name. */
@@ -39,6 +40,9 @@ struct fgx_ctx {
   /* A graph input whose leading dimension is the unknown batch size (node
    * -1: none), from which fgx_batch_ones builds batch-sized values. */
   fg_output batch_src;
+  /* The graph's shapes with the batch taken as 2 and as 4 (batch 0: not
+   * started), for fgx_input_batch_multiple. */
+  fg_batch_shapes at_batch[2];
 
   fgx_value *vals;
   int n_vals, cap_vals;

@@ -216,13 +216,18 @@ static int map_shape(fgx_ctx *c, const fgx_node *n) {
       v[i] = d;
       continue;
     }
-    /* An unknown dimension is the batch (the only one flowgraph leaves
-     * unknown): 1 x batch. */
+    /* An unknown dimension is a multiple of the batch (the only size
+     * flowgraph leaves unknown): k x batch, k 1 unless a Reshape merged
+     * the batch with other dims. */
     if (!sym && !(sym = calloc((size_t)len, 1))) {
       fg_tensor_free(t);
       return fgx_fail(c, n, FG_RESOURCE_EXHAUSTED, "out of memory");
     }
-    v[i] = 1;
+    if (fgx_input_batch_multiple(c, n, 0, (int)(start + i), &v[i]) != 0) {
+      fg_tensor_free(t);
+      free(sym);
+      return -1;
+    }
     sym[i] = 1;
   }
   return fgx_set_output_known(c, n, 0, t, sym);

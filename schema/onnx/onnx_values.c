@@ -548,3 +548,27 @@ int fgx_set_output_known(fgx_ctx *c, const fgx_node *n, int i, fg_tensor *t, uin
   c->vals[v].known.sym = sym;
   return 0;
 }
+
+int fgx_input_batch_multiple(fgx_ctx *c, const fgx_node *n, int i, int d, int64_t *k) {
+  const int v = input_value(c, n, i);
+  if (v < 0) return -1;
+  const fg_output o = c->vals[v].out;
+  int64_t at[2];
+  for (int b = 0; b < 2; b++) {
+    fg_batch_shapes *s = &c->at_batch[b];
+    if (s->batch == 0) fg_batch_shapes_init(s, 2 << b);
+    const fg_tinfo *t = o.node >= 0 ? fg_batch_shapes_get(s, c->g, o) : NULL;
+    if (!t || d >= t->rank) {
+      *k = 1; /* not inferable at these sizes: taken as the batch itself */
+      return 0;
+    }
+    at[b] = t->dims[d];
+  }
+  if (at[0] < 2 || at[0] % 2 != 0 || at[1] != 2 * at[0])
+    return fgx_fail(c, n, FG_UNIMPLEMENTED,
+                    "dim %d of input %d ('%s') is %lld at batch 2 and %lld at batch 4: not a "
+                    "multiple of the batch, which flowgraph cannot express",
+                    d, i, n->input[i], (long long)at[0], (long long)at[1]);
+  *k = at[0] / 2;
+  return 0;
+}

@@ -36,6 +36,8 @@
   X(dyn_pad_crop_b3)                                                                               \
   X(dyn_reshape_b2)                                                                                \
   X(dyn_reshape_b5)                                                                                \
+  X(dyn_shape_merged_batch_b2)                                                                     \
+  X(dyn_shape_merged_batch_b3)                                                                     \
   X(dyn_slice_step_b2)                                                                             \
   X(dyn_slice_step_b3)                                                                             \
   X(dyn_split_axis1_b2)                                                                            \
@@ -178,6 +180,8 @@
   X(bad_expand, FG_INVALID_GRAPH, "does not broadcast")                                            \
   X(bad_expand_to_batch, FG_UNIMPLEMENTED, "to the batch size")                                    \
   X(bad_reshape_two_batch, FG_UNIMPLEMENTED, "two entries that depend on the batch size")          \
+  X(bad_shape_batch_plus_rows, FG_UNIMPLEMENTED,                                                   \
+    "dim 0 of input 0 ('m') is 4 at batch 2 and 6 at batch 4: not a multiple of the batch")        \
   X(bad_slice_batch_from_end, FG_UNIMPLEMENTED, "depends on the batch size")                       \
   X(bad_gather_axis, FG_INVALID_GRAPH, "axis")                                                     \
   X(bad_gather_index, FG_INVALID_GRAPH, "out of range")                                            \

@@ -294,6 +294,22 @@ for b in (2, 5):
     xb = f32(b, 3, 4)
     save("dyn_reshape_b%d" % b, dyn_reshape_nodes(), [("x", xb)], [("y", xb.reshape(b, 12))], 13,
          sym=("x",))
+# Shape of a tensor whose leading dim merged the batch with others: x [N,
+# 6, 4] reshaped to [-1, 4] is [6N, 4]; Shape must say 6N, so that
+# dividing it by 6 gives N back for the second Reshape (Swin's windows
+# do this with a dynamic batch).
+for b in (2, 3):
+    xb = f32(b, 6, 4)
+    nodes = [helper.make_node("Reshape", ["x", "s1"], ["m"]),
+             helper.make_node("Shape", ["m"], ["sh"]),
+             helper.make_node("Gather", ["sh", "i0"], ["g"], axis=0),
+             helper.make_node("Div", ["g", "six"], ["n"]),
+             helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+             helper.make_node("Concat", ["n1", "rest"], ["s2"], axis=0),
+             helper.make_node("Reshape", ["m", "s2"], ["y"])]
+    save("dyn_shape_merged_batch_b%d" % b, nodes, [("x", xb)], [("y", xb.reshape(b, 24))], 13,
+         sym=("x",), inits=[("s1", i64([-1, 4])), ("i0", i64(0)), ("six", i64(6)),
+                            ("ax0", i64([0])), ("rest", i64([24]))])
 # [N, -1]: the batch entry and a -1 (x.view(x.size(0), -1)), shape sliced
 # from Shape with a negative index, and Expand to Shape(x) over x's batch.
 for b in (3, 1):
@@ -354,6 +370,11 @@ for b in (2, 3):
 
 # ---- bad models ------------------------------------------------------------
 x = f32(2, 3)
+# Shape of [N + 2, 3] (x with two more rows): not a multiple of the batch.
+bad("bad_shape_batch_plus_rows", [helper.make_node("Concat", ["x", "c"], ["m"], axis=0),
+                                  helper.make_node("Shape", ["m"], ["sh"]),
+                                  helper.make_node("Reshape", ["m", "sh"], ["y"])],
+    [("x", f32(2, 3))], ["y"], 13, inits=[("c", f32(2, 3))], sym=("x",))
 bad("bad_reshape_two_neg", [helper.make_node("Reshape", ["x", "s"], ["y"])], [("x", x)], ["y"], 13,
     inits=[("s", i64([-1, -1]))])
 bad("bad_reshape_runtime_shape", [helper.make_node("Reshape", ["x", "s"], ["y"])],
