@@ -12,7 +12,8 @@ Usage: check_export.py MODEL.onnx PREFIX [--opset N]
 
 The interpreter is written from the ONNX operator documentation (opsets
 11..17, with the forms that changed at 13: Softmax's axis, the axes and
-split inputs), in NumPy, with torch for the convolutions; nothing in it comes from
+split inputs), in NumPy, with torch for the convolutions, Erf and Resize (imported only
+when a model has one: importing torch takes seconds); nothing in it comes from
 flowgraph. An op it does not know fails the check: the exporter must only
 write ops listed here. onnx.reference does not exist in onnx 1.12 and
 onnxruntime is not installed, hence this interpreter.
@@ -24,8 +25,6 @@ import sys
 import numpy as np
 import onnx
 from onnx import numpy_helper
-import torch
-import torch.nn.functional as F
 
 DTYPES = {
     1: np.float32,
@@ -52,7 +51,15 @@ def same(x, v):
     return np.asarray(v).astype(x.dtype)
 
 
+def torch_f():
+    """torch and torch.nn.functional, imported on first use."""
+    import torch
+    import torch.nn.functional as F
+    return torch, F
+
+
 def erf(x):
+    torch, _ = torch_f()
     return torch.erf(torch.from_numpy(np.array(x))).numpy().astype(x.dtype)
 
 
@@ -160,6 +167,7 @@ def pool(ins, a, kind):
 
 
 def conv(ins, a, transpose=False):
+    torch, F = torch_f()
     x = torch.from_numpy(np.array(ins[0]))
     w = torch.from_numpy(np.array(ins[1]))
     b = torch.from_numpy(np.array(ins[2])) if len(ins) > 2 else None
@@ -308,6 +316,7 @@ def resize(ins, a):
     else:
         assert list(scales[:2]) == [1, 1], scales
         kw.update(scale_factor=[float(v) for v in scales[2:]], recompute_scale_factor=False)
+    torch, F = torch_f()
     return [F.interpolate(torch.from_numpy(x), **kw).numpy()]
 
 
