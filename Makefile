@@ -43,9 +43,14 @@ test-fast: build
 # sanitizers' authors advise: on the 2-core VM the ASan suite took 507 s at
 # -O0 and 405-417 s at -O1, its build 2 min 0 s and 3 min 11 s.
 SAN_FLAGS = -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-  -DFG_CUDA=OFF
+  -DFG_CUDA=OFF -DFG_TEST_CASES_DIR=$(CASES_DIR)
+# The sanitizer builds read the ONNX test cases and models the Release
+# build's tests generated (Python with PyTorch, torchvision models exported),
+# rather than generating their own.
+CASES_DIR = $(CURDIR)/$(BUILD)/onnx_cases
 
 test-asan: deps
+	mkdir -p $(CASES_DIR)
 	cmake -S . -B $(ASAN_BUILD) $(SAN_FLAGS) -DFG_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -56,6 +61,7 @@ test-asan: deps
 # lanes of micro-batched pipelines (dist_micro), and the in-process ranks
 # of fused product updates (dist_product), under TSan.
 test-tsan: deps
+	mkdir -p $(CASES_DIR)
 	cmake -S . -B $(TSAN_BUILD) $(SAN_FLAGS) -DFG_SANITIZE=thread
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_threadpool_kernels \
 	  test_executor test_session test_kernels test_threads test_numerics test_dist test_dist_exec \

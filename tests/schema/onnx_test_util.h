@@ -6,7 +6,8 @@
  * and NAME.out.<k>.npy for each graph output k, in order. Expected values
  * come from NumPy reference code or PyTorch, never from flowgraph.
  *
- * onnx_cases runs a script once into FG_BUILD_DIR/onnx_cases/<stem> and
+ * onnx_cases runs a script once into FG_CASES_DIR/<stem> (the build's
+ * onnx_cases folder unless FG_TEST_CASES_DIR says otherwise) and
  * keeps the result while the scripts are unchanged: ctest runs each case
  * in its own process, and the folder is shared by them. A new folder is
  * written beside it and renamed into place, so a reader never sees a
@@ -31,7 +32,7 @@
 #include "flowgraph/session.h"
 #include "flowgraph/tensor.h"
 
-#define ONNX_CASES_DIR  FG_BUILD_DIR "/onnx_cases"
+#define ONNX_CASES_DIR  FG_CASES_DIR
 #define ONNX_SCRIPT_DIR FG_SOURCE_DIR "/tests/schema/onnx"
 
 /* What the generated cases depend on: every script in tests/schema/onnx

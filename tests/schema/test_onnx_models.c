@@ -4,8 +4,8 @@
  * (tests/schema/onnx/models.py), imported and run on random images; every
  * output must match PyTorch's.
  *
- * models.py writes its files once per build folder (FG_BUILD_DIR
- * "/onnx_cases/models", about 380 MB, some seconds of export) and marks
+ * models.py writes its files once per cases folder (FG_CASES_DIR
+ * "/models", about 380 MB, some seconds of export) and marks
  * them complete; a later run reuses them unless the script is newer. The
  * cases run as separate processes, possibly at once: a lock file keeps a
  * second process from exporting while the first does.
@@ -34,7 +34,7 @@
 #include "flowgraph/tensor.h"
 
 #define MODELS_SCRIPT FG_SOURCE_DIR "/tests/schema/onnx/models.py"
-#define MODELS_DIR    FG_BUILD_DIR "/onnx_cases/models"
+#define MODELS_DIR    FG_CASES_DIR "/models"
 
 static double mtime_of(const char *path) {
   struct stat sb;
@@ -49,8 +49,8 @@ static const char *models_dir(void) {
                                   "sys.argv = [s, sys.argv[2]]\n"
                                   "runpy.run_path(s, run_name='__main__')\n";
   char lock_path[512], done[512];
-  if (mkdir(FG_BUILD_DIR "/onnx_cases", 0755) != 0 && errno != EEXIST) {
-    FG_FAIL_AT("cannot make %s/onnx_cases: %s", FG_BUILD_DIR, strerror(errno));
+  if (mkdir(FG_CASES_DIR, 0755) != 0 && errno != EEXIST) {
+    FG_FAIL_AT("cannot make %s: %s", FG_CASES_DIR, strerror(errno));
     return NULL;
   }
   snprintf(lock_path, sizeof lock_path, "%s.lock", MODELS_DIR);
