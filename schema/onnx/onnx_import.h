@@ -101,8 +101,8 @@ int fgx_input_info(fgx_ctx *c, const fgx_node *n, int i, fg_dtype *dtype, int *r
  * *k with the dimension k x B, k >= 1 (Shape reports it so). Found by
  * inferring the graph's shapes at B = 2 and B = 4; where that inference
  * fails (a shape rule that holds only for some batch sizes), *k is 1, the
- * batch itself. -1 after fgx_fail when the dimension is known, or when it
- * is not a multiple of B (naming the node, the input and both sizes). */
+ * batch itself. -1 after fgx_fail when it is not a multiple of B (naming
+ * the node, the input and both sizes). For unknown dimensions only. */
 int fgx_input_batch_multiple(fgx_ctx *c, const fgx_node *n, int i, int d, int64_t *k);
 
 /* ---- attributes ---------------------------------------------------------

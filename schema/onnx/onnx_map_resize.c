@@ -121,7 +121,9 @@ static int from_sizes(fgx_ctx *c, const fgx_node *n, int rank, const int64_t *xd
   const int64_t *v = fg_tensor_data(k->t);
   for (int a = 0; a < rank - 2; a++) {
     const int sym = k->sym && k->sym[a];
-    const int same = xd[a] < 0 ? sym && v[a] == 1 : !sym && v[a] == xd[a];
+    int64_t mult = 0; /* an unknown dim of X is mult x batch */
+    if (xd[a] < 0 && fgx_input_batch_multiple(c, n, 0, a, &mult) != 0) return -1;
+    const int same = xd[a] < 0 ? sym && v[a] == mult : !sym && v[a] == xd[a];
     if (!same)
       return fgx_fail(c, n, FG_UNIMPLEMENTED,
                       "input 3 (sizes) %s changes axis %d of input 0 (X) %s: flowgraph resizes "
@@ -155,9 +157,11 @@ int nnx_map_resize(fgx_ctx *c, const fgx_node *n) {
     if (from_scales(c, n, 1, rank, xd, &o) < 0) return -1;
   } else {
     /* roi (input 1) only matters to tf_crop_and_resize, refused above. */
+    /* An empty tensor stands for an input not given (opset 11 needs one). */
     const fgx_known *sk = fgx_has_input(n, 2) ? fgx_input_known(c, n, 2) : NULL;
+    const fgx_known *zk = fgx_has_input(n, 3) ? fgx_input_known(c, n, 3) : NULL;
     const int has_scales = fgx_has_input(n, 2) && (!sk || fg_tensor_num_elements(sk->t) > 0);
-    const int has_sizes = fgx_has_input(n, 3);
+    const int has_sizes = fgx_has_input(n, 3) && (!zk || fg_tensor_num_elements(zk->t) > 0);
     if (has_scales == has_sizes)
       return fgx_fail(c, n, FG_INVALID_GRAPH,
                       "exactly one of input 2 (scales) and input 3 (sizes) must be given");

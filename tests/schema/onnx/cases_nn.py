@@ -830,6 +830,26 @@ def resize_cases():
                                   align_corners=False).numpy())],
              {"st": np.array([0], np.int64), "en": np.array([2], np.int64),
               "hw": np.array([6, 8], np.int64), "roi": empty, "scales": empty}, dyn=("x",))
+    # sizes from the Shape of a tensor whose leading dim merged the batch
+    # with the channels ([2N, 1, 4, 5]): its first entry is 2N.
+    for b in (2, 3):
+        xb = rand(b, 2, 4, 5)
+        nodes = [n("Reshape", ["x", "flat"], ["m"]),
+                 n("Shape", ["m"], ["s"]),
+                 n("Slice", ["s", "st", "en"], ["nc"]),
+                 n("Concat", ["nc", "hw"], ["sizes"], axis=0),
+                 n("Resize", ["m", "roi", "scales", "sizes"], mode="linear")]
+        case("resize_merged_batch_b%d" % b, nodes, {"x": xb},
+             [("y", F.interpolate(t(xb.reshape(-1, 1, 4, 5)), size=(6, 8), mode="bilinear",
+                                  align_corners=False).numpy())],
+             {"flat": np.array([-1, 1, 4, 5], np.int64), "st": np.array([0], np.int64),
+              "en": np.array([2], np.int64), "hw": np.array([6, 8], np.int64), "roi": empty,
+              "scales": empty}, dyn=("x",))
+    # scales given, sizes an empty tensor (not given).
+    rs("resize_scales_empty_sizes", {"mode": "nearest", "coordinate_transformation_mode":
+                                     "asymmetric", "nearest_mode": "floor"}, {"x": x},
+       {"roi": empty, "scales": sc2, "sizes": np.zeros((0,), np.int64)},
+       interp(scale_factor=2.0, mode="nearest"))
     # What torch.onnx.export writes for a segmentation head: the output
     # size from the input's Shape (Gather, Unsqueeze, Concat into sizes),
     # here with a symbolic batch, beside a nearest x2 upsampling.
