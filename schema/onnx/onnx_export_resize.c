@@ -26,7 +26,7 @@ static const char *scales_input(fgo_ctx *c, int id, const fg_tinfo *x, const int
     v[a] = a < x->rank - 2 ? 1.0 : (double)(float)sc[a - (x->rank - 2)];
   for (int d = 0; d < 2; d++) {
     const int64_t in = x->dims[x->rank - 2 + d];
-    if (in < 1 || (int64_t)floor((double)in * v[x->rank - 2 + d]) != sizes[d]) {
+    if (in < 1 || floor((double)in * v[x->rank - 2 + d]) != (double)sizes[d]) {
       UNSUPPORTED(c, id, "scales %g, %g of a %lld by %lld plane do not give its sizes %lld, %lld",
                   NODE_NAME(c, id), OP_NAME(c, id), sc[0], sc[1], (long long)x->dims[x->rank - 2],
                   (long long)x->dims[x->rank - 1], (long long)sizes[0], (long long)sizes[1]);

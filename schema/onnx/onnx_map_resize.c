@@ -94,12 +94,15 @@ static int from_scales(fgx_ctx *c, const fgx_node *n, int i, int rank, const int
       return fgx_fail(c, n, FG_UNIMPLEMENTED,
                       "input 0 (X) %s: scales need its last two dims known and non-empty",
                       nnx_fmt(xd, rank, b, sizeof b));
-    o->scales[d] = s[a];
-    o->sizes[d] = (int64_t)floor((double)xd[a] * (double)s[a]);
-    if (o->sizes[d] < 1)
+    /* The size is checked in double before it becomes an integer. */
+    const double size = floor((double)xd[a] * (double)s[a]);
+    if (!(size >= 1 && size <= (double)NNX_ATTR_MAX))
       return fgx_fail(c, n, FG_INVALID_GRAPH,
-                      "input %d (scales) %g on axis %d of size %lld gives no output", i,
-                      (double)s[a], a, (long long)xd[a]);
+                      "input %d (scales) %g on axis %d of size %lld gives %g outputs; it must be "
+                      "in [1, %lld]",
+                      i, (double)s[a], a, (long long)xd[a], size, (long long)NNX_ATTR_MAX);
+    o->scales[d] = s[a];
+    o->sizes[d] = (int64_t)size;
   }
   return 0;
 }

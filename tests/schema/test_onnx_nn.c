@@ -173,6 +173,7 @@ BAD(bad_resize_both, FG_INVALID_GRAPH, "exactly one of input 2 (scales) and inpu
 BAD(bad_resize_runtime_sizes, FG_UNIMPLEMENTED, "input 3 (sizes) is not known at import")
 BAD(bad_resize_op10_shrink, FG_UNIMPLEMENTED, "opset 10 nearest with scales 0.5, 0.5")
 BAD(bad_resize_exclude_outside, FG_UNIMPLEMENTED, "'exclude_outside' = 1")
+BAD(bad_resize_huge_scale, FG_INVALID_GRAPH, "input 2 (scales) 1e+30 on axis 2 of size 4 gives")
 
 /* ---- Einsum ---------------------------------------------------------------- */
 CASE32(einsum_attn_scores)

@@ -888,6 +888,8 @@ def resize_cases():
         {"x": x, "sizes": np.array([2, 3, 8, 10], np.int64)}, {"roi": empty, "scales": empty})
     bad("bad_resize_op10_shrink", [n("Resize", ["x", "scales"], mode="nearest")], {"x": x},
         {"scales": np.array([1, 1, 0.5, 0.5], f32)}, opset=10)
+    bad("bad_resize_huge_scale", [n("Resize", ["x", "roi", "scales"])], {"x": x},
+        {"roi": empty, "scales": np.array([1, 1, 1e30, 1], f32)})
     bad("bad_resize_exclude_outside", [n("Resize", ["x", "roi", "scales"], exclude_outside=1)],
         {"x": x}, roi_sc)
 
