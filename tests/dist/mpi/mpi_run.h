@@ -101,11 +101,11 @@ static inline void run_limited(char *const argv[], double limit, run_result *res
       "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
       /* Under LSan, Open MPI's own allocations are suppressed by library:
        * the ranks keep its components loaded (FG_MPI_RANK_PRELOAD), so the
-       * frame that called malloc names one. Every thread's TLS is scanned
-       * again: with use_tls=0 (needed while components were unloaded, when
-       * an unloaded one's dynamic TLS entry read as a bogus range and
-       * crashed LSan's tracer in 4-process hybrid runs) libgomp's
-       * per-thread settings and dlerror's buffer read as leaks. */
+       * frame that called malloc names one. TLS is scanned: use_tls=0 was
+       * set, while components were unloaded, after a dlopen'ed component's
+       * dynamic TLS entry read as a bogus range and crashed LSan's tracer
+       * in 4-process hybrid runs; with it, libgomp's per-thread settings
+       * and dlerror's buffer, held only in TLS, read as leaks. */
       "LSAN_OPTIONS=suppressions=" FG_SOURCE_DIR
       "/tests/dist/mpi/lsan_openmpi.supp:print_suppressions=0"};
   const size_t n_extra = sizeof extra_env / sizeof *extra_env;
