@@ -5,11 +5,6 @@
 #include "graph/builders_internal.h"
 #include "graph/graph_internal.h"
 
-static const char *const coord_names[] = {"half_pixel", "pytorch_half_pixel", "asymmetric",
-                                          "align_corners"};
-static const char *const nearest_names[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
-                                            "ceil"};
-
 static fg_output resize(fg_graph *g, const char *op, fg_output x, const fg_resize_opts *o,
                         int nearest) {
   if (!g || fg_graph_failed(g)) return FG_NO_OUTPUT;
@@ -24,12 +19,14 @@ static fg_output resize(fg_graph *g, const char *op, fg_output x, const fg_resiz
     return FG_NO_OUTPUT;
   }
   fg_attrs *a = fg_attrs_new();
-  int bad = !a || fg_attrs_set_ints(a, "sizes", o->sizes, 2) ||
-            fg_attrs_set_string(a, "coordinate_transformation_mode", coord_names[o->coord]);
+  int bad =
+      !a || fg_attrs_set_ints(a, "sizes", o->sizes, 2) ||
+      fg_attrs_set_string(a, "coordinate_transformation_mode", fg_resize_coord_names[o->coord]);
   /* Zero scales mean "derive them": the attribute is left out. */
   if (!bad && (o->scales[0] != 0 || o->scales[1] != 0))
     bad = fg_attrs_set_floats(a, "scales", o->scales, 2);
-  if (!bad && nearest) bad = fg_attrs_set_string(a, "nearest_mode", nearest_names[o->nearest]);
+  if (!bad && nearest)
+    bad = fg_attrs_set_string(a, "nearest_mode", fg_resize_nearest_names[o->nearest]);
   return fg_build_finish(g, op, &x, 1, a, bad);
 }
 

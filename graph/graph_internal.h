@@ -130,5 +130,9 @@ const char *fg_shape_str(int rank, const int64_t *dims, char *buf, size_t size);
  * unknown) and by the executor at run time (all dims known). On failure
  * sets `status` (FG_INVALID_GRAPH, message naming the node) and returns -1. */
 int fg_infer(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status);
+/* resize ops' attribute strings, indexed by fg_resize_coord and
+ * fg_resize_nearest_mode (graph/infer_resize.c). */
+extern const char *const fg_resize_coord_names[4];
+extern const char *const fg_resize_nearest_names[4];
 
 #endif

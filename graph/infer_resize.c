@@ -8,16 +8,19 @@
 
 #include "graph/infer_common.h"
 
+/* The attribute strings of fg_resize_coord and fg_resize_nearest_mode, in
+ * enum order (graph/graph_internal.h): the builders, this file and the
+ * ONNX importer read them. */
+const char *const fg_resize_coord_names[4] = {"half_pixel", "pytorch_half_pixel", "asymmetric",
+                                              "align_corners"};
+const char *const fg_resize_nearest_names[4] = {"round_prefer_floor", "round_prefer_ceil", "floor",
+                                                "ceil"};
+
 /* Sizes above this are refused (as the pools' window attributes). */
 #define RESIZE_SIZE_MAX 2147483647LL
 /* Scales outside [1/SCALE_MAX, SCALE_MAX] are refused: no real model
  * resizes by more, and the bound keeps o / s finite and small. */
 #define RESIZE_SCALE_MAX 1e6
-
-static const char *const coord_names[] = {"half_pixel", "pytorch_half_pixel", "asymmetric",
-                                          "align_corners"};
-static const char *const nearest_names[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
-                                            "ceil"};
 
 static int is_nearest(const fg_node *n) {
   return n->op == FG_OP_RESIZE_NEAREST || n->op == FG_OP_RESIZE_NEAREST_GRAD;
@@ -68,8 +71,9 @@ static int resize_attrs(const fg_node *node, fg_resize_params *p, fg_status *st)
       p->scales[d] = x;
     }
   }
-  if (choice(node, "coordinate_transformation_mode", coord_names, 4, &p->coord, st)) return -1;
-  if (is_nearest(node) && choice(node, "nearest_mode", nearest_names, 4, &p->nearest, st))
+  if (choice(node, "coordinate_transformation_mode", fg_resize_coord_names, 4, &p->coord, st))
+    return -1;
+  if (is_nearest(node) && choice(node, "nearest_mode", fg_resize_nearest_names, 4, &p->nearest, st))
     return -1;
   return 0;
 }

@@ -19,12 +19,8 @@
 #include <string.h>
 
 #include "flowgraph/graph.h"
+#include "graph/graph_internal.h"
 #include "schema/onnx/onnx_map_nn.h"
-
-static const char *const coord_names[] = {"half_pixel", "pytorch_half_pixel", "asymmetric",
-                                          "align_corners"};
-static const char *const nearest_names[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
-                                            "ceil"};
 
 /* A string attribute that must be one of `names` (*v its index). */
 static int choice(fgx_ctx *c, const fgx_node *n, const char *attr, const char *def,
@@ -55,9 +51,10 @@ static int resize_modes(fgx_ctx *c, const fgx_node *n, int *linear, fg_resize_op
     return fgx_fail(c, n, FG_UNIMPLEMENTED, "attribute 'exclude_outside' = %lld is not supported",
                     (long long)excl);
   int coord = FG_RESIZE_ASYMMETRIC, nearest = FG_NEAREST_FLOOR;
-  if (fgx_opset(c) >= 11 &&
-      (choice(c, n, "coordinate_transformation_mode", "half_pixel", coord_names, 4, &coord) < 0 ||
-       choice(c, n, "nearest_mode", "round_prefer_floor", nearest_names, 4, &nearest) < 0))
+  if (fgx_opset(c) >= 11 && (choice(c, n, "coordinate_transformation_mode", "half_pixel",
+                                    fg_resize_coord_names, 4, &coord) < 0 ||
+                             choice(c, n, "nearest_mode", "round_prefer_floor",
+                                    fg_resize_nearest_names, 4, &nearest) < 0))
     return -1;
   o->coord = (fg_resize_coord)coord;
   o->nearest = (fg_resize_nearest_mode)nearest;
