@@ -26,6 +26,7 @@ deps-demo:
 	@./tools/install_deps.sh demo
 
 build: deps
+	@echo "== $@ started $$(date +%T)"
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFG_BUILD_TESTS=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
@@ -37,6 +38,7 @@ build-demo: deps-demo
 	  example_digits_build_cnn
 
 test-fast: build
+	@echo "== $@ started $$(date +%T)"
 	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)
 
 # The sanitizer builds are Debug (assertions on) at -O1, the level the
@@ -50,6 +52,7 @@ SAN_FLAGS = -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_
 CASES_DIR = $(CURDIR)/$(BUILD)/onnx_cases
 
 test-asan: deps
+	@echo "== $@ started $$(date +%T)"
 	mkdir -p $(CASES_DIR)
 	cmake -S . -B $(ASAN_BUILD) $(SAN_FLAGS) -DFG_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
@@ -61,6 +64,7 @@ test-asan: deps
 # lanes of micro-batched pipelines (dist_micro), and the in-process ranks
 # of fused product updates (dist_product), under TSan.
 test-tsan: deps
+	@echo "== $@ started $$(date +%T)"
 	mkdir -p $(CASES_DIR)
 	cmake -S . -B $(TSAN_BUILD) $(SAN_FLAGS) -DFG_SANITIZE=thread
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_threadpool_kernels \
@@ -71,6 +75,7 @@ test-tsan: deps
 	  ctest --output-on-failure -j $(TEST_JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist|dist_exec|dist_agree|dist_hybrid|shm_reduce|dist_micro|dist_run_agree|dist_product)\.'
 
 test: test-fast test-asan test-tsan fuzz-smoke
+	@echo "== $@ finished $$(date +%T)"
 
 # libFuzzer harnesses (tests/fuzz/): a clang build of the library with
 # coverage, ASan and UBSan. `make fuzz FUZZ_SECONDS=N` runs each harness N
@@ -81,6 +86,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 300
 
 fuzz-build: deps
+	@echo "== $@ started $$(date +%T)"
 	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DFG_FUZZ=ON -DFG_BUILD_TESTS=OFF -DFG_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_load fuzz_api fuzz_onnx fuzz_gen_seeds
@@ -90,6 +96,7 @@ fuzz: fuzz-build
 	./tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) seq
 
 fuzz-smoke: fuzz-build
+	@echo "== $@ started $$(date +%T)"
 	./tests/fuzz/run_fuzz.sh $(FUZZ_BUILD) 60 par
 
 demo: build-demo

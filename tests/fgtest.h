@@ -56,6 +56,23 @@ int fgt_make_char_device(const char *path, int major, int minor);
 #define FGT_PY_BROKEN  (-2)
 int fgt_python(const char *code, const char *arg1, const char *arg2);
 
+/* tests/cached_run.py, which runs a reference script or reuses the results
+ * of an earlier run on the same input, and its store: in the folder of
+ * generated cases, which the sanitizer builds share with the Release
+ * build. */
+#ifdef FG_SOURCE_DIR
+#define FGT_CACHED_RUN FG_SOURCE_DIR "/tests/cached_run.py"
+#endif
+#ifdef FG_CASES_DIR
+#define FGT_PY_CACHE FG_CASES_DIR "/py_results"
+#else
+#define FGT_PY_CACHE ""
+#endif
+/* Runs FG_PYTHON SCRIPT DIR [ARG] through tests/cached_run.py: SCRIPT
+ * reads the files in DIR (made when missing) and writes its results there.
+ * Its exit status, as fgt_python's. */
+int fgt_python_cached(const char *dir, const char *script, const char *arg);
+
 #define FG_TEST(name, labels)                                                                      \
   static void fgt_case_##name(void);                                                               \
   __attribute__((constructor)) static void fgt_reg_##name(void) {                                  \

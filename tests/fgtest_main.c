@@ -27,6 +27,20 @@ int fgt_python(const char *code, const char *arg1, const char *arg2) {
   return WEXITSTATUS(status);
 }
 
+int fgt_python_cached(const char *dir, const char *script, const char *arg) {
+#ifdef FGT_CACHED_RUN
+  char code[1600];
+  snprintf(code, sizeof code,
+           "import runpy, sys; sys.argv = ['cached_run.py', '%s', sys.argv[1], '%s', "
+           "sys.argv[1]%s]; runpy.run_path('%s', run_name='__main__')",
+           FGT_PY_CACHE, script, arg ? ", sys.argv[2]" : "", FGT_CACHED_RUN);
+  return fgt_python(code, dir, arg);
+#else
+  (void)dir, (void)script, (void)arg;
+  return FGT_PY_BROKEN;
+#endif
+}
+
 int fgt_make_char_device(const char *path, int major, int minor) {
   if (mknod(path, S_IFCHR | 0666, makedev((unsigned)major, (unsigned)minor)) != 0) return 0;
   int fd = open(path, O_WRONLY);

@@ -88,16 +88,21 @@ static void gt_print_file(const char *path) {
   fclose(f);
 }
 
-/* 1 when FG_PYTHON can import torch; else 0 with the reason in `why`. */
+/* 1 when FG_PYTHON finds torch and NumPy; else 0 with the reason in `why`.
+ * Found, not imported: importing torch takes seconds, and a reference
+ * reused by tests/cached_run.py does not import it at all. */
 static int gt_torch_available(char *why, size_t n) {
   if (access(FG_PYTHON, X_OK) != 0) {
     snprintf(why, n, "%s not found", FG_PYTHON);
     return 0;
   }
-  const char *argv[] = {FG_PYTHON, "-B", "-c", "import numpy, torch", NULL};
+  const char *argv[] = {FG_PYTHON, "-B", "-c",
+                        "import sys, importlib.util as u; "
+                        "sys.exit(not (u.find_spec('numpy') and u.find_spec('torch')))",
+                        NULL};
   int rc = gt_spawn(argv, "/dev/null");
   if (rc != 0) {
-    snprintf(why, n, "`%s -c 'import numpy, torch'` exited with %d", FG_PYTHON, rc);
+    snprintf(why, n, "%s finds no module numpy or torch (exit %d)", FG_PYTHON, rc);
     return 0;
   }
   return 1;
@@ -356,7 +361,8 @@ static void gt_check(gt_case *c, const char *sub, const char *script, const char
   char script_path[512];
   snprintf(script_path, sizeof script_path, "%s/tests/torch_ref/%s", FG_SOURCE_DIR, script);
   snprintf(log, sizeof log, "%s/torch.log", dir);
-  const char *argv[] = {FG_PYTHON, "-B", script_path, dir, arg, NULL};
+  const char *argv[] = {FG_PYTHON, "-B", FGT_CACHED_RUN, FGT_PY_CACHE, dir, script_path, dir,
+                        arg,       NULL};
   int rc = gt_spawn(argv, log);
   if (rc != 0) {
     FG_FAIL_AT("%s %s %s exited with %d; its output:", script_path, dir, arg ? arg : "", rc);

@@ -128,10 +128,7 @@ FG_TEST(passes_fold_torch_conv_bn, "onnx") {
   NEED_ONNX();
   char dir[600], path[700];
   snprintf(dir, sizeof dir, "%s/fold_torch_bn.%ld", FG_BUILD_DIR, (long)getpid());
-  static const char code[] = "import runpy, sys\n"
-                             "sys.argv = [sys.argv[1], sys.argv[2]]\n"
-                             "runpy.run_path(sys.argv[0], run_name='__main__')\n";
-  int rc = fgt_python(code, FG_SOURCE_DIR "/tests/passes/fold_torch_bn.py", dir);
+  int rc = fgt_python_cached(dir, FG_SOURCE_DIR "/tests/passes/fold_torch_bn.py", NULL);
   FG_CHECK_PYTHON(rc);
   if (rc != 0) return;
   fg_status *st = fg_status_new();

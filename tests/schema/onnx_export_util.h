@@ -44,13 +44,15 @@ static inline const char *ox_name(const char *prefix, int opset) {
 static inline int ox_begin(void) { return fgt_mkdtemp(ox_dir, sizeof ox_dir, "fg_onnx_x") != NULL; }
 static inline void ox_end(void) { fgt_rmtree(ox_dir); }
 
-/* Runs check_export.py on dir/name.onnx at `opset`; its exit status. */
+/* Runs check_export.py on dir/name.onnx at `opset` (through
+ * tests/cached_run.py: the sanitizer builds export the same files as the
+ * Release build and reuse its results); its exit status. */
 static inline int ox_python(const char *name, int opset) {
-  char code[1200];
+  char code[1600];
   snprintf(code, sizeof code,
-           "import sys, runpy; sys.argv = ['check_export.py', sys.argv[1], sys.argv[2], "
-           "'--opset', '%d']; runpy.run_path('%s', run_name='__main__')",
-           opset, OX_SCRIPT);
+           "import sys, runpy; sys.argv = ['cached_run.py', '%s', '%s', '%s', sys.argv[1], "
+           "sys.argv[2], '--opset', '%d']; runpy.run_path('%s', run_name='__main__')",
+           FGT_PY_CACHE, ox_dir, OX_SCRIPT, opset, FGT_CACHED_RUN);
   char model[600], prefix[600];
   snprintf(model, sizeof model, "%s/%s.onnx", ox_dir, name);
   snprintf(prefix, sizeof prefix, "%s/%s", ox_dir, name);

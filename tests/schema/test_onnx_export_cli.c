@@ -186,9 +186,8 @@ FG_TEST(onnx_export_cli_reexport_torchvision, "slow") {
   if (!ox_importer_maps_ops()) FG_SKIP("the importer's op mappers are not in this build");
   FG_REQUIRE(make_tmpdir());
   snprintf(ox_dir, sizeof ox_dir, "%s", tmpdir);
-  int rc = fgt_python("import runpy; runpy.run_path('" FG_SOURCE_DIR
-                      "/tests/schema/onnx/export_torchvision.py', run_name='__main__')",
-                      tmpdir, NULL);
+  int rc =
+      fgt_python_cached(tmpdir, FG_SOURCE_DIR "/tests/schema/onnx/export_torchvision.py", NULL);
   FG_CHECK_PYTHON(rc);
   static const char *const names[] = {"resnet18", "squeezenet1_1"};
   for (int i = 0; rc == 0 && i < 2; i++) {
