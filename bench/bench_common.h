@@ -17,6 +17,19 @@ static inline double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* A "Key:  N kB" line of /proc/self/status (VmRSS, VmHWM), in KiB; -1
+ * where there is none. */
+static inline long proc_status_kb(const char *key) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  size_t n = strlen(key);
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, key, n) == 0 && line[n] == ':') kb = atol(line + n + 1);
+  if (f) fclose(f);
+  return kb;
+}
+
 static inline uint64_t splitmix64(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

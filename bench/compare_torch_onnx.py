@@ -32,7 +32,9 @@ Prints per case
     RATIO <case> eager <torch_eager / flowgraph>  jit <torch_jit / flowgraph>  [target >= 1.0]
 
 the import time, the arena against its lower bound and both processes'
-peak RSS, and a Markdown table for docs/performance.md.
+peak RSS, the resident memory the import added at its peak and held after
+it against the model file's size, and a Markdown table for
+docs/performance.md.
 """
 import os
 import resource
@@ -192,10 +194,16 @@ def main():
         print("RATIO %s eager %.3f jit %.3f  [target >= %.1f: %s]  flowgraph %.4g s, "
               "torch eager %.4g s, jit %.4g s" % (c, re_, rj, TARGET, met, tf, te, tj))
         arena, bound = mib(last["arena_bytes"], 1), mib(last["lower_bound_bytes"], 1)
+        fbytes = float(last["file_bytes"])
+        ipeak, iheld = mib(last["import_peak_kb"], 1024), mib(last["import_held_kb"], 1024)
         print("MEMORY %s import %.3f s, arena %.1f MiB, lower bound %.1f MiB (%.3fx), "
               "peak RSS flowgraph %.0f MiB, torch %.0f MiB" %
               (c, float(last["import_s"]), arena, bound, arena / bound if bound else 0,
                mib(last["maxrss_kb"], 1024), mib(lt["maxrss_kb"], 1024)))
+        print("IMPORT %s file %.1f MiB, resident memory added at the import's peak %.1f MiB "
+              "(%.2fx the file), held after it %.1f MiB (%.2fx)" %
+              (c, fbytes / 2**20, ipeak, ipeak * 2**20 / fbytes if fbytes > 0 else 0, iheld,
+               iheld * 2**20 / fbytes if fbytes > 0 else 0))
         rows.append("| %s | %.4g | %.4g | %.4g | %.2fx | %.2fx | %.3f | %.1f / %.1f MiB |"
                     " %.0f / %.0f MiB |" %
                     (c, tf * 1e3, te * 1e3, tj * 1e3, re_, rj, float(last["import_s"]),

@@ -9,9 +9,14 @@
  * bench/compare_torch_onnx.py parses:
  *
  *   FG <case> median_s=... min_s=... runs=N threads=T import_s=...
- *      arena_bytes=... lower_bound_bytes=... maxrss_kb=...
+ *      arena_bytes=... lower_bound_bytes=... maxrss_kb=... file_bytes=...
+ *      import_peak_kb=... import_held_kb=...
  *
- * import_s is fg_onnx_load's time (decoding, checks, mapping); arena_bytes
+ * import_s is fg_onnx_load's time (decoding, checks, mapping);
+ * import_peak_kb the resident memory it added at its peak (VmHWM after it
+ * less VmRSS before it: the import is the process's first large
+ * allocation) and import_held_kb what it still holds after (the graph),
+ * against the model's file_bytes; arena_bytes
  * is the plan's arena and lower_bound_bytes the peak of live intermediate
  * bytes over its schedule (fg_plan_info). */
 #include <flowgraph/flowgraph.h>
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "bench_common.h"
 
@@ -103,8 +109,15 @@ static int run_once(fg_session *s, const model_io *io, fg_status *st) {
   return rc;
 }
 
+/* What the import cost: its time and resident memory. */
+typedef struct import_cost {
+  double s;
+  long peak_kb, held_kb;
+  long long file_bytes;
+} import_cost;
+
 static int report(const char *name, fg_session *s, const model_io *io, double *times, int runs,
-                  int threads, double import_s, fg_status *st) {
+                  int threads, const import_cost *imp, fg_status *st) {
   fg_plan_info *info =
       fg_session_plan_info(s, io->f, io->n_feeds, io->fetch, io->n_fetch, NULL, 0, st);
   if (!info) return fail("plan info", st);
@@ -113,18 +126,25 @@ static int report(const char *name, fg_session *s, const model_io *io, double *t
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("FG %s median_s=%.6g min_s=%.6g runs=%d threads=%d import_s=%.6g arena_bytes=%zu "
-         "lower_bound_bytes=%zu maxrss_kb=%ld\n",
-         name, med, times[0], runs, threads, import_s, info->arena_bytes, info->lower_bound_bytes,
-         ru.ru_maxrss);
+         "lower_bound_bytes=%zu maxrss_kb=%ld file_bytes=%lld import_peak_kb=%ld "
+         "import_held_kb=%ld\n",
+         name, med, times[0], runs, threads, imp->s, info->arena_bytes, info->lower_bound_bytes,
+         ru.ru_maxrss, imp->file_bytes, imp->peak_kb, imp->held_kb);
   fg_plan_info_free(info);
   return 0;
 }
 
 static int run_case(const char *name, const char *path, int64_t batch, int runs, int warmup,
                     int threads, fg_status *st) {
+  import_cost imp = {0};
+  struct stat sb;
+  imp.file_bytes = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+  long rss0 = proc_status_kb("VmRSS");
   double t0 = now_s();
   fg_graph *g = fg_onnx_load(path, NULL, st);
-  double import_s = now_s() - t0;
+  imp.s = now_s() - t0;
+  imp.peak_kb = proc_status_kb("VmHWM") - rss0;
+  imp.held_kb = proc_status_kb("VmRSS") - rss0;
   if (!g) return fail(path, st);
   model_io io = {0};
   fg_session_options o;
@@ -145,7 +165,7 @@ static int run_case(const char *name, const char *path, int64_t batch, int runs,
     }
     if (i >= warmup) times[i - warmup] = now_s() - t1;
   }
-  rc = report(name, s, &io, times, runs, threads, import_s, st);
+  rc = report(name, s, &io, times, runs, threads, &imp, st);
 done:
   free(times);
   fg_session_free(s);

@@ -121,17 +121,23 @@ int fg_attrs_set_floats(fg_attrs *a, const char *name, const double *v, int n) {
   return 0;
 }
 
+int fg_attrs_take_tensor(fg_attrs *a, const char *name, fg_tensor *v) {
+  if (!v) return -1;
+  fg_attr *s = slot(a, name);
+  if (!s) return -1;
+  s->type = FG_ATTR_TENSOR;
+  s->t = v;
+  return 0;
+}
+
 int fg_attrs_set_tensor(fg_attrs *a, const char *name, const fg_tensor *v) {
   if (!v) return -1;
   fg_tensor *copy = fg_tensor_clone(v, NULL);
   if (!copy) return -1;
-  fg_attr *s = slot(a, name);
-  if (!s) {
+  if (fg_attrs_take_tensor(a, name, copy) != 0) {
     fg_tensor_free(copy);
     return -1;
   }
-  s->type = FG_ATTR_TENSOR;
-  s->t = copy;
   return 0;
 }
 

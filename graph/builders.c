@@ -121,6 +121,22 @@ static fg_output tensor_source(fg_graph *g, const char *op, const char *name, co
   return finish(g, op, name, NULL, 0, &b);
 }
 
+fg_output fg_source_take(fg_graph *g, const char *name, fg_tensor *value, int variable) {
+  const char *op = variable ? "variable" : "constant";
+  if (skip(g) || !value) {
+    fg_tensor_free(value);
+    return skip(g) ? FG_NO_OUTPUT : tensor_source(g, op, name, "value", NULL);
+  }
+  attrs_b b = ab_new();
+  if (!b.bad && fg_attrs_take_tensor(b.a, "value", value) != 0) b.bad = 1;
+  if (b.bad) fg_tensor_free(value); /* not taken */
+  fg_output o = b.bad
+                    ? refuse(g, FG_RESOURCE_EXHAUSTED, "%s: out of memory building attributes", op)
+                    : fg_op_move(g, op, name, NULL, 0, b.a);
+  fg_attrs_free(b.a); /* the value too, when the node was not made */
+  return o;
+}
+
 fg_output fg_constant(fg_graph *g, const char *name, const fg_tensor *value) {
   return tensor_source(g, "constant", name, "value", value);
 }

@@ -256,8 +256,32 @@ static int count_outputs(fg_graph *g, int opid, const char *name, const fg_attrs
   return n;
 }
 
+/* attrs' contents into dst (empty), leaving attrs empty. */
+static int attrs_move(struct fg_attrs *dst, fg_attrs *attrs) {
+  if (!attrs) return 0;
+  *dst = *attrs;
+  attrs->items = NULL;
+  attrs->n = attrs->cap = 0;
+  return 0;
+}
+
+static fg_output add_op(fg_graph *g, const char *op, const char *name, const fg_output *inputs,
+                        int n_inputs, const fg_attrs *attrs, fg_attrs *move);
+
 fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *inputs,
                 int n_inputs, const fg_attrs *attrs) {
+  return add_op(g, op, name, inputs, n_inputs, attrs, NULL);
+}
+
+fg_output fg_op_move(fg_graph *g, const char *op, const char *name, const fg_output *inputs,
+                     int n_inputs, fg_attrs *attrs) {
+  return add_op(g, op, name, inputs, n_inputs, attrs, attrs);
+}
+
+/* fg_op; `move` (attrs itself, or NULL) is moved into the node rather
+ * than copied. */
+static fg_output add_op(fg_graph *g, const char *op, const char *name, const fg_output *inputs,
+                        int n_inputs, const fg_attrs *attrs, fg_attrs *move) {
   if (!g || fg_graph_failed(g)) return FG_NO_OUTPUT;
   if (!op) {
     fg_graph_fail(g, FG_INVALID_ARGUMENT, "fg_op: op name is NULL");
@@ -353,8 +377,8 @@ fg_output fg_op(fg_graph *g, const char *op, const char *name, const fg_output *
   node.n_outputs = n_out;
   node.outputs = calloc((size_t)n_out + 1, sizeof *node.outputs);
   fg_tinfo in_stack[8], *in = n_inputs <= 8 ? in_stack : malloc((size_t)n_inputs * sizeof *in);
-  if (!node.name || !node.inputs || !node.outputs || !in ||
-      fg_attrs_copy(&node.attrs, attrs) != 0 || index_reserve(g, g->n_nodes + 1) != 0) {
+  if (!node.name || !node.inputs || !node.outputs || !in || index_reserve(g, g->n_nodes + 1) != 0 ||
+      (move ? attrs_move(&node.attrs, move) : fg_attrs_copy(&node.attrs, attrs)) != 0) {
     node_release(&node);
     if (in != in_stack) free(in);
     fg_graph_fail(g, FG_RESOURCE_EXHAUSTED, "node '%s': out of memory", name);

@@ -80,6 +80,18 @@ const fg_attr *fg_attrs_find(const struct fg_attrs *a, const char *name);
 /* Deep copy of src into dst (dst must be empty/zeroed). 0 or -1 (ENOMEM). */
 int fg_attrs_copy(struct fg_attrs *dst, const struct fg_attrs *src);
 void fg_attrs_clear(struct fg_attrs *a);
+/* Sets tensor attribute `name` to v itself, not a copy: 0 and a owns v, or
+ * -1 (out of memory) and v is still the caller's. */
+int fg_attrs_take_tensor(struct fg_attrs *a, const char *name, fg_tensor *v);
+/* fg_op, but the node takes attrs' contents (attrs is left empty) where
+ * fg_op copies them; the caller frees attrs either way. For builders of
+ * large tensors (the ONNX importer's weights), which would otherwise be
+ * held twice while the node is made. */
+fg_output fg_op_move(fg_graph *g, const char *op, const char *name, const fg_output *inputs,
+                     int n_inputs, fg_attrs *attrs);
+/* A constant (variable 0) or variable (1) holding `value` itself: the
+ * graph takes it, and frees it when the node cannot be made. */
+fg_output fg_source_take(fg_graph *g, const char *name, fg_tensor *value, int variable);
 /* Typed reads with a default when absent. They do not check the type. */
 int64_t fg_attr_int_or(const fg_node *n, const char *name, int64_t dflt);
 double fg_attr_float_or(const fg_node *n, const char *name, double dflt);

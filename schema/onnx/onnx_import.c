@@ -521,8 +521,8 @@ static int import(fgx_ctx *c) {
   return make_metadata(c);
 }
 
-static fg_graph *load_bytes(const uint8_t *data, size_t size, const fg_onnx_options *opts,
-                            const char *base_dir, fg_status *st) {
+/* The unpacked model of data[0, size), or NULL with st set. */
+static Onnx__ModelProto *unpack(const uint8_t *data, size_t size, fg_status *st) {
   if (!data && size) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "fg_onnx_load_memory: data is NULL");
     return NULL;
@@ -539,12 +539,22 @@ static fg_graph *load_bytes(const uint8_t *data, size_t size, const fg_onnx_opti
     return NULL;
   }
   Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, size, data);
-  if (!model) {
+  if (!model)
     fg_status_set(st, FG_FORMAT_ERROR,
                   "ONNX model: not a well-formed ModelProto (protobuf-c refused its %zu bytes)",
                   size);
-    return NULL;
-  }
+  return model;
+}
+
+/* `owned`: data is the file buffer of fg_onnx_load, freed here once
+ * unpacked (every field the import reads is a copy in the unpacked
+ * message), so a large model's bytes are not held a third time while its
+ * tensors are made; NULL: data is the API caller's. */
+static fg_graph *load_bytes(const uint8_t *data, size_t size, uint8_t *owned,
+                            const fg_onnx_options *opts, const char *base_dir, fg_status *st) {
+  Onnx__ModelProto *model = unpack(data, size, st);
+  free(owned);
+  if (!model) return NULL;
   fgx_ctx c;
   memset(&c, 0, sizeof c);
   c.model = model;
@@ -571,7 +581,7 @@ static fg_graph *load_bytes(const uint8_t *data, size_t size, const fg_onnx_opti
 
 fg_graph *fg_onnx_load_memory(const void *data, size_t size, const fg_onnx_options *opts,
                               fg_status *status) {
-  return load_bytes(data, size, opts, opts ? opts->base_dir : NULL, status);
+  return load_bytes(data, size, NULL, opts, opts ? opts->base_dir : NULL, status);
 }
 
 /* Protobuf messages stop at 2 GiB; larger weights travel as external data. */
@@ -626,8 +636,13 @@ fg_graph *fg_onnx_load(const char *path, const fg_onnx_options *opts, fg_status 
     dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
     base = dir;
   }
-  fg_graph *g = base ? load_bytes(buf, n, opts, base, status) : NULL;
-  if (!base) fg_status_set(status, FG_RESOURCE_EXHAUSTED, "out of memory");
+  fg_graph *g = NULL;
+  if (base) {
+    g = load_bytes(buf, n, buf, opts, base, status);
+  } else {
+    free(buf);
+    fg_status_set(status, FG_RESOURCE_EXHAUSTED, "out of memory");
+  }
   if (!g && fg_status_code(status) != FG_OK) {
     /* Name the file in front of what went wrong inside it. */
     fg_status *tmp = fg_status_new();
@@ -638,7 +653,6 @@ fg_graph *fg_onnx_load(const char *path, const fg_onnx_options *opts, fg_status 
     }
   }
   free(dir);
-  free(buf);
   return g;
 }
 

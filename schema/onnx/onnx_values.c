@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/graph_internal.h"
 #include "schema/onnx/onnx_internal.h"
 
 /* ---- memory and errors ---------------------------------------------------- */
@@ -248,6 +249,15 @@ int fgx_value_ready(fgx_ctx *c, int v, const fgx_node *who) {
     snprintf(where, sizeof where, "initializer '%.200s'", x->name);
     x->known.t = fgx_tensor_from_proto(c, who, x->init, where);
     if (!x->known.t) return -1;
+    /* The proto's copy of the bytes is not read again (known.t holds the
+     * value from now on): freed at once, so a large model's weights are
+     * not held twice while the rest of it imports. The importer owns the
+     * unpacked model (load_bytes unpacks its own). */
+    Onnx__TensorProto *tp = (Onnx__TensorProto *)x->init;
+    if (tp->has_raw_data && tp->raw_data.data) {
+      free(tp->raw_data.data);
+      tp->raw_data.data = NULL;
+    }
   }
   return 0;
 }
@@ -277,6 +287,24 @@ static int has_sym(const fgx_known *k) {
   return 0;
 }
 
+/* The graph took x's tensor (the constant's or variable's "value"):
+ * known.t becomes a borrowed view of it, for the mappers that read values.
+ * The graph's tensor is never replaced while the import runs; the view is
+ * freed (not its data) with the values. */
+static void share_graph_copy(fgx_value *x, const fg_graph *g) {
+  const fg_tensor *in_graph = NULL;
+  if (fg_node_attr_tensor(g, x->out.node, "value", &in_graph) != 0 || !in_graph) return;
+  fg_status *st = fg_status_new();
+  fg_tensor *view = st ? fg_tensor_wrap(fg_tensor_dtype(in_graph), fg_tensor_rank(in_graph),
+                                        fg_tensor_dims(in_graph), fg_tensor_data(in_graph),
+                                        fg_tensor_num_bytes(in_graph), st)
+                       : NULL;
+  fg_status_free(st);
+  /* An empty tensor has no data to borrow; out of memory leaves the value
+   * unknown to the mappers, which then refuse what needs it. */
+  x->known.t = view ? view : fg_tensor_clone(in_graph, NULL);
+}
+
 fg_output fgx_materialize(fgx_ctx *c, int v, const fgx_node *who) {
   fgx_value *x = &c->vals[v];
   if (x->out.node >= 0) return x->out;
@@ -296,7 +324,10 @@ fg_output fgx_materialize(fgx_ctx *c, int v, const fgx_node *who) {
   if (!name) return FG_NO_OUTPUT;
   fg_dtype dt = fg_tensor_dtype(x->known.t);
   int var = c->trainable && x->initializer && (dt == FG_F32 || dt == FG_F64);
-  fg_output o = var ? fg_variable(c->g, name, x->known.t) : fg_constant(c->g, name, x->known.t);
+  /* The graph takes the importer's tensor rather than a copy: a large
+   * model's weights are held once. */
+  fg_output o = fg_source_take(c->g, name, x->known.t, var);
+  x->known.t = NULL;
   if (o.node < 0) {
     fg_status *gs = fg_status_new();
     fg_graph_status(c->g, gs);
@@ -307,6 +338,7 @@ fg_output fgx_materialize(fgx_ctx *c, int v, const fgx_node *who) {
   }
   if (fgx_mark_fixed(c, o.node) != 0) return FG_NO_OUTPUT;
   x->out = o;
+  share_graph_copy(x, c->g);
   return o;
 }
 

@@ -38,6 +38,7 @@
   X(dyn_reshape_b5)                                                                                \
   X(dyn_shape_merged_batch_b2)                                                                     \
   X(dyn_shape_merged_batch_b3)                                                                     \
+  X(init_used_then_read)                                                                           \
   X(dyn_slice_step_b2)                                                                             \
   X(dyn_slice_step_b3)                                                                             \
   X(dyn_split_axis1_b2)                                                                            \

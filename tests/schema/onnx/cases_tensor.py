@@ -331,6 +331,19 @@ for b in (3, 1):
          inits=[("s0", i64([0])), ("s1", i64([1])), ("m1", i64([-1])), ("gi", i64([-3, 1])),
                 ("k4", i64([4])), ("big", i64([I64_MAX]))])
 
+# An initializer used first as a node's input (it becomes a graph
+# constant, which holds its bytes from then on) and then for its value
+# (a shape, a folded Transpose), which the importer reads from the
+# graph's copy.
+xs, xi, x2, w = f32(3, 4), np.array([5, -7], np.int64), f32(3, 4), f32(3, 4)
+nodes = [helper.make_node("Add", ["xi", "s"], ["y1"]),
+         helper.make_node("Reshape", ["xs", "s"], ["y2"]),
+         helper.make_node("Add", ["x2", "w"], ["y3"]),
+         helper.make_node("Transpose", ["w"], ["y4"])]
+save("init_used_then_read", nodes, [("xi", xi), ("xs", xs), ("x2", x2)],
+     [("y1", xi + np.array([2, 6], np.int64)), ("y2", xs.reshape(2, 6)), ("y3", x2 + w),
+      ("y4", w.T)], 13, inits=[("s", i64([2, 6])), ("w", w)])
+
 # The ops on data whose leading dim is the symbolic batch, at two batch
 # sizes each (the op runs as a flowgraph node with an unknown dim).
 def dyn(name, op, shape, inits, ref, opset=13, attrs=None, outs=("y",), data=None):
