@@ -82,8 +82,13 @@ int fg_epi_root_ok(const fg_pass_ctx *ctx, const fg_epi_state *s, int root) {
  * chain), waited for only by nodes after the root, live, unpinned, in
  * root's group, and fetchable by nobody in fg_optimize. */
 int fg_epi_absorbable_any(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int root) {
+  return fg_epi_absorbable_reads(ctx, s, id, root, 1);
+}
+
+int fg_epi_absorbable_reads(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int root,
+                            int reads) {
   const fg_node *n = &ctx->w->g.nodes[id];
-  if (ctx->dead[id] || s->absorbed[id] || s->uses[id] != 1 || fg_pass_node_pinned(n)) return 0;
+  if (ctx->dead[id] || s->absorbed[id] || s->uses[id] != reads || fg_pass_node_pinned(n)) return 0;
   /* Nodes that wait for it will wait for the root instead: after it. */
   if (s->ctrl_first[id] <= root) return 0;
   if (!ctx->all_kept && ctx->keep[id]) return 0;

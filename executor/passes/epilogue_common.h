@@ -53,6 +53,10 @@ int fg_epi_run(fg_pass_ctx *ctx, const char *pass, fg_epi_try_fn try_root, fg_st
 /* fg_epi_absorbable whatever the node's output dtype: the relu gradient's
  * comparison, whose bool output nobody reads once it is absorbed. */
 int fg_epi_absorbable_any(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int root);
+/* fg_epi_absorbable_any for a node the chain reads `reads` times (and
+ * nothing else reads): layer_norm.c's x - mean(x), squared and divided. */
+int fg_epi_absorbable_reads(const fg_pass_ctx *ctx, const fg_epi_state *s, int id, int root,
+                            int reads);
 /* fg_epi_run over the nodes whose op is one of ops[0..n_ops), from the
  * last node back. */
 int fg_epi_run_ops(fg_pass_ctx *ctx, const char *pass, const int *ops, int n_ops,

@@ -196,6 +196,7 @@ int fg_pass_simplify(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fold(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_activations(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_layer_norm(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_xent_grad(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_conv_epilogue(fg_pass_ctx *ctx, fg_status *st);

@@ -3,9 +3,10 @@
  * fewer nodes to fold; folding runs before inference folding, so batch
  * norm parameters computed from constants are constants by then, and both
  * before CSE, which merges the equal constants folding makes; the
- * activation patterns after CSE (so that x is one node on both sides of
- * mul(x, sigmoid(x))) and before the epilogues and fusion, which would
- * take their nodes apart; the
+ * activation and layer norm patterns after CSE (so that x is one node on
+ * both sides of mul(x, sigmoid(x)), and x - mean(x) one node read by the
+ * square and the division) and before the epilogues and fusion, which
+ * would take their nodes apart; the
  * cross-entropy gradient and the matmul and convolution epilogues
  * (forward, then the updates', then the gradients') fuse after CSE has
  * merged equal nodes (the updates' before the gradients', which would
@@ -42,6 +43,11 @@ const fg_pass_def fg_passes[] = {
      "pi) (x + 0.044715 x^3)))) gelu_tanh(x); one op, one exp or erf per element (rounded "
      "otherwise: within a few units in the last place, not bitwise)",
      1, fg_pass_activations},
+    {"layer_norm",
+     "layer normalization written out, (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * scale "
+     "+ shift over the last axes (PyTorch's export below opset 17), becomes one layer_norm "
+     "(statistics summed in double: within a few units in the last place, not bitwise)",
+     1, fg_pass_layer_norm},
     {"xent_grad",
      "softmax cross-entropy's gradient (softmax, one_hot, sub, numel, div, mul) as one "
      "softmax_cross_entropy_grad node; with the loss in the graph and dy 1, loss and gradient "

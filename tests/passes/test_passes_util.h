@@ -60,15 +60,14 @@ static inline fg_graph *optimize_fetches(const fg_graph *g, const char **fetch, 
  * into the relu after it). */
 /* The default pipeline, named pass by pass. */
 #define WITH_CONV_EPILOGUE                                                                         \
-  "simplify,fold,fold_inference,cse,activations,xent_grad,epilogue,conv_epilogue,update_epilogue," \
-  "grad_"                                                                                          \
-  "epilogue,fuse,multi_update,dce"
+  "simplify,fold,fold_inference,cse,activations,layer_norm,xent_grad,epilogue,conv_epilogue,"      \
+  "update_epilogue,grad_epilogue,fuse,multi_update,dce"
 #define NO_CONV_EPILOGUE                                                                           \
-  "simplify,fold,fold_inference,cse,activations,xent_grad,epilogue,update_epilogue,grad_epilogue," \
-  "fuse,multi_"                                                                                    \
-  "update,dce"
-/* The default pipeline without activations (not bitwise), for the tests
- * that compare whole graphs with the passes on and off bit for bit. */
+  "simplify,fold,fold_inference,cse,activations,layer_norm,xent_grad,epilogue,update_epilogue,"    \
+  "grad_epilogue,fuse,multi_update,dce"
+/* The default pipeline without activations and layer_norm (not bitwise),
+ * for the tests that compare whole graphs with the passes on and off bit
+ * for bit. */
 #define NO_ACTIVATIONS                                                                             \
   "simplify,fold,fold_inference,cse,xent_grad,epilogue,conv_epilogue,update_epilogue,grad_"        \
   "epilogue,fuse,multi_update,dce"
@@ -76,9 +75,8 @@ static inline fg_graph *optimize_fetches(const fg_graph *g, const char **fetch, 
  * that take the weight gradients and their SGD updates themselves
  * (grad_epilogue's matmul_bias_grad, multi_update's multi_apply_sgd). */
 #define NO_UPDATE_EPILOGUE                                                                         \
-  "simplify,fold,fold_inference,cse,activations,xent_grad,epilogue,conv_epilogue,grad_epilogue,"   \
-  "fuse,multi_"                                                                                    \
-  "update,dce"
+  "simplify,fold,fold_inference,cse,activations,layer_norm,xent_grad,epilogue,conv_epilogue,"      \
+  "grad_epilogue,fuse,multi_update,dce"
 
 static inline fg_graph *optimize_passes(const fg_graph *g, const char *fetch, const char *passes,
                                         fg_pass_report **r) {

@@ -144,7 +144,8 @@ FG_TEST(cli_unknown_pass_is_a_usage_error, "badinput") {
     CHECK_USAGE_ERROR(r);
     FG_CHECK_STR_CONTAINS(r.err,
                           "unknown pass 'fuse_all' (known: simplify, fold, fold_inference, "
-                          "cse, activations, xent_grad, epilogue, conv_epilogue, update_epilogue, "
+                          "cse, activations, layer_norm, xent_grad, epilogue, conv_epilogue, "
+                          "update_epilogue, "
                           "grad_epilogue, fuse, multi_update, dce)");
     result_free(&r);
   }

@@ -428,6 +428,16 @@ def norm_cases():
     y32 = ln_ref(x64.astype(np.float32), np.float32(1), None, -1)[0].astype(np.float64)
     case("ln_f64_stash1", [n("LayerNormalization", ["x", "s", "b"])], {"x": x64},
          [("y", y32 * s64 + b64)], {"s": s64, "b": b64}, opset=17)
+    # nn.LayerNorm as PyTorch exports it below opset 17 (the layer_norm
+    # pass makes one node of it), with a dynamic batch
+    ln_nodes = [n("ReduceMean", ["x"], ["m"], axes=[-1]), n("Sub", ["x", "m"], ["d"]),
+                n("Pow", ["d", "two"], ["p"]), n("ReduceMean", ["p"], ["v"], axes=[-1]),
+                n("Add", ["v", "eps"], ["ve"]), n("Sqrt", ["ve"], ["sd"]),
+                n("Div", ["d", "sd"], ["nd"]), n("Mul", ["nd", "s"], ["sc"]),
+                n("Add", ["sc", "b"], ["y"])]
+    case("ln_decomposed_op14", ln_nodes, {"x": x3}, [("y", ln_ref(x3, sc, bb, -1)[0])],
+         {"s": sc, "b": bb, "two": np.array(2, np.float32), "eps": np.array(EPS, np.float32)},
+         opset=14, dyn=("x",))
     bad("bad_ln_stash_type", [n("LayerNormalization", ["x", "s"], stash_type=10)], {"x": x3},
         {"s": sc}, opset=17)
     bad("bad_ln_axis", [n("LayerNormalization", ["x", "s"], axis=-4)], {"x": x3}, {"s": sc},
