@@ -14,7 +14,9 @@ by two bilinear Resize nodes), a TransformerEncoder (2
 layers, d_model 64, 4 heads, GELU, batch_first, sequence 128) and GPT-2's
 MLP block (gpt_mlp: x + Linear(1024, 256)(GELU tanh(Linear(256, 1024)(
 LayerNorm(x))))) on sequences of 128, whose tanh GELU PyTorch exports as
-nine nodes (the activations pass makes them gelu_tanh). The exporter
+nine nodes (the activations pass makes them gelu_tanh); gpt_mlp_op14 is the
+same block exported at opset 14, PyTorch 1.13's default, where LayerNorm
+becomes nine nodes too (the layer_norm pass makes them one). The exporter
 folds each eval-mode BatchNorm into its Conv itself; resnet18_bn is resnet18
 exported with them kept (TrainingMode.PRESERVE, no constant folding, the
 running statistics and affine parameters drawn from seed 0 as a trained
@@ -61,6 +63,7 @@ CASES = {
     "onnx_lraspp_b1": ("lraspp_mobilenet_v3_large", 1, 3, 20),
     "onnx_transformer_b8": ("transformer", 8, 3, 20),
     "onnx_gpt_mlp_b8": ("gpt_mlp", 8, 3, 20),
+    "onnx_gpt_mlp_op14_b8": ("gpt_mlp_op14", 8, 3, 20),
 }
 TARGET = 1.0
 SEQ, D_MODEL, D_GPT = 128, 64, 256
@@ -89,7 +92,7 @@ def build(model):
     import torch
     import torchvision
     torch.manual_seed(0)
-    if model == "gpt_mlp":
+    if model in ("gpt_mlp", "gpt_mlp_op14"):
         return gpt_mlp().eval(), (1, SEQ, D_GPT)
     if model == "transformer":
         layer = torch.nn.TransformerEncoderLayer(D_MODEL, 4, dim_feedforward=128,
@@ -130,7 +133,8 @@ def export(model):
     x = torch.rand(*shape) * 2 - 1
     tmp = path + ".tmp"
     kept = {"training": torch.onnx.TrainingMode.PRESERVE, "do_constant_folding": False}
-    torch.onnx.export(m, (x,), tmp, opset_version=17, input_names=["input"],
+    torch.onnx.export(m, (x,), tmp, opset_version=14 if model.endswith("_op14") else 17,
+                      input_names=["input"],
                       output_names=["output"],
                       dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
                       **(kept if model.endswith("_bn") else {}))

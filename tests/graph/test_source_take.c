@@ -20,14 +20,19 @@ static fg_tensor *six(void) {
   return t;
 }
 
+/* The tensor node o holds as "value", or NULL. */
+static const fg_tensor *held_value(const fg_graph *g, fg_output o) {
+  const fg_tensor *t = NULL;
+  return o.node >= 0 && fg_node_attr_tensor(g, o.node, "value", &t) == 0 ? t : NULL;
+}
+
 FG_TEST(source_take_constant_holds_the_given_tensor, "") {
   fg_graph *g = fg_graph_new();
   fg_tensor *t = six();
   fg_output o = fg_source_take(g, "w", t, 0);
-  FG_REQUIRE(o.node >= 0);
+  const fg_tensor *held = held_value(g, o);
+  FG_REQUIRE(held);
   FG_CHECK_STR(fg_node_op(g, o.node), "constant");
-  const fg_tensor *held = NULL;
-  FG_REQUIRE(fg_node_attr_tensor(g, o.node, "value", &held) == 0);
   FG_CHECK(held == t); /* the same tensor, not a copy */
   FG_CHECK_INT(fg_tensor_dtype(held), FG_F32);
   FG_CHECK_INT(fg_tensor_dim(held, 0), 2);
@@ -51,11 +56,9 @@ FG_TEST(source_take_variable, "") {
   fg_graph *g = fg_graph_new();
   fg_tensor *t = six();
   fg_output o = fg_source_take(g, "v", t, 1);
-  FG_REQUIRE(o.node >= 0);
+  FG_REQUIRE(held_value(g, o));
   FG_CHECK_STR(fg_node_op(g, o.node), "variable");
-  const fg_tensor *held = NULL;
-  FG_REQUIRE(fg_node_attr_tensor(g, o.node, "value", &held) == 0);
-  FG_CHECK(held == t);
+  FG_CHECK(held_value(g, o) == t);
   fg_graph_free(g);
 }
 
@@ -87,11 +90,9 @@ FG_TEST(op_move_empties_the_attributes, "") {
   fg_tensor *t = six();
   FG_REQUIRE(fg_attrs_take_tensor(a, "value", t) == 0);
   fg_output o = fg_op_move(g, "constant", "c", NULL, 0, a);
-  FG_REQUIRE(o.node >= 0);
+  FG_REQUIRE(held_value(g, o));
   FG_CHECK_INT(fg_node_num_attrs(g, o.node), 1);
-  const fg_tensor *held = NULL;
-  FG_REQUIRE(fg_node_attr_tensor(g, o.node, "value", &held) == 0);
-  FG_CHECK(held == t);
+  FG_CHECK(held_value(g, o) == t);
   FG_CHECK_INT(a->n, 0);
   FG_CHECK(a->items == NULL);
   fg_attrs_free(a);

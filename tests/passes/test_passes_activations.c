@@ -251,17 +251,9 @@ FG_TEST(passes_activations_training_graph_unchanged, "") {
 
 /* The plan's op for "out" in a session on g, fed input(dt) ("" when none). */
 static const char *session_op(fg_graph *g, fg_dtype dt, char *buf, size_t size) {
-  fg_status *st = fg_status_new();
-  fg_session *s = passes_session(g, 1, 0, st);
   fg_tensor *xt = input(dt);
-  fg_feed feed = {"x", xt};
-  const char *fetch = "out";
-  fg_plan_info *pi = s ? fg_session_plan_info(s, &feed, 1, &fetch, 1, NULL, 0, st) : NULL;
-  snprintf(buf, size, "%s", pi ? step_op(pi, g, "out") : fg_status_message(st));
-  fg_plan_info_free(pi);
+  session_step_op(g, xt, "out", "out", buf, size);
   fg_tensor_free(xt);
-  fg_session_free(s);
-  fg_status_free(st);
   return buf;
 }
 

@@ -150,17 +150,9 @@ static int values_ok(const ln_form *f, fg_graph *g, double eps) {
 
 /* The plan's op for "out" in a session on g, fed input(dt). */
 static const char *session_op(fg_graph *g, fg_dtype dt, char *buf, size_t size) {
-  fg_status *st = fg_status_new();
-  fg_session *s = passes_session(g, 1, 0, st);
   fg_tensor *xt = input(dt);
-  fg_feed feed = {"x", xt};
-  const char *fetch = "out";
-  fg_plan_info *pi = s ? fg_session_plan_info(s, &feed, 1, &fetch, 1, NULL, 0, st) : NULL;
-  snprintf(buf, size, "%s", pi ? step_op(pi, g, "out") : fg_status_message(st));
-  fg_plan_info_free(pi);
+  session_step_op(g, xt, "out", "out", buf, size);
   fg_tensor_free(xt);
-  fg_session_free(s);
-  fg_status_free(st);
   return buf;
 }
 
@@ -341,19 +333,10 @@ FG_TEST(passes_layer_norm_scale_of_other_shape, "") {
   /* In a session: fg_optimize would need the constants added. */
   char buf[256];
   FG_CHECK_STR(session_op(g, FG_F64, buf, sizeof buf), "fused_elementwise[mul+add]");
-  fg_status *st = fg_status_new();
-  fg_session *s = passes_session(g, 1, 0, st);
   fg_tensor *xt = input(FG_F64);
-  fg_feed feed = {"x", xt};
-  const char *fetch = "out";
-  fg_plan_info *pi = s ? fg_session_plan_info(s, &feed, 1, &fetch, 1, NULL, 0, st) : NULL;
-  FG_REQUIRE(pi);
-  FG_CHECK_STR(step_op(pi, g, "n"), "layer_norm");
-  FG_CHECK_STR(step_op(pi, g, "m"), "");
-  fg_plan_info_free(pi);
+  FG_CHECK_STR(session_step_op(g, xt, "out", "n", buf, sizeof buf), "layer_norm");
+  FG_CHECK_STR(session_step_op(g, xt, "out", "m", buf, sizeof buf), "");
   fg_tensor_free(xt);
-  fg_session_free(s);
-  fg_status_free(st);
   ln_form f = {FG_F64, 1, 2, 0, 0, 0, 0}; /* the same values as [C] parameters */
   FG_CHECK(values_ok(&f, g, 1e-5));
   fg_graph_free(g);

@@ -160,6 +160,22 @@ static inline const char *step_op(const fg_plan_info *pi, const fg_graph *g, con
   return "";
 }
 
+/* The op of node `node`'s step in the plan of a session on g (the passes
+ * of test_pass_list) fetching `fetch`, fed "x" (NULL: nothing), into buf;
+ * the error message when there is no plan. */
+static inline const char *session_step_op(fg_graph *g, const fg_tensor *x, const char *fetch,
+                                          const char *node, char *buf, size_t size) {
+  fg_status *st = fg_status_new();
+  fg_session *s = passes_session(g, 1, 0, st);
+  fg_feed feed = {"x", x};
+  fg_plan_info *pi = s ? fg_session_plan_info(s, &feed, x ? 1 : 0, &fetch, 1, NULL, 0, st) : NULL;
+  snprintf(buf, size, "%s", pi ? step_op(pi, g, node) : fg_status_message(st));
+  fg_plan_info_free(pi);
+  fg_session_free(s);
+  fg_status_free(st);
+  return buf;
+}
+
 /* The plan's constant tensor named `name`, or NULL. */
 static inline const fg_plan_tensor *plan_constant(const fg_plan_info *pi, const char *name) {
   for (int k = 0; k < pi->n_tensors; k++)
