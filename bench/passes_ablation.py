@@ -39,6 +39,7 @@ CASES = {
     "resnet18_infer_b1": ("fg_bench_cnn", []),
     "onnx_resnet18_b1": ("fg_bench_onnx", ["onnx/resnet18.onnx", "--batch", "1"]),
     "onnx_transformer_b8": ("fg_bench_onnx", ["onnx/transformer.onnx", "--batch", "8"]),
+    "onnx_gpt_mlp_op14_b8": ("fg_bench_onnx", ["onnx/gpt_mlp_op14.onnx", "--batch", "8"]),
 }
 
 

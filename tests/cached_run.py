@@ -8,7 +8,7 @@ there; the C test compares them with flowgraph's. `make test` runs every
 test in the Release build and again under ASan/UBSan: the sanitizer build
 exports the same bytes, so the references (PyTorch imports, onnx.checker)
 would be computed twice for the same input. The key is the SHA-256 of the
-script's folder's .py files, the arguments (DIR's name replaced, since it
+script and the modules of its folder it imports, the arguments (DIR's name replaced, since it
 is a fresh temp folder), this Python's version, and the name and bytes of
 every file in DIR but *.log (what the test's run writes around the
 script). On a hit, the files the first run added or changed are copied
@@ -20,6 +20,7 @@ the script without the cache.
 """
 import hashlib
 import os
+import re
 import runpy
 import shutil
 import sys
@@ -39,15 +40,30 @@ def files_of(d):
     return out
 
 
+def sources_of(script):
+    """The script and the modules of its folder it imports by name (the
+    torch references' common.py), sorted: what its results depend on
+    besides its input. Not the whole folder: a change to another case
+    script must not make a new entry of a large result."""
+    sdir = os.path.dirname(os.path.abspath(script))
+    with open(script, "rb") as f:
+        text = f.read()
+    out = [os.path.abspath(script)]
+    for name in sorted(os.listdir(sdir)):
+        stem = name[:-3].encode()
+        if name.endswith(".py") and os.path.join(sdir, name) != out[0] and re.search(
+                rb"^\s*(import|from)\s+" + re.escape(stem) + rb"\b", text, re.M):
+            out.append(os.path.join(sdir, name))
+    return out
+
+
 def key_of(d, script, args, inputs):
     h = hashlib.sha256()
     h.update(sys.version.encode())
-    sdir = os.path.dirname(os.path.abspath(script))
     h.update(os.path.basename(script).encode() + b"\0")
-    for name in sorted(os.listdir(sdir)):
-        if name.endswith(".py"):
-            with open(os.path.join(sdir, name), "rb") as f:
-                h.update(name.encode() + b"\0" + f.read() + b"\0")
+    for path in sources_of(script):
+        with open(path, "rb") as f:
+            h.update(os.path.basename(path).encode() + b"\0" + f.read() + b"\0")
     for a in args:
         h.update(a.replace(d, DIR_MARK).encode() + b"\0")
     for name, data in inputs.items():
