@@ -1,10 +1,17 @@
 /* Reductions (reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod
  * over p->axes), argmax and argmin.
  *
- * Determinism: every output element is a left fold over its reduced
- * elements in row-major order, starting from the identity, in runs of
- * RED_SPLIT elements whose partials are combined in order (one run, so a
- * plain left fold, up to RED_SPLIT elements). The runs depend on the shape
+ * Determinism: every output element folds its reduced elements in
+ * row-major order, starting from the identity, in runs of RED_SPLIT
+ * elements whose partials are combined in order. Within a run the fold is
+ * a left fold, but for the floating sums and means of a contiguous
+ * reduction (the innermost group reduced: a row's mean, a layer norm's
+ * statistics), which fold element i of the run into lane i % 16, each
+ * lane a left fold, and add the lanes pairwise at the run's end (lanes 2k
+ * and 2k + 1, then the same on the 8 sums, down to one): a left fold is
+ * one add after another (the add's latency per element), where the lanes
+ * are two vectors (a [8, 128, 256] f32 mean over the last axis took 134
+ * us a call on one thread before, PyTorch 33 us). The runs and the lanes depend on the shape
  * alone, so results are bitwise identical for any thread count; f32 sums
  * and means accumulate in double. Outputs are split over threads when
  * there are many, and (output, run) partials when there are few.
@@ -29,6 +36,7 @@
 #define RED_SPLIT    16384
 #define RED_PARTIALS 2048  /* partial accumulators on the stack */
 #define RED_GRAIN    16384 /* input elements per parallel chunk, at least */
+#define RED_LANES    16    /* a contiguous floating sum's lanes (the top) */
 
 /* The plan is shared with kernels/cuda/reduce.cu (kernels/kernel_shape.h). */
 typedef fgk_red_plan red_plan;
@@ -149,7 +157,7 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
  * reduced chunk) partial each, for when the
  * outputs are too few to keep the threads busy. Both give every output the
  * same value: partial 0, then partials 1, 2, ... combined in order. */
-#define FGK_REDUCE(fn, T, DT, ACC, INIT, COMBINE, FINISH, ROWS)                                    \
+#define FGK_REDUCE(fn, T, DT, ACC, INIT, COMBINE, FINISH, ROWS, SEG, LANES_END)                    \
   static void fn##_fold(const red_plan *pl, const T *ibase, ACC *acc, int64_t nc, int64_t r0,      \
                         int64_t r1) {                                                              \
     const int nr = pl->n_red;                                                                      \
@@ -160,15 +168,18 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
       const int64_t len = nr > 0 ? pl->red_dims[nr - 1] : 1;                                       \
       int64_t col = r0 % len;                                                                      \
       int64_t roff = fgk_walk_seek(nrows, pl->red_dims, pl->red_str, r0 / len, rcnt);              \
+      ACC lane[RED_LANES];                                                                         \
+      for (int k = 0; k < RED_LANES; k++)                                                          \
+        lane[k] = INIT;                                                                            \
       for (int64_t r = r0; r < r1;) {                                                              \
         const int64_t seg = len - col < r1 - r ? len - col : r1 - r;                               \
         const T *src = ibase + roff + col;                                                         \
-        for (int64_t j = 0; j < seg; j++)                                                          \
-          COMBINE(acc[0], src[j]);                                                                 \
+        SEG(COMBINE, acc[0], lane, src, seg, r - r0);                                              \
         r += seg;                                                                                  \
         col = 0;                                                                                   \
         fgk_walk_next(nrows, pl->red_dims, pl->red_str, rcnt, &roff);                              \
       }                                                                                            \
+      LANES_END(acc[0], lane);                                                                     \
     } else if (nr == 1) { /* rows one stride apart: one call */                                    \
       ROWS(COMBINE, acc, ibase + r0 * pl->red_str[0], pl->red_str[0], r1 - r0, nc);                \
     } else {                                                                                       \
@@ -177,6 +188,24 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
         ROWS(COMBINE, acc, ibase + roff, 0, 1, nc);                                                \
         fgk_walk_next(nr, pl->red_dims, pl->red_str, rcnt, &roff);                                 \
       }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+  /* Outputs g0..g1 of a reduction over one innermost group of at most                             \
+   * RED_SPLIT elements (rows of an [outputs, count] input): the fold's                            \
+   * adds without its walk, built per instruction set (the lanes'                                  \
+   * vectors) with the lanes inlined. */                                                           \
+  FGK_CLONES static void fn##_rows(void *arg, int64_t g0, int64_t g1) {                            \
+    const red_job *J = (const red_job *)arg;                                                       \
+    const int64_t count = J->pl.count;                                                             \
+    const T *in = (const T *)J->in;                                                                \
+    T *out = (T *)J->out;                                                                          \
+    for (int64_t g = g0; g < g1; g++) {                                                            \
+      ACC acc = INIT, lane[RED_LANES];                                                             \
+      for (int k = 0; k < RED_LANES; k++)                                                          \
+        lane[k] = INIT;                                                                            \
+      SEG(COMBINE, acc, lane, in + g * count, count, 0);                                           \
+      LANES_END(acc, lane);                                                                        \
+      out[g] = FINISH(acc);                                                                        \
     }                                                                                              \
   }                                                                                                \
   static void fn##_groups(void *arg, int64_t g0, int64_t g1) {                                     \
@@ -252,6 +281,11 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
     J.n_groups = J.pl.outer_total * J.n_cc;                                                        \
     J.n_split = (count - 1) / RED_SPLIT + 1;                                                       \
     J.width = J.pl.inner < RED_CHUNK ? J.pl.inner : RED_CHUNK;                                     \
+    if (J.pl.inner == 1 && J.pl.n_red == 1 && J.n_split == 1) {                                    \
+      fgk_parallel_for(ctx, J.n_groups, count >= RED_GRAIN ? 1 : RED_GRAIN / count, fn##_rows,     \
+                       &J);                                                                        \
+      return 0;                                                                                    \
+    }                                                                                              \
     if (J.n_split > 1 && J.n_groups <= RED_PARTIALS && J.n_split <= RED_PARTIALS &&                \
         J.n_groups * J.n_split * J.width <= RED_PARTIALS) {                                        \
       ACC parts[RED_PARTIALS];                                                                     \
@@ -320,6 +354,72 @@ FGK_ROWS_SUM(rows_sum_f64, double)
 #define ROWS_SUM_F32(COMBINE, acc, src, stride, n, nc) rows_sum_f32(acc, src, stride, n, nc)
 #define ROWS_SUM_F64(COMBINE, acc, src, stride, n, nc) rows_sum_f64(acc, src, stride, n, nc)
 
+/* SEG(COMBINE, acc, lane, src, n, at) folds a contiguous segment src[0,
+ * n) of a run, whose first element is the run's element `at`, and
+ * LANES_END(acc, lane) closes the run (the top). SEG_LEFT folds into acc
+ * one after another; SEG_LANES_F32 / _F64 into the lanes, which
+ * LANES_SUM adds pairwise into acc. */
+#define SEG_LEFT(COMBINE, acc, lane, src, n, at)                                                   \
+  do {                                                                                             \
+    (void)(lane);                                                                                  \
+    for (int64_t j_ = 0; j_ < (n); j_++)                                                           \
+      COMBINE(acc, (src)[j_]);                                                                     \
+  } while (0)
+#define LANES_NONE(acc, lane) ((void)(lane))
+/* Element j of src goes into lane (at + j) % RED_LANES: one at a time up
+ * to a lane-0 element, then 16 at a time as two vectors of 8 doubles (GCC
+ * and clang vector types: one AVX-512 register each, two or four
+ * narrower ones in the other clones; written out because the compilers
+ * assembled the loads of the plain loop element by element), then the
+ * tail. The same adds in the same order per lane whatever the build.
+ * Inlined into its callers: the rows pass (cloned per instruction set)
+ * and the general fold. */
+typedef float red_v8f __attribute__((vector_size(32)));
+typedef double red_v8d __attribute__((vector_size(64)));
+#define RED_LOAD8_F32(p)                                                                           \
+  __extension__({                                                                                  \
+    red_v8f v_;                                                                                    \
+    memcpy(&v_, (p), sizeof v_);                                                                   \
+    __builtin_convertvector(v_, red_v8d);                                                          \
+  })
+#define RED_LOAD8_F64(p)                                                                           \
+  __extension__({                                                                                  \
+    red_v8d v_;                                                                                    \
+    memcpy(&v_, (p), sizeof v_);                                                                   \
+    v_;                                                                                            \
+  })
+#define FGK_LANES_SUM(name, T, LOAD8)                                                              \
+  FGK_INLINE void name(double *restrict lane, const T *restrict src, int64_t n, int64_t at) {      \
+    int64_t j = 0;                                                                                 \
+    for (; j < n && (at + j) % RED_LANES != 0; j++)                                                \
+      lane[(at + j) % RED_LANES] += src[j];                                                        \
+    red_v8d a0, a1;                                                                                \
+    memcpy(&a0, lane, sizeof a0);                                                                  \
+    memcpy(&a1, lane + 8, sizeof a1);                                                              \
+    for (; j + RED_LANES <= n; j += RED_LANES) {                                                   \
+      a0 += LOAD8(src + j);                                                                        \
+      a1 += LOAD8(src + j + 8);                                                                    \
+    }                                                                                              \
+    memcpy(lane, &a0, sizeof a0);                                                                  \
+    memcpy(lane + 8, &a1, sizeof a1);                                                              \
+    for (; j < n; j++)                                                                             \
+      lane[(at + j) % RED_LANES] += src[j];                                                        \
+  }
+FGK_LANES_SUM(lanes_sum_f32, float, RED_LOAD8_F32)
+FGK_LANES_SUM(lanes_sum_f64, double, RED_LOAD8_F64)
+#define SEG_LANES_F32(COMBINE, acc, lane, src, n, at) lanes_sum_f32(lane, src, n, at)
+#define SEG_LANES_F64(COMBINE, acc, lane, src, n, at) lanes_sum_f64(lane, src, n, at)
+/* The lanes added pairwise: 16 -> 8 -> 4 -> 2 -> 1. */
+FGK_INLINE double lanes_total(const double *lane) {
+  double t[RED_LANES];
+  memcpy(t, lane, sizeof t);
+  for (int w = RED_LANES / 2; w >= 1; w /= 2)
+    for (int k = 0; k < w; k++)
+      t[k] = t[2 * k] + t[2 * k + 1];
+  return t[0];
+}
+#define LANES_SUM(acc, lane) ((acc) += lanes_total(lane))
+
 #define SUM(acc, x)  ((acc) += (x))
 #define USUM(acc, x) ((acc) += (uint64_t)(x))
 /* NaN wins once seen (np.max); `x != x` is false for integers. */
@@ -344,32 +444,52 @@ FGK_ROWS_SUM(rows_sum_f64, double)
 #define MEAN_I32(acc) (count == 0 ? 0 : (int32_t)((int64_t)(acc) / count))
 #define MEAN_I64(acc) (count == 0 ? 0 : (int64_t)(acc) / count)
 
-FGK_REDUCE(fgk_reduce_sum_f32, float, FG_F32, double, 0.0, SUM, AS_F32, ROWS_SUM_F32)
-FGK_REDUCE(fgk_reduce_sum_f64, double, FG_F64, double, 0.0, SUM, AS_SELF, ROWS_SUM_F64)
-FGK_REDUCE(fgk_reduce_sum_i32, int32_t, FG_I32, uint64_t, 0, USUM, AS_I32, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_sum_i64, int64_t, FG_I64, uint64_t, 0, USUM, AS_I64, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_mean_f32, float, FG_F32, double, 0.0, SUM, MEAN_F32, ROWS_SUM_F32)
-FGK_REDUCE(fgk_reduce_mean_f64, double, FG_F64, double, 0.0, SUM, MEAN_F64, ROWS_SUM_F64)
-FGK_REDUCE(fgk_reduce_mean_i32, int32_t, FG_I32, uint64_t, 0, USUM, MEAN_I32, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_mean_i64, int64_t, FG_I64, uint64_t, 0, USUM, MEAN_I64, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_sum_f32, float, FG_F32, double, 0.0, SUM, AS_F32, ROWS_SUM_F32, SEG_LANES_F32,
+           LANES_SUM)
+FGK_REDUCE(fgk_reduce_sum_f64, double, FG_F64, double, 0.0, SUM, AS_SELF, ROWS_SUM_F64,
+           SEG_LANES_F64, LANES_SUM)
+FGK_REDUCE(fgk_reduce_sum_i32, int32_t, FG_I32, uint64_t, 0, USUM, AS_I32, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
+FGK_REDUCE(fgk_reduce_sum_i64, int64_t, FG_I64, uint64_t, 0, USUM, AS_I64, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
+FGK_REDUCE(fgk_reduce_mean_f32, float, FG_F32, double, 0.0, SUM, MEAN_F32, ROWS_SUM_F32,
+           SEG_LANES_F32, LANES_SUM)
+FGK_REDUCE(fgk_reduce_mean_f64, double, FG_F64, double, 0.0, SUM, MEAN_F64, ROWS_SUM_F64,
+           SEG_LANES_F64, LANES_SUM)
+FGK_REDUCE(fgk_reduce_mean_i32, int32_t, FG_I32, uint64_t, 0, USUM, MEAN_I32, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
+FGK_REDUCE(fgk_reduce_mean_i64, int64_t, FG_I64, uint64_t, 0, USUM, MEAN_I64, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
 /* The max of an empty set is -inf for floats and the type's minimum for
  * integers (NumPy refuses it; a graph engine needs some value). */
-FGK_REDUCE(fgk_reduce_max_f32, float, FG_F32, float, -INFINITY, RMAX, AS_SELF, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_max_f64, double, FG_F64, double, -INFINITY, RMAX, AS_SELF, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_max_i32, int32_t, FG_I32, int32_t, INT32_MIN, RMAX, AS_SELF, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_max_i64, int64_t, FG_I64, int64_t, INT64_MIN, RMAX, AS_SELF, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_max_f32, float, FG_F32, float, -INFINITY, RMAX, AS_SELF, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
+FGK_REDUCE(fgk_reduce_max_f64, double, FG_F64, double, -INFINITY, RMAX, AS_SELF, ROWS_LOOP,
+           SEG_LEFT, LANES_NONE)
+FGK_REDUCE(fgk_reduce_max_i32, int32_t, FG_I32, int32_t, INT32_MIN, RMAX, AS_SELF, ROWS_LOOP,
+           SEG_LEFT, LANES_NONE)
+FGK_REDUCE(fgk_reduce_max_i64, int64_t, FG_I64, int64_t, INT64_MIN, RMAX, AS_SELF, ROWS_LOOP,
+           SEG_LEFT, LANES_NONE)
 /* The min of an empty set is +inf, or the type's maximum. */
-FGK_REDUCE(fgk_reduce_min_f32, float, FG_F32, float, INFINITY, RMIN, AS_SELF, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_min_f64, double, FG_F64, double, INFINITY, RMIN, AS_SELF, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_min_i32, int32_t, FG_I32, int32_t, INT32_MAX, RMIN, AS_SELF, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_min_i64, int64_t, FG_I64, int64_t, INT64_MAX, RMIN, AS_SELF, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_min_f32, float, FG_F32, float, INFINITY, RMIN, AS_SELF, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
+FGK_REDUCE(fgk_reduce_min_f64, double, FG_F64, double, INFINITY, RMIN, AS_SELF, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
+FGK_REDUCE(fgk_reduce_min_i32, int32_t, FG_I32, int32_t, INT32_MAX, RMIN, AS_SELF, ROWS_LOOP,
+           SEG_LEFT, LANES_NONE)
+FGK_REDUCE(fgk_reduce_min_i64, int64_t, FG_I64, int64_t, INT64_MAX, RMIN, AS_SELF, ROWS_LOOP,
+           SEG_LEFT, LANES_NONE)
 /* Products as torch.prod: f32 in double, integers in uint64 wrapping (the
  * low bits are the i32 product, as torch's int64 accumulation truncated);
  * the empty product is 1. */
-FGK_REDUCE(fgk_reduce_prod_f32, float, FG_F32, double, 1.0, PROD, AS_F32, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_prod_f64, double, FG_F64, double, 1.0, PROD, AS_SELF, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_prod_i32, int32_t, FG_I32, uint64_t, 1, UPROD, AS_I32, ROWS_LOOP)
-FGK_REDUCE(fgk_reduce_prod_i64, int64_t, FG_I64, uint64_t, 1, UPROD, AS_I64, ROWS_LOOP)
+FGK_REDUCE(fgk_reduce_prod_f32, float, FG_F32, double, 1.0, PROD, AS_F32, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
+FGK_REDUCE(fgk_reduce_prod_f64, double, FG_F64, double, 1.0, PROD, AS_SELF, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
+FGK_REDUCE(fgk_reduce_prod_i32, int32_t, FG_I32, uint64_t, 1, UPROD, AS_I32, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
+FGK_REDUCE(fgk_reduce_prod_i64, int64_t, FG_I64, uint64_t, 1, UPROD, AS_I64, ROWS_LOOP, SEG_LEFT,
+           LANES_NONE)
 
 /* argmax (argmin) along p->axis: i64 output, the input without that dim.
  * The first index of the maximum (minimum) wins; a NaN counts as the

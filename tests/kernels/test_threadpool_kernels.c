@@ -272,8 +272,21 @@ FG_TEST(reductions_bitwise_any_thread_count, "") {
   alarm(0);
 }
 
-/* The documented order: runs of 16384 elements, each a left fold from 0,
- * their partials added in order. Folded here by hand for f64. */
+/* 16 lanes added pairwise: lanes 2k and 2k + 1, then the same on the 8
+ * sums, down to one. */
+static double lanes16(const double *l) {
+  double t[16];
+  memcpy(t, l, sizeof t);
+  for (int w = 8; w >= 1; w /= 2)
+    for (int k = 0; k < w; k++)
+      t[k] = t[2 * k] + t[2 * k + 1];
+  return t[0];
+}
+
+/* The documented order (kernels/cpu/reduce.c): runs of 16384 elements,
+ * element i of a run added into lane i % 16 (each lane a left fold from
+ * 0), the lanes added pairwise (lanes16), and the runs' partials added in
+ * order. Folded here by hand for f64. */
 FG_TEST(reduce_sum_order_is_fixed_chunks, "") {
   uint64_t seed = 5;
   const int64_t n = 100000, run = 16384;
@@ -287,9 +300,10 @@ FG_TEST(reduce_sum_order_is_fixed_chunks, "") {
   k.p.reduce.n_axes = 1;
   double total = 0, plain = 0;
   for (int64_t c0 = 0; c0 < n; c0 += run) {
-    double part = 0;
+    double l[16] = {0};
     for (int64_t i = c0; i < c0 + run && i < n; i++)
-      part += x[i];
+      l[(i - c0) % 16] += x[i];
+    const double part = 0.0 + lanes16(l);
     total = c0 == 0 ? part : total + part;
   }
   for (int64_t i = 0; i < n; i++)
@@ -315,6 +329,52 @@ FG_TEST(reduce_sum_order_is_fixed_chunks, "") {
   FG_CHECK_NEAR(*(float *)r2.out, want / 1e6, 1e-6);
   free_result(&r2, 1);
   free_call(&k2);
+
+  /* Axes 0 and 2 of [5, 3, 7]: each output's 35 elements lie in rows of
+   * 7, so the lanes carry on across rows (element i of the run, i = a 7 +
+   * c, into lane i % 16). */
+  kcall k3 = {.op = "reduce_sum", .key = FG_F64, .n_in = 1};
+  const int64_t d3[3] = {5, 3, 7}, o3[1] = {3};
+  k3.in[0] = rand_buf(FG_F64, 3, d3, &seed);
+  double *x3 = k3.in[0].data;
+  for (int64_t i = 0; i < 105; i += 5)
+    x3[i] *= 1e8;
+  k3.out = make_buf(FG_F64, 1, o3);
+  k3.p.reduce.n_axes = 2;
+  k3.p.reduce.axes[1] = 2;
+  kresult r3 = check_bitwise("f64 sum over axes 0 and 2", &k3);
+  for (int b = 0; b < 3; b++) {
+    double l[16] = {0};
+    for (int a = 0; a < 5; a++)
+      for (int c = 0; c < 7; c++)
+        l[(a * 7 + c) % 16] += x3[(a * 3 + b) * 7 + c];
+    const double want3 = 0.0 + lanes16(l);
+    FG_CHECK(memcmp((double *)r3.out + b, &want3, sizeof want3) == 0);
+  }
+  free_result(&r3, 1);
+  free_call(&k3);
+
+  /* The last axis of [3, 37] (the rows pass): 37 elements into lanes i %
+   * 16 from the first. */
+  kcall k4 = {.op = "reduce_sum", .key = FG_F64, .n_in = 1};
+  const int64_t d4[2] = {3, 37}, o4[1] = {3};
+  k4.in[0] = rand_buf(FG_F64, 2, d4, &seed);
+  double *x4 = k4.in[0].data;
+  for (int64_t i = 0; i < 111; i += 3)
+    x4[i] *= 1e8;
+  k4.out = make_buf(FG_F64, 1, o4);
+  k4.p.reduce.n_axes = 1;
+  k4.p.reduce.axes[0] = 1;
+  kresult r4 = check_bitwise("f64 sum over the last axis", &k4);
+  for (int b = 0; b < 3; b++) {
+    double l[16] = {0};
+    for (int c = 0; c < 37; c++)
+      l[c % 16] += x4[b * 37 + c];
+    const double want4 = 0.0 + lanes16(l);
+    FG_CHECK(memcmp((double *)r4.out + b, &want4, sizeof want4) == 0);
+  }
+  free_result(&r4, 1);
+  free_call(&k4);
 }
 
 FG_TEST(sum_to_argmax_bitwise, "") {

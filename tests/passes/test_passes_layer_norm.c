@@ -52,6 +52,13 @@ static fg_tensor *param(fg_dtype dt, int k, int shift) {
   return t;
 }
 
+/* A constant node holding t (freed here). */
+static fg_output param_node(fg_graph *g, const char *name, fg_tensor *t) {
+  fg_output o = fg_constant(g, name, t);
+  fg_tensor_free(t);
+  return o;
+}
+
 /* The pattern on placeholder "x", output "out"; the intermediates named
  * m, d, sq, v, ve, sd, n, sc. eps is a scalar constant. */
 static fg_graph *ln_graph(const ln_form *f, double eps) {
@@ -72,12 +79,12 @@ static fg_graph *ln_graph(const ln_form *f, double eps) {
   const char *names[3] = {"out", "n", "n"};
   fg_output n = op2(g, "div", names[f->affine], d, sd);
   if (f->affine >= 1) {
-    fg_output gm = fg_constant(g, "gamma", param(f->dt, f->k, 0));
+    fg_output gm = param_node(g, "gamma", param(f->dt, f->k, 0));
     const char *nm = f->affine == 1 ? "out" : "sc";
     n = f->swap ? op2(g, "mul", nm, gm, n) : op2(g, "mul", nm, n, gm);
   }
   if (f->affine == 2) {
-    fg_output bt = fg_constant(g, "beta", param(f->dt, f->k, 1));
+    fg_output bt = param_node(g, "beta", param(f->dt, f->k, 1));
     if (f->swap)
       op2(g, "add", "out", bt, n);
     else
@@ -254,8 +261,8 @@ static fg_graph *wrong_graph(int which) {
   fg_output ve = op2(g, "add", "ve", v, e);
   fg_output sd = fg_op(g, "sqrt", "sd", &ve, 1, NULL);
   fg_output n = op2(g, "div", "n", d, sd);
-  fg_output sc = op2(g, "mul", "sc", n, fg_constant(g, "gamma", param(FG_F32, 1, 0)));
-  fg_output out = op2(g, "add", "out", sc, fg_constant(g, "beta", param(FG_F32, 1, 1)));
+  fg_output sc = op2(g, "mul", "sc", n, param_node(g, "gamma", param(FG_F32, 1, 0)));
+  fg_output out = op2(g, "add", "out", sc, param_node(g, "beta", param(FG_F32, 1, 1)));
   if (which == 5 || which == 6) op2(g, "add", "out2", out, d);
   return g;
 }
@@ -329,7 +336,7 @@ FG_TEST(passes_layer_norm_scale_of_other_shape, "") {
     ((double *)fg_tensor_data(gt))[i] = param_at(0, i);
   fg_output sc = op2(g, "mul", "sc", n, fg_constant(g, "gamma", gt));
   fg_tensor_free(gt);
-  op2(g, "add", "out", sc, fg_constant(g, "beta", param(FG_F64, 1, 1)));
+  op2(g, "add", "out", sc, param_node(g, "beta", param(FG_F64, 1, 1)));
   /* In a session: fg_optimize would need the constants added. */
   char buf[256];
   FG_CHECK_STR(session_op(g, FG_F64, buf, sizeof buf), "fused_elementwise[mul+add]");
