@@ -9,12 +9,13 @@
  * statistics), which fold element i of the run into lane i % 16, each
  * lane a left fold, and add the lanes pairwise at the run's end (lanes 2k
  * and 2k + 1, then the same on the 8 sums, down to one): a left fold is
- * one add after another (the add's latency per element), where the lanes
- * are two vectors (a [8, 128, 256] f32 mean over the last axis took 134
- * us a call on one thread before, PyTorch 33 us). The runs and the lanes depend on the shape
- * alone, so results are bitwise identical for any thread count; f32 sums
- * and means accumulate in double. Outputs are split over threads when
- * there are many, and (output, run) partials when there are few.
+ * one add after another, at the add's latency per element, where the
+ * lanes are two vectors (a [8, 128, 256] f32 mean over the last axis took
+ * 134 us a call on one thread before, 42-60 us after; PyTorch 33 us). The
+ * runs and the lanes depend on the shape alone, so results are bitwise
+ * identical for any thread count; f32 sums and means accumulate in
+ * double. Outputs are split over threads when there are many, and
+ * (output, run) partials when there are few.
  *
  * The input dims are first coalesced into alternating kept/reduced groups
  * (size-1 dims dropped, neighbours of the same kind merged). When the
@@ -157,7 +158,7 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
  * reduced chunk) partial each, for when the
  * outputs are too few to keep the threads busy. Both give every output the
  * same value: partial 0, then partials 1, 2, ... combined in order. */
-#define FGK_REDUCE(fn, T, DT, ACC, INIT, COMBINE, FINISH, ROWS, SEG, LANES_END)                    \
+#define FGK_REDUCE(fn, T, DT, ACC, INIT, COMBINE, FINISH, ROWS, FOLD)                              \
   static void fn##_fold(const red_plan *pl, const T *ibase, ACC *acc, int64_t nc, int64_t r0,      \
                         int64_t r1) {                                                              \
     const int nr = pl->n_red;                                                                      \
@@ -174,12 +175,12 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
       for (int64_t r = r0; r < r1;) {                                                              \
         const int64_t seg = len - col < r1 - r ? len - col : r1 - r;                               \
         const T *src = ibase + roff + col;                                                         \
-        SEG(COMBINE, acc[0], lane, src, seg, r - r0);                                              \
+        SEG_##FOLD(COMBINE, acc[0], lane, src, seg, r - r0);                                       \
         r += seg;                                                                                  \
         col = 0;                                                                                   \
         fgk_walk_next(nrows, pl->red_dims, pl->red_str, rcnt, &roff);                              \
       }                                                                                            \
-      LANES_END(acc[0], lane);                                                                     \
+      END_##FOLD(acc[0], lane);                                                                    \
     } else if (nr == 1) { /* rows one stride apart: one call */                                    \
       ROWS(COMBINE, acc, ibase + r0 * pl->red_str[0], pl->red_str[0], r1 - r0, nc);                \
     } else {                                                                                       \
@@ -200,11 +201,8 @@ static int red_copy(const fg_kctx *ctx, size_t esize) {
     const T *in = (const T *)J->in;                                                                \
     T *out = (T *)J->out;                                                                          \
     for (int64_t g = g0; g < g1; g++) {                                                            \
-      ACC acc = INIT, lane[RED_LANES];                                                             \
-      for (int k = 0; k < RED_LANES; k++)                                                          \
-        lane[k] = INIT;                                                                            \
-      SEG(COMBINE, acc, lane, in + g * count, count, 0);                                           \
-      LANES_END(acc, lane);                                                                        \
+      ACC acc = INIT;                                                                              \
+      ROW_##FOLD(COMBINE, acc, in + g * count, count);                                             \
       out[g] = FINISH(acc);                                                                        \
     }                                                                                              \
   }                                                                                                \
@@ -354,18 +352,24 @@ FGK_ROWS_SUM(rows_sum_f64, double)
 #define ROWS_SUM_F32(COMBINE, acc, src, stride, n, nc) rows_sum_f32(acc, src, stride, n, nc)
 #define ROWS_SUM_F64(COMBINE, acc, src, stride, n, nc) rows_sum_f64(acc, src, stride, n, nc)
 
-/* SEG(COMBINE, acc, lane, src, n, at) folds a contiguous segment src[0,
- * n) of a run, whose first element is the run's element `at`, and
- * LANES_END(acc, lane) closes the run (the top). SEG_LEFT folds into acc
- * one after another; SEG_LANES_F32 / _F64 into the lanes, which
- * LANES_SUM adds pairwise into acc. */
+/* How a contiguous run folds, by FGK_REDUCE's FOLD: SEG_x(COMBINE, acc,
+ * lane, src, n, at) folds a segment src[0, n) of a run, whose first
+ * element is the run's element `at`, and END_x(acc, lane) closes the run
+ * (the top); ROW_x(COMBINE, acc, src, n) folds a whole run at once (the
+ * rows pass), the same adds. LEFT folds into acc one after another;
+ * LANES_F32 / _F64 into 16 lanes added pairwise into acc. */
 #define SEG_LEFT(COMBINE, acc, lane, src, n, at)                                                   \
   do {                                                                                             \
     (void)(lane);                                                                                  \
     for (int64_t j_ = 0; j_ < (n); j_++)                                                           \
       COMBINE(acc, (src)[j_]);                                                                     \
   } while (0)
-#define LANES_NONE(acc, lane) ((void)(lane))
+#define END_LEFT(acc, lane) ((void)(lane))
+#define ROW_LEFT(COMBINE, acc, src, n)                                                             \
+  do {                                                                                             \
+    for (int64_t j_ = 0; j_ < (n); j_++)                                                           \
+      COMBINE(acc, (src)[j_]);                                                                     \
+  } while (0)
 /* Element j of src goes into lane (at + j) % RED_LANES: one at a time up
  * to a lane-0 element, then 16 at a time as two vectors of 8 doubles (GCC
  * and clang vector types: one AVX-512 register each, two or four
@@ -376,6 +380,8 @@ FGK_ROWS_SUM(rows_sum_f64, double)
  * and the general fold. */
 typedef float red_v8f __attribute__((vector_size(32)));
 typedef double red_v8d __attribute__((vector_size(64)));
+typedef double red_v4d __attribute__((vector_size(32)));
+typedef double red_v2d __attribute__((vector_size(16)));
 #define RED_LOAD8_F32(p)                                                                           \
   __extension__({                                                                                  \
     red_v8f v_;                                                                                    \
@@ -418,7 +424,42 @@ FGK_INLINE double lanes_total(const double *lane) {
       t[k] = t[2 * k] + t[2 * k + 1];
   return t[0];
 }
-#define LANES_SUM(acc, lane) ((acc) += lanes_total(lane))
+#define END_LANES_F32(acc, lane) ((acc) += lanes_total(lane))
+#define END_LANES_F64(acc, lane) ((acc) += lanes_total(lane))
+/* lanes_total of the two vectors holding lanes 0-7 and 8-15, in
+ * registers: the even lanes plus the odd ones, halving. (By pointer: a
+ * 64-byte vector passed by value changes the ABI outside AVX-512.) */
+FGK_INLINE double lanes_total_v(const red_v8d *a0, const red_v8d *a1) {
+  red_v8d s8 = __builtin_shufflevector(*a0, *a1, 0, 2, 4, 6, 8, 10, 12, 14) +
+               __builtin_shufflevector(*a0, *a1, 1, 3, 5, 7, 9, 11, 13, 15);
+  red_v4d s4 =
+      __builtin_shufflevector(s8, s8, 0, 2, 4, 6) + __builtin_shufflevector(s8, s8, 1, 3, 5, 7);
+  red_v2d s2 = __builtin_shufflevector(s4, s4, 0, 2) + __builtin_shufflevector(s4, s4, 1, 3);
+  return s2[0] + s2[1];
+}
+/* A whole run from lane 0, the lanes in registers; the tail is added as
+ * vectors padded with +0.0, which leaves a lane as it is (a lane starts
+ * at +0.0 and so is never -0.0). */
+#define FGK_ROW_LANES(name, T, LOAD8)                                                              \
+  FGK_INLINE double name(const T *restrict src, int64_t n) {                                       \
+    red_v8d a0 = {0}, a1 = {0};                                                                    \
+    int64_t j = 0;                                                                                 \
+    for (; j + RED_LANES <= n; j += RED_LANES) {                                                   \
+      a0 += LOAD8(src + j);                                                                        \
+      a1 += LOAD8(src + j + 8);                                                                    \
+    }                                                                                              \
+    if (j < n) {                                                                                   \
+      T t[RED_LANES] = {0};                                                                        \
+      memcpy(t, src + j, (size_t)(n - j) * sizeof *t);                                             \
+      a0 += LOAD8(t);                                                                              \
+      a1 += LOAD8(t + 8);                                                                          \
+    }                                                                                              \
+    return lanes_total_v(&a0, &a1);                                                                \
+  }
+FGK_ROW_LANES(row_lanes_f32, float, RED_LOAD8_F32)
+FGK_ROW_LANES(row_lanes_f64, double, RED_LOAD8_F64)
+#define ROW_LANES_F32(COMBINE, acc, src, n) ((acc) += row_lanes_f32(src, n))
+#define ROW_LANES_F64(COMBINE, acc, src, n) ((acc) += row_lanes_f64(src, n))
 
 #define SUM(acc, x)  ((acc) += (x))
 #define USUM(acc, x) ((acc) += (uint64_t)(x))
@@ -444,52 +485,32 @@ FGK_INLINE double lanes_total(const double *lane) {
 #define MEAN_I32(acc) (count == 0 ? 0 : (int32_t)((int64_t)(acc) / count))
 #define MEAN_I64(acc) (count == 0 ? 0 : (int64_t)(acc) / count)
 
-FGK_REDUCE(fgk_reduce_sum_f32, float, FG_F32, double, 0.0, SUM, AS_F32, ROWS_SUM_F32, SEG_LANES_F32,
-           LANES_SUM)
-FGK_REDUCE(fgk_reduce_sum_f64, double, FG_F64, double, 0.0, SUM, AS_SELF, ROWS_SUM_F64,
-           SEG_LANES_F64, LANES_SUM)
-FGK_REDUCE(fgk_reduce_sum_i32, int32_t, FG_I32, uint64_t, 0, USUM, AS_I32, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
-FGK_REDUCE(fgk_reduce_sum_i64, int64_t, FG_I64, uint64_t, 0, USUM, AS_I64, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
-FGK_REDUCE(fgk_reduce_mean_f32, float, FG_F32, double, 0.0, SUM, MEAN_F32, ROWS_SUM_F32,
-           SEG_LANES_F32, LANES_SUM)
-FGK_REDUCE(fgk_reduce_mean_f64, double, FG_F64, double, 0.0, SUM, MEAN_F64, ROWS_SUM_F64,
-           SEG_LANES_F64, LANES_SUM)
-FGK_REDUCE(fgk_reduce_mean_i32, int32_t, FG_I32, uint64_t, 0, USUM, MEAN_I32, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
-FGK_REDUCE(fgk_reduce_mean_i64, int64_t, FG_I64, uint64_t, 0, USUM, MEAN_I64, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
+FGK_REDUCE(fgk_reduce_sum_f32, float, FG_F32, double, 0.0, SUM, AS_F32, ROWS_SUM_F32, LANES_F32)
+FGK_REDUCE(fgk_reduce_sum_f64, double, FG_F64, double, 0.0, SUM, AS_SELF, ROWS_SUM_F64, LANES_F64)
+FGK_REDUCE(fgk_reduce_sum_i32, int32_t, FG_I32, uint64_t, 0, USUM, AS_I32, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_sum_i64, int64_t, FG_I64, uint64_t, 0, USUM, AS_I64, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_mean_f32, float, FG_F32, double, 0.0, SUM, MEAN_F32, ROWS_SUM_F32, LANES_F32)
+FGK_REDUCE(fgk_reduce_mean_f64, double, FG_F64, double, 0.0, SUM, MEAN_F64, ROWS_SUM_F64, LANES_F64)
+FGK_REDUCE(fgk_reduce_mean_i32, int32_t, FG_I32, uint64_t, 0, USUM, MEAN_I32, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_mean_i64, int64_t, FG_I64, uint64_t, 0, USUM, MEAN_I64, ROWS_LOOP, LEFT)
 /* The max of an empty set is -inf for floats and the type's minimum for
  * integers (NumPy refuses it; a graph engine needs some value). */
-FGK_REDUCE(fgk_reduce_max_f32, float, FG_F32, float, -INFINITY, RMAX, AS_SELF, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
-FGK_REDUCE(fgk_reduce_max_f64, double, FG_F64, double, -INFINITY, RMAX, AS_SELF, ROWS_LOOP,
-           SEG_LEFT, LANES_NONE)
-FGK_REDUCE(fgk_reduce_max_i32, int32_t, FG_I32, int32_t, INT32_MIN, RMAX, AS_SELF, ROWS_LOOP,
-           SEG_LEFT, LANES_NONE)
-FGK_REDUCE(fgk_reduce_max_i64, int64_t, FG_I64, int64_t, INT64_MIN, RMAX, AS_SELF, ROWS_LOOP,
-           SEG_LEFT, LANES_NONE)
+FGK_REDUCE(fgk_reduce_max_f32, float, FG_F32, float, -INFINITY, RMAX, AS_SELF, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_max_f64, double, FG_F64, double, -INFINITY, RMAX, AS_SELF, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_max_i32, int32_t, FG_I32, int32_t, INT32_MIN, RMAX, AS_SELF, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_max_i64, int64_t, FG_I64, int64_t, INT64_MIN, RMAX, AS_SELF, ROWS_LOOP, LEFT)
 /* The min of an empty set is +inf, or the type's maximum. */
-FGK_REDUCE(fgk_reduce_min_f32, float, FG_F32, float, INFINITY, RMIN, AS_SELF, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
-FGK_REDUCE(fgk_reduce_min_f64, double, FG_F64, double, INFINITY, RMIN, AS_SELF, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
-FGK_REDUCE(fgk_reduce_min_i32, int32_t, FG_I32, int32_t, INT32_MAX, RMIN, AS_SELF, ROWS_LOOP,
-           SEG_LEFT, LANES_NONE)
-FGK_REDUCE(fgk_reduce_min_i64, int64_t, FG_I64, int64_t, INT64_MAX, RMIN, AS_SELF, ROWS_LOOP,
-           SEG_LEFT, LANES_NONE)
+FGK_REDUCE(fgk_reduce_min_f32, float, FG_F32, float, INFINITY, RMIN, AS_SELF, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_min_f64, double, FG_F64, double, INFINITY, RMIN, AS_SELF, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_min_i32, int32_t, FG_I32, int32_t, INT32_MAX, RMIN, AS_SELF, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_min_i64, int64_t, FG_I64, int64_t, INT64_MAX, RMIN, AS_SELF, ROWS_LOOP, LEFT)
 /* Products as torch.prod: f32 in double, integers in uint64 wrapping (the
  * low bits are the i32 product, as torch's int64 accumulation truncated);
  * the empty product is 1. */
-FGK_REDUCE(fgk_reduce_prod_f32, float, FG_F32, double, 1.0, PROD, AS_F32, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
-FGK_REDUCE(fgk_reduce_prod_f64, double, FG_F64, double, 1.0, PROD, AS_SELF, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
-FGK_REDUCE(fgk_reduce_prod_i32, int32_t, FG_I32, uint64_t, 1, UPROD, AS_I32, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
-FGK_REDUCE(fgk_reduce_prod_i64, int64_t, FG_I64, uint64_t, 1, UPROD, AS_I64, ROWS_LOOP, SEG_LEFT,
-           LANES_NONE)
+FGK_REDUCE(fgk_reduce_prod_f32, float, FG_F32, double, 1.0, PROD, AS_F32, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_prod_f64, double, FG_F64, double, 1.0, PROD, AS_SELF, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_prod_i32, int32_t, FG_I32, uint64_t, 1, UPROD, AS_I32, ROWS_LOOP, LEFT)
+FGK_REDUCE(fgk_reduce_prod_i64, int64_t, FG_I64, uint64_t, 1, UPROD, AS_I64, ROWS_LOOP, LEFT)
 
 /* argmax (argmin) along p->axis: i64 output, the input without that dim.
  * The first index of the maximum (minimum) wins; a NaN counts as the

@@ -283,6 +283,53 @@ static double lanes16(const double *l) {
   return t[0];
 }
 
+/* reduce_sum in f64 of x [d0, d1, d2] over the axes in bit mask `red` (at
+ * most 16384 elements an output: one run), every `spike`-th element times
+ * 1e8 so that the order shows: each output must be its elements, in
+ * row-major order, element i into lane i % 16, the lanes added by
+ * lanes16. */
+static void check_lane_order(const int64_t d[3], unsigned red, int spike, uint64_t *seed) {
+  kcall k = {.op = "reduce_sum", .key = FG_F64, .n_in = 1};
+  k.in[0] = rand_buf(FG_F64, 3, d, seed);
+  double *x = k.in[0].data;
+  for (int64_t i = 0; i < d[0] * d[1] * d[2]; i += spike)
+    x[i] *= 1e8;
+  int64_t od[3];
+  int n_out = 0;
+  for (int a = 0; a < 3; a++)
+    if (red >> a & 1)
+      k.p.reduce.axes[k.p.reduce.n_axes++] = a;
+    else
+      od[n_out++] = d[a];
+  k.out = make_buf(FG_F64, n_out, od);
+  kresult r = check_bitwise("f64 sum in lanes", &k);
+  int64_t o = 0; /* outputs in row-major order of the kept coordinates */
+  for (int64_t c0 = 0; c0 < d[0]; c0++)
+    for (int64_t c1 = 0; c1 < d[1]; c1++)
+      for (int64_t c2 = 0; c2 < d[2]; c2++) {
+        const int64_t c[3] = {c0, c1, c2};
+        int first = 1; /* the first element of its output: all reduced coordinates 0 */
+        for (int a = 0; a < 3; a++)
+          if (red >> a & 1 && c[a] != 0) first = 0;
+        if (!first) continue;
+        double l[16] = {0};
+        int64_t i = 0;
+        for (int64_t e0 = 0; e0 < d[0]; e0++)
+          for (int64_t e1 = 0; e1 < d[1]; e1++)
+            for (int64_t e2 = 0; e2 < d[2]; e2++) {
+              const int64_t e[3] = {e0, e1, e2};
+              int same = 1;
+              for (int a = 0; a < 3; a++)
+                if (!(red >> a & 1) && e[a] != c[a]) same = 0;
+              if (same) l[i++ % 16] += x[(e0 * d[1] + e1) * d[2] + e2];
+            }
+        const double want = 0.0 + lanes16(l);
+        FG_CHECK(memcmp((double *)r.out + o++, &want, sizeof want) == 0);
+      }
+  free_result(&r, 1);
+  free_call(&k);
+}
+
 /* The documented order (kernels/cpu/reduce.c): runs of 16384 elements,
  * element i of a run added into lane i % 16 (each lane a left fold from
  * 0), the lanes added pairwise (lanes16), and the runs' partials added in
@@ -331,50 +378,11 @@ FG_TEST(reduce_sum_order_is_fixed_chunks, "") {
   free_call(&k2);
 
   /* Axes 0 and 2 of [5, 3, 7]: each output's 35 elements lie in rows of
-   * 7, so the lanes carry on across rows (element i of the run, i = a 7 +
-   * c, into lane i % 16). */
-  kcall k3 = {.op = "reduce_sum", .key = FG_F64, .n_in = 1};
-  const int64_t d3[3] = {5, 3, 7}, o3[1] = {3};
-  k3.in[0] = rand_buf(FG_F64, 3, d3, &seed);
-  double *x3 = k3.in[0].data;
-  for (int64_t i = 0; i < 105; i += 5)
-    x3[i] *= 1e8;
-  k3.out = make_buf(FG_F64, 1, o3);
-  k3.p.reduce.n_axes = 2;
-  k3.p.reduce.axes[1] = 2;
-  kresult r3 = check_bitwise("f64 sum over axes 0 and 2", &k3);
-  for (int b = 0; b < 3; b++) {
-    double l[16] = {0};
-    for (int a = 0; a < 5; a++)
-      for (int c = 0; c < 7; c++)
-        l[(a * 7 + c) % 16] += x3[(a * 3 + b) * 7 + c];
-    const double want3 = 0.0 + lanes16(l);
-    FG_CHECK(memcmp((double *)r3.out + b, &want3, sizeof want3) == 0);
-  }
-  free_result(&r3, 1);
-  free_call(&k3);
-
-  /* The last axis of [3, 37] (the rows pass): 37 elements into lanes i %
-   * 16 from the first. */
-  kcall k4 = {.op = "reduce_sum", .key = FG_F64, .n_in = 1};
-  const int64_t d4[2] = {3, 37}, o4[1] = {3};
-  k4.in[0] = rand_buf(FG_F64, 2, d4, &seed);
-  double *x4 = k4.in[0].data;
-  for (int64_t i = 0; i < 111; i += 3)
-    x4[i] *= 1e8;
-  k4.out = make_buf(FG_F64, 1, o4);
-  k4.p.reduce.n_axes = 1;
-  k4.p.reduce.axes[0] = 1;
-  kresult r4 = check_bitwise("f64 sum over the last axis", &k4);
-  for (int b = 0; b < 3; b++) {
-    double l[16] = {0};
-    for (int c = 0; c < 37; c++)
-      l[c % 16] += x4[b * 37 + c];
-    const double want4 = 0.0 + lanes16(l);
-    FG_CHECK(memcmp((double *)r4.out + b, &want4, sizeof want4) == 0);
-  }
-  free_result(&r4, 1);
-  free_call(&k4);
+   * 7, so the lanes carry on across rows. */
+  check_lane_order((const int64_t[3]){5, 3, 7}, 5, 5, &seed);
+  /* The last axis of [1, 3, 37] (the rows pass, the size-1 dim dropped):
+   * 37 elements into lanes from the first, a tail of 5. */
+  check_lane_order((const int64_t[3]){1, 3, 37}, 4, 3, &seed);
 }
 
 FG_TEST(sum_to_argmax_bitwise, "") {
