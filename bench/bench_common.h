@@ -8,6 +8,7 @@
 #include <flowgraph/flowgraph.h>
 #include <math.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -27,6 +28,20 @@ static inline long proc_status_kb(const char *key) {
   while (f && fgets(line, sizeof line, f))
     if (strncmp(line, key, n) == 0 && line[n] == ':') kb = atol(line + n + 1);
   if (f) fclose(f);
+  return kb;
+}
+
+/* The process's peak resident memory in KiB: VmHWM, the high-water mark
+ * of this program's own memory. Not getrusage's ru_maxrss, which Linux
+ * carries across fork and exec: a driver started by the Python comparison
+ * scripts (PyTorch imported, about 230 MiB) reported the parent's size
+ * whatever it used itself. */
+static inline long peak_rss_kb(void) {
+  long kb = proc_status_kb("VmHWM");
+  if (kb < 0) {
+    struct rusage ru;
+    kb = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+  }
   return kb;
 }
 

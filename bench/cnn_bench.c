@@ -111,12 +111,10 @@ static int report(const cnn_case *c, const cnn_model *m, fg_session *s, const fe
   qsort(times, (size_t)runs, sizeof *times, cmp_double);
   double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
   double flops = c->train ? 3.0 * m->forward_flops - m->stem_flops : m->forward_flops;
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
   printf("FG %s median_s=%.6g min_s=%.6g runs=%d threads=%d arena_bytes=%zu "
          "lower_bound_bytes=%zu weights_bytes=%lld maxrss_kb=%ld gflops=%.4g\n",
          c->name, med, times[0], runs, threads, info->arena_bytes, info->lower_bound_bytes,
-         (long long)m->n_weights * 4, ru.ru_maxrss, flops / med / 1e9);
+         (long long)m->n_weights * 4, peak_rss_kb(), flops / med / 1e9);
   fg_plan_info_free(info);
   return 0;
 }

@@ -6,7 +6,7 @@
 
 Each round runs, per case, the flowgraph driver and then this script with
 --torch CASE, each as its own process, so that each prints the peak resident
-memory of a process that ran only that case (ru_maxrss). Alternating spreads
+memory of a process that ran only that case (VmHWM). Alternating spreads
 any drift in the machine's load over both frameworks; each framework's time
 is the median over the rounds of its per-round medians.
 
@@ -24,7 +24,6 @@ then the memory of both (flowgraph's arena against its lower bound, and both
 processes' peak RSS), and a Markdown table for docs/performance.md.
 """
 import os
-import resource
 import statistics
 import sys
 
@@ -103,7 +102,7 @@ def torch_step(case):
 def torch_main(case):
     _, warmup, runs = RUNS[case]
     t = torch_common.timed(torch_step(case), warmup, runs)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss = torch_common.peak_rss_kb()
     print("TORCH %s median_s=%.6g maxrss_kb=%d" % (case, t, rss))
 
 

@@ -39,7 +39,6 @@ it against the model file's size, and a Markdown table for
 docs/performance.md.
 """
 import os
-import resource
 import statistics
 import sys
 
@@ -156,7 +155,7 @@ def torch_main(case):
         except Exception as e:  # some models do not trace; say so, do not fail
             print("TORCH_JIT_FAILED %s %s" % (case, str(e).splitlines()[0]), file=sys.stderr)
             jit = float("nan")
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss = torch_common.peak_rss_kb()
     print("TORCH %s eager_s=%.6g jit_s=%.6g maxrss_kb=%d" % (case, eager, jit, rss))
 
 

@@ -335,7 +335,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *which = argv[1];
-  bench_opts bo = {-1, -1, 0};
+  bench_opts bo = {-1, -1, 0, NULL};
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--profile")) {
       g_profile = 1;

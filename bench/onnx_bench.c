@@ -123,13 +123,11 @@ static int report(const char *name, fg_session *s, const model_io *io, double *t
   if (!info) return fail("plan info", st);
   qsort(times, (size_t)runs, sizeof *times, cmp_double);
   double med = runs % 2 ? times[runs / 2] : 0.5 * (times[runs / 2 - 1] + times[runs / 2]);
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
   printf("FG %s median_s=%.6g min_s=%.6g runs=%d threads=%d import_s=%.6g arena_bytes=%zu "
          "lower_bound_bytes=%zu maxrss_kb=%ld file_bytes=%lld import_peak_kb=%ld "
          "import_held_kb=%ld\n",
          name, med, times[0], runs, threads, imp->s, info->arena_bytes, info->lower_bound_bytes,
-         ru.ru_maxrss, imp->file_bytes, imp->peak_kb, imp->held_kb);
+         peak_rss_kb(), imp->file_bytes, imp->peak_kb, imp->held_kb);
   fg_plan_info_free(info);
   return 0;
 }

@@ -133,6 +133,21 @@ def print_table(columns, rows):
     print("\n".join(rows))
 
 
+def peak_rss_kb():
+    """This process's peak resident memory in KiB: VmHWM of /proc/self/status,
+    not resource's ru_maxrss, which Linux carries across fork and exec from
+    the parent (a child reported the comparison script's size)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def mib(v, unit):
     """v units (1: bytes, 1024: KiB) in MiB."""
     return float(v) * unit / 2 ** 20
