@@ -342,6 +342,14 @@ fg_tensor *fgx_tensor_from_proto(fgx_ctx *c, const fgx_node *n, const Onnx__Tens
     }
     to_host_order(data, (size_t)count, elem);
   } else if (tp->has_raw_data) {
+    /* The bytes go to the graph on first use (onnx_values.c frees the
+     * message's copy): a second conversion, which a mapper could ask for
+     * after the graph refused the first node, has nothing to read. */
+    if (bytes && !tp->raw_data.data) {
+      fg_tensor_free(t);
+      fgx_fail(c, n, FG_INTERNAL, "%s: its bytes were already given to the graph", where);
+      return NULL;
+    }
     if (bytes) memcpy(data, tp->raw_data.data, bytes);
     to_host_order(data, (size_t)count, elem);
   } else if (count) {

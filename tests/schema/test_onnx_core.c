@@ -7,6 +7,7 @@
 #include "flowgraph/onnx.h"
 #include "onnx_test_util.h"
 #include "schema/onnx/onnx_import.h"
+#include "schema/onnx/onnx_internal.h"
 
 #define CORE() onnx_cases("cases_core.py")
 
@@ -284,4 +285,32 @@ FG_TEST(onnx_core_memory_and_sniff, "onnx") {
   FG_CHECK(fg_onnx_load(dir, NULL, st) == NULL); /* a folder */
   FG_CHECK_INT(fg_status_code(st), FG_IO_ERROR);
   fg_status_free(st);
+}
+
+/* An initializer's bytes go to the graph on first use and the decoded
+ * message's copy is freed (onnx_values.c): converting it again, which a
+ * mapper could ask for after the graph refused a node, is refused with a
+ * message, not read from the freed field. */
+FG_TEST(onnx_core_initializer_converted_twice_refused, "onnx,badinput") {
+  fgx_ctx c;
+  memset(&c, 0, sizeof c);
+  c.st = fg_status_new();
+  c.node = -1;
+  Onnx__TensorProto tp;
+  onnx__tensor_proto__init(&tp);
+  int64_t dims[1] = {2};
+  float two[2] = {1.5f, -2.0f};
+  tp.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, tp.has_data_type = 1;
+  tp.n_dims = 1, tp.dims = dims;
+  tp.has_raw_data = 1, tp.raw_data.len = sizeof two, tp.raw_data.data = (uint8_t *)two;
+  fg_tensor *t = fgx_tensor_from_proto(&c, NULL, &tp, "initializer 'w'");
+  FG_REQUIRE(t);
+  FG_CHECK(((const float *)fg_tensor_data(t))[1] == -2.0f);
+  fg_tensor_free(t);
+  tp.raw_data.data = NULL; /* as after the graph took it */
+  FG_CHECK(fgx_tensor_from_proto(&c, NULL, &tp, "initializer 'w'") == NULL);
+  FG_CHECK_INT(fg_status_code(c.st), FG_INTERNAL);
+  FG_CHECK_STR(fg_status_message(c.st),
+               "ONNX model: initializer 'w': its bytes were already given to the graph");
+  fg_status_free(c.st);
 }
