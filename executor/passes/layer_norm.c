@@ -173,13 +173,17 @@ static int param_fits(const fg_graph *g, fg_output p, const ln_match *mt, int fi
   return fg_epi_readable_at_root(g, p, first, root);
 }
 
-/* A constant of x's last k dims filled with v, added for an absent
- * parameter: its output, or node -1 (out of memory, or a dim unknown). */
+/* A constant of x's last k dims (known: try_root checked) filled with v,
+ * added for an absent parameter: its output, or node -1 with the status
+ * set (out of memory). */
 static fg_output fill_param(fg_pass_ctx *ctx, int root, const ln_match *mt, const char *suffix,
                             double v, fg_status *st) {
   const fg_tinfo *tx = fg_pass_type_of(&ctx->w->g, mt->x);
   fg_tensor *t = fg_tensor_new(tx->dtype, mt->k, tx->dims + tx->rank - mt->k, NULL);
-  if (!t) return (fg_output){-1, 0};
+  if (!t) {
+    fg_status_set(st, FG_RESOURCE_EXHAUSTED, "layer_norm: out of memory (constant '%s')", suffix);
+    return (fg_output){-1, 0};
+  }
   for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
     if (tx->dtype == FG_F32)
       ((float *)t->data)[i] = (float)v;

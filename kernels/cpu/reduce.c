@@ -415,20 +415,10 @@ FGK_LANES_SUM(lanes_sum_f32, float, RED_LOAD8_F32)
 FGK_LANES_SUM(lanes_sum_f64, double, RED_LOAD8_F64)
 #define SEG_LANES_F32(COMBINE, acc, lane, src, n, at) lanes_sum_f32(lane, src, n, at)
 #define SEG_LANES_F64(COMBINE, acc, lane, src, n, at) lanes_sum_f64(lane, src, n, at)
-/* The lanes added pairwise: 16 -> 8 -> 4 -> 2 -> 1. */
-FGK_INLINE double lanes_total(const double *lane) {
-  double t[RED_LANES];
-  memcpy(t, lane, sizeof t);
-  for (int w = RED_LANES / 2; w >= 1; w /= 2)
-    for (int k = 0; k < w; k++)
-      t[k] = t[2 * k] + t[2 * k + 1];
-  return t[0];
-}
-#define END_LANES_F32(acc, lane) ((acc) += lanes_total(lane))
-#define END_LANES_F64(acc, lane) ((acc) += lanes_total(lane))
-/* lanes_total of the two vectors holding lanes 0-7 and 8-15, in
- * registers: the even lanes plus the odd ones, halving. (By pointer: a
- * 64-byte vector passed by value changes the ABI outside AVX-512.) */
+/* The lanes added pairwise, 16 -> 8 -> 4 -> 2 -> 1 (lanes 2k and 2k + 1,
+ * then the same on the sums), from the two vectors holding lanes 0-7 and
+ * 8-15: the even lanes plus the odd ones, halving. (By pointer: a 64-byte
+ * vector passed by value changes the ABI outside AVX-512.) */
 FGK_INLINE double lanes_total_v(const red_v8d *a0, const red_v8d *a1) {
   red_v8d s8 = __builtin_shufflevector(*a0, *a1, 0, 2, 4, 6, 8, 10, 12, 14) +
                __builtin_shufflevector(*a0, *a1, 1, 3, 5, 7, 9, 11, 13, 15);
@@ -437,6 +427,15 @@ FGK_INLINE double lanes_total_v(const red_v8d *a0, const red_v8d *a1) {
   red_v2d s2 = __builtin_shufflevector(s4, s4, 0, 2) + __builtin_shufflevector(s4, s4, 1, 3);
   return s2[0] + s2[1];
 }
+/* The same total of lanes held in memory (the general fold's). */
+FGK_INLINE double lanes_total(const double *lane) {
+  red_v8d a0, a1;
+  memcpy(&a0, lane, sizeof a0);
+  memcpy(&a1, lane + 8, sizeof a1);
+  return lanes_total_v(&a0, &a1);
+}
+#define END_LANES_F32(acc, lane) ((acc) += lanes_total(lane))
+#define END_LANES_F64            END_LANES_F32
 /* A whole run from lane 0, the lanes in registers; the tail is added as
  * vectors padded with +0.0, which leaves a lane as it is (a lane starts
  * at +0.0 and so is never -0.0). */

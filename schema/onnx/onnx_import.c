@@ -546,14 +546,12 @@ static Onnx__ModelProto *unpack(const uint8_t *data, size_t size, fg_status *st)
   return model;
 }
 
-/* `owned`: data is the file buffer of fg_onnx_load, freed here once
- * unpacked (every field the import reads is a copy in the unpacked
- * message), so a large model's bytes are not held a third time while its
- * tensors are made; NULL: data is the API caller's. */
-static fg_graph *load_bytes(const uint8_t *data, size_t size, uint8_t *owned,
-                            const fg_onnx_options *opts, const char *base_dir, fg_status *st) {
-  Onnx__ModelProto *model = unpack(data, size, st);
-  free(owned);
+/* The graph of an unpacked model, which it frees. Every field the import
+ * reads is a copy in the unpacked message, so fg_onnx_load frees the
+ * file's buffer before this runs: a large model's bytes are not held a
+ * third time while its tensors are made. */
+static fg_graph *load_model(Onnx__ModelProto *model, const fg_onnx_options *opts,
+                            const char *base_dir, fg_status *st) {
   if (!model) return NULL;
   fgx_ctx c;
   memset(&c, 0, sizeof c);
@@ -581,7 +579,7 @@ static fg_graph *load_bytes(const uint8_t *data, size_t size, uint8_t *owned,
 
 fg_graph *fg_onnx_load_memory(const void *data, size_t size, const fg_onnx_options *opts,
                               fg_status *status) {
-  return load_bytes(data, size, NULL, opts, opts ? opts->base_dir : NULL, status);
+  return load_model(unpack(data, size, status), opts, opts ? opts->base_dir : NULL, status);
 }
 
 /* Protobuf messages stop at 2 GiB; larger weights travel as external data. */
@@ -636,13 +634,10 @@ fg_graph *fg_onnx_load(const char *path, const fg_onnx_options *opts, fg_status 
     dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
     base = dir;
   }
-  fg_graph *g = NULL;
-  if (base) {
-    g = load_bytes(buf, n, buf, opts, base, status);
-  } else {
-    free(buf);
-    fg_status_set(status, FG_RESOURCE_EXHAUSTED, "out of memory");
-  }
+  Onnx__ModelProto *model = base ? unpack(buf, n, status) : NULL;
+  free(buf);
+  if (!base) fg_status_set(status, FG_RESOURCE_EXHAUSTED, "out of memory");
+  fg_graph *g = load_model(model, opts, base, status);
   if (!g && fg_status_code(status) != FG_OK) {
     /* Name the file in front of what went wrong inside it. */
     fg_status *tmp = fg_status_new();
