@@ -192,6 +192,10 @@ int fgi_clip_bounds(const fg_node *node, double *lo, double *hi, fg_status *stat
 FGI_DECL_INFER(fgi_infer_fused_matmul)
 FGI_DECL_FLOPS(fgi_flops_fused_matmul)
 FGI_DECL_PARSE(fgi_parse_fused_matmul)
+/* infer_permuted_matmul.c: the transpose_matmul pass's product */
+FGI_DECL_INFER(fgi_infer_permuted_matmul)
+FGI_DECL_FLOPS(fgi_flops_permuted_matmul)
+FGI_DECL_PARSE(fgi_parse_permuted_matmul)
 /* infer_fused_conv.c: fused_conv2d, fused_conv2d_add */
 FGI_DECL_INFER(fgi_infer_fused_conv)
 FGI_DECL_FLOPS(fgi_flops_fused_conv)

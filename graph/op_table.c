@@ -106,6 +106,14 @@ static const fg_attr_def a_fused_matmul[] = {
      FG_PARAM(FLAG, fused_matmul.transpose_b)},
     {"activation", FG_ATTR_STRING, "none", "applied last: \"none\" or \"relu\"", FG_NO_PARAM},
     A_END};
+static const fg_attr_def a_permuted_matmul[] = {
+    {"perm_a", FG_ATTR_INTS, NULL,
+     "a read as transpose(a, perm_a); a's last axis at one of the last two positions", FG_NO_PARAM},
+    {"perm_b", FG_ATTR_INTS, NULL,
+     "b read as transpose(b, perm_b); b's last axis at one of the last two positions", FG_NO_PARAM},
+    {"perm_out", FG_ATTR_INTS, NULL,
+     "out = transpose(product, perm_out); the product's last axis stays last", FG_NO_PARAM},
+    A_END};
 static const fg_attr_def a_shape[] = {
     {"shape", FG_ATTR_INTS, NULL, "the new dims; one may be -1 (inferred)", FG_NO_PARAM}, A_END};
 static const fg_attr_def a_perm[] = {
@@ -778,6 +786,15 @@ const fg_op_def fg_op_table[] = {
          fgi_flops_softmax_cross_entropy_and_grad, 0, "logits, labels", NULL, NULL,
          "loss = softmax_cross_entropy(logits, labels) and its gradient in the logits, "
          "(softmax(logits) - one_hot(labels)) / N, in one pass"},
+    /* The transpose_matmul pass's node (executor/passes/transpose_matmul.c;
+     * graph/infer_permuted_matmul.c): the transposes around a matmul read
+     * and written in place as strided matrices. Made after autodiff: no
+     * gradient. */
+    [FG_OP_PERMUTED_MATMUL] = {"permuted_matmul", 2, 2, 1, 0, fgi_infer_permuted_matmul,
+                               fgi_flops_permuted_matmul, 0, "a, b", a_permuted_matmul,
+                               fgi_parse_permuted_matmul,
+                               "transpose(transpose(a, perm_a) @ transpose(b, perm_b), perm_out), "
+                               "as the transposes and matmul, without moving a or b"},
 };
 
 _Static_assert(sizeof fg_op_table / sizeof fg_op_table[0] == FG_OP_COUNT,

@@ -172,7 +172,8 @@
   X(FUSED_MATMUL_RELU_GRAD, "fused_matmul_relu_grad")                                              \
   X(MATMUL_BIAS_GRAD, "matmul_bias_grad")                                                          \
   X(MATMUL_APPLY_SGD, "matmul_apply_sgd")                                                          \
-  X(SOFTMAX_CROSS_ENTROPY_AND_GRAD, "softmax_cross_entropy_and_grad")
+  X(SOFTMAX_CROSS_ENTROPY_AND_GRAD, "softmax_cross_entropy_and_grad")                              \
+  X(PERMUTED_MATMUL, "permuted_matmul")
 
 typedef enum fg_op_id {
 #define FG_OP_ENUM(e, s) FG_OP_##e,

@@ -202,6 +202,7 @@ int fg_pass_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_conv_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_update_epilogue(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_grad_epilogue(fg_pass_ctx *ctx, fg_status *st);
+int fg_pass_transpose_matmul(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_fuse(fg_pass_ctx *ctx, fg_status *st);
 int fg_pass_multi_update(fg_pass_ctx *ctx, fg_status *st);
 

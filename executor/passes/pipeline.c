@@ -13,7 +13,9 @@
  * pair the weight gradient with the bias gradient),
  * and before element-wise fusion, which would otherwise take their sub,
  * mul, bias add, residual add, relu, and the relu gradient's greater and
- * select; element-wise fusion runs on what is left, then the optimizer
+ * select; transposes fold into the bare matmuls the epilogues left
+ * (attention's, whose transposes element-wise fusion does not take);
+ * element-wise fusion runs on what is left, then the optimizer
  * updates become multi-tensor ones, and dead node elimination sweeps what
  * all leave behind. */
 #include <stdlib.h>
@@ -74,6 +76,11 @@ const fg_pass_def fg_passes[] = {
      "weight and bias gradients, matmul(a, dz, transpose_a) and sum_to(dz, [N]), one "
      "matmul_bias_grad (same bits on the CPU)",
      1, fg_pass_grad_epilogue},
+    {"transpose_matmul",
+     "transposes around a matmul (attention's heads split and merged) folded into one "
+     "permuted_matmul that reads the operands and writes the product in place as strided "
+     "matrices (the same GEMM calls: same bits on the CPU)",
+     1, fg_pass_transpose_matmul},
     {"fuse",
      "element-wise fusion: groups of float element-wise nodes (and fused_elementwise nodes) of one "
      "shape become one fused_elementwise node (one pass over memory, the same bits)",

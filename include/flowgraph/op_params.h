@@ -304,6 +304,16 @@ typedef struct fg_fused_matmul_params {
   fg_activation activation;
 } fg_fused_matmul_params;
 
+/* permuted_matmul: transpose(transpose(a, perm_a) @ transpose(b, perm_b),
+ * perm_out), every perm of the operands' common rank `rank`. a's and b's
+ * last axes stay among their products' last two (perm_x[rank - 2] or
+ * perm_x[rank - 1] is rank - 1) and perm_out[rank - 1] is rank - 1, so
+ * each matrix is a strided BLAS operand. */
+typedef struct fg_permuted_matmul_params {
+  int rank;
+  int perm_a[FG_MAX_RANK], perm_b[FG_MAX_RANK], perm_out[FG_MAX_RANK];
+} fg_permuted_matmul_params;
+
 /* fused_conv2d and fused_conv2d_add: conv2d's parameters and the
  * activation applied last, parsed from its name as fused_matmul's; with
  * clip its bounds (min <= max). */
@@ -348,6 +358,7 @@ typedef union fg_op_params {
   fg_conv_params conv;       /* conv2d, its gradients and conv_transpose2d */
   fg_fused_params fused;     /* fused_elementwise */
   fg_fused_matmul_params fused_matmul;
+  fg_permuted_matmul_params permuted_matmul;
   fg_multi_update_params multi_update; /* multi_apply_sgd, _momentum, _adam */
   fg_fused_conv_params fused_conv;     /* fused_conv2d, fused_conv2d_add */
 } fg_op_params;

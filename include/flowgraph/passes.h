@@ -115,6 +115,19 @@
  *             other nodes of the pattern must have no other reader (so
  *             a training graph, whose gradient reads the sigmoid, keeps
  *             it); the epilogue passes' rules hold.
+ *   layer_norm
+ *             layer normalization written out, as PyTorch exports
+ *             nn.LayerNorm below opset 17: d = x - reduce_mean(x),
+ *             d / sqrt(reduce_mean(d * d or pow(d, 2)) + eps), then * scale
+ *             and + shift (either operand order), the means over the last
+ *             k axes (written from the front or the end), becomes
+ *             layer_norm(x, scale, shift) with normalized_rank k and
+ *             epsilon eps. Not bitwise: layer_norm sums in double and
+ *             scales by 1 / sqrt(v + eps) (within 1e-6 relative in f32
+ *             and 1e-12 in f64 of the largest output in the tests). The
+ *             pattern's other nodes must have no other reader. Without
+ *             the shift, or without both parameters, a session adds
+ *             constants of zeros and ones; fg_optimize leaves those forms.
  *   xent_grad the gradient autodiff builds for softmax_cross_entropy,
  *             mul(sub(softmax(logits), one_hot(labels)), div(dy,
  *             numel(labels))), becomes one softmax_cross_entropy_grad
@@ -178,6 +191,24 @@
  *             sum_to's readers read db), one cuBLASLt call with the
  *             bias-gradient epilogue on a GPU (within rounding), the two
  *             kernels on the CPU (the same bits).
+ *   transpose_matmul
+ *             matmul(transpose(a, p), transpose(b, q)) and transpose(
+ *             matmul(a, b), s), any of the three transposes (attention's
+ *             heads split and merged), become one permuted_matmul(a, b)
+ *             with perm_a, perm_b and perm_out (the matmul's transpose_a
+ *             and transpose_b joined in), whose kernel hands each batch's
+ *             matrices to the GEMM where they lie, their strides as the
+ *             leading dims: no transposed copy is made. An operand's
+ *             transpose folds where it keeps the operand's last axis among
+ *             the product's matrix axes, the product's where it keeps the
+ *             last axis last; the operands must have one rank. The GEMM
+ *             calls are matmul's for the same shapes (the same bits on the
+ *             CPU; on a GPU cuBLAS is given other leading dims, within
+ *             rounding), so products that matmul runs otherwise are left
+ *             alone: at most 8 rows (or unknown), and b shared by every
+ *             batch with a not transposed. The folded transposes and the
+ *             matmul under a folded transpose follow the epilogue's rules
+ *             (no other reader, one device, not kept in fg_optimize).
  *   fuse      element-wise float nodes (add, sub, mul, div, maximum,
  *             minimum, pow, the comparisons read by a select, select and
  *             the unary math and activation ops) with one output shape and

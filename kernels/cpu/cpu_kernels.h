@@ -124,6 +124,8 @@
   FGK_FLOAT(X, "softmax_cross_entropy_and_grad", fgk_softmax_xent_and_grad)                        \
   /* matmul.c: matmul with its bias and activation on each tile */                                 \
   FGK_FLOAT(X, "fused_matmul", fgk_fused_matmul)                                                   \
+  /* matmul_permuted.c: the transpose_matmul pass's strided product */                             \
+  FGK_FLOAT(X, "permuted_matmul", fgk_permuted_matmul)                                             \
   /* fused.c: the fuse pass's programs */                                                          \
   FGK_FLOAT(X, "fused_elementwise", fgk_fused_elementwise)                                         \
   /* optim_multi.c: the multi-tensor updates */                                                    \

@@ -89,6 +89,10 @@ int fgk_mm_plan_init_tr(const fg_kctx *ctx, fg_dtype dt, int ta, int tb, fgk_mm_
   }
   if (batch_strides(ctx, a, 0, pl, pl->a_bstride, &pl->a_batch) != 0) return -1;
   if (batch_strides(ctx, b, 1, pl, pl->b_bstride, &pl->b_batch) != 0) return -1;
+  pl->lda = pl->ta ? pl->M : pl->K;
+  pl->ldb = pl->tb ? pl->K : pl->N;
+  pl->ldc = pl->N;
+  pl->strided = 0;
   return 0;
 }
 
@@ -168,6 +172,7 @@ typedef struct mm_job {
   const void *a, *b;
   void *o;
   int64_t M, K, N; /* per GEMM (M is stacked batches when batches == 1) */
+  int64_t lda, ldb, ldc;
   int64_t rb, cb, n_rt, n_ct;
   int ta, tb;
   const fgk_mm_epilogue *epi; /* NULL: none */
@@ -271,30 +276,31 @@ void fgk_mm_epilogue_apply(fg_dtype dt, const fgk_mm_epilogue *e, void *o, int64
     const int64_t per_batch = J->n_rt * J->n_ct;                                                   \
     for (int64_t it = i0; it < i1; it++) {                                                         \
       const int64_t bi = it / per_batch, rt = (it % per_batch) / J->n_ct, ct = it % J->n_ct;       \
-      int64_t ao = 0, bo = 0;                                                                      \
+      int64_t ao = 0, bo = 0, oo = bi * J->M * J->N;                                               \
       if (J->pl) fgk_mm_seek(J->pl, bi, &ao, &bo);                                                 \
+      if (J->pl && J->pl->strided) oo = fgk_mm_out_offset(J->pl, bi);                              \
       const int64_t r0 = rt * J->rb, c0 = ct * J->cb;                                              \
       const blasint m = (blasint)(J->M - r0 < J->rb ? J->M - r0 : J->rb);                          \
       const blasint n = (blasint)(J->N - c0 < J->cb ? J->N - c0 : J->cb);                          \
       const blasint k = (blasint)J->K;                                                             \
-      const blasint lda = (blasint)(J->ta ? J->M : J->K), ldb = (blasint)(J->tb ? J->K : J->N);    \
-      const T *a = (const T *)J->a + ao + (J->ta ? r0 : r0 * J->K);                                \
-      const T *b = (const T *)J->b + bo + (J->tb ? c0 * J->K : c0);                                \
-      T *o = (T *)J->o + bi * J->M * J->N + r0 * J->N + c0;                                        \
+      const blasint lda = (blasint)J->lda, ldb = (blasint)J->ldb, ldc = (blasint)J->ldc;           \
+      const T *a = (const T *)J->a + ao + (J->ta ? r0 : r0 * J->lda);                              \
+      const T *b = (const T *)J->b + bo + (J->tb ? c0 * J->ldb : c0);                              \
+      T *o = (T *)J->o + oo + r0 * J->ldc + c0;                                                    \
       /* libxsmm first (kernels/cpu/xsmm/), OpenBLAS when it declines. */                          \
-      if (XSMM(J->ta, J->tb, m, n, k, a, lda, b, ldb, o, J->N) != 0)                               \
+      if (XSMM(J->ta, J->tb, m, n, k, a, lda, b, ldb, o, ldc) != 0)                                \
         GEMM(CblasRowMajor, J->ta ? CblasTrans : CblasNoTrans, J->tb ? CblasTrans : CblasNoTrans,  \
-             m, n, k, 1, a, lda, b, ldb, 0, o, (blasint)J->N);                                     \
-      if (J->epi) fgk_mm_epilogue_apply(DT, J->epi, o, J->N, m, c0, n);                            \
+             m, n, k, 1, a, lda, b, ldb, 0, o, ldc);                                               \
+      if (J->epi) fgk_mm_epilogue_apply(DT, J->epi, o, J->ldc, m, c0, n);                          \
     }                                                                                              \
   }
 FGK_MM_TILES(mm_tiles_f32, float, FG_F32, fgk_sgemm, fgk_xsmm_gemm_f32)
 FGK_MM_TILES(mm_tiles_f64, double, FG_F64, cblas_dgemm, fgk_xsmm_gemm_f64)
 
 /* A float product (plan pl) into out[0], then the epilogue epi (NULL:
- * none) on each tile: matmul's and fused_matmul's kernels. */
-static int mm_float(const fg_kctx *ctx, fg_dtype dt, const mm_plan *pl,
-                    const fgk_mm_epilogue *epi) {
+ * none) on each tile: matmul's, fused_matmul's and permuted_matmul's
+ * kernels. A strided plan (permuted_matmul's) takes no epilogue. */
+int fgk_mm_float(const fg_kctx *ctx, fg_dtype dt, const mm_plan *pl, const fgk_mm_epilogue *epi) {
   const int64_t total = fgk_numel(&ctx->out[0]);
   if (total == 0) return 0;
   const size_t es = dt == FG_F64 ? sizeof(double) : sizeof(float);
@@ -312,12 +318,16 @@ static int mm_float(const fg_kctx *ctx, fg_dtype dt, const mm_plan *pl,
               .M = pl->M,
               .K = pl->K,
               .N = pl->N,
+              .lda = pl->lda,
+              .ldb = pl->ldb,
+              .ldc = pl->ldc,
               .ta = pl->ta,
               .tb = pl->tb,
               .epi = epi};
   int64_t batches = pl->batch;
-  /* b shared by every batch and a not transposed: a's batches stack into one taller matrix. */
-  if (!pl->ta && pl->b_batch == 1 && pl->a_batch == pl->batch) {
+  /* b shared by every batch and a not transposed: a's batches stack into
+   * one taller matrix (when they are packed). */
+  if (!pl->strided && !pl->ta && pl->b_batch == 1 && pl->a_batch == pl->batch) {
     J.M *= pl->batch;
     batches = 1;
     J.pl = NULL;
@@ -325,9 +335,10 @@ static int mm_float(const fg_kctx *ctx, fg_dtype dt, const mm_plan *pl,
   if (!fits_blasint(J.M) || !fits_blasint(J.N) || !fits_blasint(J.K))
     return fgk_fail(ctx, "matrix dims %lld x %lld x %lld exceed the BLAS index type",
                     (long long)J.M, (long long)J.N, (long long)J.K);
-  /* A few rows: stream b once (kernels/cpu/matvec.c) instead of packing it. */
+  /* A few rows: stream b once (kernels/cpu/matvec.c) instead of packing
+   * it (packed operands only). */
   const fgk_mv_job mv = {J.pl, J.a, J.b, o, J.M, J.K, J.N, batches, J.ta, J.tb, epi};
-  if (fgk_matvec(ctx, dt, &mv)) return 0;
+  if (!pl->strided && fgk_matvec(ctx, dt, &mv)) return 0;
   fg_cpu_kernels_start();
   mm_tiles(&J, batches);
   const double macs =
@@ -340,12 +351,12 @@ static int mm_float(const fg_kctx *ctx, fg_dtype dt, const mm_plan *pl,
 
 int fgk_matmul_f32(const fg_kctx *ctx) {
   mm_plan pl;
-  return fgk_mm_plan_init(ctx, FG_F32, &pl) != 0 ? -1 : mm_float(ctx, FG_F32, &pl, NULL);
+  return fgk_mm_plan_init(ctx, FG_F32, &pl) != 0 ? -1 : fgk_mm_float(ctx, FG_F32, &pl, NULL);
 }
 
 int fgk_matmul_f64(const fg_kctx *ctx) {
   mm_plan pl;
-  return fgk_mm_plan_init(ctx, FG_F64, &pl) != 0 ? -1 : mm_float(ctx, FG_F64, &pl, NULL);
+  return fgk_mm_plan_init(ctx, FG_F64, &pl) != 0 ? -1 : fgk_mm_float(ctx, FG_F64, &pl, NULL);
 }
 
 /* fused_matmul: the product with the bias and activation on each tile. */
@@ -359,7 +370,7 @@ static int fused_matmul(const fg_kctx *ctx, fg_dtype dt) {
       fgk_mm_check_bias(ctx, dt, &pl) != 0)
     return -1;
   const fgk_mm_epilogue epi = {ctx->in[2].data, p->activation == FG_ACTIVATION_RELU, NULL, NULL};
-  return mm_float(ctx, dt, &pl, &epi);
+  return fgk_mm_float(ctx, dt, &pl, &epi);
 }
 
 int fgk_fused_matmul_f32(const fg_kctx *ctx) { return fused_matmul(ctx, FG_F32); }
@@ -387,7 +398,7 @@ static int fused_matmul_relu_grad(const fg_kctx *ctx, fg_dtype dt) {
       fgk_mm_check_mask(ctx, dt) != 0)
     return -1;
   const fgk_mm_epilogue epi = {NULL, 0, ctx->in[2].data, ctx->out[0].data};
-  return mm_float(ctx, dt, &pl, &epi);
+  return fgk_mm_float(ctx, dt, &pl, &epi);
 }
 
 int fgk_fused_matmul_relu_grad_f32(const fg_kctx *ctx) {

@@ -43,6 +43,12 @@ typedef struct fgk_mv_job {
  * takes: 1 done, 0 not taken (the caller runs its GEMM). */
 int fgk_matvec(const fg_kctx *ctx, fg_dtype dt, const fgk_mv_job *J);
 
+/* A float product (plan pl, dtype dt) into out[0] in tiles over
+ * ctx->par, with the epilogue epi (NULL: none; a strided plan takes
+ * none) on each tile. 0 or -1. (matmul.c) */
+int fgk_mm_float(const fg_kctx *ctx, fg_dtype dt, const fgk_mm_plan *pl,
+                 const fgk_mm_epilogue *epi);
+
 /* a's and b's element offsets for output batch bi of pl. (matmul.c) */
 void fgk_mm_seek(const fgk_mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo);
 

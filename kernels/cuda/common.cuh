@@ -116,6 +116,8 @@ extern "C" {
   FGK_FLOAT(X, "softmax_cross_entropy_and_grad", fgc_softmax_xent_and_grad)                        \
   /* fused_matmul.cu: cuBLASLt with the bias and relu in its epilogue */                           \
   FGK_FLOAT(X, "fused_matmul", fgc_fused_matmul)                                                   \
+  /* matmul.cu: the transpose_matmul pass's strided product */                                     \
+  FGK_FLOAT(X, "permuted_matmul", fgc_permuted_matmul)                                             \
   /* fused.cu: fused_elementwise, its kernel compiled with NVRTC at plan time */                   \
   FGK_FLOAT(X, "fused_elementwise", fgc_fused)                                                     \
   /* optim.cu: the multi-tensor updates */                                                         \

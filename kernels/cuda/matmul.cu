@@ -1,6 +1,9 @@
 /* matmul on the GPU: out[..., M, N] = op(a)[..., M, K] @ op(b)[..., K, N]
  * with NumPy-broadcast batch dims, as kernels/cpu/matmul.c.
  *
+ * permuted_matmul runs the same calls with its operands' strides as the
+ * leading dims and batch strides (kernels/cpu/matmul_permuted.c).
+ *
  * Floats go to cuBLAS. cuBLAS is column-major; a row-major C = A B is the
  * column-major C^T = B^T A^T, so each call passes b first, a second, with
  * m = N, n = M: the row-major buffers read as their transposes for free.
@@ -82,32 +85,43 @@ int fgc_mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
   int64_t M = pl.M, batch = pl.batch;
   const int64_t N = pl.N, K = pl.K;
   int stacked = 0;
-  /* b shared by every batch and a not transposed: one taller GEMM. */
-  if (!pl.ta && pl.b_batch == 1 && pl.a_batch == pl.batch) {
+  /* b shared by every batch and a not transposed: one taller GEMM (packed
+   * batches only). */
+  if (!pl.strided && !pl.ta && pl.b_batch == 1 && pl.a_batch == pl.batch) {
     M *= pl.batch;
     batch = 1;
     stacked = 1;
   }
-  if (!fits_int(M) || !fits_int(N) || !fits_int(K))
+  if (!fits_int(M) || !fits_int(N) || !fits_int(K) || !fits_int(pl.lda) || !fits_int(pl.ldb) ||
+      !fits_int(pl.ldc))
     return fgk_fail(ctx, "matrix dims %lld x %lld x %lld exceed cuBLAS's int", (long long)M,
                     (long long)N, (long long)K);
   const cublasOperation_t opb = pl.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opa = pl.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int m = (int)N, n = (int)M, k = (int)K;
-  const int ldb = (int)(pl.tb ? K : N), lda = (int)(pl.ta ? M : K), ldc = (int)N;
+  /* The plan's leading dims: the packed ones for matmul, the operands'
+   * strides for permuted_matmul (stacking keeps a's, K). */
+  const int ldb = (int)pl.ldb, lda = (int)pl.lda, ldc = (int)pl.ldc;
   if (batch == 1 || stacked) {
     st = cublasGemmEx(h, opb, opa, m, n, k, alpha, b, type, ldb, a, type, lda, beta, o, type, ldc,
                       compute, CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasGemmEx", st);
     return 0;
   }
+  /* Packed batches are uniformly strided when each operand has every
+   * batch or one; a strided plan's when it has one batch dim. */
   const int uniform_a = pl.a_batch == pl.batch || pl.a_batch == 1;
   const int uniform_b = pl.b_batch == pl.batch || pl.b_batch == 1;
-  if (uniform_a && uniform_b && fits_int(batch)) {
-    const long long sa = pl.a_batch == 1 ? 0 : (long long)(M * K);
-    const long long sb = pl.b_batch == 1 ? 0 : (long long)(K * N);
+  const int uniform = pl.strided ? pl.nb == 1 : uniform_a && uniform_b;
+  if (uniform && fits_int(batch)) {
+    long long sa = pl.a_batch == 1 ? 0 : (long long)(M * K);
+    long long sb = pl.b_batch == 1 ? 0 : (long long)(K * N);
+    long long sc = (long long)(M * N);
+    if (pl.strided)
+      sa = (long long)pl.a_bstride[0], sb = (long long)pl.b_bstride[0],
+      sc = (long long)pl.o_bstride[0];
     st = cublasGemmStridedBatchedEx(h, opb, opa, m, n, k, alpha, b, type, ldb, sb, a, type, lda, sa,
-                                    beta, o, type, ldc, (long long)(M * N), (int)batch, compute,
+                                    beta, o, type, ldc, sc, (int)batch, compute,
                                     CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasGemmStridedBatchedEx", st);
     return 0;
@@ -115,9 +129,10 @@ int fgc_mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
   for (int64_t bi = 0; bi < batch; bi++) {
     int64_t ao, bo;
     mm_seek(pl, bi, &ao, &bo);
+    const int64_t oo = pl.strided ? fgk_mm_out_offset(&pl, bi) : bi * M * N;
     st = cublasGemmEx(h, opb, opa, m, n, k, alpha, b + (size_t)bo * es, type, ldb,
-                      a + (size_t)ao * es, type, lda, beta, o + (size_t)(bi * M * N) * es, type,
-                      ldc, compute, CUBLAS_GEMM_DEFAULT);
+                      a + (size_t)ao * es, type, lda, beta, o + (size_t)oo * es, type, ldc, compute,
+                      CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) return blas_fail(ctx, "cublasGemmEx", st);
   }
   return 0;
@@ -134,6 +149,20 @@ template <typename T> static int matmul_float(const fg_kctx *ctx, fg_dtype dt) {
 }
 int fgc_matmul_f32(const fg_kctx *ctx) { return matmul_float<float>(ctx, FG_F32); }
 int fgc_matmul_f64(const fg_kctx *ctx) { return matmul_float<double>(ctx, FG_F64); }
+
+/* permuted_matmul: the strided plan through the same cuBLAS calls. */
+template <typename T> static int permuted_matmul(const fg_kctx *ctx, fg_dtype dt) {
+  mm_plan pl;
+  if (fgc_check(ctx, 2, 1) != 0) return -1;
+  memset(&pl, 0, sizeof pl);
+  if (fgk_mm_plan_init_permuted(ctx, dt, &pl) != 0) return -1;
+  const int64_t total = fgk_numel(&ctx->out[0]);
+  if (total == 0) return 0;
+  if (pl.K == 0) return fgc_fill_bits(ctx, ctx->out[0].data, total, sizeof(T), 0);
+  return fgc_mm_blas(ctx, pl, dt);
+}
+int fgc_permuted_matmul_f32(const fg_kctx *ctx) { return permuted_matmul<float>(ctx, FG_F32); }
+int fgc_permuted_matmul_f64(const fg_kctx *ctx) { return permuted_matmul<double>(ctx, FG_F64); }
 
 template <typename T, typename U>
 __global__ void mm_int_kernel(const T *a, const T *b, T *o, mm_plan pl, int64_t total) {

@@ -1,9 +1,9 @@
 /* Writers of the fused ops the optimization passes make (fused_matmul,
- * fused_conv2d, fused_conv2d_add, fused_elementwise): each is written as
- * the standard ONNX ops of the chain it replaced, in the chain's order of
- * operations, so an importer that runs them one by one gets the values
- * the fused kernel gives. The gradient fusions are training-only and
- * refused before any writer runs (onnx_export.c). */
+ * permuted_matmul, fused_conv2d, fused_conv2d_add, fused_elementwise):
+ * each is written as the standard ONNX ops of the chain it replaced, in
+ * the chain's order of operations, so an importer that runs them one by
+ * one gets the values the fused kernel gives. The gradient fusions are
+ * training-only and refused before any writer runs (onnx_export.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -67,6 +67,39 @@ int fgo_w_fused_matmul(fgo_ctx *c, int id) {
   const char *mm = fgo_tmp(c, id, "MatMul"), *bias = fgo_in(c, id, 2);
   if (!mm || !bias || fgo_matmul_to(c, id, mm) != 0) return -1;
   return add_then_act(c, id, mm, bias, act);
+}
+
+/* Transpose(v, perm) into a new tensor named after `what`, or v itself
+ * for the identity permutation. */
+static const char *transposed(fgo_ctx *c, int id, const char *v, const int64_t *perm, int r,
+                              const char *what) {
+  int ident = 1;
+  for (int i = 0; i < r; i++)
+    ident &= perm[i] == i;
+  if (ident || !v) return v;
+  const char *t = fgo_tmp(c, id, what);
+  Onnx__NodeProto *n = t ? fgo_emit1(c, id, "Transpose", v, t) : NULL;
+  return n && fgo_attr_ints(c, n, "perm", perm, r) == 0 ? t : NULL;
+}
+
+/* permuted_matmul: Transpose(a, perm_a), Transpose(b, perm_b), MatMul,
+ * Transpose(perm_out), each left out where its perm is the identity. */
+int fgo_w_permuted_matmul(fgo_ctx *c, int id) {
+  int64_t pa[FG_MAX_RANK], pb[FG_MAX_RANK], po[FG_MAX_RANK];
+  const int r = fgo_get_ints(c, id, "perm_a", pa, FG_MAX_RANK);
+  if (r < 2 || fgo_get_ints(c, id, "perm_b", pb, FG_MAX_RANK) != r ||
+      fgo_get_ints(c, id, "perm_out", po, FG_MAX_RANK) != r)
+    return UNSUPPORTED(c, id, "perms of different lengths", NODE_NAME(c, id), OP_NAME(c, id));
+  int out_ident = 1;
+  for (int i = 0; i < r; i++)
+    out_ident &= po[i] == i;
+  const char *in[2] = {transposed(c, id, fgo_in(c, id, 0), pa, r, "TransposeA"),
+                       transposed(c, id, fgo_in(c, id, 1), pb, r, "TransposeB")};
+  const char *mm = out_ident ? fgo_out(c, id, 0) : fgo_tmp(c, id, "MatMul");
+  if (!in[0] || !in[1] || !mm || !fgo_emit(c, id, "MatMul", in, 2, &mm, 1)) return -1;
+  if (out_ident) return 0;
+  Onnx__NodeProto *n = fgo_emit1(c, id, "Transpose", mm, fgo_out(c, id, 0));
+  return fgo_attr_ints(c, n, "perm", po, r);
 }
 
 /* act(conv2d(x, w, b) [+ z]): the bias inside the Conv, as conv2d adds it

@@ -676,6 +676,7 @@ int fgo_w_group_norm(fgo_ctx *c, int id);
 int fgo_w_instance_norm(fgo_ctx *c, int id);
 /* Writers of the passes' fused ops: onnx_export_fused.c. */
 int fgo_w_fused_matmul(fgo_ctx *c, int id);
+int fgo_w_permuted_matmul(fgo_ctx *c, int id);
 int fgo_w_fused_conv(fgo_ctx *c, int id);
 int fgo_w_fused_elementwise(fgo_ctx *c, int id);
 
@@ -776,6 +777,7 @@ const fgo_op fgo_ops[] = {
     {"group_norm", fgo_w_group_norm, 0},
     {"instance_norm", fgo_w_instance_norm, 0},
     {"fused_matmul", fgo_w_fused_matmul, 0},
+    {"permuted_matmul", fgo_w_permuted_matmul, 0},
     {"fused_conv2d", fgo_w_fused_conv, 0},
     {"fused_conv2d_add", fgo_w_fused_conv, 0},
     {"fused_elementwise", fgo_w_fused_elementwise, 0},

@@ -22,8 +22,8 @@ FG_TEST(op_table_rows_match_names, "") {
    * fused_elementwise, multi_apply_sgd, multi_apply_momentum, multi_apply_adam +
    * fused_conv2d, fused_conv2d_add + fused_matmul_relu_grad, matmul_bias_grad +
    * matmul_apply_sgd + softmax_cross_entropy_and_grad + gelu_tanh + resize_nearest,
-   * resize_linear and their gradients */
-  FG_CHECK_INT(FG_OP_COUNT, 141);
+   * resize_linear and their gradients + permuted_matmul */
+  FG_CHECK_INT(FG_OP_COUNT, 142);
   for (int i = 0; i < fg_num_ops(); i++) {
     const fg_op_def *d = &fg_op_table[i];
     FG_REQUIRE(d->name != NULL);
@@ -97,10 +97,10 @@ FG_TEST(op_table_flags, "") {
    * batch_norm_update_stats, argmin, the training flag, the logical ops,
    * and the passes' fused_matmul, softmax_cross_entropy_grad,
    * fused_elementwise, multi_apply_*, fused_conv2d, fused_conv2d_add,
-   * fused_matmul_relu_grad, matmul_bias_grad, matmul_apply_sgd and
-   * softmax_cross_entropy_and_grad (made after autodiff) are not
-   * differentiable */
-  FG_CHECK_INT(n_diff, FG_OP_COUNT - 44);
+   * fused_matmul_relu_grad, matmul_bias_grad, matmul_apply_sgd,
+   * softmax_cross_entropy_and_grad and permuted_matmul (made after
+   * autodiff) are not differentiable */
+  FG_CHECK_INT(n_diff, FG_OP_COUNT - 45);
   FG_CHECK(!(flags_of("matmul_apply_sgd") & (FG_OPF_DIFFERENTIABLE | FG_OPF_COLLECTIVE)));
   FG_CHECK(flags_of("matmul_apply_sgd") & FG_OPF_STATEFUL);
   const char *rnd[] = {"random_uniform", "random_normal", "truncated_normal"};

@@ -406,7 +406,7 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
   FG_CHECK_STR(fg_status_message(st),
                "unknown pass 'fold_everything' (known: simplify, fold, fold_inference, cse, "
                "activations, layer_norm, xent_grad, epilogue, conv_epilogue, update_epilogue, "
-               "grad_epilogue, fuse, multi_update, dce)");
+               "grad_epilogue, transpose_matmul, fuse, multi_update, dce)");
   fg_session_options so;
   fg_session_options_init(&so);
   so.passes = "dce, nope";
@@ -416,7 +416,7 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
       fg_status_message(st),
       "unknown pass 'nope' (known: simplify, fold, fold_inference, cse, "
       "activations, layer_norm, xent_grad, epilogue, conv_epilogue, update_epilogue, "
-      "grad_epilogue, fuse, multi_update, dce)");
+      "grad_epilogue, transpose_matmul, fuse, multi_update, dce)");
   FG_CHECK(fg_pass_list_check("simplify,dce", st) == 0);
   const char *missing = "nothere";
   FG_CHECK(fg_optimize(g, NULL, &missing, 1, NULL, st) == NULL);
@@ -429,13 +429,21 @@ FG_TEST(passes_unknown_pass_is_refused, "badinput") {
 }
 
 FG_TEST(passes_table_lists_the_passes, "") {
-  static const char *const names[] = {"simplify",       "fold",
-                                      "fold_inference", "cse",
-                                      "activations",    "layer_norm",
-                                      "xent_grad",      "epilogue",
-                                      "conv_epilogue",  "update_epilogue",
-                                      "grad_epilogue",  "fuse",
-                                      "multi_update",   "dce"};
+  static const char *const names[] = {"simplify",
+                                      "fold",
+                                      "fold_inference",
+                                      "cse",
+                                      "activations",
+                                      "layer_norm",
+                                      "xent_grad",
+                                      "epilogue",
+                                      "conv_epilogue",
+                                      "update_epilogue",
+                                      "grad_epilogue",
+                                      "transpose_matmul",
+                                      "fuse",
+                                      "multi_update",
+                                      "dce"};
   const int n = (int)(sizeof names / sizeof names[0]);
   FG_CHECK_INT(fg_pass_count(), n);
   for (int i = 0; i < n; i++) {

@@ -61,22 +61,22 @@ static inline fg_graph *optimize_fetches(const fg_graph *g, const char **fetch, 
 /* The default pipeline, named pass by pass. */
 #define WITH_CONV_EPILOGUE                                                                         \
   "simplify,fold,fold_inference,cse,activations,layer_norm,xent_grad,epilogue,conv_epilogue,"      \
-  "update_epilogue,grad_epilogue,fuse,multi_update,dce"
+  "update_epilogue,grad_epilogue,transpose_matmul,fuse,multi_update,dce"
 #define NO_CONV_EPILOGUE                                                                           \
   "simplify,fold,fold_inference,cse,activations,layer_norm,xent_grad,epilogue,update_epilogue,"    \
-  "grad_epilogue,fuse,multi_update,dce"
+  "grad_epilogue,transpose_matmul,fuse,multi_update,dce"
 /* The default pipeline without activations and layer_norm (not bitwise),
  * for the tests that compare whole graphs with the passes on and off bit
  * for bit. */
 #define NO_ACTIVATIONS                                                                             \
   "simplify,fold,fold_inference,cse,xent_grad,epilogue,conv_epilogue,update_epilogue,grad_"        \
-  "epilogue,fuse,multi_update,dce"
+  "epilogue,transpose_matmul,fuse,multi_update,dce"
 /* The default pipeline without update_epilogue, for the tests of passes
  * that take the weight gradients and their SGD updates themselves
  * (grad_epilogue's matmul_bias_grad, multi_update's multi_apply_sgd). */
 #define NO_UPDATE_EPILOGUE                                                                         \
   "simplify,fold,fold_inference,cse,activations,layer_norm,xent_grad,epilogue,conv_epilogue,"      \
-  "grad_epilogue,fuse,multi_update,dce"
+  "grad_epilogue,transpose_matmul,fuse,multi_update,dce"
 
 static inline fg_graph *optimize_passes(const fg_graph *g, const char *fetch, const char *passes,
                                         fg_pass_report **r) {

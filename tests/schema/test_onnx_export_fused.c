@@ -1,6 +1,7 @@
 /* fg_onnx_save of the fused ops the optimization passes make: fused_matmul,
- * fused_conv2d, fused_conv2d_add and fused_elementwise become the standard
- * ONNX ops of the chain they replaced. Each export is checked by
+ * permuted_matmul, fused_conv2d, fused_conv2d_add and fused_elementwise
+ * become the standard ONNX ops of the chain they replaced. Each export is
+ * checked by
  * onnx.checker and evaluated by check_export.py's reference interpreter
  * (NumPy / torch, nothing of flowgraph's) against flowgraph's run of the
  * fused graph; re-imported, it gives the same bits where the ONNX ops keep
@@ -392,6 +393,27 @@ FG_TEST(onnx_export_optimized_cnn, "") {
   int64_t xd[4] = {3, 2, 6, 6};
   const char *ops[2] = {"fused_conv2d", "fused_conv2d_add"};
   optimized_case(build_convnet, "opt_cnn", "conv_epilogue,dce", xd, 4, ops, 2);
+}
+
+/* Attention on x [2, 12, 3, 8] (q = x, k = x / 2, v = x + 1): the heads'
+ * transposes around both products fold into permuted_matmul, which the
+ * exporter writes back as Transpose, MatMul, Transpose. */
+static fg_graph *build_attention(void) {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[4] = {2, 12, 3, 8};
+  static const int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd);
+  fg_output k = fg_mul(g, x, fg_scalar(g, FG_F32, 0.5)), v = fg_add(g, x, fg_scalar(g, FG_F32, 1));
+  fg_output sc = fg_matmul(g, fg_transpose(g, x, 4, p0213), fg_transpose(g, k, 4, p0231), 0, 0);
+  fg_output ctx = fg_matmul(g, fg_softmax(g, sc, -1), fg_transpose(g, v, 4, p0213), 0, 0);
+  named(g, fg_transpose(g, ctx, 4, p0213), "out");
+  return g;
+}
+
+FG_TEST(onnx_export_optimized_attention, "") {
+  int64_t xd[4] = {2, 12, 3, 8};
+  const char *ops[1] = {"permuted_matmul"};
+  optimized_case(build_attention, "opt_attention", "transpose_matmul,dce", xd, 4, ops, 1);
 }
 
 /* `flowgraph optimize M -o O.fgb`, then `flowgraph export O.fgb -o O.onnx`:

@@ -146,7 +146,7 @@ FG_TEST(cli_unknown_pass_is_a_usage_error, "badinput") {
                           "unknown pass 'fuse_all' (known: simplify, fold, fold_inference, "
                           "cse, activations, layer_norm, xent_grad, epilogue, conv_epilogue, "
                           "update_epilogue, "
-                          "grad_epilogue, fuse, multi_update, dce)");
+                          "grad_epilogue, transpose_matmul, fuse, multi_update, dce)");
     result_free(&r);
   }
   cli_result r;
