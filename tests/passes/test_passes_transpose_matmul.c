@@ -8,6 +8,8 @@
  * operands of two ranks. */
 #include <math.h>
 
+#include <flowgraph/autodiff.h>
+
 #include "test_passes_util.h"
 
 enum { B = 2, S = 12, H = 3, D = 8 };
@@ -252,4 +254,34 @@ FG_TEST(passes_transpose_matmul_perms_and_shapes, "") {
   /* The product's last axis moved by the transpose after it: the operand
    * folds into the matmul, the transpose stays. */
   FG_CHECK_STR(single_op((int64_t[]){12, 9, 5}, 3, p102, 1), "transpose");
+}
+
+/* The gradients of the attention block in q, k and v (autodiff's backward
+ * graph has its own matmuls between transposes): the pass folds some of
+ * them, and every gradient keeps its bits, passes on and off. */
+FG_TEST(passes_transpose_matmul_backward_same_bits, "") {
+  fg_graph *g = attention(FG_F32, S);
+  fg_output out = fg_graph_find_output(g, "out");
+  fg_output loss = fg_reduce_sum(g, fg_mul(g, out, out), NULL, 0, 0);
+  const char *names[3] = {"x", "k", "v"}, *grads[3] = {"dq", "dk", "dv"};
+  fg_output xs[3], dxs[3];
+  for (int i = 0; i < 3; i++)
+    xs[i] = fg_graph_find_output(g, names[i]);
+  fg_status *st = fg_status_new();
+  FG_REQUIRE(fg_gradients(g, &loss, 1, xs, 3, NULL, dxs, st) == 0);
+  for (int i = 0; i < 3; i++)
+    fg_set_name(g, dxs[i], grads[i]);
+  fg_pass_report *r = NULL;
+  fg_graph *o = optimize_fetches(g, grads, 3, &r);
+  FG_REQUIRE(o);
+  int folded = 0;
+  for (int i = 0; i < fg_pass_report_size(r); i++)
+    folded += strcmp(fg_pass_report_change(r, i)->pass, "transpose_matmul") == 0;
+  FG_CHECK(folded > 0);
+  for (int i = 0; i < 3; i++)
+    FG_CHECK(same_on_off(g, FG_F32, S, grads[i]));
+  fg_pass_report_free(r);
+  fg_graph_free(o);
+  fg_status_free(st);
+  fg_graph_free(g);
 }
