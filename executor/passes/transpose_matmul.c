@@ -84,7 +84,8 @@ static int fold_operand(const fg_pass_ctx *ctx, const fg_epi_state *s, const tm_
 
 /* 1 when matmul would run this product as one GEMM per batch in tiles,
  * the calls permuted_matmul makes (see the top): more than 8 rows known,
- * and not b shared by all batches with a not transposed. */
+ * and a transposed or a batch dim of b known to be above 1 (else b may be
+ * shared by every batch at run time, and matmul stack a's batches). */
 static int same_gemms(const fg_graph *g, const tm_plan *t) {
   const fg_tinfo *a = fg_pass_type_of(g, g->nodes[t->mm].inputs[0]);
   const fg_tinfo *b = fg_pass_type_of(g, g->nodes[t->mm].inputs[1]);
@@ -92,7 +93,7 @@ static int same_gemms(const fg_graph *g, const tm_plan *t) {
   if (rows < 0 || rows <= MV_MAX_ROWS) return 0;
   int b_batched = 0;
   for (int i = 0; i < t->r - 2; i++)
-    b_batched |= b->dims[i] != 1;
+    b_batched |= b->dims[i] > 1;
   return t->ta || b_batched;
 }
 

@@ -181,9 +181,17 @@ int fgc_lt_matmul(const fg_kctx *ctx, int64_t M, int64_t N, int64_t K, int ta, i
   const float one = 1.0f, zero = 0.0f;
   cublasStatus_t st = cublasLtMatmul(h, ds.op, &one, b, ds.a, a, ds.b, &zero, d, ds.d, d, ds.d,
                                      &algo, ctx->cuda->scratch, key.workspace, fgc_stream(ctx));
-  /* Refused before anything was enqueued (an alignment the algorithm
-   * does not take): the cuBLAS path then, which reports its own errors. */
-  if (st != CUBLAS_STATUS_SUCCESS) return 1;
+  /* Refused before anything was enqueued (an alignment or shape the
+   * algorithm does not take): the cuBLAS path then, which reports its own
+   * errors. Any other status may come after cuBLASLt's own launch failed,
+   * which leaves an error pending that the next launch check would blame
+   * on another kernel: reported here, with the pending error cleared. */
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) return 1;
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    const cudaError_t pending = cudaGetLastError();
+    return fgk_fail(ctx, "cublasLtMatmul: %s (CUDA: %s)", cublasGetStatusString(st),
+                    cudaGetErrorString(pending));
+  }
   return fgc_launched(ctx, "cublasLtMatmul");
 }
 

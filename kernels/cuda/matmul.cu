@@ -94,8 +94,11 @@ int fgc_mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
   }
   if (!fits_int(M) || !fits_int(N) || !fits_int(K) || !fits_int(pl.lda) || !fits_int(pl.ldb) ||
       !fits_int(pl.ldc))
-    return fgk_fail(ctx, "matrix dims %lld x %lld x %lld exceed cuBLAS's int", (long long)M,
-                    (long long)N, (long long)K);
+    return fgk_fail(ctx,
+                    "matrix dims %lld x %lld x %lld or leading dims %lld, %lld, %lld exceed "
+                    "cuBLAS's int",
+                    (long long)M, (long long)N, (long long)K, (long long)pl.lda, (long long)pl.ldb,
+                    (long long)pl.ldc);
   const cublasOperation_t opb = pl.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opa = pl.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int m = (int)N, n = (int)M, k = (int)K;

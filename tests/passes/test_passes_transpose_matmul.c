@@ -249,6 +249,9 @@ FG_TEST(passes_transpose_matmul_perms_and_shapes, "") {
   /* transpose_a: op(x') = x's axes 1, 2, 0 [12, 9, 10] @ y [12, 10, 5]:
    * folds. */
   FG_CHECK_STR(single_op_ta((int64_t[]){12, 10, 5}, 3, p102, 0, 1), "permuted_matmul");
+  /* y's batch dim unknown: it may be 1 at run time, where matmul stacks
+   * the batches; not folded. */
+  FG_CHECK_STR(single_op((int64_t[]){FG_DIM_UNKNOWN, 9, 5}, 3, p102, 0), "matmul");
   /* y of rank 2: ranks differ, not folded. */
   FG_CHECK_STR(single_op((int64_t[]){9, 5}, 2, p102, 0), "matmul");
   /* The product's last axis moved by the transpose after it: the operand
