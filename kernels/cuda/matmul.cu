@@ -141,31 +141,34 @@ int fgc_mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
   return 0;
 }
 
-template <typename T> static int matmul_float(const fg_kctx *ctx, fg_dtype dt) {
+/* The shape checks and plan: matmul's, or permuted_matmul's strided one. */
+typedef int (*plan_fn)(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl);
+
+/* A float product planned by `plan` through cuBLAS: matmul, and
+ * permuted_matmul with its operands' strides. */
+template <typename T> static int matmul_float(const fg_kctx *ctx, fg_dtype dt, plan_fn plan) {
   mm_plan pl;
-  if (mm_plan_init(ctx, dt, &pl) != 0) return -1;
+  if (fgc_check(ctx, 2, 1) != 0) return -1;
+  memset(&pl, 0, sizeof pl);
+  if (plan(ctx, dt, &pl) != 0) return -1;
   const int64_t total = fgk_numel(&ctx->out[0]);
   if (total == 0) return 0;
   /* K == 0 is an empty sum. */
   if (pl.K == 0) return fgc_fill_bits(ctx, ctx->out[0].data, total, sizeof(T), 0);
   return fgc_mm_blas(ctx, pl, dt);
 }
-int fgc_matmul_f32(const fg_kctx *ctx) { return matmul_float<float>(ctx, FG_F32); }
-int fgc_matmul_f64(const fg_kctx *ctx) { return matmul_float<double>(ctx, FG_F64); }
-
-/* permuted_matmul: the strided plan through the same cuBLAS calls. */
-template <typename T> static int permuted_matmul(const fg_kctx *ctx, fg_dtype dt) {
-  mm_plan pl;
-  if (fgc_check(ctx, 2, 1) != 0) return -1;
-  memset(&pl, 0, sizeof pl);
-  if (fgk_mm_plan_init_permuted(ctx, dt, &pl) != 0) return -1;
-  const int64_t total = fgk_numel(&ctx->out[0]);
-  if (total == 0) return 0;
-  if (pl.K == 0) return fgc_fill_bits(ctx, ctx->out[0].data, total, sizeof(T), 0);
-  return fgc_mm_blas(ctx, pl, dt);
+int fgc_matmul_f32(const fg_kctx *ctx) {
+  return matmul_float<float>(ctx, FG_F32, fgk_mm_plan_init);
 }
-int fgc_permuted_matmul_f32(const fg_kctx *ctx) { return permuted_matmul<float>(ctx, FG_F32); }
-int fgc_permuted_matmul_f64(const fg_kctx *ctx) { return permuted_matmul<double>(ctx, FG_F64); }
+int fgc_matmul_f64(const fg_kctx *ctx) {
+  return matmul_float<double>(ctx, FG_F64, fgk_mm_plan_init);
+}
+int fgc_permuted_matmul_f32(const fg_kctx *ctx) {
+  return matmul_float<float>(ctx, FG_F32, fgk_mm_plan_init_permuted);
+}
+int fgc_permuted_matmul_f64(const fg_kctx *ctx) {
+  return matmul_float<double>(ctx, FG_F64, fgk_mm_plan_init_permuted);
+}
 
 template <typename T, typename U>
 __global__ void mm_int_kernel(const T *a, const T *b, T *o, mm_plan pl, int64_t total) {

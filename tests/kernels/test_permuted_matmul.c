@@ -12,8 +12,7 @@
 #include <string.h>
 
 #include "executor/cuda_backend.h"
-#include "fgtest.h"
-#include "flowgraph/flowgraph.h"
+#include "passes/test_passes_util.h"
 
 typedef struct pm_case {
   fg_dtype dt;
@@ -75,20 +74,8 @@ static fg_output pm_node(fg_graph *g, const char *name, fg_output a, fg_output b
  * CPU or on `device`. */
 static fg_tensor *run_on(fg_graph *g, const fg_tensor *a, const fg_tensor *b, const char *fetch,
                          int threads, const char *device) {
-  fg_status *st = fg_status_new();
-  fg_session_options o;
-  fg_session_options_init(&o);
-  o.num_threads = threads;
-  o.no_passes = 1;
-  o.device = device;
-  fg_session *s = fg_session_new(g, &o, st);
   fg_feed feeds[2] = {{"a", a}, {"b", b}};
-  fg_tensor *out = NULL;
-  if (s && fg_session_run(s, feeds, 2, &fetch, 1, &out, NULL, 0, st) != 0) out = NULL;
-  if (!out) fprintf(stderr, "run: %s\n", fg_status_message(st));
-  fg_session_free(s);
-  fg_status_free(st);
-  return out;
+  return run_feeds_on(g, device, threads, 1, feeds, 2, fetch);
 }
 
 static fg_tensor *run(fg_graph *g, const fg_tensor *a, const fg_tensor *b, const char *fetch,
@@ -149,6 +136,21 @@ static void out_dims(const pm_case *c, int64_t *od) {
     od[i] = pd[c->po[i]];
 }
 
+/* Fails at the first element of out further from the definition than
+ * 1e-6 (f32) or 1e-14 (f64) of the sum of its terms' magnitudes. */
+static void check_values(const pm_case *c, const fg_tensor *a, const fg_tensor *b,
+                         const int64_t *od, const fg_tensor *out, int ci, const char *where) {
+  const double eps = c->dt == FG_F32 ? 1e-6 : 1e-14;
+  for (int64_t i = 0; i < fg_tensor_num_elements(out); i++) {
+    double mag, w = want(c, a, b, od, i, &mag);
+    if (!(fabs(at(out, i) - w) <= eps * (mag + 1e-30) + 1e-300)) {
+      FG_FAIL_AT("case %d, %s: element %lld is %.17g, want %.17g", ci, where, (long long)i,
+                 at(out, i), w);
+      return;
+    }
+  }
+}
+
 static fg_graph *case_graph(const pm_case *c) {
   fg_graph *g = fg_graph_new();
   fg_output a = fg_placeholder(g, "a", c->dt, c->r, c->ad);
@@ -157,33 +159,29 @@ static fg_graph *case_graph(const pm_case *c) {
   return g;
 }
 
-FG_TEST(permuted_matmul_values_vs_definition, "") {
+/* Every case on `device` (NULL: the CPU with `threads` threads): the
+ * output's dims and values against the definition. */
+static void check_cases(const char *device, int threads) {
   for (int ci = 0; ci < N_CASES; ci++) {
     const pm_case *c = &CASES[ci];
     fg_graph *g = case_graph(c);
     fg_tensor *a = tensor(c->dt, c->r, c->ad, 1), *b = tensor(c->dt, c->r, c->bd, 2);
     int64_t od[4];
     out_dims(c, od);
-    for (int threads = 1; threads <= 3; threads += 2) {
-      fg_tensor *out = run(g, a, b, "out", threads);
-      FG_REQUIRE(out);
-      FG_CHECK_INT(fg_tensor_rank(out), c->r);
-      for (int i = 0; i < c->r; i++)
-        FG_CHECK_INT(fg_tensor_dims(out)[i], od[i]);
-      const double eps = c->dt == FG_F32 ? 1e-6 : 1e-14;
-      for (int64_t i = 0; i < fg_tensor_num_elements(out); i++) {
-        double mag, w = want(c, a, b, od, i, &mag);
-        if (fabs(at(out, i) - w) > eps * (mag + 1e-30) + 1e-300) {
-          FG_FAIL_AT("case %d, %d threads: element %lld is %.17g, want %.17g", ci, threads,
-                     (long long)i, at(out, i), w);
-          break;
-        }
-      }
-      fg_tensor_free(out);
-    }
-    fg_tensor_free(a), fg_tensor_free(b);
+    fg_tensor *out = run_on(g, a, b, "out", threads, device);
+    FG_REQUIRE(out);
+    FG_CHECK_INT(fg_tensor_rank(out), c->r);
+    for (int i = 0; i < c->r; i++)
+      FG_CHECK_INT(fg_tensor_dims(out)[i], od[i]);
+    check_values(c, a, b, od, out, ci, device ? device : threads == 1 ? "1 thread" : "3 threads");
+    fg_tensor_free(out), fg_tensor_free(a), fg_tensor_free(b);
     fg_graph_free(g);
   }
+}
+
+FG_TEST(permuted_matmul_values_vs_definition, "") {
+  check_cases(NULL, 1);
+  check_cases(NULL, 3);
 }
 
 static fg_output transpose_of(fg_graph *g, fg_output x, const int *p, int r) {
@@ -285,24 +283,5 @@ FG_TEST(permuted_matmul_graph_bad_inputs, "badinput") {
  * in double, every case. Skips visibly without a CUDA build or device. */
 FG_TEST(gpu_permuted_matmul_vs_definition, "gpu") {
   if (fg_cuda_device_count() < 1) FG_SKIP_NO_GPU("no CUDA build or no CUDA device");
-  for (int ci = 0; ci < N_CASES; ci++) {
-    const pm_case *c = &CASES[ci];
-    fg_graph *g = case_graph(c);
-    fg_tensor *a = tensor(c->dt, c->r, c->ad, 1), *b = tensor(c->dt, c->r, c->bd, 2);
-    int64_t od[4];
-    out_dims(c, od);
-    fg_tensor *out = run_on(g, a, b, "out", 1, "cuda:0");
-    FG_REQUIRE(out);
-    const double eps = c->dt == FG_F32 ? 1e-6 : 1e-14;
-    for (int64_t i = 0; i < fg_tensor_num_elements(out); i++) {
-      double mag, w = want(c, a, b, od, i, &mag);
-      if (!(fabs(at(out, i) - w) <= eps * (mag + 1e-30) + 1e-300)) {
-        FG_FAIL_AT("case %d on cuda:0: element %lld is %.17g, want %.17g", ci, (long long)i,
-                   at(out, i), w);
-        break;
-      }
-    }
-    fg_tensor_free(out), fg_tensor_free(a), fg_tensor_free(b);
-    fg_graph_free(g);
-  }
+  check_cases("cuda:0", 1);
 }

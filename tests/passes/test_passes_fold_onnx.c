@@ -26,17 +26,8 @@ static fg_tensor *case_file(const char *dir, const char *file) {
 
 /* The loss of g for the case's x and lab, passes on or off. */
 static fg_tensor *loss_of(fg_graph *g, const fg_tensor *x, const fg_tensor *lab, int no_passes) {
-  fg_status *st = fg_status_new();
-  fg_session *s = passes_session(g, 1, no_passes, st);
-  fg_output o = fg_graph_output(g, 0);
-  const char *fetch = fg_node_name(g, o.node);
   fg_feed feeds[2] = {{"x", x}, {"lab", lab}};
-  fg_tensor *out = NULL;
-  if (s && fg_session_run(s, feeds, 2, &fetch, 1, &out, NULL, 0, st) != 0) out = NULL;
-  if (!out) fprintf(stderr, "run: %s\n", fg_status_message(st));
-  fg_session_free(s);
-  fg_status_free(st);
-  return out;
+  return run_feeds_on(g, NULL, 1, no_passes, feeds, 2, fg_node_name(g, fg_graph_output(g, 0).node));
 }
 
 FG_TEST(passes_fold_onnx_conv_bn, "onnx") {

@@ -60,13 +60,7 @@ static fg_tensor *filled(fg_dtype dt, int64_t s, int salt) {
 static fg_tensor *run3(fg_graph *g, fg_dtype dt, int64_t s, const char *fetch, int no_passes) {
   fg_tensor *x[3] = {filled(dt, s, 1), filled(dt, s, 2), filled(dt, s, 3)};
   fg_feed feeds[3] = {{"x", x[0]}, {"k", x[1]}, {"v", x[2]}};
-  fg_status *st = fg_status_new();
-  fg_session *sess = passes_session(g, 2, no_passes, st);
-  fg_tensor *out = NULL;
-  if (sess && fg_session_run(sess, feeds, 3, &fetch, 1, &out, NULL, 0, st) != 0) out = NULL;
-  if (!out) fprintf(stderr, "run '%s': %s\n", fetch, fg_status_message(st));
-  fg_session_free(sess);
-  fg_status_free(st);
+  fg_tensor *out = run_feeds_on(g, NULL, 2, no_passes, feeds, 3, fetch);
   for (int i = 0; i < 3; i++)
     fg_tensor_free(x[i]);
   return out;

@@ -88,28 +88,42 @@ static inline fg_graph *optimize_passes(const fg_graph *g, const char *fetch, co
   return o;
 }
 
-/* A session on g with `threads` threads, the passes on (no_passes 0) or off. */
-static inline fg_session *passes_session(fg_graph *g, int threads, int no_passes, fg_status *st) {
+/* A session on g on `device` (NULL: the CPU) with `threads` threads, the
+ * passes on (no_passes 0) or off. */
+static inline fg_session *passes_session_on(fg_graph *g, const char *device, int threads,
+                                            int no_passes, fg_status *st) {
   fg_session_options o;
   fg_session_options_init(&o);
+  o.device = device;
   o.num_threads = threads;
   o.no_passes = no_passes;
   o.passes = no_passes ? NULL : test_pass_list;
   return fg_session_new(g, &o, st);
 }
 
-/* Runs `fetch` of g with one feed "x", passes on (no_passes 0) or off. */
-static inline fg_tensor *run_fetch(fg_graph *g, const fg_tensor *x, const char *fetch,
-                                   int no_passes) {
+static inline fg_session *passes_session(fg_graph *g, int threads, int no_passes, fg_status *st) {
+  return passes_session_on(g, NULL, threads, no_passes, st);
+}
+
+/* Runs `fetch` of g fed feeds[0..n) in passes_session_on's session; NULL
+ * after printing the message. */
+static inline fg_tensor *run_feeds_on(fg_graph *g, const char *device, int threads, int no_passes,
+                                      const fg_feed *feeds, int n, const char *fetch) {
   fg_status *st = fg_status_new();
-  fg_session *s = passes_session(g, 1, no_passes, st);
+  fg_session *s = passes_session_on(g, device, threads, no_passes, st);
   fg_tensor *out = NULL;
-  fg_feed feed = {"x", x};
-  if (s && fg_session_run(s, &feed, x ? 1 : 0, &fetch, 1, &out, NULL, 0, st) != 0) out = NULL;
+  if (s && fg_session_run(s, feeds, n, &fetch, 1, &out, NULL, 0, st) != 0) out = NULL;
   if (!out) fprintf(stderr, "run '%s': %s\n", fetch, fg_status_message(st));
   fg_session_free(s);
   fg_status_free(st);
   return out;
+}
+
+/* Runs `fetch` of g with one feed "x", passes on (no_passes 0) or off. */
+static inline fg_tensor *run_fetch(fg_graph *g, const fg_tensor *x, const char *fetch,
+                                   int no_passes) {
+  fg_feed feed = {"x", x};
+  return run_feeds_on(g, NULL, 1, no_passes, &feed, x ? 1 : 0, fetch);
 }
 
 /* 1 when a and b hold the same bytes, but that two NaNs (f32, f64) are
