@@ -59,15 +59,23 @@ static int parse_term(fgx_ctx *c, const fgx_node *n, const char *s, size_t len, 
   return 0;
 }
 
-/* Implicit output: the labels seen once in the inputs, in ASCII order. */
-static void implicit_out(ein *e) {
+/* Implicit output: the labels seen once in the inputs, in ASCII order.
+ * Two terms of up to FG_MAX_RANK labels each can leave up to twice that
+ * many: refused past FG_MAX_RANK, as an explicit output term is. */
+static int implicit_out(fgx_ctx *c, const fgx_node *n, const char *eq, ein *e) {
   e->out.n = 0;
   for (int ch = 'A'; ch <= 'z'; ch++) {
     int seen = 0;
     for (int i = 0; i < e->k; i++)
       seen += term_has(&e->in[i], (char)ch);
-    if (is_label((char)ch) && seen == 1) e->out.l[e->out.n++] = (char)ch;
+    if (!is_label((char)ch) || seen != 1) continue;
+    if (e->out.n == FG_MAX_RANK)
+      return fgx_fail(c, n, FG_UNIMPLEMENTED,
+                      "equation '%s': its implicit output has more than %d labels", eq,
+                      FG_MAX_RANK);
+    e->out.l[e->out.n++] = (char)ch;
   }
+  return 0;
 }
 
 static int parse(fgx_ctx *c, const fgx_node *n, const char *eq, ein *e) {
@@ -83,10 +91,7 @@ static int parse(fgx_ctx *c, const fgx_node *n, const char *eq, ein *e) {
     if (parse_term(c, n, eq + at, end - at, &e->in[e->k++]) != 0) return -1;
     at = end + 1;
   }
-  if (!arrow) {
-    implicit_out(e);
-    return 0;
-  }
+  if (!arrow) return implicit_out(c, n, eq, e);
   if (parse_term(c, n, arrow + 2, strlen(arrow + 2), &e->out) != 0) return -1;
   for (int j = 0; j < e->out.n; j++)
     if (!term_has(&e->in[0], e->out.l[j]) && !(e->k > 1 && term_has(&e->in[1], e->out.l[j])))

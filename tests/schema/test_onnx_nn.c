@@ -200,6 +200,8 @@ BAD(bad_einsum_three, FG_UNIMPLEMENTED, "more than 2 operands")
 BAD(bad_einsum_sizes, FG_INVALID_GRAPH, "label 'j' is 4 in input 1 and 3 before")
 BAD(bad_einsum_out_label, FG_INVALID_GRAPH, "output label 'z' is in no input")
 BAD(bad_einsum_rank, FG_INVALID_GRAPH, "input 0 has rank 2, its term 3 labels")
+BAD(bad_einsum_implicit_wide, FG_UNIMPLEMENTED,
+    "equation 'abcde,fghij': its implicit output has more than 8 labels")
 BAD(bad_einsum_no_equation, FG_INVALID_GRAPH, "attribute 'equation' is required")
 BAD(bad_einsum_int, FG_UNIMPLEMENTED, "input 0 is i64; Einsum takes f32 and f64")
 

@@ -732,8 +732,8 @@ def einsum_cases():
             case("einsum_dyn%s_b%d" % (tag, b), [n("Einsum", ["x0", "x1"], equation=eq)], xs,
                  [("y", np.einsum(eq, xs["x0"], xs["x1"]))], opset=12, dyn=("x0", "x1"))
     # Refused: an ellipsis, a diagonal, three operands, sizes that differ,
-    # an output label in no input, a term of the wrong rank, no equation,
-    # integers.
+    # an output label in no input, a term of the wrong rank, an implicit
+    # output of more than 8 labels, no equation, integers.
     a, b, c = rand(2, 3), rand(3, 4), rand(4, 2)
 
     def refused(name, eq, ins, **kw):
@@ -747,6 +747,10 @@ def einsum_cases():
     refused("bad_einsum_out_label", "ij,jk->iz", {"a": a, "b": b})
     refused("bad_einsum_rank", "ijk,jk->i", {"a": a, "b": b})
     refused("bad_einsum_no_equation", None, {"a": a, "b": b})
+    # Two terms of 5 labels, none shared, no "->": an implicit output of 10
+    # labels, more than a tensor's 8 dims (its rank once overran the term).
+    refused("bad_einsum_implicit_wide", "abcde,fghij",
+            {"a": rand(1, 1, 1, 1, 2), "b": rand(1, 1, 1, 1, 2)})
     refused("bad_einsum_int", "ij,jk->ik",
             {"a": np.ones((2, 3), np.int64), "b": np.ones((3, 4), np.int64)},
             out_dt=TensorProto.INT64)
