@@ -150,10 +150,10 @@ typedef struct fgk_mm_plan {
   int64_t a_bstride[FG_MAX_RANK], b_bstride[FG_MAX_RANK]; /* 0 where broadcast */
   int64_t batch, a_batch, b_batch;                        /* matrices in out, a, b */
   /* Row-major leading dims: a's is the stride of its rows (of its columns
-   * when ta), b's likewise, out's of the product's rows. matmul's are the
-   * packed ones (K or M, N or K, N); permuted_matmul's are its operands'
-   * strides, and then `strided` is 1 and o_bstride holds out's batch
-   * strides (else out's batches are packed, M * N apart). */
+   * when ta), b's likewise, out's of the product's rows; o_bstride: out's
+   * batch strides. matmul's are the packed ones (K or M, N or K, N; batches
+   * M * N apart); permuted_matmul's are its operands' and output's strides,
+   * and then `strided` is 1. */
   int64_t lda, ldb, ldc;
   int strided;
   int64_t o_bstride[FG_MAX_RANK];
@@ -168,8 +168,6 @@ int fgk_mm_check_bias(const fg_kctx *ctx, fg_dtype dt, const fgk_mm_plan *pl);
  * output read and written where they lie, through their strides.
  * (kernels/cpu/matmul_permuted.c) 0 or -1. */
 int fgk_mm_plan_init_permuted(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl);
-/* Out's element offset of output batch bi's matrix. */
-int64_t fgk_mm_out_offset(const fgk_mm_plan *pl, int64_t bi);
 /* fused_matmul_relu_grad's y (input 2): dtype dt and the output's shape.
  * 0 or -1. (kernels/cpu/matmul.c) */
 int fgk_mm_check_mask(const fg_kctx *ctx, fg_dtype dt);

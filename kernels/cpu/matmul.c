@@ -93,6 +93,11 @@ int fgk_mm_plan_init_tr(const fg_kctx *ctx, fg_dtype dt, int ta, int tb, fgk_mm_
   pl->ldb = pl->tb ? pl->K : pl->N;
   pl->ldc = pl->N;
   pl->strided = 0;
+  int64_t s = pl->M * pl->N;
+  for (int i = pl->nb - 1; i >= 0; i--) {
+    pl->o_bstride[i] = s;
+    s *= pl->bdims[i];
+  }
   return 0;
 }
 
@@ -202,15 +207,16 @@ static void mm_tiles(mm_job *J, int64_t batches) {
   J->n_ct = ceil_div(N, J->cb);
 }
 
-/* a's and b's matrix offsets for output batch bi (decomposed, once per
- * item). */
-void fgk_mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo) {
-  *ao = *bo = 0;
+/* a's, b's and out's matrix offsets for output batch bi (decomposed,
+ * once per item). */
+void fgk_mm_seek(const mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo, int64_t *oo) {
+  *ao = *bo = *oo = 0;
   for (int d = pl->nb - 1; d >= 0; d--) {
     const int64_t c = bi % pl->bdims[d];
     bi /= pl->bdims[d];
     *ao += c * pl->a_bstride[d];
     *bo += c * pl->b_bstride[d];
+    *oo += c * pl->o_bstride[d];
   }
 }
 
@@ -276,9 +282,8 @@ void fgk_mm_epilogue_apply(fg_dtype dt, const fgk_mm_epilogue *e, void *o, int64
     const int64_t per_batch = J->n_rt * J->n_ct;                                                   \
     for (int64_t it = i0; it < i1; it++) {                                                         \
       const int64_t bi = it / per_batch, rt = (it % per_batch) / J->n_ct, ct = it % J->n_ct;       \
-      int64_t ao = 0, bo = 0, oo = bi * J->M * J->N;                                               \
-      if (J->pl) fgk_mm_seek(J->pl, bi, &ao, &bo);                                                 \
-      if (J->pl && J->pl->strided) oo = fgk_mm_out_offset(J->pl, bi);                              \
+      int64_t ao = 0, bo = 0, oo = 0; /* no plan: one stacked product */                           \
+      if (J->pl) fgk_mm_seek(J->pl, bi, &ao, &bo, &oo);                                            \
       const int64_t r0 = rt * J->rb, c0 = ct * J->cb;                                              \
       const blasint m = (blasint)(J->M - r0 < J->rb ? J->M - r0 : J->rb);                          \
       const blasint n = (blasint)(J->N - c0 < J->cb ? J->N - c0 : J->cb);                          \
@@ -475,10 +480,10 @@ typedef struct mm_int_job {
     const int64_t M = pl->M, N = pl->N, K = pl->K;                                                 \
     for (int64_t it = i0; it < i1; it++) {                                                         \
       const int64_t bi = it / M, i = it % M;                                                       \
-      int64_t ao, bo;                                                                              \
-      fgk_mm_seek(pl, bi, &ao, &bo);                                                               \
+      int64_t ao, bo, oo;                                                                          \
+      fgk_mm_seek(pl, bi, &ao, &bo, &oo);                                                          \
       const T *a = (const T *)J->a + ao, *b = (const T *)J->b + bo;                                \
-      T *orow = (T *)J->o + bi * M * N + i * N;                                                    \
+      T *orow = (T *)J->o + oo + i * N;                                                            \
       for (int64_t j = 0; j < N; j++)                                                              \
         orow[j] = 0;                                                                               \
       for (int64_t kk = 0; kk < K; kk++) {                                                         \

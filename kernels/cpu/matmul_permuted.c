@@ -103,15 +103,6 @@ int fgk_mm_plan_init_permuted(const fg_kctx *ctx, fg_dtype dt, fgk_mm_plan *pl) 
   return 0;
 }
 
-int64_t fgk_mm_out_offset(const fgk_mm_plan *pl, int64_t bi) {
-  int64_t off = 0;
-  for (int d = pl->nb - 1; d >= 0; d--) {
-    off += (bi % pl->bdims[d]) * pl->o_bstride[d];
-    bi /= pl->bdims[d];
-  }
-  return off;
-}
-
 static int permuted_matmul(const fg_kctx *ctx, fg_dtype dt) {
   fgk_mm_plan pl;
   if (fgk_mm_plan_init_permuted(ctx, dt, &pl) != 0) return -1;

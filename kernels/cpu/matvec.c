@@ -143,10 +143,10 @@ MV_DOTS(mv_dots_f64, double)
     for (int64_t it = i0; it < i1;) {                                                              \
       const int64_t bi = it / W->parts, p1 = i1 - bi * W->parts;                                   \
       const int64_t c1 = p1 < W->parts ? p1 * W->w : J->N;                                         \
-      int64_t ao = 0, bo = 0;                                                                      \
-      if (J->pl) fgk_mm_seek(J->pl, bi, &ao, &bo);                                                 \
+      int64_t ao = 0, bo = 0, oo = 0; /* no plan: one stacked product */                           \
+      if (J->pl) fgk_mm_seek(J->pl, bi, &ao, &bo, &oo);                                            \
       const T *a = (const T *)J->a + ao, *b = (const T *)J->b + bo;                                \
-      T *o = (T *)J->o + bi * J->M * J->N;                                                         \
+      T *o = (T *)J->o + oo;                                                                       \
       for (int64_t c0 = it % W->parts * W->w; c0 < c1; c0 += W->cap) {                             \
         const int64_t w = c1 - c0 < W->cap ? c1 - c0 : W->cap;                                     \
         if (J->tb)                                                                                 \

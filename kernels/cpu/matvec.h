@@ -49,7 +49,8 @@ int fgk_matvec(const fg_kctx *ctx, fg_dtype dt, const fgk_mv_job *J);
 int fgk_mm_float(const fg_kctx *ctx, fg_dtype dt, const fgk_mm_plan *pl,
                  const fgk_mm_epilogue *epi);
 
-/* a's and b's element offsets for output batch bi of pl. (matmul.c) */
-void fgk_mm_seek(const fgk_mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo);
+/* a's, b's and out's element offsets for output batch bi of pl.
+ * (matmul.c) */
+void fgk_mm_seek(const fgk_mm_plan *pl, int64_t bi, int64_t *ao, int64_t *bo, int64_t *oo);
 
 #endif

@@ -31,15 +31,16 @@ static int mm_plan_init(const fg_kctx *ctx, fg_dtype dt, mm_plan *pl) {
   return fgk_mm_plan_init(ctx, dt, pl);
 }
 
-/* a's and b's element offsets for output batch bi. */
+/* a's, b's and out's element offsets for output batch bi. */
 __host__ __device__ static inline void mm_seek(const mm_plan &pl, int64_t bi, int64_t *ao,
-                                               int64_t *bo) {
-  *ao = *bo = 0;
+                                               int64_t *bo, int64_t *oo) {
+  *ao = *bo = *oo = 0;
   for (int d = pl.nb - 1; d >= 0; d--) {
     const int64_t c = bi % pl.bdims[d];
     bi /= pl.bdims[d];
     *ao += c * pl.a_bstride[d];
     *bo += c * pl.b_bstride[d];
+    *oo += c * pl.o_bstride[d];
   }
 }
 
@@ -130,9 +131,8 @@ int fgc_mm_blas(const fg_kctx *ctx, const mm_plan &pl, fg_dtype dt) {
     return 0;
   }
   for (int64_t bi = 0; bi < batch; bi++) {
-    int64_t ao, bo;
-    mm_seek(pl, bi, &ao, &bo);
-    const int64_t oo = pl.strided ? fgk_mm_out_offset(&pl, bi) : bi * M * N;
+    int64_t ao, bo, oo;
+    mm_seek(pl, bi, &ao, &bo, &oo);
     st = cublasGemmEx(h, opb, opa, m, n, k, alpha, b + (size_t)bo * es, type, ldb,
                       a + (size_t)ao * es, type, lda, beta, o + (size_t)oo * es, type, ldc, compute,
                       CUBLAS_GEMM_DEFAULT);
@@ -176,8 +176,8 @@ __global__ void mm_int_kernel(const T *a, const T *b, T *o, mm_plan pl, int64_t 
   FGC_GRID_STRIDE(t, total) {
     const int64_t bi = t / (M * N), rem = t - bi * M * N;
     const int64_t i = rem / N, j = rem - i * N;
-    int64_t ao, bo;
-    mm_seek(pl, bi, &ao, &bo);
+    int64_t ao, bo, oo; /* oo is t - i * N - j: the output is packed */
+    mm_seek(pl, bi, &ao, &bo, &oo);
     const T *ab = a + ao, *bb = b + bo;
     U acc = 0;
     for (int64_t kk = 0; kk < K; kk++) {

@@ -97,6 +97,10 @@ typedef int (*fgo_ew_writer)(fgo_ctx *c, const fgo_ew *e);
  * none. */
 fgo_ew_writer fgo_ew_of(const char *op);
 
+/* Transpose(x, perm) into the tensor `out` (NULL: a new one); its name,
+ * or NULL after failing (x NULL, out of memory). */
+const char *fgo_transpose_to(fgo_ctx *c, int id, const char *x, const int64_t *perm, int rank,
+                             const char *out);
 /* matmul's MatMul (with a Transpose for transpose_a/b) of node id's inputs
  * 0 and 1 into the tensor `out`. */
 int fgo_matmul_to(fgo_ctx *c, int id, const char *out);

@@ -69,17 +69,10 @@ int fgo_w_fused_matmul(fgo_ctx *c, int id) {
   return add_then_act(c, id, mm, bias, act);
 }
 
-/* Transpose(v, perm) into a new tensor named after `what`, or v itself
- * for the identity permutation. */
-static const char *transposed(fgo_ctx *c, int id, const char *v, const int64_t *perm, int r,
-                              const char *what) {
-  int ident = 1;
+static int is_identity(const int64_t *perm, int r) {
   for (int i = 0; i < r; i++)
-    ident &= perm[i] == i;
-  if (ident || !v) return v;
-  const char *t = fgo_tmp(c, id, what);
-  Onnx__NodeProto *n = t ? fgo_emit1(c, id, "Transpose", v, t) : NULL;
-  return n && fgo_attr_ints(c, n, "perm", perm, r) == 0 ? t : NULL;
+    if (perm[i] != i) return 0;
+  return 1;
 }
 
 /* permuted_matmul: Transpose(a, perm_a), Transpose(b, perm_b), MatMul,
@@ -90,16 +83,13 @@ int fgo_w_permuted_matmul(fgo_ctx *c, int id) {
   if (r < 2 || fgo_get_ints(c, id, "perm_b", pb, FG_MAX_RANK) != r ||
       fgo_get_ints(c, id, "perm_out", po, FG_MAX_RANK) != r)
     return UNSUPPORTED(c, id, "perms of different lengths", NODE_NAME(c, id), OP_NAME(c, id));
-  int out_ident = 1;
-  for (int i = 0; i < r; i++)
-    out_ident &= po[i] == i;
-  const char *in[2] = {transposed(c, id, fgo_in(c, id, 0), pa, r, "TransposeA"),
-                       transposed(c, id, fgo_in(c, id, 1), pb, r, "TransposeB")};
+  const char *in[2] = {fgo_in(c, id, 0), fgo_in(c, id, 1)};
+  if (!is_identity(pa, r)) in[0] = fgo_transpose_to(c, id, in[0], pa, r, NULL);
+  if (!is_identity(pb, r)) in[1] = fgo_transpose_to(c, id, in[1], pb, r, NULL);
+  const int out_ident = is_identity(po, r);
   const char *mm = out_ident ? fgo_out(c, id, 0) : fgo_tmp(c, id, "MatMul");
   if (!in[0] || !in[1] || !mm || !fgo_emit(c, id, "MatMul", in, 2, &mm, 1)) return -1;
-  if (out_ident) return 0;
-  Onnx__NodeProto *n = fgo_emit1(c, id, "Transpose", mm, fgo_out(c, id, 0));
-  return fgo_attr_ints(c, n, "perm", po, r);
+  return out_ident || fgo_transpose_to(c, id, mm, po, r, fgo_out(c, id, 0)) ? 0 : -1;
 }
 
 /* act(conv2d(x, w, b) [+ z]): the bias inside the Conv, as conv2d adds it

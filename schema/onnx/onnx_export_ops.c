@@ -355,6 +355,13 @@ static int w_fill(fgo_ctx *c, int id) {
 
 /* ---- linear algebra and shaping --------------------------------------------- */
 
+const char *fgo_transpose_to(fgo_ctx *c, int id, const char *x, const int64_t *perm, int rank,
+                             const char *out) {
+  if (!out) out = fgo_tmp(c, id, "Transpose");
+  Onnx__NodeProto *n = x && out ? fgo_emit1(c, id, "Transpose", x, out) : NULL;
+  return fgo_attr_ints(c, n, "perm", perm, rank) == 0 ? out : NULL;
+}
+
 /* x with its last two dims swapped. */
 static const char *swap_last(fgo_ctx *c, int id, int i) {
   int rank = in_rank(c, id, i);
@@ -362,9 +369,7 @@ static const char *swap_last(fgo_ctx *c, int id, int i) {
   for (int d = 0; d < rank; d++)
     perm[d] = d;
   perm[rank - 2] = rank - 1, perm[rank - 1] = rank - 2;
-  const char *out = fgo_tmp(c, id, "Transpose");
-  Onnx__NodeProto *n = out ? fgo_emit1(c, id, "Transpose", fgo_in(c, id, i), out) : NULL;
-  return fgo_attr_ints(c, n, "perm", perm, rank) == 0 ? out : NULL;
+  return fgo_transpose_to(c, id, fgo_in(c, id, i), perm, rank, NULL);
 }
 
 int fgo_matmul_to(fgo_ctx *c, int id, const char *out) {
@@ -586,9 +591,7 @@ static const char *swap_to_last(fgo_ctx *c, int id, const char *x, int rank, int
   for (int d = 0; d < rank; d++)
     perm[d] = d;
   perm[axis] = rank - 1, perm[rank - 1] = axis;
-  if (!out) out = fgo_tmp(c, id, "Transpose");
-  Onnx__NodeProto *n = out ? fgo_emit1(c, id, "Transpose", x, out) : NULL;
-  return fgo_attr_ints(c, n, "perm", perm, rank) == 0 ? out : NULL;
+  return fgo_transpose_to(c, id, x, perm, rank, out);
 }
 
 /* Softmax over one axis from opset 13; before, over the flattened dims from
