@@ -44,6 +44,10 @@ int fgi_attr_float(const fg_node *n, const char *name, double dflt, double *v, f
 /* Absent and not required: *v = NULL, *count = -1. */
 int fgi_attr_ints(const fg_node *n, const char *name, int required, const int64_t **v, int *count,
                   fg_status *st);
+/* Int list attribute `name` as a permutation of input `which` (x)'s dims
+ * into perm; messages call it `what` ("perm", "attribute 'perm_a'"). */
+int fgi_attr_perm(const fg_node *n, const char *name, const char *what, const fg_tinfo *x,
+                  int which, int *perm, fg_status *st);
 /* A required int naming a valid dtype. */
 int fgi_attr_dtype(const fg_node *n, const char *name, fg_dtype *v, fg_status *st);
 /* A required tensor; returns NULL with status set when absent. */

@@ -111,24 +111,32 @@ int fgi_infer_reshape(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg
   return 0;
 }
 
-int fgi_infer_transpose(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
-  const int64_t *perm;
+int fgi_attr_perm(const fg_node *node, const char *name, const char *what, const fg_tinfo *x,
+                  int which, int *perm, fg_status *st) {
+  const int64_t *v;
   int n;
   char s1[FGI_STR], s2[FGI_STR];
-  if (fgi_attr_ints(node, "perm", 1, &perm, &n, status)) return -1;
-  if (n != in[0].rank)
-    return fgi_fail(node, status, "perm %s has %d entries but input 0 shape %s has rank %d",
-                    fgi_ints(perm, n, s1), n, fgi_shape(&in[0], s2), in[0].rank);
+  if (fgi_attr_ints(node, name, 1, &v, &n, st)) return -1;
+  if (n != x->rank)
+    return fgi_fail(node, st, "%s %s has %d entries but input %d shape %s has rank %d", what,
+                    fgi_ints(v, n, s1), n, which, fgi_shape(x, s2), x->rank);
   int seen[FG_MAX_RANK] = {0};
   for (int i = 0; i < n; i++) {
-    if (perm[i] < 0 || perm[i] >= n || seen[perm[i]])
-      return fgi_fail(node, status, "perm %s is not a permutation of 0..%d", fgi_ints(perm, n, s1),
+    if (v[i] < 0 || v[i] >= n || seen[v[i]])
+      return fgi_fail(node, st, "%s %s is not a permutation of 0..%d", what, fgi_ints(v, n, s1),
                       n - 1);
-    seen[perm[i]] = 1;
+    seen[v[i]] = 1;
+    perm[i] = (int)v[i];
   }
+  return 0;
+}
+
+int fgi_infer_transpose(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg_status *status) {
+  int perm[FG_MAX_RANK];
+  if (fgi_attr_perm(node, "perm", "perm", &in[0], 0, perm, status)) return -1;
   out[0].dtype = in[0].dtype;
-  out[0].rank = n;
-  for (int i = 0; i < n; i++)
+  out[0].rank = in[0].rank;
+  for (int i = 0; i < in[0].rank; i++)
     out[0].dims[i] = in[0].dims[perm[i]];
   return 0;
 }
@@ -314,15 +322,8 @@ int fgi_infer_one_hot(const fg_node *node, const fg_tinfo *in, fg_tinfo *out, fg
   return fgi_check_bytes(node, &out[0], status);
 }
 
-/* Inference has checked that perm is a permutation of input 0's dims. */
 int fgi_parse_transpose(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {
-  const int64_t *perm;
-  int n;
-  if (fgi_attr_ints(node, "perm", 1, &perm, &n, st)) return -1;
-  if (n != in[0].rank) return fgi_fail(node, st, "perm has %d entries for rank %d", n, in[0].rank);
-  for (int i = 0; i < n; i++)
-    p->transpose.perm[i] = (int)perm[i];
-  return 0;
+  return fgi_attr_perm(node, "perm", "perm", &in[0], 0, p->transpose.perm, st);
 }
 
 int fgi_parse_concat(const fg_node *node, const fg_tinfo *in, fg_op_params *p, fg_status *st) {

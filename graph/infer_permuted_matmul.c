@@ -11,27 +11,6 @@
  * product's last axis must stay the output's last. */
 #include "graph/infer_common.h"
 
-/* Attribute `name` as a permutation of 0..r-1 into perm; 0 or -1. */
-static int read_perm(const fg_node *node, const char *name, const fg_tinfo *x, int which, int *perm,
-                     fg_status *st) {
-  const int64_t *v;
-  int n;
-  char s1[FGI_STR], s2[FGI_STR];
-  if (fgi_attr_ints(node, name, 1, &v, &n, st)) return -1;
-  if (n != x->rank)
-    return fgi_fail(node, st, "attribute '%s' %s has %d entries but input %d shape %s has rank %d",
-                    name, fgi_ints(v, n, s1), n, which, fgi_shape(x, s2), x->rank);
-  int seen[FG_MAX_RANK] = {0};
-  for (int i = 0; i < n; i++) {
-    if (v[i] < 0 || v[i] >= n || seen[v[i]])
-      return fgi_fail(node, st, "attribute '%s' %s is not a permutation of 0..%d", name,
-                      fgi_ints(v, n, s1), n - 1);
-    seen[v[i]] = 1;
-    perm[i] = (int)v[i];
-  }
-  return 0;
-}
-
 /* The operand's last axis must be one of its matrix's two axes. */
 static int check_operand(const fg_node *node, const char *name, const int *perm, int r, int which,
                          fg_status *st) {
@@ -56,14 +35,14 @@ static int read_perms(const fg_node *node, const fg_tinfo *in, fg_permuted_matmu
                     fgi_shape(a, s1), fgi_shape(b, s2));
   const int r = a->rank;
   p->rank = r;
-  if (read_perm(node, "perm_a", a, 0, p->perm_a, st) ||
-      read_perm(node, "perm_b", b, 1, p->perm_b, st))
+  if (fgi_attr_perm(node, "perm_a", "attribute 'perm_a'", a, 0, p->perm_a, st) ||
+      fgi_attr_perm(node, "perm_b", "attribute 'perm_b'", b, 1, p->perm_b, st))
     return -1;
   if (check_operand(node, "perm_a", p->perm_a, r, 0, st) ||
       check_operand(node, "perm_b", p->perm_b, r, 1, st))
     return -1;
   fg_tinfo out = *a; /* the perm's length is checked against the output's rank r */
-  if (read_perm(node, "perm_out", &out, 0, p->perm_out, st)) return -1;
+  if (fgi_attr_perm(node, "perm_out", "attribute 'perm_out'", &out, 0, p->perm_out, st)) return -1;
   if (p->perm_out[r - 1] != r - 1) {
     int at = 0;
     while (p->perm_out[at] != r - 1)
