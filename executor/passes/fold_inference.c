@@ -109,6 +109,12 @@ typedef struct bn_fold {
   double eps;
 } bn_fold;
 
+/* 1 where the fold appends W' and b' as new constants (a session, where
+ * any name may be fetched, and one that may append), 0 where it rewrites
+ * them in place (fg_optimize, or a session with host steps, whose kept
+ * nodes it then leaves). */
+static int appends(const fg_pass_ctx *ctx) { return ctx->w->may_append && ctx->all_kept; }
+
 /* A node nobody else can see: kept by no one, read only by its one user. */
 static int private_node(const fg_pass_ctx *ctx, const uses *u, int id) {
   return !ctx->keep[id] && u->all[id] == 1;
@@ -118,13 +124,13 @@ static int private_node(const fg_pass_ctx *ctx, const uses *u, int id) {
  * place; where the fold appends constants, one it leaves as it is, read
  * only by its one user (else it would be computed twice). */
 static int sole_use(const fg_pass_ctx *ctx, const uses *u, int id) {
-  return ctx->w->may_append ? u->all[id] == 1 : private_node(ctx, u, id);
+  return appends(ctx) ? u->all[id] == 1 : private_node(ctx, u, id);
 }
 
 /* A constant the fold reads (W, b): private where it is rewritten in
  * place, any constant where the fold appends new ones. */
 static int readable(const fg_pass_ctx *ctx, const uses *u, int id) {
-  return ctx->w->may_append || private_node(ctx, u, id);
+  return appends(ctx) || private_node(ctx, u, id);
 }
 
 /* A constant weight of dtype dt and rank >= 1 at output o, as readable. */
@@ -175,7 +181,7 @@ static int match_bias_add(const fg_pass_ctx *ctx, const uses *u, int id, bn_fold
  * outputs 1..3, and not kept where the rewrite is in place. */
 static int bn_rewritable(const fg_pass_ctx *ctx, const uses *u, int bn) {
   const fg_node *n = &ctx->w->g.nodes[bn];
-  return n->n_inputs == 6 && !(ctx->keep[bn] && !ctx->w->may_append) && !u->past0[bn] &&
+  return n->n_inputs == 6 && !(ctx->keep[bn] && !appends(ctx)) && !u->past0[bn] &&
          const_false(&ctx->w->g, n->inputs[5]);
 }
 
@@ -192,7 +198,6 @@ static int bn_constants(const fg_graph *g, const fg_node *n, fg_dtype dt, bn_fol
 static int match_bn(const fg_pass_ctx *ctx, const uses *u, int bn, bn_fold *f) {
   const fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[bn];
-  int grow = ctx->w->may_append;
   if (!bn_rewritable(ctx, u, bn)) return 0;
   fg_output x = n->inputs[0];
   f->bn = bn, f->add = -1;
@@ -202,8 +207,8 @@ static int match_bn(const fg_pass_ctx *ctx, const uses *u, int bn, bn_fold *f) {
   if (!fg_pass_can_replace(ctx, bn, g->nodes[f->prod].inputs[0])) return 0;
   /* In place, b' goes where b was, or else into the shift (an earlier
    * node). */
-  if (f->b_node < 0 && !grow) f->b_node = n->inputs[2].node;
-  return bn_constants(g, n, f->w->dtype, f) && (grow || private_node(ctx, u, f->b_node));
+  if (f->b_node < 0 && !appends(ctx)) f->b_node = n->inputs[2].node;
+  return bn_constants(g, n, f->w->dtype, f) && (appends(ctx) || private_node(ctx, u, f->b_node));
 }
 
 /* W' and b' (new tensors) from the matched pieces; -1 out of memory. */
@@ -355,7 +360,7 @@ static int match_affine(const fg_pass_ctx *ctx, const uses *u, int bn, bn_fold *
   if (!ctx->w->gpu && plane != 1 && plane < AFFINE_MIN_PLANE) return 0;
   f->bn = bn, f->c = x->dims[1];
   if (!bn_constants(g, n, x->dtype, f)) return 0;
-  return ctx->w->may_append ||
+  return appends(ctx) ||
          (private_node(ctx, u, n->inputs[1].node) && private_node(ctx, u, n->inputs[2].node));
 }
 
@@ -394,7 +399,7 @@ static int affine_constants(fg_pass_ctx *ctx, const bn_fold *f, int rank, int id
   if (affine_values(f, rank, &a, &b) != 0) {
     fg_tensor_free(a);
     fg_tensor_free(b);
-  } else if (ctx->w->may_append) {
+  } else if (appends(ctx)) {
     ids[0] = fg_pass_add_constant(ctx, f->bn, "affine_scale", a, st);
     if (ids[0] < 0) return fg_tensor_free(b), -1; /* a is taken over */
     ids[1] = fg_pass_add_constant(ctx, f->bn, "affine_shift", b, st);
@@ -451,7 +456,7 @@ int fg_pass_fold_inference(fg_pass_ctx *ctx, fg_status *st) {
     bn_fold f;
     if (ctx->dead[id] || g->nodes[id].op != FG_OP_BATCH_NORM) continue;
     if (match_bn(ctx, &u, id, &f))
-      rc = ctx->w->may_append ? rewrite_bn_appending(ctx, &f, st) : rewrite_bn(ctx, &f, st);
+      rc = appends(ctx) ? rewrite_bn_appending(ctx, &f, st) : rewrite_bn(ctx, &f, st);
     else if (match_affine(ctx, &u, id, &f))
       rc = rewrite_affine(ctx, &f, st);
   }

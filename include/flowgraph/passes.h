@@ -126,8 +126,10 @@
  *             scales by 1 / sqrt(v + eps) (within 1e-6 relative in f32
  *             and 1e-12 in f64 of the largest output in the tests). The
  *             pattern's other nodes must have no other reader. Without
- *             the shift, or without both parameters, a session adds
- *             constants of zeros and ones; fg_optimize leaves those forms.
+ *             the shift, or without both parameters, the pass adds
+ *             constants of zeros and ones ("<node>/shift", "<node>/scale";
+ *             fg_optimize adds "_1", "_2", ... where the graph has that
+ *             name).
  *   xent_grad the gradient autodiff builds for softmax_cross_entropy,
  *             mul(sub(softmax(logits), one_hot(labels)), div(dy,
  *             numel(labels))), becomes one softmax_cross_entropy_grad

@@ -163,36 +163,50 @@ static const char *session_op(fg_graph *g, fg_dtype dt, char *buf, size_t size) 
   return buf;
 }
 
+/* Parameter `which` (1 scale, 2 shift) of the layer_norm `id` of o: the
+ * form's own constant (gamma, beta) where it has one, else a constant
+ * "out/scale" of ones or "out/shift" of zeros of x's last k dims (what
+ * the pass adds: 1 and 0 by definition). */
+static int param_ok(const ln_form *f, const fg_graph *o, int id, int which) {
+  static const char *const own[3] = {"", "gamma", "beta"};
+  static const char *const added[3] = {"", "out/scale", "out/shift"};
+  const int node = fg_node_input(o, id, which).node;
+  if (f->affine >= which) return strcmp(fg_node_name(o, node), own[which]) == 0;
+  const fg_tensor *t = NULL;
+  if (strcmp(fg_node_name(o, node), added[which]) != 0 || strcmp(fg_node_op(o, node), "constant") ||
+      fg_node_attr_tensor(o, node, "value", &t) != 0 || !t || fg_tensor_dtype(t) != f->dt ||
+      fg_tensor_rank(t) != f->k || fg_tensor_dim(t, f->k - 1) != C ||
+      (f->k == 2 && fg_tensor_dim(t, 0) != S))
+    return 0;
+  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
+    if (at(t, i) != (which == 1 ? 1.0 : 0.0)) return 0;
+  return 1;
+}
+
 /* A session runs "out" as a layer_norm. fg_optimize rewrites it into one
- * of x with f's normalized_rank and epsilon reading gamma and beta, none
- * of the pattern's nodes left and d reported as fused into out, where the
- * pattern has both parameters; without them it keeps the pattern (the
- * pass would add constants of ones and zeros, which only a session's
- * pipeline may: fg_optimize's graph is rebuilt in id order). */
+ * of x with f's normalized_rank and epsilon reading gamma and beta, or
+ * the constants of ones and zeros it adds where the form has no such
+ * parameter, none of the pattern's nodes left and d reported as fused
+ * into out; that graph computes the formula. */
 static int rewritten(const ln_form *f, fg_graph *g, double eps) {
   char buf[256];
   int ok = strcmp(session_op(g, f->dt, buf, sizeof buf), "layer_norm") == 0;
   fg_pass_report *r = NULL;
   fg_graph *o = optimize1(g, "out", &r);
   int id = o ? fg_graph_find_output(o, "out").node : -1;
-  if (f->affine < 2) {
-    ok = ok && o && count_op(o, "layer_norm") == 0 && !find_change(r, "layer_norm", "d");
-  } else {
-    ok = ok && id >= 0 && strcmp(fg_node_op(o, id), "layer_norm") == 0;
-    int64_t k = 0;
-    double e = 0;
-    ok = ok && fg_node_attr_int(o, id, "normalized_rank", &k) == 0 && k == f->k &&
-         fg_node_attr_float(o, id, "epsilon", &e) == 0 &&
-         e == (f->dt == FG_F32 ? (double)(float)eps : eps);
-    ok = ok && strcmp(fg_node_name(o, fg_node_input(o, id, 0).node), "x") == 0 &&
-         strcmp(fg_node_name(o, fg_node_input(o, id, 1).node), "gamma") == 0 &&
-         strcmp(fg_node_name(o, fg_node_input(o, id, 2).node), "beta") == 0;
-    static const char *const gone[] = {"reduce_mean", "sub", "sqrt", "div", "pow"};
-    for (int i = 0; ok && i < 5; i++)
-      ok = count_op(o, gone[i]) == 0;
-    const fg_pass_change *c = find_change(r, "layer_norm", "d");
-    ok = ok && c && strcmp(c->into, "out") == 0;
-  }
+  ok = ok && id >= 0 && strcmp(fg_node_op(o, id), "layer_norm") == 0;
+  int64_t k = 0;
+  double e = 0;
+  ok = ok && fg_node_attr_int(o, id, "normalized_rank", &k) == 0 && k == f->k &&
+       fg_node_attr_float(o, id, "epsilon", &e) == 0 &&
+       e == (f->dt == FG_F32 ? (double)(float)eps : eps);
+  ok = ok && strcmp(fg_node_name(o, fg_node_input(o, id, 0).node), "x") == 0 &&
+       param_ok(f, o, id, 1) && param_ok(f, o, id, 2);
+  static const char *const gone[] = {"reduce_mean", "sub", "sqrt", "div", "pow"};
+  for (int i = 0; ok && i < 5; i++)
+    ok = count_op(o, gone[i]) == 0;
+  const fg_pass_change *c = find_change(r, "layer_norm", "d");
+  ok = ok && c && strcmp(c->into, "out") == 0 && values_ok(f, o, eps);
   if (!ok) fprintf(stderr, "not rewritten as expected (k %d, affine %d)\n", f->k, f->affine);
   fg_pass_report_free(r);
   fg_graph_free(o);
@@ -337,7 +351,14 @@ FG_TEST(passes_layer_norm_scale_of_other_shape, "") {
   fg_output sc = op2(g, "mul", "sc", n, fg_constant(g, "gamma", gt));
   fg_tensor_free(gt);
   op2(g, "add", "out", sc, param_node(g, "beta", param(FG_F64, 1, 1)));
-  /* In a session: fg_optimize would need the constants added. */
+  /* fg_optimize: "n" becomes the layer_norm, on constants it adds. */
+  fg_graph *o = optimize1(g, "out", NULL);
+  const int id = o ? fg_graph_find_output(o, "n").node : -1;
+  FG_CHECK(id >= 0 && strcmp(fg_node_op(o, id), "layer_norm") == 0);
+  FG_CHECK(id >= 0 && strcmp(fg_node_name(o, fg_node_input(o, id, 1).node), "n/scale") == 0);
+  FG_CHECK(id >= 0 && strcmp(fg_node_name(o, fg_node_input(o, id, 2).node), "n/shift") == 0);
+  FG_CHECK_INT(o ? count_op(o, "reduce_mean") : -1, 0);
+  fg_graph_free(o);
   char buf[256];
   FG_CHECK_STR(session_op(g, FG_F64, buf, sizeof buf), "fused_elementwise[mul+add]");
   fg_tensor *xt = input(FG_F64);
@@ -346,5 +367,30 @@ FG_TEST(passes_layer_norm_scale_of_other_shape, "") {
   fg_tensor_free(xt);
   ln_form f = {FG_F64, 1, 2, 0, 0, 0, 0}; /* the same values as [C] parameters */
   FG_CHECK(values_ok(&f, g, 1e-5));
+  fg_graph_free(g);
+}
+
+/* fg_optimize names an added constant "<node>/<what>", or with "_1",
+ * "_2", ... where the graph has a node of that name (here "out/scale",
+ * fetched, and "out/scale_1", dropped as nothing reads it): that node
+ * keeps its name and value. */
+FG_TEST(passes_layer_norm_optimize_names, "") {
+  ln_form f = {FG_F32, 1, 0, 0, 0, 0, 0};
+  fg_graph *g = ln_graph(&f, 1e-5);
+  param_node(g, "out/scale", param(FG_F32, 1, 1));
+  param_node(g, "out/scale_1", param(FG_F32, 1, 1));
+  const char *fetches[2] = {"out", "out/scale"};
+  fg_graph *o = optimize_fetches(g, fetches, 2, NULL);
+  FG_REQUIRE(o != NULL);
+  const int id = fg_graph_find_output(o, "out").node;
+  FG_CHECK_STR(fg_node_op(o, id), "layer_norm");
+  FG_CHECK_STR(fg_node_name(o, fg_node_input(o, id, 1).node), "out/scale_2");
+  FG_CHECK_STR(fg_node_name(o, fg_node_input(o, id, 2).node), "out/shift");
+  const fg_tensor *t = NULL;
+  const int user = fg_graph_find(o, "out/scale");
+  FG_CHECK(user >= 0 && fg_node_attr_tensor(o, user, "value", &t) == 0 && t);
+  FG_CHECK(t && at(t, 2) == (float)param_at(1, 2));
+  FG_CHECK(values_ok(&f, o, 1e-5));
+  fg_graph_free(o);
   fg_graph_free(g);
 }
