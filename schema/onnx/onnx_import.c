@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "schema/onnx/onnx_internal.h"
+#include "schema/onnx/onnx_stream.h"
 
 #define FGX_OPSET_MIN 7
 #define FGX_OPSET_MAX 17
@@ -550,8 +551,35 @@ static Onnx__ModelProto *unpack(const uint8_t *data, size_t size, fg_status *st)
  * reads is a copy in the unpacked message, so fg_onnx_load frees the
  * file's buffer before this runs: a large model's bytes are not held a
  * third time while its tensors are made. */
+/* The initializers whose raw_data the file keeps (fgx_stream_compact's
+ * ranges) into c: each one's length into its decoded (empty) raw_data, its
+ * offset into c->self_raw. 0, or -1 after fgx_fail_model. */
+static int self_ranges(fgx_ctx *c, const fgx_stream_src *src) {
+  const Onnx__GraphProto *g = c->model->graph;
+  c->self = src->f;
+  c->self_raw = malloc((src->n_ranges + 1) * sizeof *c->self_raw);
+  if (!c->self_raw) return fgx_fail_model(c, FG_RESOURCE_EXHAUSTED, "out of memory");
+  for (size_t i = 0; i < src->n_ranges; i++) {
+    const fgx_raw_range *r = &src->ranges[i];
+    Onnx__TensorProto *tp =
+        g && r->init >= 0 && (size_t)r->init < g->n_initializer ? g->initializer[r->init] : NULL;
+    /* The walk and protobuf-c read the same fields: unreachable. */
+    if (!tp || !tp->has_raw_data || tp->raw_data.len != 0 || r->length > SIZE_MAX)
+      return fgx_fail_model(c, FG_INTERNAL,
+                            "initializer %ld: its raw_data was not where the "
+                            "file's walk found it",
+                            r->init);
+    free(tp->raw_data.data);
+    tp->raw_data.data = NULL;
+    tp->raw_data.len = (size_t)r->length;
+    c->self_raw[c->n_self_raw++] = (fgx_self_raw){tp, r->offset};
+  }
+  fgx_self_raw_sort(c);
+  return 0;
+}
+
 static fg_graph *load_model(Onnx__ModelProto *model, const fg_onnx_options *opts,
-                            const char *base_dir, fg_status *st) {
+                            const char *base_dir, const fgx_stream_src *src, fg_status *st) {
   if (!model) return NULL;
   fgx_ctx c;
   memset(&c, 0, sizeof c);
@@ -564,13 +592,14 @@ static fg_graph *load_model(Onnx__ModelProto *model, const fg_onnx_options *opts
   c.g = fg_graph_new();
   if (!c.g) {
     fg_status_set(st, FG_RESOURCE_EXHAUSTED, "ONNX model: out of memory");
-  } else if (import(&c) != 0) {
+  } else if ((src && self_ranges(&c, src) != 0) || import(&c) != 0) {
     fg_graph_free(c.g);
     c.g = NULL;
   } else {
     fg_status_clear(st);
   }
   fgx_values_free(&c);
+  free(c.self_raw);
   fg_batch_shapes_free(&c.at_batch[0]);
   fg_batch_shapes_free(&c.at_batch[1]);
   onnx__model_proto__free_unpacked(model, NULL);
@@ -579,52 +608,90 @@ static fg_graph *load_model(Onnx__ModelProto *model, const fg_onnx_options *opts
 
 fg_graph *fg_onnx_load_memory(const void *data, size_t size, const fg_onnx_options *opts,
                               fg_status *status) {
-  return load_model(unpack(data, size, status), opts, opts ? opts->base_dir : NULL, status);
+  return load_model(unpack(data, size, status), opts, opts ? opts->base_dir : NULL, NULL, status);
 }
 
 /* Protobuf messages stop at 2 GiB; larger weights travel as external data. */
 #define FGX_MAX_FILE ((size_t)INT32_MAX)
 
-fg_graph *fg_onnx_load(const char *path, const fg_onnx_options *opts, fg_status *status) {
-  if (!path) {
-    fg_status_set(status, FG_INVALID_ARGUMENT, "fg_onnx_load: path is NULL");
-    return NULL;
-  }
-  FILE *f = fopen(path, "rb");
-  struct stat sb;
-  if (!f || fstat(fileno(f), &sb) != 0 || S_ISDIR(sb.st_mode)) {
-    int err = f ? (S_ISDIR(sb.st_mode) ? EISDIR : errno) : errno;
-    if (f) fclose(f);
-    fg_status_set(status, err == ENOENT ? FG_NOT_FOUND : FG_IO_ERROR, "ONNX file '%s': %s", path,
-                  strerror(err));
-    return NULL;
-  }
-  if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > FGX_MAX_FILE) {
-    fclose(f);
-    fg_status_set(status, FG_FORMAT_ERROR,
-                  "ONNX file '%s': %lld bytes, above protobuf's 2 GiB limit for one message", path,
-                  (long long)sb.st_size);
-    return NULL;
-  }
-  size_t cap = S_ISREG(sb.st_mode) ? (size_t)sb.st_size + 1 : 65536, n = 0;
-  uint8_t *buf = malloc(cap);
+/* The whole of f (from its start; size from fstat for a regular file, or
+ * 0) into a new buffer of *n bytes, or NULL with status set. */
+static uint8_t *read_all(FILE *f, const char *path, int regular, uint64_t size, size_t *n,
+                         fg_status *status) {
+  size_t cap = regular ? (size_t)size + 1 : 65536;
+  uint8_t *buf = fseeko(f, 0, SEEK_SET) == 0 || !regular ? malloc(cap) : NULL;
+  *n = 0;
   while (buf) {
-    n += fread(buf + n, 1, cap - n, f);
-    if (n < cap || cap > FGX_MAX_FILE) break;
+    *n += fread(buf + *n, 1, cap - *n, f);
+    if (*n < cap || cap > FGX_MAX_FILE) break;
     uint8_t *bigger = realloc(buf, cap * 2);
     if (!bigger) free(buf);
     buf = bigger;
     cap *= 2;
   }
   int read_error = ferror(f);
-  fclose(f);
-  if (!buf || read_error || n > FGX_MAX_FILE) {
+  if (!buf || read_error || *n > FGX_MAX_FILE) {
     free(buf);
     fg_status_set(status, buf ? FG_IO_ERROR : FG_RESOURCE_EXHAUSTED, "ONNX file '%s': %s", path,
                   !buf         ? "out of memory"
                   : read_error ? "read error"
                                : "above 2 GiB");
     return NULL;
+  }
+  return buf;
+}
+
+/* f opened, or NULL with status set. */
+static FILE *open_model(const char *path, struct stat *sb, fg_status *status) {
+  FILE *f = fopen(path, "rb");
+  if (!f || fstat(fileno(f), sb) != 0 || S_ISDIR(sb->st_mode)) {
+    int err = f ? (S_ISDIR(sb->st_mode) ? EISDIR : errno) : errno;
+    if (f) fclose(f);
+    fg_status_set(status, err == ENOENT ? FG_NOT_FOUND : FG_IO_ERROR, "ONNX file '%s': %s", path,
+                  strerror(err));
+    return NULL;
+  }
+  if (S_ISREG(sb->st_mode) && (uint64_t)sb->st_size > FGX_MAX_FILE) {
+    fclose(f);
+    fg_status_set(status, FG_FORMAT_ERROR,
+                  "ONNX file '%s': %lld bytes, above protobuf's 2 GiB limit for one message", path,
+                  (long long)sb->st_size);
+    return NULL;
+  }
+  return f;
+}
+
+/* Names the file in front of what went wrong inside it. */
+static void name_file(const char *path, fg_status *status) {
+  fg_status *tmp = fg_status_new();
+  if (tmp) {
+    fg_status_copy(tmp, status);
+    fg_status_set(status, fg_status_code(tmp), "%s: %s", path, fg_status_message(tmp));
+    fg_status_free(tmp);
+  }
+}
+
+/* A regular file is read without its initializers' large payloads where
+ * it can be (onnx_stream.c), which the import then reads from the file
+ * into the graph's tensors; else whole. */
+fg_graph *fg_onnx_load(const char *path, const fg_onnx_options *opts, fg_status *status) {
+  if (!path) {
+    fg_status_set(status, FG_INVALID_ARGUMENT, "fg_onnx_load: path is NULL");
+    return NULL;
+  }
+  struct stat sb;
+  FILE *f = open_model(path, &sb, status);
+  if (!f) return NULL;
+  fgx_raw_range *ranges = NULL;
+  fgx_stream_src src = {f, NULL, 0};
+  size_t n = 0;
+  const int regular = S_ISREG(sb.st_mode);
+  uint8_t *buf =
+      regular ? fgx_stream_compact(f, (uint64_t)sb.st_size, &n, &ranges, &src.n_ranges) : NULL;
+  src.ranges = ranges;
+  if (!buf) {
+    clearerr(f);
+    buf = read_all(f, path, regular, (uint64_t)sb.st_size, &n, status);
   }
   /* External data is found beside the model unless the caller says. */
   char *dir = NULL;
@@ -634,19 +701,13 @@ fg_graph *fg_onnx_load(const char *path, const fg_onnx_options *opts, fg_status 
     dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
     base = dir;
   }
-  Onnx__ModelProto *model = base ? unpack(buf, n, status) : NULL;
+  Onnx__ModelProto *model = base && buf ? unpack(buf, n, status) : NULL;
   free(buf);
   if (!base) fg_status_set(status, FG_RESOURCE_EXHAUSTED, "out of memory");
-  fg_graph *g = load_model(model, opts, base, status);
-  if (!g && fg_status_code(status) != FG_OK) {
-    /* Name the file in front of what went wrong inside it. */
-    fg_status *tmp = fg_status_new();
-    if (tmp) {
-      fg_status_copy(tmp, status);
-      fg_status_set(status, fg_status_code(tmp), "%s: %s", path, fg_status_message(tmp));
-      fg_status_free(tmp);
-    }
-  }
+  fg_graph *g = load_model(model, opts, base, src.n_ranges ? &src : NULL, status);
+  if (!g && fg_status_code(status) != FG_OK) name_file(path, status);
+  fclose(f);
+  free(ranges);
   free(dir);
   return g;
 }

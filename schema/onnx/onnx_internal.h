@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
 #include "flowgraph/onnx.h"
 #include "graph/batch_shapes.h"
 #include "schema/onnx/onnx_import.h"
@@ -26,6 +28,14 @@ typedef struct fgx_value {
   fg_output out;
   fgx_known known;
 } fgx_value;
+
+/* An initializer whose raw_data fg_onnx_load left in the file
+ * (onnx_stream.c): its length is in the decoded message, its bytes at
+ * `offset` of the model file. */
+typedef struct fgx_self_raw {
+  const Onnx__TensorProto *tp;
+  uint64_t offset;
+} fgx_self_raw;
 
 struct fgx_ctx {
   fg_graph *g;
@@ -62,6 +72,12 @@ struct fgx_ctx {
   } * suffix;
   size_t suffix_cap, n_suffix;
 
+  /* The model file and its initializers read from it on conversion,
+   * sorted by address (fg_onnx_load; none for a model in memory). */
+  FILE *self;
+  fgx_self_raw *self_raw;
+  size_t n_self_raw;
+
   /* Memory the importer hands out for the import's length (attribute
    * strings, int64 copies of int32 inputs, node labels). */
   void **owned;
@@ -97,6 +113,8 @@ const char *fgx_unique_name(fgx_ctx *c, const char *want);
 fg_output fgx_materialize(fgx_ctx *c, int v, const fgx_node *who);
 
 /* ---- onnx_tensor.c -------------------------------------------------------- */
+/* Sorts c->self_raw for the conversions' lookups. */
+void fgx_self_raw_sort(fgx_ctx *c);
 /* FG_DTYPE_INVALID for ONNX types flowgraph lacks. */
 fg_dtype fgx_dtype_from_onnx(int32_t t);
 /* "uint8 (ONNX TensorProto.UINT8)"; "ONNX element type N" when unknown. */

@@ -209,6 +209,38 @@ static int ext_read(fgx_ctx *c, const fgx_node *n, const Onnx__TensorProto *tp, 
   return rc;
 }
 
+/* ---- raw_data left in the model file -------------------------------------- */
+
+static int cmp_self(const void *a, const void *b) {
+  const uintptr_t x = (uintptr_t)((const fgx_self_raw *)a)->tp;
+  const uintptr_t y = (uintptr_t)((const fgx_self_raw *)b)->tp;
+  return x < y ? -1 : x > y;
+}
+
+/* raw_data bytes of tp that fg_onnx_load left in the model file into dst;
+ * for any other tensor without its bytes, they went to the graph already
+ * (onnx_values.c frees the message's copy on first use), and a second
+ * conversion, which a mapper could ask for after the graph refused the
+ * first node, has nothing to read. */
+static int self_read(fgx_ctx *c, const fgx_node *n, const Onnx__TensorProto *tp, const char *where,
+                     void *dst, size_t bytes) {
+  const fgx_self_raw key = {tp, 0};
+  const fgx_self_raw *s =
+      c->n_self_raw ? bsearch(&key, c->self_raw, c->n_self_raw, sizeof key, cmp_self) : NULL;
+  if (!s)
+    return fgx_fail(c, n, FG_INTERNAL, "%s: its bytes were already given to the graph", where);
+  if (fseeko(c->self, (off_t)s->offset, SEEK_SET) != 0 || fread(dst, 1, bytes, c->self) != bytes)
+    return fgx_fail(c, n, FG_IO_ERROR,
+                    "%s: reading its %zu bytes of raw_data at byte %llu of the model file failed "
+                    "(did the file change while it loaded?)",
+                    where, bytes, (unsigned long long)s->offset);
+  return 0;
+}
+
+void fgx_self_raw_sort(fgx_ctx *c) {
+  if (c->n_self_raw) qsort(c->self_raw, c->n_self_raw, sizeof *c->self_raw, cmp_self);
+}
+
 /* ---- typed fields --------------------------------------------------------- */
 
 /* The typed field that holds this dtype's values, and its length. */
@@ -345,12 +377,11 @@ fg_tensor *fgx_tensor_from_proto(fgx_ctx *c, const fgx_node *n, const Onnx__Tens
     /* The bytes go to the graph on first use (onnx_values.c frees the
      * message's copy): a second conversion, which a mapper could ask for
      * after the graph refused the first node, has nothing to read. */
-    if (bytes && !tp->raw_data.data) {
+    if (bytes && !tp->raw_data.data ? self_read(c, n, tp, where, data, bytes) != 0 : 0) {
       fg_tensor_free(t);
-      fgx_fail(c, n, FG_INTERNAL, "%s: its bytes were already given to the graph", where);
       return NULL;
     }
-    if (bytes) memcpy(data, tp->raw_data.data, bytes);
+    if (bytes && tp->raw_data.data) memcpy(data, tp->raw_data.data, bytes);
     to_host_order(data, (size_t)count, elem);
   } else if (count) {
     copy_typed(tp, data, (size_t)count);

@@ -196,6 +196,49 @@ FG_TEST(onnx_external_data_read, "onnx") {
   fg_status_free(st);
 }
 
+/* Initializers of 4 KiB and more are read from the file into the graph's
+ * tensors, after the rest of the file is decoded without them: the values
+ * the script wrote (y = x + w + b); w's raw_data given twice (protobuf
+ * keeps the last) and two graph fields (protobuf merges them), which the
+ * file-backed read leaves to a whole decode; and the graph's w holds the
+ * same bytes as one imported from memory. */
+FG_TEST(onnx_big_raw_read_from_file, "onnx") {
+  onnx_check_case(BAD(), "big_raw_ok", NULL, 0, 0);
+  onnx_check_case(BAD(), "big_raw_twice", NULL, 0, 0);
+  onnx_check_case(BAD(), "big_graph_twice", NULL, 0, 0);
+  const char *d = BAD();
+  FG_REQUIRE(d);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/big_raw_ok.onnx", d);
+  size_t n = 0;
+  void *bytes = tio_read(path, &n);
+  FG_REQUIRE(bytes);
+  fg_status *st = fg_status_new();
+  fg_graph *a = fg_onnx_load(path, NULL, st), *b = fg_onnx_load_memory(bytes, n, NULL, st);
+  FG_REQUIRE(a && b);
+  const fg_tensor *ta = NULL, *tb = NULL;
+  FG_REQUIRE(fg_node_attr_tensor(a, fg_graph_find(a, "w"), "value", &ta) == 0 && ta);
+  FG_REQUIRE(fg_node_attr_tensor(b, fg_graph_find(b, "w"), "value", &tb) == 0 && tb);
+  FG_CHECK_INT(fg_tensor_num_elements(ta), 64 * 64);
+  FG_CHECK(fg_tensor_num_bytes(ta) == fg_tensor_num_bytes(tb) &&
+           memcmp(fg_tensor_data(ta), fg_tensor_data(tb), fg_tensor_num_bytes(ta)) == 0);
+  fg_graph_free(a);
+  fg_graph_free(b);
+  fg_status_free(st);
+  free(bytes);
+}
+
+/* A large raw_data longer than its dims, and a file cut inside one: the
+ * messages a whole decode gives. */
+FG_TEST(onnx_bad_big_raw, "onnx,badinput") {
+  onnx_expect_error(BAD(), "big_raw_long", FG_FORMAT_ERROR,
+                    "initializer 'w': raw_data has 16388 bytes but its dims give 4096 elements of "
+                    "4 bytes (16384)");
+  onnx_expect_error(BAD(), "big_raw_truncated", FG_FORMAT_ERROR,
+                    "ModelProto.graph at byte 2: a length of 16765 bytes runs past the end (1070 "
+                    "bytes left)");
+}
+
 FG_TEST(onnx_bad_attribute_type, "onnx,badinput") {
   onnx_expect_error(BAD(), "attr_type", FG_INVALID_GRAPH,
                     "ONNX node 'caster' (Cast): attribute 'to' is FLOAT, expected INT");

@@ -168,6 +168,49 @@ external("ext_offset", "weights.bin", offset=40)
 external("ext_offset_text", "weights.bin", offset="-5")
 external("ext_no_location", "")
 
+# ---- large raw_data, which fg_onnx_load reads from the file ---------------------
+# y = x + w + b: w [64, 64] (16 KiB of raw_data, left in the file while the
+# rest decodes), b [64] (256 bytes, decoded with the message).
+bw = np.sin(np.arange(64 * 64, dtype=np.float64)).astype(np.float32).reshape(64, 64)
+bb = np.cos(np.arange(64, dtype=np.float64)).astype(np.float32)
+bx = np.linspace(-2, 2, 64 * 64, dtype=np.float32).reshape(64, 64)
+big_nodes = [helper.make_node("Add", ["x", "w"], ["xw"], name="add_w"),
+             helper.make_node("Add", ["xw", "b"], ["y"], name="add_b")]
+big_io = ([vi("x", F, [64, 64])], [vi("y", F, [64, 64])])
+
+
+def big_case(name, data, want):
+    write(name, data)
+    np.save(os.path.join(OUT, name + ".in.x.npy"), bx)
+    np.save(os.path.join(OUT, name + ".out.0.npy"), want)
+
+
+big = model(big_nodes, *big_io, [numpy_helper.from_array(bw, "w"),
+                                 numpy_helper.from_array(bb, "b")])
+big_case("big_raw_ok", big, bx + bw + bb)
+# w's raw_data twice: protobuf keeps the last (zeros first, then w).
+w_twice = (pb_int(1, 64) + pb_int(1, 64) + pb_int(2, F) + pb_len(8, b"w") +
+           pb_len(9, b"\0" * bw.nbytes) + pb_len(9, bw.tobytes()))
+g_twice = model(big_nodes, *big_io, [numpy_helper.from_array(bb, "b")])
+assert onnx.TensorProto.FromString(w_twice).raw_data == bw.tobytes()
+g_bytes = g_twice.graph.SerializeToString() + pb_len(5, w_twice)
+g_twice.ClearField("graph")
+big_case("big_raw_twice", g_twice.SerializeToString() + pb_len(7, g_bytes), bx + bw + bb)
+# Two graph fields, which protobuf merges: the nodes in the first, w and b
+# in the second.
+m = model(big_nodes, *big_io)
+second = helper.make_graph([], "", [], [], initializer=[numpy_helper.from_array(bw, "w"),
+                                                        numpy_helper.from_array(bb, "b")])
+merged = m.SerializeToString() + pb_len(7, second.SerializeToString())
+assert len(onnx.ModelProto.FromString(merged).graph.initializer) == 2
+big_case("big_graph_twice", merged, bx + bw + bb)
+# 4 bytes more raw_data than the dims hold; and the file cut inside w's.
+t = numpy_helper.from_array(bw, "w")
+t.raw_data = bw.tobytes() + b"\0" * 4
+write("big_raw_long", model(big_nodes, *big_io, [t, numpy_helper.from_array(bb, "b")]))
+big_bytes = big.SerializeToString()
+write("big_raw_truncated", big_bytes[:big_bytes.index(bw.tobytes()) + 1000])
+
 # ---- attributes of the wrong type ------------------------------------------------
 write("attr_type", model([helper.make_node("Cast", ["x"], ["y"], name="caster", to=1.0)],
                          [vi("x", F, [2])], [vi("y", F, [2])]))
