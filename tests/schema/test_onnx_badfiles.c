@@ -10,6 +10,14 @@
 
 #define BAD() onnx_cases("cases_bad.py")
 
+/* The bytes of case NAME's file (its path into path), or NULL. */
+static void *case_bytes(const char *name, char *path, size_t cap, size_t *n) {
+  const char *d = BAD();
+  if (!d) return NULL;
+  snprintf(path, cap, "%s/%s.onnx", d, name);
+  return tio_read(path, n);
+}
+
 FG_TEST(onnx_bad_truncated, "onnx,badinput") {
   onnx_expect_error(BAD(), "truncated_raw", FG_FORMAT_ERROR,
                     "ModelProto.graph at byte 2: a length of 106 bytes runs past the end");
@@ -19,12 +27,9 @@ FG_TEST(onnx_bad_truncated, "onnx,badinput") {
 
 /* Every prefix of a valid model loads or fails cleanly: never a crash. */
 FG_TEST(onnx_bad_every_prefix, "onnx,badinput") {
-  const char *d = BAD();
-  FG_REQUIRE(d);
   char path[1024];
-  snprintf(path, sizeof path, "%s/good.onnx", d);
   size_t n = 0;
-  unsigned char *bytes = tio_read(path, &n);
+  unsigned char *bytes = case_bytes("good", path, sizeof path, &n);
   FG_REQUIRE(bytes && n > 50);
   fg_status *st = fg_status_new();
   int loaded = 0;
@@ -49,12 +54,9 @@ FG_TEST(onnx_bad_every_prefix, "onnx,badinput") {
 
 /* Bytes flipped at random places (a fixed sequence): never a crash. */
 FG_TEST(onnx_bad_mutations, "onnx,badinput") {
-  const char *d = BAD();
-  FG_REQUIRE(d);
   char path[1024];
-  snprintf(path, sizeof path, "%s/good.onnx", d);
   size_t n = 0;
-  unsigned char *bytes = tio_read(path, &n);
+  unsigned char *bytes = case_bytes("good", path, sizeof path, &n);
   FG_REQUIRE(bytes);
   unsigned char *m = malloc(n);
   FG_REQUIRE(m);
@@ -172,12 +174,10 @@ FG_TEST(onnx_external_data_read, "onnx") {
   onnx_check_case(BAD(), "ext_subdir", NULL, 0, 0);
   /* From memory: only with a folder to read from. */
   const char *d = BAD();
-  FG_REQUIRE(d);
   char path[1024];
-  snprintf(path, sizeof path, "%s/ext_ok.onnx", d);
   size_t n = 0;
-  void *bytes = tio_read(path, &n);
-  FG_REQUIRE(bytes);
+  void *bytes = case_bytes("ext_ok", path, sizeof path, &n);
+  FG_REQUIRE(d && bytes);
   fg_status *st = fg_status_new();
   FG_CHECK(fg_onnx_load_memory(bytes, n, NULL, st) == NULL);
   FG_CHECK_INT(fg_status_code(st), FG_INVALID_ARGUMENT);
@@ -206,12 +206,9 @@ FG_TEST(onnx_big_raw_read_from_file, "onnx") {
   onnx_check_case(BAD(), "big_raw_ok", NULL, 0, 0);
   onnx_check_case(BAD(), "big_raw_twice", NULL, 0, 0);
   onnx_check_case(BAD(), "big_graph_twice", NULL, 0, 0);
-  const char *d = BAD();
-  FG_REQUIRE(d);
   char path[1024];
-  snprintf(path, sizeof path, "%s/big_raw_ok.onnx", d);
   size_t n = 0;
-  void *bytes = tio_read(path, &n);
+  void *bytes = case_bytes("big_raw_ok", path, sizeof path, &n);
   FG_REQUIRE(bytes);
   fg_status *st = fg_status_new();
   fg_graph *a = fg_onnx_load(path, NULL, st), *b = fg_onnx_load_memory(bytes, n, NULL, st);
