@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "flowgraph/flowgraph.h"
 
@@ -79,6 +80,29 @@ static inline void fgfuzz_check_round_trip(const fg_graph *g, const char *what, 
     fg_graph_free(g2);
   }
   free(buf);
+}
+
+static char fgfuzz_file_dir[64], fgfuzz_file_path[96];
+
+static inline void fgfuzz_remove_file_dir(void) {
+  unlink(fgfuzz_file_path);
+  rmdir(fgfuzz_file_dir);
+}
+
+/* data as the file "input" of a folder of the process's own (made once,
+ * removed at exit), for the loaders that read files; NULL when it cannot
+ * be written. */
+static inline const char *fgfuzz_as_file(const uint8_t *data, size_t size) {
+  if (!fgfuzz_file_dir[0]) {
+    snprintf(fgfuzz_file_dir, sizeof fgfuzz_file_dir, "/tmp/fgfuzz_XXXXXX");
+    if (!mkdtemp(fgfuzz_file_dir)) return fgfuzz_file_dir[0] = 0, NULL;
+    snprintf(fgfuzz_file_path, sizeof fgfuzz_file_path, "%s/input", fgfuzz_file_dir);
+    atexit(fgfuzz_remove_file_dir);
+  }
+  FILE *f = fopen(fgfuzz_file_path, "wb");
+  if (!f) return NULL;
+  const int ok = fwrite(data, 1, size, f) == size;
+  return fclose(f) == 0 && ok ? fgfuzz_file_path : NULL;
 }
 
 static inline uint64_t fgfuzz_splitmix(uint64_t *s) {

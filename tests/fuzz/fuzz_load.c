@@ -1,5 +1,6 @@
-/* libFuzzer harness 1: bytes -> fg_graph_load_memory -> save/reload round
- * trip -> fg_session_new -> one run (twice, for the plan cache and variable
+/* libFuzzer harness 1: bytes -> fg_graph_load_memory (and fg_graph_load
+ * from a file, which must agree) -> save/reload round trip ->
+ * fg_session_new -> one run (twice, for the plan cache and variable
  * updates) with seeded random feeds for every placeholder.
  *
  * Fetched: the graph's declared outputs, else the last node. Targets: the
@@ -10,11 +11,34 @@
 
 #define NAME_MAX_LEN 512
 
+/* The bytes through fg_graph_load, which gives each constant's bytes back
+ * to the system once the graph holds them: it must fail where the memory
+ * load failed and make the same graph (the same saved bytes) where it did
+ * not. */
+static void fgb_load_file(const uint8_t *data, size_t size, const fg_graph *from_memory) {
+  const char *path = fgfuzz_as_file(data, size);
+  fg_status *st = fg_status_new();
+  fg_graph *g = path && st ? fg_graph_load(path, st) : NULL;
+  if (path && st && !g) fgfuzz_expect_error(st, "fg_graph_load");
+  if (path && st && !g != !from_memory) fgfuzz_fail("the file and memory loads disagree", st);
+  void *a = NULL, *b = NULL;
+  size_t na = 0, nb = 0;
+  if (g && from_memory &&
+      (fg_graph_save_memory(g, &a, &na, st) != 0 ||
+       fg_graph_save_memory(from_memory, &b, &nb, st) != 0 || na != nb || memcmp(a, b, na) != 0))
+    fgfuzz_fail("the file and memory loads made different graphs", st);
+  free(a);
+  free(b);
+  fg_graph_free(g);
+  fg_status_free(st);
+}
+
 int fgfuzz_load(const uint8_t *data, size_t size) {
   fg_status *st = fg_status_new();
   if (!st) return 0;
   fgfuzz_count_input();
   fg_graph *g = fg_graph_load_memory(data, size, st);
+  fgb_load_file(data, size, g);
   if (!g) {
     fgfuzz_expect_error(st, "fg_graph_load_memory");
     fg_status_free(st);

@@ -6,41 +6,18 @@
  * cleanly. The same bytes also go through fg_onnx_load from a file, whose
  * reading leaves large initializers in the file (schema/onnx/onnx_stream.c).
  * See fuzz_common.h for the contract and the caps. */
-#include <unistd.h>
-
 #include "flowgraph/onnx.h"
 #include "fuzz_common.h"
 
 #define ONNX_NAME_MAX 512
 
-static char file_dir[64], file_path[96];
-
-static void remove_file_dir(void) {
-  unlink(file_path);
-  rmdir(file_dir);
-}
-
-/* data as the file model.onnx of a folder of its own (made once), or NULL. */
-static const char *as_file(const uint8_t *data, size_t size) {
-  if (!file_dir[0]) {
-    snprintf(file_dir, sizeof file_dir, "/tmp/fgfuzz_onnx_XXXXXX");
-    if (!mkdtemp(file_dir)) return file_dir[0] = 0, NULL;
-    snprintf(file_path, sizeof file_path, "%s/model.onnx", file_dir);
-    atexit(remove_file_dir);
-  }
-  FILE *f = fopen(file_path, "wb");
-  if (!f) return NULL;
-  const int ok = fwrite(data, 1, size, f) == size;
-  return fclose(f) == 0 && ok ? file_path : NULL;
-}
-
 /* The bytes through fg_onnx_load. Where the memory import succeeded (so
  * the model reads no external data), this one must too, with as many
  * nodes; external data, which this one may find in its folder, can make
  * it succeed alone. */
-static void load_file(const uint8_t *data, size_t size, const fg_onnx_options *o,
-                      const fg_graph *from_memory) {
-  const char *path = as_file(data, size);
+static void onnx_load_file(const uint8_t *data, size_t size, const fg_onnx_options *o,
+                           const fg_graph *from_memory) {
+  const char *path = fgfuzz_as_file(data, size);
   fg_status *st = fg_status_new();
   fg_graph *g = path && st ? fg_onnx_load(path, o, st) : NULL;
   if (path && st && !g) {
@@ -62,7 +39,7 @@ int fgfuzz_onnx(const uint8_t *data, size_t size) {
   fg_onnx_options_init(&o);
   o.trainable = size > 0 && (data[size - 1] & 1);
   fg_graph *g = fg_onnx_load_memory(data, size, &o, st);
-  load_file(data, size, &o, g);
+  onnx_load_file(data, size, &o, g);
   if (!g) {
     fgfuzz_expect_error(st, "fg_onnx_load_memory");
     fg_status_free(st);
