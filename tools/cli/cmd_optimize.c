@@ -38,14 +38,17 @@ static int optimize_model(void *args, fg_status *st, const char **failed_load) {
   cli_pass_options(&po);
   fg_pass_report *r = NULL;
   fg_graph *o = fg_optimize(g, &po, a->fetch, a->n_fetch, &r, st);
+  const int was = fg_graph_num_nodes(g);
+  /* Freed before the save, which holds the file's bytes: a large model's
+   * weights are not held three times. */
+  fg_graph_free(g);
   int rc = o ? cli_save_model(o, a->out, st) : -1;
   if (rc == 0 && !a->quiet) {
     cli_print_pass_report(r, &po);
-    printf("wrote %s: %d nodes (was %d)\n", a->out, fg_graph_num_nodes(o), fg_graph_num_nodes(g));
+    printf("wrote %s: %d nodes (was %d)\n", a->out, fg_graph_num_nodes(o), was);
   }
   fg_pass_report_free(r);
   fg_graph_free(o);
-  fg_graph_free(g);
   return rc;
 }
 
