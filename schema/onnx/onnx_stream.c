@@ -164,8 +164,8 @@ uint8_t *fgx_stream_compact(FILE *f, uint64_t size, size_t *out_size, fgx_raw_ra
   walk w = {f, 0, 0, -1, 0, NULL, 0, 0};
   bbuf out = {NULL, 0, 0};
   *ranges = NULL, *n_ranges = 0, *out_size = 0;
-  if (fseeko(f, 0, SEEK_SET) != 0 || walk_msg(&w, L_MODEL, size, &out) != 0 || w.n == 0) {
-    /* Not this shape, or nothing to leave out: the caller reads it all. */
+  if (fseeko(f, 0, SEEK_SET) != 0 || walk_msg(&w, L_MODEL, size, &out) != 0 || !out.p) {
+    /* Not this shape (or empty): the caller reads it all. */
     free(out.p);
     free(w.r);
     return NULL;

@@ -26,9 +26,10 @@ typedef struct fgx_stream_src {
 
 /* The file's `size` bytes as a ModelProto whose initializers' large
  * raw_data fields are empty, with *ranges (malloc'd, *n_ranges of them, in
- * initializer order) saying where each payload is; *out_size bytes. NULL
- * when the file is not of the shape this handles, or has no such payload,
- * or memory ran out: the caller then reads the whole file. */
+ * initializer order; none where no payload is that large) saying where
+ * each payload is; *out_size bytes. NULL when the file is empty or not of
+ * the shape this handles, or memory ran out: the caller then reads the
+ * whole file. */
 uint8_t *fgx_stream_compact(FILE *f, uint64_t size, size_t *out_size, fgx_raw_range **ranges,
                             size_t *n_ranges);
 
