@@ -80,17 +80,9 @@ struct Plan {
 int validate(const flowgraph::fb::Graph *root, Plan *plan, fg_status *st);
 
 /* Verifies, validates and builds. `path` (may be NULL) prefixes file-level
- * messages. With `release` (the caller owns data and reads it no more),
- * each constant's bytes are given back to the system once the graph holds
- * its copy (release_pages): the bytes are then gone (zeros), and the
- * weights of a large file are not held twice while it loads. */
+ * messages. */
 fg_graph *load_bytes(const void *data, size_t size, const char *path, unsigned max_depth,
-                     unsigned max_tables, fg_status *st, bool release = false);
-
-/* The whole pages inside [p, p + n) given back to the system (Linux's
- * MADV_DONTNEED: anonymous memory reads as zeros afterwards); p's memory
- * stays allocated. */
-void release_pages(const void *p, size_t n);
+                     unsigned max_tables, fg_status *st);
 
 /* Translates the exception in flight at a C boundary into a status. */
 void status_from_exception(fg_status *st, const char *what);

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -70,13 +69,6 @@ void status_from_exception(fg_status *st, const char *what) {
 static int io_fail(fg_status *st, fg_code code, const char *verb, const char *path, int err) {
   fg_status_set(st, code, "cannot %s '%s': %s", verb, path_str(path).c_str(), strerror(err));
   return -1;
-}
-
-void release_pages(const void *p, size_t n) {
-  const long ps = sysconf(_SC_PAGESIZE);
-  const uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
-  const uintptr_t s = ((uintptr_t)p + page - 1) / page * page, e = ((uintptr_t)p + n) / page * page;
-  if (e > s) (void)madvise((void *)s, e - s, MADV_DONTNEED);
 }
 
 int read_file(const char *path, size_t cap, std::string *out, fg_status *st) {

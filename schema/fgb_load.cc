@@ -30,36 +30,8 @@ struct Builder {
   fg_status *st;
   GraphPtr g{fg_graph_new(), fg_graph_free};
   std::vector<int> gid; /* graph node id of each file node */
-  /* With release: per buffer, the nodes still to build whose attributes
-   * borrow it (a buffer may be shared). */
-  bool release;
-  std::vector<int> refs;
 
-  Builder(const fb::Graph *r, const Plan &p, fg_status *s, bool rel)
-      : root(r), plan(p), st(s), release(rel) {}
-
-  /* Calls f(buffer index) for each tensor attribute of file node i. */
-  template <typename F> void each_buffer(int i, F f) const {
-    if (auto attrs = node(i)->attrs())
-      for (auto attr : *attrs)
-        if (attr->value_type() == fb::AttrValue::TensorValue)
-          f(attr->value_as_TensorValue()->buffer());
-  }
-
-  void count_refs() {
-    refs.assign(root->buffers() ? root->buffers()->size() : 0, 0);
-    for (int i : plan.order)
-      each_buffer(i, [this](uint32_t b) { refs[b]++; });
-  }
-
-  /* Node i is built (fg_op copied its attributes): the buffers no later
-   * node borrows go back to the system. */
-  void release_buffers(int i) {
-    each_buffer(i, [this](uint32_t b) {
-      auto data = root->buffers()->Get(b)->data();
-      if (--refs[b] == 0 && data) release_pages(data->data(), data->size());
-    });
-  }
+  Builder(const fb::Graph *r, const Plan &p, fg_status *s) : root(r), plan(p), st(s) {}
 
   const fb::Node *node(int i) const { return root->nodes()->Get((flatbuffers::uoffset_t)i); }
   std::string label(int i) const {
@@ -184,8 +156,6 @@ struct Builder {
         ins.push_back(fg_output{gid[(size_t)r->node()], r->index()});
     fg_output o =
         fg_op(g.get(), n->op()->c_str(), n->name()->c_str(), ins.data(), (int)ins.size(), a.get());
-    a.reset();
-    if (release) release_buffers(i);
     if (graph_error(i) != 0) return -1;
     if (n->device()) {
       fg_set_device(g.get(), o, n->device()->c_str());
@@ -203,7 +173,6 @@ struct Builder {
   fg_graph *build() {
     if (!g) throw std::bad_alloc();
     gid.assign(plan.op.size(), -1);
-    if (release) count_refs();
     for (int i : plan.order)
       if (build_node(i) != 0) return nullptr;
     if (auto outs = root->outputs())
@@ -223,7 +192,7 @@ struct Builder {
 } // namespace
 
 fg_graph *load_bytes(const void *data, size_t size, const char *path, unsigned max_depth,
-                     unsigned max_tables, fg_status *st, bool release) {
+                     unsigned max_tables, fg_status *st) {
   std::string pre = path ? "'" + path_str(path) + "': " : "";
   if (!data && size) {
     fg_status_set(st, FG_INVALID_ARGUMENT, "fg_graph_load_memory: data is NULL");
@@ -277,8 +246,7 @@ fg_graph *load_bytes(const void *data, size_t size, const char *path, unsigned m
   }
   Plan plan;
   if (validate(root, &plan, st) != 0) return nullptr;
-  /* A copy made for alignment is the loader's own to release. */
-  fg_graph *g = Builder(root, plan, st, release || aligned).build();
+  fg_graph *g = Builder(root, plan, st).build();
   if (g) fg_status_clear(st);
   return g;
 }
@@ -308,7 +276,7 @@ extern "C" fg_graph *fg_graph_load(const char *path, fg_status *status) {
     std::string bytes;
     if (fgb::read_file(path, fgb::kMaxFileBytes, &bytes, status) != 0) return nullptr;
     return fgb::load_bytes(bytes.data(), bytes.size(), path, FGB_VERIFY_MAX_DEPTH,
-                           FGB_VERIFY_MAX_TABLES, status, true);
+                           FGB_VERIFY_MAX_TABLES, status);
   } catch (...) {
     fgb::status_from_exception(status, "fg_graph_load");
     return nullptr;
