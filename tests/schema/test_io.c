@@ -691,3 +691,72 @@ FG_TEST(io_long_reversed_chain, "") {
   free(json);
   fg_status_free(st);
 }
+
+/* A buffer two constants share (files may share one; fg_graph_save writes
+ * one per constant): both constants hold its bytes. Constants a and b read
+ * buffer 0 (2048 floats, k / 8), c buffer 1 (2048 floats of 1.5), "sum" =
+ * a + b, "other" = c + a. Both loaders give 2k / 8 and 1.5 + k / 8 for
+ * element k, from the file and from memory. */
+FG_TEST(io_load_shared_buffer, "") {
+  enum { N = 2048 };
+  size_t cap = 64 * (size_t)N + 4096, len = 0;
+  char *json = malloc(cap);
+  FG_REQUIRE(json);
+  len += (size_t)snprintf(json + len, cap - len,
+                          "{version: 1, nodes: ["
+                          "{name: \"a\", op: \"constant\", attrs: [{name: \"value\", value_type: "
+                          "TensorValue, value: {dtype: F32, shape: [%d], buffer: 0}}]},"
+                          "{name: \"b\", op: \"constant\", attrs: [{name: \"value\", value_type: "
+                          "TensorValue, value: {dtype: F32, shape: [%d], buffer: 0}}]},"
+                          "{name: \"sum\", op: \"add\", inputs: [{node: 0, index: 0}, {node: 1, "
+                          "index: 0}]},"
+                          "{name: \"c\", op: \"constant\", attrs: [{name: \"value\", value_type: "
+                          "TensorValue, value: {dtype: F32, shape: [%d], buffer: 1}}]},"
+                          "{name: \"other\", op: \"add\", inputs: [{node: 3, index: 0}, {node: 0, "
+                          "index: 0}]}], buffers: [",
+                          N, N, N);
+  for (int b = 0; b < 2; b++) {
+    len += (size_t)snprintf(json + len, cap - len, "%s{data: [", b ? "," : "");
+    for (int k = 0; k < N; k++) {
+      const float v = b ? 1.5f : (float)k / 8;
+      uint8_t by[4];
+      memcpy(by, &v, 4);
+      len += (size_t)snprintf(json + len, cap - len, "%s%u,%u,%u,%u", k ? "," : "", by[0], by[1],
+                              by[2], by[3]);
+    }
+    len += (size_t)snprintf(json + len, cap - len, "]}");
+  }
+  len += (size_t)snprintf(json + len, cap - len, "]}");
+  FG_REQUIRE(len < cap);
+  fg_status *st = fg_status_new();
+  void *data = NULL;
+  size_t size = 0;
+  FG_REQUIRE(fgb_json_to_binary(NULL, json, len, &data, &size, st) == 0);
+  char path[] = "/tmp/fg_io_shared_XXXXXX";
+  int fd = mkstemp(path);
+  FG_REQUIRE(fd >= 0);
+  FG_REQUIRE(write(fd, data, size) == (ssize_t)size);
+  close(fd);
+  for (int from_file = 0; from_file < 2; from_file++) {
+    fg_graph *g = from_file ? fg_graph_load(path, st) : fg_graph_load_memory(data, size, st);
+    FG_REQUIRE(g);
+    fg_session *s = fg_session_new(g, NULL, st);
+    FG_REQUIRE(s);
+    const char *fetch[2] = {"sum", "other"};
+    fg_tensor *out[2] = {NULL, NULL};
+    FG_REQUIRE(fg_session_run(s, NULL, 0, fetch, 2, out, NULL, 0, st) == 0);
+    int bad = 0;
+    for (int k = 0; k < N; k++)
+      bad += ((const float *)fg_tensor_data(out[0]))[k] != (float)k / 4 ||
+             ((const float *)fg_tensor_data(out[1]))[k] != 1.5f + (float)k / 8;
+    FG_CHECK_INT(bad, 0);
+    fg_tensor_free(out[0]);
+    fg_tensor_free(out[1]);
+    fg_session_free(s);
+    fg_graph_free(g);
+  }
+  unlink(path);
+  free(data);
+  free(json);
+  fg_status_free(st);
+}
