@@ -113,7 +113,9 @@ typedef struct bn_fold {
  * any name may be fetched, and one that may append), 0 where it rewrites
  * them in place (fg_optimize, or a session with host steps, whose kept
  * nodes it then leaves). */
-static int appends(const fg_pass_ctx *ctx) { return ctx->w->may_append && ctx->all_kept; }
+static int appends(const fg_pass_ctx *ctx) {
+  return ctx->w->may_append && ctx->all_kept && !ctx->w->optimizing;
+}
 
 /* A node nobody else can see: kept by no one, read only by its one user. */
 static int private_node(const fg_pass_ctx *ctx, const uses *u, int id) {

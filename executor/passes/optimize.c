@@ -53,7 +53,10 @@ static fg_graph *compact(const fg_pass_graph *w, const fg_graph *src, const unsi
   const fg_graph *g = &w->g;
   fg_graph *out = fg_graph_new();
   int *map = malloc(((size_t)g->n_nodes + 1) * sizeof *map);
-  fg_output *in = malloc(((size_t)g->n_nodes + 1) * sizeof *in);
+  int max_in = 0; /* a node may read one output many times: more inputs than nodes */
+  for (int id = 0; id < g->n_nodes; id++)
+    max_in = g->nodes[id].n_inputs > max_in ? g->nodes[id].n_inputs : max_in;
+  fg_output *in = malloc(((size_t)max_in + 1) * sizeof *in);
   unsigned char *early = calloc((size_t)g->n_nodes + 1, 1);
   for (int id = 0; map && id < g->n_nodes; id++)
     map[id] = -1;
@@ -127,6 +130,7 @@ fg_graph *fg_optimize(const fg_graph *g, const fg_pass_options *opts, const char
              (w = fg_pass_graph_new(g, st)) != NULL) {
     fg_pass_mark_keep(g, outs, n_fetches, keep);
     w->may_append = 1; /* compact writes appended constants first */
+    w->optimizing = 1;
     if (fg_pass_pipeline_run(w, opts, keep, NULL, dead, rep, st) == 0)
       out = compact(w, g, dead, st);
   }

@@ -37,6 +37,10 @@ typedef struct fg_pass_graph {
    * session places each appended constant on its node's device
    * (fg_pass_graph_placed_as). */
   int may_append;
+  /* 1 in fg_optimize: its result is saved, so fold_inference rewrites
+   * values in place there rather than adding copies, even where every node
+   * is kept (fetched) as in a session. */
+  int optimizing;
   /* Per node id from n_src on: the source node an appended constant was
    * placed as (its device); NULL until one is appended. */
   int *placed_as;

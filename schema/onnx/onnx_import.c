@@ -682,17 +682,6 @@ fg_graph *fg_onnx_load(const char *path, const fg_onnx_options *opts, fg_status 
   struct stat sb;
   FILE *f = open_model(path, &sb, status);
   if (!f) return NULL;
-  fgx_raw_range *ranges = NULL;
-  fgx_stream_src src = {f, NULL, 0};
-  size_t n = 0;
-  const int regular = S_ISREG(sb.st_mode);
-  uint8_t *buf =
-      regular ? fgx_stream_compact(f, (uint64_t)sb.st_size, &n, &ranges, &src.n_ranges) : NULL;
-  src.ranges = ranges;
-  if (!buf) {
-    clearerr(f);
-    buf = read_all(f, path, regular, (uint64_t)sb.st_size, &n, status);
-  }
   /* External data is found beside the model unless the caller says. */
   char *dir = NULL;
   const char *base = opts ? opts->base_dir : NULL;
@@ -701,8 +690,26 @@ fg_graph *fg_onnx_load(const char *path, const fg_onnx_options *opts, fg_status 
     dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
     base = dir;
   }
-  Onnx__ModelProto *model = base && buf ? unpack(buf, n, status) : NULL;
+  fgx_raw_range *ranges = NULL;
+  fgx_stream_src src = {f, NULL, 0};
+  size_t n = 0;
+  const int regular = S_ISREG(sb.st_mode);
+  uint8_t *buf = regular && base
+                     ? fgx_stream_compact(f, (uint64_t)sb.st_size, &n, &ranges, &src.n_ranges)
+                     : NULL;
+  src.ranges = ranges;
+  Onnx__ModelProto *model = buf ? unpack(buf, n, status) : NULL;
   free(buf);
+  if (!model && base) {
+    /* Not of the walk's shape, or malformed: decoded whole, so that the
+     * wire check names the byte of the file, not of the walk's copy. */
+    free(ranges);
+    ranges = NULL, src.n_ranges = 0;
+    clearerr(f);
+    buf = read_all(f, path, regular, (uint64_t)sb.st_size, &n, status);
+    model = buf ? unpack(buf, n, status) : NULL;
+    free(buf);
+  }
   if (!base) fg_status_set(status, FG_RESOURCE_EXHAUSTED, "out of memory");
   fg_graph *g = load_model(model, opts, base, src.n_ranges ? &src : NULL, status);
   if (!g && fg_status_code(status) != FG_OK) name_file(path, status);

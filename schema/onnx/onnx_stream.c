@@ -63,11 +63,13 @@ static int put_varint(bbuf *b, uint64_t v) {
   return put(b, tmp, (size_t)k);
 }
 
+/* A varint of at most 64 bits (the wire check's rule, onnx_wire.c: more is
+ * malformed, left to the whole decode to refuse). */
 static int get_varint(walk *w, uint64_t end, uint64_t *v) {
   *v = 0;
-  for (int shift = 0; shift < 64 && w->pos < end; shift += 7) {
+  for (int shift = 0; shift < 70 && w->pos < end; shift += 7) {
     const int c = getc(w->f);
-    if (c == EOF) return -1;
+    if (c == EOF || (shift == 63 && (c & 0x7e))) return -1;
     w->pos++;
     *v |= (uint64_t)(c & 0x7f) << shift;
     if (!(c & 0x80)) return 0;

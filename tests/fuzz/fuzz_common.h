@@ -89,12 +89,14 @@ static inline void fgfuzz_remove_file_dir(void) {
   rmdir(fgfuzz_file_dir);
 }
 
-/* data as the file "input" of a folder of the process's own (made once,
- * removed at exit), for the loaders that read files; NULL when it cannot
- * be written. */
+/* data as the file "input" of a folder of the process's own in $TMPDIR or
+ * /tmp (made once, removed at a normal exit; an abort leaves it), for the
+ * loaders that read files; NULL when it cannot be written. */
 static inline const char *fgfuzz_as_file(const uint8_t *data, size_t size) {
   if (!fgfuzz_file_dir[0]) {
-    snprintf(fgfuzz_file_dir, sizeof fgfuzz_file_dir, "/tmp/fgfuzz_XXXXXX");
+    const char *tmp = getenv("TMPDIR");
+    snprintf(fgfuzz_file_dir, sizeof fgfuzz_file_dir, "%s/fgfuzz_XXXXXX",
+             tmp && tmp[0] && strlen(tmp) < 40 ? tmp : "/tmp");
     if (!mkdtemp(fgfuzz_file_dir)) return fgfuzz_file_dir[0] = 0, NULL;
     snprintf(fgfuzz_file_path, sizeof fgfuzz_file_path, "%s/input", fgfuzz_file_dir);
     atexit(fgfuzz_remove_file_dir);

@@ -11,10 +11,8 @@
 
 #define NAME_MAX_LEN 512
 
-/* The bytes through fg_graph_load, which gives each constant's bytes back
- * to the system once the graph holds them: it must fail where the memory
- * load failed and make the same graph (the same saved bytes) where it did
- * not. */
+/* The bytes through fg_graph_load: it must fail where the memory load
+ * failed and make the same graph (the same saved bytes) where it did not. */
 static void fgb_load_file(const uint8_t *data, size_t size, const fg_graph *from_memory) {
   const char *path = fgfuzz_as_file(data, size);
   fg_status *st = fg_status_new();

@@ -279,6 +279,27 @@ FG_TEST(passes_cse_merges_equal_nodes, "") {
   FG_CHECK(same_bits_then_free(g, o, r, "y"));
 }
 
+/* A node reading one output more times than the graph has nodes (x
+ * concatenated 16 times, 2 nodes): fg_optimize rebuilds it with its 16
+ * inputs (the rebuild's input buffer was sized by the node count: ASan
+ * saw the write past it). */
+FG_TEST(passes_optimize_node_with_many_inputs, "") {
+  fg_graph *g = fg_graph_new();
+  fg_output x = placeholder23(g), in[16];
+  for (int i = 0; i < 16; i++)
+    in[i] = x;
+  fg_set_name(g, fg_concat(g, in, 16, 0), "y");
+  fg_graph *o = optimize_passes(g, "y", NO_FUSE, NULL);
+  FG_REQUIRE(o);
+  const int y = fg_graph_find(o, "y");
+  FG_REQUIRE(y >= 0);
+  FG_CHECK_INT(fg_node_num_inputs(o, y), 16);
+  for (int i = 0; i < 16; i++)
+    FG_CHECK_STR(fg_node_name(o, fg_node_input(o, y, i).node), "x");
+  fg_graph_free(o);
+  fg_graph_free(g);
+}
+
 FG_TEST(passes_cse_needs_equal_attributes, "") {
   fg_graph *g = fg_graph_new();
   fg_output x = placeholder23(g);

@@ -246,6 +246,37 @@ FG_TEST(passes_fold_bn_not_with_variables_or_visible_nodes, "") {
   fg_graph_free(g);
 }
 
+/* Every node fetched, bn1's mean output 1 too: fg_optimize keeps every
+ * node as it is (nothing folds: the kept batch norms keep their values and
+ * outputs), where a session's rules, which take every node as kept, would
+ * fold. The optimized graph computes what the source does. */
+FG_TEST(passes_fold_bn_not_when_everything_is_fetched, "") {
+  fg_graph *g = cnn(0, 0);
+  const int n = fg_graph_num_nodes(g);
+  const char **all = malloc(((size_t)n + 1) * sizeof *all);
+  FG_REQUIRE(all);
+  for (int i = 0; i < n; i++)
+    all[i] = fg_node_name(g, i);
+  all[n] = "bn1:1";
+  fg_status *st = fg_status_new();
+  fg_pass_options po = {0, NULL};
+  fg_graph *o = fg_optimize(g, &po, all, n + 1, NULL, st);
+  if (!o) fprintf(stderr, "fg_optimize: %s\n", fg_status_message(st));
+  FG_REQUIRE(o);
+  FG_CHECK_INT(count_op(o, "batch_norm"), 2);
+  FG_CHECK_STR(fg_node_op(o, fg_graph_find_output(o, "bn1").node), "batch_norm");
+  fg_tensor *xt = cnn_input();
+  fg_tensor *a = run_fetch(o, xt, "out", 1), *b = run_fetch(g, xt, "out", 1);
+  FG_CHECK(same_values(a, b));
+  fg_tensor_free(a);
+  fg_tensor_free(b);
+  fg_tensor_free(xt);
+  fg_graph_free(o);
+  fg_status_free(st);
+  free(all);
+  fg_graph_free(g);
+}
+
 FG_TEST(passes_fold_dropout_in_inference, "") {
   fg_graph *g = fg_graph_new();
   int64_t d[2] = {2, 3};

@@ -225,9 +225,26 @@ FG_TEST(onnx_big_raw_read_from_file, "onnx") {
   free(bytes);
 }
 
-/* A large raw_data longer than its dims, and a file cut inside one: the
- * messages a whole decode gives. */
+/* A large raw_data longer than its dims, a file cut inside one, a varint
+ * of more than 64 bits and a graph output of the wrong wire type in a
+ * file with a large initializer: the messages a whole decode gives, at
+ * the file's byte (big_bad_output.at.npy: where the script wrote it). */
 FG_TEST(onnx_bad_big_raw, "onnx,badinput") {
+  onnx_expect_error(BAD(), "big_varint_65_bits", FG_FORMAT_ERROR,
+                    "ModelProto.ir_version at byte 0: a varint is truncated or longer than 10 "
+                    "bytes");
+  const char *d = BAD();
+  FG_REQUIRE(d);
+  char path[1024], want[256];
+  snprintf(path, sizeof path, "%s/big_bad_output.at.npy", d);
+  fg_status *st = fg_status_new();
+  fg_tensor *at = fg_npy_read(path, st);
+  FG_REQUIRE(at && fg_tensor_dtype(at) == FG_I64);
+  snprintf(want, sizeof want, "ModelProto.graph.output[1] at byte %lld: wire type varint",
+           (long long)*(const int64_t *)fg_tensor_data(at));
+  onnx_expect_error(d, "big_bad_output", FG_FORMAT_ERROR, want);
+  fg_tensor_free(at);
+  fg_status_free(st);
   onnx_expect_error(BAD(), "big_raw_long", FG_FORMAT_ERROR,
                     "initializer 'w': raw_data has 16388 bytes but its dims give 4096 elements of "
                     "4 bytes (16384)");

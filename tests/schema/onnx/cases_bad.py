@@ -210,6 +210,17 @@ t.raw_data = bw.tobytes() + b"\0" * 4
 write("big_raw_long", model(big_nodes, *big_io, [t, numpy_helper.from_array(bb, "b")]))
 big_bytes = big.SerializeToString()
 write("big_raw_truncated", big_bytes[:big_bytes.index(bw.tobytes()) + 1000])
+# A varint of more than 64 bits (ir_version) in front of a model with w;
+# and, after w, a graph output (field 12) sent as a varint: the messages
+# name the byte of the file (saved as NAME.at.npy).
+write("big_varint_65_bits", pb_tag(1, 0) + b"\xff" * 9 + b"\x7f" + big_bytes)
+g_bytes = big.graph.SerializeToString() + pb_int(12, 5)
+m = onnx.ModelProto()
+m.CopyFrom(big)
+m.ClearField("graph")
+head = m.SerializeToString() + pb_tag(7, 2) + pb_varint(len(g_bytes))
+write("big_bad_output", head + g_bytes)
+np.save(os.path.join(OUT, "big_bad_output.at.npy"), np.array(len(head) + len(g_bytes) - 2))
 
 # ---- attributes of the wrong type ------------------------------------------------
 write("attr_type", model([helper.make_node("Cast", ["x"], ["y"], name="caster", to=1.0)],
