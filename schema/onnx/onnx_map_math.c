@@ -455,6 +455,8 @@ const fgx_op fgx_ops_math[] = {
     {"ReduceLogSum", onnx_map_reduce_log_sum},
     {"ReduceLogSumExp", onnx_map_reduce_log_sum_exp},
     {"ArgMax", onnx_map_argmax},
+    {"TopK", onnx_map_topk},
+    {"CumSum", onnx_map_cumsum},
     {"ArgMin", onnx_map_argmin},
     {NULL, NULL},
 };

@@ -57,6 +57,8 @@ int onnx_map_reduce_sum_square(fgx_ctx *c, const fgx_node *n);
 int onnx_map_reduce_log_sum(fgx_ctx *c, const fgx_node *n);
 int onnx_map_reduce_log_sum_exp(fgx_ctx *c, const fgx_node *n);
 int onnx_map_argmax(fgx_ctx *c, const fgx_node *n);
+int onnx_map_topk(fgx_ctx *c, const fgx_node *n);
+int onnx_map_cumsum(fgx_ctx *c, const fgx_node *n);
 int onnx_map_argmin(fgx_ctx *c, const fgx_node *n);
 
 #endif /* FG_SCHEMA_ONNX_MATH_H */

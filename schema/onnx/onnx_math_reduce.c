@@ -19,7 +19,16 @@
  * ArgMax/ArgMin give int64 indices of the first extreme along `axis`
  * (default 0); keepdims 1 puts the axis back as size 1. select_last_index
  * 1 (opset 12) is refused: flowgraph's kernels pick the first index and a
- * reversed view would cost two copies. */
+ * reversed view would cost two copies.
+ *
+ * TopK is flowgraph's topk: values and int64 indices of the k largest (or,
+ * largest 0 from opset 11, smallest) along `axis` (default -1), best
+ * first, equal values by their lower index, as the operator's text asks.
+ * k is the attribute before opset 10, input 1 (one int64, known at import)
+ * from 10; sorted 0 leaves the order free, so sorted output serves it.
+ *
+ * CumSum (opset 11) is flowgraph's cumsum: axis is input 1 (a scalar or
+ * one entry, known at import), exclusive and reverse attributes. */
 #include <string.h>
 
 #include "schema/onnx/onnx_math.h"
@@ -193,3 +202,61 @@ static int map_arg(fgx_ctx *c, const fgx_node *n, int is_max) {
 
 int onnx_map_argmax(fgx_ctx *c, const fgx_node *n) { return map_arg(c, n, 1); }
 int onnx_map_argmin(fgx_ctx *c, const fgx_node *n) { return map_arg(c, n, 0); }
+
+/* TopK's k: the attribute before opset 10, else input 1 (one entry). */
+static int topk_k(fgx_ctx *c, const fgx_node *n, int64_t *k) {
+  if (fgx_opset(c) < 10) {
+    const int rc = fgx_attr_int(c, n, "k", -1, k);
+    return rc < 0 ? -1 : rc == 0 ? fgx_fail(c, n, FG_INVALID_GRAPH, "attribute 'k' is missing") : 0;
+  }
+  const int64_t *v;
+  int64_t len;
+  if (fgx_input_ints(c, n, 1, &v, &len) != 0) return -1;
+  if (len != 1)
+    return fgx_fail(c, n, FG_INVALID_GRAPH, "input 1 (K) has %lld entries; it needs one",
+                    (long long)len);
+  *k = v[0];
+  return 0;
+}
+
+int onnx_map_topk(fgx_ctx *c, const fgx_node *n) {
+  fg_dtype dt;
+  int rank;
+  int64_t dims[FGX_MAX_DIMS], axis, largest = 1, sorted = 1, k, a;
+  if (fgx_input_info(c, n, 0, &dt, &rank, dims) != 0 || topk_k(c, n, &k) != 0) return -1;
+  if (fgx_attr_int(c, n, "axis", -1, &axis) < 0) return -1;
+  if (fgx_opset(c) >= 11 && (fgx_attr_int(c, n, "largest", 1, &largest) < 0 ||
+                             fgx_attr_int(c, n, "sorted", 1, &sorted) < 0))
+    return -1;
+  if (!is_float(dt) && dt != FG_I32 && dt != FG_I64)
+    return fgx_fail(c, n, FG_UNIMPLEMENTED, "input 0 has dtype %s; TopK needs a number",
+                    fg_dtype_name(dt));
+  if (fgx_axis(c, n, "axis", axis, rank, &a) != 0) return -1;
+  if (k < 0 || (dims[a] >= 0 && k > dims[a]))
+    return fgx_fail(c, n, FG_INVALID_GRAPH, "K = %lld is outside [0, %lld], the size of axis %lld",
+                    (long long)k, (long long)dims[a], (long long)a);
+  fg_output x = fgx_input(c, n, 0);
+  if (x.node < 0) return -1;
+  fg_output y = fg_topk(fgx_graph(c), x, k, (int)a, largest != 0, 1);
+  if (onnx_math_finish(c, n, y) != 0) return -1;
+  return fgx_has_output(n, 1) ? fgx_set_output(c, n, 1, fg_output_at(y, 1)) : 0;
+}
+
+int onnx_map_cumsum(fgx_ctx *c, const fgx_node *n) {
+  fg_dtype dt;
+  int rank;
+  int64_t dims[FGX_MAX_DIMS], exclusive, reverse, len, a;
+  const int64_t *axis;
+  if (fgx_input_info(c, n, 0, &dt, &rank, dims) != 0 || fgx_input_ints(c, n, 1, &axis, &len) != 0)
+    return -1;
+  if (fgx_attr_int(c, n, "exclusive", 0, &exclusive) < 0 ||
+      fgx_attr_int(c, n, "reverse", 0, &reverse) < 0)
+    return -1;
+  if (len != 1)
+    return fgx_fail(c, n, FG_INVALID_GRAPH, "input 1 (axis) has %lld entries; it needs one",
+                    (long long)len);
+  if (fgx_axis(c, n, "axis", axis[0], rank, &a) != 0) return -1;
+  fg_output x = fgx_input(c, n, 0);
+  if (x.node < 0) return -1;
+  return onnx_math_finish(c, n, fg_cumsum(fgx_graph(c), x, (int)a, exclusive != 0, reverse != 0));
+}

@@ -324,9 +324,9 @@ FG_TEST(onnx_export_round_trip_shape_and_reduce, "") { shape_case(13, 2e-6); }
 /* The attribute forms of opset 11 (axes, split) read back too. */
 FG_TEST(onnx_export_round_trip_shape_and_reduce_opset11, "") { shape_case(11, 2e-6); }
 
-/* cumsum (exclusive, reversed) and topk (the smallest, both outputs): the
- * importer maps neither CumSum nor TopK, so no round trip. */
-static void scan_case(int opset) {
+/* cumsum (exclusive, reversed) and topk (the smallest, both outputs);
+ * rt >= 0: imported back too. */
+static void scan_case(int opset, double rt) {
   FG_REQUIRE(ox_begin());
   fg_graph *g = fg_graph_new();
   int64_t xd[3] = {2, 3, 4};
@@ -338,13 +338,14 @@ static void scan_case(int opset) {
   NAMED(g, fg_topk(g, x, 1, 1, 1, 1), f[4]);
   fg_tensor *xt = ox_random(3, xd, -2, 2, 43);
   fg_feed feeds[1] = {{"x", xt}};
-  ox_check(g, "scan", feeds, 1, f, 5, opset, 2e-6, 2e-6, -1);
+  ox_check(g, "scan", feeds, 1, f, 5, opset, 2e-6, 2e-6, rt);
   fg_tensor_free(xt);
   fg_graph_free(g);
   ox_end();
 }
 
-FG_TEST(onnx_export_cumsum_topk, "") { scan_case(17); }
+FG_TEST(onnx_export_cumsum_topk, "") { scan_case(17, -1); }
+FG_TEST(onnx_export_round_trip_cumsum_topk, "") { scan_case(13, 0); }
 
 /* layer norm (a decomposition before opset 17), group and instance norm,
  * conv_transpose2d, global max pool, even adaptive pooling, an untransposed

@@ -145,6 +145,16 @@
   X(reducesum13_i64)                                                                               \
   ARG_CASES(X, argmax)                                                                             \
   ARG_CASES(X, argmin)                                                                             \
+  X(topk_default)                                                                                  \
+  X(topk_smallest_ax1)                                                                             \
+  X(topk_neg_axis_unsorted)                                                                        \
+  X(topk_opset10_ax0)                                                                              \
+  X(topk_k0)                                                                                       \
+  X(topk_opset9_attr)                                                                              \
+  X(topk_i64)                                                                                      \
+  X(cumsum_axis1)                                                                                  \
+  X(cumsum_excl_rev)                                                                               \
+  X(cumsum_i32_excl)                                                                               \
   X(fold_known)                                                                                    \
   X(mod_known_int64_f0)                                                                            \
   X(mod_known_int32_f0)                                                                            \
@@ -326,6 +336,18 @@ FG_TEST(onnx_math_err_sum_shapes, "onnx,badinput") {
 FG_TEST(onnx_math_err_argmax_select_last_index, "onnx,badinput") {
   const char *n[] = {"'last'", "select_last_index' = 1", NULL};
   expect_error("err_argmax_last", FG_UNIMPLEMENTED, n);
+}
+
+FG_TEST(onnx_math_err_topk_k, "onnx,badinput") {
+  const char *n[] = {"'top9'", "K = 9 is outside [0, 3], the size of axis 1", NULL};
+  expect_error("err_topk_k", FG_INVALID_GRAPH, n);
+  const char *n2[] = {"'top2k'", "input 1 (K) has 2 entries; it needs one", NULL};
+  expect_error("err_topk_k_len", FG_INVALID_GRAPH, n2);
+}
+
+FG_TEST(onnx_math_err_cumsum_axis, "onnx,badinput") {
+  const char *n[] = {"'cs3'", "axis 2 is outside [-2, 2)", NULL};
+  expect_error("err_cumsum_axis", FG_INVALID_GRAPH, n);
 }
 
 FG_TEST(onnx_math_err_argmin_axis, "onnx,badinput") {

@@ -409,6 +409,50 @@ def arg_cases():
              [("y", fn(xi, axis=1).astype(np.int64))], opset=13)
 
 
+def topk_ref(x, k, axis, largest):
+    """The k largest (smallest) along axis, ties by the lower index
+    (ONNX TopK's rule): a stable sort of -x (x)."""
+    order = np.argsort(-x if largest else x, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
+
+
+def topk_cases():
+    x = np.array([[[3, 1, 3, 0, 2], [5, 5, 5, 1, 0], [-1, 4, 2, 4, 4]],
+                  [[0, 0, 1, 1, 2], [9, 8, 7, 6, 5], [2, 2, 2, 2, 2]]], np.float32)  # ties
+    K = lambda k: np.array([k], np.int64)
+    for name, attrs, k, axis, largest, opset in (
+            ("topk_default", {}, 3, 2, True, 11),
+            ("topk_smallest_ax1", {"axis": 1, "largest": 0}, 2, 1, False, 11),
+            ("topk_neg_axis_unsorted", {"axis": -2, "sorted": 0}, 3, 1, True, 13),
+            ("topk_opset10_ax0", {"axis": 0}, 1, 0, True, 10),
+            ("topk_k0", {}, 0, 2, True, 11)):
+        v, i = topk_ref(x, k, axis, largest)
+        case(name, [node("TopK", ["x", "k"], ["y", "i"], **attrs)], [("x", x)],
+             [("y", v), ("i", i)], opset=opset, inits=[("k", K(k))])
+    v, i = topk_ref(x, 2, 2, True)
+    case("topk_opset9_attr", [node("TopK", ["x"], ["y", "i"], k=2)], [("x", x)],
+         [("y", v), ("i", i)], opset=9)
+    xl = ints(np.int64, 4, 6)
+    v, i = topk_ref(xl, 4, 1, False)
+    case("topk_i64", [node("TopK", ["x", "k"], ["y", "i"], largest=0)], [("x", xl)],
+         [("y", v), ("i", i)], opset=13, inits=[("k", K(4))])
+
+
+def cumsum_cases():
+    x = f32(2, 3, 4)
+    case("cumsum_axis1", [node("CumSum", ["x", "axis"])], [("x", x)],
+         [("y", np.cumsum(x, axis=1))], opset=11, inits=[("axis", np.array(1, np.int64))])
+    # exclusive and reverse: the sum of the elements after i, in order from the end
+    rev = np.flip(np.cumsum(np.flip(x, -1), -1), -1) - x
+    case("cumsum_excl_rev", [node("CumSum", ["x", "axis"], exclusive=1, reverse=1)],
+         [("x", x)], [("y", rev)], opset=14, inits=[("axis", np.array([-1], np.int32))])
+    xi = ints(np.int32, 3, 5)
+    case("cumsum_i32_excl", [node("CumSum", ["x", "axis"], exclusive=1)], [("x", xi)],
+         [("y", (np.cumsum(xi, axis=0) - xi).astype(np.int32))], opset=11,
+         inits=[("axis", np.array(0, np.int64))])
+
+
 # ---- folding of values known at import --------------------------------------
 
 def fold_cases():
@@ -595,6 +639,14 @@ def error_cases():
          [("x", x)], [("y", np.zeros((1, 3), np.int64))], opset=12)
     case("err_argmax_axis", [node("ArgMin", ["x"], axis=-3, name="argax")], [("x", x)],
          [("y", np.zeros((1, 3), np.int64))], check=False)
+    case("err_topk_k", [node("TopK", ["x", "k"], ["y", "i"], name="top9")], [("x", x)],
+         [("y", np.zeros((2, 3), np.float32)), ("i", np.zeros((2, 3), np.int64))], opset=11,
+         inits=[("k", np.array([9], np.int64))], check=False)
+    case("err_topk_k_len", [node("TopK", ["x", "k"], ["y", "i"], name="top2k")], [("x", x)],
+         [("y", np.zeros((2, 1), np.float32)), ("i", np.zeros((2, 1), np.int64))], opset=11,
+         inits=[("k", np.array([1, 1], np.int64))], check=False)
+    case("err_cumsum_axis", [node("CumSum", ["x", "axis"], name="cs3")], [("x", x)],
+         [("y", x)], opset=11, inits=[("axis", np.array(2, np.int64))], check=False)
     case("err_keepdims", [node("ReduceMax", ["x"], keepdims=2, name="keep2")], [("x", x)],
          [("y", np.zeros((1, 3), np.float32))])
     case("err_div_zero_known", [node("Div", ["a", "b"], name="div0")], [],
@@ -615,6 +667,8 @@ def main():
     where_cases()
     reduce_cases()
     arg_cases()
+    topk_cases()
+    cumsum_cases()
     fold_cases()
     mod_cases()
     error_cases()
