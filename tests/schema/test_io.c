@@ -732,11 +732,10 @@ FG_TEST(io_load_shared_buffer, "") {
   void *data = NULL;
   size_t size = 0;
   FG_REQUIRE(fgb_json_to_binary(NULL, json, len, &data, &size, st) == 0);
-  char path[] = "/tmp/fg_io_shared_XXXXXX";
-  int fd = mkstemp(path);
-  FG_REQUIRE(fd >= 0);
-  FG_REQUIRE(write(fd, data, size) == (ssize_t)size);
-  close(fd);
+  char dir[64], path[128];
+  FG_REQUIRE(fgt_mkdtemp(dir, sizeof dir, "fg_io_test"));
+  snprintf(path, sizeof path, "%s/shared.fgb", dir);
+  FG_REQUIRE(fgt_write_file(path, data, size) == 0);
   for (int from_file = 0; from_file < 2; from_file++) {
     fg_graph *g = from_file ? fg_graph_load(path, st) : fg_graph_load_memory(data, size, st);
     FG_REQUIRE(g);
@@ -755,7 +754,7 @@ FG_TEST(io_load_shared_buffer, "") {
     fg_session_free(s);
     fg_graph_free(g);
   }
-  unlink(path);
+  fgt_rmtree(dir);
   free(data);
   free(json);
   fg_status_free(st);
