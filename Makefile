@@ -70,9 +70,9 @@ test-tsan: deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_threadpool_kernels \
 	  test_executor test_session test_kernels test_threads test_numerics test_dist test_dist_exec \
 	  test_dist_agree test_dist_hybrid test_shm_reduce test_dist_micro test_dist_run_agree \
-	  test_dist_product
+	  test_dist_product test_conv_share
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 \
-	  ctest --output-on-failure -j $(TEST_JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist|dist_exec|dist_agree|dist_hybrid|shm_reduce|dist_micro|dist_run_agree|dist_product)\.'
+	  ctest --output-on-failure -j $(TEST_JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist|dist_exec|dist_agree|dist_hybrid|shm_reduce|dist_micro|dist_run_agree|dist_product|conv_share)\.'
 
 test: test-fast test-asan test-tsan fuzz-smoke
 	@echo "== $@ finished $$(date +%T)"

@@ -43,6 +43,7 @@ typedef struct fg_step {
   void *kstate;
   fg_krelease_fn krelease;
   unsigned fixed_inputs; /* fg_kctx.fixed_inputs: inputs from variable or constant slots */
+  unsigned const_inputs; /* fg_kctx.const_inputs: inputs from constant slots */
 } fg_step;
 
 enum {
@@ -184,6 +185,11 @@ typedef struct fg_plan_request {
   const unsigned char *host_nodes;
   /* The session's threads for those host steps' kernels; NULL: one. */
   const fg_kparallel *host_par;
+  /* The session's store of converted constants its plans' kernels share
+   * (kernels/share.h), handed to the prepare hooks; NULL: each plan keeps
+   * its own. Not part of the key: fixed per session, and it outlives the
+   * session's plans. */
+  struct fgk_share *share;
 } fg_plan_request;
 
 /* Variable storage lookup, provided by the session: the current value of the
@@ -229,7 +235,8 @@ static inline fg_kctx fg_plan_step_kctx(const fg_plan *plan, const fg_step *step
                    .rng_replica = plan->rng_replica,
                    .run_training = plan->run_training,
                    .fixed_inputs = step->fixed_inputs,
-                   .var_version = plan->var_version};
+                   .var_version = plan->var_version,
+                   .const_inputs = step->const_inputs};
 }
 
 /* Sets plan's train_step, run_state and writes_vars from its steps' ops. */

@@ -61,23 +61,17 @@ static int prepare(fg_plan *plan, fg_step *step, const fg_kprep *kp, const fg_ba
   char err[512];
   err[0] = '\0';
   fg_code code = FG_INVALID_ARGUMENT;
-  fg_kctx ctx = {in,
-                 step->n_in,
-                 out,
-                 step->n_out,
-                 &step->params,
-                 err,
-                 sizeof err,
-                 NULL,
-                 NULL,
-                 NULL,
-                 &code,
-                 NULL,
-                 0,
-                 0,
-                 0,
-                 step->fixed_inputs,
-                 0};
+  fg_kctx ctx = {.in = in,
+                 .n_in = step->n_in,
+                 .out = out,
+                 .n_out = step->n_out,
+                 .p = &step->params,
+                 .err = err,
+                 .err_size = sizeof err,
+                 .code = &code,
+                 .fixed_inputs = step->fixed_inputs,
+                 .const_inputs = step->const_inputs,
+                 .share = q->req->share};
   /* The threads a run gives the kernel (the infer stage has summed the
    * plan's FLOPs, which decide it). */
   int threads = fg_plan_threads(plan);
@@ -112,6 +106,7 @@ int fg_plan_select(fg_plan_builder *b, fg_status *st) {
     for (int i = 0; i < step->n_in && i < 32; i++) {
       int kind = plan->slot_kind[step->in_slots[i]];
       if (kind == FG_SLOT_VARIABLE || kind == FG_SLOT_CONSTANT) step->fixed_inputs |= 1u << i;
+      if (kind == FG_SLOT_CONSTANT) step->const_inputs |= 1u << i;
     }
     const fg_kprep *kp = be->prep ? be->prep(&q) : NULL;
     if (kp && prepare(plan, step, kp, &q, st) != 0) return -1;

@@ -11,6 +11,9 @@
 #include "executor/plan.h"
 #include "flowgraph/profile.h"
 
+/* The graph metadata key of the session's training runs (train_steps). */
+#define TRAIN_STEPS_KEY "training_steps"
+
 struct fg_session {
   fg_graph *g;
   uint64_t version; /* graph version the variables and plans were made for */
@@ -37,6 +40,9 @@ struct fg_session {
    * passes.h), or NULL: plans use g itself. See fg_session_plan_graph. */
   fg_pass_graph *opt;
   char *passes; /* the session's copy of opts.passes */
+  /* Converted constants (a conv's weight in oneDNN's layout) the CPU
+   * plans' kernels share (kernels/share.h); NULL when out of memory. */
+  struct fgk_share *share;
 };
 
 /* The op a plan step of node `node` of the plan's graph g runs, as run

@@ -89,6 +89,13 @@ typedef struct fg_kctx {
    * from such an input (a weight in another layout) while both hold. */
   unsigned fixed_inputs;
   uint64_t var_version;
+  /* Bit i set: input i is a constant's bytes (a subset of fixed_inputs),
+   * which never change while the kernel's plan lives. */
+  unsigned const_inputs;
+  /* The session's store of what kernels derive from constant inputs,
+   * shared by its plans (kernels/share.h), given to prepare hooks; NULL
+   * where there is none (constant folding, direct calls, GPU sessions). */
+  struct fgk_share *share;
 } fg_kctx;
 
 /* Returns 0, or -1 after writing ctx->err (for example a gather index out of

@@ -6,7 +6,9 @@
  * the blocked buffers and the scratchpads (oneDNN's user scratchpad mode),
  * so a run binds the buffers, reorders and executes: nothing is created or
  * allocated. The blocked copies live outside the plan's arena, one set per
- * step.
+ * step, except a constant weight's: its converted copy is the session's
+ * (kernels/share.h), made by the first run that needs it and shared by
+ * every plan whose convolution reads that constant in the same layout.
  *
  * Threads. Debian builds oneDNN on OpenMP, and a primitive's team size is
  * fixed when it is made. An OpenMP team beside the executor's pool
@@ -45,6 +47,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu/conv_impl.h"
+#include "kernels/share.h"
 
 #ifdef FG_HAVE_DNNL
 #include <dnnl.h>
@@ -77,6 +80,9 @@ typedef struct conv_part {
    * parts run. */
   conv_port w;
   int x_shared;
+  /* Its weight slice's converted copy in the session's store, when shared
+   * (conv_state.w_share); w.inner then points into it. */
+  fgk_shared *w_entry;
   /* The weight gradient of parts after the first: this part's partial sum,
    * in the primitive's layout (the first writes the shared port's). */
   dnnl_memory_t dw;
@@ -127,6 +133,13 @@ typedef struct conv_state {
   int w_fixed, w_valid;
   uint64_t w_version;
   const void *w_data;
+  /* The weight is a constant and the session has a store (kernels/share.h):
+   * its converted copy (w_entry, or each channel part's) is the store's,
+   * shared with the session's other plans, for the constant at w_src. */
+  int w_share;
+  fgk_share *share;
+  const void *w_src;
+  fgk_shared *w_entry;
   size_t x_row, y_row; /* bytes per batch row of x and y */
   size_t w_bytes;      /* of the weight in the primitives' layout */
   dnnl_engine_t engine;
@@ -171,9 +184,21 @@ static void wpieces_release(conv_state *s) {
   s->n_wpieces = 0;
 }
 
+/* Gives the state's holds on the store's entries back. */
+static void share_unbind(conv_state *s) {
+  fgk_share_put(s->share, s->w_entry);
+  s->w_entry = NULL;
+  for (int i = 0; i < s->n_parts; i++) {
+    fgk_share_put(s->share, s->part[i].w_entry);
+    s->part[i].w_entry = NULL;
+  }
+  s->w_src = NULL;
+}
+
 void fgk_conv_release(void *state) {
   conv_state *s = state;
   if (!s) return;
+  share_unbind(s);
   for (int i = 0; i < s->n_parts; i++)
     part_release(&s->part[i]);
   wpieces_release(s);
@@ -196,6 +221,9 @@ static int dnnl_fail(const fg_kctx *ctx, const char *what, dnnl_status_t r) {
       goto done;                                                                                   \
     }                                                                                              \
   } while (0)
+
+/* The store's equality of two layouts (kernels/share.h). */
+static int same_md(const void *a, const void *b) { return dnnl_memory_desc_equal(a, b); }
 
 /* A 64-byte aligned buffer of `md`'s size and a memory of `md` over it. */
 static int owned_memory(const fg_kctx *ctx, const dnnl_memory_desc_t *md, dnnl_engine_t eng,
@@ -232,14 +260,19 @@ done:
   return rc;
 }
 
-/* A port with plain layout `plain` and the primitive's layout `chosen`. */
-static int port_init(const fg_kctx *ctx, dnnl_engine_t eng, conv_port *p, int out,
+/* A port with plain layout `plain` and the primitive's layout `chosen`.
+ * lazy: the inner memory gets no buffer here (a shared weight's is bound
+ * when the first run finds the store's entry). */
+static int port_init(const fg_kctx *ctx, dnnl_engine_t eng, conv_port *p, int out, int lazy,
                      const dnnl_memory_desc_t *plain, const dnnl_memory_desc_t *chosen) {
   int rc = 0;
   p->out = out;
   DNNL_TRY(dnnl_memory_create(&p->user, plain, eng, DNNL_MEMORY_NONE), "memory");
   if (dnnl_memory_desc_equal(plain, chosen)) return 0;
-  if (owned_memory(ctx, chosen, eng, &p->buf, &p->inner) != 0) return -1;
+  if (lazy)
+    DNNL_TRY(dnnl_memory_create(&p->inner, chosen, eng, DNNL_MEMORY_NONE), "memory");
+  else if (owned_memory(ctx, chosen, eng, &p->buf, &p->inner) != 0)
+    return -1;
   return reorder_init(ctx, eng, out ? chosen : plain, out ? plain : chosen, &p->reorder,
                       &p->rscratch, &p->rscratch_buf);
 done:
@@ -408,21 +441,21 @@ static int part_init(const fg_kctx *ctx, conv_state *s, conv_part *q, const conv
     }
   const int fwd = m == CONV_FWD, bwd_w = m == CONV_BWD_WEIGHTS;
   q->x_shared = s->channel_parts && !s->x_sliced && q != s->part && same_x_as_first(s, chosen[0]);
-  if ((!q->x_shared && port_init(ctx, s->engine, &q->x, !fwd && !bwd_w, &plain[0], chosen[0])) ||
-      port_init(ctx, s->engine, &q->y, fwd, &plain[2], chosen[2]) != 0) {
+  if ((!q->x_shared && port_init(ctx, s->engine, &q->x, !fwd && !bwd_w, 0, &plain[0], chosen[0])) ||
+      port_init(ctx, s->engine, &q->y, fwd, 0, &plain[2], chosen[2]) != 0) {
     rc = -1;
     goto done;
   }
   const conv_port *xp = q->x_shared ? &s->part[0].x : &q->x;
   dnnl_memory_t wmem;
   if (s->channel_parts) {
-    if (port_init(ctx, s->engine, &q->w, 0, &plain[1], chosen[1]) != 0) {
+    if (port_init(ctx, s->engine, &q->w, 0, s->w_share, &plain[1], chosen[1]) != 0) {
       rc = -1;
       goto done;
     }
     wmem = q->w.inner ? q->w.inner : q->w.user;
   } else if (q == s->part) {
-    if (port_init(ctx, s->engine, &s->w, bwd_w, &plain[1], chosen[1]) != 0) {
+    if (port_init(ctx, s->engine, &s->w, bwd_w, s->w_share, &plain[1], chosen[1]) != 0) {
       rc = -1;
       goto done;
     }
@@ -551,6 +584,8 @@ int fgk_conv_dnnl_prepare(const fg_kctx *ctx, conv_mode m, conv_epi e, int threa
   const int single = n_parts > 1 || m == CONV_BWD_WEIGHTS || (m == CONV_FWD && G.n == 1);
   s->threads = single || threads < 1 ? 1 : threads;
   s->w_fixed = m != CONV_BWD_WEIGHTS && (ctx->fixed_inputs >> 1 & 1u);
+  s->share = ctx->share;
+  s->w_share = ctx->share && m != CONV_BWD_WEIGHTS && (ctx->const_inputs >> 1 & 1u);
   s->x_row = (size_t)(G.c * G.h * G.w) * sizeof(float);
   s->y_row = (size_t)(G.o * G.oh * G.ow) * sizeof(float);
   s->w_chan = (size_t)(G.cg * G.kh * G.kw) * sizeof(float);
@@ -600,6 +635,17 @@ static void part_epilogue(const conv_state *s, const conv_part *q, int64_t begin
                         &s->act);
 }
 
+/* Converts port p into the store's entry e unless a plan did already (or
+ * another step of this run, which holds e's lock meanwhile). */
+static dnnl_status_t fill_shared(fgk_shared *e, dnnl_stream_t stream, conv_port *p) {
+  const int filled = fgk_shared_lock(e);
+  dnnl_status_t r = dnnl_success;
+  if (!filled) r = port_reorder(stream, p);
+  if (!filled && r == dnnl_success) r = dnnl_stream_wait(stream);
+  fgk_shared_unlock(e, filled || r == dnnl_success);
+  return r;
+}
+
 /* Runs part q: its inputs' reorders (channel parts: its weight slice's
  * when this run converts the weight; part 0's x was converted before the
  * parts started), the primitive, its output's reorder, and the fused ops'
@@ -610,7 +656,10 @@ static void part_run(conv_state *s, conv_part *q) {
   conv_port *ports[2] = {&q->x, &q->y};
   dnnl_status_t r = dnnl_success;
   q->failed = "reordering an input";
-  if (s->w_convert && q->w.reorder) r = port_reorder(q->stream, &q->w);
+  if (q->w_entry)
+    r = fill_shared(q->w_entry, q->stream, &q->w);
+  else if (s->w_convert && q->w.reorder)
+    r = port_reorder(q->stream, &q->w);
   for (int i = 0; i < 2 && r == dnnl_success; i++)
     if (ports[i]->reorder && !ports[i]->out && !(i == 0 && x_first && q == s->part))
       r = port_reorder(q->stream, ports[i]);
@@ -662,6 +711,62 @@ static int w_reorder(const fg_kctx *ctx, conv_state *s, const char *what) {
   for (int i = 0; i < s->n_wpieces; i++)
     if (s->wpiece[i].status != dnnl_success) return dnnl_fail(ctx, what, s->wpiece[i].status);
 done:
+  return rc;
+}
+
+/* The store's entry for port p's converted copy of the constant at src
+ * (a channel part's slice, `offset` bytes in, or the whole weight); p's
+ * inner memory points into it. */
+static fgk_shared *share_entry(const fg_kctx *ctx, conv_state *s, conv_port *p, int64_t offset,
+                               const void *src) {
+  const dnnl_memory_desc_t *md = NULL;
+  if (dnnl_memory_get_memory_desc(p->inner, &md) != dnnl_success) {
+    snprintf(ctx->err, ctx->err_size, "oneDNN: no layout for the weight");
+    return NULL;
+  }
+  const size_t bytes = dnnl_memory_desc_get_size(md);
+  fgk_shared *e = fgk_share_get(s->share, src, offset, md, sizeof *md, same_md, bytes);
+  if (!e) {
+    snprintf(ctx->err, ctx->err_size, "out of memory (%zu bytes of a converted weight)", bytes);
+    return NULL;
+  }
+  if (dnnl_memory_set_data_handle(p->inner, fgk_shared_buf(e)) != dnnl_success) {
+    fgk_share_put(s->share, e);
+    snprintf(ctx->err, ctx->err_size, "oneDNN: binding a converted weight failed");
+    return NULL;
+  }
+  return e;
+}
+
+/* Points the weight's converted copies at the store's entries for the
+ * constant at src (once; again only if the constant moved). */
+static int share_bind(const fg_kctx *ctx, conv_state *s, const void *src) {
+  if (s->w_src == src) return 0;
+  share_unbind(s);
+  if (s->channel_parts) {
+    for (int i = 0; i < s->n_parts; i++) {
+      conv_part *q = &s->part[i];
+      if (q->w.inner && !(q->w_entry = share_entry(ctx, s, &q->w, q->o0 * (int64_t)s->w_chan, src)))
+        return -1;
+    }
+  } else if (s->w.inner) {
+    if (!(s->w_entry = share_entry(ctx, s, &s->w, 0, src))) return -1;
+    for (int i = 0; i < s->n_wpieces; i++)
+      if (dnnl_memory_set_data_handle(s->wpiece[i].inner, fgk_shared_buf(s->w_entry)) !=
+          dnnl_success) {
+        snprintf(ctx->err, ctx->err_size, "oneDNN: binding a converted weight failed");
+        return -1;
+      }
+  }
+  s->w_src = src;
+  return 0;
+}
+
+/* Converts the whole weight into its shared entry unless a plan did. */
+static int fill_whole(const fg_kctx *ctx, conv_state *s) {
+  const int filled = fgk_shared_lock(s->w_entry);
+  const int rc = filled ? 0 : w_reorder(ctx, s, "reordering the weight");
+  fgk_shared_unlock(s->w_entry, filled || rc == 0);
   return rc;
 }
 
@@ -721,10 +826,11 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
   /* A variable's weight in the primitives' layout is still current when no
    * run may have written a variable since it was reordered (inference
    * reuses it; a training step's update makes the next run reorder). */
-  const int w_kept =
-      s->w_fixed && s->w_valid && s->w_version == ctx->var_version && s->w_data == b.w->data;
+  const int w_kept = s->w_share || (s->w_fixed && s->w_valid && s->w_version == ctx->var_version &&
+                                    s->w_data == b.w->data);
   s->w_valid = 0;
   s->w_convert = !w_kept;
+  if (s->w_share && share_bind(ctx, s, b.w->data) != 0) return -1;
   if (s->channel_parts && !s->x_sliced && s->part[0].x.reorder) {
     /* Every channel part reads all of x: converted once, first. */
     DNNL_TRY(port_reorder(s->stream, &s->part[0].x), "reordering an input");
@@ -732,6 +838,7 @@ static int conv_exec(const fg_kctx *ctx, conv_state *s) {
   }
   if (s->w.reorder && !s->w.out && s->w_convert && w_reorder(ctx, s, "reordering the weight") != 0)
     return -1;
+  if (s->w_entry && fill_whole(ctx, s) != 0) return -1;
   fgk_parallel_for(ctx, s->n_parts, 1, parts_range, s);
   for (int i = 0; i < s->n_parts; i++)
     if (s->part[i].status != dnnl_success)

@@ -413,7 +413,8 @@ FG_TEST(optimizer_kernels_direct_calls, "badinput") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   char err[160] = "";
-  fg_kctx ctx = {in, 3, &o, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in,   3,    &o, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                 NULL, NULL, 0,  0, 0,  0,   0,          0,    NULL};
   fg_kernel_fn sgd = fg_cpu_kernel("apply_sgd", FG_F32);
   FG_REQUIRE(sgd != NULL);
   FG_REQUIRE(sgd(&ctx) == 0);
@@ -436,7 +437,8 @@ FG_TEST(optimizer_kernels_direct_calls, "badinput") {
   /* sum_to whose output does not broadcast to the input. */
   double x[6] = {1, 2, 3, 4, 5, 6}, y[2] = {0, 0};
   fg_kbuf xi = kbuf(FG_F64, 2, DIMS(2, 3), x), yo = kbuf(FG_F64, 1, DIMS(2), y);
-  fg_kctx c2 = {&xi, 1, &yo, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx c2 = {&xi,  1,    &yo, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                NULL, NULL, 0,   0, 0,  0,   0,          0,    NULL};
   FG_CHECK(fg_cpu_kernel("sum_to", FG_F64)(&c2) != 0);
   FG_CHECK_STR_CONTAINS(err, "output dim 0 (2) does not broadcast to input dim 1 (3)");
   /* group's output must be an i32 scalar. */

@@ -759,7 +759,8 @@ FG_TEST(conv_kernel_without_state, "") {
   fg_conv_params cp = {{2, 2}, {1, 1}, {1, 0, 2, 1}, 1, {0, 0}};
   p.conv = cp;
   char err[256] = "";
-  fg_kctx ctx = {in, 3, &out, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in,   3,    &out, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
   fg_kernel_fn fn = fg_cpu_kernel("conv2d", FG_F32);
   FG_REQUIRE(fn);
   FG_REQUIRE(fn(&ctx) == 0);

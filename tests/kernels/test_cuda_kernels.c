@@ -177,7 +177,8 @@ FG_TEST(cuda_kernel_without_context, "") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   char err[160] = "";
-  fg_kctx ctx = {&in, 1, &out, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in,  1,    &out, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
   fg_kernel_fn fn = fg_cuda_kernel("exp", FG_F32);
   FG_REQUIRE(fn != NULL);
   FG_CHECK_INT(fn(&ctx), -1);
@@ -195,8 +196,8 @@ FG_TEST(cuda_kernel_without_context, "") {
   p.multi_update.n = 1;
   for (int k = 0; k < 3; k++) {
     err[0] = '\0';
-    fg_kctx mc = {ins,  6,    &out, 1, &p, err, sizeof err, NULL, NULL,
-                  NULL, NULL, NULL, 0, 0,  0,   0,          0};
+    fg_kctx mc = {ins,  6,    &out, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                  NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
     fn = fg_cuda_kernel(multi[k], FG_F32);
     FG_REQUIRE(fn != NULL);
     FG_CHECK_INT(fn(&mc), -1);
@@ -394,15 +395,15 @@ static int run_ext(const char *op, fg_dtype key, int n_in, const tin *ins, tin o
     if (dout.data) cudaMemset(dout.data, 0xA5, out_bytes);
   }
   char cerr[256] = "", gerr[256] = "";
-  fg_kctx cctx = {hin,  n_in, &hout, 1, p, cerr, sizeof cerr, NULL, NULL,
-                  NULL, NULL, NULL,  0, 0, 0,    0,           0};
+  fg_kctx cctx = {hin,  n_in, &hout, 1, p, cerr, sizeof cerr, NULL, NULL, NULL,
+                  NULL, NULL, 0,     0, 0, 0,    0,           0,    NULL};
   const int crc = cpu(&cctx);
   fg_kcuda kc = {G.stream, G.blas, G.scratch, FG_CUDA_SCRATCH_MIN, (int *)G.flag, G.tf32};
   cudaMemset(G.flag, 0, sizeof *G.flag);
   /* The GPU kernel reads its own copies of the inputs (the CPU kernel may
    * have updated hin in place). */
-  fg_kctx gctx = {din,  n_in, &dout, 1, p, gerr, sizeof gerr, NULL, &kc,
-                  NULL, NULL, NULL,  0, 0, 0,    0,           0};
+  fg_kctx gctx = {din,  n_in, &dout, 1, p, gerr, sizeof gerr, NULL, &kc, NULL,
+                  NULL, NULL, 0,     0, 0, 0,    0,           0,    NULL};
   const int grc = gpu(&gctx);
   const cudaError_t sync = cudaStreamSynchronize(G.stream);
   fg_cuda_error flag;
@@ -916,7 +917,8 @@ FG_TEST(cuda_reduce_deterministic, "gpu") {
   p.reduce.n_axes = 1;
   fg_kcuda kc = {G.stream, G.blas, G.scratch, FG_CUDA_SCRATCH_MIN, (int *)G.flag, 0};
   char err[200] = "";
-  fg_kctx ctx = {&in, 1, &out, 1, &p, err, sizeof err, NULL, &kc, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in,  1,    &out, 1, &p, err, sizeof err, NULL, &kc, NULL,
+                 NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
   float first = 0;
   for (int r = 0; r < 5; r++) {
     FG_REQUIRE(fg_cuda_kernel("reduce_sum", FG_F32)(&ctx) == 0);
@@ -1125,8 +1127,8 @@ static int flagged(const char *op, fg_dtype key, int n_in, fg_kbuf *hin, fg_kbuf
   fg_kcuda kc = {G.stream, G.blas, G.scratch, FG_CUDA_SCRATCH_MIN, (int *)G.flag, 0};
   cudaMemset(G.flag, 0, sizeof *G.flag);
   char err[200] = "";
-  fg_kctx ctx = {din,  n_in, &dout, 1, p, err, sizeof err, NULL, &kc,
-                 NULL, NULL, NULL,  0, 0, 0,   0,          0};
+  fg_kctx ctx = {din,  n_in, &dout, 1, p, err, sizeof err, NULL, &kc, NULL,
+                 NULL, NULL, 0,     0, 0, 0,   0,          0,    NULL};
   *rc = fg_cuda_kernel(op, key)(&ctx);
   cudaStreamSynchronize(G.stream);
   fg_cuda_error e;
@@ -1179,7 +1181,8 @@ FG_TEST(cuda_gather_bad_index_flags, "gpu,badinput") {
   char err[200] = "";
   float host_out[10];
   out.data = host_out;
-  fg_kctx ctx = {in, 2, &out, 1, &p, err, sizeof err, NULL, &kc, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in,   2,    &out, 1, &p, err, sizeof err, NULL, &kc, NULL,
+                 NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
   FG_CHECK_INT(fg_cuda_kernel("gather", FG_F32)(&ctx), -1);
   FG_CHECK_STR_CONTAINS(err, "error flag");
 #endif

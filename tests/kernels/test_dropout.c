@@ -61,7 +61,8 @@ static int run_kernel(const char *op, fg_dtype dt, int64_t n, const void *x, voi
   uint8_t t = (uint8_t)training;
   fg_kbuf in[2] = {{dt, 1, {n}, (void *)x, 0}, {FG_BOOL, 0, {0}, &t, 0}};
   fg_kbuf out = {dt, 1, {n}, y, 0};
-  fg_kctx ctx = {in, 2, &out, 1, p, err, 200, NULL, NULL, NULL, NULL, NULL, step, replica, 0, 0, 0};
+  fg_kctx ctx = {in,   2,    &out, 1,       p, err, 200, NULL, NULL, NULL,
+                 NULL, NULL, step, replica, 0, 0,   0,   0,    NULL};
   fg_kernel_fn fn = fg_cpu_kernel(op, dt);
   return fn ? fn(&ctx) : -2;
 }
@@ -614,8 +615,8 @@ FG_TEST(cuda_dropout_vs_cpu, "gpu") {
           fg_kbuf in[2] = {{dt, 1, {n}, dx, 0}, {FG_BOOL, 0, {0}, dt_flag, 0}};
           fg_kbuf out = {dt, 1, {n}, dy, 0};
           fg_kcuda kc = {stream, NULL, NULL, 0, NULL, 0};
-          fg_kctx ctx = {in,   2,    &out, 1,     &p, err, sizeof err, NULL, &kc,
-                         NULL, NULL, NULL, 12345, 3,  0,   0,          0};
+          fg_kctx ctx = {in,   2,    &out,  1, &p, err, sizeof err, NULL, &kc, NULL,
+                         NULL, NULL, 12345, 3, 0,  0,   0,          0,    NULL};
           fg_kernel_fn fn = fg_cuda_kernel(ops[o], dt);
           FG_REQUIRE(fn != NULL);
           if (fn(&ctx) != 0) FG_FAIL_AT("%s: %s", ops[o], err);

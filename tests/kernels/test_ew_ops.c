@@ -192,7 +192,8 @@ static void run_case(const ew_case *c, fg_dtype dt) {
   }
   fg_kbuf in = dt == FG_F64 ? kb1(dt, c->n, x64) : kb1(dt, c->n, x32);
   fg_kbuf out = dt == FG_F64 ? kb1(dt, c->n, y64) : kb1(dt, c->n, y32);
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in,  1,    &out, 1, &p, NULL, 0, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,    0, 0,    NULL};
   FG_REQUIRE(fn(&ctx) == 0);
   for (int i = 0; i < c->n; i++) {
     if (dt == FG_F64)
@@ -240,8 +241,10 @@ FG_TEST(ew_clip_nan_and_bounds_by_hand, "") {
   p.clip.min = -1, p.clip.max = 2;
   fg_kbuf inf_ = kb1(FG_F32, 6, xf), outf = kb1(FG_F32, 6, yf);
   fg_kbuf ind = kb1(FG_F64, 6, (void *)xs), outd = kb1(FG_F64, 6, yd);
-  fg_kctx cf = {&inf_, 1, &outf, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
-  fg_kctx cd = {&ind, 1, &outd, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx cf = {&inf_, 1,    &outf, 1, &p, NULL, 0, NULL, NULL, NULL,
+                NULL,  NULL, 0,     0, 0,  0,    0, 0,    NULL};
+  fg_kctx cd = {&ind, 1,    &outd, 1, &p, NULL, 0, NULL, NULL, NULL,
+                NULL, NULL, 0,     0, 0,  0,    0, 0,    NULL};
   FG_REQUIRE(fg_cpu_kernel("clip", FG_F32)(&cf) == 0);
   FG_REQUIRE(fg_cpu_kernel("clip", FG_F64)(&cd) == 0);
   FG_CHECK(isnan(yf[0]) && isnan(yd[0]));
@@ -265,7 +268,8 @@ FG_TEST(ew_exp_f32_edges_and_ulps, "") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   fg_kbuf in = kb1(FG_F32, N + 7, x), out = kb1(FG_F32, N + 7, y);
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in,  1,    &out, 1, &p, NULL, 0, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,    0, 0,    NULL};
   FG_REQUIRE(fg_cpu_kernel("exp", FG_F32)(&ctx) == 0);
   for (int i = 0; i < N; i++) {
     const double want = exp((double)x[i]);
@@ -285,7 +289,7 @@ FG_TEST(ew_exp_f32_edges_and_ulps, "") {
 /* Runs op's f32 kernel with parameters p over x[0..n) into y. */
 static int run_f32_with(const char *op, fg_op_params *p, float *x, float *y, int n) {
   fg_kbuf in = kb1(FG_F32, n, x), out = kb1(FG_F32, n, y);
-  fg_kctx ctx = {&in, 1, &out, 1, p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in, 1, &out, 1, p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL};
   return fg_cpu_kernel(op, FG_F32)(&ctx);
 }
 
@@ -449,8 +453,9 @@ FG_TEST(ew_pow_square_correctly_rounded, "") {
   fg_kbuf in[2] = {a, b}, inf_[2] = {af, bf};
   fg_op_params p;
   memset(&p, 0, sizeof p);
-  fg_kctx c64 = {in, 2, &o, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
-  fg_kctx c32 = {inf_, 2, &of, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx c64 = {in, 2, &o, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL};
+  fg_kctx c32 = {inf_, 2,    &of, 1, &p, NULL, 0, NULL, NULL, NULL,
+                 NULL, NULL, 0,   0, 0,  0,    0, 0,    NULL};
   FG_REQUIRE(fg_cpu_kernel("pow", FG_F64)(&c64) == 0 && fg_cpu_kernel("pow", FG_F32)(&c32) == 0);
   for (int i = 0; i < N; i++) {
     if (ex[i] != 2) {
@@ -482,7 +487,8 @@ FG_TEST(ew_selu_near_zero_by_hand, "") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   fg_kbuf in = kb1(FG_F64, 1, &x), out = kb1(FG_F64, 1, &y);
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in,  1,    &out, 1, &p, NULL, 0, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,    0, 0,    NULL};
   FG_REQUIRE(fg_cpu_kernel("selu", FG_F64)(&ctx) == 0);
   FG_CHECK_NEAR(y, -1.7580993399683269e-9, 1e-24);
 }
@@ -495,10 +501,12 @@ FG_TEST(ew_sign_integers, "") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   fg_kbuf in = kb1(FG_I32, 5, x32), out = kb1(FG_I32, 5, y32);
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in,  1,    &out, 1, &p, NULL, 0, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,    0, 0,    NULL};
   FG_REQUIRE(fg_cpu_kernel("sign", FG_I32)(&ctx) == 0);
   fg_kbuf in64 = kb1(FG_I64, 5, x64), out64 = kb1(FG_I64, 5, y64);
-  fg_kctx c64 = {&in64, 1, &out64, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx c64 = {&in64, 1,    &out64, 1, &p, NULL, 0, NULL, NULL, NULL,
+                 NULL,  NULL, 0,      0, 0,  0,    0, 0,    NULL};
   FG_REQUIRE(fg_cpu_kernel("sign", FG_I64)(&c64) == 0);
   for (int i = 0; i < 5; i++) {
     FG_CHECK_INT(y32[i], want[i]);

@@ -258,7 +258,8 @@ FG_TEST(fused_conv_kernel_without_state, "") {
   p.fused_conv.conv = (fg_conv_params){{1, 1}, {1, 1}, {1, 1, 1, 1}, 1, {0, 0}};
   p.fused_conv.activation = FG_ACTIVATION_RELU;
   char err[256] = "";
-  fg_kctx ctx = {in, 4, &out, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in,   4,    &out, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
   FG_CHECK_INT(fg_cpu_kernel("fused_conv2d_add", c->dt)(&ctx), 0);
   FG_CHECK(same_bits(want, y));
   fg_tensor_free(want), fg_tensor_free(w), fg_tensor_free(b), fg_tensor_free(y);

@@ -66,7 +66,8 @@ static fg_kbuf buf(fg_dtype dt, int rank, const int64_t *dims, void *data) {
 static int run_kernel(const char *op, const fm_case *c, const fg_kbuf *in, int n_in, fg_kbuf *out,
                       const fg_op_params *p, const fg_kparallel *par, char *err) {
   err[0] = 0;
-  fg_kctx ctx = {in, n_in, out, 1, p, err, 256, par, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in,   n_in, out, 1, p, err, 256, par, NULL, NULL,
+                 NULL, NULL, 0,   0, 0, 0,   0,   0,   NULL};
   return fg_cpu_kernel(op, c->dt)(&ctx);
 }
 
@@ -427,7 +428,8 @@ static void *run_relu_grad_unfused(const fm_case *c, void *a, void *b, void *y, 
   memset(&p, 0, sizeof p);
   fg_kbuf gt_in[2] = {buf(c->dt, c->orank, c->od, y), buf(c->dt, 0, scalar_dims, zero)};
   fg_kbuf gt_out = buf(FG_BOOL, c->orank, c->od, mask);
-  fg_kctx gctx = {gt_in, 2, &gt_out, 1, &p, err, 256, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx gctx = {gt_in, 2,    &gt_out, 1, &p, err, 256, NULL, NULL, NULL,
+                  NULL,  NULL, 0,       0, 0,  0,   0,   0,    NULL};
   rc = rc ? rc : fg_cpu_kernel("greater", c->dt)(&gctx);
   fg_kbuf sel_in[3] = {gt_out, prod, buf(c->dt, 0, scalar_dims, zero)};
   fg_kbuf sel_out = buf(c->dt, c->orank, c->od, o);
@@ -515,7 +517,7 @@ static int run_bias_grad(fg_dtype dt, int64_t R, int64_t K, int64_t N, void *a, 
   fg_op_params p;
   memset(&p, 0, sizeof p);
   err[0] = 0;
-  fg_kctx ctx = {in, 2, out, 2, &p, err, 256, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in, 2, out, 2, &p, err, 256, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL};
   return fg_cpu_kernel("matmul_bias_grad", dt)(&ctx);
 }
 
@@ -596,7 +598,8 @@ FG_TEST(matmul_grad_kernels_bad_inputs, "badinput") {
   fg_kbuf bin[2] = {buf(FG_F32, 2, d46, a), buf(FG_F32, 2, d35, b)};
   const int64_t n5 = 5, n4 = 4;
   fg_kbuf bout[2] = {buf(FG_F32, 2, d65, o), buf(FG_F32, 1, &n5, o2)};
-  fg_kctx ctx = {bin, 2, bout, 2, &p, err, 256, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {bin,  2,    bout, 2, &p, err, 256, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,   0,   0,    NULL};
   FG_CHECK_INT(fg_cpu_kernel("matmul_bias_grad", FG_F32)(&ctx), -1);
   FG_CHECK_STR_CONTAINS(err, "must be [R, K] and [R, N] with one R");
   bin[1] = buf(FG_F64, 2, d45, b);

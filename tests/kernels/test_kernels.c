@@ -87,8 +87,8 @@ static void run_fixture(int index) {
   out.data = dup_bytes(NULL, out_bytes);
   if (out.data) memset(out.data, 0xA5, out_bytes);
   char err[256] = "";
-  fg_kctx ctx = {in,   c->n_in, &out, 1, &c->p, err, sizeof err, NULL, NULL,
-                 NULL, NULL,    NULL, 0, 0,     0,   0,          0};
+  fg_kctx ctx = {in,   c->n_in, &out, 1, &c->p, err, sizeof err, NULL, NULL, NULL,
+                 NULL, NULL,    0,    0, 0,     0,   0,          0,    NULL};
   const int rc = fn(&ctx);
   FG_CHECK_INT(rc, c->rc);
   if (rc != 0 && c->rc == 0) fprintf(stderr, "  error: %s\n", err);
@@ -188,7 +188,8 @@ FG_TEST(add_in_place_broadcast, "") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   char err[128] = "";
-  fg_kctx ctx = {in, 2, &out, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in,   2,    &out, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
   FG_REQUIRE(fg_cpu_kernel("add", FG_F32)(&ctx) == 0);
   const float want[6] = {11, 22, 33, 14, 25, 36};
   for (int i = 0; i < 6; i++)
@@ -202,7 +203,8 @@ FG_TEST(unary_in_place, "") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   p.leaky_relu.alpha = 0.5;
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in,  1,    &out, 1, &p, NULL, 0, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,    0, 0,    NULL};
   FG_REQUIRE(fg_cpu_kernel("leaky_relu", FG_F64)(&ctx) == 0);
   FG_CHECK_NEAR(x[0], -0.75, 0);
   FG_CHECK_NEAR(x[1], 0.0, 0);
@@ -224,12 +226,14 @@ FG_TEST(elu_by_hand, "") {
   memset(&p, 0, sizeof p);
   p.elu.alpha = 0.5;
   fg_kbuf in = kb(FG_F64, 1, d, (void *)x), out = kb(FG_F64, 1, d, y64);
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in,  1,    &out, 1, &p, NULL, 0, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,    0, 0,    NULL};
   FG_REQUIRE(fg_cpu_kernel("elu", FG_F64)(&ctx) == 0);
   for (int i = 0; i < 5; i++)
     FG_CHECK_NEAR(y64[i], want[i], 1e-16 + 1e-15 * fabs(want[i]));
   fg_kbuf in32 = kb(FG_F32, 1, d, x32), out32 = kb(FG_F32, 1, d, y32);
-  fg_kctx c32 = {&in32, 1, &out32, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx c32 = {&in32, 1,    &out32, 1, &p, NULL, 0, NULL, NULL, NULL,
+                 NULL,  NULL, 0,      0, 0,  0,    0, 0,    NULL};
   FG_REQUIRE(fg_cpu_kernel("elu", FG_F32)(&c32) == 0);
   for (int i = 0; i < 5; i++)
     FG_CHECK_NEAR(y32[i], want[i], 1e-7 * fabs(want[i]) + 1e-12);
@@ -244,7 +248,7 @@ FG_TEST(assign_same_buffer, "") {
   fg_kbuf out = kb(FG_I32, 1, d, v);
   fg_op_params p;
   memset(&p, 0, sizeof p);
-  fg_kctx ctx = {in, 2, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in, 2, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL};
   FG_REQUIRE(fg_cpu_kernel("assign", FG_I32)(&ctx) == 0);
   FG_CHECK_INT(v[0], 7);
   FG_CHECK_INT(v[2], 9);
@@ -274,7 +278,8 @@ FG_TEST(reduce_sum_f32_fixed_order, "") {
   memset(&p, 0, sizeof p);
   p.reduce.n_axes = 1;
   p.reduce.axes[0] = 0;
-  fg_kctx ctx = {&in, 1, &out, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in,  1,    &out, 1, &p, NULL, 0, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,    0, 0,    NULL};
   fg_kernel_fn sum = fg_cpu_kernel("reduce_sum", FG_F32);
   FG_REQUIRE(sum(&ctx) == 0);
   out.data = out1;
@@ -323,10 +328,10 @@ FG_TEST(reduce_columns_f64_and_mean_fixed_order, "") {
   p.reduce.n_axes = 1;
   p.reduce.axes[0] = 0;
   fg_kbuf in = kb(FG_F64, 2, din, x), o = kb(FG_F64, 1, dcol, out);
-  fg_kctx ctx = {&in, 1, &o, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {&in, 1, &o, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL};
   FG_REQUIRE(fg_cpu_kernel("reduce_sum", FG_F64)(&ctx) == 0);
   fg_kbuf inf = kb(FG_F32, 2, din, xf), of = kb(FG_F32, 1, dcol, outf);
-  fg_kctx cf = {&inf, 1, &of, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx cf = {&inf, 1, &of, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL};
   FG_REQUIRE(fg_cpu_kernel("reduce_mean", FG_F32)(&cf) == 0);
   int bad = 0, badf = 0;
   for (int j = 0; j < C; j++) {
@@ -354,7 +359,7 @@ FG_TEST(error_without_err_buffer, "badinput") {
   fg_kbuf o = kb(FG_F32, 1, di, out);
   fg_op_params p;
   memset(&p, 0, sizeof p);
-  fg_kctx ctx = {in, 2, &o, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in, 2, &o, 1, &p, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL};
   FG_CHECK_INT(fg_cpu_kernel("gather", FG_F32)(&ctx), -1);
   char tiny[8];
   ctx.err = tiny;
@@ -372,7 +377,8 @@ FG_TEST(miswired_calls_fail_cleanly, "") {
   const int64_t d23[2] = {2, 3}, d4[1] = {4}, d3[1] = {3}, d6[1] = {6};
   fg_kbuf in[2] = {kb(FG_F32, 2, d23, a), kb(FG_F32, 1, d4, b)};
   fg_kbuf out = kb(FG_F32, 2, d23, o);
-  fg_kctx ctx = {in, 2, &out, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in,   2,    &out, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
 
   err[0] = '\0';
   FG_CHECK_INT(fg_cpu_kernel("add", FG_F32)(&ctx), -1); /* [2,3] + [4] */

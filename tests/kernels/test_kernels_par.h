@@ -33,7 +33,8 @@ static inline int run_kernel(const char *op, fg_dtype key, const fg_kbuf *in, in
   fg_kernel_fn fn = fg_cpu_kernel(op, key);
   if (!fn) return -99;
   char err[256] = "";
-  fg_kctx ctx = {in, n_in, out, 1, p, err, sizeof err, par, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in,   n_in, out, 1, p, err, sizeof err, par, NULL, NULL,
+                 NULL, NULL, 0,   0, 0, 0,   0,          0,   NULL};
   const int rc = fn(&ctx);
   if (rc != 0) fprintf(stderr, "  %s: %s\n", op, err);
   return rc;

@@ -182,7 +182,8 @@ FG_TEST(logical_kernel_refuses_non_bool, "badinput") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   char err[128] = "";
-  fg_kctx ctx = {in, 2, &out, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in,   2,    &out, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
   FG_CHECK_INT(fn(&ctx), -1);
   FG_CHECK_STR_CONTAINS(err, "input 0 is f32");
   FG_CHECK(o[0] == 7 && o[1] == 7);

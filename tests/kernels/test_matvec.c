@@ -53,7 +53,8 @@ static void *run_mm(const mv_case *c, const void *a, const void *b, const fg_kpa
   p.matmul.transpose_a = c->ta;
   p.matmul.transpose_b = c->tb;
   err[0] = 0;
-  fg_kctx ctx = {in, 2, &out, 1, &p, err, err_size, par, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in,   2,    &out, 1, &p, err, err_size, par, NULL, NULL,
+                 NULL, NULL, 0,    0, 0,  0,   0,        0,   NULL};
   *rc = fg_cpu_kernel("matmul", c->dt)(&ctx);
   return out.data;
 }
@@ -229,8 +230,8 @@ FG_TEST(matvec_bad_inputs_still_refused, "") {
     memset(&p, 0, sizeof p);
     p.matmul.transpose_b = c->tb;
     char err[256] = "";
-    fg_kctx ctx = {in,   2,    &out, 1, &p, err, sizeof err, NULL, NULL,
-                   NULL, NULL, NULL, 0, 0,  0,   0,          0};
+    fg_kctx ctx = {in,   2,    &out, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                   NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
     FG_CHECK_INT(fg_cpu_kernel("matmul", FG_F32)(&ctx), -1);
     FG_CHECK_STR_CONTAINS(err, bad[i].msg);
   }

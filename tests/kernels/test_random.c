@@ -70,7 +70,8 @@ static fg_op_params rparams(int64_t seed, int64_t stream, double a, double b) {
 static int run_cpu(const char *op, fg_dtype dt, int64_t n, const fg_op_params *p, void *out) {
   fg_kbuf o = {dt, 1, {n}, out, 0};
   char err[160] = "";
-  fg_kctx ctx = {NULL, 0, &o, 1, p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {NULL, 0,    &o, 1, p, err, sizeof err, NULL, NULL, NULL,
+                 NULL, NULL, 0,  0, 0, 0,   0,          0,    NULL};
   fg_kernel_fn fn = fg_cpu_kernel(op, dt);
   if (!fn) return -2;
   const int rc = fn(&ctx);
@@ -399,8 +400,8 @@ FG_TEST(cuda_random_vs_cpu, "gpu") {
         fg_kbuf out = {dt, 1, {n}, dev, 0};
         char err[160] = "";
         fg_kcuda kc = {stream, NULL, NULL, 0, NULL, 0};
-        fg_kctx ctx = {NULL, 0,    &out, 1, &p, err, sizeof err, NULL, &kc,
-                       NULL, NULL, NULL, 0, 0,  0,   0,          0};
+        fg_kctx ctx = {NULL, 0,    &out, 1, &p, err, sizeof err, NULL, &kc, NULL,
+                       NULL, NULL, 0,    0, 0,  0,   0,          0,    NULL};
         fg_kernel_fn fn = fg_cuda_kernel(ops[o], dt);
         FG_REQUIRE(fn != NULL);
         if (fn(&ctx) != 0) FG_FAIL_AT("%s: %s", ops[o], err);

@@ -609,7 +609,8 @@ FG_TEST(topk_grad_bad_inputs_refused, "badinput") {
   fg_op_params p;
   memset(&p, 0, sizeof p);
   char err[200] = "";
-  fg_kctx ctx = {b, 3, &o, 1, &p, err, sizeof err, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {b,    3,    &o, 1, &p, err, sizeof err, NULL, NULL, NULL,
+                 NULL, NULL, 0,  0, 0,  0,   0,          0,    NULL};
   FG_CHECK_INT(fg_cpu_kernel("topk_grad", FG_F32)(&ctx), -1);
   FG_CHECK_STR(err, "indices[1] = 7 is out of range [0, 5)");
   idx[1] = 3;

@@ -294,7 +294,7 @@ static int run_and_grad(const fg_kbuf *in, fg_kbuf *out, const fg_kparallel *par
   if (!fn) return -99;
   fg_op_params p;
   memset(&p, 0, sizeof p);
-  fg_kctx ctx = {in, 2, out, 2, &p, err, size, par, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+  fg_kctx ctx = {in, 2, out, 2, &p, err, size, par, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL};
   return fn(&ctx);
 }
 

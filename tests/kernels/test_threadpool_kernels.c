@@ -100,8 +100,8 @@ static kresult run_call(const kcall *k, const fg_kparallel *par) {
   if (!fn) {
     r.rc = -99;
   } else {
-    fg_kctx ctx = {in,   k->n_in, &out, 1, &k->p, r.err, sizeof r.err, par, NULL, NULL, NULL,
-                   NULL, 0,       0,    0, 0,     0};
+    fg_kctx ctx = {in, k->n_in, &out, 1, &k->p, r.err, sizeof r.err, par, NULL, NULL, NULL, NULL,
+                   0,  0,       0,    0, 0,     0,     NULL};
     r.rc = fn(&ctx);
   }
   r.out = out.data;
