@@ -353,7 +353,7 @@ static int rewrite_bn_appending(fg_pass_ctx *ctx, const bn_fold *f, fg_status *s
 static int match_affine(const fg_pass_ctx *ctx, const uses *u, int bn, bn_fold *f) {
   const fg_graph *g = &ctx->w->g;
   const fg_node *n = &g->nodes[bn];
-  if (!bn_rewritable(ctx, u, bn)) return 0;
+  if (!bn_rewritable(ctx, u, bn) || !fg_pass_fusion_allowed(ctx)) return 0;
   const fg_tinfo *x = fg_pass_type_of(g, n->inputs[0]);
   if ((x->dtype != FG_F32 && x->dtype != FG_F64) || x->rank < 2 || x->dims[1] <= 0) return 0;
   int64_t plane = 1;

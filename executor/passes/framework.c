@@ -7,6 +7,7 @@
 #include "executor/passes/passes.h"
 #include "graph/fused_program.h"
 #include "graph/op_table.h"
+#include "kernels/cuda/nvrtc_cache.h"
 
 fg_output fg_pass_resolve(const fg_pass_ctx *ctx, fg_output o) {
   /* Replacements point at earlier nodes, so this ends. */
@@ -79,6 +80,10 @@ const fg_tensor *fg_pass_const_value(const fg_graph *g, fg_output o) {
   if (n->op != FG_OP_CONSTANT || o.index != 0) return NULL;
   const fg_attr *v = fg_attrs_find(&n->attrs, "value");
   return v && v->type == FG_ATTR_TENSOR ? v->t : NULL;
+}
+
+int fg_pass_fusion_allowed(const fg_pass_ctx *ctx) {
+  return !ctx->w->gpu || fgc_nvrtc_available(NULL, 0);
 }
 
 int fg_pass_fused_attrs(const fg_node *like, const fg_fused_params *p, struct fg_attrs *a) {

@@ -421,6 +421,7 @@ static void fuse_state_free(fuse_state *S) {
 }
 
 int fg_pass_fuse(fg_pass_ctx *ctx, fg_status *st) {
+  if (!fg_pass_fusion_allowed(ctx)) return 0;
   const int n = ctx->w->g.n_nodes;
   fuse_state S = {ctx, NULL, NULL, calloc((size_t)n + 1, 1), calloc((size_t)n + 1, 1), NULL};
   for (int id = 0; id < n; id++)

@@ -165,6 +165,11 @@ int fg_pass_add_constant(fg_pass_ctx *ctx, int node, const char *suffix, fg_tens
  * p as text, and like's colocation. 0; 1 when the text does not fit (*a
  * empty); -1 out of memory (*a cleared). */
 int fg_pass_fused_attrs(const fg_node *like, const fg_fused_params *p, struct fg_attrs *a);
+/* 1 when the copy may gain fused_elementwise nodes: always on the CPU; in
+ * a GPU session only where NVRTC loads, since their CUDA kernels are
+ * generated and compiled with it when the plan is built (a machine
+ * without it runs the nodes unfused rather than failing every plan). */
+int fg_pass_fusion_allowed(const fg_pass_ctx *ctx);
 /* The type of output o. */
 static inline const fg_tinfo *fg_pass_type_of(const fg_graph *g, fg_output o) {
   return &g->nodes[o.node].outputs[o.index];

@@ -304,7 +304,12 @@ int choose(const fg_kctx *ctx, cudnnHandle_t h, const descs &d, const geo &G, in
     return 0;
   }
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  cudaStreamIsCapturing(fgc_stream(ctx), &cap);
+  if (cudaStreamIsCapturing(fgc_stream(ctx), &cap) != cudaSuccess) {
+    /* Unknown: no timed search (it must not run inside a capture), and
+     * the error is cleared so that no later kernel reports it. */
+    (void)cudaGetLastError();
+    cap = cudaStreamCaptureStatusActive;
+  }
   const bufs b = bufs_of(ctx, m);
   int k = cap == cudaStreamCaptureStatusNone ? search(h, d, b, m, xp, ws_base, room, perf) : -1;
   if (k < 0 && (k = pick(ctx, h, d, perf, what, room, ws)) < 0) return -1;

@@ -47,7 +47,8 @@ extern "C" int fg_cuda_error_message(const fg_cuda_error *e, char *buf, size_t n
     snprintf(buf, n, "division by zero at output element %lld", e->a);
     break;
   case FG_CUDA_ERR_ADAM_STEP:
-    snprintf(buf, n, "input 5 (step) = %g must be >= 1 (the step count after incrementing)", e->d);
+    snprintf(buf, n, "input %lld (step) = %g must be >= 1 (the step count after incrementing)",
+             e->a, e->d);
     break;
   default: snprintf(buf, n, "CUDA kernel reported error code %d", e->code); break;
   }

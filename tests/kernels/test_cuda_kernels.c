@@ -151,10 +151,17 @@ FG_TEST(cuda_error_messages, "") {
   e.code = FG_CUDA_ERR_DIV_ZERO;
   fg_cuda_error_message(&e, msg, sizeof msg);
   FG_CHECK(strcmp(msg, "division by zero at output element 3") == 0);
+  /* The step's input: 5 of apply_adam, 4n + 1 of multi_apply_adam over n
+   * variables (the CPU kernels' messages name it alike). */
   e.code = FG_CUDA_ERR_ADAM_STEP;
+  e.a = 5;
   e.d = 0;
   fg_cuda_error_message(&e, msg, sizeof msg);
   FG_CHECK_STR_CONTAINS(msg, "input 5 (step) = 0 must be >= 1");
+  e.a = 25;
+  e.d = -2;
+  fg_cuda_error_message(&e, msg, sizeof msg);
+  FG_CHECK_STR_CONTAINS(msg, "input 25 (step) = -2 must be >= 1");
   char tiny[8];
   fg_cuda_error_message(&e, tiny, sizeof tiny);
   FG_CHECK(strlen(tiny) == 7);
