@@ -44,6 +44,13 @@ int fg_session_cuda_check(const fg_graph *g, const fg_session_options *opts, int
 fg_cuda_ctx *fg_cuda_ctx_new(int index, const fg_session_options *opts, fg_status *st);
 void fg_cuda_ctx_free(fg_cuda_ctx *c); /* accepts NULL; frees device variables too */
 
+/* Makes c's device the calling thread's current one (*prev: the one it
+ * was, for fg_cuda_ctx_leave), as plan building needs: kernels' prepare
+ * hooks (the fused kernels' NVRTC compile, for the device's architecture)
+ * run on the current device. 0, or -1 with st set. */
+int fg_cuda_ctx_enter(const fg_cuda_ctx *c, int *prev, fg_status *st);
+void fg_cuda_ctx_leave(int prev);
+
 /* Gives a freshly built GPU plan its device memory and streams. `vars` is
  * the session's per-node variable storage (n_vars entries): a variable seen
  * for the first time is uploaded from it. On failure the plan is left for

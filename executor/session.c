@@ -457,7 +457,15 @@ fg_plan *fg_session_plan_for(fg_session *s, const fg_plan_request *req, int64_t 
     ex = *req->dist, ex.node_dev = nd;
     with_nd = *req, with_nd.dist = &ex;
   }
+  /* The kernels' prepare hooks run on the session's device (the fused
+   * kernels compile for its architecture), not the thread's current one. */
+  int prev = -1;
+  if (!failed && s->cuda && fg_cuda_ctx_enter(s->cuda, &prev, st) != 0) {
+    free(nd);
+    return NULL;
+  }
   plan = failed ? NULL : fg_plan_build(g, nd ? &with_nd : req, var_lookup, s, st);
+  if (s->cuda) fg_cuda_ctx_leave(prev);
   free(nd);
   if (failed) fg_status_set(st, FG_RESOURCE_EXHAUSTED, "session: out of memory (plan placement)");
   if (!plan) return NULL;

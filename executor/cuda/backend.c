@@ -71,6 +71,12 @@ void fgc_leave(int prev) {
   if (prev >= 0) (void)cudaSetDevice(prev);
 }
 
+int fg_cuda_ctx_enter(const fg_cuda_ctx *c, int *prev, fg_status *st) {
+  return fgc_enter(c->device, prev, st);
+}
+
+void fg_cuda_ctx_leave(int prev) { fgc_leave(prev); }
+
 int fgc_fail(fg_status *st, int device, const char *what, cudaError_t e) {
   fg_status_set(st, e == cudaErrorMemoryAllocation ? FG_RESOURCE_EXHAUSTED : FG_INTERNAL,
                 "cuda:%d: %s: %s", device, what, cudaGetErrorString(e));

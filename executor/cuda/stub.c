@@ -26,6 +26,14 @@ fg_cuda_ctx *fg_cuda_ctx_new(int index, const fg_session_options *opts, fg_statu
 
 void fg_cuda_ctx_free(fg_cuda_ctx *c) { (void)c; }
 
+int fg_cuda_ctx_enter(const fg_cuda_ctx *c, int *prev, fg_status *st) {
+  (void)c, (void)st;
+  *prev = -1;
+  return 0;
+}
+
+void fg_cuda_ctx_leave(int prev) { (void)prev; }
+
 int fg_cuda_plan_prepare(fg_cuda_ctx *c, const fg_graph *g, fg_plan *plan, fg_tensor *const *vars,
                          int n_vars, fg_status *st) {
   (void)c, (void)g, (void)plan, (void)vars, (void)n_vars;
