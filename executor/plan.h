@@ -42,6 +42,7 @@ typedef struct fg_step {
    * plan; NULL for kernels without a prepare hook. */
   void *kstate;
   fg_krelease_fn krelease;
+  fg_kbytes_fn kbytes;   /* the state's buffers (plan info), or NULL */
   unsigned fixed_inputs; /* fg_kctx.fixed_inputs: inputs from variable or constant slots */
   unsigned const_inputs; /* fg_kctx.const_inputs: inputs from constant slots */
 } fg_step;

@@ -86,6 +86,7 @@ static int prepare(fg_plan *plan, fg_step *step, const fg_kprep *kp, const fg_ba
   }
   step->kstate = state;
   step->krelease = kp->release;
+  step->kbytes = kp->bytes;
   return 0;
 }
 

@@ -139,6 +139,10 @@ fg_plan_info *fg_session_plan_info(fg_session *s, const fg_feed *feeds, int n_fe
   info->arena_bytes = plan->arena_bytes;
   info->lower_bound_bytes = plan->lower_bound_bytes;
   info->naive_bytes = plan->naive_bytes;
+  for (int i = 0; i < plan->n_steps; i++)
+    if (plan->steps[i].kbytes)
+      info->kernel_bytes +=
+          plan->steps[i].kbytes(plan->steps[i].kstate, &info->kernel_shared_bytes);
   fg_status_clear(st);
 done:
   free(feed_nodes);

@@ -133,11 +133,17 @@ const fg_kernel_reg *fg_cpu_kernel_registry(void);
  * call (binding buffers) but must keep it valid for the next. */
 typedef int (*fg_kprepare_fn)(const fg_kctx *ctx, int threads, void **state);
 typedef void (*fg_krelease_fn)(void *state);
+/* The bytes a state holds outside the plan's arena for its step alone
+ * (converted tensors, scratchpads); adds to *shared those of the converted
+ * constants it reads from the session's store (kernels/share.h), made by
+ * the first run and shared with the session's other plans. Accepts NULL. */
+typedef size_t (*fg_kbytes_fn)(const void *state, size_t *shared);
 typedef struct fg_kprep {
   const char *op;
   fg_dtype dtype;
   fg_kprepare_fn prepare;
   fg_krelease_fn release; /* accepts NULL */
+  fg_kbytes_fn bytes;     /* NULL: the state holds no buffers worth counting */
 } fg_kprep;
 /* The prepare hook of CPU kernel (op name, dtype), or NULL when it has
  * none (most kernels are pure functions). */

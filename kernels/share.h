@@ -43,7 +43,7 @@ void fgk_share_free(fgk_share *s);
  * desc_size bytes, compared with `same`): a 64-byte aligned buffer of
  * `bytes`, new and not filled when no holder had it. Each get is released
  * by one fgk_share_put. NULL when out of memory, or when an entry with the
- * same key has another size (the caller then keeps its own copy). */
+ * same key has another size (which equal layouts never have). */
 fgk_shared *fgk_share_get(fgk_share *s, const void *src, int64_t offset, const void *desc,
                           size_t desc_size, fgk_share_same_fn same, size_t bytes);
 /* Releases one hold; the last frees the entry. Accepts NULL e. */

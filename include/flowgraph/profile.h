@@ -141,6 +141,16 @@ typedef struct fg_plan_info {
   /* Per step: the op it runs, as fg_node_timing.op names it (a node the
    * passes fused: "fused_elementwise[add+relu]"); static strings. */
   const char **step_ops;
+  /* Buffers the plan's kernels keep outside the arena for this plan alone:
+   * oneDNN's converted tensors (a variable weight's blocked copy among
+   * them) and scratchpads. */
+  size_t kernel_bytes;
+  /* Converted constants the plan's kernels read from the session (a
+   * constant conv weight in oneDNN's layout): made by the first run that
+   * needs each, one copy shared by every plan of the session that reads it
+   * in that layout, so not to be added up across plans. Counted per step
+   * reading it. */
+  size_t kernel_shared_bytes;
 } fg_plan_info;
 
 /* Builds (or reuses) the plan for these feeds, fetches and targets without

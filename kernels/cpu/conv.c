@@ -189,6 +189,10 @@ static int conv_f32(const fg_kctx *ctx, conv_mode m, conv_epi e, const conv_bufs
   return rc;
 }
 void fgk_conv_release(void *state) { (void)state; }
+size_t fgk_conv_bytes(const void *state, size_t *shared) {
+  (void)state, (void)shared;
+  return 0;
+}
 /* Without oneDNN there is nothing to prepare. */
 #define PREP(name, mode, epi)                                                                      \
   int name(const fg_kctx *ctx, int threads, void **state) {                                        \

@@ -208,6 +208,32 @@ void fgk_conv_release(void *state) {
   free(s);
 }
 
+static size_t mem_bytes(const_dnnl_memory_t m) {
+  const dnnl_memory_desc_t *md = NULL;
+  return m && dnnl_memory_get_memory_desc(m, &md) == dnnl_success ? dnnl_memory_desc_get_size(md)
+                                                                  : 0;
+}
+
+/* What port p allocated: its converted copy (unless the store's) and its
+ * reorder's scratchpad. */
+static size_t port_bytes(const conv_port *p) {
+  return (p->buf ? mem_bytes(p->inner) : 0) + (p->rscratch_buf ? mem_bytes(p->rscratch) : 0);
+}
+
+size_t fgk_conv_bytes(const void *state, size_t *shared) {
+  const conv_state *s = state;
+  if (!s) return 0;
+  size_t n = port_bytes(&s->w);
+  if (s->w_share && s->w.inner) *shared += mem_bytes(s->w.inner);
+  for (int i = 0; i < s->n_parts; i++) {
+    const conv_part *q = &s->part[i];
+    n += port_bytes(&q->x) + port_bytes(&q->y) + port_bytes(&q->w);
+    n += (q->dw_buf ? mem_bytes(q->dw) : 0) + (q->scratch_buf ? mem_bytes(q->scratch) : 0);
+    if (s->w_share && q->w.inner) *shared += mem_bytes(q->w.inner);
+  }
+  return n;
+}
+
 static int dnnl_fail(const fg_kctx *ctx, const char *what, dnnl_status_t r) {
   if (ctx->err) snprintf(ctx->err, ctx->err_size, "oneDNN: %s failed (status %d)", what, (int)r);
   return -1;
@@ -728,6 +754,7 @@ static fgk_shared *share_entry(const fg_kctx *ctx, conv_state *s, conv_port *p, 
   fgk_shared *e = fgk_share_get(s->share, src, offset, md, sizeof *md, same_md, bytes);
   if (!e) {
     snprintf(ctx->err, ctx->err_size, "out of memory (%zu bytes of a converted weight)", bytes);
+    if (ctx->code) *ctx->code = FG_RESOURCE_EXHAUSTED;
     return NULL;
   }
   if (dnnl_memory_set_data_handle(p->inner, fgk_shared_buf(e)) != dnnl_success) {

@@ -144,16 +144,18 @@
 /* X(op name, dtype key, prepare, release): the kernels with plan-time
  * state (kernels/kernel.h, fg_kprep). */
 #define FGK_PREPS(X)                                                                               \
-  X("conv2d", FG_F32, fgk_conv2d_prepare, fgk_conv_release)                                        \
-  X("conv2d_grad_input", FG_F32, fgk_conv2d_grad_input_prepare, fgk_conv_release)                  \
-  X("conv2d_grad_weight", FG_F32, fgk_conv2d_grad_weight_prepare, fgk_conv_release)                \
-  X("conv_transpose2d", FG_F32, fgk_conv_transpose2d_prepare, fgk_conv_release)                    \
-  X("fused_conv2d", FG_F32, fgk_fused_conv2d_prepare, fgk_conv_release)                            \
-  X("fused_conv2d_add", FG_F32, fgk_fused_conv2d_add_prepare, fgk_conv_release)
+  X("conv2d", FG_F32, fgk_conv2d_prepare, fgk_conv_release, fgk_conv_bytes)                        \
+  X("conv2d_grad_input", FG_F32, fgk_conv2d_grad_input_prepare, fgk_conv_release, fgk_conv_bytes)  \
+  X("conv2d_grad_weight", FG_F32, fgk_conv2d_grad_weight_prepare, fgk_conv_release,                \
+    fgk_conv_bytes)                                                                                \
+  X("conv_transpose2d", FG_F32, fgk_conv_transpose2d_prepare, fgk_conv_release, fgk_conv_bytes)    \
+  X("fused_conv2d", FG_F32, fgk_fused_conv2d_prepare, fgk_conv_release, fgk_conv_bytes)            \
+  X("fused_conv2d_add", FG_F32, fgk_fused_conv2d_add_prepare, fgk_conv_release, fgk_conv_bytes)
 
-#define FGK_DECLARE_PREP(op, dt, prep, rel)                                                        \
+#define FGK_DECLARE_PREP(op, dt, prep, rel, bytes)                                                 \
   int prep(const fg_kctx *ctx, int threads, void **state);                                         \
-  void rel(void *state);
+  void rel(void *state);                                                                           \
+  size_t bytes(const void *state, size_t *shared);
 FGK_PREPS(FGK_DECLARE_PREP)
 #undef FGK_DECLARE_PREP
 

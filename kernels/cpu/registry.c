@@ -19,9 +19,9 @@ fg_kernel_fn fg_cpu_kernel(const char *op, fg_dtype dtype) {
   return NULL;
 }
 
-#define FGK_PREP_ROW(op, dt, prep, rel) {op, dt, prep, rel},
+#define FGK_PREP_ROW(op, dt, prep, rel, bytes) {op, dt, prep, rel, bytes},
 static const fg_kprep fgk_prep_rows[] = {
-    FGK_PREPS(FGK_PREP_ROW){NULL, FG_DTYPE_INVALID, NULL, NULL}};
+    FGK_PREPS(FGK_PREP_ROW){NULL, FG_DTYPE_INVALID, NULL, NULL, NULL}};
 #undef FGK_PREP_ROW
 
 const fg_kprep *fg_cpu_kernel_prep(const char *op, fg_dtype dtype) {

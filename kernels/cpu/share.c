@@ -64,8 +64,9 @@ static fgk_shared *entry_new(const void *src, int64_t offset, const void *desc, 
   fgk_shared *e = calloc(1, sizeof *e);
   if (!e) return NULL;
   e->desc = malloc(desc_size ? desc_size : 1);
-  if (!e->desc || posix_memalign(&e->buf, 64, bytes ? bytes : 64) != 0 ||
-      pthread_mutex_init(&e->mu, NULL) != 0) {
+  if (!e->desc || posix_memalign(&e->buf, 64, bytes ? bytes : 64) != 0) e->buf = NULL;
+  if (!e->buf || pthread_mutex_init(&e->mu, NULL) != 0) {
+    free(e->buf);
     free(e->desc);
     free(e);
     return NULL;

@@ -21,9 +21,9 @@ extern "C" fg_kernel_fn fg_cuda_kernel(const char *op, fg_dtype dtype) {
 }
 
 /* The prepare hooks (FGC_PREPS in common.cuh), NULL-terminated. */
-#define FGC_PREP_ROW(op, dt, prep, rel) {op, dt, prep, rel},
+#define FGC_PREP_ROW(op, dt, prep, rel) {op, dt, prep, rel, NULL},
 static const fg_kprep fgc_prep_rows[] = {
-    FGC_PREPS(FGC_PREP_ROW){NULL, FG_DTYPE_INVALID, NULL, NULL}};
+    FGC_PREPS(FGC_PREP_ROW){NULL, FG_DTYPE_INVALID, NULL, NULL, NULL}};
 #undef FGC_PREP_ROW
 
 extern "C" const fg_kprep *fg_cuda_kernel_prep(const char *op, fg_dtype dtype) {

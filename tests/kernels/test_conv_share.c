@@ -281,3 +281,109 @@ FG_TEST(conv_share_same_constant_twice_in_one_run, "") {
   fg_graph_free(g);
   fg_status_free(st);
 }
+
+/* Every convolution kind reading constants computes the same bits as with
+ * the same weights as variables (each plan converting its own copy, the
+ * path the other conv tests check against references): a conv with bias
+ * and relu, a grouped conv, a depthwise one, a transposed conv reading the
+ * first conv's weight again, and the input's gradient through all of them
+ * (the data gradients read the constants too); over batches 1 to 4 and
+ * two sets of fetches, so several plans share the entries. */
+static fg_output source(fg_graph *g, int var, const char *name, int rank, const int64_t *d,
+                        int salt) {
+  fg_tensor *t = filled(rank, d, salt);
+  float *p = fg_tensor_data(t);
+  for (int64_t i = 0; i < fg_tensor_num_elements(t); i++)
+    p[i] *= 0.2f;
+  fg_output o = var ? fg_variable(g, name, t) : fg_constant(g, name, t);
+  fg_tensor_free(t);
+  return o;
+}
+
+static fg_graph *conv_kinds(int var) {
+  fg_graph *g = fg_graph_new();
+  int64_t xd[4] = {-1, 32, 6, 6}, wa[4] = {64, 32, 3, 3}, wd[4] = {64, 1, 3, 3}, b[1] = {64};
+  fg_output x = fg_placeholder(g, "x", FG_F32, 4, xd);
+  fg_output A = source(g, var, "wa", 4, wa, 1), G = source(g, var, "wg", 4, wa, 2);
+  fg_output D = source(g, var, "wd", 4, wd, 3);
+  fg_conv2d_opts o = {.pads = {1, 1, 1, 1}}, og = o, odw = o;
+  og.groups = 2, odw.groups = 64;
+  fg_output a = fg_relu(g, fg_conv2d(g, x, A, source(g, var, "ba", 1, b, 4), &o));
+  fg_output c =
+      fg_conv2d(g, fg_conv2d(g, a, G, (fg_output){-1, 0}, &og), D, (fg_output){-1, 0}, &odw);
+  fg_set_name(g, a, "a");
+  fg_set_name(g, c, "c");
+  fg_output d = fg_conv_transpose2d(g, c, A, (fg_output){-1, 0}, &o);
+  fg_set_name(g, d, "d");
+  fg_output s = fg_reduce_sum(g, fg_add(g, d, x), NULL, 0, 0), dx;
+  fg_status *st = fg_status_new();
+  FG_CHECK(fg_gradients(g, &s, 1, &x, 1, NULL, &dx, st) == 0);
+  fg_set_name(g, dx, "dx");
+  fg_status_free(st);
+  return g;
+}
+
+FG_TEST(conv_share_every_kind_same_bits_as_variables, "") {
+  fg_graph *gc = conv_kinds(0), *gv = conv_kinds(1);
+  fg_status *st = fg_status_new();
+  fg_session_options o;
+  fg_session_options_init(&o);
+  o.num_threads = 2;
+  fg_session *sc = fg_session_new(gc, &o, st), *sv = fg_session_new(gv, &o, st);
+  FG_REQUIRE(sc && sv);
+  const char *fetch[4] = {"dx", "d", "a", "c"};
+  const int64_t batches[5] = {1, 2, 3, 4, 1};
+  for (int r = 0; r < 5; r++)
+    for (int nf = 2; nf <= 4; nf += 2) {
+      int64_t xd[4] = {batches[r], 32, 6, 6};
+      fg_tensor *x = filled(4, xd, 9 + r), *oc[4] = {NULL}, *ov[4] = {NULL};
+      fg_feed feed = {"x", x};
+      FG_REQUIRE(fg_session_run(sc, &feed, 1, fetch, nf, oc, NULL, 0, st) == 0);
+      FG_REQUIRE(fg_session_run(sv, &feed, 1, fetch, nf, ov, NULL, 0, st) == 0);
+      for (int i = 0; i < nf; i++) {
+        const size_t n = (size_t)fg_tensor_num_elements(oc[i]) * sizeof(float);
+        FG_CHECK(fg_tensor_num_elements(oc[i]) == fg_tensor_num_elements(ov[i]));
+        FG_CHECK(memcmp(fg_tensor_data(oc[i]), fg_tensor_data(ov[i]), n) == 0);
+        fg_tensor_free(oc[i]), fg_tensor_free(ov[i]);
+      }
+      fg_tensor_free(x);
+    }
+  if (blocked_weights()) FG_CHECK(fgk_share_count(sc->share) >= 4);
+  FG_CHECK_INT(fgk_share_count(sv->share), 0);
+  fg_session_free(sc), fg_session_free(sv);
+  fg_graph_free(gc), fg_graph_free(gv);
+  fg_status_free(st);
+}
+
+/* Plan info counts the kernels' buffers outside the arena: with variable
+ * weights each plan's converted copies are its own (kernel_bytes); with
+ * the same weights as constants those copies move to kernel_shared_bytes,
+ * which is what the session's store holds once a run made them, and the
+ * rest (scratchpads, converted activations) is the same. */
+FG_TEST(conv_share_plan_info_counts_kernel_buffers, "") {
+  fg_status *st = fg_status_new();
+  int64_t xd[4] = {4, C_IN, SIDE, SIDE};
+  fg_tensor *x = filled(4, xd, 3);
+  fg_feed feed = {"x", x};
+  const char *fetch = "y";
+  fg_plan_info *info[2] = {NULL, NULL};
+  fg_session *s[2] = {NULL, NULL};
+  fg_graph *g[2] = {two_layers(0), two_layers(1)};
+  for (int v = 0; v < 2; v++) {
+    FG_REQUIRE((s[v] = one_thread_session(g[v])));
+    run_and_check(s[v], 4, 0);
+    FG_REQUIRE((info[v] = fg_session_plan_info(s[v], &feed, 1, &fetch, 1, NULL, 0, st)));
+  }
+  FG_CHECK(info[0]->kernel_shared_bytes == fgk_share_bytes(s[0]->share));
+  FG_CHECK(info[1]->kernel_shared_bytes == 0);
+  FG_CHECK(info[1]->kernel_bytes == info[0]->kernel_bytes + info[0]->kernel_shared_bytes);
+  if (blocked_weights())
+    FG_CHECK(info[0]->kernel_shared_bytes >= (size_t)(C_MID * C_IN * 9 + C_MID * C_MID * 9) * 4);
+  for (int v = 0; v < 2; v++) {
+    fg_plan_info_free(info[v]);
+    fg_session_free(s[v]);
+    fg_graph_free(g[v]);
+  }
+  fg_tensor_free(x);
+  fg_status_free(st);
+}

@@ -373,6 +373,9 @@ FG_TEST(cli_plan_mlp_fused, "") {
   FG_CHECK_INT(t.size, 24);
   FG_CHECK_INT(key_value(r.out, "arena_bytes"), 128);
   FG_CHECK_INT(key_value(r.out, "naive_bytes"), 128);
+  /* Matmuls keep nothing outside the arena. */
+  FG_CHECK_INT(key_value(r.out, "kernel_bytes"), 0);
+  FG_CHECK_INT(key_value(r.out, "kernel_shared_bytes"), 0);
   result_free(&r);
   fgt_rmtree(tmpdir);
 }

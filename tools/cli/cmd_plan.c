@@ -582,7 +582,8 @@ static int print_plan(const plan_args *a, const plan_model *m, const fg_plan_inf
   /* Before the tables: the three summary lines stay the last lines. */
   if (a->memory_svg) printf("memory svg: %s\n", a->memory_svg);
   print_tables(m, info);
-  printf("\n");
+  printf("\nkernel_bytes: %zu\nkernel_shared_bytes: %zu\n", info->kernel_bytes,
+         info->kernel_shared_bytes);
   print_summary("", info->arena_bytes, info->lower_bound_bytes, info->naive_bytes);
   return 0;
 }
@@ -747,7 +748,13 @@ const cli_command cli_plan_command = {
     "touches: name:output, kind (arena, feed, constant, variable, fetch, recv), dtype and\n"
     "shape, offset in the arena ('-' outside it), size in bytes, lifetime as\n"
     "first..last step ('-' before the first step, or never read) and the tensor\n"
-    "whose bytes it reuses in place; then exactly three lines:\n"
+    "whose bytes it reuses in place; then two lines on the kernels' own buffers\n"
+    "(outside the arena):\n"
+    "  kernel_bytes: N         oneDNN's converted tensors and scratchpads, this plan's\n"
+    "  kernel_shared_bytes: N  converted constants (a conv's constant weight in\n"
+    "                          oneDNN's layout) the session's plans share, made by\n"
+    "                          the first run\n"
+    "then exactly three lines:\n"
     "  arena_bytes: N         the arena the plan allocates\n"
     "  lower_bound_bytes: N   the peak of live intermediate bytes over the schedule\n"
     "  naive_bytes: N         one 64-byte aligned buffer per arena tensor\n"
