@@ -156,14 +156,21 @@ static fg_session *one_thread_session(fg_graph *g) {
   return fg_session_new(g, &o, NULL);
 }
 
+/* The two layers (weights as constants, or variables) in a one-thread
+ * session that has run batch 4 once (checked); NULL when none was made. */
+static fg_session *ran_once(int variables, fg_graph **g) {
+  fg_session *s = (*g = two_layers(variables)) ? one_thread_session(*g) : NULL;
+  if (s) run_and_check(s, 4, 0);
+  return s;
+}
+
 /* Two plans with the same shapes (fetching y, then y and h) hold one
  * converted copy of each weight between them; other batch sizes add at
  * most one layout per weight; a graph edit drops them with the plans. */
 FG_TEST(conv_share_plans_of_one_session, "") {
-  fg_graph *g = two_layers(0);
-  fg_session *s = one_thread_session(g);
-  FG_REQUIRE(g && s && s->share);
-  run_and_check(s, 4, 0);
+  fg_graph *g = NULL;
+  fg_session *s = ran_once(0, &g);
+  FG_REQUIRE(s && s->share);
   const int n1 = fgk_share_count(s->share);
   const size_t b1 = fgk_share_bytes(s->share);
   if (!blocked_weights()) FG_SKIP("no AVX2: oneDNN may read the weights as they are");
@@ -189,10 +196,9 @@ FG_TEST(conv_share_plans_of_one_session, "") {
 
 /* Variables are never shared: a run may assign one between two readers. */
 FG_TEST(conv_share_not_for_variables, "") {
-  fg_graph *g = two_layers(1);
-  fg_session *s = one_thread_session(g);
-  FG_REQUIRE(g && s && s->share);
-  run_and_check(s, 4, 0);
+  fg_graph *g = NULL;
+  fg_session *s = ran_once(1, &g);
+  FG_REQUIRE(s && s->share);
   run_and_check(s, 2, 1);
   FG_CHECK_INT(fgk_share_count(s->share), 0);
   fg_session_free(s);
@@ -205,10 +211,9 @@ FG_TEST(conv_share_not_for_variables, "") {
  * shapes still computes with the values first converted, and a new
  * session, which has its own store, with the new ones. */
 FG_TEST(conv_share_second_plan_reads_the_first_copy, "") {
-  fg_graph *g = two_layers(0);
-  fg_session *s = one_thread_session(g);
-  FG_REQUIRE(g && s && s->share);
-  run_and_check(s, 4, 0);
+  fg_graph *g = NULL;
+  fg_session *s = ran_once(0, &g);
+  FG_REQUIRE(s && s->share);
   if (!blocked_weights()) FG_SKIP("no AVX2: oneDNN may read the weights as they are");
   FG_CHECK_INT(fgk_share_count(s->share), 2);
   const fg_node *n = &g->nodes[fg_graph_find(g, "w1")];
