@@ -13,6 +13,8 @@ TEST_JOBS ?= $(shell echo $$(($(JOBS) + 1)))
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+# ctest, printing failed tests' output again at the end (the tail CI keeps).
+CTEST = $(CURDIR)/tools/ctest_run.sh
 
 .PHONY: all deps deps-demo build build-demo test test-fast test-asan test-tsan demo install clean bench \
         fuzz fuzz-build fuzz-smoke
@@ -39,7 +41,7 @@ build-demo: deps-demo
 
 test-fast: build
 	@echo "== $@ started $$(date +%T)"
-	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)
+	cd $(BUILD) && $(CTEST) --output-on-failure -j $(TEST_JOBS)
 
 # The sanitizer builds are Debug (assertions on) at -O1, the level the
 # sanitizers' authors advise: on the 2-core VM the ASan suite took 507 s at
@@ -57,7 +59,7 @@ test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) $(SAN_FLAGS) -DFG_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(TEST_JOBS) -E '^install\.'
+	  $(CTEST) --output-on-failure -j $(TEST_JOBS) -E '^install\.'
 
 # The thread pool, the executor, the parallel kernels and the threads that
 # stand in for processes (dist_agree, dist_hybrid, shm_reduce), and the
@@ -72,7 +74,7 @@ test-tsan: deps
 	  test_dist_agree test_dist_hybrid test_shm_reduce test_dist_micro test_dist_run_agree \
 	  test_dist_product test_conv_share
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1 \
-	  ctest --output-on-failure -j $(TEST_JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist|dist_exec|dist_agree|dist_hybrid|shm_reduce|dist_micro|dist_run_agree|dist_product|conv_share)\.'
+	  $(CTEST) --output-on-failure -j $(TEST_JOBS) -R '^test_(threadpool|threadpool_kernels|executor|session|kernels|threads|numerics|dist|dist_exec|dist_agree|dist_hybrid|shm_reduce|dist_micro|dist_run_agree|dist_product|conv_share)\.'
 
 test: test-fast test-asan test-tsan fuzz-smoke
 	@echo "== $@ finished $$(date +%T)"

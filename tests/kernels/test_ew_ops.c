@@ -4,6 +4,7 @@
  * made when a clip node is built. Gradients are in
  * tests/autodiff/test_grad_math.c. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fgtest.h"
@@ -254,6 +255,23 @@ FG_TEST(ew_clip_nan_and_bounds_by_hand, "") {
   }
 }
 
+/* The long sweeps' buffers (up to 88 MB) come from the heap and go back at
+ * the case's end: as static arrays they made this binary's .bss 578 MB,
+ * which LeakSanitizer scans at every process's exit (5 s per case under
+ * ASan, whichever case ran). A case that returns early leaves its buffer
+ * reachable here, not leaked. */
+static float *g_sweep;
+
+static float *sweep_buffer(size_t n) {
+  free(g_sweep);
+  return g_sweep = calloc(n, sizeof *g_sweep);
+}
+
+static void sweep_done(void) {
+  free(g_sweep);
+  g_sweep = NULL;
+}
+
 /* exp in f32 (a polynomial the compiler vectorises, not libm's expf):
  * within 2 ulp of the double-precision exp over its range, and libm's
  * answers at the edges: overflow to inf past log(FLT_MAX), 0 below the
@@ -321,7 +339,9 @@ static void check_ulps(const char *op, const float *x, const float *y, int n, do
  * was off by up to 2.76 ulp. */
 FG_TEST(ew_erf_f32_within_2_ulps, "") {
   enum { G = 120001, W = 0x40800000 / 509 + 1, N = G + W, E = 7 };
-  static float x[N + E], y[N + E];
+  float *x = sweep_buffer(2 * (N + E));
+  FG_REQUIRE(x);
+  float *y = x + N + E;
   for (int i = 0; i < G; i++)
     x[i] = (float)(-6.0 + 12.0 * (double)i / (G - 1));
   for (int i = 0; i < W; i++) {
@@ -335,6 +355,7 @@ FG_TEST(ew_erf_f32_within_2_ulps, "") {
   FG_CHECK(y[N + 3] == 0.0f && signbit(y[N + 3]));
   FG_CHECK(y[N + 4] == 1.0f && y[N + 5] == -1.0f);
   FG_CHECK(isnan(y[N + 6]));
+  sweep_done();
 }
 
 /* sigmoid in f32 (exp(-|x|) by fgk_expf, the numerator picked by a mask,
@@ -346,7 +367,9 @@ static double sigmoid_ref(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 FG_TEST(ew_sigmoid_f32_within_3_ulps, "") {
   enum { W = 0x43000000 / 97 + 1, N = 2 * W, E = 5 };
-  static float x[N + E], y[N + E];
+  float *x = sweep_buffer(2 * (N + E));
+  FG_REQUIRE(x);
+  float *y = x + N + E;
   for (int i = 0; i < W; i++) {
     const uint32_t pos = (uint32_t)i * 97u, neg = pos | 0x80000000u;
     memcpy(&x[2 * i], &pos, sizeof pos);
@@ -359,6 +382,7 @@ FG_TEST(ew_sigmoid_f32_within_3_ulps, "") {
   FG_CHECK(y[N] == 1.0f && y[N + 1] == 0.0f && y[N + 2] == 0.5f && isnan(y[N + 3]));
   /* e^-100 / (1 + e^-100) = 3.72e-44, within one subnormal step */
   FG_CHECK(fabs((double)y[N + 4] - exp(-100.0)) <= 1.5e-45);
+  sweep_done();
 }
 
 /* tanh in f32 (an odd polynomial below 0.625, 1 - 2 / (e^(2|x|) + 1) by
@@ -369,7 +393,9 @@ FG_TEST(ew_sigmoid_f32_within_3_ulps, "") {
  * libm's tanhf it replaced is a call per element. */
 FG_TEST(ew_tanh_f32_within_2_ulps, "") {
   enum { W = 0x41800000 / 89 + 1, G = 20001, N = 2 * W + G, E = 5 };
-  static float x[N + E], y[N + E];
+  float *x = sweep_buffer(2 * (N + E));
+  FG_REQUIRE(x);
+  float *y = x + N + E;
   for (int i = 0; i < W; i++) {
     const uint32_t pos = (uint32_t)i * 89u, neg = pos | 0x80000000u;
     memcpy(&x[2 * i], &pos, sizeof pos);
@@ -385,6 +411,7 @@ FG_TEST(ew_tanh_f32_within_2_ulps, "") {
   FG_CHECK(y[N + 2] == 0.0f && signbit(y[N + 2]));
   FG_CHECK(isnan(y[N + 3]));
   FG_CHECK(y[N + 4] == 1e-40f);
+  sweep_done();
 }
 
 /* log in f32 (m 2^e split, a fitted polynomial in m - 1, no libm, so it
@@ -394,7 +421,9 @@ FG_TEST(ew_tanh_f32_within_2_ulps, "") {
  * NaN to NaN. */
 FG_TEST(ew_log_f32_within_1_ulp, "") {
   enum { N = 0x7f800000 / 97, E = 6 };
-  static float x[N + E], y[N + E];
+  float *x = sweep_buffer(2 * (N + E));
+  FG_REQUIRE(x);
+  float *y = x + N + E;
   for (int i = 0; i < N; i++) {
     const uint32_t bits = (uint32_t)(i + 1) * 97u;
     memcpy(&x[i], &bits, sizeof bits);
@@ -405,6 +434,7 @@ FG_TEST(ew_log_f32_within_1_ulp, "") {
   check_ulps("log", x, y, N, log, 1);
   FG_CHECK(y[N] == -INFINITY && y[N + 1] == -INFINITY && y[N + 2] == INFINITY);
   FG_CHECK(isnan(y[N + 3]) && isnan(y[N + 4]) && isnan(y[N + 5]));
+  sweep_done();
 }
 
 /* softplus and mish in f32 (fgk_expf, then log(1 + z) as log(u) z / (u -
