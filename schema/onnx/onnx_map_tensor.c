@@ -613,5 +613,8 @@ const fgx_op fgx_ops_tensor[] = {
     {"Pad", fgt_map_pad},
     {"OneHot", fgt_map_one_hot},
     {"ScatterND", fgt_map_scatter_nd},
+    {"DepthToSpace", fgt_map_depth_to_space},
+    {"SpaceToDepth", fgt_map_space_to_depth},
+    {"Trilu", fgt_map_trilu},
     {NULL, NULL},
 };

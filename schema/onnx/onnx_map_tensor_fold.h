@@ -99,6 +99,10 @@ int fgt_map_expand(fgx_ctx *c, const fgx_node *n);
 int fgt_map_tile(fgx_ctx *c, const fgx_node *n);
 int fgt_map_pad(fgx_ctx *c, const fgx_node *n);
 int fgt_map_one_hot(fgx_ctx *c, const fgx_node *n);
+/* onnx_map_blocks.c: DepthToSpace, SpaceToDepth, Trilu. */
+int fgt_map_depth_to_space(fgx_ctx *c, const fgx_node *n);
+int fgt_map_space_to_depth(fgx_ctx *c, const fgx_node *n);
+int fgt_map_trilu(fgx_ctx *c, const fgx_node *n);
 /* onnx_map_scatter.c: ScatterND, folded when its inputs are known. */
 int fgt_map_scatter_nd(fgx_ctx *c, const fgx_node *n);
 /* Gather along `axis` of x (rank r) with indices of rank q: flowgraph's

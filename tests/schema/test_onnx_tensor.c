@@ -5,7 +5,8 @@
  * ending in "_k" have their data as an initializer: the importer folds the
  * op at import, and the output must be the same. dyn_* cases have a
  * symbolic batch dimension and run at two batch sizes. ScatterND is only
- * folded (flowgraph has no scatter op): its cases are all "_k". */
+ * folded (flowgraph has no scatter op): its cases are all "_k". The
+ * torch_* cases are models PyTorch exported, against its own output. */
 #include "fgtest.h"
 #include "flowgraph/onnx.h"
 #include "onnx_test_util.h"
@@ -173,11 +174,54 @@
   X(unsqueeze_input)                                                                               \
   X(unsqueeze_input_k)                                                                             \
   X(unsqueeze_scalar)                                                                              \
-  X(unsqueeze_scalar_k)
+  X(unsqueeze_scalar_k)                                                                            \
+  X(depth_to_space_dcr)                                                                            \
+  X(depth_to_space_dcr_k)                                                                          \
+  X(depth_to_space_opset9)                                                                         \
+  X(depth_to_space_opset9_k)                                                                       \
+  X(depth_to_space_crd)                                                                            \
+  X(depth_to_space_crd_k)                                                                          \
+  X(space_to_depth)                                                                                \
+  X(space_to_depth_k)                                                                              \
+  X(space_to_depth_b1)                                                                             \
+  X(space_to_depth_b1_k)                                                                           \
+  X(trilu_upper)                                                                                   \
+  X(trilu_upper_k)                                                                                 \
+  X(trilu_lower_k_m1)                                                                              \
+  X(trilu_lower_k_m1_k)                                                                            \
+  X(trilu_upper_k2)                                                                                \
+  X(trilu_upper_k2_k)                                                                              \
+  X(trilu_upper_k_past)                                                                            \
+  X(trilu_upper_k_past_k)                                                                          \
+  X(trilu_lower_k_low)                                                                             \
+  X(trilu_lower_k_low_k)                                                                           \
+  X(trilu_int64_lower_k1)                                                                          \
+  X(trilu_int64_lower_k1_k)                                                                        \
+  X(space_depth_round_trip)                                                                        \
+  X(dyn_depth_to_space_b2)                                                                         \
+  X(dyn_depth_to_space_b3)                                                                         \
+  X(dyn_space_to_depth_b2)                                                                         \
+  X(dyn_space_to_depth_b3)                                                                         \
+  X(dyn_trilu_b2)                                                                                  \
+  X(dyn_trilu_b3)
 
 /* Models that must be refused: the name, the code, a piece of the message. */
 #define TENSOR_BAD(X)                                                                              \
   X(bad_concat_no_axis, FG_INVALID_GRAPH, "axis is required")                                      \
+  X(bad_depth_to_space_rank, FG_INVALID_GRAPH,                                                     \
+    "input 0 shape [8, 2, 2] has rank 3; it must be [N, C, H, W]")                                 \
+  X(bad_depth_to_space_channels, FG_INVALID_GRAPH,                                                 \
+    "channels 6 are not a multiple of blocksize^2 = 4")                                            \
+  X(bad_depth_to_space_mode, FG_INVALID_GRAPH, "attribute mode = 'DRC' must be 'DCR' or 'CRD'")    \
+  X(bad_depth_to_space_no_block, FG_INVALID_GRAPH, "attribute blocksize is required")              \
+  X(bad_space_to_depth_block0, FG_INVALID_GRAPH,                                                   \
+    "attribute blocksize = 0 is outside [1, 1048576]")                                             \
+  X(bad_space_to_depth_width, FG_INVALID_GRAPH,                                                    \
+    "H = 4 and W = 5 must be multiples of blocksize = 2")                                          \
+  X(bad_trilu_rank, FG_INVALID_GRAPH, "input 0 shape [5] has rank 1; Trilu needs rank >= 2")       \
+  X(bad_trilu_upper, FG_INVALID_GRAPH, "attribute upper = 2 must be 0 or 1")                       \
+  X(bad_trilu_k_runtime, FG_UNIMPLEMENTED, "input 1 'k' must be known at import")                  \
+  X(bad_trilu_k_two, FG_INVALID_GRAPH, "input 1 (k) has 2 entries; it must be a scalar")           \
   X(bad_expand, FG_INVALID_GRAPH, "does not broadcast")                                            \
   X(bad_expand_to_batch, FG_UNIMPLEMENTED, "to the batch size")                                    \
   X(bad_reshape_two_batch, FG_UNIMPLEMENTED, "two entries that depend on the batch size")          \
@@ -229,3 +273,24 @@ TENSOR_CASES(CHECK_CASE)
     onnx_expect_error(dir, #name, code, needle);                                                   \
   }
 TENSOR_BAD(CHECK_BAD)
+
+/* What PyTorch exports as DepthToSpace (pixel_shuffle: mode CRD) and
+ * Trilu (triu and tril of run-time tensors), against PyTorch's output
+ * (tests/schema/onnx/torch_blocks.py): an ESPCN super-resolution net at
+ * opsets 13 and 17 and with an open batch fed 1 and 3 images, and a causal
+ * score mask. The convolutions' sums are ordered differently: 1e-5. */
+#define TORCH_BLOCK_CASES(X)                                                                       \
+  X(espcn_op13)                                                                                    \
+  X(espcn_op17)                                                                                    \
+  X(espcn_dyn)                                                                                     \
+  X(espcn_dyn_b3)                                                                                  \
+  X(causal_op14)
+
+#define CHECK_TORCH(name)                                                                          \
+  FG_TEST(onnx_tensor_torch_##name, "onnx") {                                                      \
+    if (!fg_onnx_available()) FG_SKIP("built without ONNX");                                       \
+    const char *dir = onnx_cases("torch_blocks.py");                                               \
+    FG_REQUIRE(dir != NULL);                                                                       \
+    onnx_check_case(dir, #name, NULL, 1e-5, 1e-5);                                                 \
+  }
+TORCH_BLOCK_CASES(CHECK_TORCH)

@@ -381,8 +381,99 @@ for b in (2, 3):
     save("dyn_concat_b%d" % b, [concat_node], [("x", xb), ("c", cb)],
          [("y", np.concatenate([xb, cb], 1))], 13, sym=("x", "c"))
 
+# ---- DepthToSpace, SpaceToDepth, Trilu --------------------------------------
+# The documentation's reference (reshape to six dims, transpose, reshape),
+# checked in this script against each output element's source written as
+# an index formula, so the two readings of the definition agree.
+def ref_depth_to_space(x, b, mode="DCR"):
+    n, c, h, w = x.shape
+    if mode == "DCR":
+        t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    y = t.reshape(n, c // (b * b), h * b, w * b)
+    c2 = c // (b * b)
+    for i in np.ndindex(*y.shape):
+        q, ch, hh, ww = i
+        off = (hh % b) * b + ww % b
+        src = off * c2 + ch if mode == "DCR" else ch * b * b + off
+        assert y[i] == x[q, src, hh // b, ww // b] or np.isnan(y[i])
+    return y
+
+
+def ref_space_to_depth(x, b):
+    n, c, h, w = x.shape
+    y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4).reshape(
+        n, c * b * b, h // b, w // b)
+    for i in np.ndindex(*y.shape):
+        q, ch, hh, ww = i
+        blk, src = divmod(ch, c)
+        assert y[i] == x[q, src, hh * b + blk // b, ww * b + blk % b]
+    return y
+
+
+x = f32(2, 8, 2, 3)
+both("depth_to_space_dcr", "DepthToSpace", x, [], ref_depth_to_space(x, 2), 13,
+     attrs={"blocksize": 2})
+both("depth_to_space_opset9", "DepthToSpace", x, [], ref_depth_to_space(x, 2), 9,
+     attrs={"blocksize": 2})
+x = f32(1, 18, 2, 2)
+both("depth_to_space_crd", "DepthToSpace", x, [], ref_depth_to_space(x, 3, "CRD"), 11,
+     attrs={"blocksize": 3, "mode": "CRD"})
+x = f32(2, 3, 4, 6)
+both("space_to_depth", "SpaceToDepth", x, [], ref_space_to_depth(x, 2), 13,
+     attrs={"blocksize": 2})
+x = f32(1, 2, 3, 3)
+both("space_to_depth_b1", "SpaceToDepth", x, [], x, 9, attrs={"blocksize": 1})
+# The round trip is the identity (SpaceToDepth inverts DCR).
+x = f32(2, 2, 4, 6)
+save("space_depth_round_trip",
+     [helper.make_node("SpaceToDepth", ["x"], ["m"], blocksize=2),
+      helper.make_node("DepthToSpace", ["m"], ["y"], blocksize=2)], [("x", x)], [("y", x)], 13)
+
+# Trilu keeps NaN and infinities inside its triangle and zeros outside.
+x = f32(2, 3, 4, 5)
+x[0, 0, 0, 4], x[0, 0, 3, 0], x[1, 2, 1, 1] = np.nan, np.inf, -np.inf
+both("trilu_upper", "Trilu", x, [], np.triu(x), 14)
+both("trilu_lower_k_m1", "Trilu", x, [("k", i64(-1))], np.tril(x, -1), 14, attrs={"upper": 0})
+both("trilu_upper_k2", "Trilu", x, [("k", i64(2))], np.triu(x, 2), 14, attrs={"upper": 1})
+both("trilu_upper_k_past", "Trilu", x, [("k", i64(9))], np.triu(x, 9), 14)
+both("trilu_lower_k_low", "Trilu", x, [("k", i64(I64_MIN))], np.tril(x, -99), 14,
+     attrs={"upper": 0})
+xi = rng.integers(-9, 10, (6, 3)).astype(np.int64)
+both("trilu_int64_lower_k1", "Trilu", xi, [("k", i64(1))], np.tril(xi, 1), 14,
+     attrs={"upper": 0})
+dyn("dyn_depth_to_space", "DepthToSpace", (8, 2, 3), [], lambda v: ref_depth_to_space(v, 2),
+    attrs={"blocksize": 2})
+dyn("dyn_space_to_depth", "SpaceToDepth", (3, 4, 2), [], lambda v: ref_space_to_depth(v, 2),
+    attrs={"blocksize": 2})
+dyn("dyn_trilu", "Trilu", (4, 4), [("k", i64(-1))], lambda v: np.tril(v, -1), opset=14,
+    attrs={"upper": 0})
+
 # ---- bad models ------------------------------------------------------------
 x = f32(2, 3)
+# DepthToSpace, SpaceToDepth and Trilu refusals.
+bad("bad_depth_to_space_rank", [helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2)],
+    [("x", f32(8, 2, 2))], ["y"], 13)
+bad("bad_depth_to_space_channels",
+    [helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2)], [("x", f32(1, 6, 2, 2))],
+    ["y"], 13)
+bad("bad_depth_to_space_mode",
+    [helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="DRC")],
+    [("x", f32(1, 8, 2, 2))], ["y"], 13)
+bad("bad_depth_to_space_no_block", [helper.make_node("DepthToSpace", ["x"], ["y"])],
+    [("x", f32(1, 8, 2, 2))], ["y"], 13)
+bad("bad_space_to_depth_block0", [helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=0)],
+    [("x", f32(1, 2, 4, 4))], ["y"], 13)
+bad("bad_space_to_depth_width", [helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)],
+    [("x", f32(1, 2, 4, 5))], ["y"], 13)
+bad("bad_trilu_rank", [helper.make_node("Trilu", ["x"], ["y"])], [("x", f32(5))], ["y"], 14)
+bad("bad_trilu_upper", [helper.make_node("Trilu", ["x"], ["y"], upper=2)], [("x", f32(3, 3))],
+    ["y"], 14)
+bad("bad_trilu_k_runtime", [helper.make_node("Trilu", ["x", "k"], ["y"])],
+    [("x", f32(3, 3)), ("k", i64(1))], ["y"], 14)
+bad("bad_trilu_k_two", [helper.make_node("Trilu", ["x", "k"], ["y"])], [("x", f32(3, 3))], ["y"],
+    14, inits=[("k", i64([1, 2]))])
 # Shape of [N + 2, 3] (x with two more rows): not a multiple of the batch.
 bad("bad_shape_batch_plus_rows", [helper.make_node("Concat", ["x", "c"], ["m"], axis=0),
                                   helper.make_node("Shape", ["m"], ["sh"]),
