@@ -143,7 +143,8 @@ int fgt_map_trilu(fgx_ctx *c, const fgx_node *n) {
                     (long long)MASK_MAX);
   unsigned char *m = malloc(cells ? (size_t)cells : 1);
   if (!m) return fgx_fail(c, n, FG_RESOURCE_EXHAUSTED, "out of memory for the mask");
-  for (int64_t i = 0; i < rows; i++)
+  /* No loop over an empty mask: a file may pair a zero dim with a huge one. */
+  for (int64_t i = 0; cells > 0 && i < rows; i++)
     for (int64_t j = 0; j < cols; j++) /* |j - i| < 2^26: no overflow */
       m[i * cols + j] = upper ? j - i >= k : j - i <= k;
   int64_t md[2] = {rows, cols};

@@ -197,6 +197,8 @@
   X(trilu_lower_k_low_k)                                                                           \
   X(trilu_int64_lower_k1)                                                                          \
   X(trilu_int64_lower_k1_k)                                                                        \
+  X(trilu_empty_tall)                                                                              \
+  X(trilu_empty_tall_k)                                                                            \
   X(space_depth_round_trip)                                                                        \
   X(dyn_depth_to_space_b2)                                                                         \
   X(dyn_depth_to_space_b3)                                                                         \

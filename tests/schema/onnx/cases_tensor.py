@@ -443,6 +443,9 @@ both("trilu_lower_k_low", "Trilu", x, [("k", i64(I64_MIN))], np.tril(x, -99), 14
 xi = rng.integers(-9, 10, (6, 3)).astype(np.int64)
 both("trilu_int64_lower_k1", "Trilu", xi, [("k", i64(1))], np.tril(xi, 1), 14,
      attrs={"upper": 0})
+# An empty matrix of 2^40 rows: the mask has no cells to fill.
+xe = np.zeros((1 << 40, 0), np.float32)
+both("trilu_empty_tall", "Trilu", xe, [], xe.copy(), 14)
 dyn("dyn_depth_to_space", "DepthToSpace", (8, 2, 3), [], lambda v: ref_depth_to_space(v, 2),
     attrs={"blocksize": 2})
 dyn("dyn_space_to_depth", "SpaceToDepth", (3, 4, 2), [], lambda v: ref_space_to_depth(v, 2),
