@@ -38,6 +38,13 @@ static int block_args(fgx_ctx *c, const fgx_node *n, fgt_info *x, int64_t *b) {
                       "input 0 shape %s: dim %d is unknown at import; flowgraph needs C, H and W "
                       "known (only the batch may vary)",
                       fgt_dims_str(x->rank, x->dims, s, STR), d);
+  /* An open batch travels through the reshapes as -1, which a zero dim
+   * beside it leaves undetermined. */
+  if (x->dims[0] < 0 && fgt_elems(3, x->dims + 1) == 0)
+    return fgx_fail(c, n, FG_UNIMPLEMENTED,
+                    "input 0 shape %s has a zero dim beside the open batch, which flowgraph's "
+                    "reshapes cannot carry; export with a fixed batch",
+                    fgt_dims_str(x->rank, x->dims, s, STR));
   int has = fgx_attr_int(c, n, "blocksize", 0, b);
   if (has < 0) return -1;
   if (!has) return fgx_fail(c, n, FG_INVALID_GRAPH, "attribute blocksize is required");
@@ -66,9 +73,9 @@ int fgt_map_depth_to_space(fgx_ctx *c, const fgx_node *n) {
                     "input 0 shape %s: channels %lld are not a multiple of blocksize^2 = %lld",
                     fgt_dims_str(4, x.dims, s, STR), (long long)C, (long long)(b * b));
   const int64_t c2 = C / (b * b);
-  if (fgt_mul(fgt_mul(H, b), fgt_mul(W, b)) < 0)
-    return fgx_fail(c, n, FG_INVALID_GRAPH, "output spatial size %lld x %lld x %lld^2 overflows",
-                    (long long)H, (long long)W, (long long)b);
+  if (fgt_mul(H, b) < 0 || fgt_mul(W, b) < 0)
+    return fgx_fail(c, n, FG_INVALID_GRAPH, "output size %lld x %lld or %lld x %lld overflows",
+                    (long long)H, (long long)b, (long long)W, (long long)b);
   int64_t dcr6[6] = {N, b, b, c2, H, W}, crd6[6] = {N, c2, b, b, H, W};
   static const int64_t dcr_perm[6] = {0, 3, 4, 1, 5, 2}, crd_perm[6] = {0, 1, 4, 2, 5, 3};
   int64_t out[4] = {N, c2, H * b, W * b};

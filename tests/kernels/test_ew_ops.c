@@ -255,7 +255,7 @@ FG_TEST(ew_clip_nan_and_bounds_by_hand, "") {
   }
 }
 
-/* The long sweeps' buffers (up to 88 MB) come from the heap and go back at
+/* The long sweeps' arrays (up to 99 MB each) come from the heap and go back at
  * the case's end: as static arrays they made this binary's .bss 578 MB,
  * which LeakSanitizer scans at every process's exit (5 s per case under
  * ASan, whichever case ran). A case that returns early leaves its buffer

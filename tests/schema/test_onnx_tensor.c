@@ -220,6 +220,10 @@
     "attribute blocksize = 0 is outside [1, 1048576]")                                             \
   X(bad_space_to_depth_width, FG_INVALID_GRAPH,                                                    \
     "H = 4 and W = 5 must be multiples of blocksize = 2")                                          \
+  X(bad_depth_to_space_zero_open_batch, FG_UNIMPLEMENTED,                                          \
+    "input 0 shape [?, 0, 2, 2] has a zero dim beside the open batch")                             \
+  X(bad_space_to_depth_zero_open_batch, FG_UNIMPLEMENTED,                                          \
+    "input 0 shape [?, 2, 0, 4] has a zero dim beside the open batch")                             \
   X(bad_trilu_rank, FG_INVALID_GRAPH, "input 0 shape [5] has rank 1; Trilu needs rank >= 2")       \
   X(bad_trilu_upper, FG_INVALID_GRAPH, "attribute upper = 2 must be 0 or 1")                       \
   X(bad_trilu_k_runtime, FG_UNIMPLEMENTED, "input 1 'k' must be known at import")                  \

@@ -470,6 +470,12 @@ bad("bad_space_to_depth_block0", [helper.make_node("SpaceToDepth", ["x"], ["y"],
     [("x", f32(1, 2, 4, 4))], ["y"], 13)
 bad("bad_space_to_depth_width", [helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)],
     [("x", f32(1, 2, 4, 5))], ["y"], 13)
+bad("bad_depth_to_space_zero_open_batch",
+    [helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2)], [("x", f32(1, 0, 2, 2))],
+    ["y"], 13, sym=("x",))
+bad("bad_space_to_depth_zero_open_batch",
+    [helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2)], [("x", f32(1, 2, 0, 4))],
+    ["y"], 13, sym=("x",))
 bad("bad_trilu_rank", [helper.make_node("Trilu", ["x"], ["y"])], [("x", f32(5))], ["y"], 14)
 bad("bad_trilu_upper", [helper.make_node("Trilu", ["x"], ["y"], upper=2)], [("x", f32(3, 3))],
     ["y"], 14)
