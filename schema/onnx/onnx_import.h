@@ -92,6 +92,9 @@ const fgx_known *fgx_input_known(fgx_ctx *c, const fgx_node *n, int i);
  * after fgx_fail (naming the input and why) when it is absent, not known
  * at import, not an integer or batch-dependent. */
 int fgx_input_ints(fgx_ctx *c, const fgx_node *n, int i, const int64_t **v, int64_t *len);
+/* fgx_input_ints of one entry (a scalar or [1]), `what` naming it in the
+ * error when it has another count. */
+int fgx_input_int(fgx_ctx *c, const fgx_node *n, int i, const char *what, int64_t *v);
 /* dtype, rank and dims (FG_DIM_UNKNOWN where unknown) of a present input,
  * known or not; -1 after fgx_fail when absent. dims holds FG_MAX_DIMS. */
 #define FGX_MAX_DIMS 8

@@ -15,12 +15,10 @@
 /* The largest Trilu mask (rows x columns of bool) made at import. */
 #define MASK_MAX (INT64_C(1) << 26)
 
-/* reshape, transpose, reshape, with x's unknown dim (the batch, at most
- * one) carried as -1 where it lands in each shape: in6[u6] and out4[u4]. */
-static fg_output regroup(fg_graph *g, fg_output x, int64_t *in6, int u6, const int64_t *perm,
-                         int64_t *out4, int u4) {
-  if (u6 >= 0) in6[u6] = -1;
-  if (u4 >= 0) out4[u4] = -1;
+/* reshape, transpose, reshape. An open batch is FG_DIM_UNKNOWN (-1) in
+ * both shapes, which fg_reshape infers. */
+static fg_output regroup(fg_graph *g, fg_output x, const int64_t *in6, const int64_t *perm,
+                         const int64_t *out4) {
   return fg_reshape(g, fg_transpose(g, fg_reshape(g, x, 6, in6), 6, perm), 4, out4);
 }
 
@@ -76,14 +74,13 @@ int fgt_map_depth_to_space(fgx_ctx *c, const fgx_node *n) {
   if (fgt_mul(H, b) < 0 || fgt_mul(W, b) < 0)
     return fgx_fail(c, n, FG_INVALID_GRAPH, "output size %lld x %lld or %lld x %lld overflows",
                     (long long)H, (long long)b, (long long)W, (long long)b);
-  int64_t dcr6[6] = {N, b, b, c2, H, W}, crd6[6] = {N, c2, b, b, H, W};
+  const int64_t dcr6[6] = {N, b, b, c2, H, W}, crd6[6] = {N, c2, b, b, H, W};
   static const int64_t dcr_perm[6] = {0, 3, 4, 1, 5, 2}, crd_perm[6] = {0, 1, 4, 2, 5, 3};
-  int64_t out[4] = {N, c2, H * b, W * b};
+  const int64_t out[4] = {N, c2, H * b, W * b};
   fg_output xo = fgx_input(c, n, 0);
   if (xo.node < 0) return -1;
-  int u = N < 0 ? 0 : -1;
-  return fgt_bind(
-      c, n, 0, regroup(fgx_graph(c), xo, dcr ? dcr6 : crd6, u, dcr ? dcr_perm : crd_perm, out, u));
+  return fgt_bind(c, n, 0,
+                  regroup(fgx_graph(c), xo, dcr ? dcr6 : crd6, dcr ? dcr_perm : crd_perm, out));
 }
 
 /* SpaceToDepth: [N, C, H, W] -> [N, C b^2, H / b, W / b], the inverse of
@@ -101,13 +98,12 @@ int fgt_map_space_to_depth(fgx_ctx *c, const fgx_node *n) {
   if (fgt_mul(C, b * b) < 0)
     return fgx_fail(c, n, FG_INVALID_GRAPH, "output channels %lld x %lld^2 overflow", (long long)C,
                     (long long)b);
-  int64_t in6[6] = {N, C, H / b, b, W / b, b};
+  const int64_t in6[6] = {N, C, H / b, b, W / b, b};
   static const int64_t perm[6] = {0, 3, 5, 1, 2, 4};
-  int64_t out[4] = {N, C * b * b, H / b, W / b};
+  const int64_t out[4] = {N, C * b * b, H / b, W / b};
   fg_output xo = fgx_input(c, n, 0);
   if (xo.node < 0) return -1;
-  int u = N < 0 ? 0 : -1;
-  return fgt_bind(c, n, 0, regroup(fgx_graph(c), xo, in6, u, perm, out, u));
+  return fgt_bind(c, n, 0, regroup(fgx_graph(c), xo, in6, perm, out));
 }
 
 /* Trilu (opset 14): the upper (upper = 1, the default) or lower triangle
@@ -127,15 +123,7 @@ int fgt_map_trilu(fgx_ctx *c, const fgx_node *n) {
   if (x.rank < 2)
     return fgx_fail(c, n, FG_INVALID_GRAPH, "input 0 shape %s has rank %d; Trilu needs rank >= 2",
                     fgt_dims_str(x.rank, x.dims, s, STR), x.rank);
-  if (fgx_has_input(n, 1)) {
-    const int64_t *kv;
-    int64_t len;
-    if (fgx_input_ints(c, n, 1, &kv, &len)) return -1;
-    if (len != 1)
-      return fgx_fail(c, n, FG_INVALID_GRAPH, "input 1 (k) has %lld entries; it must be a scalar",
-                      (long long)len);
-    k = kv[0];
-  }
+  if (fgx_has_input(n, 1) && fgx_input_int(c, n, 1, "k", &k)) return -1;
   const int64_t rows = x.dims[x.rank - 2], cols = x.dims[x.rank - 1];
   int64_t cells = fgt_mul(rows, cols);
   if (rows < 0 || cols < 0)

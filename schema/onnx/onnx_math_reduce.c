@@ -203,25 +203,13 @@ static int map_arg(fgx_ctx *c, const fgx_node *n, int is_max) {
 int onnx_map_argmax(fgx_ctx *c, const fgx_node *n) { return map_arg(c, n, 1); }
 int onnx_map_argmin(fgx_ctx *c, const fgx_node *n) { return map_arg(c, n, 0); }
 
-/* Input 1 (`what`), known at import, as its one entry. */
-static int input1_one(fgx_ctx *c, const fgx_node *n, const char *what, int64_t *v) {
-  const int64_t *vals;
-  int64_t len;
-  if (fgx_input_ints(c, n, 1, &vals, &len) != 0) return -1;
-  if (len != 1)
-    return fgx_fail(c, n, FG_INVALID_GRAPH, "input 1 (%s) has %lld entries; it needs one", what,
-                    (long long)len);
-  *v = vals[0];
-  return 0;
-}
-
 /* TopK's k: the attribute before opset 10, else input 1 (one entry). */
 static int topk_k(fgx_ctx *c, const fgx_node *n, int64_t *k) {
   if (fgx_opset(c) < 10) {
     const int rc = fgx_attr_int(c, n, "k", -1, k);
     return rc < 0 ? -1 : rc == 0 ? fgx_fail(c, n, FG_INVALID_GRAPH, "attribute 'k' is missing") : 0;
   }
-  return input1_one(c, n, "K", k);
+  return fgx_input_int(c, n, 1, "K", k);
 }
 
 int onnx_map_topk(fgx_ctx *c, const fgx_node *n) {
@@ -251,7 +239,7 @@ int onnx_map_cumsum(fgx_ctx *c, const fgx_node *n) {
   fg_dtype dt;
   int rank;
   int64_t dims[FGX_MAX_DIMS], exclusive, reverse, axis = 0, a;
-  if (fgx_input_info(c, n, 0, &dt, &rank, dims) != 0 || input1_one(c, n, "axis", &axis) != 0)
+  if (fgx_input_info(c, n, 0, &dt, &rank, dims) != 0 || fgx_input_int(c, n, 1, "axis", &axis) != 0)
     return -1;
   if (fgx_attr_int(c, n, "exclusive", 0, &exclusive) < 0 ||
       fgx_attr_int(c, n, "reverse", 0, &reverse) < 0)

@@ -403,6 +403,17 @@ int fgx_input_ints(fgx_ctx *c, const fgx_node *n, int i, const int64_t **v, int6
   return 0;
 }
 
+int fgx_input_int(fgx_ctx *c, const fgx_node *n, int i, const char *what, int64_t *v) {
+  const int64_t *vals;
+  int64_t len;
+  if (fgx_input_ints(c, n, i, &vals, &len) != 0) return -1;
+  if (len != 1)
+    return fgx_fail(c, n, FG_INVALID_GRAPH, "input %d (%s) has %lld entries; it needs one", i, what,
+                    (long long)len);
+  *v = vals[0];
+  return 0;
+}
+
 int fgx_input_info(fgx_ctx *c, const fgx_node *n, int i, fg_dtype *dtype, int *rank,
                    int64_t *dims) {
   int v = input_value(c, n, i);

@@ -227,7 +227,7 @@
   X(bad_trilu_rank, FG_INVALID_GRAPH, "input 0 shape [5] has rank 1; Trilu needs rank >= 2")       \
   X(bad_trilu_upper, FG_INVALID_GRAPH, "attribute upper = 2 must be 0 or 1")                       \
   X(bad_trilu_k_runtime, FG_UNIMPLEMENTED, "input 1 'k' must be known at import")                  \
-  X(bad_trilu_k_two, FG_INVALID_GRAPH, "input 1 (k) has 2 entries; it must be a scalar")           \
+  X(bad_trilu_k_two, FG_INVALID_GRAPH, "input 1 (k) has 2 entries; it needs one")                  \
   X(bad_expand, FG_INVALID_GRAPH, "does not broadcast")                                            \
   X(bad_expand_to_batch, FG_UNIMPLEMENTED, "to the batch size")                                    \
   X(bad_reshape_two_batch, FG_UNIMPLEMENTED, "two entries that depend on the batch size")          \
