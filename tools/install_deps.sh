@@ -3,19 +3,21 @@
 # it is quick and idempotent. Runs as root (CI) or through sudo.
 #
 # Usage: tools/install_deps.sh [demo|all]   (default: all)
-#   demo  what `make demo` needs: the compiler, CMake, OpenBLAS, libxsmm,
-#         oneDNN (the CNN's convolutions) and FlatBuffers (the .fgb files).
+#   demo  what `make demo` needs: the compiler, CMake with Ninja, OpenBLAS,
+#         libxsmm, oneDNN (the CNN's convolutions) and FlatBuffers (the .fgb
+#         files).
 #   all   what `make test` and `make bench` need on top: protobuf-c and
 #         ONNX's schema (python3-onnx) for ONNX import and export, NumPy and
 #         PyTorch for the reference values and benchmarks, Open MPI, and clang
-#         with its runtime for the fuzzers. Open MPI's mpirun looks for an rsh
-#         agent (ssh) even for a local launch, hence openssh-client; iproute2's
-#         `ip netns` makes the two hosts of the tests across hosts
-#         (tools/netns_hosts.sh).
+#         with its runtime for the fuzzers, and LLVM's linker lld (it links
+#         the 160 test programs in half of GNU ld's time). Open MPI's mpirun
+#         looks for an rsh agent (ssh) even for a local launch, hence
+#         openssh-client; iproute2's `ip netns` makes the two hosts of the
+#         tests across hosts (tools/netns_hosts.sh).
 set -eu
 profile=${1:-all}
-DEMO_PKGS="cmake make gcc g++ pkg-config libopenblas-dev libxsmm-dev libdnnl-dev flatbuffers-compiler libflatbuffers-dev"
-TEST_PKGS="python3-numpy python3-torch python3-torchvision python3-onnx libprotobuf-c-dev protobuf-c-compiler clang openmpi-bin libopenmpi-dev openssh-client iproute2"
+DEMO_PKGS="cmake ninja-build make gcc g++ pkg-config libopenblas-dev libxsmm-dev libdnnl-dev flatbuffers-compiler libflatbuffers-dev"
+TEST_PKGS="lld python3-numpy python3-torch python3-torchvision python3-onnx libprotobuf-c-dev protobuf-c-compiler clang openmpi-bin libopenmpi-dev openssh-client iproute2"
 case "$profile" in
   demo) PKGS="$DEMO_PKGS" ;;
   all) PKGS="$DEMO_PKGS $TEST_PKGS" ;;
