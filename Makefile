@@ -15,10 +15,11 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 # ctest, printing failed tests' output again at the end (the tail CI keeps).
 CTEST = $(CURDIR)/tools/ctest_run.sh
-# A new build folder gets Ninja's generator when Ninja is installed: on the
-# 2-core VM the Release build with its tests took 219 s with it, 275 s with
-# Make's. A folder already made keeps the generator it was made with.
-GEN = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
+# cmake's configure of folder $(1). A new build folder gets Ninja's
+# generator when Ninja is installed: on the 2-core VM the Release build with
+# its tests took 219 s with it, 275 s with Make's. A folder already made
+# keeps the generator it was made with.
+CONFIGURE = cmake -S . -B $(1) $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja))
 # Programs and the shared library link with lld where it is installed (a
 # test program's link: 0.19 s against GNU ld's 0.49 s, 0.38 s against 0.90 s
 # under ASan).
@@ -38,13 +39,13 @@ deps-demo:
 
 build: deps
 	@echo "== $@ started $$(date +%T)"
-	cmake -S . -B $(BUILD) $(call GEN,$(BUILD)) $(LINK) -DCMAKE_BUILD_TYPE=Release -DFG_BUILD_TESTS=ON
+	$(call CONFIGURE,$(BUILD)) $(LINK) -DCMAKE_BUILD_TYPE=Release -DFG_BUILD_TESTS=ON
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Only what tools/demo.sh runs: the command and the two digits builders
 # (ONNX and MPI are left out when their packages are missing).
 build-demo: deps-demo
-	cmake -S . -B $(BUILD) $(call GEN,$(BUILD)) -DCMAKE_BUILD_TYPE=Release -DFG_BUILD_TESTS=OFF
+	$(call CONFIGURE,$(BUILD)) -DCMAKE_BUILD_TYPE=Release -DFG_BUILD_TESTS=OFF
 	cmake --build $(BUILD) -j $(JOBS) --target flowgraph_cli example_digits_build_mlp \
 	  example_digits_build_cnn
 
@@ -69,7 +70,7 @@ CASES_DIR = $(CURDIR)/$(BUILD)/onnx_cases
 test-asan: deps
 	@echo "== $@ started $$(date +%T)"
 	mkdir -p $(CASES_DIR)
-	cmake -S . -B $(ASAN_BUILD) $(call GEN,$(ASAN_BUILD)) $(LINK) $(SAN_FLAGS) -DFG_SANITIZE=address,undefined
+	$(call CONFIGURE,$(ASAN_BUILD)) $(LINK) $(SAN_FLAGS) -DFG_SANITIZE=address,undefined
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(CTEST) --output-on-failure -j $(TEST_JOBS) -E '^(install|format|layering)\.'
@@ -81,7 +82,7 @@ test-asan: deps
 test-tsan: deps
 	@echo "== $@ started $$(date +%T)"
 	mkdir -p $(CASES_DIR)
-	cmake -S . -B $(TSAN_BUILD) $(call GEN,$(TSAN_BUILD)) $(LINK) $(SAN_FLAGS) -DFG_SANITIZE=thread
+	$(call CONFIGURE,$(TSAN_BUILD)) $(LINK) $(SAN_FLAGS) -DFG_SANITIZE=thread
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_threadpool test_threadpool_kernels \
 	  test_executor test_session test_kernels test_threads test_numerics test_dist test_dist_exec \
 	  test_dist_agree test_dist_hybrid test_shm_reduce test_dist_micro test_dist_run_agree \
@@ -102,7 +103,7 @@ FUZZ_SECONDS ?= 300
 
 fuzz-build: deps
 	@echo "== $@ started $$(date +%T)"
-	cmake -S . -B $(FUZZ_BUILD) $(call GEN,$(FUZZ_BUILD)) $(LINK) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	$(call CONFIGURE,$(FUZZ_BUILD)) $(LINK) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
 	  -DFG_FUZZ=ON -DFG_BUILD_TESTS=OFF -DFG_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_load fuzz_api fuzz_onnx fuzz_gen_seeds
 	./tests/fuzz/seed_corpus.sh . $(FUZZ_BUILD)
@@ -119,7 +120,7 @@ demo: build-demo
 
 # Only the library and the driver are built; the comparison takes a few minutes.
 bench: deps
-	cmake -S . -B $(BUILD) $(call GEN,$(BUILD)) -DCMAKE_BUILD_TYPE=Release
+	$(call CONFIGURE,$(BUILD)) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS) --target fg_bench fg_bench_gpu fg_bench_cnn fg_bench_onnx
 	/usr/bin/python3 bench/compare_torch.py --driver $(BUILD)/bench/fg_bench
 	/usr/bin/python3 bench/compare_torch_cnn.py --driver $(BUILD)/bench/fg_bench_cnn
